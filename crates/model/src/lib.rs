@@ -1,0 +1,23 @@
+//! # smtlab-model
+//!
+//! Plain data shared by every smtlab crate, with no I/O:
+//!
+//! * [`CpuSet`]: a set of logical CPU numbers, parsed from and formatted to the two
+//!   textual forms Linux uses (`0-3,8,10-11` lists and `ff,00000001` hex masks).
+//! * [`Topology`]: what the topology crate discovers (packages, cores, CPUs, caches,
+//!   NUMA nodes, SMT state); it serialises to the `smtlab.topology/1` JSON contract.
+//! * [`PlacementSpec`] / [`ResolvedPlacement`]: a placement name as the user wrote it,
+//!   and the exact CPUs it resolved to on one machine.
+//!
+//! Everything here is `serde`-serialisable so that the store, the report and other
+//! tools read the same shapes.
+
+pub mod cpuset;
+pub mod placement;
+pub mod topology;
+
+pub use cpuset::{CpuListError, CpuSet};
+pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
+pub use topology::{
+    Cache, CacheType, Core, CoreKind, NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA, Topology,
+};

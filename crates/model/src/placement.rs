@@ -1,0 +1,151 @@
+//! Placements: which CPUs a workload may use and how its threads map onto them.
+//!
+//! A [`PlacementSpec`] is what the user wrote (`1c2t`, `2P`, `cpus=0,4`, `all`), already
+//! parsed; the placement crate resolves it against a topology into a
+//! [`ResolvedPlacement`], whose `cpus` are in thread-assignment order: thread *i* of a
+//! workload runs on `cpus[i % cpus.len()]`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::CpuSet;
+
+/// What a placement asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum PlacementKind {
+    /// `NcMt`: N cores, M hardware threads on each.
+    Grid { cores: u32, threads_per_core: u32 },
+    /// `all`: every online CPU this process may use.
+    All,
+    /// `cores`: every core, one thread each.
+    Cores,
+    /// `cpus=LIST`: exactly these CPUs.
+    Cpus { cpus: CpuSet },
+    /// `os`: no pinning; the scheduler decides.
+    Os,
+}
+
+/// Which cores a `NcMt` placement takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CoreOrder {
+    /// Fill one package (then one NUMA node, die, cluster) before the next: cores that
+    /// share the most cache.
+    #[default]
+    Compact,
+    /// Round robin over packages: one core from each package in turn.
+    Scatter,
+}
+
+/// In which order the chosen CPUs receive threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuOrder {
+    /// First thread of every chosen core, then second threads, ...: running fewer
+    /// threads than CPUs uses separate cores before SMT siblings.
+    #[default]
+    Spread,
+    /// All threads of one core, then the next core (sibling-adjacent).
+    Siblings,
+    /// By CPU number, as Linux numbers them (paper 002's "dumb" mapping).
+    Linear,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementSpec {
+    /// The text the user wrote, e.g. `2P` or `1c2t`.
+    pub text: String,
+    pub kind: PlacementKind,
+    pub core_order: CoreOrder,
+    pub cpu_order: CpuOrder,
+}
+
+/// A placement resolved against one machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedPlacement {
+    /// Canonical name: `1c2t`, `all`, `cores`, `cpus=0,4`, `os`; `scatter` appended as
+    /// `2c1t/scatter` when not the default, so names stay unique within a run.
+    pub name: String,
+    /// What the user wrote.
+    pub spec: String,
+    /// CPUs in thread-assignment order; empty for `os`.
+    pub cpus: Vec<u32>,
+    /// Distinct cores used.
+    pub cores: u32,
+    /// Threads used on each core (maximum over the cores).
+    pub threads_per_core: u32,
+    /// Distinct packages used.
+    pub packages: u32,
+    pub core_order: CoreOrder,
+    pub cpu_order: CpuOrder,
+}
+
+impl ResolvedPlacement {
+    /// Whether threads are pinned (false only for `os`).
+    pub fn pinned(&self) -> bool {
+        !self.cpus.is_empty()
+    }
+
+    /// The CPU thread `i` runs on, or `None` when unpinned.
+    pub fn cpu_for_thread(&self, i: usize) -> Option<u32> {
+        if self.cpus.is_empty() {
+            None
+        } else {
+            Some(self.cpus[i % self.cpus.len()])
+        }
+    }
+
+    /// Number of CPUs (hardware threads) in the placement; 0 for `os`.
+    pub fn width(&self) -> usize {
+        self.cpus.len()
+    }
+
+    pub fn cpu_set(&self) -> CpuSet {
+        self.cpus.iter().copied().collect()
+    }
+}
+
+impl fmt::Display for CoreOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CoreOrder::Compact => "compact",
+            CoreOrder::Scatter => "scatter",
+        })
+    }
+}
+
+impl fmt::Display for CpuOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CpuOrder::Spread => "spread",
+            CpuOrder::Siblings => "siblings",
+            CpuOrder::Linear => "linear",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_wrap_around_the_cpus() {
+        let p = ResolvedPlacement {
+            name: "1c2t".into(),
+            spec: "2T".into(),
+            cpus: vec![0, 16],
+            cores: 1,
+            threads_per_core: 2,
+            packages: 1,
+            core_order: CoreOrder::Compact,
+            cpu_order: CpuOrder::Spread,
+        };
+        assert_eq!(p.cpu_for_thread(0), Some(0));
+        assert_eq!(p.cpu_for_thread(3), Some(16));
+        assert!(p.pinned());
+        let os = ResolvedPlacement { cpus: vec![], ..p };
+        assert_eq!(os.cpu_for_thread(0), None);
+    }
+}
