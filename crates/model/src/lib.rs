@@ -9,13 +9,18 @@
 //! * [`PlacementSpec`] / [`ResolvedPlacement`]: a placement name as the user wrote it,
 //!   and the exact CPUs it resolved to on one machine.
 //!
+//! * [`BenchInfo`], [`SampleRecord`], [`Summary`]: what a benchmark measures and what a
+//!   measured cell holds.
+//!
 //! Everything here is `serde`-serialisable so that the store, the report and other
 //! tools read the same shapes.
 
+pub mod bench;
 pub mod cpuset;
 pub mod placement;
 pub mod topology;
 
+pub use bench::{BenchInfo, Direction, ParamInfo, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use topology::{

@@ -1,0 +1,94 @@
+//! # smtlab-bench
+//!
+//! The benchmark catalog. Every experiment is one module implementing [`Benchmark`]:
+//! it describes itself ([`BenchInfo`]: name, unit, direction, parameters) and, given a
+//! resolved placement and its parameters, prepares an [`Instance`] whose
+//! [`Instance::sample`] runs a requested number of inner iterations and returns one
+//! [`RawSample`]: elapsed time, work done, CPU time, start spread and the CPUs the
+//! workers ran on.
+//!
+//! Benchmarks only measure. Calibrating iteration counts, warm-up, repetition until
+//! convergence and statistics live in the runner crate; printing in the CLI; storage in
+//! the store. A benchmark never reads CLI arguments: it gets a [`BenchContext`].
+
+use std::collections::BTreeMap;
+
+use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
+
+pub mod params;
+
+pub use params::{ParamError, Params};
+
+/// One timed run of a prepared benchmark, before any statistics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawSample {
+    /// First worker start to last worker finish, in nanoseconds.
+    pub elapsed_ns: u64,
+    /// Units of work done: operations, bytes, round trips (the unit is the benchmark's).
+    pub work: f64,
+    /// Inner-loop overhead already known to be inside `elapsed_ns` (clock reads, empty
+    /// loop), which the runner subtracts for time-per-operation values and reports.
+    pub overhead_ns: u64,
+    /// Sum of the workers' CPU time over the timed section, when measured.
+    pub cpu_ns: Option<u64>,
+    /// Spread between the first and the last worker starting.
+    pub start_spread_ns: Option<u64>,
+    /// CPU each worker ran on (read at the end of its timed section), in worker order.
+    pub cpus: Vec<u32>,
+    /// Secondary figures for this sample (`failed_per_success`, `wake_ns_mean`, ...).
+    pub metrics: BTreeMap<String, f64>,
+    /// Per-event latencies for distribution plots (`create_return_ns`, `thread_start_ns`),
+    /// each a list of nanoseconds.
+    pub series: BTreeMap<String, Vec<f64>>,
+}
+
+/// Everything a benchmark may look at when it prepares.
+#[derive(Debug, Clone, Copy)]
+pub struct BenchContext<'a> {
+    pub params: &'a Params,
+    pub placement: &'a ResolvedPlacement,
+    pub topology: &'a Topology,
+}
+
+/// Why a benchmark could not be prepared or sampled.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    #[error("{bench}: {reason}")]
+    Unsupported { bench: String, reason: String },
+    #[error("{bench}: {what}: {source}")]
+    Io {
+        bench: String,
+        what: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Pin(#[from] smtlab_placement::pin::PinError),
+    #[error("{bench}: result check failed: {reason}")]
+    Check { bench: String, reason: String },
+}
+
+/// One experiment of the catalog.
+pub trait Benchmark: Send + Sync {
+    /// Name, unit, direction, parameters.
+    fn info(&self) -> BenchInfo;
+
+    /// Allocates buffers, starts pinned workers and children: everything that must not be
+    /// timed. The returned instance is sampled repeatedly and dropped at the end (which
+    /// must stop workers and reap children).
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError>;
+}
+
+/// A benchmark prepared for one placement and parameter set.
+pub trait Instance: Send {
+    /// Runs `iterations` inner iterations and times them.
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError>;
+
+    /// Iterations a sample must run whatever the calibration says (e.g. one pass over a
+    /// buffer for bandwidth tests where an iteration is already large). `None` lets the
+    /// runner calibrate.
+    fn fixed_iterations(&self) -> Option<u64> {
+        None
+    }
+}

@@ -1,0 +1,91 @@
+//! Benchmark descriptions and results: what the catalog says about each benchmark and
+//! what a measured cell holds, independent of how it was measured or will be shown.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Whether a larger value is better (bandwidth, operations per second) or worse (latency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Higher,
+    Lower,
+}
+
+/// How a sample's value is derived from its elapsed time and the work it did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ValueKind {
+    /// `work / seconds / scale`: throughput, e.g. bytes with scale 1e9 gives GB/s.
+    Rate { scale: f64 },
+    /// `nanoseconds / work`: the time of one operation, with loop overhead subtracted.
+    TimePerOp,
+}
+
+/// One parameter a benchmark accepts (`size=64MiB`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamInfo {
+    pub name: String,
+    /// Default value, in the same syntax the user types.
+    pub default: String,
+    /// Value used by quick runs (`--quick`), when it differs from the default.
+    pub quick: Option<String>,
+    pub help: String,
+}
+
+/// What the catalog says about one benchmark.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchInfo {
+    /// Unique name, e.g. `mem-read`.
+    pub name: String,
+    /// `compute`, `memory`, `threads` or `os`.
+    pub group: String,
+    /// Unit of the primary value: `GB/s`, `GOPS`, `ns`, `Mops/s`.
+    pub unit: String,
+    pub direction: Direction,
+    pub value_kind: ValueKind,
+    pub description: String,
+    /// Where the experiment comes from, e.g. `paper 001 Table 1` or `paper 002 s4`.
+    pub origin: String,
+    pub params: Vec<ParamInfo>,
+}
+
+/// Summary statistics of a cell's samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub n: usize,
+    pub mean: f64,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub p25: f64,
+    pub p75: f64,
+    pub stddev: f64,
+    /// Half-width of the Student-t 95% confidence interval of the mean.
+    pub ci95_half_width: f64,
+    /// `ci95_half_width / mean`.
+    pub ci95_rel: f64,
+}
+
+/// One timed sample as kept in results: its value and the raw facts it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    /// The value in the benchmark's unit.
+    pub value: f64,
+    /// Inner iterations the sample ran.
+    pub iterations: u64,
+    /// First start to last finish, before any overhead subtraction.
+    pub elapsed_ns: u64,
+    /// Units of work done (operations, bytes, round trips).
+    pub work: f64,
+    /// CPU time of all workers together, when measured.
+    pub cpu_ns: Option<u64>,
+    /// Time between the first and the last worker starting.
+    pub start_spread_ns: Option<u64>,
+    /// CPU each worker ran on, in worker order.
+    pub cpus: Vec<u32>,
+    /// Secondary per-sample figures (`failed_per_success`, `wake_ns`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, f64>,
+}

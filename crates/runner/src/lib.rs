@@ -1,0 +1,3 @@
+//! # smtlab-runner
+//!
+//! Turns a prepared benchmark instance into a measured cell.
