@@ -15,7 +15,13 @@ use std::collections::BTreeMap;
 
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
+pub mod catalog;
+pub mod compute;
+pub mod memory;
+pub mod os;
 pub mod params;
+pub mod threads;
+pub mod workers;
 
 pub use params::{ParamError, Params};
 
