@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
 pub mod catalog;
+pub mod clock;
 pub mod compute;
 pub mod memory;
 pub mod os;

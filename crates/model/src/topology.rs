@@ -20,7 +20,8 @@ pub struct Topology {
     pub root: String,
     /// Online logical CPUs that the kernel describes (hwloc's PUs).
     pub cpus: CpuSet,
-    /// CPUs the kernel lists as present or possible-and-existing but offline.
+    /// CPUs that have a `cpuN` directory but are offline (or give no topology), as
+    /// hwloc counts them; `possible` CPUs without a directory are not listed.
     pub offline_cpus: CpuSet,
     /// CPUs this process may run on, when a cpuset or affinity mask hides some of `cpus`.
     pub allowed_cpus: Option<CpuSet>,
@@ -36,7 +37,8 @@ pub struct Topology {
     pub cpu_model: Option<String>,
     /// CPU vendor (`GenuineIntel`, `AuthenticAMD`, an ARM implementer, ...), when known.
     pub vendor: Option<String>,
-    /// Hypervisor we run under (`KVM`, `VMware`, ...) or `None` on bare metal / unknown.
+    /// Hypervisor we run under (`KVM`, `VMware`, ...), `unknown` when only the CPU's
+    /// `hypervisor` flag says the machine is virtual, `None` when nothing says so.
     pub virtualization: Option<String>,
 }
 
@@ -50,7 +52,8 @@ pub struct Package {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Core {
-    /// `core_id` from sysfs (unique only within a package, and not even there on s390).
+    /// `core_id` from sysfs (unique only within a package, and not even there on s390);
+    /// the core's position in its package where the kernel gives no `core_id` (PS3).
     pub id: u32,
     /// Online SMT siblings of this core.
     pub cpus: CpuSet,

@@ -1,97 +1,824 @@
-//! Pinning threads and child processes to CPUs with sched_setaffinity, and reading the
+//! Pinning threads and child processes to CPUs with `sched_setaffinity`, and reading the
 //! affinity back to verify it took.
+//!
+//! Every pin is verified, because the kernel is lenient: asked for CPUs {0, 5} on a
+//! two-CPU machine it silently applies {0}. A pinned measurement that runs elsewhere than
+//! its placement says would be a wrong number, so a difference is an error
+//! ([`PinError::Mismatch`]).
+//!
+//! * The calling thread: [`pin_current_thread`], [`pin_current_thread_to`].
+//! * New threads: [`spawn_pinned`] and [`spawn_pinned_scoped`] pin *inside* the new thread
+//!   before it runs the work (pinning the parent and letting the child inherit would move
+//!   the parent), and return only once the pin is confirmed.
+//! * Child processes: [`CommandPinExt::pin_to`] on `std::process::Command` pins between
+//!   fork and exec; [`verify_process_affinity`] checks a running process.
+//!
+//! The OS boundary is the [`Affinity`] trait: [`SystemAffinity`] calls the kernel,
+//! [`FakeAffinity`] keeps masks in memory so callers (the runner, benchmarks) can be tested
+//! deterministically on any machine. The free functions use [`SystemAffinity`].
+//!
+//! Masks are sized to the CPU numbers involved (not glibc's fixed 1024-bit `cpu_set_t`),
+//! so machines with more than 1024 CPUs work.
 
+use std::collections::HashMap;
 use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::thread::{self, JoinHandle, Scope, ScopedJoinHandle};
 
 use smtlab_model::CpuSet;
+use smtlab_model::cpuset::MAX_CPU;
 
 /// Why pinning failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
-    #[error("cannot pin to CPUs {cpus}: {source}")]
-    Set { cpus: String, source: io::Error },
-    #[error("cannot read the CPU affinity back: {0}")]
-    Get(io::Error),
-    #[error("pinned to CPUs {wanted} but the kernel reports {actual}")]
-    Mismatch { wanted: String, actual: String },
+    #[error("cannot pin {} to CPUs {cpus}: {source}{}", who(*tid), einval_hint(source))]
+    Set {
+        tid: libc::pid_t,
+        cpus: String,
+        source: io::Error,
+    },
+    #[error("cannot read the CPU affinity of {}: {source}", who(*tid))]
+    Get { tid: libc::pid_t, source: io::Error },
+    #[error(
+        "{} was pinned to CPUs {wanted} but the kernel reports {actual} \
+         (CPUs offline, absent or outside this process's cpuset are dropped)",
+        who(*tid)
+    )]
+    Mismatch {
+        tid: libc::pid_t,
+        wanted: String,
+        actual: String,
+    },
+    #[error("thread pinned to CPU {wanted} is running on CPU {running}")]
+    Running { wanted: u32, running: u32 },
     #[error("empty CPU set: nothing to pin to")]
     Empty,
+    #[error("CPU {cpu} is above the largest CPU number smtlab supports ({MAX_CPU})")]
+    TooLarge { cpu: u32 },
 }
 
-fn to_cpu_set(cpus: &CpuSet) -> Result<libc::cpu_set_t, PinError> {
-    if cpus.is_empty() {
-        return Err(PinError::Empty);
+fn who(tid: libc::pid_t) -> String {
+    if tid == 0 {
+        "the calling thread".into()
+    } else {
+        format!("thread/process {tid}")
     }
-    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>() as u32;
-    for cpu in cpus {
-        if cpu >= max {
-            return Err(PinError::Set {
+}
+
+fn einval_hint(e: &io::Error) -> &'static str {
+    if e.raw_os_error() == Some(libc::EINVAL) {
+        " (none of these CPUs is online and allowed for this process)"
+    } else {
+        ""
+    }
+}
+
+impl From<PinError> for io::Error {
+    fn from(e: PinError) -> Self {
+        match e {
+            PinError::Empty | PinError::TooLarge { .. } => {
+                io::Error::new(io::ErrorKind::InvalidInput, e)
+            }
+            e => io::Error::other(e),
+        }
+    }
+}
+
+/// The OS boundary for CPU affinity. `tid` is a thread or process id; 0 is the calling
+/// thread, as for `sched_setaffinity(2)`.
+pub trait Affinity: Send + Sync {
+    /// Sets the affinity (the kernel may apply only the online, allowed part: see
+    /// [`Affinity::pin`]).
+    fn set(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError>;
+    /// Reads the affinity.
+    fn get(&self, tid: libc::pid_t) -> Result<CpuSet, PinError>;
+    /// The CPU the calling thread runs on now, when the platform says.
+    fn current_cpu(&self) -> Option<u32>;
+
+    /// Sets the affinity and reads it back; a difference is [`PinError::Mismatch`].
+    fn pin(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
+        self.set(tid, cpus)?;
+        self.verify(tid, cpus)
+    }
+
+    /// Checks that `tid`'s affinity is exactly `cpus`.
+    fn verify(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
+        let actual = self.get(tid)?;
+        if &actual == cpus {
+            Ok(())
+        } else {
+            Err(PinError::Mismatch {
+                tid,
+                wanted: cpus.to_list_string(),
+                actual: actual.to_list_string(),
+            })
+        }
+    }
+
+    /// Pins the calling thread to one CPU, verifies the mask, and checks that the thread
+    /// now runs there (the kernel migrates a thread before `sched_setaffinity` returns).
+    fn pin_current_to(&self, cpu: u32) -> Result<(), PinError> {
+        self.pin(0, &std::iter::once(cpu).collect())?;
+        match self.current_cpu() {
+            Some(running) if running != cpu => Err(PinError::Running {
+                wanted: cpu,
+                running,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The real kernel interface.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemAffinity;
+
+impl Affinity for SystemAffinity {
+    fn set(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
+        Mask::from_set(cpus)?
+            .apply(tid)
+            .map_err(|source| PinError::Set {
+                tid,
                 cpus: cpus.to_list_string(),
-                source: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("CPU {cpu} is beyond the {max} CPUs cpu_set_t holds"),
-                ),
+                source,
+            })
+    }
+
+    fn get(&self, tid: libc::pid_t) -> Result<CpuSet, PinError> {
+        let mut mask = Mask::zeroed(kernel_mask_words());
+        mask.read(tid)
+            .map_err(|source| PinError::Get { tid, source })?;
+        Ok(mask.to_set())
+    }
+
+    fn current_cpu(&self) -> Option<u32> {
+        // SAFETY: no arguments; returns -1 on error.
+        let c = unsafe { libc::sched_getcpu() };
+        u32::try_from(c).ok()
+    }
+}
+
+/// In-memory affinity for tests: behaves like the kernel on a machine whose online CPUs
+/// are `online` (sets are cut to the online part, and rejected when nothing is left), and
+/// records every `set` call.
+#[derive(Debug)]
+pub struct FakeAffinity {
+    online: CpuSet,
+    state: Mutex<FakeState>,
+}
+
+#[derive(Debug, Default)]
+struct FakeState {
+    masks: HashMap<libc::pid_t, CpuSet>,
+    calls: Vec<(libc::pid_t, CpuSet)>,
+}
+
+impl FakeAffinity {
+    pub fn new(online: CpuSet) -> Self {
+        Self {
+            online,
+            state: Mutex::new(FakeState::default()),
+        }
+    }
+
+    /// Every `set` call so far as (thread id, requested CPUs); tid 0 is replaced by the
+    /// caller's real thread id so calls from different threads can be told apart.
+    pub fn calls(&self) -> Vec<(libc::pid_t, CpuSet)> {
+        self.lock().calls.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        // A test thread that panicked while holding the lock leaves valid data behind.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn resolve_tid(tid: libc::pid_t) -> libc::pid_t {
+        if tid == 0 { current_tid() } else { tid }
+    }
+}
+
+impl Affinity for FakeAffinity {
+    fn set(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
+        if cpus.is_empty() {
+            return Err(PinError::Empty);
+        }
+        if let Some(cpu) = cpus.iter().find(|&c| c > MAX_CPU) {
+            return Err(PinError::TooLarge { cpu });
+        }
+        let key = Self::resolve_tid(tid);
+        let mut state = self.lock();
+        state.calls.push((key, cpus.clone()));
+        let effective = cpus.intersection(&self.online);
+        if effective.is_empty() {
+            return Err(PinError::Set {
+                tid,
+                cpus: cpus.to_list_string(),
+                source: io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
-        // SAFETY: cpu < CPU_SETSIZE, checked above.
-        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+        state.masks.insert(key, effective);
+        Ok(())
     }
-    Ok(set)
+
+    fn get(&self, tid: libc::pid_t) -> Result<CpuSet, PinError> {
+        let key = Self::resolve_tid(tid);
+        Ok(self
+            .lock()
+            .masks
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| self.online.clone()))
+    }
+
+    fn current_cpu(&self) -> Option<u32> {
+        // Deterministic stand-in for the scheduler: the lowest CPU the thread may use.
+        self.get(0).ok()?.first()
+    }
 }
 
-/// Sets the affinity of thread or process `tid` (0 = the calling thread).
+fn current_tid() -> libc::pid_t {
+    // SAFETY: gettid takes no arguments and cannot fail. Called through syscall(2)
+    // because the libc wrapper needs glibc 2.30.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
+/// Sets the affinity of thread or process `tid` (0 = the calling thread), unverified.
 pub fn set_affinity(tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
-    let set = to_cpu_set(cpus)?;
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(PinError::Set {
-            cpus: cpus.to_list_string(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok(())
+    SystemAffinity.set(tid, cpus)
 }
 
 /// Reads the affinity of thread or process `tid` (0 = the calling thread).
 pub fn get_affinity(tid: libc::pid_t) -> Result<CpuSet, PinError> {
-    // SAFETY: zeroed cpu_set_t is valid; the kernel fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let rc =
-        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if rc != 0 {
-        return Err(PinError::Get(io::Error::last_os_error()));
-    }
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    Ok((0..max)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .map(|c| c as u32)
-        .collect())
+    SystemAffinity.get(tid)
 }
 
 /// Pins the calling thread to `cpus` and verifies by reading the affinity back.
 pub fn pin_current_thread(cpus: &CpuSet) -> Result<(), PinError> {
-    set_affinity(0, cpus)?;
-    let actual = get_affinity(0)?;
-    if &actual != cpus {
-        return Err(PinError::Mismatch {
-            wanted: cpus.to_list_string(),
-            actual: actual.to_list_string(),
-        });
-    }
-    Ok(())
+    SystemAffinity.pin(0, cpus)
 }
 
-/// Pins the calling thread to one CPU.
+/// Pins the calling thread to one CPU, verified (see [`Affinity::pin_current_to`]).
 pub fn pin_current_thread_to(cpu: u32) -> Result<(), PinError> {
-    pin_current_thread(&std::iter::once(cpu).collect())
+    SystemAffinity.pin_current_to(cpu)
 }
 
 /// The CPU the calling thread is running on right now.
 pub fn current_cpu() -> Option<u32> {
-    // SAFETY: no arguments; returns -1 on error.
-    let c = unsafe { libc::sched_getcpu() };
-    u32::try_from(c).ok()
+    SystemAffinity.current_cpu()
+}
+
+/// Checks that process (or thread) `pid` may run on exactly `cpus`, e.g. a child started
+/// with [`CommandPinExt::pin_to`] or a server started by someone else and pinned by pid.
+pub fn verify_process_affinity(pid: u32, cpus: &CpuSet) -> Result<(), PinError> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| PinError::Get {
+        tid: libc::pid_t::MAX,
+        source: io::Error::from_raw_os_error(libc::ESRCH),
+    })?;
+    SystemAffinity.verify(pid, cpus)
+}
+
+/// Spawns a thread named `name` that pins itself to `cpu` (verified) before running `f`;
+/// `None` runs unpinned (the `os` placement). Returns once the pin is confirmed, so a
+/// caller never measures a thread that runs elsewhere.
+///
+/// If pinning fails, `f` never runs and the error is returned. The failed thread ends by
+/// unwinding (`resume_unwind`: no panic message), so this relies on the workspace's
+/// default `panic = "unwind"`.
+pub fn spawn_pinned<F, T>(
+    cpu: Option<u32>,
+    name: impl Into<String>,
+    f: F,
+) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    spawn_pinned_with(Arc::new(SystemAffinity), cpu, name, f)
+}
+
+/// [`spawn_pinned`] through a chosen [`Affinity`] (a [`FakeAffinity`] in tests).
+pub fn spawn_pinned_with<F, T>(
+    affinity: Arc<dyn Affinity>,
+    cpu: Option<u32>,
+    name: impl Into<String>,
+    f: F,
+) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let (tx, rx) = mpsc::sync_channel(1);
+    let handle = thread::Builder::new()
+        .name(name.into())
+        .spawn(pinned_body(affinity, cpu, tx, f))?;
+    match confirm(rx) {
+        Ok(()) => Ok(handle),
+        Err(e) => {
+            // The thread has already stopped (or is stopping) without running `f`.
+            let _ = handle.join();
+            Err(e)
+        }
+    }
+}
+
+/// [`spawn_pinned`] for `std::thread::scope`, so workers can borrow the benchmark's
+/// buffers and barrier.
+pub fn spawn_pinned_scoped<'scope, 'env, F, T>(
+    scope: &'scope Scope<'scope, 'env>,
+    cpu: Option<u32>,
+    name: impl Into<String>,
+    f: F,
+) -> io::Result<ScopedJoinHandle<'scope, T>>
+where
+    F: FnOnce() -> T + Send + 'scope,
+    T: Send + 'scope,
+{
+    spawn_pinned_scoped_with(scope, Arc::new(SystemAffinity), cpu, name, f)
+}
+
+/// [`spawn_pinned_scoped`] through a chosen [`Affinity`].
+pub fn spawn_pinned_scoped_with<'scope, 'env, F, T>(
+    scope: &'scope Scope<'scope, 'env>,
+    affinity: Arc<dyn Affinity>,
+    cpu: Option<u32>,
+    name: impl Into<String>,
+    f: F,
+) -> io::Result<ScopedJoinHandle<'scope, T>>
+where
+    F: FnOnce() -> T + Send + 'scope,
+    T: Send + 'scope,
+{
+    let (tx, rx) = mpsc::sync_channel(1);
+    let handle = thread::Builder::new()
+        .name(name.into())
+        .spawn_scoped(scope, pinned_body(affinity, cpu, tx, f))?;
+    match confirm(rx) {
+        Ok(()) => Ok(handle),
+        Err(e) => {
+            // Joining marks the unwind as handled, so the scope does not panic at its end.
+            let _ = handle.join();
+            Err(e)
+        }
+    }
+}
+
+/// Marker payload of a thread that ended because its pin failed.
+struct PinFailed;
+
+fn pinned_body<F, T>(
+    affinity: Arc<dyn Affinity>,
+    cpu: Option<u32>,
+    tx: mpsc::SyncSender<Result<(), PinError>>,
+    f: F,
+) -> impl FnOnce() -> T
+where
+    F: FnOnce() -> T,
+{
+    move || {
+        let result = match cpu {
+            Some(cpu) => affinity.pin_current_to(cpu),
+            None => Ok(()),
+        };
+        let failed = result.is_err();
+        // The receiver lives until this message arrives; a send error cannot happen.
+        let _ = tx.send(result);
+        drop(tx);
+        if failed {
+            std::panic::resume_unwind(Box::new(PinFailed));
+        }
+        f()
+    }
+}
+
+fn confirm(rx: mpsc::Receiver<Result<(), PinError>>) -> io::Result<()> {
+    match rx.recv() {
+        Ok(result) => result.map_err(io::Error::from),
+        Err(_) => Err(io::Error::other(
+            "pinned thread ended before reporting its pin",
+        )),
+    }
+}
+
+/// Pinning for child processes.
+pub trait CommandPinExt {
+    /// Makes the child run on exactly `cpus`, set between fork and exec so that not one
+    /// instruction of the program runs elsewhere. The child reads its affinity back before
+    /// exec; if the kernel applied a different set (a CPU offline or outside the cpuset)
+    /// `spawn` fails with `EINVAL`. Errors here are for sets that cannot be expressed
+    /// (empty, CPU number too large).
+    fn pin_to(&mut self, cpus: &CpuSet) -> Result<&mut Self, PinError>;
+}
+
+impl CommandPinExt for Command {
+    fn pin_to(&mut self, cpus: &CpuSet) -> Result<&mut Self, PinError> {
+        // Everything is allocated here, in the parent: between fork and exec only
+        // async-signal-safe calls are allowed, so the hook must not touch the allocator.
+        let words = kernel_mask_words();
+        let mut want = Mask::from_set(cpus)?;
+        want.grow(words);
+        let mut got = Mask::zeroed(want.words.len());
+        let hook = move || -> io::Result<()> {
+            want.apply(0)?;
+            got.words.fill(0);
+            got.read(0)?;
+            if got.words == want.words {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(libc::EINVAL))
+            }
+        };
+        // SAFETY: the hook only issues two raw syscalls and compares preallocated
+        // buffers: no allocation, no locks, nothing that is unsafe after fork.
+        unsafe { self.pre_exec(hook) };
+        Ok(self)
+    }
+}
+
+/// A kernel CPU bitmask: `unsigned long` words, CPU n at bit n % BITS of word n / BITS,
+/// as `sched_setaffinity(2)` takes it.
+#[derive(Debug, Clone)]
+struct Mask {
+    words: Vec<libc::c_ulong>,
+}
+
+const WORD_BITS: usize = libc::c_ulong::BITS as usize;
+
+impl Mask {
+    fn zeroed(words: usize) -> Self {
+        Self {
+            words: vec![0; words.max(1)],
+        }
+    }
+
+    fn from_set(cpus: &CpuSet) -> Result<Self, PinError> {
+        let last = cpus.last().ok_or(PinError::Empty)?;
+        if last > MAX_CPU {
+            return Err(PinError::TooLarge { cpu: last });
+        }
+        let mut mask = Self::zeroed(last as usize / WORD_BITS + 1);
+        for cpu in cpus {
+            let cpu = cpu as usize;
+            mask.words[cpu / WORD_BITS] |= 1 << (cpu % WORD_BITS);
+        }
+        Ok(mask)
+    }
+
+    fn grow(&mut self, words: usize) {
+        if self.words.len() < words {
+            self.words.resize(words, 0);
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.words.len() * std::mem::size_of::<libc::c_ulong>()
+    }
+
+    fn to_set(&self) -> CpuSet {
+        self.words
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &w)| {
+                (0..WORD_BITS)
+                    .filter(move |b| w & (1 << b) != 0)
+                    .map(move |b| (i * WORD_BITS + b) as u32)
+            })
+            .collect()
+    }
+
+    /// Async-signal-safe: one raw syscall, no allocation (the error is errno only).
+    fn apply(&self, tid: libc::pid_t) -> io::Result<()> {
+        // SAFETY: the pointer and length describe our own buffer; the kernel only reads.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_sched_setaffinity,
+                tid,
+                self.bytes(),
+                self.words.as_ptr(),
+            )
+        };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Async-signal-safe. The buffer must hold the kernel's whole mask, else `EINVAL`.
+    fn read(&mut self, tid: libc::pid_t) -> io::Result<()> {
+        // SAFETY: the kernel writes at most `bytes()` bytes into our buffer.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getaffinity,
+                tid,
+                self.bytes(),
+                self.words.as_mut_ptr(),
+            )
+        };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Words needed to read the kernel's affinity mask (its `nr_cpu_ids`, rounded up): the
+/// kernel refuses shorter buffers, and the number cannot change while we run.
+fn kernel_mask_words() -> usize {
+    static WORDS: OnceLock<usize> = OnceLock::new();
+    *WORDS.get_or_init(|| {
+        let max_words = (MAX_CPU as usize + 1) / WORD_BITS;
+        let mut words = 1024 / WORD_BITS;
+        while words < max_words {
+            let mut probe = Mask::zeroed(words);
+            match probe.read(0) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => words *= 2,
+                _ => break,
+            }
+        }
+        words
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+
+    fn set(v: &[u32]) -> CpuSet {
+        v.iter().copied().collect()
+    }
+
+    fn online() -> CpuSet {
+        let n = thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        get_affinity(0).unwrap_or_else(|_| (0..n).collect())
+    }
+
+    /// Runs `f` on a fresh thread so tests that pin do not leave the test harness's
+    /// worker threads pinned.
+    fn on_fresh_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        thread::spawn(f).join().unwrap()
+    }
+
+    #[test]
+    fn masks_round_trip_beyond_1024_cpus() {
+        let s = set(&[0, 63, 64, 1023, 1024, 4000, MAX_CPU]);
+        let m = Mask::from_set(&s).unwrap();
+        assert_eq!(m.to_set(), s);
+        assert_eq!(m.words.len(), (MAX_CPU as usize) / WORD_BITS + 1);
+        assert!(matches!(
+            Mask::from_set(&CpuSet::new()),
+            Err(PinError::Empty)
+        ));
+        assert!(matches!(
+            Mask::from_set(&set(&[MAX_CPU + 1])),
+            Err(PinError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn pin_current_thread_to_cpu0_then_back_to_all() {
+        let all = online();
+        on_fresh_thread(move || {
+            let first = all.first().unwrap();
+            pin_current_thread(&set(&[first])).unwrap();
+            assert_eq!(get_affinity(0).unwrap(), set(&[first]));
+            assert_eq!(current_cpu(), Some(first));
+            pin_current_thread(&all).unwrap();
+            assert_eq!(get_affinity(0).unwrap(), all);
+            pin_current_thread_to(all.last().unwrap()).unwrap();
+            assert_eq!(current_cpu(), all.last());
+        });
+    }
+
+    #[test]
+    fn empty_sets_and_absent_cpus_are_errors() {
+        on_fresh_thread(|| {
+            let before = get_affinity(0).unwrap();
+            assert!(matches!(
+                pin_current_thread(&CpuSet::new()),
+                Err(PinError::Empty)
+            ));
+            // Beyond the machine but representable: the kernel refuses it.
+            let e = pin_current_thread(&set(&[MAX_CPU])).unwrap_err();
+            assert!(matches!(e, PinError::Set { .. }), "{e:?}");
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("cannot pin the calling thread to CPUs 65535:"),
+                "{msg}"
+            );
+            assert!(msg.contains("none of these CPUs is online"), "{msg}");
+            // Beyond what smtlab represents at all.
+            let e = set_affinity(0, &set(&[MAX_CPU + 1])).unwrap_err();
+            assert!(matches!(e, PinError::TooLarge { .. }), "{e:?}");
+            // Partly absent: the kernel keeps the online part; verification catches it.
+            let first = before.first().unwrap();
+            let e = pin_current_thread(&set(&[first, MAX_CPU])).unwrap_err();
+            assert!(matches!(e, PinError::Mismatch { .. }), "{e:?}");
+            assert!(e.to_string().contains("but the kernel reports"), "{e}");
+            // Nothing above changed the thread's affinity to something unexpected.
+            assert!(get_affinity(0).unwrap().is_subset(&before));
+        });
+    }
+
+    #[test]
+    fn spawn_pinned_threads_run_on_their_cpu() {
+        let all = online();
+        let handles: Vec<_> = all
+            .iter()
+            .map(|cpu| {
+                let h = spawn_pinned(Some(cpu), format!("pinned-{cpu}"), move || {
+                    // Busy long enough that a wrong mask would show as a migration.
+                    let mut seen = CpuSet::new();
+                    for _ in 0..1000 {
+                        seen.insert(current_cpu().unwrap());
+                        std::hint::black_box(seen.len());
+                    }
+                    (
+                        thread::current().name().map(String::from),
+                        seen,
+                        get_affinity(0).unwrap(),
+                    )
+                })
+                .unwrap();
+                (cpu, h)
+            })
+            .collect();
+        for (cpu, h) in handles {
+            let (name, seen, mask) = h.join().unwrap();
+            assert_eq!(name.as_deref(), Some(format!("pinned-{cpu}").as_str()));
+            assert_eq!(seen, set(&[cpu]));
+            assert_eq!(mask, set(&[cpu]));
+        }
+    }
+
+    #[test]
+    fn spawn_pinned_none_leaves_the_thread_unpinned() {
+        let inherited = get_affinity(0).unwrap();
+        let mask = spawn_pinned(None, "free", || get_affinity(0).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(mask, inherited);
+    }
+
+    #[test]
+    fn spawn_pinned_reports_failures_without_running_the_work() {
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        let e = spawn_pinned(Some(MAX_CPU), "doomed", move || {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("cannot pin"), "{e}");
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[test]
+    fn scoped_pinned_threads_share_a_barrier() {
+        let all = online();
+        let cpus: Vec<u32> = all.iter().collect();
+        let barrier = Barrier::new(cpus.len());
+        let seen: Vec<Option<u32>> = thread::scope(|s| {
+            let handles: Vec<_> = cpus
+                .iter()
+                .map(|&cpu| {
+                    let barrier = &barrier;
+                    spawn_pinned_scoped(s, Some(cpu), format!("w{cpu}"), move || {
+                        barrier.wait();
+                        current_cpu()
+                    })
+                    .unwrap()
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(seen, cpus.iter().map(|&c| Some(c)).collect::<Vec<_>>());
+
+        // A failed pin inside a scope is an error, not a panic at the end of the scope.
+        thread::scope(|s| {
+            assert!(spawn_pinned_scoped(s, Some(MAX_CPU), "doomed", || ()).is_err());
+        });
+    }
+
+    #[test]
+    fn child_process_is_pinned_before_exec() {
+        let all = online();
+        let cpu = all.last().unwrap();
+        let out = Command::new("sh")
+            .args(["-c", "grep Cpus_allowed_list /proc/self/status"])
+            .pin_to(&set(&[cpu]))
+            .unwrap()
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.trim(), format!("Cpus_allowed_list:\t{cpu}"));
+    }
+
+    #[test]
+    fn child_pinned_to_cpu1_reports_1() {
+        let all = online();
+        if !all.contains(1) {
+            return; // single-CPU machine: covered by child_process_is_pinned_before_exec
+        }
+        let mut child = Command::new("sleep")
+            .arg("5")
+            .pin_to(&set(&[1]))
+            .unwrap()
+            .spawn()
+            .unwrap();
+        let verified = verify_process_affinity(child.id(), &set(&[1]));
+        let wrong = verify_process_affinity(child.id(), &set(&[0]));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        verified.unwrap();
+        let wrong = wrong.unwrap_err();
+        assert!(matches!(wrong, PinError::Mismatch { .. }), "{wrong:?}");
+        assert!(wrong.to_string().contains("reports 1"), "{wrong}");
+    }
+
+    #[test]
+    fn child_pin_errors() {
+        assert!(matches!(
+            Command::new("true").pin_to(&CpuSet::new()),
+            Err(PinError::Empty)
+        ));
+        // Representable but absent: the child refuses to exec, spawn reports EINVAL.
+        let e = Command::new("true")
+            .pin_to(&set(&[MAX_CPU]))
+            .unwrap()
+            .status()
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        // Partly absent: the kernel would drop a CPU, so the child refuses too.
+        let first = online().first().unwrap();
+        let e = Command::new("true")
+            .pin_to(&set(&[first, MAX_CPU]))
+            .unwrap()
+            .status()
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+
+    #[test]
+    fn verifying_a_missing_process_names_it() {
+        // pid_max is at most 2^22, so this pid cannot exist.
+        let e = verify_process_affinity(1 << 30, &set(&[0])).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("thread/process 1073741824"), "{msg}");
+        assert!(matches!(e, PinError::Get { .. }));
+    }
+
+    #[test]
+    fn fake_behaves_like_the_kernel() {
+        let fake = FakeAffinity::new(set(&[0, 1, 2, 3]));
+        assert_eq!(fake.get(0).unwrap(), set(&[0, 1, 2, 3]));
+        fake.pin(0, &set(&[2])).unwrap();
+        assert_eq!(fake.current_cpu(), Some(2));
+        fake.pin_current_to(3).unwrap();
+        assert!(matches!(fake.set(0, &CpuSet::new()), Err(PinError::Empty)));
+        assert!(matches!(fake.set(0, &set(&[9])), Err(PinError::Set { .. })));
+        let e = fake.pin(0, &set(&[1, 9])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the calling thread was pinned to CPUs 1,9 but the kernel reports 1 \
+             (CPUs offline, absent or outside this process's cpuset are dropped)"
+        );
+        fake.pin(4242, &set(&[0])).unwrap();
+        assert_eq!(fake.get(4242).unwrap(), set(&[0]));
+        let tid = current_tid();
+        let calls = fake.calls();
+        assert_eq!(calls[0], (tid, set(&[2])));
+        assert_eq!(calls.last().unwrap(), &(4242, set(&[0])));
+    }
+
+    #[test]
+    fn spawn_pinned_with_a_fake_is_deterministic() {
+        let fake = Arc::new(FakeAffinity::new((0..64).collect()));
+        let handles: Vec<_> = [5u32, 17, 63]
+            .into_iter()
+            .map(|cpu| {
+                spawn_pinned_with(fake.clone(), Some(cpu), "fake", {
+                    let fake = fake.clone();
+                    move || fake.current_cpu()
+                })
+                .unwrap()
+            })
+            .collect();
+        let got: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(got, [Some(5), Some(17), Some(63)]);
+        let mut pinned: Vec<CpuSet> = fake.calls().into_iter().map(|(_, s)| s).collect();
+        pinned.sort();
+        assert_eq!(pinned, [set(&[5]), set(&[17]), set(&[63])]);
+
+        let e = spawn_pinned_with(fake.clone(), Some(99), "absent", || ()).unwrap_err();
+        assert!(e.to_string().contains("cannot pin"), "{e}");
+        thread::scope(|s| {
+            let h = spawn_pinned_scoped_with(s, fake.clone(), Some(7), "scoped", || 7).unwrap();
+            assert_eq!(h.join().unwrap(), 7);
+        });
+    }
 }

@@ -1,3 +1,42 @@
 //! # smtlab-runner
 //!
-//! Turns a prepared benchmark instance into a measured cell.
+//! Turns a prepared benchmark [`Instance`](smtlab_bench::Instance) into a measured
+//! cell, following the measurement rules of DESIGN.md. One call does it all:
+//!
+//! ```text
+//! measure(instance, info, &RunConfig::default(), &Monotonic, &mut NoopObserver)
+//!     -> CellResult { samples, summary, converged, calibration, warmup, overheads, ... }
+//! ```
+//!
+//! 1. **Overheads** ([`clock`]): the cost of a clock read and of an empty loop iteration
+//!    are measured and reported; time-per-operation values have the benchmark's own
+//!    `RawSample::overhead_ns` (its clock reads and loop, by the bench contract)
+//!    subtracted, and the result says how much ([`value`]).
+//! 2. **Calibration**: inner iterations grow from 1 until a sample lasts about
+//!    `target_sample_ns` (10 ms), then `time(2n)` is compared with `2 * time(n)` and
+//!    the result recorded as `linear`.
+//! 3. **Warm-up**: discarded samples, counted and timed.
+//! 4. **Repetition**: samples until the Student-t 95% CI of the mean is within 2% (3..30
+//!    samples, and a 5 s budget per cell); `converged` says whether it got there.
+//! 5. **Summary** ([`stats`]): mean, median, quartiles, min/max, CI; CPU-time rates
+//!    beside wall-time rates; start spread; concatenated event series.
+//!
+//! The runner never prints: it pushes [`Event`]s to an [`Observer`]. Time comes from a
+//! [`Clock`], so tests drive everything with a [`FakeClock`] and fake instances.
+//! [`stats::ratio`] compares two cells (SMT yield) with a Fieller confidence interval.
+
+pub mod clock;
+pub mod config;
+pub mod error;
+mod measure;
+pub mod observer;
+pub mod result;
+pub mod stats;
+pub mod value;
+
+pub use clock::{Clock, FakeClock, Monotonic, Overheads, measure_overheads};
+pub use config::RunConfig;
+pub use error::{Phase, RunError};
+pub use measure::measure;
+pub use observer::{Event, NoopObserver, Observer, from_fn};
+pub use result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};

@@ -1,8 +1,489 @@
-//! memory benchmarks.
+//! Memory benchmarks (paper 002 s5): `mem-read`, `mem-write`, `mem-copy` bandwidth in GB/s
+//! and `mem-latency` in ns per dependent load.
+//!
+//! All four run on the pinned [`WorkerPool`]: one worker per CPU of the placement by
+//! default (`threads` overrides), each with a private buffer allocated and written by the
+//! worker after it is pinned. `size` is **per thread**: with 2 threads and `size=128MiB`
+//! the test touches 256 MiB. Its default, `auto`, is 4x the last-level cache of the
+//! topology (one cache instance: a thread's lines can only live in its own LLC), or
+//! [`FALLBACK_SIZE`] when the topology does not say; quick runs use 16 MiB, which may be
+//! cache-resident on large-L3 parts. Sizes are rounded down to whole 4 KiB pages (whole
+//! 64-byte lines for the latency test). A run that would need more than 90% of
+//! `MemAvailable` is refused with the numbers.
+//!
+//! * Bandwidth ([`bandwidth`]): one iteration is one pass over the buffer, so the runner
+//!   calibrates passes; bytes are counted as likwid-bench counts them (copy = bytes read +
+//!   bytes written, no write-allocate), with AVX2 kernels when the CPU has them
+//!   ([`kernels`]).
+//! * Latency ([`latency`]): one iteration is one load of a random pointer chase; the value
+//!   is nanoseconds per load *per thread* (work = loads of one thread), so several threads
+//!   give the latency each sees while the others chase too. Sweep the working set with
+//!   [`latency_sweep_sizes`] to see the L1/L2/L3/DRAM steps.
 
-use crate::Benchmark;
+pub mod bandwidth;
+pub mod kernels;
+pub mod latency;
+
+use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
+
+use crate::workers::{WorkerPool, threads_param};
+use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use bandwidth::{Stream, StreamWorker};
+use kernels::Isa;
+use latency::Chase;
+
+/// Per-thread size when the topology gives no last-level cache size.
+pub const FALLBACK_SIZE: u64 = 256 << 20;
+/// Page granularity of bandwidth buffers.
+const PAGE: u64 = 4096;
+/// Smallest working set of the latency sweep.
+pub const SWEEP_START: u64 = 4 << 10;
 
 /// The memory benchmarks of the catalog.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Vec::new()
+    vec![
+        Box::new(Bandwidth(Stream::Read)),
+        Box::new(Bandwidth(Stream::Write)),
+        Box::new(Bandwidth(Stream::Copy)),
+        Box::new(Latency),
+    ]
+}
+
+/// `auto` size per thread: 4x the last-level cache (one instance), else [`FALLBACK_SIZE`].
+pub fn default_size(topo: &Topology) -> u64 {
+    topo.llc_bytes()
+        .filter(|&b| b > 0)
+        .map_or(FALLBACK_SIZE, |b| b.saturating_mul(4))
+}
+
+/// Working sets for a latency sweep: 4 KiB doubling up to [`default_size`] (4x LLC), which
+/// is always the last entry, so the steps at L1, L2, L3 and DRAM all show.
+pub fn latency_sweep_sizes(topo: &Topology) -> Vec<u64> {
+    let top = default_size(topo).max(SWEEP_START);
+    let mut v = Vec::new();
+    let mut s = SWEEP_START;
+    while s < top {
+        v.push(s);
+        s = s.saturating_mul(2);
+    }
+    v.push(top);
+    v
+}
+
+fn size_param(ctx: &BenchContext<'_>) -> Result<u64, BenchError> {
+    let v = ctx.params.get_str("size")?;
+    if v.eq_ignore_ascii_case("auto") {
+        Ok(default_size(ctx.topology))
+    } else {
+        Ok(ctx.params.get_bytes("size")?)
+    }
+}
+
+fn too_small(size: u64, min: u64) -> BenchError {
+    crate::ParamError::Value {
+        name: "size".into(),
+        value: size.to_string(),
+        expected: format!("auto or at least {min} bytes per thread"),
+    }
+    .into()
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn check_memory(bench: &str, threads: usize, per_thread: u64) -> Result<(), BenchError> {
+    let total = per_thread.saturating_mul(threads as u64);
+    match mem_available() {
+        Some(avail) if total as f64 > 0.9 * avail as f64 => Err(BenchError::Unsupported {
+            bench: bench.into(),
+            reason: format!(
+                "needs {total} bytes ({threads} threads x {per_thread} bytes) but only \
+                 {avail} bytes are available; lower size or threads"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
+    ParamInfo {
+        name: name.into(),
+        default: default.into(),
+        quick: quick.map(Into::into),
+        help: help.into(),
+    }
+}
+
+fn threads_info() -> ParamInfo {
+    param(
+        "threads",
+        "auto",
+        None,
+        "worker threads; auto = one per CPU of the placement",
+    )
+}
+
+/// A streaming bandwidth benchmark.
+#[derive(Debug, Clone, Copy)]
+pub struct Bandwidth(pub Stream);
+
+impl Bandwidth {
+    fn name(self) -> &'static str {
+        match self.0 {
+            Stream::Read => "mem-read",
+            Stream::Write => "mem-write",
+            Stream::Copy => "mem-copy",
+        }
+    }
+}
+
+impl Benchmark for Bandwidth {
+    fn info(&self) -> BenchInfo {
+        let description = match self.0 {
+            Stream::Read => {
+                "Memory read bandwidth: each thread sums its private, pre-faulted buffer \
+                 (256-bit loads, 8 independent accumulators); bytes read per second"
+            }
+            Stream::Write => {
+                "Memory write bandwidth: each thread stores a value over its private, \
+                 pre-faulted buffer (256-bit ordinary stores, not non-temporal); bytes \
+                 written per second, write-allocate reads not counted"
+            }
+            Stream::Copy => {
+                "Memory copy bandwidth: each thread copies the first half of its private \
+                 buffer to the second half; bytes read plus bytes written per second, as \
+                 likwid-bench counts copy"
+            }
+        };
+        BenchInfo {
+            name: self.name().into(),
+            group: "memory".into(),
+            unit: "GB/s".into(),
+            direction: Direction::Higher,
+            value_kind: ValueKind::Rate { scale: 1e9 },
+            description: description.into(),
+            origin: "paper 002 s5".into(),
+            params: vec![
+                param(
+                    "size",
+                    "auto",
+                    Some("16MiB"),
+                    "bytes per thread (for mem-copy source and destination together); auto = \
+                     4 x the last-level cache, 256MiB when unknown",
+                ),
+                threads_info(),
+            ],
+        }
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let name = self.name();
+        let threads = threads_param(name, ctx)?;
+        let size = size_param(ctx)?;
+        // Copy splits the size into two page-aligned halves.
+        let unit = if self.0 == Stream::Copy {
+            2 * PAGE
+        } else {
+            PAGE
+        };
+        let bytes = size / unit * unit;
+        if bytes == 0 {
+            return Err(too_small(size, unit));
+        }
+        check_memory(name, threads, bytes)?;
+        let stream = self.0;
+        let isa = Isa::detect();
+        let bench = name.to_string();
+        let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
+            StreamWorker::new(stream, isa, bytes, 0x00C0_FFEE ^ i as u64).map_err(|reason| {
+                BenchError::Unsupported {
+                    bench: bench.clone(),
+                    reason: format!("worker {i}: {reason}"),
+                }
+            })
+        })?;
+        Ok(Box::new(PoolInstance {
+            pool,
+            per_thread_work: false,
+        }))
+    }
+}
+
+/// `mem-latency`.
+#[derive(Debug, Clone, Copy)]
+pub struct Latency;
+
+impl Benchmark for Latency {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: "mem-latency".into(),
+            group: "memory".into(),
+            unit: "ns".into(),
+            direction: Direction::Lower,
+            value_kind: ValueKind::TimePerOp,
+            description: "Memory load latency: a dependent pointer chase through one random \
+                          cycle over the 64-byte lines of a per-thread working set; \
+                          nanoseconds per load. Sweep size to see L1/L2/L3/DRAM"
+                .into(),
+            origin: "paper 002 s5 (latency as in lmbench lat_mem_rd)".into(),
+            params: vec![
+                param(
+                    "size",
+                    "auto",
+                    Some("16MiB"),
+                    "working set per thread; auto = 4 x the last-level cache (DRAM \
+                     latency), 256MiB when unknown",
+                ),
+                threads_info(),
+                param("seed", "1", None, "seed of the random chase order"),
+            ],
+        }
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let name = "mem-latency";
+        let threads = threads_param(name, ctx)?;
+        let size = size_param(ctx)?;
+        let seed = ctx.params.get_u64("seed")?;
+        let lines = latency::lines_for(size).map_err(|_| too_small(size, 128))?;
+        let bytes = lines as u64 * kernels::LINE_BYTES as u64;
+        // Plus 4 bytes per line of ring positions and 4 of the shuffle order.
+        check_memory(name, threads, bytes + 8 * lines as u64)?;
+        let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
+            Chase::new(bytes, seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).map_err(
+                |reason| BenchError::Unsupported {
+                    bench: name.into(),
+                    reason: format!("worker {i}: {reason}"),
+                },
+            )
+        })?;
+        Ok(Box::new(PoolInstance {
+            pool,
+            per_thread_work: true,
+        }))
+    }
+}
+
+struct PoolInstance {
+    pool: WorkerPool,
+    /// Report one thread's work (latency per load), not the sum over threads.
+    per_thread_work: bool,
+}
+
+impl Instance for PoolInstance {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        let mut s = self.pool.run(iterations)?;
+        if self.per_thread_work {
+            s.work = iterations as f64;
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Params;
+    use crate::workers::tests::{context, placement, test_cpus, topology};
+
+    fn prepare(
+        b: &dyn Benchmark,
+        cpus: &[u32],
+        given: &[&str],
+    ) -> Result<Box<dyn Instance>, BenchError> {
+        let info = b.info();
+        let given: Vec<String> = given.iter().map(|s| s.to_string()).collect();
+        let params = Params::resolve(&info, &given, false).unwrap();
+        let p = placement(cpus);
+        let t = topology(Some(8 << 20));
+        b.prepare(&context(&params, &p, &t))
+    }
+
+    #[test]
+    fn every_benchmark_runs_on_one_and_two_cpus() {
+        let all = test_cpus();
+        for b in benchmarks() {
+            let name = b.info().name;
+            for n in 1..=all.len() {
+                let cpus = &all[..n];
+                let mut inst = prepare(&*b, cpus, &["size=64KiB"]).unwrap();
+                for iters in [1, 3] {
+                    let s = inst.sample(iters).unwrap();
+                    assert_eq!(s.cpus, cpus, "{name}");
+                    assert!(s.elapsed_ns > 0, "{name}");
+                    assert!(s.work.is_finite() && s.work > 0.0, "{name}");
+                    let want = if name == "mem-latency" {
+                        iters as f64
+                    } else {
+                        (iters * (64 << 10) * n as u64) as f64
+                    };
+                    assert_eq!(s.work, want, "{name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_round_to_pages_and_tiny_sizes_are_errors() {
+        let mut inst = prepare(&Bandwidth(Stream::Copy), &[0], &["size=12KiB"]).unwrap();
+        assert_eq!(inst.sample(1).unwrap().work, 8192.0);
+        for (b, size) in [
+            (&Bandwidth(Stream::Read) as &dyn Benchmark, "100"),
+            (&Bandwidth(Stream::Copy), "4KiB"),
+            (&Latency, "64"),
+        ] {
+            let e = prepare(b, &[0], &[&format!("size={size}")]).err().unwrap();
+            assert!(e.to_string().contains("size"), "{e}");
+        }
+        let e = prepare(&Latency, &[0], &["size=lots"]).err().unwrap();
+        assert!(e.to_string().contains("size=\"lots\""), "{e}");
+        let e = prepare(&Latency, &[0], &["seed=x"]).err().unwrap();
+        assert!(e.to_string().contains("seed"), "{e}");
+    }
+
+    #[test]
+    fn absurd_sizes_are_refused_before_allocating() {
+        let e = prepare(&Bandwidth(Stream::Read), &[0], &["size=1000000GiB"])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("available"), "{e}");
+    }
+
+    #[test]
+    fn auto_size_and_sweep_follow_the_last_level_cache() {
+        let t = topology(Some(8 << 20));
+        assert_eq!(default_size(&t), 32 << 20);
+        let sweep = latency_sweep_sizes(&t);
+        assert_eq!(sweep.first(), Some(&(4 << 10)));
+        assert_eq!(sweep.last(), Some(&(32 << 20)));
+        assert_eq!(sweep.len(), 14);
+        assert!(sweep.windows(2).all(|w| w[1] == 2 * w[0]));
+
+        let odd = topology(Some(36 << 20));
+        let sweep = latency_sweep_sizes(&odd);
+        assert_eq!(sweep.last(), Some(&(144 << 20)));
+        assert_eq!(sweep[sweep.len() - 2], 128 << 20);
+
+        let none = topology(None);
+        assert_eq!(default_size(&none), FALLBACK_SIZE);
+        assert_eq!(latency_sweep_sizes(&none).last(), Some(&FALLBACK_SIZE));
+
+        // `auto` resolves against the topology.
+        let info = Latency.info();
+        let params = Params::resolve(&info, &[], false).unwrap();
+        let p = placement(&[0]);
+        assert_eq!(size_param(&context(&params, &p, &t)).unwrap(), 32 << 20);
+    }
+
+    #[test]
+    fn info_is_complete() {
+        for b in benchmarks() {
+            let i = b.info();
+            assert_eq!(i.group, "memory");
+            let size = i.params.iter().find(|p| p.name == "size").unwrap();
+            assert_eq!(size.quick.as_deref(), Some("16MiB"));
+            if i.name == "mem-latency" {
+                assert_eq!(i.value_kind, ValueKind::TimePerOp);
+                assert_eq!(i.direction, Direction::Lower);
+            } else {
+                assert_eq!(i.unit, "GB/s");
+                assert_eq!(i.value_kind, ValueKind::Rate { scale: 1e9 });
+            }
+        }
+    }
+}
+
+/// Measured figures for a look by eye, not a check: run with
+/// `cargo test --release -p smtlab-bench -- --ignored --nocapture figures`.
+#[cfg(test)]
+mod figures {
+    use super::*;
+    use crate::Params;
+    use crate::workers::tests::{context, placement, test_cpus, topology};
+
+    /// Doubles the iterations until a sample lasts 20 ms, then returns 5 samples.
+    pub(crate) fn measure(inst: &mut dyn Instance) -> Vec<RawSample> {
+        let mut n = 1;
+        loop {
+            let s = inst.sample(n).unwrap();
+            if s.elapsed_ns >= 20_000_000 || n >= 1 << 40 {
+                break;
+            }
+            n *= 2;
+        }
+        (0..5).map(|_| inst.sample(n).unwrap()).collect()
+    }
+
+    fn run(b: &dyn Benchmark, cpus: &[u32], given: &[String]) -> String {
+        let info = b.info();
+        let params = Params::resolve(&info, given, false).unwrap();
+        let p = placement(cpus);
+        let t = topology(Some(32 << 20));
+        let mut inst = b.prepare(&context(&params, &p, &t)).unwrap();
+        let v: Vec<f64> = measure(&mut *inst)
+            .iter()
+            .map(|s| match info.value_kind {
+                ValueKind::Rate { scale } => s.work / (s.elapsed_ns as f64 * 1e-9) / scale,
+                ValueKind::TimePerOp => {
+                    (s.elapsed_ns.saturating_sub(s.overhead_ns)) as f64 / s.work
+                }
+            })
+            .collect();
+        let best = match info.direction {
+            Direction::Higher => v.iter().copied().fold(f64::MIN, f64::max),
+            Direction::Lower => v.iter().copied().fold(f64::MAX, f64::min),
+        };
+        format!("{best:.2} {}", info.unit)
+    }
+
+    #[test]
+    #[ignore = "prints measured figures"]
+    fn figures() {
+        let size = std::env::var("SMTLAB_FIG_SIZE").unwrap_or_else(|_| "128MiB".into());
+        let all = test_cpus();
+        for b in benchmarks()
+            .iter()
+            .filter(|b| b.info().name != "mem-latency")
+        {
+            for n in 1..=all.len() {
+                let r = run(&**b, &all[..n], &[format!("size={size}")]);
+                eprintln!("{:10} size={size}/thread threads={n}: {r}", b.info().name);
+            }
+        }
+        for kib in [16u64, 256, 1024, 8192, 16384, 65536, 262144] {
+            let r = run(&Latency, &all[..1], &[format!("size={kib}KiB")]);
+            eprintln!("mem-latency size={kib}KiB threads=1: {r}");
+        }
+        for b in crate::compute::benchmarks() {
+            for n in 1..=all.len() {
+                let info = b.info();
+                let params = Params::resolve(&info, &[], false).unwrap();
+                let p = placement(&all[..n]);
+                let t = topology(None);
+                let mut inst = b.prepare(&context(&params, &p, &t)).unwrap();
+                let samples = measure(&mut *inst);
+                let best = samples
+                    .iter()
+                    .max_by(|a, b| {
+                        (a.work / a.elapsed_ns as f64).total_cmp(&(b.work / b.elapsed_ns as f64))
+                    })
+                    .unwrap();
+                eprintln!(
+                    "{:10} threads={n}: {:.3} GOPS, ops/cycle {:?} at {:?} MHz, spread {:?} ns, \
+                     cpu {:.3} s/s",
+                    info.name,
+                    best.work / best.elapsed_ns as f64,
+                    best.metrics.get("ops_per_cycle"),
+                    best.metrics.get("freq_mhz"),
+                    best.start_spread_ns,
+                    best.cpu_ns.unwrap() as f64 / best.elapsed_ns as f64,
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,79 @@
+//! `smtlab placements`.
+
+use anyhow::Result;
+use serde::Serialize;
+use smtlab_model::{PlacementSpec, ResolvedPlacement, Topology};
+
+use super::{emit, json_text, load_topology};
+use crate::args::PlacementsArgs;
+use crate::render;
+
+/// One line of the listing: a placement and what it resolved to, or why it cannot be.
+#[derive(Debug, Serialize)]
+pub struct Entry {
+    pub spec: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<ResolvedPlacement>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Listing<'a> {
+    schema: &'static str,
+    topology: String,
+    placements: &'a [Entry],
+}
+
+pub fn run(args: &PlacementsArgs) -> Result<()> {
+    let topo = load_topology(&args.sysfs)?;
+    let entries = entries(&topo, &args.placements)?;
+    if args.json {
+        let listing = Listing {
+            schema: "smtlab.placements/1",
+            topology: render::topo::verdict(&topo),
+            placements: &entries,
+        };
+        return emit(&json_text(&listing)?);
+    }
+    let mut out = render::placements::table(&entries);
+    out.push('\n');
+    out.push_str(&render::topo::verdict(&topo));
+    out.push('\n');
+    emit(&out)
+}
+
+/// The standard set, or the user's placements. A spec that does not parse is an error of
+/// the command; one that parses but does not fit the machine is listed with its reason.
+fn entries(topo: &Topology, asked: &[String]) -> Result<Vec<Entry>> {
+    let pairs: Vec<(PlacementSpec, Result<ResolvedPlacement, String>)> = if asked.is_empty() {
+        smtlab_placement::standard_placements(topo)
+            .into_iter()
+            .map(|(s, r)| (s, r.map_err(|e| e.to_string())))
+            .collect()
+    } else {
+        asked
+            .iter()
+            .map(|text| {
+                let spec = smtlab_placement::parse(text)?;
+                let r = smtlab_placement::resolve(&spec, topo).map_err(|e| e.to_string());
+                Ok((spec, r))
+            })
+            .collect::<Result<_, smtlab_placement::PlacementError>>()?
+    };
+    Ok(pairs
+        .into_iter()
+        .map(|(spec, r)| match r {
+            Ok(p) => Entry {
+                spec: spec.text,
+                placement: Some(p),
+                error: None,
+            },
+            Err(e) => Entry {
+                spec: spec.text,
+                placement: None,
+                error: Some(e),
+            },
+        })
+        .collect())
+}

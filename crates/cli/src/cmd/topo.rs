@@ -1,0 +1,25 @@
+//! `smtlab topo`.
+
+use anyhow::Result;
+
+use super::{emit, json_text, load_topology};
+use crate::args::{TopoArgs, TopoView};
+use crate::render;
+
+pub fn run(args: &TopoArgs) -> Result<()> {
+    let topo = load_topology(&args.sysfs)?;
+    if args.json {
+        return emit(&json_text(&topo)?);
+    }
+    let mut out = String::new();
+    if matches!(args.view, TopoView::Tables | TopoView::Both) {
+        out.push_str(&render::topo::tables(&topo));
+    }
+    if matches!(args.view, TopoView::Boxes | TopoView::Both) {
+        out.push_str(&render::topo::boxes(&topo));
+        out.push('\n');
+    }
+    out.push_str(&render::topo::verdict(&topo));
+    out.push('\n');
+    emit(&out)
+}

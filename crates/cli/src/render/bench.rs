@@ -1,0 +1,149 @@
+//! `smtlab bench` output: a heading, one row per placement as it finishes, and the
+//! measurement details (overheads, calibration, warm-up) underneath.
+
+use smtlab_bench::Params;
+use smtlab_model::{BenchInfo, Direction, Summary};
+use smtlab_runner::stats::ratio;
+
+use crate::cmd::bench::Cell;
+
+/// Four significant digits, without exponent for everyday magnitudes.
+pub fn num(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1000.0 {
+        format!("{x:.0}")
+    } else if a >= 100.0 {
+        format!("{x:.1}")
+    } else if a >= 10.0 {
+        format!("{x:.2}")
+    } else if a >= 0.01 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+const WIDTHS: [usize; 8] = [14, 12, 10, 19, 22, 10, 4, 5];
+
+fn line(cells: [&str; 9]) -> String {
+    let mut s = String::new();
+    for (i, c) in cells.iter().enumerate() {
+        if i < WIDTHS.len() {
+            s.push_str(&format!("{c:<w$} ", w = WIDTHS[i]));
+        } else {
+            s.push_str(c);
+        }
+    }
+    format!("{}\n", s.trim_end())
+}
+
+pub fn heading(info: &BenchInfo, params: &Params) -> String {
+    let better = match info.direction {
+        Direction::Higher => "higher is better",
+        Direction::Lower => "lower is better",
+    };
+    let params: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut out = format!("{} ({}, {better})", info.name, info.unit);
+    if !params.is_empty() {
+        out.push_str(&format!("  {}", params.join(" ")));
+    }
+    out.push('\n');
+    out.push_str(&line([
+        "placement",
+        "cpus",
+        "median",
+        "p25-p75",
+        "mean +- 95% CI",
+        "min",
+        "n",
+        "conv",
+        "vs first",
+    ]));
+    out
+}
+
+pub fn row(cell: &Cell, baseline: Option<&Summary>) -> String {
+    let s = &cell.result.summary;
+    let cpus = if cell.placement.cpus.is_empty() {
+        "unpinned".to_string()
+    } else {
+        cell.placement
+            .cpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let vs = match baseline.and_then(|b| ratio(s, b)) {
+        Some(r) => match (r.ci95_low, r.ci95_high) {
+            (Some(lo), Some(hi)) => format!("{}x [{}, {}]", num(r.ratio), num(lo), num(hi)),
+            _ => format!("{}x", num(r.ratio)),
+        },
+        None => String::new(),
+    };
+    line([
+        &cell.placement.name,
+        &cpus,
+        &num(s.median),
+        &format!("{}-{}", num(s.p25), num(s.p75)),
+        &format!(
+            "{} +- {} ({:.1}%)",
+            num(s.mean),
+            num(s.ci95_half_width),
+            100.0 * s.ci95_rel
+        ),
+        &num(s.min),
+        &s.n.to_string(),
+        if cell.result.converged { "yes" } else { "no" },
+        &vs,
+    ])
+}
+
+/// How each cell was measured: what a skeptical reader asks first.
+pub fn details(cells: &[Cell]) -> String {
+    let mut out = String::from("\n");
+    for c in cells {
+        let r = &c.result;
+        let linear = match r.calibration.linear {
+            Some(true) => "linear",
+            Some(false) => "NOT linear",
+            None => "linearity not checked",
+        };
+        out.push_str(&format!(
+            "{}: {} iterations/sample ({}{}), warm-up {} samples ({:.0} ms) discarded; \
+             clock read {} ns, empty loop {} ns/iter, subtracted {} ns/sample; stop: {:?}",
+            c.placement.name,
+            r.iterations,
+            if r.calibration.fixed { "fixed, " } else { "" },
+            linear,
+            r.warmup.samples,
+            r.warmup.elapsed_ns as f64 / 1e6,
+            num(r.clock_cost_ns),
+            num(r.loop_cost_ns_per_iter),
+            num(r.subtracted_ns_per_sample),
+            r.stop_reason,
+        ));
+        if let Some(cpu) = &r.cpu_rate {
+            out.push_str(&format!("; per CPU-second: {} {}", num(cpu.mean), c.unit));
+        }
+        if let Some(sp) = &r.start_spread_ns {
+            out.push_str(&format!("; start spread max {} ns", num(sp.max)));
+        }
+        let ran_on: std::collections::BTreeSet<u32> = r
+            .samples
+            .iter()
+            .flat_map(|s| s.cpus.iter().copied())
+            .collect();
+        if !ran_on.is_empty() {
+            let list: smtlab_model::CpuSet = ran_on.into_iter().collect();
+            out.push_str(&format!("; ran on CPUs {list}"));
+        }
+        out.push('\n');
+    }
+    out
+}

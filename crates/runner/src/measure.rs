@@ -1,0 +1,343 @@
+//! Measuring one cell: calibrate, check linearity, warm up, repeat until converged or
+//! out of samples or time, summarise.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use smtlab_bench::{Instance, RawSample};
+use smtlab_model::{BenchInfo, SampleRecord};
+
+use crate::clock::{Clock, measure_overheads};
+use crate::config::RunConfig;
+use crate::error::{Phase, RunError};
+use crate::observer::{Event, Observer};
+use crate::result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};
+use crate::stats;
+use crate::value::{cpu_rate, sample_value};
+
+/// Calibration gives up growing here: 2^40 iterations that still take no measurable time
+/// mean the benchmark's loop was optimised away or it reports no time.
+const MAX_ITERATIONS: u64 = 1 << 40;
+/// Enough for 10x steps from 1 to `MAX_ITERATIONS` plus a few proportional corrections.
+const MAX_CALIBRATION_STEPS: usize = 40;
+/// Calibration accepts a count whose sample lasts this fraction of the target.
+const ACCEPT_LOW: f64 = 0.75;
+const ACCEPT_HIGH: f64 = 1.5;
+/// Keeps warm-up finite for benchmarks with tiny fixed-iteration samples.
+const MAX_WARMUP_SAMPLES: usize = 1000;
+
+/// Measures one cell of `instance`, whose description is `info`.
+///
+/// Steps, each reported to `observer`:
+/// 1. clock and empty-loop costs (unless `cfg.known_overheads`);
+/// 2. calibration: iterations start at 1 and grow tenfold while a sample is shorter than
+///    a tenth of `cfg.target_sample_ns`, then proportionally (bisecting between the
+///    closest too-short and too-long counts once both are known, so a non-linear
+///    benchmark cannot make it oscillate), until a sample lasts 0.75..1.5 times the
+///    target; then one sample at twice the count checks linearity.
+///    Skipped when the instance has fixed iterations;
+/// 3. warm-up: discarded samples until `cfg.warmup_ns` of sample time (at least one);
+/// 4. measured samples until the 95% CI half-width of the mean is within
+///    `cfg.ci_target_rel` (after `cfg.min_samples`), or `cfg.max_samples`, or the cell's
+///    time budget `cfg.max_cell_ns` would be exceeded by the next sample (a sample's
+///    length is predicted by the previous one's). At least one sample is always taken.
+pub fn measure(
+    instance: &mut dyn Instance,
+    info: &BenchInfo,
+    cfg: &RunConfig,
+    clock: &dyn Clock,
+    observer: &mut dyn Observer,
+) -> Result<CellResult, RunError> {
+    cfg.validate()?;
+    let start_ns = clock.now_ns();
+    let fixed_iterations = instance.fixed_iterations();
+    let mut cell = Cell {
+        instance,
+        info,
+        cfg,
+        clock,
+        observer,
+        deadline_ns: start_ns.saturating_add(cfg.max_cell_ns),
+    };
+    cell.notify(
+        Phase::Calibration,
+        &Event::CellStarted {
+            info,
+            config: cfg,
+            fixed_iterations,
+        },
+    )?;
+    let overheads = cfg
+        .known_overheads
+        .unwrap_or_else(|| measure_overheads(clock));
+
+    let (calibration, mut predicted_wall_ns) = match fixed_iterations {
+        Some(0) => {
+            return Err(RunError::BadSample {
+                bench: info.name.clone(),
+                phase: Phase::Calibration,
+                reason: "the instance asks for a fixed 0 iterations".into(),
+            });
+        }
+        Some(iterations) => {
+            let fixed = Calibration {
+                iterations,
+                fixed: true,
+                tried: Vec::new(),
+                linear: None,
+                linearity_ratio: None,
+            };
+            // Unknown until the first warm-up sample; 0 lets that one run.
+            (fixed, 0)
+        }
+        None => cell.calibrate()?,
+    };
+    let iterations = calibration.iterations;
+    cell.notify(
+        Phase::Calibration,
+        &Event::Calibrated {
+            iterations,
+            linear: calibration.linear,
+            calibration: &calibration,
+        },
+    )?;
+
+    let mut warmup = Warmup {
+        samples: 0,
+        elapsed_ns: 0,
+    };
+    // Leave room for the minimum number of measured samples after the warm-up.
+    let reserve = cfg.min_samples as u64 + 1;
+    while warmup.samples == 0
+        || (warmup.elapsed_ns < cfg.warmup_ns
+            && warmup.samples < MAX_WARMUP_SAMPLES
+            && cell.fits(predicted_wall_ns.saturating_mul(reserve)))
+    {
+        let (raw, wall_ns) = cell.run(iterations, Phase::Warmup)?;
+        warmup.samples += 1;
+        warmup.elapsed_ns = warmup.elapsed_ns.saturating_add(raw.elapsed_ns);
+        predicted_wall_ns = wall_ns;
+    }
+    cell.notify(
+        Phase::Warmup,
+        &Event::WarmupDone {
+            samples: warmup.samples,
+            elapsed_ns: warmup.elapsed_ns,
+        },
+    )?;
+
+    let kind = info.value_kind;
+    let mut samples: Vec<SampleRecord> = Vec::new();
+    let mut values = Vec::new();
+    let mut cpu_rates = Vec::new();
+    let mut spreads = Vec::new();
+    let mut subtracted_total_ns = 0.0;
+    let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let stop_reason = loop {
+        if samples.len() >= cfg.max_samples {
+            break StopReason::MaxSamples;
+        }
+        if !samples.is_empty() && !cell.fits(predicted_wall_ns) {
+            break StopReason::TimeBudget;
+        }
+        let index = samples.len();
+        let phase = Phase::Sample(index);
+        let (raw, wall_ns) = cell.run(iterations, phase)?;
+        predicted_wall_ns = wall_ns;
+        let value = sample_value(kind, &raw).map_err(|e| RunError::BadSample {
+            bench: info.name.clone(),
+            phase,
+            reason: e.to_string(),
+        })?;
+        subtracted_total_ns += value.subtracted_ns;
+        cpu_rates.extend(cpu_rate(kind, &raw));
+        spreads.extend(raw.start_spread_ns.map(|s| s as f64));
+        let RawSample {
+            elapsed_ns,
+            work,
+            cpu_ns,
+            start_spread_ns,
+            cpus,
+            metrics,
+            series: raw_series,
+            ..
+        } = raw;
+        for (name, mut points) in raw_series {
+            series.entry(name).or_default().append(&mut points);
+        }
+        samples.push(SampleRecord {
+            value: value.value,
+            iterations,
+            elapsed_ns,
+            work,
+            cpu_ns,
+            start_spread_ns,
+            cpus,
+            metrics,
+        });
+        values.push(value.value);
+        let ci95_rel = stats::ci95_rel(&values);
+        cell.notify(
+            phase,
+            &Event::Sample {
+                index,
+                value: value.value,
+                record: &samples[index],
+                ci95_rel,
+            },
+        )?;
+        if values.len() >= cfg.min_samples.max(2)
+            && ci95_rel.is_some_and(|c| c <= cfg.ci_target_rel)
+        {
+            break StopReason::Converged;
+        }
+    };
+
+    let summary = stats::summarize(&values).expect("the loop always takes at least one sample");
+    let result = CellResult {
+        iterations,
+        calibration,
+        warmup,
+        clock_cost_ns: overheads.clock_cost_ns,
+        loop_cost_ns_per_iter: overheads.loop_cost_ns_per_iter,
+        subtracted_ns_per_sample: subtracted_total_ns / values.len() as f64,
+        samples,
+        summary,
+        converged: stop_reason == StopReason::Converged,
+        stop_reason,
+        cpu_rate: stats::summarize(&cpu_rates),
+        series,
+        start_spread_ns: stats::summarize(&spreads),
+        wall_ns: clock.now_ns().saturating_sub(start_ns),
+        config: cfg.clone(),
+    };
+    // The cell is complete; a stop request now only matters for the next cell.
+    let _ = cell
+        .observer
+        .event(&Event::CellFinished { result: &result });
+    Ok(result)
+}
+
+/// The borrowed pieces of one cell being measured.
+struct Cell<'a> {
+    instance: &'a mut dyn Instance,
+    info: &'a BenchInfo,
+    cfg: &'a RunConfig,
+    clock: &'a dyn Clock,
+    observer: &'a mut dyn Observer,
+    deadline_ns: u64,
+}
+
+impl Cell<'_> {
+    /// One sample, with its wall time on the runner's clock (which also covers what the
+    /// instance does outside its timed section, so the budget stays honest).
+    fn run(&mut self, iterations: u64, phase: Phase) -> Result<(RawSample, u64), RunError> {
+        let t0 = self.clock.now_ns();
+        let raw = self
+            .instance
+            .sample(iterations)
+            .map_err(|source| RunError::Bench { phase, source })?;
+        Ok((raw, self.clock.now_ns().saturating_sub(t0)))
+    }
+
+    /// Whether something lasting `ns` would end within the budget.
+    fn fits(&self, ns: u64) -> bool {
+        self.clock.now_ns().saturating_add(ns) <= self.deadline_ns
+    }
+
+    fn notify(&mut self, phase: Phase, event: &Event<'_>) -> Result<(), RunError> {
+        match self.observer.event(event) {
+            ControlFlow::Continue(()) => Ok(()),
+            ControlFlow::Break(()) => Err(RunError::Stopped {
+                bench: self.info.name.clone(),
+                phase,
+            }),
+        }
+    }
+
+    /// Returns the calibration and the wall time of its last sample (a prediction for
+    /// the warm-up's first).
+    fn calibrate(&mut self) -> Result<(Calibration, u64), RunError> {
+        let target = self.cfg.target_sample_ns as f64;
+        let mut tried = Vec::new();
+        // The closest counts known to be too short and too long, as (n, elapsed, wall):
+        // a non-linear benchmark makes proportional steps oscillate, and bisecting
+        // between these ends that.
+        let mut short: Option<(u64, u64, u64)> = None;
+        let mut long: Option<(u64, u64, u64)> = None;
+        let mut n: u64 = 1;
+        let (n, elapsed_ns, mut wall_ns) = loop {
+            let (raw, wall_ns) = self.run(n, Phase::Calibration)?;
+            let t = raw.elapsed_ns;
+            tried.push(CalibrationStep {
+                iterations: n,
+                elapsed_ns: t,
+            });
+            let ratio = t as f64 / target;
+            if (ACCEPT_LOW..=ACCEPT_HIGH).contains(&ratio)
+                || (n == 1 && ratio > ACCEPT_HIGH)
+                || tried.len() >= MAX_CALIBRATION_STEPS
+                || !self.fits(0)
+            {
+                break (n, t, wall_ns);
+            }
+            if ratio < ACCEPT_LOW {
+                short = short.filter(|s| s.0 > n).or(Some((n, t, wall_ns)));
+            } else {
+                long = long.filter(|l| l.0 < n).or(Some((n, t, wall_ns)));
+            }
+            // Short samples are dominated by clock resolution and fixed costs, so
+            // their proportional estimate is capped at a tenfold step.
+            let mut next = if t == 0 {
+                n.saturating_mul(10)
+            } else {
+                (n as f64 * target / t as f64)
+                    .round()
+                    .clamp(1.0, n as f64 * 10.0) as u64
+            }
+            .min(MAX_ITERATIONS);
+            if let (Some(s), Some(l)) = (short, long) {
+                if next <= s.0 || next >= l.0 {
+                    next = ((s.0 as f64) * (l.0 as f64)).sqrt().round() as u64;
+                }
+                if next <= s.0 || next >= l.0 {
+                    // Adjacent counts: no integer in between; keep the closer one.
+                    let off = |t: u64| (t as f64 / target).ln().abs();
+                    break if off(s.1) <= off(l.1) { s } else { l };
+                }
+            }
+            if next == n {
+                break (n, t, wall_ns);
+            }
+            n = next;
+        };
+        if elapsed_ns == 0 {
+            return Err(RunError::Calibration {
+                bench: self.info.name.clone(),
+                iterations: n,
+                elapsed_ns,
+            });
+        }
+
+        let mut calibration = Calibration {
+            iterations: n,
+            fixed: false,
+            tried,
+            linear: None,
+            linearity_ratio: None,
+        };
+        // The check costs one sample of twice the length; skip it rather than squeeze
+        // out the warm-up and the first measured sample.
+        let doubled = n.checked_mul(2).filter(|&d| d <= MAX_ITERATIONS);
+        if let Some(doubled) = doubled
+            && self.fits(wall_ns.saturating_mul(4))
+        {
+            let (raw, wall2_ns) = self.run(doubled, Phase::LinearityCheck)?;
+            let ratio = raw.elapsed_ns as f64 / (2.0 * elapsed_ns as f64);
+            calibration.linearity_ratio = Some(ratio);
+            calibration.linear = Some((ratio - 1.0).abs() <= self.cfg.linearity_tolerance);
+            wall_ns = wall2_ns / 2;
+        }
+        Ok((calibration, wall_ns))
+    }
+}

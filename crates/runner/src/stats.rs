@@ -1,0 +1,386 @@
+//! Descriptive statistics for samples, and the ratio of two cells (SMT yield).
+//!
+//! Every function takes a plain slice and never panics: empty input gives `None`, and
+//! statistics that need two samples (standard deviation, confidence intervals) give
+//! `None` for one. Sorting uses `f64::total_cmp`, so even NaN input cannot panic (it
+//! sorts last and poisons the results, as it should; the runner never produces NaN).
+//!
+//! Methods, so that numbers can be reproduced elsewhere:
+//! * percentiles interpolate linearly between closest ranks: for sorted `x[0..n]` and
+//!   `p` in 0..=100, `h = (n - 1) * p / 100`, result `x[⌊h⌋] + (h - ⌊h⌋) * (x[⌊h⌋+1] - x[⌊h⌋])`.
+//!   This is Hyndman and Fan's type 7, the default of R, NumPy and Excel's
+//!   `PERCENTILE.INC`; the median is the 50th percentile.
+//! * standard deviation is the sample one (divides by `n - 1`).
+//! * the 95% confidence interval of the mean is `t(0.975, n-1) * s / sqrt(n)` with the
+//!   Student-t quantile from `statrs`.
+//! * the ratio of two means uses Fieller's theorem for independent samples, with the
+//!   degrees of freedom from Welch-Satterthwaite; see [`ratio`].
+
+use serde::{Deserialize, Serialize};
+use smtlab_model::Summary;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// Arithmetic mean.
+pub fn mean(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    Some(xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// Smallest value.
+pub fn min(xs: &[f64]) -> Option<f64> {
+    xs.iter().copied().min_by(f64::total_cmp)
+}
+
+/// Largest value.
+pub fn max(xs: &[f64]) -> Option<f64> {
+    xs.iter().copied().max_by(f64::total_cmp)
+}
+
+/// Median (the 50th percentile, see [`percentile`]).
+pub fn median(xs: &[f64]) -> Option<f64> {
+    percentile(xs, 50.0)
+}
+
+/// The `p`th percentile (`p` in 0..=100, clamped) by linear interpolation between
+/// closest ranks (type 7; see the module documentation).
+pub fn percentile(xs: &[f64], p: f64) -> Option<f64> {
+    percentile_sorted(&sorted(xs), p)
+}
+
+/// Sample standard deviation (divisor `n - 1`); needs two values.
+pub fn stddev(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let m = mean(xs)?;
+    // Two passes: the one-pass formula loses every digit when the spread is tiny
+    // compared with the mean, which is the normal case for a converged benchmark.
+    let ss: f64 = xs.iter().map(|x| (x - m) * (x - m)).sum();
+    Some((ss / (xs.len() - 1) as f64).sqrt())
+}
+
+/// The two-sided 95% critical value of Student's t, `t(0.975, df)`; `df` must be
+/// positive (it may be fractional, as Welch-Satterthwaite gives).
+pub fn t_critical_95(df: f64) -> Option<f64> {
+    if !(df.is_finite() && df > 0.0) {
+        return None;
+    }
+    let t = StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(0.975);
+    t.is_finite().then_some(t)
+}
+
+/// Half-width of the Student-t 95% confidence interval of the mean; needs two values.
+pub fn ci95_half_width(xs: &[f64]) -> Option<f64> {
+    let s = stddev(xs)?;
+    let n = xs.len() as f64;
+    Some(t_critical_95(n - 1.0)? * s / n.sqrt())
+}
+
+/// `ci95_half_width / |mean|`, the convergence criterion. When the mean is zero, a
+/// non-zero width is "infinitely" wide; that is reported as `f64::MAX` rather than
+/// infinity because JSON has no infinity and results must round-trip.
+pub fn ci95_rel(xs: &[f64]) -> Option<f64> {
+    Some(relative(ci95_half_width(xs)?, mean(xs)?))
+}
+
+/// Geometric mean; every value must be positive (it is the mean of logarithms).
+pub fn geomean(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() || !xs.iter().all(|&x| x.is_finite() && x > 0.0) {
+        return None;
+    }
+    Some((xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp())
+}
+
+/// All of [`Summary`] at once. `None` for empty input. With a single value the spread
+/// is unknown: `stddev`, `ci95_half_width` and `ci95_rel` are reported as 0 (JSON has
+/// no NaN) and `n == 1` is the signal to readers that they carry no information.
+pub fn summarize(xs: &[f64]) -> Option<Summary> {
+    let s = sorted(xs);
+    let mean = mean(&s)?;
+    let (stddev, ci95_half_width, ci95_rel) = match (stddev(&s), ci95_half_width(&s)) {
+        (Some(sd), Some(hw)) => (sd, hw, relative(hw, mean)),
+        _ => (0.0, 0.0, 0.0),
+    };
+    Some(Summary {
+        n: s.len(),
+        mean,
+        median: percentile_sorted(&s, 50.0)?,
+        min: *s.first()?,
+        max: *s.last()?,
+        p25: percentile_sorted(&s, 25.0)?,
+        p75: percentile_sorted(&s, 75.0)?,
+        stddev,
+        ci95_half_width,
+        ci95_rel,
+    })
+}
+
+/// The ratio of two means with a 95% confidence interval, e.g. an SMT yield
+/// `throughput(1c2t) / throughput(1c1t)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    /// `numerator.mean / denominator.mean`.
+    pub ratio: f64,
+    /// Fieller interval bounds. `None` when either side has fewer than two samples, or
+    /// when the denominator's own interval includes zero (the ratio is then unbounded).
+    pub ci95_low: Option<f64>,
+    pub ci95_high: Option<f64>,
+    /// First-order (delta method) half-width, `t * r * sqrt((se_a/a)^2 + (se_b/b)^2)`;
+    /// symmetric, simpler to print, close to Fieller when both sides are precise.
+    pub ci95_half_width_delta: Option<f64>,
+    /// Welch-Satterthwaite degrees of freedom used for `t`.
+    pub df: Option<f64>,
+}
+
+/// Ratio of means `num.mean / den.mean` for two independent sets of samples.
+///
+/// The interval comes from Fieller's theorem: the set of `ρ` for which
+/// `(a - ρ b)^2 <= t^2 (va + ρ^2 vb)`, with `a`, `b` the means and `va`, `vb` the
+/// squared standard errors. It is exact for normal means and, unlike the delta method,
+/// stays honest (asymmetric, possibly unbounded) when the denominator is noisy. `t`
+/// uses the Welch-Satterthwaite degrees of freedom of the delta-method variance terms.
+/// `None` when the denominator's mean is zero or either input is empty.
+pub fn ratio(num: &Summary, den: &Summary) -> Option<Ratio> {
+    let (a, b) = (num.mean, den.mean);
+    if num.n == 0 || den.n == 0 || b == 0.0 || !a.is_finite() || !b.is_finite() {
+        return None;
+    }
+    let r = a / b;
+    let mut out = Ratio {
+        ratio: r,
+        ci95_low: None,
+        ci95_high: None,
+        ci95_half_width_delta: None,
+        df: None,
+    };
+    if num.n < 2 || den.n < 2 {
+        return Some(out);
+    }
+    let va = num.stddev * num.stddev / num.n as f64;
+    let vb = den.stddev * den.stddev / den.n as f64;
+    let ua = va / (b * b);
+    let ub = r * r * vb / (b * b);
+    let df = if ua + ub == 0.0 {
+        (num.n + den.n - 2) as f64
+    } else {
+        (ua + ub).powi(2) / (ua * ua / (num.n - 1) as f64 + ub * ub / (den.n - 1) as f64)
+    };
+    let t = t_critical_95(df)?;
+    out.df = Some(df);
+    out.ci95_half_width_delta = Some(t * (ua + ub).sqrt());
+    let g = t * t * vb / (b * b);
+    if g < 1.0 {
+        let half = (t / b.abs()) * (va * (1.0 - g) + r * r * vb).sqrt();
+        let (lo, hi) = ((r - half) / (1.0 - g), (r + half) / (1.0 - g));
+        out.ci95_low = Some(lo.min(hi));
+        out.ci95_high = Some(lo.max(hi));
+    }
+    Some(out)
+}
+
+fn relative(half_width: f64, mean: f64) -> f64 {
+    if half_width == 0.0 {
+        0.0
+    } else if mean == 0.0 {
+        f64::MAX
+    } else {
+        (half_width / mean.abs()).min(f64::MAX)
+    }
+}
+
+fn sorted(xs: &[f64]) -> Vec<f64> {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn percentile_sorted(s: &[f64], p: f64) -> Option<f64> {
+    let last = s.len().checked_sub(1)?;
+    let p = if p.is_nan() {
+        50.0
+    } else {
+        p.clamp(0.0, 100.0)
+    };
+    let h = last as f64 * p / 100.0;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(last);
+    Some(s[lo] + (h - lo as f64) * (s[hi] - s[lo]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    fn one_to_ten() -> Vec<f64> {
+        (1..=10).map(f64::from).collect()
+    }
+
+    #[test]
+    fn basic_statistics_of_one_to_ten() {
+        let xs = one_to_ten();
+        assert_eq!(mean(&xs), Some(5.5));
+        assert_eq!(median(&xs), Some(5.5));
+        assert_eq!(min(&xs), Some(1.0));
+        assert_eq!(max(&xs), Some(10.0));
+        // Type 7: h = 9 * 0.25 = 2.25 -> 3 + 0.25 * (4 - 3).
+        assert_eq!(percentile(&xs, 25.0), Some(3.25));
+        assert_eq!(percentile(&xs, 75.0), Some(7.75));
+        assert_eq!(percentile(&xs, 0.0), Some(1.0));
+        assert_eq!(percentile(&xs, 100.0), Some(10.0));
+        assert_eq!(percentile(&xs, 90.0), Some(9.1));
+        // Variance of 1..=10 is 55/6.
+        assert!(close(stddev(&xs).unwrap(), (55.0f64 / 6.0).sqrt(), 1e-12));
+    }
+
+    #[test]
+    fn percentile_is_order_independent_and_clamped() {
+        let xs = [9.0, 1.0, 5.0, 3.0];
+        assert_eq!(median(&xs), Some(4.0));
+        assert_eq!(percentile(&xs, -5.0), Some(1.0));
+        assert_eq!(percentile(&xs, 500.0), Some(9.0));
+    }
+
+    #[test]
+    fn t_critical_values_match_tables() {
+        assert!(close(t_critical_95(9.0).unwrap(), 2.262, 5e-4));
+        assert!(close(t_critical_95(1.0).unwrap(), 12.706, 5e-3));
+        assert!(close(t_critical_95(2.0).unwrap(), 4.303, 5e-4));
+        assert!(close(t_critical_95(29.0).unwrap(), 2.045, 5e-4));
+        assert!(close(t_critical_95(1e6).unwrap(), 1.960, 5e-4));
+        assert_eq!(t_critical_95(0.0), None);
+        assert_eq!(t_critical_95(f64::NAN), None);
+    }
+
+    #[test]
+    fn ci_of_one_to_ten_by_hand() {
+        let xs = one_to_ten();
+        // s = sqrt(55/6) = 3.02765; s / sqrt(10) = 0.957427; * 2.262157 = 2.165852.
+        let hw = ci95_half_width(&xs).unwrap();
+        assert!(
+            close(hw, 2.262 * 3.027_650_354 / 10f64.sqrt(), 2e-3),
+            "{hw}"
+        );
+        assert!(close(hw, 2.165_852, 1e-5), "{hw}");
+        assert!(close(ci95_rel(&xs).unwrap(), hw / 5.5, 1e-12));
+    }
+
+    #[test]
+    fn geomean_known_values() {
+        assert!(close(geomean(&[1.0, 4.0]).unwrap(), 2.0, 1e-12));
+        assert!(close(geomean(&[2.0, 8.0, 4.0]).unwrap(), 4.0, 1e-12));
+        assert_eq!(geomean(&[]), None);
+        assert_eq!(geomean(&[1.0, 0.0]), None);
+        assert_eq!(geomean(&[1.0, -2.0]), None);
+    }
+
+    #[test]
+    fn empty_and_single_inputs_do_not_panic() {
+        let empty: [f64; 0] = [];
+        assert_eq!(mean(&empty), None);
+        assert_eq!(median(&empty), None);
+        assert_eq!(percentile(&empty, 25.0), None);
+        assert_eq!(min(&empty), None);
+        assert_eq!(max(&empty), None);
+        assert_eq!(stddev(&empty), None);
+        assert_eq!(ci95_half_width(&empty), None);
+        assert_eq!(summarize(&empty), None);
+
+        let one = [7.0];
+        assert_eq!(stddev(&one), None);
+        assert_eq!(ci95_half_width(&one), None);
+        let s = summarize(&one).unwrap();
+        assert_eq!(
+            (s.n, s.mean, s.median, s.min, s.max),
+            (1, 7.0, 7.0, 7.0, 7.0)
+        );
+        assert_eq!((s.p25, s.p75), (7.0, 7.0));
+        assert_eq!((s.stddev, s.ci95_half_width, s.ci95_rel), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn summary_round_trips_through_json_even_with_zero_mean() {
+        let s = summarize(&[-1.0, 1.0]).unwrap();
+        assert_eq!(s.mean, 0.0);
+        assert_eq!(s.ci95_rel, f64::MAX);
+        let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn summarize_matches_the_single_functions() {
+        let xs = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0];
+        let s = summarize(&xs).unwrap();
+        assert_eq!(s.n, 8);
+        assert_eq!(Some(s.mean), mean(&xs));
+        assert_eq!(Some(s.median), median(&xs));
+        assert_eq!(Some(s.p25), percentile(&xs, 25.0));
+        assert_eq!(Some(s.p75), percentile(&xs, 75.0));
+        assert_eq!(Some(s.stddev), stddev(&xs));
+        assert_eq!(Some(s.ci95_half_width), ci95_half_width(&xs));
+        assert_eq!((s.min, s.max), (1.0, 9.0));
+    }
+
+    #[test]
+    fn ratio_of_exact_summaries_has_a_zero_width_interval() {
+        let a = summarize(&[6.0, 6.0, 6.0]).unwrap();
+        let b = summarize(&[4.0, 4.0, 4.0]).unwrap();
+        let r = ratio(&a, &b).unwrap();
+        assert_eq!(r.ratio, 1.5);
+        assert_eq!(r.ci95_low, Some(1.5));
+        assert_eq!(r.ci95_high, Some(1.5));
+        assert_eq!(r.ci95_half_width_delta, Some(0.0));
+    }
+
+    #[test]
+    fn ratio_with_noise_matches_hand_computation() {
+        // a: mean 12, s = 1 (n = 4: 11, 11, 13, 13 has s = sqrt(4/3)); use exact values.
+        let num = [11.0, 13.0, 11.0, 13.0];
+        let den = [9.0, 11.0, 9.0, 11.0];
+        let (sa, sb) = (summarize(&num).unwrap(), summarize(&den).unwrap());
+        let r = ratio(&sa, &sb).unwrap();
+        assert!(close(r.ratio, 1.2, 1e-12));
+        // va = vb = (4/3)/4 = 1/3. ua = va/100, ub = 1.44 va/100; equal n so
+        // df = (ua+ub)^2 / ((ua^2+ub^2)/3).
+        let va: f64 = 1.0 / 3.0;
+        let (ua, ub) = (va / 100.0, 1.44 * va / 100.0);
+        let df = (ua + ub).powi(2) / ((ua * ua + ub * ub) / 3.0);
+        assert!(close(r.df.unwrap(), df, 1e-9));
+        let t = t_critical_95(df).unwrap();
+        assert!(close(
+            r.ci95_half_width_delta.unwrap(),
+            t * (ua + ub).sqrt(),
+            1e-12
+        ));
+        let (lo, hi) = (r.ci95_low.unwrap(), r.ci95_high.unwrap());
+        assert!(lo < 1.2 && 1.2 < hi);
+        // Fieller's bounds solve (a - rho b)^2 = t^2 (va + rho^2 vb) exactly.
+        for rho in [lo, hi] {
+            let lhs = (12.0 - rho * 10.0).powi(2);
+            let rhs = t * t * (va + rho * rho * va);
+            assert!(close(lhs, rhs, 1e-9), "{lhs} vs {rhs}");
+        }
+        // A noisy denominator makes the interval asymmetric, wider above.
+        assert!(hi - 1.2 > 1.2 - lo);
+    }
+
+    #[test]
+    fn ratio_edge_cases() {
+        let one = summarize(&[2.0]).unwrap();
+        let many = summarize(&[1.0, 1.1, 0.9]).unwrap();
+        let r = ratio(&one, &many).unwrap();
+        assert!(close(r.ratio, 2.0, 1e-12));
+        assert_eq!((r.ci95_low, r.ci95_high, r.df), (None, None, None));
+        let zero = summarize(&[0.0, 0.0]).unwrap();
+        assert_eq!(ratio(&many, &zero), None);
+        // A denominator whose interval straddles zero gives no bounds.
+        let straddle = summarize(&[-1.0, 1.5, -0.5, 1.0]).unwrap();
+        let r = ratio(&many, &straddle).unwrap();
+        assert_eq!((r.ci95_low, r.ci95_high), (None, None));
+    }
+}

@@ -1,0 +1,606 @@
+//! The runner driven by a fake clock and fake instances whose sample times are known,
+//! so calibration, convergence, budgets and values are checked exactly.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+
+use smtlab_bench::{BenchError, Instance, RawSample};
+use smtlab_model::{BenchInfo, Direction, ValueKind};
+use smtlab_runner::{
+    CellResult, Event, FakeClock, NoopObserver, Overheads, Phase, RunConfig, RunError, StopReason,
+    from_fn, measure, stats,
+};
+
+const MS: u64 = 1_000_000;
+
+type ElapsedFn = Box<dyn FnMut(u64, u64) -> u64 + Send>;
+
+/// A benchmark whose sample time is whatever `elapsed(iterations, call)` says; it
+/// advances the shared fake clock by that much, as real work would.
+struct Fake {
+    clock: Arc<FakeClock>,
+    elapsed: ElapsedFn,
+    calls: u64,
+    work_per_iter: f64,
+    overhead_ns: u64,
+    /// `cpu_ns = elapsed * cpu_factor` when set.
+    cpu_factor: Option<f64>,
+    fixed: Option<u64>,
+    fail_on_call: Option<u64>,
+    requested: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Fake {
+    fn new(clock: &Arc<FakeClock>, elapsed: impl FnMut(u64, u64) -> u64 + Send + 'static) -> Self {
+        Self {
+            clock: Arc::clone(clock),
+            elapsed: Box::new(elapsed),
+            calls: 0,
+            work_per_iter: 1.0,
+            overhead_ns: 0,
+            cpu_factor: None,
+            fixed: None,
+            fail_on_call: None,
+            requested: Arc::default(),
+        }
+    }
+
+    /// Exactly `ns_per_iter` per iteration.
+    fn linear(clock: &Arc<FakeClock>, ns_per_iter: u64) -> Self {
+        Self::new(clock, move |n, _| n * ns_per_iter)
+    }
+
+    /// `ns_per_iter` per iteration, each sample off by up to `noise` (a fraction) from a
+    /// deterministic pseudo-random sequence.
+    fn noisy(clock: &Arc<FakeClock>, ns_per_iter: u64, noise: f64, seed: u64) -> Self {
+        let mut state = seed.max(1);
+        Self::new(clock, move |n, _| {
+            // xorshift64: deterministic, good enough to look like jitter.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let u = (state >> 11) as f64 / (1u64 << 53) as f64;
+            let factor = 1.0 + noise * (2.0 * u - 1.0);
+            ((n * ns_per_iter) as f64 * factor).round().max(1.0) as u64
+        })
+    }
+}
+
+impl Instance for Fake {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        let call = self.calls;
+        self.calls += 1;
+        self.requested.lock().unwrap().push(iterations);
+        if self.fail_on_call == Some(call) {
+            return Err(BenchError::Check {
+                bench: "fake".into(),
+                reason: format!("checksum mismatch in call {call}"),
+            });
+        }
+        let elapsed_ns = (self.elapsed)(iterations, call);
+        self.clock.advance(elapsed_ns);
+        Ok(RawSample {
+            elapsed_ns,
+            work: iterations as f64 * self.work_per_iter,
+            overhead_ns: self.overhead_ns,
+            cpu_ns: self.cpu_factor.map(|f| (elapsed_ns as f64 * f) as u64),
+            start_spread_ns: Some(10 * (call % 4)),
+            cpus: vec![0, 4],
+            metrics: BTreeMap::from([("calls".to_string(), call as f64)]),
+            series: BTreeMap::from([("event_ns".to_string(), vec![call as f64, 1.0])]),
+        })
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.fixed
+    }
+}
+
+fn info(kind: ValueKind) -> BenchInfo {
+    BenchInfo {
+        name: "fake".into(),
+        group: "test".into(),
+        unit: "ns".into(),
+        direction: Direction::Lower,
+        value_kind: kind,
+        description: "a fake".into(),
+        origin: "tests".into(),
+        params: Vec::new(),
+    }
+}
+
+/// Defaults, with the overheads given so no real-time loop runs against the fake.
+fn cfg() -> RunConfig {
+    RunConfig {
+        known_overheads: Some(Overheads {
+            clock_cost_ns: 20.0,
+            loop_cost_ns_per_iter: 0.5,
+        }),
+        ..RunConfig::default()
+    }
+}
+
+fn run(fake: &mut Fake, kind: ValueKind, cfg: &RunConfig, clock: &FakeClock) -> CellResult {
+    measure(fake, &info(kind), cfg, clock, &mut NoopObserver).unwrap()
+}
+
+#[test]
+fn exact_instance_calibrates_to_target_over_cost() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    let requested = Arc::clone(&fake.requested);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+
+    // 10 ms / 100 ns.
+    assert_eq!(r.iterations, 100_000);
+    let tried: Vec<u64> = r.calibration.tried.iter().map(|s| s.iterations).collect();
+    assert_eq!(tried, [1, 10, 100, 1_000, 10_000, 100_000]);
+    assert!(!r.calibration.fixed);
+    assert_eq!(r.calibration.linear, Some(true));
+    assert_eq!(r.calibration.linearity_ratio, Some(1.0));
+    // 50 ms of warm-up at 10 ms a sample.
+    assert_eq!(r.warmup.samples, 5);
+    assert_eq!(r.warmup.elapsed_ns, 50 * MS);
+    // No noise: the CI is zero as soon as it can be computed.
+    assert!(r.converged);
+    assert_eq!(r.stop_reason, StopReason::Converged);
+    assert_eq!(r.samples.len(), 3);
+    assert_eq!(r.summary.n, 3);
+    assert_eq!(r.summary.mean, 100.0);
+    assert_eq!(r.summary.ci95_half_width, 0.0);
+    assert_eq!((r.clock_cost_ns, r.loop_cost_ns_per_iter), (20.0, 0.5));
+    assert!(r.samples.iter().all(|s| s.iterations == 100_000));
+    // Calibration (6) + linearity (1, at 2n) + warm-up (5) + samples (3).
+    let requested = requested.lock().unwrap();
+    assert_eq!(requested.len(), 15);
+    assert_eq!(requested[6], 200_000);
+    // Wall time on the fake clock is exactly the work done.
+    let work_ns: u64 = requested.iter().map(|n| n * 100).sum();
+    assert_eq!(r.wall_ns, work_ns);
+}
+
+#[test]
+fn events_arrive_in_order() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    let mut log = Vec::new();
+    let mut obs = from_fn(|e: &Event<'_>| {
+        log.push(match e {
+            Event::CellStarted {
+                info,
+                fixed_iterations,
+                ..
+            } => format!("started {} {fixed_iterations:?}", info.name),
+            Event::Calibrated {
+                iterations, linear, ..
+            } => format!("calibrated {iterations} {linear:?}"),
+            Event::WarmupDone {
+                samples,
+                elapsed_ns,
+            } => format!("warmup {samples} {elapsed_ns}"),
+            Event::Sample {
+                index,
+                value,
+                ci95_rel,
+                ..
+            } => format!("sample {index} {value} {ci95_rel:?}"),
+            Event::CellFinished { result } => format!("finished {}", result.samples.len()),
+        });
+        ControlFlow::Continue(())
+    });
+    measure(
+        &mut fake,
+        &info(ValueKind::TimePerOp),
+        &cfg(),
+        &*clock,
+        &mut obs,
+    )
+    .unwrap();
+    assert_eq!(
+        log,
+        [
+            "started fake None",
+            "calibrated 100000 Some(true)",
+            "warmup 5 50000000",
+            "sample 0 100 None",
+            "sample 1 100 Some(0.0)",
+            "sample 2 100 Some(0.0)",
+            "finished 3",
+        ]
+    );
+}
+
+#[test]
+fn observer_can_stop_a_cell() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 100, 0.5, 7);
+    let mut obs = from_fn(|e: &Event<'_>| match e {
+        Event::Sample { index: 1, .. } => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    });
+    let err = measure(
+        &mut fake,
+        &info(ValueKind::TimePerOp),
+        &cfg(),
+        &*clock,
+        &mut obs,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RunError::Stopped {
+                phase: Phase::Sample(1),
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn slightly_noisy_instance_converges() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 100, 0.01, 42);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert!(r.converged);
+    assert_eq!(r.stop_reason, StopReason::Converged);
+    assert!((3..=30).contains(&r.samples.len()));
+    assert!(r.summary.ci95_rel <= 0.02, "{:?}", r.summary);
+    assert!((r.summary.mean - 100.0).abs() < 2.0, "{:?}", r.summary);
+    assert!(r.summary.ci95_half_width > 0.0);
+}
+
+#[test]
+fn very_noisy_instance_stops_at_max_samples_unconverged() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 100, 0.6, 3);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert!(!r.converged);
+    assert_eq!(r.stop_reason, StopReason::MaxSamples);
+    assert_eq!(r.samples.len(), 30);
+    assert!(r.summary.ci95_rel > 0.02);
+    // Nothing unusual about the budget: well inside the 5 s.
+    assert!(r.wall_ns < 2_000 * MS);
+}
+
+#[test]
+fn nonlinear_instance_is_flagged() {
+    let clock = Arc::new(FakeClock::default());
+    // Quadratic: doubling the iterations quadruples the time.
+    let mut fake = Fake::new(&clock, |n, _| n * n);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert_eq!(r.calibration.linear, Some(false));
+    let ratio = r.calibration.linearity_ratio.unwrap();
+    assert!((ratio - 2.0).abs() < 0.01, "{ratio}");
+    // Calibration still lands near the target: n^2 ~ 10 ms.
+    let chosen = r
+        .calibration
+        .tried
+        .iter()
+        .rfind(|s| s.iterations == r.iterations);
+    let t = chosen.unwrap().elapsed_ns as f64 / (10 * MS) as f64;
+    assert!((0.75..=1.5).contains(&t), "{t}");
+}
+
+#[test]
+fn time_budget_is_honoured_on_the_fake_clock() {
+    let clock = Arc::new(FakeClock::default());
+    // 100 ms samples that never converge.
+    let mut fake = Fake::noisy(&clock, 100 * MS, 0.5, 11);
+    fake.fixed = Some(1);
+    let cfg = RunConfig {
+        max_cell_ns: 1_000 * MS,
+        ..cfg()
+    };
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg, &clock);
+    assert_eq!(r.stop_reason, StopReason::TimeBudget);
+    assert!(!r.converged);
+    // The next sample is predicted from the last one, which can be up to 50% shorter
+    // than nominal while the next is up to 50% longer: at most one nominal sample over.
+    assert!(r.wall_ns <= 1_100 * MS, "{}", r.wall_ns);
+    assert!(
+        r.samples.len() >= 3 && r.samples.len() < 30,
+        "{}",
+        r.samples.len()
+    );
+    assert_eq!(r.warmup.samples, 1);
+}
+
+#[test]
+fn very_long_iterations_still_finish_within_ten_seconds_with_defaults() {
+    let clock = Arc::new(FakeClock::default());
+    // One iteration takes 3 s: calibration stays at 1, the linearity check would not
+    // fit the budget, one warm-up and one measured sample.
+    let mut fake = Fake::linear(&clock, 3_000 * MS);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert!(r.wall_ns <= 10_000 * MS, "{}", r.wall_ns);
+    assert_eq!(r.iterations, 1);
+    assert_eq!(r.calibration.linear, None);
+    assert_eq!(r.warmup.samples, 1);
+    assert_eq!(r.samples.len(), 1);
+    assert_eq!(r.stop_reason, StopReason::TimeBudget);
+    assert_eq!(r.summary.n, 1);
+    assert!(!r.converged);
+}
+
+#[test]
+fn fixed_iterations_skip_calibration() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 1_000);
+    fake.fixed = Some(7);
+    let requested = Arc::clone(&fake.requested);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert!(r.calibration.fixed);
+    assert!(r.calibration.tried.is_empty());
+    assert_eq!(r.calibration.linear, None);
+    assert_eq!(r.iterations, 7);
+    assert!(requested.lock().unwrap().iter().all(|&n| n == 7));
+    // 7 us samples: warm-up runs until 50 ms, capped at 1000 samples.
+    assert_eq!(r.warmup.samples, 1000);
+    assert_eq!(r.summary.mean, 1_000.0);
+}
+
+#[test]
+fn rate_values_and_cpu_rate() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    // 8 bytes per 100 ns iteration = 0.08 GB/s; two busy workers = twice the CPU time.
+    fake.work_per_iter = 8.0;
+    fake.overhead_ns = 5_000;
+    fake.cpu_factor = Some(2.0);
+    let r = run(&mut fake, ValueKind::Rate { scale: 1e9 }, &cfg(), &clock);
+    assert!((r.summary.mean - 0.08).abs() < 1e-12, "{:?}", r.summary);
+    let cpu = r.cpu_rate.expect("cpu time was reported");
+    assert!((cpu.mean - 0.04).abs() < 1e-12, "{cpu:?}");
+    assert_eq!(cpu.n, r.samples.len());
+    // Rates are not corrected for overhead.
+    assert_eq!(r.subtracted_ns_per_sample, 0.0);
+}
+
+#[test]
+fn time_per_op_subtracts_overhead_and_reports_it() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    fake.overhead_ns = 1_000;
+    fake.cpu_factor = Some(1.0);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    // (10_000_000 - 1_000) ns over 100_000 operations.
+    assert!((r.summary.mean - 99.99).abs() < 1e-9, "{:?}", r.summary);
+    assert_eq!(r.subtracted_ns_per_sample, 1_000.0);
+    // The raw elapsed time is kept uncorrected.
+    assert!(r.samples.iter().all(|s| s.elapsed_ns == 10 * MS));
+    // No CPU-time rate for latencies.
+    assert_eq!(r.cpu_rate, None);
+}
+
+#[test]
+fn raw_facts_series_and_start_spread_are_kept() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    let n = r.samples.len();
+    // Calls 0..=11 were calibration, linearity and warm-up; samples are calls 12, 13, 14.
+    let calls: Vec<f64> = r.samples.iter().map(|s| s.metrics["calls"]).collect();
+    assert_eq!(calls, [12.0, 13.0, 14.0]);
+    assert_eq!(r.series["event_ns"], [12.0, 1.0, 13.0, 1.0, 14.0, 1.0]);
+    assert!(
+        r.samples
+            .iter()
+            .all(|s| s.cpus == [0, 4] && s.work == 100_000.0)
+    );
+    let spread = r.start_spread_ns.unwrap();
+    assert_eq!(spread.n, n);
+    // Spreads are 10 * (call % 4): 0, 10, 20.
+    assert_eq!((spread.min, spread.max), (0.0, 20.0));
+}
+
+#[test]
+fn instance_errors_propagate_with_their_phase() {
+    for (call, phase) in [
+        (0, Phase::Calibration),
+        (6, Phase::LinearityCheck),
+        (7, Phase::Warmup),
+        (13, Phase::Sample(1)),
+    ] {
+        let clock = Arc::new(FakeClock::default());
+        let mut fake = Fake::linear(&clock, 100);
+        fake.fail_on_call = Some(call);
+        let err = measure(
+            &mut fake,
+            &info(ValueKind::TimePerOp),
+            &cfg(),
+            &*clock,
+            &mut NoopObserver,
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        match err {
+            RunError::Bench {
+                phase: p,
+                source: BenchError::Check { .. },
+            } => assert_eq!(p, phase, "{msg}"),
+            other => panic!("unexpected error {other:?}"),
+        }
+        assert!(
+            msg.contains("fake") && msg.contains("checksum mismatch"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn a_benchmark_that_takes_no_time_fails_calibration() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::new(&clock, |_, _| 0);
+    let err = measure(
+        &mut fake,
+        &info(ValueKind::TimePerOp),
+        &cfg(),
+        &*clock,
+        &mut NoopObserver,
+    )
+    .unwrap_err();
+    assert!(matches!(err, RunError::Calibration { .. }), "{err}");
+    assert!(err.to_string().contains("no measurable work"), "{err}");
+}
+
+#[test]
+fn unusable_samples_are_errors_not_numbers() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    fake.work_per_iter = 0.0;
+    let err = measure(
+        &mut fake,
+        &info(ValueKind::TimePerOp),
+        &cfg(),
+        &*clock,
+        &mut NoopObserver,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RunError::BadSample {
+                phase: Phase::Sample(0),
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    let mut fake = Fake::linear(&clock, 100);
+    fake.fixed = Some(0);
+    let err = measure(
+        &mut fake,
+        &info(ValueKind::TimePerOp),
+        &cfg(),
+        &*clock,
+        &mut NoopObserver,
+    )
+    .unwrap_err();
+    assert!(matches!(err, RunError::BadSample { .. }), "{err}");
+}
+
+#[test]
+fn invalid_config_is_rejected_before_sampling() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    let requested = Arc::clone(&fake.requested);
+    let cfg = RunConfig {
+        max_samples: 1,
+        min_samples: 3,
+        ..cfg()
+    };
+    let err = measure(
+        &mut fake,
+        &info(ValueKind::TimePerOp),
+        &cfg,
+        &*clock,
+        &mut NoopObserver,
+    )
+    .unwrap_err();
+    assert!(matches!(err, RunError::Config { .. }), "{err}");
+    assert!(requested.lock().unwrap().is_empty());
+}
+
+#[test]
+fn quick_preset_is_small() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 100, 0.6, 5);
+    let cfg = RunConfig {
+        known_overheads: cfg().known_overheads,
+        ..RunConfig::quick()
+    };
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg, &clock);
+    assert!(r.config.quick);
+    assert!(r.samples.len() <= 5);
+    assert!(r.wall_ns <= cfg.max_cell_ns);
+    let n = r.iterations as f64;
+    assert!((5_000.0..=80_000.0).contains(&n), "{n}");
+}
+
+#[test]
+fn overheads_are_measured_with_the_given_clock_when_not_known() {
+    // Each read of this fake costs 30 ns; the loop does not move it.
+    let clock = Arc::new(FakeClock::new(0, 30));
+    let mut fake = Fake::linear(&clock, 100);
+    let cfg = RunConfig {
+        known_overheads: None,
+        ..RunConfig::default()
+    };
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg, &clock);
+    assert_eq!(r.clock_cost_ns, 30.0);
+    assert_eq!(r.loop_cost_ns_per_iter, 0.0);
+    // The runner never subtracts its own clock figure: the bench's overhead_ns covers it.
+    assert_eq!(r.subtracted_ns_per_sample, 0.0);
+    assert_eq!(r.summary.mean, 100.0);
+}
+
+#[test]
+fn cell_result_round_trips_through_json() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 100, 0.05, 9);
+    fake.cpu_factor = Some(1.5);
+    let r = run(&mut fake, ValueKind::Rate { scale: 1e6 }, &cfg(), &clock);
+    let json = serde_json::to_string(&r).unwrap();
+    let back: CellResult = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+    assert!(json.contains("\"stop_reason\":\"converged\"") || json.contains("max_samples"));
+}
+
+#[test]
+fn smt_yield_of_two_cells() {
+    // Two fake cells: the same work at 100 ns and at 160 ns per operation as rates.
+    let clock = Arc::new(FakeClock::default());
+    let mut one = Fake::noisy(&clock, 100, 0.01, 1);
+    let mut two = Fake::noisy(&clock, 160, 0.01, 2);
+    let kind = ValueKind::Rate { scale: 1e6 };
+    let a = run(&mut one, kind, &cfg(), &clock);
+    let b = run(&mut two, kind, &cfg(), &clock);
+    let y = stats::ratio(&b.summary, &a.summary).unwrap();
+    assert!((y.ratio - 0.625).abs() < 0.02, "{y:?}");
+    let (lo, hi) = (y.ci95_low.unwrap(), y.ci95_high.unwrap());
+    assert!(lo <= y.ratio && y.ratio <= hi && hi - lo < 0.05, "{y:?}");
+}
+
+#[test]
+fn real_clock_and_real_work_run_end_to_end() {
+    struct Spin;
+    impl Instance for Spin {
+        fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+            let t0 = smtlab_bench::clock::now_ns();
+            let mut x = std::hint::black_box(1u64);
+            for i in 0..iterations {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+            let elapsed_ns = smtlab_bench::clock::now_ns() - t0;
+            std::hint::black_box(x);
+            Ok(RawSample {
+                elapsed_ns,
+                work: iterations as f64,
+                ..RawSample::default()
+            })
+        }
+    }
+    let cfg = RunConfig {
+        target_sample_ns: MS,
+        warmup_ns: MS,
+        max_cell_ns: 300 * MS,
+        ..RunConfig::quick()
+    };
+    let clock = smtlab_runner::Monotonic;
+    let r = measure(
+        &mut Spin,
+        &info(ValueKind::TimePerOp),
+        &cfg,
+        &clock,
+        &mut NoopObserver,
+    )
+    .unwrap();
+    assert!(r.iterations > 1);
+    assert!(!r.samples.is_empty() && r.summary.mean > 0.0);
+    assert!(r.clock_cost_ns > 0.0);
+    assert!(r.wall_ns < 2_000 * MS);
+}
