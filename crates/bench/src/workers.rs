@@ -20,13 +20,16 @@
 //! 002 s3.2, measurement rule 8), and the start spread is reported beside it.
 //!
 //! Dropping the pool tells every worker to stop and joins it. A panic in a worker's code is
-//! caught and reported as an error, so the barrier never waits for a dead thread.
+//! caught and reported as an error, so the barrier never waits for a dead thread; should a
+//! worker vanish anyway, the coordinator notices while waiting and poisons the barrier so
+//! the others leave it, and the pool reports itself broken instead of hanging.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use smtlab_model::ResolvedPlacement;
 use smtlab_placement::pin::{self, PinError};
@@ -135,6 +138,9 @@ struct SpinBarrier {
     /// Spins before yielding; 0 when there are more workers than CPUs, where spinning
     /// would only keep the late worker off its CPU.
     spins: u32,
+    /// Set when the pool is dropped or broken: waiters give up instead of waiting for a
+    /// worker that will never arrive.
+    poisoned: AtomicBool,
 }
 
 impl SpinBarrier {
@@ -144,20 +150,29 @@ impl SpinBarrier {
             arrived: Padded(AtomicUsize::new(0)),
             generation: Padded(AtomicUsize::new(0)),
             spins: if spin { 1 << 20 } else { 0 },
+            poisoned: AtomicBool::new(false),
         }
     }
 
-    fn wait(&self) {
+    fn poison(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Waits for all `n` workers; false when the barrier was poisoned meanwhile.
+    fn wait(&self) -> bool {
         let generation = self.generation.0.load(Ordering::Acquire);
         if self.arrived.0.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             // Reset before releasing: nobody can arrive for the next round until the
             // generation moves, and the release orders the reset before it.
             self.arrived.0.store(0, Ordering::Relaxed);
             self.generation.0.fetch_add(1, Ordering::Release);
-            return;
+            return true;
         }
         let mut spun = 0u32;
         while self.generation.0.load(Ordering::Acquire) == generation {
+            if self.poisoned.load(Ordering::Relaxed) {
+                return false;
+            }
             if spun < self.spins {
                 std::hint::spin_loop();
                 spun += 1;
@@ -165,6 +180,7 @@ impl SpinBarrier {
                 std::thread::yield_now();
             }
         }
+        true
     }
 }
 
@@ -194,6 +210,7 @@ pub struct WorkerPool {
     /// The CPU each worker was pinned to, `None` when unpinned.
     planned: Vec<Option<u32>>,
     results: Receiver<(usize, Result<Report, String>)>,
+    barrier: Arc<SpinBarrier>,
     clock_cost_ns: f64,
 }
 
@@ -237,6 +254,7 @@ impl WorkerPool {
             workers: Vec::with_capacity(n),
             planned: planned.clone(),
             results,
+            barrier: Arc::clone(&barrier),
             clock_cost_ns: 0.0,
         };
         for (i, &cpu) in planned.iter().enumerate() {
@@ -305,6 +323,11 @@ impl WorkerPool {
     /// first worker's check failure. `overhead_ns` is one clock read: the only timing
     /// cost inside a worker's interval.
     pub fn run(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        // Workers only exit when told to; one that has is a broken pool, and sending the
+        // others to the barrier would leave them waiting for it.
+        if self.any_worker_exited() {
+            return Err(self.dead_worker());
+        }
         for w in &self.workers {
             if w.cmd.send(Cmd::Run(iterations)).is_err() {
                 return Err(self.dead_worker());
@@ -312,10 +335,18 @@ impl WorkerPool {
         }
         let n = self.workers.len();
         let mut reports: Vec<Option<Result<Report, String>>> = (0..n).map(|_| None).collect();
-        for _ in 0..n {
-            match self.results.recv() {
-                Ok((i, r)) => reports[i] = Some(r),
-                Err(_) => return Err(self.dead_worker()),
+        let mut received = 0;
+        while received < n {
+            match self.results.recv_timeout(Duration::from_millis(200)) {
+                Ok((i, r)) => {
+                    reports[i] = Some(r);
+                    received += 1;
+                }
+                Err(RecvTimeoutError::Timeout) if !self.any_worker_exited() => {}
+                Err(_) => {
+                    self.barrier.poison();
+                    return Err(self.dead_worker());
+                }
             }
         }
         let mut ok = Vec::with_capacity(n);
@@ -364,6 +395,12 @@ impl WorkerPool {
         Ok(sample)
     }
 
+    fn any_worker_exited(&self) -> bool {
+        self.workers
+            .iter()
+            .any(|w| w.join.as_ref().is_none_or(|j| j.is_finished()))
+    }
+
     fn dead_worker(&self) -> BenchError {
         BenchError::Check {
             bench: self.bench.clone(),
@@ -374,6 +411,7 @@ impl WorkerPool {
 
 impl Drop for WorkerPool {
     fn drop(&mut self) {
+        self.barrier.poison();
         for w in &self.workers {
             // A worker that failed at start has already exited; nothing to tell it.
             let _ = w.cmd.send(Cmd::Stop);
@@ -433,7 +471,9 @@ fn worker_main<S, F>(
     }
     drop(ready);
     while let Ok(Cmd::Run(iterations)) = cmds.recv() {
-        barrier.wait();
+        if !barrier.wait() {
+            return;
+        }
         let cpu0 = clock::thread_cpu_ns();
         let start_ns = clock::now_ns();
         let done = catch_unwind(AssertUnwindSafe(|| state.run(iterations)));
@@ -729,6 +769,24 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("asked to panic"), "{e}");
         // Still usable: the barrier did not lose a thread.
         assert!(pool.run(5).is_err());
+    }
+
+    #[test]
+    fn a_poisoned_barrier_releases_its_waiters() {
+        for spin in [true, false] {
+            let b = Arc::new(SpinBarrier::new(2, spin));
+            let b2 = Arc::clone(&b);
+            let waiter = std::thread::spawn(move || b2.wait());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            b.poison();
+            assert!(!waiter.join().unwrap());
+        }
+        // Unpoisoned, it is reusable round after round.
+        let b = Arc::new(SpinBarrier::new(2, false));
+        let b2 = Arc::clone(&b);
+        let t = std::thread::spawn(move || (0..100).all(|_| b2.wait()));
+        assert!((0..100).all(|_| b.wait()));
+        assert!(t.join().unwrap());
     }
 
     #[test]

@@ -78,8 +78,10 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Benchmark name (see `smtlab list`).
-    pub name: String,
+    /// Benchmark names (see `smtlab list`), a group (compute, memory, threads, os) or
+    /// `all`.
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
     /// Placement to measure under; repeat for several (the first is the baseline of the
     /// ratios). Default: 1c1t.
     #[arg(short, long = "placement", value_name = "PLACEMENT")]

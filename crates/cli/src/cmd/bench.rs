@@ -46,12 +46,13 @@ struct Results<'a> {
     environment: &'a Environment,
     cells: &'a [Cell],
     comparisons: &'a [Comparison],
+    /// Cells that could not run, with the reason (several-benchmark runs only).
+    skipped: &'a [String],
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
-    let bench = find(&args.name)?;
-    let info = bench.info();
-    let params = Params::resolve(&info, &args.params, args.quick)?;
+    let benches = select(&args.names)?;
+    check_params(&benches, &args.params)?;
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
     let specs = if args.placements.is_empty() {
@@ -81,49 +82,77 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     cfg.validate()?;
     cfg.known_overheads = Some(measure_overheads(&Monotonic));
 
-    let env = capture(&topo);
-    let mut cells: Vec<Cell> = Vec::new();
-    if !args.json {
-        emit(&render::bench::heading(&info, &params))?;
-        if !topo.smt_visible() {
-            eprintln!(
-                "note: no SMT visible on this machine ({}); 1c2t and 2c2t cannot be measured here",
-                topo.smt.control.as_deref().unwrap_or("no smt/control file")
-            );
-        }
+    if !args.json && !topo.smt_visible() {
+        eprintln!(
+            "note: no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
+            topo.smt.control.as_deref().unwrap_or("absent")
+        );
     }
-    for placement in placements {
-        let ctx = BenchContext {
-            params: &params,
-            placement: &placement,
-            topology: &topo,
-        };
-        let mut instance = bench
-            .prepare(&ctx)
-            .with_context(|| format!("{} on {}", info.name, placement.name))?;
-        let result = smtlab_runner::measure(
-            instance.as_mut(),
-            &info,
-            &cfg,
-            &Monotonic,
-            &mut NoopObserver,
-        )
-        .with_context(|| format!("{} on {}", info.name, placement.name))?;
-        drop(instance);
-        let cell = Cell {
-            benchmark: info.name.clone(),
-            group: info.group.clone(),
-            unit: info.unit.clone(),
-            direction: info.direction,
-            params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-            placement,
-            result,
-        };
+    let env = capture(&topo);
+    let several = benches.len() > 1;
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    for bench in &benches {
+        let info = bench.info();
+        // With several benchmarks a parameter applies to those that declare it.
+        let given: Vec<String> = args
+            .params
+            .iter()
+            .filter(|p| declares(&info, p))
+            .cloned()
+            .collect();
+        let params = Params::resolve(&info, &given, args.quick)?;
         if !args.json {
-            let baseline = cells.first().map(|c| &c.result.summary);
-            emit(&render::bench::row(&cell, baseline))?;
+            emit(&render::bench::heading(&info, &params))?;
         }
-        cells.push(cell);
+        let first = cells.len();
+        for placement in &placements {
+            let ctx = BenchContext {
+                params: &params,
+                placement,
+                topology: &topo,
+            };
+            let outcome = bench
+                .prepare(&ctx)
+                .map_err(anyhow::Error::from)
+                .and_then(|mut i| {
+                    smtlab_runner::measure(i.as_mut(), &info, &cfg, &Monotonic, &mut NoopObserver)
+                        .map_err(anyhow::Error::from)
+                });
+            let result = match outcome {
+                Ok(r) => r,
+                // One benchmark that cannot run on one placement (c2c-latency on a
+                // single CPU) should not cost the rest of a multi-benchmark run.
+                Err(e) if several => {
+                    let why = format!("{} on {}: {e:#}", info.name, placement.name);
+                    if !args.json {
+                        emit(&format!("  skipped: {why}\n"))?;
+                    }
+                    skipped.push(why);
+                    continue;
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| format!("{} on {}", info.name, placement.name));
+                }
+            };
+            let cell = Cell {
+                benchmark: info.name.clone(),
+                group: info.group.clone(),
+                unit: info.unit.clone(),
+                direction: info.direction,
+                params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                placement: placement.clone(),
+                result,
+            };
+            if !args.json {
+                let baseline = cells.get(first).map(|c| &c.result.summary);
+                emit(&render::bench::row(&cell, baseline))?;
+            }
+            cells.push(cell);
+        }
+        if !args.json {
+            emit(&render::bench::details(&cells[first..]))?;
+        }
     }
     let comparisons = compare(&cells);
     if args.json {
@@ -132,10 +161,46 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             environment: &env,
             cells: &cells,
             comparisons: &comparisons,
+            skipped: &skipped,
         };
         return emit(&json_text(&out)?);
     }
-    emit(&render::bench::details(&cells))
+    Ok(())
+}
+
+/// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.
+fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
+    let mut out: Vec<Box<dyn Benchmark>> = Vec::new();
+    for name in names {
+        let group: Vec<Box<dyn Benchmark>> = smtlab_bench::catalog::all()
+            .into_iter()
+            .filter(|b| name == "all" || b.info().group == *name)
+            .collect();
+        if group.is_empty() {
+            out.push(find(name)?);
+        } else {
+            out.extend(group);
+        }
+    }
+    Ok(out)
+}
+
+fn declares(info: &smtlab_model::BenchInfo, param: &str) -> bool {
+    let key = param.split_once('=').map_or(param, |(k, _)| k).trim();
+    info.params.iter().any(|p| p.name == key)
+}
+
+/// With several benchmarks, a parameter no benchmark declares is still a typo.
+fn check_params(benches: &[Box<dyn Benchmark>], params: &[String]) -> Result<()> {
+    if benches.len() == 1 {
+        return Ok(()); // Params::resolve gives the precise message.
+    }
+    for p in params {
+        if !benches.iter().any(|b| declares(&b.info(), p)) {
+            bail!("parameter {p:?} is accepted by none of the selected benchmarks");
+        }
+    }
+    Ok(())
 }
 
 fn find(name: &str) -> Result<Box<dyn Benchmark>> {
@@ -148,21 +213,24 @@ fn find(name: &str) -> Result<Box<dyn Benchmark>> {
     }
 }
 
-/// Every placement against the first.
+/// Every placement of a benchmark against that benchmark's first placement.
 fn compare(cells: &[Cell]) -> Vec<Comparison> {
-    let Some(first) = cells.first() else {
-        return Vec::new();
-    };
-    cells
-        .iter()
-        .skip(1)
-        .filter_map(|c| {
-            Some(Comparison {
-                benchmark: c.benchmark.clone(),
-                placement: c.placement.name.clone(),
-                baseline: first.placement.name.clone(),
-                ratio: ratio(&c.result.summary, &first.result.summary)?,
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    let mut baseline: Option<&Cell> = None;
+    for c in cells {
+        match baseline {
+            Some(b) if b.benchmark == c.benchmark => {
+                if let Some(r) = ratio(&c.result.summary, &b.result.summary) {
+                    out.push(Comparison {
+                        benchmark: c.benchmark.clone(),
+                        placement: c.placement.name.clone(),
+                        baseline: b.placement.name.clone(),
+                        ratio: r,
+                    });
+                }
+            }
+            _ => baseline = Some(c),
+        }
+    }
+    out
 }

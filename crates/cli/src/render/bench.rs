@@ -106,7 +106,7 @@ pub fn row(cell: &Cell, baseline: Option<&Summary>) -> String {
 
 /// How each cell was measured: what a skeptical reader asks first.
 pub fn details(cells: &[Cell]) -> String {
-    let mut out = String::from("\n");
+    let mut out = String::new();
     for c in cells {
         let r = &c.result;
         let linear = match r.calibration.linear {
@@ -145,5 +145,6 @@ pub fn details(cells: &[Cell]) -> String {
         }
         out.push('\n');
     }
+    out.push('\n');
     out
 }
