@@ -25,7 +25,7 @@ pub enum Command {
     Placements(PlacementsArgs),
     /// List the benchmark catalog: name, unit, direction and parameters.
     List(ListArgs),
-    /// Measure one benchmark under one or more placements and compare them.
+    /// Measure benchmarks under one or more placements and compare the placements.
     Bench(BenchArgs),
 }
 

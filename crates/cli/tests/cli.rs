@@ -256,3 +256,111 @@ mod placements {
             .stderr(predicate::str::contains("1c2t"));
     }
 }
+
+mod catalog {
+    use super::*;
+
+    #[test]
+    fn list_shows_every_group_with_units_and_direction() {
+        let out = smtlab()
+            .arg("list")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(out).unwrap();
+        for name in [
+            "int-ops",
+            "mem-read",
+            "pthread-create",
+            "null-syscall",
+            "fork-sh",
+        ] {
+            assert!(text.contains(name), "{name} missing from list");
+        }
+        let v = json_of(smtlab().args(["list", "--json"]));
+        let all = v.as_array().unwrap();
+        assert!(all.len() >= 26, "{} benchmarks", all.len());
+        for b in all {
+            assert!(!b["unit"].as_str().unwrap().is_empty());
+            assert!(["higher", "lower"].contains(&b["direction"].as_str().unwrap()));
+        }
+    }
+
+    #[test]
+    fn bench_json_keeps_raw_samples_and_placement_cpus() {
+        let v = json_of(smtlab().args(["bench", "null-syscall", "--quick", "--json"]));
+        assert_eq!(v["schema"], "smtlab.results/1");
+        assert!(v["environment"]["kernel"].is_string());
+        let cell = &v["cells"][0];
+        assert_eq!(cell["benchmark"], "null-syscall");
+        assert_eq!(cell["unit"], "ns");
+        assert_eq!(cell["direction"], "lower");
+        assert_eq!(cell["placement"]["name"], "1c1t");
+        let cpu = cell["placement"]["cpus"][0].as_u64().unwrap();
+        let samples = cell["result"]["samples"].as_array().unwrap();
+        assert!(samples.len() >= 3);
+        for s in samples {
+            assert!(s["value"].as_f64().unwrap() > 0.0);
+            assert_eq!(
+                s["cpus"][0].as_u64().unwrap(),
+                cpu,
+                "ran on the placement's CPU"
+            );
+        }
+        assert!(cell["result"]["summary"]["median"].as_f64().unwrap() > 0.0);
+    }
+
+    #[test]
+    fn bench_compares_placements_to_the_first() {
+        let out = smtlab()
+            .args(["bench", "int-ops", "--quick", "-p", "1c1t", "-p", "2c1t"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(out).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("2c1t"))
+            .expect("2c1t row");
+        assert!(row.contains("x ["), "{row}");
+        assert!(text.contains("iterations/sample"), "{text}");
+    }
+
+    #[test]
+    fn bench_errors_name_what_exists() {
+        smtlab()
+            .args(["bench", "nope"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("unknown benchmark \"nope\""))
+            .stderr(predicate::str::contains("mem-read"));
+        smtlab()
+            .args(["bench", "select-tcp", "--param", "fd=3"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("it accepts: fds"));
+        smtlab()
+            .args(["bench", "null-syscall", "-p", "9c9t"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("9c9t"));
+    }
+
+    #[test]
+    fn bench_refuses_smt_placements_without_smt() {
+        let t = json_of(smtlab().args(["topo", "--json"]));
+        if t["smt"]["threads_per_core_max"].as_u64() != Some(1) {
+            eprintln!("skipped: this machine has SMT");
+            return;
+        }
+        smtlab()
+            .args(["bench", "null-syscall", "-p", "1c2t"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("no SMT"));
+    }
+}

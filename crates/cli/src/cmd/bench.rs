@@ -98,7 +98,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let given: Vec<String> = args
             .params
             .iter()
-            .filter(|p| declares(&info, p))
+            .filter(|p| !several || declares(&info, p))
             .cloned()
             .collect();
         let params = Params::resolve(&info, &given, args.quick)?;

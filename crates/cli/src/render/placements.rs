@@ -17,6 +17,9 @@ pub fn table(entries: &[Entry]) -> String {
             (Some(p), _) => {
                 let cpus = if p.cpus.is_empty() {
                     "(not pinned: the scheduler decides)".to_string()
+                } else if p.cpus.windows(2).all(|w| w[0] < w[1]) {
+                    // Ascending order says nothing beyond the set: show it compactly.
+                    p.cpu_set().to_list_string()
                 } else {
                     p.cpus
                         .iter()
