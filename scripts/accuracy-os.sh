@@ -23,7 +23,9 @@
 # Environment:
 #   SMTLAB=path      smtlab binary (default: target/release/smtlab, built if missing)
 #   PERF=path        perf binary (default: found, or installed with apt-get when root)
-#   CPU=n            CPU for perf's taskset (default 0, the first CPU of 1c1t here)
+#   PLACEMENT=spec   smtlab placement (default 1c1t); must be the one CPU given in CPU
+#   CPU=n            CPU for perf's taskset (default 0, the CPU 1c1t takes); on a busy
+#                    machine pick an idle one for both: CPU=1 PLACEMENT=cpus=1
 #   REPEAT=n         runs per side, the median is compared (default 3)
 #   SYSCALL_LOOPS=n  perf syscall loops (default 10000000, perf's default)
 #   PIPE_LOOPS=n     perf pipe loops (default 1000000, perf's default)
@@ -34,6 +36,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CPU=${CPU:-0}
+PLACEMENT=${PLACEMENT:-1c1t}
 REPEAT=${REPEAT:-3}
 SYSCALL_LOOPS=${SYSCALL_LOOPS:-10000000}
 PIPE_LOOPS=${PIPE_LOOPS:-1000000}
@@ -133,7 +136,7 @@ perf_ns() {
 
 smtlab_ns() {
     local out
-    out=$("$SMTLAB" bench "$1" --placement 1c1t --json) || die "smtlab bench $1 failed"
+    out=$("$SMTLAB" bench "$1" --placement "$PLACEMENT" --json) || die "smtlab bench $1 --placement $PLACEMENT failed"
     smtlab_median_ns "$1" <<<"$out" || die "cannot read smtlab's result for $1"
 }
 
@@ -154,7 +157,7 @@ compare() {
     printf '%s %s %s\n' "$bench" "$(median_of "${s[@]}")" "$(median_of "${p[@]}")"
 }
 
-echo "accuracy-os: $(uname -r), perf $("$PERF_BIN" --version 2>/dev/null | awk '{print $3}') at $PERF_BIN, CPU $CPU, $REPEAT runs per side" >&2
+echo "accuracy-os: $(uname -r), perf $("$PERF_BIN" --version 2>/dev/null | awk '{print $3}') at $PERF_BIN on CPU $CPU, smtlab placement $PLACEMENT, $REPEAT runs per side" >&2
 ROWS=$(
     compare null-syscall syscall basic -l "$SYSCALL_LOOPS"
     compare pipe-latency sched pipe -l "$PIPE_LOOPS"

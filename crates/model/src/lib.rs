@@ -18,11 +18,13 @@
 pub mod bench;
 pub mod cpuset;
 pub mod placement;
+pub mod result;
 pub mod topology;
 
 pub use bench::{BenchInfo, Direction, ParamInfo, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
+pub use result::{CellResult, RunConfig};
 pub use topology::{
     Cache, CacheType, Core, CoreKind, NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA, Topology,
 };

@@ -9,17 +9,9 @@
 
 use std::hint::black_box;
 
-use serde::{Deserialize, Serialize};
 pub use smtlab_bench::clock::{Clock, FakeClock, Monotonic};
 
-/// The fixed costs of timing, measured with a [`Clock`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Overheads {
-    /// Cost of one clock read: the median over batches of back-to-back reads.
-    pub clock_cost_ns: f64,
-    /// Cost of one iteration of an empty loop (`black_box` on the counter).
-    pub loop_cost_ns_per_iter: f64,
-}
+pub use smtlab_model::result::Overheads;
 
 /// Measures both overheads; takes about a millisecond with the real clock. Cells of one
 /// run can share the result through `RunConfig::known_overheads`.

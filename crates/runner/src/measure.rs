@@ -48,7 +48,7 @@ pub fn measure(
     clock: &dyn Clock,
     observer: &mut dyn Observer,
 ) -> Result<CellResult, RunError> {
-    cfg.validate()?;
+    crate::config::validate(cfg)?;
     let start_ns = clock.now_ns();
     let fixed_iterations = instance.fixed_iterations();
     let mut cell = Cell {

@@ -228,7 +228,8 @@ impl Benchmark for Latency {
             value_kind: ValueKind::TimePerOp,
             description: "Memory load latency: a dependent pointer chase through one random \
                           cycle over the 64-byte lines of a per-thread working set; \
-                          nanoseconds per load. Sweep size to see L1/L2/L3/DRAM"
+                          nanoseconds per load as each thread sees it (all threads chase at \
+                          once). Sweep size to see L1/L2/L3/DRAM"
                 .into(),
             origin: "paper 002 s5 (latency as in lmbench lat_mem_rd)".into(),
             params: vec![

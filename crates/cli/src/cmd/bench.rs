@@ -79,7 +79,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(n) = args.max_samples {
         cfg.max_samples = n;
     }
-    cfg.validate()?;
+    smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(measure_overheads(&Monotonic));
 
     if !args.json && !topo.smt_visible() {

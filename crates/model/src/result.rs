@@ -1,0 +1,231 @@
+//! What measuring one cell produced (every raw sample, the facts of how they were
+//! obtained, their summaries) and the settings it was measured with. Plain serde data,
+//! so the store and the report keep and show it without knowing the runner.
+
+use std::collections::BTreeMap;
+
+use crate::{SampleRecord, Summary};
+use serde::{Deserialize, Serialize};
+
+/// One calibration sample: how many iterations ran and how long they took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CalibrationStep {
+    pub iterations: u64,
+    pub elapsed_ns: u64,
+}
+
+/// How the inner iteration count was chosen (measurement rule 2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Iterations every warm-up and measured sample runs.
+    pub iterations: u64,
+    /// The instance fixed the count (`Instance::fixed_iterations`); nothing was tried.
+    pub fixed: bool,
+    /// Every calibration sample in order; one of them (usually the last) ran
+    /// `iterations` and serves as `time(n)` for the linearity check.
+    pub tried: Vec<CalibrationStep>,
+    /// Whether `time(2n)` was within the tolerance of `2 * time(n)`. `None` when not
+    /// checked: fixed iterations, or the check would not fit the time budget.
+    pub linear: Option<bool>,
+    /// `time(2n) / (2 * time(n))`; 1.0 is perfectly linear.
+    pub linearity_ratio: Option<f64>,
+}
+
+/// The discarded warm-up (measurement rule 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warmup {
+    pub samples: usize,
+    /// Sum of the warm-up samples' own elapsed times.
+    pub elapsed_ns: u64,
+}
+
+/// Why the runner stopped taking samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The CI half-width reached the target.
+    Converged,
+    /// `max_samples` were taken without converging.
+    MaxSamples,
+    /// The next sample would not have fitted the cell's time budget.
+    TimeBudget,
+}
+
+/// A measured cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    /// Inner iterations of every measured sample.
+    pub iterations: u64,
+    pub calibration: Calibration,
+    pub warmup: Warmup,
+    /// Cost of one clock read, measured for this cell (or given in the config); for
+    /// context, not subtracted (the benchmark's `overhead_ns` already counts its reads).
+    pub clock_cost_ns: f64,
+    /// Cost of one empty loop iteration; reported, not subtracted (benchmarks that know
+    /// their loop put it in `RawSample::overhead_ns`).
+    pub loop_cost_ns_per_iter: f64,
+    /// Mean over samples of what was subtracted from `elapsed_ns` before dividing by the
+    /// work: the benchmark's `overhead_ns` (its clock reads and loop). Zero for rates,
+    /// which are not corrected.
+    pub subtracted_ns_per_sample: f64,
+    /// Every measured sample, in order. Calibration and warm-up are not included.
+    pub samples: Vec<SampleRecord>,
+    /// Statistics of the samples' values, in the benchmark's unit.
+    pub summary: Summary,
+    /// The CI target was met (`stop_reason == Converged`).
+    pub converged: bool,
+    pub stop_reason: StopReason,
+    /// Work per CPU-second (same scale as the value), for rate benchmarks whose samples
+    /// report CPU time (measurement rule 9). Compare with `summary` to see SMT sharing.
+    pub cpu_rate: Option<Summary>,
+    /// `RawSample::series` of the measured samples, concatenated in sample order.
+    pub series: BTreeMap<String, Vec<f64>>,
+    /// Start spread of the measured samples in nanoseconds (`max` is the worst).
+    pub start_spread_ns: Option<Summary>,
+    /// Wall time of the whole cell on the runner's clock.
+    pub wall_ns: u64,
+    /// The settings the cell was measured with.
+    pub config: RunConfig,
+}
+
+/// The fixed costs of timing, measured by the runner's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Overheads {
+    /// Cost of one clock read: the median over batches of back-to-back reads.
+    pub clock_cost_ns: f64,
+    /// Cost of one iteration of an empty loop (`black_box` on the counter).
+    pub loop_cost_ns_per_iter: f64,
+}
+
+/// Settings for measuring one cell. Serialisable so results can say how they were made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// Calibration aims for samples of about this length.
+    pub target_sample_ns: u64,
+    /// Samples taken before convergence is tested (unless the budget runs out first).
+    pub min_samples: usize,
+    /// Samples after which the runner stops even if not converged.
+    pub max_samples: usize,
+    /// Converged when the 95% CI half-width of the mean is at most this fraction of it.
+    pub ci_target_rel: f64,
+    /// Warm-up runs discarded samples until at least this much sample time has passed
+    /// (and always at least one).
+    pub warmup_ns: u64,
+    /// Wall-time budget of the whole cell (calibration, warm-up and samples) on the
+    /// runner's clock. A sample is only started if the previous one says it will end
+    /// within the budget, so a cell overruns by at most one sample; at least one
+    /// measured sample is always taken.
+    pub max_cell_ns: u64,
+    /// Set by the quick preset; recorded so results say they are quick ones.
+    pub quick: bool,
+    /// Calibration flags the benchmark non-linear when `time(2n) / (2 time(n))`
+    /// differs from 1 by more than this.
+    pub linearity_tolerance: f64,
+    /// Clock and loop costs measured once for a whole run; `None` measures them per
+    /// cell (about a millisecond).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_overheads: Option<Overheads>,
+}
+
+impl Default for RunConfig {
+    /// 10 ms samples, 3..30 of them until the CI is within 2%, 50 ms warm-up, 5 s per
+    /// cell: any benchmark with samples under a second finishes in well under 10 s.
+    fn default() -> Self {
+        Self {
+            target_sample_ns: 10_000_000,
+            min_samples: 3,
+            max_samples: 30,
+            ci_target_rel: 0.02,
+            warmup_ns: 50_000_000,
+            max_cell_ns: 5_000_000_000,
+            quick: false,
+            linearity_tolerance: 0.2,
+            known_overheads: None,
+        }
+    }
+}
+
+impl RunConfig {
+    /// A smoke-test preset: 2 ms samples, 3..5 of them, 5% CI target, 5 ms warm-up,
+    /// 0.5 s per cell.
+    pub fn quick() -> Self {
+        Self {
+            target_sample_ns: 2_000_000,
+            min_samples: 3,
+            max_samples: 5,
+            ci_target_rel: 0.05,
+            warmup_ns: 5_000_000,
+            max_cell_ns: 500_000_000,
+            quick: true,
+            ..Self::default()
+        }
+    }
+
+    /// Checks the settings are usable; the runner calls it before measuring.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.target_sample_ns == 0 {
+            return Err("target_sample_ns must be positive".into());
+        }
+        if self.min_samples == 0 {
+            return Err("min_samples must be at least 1".into());
+        }
+        if self.max_samples < self.min_samples {
+            return Err(format!(
+                "max_samples ({}) is below min_samples ({})",
+                self.max_samples, self.min_samples
+            ));
+        }
+        if !(self.ci_target_rel.is_finite() && self.ci_target_rel > 0.0) {
+            return Err(format!(
+                "ci_target_rel must be a positive fraction, got {}",
+                self.ci_target_rel
+            ));
+        }
+        if !(self.linearity_tolerance.is_finite() && self.linearity_tolerance >= 0.0) {
+            return Err(format!(
+                "linearity_tolerance must be a non-negative fraction, got {}",
+                self.linearity_tolerance
+            ));
+        }
+        if self.max_cell_ns == 0 {
+            return Err("max_cell_ns must be positive".into());
+        }
+        if let Some(o) = self.known_overheads {
+            let ok = |x: f64| x.is_finite() && x >= 0.0;
+            if !ok(o.clock_cost_ns) || !ok(o.loop_cost_ns_per_iter) {
+                return Err(format!("known_overheads must be non-negative, got {o:?}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid() {
+        RunConfig::default().validate().unwrap();
+        let q = RunConfig::quick();
+        q.validate().unwrap();
+        assert!(q.quick);
+        assert!(q.max_cell_ns < RunConfig::default().max_cell_ns);
+    }
+
+    #[test]
+    fn invalid_settings_are_named() {
+        let cfg = RunConfig {
+            min_samples: 5,
+            max_samples: 2,
+            ..RunConfig::default()
+        };
+        let msg = cfg.validate().unwrap_err();
+        assert!(msg.contains("max_samples (2)"), "{msg}");
+        let cfg = RunConfig {
+            ci_target_rel: f64::NAN,
+            ..RunConfig::default()
+        };
+        assert!(cfg.validate().is_err());
+    }
+}
