@@ -1,28 +1,9 @@
-//! The environment a measurement ran in (DESIGN rule 11): what a reader needs to judge
-//! whether two results are comparable. Every field is read, never guessed; what cannot
-//! be read is `None`.
+//! Reads the environment a measurement runs in (DESIGN rule 11) from /proc and /sys.
+//! Every field is read, never guessed; what cannot be read is `None`.
 
 use std::path::Path;
 
-use serde::Serialize;
-use smtlab_model::Topology;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Environment {
-    pub tool_version: String,
-    pub git_commit: Option<String>,
-    pub hostname: Option<String>,
-    pub kernel: Option<String>,
-    pub cpu_model: Option<String>,
-    pub microcode: Option<String>,
-    pub smt_control: Option<String>,
-    pub virtualization: Option<String>,
-    pub governor: Option<String>,
-    pub boost: Option<String>,
-    pub clocksource: Option<String>,
-    pub perf_event_paranoid: Option<i32>,
-    pub online_cpus: String,
-}
+use smtlab_model::{Environment, Topology};
 
 fn read(path: &str) -> Option<String> {
     let s = std::fs::read_to_string(Path::new(path)).ok()?;

@@ -19,12 +19,16 @@ pub mod bench;
 pub mod cpuset;
 pub mod placement;
 pub mod result;
+pub mod run;
 pub mod topology;
 
 pub use bench::{BenchInfo, Direction, ParamInfo, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use result::{CellResult, RunConfig};
+pub use run::{
+    CellKey, CellRecord, Environment, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
+};
 pub use topology::{
     Cache, CacheType, Core, CoreKind, NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA, Topology,
 };

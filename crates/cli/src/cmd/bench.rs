@@ -7,28 +7,16 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use smtlab_bench::{BenchContext, Benchmark, Params};
-use smtlab_model::ResolvedPlacement;
+use smtlab_model::{
+    CellKey, CellRecord, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
+};
 use smtlab_runner::stats::{Ratio, ratio};
-use smtlab_runner::{CellResult, Monotonic, NoopObserver, RunConfig, measure_overheads};
+use smtlab_runner::{Monotonic, NoopObserver, RunConfig, measure_overheads};
 
 use super::{emit, json_text};
 use crate::args::BenchArgs;
-use crate::env::{Environment, capture};
+use crate::env::capture;
 use crate::render;
-
-/// Schema of the results JSON that `bench`, and later `run` and `report`, print.
-pub const RESULTS_SCHEMA: &str = "smtlab.results/1";
-
-#[derive(Debug, Serialize)]
-pub struct Cell {
-    pub benchmark: String,
-    pub group: String,
-    pub unit: String,
-    pub direction: smtlab_model::Direction,
-    pub params: std::collections::BTreeMap<String, String>,
-    pub placement: ResolvedPlacement,
-    pub result: CellResult,
-}
 
 #[derive(Debug, Serialize)]
 pub struct Comparison {
@@ -40,14 +28,12 @@ pub struct Comparison {
     pub ratio: Ratio,
 }
 
+/// `smtlab.results/1` with the ratios `bench` computed.
 #[derive(Serialize)]
-struct Results<'a> {
-    schema: &'static str,
-    environment: &'a Environment,
-    cells: &'a [Cell],
+struct BenchOutput<'a> {
+    #[serde(flatten)]
+    results: &'a RunResults,
     comparisons: &'a [Comparison],
-    /// Cells that could not run, with the reason (several-benchmark runs only).
-    skipped: &'a [String],
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
@@ -89,9 +75,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
     }
     let env = capture(&topo);
+    let started = unix_now_s();
     let several = benches.len() > 1;
-    let mut cells: Vec<Cell> = Vec::new();
-    let mut skipped: Vec<String> = Vec::new();
+    let mut cells: Vec<CellRecord> = Vec::new();
+    let mut skipped: Vec<SkippedCell> = Vec::new();
     for bench in &benches {
         let info = bench.info();
         // With several benchmarks a parameter applies to those that declare it.
@@ -106,7 +93,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             emit(&render::bench::heading(&info, &params))?;
         }
         let first = cells.len();
-        for placement in &placements {
+        for (spec_text, placement) in specs.iter().zip(&placements) {
             let ctx = BenchContext {
                 params: &params,
                 placement,
@@ -124,23 +111,31 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 // One benchmark that cannot run on one placement (c2c-latency on a
                 // single CPU) should not cost the rest of a multi-benchmark run.
                 Err(e) if several => {
-                    let why = format!("{} on {}: {e:#}", info.name, placement.name);
+                    let reason = format!("{e:#}");
                     if !args.json {
-                        emit(&format!("  skipped: {why}\n"))?;
+                        emit(&format!("  skipped on {}: {reason}\n", placement.name))?;
                     }
-                    skipped.push(why);
+                    skipped.push(SkippedCell {
+                        key: CellKey {
+                            benchmark: info.name.clone(),
+                            params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                            placement: spec_text.clone(),
+                        },
+                        reason,
+                    });
                     continue;
                 }
                 Err(e) => {
                     return Err(e).with_context(|| format!("{} on {}", info.name, placement.name));
                 }
             };
-            let cell = Cell {
+            let cell = CellRecord {
                 benchmark: info.name.clone(),
                 group: info.group.clone(),
                 unit: info.unit.clone(),
                 direction: info.direction,
                 params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                placement_spec: spec_text.clone(),
                 placement: placement.clone(),
                 result,
             };
@@ -156,12 +151,32 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let comparisons = compare(&cells);
     if args.json {
-        let out = Results {
-            schema: RESULTS_SCHEMA,
-            environment: &env,
-            cells: &cells,
+        let now = unix_now_s();
+        let results = RunResults {
+            schema: RESULTS_SCHEMA.to_string(),
+            run: RunMeta {
+                id: 0,
+                started_unix_s: started,
+                finished_unix_s: Some(now),
+                status: RunStatus::Finished,
+                command_line: std::env::args().collect(),
+                suite: None,
+                environment: env,
+                topology: topo,
+                config: cfg,
+                plan: cells
+                    .iter()
+                    .map(CellRecord::key)
+                    .chain(skipped.iter().map(|s| s.key.clone()))
+                    .collect(),
+                notes: Vec::new(),
+            },
+            cells,
+            skipped,
+        };
+        let out = BenchOutput {
+            results: &results,
             comparisons: &comparisons,
-            skipped: &skipped,
         };
         return emit(&json_text(&out)?);
     }
@@ -214,9 +229,9 @@ fn find(name: &str) -> Result<Box<dyn Benchmark>> {
 }
 
 /// Every placement of a benchmark against that benchmark's first placement.
-fn compare(cells: &[Cell]) -> Vec<Comparison> {
+fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
     let mut out = Vec::new();
-    let mut baseline: Option<&Cell> = None;
+    let mut baseline: Option<&CellRecord> = None;
     for c in cells {
         match baseline {
             Some(b) if b.benchmark == c.benchmark => {
@@ -233,4 +248,11 @@ fn compare(cells: &[Cell]) -> Vec<Comparison> {
         }
     }
     out
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

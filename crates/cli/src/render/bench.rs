@@ -5,7 +5,7 @@ use smtlab_bench::Params;
 use smtlab_model::{BenchInfo, Direction, Summary};
 use smtlab_runner::stats::ratio;
 
-use crate::cmd::bench::Cell;
+use smtlab_model::CellRecord;
 
 /// Four significant digits, without exponent for everyday magnitudes.
 pub fn num(x: f64) -> String {
@@ -67,7 +67,7 @@ pub fn heading(info: &BenchInfo, params: &Params) -> String {
     out
 }
 
-pub fn row(cell: &Cell, baseline: Option<&Summary>) -> String {
+pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {
     let s = &cell.result.summary;
     let cpus = if cell.placement.cpus.is_empty() {
         "unpinned".to_string()
@@ -105,7 +105,7 @@ pub fn row(cell: &Cell, baseline: Option<&Summary>) -> String {
 }
 
 /// How each cell was measured: what a skeptical reader asks first.
-pub fn details(cells: &[Cell]) -> String {
+pub fn details(cells: &[CellRecord]) -> String {
     let mut out = String::new();
     for c in cells {
         let r = &c.result;

@@ -1,0 +1,117 @@
+//! A run: cells measured together, with the environment they were measured in. This is
+//! what the store keeps, `--json` exports (`smtlab.results/1`) and the report draws.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CellResult, Direction, ResolvedPlacement, RunConfig, Topology};
+
+/// Value of the `schema` field of results JSON.
+pub const RESULTS_SCHEMA: &str = "smtlab.results/1";
+
+/// The environment a measurement ran in (DESIGN rule 11): what a reader needs to judge
+/// whether two results are comparable. Every field is read, never guessed; what could
+/// not be read is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub tool_version: String,
+    pub git_commit: Option<String>,
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    pub microcode: Option<String>,
+    pub smt_control: Option<String>,
+    pub virtualization: Option<String>,
+    pub governor: Option<String>,
+    pub boost: Option<String>,
+    pub clocksource: Option<String>,
+    pub perf_event_paranoid: Option<i32>,
+    pub online_cpus: String,
+}
+
+/// One cell to measure: benchmark x parameters x placement (as the user named it).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CellKey {
+    pub benchmark: String,
+    pub params: BTreeMap<String, String>,
+    /// The placement as written in the plan (`1c2t`, `2c1t/scatter`).
+    pub placement: String,
+}
+
+/// Whether a run is still going, finished, or was cut short (and can be resumed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Finished,
+    Interrupted,
+}
+
+/// What a run is: when, where, how, and which cells it plans.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// Identifier in the store (assigned by it; 0 before it is stored).
+    pub id: i64,
+    /// Seconds since the Unix epoch.
+    pub started_unix_s: u64,
+    pub finished_unix_s: Option<u64>,
+    pub status: RunStatus,
+    /// The command line that started the run.
+    pub command_line: Vec<String>,
+    /// `quick`, `default`, `full`, or `None` for an ad-hoc selection.
+    pub suite: Option<String>,
+    pub environment: Environment,
+    /// Topology snapshot of the machine the run measured.
+    pub topology: Topology,
+    /// Settings every cell is measured with.
+    pub config: RunConfig,
+    /// Every cell of the run in measuring order, measured or not yet.
+    pub plan: Vec<CellKey>,
+    /// Notes said once for the whole run (e.g. "no SMT visible: 1c2t and 2c2t left out").
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One measured cell with everything needed to read it on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellRecord {
+    pub benchmark: String,
+    pub group: String,
+    pub unit: String,
+    pub direction: Direction,
+    pub params: BTreeMap<String, String>,
+    /// The placement as planned (`CellKey::placement`).
+    pub placement_spec: String,
+    /// Exactly which CPUs it resolved to.
+    pub placement: ResolvedPlacement,
+    pub result: CellResult,
+}
+
+impl CellRecord {
+    pub fn key(&self) -> CellKey {
+        CellKey {
+            benchmark: self.benchmark.clone(),
+            params: self.params.clone(),
+            placement: self.placement_spec.clone(),
+        }
+    }
+}
+
+/// A cell that could not be measured, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedCell {
+    pub key: CellKey,
+    pub reason: String,
+}
+
+/// A whole run as exported: `smtlab.results/1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResults {
+    /// Always [`RESULTS_SCHEMA`].
+    pub schema: String,
+    pub run: RunMeta,
+    pub cells: Vec<CellRecord>,
+    #[serde(default)]
+    pub skipped: Vec<SkippedCell>,
+}
