@@ -292,7 +292,8 @@ mod catalog {
     fn bench_json_keeps_raw_samples_and_placement_cpus() {
         let v = json_of(smtlab().args(["bench", "null-syscall", "--quick", "--json"]));
         assert_eq!(v["schema"], "smtlab.results/1");
-        assert!(v["environment"]["kernel"].is_string());
+        assert!(v["run"]["environment"]["kernel"].is_string());
+        assert_eq!(v["run"]["topology"]["schema"], "smtlab.topology/1");
         let cell = &v["cells"][0];
         assert_eq!(cell["benchmark"], "null-syscall");
         assert_eq!(cell["unit"], "ns");
