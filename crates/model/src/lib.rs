@@ -12,6 +12,9 @@
 //! * [`BenchInfo`], [`SampleRecord`], [`Summary`]: what a benchmark measures and what a
 //!   measured cell holds.
 //!
+//! * [`stats`]: the small statistics every layer shares (mean, percentiles, Student-t
+//!   confidence intervals, geometric mean, ratios of two summaries).
+//!
 //! Everything here is `serde`-serialisable so that the store, the report and other
 //! tools read the same shapes.
 
@@ -20,6 +23,7 @@ pub mod cpuset;
 pub mod placement;
 pub mod result;
 pub mod run;
+pub mod stats;
 pub mod topology;
 
 pub use bench::{BenchInfo, Direction, ParamInfo, SampleRecord, Summary, ValueKind};

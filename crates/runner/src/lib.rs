@@ -31,7 +31,8 @@ pub mod error;
 mod measure;
 pub mod observer;
 pub mod result;
-pub mod stats;
+/// Statistics live in the model crate so the report can use them; re-exported here.
+pub use smtlab_model::stats;
 pub mod value;
 
 pub use clock::{Clock, FakeClock, Monotonic, Overheads, measure_overheads};

@@ -16,8 +16,8 @@
 //! * the ratio of two means uses Fieller's theorem for independent samples, with the
 //!   degrees of freedom from Welch-Satterthwaite; see [`ratio`].
 
+use crate::Summary;
 use serde::{Deserialize, Serialize};
-use smtlab_model::Summary;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Arithmetic mean.
