@@ -30,6 +30,7 @@ pub mod config;
 pub mod error;
 mod measure;
 pub mod observer;
+pub mod plan;
 pub mod result;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
