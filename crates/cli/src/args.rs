@@ -27,6 +27,14 @@ pub enum Command {
     List(ListArgs),
     /// Measure benchmarks under one or more placements and compare the placements.
     Bench(BenchArgs),
+    /// Measure a suite (benchmarks x parameters x placements) into the results database.
+    Run(RunArgs),
+    /// List the runs in the results database.
+    Runs(RunsArgs),
+    /// Show or export one run: terminal summary, --json, --csv, or -o report.html.
+    Report(ReportArgs),
+    /// Compare two runs (two machines, two kernels, SMT off vs on) cell by cell.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -99,6 +107,76 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub max_samples: Option<usize>,
     /// Print the smtlab.results/1 JSON (every raw sample) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// quick (seconds: small sizes, short samples), default, or full (adds the thread-
+    /// count and working-set sweeps of the papers' figures).
+    #[arg(long, default_value = "default", value_name = "SUITE")]
+    pub suite: String,
+    /// Benchmarks, groups (compute, memory, threads, os) or `all`; comma-separated or
+    /// repeated. Default: all.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub bench: Vec<String>,
+    /// Placements, comma-separated or repeated (`1c1t,1c2t,cpus=0,4`). Default: the
+    /// standard placements this machine can satisfy.
+    #[arg(long, value_name = "LIST")]
+    pub placements: Vec<String>,
+    /// Results database. Default: $SMTLAB_DB, else $XDG_DATA_HOME/smtlab/results.db,
+    /// else ~/.local/share/smtlab/results.db.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Finish an interrupted run: the newest unfinished one, or the RUN given.
+    #[arg(long, value_name = "RUN", num_args = 0..=1, conflicts_with_all = ["suite", "bench", "placements"])]
+    pub resume: Option<Option<String>>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Results database (default as for `run`).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run: `latest` (default), a run id, `-2` for the one before the latest, or a
+    /// results JSON file.
+    #[arg(default_value = "latest", value_name = "RUN")]
+    pub run: String,
+    /// Results database (default as for `run`).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Export the run as smtlab.results/1 JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Export one CSV row per cell.
+    #[arg(long)]
+    pub csv: bool,
+    /// Write to FILE instead of standard output; without --json or --csv, FILE is the
+    /// self-contained HTML report.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline run (id, `latest`, `-2`, or a results JSON file).
+    #[arg(value_name = "A")]
+    pub a: String,
+    /// Run compared against the baseline.
+    #[arg(value_name = "B")]
+    pub b: String,
+    /// Results database (default as for `run`).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }

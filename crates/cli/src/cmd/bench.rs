@@ -184,7 +184,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 }
 
 /// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.
-fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
+pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
     let mut out: Vec<Box<dyn Benchmark>> = Vec::new();
     for name in names {
         let group: Vec<Box<dyn Benchmark>> = smtlab_bench::catalog::all()

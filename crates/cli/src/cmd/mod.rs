@@ -10,6 +10,8 @@ use crate::args::{Cli, Command, SysfsArg};
 pub mod bench;
 mod list;
 pub mod placements;
+mod report;
+mod run;
 mod topo;
 
 pub fn dispatch(cli: Cli) -> Result<()> {
@@ -18,6 +20,10 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Placements(a) => placements::run(&a),
         Command::List(a) => list::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Run(a) => run::run(&a),
+        Command::Runs(a) => report::runs(&a),
+        Command::Report(a) => report::report(&a),
+        Command::Compare(a) => report::compare(&a),
     }
 }
 

@@ -53,7 +53,13 @@ pub fn heading(info: &BenchInfo, params: &Params) -> String {
         out.push_str(&format!("  {}", params.join(" ")));
     }
     out.push('\n');
-    out.push_str(&line([
+    out.push_str(&header_line());
+    out
+}
+
+/// Column titles of [`row`].
+pub fn header_line() -> String {
+    line([
         "placement",
         "cpus",
         "median",
@@ -63,8 +69,7 @@ pub fn heading(info: &BenchInfo, params: &Params) -> String {
         "n",
         "conv",
         "vs first",
-    ]));
-    out
+    ])
 }
 
 pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {

@@ -3,6 +3,8 @@
 
 pub mod bench;
 pub mod placements;
+pub mod report;
+pub mod run;
 pub mod table;
 pub mod topo;
 

@@ -1,0 +1,122 @@
+//! Terminal views of stored runs: the list of runs and one run's summary.
+
+use smtlab_model::{CellRecord, RunResults};
+use smtlab_store::RunListing;
+
+use super::bench::{header_line, row};
+use super::table::Table;
+
+/// `2026-11-22 01:44 UTC` from seconds since the epoch (civil calendar, no time zones).
+pub fn utc(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        secs / 3600,
+        (secs % 3600) / 60
+    )
+}
+
+pub fn runs_table(list: &[RunListing]) -> String {
+    if list.is_empty() {
+        return "no runs yet: start one with `smtlab run --suite quick`\n".into();
+    }
+    let mut t = Table::new(["Run", "Started", "Status", "Suite", "Cells", "Host", "CPU"]);
+    for r in list {
+        t.row([
+            r.id.to_string(),
+            utc(r.started_unix_s),
+            format!("{:?}", r.status).to_lowercase(),
+            r.suite.clone().unwrap_or_else(|| "-".into()),
+            format!(
+                "{}/{} ({} skipped)",
+                r.cells_done, r.cells_planned, r.cells_skipped
+            ),
+            r.hostname.clone().unwrap_or_else(|| "-".into()),
+            r.cpu_model.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    t.render()
+}
+
+/// The run's facts, then each benchmark's cells with ratios to its first placement.
+pub fn summary(results: &RunResults) -> String {
+    let run = &results.run;
+    let env = &run.environment;
+    let mut out = format!(
+        "run {}  {}  {}  suite {}  {} cells measured, {} skipped\n",
+        run.id,
+        utc(run.started_unix_s),
+        format!("{:?}", run.status).to_lowercase(),
+        run.suite.as_deref().unwrap_or("-"),
+        results.cells.len(),
+        results.skipped.len()
+    );
+    out.push_str(&format!(
+        "{} on {} ({}), kernel {}, SMT control {}\n",
+        env.hostname.as_deref().unwrap_or("unknown host"),
+        env.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        super::topo::verdict(&run.topology),
+        env.kernel.as_deref().unwrap_or("?"),
+        env.smt_control.as_deref().unwrap_or("absent"),
+    ));
+    for n in &run.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
+    for c in &results.cells {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].benchmark == c.benchmark && g[0].params == c.params)
+        {
+            Some(g) => g.push(c),
+            None => groups.push(vec![c]),
+        }
+    }
+    for g in groups {
+        let params: Vec<String> = g[0]
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        out.push_str(&format!(
+            "\n{} ({}, {} is better)  {}\n",
+            g[0].benchmark,
+            g[0].unit,
+            match g[0].direction {
+                smtlab_model::Direction::Higher => "higher",
+                smtlab_model::Direction::Lower => "lower",
+            },
+            params.join(" ")
+        ));
+        out.push_str(&header_line());
+        let base = &g[0].result.summary;
+        for (i, c) in g.iter().enumerate() {
+            out.push_str(&row(c, (i > 0).then_some(base)));
+        }
+    }
+    for s in &results.skipped {
+        out.push_str(&format!("\nskipped: {}\n", super::run::skipped_line(s)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_are_civil_utc() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(super::utc(1_795_838_640), "2026-11-28 04:04 UTC");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00 UTC");
+    }
+}

@@ -1,0 +1,522 @@
+//! Comparing two runs cell by cell, laid out like paper 001's tables: one row per
+//! benchmark, columns A | B | speed-up, and a geometric-mean row per group.
+//!
+//! Rules, so a reader can reproduce every figure:
+//! * Cells are matched by `(benchmark, params, placement_spec)`: the placement as the
+//!   user wrote it, so `1c2t` on machine A is compared with `1c2t` on machine B even
+//!   though the CPUs differ. If a run holds the same key twice, the first cell counts.
+//! * The value shown is the **mean** for higher-is-better benchmarks (throughput, as
+//!   DESIGN rule 4 reports it) and the **median** for lower-is-better ones (latency,
+//!   robust to the long tail of scheduler hiccups).
+//! * Speed-up is of B over A, direction-adjusted: `B/A` for higher-is-better, `A/B` for
+//!   lower-is-better, so above 1 (a positive percentage) always means B is better.
+//! * Significance is Welch's two-sided t-test at 95% on the samples (mean, standard
+//!   deviation and count of each side), with Welch-Satterthwaite degrees of freedom and
+//!   the Student-t quantile from [`smtlab_model::stats::t_critical_95`]. Each sample is
+//!   already an average over many iterations, so the sample means are close to normal.
+//!   For lower-is-better rows the test is on the means while the value shown is the
+//!   median; the two agree unless the distribution changed shape. It is unknown (`-`)
+//!   when either side has fewer than two samples.
+//! * The geometric mean of the speed-up ratios is taken per group and over all rows.
+//!   The A and B columns of a group's geometric-mean row are filled only when all its
+//!   rows share one unit and direction (a mean of GB/s and ns means nothing).
+//! * Cells present in only one run are listed as missing, with the other run's skip
+//!   reason when it recorded one; they never enter a geometric mean.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
+
+use crate::fmt::{num, params, pct, text_table, utc};
+
+/// Which statistic a value is (see the module documentation for why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Statistic {
+    Mean,
+    Median,
+}
+
+impl Statistic {
+    pub fn for_direction(d: Direction) -> Self {
+        match d {
+            Direction::Higher => Statistic::Mean,
+            Direction::Lower => Statistic::Median,
+        }
+    }
+
+    pub fn of(self, s: &Summary) -> f64 {
+        match self {
+            Statistic::Mean => s.mean,
+            Statistic::Median => s.median,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Statistic::Mean => "mean",
+            Statistic::Median => "median",
+        }
+    }
+}
+
+/// Who a run is, in one line, plus the facts that most often explain a difference.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunLabel {
+    pub id: i64,
+    pub hostname: Option<String>,
+    pub started: String,
+    pub label: String,
+}
+
+impl RunLabel {
+    pub fn of(meta: &RunMeta) -> Self {
+        let host = meta
+            .environment
+            .hostname
+            .as_deref()
+            .unwrap_or("unknown host");
+        let id = if meta.id > 0 {
+            format!(" run {}", meta.id)
+        } else {
+            String::new()
+        };
+        let started = utc(meta.started_unix_s);
+        RunLabel {
+            id: meta.id,
+            hostname: meta.environment.hostname.clone(),
+            label: format!("{host}{id}, started {started}"),
+            started,
+        }
+    }
+}
+
+/// An environment fact that differs between the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvDiff {
+    pub field: String,
+    pub a: Option<String>,
+    pub b: Option<String>,
+}
+
+/// Welch's t-test of two sets of samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Welch {
+    pub t: f64,
+    pub df: f64,
+    /// `|t| > t(0.975, df)`.
+    pub significant: bool,
+}
+
+/// Welch's two-sided t-test at 95% on two summaries; `None` with fewer than two samples
+/// on either side. With zero spread on both sides any difference of means counts.
+pub fn welch(a: &Summary, b: &Summary) -> Option<Welch> {
+    if a.n < 2 || b.n < 2 {
+        return None;
+    }
+    let va = a.stddev * a.stddev / a.n as f64;
+    let vb = b.stddev * b.stddev / b.n as f64;
+    let diff = b.mean - a.mean;
+    if va + vb == 0.0 {
+        let df = (a.n + b.n - 2) as f64;
+        let t = if diff == 0.0 {
+            0.0
+        } else {
+            diff.signum() * f64::MAX
+        };
+        return Some(Welch {
+            t,
+            df,
+            significant: diff != 0.0,
+        });
+    }
+    let df = (va + vb).powi(2) / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64);
+    let t = diff / (va + vb).sqrt();
+    let crit = stats::t_critical_95(df)?;
+    Some(Welch {
+        t,
+        df,
+        significant: t.abs() > crit,
+    })
+}
+
+/// One cell measured in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareRow {
+    pub benchmark: String,
+    pub group: String,
+    pub unit: String,
+    pub direction: Direction,
+    pub params: BTreeMap<String, String>,
+    /// The placement as planned (`placement_spec`).
+    pub placement: String,
+    pub statistic: Statistic,
+    pub a: f64,
+    pub b: f64,
+    pub n_a: usize,
+    pub n_b: usize,
+    /// Direction-adjusted ratio, above 1 = B better; `None` when a value is not positive.
+    pub speedup: Option<f64>,
+    /// `(speedup - 1) * 100`.
+    pub speedup_pct: Option<f64>,
+    pub welch: Option<Welch>,
+}
+
+impl CompareRow {
+    pub fn significant(&self) -> Option<bool> {
+        self.welch.map(|w| w.significant)
+    }
+}
+
+/// The geometric mean of a group's speed-ups.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupMean {
+    pub group: String,
+    /// Rows whose speed-up entered the mean.
+    pub rows: usize,
+    pub speedup: Option<f64>,
+    /// The common unit when all rows share one unit and direction; then `a` and `b` are
+    /// the geometric means of the values (paper 001's "Geometric Mean" row).
+    pub unit: Option<String>,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+}
+
+/// Which run a missing cell was measured in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Side {
+    A,
+    B,
+}
+
+/// A cell measured in only one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MissingCell {
+    pub benchmark: String,
+    pub params: BTreeMap<String, String>,
+    pub placement: String,
+    pub only_in: Side,
+    /// Why the other run skipped it, when it says.
+    pub other_skipped: Option<String>,
+}
+
+/// Two runs compared cell by cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub a: RunLabel,
+    pub b: RunLabel,
+    pub env_diffs: Vec<EnvDiff>,
+    /// Rows grouped (compute, memory, threads, os, then others) in A's cell order.
+    pub rows: Vec<CompareRow>,
+    pub groups: Vec<GroupMean>,
+    pub overall: GroupMean,
+    pub missing: Vec<MissingCell>,
+}
+
+type Key<'a> = (&'a str, &'a BTreeMap<String, String>, &'a str);
+
+fn key(c: &CellRecord) -> Key<'_> {
+    (&c.benchmark, &c.params, &c.placement_spec)
+}
+
+fn index(r: &RunResults) -> BTreeMap<Key<'_>, &CellRecord> {
+    let mut m = BTreeMap::new();
+    for c in &r.cells {
+        m.entry(key(c)).or_insert(c);
+    }
+    m
+}
+
+const GROUP_ORDER: [&str; 4] = ["compute", "memory", "threads", "os"];
+
+fn group_rank(g: &str, seen: &[String]) -> usize {
+    GROUP_ORDER
+        .iter()
+        .position(|x| *x == g)
+        .unwrap_or_else(|| GROUP_ORDER.len() + seen.iter().position(|x| x == g).unwrap_or(0))
+}
+
+/// Compares run B against run A (see the module documentation for the rules).
+pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
+    let ia = index(a);
+    let ib = index(b);
+    let mut rows = Vec::new();
+    let mut missing = Vec::new();
+    let mut seen_a = BTreeMap::new();
+    let skipped_reason = |r: &RunResults, c: &CellRecord| {
+        r.skipped
+            .iter()
+            .find(|s| {
+                s.key.benchmark == c.benchmark
+                    && s.key.params == c.params
+                    && s.key.placement == c.placement_spec
+            })
+            .map(|s| s.reason.clone())
+    };
+    for ca in &a.cells {
+        let k = key(ca);
+        if seen_a.insert(k, ()).is_some() {
+            continue;
+        }
+        let Some(cb) = ib.get(&k) else {
+            missing.push(MissingCell {
+                benchmark: ca.benchmark.clone(),
+                params: ca.params.clone(),
+                placement: ca.placement_spec.clone(),
+                only_in: Side::A,
+                other_skipped: skipped_reason(b, ca),
+            });
+            continue;
+        };
+        rows.push(row(ca, cb));
+    }
+    let mut seen_b = BTreeMap::new();
+    for cb in &b.cells {
+        let k = key(cb);
+        if seen_b.insert(k, ()).is_some() || ia.contains_key(&k) {
+            continue;
+        }
+        missing.push(MissingCell {
+            benchmark: cb.benchmark.clone(),
+            params: cb.params.clone(),
+            placement: cb.placement_spec.clone(),
+            only_in: Side::B,
+            other_skipped: skipped_reason(a, cb),
+        });
+    }
+    // Stable sort keeps A's order within a group.
+    let mut seen_groups: Vec<String> = Vec::new();
+    for r in &rows {
+        if !seen_groups.contains(&r.group) {
+            seen_groups.push(r.group.clone());
+        }
+    }
+    rows.sort_by_key(|r| group_rank(&r.group, &seen_groups));
+    let mut groups_in_order: Vec<String> = seen_groups.clone();
+    groups_in_order.sort_by_key(|g| group_rank(g, &seen_groups));
+    let groups = groups_in_order
+        .iter()
+        .map(|g| {
+            let members: Vec<&CompareRow> = rows.iter().filter(|r| &r.group == g).collect();
+            group_mean(g, &members)
+        })
+        .collect();
+    let overall = group_mean("overall", &rows.iter().collect::<Vec<_>>());
+    Comparison {
+        a: RunLabel::of(&a.run),
+        b: RunLabel::of(&b.run),
+        env_diffs: env_diffs(&a.run, &b.run),
+        rows,
+        groups,
+        overall,
+        missing,
+    }
+}
+
+fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
+    let statistic = Statistic::for_direction(ca.direction);
+    let (sa, sb) = (&ca.result.summary, &cb.result.summary);
+    let (va, vb) = (statistic.of(sa), statistic.of(sb));
+    let speedup = if va > 0.0 && vb > 0.0 && va.is_finite() && vb.is_finite() {
+        Some(match ca.direction {
+            Direction::Higher => vb / va,
+            Direction::Lower => va / vb,
+        })
+    } else {
+        None
+    };
+    CompareRow {
+        benchmark: ca.benchmark.clone(),
+        group: ca.group.clone(),
+        unit: ca.unit.clone(),
+        direction: ca.direction,
+        params: ca.params.clone(),
+        placement: ca.placement_spec.clone(),
+        statistic,
+        a: va,
+        b: vb,
+        n_a: sa.n,
+        n_b: sb.n,
+        speedup,
+        speedup_pct: speedup.map(|s| (s - 1.0) * 100.0),
+        welch: welch(sa, sb),
+    }
+}
+
+fn group_mean(group: &str, rows: &[&CompareRow]) -> GroupMean {
+    let used: Vec<&&CompareRow> = rows.iter().filter(|r| r.speedup.is_some()).collect();
+    let ratios: Vec<f64> = used.iter().filter_map(|r| r.speedup).collect();
+    let uniform = used.first().filter(|f| {
+        used.iter()
+            .all(|r| r.unit == f.unit && r.direction == f.direction)
+    });
+    let (unit, ga, gb) = match uniform {
+        Some(f) => (
+            Some(f.unit.clone()),
+            stats::geomean(&used.iter().map(|r| r.a).collect::<Vec<_>>()),
+            stats::geomean(&used.iter().map(|r| r.b).collect::<Vec<_>>()),
+        ),
+        None => (None, None, None),
+    };
+    GroupMean {
+        group: group.into(),
+        rows: ratios.len(),
+        speedup: stats::geomean(&ratios),
+        unit,
+        a: ga,
+        b: gb,
+    }
+}
+
+fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
+    let (ea, eb) = (&a.environment, &b.environment);
+    let shape = |m: &RunMeta| Some(crate::html::shape(&m.topology));
+    let fields: [(&str, Option<String>, Option<String>); 11] = [
+        ("hostname", ea.hostname.clone(), eb.hostname.clone()),
+        ("cpu_model", ea.cpu_model.clone(), eb.cpu_model.clone()),
+        ("topology", shape(a), shape(b)),
+        ("kernel", ea.kernel.clone(), eb.kernel.clone()),
+        ("microcode", ea.microcode.clone(), eb.microcode.clone()),
+        (
+            "smt_control",
+            ea.smt_control.clone(),
+            eb.smt_control.clone(),
+        ),
+        ("governor", ea.governor.clone(), eb.governor.clone()),
+        ("boost", ea.boost.clone(), eb.boost.clone()),
+        (
+            "clocksource",
+            ea.clocksource.clone(),
+            eb.clocksource.clone(),
+        ),
+        (
+            "virtualization",
+            ea.virtualization.clone(),
+            eb.virtualization.clone(),
+        ),
+        (
+            "tool_version",
+            Some(ea.tool_version.clone()),
+            Some(eb.tool_version.clone()),
+        ),
+    ];
+    fields
+        .into_iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(f, x, y)| EnvDiff {
+            field: f.into(),
+            a: x,
+            b: y,
+        })
+        .collect()
+}
+
+/// The comparison as plain text, paper 001 style: rows of benchmarks, columns A | B |
+/// speed-up, a geometric-mean row per group and an overall one, then missing cells.
+pub fn compare_table(c: &Comparison) -> String {
+    let mut out = format!("A: {}\nB: {}\n", c.a.label, c.b.label);
+    for d in &c.env_diffs {
+        out.push_str(&format!(
+            "differs: {}: {} | {}\n",
+            d.field,
+            d.a.as_deref().unwrap_or("unknown"),
+            d.b.as_deref().unwrap_or("unknown")
+        ));
+    }
+    out.push_str(
+        "value: mean (higher is better) or median (lower is better); speed-up of B over A, \
+         positive = B better; sig: Welch t-test at 95% (- = fewer than 2 samples)\n\n",
+    );
+    if c.rows.is_empty() {
+        out.push_str("no cell was measured in both runs\n");
+    } else {
+        let header = [
+            "benchmark",
+            "params",
+            "placement",
+            "unit",
+            "value",
+            "A",
+            "B",
+            "speed-up",
+            "sig",
+        ];
+        let mut body: Vec<Vec<String>> = Vec::new();
+        for g in &c.groups {
+            if !body.is_empty() {
+                body.push(vec![String::new(); header.len()]);
+            }
+            body.push(vec![format!("[{}]", g.group)]);
+            for r in c.rows.iter().filter(|r| r.group == g.group) {
+                body.push(vec![
+                    r.benchmark.clone(),
+                    params(&r.params),
+                    r.placement.clone(),
+                    r.unit.clone(),
+                    r.statistic.name().into(),
+                    num(r.a),
+                    num(r.b),
+                    r.speedup.map_or("-".into(), pct),
+                    match r.significant() {
+                        Some(true) => "yes".into(),
+                        Some(false) => "no".into(),
+                        None => "-".into(),
+                    },
+                ]);
+            }
+            body.push(geomean_row(g, &format!("geometric mean ({})", g.rows)));
+        }
+        body.push(vec![String::new(); header.len()]);
+        body.push(geomean_row(
+            &c.overall,
+            &format!("overall geometric mean ({})", c.overall.rows),
+        ));
+        out.push_str(&text_table(&header, &body, &[5, 6, 7]));
+    }
+    if !c.missing.is_empty() {
+        out.push_str("\nmeasured in one run only:\n");
+        for m in &c.missing {
+            let side = match m.only_in {
+                Side::A => "only in A",
+                Side::B => "only in B",
+            };
+            out.push_str(&format!(
+                "  {} {} on {}: {side}",
+                m.benchmark,
+                params(&m.params),
+                m.placement
+            ));
+            if let Some(r) = &m.other_skipped {
+                out.push_str(&format!(" (the other run skipped it: {r})"));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn geomean_row(g: &GroupMean, label: &str) -> Vec<String> {
+    vec![
+        label.into(),
+        String::new(),
+        String::new(),
+        g.unit.clone().unwrap_or_default(),
+        if g.unit.is_some() {
+            "geomean".into()
+        } else {
+            String::new()
+        },
+        g.a.map_or(String::new(), num),
+        g.b.map_or(String::new(), num),
+        g.speedup.map_or("-".into(), pct),
+        String::new(),
+    ]
+}
+
+/// The comparison as JSON (`serde` of [`Comparison`]).
+pub fn compare_json(c: &Comparison) -> String {
+    // Serialising plain data with string keys cannot fail; a failure would be a bug in
+    // the types above, and an empty object is a safer answer than a panic.
+    serde_json::to_string_pretty(c).unwrap_or_else(|_| "{}".into())
+}

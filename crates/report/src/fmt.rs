@@ -1,0 +1,263 @@
+//! Small formatting helpers shared by the text tables and the HTML page: numbers with
+//! four significant digits, HTML escaping, parameter lists, dates, plain-text tables.
+
+use std::collections::BTreeMap;
+
+/// Decimals that give `x` four significant digits; `None` below 1e-4, where an exponent
+/// reads better.
+fn decimals(x: f64) -> Option<usize> {
+    let a = x.abs();
+    if a == 0.0 || a >= 1000.0 {
+        Some(0)
+    } else if a < 1e-4 {
+        None
+    } else {
+        Some((3 - a.log10().floor() as i32).max(0) as usize)
+    }
+}
+
+/// Four significant digits (all digits from a thousand up), no exponent for everyday
+/// magnitudes; `-` for a non-finite value, which only arises when something could not
+/// be computed.
+pub fn num(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    match decimals(x) {
+        Some(d) => format!("{x:.d$}"),
+        None => format!("{x:.3e}"),
+    }
+}
+
+/// `value ± half_width`, the half-width with two significant digits but never fewer
+/// decimals than the value, so the two line up: `454.6 ± 3.9`, `0.06213 ± 0.00039`.
+pub fn pm(value: f64, half_width: f64) -> String {
+    if !half_width.is_finite() || !value.is_finite() {
+        return format!("{} ± -", num(value));
+    }
+    let Some(d) = decimals(value) else {
+        return format!("{} ± {:.1e}", num(value), half_width);
+    };
+    let need = if half_width > 0.0 {
+        (1 - half_width.log10().floor() as i32).max(0) as usize
+    } else {
+        0
+    };
+    let hd = d.max(need).min(9);
+    format!("{} ± {half_width:.hd$}", num(value))
+}
+
+/// A percentage with two significant digits: `0.85%`, `4.5%`, `12%`.
+pub fn pct2(p: f64) -> String {
+    if !p.is_finite() {
+        return "-".into();
+    }
+    let a = p.abs();
+    if a >= 10.0 {
+        format!("{p:.0}%")
+    } else if a >= 1.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.2}%")
+    }
+}
+
+/// Up to three decimals with trailing zeros removed, for settings (`2`, `0.5`, `10`).
+pub fn short(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A ratio with three decimals (`1.244`), the precision a yield is read at.
+pub fn times(r: f64) -> String {
+    if r.is_finite() {
+        format!("{r:.3}")
+    } else {
+        "-".into()
+    }
+}
+
+/// A ratio as a signed percentage change: 1.053 -> `+5.3%`.
+pub fn pct(ratio: f64) -> String {
+    if !ratio.is_finite() {
+        return "-".into();
+    }
+    let p = (ratio - 1.0) * 100.0;
+    // Avoid "-0.0%" for ratios a hair under one.
+    let p = if p.abs() < 0.05 { 0.0 } else { p };
+    format!("{p:+.1}%")
+}
+
+/// Escapes text for HTML element content and double- or single-quoted attributes.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            // Control characters other than tab and newline are not allowed in XML;
+            // a hostname or command line should never hold one, but if it does the
+            // page must still parse.
+            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `k=v k2=v2`, or `-` when there are no parameters.
+pub fn params(p: &BTreeMap<String, String>) -> String {
+    if p.is_empty() {
+        return "-".into();
+    }
+    p.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// CPU numbers in thread order (`0,4`), or `unpinned`.
+pub fn cpus(cpus: &[u32]) -> String {
+    if cpus.is_empty() {
+        return "unpinned".into();
+    }
+    cpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Bytes in binary units: 32768 -> `32 KiB`.
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC`, without a date library
+/// (Howard Hinnant's days-to-civil algorithm).
+pub fn utc(unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// Left-aligned plain-text table; columns listed in `right` are right-aligned (numbers).
+/// Trailing spaces are trimmed so snapshots stay clean.
+pub fn text_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let cols = header.len();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(cols) {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate().take(cols) {
+            let w = widths[i];
+            if right.contains(&i) {
+                s.push_str(&format!("{c:>w$}  "));
+            } else {
+                s.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        format!("{}\n", s.trim_end())
+    };
+    let mut out = line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(num(12345.6), "12346");
+        assert_eq!(num(123.456), "123.5");
+        assert_eq!(num(12.3456), "12.35");
+        assert_eq!(num(1.23456), "1.235");
+        assert_eq!(num(0.001234), "0.001234");
+        assert_eq!(num(0.062134), "0.06213");
+        assert_eq!(num(0.00001234), "1.234e-5");
+        assert_eq!(pm(454.6, 3.872), "454.6 ± 3.9");
+        assert_eq!(pm(70721.0, 702.2), "70721 ± 702");
+        assert_eq!(pm(0.062134, 0.000389), "0.06213 ± 0.00039");
+        assert_eq!(pm(12.01, 0.056), "12.01 ± 0.056");
+        assert_eq!(pct2(0.852), "0.85%");
+        assert_eq!(pct2(4.491), "4.5%");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(f64::NAN), "-");
+        assert_eq!(short(2.0), "2");
+        assert_eq!(short(0.05 * 100.0), "5");
+        assert_eq!(short(12.5), "12.5");
+        assert_eq!(pct(1.053), "+5.3%");
+        assert_eq!(pct(0.9), "-10.0%");
+        assert_eq!(pct(0.99999), "+0.0%");
+    }
+
+    #[test]
+    fn escaping_covers_markup_and_quotes() {
+        assert_eq!(
+            esc(r#"a<b>&"c'"#),
+            "a&lt;b&gt;&amp;&quot;c&#39;".to_string()
+        );
+        assert_eq!(esc("x\u{1}y"), "x\u{fffd}y");
+    }
+
+    #[test]
+    fn dates_and_sizes() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        // 2024-02-29 12:34:56 UTC, a leap day.
+        assert_eq!(utc(1_709_210_096), "2024-02-29 12:34:56 UTC");
+        assert_eq!(bytes(32 * 1024), "32 KiB");
+        assert_eq!(bytes(1536 * 1024), "1.5 MiB");
+        assert_eq!(bytes(100), "100 B");
+    }
+
+    #[test]
+    fn text_table_aligns_columns() {
+        let t = text_table(
+            &["a", "num"],
+            &[
+                vec!["long name".into(), "1".into()],
+                vec!["x".into(), "22".into()],
+            ],
+            &[1],
+        );
+        assert_eq!(t, "a          num\nlong name    1\nx           22\n");
+    }
+}

@@ -1,0 +1,40 @@
+//! # smtlab-report
+//!
+//! Turns results ([`smtlab_model::RunResults`], the `smtlab.results/1` data) into things
+//! people read. Every exporter is a pure function from results to a `String`, in the
+//! manner of hyperfine's exporters: no I/O, no printing, deterministic output, so each
+//! one is tested on hand-built results.
+//!
+//! * [`smt_yields`] and [`yield_table`]: per benchmark, the SMT yield `1c2t/1c1t`, the
+//!   dual-core SMT gain `2c2t/2c1t` and the machine SMT gain `all/cores`, each a ratio of
+//!   means with a 95% Fieller interval, flipped for latencies so above 1 is always
+//!   better ([`yields`] explains the rules).
+//! * [`compare`], [`compare_table`], [`compare_json`]: run B against run A cell by cell,
+//!   paper 001 style (A | B | speed-up %, significance, geometric means per group);
+//!   [`compare`](mod@compare) states which statistic and which test.
+//! * [`html`]: one self-contained page (inline CSS and SVG, no scripts, no network)
+//!   with the machine, the yield table, scaling curves (paper 002 Figs 1-6), per-event
+//!   latency scatters and histograms (Figs 8-14), the OS latency table (paper 001
+//!   Table 1), every cell, and what was skipped.
+//! * [`svg`]: the small chart library behind the page.
+//!
+//! The report depends on the data model only (not on the benchmark catalog), so it can
+//! render results saved by any smtlab version; the one piece of catalog knowledge it
+//! needs, paper 001's row labels, lives in [`table1`].
+//!
+//! Rule kept throughout: never print or draw a number that was not measured. Missing
+//! cells say "not measured"; a section without data says so in one line.
+
+pub mod compare;
+pub mod fmt;
+pub mod html;
+pub mod svg;
+pub mod table1;
+pub mod yields;
+
+pub use compare::{
+    CompareRow, Comparison, GroupMean, MissingCell, Side, Statistic, compare, compare_json,
+    compare_table,
+};
+pub use html::html;
+pub use yields::{Yield, YieldKind, YieldRow, no_yields_reason, smt_yields, yield_table};

@@ -1,0 +1,246 @@
+//! SMT yields: how much a benchmark gains from running on both hardware threads of a
+//! core instead of one (DESIGN "Vocabulary").
+//!
+//! Three pairs of placements are compared within one run, for each benchmark and
+//! parameter set measured on both placements of a pair:
+//!
+//! | yield | numerator | denominator |
+//! |---|---|---|
+//! | SMT yield | `1c2t` | `1c1t` |
+//! | dual-core SMT gain | `2c2t` | `2c1t` |
+//! | machine SMT gain | `all` | `cores` |
+//!
+//! Cells are matched by the canonical placement name (`ResolvedPlacement::name`), so
+//! `2T` and `1c2t` are the same placement; `2c1t/scatter` is a different one and is not
+//! paired. The ratio is of the **means** of the samples, with Fieller's 95% interval
+//! from [`smtlab_model::stats::ratio`].
+//!
+//! Direction: for higher-is-better benchmarks the yield is `value(SMT) / value(base)`.
+//! For lower-is-better ones (latencies) it is inverted, `value(base) / value(SMT)`, so
+//! that above 1 always means "better with SMT" (for a latency this is DESIGN's
+//! interference figure: alone / with the sibling busy). [`Yield::inverted`] says so.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use smtlab_model::stats::{self, Ratio};
+use smtlab_model::{CellRecord, Direction, RunResults};
+
+use crate::fmt::{params, text_table, times};
+
+/// The three placement pairs, in table column order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum YieldKind {
+    /// `1c2t / 1c1t`.
+    Smt,
+    /// `2c2t / 2c1t`.
+    DualCore,
+    /// `all / cores`.
+    Machine,
+}
+
+impl YieldKind {
+    pub const ALL: [YieldKind; 3] = [YieldKind::Smt, YieldKind::DualCore, YieldKind::Machine];
+
+    /// `(with SMT, without)` placement names.
+    pub fn placements(self) -> (&'static str, &'static str) {
+        match self {
+            YieldKind::Smt => ("1c2t", "1c1t"),
+            YieldKind::DualCore => ("2c2t", "2c1t"),
+            YieldKind::Machine => ("all", "cores"),
+        }
+    }
+
+    /// Column heading, e.g. `1c2t/1c1t`.
+    pub fn heading(self) -> String {
+        let (s, b) = self.placements();
+        format!("{s}/{b}")
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            YieldKind::Smt => "SMT yield",
+            YieldKind::DualCore => "dual-core SMT gain",
+            YieldKind::Machine => "machine SMT gain",
+        }
+    }
+}
+
+/// One yield: a ratio of two cells of the same benchmark and parameters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Yield {
+    pub kind: YieldKind,
+    /// Placement with SMT (`1c2t`, `2c2t`, `all`).
+    pub smt_placement: String,
+    /// Placement without (`1c1t`, `2c1t`, `cores`).
+    pub base_placement: String,
+    /// Speed-up with 95% CI; above 1 is better with SMT whatever the direction.
+    pub ratio: Ratio,
+    /// True for lower-is-better benchmarks: `ratio` is `base / smt`, not `smt / base`.
+    pub inverted: bool,
+}
+
+/// The yields of one benchmark and parameter set; at least one is present.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct YieldRow {
+    pub benchmark: String,
+    pub group: String,
+    pub unit: String,
+    pub direction: Direction,
+    pub params: BTreeMap<String, String>,
+    pub smt: Option<Yield>,
+    pub dual_core: Option<Yield>,
+    pub machine: Option<Yield>,
+}
+
+impl YieldRow {
+    pub fn get(&self, kind: YieldKind) -> Option<&Yield> {
+        match kind {
+            YieldKind::Smt => self.smt.as_ref(),
+            YieldKind::DualCore => self.dual_core.as_ref(),
+            YieldKind::Machine => self.machine.as_ref(),
+        }
+    }
+}
+
+/// Every yield computable from the run, one row per benchmark and parameter set, in the
+/// order the benchmarks first appear in the run. Rows without any yield are left out.
+///
+/// A pair whose two cells ran on exactly the same CPUs is skipped: on a machine without
+/// SMT `all` and `cores` are the same CPUs and their ratio would be noise, not a gain.
+pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
+    // (benchmark, params) in first-appearance order, each with its cells by placement.
+    let mut order: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    let mut by_key: BTreeMap<(&str, &BTreeMap<String, String>), Vec<&CellRecord>> = BTreeMap::new();
+    for c in &results.cells {
+        let k = (c.benchmark.as_str(), &c.params);
+        let v = by_key.entry(k).or_default();
+        if v.is_empty() {
+            order.push(k);
+        }
+        v.push(c);
+    }
+    let mut rows = Vec::new();
+    for k in order {
+        let cells = &by_key[&k];
+        let first = cells[0];
+        let find = |name: &str| cells.iter().copied().find(|c| c.placement.name == name);
+        let mut row = YieldRow {
+            benchmark: first.benchmark.clone(),
+            group: first.group.clone(),
+            unit: first.unit.clone(),
+            direction: first.direction,
+            params: first.params.clone(),
+            smt: None,
+            dual_core: None,
+            machine: None,
+        };
+        for kind in YieldKind::ALL {
+            let (s, b) = kind.placements();
+            let (Some(smt), Some(base)) = (find(s), find(b)) else {
+                continue;
+            };
+            if smt.placement.cpu_set() == base.placement.cpu_set() {
+                continue;
+            }
+            let inverted = first.direction == Direction::Lower;
+            let (num, den) = if inverted {
+                (&base.result.summary, &smt.result.summary)
+            } else {
+                (&smt.result.summary, &base.result.summary)
+            };
+            let Some(ratio) = stats::ratio(num, den) else {
+                continue;
+            };
+            let y = Some(Yield {
+                kind,
+                smt_placement: s.into(),
+                base_placement: b.into(),
+                ratio,
+                inverted,
+            });
+            match kind {
+                YieldKind::Smt => row.smt = y,
+                YieldKind::DualCore => row.dual_core = y,
+                YieldKind::Machine => row.machine = y,
+            }
+        }
+        if row.smt.is_some() || row.dual_core.is_some() || row.machine.is_some() {
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// Why [`smt_yields`] found nothing, in one line; `None` when it found something.
+pub fn no_yields_reason(results: &RunResults) -> Option<String> {
+    if !smt_yields(results).is_empty() {
+        return None;
+    }
+    if results.cells.is_empty() {
+        return Some("no cell was measured in this run".into());
+    }
+    let topo = &results.run.topology;
+    if !topo.smt_visible() {
+        return Some(format!(
+            "no SMT visible on this machine (smt/control: {}): 1c2t and 2c2t cannot be \
+             measured and all is the same CPUs as cores",
+            topo.smt.control.as_deref().unwrap_or("absent")
+        ));
+    }
+    Some(
+        "no benchmark was measured on both placements of a pair (1c1t and 1c2t, 2c1t and \
+         2c2t, cores and all)"
+            .into(),
+    )
+}
+
+/// `1.234x [1.200, 1.270]`, or just the ratio when there is no interval.
+pub fn ratio_text(r: &Ratio) -> String {
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => format!("{}x [{}, {}]", times(r.ratio), times(lo), times(hi)),
+        _ => format!("{}x (no CI)", times(r.ratio)),
+    }
+}
+
+/// The yields as a plain-text table, one row per benchmark and parameter set, with a
+/// legend saying how to read it.
+pub fn yield_table(rows: &[YieldRow]) -> String {
+    if rows.is_empty() {
+        return "no SMT yield could be computed\n".into();
+    }
+    let mut header = vec!["benchmark", "params", "unit", "better"];
+    let headings: Vec<String> = YieldKind::ALL.iter().map(|k| k.heading()).collect();
+    header.extend(headings.iter().map(String::as_str));
+    let mut any_inverted = false;
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let inverted = r.direction == Direction::Lower;
+            any_inverted |= inverted;
+            let mut cells = vec![
+                r.benchmark.clone(),
+                params(&r.params),
+                r.unit.clone(),
+                if inverted { "lower*" } else { "higher" }.to_string(),
+            ];
+            for k in YieldKind::ALL {
+                cells.push(r.get(k).map_or("-".into(), |y| ratio_text(&y.ratio)));
+            }
+            cells
+        })
+        .collect();
+    let mut out = text_table(&header, &body, &[]);
+    out.push_str(
+        "\nratio of means with 95% CI (Fieller); above 1 = better with SMT; \
+         - = a placement of the pair was not measured\n",
+    );
+    if any_inverted {
+        out.push_str(
+            "* lower is better: shown as value(base)/value(SMT), so above 1 still means faster \
+             with SMT\n",
+        );
+    }
+    out
+}

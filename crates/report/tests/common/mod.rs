@@ -1,0 +1,461 @@
+//! Hand-built results for the tests and the demo page: a made-up machine with one
+//! package of 4 cores x 2 threads, siblings numbered next to each other (core i holds
+//! CPUs 2i and 2i+1), and cells of every kind the report draws. Numbers are invented
+//! from a deterministic generator; the run's notes say so, and so does the page.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use smtlab_model::result::{Calibration, StopReason, Warmup};
+use smtlab_model::{
+    Cache, CacheType, CellKey, CellRecord, CellResult, CoreOrder, CpuOrder, Direction, Environment,
+    NumaNode, RESULTS_SCHEMA, ResolvedPlacement, RunConfig, RunMeta, RunResults, RunStatus,
+    SampleRecord, SkippedCell, SmtInfo, TOPOLOGY_SCHEMA, Topology, stats,
+};
+use smtlab_model::{Core, CpuSet, Package};
+
+/// A small deterministic generator (64-bit LCG, top bits), so snapshots are stable.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1))
+    }
+
+    pub fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// `n` values around `mean` with relative spread `rel`.
+    pub fn around(&mut self, mean: f64, rel: f64, n: usize) -> Vec<f64> {
+        (0..n).map(|_| mean * (1.0 + rel * self.normal())).collect()
+    }
+
+    /// Log-normal with the given median and log-spread, plus a rare tail up to 30x.
+    pub fn latency(&mut self, median: f64, sigma: f64) -> f64 {
+        let base = median * (sigma * self.normal()).exp();
+        if self.uniform() < 0.01 {
+            base * (3.0 + 27.0 * self.uniform())
+        } else {
+            base
+        }
+    }
+}
+
+fn set(cpus: &[u32]) -> CpuSet {
+    cpus.iter().copied().collect()
+}
+
+pub fn topology() -> Topology {
+    let cores = (0..4)
+        .map(|i| Core {
+            id: i,
+            cpus: set(&[2 * i, 2 * i + 1]),
+            die_id: None,
+            cluster_id: None,
+            kind: None,
+        })
+        .collect();
+    let mut caches = Vec::new();
+    for i in 0..4u32 {
+        for (level, ty, size) in [
+            (1, CacheType::Data, 48 << 10),
+            (1, CacheType::Instruction, 32 << 10),
+            (2, CacheType::Unified, 2 << 20),
+        ] {
+            caches.push(Cache {
+                level,
+                cache_type: ty,
+                size_bytes: Some(size),
+                line_bytes: Some(64),
+                ways: None,
+                cpus: set(&[2 * i, 2 * i + 1]),
+            });
+        }
+    }
+    caches.push(Cache {
+        level: 3,
+        cache_type: CacheType::Unified,
+        size_bytes: Some(16 << 20),
+        line_bytes: Some(64),
+        ways: None,
+        cpus: (0..8).collect(),
+    });
+    Topology {
+        schema: TOPOLOGY_SCHEMA.into(),
+        root: "/".into(),
+        cpus: (0..8).collect(),
+        offline_cpus: CpuSet::new(),
+        allowed_cpus: None,
+        packages: vec![Package {
+            id: Some(0),
+            cpus: (0..8).collect(),
+            cores,
+        }],
+        cores_without_package: vec![],
+        numa_nodes: vec![NumaNode {
+            id: 0,
+            cpus: (0..8).collect(),
+            memory_bytes: Some(32 << 30),
+        }],
+        smt: SmtInfo {
+            threads_per_core_min: 2,
+            threads_per_core_max: 2,
+            control: Some("on".into()),
+            active: Some(true),
+        },
+        caches,
+        core_kinds: vec![],
+        cpu_model: Some("Demo CPU 4C/8T @ 3.0GHz".into()),
+        vendor: Some("GenuineIntel".into()),
+        virtualization: None,
+    }
+}
+
+/// A placement of the demo machine by name, with the CPUs the placement crate would
+/// choose (spread order: first threads of every core, then second threads).
+pub fn placement(name: &str) -> ResolvedPlacement {
+    let (cpus, cores, tpc, cpu_order): (Vec<u32>, u32, u32, CpuOrder) = match name {
+        "1c1t" => (vec![0], 1, 1, CpuOrder::Spread),
+        "1c2t" => (vec![0, 1], 1, 2, CpuOrder::Spread),
+        "2c1t" => (vec![0, 2], 2, 1, CpuOrder::Spread),
+        "2c2t" => (vec![0, 2, 1, 3], 2, 2, CpuOrder::Spread),
+        "cores" => (vec![0, 2, 4, 6], 4, 1, CpuOrder::Spread),
+        "all" => (vec![0, 2, 4, 6, 1, 3, 5, 7], 4, 2, CpuOrder::Spread),
+        "all/linear" => ((0..8).collect(), 4, 2, CpuOrder::Linear),
+        other => panic!("no demo placement {other}"),
+    };
+    ResolvedPlacement {
+        name: name.into(),
+        spec: name.into(),
+        cpus,
+        cores,
+        threads_per_core: tpc,
+        packages: 1,
+        core_order: CoreOrder::Compact,
+        cpu_order,
+    }
+}
+
+/// A measured cell from its samples; everything else plausible and fixed.
+pub fn cell(
+    bench: &str,
+    group: &str,
+    unit: &str,
+    direction: Direction,
+    params: &[(&str, &str)],
+    placement: ResolvedPlacement,
+    samples: &[f64],
+) -> CellRecord {
+    let summary = stats::summarize(samples).expect("a cell needs samples");
+    let converged = summary.ci95_rel <= 0.02;
+    let records = samples
+        .iter()
+        .map(|&v| SampleRecord {
+            value: v,
+            iterations: 1000,
+            elapsed_ns: 10_000_000,
+            work: 1000.0,
+            cpu_ns: None,
+            start_spread_ns: None,
+            cpus: placement.cpus.clone(),
+            metrics: BTreeMap::new(),
+        })
+        .collect();
+    CellRecord {
+        benchmark: bench.into(),
+        group: group.into(),
+        unit: unit.into(),
+        direction,
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        placement_spec: placement.name.clone(),
+        placement,
+        result: CellResult {
+            iterations: 1000,
+            calibration: Calibration {
+                iterations: 1000,
+                fixed: false,
+                tried: vec![],
+                linear: Some(true),
+                linearity_ratio: Some(1.01),
+            },
+            warmup: Warmup {
+                samples: 2,
+                elapsed_ns: 20_000_000,
+            },
+            clock_cost_ns: 20.0,
+            loop_cost_ns_per_iter: 0.3,
+            subtracted_ns_per_sample: 0.0,
+            samples: records,
+            summary,
+            converged,
+            stop_reason: if converged {
+                StopReason::Converged
+            } else {
+                StopReason::MaxSamples
+            },
+            cpu_rate: None,
+            series: BTreeMap::new(),
+            start_spread_ns: None,
+            wall_ns: 200_000_000,
+            config: RunConfig::default(),
+        },
+    }
+}
+
+pub fn environment() -> Environment {
+    Environment {
+        tool_version: "0.1.0".into(),
+        git_commit: Some("abc1234".into()),
+        hostname: Some("demo-host".into()),
+        kernel: Some("6.12.0-demo".into()),
+        cpu_model: Some("Demo CPU 4C/8T @ 3.0GHz".into()),
+        microcode: Some("0x2b".into()),
+        smt_control: Some("on".into()),
+        virtualization: None,
+        governor: Some("performance".into()),
+        boost: Some("enabled".into()),
+        clocksource: Some("tsc".into()),
+        perf_event_paranoid: Some(2),
+        online_cpus: "0-7".into(),
+    }
+}
+
+/// Results holding exactly `cells` (and `skipped`), planned in that order.
+pub fn run(cells: Vec<CellRecord>, skipped: Vec<SkippedCell>) -> RunResults {
+    RunResults {
+        schema: RESULTS_SCHEMA.into(),
+        run: RunMeta {
+            id: 7,
+            started_unix_s: 1_790_000_000,
+            finished_unix_s: Some(1_790_000_600),
+            status: RunStatus::Finished,
+            command_line: vec![
+                "smtlab".into(),
+                "run".into(),
+                "--suite".into(),
+                "default".into(),
+            ],
+            suite: Some("default".into()),
+            environment: environment(),
+            topology: topology(),
+            config: RunConfig::default(),
+            plan: cells
+                .iter()
+                .map(CellRecord::key)
+                .chain(skipped.iter().map(|s| s.key.clone()))
+                .collect(),
+            notes: vec![],
+        },
+        cells,
+        skipped,
+    }
+}
+
+const GRID: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
+
+/// The demo run: every kind of cell the report draws.
+pub fn demo() -> RunResults {
+    let mut rng = Rng::new(42);
+    let mut cells = Vec::new();
+    let hi = Direction::Higher;
+    let lo = Direction::Lower;
+    // Compute: per-placement throughput; int gains from SMT, fp much less.
+    for (bench, values) in [
+        ("int-ops", [3.0, 3.75, 6.0, 7.5, 12.0, 15.0]),
+        ("fp-ops", [2.0, 2.12, 4.0, 4.22, 8.0, 8.4]),
+    ] {
+        for (p, v) in GRID.iter().zip(values) {
+            let s = rng.around(v, 0.008, 10);
+            cells.push(cell(
+                bench,
+                "compute",
+                "GOPS",
+                hi,
+                &[("threads", "auto"), ("seed", "1")],
+                placement(p),
+                &s,
+            ));
+        }
+    }
+    // Compute with explicit thread counts on two mappings (paper 002 Fig. 1).
+    for n in [1u32, 2, 3, 4, 6, 8] {
+        let spread = if n <= 4 {
+            3.0 * n as f64
+        } else {
+            12.0 + 0.75 * (n - 4) as f64
+        };
+        let linear = 3.75 * (n / 2) as f64 + 3.0 * (n % 2) as f64;
+        for (p, v) in [("all", spread), ("all/linear", linear)] {
+            let s = rng.around(v, 0.01, 8);
+            let t = n.to_string();
+            cells.push(cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                hi,
+                &[("threads", &t), ("seed", "1")],
+                placement(p),
+                &s,
+            ));
+        }
+    }
+    // Memory bandwidth and latency.
+    for (p, v) in GRID.iter().zip([12.0, 13.1, 22.0, 23.4, 30.0, 30.6]) {
+        let s = rng.around(v, 0.01, 10);
+        cells.push(cell(
+            "mem-read",
+            "memory",
+            "GB/s",
+            hi,
+            &[("size", "1GiB"), ("threads", "auto")],
+            placement(p),
+            &s,
+        ));
+    }
+    for (p, v) in GRID.iter().zip([95.0, 104.0, 97.0, 109.0, 101.0, 118.0]) {
+        let s = rng.around(v, 0.01, 10);
+        cells.push(cell(
+            "mem-latency",
+            "memory",
+            "ns",
+            lo,
+            &[("size", "1GiB"), ("threads", "auto"), ("seed", "1")],
+            placement(p),
+            &s,
+        ));
+    }
+    // Thread primitives with per-event series.
+    for (p, a_med, b_med) in [
+        ("1c1t", 14_000.0, 30_000.0),
+        ("1c2t", 11_000.0, 16_000.0),
+        ("2c1t", 12_000.0, 19_000.0),
+    ] {
+        let n = 5000;
+        let a: Vec<f64> = (0..n).map(|_| rng.latency(a_med, 0.15)).collect();
+        let b: Vec<f64> = (0..n).map(|_| rng.latency(b_med, 0.35)).collect();
+        let means: Vec<f64> = b.chunks(500).map(|c| stats::mean(c).unwrap()).collect();
+        let mut c = cell(
+            "pthread-create",
+            "threads",
+            "ns",
+            lo,
+            &[("mode", "joinable")],
+            placement(p),
+            &means,
+        );
+        c.result.series.insert("create_return_ns".into(), a);
+        c.result.series.insert("thread_start_ns".into(), b);
+        cells.push(c);
+    }
+    for (bench, a_key, p, a_med, b_med) in [
+        ("mutex-handoff", "unlock_ns", "1c2t", 250.0, 2_400.0),
+        ("mutex-handoff", "unlock_ns", "2c1t", 300.0, 3_900.0),
+        ("condvar-signal", "call_ns", "2c1t", 420.0, 4_300.0),
+    ] {
+        let n = 2000;
+        let a: Vec<f64> = (0..n).map(|_| rng.latency(a_med, 0.4)).collect();
+        let b: Vec<f64> = (0..n).map(|_| rng.latency(b_med, 0.3)).collect();
+        let means: Vec<f64> = b.chunks(200).map(|c| stats::mean(c).unwrap()).collect();
+        let mut c = cell(
+            bench,
+            "threads",
+            "ns",
+            lo,
+            &[("events", "200")],
+            placement(p),
+            &means,
+        );
+        c.result.series.insert(a_key.into(), a);
+        c.result.series.insert("wake_ns".into(), b);
+        cells.push(c);
+    }
+    for (p, v) in [
+        ("1c1t", 110.0),
+        ("1c2t", 62.0),
+        ("2c1t", 27.0),
+        ("all", 16.0),
+    ] {
+        let s = rng.around(v, 0.015, 10);
+        cells.push(cell(
+            "cas-contention",
+            "threads",
+            "Mops/s",
+            hi,
+            &[],
+            placement(p),
+            &s,
+        ));
+    }
+    for (p, v) in [("1c2t", 18.0), ("2c1t", 55.0)] {
+        let s = rng.around(v, 0.01, 10);
+        cells.push(cell(
+            "c2c-latency",
+            "threads",
+            "ns",
+            lo,
+            &[],
+            placement(p),
+            &s,
+        ));
+    }
+    // OS latencies (paper 001 Table 1), nanoseconds.
+    type Params = &'static [(&'static str, &'static str)];
+    let os: [(&str, Params, f64); 14] = [
+        ("null-syscall", &[], 62.0),
+        ("read", &[], 118.0),
+        ("write", &[], 96.0),
+        ("stat", &[], 440.0),
+        ("fstat", &[], 150.0),
+        ("open-close", &[], 1_120.0),
+        ("select-file", &[("fds", "10")], 260.0),
+        ("select-tcp", &[("fds", "10")], 410.0),
+        ("sig-install", &[], 88.0),
+        ("sig-handler", &[], 910.0),
+        ("pipe-latency", &[], 4_400.0),
+        ("fork-exit", &[], 71_000.0),
+        ("fork-exec", &[], 252_000.0),
+        ("fork-sh", &[], 705_000.0),
+    ];
+    for (bench, ps, v) in os {
+        for (p, f) in [("1c1t", 1.0), ("1c2t", 1.03), ("2c1t", 1.0)] {
+            let f = if bench == "pipe-latency" {
+                [1.0, 0.7, 1.35][["1c1t", "1c2t", "2c1t"]
+                    .iter()
+                    .position(|x| *x == p)
+                    .unwrap()]
+            } else {
+                f
+            };
+            let noisy = bench == "fork-sh" && p == "2c1t";
+            let s = rng.around(v * f, if noisy { 0.08 } else { 0.01 }, 10);
+            cells.push(cell(bench, "os", "ns", lo, ps, placement(p), &s));
+        }
+    }
+    let skipped = vec![SkippedCell {
+        key: CellKey {
+            benchmark: "c2c-latency".into(),
+            params: BTreeMap::new(),
+            placement: "1c1t".into(),
+        },
+        reason: "c2c-latency needs 2 or more pinned CPUs; 1c1t has 1".into(),
+    }];
+    let mut r = run(cells, skipped);
+    r.run.notes.push(
+        "synthetic demo data: invented numbers to preview the report, not a measurement".into(),
+    );
+    r
+}

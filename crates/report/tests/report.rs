@@ -1,0 +1,612 @@
+//! The report's exporters on hand-built results: exact arithmetic of yields and
+//! comparisons, snapshots of the text tables, and the HTML page checked with a strict
+//! XML parser.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{cell, demo, placement, run};
+use quick_xml::Reader;
+use quick_xml::events::Event;
+use smtlab_model::{CellKey, Direction, RunResults, SkippedCell};
+use smtlab_report::{Side, Statistic, YieldKind};
+
+const HI: Direction = Direction::Higher;
+const LO: Direction = Direction::Lower;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
+}
+
+// ---------------------------------------------------------------- yields
+
+#[test]
+fn yields_are_exact_ratios_of_means_and_flip_for_latency() {
+    let r = run(
+        vec![
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c1t"),
+                &[9.0, 10.0, 11.0],
+            ),
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c2t"),
+                &[12.0, 13.0, 14.0],
+            ),
+            cell(
+                "lat",
+                "memory",
+                "ns",
+                LO,
+                &[],
+                placement("1c1t"),
+                &[99.0, 100.0, 101.0],
+            ),
+            cell(
+                "lat",
+                "memory",
+                "ns",
+                LO,
+                &[],
+                placement("1c2t"),
+                &[124.0, 125.0, 126.0],
+            ),
+        ],
+        vec![],
+    );
+    let y = smtlab_report::smt_yields(&r);
+    assert_eq!(y.len(), 2);
+    let int = y[0].smt.as_ref().unwrap();
+    assert!(close(int.ratio.ratio, 1.3), "{}", int.ratio.ratio);
+    assert!(!int.inverted);
+    let (lo, hi) = (int.ratio.ci95_low.unwrap(), int.ratio.ci95_high.unwrap());
+    assert!(lo < 1.3 && 1.3 < hi && lo > 1.0, "[{lo}, {hi}]");
+    assert_eq!(
+        (int.smt_placement.as_str(), int.base_placement.as_str()),
+        ("1c2t", "1c1t")
+    );
+    // Latency: 100 ns alone, 125 ns with the sibling: shown as 100/125 = 0.8 (< 1: worse).
+    let lat = y[1].smt.as_ref().unwrap();
+    assert!(lat.inverted);
+    assert!(close(lat.ratio.ratio, 0.8), "{}", lat.ratio.ratio);
+    assert!(y[0].dual_core.is_none() && y[0].machine.is_none());
+    assert!(smtlab_report::no_yields_reason(&r).is_none());
+}
+
+#[test]
+fn yields_need_both_cells_and_distinct_cpus() {
+    // `all` and `cores` on a machine without SMT are the same CPUs: no machine gain.
+    let mut all = placement("cores");
+    all.name = "all".into();
+    let mut r = run(
+        vec![
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("cores"),
+                &[4.0, 4.1],
+            ),
+            cell("int-ops", "compute", "GOPS", HI, &[], all, &[4.05, 4.0]),
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c1t"),
+                &[1.0, 1.1],
+            ),
+        ],
+        vec![],
+    );
+    r.run.topology.smt.threads_per_core_max = 1;
+    r.run.topology.smt.threads_per_core_min = 1;
+    r.run.topology.smt.control = Some("notsupported".into());
+    assert!(smtlab_report::smt_yields(&r).is_empty());
+    let why = smtlab_report::no_yields_reason(&r).unwrap();
+    assert!(
+        why.contains("no SMT visible") && why.contains("notsupported"),
+        "{why}"
+    );
+    let empty = run(vec![], vec![]);
+    assert_eq!(
+        smtlab_report::no_yields_reason(&empty).unwrap(),
+        "no cell was measured in this run"
+    );
+}
+
+#[test]
+fn yield_table_snapshot() {
+    let rows = smtlab_report::smt_yields(&demo());
+    assert!(rows.iter().any(|r| r.get(YieldKind::Machine).is_some()));
+    insta::assert_snapshot!("yield_table_demo", smtlab_report::yield_table(&rows));
+}
+
+// ---------------------------------------------------------------- compare
+
+/// Run A: three compute cells with mean 10, a latency cell with median 100, a cell only
+/// in A; run B: 11, 9, 12, median 80, a cell only in B, and A's extra cell skipped.
+fn pair() -> (RunResults, RunResults) {
+    let tight = |m: f64| [m - 0.01, m, m + 0.01];
+    let a = run(
+        vec![
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c1t"),
+                &tight(10.0),
+            ),
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c2t"),
+                &tight(10.0),
+            ),
+            cell(
+                "fp-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c1t"),
+                &tight(10.0),
+            ),
+            cell(
+                "null-syscall",
+                "os",
+                "ns",
+                LO,
+                &[],
+                placement("1c1t"),
+                &[99.0, 100.0, 140.0],
+            ),
+            cell(
+                "c2c-latency",
+                "threads",
+                "ns",
+                LO,
+                &[],
+                placement("1c2t"),
+                &[20.0, 21.0],
+            ),
+        ],
+        vec![],
+    );
+    let mut b = run(
+        vec![
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c1t"),
+                &tight(11.0),
+            ),
+            cell(
+                "int-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c2t"),
+                &tight(9.0),
+            ),
+            cell(
+                "fp-ops",
+                "compute",
+                "GOPS",
+                HI,
+                &[],
+                placement("1c1t"),
+                &tight(12.0),
+            ),
+            cell(
+                "null-syscall",
+                "os",
+                "ns",
+                LO,
+                &[],
+                placement("1c1t"),
+                &[79.0, 80.0, 81.0],
+            ),
+            cell(
+                "mem-read",
+                "memory",
+                "GB/s",
+                HI,
+                &[("size", "1GiB")],
+                placement("1c1t"),
+                &[5.0],
+            ),
+        ],
+        vec![SkippedCell {
+            key: CellKey {
+                benchmark: "c2c-latency".into(),
+                params: BTreeMap::new(),
+                placement: "1c2t".into(),
+            },
+            reason: "needs 2 CPUs".into(),
+        }],
+    );
+    b.run.id = 8;
+    b.run.environment.hostname = Some("other-host".into());
+    b.run.environment.smt_control = Some("off".into());
+    (a, b)
+}
+
+#[test]
+fn compare_geomean_of_known_ratios() {
+    let (a, b) = pair();
+    let c = smtlab_report::compare(&a, &b);
+    let compute = c.groups.iter().find(|g| g.group == "compute").unwrap();
+    assert_eq!(compute.rows, 3);
+    let want = (1.1f64 * 0.9 * 1.2).powf(1.0 / 3.0);
+    assert!(
+        close(compute.speedup.unwrap(), want),
+        "{:?}",
+        compute.speedup
+    );
+    // One unit and direction: the A and B columns are geometric means of the values.
+    assert_eq!(compute.unit.as_deref(), Some("GOPS"));
+    assert!(close(compute.a.unwrap(), 10.0));
+    assert!(close(
+        compute.b.unwrap(),
+        (11.0f64 * 9.0 * 12.0).powf(1.0 / 3.0)
+    ));
+    // Overall: those three and the latency row's 1.25.
+    assert_eq!(c.overall.rows, 4);
+    let all = (1.1f64 * 0.9 * 1.2 * 1.25).powf(0.25);
+    assert!(close(c.overall.speedup.unwrap(), all));
+    assert_eq!(c.overall.unit, None);
+    // Groups in the fixed order, not run order.
+    let names: Vec<&str> = c.groups.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(names, ["compute", "os"]);
+}
+
+#[test]
+fn compare_flips_direction_for_latency_and_uses_the_median() {
+    let (a, b) = pair();
+    let c = smtlab_report::compare(&a, &b);
+    let row = c
+        .rows
+        .iter()
+        .find(|r| r.benchmark == "null-syscall")
+        .unwrap();
+    assert_eq!(row.statistic, Statistic::Median);
+    // Medians 100 and 80 (A's mean, 113, is pulled up by the 140 outlier).
+    assert_eq!((row.a, row.b), (100.0, 80.0));
+    assert!(close(row.speedup.unwrap(), 1.25));
+    assert!(close(row.speedup_pct.unwrap(), 25.0));
+    let int = c.rows.iter().find(|r| r.benchmark == "int-ops").unwrap();
+    assert_eq!(int.statistic, Statistic::Mean);
+    assert!(close(int.speedup_pct.unwrap(), 10.0));
+}
+
+#[test]
+fn compare_significance_by_welch() {
+    let (a, b) = pair();
+    let c = smtlab_report::compare(&a, &b);
+    let int = c.rows.iter().find(|r| r.benchmark == "int-ops").unwrap();
+    assert_eq!(int.significant(), Some(true));
+    // Overlapping noisy samples: a 2% difference of means is not significant.
+    let noisy_a = run(
+        vec![cell(
+            "x",
+            "compute",
+            "GOPS",
+            HI,
+            &[],
+            placement("1c1t"),
+            &[10.0, 12.0, 8.0],
+        )],
+        vec![],
+    );
+    let noisy_b = run(
+        vec![cell(
+            "x",
+            "compute",
+            "GOPS",
+            HI,
+            &[],
+            placement("1c1t"),
+            &[10.7, 8.5, 11.4],
+        )],
+        vec![],
+    );
+    let c2 = smtlab_report::compare(&noisy_a, &noisy_b);
+    assert_eq!(c2.rows[0].significant(), Some(false));
+    // By hand: means 10 and 10.2, sample variances 4 and 2.29, 3 samples each.
+    let w = c2.rows[0].welch.unwrap();
+    let (va, vb): (f64, f64) = (4.0 / 3.0, 2.29 / 3.0);
+    assert!((w.t - 0.2 / (va + vb).sqrt()).abs() < 1e-9, "{w:?}");
+    let df = (va + vb).powi(2) / (va * va / 2.0 + vb * vb / 2.0);
+    assert!((w.df - df).abs() < 1e-9, "{w:?}");
+    // One sample on a side: unknown, not "no".
+    let one = run(
+        vec![cell(
+            "x",
+            "compute",
+            "GOPS",
+            HI,
+            &[],
+            placement("1c1t"),
+            &[10.0],
+        )],
+        vec![],
+    );
+    assert_eq!(
+        smtlab_report::compare(&one, &noisy_b).rows[0].significant(),
+        None
+    );
+}
+
+#[test]
+fn compare_lists_cells_measured_in_one_run() {
+    let (a, b) = pair();
+    let c = smtlab_report::compare(&a, &b);
+    assert_eq!(c.rows.len(), 4);
+    assert_eq!(c.missing.len(), 2);
+    let only_a = &c.missing[0];
+    assert_eq!(
+        (only_a.benchmark.as_str(), only_a.only_in),
+        ("c2c-latency", Side::A)
+    );
+    assert_eq!(only_a.other_skipped.as_deref(), Some("needs 2 CPUs"));
+    let only_b = &c.missing[1];
+    assert_eq!(
+        (only_b.benchmark.as_str(), only_b.only_in),
+        ("mem-read", Side::B)
+    );
+    assert_eq!(only_b.other_skipped, None);
+    let fields: Vec<&str> = c.env_diffs.iter().map(|d| d.field.as_str()).collect();
+    assert_eq!(fields, ["hostname", "smt_control"]);
+}
+
+#[test]
+fn compare_table_and_json() {
+    let (a, b) = pair();
+    let c = smtlab_report::compare(&a, &b);
+    let text = smtlab_report::compare_table(&c);
+    insta::assert_snapshot!("compare_table_pair", text);
+    let json: serde_json::Value = serde_json::from_str(&smtlab_report::compare_json(&c)).unwrap();
+    assert_eq!(json["rows"].as_array().unwrap().len(), 4);
+    assert_eq!(json["missing"][0]["only_in"], "A");
+    assert_eq!(json["rows"][0]["statistic"], "mean");
+}
+
+#[test]
+fn compare_of_disjoint_runs_says_so() {
+    let a = run(
+        vec![cell(
+            "x",
+            "compute",
+            "GOPS",
+            HI,
+            &[],
+            placement("1c1t"),
+            &[1.0, 1.1],
+        )],
+        vec![],
+    );
+    let b = run(vec![], vec![]);
+    let c = smtlab_report::compare(&a, &b);
+    assert!(c.rows.is_empty() && c.overall.speedup.is_none());
+    let text = smtlab_report::compare_table(&c);
+    assert!(text.contains("no cell was measured in both runs"), "{text}");
+    assert!(text.contains("x - on 1c1t: only in A"), "{text}");
+}
+
+// ---------------------------------------------------------------- HTML
+
+const SECTIONS: [&str; 7] = [
+    "machine",
+    "smt-yield",
+    "scaling",
+    "latency",
+    "os-latency",
+    "cells",
+    "skipped",
+];
+
+/// Parses the page as XML (every tag closed and matched, every `&` an entity) and
+/// returns the elements with their attributes.
+fn elements(page: &str) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut reader = Reader::from_str(page);
+    let mut out = Vec::new();
+    loop {
+        match reader.read_event() {
+            Ok(Event::Eof) => break,
+            Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
+                let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+                let attrs = e
+                    .attributes()
+                    .map(|a| {
+                        let a = a.expect("well-formed attribute");
+                        (
+                            String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                            a.unescape_value().expect("known entities").into_owned(),
+                        )
+                    })
+                    .collect();
+                out.push((name, attrs));
+            }
+            Ok(Event::GeneralRef(r)) => {
+                let name = String::from_utf8(r.to_vec()).unwrap();
+                assert!(
+                    ["amp", "lt", "gt", "quot", "apos"].contains(&name.as_str())
+                        || name.starts_with('#'),
+                    "entity &{name}; is not XML"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => panic!(
+                "not well-formed at byte {}: {e}\n{}",
+                reader.buffer_position(),
+                &page[(reader.buffer_position() as usize).saturating_sub(200)
+                    ..(reader.buffer_position() as usize + 50).min(page.len())]
+            ),
+        }
+    }
+    out
+}
+
+/// The markup of one section (sections do not nest).
+fn section<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page
+        .find(&format!("<section id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = page[start..].find("</section>").unwrap() + start;
+    &page[start..end]
+}
+
+#[test]
+fn html_is_well_formed_with_every_section() {
+    let page = smtlab_report::html(&demo());
+    let els = elements(&page);
+    let ids: Vec<&str> = els
+        .iter()
+        .filter_map(|(_, a)| a.get("id").map(String::as_str))
+        .collect();
+    for s in SECTIONS {
+        assert!(ids.contains(&s), "section {s} missing");
+    }
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    // The demo's invented numbers are announced on the page.
+    assert!(section(&page, "machine").contains("synthetic demo data"));
+}
+
+#[test]
+fn html_makes_no_external_requests() {
+    let page = smtlab_report::html(&demo());
+    let stripped = page.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    assert!(!stripped.contains("http://"), "external reference");
+    assert!(!stripped.contains("https://"), "external reference");
+    assert!(!stripped.contains("<script"));
+    assert!(!stripped.contains("<link"));
+    assert!(!stripped.contains("@import"));
+    for (name, attrs) in elements(&page) {
+        for key in ["src", "href"] {
+            if let Some(v) = attrs.get(key) {
+                assert!(v.starts_with('#'), "<{name} {key}=\"{v}\"> leaves the page");
+            }
+        }
+    }
+}
+
+#[test]
+fn html_charts_draw_what_was_measured() {
+    let page = smtlab_report::html(&demo());
+    let scaling = section(&page, "scaling");
+    // int-ops auto, int-ops explicit, fp-ops, mem-read, mem-latency.
+    assert_eq!(scaling.matches("<svg").count(), 5);
+    assert!(scaling.contains("<path d=\"M"));
+    assert!(scaling.contains("<circle"));
+    assert!(scaling.contains("2 threads/core"));
+    assert!(scaling.contains("all/linear"));
+    let latency = section(&page, "latency");
+    // Six cells with series, three charts each.
+    assert_eq!(latency.matches("<svg").count(), 18);
+    assert!(latency.contains("y = x"));
+    assert!(latency.contains("log scale"));
+    let os = section(&page, "os-latency");
+    assert!(os.contains("Process fork+/bin/sh -c"));
+    assert!(os.contains("Select on 10 tcp fd&#39;s"));
+    // 62 ns shows as 0.06 us.
+    assert!(os.contains("0.06"));
+    let yields = section(&page, "smt-yield");
+    assert!(yields.contains("class=\"strip\""));
+    let cells = section(&page, "cells");
+    assert_eq!(cells.matches("<tr>").count(), 1 + demo().cells.len());
+    assert!(section(&page, "skipped").contains("needs 2 or more pinned CPUs"));
+}
+
+#[test]
+fn html_escapes_everything_from_the_results() {
+    let mut r = demo();
+    let evil = "<script>alert(\"x\")</script> & 'co'";
+    r.run.environment.hostname = Some(evil.into());
+    r.run.environment.kernel = Some("6.1 <b>".into());
+    r.run.command_line = vec!["smtlab".into(), evil.into()];
+    r.run.notes.push(evil.into());
+    r.cells[0].benchmark = "a<b&\"c\"".into();
+    r.cells[0].params.insert("k<".into(), "v&\"".into());
+    r.skipped[0].reason = evil.into();
+    let page = smtlab_report::html(&r);
+    elements(&page);
+    assert!(!page.contains("<script>"));
+    assert!(!page.contains("<b>\""));
+    assert!(page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;co&#39;"));
+    assert!(page.contains("a&lt;b&amp;&quot;c&quot;"));
+}
+
+#[test]
+fn html_without_data_says_not_measured() {
+    let mut r = run(vec![], vec![]);
+    r.run.topology.smt.threads_per_core_max = 1;
+    r.run.topology.smt.threads_per_core_min = 1;
+    r.run.topology.smt.control = Some("off".into());
+    r.run.environment.kernel = None;
+    let page = smtlab_report::html(&r);
+    elements(&page);
+    for s in ["scaling", "latency", "os-latency"] {
+        let sec = section(&page, s);
+        assert!(sec.contains("Not measured in this run"), "{s}: {sec}");
+        assert!(!sec.contains("<svg"), "{s} draws empty axes");
+    }
+    assert!(section(&page, "smt-yield").contains("No SMT yield: no cell was measured"));
+    assert!(section(&page, "cells").contains("No cell was measured"));
+    let machine = section(&page, "machine");
+    assert!(
+        machine.contains("no SMT visible (smt/control: off)"),
+        "{machine}"
+    );
+    assert!(
+        machine.contains("unknown"),
+        "a missing kernel is said to be unknown"
+    );
+    assert!(section(&page, "skipped").contains("None"));
+}
+
+#[test]
+fn html_lists_planned_cells_an_interrupted_run_did_not_reach() {
+    let mut r = demo();
+    r.run.status = smtlab_model::RunStatus::Interrupted;
+    r.run.plan.push(CellKey {
+        benchmark: "fork-sh".into(),
+        params: BTreeMap::new(),
+        placement: "all".into(),
+    });
+    let page = smtlab_report::html(&r);
+    assert!(section(&page, "machine").contains("run interrupted: 1 planned cells not measured"));
+    assert!(section(&page, "skipped").contains("the run stopped before it"));
+}
+
+/// `cargo test -p smtlab-report -- --ignored write_demo_page` writes the demo page to
+/// `target/smtlab-report-demo.html` for a look in a browser.
+#[test]
+#[ignore]
+fn write_demo_page() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let path = dir.join("smtlab-report-demo.html");
+    std::fs::write(&path, smtlab_report::html(&demo())).unwrap();
+}

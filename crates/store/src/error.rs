@@ -1,0 +1,96 @@
+//! [`StoreError`]: every failure names the database file, in one line, so the CLI can
+//! print it as it is.
+
+use std::path::PathBuf;
+
+/// What went wrong with a results database. Every message starts with (or contains)
+/// the file's path.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file exists but does not start with SQLite's header.
+    #[error("{} is not an SQLite database", path.display())]
+    NotSqlite { path: PathBuf },
+
+    /// A valid SQLite database that some other program wrote.
+    #[error(
+        "{} is not an smtlab results database (application_id {application_id:#010x}, expected {expected:#010x}{detail})",
+        path.display()
+    )]
+    Foreign {
+        path: PathBuf,
+        application_id: u32,
+        expected: u32,
+        /// `; tables: a, b` or empty.
+        detail: String,
+    },
+
+    /// Written by a later smtlab whose schema this build does not know.
+    #[error(
+        "{} was written by a newer smtlab (schema {found}, this build reads up to {supported})",
+        path.display()
+    )]
+    Newer {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+
+    /// `Store::open_existing` on a path that does not exist.
+    #[error("{} does not exist (no results have been recorded there yet)", path.display())]
+    Missing { path: PathBuf },
+
+    /// Creating the directory that should hold the database failed.
+    #[error("cannot create directory {} for the results database: {source}", dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// Reading the file's header failed.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// SQLite refused an operation. `context` says what smtlab was doing.
+    #[error("{}: {context}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        context: String,
+        source: rusqlite::Error,
+    },
+
+    /// A row holds something this build cannot decode (bad JSON, an unknown status).
+    #[error("{}: {context}: {detail}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        context: String,
+        detail: String,
+    },
+
+    /// The requested run is not in the database.
+    #[error("{}: no run {wanted}; {existing}", path.display())]
+    NoSuchRun {
+        path: PathBuf,
+        /// The selector as the user wrote it (`12`, `-3`, `latest`).
+        wanted: String,
+        /// `runs 1-4,7 exist` or `it holds no runs yet`.
+        existing: String,
+    },
+
+    /// A run selector that is neither a keyword nor a number.
+    #[error(
+        "{}: {input:?} does not name a run (expected latest, last, an id such as 12, or -1 for the latest, -2 for the one before)",
+        path.display()
+    )]
+    BadRunSelector { path: PathBuf, input: String },
+
+    /// A write that was refused: a non-finite number (JSON cannot carry it), or one
+    /// that contradicts what is stored (marking a measured cell skipped).
+    #[error("{}: {detail}", path.display())]
+    Invalid { path: PathBuf, detail: String },
+}
+
+/// Results of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,750 @@
+//! Integration tests of the results database: round trips, refusing foreign files,
+//! resume bookkeeping, surviving `kill -9`, and the exporters.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use smtlab_model::{CellKey, CellRecord, RunResults, RunStatus, SkippedCell};
+use smtlab_store::{APPLICATION_ID, SCHEMA_VERSION, Store, StoreError, export};
+
+// The fixture lives beside the unit tests; one copy serves both.
+#[path = "../../src/testdata.rs"]
+mod testdata;
+
+fn temp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.db");
+    (dir, path)
+}
+
+fn with_id(mut results: RunResults, id: i64) -> RunResults {
+    results.run.id = id;
+    results
+}
+
+fn raw(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).unwrap()
+}
+
+// ---- round trips ----------------------------------------------------------------------
+
+#[test]
+fn an_imported_run_loads_back_identical() {
+    let (_dir, path) = temp_db();
+    let original = testdata::results(0);
+    let id = Store::open(&path).unwrap().import_run(&original).unwrap();
+    // A fresh connection, so nothing can come from a cache.
+    let store = Store::open_existing(&path).unwrap();
+    assert_eq!(store.load_run(id).unwrap(), with_id(original, id));
+    store.check_integrity().unwrap();
+}
+
+#[test]
+fn a_run_written_cell_by_cell_loads_back_identical() {
+    let (_dir, path) = temp_db();
+    let expected = testdata::results(0);
+    let mut meta = expected.run.clone();
+    meta.status = RunStatus::Running;
+    meta.finished_unix_s = None;
+
+    let mut store = Store::open(&path).unwrap();
+    let id = store.create_run(&meta).unwrap();
+    let partial = store.load_run(id).unwrap();
+    assert_eq!(partial.run.status, RunStatus::Running);
+    assert_eq!(partial.run.finished_unix_s, None);
+    assert!(partial.cells.is_empty());
+
+    store.save_cell(id, &expected.cells[0]).unwrap();
+    store.save_cell(id, &expected.cells[1]).unwrap();
+    store.save_skipped(id, &expected.skipped[0]).unwrap();
+    store.save_cell(id, &expected.cells[2]).unwrap();
+    store.save_cell(id, &expected.cells[3]).unwrap();
+    store
+        .finish_run(id, RunStatus::Finished, 1_790_000_042)
+        .unwrap();
+    drop(store);
+
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load_run(id).unwrap(), with_id(expected, id));
+}
+
+#[test]
+fn json_export_parses_back_into_the_loaded_run() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let id = store.import_run(&testdata::results(0)).unwrap();
+    let loaded = store.load_run(id).unwrap();
+    let bytes = export::json(&loaded);
+    let back: RunResults = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(back, loaded);
+    let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(value["schema"], "smtlab.results/1");
+    assert_eq!(
+        value["cells"][1]["placement"]["cpus"],
+        serde_json::json!([0, 2])
+    );
+    // And JSON can be imported again as a new run.
+    let again = store.import_run(&back).unwrap();
+    assert_eq!(store.load_run(again).unwrap(), with_id(loaded, again));
+}
+
+#[test]
+fn csv_export_snapshot() {
+    let text = String::from_utf8(export::csv(&testdata::results(1))).unwrap();
+    insta::assert_snapshot!("csv_export", text);
+}
+
+#[test]
+fn query_columns_hold_what_sql_users_expect() {
+    let (_dir, path) = temp_db();
+    let id = Store::open(&path)
+        .unwrap()
+        .import_run(&testdata::results(0))
+        .unwrap();
+    let conn = raw(&path);
+    let (host, status): (String, String) = conn
+        .query_row(
+            "SELECT hostname, status FROM runs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((host.as_str(), status.as_str()), ("lab-1", "finished"));
+    // The 1c2t cell: its plan position, CPUs as a list, and its mean in `summaries`.
+    let (pos, cpus, mean): (i64, String, f64) = conn
+        .query_row(
+            "SELECT c.position, c.cpus, s.mean FROM cells c
+             JOIN summaries s ON s.cell_id = c.id AND s.kind = 'value'
+             WHERE c.placement_name = '1c2t'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((pos, cpus.as_str()), (1, "0,2"));
+    assert!((mean - 14.05).abs() < 1e-12);
+    let series: i64 = conn
+        .query_row("SELECT sum(n) FROM series", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(series, 43);
+}
+
+#[test]
+fn the_example_queries_in_schema_md_work() {
+    let doc = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/SCHEMA.md")).unwrap();
+    let sql = doc
+        .split("```sql")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("SCHEMA.md has an sql block");
+    let queries: Vec<&str> = sql.split(';').filter(|q| !q.trim().is_empty()).collect();
+    assert_eq!(queries.len(), 2);
+
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let mut unfinished = testdata::results(0);
+    unfinished.run.status = RunStatus::Interrupted;
+    let first = store.import_run(&unfinished).unwrap();
+    store.import_run(&testdata::results(0)).unwrap();
+    let conn = raw(&path);
+
+    let (bench, yield_): (String, f64) = conn
+        .query_row(queries[0], [], |r| Ok((r.get(0)?, r.get(2)?)))
+        .unwrap();
+    assert_eq!(bench, "mem-read");
+    assert!(
+        (yield_ - 14.05 / 12.279_135_780_246_914).abs() < 1e-12,
+        "{yield_}"
+    );
+
+    let (id, pending): (i64, i64) = conn
+        .query_row(queries[1], [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    // The fixture plans five cells, measures four and skips one.
+    assert_eq!((id, pending), (first, 0));
+}
+
+// ---- files that are not ours ----------------------------------------------------------
+
+/// Deterministic noise (a 64-bit LCG), so a failure is reproducible.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 56) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn random_bytes_are_not_an_sqlite_database() {
+    let (_dir, path) = temp_db();
+    for content in [
+        noise(8192),
+        b"SQLite for".to_vec(),
+        b"{\"schema\":1}\n".to_vec(),
+    ] {
+        fs::write(&path, &content).unwrap();
+        for err in [
+            Store::open(&path).unwrap_err(),
+            Store::open_existing(&path).unwrap_err(),
+        ] {
+            assert!(matches!(err, StoreError::NotSqlite { .. }), "{err:?}");
+            assert_eq!(
+                err.to_string(),
+                format!("{} is not an SQLite database", path.display())
+            );
+        }
+        assert_eq!(fs::read(&path).unwrap(), content, "the file is left alone");
+    }
+}
+
+#[test]
+fn a_damaged_sqlite_file_gives_an_error_not_a_panic() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    store.import_run(&testdata::results(0)).unwrap();
+    drop(store);
+    // Keep the header, scribble over everything after it.
+    let mut bytes = fs::read(&path).unwrap();
+    let garbage = noise(bytes.len());
+    bytes[100..].copy_from_slice(&garbage[100..]);
+    fs::write(&path, &bytes).unwrap();
+    let _ = fs::remove_file(path.with_extension("db-wal"));
+    let _ = fs::remove_file(path.with_extension("db-shm"));
+    let outcome = Store::open(&path).and_then(|s| {
+        s.check_integrity()?;
+        s.load_run(1).map(|_| ())
+    });
+    let err = outcome.unwrap_err();
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_foreign_sqlite_database_is_refused_and_left_alone() {
+    let (_dir, path) = temp_db();
+    {
+        let conn = raw(&path);
+        conn.execute_batch(
+            "CREATE TABLE contacts (name TEXT); INSERT INTO contacts VALUES ('x');
+             PRAGMA application_id = 42;",
+        )
+        .unwrap();
+    }
+    let before = fs::read(&path).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Foreign {
+                application_id: 42,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} is not an smtlab results database (application_id 0x0000002a, expected {:#010x}; it holds tables contacts)",
+            path.display(),
+            APPLICATION_ID
+        )
+    );
+    assert_eq!(
+        fs::read(&path).unwrap(),
+        before,
+        "not even the journal mode changed"
+    );
+    let mode: String = raw(&path)
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
+
+    // application_id 0 (sqlite3's default) with tables is foreign too.
+    let (_dir2, other) = temp_db();
+    raw(&other).execute_batch("CREATE TABLE t (x)").unwrap();
+    let err = Store::open(&other).unwrap_err();
+    assert!(
+        err.to_string().contains("application_id 0x00000000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let (_dir, path) = temp_db();
+    drop(Store::open(&path).unwrap());
+    raw(&path)
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} was written by a newer smtlab (schema 99, this build reads up to {SCHEMA_VERSION})",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn an_empty_file_is_initialised() {
+    let (_dir, path) = temp_db();
+    fs::write(&path, b"").unwrap();
+    let store = Store::open_existing(&path).unwrap();
+    assert!(store.list_runs().unwrap().is_empty());
+    drop(store);
+    let conn = raw(&path);
+    let app: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!((app as u32, version), (APPLICATION_ID, SCHEMA_VERSION));
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn an_sqlite_file_without_tables_is_initialised() {
+    let (_dir, path) = temp_db();
+    raw(&path)
+        .execute_batch("CREATE TABLE t (x); DROP TABLE t;")
+        .unwrap();
+    let mut store = Store::open(&path).unwrap();
+    let id = store.import_run(&testdata::results(0)).unwrap();
+    assert_eq!(store.latest_run_id().unwrap(), Some(id));
+}
+
+#[test]
+fn open_creates_directories_and_open_existing_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("a/b/results.db");
+    let err = Store::open_existing(&nested).unwrap_err();
+    assert!(matches!(err, StoreError::Missing { .. }));
+    assert!(
+        err.to_string().starts_with(&nested.display().to_string()),
+        "{err}"
+    );
+    assert!(!nested.exists());
+    Store::open(&nested).unwrap();
+    assert!(nested.exists());
+    Store::open_existing(&nested).unwrap();
+}
+
+#[test]
+fn two_stores_on_one_file_see_each_other() {
+    let (_dir, path) = temp_db();
+    let mut writer = Store::open(&path).unwrap();
+    let reader = Store::open_existing(&path).unwrap();
+    let id = writer.import_run(&testdata::results(0)).unwrap();
+    assert_eq!(reader.latest_run_id().unwrap(), Some(id));
+}
+
+// ---- bookkeeping ------------------------------------------------------------------------
+
+fn key(benchmark: &str, placement: &str) -> CellKey {
+    CellKey {
+        benchmark: benchmark.into(),
+        params: BTreeMap::from([("size".to_string(), "64MiB".to_string())]),
+        placement: placement.into(),
+    }
+}
+
+fn cell_for(key: &CellKey) -> CellRecord {
+    let mut cell = testdata::results(0).cells[0].clone();
+    cell.benchmark = key.benchmark.clone();
+    cell.params = key.params.clone();
+    cell.placement_spec = key.placement.clone();
+    cell
+}
+
+fn running_meta(plan: Vec<CellKey>) -> smtlab_model::RunMeta {
+    let mut meta = testdata::results(0).run;
+    meta.status = RunStatus::Running;
+    meta.finished_unix_s = None;
+    meta.plan = plan;
+    meta
+}
+
+#[test]
+fn pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order() {
+    let (_dir, path) = temp_db();
+    let plan = vec![
+        key("mem-read", "1c1t"),
+        key("mem-read", "1c2t"),
+        key("mem-read", "2c1t"),
+        key("mem-read", "2c2t"),
+    ];
+    let mut store = Store::open(&path).unwrap();
+    let id = store.create_run(&running_meta(plan.clone())).unwrap();
+    assert_eq!(store.pending_cells(id).unwrap(), plan);
+
+    store.save_cell(id, &cell_for(&plan[2])).unwrap();
+    store.save_cell(id, &cell_for(&plan[0])).unwrap();
+    store
+        .save_skipped(
+            id,
+            &SkippedCell {
+                key: plan[3].clone(),
+                reason: "no SMT".into(),
+            },
+        )
+        .unwrap();
+    assert_eq!(store.pending_cells(id).unwrap(), vec![plan[1].clone()]);
+
+    let listing = &store.list_runs().unwrap()[0];
+    assert_eq!(
+        (
+            listing.cells_done,
+            listing.cells_skipped,
+            listing.cells_planned
+        ),
+        (2, 1, 4)
+    );
+    assert_eq!(listing.status, RunStatus::Running);
+    assert_eq!(listing.hostname.as_deref(), Some("lab-1"));
+
+    // Interrupted, then resumed and finished.
+    assert_eq!(store.latest_unfinished_run().unwrap(), Some(id));
+    store.mark_interrupted(id).unwrap();
+    assert_eq!(store.list_runs().unwrap()[0].status, RunStatus::Interrupted);
+    assert_eq!(store.latest_unfinished_run().unwrap(), Some(id));
+    store.reopen_run(id).unwrap();
+    store.save_cell(id, &cell_for(&plan[1])).unwrap();
+    assert!(store.pending_cells(id).unwrap().is_empty());
+    store
+        .finish_run(id, RunStatus::Finished, 1_790_000_100)
+        .unwrap();
+    assert_eq!(store.latest_unfinished_run().unwrap(), None);
+    // A finished run stays finished.
+    store.mark_interrupted(id).unwrap();
+    let run = store.load_run(id).unwrap().run;
+    assert_eq!(
+        (run.status, run.finished_unix_s),
+        (RunStatus::Finished, Some(1_790_000_100))
+    );
+    // Cells load in the order they were saved; each knows its plan position.
+    let cells = store.load_run(id).unwrap().cells;
+    let order: Vec<&str> = cells.iter().map(|c| c.placement_spec.as_str()).collect();
+    assert_eq!(order, ["2c1t", "1c1t", "1c2t"]);
+}
+
+#[test]
+fn a_key_is_measured_or_skipped_never_both() {
+    let (_dir, path) = temp_db();
+    let k = key("syscall", "1c1t");
+    let mut store = Store::open(&path).unwrap();
+    let id = store.create_run(&running_meta(vec![k.clone()])).unwrap();
+    let skip = SkippedCell {
+        key: k.clone(),
+        reason: "first try failed".into(),
+    };
+    store.save_skipped(id, &skip).unwrap();
+    store.save_skipped(id, &skip).unwrap();
+    assert_eq!(
+        store.load_run(id).unwrap().skipped.len(),
+        1,
+        "a skip replaces a skip"
+    );
+
+    // Measuring it later replaces the skip.
+    let mut cell = cell_for(&k);
+    store.save_cell(id, &cell).unwrap();
+    let run = store.load_run(id).unwrap();
+    assert!(run.skipped.is_empty());
+    assert_eq!(run.cells.len(), 1);
+
+    // Measuring again replaces the measurement.
+    cell.result.wall_ns = 1;
+    store.save_cell(id, &cell).unwrap();
+    let run = store.load_run(id).unwrap();
+    assert_eq!(run.cells, vec![cell]);
+
+    let err = store.save_skipped(id, &skip).unwrap_err();
+    assert!(matches!(err, StoreError::Invalid { .. }), "{err:?}");
+    assert!(err.to_string().contains("already measured"), "{err}");
+}
+
+#[test]
+fn non_finite_numbers_are_refused_with_the_field_named() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let mut results = testdata::results(0);
+    let id = store.create_run(&results.run).unwrap();
+    let cell = &mut results.cells[2];
+    cell.result.samples[1]
+        .metrics
+        .insert("wake_ns".into(), f64::NAN);
+    let err = store.save_cell(id, cell).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("samples[1].metrics.wake_ns is NaN"), "{msg}");
+    assert!(store.load_run(id).unwrap().cells.is_empty());
+
+    results.cells[0].result.summary.mean = f64::INFINITY;
+    let err = store.import_run(&results).unwrap_err();
+    assert!(err.to_string().contains("summary.mean is inf"), "{err}");
+    assert_eq!(
+        store.list_runs().unwrap().len(),
+        1,
+        "a refused import stores nothing"
+    );
+}
+
+#[test]
+fn writes_to_an_unknown_run_name_the_runs_that_exist() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let err = store.load_run(5).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}: no run 5; it holds no runs yet", path.display())
+    );
+    let results = testdata::results(0);
+    store.import_run(&results).unwrap();
+    let err = store.save_cell(5, &results.cells[0]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}: no run 5; run 1 exists", path.display())
+    );
+    assert!(store.finish_run(5, RunStatus::Finished, 0).is_err());
+    assert!(store.mark_interrupted(5).is_err());
+    assert!(store.pending_cells(5).is_err());
+}
+
+#[test]
+fn run_selectors() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let err = store.resolve_run("latest").unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("no run latest; it holds no runs yet"),
+        "{err}"
+    );
+
+    let ids: Vec<i64> = (0..3)
+        .map(|_| store.import_run(&testdata::results(0)).unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3]);
+    for (sel, want) in [
+        ("latest", 3),
+        ("last", 3),
+        (" LATEST ", 3),
+        ("-1", 3),
+        ("-2", 2),
+        ("-3", 1),
+        ("2", 2),
+        ("#1", 1),
+    ] {
+        assert_eq!(store.resolve_run(sel).unwrap(), want, "{sel}");
+    }
+    let err = store.resolve_run("9").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}: no run 9; runs 1-3 exist", path.display())
+    );
+    assert!(
+        store
+            .resolve_run("-4")
+            .unwrap_err()
+            .to_string()
+            .contains("runs 1-3 exist")
+    );
+    for bad in ["foo", "-0", "-x", "", "1.5"] {
+        let err = store.resolve_run(bad).unwrap_err();
+        assert!(
+            matches!(err, StoreError::BadRunSelector { .. }),
+            "{bad}: {err:?}"
+        );
+    }
+    let listing = store.list_runs().unwrap();
+    assert_eq!(listing.iter().map(|l| l.id).collect::<Vec<_>>(), ids);
+    assert_eq!(listing[0].cells_done, 4);
+    assert_eq!(
+        listing[0].cpu_model.as_deref(),
+        Some("Example CPU @ 3.00GHz")
+    );
+}
+
+#[test]
+fn a_damaged_row_is_reported_with_the_cell_it_is_in() {
+    let (_dir, path) = temp_db();
+    let id = Store::open(&path)
+        .unwrap()
+        .import_run(&testdata::results(0))
+        .unwrap();
+    raw(&path)
+        .execute_batch("UPDATE cells SET facts = '{' WHERE id = 2")
+        .unwrap();
+    let err = Store::open(&path).unwrap().load_run(id).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("loading run 1: cell 2: facts"), "{msg}");
+
+    raw(&path)
+        .execute_batch("PRAGMA ignore_check_constraints = ON; UPDATE runs SET status = 'paused'")
+        .unwrap();
+    let err = Store::open(&path).unwrap().list_runs().unwrap_err();
+    assert!(
+        err.to_string().contains("unknown run status \"paused\""),
+        "{err}"
+    );
+}
+
+// ---- crash safety -------------------------------------------------------------------------
+
+const CHILD_DB: &str = "SMTLAB_STORE_CHILD_DB";
+const CHILD_LOG: &str = "SMTLAB_STORE_CHILD_LOG";
+/// Values per series of a crash-test cell: big enough (160 KB) that a kill often lands
+/// inside a transaction.
+const CHILD_SERIES_LEN: usize = 20_000;
+
+fn child_key(i: usize) -> CellKey {
+    CellKey {
+        benchmark: "pthread-create".into(),
+        params: BTreeMap::from([("i".to_string(), i.to_string())]),
+        placement: "os".into(),
+    }
+}
+
+fn child_cell(i: usize) -> CellRecord {
+    let mut cell = testdata::results(0).cells[2].clone();
+    let key = child_key(i);
+    cell.benchmark = key.benchmark;
+    cell.params = key.params;
+    cell.placement_spec = key.placement;
+    cell.result.series.insert(
+        "call_ns".into(),
+        (0..CHILD_SERIES_LEN).map(|j| (i * j) as f64).collect(),
+    );
+    cell
+}
+
+/// Not a test on its own: the writer process of
+/// `a_killed_writer_keeps_every_saved_cell`, which runs this test binary again with the
+/// environment variables set. Saves cells until killed, logging each saved index.
+#[test]
+fn writer_child() {
+    let (Some(db), Some(log)) = (std::env::var_os(CHILD_DB), std::env::var_os(CHILD_LOG)) else {
+        return;
+    };
+    let mut store = Store::open(&db).unwrap();
+    let id = store
+        .create_run(&running_meta((0..10_000).map(child_key).collect()))
+        .unwrap();
+    let mut log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    writeln!(log, "run {id}").unwrap();
+    // Bounded, so an orphaned child cannot run forever if the parent dies.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for i in 0..10_000 {
+        if Instant::now() > deadline {
+            break;
+        }
+        store.save_cell(id, &child_cell(i)).unwrap();
+        writeln!(log, "{i}").unwrap();
+    }
+}
+
+#[test]
+fn a_killed_writer_keeps_every_saved_cell() {
+    // Kill at different moments after the third cell: between transactions, while one
+    // is being built, and while its commit is being written.
+    for delay_ms in [0, 1, 3, 7, 13] {
+        kill_writer_and_check(Duration::from_millis(delay_ms));
+    }
+}
+
+fn kill_writer_and_check(delay: Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    let log = dir.path().join("saved.log");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["writer_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DB, &db)
+        .env(CHILD_LOG, &log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+
+    let read_log = || -> (Option<i64>, Vec<usize>) {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        let mut run = None;
+        let mut saved = Vec::new();
+        // Only complete lines count: the kill may cut the last one short.
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+            let line = line.trim_end();
+            if let Some(id) = line.strip_prefix("run ") {
+                run = id.parse().ok();
+            } else if let Ok(i) = line.parse() {
+                saved.push(i);
+            }
+        }
+        (run, saved)
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while read_log().1.len() < 3 {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the writer exited early ({status})");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the writer saved too little in time"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(delay);
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+
+    let (run_id, saved) = read_log();
+    let run_id = run_id.expect("the writer logged its run id");
+    let store = Store::open_existing(&db).unwrap();
+    store.check_integrity().unwrap();
+    let run = store.load_run(run_id).unwrap();
+    assert_eq!(
+        run.run.status,
+        RunStatus::Running,
+        "killed runs stay 'running'"
+    );
+
+    // Every cell it reported is there, whole; at most one more (saved, not yet logged).
+    let stored: Vec<usize> = run
+        .cells
+        .iter()
+        .map(|c| c.params["i"].parse().unwrap())
+        .collect();
+    assert_eq!(stored, (0..stored.len()).collect::<Vec<_>>());
+    assert!(
+        stored.len() == saved.len() || stored.len() == saved.len() + 1,
+        "stored {} cells, the writer reported {}",
+        stored.len(),
+        saved.len()
+    );
+    for (cell, i) in run.cells.iter().zip(0..) {
+        assert_eq!(cell, &child_cell(i));
+    }
+    let pending = store.pending_cells(run_id).unwrap();
+    assert_eq!(pending.len(), 10_000 - stored.len());
+    assert_eq!(pending[0], child_key(stored.len()));
+    assert_eq!(store.latest_unfinished_run().unwrap(), Some(run_id));
+}
