@@ -365,3 +365,246 @@ mod catalog {
             .stderr(predicate::str::contains("no SMT"));
     }
 }
+
+mod runs {
+    use super::*;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    fn db_arg(db: &Path) -> [String; 2] {
+        ["--db".into(), db.display().to_string()]
+    }
+
+    fn listing(db: &Path) -> Vec<Value> {
+        let v = json_of(smtlab().arg("runs").args(db_arg(db)).arg("--json"));
+        v.as_array().unwrap().clone()
+    }
+
+    #[test]
+    fn quick_suite_end_to_end_with_exports() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let out = smtlab()
+            .args([
+                "run",
+                "--suite",
+                "quick",
+                "--bench",
+                "null-syscall,int-ops,c2c-latency",
+            ])
+            .args(["--placements", "1c1t,2c1t"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            stdout.contains("int-ops"),
+            "cells printed as they finish: {stdout}"
+        );
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("run 1 finished"), "{stderr}");
+
+        let runs = listing(&db);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0]["status"], "finished");
+        // c2c-latency cannot run on one CPU: skipped with its reason, not lost.
+        assert_eq!(runs[0]["cells_done"], 5);
+        assert_eq!(runs[0]["cells_skipped"], 1);
+        assert_eq!(runs[0]["cells_planned"], 6);
+
+        let json = json_of(
+            smtlab()
+                .args(["report", "latest", "--json"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(json["schema"], "smtlab.results/1");
+        assert_eq!(json["cells"].as_array().unwrap().len(), 5);
+        assert!(json["skipped"][0]["reason"].as_str().unwrap().contains("2"));
+
+        let csv = smtlab()
+            .args(["report", "1", "--csv"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let csv = String::from_utf8(csv).unwrap();
+        assert_eq!(csv.lines().count(), 6, "header + one row per cell:\n{csv}");
+        assert!(csv.starts_with("run_id,benchmark,"));
+
+        let html = dir.path().join("report.html");
+        smtlab()
+            .args(["report", "1", "-o"])
+            .arg(&html)
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let page = std::fs::read_to_string(&html).unwrap();
+        for id in [
+            "machine",
+            "smt-yield",
+            "scaling",
+            "latency",
+            "os-latency",
+            "cells",
+        ] {
+            assert!(
+                page.contains(&format!("id=\"{id}\"")),
+                "section {id} missing"
+            );
+        }
+
+        let text = smtlab()
+            .arg("report")
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        assert!(
+            String::from_utf8(text)
+                .unwrap()
+                .contains("null-syscall (ns, lower is better)")
+        );
+    }
+
+    #[test]
+    fn a_killed_run_keeps_its_cells_and_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let bin = assert_cmd::cargo::cargo_bin("smtlab");
+        let mut child = std::process::Command::new(&bin)
+            .args(["run", "--bench", "null-syscall,read,write,fstat"])
+            .args(["--placements", "1c1t,2c1t"])
+            .args(db_arg(&db))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        let mut done = 0;
+        while done == 0 && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(20));
+            if db.exists()
+                && let Ok(out) = std::process::Command::new(&bin)
+                    .args(["runs", "--json"])
+                    .args(db_arg(&db))
+                    .output()
+                && let Ok(v) = serde_json::from_slice::<Value>(&out.stdout)
+            {
+                done = v[0]["cells_done"].as_u64().unwrap_or(0);
+            }
+        }
+        // SIGKILL: no chance to clean up, as in a crash.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(done >= 1, "a first cell was saved before the kill");
+        let runs = listing(&db);
+        let saved = runs[0]["cells_done"].as_u64().unwrap();
+        assert!(saved >= done);
+        if saved < 8 {
+            assert_eq!(runs[0]["status"], "running");
+        }
+        smtlab()
+            .args(["run", "--resume"])
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let runs = listing(&db);
+        assert_eq!(runs.len(), 1, "resumed, not restarted");
+        assert_eq!(runs[0]["status"], "finished");
+        assert_eq!(runs[0]["cells_done"], 8);
+        smtlab()
+            .args(["run", "--resume"])
+            .args(db_arg(&db))
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("no unfinished run"));
+    }
+
+    #[test]
+    fn compare_two_runs_and_results_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        for _ in 0..2 {
+            smtlab()
+                .args(["run", "--suite", "quick", "--bench", "null-syscall,int-ops"])
+                .args(["--placements", "1c1t"])
+                .args(db_arg(&db))
+                .assert()
+                .success();
+        }
+        let out = smtlab()
+            .args(["compare", "1", "2"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("null-syscall") && text.contains("int-ops"),
+            "{text}"
+        );
+        assert!(text.to_lowercase().contains("geometric mean"), "{text}");
+
+        // A run exported on one machine compares against a run stored on another.
+        let file = dir.path().join("a.json");
+        smtlab()
+            .args(["report", "1", "--json", "-o"])
+            .arg(&file)
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let v = json_of(
+            smtlab()
+                .arg("compare")
+                .arg(&file)
+                .arg("latest")
+                .arg("--json")
+                .args(db_arg(&db)),
+        );
+        assert!(v.is_object(), "{v}");
+    }
+
+    #[test]
+    fn foreign_and_missing_databases_are_one_line_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.db");
+        std::fs::write(&junk, b"this is not a database at all, just some bytes").unwrap();
+        for args in [
+            vec!["runs"],
+            vec!["report"],
+            vec!["run", "--suite", "quick"],
+        ] {
+            smtlab()
+                .args(&args)
+                .args(db_arg(&junk))
+                .assert()
+                .failure()
+                .stderr(predicate::str::contains("junk.db"))
+                .stderr(predicate::function(|s: &str| s.lines().count() == 1));
+        }
+        smtlab()
+            .args(["report"])
+            .args(db_arg(&dir.path().join("none.db")))
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("none.db"));
+        smtlab()
+            .args(["run", "--suite", "fast"])
+            .args(db_arg(&dir.path().join("x.db")))
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("quick, default or full"));
+        assert!(
+            !dir.path().join("x.db").exists(),
+            "a bad request creates no database"
+        );
+    }
+}

@@ -9,10 +9,10 @@
 //!   dual-core SMT gain `2c2t/2c1t` and the machine SMT gain `all/cores`, each a ratio of
 //!   means with a 95% Fieller interval, flipped for latencies so above 1 is always
 //!   better ([`yields`] explains the rules).
-//! * [`compare`], [`compare_table`], [`compare_json`]: run B against run A cell by cell,
+//! * [`compare()`], [`compare_table`], [`compare_json`]: run B against run A cell by cell,
 //!   paper 001 style (A | B | speed-up %, significance, geometric means per group);
-//!   [`compare`](mod@compare) states which statistic and which test.
-//! * [`html`]: one self-contained page (inline CSS and SVG, no scripts, no network)
+//!   the [`compare`](mod@compare) module states which statistic and which test.
+//! * [`html()`]: one self-contained page (inline CSS and SVG, no scripts, no network)
 //!   with the machine, the yield table, scaling curves (paper 002 Figs 1-6), per-event
 //!   latency scatters and histograms (Figs 8-14), the OS latency table (paper 001
 //!   Table 1), every cell, and what was skipped.

@@ -538,8 +538,8 @@ pub fn scatter(
             r1(plot.py(a)),
             r1(plot.px(b)),
             r1(plot.py(b)),
-            r1(plot.px(b)) - 4.0,
-            r1(plot.py(b)) + 14.0
+            r1(plot.px(b)) - 34.0,
+            r1(plot.py(b)) + 12.0
         );
     }
     // Zero-length subpaths with round caps render as dots: far smaller than a
@@ -550,7 +550,11 @@ pub fn scatter(
     }
     // Dense clouds need transparency to show where points pile up; sparse ones need
     // ink to be seen at all.
-    let opacity = if drawable.len() / stride > 500 { 0.35 } else { 0.7 };
+    let opacity = if drawable.len() / stride > 500 {
+        0.35
+    } else {
+        0.7
+    };
     let _ = write!(
         s,
         r#"<path d="{d}" stroke="{}" stroke-opacity="{opacity}" stroke-width="3" stroke-linecap="round" fill="none"/>"#,

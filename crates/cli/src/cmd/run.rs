@@ -25,17 +25,24 @@ const INTERRUPTED_EXIT: i32 = 130;
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let db = args.db.clone().unwrap_or_else(smtlab_store::default_path);
-    let mut store = Store::open(&db)?;
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
+    // Check the request before the database is created or touched.
+    let fresh = match &args.resume {
+        Some(_) => None,
+        None => Some(new_run(args, &topo)?),
+    };
+    let mut store = Store::open(&db)?;
 
-    let (run_id, meta, pending) = match &args.resume {
-        Some(which) => resume(&mut store, which.as_deref(), &topo)?,
-        None => {
-            let meta = new_run(args, &topo)?;
+    let (run_id, meta, pending) = match fresh {
+        Some(meta) => {
             let id = store.create_run(&meta)?;
             let pending = meta.plan.clone();
             (id, meta, pending)
+        }
+        None => {
+            let which = args.resume.clone().flatten();
+            resume(&mut store, which.as_deref(), &topo)?
         }
     };
     eprintln!(
