@@ -73,6 +73,15 @@ pub fn summary(results: &RunResults) -> String {
     for n in &run.notes {
         out.push_str(&format!("note: {n}\n"));
     }
+    let yields = smtlab_report::smt_yields(results);
+    if yields.is_empty() {
+        if let Some(why) = smtlab_report::no_yields_reason(results) {
+            out.push_str(&format!("\nSMT yield: {why}\n"));
+        }
+    } else {
+        out.push_str("\nSMT yield\n");
+        out.push_str(&smtlab_report::yield_table(&yields));
+    }
     let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
     for c in &results.cells {
         match groups
