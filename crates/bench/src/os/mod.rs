@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use smtlab_model::{BenchInfo, CpuSet, Direction, ParamInfo, ResolvedPlacement, ValueKind};
 use smtlab_placement::pin;
 
+use crate::clock::{now_ns, thread_cpu_ns};
 use crate::{BenchError, Benchmark, RawSample};
 
 mod child;
@@ -147,31 +148,6 @@ fn check_failed(bench: &str, reason: impl Into<String>) -> BenchError {
         bench: bench.into(),
         reason: reason.into(),
     }
-}
-
-fn read_clock(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec and both clocks used here exist on every Linux
-    // since 2.6.12, so the call cannot fail.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds (vDSO: no system call, so it does not disturb a
-/// system call benchmark).
-#[inline]
-fn now_ns() -> u64 {
-    read_clock(libc::CLOCK_MONOTONIC)
-}
-
-/// CPU time of the calling thread (a system call: read it outside the timed loop).
-fn thread_cpu_ns() -> u64 {
-    read_clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// What every timed loop here costs besides its operations, measured once per process:

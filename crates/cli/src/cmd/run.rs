@@ -299,14 +299,16 @@ fn measure_cell(
     }
 }
 
-/// `1c1t,2c1t,cpus=0,4` -> `1c1t`, `2c1t`, `cpus=0,4`: a comma followed by a number
-/// continues a `cpus=` list instead of starting a placement.
+/// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of
+/// digits and dashes continue the CPU list instead of starting a placement.
 fn split_placements(args: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for arg in args {
         let mut in_cpus = false;
         for part in arg.split(',') {
-            let continues = in_cpus && part.starts_with(|c: char| c.is_ascii_digit());
+            let is_cpu_item =
+                !part.is_empty() && part.chars().all(|c| c.is_ascii_digit() || c == '-');
+            let continues = in_cpus && is_cpu_item;
             match out.last_mut() {
                 Some(last) if continues => {
                     last.push(',');

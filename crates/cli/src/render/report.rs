@@ -6,26 +6,7 @@ use smtlab_store::RunListing;
 use super::bench::{header_line, row};
 use super::table::Table;
 
-/// `2026-11-22 01:44 UTC` from seconds since the epoch (civil calendar, no time zones).
-pub fn utc(unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
-    let secs = unix_s % 86_400;
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        secs / 3600,
-        (secs % 3600) / 60
-    )
-}
+pub use smtlab_report::fmt::utc;
 
 pub fn runs_table(list: &[RunListing]) -> String {
     if list.is_empty() {
@@ -118,14 +99,4 @@ pub fn summary(results: &RunResults) -> String {
         out.push_str(&format!("\nskipped: {}\n", super::run::skipped_line(s)));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn dates_are_civil_utc() {
-        assert_eq!(super::utc(0), "1970-01-01 00:00 UTC");
-        assert_eq!(super::utc(1_795_838_640), "2026-11-28 04:04 UTC");
-        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00 UTC");
-    }
 }
