@@ -111,7 +111,10 @@ impl Benchmark for Compute {
                 })
             })?,
         };
-        Ok(Box::new(ComputeInstance { pool }))
+        Ok(Box::new(ComputeInstance {
+            pool,
+            virtualised: ctx.topology.virtualization.is_some(),
+        }))
     }
 }
 
@@ -167,6 +170,9 @@ impl WorkerState for FpWorker {
 
 struct ComputeInstance {
     pool: WorkerPool,
+    /// In a guest, /proc/cpuinfo's `cpu MHz` is the host's nominal TSC rate, not the
+    /// clock this vCPU runs at, so ops per cycle from it would be a number nobody measured.
+    virtualised: bool,
 }
 
 impl Instance for ComputeInstance {
@@ -177,6 +183,7 @@ impl Instance for ComputeInstance {
         cpus.sort_unstable();
         cpus.dedup();
         let known = freq::mean_freq_hz(Path::new("/"), &cpus)
+            .filter(|(_, source)| !(self.virtualised && *source == freq::FreqSource::CpuInfo))
             .filter(|_| s.elapsed_ns > 0 && !cpus.is_empty());
         if let Some((hz, _)) = known {
             let cycles = s.elapsed_ns as f64 * 1e-9 * hz * cpus.len() as f64;
