@@ -19,6 +19,7 @@
 //! tools read the same shapes.
 
 pub mod bench;
+pub mod counters;
 pub mod cpuset;
 pub mod placement;
 pub mod result;

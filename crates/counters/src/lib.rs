@@ -1,0 +1,74 @@
+//! # smtlab-counters
+//!
+//! What the CPU and the kernel did while a workload ran, from three Linux sources:
+//!
+//! * **perf_event counters** ([`PerfCounters`], behind the [`CounterSource`] trait):
+//!   hardware events (cycles, instructions, branches, cache and TLB read misses,
+//!   stall cycles) where the machine has a PMU, software events (task-clock, context
+//!   switches, migrations, page faults) everywhere. Counted on a thread (optionally
+//!   with every thread and process it creates afterwards: `inherit`) or on a CPU set.
+//!   Each event that allows it is counted twice, in user and in kernel mode, so both
+//!   the split and the sum are known. Reads keep the enabled and running times, so
+//!   multiplexing is scaled (`raw * enabled / running`) and shown, never hidden.
+//!   Results are [`CounterValues`](smtlab_model::counters::CounterValues) from the
+//!   model crate; CPI, MPKI, miss ratios, cost per unit of work and the CPI stack are
+//!   pure functions there (`smtlab_model::counters::derived`), so the report can
+//!   compute them from stored results. [`FakeSource`] scripts counts for tests.
+//! * **/proc/stat** ([`ProcStatSampler`]): user/system/irq/softirq/idle/iowait/steal
+//!   per CPU over the run, sampled by a background thread, split into start-up and
+//!   steady state by the model's `OsTimeSeries::phases`.
+//! * **syscall tracing** ([`SyscallTracer`]): the `raw_syscalls` tracepoints sampled
+//!   into per-CPU ring buffers, paired per thread into count and time per system call
+//!   and per group (file, network, process, memory, other).
+//!
+//! Nothing here prints or guesses. What cannot be measured comes back as a one-line
+//! reason: per event in `CounterValues::unavailable` ("not supported on this machine
+//! (ENOENT)", "permission: perf_event_paranoid is 2; ..."), per class from
+//! [`availability()`] (e.g. "hardware counters not supported: this KVM guest exposes
+//! no PMU (cycles: ENOENT); software events only"), and for tracing as
+//! [`CounterError::Unavailable`], which callers print after "skipped: ".
+//!
+//! ## Why perf-event-open-sys and not perf-event2
+//!
+//! We use the raw bindings of `perf-event-open-sys` 7 under our own small wrapper
+//! (`sys.rs`, the only module with perf unsafe code besides the ring buffer). The
+//! higher-level `perf-event2` would save that wrapper, but: its builder defaults to
+//! `exclude_kernel = 1`, which silently zeroes tracepoints and context switches, and
+//! we need every exclude bit set on purpose for the user/kernel split; it looks for
+//! tracepoints only under /sys/kernel/debug/tracing, while modern systems mount
+//! tracefs at /sys/kernel/tracing; it does not build for ppc64le (POWER is an SMT
+//! platform we want); and we need the sampling ring buffer for raw tracepoint
+//! records, `PERF_EVENT_IOC_SET_OUTPUT`, and `use_clockid`, which means raw attribute
+//! access anyway. The wrapper is about 150 lines.
+//!
+//! ## Things that surprise
+//!
+//! * task-clock ignores the exclude bits (its "user" and "kernel" counts would each
+//!   be the whole time) and context switches and migrations only happen in the
+//!   kernel, so these three are counted once with nothing excluded
+//!   (`CounterEvent::splits_by_privilege`). CPU-wide task-clock counts idle time too.
+//! * With `inherit`, threads the measured thread creates after opening the counters
+//!   are counted, including helper threads such as this crate's samplers: start the
+//!   sampler and tracer before opening inherited counters, or from another thread.
+//! * Syscall times are entry-to-exit wall time (a blocked `read` counts its wait)
+//!   and include the tracing overhead, about half a microsecond per call on a small
+//!   VM; use them to compare calls and groups, not as the cost of an untraced call.
+
+pub mod availability;
+pub mod error;
+mod events;
+pub mod perf;
+pub mod procstat;
+mod ring;
+pub mod source;
+mod sys;
+pub mod syscall_names;
+pub mod syscalls;
+mod tracefs;
+
+pub use availability::{availability, hypervisor_vendor, missing_lines};
+pub use error::{CounterError, FailureKind, perf_event_paranoid};
+pub use perf::{PerfCounters, PerfOptions};
+pub use procstat::{ProcStatSampler, SamplerOptions};
+pub use source::{CounterSource, FakeSource, fake_values, measure};
+pub use syscalls::{RunningTrace, SyscallTracer, TraceOptions};

@@ -1,0 +1,314 @@
+//! The real [`CounterSource`]: counting perf events on a thread (and its children) or
+//! on a set of CPUs.
+//!
+//! Each event is opened once per privilege mode it is counted in (user and kernel for
+//! the split, else once with nothing excluded) and once per CPU for CPU-wide counting.
+//! Related hardware events are grouped (see [`crate::events::GROUPS`]), but every fd
+//! is read on its own with `TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`: group reads
+//! (`PERF_FORMAT_GROUP`) cannot be combined with `inherit`, which counting a child
+//! process tree needs, and one read path is simpler than two.
+
+use smtlab_model::counters::{
+    CountMode, CounterEvent, CounterTarget, CounterValues, EventClass, Reading, UnavailableEvent,
+};
+
+use crate::error::{CounterError, Needs, classify};
+use crate::events::{plan_groups, type_config};
+use crate::source::CounterSource;
+use crate::sys::{self, PerfFd};
+
+/// What to count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfOptions {
+    pub events: Vec<CounterEvent>,
+    /// Count events that allow it twice, in user and in kernel mode, so both the
+    /// split and the sum are known. Without it every event is counted once with
+    /// nothing excluded, which halves the pressure on hardware counters.
+    pub split_user_kernel: bool,
+}
+
+impl PerfOptions {
+    /// Every event smtlab knows, split into user and kernel.
+    pub fn all() -> PerfOptions {
+        PerfOptions {
+            events: CounterEvent::ALL.to_vec(),
+            split_user_kernel: true,
+        }
+    }
+
+    /// Only the software events (they work everywhere perf_event exists).
+    pub fn software() -> PerfOptions {
+        PerfOptions {
+            events: CounterEvent::ALL
+                .into_iter()
+                .filter(|e| e.class() == EventClass::Software)
+                .collect(),
+            split_user_kernel: true,
+        }
+    }
+
+    /// Only the hardware events.
+    pub fn hardware() -> PerfOptions {
+        PerfOptions {
+            events: CounterEvent::ALL
+                .into_iter()
+                .filter(|e| e.class() == EventClass::Hardware)
+                .collect(),
+            split_user_kernel: true,
+        }
+    }
+
+    pub fn events(events: &[CounterEvent]) -> PerfOptions {
+        PerfOptions {
+            events: events.to_vec(),
+            split_user_kernel: true,
+        }
+    }
+}
+
+/// One event in one mode: its fd on every CPU of the target (one fd for a thread).
+#[derive(Debug)]
+struct OpenEvent {
+    event: CounterEvent,
+    mode: CountMode,
+    /// `(fd, is_group_leader)`.
+    fds: Vec<(PerfFd, bool)>,
+}
+
+/// Counters opened on a target. Dropping it closes them.
+#[derive(Debug)]
+pub struct PerfCounters {
+    target: CounterTarget,
+    opened: Vec<OpenEvent>,
+    unavailable: Vec<UnavailableEvent>,
+    started: bool,
+}
+
+/// Opens one counting event. task-clock in [`CountMode::All`] is retried with
+/// `exclude_kernel=1` when kernel counting is not permitted (perf_event_paranoid 2,
+/// not root): the kernel's clock events ignore the exclude bits, so the count is the
+/// same whole task time. Context switches get no such retry: their user-only count
+/// is always zero, which would be a made-up number.
+pub(crate) fn open_counting(
+    event: CounterEvent,
+    mode: CountMode,
+    pid: i32,
+    cpu: i32,
+    inherit: bool,
+    group: Option<&PerfFd>,
+) -> Result<PerfFd, i32> {
+    let (type_, config) = type_config(event);
+    let mut attr = sys::counting_attr(type_, config, mode, inherit);
+    match sys::open(&mut attr, pid, cpu, group) {
+        Err(libc::EACCES | libc::EPERM)
+            if event == CounterEvent::TaskClock && mode == CountMode::All =>
+        {
+            let mut attr = sys::counting_attr(type_, config, CountMode::User, inherit);
+            sys::open(&mut attr, pid, cpu, group)
+        }
+        other => other,
+    }
+}
+
+fn modes_for(event: CounterEvent, split: bool) -> &'static [CountMode] {
+    if split && event.splits_by_privilege() {
+        &[CountMode::User, CountMode::Kernel]
+    } else {
+        &[CountMode::All]
+    }
+}
+
+fn needs(target: &CounterTarget, mode: CountMode) -> Needs {
+    match (target, mode) {
+        (CounterTarget::Cpus { .. }, _) => Needs::CpuWide,
+        (_, CountMode::User) => Needs::User,
+        (_, _) => Needs::Kernel,
+    }
+}
+
+impl PerfCounters {
+    /// Opens every requested event that this machine and these permissions allow, and
+    /// records a one-line reason for every one it could not. Opening nothing at all is
+    /// not an error here: [`CounterValues::unavailable`] says why. Fails only when the
+    /// target itself is wrong (no such thread, no CPUs) or file descriptors run out.
+    pub fn open(
+        target: CounterTarget,
+        options: &PerfOptions,
+    ) -> Result<PerfCounters, CounterError> {
+        let (pid, cpus, inherit): (i32, Vec<i32>, bool) = match &target {
+            CounterTarget::Thread { tid, inherit } => (*tid, vec![-1], *inherit),
+            CounterTarget::Cpus { cpus } => {
+                if cpus.is_empty() {
+                    return Err(CounterError::State(
+                        "CPU-wide counting needs at least one CPU".into(),
+                    ));
+                }
+                let list = cpus
+                    .iter()
+                    .map(|c| {
+                        i32::try_from(c).map_err(|_| {
+                            CounterError::State(format!("CPU number {c} is out of range"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                (-1, list, false)
+            }
+        };
+
+        let mut me = PerfCounters {
+            target,
+            opened: Vec::new(),
+            unavailable: Vec::new(),
+            started: false,
+        };
+        for group in plan_groups(&options.events) {
+            // Every event of a group shares its modes: groups only pair hardware
+            // events, which all split.
+            for &mode in modes_for(group[0], options.split_user_kernel) {
+                me.open_group(&group, mode, pid, &cpus, inherit)?;
+            }
+        }
+        Ok(me)
+    }
+
+    fn open_group(
+        &mut self,
+        group: &[CounterEvent],
+        mode: CountMode,
+        pid: i32,
+        cpus: &[i32],
+        inherit: bool,
+    ) -> Result<(), CounterError> {
+        // The first event that opens on every CPU leads the group on each CPU; an
+        // event that fails on any CPU is dropped everywhere, so a group never loses
+        // its leader after members joined it.
+        let mut leader: Option<usize> = None;
+        for &event in group {
+            let mut fds: Vec<(PerfFd, bool)> = Vec::with_capacity(cpus.len());
+            let mut failure = None;
+            for (i, &cpu) in cpus.iter().enumerate() {
+                let lead_fd = leader.map(|l| &self.opened[l].fds[i].0);
+                match open_counting(event, mode, pid, cpu, inherit, lead_fd) {
+                    Ok(fd) => fds.push((fd, leader.is_none())),
+                    Err(errno) => {
+                        failure = Some((errno, cpu));
+                        break;
+                    }
+                }
+            }
+            match failure {
+                None => {
+                    self.opened.push(OpenEvent { event, mode, fds });
+                    if leader.is_none() {
+                        leader = Some(self.opened.len() - 1);
+                    }
+                }
+                Some((errno, cpu)) => {
+                    if matches!(errno, libc::EMFILE | libc::ENFILE | libc::ESRCH) {
+                        return Err(CounterError::open(
+                            format!("{event} ({mode}) on {}", self.target),
+                            errno,
+                            needs(&self.target, mode),
+                        ));
+                    }
+                    let (_, mut reason) = classify(errno, needs(&self.target, mode));
+                    if cpu >= 0 && cpus.len() > 1 {
+                        reason = format!("{reason} on cpu {cpu}");
+                    }
+                    self.unavailable.push(UnavailableEvent {
+                        event,
+                        mode,
+                        reason,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What the counters are attached to.
+    pub fn target(&self) -> &CounterTarget {
+        &self.target
+    }
+
+    /// Whether no event at all could be opened.
+    pub fn is_empty(&self) -> bool {
+        self.opened.is_empty()
+    }
+
+    /// Events (and modes) that are open.
+    pub fn opened(&self) -> Vec<(CounterEvent, CountMode)> {
+        self.opened.iter().map(|o| (o.event, o.mode)).collect()
+    }
+
+    /// Events that could not be opened, with reasons.
+    pub fn unavailable(&self) -> &[UnavailableEvent] {
+        &self.unavailable
+    }
+
+    fn each_leader(
+        &self,
+        what: &str,
+        f: impl Fn(&PerfFd) -> std::io::Result<()>,
+    ) -> Result<(), CounterError> {
+        for o in &self.opened {
+            for (fd, is_leader) in &o.fds {
+                if *is_leader {
+                    f(fd).map_err(|e| {
+                        CounterError::io(
+                            format!("{what} {} ({}) on {}", o.event, o.mode, self.target),
+                            e,
+                        )
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl CounterSource for PerfCounters {
+    /// Zeroes and enables every counter.
+    fn start(&mut self) -> Result<(), CounterError> {
+        self.each_leader("reset", |fd| fd.reset(true))?;
+        self.each_leader("enable", |fd| fd.enable(true))?;
+        self.started = true;
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<(), CounterError> {
+        if !self.started {
+            return Err(CounterError::State("stop before start".into()));
+        }
+        self.each_leader("disable", |fd| fd.disable(true))?;
+        self.started = false;
+        Ok(())
+    }
+
+    /// Reads every counter (running or stopped). CPU-wide counts are summed over the
+    /// CPUs, each CPU's part scaled by its own enabled/running ratio.
+    fn read(&mut self) -> Result<CounterValues, CounterError> {
+        let mut values = CounterValues::new(self.target.clone());
+        for o in &self.opened {
+            let mut total: Option<Reading> = None;
+            for (fd, _) in &o.fds {
+                let (raw, enabled, running) = fd.read_counting().map_err(|e| {
+                    CounterError::io(
+                        format!("read {} ({}) on {}", o.event, o.mode, self.target),
+                        e,
+                    )
+                })?;
+                let r = Reading::new(raw, enabled, running);
+                total = Some(match total {
+                    Some(t) => t.sum(&r),
+                    None => r,
+                });
+            }
+            if let Some(t) = total {
+                values.set(o.event, o.mode, t);
+            }
+        }
+        values.unavailable = self.unavailable.clone();
+        Ok(values)
+    }
+}

@@ -1,0 +1,144 @@
+//! The perf mmap ring buffer: one metadata page followed by 2^n data pages that the
+//! kernel writes records into. We read from `data_tail` to `data_head` and then move
+//! `data_tail` forward, which frees the space for the kernel.
+
+use std::io;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perf_event_open_sys::bindings::perf_event_mmap_page;
+
+use crate::sys::PerfFd;
+
+pub(crate) struct RingBuffer {
+    base: NonNull<u8>,
+    map_len: usize,
+    data_offset: usize,
+    data_size: usize,
+    scratch: Vec<u8>,
+}
+
+// SAFETY: the mapping is owned by this value alone (no aliases are handed out beyond
+// a `drain` call), so moving it to another thread (the drainer) is sound.
+unsafe impl Send for RingBuffer {}
+
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
+}
+
+impl RingBuffer {
+    /// Maps `data_pages` (a power of two) data pages for `fd`.
+    pub(crate) fn map(fd: &PerfFd, data_pages: usize) -> io::Result<RingBuffer> {
+        if !data_pages.is_power_of_two() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ring buffer data pages must be a power of two, not {data_pages}"),
+            ));
+        }
+        let page = page_size();
+        let map_len = (1 + data_pages) * page;
+        // SAFETY: a fresh shared mapping of a perf fd we own; the kernel defines its
+        // layout (metadata page + data pages). We check for MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.raw(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        let meta = base.as_ptr().cast::<perf_event_mmap_page>();
+        // SAFETY: the first page of the mapping is the kernel's perf_event_mmap_page;
+        // these two fields are set once at mmap time and only read here.
+        let (off, size) = unsafe { ((*meta).data_offset as usize, (*meta).data_size as usize) };
+        // Kernels before 4.1 leave them zero: data then starts at the second page.
+        let (data_offset, data_size) = if size == 0 {
+            (page, data_pages * page)
+        } else {
+            (off, size)
+        };
+        Ok(RingBuffer {
+            base,
+            map_len,
+            data_offset,
+            data_size,
+            scratch: Vec::new(),
+        })
+    }
+
+    fn head_tail(&self) -> (&AtomicU64, &AtomicU64) {
+        let meta = self.base.as_ptr().cast::<perf_event_mmap_page>();
+        // SAFETY: data_head and data_tail are naturally aligned u64 fields of the
+        // mapped metadata page, which lives as long as `self`; the kernel and we
+        // access them concurrently, which is what the atomics are for.
+        unsafe {
+            (
+                AtomicU64::from_ptr(ptr::addr_of_mut!((*meta).data_head)),
+                AtomicU64::from_ptr(ptr::addr_of_mut!((*meta).data_tail)),
+            )
+        }
+    }
+
+    /// Copies `len` bytes starting at ring position `pos` into `out`, across the end
+    /// of the data area if needed.
+    fn copy_out(&self, pos: u64, len: usize, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(len);
+        let start = (pos % self.data_size as u64) as usize;
+        let first = len.min(self.data_size - start);
+        // SAFETY: both ranges lie inside the data area of the mapping
+        // (start + first <= data_size, and the wrapped part starts at 0 with
+        // len - first <= data_size); the kernel does not write between tail and head.
+        unsafe {
+            let data = self.base.as_ptr().add(self.data_offset);
+            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            if first < len {
+                out.extend_from_slice(std::slice::from_raw_parts(data, len - first));
+            }
+        }
+    }
+
+    /// Hands every complete record (header included) to `f`, then frees their space.
+    pub(crate) fn drain(&mut self, mut f: impl FnMut(&[u8])) {
+        let (head_a, tail_a) = self.head_tail();
+        // Acquire pairs with the kernel's release of data_head: the records before
+        // head are fully written when we read them.
+        let head = head_a.load(Ordering::Acquire);
+        let mut tail = tail_a.load(Ordering::Relaxed);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while tail < head {
+            self.copy_out(tail, 8, &mut scratch);
+            let size = u16::from_ne_bytes([scratch[6], scratch[7]]) as u64;
+            if size < 8 || tail + size > head {
+                // A corrupt or torn header: skip what is there rather than loop.
+                tail = head;
+                break;
+            }
+            self.copy_out(tail, size as usize, &mut scratch);
+            f(&scratch);
+            tail += size;
+        }
+        self.scratch = scratch;
+        let (_, tail_a) = self.head_tail();
+        // Release: our reads of the records happen before the kernel may reuse them.
+        tail_a.store(tail, Ordering::Release);
+    }
+}
+
+impl Drop for RingBuffer {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping created in `map`, once.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.map_len);
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The hardware boundary: anything that can count events around a piece of work. The
+//! runner and the report are tested against [`FakeSource`], so their arithmetic does
+//! not depend on the machine's PMU.
+
+use std::collections::VecDeque;
+
+use smtlab_model::counters::{CountMode, CounterEvent, CounterTarget, CounterValues, Reading};
+
+use crate::error::CounterError;
+
+/// Counts events between `start` and `stop`.
+pub trait CounterSource: Send {
+    /// Zeroes the counts and starts counting.
+    fn start(&mut self) -> Result<(), CounterError>;
+    /// Stops counting; the counts stay readable.
+    fn stop(&mut self) -> Result<(), CounterError>;
+    /// The counts so far (also while running).
+    fn read(&mut self) -> Result<CounterValues, CounterError>;
+}
+
+/// Runs `work` between `start` and `stop` and returns its result with the counts.
+pub fn measure<S, R>(
+    source: &mut S,
+    work: impl FnOnce() -> R,
+) -> Result<(R, CounterValues), CounterError>
+where
+    S: CounterSource + ?Sized,
+{
+    source.start()?;
+    let out = work();
+    source.stop()?;
+    Ok((out, source.read()?))
+}
+
+/// A scripted counter source: each `read` after a `start` returns the next scripted
+/// [`CounterValues`] (the last one repeats).
+#[derive(Debug, Clone)]
+pub struct FakeSource {
+    script: VecDeque<CounterValues>,
+    last: CounterValues,
+    started: bool,
+    ever_started: bool,
+    /// How often `start` and `stop` were called, for tests of callers.
+    pub starts: u32,
+    pub stops: u32,
+}
+
+impl FakeSource {
+    /// A source that always reads `values`.
+    pub fn new(values: CounterValues) -> FakeSource {
+        FakeSource::sequence(vec![values])
+    }
+
+    /// A source whose successive reads return `values` in order (the last repeats).
+    /// An empty script reads as "nothing counted".
+    pub fn sequence(values: Vec<CounterValues>) -> FakeSource {
+        let mut script: VecDeque<CounterValues> = values.into();
+        let last = script
+            .pop_front()
+            .unwrap_or_else(|| CounterValues::new(fake_target()));
+        FakeSource {
+            script,
+            last,
+            started: false,
+            ever_started: false,
+            starts: 0,
+            stops: 0,
+        }
+    }
+
+    /// A source reading exact (unmultiplexed) counts in [`CountMode::All`].
+    pub fn with_counts(counts: &[(CounterEvent, u64)]) -> FakeSource {
+        FakeSource::new(fake_values(counts))
+    }
+}
+
+/// The target fakes report: the calling thread.
+pub fn fake_target() -> CounterTarget {
+    CounterTarget::Thread {
+        tid: 0,
+        inherit: false,
+    }
+}
+
+/// [`CounterValues`] with exact counts in [`CountMode::All`].
+pub fn fake_values(counts: &[(CounterEvent, u64)]) -> CounterValues {
+    let mut v = CounterValues::new(fake_target());
+    for &(e, c) in counts {
+        v.set(e, CountMode::All, Reading::exact(c));
+    }
+    v
+}
+
+impl CounterSource for FakeSource {
+    fn start(&mut self) -> Result<(), CounterError> {
+        if self.started {
+            return Err(CounterError::State("start while already started".into()));
+        }
+        self.started = true;
+        self.ever_started = true;
+        self.starts += 1;
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<(), CounterError> {
+        if !self.started {
+            return Err(CounterError::State("stop before start".into()));
+        }
+        self.started = false;
+        self.stops += 1;
+        Ok(())
+    }
+
+    fn read(&mut self) -> Result<CounterValues, CounterError> {
+        if !self.ever_started {
+            return Err(CounterError::State("read before start".into()));
+        }
+        let out = self.last.clone();
+        if let Some(next) = self.script.pop_front() {
+            self.last = next;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,182 @@
+//! The thin unsafe layer over `perf-event-open-sys`: building attributes with every
+//! relevant bit set explicitly, the system call, the ioctls and `read(2)`. Everything
+//! above this module is safe code.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use perf_event_open_sys as sys;
+use smtlab_model::counters::CountMode;
+use sys::bindings as b;
+
+pub(crate) use b::perf_event_attr as Attr;
+
+/// A counting attribute: disabled until `start`, with enabled/running times so
+/// multiplexing can be scaled and shown.
+///
+/// The privilege bits are always written, for every mode: the perf crates' builders
+/// default to `exclude_kernel=1`, which silently zeroes tracepoints and context
+/// switches, so nothing here relies on a default.
+pub(crate) fn counting_attr(type_: u32, config: u64, mode: CountMode, inherit: bool) -> Attr {
+    let mut a = Attr {
+        size: std::mem::size_of::<Attr>() as u32,
+        type_,
+        config,
+        read_format: (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
+        ..Attr::default()
+    };
+    a.set_disabled(1);
+    a.set_inherit(u64::from(inherit));
+    set_mode(&mut a, mode);
+    a
+}
+
+/// Writes the three exclude bits for `mode`. `All` excludes nothing (not even the
+/// hypervisor): it is the "everything" count.
+pub(crate) fn set_mode(a: &mut Attr, mode: CountMode) {
+    let (exclude_user, exclude_kernel, exclude_hv) = match mode {
+        CountMode::All => (0, 0, 0),
+        CountMode::User => (0, 1, 1),
+        CountMode::Kernel => (1, 0, 1),
+    };
+    a.set_exclude_user(exclude_user);
+    a.set_exclude_kernel(exclude_kernel);
+    a.set_exclude_hv(exclude_hv);
+}
+
+/// An open perf_event file descriptor; closed on drop.
+#[derive(Debug)]
+pub(crate) struct PerfFd {
+    fd: OwnedFd,
+}
+
+/// `perf_event_open(attr, pid, cpu, group, PERF_FLAG_FD_CLOEXEC)`; the error is the
+/// raw errno so callers can classify it.
+pub(crate) fn open(
+    attr: &mut Attr,
+    pid: i32,
+    cpu: i32,
+    group: Option<&PerfFd>,
+) -> Result<PerfFd, i32> {
+    let group_fd = group.map_or(-1, |g| g.fd.as_raw_fd());
+    // SAFETY: `attr` is a fully initialised perf_event_attr whose `size` is the size
+    // of the struct we pass; the kernel reads it and at most writes `size` back
+    // (E2BIG). `group_fd` is -1 or a perf fd we keep open for the duration of the call.
+    let fd = unsafe {
+        sys::perf_event_open(
+            attr,
+            pid,
+            cpu,
+            group_fd,
+            b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+    Ok(PerfFd {
+        fd: unsafe { OwnedFd::from_raw_fd(fd) },
+    })
+}
+
+fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
+    if ret < 0 {
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+    } else {
+        Ok(())
+    }
+}
+
+fn group_flag(group: bool) -> libc::c_uint {
+    if group { b::PERF_IOC_FLAG_GROUP } else { 0 }
+}
+
+impl PerfFd {
+    pub(crate) fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Enables the event (and with `group`, every event of its group).
+    pub(crate) fn enable(&self, group: bool) -> io::Result<()> {
+        // SAFETY: ioctl on a perf fd we own, with an integer argument.
+        check(
+            unsafe { sys::ioctls::ENABLE(self.raw(), group_flag(group)) },
+            "PERF_EVENT_IOC_ENABLE",
+        )
+    }
+
+    pub(crate) fn disable(&self, group: bool) -> io::Result<()> {
+        // SAFETY: ioctl on a perf fd we own, with an integer argument.
+        check(
+            unsafe { sys::ioctls::DISABLE(self.raw(), group_flag(group)) },
+            "PERF_EVENT_IOC_DISABLE",
+        )
+    }
+
+    pub(crate) fn reset(&self, group: bool) -> io::Result<()> {
+        // SAFETY: ioctl on a perf fd we own, with an integer argument.
+        check(
+            unsafe { sys::ioctls::RESET(self.raw(), group_flag(group)) },
+            "PERF_EVENT_IOC_RESET",
+        )
+    }
+
+    /// Sends this event's samples into `target`'s ring buffer (same CPU required).
+    pub(crate) fn set_output(&self, target: &PerfFd) -> io::Result<()> {
+        // SAFETY: ioctl on two perf fds we own; the argument is a descriptor number.
+        check(
+            unsafe { sys::ioctls::SET_OUTPUT(self.raw(), target.raw()) },
+            "PERF_EVENT_IOC_SET_OUTPUT",
+        )
+    }
+
+    /// Reads `(value, time_enabled, time_running)` of a counting event opened with
+    /// [`counting_attr`]'s read format.
+    pub(crate) fn read_counting(&self) -> io::Result<(u64, u64, u64)> {
+        let mut buf = [0u64; 3];
+        // SAFETY: `buf` is 24 writable bytes that live across the call, and we pass
+        // exactly that length.
+        let n = unsafe {
+            libc::read(
+                self.raw(),
+                buf.as_mut_ptr().cast(),
+                std::mem::size_of_val(&buf),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n as usize != std::mem::size_of_val(&buf) {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("short read of a counter: {n} of 24 bytes"),
+            ));
+        }
+        Ok((buf[0], buf[1], buf[2]))
+    }
+}
+
+/// The errno's symbolic name for messages (`ENOENT`), or `errno N`.
+pub(crate) fn errno_name(errno: i32) -> String {
+    let name = match errno {
+        libc::ENOENT => "ENOENT",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ENODEV => "ENODEV",
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        libc::EINVAL => "EINVAL",
+        libc::E2BIG => "E2BIG",
+        libc::EBUSY => "EBUSY",
+        libc::EMFILE => "EMFILE",
+        libc::ENFILE => "ENFILE",
+        libc::ESRCH => "ESRCH",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOMEM => "ENOMEM",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOVERFLOW => "EOVERFLOW",
+        _ => return format!("errno {errno}"),
+    };
+    name.to_string()
+}

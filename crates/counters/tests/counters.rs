@@ -1,0 +1,586 @@
+//! The counters crate's tests: derived metrics through the fake source (exact
+//! arithmetic), then the real perf_event, /proc/stat and tracepoint paths on this
+//! machine. Tests that need something this machine may lack (a PMU, tracefs, root)
+//! print "skipped: <reason>" and pass, so the suite says what it could not check.
+
+use std::time::Duration;
+
+use smtlab_counters::{
+    CounterSource, FakeSource, PerfCounters, PerfOptions, availability, fake_values, measure,
+};
+use smtlab_model::CpuSet;
+use smtlab_model::counters::derived::{
+    self, CpiPenalties, MISS_PAIRS, Work, cpi, cpi_stack, ipc, per_kilo_instruction,
+};
+use smtlab_model::counters::{CountMode, CounterEvent as E, CounterTarget, CounterValues, Reading};
+
+const ALL: CountMode = CountMode::All;
+
+fn thread_target(inherit: bool) -> CounterTarget {
+    CounterTarget::Thread { tid: 0, inherit }
+}
+
+/// A complete set of counts with round numbers: 2M instructions in 3M cycles.
+fn full_counts() -> Vec<(E, u64)> {
+    vec![
+        (E::Cycles, 3_000_000),
+        (E::Instructions, 2_000_000),
+        (E::Branches, 400_000),
+        (E::BranchMisses, 8_000),
+        (E::L1dReads, 800_000),
+        (E::L1dReadMisses, 40_000),
+        (E::L1iReads, 500_000),
+        (E::L1iReadMisses, 10_000),
+        (E::LlcReads, 5_000),
+        (E::LlcReadMisses, 1_000),
+        (E::DtlbReads, 800_000),
+        (E::DtlbReadMisses, 2_000),
+        (E::ItlbReads, 500_000),
+        (E::ItlbReadMisses, 500),
+        (E::TaskClock, 1_000_000),
+        (E::PageFaults, 10),
+    ]
+}
+
+fn approx(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() <= 1e-12 * b.abs().max(1.0))
+}
+
+// ---- derived metrics through the fake source -------------------------------------
+
+#[test]
+fn fake_source_cpi_mpki_and_ratios_are_exact() {
+    let mut src = FakeSource::with_counts(&full_counts());
+    let (ret, v) = measure(&mut src, || 42).unwrap();
+    assert_eq!(ret, 42);
+    assert_eq!((src.starts, src.stops), (1, 1));
+
+    assert_eq!(cpi(&v, ALL), Some(1.5));
+    assert!(approx(ipc(&v, ALL), 2.0 / 3.0));
+    assert_eq!(per_kilo_instruction(&v, E::L1dReadMisses, ALL), Some(20.0));
+    assert_eq!(per_kilo_instruction(&v, E::LlcReadMisses, ALL), Some(0.5));
+    let d = derived::derive(&v, ALL, &CpiPenalties::default(), None);
+    assert_eq!(d.branch_miss_ratio, Some(0.02));
+    assert_eq!(d.branch_mpki, Some(4.0));
+    let l1d = &d.misses[0];
+    assert_eq!(
+        (l1d.label.as_str(), l1d.mpki, l1d.miss_ratio),
+        ("L1D", Some(20.0), Some(0.05))
+    );
+    let llc = d.misses.iter().find(|m| m.label == "LLC").unwrap();
+    assert_eq!(llc.miss_ratio, Some(0.2));
+    assert_eq!(MISS_PAIRS.len(), d.misses.len());
+    // Not measured: the stall events.
+    assert_eq!(d.frontend_stall_ratio, None);
+}
+
+#[test]
+fn cost_per_unit_of_work() {
+    let v = fake_values(&full_counts());
+    let w = Work {
+        amount: 1_000_000.0,
+        unit: "byte".into(),
+    };
+    let d = derived::derive(&v, ALL, &CpiPenalties::default(), Some(&w));
+    let cost = d.work.unwrap();
+    assert_eq!(cost.unit, "byte");
+    assert_eq!(cost.instructions_per_unit, Some(2.0));
+    assert_eq!(cost.cycles_per_unit, Some(3.0));
+    assert_eq!(cost.cpu_ns_per_unit, Some(1.0));
+    assert_eq!(cost.context_switches_per_unit, None);
+}
+
+#[test]
+fn cpi_stack_with_every_event_measured() {
+    let v = fake_values(&full_counts());
+    let s = cpi_stack(&v, ALL, &CpiPenalties::default());
+    // Per instruction: L1D 40000*12, L1I 10000*12, LLC 1000*200, DTLB 2000*20,
+    // ITLB 500*20, branch 8000*20 cycles, over 2M instructions.
+    let expect = [
+        (E::L1dReadMisses, 0.24),
+        (E::L1iReadMisses, 0.06),
+        (E::LlcReadMisses, 0.1),
+        (E::DtlbReadMisses, 0.02),
+        (E::ItlbReadMisses, 0.005),
+        (E::BranchMisses, 0.08),
+    ];
+    for (event, cpi) in expect {
+        let c = s.components.iter().find(|c| c.event == event).unwrap();
+        assert!(approx(c.cpi, cpi), "{event}: {:?} != {cpi}", c.cpi);
+    }
+    assert!(approx(s.estimated_cpi, 0.505));
+    assert_eq!(s.measured_cpi, Some(1.5));
+    assert!(approx(s.other_cpi, 0.995));
+    assert!(s.missing.is_empty());
+}
+
+#[test]
+fn cpi_stack_with_missing_events_gives_no_made_up_totals() {
+    let counts: Vec<(E, u64)> = full_counts()
+        .into_iter()
+        .filter(|(e, _)| *e != E::LlcReadMisses)
+        .collect();
+    let v = fake_values(&counts);
+    let s = cpi_stack(&v, ALL, &CpiPenalties::default());
+    assert_eq!(s.missing, vec![E::LlcReadMisses]);
+    let llc = s
+        .components
+        .iter()
+        .find(|c| c.event == E::LlcReadMisses)
+        .unwrap();
+    assert_eq!((llc.count, llc.cpi), (None, None));
+    let l1d = s
+        .components
+        .iter()
+        .find(|c| c.event == E::L1dReadMisses)
+        .unwrap();
+    assert!(approx(l1d.cpi, 0.24));
+    assert_eq!(s.estimated_cpi, None);
+    assert_eq!(s.other_cpi, None);
+    assert_eq!(s.measured_cpi, Some(1.5));
+
+    // Without instructions nothing per instruction can be said.
+    let v = fake_values(&[(E::Cycles, 10), (E::L1dReadMisses, 5)]);
+    let s = cpi_stack(&v, ALL, &CpiPenalties::default());
+    assert_eq!(s.measured_cpi, None);
+    assert!(s.components.iter().all(|c| c.cpi.is_none()));
+}
+
+#[test]
+fn multiplexed_counts_are_scaled_by_enabled_over_running() {
+    let mut v = CounterValues::new(thread_target(false));
+    // cycles ran a quarter of the time, instructions half of it.
+    v.set(
+        E::Cycles,
+        ALL,
+        Reading::new(1_000_000, 4_000_000, 1_000_000),
+    );
+    v.set(
+        E::Instructions,
+        ALL,
+        Reading::new(1_000_000, 4_000_000, 2_000_000),
+    );
+    assert_eq!(v.count(E::Cycles, ALL), Some(4_000_000.0));
+    assert_eq!(v.count(E::Instructions, ALL), Some(2_000_000.0));
+    assert_eq!(cpi(&v, ALL), Some(2.0));
+    let r = v.get(E::Cycles).unwrap().all.unwrap();
+    assert_eq!(
+        (r.time_enabled_ns, r.time_running_ns, r.scale_factor()),
+        (4_000_000, 1_000_000, Some(4.0))
+    );
+    assert_eq!(
+        v.multiplexed(),
+        vec![(E::Cycles, 4.0), (E::Instructions, 2.0)]
+    );
+
+    // CPU-wide: each CPU's part is scaled by its own factor, then summed.
+    let cpu0 = Reading::new(100, 10, 5); // x2
+    let cpu1 = Reading::new(300, 10, 10); // x1
+    assert_eq!(cpu0.sum(&cpu1).scaled, Some(500.0));
+
+    // An event that never got a counter has no value at all.
+    v.set(E::BranchMisses, ALL, Reading::new(0, 4_000_000, 0));
+    v.set(E::Branches, ALL, Reading::exact(100));
+    assert_eq!(v.count(E::BranchMisses, ALL), None);
+    assert_eq!(derived::branch_miss_ratio(&v, ALL), None);
+}
+
+#[test]
+fn user_kernel_split_metrics() {
+    let mut v = CounterValues::new(thread_target(false));
+    v.set(E::Cycles, CountMode::User, Reading::exact(600));
+    v.set(E::Cycles, CountMode::Kernel, Reading::exact(400));
+    v.set(E::Instructions, CountMode::User, Reading::exact(600));
+    v.set(E::Instructions, CountMode::Kernel, Reading::exact(100));
+    assert_eq!(cpi(&v, CountMode::User), Some(1.0));
+    assert_eq!(cpi(&v, CountMode::Kernel), Some(4.0));
+    assert_eq!(cpi(&v, ALL), Some(1000.0 / 700.0));
+    assert_eq!(derived::kernel_share(&v, E::Cycles), Some(0.4));
+}
+
+#[test]
+fn software_only_values_derive_no_hardware_numbers() {
+    let v = fake_values(&[(E::TaskClock, 5_000_000), (E::PageFaults, 3)]);
+    let d = derived::derive(&v, ALL, &CpiPenalties::default(), None);
+    assert_eq!((d.cpi, d.ipc, d.branch_miss_ratio), (None, None, None));
+    assert!(
+        d.misses
+            .iter()
+            .all(|m| m.mpki.is_none() && m.miss_ratio.is_none())
+    );
+    assert_eq!(d.cpi_stack.estimated_cpi, None);
+    assert_eq!(
+        d.cpi_stack.missing.len(),
+        CpiPenalties::default().penalties.len()
+    );
+}
+
+#[test]
+fn fake_source_checks_call_order_and_plays_its_script() {
+    let mut src = FakeSource::sequence(vec![
+        fake_values(&[(E::Instructions, 1)]),
+        fake_values(&[(E::Instructions, 2)]),
+    ]);
+    assert!(src.read().is_err(), "read before start");
+    assert!(src.stop().is_err(), "stop before start");
+    let a = measure(&mut src, || ()).unwrap().1;
+    let b = measure(&mut src, || ()).unwrap().1;
+    let c = measure(&mut src, || ()).unwrap().1;
+    assert_eq!(a.count(E::Instructions, ALL), Some(1.0));
+    assert_eq!(b.count(E::Instructions, ALL), Some(2.0));
+    assert_eq!(c.count(E::Instructions, ALL), Some(2.0));
+    // Callers take `dyn CounterSource`.
+    let boxed: &mut dyn CounterSource = &mut src;
+    assert!(boxed.start().is_ok());
+}
+
+// ---- real perf events on this machine --------------------------------------------
+
+const PAGE: usize = 4096;
+
+/// Maps `pages` fresh anonymous pages without transparent huge pages (one THP fault
+/// would cover 512 pages) and writes one byte to each: one page fault per page.
+fn touch_fresh_pages(pages: usize) -> u64 {
+    let len = pages * PAGE;
+    // SAFETY: a private anonymous mapping of `len` bytes; we check for MAP_FAILED and
+    // only touch bytes inside it before unmapping it exactly once.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap {len} bytes");
+        libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+        let base = p.cast::<u8>();
+        let mut sum = 0u64;
+        for i in 0..pages {
+            let b = base.add(i * PAGE);
+            std::ptr::write_volatile(b, (i & 0xff) as u8);
+            sum += u64::from(std::ptr::read_volatile(b));
+        }
+        libc::munmap(p, len);
+        sum
+    }
+}
+
+#[test]
+fn real_software_events_count_page_faults_and_task_clock() {
+    const N: usize = 2000;
+    let mut c = PerfCounters::open(thread_target(false), &PerfOptions::software()).unwrap();
+    assert!(
+        !c.is_empty(),
+        "software events must open: {:?}",
+        c.unavailable()
+    );
+    let (_, v) = measure(&mut c, || touch_fresh_pages(N)).unwrap();
+    // User-mode counting works at every perf_event_paranoid level; kernel-mode needs
+    // root or paranoid <= 1.
+    let user_faults = v
+        .count(E::PageFaults, CountMode::User)
+        .expect("user page-faults");
+    assert!(
+        user_faults >= (N / 2) as f64,
+        "user page-faults {user_faults} < {}",
+        N / 2
+    );
+    match v.count(E::PageFaults, ALL) {
+        Some(faults) => assert!(faults >= user_faults, "all {faults} < user {user_faults}"),
+        None => println!(
+            "skipped: kernel page faults: {}",
+            v.unavailable_reason(E::PageFaults, CountMode::Kernel)
+                .unwrap()
+        ),
+    }
+    let task_ns = v.count(E::TaskClock, ALL).expect("task-clock measured");
+    assert!(task_ns > 0.0, "task-clock {task_ns}");
+    // Task-clock is counted once, with nothing excluded (the split means nothing).
+    let tc = v.get(E::TaskClock).unwrap();
+    assert!(tc.user.is_none() && tc.kernel.is_none() && tc.all.is_some());
+}
+
+#[test]
+fn real_inherited_counts_include_a_child_thread() {
+    const N: usize = 1000;
+    let opts = PerfOptions::events(&[E::PageFaults]);
+    let mut c = PerfCounters::open(thread_target(true), &opts).unwrap();
+    let (_, v) = measure(&mut c, || {
+        std::thread::spawn(|| touch_fresh_pages(N)).join().unwrap()
+    })
+    .unwrap();
+    let faults = v.count(E::PageFaults, CountMode::User).unwrap();
+    assert!(faults >= (N / 2) as f64, "inherited page-faults {faults}");
+}
+
+#[test]
+fn real_hardware_events_say_not_supported_instead_of_zero() {
+    let a = availability();
+    let mut c = PerfCounters::open(thread_target(false), &PerfOptions::hardware()).unwrap();
+    let (_, v) = measure(&mut c, || touch_fresh_pages(10)).unwrap();
+    if a.hardware.available {
+        println!("skipped: this machine has a PMU, so hardware events are not expected to fail");
+        assert!(
+            v.count(E::Instructions, CountMode::User)
+                .is_some_and(|i| i > 0.0)
+        );
+        return;
+    }
+    let reason = a.hardware.reason.as_deref().unwrap();
+    assert!(
+        reason.starts_with("hardware counters not supported"),
+        "{reason}"
+    );
+    assert!(!reason.contains('\n'), "one line: {reason}");
+    println!("hardware: {reason}");
+    assert_eq!(v.count(E::Cycles, CountMode::User), None);
+    assert_eq!(v.count(E::Instructions, ALL), None);
+    assert_eq!(cpi(&v, ALL), None);
+    let why = v.unavailable_reason(E::Cycles, CountMode::User).unwrap();
+    assert!(why.starts_with("not supported on this machine"), "{why}");
+    assert!(
+        v.events.is_empty(),
+        "no hardware event should have a reading: {:?}",
+        v.events
+    );
+}
+
+#[test]
+fn real_cpu_wide_counting_or_a_reason() {
+    let a = availability();
+    if !a.cpu_wide.available {
+        println!("skipped: {}", a.cpu_wide.reason.unwrap());
+        return;
+    }
+    let cpus = CpuSet::from_iter([0]);
+    let mut c = PerfCounters::open(
+        CounterTarget::Cpus { cpus },
+        &PerfOptions::events(&[E::TaskClock, E::ContextSwitches]),
+    )
+    .unwrap();
+    let (_, v) = measure(&mut c, || std::thread::sleep(Duration::from_millis(50))).unwrap();
+    // CPU-wide task-clock counts the CPU's whole time, busy or idle.
+    assert!(v.count(E::TaskClock, ALL).unwrap() > 10e6);
+}
+
+#[test]
+fn availability_is_consistent() {
+    let a = availability();
+    assert!(a.software.available, "{:?}", a.software.reason);
+    for s in &a.events {
+        assert_eq!(s.available, s.reason.is_none(), "{:?}", s);
+    }
+    for line in smtlab_counters::missing_lines(&a) {
+        assert!(!line.contains('\n'));
+        println!("missing: {line}");
+    }
+}
+
+// ---- /proc/stat sampler -----------------------------------------------------------
+
+use smtlab_counters::procstat::{ProcStatSampler, SamplerOptions};
+use smtlab_model::counters::os_time::StartupSplit;
+
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes one bit inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "pin to cpu {cpu}"
+        );
+    }
+}
+
+#[test]
+fn proc_stat_sampler_sees_a_busy_loop_on_cpu0() {
+    let cpus = CpuSet::from_iter([0]);
+    let sampler = ProcStatSampler::start(
+        &cpus,
+        SamplerOptions {
+            interval: Duration::from_millis(100),
+            ..SamplerOptions::default()
+        },
+    )
+    .unwrap();
+    std::thread::spawn(|| {
+        pin_to(0);
+        let end = std::time::Instant::now() + Duration::from_millis(800);
+        let mut x = 0u64;
+        while std::time::Instant::now() < end {
+            for i in 0..10_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(i));
+            }
+        }
+        std::hint::black_box(x);
+    })
+    .join()
+    .unwrap();
+    let series = sampler.stop().unwrap();
+    assert!(
+        series.intervals.len() >= 6,
+        "{} intervals",
+        series.intervals.len()
+    );
+    assert!(
+        series
+            .intervals
+            .iter()
+            .all(|i| i.per_cpu.len() == 1 && i.per_cpu[0].cpu == 0)
+    );
+    let total = series.total();
+    let f = total.fractions.expect("ticks elapsed on cpu0");
+    assert!(
+        total.per_cpu[0].ticks.user > 0,
+        "user ticks on cpu0: {:?}",
+        total.per_cpu[0]
+    );
+    assert!(f.user + f.nice > 0.3, "user fraction {f:?}");
+    let p = series.phases(StartupSplit::default());
+    assert_eq!(
+        p.startup.intervals + p.steady.intervals,
+        series.intervals.len()
+    );
+    assert!(p.steady.intervals > p.startup.intervals);
+}
+
+#[test]
+fn proc_stat_sampler_names_a_missing_cpu_and_a_bad_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stat");
+    std::fs::write(&path, "cpu  1 1 1 1\ncpu0 1 0 1 5 0 0 0 0\n").unwrap();
+    let opts = SamplerOptions {
+        interval: Duration::from_millis(10),
+        path: path.clone(),
+        ..SamplerOptions::default()
+    };
+    let err = ProcStatSampler::start(&CpuSet::from_iter([0, 3]), opts.clone()).unwrap_err();
+    assert!(err.to_string().contains("cpu3"), "{err}");
+    // A file that does not change gives intervals with no ticks: no fractions at all.
+    let s = ProcStatSampler::start(&CpuSet::from_iter([0]), opts).unwrap();
+    std::thread::sleep(Duration::from_millis(35));
+    let series = s.stop().unwrap();
+    assert!(!series.intervals.is_empty());
+    assert_eq!(series.total().fractions, None);
+
+    let missing = SamplerOptions {
+        path: dir.path().join("nope"),
+        ..SamplerOptions::default()
+    };
+    let err = ProcStatSampler::start(&CpuSet::from_iter([0]), missing).unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+}
+
+// ---- kernel time by system call -----------------------------------------------------
+
+use smtlab_counters::{CounterError, SyscallTracer, TraceOptions};
+use smtlab_model::counters::syscalls::{SyscallGroup, SyscallProfile};
+
+/// Traces `target` around `work`, or returns the skip reason. The buffers (16 MiB
+/// per CPU) hold every record of these tests even if the drainer thread gets no CPU
+/// while the loop runs (2 CPUs, tests in parallel), so nothing may be lost.
+fn trace(target: CounterTarget, work: impl FnOnce()) -> Result<SyscallProfile, String> {
+    let options = TraceOptions {
+        buffer_pages: 4096,
+        ..TraceOptions::default()
+    };
+    let tracer = match SyscallTracer::open(target, options) {
+        Ok(t) => t,
+        Err(CounterError::Unavailable(reason)) => return Err(reason),
+        Err(e) => panic!("syscall tracer failed for a reason other than availability: {e}"),
+    };
+    let running = tracer.start().unwrap();
+    work();
+    Ok(running.stop().unwrap())
+}
+
+fn getppid_loop(n: usize) {
+    for _ in 0..n {
+        // SAFETY: getppid has no preconditions.
+        std::hint::black_box(unsafe { libc::getppid() });
+    }
+}
+
+#[test]
+fn syscall_trace_sees_every_getppid_of_this_thread() {
+    const N: usize = 20_000;
+    let p = match trace(thread_target(false), || getppid_loop(N)) {
+        Ok(p) => p,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let g = p.find("getppid").expect("getppid traced");
+    assert_eq!(g.group, SyscallGroup::Process);
+    assert!(
+        g.calls >= N as u64,
+        "getppid calls {} < {N} (lost {})",
+        g.calls,
+        p.lost_records
+    );
+    assert!(g.completed >= N as u64, "completed {}", g.completed);
+    assert!(g.total_ns > 0 && g.max_ns > 0);
+    assert_eq!(p.lost_records, 0);
+    let groups = p.by_group();
+    assert!(
+        groups
+            .iter()
+            .any(|s| s.group == SyscallGroup::Process && s.calls >= N as u64)
+    );
+    println!(
+        "getppid: {} calls, mean {:.0} ns (traced); {} distinct syscalls, {} unmatched exits",
+        g.calls,
+        g.mean_ns().unwrap(),
+        p.syscalls.len(),
+        p.unmatched_exits
+    );
+}
+
+#[test]
+fn syscall_trace_follows_children_with_inherit() {
+    const N: usize = 5_000;
+    let p = match trace(thread_target(true), || {
+        std::thread::spawn(|| getppid_loop(N)).join().unwrap();
+    }) {
+        Ok(p) => p,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let g = p
+        .find("getppid")
+        .expect("getppid traced in the child thread");
+    assert!(g.calls >= N as u64, "inherited getppid calls {}", g.calls);
+    assert!(
+        p.find("clone3").is_some() || p.find("clone").is_some(),
+        "thread creation traced"
+    );
+}
+
+#[test]
+fn syscall_trace_of_a_cpu_set() {
+    const N: usize = 5_000;
+    let cpus = CpuSet::from_iter([0]);
+    let p = match trace(CounterTarget::Cpus { cpus }, || {
+        std::thread::spawn(|| {
+            pin_to(0);
+            getppid_loop(N);
+        })
+        .join()
+        .unwrap();
+    }) {
+        Ok(p) => p,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    let g = p.find("getppid").expect("getppid traced on cpu 0");
+    assert!(g.calls >= N as u64, "getppid on cpu 0: {}", g.calls);
+}

@@ -1,0 +1,541 @@
+//! Performance-counter results as plain data: which events were counted, in which
+//! privilege mode, for which target, with how much multiplexing, and why the others
+//! could not be counted. The counters crate produces these; the store keeps them and
+//! the report shows them, without either knowing perf_event.
+//!
+//! * [`CounterValues`]: one measurement (per event a [`EventReading`] with user, kernel
+//!   and/or combined [`Reading`]s, plus the [`UnavailableEvent`]s and their reasons).
+//! * [`derived`]: pure functions from counts to CPI/IPC, MPKI, miss ratios, cost per
+//!   unit of work and a non-overlapped CPI stack (paper 000 Fig 19). Every derived
+//!   value is an `Option`: `None` whenever an input was not measured.
+//! * [`os_time`]: `/proc/stat` time split (user, system, irq, softirq, idle, ...) over
+//!   a run, with start-up vs steady state (paper 003 Figs 1, 5).
+//! * [`syscalls`]: kernel time by system call and by group (paper 003 Fig 7).
+//!
+//! A [`Reading`] keeps the raw count *and* the kernel's enabled/running times so a
+//! reader can judge multiplexing: the scaled estimate is `raw * enabled / running`,
+//! and an event that never ran on the PMU (`running == 0`) has no estimate at all
+//! rather than a misleading zero.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::CpuSet;
+
+pub mod derived;
+pub mod os_time;
+pub mod syscalls;
+
+/// Whether an event counts in the CPU's PMU or in the kernel's software counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventClass {
+    Hardware,
+    Software,
+}
+
+/// The events smtlab knows how to count. Serialised with perf's own names
+/// (`perf list`), so results read the same as `perf stat` output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CounterEvent {
+    #[serde(rename = "cycles")]
+    Cycles,
+    #[serde(rename = "instructions")]
+    Instructions,
+    #[serde(rename = "ref-cycles")]
+    RefCycles,
+    #[serde(rename = "branches")]
+    Branches,
+    #[serde(rename = "branch-misses")]
+    BranchMisses,
+    #[serde(rename = "stalled-cycles-frontend")]
+    StalledCyclesFrontend,
+    #[serde(rename = "stalled-cycles-backend")]
+    StalledCyclesBackend,
+    #[serde(rename = "L1-dcache-loads")]
+    L1dReads,
+    #[serde(rename = "L1-dcache-load-misses")]
+    L1dReadMisses,
+    #[serde(rename = "L1-icache-loads")]
+    L1iReads,
+    #[serde(rename = "L1-icache-load-misses")]
+    L1iReadMisses,
+    #[serde(rename = "LLC-loads")]
+    LlcReads,
+    #[serde(rename = "LLC-load-misses")]
+    LlcReadMisses,
+    #[serde(rename = "dTLB-loads")]
+    DtlbReads,
+    #[serde(rename = "dTLB-load-misses")]
+    DtlbReadMisses,
+    #[serde(rename = "iTLB-loads")]
+    ItlbReads,
+    #[serde(rename = "iTLB-load-misses")]
+    ItlbReadMisses,
+    /// CPU time of the target in nanoseconds.
+    #[serde(rename = "task-clock")]
+    TaskClock,
+    #[serde(rename = "context-switches")]
+    ContextSwitches,
+    #[serde(rename = "cpu-migrations")]
+    CpuMigrations,
+    #[serde(rename = "page-faults")]
+    PageFaults,
+}
+
+impl CounterEvent {
+    /// Every event, hardware first, in the order reports list them.
+    pub const ALL: [CounterEvent; 21] = [
+        CounterEvent::Cycles,
+        CounterEvent::Instructions,
+        CounterEvent::RefCycles,
+        CounterEvent::Branches,
+        CounterEvent::BranchMisses,
+        CounterEvent::StalledCyclesFrontend,
+        CounterEvent::StalledCyclesBackend,
+        CounterEvent::L1dReads,
+        CounterEvent::L1dReadMisses,
+        CounterEvent::L1iReads,
+        CounterEvent::L1iReadMisses,
+        CounterEvent::LlcReads,
+        CounterEvent::LlcReadMisses,
+        CounterEvent::DtlbReads,
+        CounterEvent::DtlbReadMisses,
+        CounterEvent::ItlbReads,
+        CounterEvent::ItlbReadMisses,
+        CounterEvent::TaskClock,
+        CounterEvent::ContextSwitches,
+        CounterEvent::CpuMigrations,
+        CounterEvent::PageFaults,
+    ];
+
+    /// perf's name for the event (`L1-dcache-load-misses`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CounterEvent::Cycles => "cycles",
+            CounterEvent::Instructions => "instructions",
+            CounterEvent::RefCycles => "ref-cycles",
+            CounterEvent::Branches => "branches",
+            CounterEvent::BranchMisses => "branch-misses",
+            CounterEvent::StalledCyclesFrontend => "stalled-cycles-frontend",
+            CounterEvent::StalledCyclesBackend => "stalled-cycles-backend",
+            CounterEvent::L1dReads => "L1-dcache-loads",
+            CounterEvent::L1dReadMisses => "L1-dcache-load-misses",
+            CounterEvent::L1iReads => "L1-icache-loads",
+            CounterEvent::L1iReadMisses => "L1-icache-load-misses",
+            CounterEvent::LlcReads => "LLC-loads",
+            CounterEvent::LlcReadMisses => "LLC-load-misses",
+            CounterEvent::DtlbReads => "dTLB-loads",
+            CounterEvent::DtlbReadMisses => "dTLB-load-misses",
+            CounterEvent::ItlbReads => "iTLB-loads",
+            CounterEvent::ItlbReadMisses => "iTLB-load-misses",
+            CounterEvent::TaskClock => "task-clock",
+            CounterEvent::ContextSwitches => "context-switches",
+            CounterEvent::CpuMigrations => "cpu-migrations",
+            CounterEvent::PageFaults => "page-faults",
+        }
+    }
+
+    pub fn class(self) -> EventClass {
+        match self {
+            CounterEvent::TaskClock
+            | CounterEvent::ContextSwitches
+            | CounterEvent::CpuMigrations
+            | CounterEvent::PageFaults => EventClass::Software,
+            _ => EventClass::Hardware,
+        }
+    }
+
+    /// Whether counting the event separately in user and kernel mode means something.
+    ///
+    /// Not for task-clock (the kernel's clock events ignore the exclude bits, so the
+    /// "user" and "kernel" counts would each be the whole time) nor for context
+    /// switches and migrations (they happen inside the scheduler, so a user-only count
+    /// is always zero). Those are counted once, with nothing excluded.
+    pub fn splits_by_privilege(self) -> bool {
+        !matches!(
+            self,
+            CounterEvent::TaskClock | CounterEvent::ContextSwitches | CounterEvent::CpuMigrations
+        )
+    }
+
+    /// The unit of the count: `ns` for task-clock, `events` otherwise.
+    pub fn unit(self) -> &'static str {
+        match self {
+            CounterEvent::TaskClock => "ns",
+            _ => "events",
+        }
+    }
+}
+
+impl fmt::Display for CounterEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An event name that is not one of [`CounterEvent::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown counter event `{0}` (expected a perf name such as cycles, instructions, L1-dcache-load-misses, task-clock)"
+)]
+pub struct UnknownEvent(pub String);
+
+impl FromStr for CounterEvent {
+    type Err = UnknownEvent;
+
+    /// Accepts perf's names, case-insensitively (`llc-load-misses` works).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CounterEvent::ALL
+            .into_iter()
+            .find(|e| e.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| UnknownEvent(s.to_string()))
+    }
+}
+
+/// Which privilege mode a count covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CountMode {
+    /// Everything: either one event counted with nothing excluded, or the sum of the
+    /// user and kernel counts.
+    All,
+    /// User mode only (counted with `exclude_kernel=1, exclude_hv=1`).
+    User,
+    /// Kernel mode only (counted with `exclude_user=1, exclude_hv=1`).
+    Kernel,
+}
+
+impl fmt::Display for CountMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CountMode::All => "all",
+            CountMode::User => "user",
+            CountMode::Kernel => "kernel",
+        })
+    }
+}
+
+/// One counter as read from the kernel (or the sum over the CPUs of a CPU-wide count).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    /// The count as the kernel reported it, before scaling.
+    pub raw: u64,
+    /// Time the event was enabled (`PERF_FORMAT_TOTAL_TIME_ENABLED`).
+    pub time_enabled_ns: u64,
+    /// Time the event was actually on a counter (`PERF_FORMAT_TOTAL_TIME_RUNNING`);
+    /// less than `time_enabled_ns` when the kernel multiplexed it with other events.
+    pub time_running_ns: u64,
+    /// Estimate of the count over the whole enabled time: `raw * enabled / running`
+    /// (summed part by part for CPU-wide counts). `None` when the event never ran.
+    pub scaled: Option<f64>,
+}
+
+impl Reading {
+    /// A reading from the three numbers `read(2)` returns, with its scaled estimate.
+    pub fn new(raw: u64, time_enabled_ns: u64, time_running_ns: u64) -> Reading {
+        let scaled = if time_running_ns == 0 {
+            // Never scheduled on a counter: the raw zero says nothing about the workload.
+            None
+        } else if time_running_ns >= time_enabled_ns {
+            Some(raw as f64)
+        } else {
+            Some(raw as f64 * time_enabled_ns as f64 / time_running_ns as f64)
+        };
+        Reading {
+            raw,
+            time_enabled_ns,
+            time_running_ns,
+            scaled,
+        }
+    }
+
+    /// A reading that was not multiplexed (enabled == running); handy for fakes.
+    pub fn exact(raw: u64) -> Reading {
+        Reading::new(raw, 1, 1)
+    }
+
+    /// `enabled / running`: 1.0 when the event counted all the time, 4.0 when it was
+    /// on a counter a quarter of the time. `None` when it never ran.
+    pub fn scale_factor(&self) -> Option<f64> {
+        if self.time_running_ns == 0 {
+            None
+        } else {
+            Some((self.time_enabled_ns as f64 / self.time_running_ns as f64).max(1.0))
+        }
+    }
+
+    /// Whether the kernel multiplexed the event (it ran less than it was enabled).
+    pub fn multiplexed(&self) -> bool {
+        self.time_running_ns < self.time_enabled_ns
+    }
+
+    /// Sum of two readings of the same event (two CPUs, or user + kernel): raw counts,
+    /// times and scaled estimates add; the estimate is `None` if either part has none.
+    pub fn sum(&self, other: &Reading) -> Reading {
+        Reading {
+            raw: self.raw.saturating_add(other.raw),
+            time_enabled_ns: self.time_enabled_ns.saturating_add(other.time_enabled_ns),
+            time_running_ns: self.time_running_ns.saturating_add(other.time_running_ns),
+            scaled: match (self.scaled, other.scaled) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Everything counted for one event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventReading {
+    pub event: CounterEvent,
+    /// Counted in user mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<Reading>,
+    /// Counted in kernel mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<Reading>,
+    /// Counted once with nothing excluded (events whose split means nothing, or when
+    /// the caller did not ask for the split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all: Option<Reading>,
+}
+
+impl EventReading {
+    /// The reading for one mode. For [`CountMode::All`] that is the combined reading if
+    /// there is one, else user + kernel when both were counted.
+    pub fn reading(&self, mode: CountMode) -> Option<Reading> {
+        match mode {
+            CountMode::User => self.user,
+            CountMode::Kernel => self.kernel,
+            CountMode::All => self.all.or_else(|| match (self.user, self.kernel) {
+                (Some(u), Some(k)) => Some(u.sum(&k)),
+                _ => None,
+            }),
+        }
+    }
+
+    /// The scaled count for one mode; `None` when that mode was not measured.
+    pub fn count(&self, mode: CountMode) -> Option<f64> {
+        self.reading(mode)?.scaled
+    }
+
+    /// The largest `enabled / running` among this event's readings.
+    pub fn max_scale_factor(&self) -> Option<f64> {
+        [self.user, self.kernel, self.all]
+            .iter()
+            .flatten()
+            .filter_map(Reading::scale_factor)
+            .max_by(f64::total_cmp)
+    }
+}
+
+/// An event (in one mode) that could not be counted, and the one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnavailableEvent {
+    pub event: CounterEvent,
+    pub mode: CountMode,
+    /// E.g. `not supported on this machine (ENOENT)` or
+    /// `permission: perf_event_paranoid is 2; run as root or ...`.
+    pub reason: String,
+}
+
+/// What the counters were attached to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum CounterTarget {
+    /// One thread (`tid` 0: the thread that opened the counters), on any CPU; with
+    /// `inherit`, also every thread and process it creates after the counters opened.
+    Thread { tid: i32, inherit: bool },
+    /// Everything that runs on these CPUs (CPU-wide counting), summed over the CPUs.
+    Cpus { cpus: CpuSet },
+}
+
+impl fmt::Display for CounterTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CounterTarget::Thread { tid: 0, inherit } => {
+                write!(
+                    f,
+                    "calling thread{}",
+                    if *inherit { " and children" } else { "" }
+                )
+            }
+            CounterTarget::Thread { tid, inherit } => {
+                write!(
+                    f,
+                    "thread {tid}{}",
+                    if *inherit { " and children" } else { "" }
+                )
+            }
+            CounterTarget::Cpus { cpus } => write!(f, "cpus {}", cpus.to_list_string()),
+        }
+    }
+}
+
+/// One counter measurement: every event that was counted, and every one that was not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterValues {
+    pub target: CounterTarget,
+    pub events: Vec<EventReading>,
+    #[serde(default)]
+    pub unavailable: Vec<UnavailableEvent>,
+}
+
+impl CounterValues {
+    /// No events yet, for building up.
+    pub fn new(target: CounterTarget) -> CounterValues {
+        CounterValues {
+            target,
+            events: Vec::new(),
+            unavailable: Vec::new(),
+        }
+    }
+
+    pub fn get(&self, event: CounterEvent) -> Option<&EventReading> {
+        self.events.iter().find(|r| r.event == event)
+    }
+
+    /// The scaled count of `event` in `mode`, or `None` if it was not measured.
+    pub fn count(&self, event: CounterEvent, mode: CountMode) -> Option<f64> {
+        self.get(event)?.count(mode)
+    }
+
+    /// Sets one mode's reading of an event, adding the event if needed.
+    pub fn set(&mut self, event: CounterEvent, mode: CountMode, reading: Reading) {
+        let idx = match self.events.iter().position(|r| r.event == event) {
+            Some(i) => i,
+            None => {
+                self.events.push(EventReading {
+                    event,
+                    user: None,
+                    kernel: None,
+                    all: None,
+                });
+                self.events.len() - 1
+            }
+        };
+        let slot = &mut self.events[idx];
+        match mode {
+            CountMode::User => slot.user = Some(reading),
+            CountMode::Kernel => slot.kernel = Some(reading),
+            CountMode::All => slot.all = Some(reading),
+        }
+    }
+
+    /// Why `event` could not be counted in `mode`, if it could not.
+    pub fn unavailable_reason(&self, event: CounterEvent, mode: CountMode) -> Option<&str> {
+        self.unavailable
+            .iter()
+            .find(|u| u.event == event && u.mode == mode)
+            .map(|u| u.reason.as_str())
+    }
+
+    /// Events the kernel multiplexed, with their largest scale factor, so a report can
+    /// say "cycles was scaled x2.0".
+    pub fn multiplexed(&self) -> Vec<(CounterEvent, f64)> {
+        self.events
+            .iter()
+            .filter_map(|r| {
+                let f = r.max_scale_factor()?;
+                (f > 1.0).then_some((r.event, f))
+            })
+            .collect()
+    }
+}
+
+/// Whether a class of measurement works on this machine, and if not, why (one line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassStatus {
+    pub available: bool,
+    /// Set when `available` is false.
+    pub reason: Option<String>,
+}
+
+impl ClassStatus {
+    pub fn yes() -> ClassStatus {
+        ClassStatus {
+            available: true,
+            reason: None,
+        }
+    }
+
+    pub fn no(reason: impl Into<String>) -> ClassStatus {
+        ClassStatus {
+            available: false,
+            reason: Some(reason.into()),
+        }
+    }
+}
+
+/// What the counters crate can measure on this machine (measurement rule 12).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterAvailability {
+    pub perf_event_paranoid: Option<i32>,
+    /// cycles and friends from the CPU's PMU.
+    pub hardware: ClassStatus,
+    /// task-clock, context switches, migrations, page faults.
+    pub software: ClassStatus,
+    /// Counting in kernel mode (`exclude_user=1`), needed for the user/kernel split.
+    pub kernel_mode: ClassStatus,
+    /// CPU-wide counting (`pid=-1, cpu=N`), needed for per-CPU-set counts.
+    pub cpu_wide: ClassStatus,
+    /// raw_syscalls tracepoints with raw samples, needed for kernel time by syscall.
+    pub syscall_tracing: ClassStatus,
+    /// Per-event result of opening it on the calling thread in user mode.
+    pub events: Vec<EventStatus>,
+}
+
+/// Whether one event opens here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventStatus {
+    pub event: CounterEvent,
+    pub available: bool,
+    pub reason: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_scales_by_enabled_over_running() {
+        let r = Reading::new(1000, 200, 100);
+        assert_eq!(r.scaled, Some(2000.0));
+        assert_eq!(r.scale_factor(), Some(2.0));
+        assert!(r.multiplexed());
+        let never = Reading::new(0, 500, 0);
+        assert_eq!(never.scaled, None);
+        assert_eq!(never.scale_factor(), None);
+    }
+
+    #[test]
+    fn all_mode_sums_user_and_kernel_only_when_both_exist() {
+        let mut v = CounterValues::new(CounterTarget::Thread {
+            tid: 0,
+            inherit: false,
+        });
+        v.set(CounterEvent::Cycles, CountMode::User, Reading::exact(70));
+        assert_eq!(v.count(CounterEvent::Cycles, CountMode::All), None);
+        v.set(
+            CounterEvent::Cycles,
+            CountMode::Kernel,
+            Reading::new(15, 2, 1),
+        );
+        assert_eq!(v.count(CounterEvent::Cycles, CountMode::All), Some(100.0));
+        assert_eq!(v.multiplexed(), vec![(CounterEvent::Cycles, 2.0)]);
+    }
+
+    #[test]
+    fn event_names_round_trip() {
+        for e in CounterEvent::ALL {
+            assert_eq!(e.name().parse::<CounterEvent>(), Ok(e));
+            let json = serde_json::to_string(&e).unwrap();
+            assert_eq!(json, format!("\"{}\"", e.name()));
+        }
+        assert!("llc-load-misses".parse::<CounterEvent>().is_ok());
+        assert!("bogus".parse::<CounterEvent>().is_err());
+    }
+}
