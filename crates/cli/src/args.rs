@@ -35,6 +35,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two runs (two machines, two kernels, SMT off vs on) cell by cell.
     Compare(CompareArgs),
+    /// Run your own command under placements (1c1t vs 1c2t) and say what SMT gives it.
+    Exec(ExecArgs),
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +111,11 @@ pub struct BenchArgs {
     /// Print the smtlab.results/1 JSON (every raw sample) instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Also record performance counters with each cell (software events always,
+    /// hardware ones where the machine has a PMU), /proc/stat time of the placement's
+    /// CPUs, and kernel time by system call where tracing is permitted.
+    #[arg(long)]
+    pub counters: bool,
 }
 
 #[derive(Debug, Args)]
@@ -130,8 +137,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     /// Finish an interrupted run: the newest unfinished one, or the RUN given.
-    #[arg(long, value_name = "RUN", num_args = 0..=1, conflicts_with_all = ["suite", "bench", "placements"])]
+    #[arg(long, value_name = "RUN", num_args = 0..=1, conflicts_with_all = ["suite", "bench", "placements", "counters"])]
     pub resume: Option<Option<String>>,
+    /// Also record performance counters, /proc/stat time and syscall time with each
+    /// cell (see `smtlab bench --counters`). A resumed run keeps the setting.
+    #[arg(long)]
+    pub counters: bool,
 }
 
 #[derive(Debug, Args)]
@@ -179,4 +190,33 @@ pub struct CompareArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Placements, comma-separated or repeated. Default: 1c1t and 1c2t; on a machine
+    /// without SMT, 1c1t and 2c1t.
+    #[arg(long, value_name = "LIST")]
+    pub placements: Vec<String>,
+    /// Measured runs per placement.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub reps: u32,
+    /// Discarded runs per placement before the measured ones.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub warmup: u32,
+    /// Measure a number the command prints instead of its wall time: the first capture
+    /// group of REGEX in its standard output and error, higher is better (e.g.
+    /// 'ops/s: ([0-9.]+)').
+    #[arg(long, value_name = "REGEX")]
+    pub throughput: Option<String>,
+    /// Results database (default as for `run`).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Also record performance counters of the command and its children, and
+    /// /proc/stat time of the placement's CPUs.
+    #[arg(long)]
+    pub counters: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }

@@ -608,3 +608,301 @@ mod runs {
         );
     }
 }
+
+mod counters {
+    use super::*;
+
+    /// The `events` entry of one counter in a cell's `counters.values`.
+    fn event<'a>(counters: &'a Value, name: &str) -> Option<&'a Value> {
+        counters["values"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["event"] == name)
+    }
+
+    #[test]
+    fn bench_json_records_software_counters_and_says_why_hardware_is_missing() {
+        let v =
+            json_of(smtlab().args(["bench", "null-syscall", "--quick", "--counters", "--json"]));
+        let cell = &v["cells"][0];
+        let c = &cell["counters"];
+        assert!(c.is_object(), "no counters in {cell}");
+        assert_eq!(v["run"]["config"]["counters"], true);
+        let task_clock = event(c, "task-clock").expect("task-clock counted");
+        assert!(task_clock["all"]["scaled"].as_f64().unwrap() > 0.0);
+        assert!(event(c, "page-faults").is_some(), "page faults counted");
+        // Per-unit figures use the measured samples' work.
+        assert_eq!(c["work"]["unit"], "op");
+        let work: f64 = cell["result"]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["work"].as_f64().unwrap())
+            .sum();
+        assert_eq!(c["work"]["amount"].as_f64().unwrap(), work);
+        assert!(c["per_unit"]["cpu_ns_per_unit"].as_f64().unwrap() > 0.0);
+        let cycles_counted = event(c, "cycles").is_some();
+        if !cycles_counted {
+            // This machine (a KVM guest without a PMU): every hardware event is listed
+            // as unavailable with a reason, none is made up.
+            let unavailable = c["values"]["unavailable"].as_array().unwrap();
+            let cycles = unavailable
+                .iter()
+                .find(|u| u["event"] == "cycles")
+                .expect("cycles listed as unavailable");
+            assert!(!cycles["reason"].as_str().unwrap().is_empty());
+            assert!(
+                c["hardware_unavailable"]
+                    .as_str()
+                    .unwrap()
+                    .contains("hardware")
+            );
+            assert!(c["per_unit"]["instructions_per_unit"].is_null());
+        }
+        // OS time of the placement's CPU, and syscall time or the reason it is missing.
+        assert_eq!(c["os_time"]["cpus"], serde_json::json!([0]));
+        assert!(c["syscalls"].is_object() || c["syscalls_unavailable"].is_string());
+        // Without --counters nothing is recorded.
+        let v = json_of(smtlab().args(["bench", "null-syscall", "--quick", "--json"]));
+        assert!(v["cells"][0].get("counters").is_none());
+    }
+
+    #[test]
+    fn bench_prints_one_counters_line_per_cell_and_the_missing_pmu_once() {
+        let out = smtlab()
+            .args(["bench", "null-syscall", "fstat", "--quick", "--counters"])
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let lines: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with("counters:"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{stdout}");
+        assert!(lines[0].contains("task-clock") && lines[0].contains("page fault"));
+        let hw_notes = stderr
+            .lines()
+            .filter(|l| l.contains("hardware counters"))
+            .count();
+        let pmu = !stderr.contains("hardware counters");
+        if !pmu {
+            assert_eq!(hw_notes, 1, "said once: {stderr}");
+            assert!(!stdout.contains("CPI"), "no PMU, no CPI: {stdout}");
+        }
+    }
+
+    #[test]
+    fn run_stores_counters_and_the_report_shows_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let db_arg = ["--db".to_string(), db.display().to_string()];
+        smtlab()
+            .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+            .args(["--placements", "1c1t", "--counters"])
+            .args(&db_arg)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("counters: task-clock"));
+        let json = json_of(smtlab().args(["report", "--json"]).args(&db_arg));
+        assert!(json["cells"][0]["counters"]["values"].is_object());
+        let html = dir.path().join("r.html");
+        smtlab()
+            .args(["report", "-o"])
+            .arg(&html)
+            .args(&db_arg)
+            .assert()
+            .success();
+        let page = std::fs::read_to_string(&html).unwrap();
+        let start = page
+            .find("<section id=\"counters\">")
+            .expect("counters section");
+        let section = &page[start..start + page[start..].find("</section>").unwrap()];
+        assert!(section.contains("task-clock"), "{section}");
+        assert!(section.contains("OS time"), "{section}");
+        assert!(!section.contains("Not recorded"), "{section}");
+
+        // A run without --counters says how to get them.
+        smtlab()
+            .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+            .args(["--placements", "1c1t"])
+            .args(&db_arg)
+            .assert()
+            .success();
+        smtlab()
+            .args(["report", "-o"])
+            .arg(&html)
+            .args(&db_arg)
+            .assert()
+            .success();
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(page.contains("Not recorded in this run (use <code>--counters</code>)"));
+        // Both runs compare; the counters part needs counters on both sides.
+        let text = smtlab()
+            .args(["compare", "1", "2"])
+            .args(&db_arg)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        assert!(!String::from_utf8(text).unwrap().contains("counters (cells"));
+        let text = smtlab()
+            .args(["compare", "1", "1"])
+            .args(&db_arg)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        assert!(String::from_utf8(text).unwrap().contains("CPU ns/op"));
+    }
+}
+
+mod exec {
+    use super::*;
+    use std::path::Path;
+
+    const LOOP: &str = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done";
+
+    fn db_arg(db: &Path) -> [String; 2] {
+        ["--db".into(), db.display().to_string()]
+    }
+
+    #[test]
+    fn a_cpu_bound_command_on_two_placements_gets_a_verdict_and_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let out = smtlab()
+            .args(["exec", "--reps", "2", "--placements", "1c1t,2c1t"])
+            .args(db_arg(&db))
+            .args(["--", "sh", "-c", LOOP])
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let rows: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with("1c1t ") || l.starts_with("2c1t "))
+            .collect();
+        assert_eq!(rows.len(), 2, "{stdout}");
+        assert!(stdout.contains("2 cores give "), "verdict: {stdout}");
+        assert!(stdout.contains("CPU time per run"), "{stdout}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains("saved as run 1"), "{stderr}");
+
+        let runs = json_of(smtlab().args(["runs", "--json"]).args(db_arg(&db)));
+        assert_eq!(runs[0]["suite"], "exec");
+        assert_eq!(runs[0]["status"], "finished");
+        assert_eq!(runs[0]["cells_done"], 2);
+        let r = json_of(smtlab().args(["report", "--json"]).args(db_arg(&db)));
+        let cell = &r["cells"][0];
+        assert_eq!(cell["benchmark"], "exec");
+        assert_eq!(cell["unit"], "s");
+        assert_eq!(cell["direction"], "lower");
+        assert!(
+            cell["params"]["command"]
+                .as_str()
+                .unwrap()
+                .contains("while")
+        );
+        assert_eq!(cell["result"]["samples"].as_array().unwrap().len(), 2);
+        assert!(cell["result"]["summary"]["mean"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            r["cells"][1]["placement"]["cpus"],
+            serde_json::json!([0, 1])
+        );
+    }
+
+    #[test]
+    fn throughput_is_the_number_the_command_prints() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        smtlab()
+            .args(["exec", "--reps", "2", "--placements", "1c1t"])
+            .args(["--throughput", r"rate: ([0-9.]+)", "--counters"])
+            .args(db_arg(&db))
+            .args(["--", "sh", "-c", "echo rate: 42"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("42"))
+            .stdout(predicate::str::contains("counters: task-clock"));
+        let r = json_of(smtlab().args(["report", "--json"]).args(db_arg(&db)));
+        let cell = &r["cells"][0];
+        assert_eq!(cell["unit"], "units/s");
+        assert_eq!(cell["direction"], "higher");
+        assert_eq!(cell["result"]["summary"]["mean"].as_f64(), Some(42.0));
+        assert_eq!(cell["counters"]["work"]["unit"], "run");
+        assert_eq!(cell["counters"]["work"]["amount"].as_f64(), Some(2.0));
+    }
+
+    #[test]
+    fn bad_regexes_failed_commands_and_missing_programs_are_one_line_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let one_line = || predicate::function(|s: &str| s.lines().count() == 1);
+        let cases: [(&[&str], &[&str], &str); 5] = [
+            (
+                &["--throughput", "rate: ([0-9.]+"],
+                &["sh", "-c", "echo rate: 42"],
+                "not a valid regular expression",
+            ),
+            (
+                &["--throughput", "rate: [0-9.]+"],
+                &["sh", "-c", "echo rate: 42"],
+                "no capture group",
+            ),
+            (
+                &["--throughput", "speed: ([0-9.]+)"],
+                &["sh", "-c", "echo rate: 42"],
+                "did not match the output",
+            ),
+            (
+                &[],
+                &["sh", "-c", "echo oops; exit 3"],
+                "exited with status 3",
+            ),
+            (&[], &["smtlab-no-such-command"], "not found"),
+        ];
+        for (opts, cmd, expected) in cases {
+            smtlab()
+                .args(["exec", "--reps", "1", "--placements", "1c1t"])
+                .args(opts)
+                .args(db_arg(&db))
+                .arg("--")
+                .args(cmd)
+                .assert()
+                .failure()
+                .stderr(predicate::str::contains(expected))
+                .stderr(predicate::str::contains("smtlab: error:"))
+                .stderr(predicate::function(|s: &str| {
+                    s.lines()
+                        .filter(|l| l.starts_with("smtlab: error:"))
+                        .count()
+                        == 1
+                }));
+        }
+        // The failing command is named with its status.
+        smtlab()
+            .args(["exec", "--reps", "1", "--placements", "1c1t"])
+            .args(db_arg(&db))
+            .args(["--", "sh", "-c", "exit 7"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(
+                "command `sh -c 'exit 7'` exited with status 7",
+            ));
+        smtlab()
+            .args(["exec", "--throughput", "("])
+            .args(db_arg(&db))
+            .args(["--", "true"])
+            .assert()
+            .failure()
+            .stderr(one_line());
+        assert!(!db.exists(), "failed requests store nothing");
+    }
+}

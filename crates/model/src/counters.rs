@@ -11,6 +11,8 @@
 //! * [`os_time`]: `/proc/stat` time split (user, system, irq, softirq, idle, ...) over
 //!   a run, with start-up vs steady state (paper 003 Figs 1, 5).
 //! * [`syscalls`]: kernel time by system call and by group (paper 003 Fig 7).
+//! * [`cell`]: all of the above for one measured cell ([`CellCounters`]), as a cell
+//!   record keeps it.
 //!
 //! A [`Reading`] keeps the raw count *and* the kernel's enabled/running times so a
 //! reader can judge multiplexing: the scaled estimate is `raw * enabled / running`,
@@ -24,6 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::CpuSet;
 
+pub use cell::CellCounters;
+
+pub mod cell;
 pub mod derived;
 pub mod os_time;
 pub mod syscalls;

@@ -125,6 +125,10 @@ pub struct RunConfig {
     /// cell (about a millisecond).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_overheads: Option<Overheads>,
+    /// Record performance counters, `/proc/stat` time and syscall time with every cell
+    /// (`--counters`); kept with the run so `--resume` counts the rest the same way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counters: bool,
 }
 
 impl Default for RunConfig {
@@ -141,6 +145,7 @@ impl Default for RunConfig {
             quick: false,
             linearity_tolerance: 0.2,
             known_overheads: None,
+            counters: false,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::counters::CellCounters;
 use crate::{CellResult, Direction, ResolvedPlacement, RunConfig, Topology};
 
 /// Value of the `schema` field of results JSON.
@@ -86,6 +87,11 @@ pub struct CellRecord {
     /// Exactly which CPUs it resolved to.
     pub placement: ResolvedPlacement,
     pub result: CellResult,
+    /// Performance counters, `/proc/stat` time and syscall time of the cell, when it was
+    /// measured with `--counters`. Absent in results written without it (and by
+    /// versions before counters existed), which still load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<CellCounters>,
 }
 
 impl CellRecord {

@@ -20,6 +20,11 @@
 //! * The geometric mean of the speed-up ratios is taken per group and over all rows.
 //!   The A and B columns of a group's geometric-mean row are filled only when all its
 //!   rows share one unit and direction (a mean of GB/s and ns means nothing).
+//! * Counters (`--counters`): for a cell counted in both runs, the figures measured on
+//!   both sides (CPU time, context switches and page faults per unit of work where the
+//!   unit is the same; instructions per unit, CPI and LLC MPKI where both had a PMU) are
+//!   listed as A, B and B/A, without a direction or a test: they explain a speed-up,
+//!   they are not one. A figure missing on either side is left out.
 //! * Cells present in only one run are listed as missing, with the other run's skip
 //!   reason when it recorded one; they never enter a geometric mean.
 
@@ -28,6 +33,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
 
+use crate::counters::Headline;
 use crate::fmt::{num, params, pct, text_table, utc};
 
 /// Which statistic a value is (see the module documentation for why).
@@ -161,6 +167,71 @@ pub struct CompareRow {
     /// `(speedup - 1) * 100`.
     pub speedup_pct: Option<f64>,
     pub welch: Option<Welch>,
+    /// Counter figures measured in both runs (empty unless both cells were counted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<CounterPair>,
+}
+
+/// One counter figure of a cell in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CounterPair {
+    /// `CPU ns/op`, `page faults/op`, `CPI`, ...
+    pub metric: String,
+    pub a: f64,
+    pub b: f64,
+    /// `b / a`; `None` when `a` is zero.
+    pub ratio: Option<f64>,
+}
+
+/// The counter figures both cells measured (see the module documentation).
+fn counter_pairs(ca: &CellRecord, cb: &CellRecord) -> Vec<CounterPair> {
+    let (Some(ka), Some(kb)) = (&ca.counters, &cb.counters) else {
+        return Vec::new();
+    };
+    let (ha, hb) = (Headline::of(ka), Headline::of(kb));
+    let same_unit = ha.unit.is_some() && ha.unit == hb.unit;
+    let unit = ha.unit.clone().unwrap_or_default();
+    let mut figures: Vec<(String, Option<f64>, Option<f64>)> = Vec::new();
+    if same_unit {
+        figures.extend([
+            (
+                format!("CPU ns/{unit}"),
+                ha.cpu_ns_per_unit,
+                hb.cpu_ns_per_unit,
+            ),
+            (
+                format!("context switches/{unit}"),
+                ha.context_switches_per_unit,
+                hb.context_switches_per_unit,
+            ),
+            (
+                format!("page faults/{unit}"),
+                ha.page_faults_per_unit,
+                hb.page_faults_per_unit,
+            ),
+            (
+                format!("instructions/{unit}"),
+                ha.instructions_per_unit,
+                hb.instructions_per_unit,
+            ),
+        ]);
+    }
+    figures.extend([
+        ("CPI".to_string(), ha.cpi, hb.cpi),
+        ("LLC MPKI".to_string(), ha.llc_mpki, hb.llc_mpki),
+    ]);
+    figures
+        .into_iter()
+        .filter_map(|(metric, a, b)| {
+            let (a, b) = (a?, b?);
+            Some(CounterPair {
+                metric,
+                a,
+                b,
+                ratio: (a != 0.0).then(|| b / a),
+            })
+        })
+        .collect()
 }
 
 impl CompareRow {
@@ -341,6 +412,7 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
         speedup,
         speedup_pct: speedup.map(|s| (s - 1.0) * 100.0),
         welch: welch(sa, sb),
+        counters: counter_pairs(ca, cb),
     }
 }
 
@@ -473,6 +545,50 @@ pub fn compare_table(c: &Comparison) -> String {
             &format!("overall geometric mean ({})", c.overall.rows),
         ));
         out.push_str(&text_table(&header, &body, &[5, 6, 7]));
+    }
+    let counted: Vec<&CompareRow> = c.rows.iter().filter(|r| !r.counters.is_empty()).collect();
+    if !counted.is_empty() {
+        out.push_str("\ncounters (cells counted in both runs; lower is usually better):\n");
+        let mut body: Vec<Vec<String>> = Vec::new();
+        for r in counted {
+            for (i, k) in r.counters.iter().enumerate() {
+                let first = i == 0;
+                body.push(vec![
+                    if first {
+                        r.benchmark.clone()
+                    } else {
+                        String::new()
+                    },
+                    if first {
+                        params(&r.params)
+                    } else {
+                        String::new()
+                    },
+                    if first {
+                        r.placement.clone()
+                    } else {
+                        String::new()
+                    },
+                    k.metric.clone(),
+                    num(k.a),
+                    num(k.b),
+                    k.ratio.map_or("-".into(), |x| format!("{}x", num(x))),
+                ]);
+            }
+        }
+        out.push_str(&text_table(
+            &[
+                "benchmark",
+                "params",
+                "placement",
+                "figure",
+                "A",
+                "B",
+                "B/A",
+            ],
+            &body,
+            &[4, 5, 6],
+        ));
     }
     if !c.missing.is_empty() {
         out.push_str("\nmeasured in one run only:\n");

@@ -6,7 +6,7 @@
 //! string that comes from the results is escaped.
 //!
 //! Sections, each an element with a stable `id`: `machine`, `smt-yield`, `scaling`,
-//! `latency`, `os-latency`, `cells`, `skipped`. A section without data says "not
+//! `latency`, `os-latency`, `counters`, `cells`, `skipped`. A section without data says "not
 //! measured in this run" instead of drawing empty axes.
 
 use std::collections::BTreeMap;
@@ -66,6 +66,7 @@ pub fn html(results: &RunResults) -> String {
     scaling(&mut p, results);
     latency(&mut p, results);
     os_latency(&mut p, results);
+    crate::html_counters::section(&mut p, results);
     cells(&mut p, results);
     skipped(&mut p, results);
     let _ = writeln!(
@@ -114,6 +115,7 @@ fn header(p: &mut String, r: &RunResults) {
         ("scaling", "Scaling"),
         ("latency", "Latency distributions"),
         ("os-latency", "OS latencies"),
+        ("counters", "Counters"),
         ("cells", "All cells"),
         ("skipped", "Skipped"),
     ] {

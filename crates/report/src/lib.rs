@@ -16,6 +16,9 @@
 //!   with the machine, the yield table, scaling curves (paper 002 Figs 1-6), per-event
 //!   latency scatters and histograms (Figs 8-14), the OS latency table (paper 001
 //!   Table 1), every cell, and what was skipped.
+//! * [`counters`](mod@counters): the one-line summary of a cell's performance counters
+//!   and OS time (`--counters`), and the headline figures the page and the comparison
+//!   show.
 //! * [`svg`]: the small chart library behind the page.
 //!
 //! The report depends on the data model only (not on the benchmark catalog), so it can
@@ -26,15 +29,17 @@
 //! cells say "not measured"; a section without data says so in one line.
 
 pub mod compare;
+pub mod counters;
 pub mod fmt;
 pub mod html;
+mod html_counters;
 pub mod svg;
 pub mod table1;
 pub mod yields;
 
 pub use compare::{
-    CompareRow, Comparison, GroupMean, MissingCell, Side, Statistic, compare, compare_json,
-    compare_table,
+    CompareRow, Comparison, CounterPair, GroupMean, MissingCell, Side, Statistic, compare,
+    compare_json, compare_table,
 };
 pub use html::html;
 pub use yields::{Yield, YieldKind, YieldRow, no_yields_reason, smt_yields, yield_table};

@@ -418,12 +418,13 @@ fn compare_of_disjoint_runs_says_so() {
 
 // ---------------------------------------------------------------- HTML
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "machine",
     "smt-yield",
     "scaling",
     "latency",
     "os-latency",
+    "counters",
     "cells",
     "skipped",
 ];
@@ -575,6 +576,10 @@ fn html_without_data_says_not_measured() {
     }
     assert!(section(&page, "smt-yield").contains("No SMT yield: no cell was measured"));
     assert!(section(&page, "cells").contains("No cell was measured"));
+    assert!(
+        section(&page, "counters")
+            .contains("Not recorded in this run (use <code>--counters</code>)")
+    );
     let machine = section(&page, "machine");
     assert!(
         machine.contains("no SMT visible (smt/control: off)"),
@@ -585,6 +590,200 @@ fn html_without_data_says_not_measured() {
         "a missing kernel is said to be unknown"
     );
     assert!(section(&page, "skipped").contains("None"));
+}
+
+/// Counters as `--counters` records them: software events, `/proc/stat` time in a
+/// start-up and a steady interval; with `pmu`, cycles and instructions too.
+fn counters(pmu: bool) -> smtlab_model::counters::CellCounters {
+    use smtlab_model::counters::derived::Work;
+    use smtlab_model::counters::os_time::{CpuTicks, CpuTicksOf, OsTimeInterval, OsTimeSeries};
+    use smtlab_model::counters::{
+        CellCounters, CountMode, CounterEvent, CounterTarget, CounterValues, Reading,
+    };
+    let mut v = CounterValues::new(CounterTarget::Thread {
+        tid: 0,
+        inherit: true,
+    });
+    v.set(
+        CounterEvent::TaskClock,
+        CountMode::All,
+        Reading::exact(8_000_000),
+    );
+    v.set(
+        CounterEvent::ContextSwitches,
+        CountMode::All,
+        Reading::exact(4),
+    );
+    v.set(
+        CounterEvent::CpuMigrations,
+        CountMode::All,
+        Reading::exact(0),
+    );
+    v.set(CounterEvent::PageFaults, CountMode::All, Reading::exact(12));
+    if pmu {
+        v.set(
+            CounterEvent::Cycles,
+            CountMode::All,
+            Reading::new(24_000_000, 2, 1),
+        );
+        v.set(
+            CounterEvent::Instructions,
+            CountMode::All,
+            Reading::exact(16_000_000),
+        );
+    }
+    let mut c = CellCounters::new(
+        "measured samples (calibration and warm-up excluded)",
+        v,
+        Some(Work {
+            amount: 40_000.0,
+            unit: "op".into(),
+        }),
+    );
+    if !pmu {
+        c.hardware_unavailable =
+            Some("hardware counters not supported: this KVM guest exposes no PMU".into());
+    }
+    let iv = |start_ms: u64, end_ms: u64, user, system, idle| OsTimeInterval {
+        start_ns: start_ms * 1_000_000,
+        end_ns: end_ms * 1_000_000,
+        per_cpu: vec![CpuTicksOf {
+            cpu: 0,
+            ticks: CpuTicks {
+                user,
+                system,
+                idle,
+                ..CpuTicks::default()
+            },
+        }],
+    };
+    c.os_time = Some(OsTimeSeries {
+        user_hz: 100,
+        interval_ns: 100_000_000,
+        cpus: [0].into_iter().collect(),
+        intervals: vec![iv(0, 100, 2, 6, 2), iv(100, 200, 9, 1, 0)],
+    });
+    c.steady_from_ns = Some(80_000_000);
+    if pmu {
+        use smtlab_model::counters::syscalls::{SyscallGroup, SyscallProfile, SyscallStat};
+        c.syscalls = Some(SyscallProfile {
+            target: CounterTarget::Thread {
+                tid: 0,
+                inherit: true,
+            },
+            duration_ns: 3_000_000,
+            syscalls: vec![SyscallStat {
+                nr: 110,
+                name: Some("getppid".into()),
+                group: SyscallGroup::Process,
+                calls: 1000,
+                completed: 1000,
+                total_ns: 250_000,
+                max_ns: 900,
+            }],
+            unmatched_exits: 1,
+            unfinished: 0,
+            lost_records: 0,
+        });
+        c.syscalls_window = Some("one extra sample of 1000 iterations".into());
+    } else {
+        c.syscalls_unavailable = Some("tracefs is not mounted".into());
+    }
+    c
+}
+
+#[test]
+fn html_counters_section_shows_what_was_counted_and_nothing_else() {
+    let mut r = demo();
+    r.cells[0].counters = Some(counters(false));
+    let page = smtlab_report::html(&r);
+    elements(&page);
+    let sec = section(&page, "counters");
+    assert!(sec.contains("this KVM guest exposes no PMU"), "{sec}");
+    assert!(sec.contains("8.000 ms"), "task-clock: {sec}");
+    assert!(sec.contains("200.0 ns / op"), "CPU time per op: {sec}");
+    assert!(!sec.contains("CPI"), "no PMU, no CPI column: {sec}");
+    assert!(
+        sec.contains("not recorded"),
+        "cells without counters say so"
+    );
+    // Start-up: 2 user, 6 system, 2 idle of 10 ticks; steady: 9 user, 1 system.
+    assert!(
+        sec.contains("start-up") && sec.contains("steady state"),
+        "{sec}"
+    );
+    assert!(sec.contains(r#"<td class="num">60%</td>"#), "{sec}");
+    assert!(sec.contains(r#"<td class="num">90%</td>"#), "{sec}");
+    assert!(sec.contains("<rect"), "stacked bars: {sec}");
+    assert!(
+        sec.contains("Not measured: tracefs is not mounted"),
+        "{sec}"
+    );
+
+    r.cells[1].counters = Some(counters(true));
+    let page = smtlab_report::html(&r);
+    elements(&page);
+    let sec = section(&page, "counters");
+    // cycles ran half the time: scaled x2 to 48e6, CPI 3.
+    assert!(sec.contains("<th>CPI</th>"), "{sec}");
+    assert!(sec.contains(r#"<td class="num">3.000</td>"#), "{sec}");
+    assert!(sec.contains("cycles x2.0"), "multiplexing is shown: {sec}");
+    assert!(
+        sec.contains(r#"<td class="num">400.0</td>"#),
+        "instructions/op: {sec}"
+    );
+    assert!(sec.contains("getppid 250.0 us"), "syscalls: {sec}");
+    assert!(sec.contains("one extra sample of 1000 iterations"), "{sec}");
+    assert!(
+        !sec.contains("tracefs"),
+        "traced somewhere: no reason shown: {sec}"
+    );
+}
+
+#[test]
+fn compare_lists_counter_figures_measured_in_both_runs_only() {
+    let mut a = demo();
+    let mut b = demo();
+    a.cells[0].counters = Some(counters(false));
+    let mut faster = counters(true);
+    // B: half the CPU time per op; it also has a PMU, A has not: no CPI row.
+    faster.values.set(
+        smtlab_model::counters::CounterEvent::TaskClock,
+        smtlab_model::counters::CountMode::All,
+        smtlab_model::counters::Reading::exact(4_000_000),
+    );
+    let faster = smtlab_model::counters::CellCounters::new(
+        faster.window.clone(),
+        faster.values.clone(),
+        faster.work.clone(),
+    );
+    b.cells[0].counters = Some(faster);
+    b.cells[1].counters = Some(counters(true)); // A's cell 1 has none: nothing listed.
+    let c = smtlab_report::compare(&a, &b);
+    let row = c
+        .rows
+        .iter()
+        .find(|r| r.benchmark == a.cells[0].benchmark && r.placement == a.cells[0].placement_spec)
+        .unwrap();
+    let metrics: Vec<&str> = row.counters.iter().map(|k| k.metric.as_str()).collect();
+    assert_eq!(
+        metrics,
+        ["CPU ns/op", "context switches/op", "page faults/op"]
+    );
+    assert_eq!((row.counters[0].a, row.counters[0].b), (200.0, 100.0));
+    assert_eq!(row.counters[0].ratio, Some(0.5));
+    assert_eq!(c.rows.iter().filter(|r| !r.counters.is_empty()).count(), 1);
+    let text = smtlab_report::compare_table(&c);
+    assert!(
+        text.contains("counters (cells counted in both runs"),
+        "{text}"
+    );
+    assert!(text.contains("CPU ns/op"), "{text}");
+    assert!(!text.contains("CPI"), "{text}");
+    assert!(smtlab_report::compare_json(&c).contains("\"CPU ns/op\""));
+    // Without counters the table has no counters part.
+    let plain = smtlab_report::compare_table(&smtlab_report::compare(&demo(), &demo()));
+    assert!(!plain.contains("counters"), "{plain}");
 }
 
 #[test]

@@ -21,12 +21,18 @@
 //! 5. **Summary** ([`stats`]): mean, median, quartiles, min/max, CI; CPU-time rates
 //!    beside wall-time rates; start spread; concatenated event series.
 //!
+//! With `--counters`, [`counting::CellCounting`] is opened before the benchmark is
+//! prepared and passed as an observer: it counts the measured samples (perf events of
+//! the process and everything it starts, `/proc/stat` time of the placement's CPUs,
+//! syscall time where tracing is permitted).
+//!
 //! The runner never prints: it pushes [`Event`]s to an [`Observer`]. Time comes from a
 //! [`Clock`], so tests drive everything with a [`FakeClock`] and fake instances.
 //! [`stats::ratio`] compares two cells (SMT yield) with a Fieller confidence interval.
 
 pub mod clock;
 pub mod config;
+pub mod counting;
 pub mod error;
 mod measure;
 pub mod observer;

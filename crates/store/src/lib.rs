@@ -30,7 +30,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use error::{Result, StoreError};
-pub use schema::{APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION};
+pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION};
 pub use store::{RunListing, Store};
 
 /// Where results go unless the user says otherwise, in this order:

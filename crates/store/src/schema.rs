@@ -7,13 +7,28 @@
 pub const APPLICATION_ID: u32 = 0x534d_544c;
 
 /// `PRAGMA user_version`: the schema version this build writes and the newest it reads.
-/// Bump it with every incompatible change and add a migration from the previous one.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Bump it with every incompatible change and add a migration from the previous one to
+/// [`MIGRATIONS`].
+///
+/// * 1: the first schema.
+/// * 2: `cells.counters` (performance counters, `/proc/stat` and syscall time of a cell
+///   measured with `--counters`).
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// `(version, SQL)`: the SQL that turns a file of `version - 1` into `version`. A file
+/// of version v gets every migration above v, in order, in one transaction with the
+/// new `user_version`, so a failure leaves the file as it was. Each step only adds:
+/// older smtlab builds refuse the upgraded file (its version is newer than they know)
+/// rather than misread it.
+pub const MIGRATIONS: &[(i64, &str)] = &[(
+    2,
+    "ALTER TABLE cells ADD COLUMN counters TEXT;  -- JSON CellCounters, NULL when not counted",
+)];
 
 /// The first 16 bytes of every SQLite 3 database file.
 pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-/// Schema version 1. Conventions: times are integer seconds or nanoseconds with the
+/// Schema version 2 (version 1 without `cells.counters`). Conventions: times are integer seconds or nanoseconds with the
 /// unit in the name; enums are their lowercase serde names; `JSON` columns hold the
 /// model type's serde JSON; unsigned model integers are stored as SQLite's signed
 /// 64-bit INTEGER (values above 2^63-1 are refused on write). Query-friendly facts get
@@ -68,8 +83,9 @@ CREATE TABLE IF NOT EXISTS cells (
     stop_reason       TEXT    NOT NULL,       -- converged / max_samples / time_budget
     iterations        INTEGER NOT NULL,       -- inner iterations of every measured sample
     wall_ns           INTEGER NOT NULL,       -- wall time of the whole cell
-    facts             TEXT    NOT NULL        -- JSON: calibration, warmup, clock and loop
+    facts             TEXT    NOT NULL,       -- JSON: calibration, warmup, clock and loop
                                               -- costs, subtracted_ns_per_sample, config
+    counters          TEXT                    -- JSON CellCounters; NULL without --counters
 );
 CREATE INDEX IF NOT EXISTS cells_by_key ON cells (run_id, benchmark, placement_spec);
 
@@ -135,6 +151,13 @@ mod tests {
         assert_eq!(&APPLICATION_ID.to_be_bytes(), b"SMTL");
         // SQLite stores application_id as a signed 32-bit value; ours must fit.
         assert!(i32::try_from(APPLICATION_ID).is_ok());
+    }
+
+    #[test]
+    fn migrations_reach_the_current_version_in_steps_of_one() {
+        let versions: Vec<i64> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        let expected: Vec<i64> = (2..=SCHEMA_VERSION).collect();
+        assert_eq!(versions, expected);
     }
 
     #[test]

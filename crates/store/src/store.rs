@@ -18,7 +18,7 @@ use smtlab_model::{
 };
 
 use crate::error::{Result, StoreError};
-use crate::schema::{APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_MAGIC};
+use crate::schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_MAGIC};
 
 /// How long a writer or reader waits for another process's transaction before giving up
 /// with "database is locked". Transactions here last milliseconds; ten seconds only
@@ -198,8 +198,10 @@ impl Store {
             .map_err(|e| self.fail("configuring the connection", e.into()))
     }
 
-    /// Creates the schema in one transaction, unless another process did it first.
+    /// Creates the schema, or brings an older smtlab file up to [`SCHEMA_VERSION`]
+    /// through [`MIGRATIONS`], in one transaction, unless another process did it first.
     fn initialise(&mut self) -> Result<()> {
+        let mut doing = "creating the schema";
         let r = (|| -> Step<()> {
             let tx = self
                 .conn
@@ -216,9 +218,14 @@ impl Store {
                         "another program wrote the file while smtlab opened it".into(),
                     ));
                 }
-                Found::Ours(_) | Found::Blank => {}
+                Found::Ours(v) if v >= 1 => {
+                    doing = "upgrading the schema";
+                    for (_, sql) in MIGRATIONS.iter().filter(|(to, _)| *to > v) {
+                        tx.execute_batch(sql)?;
+                    }
+                }
+                Found::Ours(_) | Found::Blank => tx.execute_batch(SCHEMA_SQL)?,
             }
-            tx.execute_batch(SCHEMA_SQL)?;
             // application_id is a signed 32-bit field in the header; ours is positive.
             tx.execute_batch(&format!(
                 "PRAGMA application_id = {}; PRAGMA user_version = {};",
@@ -227,7 +234,7 @@ impl Store {
             tx.commit()?;
             Ok(())
         })();
-        r.map_err(|e| self.fail("creating the schema", e))
+        r.map_err(|e| self.fail(doing, e))
     }
 
     // ---- writing -------------------------------------------------------------------
@@ -810,6 +817,11 @@ fn check_cell_finite(cell: &CellRecord) -> std::result::Result<(), String> {
     if let Some(x) = r.calibration.linearity_ratio {
         check(&|| "calibration.linearity_ratio".into(), x)?;
     }
+    if let Some(c) = &cell.counters {
+        for (name, x) in c.floats() {
+            check(&|| name.clone(), x)?;
+        }
+    }
     check_config_finite(&r.config)
 }
 
@@ -911,8 +923,8 @@ fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) -> Step<()>
     tx.execute(
         "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
                             placement_spec, placement_name, cpus, placement, converged,
-                            stop_reason, iterations, wall_ns, facts)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                            stop_reason, iterations, wall_ns, facts, counters)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         params![
             run_id,
             position,
@@ -930,6 +942,7 @@ fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) -> Step<()>
             r.iterations,
             r.wall_ns,
             to_json(&facts)?,
+            cell.counters.as_ref().map(to_json).transpose()?,
         ],
     )?;
     let cell_id = tx.last_insert_rowid();
@@ -1128,7 +1141,7 @@ fn load_skipped(conn: &Connection, run_id: i64) -> Step<Vec<(CellKey, String)>> 
 fn load_cells(conn: &Connection, run_id: i64) -> Step<Vec<CellRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, benchmark, group_name, unit, direction, params, placement_spec, placement,
-                converged, stop_reason, iterations, wall_ns, facts
+                converged, stop_reason, iterations, wall_ns, facts, counters
          FROM cells WHERE run_id = ?1 ORDER BY id",
     )?;
     let mut rows = stmt.query([run_id])?;
@@ -1137,6 +1150,10 @@ fn load_cells(conn: &Connection, run_id: i64) -> Step<Vec<CellRecord>> {
         let cell_id: i64 = r.get(0)?;
         let at = |col: &str| format!("cell {cell_id}: {col}");
         let facts: CellFacts = from_json(&r.get::<_, String>(12)?, &at("facts"))?;
+        let counters = match r.get::<_, Option<String>>(13)? {
+            Some(text) => Some(from_json(&text, &at("counters"))?),
+            None => None,
+        };
         let mut summaries = load_summaries(conn, cell_id)?;
         let summary = summaries.remove("value").ok_or_else(|| {
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
@@ -1166,6 +1183,7 @@ fn load_cells(conn: &Connection, run_id: i64) -> Step<Vec<CellRecord>> {
                 wall_ns: r.get(11)?,
                 config: facts.config,
             },
+            counters,
         });
     }
     Ok(out)

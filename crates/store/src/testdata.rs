@@ -7,6 +7,11 @@
 
 use std::collections::BTreeMap;
 
+use smtlab_model::counters::derived::Work;
+use smtlab_model::counters::os_time::{CpuTicks, CpuTicksOf, OsTimeInterval, OsTimeSeries};
+use smtlab_model::counters::{
+    CellCounters, CountMode, CounterEvent, CounterTarget, CounterValues, Reading, UnavailableEvent,
+};
 use smtlab_model::result::{Calibration, CalibrationStep, Overheads, StopReason, Warmup};
 use smtlab_model::stats::summarize;
 use smtlab_model::{
@@ -157,7 +162,88 @@ fn cell(c: CellSpec<'_>, config: &RunConfig) -> CellRecord {
             wall_ns: 61_234_567,
             config: config.clone(),
         },
+        counters: None,
     }
+}
+
+/// Software counts only (no PMU), /proc/stat time in two intervals, syscalls skipped:
+/// what `--counters` records on a KVM guest.
+pub fn counters() -> CellCounters {
+    let mut v = CounterValues::new(CounterTarget::Thread {
+        tid: 0,
+        inherit: true,
+    });
+    v.set(
+        CounterEvent::TaskClock,
+        CountMode::All,
+        Reading::exact(10_123_456),
+    );
+    v.set(
+        CounterEvent::ContextSwitches,
+        CountMode::All,
+        Reading::exact(3),
+    );
+    v.set(
+        CounterEvent::CpuMigrations,
+        CountMode::All,
+        Reading::exact(0),
+    );
+    v.set(
+        CounterEvent::PageFaults,
+        CountMode::User,
+        Reading::exact(17),
+    );
+    v.set(
+        CounterEvent::PageFaults,
+        CountMode::Kernel,
+        Reading::new(2, 1_000, 500),
+    );
+    v.unavailable.push(UnavailableEvent {
+        event: CounterEvent::Cycles,
+        mode: CountMode::User,
+        reason: "not supported on this machine (ENOENT)".into(),
+    });
+    let mut c = CellCounters::new(
+        "measured samples (calibration and warm-up excluded)",
+        v,
+        Some(Work {
+            amount: 5.0 * 1_073_741_824.0,
+            unit: "byte".into(),
+        }),
+    );
+    c.hardware_unavailable = Some(
+        "hardware counters not supported: this KVM guest exposes no PMU (cycles: ENOENT); software events only"
+            .into(),
+    );
+    let ticks = |user, system, idle| CpuTicksOf {
+        cpu: 0,
+        ticks: CpuTicks {
+            user,
+            system,
+            idle,
+            ..CpuTicks::default()
+        },
+    };
+    c.os_time = Some(OsTimeSeries {
+        user_hz: 100,
+        interval_ns: 100_000_000,
+        cpus: [0].into_iter().collect(),
+        intervals: vec![
+            OsTimeInterval {
+                start_ns: 0,
+                end_ns: 100_000_000,
+                per_cpu: vec![ticks(4, 5, 1)],
+            },
+            OsTimeInterval {
+                start_ns: 100_000_000,
+                end_ns: 150_000_000,
+                per_cpu: vec![ticks(5, 0, 0)],
+            },
+        ],
+    });
+    c.steady_from_ns = Some(90_000_000);
+    c.syscalls_unavailable = Some("tracefs is not mounted".into());
+    c
 }
 
 /// The whole run, stored under `run_id`.
@@ -188,6 +274,7 @@ pub fn results(run_id: i64) -> RunResults {
         s.cpu_ns = Some(s.elapsed_ns - 1_000);
     }
     read1.result.cpu_rate = summarize(&[12.4, 12.2, 12.35, 12.5, 12.3]);
+    read1.counters = Some(counters());
 
     // 2. The same on two siblings: start spread, a metric, a scatter-free 1c2t.
     let mut read2 = cell(

@@ -10,8 +10,9 @@ use smtlab_bench::{BenchContext, Benchmark, Params};
 use smtlab_model::{
     CellKey, CellRecord, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };
+use smtlab_runner::counting::{CountingSetup, SAMPLES_WINDOW};
 use smtlab_runner::stats::{Ratio, ratio};
-use smtlab_runner::{Monotonic, NoopObserver, RunConfig, measure_overheads};
+use smtlab_runner::{Monotonic, NoopObserver, Observer, RunConfig, measure_overheads};
 
 use super::{emit, json_text};
 use crate::args::BenchArgs;
@@ -67,6 +68,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(measure_overheads(&Monotonic));
+    cfg.counters = args.counters;
+    let setup = args.counters.then(CountingSetup::probe);
+    if let Some(setup) = &setup
+        && !args.json
+    {
+        for line in super::counting::notes(setup) {
+            eprintln!("note: {line}");
+        }
+    }
 
     if !args.json && !topo.smt_visible() {
         eprintln!(
@@ -99,13 +109,28 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 placement,
                 topology: &topo,
             };
+            // Counting opens before `prepare`, so the workers it starts are counted.
+            let mut counting = setup
+                .as_ref()
+                .map(|s| super::counting::begin(s, placement, &topo));
             let outcome = bench
                 .prepare(&ctx)
                 .map_err(anyhow::Error::from)
                 .and_then(|mut i| {
-                    smtlab_runner::measure(i.as_mut(), &info, &cfg, &Monotonic, &mut NoopObserver)
-                        .map_err(anyhow::Error::from)
+                    let observer: &mut dyn Observer = match counting.as_mut() {
+                        Some(c) => c,
+                        None => &mut NoopObserver,
+                    };
+                    let r = smtlab_runner::measure(i.as_mut(), &info, &cfg, &Monotonic, observer)?;
+                    if let Some(c) = counting.as_mut() {
+                        super::counting::trace_extra_sample(c, i.as_mut(), r.iterations);
+                    }
+                    Ok(r)
                 });
+            let (counters, counters_note) = match counting {
+                Some(c) if outcome.is_ok() => super::counting::finish(c, SAMPLES_WINDOW),
+                _ => (None, None),
+            };
             let result = match outcome {
                 Ok(r) => r,
                 // One benchmark that cannot run on one placement (c2c-latency on a
@@ -138,10 +163,22 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 placement_spec: spec_text.clone(),
                 placement: placement.clone(),
                 result,
+                counters,
             };
             if !args.json {
                 let baseline = cells.get(first).map(|c| &c.result.summary);
                 emit(&render::bench::row(&cell, baseline))?;
+                if let Some(c) = &cell.counters {
+                    emit(&format!(
+                        "  counters: {}\n",
+                        smtlab_report::counters::line(c)
+                    ))?;
+                }
+                if let Some(note) = counters_note {
+                    emit(&format!("  {note}\n"))?;
+                }
+            } else if let Some(note) = counters_note {
+                eprintln!("note: {} on {}: {note}", info.name, placement.name);
             }
             cells.push(cell);
         }

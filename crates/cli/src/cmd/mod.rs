@@ -8,6 +8,8 @@ use smtlab_model::Topology;
 use crate::args::{Cli, Command, SysfsArg};
 
 pub mod bench;
+pub mod counting;
+mod exec;
 mod list;
 pub mod placements;
 mod report;
@@ -24,6 +26,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Runs(a) => report::runs(&a),
         Command::Report(a) => report::report(&a),
         Command::Compare(a) => report::compare(&a),
+        Command::Exec(a) => exec::run(&a),
     }
 }
 

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use smtlab_bench::{BenchContext, Params};
 use smtlab_model::{CellKey, CellRecord, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
+use smtlab_runner::counting::{CountingSetup, SAMPLES_WINDOW};
 use smtlab_runner::plan::{Suite, plan};
 use smtlab_runner::{Event, Monotonic, Observer, RunError, measure_overheads};
 use smtlab_store::Store;
@@ -54,6 +55,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     for note in &meta.notes {
         eprintln!("note: {note}");
     }
+    let setup = meta.config.counters.then(CountingSetup::probe);
+    if let Some(s) = &setup {
+        for line in super::counting::notes(s) {
+            eprintln!("note: {line}");
+        }
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -67,10 +74,19 @@ pub fn run(args: &RunArgs) -> Result<()> {
             break;
         }
         bar.set_message(format!("{} {}", key.benchmark, key.placement));
-        match measure_cell(key, &topo, &meta.config, &stop, &bar) {
-            Ok(cell) => {
+        match measure_cell(key, &topo, &meta.config, setup.as_ref(), &stop, &bar) {
+            Ok((cell, counters_note)) => {
                 store.save_cell(run_id, &cell)?;
                 say(&bar, render::run::cell_line(&cell));
+                if let Some(c) = &cell.counters {
+                    say(
+                        &bar,
+                        format!("  counters: {}", smtlab_report::counters::line(c)),
+                    );
+                }
+                if let Some(note) = counters_note {
+                    say(&bar, format!("  {note}"));
+                }
                 measured += 1;
             }
             Err(CellError::Stopped) => break,
@@ -172,6 +188,7 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
         _ => RunConfig::default(),
     };
     config.known_overheads = Some(measure_overheads(&Monotonic));
+    config.counters = args.counters;
     Ok(RunMeta {
         id: 0,
         started_unix_s: unix_now_s(),
@@ -252,13 +269,16 @@ impl Observer for RunObserver<'_> {
     }
 }
 
+/// Measures one cell; with counting, also returns the note saying why its counters are
+/// missing, if they are.
 fn measure_cell(
     key: &CellKey,
     topo: &Topology,
     config: &RunConfig,
+    setup: Option<&CountingSetup>,
     stop: &AtomicBool,
     bar: &ProgressBar,
-) -> Result<CellRecord, CellError> {
+) -> Result<(CellRecord, Option<String>), CellError> {
     let skip = |e: &dyn std::fmt::Display| CellError::Skip(e.to_string());
     let bench = smtlab_bench::catalog::find(&key.benchmark).ok_or_else(|| {
         CellError::Skip(format!("no benchmark {:?} in this build", key.benchmark))
@@ -272,26 +292,47 @@ fn measure_cell(
         placement: &placement,
         topology: topo,
     };
+    // Counting opens before `prepare`, so the workers it starts are counted.
+    let mut counting = setup.map(|s| super::counting::begin(s, &placement, topo));
     let mut instance = bench.prepare(&ctx).map_err(|e| skip(&e))?;
     let mut observer = RunObserver {
         stop,
         bar,
         label: format!("{} {}", key.benchmark, key.placement),
     };
-    let result =
-        smtlab_runner::measure(instance.as_mut(), &info, config, &Monotonic, &mut observer);
+    let result = match counting.as_mut() {
+        Some(c) => smtlab_runner::measure(
+            instance.as_mut(),
+            &info,
+            config,
+            &Monotonic,
+            &mut (&mut observer, c),
+        ),
+        None => smtlab_runner::measure(instance.as_mut(), &info, config, &Monotonic, &mut observer),
+    };
+    if let (Some(c), Ok(r)) = (counting.as_mut(), &result) {
+        super::counting::trace_extra_sample(c, instance.as_mut(), r.iterations);
+    }
     drop(instance);
+    let (counters, note) = match counting {
+        Some(c) if result.is_ok() => super::counting::finish(c, SAMPLES_WINDOW),
+        _ => (None, None),
+    };
     match result {
-        Ok(result) => Ok(CellRecord {
-            benchmark: info.name,
-            group: info.group,
-            unit: info.unit,
-            direction: info.direction,
-            params: key.params.clone(),
-            placement_spec: key.placement.clone(),
-            placement,
-            result,
-        }),
+        Ok(result) => Ok((
+            CellRecord {
+                benchmark: info.name,
+                group: info.group,
+                unit: info.unit,
+                direction: info.direction,
+                params: key.params.clone(),
+                placement_spec: key.placement.clone(),
+                placement,
+                result,
+                counters,
+            },
+            note,
+        )),
         Err(RunError::Stopped { .. }) => Err(CellError::Stopped),
         // A child killed by the same Ctrl-C fails its sample: that is a stop too.
         Err(_) if stop.load(Ordering::Relaxed) => Err(CellError::Stopped),
@@ -301,7 +342,7 @@ fn measure_cell(
 
 /// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of
 /// digits and dashes continue the CPU list instead of starting a placement.
-fn split_placements(args: &[String]) -> Vec<String> {
+pub(crate) fn split_placements(args: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for arg in args {
         let mut in_cpus = false;

@@ -7,28 +7,14 @@ use smtlab_runner::stats::ratio;
 
 use smtlab_model::CellRecord;
 
-/// Four significant digits, without exponent for everyday magnitudes.
+/// Four significant digits (all digits from a thousand up), without exponent for
+/// everyday magnitudes: `0.02412` s, `231.9` ns, `12345` ns. The report's formatter,
+/// so terminal and HTML agree.
 pub fn num(x: f64) -> String {
-    if !x.is_finite() {
-        return "-".into();
-    }
-    let a = x.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 1000.0 {
-        format!("{x:.0}")
-    } else if a >= 100.0 {
-        format!("{x:.1}")
-    } else if a >= 10.0 {
-        format!("{x:.2}")
-    } else if a >= 0.01 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.2e}")
-    }
+    smtlab_report::fmt::num(x)
 }
 
-const WIDTHS: [usize; 8] = [14, 12, 10, 19, 22, 10, 4, 5];
+const WIDTHS: [usize; 8] = [14, 12, 10, 19, 26, 10, 4, 5];
 
 fn line(cells: [&str; 9]) -> String {
     let mut s = String::new();
@@ -96,10 +82,10 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {
         &cpus,
         &num(s.median),
         &format!("{}-{}", num(s.p25), num(s.p75)),
+        // The half-width to two significant digits, aligned with the mean's decimals.
         &format!(
-            "{} +- {} ({:.1}%)",
-            num(s.mean),
-            num(s.ci95_half_width),
+            "{} ({:.1}%)",
+            smtlab_report::fmt::pm(s.mean, s.ci95_half_width).replace('±', "+-"),
             100.0 * s.ci95_rel
         ),
         &num(s.min),

@@ -54,6 +54,24 @@ pub fn summary(results: &RunResults) -> String {
     for n in &run.notes {
         out.push_str(&format!("note: {n}\n"));
     }
+    // Said once for the run, not under every cell.
+    let mut said: Vec<String> = Vec::new();
+    for c in results.cells.iter().filter_map(|c| c.counters.as_ref()) {
+        let lines = [
+            c.hardware_unavailable.clone(),
+            c.syscalls_unavailable
+                .as_ref()
+                .map(|r| format!("kernel time by system call not measured: {r}")),
+        ];
+        for line in lines.into_iter().flatten() {
+            if !said.contains(&line) {
+                said.push(line);
+            }
+        }
+    }
+    for line in said {
+        out.push_str(&format!("note: {line}\n"));
+    }
     let yields = smtlab_report::smt_yields(results);
     if yields.is_empty() {
         if let Some(why) = smtlab_report::no_yields_reason(results) {
@@ -93,6 +111,12 @@ pub fn summary(results: &RunResults) -> String {
         let base = &g[0].result.summary;
         for (i, c) in g.iter().enumerate() {
             out.push_str(&row(c, (i > 0).then_some(base)));
+            if let Some(k) = &c.counters {
+                out.push_str(&format!(
+                    "  counters: {}\n",
+                    smtlab_report::counters::line(k)
+                ));
+            }
         }
     }
     for s in &results.skipped {

@@ -213,6 +213,7 @@ pub fn cell(
             wall_ns: 200_000_000,
             config: RunConfig::default(),
         },
+        counters: None,
     }
 }
 

@@ -297,6 +297,138 @@ fn a_newer_schema_is_refused() {
     );
 }
 
+// ---- schema upgrades ------------------------------------------------------------------
+
+/// Column names of a table, in order.
+fn columns(conn: &rusqlite::Connection, table: &str) -> Vec<String> {
+    let mut stmt = conn
+        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// A real schema-1 file (the DDL smtlab 0.1.0 wrote, from `schema_v1.sql`) holding
+/// `results`, whose cells have no counters: rows are copied from a current file.
+fn version_1_file(path: &Path, results: &RunResults) {
+    let (_tmp, current) = temp_db();
+    Store::open(&current).unwrap().import_run(results).unwrap();
+    let conn = raw(path);
+    conn.execute_batch(include_str!("schema_v1.sql")).unwrap();
+    conn.execute_batch(&format!(
+        "PRAGMA application_id = {}; PRAGMA user_version = 1;",
+        APPLICATION_ID as i32
+    ))
+    .unwrap();
+    let v1_cells = columns(&conn, "cells").join(", ");
+    conn.execute("ATTACH DATABASE ?1 AS cur", [current.display().to_string()])
+        .unwrap();
+    conn.execute_batch(&format!(
+        "BEGIN;
+         INSERT INTO runs SELECT * FROM cur.runs;
+         INSERT INTO plan SELECT * FROM cur.plan;
+         INSERT INTO cells ({v1_cells}) SELECT {v1_cells} FROM cur.cells;
+         INSERT INTO samples SELECT * FROM cur.samples;
+         INSERT INTO summaries SELECT * FROM cur.summaries;
+         INSERT INTO series SELECT * FROM cur.series;
+         INSERT INTO skipped SELECT * FROM cur.skipped;
+         COMMIT;
+         DETACH DATABASE cur;"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn a_version_1_file_is_upgraded_on_open_and_keeps_its_runs() {
+    let (_dir, path) = temp_db();
+    let mut old = testdata::results(0);
+    for c in &mut old.cells {
+        c.counters = None;
+    }
+    version_1_file(&path, &old);
+    let v1_columns = columns(&raw(&path), "cells");
+    assert!(!v1_columns.contains(&"counters".to_string()));
+
+    // Reading (report, compare) upgrades as well as writing does.
+    let store = Store::open_existing(&path).unwrap();
+    assert_eq!(store.load_run(1).unwrap(), with_id(old.clone(), 1));
+    drop(store);
+    let conn = raw(&path);
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let mut expected = v1_columns.clone();
+    expected.push("counters".into());
+    assert_eq!(columns(&conn, "cells"), expected);
+    drop(conn);
+
+    // The upgraded file takes cells with counters and gives them back.
+    let mut store = Store::open(&path).unwrap();
+    let mut cell = old.cells[0].clone();
+    cell.counters = Some(testdata::counters());
+    store.save_cell(1, &cell).unwrap();
+    let loaded = store.load_run(1).unwrap();
+    let back = loaded.cells.iter().find(|c| c.key() == cell.key()).unwrap();
+    assert_eq!(back.counters, cell.counters);
+    store.check_integrity().unwrap();
+    // Opening again is a no-op: already current.
+    drop(store);
+    assert_eq!(
+        Store::open(&path).unwrap().load_run(1).unwrap().cells.len(),
+        old.cells.len()
+    );
+}
+
+#[test]
+fn counters_survive_the_round_trip_and_the_column_holds_json() {
+    let (_dir, path) = temp_db();
+    let original = testdata::results(0);
+    assert!(original.cells[0].counters.is_some());
+    let id = Store::open(&path).unwrap().import_run(&original).unwrap();
+    let conn = raw(&path);
+    let (with, without): (i64, i64) = conn
+        .query_row(
+            "SELECT count(counters), count(*) - count(counters) FROM cells",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((with, without), (1, 3));
+    let task_clock: f64 = conn
+        .query_row(
+            "SELECT e.value ->> '$.all.scaled' FROM cells c,
+                    json_each(c.counters, '$.values.events') e
+             WHERE e.value ->> '$.event' = 'task-clock'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(task_clock, 10_123_456.0);
+    // The counters query of SCHEMA.md.
+    let doc = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/SCHEMA.md")).unwrap();
+    let sql = doc
+        .split("```sql")
+        .nth(2)
+        .and_then(|rest| rest.split("```").next())
+        .expect("SCHEMA.md has a counters query");
+    let (bench, ns, faults): (String, f64, f64) = conn
+        .query_row(sql, [], |r| Ok((r.get(0)?, r.get(2)?, r.get(3)?)))
+        .unwrap();
+    assert_eq!((bench.as_str(), ns), ("mem-read", 10_123_456.0));
+    // 17 user + 2 kernel counted half the time (scaled to 4).
+    assert!(
+        (faults - 21.0 / (5.0 * 1_073_741_824.0)).abs() < 1e-20,
+        "{faults}"
+    );
+    assert_eq!(
+        Store::open(&path).unwrap().load_run(id).unwrap(),
+        with_id(original, id)
+    );
+}
+
 #[test]
 fn an_empty_file_is_initialised() {
     let (_dir, path) = temp_db();
@@ -502,6 +634,19 @@ fn non_finite_numbers_are_refused_with_the_field_named() {
         store.list_runs().unwrap().len(),
         1,
         "a refused import stores nothing"
+    );
+
+    let mut cell = testdata::results(0).cells[0].clone();
+    if let Some(c) = cell.counters.as_mut() {
+        c.work = Some(smtlab_model::counters::derived::Work {
+            amount: f64::NAN,
+            unit: "byte".into(),
+        });
+    }
+    let err = store.save_cell(id, &cell).unwrap_err();
+    assert!(
+        err.to_string().contains("counters.work.amount is NaN"),
+        "{err}"
     );
 }
 
