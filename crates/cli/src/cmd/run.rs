@@ -106,7 +106,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if stop.load(Ordering::Relaxed) {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
         eprintln!(
-            "interrupted: {measured} cells of this session saved in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
+            "interrupted: {measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
             db_flag(args)
         );
         std::process::exit(INTERRUPTED_EXIT);
