@@ -341,7 +341,61 @@ pub fn section(p: &mut String, r: &RunResults) {
         p.push_str("</tr>");
     }
     p.push_str("</table>");
+    if hardware {
+        cpi_stacks(p, &cells);
+    }
     os_time(p, &cells);
     syscalls(p, &cells);
     p.push_str("</section>");
+}
+
+/// Paper 000 Fig 19: event counts x assumed penalties, beside the measured CPI. Only the
+/// cells with cycles and instructions; components whose event was not counted show a dash
+/// and leave the sum and the remainder out rather than counting them as zero.
+fn cpi_stacks(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
+    use smtlab_model::counters::CountMode;
+    use smtlab_model::counters::derived::{CpiPenalties, cpi_stack};
+    let penalties = CpiPenalties::default();
+    let stacks: Vec<_> = cells
+        .iter()
+        .map(|(c, k)| (c, cpi_stack(&k.values, CountMode::All, &penalties)))
+        .filter(|(_, s)| s.measured_cpi.is_some())
+        .collect();
+    if stacks.is_empty() {
+        return;
+    }
+    p.push_str(
+        "<h3>CPI stack (non-overlapped estimate)</h3><p>Each component is event count x an \
+         assumed penalty in cycles / instructions; the remainder is base CPI plus what the \
+         events do not explain (negative when the penalties overlap).</p>\
+         <table><tr><th>benchmark</th><th>placement</th><th>measured CPI</th>",
+    );
+    for pen in &penalties.penalties {
+        let _ = write!(
+            p,
+            "<th>{} ({} cycles)</th>",
+            esc(&pen.label),
+            num(pen.cycles)
+        );
+    }
+    p.push_str("<th>estimated sum</th><th>remainder</th></tr>");
+    for (c, s) in stacks {
+        let _ = write!(
+            p,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td>",
+            esc(&c.benchmark),
+            esc(&c.placement.name),
+            opt(s.measured_cpi, num)
+        );
+        for comp in &s.components {
+            let _ = write!(p, "<td class=\"num\">{}</td>", opt(comp.cpi, num));
+        }
+        let _ = write!(
+            p,
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            opt(s.estimated_cpi, num),
+            opt(s.other_cpi, num)
+        );
+    }
+    p.push_str("</table>");
 }
