@@ -13,6 +13,16 @@ pub enum Direction {
     Lower,
 }
 
+impl Direction {
+    /// `higher` or `lower`: the word tables, CSV and the store use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Higher => "higher",
+            Direction::Lower => "lower",
+        }
+    }
+}
+
 /// How a sample's value is derived from its elapsed time and the work it did.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]

@@ -622,10 +622,7 @@ fn scaling(p: &mut String, r: &RunResults) {
                 }),
             }
         }
-        let better = match first.direction {
-            Direction::Higher => "higher is better",
-            Direction::Lower => "lower is better",
-        };
+        let better = format!("{} is better", first.direction.as_str());
         let mut title = first.benchmark.clone();
         if !k.1.is_empty() {
             let _ = write!(title, " {}", params(&k.1));
@@ -650,7 +647,7 @@ fn scaling(p: &mut String, r: &RunResults) {
         };
         let y_label = format!("{} ({})", first.unit, better);
         p.push_str("<figure>");
-        match svg::line_chart(&title, better, "threads", &y_label, &series, opt) {
+        match svg::line_chart(&title, &better, "threads", &y_label, &series, opt) {
             Some(s) => p.push_str(&s),
             None => {
                 let _ = write!(

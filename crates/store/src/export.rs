@@ -2,7 +2,7 @@
 //! go. Neither touches the database, so `--json`/`--csv` work on a run that was never
 //! stored.
 
-use smtlab_model::{CellRecord, Direction, RunResults};
+use smtlab_model::{CellRecord, RunResults};
 
 /// The CSV header, one column per name, in order.
 pub const CSV_COLUMNS: [&str; 21] = [
@@ -80,11 +80,7 @@ fn row(run_id: i64, cell: &CellRecord) -> [String; 21] {
         cell.placement.name.clone(),
         cell.placement.cpu_set().to_list_string(),
         cell.unit.clone(),
-        match cell.direction {
-            Direction::Higher => "higher",
-            Direction::Lower => "lower",
-        }
-        .to_string(),
+        cell.direction.as_str().to_string(),
         s.n.to_string(),
         num(s.median),
         num(s.mean),

@@ -673,10 +673,7 @@ fn parse_status(s: &str) -> Step<RunStatus> {
 }
 
 fn direction_text(d: Direction) -> &'static str {
-    match d {
-        Direction::Higher => "higher",
-        Direction::Lower => "lower",
-    }
+    d.as_str()
 }
 
 fn parse_direction(s: &str) -> Step<Direction> {

@@ -1,7 +1,7 @@
 //! `smtlab list`: the benchmark catalog.
 
 use anyhow::Result;
-use smtlab_model::{BenchInfo, Direction};
+use smtlab_model::BenchInfo;
 
 use super::{emit, json_text};
 use crate::args::ListArgs;
@@ -38,10 +38,7 @@ pub fn table(infos: &[BenchInfo]) -> String {
             i.name.clone(),
             i.group.clone(),
             i.unit.clone(),
-            match i.direction {
-                Direction::Higher => "higher".to_string(),
-                Direction::Lower => "lower".to_string(),
-            },
+            i.direction.as_str().to_string(),
             if params.is_empty() {
                 "-".into()
             } else {

@@ -2,7 +2,7 @@
 //! measurement details (overheads, calibration, warm-up) underneath.
 
 use smtlab_bench::Params;
-use smtlab_model::{BenchInfo, Direction, Summary};
+use smtlab_model::{BenchInfo, Summary};
 use smtlab_runner::stats::ratio;
 
 use smtlab_model::CellRecord;
@@ -29,10 +29,7 @@ fn line(cells: [&str; 9]) -> String {
 }
 
 pub fn heading(info: &BenchInfo, params: &Params) -> String {
-    let better = match info.direction {
-        Direction::Higher => "higher is better",
-        Direction::Lower => "lower is better",
-    };
+    let better = format!("{} is better", info.direction.as_str());
     let params: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut out = format!("{} ({}, {better})", info.name, info.unit);
     if !params.is_empty() {

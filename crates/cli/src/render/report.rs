@@ -101,10 +101,7 @@ pub fn summary(results: &RunResults) -> String {
             "\n{} ({}, {} is better)  {}\n",
             g[0].benchmark,
             g[0].unit,
-            match g[0].direction {
-                smtlab_model::Direction::Higher => "higher",
-                smtlab_model::Direction::Lower => "lower",
-            },
+            g[0].direction.as_str(),
             params.join(" ")
         ));
         out.push_str(&header_line());
