@@ -108,6 +108,12 @@ pub struct BenchArgs {
     /// Most samples per placement.
     #[arg(long, value_name = "N")]
     pub max_samples: Option<usize>,
+    /// Measure every placement N times, the placements taking turns and each round from
+    /// a fresh start; pools the samples and shows how far the rounds' medians disagree
+    /// (what a second run would see, on a machine whose speed moves over seconds).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
     /// Print the smtlab.results/1 JSON (every raw sample) instead of tables.
     #[arg(long)]
     pub json: bool,

@@ -332,6 +332,54 @@ mod catalog {
     }
 
     #[test]
+    fn repeated_rounds_take_turns_and_pool_their_samples() {
+        let v = json_of(smtlab().args([
+            "bench", "int-ops", "--quick", "--repeat", "3", "-p", "1c1t", "-p", "cpus=0", "--json",
+        ]));
+        let cells = v["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2, "one pooled cell per placement");
+        for cell in cells {
+            let rounds = cell["result"]["rounds"].as_array().unwrap();
+            assert_eq!(rounds.len(), 3);
+            let per_round: u64 = rounds
+                .iter()
+                .map(|r| r["summary"]["n"].as_u64().unwrap())
+                .sum();
+            let samples = cell["result"]["samples"].as_array().unwrap().len() as u64;
+            assert_eq!(per_round, samples);
+            assert_eq!(cell["result"]["summary"]["n"].as_u64().unwrap(), samples);
+        }
+        assert_eq!(v["comparisons"].as_array().unwrap().len(), 1);
+
+        let text = smtlab()
+            .args(["bench", "int-ops", "--quick", "--repeat", "2"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("2 rounds, medians"), "{text}");
+        // One round is the plain measurement: no rounds recorded.
+        let one = json_of(smtlab().args(["bench", "int-ops", "--quick", "--json"]));
+        assert!(one["cells"][0]["result"].get("rounds").is_none());
+    }
+
+    #[test]
+    fn bad_repeat_counts_are_refused() {
+        smtlab()
+            .args(["bench", "int-ops", "--repeat", "0"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("--repeat"));
+        smtlab()
+            .args(["bench", "int-ops", "--repeat", "2", "--counters"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("--repeat 2 with --counters"));
+    }
+
+    #[test]
     fn bench_errors_name_what_exists() {
         smtlab()
             .args(["bench", "nope"])

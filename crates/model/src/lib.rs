@@ -30,7 +30,7 @@ pub mod topology;
 pub use bench::{BenchInfo, Direction, ParamInfo, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
-pub use result::{CellResult, RunConfig};
+pub use result::{CellResult, Round, RunConfig};
 pub use run::{
     CellKey, CellRecord, Environment, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };

@@ -86,6 +86,48 @@ pub struct CellResult {
     pub wall_ns: u64,
     /// The settings the cell was measured with.
     pub config: RunConfig,
+    /// When the cell was measured in several rounds (`--repeat`), one entry per round
+    /// in order; `samples` and `summary` then pool all rounds, and `calibration` and
+    /// `warmup` are the first round's. Empty for a single round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+}
+
+/// One round of a cell measured several times, each time from a fresh instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Round {
+    /// Statistics of this round's samples alone.
+    pub summary: Summary,
+    pub converged: bool,
+    /// Inner iterations of this round's samples (each round calibrates anew).
+    pub iterations: u64,
+    pub wall_ns: u64,
+}
+
+impl CellResult {
+    /// The measured values in sample order.
+    pub fn values(&self) -> Vec<f64> {
+        self.samples.iter().map(|s| s.value).collect()
+    }
+
+    /// How far the level moved between the first and second half of the samples
+    /// ([`crate::stats::drift_rel`]); for pooled rounds, across the whole sequence.
+    pub fn drift_rel(&self) -> Option<f64> {
+        crate::stats::drift_rel(&self.values())
+    }
+
+    /// `(max - min) / median` of the rounds' medians, relative to the pooled median:
+    /// how much repetitions of this cell disagree. `None` below two rounds.
+    pub fn rounds_spread_rel(&self) -> Option<f64> {
+        if self.rounds.len() < 2 {
+            return None;
+        }
+        let medians: Vec<f64> = self.rounds.iter().map(|r| r.summary.median).collect();
+        let lo = crate::stats::min(&medians)?;
+        let hi = crate::stats::max(&medians)?;
+        let all = self.summary.median;
+        (all != 0.0).then(|| ((hi - lo) / all).abs())
+    }
 }
 
 /// The fixed costs of timing, measured by the runner's clock.

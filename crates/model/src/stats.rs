@@ -13,6 +13,9 @@
 //! * standard deviation is the sample one (divides by `n - 1`).
 //! * the 95% confidence interval of the mean is `t(0.975, n-1) * s / sqrt(n)` with the
 //!   Student-t quantile from `statrs`.
+//! * the drift of a series ([`drift_rel`]) is `|median(second half) - median(first
+//!   half)| / median(all)`, the halves split in sample order (the middle sample of an
+//!   odd count belongs to neither).
 //! * the ratio of two means uses Fieller's theorem for independent samples, with the
 //!   degrees of freedom from Welch-Satterthwaite; see [`ratio`].
 
@@ -83,6 +86,27 @@ pub fn ci95_half_width(xs: &[f64]) -> Option<f64> {
 /// infinity because JSON has no infinity and results must round-trip.
 pub fn ci95_rel(xs: &[f64]) -> Option<f64> {
     Some(relative(ci95_half_width(xs)?, mean(xs)?))
+}
+
+/// Fewest samples for which [`drift_rel`] says anything: three per half.
+pub const DRIFT_MIN_SAMPLES: usize = 6;
+
+/// How far the level of a series moved while it was taken: the difference between the
+/// medians of its first and second halves (in order), relative to the median of all.
+/// A confidence interval assumes the samples come from one unchanging distribution; a
+/// drift well beyond it says the machine changed speed during the measurement (other
+/// load, a shared host, frequency changes), and a repetition will likely disagree by
+/// about the drift, not by the interval. `None` below [`DRIFT_MIN_SAMPLES`] or for a
+/// zero median.
+pub fn drift_rel(xs: &[f64]) -> Option<f64> {
+    if xs.len() < DRIFT_MIN_SAMPLES {
+        return None;
+    }
+    let half = xs.len() / 2;
+    let first = median(&xs[..half])?;
+    let second = median(&xs[xs.len() - half..])?;
+    let all = median(xs)?;
+    (all != 0.0).then(|| ((second - first) / all).abs())
 }
 
 /// Geometric mean; every value must be positive (it is the mean of logarithms).
@@ -268,6 +292,21 @@ mod tests {
         );
         assert!(close(hw, 2.165_852, 1e-5), "{hw}");
         assert!(close(ci95_rel(&xs).unwrap(), hw / 5.5, 1e-12));
+    }
+
+    #[test]
+    fn drift_compares_the_medians_of_the_two_halves() {
+        // A level shift from 100 to 120 halfway: 20 / median 110.
+        let shifted = [100.0, 101.0, 99.0, 121.0, 120.0, 119.0];
+        assert!(close(drift_rel(&shifted).unwrap(), 20.0 / 110.0, 1e-12));
+        // Both halves spread over the same range: no drift.
+        let steady = [100.0, 121.0, 110.0, 119.0, 101.0, 110.5];
+        assert!(drift_rel(&steady).unwrap() < 0.02);
+        // Odd count: the middle sample belongs to neither half.
+        let odd = [1.0, 1.0, 1.0, 50.0, 2.0, 2.0, 2.0];
+        assert!(close(drift_rel(&odd).unwrap(), 1.0 / 2.0, 1e-12));
+        assert_eq!(drift_rel(&[1.0; DRIFT_MIN_SAMPLES - 1]), None);
+        assert_eq!(drift_rel(&[0.0; 8]), None);
     }
 
     #[test]

@@ -26,6 +26,9 @@
 //! the process and everything it starts, `/proc/stat` time of the placement's CPUs,
 //! syscall time where tracing is permitted).
 //!
+//! [`rounds::pool`] joins the rounds of a cell measured several times (`--repeat`), so
+//! the disagreement between repetitions is shown beside the within-cell interval.
+//!
 //! The runner never prints: it pushes [`Event`]s to an [`Observer`]. Time comes from a
 //! [`Clock`], so tests drive everything with a [`FakeClock`] and fake instances.
 //! [`stats::ratio`] compares two cells (SMT yield) with a Fieller confidence interval.
@@ -38,6 +41,7 @@ mod measure;
 pub mod observer;
 pub mod plan;
 pub mod result;
+pub mod rounds;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
 pub mod value;

@@ -210,6 +210,7 @@ pub fn measure(
         start_spread_ns: stats::summarize(&spreads),
         wall_ns: clock.now_ns().saturating_sub(start_ns),
         config: cfg.clone(),
+        rounds: Vec::new(),
     };
     // The cell is complete; a stop request now only matters for the next cell.
     let _ = cell

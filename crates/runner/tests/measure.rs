@@ -604,3 +604,58 @@ fn real_clock_and_real_work_run_end_to_end() {
     assert!(r.clock_cost_ns > 0.0);
     assert!(r.wall_ns < 2_000 * MS);
 }
+
+#[test]
+fn pooled_rounds_keep_every_sample_and_show_their_disagreement() {
+    let clock = Arc::new(FakeClock::default());
+    let rate = ValueKind::Rate { scale: 1e9 };
+    let mut cfg = cfg();
+    cfg.max_samples = 5;
+    cfg.min_samples = 5;
+    // Three rounds at 100, 110 and 100 ns per iteration: the middle one ran while the
+    // "machine" was 10% slower.
+    let rounds: Vec<CellResult> = [100, 110, 100]
+        .into_iter()
+        .map(|ns| {
+            let mut fake = Fake::linear(&clock, ns);
+            fake.cpu_factor = Some(0.5);
+            run(&mut fake, rate, &cfg, &clock)
+        })
+        .collect();
+    let n: usize = rounds.iter().map(|r| r.samples.len()).sum();
+    let wall: u64 = rounds.iter().map(|r| r.wall_ns).sum();
+    let medians: Vec<f64> = rounds.iter().map(|r| r.summary.median).collect();
+    let pooled = smtlab_runner::rounds::pool(rounds).unwrap();
+
+    assert_eq!(pooled.samples.len(), n);
+    assert_eq!(pooled.summary.n, n);
+    assert_eq!(pooled.wall_ns, wall);
+    assert_eq!(pooled.rounds.len(), 3);
+    let round_medians: Vec<f64> = pooled.rounds.iter().map(|r| r.summary.median).collect();
+    assert_eq!(round_medians, medians);
+    // 1/100 and 1/110 operations per ns: spread (10 - 9.09) / 10 of the pooled median.
+    let spread = pooled.rounds_spread_rel().unwrap();
+    assert!((spread - (1.0 - 100.0 / 110.0)).abs() < 1e-3, "{spread}");
+    // Half the wall time on CPU: twice the wall-time rate per CPU-second, every round.
+    let cpu = pooled.cpu_rate.as_ref().unwrap();
+    assert_eq!(cpu.n, n);
+    assert!((cpu.median / pooled.summary.median - 2.0).abs() < 1e-2);
+    // Series of the measured samples only, two points each, from every round.
+    assert_eq!(pooled.series["event_ns"].len(), 2 * n);
+}
+
+#[test]
+fn one_round_pools_to_itself_and_none_to_nothing() {
+    let clock = Arc::new(FakeClock::default());
+    let single = run(
+        &mut Fake::linear(&clock, 100),
+        ValueKind::TimePerOp,
+        &cfg(),
+        &clock,
+    );
+    let pooled = smtlab_runner::rounds::pool(vec![single.clone()]).unwrap();
+    assert_eq!(pooled, single);
+    assert!(pooled.rounds.is_empty());
+    assert_eq!(pooled.rounds_spread_rel(), None);
+    assert!(smtlab_runner::rounds::pool(Vec::new()).is_none());
+}

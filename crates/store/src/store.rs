@@ -1179,6 +1179,7 @@ fn load_cells(conn: &Connection, run_id: i64) -> Step<Vec<CellRecord>> {
                 start_spread_ns: summaries.remove("start_spread_ns"),
                 wall_ns: r.get(11)?,
                 config: facts.config,
+                rounds: Vec::new(),
             },
             counters,
         });

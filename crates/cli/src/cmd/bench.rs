@@ -7,8 +7,10 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use smtlab_bench::{BenchContext, Benchmark, Params};
+use smtlab_model::counters::CellCounters;
 use smtlab_model::{
-    CellKey, CellRecord, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
+    BenchInfo, CellKey, CellRecord, CellResult, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus,
+    SkippedCell,
 };
 use smtlab_runner::counting::{CountingSetup, SAMPLES_WINDOW};
 use smtlab_runner::stats::{Ratio, ratio};
@@ -38,6 +40,12 @@ struct BenchOutput<'a> {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if args.repeat > 1 && args.counters {
+        bail!(
+            "--repeat {} with --counters: counters are recorded for single rounds only; drop one of them",
+            args.repeat
+        );
+    }
     let benches = select(&args.names)?;
     check_params(&benches, &args.params)?;
     let topo = smtlab_topology::discover(Path::new("/"))
@@ -103,84 +111,82 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             emit(&render::bench::heading(&info, &params))?;
         }
         let first = cells.len();
-        for (spec_text, placement) in specs.iter().zip(&placements) {
-            let ctx = BenchContext {
-                params: &params,
-                placement,
-                topology: &topo,
-            };
-            // Counting opens before `prepare`, so the workers it starts are counted.
-            let mut counting = setup
-                .as_ref()
-                .map(|s| super::counting::begin(s, placement, &topo));
-            let outcome = bench
-                .prepare(&ctx)
-                .map_err(anyhow::Error::from)
-                .and_then(|mut i| {
-                    let observer: &mut dyn Observer = match counting.as_mut() {
-                        Some(c) => c,
-                        None => &mut NoopObserver,
+        let rounds = args.repeat as usize;
+        // The rounds measured so far, per placement; `None` once that placement failed.
+        let mut measured: Vec<Option<Vec<CellResult>>> = vec![Some(Vec::new()); specs.len()];
+        for round in 0..rounds {
+            for (i, (spec_text, placement)) in specs.iter().zip(&placements).enumerate() {
+                let Some(done) = measured[i].as_mut() else {
+                    continue;
+                };
+                let ctx = BenchContext {
+                    params: &params,
+                    placement,
+                    topology: &topo,
+                };
+                let (result, counters, counters_note) =
+                    match measure_cell(bench.as_ref(), &info, &ctx, &cfg, setup.as_ref()) {
+                        Ok(m) => m,
+                        // One benchmark that cannot run on one placement (c2c-latency on
+                        // a single CPU) should not cost the rest of a multi-benchmark run.
+                        Err(e) if several => {
+                            let reason = format!("{e:#}");
+                            if !args.json {
+                                emit(&format!("  skipped on {}: {reason}\n", placement.name))?;
+                            }
+                            skipped.push(SkippedCell {
+                                key: CellKey {
+                                    benchmark: info.name.clone(),
+                                    params: params
+                                        .iter()
+                                        .map(|(k, v)| (k.into(), v.into()))
+                                        .collect(),
+                                    placement: spec_text.clone(),
+                                },
+                                reason,
+                            });
+                            measured[i] = None;
+                            continue;
+                        }
+                        Err(e) => {
+                            return Err(e)
+                                .with_context(|| format!("{} on {}", info.name, placement.name));
+                        }
                     };
-                    let r = smtlab_runner::measure(i.as_mut(), &info, &cfg, &Monotonic, observer)?;
-                    if let Some(c) = counting.as_mut() {
-                        super::counting::trace_extra_sample(c, i.as_mut(), r.iterations);
-                    }
-                    Ok(r)
-                });
-            let (counters, counters_note) = match counting {
-                Some(c) if outcome.is_ok() => super::counting::finish(c, SAMPLES_WINDOW),
-                _ => (None, None),
-            };
-            let result = match outcome {
-                Ok(r) => r,
-                // One benchmark that cannot run on one placement (c2c-latency on a
-                // single CPU) should not cost the rest of a multi-benchmark run.
-                Err(e) if several => {
-                    let reason = format!("{e:#}");
-                    if !args.json {
-                        emit(&format!("  skipped on {}: {reason}\n", placement.name))?;
-                    }
-                    skipped.push(SkippedCell {
-                        key: CellKey {
-                            benchmark: info.name.clone(),
-                            params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-                            placement: spec_text.clone(),
-                        },
-                        reason,
-                    });
+                done.push(result);
+                if round + 1 < rounds {
                     continue;
                 }
-                Err(e) => {
-                    return Err(e).with_context(|| format!("{} on {}", info.name, placement.name));
+                let result = smtlab_runner::rounds::pool(std::mem::take(done))
+                    .expect("every round of this placement was measured");
+                let cell = CellRecord {
+                    benchmark: info.name.clone(),
+                    group: info.group.clone(),
+                    unit: info.unit.clone(),
+                    direction: info.direction,
+                    params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                    placement_spec: spec_text.clone(),
+                    placement: placement.clone(),
+                    result,
+                    counters,
+                };
+                if !args.json {
+                    let baseline = cells.get(first).map(|c| &c.result.summary);
+                    emit(&render::bench::row(&cell, baseline))?;
+                    if let Some(c) = &cell.counters {
+                        emit(&format!(
+                            "  counters: {}\n",
+                            smtlab_report::counters::line(c)
+                        ))?;
+                    }
+                    if let Some(note) = counters_note {
+                        emit(&format!("  {note}\n"))?;
+                    }
+                } else if let Some(note) = counters_note {
+                    eprintln!("note: {} on {}: {note}", info.name, placement.name);
                 }
-            };
-            let cell = CellRecord {
-                benchmark: info.name.clone(),
-                group: info.group.clone(),
-                unit: info.unit.clone(),
-                direction: info.direction,
-                params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-                placement_spec: spec_text.clone(),
-                placement: placement.clone(),
-                result,
-                counters,
-            };
-            if !args.json {
-                let baseline = cells.get(first).map(|c| &c.result.summary);
-                emit(&render::bench::row(&cell, baseline))?;
-                if let Some(c) = &cell.counters {
-                    emit(&format!(
-                        "  counters: {}\n",
-                        smtlab_report::counters::line(c)
-                    ))?;
-                }
-                if let Some(note) = counters_note {
-                    emit(&format!("  {note}\n"))?;
-                }
-            } else if let Some(note) = counters_note {
-                eprintln!("note: {} on {}: {note}", info.name, placement.name);
+                cells.push(cell);
             }
-            cells.push(cell);
         }
         if !args.json {
             emit(&render::bench::details(&cells[first..]))?;
@@ -218,6 +224,37 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         return emit(&json_text(&out)?);
     }
     Ok(())
+}
+
+/// Prepares and measures one cell; with `setup`, counts it (counting opens before
+/// `prepare`, so the workers it starts are counted).
+fn measure_cell(
+    bench: &dyn Benchmark,
+    info: &BenchInfo,
+    ctx: &BenchContext<'_>,
+    cfg: &RunConfig,
+    setup: Option<&CountingSetup>,
+) -> Result<(CellResult, Option<CellCounters>, Option<String>)> {
+    let mut counting = setup.map(|s| super::counting::begin(s, ctx.placement, ctx.topology));
+    let outcome = bench
+        .prepare(ctx)
+        .map_err(anyhow::Error::from)
+        .and_then(|mut i| {
+            let observer: &mut dyn Observer = match counting.as_mut() {
+                Some(c) => c,
+                None => &mut NoopObserver,
+            };
+            let r = smtlab_runner::measure(i.as_mut(), info, cfg, &Monotonic, observer)?;
+            if let Some(c) = counting.as_mut() {
+                super::counting::trace_extra_sample(c, i.as_mut(), r.iterations);
+            }
+            Ok(r)
+        });
+    let (counters, note) = match counting {
+        Some(c) if outcome.is_ok() => super::counting::finish(c, SAMPLES_WINDOW),
+        _ => (None, None),
+    };
+    Ok((outcome?, counters, note))
 }
 
 /// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.

@@ -465,6 +465,7 @@ fn cell_for(
             start_spread_ns: None,
             wall_ns,
             config: config.clone(),
+            rounds: Vec::new(),
         },
         counters: None,
     })

@@ -15,7 +15,7 @@ fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
 pub fn cell_line(cell: &CellRecord) -> String {
     let s = &cell.result.summary;
     format!(
-        "{:<18} {:<13} {:<28} median {} {} (mean {} +- {:.1}%, n={}{})",
+        "{:<18} {:<13} {:<28} median {} {} (mean {} +- {:.1}%, n={}{}{})",
         cell.benchmark,
         cell.placement_spec,
         params_text(&cell.params),
@@ -28,7 +28,10 @@ pub fn cell_line(cell: &CellRecord) -> String {
             ""
         } else {
             ", not converged"
-        }
+        },
+        super::bench::unsteady(cell)
+            .map(|d| format!(", unsteady: moved {:.1}% during the cell", 100.0 * d))
+            .unwrap_or_default()
     )
 }
 

@@ -212,6 +212,7 @@ pub fn cell(
             start_spread_ns: None,
             wall_ns: 200_000_000,
             config: RunConfig::default(),
+            rounds: Vec::new(),
         },
         counters: None,
     }
