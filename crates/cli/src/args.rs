@@ -114,6 +114,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
+    /// Prepare every placement at once and take their samples in turn (one of each,
+    /// then the next), so a change of the machine's speed falls on all of them alike and
+    /// cancels in their ratios.
+    #[arg(long)]
+    pub interleave: bool,
     /// Print the smtlab.results/1 JSON (every raw sample) instead of tables.
     #[arg(long)]
     pub json: bool,

@@ -366,6 +366,34 @@ mod catalog {
     }
 
     #[test]
+    fn interleaved_placements_are_measured_together() {
+        let v = json_of(smtlab().args([
+            "bench",
+            "null-syscall",
+            "mem-read",
+            "--quick",
+            "--interleave",
+            "-p",
+            "1c1t",
+            "-p",
+            "cpus=0",
+            "--json",
+        ]));
+        let cells = v["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 4);
+        for cell in cells {
+            assert!(cell["result"]["summary"]["n"].as_u64().unwrap() >= 3);
+            assert_eq!(cell["result"]["samples"][0]["cpus"][0], 0);
+        }
+        assert_eq!(v["comparisons"].as_array().unwrap().len(), 2);
+        smtlab()
+            .args(["bench", "int-ops", "--interleave", "--counters"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("--interleave with --counters"));
+    }
+
+    #[test]
     fn bad_repeat_counts_are_refused() {
         smtlab()
             .args(["bench", "int-ops", "--repeat", "0"])

@@ -26,6 +26,8 @@
 //! the process and everything it starts, `/proc/stat` time of the placement's CPUs,
 //! syscall time where tracing is permitted).
 //!
+//! [`interleave::interleave`] measures several cells one sample of each in turn, so
+//! their ratio is not skewed by the machine changing speed between them.
 //! [`rounds::pool`] joins the rounds of a cell measured several times (`--repeat`), so
 //! the disagreement between repetitions is shown beside the within-cell interval.
 //!
@@ -37,6 +39,7 @@ pub mod clock;
 pub mod config;
 pub mod counting;
 pub mod error;
+pub mod interleave;
 mod measure;
 pub mod observer;
 pub mod plan;
@@ -49,6 +52,6 @@ pub mod value;
 pub use clock::{Clock, FakeClock, Monotonic, Overheads, measure_overheads};
 pub use config::RunConfig;
 pub use error::{Phase, RunError};
-pub use measure::measure;
+pub use measure::{Measurement, measure};
 pub use observer::{Event, NoopObserver, Observer, from_fn};
 pub use result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use smtlab_bench::{Instance, RawSample};
 use smtlab_model::{BenchInfo, SampleRecord};
 
-use crate::clock::{Clock, measure_overheads};
+use crate::clock::{Clock, Overheads, measure_overheads};
 use crate::config::RunConfig;
 use crate::error::{Phase, RunError};
 use crate::observer::{Event, Observer};
@@ -48,110 +48,188 @@ pub fn measure(
     clock: &dyn Clock,
     observer: &mut dyn Observer,
 ) -> Result<CellResult, RunError> {
-    crate::config::validate(cfg)?;
-    let start_ns = clock.now_ns();
-    let fixed_iterations = instance.fixed_iterations();
-    let mut cell = Cell {
-        instance,
-        info,
-        cfg,
-        clock,
-        observer,
-        deadline_ns: start_ns.saturating_add(cfg.max_cell_ns),
-    };
-    cell.notify(
-        Phase::Calibration,
-        &Event::CellStarted {
+    let mut m = Measurement::begin(instance, info, cfg, clock, observer)?;
+    while !m.step()? {}
+    m.finish()
+}
+
+/// A cell between its warm-up and its summary: [`Measurement::begin`] runs steps 1-3 of
+/// [`measure`], each [`Measurement::step`] takes one measured sample, and
+/// [`Measurement::finish`] summarises. Taking the steps of several cells in turn
+/// interleaves their samples (see [`crate::interleave`]); the cell's time budget then
+/// counts only the time spent in its own steps.
+pub struct Measurement<'a> {
+    cell: Cell<'a>,
+    start_ns: u64,
+    overheads: Overheads,
+    calibration: Calibration,
+    warmup: Warmup,
+    predicted_wall_ns: u64,
+    samples: Vec<SampleRecord>,
+    values: Vec<f64>,
+    cpu_rates: Vec<f64>,
+    spreads: Vec<f64>,
+    subtracted_total_ns: f64,
+    series: BTreeMap<String, Vec<f64>>,
+    stop_reason: Option<StopReason>,
+    /// When the last step returned: the time until the next one is not this cell's.
+    left_ns: Option<u64>,
+}
+
+impl<'a> Measurement<'a> {
+    /// Overheads, calibration and warm-up.
+    pub fn begin(
+        instance: &'a mut dyn Instance,
+        info: &'a BenchInfo,
+        cfg: &'a RunConfig,
+        clock: &'a dyn Clock,
+        observer: &'a mut dyn Observer,
+    ) -> Result<Self, RunError> {
+        crate::config::validate(cfg)?;
+        let start_ns = clock.now_ns();
+        let fixed_iterations = instance.fixed_iterations();
+        let mut cell = Cell {
+            instance,
             info,
-            config: cfg,
-            fixed_iterations,
-        },
-    )?;
-    let overheads = cfg
-        .known_overheads
-        .unwrap_or_else(|| measure_overheads(clock));
+            cfg,
+            clock,
+            observer,
+            deadline_ns: start_ns.saturating_add(cfg.max_cell_ns),
+        };
+        cell.notify(
+            Phase::Calibration,
+            &Event::CellStarted {
+                info,
+                config: cfg,
+                fixed_iterations,
+            },
+        )?;
+        let overheads = cfg
+            .known_overheads
+            .unwrap_or_else(|| measure_overheads(clock));
 
-    let (calibration, mut predicted_wall_ns) = match fixed_iterations {
-        Some(0) => {
-            return Err(RunError::BadSample {
-                bench: info.name.clone(),
-                phase: Phase::Calibration,
-                reason: "the instance asks for a fixed 0 iterations".into(),
-            });
-        }
-        Some(iterations) => {
-            let fixed = Calibration {
+        let (calibration, mut predicted_wall_ns) = match fixed_iterations {
+            Some(0) => {
+                return Err(RunError::BadSample {
+                    bench: info.name.clone(),
+                    phase: Phase::Calibration,
+                    reason: "the instance asks for a fixed 0 iterations".into(),
+                });
+            }
+            Some(iterations) => {
+                let fixed = Calibration {
+                    iterations,
+                    fixed: true,
+                    tried: Vec::new(),
+                    linear: None,
+                    linearity_ratio: None,
+                };
+                // Unknown until the first warm-up sample; 0 lets that one run.
+                (fixed, 0)
+            }
+            None => cell.calibrate()?,
+        };
+        let iterations = calibration.iterations;
+        cell.notify(
+            Phase::Calibration,
+            &Event::Calibrated {
                 iterations,
-                fixed: true,
-                tried: Vec::new(),
-                linear: None,
-                linearity_ratio: None,
-            };
-            // Unknown until the first warm-up sample; 0 lets that one run.
-            (fixed, 0)
-        }
-        None => cell.calibrate()?,
-    };
-    let iterations = calibration.iterations;
-    cell.notify(
-        Phase::Calibration,
-        &Event::Calibrated {
-            iterations,
-            linear: calibration.linear,
-            calibration: &calibration,
-        },
-    )?;
+                linear: calibration.linear,
+                calibration: &calibration,
+            },
+        )?;
 
-    let mut warmup = Warmup {
-        samples: 0,
-        elapsed_ns: 0,
-    };
-    // Leave room for the minimum number of measured samples after the warm-up.
-    let reserve = cfg.min_samples as u64 + 1;
-    while warmup.samples == 0
-        || (warmup.elapsed_ns < cfg.warmup_ns
-            && warmup.samples < MAX_WARMUP_SAMPLES
-            && cell.fits(predicted_wall_ns.saturating_mul(reserve)))
-    {
-        let (raw, wall_ns) = cell.run(iterations, Phase::Warmup)?;
-        warmup.samples += 1;
-        warmup.elapsed_ns = warmup.elapsed_ns.saturating_add(raw.elapsed_ns);
-        predicted_wall_ns = wall_ns;
+        let mut warmup = Warmup {
+            samples: 0,
+            elapsed_ns: 0,
+        };
+        // Leave room for the minimum number of measured samples after the warm-up.
+        let reserve = cfg.min_samples as u64 + 1;
+        while warmup.samples == 0
+            || (warmup.elapsed_ns < cfg.warmup_ns
+                && warmup.samples < MAX_WARMUP_SAMPLES
+                && cell.fits(predicted_wall_ns.saturating_mul(reserve)))
+        {
+            let (raw, wall_ns) = cell.run(iterations, Phase::Warmup)?;
+            warmup.samples += 1;
+            warmup.elapsed_ns = warmup.elapsed_ns.saturating_add(raw.elapsed_ns);
+            predicted_wall_ns = wall_ns;
+        }
+        cell.notify(
+            Phase::Warmup,
+            &Event::WarmupDone {
+                samples: warmup.samples,
+                elapsed_ns: warmup.elapsed_ns,
+            },
+        )?;
+        let left_ns = Some(clock.now_ns());
+        Ok(Self {
+            cell,
+            start_ns,
+            overheads,
+            calibration,
+            warmup,
+            predicted_wall_ns,
+            samples: Vec::new(),
+            values: Vec::new(),
+            cpu_rates: Vec::new(),
+            spreads: Vec::new(),
+            subtracted_total_ns: 0.0,
+            series: BTreeMap::new(),
+            stop_reason: None,
+            left_ns,
+        })
     }
-    cell.notify(
-        Phase::Warmup,
-        &Event::WarmupDone {
-            samples: warmup.samples,
-            elapsed_ns: warmup.elapsed_ns,
-        },
-    )?;
 
-    let kind = info.value_kind;
-    let mut samples: Vec<SampleRecord> = Vec::new();
-    let mut values = Vec::new();
-    let mut cpu_rates = Vec::new();
-    let mut spreads = Vec::new();
-    let mut subtracted_total_ns = 0.0;
-    let mut series: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let stop_reason = loop {
-        if samples.len() >= cfg.max_samples {
-            break StopReason::MaxSamples;
+    /// Takes the next measured sample unless the cell is done; returns whether it is
+    /// done (converged, out of samples or out of time). Once done, does nothing.
+    pub fn step(&mut self) -> Result<bool, RunError> {
+        if self.stop_reason.is_some() {
+            return Ok(true);
         }
-        if !samples.is_empty() && !cell.fits(predicted_wall_ns) {
-            break StopReason::TimeBudget;
+        // Time spent elsewhere since the last step (other cells' samples) is not this
+        // cell's: move its deadline by as much.
+        let now = self.cell.clock.now_ns();
+        if let Some(left) = self.left_ns {
+            let away = now.saturating_sub(left);
+            self.cell.deadline_ns = self.cell.deadline_ns.saturating_add(away);
+            self.start_ns = self.start_ns.saturating_add(away);
         }
-        let index = samples.len();
+        let outcome = self.sample();
+        self.left_ns = Some(self.cell.clock.now_ns());
+        if let Ok(Some(reason)) = outcome {
+            self.stop_reason = Some(reason);
+        }
+        outcome.map(|r| r.is_some())
+    }
+
+    /// Whether [`Measurement::step`] has nothing left to do.
+    pub fn done(&self) -> bool {
+        self.stop_reason.is_some()
+    }
+
+    fn sample(&mut self) -> Result<Option<StopReason>, RunError> {
+        let cfg = self.cell.cfg;
+        if self.samples.len() >= cfg.max_samples {
+            return Ok(Some(StopReason::MaxSamples));
+        }
+        if !self.samples.is_empty() && !self.cell.fits(self.predicted_wall_ns) {
+            return Ok(Some(StopReason::TimeBudget));
+        }
+        let iterations = self.calibration.iterations;
+        let index = self.samples.len();
         let phase = Phase::Sample(index);
-        let (raw, wall_ns) = cell.run(iterations, phase)?;
-        predicted_wall_ns = wall_ns;
+        let (raw, wall_ns) = self.cell.run(iterations, phase)?;
+        self.predicted_wall_ns = wall_ns;
+        let kind = self.cell.info.value_kind;
         let value = sample_value(kind, &raw).map_err(|e| RunError::BadSample {
-            bench: info.name.clone(),
+            bench: self.cell.info.name.clone(),
             phase,
             reason: e.to_string(),
         })?;
-        subtracted_total_ns += value.subtracted_ns;
-        cpu_rates.extend(cpu_rate(kind, &raw));
-        spreads.extend(raw.start_spread_ns.map(|s| s as f64));
+        self.subtracted_total_ns += value.subtracted_ns;
+        self.cpu_rates.extend(cpu_rate(kind, &raw));
+        self.spreads.extend(raw.start_spread_ns.map(|s| s as f64));
         let RawSample {
             elapsed_ns,
             work,
@@ -163,9 +241,9 @@ pub fn measure(
             ..
         } = raw;
         for (name, mut points) in raw_series {
-            series.entry(name).or_default().append(&mut points);
+            self.series.entry(name).or_default().append(&mut points);
         }
-        samples.push(SampleRecord {
+        self.samples.push(SampleRecord {
             value: value.value,
             iterations,
             elapsed_ns,
@@ -175,48 +253,61 @@ pub fn measure(
             cpus,
             metrics,
         });
-        values.push(value.value);
-        let ci95_rel = stats::ci95_rel(&values);
-        cell.notify(
+        self.values.push(value.value);
+        let ci95_rel = stats::ci95_rel(&self.values);
+        self.cell.notify(
             phase,
             &Event::Sample {
                 index,
                 value: value.value,
-                record: &samples[index],
+                record: &self.samples[index],
                 ci95_rel,
             },
         )?;
-        if values.len() >= cfg.min_samples.max(2)
-            && ci95_rel.is_some_and(|c| c <= cfg.ci_target_rel)
-        {
-            break StopReason::Converged;
-        }
-    };
+        let converged = self.values.len() >= cfg.min_samples.max(2)
+            && ci95_rel.is_some_and(|c| c <= cfg.ci_target_rel);
+        Ok(converged.then_some(StopReason::Converged))
+    }
 
-    let summary = stats::summarize(&values).expect("the loop always takes at least one sample");
-    let result = CellResult {
-        iterations,
-        calibration,
-        warmup,
-        clock_cost_ns: overheads.clock_cost_ns,
-        loop_cost_ns_per_iter: overheads.loop_cost_ns_per_iter,
-        subtracted_ns_per_sample: subtracted_total_ns / values.len() as f64,
-        samples,
-        summary,
-        converged: stop_reason == StopReason::Converged,
-        stop_reason,
-        cpu_rate: stats::summarize(&cpu_rates),
-        series,
-        start_spread_ns: stats::summarize(&spreads),
-        wall_ns: clock.now_ns().saturating_sub(start_ns),
-        config: cfg.clone(),
-        rounds: Vec::new(),
-    };
-    // The cell is complete; a stop request now only matters for the next cell.
-    let _ = cell
-        .observer
-        .event(&Event::CellFinished { result: &result });
-    Ok(result)
+    /// Summarises the samples taken (taking one first if there is none yet, as
+    /// `measure` always does). Called before the cell is done, it summarises what there
+    /// is and says it did not converge.
+    pub fn finish(mut self) -> Result<CellResult, RunError> {
+        if self.values.is_empty() {
+            self.step()?;
+        }
+        let stop_reason = self.stop_reason.unwrap_or(StopReason::MaxSamples);
+        let values = &self.values;
+        let summary = stats::summarize(values).expect("at least one sample was taken");
+        let cfg = self.cell.cfg;
+        let result = CellResult {
+            iterations: self.calibration.iterations,
+            calibration: self.calibration,
+            warmup: self.warmup,
+            clock_cost_ns: self.overheads.clock_cost_ns,
+            loop_cost_ns_per_iter: self.overheads.loop_cost_ns_per_iter,
+            subtracted_ns_per_sample: self.subtracted_total_ns / values.len() as f64,
+            samples: std::mem::take(&mut self.samples),
+            summary,
+            converged: stop_reason == StopReason::Converged,
+            stop_reason,
+            cpu_rate: stats::summarize(&self.cpu_rates),
+            series: std::mem::take(&mut self.series),
+            start_spread_ns: stats::summarize(&self.spreads),
+            wall_ns: self
+                .left_ns
+                .unwrap_or_else(|| self.cell.clock.now_ns())
+                .saturating_sub(self.start_ns),
+            config: cfg.clone(),
+            rounds: Vec::new(),
+        };
+        // The cell is complete; a stop request now only matters for the next cell.
+        let _ = self
+            .cell
+            .observer
+            .event(&Event::CellFinished { result: &result });
+        Ok(result)
+    }
 }
 
 /// The borrowed pieces of one cell being measured.

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use smtlab_bench::{BenchError, Instance, RawSample};
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 use smtlab_runner::{
-    CellResult, Event, FakeClock, NoopObserver, Overheads, Phase, RunConfig, RunError, StopReason,
-    from_fn, measure, stats,
+    CellResult, Clock, Event, FakeClock, NoopObserver, Overheads, Phase, RunConfig, RunError,
+    StopReason, from_fn, measure, stats,
 };
 
 const MS: u64 = 1_000_000;
@@ -658,4 +658,105 @@ fn one_round_pools_to_itself_and_none_to_nothing() {
     assert!(pooled.rounds.is_empty());
     assert_eq!(pooled.rounds_spread_rel(), None);
     assert!(smtlab_runner::rounds::pool(Vec::new()).is_none());
+}
+
+/// A machine that runs at full speed for its first `fast_ns` and 30% slower after.
+fn slows_down(clock: &Arc<FakeClock>, ns_per_iter: u64, fast_ns: u64) -> Fake {
+    let c = Arc::clone(clock);
+    Fake::new(clock, move |n, _| {
+        let slow = c.now_ns() >= fast_ns;
+        let ns = n * ns_per_iter;
+        if slow { ns * 13 / 10 } else { ns }
+    })
+}
+
+fn steady_cfg() -> RunConfig {
+    RunConfig {
+        min_samples: 10,
+        max_samples: 10,
+        ..cfg()
+    }
+}
+
+#[test]
+fn interleaving_cancels_a_change_of_speed_that_skews_cells_measured_in_turn() {
+    use smtlab_runner::interleave::{Turn, interleave};
+    let kind = ValueKind::TimePerOp;
+    let info = info(kind);
+    let cfg = steady_cfg();
+
+    // One after the other: the change of speed lands between the two cells.
+    let clock = Arc::new(FakeClock::default());
+    let a = run(&mut slows_down(&clock, 100, 300 * MS), kind, &cfg, &clock);
+    let b = run(&mut slows_down(&clock, 100, 300 * MS), kind, &cfg, &clock);
+    let skew = b.summary.mean / a.summary.mean;
+    assert!(skew > 1.1, "sequential ratio {skew}");
+
+    // In turn: both see the same share of fast and slow samples.
+    let clock = Arc::new(FakeClock::default());
+    let (mut fa, mut fb) = (
+        slows_down(&clock, 100, 300 * MS),
+        slows_down(&clock, 100, 300 * MS),
+    );
+    let (mut oa, mut ob) = (NoopObserver, NoopObserver);
+    let results = interleave(
+        vec![
+            Turn {
+                instance: &mut fa,
+                info: &info,
+                observer: &mut oa,
+            },
+            Turn {
+                instance: &mut fb,
+                info: &info,
+                observer: &mut ob,
+            },
+        ],
+        &cfg,
+        &*clock,
+    );
+    let [a, b] = [&results[0], &results[1]].map(|r| r.as_ref().unwrap());
+    assert_eq!(a.samples.len(), 10);
+    assert_eq!(b.samples.len(), 10);
+    let ratio = b.summary.mean / a.summary.mean;
+    assert!((ratio - 1.0).abs() < 0.04, "interleaved ratio {ratio}");
+    // Each cell's wall time counts its own steps only, not the other's samples.
+    assert!(
+        a.wall_ns < clock.now_ns() * 3 / 4,
+        "{} of {}",
+        a.wall_ns,
+        clock.now_ns()
+    );
+}
+
+#[test]
+fn an_interleaved_cell_that_fails_leaves_the_others_measured() {
+    use smtlab_runner::interleave::{Turn, interleave};
+    let kind = ValueKind::TimePerOp;
+    let info = info(kind);
+    let clock = Arc::new(FakeClock::default());
+    let mut good = Fake::linear(&clock, 100);
+    let mut bad = Fake::linear(&clock, 100);
+    // Calibration, linearity check and warm-up are calls 0..12; this is sample 3.
+    bad.fail_on_call = Some(15);
+    let (mut og, mut ob) = (NoopObserver, NoopObserver);
+    let results = interleave(
+        vec![
+            Turn {
+                instance: &mut bad,
+                info: &info,
+                observer: &mut ob,
+            },
+            Turn {
+                instance: &mut good,
+                info: &info,
+                observer: &mut og,
+            },
+        ],
+        &steady_cfg(),
+        &*clock,
+    );
+    let err = results[0].as_ref().unwrap_err().to_string();
+    assert!(err.contains("checksum mismatch in call 15"), "{err}");
+    assert_eq!(results[1].as_ref().unwrap().samples.len(), 10);
 }

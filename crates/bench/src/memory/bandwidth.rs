@@ -15,7 +15,7 @@
 
 use std::hint::black_box;
 
-use super::kernels::{self, Isa, LINE_BYTES, Line};
+use super::kernels::{self, Isa, LINE_BYTES, Line, Pages};
 use crate::workers::WorkerState;
 
 /// Which stream a bandwidth benchmark runs.
@@ -75,7 +75,13 @@ pub struct StreamWorker {
 impl StreamWorker {
     /// Allocates and pre-faults `bytes` (rounded down to whole lines; the caller rounds to
     /// pages) for `stream`, filled from `seed`.
-    pub fn new(stream: Stream, isa: Isa, bytes: u64, seed: u64) -> Result<Self, String> {
+    pub fn new(
+        stream: Stream,
+        isa: Isa,
+        bytes: u64,
+        pages: Pages,
+        seed: u64,
+    ) -> Result<Self, String> {
         let lines = usize::try_from(bytes / LINE_BYTES as u64)
             .map_err(|_| format!("{bytes} bytes do not fit in this address space"))?;
         let mut w = StreamWorker {
@@ -91,17 +97,17 @@ impl StreamWorker {
         match stream {
             Stream::Read => {
                 let mut s = 0u64;
-                w.a = kernels::alloc_lines(lines, |i| {
+                w.a = kernels::alloc_lines(lines, pages, |i| {
                     let l = pattern_line(seed, i);
                     s = l.0.iter().fold(s, |t, &x| t.wrapping_add(x));
                     l
                 })?;
                 w.pass_sum = s;
             }
-            Stream::Write => w.a = kernels::alloc_lines(lines, |_| Line([0; 8]))?,
+            Stream::Write => w.a = kernels::alloc_lines(lines, pages, |_| Line([0; 8]))?,
             Stream::Copy => {
-                w.a = kernels::alloc_lines(lines / 2, |i| pattern_line(seed, i))?;
-                w.b = kernels::alloc_lines(lines / 2, |_| Line([0; 8]))?;
+                w.a = kernels::alloc_lines(lines / 2, pages, |i| pattern_line(seed, i))?;
+                w.b = kernels::alloc_lines(lines / 2, pages, |_| Line([0; 8]))?;
             }
         }
         Ok(w)
@@ -190,7 +196,7 @@ mod tests {
     fn every_stream_checks_out_and_counts_bytes_like_likwid() {
         for isa in [Isa::Portable, Isa::detect()] {
             for stream in [Stream::Read, Stream::Write, Stream::Copy] {
-                let mut w = StreamWorker::new(stream, isa, 16 << 10, 5).unwrap();
+                let mut w = StreamWorker::new(stream, isa, 16 << 10, Pages::Base, 5).unwrap();
                 assert_eq!(w.bytes_per_pass(), 16 << 10);
                 for passes in [1, 3, 0, 2] {
                     assert_eq!(w.run(passes), (passes * (16 << 10)) as f64);
@@ -203,17 +209,17 @@ mod tests {
     #[test]
     fn checks_catch_missing_work() {
         let isa = Isa::detect();
-        let mut r = StreamWorker::new(Stream::Read, isa, 8 << 10, 1).unwrap();
+        let mut r = StreamWorker::new(Stream::Read, isa, 8 << 10, Pages::Base, 1).unwrap();
         r.run(2);
         assert!(r.check(3).unwrap_err().contains("3 read passes"));
 
-        let mut w = StreamWorker::new(Stream::Write, isa, 8 << 10, 1).unwrap();
+        let mut w = StreamWorker::new(Stream::Write, isa, 8 << 10, Pages::Base, 1).unwrap();
         w.run(2);
         w.a[5].0[3] ^= 1;
         w.a.last_mut().unwrap().0[7] ^= 1;
         assert!(w.check(2).unwrap_err().contains("after the write passes"));
 
-        let mut c = StreamWorker::new(Stream::Copy, isa, 8 << 10, 1).unwrap();
+        let mut c = StreamWorker::new(Stream::Copy, isa, 8 << 10, Pages::Base, 1).unwrap();
         c.run(1);
         c.check(1).unwrap();
         // The check spoiled some destination words: skipping the copy is caught.

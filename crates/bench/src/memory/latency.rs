@@ -14,7 +14,7 @@
 
 use std::hint::black_box;
 
-use super::kernels::LINE_BYTES;
+use super::kernels::{LINE_BYTES, Pages};
 use crate::compute::kernel::splitmix64;
 use crate::workers::WorkerState;
 
@@ -50,10 +50,18 @@ pub fn lines_for(bytes: u64) -> Result<usize, String> {
 impl Chase {
     /// Builds a random ring over `bytes` (whole lines) from `seed`, writing every line.
     pub fn new(bytes: u64, seed: u64) -> Result<Self, String> {
+        Self::with_pages(bytes, seed, Pages::Base)
+    }
+
+    /// [`Chase::new`] on memory backed as `pages` says.
+    pub fn with_pages(bytes: u64, seed: u64, pages: Pages) -> Result<Self, String> {
         let n = lines_for(bytes)?;
         let oom = || format!("cannot allocate a {bytes}-byte pointer chase");
         let mut lines: Vec<ChaseLine> = Vec::new();
         lines.try_reserve_exact(n).map_err(|_| oom())?;
+        if pages == Pages::Huge {
+            super::kernels::advise_huge_pages(lines.as_ptr().cast(), n * LINE_BYTES);
+        }
         lines.extend((0..n).map(|_| ChaseLine {
             next: std::ptr::null(),
             _pad: [0; 7],

@@ -9,7 +9,10 @@
 //! [`FALLBACK_SIZE`] when the topology does not say; quick runs use 16 MiB, which may be
 //! cache-resident on large-L3 parts. Sizes are rounded down to whole 4 KiB pages (whole
 //! 64-byte lines for the latency test). A run that would need more than 90% of
-//! `MemAvailable` is refused with the numbers.
+//! `MemAvailable` is refused with the numbers. Buffers ask for transparent huge pages
+//! (`pages=huge`, the default; `pages=base` keeps 4 KiB pages): with 4 KiB pages the
+//! page walks, and on a virtual machine how the host happens to back each buffer, moved
+//! bandwidth by 20% between two buffers of one process.
 //!
 //! * Bandwidth ([`bandwidth`]): one iteration is one pass over the buffer, so the runner
 //!   calibrates passes; bytes are counted as likwid-bench counts them (copy = bytes read +
@@ -29,7 +32,7 @@ use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
 use crate::workers::{WorkerPool, threads_param};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use bandwidth::{Stream, StreamWorker};
-use kernels::Isa;
+use kernels::{Isa, Pages};
 use latency::Chase;
 
 /// Per-thread size when the topology gives no last-level cache size.
@@ -119,6 +122,28 @@ fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInf
     }
 }
 
+fn pages_info() -> ParamInfo {
+    param(
+        "pages",
+        "huge",
+        None,
+        "huge (transparent huge pages where the kernel gives them: caches and DRAM \
+         without page walks) or base (4 KiB pages, page walks included)",
+    )
+}
+
+fn pages_param(ctx: &BenchContext<'_>) -> Result<Pages, BenchError> {
+    let v = ctx.params.get_str("pages")?;
+    Pages::parse(v).ok_or_else(|| {
+        crate::ParamError::Value {
+            name: "pages".into(),
+            value: v.into(),
+            expected: "huge or base".into(),
+        }
+        .into()
+    })
+}
+
 fn threads_info() -> ParamInfo {
     param(
         "threads",
@@ -177,12 +202,14 @@ impl Benchmark for Bandwidth {
                      4 x the last-level cache, 256MiB when unknown",
                 ),
                 threads_info(),
+                pages_info(),
             ],
         }
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.name();
+        let pages = pages_param(ctx)?;
         let threads = threads_param(name, ctx)?;
         let size = size_param(ctx)?;
         // Copy splits the size into two page-aligned halves.
@@ -200,7 +227,7 @@ impl Benchmark for Bandwidth {
         let isa = Isa::detect();
         let bench = name.to_string();
         let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
-            StreamWorker::new(stream, isa, bytes, 0x00C0_FFEE ^ i as u64).map_err(|reason| {
+            StreamWorker::new(stream, isa, bytes, pages, 0x00C0_FFEE ^ i as u64).map_err(|reason| {
                 BenchError::Unsupported {
                     bench: bench.clone(),
                     reason: format!("worker {i}: {reason}"),
@@ -242,6 +269,7 @@ impl Benchmark for Latency {
                 ),
                 threads_info(),
                 param("seed", "1", None, "seed of the random chase order"),
+                pages_info(),
             ],
         }
     }
@@ -251,17 +279,17 @@ impl Benchmark for Latency {
         let threads = threads_param(name, ctx)?;
         let size = size_param(ctx)?;
         let seed = ctx.params.get_u64("seed")?;
+        let pages = pages_param(ctx)?;
         let lines = latency::lines_for(size).map_err(|_| too_small(size, 128))?;
         let bytes = lines as u64 * kernels::LINE_BYTES as u64;
         // Plus 4 bytes per line of ring positions and 4 of the shuffle order.
         check_memory(name, threads, bytes + 8 * lines as u64)?;
         let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
-            Chase::new(bytes, seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).map_err(
-                |reason| BenchError::Unsupported {
-                    bench: name.into(),
-                    reason: format!("worker {i}: {reason}"),
-                },
-            )
+            let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            Chase::with_pages(bytes, seed, pages).map_err(|reason| BenchError::Unsupported {
+                bench: name.into(),
+                reason: format!("worker {i}: {reason}"),
+            })
         })?;
         Ok(Box::new(PoolInstance {
             pool,
@@ -345,6 +373,21 @@ mod tests {
         assert!(e.to_string().contains("size=\"lots\""), "{e}");
         let e = prepare(&Latency, &[0], &["seed=x"]).err().unwrap();
         assert!(e.to_string().contains("seed"), "{e}");
+    }
+
+    #[test]
+    fn both_page_kinds_measure_and_others_are_refused() {
+        for b in benchmarks() {
+            let name = b.info().name;
+            for pages in ["pages=huge", "pages=base"] {
+                // 4 MiB spans at least one whole 2 MiB huge page.
+                let mut inst = prepare(&*b, &[0], &["size=4MiB", pages]).unwrap();
+                let s = inst.sample(1).unwrap();
+                assert!(s.elapsed_ns > 0 && s.work > 0.0, "{name} {pages}");
+            }
+            let e = prepare(&*b, &[0], &["pages=tiny"]).err().unwrap();
+            assert!(e.to_string().contains("huge or base"), "{name}: {e}");
+        }
     }
 
     #[test]

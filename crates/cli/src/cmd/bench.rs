@@ -12,7 +12,9 @@ use smtlab_model::{
     BenchInfo, CellKey, CellRecord, CellResult, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus,
     SkippedCell,
 };
+use smtlab_model::{ResolvedPlacement, Topology};
 use smtlab_runner::counting::{CountingSetup, SAMPLES_WINDOW};
+use smtlab_runner::interleave::{Turn, interleave};
 use smtlab_runner::stats::{Ratio, ratio};
 use smtlab_runner::{Monotonic, NoopObserver, Observer, RunConfig, measure_overheads};
 
@@ -40,6 +42,11 @@ struct BenchOutput<'a> {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if args.interleave && args.counters {
+        bail!(
+            "--interleave with --counters: counters are recorded for cells measured one at a time; drop one of them"
+        );
+    }
     if args.repeat > 1 && args.counters {
         bail!(
             "--repeat {} with --counters: counters are recorded for single rounds only; drop one of them",
@@ -115,6 +122,20 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         // The rounds measured so far, per placement; `None` once that placement failed.
         let mut measured: Vec<Option<Vec<CellResult>>> = vec![Some(Vec::new()); specs.len()];
         for round in 0..rounds {
+            let mut turns = if args.interleave {
+                let active: Vec<bool> = measured.iter().map(Option::is_some).collect();
+                measure_in_turn(
+                    bench.as_ref(),
+                    &info,
+                    &params,
+                    &placements,
+                    &active,
+                    &topo,
+                    &cfg,
+                )
+            } else {
+                Vec::new()
+            };
             for (i, (spec_text, placement)) in specs.iter().zip(&placements).enumerate() {
                 let Some(done) = measured[i].as_mut() else {
                     continue;
@@ -124,35 +145,35 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     placement,
                     topology: &topo,
                 };
-                let (result, counters, counters_note) =
-                    match measure_cell(bench.as_ref(), &info, &ctx, &cfg, setup.as_ref()) {
-                        Ok(m) => m,
-                        // One benchmark that cannot run on one placement (c2c-latency on
-                        // a single CPU) should not cost the rest of a multi-benchmark run.
-                        Err(e) if several => {
-                            let reason = format!("{e:#}");
-                            if !args.json {
-                                emit(&format!("  skipped on {}: {reason}\n", placement.name))?;
-                            }
-                            skipped.push(SkippedCell {
-                                key: CellKey {
-                                    benchmark: info.name.clone(),
-                                    params: params
-                                        .iter()
-                                        .map(|(k, v)| (k.into(), v.into()))
-                                        .collect(),
-                                    placement: spec_text.clone(),
-                                },
-                                reason,
-                            });
-                            measured[i] = None;
-                            continue;
+                let outcome = match turns.get_mut(i).and_then(Option::take) {
+                    Some(r) => r.map(|r| (r, None, None)),
+                    None => measure_cell(bench.as_ref(), &info, &ctx, &cfg, setup.as_ref()),
+                };
+                let (result, counters, counters_note) = match outcome {
+                    Ok(m) => m,
+                    // One benchmark that cannot run on one placement (c2c-latency on
+                    // a single CPU) should not cost the rest of a multi-benchmark run.
+                    Err(e) if several => {
+                        let reason = format!("{e:#}");
+                        if !args.json {
+                            emit(&format!("  skipped on {}: {reason}\n", placement.name))?;
                         }
-                        Err(e) => {
-                            return Err(e)
-                                .with_context(|| format!("{} on {}", info.name, placement.name));
-                        }
-                    };
+                        skipped.push(SkippedCell {
+                            key: CellKey {
+                                benchmark: info.name.clone(),
+                                params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                                placement: spec_text.clone(),
+                            },
+                            reason,
+                        });
+                        measured[i] = None;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(e)
+                            .with_context(|| format!("{} on {}", info.name, placement.name));
+                    }
+                };
                 done.push(result);
                 if round + 1 < rounds {
                     continue;
@@ -255,6 +276,54 @@ fn measure_cell(
         _ => (None, None),
     };
     Ok((outcome?, counters, note))
+}
+
+/// One round of every active placement with their samples interleaved
+/// ([`smtlab_runner::interleave`]); `None` for the inactive ones.
+fn measure_in_turn(
+    bench: &dyn Benchmark,
+    info: &BenchInfo,
+    params: &Params,
+    placements: &[ResolvedPlacement],
+    active: &[bool],
+    topo: &Topology,
+    cfg: &RunConfig,
+) -> Vec<Option<Result<CellResult>>> {
+    let mut out: Vec<Option<Result<CellResult>>> = Vec::new();
+    let mut instances = Vec::new();
+    for (placement, &on) in placements.iter().zip(active) {
+        if !on {
+            out.push(None);
+            continue;
+        }
+        let ctx = BenchContext {
+            params,
+            placement,
+            topology: topo,
+        };
+        match bench.prepare(&ctx) {
+            Ok(i) => {
+                instances.push((out.len(), i));
+                out.push(None);
+            }
+            Err(e) => out.push(Some(Err(e.into()))),
+        }
+    }
+    let mut observers: Vec<NoopObserver> = vec![NoopObserver; instances.len()];
+    let turns = instances
+        .iter_mut()
+        .zip(&mut observers)
+        .map(|((_, instance), observer)| Turn {
+            instance: instance.as_mut(),
+            info,
+            observer,
+        })
+        .collect();
+    let results = interleave(turns, cfg, &Monotonic);
+    for ((slot, _), result) in instances.iter().zip(results) {
+        out[*slot] = Some(result.map_err(anyhow::Error::from));
+    }
+    out
 }
 
 /// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.
