@@ -4,8 +4,9 @@
 //! in between: on a shared host whose speed moves over a second or two, a "yield" of
 //! 0.87 between two identical placements is easy to get. Interleaving calibrates and
 //! warms up every cell first, then takes one sample of each in turn, so slow changes of
-//! the machine fall on all cells alike and cancel in their ratio. Each cell keeps its own
-//! convergence test and its own time budget (counting only the time of its own samples).
+//! the machine fall on all cells alike and cancel in their ratio. A cell that converges
+//! early keeps sampling while any other still does, so all span the same time; each
+//! keeps its own limits on samples and time (counting only its own samples' time).
 //!
 //! Every instance stays prepared for the whole measurement, so their memory and idle
 //! threads coexist; each sample starts after another cell's, with the caches that cell
@@ -30,8 +31,9 @@ pub struct Turn<'a> {
 }
 
 /// Measures `cells` with their samples interleaved: calibration and warm-up of each in
-/// order, then one sample of every unfinished cell per round until each has converged,
-/// run out of samples or out of its budget. A cell that fails stops alone; the result
+/// order, then one sample of every cell per round until all have converged in the same
+/// round, or until each has run out of samples or out of its budget (a cell that
+/// converges early keeps sampling while the others go on). A cell that fails stops alone; the result
 /// of each cell is in the order given.
 pub fn interleave(
     cells: Vec<Turn<'_>>,
@@ -44,9 +46,11 @@ pub fn interleave(
         .collect();
     while slots.iter().any(|s| s.as_ref().is_ok_and(|m| !m.done())) {
         for slot in &mut slots {
-            if let Ok(m) = slot
-                && let Err(e) = m.step()
-            {
+            let Ok(m) = slot else { continue };
+            // Cells that converged keep pace with those still going, so every cell's
+            // samples span the same stretch of time.
+            m.continue_if_converged();
+            if let Err(e) = m.step() {
                 *slot = Err(e);
             }
         }

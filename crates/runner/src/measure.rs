@@ -208,13 +208,32 @@ impl<'a> Measurement<'a> {
         self.stop_reason.is_some()
     }
 
+    /// A converged cell goes on sampling (until it converges again on the next step, or
+    /// reaches its sample or time limit); other stops stay stopped. Interleaving keeps
+    /// every cell sampling while any other does, so all of them see the same stretch of
+    /// the machine's history.
+    pub fn continue_if_converged(&mut self) {
+        if self.stop_reason == Some(StopReason::Converged) {
+            self.stop_reason = None;
+        }
+    }
+
     fn sample(&mut self) -> Result<Option<StopReason>, RunError> {
         let cfg = self.cell.cfg;
-        if self.samples.len() >= cfg.max_samples {
-            return Ok(Some(StopReason::MaxSamples));
-        }
-        if !self.samples.is_empty() && !self.cell.fits(self.predicted_wall_ns) {
-            return Ok(Some(StopReason::TimeBudget));
+        let limit = if self.samples.len() >= cfg.max_samples {
+            Some(StopReason::MaxSamples)
+        } else if !self.samples.is_empty() && !self.cell.fits(self.predicted_wall_ns) {
+            Some(StopReason::TimeBudget)
+        } else {
+            None
+        };
+        if let Some(limit) = limit {
+            // A cell kept sampling after it converged (interleaving) still converged.
+            return Ok(Some(if self.converged_now() {
+                StopReason::Converged
+            } else {
+                limit
+            }));
         }
         let iterations = self.calibration.iterations;
         let index = self.samples.len();
@@ -264,9 +283,14 @@ impl<'a> Measurement<'a> {
                 ci95_rel,
             },
         )?;
-        let converged = self.values.len() >= cfg.min_samples.max(2)
-            && ci95_rel.is_some_and(|c| c <= cfg.ci_target_rel);
-        Ok(converged.then_some(StopReason::Converged))
+        Ok(self.converged_now().then_some(StopReason::Converged))
+    }
+
+    /// Enough samples and a CI half-width within the target.
+    fn converged_now(&self) -> bool {
+        let cfg = self.cell.cfg;
+        self.values.len() >= cfg.min_samples.max(2)
+            && stats::ci95_rel(&self.values).is_some_and(|c| c <= cfg.ci_target_rel)
     }
 
     /// Summarises the samples taken (taking one first if there is none yet, as

@@ -760,3 +760,35 @@ fn an_interleaved_cell_that_fails_leaves_the_others_measured() {
     assert!(err.contains("checksum mismatch in call 15"), "{err}");
     assert_eq!(results[1].as_ref().unwrap().samples.len(), 10);
 }
+
+#[test]
+fn an_interleaved_cell_that_converges_early_keeps_pace_with_the_others() {
+    use smtlab_runner::interleave::{Turn, interleave};
+    let kind = ValueKind::TimePerOp;
+    let info = info(kind);
+    let clock = Arc::new(FakeClock::default());
+    let mut exact = Fake::linear(&clock, 100);
+    let mut noisy = Fake::noisy(&clock, 100, 0.3, 7);
+    let (mut oe, mut on) = (NoopObserver, NoopObserver);
+    let results = interleave(
+        vec![
+            Turn {
+                instance: &mut exact,
+                info: &info,
+                observer: &mut oe,
+            },
+            Turn {
+                instance: &mut noisy,
+                info: &info,
+                observer: &mut on,
+            },
+        ],
+        &cfg(),
+        &*clock,
+    );
+    let [e, n] = [&results[0], &results[1]].map(|r| r.as_ref().unwrap());
+    // Alone, the exact cell converges after the minimum of 3 samples.
+    assert!(n.samples.len() > 3, "the noisy cell needed more samples");
+    assert_eq!(e.samples.len(), n.samples.len());
+    assert!(e.converged);
+}
