@@ -26,7 +26,7 @@
 #   PLACEMENT=spec   smtlab placement (default 1c1t); must be the one CPU given in CPU
 #   CPU=n            CPU for perf's taskset (default 0, the CPU 1c1t takes); on a busy
 #                    machine pick an idle one for both: CPU=1 PLACEMENT=cpus=1
-#   REPEAT=n         runs per side, the median is compared (default 3)
+#   REPEAT=n         runs per side, the median is compared (default 7)
 #   SYSCALL_LOOPS=n  perf syscall loops (default 10000000, perf's default)
 #   PIPE_LOOPS=n     perf pipe loops (default 1000000, perf's default)
 #   TOLERANCE=f      relative difference accepted (default 0.10)
@@ -37,7 +37,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CPU=${CPU:-0}
 PLACEMENT=${PLACEMENT:-1c1t}
-REPEAT=${REPEAT:-3}
+REPEAT=${REPEAT:-7}
 SYSCALL_LOOPS=${SYSCALL_LOOPS:-10000000}
 PIPE_LOOPS=${PIPE_LOOPS:-1000000}
 TOLERANCE=${TOLERANCE:-0.10}
