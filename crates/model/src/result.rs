@@ -104,6 +104,11 @@ pub struct Round {
     pub wall_ns: u64,
 }
 
+/// For independent samples from one distribution, the difference between the medians
+/// of the two halves stays within about 2.5 CI half-widths 95% of the time; beyond this
+/// many, the level itself moved.
+pub const UNSTEADY_HALF_WIDTHS: f64 = 3.0;
+
 impl CellResult {
     /// The measured values in sample order.
     pub fn values(&self) -> Vec<f64> {
@@ -114,6 +119,16 @@ impl CellResult {
     /// ([`crate::stats::drift_rel`]); for pooled rounds, across the whole sequence.
     pub fn drift_rel(&self) -> Option<f64> {
         crate::stats::drift_rel(&self.values())
+    }
+
+    /// The drift ([`CellResult::drift_rel`]) when it is beyond what the cell's own
+    /// confidence interval explains (more than [`UNSTEADY_HALF_WIDTHS`] half-widths) and
+    /// beyond the convergence target: the machine changed speed during the cell, and a
+    /// repetition will likely differ by about this much, not by the interval.
+    pub fn unsteady(&self) -> Option<f64> {
+        let drift = self.drift_rel()?;
+        (drift > UNSTEADY_HALF_WIDTHS * self.summary.ci95_rel && drift > self.config.ci_target_rel)
+            .then_some(drift)
     }
 
     /// `(max - min) / median` of the rounds' medians, relative to the pooled median:

@@ -195,6 +195,17 @@ pub fn notes(r: &RunResults) -> Vec<String> {
             short(m.config.ci_target_rel * 100.0)
         ));
     }
+    let unsteady = r
+        .cells
+        .iter()
+        .filter(|c| c.result.unsteady().is_some())
+        .count();
+    if unsteady > 0 {
+        out.push(format!(
+            "{unsteady} cells were unsteady: their level moved during the measurement by more \
+             than their confidence interval explains, so a repetition may differ by that much"
+        ));
+    }
     let nonlinear = r
         .cells
         .iter()

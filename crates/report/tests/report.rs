@@ -819,3 +819,35 @@ fn write_demo_page() {
     let path = dir.join("smtlab-report-demo.html");
     std::fs::write(&path, smtlab_report::html(&demo())).unwrap();
 }
+
+#[test]
+fn a_cell_whose_level_moved_is_flagged_unsteady() {
+    let p = placement("1c1t");
+    // A level shift from 100 to 130 halfway: the drift (30 / 115) is far beyond the CI.
+    let shifted: Vec<f64> = (0..20)
+        .map(|i| if i < 10 { 100.0 } else { 130.0 } + (i % 3) as f64)
+        .collect();
+    let steady: Vec<f64> = (0..20).map(|i| 100.0 + (i % 3) as f64).collect();
+    let moved = cell(
+        "null-syscall",
+        "os",
+        "ns",
+        Direction::Lower,
+        &[],
+        p.clone(),
+        &shifted,
+    );
+    let calm = cell("read", "os", "ns", Direction::Lower, &[], p, &steady);
+    let drift = moved
+        .result
+        .unsteady()
+        .expect("a level shift of 30% is unsteady");
+    assert!((drift - 30.0 / 115.5).abs() < 0.01, "{drift}");
+    assert_eq!(calm.result.unsteady(), None);
+
+    let page = smtlab_report::html(&run(vec![moved, calm], vec![]));
+    assert!(
+        page.contains("1 cells were unsteady"),
+        "the machine section says so"
+    );
+}

@@ -92,21 +92,6 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {
     ])
 }
 
-/// Under independent samples from one distribution, the difference between the medians
-/// of the two halves stays within about 2.5 times the CI half-width (95% of the time);
-/// beyond this many half-widths, the level itself moved.
-const DRIFT_IN_HALF_WIDTHS: f64 = 3.0;
-
-/// The level of the cell's samples moved during the measurement by more than its own
-/// confidence interval explains (and by more than the convergence target): the
-/// fraction it moved, to warn that a repetition may differ by about that much.
-pub fn unsteady(cell: &CellRecord) -> Option<f64> {
-    let r = &cell.result;
-    let drift = r.drift_rel()?;
-    (drift > DRIFT_IN_HALF_WIDTHS * r.summary.ci95_rel && drift > r.config.ci_target_rel)
-        .then_some(drift)
-}
-
 /// How each cell was measured: what a skeptical reader asks first.
 pub fn details(cells: &[CellRecord]) -> String {
     let mut out = String::new();
@@ -157,7 +142,7 @@ pub fn details(cells: &[CellRecord]) -> String {
             ));
         }
         out.push('\n');
-        if let Some(drift) = unsteady(c) {
+        if let Some(drift) = r.unsteady() {
             out.push_str(&format!(
                 "  unsteady: the median moved {:.1}% between the first and second half of the \
                  samples, beyond their {:.1}% interval; the machine changed speed during the \

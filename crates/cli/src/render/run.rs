@@ -29,7 +29,8 @@ pub fn cell_line(cell: &CellRecord) -> String {
         } else {
             ", not converged"
         },
-        super::bench::unsteady(cell)
+        cell.result
+            .unsteady()
             .map(|d| format!(", unsteady: moved {:.1}% during the cell", 100.0 * d))
             .unwrap_or_default()
     )
