@@ -131,15 +131,19 @@ impl CellResult {
             .then_some(drift)
     }
 
-    /// `(max - min) / median` of the rounds' medians, relative to the pooled median:
-    /// how much repetitions of this cell disagree. `None` below two rounds.
-    pub fn rounds_spread_rel(&self) -> Option<f64> {
+    /// The lowest and highest of the rounds' medians; `None` below two rounds.
+    pub fn round_median_range(&self) -> Option<(f64, f64)> {
         if self.rounds.len() < 2 {
             return None;
         }
         let medians: Vec<f64> = self.rounds.iter().map(|r| r.summary.median).collect();
-        let lo = crate::stats::min(&medians)?;
-        let hi = crate::stats::max(&medians)?;
+        Some((crate::stats::min(&medians)?, crate::stats::max(&medians)?))
+    }
+
+    /// `(max - min)` of the rounds' medians relative to the pooled median: how much
+    /// repetitions of this cell disagree. `None` below two rounds.
+    pub fn rounds_spread_rel(&self) -> Option<f64> {
+        let (lo, hi) = self.round_median_range()?;
         let all = self.summary.median;
         (all != 0.0).then(|| ((hi - lo) / all).abs())
     }

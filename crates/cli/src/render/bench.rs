@@ -131,13 +131,12 @@ pub fn details(cells: &[CellRecord]) -> String {
             let list: smtlab_model::CpuSet = ran_on.into_iter().collect();
             out.push_str(&format!("; ran on CPUs {list}"));
         }
-        if let Some(spread) = r.rounds_spread_rel() {
-            let medians: Vec<f64> = r.rounds.iter().map(|x| x.summary.median).collect();
+        if let (Some((lo, hi)), Some(spread)) = (r.round_median_range(), r.rounds_spread_rel()) {
             out.push_str(&format!(
                 "; {} rounds, medians {}..{} (spread {:.1}% of the pooled median)",
                 r.rounds.len(),
-                num(medians.iter().copied().fold(f64::INFINITY, f64::min)),
-                num(medians.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+                num(lo),
+                num(hi),
                 100.0 * spread
             ));
         }
