@@ -16,11 +16,13 @@ use std::collections::BTreeMap;
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
 pub mod catalog;
+pub mod client;
 pub mod clock;
 pub mod compute;
 pub mod memory;
 pub mod os;
 pub mod params;
+pub mod process;
 pub mod threads;
 pub mod workers;
 
@@ -55,6 +57,10 @@ pub struct BenchContext<'a> {
     pub params: &'a Params,
     pub placement: &'a ResolvedPlacement,
     pub topology: &'a Topology,
+    /// Where a server workload's client side runs (load generators, pgbench, chat
+    /// clients): CPUs apart from the placement, chosen by the runner. `None` for
+    /// benchmarks that have no client side.
+    pub client: Option<&'a client::ClientSide>,
 }
 
 /// Why a benchmark could not be prepared or sampled.

@@ -583,6 +583,7 @@ pub(crate) mod tests {
             params,
             placement,
             topology,
+            client: None,
         }
     }
 

@@ -59,6 +59,7 @@
 //! [`ResolvedPlacement::packages`] counts cores outside any package (a PS3 has no package
 //! ids) as one package.
 
+pub mod client;
 pub mod pin;
 mod resolve;
 mod spec;
@@ -66,6 +67,7 @@ mod spec;
 #[cfg(test)]
 mod testutil;
 
+pub use client::{ClientRule, client_cpus};
 pub use resolve::{resolve, standard_placements};
 pub use smtlab_model::{
     CoreOrder, CpuOrder, CpuSet, PlacementKind, PlacementSpec, ResolvedPlacement, Topology,

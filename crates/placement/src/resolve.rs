@@ -174,7 +174,7 @@ pub fn standard_placements(
 }
 
 /// Online CPUs this process may run on.
-fn usable_cpus(topo: &Topology) -> CpuSet {
+pub(crate) fn usable_cpus(topo: &Topology) -> CpuSet {
     match &topo.allowed_cpus {
         Some(allowed) => topo.cpus.intersection(allowed),
         None => topo.cpus.clone(),

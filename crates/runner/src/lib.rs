@@ -35,6 +35,7 @@
 //! [`Clock`], so tests drive everything with a [`FakeClock`] and fake instances.
 //! [`stats::ratio`] compares two cells (SMT yield) with a Fieller confidence interval.
 
+pub mod catalog;
 pub mod clock;
 pub mod config;
 pub mod counting;

@@ -168,7 +168,7 @@ mod tests {
     fn benches(names: &[&str]) -> Vec<Box<dyn Benchmark>> {
         names
             .iter()
-            .map(|n| smtlab_bench::catalog::find(n).expect("in the catalog"))
+            .map(|n| crate::catalog::find(n).expect("in the catalog"))
             .collect()
     }
 

@@ -413,6 +413,7 @@ pub(crate) mod testutil {
             params: &params,
             placement: &placement,
             topology: &topology,
+            client: None,
         })
     }
 

@@ -293,6 +293,7 @@ mod tests {
             params: &params,
             placement: &placement,
             topology: &topology,
+            client: None,
         };
         let mut inst = b.instance(&ctx).unwrap();
         assert_eq!(inst.set.count, 3);

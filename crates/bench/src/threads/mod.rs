@@ -525,6 +525,7 @@ pub(crate) mod testutil {
             params: &params,
             placement: &placement,
             topology: &topology,
+            client: None,
         };
         bench.prepare(&ctx)
     }

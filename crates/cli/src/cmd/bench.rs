@@ -144,6 +144,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     params: &params,
                     placement,
                     topology: &topo,
+                    client: None,
                 };
                 let outcome = match turns.get_mut(i).and_then(Option::take) {
                     Some(r) => r.map(|r| (r, None, None)),
@@ -300,6 +301,7 @@ fn measure_in_turn(
             params,
             placement,
             topology: topo,
+            client: None,
         };
         match bench.prepare(&ctx) {
             Ok(i) => {
@@ -330,7 +332,7 @@ fn measure_in_turn(
 pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
     let mut out: Vec<Box<dyn Benchmark>> = Vec::new();
     for name in names {
-        let group: Vec<Box<dyn Benchmark>> = smtlab_bench::catalog::all()
+        let group: Vec<Box<dyn Benchmark>> = smtlab_runner::catalog::all()
             .into_iter()
             .filter(|b| name == "all" || b.info().group == *name)
             .collect();
@@ -362,11 +364,11 @@ fn check_params(benches: &[Box<dyn Benchmark>], params: &[String]) -> Result<()>
 }
 
 fn find(name: &str) -> Result<Box<dyn Benchmark>> {
-    match smtlab_bench::catalog::find(name) {
+    match smtlab_runner::catalog::find(name) {
         Some(b) => Ok(b),
         None => bail!(
             "unknown benchmark {name:?}; available: {}",
-            smtlab_bench::catalog::names().join(", ")
+            smtlab_runner::catalog::names().join(", ")
         ),
     }
 }

@@ -8,7 +8,7 @@ use crate::args::ListArgs;
 use crate::render::table::Table;
 
 pub fn run(args: &ListArgs) -> Result<()> {
-    let infos: Vec<BenchInfo> = smtlab_bench::catalog::all()
+    let infos: Vec<BenchInfo> = smtlab_runner::catalog::all()
         .iter()
         .map(|b| b.info())
         .collect();

@@ -280,7 +280,7 @@ fn measure_cell(
     bar: &ProgressBar,
 ) -> Result<(CellRecord, Option<String>), CellError> {
     let skip = |e: &dyn std::fmt::Display| CellError::Skip(e.to_string());
-    let bench = smtlab_bench::catalog::find(&key.benchmark).ok_or_else(|| {
+    let bench = smtlab_runner::catalog::find(&key.benchmark).ok_or_else(|| {
         CellError::Skip(format!("no benchmark {:?} in this build", key.benchmark))
     })?;
     let info = bench.info();
@@ -291,6 +291,7 @@ fn measure_cell(
         params: &params,
         placement: &placement,
         topology: topo,
+        client: None,
     };
     // Counting opens before `prepare`, so the workers it starts are counted.
     let mut counting = setup.map(|s| super::counting::begin(s, &placement, topo));

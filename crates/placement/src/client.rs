@@ -1,0 +1,171 @@
+//! The CPUs a workload's client side (load generator, pgbench, chat clients) runs on.
+//!
+//! A server workload measures the server on the placement; the client that drives it
+//! must not take CPU time or pipeline slots from it, or the measurement mixes the two.
+//! So by default the client gets every usable CPU that is neither in the placement nor an
+//! SMT sibling of a placement CPU (paper 000 drove its servers from separate machines).
+//! The user may allow siblings ([`ClientRule::AllowSiblings`]) or name the CPUs
+//! ([`ClientRule::Cpus`]); a named set may overlap the placement only when asked for
+//! with `Cpus { shared: true }`, so an overlap is always deliberate.
+
+use smtlab_model::{CpuSet, ResolvedPlacement, Topology};
+
+use crate::resolve::usable_cpus;
+
+/// How the client side's CPUs are chosen.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ClientRule {
+    /// Usable CPUs outside the placement and outside its cores (no shared pipeline).
+    #[default]
+    Apart,
+    /// Usable CPUs outside the placement; SMT siblings of placement CPUs allowed.
+    AllowSiblings,
+    /// Exactly these CPUs. Unless `shared`, they must be disjoint from the placement.
+    Cpus { cpus: CpuSet, shared: bool },
+}
+
+/// The client CPUs for a server on `server`, or a one-line reason why there are none.
+pub fn client_cpus(
+    topo: &Topology,
+    server: &ResolvedPlacement,
+    rule: &ClientRule,
+) -> Result<CpuSet, String> {
+    let usable = usable_cpus(topo);
+    if !server.pinned() && !matches!(rule, ClientRule::Cpus { shared: true, .. }) {
+        return Err(format!(
+            "placement {} does not pin the server, so no CPUs can be kept apart for the client",
+            server.name
+        ));
+    }
+    let server_cpus: CpuSet = server.cpus.iter().copied().collect();
+    match rule {
+        ClientRule::Cpus { cpus, shared } => {
+            let outside = cpus.difference(&usable);
+            if !outside.is_empty() {
+                return Err(format!(
+                    "client CPUs {} are not usable here (usable: {})",
+                    outside.to_list_string(),
+                    usable.to_list_string()
+                ));
+            }
+            if cpus.is_empty() {
+                return Err("the client CPU list is empty".into());
+            }
+            let overlap = cpus.intersection(&server_cpus);
+            if !shared && !overlap.is_empty() {
+                return Err(format!(
+                    "client CPUs {} overlap placement {} (CPUs {}); choose other CPUs or allow sharing",
+                    overlap.to_list_string(),
+                    server.name,
+                    server_cpus.to_list_string()
+                ));
+            }
+            Ok(cpus.clone())
+        }
+        ClientRule::Apart | ClientRule::AllowSiblings => {
+            let mut taken = server_cpus.clone();
+            if *rule == ClientRule::Apart {
+                for cpu in server_cpus.iter() {
+                    if let Some(core) = topo.core_of(cpu) {
+                        taken = taken.union(&core.cpus);
+                    }
+                }
+            }
+            let free = usable.difference(&taken);
+            if free.is_empty() {
+                let what = if *rule == ClientRule::Apart {
+                    "outside its cores"
+                } else {
+                    "outside it"
+                };
+                return Err(format!(
+                    "no CPU left for the client side: placement {} uses CPUs {} and this machine has no usable CPU {what} (usable: {}); name client CPUs to share",
+                    server.name,
+                    server_cpus.to_list_string(),
+                    usable.to_list_string()
+                ));
+            }
+            Ok(free)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::topo;
+    use crate::{parse, resolve};
+
+    fn placed(t: &Topology, spec: &str) -> ResolvedPlacement {
+        resolve(&parse(spec).unwrap(), t).unwrap()
+    }
+
+    fn set(list: &str) -> CpuSet {
+        CpuSet::parse_list(list).unwrap()
+    }
+
+    #[test]
+    fn apart_leaves_out_the_siblings_of_the_server() {
+        // Two cores with two threads each: 0,2 and 1,3.
+        let t = topo(&[&[&[0, 2], &[1, 3]]]);
+        let p = placed(&t, "1c1t");
+        assert_eq!(client_cpus(&t, &p, &ClientRule::Apart).unwrap(), set("1,3"));
+        assert_eq!(
+            client_cpus(&t, &p, &ClientRule::AllowSiblings).unwrap(),
+            set("1-3")
+        );
+    }
+
+    #[test]
+    fn a_placement_that_fills_the_machine_leaves_no_client() {
+        let t = topo(&[&[&[0], &[1]]]);
+        let p = placed(&t, "2c1t");
+        let e = client_cpus(&t, &p, &ClientRule::Apart).unwrap_err();
+        assert!(e.contains("no CPU left for the client"), "{e}");
+        assert_eq!(
+            client_cpus(
+                &t,
+                &p,
+                &ClientRule::Cpus {
+                    cpus: set("1"),
+                    shared: true
+                }
+            )
+            .unwrap(),
+            set("1")
+        );
+    }
+
+    #[test]
+    fn named_cpus_must_not_overlap_unless_shared() {
+        let t = topo(&[&[&[0], &[1], &[2]]]);
+        let p = placed(&t, "1c1t");
+        let e = client_cpus(
+            &t,
+            &p,
+            &ClientRule::Cpus {
+                cpus: set("0,1"),
+                shared: false,
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("overlap"), "{e}");
+        let e = client_cpus(
+            &t,
+            &p,
+            &ClientRule::Cpus {
+                cpus: set("7"),
+                shared: false,
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("not usable"), "{e}");
+    }
+
+    #[test]
+    fn unpinned_server_has_no_apart() {
+        let t = topo(&[&[&[0], &[1]]]);
+        let p = placed(&t, "os");
+        assert!(client_cpus(&t, &p, &ClientRule::Apart).is_err());
+    }
+}

@@ -1,0 +1,38 @@
+//! # smtlab-workloads
+//!
+//! Server and system workloads, each behind the same [`Benchmark`] trait as the
+//! micro-benchmarks so the runner measures them alike (calibration aside: a workload
+//! sample is a fixed stretch of load, see each module).
+//!
+//! A server workload puts its server on the placement's CPUs and drives it from the
+//! [`ClientSide`](smtlab_bench::client::ClientSide) that the runner hands it in
+//! [`BenchContext::client`](smtlab_bench::BenchContext): CPUs apart from the placement,
+//! and threads started outside the counters, so per-request costs are the server's.
+//! Processes it starts (real servers, pgbench) are started with
+//! [`smtlab_bench::process`] so they never outlive smtlab.
+//!
+//! | module | workloads | paper |
+//! |---|---|---|
+//! | [`web`] | `web-static`, `web-capacity`, `web-server` | 000, 003 |
+//! | [`net`] | `chat`, `tbench`, `tcp-stream`, `tcp-rr`, `tcp-crr`, `udp-rr` | 001, 004 |
+//! | [`dbench`] | `dbench` | 001 |
+//! | [`db`] | `oltp-pg`, `oltp-sqlite` | 004 |
+//! | [`sdet`] | `sdet` | 004 |
+
+use smtlab_bench::Benchmark;
+
+pub mod db;
+pub mod dbench;
+pub mod net;
+pub mod sdet;
+pub mod web;
+
+/// Every workload, in the order `smtlab list` shows them.
+pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
+    let mut v = web::benchmarks();
+    v.extend(net::benchmarks());
+    v.extend(dbench::benchmarks());
+    v.extend(db::benchmarks());
+    v.extend(sdet::benchmarks());
+    v
+}
