@@ -91,6 +91,13 @@ pub trait Benchmark: Send + Sync {
     /// timed. The returned instance is sampled repeatedly and dropped at the end (which
     /// must stop workers and reap children).
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError>;
+
+    /// Whether this benchmark drives a server from a client side pinned apart from the
+    /// placement ([`BenchContext::client`]). The runner then finds the client CPUs and
+    /// starts the [`client::ClientSide`] before counting begins.
+    fn client_side(&self) -> bool {
+        false
+    }
 }
 
 /// A benchmark prepared for one placement and parameter set.

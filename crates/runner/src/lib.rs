@@ -36,6 +36,7 @@
 //! [`stats::ratio`] compares two cells (SMT yield) with a Fieller confidence interval.
 
 pub mod catalog;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod counting;

@@ -140,15 +140,24 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 let Some(done) = measured[i].as_mut() else {
                     continue;
                 };
-                let ctx = BenchContext {
-                    params: &params,
-                    placement,
-                    topology: &topo,
-                    client: None,
-                };
                 let outcome = match turns.get_mut(i).and_then(Option::take) {
                     Some(r) => r.map(|r| (r, None, None)),
-                    None => measure_cell(bench.as_ref(), &info, &ctx, &cfg, setup.as_ref()),
+                    None => smtlab_runner::client::client_for(
+                        bench.as_ref(),
+                        &topo,
+                        placement,
+                        &smtlab_placement::ClientRule::Apart,
+                    )
+                    .map_err(anyhow::Error::msg)
+                    .and_then(|client| {
+                        let ctx = BenchContext {
+                            params: &params,
+                            placement,
+                            topology: &topo,
+                            client: client.as_ref(),
+                        };
+                        measure_cell(bench.as_ref(), &info, &ctx, &cfg, setup.as_ref())
+                    }),
                 };
                 let (result, counters, counters_note) = match outcome {
                     Ok(m) => m,
@@ -297,15 +306,28 @@ fn measure_in_turn(
             out.push(None);
             continue;
         }
+        let client = match smtlab_runner::client::client_for(
+            bench,
+            topo,
+            placement,
+            &smtlab_placement::ClientRule::Apart,
+        ) {
+            Ok(c) => c,
+            Err(reason) => {
+                out.push(Some(Err(anyhow::Error::msg(reason))));
+                continue;
+            }
+        };
         let ctx = BenchContext {
             params,
             placement,
             topology: topo,
-            client: None,
+            client: client.as_ref(),
         };
         match bench.prepare(&ctx) {
             Ok(i) => {
-                instances.push((out.len(), i));
+                // The client side outlives its instance: it is dropped after it below.
+                instances.push((out.len(), i, client));
                 out.push(None);
             }
             Err(e) => out.push(Some(Err(e.into()))),
@@ -315,14 +337,14 @@ fn measure_in_turn(
     let turns = instances
         .iter_mut()
         .zip(&mut observers)
-        .map(|((_, instance), observer)| Turn {
+        .map(|((_, instance, _), observer)| Turn {
             instance: instance.as_mut(),
             info,
             observer,
         })
         .collect();
     let results = interleave(turns, cfg, &Monotonic);
-    for ((slot, _), result) in instances.iter().zip(results) {
+    for ((slot, _, _), result) in instances.iter().zip(results) {
         out[*slot] = Some(result.map_err(anyhow::Error::from));
     }
     out

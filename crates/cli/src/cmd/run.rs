@@ -287,11 +287,18 @@ fn measure_cell(
     let spec = smtlab_placement::parse(&key.placement).map_err(|e| skip(&e))?;
     let placement = smtlab_placement::resolve(&spec, topo).map_err(|e| skip(&e))?;
     let params = Params::from_pairs(key.params.clone());
+    let client = smtlab_runner::client::client_for(
+        bench.as_ref(),
+        topo,
+        &placement,
+        &smtlab_placement::ClientRule::Apart,
+    )
+    .map_err(CellError::Skip)?;
     let ctx = BenchContext {
         params: &params,
         placement: &placement,
         topology: topo,
-        client: None,
+        client: client.as_ref(),
     };
     // Counting opens before `prepare`, so the workers it starts are counted.
     let mut counting = setup.map(|s| super::counting::begin(s, &placement, topo));
