@@ -98,6 +98,53 @@ pub trait Benchmark: Send + Sync {
     fn client_side(&self) -> bool {
         false
     }
+
+    /// Whether `suite` measures this benchmark at all (a long workload may stay out of
+    /// `quick`). Its cells are its parameters at the suite's values (`ParamInfo::quick`
+    /// in `quick`, the defaults otherwise) on every placement of the run, plus
+    /// [`Benchmark::sweep`].
+    fn in_suite(&self, suite: Suite) -> bool {
+        let _ = suite;
+        true
+    }
+
+    /// The extra cells `suite` measures beyond the base cells: the papers' sweeps (thread
+    /// counts, working-set sizes, client counts, rooms). Each entry overrides some
+    /// parameters and names a placement, or `None` for every placement of the run.
+    fn sweep(&self, suite: Suite, topo: &Topology) -> Vec<SweepCell> {
+        let _ = (suite, topo);
+        Vec::new()
+    }
+}
+
+/// The suites of `smtlab run`, from a quick look to the papers' full sweeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Suite {
+    Quick,
+    Default,
+    Full,
+}
+
+/// One extra cell of a suite (see [`Benchmark::sweep`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepCell {
+    /// Parameters that differ from the suite's base values.
+    pub params: Vec<(String, String)>,
+    /// The placement, or `None` for every placement of the run.
+    pub placement: Option<String>,
+}
+
+impl SweepCell {
+    /// A sweep point on every placement of the run.
+    pub fn everywhere(params: &[(&str, String)]) -> SweepCell {
+        SweepCell {
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            placement: None,
+        }
+    }
 }
 
 /// A benchmark prepared for one placement and parameter set.
@@ -110,5 +157,35 @@ pub trait Instance: Send {
     /// runner calibrate.
     fn fixed_iterations(&self) -> Option<u64> {
         None
+    }
+}
+
+impl Suite {
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Quick => "quick",
+            Suite::Default => "default",
+            Suite::Full => "full",
+        }
+    }
+}
+
+impl std::fmt::Display for Suite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Suite {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "quick" => Ok(Suite::Quick),
+            "default" => Ok(Suite::Default),
+            "full" => Ok(Suite::Full),
+            other => Err(format!(
+                "unknown suite {other:?}: expected quick, default or full"
+            )),
+        }
     }
 }

@@ -13,50 +13,13 @@
 //! benchmark can run on it is found out when the cell is measured, and recorded.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use smtlab_bench::Benchmark;
 use smtlab_bench::memory::latency_sweep_sizes;
 use smtlab_bench::workers::thread_counts;
 use smtlab_model::{CellKey, Topology};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Suite {
-    Quick,
-    Default,
-    Full,
-}
-
-impl Suite {
-    pub fn name(self) -> &'static str {
-        match self {
-            Suite::Quick => "quick",
-            Suite::Default => "default",
-            Suite::Full => "full",
-        }
-    }
-}
-
-impl fmt::Display for Suite {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Suite {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "quick" => Ok(Suite::Quick),
-            "default" => Ok(Suite::Default),
-            "full" => Ok(Suite::Full),
-            other => Err(format!(
-                "unknown suite {other:?}: expected quick, default or full"
-            )),
-        }
-    }
-}
+pub use smtlab_bench::Suite;
 
 /// The parameter values of `bench` for `suite` (defaults or quick values).
 fn base_params(bench: &dyn Benchmark, suite: Suite) -> BTreeMap<String, String> {
@@ -93,10 +56,25 @@ pub fn plan(
 ) -> Vec<CellKey> {
     let mut cells = Vec::new();
     for bench in benches {
+        if !bench.in_suite(suite) {
+            continue;
+        }
         let name = bench.info().name;
         let base = base_params(bench.as_ref(), suite);
         for placement in placements {
             cells.push(key(&name, &base, placement));
+        }
+        for extra in bench.sweep(suite, topo) {
+            let mut p = base.clone();
+            p.extend(extra.params.iter().cloned());
+            match &extra.placement {
+                Some(on) => cells.push(key(&name, &p, on)),
+                None => {
+                    for placement in placements {
+                        cells.push(key(&name, &p, placement));
+                    }
+                }
+            }
         }
         if suite != Suite::Full {
             continue;
