@@ -44,7 +44,10 @@ fn control(dir: &Path) -> String {
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < Duration::from_secs(20), "timed out waiting: {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting: {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -53,11 +56,19 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 fn shows_the_state_of_a_tree() {
     let dir = tree();
     fs::write(dir.path().join("sys/devices/system/cpu/cpu3/online"), "0").unwrap();
-    let out = smtlab().arg("smt").arg("--sysfs").arg(dir.path()).output().unwrap();
+    let out = smtlab()
+        .arg("smt")
+        .arg("--sysfs")
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("SMT control  on"), "{text}");
-    assert!(text.contains("CPUs online  0-2 (offline: 3; can go offline: 1-3)"), "{text}");
+    assert!(
+        text.contains("CPUs online  0-2 (offline: 3; can go offline: 1-3)"),
+        "{text}"
+    );
     assert!(text.contains("2 cores, 1-2 threads online each"), "{text}");
     let out = smtlab()
         .args(["smt", "--json", "--sysfs"])
@@ -73,8 +84,16 @@ fn shows_the_state_of_a_tree() {
 #[test]
 fn a_plain_switch_stays() {
     let dir = tree();
-    let out = smtlab().args(["smt", "off", "--sysfs"]).arg(dir.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = smtlab()
+        .args(["smt", "off", "--sysfs"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("SMT off (was on)"));
     assert_eq!(control(dir.path()), "off");
 }
@@ -90,7 +109,11 @@ fn a_command_runs_with_smt_switched_and_the_state_comes_back() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "off");
     assert_eq!(control(dir.path()), "on");
     // A failing command is reported after the restore.
@@ -124,7 +147,9 @@ fn kill_9_while_holding_is_undone_by_the_guardian() {
     let mut child = holding(dir.path());
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    wait_until("the guardian restored SMT on", || control(dir.path()) == "on");
+    wait_until("the guardian restored SMT on", || {
+        control(dir.path()) == "on"
+    });
 }
 
 #[test]
@@ -148,7 +173,11 @@ fn states_that_cannot_switch_are_one_line_errors() {
     ] {
         let dir = tree();
         fs::write(dir.path().join("sys/devices/system/cpu/smt/control"), state).unwrap();
-        let out = smtlab().args(["smt", "on", "--sysfs"]).arg(dir.path()).output().unwrap();
+        let out = smtlab()
+            .args(["smt", "on", "--sysfs"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
         assert!(!out.status.success());
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -159,7 +188,11 @@ fn states_that_cannot_switch_are_one_line_errors() {
 #[test]
 fn this_machine_shows_its_state_and_refuses_what_it_cannot_switch() {
     let out = smtlab().arg("smt").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("SMT control  "));
     // Never switch the machine running the tests; only check the refusal where there
     // is nothing to switch.
@@ -171,4 +204,50 @@ fn this_machine_shows_its_state_and_refuses_what_it_cannot_switch() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(state.trim()), "{err}");
     }
+}
+
+#[test]
+fn uniprocessor_bench_is_refused_before_measuring_when_it_cannot_be_set_up() {
+    // --interleave needs every placement's CPUs at once.
+    let out = smtlab()
+        .args(["bench", "null-syscall", "--quick", "--interleave"])
+        .args(["-p", "1T-UP", "-p", "1c1t"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--interleave with 1c1t-up"), "{err}");
+
+    // Not root: refused before anything runs (checked as an unprivileged user, which
+    // only root can become).
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped the not-root part: needs root and setpriv to drop privileges");
+        return;
+    }
+    let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_smtlab"))
+        .args([
+            "bench",
+            "null-syscall",
+            "--quick",
+            "-p",
+            "1T-UP",
+            "-p",
+            "1c1t",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs root") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing measured");
+    assert_eq!(
+        fs::read_to_string("/sys/devices/system/cpu/online").unwrap(),
+        online
+    );
 }

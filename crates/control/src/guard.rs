@@ -211,25 +211,10 @@ impl SmtSwitch {
     /// the kernel cannot take offline (no `cpuN/online`, often CPU 0) is an error.
     pub fn offline_all_but(&mut self, cpu: u32) -> Result<Vec<u32>, ControlError> {
         let sysfs = self.shared.sysfs.clone();
-        let now = state::read(&sysfs)?;
-        if !now.online.contains(&cpu) {
-            return Err(ControlError::CpuNotOnline {
-                cpu,
-                online: smtlab_model::CpuSet::from_iter(now.online.iter().copied())
-                    .to_list_string(),
-            });
-        }
-        let others: Vec<u32> = now.online.iter().copied().filter(|&c| c != cpu).collect();
-        if let Some(&stuck) = others.iter().find(|c| !now.hotpluggable.contains(c)) {
-            return Err(ControlError::NotHotpluggable {
-                cpu: stuck,
-                path: sysfs.online_path(stuck),
-            });
-        }
+        let others = uniprocessor_plan(&sysfs, cpu)?;
         if others.is_empty() {
             return Ok(others);
         }
-        sysfs.check_root("taking CPUs offline", &sysfs.online_path(others[0]))?;
         self.protect()?;
         self.changed = true;
         let _held = self.shared.hold();
@@ -321,6 +306,30 @@ impl Drop for SmtSwitch {
         let r = self.restore();
         self.stop(r.is_ok());
     }
+}
+
+/// The CPUs [`SmtSwitch::offline_all_but`] would take offline, after every check it
+/// makes (`cpu` online, the others hotpluggable, root), without changing anything: for
+/// refusing a run before it starts.
+pub fn uniprocessor_plan(sysfs: &Sysfs, cpu: u32) -> Result<Vec<u32>, ControlError> {
+    let now = state::read(sysfs)?;
+    if !now.online.contains(&cpu) {
+        return Err(ControlError::CpuNotOnline {
+            cpu,
+            online: smtlab_model::CpuSet::from_iter(now.online.iter().copied()).to_list_string(),
+        });
+    }
+    let others: Vec<u32> = now.online.iter().copied().filter(|&c| c != cpu).collect();
+    if let Some(&stuck) = others.iter().find(|c| !now.hotpluggable.contains(c)) {
+        return Err(ControlError::NotHotpluggable {
+            cpu: stuck,
+            path: sysfs.online_path(stuck),
+        });
+    }
+    if let Some(&first) = others.first() {
+        sysfs.check_root("taking CPUs offline", &sysfs.online_path(first))?;
+    }
+    Ok(others)
 }
 
 /// Takes every CPU but `cpu` offline under a new guard: the closest a running SMP

@@ -39,6 +39,6 @@ pub mod state;
 pub mod sysfs;
 
 pub use error::ControlError;
-pub use guard::{SmtSwitch, uniprocessor};
+pub use guard::{SmtSwitch, uniprocessor, uniprocessor_plan};
 pub use state::{CoreThreads, SmtControl, SmtState};
 pub use sysfs::Sysfs;

@@ -73,6 +73,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
+    super::smt::check_uniprocessor(&placements)?;
     let mut cfg = if args.quick {
         RunConfig::quick()
     } else {

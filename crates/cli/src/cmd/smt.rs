@@ -157,3 +157,13 @@ pub fn enter_uniprocessor(
         .with_context(|| format!("{}: cannot leave only CPU {cpu} online", placement.name))?;
     Ok(Some(up))
 }
+
+/// Refuses a `bench` with `1c1t-up` placements before anything is measured when the
+/// other CPUs could not be taken offline (not root, a CPU without hotplug).
+pub fn check_uniprocessor(placements: &[ResolvedPlacement]) -> Result<()> {
+    for p in placements.iter().filter(|p| p.is_uniprocessor()) {
+        smtlab_control::uniprocessor_plan(&Sysfs::system(), p.cpus[0])
+            .with_context(|| format!("{}: cannot leave only CPU {} online", p.name, p.cpus[0]))?;
+    }
+    Ok(())
+}
