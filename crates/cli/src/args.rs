@@ -37,6 +37,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Run your own command under placements (1c1t vs 1c2t) and say what SMT gives it.
     Exec(ExecArgs),
+    /// Show SMT control and the online CPUs; `off` / `on` switch SMT (root).
+    Smt(SmtArgs),
 }
 
 #[derive(Debug, Args)]
@@ -230,4 +232,34 @@ pub struct ExecArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SmtArgs {
+    #[command(flatten)]
+    pub sysfs: SysfsArg,
+    /// Switch SMT off or on (root). Without --hold or a command the change stays.
+    #[arg(value_enum, value_name = "off|on")]
+    pub switch: Option<SmtWord>,
+    /// Switch, hold for SECS seconds, then put back the state found (also on Ctrl-C,
+    /// SIGTERM or kill -9).
+    #[arg(
+        long,
+        value_name = "SECS",
+        requires = "switch",
+        conflicts_with = "command"
+    )]
+    pub hold: Option<f64>,
+    /// Print the smtlab.smt/1 JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Run CMD with SMT switched, then put back the state found.
+    #[arg(last = true, value_name = "CMD", requires = "switch")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SmtWord {
+    Off,
+    On,
 }

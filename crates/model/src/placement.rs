@@ -25,7 +25,14 @@ pub enum PlacementKind {
     Cpus { cpus: CpuSet },
     /// `os`: no pinning; the scheduler decides.
     Os,
+    /// `1c1t-up` (alias `1T-UP`): one thread on one CPU with every other CPU taken
+    /// offline through CPU hotplug while it is measured: the closest a running SMP
+    /// kernel gets to paper 000's uniprocessor kernel.
+    Uniprocessor,
 }
+
+/// The canonical name of [`PlacementKind::Uniprocessor`].
+pub const UNIPROCESSOR_NAME: &str = "1c1t-up";
 
 /// Which cores a `NcMt` placement takes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -95,6 +102,12 @@ impl ResolvedPlacement {
         } else {
             Some(self.cpus[i % self.cpus.len()])
         }
+    }
+
+    /// Whether every other CPU must be offline while this placement is measured
+    /// (`1c1t-up`).
+    pub fn is_uniprocessor(&self) -> bool {
+        self.name == UNIPROCESSOR_NAME
     }
 
     /// Number of CPUs (hardware threads) in the placement; 0 for `os`.

@@ -53,7 +53,16 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
         });
     }
 
-    let chosen: Vec<Slot> = match &spec.kind {
+    // The uniprocessor placement takes the CPU 1c1t takes; leaving the others offline
+    // is the caller's part (smtlab_control), around the measurement.
+    let kind = match &spec.kind {
+        PlacementKind::Uniprocessor => PlacementKind::Grid {
+            cores: 1,
+            threads_per_core: 1,
+        },
+        other => other.clone(),
+    };
+    let chosen: Vec<Slot> = match &kind {
         PlacementKind::Grid {
             cores,
             threads_per_core,
@@ -116,6 +125,7 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
         }
         // Unpinned: no CPUs, and the counts say nothing was chosen.
         PlacementKind::Os => vec![],
+        PlacementKind::Uniprocessor => unreachable!("mapped to 1c1t above"),
     };
 
     let groups: BTreeSet<usize> = chosen.iter().map(|s| s.group).collect();
@@ -417,6 +427,20 @@ mod tests {
         let r = resolve(&parse("2P/scatter").unwrap(), &t).unwrap();
         assert_eq!(r.name, "2c1t/scatter");
         assert_eq!((r.cores, r.threads_per_core, r.packages), (2, 1, 2));
+    }
+
+    #[test]
+    fn uniprocessor_takes_the_cpu_of_1c1t() {
+        let t = intel(2, 8, 2);
+        let r = resolve(&parse("1T-UP").unwrap(), &t).unwrap();
+        assert_eq!(r.cpus, cpus("1c1t", &t));
+        assert_eq!(r.name, "1c1t-up");
+        assert!(r.is_uniprocessor());
+        assert!(
+            !resolve(&parse("1c1t").unwrap(), &t)
+                .unwrap()
+                .is_uniprocessor()
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::PlacementError;
 
 /// What [`parse`] accepts, as quoted in its error messages.
 pub const EXPECTED: &str = "NcMt (1c1t, 1c2t, 2c1t, 2c2t, ...), 1T, 2T, 2P, 4T, all, cores, \
-     cpus=LIST or os, optionally followed by /compact|/scatter and /spread|/siblings|/linear";
+     cpus=LIST, os or 1c1t-up (1T-UP), optionally followed by /compact|/scatter and /spread|/siblings|/linear";
 
 /// Largest core or thread count accepted: no machine has more CPUs than the CPU-list
 /// parser accepts, and capping here keeps later arithmetic far from overflow.
@@ -66,6 +66,12 @@ pub fn parse(text: &str) -> Result<PlacementSpec, PlacementError> {
             }
         }
     }
+    if kind == PlacementKind::Uniprocessor && (core_order.is_some() || cpu_order.is_some()) {
+        return Err(invalid(
+            trimmed,
+            "1c1t-up is one CPU, so it takes no /compact, /scatter, /spread, /siblings or /linear",
+        ));
+    }
     if kind == PlacementKind::Os && (core_order.is_some() || cpu_order.is_some()) {
         return Err(invalid(
             trimmed,
@@ -92,6 +98,7 @@ pub fn canonical_name(spec: &PlacementSpec) -> String {
         PlacementKind::Cores => "cores".to_string(),
         PlacementKind::Cpus { cpus } => format!("cpus={}", cpus.to_list_string()),
         PlacementKind::Os => "os".to_string(),
+        PlacementKind::Uniprocessor => smtlab_model::placement::UNIPROCESSOR_NAME.to_string(),
     };
     if spec.core_order != CoreOrder::default() {
         name.push_str(&format!("/{}", spec.core_order));
@@ -115,6 +122,7 @@ fn parse_base(base: &str, input: &str) -> Result<PlacementKind, PlacementError> 
         "all" => return Ok(PlacementKind::All),
         "cores" => return Ok(PlacementKind::Cores),
         "os" => return Ok(PlacementKind::Os),
+        "1c1t-up" | "1t-up" => return Ok(PlacementKind::Uniprocessor),
         _ => {}
     }
     if let Some(list) = base.strip_prefix("cpus=") {
@@ -296,6 +304,15 @@ mod tests {
         assert_eq!(name("cpus=4,0"), "cpus=0,4");
         assert_eq!(name("cpus=3,0-2"), "cpus=0-3");
         assert_eq!(name("os"), "os");
+        assert_eq!(name("1T-UP"), "1c1t-up");
+        assert_eq!(name("1c1t-up"), "1c1t-up");
+    }
+
+    #[test]
+    fn the_uniprocessor_placement_takes_no_orders() {
+        assert_eq!(parse("1t-up").unwrap().kind, PlacementKind::Uniprocessor);
+        let msg = parse("1T-UP/scatter").unwrap_err().to_string();
+        assert!(msg.contains("takes no /compact"), "{msg}");
     }
 
     #[test]
@@ -304,8 +321,8 @@ mod tests {
         assert_eq!(
             msg,
             "unknown placement \"3x\": expected NcMt (1c1t, 1c2t, 2c1t, 2c2t, ...), 1T, 2T, 2P, \
-             4T, all, cores, cpus=LIST or os, optionally followed by /compact|/scatter and \
-             /spread|/siblings|/linear"
+             4T, all, cores, cpus=LIST, os or 1c1t-up (1T-UP), optionally followed by \
+             /compact|/scatter and /spread|/siblings|/linear"
         );
         for bad in [
             "", "  ", "c1t", "1ct", "1c", "2c2", "3T", "1c-1t", "+1c1t", "1c1t1", "nope",

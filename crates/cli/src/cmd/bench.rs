@@ -70,6 +70,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             smtlab_placement::resolve(&spec, &topo)
         })
         .collect::<Result<Vec<_>, _>>()?;
+    if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
+        bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
+    }
+    super::smt::check_uniprocessor(&placements)?;
     let mut cfg = if args.quick {
         RunConfig::quick()
     } else {
@@ -150,6 +154,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     )
                     .map_err(anyhow::Error::msg)
                     .and_then(|client| {
+                        // 1c1t-up: the other CPUs offline for this cell only.
+                        let _up = super::smt::enter_uniprocessor(placement, bench.client_side())?;
                         let ctx = BenchContext {
                             params: &params,
                             placement,

@@ -14,6 +14,7 @@ mod list;
 pub mod placements;
 mod report;
 mod run;
+pub mod smt;
 mod topo;
 
 pub fn dispatch(cli: Cli) -> Result<()> {
@@ -27,6 +28,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Report(a) => report::report(&a),
         Command::Compare(a) => report::compare(&a),
         Command::Exec(a) => exec::run(&a),
+        Command::Smt(a) => smt::run(&a),
     }
 }
 

@@ -1,0 +1,301 @@
+//! smtlab on kernels that have SMT siblings: each test boots a Linux guest under QEMU
+//! software emulation (`scripts/smt-vm.sh`) with an SMT topology, runs a script of
+//! smtlab commands in it (`tests/guest/*.sh`) and checks the results against the
+//! guest kernel's own sibling lists.
+//!
+//! The guest checks behaviour only (timings under emulation mean nothing): topology and
+//! placements resolve to true siblings, bench/run/exec work on 1c2t, SMT switches off
+//! and on and is restored after SIGTERM and kill -9, and the 1T-UP placement takes
+//! the other CPUs offline for its cell only.
+//!
+//! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernel
+//! (`scripts/smt-vm.sh --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`
+//! (CI sets it, so there a missing piece fails). `SMTLAB_GUEST_TESTS=skip` skips them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::Value;
+
+struct Guest {
+    topo: &'static str,
+    script: &'static str,
+    packages: usize,
+    cores: usize,
+    threads_per_core: usize,
+    numa_nodes: usize,
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// Why the guests cannot run here, if they cannot.
+fn missing() -> Option<String> {
+    if !on_path("qemu-system-x86_64") {
+        return Some("qemu-system-x86_64 not found (apt-get install qemu-system-x86)".into());
+    }
+    if !Path::new("/bin/busybox").is_file() {
+        return Some("/bin/busybox not found (apt-get install busybox-static)".into());
+    }
+    if !on_path("cpio") {
+        return Some("cpio not found (apt-get install cpio)".into());
+    }
+    let cache = std::env::var_os("SMTVM_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/smt-vm"));
+    if !cache.join("vmlinuz").is_file() {
+        return Some(format!(
+            "no guest kernel in {} (scripts/smt-vm.sh --fetch-kernel downloads it)",
+            cache.display()
+        ));
+    }
+    None
+}
+
+/// Runs one guest and checks its output; the error holds the guest's output.
+fn run(g: &Guest) -> Result<(), String> {
+    let started = Instant::now();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest");
+    let out = Command::new(repo().join("scripts/smt-vm.sh"))
+        .args(["--topo", g.topo, "--timeout", "200", "--bin"])
+        .arg(env!("CARGO_BIN_EXE_smtlab"))
+        .arg("--add")
+        .arg(dir.join("lib.sh"))
+        .arg(dir.join(g.script))
+        .output()
+        .map_err(|e| format!("cannot run scripts/smt-vm.sh: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!(
+        "guest {} ({}): {:.1} s",
+        g.topo,
+        g.script,
+        started.elapsed().as_secs_f64()
+    );
+    let fail = |why: String| {
+        Err(format!(
+            "guest {} ({}): {why}\n--- guest output ---\n{text}\n--- stderr ---\n{}",
+            g.topo,
+            g.script,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
+    let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL:")).collect();
+    if !failed.is_empty() {
+        return fail(failed.join("\n"));
+    }
+    if !out.status.success() {
+        return fail(format!("the guest script ended with {}", out.status));
+    }
+    let sections = sections(&text);
+    if !sections.contains_key("end") {
+        return fail("the guest script stopped before its end".into());
+    }
+    match check_topology(g, &sections) {
+        Ok(()) => Ok(()),
+        Err(why) => fail(why),
+    }
+}
+
+/// `@@ NAME` lines start sections; the text up to the next one is the section's.
+fn sections(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("@@ ") {
+            current = Some(name.trim().to_string());
+            out.insert(name.trim().to_string(), String::new());
+        } else if let Some(name) = &current {
+            let s = out.get_mut(name).expect("inserted above");
+            s.push_str(line);
+            s.push('\n');
+        }
+    }
+    out
+}
+
+fn parse_list(s: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<u64>().unwrap()..=b.parse::<u64>().unwrap()),
+            None => out.push(part.parse().unwrap()),
+        }
+    }
+    out
+}
+
+fn numbers(v: &Value) -> Vec<u64> {
+    let mut x: Vec<u64> = v
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    x.sort_unstable();
+    x
+}
+
+/// smtlab's topology and placements against the kernel's `thread_siblings_list`.
+fn check_topology(g: &Guest, s: &BTreeMap<String, String>) -> Result<(), String> {
+    // CPU -> its siblings, as the guest kernel says.
+    let siblings: BTreeMap<u64, Vec<u64>> = s
+        .get("siblings")
+        .ok_or("no siblings section")?
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(cpu, list)| (cpu.parse().unwrap(), parse_list(list)))
+        .collect();
+    if siblings.is_empty() {
+        return Err("the guest listed no siblings".into());
+    }
+    let topo: Value = serde_json::from_str(s.get("topo").ok_or("no topo section")?)
+        .map_err(|e| format!("smtlab topo --json: {e}"))?;
+    let packages = topo["packages"].as_array().ok_or("topo: no packages")?;
+    if packages.len() != g.packages {
+        return Err(format!(
+            "topo: {} packages, expected {}",
+            packages.len(),
+            g.packages
+        ));
+    }
+    let cores: Vec<Vec<u64>> = packages
+        .iter()
+        .flat_map(|p| p["cores"].as_array().cloned().unwrap_or_default())
+        .map(|c| numbers(&c["cpus"]))
+        .collect();
+    if cores.len() != g.cores {
+        return Err(format!("topo: {} cores, expected {}", cores.len(), g.cores));
+    }
+    for core in &cores {
+        if core.len() != g.threads_per_core || siblings.get(&core[0]) != Some(core) {
+            return Err(format!(
+                "topo: core {core:?} is not the kernel's sibling list {:?}",
+                siblings.get(&core[0])
+            ));
+        }
+    }
+    let numa = topo["numa_nodes"].as_array().map_or(0, Vec::len);
+    if numa != g.numa_nodes {
+        return Err(format!(
+            "topo: {numa} NUMA nodes, expected {}",
+            g.numa_nodes
+        ));
+    }
+    if topo["smt"]["threads_per_core_max"].as_u64() != Some(g.threads_per_core as u64) {
+        return Err(format!("topo: smt is {}", topo["smt"]));
+    }
+
+    let listing: Value = serde_json::from_str(s.get("placements").ok_or("no placements section")?)
+        .map_err(|e| format!("smtlab placements --json: {e}"))?;
+    let package_of = |cpu: u64| {
+        packages.iter().position(|p| {
+            p["cores"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| numbers(&c["cpus"]).contains(&cpu)))
+        })
+    };
+    for entry in listing["placements"]
+        .as_array()
+        .ok_or("placements: no list")?
+    {
+        let spec = entry["spec"].as_str().unwrap_or("?");
+        let cpus = numbers(&entry["placement"]["cpus"]);
+        if cpus.is_empty() {
+            return Err(format!(
+                "placements: {spec} did not resolve: {}",
+                entry["error"]
+            ));
+        }
+        // The placement's CPUs grouped by the kernel's cores.
+        let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for &c in &cpus {
+            let first = siblings
+                .get(&c)
+                .and_then(|l| l.first().copied())
+                .unwrap_or(c);
+            groups.entry(first).or_default().push(c);
+        }
+        let (want_cores, want_threads) = grid(spec);
+        let per_core: Vec<usize> = groups.values().map(Vec::len).collect();
+        if groups.len() != want_cores || per_core.iter().any(|&n| n != want_threads) {
+            return Err(format!(
+                "placements: {spec} resolved to {cpus:?}, which is {per_core:?} threads on {} kernel cores",
+                groups.len()
+            ));
+        }
+        if spec.ends_with("/scatter") {
+            let mut pk: Vec<Option<usize>> = cpus.iter().map(|&c| package_of(c)).collect();
+            pk.sort();
+            pk.dedup();
+            if pk.len() != want_cores.min(g.packages) {
+                return Err(format!(
+                    "placements: {spec} resolved to {cpus:?}, not spread over packages"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cores and threads per core of an `NcMt[/...]` name.
+fn grid(spec: &str) -> (usize, usize) {
+    let base = spec.split('/').next().unwrap();
+    let (c, t) = base.trim_end_matches('t').split_once('c').unwrap();
+    (c.parse().unwrap(), t.parse().unwrap())
+}
+
+fn guests(which: &[&Guest]) {
+    let mode = std::env::var("SMTLAB_GUEST_TESTS").unwrap_or_default();
+    if mode == "skip" {
+        eprintln!("skipped: SMTLAB_GUEST_TESTS=skip");
+        return;
+    }
+    if let Some(why) = missing() {
+        assert!(
+            mode != "require",
+            "guest tests required but cannot run: {why}"
+        );
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let errors: Vec<String> = which.iter().filter_map(|g| run(g).err()).collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
+// One test runs the guests one after another: each guest uses every host CPU.
+#[test]
+fn smt_guests() {
+    guests(&[
+        &Guest {
+            topo: "1s2c2t",
+            script: "smt4.sh",
+            packages: 1,
+            cores: 2,
+            threads_per_core: 2,
+            numa_nodes: 1,
+        },
+        &Guest {
+            topo: "2s2c2t",
+            script: "numa8.sh",
+            packages: 2,
+            cores: 4,
+            threads_per_core: 2,
+            numa_nodes: 2,
+        },
+        &Guest {
+            topo: "1s1c4t",
+            script: "core4t.sh",
+            packages: 1,
+            cores: 1,
+            threads_per_core: 4,
+            numa_nodes: 1,
+        },
+    ]);
+}

@@ -1,0 +1,126 @@
+# Helpers for the guest scripts (busybox sh). Each check prints `ok: NAME` or
+# `FAIL: NAME: ...`; sections for the host to parse start with `@@ NAME`.
+C=/sys/devices/system/cpu
+fails=0
+
+ok() { echo "ok: $*"; }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+check() { # NAME EXPECTED ACTUAL
+  if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: expected '$2', got '$3'"; fi
+}
+# Waits until FILE reads VALUE, at most TENTHS tenths of a second.
+wait_for() {
+  i=0
+  while [ "$i" -lt "$3" ]; do
+    [ "$(cat "$1")" = "$2" ] && return 0
+    sleep 0.1
+    i=$((i + 1))
+  done
+  return 1
+}
+section() { echo "@@ $1"; }
+
+# The kernel's own sibling lists, for the host to compare smtlab's answers with.
+siblings() {
+  section siblings
+  for d in $C/cpu[0-9]*; do
+    [ -r "$d/topology/thread_siblings_list" ] && echo "${d##*/cpu} $(cat "$d/topology/thread_siblings_list")"
+  done
+}
+
+topo_and_placements() {
+  siblings
+  section topo
+  smtlab topo --json || fail "smtlab topo --json exited with $?"
+  section placements
+  smtlab placements --json "$@" || fail "smtlab placements --json exited with $?"
+  section checks
+}
+
+# smtlab smt off / on, persistently. $1: the CPUs online with SMT off.
+smt_off_on() {
+  all=$(cat $C/online)
+  smtlab smt | grep -q '^SMT control  on' && ok "smtlab smt shows control on" || fail "smtlab smt: $(smtlab smt 2>&1 | head -n1)"
+  smtlab smt off >/dev/null || fail "smtlab smt off exited with $?"
+  check "smt off: control" off "$(cat $C/smt/control)"
+  check "smt off: active" 0 "$(cat $C/smt/active)"
+  check "smt off: online CPUs" "$1" "$(cat $C/online)"
+  smtlab smt --json | grep -q '"control": "off"' && ok "smtlab smt --json shows off" || fail "smtlab smt --json does not show off"
+  smtlab smt on >/dev/null || fail "smtlab smt on exited with $?"
+  check "smt on: control" on "$(cat $C/smt/control)"
+  check "smt on: online CPUs" "$all" "$(cat $C/online)"
+}
+
+# SMT off for a command, then back on.
+smt_off_for_command() {
+  all=$(cat $C/online)
+  seen=$(smtlab smt off -- cat $C/smt/control 2>/dev/null)
+  check "smt off -- CMD: the command saw" off "$seen"
+  check "smt off -- CMD: control after" on "$(cat $C/smt/control)"
+  check "smt off -- CMD: online after" "$all" "$(cat $C/online)"
+}
+
+# smt off --hold, ended by SIGTERM (restored before smtlab dies) and by SIGKILL
+# (restored by the guardian).
+smt_hold_killed() {
+  all=$(cat $C/online)
+  smtlab smt off --hold 60 2>/dev/null &
+  pid=$!
+  wait_for $C/smt/control off 100 && ok "hold: SMT off while held" || fail "hold: SMT never went off"
+  kill -TERM "$pid"
+  wait "$pid"
+  check "SIGTERM: smtlab died of the signal" 143 "$?"
+  check "SIGTERM: control restored" on "$(cat $C/smt/control)"
+  check "SIGTERM: online restored" "$all" "$(cat $C/online)"
+
+  smtlab smt off --hold 60 2>/dev/null &
+  pid=$!
+  wait_for $C/smt/control off 100 || fail "hold: SMT never went off (second time)"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  # The guardian restores once it sees smtlab gone; give it a moment.
+  wait_for $C/smt/control on 100
+  wait_for $C/online "$all" 100
+  check "kill -9: control restored by the guardian" on "$(cat $C/smt/control)"
+  check "kill -9: online restored by the guardian" "$all" "$(cat $C/online)"
+}
+
+# 1T-UP against 1c1t: the other CPUs offline during the 1T-UP cell only; and after
+# kill -9 in the middle of a 1T-UP cell.
+uniprocessor() {
+  all=$(cat $C/online)
+  smtlab bench null-syscall --quick -p 1T-UP -p 1c1t >/tmp/up.out 2>&1 &
+  pid=$!
+  seen_up=no
+  seen_all=no
+  i=0
+  while kill -0 "$pid" 2>/dev/null && [ $i -lt 1200 ]; do
+    case "$(cat $C/online)" in
+      0) seen_up=yes ;;
+      "$all") [ $seen_up = yes ] && seen_all=yes ;;
+    esac
+    sleep 0.05
+    i=$((i + 1))
+  done
+  wait "$pid"
+  check "1T-UP bench: exit status" 0 "$?"
+  check "1T-UP bench: only CPU 0 online during the 1T-UP cell" yes "$seen_up"
+  check "1T-UP bench: all CPUs back for the 1c1t cell" yes "$seen_all"
+  check "1T-UP bench: online afterwards" "$all" "$(cat $C/online)"
+  grep -q '^1c1t-up ' /tmp/up.out && grep -q '^1c1t ' /tmp/up.out \
+    && ok "1T-UP bench: rows for 1c1t-up and 1c1t" || { fail "1T-UP bench: rows missing"; cat /tmp/up.out; }
+
+  smtlab bench null-syscall -p 1T-UP >/dev/null 2>&1 &
+  pid=$!
+  wait_for $C/online 0 300 && ok "1T-UP: others offline before kill -9" || fail "1T-UP: the others never went offline"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  wait_for $C/online "$all" 100
+  check "1T-UP kill -9: online restored by the guardian" "$all" "$(cat $C/online)"
+}
+
+finish() {
+  section end
+  echo "failures: $fails"
+  [ "$fails" = 0 ]
+}

@@ -1,0 +1,253 @@
+//! `smtlab smt` against fake sysfs trees (writes only change files there), and against
+//! this machine read-only.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn smtlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_smtlab"))
+}
+
+/// Two cores with two siblings each, SMT on; CPU 0 has no online file.
+fn tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = dir.path().join("sys/devices/system/cpu");
+    for c in 0..4u32 {
+        let d = cpu.join(format!("cpu{c}"));
+        fs::create_dir_all(d.join("topology")).unwrap();
+        let first = c - c % 2;
+        fs::write(
+            d.join("topology/thread_siblings_list"),
+            format!("{first}-{}\n", first + 1),
+        )
+        .unwrap();
+        if c != 0 {
+            fs::write(d.join("online"), "1\n").unwrap();
+        }
+    }
+    fs::create_dir_all(cpu.join("smt")).unwrap();
+    fs::write(cpu.join("smt/control"), "on\n").unwrap();
+    fs::write(cpu.join("smt/active"), "1\n").unwrap();
+    fs::write(cpu.join("present"), "0-3\n").unwrap();
+    dir
+}
+
+fn control(dir: &Path) -> String {
+    fs::read_to_string(dir.join("sys/devices/system/cpu/smt/control"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn shows_the_state_of_a_tree() {
+    let dir = tree();
+    fs::write(dir.path().join("sys/devices/system/cpu/cpu3/online"), "0").unwrap();
+    let out = smtlab()
+        .arg("smt")
+        .arg("--sysfs")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("SMT control  on"), "{text}");
+    assert!(
+        text.contains("CPUs online  0-2 (offline: 3; can go offline: 1-3)"),
+        "{text}"
+    );
+    assert!(text.contains("2 cores, 1-2 threads online each"), "{text}");
+    let out = smtlab()
+        .args(["smt", "--json", "--sysfs"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "smtlab.smt/1");
+    assert_eq!(v["control"], "on");
+    assert_eq!(v["offline"], serde_json::json!([3]));
+}
+
+#[test]
+fn a_plain_switch_stays() {
+    let dir = tree();
+    let out = smtlab()
+        .args(["smt", "off", "--sysfs"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("SMT off (was on)"));
+    assert_eq!(control(dir.path()), "off");
+}
+
+#[test]
+fn a_command_runs_with_smt_switched_and_the_state_comes_back() {
+    let dir = tree();
+    let file = dir.path().join("sys/devices/system/cpu/smt/control");
+    let out = smtlab()
+        .args(["smt", "off", "--sysfs"])
+        .arg(dir.path())
+        .args(["--", "cat"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "off");
+    assert_eq!(control(dir.path()), "on");
+    // A failing command is reported after the restore.
+    let out = smtlab()
+        .args(["smt", "off", "--sysfs"])
+        .arg(dir.path())
+        .args(["--", "false"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("command `false` ended with"));
+    assert_eq!(control(dir.path()), "on");
+}
+
+/// Starts `smt off --hold 60` on a tree and waits until it switched.
+fn holding(dir: &Path) -> std::process::Child {
+    let child = smtlab()
+        .args(["smt", "off", "--hold", "60", "--sysfs"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("SMT off in the tree", || control(dir) == "off");
+    child
+}
+
+#[test]
+fn kill_9_while_holding_is_undone_by_the_guardian() {
+    let dir = tree();
+    let mut child = holding(dir.path());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    wait_until("the guardian restored SMT on", || {
+        control(dir.path()) == "on"
+    });
+}
+
+#[test]
+fn sigint_while_holding_restores_before_dying() {
+    let dir = tree();
+    let mut child = holding(dir.path());
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status}");
+    // Restored by smtlab itself, before it died: no waiting.
+    assert_eq!(control(dir.path()), "on");
+}
+
+#[test]
+fn states_that_cannot_switch_are_one_line_errors() {
+    for (state, word) in [
+        ("notsupported", "notsupported"),
+        ("forceoff", "forceoff"),
+        ("notimplemented", "notimplemented"),
+    ] {
+        let dir = tree();
+        fs::write(dir.path().join("sys/devices/system/cpu/smt/control"), state).unwrap();
+        let out = smtlab()
+            .args(["smt", "on", "--sysfs"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(word), "{err}");
+    }
+}
+
+#[test]
+fn this_machine_shows_its_state_and_refuses_what_it_cannot_switch() {
+    let out = smtlab().arg("smt").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("SMT control  "));
+    // Never switch the machine running the tests; only check the refusal where there
+    // is nothing to switch.
+    let state = fs::read_to_string("/sys/devices/system/cpu/smt/control").unwrap_or_default();
+    if matches!(state.trim(), "notsupported" | "forceoff" | "notimplemented") {
+        let out = smtlab().args(["smt", "off"]).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(state.trim()), "{err}");
+    }
+}
+
+#[test]
+fn uniprocessor_bench_is_refused_before_measuring_when_it_cannot_be_set_up() {
+    // --interleave needs every placement's CPUs at once.
+    let out = smtlab()
+        .args(["bench", "null-syscall", "--quick", "--interleave"])
+        .args(["-p", "1T-UP", "-p", "1c1t"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--interleave with 1c1t-up"), "{err}");
+
+    // Not root: refused before anything runs (checked as an unprivileged user, which
+    // only root can become).
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped the not-root part: needs root and setpriv to drop privileges");
+        return;
+    }
+    let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let out = Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_smtlab"))
+        .args([
+            "bench",
+            "null-syscall",
+            "--quick",
+            "-p",
+            "1T-UP",
+            "-p",
+            "1c1t",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs root") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing measured");
+    assert_eq!(
+        fs::read_to_string("/sys/devices/system/cpu/online").unwrap(),
+        online
+    );
+}

@@ -1,0 +1,129 @@
+//! Where the CPU files live, and reading and writing them with errors that name the file.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{ControlError, write_error};
+
+/// A sysfs root: `/` for this machine, or a directory holding a fake or saved tree
+/// (`DIR/sys/devices/system/cpu/...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sysfs {
+    root: PathBuf,
+    /// Effective user id, to tell "not root" from other refusals; tests set it.
+    euid: u32,
+    /// Whether writes need root (this machine's sysfs; not a fake tree).
+    root_required: bool,
+}
+
+impl Sysfs {
+    /// This machine.
+    pub fn system() -> Self {
+        Sysfs {
+            root_required: true,
+            ..Self::at("/")
+        }
+    }
+
+    /// The tree under `root`.
+    pub fn at(root: impl Into<PathBuf>) -> Self {
+        Sysfs {
+            root: root.into(),
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            euid: unsafe { libc::geteuid() },
+            root_required: false,
+        }
+    }
+
+    /// The same tree as seen by user `euid` (tests of the not-root path).
+    pub fn as_user(mut self, euid: u32) -> Self {
+        self.euid = euid;
+        self.root_required = true;
+        self
+    }
+
+    /// Refuses before any write when the writes need root and we are not.
+    pub fn check_root(&self, what: &str, path: &Path) -> Result<(), ControlError> {
+        if self.root_required && self.euid != 0 {
+            return Err(ControlError::NotRoot {
+                what: what.to_string(),
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn euid(&self) -> u32 {
+        self.euid
+    }
+
+    pub fn cpu_dir(&self) -> PathBuf {
+        self.root.join("sys/devices/system/cpu")
+    }
+
+    pub fn control_path(&self) -> PathBuf {
+        self.cpu_dir().join("smt/control")
+    }
+
+    pub fn active_path(&self) -> PathBuf {
+        self.cpu_dir().join("smt/active")
+    }
+
+    pub fn online_path(&self, cpu: u32) -> PathBuf {
+        self.cpu_dir().join(format!("cpu{cpu}/online"))
+    }
+
+    /// The file's content without surrounding whitespace and NULs; `None` if it does not
+    /// exist.
+    pub fn read(&self, path: &Path) -> Result<Option<String>, ControlError> {
+        match std::fs::read_to_string(path) {
+            Ok(s) => Ok(Some(
+                s.trim_matches(|c: char| c.is_whitespace() || c == '\0')
+                    .to_string(),
+            )),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(ControlError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Writes `value` the way `echo value > path` does (one write of the whole value).
+    /// `what` says what the write is for, in errors.
+    pub fn write(&self, what: &str, path: &Path, value: &str) -> Result<(), ControlError> {
+        use std::io::Write;
+        let result = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(value.as_bytes()));
+        result.map_err(|e| write_error(what, path.to_path_buf(), value, e, self.euid))
+    }
+
+    /// The CPU numbers of the `cpuN` directories, ascending.
+    pub fn cpu_numbers(&self) -> Result<Vec<u32>, ControlError> {
+        let dir = self.cpu_dir();
+        let entries = std::fs::read_dir(&dir).map_err(|source| ControlError::Read {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut cpus: Vec<u32> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name();
+                let n = name.to_str()?.strip_prefix("cpu")?;
+                if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                n.parse().ok()
+            })
+            .collect();
+        cpus.sort_unstable();
+        Ok(cpus)
+    }
+}

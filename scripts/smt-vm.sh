@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Boots a Linux guest with SMT siblings under QEMU software emulation and runs a shell
+# script in it; the script's output comes back over the serial console.
+#
+# Why: the development and CI machines show no SMT, so 1c2t, SMT off/on and CPU hotplug
+# can only be exercised on a kernel that has siblings. Timings inside the guest mean
+# nothing (every instruction is emulated); use it to check behaviour only.
+#
+# Usage:
+#   scripts/smt-vm.sh [--topo NAME] [--bin SMTLAB] [--timeout SECS] [--add FILE] SCRIPT
+#   scripts/smt-vm.sh --fetch-kernel        # download and unpack the kernel only
+#
+#   --topo     1s2c2t (default: 1 socket, 2 cores, 2 threads each = 4 CPUs),
+#              2s2c2t (2 sockets x 2 cores x 2 threads = 8 CPUs, one NUMA node per socket),
+#              1s1c4t (1 core with 4 threads)
+#   --bin      the smtlab binary to put in the guest as /bin/smtlab (default
+#              target/debug/smtlab); its shared libraries come along (ldd)
+#   --add      another file to put in the guest's /bin (repeatable)
+#   --timeout  hard limit for the whole boot-run-poweroff cycle (default 240 s)
+#   SCRIPT     a sh script run as root in the guest (busybox sh and applets)
+#
+# Exit status: the script's own, 124 when the guest did not finish in time, 125 when
+# the guest could not be started (no QEMU, no kernel: the reason is printed).
+#
+# Needs qemu-system-x86, busybox-static and cpio; the kernel (Debian's cloud kernel
+# image) is downloaded with `apt-get download` into the cache directory
+# ($SMTVM_CACHE, default target/smt-vm in the repository) the first time.
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cache="${SMTVM_CACHE:-$repo/target/smt-vm}"
+topo=1s2c2t
+bin="$repo/target/debug/smtlab"
+timeout_s=240
+adds=()
+script=
+fetch_only=0
+
+die() { echo "smt-vm: $*" >&2; exit 125; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --topo) topo="$2"; shift 2 ;;
+    --bin) bin="$2"; shift 2 ;;
+    --add) adds+=("$2"); shift 2 ;;
+    --timeout) timeout_s="$2"; shift 2 ;;
+    --fetch-kernel) fetch_only=1; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *) script="$1"; shift ;;
+  esac
+done
+
+# --- the kernel ------------------------------------------------------------------
+fetch_kernel() {
+  [ -s "$cache/vmlinuz" ] && return 0
+  command -v apt-get >/dev/null || die "no kernel in $cache and no apt-get to download one"
+  mkdir -p "$cache"
+  local dl
+  dl="$(mktemp -d "$cache/dl.XXXXXX")"
+  # The metapackage names the versioned image it depends on.
+  (cd "$dl" && apt-get download linux-image-cloud-amd64 >/dev/null 2>&1) \
+    || { rm -rf "$dl"; die "apt-get download linux-image-cloud-amd64 failed (no network or no Debian archive?)"; }
+  local image
+  image="$(dpkg-deb -f "$dl"/linux-image-cloud-amd64_*.deb Depends \
+    | tr ',' '\n' | sed -n 's/^ *\(linux-image-[^ ]*-cloud-amd64\).*/\1/p' | head -n1)"
+  [ -n "$image" ] || { rm -rf "$dl"; die "cannot tell which kernel image linux-image-cloud-amd64 depends on"; }
+  (cd "$dl" && apt-get download "$image" >/dev/null 2>&1) \
+    || { rm -rf "$dl"; die "apt-get download $image failed"; }
+  dpkg-deb -x "$dl"/"$image"_*.deb "$dl/x"
+  cp "$dl"/x/boot/vmlinuz-* "$cache/vmlinuz.tmp"
+  echo "$image" >"$cache/kernel-package"
+  mv "$cache/vmlinuz.tmp" "$cache/vmlinuz"
+  rm -rf "$dl"
+}
+
+fetch_kernel
+if [ "$fetch_only" = 1 ]; then
+  echo "kernel: $cache/vmlinuz ($(cat "$cache/kernel-package" 2>/dev/null || echo unknown))"
+  exit 0
+fi
+
+[ -n "$script" ] || die "no guest script given (see --help)"
+[ -r "$script" ] || die "cannot read the guest script $script"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (install qemu-system-x86)"
+[ -x /bin/busybox ] || die "/bin/busybox not found (install busybox-static)"
+command -v cpio >/dev/null || die "cpio not found (install cpio)"
+[ -x "$bin" ] || die "smtlab binary $bin not found or not executable (cargo build -p smtlab)"
+
+case "$topo" in
+  1s2c2t) smp=(-smp 4,sockets=1,cores=2,threads=2) ; numa=() ;;
+  2s2c2t) smp=(-smp 8,sockets=2,cores=2,threads=2)
+          numa=(-object memory-backend-ram,id=m0,size=256M -object memory-backend-ram,id=m1,size=256M
+                -numa node,nodeid=0,memdev=m0 -numa node,nodeid=1,memdev=m1
+                -numa cpu,node-id=0,socket-id=0 -numa cpu,node-id=1,socket-id=1) ;;
+  1s1c4t) smp=(-smp 4,sockets=1,cores=1,threads=4) ; numa=() ;;
+  *) die "unknown topology $topo (expected 1s2c2t, 2s2c2t or 1s1c4t)" ;;
+esac
+
+# --- the initramfs ---------------------------------------------------------------
+work="$(mktemp -d "${TMPDIR:-/tmp}/smt-vm.XXXXXX")"
+qemu_pid=
+cleanup() {
+  [ -n "$qemu_pid" ] && kill "$qemu_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+root="$work/root"
+mkdir -p "$root"/{bin,proc,sys,dev,tmp,root,etc}
+cp /bin/busybox "$root/bin/busybox"
+# A stripped copy: the debug binary is mostly debug information.
+objcopy --strip-debug "$bin" "$root/bin/smtlab" 2>/dev/null || cp "$bin" "$root/bin/smtlab"
+for f in "${adds[@]}"; do cp "$f" "$root/bin/"; done
+# The glibc libraries and loader the binaries need, at the paths they were linked for.
+for b in "$bin" "${adds[@]}"; do
+  ldd "$b" 2>/dev/null | grep -o '/[^ ]*' || true
+done | sort -u | while read -r lib; do
+  mkdir -p "$root$(dirname "$lib")"
+  cp -L "$lib" "$root$lib"
+done
+cp "$script" "$root/test.sh"
+
+cat >"$root/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin HOME=/root TMPDIR=/tmp
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+echo "SMTVM-BEGIN"
+cd /tmp && sh /test.sh
+echo "SMTVM-END status=$?"
+poweroff -f
+EOF
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
+
+# --- boot --------------------------------------------------------------------------
+# Intel model: under TCG the AMD models show no SMT siblings.
+timeout --kill-after=5 "$timeout_s" qemu-system-x86_64 \
+  -accel tcg -cpu Skylake-Server -m 512 "${smp[@]}" "${numa[@]}" \
+  -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off" \
+  -display none -monitor none -serial "file:$work/console" -no-reboot \
+  </dev/null >"$work/qemu.log" 2>&1 &
+qemu_pid=$!
+set +e
+wait "$qemu_pid"
+qrc=$?
+set -e
+qemu_pid=
+
+tr -d '\r' <"$work/console" >"$work/out" || true
+if ! grep -q '^SMTVM-END status=' "$work/out"; then
+  if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+    echo "smt-vm: the guest did not finish within ${timeout_s}s; console tail:" >&2
+  else
+    echo "smt-vm: the guest stopped without an end marker (qemu exit $qrc); console tail:" >&2
+  fi
+  tail -n 30 "$work/out" >&2 || true
+  tail -n 5 "$work/qemu.log" >&2 || true
+  case "$qrc" in 124|137) exit 124 ;; *) exit 125 ;; esac
+fi
+sed -n '/^SMTVM-BEGIN$/,/^SMTVM-END status=/p' "$work/out" | sed '1d;$d'
+status="$(sed -n 's/^SMTVM-END status=\([0-9]*\).*/\1/p' "$work/out" | tail -n1)"
+exit "${status:-125}"
