@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
-use smtlab_model::result::{Calibration, Warmup};
+use smtlab_model::result::{Calibration, Round, Warmup};
 use smtlab_model::{
     CellKey, CellRecord, CellResult, RunConfig, SampleRecord, SkippedCell, Summary,
 };
@@ -108,6 +108,9 @@ pub(crate) fn check_cell_finite(cell: &CellRecord) -> std::result::Result<(), St
     }
     if let Some(s) = &r.start_spread_ns {
         summary("start_spread_ns", s)?;
+    }
+    for (i, round) in r.rounds.iter().enumerate() {
+        summary(&format!("rounds[{i}].summary"), &round.summary)?;
     }
     for (i, s) in r.samples.iter().enumerate() {
         check(&|| format!("samples[{i}].value"), s.value)?;
@@ -268,6 +271,32 @@ pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) 
         ])?;
     }
 
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO rounds (cell_id, idx, iterations, converged, wall_ns, n, mean, median, min,
+                             max, p25, p75, stddev, ci95_half_width, ci95_rel)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    )?;
+    for (i, round) in r.rounds.iter().enumerate() {
+        let s = &round.summary;
+        stmt.execute(params![
+            cell_id,
+            i,
+            round.iterations,
+            round.converged,
+            round.wall_ns,
+            s.n,
+            s.mean,
+            s.median,
+            s.min,
+            s.max,
+            s.p25,
+            s.p75,
+            s.stddev,
+            s.ci95_half_width,
+            s.ci95_rel,
+        ])?;
+    }
+
     let mut stmt =
         tx.prepare_cached("INSERT INTO series (cell_id, name, n, data) VALUES (?1, ?2, ?3, ?4)")?;
     for (name, values) in &r.series {
@@ -392,7 +421,7 @@ pub(crate) fn load_cells(conn: &Connection, run_id: i64) -> Step<Vec<CellRecord>
                 start_spread_ns: summaries.remove("start_spread_ns"),
                 wall_ns: r.get(11)?,
                 config: facts.config,
-                rounds: Vec::new(),
+                rounds: load_rounds(conn, cell_id)?,
             },
             counters,
         });
@@ -448,6 +477,34 @@ pub(crate) fn load_summaries(conn: &Connection, cell_id: i64) -> Step<BTreeMap<S
                 ci95_rel: r.get(10)?,
             },
         ))
+    })?;
+    Ok(rows.collect::<std::result::Result<_, _>>()?)
+}
+
+pub(crate) fn load_rounds(conn: &Connection, cell_id: i64) -> Step<Vec<Round>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT iterations, converged, wall_ns, n, mean, median, min, max, p25, p75, stddev,
+                ci95_half_width, ci95_rel
+         FROM rounds WHERE cell_id = ?1 ORDER BY idx",
+    )?;
+    let rows = stmt.query_map([cell_id], |r| {
+        Ok(Round {
+            iterations: r.get(0)?,
+            converged: r.get(1)?,
+            wall_ns: r.get(2)?,
+            summary: Summary {
+                n: r.get(3)?,
+                mean: r.get(4)?,
+                median: r.get(5)?,
+                min: r.get(6)?,
+                max: r.get(7)?,
+                p25: r.get(8)?,
+                p75: r.get(9)?,
+                stddev: r.get(10)?,
+                ci95_half_width: r.get(11)?,
+                ci95_rel: r.get(12)?,
+            },
+        })
     })?;
     Ok(rows.collect::<std::result::Result<_, _>>()?)
 }

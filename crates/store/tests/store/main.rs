@@ -346,6 +346,7 @@ fn a_version_1_file_is_upgraded_on_open_and_keeps_its_runs() {
     let mut old = testdata::results(0);
     for c in &mut old.cells {
         c.counters = None;
+        c.result.rounds.clear();
     }
     version_1_file(&path, &old);
     let v1_columns = columns(&raw(&path), "cells");
@@ -380,6 +381,60 @@ fn a_version_1_file_is_upgraded_on_open_and_keeps_its_runs() {
         Store::open(&path).unwrap().load_run(1).unwrap().cells.len(),
         old.cells.len()
     );
+}
+
+#[test]
+fn a_version_2_file_gains_the_rounds_table_and_keeps_its_runs() {
+    let (_dir, path) = temp_db();
+    let mut old = testdata::results(0);
+    for c in &mut old.cells {
+        c.result.rounds.clear();
+    }
+    version_1_file(&path, &old);
+    // What smtlab with schema 2 left: version 1 plus the counters column.
+    let conn = raw(&path);
+    conn.execute_batch(smtlab_store::MIGRATIONS[0].1).unwrap();
+    conn.execute_batch("PRAGMA user_version = 2;").unwrap();
+    drop(conn);
+    let mut store = Store::open(&path).unwrap();
+    let mut expected = with_id(old.clone(), 1);
+    for c in &mut expected.cells {
+        c.counters = None;
+    }
+    assert_eq!(store.load_run(1).unwrap(), expected);
+    assert!(columns(&raw(&path), "rounds").contains(&"median".to_string()));
+    // The upgraded file keeps rounds.
+    let with_rounds = testdata::results(0).cells[1].clone();
+    assert_eq!(with_rounds.result.rounds.len(), 2);
+    store.save_cell(1, &with_rounds).unwrap();
+    let loaded = store.load_run(1).unwrap();
+    let back = loaded.cells.iter().find(|c| c.key() == with_rounds.key()).unwrap();
+    assert_eq!(back.result.rounds, with_rounds.result.rounds);
+    store.check_integrity().unwrap();
+}
+
+#[test]
+fn repeat_rounds_survive_the_round_trip() {
+    let (_dir, path) = temp_db();
+    let original = testdata::results(0);
+    let rounds = &original.cells[1].result.rounds;
+    assert_eq!(rounds.len(), 2, "the fixture has a cell measured in two rounds");
+    let id = Store::open(&path).unwrap().import_run(&original).unwrap();
+    let loaded = Store::open_existing(&path).unwrap().load_run(id).unwrap();
+    assert_eq!(&loaded.cells[1].result.rounds, rounds);
+    let n: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM rounds", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
+    // Replacing the cell replaces its rounds (no orphans).
+    let mut store = Store::open(&path).unwrap();
+    let mut again = original.cells[1].clone();
+    again.result.rounds.truncate(1);
+    store.save_cell(id, &again).unwrap();
+    let n: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM rounds", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
 }
 
 #[test]
