@@ -982,3 +982,25 @@ mod exec {
         assert!(!db.exists(), "failed requests store nothing");
     }
 }
+
+/// The results database seen from the read-only commands, errors printed once, run
+/// references, leases and signals.
+mod store {
+    use super::*;
+
+    fn stderr_of(cmd: &mut Command) -> String {
+        let out = cmd.assert().failure().get_output().stderr.clone();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn an_error_prints_its_cause_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["runs", "report"] {
+            let err = stderr_of(smtlab().args([sub, "--db"]).arg(dir.path()));
+            let cause = std::io::Error::from_raw_os_error(libc::EISDIR).to_string();
+            assert_eq!(err.matches(&cause).count(), 1, "{sub}: {err}");
+            assert_eq!(err.lines().count(), 1, "{sub}: {err}");
+        }
+    }
+}

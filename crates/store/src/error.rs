@@ -1,5 +1,9 @@
 //! [`StoreError`]: every failure names the database file, in one line, so the CLI can
 //! print it as it is.
+//!
+//! A variant that wraps another error exposes it as its `source` and leaves it out of
+//! its own message: printers that walk the chain (anyhow's `{:#}`) then show each cause
+//! once. Print these errors with their chain, not with `Display` alone.
 
 use std::path::PathBuf;
 
@@ -40,21 +44,21 @@ pub enum StoreError {
     Missing { path: PathBuf },
 
     /// Creating the directory that should hold the database failed.
-    #[error("cannot create directory {} for the results database: {source}", dir.display())]
+    #[error("cannot create directory {} for the results database", dir.display())]
     CreateDir {
         dir: PathBuf,
         source: std::io::Error,
     },
 
     /// Reading the file's header failed.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
 
     /// SQLite refused an operation. `context` says what smtlab was doing.
-    #[error("{}: {context}: {source}", path.display())]
+    #[error("{}: {context}", path.display())]
     Sqlite {
         path: PathBuf,
         context: String,

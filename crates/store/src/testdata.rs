@@ -12,9 +12,7 @@ use smtlab_model::counters::os_time::{CpuTicks, CpuTicksOf, OsTimeInterval, OsTi
 use smtlab_model::counters::{
     CellCounters, CountMode, CounterEvent, CounterTarget, CounterValues, Reading, UnavailableEvent,
 };
-use smtlab_model::result::{
-    Calibration, CalibrationStep, Overheads, Round, StopReason, Warmup,
-};
+use smtlab_model::result::{Calibration, CalibrationStep, Overheads, Round, StopReason, Warmup};
 use smtlab_model::stats::summarize;
 use smtlab_model::{
     Cache, CacheType, CellKey, CellRecord, CellResult, Core, CoreOrder, CpuOrder, Direction,

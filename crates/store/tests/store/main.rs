@@ -408,7 +408,11 @@ fn a_version_2_file_gains_the_rounds_table_and_keeps_its_runs() {
     assert_eq!(with_rounds.result.rounds.len(), 2);
     store.save_cell(1, &with_rounds).unwrap();
     let loaded = store.load_run(1).unwrap();
-    let back = loaded.cells.iter().find(|c| c.key() == with_rounds.key()).unwrap();
+    let back = loaded
+        .cells
+        .iter()
+        .find(|c| c.key() == with_rounds.key())
+        .unwrap();
     assert_eq!(back.result.rounds, with_rounds.result.rounds);
     store.check_integrity().unwrap();
 }
@@ -418,7 +422,11 @@ fn repeat_rounds_survive_the_round_trip() {
     let (_dir, path) = temp_db();
     let original = testdata::results(0);
     let rounds = &original.cells[1].result.rounds;
-    assert_eq!(rounds.len(), 2, "the fixture has a cell measured in two rounds");
+    assert_eq!(
+        rounds.len(),
+        2,
+        "the fixture has a cell measured in two rounds"
+    );
     let id = Store::open(&path).unwrap().import_run(&original).unwrap();
     let loaded = Store::open_existing(&path).unwrap().load_run(id).unwrap();
     assert_eq!(&loaded.cells[1].result.rounds, rounds);
@@ -947,4 +955,63 @@ fn kill_writer_and_check(delay: Duration) {
     assert_eq!(pending.len(), 10_000 - stored.len());
     assert_eq!(pending[0], child_key(stored.len()));
     assert_eq!(store.latest_unfinished_run().unwrap(), Some(run_id));
+}
+
+// ---- error messages ------------------------------------------------------------------
+
+/// Every message in the chain, outermost first.
+fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut out = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push(c.to_string());
+        cur = c.source();
+    }
+    out
+}
+
+#[test]
+fn each_cause_appears_once_in_an_error_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_ours = dir.path().join("other.db");
+    let conn = raw(&not_ours);
+    conn.execute_batch("CREATE TABLE t (x); PRAGMA application_id = 7;")
+        .unwrap();
+    drop(conn);
+    let not_sqlite = dir.path().join("notes.txt");
+    fs::write(&not_sqlite, "hello, this is text and not a database").unwrap();
+    let blocked = dir.path().join("file");
+    fs::write(&blocked, "").unwrap();
+    let failures: Vec<(&str, StoreError)> = vec![
+        (
+            "a directory as the database",
+            Store::open(dir.path()).unwrap_err(),
+        ),
+        ("a foreign SQLite file", Store::open(&not_ours).unwrap_err()),
+        ("not SQLite", Store::open(&not_sqlite).unwrap_err()),
+        (
+            "a missing file",
+            Store::open_existing(dir.path().join("none.db")).unwrap_err(),
+        ),
+        (
+            "a directory that cannot be created",
+            Store::open(blocked.join("sub/r.db")).unwrap_err(),
+        ),
+    ];
+    let mut wrapped = 0;
+    for (what, e) in &failures {
+        let msgs = chain(e);
+        assert!(!msgs[0].is_empty(), "{what}");
+        for pair in msgs.windows(2) {
+            wrapped += 1;
+            assert!(
+                !pair[0].contains(&pair[1]),
+                "{what}: {:?} repeats its cause {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+    // The directory cases wrap an OS error: the test saw real chains.
+    assert!(wrapped >= 2, "{failures:?}");
 }
