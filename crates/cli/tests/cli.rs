@@ -1003,4 +1003,139 @@ mod store {
             assert_eq!(err.lines().count(), 1, "{sub}: {err}");
         }
     }
+
+    fn db_arg(db: &std::path::Path) -> [String; 2] {
+        ["--db".into(), db.display().to_string()]
+    }
+
+    /// A database holding `runs` runs of `true` (a second or so each).
+    fn db_with_runs(dir: &std::path::Path, runs: usize) -> PathBuf {
+        let db = dir.join("r.db");
+        for _ in 0..runs {
+            smtlab()
+                .args([
+                    "exec",
+                    "--reps",
+                    "2",
+                    "--warmup",
+                    "0",
+                    "--placements",
+                    "1c1t",
+                ])
+                .args(db_arg(&db))
+                .args(["--", "true"])
+                .assert()
+                .success();
+        }
+        db
+    }
+
+    fn names_in(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn read_only_commands_on_an_empty_or_missing_file_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.db");
+        std::fs::write(&empty, "").unwrap();
+        for args in [vec!["runs"], vec!["report"], vec!["compare", "1", "2"]] {
+            let err = stderr_of(smtlab().args(&args).args(db_arg(&empty)));
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains("is empty"), "{args:?}: {err}");
+            assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "{args:?}");
+            let missing = dir.path().join("sub/none.db");
+            let err = stderr_of(smtlab().args(&args).args(db_arg(&missing)));
+            assert!(err.contains("does not exist"), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+        assert_eq!(names_in(dir.path()), ["empty.db"]);
+    }
+
+    #[test]
+    fn relative_run_references_reach_the_parser() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db_with_runs(dir.path(), 2);
+        let report = json_of(smtlab().args(["report", "-2", "--json"]).args(db_arg(&db)));
+        assert_eq!(report["run"]["id"], 1);
+        let report = json_of(smtlab().args(["report", "-1", "--json"]).args(db_arg(&db)));
+        assert_eq!(report["run"]["id"], 2);
+        let cmp = json_of(
+            smtlab()
+                .args(["compare", "latest", "-2", "--json"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(
+            (cmp["a"]["id"].clone(), cmp["b"]["id"].clone()),
+            (2.into(), 1.into())
+        );
+        let cmp = json_of(
+            smtlab()
+                .args(["compare", "-2", "-1", "--json"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(
+            (cmp["a"]["id"].clone(), cmp["b"]["id"].clone()),
+            (1.into(), 2.into())
+        );
+        let err = stderr_of(smtlab().args(["report", "-3"]).args(db_arg(&db)));
+        assert!(
+            err.contains("no run -3") && err.contains("runs 1-2 exist"),
+            "{err}"
+        );
+        // Still a flag where a flag is meant.
+        let err = stderr_of(smtlab().args(["report", "-x"]).args(db_arg(&db)));
+        assert!(err.contains("-x"), "{err}");
+    }
+
+    /// `unshare --user` runs a command as an unprivileged user (nobody) for whom file
+    /// permissions hold even when the tests run as root.
+    fn unprivileged() -> Option<std::process::Command> {
+        let ok = std::process::Command::new("unshare")
+            .args(["--user", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "skipped: `unshare --user` is not available here, so permissions cannot be enforced on root"
+            );
+            return None;
+        }
+        let mut c = std::process::Command::new("unshare");
+        c.arg("--user").arg(assert_cmd::cargo::cargo_bin("smtlab"));
+        Some(c)
+    }
+
+    #[test]
+    fn a_database_in_a_read_only_directory_is_readable() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ro = dir.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        let db = db_with_runs(&ro, 1);
+        let set = |p: &std::path::Path, mode| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        set(dir.path(), 0o755);
+        set(&db, 0o444);
+        set(&ro, 0o555);
+        let before = names_in(&ro);
+        if let Some(mut cmd) = unprivileged() {
+            for args in [vec!["runs", "--json"], vec!["report", "-1", "--json"]] {
+                let out = cmd.args(&args).args(db_arg(&db)).output().unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success(), "{args:?}: {err}");
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert!(!v.is_null(), "{args:?}");
+                cmd = unprivileged().unwrap();
+            }
+        }
+        assert_eq!(names_in(&ro), before);
+        set(&ro, 0o755);
+    }
 }

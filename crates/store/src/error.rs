@@ -43,6 +43,11 @@ pub enum StoreError {
     #[error("{} does not exist (no results have been recorded there yet)", path.display())]
     Missing { path: PathBuf },
 
+    /// A read-only command on a file that holds nothing yet (zero bytes, or an SQLite
+    /// database without tables).
+    #[error("{} is empty: no results have been recorded there yet", path.display())]
+    Empty { path: PathBuf },
+
     /// Creating the directory that should hold the database failed.
     #[error("cannot create directory {} for the results database", dir.display())]
     CreateDir {
@@ -62,7 +67,7 @@ pub enum StoreError {
     Sqlite {
         path: PathBuf,
         context: String,
-        source: rusqlite::Error,
+        source: SqlError,
     },
 
     /// A row holds something this build cannot decode (bad JSON, an unknown status).
@@ -95,6 +100,27 @@ pub enum StoreError {
     #[error("{}: {detail}", path.display())]
     Invalid { path: PathBuf, detail: String },
 }
+
+/// What SQLite said, as the cause of [`StoreError::Sqlite`]. rusqlite's own error
+/// returns, as its source, the bare result code whose text repeats the message
+/// (`Error code 1544: attempt to write a readonly database`); this wrapper ends the chain
+/// at the message. [`SqlError::inner`] gives the rusqlite error for matching on codes.
+#[derive(Debug)]
+pub struct SqlError(pub rusqlite::Error);
+
+impl SqlError {
+    pub fn inner(&self) -> &rusqlite::Error {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SqlError {}
 
 /// Results of store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

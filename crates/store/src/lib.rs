@@ -29,7 +29,7 @@ mod testdata;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-pub use error::{Result, StoreError};
+pub use error::{Result, SqlError, StoreError};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION};
 pub use store::{RunListing, Store};
 

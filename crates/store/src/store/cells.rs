@@ -377,12 +377,15 @@ pub(crate) fn load_skipped(conn: &Connection, run_id: i64) -> Step<Vec<(CellKey,
     Ok(out)
 }
 
-pub(crate) fn load_cells(conn: &Connection, run_id: i64) -> Step<Vec<CellRecord>> {
-    let mut stmt = conn.prepare_cached(
+/// `version` is the file's schema: a file opened read-only is not upgraded, so columns
+/// and tables added since are read as absent.
+pub(crate) fn load_cells(conn: &Connection, run_id: i64, version: i64) -> Step<Vec<CellRecord>> {
+    let counters = if version >= 2 { "counters" } else { "NULL" };
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT id, benchmark, group_name, unit, direction, params, placement_spec, placement,
-                converged, stop_reason, iterations, wall_ns, facts, counters
-         FROM cells WHERE run_id = ?1 ORDER BY id",
-    )?;
+                converged, stop_reason, iterations, wall_ns, facts, {counters}
+         FROM cells WHERE run_id = ?1 ORDER BY id"
+    ))?;
     let mut rows = stmt.query([run_id])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
@@ -421,7 +424,11 @@ pub(crate) fn load_cells(conn: &Connection, run_id: i64) -> Step<Vec<CellRecord>
                 start_spread_ns: summaries.remove("start_spread_ns"),
                 wall_ns: r.get(11)?,
                 config: facts.config,
-                rounds: load_rounds(conn, cell_id)?,
+                rounds: if version >= 3 {
+                    load_rounds(conn, cell_id)?
+                } else {
+                    Vec::new()
+                },
             },
             counters,
         });

@@ -30,6 +30,9 @@ use crate::error::{Result, StoreError};
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The file's schema version: [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), except for
+    /// an older file opened read-only, which is read as it is.
+    version: i64,
 }
 
 /// Why an internal step failed, before the public wrapper adds the file and context.
@@ -109,7 +112,7 @@ fn sql_error(path: &Path, context: &str, e: rusqlite::Error) -> StoreError {
         _ => StoreError::Sqlite {
             path: path.to_path_buf(),
             context: context.to_string(),
-            source: e,
+            source: crate::error::SqlError(e),
         },
     }
 }

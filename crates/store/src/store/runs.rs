@@ -122,7 +122,7 @@ impl Store {
     pub fn load_run(&self, run_id: i64) -> Result<RunResults> {
         let r = (|| -> Step<RunResults> {
             let run = load_meta(&self.conn, run_id)?;
-            let cells = load_cells(&self.conn, run_id)?;
+            let cells = load_cells(&self.conn, run_id, self.version)?;
             let skipped = load_skipped(&self.conn, run_id)?
                 .into_iter()
                 .map(|(key, reason)| SkippedCell { key, reason })
