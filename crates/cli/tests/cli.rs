@@ -1138,4 +1138,64 @@ mod store {
         assert_eq!(names_in(&ro), before);
         set(&ro, 0o755);
     }
+
+    /// Starts `smtlab run` on a few cells and returns it once its first cell is saved.
+    fn run_with_a_saved_cell(db: &std::path::Path) -> std::process::Child {
+        let bin = assert_cmd::cargo::cargo_bin("smtlab");
+        let child = std::process::Command::new(&bin)
+            .args(["run", "--bench", "null-syscall,read,write,fstat"])
+            .args(["--placements", "1c1t,2c1t"])
+            .args(db_arg(db))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            if db.exists()
+                && let Ok(out) = std::process::Command::new(&bin)
+                    .args(["runs", "--json"])
+                    .args(db_arg(db))
+                    .output()
+                && let Ok(v) = serde_json::from_slice::<Value>(&out.stdout)
+                && v[0]["cells_done"].as_u64().unwrap_or(0) >= 1
+            {
+                break;
+            }
+        }
+        child
+    }
+
+    fn run_listing(db: &std::path::Path) -> Value {
+        json_of(smtlab().args(["runs", "--json"]).args(db_arg(db)))[0].clone()
+    }
+
+    #[test]
+    fn sigterm_sighup_and_sigquit_interrupt_a_run_like_ctrl_c() {
+        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("r.db");
+            let child = run_with_a_saved_cell(&db);
+            // SAFETY: kill(2) on our own child's pid.
+            assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(130), "signal {sig}: {err}");
+            assert!(err.contains("interrupted:"), "signal {sig}: {err}");
+            let run = run_listing(&db);
+            assert_eq!(run["status"], "interrupted", "signal {sig}");
+            assert!(run["cells_done"].as_u64().unwrap() >= 1);
+            if sig == libc::SIGTERM {
+                smtlab()
+                    .args(["run", "--resume"])
+                    .args(db_arg(&db))
+                    .assert()
+                    .success();
+                let run = run_listing(&db);
+                assert_eq!(run["status"], "finished");
+                assert_eq!(run["cells_done"], 8);
+            }
+        }
+    }
 }

@@ -21,7 +21,8 @@ use crate::args::RunArgs;
 use crate::env::capture;
 use crate::render;
 
-/// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
+/// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
+/// report Ctrl-C).
 const INTERRUPTED_EXIT: i32 = 130;
 
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -63,9 +64,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // Ctrl-C, kill, a closed terminal and Ctrl-\ all end the run the same way: marked
+    // interrupted, every finished cell kept, resumable.
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("cannot install the Ctrl-C handler")?;
+            .context("cannot install the signal handlers")?;
     }
     let bar = progress_bar(pending.len() as u64);
     let (mut measured, mut skipped) = (0usize, 0usize);
