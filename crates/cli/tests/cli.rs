@@ -1198,4 +1198,40 @@ mod store {
             }
         }
     }
+
+    #[test]
+    fn resume_refuses_a_run_another_live_process_measures_and_takes_over_a_dead_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let mut child = run_with_a_saved_cell(&db);
+        let pid = child.id();
+        for resume in [vec!["run", "--resume", "1"], vec!["run", "--resume"]] {
+            let err = stderr_of(smtlab().args(&resume).args(db_arg(&db)));
+            assert!(
+                err.contains(&format!("run 1 is being measured by pid {pid} on ")),
+                "{resume:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        // The refused attempts changed nothing: the run goes on.
+        assert_eq!(run_listing(&db)["status"], "running");
+        // SIGKILL leaves the lease behind; a resume on this host sees the pid is gone.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = smtlab()
+            .args(["run", "--resume"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stderr
+            .clone();
+        let err = String::from_utf8(out).unwrap();
+        assert!(
+            err.contains(&format!("run 1 was leased by pid {pid}"))
+                && err.contains("takes it over"),
+            "{err}"
+        );
+        assert_eq!(run_listing(&db)["status"], "finished");
+    }
 }

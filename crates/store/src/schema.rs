@@ -14,7 +14,8 @@ pub const APPLICATION_ID: u32 = 0x534d_544c;
 /// * 2: `cells.counters` (performance counters, `/proc/stat` and syscall time of a cell
 ///   measured with `--counters`).
 /// * 3: `rounds` (each round of a cell measured with `--repeat`).
-pub const SCHEMA_VERSION: i64 = 3;
+/// * 4: `leases` (which process is measuring a run).
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// `(version, SQL)`: the SQL that turns a file of `version - 1` into `version`. A file
 /// of version v gets every migration above v, in order, in one transaction with the
@@ -27,7 +28,26 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
         "ALTER TABLE cells ADD COLUMN counters TEXT;  -- JSON CellCounters, NULL when not counted",
     ),
     (3, rounds_sql!()),
+    (4, leases_sql!()),
 ];
+
+/// The `leases` table, new in version 4 (see `rounds_sql`).
+macro_rules! leases_sql {
+    () => {
+        r#"
+-- The process measuring a run, while it does (Store::lease_run); the row goes when it stops.
+CREATE TABLE IF NOT EXISTS leases (
+    run_id             INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    pid                INTEGER NOT NULL,
+    host               TEXT    NOT NULL,
+    token              TEXT    NOT NULL,  -- tells this holder from a later one with the same pid
+    acquired_unix_ms   INTEGER NOT NULL,
+    heartbeat_unix_ms  INTEGER NOT NULL   -- renewed every few seconds while measuring
+);
+"#
+    };
+}
+use leases_sql;
 
 /// The `rounds` table, new in version 3: part of [`SCHEMA_SQL`] and the whole of the
 /// migration to 3 (a macro, so both are one literal).
@@ -177,7 +197,8 @@ CREATE TABLE IF NOT EXISTS skipped (
 );
 CREATE INDEX IF NOT EXISTS skipped_by_run ON skipped (run_id);
 "#,
-    rounds_sql!()
+    rounds_sql!(),
+    leases_sql!()
 );
 
 #[cfg(test)]
@@ -214,6 +235,7 @@ mod tests {
             tables,
             [
                 "cells",
+                "leases",
                 "plan",
                 "rounds",
                 "runs",

@@ -1,7 +1,7 @@
 //! [`Store`]: opening (and recognising) a results database, writing a run as it is
 //! measured, and reading runs back. One file per concern: [`open`] (recognising the
-//! file, the schema and its migrations), [`runs`], [`cells`], [`codec`] (column
-//! encodings).
+//! file, the schema and its migrations), [`runs`], [`cells`], [`lease`] (one process
+//! measures a run at a time), [`codec`] (column encodings).
 
 use std::path::{Path, PathBuf};
 
@@ -9,9 +9,11 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 mod cells;
 mod codec;
+mod lease;
 mod open;
 mod runs;
 
+pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
 pub use runs::RunListing;
 use runs::describe_ids;
 

@@ -1133,3 +1133,122 @@ fn a_read_only_store_refuses_writes() {
     assert!(store.import_run(&original).is_err());
     assert_eq!(store.list_runs().unwrap().len(), 1);
 }
+
+// ---- run leases ----------------------------------------------------------------------
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A lease row as another process would have left it.
+fn foreign_lease(path: &Path, run_id: i64, pid: u32, host: &str, age: Duration) {
+    raw(path)
+        .execute(
+            "INSERT OR REPLACE INTO leases VALUES (?1, ?2, ?3, 'other', ?4, ?4)",
+            rusqlite::params![run_id, pid, host, now_ms() - age.as_millis() as i64],
+        )
+        .unwrap();
+}
+
+fn a_dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+fn leased_db() -> (tempfile::TempDir, PathBuf, i64) {
+    let (dir, path) = temp_db();
+    let id = Store::open(&path)
+        .unwrap()
+        .create_run(&running_meta(vec![key("null-syscall", "1c1t")]))
+        .unwrap();
+    (dir, path, id)
+}
+
+#[test]
+fn a_second_lease_on_a_live_run_is_refused_naming_the_holder() {
+    let (_dir, path, id) = leased_db();
+    let mut first = Store::open(&path).unwrap();
+    let lease = first.lease_run(id).unwrap();
+    assert!(lease.takeover_note().is_none());
+    let mut second = Store::open(&path).unwrap();
+    let err = second.lease_run(id).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, smtlab_store::LeaseError::Held { .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
+    assert!(msg.contains(&smtlab_store::this_host()), "{msg}");
+    assert_eq!(msg.lines().count(), 1);
+    // A live holder on another machine is refused as well.
+    drop(lease);
+    foreign_lease(&path, id, 1, "elsewhere", Duration::from_secs(2));
+    let msg = second.lease_run(id).unwrap_err().to_string();
+    assert!(msg.contains("pid 1 on elsewhere"), "{msg}");
+}
+
+#[test]
+fn a_stale_lease_is_taken_over_with_a_note() {
+    let (_dir, path, id) = leased_db();
+    let mut store = Store::open(&path).unwrap();
+    // Same host, the process is gone (killed): stale at once.
+    let dead = a_dead_pid();
+    foreign_lease(&path, id, dead, &smtlab_store::this_host(), Duration::ZERO);
+    let lease = store.lease_run(id).unwrap();
+    let note = lease.takeover_note().expect("a takeover is told");
+    assert!(
+        note.contains(&format!("pid {dead}")) && note.contains("gone"),
+        "{note}"
+    );
+    drop(lease);
+    // Another host, no heartbeat for longer than the limit.
+    let old = smtlab_store::LEASE_STALE_AFTER + Duration::from_secs(60);
+    foreign_lease(&path, id, 1, "elsewhere", old);
+    let lease = store.lease_run(id).unwrap();
+    let note = lease.takeover_note().unwrap();
+    assert!(
+        note.contains("elsewhere") && note.contains("no heartbeat"),
+        "{note}"
+    );
+    assert_eq!(
+        store.lease_holder(id).unwrap().unwrap().pid,
+        std::process::id()
+    );
+}
+
+#[test]
+fn a_lease_is_released_on_drop_and_notices_being_taken_over() {
+    let (_dir, path, id) = leased_db();
+    let mut store = Store::open(&path).unwrap();
+    let mut lease = store.lease_run(id).unwrap();
+    lease.heartbeat().unwrap();
+    drop(lease);
+    assert_eq!(store.lease_holder(id).unwrap(), None);
+    let mut lease = store.lease_run(id).unwrap();
+    assert!(
+        lease.takeover_note().is_none(),
+        "a released lease is no takeover"
+    );
+    // Someone decided it was stale and took it.
+    foreign_lease(&path, id, 1, "elsewhere", Duration::ZERO);
+    let err = lease.heartbeat().unwrap_err();
+    assert!(
+        err.to_string().contains("taken over by pid 1 on elsewhere"),
+        "{err}"
+    );
+    drop(lease);
+    // Dropping the lost lease leaves the new holder's row alone.
+    assert_eq!(store.lease_holder(id).unwrap().unwrap().host, "elsewhere");
+    assert!(matches!(
+        store.lease_run(999).unwrap_err(),
+        smtlab_store::LeaseError::Store(StoreError::NoSuchRun { .. })
+    ));
+}
