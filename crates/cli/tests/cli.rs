@@ -1234,4 +1234,66 @@ mod store {
         );
         assert_eq!(run_listing(&db)["status"], "finished");
     }
+
+    #[test]
+    fn exec_and_report_print_the_same_speedup_for_the_same_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let out = smtlab()
+            .args(["exec", "--reps", "3", "--placements", "1c1t,2c1t"])
+            .args(db_arg(&db))
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let exec = String::from_utf8(out).unwrap();
+        let figure = regex::Regex::new(
+            r"[0-9]+\.[0-9]{3}x (\[[0-9.]+, [0-9.]+\] (faster|slower|not significant at 95%)|interval unbounded)",
+        )
+        .unwrap();
+        let found = |text: &str, line_start: &str| -> String {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(line_start))
+                .unwrap_or_else(|| panic!("no line {line_start:?} in {text}"));
+            figure
+                .find(line)
+                .unwrap_or_else(|| panic!("no speed-up in {line:?}"))
+                .as_str()
+                .to_string()
+        };
+        let in_table = found(&exec, "2c1t");
+        let in_verdict = found(&exec, "2 cores / 1 core (2c1t / 1c1t): ");
+        assert_eq!(in_table, in_verdict, "{exec}");
+        let out = smtlab()
+            .args(["report", "latest"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let report = String::from_utf8(out).unwrap();
+        assert_eq!(found(&report, "2c1t"), in_table, "{report}");
+        // Wall time is lower-is-better: above 1 means 2c1t took less time.
+        let means: Vec<f64> = ["1c1t", "2c1t"]
+            .iter()
+            .map(|p| {
+                let line = exec.lines().find(|l| l.starts_with(p)).unwrap();
+                line.split_whitespace().nth(4).unwrap().parse().unwrap()
+            })
+            .collect();
+        let ratio: f64 = in_table.split('x').next().unwrap().parse().unwrap();
+        assert!(
+            (ratio - means[0] / means[1]).abs() < 0.01 * ratio,
+            "{ratio} vs {means:?}"
+        );
+    }
 }
