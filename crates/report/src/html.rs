@@ -422,9 +422,11 @@ fn caches(p: &mut String, t: &Topology) {
 }
 
 fn ratio_cell(r: &Ratio, range: (f64, f64)) -> String {
+    // The interval and its words as every other output prints them.
+    let words = r.significance().words();
     let ci = match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("[{}, {}]", times(lo), times(hi)),
-        _ => "(no CI)".into(),
+        (Some(lo), Some(hi)) => format!("[{}, {}] {words}", times(lo), times(hi)),
+        _ => words.into(),
     };
     format!(
         "<td class=\"yield\">{}x{}<br/><span class=\"sub\">{ci}</span></td>",
