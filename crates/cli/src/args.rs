@@ -172,7 +172,11 @@ pub struct RunsArgs {
 pub struct ReportArgs {
     /// The run: `latest` (default), a run id, `-2` for the one before the latest, or a
     /// results JSON file.
-    #[arg(default_value = "latest", value_name = "RUN")]
+    #[arg(
+        default_value = "latest",
+        value_name = "RUN",
+        allow_negative_numbers = true
+    )]
     pub run: String,
     /// Results database (default as for `run`).
     #[arg(long, value_name = "FILE")]
@@ -192,10 +196,10 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Baseline run (id, `latest`, `-2`, or a results JSON file).
-    #[arg(value_name = "A")]
+    #[arg(value_name = "A", allow_negative_numbers = true)]
     pub a: String,
     /// Run compared against the baseline.
-    #[arg(value_name = "B")]
+    #[arg(value_name = "B", allow_negative_numbers = true)]
     pub b: String,
     /// Results database (default as for `run`).
     #[arg(long, value_name = "FILE")]

@@ -982,3 +982,318 @@ mod exec {
         assert!(!db.exists(), "failed requests store nothing");
     }
 }
+
+/// The results database seen from the read-only commands, errors printed once, run
+/// references, leases and signals.
+mod store {
+    use super::*;
+
+    fn stderr_of(cmd: &mut Command) -> String {
+        let out = cmd.assert().failure().get_output().stderr.clone();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn an_error_prints_its_cause_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["runs", "report"] {
+            let err = stderr_of(smtlab().args([sub, "--db"]).arg(dir.path()));
+            let cause = std::io::Error::from_raw_os_error(libc::EISDIR).to_string();
+            assert_eq!(err.matches(&cause).count(), 1, "{sub}: {err}");
+            assert_eq!(err.lines().count(), 1, "{sub}: {err}");
+        }
+    }
+
+    fn db_arg(db: &std::path::Path) -> [String; 2] {
+        ["--db".into(), db.display().to_string()]
+    }
+
+    /// A database holding `runs` runs of `true` (a second or so each).
+    fn db_with_runs(dir: &std::path::Path, runs: usize) -> PathBuf {
+        let db = dir.join("r.db");
+        for _ in 0..runs {
+            smtlab()
+                .args([
+                    "exec",
+                    "--reps",
+                    "2",
+                    "--warmup",
+                    "0",
+                    "--placements",
+                    "1c1t",
+                ])
+                .args(db_arg(&db))
+                .args(["--", "true"])
+                .assert()
+                .success();
+        }
+        db
+    }
+
+    fn names_in(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn read_only_commands_on_an_empty_or_missing_file_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.db");
+        std::fs::write(&empty, "").unwrap();
+        for args in [vec!["runs"], vec!["report"], vec!["compare", "1", "2"]] {
+            let err = stderr_of(smtlab().args(&args).args(db_arg(&empty)));
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains("is empty"), "{args:?}: {err}");
+            assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "{args:?}");
+            let missing = dir.path().join("sub/none.db");
+            let err = stderr_of(smtlab().args(&args).args(db_arg(&missing)));
+            assert!(err.contains("does not exist"), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+        assert_eq!(names_in(dir.path()), ["empty.db"]);
+    }
+
+    #[test]
+    fn relative_run_references_reach_the_parser() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db_with_runs(dir.path(), 2);
+        let report = json_of(smtlab().args(["report", "-2", "--json"]).args(db_arg(&db)));
+        assert_eq!(report["run"]["id"], 1);
+        let report = json_of(smtlab().args(["report", "-1", "--json"]).args(db_arg(&db)));
+        assert_eq!(report["run"]["id"], 2);
+        let cmp = json_of(
+            smtlab()
+                .args(["compare", "latest", "-2", "--json"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(
+            (cmp["a"]["id"].clone(), cmp["b"]["id"].clone()),
+            (2.into(), 1.into())
+        );
+        let cmp = json_of(
+            smtlab()
+                .args(["compare", "-2", "-1", "--json"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(
+            (cmp["a"]["id"].clone(), cmp["b"]["id"].clone()),
+            (1.into(), 2.into())
+        );
+        let err = stderr_of(smtlab().args(["report", "-3"]).args(db_arg(&db)));
+        assert!(
+            err.contains("no run -3") && err.contains("runs 1-2 exist"),
+            "{err}"
+        );
+        // Still a flag where a flag is meant.
+        let err = stderr_of(smtlab().args(["report", "-x"]).args(db_arg(&db)));
+        assert!(err.contains("-x"), "{err}");
+    }
+
+    /// `unshare --user` runs a command as an unprivileged user (nobody) for whom file
+    /// permissions hold even when the tests run as root.
+    fn unprivileged() -> Option<std::process::Command> {
+        let ok = std::process::Command::new("unshare")
+            .args(["--user", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "skipped: `unshare --user` is not available here, so permissions cannot be enforced on root"
+            );
+            return None;
+        }
+        let mut c = std::process::Command::new("unshare");
+        c.arg("--user").arg(assert_cmd::cargo::cargo_bin("smtlab"));
+        Some(c)
+    }
+
+    #[test]
+    fn a_database_in_a_read_only_directory_is_readable() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ro = dir.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        let db = db_with_runs(&ro, 1);
+        let set = |p: &std::path::Path, mode| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        set(dir.path(), 0o755);
+        set(&db, 0o444);
+        set(&ro, 0o555);
+        let before = names_in(&ro);
+        if let Some(mut cmd) = unprivileged() {
+            for args in [vec!["runs", "--json"], vec!["report", "-1", "--json"]] {
+                let out = cmd.args(&args).args(db_arg(&db)).output().unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success(), "{args:?}: {err}");
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert!(!v.is_null(), "{args:?}");
+                cmd = unprivileged().unwrap();
+            }
+        }
+        assert_eq!(names_in(&ro), before);
+        set(&ro, 0o755);
+    }
+
+    /// Starts `smtlab run` on a few cells and returns it once its first cell is saved.
+    fn run_with_a_saved_cell(db: &std::path::Path) -> std::process::Child {
+        let bin = assert_cmd::cargo::cargo_bin("smtlab");
+        let child = std::process::Command::new(&bin)
+            .args(["run", "--bench", "null-syscall,read,write,fstat"])
+            .args(["--placements", "1c1t,2c1t"])
+            .args(db_arg(db))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            if db.exists()
+                && let Ok(out) = std::process::Command::new(&bin)
+                    .args(["runs", "--json"])
+                    .args(db_arg(db))
+                    .output()
+                && let Ok(v) = serde_json::from_slice::<Value>(&out.stdout)
+                && v[0]["cells_done"].as_u64().unwrap_or(0) >= 1
+            {
+                break;
+            }
+        }
+        child
+    }
+
+    fn run_listing(db: &std::path::Path) -> Value {
+        json_of(smtlab().args(["runs", "--json"]).args(db_arg(db)))[0].clone()
+    }
+
+    #[test]
+    fn sigterm_sighup_and_sigquit_interrupt_a_run_like_ctrl_c() {
+        for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("r.db");
+            let child = run_with_a_saved_cell(&db);
+            // SAFETY: kill(2) on our own child's pid.
+            assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(130), "signal {sig}: {err}");
+            assert!(err.contains("interrupted:"), "signal {sig}: {err}");
+            let run = run_listing(&db);
+            assert_eq!(run["status"], "interrupted", "signal {sig}");
+            assert!(run["cells_done"].as_u64().unwrap() >= 1);
+            if sig == libc::SIGTERM {
+                smtlab()
+                    .args(["run", "--resume"])
+                    .args(db_arg(&db))
+                    .assert()
+                    .success();
+                let run = run_listing(&db);
+                assert_eq!(run["status"], "finished");
+                assert_eq!(run["cells_done"], 8);
+            }
+        }
+    }
+
+    #[test]
+    fn resume_refuses_a_run_another_live_process_measures_and_takes_over_a_dead_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let mut child = run_with_a_saved_cell(&db);
+        let pid = child.id();
+        for resume in [vec!["run", "--resume", "1"], vec!["run", "--resume"]] {
+            let err = stderr_of(smtlab().args(&resume).args(db_arg(&db)));
+            assert!(
+                err.contains(&format!("run 1 is being measured by pid {pid} on ")),
+                "{resume:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        // The refused attempts changed nothing: the run goes on.
+        assert_eq!(run_listing(&db)["status"], "running");
+        // SIGKILL leaves the lease behind; a resume on this host sees the pid is gone.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = smtlab()
+            .args(["run", "--resume"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stderr
+            .clone();
+        let err = String::from_utf8(out).unwrap();
+        assert!(
+            err.contains(&format!("run 1 was leased by pid {pid}"))
+                && err.contains("takes it over"),
+            "{err}"
+        );
+        assert_eq!(run_listing(&db)["status"], "finished");
+    }
+
+    #[test]
+    fn exec_and_report_print_the_same_speedup_for_the_same_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let out = smtlab()
+            .args(["exec", "--reps", "3", "--placements", "1c1t,2c1t"])
+            .args(db_arg(&db))
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let exec = String::from_utf8(out).unwrap();
+        let figure = regex::Regex::new(
+            r"[0-9]+\.[0-9]{3}x (\[[0-9.]+, [0-9.]+\] (faster|slower|not significant at 95%)|interval unbounded)",
+        )
+        .unwrap();
+        let found = |text: &str, line_start: &str| -> String {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(line_start))
+                .unwrap_or_else(|| panic!("no line {line_start:?} in {text}"));
+            figure
+                .find(line)
+                .unwrap_or_else(|| panic!("no speed-up in {line:?}"))
+                .as_str()
+                .to_string()
+        };
+        let in_table = found(&exec, "2c1t");
+        let in_verdict = found(&exec, "2 cores / 1 core (2c1t / 1c1t): ");
+        assert_eq!(in_table, in_verdict, "{exec}");
+        let out = smtlab()
+            .args(["report", "latest"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let report = String::from_utf8(out).unwrap();
+        assert_eq!(found(&report, "2c1t"), in_table, "{report}");
+        // Wall time is lower-is-better: above 1 means 2c1t took less time.
+        let means: Vec<f64> = ["1c1t", "2c1t"]
+            .iter()
+            .map(|p| {
+                let line = exec.lines().find(|l| l.starts_with(p)).unwrap();
+                line.split_whitespace().nth(4).unwrap().parse().unwrap()
+            })
+            .collect();
+        let ratio: f64 = in_table.split('x').next().unwrap().parse().unwrap();
+        assert!(
+            (ratio - means[0] / means[1]).abs() < 0.01 * ratio,
+            "{ratio} vs {means:?}"
+        );
+    }
+}

@@ -131,6 +131,14 @@ impl CellResult {
             .then_some(drift)
     }
 
+    /// The cell's interval met its target: the runner said converged, there are two
+    /// samples or more (one sample has no interval), and the pooled interval is within
+    /// `ci_target_rel` (rounds that each converged can pool into a wider one). What
+    /// outputs call "converged".
+    pub fn met_target(&self) -> bool {
+        self.converged && self.summary.n >= 2 && self.summary.ci95_rel <= self.config.ci_target_rel
+    }
+
     /// The lowest and highest of the rounds' medians; `None` below two rounds.
     pub fn round_median_range(&self) -> Option<(f64, f64)> {
         if self.rounds.len() < 2 {

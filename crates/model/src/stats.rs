@@ -18,8 +18,12 @@
 //!   odd count belongs to neither).
 //! * the ratio of two means uses Fieller's theorem for independent samples, with the
 //!   degrees of freedom from Welch-Satterthwaite; see [`ratio`].
+//! * the speed-up of one cell over another ([`speedup`]) is that ratio turned by the
+//!   benchmark's direction, so that above 1 always means the second is better; every
+//!   figure that compares two cells (bench's "vs first", exec's verdict, the report's
+//!   yields, compare) is this one, and [`Ratio::significance`] reads its interval.
 
-use crate::Summary;
+use crate::{Direction, Summary};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -202,6 +206,72 @@ pub fn ratio(num: &Summary, den: &Summary) -> Option<Ratio> {
         out.ci95_high = Some(lo.max(hi));
     }
     Some(out)
+}
+
+/// What a speed-up's 95% interval says, in words every output uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Significance {
+    /// The whole interval is above 1: the second is better.
+    Faster,
+    /// The whole interval is below 1: the second is worse.
+    Slower,
+    /// The interval includes 1: no difference shown at 95%.
+    NotSignificant,
+    /// The denominator's own interval includes zero: the ratio is unbounded.
+    Unbounded,
+    /// A side has a single sample: no interval at all.
+    NoInterval,
+}
+
+impl Significance {
+    /// `faster`, `slower`, `not significant at 95%`, `interval unbounded`, `n=1, no
+    /// interval`.
+    pub fn words(self) -> &'static str {
+        match self {
+            Significance::Faster => "faster",
+            Significance::Slower => "slower",
+            Significance::NotSignificant => "not significant at 95%",
+            Significance::Unbounded => "interval unbounded",
+            Significance::NoInterval => "n=1, no interval",
+        }
+    }
+
+    /// `Some(true)` when the interval excludes 1, `Some(false)` when it includes it,
+    /// `None` when there is no bounded interval.
+    pub fn significant(self) -> Option<bool> {
+        match self {
+            Significance::Faster | Significance::Slower => Some(true),
+            Significance::NotSignificant => Some(false),
+            Significance::Unbounded | Significance::NoInterval => None,
+        }
+    }
+}
+
+impl Ratio {
+    /// What the interval says about 1 (no change); see [`Significance`].
+    pub fn significance(&self) -> Significance {
+        match (self.ci95_low, self.ci95_high) {
+            (Some(lo), _) if lo > 1.0 => Significance::Faster,
+            (_, Some(hi)) if hi < 1.0 => Significance::Slower,
+            (Some(_), Some(_)) => Significance::NotSignificant,
+            _ if self.df.is_none() => Significance::NoInterval,
+            _ => Significance::Unbounded,
+        }
+    }
+}
+
+/// The speed-up of `second` over `first`, the one figure every output uses when it
+/// compares two cells of a benchmark: the ratio of the means with Fieller's 95% interval
+/// ([`ratio`]), turned so that **above 1 means `second` is better** for either direction:
+/// `second / first` when higher is better (throughput), `first / second` when lower is
+/// better (latency, time). `1.25` reads "1.25x faster" for a rate and for a time alike.
+/// `None` as for [`ratio`].
+pub fn speedup(first: &Summary, second: &Summary, direction: Direction) -> Option<Ratio> {
+    match direction {
+        Direction::Higher => ratio(second, first),
+        Direction::Lower => ratio(first, second),
+    }
 }
 
 fn relative(half_width: f64, mean: f64) -> f64 {
@@ -421,5 +491,37 @@ mod tests {
         let straddle = summarize(&[-1.0, 1.5, -0.5, 1.0]).unwrap();
         let r = ratio(&many, &straddle).unwrap();
         assert_eq!((r.ci95_low, r.ci95_high), (None, None));
+    }
+
+    #[test]
+    fn speedup_above_one_means_the_second_is_better_in_either_direction() {
+        let slow = summarize(&[10.0, 10.1, 9.9, 10.0]).unwrap();
+        let fast = summarize(&[8.0, 8.1, 7.9, 8.0]).unwrap();
+        // Times: 10 -> 8 is 1.25x faster; rates: 8 -> 10 is 1.25x faster.
+        let t = speedup(&slow, &fast, Direction::Lower).unwrap();
+        let r = speedup(&fast, &slow, Direction::Higher).unwrap();
+        assert!(close(t.ratio, 1.25, 1e-12) && close(r.ratio, 1.25, 1e-12));
+        assert_eq!(t, r, "the same pair, the same figure and interval");
+        assert_eq!(t.significance(), Significance::Faster);
+        let back = speedup(&fast, &slow, Direction::Lower).unwrap();
+        assert!(close(back.ratio, 0.8, 1e-12));
+        assert_eq!(back.significance(), Significance::Slower);
+    }
+
+    #[test]
+    fn significance_follows_the_interval() {
+        let a = summarize(&[10.0, 10.5, 9.5, 10.2]).unwrap();
+        let b = summarize(&[10.1, 10.6, 9.4, 10.0]).unwrap();
+        let r = speedup(&a, &b, Direction::Higher).unwrap();
+        assert!(r.ci95_low.unwrap() <= 1.0 && 1.0 <= r.ci95_high.unwrap());
+        assert_eq!(r.significance(), Significance::NotSignificant);
+        assert_eq!(r.significance().significant(), Some(false));
+        let one = summarize(&[10.0]).unwrap();
+        let r = speedup(&one, &b, Direction::Higher).unwrap();
+        assert_eq!(r.significance(), Significance::NoInterval);
+        assert_eq!(r.significance().words(), "n=1, no interval");
+        let straddle = summarize(&[-1.0, 1.5, -0.5, 1.0]).unwrap();
+        let r = speedup(&straddle, &b, Direction::Higher).unwrap();
+        assert_eq!(r.significance(), Significance::Unbounded);
     }
 }

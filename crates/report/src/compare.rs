@@ -5,18 +5,15 @@
 //! * Cells are matched by `(benchmark, params, placement_spec)`: the placement as the
 //!   user wrote it, so `1c2t` on machine A is compared with `1c2t` on machine B even
 //!   though the CPUs differ. If a run holds the same key twice, the first cell counts.
-//! * The value shown is the **mean** for higher-is-better benchmarks (throughput, as
-//!   DESIGN rule 4 reports it) and the **median** for lower-is-better ones (latency,
-//!   robust to the long tail of scheduler hiccups).
-//! * Speed-up is of B over A, direction-adjusted: `B/A` for higher-is-better, `A/B` for
-//!   lower-is-better, so above 1 (a positive percentage) always means B is better.
-//! * Significance is Welch's two-sided t-test at 95% on the samples (mean, standard
-//!   deviation and count of each side), with Welch-Satterthwaite degrees of freedom and
-//!   the Student-t quantile from [`smtlab_model::stats::t_critical_95`]. Each sample is
-//!   already an average over many iterations, so the sample means are close to normal.
-//!   For lower-is-better rows the test is on the means while the value shown is the
-//!   median; the two agree unless the distribution changed shape. It is unknown (`-`)
-//!   when either side has fewer than two samples.
+//! * The value shown is the **mean** of the samples, for either direction, because the
+//!   speed-up is a ratio of means: A and B reproduce it.
+//! * Speed-up of B over A is [`smtlab_model::stats::speedup`], the figure every smtlab
+//!   output uses for a pair of cells: the ratio of the means turned by direction (`B/A`
+//!   for higher-is-better, `A/B` for lower-is-better, so above 1 always means B is
+//!   better) with Fieller's 95% interval (Welch-Satterthwaite degrees of freedom). B is
+//!   called faster or slower only when the whole interval is above or below 1; an
+//!   interval that includes 1 is "not significant at 95%", a side with one sample has
+//!   no interval.
 //! * The geometric mean of the speed-up ratios is taken per group and over all rows.
 //!   The A and B columns of a group's geometric-mean row are filled only when all its
 //!   rows share one unit and direction (a mean of GB/s and ns means nothing).
@@ -31,10 +28,11 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use smtlab_model::stats::{Ratio, Significance};
 use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
 
 use crate::counters::Headline;
-use crate::fmt::{num, params, pct, text_table, utc};
+use crate::fmt::{num, params, speedup, text_table, times, utc};
 
 /// Which statistic a value is (see the module documentation for why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -106,47 +104,6 @@ pub struct EnvDiff {
     pub b: Option<String>,
 }
 
-/// Welch's t-test of two sets of samples.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Welch {
-    pub t: f64,
-    pub df: f64,
-    /// `|t| > t(0.975, df)`.
-    pub significant: bool,
-}
-
-/// Welch's two-sided t-test at 95% on two summaries; `None` with fewer than two samples
-/// on either side. With zero spread on both sides any difference of means counts.
-pub fn welch(a: &Summary, b: &Summary) -> Option<Welch> {
-    if a.n < 2 || b.n < 2 {
-        return None;
-    }
-    let va = a.stddev * a.stddev / a.n as f64;
-    let vb = b.stddev * b.stddev / b.n as f64;
-    let diff = b.mean - a.mean;
-    if va + vb == 0.0 {
-        let df = (a.n + b.n - 2) as f64;
-        let t = if diff == 0.0 {
-            0.0
-        } else {
-            diff.signum() * f64::MAX
-        };
-        return Some(Welch {
-            t,
-            df,
-            significant: diff != 0.0,
-        });
-    }
-    let df = (va + vb).powi(2) / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64);
-    let t = diff / (va + vb).sqrt();
-    let crit = stats::t_critical_95(df)?;
-    Some(Welch {
-        t,
-        df,
-        significant: t.abs() > crit,
-    })
-}
-
 /// One cell measured in both runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompareRow {
@@ -157,16 +114,22 @@ pub struct CompareRow {
     pub params: BTreeMap<String, String>,
     /// The placement as planned (`placement_spec`).
     pub placement: String,
+    /// Always the mean (see the module documentation); kept so readers of the JSON
+    /// know which statistic `a` and `b` are.
     pub statistic: Statistic,
     pub a: f64,
     pub b: f64,
     pub n_a: usize,
     pub n_b: usize,
-    /// Direction-adjusted ratio, above 1 = B better; `None` when a value is not positive.
+    /// Direction-adjusted ratio of means, above 1 = B better; `None` when a mean is not
+    /// positive.
     pub speedup: Option<f64>,
     /// `(speedup - 1) * 100`.
     pub speedup_pct: Option<f64>,
-    pub welch: Option<Welch>,
+    /// The speed-up with its 95% interval ([`stats::speedup`]).
+    pub interval: Option<Ratio>,
+    /// What the interval says about 1.
+    pub significance: Option<Significance>,
     /// Counter figures measured in both runs (empty unless both cells were counted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<CounterPair>,
@@ -235,8 +198,9 @@ fn counter_pairs(ca: &CellRecord, cb: &CellRecord) -> Vec<CounterPair> {
 }
 
 impl CompareRow {
+    /// `Some(true)` when the speed-up's interval excludes 1.
     pub fn significant(&self) -> Option<bool> {
-        self.welch.map(|w| w.significant)
+        self.significance.and_then(Significance::significant)
     }
 }
 
@@ -386,17 +350,15 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
 }
 
 fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
-    let statistic = Statistic::for_direction(ca.direction);
+    let statistic = Statistic::Mean;
     let (sa, sb) = (&ca.result.summary, &cb.result.summary);
     let (va, vb) = (statistic.of(sa), statistic.of(sb));
-    let speedup = if va > 0.0 && vb > 0.0 && va.is_finite() && vb.is_finite() {
-        Some(match ca.direction {
-            Direction::Higher => vb / va,
-            Direction::Lower => va / vb,
-        })
-    } else {
-        None
-    };
+    // A geometric mean needs positive ratios: both means positive.
+    let interval = (va > 0.0 && vb > 0.0)
+        .then(|| stats::speedup(sa, sb, ca.direction))
+        .flatten()
+        .filter(|r| r.ratio.is_finite());
+    let speedup = interval.map(|r| r.ratio);
     CompareRow {
         benchmark: ca.benchmark.clone(),
         group: ca.group.clone(),
@@ -411,7 +373,8 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
         n_b: sb.n,
         speedup,
         speedup_pct: speedup.map(|s| (s - 1.0) * 100.0),
-        welch: welch(sa, sb),
+        interval,
+        significance: interval.map(|r| r.significance()),
         counters: counter_pairs(ca, cb),
     }
 }
@@ -497,8 +460,9 @@ pub fn compare_table(c: &Comparison) -> String {
         ));
     }
     out.push_str(
-        "value: mean (higher is better) or median (lower is better); speed-up of B over A, \
-         positive = B better; sig: Welch t-test at 95% (- = fewer than 2 samples)\n\n",
+        "value: mean; speed-up of B over A: ratio of means with 95% CI (Fieller), above 1 = B \
+         better (for lower-is-better units too); faster/slower only when the interval \
+         excludes 1\n\n",
     );
     if c.rows.is_empty() {
         out.push_str("no cell was measured in both runs\n");
@@ -512,7 +476,6 @@ pub fn compare_table(c: &Comparison) -> String {
             "A",
             "B",
             "speed-up",
-            "sig",
         ];
         let mut body: Vec<Vec<String>> = Vec::new();
         for g in &c.groups {
@@ -529,12 +492,7 @@ pub fn compare_table(c: &Comparison) -> String {
                     r.statistic.name().into(),
                     num(r.a),
                     num(r.b),
-                    r.speedup.map_or("-".into(), pct),
-                    match r.significant() {
-                        Some(true) => "yes".into(),
-                        Some(false) => "no".into(),
-                        None => "-".into(),
-                    },
+                    r.interval.as_ref().map_or("-".into(), speedup),
                 ]);
             }
             body.push(geomean_row(g, &format!("geometric mean ({})", g.rows)));
@@ -544,7 +502,7 @@ pub fn compare_table(c: &Comparison) -> String {
             &c.overall,
             &format!("overall geometric mean ({})", c.overall.rows),
         ));
-        out.push_str(&text_table(&header, &body, &[5, 6, 7]));
+        out.push_str(&text_table(&header, &body, &[5, 6]));
     }
     let counted: Vec<&CompareRow> = c.rows.iter().filter(|r| !r.counters.is_empty()).collect();
     if !counted.is_empty() {
@@ -625,8 +583,7 @@ fn geomean_row(g: &GroupMean, label: &str) -> Vec<String> {
         },
         g.a.map_or(String::new(), num),
         g.b.map_or(String::new(), num),
-        g.speedup.map_or("-".into(), pct),
-        String::new(),
+        g.speedup.map_or("-".into(), |x| format!("{}x", times(x))),
     ]
 }
 

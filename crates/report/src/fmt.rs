@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use smtlab_model::Summary;
+use smtlab_model::stats::{Ratio, Significance};
+
 /// Decimals that give `x` four significant digits; `None` below 1e-4, where an exponent
 /// reads better.
 fn decimals(x: f64) -> Option<usize> {
@@ -89,6 +92,49 @@ pub fn pct(ratio: f64) -> String {
     // Avoid "-0.0%" for ratios a hair under one.
     let p = if p.abs() < 0.05 { 0.0 } else { p };
     format!("{p:+.1}%")
+}
+
+/// A speed-up ([`smtlab_model::stats::speedup`]) as every output prints it: the ratio
+/// and its 95% interval with three decimals, then what the interval says:
+/// `1.250x [1.210, 1.290] faster`, `0.954x [0.886, 1.028] not significant at 95%`,
+/// `1.048x n=1, no interval`. Above 1 always means the second is better.
+pub fn speedup(r: &Ratio) -> String {
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => format!(
+            "{}x [{}, {}] {}",
+            times(r.ratio),
+            times(lo),
+            times(hi),
+            r.significance().words()
+        ),
+        _ => format!("{}x {}", times(r.ratio), r.significance().words()),
+    }
+}
+
+/// The speed-up's verdict alone, for a narrow column: `faster`, `slower`, `no` (the
+/// interval includes 1), `n=1` or `unbounded`.
+pub fn significance_short(s: Significance) -> &'static str {
+    match s {
+        Significance::Faster => "faster",
+        Significance::Slower => "slower",
+        Significance::NotSignificant => "no",
+        Significance::NoInterval => "n=1",
+        Significance::Unbounded => "unbounded",
+    }
+}
+
+/// The mean with its 95% interval as the terminal prints it: `454.6 +- 3.9 (0.85%)`, or
+/// `454.6 (n=1, no interval)` for a single sample, whose spread is unknown rather than
+/// zero.
+pub fn mean_ci(s: &Summary) -> String {
+    if s.n < 2 {
+        return format!("{} (n={}, no interval)", num(s.mean), s.n);
+    }
+    format!(
+        "{} ({})",
+        pm(s.mean, s.ci95_half_width).replace('±', "+-"),
+        pct2(100.0 * s.ci95_rel)
+    )
 }
 
 /// Escapes text for HTML element content and double- or single-quoted attributes.
@@ -227,6 +273,32 @@ mod tests {
         assert_eq!(pct(1.053), "+5.3%");
         assert_eq!(pct(0.9), "-10.0%");
         assert_eq!(pct(0.99999), "+0.0%");
+    }
+
+    #[test]
+    fn speedups_print_with_their_verdict() {
+        use smtlab_model::Direction;
+        use smtlab_model::stats::{speedup as sp, summarize};
+        let a = summarize(&[10.0, 10.1, 9.9, 10.0]).unwrap();
+        let b = summarize(&[8.0, 8.1, 7.9, 8.0]).unwrap();
+        let t = speedup(&sp(&a, &b, Direction::Lower).unwrap());
+        assert!(t.starts_with("1.250x [") && t.ends_with("] faster"), "{t}");
+        let t = speedup(&sp(&a, &b, Direction::Higher).unwrap());
+        assert!(t.starts_with("0.800x [") && t.ends_with("] slower"), "{t}");
+        let noisy = summarize(&[10.0, 12.0, 8.0, 10.5]).unwrap();
+        let t = speedup(&sp(&a, &noisy, Direction::Higher).unwrap());
+        assert!(t.ends_with("not significant at 95%"), "{t}");
+        let one = summarize(&[9.0]).unwrap();
+        assert_eq!(
+            speedup(&sp(&a, &one, Direction::Lower).unwrap()),
+            "1.111x n=1, no interval"
+        );
+        assert_eq!(mean_ci(&one), "9.000 (n=1, no interval)");
+        assert!(!mean_ci(&one).contains("0.0%"));
+        assert_eq!(
+            mean_ci(&summarize(&[454.6, 454.6]).unwrap()),
+            "454.6 +- 0.0 (0.00%)"
+        );
     }
 
     #[test]

@@ -187,7 +187,7 @@ pub fn notes(r: &RunResults) -> Vec<String> {
     if m.config.quick {
         out.push("quick preset: few, short samples; confidence intervals are wide".into());
     }
-    let unconverged = r.cells.iter().filter(|c| !c.result.converged).count();
+    let unconverged = r.cells.iter().filter(|c| !c.result.met_target()).count();
     if unconverged > 0 {
         out.push(format!(
             "{unconverged} of {} cells did not reach the CI target ({}% of the mean)",
@@ -422,9 +422,11 @@ fn caches(p: &mut String, t: &Topology) {
 }
 
 fn ratio_cell(r: &Ratio, range: (f64, f64)) -> String {
+    // The interval and its words as every other output prints them.
+    let words = r.significance().words();
     let ci = match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("[{}, {}]", times(lo), times(hi)),
-        _ => "(no CI)".into(),
+        (Some(lo), Some(hi)) => format!("[{}, {}] {words}", times(lo), times(hi)),
+        _ => words.into(),
     };
     format!(
         "<td class=\"yield\">{}x{}<br/><span class=\"sub\">{ci}</span></td>",
@@ -850,7 +852,7 @@ fn os_latency(p: &mut String, r: &RunResults) {
                     let _ = write!(
                         p,
                         "<td class=\"num{}\">{}{}</td>",
-                        if c.result.converged { "" } else { " bad" },
+                        if c.result.met_target() { "" } else { " bad" },
                         esc(&text),
                         esc(&unit)
                     );
@@ -906,8 +908,12 @@ fn cells(p: &mut String, r: &RunResults) {
         } else {
             format!("{} <span class=\"sub\">(no CI: n = 1)</span>", num(s.mean))
         };
-        let conv = if c.result.converged {
+        let conv = if c.result.met_target() {
             "yes".to_string()
+        } else if s.n < 2 {
+            "no (n = 1, no interval)".to_string()
+        } else if c.result.converged {
+            "no (pooled interval above the target)".to_string()
         } else {
             format!("no ({:?})", c.result.stop_reason)
                 .replace("MaxSamples", "max samples")
@@ -929,7 +935,7 @@ fn cells(p: &mut String, r: &RunResults) {
             num(s.p75),
             num(s.min),
             s.n,
-            if c.result.converged {
+            if c.result.met_target() {
                 ""
             } else {
                 " class=\"bad\""

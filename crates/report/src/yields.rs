@@ -12,8 +12,9 @@
 //!
 //! Cells are matched by the canonical placement name (`ResolvedPlacement::name`), so
 //! `2T` and `1c2t` are the same placement; `2c1t/scatter` is a different one and is not
-//! paired. The ratio is of the **means** of the samples, with Fieller's 95% interval
-//! from [`smtlab_model::stats::ratio`].
+//! paired. The yield is [`smtlab_model::stats::speedup`] of the SMT placement over the
+//! base one: the ratio of the **means** of the samples with Fieller's 95% interval, the
+//! same figure `bench`, `exec` and `compare` print for the same pair.
 //!
 //! Direction: for higher-is-better benchmarks the yield is `value(SMT) / value(base)`.
 //! For lower-is-better ones (latencies) it is inverted, `value(base) / value(SMT)`, so
@@ -26,7 +27,7 @@ use serde::Serialize;
 use smtlab_model::stats::{self, Ratio};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
-use crate::fmt::{params, text_table, times};
+use crate::fmt::{params, text_table};
 
 /// The three placement pairs, in table column order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -145,12 +146,9 @@ pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
                 continue;
             }
             let inverted = first.direction == Direction::Lower;
-            let (num, den) = if inverted {
-                (&base.result.summary, &smt.result.summary)
-            } else {
-                (&smt.result.summary, &base.result.summary)
-            };
-            let Some(ratio) = stats::ratio(num, den) else {
+            let Some(ratio) =
+                stats::speedup(&base.result.summary, &smt.result.summary, first.direction)
+            else {
                 continue;
             };
             let y = Some(Yield {
@@ -196,12 +194,10 @@ pub fn no_yields_reason(results: &RunResults) -> Option<String> {
     )
 }
 
-/// `1.234x [1.200, 1.270]`, or just the ratio when there is no interval.
+/// `1.234x [1.200, 1.270] faster`: [`crate::fmt::speedup`], the one format of a
+/// speed-up.
 pub fn ratio_text(r: &Ratio) -> String {
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("{}x [{}, {}]", times(r.ratio), times(lo), times(hi)),
-        _ => format!("{}x (no CI)", times(r.ratio)),
-    }
+    crate::fmt::speedup(r)
 }
 
 /// The yields as a plain-text table, one row per benchmark and parameter set, with a
@@ -233,7 +229,8 @@ pub fn yield_table(rows: &[YieldRow]) -> String {
         .collect();
     let mut out = text_table(&header, &body, &[]);
     out.push_str(
-        "\nratio of means with 95% CI (Fieller); above 1 = better with SMT; \
+        "\nspeed-up: ratio of means with 95% CI (Fieller); above 1 = better with SMT; \
+         faster/slower/not significant: what the interval says about 1; \
          - = a placement of the pair was not measured\n",
     );
     if any_inverted {

@@ -273,9 +273,9 @@ fn compare_geomean_of_known_ratios() {
         compute.b.unwrap(),
         (11.0f64 * 9.0 * 12.0).powf(1.0 / 3.0)
     ));
-    // Overall: those three and the latency row's 1.25.
+    // Overall: those three and the latency row (ratio of means 113 / 80).
     assert_eq!(c.overall.rows, 4);
-    let all = (1.1f64 * 0.9 * 1.2 * 1.25).powf(0.25);
+    let all = (1.1f64 * 0.9 * 1.2 * (113.0 / 80.0)).powf(0.25);
     assert!(close(c.overall.speedup.unwrap(), all));
     assert_eq!(c.overall.unit, None);
     // Groups in the fixed order, not run order.
@@ -284,7 +284,7 @@ fn compare_geomean_of_known_ratios() {
 }
 
 #[test]
-fn compare_flips_direction_for_latency_and_uses_the_median() {
+fn compare_flips_direction_for_latency_and_uses_the_mean() {
     let (a, b) = pair();
     let c = smtlab_report::compare(&a, &b);
     let row = c
@@ -292,18 +292,18 @@ fn compare_flips_direction_for_latency_and_uses_the_median() {
         .iter()
         .find(|r| r.benchmark == "null-syscall")
         .unwrap();
-    assert_eq!(row.statistic, Statistic::Median);
-    // Medians 100 and 80 (A's mean, 113, is pulled up by the 140 outlier).
-    assert_eq!((row.a, row.b), (100.0, 80.0));
-    assert!(close(row.speedup.unwrap(), 1.25));
-    assert!(close(row.speedup_pct.unwrap(), 25.0));
+    // The speed-up is a ratio of means, so the values shown are the means: 113 and 80.
+    assert_eq!(row.statistic, Statistic::Mean);
+    assert_eq!((row.a, row.b), (113.0, 80.0));
+    assert!(close(row.speedup.unwrap(), 113.0 / 80.0));
+    assert!(close(row.speedup_pct.unwrap(), 41.25));
     let int = c.rows.iter().find(|r| r.benchmark == "int-ops").unwrap();
     assert_eq!(int.statistic, Statistic::Mean);
     assert!(close(int.speedup_pct.unwrap(), 10.0));
 }
 
 #[test]
-fn compare_significance_by_welch() {
+fn compare_significance_follows_the_speedup_interval() {
     let (a, b) = pair();
     let c = smtlab_report::compare(&a, &b);
     let int = c.rows.iter().find(|r| r.benchmark == "int-ops").unwrap();
@@ -335,12 +335,21 @@ fn compare_significance_by_welch() {
     );
     let c2 = smtlab_report::compare(&noisy_a, &noisy_b);
     assert_eq!(c2.rows[0].significant(), Some(false));
-    // By hand: means 10 and 10.2, sample variances 4 and 2.29, 3 samples each.
-    let w = c2.rows[0].welch.unwrap();
-    let (va, vb): (f64, f64) = (4.0 / 3.0, 2.29 / 3.0);
-    assert!((w.t - 0.2 / (va + vb).sqrt()).abs() < 1e-9, "{w:?}");
-    let df = (va + vb).powi(2) / (va * va / 2.0 + vb * vb / 2.0);
-    assert!((w.df - df).abs() < 1e-9, "{w:?}");
+    // The interval is the one speed-up every output prints for this pair, and it
+    // includes 1.
+    let r = c2.rows[0].interval.unwrap();
+    let same = smtlab_model::stats::speedup(
+        &noisy_a.cells[0].result.summary,
+        &noisy_b.cells[0].result.summary,
+        HI,
+    )
+    .unwrap();
+    assert_eq!(r, same);
+    assert!(r.ci95_low.unwrap() < 1.0 && 1.0 < r.ci95_high.unwrap());
+    assert_eq!(
+        c2.rows[0].significance,
+        Some(smtlab_model::stats::Significance::NotSignificant)
+    );
     // One sample on a side: unknown, not "no".
     let one = run(
         vec![cell(

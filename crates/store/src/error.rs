@@ -1,5 +1,9 @@
 //! [`StoreError`]: every failure names the database file, in one line, so the CLI can
 //! print it as it is.
+//!
+//! A variant that wraps another error exposes it as its `source` and leaves it out of
+//! its own message: printers that walk the chain (anyhow's `{:#}`) then show each cause
+//! once. Print these errors with their chain, not with `Display` alone.
 
 use std::path::PathBuf;
 
@@ -39,26 +43,31 @@ pub enum StoreError {
     #[error("{} does not exist (no results have been recorded there yet)", path.display())]
     Missing { path: PathBuf },
 
+    /// A read-only command on a file that holds nothing yet (zero bytes, or an SQLite
+    /// database without tables).
+    #[error("{} is empty: no results have been recorded there yet", path.display())]
+    Empty { path: PathBuf },
+
     /// Creating the directory that should hold the database failed.
-    #[error("cannot create directory {} for the results database: {source}", dir.display())]
+    #[error("cannot create directory {} for the results database", dir.display())]
     CreateDir {
         dir: PathBuf,
         source: std::io::Error,
     },
 
     /// Reading the file's header failed.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
 
     /// SQLite refused an operation. `context` says what smtlab was doing.
-    #[error("{}: {context}: {source}", path.display())]
+    #[error("{}: {context}", path.display())]
     Sqlite {
         path: PathBuf,
         context: String,
-        source: rusqlite::Error,
+        source: SqlError,
     },
 
     /// A row holds something this build cannot decode (bad JSON, an unknown status).
@@ -91,6 +100,27 @@ pub enum StoreError {
     #[error("{}: {detail}", path.display())]
     Invalid { path: PathBuf, detail: String },
 }
+
+/// What SQLite said, as the cause of [`StoreError::Sqlite`]. rusqlite's own error
+/// returns, as its source, the bare result code whose text repeats the message
+/// (`Error code 1544: attempt to write a readonly database`); this wrapper ends the chain
+/// at the message. [`SqlError::inner`] gives the rusqlite error for matching on codes.
+#[derive(Debug)]
+pub struct SqlError(pub rusqlite::Error);
+
+impl SqlError {
+    pub fn inner(&self) -> &rusqlite::Error {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SqlError {}
 
 /// Results of store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

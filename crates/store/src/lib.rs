@@ -29,9 +29,12 @@ mod testdata;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-pub use error::{Result, StoreError};
+pub use error::{Result, SqlError, StoreError};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION};
-pub use store::{RunListing, Store};
+pub use store::{
+    LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, RunListing, Store,
+    this_host,
+};
 
 /// Where results go unless the user says otherwise, in this order:
 ///

@@ -13,27 +13,83 @@ pub const APPLICATION_ID: u32 = 0x534d_544c;
 /// * 1: the first schema.
 /// * 2: `cells.counters` (performance counters, `/proc/stat` and syscall time of a cell
 ///   measured with `--counters`).
-pub const SCHEMA_VERSION: i64 = 2;
+/// * 3: `rounds` (each round of a cell measured with `--repeat`).
+/// * 4: `leases` (which process is measuring a run).
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// `(version, SQL)`: the SQL that turns a file of `version - 1` into `version`. A file
 /// of version v gets every migration above v, in order, in one transaction with the
 /// new `user_version`, so a failure leaves the file as it was. Each step only adds:
 /// older smtlab builds refuse the upgraded file (its version is newer than they know)
 /// rather than misread it.
-pub const MIGRATIONS: &[(i64, &str)] = &[(
-    2,
-    "ALTER TABLE cells ADD COLUMN counters TEXT;  -- JSON CellCounters, NULL when not counted",
-)];
+pub const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        2,
+        "ALTER TABLE cells ADD COLUMN counters TEXT;  -- JSON CellCounters, NULL when not counted",
+    ),
+    (3, rounds_sql!()),
+    (4, leases_sql!()),
+];
+
+/// The `leases` table, new in version 4 (see `rounds_sql`).
+macro_rules! leases_sql {
+    () => {
+        r#"
+-- The process measuring a run, while it does (Store::lease_run); the row goes when it stops.
+CREATE TABLE IF NOT EXISTS leases (
+    run_id             INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    pid                INTEGER NOT NULL,
+    host               TEXT    NOT NULL,
+    token              TEXT    NOT NULL,  -- tells this holder from a later one with the same pid
+    acquired_unix_ms   INTEGER NOT NULL,
+    heartbeat_unix_ms  INTEGER NOT NULL   -- renewed every few seconds while measuring
+);
+"#
+    };
+}
+use leases_sql;
+
+/// The `rounds` table, new in version 3: part of [`SCHEMA_SQL`] and the whole of the
+/// migration to 3 (a macro, so both are one literal).
+macro_rules! rounds_sql {
+    () => {
+        r#"
+-- Each round of a cell measured in several rounds (--repeat), in order; none for one round.
+CREATE TABLE IF NOT EXISTS rounds (
+    cell_id          INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
+    idx              INTEGER NOT NULL,        -- 0-based round number
+    iterations       INTEGER NOT NULL,        -- inner iterations of this round's samples
+    converged        INTEGER NOT NULL CHECK (converged IN (0, 1)),
+    wall_ns          INTEGER NOT NULL,
+    -- Statistics of this round's samples alone (columns as in summaries).
+    n                INTEGER NOT NULL,
+    mean             REAL    NOT NULL,
+    median           REAL    NOT NULL,
+    min              REAL    NOT NULL,
+    max              REAL    NOT NULL,
+    p25              REAL    NOT NULL,
+    p75              REAL    NOT NULL,
+    stddev           REAL    NOT NULL,
+    ci95_half_width  REAL    NOT NULL,
+    ci95_rel         REAL    NOT NULL,
+    PRIMARY KEY (cell_id, idx)
+) WITHOUT ROWID;
+"#
+    };
+}
+use rounds_sql;
 
 /// The first 16 bytes of every SQLite 3 database file.
 pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-/// Schema version 2 (version 1 without `cells.counters`). Conventions: times are integer seconds or nanoseconds with the
+/// The current schema (version 2 is this without `rounds`, version 1 also without
+/// `cells.counters`). Conventions: times are integer seconds or nanoseconds with the
 /// unit in the name; enums are their lowercase serde names; `JSON` columns hold the
 /// model type's serde JSON; unsigned model integers are stored as SQLite's signed
 /// 64-bit INTEGER (values above 2^63-1 are refused on write). Query-friendly facts get
 /// columns; nested data stays JSON so a load rebuilds the exact `RunResults`.
-pub const SCHEMA_SQL: &str = r#"
+pub const SCHEMA_SQL: &str = concat!(
+    r#"
 -- One row per run (smtlab.results/1 "run").
 CREATE TABLE IF NOT EXISTS runs (
     id               INTEGER PRIMARY KEY,
@@ -140,7 +196,10 @@ CREATE TABLE IF NOT EXISTS skipped (
     reason     TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS skipped_by_run ON skipped (run_id);
-"#;
+"#,
+    rounds_sql!(),
+    leases_sql!()
+);
 
 #[cfg(test)]
 mod tests {
@@ -176,7 +235,9 @@ mod tests {
             tables,
             [
                 "cells",
+                "leases",
                 "plan",
+                "rounds",
                 "runs",
                 "samples",
                 "series",

@@ -12,7 +12,7 @@ use smtlab_model::counters::os_time::{CpuTicks, CpuTicksOf, OsTimeInterval, OsTi
 use smtlab_model::counters::{
     CellCounters, CountMode, CounterEvent, CounterTarget, CounterValues, Reading, UnavailableEvent,
 };
-use smtlab_model::result::{Calibration, CalibrationStep, Overheads, StopReason, Warmup};
+use smtlab_model::result::{Calibration, CalibrationStep, Overheads, Round, StopReason, Warmup};
 use smtlab_model::stats::summarize;
 use smtlab_model::{
     Cache, CacheType, CellKey, CellRecord, CellResult, Core, CoreOrder, CpuOrder, Direction,
@@ -298,6 +298,21 @@ pub fn results(run_id: i64) -> RunResults {
             .insert("bytes_per_cycle".into(), 1.5 + i as f64 / 8.0);
     }
     read2.result.cpu_rate = summarize(&[7.0, 7.1, 6.95, 7.05]);
+    // Measured in two rounds (`--repeat 2`), each calibrated anew.
+    read2.result.rounds = vec![
+        Round {
+            summary: summarize(&[14.0, 14.2]).expect("two values"),
+            converged: true,
+            iterations: 1000,
+            wall_ns: 30_000_001,
+        },
+        Round {
+            summary: summarize(&[13.9, 14.1]).expect("two values"),
+            converged: false,
+            iterations: 990,
+            wall_ns: 31_234_566,
+        },
+    ];
     read2.result.start_spread_ns = summarize(&[900.0, 910.0, 920.0, 930.0]);
 
     // 3. A latency, unpinned, with series and per-sample metrics, not converged, fixed

@@ -16,10 +16,10 @@
 //!   `--throughput` searches.
 //! * One warm-up run per placement is discarded (`--warmup`), then `--reps` measured runs.
 //!
-//! The yield is a ratio of means with a Fieller 95% interval
-//! ([`smtlab_model::stats::ratio`]): of the printed throughput with `--throughput`, else
-//! of 1/wall time, so above 1 always means faster. The verdict states the delta-method
-//! half-width, which is symmetric and close to Fieller's when both sides are precise.
+//! The yield is the one speed-up of smtlab ([`smtlab_model::stats::speedup`]): the
+//! ratio of the mean throughputs (with `--throughput`) or of the mean wall times turned
+//! over, with a Fieller 95% interval, so above 1 always means faster and `bench`,
+//! `report` and `compare` print the same figure for the same pair.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek};
@@ -32,10 +32,10 @@ use anyhow::{Context, Result, bail};
 use regex::Regex;
 use smtlab_model::counters::derived::Work;
 use smtlab_model::result::{Calibration, StopReason, Warmup};
-use smtlab_model::stats::{self, Ratio};
+use smtlab_model::stats::{self, Ratio, Significance};
 use smtlab_model::{
     CellKey, CellRecord, CellResult, CpuSet, Direction, RESULTS_SCHEMA, ResolvedPlacement,
-    RunConfig, RunMeta, RunResults, RunStatus, SampleRecord, Summary, Topology,
+    RunConfig, RunMeta, RunResults, RunStatus, SampleRecord, Topology,
 };
 use smtlab_placement::pin::{CommandPinExt, get_affinity};
 use smtlab_runner::counting::CountingSetup;
@@ -302,60 +302,35 @@ fn signed_pct(p: f64) -> String {
     }
 }
 
-fn plain_pct(p: f64) -> String {
-    if p.abs() >= 10.0 {
-        format!("{p:.0}%")
-    } else {
-        format!("{p:.1}%")
-    }
-}
-
-/// `+18% +/- 3%` from a ratio (above 1 = faster), with "not significant" when the
-/// interval includes no change.
+/// `+18% (95% CI +15% to +21%)` from a speed-up (above 1 = faster), with the words
+/// its interval allows: "not significant at 95%" when it includes 1.
 fn gain_text(r: &Ratio) -> String {
     let gain = signed_pct((r.ratio - 1.0) * 100.0);
-    match r.ci95_half_width_delta {
-        Some(hw) => {
-            let mut s = format!("{gain} +/- {}", plain_pct(hw * 100.0));
-            let includes_one = match (r.ci95_low, r.ci95_high) {
-                (Some(lo), Some(hi)) => lo <= 1.0 && 1.0 <= hi,
-                _ => (r.ratio - 1.0).abs() <= hw,
-            };
-            if includes_one {
-                s.push_str(" (not significant at 95%)");
+    let sig = r.significance();
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => {
+            let mut s = format!(
+                "{gain} (95% CI {} to {})",
+                signed_pct((lo - 1.0) * 100.0),
+                signed_pct((hi - 1.0) * 100.0)
+            );
+            if sig == Significance::NotSignificant {
+                s.push_str(", not significant at 95%");
             }
             s
         }
-        None => format!("{gain} (no interval: fewer than 2 runs per placement)"),
+        _ => format!("{gain} ({})", sig.words()),
     }
 }
 
-/// `1.181x [1.152, 1.211]`.
-fn ratio_text(r: &Ratio) -> String {
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("{:.3}x [{lo:.3}, {hi:.3}]", r.ratio),
-        _ => format!("{:.3}x", r.ratio),
-    }
-}
-
-/// Samples of the rate: the values themselves, or 1/seconds for wall time.
-fn rates(cell: &CellRecord) -> Option<Summary> {
-    let xs: Vec<f64> = match cell.direction {
-        Direction::Higher => cell.result.samples.iter().map(|s| s.value).collect(),
-        Direction::Lower => cell
-            .result
-            .samples
-            .iter()
-            .filter(|s| s.value > 0.0)
-            .map(|s| 1.0 / s.value)
-            .collect(),
-    };
-    stats::summarize(&xs)
-}
-
-/// `rate(b) / rate(a)`, above 1 = `b` faster.
+/// The one speed-up of `b` over `a` (above 1 = `b` faster), as bench, report and
+/// compare compute it.
 fn speedup(a: &CellRecord, b: &CellRecord) -> Option<Ratio> {
-    stats::ratio(&rates(b)?, &rates(a)?)
+    stats::speedup(&a.result.summary, &b.result.summary, a.direction)
+}
+
+fn ratio_text(r: &Ratio) -> String {
+    smtlab_report::fmt::speedup(r)
 }
 
 /// The verdict lines for the measured cells (placement names as resolved); `smt` says
@@ -700,7 +675,7 @@ mod tests {
             ci95_half_width_delta: Some(0.03),
             df: Some(8.0),
         };
-        assert_eq!(gain_text(&r), "+18% +/- 3.0%");
+        assert_eq!(gain_text(&r), "+18% (95% CI +15% to +21%)");
         let r = Ratio {
             ratio: 1.004,
             ci95_low: Some(0.99),
@@ -708,6 +683,17 @@ mod tests {
             ci95_half_width_delta: Some(0.012),
             df: Some(8.0),
         };
-        assert_eq!(gain_text(&r), "+0.4% +/- 1.2% (not significant at 95%)");
+        assert_eq!(
+            gain_text(&r),
+            "+0.4% (95% CI -1.0% to +2.0%), not significant at 95%"
+        );
+        let r = Ratio {
+            ratio: 1.05,
+            ci95_low: None,
+            ci95_high: None,
+            ci95_half_width_delta: None,
+            df: None,
+        };
+        assert_eq!(gain_text(&r), "+5.0% (n=1, no interval)");
     }
 }

@@ -33,13 +33,13 @@ pub fn load(which: &str, db: &Option<PathBuf>) -> Result<RunResults> {
         }
         return Ok(results);
     }
-    let store = Store::open_existing(db_path(db))?;
+    let store = Store::open_read_only(db_path(db))?;
     let id = store.resolve_run(which)?;
     Ok(store.load_run(id)?)
 }
 
 pub fn runs(args: &RunsArgs) -> Result<()> {
-    let store = Store::open_existing(db_path(&args.db))?;
+    let store = Store::open_read_only(db_path(&args.db))?;
     let list = store.list_runs()?;
     if args.json {
         let rows: Vec<serde_json::Value> = list

@@ -14,14 +14,15 @@ use smtlab_model::{CellKey, CellRecord, RunConfig, RunMeta, RunStatus, SkippedCe
 use smtlab_runner::counting::{CountingSetup, SAMPLES_WINDOW};
 use smtlab_runner::plan::{Suite, plan};
 use smtlab_runner::{Event, Monotonic, Observer, RunError, measure_overheads};
-use smtlab_store::Store;
+use smtlab_store::{Lease, Store};
 
 use super::bench::{select, unix_now_s};
 use crate::args::RunArgs;
 use crate::env::capture;
 use crate::render;
 
-/// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
+/// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
+/// report Ctrl-C).
 const INTERRUPTED_EXIT: i32 = 130;
 
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -35,11 +36,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let mut store = Store::open(&db)?;
 
-    let (run_id, meta, pending) = match fresh {
+    let (run_id, meta, pending, mut lease) = match fresh {
         Some(meta) => {
             let id = store.create_run(&meta)?;
             let pending = meta.plan.clone();
-            (id, meta, pending)
+            (id, meta, pending, store.lease_run(id)?)
         }
         None => {
             let which = args.resume.clone().flatten();
@@ -52,7 +53,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         meta.plan.len(),
         db.display()
     );
-    for note in &meta.notes {
+    for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
         eprintln!("note: {note}");
     }
     let setup = meta.config.counters.then(CountingSetup::probe);
@@ -63,9 +64,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // Ctrl-C, kill, a closed terminal and Ctrl-\ all end the run the same way: marked
+    // interrupted, every finished cell kept, resumable.
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("cannot install the Ctrl-C handler")?;
+            .context("cannot install the signal handlers")?;
     }
     let bar = progress_bar(pending.len() as u64);
     let (mut measured, mut skipped) = (0usize, 0usize);
@@ -77,6 +81,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         match measure_cell(key, &topo, &meta.config, setup.as_ref(), &stop, &bar) {
             Ok((cell, counters_note)) => {
                 store.save_cell(run_id, &cell)?;
+                lease.heartbeat()?;
                 say(&bar, render::run::cell_line(&cell));
                 if let Some(c) = &cell.counters {
                     say(
@@ -109,6 +114,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             "interrupted: {measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
             db_flag(args)
         );
+        drop(lease);
         std::process::exit(INTERRUPTED_EXIT);
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
@@ -204,12 +210,13 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     })
 }
 
-/// The run to resume (`None`: the newest unfinished one) and its cells not yet done.
+/// The run to resume (`None`: the newest unfinished one), its cells not yet done, and
+/// its lease (refused while another process measures it).
 fn resume(
     store: &mut Store,
     which: Option<&str>,
     topo: &Topology,
-) -> Result<(i64, RunMeta, Vec<CellKey>)> {
+) -> Result<(i64, RunMeta, Vec<CellKey>, Lease)> {
     let id = match which {
         Some(r) => store.resolve_run(r)?,
         None => match store.latest_unfinished_run()? {
@@ -238,9 +245,10 @@ fn resume(
             topo.cpus
         );
     }
+    let lease = store.lease_run(id)?;
     let pending = store.pending_cells(id)?;
     store.reopen_run(id)?;
-    Ok((id, meta, pending))
+    Ok((id, meta, pending, lease))
 }
 
 enum CellError {

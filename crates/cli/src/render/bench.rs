@@ -2,8 +2,8 @@
 //! measurement details (overheads, calibration, warm-up) underneath.
 
 use smtlab_bench::Params;
+use smtlab_model::stats::speedup;
 use smtlab_model::{BenchInfo, Summary};
-use smtlab_runner::stats::ratio;
 
 use smtlab_model::CellRecord;
 
@@ -67,27 +67,23 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {
             .collect::<Vec<_>>()
             .join(",")
     };
-    let vs = match baseline.and_then(|b| ratio(s, b)) {
-        Some(r) => match (r.ci95_low, r.ci95_high) {
-            (Some(lo), Some(hi)) => format!("{}x [{}, {}]", num(r.ratio), num(lo), num(hi)),
-            _ => format!("{}x", num(r.ratio)),
-        },
-        None => String::new(),
-    };
+    // The one speed-up: above 1 = this placement better than the first.
+    let vs = baseline
+        .and_then(|b| speedup(b, s, cell.direction))
+        .map_or(String::new(), |r| smtlab_report::fmt::speedup(&r));
     line([
         &cell.placement.name,
         &cpus,
         &num(s.median),
         &format!("{}-{}", num(s.p25), num(s.p75)),
-        // The half-width to two significant digits, aligned with the mean's decimals.
-        &format!(
-            "{} ({:.1}%)",
-            smtlab_report::fmt::pm(s.mean, s.ci95_half_width).replace('±', "+-"),
-            100.0 * s.ci95_rel
-        ),
+        &smtlab_report::fmt::mean_ci(s),
         &num(s.min),
         &s.n.to_string(),
-        if cell.result.converged { "yes" } else { "no" },
+        if cell.result.met_target() {
+            "yes"
+        } else {
+            "no"
+        },
         &vs,
     ])
 }

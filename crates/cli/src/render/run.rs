@@ -15,16 +15,18 @@ fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
 pub fn cell_line(cell: &CellRecord) -> String {
     let s = &cell.result.summary;
     format!(
-        "{:<18} {:<13} {:<28} median {} {} (mean {} +- {:.1}%, n={}{}{})",
+        "{:<18} {:<13} {:<28} median {} {} (mean {}{}{})",
         cell.benchmark,
         cell.placement_spec,
         params_text(&cell.params),
         num(s.median),
         cell.unit,
-        num(s.mean),
-        100.0 * s.ci95_rel,
-        s.n,
-        if cell.result.converged {
+        if s.n < 2 {
+            format!("{} n={}, no interval", num(s.mean), s.n)
+        } else {
+            format!("{} +- {:.1}%, n={}", num(s.mean), 100.0 * s.ci95_rel, s.n)
+        },
+        if cell.result.met_target() {
             ""
         } else {
             ", not converged"

@@ -346,6 +346,7 @@ fn a_version_1_file_is_upgraded_on_open_and_keeps_its_runs() {
     let mut old = testdata::results(0);
     for c in &mut old.cells {
         c.counters = None;
+        c.result.rounds.clear();
     }
     version_1_file(&path, &old);
     let v1_columns = columns(&raw(&path), "cells");
@@ -380,6 +381,68 @@ fn a_version_1_file_is_upgraded_on_open_and_keeps_its_runs() {
         Store::open(&path).unwrap().load_run(1).unwrap().cells.len(),
         old.cells.len()
     );
+}
+
+#[test]
+fn a_version_2_file_gains_the_rounds_table_and_keeps_its_runs() {
+    let (_dir, path) = temp_db();
+    let mut old = testdata::results(0);
+    for c in &mut old.cells {
+        c.result.rounds.clear();
+    }
+    version_1_file(&path, &old);
+    // What smtlab with schema 2 left: version 1 plus the counters column.
+    let conn = raw(&path);
+    conn.execute_batch(smtlab_store::MIGRATIONS[0].1).unwrap();
+    conn.execute_batch("PRAGMA user_version = 2;").unwrap();
+    drop(conn);
+    let mut store = Store::open(&path).unwrap();
+    let mut expected = with_id(old.clone(), 1);
+    for c in &mut expected.cells {
+        c.counters = None;
+    }
+    assert_eq!(store.load_run(1).unwrap(), expected);
+    assert!(columns(&raw(&path), "rounds").contains(&"median".to_string()));
+    // The upgraded file keeps rounds.
+    let with_rounds = testdata::results(0).cells[1].clone();
+    assert_eq!(with_rounds.result.rounds.len(), 2);
+    store.save_cell(1, &with_rounds).unwrap();
+    let loaded = store.load_run(1).unwrap();
+    let back = loaded
+        .cells
+        .iter()
+        .find(|c| c.key() == with_rounds.key())
+        .unwrap();
+    assert_eq!(back.result.rounds, with_rounds.result.rounds);
+    store.check_integrity().unwrap();
+}
+
+#[test]
+fn repeat_rounds_survive_the_round_trip() {
+    let (_dir, path) = temp_db();
+    let original = testdata::results(0);
+    let rounds = &original.cells[1].result.rounds;
+    assert_eq!(
+        rounds.len(),
+        2,
+        "the fixture has a cell measured in two rounds"
+    );
+    let id = Store::open(&path).unwrap().import_run(&original).unwrap();
+    let loaded = Store::open_existing(&path).unwrap().load_run(id).unwrap();
+    assert_eq!(&loaded.cells[1].result.rounds, rounds);
+    let n: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM rounds", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
+    // Replacing the cell replaces its rounds (no orphans).
+    let mut store = Store::open(&path).unwrap();
+    let mut again = original.cells[1].clone();
+    again.result.rounds.truncate(1);
+    store.save_cell(id, &again).unwrap();
+    let n: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM rounds", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
 }
 
 #[test]
@@ -892,4 +955,300 @@ fn kill_writer_and_check(delay: Duration) {
     assert_eq!(pending.len(), 10_000 - stored.len());
     assert_eq!(pending[0], child_key(stored.len()));
     assert_eq!(store.latest_unfinished_run().unwrap(), Some(run_id));
+}
+
+// ---- error messages ------------------------------------------------------------------
+
+/// Every message in the chain, outermost first.
+fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut out = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push(c.to_string());
+        cur = c.source();
+    }
+    out
+}
+
+#[test]
+fn each_cause_appears_once_in_an_error_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_ours = dir.path().join("other.db");
+    let conn = raw(&not_ours);
+    conn.execute_batch("CREATE TABLE t (x); PRAGMA application_id = 7;")
+        .unwrap();
+    drop(conn);
+    let not_sqlite = dir.path().join("notes.txt");
+    fs::write(&not_sqlite, "hello, this is text and not a database").unwrap();
+    let blocked = dir.path().join("file");
+    fs::write(&blocked, "").unwrap();
+    let failures: Vec<(&str, StoreError)> = vec![
+        (
+            "a directory as the database",
+            Store::open(dir.path()).unwrap_err(),
+        ),
+        ("a foreign SQLite file", Store::open(&not_ours).unwrap_err()),
+        ("not SQLite", Store::open(&not_sqlite).unwrap_err()),
+        (
+            "a missing file",
+            Store::open_existing(dir.path().join("none.db")).unwrap_err(),
+        ),
+        (
+            "a directory that cannot be created",
+            Store::open(blocked.join("sub/r.db")).unwrap_err(),
+        ),
+    ];
+    let (_dir2, db) = temp_db();
+    Store::open(&db).unwrap();
+    let refused = Store::open_read_only(&db)
+        .unwrap()
+        .import_run(&testdata::results(0))
+        .unwrap_err();
+    assert!(matches!(refused, StoreError::Sqlite { .. }), "{refused:?}");
+    let mut failures = failures;
+    failures.push(("a write to a read-only store", refused));
+    let mut wrapped = 0;
+    for (what, e) in &failures {
+        let msgs = chain(e);
+        assert!(!msgs[0].is_empty(), "{what}");
+        for pair in msgs.windows(2) {
+            wrapped += 1;
+            let tail = pair[1].rsplit(": ").next().unwrap_or(&pair[1]);
+            assert!(
+                !pair[0].contains(&pair[1]) && !pair[0].ends_with(tail),
+                "{what}: {:?} repeats its cause {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+    // The directory cases wrap an OS error: the test saw real chains.
+    assert!(wrapped >= 3, "{failures:?}");
+}
+
+// ---- read-only opening ---------------------------------------------------------------
+
+/// Every file in `dir` with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_opening_changes_no_file() {
+    let (dir, path) = temp_db();
+    let original = testdata::results(0);
+    let id = Store::open(&path).unwrap().import_run(&original).unwrap();
+    let before = snapshot(dir.path());
+    assert_eq!(
+        before.len(),
+        1,
+        "a closed database is one file: {:?}",
+        before.keys()
+    );
+    let store = Store::open_read_only(&path).unwrap();
+    assert_eq!(store.load_run(id).unwrap(), with_id(original, id));
+    assert_eq!(store.list_runs().unwrap().len(), 1);
+    assert_eq!(store.resolve_run("-1").unwrap(), id);
+    drop(store);
+    let after = snapshot(dir.path());
+    let (a, b) = (&before["results.db"], &after["results.db"]);
+    let diff: Vec<usize> = (0..a.len().min(b.len()))
+        .filter(|&i| a[i] != b[i])
+        .collect();
+    eprintln!(
+        "len {} {} diff {:?}",
+        a.len(),
+        b.len(),
+        &diff[..diff.len().min(20)]
+    );
+    assert_eq!(after, before);
+}
+
+#[test]
+fn read_only_opening_reads_an_older_schema_without_upgrading_it() {
+    let (dir, path) = temp_db();
+    let mut old = testdata::results(0);
+    for c in &mut old.cells {
+        c.counters = None;
+        c.result.rounds.clear();
+    }
+    version_1_file(&path, &old);
+    let before = snapshot(dir.path());
+    let store = Store::open_read_only(&path).unwrap();
+    assert_eq!(store.load_run(1).unwrap(), with_id(old, 1));
+    drop(store);
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "the file was upgraded or a journal left"
+    );
+    let version: i64 = raw(&path)
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 1);
+}
+
+#[test]
+fn read_only_opening_of_missing_and_empty_files_is_an_error_that_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("sub/none.db");
+    let err = Store::open_read_only(&missing).unwrap_err();
+    assert!(matches!(err, StoreError::Missing { .. }), "{err}");
+    let empty = dir.path().join("empty.db");
+    fs::write(&empty, "").unwrap();
+    let err = Store::open_read_only(&empty).unwrap_err();
+    assert!(matches!(err, StoreError::Empty { .. }), "{err}");
+    assert!(err.to_string().starts_with(&empty.display().to_string()));
+    // An SQLite file without tables holds nothing either.
+    let blank = dir.path().join("blank.db");
+    raw(&blank)
+        .execute_batch("PRAGMA user_version = 0;")
+        .unwrap();
+    let blank_bytes = fs::read(&blank).unwrap();
+    let before = snapshot(dir.path());
+    assert!(matches!(
+        Store::open_read_only(&blank).unwrap_err(),
+        StoreError::Empty { .. }
+    ));
+    assert_eq!(snapshot(dir.path()), before);
+    assert_eq!(fs::read(&blank).unwrap(), blank_bytes);
+    assert_eq!(fs::read(&empty).unwrap(), b"");
+}
+
+#[test]
+fn a_read_only_store_refuses_writes() {
+    let (_dir, path) = temp_db();
+    let original = testdata::results(0);
+    Store::open(&path).unwrap().import_run(&original).unwrap();
+    let mut store = Store::open_read_only(&path).unwrap();
+    assert!(store.import_run(&original).is_err());
+    assert_eq!(store.list_runs().unwrap().len(), 1);
+}
+
+// ---- run leases ----------------------------------------------------------------------
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A lease row as another process would have left it.
+fn foreign_lease(path: &Path, run_id: i64, pid: u32, host: &str, age: Duration) {
+    raw(path)
+        .execute(
+            "INSERT OR REPLACE INTO leases VALUES (?1, ?2, ?3, 'other', ?4, ?4)",
+            rusqlite::params![run_id, pid, host, now_ms() - age.as_millis() as i64],
+        )
+        .unwrap();
+}
+
+fn a_dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+fn leased_db() -> (tempfile::TempDir, PathBuf, i64) {
+    let (dir, path) = temp_db();
+    let id = Store::open(&path)
+        .unwrap()
+        .create_run(&running_meta(vec![key("null-syscall", "1c1t")]))
+        .unwrap();
+    (dir, path, id)
+}
+
+#[test]
+fn a_second_lease_on_a_live_run_is_refused_naming_the_holder() {
+    let (_dir, path, id) = leased_db();
+    let mut first = Store::open(&path).unwrap();
+    let lease = first.lease_run(id).unwrap();
+    assert!(lease.takeover_note().is_none());
+    let mut second = Store::open(&path).unwrap();
+    let err = second.lease_run(id).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, smtlab_store::LeaseError::Held { .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
+    assert!(msg.contains(&smtlab_store::this_host()), "{msg}");
+    assert_eq!(msg.lines().count(), 1);
+    // A live holder on another machine is refused as well.
+    drop(lease);
+    foreign_lease(&path, id, 1, "elsewhere", Duration::from_secs(2));
+    let msg = second.lease_run(id).unwrap_err().to_string();
+    assert!(msg.contains("pid 1 on elsewhere"), "{msg}");
+}
+
+#[test]
+fn a_stale_lease_is_taken_over_with_a_note() {
+    let (_dir, path, id) = leased_db();
+    let mut store = Store::open(&path).unwrap();
+    // Same host, the process is gone (killed): stale at once.
+    let dead = a_dead_pid();
+    foreign_lease(&path, id, dead, &smtlab_store::this_host(), Duration::ZERO);
+    let lease = store.lease_run(id).unwrap();
+    let note = lease.takeover_note().expect("a takeover is told");
+    assert!(
+        note.contains(&format!("pid {dead}")) && note.contains("gone"),
+        "{note}"
+    );
+    drop(lease);
+    // Another host, no heartbeat for longer than the limit.
+    let old = smtlab_store::LEASE_STALE_AFTER + Duration::from_secs(60);
+    foreign_lease(&path, id, 1, "elsewhere", old);
+    let lease = store.lease_run(id).unwrap();
+    let note = lease.takeover_note().unwrap();
+    assert!(
+        note.contains("elsewhere") && note.contains("no heartbeat"),
+        "{note}"
+    );
+    assert_eq!(
+        store.lease_holder(id).unwrap().unwrap().pid,
+        std::process::id()
+    );
+}
+
+#[test]
+fn a_lease_is_released_on_drop_and_notices_being_taken_over() {
+    let (_dir, path, id) = leased_db();
+    let mut store = Store::open(&path).unwrap();
+    let mut lease = store.lease_run(id).unwrap();
+    lease.heartbeat().unwrap();
+    drop(lease);
+    assert_eq!(store.lease_holder(id).unwrap(), None);
+    let mut lease = store.lease_run(id).unwrap();
+    assert!(
+        lease.takeover_note().is_none(),
+        "a released lease is no takeover"
+    );
+    // Someone decided it was stale and took it.
+    foreign_lease(&path, id, 1, "elsewhere", Duration::ZERO);
+    let err = lease.heartbeat().unwrap_err();
+    assert!(
+        err.to_string().contains("taken over by pid 1 on elsewhere"),
+        "{err}"
+    );
+    drop(lease);
+    // Dropping the lost lease leaves the new holder's row alone.
+    assert_eq!(store.lease_holder(id).unwrap().unwrap().host, "elsewhere");
+    assert!(matches!(
+        store.lease_run(999).unwrap_err(),
+        smtlab_store::LeaseError::Store(StoreError::NoSuchRun { .. })
+    ));
 }

@@ -1,0 +1,393 @@
+//! Runs: creating, finishing, importing and loading them, listing them and resolving
+//! what a user typed into a run id.
+
+use std::collections::HashSet;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use smtlab_model::{
+    CellKey, Environment, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
+};
+
+use super::cells::*;
+use super::codec::*;
+use super::{Fail, Step, Store};
+use crate::error::{Result, StoreError};
+
+/// One line of `smtlab runs`: what a run is without loading its cells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunListing {
+    pub id: i64,
+    pub started_unix_s: u64,
+    pub finished_unix_s: Option<u64>,
+    pub status: RunStatus,
+    pub suite: Option<String>,
+    /// Measured cells stored so far.
+    pub cells_done: usize,
+    /// Cells that could not be measured.
+    pub cells_skipped: usize,
+    /// Cells in the run's plan.
+    pub cells_planned: usize,
+    pub hostname: Option<String>,
+    pub cpu_model: Option<String>,
+}
+
+impl Store {
+    /// Stores a new run (its meta data and plan) and returns its id. `meta.id` is
+    /// ignored; `status` and `finished_unix_s` are stored as given.
+    pub fn create_run(&mut self, meta: &RunMeta) -> Result<i64> {
+        let r = (|| -> Step<i64> {
+            let tx = self.begin()?;
+            let id = insert_run(&tx, meta)?;
+            tx.commit()?;
+            Ok(id)
+        })();
+        r.map_err(|e| self.fail("storing a new run", e))
+    }
+
+    /// Sets a run's final status and end time.
+    pub fn finish_run(
+        &mut self,
+        run_id: i64,
+        status: RunStatus,
+        finished_unix_s: u64,
+    ) -> Result<()> {
+        self.set_status(run_id, status, Some(finished_unix_s), "finishing")
+    }
+
+    /// Marks a run that stopped early (Ctrl-C, an error) as interrupted, so `--resume`
+    /// finds it. A run already finished keeps its status.
+    pub fn mark_interrupted(&mut self, run_id: i64) -> Result<()> {
+        let r = (|| -> Step<()> {
+            let n = self.conn.execute(
+                "UPDATE runs SET status = 'interrupted' WHERE id = ?1 AND status != 'finished'",
+                [run_id],
+            )?;
+            if n == 0 && !run_exists(&self.conn, run_id)? {
+                return Err(Fail::NoRun(run_id));
+            }
+            Ok(())
+        })();
+        r.map_err(|e| self.fail(&format!("marking run {run_id} interrupted"), e))
+    }
+
+    /// Marks a run as running again (and not finished), for `--resume`.
+    pub fn reopen_run(&mut self, run_id: i64) -> Result<()> {
+        self.set_status(run_id, RunStatus::Running, None, "reopening")
+    }
+
+    fn set_status(
+        &mut self,
+        run_id: i64,
+        status: RunStatus,
+        finished_unix_s: Option<u64>,
+        doing: &str,
+    ) -> Result<()> {
+        let r = (|| -> Step<()> {
+            let n = self.conn.execute(
+                "UPDATE runs SET status = ?2, finished_unix_s = ?3 WHERE id = ?1",
+                params![run_id, status_text(status), finished_unix_s],
+            )?;
+            if n == 0 {
+                return Err(Fail::NoRun(run_id));
+            }
+            Ok(())
+        })();
+        r.map_err(|e| self.fail(&format!("{doing} run {run_id}"), e))
+    }
+
+    /// Stores a whole run (e.g. one read from results JSON) in one transaction and
+    /// returns its new id. Loading it gives back `results` with `run.id` set to the id.
+    pub fn import_run(&mut self, results: &RunResults) -> Result<i64> {
+        let r = (|| -> Step<i64> {
+            for cell in &results.cells {
+                check_cell_finite(cell).map_err(|e| {
+                    Fail::Invalid(format!("cell {}: {e}", describe_key(&cell.key())))
+                })?;
+            }
+            let tx = self.begin()?;
+            let id = insert_run(&tx, &results.run)?;
+            for cell in &results.cells {
+                insert_cell(&tx, id, cell)?;
+            }
+            for s in &results.skipped {
+                insert_skipped(&tx, id, s)?;
+            }
+            tx.commit()?;
+            Ok(id)
+        })();
+        r.map_err(|e| self.fail("importing a run", e))
+    }
+
+    /// Loads a whole run: meta data, plan, every cell with its samples, and skips.
+    pub fn load_run(&self, run_id: i64) -> Result<RunResults> {
+        let r = (|| -> Step<RunResults> {
+            let run = load_meta(&self.conn, run_id)?;
+            let cells = load_cells(&self.conn, run_id, self.version)?;
+            let skipped = load_skipped(&self.conn, run_id)?
+                .into_iter()
+                .map(|(key, reason)| SkippedCell { key, reason })
+                .collect();
+            Ok(RunResults {
+                schema: RESULTS_SCHEMA.to_string(),
+                run,
+                cells,
+                skipped,
+            })
+        })();
+        r.map_err(|e| self.fail(&format!("loading run {run_id}"), e))
+    }
+
+    /// Every run, oldest first.
+    pub fn list_runs(&self) -> Result<Vec<RunListing>> {
+        let r = (|| -> Step<Vec<RunListing>> {
+            let mut stmt = self.conn.prepare(
+                "SELECT r.id, r.started_unix_s, r.finished_unix_s, r.status, r.suite,
+                        r.hostname, r.cpu_model,
+                        (SELECT count(*) FROM cells c WHERE c.run_id = r.id),
+                        (SELECT count(*) FROM skipped s WHERE s.run_id = r.id),
+                        (SELECT count(*) FROM plan p WHERE p.run_id = r.id)
+                 FROM runs r ORDER BY r.id",
+            )?;
+            let mut rows = stmt.query([])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let status: String = row.get(3)?;
+                out.push(RunListing {
+                    id: row.get(0)?,
+                    started_unix_s: row.get(1)?,
+                    finished_unix_s: row.get(2)?,
+                    status: parse_status(&status)?,
+                    suite: row.get(4)?,
+                    hostname: row.get(5)?,
+                    cpu_model: row.get(6)?,
+                    cells_done: row.get(7)?,
+                    cells_skipped: row.get(8)?,
+                    cells_planned: row.get(9)?,
+                });
+            }
+            Ok(out)
+        })();
+        r.map_err(|e| self.fail("listing runs", e))
+    }
+
+    /// The newest run's id, `None` when there are no runs.
+    pub fn latest_run_id(&self) -> Result<Option<i64>> {
+        self.conn
+            .query_row("SELECT max(id) FROM runs", [], |r| r.get(0))
+            .map_err(|e| self.fail("finding the latest run", e.into()))
+    }
+
+    /// The newest run that is not finished (running when its process died, or
+    /// interrupted), for `--resume`.
+    pub fn latest_unfinished_run(&self) -> Result<Option<i64>> {
+        self.conn
+            .query_row(
+                "SELECT max(id) FROM runs WHERE status != 'finished'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.fail("finding the latest unfinished run", e.into()))
+    }
+
+    /// Turns what a user typed into a run id:
+    ///
+    /// * `latest` or `last`: the newest run;
+    /// * `12` (or `#12`): run 12, which must exist;
+    /// * `-1`: the newest run, `-2` the one before, and so on (counted in id order).
+    ///
+    /// Errors say which runs exist.
+    pub fn resolve_run(&self, selector: &str) -> Result<i64> {
+        let s = selector.trim();
+        let bad = || StoreError::BadRunSelector {
+            path: self.path.clone(),
+            input: selector.to_string(),
+        };
+        let ids = self.run_ids()?;
+        let found = if s.eq_ignore_ascii_case("latest") || s.eq_ignore_ascii_case("last") {
+            ids.last().copied()
+        } else if let Some(back) = s.strip_prefix('-') {
+            let k: usize = back.parse().map_err(|_| bad())?;
+            if k == 0 {
+                return Err(bad());
+            }
+            ids.len().checked_sub(k).map(|i| ids[i])
+        } else {
+            let id: i64 = s
+                .strip_prefix('#')
+                .unwrap_or(s)
+                .parse()
+                .map_err(|_| bad())?;
+            ids.binary_search(&id).ok().map(|_| id)
+        };
+        found.ok_or_else(|| StoreError::NoSuchRun {
+            path: self.path.clone(),
+            wanted: s.to_string(),
+            existing: describe_ids(&ids),
+        })
+    }
+
+    /// The cells of a run's plan that are neither measured nor skipped, in plan order:
+    /// what `--resume` still has to do.
+    pub fn pending_cells(&self, run_id: i64) -> Result<Vec<CellKey>> {
+        let r = (|| -> Step<Vec<CellKey>> {
+            let plan = load_plan(&self.conn, run_id)?;
+            if plan.is_empty() && !run_exists(&self.conn, run_id)? {
+                return Err(Fail::NoRun(run_id));
+            }
+            let mut done: HashSet<CellKey> = stored_cell_keys(&self.conn, run_id)?;
+            done.extend(
+                load_skipped(&self.conn, run_id)?
+                    .into_iter()
+                    .map(|(k, _)| k),
+            );
+            Ok(plan.into_iter().filter(|k| !done.contains(k)).collect())
+        })();
+        r.map_err(|e| self.fail(&format!("listing pending cells of run {run_id}"), e))
+    }
+}
+
+pub(crate) fn run_exists(conn: &Connection, run_id: i64) -> Step<bool> {
+    Ok(conn
+        .query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// `runs 1-4,7 exist`, `run 3 exists`, `it holds no runs yet`.
+pub(crate) fn describe_ids(ids: &[i64]) -> String {
+    match ids {
+        [] => "it holds no runs yet".into(),
+        [one] => format!("run {one} exists"),
+        _ => {
+            let mut parts: Vec<String> = Vec::new();
+            let mut i = 0;
+            while i < ids.len() {
+                let mut j = i;
+                while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
+                    j += 1;
+                }
+                parts.push(if i == j {
+                    ids[i].to_string()
+                } else {
+                    format!("{}-{}", ids[i], ids[j])
+                });
+                i = j + 1;
+            }
+            format!("runs {} exist", parts.join(","))
+        }
+    }
+}
+
+pub(crate) fn insert_run(tx: &Transaction<'_>, meta: &RunMeta) -> Step<i64> {
+    check_config_finite(&meta.config).map_err(Fail::Invalid)?;
+    let env = &meta.environment;
+    tx.execute(
+        "INSERT INTO runs (started_unix_s, finished_unix_s, status, suite, command_line,
+                           tool_version, git_commit, hostname, kernel, cpu_model, smt_control,
+                           environment, topology, config, notes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        params![
+            meta.started_unix_s,
+            meta.finished_unix_s,
+            status_text(meta.status),
+            meta.suite,
+            to_json(&meta.command_line)?,
+            env.tool_version,
+            env.git_commit,
+            env.hostname,
+            env.kernel,
+            env.cpu_model,
+            env.smt_control,
+            to_json(env)?,
+            to_json(&meta.topology)?,
+            to_json(&meta.config)?,
+            to_json(&meta.notes)?,
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO plan (run_id, position, benchmark, params, placement)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for (pos, key) in meta.plan.iter().enumerate() {
+        stmt.execute(params![
+            id,
+            pos,
+            key.benchmark,
+            to_json(&key.params)?,
+            key.placement
+        ])?;
+    }
+    Ok(id)
+}
+
+pub(crate) fn load_meta(conn: &Connection, run_id: i64) -> Step<RunMeta> {
+    let row = conn
+        .query_row(
+            "SELECT started_unix_s, finished_unix_s, status, suite, command_line, environment,
+                    topology, config, notes
+             FROM runs WHERE id = ?1",
+            [run_id],
+            |r| {
+                Ok((
+                    r.get::<_, u64>(0)?,
+                    r.get::<_, Option<u64>>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, String>(7)?,
+                    r.get::<_, String>(8)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((started, finished, status, suite, cmd, env, topo, config, notes)) = row else {
+        return Err(Fail::NoRun(run_id));
+    };
+    Ok(RunMeta {
+        id: run_id,
+        started_unix_s: started,
+        finished_unix_s: finished,
+        status: parse_status(&status)?,
+        command_line: from_json(&cmd, "runs.command_line")?,
+        suite,
+        environment: from_json::<Environment>(&env, "runs.environment")?,
+        topology: from_json(&topo, "runs.topology")?,
+        config: from_json(&config, "runs.config")?,
+        plan: load_plan(conn, run_id)?,
+        notes: from_json(&notes, "runs.notes")?,
+    })
+}
+
+pub(crate) fn load_plan(conn: &Connection, run_id: i64) -> Step<Vec<CellKey>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT benchmark, params, placement FROM plan WHERE run_id = ?1 ORDER BY position",
+    )?;
+    let mut rows = stmt.query([run_id])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(CellKey {
+            benchmark: r.get(0)?,
+            params: from_json(&r.get::<_, String>(1)?, "plan.params")?,
+            placement: r.get(2)?,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_described_as_ranges() {
+        assert_eq!(describe_ids(&[]), "it holds no runs yet");
+        assert_eq!(describe_ids(&[3]), "run 3 exists");
+        assert_eq!(
+            describe_ids(&[1, 2, 3, 4, 7, 9, 10]),
+            "runs 1-4,7,9-10 exist"
+        );
+    }
+}
