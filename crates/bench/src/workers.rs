@@ -523,6 +523,7 @@ pub(crate) mod tests {
             packages: 1,
             core_order: CoreOrder::Compact,
             cpu_order: CpuOrder::Spread,
+            core_kinds: vec![],
         }
     }
 

@@ -397,6 +397,7 @@ pub(crate) mod testutil {
             packages: 1,
             core_order: CoreOrder::Compact,
             cpu_order: CpuOrder::Spread,
+            core_kinds: vec![],
         }
     }
 
