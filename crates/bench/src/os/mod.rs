@@ -35,7 +35,10 @@
 //! [`RawSample::overhead_ns`] holds the measured cost of the two clock reads and of the
 //! empty loop for the iterations run (well under 1% for every row here), except for
 //! `sig-handler`, which, as lmbench does, also subtracts the cost of sending the signal
-//! (see `signal.rs`).
+//! (see `signal.rs`). Both costs are measured here, on this module's own loop, and go
+//! with every sample as [`RawSample::overhead_basis`], so the clock-read and empty-loop
+//! figures printed beside a result are the ones that were subtracted (the runner's own
+//! estimate, on a differently shaped loop, reads lower).
 //!
 //! Fork children run only async-signal-safe code (raw system calls, atomics on shared
 //! memory, `execve`, `_exit`) with everything they need built before `fork`, since the
@@ -195,6 +198,15 @@ impl LoopCost {
     fn overhead_ns(&self, iterations: u64) -> u64 {
         (self.clock_pair_ns + self.per_iteration_ns * iterations as f64).round() as u64
     }
+
+    /// The same costs in the runner's terms, reported with every sample so that the
+    /// figures printed beside a result are the ones subtracted from it.
+    fn basis(&self) -> smtlab_model::result::Overheads {
+        smtlab_model::result::Overheads {
+            clock_cost_ns: self.clock_pair_ns / 2.0,
+            loop_cost_ns_per_iter: self.per_iteration_ns,
+        }
+    }
 }
 
 /// Pins the calling thread to one CPU until dropped, then restores the affinity it had,
@@ -284,6 +296,7 @@ where
         elapsed_ns: t.elapsed_ns,
         work: iterations as f64,
         overhead_ns: LoopCost::get().overhead_ns(iterations),
+        overhead_basis: Some(LoopCost::get().basis()),
         cpu_ns: Some(t.cpu_ns),
         cpus: pin::current_cpu().into_iter().collect(),
         ..RawSample::default()
@@ -491,6 +504,17 @@ mod tests {
         assert!(path.exists());
         drop(t);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn the_reported_basis_is_what_was_subtracted() {
+        let iterations = 1_000_000;
+        let s = time_loop(None, iterations, || Ok(())).unwrap();
+        let b = s
+            .overhead_basis
+            .expect("os samples say what they subtracted");
+        let rebuilt = 2.0 * b.clock_cost_ns + b.loop_cost_ns_per_iter * iterations as f64;
+        assert_eq!(s.overhead_ns, rebuilt.round() as u64, "{s:?}");
     }
 
     #[test]
