@@ -225,13 +225,8 @@ impl SignalInstance {
         let name = self.kind.name();
         let _pin = PinGuard::pin(self.cpu)?;
         let _unblocked = Unblocked::new(name)?;
-        // SAFETY: getpid and gettid take no arguments and cannot fail.
-        let (pid, tid) = unsafe {
-            (
-                libc::getpid(),
-                libc::syscall(libc::SYS_gettid) as libc::pid_t,
-            )
-        };
+        // SAFETY: getpid takes no arguments and cannot fail.
+        let (pid, tid) = (unsafe { libc::getpid() }, pin::gettid());
         let send = |signal: libc::c_int| {
             // SAFETY: signalling our own thread; SIGUSR1 has our handler installed and
             // is unblocked, signal 0 only checks.

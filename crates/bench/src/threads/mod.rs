@@ -150,12 +150,6 @@ fn this_cpu() -> u32 {
     smtlab_placement::pin::current_cpu().unwrap_or(u32::MAX)
 }
 
-/// Kernel thread id of the calling thread.
-fn this_tid() -> libc::pid_t {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() }
-}
-
 /// Why a wait for another thread ended without what it waited for.
 #[derive(Debug)]
 enum WaitError {
@@ -567,7 +561,7 @@ mod tests {
 
     #[test]
     fn task_state_reads_own_thread_as_running() {
-        let mut s = TaskState::open(this_tid()).unwrap();
+        let mut s = TaskState::open(smtlab_placement::pin::gettid()).unwrap();
         assert_eq!(s.state(), Some(b'R'));
     }
 
