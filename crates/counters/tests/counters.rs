@@ -370,7 +370,7 @@ fn availability_is_consistent() {
     let a = availability();
     assert!(a.software.available, "{:?}", a.software.reason);
     for s in &a.events {
-        assert_eq!(s.available, s.reason.is_none(), "{:?}", s);
+        assert_eq!(s.available, s.reason.is_none(), "{s:?}");
     }
     for line in smtlab_counters::missing_lines(&a) {
         assert!(!line.contains('\n'));

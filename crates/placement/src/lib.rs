@@ -66,9 +66,6 @@ pub mod pin;
 mod resolve;
 mod spec;
 
-#[cfg(test)]
-mod testutil;
-
 pub use client::{ClientRule, client_cpus};
 pub use resolve::{resolve, standard_placements};
 pub use smtlab_model::{

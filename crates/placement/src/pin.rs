@@ -702,7 +702,7 @@ mod tests {
         let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = ran.clone();
         let e = spawn_pinned(Some(MAX_CPU), "doomed", move || {
-            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
         })
         .unwrap_err();
         assert!(e.to_string().contains("cannot pin"), "{e}");

@@ -410,7 +410,7 @@ fn plural(n: usize, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::*;
+    use smtlab_fixtures::build::*;
 
     fn cpus(spec: &str, topo: &Topology) -> Vec<u32> {
         resolve(&parse(spec).unwrap(), topo)

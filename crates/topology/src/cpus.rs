@@ -250,10 +250,10 @@ pub(crate) fn scan(cpu_dir: &Path, amd_compute_units: bool) -> Result<CpuScan, T
                 let sibling = coreset.iter().find(|&c| c != i);
                 let theirs = sibling
                     .and_then(|s| read_id(&cpu_dir.join(format!("cpu{s}/topology/core_id"))));
-                threads_own_core = if mine != theirs {
-                    ThreadsOwnCore::Yes
-                } else {
+                threads_own_core = if mine == theirs {
                     ThreadsOwnCore::No
+                } else {
+                    ThreadsOwnCore::Yes
                 };
                 my_core_id = Some(mine);
             }

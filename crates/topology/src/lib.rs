@@ -331,7 +331,7 @@ mod tests {
         let tree = Tree::new();
         for n in 0..48u32 {
             let t = format!("sys/devices/system/cpu/cpu{n}/topology");
-            let pkg = CpuSet::from_iter((n / 12) * 12..(n / 12) * 12 + 12);
+            let pkg: CpuSet = ((n / 12) * 12..(n / 12) * 12 + 12).collect();
             let mask = pkg.to_mask_string();
             let short = mask.trim_start_matches("0000"); // NR_CPUS=48: a 16-bit word
             tree.put(&format!("{t}/core_siblings"), &format!("{short}\n"))

@@ -353,65 +353,16 @@ pub(crate) mod testutil {
     //! A hand-built two-CPU machine without SMT (like this KVM guest) and its `2c1t`
     //! placement, so the tests need neither sysfs nor the placement resolver.
 
-    use smtlab_model::{
-        Core, CoreOrder, CpuOrder, CpuSet, NumaNode, Package, ResolvedPlacement, SmtInfo,
-        TOPOLOGY_SCHEMA, Topology,
-    };
+    use smtlab_model::{ResolvedPlacement, Topology};
 
     use crate::{BenchContext, Params};
 
     pub fn topology() -> Topology {
-        let core = |id: u32| Core {
-            id,
-            cpus: std::iter::once(id).collect(),
-            die_id: None,
-            cluster_id: None,
-            kind: None,
-        };
-        let cpus: CpuSet = [0, 1].into_iter().collect();
-        Topology {
-            schema: TOPOLOGY_SCHEMA.into(),
-            root: "/test".into(),
-            cpus: cpus.clone(),
-            offline_cpus: CpuSet::new(),
-            allowed_cpus: None,
-            packages: vec![Package {
-                id: Some(0),
-                cpus: cpus.clone(),
-                cores: vec![core(0), core(1)],
-            }],
-            cores_without_package: vec![],
-            numa_nodes: vec![NumaNode {
-                id: 0,
-                cpus,
-                memory_bytes: None,
-            }],
-            smt: SmtInfo {
-                threads_per_core_min: 1,
-                threads_per_core_max: 1,
-                control: None,
-                active: None,
-            },
-            caches: vec![],
-            core_kinds: vec![],
-            cpu_model: None,
-            vendor: None,
-            virtualization: Some("KVM".into()),
-        }
+        smtlab_fixtures::build::one_cpu_per_core(&[0, 1])
     }
 
     pub fn placement(cpus: &[u32]) -> ResolvedPlacement {
-        ResolvedPlacement {
-            name: format!("{}c1t", cpus.len()),
-            spec: format!("{}c1t", cpus.len()),
-            cpus: cpus.to_vec(),
-            cores: cpus.len() as u32,
-            threads_per_core: 1,
-            packages: 1,
-            core_order: CoreOrder::Compact,
-            cpu_order: CpuOrder::Spread,
-            core_kinds: vec![],
-        }
+        smtlab_fixtures::build::placement_on(cpus)
     }
 
     /// Runs `f` with a context on CPUs `cpus` and the benchmark's default parameters.

@@ -137,10 +137,10 @@ impl Fork {
         let cpus = Cpus::of(ctx.placement);
         // With one CPU the child already inherits the right mask; re-pinning would only
         // add a system call.
-        let pin = if cpus.child != cpus.parent {
-            ChildPin::to(name, cpus.child)?
-        } else {
+        let pin = if cpus.child == cpus.parent {
             None
+        } else {
+            ChildPin::to(name, cpus.child)?
         };
         Ok(ForkInstance {
             kind: self.kind,
