@@ -38,6 +38,10 @@ pub struct RawSample {
     /// Inner-loop overhead already known to be inside `elapsed_ns` (clock reads, empty
     /// loop), which the runner subtracts for time-per-operation values and reports.
     pub overhead_ns: u64,
+    /// The clock-read and empty-loop costs `overhead_ns` was computed from, when the
+    /// benchmark measured its own: the runner then reports these rather than its own
+    /// measurement, so the figures shown beside a result are the ones subtracted.
+    pub overhead_basis: Option<smtlab_model::result::Overheads>,
     /// Sum of the workers' CPU time over the timed section, when measured.
     pub cpu_ns: Option<u64>,
     /// Spread between the first and the last worker starting.

@@ -1,5 +1,9 @@
 //! Benchmark parameters as `key=value` strings, with typed accessors that understand
 //! sizes (`64MiB`, `4k`) and name the parameter and the expected form on error.
+//!
+//! A key given twice with different values is a sweep ([`sweep`]): one [`Params`] per
+//! combination. [`Params::resolve`] takes one value per key and refuses a second, so a
+//! repeated `--param` never silently keeps the last value.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +19,15 @@ pub enum ParamError {
     },
     #[error("parameter {text:?}: expected key=value")]
     Syntax { text: String },
+    #[error(
+        "parameter {name} given twice ({first:?} and {second:?}): expected one value per \
+         parameter here; a sweep over both is a list of cells"
+    )]
+    Repeated {
+        name: String,
+        first: String,
+        second: String,
+    },
     #[error("parameter {name}={value:?}: expected {expected}")]
     Value {
         name: String,
@@ -46,28 +59,22 @@ impl Params {
                 (p.name.clone(), v.clone())
             })
             .collect();
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
         for text in given {
-            let (k, v) = text
-                .split_once('=')
-                .ok_or_else(|| ParamError::Syntax { text: text.clone() })?;
-            let k = k.trim();
-            if !values.contains_key(k) {
-                let accepted = if info.params.is_empty() {
-                    "no parameters".to_string()
-                } else {
-                    info.params
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                return Err(ParamError::Unknown {
-                    bench: info.name.clone(),
-                    name: k.to_string(),
-                    accepted,
-                });
+            let (k, v) = split_pair(info, text)?;
+            match seen.get(k) {
+                Some(first) if *first != v => {
+                    return Err(ParamError::Repeated {
+                        name: k.to_string(),
+                        first: first.to_string(),
+                        second: v.to_string(),
+                    });
+                }
+                _ => {
+                    seen.insert(k, v);
+                }
             }
-            values.insert(k.to_string(), v.trim().to_string());
+            values.insert(k.to_string(), v.to_string());
         }
         Ok(Self { values })
     }
@@ -139,6 +146,70 @@ impl Params {
     }
 }
 
+/// Splits `key=value` (both trimmed) and checks that `info` declares the key.
+fn split_pair<'a>(info: &BenchInfo, text: &'a str) -> Result<(&'a str, &'a str), ParamError> {
+    let (k, v) = text.split_once('=').ok_or_else(|| ParamError::Syntax {
+        text: text.to_string(),
+    })?;
+    let k = k.trim();
+    if !info.params.iter().any(|p| p.name == k) {
+        let accepted = if info.params.is_empty() {
+            "no parameters".to_string()
+        } else {
+            info.params
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(ParamError::Unknown {
+            bench: info.name.clone(),
+            name: k.to_string(),
+            accepted,
+        });
+    }
+    Ok((k, v.trim()))
+}
+
+/// The cells a command line asks for: every combination of the values given for each key
+/// (`size=4k size=64MiB threads=1 threads=2` is four), each over the defaults as in
+/// [`Params::resolve`]. Keys vary in the order they were first given, the first one
+/// slowest, and each key's values keep their order; a value given twice counts once. No
+/// given pairs is one cell of defaults. Unknown keys and pairs without `=` are errors, as
+/// in [`Params::resolve`].
+pub fn sweep(info: &BenchInfo, given: &[String], quick: bool) -> Result<Vec<Params>, ParamError> {
+    // (key, its distinct values in order), keys in order of first appearance.
+    let mut axes: Vec<(&str, Vec<&str>)> = Vec::new();
+    for text in given {
+        let (k, v) = split_pair(info, text)?;
+        match axes.iter_mut().find(|(key, _)| *key == k) {
+            Some((_, values)) => {
+                if !values.contains(&v) {
+                    values.push(v);
+                }
+            }
+            None => axes.push((k, vec![v])),
+        }
+    }
+    let mut combos: Vec<Vec<String>> = vec![Vec::new()];
+    for (k, values) in &axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|prefix| {
+                values.iter().map(move |v| {
+                    let mut next = prefix.clone();
+                    next.push(format!("{k}={v}"));
+                    next
+                })
+            })
+            .collect();
+    }
+    combos
+        .iter()
+        .map(|pairs| Params::resolve(info, pairs, quick))
+        .collect()
+}
+
 /// Parses a byte size (see [`Params::get_bytes`]).
 pub fn parse_bytes(text: &str) -> Option<u64> {
     let t = text.trim();
@@ -207,6 +278,86 @@ mod tests {
                 .to_string()
                 .contains("size=\"lots\"")
         );
+    }
+
+    fn two_params() -> BenchInfo {
+        let mut info = info();
+        info.params.push(ParamInfo {
+            name: "threads".into(),
+            default: "1".into(),
+            quick: None,
+            help: String::new(),
+        });
+        info
+    }
+
+    fn pairs(p: &Params) -> Vec<(String, String)> {
+        p.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    fn given(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn a_repeated_key_is_never_last_one_wins() {
+        let e = Params::resolve(&info(), &given(&["size=4k", "size=8k"]), false).unwrap_err();
+        assert!(matches!(e, ParamError::Repeated { .. }), "{e}");
+        assert!(e.to_string().contains("\"4k\" and \"8k\""), "{e}");
+        // The same value twice asks for nothing new.
+        let p = Params::resolve(&info(), &given(&["size=4k", "size=4k"]), false).unwrap();
+        assert_eq!(p.get_bytes("size").unwrap(), 4096);
+    }
+
+    #[test]
+    fn a_sweep_is_the_product_of_the_values_in_the_order_given() {
+        let info = two_params();
+        let cells = sweep(
+            &info,
+            &given(&["threads=2", "size=4k", "threads=1", "size=8k", "size=4k"]),
+            false,
+        )
+        .unwrap();
+        let got: Vec<(String, String)> = cells
+            .iter()
+            .map(|p| {
+                (
+                    p.get_str("threads").unwrap().to_string(),
+                    p.get_str("size").unwrap().to_string(),
+                )
+            })
+            .collect();
+        let want = [("2", "4k"), ("2", "8k"), ("1", "4k"), ("1", "8k")]
+            .map(|(t, s)| (t.to_string(), s.to_string()));
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_sweep_without_repeats_is_one_resolve() {
+        let info = two_params();
+        for (g, quick) in [(vec![], true), (given(&["threads=4"]), false)] {
+            let cells = sweep(&info, &g, quick).unwrap();
+            assert_eq!(cells.len(), 1);
+            assert_eq!(
+                pairs(&cells[0]),
+                pairs(&Params::resolve(&info, &g, quick).unwrap())
+            );
+        }
+        assert_eq!(
+            sweep(&info, &[], true).unwrap()[0]
+                .get_bytes("size")
+                .unwrap(),
+            4 << 20
+        );
+    }
+
+    #[test]
+    fn a_sweep_refuses_unknown_keys_and_bad_pairs() {
+        let info = two_params();
+        let e = sweep(&info, &given(&["size=4k", "sise=8k"]), false).unwrap_err();
+        assert!(matches!(e, ParamError::Unknown { .. }), "{e}");
+        let e = sweep(&info, &given(&["size"]), false).unwrap_err();
+        assert!(matches!(e, ParamError::Syntax { .. }), "{e}");
     }
 
     #[test]

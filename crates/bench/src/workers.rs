@@ -267,7 +267,7 @@ impl WorkerPool {
             let spawned = std::thread::Builder::new()
                 .name(format!("smtlab-w{i}"))
                 .spawn(move || {
-                    worker_main(name, i, cpu, &*factory, &barrier, cmd_rx, ready, results)
+                    worker_main(name, i, cpu, &*factory, &barrier, cmd_rx, ready, results);
                 });
             match spawned {
                 Ok(join) => pool.workers.push(Worker {
@@ -503,74 +503,20 @@ fn worker_main<S, F>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use smtlab_model::{CoreOrder, CpuOrder};
     use std::sync::atomic::AtomicBool;
 
     /// A placement on exactly these CPUs, as the placement crate would resolve `cpus=...`.
     pub(crate) fn placement(cpus: &[u32]) -> ResolvedPlacement {
-        ResolvedPlacement {
-            name: format!(
-                "cpus={}",
-                cpus.iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-            spec: String::new(),
-            cpus: cpus.to_vec(),
-            cores: cpus.len() as u32,
-            threads_per_core: 1,
-            packages: 1,
-            core_order: CoreOrder::Compact,
-            cpu_order: CpuOrder::Spread,
-        }
+        smtlab_fixtures::build::placement_on(cpus)
     }
 
     /// A one-package topology of CPUs 0 and 1 without SMT, with a last-level cache of
     /// `llc` bytes when given (none described otherwise).
     pub(crate) fn topology(llc: Option<u64>) -> smtlab_model::Topology {
-        use smtlab_model::{Cache, CacheType, Core, Package, SmtInfo, TOPOLOGY_SCHEMA};
-        let core = |id: u32| Core {
-            id,
-            cpus: std::iter::once(id).collect(),
-            die_id: None,
-            cluster_id: None,
-            kind: None,
-        };
-        smtlab_model::Topology {
-            schema: TOPOLOGY_SCHEMA.into(),
-            root: "/".into(),
-            cpus: (0..2).collect(),
-            offline_cpus: Default::default(),
-            allowed_cpus: None,
-            packages: vec![Package {
-                id: Some(0),
-                cpus: (0..2).collect(),
-                cores: vec![core(0), core(1)],
-            }],
-            cores_without_package: vec![],
-            numa_nodes: vec![],
-            smt: SmtInfo {
-                threads_per_core_min: 1,
-                threads_per_core_max: 1,
-                control: None,
-                active: None,
-            },
-            caches: llc
-                .map(|size| Cache {
-                    level: 3,
-                    cache_type: CacheType::Unified,
-                    size_bytes: Some(size),
-                    line_bytes: Some(64),
-                    ways: None,
-                    cpus: (0..2).collect(),
-                })
-                .into_iter()
-                .collect(),
-            core_kinds: vec![],
-            cpu_model: None,
-            vendor: None,
-            virtualization: None,
+        let t = smtlab_fixtures::build::one_cpu_per_core(&[0, 1]);
+        match llc {
+            Some(size) => smtlab_fixtures::build::with_llc(t, size),
+            None => t,
         }
     }
 
@@ -608,9 +554,7 @@ pub(crate) mod tests {
 
     impl WorkerState for Spin {
         fn run(&mut self, iterations: u64) -> f64 {
-            if self.panic_on == Some(iterations) {
-                panic!("asked to panic");
-            }
+            assert!(self.panic_on != Some(iterations), "asked to panic");
             for i in 0..iterations {
                 self.acc = std::hint::black_box(self.acc.wrapping_add(i ^ self.index as u64));
             }

@@ -394,6 +394,32 @@ mod catalog {
     }
 
     #[test]
+    fn a_repeated_param_is_a_sweep_compared_within_each_value() {
+        let v = json_of(smtlab().args([
+            "bench",
+            "select-file",
+            "--quick",
+            "--param",
+            "fds=3",
+            "--param",
+            "fds=5",
+            "-p",
+            "1c1t",
+            "-p",
+            "cpus=0",
+            "--json",
+        ]));
+        let fds: Vec<&str> = v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["params"]["fds"].as_str().unwrap())
+            .collect();
+        assert_eq!(fds, ["3", "3", "5", "5"]);
+        assert_eq!(v["comparisons"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
     fn bad_repeat_counts_are_refused() {
         smtlab()
             .args(["bench", "int-ops", "--repeat", "0"])

@@ -144,24 +144,8 @@ fn delta(now: &[CpuTicksOf], before: &[CpuTicksOf]) -> Vec<CpuTicksOf> {
 }
 
 fn pin_current_thread(cpu: u32) -> Result<(), CounterError> {
-    // SAFETY: cpu_set_t is plain data, zero is a valid (empty) set, and CPU_SET only
-    // writes inside it; the bound check keeps `cpu` within the set's bits.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu as usize >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return Err(CounterError::State(format!(
-                "cannot pin to CPU {cpu}: out of range"
-            )));
-        }
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(CounterError::io(
-                format!("pin the /proc/stat sampler to CPU {cpu}"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-    }
-    Ok(())
+    smtlab_placement::pin::pin_current_thread_to(cpu)
+        .map_err(|e| CounterError::State(format!("pin the /proc/stat sampler: {e}")))
 }
 
 impl ProcStatSampler {

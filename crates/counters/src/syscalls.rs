@@ -324,8 +324,7 @@ fn monotonic_ns() -> u64 {
 }
 
 fn gettid() -> u32 {
-    // SAFETY: gettid has no arguments or preconditions.
-    unsafe { libc::gettid() as u32 }
+    smtlab_placement::pin::gettid() as u32
 }
 
 /// One parsed record.

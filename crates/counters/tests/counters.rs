@@ -370,7 +370,7 @@ fn availability_is_consistent() {
     let a = availability();
     assert!(a.software.available, "{:?}", a.software.reason);
     for s in &a.events {
-        assert_eq!(s.available, s.reason.is_none(), "{:?}", s);
+        assert_eq!(s.available, s.reason.is_none(), "{s:?}");
     }
     for line in smtlab_counters::missing_lines(&a) {
         assert!(!line.contains('\n'));
@@ -384,16 +384,8 @@ use smtlab_counters::procstat::{ProcStatSampler, SamplerOptions};
 use smtlab_model::counters::os_time::StartupSplit;
 
 fn pin_to(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes one bit inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "pin to cpu {cpu}"
-        );
-    }
+    smtlab_placement::pin::pin_current_thread_to(cpu as u32)
+        .unwrap_or_else(|e| panic!("pin to cpu {cpu}: {e}"));
 }
 
 #[test]

@@ -87,6 +87,11 @@ pub struct ResolvedPlacement {
     pub packages: u32,
     pub core_order: CoreOrder,
     pub cpu_order: CpuOrder,
+    /// The kinds of the cores used (`IntelCore`, `IntelAtom`, ...), in order of first use;
+    /// empty where the machine reports a single kind. Two entries mean the placement mixes
+    /// kinds, and its results are not those of either kind alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub core_kinds: Vec<String>,
 }
 
 impl ResolvedPlacement {
@@ -154,11 +159,22 @@ mod tests {
             packages: 1,
             core_order: CoreOrder::Compact,
             cpu_order: CpuOrder::Spread,
+            core_kinds: vec![],
         };
         assert_eq!(p.cpu_for_thread(0), Some(0));
         assert_eq!(p.cpu_for_thread(3), Some(16));
         assert!(p.pinned());
         let os = ResolvedPlacement { cpus: vec![], ..p };
         assert_eq!(os.cpu_for_thread(0), None);
+    }
+
+    #[test]
+    fn placements_saved_before_core_kinds_still_load() {
+        let old = r#"{"name":"1c1t","spec":"1c1t","cpus":[0],"cores":1,"threads_per_core":1,
+            "packages":1,"core_order":"compact","cpu_order":"spread"}"#;
+        let p: ResolvedPlacement = serde_json::from_str(old).unwrap();
+        assert!(p.core_kinds.is_empty());
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(!json.contains("core_kinds"), "{json}");
     }
 }

@@ -93,8 +93,8 @@ pub fn client_cpus(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::topo;
     use crate::{parse, resolve};
+    use smtlab_fixtures::build::topo;
 
     fn placed(t: &Topology, spec: &str) -> ResolvedPlacement {
         resolve(&parse(spec).unwrap(), t).unwrap()

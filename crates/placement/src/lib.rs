@@ -28,8 +28,10 @@
 //!
 //! * **Core order `compact`** (default): cores sorted by package, then NUMA node, die,
 //!   cluster, first CPU, so the chosen cores share as much as possible (fill one package
-//!   first). `NcMt` takes the first N cores that have at least M usable threads, so `1c2t`
-//!   on a hybrid machine picks an SMT-capable performance core.
+//!   first). `NcMt` takes the first N cores that have at least M usable threads, the cores
+//!   with the most threads before the others, so on a hybrid machine `1c1t`, `1c2t` and
+//!   `2c1t` all run on SMT-capable performance cores and their ratios compare like with
+//!   like. [`ResolvedPlacement::core_kinds`] names the kinds used (two of them: mixed).
 //! * **Core order `scatter`**: round robin over packages (one core from package 0, one
 //!   from package 1, ..., then the second core of each), each package's cores in compact
 //!   order. Cores outside any package form one more group. On a one-package machine
@@ -63,9 +65,6 @@ pub mod client;
 pub mod pin;
 mod resolve;
 mod spec;
-
-#[cfg(test)]
-mod testutil;
 
 pub use client::{ClientRule, client_cpus};
 pub use resolve::{resolve, standard_placements};

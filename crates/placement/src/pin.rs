@@ -137,7 +137,7 @@ pub struct SystemAffinity;
 
 impl Affinity for SystemAffinity {
     fn set(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
-        Mask::from_set(cpus)?
+        CpuMask::from_set(cpus)?
             .apply(tid)
             .map_err(|source| PinError::Set {
                 tid,
@@ -147,7 +147,7 @@ impl Affinity for SystemAffinity {
     }
 
     fn get(&self, tid: libc::pid_t) -> Result<CpuSet, PinError> {
-        let mut mask = Mask::zeroed(kernel_mask_words());
+        let mut mask = CpuMask::zeroed(kernel_mask_words());
         mask.read(tid)
             .map_err(|source| PinError::Get { tid, source })?;
         Ok(mask.to_set())
@@ -195,7 +195,7 @@ impl FakeAffinity {
     }
 
     fn resolve_tid(tid: libc::pid_t) -> libc::pid_t {
-        if tid == 0 { current_tid() } else { tid }
+        if tid == 0 { gettid() } else { tid }
     }
 }
 
@@ -238,7 +238,9 @@ impl Affinity for FakeAffinity {
     }
 }
 
-fn current_tid() -> libc::pid_t {
+/// The kernel thread id of the calling thread (what `perf_event_open`, `tgkill` and
+/// `/proc/PID/task/TID` take).
+pub fn gettid() -> libc::pid_t {
     // SAFETY: gettid takes no arguments and cannot fail. Called through syscall(2)
     // because the libc wrapper needs glibc 2.30.
     unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
@@ -416,9 +418,9 @@ impl CommandPinExt for Command {
         // Everything is allocated here, in the parent: between fork and exec only
         // async-signal-safe calls are allowed, so the hook must not touch the allocator.
         let words = kernel_mask_words();
-        let mut want = Mask::from_set(cpus)?;
+        let mut want = CpuMask::from_set(cpus)?;
         want.grow(words);
-        let mut got = Mask::zeroed(want.words.len());
+        let mut got = CpuMask::zeroed(want.words.len());
         let hook = move || -> io::Result<()> {
             want.apply(0)?;
             got.words.fill(0);
@@ -437,22 +439,26 @@ impl CommandPinExt for Command {
 }
 
 /// A kernel CPU bitmask: `unsigned long` words, CPU n at bit n % BITS of word n / BITS,
-/// as `sched_setaffinity(2)` takes it.
-#[derive(Debug, Clone)]
-struct Mask {
+/// as `sched_setaffinity(2)` and `pthread_attr_setaffinity_np(3)` take it, sized to the
+/// highest CPU in it rather than to glibc's 1024-bit `cpu_set_t`.
+///
+/// Built before a `fork`, [`CpuMask::apply`] pins the child without allocating.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuMask {
     words: Vec<libc::c_ulong>,
 }
 
 const WORD_BITS: usize = libc::c_ulong::BITS as usize;
 
-impl Mask {
+impl CpuMask {
     fn zeroed(words: usize) -> Self {
         Self {
             words: vec![0; words.max(1)],
         }
     }
 
-    fn from_set(cpus: &CpuSet) -> Result<Self, PinError> {
+    /// The mask of `cpus`; an error when empty or above [`MAX_CPU`].
+    pub fn from_set(cpus: &CpuSet) -> Result<Self, PinError> {
         let last = cpus.last().ok_or(PinError::Empty)?;
         if last > MAX_CPU {
             return Err(PinError::TooLarge { cpu: last });
@@ -471,11 +477,23 @@ impl Mask {
         }
     }
 
-    fn bytes(&self) -> usize {
+    /// The mask of one CPU.
+    pub fn of_cpu(cpu: u32) -> Result<Self, PinError> {
+        Self::from_set(&std::iter::once(cpu).collect())
+    }
+
+    /// Size of the mask in bytes, the `cpusetsize` the kernel and glibc take with it.
+    pub fn bytes(&self) -> usize {
         self.words.len() * std::mem::size_of::<libc::c_ulong>()
     }
 
-    fn to_set(&self) -> CpuSet {
+    /// The words, for `pthread_attr_setaffinity_np` and raw system calls; valid for
+    /// [`CpuMask::bytes`] bytes.
+    pub fn as_ptr(&self) -> *const libc::c_ulong {
+        self.words.as_ptr()
+    }
+
+    pub fn to_set(&self) -> CpuSet {
         self.words
             .iter()
             .enumerate()
@@ -487,8 +505,10 @@ impl Mask {
             .collect()
     }
 
-    /// Async-signal-safe: one raw syscall, no allocation (the error is errno only).
-    fn apply(&self, tid: libc::pid_t) -> io::Result<()> {
+    /// Sets the affinity of `tid` (0 = the calling thread), unverified.
+    /// Async-signal-safe: one raw syscall, no allocation (the error is errno only), so a
+    /// child may call it between `fork` and `exec` or `_exit`.
+    pub fn apply(&self, tid: libc::pid_t) -> io::Result<()> {
         // SAFETY: the pointer and length describe our own buffer; the kernel only reads.
         let rc = unsafe {
             libc::syscall(
@@ -532,7 +552,7 @@ fn kernel_mask_words() -> usize {
         let max_words = (MAX_CPU as usize + 1) / WORD_BITS;
         let mut words = 1024 / WORD_BITS;
         while words < max_words {
-            let mut probe = Mask::zeroed(words);
+            let mut probe = CpuMask::zeroed(words);
             match probe.read(0) {
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => words *= 2,
                 _ => break,
@@ -565,17 +585,30 @@ mod tests {
     #[test]
     fn masks_round_trip_beyond_1024_cpus() {
         let s = set(&[0, 63, 64, 1023, 1024, 4000, MAX_CPU]);
-        let m = Mask::from_set(&s).unwrap();
+        let m = CpuMask::from_set(&s).unwrap();
         assert_eq!(m.to_set(), s);
         assert_eq!(m.words.len(), (MAX_CPU as usize) / WORD_BITS + 1);
         assert!(matches!(
-            Mask::from_set(&CpuSet::new()),
+            CpuMask::from_set(&CpuSet::new()),
             Err(PinError::Empty)
         ));
         assert!(matches!(
-            Mask::from_set(&set(&[MAX_CPU + 1])),
+            CpuMask::from_set(&set(&[MAX_CPU + 1])),
             Err(PinError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn one_cpu_above_1024_is_a_mask_of_the_right_size_and_bit() {
+        let cpu = 1500;
+        let m = CpuMask::of_cpu(cpu).unwrap();
+        let word = cpu as usize / WORD_BITS;
+        assert_eq!(m.bytes(), (word + 1) * std::mem::size_of::<libc::c_ulong>());
+        // SAFETY: the pointer is valid for `bytes()` bytes, so for `word + 1` words.
+        let w = unsafe { *m.as_ptr().add(word) };
+        assert_eq!(w, 1 << (cpu as usize % WORD_BITS));
+        assert_eq!(m.to_set().to_vec(), [cpu]);
+        assert!(CpuMask::of_cpu(MAX_CPU + 1).is_err());
     }
 
     #[test]
@@ -669,7 +702,7 @@ mod tests {
         let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = ran.clone();
         let e = spawn_pinned(Some(MAX_CPU), "doomed", move || {
-            flag.store(true, std::sync::atomic::Ordering::SeqCst)
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
         })
         .unwrap_err();
         assert!(e.to_string().contains("cannot pin"), "{e}");
@@ -789,7 +822,7 @@ mod tests {
         );
         fake.pin(4242, &set(&[0])).unwrap();
         assert_eq!(fake.get(4242).unwrap(), set(&[0]));
-        let tid = current_tid();
+        let tid = gettid();
         let calls = fake.calls();
         assert_eq!(calls[0], (tid, set(&[2])));
         assert_eq!(calls.last().unwrap(), &(4242, set(&[0])));

@@ -78,6 +78,12 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
                 });
             }
             let fitting: Vec<Slot> = all.iter().filter(|s| s.cpus.len() >= m).cloned().collect();
+            // On hybrid machines every grid starts with the SMT-capable cores, so that
+            // 1c1t and 1c2t run on the same kind of core and their ratio is SMT's alone.
+            let (widest, narrower): (Vec<Slot>, Vec<Slot>) = fitting
+                .into_iter()
+                .partition(|s| s.cpus.len() == max_threads);
+            let fitting: Vec<Slot> = widest.into_iter().chain(narrower).collect();
             if fitting.len() < n {
                 let whole = slots(topo, &topo.cpus);
                 let (needs, has) = if m == 1 {
@@ -138,7 +144,35 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
         packages: groups.len() as u32,
         core_order: spec.core_order,
         cpu_order: spec.cpu_order,
+        core_kinds: kinds_of(topo, &chosen),
     })
+}
+
+/// The distinct kinds of the chosen cores in order of first use; empty when the topology
+/// names no kinds.
+fn kinds_of(topo: &Topology, chosen: &[Slot]) -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for slot in chosen {
+        let Some(&first) = slot.cpus.first() else {
+            continue;
+        };
+        let kind = topo
+            .cores()
+            .find(|c| c.cpus.contains(first))
+            .and_then(|c| c.kind.clone())
+            .or_else(|| {
+                topo.core_kinds
+                    .iter()
+                    .find(|k| k.cpus.contains(first))
+                    .map(|k| k.name.clone())
+            });
+        if let Some(kind) = kind
+            && !kinds.contains(&kind)
+        {
+            kinds.push(kind);
+        }
+    }
+    kinds
 }
 
 /// The placements worth comparing on `topo`, each with its resolution or why it fails:
@@ -386,7 +420,7 @@ fn plural(n: usize, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::*;
+    use smtlab_fixtures::build::*;
 
     fn cpus(spec: &str, topo: &Topology) -> Vec<u32> {
         resolve(&parse(spec).unwrap(), topo)
@@ -511,6 +545,17 @@ mod tests {
     fn hybrid_machines_use_smt_capable_cores_for_smt_placements() {
         let t = hybrid();
         assert_eq!(cpus("1c2t", &t), [0, 1]);
+        assert_eq!(cpus("1c1t", &t), [0]);
+        let kinds = |spec: &str| resolve(&parse(spec).unwrap(), &t).unwrap().core_kinds;
+        assert_eq!(kinds("1c1t"), ["IntelCore"]);
+        assert_eq!(kinds("1c2t"), ["IntelCore"]);
+        assert_eq!(kinds("8c1t"), ["IntelCore", "IntelAtom"]);
+        assert!(
+            resolve(&parse("1c1t").unwrap(), &intel(1, 2, 2))
+                .unwrap()
+                .core_kinds
+                .is_empty()
+        );
         assert_eq!(cpus("6c2t/siblings", &t), (0..12).collect::<Vec<_>>());
         assert_eq!(cpus("8c1t", &t), [0, 2, 4, 6, 8, 10, 12, 13]);
         assert_eq!(
@@ -535,7 +580,9 @@ mod tests {
         layout.push(vec![4, 5]);
         let t = from_vecs(&[layout]);
         assert_eq!(cpus("1c2t", &t), [4, 5]);
-        assert_eq!(cpus("2c1t", &t), [0, 1]);
+        assert_eq!(cpus("1c1t", &t), [4]);
+        // One SMT-capable core only: the second comes from the others.
+        assert_eq!(cpus("2c1t", &t), [4, 0]);
     }
 
     #[test]

@@ -155,6 +155,19 @@ fn hybrid_picks_a_performance_core_pair_for_1c2t() {
     assert_eq!(core.cpus.to_vec(), pair, "1c2t must be one SMT core");
     assert_eq!(pair, [0, 1]);
 
+    // 1c1t must run on the same kind of core as 1c2t, or the SMT yield compares a
+    // P-core pair with an E-core (the E-cores come first in compact order: clusters).
+    let one = resolve(&parse("1c1t").unwrap(), &t).unwrap();
+    let two = resolve(&parse("1c2t").unwrap(), &t).unwrap();
+    assert_eq!(one.cpus, [0]);
+    assert_eq!(one.core_kinds, two.core_kinds);
+    // The tree names its kinds by base frequency; the P-cores' is one kind.
+    assert_eq!(one.core_kinds.len(), 1, "{:?}", one.core_kinds);
+    let both = resolve(&parse("2c1t").unwrap(), &t).unwrap();
+    assert_eq!(both.core_kinds, one.core_kinds);
+    let eight = resolve(&parse("8c1t").unwrap(), &t).unwrap();
+    assert_eq!(eight.core_kinds.len(), 2, "8c1t mixes kinds and says so");
+
     let eight = cpus("8c1t", &t);
     let distinct: BTreeSet<_> = eight
         .iter()

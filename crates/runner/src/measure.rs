@@ -247,6 +247,10 @@ impl<'a> Measurement<'a> {
             reason: e.to_string(),
         })?;
         self.subtracted_total_ns += value.subtracted_ns;
+        if let Some(basis) = raw.overhead_basis {
+            // Report what the benchmark subtracted, not the runner's own estimate.
+            self.overheads = basis;
+        }
         self.cpu_rates.extend(cpu_rate(kind, &raw));
         self.spreads.extend(raw.start_spread_ns.map(|s| s as f64));
         let RawSample {

@@ -24,6 +24,7 @@ struct Fake {
     calls: u64,
     work_per_iter: f64,
     overhead_ns: u64,
+    overhead_basis: Option<Overheads>,
     /// `cpu_ns = elapsed * cpu_factor` when set.
     cpu_factor: Option<f64>,
     fixed: Option<u64>,
@@ -39,6 +40,7 @@ impl Fake {
             calls: 0,
             work_per_iter: 1.0,
             overhead_ns: 0,
+            overhead_basis: None,
             cpu_factor: None,
             fixed: None,
             fail_on_call: None,
@@ -89,6 +91,7 @@ impl Instance for Fake {
             cpus: vec![0, 4],
             metrics: BTreeMap::from([("calls".to_string(), call as f64)]),
             series: BTreeMap::from([("event_ns".to_string(), vec![call as f64, 1.0])]),
+            overhead_basis: self.overhead_basis,
         })
     }
 
@@ -373,6 +376,23 @@ fn time_per_op_subtracts_overhead_and_reports_it() {
     assert!(r.samples.iter().all(|s| s.elapsed_ns == 10 * MS));
     // No CPU-time rate for latencies.
     assert_eq!(r.cpu_rate, None);
+}
+
+#[test]
+fn the_overheads_reported_are_those_the_benchmark_subtracted() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::linear(&clock, 100);
+    let basis = Overheads {
+        clock_cost_ns: 30.0,
+        loop_cost_ns_per_iter: 0.25,
+    };
+    fake.overhead_basis = Some(basis);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    // Not the config's 20 ns and 0.5 ns/iter: those were not what was subtracted.
+    assert_eq!(
+        (r.clock_cost_ns, r.loop_cost_ns_per_iter),
+        (basis.clock_cost_ns, basis.loop_cost_ns_per_iter)
+    );
 }
 
 #[test]

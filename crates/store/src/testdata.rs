@@ -87,6 +87,7 @@ fn placement(name: &str, spec: &str, cpus: &[u32], cores: u32, tpc: u32) -> Reso
             CoreOrder::Compact
         },
         cpu_order: CpuOrder::Spread,
+        core_kinds: vec![],
     }
 }
 

@@ -13,7 +13,7 @@
 //!   missing file means unknown, and never merges or splits anything.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use smtlab_model::CpuSet;
 use smtlab_model::cpuset::MAX_CPU;
@@ -53,10 +53,57 @@ enum ThreadsOwnCore {
 /// The set of CPUs sharing `cpu`'s core: new kernels' `core_cpus`, else the older
 /// `thread_siblings`, list form preferred.
 pub(crate) fn core_set(topo: &Path) -> Result<Option<CpuSet>, TopologyError> {
-    match read_cpuset(topo, "core_cpus_list", "core_cpus")? {
-        Some(s) => Ok(Some(s)),
-        None => read_cpuset(topo, "thread_siblings_list", "thread_siblings"),
+    Ok(core_set_named(topo)?.map(|(set, _)| set))
+}
+
+/// [`core_set`] with the file it came from, for errors that must name it.
+fn core_set_named(topo: &Path) -> Result<Option<(CpuSet, PathBuf)>, TopologyError> {
+    for (list, mask) in [
+        ("core_cpus_list", "core_cpus"),
+        ("thread_siblings_list", "thread_siblings"),
+    ] {
+        if let Some(set) = read_cpuset(topo, list, mask)? {
+            let name = if topo.join(list).exists() { list } else { mask };
+            return Ok(Some((set, topo.join(name))));
+        }
     }
+    Ok(None)
+}
+
+/// Refuses core sets that cannot come from a kernel: a CPU's core that leaves the CPU
+/// itself out (all files empty, or garbage from a hand-edited tree), and a CPU named as
+/// a sibling by another that does not name it back. hwloc would silently build odd
+/// cores from such files (one core of three threads beside cores of two); a refusal
+/// naming the file is more useful than a topology nobody has.
+fn check_core_sets(sets: &[(u32, CpuSet, PathBuf)]) -> Result<(), TopologyError> {
+    for (cpu, set, path) in sets {
+        if !set.contains(*cpu) {
+            return Err(TopologyError::Invalid {
+                path: path.clone(),
+                reason: format!(
+                    "CPU {cpu}'s core set {{{set}}} does not contain CPU {cpu} itself \
+                     (expected a list of the CPUs sharing its core, {cpu} among them)"
+                ),
+            });
+        }
+    }
+    for (cpu, set, path) in sets {
+        for sibling in set.iter().filter(|s| s != cpu) {
+            if let Some((_, theirs, their_path)) = sets.iter().find(|(c, ..)| *c == sibling)
+                && !theirs.contains(*cpu)
+            {
+                return Err(TopologyError::Invalid {
+                    path: their_path.clone(),
+                    reason: format!(
+                        "CPU {sibling}'s core set {{{theirs}}} leaves out CPU {cpu}, which \
+                         {} names as its sibling (expected siblings to name each other)",
+                        path.display()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn package_set(topo: &Path) -> Result<Option<CpuSet>, TopologyError> {
@@ -184,6 +231,7 @@ pub(crate) fn scan(cpu_dir: &Path, amd_compute_units: bool) -> Result<CpuScan, T
         ThreadsOwnCore::No
     };
     let mut saw_set_files = false;
+    let mut core_sets = Vec::new();
 
     let online = &cpus;
     for i in online.iter() {
@@ -192,19 +240,20 @@ pub(crate) fn scan(cpu_dir: &Path, amd_compute_units: bool) -> Result<CpuScan, T
         let mut not_first_cluster = false;
         let mut not_first_die = false;
 
-        if let Some(set) = core_set(&topo)? {
+        if let Some((set, path)) = core_set_named(&topo)? {
             saw_set_files = true;
             let coreset = set.intersection(online);
+            core_sets.push((i, coreset.clone(), path));
             let mut my_core_id = None;
             if coreset.len() > 1 && threads_own_core == ThreadsOwnCore::Undecided {
                 let mine = read_id(&topo.join("core_id"));
                 let sibling = coreset.iter().find(|&c| c != i);
                 let theirs = sibling
                     .and_then(|s| read_id(&cpu_dir.join(format!("cpu{s}/topology/core_id"))));
-                threads_own_core = if mine != theirs {
-                    ThreadsOwnCore::Yes
-                } else {
+                threads_own_core = if mine == theirs {
                     ThreadsOwnCore::No
+                } else {
+                    ThreadsOwnCore::Yes
                 };
                 my_core_id = Some(mine);
             }
@@ -286,6 +335,7 @@ pub(crate) fn scan(cpu_dir: &Path, amd_compute_units: bool) -> Result<CpuScan, T
                 .into(),
         });
     }
+    check_core_sets(&core_sets)?;
     Ok(CpuScan {
         existing,
         cpus,

@@ -331,7 +331,7 @@ mod tests {
         let tree = Tree::new();
         for n in 0..48u32 {
             let t = format!("sys/devices/system/cpu/cpu{n}/topology");
-            let pkg = CpuSet::from_iter((n / 12) * 12..(n / 12) * 12 + 12);
+            let pkg: CpuSet = ((n / 12) * 12..(n / 12) * 12 + 12).collect();
             let mask = pkg.to_mask_string();
             let short = mask.trim_start_matches("0000"); // NR_CPUS=48: a 16-bit word
             tree.put(&format!("{t}/core_siblings"), &format!("{short}\n"))
@@ -507,6 +507,103 @@ model name\t: AMD Opteron(TM) Processor 6272\n\n";
         tree.put("sys/devices/system/cpu/cpu0/topology/core_id", "0\n");
         let err = discover(tree.root()).unwrap_err();
         assert!(err.to_string().contains("thread_siblings"), "{err}");
+    }
+
+    #[test]
+    fn siblings_that_do_not_name_each_other_are_refused_naming_the_file() {
+        // CPU 0 says 4 shares its core; CPU 4 says it is alone.
+        let tree = smt_box();
+        let rel = "sys/devices/system/cpu/cpu4/topology/thread_siblings_list";
+        tree.put(rel, "4\n");
+        let err = discover(tree.root()).unwrap_err();
+        assert!(err.path().ends_with(rel), "{err}");
+        assert!(err.to_string().contains("CPU 0"), "{err}");
+
+        // Three CPUs in one core by CPU 0's word, two by CPU 2's: before the check this
+        // became a core of three threads beside cores of two.
+        let tree = smt_box();
+        tree.put(
+            "sys/devices/system/cpu/cpu0/topology/thread_siblings_list",
+            "0,2,4\n",
+        );
+        let err = discover(tree.root()).unwrap_err();
+        assert!(
+            err.path()
+                .ends_with("sys/devices/system/cpu/cpu2/topology/thread_siblings_list"),
+            "{err}"
+        );
+
+        // The newer core_cpus files are held to the same rule, and named.
+        let tree = smt_box();
+        let rel = "sys/devices/system/cpu/cpu5/topology/core_cpus_list";
+        for n in 0..8u32 {
+            let core = n % 4;
+            tree.put(
+                &format!("sys/devices/system/cpu/cpu{n}/topology/core_cpus_list"),
+                &format!("{core},{}\n", core + 4),
+            );
+        }
+        tree.put(rel, "5,6\n");
+        let err = discover(tree.root()).unwrap_err();
+        assert!(err.path().ends_with("core_cpus_list"), "{err}");
+    }
+
+    #[test]
+    fn empty_core_files_everywhere_are_refused() {
+        let tree = smt_box();
+        for n in 0..8u32 {
+            tree.put(
+                &format!("sys/devices/system/cpu/cpu{n}/topology/thread_siblings_list"),
+                "",
+            );
+        }
+        let err = discover(tree.root()).unwrap_err();
+        assert!(
+            err.path()
+                .ends_with("sys/devices/system/cpu/cpu0/topology/thread_siblings_list"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("itself"), "{err}");
+    }
+
+    fn mkfifo(path: &Path) {
+        use std::os::unix::ffi::OsStrExt;
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let _ = fs::remove_file(path);
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
+        assert_eq!(rc, 0, "mkfifo {}", path.display());
+    }
+
+    /// Discovery on another thread, so that a regression fails the test instead of
+    /// hanging the suite.
+    fn discover_or_hang(root: &Path) -> Result<Topology, TopologyError> {
+        let root = root.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(discover(&root));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("discovery hung on a FIFO")
+    }
+
+    #[test]
+    fn a_fifo_in_the_tree_never_hangs_discovery() {
+        let tree = smt_box();
+        let rel = "sys/devices/system/cpu/cpu1/topology/thread_siblings_list";
+        mkfifo(&tree.root().join(rel));
+        let err = discover_or_hang(tree.root()).unwrap_err();
+        assert!(err.path().ends_with(rel), "{err}");
+        assert!(err.to_string().contains("FIFO"), "{err}");
+
+        // In a file that only informs, a FIFO is "not known", like any unreadable value.
+        let tree = smt_box();
+        mkfifo(&tree.root().join("sys/devices/system/cpu/smt/control"));
+        mkfifo(&tree.root().join("proc/cpuinfo"));
+        let t = discover_or_hang(tree.root()).unwrap();
+        assert_eq!(t.smt.control, None);
+        assert_eq!(t.core_count(), 4);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use smtlab_model::CpuSet;
@@ -21,8 +22,16 @@ pub(crate) const SYSFS_LIMIT: u64 = 1 << 20;
 pub(crate) const CPUINFO_LIMIT: u64 = 64 << 20;
 
 /// Reads `path` as text (invalid UTF-8 replaced), or `None` when it does not exist.
+///
+/// Only regular files are read. The open does not block, so a FIFO or a device left in a
+/// saved tree (or planted there) is refused instead of hanging the discovery on a
+/// writer that never comes.
 pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, TopologyError> {
-    let file = match fs::File::open(path) {
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
+    let file = match opened {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return Ok(None),
         Err(source) => {
@@ -32,6 +41,22 @@ pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, Topolo
             });
         }
     };
+    let file_type = file
+        .metadata()
+        .map_err(|source| TopologyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .file_type();
+    if !file_type.is_file() {
+        return Err(TopologyError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!(
+                "is a {}, not a regular file (expected a sysfs or procfs attribute)",
+                describe(file_type)
+            ),
+        });
+    }
     let mut bytes = Vec::new();
     match file.take(limit).read_to_end(&mut bytes) {
         Ok(_) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
@@ -40,6 +65,20 @@ pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, Topolo
             path: path.to_path_buf(),
             source,
         }),
+    }
+}
+
+fn describe(t: fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "device"
+    } else {
+        "special file"
     }
 }
 

@@ -1,4 +1,4 @@
-//! Every machine of `../shared/fixtures/topology/ground-truth.json` against hwloc's
+//! Every machine of `crates/fixtures/data/topology/ground-truth.json` against hwloc's
 //! answers, field by field. Prints a table of agreements and fails on any disagreement.
 //!
 //! Point `SMTLAB_FIXTURES` elsewhere to run it on other trees with a ground truth of

@@ -180,9 +180,11 @@ impl Benchmark for Bandwidth {
                  written per second, write-allocate reads not counted"
             }
             Stream::Copy => {
-                "Memory copy bandwidth: each thread copies the first half of its private \
-                 buffer to the second half; bytes read plus bytes written per second, as \
-                 likwid-bench counts copy"
+                "Memory copy bandwidth: each thread copies the first half of its private, \
+                 pre-faulted buffer to the second half (256-bit loads and ordinary stores, \
+                 not non-temporal; not memcpy, which in glibc switches to non-temporal \
+                 stores above a size threshold and then copies large buffers much faster); \
+                 bytes read plus bytes written per second, as likwid-bench counts copy"
             }
         };
         BenchInfo {
@@ -437,6 +439,16 @@ mod tests {
             } else {
                 assert_eq!(i.unit, "GB/s");
                 assert_eq!(i.value_kind, ValueKind::Rate { scale: 1e9 });
+            }
+            // A store kind changes the figure by large factors; whoever compares with
+            // memcpy or a non-temporal tool must read which one this is.
+            if i.name == "mem-write" || i.name == "mem-copy" {
+                assert!(
+                    i.description.contains("ordinary stores, not non-temporal"),
+                    "{}: {}",
+                    i.name,
+                    i.description
+                );
             }
         }
     }

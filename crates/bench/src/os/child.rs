@@ -9,6 +9,8 @@
 use std::io;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
+use smtlab_placement::pin::CpuMask;
+
 use crate::BenchError;
 
 /// Exit status of a child whose `sched_setaffinity` failed.
@@ -17,26 +19,20 @@ pub(super) const EXIT_PIN_FAILED: i32 = 121;
 pub(super) const EXIT_EXEC_FAILED: i32 = 127;
 
 /// A CPU mask built before `fork`, which the child applies to itself.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct ChildPin {
     cpu: u32,
-    mask: libc::cpu_set_t,
+    mask: CpuMask,
 }
 
 impl ChildPin {
     /// The mask of `cpu`, or `None` when there is nothing to pin to (`os` placement).
     pub(super) fn to(bench: &str, cpu: Option<u32>) -> Result<Option<ChildPin>, BenchError> {
         let Some(cpu) = cpu else { return Ok(None) };
-        // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
-        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        if cpu as usize >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return Err(BenchError::Unsupported {
-                bench: bench.into(),
-                reason: format!("CPU {cpu} is beyond what cpu_set_t can hold"),
-            });
-        }
-        // SAFETY: cpu is below CPU_SETSIZE, checked above.
-        unsafe { libc::CPU_SET(cpu as usize, &mut mask) };
+        let mask = CpuMask::of_cpu(cpu).map_err(|e| BenchError::Unsupported {
+            bench: bench.into(),
+            reason: e.to_string(),
+        })?;
         Ok(Some(ChildPin { cpu, mask }))
     }
 
@@ -46,15 +42,7 @@ impl ChildPin {
 
     /// Pins the calling process (the child) to the CPU. Async-signal-safe.
     pub(super) fn apply(&self) -> bool {
-        // SAFETY: a raw system call with a valid mask pointer and its size; no libc state.
-        unsafe {
-            libc::syscall(
-                libc::SYS_sched_setaffinity,
-                0,
-                std::mem::size_of::<libc::cpu_set_t>(),
-                &self.mask as *const libc::cpu_set_t,
-            ) == 0
-        }
+        self.mask.apply(0).is_ok()
     }
 }
 

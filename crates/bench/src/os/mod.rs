@@ -35,7 +35,10 @@
 //! [`RawSample::overhead_ns`] holds the measured cost of the two clock reads and of the
 //! empty loop for the iterations run (well under 1% for every row here), except for
 //! `sig-handler`, which, as lmbench does, also subtracts the cost of sending the signal
-//! (see `signal.rs`).
+//! (see `signal.rs`). Both costs are measured here, on this module's own loop, and go
+//! with every sample as [`RawSample::overhead_basis`], so the clock-read and empty-loop
+//! figures printed beside a result are the ones that were subtracted (the runner's own
+//! estimate, on a differently shaped loop, reads lower).
 //!
 //! Fork children run only async-signal-safe code (raw system calls, atomics on shared
 //! memory, `execve`, `_exit`) with everything they need built before `fork`, since the
@@ -195,6 +198,15 @@ impl LoopCost {
     fn overhead_ns(&self, iterations: u64) -> u64 {
         (self.clock_pair_ns + self.per_iteration_ns * iterations as f64).round() as u64
     }
+
+    /// The same costs in the runner's terms, reported with every sample so that the
+    /// figures printed beside a result are the ones subtracted from it.
+    fn basis(&self) -> smtlab_model::result::Overheads {
+        smtlab_model::result::Overheads {
+            clock_cost_ns: self.clock_pair_ns / 2.0,
+            loop_cost_ns_per_iter: self.per_iteration_ns,
+        }
+    }
 }
 
 /// Pins the calling thread to one CPU until dropped, then restores the affinity it had,
@@ -284,6 +296,7 @@ where
         elapsed_ns: t.elapsed_ns,
         work: iterations as f64,
         overhead_ns: LoopCost::get().overhead_ns(iterations),
+        overhead_basis: Some(LoopCost::get().basis()),
         cpu_ns: Some(t.cpu_ns),
         cpus: pin::current_cpu().into_iter().collect(),
         ..RawSample::default()
@@ -340,64 +353,16 @@ pub(crate) mod testutil {
     //! A hand-built two-CPU machine without SMT (like this KVM guest) and its `2c1t`
     //! placement, so the tests need neither sysfs nor the placement resolver.
 
-    use smtlab_model::{
-        Core, CoreOrder, CpuOrder, CpuSet, NumaNode, Package, ResolvedPlacement, SmtInfo,
-        TOPOLOGY_SCHEMA, Topology,
-    };
+    use smtlab_model::{ResolvedPlacement, Topology};
 
     use crate::{BenchContext, Params};
 
     pub fn topology() -> Topology {
-        let core = |id: u32| Core {
-            id,
-            cpus: std::iter::once(id).collect(),
-            die_id: None,
-            cluster_id: None,
-            kind: None,
-        };
-        let cpus: CpuSet = [0, 1].into_iter().collect();
-        Topology {
-            schema: TOPOLOGY_SCHEMA.into(),
-            root: "/test".into(),
-            cpus: cpus.clone(),
-            offline_cpus: CpuSet::new(),
-            allowed_cpus: None,
-            packages: vec![Package {
-                id: Some(0),
-                cpus: cpus.clone(),
-                cores: vec![core(0), core(1)],
-            }],
-            cores_without_package: vec![],
-            numa_nodes: vec![NumaNode {
-                id: 0,
-                cpus,
-                memory_bytes: None,
-            }],
-            smt: SmtInfo {
-                threads_per_core_min: 1,
-                threads_per_core_max: 1,
-                control: None,
-                active: None,
-            },
-            caches: vec![],
-            core_kinds: vec![],
-            cpu_model: None,
-            vendor: None,
-            virtualization: Some("KVM".into()),
-        }
+        smtlab_fixtures::build::one_cpu_per_core(&[0, 1])
     }
 
     pub fn placement(cpus: &[u32]) -> ResolvedPlacement {
-        ResolvedPlacement {
-            name: format!("{}c1t", cpus.len()),
-            spec: format!("{}c1t", cpus.len()),
-            cpus: cpus.to_vec(),
-            cores: cpus.len() as u32,
-            threads_per_core: 1,
-            packages: 1,
-            core_order: CoreOrder::Compact,
-            cpu_order: CpuOrder::Spread,
-        }
+        smtlab_fixtures::build::placement_on(cpus)
     }
 
     /// Runs `f` with a context on CPUs `cpus` and the benchmark's default parameters.
@@ -490,6 +455,17 @@ mod tests {
         assert!(path.exists());
         drop(t);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn the_reported_basis_is_what_was_subtracted() {
+        let iterations = 1_000_000;
+        let s = time_loop(None, iterations, || Ok(())).unwrap();
+        let b = s
+            .overhead_basis
+            .expect("os samples say what they subtracted");
+        let rebuilt = 2.0 * b.clock_cost_ns + b.loop_cost_ns_per_iter * iterations as f64;
+        assert_eq!(s.overhead_ns, rebuilt.round() as u64, "{s:?}");
     }
 
     #[test]

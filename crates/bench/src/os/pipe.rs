@@ -78,7 +78,7 @@ fn pipe_pair() -> Result<(OwnedFd, OwnedFd), BenchError> {
 }
 
 /// The child's whole life: pin, then echo until end of file. Async-signal-safe only.
-fn echo_child(pin: Option<ChildPin>, rd: i32, wr: i32, fd_bound: i32) -> ! {
+fn echo_child(pin: Option<&ChildPin>, rd: i32, wr: i32, fd_bound: i32) -> ! {
     // Every other descriptor goes, not only our pipes' other ends: a copy of another
     // instance's pipe kept here would hide that instance's end of file and could leave
     // its reads waiting forever.
@@ -148,7 +148,7 @@ impl PipeInstance {
         let (rd, wr) = (down_rd.as_raw_fd(), up_wr.as_raw_fd());
         let bound = child::fd_bound();
         // SAFETY: echo_child only makes raw system calls with values computed above.
-        let pid = unsafe { child::fork_with(|| echo_child(pin, rd, wr, bound)) }
+        let pid = unsafe { child::fork_with(|| echo_child(pin.as_ref(), rd, wr, bound)) }
             .map_err(|e| super::io_error(NAME, "fork the echo child", e))?;
         drop(down_rd);
         drop(up_wr);
@@ -166,7 +166,7 @@ impl PipeInstance {
             seq: 0,
         };
         let cpu = inst.ask_cpu()?;
-        if let Some(p) = pin
+        if let Some(p) = &pin
             && cpu != p.cpu()
         {
             return Err(check_failed(

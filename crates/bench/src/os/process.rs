@@ -137,10 +137,10 @@ impl Fork {
         let cpus = Cpus::of(ctx.placement);
         // With one CPU the child already inherits the right mask; re-pinning would only
         // add a system call.
-        let pin = if cpus.child != cpus.parent {
-            ChildPin::to(name, cpus.child)?
-        } else {
+        let pin = if cpus.child == cpus.parent {
             None
+        } else {
+            ChildPin::to(name, cpus.child)?
         };
         Ok(ForkInstance {
             kind: self.kind,
@@ -181,7 +181,7 @@ struct ForkInstance {
 
 /// A child's life: pin, report the CPU when asked, exec or exit. Async-signal-safe only.
 fn run_child(
-    pin: Option<ChildPin>,
+    pin: Option<&ChildPin>,
     mailbox: &child::MailboxData,
     exec: Option<(
         &CStr,
@@ -222,7 +222,7 @@ impl Instance for ForkInstance {
         let mailbox = self.mailbox.get();
         mailbox.report.store(0, Ordering::Relaxed);
         mailbox.cpu.store(-1, Ordering::Relaxed);
-        let pin = self.pin;
+        let pin = self.pin.as_ref();
         let mut left = iterations;
         let mut children_cpu_ns = 0u64;
         let mut last_pid = None;
@@ -269,7 +269,7 @@ impl Instance for ForkInstance {
             let Ok(child_cpu) = u32::try_from(reported) else {
                 return Err(check_failed(name, "the last child did not report its CPU"));
             };
-            let expected = self.pin.map(|p| p.cpu()).or(self.cpus.parent);
+            let expected = self.pin.as_ref().map(|p| p.cpu()).or(self.cpus.parent);
             if let Some(want) = expected
                 && child_cpu != want
             {

@@ -35,10 +35,10 @@ use smtlab_model::{BenchInfo, Direction, ValueKind};
 use super::pthread::{PCond, PMutex};
 use super::{
     Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, events_from, events_param,
-    interval_ns, mean, now_ns, pin_and_arrive, run_pair, sum_ns, this_cpu, this_tid, wait_failed,
-    wait_until,
+    interval_ns, mean, now_ns, pin_and_arrive, run_pair, sum_ns, this_cpu, wait_failed, wait_until,
 };
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use smtlab_placement::pin::gettid;
 
 /// `condvar-signal` or `condvar-broadcast`.
 pub struct CondvarWake {
@@ -253,7 +253,7 @@ fn signaller(
 }
 
 fn waiter(sh: &Shared, cpu: Option<u32>, n: u64) -> Result<u32, Option<BenchError>> {
-    sh.waiter_tid.store(this_tid(), Ordering::Release);
+    sh.waiter_tid.store(gettid(), Ordering::Release);
     pin_and_arrive(sh.bench, cpu, &sh.start)?;
     let abort = sh.start.flag();
     for k in 1..=n {

@@ -34,8 +34,9 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
 
-use super::{bench_info, clock_cost_ns, mean, now_ns, sum_ns, this_cpu, this_tid};
+use super::{bench_info, clock_cost_ns, mean, now_ns, sum_ns, this_cpu};
 use crate::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
+use smtlab_placement::pin::gettid;
 
 const NAME: &str = "pthread-create";
 
@@ -167,7 +168,7 @@ extern "C" fn child_main(arg: *mut c_void) -> *mut c_void {
     }
     slot.start_ns.store(t, Ordering::Relaxed);
     slot.cpu.store(this_cpu(), Ordering::Relaxed);
-    slot.tid.store(this_tid(), Ordering::Relaxed);
+    slot.tid.store(gettid(), Ordering::Relaxed);
     slot.done.store(true, Ordering::Release);
     drop(slot);
     std::ptr::null_mut()
@@ -231,21 +232,15 @@ impl Drop for Attr {
 /// Puts CPU affinity into the attributes (glibc); Ok(true) when done.
 #[cfg(target_env = "gnu")]
 fn set_attr_affinity(attr: &mut libc::pthread_attr_t, cpu: u32) -> Result<bool, BenchError> {
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    if cpu as usize >= max {
-        return Err(BenchError::Unsupported {
+    let mask =
+        smtlab_placement::pin::CpuMask::of_cpu(cpu).map_err(|e| BenchError::Unsupported {
             bench: NAME.into(),
-            reason: format!("CPU {cpu} is beyond the {max} CPUs a cpu_set_t holds"),
-        });
-    }
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: cpu < CPU_SETSIZE, checked above.
-    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
-    // SAFETY: `attr` is initialised, `set` is a valid cpu_set_t of the size passed.
-    let rc = unsafe {
-        libc::pthread_attr_setaffinity_np(attr, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
+            reason: e.to_string(),
+        })?;
+    // SAFETY: `attr` is initialised and the mask is valid for the size passed; glibc
+    // copies it into the attributes. The kernel's mask layout is an array of
+    // `unsigned long`, the same bits `cpu_set_t` holds, of whatever length is needed.
+    let rc = unsafe { libc::pthread_attr_setaffinity_np(attr, mask.bytes(), mask.as_ptr().cast()) };
     if rc != 0 {
         return Err(BenchError::Io {
             bench: NAME.into(),

@@ -150,12 +150,6 @@ fn this_cpu() -> u32 {
     smtlab_placement::pin::current_cpu().unwrap_or(u32::MAX)
 }
 
-/// Kernel thread id of the calling thread.
-fn this_tid() -> libc::pid_t {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() }
-}
-
 /// Why a wait for another thread ended without what it waited for.
 #[derive(Debug)]
 enum WaitError {
@@ -438,9 +432,7 @@ fn sum_ns(xs: &[f64]) -> u64 {
 pub(crate) mod testutil {
     //! Hand-built placements and a topology of the two CPUs the tests run on.
 
-    use smtlab_model::{
-        CoreOrder, CpuOrder, CpuSet, Package, ResolvedPlacement, SmtInfo, TOPOLOGY_SCHEMA, Topology,
-    };
+    use smtlab_model::{ResolvedPlacement, Topology};
 
     use crate::{BenchContext, Params};
 
@@ -453,61 +445,12 @@ pub(crate) mod testutil {
     }
 
     pub fn placement(cpus: &[u32]) -> ResolvedPlacement {
-        ResolvedPlacement {
-            name: format!(
-                "cpus={}",
-                cpus.iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-            spec: "test".into(),
-            cpus: cpus.to_vec(),
-            cores: cpus.len() as u32,
-            threads_per_core: 1,
-            packages: 1,
-            core_order: CoreOrder::Compact,
-            cpu_order: CpuOrder::Spread,
-        }
+        smtlab_fixtures::build::placement_on(cpus)
     }
 
     /// One package whose cores each hold one of `cpus` (no SMT), like this KVM guest.
     pub fn topology(cpus: &[u32]) -> Topology {
-        let set: CpuSet = cpus.iter().copied().collect();
-        Topology {
-            schema: TOPOLOGY_SCHEMA.into(),
-            root: "/".into(),
-            cpus: set.clone(),
-            offline_cpus: CpuSet::new(),
-            allowed_cpus: None,
-            packages: vec![Package {
-                id: Some(0),
-                cpus: set,
-                cores: cpus
-                    .iter()
-                    .map(|&c| smtlab_model::Core {
-                        id: c,
-                        cpus: std::iter::once(c).collect(),
-                        die_id: None,
-                        cluster_id: None,
-                        kind: None,
-                    })
-                    .collect(),
-            }],
-            cores_without_package: vec![],
-            numa_nodes: vec![],
-            smt: SmtInfo {
-                threads_per_core_min: 1,
-                threads_per_core_max: 1,
-                control: None,
-                active: None,
-            },
-            caches: vec![],
-            core_kinds: vec![],
-            cpu_model: None,
-            vendor: None,
-            virtualization: Some("KVM".into()),
-        }
+        smtlab_fixtures::build::one_cpu_per_core(cpus)
     }
 
     /// Prepares `bench` with `params` on `cpus` (placement and topology built by hand).
@@ -566,7 +509,7 @@ mod tests {
 
     #[test]
     fn task_state_reads_own_thread_as_running() {
-        let mut s = TaskState::open(this_tid()).unwrap();
+        let mut s = TaskState::open(smtlab_placement::pin::gettid()).unwrap();
         assert_eq!(s.state(), Some(b'R'));
     }
 

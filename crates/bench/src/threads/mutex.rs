@@ -32,9 +32,10 @@ use super::pthread::PMutex;
 use super::{
     Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, cpu_of, empty_loop_ns,
     events_from, events_param, interval_ns, mean, now_ns, pin_and_arrive, run_pair, spawn_error,
-    sum_ns, this_cpu, this_tid, wait_failed, wait_until,
+    sum_ns, this_cpu, wait_failed, wait_until,
 };
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use smtlab_placement::pin::gettid;
 
 const UNCONTENDED: &str = "mutex-uncontended";
 const HANDOFF: &str = "mutex-handoff";
@@ -304,7 +305,7 @@ fn holder(sh: &Shared, cpu: Option<u32>, n: u64) -> Result<HolderOut, Option<Ben
 }
 
 fn waiter(sh: &Shared, cpu: Option<u32>, n: u64) -> Result<u32, Option<BenchError>> {
-    sh.waiter_tid.store(this_tid(), Ordering::Release);
+    sh.waiter_tid.store(gettid(), Ordering::Release);
     pin_and_arrive(HANDOFF, cpu, &sh.start)?;
     let abort = sh.start.flag();
     for k in 1..=n {

@@ -108,6 +108,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let several = benches.len() > 1;
     let mut cells: Vec<CellRecord> = Vec::new();
     let mut skipped: Vec<SkippedCell> = Vec::new();
+    // A key given twice is a sweep: one job per combination, all checked before measuring.
+    let mut jobs: Vec<(&Box<dyn Benchmark>, BenchInfo, Params)> = Vec::new();
     for bench in &benches {
         let info = bench.info();
         // With several benchmarks a parameter applies to those that declare it.
@@ -117,7 +119,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .filter(|p| !several || declares(&info, p))
             .cloned()
             .collect();
-        let params = Params::resolve(&info, &given, args.quick)?;
+        for params in smtlab_bench::params::sweep(&info, &given, args.quick)? {
+            jobs.push((bench, info.clone(), params));
+        }
+    }
+    for (bench, info, params) in jobs {
         if !args.json {
             emit(&render::bench::heading(&info, &params))?;
         }
@@ -407,7 +413,7 @@ fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
     let mut baseline: Option<&CellRecord> = None;
     for c in cells {
         match baseline {
-            Some(b) if b.benchmark == c.benchmark => {
+            Some(b) if b.benchmark == c.benchmark && b.params == c.params => {
                 if let Some(r) = ratio(&c.result.summary, &b.result.summary) {
                     out.push(Comparison {
                         benchmark: c.benchmark.clone(),

@@ -4,13 +4,22 @@ use super::table::Table;
 use crate::cmd::placements::Entry;
 
 pub fn table(entries: &[Entry]) -> String {
-    let mut ok = Table::new([
+    // Only hybrid machines get the column: elsewhere every core is of one kind.
+    let kinds = entries
+        .iter()
+        .filter_map(|e| e.placement.as_ref())
+        .any(|p| !p.core_kinds.is_empty());
+    let mut headers = vec![
         "Placement",
         "CPUs (thread order)",
         "Cores",
         "Threads/core",
         "Packages",
-    ]);
+    ];
+    if kinds {
+        headers.push("Core kind");
+    }
+    let mut ok = Table::new(headers);
     let mut failed: Vec<String> = Vec::new();
     for e in entries {
         match (&e.placement, &e.error) {
@@ -32,13 +41,21 @@ pub fn table(entries: &[Entry]) -> String {
                 } else {
                     format!("{} ({})", p.name, e.spec)
                 };
-                ok.row([
+                let mut row = vec![
                     name,
                     cpus,
                     p.cores.to_string(),
                     p.threads_per_core.to_string(),
                     p.packages.to_string(),
-                ]);
+                ];
+                if kinds {
+                    row.push(match p.core_kinds.len() {
+                        0 => "-".to_string(),
+                        1 => p.core_kinds[0].clone(),
+                        _ => format!("mixed: {}", p.core_kinds.join(" + ")),
+                    });
+                }
+                ok.row(row);
             }
             (None, Some(err)) => failed.push(format!("  {:<8} {err}\n", e.spec)),
             (None, None) => {}

@@ -144,6 +144,7 @@ pub fn placement(name: &str) -> ResolvedPlacement {
         packages: 1,
         core_order: CoreOrder::Compact,
         cpu_order,
+        core_kinds: vec![],
     }
 }
 
