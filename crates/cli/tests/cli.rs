@@ -1145,7 +1145,7 @@ mod store {
         std::fs::create_dir(&ro).unwrap();
         let db = db_with_runs(&ro, 1);
         let set = |p: &std::path::Path, mode| {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
         };
         set(dir.path(), 0o755);
         set(&db, 0o444);
