@@ -19,10 +19,13 @@ use smtlab_bench::Benchmark;
 
 pub mod chat;
 mod common;
+pub mod perf;
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![Box::new(chat::Chat)]
+    let mut v: Vec<Box<dyn Benchmark>> = vec![Box::new(chat::Chat)];
+    v.extend(perf::benchmarks());
+    v
 }
 
 #[cfg(test)]
