@@ -21,6 +21,8 @@ pub mod chat;
 mod common;
 pub mod perf;
 
+pub(crate) use common::{quantile, spawn_on};
+
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v: Vec<Box<dyn Benchmark>> = vec![Box::new(chat::Chat)];
