@@ -20,12 +20,14 @@ use smtlab_bench::Benchmark;
 pub mod chat;
 mod common;
 pub mod perf;
+pub mod tbench;
 
 pub(crate) use common::{quantile, spawn_on};
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v: Vec<Box<dyn Benchmark>> = vec![Box::new(chat::Chat)];
+    v.push(Box::new(tbench::Tbench));
     v.extend(perf::benchmarks());
     v
 }
