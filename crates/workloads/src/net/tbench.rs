@@ -141,13 +141,15 @@ impl Benchmark for Tbench {
 }
 
 type Work = (u64, mpsc::Sender<Result<Stats, String>>);
+/// A server connection and the thread that serves it.
+type Connection = (TcpStream, JoinHandle<()>);
 
 struct Server {
     addr: SocketAddr,
     listener: Arc<TcpListener>,
     stop: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
-    conns: Arc<Mutex<Vec<(TcpStream, JoinHandle<()>)>>>,
+    conns: Arc<Mutex<Vec<Connection>>>,
 }
 
 impl Server {
