@@ -870,6 +870,17 @@ mod tests {
     }
 
     #[test]
+    fn dropping_the_instance_stops_the_server() {
+        let (server, client) = cpus();
+        let mut inst = ChatInstance::start(shape(2, 3, 2), &server, &client, Fault::None).unwrap();
+        inst.round().unwrap();
+        let addr = inst.server.addr();
+        drop(inst);
+        // Every server and client thread was joined by the drop; the port is closed.
+        assert!(TcpStream::connect(addr).is_err());
+    }
+
+    #[test]
     fn a_dropped_message_is_caught() {
         let (server, client) = cpus();
         let mut inst =
