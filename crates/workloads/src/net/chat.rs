@@ -121,7 +121,7 @@ impl Benchmark for Chat {
                 param(
                     "messages",
                     "100",
-                    Some("20"),
+                    Some("50"),
                     "messages each user sends per sample (paper: 100)",
                 ),
                 param(
@@ -917,8 +917,8 @@ mod tests {
     fn the_quick_form_runs() {
         let raws = crate::net::tests_support::run_quick(&Chat, &[], 2);
         for raw in raws {
-            // quick: 2 rooms x 5 users x 20 messages x 4 receivers
-            assert_eq!(raw.work, 800.0);
+            // quick: 2 rooms x 5 users x 50 messages x 4 receivers
+            assert_eq!(raw.work, 2000.0);
             assert!(raw.elapsed_ns > 0);
         }
     }
