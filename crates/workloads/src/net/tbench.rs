@@ -389,6 +389,33 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_of_the_wrong_size_is_a_lost_sync() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut req = [0u8; 50];
+            c.read_exact(&mut req).unwrap();
+            // Answers 60 bytes that claim to be 60 where 40 were asked for.
+            let mut resp = [0u8; 60];
+            resp[0..4].copy_from_slice(&60u32.to_le_bytes());
+            c.write_all(&resp).unwrap();
+        });
+        let mut conn = TcpStream::connect(addr).unwrap();
+        let mut buf = Vec::new();
+        let e = exchange(&mut conn, &mut buf, 50, 40).unwrap_err();
+        assert!(e.contains("lost sync"), "{e}");
+        server.join().unwrap();
+        // The real server answers exactly what was asked.
+        let srv = Server::start(&CpuSet::new()).unwrap();
+        let mut conn = TcpStream::connect(srv.addr).unwrap();
+        for (req, resp) in [(8, 4), (4135, 55), (59, 65_591)] {
+            exchange(&mut conn, &mut buf, req, resp).unwrap();
+        }
+        drop(conn);
+    }
+
+    #[test]
     fn the_quick_form_runs_and_counts_what_the_load_says() {
         let raws = crate::net::tests_support::run_quick(&Tbench, &["duration=100"], 2);
         for raw in raws {
