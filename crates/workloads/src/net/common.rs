@@ -1,0 +1,250 @@
+//! Pieces every network workload shares: loopback listeners with a deep backlog, threads
+//! pinned to a CPU set with small stacks, descriptor limits, per-thread CPU time,
+//! percentiles and netperf's confidence interval.
+
+use std::io;
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::fd::FromRawFd;
+use std::thread::JoinHandle;
+
+use smtlab_bench::BenchError;
+use smtlab_model::CpuSet;
+use smtlab_placement::pin::pin_current_thread;
+
+/// Stack of every server and client thread: the loops here keep a message buffer and a
+/// few counters, so 128 KiB is ample, and 4,000 threads then reserve 512 MiB of address
+/// space rather than 8 GiB.
+pub const SMALL_STACK: usize = 128 << 10;
+
+pub fn io_err(bench: &str, what: impl Into<String>, source: io::Error) -> BenchError {
+    BenchError::Io {
+        bench: bench.into(),
+        what: what.into(),
+        source,
+    }
+}
+
+pub fn check_err(bench: &str, reason: impl Into<String>) -> BenchError {
+    BenchError::Check {
+        bench: bench.into(),
+        reason: reason.into(),
+    }
+}
+
+/// A TCP listener on 127.0.0.1, a free port, with a backlog of 4096 (std's 128 makes a
+/// burst of a thousand connects wait for SYN retransmissions).
+pub fn loopback_listener() -> io::Result<TcpListener> {
+    // SAFETY: plain socket calls on a descriptor owned by the returned listener.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let listener = TcpListener::from_raw_fd(fd);
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        if libc::bind(
+            fd,
+            &addr as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::listen(fd, 4096) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(listener)
+    }
+}
+
+/// Wakes a thread blocked in `accept` on `listener` (Linux fails the call with EINVAL).
+pub fn shutdown_listener(listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: shutdown on a descriptor we own; errors are irrelevant on the way out.
+    unsafe {
+        libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
+    }
+}
+
+/// Raises the soft descriptor limit to at least `needed` (up to the hard limit), or says
+/// which limit stops it.
+pub fn ensure_nofile(needed: u64) -> Result<(), String> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(format!(
+                "getrlimit(RLIMIT_NOFILE): {}",
+                io::Error::last_os_error()
+            ));
+        }
+        if lim.rlim_cur >= needed {
+            return Ok(());
+        }
+        if lim.rlim_max < needed {
+            return Err(format!(
+                "needs {needed} open descriptors; RLIMIT_NOFILE allows {} (hard limit): raise it with `ulimit -Hn`",
+                lim.rlim_max
+            ));
+        }
+        lim.rlim_cur = needed;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+            return Err(format!(
+                "setrlimit(RLIMIT_NOFILE, {needed}): {}",
+                io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Limits that may stop a workload from starting `threads` threads, for its error line.
+pub fn thread_limits() -> String {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a valid struct.
+    let nproc = if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut lim) } == 0 {
+        if lim.rlim_cur == libc::RLIM_INFINITY {
+            "unlimited".to_string()
+        } else {
+            lim.rlim_cur.to_string()
+        }
+    } else {
+        "unknown".to_string()
+    };
+    let max = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    format!("RLIMIT_NPROC {nproc}, kernel.threads-max {max}")
+}
+
+/// Starts `f` on a thread with a small stack, pinned to `cpus` (all of them: the
+/// scheduler balances within the set), or unpinned when `cpus` is empty.
+pub fn spawn_on<F, T>(cpus: &CpuSet, name: String, f: F) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let set = cpus.clone();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<()>>(1);
+    let handle = std::thread::Builder::new()
+        .name(name)
+        .stack_size(SMALL_STACK)
+        .spawn(move || {
+            let pinned = if set.is_empty() {
+                Ok(())
+            } else {
+                pin_current_thread(&set).map_err(io::Error::from)
+            };
+            let failed = pinned.is_err();
+            let _ = tx.send(pinned);
+            if failed {
+                std::panic::resume_unwind(Box::new("pin failed"));
+            }
+            f()
+        })?;
+    match rx.recv() {
+        Ok(Ok(())) => Ok(handle),
+        Ok(Err(e)) => {
+            let _ = handle.join();
+            Err(e)
+        }
+        Err(_) => Err(io::Error::other("thread ended before pinning")),
+    }
+}
+
+/// CPU time a live thread has used, read from another thread.
+pub fn thread_cpu_ns<T>(handle: &JoinHandle<T>) -> Option<u64> {
+    use std::os::unix::thread::JoinHandleExt;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the thread is alive while its JoinHandle is not joined (it may have ended,
+    // in which case the call fails and we return None).
+    unsafe {
+        if libc::pthread_getcpuclockid(handle.as_pthread_t(), &mut clock) != 0 {
+            return None;
+        }
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if libc::clock_gettime(clock, &mut ts) != 0 {
+            return None;
+        }
+        Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+}
+
+/// The `q` quantile (0..=1) of `sorted`, nearest rank.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Two-sided 99% Student-t quantile for `df` degrees of freedom.
+fn t99(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012,
+        2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779,
+        2.771, 2.763, 2.756, 2.750,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        d if d <= 30 => T[d - 1],
+        _ => 2.576,
+    }
+}
+
+/// Half-width of the 99% confidence interval of the mean of `values`, relative to the
+/// mean (netperf's `-I 99,5` asks for this to be within 0.025).
+pub fn ci99_rel(values: &[f64]) -> Option<f64> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if mean == 0.0 {
+        return None;
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some(t99(n - 1) * (var / n as f64).sqrt() / mean.abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_intervals() {
+        let v: Vec<f64> = (1..=101).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 51.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&v, 1.0), 101.0);
+        assert_eq!(ci99_rel(&[5.0, 5.0, 5.0]), Some(0.0));
+        let wide = ci99_rel(&[1.0, 2.0, 3.0]).unwrap();
+        // mean 2, sd 1, n 3: 9.925 * 1/sqrt(3) / 2
+        assert!((wide - 9.925 / 3f64.sqrt() / 2.0).abs() < 1e-9);
+        assert_eq!(ci99_rel(&[1.0]), None);
+    }
+
+    #[test]
+    fn the_descriptor_limit_can_be_met() {
+        ensure_nofile(64).unwrap();
+        let e = ensure_nofile(u64::MAX - 1).unwrap_err();
+        assert!(e.contains("RLIMIT_NOFILE"), "{e}");
+    }
+}

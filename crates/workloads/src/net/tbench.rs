@@ -1,0 +1,429 @@
+//! `tbench`: the network side of the dbench load (paper 001 Table 6), without a file
+//! system.
+//!
+//! N clients on the client side each hold one loopback TCP connection to a server on the
+//! placement's CPUs, which gives every connection its own thread (as `tbench_srv` forks a
+//! process per client). Each client walks the load file; per operation it sends a
+//! request of the size an SMB client would send for it and the server answers with the
+//! size the SMB server would answer (a 39-byte SMB header plus the operation's
+//! parameters and data: a `WriteX` carries its data in the request, a `ReadX` in the
+//! reply, a `FIND_FIRST` 90 bytes per entry found; the sizes follow dbench's tbench).
+//! Every message starts with its own length and the reply length asked for; a reply of
+//! another length is a lost sync and fails the sample.
+//!
+//! A sample is `duration` milliseconds of this; the value is MB/s (10^6 bytes) of the
+//! load's `WriteX` sizes and `ReadX` returned sizes, as tbench counts them, with
+//! operations/s and per-operation round-trip percentiles as metrics.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+
+use smtlab_bench::clock::now_ns;
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
+use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
+
+use super::common::{check_err, io_err, loopback_listener, shutdown_listener, spawn_on};
+use crate::dbench::load::{LoadFile, Op};
+use crate::dbench::replay::Stats;
+use crate::dbench::{clients_sweep, counted, latency_metrics, load_for, param};
+
+const NAME: &str = "tbench";
+/// The SMB header every request and reply carries.
+const SMB: u32 = 39;
+
+pub struct Tbench;
+
+/// Request and reply sizes of one operation, and the bytes tbench counts for it;
+/// `None` for operations that send nothing (`Deltree`).
+pub fn packet_sizes(op: &Op) -> Option<(u32, u32, u64)> {
+    let name = |p: &str| 2 * p.len() as u32;
+    Some(match op {
+        Op::Unlink { path } | Op::Mkdir { path } | Op::Rmdir { path } => {
+            (SMB + 4 + name(path), SMB, 0)
+        }
+        Op::NtCreateX { path, .. } => (74 + name(path), SMB + 48, 0),
+        Op::WriteX { size, .. } => (SMB + 20 + size, SMB + 16, *size as u64),
+        Op::ReadX { ret, .. } => (SMB + 20, SMB + 20 + ret, *ret as u64),
+        Op::Close { .. } => (SMB + 8, SMB, 0),
+        Op::Rename { from, to } => (SMB + 8 + name(from) + name(to), SMB, 0),
+        Op::Flush { .. } => (SMB + 2, SMB, 0),
+        Op::QueryPath { path } => (SMB + 16 + name(path), SMB + 32, 0),
+        Op::QueryFile { .. } | Op::QueryFs => (SMB + 20, SMB + 32, 0),
+        Op::FindFirst { pattern, count, .. } => (SMB + 20 + name(pattern), SMB + 90 * count, 0),
+        Op::SetFileInfo { .. } => (SMB + 32, SMB + 8, 0),
+        Op::LockX { .. } | Op::UnlockX { .. } => (SMB + 12, SMB, 0),
+        Op::Deltree { .. } => return None,
+    })
+}
+
+impl Benchmark for Tbench {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: NAME.into(),
+            group: "net".into(),
+            unit: "MB/s".into(),
+            direction: Direction::Higher,
+            value_kind: ValueKind::Rate { scale: 1e6 },
+            description: "tbench: the dbench load's SMB request and reply sizes over loopback \
+                          TCP, one connection and server thread per client, no file system"
+                .into(),
+            origin: "paper 001 Table 6 (tbench)".into(),
+            params: vec![
+                param("clients", "20", Some("2"), "clients (paper: 20 to 120)"),
+                param(
+                    "duration",
+                    "1000",
+                    Some("200"),
+                    "milliseconds of load per sample",
+                ),
+                param(
+                    "loadfile",
+                    "auto",
+                    None,
+                    "load file path; auto: the dbench package's client.txt if installed, else builtin (smtlab's own mix)",
+                ),
+            ],
+        }
+    }
+
+    fn client_side(&self) -> bool {
+        true
+    }
+
+    fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
+        clients_sweep(suite)
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let p = ctx.params;
+        let clients = counted(p, "clients", 1, 1000)? as usize;
+        let duration_ns = counted(p, "duration", 1, 3_600_000)? * 1_000_000;
+        let load = load_for(NAME, p.get_str("loadfile")?)?;
+        let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
+            bench: NAME.into(),
+            reason: "needs a client side (CPUs apart from the placement)".into(),
+        })?;
+        super::common::ensure_nofile(3 * clients as u64 + 256).map_err(|e| check_err(NAME, e))?;
+        let server = Server::start(&ctx.placement.cpu_set())?;
+        let addr = server.addr;
+        let mut workers = Vec::with_capacity(clients);
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        for i in 0..clients {
+            let (tx, rx) = mpsc::channel::<Work>();
+            let load = load.clone();
+            let ready = ready_tx.clone();
+            let h = client
+                .spawn(
+                    &format!("tbench-c{i}"),
+                    Some(client.cpu_for_thread(i)),
+                    move || client_loop(addr, &load, &rx, &ready),
+                )
+                .map_err(|e| io_err(NAME, format!("start client {i} of {clients}"), e))?;
+            workers.push((tx, h));
+        }
+        drop(ready_tx);
+        for _ in 0..clients {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(check_err(NAME, e)),
+                Err(_) => return Err(check_err(NAME, "a client stopped while connecting")),
+            }
+        }
+        Ok(Box::new(TbenchInstance {
+            workers,
+            duration_ns,
+            _server: server,
+        }))
+    }
+}
+
+type Work = (u64, mpsc::Sender<Result<Stats, String>>);
+/// A server connection and the thread that serves it.
+type Connection = (TcpStream, JoinHandle<()>);
+
+struct Server {
+    addr: SocketAddr,
+    listener: Arc<TcpListener>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+    conns: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl Server {
+    fn start(cpus: &CpuSet) -> Result<Server, BenchError> {
+        let listener =
+            Arc::new(loopback_listener().map_err(|e| io_err(NAME, "listen on 127.0.0.1", e))?);
+        let addr = listener
+            .local_addr()
+            .map_err(|e| io_err(NAME, "read the listener address", e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let (l, st, cs, set) = (listener.clone(), stop.clone(), conns.clone(), cpus.clone());
+        let acceptor = spawn_on(cpus, "tbench-accept".into(), move || {
+            let mut n = 0;
+            while !st.load(Ordering::Acquire) {
+                let Ok((conn, _)) = l.accept() else { break };
+                let _ = conn.set_nodelay(true);
+                let Ok(mine) = conn.try_clone() else { continue };
+                if let Ok(h) = spawn_on(&set, format!("tbench-s{n}"), move || serve(mine))
+                    && let Ok(mut c) = cs.lock()
+                {
+                    c.push((conn, h));
+                }
+                n += 1;
+            }
+        })
+        .map_err(|e| io_err(NAME, "start the server", e))?;
+        Ok(Server {
+            addr,
+            listener,
+            stop,
+            acceptor: Some(acceptor),
+            conns,
+        })
+    }
+}
+
+/// Answers requests on one connection until it closes.
+fn serve(mut conn: TcpStream) {
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let mut head = [0u8; 8];
+        if conn.read_exact(&mut head).is_err() {
+            return;
+        }
+        let req = u32::from_le_bytes(head[0..4].try_into().unwrap()) as usize;
+        let resp = u32::from_le_bytes(head[4..8].try_into().unwrap()) as usize;
+        let mut left = req.saturating_sub(8);
+        while left > 0 {
+            let n = left.min(buf.len());
+            if conn.read_exact(&mut buf[..n]).is_err() {
+                return;
+            }
+            left -= n;
+        }
+        if buf.len() < resp {
+            buf.resize(resp, 0);
+        }
+        buf[0..4].copy_from_slice(&(resp as u32).to_le_bytes());
+        if conn.write_all(&buf[..resp.max(4)]).is_err() {
+            return;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        shutdown_listener(&self.listener);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        if let Ok(mut c) = self.conns.lock() {
+            for (conn, h) in c.drain(..) {
+                let _ = conn.shutdown(Shutdown::Both);
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+fn client_loop(
+    addr: SocketAddr,
+    load: &LoadFile,
+    work: &mpsc::Receiver<Work>,
+    ready: &mpsc::Sender<Result<(), String>>,
+) {
+    let mut conn = match TcpStream::connect(addr) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ready.send(Err(format!("connect to {addr}: {e}")));
+            return;
+        }
+    };
+    let _ = conn.set_nodelay(true);
+    let _ = ready.send(Ok(()));
+    let mut buf = vec![0u8; 256 << 10];
+    let mut position = 0usize;
+    for (end_ns, reply) in work {
+        let mut stats = Stats::new();
+        let mut result = Ok(());
+        loop {
+            let t0 = now_ns();
+            if t0 >= end_ns {
+                break;
+            }
+            let line = &load.lines[position];
+            position = (position + 1) % load.lines.len();
+            if position == 0 {
+                stats.wraps += 1;
+            }
+            let Some((req, resp, counted)) = packet_sizes(&line.op) else {
+                continue;
+            };
+            if let Err(e) = exchange(&mut conn, &mut buf, req, resp) {
+                result = Err(format!("{}:{}: {e}", load.name, line.number));
+                break;
+            }
+            stats.latency_ns[line.op.kind()].push(now_ns().saturating_sub(t0) as f64);
+            stats.ops += 1;
+            match line.op {
+                Op::ReadX { .. } => stats.bytes_read += counted,
+                _ => stats.bytes_written += counted,
+            }
+        }
+        let failed = result.is_err();
+        if reply.send(result.map(|()| stats)).is_err() || failed {
+            break;
+        }
+    }
+    let _ = conn.shutdown(Shutdown::Both);
+}
+
+fn exchange(conn: &mut TcpStream, buf: &mut Vec<u8>, req: u32, resp: u32) -> Result<(), String> {
+    let (req, resp) = (req.max(8) as usize, resp.max(4) as usize);
+    if buf.len() < req.max(resp) {
+        buf.resize(req.max(resp), 0);
+    }
+    buf[0..4].copy_from_slice(&(req as u32).to_le_bytes());
+    buf[4..8].copy_from_slice(&(resp as u32).to_le_bytes());
+    conn.write_all(&buf[..req])
+        .map_err(|e| format!("send {req} bytes: {e}"))?;
+    conn.read_exact(&mut buf[..resp])
+        .map_err(|e| format!("read {resp} bytes: {e}"))?;
+    let got = u32::from_le_bytes(buf[0..4].try_into().unwrap()) as usize;
+    if got != resp {
+        return Err(format!(
+            "lost sync: a {got}-byte reply where {resp} were due"
+        ));
+    }
+    Ok(())
+}
+
+struct TbenchInstance {
+    workers: Vec<(mpsc::Sender<Work>, JoinHandle<()>)>,
+    duration_ns: u64,
+    // Dropped after the clients (their fields come first).
+    _server: Server,
+}
+
+impl Instance for TbenchInstance {
+    fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
+        let (tx, rx) = mpsc::channel();
+        let t0 = now_ns();
+        let end = t0 + self.duration_ns;
+        for (w, _) in &self.workers {
+            w.send((end, tx.clone()))
+                .map_err(|_| check_err(NAME, "a client has stopped"))?;
+        }
+        drop(tx);
+        let mut total = Stats::new();
+        for _ in 0..self.workers.len() {
+            match rx.recv() {
+                Ok(Ok(s)) => total.merge(s),
+                Ok(Err(e)) => return Err(check_err(NAME, e)),
+                Err(_) => return Err(check_err(NAME, "a client stopped during the sample")),
+            }
+        }
+        let elapsed_ns = now_ns().saturating_sub(t0).max(1);
+        if total.bytes() == 0 {
+            return Err(check_err(
+                NAME,
+                "no ReadX or WriteX completed in the sample; lengthen duration",
+            ));
+        }
+        let secs = elapsed_ns as f64 / 1e9;
+        let mut raw = RawSample {
+            elapsed_ns,
+            work: total.bytes() as f64,
+            ..RawSample::default()
+        };
+        let m = &mut raw.metrics;
+        m.insert("clients".into(), self.workers.len() as f64);
+        m.insert("ops".into(), total.ops as f64);
+        m.insert("ops_per_s".into(), total.ops as f64 / secs);
+        m.insert("bytes_read".into(), total.bytes_read as f64);
+        m.insert("bytes_written".into(), total.bytes_written as f64);
+        latency_metrics(&mut raw, &mut total.latency_ns);
+        Ok(raw)
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1)
+    }
+}
+
+impl Drop for TbenchInstance {
+    fn drop(&mut self) {
+        for (tx, h) in self.workers.drain(..) {
+            drop(tx);
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_carry_the_data_the_right_way() {
+        let w = Op::WriteX {
+            handle: 1,
+            offset: 0,
+            size: 4096,
+            ret: 4096,
+        };
+        assert_eq!(packet_sizes(&w), Some((SMB + 20 + 4096, SMB + 16, 4096)));
+        let r = Op::ReadX {
+            handle: 1,
+            offset: 0,
+            size: 4096,
+            ret: 100,
+        };
+        assert_eq!(packet_sizes(&r), Some((SMB + 20, SMB + 20 + 100, 100)));
+        assert_eq!(packet_sizes(&Op::Deltree { path: "x".into() }), None);
+    }
+
+    #[test]
+    fn a_reply_of_the_wrong_size_is_a_lost_sync() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut req = [0u8; 50];
+            c.read_exact(&mut req).unwrap();
+            // Answers 60 bytes that claim to be 60 where 40 were asked for.
+            let mut resp = [0u8; 60];
+            resp[0..4].copy_from_slice(&60u32.to_le_bytes());
+            c.write_all(&resp).unwrap();
+        });
+        let mut conn = TcpStream::connect(addr).unwrap();
+        let mut buf = Vec::new();
+        let e = exchange(&mut conn, &mut buf, 50, 40).unwrap_err();
+        assert!(e.contains("lost sync"), "{e}");
+        server.join().unwrap();
+        // The real server answers exactly what was asked.
+        let srv = Server::start(&CpuSet::new()).unwrap();
+        let mut conn = TcpStream::connect(srv.addr).unwrap();
+        for (req, resp) in [(8, 4), (4135, 55), (59, 65_591)] {
+            exchange(&mut conn, &mut buf, req, resp).unwrap();
+        }
+        drop(conn);
+    }
+
+    #[test]
+    fn the_quick_form_runs_and_counts_what_the_load_says() {
+        let raws = crate::net::tests_support::run_quick(&Tbench, &["duration=100"], 2);
+        for raw in raws {
+            assert!(raw.work > 0.0);
+            assert_eq!(
+                raw.work,
+                raw.metrics["bytes_read"] + raw.metrics["bytes_written"]
+            );
+        }
+    }
+}
