@@ -194,7 +194,7 @@ impl TempDir {
             .map_err(|_| std::io::Error::other("path holds a NUL byte"))?;
         let mut bytes = c.into_bytes_with_nul();
         // SAFETY: mkdtemp rewrites the XXXXXX of a NUL-terminated buffer we own.
-        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr() as *mut libc::c_char) };
+        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast::<libc::c_char>()) };
         if made.is_null() {
             return Err(std::io::Error::last_os_error());
         }

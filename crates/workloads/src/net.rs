@@ -54,6 +54,7 @@ pub(crate) mod tests_support {
             packages: 1,
             core_order: Default::default(),
             cpu_order: Default::default(),
+            core_kinds: vec![],
         };
         let client = bench
             .client_side()

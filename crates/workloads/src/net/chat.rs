@@ -283,7 +283,7 @@ impl ChatServer {
                 cpus.clone(),
             );
             spawn_on(&cpus.clone(), "chat-accept".into(), move || {
-                accept_loop(&listener, &stop, &workers, &failure, &cpus, shape, fault)
+                accept_loop(&listener, &stop, &workers, &failure, &cpus, shape, fault);
             })
             .map_err(|e| io_err(NAME, "start the server's accept thread", e))?
         };
@@ -538,7 +538,7 @@ impl ChatClients {
             let mut input = s.try_clone().map_err(|e| format!("clone a socket: {e}"))?;
             let r = round.clone();
             let h = spawn_on(cpus, format!("chat-c-send-{room}-{user}"), move || {
-                sender(&mut out, &r, room, user, shape)
+                sender(&mut out, &r, room, user, shape);
             })
             .map_err(|e| client_spawn_failure(e, shape))?;
             clients.threads.push(h);
@@ -546,7 +546,7 @@ impl ChatClients {
             let bytes = clients.bytes_received.clone();
             let msgs = clients.messages_received.clone();
             let h = spawn_on(cpus, format!("chat-c-recv-{room}-{user}"), move || {
-                receiver(&mut input, &r, room, user, shape, &bytes, &msgs)
+                receiver(&mut input, &r, room, user, shape, &bytes, &msgs);
             })
             .map_err(|e| client_spawn_failure(e, shape))?;
             clients.threads.push(h);

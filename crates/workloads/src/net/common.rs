@@ -51,7 +51,7 @@ pub fn loopback_listener() -> io::Result<TcpListener> {
         };
         if libc::bind(
             fd,
-            &addr as *const libc::sockaddr_in as *const libc::sockaddr,
+            (&addr as *const libc::sockaddr_in).cast::<libc::sockaddr>(),
             std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
         ) != 0
         {

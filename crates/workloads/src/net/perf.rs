@@ -219,7 +219,7 @@ impl Benchmark for Perf {
         let cpu = client.cpu_for_thread(0);
         let client_thread = client
             .spawn(&format!("{name}-client"), Some(cpu), move || {
-                client_loop(kind, addr, cfg, &cmd_rx, &res_tx)
+                client_loop(kind, addr, cfg, &cmd_rx, &res_tx);
             })
             .map_err(|e| io_err(name, "start the client thread", e))?;
         Ok(Box::new(PerfInstance {
@@ -512,7 +512,7 @@ fn abortive_close(c: TcpStream) {
             c.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_LINGER,
-            &linger as *const libc::linger as *const libc::c_void,
+            (&linger as *const libc::linger).cast::<libc::c_void>(),
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
