@@ -624,6 +624,7 @@ fn scaling(p: &mut String, r: &RunResults) {
                 lo: (c.result.summary.n > 1).then_some(lo),
                 hi: (c.result.summary.n > 1).then_some(hi),
                 tip,
+                label: None,
             };
             match series.iter_mut().find(|s| s.name == label) {
                 Some(s) => s.points.push(point),
@@ -655,10 +656,11 @@ fn scaling(p: &mut String, r: &RunResults) {
             } else {
                 Scale::Linear
             },
+            ..LineOptions::default()
         };
         let y_label = format!("{} ({})", first.unit, better);
         p.push_str("<figure>");
-        match svg::line_chart(&title, &better, "threads", &y_label, &series, opt) {
+        match svg::line_chart(&title, &better, "threads", &y_label, &series, &opt) {
             Some(s) => p.push_str(&s),
             None => {
                 let _ = write!(

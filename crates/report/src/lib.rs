@@ -35,6 +35,8 @@ pub mod html;
 mod html_counters;
 pub mod svg;
 pub mod table1;
+pub mod topo_svg;
+pub mod units;
 pub mod yields;
 
 pub use compare::{
