@@ -57,6 +57,10 @@ pub struct TopoArgs {
     /// What to draw: tables (default), boxes (lstopo-like nesting) or both.
     #[arg(long, value_enum, default_value_t = TopoView::Tables)]
     pub view: TopoView,
+    /// Also write the topology as an SVG picture (nested boxes: packages, NUMA nodes,
+    /// caches, cores, CPUs) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

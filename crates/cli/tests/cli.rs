@@ -92,6 +92,43 @@ mod topo {
     }
 
     #[test]
+    fn svg_picture_of_smt_fixtures() {
+        for (name, cpus, cores, packages) in [
+            ("32intel64-2p8co2t+8ve", 32, 16, 2),
+            ("16em64t-4s2c2t", 16, 8, 4),
+        ] {
+            let (dir, root) = fixture(name);
+            let file = dir.path().join("topo.svg");
+            smtlab()
+                .args(["topo", "--view", "boxes", "--sysfs"])
+                .arg(&root)
+                .arg("--svg")
+                .arg(&file)
+                .assert()
+                .success();
+            let svg = std::fs::read_to_string(&file).unwrap();
+            assert!(svg.starts_with("<?xml"), "{name}");
+            assert!(svg.trim_end().ends_with("</svg>"), "{name}");
+            for cpu in 0..cpus {
+                assert!(
+                    svg.contains(&format!(">CPU {cpu}</text>")),
+                    "{name}: CPU {cpu}"
+                );
+            }
+            assert_eq!(svg.matches(">Core ").count(), cores, "{name}");
+            assert_eq!(svg.matches(">Package ").count(), packages, "{name}");
+            assert!(svg.contains("SMT sibling of CPUs"), "{name}");
+        }
+        smtlab()
+            .args(["topo", "--svg", "/nonexistent/dir/t.svg"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(
+                "cannot write /nonexistent/dir/t.svg",
+            ));
+    }
+
+    #[test]
     fn hybrid_and_packageless_verdicts() {
         let verdict = |name: &str| {
             let (_dir, root) = fixture(name);

@@ -58,7 +58,8 @@ fn cache_label(c: &Cache) -> String {
 
 fn core_width(c: &Core) -> f64 {
     let n = c.cpus.len().max(1) as f64;
-    n * PU_W + (n - 1.0) * 4.0 + 2.0 * PAD
+    // Wide enough for a cache label (`L1d 32 KiB`) even with one CPU.
+    (n * PU_W + (n - 1.0) * 4.0 + 2.0 * PAD).max(84.0)
 }
 
 /// Caches that lie within one core, largest level first (L2, L1d, L1i).
@@ -182,18 +183,20 @@ fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Str
         }
         for (c, &kx) in row.iter().zip(&xs) {
             let w = core_width(c);
+            // Kind names (`base-1900MHz`) do not fit a core box: they go in the hover
+            // title and in a note below the picture.
             let kind = c
                 .kind
                 .as_deref()
-                .map(|k| format!(" {k}"))
+                .map(|k| format!(", {k}"))
                 .unwrap_or_default();
             let _ = write!(
                 inner,
-                r##"<rect x="{kx}" y="{cy}" width="{w}" height="{core_h}" fill="{C_CORE}" stroke="#6b7785"/><text x="{}" y="{}">Core {}{}</text>"##,
+                r##"<rect x="{kx}" y="{cy}" width="{w}" height="{core_h}" fill="{C_CORE}" stroke="#6b7785"><title>Core {id}{}</title></rect><text x="{}" y="{}">Core {id}</text>"##,
+                esc(&kind),
                 kx + 4.0,
                 cy + 13.0,
-                c.id,
-                esc(&kind)
+                id = c.id,
             );
             let mut py = cy + HEAD;
             for cache in private_caches(t, c) {
@@ -248,29 +251,54 @@ pub fn topology_svg(t: &Topology) -> String {
     let mut y = margin + 26.0;
     let mut width: f64 = 360.0;
     let x = margin + PAD;
-    for (i, p) in t.packages.iter().enumerate() {
-        let cores: Vec<&Core> = p.cores.iter().collect();
-        let title = match p.id {
-            Some(id) => format!("Package {id}"),
-            None => format!("Package (no id, #{i})"),
-        };
-        let (s, w, h) = group_box(t, &title, &cores, x, y);
-        body.push_str(&s);
-        width = width.max(w);
-        y += h + GAP;
-    }
+    // Packages flow left to right and wrap, so that 64 one-core packages make a grid
+    // rather than a strip.
+    let mut boxes: Vec<(String, Vec<&Core>)> = t
+        .packages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let title = match p.id {
+                Some(id) => format!("Package {id}"),
+                None => format!("Package (no id, #{i})"),
+            };
+            (title, p.cores.iter().collect())
+        })
+        .collect();
     if !t.cores_without_package.is_empty() {
-        let cores: Vec<&Core> = t.cores_without_package.iter().collect();
-        let (s, w, h) = group_box(t, "Cores in no package", &cores, x, y);
-        body.push_str(&s);
-        width = width.max(w);
-        y += h + GAP;
+        boxes.push((
+            "Cores in no package".into(),
+            t.cores_without_package.iter().collect(),
+        ));
     }
+    let (mut bx, mut row_h) = (x, 0.0f64);
+    for (title, cores) in &boxes {
+        // Measure first (drawn off-page), then place.
+        let (_, w, _) = group_box(t, title, cores, 0.0, 0.0);
+        if bx > x && bx + w > x + MAX_ROW_PX + 2.0 * PAD {
+            bx = x;
+            y += row_h + GAP;
+            row_h = 0.0;
+        }
+        let (s, w, h) = group_box(t, title, cores, bx, y);
+        body.push_str(&s);
+        width = width.max(bx + w - x);
+        row_h = row_h.max(h);
+        bx += w + GAP;
+    }
+    y += row_h + GAP;
     let mut notes = Vec::new();
     if !t.offline_cpus.is_empty() {
         notes.push(format!(
             "offline CPUs (not drawn): {}",
             t.offline_cpus.to_list_string()
+        ));
+    }
+    for k in &t.core_kinds {
+        notes.push(format!(
+            "{} cores: CPUs {}",
+            k.name,
+            k.cpus.to_list_string()
         ));
     }
     if t.numa_nodes.len() == 1
@@ -288,8 +316,6 @@ pub fn topology_svg(t: &Topology) -> String {
         );
         y += 16.0;
     }
-    let total_w = (width + 2.0 * (margin + PAD)).ceil();
-    let total_h = (y + PAD + margin).ceil();
     let threads = if t.smt.threads_per_core_max > 1 {
         format!(
             "{} threads per core (SMT siblings shaded)",
@@ -305,6 +331,15 @@ pub fn topology_svg(t: &Topology) -> String {
         t.core_count(),
         threads
     );
+    // Text is about 7 px a character at 13 px bold, 6 px at 11 px: the picture must
+    // hold its title and notes, not only the boxes.
+    let text_w = notes
+        .iter()
+        .map(|n| n.chars().count() as f64 * 6.0)
+        .fold(title.chars().count() as f64 * 7.5, f64::max);
+    let width = width.max(text_w);
+    let total_w = (width + 2.0 * (margin + PAD)).ceil();
+    let total_h = (y + PAD + margin).ceil();
     let mut s = String::new();
     let _ = write!(
         s,

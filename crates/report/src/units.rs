@@ -276,11 +276,19 @@ pub fn scaled(unit: &str, v: f64) -> String {
 pub fn size(b: f64) -> String {
     let c = Column::for_values("B", &[b]);
     let x = b / c.divisor;
-    if (x - x.round()).abs() < 1e-9 {
-        format!("{x:.0} {}", c.unit)
+    let text = if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
     } else {
-        format!("{} {}", crate::fmt::short(x), c.unit)
-    }
+        format!("{x:.2}")
+    };
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    format!("{text} {}", c.unit)
 }
 
 #[cfg(test)]
@@ -306,6 +314,7 @@ mod tests {
         assert_eq!(size(4096.0), "4 KiB");
         assert_eq!(size(1.5 * 1024.0 * 1024.0), "1.5 MiB");
         assert_eq!(size(512.0), "512 B");
+        assert_eq!(size(45.705 * 1024f64.powi(3)), "45.7 GiB");
         assert_eq!(scaled("B/s", 12.5e9), "12.5 GB/s");
         assert_eq!(scaled("GB/s", 0.5), "500 MB/s");
         assert_eq!(scaled("ops/s", 3_200_000.0), "3.20 M ops/s");
