@@ -115,7 +115,7 @@ mod topo {
                     "{name}: CPU {cpu}"
                 );
             }
-            assert_eq!(svg.matches(">Core ").count(), cores, "{name}");
+            assert_eq!(svg.matches("<title>Core ").count(), cores, "{name}");
             assert_eq!(svg.matches(">Package ").count(), packages, "{name}");
             assert!(svg.contains("SMT sibling of CPUs"), "{name}");
         }

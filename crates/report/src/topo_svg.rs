@@ -444,7 +444,7 @@ mod tests {
         for cpu in 0..12 {
             assert!(s.contains(&format!(">CPU {cpu}</text>")), "CPU {cpu}");
         }
-        assert_eq!(s.matches(">Core ").count(), 6);
+        assert_eq!(s.matches("<title>Core ").count(), 6);
         assert_eq!(s.matches(">Package ").count(), 2);
         assert_eq!(s.matches(">L2 1 MiB<").count(), 6);
         assert_eq!(s.matches(">L3 11 MiB<").count(), 2);
@@ -466,6 +466,6 @@ mod tests {
         assert!(w <= MAX_ROW_PX + 60.0, "{w}");
         // The package's L3 appears once per row.
         assert!(s.matches(">L3 11 MiB<").count() >= 2);
-        assert_eq!(s.matches(">Core ").count(), 24);
+        assert_eq!(s.matches("<title>Core ").count(), 24);
     }
 }
