@@ -220,18 +220,17 @@ fn syscalls(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
     p.push_str("</table>");
 }
 
-/// The section.
-pub fn section(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"counters\"><h2>Performance counters and OS time</h2>");
+/// The section; `Err` with the reason (and nothing written) when no cell was counted.
+pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells: Vec<(&CellRecord, &CellCounters)> = r
         .cells
         .iter()
         .filter_map(|c| c.counters.as_ref().map(|k| (c, k)))
         .collect();
     if cells.is_empty() {
-        p.push_str("<p>Not recorded in this run (use <code>--counters</code>).</p></section>");
-        return;
+        return Err("not recorded (use --counters)".into());
     }
+    p.push_str("<section id=\"counters\"><h2>Performance counters and OS time</h2>");
     let mut notes: Vec<&str> = Vec::new();
     for (_, k) in &cells {
         if let Some(h) = &k.hardware_unavailable
@@ -347,6 +346,7 @@ pub fn section(p: &mut String, r: &RunResults) {
     os_time(p, &cells);
     syscalls(p, &cells);
     p.push_str("</section>");
+    Ok(())
 }
 
 /// Paper 000 Fig 19: event counts x assumed penalties, beside the measured CPI. Only the

@@ -33,6 +33,7 @@ pub mod counters;
 pub mod fmt;
 pub mod html;
 mod html_counters;
+mod html_figures;
 pub mod svg;
 pub mod table1;
 pub mod topo_svg;

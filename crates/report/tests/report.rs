@@ -418,13 +418,14 @@ fn compare_of_disjoint_runs_says_so() {
 
 // ---------------------------------------------------------------- HTML
 
+/// The sections the demo run fills (it has no counters and no `exec` command).
 const SECTIONS: [&str; 8] = [
     "machine",
     "smt-yield",
     "scaling",
+    "sweeps",
     "latency",
     "os-latency",
-    "counters",
     "cells",
     "skipped",
 ];
@@ -492,6 +493,16 @@ fn html_is_well_formed_with_every_section() {
         assert!(ids.contains(&s), "section {s} missing");
     }
     assert!(page.starts_with("<!DOCTYPE html>"));
+    // Sections without data are named once, with the reason, and not drawn empty.
+    assert!(!ids.contains(&"counters") && !ids.contains(&"exec"));
+    assert!(page.contains(
+        "Not in this run: Verdict: no smtlab exec command; Counters: not recorded (use --counters)."
+    ));
+    // Every table scrolls in its own box.
+    assert_eq!(
+        page.matches("<table").count(),
+        page.matches("<div class=\"scroll\"><table").count()
+    );
     // The demo's invented numbers are announced on the page.
     assert!(section(&page, "machine").contains("synthetic demo data"));
 }
@@ -518,15 +529,30 @@ fn html_makes_no_external_requests() {
 fn html_charts_draw_what_was_measured() {
     let page = smtlab_report::html(&demo());
     let scaling = section(&page, "scaling");
-    // int-ops auto, int-ops explicit, fp-ops, mem-read, mem-latency.
+    // int-ops auto, int-ops explicit, fp-ops, mem-read, mem-latency 1GiB; the
+    // working-set sweep is not here but one chart of its own.
     assert_eq!(scaling.matches("<svg").count(), 5);
     assert!(scaling.contains("<path d=\"M"));
     assert!(scaling.contains("<circle"));
     assert!(scaling.contains("2 threads/core"));
     assert!(scaling.contains("all/linear"));
+    // Labelled points: each int-ops point of the explicit chart carries its value.
+    assert!(scaling.contains("font-size=\"9.5\""));
+    assert!(!scaling.contains("size=4KiB"));
+    let sweeps = section(&page, "sweeps");
+    assert_eq!(sweeps.matches("<svg").count(), 1);
+    // One curve per placement, the demo machine's caches marked, sizes on the axis.
+    assert!(sweeps.contains(">1c1t</text>") && sweeps.contains(">2c1t</text>"));
+    for cache in ["L1d 48 KiB", "L2 2 MiB", "L3 16 MiB"] {
+        assert!(sweeps.contains(cache), "{cache}");
+    }
+    assert!(sweeps.contains(">64 KiB</text>") && sweeps.contains(">64 MiB</text>"));
     let latency = section(&page, "latency");
-    // Six cells with series, three charts each.
-    assert_eq!(latency.matches("<svg").count(), 18);
+    // Three benchmarks with series, two overlaid distributions each, then one scatter
+    // per cell (six cells) behind a <details>.
+    assert_eq!(latency.matches("<svg").count(), 3 * 2 + 6);
+    assert!(latency.contains("% of events at or below"));
+    assert!(latency.contains("<details>"));
     assert!(latency.contains("y = x"));
     assert!(latency.contains("log scale"));
     let os = section(&page, "os-latency");
@@ -537,7 +563,15 @@ fn html_charts_draw_what_was_measured() {
     let yields = section(&page, "smt-yield");
     assert!(yields.contains("class=\"strip\""));
     let cells = section(&page, "cells");
-    assert_eq!(cells.matches("<tr>").count(), 1 + demo().cells.len());
+    let d = demo();
+    let benchmarks: std::collections::BTreeSet<&str> =
+        d.cells.iter().map(|c| c.benchmark.as_str()).collect();
+    // One collapsed table per benchmark: a header row each, and a row per cell.
+    assert_eq!(cells.matches("<details>").count(), benchmarks.len());
+    assert_eq!(
+        cells.matches("<tr>").count(),
+        benchmarks.len() + d.cells.len()
+    );
     assert!(section(&page, "skipped").contains("needs 2 or more pinned CPUs"));
 }
 
@@ -568,18 +602,39 @@ fn html_without_data_says_not_measured() {
     r.run.topology.smt.control = Some("off".into());
     r.run.environment.kernel = None;
     let page = smtlab_report::html(&r);
-    elements(&page);
-    for s in ["scaling", "latency", "os-latency"] {
-        let sec = section(&page, s);
-        assert!(sec.contains("Not measured in this run"), "{s}: {sec}");
-        assert!(!sec.contains("<svg"), "{s} draws empty axes");
+    let els = elements(&page);
+    // No empty section: each is left out and named once with its reason.
+    let ids: Vec<&str> = els
+        .iter()
+        .filter_map(|(_, a)| a.get("id").map(String::as_str))
+        .collect();
+    for s in [
+        "exec",
+        "smt-yield",
+        "scaling",
+        "sweeps",
+        "latency",
+        "os-latency",
+        "counters",
+        "cells",
+        "skipped",
+    ] {
+        assert!(!ids.contains(&s), "empty section {s} drawn");
     }
-    assert!(section(&page, "smt-yield").contains("No SMT yield: no cell was measured"));
-    assert!(section(&page, "cells").contains("No cell was measured"));
-    assert!(
-        section(&page, "counters")
-            .contains("Not recorded in this run (use <code>--counters</code>)")
-    );
+    assert_eq!(page.matches("<svg").count(), 1, "only the topology picture");
+    let absent = &page[page.find("id=\"absent\"").unwrap()..];
+    let absent = &absent[..absent.find("</p>").unwrap()];
+    for reason in [
+        "SMT yield: no SMT yield: no cell was measured",
+        "Scaling: no compute or memory benchmark",
+        "Latency distributions: no per-event times",
+        "OS latencies: no os benchmark",
+        "Counters: not recorded (use --counters)",
+        "All cells: no cell was measured",
+        "Skipped: none, every planned cell was measured",
+    ] {
+        assert!(absent.contains(reason), "{reason}: {absent}");
+    }
     let machine = section(&page, "machine");
     assert!(
         machine.contains("no SMT visible (smt/control: off)"),
@@ -589,7 +644,6 @@ fn html_without_data_says_not_measured() {
         machine.contains("unknown"),
         "a missing kernel is said to be unknown"
     );
-    assert!(section(&page, "skipped").contains("None"));
 }
 
 /// Counters as `--counters` records them: software events, `/proc/stat` time in a
