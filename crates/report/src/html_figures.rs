@@ -179,10 +179,15 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
             .collect();
         let opt = LineOptions {
             y_zero: first.direction == Direction::Higher,
-            y_scale: if first.direction == Direction::Lower {
-                Scale::auto(&ys)
-            } else {
-                Scale::Linear
+            // Latency across caches and DRAM spans one to two decades: a log axis keeps
+            // the L1 and L2 steps visible beside DRAM, as lmbench plots it.
+            y_scale: match svg::extent(ys.iter().copied()) {
+                Some((lo, hi))
+                    if first.direction == Direction::Lower && lo > 0.0 && hi / lo >= 8.0 =>
+                {
+                    Scale::Log
+                }
+                _ => Scale::Linear,
             },
             x_scale: Scale::Log,
             x_bytes: true,
@@ -329,6 +334,14 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
             u = esc(&col.unit)
         );
         let mut notes: Vec<String> = Vec::new();
+        // The table's decimals follow the values it shows (medians and up), not the
+        // fastest single event the chart's axis had to cover.
+        let shown: Vec<f64> = cells
+            .iter()
+            .flat_map(|(c, _)| [ka, kb].into_iter().filter_map(|k| c.result.series.get(k)))
+            .filter_map(|v| stats::median(v))
+            .collect();
+        let col = col.decimals_for(&shown);
         for (c, _) in cells {
             for (key, label) in [(ka, la), (kb, lb)] {
                 let Some(v) = c.result.series.get(key) else {
@@ -361,14 +374,14 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
                 );
                 if let Some(v) = value
                     && med > 0.0
-                    && (v / med - 1.0).abs() > 0.25
+                    && (v / med - 1.0).abs() > 0.2
                 {
                     notes.push(format!(
                         "{}: the cell's value {} is the median over {} samples of each \
                          sample's mean time per event, while the curve's median is {} over \
-                         single events. The two differ because a mean is pulled by the slow \
-                         events (per-event mean {}, p99 {}): the distribution is skewed, \
-                         and the median of single events sits below the typical sample mean.",
+                         single events. They differ because the distribution is skewed: a \
+                         mean is pulled up by the slow events (per-event mean {}, p99 {}), \
+                         a median is not.",
                         c.placement.name,
                         col.with_unit(v),
                         c.result.summary.n,
@@ -387,9 +400,10 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
         // Per-placement scatters of A against B, collapsed: useful, but long.
         let _ = write!(
             p,
-            "<details><summary>A against B per event, by placement ({} charts)</summary>\
+            "<details><summary>A against B per event, by placement ({} chart{})</summary>\
              <div class=\"charts\">",
-            cells.len()
+            cells.len(),
+            if cells.len() == 1 { "" } else { "s" }
         );
         for (c, _) in cells {
             let (Some(a), Some(b)) = (c.result.series.get(ka), c.result.series.get(kb)) else {

@@ -433,7 +433,9 @@ pub fn line_chart(
     };
     let (mut yl, yh) = extent(ys.into_iter())?;
     if opt.y_zero && opt.y_scale == Scale::Linear {
-        yl = yl.min(0.0);
+        // Throughput is never negative: a wide interval's lower end is cut at zero
+        // rather than pulling the axis below it.
+        yl = 0.0;
     }
     let plot = Plot {
         w: 640.0,
@@ -460,7 +462,7 @@ pub fn line_chart(
         let y = plot.top + 12.0 + 12.0 * (i % 3) as f64;
         let _ = write!(
             s,
-            r##"<path d="M{x} {}V{}" stroke="#7a7a7a" stroke-dasharray="3 3"/><text x="{}" y="{y}" fill="#555555" font-size="10">{}</text>"##,
+            r##"<path d="M{x} {}V{}" stroke="#7a7a7a" stroke-dasharray="3 3"/><text x="{}" y="{y}" fill="#555555" font-size="10" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
             plot.top,
             plot.h - plot.bottom,
             x + 3.0,
@@ -512,7 +514,8 @@ pub fn line_chart(
         }
         for (p, dx) in pts.iter().zip(&dodge) {
             let (x, y) = (r1(plot.px(p.x) + dx), r1(plot.py(p.y)));
-            if let (Some(lo), Some(hi)) = (p.lo, p.hi)
+            let clip = |v: f64| v.clamp(plot.y.min, plot.y.max);
+            if let (Some(lo), Some(hi)) = (p.lo.map(clip), p.hi.map(clip))
                 && plot.y.drawable(lo)
                 && plot.y.drawable(hi)
             {
@@ -532,11 +535,14 @@ pub fn line_chart(
             if opt.point_labels
                 && let Some(l) = &p.label
             {
+                // Even series above the point, odd ones below, on a white halo, so that
+                // two lines meeting at a point keep both labels readable.
+                let dy = if i % 2 == 0 { -6.0 } else { 13.0 };
                 let _ = write!(
                     s,
-                    r#"<text x="{}" y="{}" fill="{c}" font-size="9.5">{}</text>"#,
+                    r##"<text x="{}" y="{}" fill="{c}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
                     x + 5.0,
-                    y - 5.0,
+                    y + dy,
                     esc(l)
                 );
             }

@@ -336,7 +336,7 @@ pub fn topology_svg(t: &Topology) -> String {
     let text_w = notes
         .iter()
         .map(|n| n.chars().count() as f64 * 6.0)
-        .fold(title.chars().count() as f64 * 7.5, f64::max);
+        .fold(title.chars().count() as f64 * 6.8, f64::max);
     let width = width.max(text_w);
     let total_w = (width + 2.0 * (margin + PAD)).ceil();
     let total_h = (y + PAD + margin).ceil();

@@ -226,6 +226,29 @@ impl Column {
         }
     }
 
+    /// The same unit with the decimals that `values` (in the source unit) need: for a
+    /// table that must share a chart's unit but shows other values than it draws.
+    pub fn decimals_for(&self, values: &[f64]) -> Column {
+        let smallest = values
+            .iter()
+            .filter(|v| v.is_finite() && **v != 0.0)
+            .map(|v| v.abs() / self.divisor)
+            .fold(f64::INFINITY, f64::min);
+        let decimals = if !smallest.is_finite() || smallest >= 100.0 {
+            0
+        } else if smallest >= 10.0 {
+            1
+        } else if smallest >= 1.0 {
+            2
+        } else {
+            3
+        };
+        Column {
+            decimals,
+            ..self.clone()
+        }
+    }
+
     /// The number alone: `2.04`.
     pub fn num(&self, v: f64) -> String {
         if !v.is_finite() {
