@@ -205,6 +205,13 @@ pub struct CompareArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Print a Markdown table (for pasting into an issue or a review).
+    #[arg(long, conflicts_with = "json")]
+    pub markdown: bool,
+    /// Write a self-contained HTML page (speed-up bars with intervals, geometric means,
+    /// the two environments side by side) to FILE.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

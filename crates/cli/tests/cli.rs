@@ -686,6 +686,45 @@ mod runs {
     }
 
     #[test]
+    fn compare_writes_a_page_and_markdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        for _ in 0..2 {
+            smtlab()
+                .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+                .args(["--placements", "1c1t"])
+                .args(db_arg(&db))
+                .assert()
+                .success();
+        }
+        let page = dir.path().join("compare.html");
+        smtlab()
+            .args(["compare", "1", "2", "-o"])
+            .arg(&page)
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(html.contains("null-syscall") && html.contains("id=\"environments\""));
+        let out = smtlab()
+            .args(["compare", "1", "2", "--markdown"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let md = String::from_utf8(out).unwrap();
+        assert!(md.contains("| os | null-syscall | - | 1c1t |"), "{md}");
+        smtlab()
+            .args(["compare", "1", "2", "--markdown", "--json"])
+            .args(db_arg(&db))
+            .assert()
+            .failure();
+    }
+
+    #[test]
     fn foreign_and_missing_databases_are_one_line_errors() {
         let dir = tempfile::tempdir().unwrap();
         let junk = dir.path().join("junk.db");

@@ -501,7 +501,7 @@ fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
         );
         let _ = write!(
             p,
-            "<p><code>{}</code>: {} ({} is better), {} runs per placement.</p><ul class=\"verdict\">",
+            "<p><code>{}</code>: values in {}, {} is better; {} runs per placement.</p><ul class=\"verdict\">",
             esc(&params(ps)),
             esc(&col.unit),
             base.direction.as_str(),

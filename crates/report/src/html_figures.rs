@@ -20,7 +20,7 @@ use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats
 
 use crate::fmt::{cpus, esc, params};
 use crate::svg::{self, Dist, LineOptions, Point, Scale, Series};
-use crate::units::{Column, size};
+use crate::units::{Column, scaled, size};
 
 /// A byte size as the benchmarks write it: `4096`, `4k`, `32KiB`, `64M`, `1GiB`, `2MB`.
 pub fn parse_size(s: &str) -> Option<f64> {
@@ -41,13 +41,15 @@ pub fn parse_size(s: &str) -> Option<f64> {
     Some(n * f)
 }
 
+/// A benchmark and its parameters (without the one a figure varies).
+type Key = (String, BTreeMap<String, String>);
+
 /// Cells that belong to a working-set sweep: same benchmark and other parameters, three
 /// or more distinct parseable `size` values. Keyed by (benchmark, parameters without
 /// `size`), in run order.
-pub fn sweep_groups(r: &RunResults) -> Vec<((String, BTreeMap<String, String>), Vec<&CellRecord>)> {
-    let mut order: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-    let mut groups: BTreeMap<(String, BTreeMap<String, String>), Vec<&CellRecord>> =
-        BTreeMap::new();
+pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
+    let mut order: Vec<Key> = Vec::new();
+    let mut groups: BTreeMap<Key, Vec<&CellRecord>> = BTreeMap::new();
     for c in &r.cells {
         let Some(sz) = c.params.get("size") else {
             continue;
@@ -248,9 +250,8 @@ fn pct_of(sorted: &[f64], p: f64) -> f64 {
 /// The `latency` section: one block per benchmark and parameters.
 pub fn latency(p: &mut String, r: &RunResults) -> bool {
     // Cells with a known pair, grouped by (benchmark, params) in run order.
-    let mut order: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-    let mut groups: BTreeMap<(String, BTreeMap<String, String>), Vec<(&CellRecord, usize)>> =
-        BTreeMap::new();
+    let mut order: Vec<Key> = Vec::new();
+    let mut groups: BTreeMap<Key, Vec<(&CellRecord, usize)>> = BTreeMap::new();
     for c in &r.cells {
         let s = &c.result.series;
         let Some(i) = PAIRS
@@ -383,11 +384,11 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
                          mean is pulled up by the slow events (per-event mean {}, p99 {}), \
                          a median is not.",
                         c.placement.name,
-                        col.with_unit(v),
+                        scaled("ns", v),
                         c.result.summary.n,
-                        col.with_unit(med),
-                        col.with_unit(mean),
-                        col.with_unit(pct_of(&sorted, 99.0))
+                        scaled("ns", med),
+                        scaled("ns", mean),
+                        scaled("ns", pct_of(&sorted, 99.0))
                     ));
                 }
             }

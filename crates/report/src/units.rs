@@ -208,9 +208,8 @@ impl Column {
         };
         let divisor = factor / p.to_base;
         let smallest = mags.first().map(|m| m / factor).unwrap_or(1.0);
-        let decimals = if p.family == Family::Bytes && factor == 1.0 {
-            0
-        } else if smallest >= 100.0 {
+        // Whole bytes have no decimals.
+        let decimals = if (p.family == Family::Bytes && factor == 1.0) || smallest >= 100.0 {
             0
         } else if smallest >= 10.0 {
             1

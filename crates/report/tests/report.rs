@@ -905,3 +905,163 @@ fn a_cell_whose_level_moved_is_flagged_unsteady() {
         "the machine section says so"
     );
 }
+
+/// No reference that leaves the page: no scheme, no protocol-relative `//` address, no
+/// `@import`, no `url(` (the pages need none), no script, no link element.
+fn assert_self_contained(page: &str) {
+    let stripped = page.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for bad in [
+        "http://", "https://", "@import", "url(", "<script", "<link", "<iframe", "<img",
+    ] {
+        assert!(!stripped.contains(bad), "external reference: {bad}");
+    }
+    for (name, attrs) in elements(page) {
+        for key in ["src", "href", "xlink:href", "action"] {
+            if let Some(v) = attrs.get(key) {
+                assert!(
+                    v.starts_with('#') && !v.starts_with("//"),
+                    "<{name} {key}=\"{v}\"> leaves the page"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn report_and_compare_pages_are_self_contained() {
+    assert_self_contained(&smtlab_report::html(&demo()));
+    let (a, b) = pair();
+    assert_self_contained(&smtlab_report::compare_html(&a, &b));
+    let mut b2 = demo();
+    b2.run.id = 9;
+    assert_self_contained(&smtlab_report::compare_html(&demo(), &b2));
+}
+
+#[test]
+fn sweep_section_snapshot() {
+    let page = smtlab_report::html(&demo());
+    insta::assert_snapshot!("html_sweeps_section", section(&page, "sweeps"));
+}
+
+/// A mutex hand-off whose headline (the median of per-sample means) is far above the
+/// per-event median: a skewed distribution, where the page must say why they differ.
+fn skewed_handoff() -> RunResults {
+    let mut cells = Vec::new();
+    for (p, scale) in [("1c2t", 1.0), ("2c1t", 1.6)] {
+        // 40 events: most near 20 us, every fifth one slow (300 us).
+        let wake: Vec<f64> = (0..40)
+            .map(|i| {
+                if i % 5 == 4 {
+                    300_000.0 * scale
+                } else {
+                    (20_000.0 + 100.0 * i as f64) * scale
+                }
+            })
+            .collect();
+        let unlock: Vec<f64> = (0..40).map(|i| (300.0 + 5.0 * i as f64) * scale).collect();
+        let means: Vec<f64> = wake
+            .chunks(10)
+            .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+            .collect();
+        let mut c = cell(
+            "mutex-handoff",
+            "threads",
+            "ns",
+            LO,
+            &[("events", "10")],
+            placement(p),
+            &means,
+        );
+        c.result.series.insert("unlock_ns".into(), unlock);
+        c.result.series.insert("wake_ns".into(), wake);
+        cells.push(c);
+    }
+    run(cells, vec![])
+}
+
+#[test]
+fn latency_distributions_overlay_placements_and_explain_the_headline() {
+    let page = smtlab_report::html(&skewed_handoff());
+    elements(&page);
+    let latency = section(&page, "latency");
+    // Two overlaid CDFs (unlock, waiter) and one scatter per placement.
+    assert_eq!(latency.matches("<svg").count(), 2 + 2);
+    assert_eq!(latency.matches(">1c2t</text>").count(), 2);
+    // The headline (mean of 10 events with 2 slow ones: 76.9 us) is far from the
+    // per-event median (~21.5 us): the caption says so, with both numbers.
+    assert!(latency.contains("class=\"caption\""), "{latency}");
+    assert!(latency.contains("1c2t: the cell&#39;s value"));
+    assert!(latency.contains("skewed"));
+    insta::assert_snapshot!("html_latency_section_skewed", latency);
+}
+
+#[test]
+fn topology_picture_snapshot() {
+    let svg = smtlab_report::topo_svg::topology_svg(&common::topology());
+    insta::assert_snapshot!("topology_svg_demo", svg);
+}
+
+#[test]
+fn compare_markdown_and_sections_snapshots() {
+    let (a, b) = pair();
+    let md = smtlab_report::compare_markdown(&a, &b);
+    // A table a Markdown renderer takes: header, alignment row, one line per row.
+    assert!(md.contains("| group | benchmark |"));
+    assert!(md.contains("|---|---|---|---|--:|--:|--:|--:|---|"));
+    // The environments that differ come first.
+    assert!(md.contains("| host | demo-host | other-host |"));
+    assert!(md.contains("| SMT control | on (active: true) | off (active: true) |"));
+    insta::assert_snapshot!("compare_markdown_pair", md);
+    let c = smtlab_report::compare(&a, &b);
+    let mut sections = String::new();
+    smtlab_report::compare_html::compare_sections(&mut sections, &a, &b, &c);
+    insta::assert_snapshot!("compare_sections_pair", sections);
+    let page = smtlab_report::compare_html(&a, &b);
+    elements(&page);
+    // Side by side, with the differing rows marked; bars with intervals; geomeans.
+    assert!(page.contains("<tr class=\"diff\"><th>SMT control</th>"));
+    assert!(page.contains("Speed-up of B over A (log scale"));
+    assert!(page.contains("id=\"geomeans\""));
+    assert!(page.contains("Measured in one run only"));
+}
+
+#[test]
+fn exec_report_has_its_verdict_and_no_empty_section() {
+    let mut cells = Vec::new();
+    for (p, secs) in [("1c1t", 1.0), ("1c2t", 0.8)] {
+        cells.push(cell(
+            "exec",
+            "exec",
+            "s",
+            LO,
+            &[("command", "sh -c true")],
+            placement(p),
+            &[secs * 0.99, secs, secs * 1.01, secs * 1.005, secs * 0.995],
+        ));
+    }
+    let mut r = run(cells, vec![]);
+    r.run.suite = Some("exec".into());
+    let page = smtlab_report::html(&r);
+    elements(&page);
+    let verdict = section(&page, "exec");
+    // 1.0 s against 0.8 s: 1.25x faster with SMT, interval above 1.
+    assert!(
+        verdict.contains("SMT (a second thread on the same core) gives +25.0%"),
+        "{verdict}"
+    );
+    assert!(!verdict.contains("not significant"));
+    for empty in [
+        "scaling",
+        "sweeps",
+        "latency",
+        "os-latency",
+        "counters",
+        "skipped",
+    ] {
+        assert!(
+            !page.contains(&format!("<section id=\"{empty}\">")),
+            "{empty}"
+        );
+    }
+    insta::assert_snapshot!("html_exec_verdict", verdict);
+}
