@@ -44,6 +44,8 @@ tr.sep td{border:none;height:6px}\
 .sub{color:#666;font-size:12px}\
 ul.notes{background:#fff8e5;border-left:4px solid #e69f00;padding:8px 8px 8px 28px;max-width:980px}\
 .charts{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start}\
+.charts>div,.charts>figure{min-width:0;max-width:100%}\
+table.kv td code{white-space:pre-wrap;word-break:break-all}\
 figure{margin:0;max-width:100%}\
 .charts svg,figure svg{max-width:100%;height:auto}\
 svg.topo{max-width:none;height:auto}\
@@ -68,8 +70,9 @@ type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
 
 /// The sections in page order: id, navigation name, writer.
 const SECTIONS: [(&str, &str, SectionFn); 10] = [
-    ("machine", "Machine", machine),
+    // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
     ("exec", "Verdict", exec_verdict),
+    ("machine", "Machine", machine),
     ("smt-yield", "SMT yield", smt_yield),
     ("scaling", "Scaling", scaling),
     ("sweeps", "Working-set sweeps", sweeps),
@@ -163,11 +166,20 @@ fn header(p: &mut String, r: &RunResults, shown: &[(&str, &str)], absent: &[Stri
     }
     p.push_str("</nav>");
     if !absent.is_empty() {
+        let names: Vec<&str> = absent
+            .iter()
+            .map(|a| a.split_once(": ").map_or(a.as_str(), |(n, _)| n))
+            .collect();
         let _ = write!(
             p,
-            "<p class=\"muted\" id=\"absent\">Not in this run: {}.</p>",
-            esc(&absent.join("; "))
+            "<details id=\"absent\" class=\"muted\"><summary>Not in this run: {}</summary>\
+             <ul>",
+            esc(&names.join(", "))
         );
+        for a in absent {
+            let _ = write!(p, "<li>{}</li>", esc(a));
+        }
+        p.push_str("</ul></details>");
     }
     p.push_str("</header>");
 }
@@ -945,7 +957,7 @@ fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
     if !missing.is_empty() {
         let _ = write!(
             p,
-            "<p class=\"muted\">Rows of the paper's table not measured in this run: {}.</p>",
+            "<p class=\"muted\">Rows of Vianney's table not measured in this run: {}.</p>",
             esc(&missing.join(", "))
         );
     }

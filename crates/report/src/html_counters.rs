@@ -97,7 +97,10 @@ fn phase_row(p: &mut String, name: &str, ph: &PhaseTimes) {
 }
 
 fn os_time(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
-    p.push_str("<h3>OS time of the placement's CPUs</h3>");
+    p.push_str(
+        "<h3>OS time of the placement's CPUs (the user/kernel/idle breakdown of Redstone et \
+         al., ASPLOS 2000)</h3>",
+    );
     let with: Vec<_> = cells.iter().filter(|(_, k)| k.os_time.is_some()).collect();
     if with.is_empty() {
         let why = cells
@@ -161,7 +164,7 @@ fn os_time(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
 }
 
 fn syscalls(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
-    p.push_str("<h3>Kernel time by system call</h3>");
+    p.push_str("<h3>Kernel time by system call (Redstone et al., ASPLOS 2000)</h3>");
     let traced: Vec<_> = cells.iter().filter(|(_, k)| k.syscalls.is_some()).collect();
     if traced.is_empty() {
         let why = cells
@@ -365,7 +368,7 @@ fn cpi_stacks(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
         return;
     }
     p.push_str(
-        "<h3>CPI stack (non-overlapped estimate)</h3><p>Each component is event count x an \
+        "<h3>CPI stack (non-overlapped estimate), as in Ruan et al., SIGMETRICS 2005</h3><p>Each component is event count x an \
          assumed penalty in cycles / instructions; the remainder is base CPI plus what the \
          events do not explain (negative when the penalties overlap).</p>\
          <table><tr><th>benchmark</th><th>placement</th><th>measured CPI</th>",
