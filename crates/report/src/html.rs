@@ -520,10 +520,24 @@ fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
             base.result.summary.n
         );
         for c in group.iter().skip(1) {
-            // Speed-up above 1 is better: other/base for throughput, base/other for time.
-            let ratio = match c.direction {
-                Direction::Higher => stats::ratio(&c.result.summary, &base.result.summary),
-                Direction::Lower => stats::ratio(&base.result.summary, &c.result.summary),
+            // Speed-up above 1 is better: the ratio of mean throughputs, where a time
+            // becomes a rate per run (1/time), as `smtlab exec` prints it, so that the
+            // page and the terminal give the same verdict.
+            let rate = |x: &CellRecord| {
+                let v: Vec<f64> = x.result.samples.iter().map(|s| s.value).collect();
+                match x.direction {
+                    Direction::Higher => stats::summarize(&v),
+                    Direction::Lower => stats::summarize(
+                        &v.iter()
+                            .filter(|t| **t > 0.0)
+                            .map(|t| 1.0 / t)
+                            .collect::<Vec<_>>(),
+                    ),
+                }
+            };
+            let ratio = match (rate(c), rate(base)) {
+                (Some(o), Some(b)) => stats::ratio(&o, &b),
+                _ => None,
             };
             let Some(q) = ratio else { continue };
             let what = match (base.placement.name.as_str(), c.placement.name.as_str()) {
