@@ -12,6 +12,7 @@ use smtlab_model::{CellRecord, RunResults};
 use crate::counters::{Headline, count, duration_ns};
 use crate::fmt::{esc, num, params};
 use crate::svg::color;
+use crate::units::Column;
 
 fn label(c: &CellRecord) -> String {
     let p = params(&c.params);
@@ -278,6 +279,22 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
         );
     }
     p.push_str("</tr>");
+    // One unit and one number of decimals down each time column.
+    let heads: Vec<Headline> = cells.iter().map(|(_, k)| Headline::of(k)).collect();
+    let clock_col = Column::for_values(
+        "ns",
+        &heads
+            .iter()
+            .filter_map(|h| h.task_clock_ns)
+            .collect::<Vec<_>>(),
+    );
+    let cpu_col = Column::for_values(
+        "ns",
+        &heads
+            .iter()
+            .filter_map(|h| h.cpu_ns_per_unit)
+            .collect::<Vec<_>>(),
+    );
     for c in &r.cells {
         let _ = write!(
             p,
@@ -297,7 +314,7 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
         let h = Headline::of(k);
         let unit = h.unit.clone().unwrap_or_else(|| "unit".into());
         let work = k.work.as_ref().map_or("-".to_string(), |w| {
-            format!("{} {}s", count(w.amount), w.unit)
+            crate::units::scaled(&format!("{}s", w.unit), w.amount)
         });
         let mut mux = String::new();
         if !h.multiplexed.is_empty() {
@@ -317,13 +334,13 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td>",
             esc(&work),
-            opt(h.task_clock_ns, duration_ns),
+            opt(h.task_clock_ns, |x| clock_col.with_unit(x)),
             opt(h.context_switches, count),
             opt(h.migrations, count),
             opt(h.page_faults, count),
             opt(h.cpu_ns_per_unit, |x| format!(
                 "{} / {}",
-                duration_ns(x),
+                cpu_col.with_unit(x),
                 esc(&unit)
             )),
             opt(h.page_faults_per_unit, num),

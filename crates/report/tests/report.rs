@@ -753,8 +753,8 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
     elements(&page);
     let sec = section(&page, "counters");
     assert!(sec.contains("this KVM guest exposes no PMU"), "{sec}");
-    assert!(sec.contains("8.000 ms"), "task-clock: {sec}");
-    assert!(sec.contains("200.0 ns / op"), "CPU time per op: {sec}");
+    assert!(sec.contains("8.00 ms"), "task-clock: {sec}");
+    assert!(sec.contains("200 ns / op"), "CPU time per op: {sec}");
     assert!(!sec.contains("CPI"), "no PMU, no CPI column: {sec}");
     assert!(
         sec.contains("not recorded"),
