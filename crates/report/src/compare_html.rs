@@ -44,17 +44,20 @@ pub fn speedup_interval(a: &RunResults, b: &RunResults, row: &CompareRow) -> Opt
     Some((q.ci95_low?, q.ci95_high?))
 }
 
-/// One format per unit over every A and B value of that unit, so that a column of a
-/// table keeps its unit and decimals down all rows that share the unit.
-fn unit_columns(c: &Comparison) -> BTreeMap<String, Column> {
-    let mut vals: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+/// One format per benchmark over all its A and B values, so that the rows of a benchmark
+/// keep one unit and one number of decimals down the A and B columns (a column shared by
+/// 8 ns mutexes and 15 us hand-offs would otherwise show one of them badly).
+fn unit_columns(c: &Comparison) -> BTreeMap<(String, String), Column> {
+    let mut vals: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     for r in &c.rows {
-        vals.entry(r.unit.clone()).or_default().extend([r.a, r.b]);
+        vals.entry((r.benchmark.clone(), r.unit.clone()))
+            .or_default()
+            .extend([r.a, r.b]);
     }
     vals.into_iter()
-        .map(|(u, v)| {
-            let col = Column::for_values(&u, &v);
-            (u, col)
+        .map(|(k, v)| {
+            let col = Column::for_values(&k.1, &v);
+            (k, col)
         })
         .collect()
 }
@@ -235,7 +238,7 @@ fn bars(rows: &[Line]) -> Option<String> {
             "{label}: {} ({}){}",
             times(v),
             pct(v),
-            ci.map(|(lo, hi)| format!(", 95% interval {}-{}", times(lo), times(hi)))
+            ci.map(|(lo, hi)| format!(", 95% interval [{}, {}]", times(lo), times(hi)))
                 .unwrap_or_default()
         );
         let _ = write!(
@@ -299,7 +302,8 @@ p{margin:6px 0;max-width:980px}\
 table{border-collapse:collapse;margin:0}\
 th,td{border:1px solid #d5d5d5;padding:3px 8px;text-align:left;vertical-align:top}\
 th{background:#eef2f7;font-weight:600}\
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+td{white-space:nowrap}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}\
 tr.diff td{background:#fff3d6}\
 tr.group td{background:#f6f6f6;font-weight:600}\
 td.better{color:#00704f}td.worse{color:#b03000}\
@@ -432,11 +436,11 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
             );
             continue;
         };
-        let col = &cols[&r.unit];
+        let col = &cols[&(r.benchmark.clone(), r.unit.clone())];
         let v = verdict(r, *ci);
         let _ = write!(
             p,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{} ({} is better)</td>\
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}, {} is better</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num {v}\">{}</td>\
              <td class=\"num\">{}</td><td>{}</td></tr>",
             esc(&r.benchmark),
@@ -449,7 +453,7 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
             r.speedup
                 .map(|s| format!("{}x ({})", times(s), pct(s)))
                 .unwrap_or_else(|| "-".into()),
-            ci.map(|(lo, hi)| format!("{}-{}", times(lo), times(hi)))
+            ci.map(|(lo, hi)| format!("[{}, {}]", times(lo), times(hi)))
                 .unwrap_or_else(|| "-".into()),
             match r.significant() {
                 Some(true) => "significant",
@@ -535,7 +539,7 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults) -> String {
     let cols = unit_columns(&c);
     for g in &c.groups {
         for r in c.rows.iter().filter(|r| r.group == g.group) {
-            let col = &cols[&r.unit];
+            let col = &cols[&(r.benchmark.clone(), r.unit.clone())];
             let ci = speedup_interval(a, b, r);
             let _ = writeln!(
                 out,
@@ -547,7 +551,7 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults) -> String {
                 md(&col.with_unit(r.a)),
                 md(&col.with_unit(r.b)),
                 r.speedup.map(pct).unwrap_or_else(|| "-".into()),
-                ci.map(|(lo, hi)| format!("{}-{}x", times(lo), times(hi)))
+                ci.map(|(lo, hi)| format!("[{}, {}]", times(lo), times(hi)))
                     .unwrap_or_else(|| "-".into()),
                 match r.significant() {
                     Some(true) => "yes",

@@ -538,10 +538,15 @@ pub fn line_chart(
                 // Even series above the point, odd ones below, on a white halo, so that
                 // two lines meeting at a point keep both labels readable.
                 let dy = if i % 2 == 0 { -6.0 } else { 13.0 };
+                // Near the right edge the label goes left of the point, off the legend.
+                let (lx, anchor) = if x > plot.w - plot.right - 30.0 {
+                    (x - 5.0, "end")
+                } else {
+                    (x + 5.0, "start")
+                };
                 let _ = write!(
                     s,
-                    r##"<text x="{}" y="{}" fill="{c}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
-                    x + 5.0,
+                    r##"<text x="{lx}" y="{}" text-anchor="{anchor}" fill="{c}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
                     y + dy,
                     esc(l)
                 );
