@@ -424,8 +424,8 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
     }
     let cols = unit_columns(c);
     p.push_str(
-        "<table><tr><th>benchmark</th><th>params</th><th>placement</th><th>value</th>\
-         <th>A</th><th>B</th><th>speed-up</th><th>95% interval</th><th>Welch 95%</th></tr>",
+        "<table><tr><th>benchmark</th><th>params</th><th>placement</th><th>statistic (better)</th>\
+         <th>A</th><th>B</th><th>speed-up</th><th>95% interval</th><th>significant</th></tr>",
     );
     for (label, row, ci) in &lines {
         let Some(r) = row else {
@@ -440,7 +440,7 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
         let v = verdict(r, *ci);
         let _ = write!(
             p,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}, {} is better</td>\
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{} ({})</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num {v}\">{}</td>\
              <td class=\"num\">{}</td><td>{}</td></tr>",
             esc(&r.benchmark),
@@ -456,8 +456,8 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
             ci.map(|(lo, hi)| format!("[{}, {}]", times(lo), times(hi)))
                 .unwrap_or_else(|| "-".into()),
             match r.significant() {
-                Some(true) => "significant",
-                Some(false) => "not significant",
+                Some(true) => "yes",
+                Some(false) => "no",
                 None => "- (n < 2)",
             }
         );
