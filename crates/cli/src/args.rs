@@ -59,6 +59,10 @@ pub struct TopoArgs {
     /// What to draw: tables (default), boxes (lstopo-like nesting) or both.
     #[arg(long, value_enum, default_value_t = TopoView::Tables)]
     pub view: TopoView,
+    /// Also write the topology as an SVG picture (nested boxes: packages, NUMA nodes,
+    /// caches, cores, CPUs) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -207,6 +211,13 @@ pub struct CompareArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Print a Markdown table (for pasting into an issue or a review).
+    #[arg(long, conflicts_with = "json")]
+    pub markdown: bool,
+    /// Write a self-contained HTML page (speed-up bars with intervals, geometric means,
+    /// the two environments side by side) to FILE.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -92,6 +92,43 @@ mod topo {
     }
 
     #[test]
+    fn svg_picture_of_smt_fixtures() {
+        for (name, cpus, cores, packages) in [
+            ("32intel64-2p8co2t+8ve", 32, 16, 2),
+            ("16em64t-4s2c2t", 16, 8, 4),
+        ] {
+            let (dir, root) = fixture(name);
+            let file = dir.path().join("topo.svg");
+            smtlab()
+                .args(["topo", "--view", "boxes", "--sysfs"])
+                .arg(&root)
+                .arg("--svg")
+                .arg(&file)
+                .assert()
+                .success();
+            let svg = std::fs::read_to_string(&file).unwrap();
+            assert!(svg.starts_with("<?xml"), "{name}");
+            assert!(svg.trim_end().ends_with("</svg>"), "{name}");
+            for cpu in 0..cpus {
+                assert!(
+                    svg.contains(&format!(">CPU {cpu}</text>")),
+                    "{name}: CPU {cpu}"
+                );
+            }
+            assert_eq!(svg.matches("<title>Core ").count(), cores, "{name}");
+            assert_eq!(svg.matches(">Package ").count(), packages, "{name}");
+            assert!(svg.contains("SMT sibling of CPUs"), "{name}");
+        }
+        smtlab()
+            .args(["topo", "--svg", "/nonexistent/dir/t.svg"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(
+                "cannot write /nonexistent/dir/t.svg",
+            ));
+    }
+
+    #[test]
     fn hybrid_and_packageless_verdicts() {
         let verdict = |name: &str| {
             let (_dir, root) = fixture(name);
@@ -545,19 +582,19 @@ mod runs {
             .assert()
             .success();
         let page = std::fs::read_to_string(&html).unwrap();
-        for id in [
-            "machine",
-            "smt-yield",
-            "scaling",
-            "latency",
-            "os-latency",
-            "cells",
-        ] {
+        for id in ["machine", "scaling", "os-latency", "cells"] {
             assert!(
                 page.contains(&format!("id=\"{id}\"")),
                 "section {id} missing"
             );
         }
+        // No thread benchmark ran: no empty latency section, one line saying why.
+        assert!(page.contains("<li>Latency distributions: no per-event times"));
+        // Without SMT there is no yield: the section is named at the top with the reason.
+        assert!(
+            page.contains("id=\"smt-yield\"") || page.contains("<li>SMT yield: no SMT yield"),
+            "SMT yield neither drawn nor explained"
+        );
 
         let text = smtlab()
             .arg("report")
@@ -672,6 +709,45 @@ mod runs {
                 .args(db_arg(&db)),
         );
         assert!(v.is_object(), "{v}");
+    }
+
+    #[test]
+    fn compare_writes_a_page_and_markdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        for _ in 0..2 {
+            smtlab()
+                .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+                .args(["--placements", "1c1t"])
+                .args(db_arg(&db))
+                .assert()
+                .success();
+        }
+        let page = dir.path().join("compare.html");
+        smtlab()
+            .args(["compare", "1", "2", "-o"])
+            .arg(&page)
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(html.contains("null-syscall") && html.contains("id=\"environments\""));
+        let out = smtlab()
+            .args(["compare", "1", "2", "--markdown"])
+            .args(db_arg(&db))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let md = String::from_utf8(out).unwrap();
+        assert!(md.contains("| os | null-syscall | - | 1c1t |"), "{md}");
+        smtlab()
+            .args(["compare", "1", "2", "--markdown", "--json"])
+            .args(db_arg(&db))
+            .assert()
+            .failure();
     }
 
     #[test]
@@ -841,7 +917,7 @@ mod counters {
             .assert()
             .success();
         let page = std::fs::read_to_string(&html).unwrap();
-        assert!(page.contains("Not recorded in this run (use <code>--counters</code>)"));
+        assert!(page.contains("<li>Counters: not recorded (use --counters)</li>"));
         // Both runs compare; the counters part needs counters on both sides.
         let text = smtlab()
             .args(["compare", "1", "2"])

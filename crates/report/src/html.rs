@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use smtlab_model::{CellRecord, Direction, RunResults, RunStatus, Topology, stats::Ratio};
+use smtlab_model::{CellRecord, Direction, RunResults, RunStatus, Topology, stats, stats::Ratio};
 
 use crate::compare::Statistic;
-use crate::fmt::{bytes, cpus, esc, num, params, pct2, pm, short, times, utc};
+use crate::fmt::{bytes, cpus, esc, params, pct2, short, times, utc};
 use crate::svg::{self, LineOptions, Point, Scale, Series};
 use crate::table1::{TABLE1, row_of};
+use crate::units::Column;
 use crate::yields::{YieldKind, no_yields_reason, smt_yields};
 
 const CSS: &str = "\
@@ -29,7 +30,8 @@ h3{font-size:15px;margin:22px 0 6px}\
 p{margin:6px 0;max-width:980px}\
 nav{margin:10px 0 0;padding:8px 0;border-top:1px solid #ddd;border-bottom:1px solid #ddd}\
 nav a{margin-right:16px;color:#0072b2;text-decoration:none}\
-table{border-collapse:collapse;margin:8px 0 16px}\
+table{border-collapse:collapse;margin:0}\
+.scroll{overflow-x:auto;max-width:100%;margin:8px 0 16px}\
 th,td{border:1px solid #d5d5d5;padding:3px 8px;text-align:left;vertical-align:middle}\
 th{background:#eef2f7;font-weight:600}\
 table.kv th{background:#f6f6f6;font-weight:normal;color:#444;white-space:nowrap}\
@@ -42,13 +44,47 @@ tr.sep td{border:none;height:6px}\
 .sub{color:#666;font-size:12px}\
 ul.notes{background:#fff8e5;border-left:4px solid #e69f00;padding:8px 8px 8px 28px;max-width:980px}\
 .charts{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start}\
-figure{margin:0}\
+.charts>div,.charts>figure{min-width:0;max-width:100%}\
+table.kv td code{white-space:pre-wrap;word-break:break-all}\
+figure{margin:0;max-width:100%}\
+.charts svg,figure svg{max-width:100%;height:auto}\
+svg.topo{max-width:none;height:auto}\
+details{margin:6px 0}\
+summary{cursor:pointer;padding:3px 0}\
+.caption{background:#eef6fb;border-left:4px solid #0072b2;padding:6px 10px;font-size:13px;max-width:980px}\
+ul.verdict{font-size:15px}\
 figcaption{color:#555;font-size:12px;max-width:760px}\
 code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:12.5px}\
 svg.strip{vertical-align:middle;margin-left:6px}\
-footer{margin-top:40px;color:#777;font-size:12px}";
+footer{margin-top:40px;color:#777;font-size:12px;max-width:980px}\
+@media (max-width:760px){body{padding:0 10px 32px}h1{font-size:20px}\
+nav a{display:inline-block;margin:2px 12px 2px 0}}\
+@media print{nav,#absent{display:none}body{max-width:none;padding:0;font-size:11px}\
+.scroll{overflow:visible}details::details-content{content-visibility:visible;display:contents}\
+details:not([open])>*{display:block}summary{list-style:none;font-weight:600}\
+figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text-decoration:none}}";
 
-/// The whole page.
+/// A section writer: writes the section, or returns why there is nothing to show
+/// (writing nothing).
+type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
+
+/// The sections in page order: id, navigation name, writer.
+const SECTIONS: [(&str, &str, SectionFn); 10] = [
+    // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
+    ("exec", "Verdict", exec_verdict),
+    ("machine", "Machine", machine),
+    ("smt-yield", "SMT yield", smt_yield),
+    ("scaling", "Scaling", scaling),
+    ("sweeps", "Working-set sweeps", sweeps),
+    ("latency", "Latency distributions", latency),
+    ("os-latency", "OS latencies", os_latency),
+    ("counters", "Counters", crate::html_counters::section),
+    ("cells", "All cells", cells),
+    ("skipped", "Skipped", skipped),
+];
+
+/// The whole page. Sections without data are left out and named in one line under the
+/// header with the reason, so the page has no empty sections.
 pub fn html(results: &RunResults) -> String {
     let mut p = String::with_capacity(64 * 1024);
     let env = &results.run.environment;
@@ -60,22 +96,31 @@ pub fn html(results: &RunResults) -> String {
          <title>smtlab report: {}</title><style>{CSS}</style></head><body>",
         esc(host)
     );
-    header(&mut p, results);
-    machine(&mut p, results);
-    smt_yield(&mut p, results);
-    scaling(&mut p, results);
-    latency(&mut p, results);
-    os_latency(&mut p, results);
-    crate::html_counters::section(&mut p, results);
-    cells(&mut p, results);
-    skipped(&mut p, results);
+    let mut body = String::new();
+    let mut shown: Vec<(&str, &str)> = Vec::new();
+    let mut absent: Vec<String> = Vec::new();
+    for (id, name, f) in &SECTIONS {
+        let mut s = String::new();
+        match f(&mut s, results) {
+            Ok(()) => {
+                body.push_str(&s);
+                shown.push((id, name));
+            }
+            Err(why) => absent.push(format!("{name}: {why}")),
+        }
+    }
+    header(&mut p, results, &shown, &absent);
+    p.push_str(&wrap_tables(&body));
     let _ = writeln!(
         p,
         "<footer>Generated by smtlab-report {} from <code>{}</code> results. Charts show \
          means with 95% confidence intervals (Student t) for higher-is-better benchmarks \
          and medians with the interquartile range for lower-is-better ones; each table \
          says what it shows. Nothing here is estimated or filled in: a value that was not \
-         measured is marked so.</footer>\
+         measured is marked so. Papers named: Ruan et al., SIGMETRICS 2005 (SMT and \
+         network servers); Vianney 2003 (Hyper-Threading speeds Linux); van Tol 2011 (a \
+         characterization of the SPARC T3-4); Redstone et al., ASPLOS 2000 (OS behaviour \
+         on an SMT); Olszewski and Herescu (workloads with hardware multithreading).</footer>\
          </body></html>",
         esc(env!("CARGO_PKG_VERSION")),
         esc(&results.schema)
@@ -83,7 +128,14 @@ pub fn html(results: &RunResults) -> String {
     p
 }
 
-fn header(p: &mut String, r: &RunResults) {
+/// Every table in a box that scrolls sideways on its own, so a wide table never widens
+/// the page (tables do not nest on this page).
+pub(crate) fn wrap_tables(body: &str) -> String {
+    body.replace("<table", "<div class=\"scroll\"><table")
+        .replace("</table>", "</table></div>")
+}
+
+fn header(p: &mut String, r: &RunResults, shown: &[(&str, &str)], absent: &[String]) {
     let m = &r.run;
     let host = m.environment.hostname.as_deref().unwrap_or("unknown host");
     let status = match m.status {
@@ -109,19 +161,27 @@ fn header(p: &mut String, r: &RunResults) {
             .map(|s| format!("; suite {}", esc(s)))
             .unwrap_or_default()
     );
-    for (id, name) in [
-        ("machine", "Machine"),
-        ("smt-yield", "SMT yield"),
-        ("scaling", "Scaling"),
-        ("latency", "Latency distributions"),
-        ("os-latency", "OS latencies"),
-        ("counters", "Counters"),
-        ("cells", "All cells"),
-        ("skipped", "Skipped"),
-    ] {
+    for (id, name) in shown {
         let _ = write!(p, "<a href=\"#{id}\">{name}</a>");
     }
-    p.push_str("</nav></header>");
+    p.push_str("</nav>");
+    if !absent.is_empty() {
+        let names: Vec<&str> = absent
+            .iter()
+            .map(|a| a.split_once(": ").map_or(a.as_str(), |(n, _)| n))
+            .collect();
+        let _ = write!(
+            p,
+            "<details id=\"absent\" class=\"muted\"><summary>Not in this run: {}</summary>\
+             <ul>",
+            esc(&names.join(", "))
+        );
+        for a in absent {
+            let _ = write!(p, "<li>{}</li>", esc(a));
+        }
+        p.push_str("</ul></details>");
+    }
+    p.push_str("</header>");
 }
 
 /// `1 package x 4 cores x 2 threads = 8 CPUs`, with ranges where packages or cores differ.
@@ -277,7 +337,7 @@ fn shell_join(args: &[String]) -> String {
         .join(" ")
 }
 
-fn machine(p: &mut String, r: &RunResults) {
+fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
     let m = &r.run;
     let e = &m.environment;
     let t = &m.topology;
@@ -391,7 +451,15 @@ fn machine(p: &mut String, r: &RunResults) {
     }
     p.push_str("</table>");
     caches(p, t);
-    p.push_str("</div></div></section>");
+    p.push_str("</div></div>");
+    let _ = write!(
+        p,
+        "<details open=\"open\"><summary>Topology picture: packages, NUMA nodes, caches, \
+         cores and their CPUs (SMT siblings shaded)</summary><div class=\"scroll\">{}</div>\
+         </details></section>",
+        crate::topo_svg::topology_svg(t)
+    );
+    Ok(())
 }
 
 fn caches(p: &mut String, t: &Topology) {
@@ -421,6 +489,101 @@ fn caches(p: &mut String, t: &Topology) {
     p.push_str("</table>");
 }
 
+/// The `exec` section: what the placements did for the user's own command
+/// (`smtlab exec`), as a speed-up of each placement over the first with its Fieller 95%
+/// interval, in one sentence per placement.
+fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let cells: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == "exec").collect();
+    if cells.is_empty() {
+        return Err("no smtlab exec command".into());
+    }
+    p.push_str("<section id=\"exec\"><h2>Verdict</h2>");
+    let mut order: Vec<&BTreeMap<String, String>> = Vec::new();
+    for c in &cells {
+        if !order.contains(&&c.params) {
+            order.push(&c.params);
+        }
+    }
+    for ps in order {
+        let group: Vec<&&CellRecord> = cells.iter().filter(|c| &c.params == ps).collect();
+        let base = group[0];
+        let col = Column::for_values(
+            &base.unit,
+            &group.iter().map(|c| headline(c).0).collect::<Vec<_>>(),
+        );
+        let _ = write!(
+            p,
+            "<p><code>{}</code>: values in {}, {} is better; {} runs per placement.</p><ul class=\"verdict\">",
+            esc(&params(ps)),
+            esc(&col.unit),
+            base.direction.as_str(),
+            base.result.summary.n
+        );
+        for c in group.iter().skip(1) {
+            // Speed-up above 1 is better: the ratio of mean throughputs, where a time
+            // becomes a rate per run (1/time), as `smtlab exec` prints it, so that the
+            // page and the terminal give the same verdict.
+            let rate = |x: &CellRecord| {
+                let v: Vec<f64> = x.result.samples.iter().map(|s| s.value).collect();
+                match x.direction {
+                    Direction::Higher => stats::summarize(&v),
+                    Direction::Lower => stats::summarize(
+                        &v.iter()
+                            .filter(|t| **t > 0.0)
+                            .map(|t| 1.0 / t)
+                            .collect::<Vec<_>>(),
+                    ),
+                }
+            };
+            let ratio = match (rate(c), rate(base)) {
+                (Some(o), Some(b)) => stats::ratio(&o, &b),
+                _ => None,
+            };
+            let Some(q) = ratio else { continue };
+            let what = match (base.placement.name.as_str(), c.placement.name.as_str()) {
+                ("1c1t", "1c2t") => "SMT (a second thread on the same core) gives".to_string(),
+                ("1c1t", "2c1t") => "a second core gives".to_string(),
+                (b, o) => format!("{o} against {b} gives"),
+            };
+            let sig = match (q.ci95_low, q.ci95_high) {
+                (Some(lo), Some(hi)) if lo > 1.0 || hi < 1.0 => {
+                    format!(" (95% interval {} to {}x)", times(lo), times(hi))
+                }
+                (Some(lo), Some(hi)) => format!(
+                    " (95% interval {} to {}x: not significant at 95%)",
+                    times(lo),
+                    times(hi)
+                ),
+                _ => " (no interval: too few runs)".into(),
+            };
+            let _ = write!(
+                p,
+                "<li><b>{} {}</b>: {}x{} for this command on this machine; {} {} vs {} {}.</li>",
+                esc(&what),
+                esc(&crate::fmt::pct(q.ratio)),
+                times(q.ratio),
+                esc(&sig),
+                esc(&c.placement.name),
+                esc(&col.with_unit(headline(c).0)),
+                esc(&base.placement.name),
+                esc(&col.with_unit(headline(base).0))
+            );
+        }
+        p.push_str("</ul>");
+        if group.len() < 2 {
+            p.push_str("<p>Only one placement measured: nothing to compare it with.</p>");
+        }
+    }
+    if !r.run.topology.smt_visible() {
+        p.push_str(
+            "<p class=\"sub\">No SMT visible on this machine, so no SMT verdict: the \
+             comparison is of cores.</p>",
+        );
+    }
+    p.push_str("</section>");
+    Ok(())
+}
+
 fn ratio_cell(r: &Ratio, range: (f64, f64)) -> String {
     // The interval and its words as every other output prints them.
     let words = r.significance().words();
@@ -435,17 +598,15 @@ fn ratio_cell(r: &Ratio, range: (f64, f64)) -> String {
     )
 }
 
-fn smt_yield(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"smt-yield\"><h2>SMT yield</h2>");
+fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
     let rows = smt_yields(r);
     if rows.is_empty() {
-        let _ = write!(
-            p,
-            "<p>No SMT yield: {}.</p></section>",
-            esc(&no_yields_reason(r).unwrap_or_default())
-        );
-        return;
+        return Err(format!(
+            "no SMT yield: {}",
+            no_yields_reason(r).unwrap_or_default()
+        ));
     }
+    p.push_str("<section id=\"smt-yield\"><h2>SMT yield</h2>");
     p.push_str(
         "<p>Each yield is the ratio of the means of two placements of the same benchmark \
          and parameters, with Fieller's 95% confidence interval. Above 1 is better with \
@@ -496,6 +657,7 @@ fn smt_yield(p: &mut String, r: &RunResults) {
         p.push_str("</tr>");
     }
     p.push_str("</table></section>");
+    Ok(())
 }
 
 /// The value a cell is drawn and tabulated by, with its error bar: the mean and its 95%
@@ -558,20 +720,25 @@ fn is_grid_name(s: &str) -> bool {
     cores.parse::<u32>().is_ok() && threads.parse::<u32>().is_ok()
 }
 
-fn scaling(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"scaling\"><h2>Scaling with threads</h2>");
+fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let sweeps = crate::html_figures::sweep_groups(r);
+    let swept: Vec<&CellRecord> = sweeps
+        .iter()
+        .flat_map(|(_, cs)| cs.iter().copied())
+        .collect();
     let cells: Vec<&CellRecord> = r
         .cells
         .iter()
         .filter(|c| c.group == "compute" || c.group == "memory")
+        .filter(|c| !swept.iter().any(|x| std::ptr::eq(*x, *c)))
         .collect();
     if cells.is_empty() {
-        p.push_str("<p>Not measured in this run (no compute or memory benchmark).</p></section>");
-        return;
+        return Err("no compute or memory benchmark over thread counts".into());
     }
+    p.push_str("<section id=\"scaling\"><h2>Scaling with threads</h2>");
     p.push_str(
-        "<p>Throughput (or latency) against the number of worker threads, paper 002 \
-         Figs 1-6 style. With <code>threads=auto</code> each placement runs one thread per \
+        "<p>Throughput (or latency) against the number of worker threads, as in van \
+         Tol 2011 (Figs 1-6). With <code>threads=auto</code> each placement runs one thread per \
          CPU, and points are joined by threads per core: the gap between the 1 and 2 \
          threads/core lines at the same thread count is what SMT gives compared with more \
          cores. With an explicit <code>threads</code> value each placement (mapping) is a \
@@ -599,6 +766,10 @@ fn scaling(p: &mut String, r: &RunResults) {
     for k in order {
         let cs = &groups[&k];
         let first = cs[0];
+        let col = Column::for_values(
+            &first.unit,
+            &cs.iter().map(|c| headline(c).0).collect::<Vec<_>>(),
+        );
         let mut series: Vec<Series> = Vec::new();
         let mut undrawn: Vec<String> = Vec::new();
         for c in cs {
@@ -609,23 +780,23 @@ fn scaling(p: &mut String, r: &RunResults) {
             let (y, lo, hi) = headline(c);
             let label = series_label(c);
             let tip = format!(
-                "{} on CPUs {}: {} {} ({}), n = {}",
+                "{} on CPUs {}: {} ({}), n = {}",
                 c.placement.name,
                 cpus(&c.placement.cpus),
-                num(y),
-                c.unit,
+                col.with_unit(y),
                 match c.direction {
-                    Direction::Higher => format!("mean, 95% CI {}-{}", num(lo), num(hi)),
-                    Direction::Lower => format!("median, p25-p75 {}-{}", num(lo), num(hi)),
+                    Direction::Higher => format!("mean, 95% CI {}", col.range(lo, hi)),
+                    Direction::Lower => format!("median, p25-p75 {}", col.range(lo, hi)),
                 },
                 c.result.summary.n
             );
             let point = Point {
                 x,
-                y,
-                lo: (c.result.summary.n > 1).then_some(lo),
-                hi: (c.result.summary.n > 1).then_some(hi),
+                y: y / col.divisor,
+                lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
+                hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
                 tip,
+                label: Some(col.num(y)),
             };
             match series.iter_mut().find(|s| s.name == label) {
                 Some(s) => s.points.push(point),
@@ -657,10 +828,12 @@ fn scaling(p: &mut String, r: &RunResults) {
             } else {
                 Scale::Linear
             },
+            point_labels: true,
+            ..LineOptions::default()
         };
-        let y_label = format!("{} ({})", first.unit, better);
+        let y_label = format!("{} ({})", col.unit, better);
         p.push_str("<figure>");
-        match svg::line_chart(&title, &better, "threads", &y_label, &series, opt) {
+        match svg::line_chart(&title, &better, "threads", &y_label, &series, &opt) {
             Some(s) => p.push_str(&s),
             None => {
                 let _ = write!(
@@ -681,106 +854,34 @@ fn scaling(p: &mut String, r: &RunResults) {
         p.push_str("</figure>");
     }
     p.push_str("</div></section>");
+    Ok(())
 }
 
-/// Per-event series that come in (A, B) pairs timed from the same start, with what each
-/// one measures.
-const PAIRS: [(&str, &str, &str, &str, &str); 3] = [
-    (
-        "create_return_ns",
-        "thread_start_ns",
-        "A: pthread_create returned (ns)",
-        "B: new thread running (ns)",
-        "A = time for pthread_create to return, B = time from the call until the new \
-         thread runs (paper 002 Figs 7-9). Points below y = x: the thread started before \
-         the call returned.",
-    ),
-    (
-        "unlock_ns",
-        "wake_ns",
-        "unlock call (ns)",
-        "waiter running (ns)",
-        "Unlock call time and time from the start of unlock until the blocked waiter runs \
-         (paper 002 Figs 10-11). Points below y = x: the waiter ran before unlock returned.",
-    ),
-    (
-        "call_ns",
-        "wake_ns",
-        "signal/broadcast call (ns)",
-        "waiter running (ns)",
-        "Call time of the signal or broadcast and time from the start of the call until the \
-         waiter returns from pthread_cond_wait (paper 002 Figs 12-14).",
-    ),
-];
-
-fn latency(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"latency\"><h2>Latency distributions</h2>");
-    let mut any = false;
-    for c in &r.cells {
-        let s = &c.result.series;
-        let Some((ka, kb, la, lb, caption)) = PAIRS
-            .iter()
-            .find(|(a, b, ..)| s.get(*a).is_some_and(|v| !v.is_empty()) && s.contains_key(*b))
-        else {
-            continue;
-        };
-        let (a, b) = (&s[*ka], &s[*kb]);
-        if !any {
-            p.push_str(
-                "<p>Every timed event of the thread benchmarks, per cell: a scatter of the \
-                 two times of each event with the line y = x, and a histogram of each time \
-                 (share of events per bin, Rice's rule for the bin count, median dashed). Axes are logarithmic where the \
-                 values span two decades or more; the two histograms of a cell share their \
-                 x axis.</p>",
-            );
-            any = true;
-        }
-        let _ = write!(
-            p,
-            "<h3>{} <code>{}</code> on {} <span class=\"sub\">CPUs {}</span></h3><div class=\"charts\">",
-            esc(&c.benchmark),
-            esc(&params(&c.params)),
-            esc(&c.placement.name),
-            esc(&cpus(&c.placement.cpus))
-        );
-        let pts: Vec<(f64, f64)> = a.iter().copied().zip(b.iter().copied()).collect();
-        if let Some(svg) = svg::scatter("A vs B per event", la, lb, &pts, true, 4000) {
-            p.push_str(&svg);
-        }
-        let both: Vec<f64> = a.iter().chain(b.iter()).copied().collect();
-        let scale = Scale::auto(&both);
-        let range = svg::extent(
-            both.iter()
-                .copied()
-                .filter(|v| scale == Scale::Linear || *v > 0.0),
-        );
-        for (vals, label, i) in [(a, la, 0), (b, lb, 1)] {
-            let bins = svg::bins_for(vals.len());
-            match svg::histogram(label, label, vals, scale, range, bins, svg::color(i)) {
-                Some(s) => p.push_str(&s),
-                None => {
-                    let _ = write!(p, "<p>{}: not measured in this run.</p>", esc(label));
-                }
-            }
-        }
-        let _ = write!(p, "</div><p class=\"sub\">{}</p>", esc(caption));
-    }
-    if !any {
-        p.push_str(
-            "<p>Not measured in this run (per-event times come from pthread-create, \
-             mutex-handoff, condvar-signal and condvar-broadcast).</p>",
-        );
-    }
-    p.push_str("</section>");
+fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
+    crate::html_figures::sweeps(p, r)
+        .then_some(())
+        .ok_or_else(|| "no benchmark measured at three or more working-set sizes".into())
 }
 
-fn os_latency(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"os-latency\"><h2>OS latencies (paper 001 Table 1)</h2>");
+fn latency(p: &mut String, r: &RunResults) -> Result<(), String> {
+    crate::html_figures::latency(p, r)
+        .then_some(())
+        .ok_or_else(|| {
+            "no per-event times (they come from pthread-create, mutex-handoff, condvar-signal \
+         and condvar-broadcast)"
+                .into()
+        })
+}
+
+fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
     let os: Vec<&CellRecord> = r.cells.iter().filter(|c| c.group == "os").collect();
     if os.is_empty() {
-        p.push_str("<p>Not measured in this run (no os benchmark).</p></section>");
-        return;
+        return Err("no os benchmark".into());
     }
+    p.push_str(
+        "<section id=\"os-latency\"><h2>OS latencies (Vianney 2003, Table 1: LMbench kernel \
+         latencies)</h2>",
+    );
     // Columns: placements in first-appearance order.
     let mut cols: Vec<&str> = Vec::new();
     for c in &os {
@@ -844,10 +945,11 @@ fn os_latency(p: &mut String, r: &RunResults) {
                     } else {
                         (1.0, format!(" {}", c.unit))
                     };
+                    // Two decimals down every column, as the paper prints its table.
                     let text = if s.n > 1 {
-                        pm(s.mean * f, s.ci95_half_width * f)
+                        format!("{:.2} ± {:.2}", s.mean * f, s.ci95_half_width * f)
                     } else {
-                        format!("{} (n = 1)", num(s.mean * f))
+                        format!("{:.2} (n = 1)", s.mean * f)
                     };
                     let _ = write!(
                         p,
@@ -871,11 +973,12 @@ fn os_latency(p: &mut String, r: &RunResults) {
     if !missing.is_empty() {
         let _ = write!(
             p,
-            "<p class=\"muted\">Rows of the paper's table not measured in this run: {}.</p>",
+            "<p class=\"muted\">Rows of Vianney's table not measured in this run: {}.</p>",
             esc(&missing.join(", "))
         );
     }
     p.push_str("<p class=\"sub\">Values in red did not reach the CI target.</p></section>");
+    Ok(())
 }
 
 fn placement_label(c: &CellRecord) -> String {
@@ -886,73 +989,104 @@ fn placement_label(c: &CellRecord) -> String {
     }
 }
 
-fn cells(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"cells\"><h2>All cells</h2>");
+fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
     if r.cells.is_empty() {
-        p.push_str("<p>No cell was measured in this run.</p></section>");
-        return;
+        return Err("no cell was measured".into());
     }
     p.push_str(
-        "<table><tr><th>benchmark</th><th>params</th><th>placement</th><th>CPUs</th>\
-         <th>unit</th><th>median</th><th>p25-p75</th><th>mean ± 95% CI</th><th>min</th>\
-         <th>n</th><th>converged</th></tr>",
+        "<section id=\"cells\"><h2>All cells</h2><p>Every measured cell, one table per \
+         benchmark (open one to see it); each table has one unit and one number format per \
+         column. Red: the cell did not reach its CI target.</p>",
     );
+    let mut order: Vec<&str> = Vec::new();
     for c in &r.cells {
-        let s = &c.result.summary;
-        let ci = if s.n > 1 {
-            format!(
-                "{} <span class=\"sub\">({})</span>",
-                pm(s.mean, s.ci95_half_width),
-                pct2(s.ci95_rel * 100.0)
-            )
-        } else {
-            format!("{} <span class=\"sub\">(no CI: n = 1)</span>", num(s.mean))
-        };
-        let conv = if c.result.met_target() {
-            "yes".to_string()
-        } else if s.n < 2 {
-            "no (n = 1, no interval)".to_string()
-        } else if c.result.converged {
-            "no (pooled interval above the target)".to_string()
-        } else {
-            format!("no ({:?})", c.result.stop_reason)
-                .replace("MaxSamples", "max samples")
-                .replace("TimeBudget", "time budget")
-        };
+        if !order.contains(&c.benchmark.as_str()) {
+            order.push(&c.benchmark);
+        }
+    }
+    for bench in order {
+        let cs: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == bench).collect();
+        let first = cs[0];
+        let vals: Vec<f64> = cs
+            .iter()
+            .flat_map(|c| {
+                let s = &c.result.summary;
+                [s.median, s.mean, s.min]
+            })
+            .collect();
+        let col = Column::for_values(&first.unit, &vals);
+        let unconverged = cs.iter().filter(|c| !c.result.met_target()).count();
         let _ = write!(
             p,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td><code>{}</code></td>\
-             <td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}-{}</td>\
-             <td class=\"num\">{ci}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td{}>{}</td></tr>",
-            esc(&c.benchmark),
-            esc(&params(&c.params)),
-            esc(&placement_label(c)),
-            esc(&cpus(&c.placement.cpus)),
-            esc(&c.unit),
-            num(s.median),
-            num(s.p25),
-            num(s.p75),
-            num(s.min),
-            s.n,
-            if c.result.met_target() {
-                ""
+            "<details><summary><b>{}</b> <span class=\"sub\">{} cell{}, {}, {} is better{}</span>\
+             </summary><table><tr><th>params</th><th>placement</th><th>CPUs</th>\
+             <th>median ({u})</th><th>p25-p75 ({u})</th><th>mean ± 95% CI ({u})</th>\
+             <th>CI</th><th>min ({u})</th><th>n</th><th>converged</th></tr>",
+            esc(bench),
+            cs.len(),
+            if cs.len() == 1 { "" } else { "s" },
+            esc(&first.unit),
+            first.direction.as_str(),
+            if unconverged > 0 {
+                format!(", {unconverged} not converged")
             } else {
-                " class=\"bad\""
+                String::new()
             },
-            esc(&conv)
+            u = esc(&col.unit)
         );
+        for c in cs {
+            let s = &c.result.summary;
+            let (ci, rel) = if s.n > 1 {
+                (col.pm(s.mean, s.ci95_half_width), pct2(s.ci95_rel * 100.0))
+            } else {
+                (col.num(s.mean), "no CI: n = 1".into())
+            };
+            let conv = if c.result.met_target() {
+                "yes".to_string()
+            } else if s.n < 2 {
+                "no (n = 1, no interval)".to_string()
+            } else if c.result.converged {
+                "no (pooled interval above the target)".to_string()
+            } else {
+                format!("no ({:?})", c.result.stop_reason)
+                    .replace("MaxSamples", "max samples")
+                    .replace("TimeBudget", "time budget")
+            };
+            let _ = write!(
+                p,
+                "<tr><td><code>{}</code></td><td>{}</td><td><code>{}</code></td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td{}>{}</td></tr>",
+                esc(&params(&c.params)),
+                esc(&placement_label(c)),
+                esc(&cpus(&c.placement.cpus)),
+                col.num(s.median),
+                col.range(s.p25, s.p75),
+                esc(&ci),
+                esc(&rel),
+                col.num(s.min),
+                s.n,
+                if c.result.met_target() {
+                    ""
+                } else {
+                    " class=\"bad\""
+                },
+                esc(&conv)
+            );
+        }
+        p.push_str("</table></details>");
     }
-    p.push_str("</table></section>");
+    p.push_str("</section>");
+    Ok(())
 }
 
-fn skipped(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"skipped\"><h2>Skipped</h2>");
+fn skipped(p: &mut String, r: &RunResults) -> Result<(), String> {
     let pending = pending_cells(r);
     if r.skipped.is_empty() && pending.is_empty() {
-        p.push_str("<p>None: every planned cell was measured.</p></section>");
-        return;
+        return Err("none, every planned cell was measured".into());
     }
+    p.push_str("<section id=\"skipped\"><h2>Skipped</h2>");
     p.push_str(
         "<table><tr><th>benchmark</th><th>params</th><th>placement</th><th>reason</th></tr>",
     );
@@ -977,4 +1111,5 @@ fn skipped(p: &mut String, r: &RunResults) {
         );
     }
     p.push_str("</table></section>");
+    Ok(())
 }

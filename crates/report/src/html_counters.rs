@@ -12,6 +12,7 @@ use smtlab_model::{CellRecord, RunResults};
 use crate::counters::{Headline, count, duration_ns};
 use crate::fmt::{esc, num, params};
 use crate::svg::color;
+use crate::units::Column;
 
 fn label(c: &CellRecord) -> String {
     let p = params(&c.params);
@@ -97,7 +98,10 @@ fn phase_row(p: &mut String, name: &str, ph: &PhaseTimes) {
 }
 
 fn os_time(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
-    p.push_str("<h3>OS time of the placement's CPUs</h3>");
+    p.push_str(
+        "<h3>OS time of the placement's CPUs (the user/kernel/idle breakdown of Redstone et \
+         al., ASPLOS 2000)</h3>",
+    );
     let with: Vec<_> = cells.iter().filter(|(_, k)| k.os_time.is_some()).collect();
     if with.is_empty() {
         let why = cells
@@ -161,7 +165,7 @@ fn os_time(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
 }
 
 fn syscalls(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
-    p.push_str("<h3>Kernel time by system call</h3>");
+    p.push_str("<h3>Kernel time by system call (Redstone et al., ASPLOS 2000)</h3>");
     let traced: Vec<_> = cells.iter().filter(|(_, k)| k.syscalls.is_some()).collect();
     if traced.is_empty() {
         let why = cells
@@ -220,18 +224,17 @@ fn syscalls(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
     p.push_str("</table>");
 }
 
-/// The section.
-pub fn section(p: &mut String, r: &RunResults) {
-    p.push_str("<section id=\"counters\"><h2>Performance counters and OS time</h2>");
+/// The section; `Err` with the reason (and nothing written) when no cell was counted.
+pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells: Vec<(&CellRecord, &CellCounters)> = r
         .cells
         .iter()
         .filter_map(|c| c.counters.as_ref().map(|k| (c, k)))
         .collect();
     if cells.is_empty() {
-        p.push_str("<p>Not recorded in this run (use <code>--counters</code>).</p></section>");
-        return;
+        return Err("not recorded (use --counters)".into());
     }
+    p.push_str("<section id=\"counters\"><h2>Performance counters and OS time</h2>");
     let mut notes: Vec<&str> = Vec::new();
     for (_, k) in &cells {
         if let Some(h) = &k.hardware_unavailable
@@ -276,6 +279,22 @@ pub fn section(p: &mut String, r: &RunResults) {
         );
     }
     p.push_str("</tr>");
+    // One unit and one number of decimals down each time column.
+    let heads: Vec<Headline> = cells.iter().map(|(_, k)| Headline::of(k)).collect();
+    let clock_col = Column::for_values(
+        "ns",
+        &heads
+            .iter()
+            .filter_map(|h| h.task_clock_ns)
+            .collect::<Vec<_>>(),
+    );
+    let cpu_col = Column::for_values(
+        "ns",
+        &heads
+            .iter()
+            .filter_map(|h| h.cpu_ns_per_unit)
+            .collect::<Vec<_>>(),
+    );
     for c in &r.cells {
         let _ = write!(
             p,
@@ -295,7 +314,7 @@ pub fn section(p: &mut String, r: &RunResults) {
         let h = Headline::of(k);
         let unit = h.unit.clone().unwrap_or_else(|| "unit".into());
         let work = k.work.as_ref().map_or("-".to_string(), |w| {
-            format!("{} {}s", count(w.amount), w.unit)
+            crate::units::scaled(&format!("{}s", w.unit), w.amount)
         });
         let mut mux = String::new();
         if !h.multiplexed.is_empty() {
@@ -315,13 +334,13 @@ pub fn section(p: &mut String, r: &RunResults) {
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td>",
             esc(&work),
-            opt(h.task_clock_ns, duration_ns),
+            opt(h.task_clock_ns, |x| clock_col.with_unit(x)),
             opt(h.context_switches, count),
             opt(h.migrations, count),
             opt(h.page_faults, count),
             opt(h.cpu_ns_per_unit, |x| format!(
                 "{} / {}",
-                duration_ns(x),
+                cpu_col.with_unit(x),
                 esc(&unit)
             )),
             opt(h.page_faults_per_unit, num),
@@ -347,6 +366,7 @@ pub fn section(p: &mut String, r: &RunResults) {
     os_time(p, &cells);
     syscalls(p, &cells);
     p.push_str("</section>");
+    Ok(())
 }
 
 /// Paper 000 Fig 19: event counts x assumed penalties, beside the measured CPI. Only the
@@ -365,7 +385,7 @@ fn cpi_stacks(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
         return;
     }
     p.push_str(
-        "<h3>CPI stack (non-overlapped estimate)</h3><p>Each component is event count x an \
+        "<h3>CPI stack (non-overlapped estimate), as in Ruan et al., SIGMETRICS 2005</h3><p>Each component is event count x an \
          assumed penalty in cycles / instructions; the remainder is base CPI plus what the \
          events do not explain (negative when the penalties overlap).</p>\
          <table><tr><th>benchmark</th><th>placement</th><th>measured CPI</th>",

@@ -29,17 +29,22 @@
 //! cells say "not measured"; a section without data says so in one line.
 
 pub mod compare;
+pub mod compare_html;
 pub mod counters;
 pub mod fmt;
 pub mod html;
 mod html_counters;
+mod html_figures;
 pub mod svg;
 pub mod table1;
+pub mod topo_svg;
+pub mod units;
 pub mod yields;
 
 pub use compare::{
     CompareRow, Comparison, CounterPair, GroupMean, MissingCell, Side, Statistic, compare,
     compare_json, compare_table,
 };
+pub use compare_html::{compare_html, compare_markdown};
 pub use html::html;
 pub use yields::{Yield, YieldKind, YieldRow, no_yields_reason, smt_yields, yield_table};

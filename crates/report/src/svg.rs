@@ -57,6 +57,8 @@ pub struct Axis {
     pub min: f64,
     pub max: f64,
     pub ticks: Vec<f64>,
+    /// Tick labels are sizes (`4 KiB`) rather than plain numbers.
+    pub bytes: bool,
 }
 
 impl Axis {
@@ -73,6 +75,28 @@ impl Axis {
             min,
             max,
             ticks,
+            bytes: false,
+        }
+    }
+
+    /// A log axis of sizes in bytes: bounds at powers of two, ticks at powers of four
+    /// (every power of two when the range is short), labelled `4 KiB`, `1 MiB`.
+    pub fn bytes_log2(label: &str, lo: f64, hi: f64) -> Axis {
+        let lo = lo.max(1.0);
+        let hi = hi.max(lo * 2.0);
+        let (a, b) = (lo.log2().floor() as i32, hi.log2().ceil() as i32);
+        let step = if b - a > 12 { 2 } else { 1 };
+        let ticks = (a..=b)
+            .filter(|e| (e - a) % step == 0)
+            .map(|e| 2f64.powi(e))
+            .collect();
+        Axis {
+            label: label.into(),
+            scale: Scale::Log,
+            min: 2f64.powi(a),
+            max: 2f64.powi(b),
+            ticks,
+            bytes: true,
         }
     }
 
@@ -81,6 +105,14 @@ impl Axis {
         match self.scale {
             Scale::Linear => (v - self.min) / (self.max - self.min),
             Scale::Log => (v.log10() - self.min.log10()) / (self.max.log10() - self.min.log10()),
+        }
+    }
+
+    fn label_of(&self, v: f64) -> String {
+        if self.bytes {
+            crate::units::size(v)
+        } else {
+            tick_label(v)
         }
     }
 
@@ -280,7 +312,7 @@ impl Plot {
                 r##"<line x1="{x}" y1="{y0}" x2="{x}" y2="{y1}" stroke="#e4e4e4"/><line x1="{x}" y1="{y0}" x2="{x}" y2="{}" stroke="#333333"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
                 y0 + 4.0,
                 y0 + 16.0,
-                esc(&tick_label(t))
+                esc(&self.x.label_of(t))
             );
         }
         for &t in &self.y.ticks {
@@ -291,7 +323,7 @@ impl Plot {
                 x0 - 4.0,
                 x0 - 6.0,
                 y + 4.0,
-                esc(&tick_label(t))
+                esc(&self.y.label_of(t))
             );
         }
         let _ = write!(
@@ -336,6 +368,8 @@ pub struct Point {
     pub hi: Option<f64>,
     /// Shown on hover (`<title>`): what the point is, in words.
     pub tip: String,
+    /// Written beside the point when [`LineOptions::point_labels`] is set (`12.3`).
+    pub label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -345,13 +379,35 @@ pub struct Series {
 }
 
 /// Options of [`line_chart`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LineOptions {
     /// Start the y axis at zero (throughput: a gain should look as big as it is).
     pub y_zero: bool,
     /// Whole-number x ticks (thread counts).
     pub x_integer: bool,
     pub y_scale: Scale,
+    pub x_scale: Scale,
+    /// The x values are sizes in bytes: a log x axis then gets ticks at powers of two
+    /// labelled `4 KiB`, `1 MiB`.
+    pub x_bytes: bool,
+    /// Vertical reference lines with a label (cache sizes on a working-set sweep).
+    pub vlines: Vec<(f64, String)>,
+    /// Write each point's [`Point::label`] beside it.
+    pub point_labels: bool,
+}
+
+impl Default for LineOptions {
+    fn default() -> Self {
+        LineOptions {
+            y_zero: false,
+            x_integer: false,
+            y_scale: Scale::Linear,
+            x_scale: Scale::Linear,
+            x_bytes: false,
+            vlines: Vec::new(),
+            point_labels: false,
+        }
+    }
 }
 
 /// Lines through points sorted by x, one per series, with markers, error bars and a
@@ -362,10 +418,14 @@ pub fn line_chart(
     x_label: &str,
     y_label: &str,
     series: &[Series],
-    opt: LineOptions,
+    opt: &LineOptions,
 ) -> Option<String> {
     let pts = || series.iter().flat_map(|s| s.points.iter());
-    let (xl, xh) = extent(pts().map(|p| p.x))?;
+    let (xl, xh) = extent(
+        pts()
+            .map(|p| p.x)
+            .filter(|x| opt.x_scale == Scale::Linear || *x > 0.0),
+    )?;
     let ys = pts().flat_map(|p| [Some(p.y), p.lo, p.hi]).flatten();
     let ys: Vec<f64> = match opt.y_scale {
         Scale::Log => ys.filter(|v| *v > 0.0).collect(),
@@ -373,7 +433,9 @@ pub fn line_chart(
     };
     let (mut yl, yh) = extent(ys.into_iter())?;
     if opt.y_zero && opt.y_scale == Scale::Linear {
-        yl = yl.min(0.0);
+        // Throughput is never negative: a wide interval's lower end is cut at zero
+        // rather than pulling the axis below it.
+        yl = 0.0;
     }
     let plot = Plot {
         w: 640.0,
@@ -382,10 +444,31 @@ pub fn line_chart(
         right: 160.0,
         top: 40.0,
         bottom: 44.0,
-        x: Axis::fit(x_label, xl.min(0.0), xh, Scale::Linear, opt.x_integer),
+        x: match (opt.x_scale, opt.x_bytes) {
+            (Scale::Log, true) => Axis::bytes_log2(x_label, xl, xh),
+            (Scale::Log, false) => Axis::fit(x_label, xl, xh, Scale::Log, false),
+            (Scale::Linear, _) => Axis::fit(x_label, xl.min(0.0), xh, Scale::Linear, opt.x_integer),
+        },
         y: Axis::fit(y_label, yl, yh, opt.y_scale, false),
     };
     let mut s = plot.open(title, subtitle);
+    // Reference lines first, under the data; labels alternate in height so that
+    // neighbouring lines (L1d and L1i) do not print on top of each other.
+    for (i, (v, label)) in opt.vlines.iter().enumerate() {
+        if !plot.x.drawable(*v) || *v < plot.x.min || *v > plot.x.max {
+            continue;
+        }
+        let x = r1(plot.px(*v));
+        let y = plot.top + 12.0 + 12.0 * (i % 3) as f64;
+        let _ = write!(
+            s,
+            r##"<path d="M{x} {}V{}" stroke="#7a7a7a" stroke-dasharray="3 3"/><text x="{}" y="{y}" fill="#555555" font-size="10" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
+            plot.top,
+            plot.h - plot.bottom,
+            x + 3.0,
+            esc(label)
+        );
+    }
     for (i, se) in series.iter().enumerate() {
         let c = color(i);
         let mut pts: Vec<&Point> = se
@@ -431,7 +514,8 @@ pub fn line_chart(
         }
         for (p, dx) in pts.iter().zip(&dodge) {
             let (x, y) = (r1(plot.px(p.x) + dx), r1(plot.py(p.y)));
-            if let (Some(lo), Some(hi)) = (p.lo, p.hi)
+            let clip = |v: f64| v.clamp(plot.y.min, plot.y.max);
+            if let (Some(lo), Some(hi)) = (p.lo.map(clip), p.hi.map(clip))
                 && plot.y.drawable(lo)
                 && plot.y.drawable(hi)
             {
@@ -448,6 +532,25 @@ pub fn line_chart(
                 r##"<circle cx="{x}" cy="{y}" r="3.5" fill="{c}" stroke="#ffffff"><title>{}</title></circle>"##,
                 esc(&p.tip)
             );
+            if opt.point_labels
+                && let Some(l) = &p.label
+            {
+                // Even series above the point, odd ones below, on a white halo, so that
+                // two lines meeting at a point keep both labels readable.
+                let dy = if i % 2 == 0 { -6.0 } else { 13.0 };
+                // Near the right edge the label goes left of the point, off the legend.
+                let (lx, anchor) = if x > plot.w - plot.right - 30.0 {
+                    (x - 5.0, "end")
+                } else {
+                    (x + 5.0, "start")
+                };
+                let _ = write!(
+                    s,
+                    r##"<text x="{lx}" y="{}" text-anchor="{anchor}" fill="{c}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
+                    y + dy,
+                    esc(l)
+                );
+            }
         }
     }
     // Legend, right of the plot: one swatch and name per series.
@@ -671,6 +774,144 @@ pub fn histogram(
     Some(s)
 }
 
+/// One distribution of a [`cdf_chart`]: its name, values and the text that formats a
+/// value for the hover titles (`23.3 us`).
+pub struct Dist<'a> {
+    pub name: String,
+    pub values: Vec<f64>,
+    pub fmt: &'a dyn Fn(f64) -> String,
+}
+
+/// Empirical cumulative distributions on shared axes, one line per distribution, with
+/// the median (circle), the 99th percentile (square) and the maximum (triangle) marked
+/// on each. y = share of events at or below x, in percent. `None` when nothing is
+/// drawable. Curves are drawn through at most 400 quantiles each, which keeps 10^5
+/// events small and loses nothing a reader could see.
+pub fn cdf_chart(
+    title: &str,
+    subtitle: &str,
+    x_label: &str,
+    dists: &[Dist<'_>],
+    scale: Scale,
+) -> Option<String> {
+    let sorted: Vec<Vec<f64>> = dists
+        .iter()
+        .map(|d| {
+            let mut v: Vec<f64> = d
+                .values
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite() && (scale == Scale::Linear || *v > 0.0))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        })
+        .collect();
+    let (lo, hi) = extent(sorted.iter().flat_map(|v| v.iter().copied()))?;
+    let plot = Plot {
+        w: 620.0,
+        h: 340.0,
+        left: 54.0,
+        right: 170.0,
+        top: 40.0,
+        bottom: 44.0,
+        x: Axis::fit(x_label, lo, hi, scale, false),
+        y: Axis {
+            label: "% of events at or below".into(),
+            scale: Scale::Linear,
+            min: 0.0,
+            max: 100.0,
+            ticks: vec![0.0, 25.0, 50.0, 75.0, 100.0],
+            bytes: false,
+        },
+    };
+    let mut s = plot.open(title, subtitle);
+    let q = |v: &[f64], p: f64| -> f64 {
+        let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+        v[i.min(v.len() - 1)]
+    };
+    for (i, (d, v)) in dists.iter().zip(&sorted).enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        let c = color(i);
+        let n = v.len();
+        let steps = n.min(400);
+        let mut path = String::new();
+        for k in 0..=steps {
+            let share = k as f64 / steps as f64;
+            let idx = ((share * n as f64).ceil() as usize).clamp(1, n) - 1;
+            let (x, y) = (r1(plot.px(v[idx])), r1(plot.py(share * 100.0)));
+            let _ = write!(path, "{}{x} {y}", if k == 0 { 'M' } else { 'L' });
+        }
+        let _ = write!(
+            s,
+            r#"<path d="{path}" fill="none" stroke="{c}" stroke-width="2"/>"#
+        );
+        for (p, shape) in [(50.0, 'o'), (99.0, 's'), (100.0, 't')] {
+            let val = if p == 100.0 { v[n - 1] } else { q(v, p) };
+            let (x, y) = (r1(plot.px(val)), r1(plot.py(p)));
+            let what = match shape {
+                'o' => "median",
+                's' => "p99",
+                _ => "max",
+            };
+            let tip = format!("{}: {what} {}", d.name, (d.fmt)(val));
+            let _ = match shape {
+                'o' => write!(
+                    s,
+                    r##"<circle cx="{x}" cy="{y}" r="4" fill="{c}" stroke="#ffffff"><title>{}</title></circle>"##,
+                    esc(&tip)
+                ),
+                's' => write!(
+                    s,
+                    r##"<rect x="{}" y="{}" width="8" height="8" fill="{c}" stroke="#ffffff"><title>{}</title></rect>"##,
+                    x - 4.0,
+                    y - 4.0,
+                    esc(&tip)
+                ),
+                _ => write!(
+                    s,
+                    r##"<path d="M{x} {}l5 8h-10Z" fill="{c}" stroke="#ffffff"><title>{}</title></path>"##,
+                    y - 5.0,
+                    esc(&tip)
+                ),
+            };
+        }
+    }
+    let lx = plot.w - plot.right + 14.0;
+    let mut y = plot.top + 8.0;
+    for (i, d) in dists.iter().enumerate() {
+        let _ = write!(
+            s,
+            r#"<path d="M{lx} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+            color(i),
+            lx + 24.0,
+            y + 4.0,
+            esc(&shorten(&d.name, 22))
+        );
+        y += 18.0;
+    }
+    let _ = write!(
+        s,
+        r##"<g fill="#555555"><circle cx="{}" cy="{}" r="4"/><text x="{}" y="{}">median</text><rect x="{}" y="{}" width="8" height="8"/><text x="{}" y="{}">p99</text><path d="M{} {}l5 8h-10Z"/><text x="{}" y="{}">max</text></g>"##,
+        lx + 9.0,
+        y + 10.0,
+        lx + 24.0,
+        y + 14.0,
+        lx + 5.0,
+        y + 24.0,
+        lx + 24.0,
+        y + 32.0,
+        lx + 9.0,
+        y + 41.0,
+        lx + 24.0,
+        y + 50.0
+    );
+    s.push_str("</svg>");
+    Some(s)
+}
+
 /// Four significant digits with SI suffix, for a value quoted in a subtitle.
 fn tick_label_precise(v: f64) -> String {
     let a = v.abs();
@@ -789,14 +1030,14 @@ mod tests {
         let opt = LineOptions {
             y_zero: true,
             x_integer: true,
-            y_scale: Scale::Linear,
+            ..LineOptions::default()
         };
-        assert_eq!(line_chart("t", "", "x", "y", &[], opt), None);
+        assert_eq!(line_chart("t", "", "x", "y", &[], &opt), None);
         let empty = Series {
             name: "s".into(),
             points: vec![],
         };
-        assert_eq!(line_chart("t", "", "x", "y", &[empty], opt), None);
+        assert_eq!(line_chart("t", "", "x", "y", &[empty], &opt), None);
         assert_eq!(scatter("t", "x", "y", &[], true, 10), None);
         assert_eq!(
             histogram("t", "x", &[f64::NAN], Scale::Linear, None, 10, "#000"),
@@ -815,15 +1056,16 @@ mod tests {
                     lo: Some(9.0 * i as f64),
                     hi: Some(11.0 * i as f64),
                     tip: format!("{i} & more"),
+                    label: None,
                 })
                 .collect(),
         };
         let opt = LineOptions {
             y_zero: true,
             x_integer: true,
-            y_scale: Scale::Linear,
+            ..LineOptions::default()
         };
-        let svg = line_chart("T & <U>", "sub", "threads", "GOPS", &[s], opt).unwrap();
+        let svg = line_chart("T & <U>", "sub", "threads", "GOPS", &[s], &opt).unwrap();
         assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
         assert!(svg.ends_with("</svg>"));
         assert_eq!(svg.matches("<circle").count(), 4);

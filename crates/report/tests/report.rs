@@ -427,13 +427,14 @@ fn compare_of_disjoint_runs_says_so() {
 
 // ---------------------------------------------------------------- HTML
 
+/// The sections the demo run fills (it has no counters and no `exec` command).
 const SECTIONS: [&str; 8] = [
     "machine",
     "smt-yield",
     "scaling",
+    "sweeps",
     "latency",
     "os-latency",
-    "counters",
     "cells",
     "skipped",
 ];
@@ -501,6 +502,15 @@ fn html_is_well_formed_with_every_section() {
         assert!(ids.contains(&s), "section {s} missing");
     }
     assert!(page.starts_with("<!DOCTYPE html>"));
+    // Sections without data are named once, with the reason, and not drawn empty.
+    assert!(!ids.contains(&"counters") && !ids.contains(&"exec"));
+    assert!(page.contains("<summary>Not in this run: Verdict, Counters</summary>"));
+    assert!(page.contains("<li>Counters: not recorded (use --counters)</li>"));
+    // Every table scrolls in its own box.
+    assert_eq!(
+        page.matches("<table").count(),
+        page.matches("<div class=\"scroll\"><table").count()
+    );
     // The demo's invented numbers are announced on the page.
     assert!(section(&page, "machine").contains("synthetic demo data"));
 }
@@ -527,15 +537,30 @@ fn html_makes_no_external_requests() {
 fn html_charts_draw_what_was_measured() {
     let page = smtlab_report::html(&demo());
     let scaling = section(&page, "scaling");
-    // int-ops auto, int-ops explicit, fp-ops, mem-read, mem-latency.
+    // int-ops auto, int-ops explicit, fp-ops, mem-read, mem-latency 1GiB; the
+    // working-set sweep is not here but one chart of its own.
     assert_eq!(scaling.matches("<svg").count(), 5);
     assert!(scaling.contains("<path d=\"M"));
     assert!(scaling.contains("<circle"));
     assert!(scaling.contains("2 threads/core"));
     assert!(scaling.contains("all/linear"));
+    // Labelled points: each int-ops point of the explicit chart carries its value.
+    assert!(scaling.contains("font-size=\"9.5\""));
+    assert!(!scaling.contains("size=4KiB"));
+    let sweeps = section(&page, "sweeps");
+    assert_eq!(sweeps.matches("<svg").count(), 1);
+    // One curve per placement, the demo machine's caches marked, sizes on the axis.
+    assert!(sweeps.contains(">1c1t</text>") && sweeps.contains(">2c1t</text>"));
+    for cache in ["L1d 48 KiB", "L2 2 MiB", "L3 16 MiB"] {
+        assert!(sweeps.contains(cache), "{cache}");
+    }
+    assert!(sweeps.contains(">64 KiB</text>") && sweeps.contains(">64 MiB</text>"));
     let latency = section(&page, "latency");
-    // Six cells with series, three charts each.
-    assert_eq!(latency.matches("<svg").count(), 18);
+    // Three benchmarks with series, two overlaid distributions each, then one scatter
+    // per cell (six cells) behind a <details>.
+    assert_eq!(latency.matches("<svg").count(), 3 * 2 + 6);
+    assert!(latency.contains("% of events at or below"));
+    assert!(latency.contains("<details>"));
     assert!(latency.contains("y = x"));
     assert!(latency.contains("log scale"));
     let os = section(&page, "os-latency");
@@ -546,7 +571,15 @@ fn html_charts_draw_what_was_measured() {
     let yields = section(&page, "smt-yield");
     assert!(yields.contains("class=\"strip\""));
     let cells = section(&page, "cells");
-    assert_eq!(cells.matches("<tr>").count(), 1 + demo().cells.len());
+    let d = demo();
+    let benchmarks: std::collections::BTreeSet<&str> =
+        d.cells.iter().map(|c| c.benchmark.as_str()).collect();
+    // One collapsed table per benchmark: a header row each, and a row per cell.
+    assert_eq!(cells.matches("<details>").count(), benchmarks.len());
+    assert_eq!(
+        cells.matches("<tr>").count(),
+        benchmarks.len() + d.cells.len()
+    );
     assert!(section(&page, "skipped").contains("needs 2 or more pinned CPUs"));
 }
 
@@ -577,18 +610,39 @@ fn html_without_data_says_not_measured() {
     r.run.topology.smt.control = Some("off".into());
     r.run.environment.kernel = None;
     let page = smtlab_report::html(&r);
-    elements(&page);
-    for s in ["scaling", "latency", "os-latency"] {
-        let sec = section(&page, s);
-        assert!(sec.contains("Not measured in this run"), "{s}: {sec}");
-        assert!(!sec.contains("<svg"), "{s} draws empty axes");
+    let els = elements(&page);
+    // No empty section: each is left out and named once with its reason.
+    let ids: Vec<&str> = els
+        .iter()
+        .filter_map(|(_, a)| a.get("id").map(String::as_str))
+        .collect();
+    for s in [
+        "exec",
+        "smt-yield",
+        "scaling",
+        "sweeps",
+        "latency",
+        "os-latency",
+        "counters",
+        "cells",
+        "skipped",
+    ] {
+        assert!(!ids.contains(&s), "empty section {s} drawn");
     }
-    assert!(section(&page, "smt-yield").contains("No SMT yield: no cell was measured"));
-    assert!(section(&page, "cells").contains("No cell was measured"));
-    assert!(
-        section(&page, "counters")
-            .contains("Not recorded in this run (use <code>--counters</code>)")
-    );
+    assert_eq!(page.matches("<svg").count(), 1, "only the topology picture");
+    let absent = &page[page.find("id=\"absent\"").unwrap()..];
+    let absent = &absent[..absent.find("</details>").unwrap()];
+    for reason in [
+        "SMT yield: no SMT yield: no cell was measured",
+        "Scaling: no compute or memory benchmark",
+        "Latency distributions: no per-event times",
+        "OS latencies: no os benchmark",
+        "Counters: not recorded (use --counters)",
+        "All cells: no cell was measured",
+        "Skipped: none, every planned cell was measured",
+    ] {
+        assert!(absent.contains(reason), "{reason}: {absent}");
+    }
     let machine = section(&page, "machine");
     assert!(
         machine.contains("no SMT visible (smt/control: off)"),
@@ -598,7 +652,6 @@ fn html_without_data_says_not_measured() {
         machine.contains("unknown"),
         "a missing kernel is said to be unknown"
     );
-    assert!(section(&page, "skipped").contains("None"));
 }
 
 /// Counters as `--counters` records them: software events, `/proc/stat` time in a
@@ -709,8 +762,8 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
     elements(&page);
     let sec = section(&page, "counters");
     assert!(sec.contains("this KVM guest exposes no PMU"), "{sec}");
-    assert!(sec.contains("8.000 ms"), "task-clock: {sec}");
-    assert!(sec.contains("200.0 ns / op"), "CPU time per op: {sec}");
+    assert!(sec.contains("8.00 ms"), "task-clock: {sec}");
+    assert!(sec.contains("200 ns / op"), "CPU time per op: {sec}");
     assert!(!sec.contains("CPI"), "no PMU, no CPI column: {sec}");
     assert!(
         sec.contains("not recorded"),
@@ -859,4 +912,164 @@ fn a_cell_whose_level_moved_is_flagged_unsteady() {
         page.contains("1 cells were unsteady"),
         "the machine section says so"
     );
+}
+
+/// No reference that leaves the page: no scheme, no protocol-relative `//` address, no
+/// `@import`, no `url(` (the pages need none), no script, no link element.
+fn assert_self_contained(page: &str) {
+    let stripped = page.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for bad in [
+        "http://", "https://", "@import", "url(", "<script", "<link", "<iframe", "<img",
+    ] {
+        assert!(!stripped.contains(bad), "external reference: {bad}");
+    }
+    for (name, attrs) in elements(page) {
+        for key in ["src", "href", "xlink:href", "action"] {
+            if let Some(v) = attrs.get(key) {
+                assert!(
+                    v.starts_with('#') && !v.starts_with("//"),
+                    "<{name} {key}=\"{v}\"> leaves the page"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn report_and_compare_pages_are_self_contained() {
+    assert_self_contained(&smtlab_report::html(&demo()));
+    let (a, b) = pair();
+    assert_self_contained(&smtlab_report::compare_html(&a, &b));
+    let mut b2 = demo();
+    b2.run.id = 9;
+    assert_self_contained(&smtlab_report::compare_html(&demo(), &b2));
+}
+
+#[test]
+fn sweep_section_snapshot() {
+    let page = smtlab_report::html(&demo());
+    insta::assert_snapshot!("html_sweeps_section", section(&page, "sweeps"));
+}
+
+/// A mutex hand-off whose headline (the median of per-sample means) is far above the
+/// per-event median: a skewed distribution, where the page must say why they differ.
+fn skewed_handoff() -> RunResults {
+    let mut cells = Vec::new();
+    for (p, scale) in [("1c2t", 1.0), ("2c1t", 1.6)] {
+        // 40 events: most near 20 us, every fifth one slow (300 us).
+        let wake: Vec<f64> = (0..40)
+            .map(|i| {
+                if i % 5 == 4 {
+                    300_000.0 * scale
+                } else {
+                    (20_000.0 + 100.0 * i as f64) * scale
+                }
+            })
+            .collect();
+        let unlock: Vec<f64> = (0..40).map(|i| (300.0 + 5.0 * i as f64) * scale).collect();
+        let means: Vec<f64> = wake
+            .chunks(10)
+            .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+            .collect();
+        let mut c = cell(
+            "mutex-handoff",
+            "threads",
+            "ns",
+            LO,
+            &[("events", "10")],
+            placement(p),
+            &means,
+        );
+        c.result.series.insert("unlock_ns".into(), unlock);
+        c.result.series.insert("wake_ns".into(), wake);
+        cells.push(c);
+    }
+    run(cells, vec![])
+}
+
+#[test]
+fn latency_distributions_overlay_placements_and_explain_the_headline() {
+    let page = smtlab_report::html(&skewed_handoff());
+    elements(&page);
+    let latency = section(&page, "latency");
+    // Two overlaid CDFs (unlock, waiter) and one scatter per placement.
+    assert_eq!(latency.matches("<svg").count(), 2 + 2);
+    assert_eq!(latency.matches(">1c2t</text>").count(), 2);
+    // The headline (mean of 10 events with 2 slow ones: 76.9 us) is far from the
+    // per-event median (~21.5 us): the caption says so, with both numbers.
+    assert!(latency.contains("class=\"caption\""), "{latency}");
+    assert!(latency.contains("1c2t: the cell&#39;s value"));
+    assert!(latency.contains("skewed"));
+    insta::assert_snapshot!("html_latency_section_skewed", latency);
+}
+
+#[test]
+fn topology_picture_snapshot() {
+    let svg = smtlab_report::topo_svg::topology_svg(&common::topology());
+    insta::assert_snapshot!("topology_svg_demo", svg);
+}
+
+#[test]
+fn compare_markdown_and_sections_snapshots() {
+    let (a, b) = pair();
+    let md = smtlab_report::compare_markdown(&a, &b);
+    // A table a Markdown renderer takes: header, alignment row, one line per row.
+    assert!(md.contains("| group | benchmark |"));
+    assert!(md.contains("|---|---|---|---|--:|--:|--:|--:|---|"));
+    // The environments that differ come first.
+    assert!(md.contains("| host | demo-host | other-host |"));
+    assert!(md.contains("| SMT control | on (active: true) | off (active: true) |"));
+    insta::assert_snapshot!("compare_markdown_pair", md);
+    let c = smtlab_report::compare(&a, &b);
+    let mut sections = String::new();
+    smtlab_report::compare_html::compare_sections(&mut sections, &a, &b, &c);
+    insta::assert_snapshot!("compare_sections_pair", sections);
+    let page = smtlab_report::compare_html(&a, &b);
+    elements(&page);
+    // Side by side, with the differing rows marked; bars with intervals; geomeans.
+    assert!(page.contains("<tr class=\"diff\"><th>SMT control</th>"));
+    assert!(page.contains("Speed-up of B over A (log scale"));
+    assert!(page.contains("id=\"geomeans\""));
+    assert!(page.contains("Measured in one run only"));
+}
+
+#[test]
+fn exec_report_has_its_verdict_and_no_empty_section() {
+    let mut cells = Vec::new();
+    for (p, secs) in [("1c1t", 1.0), ("1c2t", 0.8)] {
+        cells.push(cell(
+            "exec",
+            "exec",
+            "s",
+            LO,
+            &[("command", "sh -c true")],
+            placement(p),
+            &[secs * 0.99, secs, secs * 1.01, secs * 1.005, secs * 0.995],
+        ));
+    }
+    let mut r = run(cells, vec![]);
+    r.run.suite = Some("exec".into());
+    let page = smtlab_report::html(&r);
+    elements(&page);
+    let verdict = section(&page, "exec");
+    // 1.0 s against 0.8 s: 1.25x faster with SMT, interval above 1.
+    assert!(
+        verdict.contains("SMT (a second thread on the same core) gives +25.0%"),
+        "{verdict}"
+    );
+    assert!(!verdict.contains("not significant"));
+    for empty in [
+        "scaling",
+        "sweeps",
+        "latency",
+        "os-latency",
+        "counters",
+        "skipped",
+    ] {
+        assert!(
+            !page.contains(&format!("<section id=\"{empty}\">")),
+            "{empty}"
+        );
+    }
+    insta::assert_snapshot!("html_exec_verdict", verdict);
 }

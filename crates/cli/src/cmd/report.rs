@@ -89,6 +89,15 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 pub fn compare(args: &CompareArgs) -> Result<()> {
     let a = load(&args.a, &args.db)?;
     let b = load(&args.b, &args.db)?;
+    if let Some(path) = &args.output {
+        std::fs::write(path, smtlab_report::compare_html(&a, &b))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+        return Ok(());
+    }
+    if args.markdown {
+        return emit(&smtlab_report::compare_markdown(&a, &b));
+    }
     let cmp = smtlab_report::compare(&a, &b);
     if args.json {
         return emit(&smtlab_report::compare_json(&cmp));

@@ -1,6 +1,6 @@
 //! `smtlab topo`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::{emit, json_text, load_topology};
 use crate::args::{TopoArgs, TopoView};
@@ -8,6 +8,11 @@ use crate::render;
 
 pub fn run(args: &TopoArgs) -> Result<()> {
     let topo = load_topology(&args.sysfs)?;
+    if let Some(path) = &args.svg {
+        std::fs::write(path, render::topo::svg(&topo))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
     if args.json {
         return emit(&json_text(&topo)?);
     }

@@ -271,6 +271,14 @@ pub fn boxes(topo: &Topology) -> String {
 
 /// The closing one-liner, e.g. `2 packages x 8 cores x 2 threads = 32 CPUs; SMT on
 /// (control: on)` or `2 cores x 1 thread = 2 CPUs; no SMT visible (KVM guest)`.
+/// `smtlab topo --svg FILE`: the report's topology picture as a stand-alone SVG file.
+pub fn svg(topo: &Topology) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{}\n",
+        smtlab_report::topo_svg::topology_svg(topo)
+    )
+}
+
 pub fn verdict(topo: &Topology) -> String {
     let npk = topo.packages.len();
     let ncores = topo.core_count();

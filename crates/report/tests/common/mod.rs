@@ -448,6 +448,35 @@ pub fn demo() -> RunResults {
             cells.push(cell(bench, "os", "ns", lo, ps, placement(p), &s));
         }
     }
+    // The memory-latency working-set sweep on one thread (4 KiB to 64 MiB): flat inside
+    // each cache of the demo machine (48 KiB L1d, 2 MiB L2, 16 MiB L3), then DRAM.
+    // Two placements that form no yield pair, so the yield table stays as it is.
+    for p in ["1c1t", "2c1t"] {
+        for k in 0..=7u32 {
+            let bytes = 4096u64 << (2 * k);
+            let ns = match bytes {
+                b if b <= 48 << 10 => 1.3,
+                b if b <= 2 << 20 => 4.2,
+                b if b <= 16 << 20 => 14.0,
+                _ => 88.0,
+            } * if p == "2c1t" { 1.05 } else { 1.0 };
+            let size = if bytes >= 1 << 20 {
+                format!("{}MiB", bytes >> 20)
+            } else {
+                format!("{}KiB", bytes >> 10)
+            };
+            let s = rng.around(ns, 0.01, 10);
+            cells.push(cell(
+                "mem-latency",
+                "memory",
+                "ns",
+                lo,
+                &[("size", &size), ("threads", "1")],
+                placement(p),
+                &s,
+            ));
+        }
+    }
     let skipped = vec![SkippedCell {
         key: CellKey {
             benchmark: "c2c-latency".into(),

@@ -1,0 +1,570 @@
+//! Two runs compared, for people: a self-contained HTML page ([`compare_html`]) and a
+//! Markdown table to paste into an issue or a review ([`compare_markdown`]).
+//!
+//! Both take the figures of [`compare()`](crate::compare::compare) (cells matched by
+//! benchmark, parameters and placement; speed-up of B over A, above 1 = B better) and
+//! show the 95% interval of each speed-up: the one speed-up of [`stats::speedup`], a
+//! ratio of means taken the way round that makes above 1 better, with Fieller's interval.
+//!
+//! The page: the two environments side by side with the differing facts marked
+//! (kernel, SMT state, CPU model, machine), the geometric mean of the speed-ups per
+//! group, a bar per benchmark on a log scale centred on 1 with its interval, the table
+//! of values, and the cells measured in only one run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use smtlab_model::{RunMeta, RunResults};
+
+use crate::compare::{CompareRow, Comparison, GroupMean, Side, compare};
+use crate::fmt::{esc, params, pct, times};
+use crate::units::Column;
+
+/// A row's speed-up interval ([`stats::speedup`], carried by the row), `None` with fewer
+/// than two samples on either side or an unbounded interval.
+pub fn speedup_interval(row: &CompareRow) -> Option<(f64, f64)> {
+    let q = row.interval.as_ref()?;
+    Some((q.ci95_low?, q.ci95_high?))
+}
+
+/// One format per benchmark over all its A and B values, so that the rows of a benchmark
+/// keep one unit and one number of decimals down the A and B columns (a column shared by
+/// 8 ns mutexes and 15 us hand-offs would otherwise show one of them badly).
+fn unit_columns(c: &Comparison) -> BTreeMap<(String, String), Column> {
+    let mut vals: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for r in &c.rows {
+        vals.entry((r.benchmark.clone(), r.unit.clone()))
+            .or_default()
+            .extend([r.a, r.b]);
+    }
+    vals.into_iter()
+        .map(|(k, v)| {
+            let col = Column::for_values(&k.1, &v);
+            (k, col)
+        })
+        .collect()
+}
+
+/// The facts that most often explain a difference between two runs, in order.
+fn environment(m: &RunMeta) -> Vec<(&'static str, String)> {
+    let e = &m.environment;
+    let t = &m.topology;
+    let or = |v: Option<&str>| v.unwrap_or("unknown").to_string();
+    let smt = match (&e.smt_control, t.smt.active) {
+        (Some(c), Some(a)) => format!("{c} (active: {a})"),
+        (Some(c), None) => c.clone(),
+        (None, _) => or(t.smt.control.as_deref()),
+    };
+    vec![
+        ("host", or(e.hostname.as_deref())),
+        (
+            "CPU model",
+            or(e.cpu_model.as_deref().or(t.cpu_model.as_deref())),
+        ),
+        ("machine", crate::html::shape(t)),
+        ("SMT control", smt),
+        ("kernel", or(e.kernel.as_deref())),
+        ("microcode", or(e.microcode.as_deref())),
+        ("governor", or(e.governor.as_deref())),
+        ("boost / turbo", or(e.boost.as_deref())),
+        ("clocksource", or(e.clocksource.as_deref())),
+        (
+            "virtualisation",
+            e.virtualization
+                .as_deref()
+                .or(t.virtualization.as_deref())
+                .unwrap_or("none detected")
+                .to_string(),
+        ),
+        ("tool version", e.tool_version.clone()),
+        ("suite", or(m.suite.as_deref())),
+        ("started", crate::fmt::utc(m.started_unix_s)),
+    ]
+}
+
+/// `benchmark size=4KiB @ 1c1t`: the parameters that tell this benchmark's rows apart,
+/// not those they all share (kept short for the bar chart; the table has them all).
+fn row_label(r: &CompareRow, all: &[CompareRow]) -> String {
+    let same: Vec<&CompareRow> = all.iter().filter(|x| x.benchmark == r.benchmark).collect();
+    let varying: BTreeMap<String, String> = r
+        .params
+        .iter()
+        .filter(|(k, v)| same.iter().any(|x| x.params.get(*k) != Some(*v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut s = r.benchmark.clone();
+    if !varying.is_empty() {
+        let _ = write!(s, " {}", params(&varying));
+    }
+    let _ = write!(s, " @ {}", r.placement);
+    s
+}
+
+fn verdict(r: &CompareRow, ci: Option<(f64, f64)>) -> &'static str {
+    match (ci, r.significant()) {
+        (Some((lo, _)), _) if lo > 1.0 => "better",
+        (Some((_, hi)), _) if hi < 1.0 => "worse",
+        (None, Some(true)) if r.speedup.is_some_and(|s| s > 1.0) => "better",
+        (None, Some(true)) => "worse",
+        _ => "same",
+    }
+}
+
+const BETTER: &str = "#009e73";
+const WORSE: &str = "#d55e00";
+const SAME: &str = "#8c8c8c";
+
+fn colour(v: &str) -> &'static str {
+    match v {
+        "better" => BETTER,
+        "worse" => WORSE,
+        _ => SAME,
+    }
+}
+
+/// Horizontal bars on a log scale centred on 1: one per row, the interval as a whisker,
+/// group headings between. `None` without a row that has a speed-up.
+/// A line of the bar chart and table: a group heading (no row) or a row with its interval.
+type Line<'a> = (String, Option<&'a CompareRow>, Option<(f64, f64)>);
+
+fn bars(rows: &[Line<'_>]) -> Option<String> {
+    let vals: Vec<f64> = rows
+        .iter()
+        .filter_map(|(_, r, ci)| r.and_then(|r| r.speedup).map(|s| (s, ci)))
+        .flat_map(|(s, ci)| [Some(s), ci.map(|c| c.0), ci.map(|c| c.1)])
+        .flatten()
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .collect();
+    if vals.is_empty() {
+        return None;
+    }
+    // Symmetric in log: 0.5x sits as far left as 2x right. The range follows the
+    // speed-ups, not the whiskers (one noisy cell would squash every bar), within
+    // 1.1x..8x; whiskers beyond it are cut at the edge.
+    let speedups: Vec<f64> = rows
+        .iter()
+        .filter_map(|(_, r, _)| r.and_then(|r| r.speedup))
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .collect();
+    let m = (speedups.iter().map(|v| v.ln().abs()).fold(0.0f64, f64::max) * 1.15)
+        .clamp(1.1f64.ln(), 8f64.ln());
+    let _ = &vals;
+    let (label_w, plot_w, row_h, top) = (300.0, 440.0, 20.0, 48.0);
+    let w = label_w + plot_w + 90.0;
+    let h = top + rows.len() as f64 * row_h + 30.0;
+    let x = |v: f64| label_w + (v.ln() + m) / (2.0 * m) * plot_w;
+    let one = x(1.0);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="speed-up of B over A per benchmark" font-family="sans-serif" font-size="11"><rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/><text x="{label_w}" y="14" font-size="13" font-weight="bold">Speed-up of B over A (log scale; right of 1 = B better)</text>"##
+    );
+    // Ticks at round ratios inside the range; 1 first, and a label only where it
+    // does not touch one already placed (0.9, 1 and 1.1 crowd on a wide range).
+    let mut placed: Vec<f64> = Vec::new();
+    for t in [1.0f64, 0.125, 0.25, 0.5, 0.8, 0.9, 1.1, 1.25, 2.0, 4.0, 8.0] {
+        if t.ln().abs() > m {
+            continue;
+        }
+        let tx = (x(t) * 10.0).round() / 10.0;
+        let _ = write!(
+            s,
+            r##"<path d="M{tx} {top}V{}" stroke="{}" {}/>"##,
+            h - 24.0,
+            if t == 1.0 { "#333333" } else { "#c8c8c8" },
+            if t == 1.0 {
+                ""
+            } else {
+                "stroke-dasharray=\"2 2\""
+            },
+        );
+        if placed.iter().any(|p| (p - tx).abs() < 34.0) {
+            continue;
+        }
+        placed.push(tx);
+        for ty in [top - 6.0, h - 10.0] {
+            let _ = write!(
+                s,
+                r##"<text x="{tx}" y="{ty}" text-anchor="middle" fill="#555555">{t}x</text>"##
+            );
+        }
+    }
+    for (i, (label, row, ci)) in rows.iter().enumerate() {
+        let y = top + i as f64 * row_h;
+        let Some(r) = row else {
+            let _ = write!(
+                s,
+                r#"<text x="4" y="{}" font-weight="bold">{}</text>"#,
+                y + 14.0,
+                esc(label)
+            );
+            continue;
+        };
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end" fill="#222222">{}</text>"##,
+            label_w - 8.0,
+            y + 14.0,
+            esc(&shorten(label, 46))
+        );
+        let Some(v) = r.speedup else {
+            let _ = write!(
+                s,
+                r##"<text x="{one}" y="{}" fill="#777777">no speed-up (a value is not positive)</text>"##,
+                y + 14.0
+            );
+            continue;
+        };
+        let col = colour(verdict(r, *ci));
+        let (x0, x1) = (one.min(x(v)), one.max(x(v)));
+        let tip = format!(
+            "{label}: {} ({}){}",
+            times(v),
+            pct(v),
+            ci.map(|(lo, hi)| format!(", 95% interval [{}, {}]", times(lo), times(hi)))
+                .unwrap_or_default()
+        );
+        let _ = write!(
+            s,
+            r#"<rect x="{:.1}" y="{}" width="{:.1}" height="12" fill="{col}" fill-opacity="0.75"><title>{}</title></rect>"#,
+            x0,
+            y + 4.0,
+            (x1 - x0).max(1.0),
+            esc(&tip)
+        );
+        if let Some((lo, hi)) = ci {
+            let (a, b) = (x(lo.max((-m).exp())), x(hi.min(m.exp())));
+            let _ = write!(
+                s,
+                r##"<path d="M{a:.1} {}H{b:.1}M{a:.1} {}v8M{b:.1} {}v8" stroke="#222222" fill="none"/>"##,
+                y + 10.0,
+                y + 6.0,
+                y + 6.0
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{}" fill="#222222">{}</text>"##,
+            label_w + plot_w + 6.0,
+            y + 14.0,
+            esc(&pct(v))
+        );
+    }
+    s.push_str("</svg>");
+    Some(s)
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.into()
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn geomean_cells(g: &GroupMean) -> (String, String) {
+    let col = g
+        .unit
+        .as_deref()
+        .map(|u| Column::for_values(u, &[g.a.unwrap_or(f64::NAN), g.b.unwrap_or(f64::NAN)]));
+    match (col, g.a, g.b) {
+        (Some(c), Some(a), Some(b)) => (c.with_unit(a), c.with_unit(b)),
+        _ => ("-".into(), "-".into()),
+    }
+}
+
+const CSS: &str = "\
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1b1b1b;\
+margin:0 auto;max-width:1320px;padding:0 24px 48px;background:#fff}\
+h1{font-size:24px;margin:24px 0 2px}\
+h2{font-size:19px;border-bottom:2px solid #0072b2;padding-bottom:4px;margin:36px 0 10px}\
+p{margin:6px 0;max-width:980px}\
+.scroll{overflow-x:auto;max-width:100%;margin:8px 0 16px}\
+table{border-collapse:collapse;margin:0}\
+th,td{border:1px solid #d5d5d5;padding:3px 8px;text-align:left;vertical-align:top}\
+th{background:#eef2f7;font-weight:600}\
+td{white-space:nowrap}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}\
+tr.diff td{background:#fff3d6}\
+tr.group td{background:#f6f6f6;font-weight:600}\
+td.better{color:#00704f}td.worse{color:#b03000}\
+.muted{color:#666}.sub{color:#666;font-size:12px}\
+svg{max-width:100%;height:auto}\
+code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:12.5px}\
+details{margin:6px 0}summary{cursor:pointer}\
+footer{margin-top:40px;color:#777;font-size:12px;max-width:980px}\
+@media (max-width:760px){body{padding:0 10px 32px}h1{font-size:20px}}\
+@media print{body{max-width:none;padding:0;font-size:11px}.scroll{overflow:visible}\
+details::details-content{content-visibility:visible;display:contents}\
+svg,tr{break-inside:avoid}h2{break-after:avoid}}";
+
+/// The comparison page (see the module documentation).
+pub fn compare_html(a: &RunResults, b: &RunResults) -> String {
+    let c = compare(a, b);
+    let mut p = String::with_capacity(32 * 1024);
+    let _ = write!(
+        p,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\
+         <title>smtlab compare: {} vs {}</title><style>{CSS}</style></head><body>\
+         <header><h1>smtlab compare</h1><p><b>A</b>: {}<br/><b>B</b>: {}</p></header>",
+        esc(&c.a.label),
+        esc(&c.b.label),
+        esc(&c.a.label),
+        esc(&c.b.label)
+    );
+    compare_sections(&mut p, a, b, &c);
+    let _ = writeln!(
+        p,
+        "<footer>Generated by smtlab-report {}. Speed-up of B over A: mean B/A for \
+         higher-is-better benchmarks, mean A/B for lower-is-better ones, so above 1 is \
+         always B better; intervals are Fieller's 95% interval of that ratio, and a \
+         difference is called significant only when the interval excludes 1. Nothing here is estimated: a value that \
+         was not measured in both runs is listed as missing.</footer></body></html>",
+        esc(env!("CARGO_PKG_VERSION"))
+    );
+    crate::html::wrap_tables(&p)
+}
+
+/// The page's sections, without the page frame (what the snapshot tests look at).
+pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comparison) {
+    // Environments side by side.
+    p.push_str(
+        "<section id=\"environments\"><h2>The two environments</h2><p>Rows that differ are \
+         marked: they are the first suspects for any difference below.</p><table><tr><th>\
+         </th><th>A</th><th>B</th></tr>",
+    );
+    for ((k, va), (_, vb)) in environment(&a.run).into_iter().zip(environment(&b.run)) {
+        let differs = va != vb && k != "started";
+        let _ = write!(
+            p,
+            "<tr{}><th>{}</th><td>{}</td><td>{}</td></tr>",
+            if differs { " class=\"diff\"" } else { "" },
+            esc(k),
+            esc(&va),
+            esc(&vb)
+        );
+    }
+    p.push_str("</table></section>");
+    if c.rows.is_empty() {
+        p.push_str(
+            "<section id=\"speedups\"><h2>Speed-ups</h2><p>No cell was measured in both \
+             runs: nothing to compare.</p></section>",
+        );
+        missing(p, c);
+        return;
+    }
+    // Geometric means per group.
+    p.push_str(
+        "<section id=\"geomeans\"><h2>Geometric means</h2><p>The geometric mean of the \
+         speed-ups of each group and of all rows; the A and B columns are filled where a \
+         group's rows share one unit.</p><table><tr><th>group</th><th>rows</th><th>A</th>\
+         <th>B</th><th>speed-up</th></tr>",
+    );
+    for g in c.groups.iter().chain([&c.overall]) {
+        let (ga, gb) = geomean_cells(g);
+        let sp = g.speedup;
+        let _ = write!(
+            p,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num {}\">{}</td></tr>",
+            esc(&g.group),
+            g.rows,
+            esc(&ga),
+            esc(&gb),
+            match sp {
+                Some(s) if s > 1.0 => "better",
+                Some(s) if s < 1.0 => "worse",
+                _ => "",
+            },
+            sp.map(|s| format!("{}x ({})", times(s), pct(s)))
+                .unwrap_or_else(|| "-".into())
+        );
+    }
+    p.push_str("</table></section>");
+    // Bars and the table.
+    let mut lines: Vec<Line<'_>> = Vec::new();
+    let mut by_group: BTreeMap<&str, Vec<&CompareRow>> = BTreeMap::new();
+    for r in &c.rows {
+        by_group.entry(&r.group).or_default().push(r);
+    }
+    for g in &c.groups {
+        lines.push((g.group.clone(), None, None));
+        for r in by_group.get(g.group.as_str()).into_iter().flatten() {
+            lines.push((row_label(r, &c.rows), Some(r), speedup_interval(r)));
+        }
+    }
+    p.push_str(
+        "<section id=\"speedups\"><h2>Speed-up per benchmark</h2><p>One bar per cell \
+         measured in both runs, on a log scale so that 2x faster and 2x slower are equally \
+         long; the whisker is the 95% interval. Green: B better beyond the interval; red: \
+         B worse; grey: no significant difference.</p>",
+    );
+    if let Some(svg) = bars(&lines) {
+        p.push_str(&svg);
+    }
+    let cols = unit_columns(c);
+    p.push_str(
+        "<table><tr><th>benchmark</th><th>params</th><th>placement</th><th>statistic (better)</th>\
+         <th>A</th><th>B</th><th>speed-up</th><th>95% interval</th><th>significant</th></tr>",
+    );
+    for (label, row, ci) in &lines {
+        let Some(r) = row else {
+            let _ = write!(
+                p,
+                "<tr class=\"group\"><td colspan=\"9\">{}</td></tr>",
+                esc(label)
+            );
+            continue;
+        };
+        let col = &cols[&(r.benchmark.clone(), r.unit.clone())];
+        let v = verdict(r, *ci);
+        let _ = write!(
+            p,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{} ({})</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num {v}\">{}</td>\
+             <td class=\"num\">{}</td><td>{}</td></tr>",
+            esc(&r.benchmark),
+            esc(&params(&r.params)),
+            esc(&r.placement),
+            r.statistic.name(),
+            r.direction.as_str(),
+            esc(&col.with_unit(r.a)),
+            esc(&col.with_unit(r.b)),
+            r.speedup
+                .map(|s| format!("{}x ({})", times(s), pct(s)))
+                .unwrap_or_else(|| "-".into()),
+            ci.map(|(lo, hi)| format!("[{}, {}]", times(lo), times(hi)))
+                .unwrap_or_else(|| "-".into()),
+            match r.significant() {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "- (n < 2)",
+            }
+        );
+    }
+    p.push_str("</table></section>");
+    missing(p, c);
+}
+
+fn missing(p: &mut String, c: &Comparison) {
+    if c.missing.is_empty() {
+        return;
+    }
+    let _ = write!(
+        p,
+        "<section id=\"missing\"><h2>Measured in one run only</h2><details><summary>{} \
+         cell{} (not in any mean)</summary><table><tr><th>benchmark</th><th>params</th>\
+         <th>placement</th><th>only in</th><th>why the other run has none</th></tr>",
+        c.missing.len(),
+        if c.missing.len() == 1 { "" } else { "s" }
+    );
+    for m in &c.missing {
+        let _ = write!(
+            p,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&m.benchmark),
+            esc(&params(&m.params)),
+            esc(&m.placement),
+            match m.only_in {
+                Side::A => "A",
+                Side::B => "B",
+            },
+            esc(m
+                .other_skipped
+                .as_deref()
+                .unwrap_or("not planned or not reached"))
+        );
+    }
+    p.push_str("</table></details></section>");
+}
+
+/// Markdown escaping for a table cell: pipes and the characters that start markup.
+fn md(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace('*', "\\*")
+        .replace('_', "\\_")
+        .replace('`', "\\`")
+        .replace('<', "&lt;")
+        .replace('\n', " ")
+}
+
+/// The comparison as GitHub-flavoured Markdown: who A and B are, the environment facts
+/// that differ, one table row per cell with the speed-up and its interval, and the
+/// geometric means.
+pub fn compare_markdown(a: &RunResults, b: &RunResults) -> String {
+    let c = compare(a, b);
+    let mut out = format!("**A**: {}  \n**B**: {}\n\n", md(&c.a.label), md(&c.b.label));
+    let (ea, eb) = (environment(&a.run), environment(&b.run));
+    let diffs: Vec<_> = ea
+        .iter()
+        .zip(&eb)
+        .filter(|((k, x), (_, y))| x != y && *k != "started")
+        .collect();
+    if !diffs.is_empty() {
+        out.push_str("| differs | A | B |\n|---|---|---|\n");
+        for ((k, x), (_, y)) in diffs {
+            let _ = writeln!(out, "| {} | {} | {} |", md(k), md(x), md(y));
+        }
+        out.push('\n');
+    }
+    if c.rows.is_empty() {
+        out.push_str("No cell was measured in both runs.\n");
+        return out;
+    }
+    out.push_str(
+        "| group | benchmark | params | placement | A | B | speed-up | 95% interval | significant |\n\
+         |---|---|---|---|--:|--:|--:|--:|---|\n",
+    );
+    let cols = unit_columns(&c);
+    for g in &c.groups {
+        for r in c.rows.iter().filter(|r| r.group == g.group) {
+            let col = &cols[&(r.benchmark.clone(), r.unit.clone())];
+            let ci = speedup_interval(r);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                md(&r.group),
+                md(&r.benchmark),
+                md(&params(&r.params)),
+                md(&r.placement),
+                md(&col.with_unit(r.a)),
+                md(&col.with_unit(r.b)),
+                r.speedup.map(pct).unwrap_or_else(|| "-".into()),
+                ci.map(|(lo, hi)| format!("[{}, {}]", times(lo), times(hi)))
+                    .unwrap_or_else(|| "-".into()),
+                match r.significant() {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                }
+            );
+        }
+    }
+    out.push_str("\n| geometric mean | rows | speed-up |\n|---|--:|--:|\n");
+    for g in c.groups.iter().chain([&c.overall]) {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            md(&g.group),
+            g.rows,
+            g.speedup.map(pct).unwrap_or_else(|| "-".into())
+        );
+    }
+    out.push_str(
+        "\nSpeed-up of B over A (positive = B better): mean B/A when higher is better, \
+         mean A/B when lower is better. Interval: Fieller 95% of that ratio. \
+         Significant: the interval excludes 1.\n",
+    );
+    if !c.missing.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} cell(s) measured in only one run are left out.",
+            c.missing.len()
+        );
+    }
+    out
+}

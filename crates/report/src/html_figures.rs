@@ -1,0 +1,450 @@
+//! The page's figures of the papers' kinds, apart from the page frame in
+//! [`html`](crate::html):
+//!
+//! * [`sweeps`]: a benchmark measured at three or more working-set sizes (the memory
+//!   latency sweep of `run --suite full`) is one curve per placement over a log size
+//!   axis, with this machine's cache sizes as vertical lines (the `sweeps` section);
+//! * [`latency`]: per-event time series (thread creation, mutex hand-off, condition
+//!   variables; van Tol 2011 Figs 8-14) as cumulative distributions with the placements
+//!   overlaid on shared axes, the median, 99th percentile and maximum marked and
+//!   tabulated, and a caption where the cell's headline value and the per-event median
+//!   differ (the `latency` section); the per-event A-vs-B scatters of each placement
+//!   follow, collapsed.
+//!
+//! Values are drawn and written in one unit per figure ([`crate::units::Column`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
+
+use crate::fmt::{cpus, esc, params};
+use crate::svg::{self, Dist, LineOptions, Point, Scale, Series};
+use crate::units::{Column, scaled, size};
+
+/// A byte size as the benchmarks write it: `4096`, `4k`, `32KiB`, `64M`, `1GiB`, `2MB`.
+pub fn parse_size(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let f = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024f64.powi(2),
+        "g" | "gb" | "gib" => 1024f64.powi(3),
+        "t" | "tb" | "tib" => 1024f64.powi(4),
+        _ => return None,
+    };
+    Some(n * f)
+}
+
+/// A benchmark and its parameters (without the one a figure varies).
+type Key = (String, BTreeMap<String, String>);
+
+/// Cells that belong to a working-set sweep: same benchmark and other parameters, three
+/// or more distinct parseable `size` values. Keyed by (benchmark, parameters without
+/// `size`), in run order.
+pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
+    let mut order: Vec<Key> = Vec::new();
+    let mut groups: BTreeMap<Key, Vec<&CellRecord>> = BTreeMap::new();
+    for c in &r.cells {
+        let Some(sz) = c.params.get("size") else {
+            continue;
+        };
+        if parse_size(sz).is_none() {
+            continue;
+        }
+        let mut ps = c.params.clone();
+        ps.remove("size");
+        let k = (c.benchmark.clone(), ps);
+        let v = groups.entry(k.clone()).or_default();
+        if v.is_empty() {
+            order.push(k);
+        }
+        v.push(c);
+    }
+    order
+        .into_iter()
+        .filter_map(|k| {
+            let cs = groups.remove(&k)?;
+            let mut sizes: Vec<u64> = cs
+                .iter()
+                .filter_map(|c| parse_size(&c.params["size"]))
+                .map(|v| v as u64)
+                .collect();
+            sizes.sort();
+            sizes.dedup();
+            (sizes.len() >= 3).then_some((k, cs))
+        })
+        .collect()
+}
+
+/// The value a cell is drawn by, with its error bar (mean and 95% CI when higher is
+/// better, median and p25-p75 when lower is).
+fn headline(c: &CellRecord) -> (f64, f64, f64) {
+    let s = &c.result.summary;
+    match c.direction {
+        Direction::Higher => (
+            s.mean,
+            s.mean - s.ci95_half_width,
+            s.mean + s.ci95_half_width,
+        ),
+        Direction::Lower => (s.median, s.p25, s.p75),
+    }
+}
+
+/// One line per cache level and type with a known size: `L1d 32 KiB`, `L2 1 MiB`,
+/// `L3 32 MiB`; instruction caches are left out (a data sweep does not touch them).
+fn cache_lines(t: &Topology) -> Vec<(f64, String)> {
+    let mut seen: Vec<(u8, u64)> = Vec::new();
+    let mut out = Vec::new();
+    let mut caches: Vec<_> = t
+        .caches
+        .iter()
+        .filter(|c| c.cache_type != CacheType::Instruction)
+        .collect();
+    caches.sort_by_key(|c| (c.level, c.size_bytes));
+    for c in caches {
+        let Some(b) = c.size_bytes else { continue };
+        if seen.contains(&(c.level, b)) {
+            continue;
+        }
+        seen.push((c.level, b));
+        let ty = if c.cache_type == CacheType::Data {
+            "d"
+        } else {
+            ""
+        };
+        out.push((b as f64, format!("L{}{ty} {}", c.level, size(b as f64))));
+    }
+    out
+}
+
+/// The `sweeps` section.
+pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
+    let groups = sweep_groups(r);
+    if groups.is_empty() {
+        return false;
+    }
+    p.push_str(
+        "<section id=\"sweeps\"><h2>Working-set sweeps</h2><p>A benchmark measured at \
+         several working-set sizes: one curve per placement over the size (log scale), \
+         with this machine's data cache sizes from the run's topology as dashed lines. \
+         Where a curve steps up past a line, the working set has left that cache. Points: \
+         median with p25-p75 for latency, mean with 95% CI for throughput.</p>\
+         <div class=\"charts\">",
+    );
+    let lines = cache_lines(&r.run.topology);
+    for ((bench, ps), cs) in groups {
+        let first = cs[0];
+        let values: Vec<f64> = cs.iter().map(|c| headline(c).0).collect();
+        let col = Column::for_values(&first.unit, &values);
+        let mut series: Vec<Series> = Vec::new();
+        for c in &cs {
+            let x = parse_size(&c.params["size"]).unwrap_or(f64::NAN);
+            let (y, lo, hi) = headline(c);
+            let point = Point {
+                x,
+                y: y / col.divisor,
+                lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
+                hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
+                tip: format!(
+                    "{} at {}: {} ({} {}-{}), n = {}",
+                    c.placement.name,
+                    size(x),
+                    col.with_unit(y),
+                    if c.direction == Direction::Lower {
+                        "p25-p75"
+                    } else {
+                        "95% CI"
+                    },
+                    col.num(lo),
+                    col.num(hi),
+                    c.result.summary.n
+                ),
+                label: None,
+            };
+            match series.iter_mut().find(|s| s.name == c.placement.name) {
+                Some(s) => s.points.push(point),
+                None => series.push(Series {
+                    name: c.placement.name.clone(),
+                    points: vec![point],
+                }),
+            }
+        }
+        let ys: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.y))
+            .collect();
+        let opt = LineOptions {
+            y_zero: first.direction == Direction::Higher,
+            // Latency across caches and DRAM spans one to two decades: a log axis keeps
+            // the L1 and L2 steps visible beside DRAM, as lmbench plots it.
+            y_scale: match svg::extent(ys.iter().copied()) {
+                Some((lo, hi))
+                    if first.direction == Direction::Lower && lo > 0.0 && hi / lo >= 8.0 =>
+                {
+                    Scale::Log
+                }
+                _ => Scale::Linear,
+            },
+            x_scale: Scale::Log,
+            x_bytes: true,
+            vlines: lines.clone(),
+            ..LineOptions::default()
+        };
+        let mut title = bench.clone();
+        if !ps.is_empty() {
+            let _ = write!(title, " {}", params(&ps));
+        }
+        let better = format!("{} is better", first.direction.as_str());
+        let y_label = format!("{} ({better})", col.unit);
+        p.push_str("<figure>");
+        if let Some(s) = svg::line_chart(&title, &better, "working set", &y_label, &series, &opt) {
+            p.push_str(&s);
+        }
+        p.push_str("</figure>");
+    }
+    p.push_str("</div></section>");
+    true
+}
+
+/// Per-event series that come in (A, B) pairs timed from the same start, with what each
+/// one measures and the figure of van Tol 2011 it re-creates.
+const PAIRS: [(&str, &str, &str, &str, &str); 3] = [
+    (
+        "create_return_ns",
+        "thread_start_ns",
+        "A: pthread_create returned",
+        "B: new thread running",
+        "A = time for pthread_create to return, B = time from the call until the new \
+         thread runs (van Tol 2011, Figs 8-9). In the scatter, points below y = x are \
+         threads that started before the call returned.",
+    ),
+    (
+        "unlock_ns",
+        "wake_ns",
+        "unlock call",
+        "waiter running",
+        "Unlock call time, and time from the start of unlock until the blocked waiter runs \
+         (van Tol 2011, Figs 10-11).",
+    ),
+    (
+        "call_ns",
+        "wake_ns",
+        "signal/broadcast call",
+        "waiter running",
+        "Call time of the signal or broadcast, and time from the start of the call until \
+         the waiter returns from pthread_cond_wait (van Tol 2011, Figs 12-14).",
+    ),
+];
+
+fn pct_of(sorted: &[f64], p: f64) -> f64 {
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// The `latency` section: one block per benchmark and parameters.
+pub fn latency(p: &mut String, r: &RunResults) -> bool {
+    // Cells with a known pair, grouped by (benchmark, params) in run order.
+    let mut order: Vec<Key> = Vec::new();
+    let mut groups: BTreeMap<Key, Vec<(&CellRecord, usize)>> = BTreeMap::new();
+    for c in &r.cells {
+        let s = &c.result.series;
+        let Some(i) = PAIRS
+            .iter()
+            .position(|(a, b, ..)| s.get(*a).is_some_and(|v| !v.is_empty()) && s.contains_key(*b))
+        else {
+            continue;
+        };
+        let k = (c.benchmark.clone(), c.params.clone());
+        let v = groups.entry(k.clone()).or_default();
+        if v.is_empty() {
+            order.push(k);
+        }
+        v.push((c, i));
+    }
+    if order.is_empty() {
+        return false;
+    }
+    p.push_str(
+        "<section id=\"latency\"><h2>Latency distributions</h2><p>Every timed event of the \
+         thread benchmarks: for each time, the cumulative distribution of the placements on \
+         shared axes (the share of events at or below a time), with the median (circle), \
+         99th percentile (square) and maximum (triangle) marked, and the same figures in \
+         the table below. A curve to the left is faster; a long flat top is a slow tail. \
+         Axes are logarithmic where the times span two decades or more.</p>",
+    );
+    for k in order {
+        let cells = &groups[&k];
+        let pair = PAIRS[cells[0].1];
+        let (ka, kb, la, lb, caption) = pair;
+        let _ = write!(
+            p,
+            "<h3>{} <code>{}</code></h3><div class=\"charts\">",
+            esc(&k.0),
+            esc(&params(&k.1))
+        );
+        let all: Vec<f64> = cells
+            .iter()
+            .flat_map(|(c, _)| {
+                [ka, kb]
+                    .into_iter()
+                    .flat_map(|key| c.result.series.get(key).into_iter().flatten().copied())
+            })
+            .collect();
+        let col = Column::for_values("ns", &all);
+        let scale = Scale::auto(&all);
+        for (key, label) in [(ka, la), (kb, lb)] {
+            let fmt = |v: f64| col.with_unit(v * col.divisor);
+            let dists: Vec<Dist<'_>> = cells
+                .iter()
+                .filter_map(|(c, _)| {
+                    let v = c.result.series.get(key)?;
+                    Some(Dist {
+                        name: c.placement.name.clone(),
+                        values: v.iter().map(|x| x / col.divisor).collect(),
+                        fmt: &fmt,
+                    })
+                })
+                .collect();
+            let subtitle = format!(
+                "{} events per placement",
+                dists
+                    .iter()
+                    .map(|d| d.values.len().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            );
+            if let Some(s) = svg::cdf_chart(label, &subtitle, &col.unit, &dists, scale) {
+                p.push_str("<figure>");
+                p.push_str(&s);
+                p.push_str("</figure>");
+            }
+        }
+        p.push_str("</div>");
+        // The table of marks, and the headline value beside the per-event figures.
+        let _ = write!(
+            p,
+            "<table><tr><th>placement</th><th>CPUs</th><th>time</th>\
+             <th>events</th><th>median ({u})</th><th>p99 ({u})</th><th>max ({u})</th>\
+             <th>mean ({u})</th><th>cell value ({u})</th></tr>",
+            u = esc(&col.unit)
+        );
+        let mut notes: Vec<String> = Vec::new();
+        // The table's decimals follow the values it shows (medians and up), not the
+        // fastest single event the chart's axis had to cover.
+        let shown: Vec<f64> = cells
+            .iter()
+            .flat_map(|(c, _)| [ka, kb].into_iter().filter_map(|k| c.result.series.get(k)))
+            .filter_map(|v| stats::median(v))
+            .collect();
+        let col = col.decimals_for(&shown);
+        for (c, _) in cells {
+            for (key, label) in [(ka, la), (kb, lb)] {
+                let Some(v) = c.result.series.get(key) else {
+                    continue;
+                };
+                let mut sorted: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+                if sorted.is_empty() {
+                    continue;
+                }
+                sorted.sort_by(f64::total_cmp);
+                let med = pct_of(&sorted, 50.0);
+                let mean = stats::mean(&sorted).unwrap_or(f64::NAN);
+                // The cell's value is the per-sample mean of the B series where that is
+                // what the benchmark reports; it is shown on the B row.
+                let value = (key == kb).then(|| headline(c).0);
+                let _ = write!(
+                    p,
+                    "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td>\
+                     <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                     <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                    esc(&c.placement.name),
+                    esc(&cpus(&c.placement.cpus)),
+                    esc(label),
+                    sorted.len(),
+                    col.num(med),
+                    col.num(pct_of(&sorted, 99.0)),
+                    col.num(sorted[sorted.len() - 1]),
+                    col.num(mean),
+                    value.map(|v| col.num(v)).unwrap_or_else(|| "-".into())
+                );
+                if let Some(v) = value
+                    && med > 0.0
+                    && (v / med - 1.0).abs() > 0.2
+                {
+                    notes.push(format!(
+                        "{}: the cell's value {} is the median over {} samples of each \
+                         sample's mean time per event, while the curve's median is {} over \
+                         single events. They differ because the distribution is skewed: a \
+                         mean is pulled up by the slow events (per-event mean {}, p99 {}), \
+                         a median is not.",
+                        c.placement.name,
+                        scaled("ns", v),
+                        c.result.summary.n,
+                        scaled("ns", med),
+                        scaled("ns", mean),
+                        scaled("ns", pct_of(&sorted, 99.0))
+                    ));
+                }
+            }
+        }
+        p.push_str("</table>");
+        let _ = write!(p, "<p class=\"sub\">{}</p>", esc(caption));
+        for n in &notes {
+            let _ = write!(p, "<p class=\"caption\">{}</p>", esc(n));
+        }
+        // Per-placement scatters of A against B, collapsed: useful, but long.
+        let _ = write!(
+            p,
+            "<details><summary>A against B per event, by placement ({} chart{})</summary>\
+             <div class=\"charts\">",
+            cells.len(),
+            if cells.len() == 1 { "" } else { "s" }
+        );
+        for (c, _) in cells {
+            let (Some(a), Some(b)) = (c.result.series.get(ka), c.result.series.get(kb)) else {
+                continue;
+            };
+            let pts: Vec<(f64, f64)> = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x / col.divisor, y / col.divisor))
+                .collect();
+            let title = format!("{} on CPUs {}", c.placement.name, cpus(&c.placement.cpus));
+            if let Some(s) = svg::scatter(
+                &title,
+                &format!("{la} ({})", col.unit),
+                &format!("{lb} ({})", col.unit),
+                &pts,
+                true,
+                4000,
+            ) {
+                p.push_str(&s);
+            }
+        }
+        p.push_str("</div></details>");
+    }
+    p.push_str("</section>");
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_as_the_benchmarks_write_them() {
+        assert_eq!(parse_size("4096"), Some(4096.0));
+        assert_eq!(parse_size("32KiB"), Some(32768.0));
+        assert_eq!(parse_size("4k"), Some(4096.0));
+        assert_eq!(parse_size("64MiB"), Some(64.0 * 1024.0 * 1024.0));
+        assert_eq!(parse_size("1GiB"), Some(1024f64.powi(3)));
+        assert_eq!(parse_size("auto"), None);
+        assert_eq!(parse_size("12 parsecs"), None);
+    }
+}

@@ -1,0 +1,471 @@
+//! The machine as nested boxes, in the manner of hwloc's `lstopo`: packages holding
+//! NUMA nodes, shared caches, cores, the caches private to a core, and each core's
+//! CPUs (SMT siblings side by side in one core box). One `<svg>` element that is also
+//! a valid stand-alone SVG file (`smtlab topo --svg FILE`) and sits inline in the
+//! report.
+//!
+//! Drawing rules:
+//! * Cores of a package are laid out in rows of at most [`MAX_ROW_PX`] pixels; a
+//!   package with more cores wraps.
+//! * A cache or NUMA node shared by more than one core is a bar above the cores it
+//!   covers, one bar per row it reaches, highest level on top; a cache within one core
+//!   is a bar inside the core box. Bars are labelled with their level and size.
+//! * Offline CPUs and cores outside any package are said in words below the boxes.
+
+use std::fmt::Write;
+
+use smtlab_model::{Cache, CacheType, Core, CpuSet, Topology};
+
+use crate::fmt::esc;
+use crate::units::size;
+
+/// The widest row of cores, in pixels, before a package wraps.
+pub const MAX_ROW_PX: f64 = 1040.0;
+
+const PU_W: f64 = 52.0;
+const PU_H: f64 = 22.0;
+const GAP: f64 = 6.0;
+const PAD: f64 = 6.0;
+const BAR_H: f64 = 18.0;
+const HEAD: f64 = 18.0;
+
+const C_MACHINE: &str = "#f4f4f4";
+const C_PACKAGE: &str = "#dde3ea";
+const C_NUMA: &str = "#cfe8cf";
+const C_CACHE: &str = "#ffffff";
+const C_CORE: &str = "#bcc7d4";
+const C_PU: &str = "#ffffff";
+const C_PU_SMT: &str = "#fbe3c8";
+
+/// A cache or NUMA node drawn as a bar: label and the CPUs it covers.
+struct Bar {
+    label: String,
+    cpus: CpuSet,
+    fill: &'static str,
+}
+
+fn cache_label(c: &Cache) -> String {
+    let ty = match c.cache_type {
+        CacheType::Data => "d",
+        CacheType::Instruction => "i",
+        CacheType::Unified => "",
+    };
+    match c.size_bytes {
+        Some(b) => format!("L{}{ty} {}", c.level, size(b as f64)),
+        None => format!("L{}{ty}", c.level),
+    }
+}
+
+fn core_width(c: &Core) -> f64 {
+    let n = c.cpus.len().max(1) as f64;
+    // Wide enough for a cache label (`L1d 32 KiB`) even with one CPU.
+    (n * PU_W + (n - 1.0) * 4.0 + 2.0 * PAD).max(84.0)
+}
+
+/// Caches that lie within one core, largest level first (L2, L1d, L1i).
+fn private_caches<'a>(t: &'a Topology, core: &Core) -> Vec<&'a Cache> {
+    let mut v: Vec<&Cache> = t
+        .caches
+        .iter()
+        .filter(|c| !c.cpus.is_empty() && c.cpus.is_subset(&core.cpus))
+        .collect();
+    v.sort_by_key(|c| (std::cmp::Reverse(c.level), c.cache_type as u8));
+    v
+}
+
+/// Bars spanning more than one core of `cores`, grouped in levels (NUMA first, then
+/// caches from the highest level down); each inner vector is one horizontal band.
+fn shared_bands(t: &Topology, cores: &[&Core]) -> Vec<Vec<Bar>> {
+    let all: CpuSet = cores
+        .iter()
+        .fold(CpuSet::new(), |acc, c| acc.union(&c.cpus));
+    let mut bands: Vec<Vec<Bar>> = Vec::new();
+    if t.numa_nodes.len() > 1 || t.numa_nodes.iter().any(|n| n.memory_bytes.is_some()) {
+        let band: Vec<Bar> = t
+            .numa_nodes
+            .iter()
+            .filter(|n| !n.cpus.intersection(&all).is_empty())
+            .map(|n| Bar {
+                label: match n.memory_bytes {
+                    Some(b) => format!("NUMA node {} ({})", n.id, size(b as f64)),
+                    None => format!("NUMA node {}", n.id),
+                },
+                cpus: n.cpus.clone(),
+                fill: C_NUMA,
+            })
+            .collect();
+        if !band.is_empty() {
+            bands.push(band);
+        }
+    }
+    let mut levels: Vec<(u8, u8)> = t
+        .caches
+        .iter()
+        .filter(|c| !cores.iter().any(|k| c.cpus.is_subset(&k.cpus)))
+        .filter(|c| !c.cpus.intersection(&all).is_empty())
+        .map(|c| (c.level, c.cache_type as u8))
+        .collect();
+    levels.sort_by(|a, b| b.cmp(a));
+    levels.dedup();
+    for (level, ty) in levels {
+        let band: Vec<Bar> = t
+            .caches
+            .iter()
+            .filter(|c| c.level == level && c.cache_type as u8 == ty)
+            .filter(|c| !cores.iter().any(|k| c.cpus.is_subset(&k.cpus)))
+            .filter(|c| !c.cpus.intersection(&all).is_empty())
+            .map(|c| Bar {
+                label: cache_label(c),
+                cpus: c.cpus.clone(),
+                fill: C_CACHE,
+            })
+            .collect();
+        bands.push(band);
+    }
+    bands
+}
+
+/// A box of cores (a package, or the cores in no package), laid out and drawn at
+/// `(x, y)`; returns the markup and the box's size.
+fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (String, f64, f64) {
+    let mut rows: Vec<Vec<&Core>> = vec![Vec::new()];
+    let mut row_w = 0.0;
+    for c in cores {
+        let w = core_width(c);
+        if row_w > 0.0 && row_w + GAP + w > MAX_ROW_PX {
+            rows.push(Vec::new());
+            row_w = 0.0;
+        }
+        row_w += if row_w > 0.0 { GAP + w } else { w };
+        rows.last_mut().unwrap().push(c);
+    }
+    let private_n = cores
+        .iter()
+        .map(|c| private_caches(t, c).len())
+        .max()
+        .unwrap_or(0) as f64;
+    let core_h = HEAD + private_n * (BAR_H + 3.0) + PU_H + PAD;
+    let mut inner = String::new();
+    let mut cy = y + HEAD + 4.0;
+    let mut width: f64 = 0.0;
+    for row in &rows {
+        let bands = shared_bands(t, row);
+        // Core x positions in this row.
+        let mut xs = Vec::new();
+        let mut cx = x + PAD;
+        for c in row {
+            xs.push(cx);
+            cx += core_width(c) + GAP;
+        }
+        width = width.max(cx - GAP - x + PAD);
+        for band in &bands {
+            for bar in band {
+                let covered: Vec<usize> = row
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| !c.cpus.intersection(&bar.cpus).is_empty())
+                    .map(|(i, _)| i)
+                    .collect();
+                let (Some(&a), Some(&b)) = (covered.first(), covered.last()) else {
+                    continue;
+                };
+                let (bx, bw) = (xs[a], xs[b] + core_width(row[b]) - xs[a]);
+                let _ = write!(
+                    inner,
+                    r##"<rect x="{bx}" y="{cy}" width="{bw}" height="{BAR_H}" fill="{}" stroke="#7b8794"/><text x="{}" y="{}">{}</text>"##,
+                    bar.fill,
+                    bx + 4.0,
+                    cy + 13.0,
+                    esc(&bar.label)
+                );
+            }
+            cy += BAR_H + 4.0;
+        }
+        for (c, &kx) in row.iter().zip(&xs) {
+            let w = core_width(c);
+            // Kind names (`base-1900MHz`) do not fit a core box: they go in the hover
+            // title and in a note below the picture.
+            let kind = c
+                .kind
+                .as_deref()
+                .map(|k| format!(", {k}"))
+                .unwrap_or_default();
+            let _ = write!(
+                inner,
+                r##"<rect x="{kx}" y="{cy}" width="{w}" height="{core_h}" fill="{C_CORE}" stroke="#6b7785"><title>Core {id}{}</title></rect><text x="{}" y="{}">Core {id}</text>"##,
+                esc(&kind),
+                kx + 4.0,
+                cy + 13.0,
+                id = c.id,
+            );
+            let mut py = cy + HEAD;
+            for cache in private_caches(t, c) {
+                let _ = write!(
+                    inner,
+                    r##"<rect x="{}" y="{py}" width="{}" height="{BAR_H}" fill="{C_CACHE}" stroke="#7b8794"/><text x="{}" y="{}">{}</text>"##,
+                    kx + PAD,
+                    w - 2.0 * PAD,
+                    kx + PAD + 4.0,
+                    py + 13.0,
+                    esc(&cache_label(cache))
+                );
+                py += BAR_H + 3.0;
+            }
+            let py = cy + core_h - PAD - PU_H;
+            let smt = c.cpus.len() > 1;
+            for (i, cpu) in c.cpus.iter().enumerate() {
+                let px = kx + PAD + i as f64 * (PU_W + 4.0);
+                let _ = write!(
+                    inner,
+                    r##"<rect x="{px}" y="{py}" width="{PU_W}" height="{PU_H}" fill="{}" stroke="#555555"><title>CPU {cpu}{}</title></rect><text x="{}" y="{}" text-anchor="middle">CPU {cpu}</text>"##,
+                    if smt { C_PU_SMT } else { C_PU },
+                    if smt {
+                        format!(", SMT sibling of CPUs {}", c.cpus.to_list_string())
+                    } else {
+                        String::new()
+                    },
+                    px + PU_W / 2.0,
+                    py + 15.0
+                );
+            }
+        }
+        cy += core_h + GAP;
+    }
+    let h = cy - y + PAD - GAP;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<rect x="{x}" y="{y}" width="{width}" height="{h}" fill="{C_PACKAGE}" stroke="#4a5561"/><text x="{}" y="{}" font-weight="bold">{}</text>"##,
+        x + 5.0,
+        y + 14.0,
+        esc(title)
+    );
+    s.push_str(&inner);
+    (s, width, h)
+}
+
+/// The whole machine as one `<svg>` element.
+pub fn topology_svg(t: &Topology) -> String {
+    let margin = 10.0;
+    let mut body = String::new();
+    let mut y = margin + 26.0;
+    let mut width: f64 = 360.0;
+    let x = margin + PAD;
+    // Packages flow left to right and wrap, so that 64 one-core packages make a grid
+    // rather than a strip.
+    let mut boxes: Vec<(String, Vec<&Core>)> = t
+        .packages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let title = match p.id {
+                Some(id) => format!("Package {id}"),
+                None => format!("Package (no id, #{i})"),
+            };
+            (title, p.cores.iter().collect())
+        })
+        .collect();
+    if !t.cores_without_package.is_empty() {
+        boxes.push((
+            "Cores in no package".into(),
+            t.cores_without_package.iter().collect(),
+        ));
+    }
+    let (mut bx, mut row_h) = (x, 0.0f64);
+    for (title, cores) in &boxes {
+        // Measure first (drawn off-page), then place.
+        let (_, w, _) = group_box(t, title, cores, 0.0, 0.0);
+        if bx > x && bx + w > x + MAX_ROW_PX + 2.0 * PAD {
+            bx = x;
+            y += row_h + GAP;
+            row_h = 0.0;
+        }
+        let (s, w, h) = group_box(t, title, cores, bx, y);
+        body.push_str(&s);
+        width = width.max(bx + w - x);
+        row_h = row_h.max(h);
+        bx += w + GAP;
+    }
+    y += row_h + GAP;
+    let mut notes = Vec::new();
+    if !t.offline_cpus.is_empty() {
+        notes.push(format!(
+            "offline CPUs (not drawn): {}",
+            t.offline_cpus.to_list_string()
+        ));
+    }
+    for k in &t.core_kinds {
+        notes.push(format!(
+            "{} cores: CPUs {}",
+            k.name,
+            k.cpus.to_list_string()
+        ));
+    }
+    if t.numa_nodes.len() == 1
+        && let Some(n) = t.numa_nodes.first()
+        && n.memory_bytes.is_none()
+    {
+        notes.push("one NUMA node, memory size unknown".into());
+    }
+    for n in &notes {
+        let _ = write!(
+            body,
+            r##"<text x="{x}" y="{}" fill="#555555">{}</text>"##,
+            y + 12.0,
+            esc(n)
+        );
+        y += 16.0;
+    }
+    let threads = if t.smt.threads_per_core_max > 1 {
+        format!(
+            "{} threads per core (SMT siblings shaded)",
+            t.smt.threads_per_core_max
+        )
+    } else {
+        "1 thread per core (no SMT visible)".into()
+    };
+    let title = format!(
+        "{}: {} CPUs, {} cores, {}",
+        t.cpu_model.as_deref().unwrap_or("Machine"),
+        t.cpus.len(),
+        t.core_count(),
+        threads
+    );
+    // Text is about 7 px a character at 13 px bold, 6 px at 11 px: the picture must
+    // hold its title and notes, not only the boxes.
+    let text_w = notes
+        .iter()
+        .map(|n| n.chars().count() as f64 * 6.0)
+        .fold(title.chars().count() as f64 * 6.8, f64::max);
+    let width = width.max(text_w);
+    let total_w = (width + 2.0 * (margin + PAD)).ceil();
+    let total_h = (y + PAD + margin).ceil();
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {total_w} {total_h}" width="{total_w}" height="{total_h}" role="img" aria-label="{}" font-family="sans-serif" font-size="11" class="topo"><rect x="0" y="0" width="{total_w}" height="{total_h}" fill="#ffffff"/><rect x="{margin}" y="{margin}" width="{}" height="{}" fill="{C_MACHINE}" stroke="#333333"/><text x="{}" y="{}" font-size="13" font-weight="bold">{}</text>"##,
+        esc(&title),
+        total_w - 2.0 * margin,
+        total_h - 2.0 * margin,
+        margin + 6.0,
+        margin + 17.0,
+        esc(&title)
+    );
+    s.push_str(&body);
+    s.push_str("</svg>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smtlab_model::{NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA};
+
+    fn set(v: &[u32]) -> CpuSet {
+        v.iter().copied().collect()
+    }
+
+    fn machine(packages: u32, cores: u32) -> Topology {
+        let mut caches = Vec::new();
+        let mut pk = Vec::new();
+        let n = packages * cores;
+        for p in 0..packages {
+            let mut cs = Vec::new();
+            for c in 0..cores {
+                let i = p * cores + c;
+                let cpus = set(&[i, i + n]);
+                caches.push(Cache {
+                    level: 2,
+                    cache_type: CacheType::Unified,
+                    size_bytes: Some(1 << 20),
+                    line_bytes: None,
+                    ways: None,
+                    cpus: cpus.clone(),
+                });
+                cs.push(Core {
+                    id: c,
+                    cpus,
+                    die_id: None,
+                    cluster_id: None,
+                    kind: None,
+                });
+            }
+            let all: CpuSet = cs.iter().fold(CpuSet::new(), |a, c| a.union(&c.cpus));
+            caches.push(Cache {
+                level: 3,
+                cache_type: CacheType::Unified,
+                size_bytes: Some(11 << 20),
+                line_bytes: None,
+                ways: None,
+                cpus: all.clone(),
+            });
+            pk.push(Package {
+                id: Some(p),
+                cpus: all,
+                cores: cs,
+            });
+        }
+        Topology {
+            schema: TOPOLOGY_SCHEMA.into(),
+            root: "/".into(),
+            cpus: (0..2 * n).collect(),
+            offline_cpus: CpuSet::new(),
+            allowed_cpus: None,
+            numa_nodes: pk
+                .iter()
+                .map(|p| NumaNode {
+                    id: p.id.unwrap(),
+                    cpus: p.cpus.clone(),
+                    memory_bytes: Some(8 << 30),
+                })
+                .collect(),
+            packages: pk,
+            cores_without_package: vec![],
+            smt: SmtInfo {
+                threads_per_core_min: 2,
+                threads_per_core_max: 2,
+                control: Some("on".into()),
+                active: Some(true),
+            },
+            caches,
+            core_kinds: vec![],
+            cpu_model: Some("Test <CPU>".into()),
+            vendor: None,
+            virtualization: None,
+        }
+    }
+
+    #[test]
+    fn every_cpu_core_package_and_cache_is_drawn() {
+        let t = machine(2, 3);
+        let s = topology_svg(&t);
+        assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(s.ends_with("</svg>"));
+        for cpu in 0..12 {
+            assert!(s.contains(&format!(">CPU {cpu}</text>")), "CPU {cpu}");
+        }
+        assert_eq!(s.matches("<title>Core ").count(), 6);
+        assert_eq!(s.matches(">Package ").count(), 2);
+        assert_eq!(s.matches(">L2 1 MiB<").count(), 6);
+        assert_eq!(s.matches(">L3 11 MiB<").count(), 2);
+        assert_eq!(s.matches(">NUMA node ").count(), 2);
+        assert!(s.contains("Test &lt;CPU&gt;"));
+        assert!(s.contains("SMT sibling of CPUs 0,6"));
+    }
+
+    #[test]
+    fn wide_packages_wrap_and_shared_caches_follow_each_row() {
+        let t = machine(1, 24);
+        let s = topology_svg(&t);
+        let w: f64 = s
+            .split("width=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!(w <= MAX_ROW_PX + 60.0, "{w}");
+        // The package's L3 appears once per row.
+        assert!(s.matches(">L3 11 MiB<").count() >= 2);
+        assert_eq!(s.matches("<title>Core ").count(), 24);
+    }
+}

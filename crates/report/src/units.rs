@@ -1,0 +1,360 @@
+//! Values in readable units: `2.04 ms` rather than `2037751 ns`, `1.5 MiB` rather than
+//! `1572864 B`, `3.20 M ops/s` rather than `3200000 ops/s`.
+//!
+//! A [`Column`] is chosen once for all the values that are read together (a table
+//! column, a chart axis, a tooltip and its interval) and then formats each of them with
+//! the same unit and the same number of decimals, so a column lines up and two numbers
+//! in it are compared at a glance. The unit is picked from the median magnitude (so one
+//! outlier does not turn a column of microseconds into seconds) and the decimals from
+//! the smallest value, which gets three significant digits.
+//!
+//! Units smtlab uses and how they scale:
+//! * time (`ns`, `us`, `ms`, `s`): ns, us, ms, s;
+//! * sizes (`B`, `KiB`, `MiB`, `GiB`): binary steps of 1024;
+//! * byte rates (`B/s`, `MB/s`, `GB/s`, `GiB/s`): decimal kB/s, MB/s, GB/s, TB/s, as
+//!   memory and network bandwidth are quoted;
+//! * other rates and counts with an SI prefix or none (`ops/s`, `Mops/s`, `GOPS`,
+//!   `req/s`): K, M, G, T in front of the unit;
+//! * anything else (ratios, `%`, `x`) is shown as it is.
+
+/// How values of one unit family scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Time,
+    Bytes,
+    ByteRate,
+    /// Counts or rates that take an SI prefix in front of `rest`.
+    Prefixed,
+    Fixed,
+}
+
+/// A unit understood as a family, a factor to its base unit and, for prefixed units, the
+/// part after the prefix.
+#[derive(Debug, Clone, PartialEq)]
+struct Parsed {
+    family: Family,
+    /// Value in this unit x `to_base` = value in the family's base unit (s, B, B/s, 1).
+    to_base: f64,
+    rest: String,
+}
+
+fn parse(unit: &str) -> Parsed {
+    let u = unit.trim();
+    let fixed = || Parsed {
+        family: Family::Fixed,
+        to_base: 1.0,
+        rest: u.to_string(),
+    };
+    let time = |f: f64| Parsed {
+        family: Family::Time,
+        to_base: f,
+        rest: String::new(),
+    };
+    match u {
+        "ns" => return time(1e-9),
+        "us" | "µs" | "μs" => return time(1e-6),
+        "ms" => return time(1e-3),
+        "s" | "sec" => return time(1.0),
+        _ => {}
+    }
+    let binary = |p: &str| match p {
+        "" => Some(1.0),
+        "Ki" | "K" | "k" => Some(1024.0),
+        "Mi" => Some(1024f64.powi(2)),
+        "Gi" => Some(1024f64.powi(3)),
+        "Ti" => Some(1024f64.powi(4)),
+        _ => None,
+    };
+    let decimal = |p: &str| match p {
+        "" => Some(1.0),
+        "k" | "K" => Some(1e3),
+        "M" => Some(1e6),
+        "G" => Some(1e9),
+        "T" => Some(1e12),
+        _ => None,
+    };
+    for rate in ["B/s", "bytes/s"] {
+        if let Some(p) = u.strip_suffix(rate) {
+            let f = if p.ends_with('i') {
+                binary(p)
+            } else {
+                decimal(p)
+            };
+            if let Some(f) = f {
+                return Parsed {
+                    family: Family::ByteRate,
+                    to_base: f,
+                    rest: String::new(),
+                };
+            }
+        }
+    }
+    for size in ["B", "bytes"] {
+        if let Some(p) = u.strip_suffix(size)
+            && let Some(f) = binary(p)
+        {
+            return Parsed {
+                family: Family::Bytes,
+                to_base: f,
+                rest: String::new(),
+            };
+        }
+    }
+    // Rates and counts: `ops/s`, `Mops/s`, `GOPS`, `GFLOPS`, `req/s`, `msg/s`.
+    let rate_like = |r: &str| {
+        !r.is_empty()
+            && (r.ends_with("/s") || r.ends_with("PS") || r == "ops" || r == "events")
+            && r.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+    };
+    let mut chars = u.chars();
+    if let Some(first) = chars.next() {
+        let rest = chars.as_str();
+        if let Some(f) = decimal(&first.to_string())
+            && first != 'k'
+            && rate_like(rest)
+            // `MPKI`, `KPS`... would parse as prefixes of nothing.
+            && rest.len() > 1
+        {
+            return Parsed {
+                family: Family::Prefixed,
+                to_base: f,
+                rest: rest.to_string(),
+            };
+        }
+    }
+    if rate_like(u) {
+        return Parsed {
+            family: Family::Prefixed,
+            to_base: 1.0,
+            rest: u.to_string(),
+        };
+    }
+    fixed()
+}
+
+/// The display steps of a family: (factor from the base unit, unit text).
+fn steps(p: &Parsed) -> Vec<(f64, String)> {
+    match p.family {
+        Family::Time => vec![
+            (1e-9, "ns".into()),
+            (1e-6, "us".into()),
+            (1e-3, "ms".into()),
+            (1.0, "s".into()),
+        ],
+        Family::Bytes => ["B", "KiB", "MiB", "GiB", "TiB"]
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (1024f64.powi(i as i32), u.to_string()))
+            .collect(),
+        Family::ByteRate => ["B/s", "kB/s", "MB/s", "GB/s", "TB/s"]
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (1000f64.powi(i as i32), u.to_string()))
+            .collect(),
+        Family::Prefixed => {
+            // `ops/s` reads `K ops/s`; `OPS` glues on: `GOPS`.
+            let sep = if p.rest.contains('/') { " " } else { "" };
+            ["", "K", "M", "G", "T"]
+                .iter()
+                .enumerate()
+                .map(|(i, pre)| {
+                    let text = if pre.is_empty() {
+                        p.rest.clone()
+                    } else {
+                        format!("{pre}{sep}{}", p.rest)
+                    };
+                    (1000f64.powi(i as i32), text)
+                })
+                .collect()
+        }
+        Family::Fixed => vec![(1.0, p.rest.clone())],
+    }
+}
+
+/// One unit and one number of decimals for a set of values read together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// Divide a value in the source unit by this to get the displayed number.
+    pub divisor: f64,
+    /// The displayed unit (`us`, `MiB`, `GB/s`, `M ops/s`); may be empty.
+    pub unit: String,
+    pub decimals: usize,
+}
+
+impl Column {
+    /// The format for `values` given in `unit`.
+    pub fn for_values(unit: &str, values: &[f64]) -> Column {
+        let p = parse(unit);
+        let mut mags: Vec<f64> = values
+            .iter()
+            .filter(|v| v.is_finite() && **v != 0.0)
+            .map(|v| v.abs() * p.to_base)
+            .collect();
+        mags.sort_by(f64::total_cmp);
+        let st = steps(&p);
+        let (factor, text) = match mags.get(mags.len() / 2) {
+            // The largest step that keeps the median at 1 or more.
+            Some(&m) => st
+                .iter()
+                .rev()
+                .find(|(f, _)| m >= *f * (1.0 - 1e-9))
+                .unwrap_or(&st[0])
+                .clone(),
+            None => st
+                .iter()
+                .find(|(f, _)| (*f - p.to_base).abs() < 1e-12 * f.max(p.to_base))
+                .cloned()
+                .unwrap_or((p.to_base, p.rest.clone())),
+        };
+        let divisor = factor / p.to_base;
+        let smallest = mags.first().map(|m| m / factor).unwrap_or(1.0);
+        // Whole bytes have no decimals.
+        let decimals = if (p.family == Family::Bytes && factor == 1.0) || smallest >= 100.0 {
+            0
+        } else if smallest >= 10.0 {
+            1
+        } else if smallest >= 1.0 {
+            2
+        } else {
+            3
+        };
+        Column {
+            divisor,
+            unit: text,
+            decimals,
+        }
+    }
+
+    /// The same unit with the decimals that `values` (in the source unit) need: for a
+    /// table that must share a chart's unit but shows other values than it draws.
+    pub fn decimals_for(&self, values: &[f64]) -> Column {
+        let smallest = values
+            .iter()
+            .filter(|v| v.is_finite() && **v != 0.0)
+            .map(|v| v.abs() / self.divisor)
+            .fold(f64::INFINITY, f64::min);
+        let decimals = if !smallest.is_finite() || smallest >= 100.0 {
+            0
+        } else if smallest >= 10.0 {
+            1
+        } else if smallest >= 1.0 {
+            2
+        } else {
+            3
+        };
+        Column {
+            decimals,
+            ..self.clone()
+        }
+    }
+
+    /// The number alone: `2.04`.
+    pub fn num(&self, v: f64) -> String {
+        if !v.is_finite() {
+            return "-".into();
+        }
+        let d = self.decimals;
+        format!("{:.d$}", v / self.divisor)
+    }
+
+    /// The number with its unit: `2.04 ms`.
+    pub fn with_unit(&self, v: f64) -> String {
+        if self.unit.is_empty() {
+            self.num(v)
+        } else {
+            format!("{} {}", self.num(v), self.unit)
+        }
+    }
+
+    /// `value ± half_width` in this column's format; the half-width keeps the column's
+    /// decimals, or two significant digits if it is smaller than they show.
+    pub fn pm(&self, v: f64, half: f64) -> String {
+        if !half.is_finite() {
+            return format!("{} ± -", self.num(v));
+        }
+        let h = half / self.divisor;
+        let need = if h > 0.0 {
+            (1 - h.log10().floor() as i32).max(0) as usize
+        } else {
+            0
+        };
+        let d = self.decimals.max(need.min(self.decimals + 2));
+        format!("{} ± {h:.d$}", self.num(v))
+    }
+
+    /// `lo-hi` in this column's format.
+    pub fn range(&self, lo: f64, hi: f64) -> String {
+        format!("{}-{}", self.num(lo), self.num(hi))
+    }
+}
+
+/// One value with the unit its own magnitude calls for: `2.04 ms`.
+pub fn scaled(unit: &str, v: f64) -> String {
+    Column::for_values(unit, &[v]).with_unit(v)
+}
+
+/// A size in bytes in the unit its magnitude calls for, as short as exact allows:
+/// `4 KiB`, `1.5 MiB`, `48 KiB`.
+pub fn size(b: f64) -> String {
+    let c = Column::for_values("B", &[b]);
+    let x = b / c.divisor;
+    let text = if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    };
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    format!("{text} {}", c.unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_columns_take_the_median_unit_and_the_smallest_values_decimals() {
+        let c = Column::for_values("ns", &[2_037_751.0, 1_500_000.0, 90_000_000.0]);
+        assert_eq!(c.unit, "ms");
+        assert_eq!(c.num(2_037_751.0), "2.04");
+        assert_eq!(c.num(90_000_000.0), "90.00");
+        assert_eq!(c.pm(2_037_751.0, 2_133_334.0), "2.04 ± 2.13");
+        let c = Column::for_values("ns", &[23.4, 61.0, 118.0]);
+        assert_eq!((c.unit.as_str(), c.decimals), ("ns", 1));
+        let c = Column::for_values("s", &[0.02049, 0.02213]);
+        assert_eq!(c.with_unit(0.02049), "20.5 ms");
+        assert_eq!(scaled("ns", 69_700.0), "69.7 us");
+    }
+
+    #[test]
+    fn sizes_rates_and_counts_scale() {
+        assert_eq!(size(4096.0), "4 KiB");
+        assert_eq!(size(1.5 * 1024.0 * 1024.0), "1.5 MiB");
+        assert_eq!(size(512.0), "512 B");
+        assert_eq!(size(45.705 * 1024f64.powi(3)), "45.7 GiB");
+        assert_eq!(scaled("B/s", 12.5e9), "12.5 GB/s");
+        assert_eq!(scaled("GB/s", 0.5), "500 MB/s");
+        assert_eq!(scaled("ops/s", 3_200_000.0), "3.20 M ops/s");
+        assert_eq!(scaled("Mops/s", 110.0), "110 M ops/s");
+        assert_eq!(scaled("GOPS", 3.0), "3.00 GOPS");
+        assert_eq!(scaled("GOPS", 0.5), "500 MOPS");
+        assert_eq!(scaled("x", 1.25), "1.25 x");
+        assert_eq!(scaled("MPKI", 2.5), "2.50 MPKI");
+    }
+
+    #[test]
+    fn a_column_never_mixes_units_or_decimals() {
+        let vals = [950.0, 1_200.0, 15_000.0];
+        let c = Column::for_values("ns", &vals);
+        let texts: Vec<String> = vals.iter().map(|v| c.num(*v)).collect();
+        assert_eq!(c.unit, "us");
+        assert_eq!(texts, ["0.950", "1.200", "15.000"]);
+        assert_eq!(Column::for_values("ns", &[]).unit, "ns");
+        assert_eq!(c.num(f64::NAN), "-");
+    }
+}
