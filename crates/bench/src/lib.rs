@@ -23,6 +23,7 @@ pub mod memory;
 pub mod os;
 pub mod params;
 pub mod process;
+pub mod taskpool;
 pub mod threads;
 pub mod workers;
 
