@@ -29,10 +29,11 @@ use smtlab_placement::pin::CommandPinExt;
 pub mod oltp_pg;
 pub mod pg;
 pub mod pgbench;
+pub mod sqlite;
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![Box::new(oltp_pg::OltpPg)]
+    vec![Box::new(oltp_pg::OltpPg), Box::new(sqlite::OltpSqlite)]
 }
 
 pub(crate) fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {

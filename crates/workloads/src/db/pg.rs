@@ -521,7 +521,7 @@ pub fn free_port() -> io::Result<u16> {
 }
 
 /// `pid starttime`: a pid alone can be reused after smtlab dies.
-fn owner_stamp(pid: u32) -> String {
+pub(crate) fn owner_stamp(pid: u32) -> String {
     format!("{pid} {}\n", start_time(pid).unwrap_or(0))
 }
 
@@ -533,13 +533,13 @@ fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-fn owner_alive(dir: &Path) -> bool {
+fn owner_alive(dir: &Path, prefix: &str) -> bool {
     let Ok(text) = fs::read_to_string(dir.join("owner")) else {
         // No stamp yet: the owner may be between mkdir and writing it; trust the name.
         return dir
             .file_name()
             .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|n| n.strip_prefix(prefix))
             .and_then(|n| n.split('-').next())
             .and_then(|p| p.parse::<u32>().ok())
             .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
@@ -599,6 +599,20 @@ fn kill_left_postmaster(data: &Path) {
 /// (left by `kill -9`), with any server still running from them and their interlock
 /// segment. Returns how many were removed.
 pub fn sweep_stale(parent: &Path) -> usize {
+    sweep_stale_dirs(parent, DIR_PREFIX, &|dir| {
+        let data = dir.join("data");
+        kill_left_postmaster(&data);
+        remove_interlock_segment(&data);
+    })
+}
+
+/// Removes the `PREFIX*` directories under `parent` whose `owner` file names a process
+/// that is gone, after `before_remove` on each.
+pub(crate) fn sweep_stale_dirs(
+    parent: &Path,
+    prefix: &str,
+    before_remove: &dyn Fn(&Path),
+) -> usize {
     let Ok(entries) = fs::read_dir(parent) else {
         return 0;
     };
@@ -606,16 +620,14 @@ pub fn sweep_stale(parent: &Path) -> usize {
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
-        if !name.starts_with(DIR_PREFIX) {
+        if !name.starts_with(prefix) {
             continue;
         }
         let dir = e.path();
-        if !dir.is_dir() || owner_alive(&dir) {
+        if !dir.is_dir() || owner_alive(&dir, prefix) {
             continue;
         }
-        let data = dir.join("data");
-        kill_left_postmaster(&data);
-        remove_interlock_segment(&data);
+        before_remove(&dir);
         if fs::remove_dir_all(&dir).is_ok() {
             removed += 1;
         }
