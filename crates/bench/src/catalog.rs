@@ -9,6 +9,7 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
     v.extend(threads::benchmarks());
     v.extend(os::benchmarks());
     v.extend(crate::taskpool::benchmarks());
+    v.extend(crate::aim::benchmarks());
     v
 }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
+pub mod aim;
 pub mod catalog;
 pub mod client;
 pub mod clock;
