@@ -44,6 +44,12 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     v
 }
 
+/// The AIM rows are many and each adds little to a first look: they stay out of the
+/// quick suite.
+fn in_suite(suite: crate::Suite) -> bool {
+    suite != crate::Suite::Quick
+}
+
 fn info(
     name: &str,
     unit: &str,
@@ -159,5 +165,8 @@ mod tests {
         d.dedup();
         assert_eq!(d.len(), names.len());
         assert!(names.len() >= 18, "{names:?}");
+        for b in super::benchmarks() {
+            assert!(!b.in_suite(crate::Suite::Quick) && b.in_suite(crate::Suite::Default));
+        }
     }
 }

@@ -54,6 +54,10 @@ const QUIT: u64 = u64::MAX;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Benchmark for Msg {
+    fn in_suite(&self, suite: crate::Suite) -> bool {
+        super::in_suite(suite)
+    }
+
     fn info(&self) -> BenchInfo {
         let what = match self.kind {
             Kind::Fifo => "a message through a named pipe (FIFO) to an echo thread and back",

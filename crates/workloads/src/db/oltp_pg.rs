@@ -504,4 +504,23 @@ mod tests {
         let e = OltpPg.prepare(&ctx).err().unwrap().to_string();
         assert!(e.contains("client side"), "{e}");
     }
+
+    #[test]
+    fn suites_sweep_client_counts() {
+        let topo = crate::db::testutil::topology();
+        assert!(OltpPg.sweep(Suite::Quick, &topo).is_empty());
+        let full = OltpPg.sweep(Suite::Full, &topo);
+        let clients: Vec<&str> = full
+            .iter()
+            .flat_map(|c| &c.params)
+            .filter(|(k, _)| k == "clients")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(clients, ["1", "2", "4", "16", "32", "64"]);
+        assert!(
+            full.iter()
+                .any(|c| c.params == [("mode".to_string(), "select-only".to_string())])
+        );
+        assert!(OltpPg.client_side());
+    }
 }
