@@ -8,6 +8,8 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
     v.extend(memory::benchmarks());
     v.extend(threads::benchmarks());
     v.extend(os::benchmarks());
+    v.extend(crate::taskpool::benchmarks());
+    v.extend(crate::aim::benchmarks());
     v
 }
 

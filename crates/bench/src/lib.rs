@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
+pub mod aim;
 pub mod catalog;
 pub mod client;
 pub mod clock;
@@ -23,6 +24,7 @@ pub mod memory;
 pub mod os;
 pub mod params;
 pub mod process;
+pub mod taskpool;
 pub mod threads;
 pub mod workers;
 

@@ -1,8 +1,148 @@
-//! Workloads of this group (see the crate overview).
+//! OLTP workloads (paper 004 s4, "OLTP"): a database on the placement under a
+//! transaction load.
+//!
+//! * `oltp-pg` ([`oltp_pg`]): a private PostgreSQL server ([`pg`]) started for the cell
+//!   on the placement's CPUs, loaded with `pgbench -i -s SCALE` and driven by `pgbench`
+//!   on the client CPUs. One sample is one pgbench run of `duration` seconds; the value
+//!   is **pgbench's own TPS** (without connection time), and the cell's confidence
+//!   interval is over those runs. pgbench logs every transaction (`--log`), from which
+//!   the p50/p90/p99/p99.9 latencies come; its average and standard deviation are taken
+//!   as printed. The server's settings are metrics of every sample. The server is
+//!   started in `prepare`, so counters that follow smtlab's measuring thread count it;
+//!   pgbench is started from the client side and is not counted: per-transaction
+//!   counter figures are the server's.
+//! * `oltp-sqlite` ([`sqlite`]): the same TPC-B-like mix (and select-only) on an
+//!   embedded SQLite database in WAL mode, one connection per worker thread on the
+//!   placement's CPUs: for machines without a database server.
 
-use smtlab_bench::Benchmark;
+use std::io;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use smtlab_bench::client::ClientSide;
+use smtlab_bench::process::tie_to_parent;
+use smtlab_bench::{BenchError, Benchmark, ParamError};
+use smtlab_model::{CpuSet, ParamInfo};
+use smtlab_placement::pin::CommandPinExt;
+
+pub mod oltp_pg;
+pub mod pg;
+pub mod pgbench;
+pub mod sqlite;
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Vec::new()
+    vec![Box::new(oltp_pg::OltpPg), Box::new(sqlite::OltpSqlite)]
+}
+
+pub(crate) fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
+    ParamInfo {
+        name: name.into(),
+        default: default.into(),
+        quick: quick.map(Into::into),
+        help: help.into(),
+    }
+}
+
+pub(crate) fn param_err(name: &str, value: &str, expected: &str) -> BenchError {
+    BenchError::Param(ParamError::Value {
+        name: name.into(),
+        value: value.into(),
+        expected: expected.into(),
+    })
+}
+
+type Job = (Command, mpsc::SyncSender<io::Result<Output>>);
+
+/// A thread of the client side that runs client programs one after another, pinned to
+/// the client CPUs and tied to it, for as long as the instance lives. It is started
+/// from the [`ClientSide`]'s spawner, so its children are not counted as the server's.
+pub(crate) struct ClientRunner {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ClientRunner {
+    pub(crate) fn start(client: &ClientSide, name: &str) -> io::Result<ClientRunner> {
+        let cpus: CpuSet = client.cpus().clone();
+        let (tx, rx) = mpsc::channel::<Job>();
+        let thread = client.spawn(name, None, move || {
+            for (mut cmd, reply) in rx {
+                let out = (|| {
+                    cmd.pin_to(&cpus).map_err(io::Error::from)?;
+                    tie_to_parent(&mut cmd);
+                    cmd.stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()?
+                        .wait_with_output()
+                })();
+                let _ = reply.send(out);
+            }
+        })?;
+        Ok(ClientRunner {
+            jobs: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `cmd` to its end on the client CPUs.
+    pub(crate) fn output(&self, cmd: Command) -> io::Result<Output> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.jobs
+            .as_ref()
+            .ok_or_else(|| io::Error::other("client thread stopped"))?
+            .send((cmd, tx))
+            .map_err(|_| io::Error::other("client thread has stopped"))?;
+        rx.recv()
+            .map_err(|_| io::Error::other("client thread has stopped"))?
+    }
+}
+
+impl Drop for ClientRunner {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Test helpers: a context on this machine's CPUs.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use smtlab_bench::client::ClientSide;
+    use smtlab_model::{CoreOrder, CpuOrder, ResolvedPlacement, Topology};
+    use smtlab_placement::pin::get_affinity;
+
+    /// A placement on the first CPU we may use, as `1c1t` would be.
+    pub(crate) fn placement_first_cpu() -> ResolvedPlacement {
+        let cpu = get_affinity(0).unwrap().first().unwrap();
+        placement(&[cpu])
+    }
+
+    pub(crate) fn placement(cpus: &[u32]) -> ResolvedPlacement {
+        ResolvedPlacement {
+            name: "test".into(),
+            spec: String::new(),
+            cpus: cpus.to_vec(),
+            cores: cpus.len() as u32,
+            threads_per_core: 1,
+            packages: 1,
+            core_order: CoreOrder::Compact,
+            cpu_order: CpuOrder::Spread,
+            core_kinds: vec![],
+        }
+    }
+
+    pub(crate) fn topology() -> Topology {
+        smtlab_topology::discover(std::path::Path::new("/")).unwrap()
+    }
+
+    /// A client side on the last CPU we may use (the same CPU on a one-CPU machine).
+    pub(crate) fn client() -> ClientSide {
+        let cpu = get_affinity(0).unwrap().last().unwrap();
+        ClientSide::start(std::iter::once(cpu).collect()).unwrap()
+    }
 }

@@ -1,0 +1,526 @@
+//! `oltp-pg`: PostgreSQL under pgbench (see the module overview of [`super`]).
+
+use std::path::PathBuf;
+
+use smtlab_bench::{
+    BenchContext, BenchError, Benchmark, Instance, Params, RawSample, Suite, SweepCell,
+};
+use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
+
+use super::pg::{PgError, PgInstall, PgServer, PgSettings};
+use super::pgbench::{self, Mode, Target};
+use super::{ClientRunner, param, param_err};
+
+pub const NAME: &str = "oltp-pg";
+
+/// The `oltp-pg` workload.
+pub struct OltpPg;
+
+impl Benchmark for OltpPg {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: NAME.into(),
+            group: "db".into(),
+            unit: "tps".into(),
+            direction: Direction::Higher,
+            value_kind: ValueKind::Rate { scale: 1.0 },
+            description: "A private PostgreSQL server on the placement, driven by pgbench \
+                          from the client CPUs: transactions per second as pgbench prints \
+                          it (without connection time), with its latencies."
+                .into(),
+            origin: "paper 004 s4 (OLTP)".into(),
+            params: vec![
+                param(
+                    "mode",
+                    "tpcb",
+                    None,
+                    "tpcb (pgbench's TPC-B-like default) or select-only (-S)",
+                ),
+                param("clients", "8", Some("2"), "pgbench client connections (-c)"),
+                param(
+                    "threads",
+                    "auto",
+                    None,
+                    "pgbench threads (-j); auto: one per client CPU, at most clients",
+                ),
+                param(
+                    "duration",
+                    "1",
+                    None,
+                    "seconds of pgbench per sample (-T); the cell repeats samples until its CI converges",
+                ),
+                param(
+                    "scale",
+                    "10",
+                    Some("1"),
+                    "pgbench scale factor (-i -s): 100000 accounts each",
+                ),
+                param(
+                    "fsync",
+                    "off",
+                    None,
+                    "on|off: the server's fsync (and full_page_writes)",
+                ),
+                param("synchronous_commit", "off", None, "on|off"),
+                param(
+                    "shared_buffers",
+                    "128MiB",
+                    None,
+                    "the server's shared_buffers",
+                ),
+                param(
+                    "connect",
+                    "tcp",
+                    None,
+                    "tcp (127.0.0.1) or unix (the server's private socket)",
+                ),
+                param(
+                    "port",
+                    "0",
+                    None,
+                    "server port on 127.0.0.1; 0 picks a free one",
+                ),
+            ],
+        }
+    }
+
+    fn client_side(&self) -> bool {
+        true
+    }
+
+    fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
+        let clients: &[u64] = match suite {
+            Suite::Quick => &[],
+            Suite::Default => &[1, 32],
+            Suite::Full => &[1, 2, 4, 16, 32, 64],
+        };
+        let mut v: Vec<SweepCell> = clients
+            .iter()
+            .map(|c| SweepCell::everywhere(&[("clients", c.to_string())]))
+            .collect();
+        if suite == Suite::Full {
+            v.push(SweepCell::everywhere(&[("mode", "select-only".into())]));
+            v.push(SweepCell::everywhere(&[("fsync", "on".into())]));
+        }
+        v
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let cfg = Config::from_params(ctx.params)?;
+        let client = ctx.client.ok_or_else(|| {
+            unsupported("needs a client side (CPUs apart from the placement) to run pgbench")
+        })?;
+        let install = PgInstall::find().map_err(pg_err)?;
+        let settings = PgSettings {
+            port: cfg.port,
+            shared_buffers_bytes: cfg.shared_buffers_bytes,
+            // pgbench's connections, plus room for autovacuum and a stray psql.
+            max_connections: (cfg.clients as u32).saturating_add(10),
+            fsync: cfg.fsync,
+            synchronous_commit: cfg.synchronous_commit,
+            extra: Vec::new(),
+        };
+        let cpus = ctx.placement.pinned().then(|| ctx.placement.cpu_set());
+        let server = PgServer::start(&install, &settings, cpus.as_ref()).map_err(pg_err)?;
+        let target = if cfg.unix {
+            Target::Unix {
+                dir: server.socket_dir(),
+                port: server.port(),
+            }
+        } else {
+            Target::Tcp(server.port())
+        };
+        let out = client
+            .output(pgbench::init_command(&install, &target, cfg.scale))
+            .map_err(|e| io_err("run pgbench -i", e))?;
+        pgbench::check_output("pgbench -i", &out).map_err(pg_err)?;
+        let log_dir = server.dir().join("pgbench-log");
+        std::fs::create_dir(&log_dir).map_err(|e| io_err("create the pgbench log directory", e))?;
+        let threads = match cfg.threads {
+            Some(t) => t,
+            None => (client.cpus().len() as u64).clamp(1, cfg.clients),
+        };
+        Ok(Box::new(PgInstance {
+            client: ClientRunner::start(client, "smtlab-pgbench")
+                .map_err(|e| io_err("start the pgbench thread on the client CPUs", e))?,
+            install,
+            target,
+            log_prefix: log_dir.join("pgbench_log"),
+            threads,
+            settings,
+            cfg,
+            swept: server.swept,
+            server,
+        }))
+    }
+}
+
+/// The run's settings, from the cell's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub mode: Mode,
+    pub clients: u64,
+    /// `None`: one per client CPU.
+    pub threads: Option<u64>,
+    pub duration_s: u64,
+    pub scale: u64,
+    pub fsync: bool,
+    pub synchronous_commit: bool,
+    pub shared_buffers_bytes: u64,
+    pub unix: bool,
+    pub port: u16,
+}
+
+fn on_off(p: &Params, name: &str) -> Result<bool, BenchError> {
+    match p.get_str(name)? {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        v => Err(param_err(name, v, "on or off")),
+    }
+}
+
+impl Config {
+    pub fn from_params(p: &Params) -> Result<Config, BenchError> {
+        let mode = p.get_str("mode")?;
+        let mode =
+            Mode::parse(mode).ok_or_else(|| param_err("mode", mode, "tpcb or select-only"))?;
+        let positive = |name: &str| -> Result<u64, BenchError> {
+            let v = p.get_u64(name)?;
+            if v == 0 {
+                return Err(param_err(name, "0", "a positive integer"));
+            }
+            Ok(v)
+        };
+        let clients = positive("clients")?;
+        if clients > 10_000 {
+            return Err(param_err("clients", &clients.to_string(), "at most 10000"));
+        }
+        let threads = match p.get_str("threads")? {
+            "auto" => None,
+            _ => {
+                let t = positive("threads")?;
+                if t > clients {
+                    return Err(param_err(
+                        "threads",
+                        &t.to_string(),
+                        "at most clients (pgbench needs a connection per thread)",
+                    ));
+                }
+                Some(t)
+            }
+        };
+        let connect = p.get_str("connect")?;
+        let unix = match connect {
+            "tcp" => false,
+            "unix" => true,
+            v => return Err(param_err("connect", v, "tcp or unix")),
+        };
+        let port = p.get_u64("port")?;
+        let port =
+            u16::try_from(port).map_err(|_| param_err("port", &port.to_string(), "0..65535"))?;
+        let shared_buffers_bytes = p.get_bytes("shared_buffers")?;
+        if shared_buffers_bytes < (128 << 10) {
+            return Err(param_err(
+                "shared_buffers",
+                p.get_str("shared_buffers")?,
+                "at least 128KiB",
+            ));
+        }
+        Ok(Config {
+            mode,
+            clients,
+            threads,
+            duration_s: positive("duration")?,
+            scale: positive("scale")?,
+            fsync: on_off(p, "fsync")?,
+            synchronous_commit: on_off(p, "synchronous_commit")?,
+            shared_buffers_bytes,
+            unix,
+            port,
+        })
+    }
+}
+
+fn unsupported(reason: &str) -> BenchError {
+    BenchError::Unsupported {
+        bench: NAME.into(),
+        reason: reason.into(),
+    }
+}
+
+fn pg_err(e: PgError) -> BenchError {
+    match e {
+        PgError::NotInstalled | PgError::NoUser => unsupported(&e.to_string()),
+        e => BenchError::Io {
+            bench: NAME.into(),
+            what: "PostgreSQL".into(),
+            source: std::io::Error::other(e.to_string()),
+        },
+    }
+}
+
+fn io_err(what: &str, source: std::io::Error) -> BenchError {
+    BenchError::Io {
+        bench: NAME.into(),
+        what: what.into(),
+        source,
+    }
+}
+
+struct PgInstance {
+    // Fields drop in order: the client thread ends before the server stops.
+    client: ClientRunner,
+    install: PgInstall,
+    target: Target,
+    log_prefix: PathBuf,
+    threads: u64,
+    settings: PgSettings,
+    cfg: Config,
+    swept: usize,
+    server: PgServer,
+}
+
+impl Instance for PgInstance {
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1)
+    }
+
+    fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
+        let cmd = pgbench::run_command(
+            &self.install,
+            &self.target,
+            self.cfg.mode,
+            self.cfg.clients,
+            self.threads,
+            self.cfg.duration_s,
+            &self.log_prefix,
+        );
+        let out = self
+            .client
+            .output(cmd)
+            .map_err(|e| io_err("run pgbench", e))?;
+        pgbench::check_output("pgbench", &out).map_err(pg_err)?;
+        let summary =
+            pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout)).map_err(pg_err)?;
+        if summary.tps <= 0.0 || summary.transactions == 0 {
+            return Err(BenchError::Check {
+                bench: NAME.into(),
+                reason: format!(
+                    "pgbench completed no transaction in {} s",
+                    self.cfg.duration_s
+                ),
+            });
+        }
+        let mut lat = pgbench::take_log_latencies(&self.log_prefix)
+            .map_err(|e| io_err("read pgbench's transaction log", e))?;
+        lat.sort_by(f64::total_cmp);
+        Ok(sample_from(
+            &summary,
+            &lat,
+            &self.settings,
+            &self.cfg,
+            self.threads,
+            self.swept,
+            self.server.port(),
+        ))
+    }
+}
+
+/// The sample of one pgbench run. The value the runner computes, `work / seconds`, is
+/// pgbench's TPS: the time is the one pgbench's TPS implies for the transactions it
+/// counted (transactions / tps), and the work is tps x that time, so the division gives
+/// pgbench's figure back to the last bit or within one rounding step.
+pub fn sample_from(
+    s: &pgbench::Summary,
+    sorted_latencies_us: &[f64],
+    settings: &PgSettings,
+    cfg: &Config,
+    threads: u64,
+    swept: usize,
+    port: u16,
+) -> RawSample {
+    let elapsed_ns = ((s.transactions as f64 / s.tps) * 1e9).round().max(1.0) as u64;
+    let mut sample = RawSample {
+        elapsed_ns,
+        work: s.tps * (elapsed_ns as f64 / 1e9),
+        ..RawSample::default()
+    };
+    let m = &mut sample.metrics;
+    m.insert("pgbench_tps".into(), s.tps);
+    m.insert("transactions".into(), s.transactions as f64);
+    if let Some(f) = s.failed {
+        m.insert("failed_transactions".into(), f as f64);
+    }
+    if let Some(v) = s.latency_avg_ms {
+        m.insert("latency_avg_ms".into(), v);
+    }
+    if let Some(v) = s.latency_stddev_ms {
+        m.insert("latency_stddev_ms".into(), v);
+    }
+    if let Some(v) = s.connection_ms {
+        m.insert("connection_ms".into(), v);
+    }
+    for (q, name) in [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999")] {
+        if let Some(v) = pgbench::quantile(sorted_latencies_us, q) {
+            m.insert(format!("latency_{name}_ms"), v / 1e3);
+        }
+    }
+    m.insert(
+        "logged_transactions".into(),
+        sorted_latencies_us.len() as f64,
+    );
+    m.insert(
+        "shared_buffers_bytes".into(),
+        settings.shared_buffers_bytes as f64,
+    );
+    m.insert("max_connections".into(), settings.max_connections as f64);
+    m.insert("fsync_on".into(), f64::from(u8::from(settings.fsync)));
+    m.insert(
+        "synchronous_commit_on".into(),
+        f64::from(u8::from(settings.synchronous_commit)),
+    );
+    m.insert("scale".into(), cfg.scale as f64);
+    m.insert("clients".into(), cfg.clients as f64);
+    m.insert("pgbench_threads".into(), threads as f64);
+    m.insert("port".into(), f64::from(port));
+    m.insert("stale_dirs_swept".into(), swept as f64);
+    sample
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(extra: &[(&str, &str)]) -> Params {
+        let info = OltpPg.info();
+        let given: Vec<String> = extra.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        Params::resolve(&info, &given, true).unwrap()
+    }
+
+    #[test]
+    fn parameters_are_checked_with_one_line_errors() {
+        let c = Config::from_params(&params(&[])).unwrap();
+        assert_eq!(c.clients, 2);
+        assert_eq!(c.mode, Mode::TpcB);
+        assert!(!c.fsync);
+        for (k, v, want) in [
+            ("mode", "tpcc", "tpcb or select-only"),
+            ("fsync", "yes", "on or off"),
+            ("clients", "0", "positive"),
+            ("threads", "9", "at most clients"),
+            ("port", "70000", "0..65535"),
+            ("connect", "udp", "tcp or unix"),
+            ("shared_buffers", "1k", "at least"),
+        ] {
+            let e = Config::from_params(&params(&[(k, v)])).unwrap_err();
+            let s = e.to_string();
+            assert!(s.contains(k) && s.contains(want), "{k}={v}: {s}");
+            assert!(!s.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn the_value_is_pgbench_tps() {
+        let cfg = Config::from_params(&params(&[])).unwrap();
+        let settings = PgSettings {
+            port: 0,
+            shared_buffers_bytes: 1 << 27,
+            max_connections: 12,
+            fsync: false,
+            synchronous_commit: false,
+            extra: vec![],
+        };
+        for (tps, n) in [(1525.123456, 1520u64), (0.5, 1), (98765.432101, 493_827)] {
+            let s = pgbench::Summary {
+                tps,
+                transactions: n,
+                failed: Some(0),
+                latency_avg_ms: Some(1.0),
+                latency_stddev_ms: None,
+                connection_ms: None,
+            };
+            let raw = sample_from(&s, &[100.0, 200.0], &settings, &cfg, 1, 0, 5432);
+            // The runner's rate formula.
+            let value = raw.work / (raw.elapsed_ns as f64 / 1e9) / 1.0;
+            assert!((value - tps).abs() <= tps * 1e-15, "{value} vs {tps}");
+            assert_eq!(format!("{value:.6}"), format!("{tps:.6}"));
+            assert_eq!(raw.metrics["pgbench_tps"], tps);
+            assert!((raw.work - n as f64).abs() < 1e-3 * n as f64);
+            assert_eq!(raw.metrics["latency_p50_ms"], 0.1);
+        }
+    }
+
+    #[test]
+    fn a_quick_cell_runs_and_leaves_no_server_or_directory() {
+        use crate::db::testutil;
+        if let Err(e) = PgInstall::find() {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        let p = params(&[("duration", "1"), ("clients", "2")]);
+        let placement = testutil::placement_first_cpu();
+        let topo = testutil::topology();
+        let client = testutil::client();
+        let ctx = BenchContext {
+            params: &p,
+            placement: &placement,
+            topology: &topo,
+            client: Some(&client),
+        };
+        let mut inst = OltpPg.prepare(&ctx).unwrap();
+        assert_eq!(inst.fixed_iterations(), Some(1));
+        let s = inst.sample(1).unwrap();
+        let tps = s.metrics["pgbench_tps"];
+        assert!(tps > 0.0);
+        let value = s.work / (s.elapsed_ns as f64 / 1e9);
+        assert!((value - tps).abs() <= tps * 1e-12);
+        assert!(s.metrics["logged_transactions"] > 0.0);
+        assert!(s.metrics["latency_p50_ms"] <= s.metrics["latency_p99_ms"]);
+        assert_eq!(s.metrics["fsync_on"], 0.0);
+        let port = s.metrics["port"] as u16;
+        drop(inst);
+        // Nothing listens on the server's port any more, and no cell directory is left.
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+        let mine = format!("{}{}-", super::super::pg::DIR_PREFIX, std::process::id());
+        let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    #[test]
+    fn without_a_client_side_the_cell_is_refused_in_one_line() {
+        let p = params(&[]);
+        let placement = crate::db::testutil::placement_first_cpu();
+        let topo = crate::db::testutil::topology();
+        let ctx = BenchContext {
+            params: &p,
+            placement: &placement,
+            topology: &topo,
+            client: None,
+        };
+        let e = OltpPg.prepare(&ctx).err().unwrap().to_string();
+        assert!(e.contains("client side"), "{e}");
+    }
+
+    #[test]
+    fn suites_sweep_client_counts() {
+        let topo = crate::db::testutil::topology();
+        assert!(OltpPg.sweep(Suite::Quick, &topo).is_empty());
+        let full = OltpPg.sweep(Suite::Full, &topo);
+        let clients: Vec<&str> = full
+            .iter()
+            .flat_map(|c| &c.params)
+            .filter(|(k, _)| k == "clients")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(clients, ["1", "2", "4", "16", "32", "64"]);
+        assert!(
+            full.iter()
+                .any(|c| c.params == [("mode".to_string(), "select-only".to_string())])
+        );
+        assert!(OltpPg.client_side());
+    }
+}
