@@ -209,8 +209,125 @@ pub fn check_local(addr: &SocketAddr) -> Result<(), String> {
     ))
 }
 
-/// Runs one load and merges what its threads counted.
-pub fn run(cfg: &LoadConfig, mix: Arc<Mix>, pin: Pinning<'_>) -> Result<LoadReport, LoadError> {
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Client threads that live across loads: started once (for a workload, from its
+/// [`ClientSide`] spawner, so the server's counters never see them), then given one
+/// load after another.
+#[derive(Debug)]
+pub struct ClientPool {
+    senders: Vec<std::sync::mpsc::Sender<Job>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ClientPool {
+    /// Starts `threads` pinned client threads.
+    pub fn start(pin: Pinning<'_>, threads: usize) -> Result<ClientPool, LoadError> {
+        if threads == 0 {
+            return Err(LoadError::Config("a load needs at least 1 thread".into()));
+        }
+        let mut pool = ClientPool {
+            senders: Vec::new(),
+            handles: Vec::new(),
+        };
+        for t in 0..threads {
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
+            let body = move || {
+                for job in rx {
+                    job();
+                }
+            };
+            let name = format!("smtlab-load-{t}");
+            let h = match pin {
+                Pinning::Client(c) => c.spawn(&name, Some(c.cpu_for_thread(t)), body)?,
+                Pinning::Cpus(cpus) if !cpus.is_empty() => {
+                    smtlab_placement::pin::spawn_pinned(Some(cpus[t % cpus.len()]), name, body)?
+                }
+                _ => std::thread::Builder::new().name(name).spawn(body)?,
+            };
+            pool.senders.push(tx);
+            pool.handles.push(h);
+        }
+        Ok(pool)
+    }
+
+    pub fn threads(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// Runs one load on the first `cfg.threads` threads and merges what they counted.
+    pub fn run(&self, cfg: &LoadConfig, mix: Arc<Mix>) -> Result<LoadReport, LoadError> {
+        check(cfg)?;
+        if cfg.threads > self.threads() {
+            return Err(LoadError::Config(format!(
+                "{} load threads asked of a pool of {}",
+                cfg.threads,
+                self.threads()
+            )));
+        }
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let mut first = 0;
+        for t in 0..cfg.threads {
+            let conns =
+                cfg.connections / cfg.threads + usize::from(t < cfg.connections % cfg.threads);
+            let plan = engine::ThreadPlan {
+                addr: cfg.addr,
+                conns,
+                rate_per_s: cfg
+                    .rate_per_s
+                    .map(|r| r * conns as f64 / cfg.connections as f64),
+                conn_bits_per_s: cfg.conn_bits_per_s,
+                keep_alive: cfg.keep_alive,
+                duration_ns: (cfg.duration + cfg.warmup).as_nanos() as u64,
+                warmup_ns: cfg.warmup.as_nanos() as u64,
+                timeout_ns: cfg.timeout.as_nanos() as u64,
+                max_requests: cfg.max_requests / cfg.threads as u64
+                    + u64::from((t as u64) < cfg.max_requests % cfg.threads as u64),
+                seed: cfg.seed.wrapping_add(t as u64 * 7919),
+                first_conn: first,
+            };
+            first += conns;
+            let (mix, done) = (mix.clone(), done_tx.clone());
+            let job: Job = Box::new(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    engine::Engine::new(plan, &mix)?.run()
+                }));
+                let _ = done.send(r);
+            });
+            self.senders[t]
+                .send(job)
+                .map_err(|_| LoadError::Thread("a client thread has stopped".into()))?;
+        }
+        drop(done_tx);
+        let mut parts = Vec::with_capacity(cfg.threads);
+        let mut first_err = None;
+        for r in done_rx {
+            match r {
+                Ok(Ok(p)) => parts.push(p),
+                Ok(Err(e)) => first_err = first_err.or(Some(LoadError::Io(e))),
+                Err(_) => first_err = first_err.or(Some(LoadError::Thread("panicked".into()))),
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        if parts.len() != cfg.threads {
+            return Err(LoadError::Thread("a client thread has stopped".into()));
+        }
+        Ok(LoadReport::merge(parts))
+    }
+}
+
+impl Drop for ClientPool {
+    fn drop(&mut self) {
+        self.senders.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn check(cfg: &LoadConfig) -> Result<(), LoadError> {
     if cfg.connections == 0 || cfg.threads == 0 {
         return Err(LoadError::Config(
             "connections and threads must be at least 1".into(),
@@ -234,53 +351,13 @@ pub fn run(cfg: &LoadConfig, mix: Arc<Mix>, pin: Pinning<'_>) -> Result<LoadRepo
             "per-connection rate {r}: expected > 0"
         )));
     }
-    check_local(&cfg.addr).map_err(LoadError::Config)?;
-    let mut handles = Vec::with_capacity(cfg.threads);
-    let mut first = 0;
-    for t in 0..cfg.threads {
-        let conns = cfg.connections / cfg.threads + usize::from(t < cfg.connections % cfg.threads);
-        let plan = engine::ThreadPlan {
-            addr: cfg.addr,
-            conns,
-            rate_per_s: cfg
-                .rate_per_s
-                .map(|r| r * conns as f64 / cfg.connections as f64),
-            conn_bits_per_s: cfg.conn_bits_per_s,
-            keep_alive: cfg.keep_alive,
-            duration_ns: (cfg.duration + cfg.warmup).as_nanos() as u64,
-            warmup_ns: cfg.warmup.as_nanos() as u64,
-            timeout_ns: cfg.timeout.as_nanos() as u64,
-            max_requests: cfg.max_requests / cfg.threads as u64
-                + u64::from((t as u64) < cfg.max_requests % cfg.threads as u64),
-            seed: cfg.seed.wrapping_add(t as u64 * 7919),
-            first_conn: first,
-        };
-        first += conns;
-        let mix = mix.clone();
-        let body = move || engine::Engine::new(plan, &mix)?.run();
-        let name = format!("smtlab-load-{t}");
-        let h = match pin {
-            Pinning::Client(c) => c.spawn(&name, Some(c.cpu_for_thread(t)), body)?,
-            Pinning::Cpus(cpus) if !cpus.is_empty() => {
-                smtlab_placement::pin::spawn_pinned(Some(cpus[t % cpus.len()]), name, body)?
-            }
-            _ => std::thread::Builder::new().name(name).spawn(body)?,
-        };
-        handles.push(h);
-    }
-    let mut parts = Vec::with_capacity(handles.len());
-    let mut first_err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(r)) => parts.push(r),
-            Ok(Err(e)) => first_err = first_err.or(Some(LoadError::Io(e))),
-            Err(_) => first_err = first_err.or(Some(LoadError::Thread("panicked".into()))),
-        }
-    }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    Ok(LoadReport::merge(parts))
+    check_local(&cfg.addr).map_err(LoadError::Config)
+}
+
+/// Runs one load on threads started for it and merges what they counted.
+pub fn run(cfg: &LoadConfig, mix: Arc<Mix>, pin: Pinning<'_>) -> Result<LoadReport, LoadError> {
+    check(cfg)?;
+    ClientPool::start(pin, cfg.threads)?.run(cfg, mix)
 }
 
 #[cfg(test)]

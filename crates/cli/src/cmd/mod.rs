@@ -11,6 +11,7 @@ pub mod bench;
 pub mod counting;
 mod exec;
 mod list;
+mod load;
 pub mod placements;
 mod report;
 mod run;
@@ -27,6 +28,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Report(a) => report::report(&a),
         Command::Compare(a) => report::compare(&a),
         Command::Exec(a) => exec::run(&a),
+        Command::Load(a) => load::run(&a),
     }
 }
 
