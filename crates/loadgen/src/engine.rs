@@ -449,6 +449,11 @@ impl<'a> Engine<'a> {
         let total = c.resp.total_bytes;
         let body = c.resp.body_bytes;
         let latency = now.saturating_sub(c.start_ns);
+        if let Some(bps) = self.plan.conn_bits_per_s {
+            let slot = (total as f64 * 8.0 * 1e9 / bps) as u64;
+            c.stats.paced_ns += latency.max(slot);
+            c.stats.paced_bytes += total;
+        }
         if counting {
             c.stats.requests += 1;
             c.stats.bytes += total;

@@ -25,15 +25,29 @@ pub struct ConnStats {
     pub body_bytes: u64,
     /// Requests that ended in an error of any kind.
     pub errors: u64,
+    /// Paced loads: the sum over good responses of the longer of the response's time
+    /// and its pacing slot (its bytes at the paced rate): the time these bytes took the
+    /// connection, free of how one big file falls into a short window. Counted over the
+    /// whole load, warm-up included, so a connection whose one large file was paced
+    /// across the window still has a rate.
+    pub paced_ns: u64,
+    /// The bytes behind `paced_ns`.
+    pub paced_bytes: u64,
 }
 
 impl ConnStats {
-    /// Bits per second this connection received over `window_ns`.
+    /// Bits per second this connection received: over its paced time in a paced load,
+    /// else over `window_ns`.
     pub fn bits_per_s(&self, window_ns: u64) -> f64 {
-        if window_ns == 0 {
+        let (bytes, ns) = if self.paced_ns > 0 {
+            (self.paced_bytes, self.paced_ns)
+        } else {
+            (self.bytes, window_ns)
+        };
+        if ns == 0 {
             return 0.0;
         }
-        self.bytes as f64 * 8.0 / (window_ns as f64 / 1e9)
+        bytes as f64 * 8.0 / (ns as f64 / 1e9)
     }
 }
 

@@ -27,6 +27,8 @@ use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
 use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
 
 pub mod builtin;
+pub mod capacity;
+pub mod dynamic;
 pub mod fileset;
 pub mod real;
 pub mod request;
@@ -36,7 +38,7 @@ use fileset::FileSet;
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![Box::new(WebStatic)]
+    vec![Box::new(WebStatic), Box::new(capacity::WebCapacity)]
 }
 
 /// The servers `server=` accepts.

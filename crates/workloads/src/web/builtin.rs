@@ -27,10 +27,12 @@ use smtlab_model::CpuSet;
 use super::fileset::FileSet;
 use super::request::{self, Method, Reject, Request};
 
-/// What a built-in server may serve: URL to file and size.
-#[derive(Debug, Clone, Default)]
+/// What a built-in server may serve: URL to file and size, and the dynamic requests
+/// when enabled.
+#[derive(Debug, Default)]
 pub struct Docs {
     files: HashMap<String, (PathBuf, u64)>,
+    dynamic: Option<super::dynamic::Dynamic>,
 }
 
 impl Docs {
@@ -41,7 +43,14 @@ impl Docs {
                 .iter()
                 .map(|f| (f.url.clone(), (f.path.clone(), f.size)))
                 .collect(),
+            dynamic: None,
         }
+    }
+
+    /// Also answers the dynamic requests under `/dyn/` (see [`super::dynamic`]).
+    pub fn with_dynamic(mut self, d: super::dynamic::Dynamic) -> Docs {
+        self.dynamic = Some(d);
+        self
     }
 }
 
@@ -86,7 +95,29 @@ struct Reply {
     keep_alive: bool,
 }
 
-fn reply(docs: &Docs, req: &Request) -> Reply {
+fn reply(docs: &Docs, req: &Request, body: &[u8]) -> Reply {
+    if let Some(d) = &docs.dynamic
+        && req.path.starts_with("/dyn/")
+    {
+        return match d.answer(req, body) {
+            Ok(page) => {
+                let mut head = response_head(200, "OK", page.len() as u64, req.keep_alive);
+                if req.method != Method::Head {
+                    head.extend_from_slice(&page);
+                }
+                Reply {
+                    head,
+                    file: None,
+                    keep_alive: req.keep_alive,
+                }
+            }
+            Err(rej) => Reply {
+                head: error_response(rej),
+                file: None,
+                keep_alive: false,
+            },
+        };
+    }
     let found = docs.files.get(&req.path);
     let opened = found.and_then(|(p, size)| std::fs::File::open(p).ok().map(|f| (f, *size)));
     match (req.method, opened) {
@@ -433,7 +464,7 @@ impl EventLoop {
                 if c.buf.len() < used {
                     return;
                 }
-                let r = reply(&self.docs, &req);
+                let r = reply(&self.docs, &req, &c.buf[req.head_len..used]);
                 (r.head, r.file, r.keep_alive, used)
             }
             Err(rej) => (error_response(rej), None, false, c.buf.len()),
@@ -737,8 +768,9 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 return;
             }
         };
-        buf.drain(..req.head_len + req.content_length as usize);
-        let r = reply(docs, &req);
+        let used = req.head_len + req.content_length as usize;
+        let r = reply(docs, &req, &buf[req.head_len..used]);
+        buf.drain(..used);
         let more = if r.file.is_some() { libc::MSG_MORE } else { 0 };
         if !write_all(fd, &r.head, more) {
             return;

@@ -377,3 +377,68 @@ fn a_server_with_errors_fails_the_sample_instead_of_reporting_throughput() {
     assert!(e.contains("connect 3"), "{e}");
     assert!(e.contains("no throughput reported"), "{e}");
 }
+
+#[test]
+fn web_capacity_searches_on_the_built_in_servers_with_the_dynamic_mix() {
+    let cpus = my_cpus();
+    let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
+    let b = capacity::WebCapacity;
+    let info = b.info();
+    for server in ["event", "threads"] {
+        let params = smtlab_bench::Params::resolve(
+            &info,
+            &[
+                format!("server={server}"),
+                "max_conns=8".into(),
+                "step=0.3".into(),
+                "dataset=1MiB".into(),
+            ],
+            true,
+        )
+        .unwrap();
+        let placement = placement(&server_cpus());
+        let topology = topology();
+        let ctx = BenchContext {
+            params: &params,
+            placement: &placement,
+            topology: &topology,
+            client: Some(&client),
+        };
+        let mut inst = b.prepare(&ctx).unwrap();
+        let s = inst.sample(1).unwrap();
+        // 8 paced connections are far below what any server here can carry.
+        assert_eq!(
+            s.metrics["capacity_conns"], 8.0,
+            "{server}: {:?}",
+            s.metrics
+        );
+        assert_eq!(s.metrics["capped"], 1.0);
+        assert_eq!(s.metrics["errors"], 0.0, "{server}");
+        assert!((s.metrics["dynamic_share"] - 0.3).abs() < 1e-9);
+        let curve = &s.series["conforming_fraction_by_conns"];
+        assert_eq!(curve.len() % 2, 0);
+    }
+}
+
+#[test]
+fn dynamic_requests_through_the_event_server() {
+    let set = FileSet::generate(1).unwrap();
+    let log = set.root().join("post.log");
+    let docs = builtin::Docs::from_set(&set).with_dynamic(dynamic::Dynamic::new(&log).unwrap());
+    let server = builtin::EventServer::start(docs, &server_cpus(), ServerOpts::default()).unwrap();
+    let addr = server.addr();
+    let resp = raw(
+        addr,
+        b"POST /dyn/post HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert_eq!(status(&resp), 200);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "hello\n");
+    let resp = raw(
+        addr,
+        b"GET /dyn/ad HTTP/1.0\r\nCookie: user=1; last_ad=2\r\n\r\n",
+    );
+    assert_eq!(status(&resp), 200);
+    assert!(body(&resp).starts_with(b"<html>"));
+    let resp = raw(addr, b"GET /dyn/cgi HTTP/1.0\r\n\r\n");
+    assert!(String::from_utf8_lossy(body(&resp)).contains("smtlab cgi page"));
+}
