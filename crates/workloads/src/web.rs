@@ -48,6 +48,7 @@ pub const SERVERS: &[&str] = &[
     "nginx",
     "apache-prefork",
     "apache-event",
+    "cmd",
 ];
 
 /// A running server of any kind; dropping it stops it.
@@ -67,6 +68,14 @@ impl Running {
     }
 }
 
+/// The user's own server for `server=cmd`: its command and port (0: `{port}` in the
+/// command).
+#[derive(Debug, Clone, Default)]
+pub struct Custom {
+    pub cmd: String,
+    pub port: u16,
+}
+
 /// Starts server `kind` for `set` on `cpus`.
 pub fn start_server(
     kind: &str,
@@ -74,7 +83,21 @@ pub fn start_server(
     cpus: &[u32],
     opts: ServerOpts,
 ) -> Result<Running, String> {
+    start_server_with(kind, set, cpus, opts, &Custom::default())
+}
+
+/// [`start_server`], with the user's command for `server=cmd`.
+pub fn start_server_with(
+    kind: &str,
+    set: &FileSet,
+    cpus: &[u32],
+    opts: ServerOpts,
+    custom: &Custom,
+) -> Result<Running, String> {
     match kind {
+        "cmd" => {
+            real::RealServer::custom(&custom.cmd, custom.port, set.root(), cpus).map(Running::Real)
+        }
         "event" => EventServer::start(Docs::from_set(set), cpus, opts)
             .map(Running::Event)
             .map_err(|e| format!("cannot start the event server: {e}")),
@@ -135,7 +158,19 @@ impl Benchmark for WebStatic {
                     "server",
                     "event",
                     None,
-                    "event | threads | nginx | apache-prefork | apache-event",
+                    "event | threads | nginx | apache-prefork | apache-event | cmd (your own: see cmd)",
+                ),
+                param(
+                    "cmd",
+                    "",
+                    None,
+                    "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in",
+                ),
+                param(
+                    "port",
+                    "0",
+                    None,
+                    "server=cmd: the port your server listens on (0: the free port put in {port})",
                 ),
                 param(
                     "conns",
@@ -237,8 +272,23 @@ impl Benchmark for WebStatic {
             .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
         // The server starts last, after the counters were opened (by the runner, before
         // prepare), so they count its threads and processes.
-        let running = start_server(&server, &set, &ctx.placement.cpus, ServerOpts::default())
-            .map_err(unsupported)?;
+        let port = p.get_u64("port")?;
+        let custom = Custom {
+            cmd: p.get_str("cmd")?.to_string(),
+            port: u16::try_from(port).map_err(|_| smtlab_bench::ParamError::Value {
+                name: "port".into(),
+                value: port.to_string(),
+                expected: "a TCP port, 1 to 65535 (0: {port} in cmd)".into(),
+            })?,
+        };
+        let running = start_server_with(
+            &server,
+            &set,
+            &ctx.placement.cpus,
+            ServerOpts::default(),
+            &custom,
+        )
+        .map_err(unsupported)?;
         let addr = running.addr();
         let (specs, weights) = set.requests();
         let mix = Mix::weighted(&specs, &weights, &addr.to_string(), keep_alive)

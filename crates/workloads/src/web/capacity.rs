@@ -176,8 +176,12 @@ impl Benchmark for WebCapacity {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let prm = ctx.params;
         let server = prm.get_str("server")?.to_string();
-        if !SERVERS.contains(&server.as_str()) {
-            return Err(bad("server", &server, &SERVERS.join(", ")));
+        if !SERVERS.contains(&server.as_str()) || server == "cmd" {
+            return Err(bad(
+                "server",
+                &server,
+                "event, threads, nginx, apache-prefork or apache-event (your own server: web-static server=cmd)",
+            ));
         }
         let dataset = prm.get_bytes("dataset")?;
         let step = prm.get_f64("step")?;

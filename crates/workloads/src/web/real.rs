@@ -212,6 +212,36 @@ impl RealServer {
     }
 }
 
+impl RealServer {
+    /// The user's own server: `cmd` run by `/bin/sh -c` pinned to `cpus`, with `{port}`
+    /// replaced by a free loopback port (or listening on `port` when given) and `{root}`
+    /// by the file set's directory. Its output goes to files in a temporary directory,
+    /// quoted when it does not come up.
+    pub fn custom(cmd: &str, port: u16, root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
+        if cmd.trim().is_empty() {
+            return Err(
+                "server=cmd needs --param cmd='YOUR SERVER COMMAND' (with {port} \
+                        where it takes its port, or --param port=N)"
+                    .into(),
+            );
+        }
+        if port == 0 && !cmd.contains("{port}") {
+            return Err(format!(
+                "cmd={cmd:?}: put {{port}} where the command takes its port, or give --param port=N"
+            ));
+        }
+        open_up(root)?;
+        let dir = tempdir()?;
+        let port = if port == 0 { free_port()? } else { port };
+        let text = cmd
+            .replace("{port}", &port.to_string())
+            .replace("{root}", &root.display().to_string());
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(format!("exec {text}")).current_dir(root);
+        start(c, dir, port, cpus, "your server")
+    }
+}
+
 fn tempdir() -> Result<tempfile::TempDir, String> {
     let dir = tempfile::Builder::new()
         .prefix("smtlab-httpd-")
@@ -229,11 +259,12 @@ fn start(
     name: &'static str,
 ) -> Result<RealServer, String> {
     let error_log = dir.path().join("error.log");
-    let stderr_path = dir.path().join("stderr.log");
-    let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
+    let stderr_path = dir.path().join("output.log");
+    let out = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
+    let out2 = out.try_clone().map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(stderr));
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(out2));
     if !cpus.is_empty() {
         let set: CpuSet = cpus.iter().copied().collect();
         cmd.pin_to(&set).map_err(|e| format!("{name}: {e}"))?;

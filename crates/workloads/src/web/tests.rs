@@ -442,3 +442,56 @@ fn dynamic_requests_through_the_event_server() {
     let resp = raw(addr, b"GET /dyn/cgi HTTP/1.0\r\n\r\n");
     assert!(String::from_utf8_lossy(body(&resp)).contains("smtlab cgi page"));
 }
+
+#[test]
+fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipping: /usr/bin/python3 (the stand-in for a user's server) is not installed");
+        return;
+    }
+    let set = FileSet::generate(1).unwrap();
+    let custom = Custom {
+        cmd: "/usr/bin/python3 -m http.server {port} --bind 127.0.0.1 --directory {root}".into(),
+        port: 0,
+    };
+    let server = start_server_with("cmd", &set, &server_cpus(), ServerOpts::default(), &custom)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let f = &set.files[10];
+    let resp = raw(
+        server.addr(),
+        format!("GET {} HTTP/1.0\r\n\r\n", f.url).as_bytes(),
+    );
+    assert_eq!(status(&resp), 200);
+    assert_eq!(fnv1a(body(&resp), FNV_START), f.checksum);
+    drop(server);
+    // Errors name what is missing.
+    let e = start_server_with(
+        "cmd",
+        &set,
+        &server_cpus(),
+        ServerOpts::default(),
+        &Custom {
+            cmd: "sleep 60".into(),
+            port: 0,
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("{port}"), "{e}");
+    let e = start_server_with(
+        "cmd",
+        &set,
+        &server_cpus(),
+        ServerOpts::default(),
+        &Custom {
+            cmd: "echo broken {port}; exit 3".into(),
+            port: 0,
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("exited") && e.contains("broken"), "{e}");
+    if let Some(kept) = e.rsplit("logs kept in ").next() {
+        let _ = std::fs::remove_dir_all(kept.trim_end_matches(')'));
+    }
+}
