@@ -61,6 +61,8 @@ struct Conn {
     next_due_ns: u64,
     interval_ns: u64,
     want_out: bool,
+    /// Paced loads: when the connection's first request started.
+    pace_origin: Option<u64>,
     stats: ConnStats,
 }
 
@@ -114,6 +116,7 @@ impl<'a> Engine<'a> {
                 next_due_ns: interval_ns * i as u64 / plan.conns.max(1) as u64,
                 interval_ns,
                 want_out: false,
+                pace_origin: None,
                 stats: ConnStats {
                     conn: plan.first_conn + i,
                     ..ConnStats::default()
@@ -450,9 +453,13 @@ impl<'a> Engine<'a> {
         let body = c.resp.body_bytes;
         let latency = now.saturating_sub(c.start_ns);
         if let Some(bps) = self.plan.conn_bits_per_s {
-            let slot = (total as f64 * 8.0 * 1e9 / bps) as u64;
-            c.stats.paced_ns += latency.max(slot);
+            // The connection's schedule: its bytes so far at the paced rate, from its
+            // first request. A server that keeps up finishes every response before the
+            // schedule; one that does not falls behind it, and the rate drops.
+            let origin = *c.pace_origin.get_or_insert(c.start_ns);
             c.stats.paced_bytes += total;
+            let schedule_end = origin + (c.stats.paced_bytes as f64 * 8.0 * 1e9 / bps) as u64;
+            c.stats.paced_ns = now.max(schedule_end) - origin;
         }
         if counting {
             c.stats.requests += 1;
@@ -463,21 +470,23 @@ impl<'a> Engine<'a> {
         if !keep || !self.plan.keep_alive {
             self.drop_socket(i);
         }
-        self.schedule_next(i, now, total);
+        self.schedule_next(i, now);
     }
 
     /// After a request ended (well or not): when the connection sends its next one.
-    fn schedule_next(&mut self, i: usize, now: u64, bytes: u64) {
+    fn schedule_next(&mut self, i: usize, now: u64) {
         let c = &mut self.conns[i];
         c.state = State::Idle;
         let mut due = 0;
         if c.interval_ns > 0 {
             due = c.next_due_ns;
         }
-        if let Some(bps) = self.plan.conn_bits_per_s {
+        if let (Some(bps), Some(origin)) = (self.plan.conn_bits_per_s, c.pace_origin) {
             // A paced connection may not receive faster than its rate: the next request
-            // waits until the bytes so far would have taken that long.
-            let paced = c.op_ns.min(c.start_ns) + (bytes as f64 * 8.0 * 1e9 / bps) as u64;
+            // waits until the bytes so far would have taken that long since its first
+            // request (a late response is made up by a shorter wait, as SPECweb99
+            // clients do).
+            let paced = origin + (c.stats.paced_bytes as f64 * 8.0 * 1e9 / bps) as u64;
             due = due.max(paced);
         }
         if due > now {
@@ -514,7 +523,7 @@ impl<'a> Engine<'a> {
             self.timers.push(Reverse((now + 10_000_000, i)));
             return;
         }
-        self.schedule_next(i, now, 0);
+        self.schedule_next(i, now);
     }
 
     fn sweep_timeouts(&mut self, now: u64) {

@@ -25,11 +25,11 @@ pub struct ConnStats {
     pub body_bytes: u64,
     /// Requests that ended in an error of any kind.
     pub errors: u64,
-    /// Paced loads: the sum over good responses of the longer of the response's time
-    /// and its pacing slot (its bytes at the paced rate): the time these bytes took the
-    /// connection, free of how one big file falls into a short window. Counted over the
-    /// whole load, warm-up included, so a connection whose one large file was paced
-    /// across the window still has a rate.
+    /// Paced loads: from the connection's first request to the later of its last good
+    /// response and the end of its schedule (its bytes at the paced rate), over the
+    /// whole load, warm-up included: a server that keeps up gives exactly the paced
+    /// rate however one big file falls into a short window; one that falls behind
+    /// gives less.
     pub paced_ns: u64,
     /// The bytes behind `paced_ns`.
     pub paced_bytes: u64,

@@ -6,7 +6,7 @@
 //! SPECweb96 clients do. The value is the response bandwidth in Mbit/s (bodies); each
 //! sample also carries requests/s, latency percentiles and the error count.
 //!
-//! Servers (`server=`): `event` and `threads` are built in ([`builtin`]); `nginx` and
+//! Servers (`server=`): `event`, `threads` and `processes` are built in ([`builtin`]); `nginx` and
 //! `apache-prefork` / `apache-event` are the real ones from a generated configuration
 //! ([`real`]); a cell whose server is not installed is skipped with the command that
 //! installs it.
@@ -45,6 +45,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 pub const SERVERS: &[&str] = &[
     "event",
     "threads",
+    "processes",
     "nginx",
     "apache-prefork",
     "apache-event",
@@ -55,6 +56,7 @@ pub const SERVERS: &[&str] = &[
 pub enum Running {
     Event(EventServer),
     Threads(ThreadServer),
+    Processes(builtin::ProcessServer),
     Real(real::RealServer),
 }
 
@@ -63,10 +65,15 @@ impl Running {
         match self {
             Running::Event(s) => s.addr(),
             Running::Threads(s) => s.addr(),
+            Running::Processes(s) => s.addr(),
             Running::Real(s) => s.addr(),
         }
     }
 }
+
+/// Worker processes of the `processes` server: each holds one connection at a time,
+/// as Apache prefork's do, so kept-alive loads need no more connections than this.
+pub const PROCESSES: usize = 64;
 
 /// The user's own server for `server=cmd`: its command and port (0: `{port}` in the
 /// command).
@@ -104,6 +111,9 @@ pub fn start_server_with(
         "threads" => ThreadServer::start(Docs::from_set(set), cpus, opts)
             .map(Running::Threads)
             .map_err(|e| format!("cannot start the threads server: {e}")),
+        "processes" => builtin::ProcessServer::start(Docs::from_set(set), cpus, opts, PROCESSES)
+            .map(Running::Processes)
+            .map_err(|e| format!("cannot start the processes server: {e}")),
         "nginx" => real::RealServer::nginx(set.root(), cpus).map(Running::Real),
         "apache-prefork" => {
             real::RealServer::apache(set.root(), cpus, real::Mpm::Prefork).map(Running::Real)
@@ -158,7 +168,7 @@ impl Benchmark for WebStatic {
                     "server",
                     "event",
                     None,
-                    "event | threads | nginx | apache-prefork | apache-event | cmd (your own: see cmd)",
+                    "event | threads | processes | nginx | apache-prefork | apache-event | cmd (your own: see cmd)",
                 ),
                 param(
                     "cmd",

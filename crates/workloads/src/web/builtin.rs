@@ -791,3 +791,151 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
         }
     }
 }
+
+/// The pre-forked process server (`processes`): worker processes forked from the
+/// measuring thread, each accepting on the shared listener and serving one connection
+/// at a time with the threaded server's code (Apache prefork, the paper's Apache-MP).
+/// Every worker runs on the placement's CPUs, asks for SIGKILL when the thread that
+/// forked it dies (`PR_SET_PDEATHSIG`), checks its parent every 200 ms, and is killed
+/// and reaped when the server is dropped.
+///
+/// Workers only accept, read, open files and write after the fork: no locks of the
+/// parent's other threads are needed there (glibc's allocator is fork-safe).
+#[derive(Debug)]
+pub struct ProcessServer {
+    addr: SocketAddr,
+    pids: Vec<libc::pid_t>,
+}
+
+impl ProcessServer {
+    pub fn start(
+        docs: Docs,
+        cpus: &[u32],
+        opts: ServerOpts,
+        workers: usize,
+    ) -> io::Result<ProcessServer> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        // Everything the child needs is prepared before the fork.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            if c as usize >= libc::CPU_SETSIZE as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "CPU number too large",
+                ));
+            }
+            unsafe { libc::CPU_SET(c as usize, &mut set) };
+        }
+        let pin = !cpus.is_empty();
+        let parent = unsafe { libc::getpid() };
+        let lfd = listener.as_raw_fd();
+        let mut server = ProcessServer {
+            addr,
+            pids: Vec::new(),
+        };
+        for _ in 0..workers.max(1) {
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if pid == 0 {
+                // The child: never returns into the parent's code.
+                let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    unsafe {
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                        if libc::getppid() != parent {
+                            libc::_exit(1);
+                        }
+                        if pin
+                            && libc::sched_setaffinity(
+                                0,
+                                std::mem::size_of::<libc::cpu_set_t>(),
+                                &set,
+                            ) != 0
+                        {
+                            libc::_exit(2);
+                        }
+                    }
+                    worker_loop(lfd, &docs, opts, parent);
+                }))
+                .map_or(3, |_| 0);
+                unsafe { libc::_exit(code) };
+            }
+            // Set from here too, so it holds when start returns.
+            if pin {
+                unsafe {
+                    libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+                };
+            }
+            server.pids.push(pid);
+        }
+        // The listener stays open in the parent too (dropped here, the children keep
+        // their copies), so the port stays bound while the workers live.
+        drop(listener);
+        Ok(server)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn pids(&self) -> &[libc::pid_t] {
+        &self.pids
+    }
+}
+
+fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
+    let mut pfd = libc::pollfd {
+        fd: lfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        if unsafe { libc::getppid() } != parent {
+            return;
+        }
+        if unsafe { libc::poll(&mut pfd, 1, 200) } <= 0 {
+            continue;
+        }
+        // Several workers wake for one connection: the losers get EAGAIN.
+        let fd = unsafe {
+            libc::accept4(
+                lfd,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            )
+        };
+        if fd < 0 {
+            continue;
+        }
+        // Blocking from here, as a prefork worker is.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            let one: libc::c_int = 1;
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                &one as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        serve_blocking(fd, docs, opts);
+        unsafe { libc::close(fd) };
+    }
+}
+
+impl Drop for ProcessServer {
+    fn drop(&mut self) {
+        for &pid in &self.pids {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        for &pid in &self.pids {
+            let mut status = 0;
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+        }
+    }
+}

@@ -7,7 +7,7 @@
 //! series (`conforming_fraction_by_conns`: pairs of connections and fraction).
 //!
 //! The mix is 70% static (the `web-static` file set) and 30% dynamic ([`super::dynamic`])
-//! on the built-in servers; nginx serves the static part only (it has no dynamic module
+//! on the built-in servers (`processes` forks its CGI children from a worker); nginx serves the static part only (it has no dynamic module
 //! here), which the sample's `dynamic_share` metric says. Apache is measured on static
 //! requests as well (its CGI set-up is not generated yet), said the same way.
 //!
@@ -143,7 +143,7 @@ impl Benchmark for WebCapacity {
                     "server",
                     "event",
                     None,
-                    "event | threads | nginx | apache-prefork | apache-event",
+                    "event | threads | processes | nginx | apache-prefork | apache-event",
                 ),
                 p("dataset", "200MiB", Some("8MiB"), "file set size"),
                 p(
@@ -180,7 +180,7 @@ impl Benchmark for WebCapacity {
             return Err(bad(
                 "server",
                 &server,
-                "event, threads, nginx, apache-prefork or apache-event (your own server: web-static server=cmd)",
+                "event, threads, processes, nginx, apache-prefork or apache-event (your own server: web-static server=cmd)",
             ));
         }
         let dataset = prm.get_bytes("dataset")?;
@@ -225,7 +225,7 @@ impl Benchmark for WebCapacity {
             .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
         let cpus = &ctx.placement.cpus;
         let opts = ServerOpts::default();
-        let with_dynamic = matches!(server.as_str(), "event" | "threads");
+        let with_dynamic = matches!(server.as_str(), "event" | "threads" | "processes");
         let docs = || -> Result<Docs, BenchError> {
             let log = set.root().join("post.log");
             Ok(Docs::from_set(&set)
@@ -239,6 +239,10 @@ impl Benchmark for WebCapacity {
                 ThreadServer::start(docs()?, cpus, opts)
                     .map_err(io("starting the threads server"))?,
             ),
+            "processes" => Running::Processes(
+                super::builtin::ProcessServer::start(docs()?, cpus, opts, super::PROCESSES)
+                    .map_err(io("starting the processes server"))?,
+            ),
             "nginx" => {
                 Running::Real(real::RealServer::nginx(set.root(), cpus).map_err(unsupported)?)
             }
@@ -246,10 +250,11 @@ impl Benchmark for WebCapacity {
                 real::RealServer::apache(set.root(), cpus, real::Mpm::Prefork)
                     .map_err(unsupported)?,
             ),
-            _ => Running::Real(
+            "apache-event" => Running::Real(
                 real::RealServer::apache(set.root(), cpus, real::Mpm::Event)
                     .map_err(unsupported)?,
             ),
+            other => return Err(bad("server", other, &SERVERS.join(", "))),
         };
         let addr = running.addr();
         let (mut specs, mut weights) = set.requests();
