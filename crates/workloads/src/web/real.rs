@@ -161,6 +161,18 @@ impl RealServer {
 
     /// Apache httpd with `mpm` serving `root`, every process on `cpus`.
     pub fn apache(root: &Path, cpus: &[u32], mpm: Mpm) -> Result<RealServer, String> {
+        Self::apache_with(root, cpus, mpm, false)
+    }
+
+    /// [`RealServer::apache`], answering the dynamic requests of `web-capacity` too when
+    /// `dynamic`: `/dyn/ad`, `/dyn/post` and `/dyn/cgi` are small shell scripts run by
+    /// mod_cgi (prefork) or mod_cgid (event), a fork and an exec per request.
+    pub fn apache_with(
+        root: &Path,
+        cpus: &[u32],
+        mpm: Mpm,
+        dynamic: bool,
+    ) -> Result<RealServer, String> {
         if let Some(why) = missing("apache2") {
             return Err(why);
         }
@@ -169,6 +181,21 @@ impl RealServer {
         let port = free_port()?;
         let d = dir.path().display();
         let m = APACHE_MODULES;
+        let cgi = if dynamic {
+            write_cgi_scripts(dir.path())?;
+            let module = match mpm {
+                Mpm::Prefork => format!("LoadModule cgi_module {m}/mod_cgi.so\n"),
+                Mpm::Event => {
+                    format!("LoadModule cgid_module {m}/mod_cgid.so\nScriptSock {d}/cgid.sock\n")
+                }
+            };
+            format!(
+                "{module}LoadModule alias_module {m}/mod_alias.so\nScriptAlias /dyn/ {d}/cgi/\n\
+                 <Directory \"{d}/cgi\">\n  Require all granted\n</Directory>\n"
+            )
+        } else {
+            String::new()
+        };
         let (module, tuning) = match mpm {
             Mpm::Prefork => (
                 format!("LoadModule mpm_prefork_module {m}/mod_mpm_prefork.so"),
@@ -193,7 +220,7 @@ impl RealServer {
              DefaultRuntimeDir {d}\nMutex file:{d} default\n{user}\
              DocumentRoot \"{root}\"\n<Directory \"{root}\">\n  Require all granted\n</Directory>\n\
              EnableSendfile On\nEnableMMAP On\nKeepAlive On\nMaxKeepAliveRequests 0\n\
-             KeepAliveTimeout 30\nListenBacklog 4096\nHostnameLookups Off\n{tuning}",
+             KeepAliveTimeout 30\nListenBacklog 4096\nHostnameLookups Off\n{tuning}{cgi}",
             root = root.display()
         );
         let conf_path = dir.path().join("httpd.conf");
@@ -240,6 +267,50 @@ impl RealServer {
         c.arg("-c").arg(format!("exec {text}")).current_dir(root);
         start(c, dir, port, cpus, "your server")
     }
+}
+
+/// The CGI scripts behind Apache's dynamic requests, readable and runnable by the
+/// unprivileged server user; posts go to `post.log` beside them.
+fn write_cgi_scripts(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |e: std::io::Error| format!("cannot write the CGI scripts: {e}");
+    let cgi = dir.join("cgi");
+    std::fs::create_dir(&cgi).map_err(fail)?;
+    let log = dir.join("post.log");
+    std::fs::write(&log, b"").map_err(fail)?;
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).map_err(fail)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+    // Every script sets `body`; the footer sends it with its length, so kept-alive
+    // connections get a Content-Length rather than chunks.
+    let header = "#!/bin/sh\n";
+    let footer = "printf 'Content-Type: text/html\\r\\nContent-Length: %d\\r\\n\\r\\n%s' \"${#body}\" \"$body\"\n";
+    let scripts = [
+        (
+            "ad",
+            // The ad follows from the cookie's user and last ad, as the built-in
+            // servers' rotation does (a simpler choice: the next ad of the user's kind).
+            "user=$(printf '%s' \"$HTTP_COOKIE\" | sed -n 's/.*user=\\([0-9]*\\).*/\\1/p')\n\
+             last=$(printf '%s' \"$HTTP_COOKIE\" | sed -n 's/.*last_ad=\\([0-9]*\\).*/\\1/p')\n\
+             ad=$(( (${last:-0} + 1 + ${user:-0} % 7) % 360 ))\n\
+             body=\"<html><body><p>user $user</p><p>ad $ad</p></body></html>\"\n",
+        ),
+        (
+            "post",
+            &format!(
+                "head -c \"${{CONTENT_LENGTH:-0}}\" >> {}\necho >> {}\nbody=posted\n",
+                log.display(),
+                log.display()
+            ),
+        ),
+        ("cgi", "body=\"smtlab cgi page, pid $$\"\n"),
+    ];
+    for (name, body) in scripts {
+        let p = cgi.join(name);
+        std::fs::write(&p, format!("{header}{body}{footer}")).map_err(fail)?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+    }
+    std::fs::set_permissions(&cgi, std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+    Ok(())
 }
 
 fn tempdir() -> Result<tempfile::TempDir, String> {

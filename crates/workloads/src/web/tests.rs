@@ -537,3 +537,37 @@ fn the_processes_server_leaves_no_process_behind() {
         );
     }
 }
+
+#[test]
+fn apache_answers_the_dynamic_requests_through_cgi() {
+    if let Some(why) = real::missing("apache2") {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let set = FileSet::generate(1).unwrap();
+    for mpm in [real::Mpm::Prefork, real::Mpm::Event] {
+        let server = real::RealServer::apache_with(set.root(), &server_cpus(), mpm, true)
+            .unwrap_or_else(|e| panic!("{mpm:?}: {e}"));
+        let addr = server.addr();
+        let (specs, _) = dynamic::requests();
+        let mix = Arc::new(Mix::weighted(&specs, &vec![1.0; specs.len()], "h", true).unwrap());
+        let mut cfg = LoadConfig::new(addr, 2, Duration::from_secs(10));
+        cfg.max_requests = 40;
+        let r = smtlab_loadgen::run(&cfg, mix, Pinning::Unpinned).unwrap();
+        assert_eq!(
+            (r.requests, r.error_count()),
+            (40, 0),
+            "{mpm:?}: {}",
+            r.errors_line()
+        );
+        let resp = raw(
+            addr,
+            b"GET /dyn/ad HTTP/1.0\r\nCookie: user=1; last_ad=2\r\n\r\n",
+        );
+        assert_eq!(status(&resp), 200, "{mpm:?}");
+        assert!(
+            String::from_utf8_lossy(body(&resp)).contains("ad 4"),
+            "{mpm:?}"
+        );
+    }
+}
