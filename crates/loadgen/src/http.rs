@@ -221,6 +221,7 @@ impl Response {
             .ok_or(ErrorKind::Malformed)?;
         self.status = status;
         self.close = http10;
+        let mut chunked = false;
         for line in lines {
             let Some((name, value)) = line.split_once(':') else {
                 continue;
@@ -238,11 +239,15 @@ impl Response {
             } else if name.eq_ignore_ascii_case("transfer-encoding")
                 && !value.eq_ignore_ascii_case("identity")
             {
-                return Err(ErrorKind::Malformed);
+                chunked = true;
             }
         }
+        // A bad status is said as such, whatever its body's encoding.
         if !(200..300).contains(&status) {
             return Err(ErrorKind::BadStatus);
+        }
+        if chunked {
+            return Err(ErrorKind::Malformed);
         }
         if let (Some(want), Some(got)) = (self.expect, self.content_length)
             && want != got
