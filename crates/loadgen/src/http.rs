@@ -20,7 +20,7 @@ pub enum ErrorKind {
     /// A status outside 2xx.
     BadStatus,
     /// Not an HTTP response (bad status line, headers too long, a bad Content-Length,
-    /// chunked encoding, which this client does not speak).
+    /// a broken chunked encoding, an unknown transfer encoding).
     Malformed,
     /// No complete response within the request timeout.
     Timeout,
@@ -140,7 +140,29 @@ pub struct Response {
     pub total_bytes: u64,
     close: bool,
     expect: Option<u64>,
+    chunked: bool,
+    chunk: Chunk,
+    csize: u64,
+    csize_seen: bool,
+    cext: bool,
 }
+
+/// Where a chunked body stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Chunk {
+    /// Reading a chunk-size line: its value so far, whether a digit was seen, whether
+    /// an extension (`;...`) started.
+    #[default]
+    Size,
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// Trailer lines after the last chunk; the count is the current line's length.
+    Trailer(usize),
+}
+
+/// Largest chunk accepted (1 TiB): anything larger is not a response we asked for.
+const MAX_CHUNK: u64 = 1 << 40;
 
 impl Response {
     /// Starts a response to a request that expects `expect` body bytes.
@@ -153,6 +175,11 @@ impl Response {
         self.total_bytes = 0;
         self.close = false;
         self.expect = expect;
+        self.chunked = false;
+        self.chunk = Chunk::Size;
+        self.csize = 0;
+        self.csize_seen = false;
+        self.cext = false;
     }
 
     /// Whether any byte of the response arrived.
@@ -161,6 +188,10 @@ impl Response {
     }
 
     pub fn feed(&mut self, data: &[u8]) -> Feed {
+        if self.chunked && self.in_body {
+            self.total_bytes += data.len() as u64;
+            return self.feed_chunked(data);
+        }
         self.total_bytes += data.len() as u64;
         let body = if self.in_body {
             data.len()
@@ -178,6 +209,11 @@ impl Response {
             }
             self.in_body = true;
             let body = self.head.len() - end;
+            if self.chunked {
+                let rest = self.head.split_off(end);
+                self.head.clear();
+                return self.feed_chunked(&rest);
+            }
             self.head.clear();
             body
         };
@@ -189,10 +225,92 @@ impl Response {
         }
     }
 
+    fn finish_chunked(&mut self, extra: bool) -> Feed {
+        if extra {
+            return Feed::Error(ErrorKind::WrongLength);
+        }
+        match self.expect {
+            Some(n) if n != self.body_bytes => Feed::Error(ErrorKind::WrongLength),
+            _ => Feed::Done { keep: !self.close },
+        }
+    }
+
+    fn feed_chunked(&mut self, mut b: &[u8]) -> Feed {
+        while !b.is_empty() {
+            match self.chunk {
+                Chunk::Data(rem) => {
+                    let n = rem.min(b.len() as u64);
+                    self.body_bytes += n;
+                    b = &b[n as usize..];
+                    self.chunk = if rem == n {
+                        Chunk::DataEnd
+                    } else {
+                        Chunk::Data(rem - n)
+                    };
+                }
+                Chunk::DataEnd => {
+                    let c = b[0];
+                    b = &b[1..];
+                    match c {
+                        b'\r' => {}
+                        b'\n' => self.chunk = Chunk::Size,
+                        _ => return Feed::Error(ErrorKind::Malformed),
+                    }
+                }
+                Chunk::Size => {
+                    let c = b[0];
+                    b = &b[1..];
+                    match c {
+                        b'\n' => {
+                            if !self.csize_seen {
+                                return Feed::Error(ErrorKind::Malformed);
+                            }
+                            self.chunk = if self.csize == 0 {
+                                Chunk::Trailer(0)
+                            } else {
+                                Chunk::Data(self.csize)
+                            };
+                            self.csize = 0;
+                            self.csize_seen = false;
+                            self.cext = false;
+                        }
+                        b'\r' | b' ' | b'\t' => {}
+                        _ if self.cext => {}
+                        b';' => self.cext = true,
+                        _ => {
+                            let Some(d) = (c as char).to_digit(16) else {
+                                return Feed::Error(ErrorKind::Malformed);
+                            };
+                            self.csize = self.csize * 16 + d as u64;
+                            self.csize_seen = true;
+                            if self.csize > MAX_CHUNK {
+                                return Feed::Error(ErrorKind::Malformed);
+                            }
+                        }
+                    }
+                }
+                Chunk::Trailer(len) => {
+                    let c = b[0];
+                    b = &b[1..];
+                    match c {
+                        b'\n' if len == 0 => return self.finish_chunked(!b.is_empty()),
+                        b'\n' => self.chunk = Chunk::Trailer(0),
+                        b'\r' => {}
+                        _ => self.chunk = Chunk::Trailer(len + 1),
+                    }
+                }
+            }
+        }
+        Feed::NeedMore
+    }
+
     /// The peer closed the connection: a body without Content-Length ends here.
     pub fn eof(&mut self) -> Feed {
         if !self.in_body {
             return Feed::Error(ErrorKind::Closed);
+        }
+        if self.chunked {
+            return Feed::Error(ErrorKind::ShortBody);
         }
         match self.content_length {
             Some(_) => Feed::Error(ErrorKind::ShortBody),
@@ -221,7 +339,7 @@ impl Response {
             .ok_or(ErrorKind::Malformed)?;
         self.status = status;
         self.close = http10;
-        let mut chunked = false;
+        let mut unknown_encoding = false;
         for line in lines {
             let Some((name, value)) = line.split_once(':') else {
                 continue;
@@ -236,18 +354,25 @@ impl Response {
                 } else if value.eq_ignore_ascii_case("keep-alive") {
                     self.close = false;
                 }
-            } else if name.eq_ignore_ascii_case("transfer-encoding")
-                && !value.eq_ignore_ascii_case("identity")
-            {
-                chunked = true;
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                if value.eq_ignore_ascii_case("chunked") {
+                    self.chunked = true;
+                } else if !value.eq_ignore_ascii_case("identity") {
+                    unknown_encoding = true;
+                }
             }
         }
         // A bad status is said as such, whatever its body's encoding.
         if !(200..300).contains(&status) {
             return Err(ErrorKind::BadStatus);
         }
-        if chunked {
+        if unknown_encoding {
             return Err(ErrorKind::Malformed);
+        }
+        if self.chunked {
+            // The chunks say where the body ends; a Content-Length beside them is ignored.
+            self.content_length = None;
+            return Ok(());
         }
         if let (Some(want), Some(got)) = (self.expect, self.content_length)
             && want != got
@@ -312,8 +437,29 @@ mod tests {
         );
         let extra = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhello";
         assert_eq!(parse(&[extra], None), Feed::Error(ErrorKind::WrongLength));
-        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert_eq!(parse(&[chunked], None), Feed::Error(ErrorKind::Malformed));
+        let gzip = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n";
+        assert_eq!(parse(&[gzip], None), Feed::Error(ErrorKind::Malformed));
+        let bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        assert_eq!(parse(&[bad], None), Feed::Error(ErrorKind::Malformed));
+        let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab";
+        assert_eq!(parse(&[cut], None), Feed::Error(ErrorKind::ShortBody));
+    }
+
+    #[test]
+    fn chunked_bodies_split_anywhere() {
+        let full: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\nsmtlab cgi page, pid 22609\r\n3;x=y\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+        for cut in 0..full.len() {
+            let (a, b) = full.split_at(cut);
+            assert_eq!(parse(&[a, b], Some(29)), Feed::Done { keep: true }, "{cut}");
+        }
+        assert_eq!(
+            parse(&[full], Some(30)),
+            Feed::Error(ErrorKind::WrongLength)
+        );
+        let mut r = Response::default();
+        r.reset(None);
+        assert_eq!(r.feed(full), Feed::Done { keep: true });
+        assert_eq!(r.body_bytes, 29);
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   its scheduled time, the coordinated-omission correction wrk2 makes, so a server
 //!   that stalls shows the stall in the high percentiles). A per-connection bit-rate
 //!   cap paces each connection as SPECweb99 clients do.
-//! * **Checks**: every response is parsed; a status outside 2xx, a body shorter or longer
+//! * **Checks**: every response is parsed (Content-Length, chunked, or until the close);
+//!   a status outside 2xx, a body shorter or longer
 //!   than its Content-Length or than the size the request expects, a close before the
 //!   head is complete, a reset, a timeout are errors, counted by [`ErrorKind`] (never
 //!   as throughput).
