@@ -39,6 +39,9 @@ pub enum Command {
     Exec(ExecArgs),
     /// Show SMT control and the online CPUs; `off` / `on` switch SMT (root).
     Smt(SmtArgs),
+    /// Load an HTTP server on this host like wrk: requests/s, MB/s, errors by kind,
+    /// latency percentiles (closed loop, or open loop with --rate).
+    Load(LoadArgs),
 }
 
 #[derive(Debug, Args)]
@@ -277,4 +280,57 @@ pub struct SmtArgs {
 pub enum SmtWord {
     Off,
     On,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The URL to load: http://HOST:PORT/PATH, HOST a loopback address, localhost or an
+    /// address of this host.
+    pub url: String,
+    /// Connections, open together.
+    #[arg(
+        short = 'c',
+        long = "connections",
+        default_value_t = 10,
+        value_name = "CONNS"
+    )]
+    pub connections: usize,
+    /// Measured seconds (after --warmup).
+    #[arg(
+        short = 'd',
+        long = "duration",
+        default_value = "10",
+        value_name = "SECS"
+    )]
+    pub duration: String,
+    /// Client threads, each with its share of the connections on one epoll loop.
+    #[arg(
+        short = 't',
+        long = "threads",
+        default_value_t = 1,
+        value_name = "THREADS"
+    )]
+    pub threads: usize,
+    /// CPUs for the client threads (thread i on the i-th, round robin), e.g. 1 or 2-3.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Open loop: requests per second over all connections (`5000` or `5000/s`);
+    /// latency counts from each request's scheduled time. Default: closed loop.
+    #[arg(long, value_name = "R/s")]
+    pub rate: Option<String>,
+    /// HTTP/1.1, connections kept alive (the default).
+    #[arg(long, conflicts_with = "close")]
+    pub keep_alive: bool,
+    /// HTTP/1.0, one connection per request (SPECweb96 style).
+    #[arg(long)]
+    pub close: bool,
+    /// Seconds at the start whose responses are not counted.
+    #[arg(long, default_value = "0", value_name = "SECS")]
+    pub warmup: String,
+    /// A request without a complete response after this many seconds is an error.
+    #[arg(long, default_value = "10", value_name = "SECS")]
+    pub timeout: String,
+    /// Print JSON (`smtlab.load/1`) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }

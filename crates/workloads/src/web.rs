@@ -1,8 +1,411 @@
-//! Workloads of this group (see the crate overview).
+//! Web servers under a SPECweb96-like static load (paper 000 s2.4, s3).
+//!
+//! `web-static`: a generated file set ([`fileset`]) served by one of several servers on
+//! the placement's CPUs, driven by [`smtlab_loadgen`] from the client side with N
+//! closed-loop connections, one request per connection (HTTP/1.0) by default as
+//! SPECweb96 clients do. The value is the response bandwidth in Mbit/s (bodies); each
+//! sample also carries requests/s, latency percentiles and the error count.
+//!
+//! Servers (`server=`): `event`, `threads` and `processes` are built in ([`builtin`]); `nginx` and
+//! `apache-prefork` / `apache-event` are the real ones from a generated configuration
+//! ([`real`]); a cell whose server is not installed is skipped with the command that
+//! installs it.
+//!
+//! Per-request figures: servers are started in `prepare`, after the runner opened the
+//! counters, and the load runs on client threads started from the client side's
+//! spawner, so `--counters` counts the server alone; a sample's work is response body
+//! bytes, so the counters' per-unit figures are per byte (multiply by the mean
+//! response size, `bytes_per_request` in the sample's metrics, for per request).
 
-use smtlab_bench::Benchmark;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
+use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+
+pub mod builtin;
+pub mod capacity;
+pub mod dynamic;
+pub mod fileset;
+pub mod real;
+pub mod request;
+
+use builtin::{Docs, EventServer, ServerOpts, ThreadServer};
+use fileset::FileSet;
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Vec::new()
+    vec![Box::new(WebStatic), Box::new(capacity::WebCapacity)]
 }
+
+/// The servers `server=` accepts.
+pub const SERVERS: &[&str] = &[
+    "event",
+    "threads",
+    "processes",
+    "nginx",
+    "apache-prefork",
+    "apache-event",
+    "cmd",
+];
+
+/// A running server of any kind; dropping it stops it.
+pub enum Running {
+    Event(EventServer),
+    Threads(ThreadServer),
+    Processes(builtin::ProcessServer),
+    Real(real::RealServer),
+}
+
+impl Running {
+    pub fn addr(&self) -> SocketAddr {
+        match self {
+            Running::Event(s) => s.addr(),
+            Running::Threads(s) => s.addr(),
+            Running::Processes(s) => s.addr(),
+            Running::Real(s) => s.addr(),
+        }
+    }
+}
+
+/// Worker processes of the `processes` server: each holds one connection at a time,
+/// as Apache prefork's do, so kept-alive loads need no more connections than this.
+pub const PROCESSES: usize = 64;
+
+/// The user's own server for `server=cmd`: its command and port (0: `{port}` in the
+/// command).
+#[derive(Debug, Clone, Default)]
+pub struct Custom {
+    pub cmd: String,
+    pub port: u16,
+}
+
+/// Starts server `kind` for `set` on `cpus`.
+pub fn start_server(
+    kind: &str,
+    set: &FileSet,
+    cpus: &[u32],
+    opts: ServerOpts,
+) -> Result<Running, String> {
+    start_server_with(kind, set, cpus, opts, &Custom::default())
+}
+
+/// [`start_server`], with the user's command for `server=cmd`.
+pub fn start_server_with(
+    kind: &str,
+    set: &FileSet,
+    cpus: &[u32],
+    opts: ServerOpts,
+    custom: &Custom,
+) -> Result<Running, String> {
+    match kind {
+        "cmd" => {
+            real::RealServer::custom(&custom.cmd, custom.port, set.root(), cpus).map(Running::Real)
+        }
+        "event" => EventServer::start(Docs::from_set(set), cpus, opts)
+            .map(Running::Event)
+            .map_err(|e| format!("cannot start the event server: {e}")),
+        "threads" => ThreadServer::start(Docs::from_set(set), cpus, opts)
+            .map(Running::Threads)
+            .map_err(|e| format!("cannot start the threads server: {e}")),
+        "processes" => builtin::ProcessServer::start(Docs::from_set(set), cpus, opts, PROCESSES)
+            .map(Running::Processes)
+            .map_err(|e| format!("cannot start the processes server: {e}")),
+        "nginx" => real::RealServer::nginx(set.root(), cpus).map(Running::Real),
+        "apache-prefork" => {
+            real::RealServer::apache(set.root(), cpus, real::Mpm::Prefork).map(Running::Real)
+        }
+        "apache-event" => {
+            real::RealServer::apache(set.root(), cpus, real::Mpm::Event).map(Running::Real)
+        }
+        other => Err(format!(
+            "server={other:?}: expected one of {}",
+            SERVERS.join(", ")
+        )),
+    }
+}
+
+fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
+    ParamInfo {
+        name: name.into(),
+        default: default.into(),
+        quick: quick.map(Into::into),
+        help: help.into(),
+    }
+}
+
+/// The SPECweb96-like static load.
+pub struct WebStatic;
+
+const NAME: &str = "web-static";
+
+fn unsupported(reason: impl Into<String>) -> BenchError {
+    BenchError::Unsupported {
+        bench: NAME.into(),
+        reason: reason.into(),
+    }
+}
+
+impl Benchmark for WebStatic {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: NAME.into(),
+            group: "web".into(),
+            unit: "Mbit/s".into(),
+            direction: Direction::Higher,
+            // Work is body bytes: bytes/s / 125000 = Mbit/s.
+            value_kind: ValueKind::Rate { scale: 125_000.0 },
+            description: "SPECweb96-like static load: a file set in four size classes \
+                          (35/50/14/1% of requests), Zipf over directories, closed-loop \
+                          connections; response bandwidth"
+                .into(),
+            origin: "paper 000 s2.4, Figs 1-6".into(),
+            params: vec![
+                param(
+                    "server",
+                    "event",
+                    None,
+                    "event | threads | processes | nginx | apache-prefork | apache-event | cmd (your own: see cmd)",
+                ),
+                param(
+                    "cmd",
+                    "",
+                    None,
+                    "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in",
+                ),
+                param(
+                    "port",
+                    "0",
+                    None,
+                    "server=cmd: the port your server listens on (0: the free port put in {port})",
+                ),
+                param(
+                    "conns",
+                    "1024",
+                    Some("16"),
+                    "closed-loop connections (the paper: 1024)",
+                ),
+                param(
+                    "dataset",
+                    "200MiB",
+                    Some("8MiB"),
+                    "file set size (5 MB per directory; the paper: 500 MB)",
+                ),
+                param("duration", "2", Some("0.3"), "seconds of load per sample"),
+                param(
+                    "keepalive",
+                    "no",
+                    None,
+                    "yes: HTTP/1.1 kept alive; no: a connection per request (SPECweb96)",
+                ),
+                param(
+                    "threads",
+                    "0",
+                    None,
+                    "client threads (0: one per client CPU)",
+                ),
+            ],
+        }
+    }
+
+    fn client_side(&self) -> bool {
+        true
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let p = ctx.params;
+        let server = p.get_str("server")?.to_string();
+        if !SERVERS.contains(&server.as_str()) {
+            return Err(smtlab_bench::ParamError::Value {
+                name: "server".into(),
+                value: server,
+                expected: SERVERS.join(", "),
+            }
+            .into());
+        }
+        let conns = p.get_u64("conns")? as usize;
+        if !(1..=100_000).contains(&conns) {
+            return Err(smtlab_bench::ParamError::Value {
+                name: "conns".into(),
+                value: conns.to_string(),
+                expected: "1 to 100000 connections".into(),
+            }
+            .into());
+        }
+        let dataset = p.get_bytes("dataset")?;
+        let duration = p.get_f64("duration")?;
+        if !(0.05..=3600.0).contains(&duration) {
+            return Err(smtlab_bench::ParamError::Value {
+                name: "duration".into(),
+                value: duration.to_string(),
+                expected: "seconds between 0.05 and 3600".into(),
+            }
+            .into());
+        }
+        let keep_alive = match p.get_str("keepalive")? {
+            "yes" => true,
+            "no" => false,
+            v => {
+                return Err(smtlab_bench::ParamError::Value {
+                    name: "keepalive".into(),
+                    value: v.into(),
+                    expected: "yes or no".into(),
+                }
+                .into());
+            }
+        };
+        let client = ctx
+            .client
+            .ok_or_else(|| unsupported("needs a client side (CPUs apart from the placement)"))?;
+        let threads = match p.get_u64("threads")? as usize {
+            0 => client.cpus().len(),
+            n => n,
+        }
+        .min(conns);
+
+        let io = |what: &str| {
+            let what = what.to_string();
+            move |e: std::io::Error| BenchError::Io {
+                bench: NAME.into(),
+                what,
+                source: e,
+            }
+        };
+        let set =
+            FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+        set.warm()
+            .map_err(io("reading the file set into the page cache"))?;
+        let pool = ClientPool::start(Pinning::Client(client), threads)
+            .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
+        // The server starts last, after the counters were opened (by the runner, before
+        // prepare), so they count its threads and processes.
+        let port = p.get_u64("port")?;
+        let custom = Custom {
+            cmd: p.get_str("cmd")?.to_string(),
+            port: u16::try_from(port).map_err(|_| smtlab_bench::ParamError::Value {
+                name: "port".into(),
+                value: port.to_string(),
+                expected: "a TCP port, 1 to 65535 (0: {port} in cmd)".into(),
+            })?,
+        };
+        let running = start_server_with(
+            &server,
+            &set,
+            &ctx.placement.cpus,
+            ServerOpts::default(),
+            &custom,
+        )
+        .map_err(unsupported)?;
+        let addr = running.addr();
+        let (specs, weights) = set.requests();
+        let mix = Mix::weighted(&specs, &weights, &addr.to_string(), keep_alive)
+            .map_err(|e| unsupported(e.to_string()))?;
+        let mut cfg = LoadConfig::new(addr, conns, Duration::from_secs_f64(duration));
+        cfg.threads = threads;
+        cfg.keep_alive = keep_alive;
+        // Connections ramp up in the first moments of a sample: not counted.
+        cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
+        cfg.timeout = Duration::from_secs(10);
+        Ok(Box::new(WebInstance {
+            cfg,
+            mix: Arc::new(mix),
+            pool,
+            running: Some(running),
+            _set: set,
+            seed: 1,
+        }))
+    }
+}
+
+struct WebInstance {
+    cfg: LoadConfig,
+    mix: Arc<Mix>,
+    pool: ClientPool,
+    // Dropped before the file set: the server stops, then its files go.
+    running: Option<Running>,
+    _set: FileSet,
+    seed: u64,
+}
+
+impl Drop for WebInstance {
+    fn drop(&mut self) {
+        self.running.take();
+    }
+}
+
+/// A sample from one load: value from body bytes; errors fail the sample, so a cell
+/// with errors says so instead of reporting throughput.
+pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
+    let errors = r.error_count();
+    if errors > 0 {
+        return Err(BenchError::Check {
+            bench: bench.into(),
+            reason: format!(
+                "{errors} requests failed beside {} good ones ({}); no throughput reported",
+                r.requests,
+                r.errors_line()
+            ),
+        });
+    }
+    if r.requests == 0 || r.window_ns == 0 {
+        return Err(BenchError::Check {
+            bench: bench.into(),
+            reason: "no response completed in the sample".into(),
+        });
+    }
+    let p = r.percentiles();
+    let mut metrics = BTreeMap::new();
+    metrics.insert("requests_per_s".into(), r.requests_per_s());
+    metrics.insert("requests".into(), r.requests as f64);
+    metrics.insert(
+        "bytes_per_request".into(),
+        r.body_bytes as f64 / r.requests as f64,
+    );
+    metrics.insert("errors".into(), errors as f64);
+    metrics.insert("connects".into(), r.connects as f64);
+    metrics.insert("latency_p50_ns".into(), p.p50_ns as f64);
+    metrics.insert("latency_p90_ns".into(), p.p90_ns as f64);
+    metrics.insert("latency_p99_ns".into(), p.p99_ns as f64);
+    metrics.insert("latency_p999_ns".into(), p.p999_ns as f64);
+    metrics.insert("latency_max_ns".into(), p.max_ns as f64);
+    metrics.insert("latency_mean_ns".into(), p.mean_ns);
+    // The distribution at 1% steps (and 99.9%), for plots.
+    let mut q: Vec<f64> = (1..100)
+        .map(|i| r.latency.value_at_quantile(i as f64 / 100.0) as f64)
+        .collect();
+    q.push(p.p999_ns as f64);
+    let mut series = BTreeMap::new();
+    series.insert("latency_quantiles_ns".into(), q);
+    Ok(RawSample {
+        elapsed_ns: r.window_ns,
+        work: r.body_bytes as f64,
+        metrics,
+        series,
+        ..RawSample::default()
+    })
+}
+
+impl Instance for WebInstance {
+    fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
+        self.seed += 1;
+        self.cfg.seed = self.seed;
+        let r = self
+            .pool
+            .run(&self.cfg, self.mix.clone())
+            .map_err(|e| BenchError::Check {
+                bench: NAME.into(),
+                reason: e.to_string(),
+            })?;
+        sample_from(NAME, &r)
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -11,6 +11,7 @@ pub mod bench;
 pub mod counting;
 mod exec;
 mod list;
+mod load;
 pub mod placements;
 mod report;
 mod run;
@@ -29,6 +30,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Compare(a) => report::compare(&a),
         Command::Exec(a) => exec::run(&a),
         Command::Smt(a) => smt::run(&a),
+        Command::Load(a) => load::run(&a),
     }
 }
 

@@ -1,0 +1,218 @@
+//! What a load counted: per thread while it runs, merged into one [`LoadReport`].
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+use crate::http::ErrorKind;
+
+/// Latencies are kept in nanoseconds, 3 significant digits, up to this.
+const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("valid histogram bounds")
+}
+
+/// One connection's share of a load (counted after the warm-up; errors always).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnStats {
+    /// The connection's number over the whole load.
+    pub conn: usize,
+    /// Good responses.
+    pub requests: u64,
+    /// Bytes of good responses, heads included.
+    pub bytes: u64,
+    pub body_bytes: u64,
+    /// Requests that ended in an error of any kind.
+    pub errors: u64,
+    /// Paced loads: from the connection's first request to the later of its last good
+    /// response and the end of its schedule (its bytes at the paced rate), over the
+    /// whole load, warm-up included: a server that keeps up gives exactly the paced
+    /// rate however one big file falls into a short window; one that falls behind
+    /// gives less.
+    pub paced_ns: u64,
+    /// The bytes behind `paced_ns`.
+    pub paced_bytes: u64,
+}
+
+impl ConnStats {
+    /// Bits per second this connection received: over its paced time in a paced load,
+    /// else over `window_ns`.
+    pub fn bits_per_s(&self, window_ns: u64) -> f64 {
+        let (bytes, ns) = if self.paced_ns > 0 {
+            (self.paced_bytes, self.paced_ns)
+        } else {
+            (self.bytes, window_ns)
+        };
+        if ns == 0 {
+            return 0.0;
+        }
+        bytes as f64 * 8.0 / (ns as f64 / 1e9)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct ThreadReport {
+    pub window_ns: u64,
+    pub connects: u64,
+    pub latency: Histogram<u64>,
+    pub errors: BTreeMap<ErrorKind, u64>,
+    pub bad_statuses: BTreeMap<u16, u64>,
+    pub conns: Vec<ConnStats>,
+}
+
+impl ThreadReport {
+    pub fn new() -> Self {
+        ThreadReport {
+            window_ns: 0,
+            connects: 0,
+            latency: histogram(),
+            errors: BTreeMap::new(),
+            bad_statuses: BTreeMap::new(),
+            conns: Vec::new(),
+        }
+    }
+
+    pub fn record(&mut self, latency_ns: u64) {
+        self.latency.saturating_record(latency_ns.max(1));
+    }
+
+    pub fn error(&mut self, kind: ErrorKind, status: u16) {
+        *self.errors.entry(kind).or_default() += 1;
+        if kind == ErrorKind::BadStatus {
+            *self.bad_statuses.entry(status).or_default() += 1;
+        }
+    }
+}
+
+/// Latency percentiles of the good responses, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Percentiles {
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+}
+
+/// Everything one load counted.
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    /// The measured window (after the warm-up), the longest of the threads'.
+    pub window_ns: u64,
+    /// Good responses in the window.
+    pub requests: u64,
+    /// Their bytes, heads included, and their bodies alone.
+    pub bytes: u64,
+    pub body_bytes: u64,
+    /// Connections opened (one per request without keep-alive).
+    pub connects: u64,
+    /// Failed requests by kind, over the whole load including its warm-up.
+    pub errors: BTreeMap<ErrorKind, u64>,
+    /// The statuses behind [`ErrorKind::BadStatus`].
+    pub bad_statuses: BTreeMap<u16, u64>,
+    pub latency: Histogram<u64>,
+    pub conns: Vec<ConnStats>,
+}
+
+impl LoadReport {
+    pub(crate) fn merge(parts: Vec<ThreadReport>) -> LoadReport {
+        let mut r = LoadReport {
+            window_ns: 0,
+            requests: 0,
+            bytes: 0,
+            body_bytes: 0,
+            connects: 0,
+            errors: BTreeMap::new(),
+            bad_statuses: BTreeMap::new(),
+            latency: histogram(),
+            conns: Vec::new(),
+        };
+        for p in parts {
+            r.window_ns = r.window_ns.max(p.window_ns);
+            r.connects += p.connects;
+            let _ = r.latency.add(&p.latency);
+            for (k, v) in p.errors {
+                *r.errors.entry(k).or_default() += v;
+            }
+            for (k, v) in p.bad_statuses {
+                *r.bad_statuses.entry(k).or_default() += v;
+            }
+            for c in p.conns {
+                r.requests += c.requests;
+                r.bytes += c.bytes;
+                r.body_bytes += c.body_bytes;
+                r.conns.push(c);
+            }
+        }
+        r.conns.sort_by_key(|c| c.conn);
+        r
+    }
+
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.window_ns as f64 / 1e9
+    }
+
+    pub fn requests_per_s(&self) -> f64 {
+        if self.window_ns == 0 {
+            return 0.0;
+        }
+        self.requests as f64 / self.seconds()
+    }
+
+    pub fn bytes_per_s(&self) -> f64 {
+        if self.window_ns == 0 {
+            return 0.0;
+        }
+        self.bytes as f64 / self.seconds()
+    }
+
+    pub fn percentiles(&self) -> Percentiles {
+        let h = &self.latency;
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            p50_ns: h.value_at_quantile(0.50),
+            p90_ns: h.value_at_quantile(0.90),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+            mean_ns: h.mean(),
+        }
+    }
+
+    /// Errors as `reset 3, bad_status 2 (500: 2)`, or `none`.
+    pub fn errors_line(&self) -> String {
+        if self.errors.is_empty() {
+            return "none".into();
+        }
+        let mut parts: Vec<String> = self
+            .errors
+            .iter()
+            .map(|(k, v)| format!("{} {v}", k.as_str()))
+            .collect();
+        if !self.bad_statuses.is_empty() {
+            let st: Vec<String> = self
+                .bad_statuses
+                .iter()
+                .map(|(s, n)| format!("{s}: {n}"))
+                .collect();
+            parts.push(format!("(statuses {})", st.join(", ")));
+        }
+        parts.join(", ")
+    }
+
+    /// Connections that received at least `min_bits_per_s` without any error.
+    pub fn conforming(&self, min_bits_per_s: f64) -> usize {
+        self.conns
+            .iter()
+            .filter(|c| c.errors == 0 && c.bits_per_s(self.window_ns) >= min_bits_per_s)
+            .count()
+    }
+}

@@ -1,0 +1,941 @@
+//! The built-in servers: the same file set served by two architectures of the paper's
+//! servers, on the placement's CPUs.
+//!
+//! * [`EventServer`] (`event`): one non-blocking epoll loop per placement CPU, each with
+//!   its own `SO_REUSEPORT` listener, files sent with `sendfile` (Flash, nginx).
+//! * [`ThreadServer`] (`threads`): an acceptor and a thread per connection, blocking
+//!   I/O, bounded in number (Apache worker, the paper's Apache-MT).
+//!
+//! Both serve only the file set's URLs (a table lookup after [`super::request::parse`]
+//! refused every odd spelling), answer malformed requests with 400, close connections
+//! whose request head is not complete within the idle timeout (slowloris) or that sit
+//! idle that long, hold no buffer for an idle connection, and stop (closing every
+//! connection) when dropped.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use smtlab_model::CpuSet;
+
+use super::fileset::FileSet;
+use super::request::{self, Method, Reject, Request};
+
+/// What a built-in server may serve: URL to file and size, and the dynamic requests
+/// when enabled.
+#[derive(Debug, Default)]
+pub struct Docs {
+    files: HashMap<String, (PathBuf, u64)>,
+    dynamic: Option<super::dynamic::Dynamic>,
+}
+
+impl Docs {
+    pub fn from_set(set: &FileSet) -> Docs {
+        Docs {
+            files: set
+                .files
+                .iter()
+                .map(|f| (f.url.clone(), (f.path.clone(), f.size)))
+                .collect(),
+            dynamic: None,
+        }
+    }
+
+    /// Also answers the dynamic requests under `/dyn/` (see [`super::dynamic`]).
+    pub fn with_dynamic(mut self, d: super::dynamic::Dynamic) -> Docs {
+        self.dynamic = Some(d);
+        self
+    }
+}
+
+/// Limits shared by the built-in servers.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerOpts {
+    /// A connection with no complete request head (or no progress sending) for this
+    /// long is closed.
+    pub idle_timeout: Duration,
+    /// Most open connections (event: per loop; threads: threads).
+    pub max_conns: usize,
+}
+
+impl Default for ServerOpts {
+    fn default() -> Self {
+        ServerOpts {
+            idle_timeout: Duration::from_secs(10),
+            max_conns: 20_000,
+        }
+    }
+}
+
+fn response_head(status: u16, reason: &str, len: u64, keep_alive: bool) -> Vec<u8> {
+    let conn = if keep_alive { "keep-alive" } else { "close" };
+    format!(
+        "HTTP/1.1 {status} {reason}\r\nServer: smtlab\r\nContent-Type: application/octet-stream\r\nContent-Length: {len}\r\nConnection: {conn}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+fn error_response(r: Reject) -> Vec<u8> {
+    let (status, reason) = r.status();
+    let mut v = response_head(status, reason, reason.len() as u64, false);
+    v.extend_from_slice(reason.as_bytes());
+    v
+}
+
+/// What to send for a parsed request: a head and maybe a file.
+struct Reply {
+    head: Vec<u8>,
+    file: Option<(std::fs::File, u64)>,
+    keep_alive: bool,
+}
+
+fn reply(docs: &Docs, req: &Request, body: &[u8]) -> Reply {
+    if let Some(d) = &docs.dynamic
+        && req.path.starts_with("/dyn/")
+    {
+        return match d.answer(req, body) {
+            Ok(page) => {
+                let mut head = response_head(200, "OK", page.len() as u64, req.keep_alive);
+                if req.method != Method::Head {
+                    head.extend_from_slice(&page);
+                }
+                Reply {
+                    head,
+                    file: None,
+                    keep_alive: req.keep_alive,
+                }
+            }
+            Err(rej) => Reply {
+                head: error_response(rej),
+                file: None,
+                keep_alive: false,
+            },
+        };
+    }
+    let found = docs.files.get(&req.path);
+    let opened = found.and_then(|(p, size)| std::fs::File::open(p).ok().map(|f| (f, *size)));
+    match (req.method, opened) {
+        (Method::Post, _) => Reply {
+            head: error_response(Reject::Method),
+            file: None,
+            keep_alive: false,
+        },
+        (_, None) => Reply {
+            head: error_response(Reject::NotFound),
+            file: None,
+            keep_alive: false,
+        },
+        (m, Some((f, size))) => Reply {
+            head: response_head(200, "OK", size, req.keep_alive),
+            file: (m == Method::Get).then_some((f, size)),
+            keep_alive: req.keep_alive,
+        },
+    }
+}
+
+fn listener_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let l = unsafe { TcpListener::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                std::ptr::from_ref(&one).cast::<libc::c_void>(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+    let SocketAddr::V4(a) = addr else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "built-in servers listen on IPv4",
+        ));
+    };
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    let r = unsafe {
+        libc::bind(
+            fd,
+            std::ptr::from_ref(&sin).cast::<libc::sockaddr>(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if unsafe { libc::listen(fd, 4096) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(l)
+}
+
+fn now_ns(origin: Instant) -> u64 {
+    origin.elapsed().as_nanos() as u64
+}
+
+/// The event-driven server.
+#[derive(Debug)]
+pub struct EventServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    loops: Vec<JoinHandle<()>>,
+}
+
+impl EventServer {
+    /// Starts one loop per CPU of `cpus` (one unpinned loop when empty) on a free
+    /// loopback port.
+    pub fn start(docs: Docs, cpus: &[u32], opts: ServerOpts) -> io::Result<EventServer> {
+        let first = listener_reuseport("127.0.0.1:0".parse().expect("address"))?;
+        let addr = first.local_addr()?;
+        let mut listeners = vec![first];
+        for _ in 1..cpus.len().max(1) {
+            listeners.push(listener_reuseport(addr)?);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let docs = Arc::new(docs);
+        let mut loops = Vec::new();
+        for (i, l) in listeners.into_iter().enumerate() {
+            let (stop, docs) = (stop.clone(), docs.clone());
+            let body = move || {
+                if let Ok(mut el) = EventLoop::new(l, docs, opts) {
+                    el.run(&stop);
+                }
+            };
+            let name = format!("smtlab-web-ev{i}");
+            let h = match cpus.get(i) {
+                Some(&c) => smtlab_placement::pin::spawn_pinned(Some(c), name, body)?,
+                None => std::thread::Builder::new().name(name).spawn(body)?,
+            };
+            loops.push(h);
+        }
+        Ok(EventServer { addr, stop, loops })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for EventServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for h in self.loops.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+enum EState {
+    Reading,
+    Sending {
+        head: Vec<u8>,
+        head_off: usize,
+        file: Option<(std::fs::File, u64)>,
+        off: i64,
+        keep_alive: bool,
+    },
+}
+
+struct EConn {
+    fd: RawFd,
+    buf: Vec<u8>,
+    state: EState,
+    /// When the current request head started being awaited, or sending last moved.
+    since_ns: u64,
+    want_out: bool,
+}
+
+struct EventLoop {
+    listener: TcpListener,
+    epfd: RawFd,
+    docs: Arc<Docs>,
+    opts: ServerOpts,
+    conns: Vec<Option<EConn>>,
+    free: Vec<usize>,
+    open: usize,
+    origin: Instant,
+    scratch: Vec<u8>,
+}
+
+const LISTENER: u64 = u64::MAX;
+
+impl EventLoop {
+    fn new(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts) -> io::Result<Self> {
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epfd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: LISTENER,
+        };
+        unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, listener.as_raw_fd(), &mut ev) };
+        Ok(EventLoop {
+            listener,
+            epfd,
+            docs,
+            opts,
+            conns: Vec::new(),
+            free: Vec::new(),
+            open: 0,
+            origin: Instant::now(),
+            scratch: vec![0; 16 * 1024],
+        })
+    }
+
+    fn run(&mut self, stop: &AtomicBool) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 512];
+        let mut last_sweep = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let n = unsafe {
+                libc::epoll_wait(self.epfd, events.as_mut_ptr(), events.len() as i32, 100)
+            };
+            for ev in &events[..n.max(0) as usize] {
+                let (key, flags) = (ev.u64, ev.events);
+                if key == LISTENER {
+                    self.accept_all();
+                } else {
+                    self.on_event(key as usize, flags);
+                }
+            }
+            let now = now_ns(self.origin);
+            if now - last_sweep > 200_000_000 {
+                self.sweep(now);
+                last_sweep = now;
+            }
+        }
+        for i in 0..self.conns.len() {
+            self.close(i);
+        }
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            let fd = unsafe {
+                libc::accept4(
+                    self.listener.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                return;
+            }
+            if self.open >= self.opts.max_conns {
+                unsafe { libc::close(fd) };
+                continue;
+            }
+            let one: libc::c_int = 1;
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NODELAY,
+                    std::ptr::from_ref(&one).cast::<libc::c_void>(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            let conn = EConn {
+                fd,
+                buf: Vec::new(),
+                state: EState::Reading,
+                since_ns: now_ns(self.origin),
+                want_out: false,
+            };
+            let i = match self.free.pop() {
+                Some(i) => {
+                    self.conns[i] = Some(conn);
+                    i
+                }
+                None => {
+                    self.conns.push(Some(conn));
+                    self.conns.len() - 1
+                }
+            };
+            let mut ev = libc::epoll_event {
+                events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+                u64: i as u64,
+            };
+            unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+            self.open += 1;
+        }
+    }
+
+    fn close(&mut self, i: usize) {
+        if let Some(c) = self.conns.get_mut(i).and_then(Option::take) {
+            unsafe {
+                libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, c.fd, std::ptr::null_mut());
+                libc::close(c.fd);
+            }
+            self.free.push(i);
+            self.open -= 1;
+        }
+    }
+
+    fn set_out(&mut self, i: usize, out: bool) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        if c.want_out == out {
+            return;
+        }
+        let mut flags = libc::EPOLLIN | libc::EPOLLRDHUP;
+        if out {
+            flags |= libc::EPOLLOUT;
+        }
+        let mut ev = libc::epoll_event {
+            events: flags as u32,
+            u64: i as u64,
+        };
+        unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, c.fd, &mut ev) };
+        c.want_out = out;
+    }
+
+    fn on_event(&mut self, i: usize, flags: u32) {
+        let Some(c) = self.conns.get(i).and_then(Option::as_ref) else {
+            return;
+        };
+        match c.state {
+            EState::Sending { .. } => {
+                if flags & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
+                    self.close(i);
+                } else if flags & libc::EPOLLOUT as u32 != 0 {
+                    self.send(i);
+                }
+            }
+            EState::Reading => self.read(i),
+        }
+    }
+
+    fn read(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let n = unsafe { libc::read(c.fd, self.scratch.as_mut_ptr().cast(), self.scratch.len()) };
+        if n == 0 {
+            self.close(i);
+            return;
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EAGAIN) {
+                self.close(i);
+            }
+            return;
+        }
+        c.buf.extend_from_slice(&self.scratch[..n as usize]);
+        self.process(i);
+    }
+
+    /// Answers the request at the start of the buffer, if complete.
+    fn process(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let (head, file, keep_alive, used) = match request::parse(&c.buf) {
+            Ok(None) => return,
+            Ok(Some(req)) => {
+                let used = req.head_len + req.content_length as usize;
+                if c.buf.len() < used {
+                    return;
+                }
+                let r = reply(&self.docs, &req, &c.buf[req.head_len..used]);
+                (r.head, r.file, r.keep_alive, used)
+            }
+            Err(rej) => (error_response(rej), None, false, c.buf.len()),
+        };
+        c.buf.drain(..used);
+        if c.buf.is_empty() && c.buf.capacity() > 0 {
+            c.buf = Vec::new();
+        }
+        c.state = EState::Sending {
+            head,
+            head_off: 0,
+            file,
+            off: 0,
+            keep_alive,
+        };
+        c.since_ns = now_ns(self.origin);
+        self.send(i);
+    }
+
+    fn send(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let EState::Sending {
+            head,
+            head_off,
+            file,
+            off,
+            keep_alive,
+        } = &mut c.state
+        else {
+            return;
+        };
+        let mut progressed = false;
+        while *head_off < head.len() {
+            let more = if file.is_some() { libc::MSG_MORE } else { 0 };
+            let rest = &head[*head_off..];
+            let n = unsafe {
+                libc::send(
+                    c.fd,
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_NOSIGNAL | more,
+                )
+            };
+            if n < 0 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+                    if progressed {
+                        c.since_ns = now_ns(self.origin);
+                    }
+                    self.set_out(i, true);
+                } else {
+                    self.close(i);
+                }
+                return;
+            }
+            *head_off += n as usize;
+            progressed = true;
+        }
+        if let Some((f, size)) = file {
+            while (*off as u64) < *size {
+                let left = (*size - *off as u64) as usize;
+                let n = unsafe { libc::sendfile(c.fd, f.as_raw_fd(), off, left) };
+                if n < 0 {
+                    if io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+                        if progressed {
+                            c.since_ns = now_ns(self.origin);
+                        }
+                        self.set_out(i, true);
+                    } else {
+                        self.close(i);
+                    }
+                    return;
+                }
+                if n == 0 {
+                    // The file shrank under us: the length promised cannot be kept.
+                    self.close(i);
+                    return;
+                }
+                progressed = true;
+            }
+        }
+        let keep = *keep_alive;
+        if !keep {
+            self.close(i);
+            return;
+        }
+        c.state = EState::Reading;
+        c.since_ns = now_ns(self.origin);
+        let pending = !c.buf.is_empty();
+        self.set_out(i, false);
+        if pending {
+            self.process(i);
+        }
+    }
+
+    fn sweep(&mut self, now: u64) {
+        let limit = self.opts.idle_timeout.as_nanos() as u64;
+        for i in 0..self.conns.len() {
+            if let Some(c) = &self.conns[i]
+                && now.saturating_sub(c.since_ns) > limit
+            {
+                self.close(i);
+            }
+        }
+    }
+}
+
+impl Drop for EventLoop {
+    fn drop(&mut self) {
+        for i in 0..self.conns.len() {
+            self.close(i);
+        }
+        unsafe { libc::close(self.epfd) };
+    }
+}
+
+/// The thread-per-connection server.
+#[derive(Debug)]
+pub struct ThreadServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+type Registry = Arc<Mutex<HashMap<usize, RawFd>>>;
+
+impl ThreadServer {
+    /// Starts the acceptor on `cpus` (connection threads inherit them; every CPU of the
+    /// placement, as the kernel spreads Apache's threads).
+    pub fn start(docs: Docs, cpus: &[u32], opts: ServerOpts) -> io::Result<ThreadServer> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let set: CpuSet = cpus.iter().copied().collect();
+        let stop2 = stop.clone();
+        let (ok_tx, ok_rx) = std::sync::mpsc::sync_channel(1);
+        let acceptor = std::thread::Builder::new()
+            .name("smtlab-web-acc".into())
+            .spawn(move || {
+                if !set.is_empty()
+                    && let Err(e) = smtlab_placement::pin::pin_current_thread(&set)
+                {
+                    let _ = ok_tx.send(Err(io::Error::other(e.to_string())));
+                    return;
+                }
+                let _ = ok_tx.send(Ok(()));
+                accept_loop(listener, Arc::new(docs), opts, &stop2);
+            })?;
+        ok_rx
+            .recv()
+            .map_err(|_| io::Error::other("acceptor ended before starting"))??;
+        Ok(ThreadServer {
+            addr,
+            stop,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for ThreadServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.acceptor.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &AtomicBool) {
+    let registry: Registry = Arc::default();
+    let live = Arc::new(AtomicUsize::new(0));
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    let mut next_id = 0usize;
+    let mut pfd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    while !stop.load(Ordering::Relaxed) {
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+        while let Ok((s, _)) = listener.accept() {
+            workers.retain(|h| !h.is_finished());
+            if live.load(Ordering::SeqCst) >= opts.max_conns {
+                // Over the bound: refuse rather than grow without limit.
+                use std::io::Write;
+                let mut s = s;
+                let _ = s.set_nonblocking(true);
+                let _ = s.write_all(&response_head(503, "Service Unavailable", 0, false));
+                continue;
+            }
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_nodelay(true);
+            let id = next_id;
+            next_id += 1;
+            registry.lock().expect("registry").insert(id, s.as_raw_fd());
+            live.fetch_add(1, Ordering::SeqCst);
+            let (docs, reg, live2) = (docs.clone(), registry.clone(), live.clone());
+            let spawned = std::thread::Builder::new()
+                .name("smtlab-web-conn".into())
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    serve_blocking(s.into_raw_fd(), &docs, opts);
+                    let fd = reg.lock().expect("registry").remove(&id);
+                    if let Some(fd) = fd {
+                        unsafe { libc::close(fd) };
+                    }
+                    live2.fetch_sub(1, Ordering::SeqCst);
+                });
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(_) => {
+                    if let Some(fd) = registry.lock().expect("registry").remove(&id) {
+                        unsafe { libc::close(fd) };
+                    }
+                    live.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+    // Wake every connection thread out of its read or write.
+    for fd in registry.lock().expect("registry").values() {
+        unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+}
+
+fn write_all(fd: RawFd, mut data: &[u8], flags: i32) -> bool {
+    while !data.is_empty() {
+        let n = unsafe {
+            libc::send(
+                fd,
+                data.as_ptr().cast(),
+                data.len(),
+                libc::MSG_NOSIGNAL | flags,
+            )
+        };
+        if n <= 0 {
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        data = &data[n as usize..];
+    }
+    true
+}
+
+fn set_timeout(fd: RawFd, opt: i32, d: Duration) {
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros().max(1) as libc::suseconds_t,
+    };
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            std::ptr::from_ref(&tv).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+}
+
+/// One connection of the threaded server; the fd is closed by the caller.
+fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
+    set_timeout(fd, libc::SO_SNDTIMEO, opts.idle_timeout);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // The whole head must arrive within the idle timeout, however it trickles in.
+        let deadline = Instant::now() + opts.idle_timeout;
+        let req = loop {
+            match request::parse(&buf) {
+                Ok(Some(r)) if buf.len() >= r.head_len + r.content_length as usize => break Ok(r),
+                Ok(_) => {}
+                Err(rej) => break Err(rej),
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            set_timeout(fd, libc::SO_RCVTIMEO, left);
+            let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if n <= 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n as usize]);
+        };
+        let req = match req {
+            Ok(r) => r,
+            Err(rej) => {
+                write_all(fd, &error_response(rej), 0);
+                return;
+            }
+        };
+        let used = req.head_len + req.content_length as usize;
+        let r = reply(docs, &req, &buf[req.head_len..used]);
+        buf.drain(..used);
+        let more = if r.file.is_some() { libc::MSG_MORE } else { 0 };
+        if !write_all(fd, &r.head, more) {
+            return;
+        }
+        if let Some((f, size)) = &r.file {
+            let mut off: libc::off_t = 0;
+            while (off as u64) < *size {
+                let n = unsafe {
+                    libc::sendfile(fd, f.as_raw_fd(), &mut off, (*size - off as u64) as usize)
+                };
+                if n <= 0 {
+                    return;
+                }
+            }
+        }
+        if !r.keep_alive {
+            return;
+        }
+    }
+}
+
+/// The pre-forked process server (`processes`): worker processes forked from the
+/// measuring thread, each accepting on the shared listener and serving one connection
+/// at a time with the threaded server's code (Apache prefork, the paper's Apache-MP).
+/// Every worker runs on the placement's CPUs, asks for SIGKILL when the thread that
+/// forked it dies (`PR_SET_PDEATHSIG`), checks its parent every 200 ms, and is killed
+/// and reaped when the server is dropped.
+///
+/// Workers only accept, read, open files and write after the fork: no locks of the
+/// parent's other threads are needed there (glibc's allocator is fork-safe).
+#[derive(Debug)]
+pub struct ProcessServer {
+    addr: SocketAddr,
+    pids: Vec<libc::pid_t>,
+}
+
+impl ProcessServer {
+    pub fn start(
+        docs: Docs,
+        cpus: &[u32],
+        opts: ServerOpts,
+        workers: usize,
+    ) -> io::Result<ProcessServer> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        // Everything the child needs is prepared before the fork.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            if c as usize >= libc::CPU_SETSIZE as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "CPU number too large",
+                ));
+            }
+            unsafe { libc::CPU_SET(c as usize, &mut set) };
+        }
+        let pin = !cpus.is_empty();
+        let parent = unsafe { libc::getpid() };
+        let lfd = listener.as_raw_fd();
+        let mut server = ProcessServer {
+            addr,
+            pids: Vec::new(),
+        };
+        for _ in 0..workers.max(1) {
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if pid == 0 {
+                // The child: never returns into the parent's code.
+                let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    unsafe {
+                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                        if libc::getppid() != parent {
+                            libc::_exit(1);
+                        }
+                        if pin
+                            && libc::sched_setaffinity(
+                                0,
+                                std::mem::size_of::<libc::cpu_set_t>(),
+                                &set,
+                            ) != 0
+                        {
+                            libc::_exit(2);
+                        }
+                    }
+                    worker_loop(lfd, &docs, opts, parent);
+                }))
+                .map_or(3, |_| 0);
+                unsafe { libc::_exit(code) };
+            }
+            // Set from here too, so it holds when start returns.
+            if pin {
+                unsafe {
+                    libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+                };
+            }
+            server.pids.push(pid);
+        }
+        // The listener stays open in the parent too (dropped here, the children keep
+        // their copies), so the port stays bound while the workers live.
+        drop(listener);
+        Ok(server)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn pids(&self) -> &[libc::pid_t] {
+        &self.pids
+    }
+}
+
+fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
+    let mut pfd = libc::pollfd {
+        fd: lfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        if unsafe { libc::getppid() } != parent {
+            return;
+        }
+        if unsafe { libc::poll(&mut pfd, 1, 200) } <= 0 {
+            continue;
+        }
+        // Several workers wake for one connection: the losers get EAGAIN.
+        let fd = unsafe {
+            libc::accept4(
+                lfd,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            )
+        };
+        if fd < 0 {
+            continue;
+        }
+        // Blocking from here, as a prefork worker is.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            let one: libc::c_int = 1;
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                std::ptr::from_ref(&one).cast::<libc::c_void>(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        serve_blocking(fd, docs, opts);
+        unsafe { libc::close(fd) };
+    }
+}
+
+impl Drop for ProcessServer {
+    fn drop(&mut self) {
+        for &pid in &self.pids {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        for &pid in &self.pids {
+            let mut status = 0;
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! `web-capacity`: the SPECweb99-like measure (paper 000 s6). Every connection is paced
+//! to 400 kbit/s; a connection *conforms* when it received at least 320 kbit/s with no
+//! error; the capacity is the most simultaneous connections of which 95% conform,
+//! found by [`search`]: doubling from a few connections until a step fails, then
+//! bisection between the last good and the first bad count. Each step is a fresh load
+//! with its own warm-up. The conforming fraction of every step is kept as the sample's
+//! series (`conforming_fraction_by_conns`: pairs of connections and fraction).
+//!
+//! The mix is 70% static (the `web-static` file set) and 30% dynamic ([`super::dynamic`])
+//! on the built-in servers (in process; the CGI request forks and execs) and on Apache
+//! (every dynamic request a mod_cgi / mod_cgid script, see [`super::real`]); nginx
+//! serves the static part only (it has no dynamic module here), which the sample's
+//! `dynamic_share` metric says (0.3 or 0).
+//!
+//! A sample's value is the capacity in connections: its work is the capacity times the
+//! search's seconds, so `work / seconds` is the capacity; the counters' per-unit figures
+//! are then per connection-second.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
+use smtlab_loadgen::{ClientPool, LoadConfig, Mix, Pinning};
+use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+
+use super::builtin::{Docs, EventServer, ServerOpts, ThreadServer};
+use super::dynamic::{self, Dynamic};
+use super::fileset::{self, FileSet};
+use super::{Running, SERVERS, real};
+
+const NAME: &str = "web-capacity";
+
+/// What a capacity search found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResult {
+    /// Most connections that met the target (0 if even the first step failed).
+    pub capacity: usize,
+    /// The largest count allowed met the target: the capacity is at least this.
+    pub capped: bool,
+    /// Every step: connections and conforming fraction, in the order measured.
+    pub curve: Vec<(usize, f64)>,
+}
+
+/// Finds the most connections whose conforming fraction (from `probe`) is at least
+/// `target`, between 1 and `max`: doubling from `start`, then bisection until the gap
+/// is at most `max(1, lo/20)` connections. `probe` is called at most about
+/// 2 log2(max) times.
+pub fn search<E>(
+    start: usize,
+    max: usize,
+    target: f64,
+    mut probe: impl FnMut(usize) -> Result<f64, E>,
+) -> Result<SearchResult, E> {
+    let max = max.max(1);
+    let mut n = start.clamp(1, max);
+    let mut lo = 0usize;
+    let mut curve = Vec::new();
+    let mut hi = loop {
+        let f = probe(n)?;
+        curve.push((n, f));
+        if f < target {
+            break n;
+        }
+        lo = n;
+        if n == max {
+            return Ok(SearchResult {
+                capacity: n,
+                capped: true,
+                curve,
+            });
+        }
+        n = (n * 2).min(max);
+    };
+    while hi - lo > (lo / 20).max(1) {
+        let mid = lo + (hi - lo) / 2;
+        let f = probe(mid)?;
+        curve.push((mid, f));
+        if f >= target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(SearchResult {
+        capacity: lo,
+        capped: false,
+        curve,
+    })
+}
+
+/// One step of the search: `n` paced connections for `base`'s duration after its
+/// warm-up; the fraction that conformed, and the load's report.
+pub fn conforming_fraction(
+    pool: &ClientPool,
+    base: &LoadConfig,
+    mix: &Arc<Mix>,
+    n: usize,
+    conform_bps: f64,
+) -> Result<(f64, smtlab_loadgen::LoadReport), smtlab_loadgen::LoadError> {
+    let mut cfg = base.clone();
+    cfg.connections = n;
+    cfg.threads = pool.threads().min(n);
+    cfg.seed = n as u64;
+    let r = pool.run(&cfg, mix.clone())?;
+    Ok((r.conforming(conform_bps) as f64 / n as f64, r))
+}
+
+pub struct WebCapacity;
+
+fn p(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
+    ParamInfo {
+        name: name.into(),
+        default: default.into(),
+        quick: quick.map(Into::into),
+        help: help.into(),
+    }
+}
+
+fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
+    ParamError::Value {
+        name: name.into(),
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+    .into()
+}
+
+impl Benchmark for WebCapacity {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: NAME.into(),
+            group: "web".into(),
+            unit: "connections".into(),
+            direction: Direction::Higher,
+            value_kind: ValueKind::Rate { scale: 1.0 },
+            description: "SPECweb99-like capacity: 70% static / 30% dynamic, every \
+                          connection paced to 400 kbit/s; the most simultaneous \
+                          connections of which 95% get 320 kbit/s without errors"
+                .into(),
+            origin: "paper 000 s6, Figs 20-21".into(),
+            params: vec![
+                p(
+                    "server",
+                    "event",
+                    None,
+                    "event | threads | processes | nginx | apache-prefork | apache-event",
+                ),
+                p("dataset", "200MiB", Some("8MiB"), "file set size"),
+                p(
+                    "step",
+                    "3",
+                    Some("0.4"),
+                    "measured seconds per search step (plus a quarter of it as warm-up)",
+                ),
+                p(
+                    "max_conns",
+                    "4096",
+                    Some("64"),
+                    "the search's upper bound on connections",
+                ),
+                p("rate_kbit", "400", None, "pace of every connection, kbit/s"),
+                p(
+                    "conform_kbit",
+                    "320",
+                    None,
+                    "least kbit/s of a conforming connection",
+                ),
+            ],
+        }
+    }
+
+    fn client_side(&self) -> bool {
+        true
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let prm = ctx.params;
+        let server = prm.get_str("server")?.to_string();
+        if !SERVERS.contains(&server.as_str()) || server == "cmd" {
+            return Err(bad(
+                "server",
+                &server,
+                "event, threads, processes, nginx, apache-prefork or apache-event (your own server: web-static server=cmd)",
+            ));
+        }
+        let dataset = prm.get_bytes("dataset")?;
+        let step = prm.get_f64("step")?;
+        if !(0.05..=600.0).contains(&step) {
+            return Err(bad("step", step, "seconds between 0.05 and 600"));
+        }
+        let max_conns = prm.get_u64("max_conns")? as usize;
+        if !(1..=50_000).contains(&max_conns) {
+            return Err(bad("max_conns", max_conns, "1 to 50000"));
+        }
+        let rate = prm.get_f64("rate_kbit")?;
+        let conform = prm.get_f64("conform_kbit")?;
+        if !(rate > 0.0 && conform > 0.0 && conform <= rate) {
+            return Err(bad(
+                "conform_kbit",
+                conform,
+                "a rate above 0 and at most rate_kbit",
+            ));
+        }
+        let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
+            bench: NAME.into(),
+            reason: "needs a client side (CPUs apart from the placement)".into(),
+        })?;
+        let unsupported = |reason: String| BenchError::Unsupported {
+            bench: NAME.into(),
+            reason,
+        };
+        let io = |what: &'static str| {
+            move |e: std::io::Error| BenchError::Io {
+                bench: NAME.into(),
+                what: what.into(),
+                source: e,
+            }
+        };
+        let set =
+            FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+        set.warm()
+            .map_err(io("reading the file set into the page cache"))?;
+        let threads = client.cpus().len();
+        let pool = ClientPool::start(Pinning::Client(client), threads)
+            .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
+        let cpus = &ctx.placement.cpus;
+        let opts = ServerOpts::default();
+        // nginx has no dynamic module here: it gets the static requests only.
+        let with_dynamic = server != "nginx";
+        let docs = || -> Result<Docs, BenchError> {
+            let log = set.root().join("post.log");
+            Ok(Docs::from_set(&set)
+                .with_dynamic(Dynamic::new(&log).map_err(io("creating the post log"))?))
+        };
+        let running = match server.as_str() {
+            "event" => Running::Event(
+                EventServer::start(docs()?, cpus, opts).map_err(io("starting the event server"))?,
+            ),
+            "threads" => Running::Threads(
+                ThreadServer::start(docs()?, cpus, opts)
+                    .map_err(io("starting the threads server"))?,
+            ),
+            "processes" => Running::Processes(
+                super::builtin::ProcessServer::start(docs()?, cpus, opts, super::PROCESSES)
+                    .map_err(io("starting the processes server"))?,
+            ),
+            "nginx" => {
+                Running::Real(real::RealServer::nginx(set.root(), cpus).map_err(unsupported)?)
+            }
+            "apache-prefork" => Running::Real(
+                real::RealServer::apache_with(set.root(), cpus, real::Mpm::Prefork, true)
+                    .map_err(unsupported)?,
+            ),
+            "apache-event" => Running::Real(
+                real::RealServer::apache_with(set.root(), cpus, real::Mpm::Event, true)
+                    .map_err(unsupported)?,
+            ),
+            other => return Err(bad("server", other, &SERVERS.join(", "))),
+        };
+        let addr = running.addr();
+        let (mut specs, mut weights) = set.requests();
+        let mut dynamic_share = 0.0;
+        if with_dynamic {
+            for w in &mut weights {
+                *w *= dynamic::STATIC_SHARE;
+            }
+            let (ds, dw) = dynamic::requests();
+            specs.extend(ds);
+            weights.extend(dw);
+            dynamic_share = 1.0 - dynamic::STATIC_SHARE;
+        }
+        let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
+            .map_err(|e| unsupported(e.to_string()))?;
+        let mut cfg = LoadConfig::new(addr, 1, Duration::from_secs_f64(step));
+        cfg.warmup = Duration::from_secs_f64(step / 4.0);
+        cfg.conn_bits_per_s = Some(rate * 1000.0);
+        cfg.keep_alive = true;
+        cfg.timeout = Duration::from_secs(10);
+        Ok(Box::new(CapacityInstance {
+            cfg,
+            mix: Arc::new(mix),
+            pool,
+            running: Some(running),
+            _set: set,
+            max_conns,
+            conform_bps: conform * 1000.0,
+            dynamic_share,
+        }))
+    }
+}
+
+struct CapacityInstance {
+    cfg: LoadConfig,
+    mix: Arc<Mix>,
+    pool: ClientPool,
+    running: Option<Running>,
+    _set: FileSet,
+    max_conns: usize,
+    conform_bps: f64,
+    dynamic_share: f64,
+}
+
+impl Drop for CapacityInstance {
+    fn drop(&mut self) {
+        self.running.take();
+    }
+}
+
+impl Instance for CapacityInstance {
+    fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
+        let started = Instant::now();
+        let mut requests = 0u64;
+        let mut bytes = 0u64;
+        let mut errors = 0u64;
+        let result = search(8, self.max_conns, 0.95, |n| {
+            let (f, r) = conforming_fraction(&self.pool, &self.cfg, &self.mix, n, self.conform_bps)
+                .map_err(|e| BenchError::Check {
+                    bench: NAME.into(),
+                    reason: e.to_string(),
+                })?;
+            requests += r.requests;
+            bytes += r.bytes;
+            errors += r.error_count();
+            Ok::<f64, BenchError>(f)
+        })?;
+        let elapsed_ns = started.elapsed().as_nanos().max(1) as u64;
+        if result.capacity == 0 {
+            return Err(BenchError::Check {
+                bench: NAME.into(),
+                reason: format!(
+                    "not even {} connections conformed ({} errors over the search)",
+                    result.curve.first().map_or(0, |c| c.0),
+                    errors
+                ),
+            });
+        }
+        let mut metrics = BTreeMap::new();
+        metrics.insert("capacity_conns".into(), result.capacity as f64);
+        metrics.insert("capped".into(), f64::from(u8::from(result.capped)));
+        metrics.insert("steps".into(), result.curve.len() as f64);
+        metrics.insert("requests".into(), requests as f64);
+        metrics.insert("bytes".into(), bytes as f64);
+        metrics.insert("errors".into(), errors as f64);
+        metrics.insert("dynamic_share".into(), self.dynamic_share);
+        let mut series = BTreeMap::new();
+        series.insert(
+            "conforming_fraction_by_conns".into(),
+            result
+                .curve
+                .iter()
+                .flat_map(|&(n, f)| [n as f64, f])
+                .collect(),
+        );
+        Ok(RawSample {
+            elapsed_ns,
+            work: result.capacity as f64 * elapsed_ns as f64 / 1e9,
+            metrics,
+            series,
+            ..RawSample::default()
+        })
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(l: usize) -> impl FnMut(usize) -> Result<f64, ()> {
+        move |n| {
+            Ok(if n <= l {
+                1.0
+            } else {
+                l as f64 / n as f64 * 0.9
+            })
+        }
+    }
+
+    #[test]
+    fn the_search_finds_a_known_limit() {
+        for l in [1, 7, 8, 9, 100, 333, 1000] {
+            let r = search(8, 4096, 0.95, limit(l)).unwrap();
+            let tol = (l / 20).max(1);
+            assert!(
+                r.capacity <= l && r.capacity + tol >= l,
+                "limit {l}: found {}",
+                r.capacity
+            );
+            assert!(!r.capped);
+            assert!(r.curve.len() <= 2 * 13, "{}", r.curve.len());
+        }
+        let r = search(8, 50, 0.95, limit(10_000)).unwrap();
+        assert_eq!((r.capacity, r.capped), (50, true));
+        let r = search(8, 4096, 0.95, |_| Ok::<f64, ()>(0.0)).unwrap();
+        assert_eq!(r.capacity, 0);
+    }
+
+    /// A server whose total bandwidth is capped at `bits_per_s`: every response waits
+    /// for its share of a token bucket.
+    fn throttled_server(
+        bits_per_s: f64,
+        body: usize,
+    ) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicBool>) {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        // The next moment the shared link is free.
+        let free_at = Arc::new(std::sync::Mutex::new(Instant::now()));
+        std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                let Ok((mut s, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                let (stop3, free_at) = (stop2.clone(), free_at.clone());
+                std::thread::spawn(move || {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_millis(100)))
+                        .unwrap();
+                    let mut buf = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !stop3.load(Ordering::SeqCst) {
+                        match s.read(&mut b) {
+                            Ok(0) => return,
+                            Ok(n) => buf.extend_from_slice(&b[..n]),
+                            Err(_) => continue,
+                        }
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let due = {
+                                let mut f = free_at.lock().unwrap();
+                                let start = (*f).max(Instant::now());
+                                *f =
+                                    start + Duration::from_secs_f64(body as f64 * 8.0 / bits_per_s);
+                                *f
+                            };
+                            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                            let mut out =
+                                format!("HTTP/1.1 200 OK\r\nContent-Length: {body}\r\n\r\n")
+                                    .into_bytes();
+                            out.resize(out.len() + body, b'z');
+                            if s.write_all(&out).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (addr, stop)
+    }
+
+    #[test]
+    fn the_search_finds_the_limit_of_a_throttled_server() {
+        // 4 Mbit/s shared: each of n connections gets 4000/n kbit/s, so 12 connections
+        // still get 333 kbit/s (>= 320) and 13 get 307: the capacity is 12. Responses of
+        // 20 kB make a pacing slot of 0.4 s, long beside this machine's scheduling noise.
+        let (addr, stop) = throttled_server(4_000_000.0, 20_000);
+        let pool = ClientPool::start(Pinning::Unpinned, 1).unwrap();
+        let mix = Arc::new(Mix::single(
+            smtlab_loadgen::RequestSpec::get("/").expect_len(20_000),
+            "h",
+            true,
+        ));
+        let mut cfg = LoadConfig::new(addr, 1, Duration::from_millis(800));
+        cfg.warmup = Duration::from_millis(200);
+        cfg.conn_bits_per_s = Some(400_000.0);
+        let r = search(2, 64, 0.95, |n| {
+            conforming_fraction(&pool, &cfg, &mix, n, 320_000.0).map(|(f, _)| f)
+        })
+        .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Timing on a shared machine blurs the edge by a connection or two.
+        assert!(
+            (8..=14).contains(&r.capacity),
+            "capacity {} ({:?})",
+            r.capacity,
+            r.curve
+        );
+    }
+}

@@ -1,0 +1,403 @@
+//! Real servers (nginx, Apache httpd) from a configuration generated into a temporary
+//! directory, on a free loopback port, pinned to the placement, and gone with smtlab.
+//!
+//! * nginx: one worker per placement CPU (`worker_cpu_affinity`), the master pinned to
+//!   the placement too, sendfile on, no access log.
+//! * Apache httpd (`/usr/sbin/apache2` run directly with `-f` and `-d`, not apachectl):
+//!   the `prefork` MPM (a process per connection, the paper's Apache-MP) or `event`
+//!   (threads, the paper's Apache-MT), every process pinned to the placement's CPUs.
+//!
+//! When smtlab runs as root the servers drop to `nobody`/`nogroup`, so the document
+//! root and its files are made world-readable. Start-up waits until a GET is answered;
+//! a server that does not come up is an error quoting the last line of its error log
+//! (kept in the configuration directory, named in the error). Not installed: an error
+//! that says how to install it.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use smtlab_bench::process::ChildGroup;
+use smtlab_model::CpuSet;
+use smtlab_placement::pin::CommandPinExt;
+
+/// Apache's multi-processing module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mpm {
+    Prefork,
+    Event,
+}
+
+pub const NGINX: &str = "/usr/sbin/nginx";
+pub const APACHE: &str = "/usr/sbin/apache2";
+pub const APACHE_MODULES: &str = "/usr/lib/apache2/modules";
+
+/// A real server process group and its configuration directory.
+#[derive(Debug)]
+pub struct RealServer {
+    addr: SocketAddr,
+    // Field order: the group is stopped before the directory is removed.
+    group: Option<ChildGroup>,
+    dir: Option<tempfile::TempDir>,
+    pub error_log: PathBuf,
+    pub name: &'static str,
+}
+
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free loopback port: {e}"))
+}
+
+/// Why `binary` cannot be used, if it cannot.
+pub fn missing(name: &str) -> Option<String> {
+    let (bin, pkg) = match name {
+        "nginx" => (NGINX, "nginx"),
+        _ => (APACHE, "apache2"),
+    };
+    if Path::new(bin).exists() {
+        None
+    } else {
+        Some(format!(
+            "{name} is not installed ({bin} not found): apt-get install {pkg}"
+        ))
+    }
+}
+
+/// Makes `root` and everything under it readable by the unprivileged server user.
+fn open_up(root: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("cannot make {} readable: {e}", p.display()))
+    };
+    set(root, 0o755)?;
+    for entry in std::fs::read_dir(root).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let p = entry.path();
+        if p.is_dir() {
+            open_up(&p)?;
+        } else {
+            set(&p, 0o644)?;
+        }
+    }
+    Ok(())
+}
+
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| "(empty)".into())
+}
+
+impl RealServer {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// nginx serving `root` with one worker per CPU of `cpus` (one unpinned worker when
+    /// empty).
+    pub fn nginx(root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
+        if let Some(why) = missing("nginx") {
+            return Err(why);
+        }
+        open_up(root)?;
+        let dir = tempdir()?;
+        let port = free_port()?;
+        let d = dir.path().display();
+        let workers = cpus.len().max(1);
+        let affinity = if cpus.is_empty() {
+            String::new()
+        } else {
+            let top = *cpus.iter().max().unwrap_or(&0) as usize;
+            let masks: Vec<String> = cpus
+                .iter()
+                .map(|&c| {
+                    (0..=top)
+                        .rev()
+                        .map(|b| if b == c as usize { '1' } else { '0' })
+                        .collect()
+                })
+                .collect();
+            format!("worker_cpu_affinity {};\n", masks.join(" "))
+        };
+        let user = if is_root() {
+            "user nobody nogroup;\n"
+        } else {
+            ""
+        };
+        let conf = format!(
+            "daemon off;\nmaster_process on;\n{user}worker_processes {workers};\n{affinity}\
+             worker_rlimit_nofile 65536;\nerror_log {d}/error.log;\npid {d}/nginx.pid;\n\
+             events {{ worker_connections 16384; }}\n\
+             http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n\
+               keepalive_requests 1000000;\n  keepalive_timeout 30s;\n\
+               client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+               fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n\
+               scgi_temp_path {d}/scgi;\n  types {{ }}\n  default_type application/octet-stream;\n\
+               server {{\n    listen 127.0.0.1:{port} backlog=4096 reuseport;\n\
+                 root {};\n  }}\n}}\n",
+            root.display()
+        );
+        let conf_path = dir.path().join("nginx.conf");
+        std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write nginx.conf: {e}"))?;
+        let mut cmd = Command::new(NGINX);
+        cmd.arg("-c").arg(&conf_path).arg("-p").arg(dir.path());
+        start(cmd, dir, port, cpus, "nginx")
+    }
+
+    /// Apache httpd with `mpm` serving `root`, every process on `cpus`.
+    pub fn apache(root: &Path, cpus: &[u32], mpm: Mpm) -> Result<RealServer, String> {
+        Self::apache_with(root, cpus, mpm, false)
+    }
+
+    /// [`RealServer::apache`], answering the dynamic requests of `web-capacity` too when
+    /// `dynamic`: `/dyn/ad`, `/dyn/post` and `/dyn/cgi` are small shell scripts run by
+    /// mod_cgi (prefork) or mod_cgid (event), a fork and an exec per request.
+    pub fn apache_with(
+        root: &Path,
+        cpus: &[u32],
+        mpm: Mpm,
+        dynamic: bool,
+    ) -> Result<RealServer, String> {
+        if let Some(why) = missing("apache2") {
+            return Err(why);
+        }
+        open_up(root)?;
+        let dir = tempdir()?;
+        let port = free_port()?;
+        let d = dir.path().display();
+        let m = APACHE_MODULES;
+        let cgi = if dynamic {
+            write_cgi_scripts(dir.path())?;
+            let module = match mpm {
+                Mpm::Prefork => format!("LoadModule cgi_module {m}/mod_cgi.so\n"),
+                Mpm::Event => {
+                    format!("LoadModule cgid_module {m}/mod_cgid.so\nScriptSock {d}/cgid.sock\n")
+                }
+            };
+            format!(
+                "{module}LoadModule alias_module {m}/mod_alias.so\nScriptAlias /dyn/ {d}/cgi/\n\
+                 <Directory \"{d}/cgi\">\n  Require all granted\n</Directory>\n"
+            )
+        } else {
+            String::new()
+        };
+        let (module, tuning) = match mpm {
+            Mpm::Prefork => (
+                format!("LoadModule mpm_prefork_module {m}/mod_mpm_prefork.so"),
+                "StartServers 16\nMinSpareServers 8\nMaxSpareServers 64\nServerLimit 512\n\
+                 MaxRequestWorkers 512\nMaxConnectionsPerChild 0\n",
+            ),
+            Mpm::Event => (
+                format!("LoadModule mpm_event_module {m}/mod_mpm_event.so"),
+                "StartServers 2\nServerLimit 16\nThreadsPerChild 64\nMaxRequestWorkers 1024\n\
+                 MinSpareThreads 64\nMaxSpareThreads 1024\nMaxConnectionsPerChild 0\n",
+            ),
+        };
+        let user = if is_root() {
+            "User nobody\nGroup nogroup\n"
+        } else {
+            ""
+        };
+        let conf = format!(
+            "ServerRoot \"{d}\"\nServerName localhost\nListen 127.0.0.1:{port}\n{module}\n\
+             LoadModule authz_core_module {m}/mod_authz_core.so\n\
+             PidFile {d}/httpd.pid\nErrorLog {d}/error.log\nLogLevel warn\n\
+             DefaultRuntimeDir {d}\nMutex file:{d} default\n{user}\
+             DocumentRoot \"{root}\"\n<Directory \"{root}\">\n  Require all granted\n</Directory>\n\
+             EnableSendfile On\nEnableMMAP On\nKeepAlive On\nMaxKeepAliveRequests 0\n\
+             KeepAliveTimeout 30\nListenBacklog 4096\nHostnameLookups Off\n{tuning}{cgi}",
+            root = root.display()
+        );
+        let conf_path = dir.path().join("httpd.conf");
+        std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write httpd.conf: {e}"))?;
+        let mut cmd = Command::new(APACHE);
+        cmd.arg("-f")
+            .arg(&conf_path)
+            .arg("-d")
+            .arg(dir.path())
+            .arg("-DFOREGROUND");
+        let name = match mpm {
+            Mpm::Prefork => "apache-prefork",
+            Mpm::Event => "apache-event",
+        };
+        start(cmd, dir, port, cpus, name)
+    }
+}
+
+impl RealServer {
+    /// The user's own server: `cmd` run by `/bin/sh -c` pinned to `cpus`, with `{port}`
+    /// replaced by a free loopback port (or listening on `port` when given) and `{root}`
+    /// by the file set's directory. Its output goes to files in a temporary directory,
+    /// quoted when it does not come up.
+    pub fn custom(cmd: &str, port: u16, root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
+        if cmd.trim().is_empty() {
+            return Err(
+                "server=cmd needs --param cmd='YOUR SERVER COMMAND' (with {port} \
+                        where it takes its port, or --param port=N)"
+                    .into(),
+            );
+        }
+        if port == 0 && !cmd.contains("{port}") {
+            return Err(format!(
+                "cmd={cmd:?}: put {{port}} where the command takes its port, or give --param port=N"
+            ));
+        }
+        open_up(root)?;
+        let dir = tempdir()?;
+        let port = if port == 0 { free_port()? } else { port };
+        let text = cmd
+            .replace("{port}", &port.to_string())
+            .replace("{root}", &root.display().to_string());
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(format!("exec {text}")).current_dir(root);
+        start(c, dir, port, cpus, "your server")
+    }
+}
+
+/// The CGI scripts behind Apache's dynamic requests, readable and runnable by the
+/// unprivileged server user; posts go to `post.log` beside them.
+fn write_cgi_scripts(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |e: std::io::Error| format!("cannot write the CGI scripts: {e}");
+    let cgi = dir.join("cgi");
+    std::fs::create_dir(&cgi).map_err(fail)?;
+    let log = dir.join("post.log");
+    std::fs::write(&log, b"").map_err(fail)?;
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).map_err(fail)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+    // Every script sets `body`; the footer sends it with its length, so kept-alive
+    // connections get a Content-Length rather than chunks.
+    let header = "#!/bin/sh\n";
+    let footer = "printf 'Content-Type: text/html\\r\\nContent-Length: %d\\r\\n\\r\\n%s' \"${#body}\" \"$body\"\n";
+    let scripts = [
+        (
+            "ad",
+            // The ad follows from the cookie's user and last ad, as the built-in
+            // servers' rotation does (a simpler choice: the next ad of the user's kind).
+            "user=$(printf '%s' \"$HTTP_COOKIE\" | sed -n 's/.*user=\\([0-9]*\\).*/\\1/p')\n\
+             last=$(printf '%s' \"$HTTP_COOKIE\" | sed -n 's/.*last_ad=\\([0-9]*\\).*/\\1/p')\n\
+             ad=$(( (${last:-0} + 1 + ${user:-0} % 7) % 360 ))\n\
+             body=\"<html><body><p>user $user</p><p>ad $ad</p></body></html>\"\n",
+        ),
+        (
+            "post",
+            &format!(
+                "head -c \"${{CONTENT_LENGTH:-0}}\" >> {}\necho >> {}\nbody=posted\n",
+                log.display(),
+                log.display()
+            ),
+        ),
+        ("cgi", "body=\"smtlab cgi page, pid $$\"\n"),
+    ];
+    for (name, body) in scripts {
+        let p = cgi.join(name);
+        std::fs::write(&p, format!("{header}{body}{footer}")).map_err(fail)?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+    }
+    std::fs::set_permissions(&cgi, std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+    Ok(())
+}
+
+fn tempdir() -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("smtlab-httpd-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a configuration directory: {e}"))?;
+    // The unprivileged workers open nothing here, but the master writes logs as root.
+    Ok(dir)
+}
+
+fn start(
+    mut cmd: Command,
+    dir: tempfile::TempDir,
+    port: u16,
+    cpus: &[u32],
+    name: &'static str,
+) -> Result<RealServer, String> {
+    let error_log = dir.path().join("error.log");
+    let stderr_path = dir.path().join("output.log");
+    let out = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
+    let out2 = out.try_clone().map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(out2));
+    if !cpus.is_empty() {
+        let set: CpuSet = cpus.iter().copied().collect();
+        cmd.pin_to(&set).map_err(|e| format!("{name}: {e}"))?;
+    }
+    let group = ChildGroup::spawn(&mut cmd).map_err(|e| format!("cannot start {name}: {e}"))?;
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut server = RealServer {
+        addr,
+        group: Some(group),
+        dir: Some(dir),
+        error_log,
+        name,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if probe(addr) {
+            return Ok(server);
+        }
+        let exited = server
+            .group
+            .as_mut()
+            .and_then(|g| g.try_wait().ok().flatten());
+        if exited.is_some() || Instant::now() > deadline {
+            let mut why = last_line(&server.error_log);
+            if why == "(empty)" {
+                why = last_line(&stderr_path);
+            }
+            let what = match exited {
+                Some(s) => format!("exited ({s})"),
+                None => "did not answer within 10 s".into(),
+            };
+            // Keep the logs for the user: the directory is not removed.
+            let kept = server.dir.take().map(|d| d.keep());
+            let kept = kept.map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(format!(
+                "{name} {what}; its log says: {why} (logs kept in {kept})"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a GET of `/` gets any HTTP answer.
+fn probe(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut b = [0u8; 16];
+    matches!(s.read(&mut b), Ok(n) if n >= 5 && &b[..5] == b"HTTP/")
+}
+
+impl Drop for RealServer {
+    fn drop(&mut self) {
+        if let Some(g) = self.group.take() {
+            let _ = g.stop(Duration::from_secs(2));
+        }
+        self.dir.take();
+    }
+}
