@@ -13,7 +13,7 @@ mod render;
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
     match cmd::dispatch(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             // One line: the chain of causes joined, as users paste it into tickets.
             eprintln!("smtlab: error: {e:#}");

@@ -386,11 +386,35 @@ mod catalog {
             assert_eq!(cell["result"]["samples"][0]["cpus"][0], 0);
         }
         assert_eq!(v["comparisons"].as_array().unwrap().len(), 2);
-        smtlab()
-            .args(["bench", "int-ops", "--interleave", "--counters"])
-            .assert()
-            .failure()
-            .stderr(predicate::str::contains("--interleave with --counters"));
+    }
+
+    #[test]
+    fn interleaved_rounds_count_each_cell_on_its_own() {
+        let v = json_of(smtlab().args([
+            "bench",
+            "null-syscall",
+            "--quick",
+            "--interleave",
+            "--repeat",
+            "2",
+            "--counters",
+            "-p",
+            "1c1t",
+            "-p",
+            "cpus=0",
+            "--json",
+        ]));
+        let cells = v["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2);
+        for cell in cells {
+            assert_eq!(cell["result"]["rounds"].as_array().unwrap().len(), 2);
+            let counters = &cell["counters"];
+            assert!(counters.is_object(), "counters recorded: {cell}");
+            let window = counters["window"].as_str().unwrap();
+            assert!(window.contains("own samples"), "{window}");
+            // Interleaved cells share CPUs: their /proc/stat time says why it is missing.
+            assert!(counters["os_time_unavailable"].is_string(), "{counters}");
+        }
     }
 
     #[test]

@@ -41,12 +41,14 @@ pub mod clock;
 pub mod config;
 pub mod counting;
 pub mod error;
+pub mod exec;
 pub mod interleave;
 mod measure;
 pub mod observer;
 pub mod plan;
 pub mod result;
 pub mod rounds;
+pub mod session;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
 pub mod value;

@@ -496,7 +496,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             smtlab_placement::resolve(&spec, &topo)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let db = args.db.clone().unwrap_or_else(smtlab_store::default_path);
+    let db = super::db_path(&args.db);
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
     if db.exists() {
@@ -532,9 +532,13 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     let started = unix_now_s();
     let mut cells: Vec<CellRecord> = Vec::new();
     for (spec, placement) in specs.iter().zip(&placements) {
-        let mut counting = setup
-            .as_ref()
-            .map(|s| super::counting::begin(s, placement, &topo));
+        let mut counting = setup.as_ref().map(|s| {
+            smtlab_runner::counting::CellCounting::begin(
+                s,
+                &smtlab_runner::session::sampled_cpus(placement, &topo),
+                smtlab_runner::session::spare_cpu(placement, &topo),
+            )
+        });
         let value_of = |o: &RunOutcome, what: &str| -> Result<f64> {
             match &measure {
                 Measure::WallTime => Ok(o.elapsed_ns as f64 / 1e9),
@@ -584,7 +588,10 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             let window = format!(
                 "{reps} runs of the command (warm-up excluded), smtlab and every process it started"
             );
-            (cell.counters, counters_note) = super::counting::finish(c, &window);
+            (cell.counters, counters_note) = match c.finish(&window) {
+                Ok(c) => (Some(c), None),
+                Err(r) => (None, Some(format!("counters not recorded: {r}"))),
+            };
         }
         let baseline = cells.first().map(|c| &c.result.summary);
         emit(&render::bench::row(&cell, baseline))?;
@@ -646,6 +653,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
         db.display(),
         args.db
+            .db
             .as_ref()
             .map(|p| format!(" --db {}", p.display()))
             .unwrap_or_default()
