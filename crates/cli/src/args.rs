@@ -254,7 +254,7 @@ pub struct CompareArgs {
 pub struct ExecArgs {
     /// Placements, comma-separated or repeated. Default: 1c1t and 1c2t; on a machine
     /// without SMT, 1c1t and 2c1t.
-    #[arg(long, value_name = "LIST")]
+    #[arg(short = 'p', long, value_name = "LIST")]
     pub placements: Vec<String>,
     /// Measured runs per placement.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]

@@ -47,7 +47,7 @@ pub const THROUGHPUT_UNIT: &str = "units/s";
 const QUOTE_MAX: usize = 160;
 /// Output kept for error messages (the end of it).
 const TAIL_BYTES: usize = 8 * 1024;
-/// A line longer than this is matched on its first part only.
+/// An unfinished line longer than this (plus one read) is searched on its first part only.
 const LINE_MAX: usize = 64 * 1024;
 /// How often the command's tasks are checked for escapes from the placement.
 const CHECK_EVERY: Duration = Duration::from_millis(5);
@@ -68,6 +68,9 @@ pub struct CommandBench {
     pub value: ExecValue,
     /// A run lasting longer is killed and fails the cell.
     pub timeout: Option<Duration>,
+    /// Warm-up runs and measured runs per placement, for messages (`run 2 of 5`).
+    pub warmup_runs: usize,
+    pub reps: usize,
 }
 
 /// The arguments joined as a shell would need them (`sh -c 'i=0; ...'`).
@@ -130,6 +133,7 @@ impl Benchmark for CommandBench {
             placement: ctx.placement.name.clone(),
             cpus: ctx.placement.pinned().then(|| ctx.placement.cpu_set()),
             guardian,
+            runs: 0,
         }))
     }
 }
@@ -141,6 +145,8 @@ struct CommandInstance {
     /// `None` for an unpinned placement (`os`): nothing to pin or check.
     cpus: Option<CpuSet>,
     guardian: Guardian,
+    /// Runs started so far (warm-up included).
+    runs: usize,
 }
 
 impl Instance for CommandInstance {
@@ -188,14 +194,29 @@ fn children_cpu_ns() -> Option<u64> {
 }
 
 impl CommandInstance {
+    /// Which run this is: `run 2 of 5`, `warm-up run 1 of 1`, `an extra run`.
+    fn which(&self) -> String {
+        let (w, r, k) = (self.bench.warmup_runs, self.bench.reps, self.runs);
+        if k <= w {
+            format!("warm-up run {k} of {w}")
+        } else if k - w <= r {
+            format!("run {} of {r}", k - w)
+        } else {
+            "an extra run after the measured ones".into()
+        }
+    }
+
     fn err(&self, what: impl std::fmt::Display) -> String {
         format!(
-            "command `{}` {what} (placement {})",
-            self.shown, self.placement
+            "command `{}` {what} (placement {}, {})",
+            self.shown,
+            self.placement,
+            self.which()
         )
     }
 
     fn run_once(&mut self) -> Result<Run, String> {
+        self.runs += 1;
         let argv = &self.bench.argv;
         let (read_end, write_end) =
             pipe().map_err(|e| self.err(format!("cannot get a pipe: {e}")))?;
@@ -343,8 +364,10 @@ impl CommandInstance {
             None => format!("ran task {} on CPU {}", e.tid, e.cpu),
         };
         format!(
-            "command `{}` escaped placement {} (CPUs {cpus}): it {what}, so its time would not belong to the placement",
-            self.shown, self.placement
+            "command `{}` escaped placement {} (CPUs {cpus}) in {}: it {what}, so its time would not belong to the placement",
+            self.shown,
+            self.placement,
+            self.which()
         )
     }
 
@@ -564,30 +587,41 @@ impl Output {
 
     fn feed(&mut self, data: &[u8]) {
         self.bytes += data.len() as u64;
-        self.tail.extend_from_slice(data);
-        if self.tail.len() > 2 * TAIL_BYTES {
-            self.tail.drain(..self.tail.len() - TAIL_BYTES);
+        if data.len() >= TAIL_BYTES {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&data[data.len() - TAIL_BYTES..]);
+        } else {
+            self.tail.extend_from_slice(data);
+            if self.tail.len() > 2 * TAIL_BYTES {
+                self.tail.drain(..self.tail.len() - TAIL_BYTES);
+            }
         }
         if self.re.is_none() || self.matched.is_some() {
             return;
         }
-        let mut rest = data;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            self.push_line(&rest[..i]);
-            self.end_line();
-            if self.matched.is_some() {
-                return;
+        // Complete lines are searched a chunk at a time (one search per read, not per
+        // line); the unfinished last line waits for the rest of it.
+        match data.iter().rposition(|&b| b == b'\n') {
+            Some(last) => {
+                self.push_line(&data[..=last]);
+                self.end_line();
+                if self.matched.is_none() {
+                    self.push_line(&data[last + 1..]);
+                }
             }
-            rest = &rest[i + 1..];
+            None => self.push_line(data),
         }
-        self.push_line(rest);
     }
 
+    /// Adds to the text waiting to be searched; an endless line is searched on its
+    /// first `LINE_MAX` bytes only.
     fn push_line(&mut self, part: &[u8]) {
-        let room = LINE_MAX.saturating_sub(self.line.len());
+        let room = (LINE_MAX + 64 * 1024).saturating_sub(self.line.len());
         self.line.extend_from_slice(&part[..part.len().min(room)]);
     }
 
+    /// Searches the text waiting to be searched.
     fn end_line(&mut self) {
         if let (Some(re), None) = (&self.re, &self.matched)
             && !self.line.is_empty()
@@ -785,7 +819,7 @@ mod tests {
         o.feed(b"done: 42\nbye\n");
         o.end_line();
         assert_eq!(o.value(&re), Ok(42.0));
-        assert!(o.tail.len() <= 2 * TAIL_BYTES && o.line.len() <= LINE_MAX);
+        assert!(o.tail.len() <= 2 * TAIL_BYTES && o.line.len() <= LINE_MAX + 64 * 1024);
         assert_eq!(o.last_line().as_deref(), Some("bye"));
         assert_eq!(o.bytes, 64 * ((1 << 20) + 1) + 13);
     }
