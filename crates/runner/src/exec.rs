@@ -231,6 +231,7 @@ impl CommandInstance {
         if let Some(cpus) = &self.cpus {
             cmd.pin_to(cpus).map_err(|e| self.err(e))?;
         }
+        self.guardian.tell_from_child(&mut cmd);
         let cpu0 = children_cpu_ns();
         let t0 = Instant::now();
         let spawned = ChildGroup::spawn(&mut cmd);
@@ -752,6 +753,29 @@ impl Guardian {
         // SAFETY: a descriptor pipe2 gave us and nothing else owns.
         let tx = unsafe { OwnedFd::from_raw_fd(fds[1]) };
         Ok(Guardian { tx: Some(tx), pid })
+    }
+
+    /// Makes `cmd`'s child tell the guardian its process group itself, before it execs:
+    /// smtlab may be killed between the spawn and its own [`Guardian::watch`], and the
+    /// command must not run a single instruction unwatched.
+    fn tell_from_child(&self, cmd: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let Some(fd) = self.tx.as_ref().map(AsRawFd::as_raw_fd) else {
+            return;
+        };
+        let hook = move || -> io::Result<()> {
+            // Only async-signal-safe calls between fork and exec. The child leads its
+            // own group (see `tie_to_parent`), so its pid is the group's id.
+            // SAFETY: getpid and a 4-byte write (atomic on a pipe) from a valid buffer
+            // on a descriptor inherited from the parent (closed again by exec).
+            unsafe {
+                let buf = libc::getpid().to_ne_bytes();
+                libc::write(fd, buf.as_ptr().cast(), buf.len());
+            }
+            Ok(())
+        };
+        // SAFETY: the hook only makes async-signal-safe calls.
+        unsafe { cmd.pre_exec(hook) };
     }
 
     /// The process group to kill if smtlab ends now (0: none).
