@@ -569,6 +569,43 @@ mod runs {
     }
 
     #[test]
+    fn run_interleaves_each_benchmarks_placements_unless_told_not_to() {
+        for (flags, interleaved) in [
+            (vec!["--repeat", "2"], true),
+            (vec!["--no-interleave"], false),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("r.db");
+            let out = smtlab()
+                .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+                .args(["--placements", "1c1t,cpus=0", "--counters"])
+                .args(&flags)
+                .args(db_arg(&db))
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone();
+            // The rounds of --repeat reach the records (one line per cell says so).
+            let rounds = String::from_utf8(out)
+                .unwrap()
+                .matches("in 2 rounds")
+                .count();
+            assert_eq!(rounds, if interleaved { 2 } else { 0 }, "{flags:?}");
+            let r = json_of(smtlab().args(["report", "--json"]).args(db_arg(&db)));
+            let cells = r["cells"].as_array().unwrap();
+            assert_eq!(cells.len(), 2);
+            for cell in cells {
+                // The counted window says whether other placements took turns.
+                match cell["counters"]["window"].as_str() {
+                    Some(w) => assert_eq!(w.contains("own samples"), interleaved, "{w}"),
+                    None => eprintln!("no counters here: {}", cell["counters"]),
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_killed_run_keeps_its_cells_and_resumes() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("r.db");

@@ -15,7 +15,7 @@ fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
 pub fn cell_line(cell: &CellRecord) -> String {
     let s = &cell.result.summary;
     format!(
-        "{:<18} {:<13} {:<28} median {} {} (mean {} +- {:.1}%, n={}{}{})",
+        "{:<18} {:<13} {:<28} median {} {} (mean {} +- {:.1}%, n={}{}{}{})",
         cell.benchmark,
         cell.placement_spec,
         params_text(&cell.params),
@@ -24,6 +24,10 @@ pub fn cell_line(cell: &CellRecord) -> String {
         num(s.mean),
         100.0 * s.ci95_rel,
         s.n,
+        match cell.result.rounds.len() {
+            0 | 1 => String::new(),
+            n => format!(" in {n} rounds"),
+        },
         if cell.result.converged {
             ""
         } else {
