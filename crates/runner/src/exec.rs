@@ -850,7 +850,13 @@ mod tests {
 
     #[test]
     fn stat_fields_count_after_the_command_name() {
-        let stat = "42 (a b) c) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0";
+        // Fields 3.. after the name: state, ppid, pgrp, ..., processor is field 39.
+        let mut fields: Vec<String> = vec!["S".into(), "1".into(), "42".into()];
+        fields.extend((6..39).map(|i| (1000 + i).to_string()));
+        fields.push("3".into());
+        fields.push("0".into());
+        let stat = format!("42 (a b) c) {}", fields.join(" "));
+        let stat = stat.as_str();
         assert_eq!(stat_field(stat, 5), Some(42));
         assert_eq!(stat_field(stat, 39), Some(3));
     }

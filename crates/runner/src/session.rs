@@ -167,7 +167,8 @@ impl Session<'_> {
             if self.stopped() {
                 return Ended::Stopped;
             }
-            let ended = if self.interleave {
+            // Rounds of several placements take turns even when their samples do not.
+            let ended = if self.interleave || self.repeat > 1 {
                 self.measure_together(group, observer)
             } else {
                 let mut ended = Ended::Complete;
@@ -186,15 +187,22 @@ impl Session<'_> {
         Ended::Complete
     }
 
-    /// Measures the cells of `group` together: each on its own thread, their samples in
-    /// turn, `repeat` rounds; records in the order of the group.
+    /// Measures the cells of `group` together: each on its own thread, `repeat` rounds
+    /// in which the cells take turns (sample by sample when interleaving, else cell by
+    /// cell); records in the order of the group.
     fn measure_together(
         &self,
         group: Vec<CellPlan<'_>>,
         observer: &mut dyn SessionObserver,
     ) -> Ended {
         let repeat = self.repeat.max(1);
+        // Other cells of the group run between this cell's samples or rounds.
         let interleaved = group.len() > 1;
+        let batches: Vec<Vec<usize>> = if self.interleave {
+            vec![(0..group.len()).collect()]
+        } else {
+            (0..group.len()).map(|i| vec![i]).collect()
+        };
         std::thread::scope(|scope| {
             // The cells still going: their plan, their thread's channels, their rounds.
             struct Live<'p> {
@@ -241,62 +249,64 @@ impl Session<'_> {
             };
             let lost = "the measuring thread ended early".to_string();
             for round in 0..repeat {
-                // Prepare, calibrate and warm up each cell in order.
-                let mut going: Vec<usize> = Vec::new();
-                for (i, slot) in outcome.iter_mut().enumerate() {
-                    let Ok(live) = slot else { continue };
-                    if live.failed.is_some() || self.stopped() {
-                        continue;
-                    }
-                    match ask(live, Cmd::Begin) {
-                        Some(Reply::Ready(Ok(()))) => going.push(i),
-                        Some(Reply::Ready(Err(e))) => live.failed = Some(e),
-                        _ => live.failed = Some(lost.clone()),
-                    }
-                }
-                // One sample of each in turn until every cell is done.
-                let mut done = vec![false; outcome.len()];
-                let keep_pace = going.len() > 1;
-                while !self.stopped() && going.iter().any(|&i| !done[i]) {
-                    for &i in &going {
+                for batch in &batches {
+                    // Prepare, calibrate and warm up each cell in order.
+                    let mut going: Vec<usize> = Vec::new();
+                    for &i in batch {
                         let Ok(live) = &mut outcome[i] else { continue };
-                        if live.failed.is_some() || (done[i] && !keep_pace) {
+                        if live.failed.is_some() || self.stopped() {
                             continue;
                         }
-                        match ask(live, Cmd::Step { keep_pace }) {
-                            Some(Reply::Stepped(Ok(s))) => {
-                                done[i] = s.done;
-                                if let Some(index) = s.sample {
-                                    observer.sample(&live.plan.key, round, index);
-                                }
-                            }
-                            Some(Reply::Stepped(Err(e))) => {
-                                live.failed = Some(e);
-                                done[i] = true;
-                            }
-                            _ => {
-                                live.failed = Some(lost.clone());
-                                done[i] = true;
-                            }
+                        match ask(live, Cmd::Begin) {
+                            Some(Reply::Ready(Ok(()))) => going.push(i),
+                            Some(Reply::Ready(Err(e))) => live.failed = Some(e),
+                            _ => live.failed = Some(lost.clone()),
                         }
                     }
-                    // A cell that converged early keeps pace only while others go on.
-                    if going.iter().all(|&i| done[i]) {
-                        break;
+                    // One sample of each in turn until every cell is done.
+                    let mut done = vec![false; outcome.len()];
+                    let keep_pace = going.len() > 1;
+                    while !self.stopped() && going.iter().any(|&i| !done[i]) {
+                        for &i in &going {
+                            let Ok(live) = &mut outcome[i] else { continue };
+                            if live.failed.is_some() || (done[i] && !keep_pace) {
+                                continue;
+                            }
+                            match ask(live, Cmd::Step { keep_pace }) {
+                                Some(Reply::Stepped(Ok(s))) => {
+                                    done[i] = s.done;
+                                    if let Some(index) = s.sample {
+                                        observer.sample(&live.plan.key, round, index);
+                                    }
+                                }
+                                Some(Reply::Stepped(Err(e))) => {
+                                    live.failed = Some(e);
+                                    done[i] = true;
+                                }
+                                _ => {
+                                    live.failed = Some(lost.clone());
+                                    done[i] = true;
+                                }
+                            }
+                        }
+                        // A cell that converged early keeps pace only while others go on.
+                        if going.iter().all(|&i| done[i]) {
+                            break;
+                        }
                     }
-                }
-                if self.stopped() {
-                    return Ended::Stopped;
-                }
-                for &i in &going {
-                    let Ok(live) = &mut outcome[i] else { continue };
-                    if live.failed.is_some() {
-                        continue;
+                    if self.stopped() {
+                        return Ended::Stopped;
                     }
-                    match ask(live, Cmd::Finish) {
-                        Some(Reply::Finished(Ok(r))) => live.rounds.push(r),
-                        Some(Reply::Finished(Err(e))) => live.failed = Some(e),
-                        _ => live.failed = Some(lost.clone()),
+                    for &i in &going {
+                        let Ok(live) = &mut outcome[i] else { continue };
+                        if live.failed.is_some() {
+                            continue;
+                        }
+                        match ask(live, Cmd::Finish) {
+                            Some(Reply::Finished(Ok(r))) => live.rounds.push(r),
+                            Some(Reply::Finished(Err(e))) => live.failed = Some(e),
+                            _ => live.failed = Some(lost.clone()),
+                        }
                     }
                 }
             }

@@ -501,3 +501,21 @@ fn the_stop_flag_ends_the_session_without_recording_the_cell_in_progress() {
     assert_eq!(ended, smtlab_runner::session::Ended::Stopped);
     assert!(out.cells.is_empty() && out.skipped.is_empty());
 }
+
+#[test]
+fn rounds_take_turns_cell_by_cell_without_interleaving() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.repeat = 2;
+    let mut out = Collect::default();
+    s.run(vec![plan(&a, &ps)], &mut out);
+    // Round 1: p0 whole, then p1 whole; round 2 the same.
+    let four = |p: &str| vec![p.to_string(); 4];
+    let expected: Vec<String> = [four("p0"), four("p1"), four("p0"), four("p1")].concat();
+    assert_eq!(samples_of(&log), expected);
+    assert!(out.cells.iter().all(|c| c.result.rounds.len() == 2));
+}
