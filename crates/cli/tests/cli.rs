@@ -445,6 +445,19 @@ mod catalog {
             .assert()
             .failure()
             .stderr(predicate::str::contains("9c9t"));
+        // A value the benchmark cannot take fails before any table is printed.
+        smtlab()
+            .args(["bench", "int-ops", "--quick", "--param", "threads=lots"])
+            .assert()
+            .failure()
+            .stdout(predicate::str::is_empty())
+            .stderr(predicate::str::contains("threads"));
+        // A client CPU list that is not one.
+        smtlab()
+            .args(["bench", "null-syscall", "--client-cpus", "x"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("CPU list"));
     }
 
     #[test]

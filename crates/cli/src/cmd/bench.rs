@@ -233,8 +233,10 @@ impl BenchPrinter<'_> {
     }
 }
 
-impl SessionObserver for BenchPrinter<'_> {
-    fn cell_started(&mut self, key: &CellKey) {
+impl BenchPrinter<'_> {
+    /// The heading of `key`'s benchmark, when its first cell is done (so a benchmark that
+    /// cannot be prepared at all fails before anything is printed).
+    fn heading_for(&mut self, key: &CellKey) {
         if self.heading_for.as_deref() == Some(key.benchmark.as_str()) {
             return;
         }
@@ -248,9 +250,12 @@ impl SessionObserver for BenchPrinter<'_> {
             self.out(&text);
         }
     }
+}
 
+impl SessionObserver for BenchPrinter<'_> {
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
         let cell = m.record.clone();
+        self.heading_for(&cell.key());
         if !self.json {
             let baseline = self
                 .cells
@@ -290,6 +295,7 @@ impl SessionObserver for BenchPrinter<'_> {
         }
         // One benchmark that cannot run on one placement (c2c-latency on a single CPU)
         // should not cost the rest of a multi-benchmark run.
+        self.heading_for(&cell.key);
         if !self.json {
             let text = format!("  skipped on {}: {}\n", cell.key.placement, cell.reason);
             self.out(&text);
