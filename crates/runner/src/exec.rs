@@ -14,6 +14,9 @@
 //!   tree: its CPU affinity and the CPU it last ran on. A task outside the placement
 //!   ends the run with an error naming the CPU it escaped to; so does the CPU each
 //!   process last ran on, read once more when the command has exited (from its zombie).
+//! * That watching thread runs on CPUs outside the placement when there are any; with
+//!   `--counters` its few reads every 5 ms are counted with the command (it is the
+//!   thread the counters follow).
 //! * Wall time is from just before the spawn to the command's exit; CPU time is the
 //!   `RUSAGE_CHILDREN` difference (the command and every descendant it waited for).
 //! * When the command has exited, whatever is left of its process group is killed (a
@@ -122,6 +125,19 @@ impl Benchmark for CommandBench {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        // This thread reads the command's output and watches its tasks while it runs:
+        // off the placement's CPUs when there are others, so it takes no time from it.
+        if ctx.placement.pinned() {
+            let topo = ctx.topology;
+            let usable = match &topo.allowed_cpus {
+                Some(a) => topo.cpus.intersection(a),
+                None => topo.cpus.clone(),
+            };
+            let spare = usable.difference(&ctx.placement.cpu_set());
+            if !spare.is_empty() {
+                let _ = smtlab_placement::pin::pin_current_thread(&spare);
+            }
+        }
         let guardian = Guardian::start().map_err(|e| BenchError::Io {
             bench: "exec".into(),
             what: "start the guardian process".into(),
