@@ -54,6 +54,22 @@ pub trait WorkerState: 'static {
     }
 }
 
+/// The thread-count sweep of the `full` suite on `all`: [`thread_counts`] up to the
+/// machine's width. The full width itself is the base cell (`threads=auto` on `all`) when
+/// the run measures `all`; the plan drops the duplicate then.
+pub fn thread_sweep(suite: crate::Suite, topo: &smtlab_model::Topology) -> Vec<crate::SweepCell> {
+    if suite != crate::Suite::Full {
+        return Vec::new();
+    }
+    thread_counts(topo.cpus.len())
+        .into_iter()
+        .map(|t| crate::SweepCell {
+            params: vec![("threads".into(), t.to_string())],
+            placement: Some("all".into()),
+        })
+        .collect()
+}
+
 /// Thread counts worth measuring up to `max`: 2^n and 2^n + 2^(n-1) (paper 002 s3.3),
 /// i.e. 1, 2, 3, 4, 6, 8, 12, 16, 24, ..., with `max` itself always last. Empty for 0.
 pub fn thread_counts(max: usize) -> Vec<usize> {

@@ -52,6 +52,36 @@ pub struct SysfsArg {
     pub sysfs: Option<PathBuf>,
 }
 
+/// Where a server workload's client side runs (load generators, pgbench, chat
+/// clients). Default: every usable CPU outside the placement's cores.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClientArgs {
+    /// Run the client side on exactly these CPUs (`3`, `2-3`, `1,3`).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
+    pub client_cpus: Option<smtlab_model::CpuSet>,
+    /// Let the --client-cpus list overlap the placement (client and server then share
+    /// CPUs, which is what is measured).
+    #[arg(long, requires = "client_cpus")]
+    pub client_share: bool,
+    /// Let the client side use SMT siblings of the placement's CPUs.
+    #[arg(long, conflicts_with = "client_cpus")]
+    pub client_siblings: bool,
+}
+
+fn parse_cpu_list(s: &str) -> Result<smtlab_model::CpuSet, String> {
+    smtlab_model::CpuSet::parse_list(s)
+        .map_err(|e| format!("expected a CPU list like 2-3 or 1,3: {e}"))
+}
+
+/// The results database of commands that store or read runs.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DbArg {
+    /// Results database. Default: $SMTLAB_DB, else $XDG_DATA_HOME/smtlab/results.db,
+    /// else ~/.local/share/smtlab/results.db.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 pub struct TopoArgs {
     #[command(flatten)]
@@ -136,14 +166,16 @@ pub struct BenchArgs {
     /// CPUs, and kernel time by system call where tracing is permitted.
     #[arg(long)]
     pub counters: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// quick (seconds: small sizes, short samples), default, or full (adds the thread-
     /// count and working-set sweeps of the papers' figures).
-    #[arg(long, default_value = "default", value_name = "SUITE")]
-    pub suite: String,
+    #[arg(long, value_enum, default_value_t = SuiteArg::Default, value_name = "SUITE")]
+    pub suite: SuiteArg,
     /// Benchmarks, groups (compute, memory, threads, os) or `all`; comma-separated or
     /// repeated. Default: all.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -152,24 +184,41 @@ pub struct RunArgs {
     /// standard placements this machine can satisfy.
     #[arg(long, value_name = "LIST")]
     pub placements: Vec<String>,
-    /// Results database. Default: $SMTLAB_DB, else $XDG_DATA_HOME/smtlab/results.db,
-    /// else ~/.local/share/smtlab/results.db.
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArg,
     /// Finish an interrupted run: the newest unfinished one, or the RUN given.
-    #[arg(long, value_name = "RUN", num_args = 0..=1, conflicts_with_all = ["suite", "bench", "placements", "counters"])]
+    #[arg(long, value_name = "RUN", num_args = 0..=1, conflicts_with_all = ["suite", "bench", "placements", "counters", "repeat"])]
     pub resume: Option<Option<String>>,
     /// Also record performance counters, /proc/stat time and syscall time with each
     /// cell (see `smtlab bench --counters`). A resumed run keeps the setting.
     #[arg(long)]
     pub counters: bool,
+    /// Measure each benchmark's placements one after the other instead of taking their
+    /// samples in turn (the default, which keeps a change of the machine's speed out of
+    /// their ratios).
+    #[arg(long)]
+    pub no_interleave: bool,
+    /// Measure every cell N times from fresh instances and pool the rounds (as `bench
+    /// --repeat`); every round is stored.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// The suites of `smtlab run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SuiteArg {
+    Quick,
+    Default,
+    Full,
 }
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
-    /// Results database (default as for `run`).
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArg,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -185,9 +234,8 @@ pub struct ReportArgs {
         allow_negative_numbers = true
     )]
     pub run: String,
-    /// Results database (default as for `run`).
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArg,
     /// Export the run as smtlab.results/1 JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -208,9 +256,8 @@ pub struct CompareArgs {
     /// Run compared against the baseline.
     #[arg(value_name = "B", allow_negative_numbers = true)]
     pub b: String,
-    /// Results database (default as for `run`).
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArg,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -227,7 +274,7 @@ pub struct CompareArgs {
 pub struct ExecArgs {
     /// Placements, comma-separated or repeated. Default: 1c1t and 1c2t; on a machine
     /// without SMT, 1c1t and 2c1t.
-    #[arg(long, value_name = "LIST")]
+    #[arg(short = 'p', long, value_name = "LIST")]
     pub placements: Vec<String>,
     /// Measured runs per placement.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -240,9 +287,12 @@ pub struct ExecArgs {
     /// 'ops/s: ([0-9.]+)').
     #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
-    /// Results database (default as for `run`).
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    /// Kill a run of the command (and everything it started) after SECS seconds and
+    /// stop with an error.
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub db: DbArg,
     /// Also record performance counters of the command and its children, and
     /// /proc/stat time of the placement's CPUs.
     #[arg(long)]
@@ -333,4 +383,11 @@ pub struct LoadArgs {
     /// Print JSON (`smtlab.load/1`) instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Ok(std::time::Duration::from_secs_f64(x)),
+        _ => Err("expected a positive number of seconds, e.g. 30 or 0.5".into()),
+    }
 }

@@ -13,7 +13,7 @@ mod render;
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
     match cmd::dispatch(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("smtlab: error: {}", one_line(e.chain()));
             ExitCode::FAILURE

@@ -285,6 +285,16 @@ impl CounterSource for PerfCounters {
         Ok(())
     }
 
+    /// Enables every counter again without zeroing it.
+    fn resume(&mut self) -> Result<(), CounterError> {
+        if self.started {
+            return Err(CounterError::State("resume while counting".into()));
+        }
+        self.each_leader("enable", |fd| fd.enable(true))?;
+        self.started = true;
+        Ok(())
+    }
+
     /// Reads every counter (running or stopped). CPU-wide counts are summed over the
     /// CPUs, each CPU's part scaled by its own enabled/running ratio.
     fn read(&mut self) -> Result<CounterValues, CounterError> {

@@ -14,6 +14,10 @@ pub trait CounterSource: Send {
     fn start(&mut self) -> Result<(), CounterError>;
     /// Stops counting; the counts stay readable.
     fn stop(&mut self) -> Result<(), CounterError>;
+    /// Counts on from where [`stop`](Self::stop) left the counts (no zeroing), so a
+    /// window can be made of several stretches (interleaved cells count their own
+    /// samples only).
+    fn resume(&mut self) -> Result<(), CounterError>;
     /// The counts so far (also while running).
     fn read(&mut self) -> Result<CounterValues, CounterError>;
 }
@@ -40,9 +44,12 @@ pub struct FakeSource {
     last: CounterValues,
     started: bool,
     ever_started: bool,
-    /// How often `start` and `stop` were called, for tests of callers.
+    /// How often `start`, `stop` and `resume` were called, for tests of callers.
     pub starts: u32,
     pub stops: u32,
+    pub resumes: u32,
+    /// Whether the source counts right now (between `start`/`resume` and `stop`).
+    pub running: bool,
 }
 
 impl FakeSource {
@@ -65,6 +72,8 @@ impl FakeSource {
             ever_started: false,
             starts: 0,
             stops: 0,
+            resumes: 0,
+            running: false,
         }
     }
 
@@ -99,6 +108,20 @@ impl CounterSource for FakeSource {
         self.started = true;
         self.ever_started = true;
         self.starts += 1;
+        self.running = true;
+        Ok(())
+    }
+
+    fn resume(&mut self) -> Result<(), CounterError> {
+        if !self.ever_started {
+            return Err(CounterError::State("resume before start".into()));
+        }
+        if self.started {
+            return Err(CounterError::State("resume while counting".into()));
+        }
+        self.started = true;
+        self.resumes += 1;
+        self.running = true;
         Ok(())
     }
 
@@ -108,6 +131,7 @@ impl CounterSource for FakeSource {
         }
         self.started = false;
         self.stops += 1;
+        self.running = false;
         Ok(())
     }
 

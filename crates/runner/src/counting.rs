@@ -14,11 +14,17 @@
 //! the workers: the measuring thread's own work between samples (timing, bookkeeping:
 //! small next to a sample).
 //!
-//! The counters are enabled when the warm-up ends and disabled when the cell finishes
-//! ([`CellCounting`] is a runner [`Observer`]), so they cover the measured samples only,
-//! and the work those samples did gives per-unit costs (instructions per operation or
-//! byte, CPU ns per operation). Calibration and warm-up run with the counters disabled;
-//! tasks created meanwhile inherit them disabled and are enabled with them.
+//! The counters are enabled around each measured sample and disabled in between
+//! ([`CellCounting::resume`] and [`CellCounting::pause`], called by the session), so
+//! they cover the measured samples only, even when several cells take turns, and the
+//! work those samples did gives per-unit costs (instructions per operation or byte,
+//! CPU ns per operation). Calibration and warm-up run with the counters disabled; tasks
+//! created meanwhile inherit them disabled and are enabled with them. Interleaved cells
+//! are each prepared and measured on their own thread with their own counters, so each
+//! cell's workers inherit only that cell's counters.
+//!
+//! The counter source, the `/proc/stat` sampler and the clock come through
+//! [`CountingBackend`] and [`Clock`], so the arithmetic is tested with fakes.
 //!
 //! Helper threads must not be counted as workers: the `/proc/stat` sampler and the
 //! syscall tracer's control thread are started *before* the counters are opened, so
@@ -44,7 +50,7 @@
 use std::ops::ControlFlow;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use smtlab_counters::{
     CounterError, CounterSource, PerfCounters, PerfOptions, ProcStatSampler, SamplerOptions,
@@ -57,6 +63,7 @@ use smtlab_model::counters::os_time::OsTimeSeries;
 use smtlab_model::counters::syscalls::SyscallProfile;
 use smtlab_model::counters::{CellCounters, CounterAvailability, CounterTarget, CounterValues};
 
+use crate::clock::{Clock, Monotonic};
 use crate::observer::{Event, Observer};
 
 /// What the window of a benchmark cell covers, as stored in [`CellCounters::window`].
@@ -76,6 +83,27 @@ impl CountingSetup {
     pub fn probe() -> CountingSetup {
         CountingSetup {
             availability: smtlab_counters::availability(),
+            os_interval: Duration::from_millis(100),
+        }
+    }
+
+    /// What a [`FakeBackend`] offers: software counters, nothing else.
+    pub fn fake() -> CountingSetup {
+        use smtlab_model::counters::ClassStatus;
+        let no = || ClassStatus::no("not in this test");
+        CountingSetup {
+            availability: CounterAvailability {
+                perf_event_paranoid: None,
+                hardware: no(),
+                software: ClassStatus {
+                    available: true,
+                    reason: None,
+                },
+                kernel_mode: no(),
+                cpu_wide: no(),
+                syscall_tracing: no(),
+                events: Vec::new(),
+            },
             os_interval: Duration::from_millis(100),
         }
     }
@@ -206,20 +234,96 @@ fn gettid() -> i32 {
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
+/// A running `/proc/stat` sampler, behind a trait so tests can fake it.
+pub trait OsSampler: Send {
+    /// Ends sampling and returns the series.
+    fn finish(self: Box<Self>) -> Result<OsTimeSeries, String>;
+}
+
+impl OsSampler for ProcStatSampler {
+    fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
+        ProcStatSampler::stop(*self).map_err(|e| e.to_string())
+    }
+}
+
+/// Where a cell's counting comes from: the machine ([`Machine`]) or fakes in tests.
+pub trait CountingBackend: Send + Sync {
+    /// Counters of the calling thread and everything it starts later (`inherit`).
+    fn open_counters(&self) -> Result<Box<dyn CounterSource>, String>;
+    /// Starts sampling the `/proc/stat` time of `cpus`, every `interval`, from a thread
+    /// pinned to `pin_cpu` when given.
+    fn start_os_sampler(
+        &self,
+        cpus: &CpuSet,
+        interval: Duration,
+        pin_cpu: Option<u32>,
+    ) -> Result<Box<dyn OsSampler>, String>;
+    /// Whether kernel time by system call can be traced (real tracepoints only).
+    fn can_trace(&self) -> bool {
+        false
+    }
+    /// The clock of the `/proc/stat` series (where the steady state begins).
+    fn clock(&self) -> Box<dyn Clock> {
+        Box::new(Monotonic)
+    }
+}
+
+/// The real machine: perf_event counters, `/proc/stat`, tracefs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Machine;
+
+impl CountingBackend for Machine {
+    fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
+        let target = CounterTarget::Thread {
+            tid: 0,
+            inherit: true,
+        };
+        PerfCounters::open(target, &PerfOptions::all())
+            .map(|c| Box::new(c) as Box<dyn CounterSource>)
+            .map_err(|e| e.to_string())
+    }
+
+    fn start_os_sampler(
+        &self,
+        cpus: &CpuSet,
+        interval: Duration,
+        pin_cpu: Option<u32>,
+    ) -> Result<Box<dyn OsSampler>, String> {
+        let options = SamplerOptions {
+            interval,
+            pin_cpu,
+            ..SamplerOptions::default()
+        };
+        ProcStatSampler::start(cpus, options)
+            .map(|s| Box::new(s) as Box<dyn OsSampler>)
+            .map_err(|e| e.to_string())
+    }
+
+    fn can_trace(&self) -> bool {
+        true
+    }
+}
+
 /// Counting for one cell, from before the benchmark is prepared until it is measured.
 /// Create it on the thread that will prepare and measure the benchmark.
+///
+/// The counted window is made of stretches: [`resume`](Self::resume) before each
+/// measured sample and [`pause`](Self::pause) after it, so a cell interleaved with
+/// others counts its own samples only; the first `resume` zeroes the counters.
 pub struct CellCounting {
     hardware_unavailable: Option<String>,
-    sampler: Option<ProcStatSampler>,
-    sampler_t0: Instant,
+    sampler: Option<Box<dyn OsSampler>>,
+    clock: Box<dyn Clock>,
+    sampler_t0_ns: u64,
     os_time: Option<OsTimeSeries>,
     os_time_unavailable: Option<String>,
     trace: Option<TraceControl>,
     syscalls: Option<SyscallProfile>,
     syscalls_window: Option<String>,
     syscalls_unavailable: Option<String>,
-    counters: Option<PerfCounters>,
+    counters: Option<Box<dyn CounterSource>>,
     started: bool,
+    running: bool,
     steady_from_ns: Option<u64>,
     values: Option<CounterValues>,
     work_unit: Option<String>,
@@ -229,40 +333,45 @@ pub struct CellCounting {
 }
 
 impl CellCounting {
+    /// [`CellCounting::begin_with`] on the real machine and clock.
+    pub fn begin(setup: &CountingSetup, cpus: &CpuSet, sampler_cpu: Option<u32>) -> CellCounting {
+        CellCounting::begin_with(setup, &Machine, cpus, sampler_cpu)
+    }
+
     /// Starts the `/proc/stat` sampler on `cpus` (the placement's CPUs; pinned to
     /// `sampler_cpu` when there is a spare CPU), opens the syscall tracepoints where
     /// tracing is available, then the counters on the calling thread with `inherit`.
-    /// Counting starts with [`start`](Self::start) (or the runner's warm-up-done event).
-    pub fn begin(setup: &CountingSetup, cpus: &CpuSet, sampler_cpu: Option<u32>) -> CellCounting {
-        let sampler_options = SamplerOptions {
-            interval: setup.os_interval,
-            pin_cpu: sampler_cpu,
-            ..SamplerOptions::default()
-        };
-        let (sampler, os_time_unavailable) = match ProcStatSampler::start(cpus, sampler_options) {
-            Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(e.to_string())),
-        };
-        let sampler_t0 = Instant::now();
+    /// The window opens with the first [`resume`](Self::resume).
+    pub fn begin_with(
+        setup: &CountingSetup,
+        backend: &dyn CountingBackend,
+        cpus: &CpuSet,
+        sampler_cpu: Option<u32>,
+    ) -> CellCounting {
+        let (sampler, os_time_unavailable) =
+            match backend.start_os_sampler(cpus, setup.os_interval, sampler_cpu) {
+                Ok(s) => (Some(s), None),
+                Err(e) => (None, Some(e)),
+            };
+        let clock = backend.clock();
+        let sampler_t0_ns = clock.now_ns();
         let (trace, syscalls_unavailable) = match &setup.availability.syscall_tracing.reason {
             Some(r) => (None, Some(r.clone())),
+            None if !backend.can_trace() => (None, Some("not traced here".to_string())),
             None => match TraceControl::open(gettid()) {
                 Ok(t) => (Some(t), None),
                 Err(r) => (None, Some(r)),
             },
         };
-        let target = CounterTarget::Thread {
-            tid: 0,
-            inherit: true,
-        };
-        let (counters, error) = match PerfCounters::open(target, &PerfOptions::all()) {
+        let (counters, error) = match backend.open_counters() {
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(format!("cannot open the counters: {e}"))),
         };
         CellCounting {
             hardware_unavailable: setup.availability.hardware.reason.clone(),
             sampler,
-            sampler_t0,
+            clock,
+            sampler_t0_ns,
             os_time: None,
             os_time_unavailable,
             trace,
@@ -271,6 +380,7 @@ impl CellCounting {
             syscalls_unavailable,
             counters,
             started: false,
+            running: false,
             steady_from_ns: None,
             values: None,
             work_unit: None,
@@ -285,19 +395,56 @@ impl CellCounting {
         }
     }
 
-    /// Zeroes and enables the counters: the window begins.
-    pub fn start(&mut self) {
-        if self.started {
+    /// Counts on: the first call zeroes and enables the counters (the window begins),
+    /// later ones enable them again without zeroing.
+    pub fn resume(&mut self) {
+        if self.running || self.values.is_some() {
             return;
         }
+        let first = !self.started;
         self.started = true;
-        self.steady_from_ns = Some(self.sampler_t0.elapsed().as_nanos() as u64);
-        if let Some(c) = self.counters.as_mut()
-            && let Err(e) = c.start()
-        {
-            let e = format!("cannot start the counters: {e}");
-            self.note_error(e);
+        self.running = true;
+        if first {
+            self.steady_from_ns = Some(self.clock.now_ns().saturating_sub(self.sampler_t0_ns));
         }
+        if let Some(c) = self.counters.as_mut() {
+            let r = if first { c.start() } else { c.resume() };
+            if let Err(e) = r {
+                self.note_error(format!("cannot start the counters: {e}"));
+            }
+        }
+    }
+
+    /// Stops counting until the next [`resume`](Self::resume).
+    pub fn pause(&mut self) {
+        if !self.running {
+            return;
+        }
+        self.running = false;
+        if let Some(c) = self.counters.as_mut()
+            && let Err(e) = c.stop()
+        {
+            self.note_error(format!("cannot stop the counters: {e}"));
+        }
+    }
+
+    /// Zeroes and enables the counters: the window begins (as the first `resume`).
+    pub fn start(&mut self) {
+        if !self.started {
+            self.resume();
+        }
+    }
+
+    /// Whether the counters count right now.
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    /// Says `/proc/stat` time cannot be kept, with `reason` (e.g. other cells ran on
+    /// the same CPUs during the window).
+    pub fn drop_os_time(&mut self, reason: &str) {
+        self.sampler = None;
+        self.os_time_unavailable = Some(reason.to_string());
     }
 
     /// Disables and reads the counters and ends `/proc/stat` sampling: the window ends.
@@ -306,8 +453,9 @@ impl CellCounting {
         if !self.started || self.values.is_some() {
             return;
         }
+        self.pause();
         if let Some(c) = self.counters.as_mut() {
-            match c.stop().and_then(|()| c.read()) {
+            match c.read() {
                 Ok(v) => self.values = Some(v),
                 Err(e) => {
                     let e = format!("cannot read the counters: {e}");
@@ -315,9 +463,9 @@ impl CellCounting {
                 }
             }
         }
-        match self.sampler.take().map(ProcStatSampler::stop) {
+        match self.sampler.take().map(OsSampler::finish) {
             Some(Ok(s)) => self.os_time = Some(s),
-            Some(Err(e)) => self.os_time_unavailable = Some(e.to_string()),
+            Some(Err(e)) => self.os_time_unavailable = Some(e),
             None => {}
         }
         self.work = work;
@@ -367,10 +515,8 @@ impl CellCounting {
                 self.syscalls_unavailable = Some("no traced sample was taken".into());
             }
         }
-        if let Some(s) = self.sampler.take() {
-            // The window never closed; the error below says so.
-            drop(s);
-        }
+        // A window that never closed: the error below says so.
+        self.sampler = None;
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -400,9 +546,12 @@ impl CellCounting {
 }
 
 impl Observer for CellCounting {
-    /// Opens the window when the warm-up is done and closes it when the cell finishes,
-    /// with the measured samples' work in the unit of the benchmark's work (bytes for
-    /// bandwidths, operations otherwise). Never stops the cell.
+    /// Counts the measured samples of a cell measured with [`crate::measure`]: on
+    /// around each sample would need the runner's help, so this opens the window when
+    /// the warm-up is done and closes it when the cell finishes, with the measured
+    /// samples' work in the unit of the benchmark's work (bytes for bandwidths,
+    /// operations otherwise). Never stops the cell. The session counts each sample on
+    /// its own instead.
     fn event(&mut self, event: &Event<'_>) -> ControlFlow<()> {
         match event {
             Event::CellStarted { info, .. } => {
@@ -417,5 +566,112 @@ impl Observer for CellCounting {
             _ => {}
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// Counting without the machine, for tests of the runner and its callers: every
+/// counter group it opens is a [`smtlab_counters::FakeSource`] reading `values`, kept
+/// (with the thread that opened it) so a test can check when it counted; the
+/// `/proc/stat` series is `os_time` (or the sampler fails with a reason); the clock is
+/// a [`crate::FakeClock`].
+pub struct FakeBackend {
+    pub values: smtlab_model::counters::CounterValues,
+    pub os_time: Option<OsTimeSeries>,
+    pub clock: std::sync::Arc<crate::FakeClock>,
+    /// Every counter group opened so far, with the thread that opened it.
+    pub opened: std::sync::Mutex<Vec<(std::thread::ThreadId, SharedFake)>>,
+}
+
+/// A [`smtlab_counters::FakeSource`] the backend and a test both hold.
+pub type SharedFake = std::sync::Arc<std::sync::Mutex<smtlab_counters::FakeSource>>;
+
+impl FakeBackend {
+    pub fn new(
+        values: smtlab_model::counters::CounterValues,
+        os_time: Option<OsTimeSeries>,
+        clock: std::sync::Arc<crate::FakeClock>,
+    ) -> FakeBackend {
+        FakeBackend {
+            values,
+            os_time,
+            clock,
+            opened: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The counter group opened on the calling thread, if any.
+    pub fn source_of_this_thread(&self) -> Option<SharedFake> {
+        let me = std::thread::current().id();
+        let opened = self.opened.lock().ok()?;
+        opened
+            .iter()
+            .find(|(t, _)| *t == me)
+            .map(|(_, s)| std::sync::Arc::clone(s))
+    }
+}
+
+struct SharedSource(SharedFake);
+
+impl CounterSource for SharedSource {
+    fn start(&mut self) -> Result<(), CounterError> {
+        self.0.lock().expect("fake source").start()
+    }
+    fn stop(&mut self) -> Result<(), CounterError> {
+        self.0.lock().expect("fake source").stop()
+    }
+    fn resume(&mut self) -> Result<(), CounterError> {
+        self.0.lock().expect("fake source").resume()
+    }
+    fn read(&mut self) -> Result<CounterValues, CounterError> {
+        self.0.lock().expect("fake source").read()
+    }
+}
+
+struct FixedSeries(OsTimeSeries);
+
+impl OsSampler for FixedSeries {
+    fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
+        Ok(self.0)
+    }
+}
+
+struct ClockRef(std::sync::Arc<crate::FakeClock>);
+
+impl Clock for ClockRef {
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+}
+
+impl CountingBackend for FakeBackend {
+    fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
+        let source: SharedFake = std::sync::Arc::new(std::sync::Mutex::new(
+            smtlab_counters::FakeSource::new(self.values.clone()),
+        ));
+        self.opened
+            .lock()
+            .map_err(|_| "fake backend poisoned".to_string())?
+            .push((std::thread::current().id(), std::sync::Arc::clone(&source)));
+        Ok(Box::new(SharedSource(source)))
+    }
+
+    fn start_os_sampler(
+        &self,
+        cpus: &CpuSet,
+        _interval: Duration,
+        _pin_cpu: Option<u32>,
+    ) -> Result<Box<dyn OsSampler>, String> {
+        match &self.os_time {
+            Some(s) => {
+                let mut s = s.clone();
+                s.cpus = cpus.clone();
+                Ok(Box::new(FixedSeries(s)))
+            }
+            None => Err("no /proc/stat in this test".into()),
+        }
+    }
+
+    fn clock(&self) -> Box<dyn Clock> {
+        Box::new(ClockRef(std::sync::Arc::clone(&self.clock)))
     }
 }

@@ -31,6 +31,11 @@
 //! [`rounds::pool`] joins the rounds of a cell measured several times (`--repeat`), so
 //! the disagreement between repetitions is shown beside the within-cell interval.
 //!
+//! [`session::Session`] is the one engine `bench`, `run` and `exec` use: it measures
+//! groups of cells (client side, counters around each cell's own samples, rounds,
+//! interleaving) on a thread per cell and pushes records and skipped cells to its
+//! observer as they are done. [`exec::CommandBench`] makes a user's command a benchmark.
+//!
 //! The runner never prints: it pushes [`Event`]s to an [`Observer`]. Time comes from a
 //! [`Clock`], so tests drive everything with a [`FakeClock`] and fake instances.
 //! [`stats::ratio`] compares two cells (SMT yield) with a Fieller confidence interval.
@@ -41,12 +46,14 @@ pub mod clock;
 pub mod config;
 pub mod counting;
 pub mod error;
+pub mod exec;
 pub mod interleave;
 mod measure;
 pub mod observer;
 pub mod plan;
 pub mod result;
 pub mod rounds;
+pub mod session;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
 pub mod value;

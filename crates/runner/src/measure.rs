@@ -85,6 +85,19 @@ impl<'a> Measurement<'a> {
         clock: &'a dyn Clock,
         observer: &'a mut dyn Observer,
     ) -> Result<Self, RunError> {
+        Self::begin_with_warmup(instance, info, cfg, clock, observer, None)
+    }
+
+    /// As [`Measurement::begin`], with exactly `warmup_samples` warm-up samples (0
+    /// allowed) instead of `cfg.warmup_ns` of them, when given (`exec --warmup N`).
+    pub fn begin_with_warmup(
+        instance: &'a mut dyn Instance,
+        info: &'a BenchInfo,
+        cfg: &'a RunConfig,
+        clock: &'a dyn Clock,
+        observer: &'a mut dyn Observer,
+        warmup_samples: Option<usize>,
+    ) -> Result<Self, RunError> {
         crate::config::validate(cfg)?;
         let start_ns = clock.now_ns();
         let fixed_iterations = instance.fixed_iterations();
@@ -145,11 +158,17 @@ impl<'a> Measurement<'a> {
         };
         // Leave room for the minimum number of measured samples after the warm-up.
         let reserve = cfg.min_samples as u64 + 1;
-        while warmup.samples == 0
-            || (warmup.elapsed_ns < cfg.warmup_ns
-                && warmup.samples < MAX_WARMUP_SAMPLES
-                && cell.fits(predicted_wall_ns.saturating_mul(reserve)))
-        {
+        let more_warmup =
+            |warmup: &Warmup, cell: &Cell<'_>, predicted_wall_ns: u64| match warmup_samples {
+                Some(n) => warmup.samples < n,
+                None => {
+                    warmup.samples == 0
+                        || (warmup.elapsed_ns < cfg.warmup_ns
+                            && warmup.samples < MAX_WARMUP_SAMPLES
+                            && cell.fits(predicted_wall_ns.saturating_mul(reserve)))
+                }
+            };
+        while more_warmup(&warmup, &cell, predicted_wall_ns) {
             let (raw, wall_ns) = cell.run(iterations, Phase::Warmup)?;
             warmup.samples += 1;
             warmup.elapsed_ns = warmup.elapsed_ns.saturating_add(raw.elapsed_ns);
@@ -201,6 +220,11 @@ impl<'a> Measurement<'a> {
             self.stop_reason = Some(reason);
         }
         outcome.map(|r| r.is_some())
+    }
+
+    /// Measured samples taken so far.
+    pub fn samples_taken(&self) -> usize {
+        self.samples.len()
     }
 
     /// Whether [`Measurement::step`] has nothing left to do.
@@ -259,10 +283,11 @@ impl<'a> Measurement<'a> {
             cpu_ns,
             start_spread_ns,
             cpus,
-            metrics,
+            mut metrics,
             series: raw_series,
             ..
         } = raw;
+        metrics.remove(crate::value::OWN_VALUE);
         for (name, mut points) in raw_series {
             self.series.entry(name).or_default().append(&mut points);
         }

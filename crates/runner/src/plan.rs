@@ -4,10 +4,11 @@
 //! * `quick`: every benchmark once per placement with its quick parameters (small
 //!   buffers, few events), measured with `RunConfig::quick()`: a smoke test in seconds.
 //! * `default`: every benchmark once per placement with default parameters.
-//! * `full`: `default` plus the sweeps of the papers' figures: compute and memory
-//!   bandwidth over thread counts 1, 2, 3, 4, 6, 8, ... on `all` (paper 002 Figs 1-6),
-//!   the memory latency working-set sweep on `1c1t` (cache levels), and detached
-//!   thread creation beside joinable (paper 002 Fig 9).
+//! * `full`: `default` plus the sweeps of the papers' figures, which each benchmark
+//!   names itself ([`Benchmark::sweep`]): compute and memory bandwidth over thread
+//!   counts 1, 2, 3, 4, 6, 8, ... on `all` (paper 002 Figs 1-6), the memory latency
+//!   working-set sweep on `1c1t` (cache levels), and detached thread creation beside
+//!   joinable (paper 002 Fig 9).
 //!
 //! The plan only names cells; whether a placement fits the machine and whether a
 //! benchmark can run on it is found out when the cell is measured, and recorded.
@@ -15,8 +16,6 @@
 use std::collections::BTreeMap;
 
 use smtlab_bench::Benchmark;
-use smtlab_bench::memory::latency_sweep_sizes;
-use smtlab_bench::workers::thread_counts;
 use smtlab_model::{CellKey, Topology};
 
 pub use smtlab_bench::Suite;
@@ -45,6 +44,24 @@ fn key(bench: &str, params: &BTreeMap<String, String>, placement: &str) -> CellK
     }
 }
 
+/// `threads=auto` on `all` already is the full width: a sweep point at that width on
+/// `all` measures the same thing again when the run has `all`.
+fn duplicates_all_at_full_width(
+    base: &BTreeMap<String, String>,
+    params: &BTreeMap<String, String>,
+    placement: Option<&str>,
+    placements: &[String],
+    topo: &Topology,
+) -> bool {
+    placement == Some("all")
+        && placements.iter().any(|p| p == "all")
+        && base.get("threads").map(String::as_str) == Some("auto")
+        && params.get("threads") == Some(&topo.cpus.len().to_string())
+        && params
+            .iter()
+            .all(|(k, v)| k == "threads" || base.get(k) == Some(v))
+}
+
 /// The cells of a run, in measuring order: benchmark by benchmark (catalog order), and
 /// within one benchmark every parameter set on every placement, so a benchmark's
 /// placements are measured close together in time.
@@ -67,6 +84,10 @@ pub fn plan(
         for extra in bench.sweep(suite, topo) {
             let mut p = base.clone();
             p.extend(extra.params.iter().cloned());
+            if duplicates_all_at_full_width(&base, &p, extra.placement.as_deref(), placements, topo)
+            {
+                continue;
+            }
             match &extra.placement {
                 Some(on) => cells.push(key(&name, &p, on)),
                 None => {
@@ -75,38 +96,6 @@ pub fn plan(
                     }
                 }
             }
-        }
-        if suite != Suite::Full {
-            continue;
-        }
-        let with = |k: &str, v: String| {
-            let mut p = base.clone();
-            p.insert(k.to_string(), v);
-            p
-        };
-        match name.as_str() {
-            "int-ops" | "fp-ops" | "mem-read" | "mem-write" | "mem-copy" => {
-                let width = topo.cpus.len();
-                // threads=auto on `all` already is the full width.
-                let has_all = placements.iter().any(|p| p == "all");
-                for t in thread_counts(width)
-                    .into_iter()
-                    .filter(|&t| !(has_all && t == width))
-                {
-                    cells.push(key(&name, &with("threads", t.to_string()), "all"));
-                }
-            }
-            "mem-latency" => {
-                for size in latency_sweep_sizes(topo) {
-                    cells.push(key(&name, &with("size", size.to_string()), "1c1t"));
-                }
-            }
-            "pthread-create" => {
-                for placement in placements {
-                    cells.push(key(&name, &with("mode", "detached".into()), placement));
-                }
-            }
-            _ => {}
         }
     }
     // A sweep point can coincide with a base cell (the latency sweep ends at the default size).

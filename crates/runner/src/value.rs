@@ -22,8 +22,15 @@ pub enum ValueError {
     BadScale(String),
 }
 
+/// The metric of a sample that states its value itself, in the benchmark's unit, rather
+/// than leaving it to be computed from time and work: a command's wall time in seconds
+/// or the number it printed (`exec`). The runner takes it as the value and does not keep
+/// it among the sample's metrics.
+pub const OWN_VALUE: &str = "value";
+
 /// Computes a sample's value.
 ///
+/// * A sample with the [`OWN_VALUE`] metric: that number, nothing subtracted.
 /// * `Rate { scale }`: `work / (elapsed_ns / 1e9) / scale`, uncorrected: overheads are
 ///   part of what a throughput pays.
 /// * `TimePerOp`: `(elapsed_ns - overhead_ns) / work`. By the bench contract
@@ -32,6 +39,15 @@ pub enum ValueError {
 ///   clock-cost figure a second time. The subtraction is capped at `elapsed_ns`, so a
 ///   value can reach 0 but never go negative.
 pub fn sample_value(kind: ValueKind, raw: &RawSample) -> Result<Value, ValueError> {
+    if let Some(&value) = raw.metrics.get(OWN_VALUE) {
+        if !value.is_finite() {
+            return Err(ValueError::BadWork(format!("own value {value}")));
+        }
+        return Ok(Value {
+            value,
+            subtracted_ns: 0.0,
+        });
+    }
     if raw.elapsed_ns == 0 {
         return Err(ValueError::ZeroElapsed);
     }

@@ -93,6 +93,11 @@ impl Benchmark for Compute {
         }
     }
 
+    /// `full`: thread counts 1, 2, 3, 4, 6, 8, ... on `all` (paper 002 Figs 1-6).
+    fn sweep(&self, suite: crate::Suite, topo: &smtlab_model::Topology) -> Vec<crate::SweepCell> {
+        crate::workers::thread_sweep(suite, topo)
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.name();
         let threads = threads_param(name, ctx)?;

@@ -209,6 +209,11 @@ impl Benchmark for Bandwidth {
         }
     }
 
+    /// `full`: thread counts 1, 2, 3, 4, 6, 8, ... on `all` (paper 002 Figs 1-6).
+    fn sweep(&self, suite: crate::Suite, topo: &smtlab_model::Topology) -> Vec<crate::SweepCell> {
+        crate::workers::thread_sweep(suite, topo)
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.name();
         let pages = pages_param(ctx)?;
@@ -274,6 +279,20 @@ impl Benchmark for Latency {
                 pages_info(),
             ],
         }
+    }
+
+    /// `full`: the working-set sweep on `1c1t`, through the cache levels.
+    fn sweep(&self, suite: crate::Suite, topo: &Topology) -> Vec<crate::SweepCell> {
+        if suite != crate::Suite::Full {
+            return Vec::new();
+        }
+        latency_sweep_sizes(topo)
+            .into_iter()
+            .map(|size| crate::SweepCell {
+                params: vec![("size".into(), size.to_string())],
+                placement: Some("1c1t".into()),
+            })
+            .collect()
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

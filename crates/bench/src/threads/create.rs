@@ -85,6 +85,14 @@ impl Benchmark for PthreadCreate {
         )
     }
 
+    /// `full`: detached threads beside joinable ones on every placement (paper 002 Fig 9).
+    fn sweep(&self, suite: crate::Suite, _topo: &smtlab_model::Topology) -> Vec<crate::SweepCell> {
+        if suite != crate::Suite::Full {
+            return Vec::new();
+        }
+        vec![crate::SweepCell::everywhere(&[("mode", "detached".into())])]
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let mode = Mode::parse(ctx.params.get_str("mode")?)?;
         let parent_cpu = ctx.placement.cpu_for_thread(0);

@@ -4,19 +4,21 @@
 
 use std::path::Path;
 
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
+
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use smtlab_bench::{BenchContext, Benchmark, Params};
-use smtlab_model::counters::CellCounters;
+use smtlab_bench::{Benchmark, Params};
 use smtlab_model::{
-    BenchInfo, CellKey, CellRecord, CellResult, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus,
-    SkippedCell,
+    BenchInfo, CellKey, CellRecord, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };
-use smtlab_model::{ResolvedPlacement, Topology};
-use smtlab_runner::counting::{CountingSetup, SAMPLES_WINDOW};
-use smtlab_runner::interleave::{Turn, interleave};
+use smtlab_runner::counting::{CountingSetup, Machine};
+use smtlab_runner::session::{
+    CellPlan, Counting, Group, Measured, Session, SessionObserver, param_map,
+};
 use smtlab_runner::stats::{Ratio, ratio};
-use smtlab_runner::{Monotonic, NoopObserver, Observer, RunConfig, measure_overheads};
+use smtlab_runner::{Monotonic, RunConfig, measure_overheads};
 
 use super::{emit, json_text};
 use crate::args::BenchArgs;
@@ -42,19 +44,26 @@ struct BenchOutput<'a> {
 }
 
 pub fn run(args: &BenchArgs) -> Result<()> {
-    if args.interleave && args.counters {
-        bail!(
-            "--interleave with --counters: counters are recorded for cells measured one at a time; drop one of them"
-        );
-    }
-    if args.repeat > 1 && args.counters {
-        bail!(
-            "--repeat {} with --counters: counters are recorded for single rounds only; drop one of them",
-            args.repeat
-        );
-    }
+    // Everything is checked before anything is printed or measured.
     let benches = select(&args.names)?;
     check_params(&benches, &args.params)?;
+    let several = benches.len() > 1;
+    // A key given twice is a sweep: one parameter set per combination, all checked
+    // before measuring.
+    let mut resolved_params = Vec::with_capacity(benches.len());
+    for bench in &benches {
+        let info = bench.info();
+        // With several benchmarks a parameter applies to those that declare it.
+        let given: Vec<String> = args
+            .params
+            .iter()
+            .filter(|p| !several || declares(&info, p))
+            .cloned()
+            .collect();
+        for params in smtlab_bench::params::sweep(&info, &given, args.quick)? {
+            resolved_params.push((bench, info.clone(), params));
+        }
+    }
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
     let specs = if args.placements.is_empty() {
@@ -96,7 +105,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             eprintln!("note: {line}");
         }
     }
-
     if !args.json && !topo.smt_visible() {
         eprintln!(
             "note: no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
@@ -105,136 +113,69 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let env = capture(&topo);
     let started = unix_now_s();
-    let several = benches.len() > 1;
-    let mut cells: Vec<CellRecord> = Vec::new();
-    let mut skipped: Vec<SkippedCell> = Vec::new();
-    // A key given twice is a sweep: one job per combination, all checked before measuring.
-    let mut jobs: Vec<(&Box<dyn Benchmark>, BenchInfo, Params)> = Vec::new();
-    for bench in &benches {
-        let info = bench.info();
-        // With several benchmarks a parameter applies to those that declare it.
-        let given: Vec<String> = args
-            .params
-            .iter()
-            .filter(|p| !several || declares(&info, p))
-            .cloned()
-            .collect();
-        for params in smtlab_bench::params::sweep(&info, &given, args.quick)? {
-            jobs.push((bench, info.clone(), params));
-        }
+
+    // One group per benchmark: its placements, measured together when interleaving.
+    let groups: Vec<Group<'_>> = resolved_params
+        .iter()
+        .map(|(bench, info, params)| {
+            specs
+                .iter()
+                .zip(&placements)
+                .map(|(spec, placement)| CellPlan {
+                    bench: bench.as_ref(),
+                    info: info.clone(),
+                    params: params.clone(),
+                    key: CellKey {
+                        benchmark: info.name.clone(),
+                        params: param_map(params),
+                        placement: spec.clone(),
+                    },
+                    placement: Ok(placement.clone()),
+                    work_unit: None,
+                    warmup_samples: None,
+                })
+                .collect()
+        })
+        .collect();
+    let stop = AtomicBool::new(false);
+    let session = Session {
+        topo: &topo,
+        cfg: &cfg,
+        clock: &Monotonic,
+        client_rule: super::client_rule(&args.client),
+        counting: setup.as_ref().map(|setup| Counting {
+            setup,
+            backend: &Machine,
+        }),
+        repeat: args.repeat as usize,
+        interleave: args.interleave,
+        stop: &stop,
+        cell_state: Some(&super::smt::cell_state),
+    };
+    let headings: Vec<(BenchInfo, Params)> = resolved_params
+        .iter()
+        .map(|(_, info, params)| (info.clone(), params.clone()))
+        .collect();
+    let mut printer = BenchPrinter {
+        json: args.json,
+        several,
+        params: &headings,
+        cells: Vec::new(),
+        skipped: Vec::new(),
+        first_of_bench: 0,
+        heading_for: None,
+        error: None,
+        write_error: None,
+    };
+    session.run(groups, &mut printer);
+    printer.flush_details();
+    if let Some(e) = printer.write_error.take() {
+        return Err(e);
     }
-    for (bench, info, params) in jobs {
-        if !args.json {
-            emit(&render::bench::heading(&info, &params))?;
-        }
-        let first = cells.len();
-        let rounds = args.repeat as usize;
-        // The rounds measured so far, per placement; `None` once that placement failed.
-        let mut measured: Vec<Option<Vec<CellResult>>> = vec![Some(Vec::new()); specs.len()];
-        for round in 0..rounds {
-            let mut turns = if args.interleave {
-                let active: Vec<bool> = measured.iter().map(Option::is_some).collect();
-                measure_in_turn(
-                    bench.as_ref(),
-                    &info,
-                    &params,
-                    &placements,
-                    &active,
-                    &topo,
-                    &cfg,
-                )
-            } else {
-                Vec::new()
-            };
-            for (i, (spec_text, placement)) in specs.iter().zip(&placements).enumerate() {
-                let Some(done) = measured[i].as_mut() else {
-                    continue;
-                };
-                let outcome = match turns.get_mut(i).and_then(Option::take) {
-                    Some(r) => r.map(|r| (r, None, None)),
-                    None => smtlab_runner::client::client_for(
-                        bench.as_ref(),
-                        &topo,
-                        placement,
-                        &smtlab_placement::ClientRule::Apart,
-                    )
-                    .map_err(anyhow::Error::msg)
-                    .and_then(|client| {
-                        // 1c1t-up: the other CPUs offline for this cell only.
-                        let _up = super::smt::enter_uniprocessor(placement, bench.client_side())?;
-                        let ctx = BenchContext {
-                            params: &params,
-                            placement,
-                            topology: &topo,
-                            client: client.as_ref(),
-                        };
-                        measure_cell(bench.as_ref(), &info, &ctx, &cfg, setup.as_ref())
-                    }),
-                };
-                let (result, counters, counters_note) = match outcome {
-                    Ok(m) => m,
-                    // One benchmark that cannot run on one placement (c2c-latency on
-                    // a single CPU) should not cost the rest of a multi-benchmark run.
-                    Err(e) if several => {
-                        let reason = format!("{e:#}");
-                        if !args.json {
-                            emit(&format!("  skipped on {}: {reason}\n", placement.name))?;
-                        }
-                        skipped.push(SkippedCell {
-                            key: CellKey {
-                                benchmark: info.name.clone(),
-                                params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-                                placement: spec_text.clone(),
-                            },
-                            reason,
-                        });
-                        measured[i] = None;
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(e)
-                            .with_context(|| format!("{} on {}", info.name, placement.name));
-                    }
-                };
-                done.push(result);
-                if round + 1 < rounds {
-                    continue;
-                }
-                let result = smtlab_runner::rounds::pool(std::mem::take(done))
-                    .expect("every round of this placement was measured");
-                let cell = CellRecord {
-                    benchmark: info.name.clone(),
-                    group: info.group.clone(),
-                    unit: info.unit.clone(),
-                    direction: info.direction,
-                    params: params.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-                    placement_spec: spec_text.clone(),
-                    placement: placement.clone(),
-                    result,
-                    counters,
-                };
-                if !args.json {
-                    let baseline = cells.get(first).map(|c| &c.result.summary);
-                    emit(&render::bench::row(&cell, baseline))?;
-                    if let Some(c) = &cell.counters {
-                        emit(&format!(
-                            "  counters: {}\n",
-                            smtlab_report::counters::line(c)
-                        ))?;
-                    }
-                    if let Some(note) = counters_note {
-                        emit(&format!("  {note}\n"))?;
-                    }
-                } else if let Some(note) = counters_note {
-                    eprintln!("note: {} on {}: {note}", info.name, placement.name);
-                }
-                cells.push(cell);
-            }
-        }
-        if !args.json {
-            emit(&render::bench::details(&cells[first..]))?;
-        }
+    if let Some(e) = printer.error.take() {
+        bail!(e);
     }
+    let BenchPrinter { cells, skipped, .. } = printer;
     let comparisons = compare(&cells);
     if args.json {
         let now = unix_now_s();
@@ -269,97 +210,115 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Prepares and measures one cell; with `setup`, counts it (counting opens before
-/// `prepare`, so the workers it starts are counted).
-fn measure_cell(
-    bench: &dyn Benchmark,
-    info: &BenchInfo,
-    ctx: &BenchContext<'_>,
-    cfg: &RunConfig,
-    setup: Option<&CountingSetup>,
-) -> Result<(CellResult, Option<CellCounters>, Option<String>)> {
-    let mut counting = setup.map(|s| super::counting::begin(s, ctx.placement, ctx.topology));
-    let outcome = bench
-        .prepare(ctx)
-        .map_err(anyhow::Error::from)
-        .and_then(|mut i| {
-            let observer: &mut dyn Observer = match counting.as_mut() {
-                Some(c) => c,
-                None => &mut NoopObserver,
-            };
-            let r = smtlab_runner::measure(i.as_mut(), info, cfg, &Monotonic, observer)?;
-            if let Some(c) = counting.as_mut() {
-                super::counting::trace_extra_sample(c, i.as_mut(), r.iterations);
-            }
-            Ok(r)
-        });
-    let (counters, note) = match counting {
-        Some(c) if outcome.is_ok() => super::counting::finish(c, SAMPLES_WINDOW),
-        _ => (None, None),
-    };
-    Ok((outcome?, counters, note))
+/// Prints `bench`'s tables as cells are measured and keeps the cells for JSON and the
+/// comparisons.
+struct BenchPrinter<'a> {
+    json: bool,
+    several: bool,
+    params: &'a [(BenchInfo, Params)],
+    cells: Vec<CellRecord>,
+    skipped: Vec<SkippedCell>,
+    /// Index in `cells` of the current benchmark's first cell (the ratios' baseline).
+    first_of_bench: usize,
+    /// The benchmark and parameters whose heading was printed last.
+    heading_for: Option<(String, std::collections::BTreeMap<String, String>)>,
+    /// Why a single-benchmark run failed.
+    error: Option<String>,
+    write_error: Option<anyhow::Error>,
 }
 
-/// One round of every active placement with their samples interleaved
-/// ([`smtlab_runner::interleave`]); `None` for the inactive ones.
-fn measure_in_turn(
-    bench: &dyn Benchmark,
-    info: &BenchInfo,
-    params: &Params,
-    placements: &[ResolvedPlacement],
-    active: &[bool],
-    topo: &Topology,
-    cfg: &RunConfig,
-) -> Vec<Option<Result<CellResult>>> {
-    let mut out: Vec<Option<Result<CellResult>>> = Vec::new();
-    let mut instances = Vec::new();
-    for (placement, &on) in placements.iter().zip(active) {
-        if !on {
-            out.push(None);
-            continue;
-        }
-        let client = match smtlab_runner::client::client_for(
-            bench,
-            topo,
-            placement,
-            &smtlab_placement::ClientRule::Apart,
-        ) {
-            Ok(c) => c,
-            Err(reason) => {
-                out.push(Some(Err(anyhow::Error::msg(reason))));
-                continue;
-            }
-        };
-        let ctx = BenchContext {
-            params,
-            placement,
-            topology: topo,
-            client: client.as_ref(),
-        };
-        match bench.prepare(&ctx) {
-            Ok(i) => {
-                // The client side outlives its instance: it is dropped after it below.
-                instances.push((out.len(), i, client));
-                out.push(None);
-            }
-            Err(e) => out.push(Some(Err(e.into()))),
+impl BenchPrinter<'_> {
+    fn out(&mut self, text: &str) {
+        if self.write_error.is_none()
+            && let Err(e) = emit(text)
+        {
+            self.write_error = Some(e);
         }
     }
-    let mut observers: Vec<NoopObserver> = vec![NoopObserver; instances.len()];
-    let turns = instances
-        .iter_mut()
-        .zip(&mut observers)
-        .map(|((_, instance, _), observer)| Turn {
-            instance: instance.as_mut(),
-            info,
-            observer,
-        })
-        .collect();
-    let results = interleave(turns, cfg, &Monotonic);
-    for ((slot, _, _), result) in instances.iter().zip(results) {
-        out[*slot] = Some(result.map_err(anyhow::Error::from));
+
+    /// The measurement details of the benchmark whose rows were printed last.
+    fn flush_details(&mut self) {
+        if self.heading_for.is_some() && !self.json {
+            let text = render::bench::details(&self.cells[self.first_of_bench..]);
+            self.out(&text);
+        }
     }
-    out
+}
+
+impl BenchPrinter<'_> {
+    /// The heading of `key`'s benchmark, when its first cell is done (so a benchmark that
+    /// cannot be prepared at all fails before anything is printed).
+    fn heading_for(&mut self, key: &CellKey) {
+        let this = (key.benchmark.clone(), key.params.clone());
+        if self.heading_for.as_ref() == Some(&this) {
+            return;
+        }
+        self.flush_details();
+        self.heading_for = Some(this);
+        self.first_of_bench = self.cells.len();
+        if !self.json
+            && let Some((info, params)) = self
+                .params
+                .iter()
+                .find(|(i, p)| i.name == key.benchmark && param_map(p) == key.params)
+        {
+            let text = render::bench::heading(info, params);
+            self.out(&text);
+        }
+    }
+}
+
+impl SessionObserver for BenchPrinter<'_> {
+    fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        let cell = m.record.clone();
+        self.heading_for(&cell.key());
+        if !self.json {
+            let baseline = self
+                .cells
+                .get(self.first_of_bench)
+                .map(|c| &c.result.summary);
+            let mut text = render::bench::row(&cell, baseline);
+            if let Some(c) = &cell.counters {
+                text.push_str(&format!(
+                    "  counters: {}\n",
+                    smtlab_report::counters::line(c)
+                ));
+            }
+            if let Some(note) = m.counters_note {
+                text.push_str(&format!("  {note}\n"));
+            }
+            self.out(&text);
+        } else if let Some(note) = m.counters_note {
+            eprintln!(
+                "note: {} on {}: {note}",
+                cell.benchmark, cell.placement.name
+            );
+        }
+        self.cells.push(cell);
+        if self.write_error.is_some() {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
+        if !self.several {
+            self.error = Some(format!(
+                "{} on {}: {}",
+                cell.key.benchmark, cell.key.placement, cell.reason
+            ));
+            return ControlFlow::Break(());
+        }
+        // One benchmark that cannot run on one placement (c2c-latency on a single CPU)
+        // should not cost the rest of a multi-benchmark run.
+        self.heading_for(&cell.key);
+        if !self.json {
+            let text = format!("  skipped on {}: {}\n", cell.key.placement, cell.reason);
+            self.out(&text);
+        }
+        self.skipped.push(cell.clone());
+        ControlFlow::Continue(())
+    }
 }
 
 /// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.

@@ -1,6 +1,7 @@
 //! One module per subcommand; each turns parsed arguments into library calls and output.
 
 use std::path::Path;
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use smtlab_model::Topology;
@@ -18,19 +19,22 @@ mod run;
 pub mod smt;
 mod topo;
 
-pub fn dispatch(cli: Cli) -> Result<()> {
+/// Runs the command; the exit code for a command that ended without an error (a run
+/// stopped by Ctrl-C has its own).
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let ok = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     match cli.command {
-        Command::Topo(a) => topo::run(&a),
-        Command::Placements(a) => placements::run(&a),
-        Command::List(a) => list::run(&a),
-        Command::Bench(a) => bench::run(&a),
+        Command::Topo(a) => ok(topo::run(&a)),
+        Command::Placements(a) => ok(placements::run(&a)),
+        Command::List(a) => ok(list::run(&a)),
+        Command::Bench(a) => ok(bench::run(&a)),
         Command::Run(a) => run::run(&a),
-        Command::Runs(a) => report::runs(&a),
-        Command::Report(a) => report::report(&a),
-        Command::Compare(a) => report::compare(&a),
-        Command::Exec(a) => exec::run(&a),
-        Command::Smt(a) => smt::run(&a),
-        Command::Load(a) => load::run(&a),
+        Command::Runs(a) => ok(report::runs(&a)),
+        Command::Report(a) => ok(report::report(&a)),
+        Command::Compare(a) => ok(report::compare(&a)),
+        Command::Exec(a) => ok(exec::run(&a)),
+        Command::Smt(a) => ok(smt::run(&a)),
+        Command::Load(a) => ok(load::run(&a)),
     }
 }
 
@@ -49,6 +53,24 @@ pub fn emit(text: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("cannot write to standard output"),
     }
+}
+
+/// The client-side rule of `--client-cpus`, `--client-share` and `--client-siblings`.
+pub fn client_rule(args: &crate::args::ClientArgs) -> smtlab_placement::ClientRule {
+    use smtlab_placement::ClientRule;
+    match (&args.client_cpus, args.client_siblings) {
+        (Some(cpus), _) => ClientRule::Cpus {
+            cpus: cpus.clone(),
+            shared: args.client_share,
+        },
+        (None, true) => ClientRule::AllowSiblings,
+        (None, false) => ClientRule::Apart,
+    }
+}
+
+/// The results database: `--db`, else the default path.
+pub fn db_path(arg: &crate::args::DbArg) -> std::path::PathBuf {
+    arg.db.clone().unwrap_or_else(smtlab_store::default_path)
 }
 
 /// Pretty JSON with a trailing newline.

@@ -39,7 +39,7 @@ pub fn load(which: &str, db: &Option<PathBuf>) -> Result<RunResults> {
 }
 
 pub fn runs(args: &RunsArgs) -> Result<()> {
-    let store = Store::open_read_only(db_path(&args.db))?;
+    let store = Store::open_read_only(db_path(&args.db.db))?;
     let list = store.list_runs()?;
     if args.json {
         let rows: Vec<serde_json::Value> = list
@@ -65,7 +65,7 @@ pub fn runs(args: &RunsArgs) -> Result<()> {
 }
 
 pub fn report(args: &ReportArgs) -> Result<()> {
-    let results = load(&args.run, &args.db)?;
+    let results = load(&args.run, &args.db.db)?;
     let bytes = if args.json {
         smtlab_store::export::json(&results)
     } else if args.csv {
@@ -87,8 +87,8 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 }
 
 pub fn compare(args: &CompareArgs) -> Result<()> {
-    let a = load(&args.a, &args.db)?;
-    let b = load(&args.b, &args.db)?;
+    let a = load(&args.a, &args.db.db)?;
+    let b = load(&args.b, &args.db.db)?;
     if let Some(path) = &args.output {
         std::fs::write(path, smtlab_report::compare_html(&a, &b))
             .with_context(|| format!("cannot write {}", path.display()))?;

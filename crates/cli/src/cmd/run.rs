@@ -2,31 +2,34 @@
 //! to the results database cell by cell, with a progress bar; `--resume` finishes a run
 //! that was interrupted or crashed.
 
+use std::ops::ControlFlow;
 use std::path::Path;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use smtlab_bench::{BenchContext, Params};
-use smtlab_model::{CellKey, CellRecord, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
-use smtlab_runner::counting::{CountingSetup, SAMPLES_WINDOW};
+use smtlab_bench::Params;
+use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
+use smtlab_runner::counting::{CountingSetup, Machine};
 use smtlab_runner::plan::{Suite, plan};
-use smtlab_runner::{Event, Monotonic, Observer, RunError, measure_overheads};
+use smtlab_runner::session::{CellPlan, Counting, Group, Measured, Session, SessionObserver};
+use smtlab_runner::{Monotonic, measure_overheads};
 use smtlab_store::{Lease, Store};
 
 use super::bench::{select, unix_now_s};
-use crate::args::RunArgs;
+use crate::args::{RunArgs, SuiteArg};
 use crate::env::capture;
 use crate::render;
 
 /// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
 /// report Ctrl-C).
-const INTERRUPTED_EXIT: i32 = 130;
+const INTERRUPTED_EXIT: u8 = 130;
 
-pub fn run(args: &RunArgs) -> Result<()> {
-    let db = args.db.clone().unwrap_or_else(smtlab_store::default_path);
+pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    let db = super::db_path(&args.db);
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
     // Check the request before the database is created or touched.
@@ -36,7 +39,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let mut store = Store::open(&db)?;
 
-    let (run_id, meta, pending, mut lease) = match fresh {
+    // Where the run starts (a new one or a resumed one): from here on it is in the store.
+    let (run_id, meta, pending, lease) = match fresh {
         Some(meta) => {
             let id = store.create_run(&meta)?;
             let pending = meta.plan.clone();
@@ -62,52 +66,88 @@ pub fn run(args: &RunArgs) -> Result<()> {
             eprintln!("note: {line}");
         }
     }
+    // How the cells are measured; a resumed run goes on as it was started.
+    let (interleave, repeat) = measuring_of(&meta.command_line);
 
+    // The one stop flag: Ctrl-C, kill, a closed terminal and Ctrl-\ all set it and end
+    // the run the same way (marked interrupted, every finished cell kept, resumable);
+    // the session stops at the next event.
     let stop = Arc::new(AtomicBool::new(false));
-    // Ctrl-C, kill, a closed terminal and Ctrl-\ all end the run the same way: marked
-    // interrupted, every finished cell kept, resumable.
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
     for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("cannot install the signal handlers")?;
     }
     let bar = progress_bar(pending.len() as u64);
-    let (mut measured, mut skipped) = (0usize, 0usize);
+    let catalog = smtlab_runner::catalog::all();
+    let mut saver = RunSaver {
+        store: &mut store,
+        run_id,
+        lease,
+        bar: &bar,
+        measured: 0,
+        skipped: 0,
+        error: None,
+    };
+    let mut groups: Vec<Group<'_>> = Vec::new();
     for key in &pending {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        bar.set_message(format!("{} {}", key.benchmark, key.placement));
-        match measure_cell(key, &topo, &meta.config, setup.as_ref(), &stop, &bar) {
-            Ok((cell, counters_note)) => {
-                store.save_cell(run_id, &cell)?;
-                lease.heartbeat()?;
-                say(&bar, render::run::cell_line(&cell));
-                if let Some(c) = &cell.counters {
-                    say(
-                        &bar,
-                        format!("  counters: {}", smtlab_report::counters::line(c)),
-                    );
-                }
-                if let Some(note) = counters_note {
-                    say(&bar, format!("  {note}"));
-                }
-                measured += 1;
+        let Some(bench) = catalog.iter().find(|b| b.info().name == key.benchmark) else {
+            let missing = SkippedCell {
+                key: key.clone(),
+                reason: format!("no benchmark {:?} in this build", key.benchmark),
+            };
+            if saver.skipped(&missing).is_break() {
+                break;
             }
-            Err(CellError::Stopped) => break,
-            Err(CellError::Skip(reason)) => {
-                let s = SkippedCell {
-                    key: key.clone(),
-                    reason,
-                };
-                say(&bar, render::run::skipped_line(&s));
-                store.save_skipped(run_id, &s)?;
-                skipped += 1;
+            continue;
+        };
+        let placement = smtlab_placement::parse(&key.placement)
+            .and_then(|spec| smtlab_placement::resolve(&spec, &topo))
+            .map_err(|e| e.to_string());
+        let cell = CellPlan {
+            bench: bench.as_ref(),
+            info: bench.info(),
+            params: Params::from_pairs(key.params.clone()),
+            key: key.clone(),
+            placement,
+            work_unit: None,
+            warmup_samples: None,
+        };
+        // The placements of one benchmark and parameter set form a group.
+        match groups.last_mut() {
+            Some(g) if g[0].key.benchmark == key.benchmark && g[0].key.params == key.params => {
+                g.push(cell);
             }
+            _ => groups.push(vec![cell]),
         }
-        bar.inc(1);
     }
+    let session = Session {
+        topo: &topo,
+        cfg: &meta.config,
+        clock: &Monotonic,
+        client_rule: super::client_rule(&args.client),
+        counting: setup.as_ref().map(|setup| Counting {
+            setup,
+            backend: &Machine,
+        }),
+        repeat,
+        interleave,
+        stop: &stop,
+        cell_state: Some(&super::smt::cell_state),
+    };
+    session.run(groups, &mut saver);
     bar.finish_and_clear();
+    // The lease is held until the run's status is written, then released.
+    let RunSaver {
+        lease,
+        measured,
+        skipped,
+        error,
+        ..
+    } = saver;
+    if let Some(e) = error {
+        return Err(e);
+    }
     if stop.load(Ordering::Relaxed) {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
         eprintln!(
@@ -115,14 +155,97 @@ pub fn run(args: &RunArgs) -> Result<()> {
             db_flag(args)
         );
         drop(lease);
-        std::process::exit(INTERRUPTED_EXIT);
+        return Ok(ExitCode::from(INTERRUPTED_EXIT));
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
+    drop(lease);
     eprintln!(
         "run {run_id} finished: {measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
         db_flag(args)
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a run interleaves and how many rounds it measures, from its command line
+/// (`--no-interleave`, `--repeat N`), so `--resume` measures the rest the same way.
+fn measuring_of(command_line: &[String]) -> (bool, usize) {
+    let interleave = !command_line.iter().any(|a| a == "--no-interleave");
+    let mut repeat = 1;
+    for (i, a) in command_line.iter().enumerate() {
+        let value = match a.strip_prefix("--repeat") {
+            Some("") => command_line.get(i + 1).map(String::as_str),
+            Some(v) => v.strip_prefix('='),
+            None => None,
+        };
+        if let Some(n) = value.and_then(|v| v.parse::<usize>().ok()) {
+            repeat = n.max(1);
+        }
+    }
+    (interleave, repeat)
+}
+
+/// Saves each cell as it is measured, prints its line and moves the bar.
+struct RunSaver<'a> {
+    store: &'a mut Store,
+    run_id: i64,
+    /// Held while this process measures the run; renewed after every saved cell.
+    lease: Lease,
+    bar: &'a ProgressBar,
+    measured: usize,
+    skipped: usize,
+    error: Option<anyhow::Error>,
+}
+
+impl SessionObserver for RunSaver<'_> {
+    fn cell_started(&mut self, key: &CellKey) {
+        self.bar
+            .set_message(format!("{} {}", key.benchmark, key.placement));
+    }
+
+    fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
+        self.bar.set_message(format!(
+            "{} {} (sample {})",
+            key.benchmark,
+            key.placement,
+            index + 1
+        ));
+    }
+
+    fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        let cell = m.record;
+        if let Err(e) = self.store.save_cell(self.run_id, cell) {
+            self.error = Some(e.into());
+            return ControlFlow::Break(());
+        }
+        if let Err(e) = self.lease.heartbeat() {
+            self.error = Some(e.into());
+            return ControlFlow::Break(());
+        }
+        say(self.bar, render::run::cell_line(cell));
+        if let Some(c) = &cell.counters {
+            say(
+                self.bar,
+                format!("  counters: {}", smtlab_report::counters::line(c)),
+            );
+        }
+        if let Some(note) = m.counters_note {
+            say(self.bar, format!("  {note}"));
+        }
+        self.measured += 1;
+        self.bar.inc(1);
+        ControlFlow::Continue(())
+    }
+
+    fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
+        say(self.bar, render::run::skipped_line(s));
+        if let Err(e) = self.store.save_skipped(self.run_id, s) {
+            self.error = Some(e.into());
+            return ControlFlow::Break(());
+        }
+        self.skipped += 1;
+        self.bar.inc(1);
+        ControlFlow::Continue(())
+    }
 }
 
 /// A line above the progress bar, or on stdout when there is no bar (not a terminal).
@@ -138,6 +261,7 @@ fn say(bar: &ProgressBar, line: String) {
 
 fn db_flag(args: &RunArgs) -> String {
     args.db
+        .db
         .as_ref()
         .map(|p| format!(" --db {}", p.display()))
         .unwrap_or_default()
@@ -155,7 +279,11 @@ fn progress_bar(len: u64) -> ProgressBar {
 
 /// The plan and settings of a new run, with the notes said once at its start.
 fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
-    let suite: Suite = args.suite.parse().map_err(anyhow::Error::msg)?;
+    let suite = match args.suite {
+        SuiteArg::Quick => Suite::Quick,
+        SuiteArg::Default => Suite::Default,
+        SuiteArg::Full => Suite::Full,
+    };
     let names = if args.bench.is_empty() {
         vec!["all".to_string()]
     } else {
@@ -249,111 +377,6 @@ fn resume(
     let pending = store.pending_cells(id)?;
     store.reopen_run(id)?;
     Ok((id, meta, pending, lease))
-}
-
-enum CellError {
-    Stopped,
-    Skip(String),
-}
-
-/// Passes sample progress to the bar and asks the runner to stop on Ctrl-C.
-struct RunObserver<'a> {
-    stop: &'a AtomicBool,
-    bar: &'a ProgressBar,
-    label: String,
-}
-
-impl Observer for RunObserver<'_> {
-    fn event(&mut self, event: &Event<'_>) -> std::ops::ControlFlow<()> {
-        if let Event::Sample { index, .. } = event {
-            self.bar
-                .set_message(format!("{} (sample {})", self.label, index + 1));
-        }
-        if self.stop.load(Ordering::Relaxed) {
-            std::ops::ControlFlow::Break(())
-        } else {
-            std::ops::ControlFlow::Continue(())
-        }
-    }
-}
-
-/// Measures one cell; with counting, also returns the note saying why its counters are
-/// missing, if they are.
-fn measure_cell(
-    key: &CellKey,
-    topo: &Topology,
-    config: &RunConfig,
-    setup: Option<&CountingSetup>,
-    stop: &AtomicBool,
-    bar: &ProgressBar,
-) -> Result<(CellRecord, Option<String>), CellError> {
-    let skip = |e: &dyn std::fmt::Display| CellError::Skip(e.to_string());
-    let bench = smtlab_runner::catalog::find(&key.benchmark).ok_or_else(|| {
-        CellError::Skip(format!("no benchmark {:?} in this build", key.benchmark))
-    })?;
-    let info = bench.info();
-    let spec = smtlab_placement::parse(&key.placement).map_err(|e| skip(&e))?;
-    let placement = smtlab_placement::resolve(&spec, topo).map_err(|e| skip(&e))?;
-    let params = Params::from_pairs(key.params.clone());
-    let client = smtlab_runner::client::client_for(
-        bench.as_ref(),
-        topo,
-        &placement,
-        &smtlab_placement::ClientRule::Apart,
-    )
-    .map_err(CellError::Skip)?;
-    let ctx = BenchContext {
-        params: &params,
-        placement: &placement,
-        topology: topo,
-        client: client.as_ref(),
-    };
-    // Counting opens before `prepare`, so the workers it starts are counted.
-    let mut counting = setup.map(|s| super::counting::begin(s, &placement, topo));
-    let mut instance = bench.prepare(&ctx).map_err(|e| skip(&e))?;
-    let mut observer = RunObserver {
-        stop,
-        bar,
-        label: format!("{} {}", key.benchmark, key.placement),
-    };
-    let result = match counting.as_mut() {
-        Some(c) => smtlab_runner::measure(
-            instance.as_mut(),
-            &info,
-            config,
-            &Monotonic,
-            &mut (&mut observer, c),
-        ),
-        None => smtlab_runner::measure(instance.as_mut(), &info, config, &Monotonic, &mut observer),
-    };
-    if let (Some(c), Ok(r)) = (counting.as_mut(), &result) {
-        super::counting::trace_extra_sample(c, instance.as_mut(), r.iterations);
-    }
-    drop(instance);
-    let (counters, note) = match counting {
-        Some(c) if result.is_ok() => super::counting::finish(c, SAMPLES_WINDOW),
-        _ => (None, None),
-    };
-    match result {
-        Ok(result) => Ok((
-            CellRecord {
-                benchmark: info.name,
-                group: info.group,
-                unit: info.unit,
-                direction: info.direction,
-                params: key.params.clone(),
-                placement_spec: key.placement.clone(),
-                placement,
-                result,
-                counters,
-            },
-            note,
-        )),
-        Err(RunError::Stopped { .. }) => Err(CellError::Stopped),
-        // A child killed by the same Ctrl-C fails its sample: that is a stop too.
-        Err(_) if stop.load(Ordering::Relaxed) => Err(CellError::Stopped),
-        Err(e) => Err(skip(&e)),
-    }
 }
 
 /// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of

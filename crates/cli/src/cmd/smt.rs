@@ -167,3 +167,14 @@ pub fn check_uniprocessor(placements: &[ResolvedPlacement]) -> Result<()> {
     }
     Ok(())
 }
+
+/// [`smtlab_runner::session::Session::cell_state`] for the commands that measure: enters
+/// the uniprocessor state for a `1c1t-up` cell and restores it when the cell ends.
+pub fn cell_state(
+    placement: &ResolvedPlacement,
+    client_side: bool,
+) -> std::result::Result<Option<Box<dyn std::any::Any>>, String> {
+    enter_uniprocessor(placement, client_side)
+        .map(|g| g.map(|g| Box::new(g) as Box<dyn std::any::Any>))
+        .map_err(|e| format!("{e:#}"))
+}

@@ -7,6 +7,8 @@ use smtlab_model::{BenchInfo, Summary};
 
 use smtlab_model::CellRecord;
 
+use super::table::Columns;
+
 /// Four significant digits (all digits from a thousand up), without exponent for
 /// everyday magnitudes: `0.02412` s, `231.9` ns, `12345` ns. The report's formatter,
 /// so terminal and HTML agree.
@@ -14,18 +16,11 @@ pub fn num(x: f64) -> String {
     smtlab_report::fmt::num(x)
 }
 
-const WIDTHS: [usize; 8] = [14, 12, 10, 19, 26, 10, 4, 5];
+/// The columns of the placement rows.
+const COLUMNS: Columns<8> = Columns([14, 12, 10, 19, 26, 10, 4, 5]);
 
 fn line(cells: [&str; 9]) -> String {
-    let mut s = String::new();
-    for (i, c) in cells.iter().enumerate() {
-        if i < WIDTHS.len() {
-            s.push_str(&format!("{c:<w$} ", w = WIDTHS[i]));
-        } else {
-            s.push_str(c);
-        }
-    }
-    format!("{}\n", s.trim_end())
+    COLUMNS.line(&cells)
 }
 
 pub fn heading(info: &BenchInfo, params: &Params) -> String {

@@ -1,4 +1,6 @@
-//! A minimal aligned text table: columns padded to their widest cell, numbers right-aligned.
+//! Aligned text tables: [`Table`] pads columns to their widest cell (numbers
+//! right-aligned) once every row is known; [`Columns`] gives rows printed one at a time,
+//! as cells are measured, fixed widths.
 
 pub struct Table {
     headers: Vec<String>,
@@ -66,9 +68,35 @@ impl Table {
     }
 }
 
+/// Fixed column widths for rows printed as they come (`bench` rows, `run` cell lines):
+/// each cell padded to its width plus one space, the last column as it is.
+#[derive(Debug, Clone, Copy)]
+pub struct Columns<const N: usize>(pub [usize; N]);
+
+impl<const N: usize> Columns<N> {
+    /// One line (with its newline); cells beyond the widths follow unpadded.
+    pub fn line(&self, cells: &[&str]) -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            match self.0.get(i) {
+                Some(&w) => s.push_str(&format!("{c:<w$} ")),
+                None => s.push_str(c),
+            }
+        }
+        format!("{}\n", s.trim_end())
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Table;
+    use super::{Columns, Table};
+
+    #[test]
+    fn fixed_columns_pad_all_but_the_last() {
+        let c = Columns([4, 2]);
+        assert_eq!(c.line(&["ab", "c", "rest of it"]), "ab   c  rest of it\n");
+        assert_eq!(c.line(&["toolong", "x"]), "toolong x\n");
+    }
 
     #[test]
     fn aligns_text_left_and_numbers_right() {

@@ -1,0 +1,523 @@
+//! The session with fake benchmarks, a fake clock and fake counters: which cells are
+//! measured in which order, interleaving, rounds, skipped cells and their reasons, the
+//! client side, and counters enabled around each cell's own samples only.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use smtlab_bench::process::ChildGroup;
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
+use smtlab_model::counters::CounterEvent;
+use smtlab_model::{
+    BenchInfo, CellKey, CellRecord, CpuSet, Direction, ResolvedPlacement, SkippedCell, Topology,
+    ValueKind,
+};
+use smtlab_placement::ClientRule;
+use smtlab_runner::counting::{CountingSetup, FakeBackend};
+use smtlab_runner::session::{CellPlan, Counting, Group, Measured, Session, SessionObserver};
+use smtlab_runner::{FakeClock, Overheads, RunConfig};
+
+/// What happened, in order, across all cells.
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn log(l: &Log, s: String) {
+    l.lock().unwrap().push(s);
+}
+
+struct FakeBench {
+    name: &'static str,
+    client: bool,
+    /// `prepare` fails on this placement.
+    fail_on: Option<&'static str>,
+    ns_per_iter: u64,
+    clock: Arc<FakeClock>,
+    log: Log,
+    backend: Option<Arc<FakeBackend>>,
+}
+
+struct FakeInstance {
+    placement: String,
+    ns_per_iter: u64,
+    clock: Arc<FakeClock>,
+    log: Log,
+    backend: Option<Arc<FakeBackend>>,
+    /// A process started through the client side: alive as long as the client side is.
+    client_child: Option<ChildGroup>,
+}
+
+impl Benchmark for FakeBench {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: self.name.into(),
+            group: "test".into(),
+            unit: "ns".into(),
+            direction: Direction::Lower,
+            value_kind: ValueKind::TimePerOp,
+            description: "a fake".into(),
+            origin: "tests".into(),
+            params: Vec::new(),
+        }
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let p = ctx.placement.name.clone();
+        log(
+            &self.log,
+            format!("prepare {} {p} client={}", self.name, ctx.client.is_some()),
+        );
+        if self.fail_on == Some(p.as_str()) {
+            return Err(BenchError::Unsupported {
+                bench: self.name.into(),
+                reason: format!("cannot run on {p}"),
+            });
+        }
+        let client_child = match ctx.client {
+            Some(c) => {
+                let mut cmd = std::process::Command::new("sleep");
+                cmd.arg("60");
+                Some(c.command(cmd).expect("a client process"))
+            }
+            None => None,
+        };
+        Ok(Box::new(FakeInstance {
+            placement: p,
+            ns_per_iter: self.ns_per_iter,
+            clock: Arc::clone(&self.clock),
+            log: Arc::clone(&self.log),
+            backend: self.backend.clone(),
+            client_child,
+        }))
+    }
+
+    fn client_side(&self) -> bool {
+        self.client
+    }
+}
+
+impl Instance for FakeInstance {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        let counting = self.backend.as_ref().map(|b| {
+            let own = b
+                .source_of_this_thread()
+                .is_some_and(|s| s.lock().unwrap().running);
+            let others = b
+                .opened
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(t, _)| *t != std::thread::current().id())
+                .any(|(_, s)| s.lock().unwrap().running);
+            format!(" own={own} others={others}")
+        });
+        log(
+            &self.log,
+            format!("sample {}{}", self.placement, counting.unwrap_or_default()),
+        );
+        let elapsed_ns = iterations * self.ns_per_iter;
+        self.clock.advance(elapsed_ns);
+        Ok(RawSample {
+            elapsed_ns,
+            work: iterations as f64,
+            ..RawSample::default()
+        })
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1000)
+    }
+}
+
+impl Drop for FakeInstance {
+    fn drop(&mut self) {
+        let client_alive = self
+            .client_child
+            .as_mut()
+            .map(|c| matches!(c.try_wait(), Ok(None)));
+        log(
+            &self.log,
+            format!("drop {} client_alive={client_alive:?}", self.placement),
+        );
+    }
+}
+
+/// A machine as wide as this one (so client threads can really be pinned), no SMT.
+fn topo() -> Topology {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    Topology {
+        schema: smtlab_model::TOPOLOGY_SCHEMA.into(),
+        root: "/".into(),
+        cpus: (0..n).collect(),
+        offline_cpus: Default::default(),
+        allowed_cpus: None,
+        packages: vec![],
+        cores_without_package: vec![],
+        numa_nodes: vec![],
+        smt: smtlab_model::SmtInfo {
+            threads_per_core_min: 1,
+            threads_per_core_max: 1,
+            control: None,
+            active: None,
+        },
+        caches: vec![],
+        core_kinds: vec![],
+        cpu_model: None,
+        vendor: None,
+        virtualization: None,
+    }
+}
+
+fn placement(name: &str, cpus: &[u32]) -> ResolvedPlacement {
+    ResolvedPlacement {
+        name: name.into(),
+        spec: name.into(),
+        cpus: cpus.to_vec(),
+        cores: cpus.len() as u32,
+        threads_per_core: 1,
+        packages: 1,
+        core_order: Default::default(),
+        cpu_order: Default::default(),
+        core_kinds: vec![],
+    }
+}
+
+fn cfg() -> RunConfig {
+    RunConfig {
+        min_samples: 3,
+        max_samples: 3,
+        warmup_ns: 0,
+        known_overheads: Some(Overheads {
+            clock_cost_ns: 20.0,
+            loop_cost_ns_per_iter: 0.5,
+        }),
+        ..RunConfig::default()
+    }
+}
+
+fn plan<'a>(bench: &'a FakeBench, placements: &[ResolvedPlacement]) -> Group<'a> {
+    placements
+        .iter()
+        .map(|p| CellPlan {
+            bench,
+            info: bench.info(),
+            params: Params::default(),
+            key: CellKey {
+                benchmark: bench.name.into(),
+                params: Default::default(),
+                placement: p.name.clone(),
+            },
+            placement: Ok(p.clone()),
+            work_unit: None,
+            warmup_samples: None,
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Collect {
+    order: Vec<String>,
+    cells: Vec<CellRecord>,
+    skipped: Vec<SkippedCell>,
+    notes: Vec<Option<String>>,
+    stop_after: Option<usize>,
+}
+
+impl SessionObserver for Collect {
+    fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        self.order.push(format!(
+            "{} {}",
+            m.record.benchmark, m.record.placement_spec
+        ));
+        self.cells.push(m.record.clone());
+        self.notes.push(m.counters_note.map(str::to_string));
+        if self.stop_after == Some(self.cells.len()) {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
+        self.order.push(format!(
+            "{} {} skipped",
+            cell.key.benchmark, cell.key.placement
+        ));
+        self.skipped.push(cell.clone());
+        ControlFlow::Continue(())
+    }
+}
+
+fn bench(name: &'static str, clock: &Arc<FakeClock>, log: &Log) -> FakeBench {
+    FakeBench {
+        name,
+        client: false,
+        fail_on: None,
+        ns_per_iter: 10_000,
+        clock: Arc::clone(clock),
+        log: Arc::clone(log),
+        backend: None,
+    }
+}
+
+fn session<'a>(
+    topo: &'a Topology,
+    cfg: &'a RunConfig,
+    clock: &'a FakeClock,
+    stop: &'a AtomicBool,
+) -> Session<'a> {
+    Session {
+        topo,
+        cfg,
+        clock,
+        client_rule: ClientRule::Apart,
+        counting: None,
+        repeat: 1,
+        interleave: false,
+        stop,
+        cell_state: None,
+    }
+}
+
+fn samples_of(log: &Log) -> Vec<String> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("sample "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn cells_one_after_the_other_in_plan_order() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let (a, b) = (bench("a", &clock, &log), bench("b", &clock, &log));
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let s = session(&topo, &cfg, &clock, &stop);
+    let mut out = Collect::default();
+    s.run(vec![plan(&a, &ps), plan(&b, &ps)], &mut out);
+    assert_eq!(out.order, ["a p0", "a p1", "b p0", "b p1"]);
+    // Not interleaved: all samples of p0 (1 warm-up + 3), then all of p1.
+    let samples = samples_of(&log);
+    assert_eq!(
+        &samples[..8],
+        ["p0", "p0", "p0", "p0", "p1", "p1", "p1", "p1"]
+    );
+    for c in &out.cells {
+        assert_eq!(c.result.samples.len(), 3);
+        assert!(c.result.rounds.is_empty());
+    }
+}
+
+#[test]
+fn interleaved_cells_take_turns_after_their_warm_up() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.interleave = true;
+    let mut out = Collect::default();
+    s.run(vec![plan(&a, &ps)], &mut out);
+    assert_eq!(out.order, ["a p0", "a p1"]);
+    // Warm-up of each in order, then one measured sample of each in turn.
+    assert_eq!(
+        samples_of(&log),
+        ["p0", "p1", "p0", "p1", "p0", "p1", "p0", "p1"]
+    );
+}
+
+#[test]
+fn rounds_come_from_fresh_instances_and_reach_the_record() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.repeat = 3;
+    s.interleave = true;
+    let mut out = Collect::default();
+    s.run(vec![plan(&a, &ps)], &mut out);
+    for c in &out.cells {
+        assert_eq!(c.result.rounds.len(), 3, "every round is in the record");
+        assert_eq!(c.result.samples.len(), 9);
+    }
+    let prepares = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("prepare"))
+        .count();
+    assert_eq!(prepares, 6, "a fresh instance per round and placement");
+}
+
+#[test]
+fn skipped_cells_say_why_and_the_others_are_measured() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let mut a = bench("a", &clock, &log);
+    a.fail_on = Some("p1");
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    for interleave in [false, true] {
+        let mut s = session(&topo, &cfg, &clock, &stop);
+        s.interleave = interleave;
+        let mut group = plan(&a, &ps);
+        group.push(CellPlan {
+            placement: Err("placement 1c2t needs SMT".into()),
+            key: CellKey {
+                benchmark: "a".into(),
+                params: Default::default(),
+                placement: "1c2t".into(),
+            },
+            ..plan(&a, &ps[..1]).remove(0)
+        });
+        let mut out = Collect::default();
+        s.run(vec![group], &mut out);
+        assert_eq!(out.order, ["a p0", "a p1 skipped", "a 1c2t skipped"]);
+        assert!(out.skipped[0].reason.contains("cannot run on p1"));
+        assert_eq!(out.skipped[1].reason, "placement 1c2t needs SMT");
+    }
+}
+
+#[test]
+fn the_client_side_goes_to_benchmarks_that_ask_and_outlives_their_instance() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let mut server = bench("server", &clock, &log);
+    server.client = true;
+    let plain = bench("plain", &clock, &log);
+    let cpu = smtlab_placement::pin::get_affinity(0)
+        .unwrap()
+        .last()
+        .unwrap();
+    let ps = [placement("p", &[cpu])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    // The only CPU this test can count on: shared with the placement, as asked.
+    s.client_rule = ClientRule::Cpus {
+        cpus: CpuSet::from_iter([cpu]),
+        shared: true,
+    };
+    let mut out = Collect::default();
+    s.run(vec![plan(&server, &ps), plan(&plain, &ps)], &mut out);
+    assert_eq!(out.order, ["server p", "plain p"]);
+    let l = log.lock().unwrap().clone();
+    assert!(
+        l.contains(&"prepare server p client=true".to_string()),
+        "{l:?}"
+    );
+    assert!(
+        l.contains(&"prepare plain p client=false".to_string()),
+        "{l:?}"
+    );
+    // The client process was still there when the server's instance went.
+    assert!(
+        l.contains(&"drop p client_alive=Some(true)".to_string()),
+        "{l:?}"
+    );
+
+    // Apart from a placement that takes every CPU, there is no room: skipped, said why.
+    let all: Vec<u32> = topo.cpus.iter().collect();
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.client_rule = ClientRule::Apart;
+    let mut out = Collect::default();
+    s.run(vec![plan(&server, &[placement("all", &all)])], &mut out);
+    assert_eq!(out.skipped.len(), 1);
+    assert!(!out.skipped[0].reason.is_empty());
+}
+
+#[test]
+fn interleaved_counters_count_each_cells_own_samples_only() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let values = smtlab_counters::fake_values(&[(CounterEvent::TaskClock, 6_000_000)]);
+    let backend = Arc::new(FakeBackend::new(values, None, Arc::clone(&clock)));
+    let mut a = bench("a", &clock, &log);
+    a.backend = Some(Arc::clone(&backend));
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let setup = CountingSetup::fake();
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.interleave = true;
+    s.repeat = 2;
+    s.counting = Some(Counting {
+        setup: &setup,
+        backend: backend.as_ref(),
+    });
+    let mut out = Collect::default();
+    s.run(vec![plan(&a, &ps)], &mut out);
+    let l = log.lock().unwrap().clone();
+    let samples: Vec<&String> = l.iter().filter(|x| x.starts_with("sample")).collect();
+    // 2 rounds x 2 placements x (1 warm-up + 3 measured).
+    assert_eq!(samples.len(), 16, "{l:?}");
+    // Counting on for the measured samples only, and never for another cell's.
+    let counted = samples.iter().filter(|x| x.contains("own=true")).count();
+    assert_eq!(counted, 12, "{samples:?}");
+    assert!(
+        samples.iter().all(|x| x.contains("others=false")),
+        "{samples:?}"
+    );
+    // Each cell had its own counter group, opened on its own thread, started once and
+    // resumed for each further sample.
+    let opened = backend.opened.lock().unwrap();
+    assert_eq!(opened.len(), 2);
+    assert_ne!(opened[0].0, opened[1].0);
+    for (_, src) in opened.iter() {
+        let src = src.lock().unwrap();
+        assert_eq!((src.starts, src.resumes, src.stops), (1, 5, 6));
+        assert!(!src.running);
+    }
+    for (cell, note) in out.cells.iter().zip(&out.notes) {
+        assert_eq!(note, &None);
+        let c = cell.counters.as_ref().expect("counters recorded");
+        assert_eq!(c.count(CounterEvent::TaskClock), Some(6_000_000.0));
+        let work = c.work.as_ref().unwrap();
+        assert_eq!((work.unit.as_str(), work.amount), ("op", 6.0 * 1000.0));
+        assert!(c.window.contains("own samples") && c.window.contains("2 rounds"));
+        // Other cells sampled on the same CPUs meanwhile: no /proc/stat time, said why.
+        assert!(c.os_time.is_none() && c.os_time_unavailable.is_some());
+    }
+}
+
+#[test]
+fn the_stop_flag_ends_the_session_without_recording_the_cell_in_progress() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let s = session(&topo, &cfg, &clock, &stop);
+    let mut out = Collect {
+        stop_after: Some(1),
+        ..Collect::default()
+    };
+    let ended = s.run(vec![plan(&a, &ps), plan(&a, &ps)], &mut out);
+    assert_eq!(ended, smtlab_runner::session::Ended::Stopped);
+    assert_eq!(out.cells.len(), 1);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut out = Collect::default();
+    let ended = s.run(vec![plan(&a, &ps)], &mut out);
+    assert_eq!(ended, smtlab_runner::session::Ended::Stopped);
+    assert!(out.cells.is_empty() && out.skipped.is_empty());
+}
+
+#[test]
+fn rounds_take_turns_cell_by_cell_without_interleaving() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.repeat = 2;
+    let mut out = Collect::default();
+    s.run(vec![plan(&a, &ps)], &mut out);
+    // Round 1: p0 whole, then p1 whole; round 2 the same.
+    let four = |p: &str| vec![p.to_string(); 4];
+    let expected: Vec<String> = [four("p0"), four("p1"), four("p0"), four("p1")].concat();
+    assert_eq!(samples_of(&log), expected);
+    assert!(out.cells.iter().all(|c| c.result.rounds.len() == 2));
+}
