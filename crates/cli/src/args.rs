@@ -11,10 +11,33 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// (1c1t: one thread alone; 1c2t: two SMT siblings of one core; 2c1t: two cores;
 /// all; cores; ...) and reports SMT yields with confidence intervals.
 #[derive(Debug, Parser)]
-#[command(name = "smtlab", version, about, long_about = None, propagate_version = true)]
+#[command(name = "smtlab", version = env!("SMTLAB_VERSION_LINE"), about, long_about = None, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub term: TermArgs,
+}
+
+/// How results are shown on the terminal; accepted by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct TermArgs {
+    /// Colour: auto (on a terminal unless NO_COLOR is set), always or never.
+    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, global = true, value_name = "WHEN")]
+    pub color: ColorWhen,
+    /// Do not fit tables to the terminal's width: every column in full on one line.
+    #[arg(long, global = true)]
+    pub wide: bool,
+    /// Results only: no notes or progress on standard error (errors are still shown).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Subcommand)]
@@ -39,6 +62,17 @@ pub enum Command {
     Exec(ExecArgs),
     /// Show SMT control and the online CPUs; `off` / `on` switch SMT (root).
     Smt(SmtArgs),
+    /// Print a shell completion script: `smtlab completions bash > /etc/bash_completion.d/smtlab`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `smtlab man | man -l -`.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ use smtlab_model::Topology;
 use crate::args::{Cli, Command, SysfsArg};
 
 pub mod bench;
+mod completions;
 pub mod counting;
 mod exec;
 mod list;
@@ -18,6 +19,7 @@ pub mod smt;
 mod topo;
 
 pub fn dispatch(cli: Cli) -> Result<()> {
+    crate::term::init(&cli.term);
     match cli.command {
         Command::Topo(a) => topo::run(&a),
         Command::Placements(a) => placements::run(&a),
@@ -29,6 +31,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Compare(a) => report::compare(&a),
         Command::Exec(a) => exec::run(&a),
         Command::Smt(a) => smt::run(&a),
+        Command::Completions(a) => completions::completions(&a),
+        Command::Man => completions::man(),
     }
 }
 
