@@ -190,6 +190,15 @@ pub struct RunArgs {
     /// cell (see `smtlab bench --counters`). A resumed run keeps the setting.
     #[arg(long)]
     pub counters: bool,
+    /// Name the run (`smt-off`, `kernel 6.8`): shown by `smtlab runs`, accepted by
+    /// `report` and `compare` in place of the run id while one run carries it.
+    #[arg(long, value_name = "TEXT", conflicts_with = "resume", value_parser = parse_label)]
+    pub label: Option<String>,
+}
+
+/// A run label, checked before anything is measured.
+fn parse_label(s: &str) -> Result<String, String> {
+    smtlab_store::check_label(s).map(|()| s.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -200,12 +209,16 @@ pub struct RunsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Delete these runs (ids or labels) with everything stored under them; a run that
+    /// a live process is measuring is refused, and then nothing is deleted.
+    #[arg(long, value_name = "RUN", num_args = 1.., allow_negative_numbers = true, conflicts_with = "json")]
+    pub delete: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The run: `latest` (default), a run id, `-2` for the one before the latest, or a
-    /// results JSON file.
+    /// The run: `latest` (default), a run id, `-2` for the one before the latest, a
+    /// label (`run --label`), or a results JSON file.
     #[arg(
         default_value = "latest",
         value_name = "RUN",
@@ -229,7 +242,7 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Baseline run (id, `latest`, `-2`, or a results JSON file).
+    /// Baseline run (id, `latest`, `-2`, a label, or a results JSON file).
     #[arg(value_name = "A", allow_negative_numbers = true)]
     pub a: String,
     /// Run compared against the baseline.

@@ -61,7 +61,10 @@ pub fn runs(args: &RunsArgs) -> Result<()> {
             .collect();
         return emit(&super::json_text(&rows)?);
     }
-    emit(&render::report::runs_table(&list))
+    emit(&render::report::runs_table(
+        &list,
+        render::table::Layout::term(),
+    ))
 }
 
 pub fn report(args: &ReportArgs) -> Result<()> {

@@ -4,30 +4,50 @@ use smtlab_model::{CellRecord, RunResults};
 use smtlab_store::RunListing;
 
 use super::bench::{header_line, row};
-use super::table::Table;
+use super::table::{Layout, Table};
 
 pub use smtlab_report::fmt::utc;
 
-pub fn runs_table(list: &[RunListing]) -> String {
+/// `smtlab runs`. Fitted to a width, the host and CPU model go on a line under each run;
+/// wide, they are columns.
+pub fn runs_table(list: &[RunListing], layout: Layout) -> String {
     if list.is_empty() {
         return "no runs yet: start one with `smtlab run --suite quick`\n".into();
     }
-    let mut t = Table::new(["Run", "Started", "Status", "Suite", "Cells", "Host", "CPU"]);
+    let wide = layout.width.is_none();
+    let mut headers = vec![
+        "Run",
+        "Started (UTC)",
+        "Status",
+        "Suite",
+        "Cells",
+        "Skipped",
+        "Label",
+    ];
+    if wide {
+        headers.extend(["Host", "CPU"]);
+    }
+    let mut t = Table::new(headers).shrink(6).shrink(7).shrink(8);
     for r in list {
-        t.row([
+        let mut cells = vec![
             r.id.to_string(),
             utc(r.started_unix_s),
             format!("{:?}", r.status).to_lowercase(),
             r.suite.clone().unwrap_or_else(|| "-".into()),
-            format!(
-                "{}/{} ({} skipped)",
-                r.cells_done, r.cells_planned, r.cells_skipped
-            ),
-            r.hostname.clone().unwrap_or_else(|| "-".into()),
-            r.cpu_model.clone().unwrap_or_else(|| "-".into()),
-        ]);
+            format!("{}/{}", r.cells_done, r.cells_planned),
+            r.cells_skipped.to_string(),
+            r.label.clone().unwrap_or_else(|| "-".into()),
+        ];
+        let host = r.hostname.clone().unwrap_or_else(|| "-".into());
+        let cpu = r.cpu_model.clone().unwrap_or_else(|| "-".into());
+        if wide {
+            cells.extend([host, cpu]);
+            t.row(cells);
+        } else {
+            t.row_with_detail(cells, format!("{host}: {cpu}"));
+        }
     }
-    t.render()
+    t.render_to(layout)
 }
 
 /// The run's facts, then each benchmark's cells with ratios to its first placement.
