@@ -231,13 +231,18 @@ pub struct ReportArgs {
     /// Export the run as smtlab.results/1 JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// Export one CSV row per cell.
+    /// Export one CSV row per cell (skipped cells too, with counters per unit of work
+    /// and the run's environment as columns).
     #[arg(long)]
     pub csv: bool,
     /// Write to FILE instead of standard output; without --json or --csv, FILE is the
     /// self-contained HTML report.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the summary).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

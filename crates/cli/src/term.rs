@@ -48,7 +48,6 @@ pub fn init(args: &TermArgs) {
     let _ = TERM.set(t);
 }
 
-#[allow(dead_code)] // read by the renderers from the next step on
 pub fn get() -> Term {
     TERM.get().copied().unwrap_or_default()
 }
@@ -104,9 +103,6 @@ fn terminal_columns() -> Option<usize> {
 pub enum Style {
     Bold,
     Dim,
-    Green,
-    Red,
-    Yellow,
 }
 
 pub fn paint(text: &str, style: Style, color: bool) -> String {
@@ -116,9 +112,6 @@ pub fn paint(text: &str, style: Style, color: bool) -> String {
     let code = match style {
         Style::Bold => "1",
         Style::Dim => "2",
-        Style::Green => "32",
-        Style::Red => "31",
-        Style::Yellow => "33",
     };
     format!("\x1b[{code}m{text}\x1b[0m")
 }

@@ -31,6 +31,7 @@ impl Layout {
         }
     }
 
+    #[cfg(test)]
     pub fn fixed(width: usize) -> Self {
         Self {
             width: Some(width),
@@ -66,7 +67,8 @@ impl Table {
             .push((cells.into_iter().map(Into::into).collect(), None));
     }
 
-    /// A row followed by `detail` on a line of its own, indented.
+    /// A row followed by `detail` on lines of their own (one per line of `detail`),
+    /// indented.
     pub fn row_with_detail<I: IntoIterator<Item = S>, S: Into<String>>(
         &mut self,
         cells: I,
@@ -80,6 +82,7 @@ impl Table {
     }
 
     /// As wide as the cells need, no colour.
+    #[cfg(test)]
     pub fn render(&self) -> String {
         self.render_to(Layout {
             width: None,
@@ -139,7 +142,7 @@ impl Table {
         line(&self.headers, true, &mut out);
         for (r, detail) in &self.rows {
             line(r, false, &mut out);
-            if let Some(d) = detail {
+            for d in detail.iter().flat_map(|d| d.lines()) {
                 let text = format!("  {d}");
                 let text = match layout.width {
                     Some(w) if len(&text) > w => cut(&text, w),
@@ -263,5 +266,60 @@ mod tests {
         assert!(colour.contains("\x1b[1m"));
         let stripped = colour.replace("\x1b[1m", "").replace("\x1b[0m", "");
         assert_eq!(stripped, plain);
+    }
+}
+
+/// Prose fitted to a width: `text` broken between words, every continuation indented
+/// two spaces past the line's own indentation. Words are never cut (a word longer than
+/// the width stays whole on its own line), so no number is split. One trailing newline.
+pub fn wrap(text: &str, layout: Layout) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let Some(width) = layout.width.filter(|&w| len(line) > w) else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let indent = len(line) - len(line.trim_start());
+        let cont = " ".repeat(indent + 2);
+        let mut cur = " ".repeat(indent);
+        let mut has_word = false;
+        for word in line.split_whitespace() {
+            if has_word && len(&cur) + 1 + len(word) > width {
+                out.push_str(cur.trim_end());
+                out.push('\n');
+                cur = cont.clone();
+                has_word = false;
+            }
+            if has_word {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+            has_word = true;
+        }
+        out.push_str(cur.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::{Layout, wrap};
+
+    #[test]
+    fn wraps_between_words_and_keeps_long_words_whole() {
+        let text = "note: a b 123456789.123 and then some more words here";
+        let out = wrap(text, Layout::fixed(20));
+        for l in out.lines() {
+            assert!(l.chars().count() <= 20 || !l.trim().contains(' '), "{l:?}");
+        }
+        assert!(out.contains("123456789.123"));
+        assert_eq!(
+            out.split_whitespace().collect::<Vec<_>>(),
+            text.split_whitespace().collect::<Vec<_>>()
+        );
+        assert!(out.lines().skip(1).all(|l| l.starts_with("  ")));
+        assert_eq!(wrap("short", Layout::fixed(20)), "short\n");
     }
 }
