@@ -201,3 +201,24 @@ fn runs_are_deleted_by_id_or_label_and_unknown_ones_delete_nothing() {
     assert_eq!(v.as_array().unwrap().len(), 1);
     assert_eq!(v[0]["id"], 2);
 }
+
+#[test]
+fn compare_fits_80_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for id in [1, 2] {
+        let path = dir.path().join(format!("run{id}.json"));
+        std::fs::write(
+            &path,
+            serde_json::to_string(&testdata::results(id)).unwrap(),
+        )
+        .unwrap();
+        files.push(path);
+    }
+    let out = stdout_of(smtlab().arg("compare").args(&files));
+    assert!(width_of(&out) <= 80, "{out}");
+    assert!(out.contains("speed-up (mean): 1.000x"), "{out}");
+    insta::assert_snapshot!("compare_80", out);
+    let wide = stdout_of(smtlab().arg("compare").args(&files).arg("--wide"));
+    assert!(width_of(&wide) > 80);
+}

@@ -145,5 +145,5 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
     if args.json {
         return emit(&smtlab_report::compare_json(&cmp));
     }
-    emit(&smtlab_report::compare_table(&cmp))
+    emit(&render::compare::table(&cmp, render::table::Layout::term()))
 }

@@ -160,11 +160,14 @@ fn len(s: &str) -> usize {
     s.chars().count()
 }
 
+/// Numbers, ratios (`1.25x`), percentages, ranges and CPU lists (`0-3,8`), exponents
+/// (`5.6e-10`). At least one digit, so words made of those letters stay text.
 fn looks_numeric(c: &str) -> bool {
     c.is_empty()
         || c == "-"
-        || c.chars()
-            .all(|ch| ch.is_ascii_digit() || ".,+-%x ".contains(ch))
+        || (c.chars().any(|ch| ch.is_ascii_digit())
+            && c.chars()
+                .all(|ch| ch.is_ascii_digit() || ".,+-%xe ".contains(ch)))
 }
 
 /// `s` in `width` characters, the last one `…`.
