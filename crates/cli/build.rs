@@ -17,18 +17,15 @@ fn main() {
     let commit = git(&["rev-parse", "--short", "HEAD"]);
     // Rebuild when HEAD moves: HEAD itself (branch switch) and the ref it points to
     // (a commit on the branch). Only paths that exist, or cargo would rebuild every time.
-    for what in ["HEAD", "index"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", what]) {
-            if std::path::Path::new(&p).exists() {
-                println!("cargo:rerun-if-changed={p}");
-            }
-        }
-    }
-    if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(p) = git(&["rev-parse", "--git-path", &r]) {
-            if std::path::Path::new(&p).exists() {
-                println!("cargo:rerun-if-changed={p}");
-            }
+    let head_ref = git(&["symbolic-ref", "-q", "HEAD"]);
+    let watched = ["HEAD", "index"]
+        .into_iter()
+        .map(str::to_string)
+        .chain(head_ref);
+    for what in watched {
+        let path = git(&["rev-parse", "--git-path", &what]);
+        if let Some(p) = path.filter(|p| std::path::Path::new(p).exists()) {
+            println!("cargo:rerun-if-changed={p}");
         }
     }
     println!("cargo:rerun-if-env-changed=SMTLAB_GIT_COMMIT");

@@ -28,7 +28,8 @@ pub struct TermArgs {
     /// Do not fit tables to the terminal's width: every column in full on one line.
     #[arg(long, global = true)]
     pub wide: bool,
-    /// Results only: no notes or progress on standard error (errors are still shown).
+    /// Results only: no notes on standard error (errors are still shown). Honoured by
+    /// report, runs, compare, topo, placements, list, completions and man.
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }

@@ -122,7 +122,7 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         out.push_str(&wrap(
-            &format!(
+            format!(
                 "\n{} ({}, {} is better)  {}",
                 g[0].benchmark,
                 g[0].unit,

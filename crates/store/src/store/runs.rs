@@ -315,13 +315,13 @@ impl Store {
                 if !run_exists(&tx, id)? {
                     return Err(Fail::NoRun(id));
                 }
-                if let Some((h, _)) = lease::holder(&tx, id, now)? {
-                    if lease::is_live(&h) {
-                        return Err(Fail::Conflict(format!(
-                            "run {id} is being measured by process {} on {}; stop it first",
-                            h.pid, h.host
-                        )));
-                    }
+                if let Some((h, _)) = lease::holder(&tx, id, now)?
+                    && lease::is_live(&h)
+                {
+                    return Err(Fail::Conflict(format!(
+                        "run {id} is being measured by process {} on {}; stop it first",
+                        h.pid, h.host
+                    )));
                 }
             }
             for &id in run_ids {
