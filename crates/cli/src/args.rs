@@ -11,10 +11,34 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// (1c1t: one thread alone; 1c2t: two SMT siblings of one core; 2c1t: two cores;
 /// all; cores; ...) and reports SMT yields with confidence intervals.
 #[derive(Debug, Parser)]
-#[command(name = "smtlab", version, about, long_about = None, propagate_version = true)]
+#[command(name = "smtlab", version = env!("SMTLAB_VERSION_LINE"), about, long_about = None, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub term: TermArgs,
+}
+
+/// How results are shown on the terminal; accepted by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct TermArgs {
+    /// Colour: auto (on a terminal unless NO_COLOR is set), always or never.
+    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, global = true, value_name = "WHEN")]
+    pub color: ColorWhen,
+    /// Do not fit tables to the terminal's width: every column in full on one line.
+    #[arg(long, global = true)]
+    pub wide: bool,
+    /// Results only: no notes on standard error (errors are still shown). Honoured by
+    /// report, runs, compare, topo, placements, list, completions and man.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Subcommand)]
@@ -42,6 +66,17 @@ pub enum Command {
     /// Load an HTTP server on this host like wrk: requests/s, MB/s, errors by kind,
     /// latency percentiles (closed loop, or open loop with --rate).
     Load(LoadArgs),
+    /// Print a shell completion script: `smtlab completions bash > /etc/bash_completion.d/smtlab`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `smtlab man | man -l -`.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -205,6 +240,15 @@ pub struct RunArgs {
     pub repeat: u32,
     #[command(flatten)]
     pub client: ClientArgs,
+    /// Name the run (`smt-off`, `kernel 6.8`): shown by `smtlab runs`, accepted by
+    /// `report` and `compare` in place of the run id while one run carries it.
+    #[arg(long, value_name = "TEXT", conflicts_with = "resume", value_parser = parse_label)]
+    pub label: Option<String>,
+}
+
+/// A run label, checked before anything is measured.
+fn parse_label(s: &str) -> Result<String, String> {
+    smtlab_store::check_label(s).map(|()| s.to_string())
 }
 
 /// The suites of `smtlab run`.
@@ -222,12 +266,16 @@ pub struct RunsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Delete these runs (ids or labels) with everything stored under them; a run that
+    /// a live process is measuring is refused, and then nothing is deleted.
+    #[arg(long, value_name = "RUN", num_args = 1.., allow_negative_numbers = true, conflicts_with = "json")]
+    pub delete: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The run: `latest` (default), a run id, `-2` for the one before the latest, or a
-    /// results JSON file.
+    /// The run: `latest` (default), a run id, `-2` for the one before the latest, a
+    /// label (`run --label`), or a results JSON file.
     #[arg(
         default_value = "latest",
         value_name = "RUN",
@@ -239,18 +287,23 @@ pub struct ReportArgs {
     /// Export the run as smtlab.results/1 JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
-    /// Export one CSV row per cell.
+    /// Export one CSV row per cell (skipped cells too, with counters per unit of work
+    /// and the run's environment as columns).
     #[arg(long)]
     pub csv: bool,
     /// Write to FILE instead of standard output; without --json or --csv, FILE is the
     /// self-contained HTML report.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the summary).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Baseline run (id, `latest`, `-2`, or a results JSON file).
+    /// Baseline run (id, `latest`, `-2`, a label, or a results JSON file).
     #[arg(value_name = "A", allow_negative_numbers = true)]
     pub a: String,
     /// Run compared against the baseline.

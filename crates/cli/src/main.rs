@@ -9,6 +9,7 @@ mod args;
 mod cmd;
 mod env;
 mod render;
+mod term;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();

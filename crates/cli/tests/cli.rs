@@ -604,7 +604,11 @@ mod runs {
             .stdout
             .clone();
         let csv = String::from_utf8(csv).unwrap();
-        assert_eq!(csv.lines().count(), 6, "header + one row per cell:\n{csv}");
+        assert_eq!(
+            csv.lines().count(),
+            7,
+            "header + one row per cell and skip:\n{csv}"
+        );
         assert!(csv.starts_with("run_id,benchmark,"));
 
         let html = dir.path().join("report.html");
@@ -1620,7 +1624,7 @@ mod store {
         let in_verdict = found(&exec, "2 cores / 1 core (2c1t / 1c1t): ");
         assert_eq!(in_table, in_verdict, "{exec}");
         let out = smtlab()
-            .args(["report", "latest"])
+            .args(["report", "latest", "--wide"])
             .args(db_arg(&db))
             .assert()
             .success()

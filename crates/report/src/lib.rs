@@ -19,6 +19,8 @@
 //! * [`counters`](mod@counters): the one-line summary of a cell's performance counters
 //!   and OS time (`--counters`), and the headline figures the page and the comparison
 //!   show.
+//! * [`markdown::cells`]: the cells as a Markdown table with speed-ups (hyperfine's
+//!   `--export-markdown`).
 //! * [`svg`]: the small chart library behind the page.
 //!
 //! The report depends on the data model only (not on the benchmark catalog), so it can
@@ -35,6 +37,8 @@ pub mod fmt;
 pub mod html;
 mod html_counters;
 mod html_figures;
+
+pub mod markdown;
 pub mod svg;
 pub mod table1;
 pub mod topo_svg;

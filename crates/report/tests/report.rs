@@ -1073,3 +1073,35 @@ fn exec_report_has_its_verdict_and_no_empty_section() {
     }
     insta::assert_snapshot!("html_exec_verdict", verdict);
 }
+
+// ---- markdown export ------------------------------------------------------------------
+
+#[test]
+fn markdown_table_snapshot() {
+    insta::assert_snapshot!(smtlab_report::markdown::cells(&demo().cells));
+}
+
+#[test]
+fn markdown_has_one_row_per_cell_with_a_baseline_per_group() {
+    let results = demo();
+    let md = smtlab_report::markdown::cells(&results.cells);
+    let lines: Vec<&str> = md.lines().collect();
+    assert_eq!(lines.len(), 2 + results.cells.len());
+    let columns = lines[0].matches('|').count();
+    for l in &lines {
+        assert_eq!(
+            l.matches('|').count() - l.matches("\\|").count(),
+            columns,
+            "{l}"
+        );
+    }
+    let mut groups: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    for c in &results.cells {
+        if !groups.contains(&(c.benchmark.as_str(), &c.params)) {
+            groups.push((c.benchmark.as_str(), &c.params));
+        }
+    }
+    assert_eq!(md.matches("| baseline |").count(), groups.len());
+    assert!(md.contains("x ["), "speed-ups carry their interval: {md}");
+    assert!(smtlab_report::markdown::cells(&[]).lines().count() == 2);
+}

@@ -5,7 +5,7 @@
 use smtlab_model::{CellRecord, RunResults};
 
 /// The CSV header, one column per name, in order.
-pub const CSV_COLUMNS: [&str; 21] = [
+pub const CSV_COLUMNS: [&str; 35] = [
     "run_id",
     "benchmark",
     "group",
@@ -27,6 +27,21 @@ pub const CSV_COLUMNS: [&str; 21] = [
     "converged",
     "iterations",
     "cpu_rate_mean",
+    // Added after the first 21, so scripts that index columns keep working.
+    "status",
+    "skip_reason",
+    "work_unit",
+    "instructions_per_unit",
+    "cycles_per_unit",
+    "cpu_ns_per_unit",
+    "context_switches_per_unit",
+    "page_faults_per_unit",
+    "hostname",
+    "kernel",
+    "cpu_model",
+    "smt_control",
+    "tool_version",
+    "git_commit",
 ];
 
 /// The run as pretty-printed `smtlab.results/1` JSON with a trailing newline: every
@@ -49,6 +64,15 @@ pub fn json(results: &RunResults) -> Vec<u8> {
 /// * `ci95_low`/`ci95_high` are `mean -/+ ci95_half_width`; they and `stddev` are empty
 ///   when the cell has fewer than two samples (there is no spread to report).
 /// * `cpu_rate_mean` is work per CPU-second, empty when the cell did not measure it.
+/// * `status` is `measured`, or `skipped` for a cell that could not be measured: its
+///   key (`placement` as planned) and `skip_reason`, every figure empty. Skipped cells
+///   follow the measured ones.
+/// * `work_unit` .. `page_faults_per_unit`: the cell's performance counters per unit of
+///   work (`--counters`), empty where not counted (no PMU, run without counters).
+/// * `hostname` .. `git_commit`: the run's environment, the same on every row, so rows
+///   of several runs' CSV files can be concatenated and still say where they were
+///   measured. One rectangular table, no comment lines: spreadsheets and data-frame
+///   readers take it as it is.
 /// * Numbers are written in Rust's shortest round-trip form.
 pub fn csv(results: &RunResults) -> Vec<u8> {
     let mut w = csv::Writer::from_writer(Vec::new());
@@ -56,9 +80,59 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
     // results are ignored rather than unwrapped.
     let _ = w.write_record(CSV_COLUMNS);
     for cell in &results.cells {
-        let _ = w.write_record(row(results.run.id, cell));
+        let mut r = row(results.run.id, cell).to_vec();
+        r.extend(extra(results, Some(cell), None));
+        let _ = w.write_record(r);
+    }
+    for skip in &results.skipped {
+        let k = &skip.key;
+        let mut r = vec![String::new(); 21];
+        r[0] = results.run.id.to_string();
+        r[1] = k.benchmark.clone();
+        r[3] = params_text(&k.params);
+        r[4] = k.placement.clone();
+        r.extend(extra(results, None, Some(&skip.reason)));
+        let _ = w.write_record(r);
     }
     w.into_inner().unwrap_or_default()
+}
+
+fn params_text(p: &std::collections::BTreeMap<String, String>) -> String {
+    p.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// The columns after the first 21: status, counters, environment.
+fn extra(results: &RunResults, cell: Option<&CellRecord>, skipped: Option<&str>) -> Vec<String> {
+    let opt = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+    let per = cell
+        .and_then(|c| c.counters.as_ref())
+        .and_then(|k| k.per_unit.as_ref());
+    let env = &results.run.environment;
+    let text = |s: &Option<String>| s.clone().unwrap_or_default();
+    vec![
+        if skipped.is_some() {
+            "skipped"
+        } else {
+            "measured"
+        }
+        .to_string(),
+        skipped.unwrap_or_default().to_string(),
+        per.map(|p| p.unit.clone()).unwrap_or_default(),
+        opt(per.and_then(|p| p.instructions_per_unit)),
+        opt(per.and_then(|p| p.cycles_per_unit)),
+        opt(per.and_then(|p| p.cpu_ns_per_unit)),
+        opt(per.and_then(|p| p.context_switches_per_unit)),
+        opt(per.and_then(|p| p.page_faults_per_unit)),
+        text(&env.hostname),
+        text(&env.kernel),
+        text(&env.cpu_model),
+        text(&env.smt_control),
+        env.tool_version.clone(),
+        text(&env.git_commit),
+    ]
 }
 
 fn row(run_id: i64, cell: &CellRecord) -> [String; 21] {
@@ -66,12 +140,7 @@ fn row(run_id: i64, cell: &CellRecord) -> [String; 21] {
     let spread = s.n >= 2;
     let num = |x: f64| x.to_string();
     let if_spread = |x: f64| if spread { num(x) } else { String::new() };
-    let params = cell
-        .params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(";");
+    let params = params_text(&cell.params);
     [
         run_id.to_string(),
         cell.benchmark.clone(),
@@ -116,7 +185,41 @@ mod tests {
             CSV_COLUMNS
         );
         let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
-        assert_eq!(rows.len(), results.cells.len());
+        assert_eq!(rows.len(), results.cells.len() + results.skipped.len());
+        assert!(
+            !results.skipped.is_empty(),
+            "the fixture has a skipped cell"
+        );
+        for (row, skip) in rows[results.cells.len()..].iter().zip(&results.skipped) {
+            assert_eq!((&row[21], &row[22]), ("skipped", skip.reason.as_str()));
+            assert_eq!(&row[1], skip.key.benchmark);
+            assert_eq!(&row[10], "", "no figure for a skipped cell");
+        }
+        let counted = results.cells.iter().position(|c| {
+            c.counters
+                .as_ref()
+                .and_then(|k| k.per_unit.as_ref())
+                .and_then(|p| p.cpu_ns_per_unit)
+                .is_some()
+        });
+        let i = counted.expect("the fixture has a counted cell");
+        let want = results.cells[i]
+            .counters
+            .as_ref()
+            .unwrap()
+            .per_unit
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            rows[i][26].parse::<f64>().unwrap(),
+            want.cpu_ns_per_unit.unwrap()
+        );
+        for row in &rows {
+            assert_eq!(
+                row[29].to_string(),
+                results.run.environment.hostname.clone().unwrap_or_default()
+            );
+        }
         for (row, cell) in rows.iter().zip(&results.cells) {
             assert_eq!(&row[0], "7");
             assert_eq!(&row[1], cell.benchmark);

@@ -15,7 +15,8 @@ pub const APPLICATION_ID: u32 = 0x534d_544c;
 ///   measured with `--counters`).
 /// * 3: `rounds` (each round of a cell measured with `--repeat`).
 /// * 4: `leases` (which process is measuring a run).
-pub const SCHEMA_VERSION: i64 = 4;
+/// * 5: `runs.label` (a name the user gives a run: `smtlab run --label`).
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// `(version, SQL)`: the SQL that turns a file of `version - 1` into `version`. A file
 /// of version v gets every migration above v, in order, in one transaction with the
@@ -29,6 +30,10 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
     ),
     (3, rounds_sql!()),
     (4, leases_sql!()),
+    (
+        5,
+        "ALTER TABLE runs ADD COLUMN label TEXT;  -- the user's name for the run, NULL when none",
+    ),
 ];
 
 /// The `leases` table, new in version 4 (see `rounds_sql`).
@@ -108,7 +113,8 @@ CREATE TABLE IF NOT EXISTS runs (
     environment      TEXT    NOT NULL,        -- JSON Environment
     topology         TEXT    NOT NULL,        -- JSON Topology (smtlab.topology/1)
     config           TEXT    NOT NULL,        -- JSON RunConfig
-    notes            TEXT    NOT NULL         -- JSON array of strings
+    notes            TEXT    NOT NULL,        -- JSON array of strings
+    label            TEXT                     -- the user's name for the run (smtlab run --label)
 );
 
 -- Every planned cell in measuring order; plan minus cells minus skipped = what --resume runs.

@@ -5,7 +5,7 @@ use smtlab_model::BenchInfo;
 
 use super::{emit, json_text};
 use crate::args::ListArgs;
-use crate::render::table::Table;
+use crate::render::table::{Layout, Table};
 
 pub fn run(args: &ListArgs) -> Result<()> {
     let infos: Vec<BenchInfo> = smtlab_runner::catalog::all()
@@ -15,18 +15,24 @@ pub fn run(args: &ListArgs) -> Result<()> {
     if args.json {
         return emit(&json_text(&infos)?);
     }
-    emit(&table(&infos))
+    emit(&table(&infos, Layout::term()))
 }
 
-pub fn table(infos: &[BenchInfo]) -> String {
-    let mut t = Table::new([
+/// Fitted to a width, each benchmark's description goes on a line of its own under it
+/// (cut to the width) and long parameter lists are cut; `--wide` keeps one line each.
+pub fn table(infos: &[BenchInfo], layout: Layout) -> String {
+    let wide = layout.width.is_none();
+    let mut headers = vec![
         "Benchmark",
         "Group",
         "Unit",
         "Better",
         "Parameters (default)",
-        "About",
-    ]);
+    ];
+    if wide {
+        headers.push("About");
+    }
+    let mut t = Table::new(headers).shrink(4);
     for i in infos {
         let params = i
             .params
@@ -34,7 +40,7 @@ pub fn table(infos: &[BenchInfo]) -> String {
             .map(|p| format!("{}={}", p.name, p.default))
             .collect::<Vec<_>>()
             .join(" ");
-        t.row([
+        let mut cells = vec![
             i.name.clone(),
             i.group.clone(),
             i.unit.clone(),
@@ -44,8 +50,14 @@ pub fn table(infos: &[BenchInfo]) -> String {
             } else {
                 params
             },
-            i.description.lines().next().unwrap_or("").to_string(),
-        ]);
+        ];
+        let about = i.description.lines().next().unwrap_or("").to_string();
+        if wide {
+            cells.push(about);
+            t.row(cells);
+        } else {
+            t.row_with_detail(cells, about);
+        }
     }
-    t.render()
+    t.render_to(layout)
 }

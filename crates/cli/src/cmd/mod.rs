@@ -9,6 +9,7 @@ use smtlab_model::Topology;
 use crate::args::{Cli, Command, SysfsArg};
 
 pub mod bench;
+mod completions;
 pub mod counting;
 mod exec;
 mod list;
@@ -23,6 +24,7 @@ mod topo;
 /// stopped by Ctrl-C has its own).
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ok = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
+    crate::term::init(&cli.term);
     match cli.command {
         Command::Topo(a) => ok(topo::run(&a)),
         Command::Placements(a) => ok(placements::run(&a)),
@@ -35,6 +37,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Exec(a) => ok(exec::run(&a)),
         Command::Smt(a) => ok(smt::run(&a)),
         Command::Load(a) => ok(load::run(&a)),
+        Command::Completions(a) => ok(completions::completions(&a)),
+        Command::Man => ok(completions::man()),
     }
 }
 

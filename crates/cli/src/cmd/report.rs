@@ -39,6 +39,9 @@ pub fn load(which: &str, db: &Option<PathBuf>) -> Result<RunResults> {
 }
 
 pub fn runs(args: &RunsArgs) -> Result<()> {
+    if !args.delete.is_empty() {
+        return delete(args);
+    }
     let store = Store::open_read_only(db_path(&args.db.db))?;
     let list = store.list_runs()?;
     if args.json {
@@ -56,16 +59,60 @@ pub fn runs(args: &RunsArgs) -> Result<()> {
                     "cells_planned": r.cells_planned,
                     "hostname": r.hostname,
                     "cpu_model": r.cpu_model,
+                    "label": r.label,
                 })
             })
             .collect();
         return emit(&super::json_text(&rows)?);
     }
-    emit(&render::report::runs_table(&list))
+    emit(&render::report::runs_table(
+        &list,
+        render::table::Layout::term(),
+    ))
+}
+
+/// `runs --delete`: every selector resolved first (ids, `-1`, labels), then all deleted
+/// in one transaction or none.
+fn delete(args: &RunsArgs) -> Result<()> {
+    let mut store = Store::open_existing(db_path(&args.db.db))?;
+    let mut ids = Vec::new();
+    for which in &args.delete {
+        let id = store.resolve_run(which)?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    store.delete_runs(&ids)?;
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    emit(&format!(
+        "deleted {} {}\n",
+        if ids.len() == 1 { "run" } else { "runs" },
+        list.join(", ")
+    ))
+}
+
+/// The label of a stored run, for the summary's first line; none for a results file.
+fn label_of(which: &str, db: &Option<PathBuf>, id: i64) -> Option<String> {
+    if which.ends_with(".json") || Path::new(which).is_file() {
+        return None;
+    }
+    Store::open_read_only(db_path(db))
+        .ok()?
+        .run_label(id)
+        .ok()
+        .flatten()
 }
 
 pub fn report(args: &ReportArgs) -> Result<()> {
     let results = load(&args.run, &args.db.db)?;
+    if let Some(path) = &args.export_markdown {
+        let md = smtlab_report::markdown::cells(&results.cells);
+        if path.as_os_str() == "-" {
+            return emit(&md);
+        }
+        std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
+        crate::term::note(&format!("wrote {}", path.display()));
+    }
     let bytes = if args.json {
         smtlab_store::export::json(&results)
     } else if args.csv {
@@ -73,13 +120,18 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     } else if args.output.is_some() {
         smtlab_report::html(&results).into_bytes()
     } else {
-        return emit(&render::report::summary(&results));
+        let label = label_of(&args.run, &args.db.db, results.run.id);
+        return emit(&render::report::summary(
+            &results,
+            label.as_deref(),
+            render::table::Layout::term(),
+        ));
     };
     match &args.output {
         Some(path) => {
             std::fs::write(path, &bytes)
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            eprintln!("wrote {}", path.display());
+            crate::term::note(&format!("wrote {}", path.display()));
             Ok(())
         }
         None => emit(&String::from_utf8_lossy(&bytes)),
@@ -102,5 +154,5 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
     if args.json {
         return emit(&smtlab_report::compare_json(&cmp));
     }
-    emit(&smtlab_report::compare_table(&cmp))
+    emit(&render::compare::table(&cmp, render::table::Layout::term()))
 }

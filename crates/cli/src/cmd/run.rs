@@ -43,6 +43,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let (run_id, meta, pending, lease) = match fresh {
         Some(meta) => {
             let id = store.create_run(&meta)?;
+            if let Some(label) = &args.label {
+                store.set_run_label(id, Some(label))?;
+            }
             let pending = meta.plan.clone();
             (id, meta, pending, store.lease_run(id)?)
         }

@@ -2,6 +2,7 @@
 //! with snapshots and the commands stay thin.
 
 pub mod bench;
+pub mod compare;
 pub mod placements;
 pub mod report;
 pub mod run;

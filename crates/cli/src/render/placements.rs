@@ -1,6 +1,6 @@
 //! `smtlab placements` table.
 
-use super::table::Table;
+use super::table::{Layout, Table};
 use crate::cmd::placements::Entry;
 
 pub fn table(entries: &[Entry]) -> String {
@@ -61,7 +61,7 @@ pub fn table(entries: &[Entry]) -> String {
             (None, None) => {}
         }
     }
-    let mut out = ok.render();
+    let mut out = ok.render_to(Layout::term());
     if !failed.is_empty() {
         out.push_str("\nNot possible on this machine:\n");
         out.extend(failed);

@@ -3,35 +3,51 @@
 use smtlab_model::{CellRecord, RunResults};
 use smtlab_store::RunListing;
 
-use super::bench::{header_line, row};
-use super::table::Table;
+use super::table::{Layout, Table, wrap};
+use smtlab_model::stats::speedup;
+use smtlab_report::fmt::{mean_ci, num};
 
 pub use smtlab_report::fmt::utc;
 
-pub fn runs_table(list: &[RunListing]) -> String {
+/// `smtlab runs`. Fitted to a width, the host and CPU model go on a line under each run;
+/// wide, they are columns.
+pub fn runs_table(list: &[RunListing], layout: Layout) -> String {
     if list.is_empty() {
         return "no runs yet: start one with `smtlab run --suite quick`\n".into();
     }
-    let mut t = Table::new(["Run", "Started", "Status", "Suite", "Cells", "Host", "CPU"]);
+    let wide = layout.width.is_none();
+    let mut headers = vec![
+        "Run", "Started", "Status", "Suite", "Cells", "Skipped", "Label",
+    ];
+    if wide {
+        headers.extend(["Host", "CPU"]);
+    }
+    let mut t = Table::new(headers).shrink(6).shrink(7).shrink(8);
     for r in list {
-        t.row([
+        let mut cells = vec![
             r.id.to_string(),
             utc(r.started_unix_s),
             format!("{:?}", r.status).to_lowercase(),
             r.suite.clone().unwrap_or_else(|| "-".into()),
-            format!(
-                "{}/{} ({} skipped)",
-                r.cells_done, r.cells_planned, r.cells_skipped
-            ),
-            r.hostname.clone().unwrap_or_else(|| "-".into()),
-            r.cpu_model.clone().unwrap_or_else(|| "-".into()),
-        ]);
+            format!("{}/{}", r.cells_done, r.cells_planned),
+            r.cells_skipped.to_string(),
+            r.label.clone().unwrap_or_else(|| "-".into()),
+        ];
+        let host = r.hostname.clone().unwrap_or_else(|| "-".into());
+        let cpu = r.cpu_model.clone().unwrap_or_else(|| "-".into());
+        if wide {
+            cells.extend([host, cpu]);
+            t.row(cells);
+        } else {
+            t.row_with_detail(cells, format!("{host}: {cpu}"));
+        }
     }
-    t.render()
+    t.render_to(layout)
 }
 
 /// The run's facts, then each benchmark's cells with ratios to its first placement.
-pub fn summary(results: &RunResults) -> String {
+/// Fitted to a width, each cell's spread and speed-up go on a line under it.
+pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> String {
     let run = &results.run;
     let env = &run.environment;
     let mut out = format!(
@@ -43,6 +59,9 @@ pub fn summary(results: &RunResults) -> String {
         results.cells.len(),
         results.skipped.len()
     );
+    if let Some(l) = label {
+        out.push_str(&format!("label: {l}\n"));
+    }
     out.push_str(&format!(
         "{} on {} ({}), kernel {}, SMT control {}\n",
         env.hostname.as_deref().unwrap_or("unknown host"),
@@ -72,14 +91,19 @@ pub fn summary(results: &RunResults) -> String {
     for line in said {
         out.push_str(&format!("note: {line}\n"));
     }
+    let mut out = wrap(&out, layout);
     let yields = smtlab_report::smt_yields(results);
     if yields.is_empty() {
         if let Some(why) = smtlab_report::no_yields_reason(results) {
-            out.push_str(&format!("\nSMT yield: {why}\n"));
+            out.push_str(&wrap(&format!("\nSMT yield: {why}"), layout));
         }
     } else {
         out.push_str("\nSMT yield\n");
-        out.push_str(&smtlab_report::yield_table(&yields));
+        if layout.width.is_none() {
+            out.push_str(&smtlab_report::yield_table(&yields));
+        } else {
+            out.push_str(&yields_narrow(&yields, layout));
+        }
     }
     let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
     for c in &results.cells {
@@ -97,27 +121,120 @@ pub fn summary(results: &RunResults) -> String {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        out.push_str(&format!(
-            "\n{} ({}, {} is better)  {}\n",
-            g[0].benchmark,
-            g[0].unit,
-            g[0].direction.as_str(),
-            params.join(" ")
+        out.push_str(&wrap(
+            format!(
+                "\n{} ({}, {} is better)  {}",
+                g[0].benchmark,
+                g[0].unit,
+                g[0].direction.as_str(),
+                params.join(" ")
+            )
+            .trim_end(),
+            layout,
         ));
-        out.push_str(&header_line());
-        let base = &g[0].result.summary;
-        for (i, c) in g.iter().enumerate() {
-            out.push_str(&row(c, (i > 0).then_some(base)));
-            if let Some(k) = &c.counters {
-                out.push_str(&format!(
-                    "  counters: {}\n",
-                    smtlab_report::counters::line(k)
-                ));
-            }
-        }
+        out.push_str(&cells_table(&g, layout));
     }
     for s in &results.skipped {
-        out.push_str(&format!("\nskipped: {}\n", super::run::skipped_line(s)));
+        out.push_str(&wrap(
+            &format!("\nskipped: {}", super::run::skipped_line(s)),
+            layout,
+        ));
     }
+    out
+}
+
+/// One benchmark-and-parameters group: its placements, the first the baseline.
+fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
+    let wide = layout.width.is_none();
+    let mut headers = vec!["placement", "cpus", "median", "mean +- 95% CI", "n", "conv"];
+    if wide {
+        headers.extend(["p25-p75", "min", "vs first"]);
+    }
+    let mut t = Table::new(headers);
+    let base = &g[0].result.summary;
+    let mut counters: Vec<(usize, String)> = Vec::new();
+    for (i, c) in g.iter().enumerate() {
+        let s = &c.result.summary;
+        let cpus = if c.placement.cpus.is_empty() {
+            "unpinned".to_string()
+        } else {
+            c.placement.cpu_set().to_list_string()
+        };
+        // The one speed-up: above 1 = this placement better than the first.
+        let vs = (i > 0)
+            .then(|| speedup(base, s, c.direction))
+            .flatten()
+            .map_or(String::new(), |r| smtlab_report::fmt::speedup(&r));
+        let spread = format!("{}-{}", num(s.p25), num(s.p75));
+        let mut cells = vec![
+            c.placement.name.clone(),
+            cpus,
+            num(s.median),
+            mean_ci(s),
+            s.n.to_string(),
+            if c.result.met_target() { "yes" } else { "no" }.to_string(),
+        ];
+        let mut detail = String::new();
+        if wide {
+            cells.extend([spread, num(s.min), vs]);
+        } else if !vs.is_empty() {
+            // Not cut: the words after the interval are the verdict.
+            detail = format!("vs first: {vs}");
+        }
+        if let Some(k) = &c.counters {
+            counters.push((i, smtlab_report::counters::line(k)));
+        }
+        t.row_with_detail(cells, detail);
+    }
+    let mut out = t.render_to(layout);
+    for (i, line) in counters {
+        out.push_str(&wrap(
+            &format!("  counters ({}): {line}", g[i].placement.name),
+            layout,
+        ));
+    }
+    out
+}
+
+/// The yields with each ratio on a line of its own under its benchmark: three ratios
+/// with intervals and verdicts do not fit 80 columns side by side.
+fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
+    use smtlab_report::YieldKind;
+    let mut t = Table::new(["benchmark", "params", "unit", "better"]).shrink(1);
+    let mut any_inverted = false;
+    for r in rows {
+        let inverted = r.direction == smtlab_model::Direction::Lower;
+        any_inverted |= inverted;
+        let detail: Vec<String> = YieldKind::ALL
+            .iter()
+            .map(|&k| {
+                let v = r.get(k).map_or("- (not measured)".into(), |y| {
+                    smtlab_report::yields::ratio_text(&y.ratio)
+                });
+                format!("{:<10} {v}", k.heading())
+            })
+            .collect();
+        t.row_with_detail(
+            [
+                r.benchmark.clone(),
+                smtlab_report::fmt::params(&r.params),
+                r.unit.clone(),
+                if inverted { "lower*" } else { "higher" }.to_string(),
+            ],
+            detail.join("\n"),
+        );
+    }
+    let mut out = t.render_to(layout);
+    let mut legend = String::from(
+        "speed-up: ratio of means with 95% CI (Fieller); above 1 = better with SMT; \
+         faster/slower/not significant: what the interval says about 1",
+    );
+    if any_inverted {
+        legend.push_str(
+            "\n* lower is better: shown as value(base)/value(SMT), so above 1 still means \
+             faster with SMT",
+        );
+    }
+    out.push_str(&wrap(&legend, layout));
     out
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::{Cache, CacheType, CpuSet, Topology};
 
-use super::table::Table;
+use super::table::{Layout, Table};
 use super::{bytes, plural};
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -66,7 +66,7 @@ pub fn tables(topo: &Topology) -> String {
     for (_, r) in rows {
         t.row(r);
     }
-    out.push_str(&t.render());
+    out.push_str(&t.render_to(Layout::term()));
 
     if !topo.caches.is_empty() {
         out.push('\n');
@@ -83,7 +83,7 @@ pub fn tables(topo: &Topology) -> String {
             };
             t.row([n.id.to_string(), cpus, opt(n.memory_bytes.map(bytes))]);
         }
-        out.push_str(&t.render());
+        out.push_str(&t.render_to(Layout::term()));
     }
     if !topo.core_kinds.is_empty() {
         out.push('\n');
@@ -91,7 +91,7 @@ pub fn tables(topo: &Topology) -> String {
         for k in &topo.core_kinds {
             t.row([k.name.clone(), k.cpus.to_list_string(), k.source.clone()]);
         }
-        out.push_str(&t.render());
+        out.push_str(&t.render_to(Layout::term()));
     }
     out.push('\n');
     out
@@ -123,7 +123,7 @@ fn header(topo: &Topology) -> String {
     }
     t.row(["SMT", &smt_phrase(topo)]);
     // The empty header row of a key/value table is dropped.
-    t.render()
+    t.render_to(Layout::term())
         .lines()
         .skip(1)
         .map(|l| format!("{l}\n"))
@@ -193,7 +193,7 @@ fn caches(topo: &Topology) -> String {
             inst.join(" "),
         ]);
     }
-    t.render()
+    t.render_to(Layout::term())
 }
 
 /// lstopo-like nesting drawn in ASCII: a box per package, cores as `[cpu,cpu]` inside.

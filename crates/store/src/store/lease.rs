@@ -255,7 +255,7 @@ fn renew(conn: &Connection, run_id: i64, token: &str, now: u64) -> rusqlite::Res
 }
 
 /// The lease row of `run_id` and its token.
-fn holder(
+pub(crate) fn holder(
     conn: &Connection,
     run_id: i64,
     now: u64,
@@ -278,7 +278,7 @@ fn holder(
     .optional()
 }
 
-fn is_live(h: &LeaseHolder) -> bool {
+pub(crate) fn is_live(h: &LeaseHolder) -> bool {
     let fresh = u128::from(h.heartbeat_age_ms) < LEASE_STALE_AFTER.as_millis();
     fresh && (h.host != this_host() || pid_alive(h.pid))
 }
@@ -305,7 +305,7 @@ pub fn this_host() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -14,8 +14,8 @@ mod open;
 mod runs;
 
 pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
-pub use runs::RunListing;
 use runs::describe_ids;
+pub use runs::{RunListing, check_label};
 
 use crate::error::{Result, StoreError};
 

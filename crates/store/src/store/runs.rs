@@ -10,7 +10,7 @@ use smtlab_model::{
 
 use super::cells::*;
 use super::codec::*;
-use super::{Fail, Step, Store};
+use super::{Fail, Step, Store, lease};
 use crate::error::{Result, StoreError};
 
 /// One line of `smtlab runs`: what a run is without loading its cells.
@@ -29,6 +29,8 @@ pub struct RunListing {
     pub cells_planned: usize,
     pub hostname: Option<String>,
     pub cpu_model: Option<String>,
+    /// The user's name for the run (`smtlab run --label`).
+    pub label: Option<String>,
 }
 
 impl Store {
@@ -140,14 +142,16 @@ impl Store {
     /// Every run, oldest first.
     pub fn list_runs(&self) -> Result<Vec<RunListing>> {
         let r = (|| -> Step<Vec<RunListing>> {
-            let mut stmt = self.conn.prepare(
+            let mut stmt = self.conn.prepare(&format!(
                 "SELECT r.id, r.started_unix_s, r.finished_unix_s, r.status, r.suite,
                         r.hostname, r.cpu_model,
                         (SELECT count(*) FROM cells c WHERE c.run_id = r.id),
                         (SELECT count(*) FROM skipped s WHERE s.run_id = r.id),
-                        (SELECT count(*) FROM plan p WHERE p.run_id = r.id)
+                        (SELECT count(*) FROM plan p WHERE p.run_id = r.id),
+                        {label}
                  FROM runs r ORDER BY r.id",
-            )?;
+                label = self.label_column()
+            ))?;
             let mut rows = stmt.query([])?;
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
@@ -163,6 +167,7 @@ impl Store {
                     cells_done: row.get(7)?,
                     cells_skipped: row.get(8)?,
                     cells_planned: row.get(9)?,
+                    label: row.get(10)?,
                 });
             }
             Ok(out)
@@ -193,11 +198,15 @@ impl Store {
     ///
     /// * `latest` or `last`: the newest run;
     /// * `12` (or `#12`): run 12, which must exist;
-    /// * `-1`: the newest run, `-2` the one before, and so on (counted in id order).
+    /// * `-1`: the newest run, `-2` the one before, and so on (counted in id order);
+    /// * a label (`smtlab run --label`) that exactly one run carries.
     ///
     /// Errors say which runs exist.
     pub fn resolve_run(&self, selector: &str) -> Result<i64> {
         let s = selector.trim();
+        if let Some(id) = self.run_by_label(s)? {
+            return Ok(id);
+        }
         let bad = || StoreError::BadRunSelector {
             path: self.path.clone(),
             input: selector.to_string(),
@@ -226,6 +235,104 @@ impl Store {
         })
     }
 
+    /// The run carrying `label`, `None` when no run does. Labels cannot look like run
+    /// selectors (see [`check_label`]), so this never shadows an id.
+    fn run_by_label(&self, label: &str) -> Result<Option<i64>> {
+        if self.version < 5 || check_label(label).is_err() {
+            return Ok(None);
+        }
+        let r = (|| -> Step<Vec<i64>> {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id FROM runs WHERE label = ?1 ORDER BY id")?;
+            let ids = stmt.query_map([label], |r| r.get(0))?;
+            Ok(ids.collect::<std::result::Result<_, _>>()?)
+        })();
+        let ids = r.map_err(|e| self.fail(&format!("finding the run labelled {label:?}"), e))?;
+        match ids.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(*one)),
+            many => Err(StoreError::Invalid {
+                path: self.path.clone(),
+                detail: format!(
+                    "label {label:?} names runs {}; give the run id",
+                    many.iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
+    }
+
+    /// `label` or `NULL`: a file of schema 4 or older opened read-only has no label column.
+    fn label_column(&self) -> &'static str {
+        if self.version >= 5 { "r.label" } else { "NULL" }
+    }
+
+    /// The run's label, `None` when it has none.
+    pub fn run_label(&self, run_id: i64) -> Result<Option<String>> {
+        let r = (|| -> Step<Option<String>> {
+            let sql = format!("SELECT {} FROM runs r WHERE r.id = ?1", self.label_column());
+            self.conn
+                .query_row(&sql, [run_id], |r| r.get(0))
+                .optional()?
+                .ok_or(Fail::NoRun(run_id))
+        })();
+        r.map_err(|e| self.fail(&format!("reading the label of run {run_id}"), e))
+    }
+
+    /// Names a run (`None` removes the name). The label must pass [`check_label`].
+    pub fn set_run_label(&mut self, run_id: i64, label: Option<&str>) -> Result<()> {
+        if let Some(l) = label {
+            check_label(l).map_err(|detail| StoreError::Invalid {
+                path: self.path.clone(),
+                detail,
+            })?;
+        }
+        let r = (|| -> Step<()> {
+            let n = self.conn.execute(
+                "UPDATE runs SET label = ?1 WHERE id = ?2",
+                params![label, run_id],
+            )?;
+            if n == 0 {
+                return Err(Fail::NoRun(run_id));
+            }
+            Ok(())
+        })();
+        r.map_err(|e| self.fail(&format!("labelling run {run_id}"), e))
+    }
+
+    /// Deletes runs with everything stored under them (plan, cells, samples, summaries,
+    /// series, rounds, skips, leases), all or none in one transaction. A run that a live
+    /// process is measuring is refused (and so nothing is deleted); a stale lease (its
+    /// holder died) does not protect the run. Unknown ids are refused too.
+    pub fn delete_runs(&mut self, run_ids: &[i64]) -> Result<()> {
+        let now = lease::now_ms();
+        let r = (|| -> Step<()> {
+            let tx = self.begin()?;
+            for &id in run_ids {
+                if !run_exists(&tx, id)? {
+                    return Err(Fail::NoRun(id));
+                }
+                if let Some((h, _)) = lease::holder(&tx, id, now)?
+                    && lease::is_live(&h)
+                {
+                    return Err(Fail::Conflict(format!(
+                        "run {id} is being measured by process {} on {}; stop it first",
+                        h.pid, h.host
+                    )));
+                }
+            }
+            for &id in run_ids {
+                tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
+            }
+            tx.commit()?;
+            Ok(())
+        })();
+        r.map_err(|e| self.fail("deleting runs", e))
+    }
+
     /// The cells of a run's plan that are neither measured nor skipped, in plan order:
     /// what `--resume` still has to do.
     pub fn pending_cells(&self, run_id: i64) -> Result<Vec<CellKey>> {
@@ -244,6 +351,36 @@ impl Store {
         })();
         r.map_err(|e| self.fail(&format!("listing pending cells of run {run_id}"), e))
     }
+}
+
+/// Labels are free text, but they must not be mistaken for what `resolve_run` reads
+/// otherwise (`12`, `#12`, `-2`, `latest`) nor break the one-line listings.
+pub fn check_label(label: &str) -> std::result::Result<(), String> {
+    let bad = |why: &str| Err(format!("label {label:?} {why}"));
+    if label.trim().is_empty() {
+        return bad("is empty");
+    }
+    if label.trim() != label {
+        return bad("starts or ends with a space");
+    }
+    if label.chars().count() > 64 {
+        return bad("is longer than 64 characters");
+    }
+    if label.chars().any(char::is_control) {
+        return bad("holds a control character (a newline or tab)");
+    }
+    let digits = label.strip_prefix('#').unwrap_or(label);
+    if digits.chars().all(|c| c.is_ascii_digit())
+        || label.starts_with('-')
+        || label.eq_ignore_ascii_case("latest")
+        || label.eq_ignore_ascii_case("last")
+    {
+        return bad("would read as a run id; use words (e.g. smt-off-6.8)");
+    }
+    if label.ends_with(".json") {
+        return bad("would read as a results file");
+    }
+    Ok(())
 }
 
 pub(crate) fn run_exists(conn: &Connection, run_id: i64) -> Step<bool> {

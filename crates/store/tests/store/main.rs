@@ -323,11 +323,12 @@ fn version_1_file(path: &Path, results: &RunResults) {
     ))
     .unwrap();
     let v1_cells = columns(&conn, "cells").join(", ");
+    let v1_runs = columns(&conn, "runs").join(", ");
     conn.execute("ATTACH DATABASE ?1 AS cur", [current.display().to_string()])
         .unwrap();
     conn.execute_batch(&format!(
         "BEGIN;
-         INSERT INTO runs SELECT * FROM cur.runs;
+         INSERT INTO runs ({v1_runs}) SELECT {v1_runs} FROM cur.runs;
          INSERT INTO plan SELECT * FROM cur.plan;
          INSERT INTO cells ({v1_cells}) SELECT {v1_cells} FROM cur.cells;
          INSERT INTO samples SELECT * FROM cur.samples;
@@ -1251,4 +1252,133 @@ fn a_lease_is_released_on_drop_and_notices_being_taken_over() {
         store.lease_run(999).unwrap_err(),
         smtlab_store::LeaseError::Store(StoreError::NoSuchRun { .. })
     ));
+}
+
+// ---- labels and deletion ------------------------------------------------------------
+
+#[test]
+fn a_label_names_a_run_while_it_is_unambiguous() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let a = store.import_run(&testdata::results(0)).unwrap();
+    let b = store.import_run(&testdata::results(0)).unwrap();
+    store.set_run_label(a, Some("smt off")).unwrap();
+    assert_eq!(store.resolve_run("smt off").unwrap(), a);
+    assert_eq!(store.run_label(a).unwrap().as_deref(), Some("smt off"));
+    assert_eq!(store.run_label(b).unwrap(), None);
+    let listed: Vec<Option<String>> = store
+        .list_runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.label)
+        .collect();
+    assert_eq!(listed, [Some("smt off".to_string()), None]);
+    store.set_run_label(b, Some("smt off")).unwrap();
+    let err = store.resolve_run("smt off").unwrap_err().to_string();
+    assert!(err.contains(&format!("names runs {a}, {b}")), "{err}");
+    // Ids keep their meaning: labels that would read as one are refused.
+    for bad in ["12", "#3", "-2", "latest", "", " x", "a\nb", "r.json"] {
+        let err = store.set_run_label(a, Some(bad)).unwrap_err().to_string();
+        assert!(err.contains("label"), "{bad:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert_eq!(store.resolve_run(&b.to_string()).unwrap(), b);
+}
+
+#[test]
+fn a_version_4_file_gains_labels_and_reads_without_them_when_read_only() {
+    let (_dir, path) = temp_db();
+    let id = Store::open(&path)
+        .unwrap()
+        .import_run(&testdata::results(0))
+        .unwrap();
+    let conn = raw(&path);
+    conn.execute_batch("ALTER TABLE runs DROP COLUMN label; PRAGMA user_version = 4;")
+        .unwrap();
+    drop(conn);
+    let ro = Store::open_read_only(&path).unwrap();
+    assert_eq!(ro.list_runs().unwrap()[0].label, None);
+    let err = ro.resolve_run("anything").unwrap_err().to_string();
+    assert!(err.contains("anything"), "{err}");
+    drop(ro);
+    let mut store = Store::open(&path).unwrap();
+    store.set_run_label(id, Some("before")).unwrap();
+    assert_eq!(store.resolve_run("before").unwrap(), id);
+}
+
+#[test]
+fn deleting_runs_takes_everything_under_them_and_spares_the_others() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let a = store.import_run(&testdata::results(0)).unwrap();
+    let b = store.import_run(&testdata::results(0)).unwrap();
+    let count = |table: &str, run: i64| -> i64 {
+        let sql = match table {
+            "samples" | "summaries" | "series" | "rounds" => format!(
+                "SELECT count(*) FROM {table} WHERE cell_id IN (SELECT id FROM cells WHERE run_id = ?1)"
+            ),
+            _ => format!("SELECT count(*) FROM {table} WHERE run_id = ?1"),
+        };
+        raw(&path).query_row(&sql, [run], |r| r.get(0)).unwrap()
+    };
+    let tables = [
+        "cells",
+        "plan",
+        "skipped",
+        "samples",
+        "summaries",
+        "series",
+        "rounds",
+    ];
+    for t in tables {
+        assert!(count(t, a) > 0, "the fixture has {t}");
+    }
+    let err = store.delete_runs(&[a, 99]).unwrap_err().to_string();
+    assert!(err.contains("no run 99"), "{err}");
+    assert_eq!(
+        count("cells", a),
+        count("cells", b),
+        "nothing deleted on error"
+    );
+    store.delete_runs(&[a]).unwrap();
+    for t in tables {
+        assert_eq!(count(t, a), 0, "{t} of the deleted run");
+        assert!(count(t, b) > 0, "{t} of the other run");
+    }
+    assert_eq!(
+        store
+            .list_runs()
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect::<Vec<_>>(),
+        [b]
+    );
+    store.check_integrity().unwrap();
+}
+
+#[test]
+fn a_run_measured_by_a_live_process_is_not_deleted() {
+    let (_dir, path) = temp_db();
+    let mut store = Store::open(&path).unwrap();
+    let a = store.import_run(&testdata::results(0)).unwrap();
+    let b = store.import_run(&testdata::results(0)).unwrap();
+    let lease = store.lease_run(a).unwrap();
+    let mut other = Store::open(&path).unwrap();
+    let err = other.delete_runs(&[b, a]).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "run {a} is being measured by process {}",
+            std::process::id()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+    assert_eq!(other.list_runs().unwrap().len(), 2, "all or nothing");
+    drop(lease);
+    // A lease whose holder is gone does not protect the run.
+    let dead = store.lease_run_as(b, u32::MAX / 2, &smtlab_store::this_host());
+    drop(dead);
+    other.delete_runs(&[a, b]).unwrap();
+    assert!(other.list_runs().unwrap().is_empty());
 }

@@ -1,0 +1,147 @@
+//! What the terminal allows: colour and width, decided once from the flags, the
+//! environment and standard output, then read by the renderers.
+//!
+//! Colour follows the usual conventions: on only when standard output is a terminal,
+//! off whenever `NO_COLOR` is set (to anything, even empty), and `--color
+//! always|never` overrides both. Width is the terminal's, else `$COLUMNS`, else 80;
+//! `--wide` lifts the limit so every table keeps its columns whole.
+
+use std::sync::OnceLock;
+
+use crate::args::{ColorWhen, TermArgs};
+
+/// Width assumed when neither the terminal nor `$COLUMNS` tells.
+pub const DEFAULT_WIDTH: usize = 80;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Term {
+    pub color: bool,
+    /// Columns to fit; `None` with `--wide`.
+    pub width: Option<usize>,
+    pub quiet: bool,
+}
+
+impl Default for Term {
+    /// What tests and library callers get: no colour, 80 columns.
+    fn default() -> Self {
+        Self {
+            color: false,
+            width: Some(DEFAULT_WIDTH),
+            quiet: false,
+        }
+    }
+}
+
+static TERM: OnceLock<Term> = OnceLock::new();
+
+pub fn init(args: &TermArgs) {
+    let tty = stdout_is_tty();
+    let t = Term {
+        color: decide_color(args.color, std::env::var_os("NO_COLOR").is_some(), tty),
+        width: decide_width(
+            args.wide,
+            tty.then(terminal_columns).flatten(),
+            std::env::var("COLUMNS").ok().as_deref(),
+        ),
+        quiet: args.quiet,
+    };
+    let _ = TERM.set(t);
+}
+
+pub fn get() -> Term {
+    TERM.get().copied().unwrap_or_default()
+}
+
+/// A note for the user, not a result: standard error, silent with `--quiet`.
+pub fn note(text: &str) {
+    if !get().quiet {
+        eprintln!("{text}");
+    }
+}
+
+pub fn decide_color(when: ColorWhen, no_color_set: bool, stdout_tty: bool) -> bool {
+    match when {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => stdout_tty && !no_color_set,
+    }
+}
+
+pub fn decide_width(
+    wide: bool,
+    terminal: Option<usize>,
+    columns_env: Option<&str>,
+) -> Option<usize> {
+    if wide {
+        return None;
+    }
+    let from_env = columns_env.and_then(|c| c.trim().parse::<usize>().ok());
+    // Narrower than 40 columns nothing fits anyway; treat it as a bad reading.
+    Some(
+        terminal
+            .or(from_env)
+            .filter(|&w| w >= 40)
+            .unwrap_or(DEFAULT_WIDTH),
+    )
+}
+
+fn stdout_is_tty() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(libc::STDOUT_FILENO) == 1 }
+}
+
+fn terminal_columns() -> Option<usize> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct we own.
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
+}
+
+/// SGR styles used by the renderers; each is empty when colour is off, so widths are
+/// computed on the plain text and the escapes wrapped around it afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Bold,
+    Dim,
+}
+
+pub fn paint(text: &str, style: Style, color: bool) -> String {
+    if !color || text.is_empty() {
+        return text.to_string();
+    }
+    let code = match style {
+        Style::Bold => "1",
+        Style::Dim => "2",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        assert!(decide_color(ColorWhen::Auto, false, true));
+        assert!(!decide_color(ColorWhen::Auto, false, false));
+        assert!(!decide_color(ColorWhen::Auto, true, true));
+        assert!(decide_color(ColorWhen::Always, true, false));
+        assert!(!decide_color(ColorWhen::Never, false, true));
+    }
+
+    #[test]
+    fn width_from_terminal_then_columns_then_80() {
+        assert_eq!(decide_width(false, Some(132), Some("100")), Some(132));
+        assert_eq!(decide_width(false, None, Some("100")), Some(100));
+        assert_eq!(decide_width(false, None, Some("wide")), Some(80));
+        assert_eq!(decide_width(false, None, None), Some(80));
+        assert_eq!(decide_width(false, Some(5), None), Some(80));
+        assert_eq!(decide_width(true, Some(132), None), None);
+    }
+
+    #[test]
+    fn paint_is_plain_without_colour() {
+        assert_eq!(paint("x", Style::Bold, false), "x");
+        assert_eq!(paint("x", Style::Bold, true), "\x1b[1mx\x1b[0m");
+    }
+}

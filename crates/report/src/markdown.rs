@@ -1,0 +1,66 @@
+//! Cells as a Markdown table, for pasting into an issue, a pull request or a wiki, in
+//! the manner of hyperfine's `--export-markdown`: one row per cell, the mean with its
+//! 95% interval, min and max, and the speed-up over the first placement measured for
+//! the same benchmark and parameters (above 1 = better, for latencies too).
+
+use smtlab_model::CellRecord;
+use smtlab_model::stats::speedup;
+
+use crate::fmt::{num, params, pm, speedup as speedup_text};
+
+/// Pure: same cells, same text. Cells keep their order; each benchmark-and-parameters
+/// group's first cell is the baseline of its group's speed-ups.
+pub fn cells(cells: &[CellRecord]) -> String {
+    let mut out = String::from(
+        "| Benchmark | Parameters | Placement | CPUs | Unit | Mean ± 95% CI | Min | Max | n | Speed-up |\n\
+         |:---|:---|:---|:---|:---|---:|---:|---:|---:|:---|\n",
+    );
+    for (i, c) in cells.iter().enumerate() {
+        let base = cells[..i]
+            .iter()
+            .find(|b| b.benchmark == c.benchmark && b.params == c.params);
+        let s = &c.result.summary;
+        let up = match base {
+            None => "baseline".to_string(),
+            Some(b) => {
+                speedup(&b.result.summary, s, c.direction).map_or("-".into(), |r| speedup_text(&r))
+            }
+        };
+        let cpus = if c.placement.cpus.is_empty() {
+            "not pinned".to_string()
+        } else {
+            c.placement.cpu_set().to_list_string()
+        };
+        let placement = if c.placement.name == c.placement_spec {
+            c.placement.name.clone()
+        } else {
+            format!("{} ({})", c.placement.name, c.placement_spec)
+        };
+        let mean = if s.n < 2 {
+            format!("{} (n=1)", num(s.mean))
+        } else {
+            pm(s.mean, s.ci95_half_width)
+        };
+        let p = params(&c.params);
+        let row = [
+            format!("`{}`", c.benchmark),
+            p,
+            placement,
+            cpus,
+            format!("{} ({} is better)", c.unit, c.direction.as_str()),
+            mean,
+            num(s.min),
+            num(s.max),
+            s.n.to_string(),
+            up,
+        ];
+        out.push('|');
+        for cell in row {
+            out.push(' ');
+            out.push_str(&cell.replace('|', "\\|"));
+            out.push_str(" |");
+        }
+        out.push('\n');
+    }
+    out
+}
