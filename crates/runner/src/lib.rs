@@ -39,6 +39,7 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod corun;
 pub mod counting;
 pub mod error;
 pub mod interleave;

@@ -1,0 +1,363 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use smtlab_bench::{BenchError, Instance, RawSample};
+use smtlab_model::{BenchInfo, Direction, ValueKind};
+
+use super::*;
+use crate::{FakeClock, NoopObserver, Overheads, RunConfig, measure};
+
+fn info(name: &str, dir: Direction, kind: ValueKind) -> BenchInfo {
+    BenchInfo {
+        name: name.into(),
+        group: "test".into(),
+        unit: "ns".into(),
+        direction: dir,
+        value_kind: kind,
+        description: "a fake".into(),
+        origin: "tests".into(),
+        params: Vec::new(),
+    }
+}
+
+/// A partner whose samples last a little real time and are counted; it says when it is
+/// dropped and on which thread.
+struct FakePartner {
+    samples: Arc<AtomicU64>,
+    dropped: Arc<AtomicBool>,
+    dropped_on_partner_thread: Arc<AtomicBool>,
+}
+
+impl Instance for FakePartner {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_micros(50 * iterations));
+        self.samples.fetch_add(1, Ordering::SeqCst);
+        Ok(RawSample {
+            elapsed_ns: t.elapsed().as_nanos().max(1) as u64,
+            work: iterations as f64,
+            ..RawSample::default()
+        })
+    }
+}
+
+impl Drop for FakePartner {
+    fn drop(&mut self) {
+        let on_partner = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("partner-"));
+        self.dropped_on_partner_thread
+            .store(on_partner, Ordering::SeqCst);
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+struct Probe {
+    samples: Arc<AtomicU64>,
+    dropped: Arc<AtomicBool>,
+    on_thread: Arc<AtomicBool>,
+}
+
+fn fake_partner() -> (Partner, Probe) {
+    let probe = Probe {
+        samples: Arc::default(),
+        dropped: Arc::default(),
+        on_thread: Arc::default(),
+    };
+    let fake = FakePartner {
+        samples: Arc::clone(&probe.samples),
+        dropped: Arc::clone(&probe.dropped),
+        dropped_on_partner_thread: Arc::clone(&probe.on_thread),
+    };
+    let partner = Partner::spawn(
+        info("hog", Direction::Higher, ValueKind::Rate { scale: 1.0 }),
+        Box::new(move || Ok(Box::new(fake) as Box<dyn Instance>)),
+    )
+    .unwrap();
+    (partner, probe)
+}
+
+/// A's sample: returns once the partner has finished `wait_for` samples since A began,
+/// so the test does not depend on how fast anything runs.
+struct WaitingA {
+    partner_samples: Arc<AtomicU64>,
+    wait_for: u64,
+}
+
+impl Instance for WaitingA {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        let t = Instant::now();
+        let start = self.partner_samples.load(Ordering::SeqCst);
+        while self.partner_samples.load(Ordering::SeqCst) < start + self.wait_for {
+            assert!(t.elapsed() < Duration::from_secs(30), "partner stalled");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(RawSample {
+            elapsed_ns: t.elapsed().as_nanos().max(1) as u64,
+            work: iterations as f64,
+            ..RawSample::default()
+        })
+    }
+}
+
+#[test]
+fn the_partner_runs_only_inside_a_sample_and_reports_its_own_samples() {
+    let (partner, probe) = fake_partner();
+    assert!(partner.iterations() >= 1);
+    // Parked after calibration: no sample while nobody measures.
+    let parked = probe.samples.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(probe.samples.load(Ordering::SeqCst), parked);
+
+    let mut inst = CoRunInstance {
+        a: Box::new(WaitingA {
+            partner_samples: Arc::clone(&probe.samples),
+            wait_for: 4,
+        }),
+        partner: Some(partner),
+        fixed: None,
+    };
+    let raw = inst.sample(3).unwrap();
+    // The sample in progress when A started is not counted; at least the following
+    // ones that ended before A did are.
+    let n = raw.metrics[PARTNER_SAMPLES];
+    assert!(n >= 2.0, "{n} partner samples inside A's");
+    assert!(raw.metrics[PARTNER_VALUE] > 0.0);
+    assert_eq!(raw.series[RUN_NS], vec![raw.elapsed_ns as f64]);
+
+    // Parked again once A's sample returned.
+    let after = probe.samples.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(probe.samples.load(Ordering::SeqCst), after);
+
+    // Dropping the cell stops the partner, drops its instance on its own thread and
+    // joins the thread before returning.
+    drop(inst);
+    assert!(probe.dropped.load(Ordering::SeqCst));
+    assert!(probe.on_thread.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_partner_that_cannot_prepare_fails_the_cell_with_its_name() {
+    let err = Partner::spawn(
+        info("broken", Direction::Higher, ValueKind::Rate { scale: 1.0 }),
+        Box::new(|| {
+            Err(BenchError::Unsupported {
+                bench: "broken".into(),
+                reason: "needs 2 CPUs".into(),
+            })
+        }),
+    )
+    .err()
+    .expect("prepare failed");
+    let text = err.to_string();
+    assert!(
+        text.contains("broken") && text.contains("as the partner"),
+        "{text}"
+    );
+    assert!(text.contains("needs 2 CPUs"), "{text}");
+}
+
+/// A sample that fails in the partner surfaces in A's next sample instead of hanging it.
+#[test]
+fn a_failing_partner_fails_the_sample() {
+    struct FailsLater(u64);
+    impl Instance for FailsLater {
+        fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+            self.0 += 1;
+            if self.0 > 3 {
+                return Err(BenchError::Check {
+                    bench: "flaky".into(),
+                    reason: "checksum".into(),
+                });
+            }
+            Ok(RawSample {
+                elapsed_ns: 2 * PARTNER_SAMPLE_NS,
+                work: iterations as f64,
+                ..RawSample::default()
+            })
+        }
+    }
+    let partner = Partner::spawn(
+        info("flaky", Direction::Higher, ValueKind::Rate { scale: 1.0 }),
+        Box::new(|| Ok(Box::new(FailsLater(0)) as Box<dyn Instance>)),
+    )
+    .unwrap();
+    let mut inst = CoRunInstance {
+        a: Box::new(Constant(1_000)),
+        partner: Some(partner),
+        fixed: Some(7),
+    };
+    assert_eq!(inst.fixed_iterations(), Some(7));
+    let mut failed = None;
+    for _ in 0..10 {
+        if let Err(e) = inst.sample(1) {
+            failed = Some(e.to_string());
+            break;
+        }
+    }
+    let text = failed.expect("the partner's failure reached A");
+    assert!(
+        text.contains("checksum") && text.contains("as the partner"),
+        "{text}"
+    );
+}
+
+/// A sample of a fixed length per iteration (A of the matrix tests).
+struct Constant(u64);
+impl Instance for Constant {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        Ok(RawSample {
+            elapsed_ns: self.0 * iterations,
+            work: iterations as f64,
+            ..RawSample::default()
+        })
+    }
+}
+
+/// A cell measured by the real runner from fake samples: `ns` per op, partner values
+/// given per sample.
+fn cell(ns: &[u64], partner: &[f64]) -> CellResult {
+    struct Scripted {
+        ns: Vec<u64>,
+        partner: Vec<f64>,
+        call: usize,
+        clock: Arc<FakeClock>,
+    }
+    impl Instance for Scripted {
+        fn sample(&mut self, _: u64) -> Result<RawSample, BenchError> {
+            let i = self.call % self.ns.len();
+            self.call += 1;
+            self.clock.advance(self.ns[i]);
+            let mut metrics = BTreeMap::new();
+            if let Some(p) = self.partner.get(i) {
+                metrics.insert(PARTNER_VALUE.to_string(), *p);
+            }
+            Ok(RawSample {
+                elapsed_ns: self.ns[i],
+                work: 1.0,
+                metrics,
+                ..RawSample::default()
+            })
+        }
+        fn fixed_iterations(&self) -> Option<u64> {
+            Some(1)
+        }
+    }
+    let clock = Arc::new(FakeClock::default());
+    let mut s = Scripted {
+        ns: ns.to_vec(),
+        partner: partner.to_vec(),
+        call: 0,
+        clock: Arc::clone(&clock),
+    };
+    let cfg = RunConfig {
+        known_overheads: Some(Overheads {
+            clock_cost_ns: 0.0,
+            loop_cost_ns_per_iter: 0.0,
+        }),
+        warmup_ns: 0,
+        min_samples: ns.len(),
+        max_samples: ns.len(),
+        ..RunConfig::default()
+    };
+    measure(
+        &mut s,
+        &info("x", Direction::Lower, ValueKind::TimePerOp),
+        &cfg,
+        clock.as_ref(),
+        &mut NoopObserver,
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_matrix_divides_each_co_run_by_the_alone_cells_of_both_sides() {
+    // Times (lower is better): int alone 100, with mem on the sibling 150; mem alone 200,
+    // with int 220. The partner values are what the other side did meanwhile.
+    let int_alone = cell(&[99, 100, 101], &[]);
+    let mem_alone = cell(&[199, 200, 201], &[]);
+    let int_with_mem = cell(&[149, 150, 151], &[249.0, 250.0, 251.0]);
+    let mem_with_int = cell(&[219, 220, 221], &[119.0, 120.0, 121.0]);
+    let cells = [
+        Measured {
+            a: "int",
+            b: None,
+            form: Form::Alone,
+            direction: Direction::Lower,
+            result: &int_alone,
+        },
+        Measured {
+            a: "mem",
+            b: None,
+            form: Form::Alone,
+            direction: Direction::Lower,
+            result: &mem_alone,
+        },
+        Measured {
+            a: "int",
+            b: Some("mem"),
+            form: Form::Sibling,
+            direction: Direction::Lower,
+            result: &int_with_mem,
+        },
+        Measured {
+            a: "mem",
+            b: Some("int"),
+            form: Form::Cores,
+            direction: Direction::Lower,
+            result: &mem_with_int,
+        },
+    ];
+    let m = matrix(&cells);
+    assert_eq!(m.len(), 2);
+    let e = &m[0];
+    assert_eq!(
+        (e.a.as_str(), e.b.as_str(), e.form),
+        ("int", "mem", Form::Sibling)
+    );
+    let s = e.slowdown.unwrap();
+    assert!((s.ratio - 1.5).abs() < 1e-9, "{s:?}");
+    assert!(s.ci95_low.unwrap() < 1.5 && s.ci95_high.unwrap() > 1.5);
+    let p = e.partner_slowdown.unwrap();
+    assert!((p.ratio - 1.25).abs() < 1e-9, "{p:?}");
+    let c = e.combined_speed.unwrap();
+    assert!((c - (1.0 / 1.5 + 1.0 / 1.25)).abs() < 1e-9);
+    assert_eq!(m[1].form, Form::Cores);
+    assert!((m[1].slowdown.unwrap().ratio - 1.1).abs() < 1e-9);
+}
+
+#[test]
+fn slowdowns_of_rates_are_alone_over_co() {
+    let alone = cell(&[10, 10, 11], &[]).summary;
+    let co = cell(&[20, 20, 21], &[]).summary;
+    // Read as rates: alone is twice co, so co-running halves the rate: slowdown 2.
+    let s = slowdown(&co, &alone, Direction::Higher).unwrap();
+    assert!((s.ratio - co.mean / alone.mean).abs() < 1e-12);
+    let t = slowdown(&alone, &co, Direction::Lower).unwrap();
+    assert!((t.ratio - co.mean / alone.mean).abs() < 1e-12);
+}
+
+#[test]
+fn a_missing_alone_cell_leaves_the_slowdown_out() {
+    let co = cell(&[150, 150, 151], &[1.0, 1.0, 1.0]);
+    let m = matrix(&[Measured {
+        a: "int",
+        b: Some("mem"),
+        form: Form::Sibling,
+        direction: Direction::Lower,
+        result: &co,
+    }]);
+    assert_eq!(m.len(), 1);
+    assert!(m[0].slowdown.is_none() && m[0].combined_speed.is_none());
+}
+
+#[test]
+fn forms_round_trip_their_names() {
+    for f in [Form::Alone, Form::Sibling, Form::Cores] {
+        assert_eq!(Form::parse(f.name()), Some(f));
+    }
+    assert_eq!(Form::parse("smt"), None);
+}
