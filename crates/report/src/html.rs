@@ -67,6 +67,7 @@ pub fn html(results: &RunResults) -> String {
     latency(&mut p, results);
     os_latency(&mut p, results);
     crate::html_counters::section(&mut p, results);
+    crate::corun::section(&mut p, results);
     cells(&mut p, results);
     skipped(&mut p, results);
     let _ = writeln!(

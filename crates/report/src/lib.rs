@@ -29,6 +29,7 @@
 //! cells say "not measured"; a section without data says so in one line.
 
 pub mod compare;
+pub mod corun;
 pub mod counters;
 pub mod fmt;
 pub mod html;

@@ -22,22 +22,20 @@
 //! [`PARTNER_SAMPLE_NS`], a tenth of the runner's sample length, so several fit in each
 //! of A's samples.
 //!
-//! Slowdowns ([`slowdown`]) are ratios of means with Fieller intervals, oriented so that
-//! above 1 always means slower than alone, whatever the unit's direction. [`matrix`]
-//! assembles them into the symbiosis matrix: rows are the measured workload, columns the
-//! partner, one matrix per form.
+//! The statistics of the cells (slowdowns, the symbiosis matrix, the penalty) are in
+//! `smtlab_report::corun`, which reads the metrics and series named here.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
-use smtlab_model::stats::{self, Ratio};
-use smtlab_model::{BenchInfo, CellResult, Direction, ResolvedPlacement, Topology};
+use smtlab_model::stats;
+use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
 use crate::value::sample_value;
+
+pub mod command;
 
 /// Length a partner sample is calibrated to.
 pub const PARTNER_SAMPLE_NS: u64 = 1_000_000;
@@ -50,35 +48,6 @@ pub const PARTNER_SAMPLES: &str = "partner_samples";
 pub const RUN_NS: &str = "run_ns";
 /// Longest a partner may take to prepare and calibrate, or to finish a sample.
 const PARTNER_WAIT: Duration = Duration::from_secs(60);
-
-/// Where the partner runs relative to the measured workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Form {
-    /// No partner: the reference.
-    Alone,
-    /// The partner on the other hardware thread of the same core.
-    Sibling,
-    /// The partner on another core: what sharing caches, memory and the package costs
-    /// without sharing a core.
-    Cores,
-}
-
-impl Form {
-    pub fn name(self) -> &'static str {
-        match self {
-            Form::Alone => "alone",
-            Form::Sibling => "sibling",
-            Form::Cores => "cores",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Form> {
-        [Form::Alone, Form::Sibling, Form::Cores]
-            .into_iter()
-            .find(|f| f.name() == text)
-    }
-}
 
 /// The CPUs a co-run uses: the measured CPU, its SMT sibling, a CPU of another core.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,7 +96,7 @@ pub fn cpu_pair(topo: &Topology) -> Result<CpuPair, String> {
 }
 
 /// A placement of exactly the given CPUs (the measured CPU first).
-pub fn placement_of(form: Form, cpus: &[u32], topo: &Topology) -> ResolvedPlacement {
+pub fn placement_of(name: &str, cpus: &[u32], topo: &Topology) -> ResolvedPlacement {
     let cores = {
         let mut ids: Vec<_> = cpus
             .iter()
@@ -139,7 +108,7 @@ pub fn placement_of(form: Form, cpus: &[u32], topo: &Topology) -> ResolvedPlacem
     };
     let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
     ResolvedPlacement {
-        name: format!("corun-{}", form.name()),
+        name: name.to_string(),
         spec: format!("cpus:{}", list.join(",")),
         cpus: cpus.to_vec(),
         cores,
@@ -528,96 +497,6 @@ impl Instance for CoRunInstance {
     fn fixed_iterations(&self) -> Option<u64> {
         self.fixed.or_else(|| self.a.fixed_iterations())
     }
-}
-
-/// `alone / co` oriented as a slowdown: above 1 means the co-run is slower, for rates
-/// (`alone / co`) as for times (`co / alone`).
-pub fn slowdown(
-    alone: &smtlab_model::Summary,
-    co: &smtlab_model::Summary,
-    dir: Direction,
-) -> Option<Ratio> {
-    match dir {
-        Direction::Higher => stats::ratio(alone, co),
-        Direction::Lower => stats::ratio(co, alone),
-    }
-}
-
-/// The partner's values over a co-run cell's samples (samples where none of its samples
-/// fit inside A's are left out).
-pub fn partner_summary(result: &CellResult) -> Option<smtlab_model::Summary> {
-    let values: Vec<f64> = result
-        .samples
-        .iter()
-        .filter_map(|s| s.metrics.get(PARTNER_VALUE).copied())
-        .collect();
-    stats::summarize(&values)
-}
-
-/// One measured cell of a co-run, as the matrix needs it.
-#[derive(Debug, Clone)]
-pub struct Measured<'a> {
-    /// The measured workload.
-    pub a: &'a str,
-    /// The partner, `None` for [`Form::Alone`].
-    pub b: Option<&'a str>,
-    pub form: Form,
-    pub direction: Direction,
-    pub result: &'a CellResult,
-}
-
-/// One entry of the symbiosis matrix.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    pub a: String,
-    pub b: String,
-    pub form: Form,
-    /// A's slowdown next to B (above 1: slower than alone).
-    pub slowdown: Option<Ratio>,
-    /// B's slowdown next to A, from B's own samples inside A's (against B's alone cell).
-    pub partner_slowdown: Option<Ratio>,
-    /// `1/slowdown + 1/partner_slowdown`: the pair's combined progress relative to each
-    /// running alone; above 1 the pair gets more done together than taking turns on one
-    /// CPU would. A point estimate from the two ratios (no interval of its own).
-    pub combined_speed: Option<f64>,
-}
-
-/// The matrix entries of every co-run cell in `cells`, in their order: each against the
-/// alone cell of the same workload (and of its partner).
-pub fn matrix(cells: &[Measured<'_>]) -> Vec<Entry> {
-    let alone: BTreeMap<&str, &Measured<'_>> = cells
-        .iter()
-        .filter(|c| c.form == Form::Alone)
-        .map(|c| (c.a, c))
-        .collect();
-    cells
-        .iter()
-        .filter(|c| c.form != Form::Alone)
-        .filter_map(|c| {
-            let b = c.b?;
-            let mine = alone.get(c.a);
-            let own =
-                mine.and_then(|m| slowdown(&m.result.summary, &c.result.summary, c.direction));
-            let partner_slowdown = alone.get(b).and_then(|p| {
-                let co = partner_summary(c.result)?;
-                slowdown(&p.result.summary, &co, p.direction)
-            });
-            let combined_speed = match (&own, &partner_slowdown) {
-                (Some(x), Some(y)) if x.ratio > 0.0 && y.ratio > 0.0 => {
-                    Some(1.0 / x.ratio + 1.0 / y.ratio)
-                }
-                _ => None,
-            };
-            Some(Entry {
-                a: c.a.to_string(),
-                b: b.to_string(),
-                form: c.form,
-                slowdown: own,
-                partner_slowdown,
-                combined_speed,
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

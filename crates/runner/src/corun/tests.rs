@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -7,7 +6,6 @@ use smtlab_bench::{BenchError, Instance, RawSample};
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::*;
-use crate::{FakeClock, NoopObserver, Overheads, RunConfig, measure};
 
 fn info(name: &str, dir: Direction, kind: ValueKind) -> BenchInfo {
     BenchInfo {
@@ -205,7 +203,7 @@ fn a_failing_partner_fails_the_sample() {
     );
 }
 
-/// A sample of a fixed length per iteration (A of the matrix tests).
+/// A sample of a fixed length per iteration.
 struct Constant(u64);
 impl Instance for Constant {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
@@ -215,149 +213,4 @@ impl Instance for Constant {
             ..RawSample::default()
         })
     }
-}
-
-/// A cell measured by the real runner from fake samples: `ns` per op, partner values
-/// given per sample.
-fn cell(ns: &[u64], partner: &[f64]) -> CellResult {
-    struct Scripted {
-        ns: Vec<u64>,
-        partner: Vec<f64>,
-        call: usize,
-        clock: Arc<FakeClock>,
-    }
-    impl Instance for Scripted {
-        fn sample(&mut self, _: u64) -> Result<RawSample, BenchError> {
-            let i = self.call % self.ns.len();
-            self.call += 1;
-            self.clock.advance(self.ns[i]);
-            let mut metrics = BTreeMap::new();
-            if let Some(p) = self.partner.get(i) {
-                metrics.insert(PARTNER_VALUE.to_string(), *p);
-            }
-            Ok(RawSample {
-                elapsed_ns: self.ns[i],
-                work: 1.0,
-                metrics,
-                ..RawSample::default()
-            })
-        }
-        fn fixed_iterations(&self) -> Option<u64> {
-            Some(1)
-        }
-    }
-    let clock = Arc::new(FakeClock::default());
-    let mut s = Scripted {
-        ns: ns.to_vec(),
-        partner: partner.to_vec(),
-        call: 0,
-        clock: Arc::clone(&clock),
-    };
-    let cfg = RunConfig {
-        known_overheads: Some(Overheads {
-            clock_cost_ns: 0.0,
-            loop_cost_ns_per_iter: 0.0,
-        }),
-        warmup_ns: 0,
-        min_samples: ns.len(),
-        max_samples: ns.len(),
-        ..RunConfig::default()
-    };
-    measure(
-        &mut s,
-        &info("x", Direction::Lower, ValueKind::TimePerOp),
-        &cfg,
-        clock.as_ref(),
-        &mut NoopObserver,
-    )
-    .unwrap()
-}
-
-#[test]
-fn the_matrix_divides_each_co_run_by_the_alone_cells_of_both_sides() {
-    // Times (lower is better): int alone 100, with mem on the sibling 150; mem alone 200,
-    // with int 220. The partner values are what the other side did meanwhile.
-    let int_alone = cell(&[99, 100, 101], &[]);
-    let mem_alone = cell(&[199, 200, 201], &[]);
-    let int_with_mem = cell(&[149, 150, 151], &[249.0, 250.0, 251.0]);
-    let mem_with_int = cell(&[219, 220, 221], &[119.0, 120.0, 121.0]);
-    let cells = [
-        Measured {
-            a: "int",
-            b: None,
-            form: Form::Alone,
-            direction: Direction::Lower,
-            result: &int_alone,
-        },
-        Measured {
-            a: "mem",
-            b: None,
-            form: Form::Alone,
-            direction: Direction::Lower,
-            result: &mem_alone,
-        },
-        Measured {
-            a: "int",
-            b: Some("mem"),
-            form: Form::Sibling,
-            direction: Direction::Lower,
-            result: &int_with_mem,
-        },
-        Measured {
-            a: "mem",
-            b: Some("int"),
-            form: Form::Cores,
-            direction: Direction::Lower,
-            result: &mem_with_int,
-        },
-    ];
-    let m = matrix(&cells);
-    assert_eq!(m.len(), 2);
-    let e = &m[0];
-    assert_eq!(
-        (e.a.as_str(), e.b.as_str(), e.form),
-        ("int", "mem", Form::Sibling)
-    );
-    let s = e.slowdown.unwrap();
-    assert!((s.ratio - 1.5).abs() < 1e-9, "{s:?}");
-    assert!(s.ci95_low.unwrap() < 1.5 && s.ci95_high.unwrap() > 1.5);
-    let p = e.partner_slowdown.unwrap();
-    assert!((p.ratio - 1.25).abs() < 1e-9, "{p:?}");
-    let c = e.combined_speed.unwrap();
-    assert!((c - (1.0 / 1.5 + 1.0 / 1.25)).abs() < 1e-9);
-    assert_eq!(m[1].form, Form::Cores);
-    assert!((m[1].slowdown.unwrap().ratio - 1.1).abs() < 1e-9);
-}
-
-#[test]
-fn slowdowns_of_rates_are_alone_over_co() {
-    let alone = cell(&[10, 10, 11], &[]).summary;
-    let co = cell(&[20, 20, 21], &[]).summary;
-    // Read as rates: alone is twice co, so co-running halves the rate: slowdown 2.
-    let s = slowdown(&co, &alone, Direction::Higher).unwrap();
-    assert!((s.ratio - co.mean / alone.mean).abs() < 1e-12);
-    let t = slowdown(&alone, &co, Direction::Lower).unwrap();
-    assert!((t.ratio - co.mean / alone.mean).abs() < 1e-12);
-}
-
-#[test]
-fn a_missing_alone_cell_leaves_the_slowdown_out() {
-    let co = cell(&[150, 150, 151], &[1.0, 1.0, 1.0]);
-    let m = matrix(&[Measured {
-        a: "int",
-        b: Some("mem"),
-        form: Form::Sibling,
-        direction: Direction::Lower,
-        result: &co,
-    }]);
-    assert_eq!(m.len(), 1);
-    assert!(m[0].slowdown.is_none() && m[0].combined_speed.is_none());
-}
-
-#[test]
-fn forms_round_trip_their_names() {
-    for f in [Form::Alone, Form::Sibling, Form::Cores] {
-        assert_eq!(Form::parse(f.name()), Some(f));
-    }
-    assert_eq!(Form::parse("smt"), None);
 }
