@@ -39,6 +39,11 @@ pub enum Command {
     Exec(ExecArgs),
     /// Show SMT control and the online CPUs; `off` / `on` switch SMT (root).
     Smt(SmtArgs),
+    /// Co-run interference: each workload next to each other one on the SMT sibling and
+    /// on another core, slowdowns against alone (the symbiosis matrix).
+    Corun(crate::cmd::corun::CorunArgs),
+    /// Single-thread penalty: a fixed piece of work alone and next to each hog.
+    Penalty(crate::cmd::corun::PenaltyArgs),
 }
 
 #[derive(Debug, Args)]

@@ -333,7 +333,7 @@ fn partner_loop(shared: &Shared, info: &BenchInfo, prepare: Prepare, iterations:
         Ok(i) => i,
         Err(e) => return fail(e.to_string()),
     };
-    let n = match calibrate(instance.as_mut()) {
+    let n = match calibrate(instance.as_mut(), PARTNER_SAMPLE_NS) {
         Ok(n) => n,
         Err(e) => return fail(e.to_string()),
     };
@@ -379,22 +379,21 @@ fn partner_loop(shared: &Shared, info: &BenchInfo, prepare: Prepare, iterations:
     drop(instance);
 }
 
-/// Iterations for a partner sample of about [`PARTNER_SAMPLE_NS`].
-fn calibrate(instance: &mut dyn Instance) -> Result<u64, BenchError> {
+/// Iterations for a sample of at least `target_ns` (the instance's own count when it
+/// fixes one): partner samples, and the fixed piece of work of the single-thread penalty.
+pub fn calibrate(instance: &mut dyn Instance, target_ns: u64) -> Result<u64, BenchError> {
     if let Some(n) = instance.fixed_iterations() {
         return Ok(n.max(1));
     }
     let mut n: u64 = 1;
     loop {
         let raw = instance.sample(n)?;
-        if raw.elapsed_ns >= PARTNER_SAMPLE_NS || n >= 1 << 40 {
+        if raw.elapsed_ns >= target_ns || n >= 1 << 40 {
             return Ok(n);
         }
-        let grow = if raw.elapsed_ns == 0 {
-            16
-        } else {
-            (PARTNER_SAMPLE_NS / raw.elapsed_ns).clamp(2, 16)
-        };
+        let grow = target_ns
+            .checked_div(raw.elapsed_ns)
+            .map_or(16, |g| g.clamp(2, 16));
         n = n.saturating_mul(grow);
     }
 }

@@ -8,6 +8,7 @@ use smtlab_model::Topology;
 use crate::args::{Cli, Command, SysfsArg};
 
 pub mod bench;
+pub mod corun;
 pub mod counting;
 mod exec;
 mod list;
@@ -29,6 +30,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Compare(a) => report::compare(&a),
         Command::Exec(a) => exec::run(&a),
         Command::Smt(a) => smt::run(&a),
+        Command::Corun(a) => corun::run_corun(&a),
+        Command::Penalty(a) => corun::run_penalty(&a),
     }
 }
 
