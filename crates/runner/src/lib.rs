@@ -48,6 +48,7 @@ pub mod observer;
 pub mod plan;
 pub mod result;
 pub mod rounds;
+pub mod utilisation;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
 pub mod value;
