@@ -44,6 +44,8 @@ pub enum Command {
     Corun(crate::cmd::corun::CorunArgs),
     /// Single-thread penalty: a fixed piece of work alone and next to each hog.
     Penalty(crate::cmd::corun::PenaltyArgs),
+    /// Reported CPU utilisation against capacity: an open-loop load at fixed rates.
+    Util(crate::cmd::utilisation::UtilArgs),
 }
 
 #[derive(Debug, Args)]

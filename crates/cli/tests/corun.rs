@@ -200,3 +200,72 @@ fn co_runs_pick_true_siblings_and_another_core_on_saved_machines() {
         );
     }
 }
+
+#[test]
+fn util_measures_a_curve_and_says_in_one_line_what_it_cannot_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = smtlab()
+        .args([
+            "util",
+            "--json",
+            "--steps",
+            "2",
+            "--step-ms",
+            "50",
+            "--samples",
+            "2",
+            "--job-us",
+            "50",
+            "--smt",
+            "off,on",
+        ])
+        .arg("--db")
+        .arg(dir.path().join("r.db"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let curve = v["curve"].as_array().unwrap();
+    let sysfs = smtlab_control::Sysfs::system();
+    let switchable = smtlab_control::state::read(&sysfs)
+        .ok()
+        .and_then(|s| s.control)
+        .is_some_and(|c| c.switchable())
+        && unsafe { libc::geteuid() } == 0;
+    if switchable {
+        assert_eq!(curve.len(), 6);
+    } else {
+        let n = notes(&stderr);
+        assert_eq!(n.len(), 1, "{stderr}");
+        assert!(n[0].contains("--smt off,on: not measured"), "{stderr}");
+        // The state found: the maximum and two rates.
+        assert_eq!(curve.len(), 3);
+        assert!(curve.iter().all(|p| p["smt"] == "as found"));
+    }
+    for p in curve {
+        let fracs: f64 = ["user", "system", "iowait", "other", "idle"]
+            .iter()
+            .map(|k| p[k].as_f64().unwrap())
+            .sum();
+        assert!((fracs - 1.0).abs() < 1e-9, "{p}");
+        assert!(p["achieved_per_s"].as_f64().unwrap() >= 0.0);
+    }
+    assert!(curve[0]["offered_pct"].is_null());
+    assert_eq!(curve[2]["offered_pct"], 100.0);
+}
+
+#[test]
+fn util_bad_input_is_a_one_line_error() {
+    for args in [
+        vec!["util", "--smt", "maybe"],
+        vec!["util", "--placement", "9c9t"],
+        vec!["util", "--steps", "0"],
+    ] {
+        let out = smtlab().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.trim().lines().count() <= 3, "{args:?}: {stderr}");
+    }
+}

@@ -412,8 +412,10 @@ pub fn penalty_text(p: &[Penalty]) -> String {
 }
 
 /// The HTML section of a run with co-run cells (`id="corun"`): a heatmap per form and
-/// the penalties; nothing at all for runs without such cells.
+/// the penalties; nothing at all for runs without such cells. Also the utilisation
+/// curve of `smtlab util` runs ([`crate::utilisation::section`]).
 pub fn section(p: &mut String, r: &RunResults) {
+    crate::utilisation::section(p, r);
     if !r.cells.iter().any(|c| form_of(c).is_some()) {
         return;
     }

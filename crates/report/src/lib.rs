@@ -36,6 +36,7 @@ pub mod html;
 mod html_counters;
 pub mod svg;
 pub mod table1;
+pub mod utilisation;
 pub mod yields;
 
 pub use compare::{

@@ -570,9 +570,6 @@ pub fn run_corun(args: &CorunArgs) -> Result<()> {
             }
         }
     }
-    for n in &notes {
-        emit(&format!("note: {n}\n"))?;
-    }
     Ok(())
 }
 
@@ -732,8 +729,5 @@ pub fn run_penalty(args: &PenaltyArgs) -> Result<()> {
         "\nRun time of one piece of work next to each hog against alone (above 1: slower) [95% CI]:\n{}",
         view::penalty_text(&pen)
     ))?;
-    for n in &notes {
-        emit(&format!("note: {n}\n"))?;
-    }
     Ok(())
 }

@@ -17,6 +17,7 @@ mod report;
 mod run;
 pub mod smt;
 mod topo;
+pub mod utilisation;
 
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
@@ -32,6 +33,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Smt(a) => smt::run(&a),
         Command::Corun(a) => corun::run_corun(&a),
         Command::Penalty(a) => corun::run_penalty(&a),
+        Command::Util(a) => utilisation::run(&a),
     }
 }
 
