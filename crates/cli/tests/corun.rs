@@ -79,6 +79,17 @@ fn corun_measures_a_matrix_and_stores_it() {
     for c in cells {
         assert!(c["params"]["corun_form"].is_string() && c["params"]["corun_partner"].is_string());
     }
+    // The terminal summary of the stored run shows the matrix again.
+    let text = smtlab()
+        .args(["report", "latest", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Co-run slowdown of the measured workload"),
+        "{text}"
+    );
     // The HTML report draws the heatmap.
     let html = dir.path().join("r.html");
     smtlab()

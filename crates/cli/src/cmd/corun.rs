@@ -731,3 +731,44 @@ pub fn run_penalty(args: &PenaltyArgs) -> Result<()> {
     ))?;
     Ok(())
 }
+
+/// The co-run matrix, penalties and utilisation curve of a stored run, for `smtlab
+/// report`'s terminal summary; empty for runs that have none.
+pub fn summary_text(results: &RunResults) -> String {
+    let mut out = String::new();
+    let entries = view::matrix(&results.cells);
+    for form in [Form::Sibling, Form::Cores] {
+        let t = view::matrix_text(&entries, form);
+        if !t.is_empty() {
+            out.push_str(&format!(
+                "\nCo-run slowdown of the measured workload (row) next to the partner (column), {} [95% CI]:\n{t}",
+                form.label()
+            ));
+        }
+    }
+    if results.run.suite.as_deref() == Some("penalty") {
+        let mut tasks: Vec<&str> = Vec::new();
+        for c in &results.cells {
+            if view::form_of(c).is_some() && !tasks.contains(&c.benchmark.as_str()) {
+                tasks.push(&c.benchmark);
+            }
+        }
+        for task in tasks {
+            let p = view::penalties(&results.cells, task);
+            if !p.is_empty() {
+                out.push_str(&format!(
+                    "\nRun time of {task} next to each hog against alone [95% CI]:\n{}",
+                    view::penalty_text(&p)
+                ));
+            }
+        }
+    }
+    let curve = smtlab_report::utilisation::curve(&results.cells);
+    if !curve.is_empty() {
+        out.push_str(&format!(
+            "\nReported utilisation against capacity:\n{}",
+            smtlab_report::utilisation::curve_text(&curve)
+        ));
+    }
+    out
+}

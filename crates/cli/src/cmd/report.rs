@@ -73,7 +73,8 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     } else if args.output.is_some() {
         smtlab_report::html(&results).into_bytes()
     } else {
-        return emit(&render::report::summary(&results));
+        let extra = super::corun::summary_text(&results);
+        return emit(&(render::report::summary(&results) + &extra));
     };
     match &args.output {
         Some(path) => {
