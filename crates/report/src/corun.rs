@@ -245,14 +245,24 @@ pub fn heat_color(slowdown: f64) -> String {
     format!("#{:02x}{:02x}{:02x}", r as u8, g as u8, b as u8)
 }
 
-/// The matrix of one form as an SVG heatmap; `None` when the form has no entries.
+/// Whether the 95% interval of `r` excludes 1.
+pub fn significant(r: &Ratio) -> bool {
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => lo > 1.0 || hi < 1.0,
+        _ => false,
+    }
+}
+
+/// The matrix of one form as an SVG heatmap (faint where the interval includes 1);
+/// `None` when the form has no entries.
 pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
     let (rows, cols) = axes(entries, form);
     if rows.is_empty() {
         return None;
     }
     let (left, top, cw, ch) = (150.0, 70.0, 110.0, 44.0);
-    let w = left + cw * cols.len() as f64 + 20.0;
+    // Wide enough for the title lines whatever the number of columns.
+    let w = (left + cw * cols.len() as f64 + 20.0).max(560.0);
     let h = top + ch * rows.len() as f64 + 20.0;
     let mut s = String::new();
     let _ = write!(
@@ -260,8 +270,8 @@ pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
          font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\
          <title>{}</title>\
-         <text x=\"{left}\" y=\"18\" font-weight=\"600\">slowdown of the measured workload (row), {}</text>\
-         <text x=\"{left}\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: 95% interval</text>",
+         <text x=\"10\" y=\"18\" font-weight=\"600\">slowdown of the measured workload (row), {}</text>\
+         <text x=\"10\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: 95% interval</text>",
         esc(&format!("co-run slowdowns, {}", form.label())),
         esc(form.label())
     );
@@ -290,7 +300,12 @@ pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
                 .find(|e| e.form == form && &e.a == a && &e.b == b);
             let (fill, text, tip) = match e.and_then(|e| e.slowdown.as_ref().map(|r| (e, r))) {
                 Some((e, r)) => (
-                    heat_color(r.ratio),
+                    // An interval that includes 1 is drawn faint: no clear effect.
+                    heat_color(if significant(r) {
+                        r.ratio
+                    } else {
+                        1.0 + (r.ratio - 1.0) * 0.3
+                    }),
                     format!("{:.2}", r.ratio),
                     format!(
                         "{a} next to {b}: slowdown {}{}",

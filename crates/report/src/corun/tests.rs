@@ -190,6 +190,17 @@ fn the_heatmap_colours_slowdowns_red_and_speedups_blue() {
     assert_eq!(svg.matches("<rect").count(), 4); // 2 rows x 2 columns, one unmeasured
     assert!(svg.contains(">1.50<") && svg.contains("not measured"));
     assert!(heatmap_svg(&m, Form::Alone).is_none());
+    // 1.5 [..] excludes 1: full colour.
+    assert!(significant(&m[0].slowdown.unwrap()));
+    assert!(svg.contains(&heat_color(1.5)));
+    let unclear = Ratio {
+        ratio: 1.5,
+        ci95_low: Some(0.8),
+        ci95_high: Some(2.0),
+        ci95_half_width_delta: None,
+        df: None,
+    };
+    assert!(!significant(&unclear));
 }
 
 #[test]
