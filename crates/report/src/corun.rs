@@ -113,6 +113,8 @@ pub struct Entry {
     /// interleaved with it.
     pub slowdown: Option<Ratio>,
     /// B's slowdown next to A, from B's samples inside A's, against an alone cell of B.
+    /// That reference ran on the measured CPU while B ran as partner on the other one,
+    /// so a difference between the two CPUs (another process busy on one) shows here too.
     pub partner_slowdown: Option<Ratio>,
     /// `1/slowdown + 1/partner_slowdown`: the pair's progress relative to each running
     /// alone. Above 1 the two get more done side by side than taking turns on one CPU;
