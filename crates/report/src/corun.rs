@@ -27,6 +27,9 @@ pub const PARTNER_PARAM: &str = "corun_partner";
 /// Sample metric: the partner's mean value inside A's sample, in the partner's unit
 /// (written by `smtlab_runner::corun`).
 pub const PARTNER_VALUE: &str = "partner_value";
+/// Sample metric: the partner's mean value running alone on its CPU right after A's
+/// sample (written by `smtlab_runner::corun`).
+pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
 /// Series: wall time of each of A's samples (written by `smtlab_runner::corun`).
 pub const RUN_NS: &str = "run_ns";
 
@@ -93,10 +96,14 @@ pub fn slowdown(alone: &Summary, co: &Summary, dir: Direction) -> Option<Ratio> 
 /// The partner's values over a co-run cell's samples; samples with no partner sample
 /// wholly inside them are left out.
 pub fn partner_summary(result: &CellResult) -> Option<Summary> {
+    metric_summary(result, PARTNER_VALUE)
+}
+
+fn metric_summary(result: &CellResult, key: &str) -> Option<Summary> {
     let values: Vec<f64> = result
         .samples
         .iter()
-        .filter_map(|s| s.metrics.get(PARTNER_VALUE).copied())
+        .filter_map(|s| s.metrics.get(key).copied())
         .collect();
     stats::summarize(&values)
 }
@@ -112,9 +119,9 @@ pub struct Entry {
     /// A's slowdown next to B (above 1: slower than alone), against A's alone cell
     /// interleaved with it.
     pub slowdown: Option<Ratio>,
-    /// B's slowdown next to A, from B's samples inside A's, against an alone cell of B.
-    /// That reference ran on the measured CPU while B ran as partner on the other one,
-    /// so a difference between the two CPUs (another process busy on one) shows here too.
+    /// B's slowdown next to A, from B's samples inside A's, against B alone on the same
+    /// CPU in windows interleaved with them ([`PARTNER_ALONE_VALUE`]); where a cell has
+    /// no such windows, against an alone cell of B (which ran on A's CPU).
     pub partner_slowdown: Option<Ratio>,
     /// `1/slowdown + 1/partner_slowdown`: the pair's progress relative to each running
     /// alone. Above 1 the two get more done side by side than taking turns on one CPU;
@@ -142,12 +149,15 @@ pub fn matrix(cells: &[CellRecord]) -> Vec<Entry> {
             let mine = alone_of(&c.benchmark, Some(b)).or_else(|| alone_of(&c.benchmark, None));
             let own =
                 mine.and_then(|m| slowdown(&m.result.summary, &c.result.summary, c.direction));
-            let partner_slowdown = alone_of(b, Some(&c.benchmark))
-                .or_else(|| alone_of(b, None))
-                .and_then(|p| {
-                    let co = partner_summary(&c.result)?;
-                    slowdown(&p.result.summary, &co, p.direction)
-                });
+            let co = partner_summary(&c.result);
+            let own_reference = metric_summary(&c.result, PARTNER_ALONE_VALUE);
+            let b_direction = cells.iter().find(|x| x.benchmark == b).map(|x| x.direction);
+            let partner_slowdown = match (&co, own_reference, b_direction) {
+                (Some(co), Some(reference), Some(dir)) => slowdown(&reference, co, dir),
+                _ => alone_of(b, Some(&c.benchmark))
+                    .or_else(|| alone_of(b, None))
+                    .and_then(|p| slowdown(&p.result.summary, co.as_ref()?, p.direction)),
+            };
             let combined_speed = match (&own, &partner_slowdown) {
                 (Some(x), Some(y)) if x.ratio > 0.0 && y.ratio > 0.0 => {
                     Some(1.0 / x.ratio + 1.0 / y.ratio)

@@ -18,7 +18,10 @@
 //!
 //! The partner's samples that both start and end inside A's sample are its throughput
 //! while co-running; they go into A's sample as metrics ([`PARTNER_VALUE`] in B's unit),
-//! so one cell gives both sides of the pair. Partner samples are calibrated to about
+//! so one cell gives both sides of the pair. With [`CoRun::partner_reference`] the
+//! partner then runs alone (A idle) for as long as A's sample took, which gives its
+//! reference on its own CPU, interleaved with its co-run windows
+//! ([`PARTNER_ALONE_VALUE`]). Partner samples are calibrated to about
 //! [`PARTNER_SAMPLE_NS`], a tenth of the runner's sample length, so several fit in each
 //! of A's samples.
 //!
@@ -41,6 +44,10 @@ pub mod command;
 pub const PARTNER_SAMPLE_NS: u64 = 1_000_000;
 /// Metric: mean value of the partner's samples inside A's sample, in the partner's unit.
 pub const PARTNER_VALUE: &str = "partner_value";
+/// Metric: mean value of the partner's samples in a window of the same length right
+/// after A's sample, with A idle: the partner alone on its own CPU, interleaved with its
+/// co-run windows (with [`CoRun::partner_reference`]).
+pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
 /// Metric: how many partner samples fell inside A's sample.
 pub const PARTNER_SAMPLES: &str = "partner_samples";
 /// Series: the wall time of each of A's samples (the run-time distribution of a fixed
@@ -414,6 +421,10 @@ pub struct CoRun {
     /// Iterations every sample of A runs (a fixed piece of work for the single-thread
     /// penalty), instead of the runner's calibration.
     pub fixed_iterations: Option<u64>,
+    /// After each of A's samples, let the partner run alone for as long as A's sample
+    /// took ([`PARTNER_ALONE_VALUE`]): the partner's own reference, on its CPU and
+    /// interleaved. Doubles the cell's time.
+    pub partner_reference: bool,
 }
 
 impl Benchmark for CoRun {
@@ -457,6 +468,7 @@ impl Benchmark for CoRun {
             a,
             partner,
             fixed: self.fixed_iterations,
+            partner_reference: self.partner_reference,
         }))
     }
 }
@@ -466,6 +478,8 @@ pub struct CoRunInstance {
     pub a: Box<dyn Instance>,
     pub partner: Option<Partner>,
     pub fixed: Option<u64>,
+    /// See [`CoRun::partner_reference`].
+    pub partner_reference: bool,
 }
 
 impl Instance for CoRunInstance {
@@ -488,6 +502,14 @@ impl Instance for CoRunInstance {
                 .insert(PARTNER_SAMPLES.into(), w.values.len() as f64);
             if let Some(m) = stats::mean(&w.values) {
                 raw.metrics.insert(PARTNER_VALUE.into(), m);
+            }
+        }
+        if let (Some(p), true) = (&self.partner, self.partner_reference) {
+            p.begin()?;
+            std::thread::sleep(Duration::from_nanos(raw.elapsed_ns));
+            let solo = p.end()?;
+            if let Some(m) = stats::mean(&solo.values) {
+                raw.metrics.insert(PARTNER_ALONE_VALUE.into(), m);
             }
         }
         Ok(raw)

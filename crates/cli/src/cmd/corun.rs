@@ -238,6 +238,8 @@ fn measure_group(
                 params: partners[i].params.clone(),
             }),
             fixed_iterations: fixed,
+            // The matrix needs each partner's own reference; the penalty does not.
+            partner_reference: fixed.is_none(),
         };
         let placement = placement_of(&format!("corun-{}", cell.form.name()), &cell.cpus, topo);
         let ctx = BenchContext {

@@ -143,6 +143,23 @@ fn slowdowns_are_oriented_by_direction_and_use_both_alone_cells() {
 }
 
 #[test]
+fn the_partners_own_interleaved_reference_wins_over_its_alone_cell() {
+    let mut cells = demo();
+    // int next to mem on the sibling: mem did 8 per sample, and 16 alone right after.
+    for s in &mut cells[1].result.samples {
+        s.metrics.insert(
+            PARTNER_ALONE_VALUE.into(),
+            16.0 + s.metrics[PARTNER_VALUE] - 8.0,
+        );
+    }
+    let m = matrix(&cells);
+    let p = m[0].partner_slowdown.unwrap();
+    assert!((p.ratio - 2.0).abs() < 1e-9, "{p:?}");
+    // The cell without those windows still uses mem's alone cell.
+    assert!((m[1].partner_slowdown.unwrap().ratio - 1.0).abs() < 1e-9);
+}
+
+#[test]
 fn a_missing_reference_leaves_the_entry_without_a_slowdown() {
     let cells = vec![cell(
         "int",

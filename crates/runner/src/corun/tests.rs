@@ -116,6 +116,7 @@ fn the_partner_runs_only_inside_a_sample_and_reports_its_own_samples() {
         }),
         partner: Some(partner),
         fixed: None,
+        partner_reference: true,
     };
     let raw = inst.sample(3).unwrap();
     // The sample in progress when A started is not counted; at least the following
@@ -123,6 +124,15 @@ fn the_partner_runs_only_inside_a_sample_and_reports_its_own_samples() {
     let n = raw.metrics[PARTNER_SAMPLES];
     assert!(n >= 2.0, "{n} partner samples inside A's");
     assert!(raw.metrics[PARTNER_VALUE] > 0.0);
+    // The partner's own reference: a window as long as A's sample (which lasted at least
+    // four partner samples), A idle; the window is wall time, so on a very busy machine
+    // one may catch no whole partner sample: one of a few samples has it.
+    let with_reference = std::iter::once(Ok(raw.clone()))
+        .chain((0..4).map(|_| inst.sample(3)))
+        .map(Result::unwrap)
+        .filter(|r| r.metrics.get(PARTNER_ALONE_VALUE).is_some_and(|v| *v > 0.0))
+        .count();
+    assert!(with_reference >= 1);
     assert_eq!(raw.series[RUN_NS], vec![raw.elapsed_ns as f64]);
 
     // Parked again once A's sample returned.
@@ -187,6 +197,7 @@ fn a_failing_partner_fails_the_sample() {
         a: Box::new(Constant(1_000)),
         partner: Some(partner),
         fixed: Some(7),
+        partner_reference: false,
     };
     assert_eq!(inst.fixed_iterations(), Some(7));
     let mut failed = None;
