@@ -70,6 +70,13 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page (roff): `smtlab man | man -l -`.
     Man,
+    /// Co-run interference: each workload next to each other one on the SMT sibling and
+    /// on another core, slowdowns against alone (the symbiosis matrix).
+    Corun(crate::cmd::corun::CorunArgs),
+    /// Single-thread penalty: a fixed piece of work alone and next to each hog.
+    Penalty(crate::cmd::corun::PenaltyArgs),
+    /// Reported CPU utilisation against capacity: an open-loop load at fixed rates.
+    Util(crate::cmd::utilisation::UtilArgs),
 }
 
 #[derive(Debug, Args)]

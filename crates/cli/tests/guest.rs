@@ -99,10 +99,66 @@ fn run(g: &Guest) -> Result<(), String> {
     if !sections.contains_key("end") {
         return fail("the guest script stopped before its end".into());
     }
-    match check_topology(g, &sections) {
+    match check_topology(g, &sections).and_then(|()| check_corun(&sections)) {
         Ok(()) => Ok(()),
         Err(why) => fail(why),
     }
+}
+
+/// The co-run cells of the `corun` section (when the script has one): the sibling form on
+/// two CPUs of one kernel core, the two-core form on two cores, and a partner reported
+/// by every co-run sample (none by the alone cell's).
+fn check_corun(s: &BTreeMap<String, String>) -> Result<(), String> {
+    let Some(text) = s.get("corun") else {
+        return Ok(());
+    };
+    let siblings: BTreeMap<u64, Vec<u64>> = s
+        .get("siblings")
+        .ok_or("no siblings section")?
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(cpu, list)| (cpu.parse().unwrap(), parse_list(list)))
+        .collect();
+    let run: Value = serde_json::from_str(text).map_err(|e| format!("corun report --json: {e}"))?;
+    let cells = run["cells"].as_array().ok_or("corun: no cells")?;
+    let mut forms = Vec::new();
+    for c in cells {
+        let form = c["params"]["corun_form"].as_str().unwrap_or("?");
+        forms.push(form.to_string());
+        let cpus: Vec<u64> = c["placement"]["cpus"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let same_core = |a: u64, b: u64| siblings.get(&a).is_some_and(|l| l.contains(&b));
+        let ok = match (form, cpus.as_slice()) {
+            ("alone", [_]) => true,
+            ("sibling", [a, b]) => a != b && same_core(*a, *b),
+            ("cores", [a, b]) => !same_core(*a, *b),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("corun: {form} cell on CPUs {cpus:?}"));
+        }
+        // Every co-run sample reports its partner (the partner is inside a sample of
+        // its own before the measured one starts); how many partner samples fit inside
+        // is a matter of timing, which means nothing under emulation.
+        let samples = c["result"]["samples"]
+            .as_array()
+            .ok_or("corun: no samples")?;
+        let reported = samples
+            .iter()
+            .all(|x| x["metrics"]["partner_samples"].as_f64().is_some());
+        if (form != "alone") != reported {
+            return Err(format!(
+                "corun: the {form} cell's samples report a partner: {reported}"
+            ));
+        }
+    }
+    forms.sort();
+    if forms != ["alone", "cores", "sibling"] {
+        return Err(format!("corun: cells {forms:?}"));
+    }
+    Ok(())
 }
 
 /// `@@ NAME` lines start sections; the text up to the next one is the section's.

@@ -69,7 +69,7 @@ figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text
 type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
 
 /// The sections in page order: id, navigation name, writer.
-const SECTIONS: [(&str, &str, SectionFn); 10] = [
+const SECTIONS: [(&str, &str, SectionFn); 11] = [
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
     ("exec", "Verdict", exec_verdict),
     ("machine", "Machine", machine),
@@ -79,9 +79,21 @@ const SECTIONS: [(&str, &str, SectionFn); 10] = [
     ("latency", "Latency distributions", latency),
     ("os-latency", "OS latencies", os_latency),
     ("counters", "Counters", crate::html_counters::section),
+    ("corun", "Co-running workloads", corun),
     ("cells", "All cells", cells),
     ("skipped", "Skipped", skipped),
 ];
+
+/// Co-run matrices, single-thread penalties and the utilisation curve, for the runs of
+/// `smtlab corun`, `penalty` and `util`.
+fn corun(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let before = p.len();
+    crate::corun::section(p, r);
+    if p.len() == before {
+        return Err("no co-run, penalty or utilisation cells in this run".into());
+    }
+    Ok(())
+}
 
 /// The whole page. Sections without data are left out and named in one line under the
 /// header with the reason, so the page has no empty sections.

@@ -32,6 +32,7 @@
 
 pub mod compare;
 pub mod compare_html;
+pub mod corun;
 pub mod counters;
 pub mod fmt;
 pub mod html;
@@ -43,6 +44,7 @@ pub mod svg;
 pub mod table1;
 pub mod topo_svg;
 pub mod units;
+pub mod utilisation;
 pub mod yields;
 
 pub use compare::{

@@ -44,6 +44,7 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod corun;
 pub mod counting;
 pub mod error;
 pub mod exec;
@@ -54,6 +55,7 @@ pub mod plan;
 pub mod result;
 pub mod rounds;
 pub mod session;
+pub mod utilisation;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
 pub mod value;

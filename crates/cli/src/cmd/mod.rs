@@ -10,6 +10,7 @@ use crate::args::{Cli, Command, SysfsArg};
 
 pub mod bench;
 mod completions;
+pub mod corun;
 pub mod counting;
 mod exec;
 mod list;
@@ -19,6 +20,7 @@ mod report;
 mod run;
 pub mod smt;
 mod topo;
+pub mod utilisation;
 
 /// Runs the command; the exit code for a command that ended without an error (a run
 /// stopped by Ctrl-C has its own).
@@ -39,6 +41,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Load(a) => ok(load::run(&a)),
         Command::Completions(a) => ok(completions::completions(&a)),
         Command::Man => ok(completions::man()),
+        Command::Corun(a) => ok(corun::run_corun(&a)),
+        Command::Penalty(a) => ok(corun::run_penalty(&a)),
+        Command::Util(a) => ok(utilisation::run(&a)),
     }
 }
 

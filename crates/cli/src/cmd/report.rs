@@ -121,11 +121,11 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         smtlab_report::html(&results).into_bytes()
     } else {
         let label = label_of(&args.run, &args.db.db, results.run.id);
-        return emit(&render::report::summary(
-            &results,
-            label.as_deref(),
-            render::table::Layout::term(),
-        ));
+        let extra = super::corun::summary_text(&results);
+        return emit(
+            &(render::report::summary(&results, label.as_deref(), render::table::Layout::term())
+                + &extra),
+        );
     };
     match &args.output {
         Some(path) => {

@@ -124,3 +124,29 @@ finish() {
   echo "failures: $fails"
   [ "$fails" = 0 ]
 }
+
+# Co-runs on real siblings: corun's sibling and two-core forms (the host checks the CPUs
+# of every cell against the kernel's sibling lists), penalty's sibling form, and util's
+# curve with SMT off and on (the state put back afterwards).
+corun_checks() {
+  all=$(cat $C/online)
+  if smtlab corun null-syscall --quick --db /tmp/c.db >/tmp/c.out 2>&1; then
+    grep -q 'partner on the SMT sibling' /tmp/c.out && ok "corun: sibling matrix shown" \
+      || { fail "corun: no sibling matrix"; cat /tmp/c.out; }
+    section corun
+    smtlab report latest --json --db /tmp/c.db || fail "report of the corun run exited with $?"
+    section checks
+  else
+    fail "corun exited with $?"; cat /tmp/c.out
+  fi
+  smtlab penalty --quick --json --cmd t=true --hogs null-syscall --samples 3 --forms sibling \
+    --db /tmp/c.db >/tmp/p.out 2>/tmp/p.err \
+    && grep -q '"form": "sibling"' /tmp/p.out && ok "penalty: sibling form measured" \
+    || { fail "penalty"; cat /tmp/p.out /tmp/p.err; }
+  smtlab util --json --steps 1 --step-ms 100 --samples 2 --smt off,on --db /tmp/c.db \
+    >/tmp/u.out 2>/tmp/u.err || { fail "util --smt off,on exited with $?"; cat /tmp/u.err; }
+  check "util: points with SMT off" 2 "$(grep -c '"smt": "off"' /tmp/u.out)"
+  check "util: points with SMT on" 2 "$(grep -c '"smt": "on"' /tmp/u.out)"
+  check "util: control restored" on "$(cat $C/smt/control)"
+  check "util: online restored" "$all" "$(cat $C/online)"
+}

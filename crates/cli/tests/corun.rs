@@ -1,0 +1,282 @@
+//! `smtlab corun` and `smtlab penalty` on this machine with tiny workloads (shell
+//! commands and a syscall loop, quick settings), their one-line notes where a form cannot
+//! run, their bad-input errors, and the CPUs a co-run picks on saved topologies.
+
+use std::process::Command;
+
+use assert_cmd::prelude::*;
+use serde_json::Value;
+
+fn smtlab() -> Command {
+    Command::cargo_bin("smtlab").expect("the smtlab binary is built")
+}
+
+fn smt_here() -> bool {
+    smtlab_topology::discover(std::path::Path::new("/"))
+        .unwrap()
+        .smt_visible()
+}
+
+fn notes(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("note:")).collect()
+}
+
+#[test]
+fn corun_measures_a_matrix_and_stores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = smtlab()
+        .args(["corun", "--quick", "--cmd", "t=true", "--cmd", "c=:"])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let n = notes(&stderr);
+    if smt_here() {
+        assert!(n.is_empty(), "{stderr}");
+        assert!(stdout.contains("partner on the SMT sibling"), "{stdout}");
+    } else {
+        // One line says why the sibling form is missing; the two-core form still runs.
+        assert_eq!(n.len(), 1, "{stderr}");
+        assert!(n[0].contains("sibling form not measured"), "{stderr}");
+        assert!(!stdout.contains("partner on the SMT sibling"), "{stdout}");
+    }
+    assert!(stdout.contains("partner on another core"), "{stdout}");
+    // A 2x2 matrix: a header and one row per workload.
+    let rows: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("measured \\ partner"))
+        .take(3)
+        .collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(
+        rows[1].starts_with('t') && rows[2].starts_with('c'),
+        "{stdout}"
+    );
+
+    // Stored as a run: every cell is there with its form and partner.
+    let json = smtlab()
+        .args(["report", "latest", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["run"]["suite"], "corun");
+    let cells = v["cells"].as_array().unwrap();
+    let forms = if smt_here() { 3 } else { 2 };
+    assert_eq!(
+        cells.len() + v["skipped"].as_array().unwrap().len(),
+        4 * forms
+    );
+    for c in cells {
+        assert!(c["params"]["corun_form"].is_string() && c["params"]["corun_partner"].is_string());
+    }
+    // The terminal summary of the stored run shows the matrix again.
+    let text = smtlab()
+        .args(["report", "latest", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Co-run slowdown of the measured workload"),
+        "{text}"
+    );
+    // The HTML report draws the heatmap.
+    let html = dir.path().join("r.html");
+    smtlab()
+        .args(["report", "latest", "--db"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&html)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<section id=\"corun\">") && page.contains("<rect"));
+}
+
+#[test]
+fn penalty_says_in_one_line_what_it_measured_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = smtlab()
+        .args([
+            "penalty",
+            "--quick",
+            "--json",
+            "--cmd",
+            "task=true",
+            "--hogs",
+            "null-syscall",
+            "--samples",
+            "4",
+        ])
+        .arg("--db")
+        .arg(dir.path().join("r.db"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pens = v["penalties"].as_array().unwrap();
+    let n = notes(&stderr);
+    if smt_here() {
+        assert!(n.is_empty(), "{stderr}");
+        assert_eq!(pens.len(), 2);
+        assert!(pens.iter().any(|p| p["form"] == "sibling"));
+    } else {
+        assert_eq!(n.len(), 1, "{stderr}");
+        assert!(
+            n[0].contains("single-thread penalty not measured"),
+            "{stderr}"
+        );
+        assert!(n[0].contains("another core"), "{stderr}");
+        assert_eq!(pens.len(), 1);
+        assert_eq!(pens[0]["form"], "cores");
+    }
+    for p in pens {
+        assert_eq!(p["hog"], "null-syscall");
+        assert!(p["ratio"]["ratio"].as_f64().unwrap() > 0.0);
+        assert!(p["p95_ns"].as_f64().unwrap() >= p["p50_ns"].as_f64().unwrap());
+    }
+}
+
+#[test]
+fn only_the_sibling_form_without_smt_is_a_one_line_error() {
+    if smt_here() {
+        eprintln!("skipped: this machine has SMT siblings");
+        return;
+    }
+    let out = smtlab()
+        .args(["corun", "--forms", "sibling", "--cmd", "t=true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no SMT sibling"), "{stderr}");
+}
+
+#[test]
+fn bad_input_is_a_one_line_error() {
+    for args in [
+        vec!["corun", "no-such-bench"],
+        vec!["corun", "--cmd", "nameonly"],
+        vec!["corun", "--cmd", "bad name=true"],
+        vec!["corun", "--forms", "alone", "--cmd", "t=true"],
+        vec!["corun", "--param", "nosuch=1", "int-ops"],
+        vec!["corun", "--cmd", "x=true", "--cmd", "x=true"],
+        vec!["penalty", "--hogs", "no-such-hog"],
+        vec!["penalty", "--run-ms", "0"],
+    ] {
+        let out = smtlab().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn co_runs_pick_true_siblings_and_another_core_on_saved_machines() {
+    for name in ["16em64t-4s2c2t", "2arm-2c"] {
+        let (_tmp, root) = smtlab_fixtures::extract(name);
+        let topo = smtlab_topology::discover(&root).unwrap();
+        let pair = smtlab_runner::corun::cpu_pair(&topo).unwrap();
+        let core = |c: u32| topo.core_of(c).map(|k| k.cpus.clone());
+        match &pair.sibling {
+            Ok(s) => {
+                assert!(topo.smt_visible(), "{name}");
+                assert_ne!(*s, pair.cpu);
+                assert_eq!(core(*s), core(pair.cpu), "{name}");
+            }
+            Err(why) => {
+                assert!(!topo.smt_visible(), "{name}");
+                assert!(why.contains("no SMT sibling"), "{name}: {why}");
+            }
+        }
+        let other = pair.other_core.clone().unwrap();
+        assert_ne!(core(other), core(pair.cpu), "{name}");
+        assert_eq!(
+            topo.package_index_of(other),
+            topo.package_index_of(pair.cpu),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn util_measures_a_curve_and_says_in_one_line_what_it_cannot_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = smtlab()
+        .args([
+            "util",
+            "--json",
+            "--steps",
+            "2",
+            "--step-ms",
+            "50",
+            "--samples",
+            "2",
+            "--job-us",
+            "50",
+            "--smt",
+            "off,on",
+        ])
+        .arg("--db")
+        .arg(dir.path().join("r.db"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let curve = v["curve"].as_array().unwrap();
+    let sysfs = smtlab_control::Sysfs::system();
+    let switchable = smtlab_control::state::read(&sysfs)
+        .ok()
+        .and_then(|s| s.control)
+        .is_some_and(|c| c.switchable())
+        && unsafe { libc::geteuid() } == 0;
+    if switchable {
+        assert_eq!(curve.len(), 6);
+    } else {
+        let n = notes(&stderr);
+        assert_eq!(n.len(), 1, "{stderr}");
+        assert!(n[0].contains("--smt off,on: not measured"), "{stderr}");
+        // The state found: the maximum and two rates.
+        assert_eq!(curve.len(), 3);
+        assert!(curve.iter().all(|p| p["smt"] == "as found"));
+    }
+    for p in curve {
+        let fracs: f64 = ["user", "system", "iowait", "other", "idle"]
+            .iter()
+            .map(|k| p[k].as_f64().unwrap())
+            .sum();
+        assert!((fracs - 1.0).abs() < 1e-9, "{p}");
+        assert!(p["achieved_per_s"].as_f64().unwrap() >= 0.0);
+    }
+    assert!(curve[0]["offered_pct"].is_null());
+    assert_eq!(curve[2]["offered_pct"], 100.0);
+}
+
+#[test]
+fn util_bad_input_is_a_one_line_error() {
+    for args in [
+        vec!["util", "--smt", "maybe"],
+        vec!["util", "--placement", "9c9t"],
+        vec!["util", "--steps", "0"],
+    ] {
+        let out = smtlab().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.trim().lines().count() <= 3, "{args:?}: {stderr}");
+    }
+}

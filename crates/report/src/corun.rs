@@ -1,0 +1,501 @@
+//! Co-run results: the symbiosis matrix of `smtlab corun` and the single-thread penalty
+//! of `smtlab penalty`, from stored cells.
+//!
+//! A co-run cell is an ordinary cell of the measured workload A whose parameters say how
+//! it ran: [`FORM_PARAM`] (`alone`, `sibling`: the partner on A's SMT sibling, `cores`:
+//! the partner on another core) and [`PARTNER_PARAM`] (the partner B; on an `alone` cell,
+//! the partner of the cells it was interleaved with, so each co-run cell is divided by
+//! the reference measured beside it). The partner's own values inside A's samples are
+//! the sample metric [`PARTNER_VALUE`], in B's unit.
+//!
+//! Slowdowns are ratios of means with Fieller 95% intervals ([`stats::ratio`]), oriented
+//! so that above 1 always means slower than alone, for rates as for times.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+use smtlab_model::stats::{self, Ratio};
+use smtlab_model::{CellRecord, CellResult, Direction, RunResults, Summary};
+
+use crate::fmt::{esc, num, text_table};
+
+/// Cell parameter: how the cell ran ([`Form`]).
+pub const FORM_PARAM: &str = "corun_form";
+/// Cell parameter: the partner workload.
+pub const PARTNER_PARAM: &str = "corun_partner";
+/// Sample metric: the partner's mean value inside A's sample, in the partner's unit
+/// (written by `smtlab_runner::corun`).
+pub const PARTNER_VALUE: &str = "partner_value";
+/// Sample metric: the partner's mean value running alone on its CPU right after A's
+/// sample (written by `smtlab_runner::corun`).
+pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
+/// Series: wall time of each of A's samples (written by `smtlab_runner::corun`).
+pub const RUN_NS: &str = "run_ns";
+
+/// Where the partner runs relative to the measured workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Form {
+    /// No partner: the reference.
+    Alone,
+    /// The partner on the other hardware thread of the same core.
+    Sibling,
+    /// The partner on another core: sharing caches, memory and the package, not a core.
+    Cores,
+}
+
+impl Form {
+    pub const ALL: [Form; 3] = [Form::Alone, Form::Sibling, Form::Cores];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::Alone => "alone",
+            Form::Sibling => "sibling",
+            Form::Cores => "cores",
+        }
+    }
+
+    /// How tables and charts call it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Form::Alone => "alone",
+            Form::Sibling => "partner on the SMT sibling",
+            Form::Cores => "partner on another core",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Form> {
+        Form::ALL.into_iter().find(|f| f.name() == text)
+    }
+}
+
+/// The form and partner of a co-run cell; `None` for other cells.
+pub fn form_of(cell: &CellRecord) -> Option<(Form, &str)> {
+    let form = Form::parse(cell.params.get(FORM_PARAM)?)?;
+    Some((form, cell.params.get(PARTNER_PARAM)?.as_str()))
+}
+
+/// The parameters of the measured workload itself (without the co-run ones).
+pub fn own_params(cell: &CellRecord) -> BTreeMap<String, String> {
+    cell.params
+        .iter()
+        .filter(|(k, _)| *k != FORM_PARAM && *k != PARTNER_PARAM)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// `alone / co` for rates, `co / alone` for times: above 1 means the co-run is slower.
+pub fn slowdown(alone: &Summary, co: &Summary, dir: Direction) -> Option<Ratio> {
+    match dir {
+        Direction::Higher => stats::ratio(alone, co),
+        Direction::Lower => stats::ratio(co, alone),
+    }
+}
+
+/// The partner's values over a co-run cell's samples; samples with no partner sample
+/// wholly inside them are left out.
+pub fn partner_summary(result: &CellResult) -> Option<Summary> {
+    metric_summary(result, PARTNER_VALUE)
+}
+
+fn metric_summary(result: &CellResult, key: &str) -> Option<Summary> {
+    let values: Vec<f64> = result
+        .samples
+        .iter()
+        .filter_map(|s| s.metrics.get(key).copied())
+        .collect();
+    stats::summarize(&values)
+}
+
+/// One entry of the symbiosis matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The measured workload (row).
+    pub a: String,
+    /// The partner (column).
+    pub b: String,
+    pub form: Form,
+    /// A's slowdown next to B (above 1: slower than alone), against A's alone cell
+    /// interleaved with it.
+    pub slowdown: Option<Ratio>,
+    /// B's slowdown next to A, from B's samples inside A's, against B alone on the same
+    /// CPU in windows interleaved with them ([`PARTNER_ALONE_VALUE`]); where a cell has
+    /// no such windows, against an alone cell of B (which ran on A's CPU).
+    pub partner_slowdown: Option<Ratio>,
+    /// `1/slowdown + 1/partner_slowdown`: the pair's progress relative to each running
+    /// alone. Above 1 the two get more done side by side than taking turns on one CPU;
+    /// a point estimate from the two ratios (no interval of its own).
+    pub combined_speed: Option<f64>,
+}
+
+/// The matrix entries of every co-run cell, in cell order.
+pub fn matrix(cells: &[CellRecord]) -> Vec<Entry> {
+    let alone_of = |a: &str, partner: Option<&str>| {
+        cells.iter().find(|c| {
+            c.benchmark == a
+                && form_of(c)
+                    .is_some_and(|(f, p)| f == Form::Alone && partner.is_none_or(|x| x == p))
+        })
+    };
+    cells
+        .iter()
+        .filter_map(|c| {
+            let (form, b) = form_of(c)?;
+            if form == Form::Alone {
+                return None;
+            }
+            // The reference measured beside this cell, else any alone cell of A.
+            let mine = alone_of(&c.benchmark, Some(b)).or_else(|| alone_of(&c.benchmark, None));
+            let own =
+                mine.and_then(|m| slowdown(&m.result.summary, &c.result.summary, c.direction));
+            let co = partner_summary(&c.result);
+            let own_reference = metric_summary(&c.result, PARTNER_ALONE_VALUE);
+            let b_direction = cells.iter().find(|x| x.benchmark == b).map(|x| x.direction);
+            let partner_slowdown = match (&co, own_reference, b_direction) {
+                (Some(co), Some(reference), Some(dir)) => slowdown(&reference, co, dir),
+                _ => alone_of(b, Some(&c.benchmark))
+                    .or_else(|| alone_of(b, None))
+                    .and_then(|p| slowdown(&p.result.summary, co.as_ref()?, p.direction)),
+            };
+            let combined_speed = match (&own, &partner_slowdown) {
+                (Some(x), Some(y)) if x.ratio > 0.0 && y.ratio > 0.0 => {
+                    Some(1.0 / x.ratio + 1.0 / y.ratio)
+                }
+                _ => None,
+            };
+            Some(Entry {
+                a: c.benchmark.clone(),
+                b: b.to_string(),
+                form,
+                slowdown: own,
+                partner_slowdown,
+                combined_speed,
+            })
+        })
+        .collect()
+}
+
+/// Row and column names of the matrix of `form`, in first-seen order.
+fn axes(entries: &[Entry], form: Form) -> (Vec<String>, Vec<String>) {
+    let mut rows: Vec<String> = Vec::new();
+    let mut cols: Vec<String> = Vec::new();
+    for e in entries.iter().filter(|e| e.form == form) {
+        if !rows.contains(&e.a) {
+            rows.push(e.a.clone());
+        }
+        if !cols.contains(&e.b) {
+            cols.push(e.b.clone());
+        }
+    }
+    (rows, cols)
+}
+
+fn ratio_text(r: &Ratio) -> String {
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => format!("{:.2} [{:.2},{:.2}]", r.ratio, lo, hi),
+        _ => format!("{:.2} [-]", r.ratio),
+    }
+}
+
+/// The matrix of one form as a plain-text table: rows are the measured workload,
+/// columns the partner, each entry A's slowdown with its 95% interval. Empty when the
+/// form has no entries.
+pub fn matrix_text(entries: &[Entry], form: Form) -> String {
+    let (rows, cols) = axes(entries, form);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut header: Vec<String> = vec!["measured \\ partner".into()];
+    header.extend(cols.iter().cloned());
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|a| {
+            let mut r = vec![a.clone()];
+            for b in &cols {
+                let e = entries
+                    .iter()
+                    .find(|e| e.form == form && &e.a == a && &e.b == b);
+                r.push(match e.and_then(|e| e.slowdown.as_ref()) {
+                    Some(s) => ratio_text(s),
+                    None => "-".into(),
+                });
+            }
+            r
+        })
+        .collect();
+    let head: Vec<&str> = header.iter().map(String::as_str).collect();
+    let right: Vec<usize> = (1..head.len()).collect();
+    text_table(&head, &table, &right)
+}
+
+/// Pairs of one form whose combined speed was measured, as text lines.
+pub fn combined_text(entries: &[Entry], form: Form) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| e.form == form)
+        .filter_map(|e| {
+            let c = e.combined_speed?;
+            Some(format!(
+                "{} + {}: combined speed {:.2} (1/{:.2} + 1/{:.2})",
+                e.a, e.b, c, e.slowdown?.ratio, e.partner_slowdown?.ratio
+            ))
+        })
+        .collect()
+}
+
+/// Fill colour of a slowdown: white at 1, red up to 2 and beyond, blue below 1 (the
+/// pair helps, constructive sharing).
+pub fn heat_color(slowdown: f64) -> String {
+    let (r, g, b) = if slowdown >= 1.0 {
+        let t = ((slowdown - 1.0) / 1.0).clamp(0.0, 1.0);
+        (255.0, 255.0 - 170.0 * t, 255.0 - 190.0 * t)
+    } else {
+        let t = ((1.0 - slowdown) / 0.5).clamp(0.0, 1.0);
+        (255.0 - 170.0 * t, 255.0 - 90.0 * t, 255.0)
+    };
+    format!("#{:02x}{:02x}{:02x}", r as u8, g as u8, b as u8)
+}
+
+/// Whether the 95% interval of `r` excludes 1.
+pub fn significant(r: &Ratio) -> bool {
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => lo > 1.0 || hi < 1.0,
+        _ => false,
+    }
+}
+
+/// The matrix of one form as an SVG heatmap (faint where the interval includes 1);
+/// `None` when the form has no entries.
+pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
+    let (rows, cols) = axes(entries, form);
+    if rows.is_empty() {
+        return None;
+    }
+    let (left, top, cw, ch) = (150.0, 70.0, 110.0, 44.0);
+    // Wide enough for the title lines whatever the number of columns.
+    let w = (left + cw * cols.len() as f64 + 20.0).max(560.0);
+    let h = top + ch * rows.len() as f64 + 20.0;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
+         font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\
+         <title>{}</title>\
+         <text x=\"10\" y=\"18\" font-weight=\"600\">slowdown of the measured workload (row), {}</text>\
+         <text x=\"10\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: 95% interval</text>",
+        esc(&format!("co-run slowdowns, {}", form.label())),
+        esc(form.label())
+    );
+    for (j, b) in cols.iter().enumerate() {
+        let x = left + cw * j as f64 + cw / 2.0;
+        let _ = write!(
+            s,
+            "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            top - 8.0,
+            esc(b)
+        );
+    }
+    for (i, a) in rows.iter().enumerate() {
+        let y = top + ch * i as f64;
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            left - 8.0,
+            y + ch / 2.0 + 4.0,
+            esc(a)
+        );
+        for (j, b) in cols.iter().enumerate() {
+            let x = left + cw * j as f64;
+            let e = entries
+                .iter()
+                .find(|e| e.form == form && &e.a == a && &e.b == b);
+            let (fill, text, tip) = match e.and_then(|e| e.slowdown.as_ref().map(|r| (e, r))) {
+                Some((e, r)) => (
+                    // An interval that includes 1 is drawn faint: no clear effect.
+                    heat_color(if significant(r) {
+                        r.ratio
+                    } else {
+                        1.0 + (r.ratio - 1.0) * 0.3
+                    }),
+                    format!("{:.2}", r.ratio),
+                    format!(
+                        "{a} next to {b}: slowdown {}{}",
+                        ratio_text(r),
+                        e.combined_speed
+                            .map(|c| format!("; combined speed {c:.2}"))
+                            .unwrap_or_default()
+                    ),
+                ),
+                None => (
+                    "#eeeeee".to_string(),
+                    "-".to_string(),
+                    format!("{a} next to {b}: not measured"),
+                ),
+            };
+            let sub = e
+                .and_then(|e| e.slowdown.as_ref())
+                .and_then(|r| Some(format!("[{:.2},{:.2}]", r.ci95_low?, r.ci95_high?)))
+                .unwrap_or_default();
+            let _ = write!(
+                s,
+                "<g><title>{}</title><rect x=\"{x}\" y=\"{y}\" width=\"{cw}\" height=\"{ch}\" fill=\"{fill}\" stroke=\"#fff\"/>\
+                 <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-weight=\"600\">{}</text>\
+                 <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" fill=\"#444\">{}</text></g>",
+                esc(&tip),
+                x + cw / 2.0,
+                y + 19.0,
+                esc(&text),
+                x + cw / 2.0,
+                y + 34.0,
+                esc(&sub)
+            );
+        }
+    }
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// The single-thread penalty of one hog: the task's run time next to it against alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Penalty {
+    pub hog: String,
+    pub form: Form,
+    /// `time(with hog) / time(alone)`: above 1 the task takes longer (a 1.10 is a 10%
+    /// penalty), with its Fieller interval.
+    pub ratio: Option<Ratio>,
+    /// Median and 95th percentile of the task's run times (ns), alone and with the hog.
+    pub alone_p50_ns: Option<f64>,
+    pub alone_p95_ns: Option<f64>,
+    pub p50_ns: Option<f64>,
+    pub p95_ns: Option<f64>,
+}
+
+/// Run times of a cell's samples: the [`RUN_NS`] series, else the samples' elapsed time.
+pub fn run_times_ns(result: &CellResult) -> Vec<f64> {
+    match result.series.get(RUN_NS) {
+        Some(v) if !v.is_empty() => v.clone(),
+        _ => result.samples.iter().map(|s| s.elapsed_ns as f64).collect(),
+    }
+}
+
+/// The penalty of every co-run cell of `task` against its alone cell, in cell order.
+pub fn penalties(cells: &[CellRecord], task: &str) -> Vec<Penalty> {
+    let Some(alone) = cells
+        .iter()
+        .find(|c| c.benchmark == task && form_of(c).is_some_and(|(f, _)| f == Form::Alone))
+    else {
+        return Vec::new();
+    };
+    let alone_times = run_times_ns(&alone.result);
+    cells
+        .iter()
+        .filter(|c| c.benchmark == task)
+        .filter_map(|c| {
+            let (form, hog) = form_of(c)?;
+            (form != Form::Alone).then_some((c, form, hog))
+        })
+        .map(|(c, form, hog)| {
+            let times = run_times_ns(&c.result);
+            Penalty {
+                hog: hog.to_string(),
+                form,
+                ratio: slowdown(&alone.result.summary, &c.result.summary, c.direction),
+                alone_p50_ns: stats::percentile(&alone_times, 50.0),
+                alone_p95_ns: stats::percentile(&alone_times, 95.0),
+                p50_ns: stats::percentile(&times, 50.0),
+                p95_ns: stats::percentile(&times, 95.0),
+            }
+        })
+        .collect()
+}
+
+/// The penalties as a plain-text table.
+pub fn penalty_text(p: &[Penalty]) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| num(v / 1e6));
+    let rows: Vec<Vec<String>> = p
+        .iter()
+        .map(|p| {
+            vec![
+                p.hog.clone(),
+                p.form.label().into(),
+                p.ratio.as_ref().map_or("-".into(), ratio_text),
+                format!("{} / {}", ms(p.alone_p50_ns), ms(p.p50_ns)),
+                format!("{} / {}", ms(p.alone_p95_ns), ms(p.p95_ns)),
+            ]
+        })
+        .collect();
+    text_table(
+        &[
+            "hog",
+            "where",
+            "run time vs alone [95% CI]",
+            "p50 ms alone / with",
+            "p95 ms alone / with",
+        ],
+        &rows,
+        &[],
+    )
+}
+
+/// The HTML section of a run with co-run cells (`id="corun"`): a heatmap per form and
+/// the penalties; nothing at all for runs without such cells. Also the utilisation
+/// curve of `smtlab util` runs ([`crate::utilisation::section`]).
+pub fn section(p: &mut String, r: &RunResults) {
+    crate::utilisation::section(p, r);
+    if !r.cells.iter().any(|c| form_of(c).is_some()) {
+        return;
+    }
+    let entries = matrix(&r.cells);
+    p.push_str("<section id=\"corun\"><h2>Co-running workloads</h2>");
+    p.push_str(
+        "<p>Each entry is the measured workload's slowdown (row) with the partner (column) \
+         running at the same time, against the workload alone, measured interleaved with it. \
+         Red: slower; blue: faster than alone (constructive sharing).</p>",
+    );
+    let mut any = false;
+    for form in [Form::Sibling, Form::Cores] {
+        if let Some(svg) = heatmap_svg(&entries, form) {
+            any = true;
+            let _ = write!(p, "<h3>{}</h3><figure>{svg}</figure>", esc(form.label()));
+            let lines = combined_text(&entries, form);
+            if !lines.is_empty() {
+                p.push_str("<ul>");
+                for l in lines {
+                    let _ = write!(p, "<li>{}</li>", esc(&l));
+                }
+                p.push_str("</ul>");
+            }
+        }
+    }
+    if !any {
+        p.push_str("<p class=\"muted\">No co-run cell has a slowdown in this run.</p>");
+    }
+    let tasks: Vec<&str> = {
+        let mut t: Vec<&str> = Vec::new();
+        for c in &r.cells {
+            if form_of(c).is_some() && !t.contains(&c.benchmark.as_str()) {
+                t.push(&c.benchmark);
+            }
+        }
+        t
+    };
+    if r.run.suite.as_deref() == Some("penalty") {
+        for task in tasks {
+            let pen = penalties(&r.cells, task);
+            if pen.is_empty() {
+                continue;
+            }
+            let _ = write!(
+                p,
+                "<h3>Single-thread penalty of {}</h3><pre>{}</pre>",
+                esc(task),
+                esc(&penalty_text(&pen))
+            );
+        }
+    }
+    p.push_str("</section>");
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,342 @@
+//! Reported utilisation against capacity (`smtlab util`, paper 004 s7): for each step of
+//! the open-loop load, the throughput offered and achieved, the achieved share of the
+//! measured maximum, and where the placement CPUs' `/proc/stat` time went (user,
+//! system, iowait, idle apart, as 004's Table 1).
+//!
+//! Cells are those of the benchmark [`NAME`] with the parameters [`RATE_PARAM`] (`max`
+//! or the percentage of the maximum offered) and [`SMT_PARAM`] (the SMT state the step
+//! ran in); the sample metrics carry the tick fractions.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+use smtlab_model::stats::{self, Ratio};
+use smtlab_model::{CellRecord, RunResults};
+
+use crate::fmt::{esc, num, text_table};
+use crate::svg::{LineOptions, Point, Series, line_chart};
+
+/// The open-loop workload's name (as `smtlab_runner::utilisation` stores it).
+pub const NAME: &str = "open-loop-int";
+/// Cell parameter: `max`, or the percentage of the maximum offered.
+pub const RATE_PARAM: &str = "rate_pct";
+/// Cell parameter: the SMT state of the step (`on`, `off`, or `as found`).
+pub const SMT_PARAM: &str = "smt";
+
+/// One step of the curve, means over its samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UtilPoint {
+    pub smt: String,
+    pub placement: String,
+    /// Percentage of the maximum offered; `None` for the maximum itself.
+    pub offered_pct: Option<f64>,
+    pub offered_per_s: Option<f64>,
+    pub achieved_per_s: f64,
+    /// Achieved throughput over the maximum of the same SMT state, with its interval.
+    pub of_max: Option<Ratio>,
+    pub user: f64,
+    pub system: f64,
+    pub iowait: f64,
+    /// irq, softirq, steal.
+    pub other: f64,
+    pub idle: f64,
+}
+
+impl UtilPoint {
+    /// What a utilisation tool would call busy: everything but idle and iowait.
+    pub fn busy(&self) -> f64 {
+        self.user + self.system + self.other
+    }
+}
+
+fn metric_mean(c: &CellRecord, key: &str) -> f64 {
+    let v: Vec<f64> = c
+        .result
+        .samples
+        .iter()
+        .filter_map(|s| s.metrics.get(key).copied())
+        .collect();
+    stats::mean(&v).unwrap_or(f64::NAN)
+}
+
+/// The curve points of every open-loop cell, per SMT state in cell order.
+pub fn curve(cells: &[CellRecord]) -> Vec<UtilPoint> {
+    let ours: Vec<&CellRecord> = cells
+        .iter()
+        .filter(|c| c.benchmark == NAME && c.params.contains_key(RATE_PARAM))
+        .collect();
+    let smt_of = |c: &CellRecord| c.params.get(SMT_PARAM).cloned().unwrap_or_default();
+    ours.iter()
+        .map(|c| {
+            let smt = smt_of(c);
+            let max = ours.iter().find(|m| {
+                smt_of(m) == smt && m.params.get(RATE_PARAM).map(String::as_str) == Some("max")
+            });
+            let offered_pct = c.params.get(RATE_PARAM).and_then(|r| r.parse::<f64>().ok());
+            let offered = metric_mean(c, "offered_per_s");
+            UtilPoint {
+                smt,
+                placement: c.placement.name.clone(),
+                offered_pct,
+                offered_per_s: offered.is_finite().then_some(offered),
+                achieved_per_s: c.result.summary.mean,
+                of_max: max.and_then(|m| stats::ratio(&c.result.summary, &m.result.summary)),
+                user: metric_mean(c, "user_frac"),
+                system: metric_mean(c, "system_frac"),
+                iowait: metric_mean(c, "iowait_frac"),
+                other: metric_mean(c, "other_frac"),
+                idle: metric_mean(c, "idle_frac"),
+            }
+        })
+        .collect()
+}
+
+fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:.1}", 100.0 * x)
+    } else {
+        "-".into()
+    }
+}
+
+/// The curve as a plain-text table.
+pub fn curve_text(points: &[UtilPoint]) -> String {
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.smt.clone(),
+                p.placement.clone(),
+                p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%")),
+                p.offered_per_s.map_or("-".into(), num),
+                num(p.achieved_per_s),
+                p.of_max
+                    .as_ref()
+                    .map_or("-".into(), |r| match (r.ci95_low, r.ci95_high) {
+                        (Some(lo), Some(hi)) => {
+                            format!("{} [{}, {}]", pct(r.ratio), pct(lo), pct(hi))
+                        }
+                        _ => pct(r.ratio),
+                    }),
+                pct(p.busy()),
+                pct(p.user),
+                pct(p.system),
+                pct(p.iowait),
+                pct(p.idle),
+            ]
+        })
+        .collect();
+    text_table(
+        &[
+            "SMT",
+            "placement",
+            "offered",
+            "offered jobs/s",
+            "achieved jobs/s",
+            "% of max [95% CI]",
+            "busy %",
+            "user %",
+            "system %",
+            "iowait %",
+            "idle %",
+        ],
+        &rows,
+        &[3, 4, 5, 6, 7, 8, 9, 10],
+    )
+}
+
+/// Reported busy % against achieved % of the maximum, one line per SMT state, with the
+/// diagonal where the two would agree.
+pub fn chart(points: &[UtilPoint]) -> Option<String> {
+    let mut states: Vec<&str> = Vec::new();
+    for p in points {
+        if !states.contains(&p.smt.as_str()) {
+            states.push(&p.smt);
+        }
+    }
+    let mut series: Vec<Series> = states
+        .iter()
+        .map(|s| Series {
+            name: format!("SMT {s}"),
+            points: points
+                .iter()
+                .filter(|p| p.smt == *s && p.busy().is_finite())
+                .filter_map(|p| {
+                    let r = p.of_max?;
+                    Some(Point {
+                        x: 100.0 * r.ratio,
+                        y: 100.0 * p.busy(),
+                        lo: None,
+                        hi: None,
+                        tip: format!(
+                            "SMT {s}, offered {}: {:.1}% of the maximum done, {:.1}% reported busy",
+                            p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%")),
+                            100.0 * r.ratio,
+                            100.0 * p.busy()
+                        ),
+                        label: None,
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    series.push(Series {
+        name: "busy = capacity used".into(),
+        points: [0.0, 100.0]
+            .iter()
+            .map(|&v| Point {
+                x: v,
+                y: v,
+                lo: None,
+                hi: None,
+                tip: "where reported busy time would equal the share of capacity used".into(),
+                label: None,
+            })
+            .collect(),
+    });
+    line_chart(
+        "Reported utilisation against capacity used",
+        "open-loop CPU-bound load; busy = user + system + irq/steal time of the placement's CPUs",
+        "achieved throughput, % of the maximum",
+        "reported busy, %",
+        &series,
+        &LineOptions {
+            y_zero: true,
+            ..LineOptions::default()
+        },
+    )
+}
+
+/// The HTML section (`id="utilisation"`) of a run with open-loop cells; nothing otherwise.
+pub fn section(p: &mut String, r: &RunResults) {
+    let points = curve(&r.cells);
+    if points.is_empty() {
+        return;
+    }
+    p.push_str("<section id=\"utilisation\"><h2>Reported utilisation against capacity</h2>");
+    p.push_str(
+        "<p>A CPU-bound load offered at fixed rates. Where the line lies above the diagonal, \
+         the CPUs look busier than the share of the maximum they deliver; below it, \
+         \"50% busy\" leaves less than half the capacity unused.</p>",
+    );
+    if let Some(svg) = chart(&points) {
+        let _ = write!(p, "<figure>{svg}</figure>");
+    }
+    let _ = write!(p, "<pre>{}</pre></section>", esc(&curve_text(&points)));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use smtlab_model::result::{Calibration, StopReason, Warmup};
+    use smtlab_model::{CellResult, Direction, ResolvedPlacement, RunConfig, SampleRecord};
+
+    use super::*;
+
+    fn cell(smt: &str, rate: &str, achieved: &[f64], user: f64, idle: f64) -> CellRecord {
+        let samples = achieved
+            .iter()
+            .map(|&v| SampleRecord {
+                value: v,
+                iterations: 1,
+                elapsed_ns: 1_000_000_000,
+                work: v,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: vec![0, 1],
+                metrics: BTreeMap::from([
+                    ("user_frac".to_string(), user),
+                    ("system_frac".to_string(), 0.0),
+                    ("iowait_frac".to_string(), 0.0),
+                    ("other_frac".to_string(), 1.0 - user - idle),
+                    ("idle_frac".to_string(), idle),
+                ]),
+            })
+            .collect();
+        CellRecord {
+            benchmark: NAME.into(),
+            group: "utilisation".into(),
+            unit: "jobs/s".into(),
+            direction: Direction::Higher,
+            params: BTreeMap::from([
+                (RATE_PARAM.to_string(), rate.to_string()),
+                (SMT_PARAM.to_string(), smt.to_string()),
+            ]),
+            placement_spec: "1c2t".into(),
+            placement: ResolvedPlacement {
+                name: "1c2t".into(),
+                spec: "1c2t".into(),
+                cpus: vec![0, 1],
+                cores: 1,
+                threads_per_core: 2,
+                packages: 1,
+                core_order: Default::default(),
+                cpu_order: Default::default(),
+                core_kinds: Vec::new(),
+            },
+            result: CellResult {
+                iterations: 1,
+                calibration: Calibration {
+                    iterations: 1,
+                    fixed: true,
+                    tried: vec![],
+                    linear: None,
+                    linearity_ratio: None,
+                },
+                warmup: Warmup {
+                    samples: 0,
+                    elapsed_ns: 0,
+                },
+                clock_cost_ns: 0.0,
+                loop_cost_ns_per_iter: 0.0,
+                subtracted_ns_per_sample: 0.0,
+                samples,
+                summary: stats::summarize(achieved).unwrap(),
+                converged: true,
+                stop_reason: StopReason::Converged,
+                cpu_rate: None,
+                series: BTreeMap::new(),
+                start_spread_ns: None,
+                wall_ns: 1,
+                config: RunConfig::default(),
+                rounds: Vec::new(),
+            },
+            counters: None,
+        }
+    }
+
+    #[test]
+    fn points_are_shares_of_the_maximum_of_their_own_smt_state() {
+        let cells = vec![
+            cell("on", "max", &[999.0, 1000.0, 1001.0], 1.0, 0.0),
+            cell("on", "50", &[499.0, 500.0, 501.0], 0.7, 0.3),
+            cell("off", "max", &[799.0, 800.0, 801.0], 1.0, 0.0),
+            cell("off", "50", &[399.0, 400.0, 401.0], 0.5, 0.5),
+        ];
+        let c = curve(&cells);
+        assert_eq!(c.len(), 4);
+        assert_eq!(c[0].offered_pct, None);
+        assert!((c[0].of_max.unwrap().ratio - 1.0).abs() < 1e-12);
+        assert_eq!(c[1].offered_pct, Some(50.0));
+        assert!((c[1].of_max.unwrap().ratio - 0.5).abs() < 1e-12);
+        assert!((c[3].of_max.unwrap().ratio - 0.5).abs() < 1e-12);
+        // With SMT on, half the capacity shows as 70% busy.
+        assert!((c[1].busy() - 0.7).abs() < 1e-12);
+        assert!((c[1].idle - 0.3).abs() < 1e-12);
+        let t = curve_text(&c);
+        assert!(t.lines().count() == 5, "{t}");
+        assert!(t.contains("70.0") && t.contains("50.0 ["), "{t}");
+        let svg = chart(&c).unwrap();
+        assert!(svg.contains("SMT on") && svg.contains("SMT off"));
+    }
+
+    #[test]
+    fn a_state_without_its_maximum_has_no_share() {
+        let c = curve(&[cell("on", "30", &[300.0, 301.0], 0.3, 0.7)]);
+        assert_eq!(c.len(), 1);
+        assert!(c[0].of_max.is_none());
+        assert!(curve_text(&c).contains(" - "));
+        assert!(curve(&[]).is_empty());
+    }
+}

@@ -1,0 +1,526 @@
+//! Co-running two workloads: the interference of one hardware thread's work on another's
+//! (paper 003's inter-thread conflicts and constructive sharing, measured instead of
+//! simulated; paper 000's question of which loads pair well on a core).
+//!
+//! A cell of `smtlab corun` measures workload A on one CPU while workload B, the
+//! *partner*, runs on another. [`CoRun`] is an ordinary [`Benchmark`] whose samples are
+//! A's: its `prepare` prepares A on the placement's first CPU and starts a [`Partner`]
+//! thread that prepares B on the placement's second CPU and samples it in a loop. The
+//! partner only runs while A samples ([`Partner::begin`] .. [`Partner::end`]), so cells
+//! of the same workload in different [`Form`]s can be interleaved
+//! ([`crate::interleave`]) without one cell's partner disturbing another cell's samples:
+//!
+//! 1. `begin`: the partner is released and A waits until it has started a sample, so A
+//!    never runs its first nanoseconds alone;
+//! 2. A's sample runs;
+//! 3. `end`: the partner finishes its current sample and parks; A's sample returns only
+//!    then, so the next cell starts on a quiet partner CPU.
+//!
+//! The partner's samples that both start and end inside A's sample are its throughput
+//! while co-running; they go into A's sample as metrics ([`PARTNER_VALUE`] in B's unit),
+//! so one cell gives both sides of the pair. With [`CoRun::partner_reference`] the
+//! partner then runs alone (A idle) for as long as A's sample took, which gives its
+//! reference on its own CPU, interleaved with its co-run windows
+//! ([`PARTNER_ALONE_VALUE`]). Partner samples are calibrated to about
+//! [`PARTNER_SAMPLE_NS`], a tenth of the runner's sample length, so several fit in each
+//! of A's samples.
+//!
+//! The statistics of the cells (slowdowns, the symbiosis matrix, the penalty) are in
+//! `smtlab_report::corun`, which reads the metrics and series named here.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
+use smtlab_model::stats;
+use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
+
+use crate::value::sample_value;
+
+pub mod command;
+
+/// Length a partner sample is calibrated to.
+pub const PARTNER_SAMPLE_NS: u64 = 1_000_000;
+/// Metric: mean value of the partner's samples inside A's sample, in the partner's unit.
+pub const PARTNER_VALUE: &str = "partner_value";
+/// Metric: mean value of the partner's samples in a window of the same length right
+/// after A's sample, with A idle: the partner alone on its own CPU, interleaved with its
+/// co-run windows (with [`CoRun::partner_reference`]).
+pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
+/// Metric: how many partner samples fell inside A's sample.
+pub const PARTNER_SAMPLES: &str = "partner_samples";
+/// Series: the wall time of each of A's samples (the run-time distribution of a fixed
+/// piece of work when the iterations are fixed).
+pub const RUN_NS: &str = "run_ns";
+/// Longest a partner may take to prepare and calibrate, or to finish a sample.
+const PARTNER_WAIT: Duration = Duration::from_secs(60);
+
+/// The CPUs a co-run uses: the measured CPU, its SMT sibling, a CPU of another core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuPair {
+    pub cpu: u32,
+    /// The sibling of `cpu`, or why there is none.
+    pub sibling: Result<u32, String>,
+    /// A CPU of another core (of the same package where there is one), or why there is none.
+    pub other_core: Result<u32, String>,
+}
+
+/// Picks the CPUs of the forms: the first CPU of the first core, its first sibling and
+/// the first CPU of the next core.
+pub fn cpu_pair(topo: &Topology) -> Result<CpuPair, String> {
+    let mut cores = topo.cores();
+    let first = cores
+        .next()
+        .ok_or_else(|| "the topology has no cores".to_string())?;
+    let cpu = first
+        .cpus
+        .first()
+        .ok_or_else(|| "the first core has no online CPU".to_string())?;
+    let sibling = first.cpus.iter().find(|&c| c != cpu).ok_or_else(|| {
+        format!(
+            "no SMT sibling of CPU {cpu} (smt/control: {}): the sibling form needs two hardware threads on one core",
+            topo.smt.control.as_deref().unwrap_or("absent")
+        )
+    });
+    let package = topo.package_index_of(cpu);
+    let others: Vec<u32> = topo
+        .cores()
+        .skip(1)
+        .filter_map(|c| c.cpus.first())
+        .collect();
+    let other_core = others
+        .iter()
+        .copied()
+        .find(|&c| topo.package_index_of(c) == package)
+        .or_else(|| others.first().copied())
+        .ok_or_else(|| "only one core: the two-core form needs a second core".to_string());
+    Ok(CpuPair {
+        cpu,
+        sibling,
+        other_core,
+    })
+}
+
+/// A placement of exactly the given CPUs (the measured CPU first).
+pub fn placement_of(name: &str, cpus: &[u32], topo: &Topology) -> ResolvedPlacement {
+    let cores = {
+        let mut ids: Vec<_> = cpus
+            .iter()
+            .filter_map(|&c| topo.core_of(c).map(|core| core.cpus.first()))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids.len().max(1) as u32
+    };
+    let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
+    ResolvedPlacement {
+        name: name.to_string(),
+        spec: format!("cpus:{}", list.join(",")),
+        cpus: cpus.to_vec(),
+        cores,
+        threads_per_core: (cpus.len() as u32).div_ceil(cores),
+        packages: 1,
+        core_order: Default::default(),
+        cpu_order: Default::default(),
+        core_kinds: Vec::new(),
+    }
+}
+
+fn single(cpu: u32, base: &ResolvedPlacement) -> ResolvedPlacement {
+    ResolvedPlacement {
+        name: format!("cpu{cpu}"),
+        spec: format!("cpus:{cpu}"),
+        cpus: vec![cpu],
+        cores: 1,
+        threads_per_core: 1,
+        packages: 1,
+        core_order: base.core_order,
+        cpu_order: base.cpu_order,
+        core_kinds: base.core_kinds.clone(),
+    }
+}
+
+/// What the partner did during one of A's samples.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartnerWindow {
+    /// Values (in the partner's unit) of the partner samples wholly inside A's sample.
+    pub values: Vec<f64>,
+}
+
+#[derive(Default)]
+struct State {
+    ready: bool,
+    run: bool,
+    quit: bool,
+    busy: bool,
+    a_active: bool,
+    a_gen: u64,
+    window: PartnerWindow,
+    error: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until `done` holds or the partner failed; a timeout is an error too.
+    fn wait_for<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        what: &str,
+        done: impl Fn(&State) -> bool,
+    ) -> Result<MutexGuard<'a, State>, String> {
+        let deadline = Instant::now() + PARTNER_WAIT;
+        while !done(&st) {
+            if let Some(e) = &st.error {
+                return Err(e.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("timed out waiting for the partner to {what}"));
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(st)
+    }
+}
+
+/// A workload sampled in a loop on its own thread while another is measured.
+pub struct Partner {
+    name: String,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    iterations: u64,
+}
+
+/// What a partner's thread does with the instance it prepared: tests give fakes.
+pub type Prepare = Box<dyn FnOnce() -> Result<Box<dyn Instance>, BenchError> + Send>;
+
+impl Partner {
+    /// Starts `bench` prepared on the single CPU `cpu` (its thread pinned there too),
+    /// calibrates its sample length and parks it until [`Partner::begin`].
+    pub fn start(
+        bench: Arc<dyn Benchmark>,
+        params: Params,
+        cpu: u32,
+        base: &ResolvedPlacement,
+        topo: &Topology,
+    ) -> Result<Partner, BenchError> {
+        let info = bench.info();
+        let placement = single(cpu, base);
+        let topo = topo.clone();
+        let prepare: Prepare = Box::new(move || {
+            smtlab_placement::pin::pin_current_thread_to(cpu)?;
+            let ctx = BenchContext {
+                params: &params,
+                placement: &placement,
+                topology: &topo,
+                client: None,
+            };
+            bench.prepare(&ctx)
+        });
+        Partner::spawn(info, prepare)
+    }
+
+    /// Starts a partner whose instance `prepare` makes, on a new thread.
+    pub fn spawn(info: BenchInfo, prepare: Prepare) -> Result<Partner, BenchError> {
+        let name = info.name.clone();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        });
+        let iterations = Arc::new(Mutex::new(0u64));
+        let thread = {
+            let shared = Arc::clone(&shared);
+            let iterations = Arc::clone(&iterations);
+            std::thread::Builder::new()
+                .name(format!("partner-{name}"))
+                .spawn(move || partner_loop(&shared, &info, prepare, &iterations))
+                .map_err(|source| BenchError::Io {
+                    bench: name.clone(),
+                    what: "cannot start the partner thread".into(),
+                    source,
+                })?
+        };
+        let mut partner = Partner {
+            name,
+            shared,
+            thread: Some(thread),
+            iterations: 0,
+        };
+        let ready = {
+            let st = partner.shared.lock();
+            partner
+                .shared
+                .wait_for(st, "prepare", |s| s.ready)
+                .map(drop)
+        };
+        if let Err(reason) = ready {
+            return Err(partner.failure(reason)); // dropping it joins the thread
+        }
+        partner.iterations = *iterations.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(partner)
+    }
+
+    fn failure(&self, reason: String) -> BenchError {
+        BenchError::Unsupported {
+            bench: self.name.clone(),
+            reason: format!("as the partner: {reason}"),
+        }
+    }
+
+    /// Iterations per partner sample, from its calibration.
+    pub fn iterations(&self) -> u64 {
+        self.iterations
+    }
+
+    /// Releases the partner and returns once it is inside a sample.
+    pub fn begin(&self) -> Result<(), BenchError> {
+        let mut st = self.shared.lock();
+        st.run = true;
+        st.window = PartnerWindow::default();
+        self.shared.cv.notify_all();
+        let mut st = self
+            .shared
+            .wait_for(st, "start a sample", |s| s.busy)
+            .map_err(|r| self.failure(r))?;
+        st.a_active = true;
+        st.a_gen += 1;
+        Ok(())
+    }
+
+    /// Parks the partner (waiting for its current sample to end) and returns what it did
+    /// since [`Partner::begin`].
+    pub fn end(&self) -> Result<PartnerWindow, BenchError> {
+        let mut st = self.shared.lock();
+        st.a_active = false;
+        st.run = false;
+        let window = std::mem::take(&mut st.window);
+        self.shared.cv.notify_all();
+        drop(
+            self.shared
+                .wait_for(st, "finish its sample", |s| !s.busy)
+                .map_err(|r| self.failure(r))?,
+        );
+        Ok(window)
+    }
+}
+
+impl Drop for Partner {
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.lock();
+            st.quit = true;
+            st.run = false;
+            self.shared.cv.notify_all();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn partner_loop(shared: &Shared, info: &BenchInfo, prepare: Prepare, iterations: &Mutex<u64>) {
+    let fail = |e: String| {
+        let mut st = shared.lock();
+        st.error = Some(e);
+        st.busy = false;
+        shared.cv.notify_all();
+    };
+    let mut instance = match prepare() {
+        Ok(i) => i,
+        Err(e) => return fail(e.to_string()),
+    };
+    let n = match calibrate(instance.as_mut(), PARTNER_SAMPLE_NS) {
+        Ok(n) => n,
+        Err(e) => return fail(e.to_string()),
+    };
+    *iterations.lock().unwrap_or_else(|p| p.into_inner()) = n;
+    {
+        let mut st = shared.lock();
+        st.ready = true;
+        shared.cv.notify_all();
+    }
+    loop {
+        let generation = {
+            let mut st = shared.lock();
+            while !st.run && !st.quit {
+                st = shared.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            if st.quit {
+                break;
+            }
+            st.busy = true;
+            shared.cv.notify_all();
+            st.a_active.then_some(st.a_gen)
+        };
+        let sample = instance.sample(n);
+        let mut st = shared.lock();
+        st.busy = false;
+        match sample {
+            Ok(raw) => {
+                let inside = generation.is_some_and(|g| st.a_active && st.a_gen == g);
+                if inside && let Ok(v) = sample_value(info.value_kind, &raw) {
+                    st.window.values.push(v.value);
+                }
+            }
+            Err(e) => {
+                st.error = Some(e.to_string());
+                shared.cv.notify_all();
+                break;
+            }
+        }
+        shared.cv.notify_all();
+    }
+    // The instance (and any workers it started) is dropped here, on the partner's
+    // thread, before the thread ends and `Drop for Partner` returns.
+    drop(instance);
+}
+
+/// Iterations for a sample of at least `target_ns` (the instance's own count when it
+/// fixes one): partner samples, and the fixed piece of work of the single-thread penalty.
+pub fn calibrate(instance: &mut dyn Instance, target_ns: u64) -> Result<u64, BenchError> {
+    if let Some(n) = instance.fixed_iterations() {
+        return Ok(n.max(1));
+    }
+    let mut n: u64 = 1;
+    loop {
+        let raw = instance.sample(n)?;
+        if raw.elapsed_ns >= target_ns || n >= 1 << 40 {
+            return Ok(n);
+        }
+        let grow = target_ns
+            .checked_div(raw.elapsed_ns)
+            .map_or(16, |g| g.clamp(2, 16));
+        n = n.saturating_mul(grow);
+    }
+}
+
+/// The partner of a [`CoRun`]: which benchmark, with which parameters.
+#[derive(Clone)]
+pub struct PartnerSpec {
+    pub bench: Arc<dyn Benchmark>,
+    pub params: Params,
+}
+
+/// Workload A measured with an optional partner on the placement's second CPU (see the
+/// module documentation). The placement is `[A's CPU]` alone, `[A's CPU, partner CPU]`
+/// otherwise.
+pub struct CoRun {
+    pub a: Arc<dyn Benchmark>,
+    pub partner: Option<PartnerSpec>,
+    /// Iterations every sample of A runs (a fixed piece of work for the single-thread
+    /// penalty), instead of the runner's calibration.
+    pub fixed_iterations: Option<u64>,
+    /// After each of A's samples, let the partner run alone for as long as A's sample
+    /// took ([`PARTNER_ALONE_VALUE`]): the partner's own reference, on its CPU and
+    /// interleaved. Doubles the cell's time.
+    pub partner_reference: bool,
+}
+
+impl Benchmark for CoRun {
+    fn info(&self) -> BenchInfo {
+        self.a.info()
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let bench = self.a.info().name;
+        let unsupported = |reason: String| BenchError::Unsupported {
+            bench: bench.clone(),
+            reason,
+        };
+        let &cpu = ctx
+            .placement
+            .cpus
+            .first()
+            .ok_or_else(|| unsupported("a co-run needs a pinned placement".into()))?;
+        // The partner first: a workload that cannot be a partner fails before A allocates.
+        let partner = match &self.partner {
+            None => None,
+            Some(p) => {
+                let &other = ctx.placement.cpus.get(1).ok_or_else(|| {
+                    unsupported("a co-run with a partner needs a placement of two CPUs".into())
+                })?;
+                Some(Partner::start(
+                    Arc::clone(&p.bench),
+                    p.params.clone(),
+                    other,
+                    ctx.placement,
+                    ctx.topology,
+                )?)
+            }
+        };
+        let placement = single(cpu, ctx.placement);
+        let a = self.a.prepare(&BenchContext {
+            placement: &placement,
+            ..*ctx
+        })?;
+        Ok(Box::new(CoRunInstance {
+            a,
+            partner,
+            fixed: self.fixed_iterations,
+            partner_reference: self.partner_reference,
+        }))
+    }
+}
+
+/// A prepared [`CoRun`]; also usable directly with a fake A and a fake partner.
+pub struct CoRunInstance {
+    pub a: Box<dyn Instance>,
+    pub partner: Option<Partner>,
+    pub fixed: Option<u64>,
+    /// See [`CoRun::partner_reference`].
+    pub partner_reference: bool,
+}
+
+impl Instance for CoRunInstance {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        if let Some(p) = &self.partner {
+            p.begin()?;
+        }
+        let sampled = self.a.sample(iterations);
+        let window = match &self.partner {
+            Some(p) => Some(p.end()?),
+            None => None,
+        };
+        let mut raw = sampled?;
+        raw.series
+            .entry(RUN_NS.into())
+            .or_default()
+            .push(raw.elapsed_ns as f64);
+        if let Some(w) = window {
+            raw.metrics
+                .insert(PARTNER_SAMPLES.into(), w.values.len() as f64);
+            if let Some(m) = stats::mean(&w.values) {
+                raw.metrics.insert(PARTNER_VALUE.into(), m);
+            }
+        }
+        if let (Some(p), true) = (&self.partner, self.partner_reference) {
+            p.begin()?;
+            std::thread::sleep(Duration::from_nanos(raw.elapsed_ns));
+            let solo = p.end()?;
+            if let Some(m) = stats::mean(&solo.values) {
+                raw.metrics.insert(PARTNER_ALONE_VALUE.into(), m);
+            }
+        }
+        Ok(raw)
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.fixed.or_else(|| self.a.fixed_iterations())
+    }
+}
+
+#[cfg(test)]
+mod tests;
