@@ -6,7 +6,8 @@
 //! string that comes from the results is escaped.
 //!
 //! Sections, each an element with a stable `id`: `machine`, `smt-yield`, `scaling`,
-//! `latency`, `os-latency`, `counters`, `cells`, `skipped`. A section without data says "not
+//! `latency`, `os-latency`, the workload sections of [`crate::html_workloads`],
+//! `counters`, `cells`, `skipped`. A section without data says "not
 //! measured in this run" instead of drawing empty axes.
 
 use std::collections::BTreeMap;
@@ -69,7 +70,7 @@ figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text
 type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
 
 /// The sections in page order: id, navigation name, writer.
-const SECTIONS: [(&str, &str, SectionFn); 10] = [
+const SECTIONS: [(&str, &str, SectionFn); 16] = [
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
     ("exec", "Verdict", exec_verdict),
     ("machine", "Machine", machine),
@@ -78,6 +79,12 @@ const SECTIONS: [(&str, &str, SectionFn); 10] = [
     ("sweeps", "Working-set sweeps", sweeps),
     ("latency", "Latency distributions", latency),
     ("os-latency", "OS latencies", os_latency),
+    ("workload-smt", "SMT gain per workload", crate::html_workloads::chart1),
+    ("web", "Web servers", crate::html_workloads::web),
+    ("workload-tables", "Speed-up tables", crate::html_workloads::tables),
+    ("aim", "AIM9 rows", crate::html_workloads::aim),
+    ("task-pool", "Task pool", crate::html_workloads::task_pool),
+    ("oltp", "OLTP and SDET", crate::html_workloads::oltp),
     ("counters", "Counters", crate::html_counters::section),
     ("cells", "All cells", cells),
     ("skipped", "Skipped", skipped),

@@ -19,6 +19,9 @@
 //! * [`counters`](mod@counters): the one-line summary of a cell's performance counters
 //!   and OS time (`--counters`), and the headline figures the page and the comparison
 //!   show.
+//! * [`html_workloads`]: the page's sections for the server and system workloads (web
+//!   servers, paper 001's speed-up tables, AIM9 rows, the task pool, OLTP and SDET, and
+//!   paper 004's SMT gain per workload), each present only when the run has such cells.
 //! * [`svg`]: the small chart library behind the page.
 //!
 //! The report depends on the data model only (not on the benchmark catalog), so it can
@@ -35,6 +38,7 @@ pub mod fmt;
 pub mod html;
 mod html_counters;
 mod html_figures;
+pub mod html_workloads;
 pub mod svg;
 pub mod table1;
 pub mod topo_svg;
