@@ -317,7 +317,9 @@ fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Option<String> {
     }
     let col = Column::for_values(
         unit,
-        &all.iter().map(|c| c.result.summary.mean).collect::<Vec<_>>(),
+        &all.iter()
+            .map(|c| c.result.summary.mean)
+            .collect::<Vec<_>>(),
     );
     let series: Vec<Series> = placements(&all)
         .into_iter()
@@ -343,16 +345,33 @@ fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Option<String> {
         })
         .filter(|s| !s.points.is_empty())
         .collect();
+    // Sizes written with a unit (`16KiB`) get a log axis in bytes; counts a linear one.
+    let bytes = rows.iter().any(|r| {
+        r.cells[0]
+            .params
+            .get(x_label)
+            .is_some_and(|v| v.parse::<f64>().is_err())
+    });
+    let opt = if bytes {
+        LineOptions {
+            y_zero: true,
+            x_scale: svg::Scale::Log,
+            x_bytes: true,
+            ..LineOptions::default()
+        }
+    } else {
+        LineOptions {
+            y_zero: true,
+            ..LineOptions::default()
+        }
+    };
     svg::line_chart(
         title,
         "mean with 95% CI, one line per placement",
         x_label,
         &col.unit,
         &series,
-        &LineOptions {
-            y_zero: true,
-            ..LineOptions::default()
-        },
+        &opt,
     )
 }
 
@@ -622,10 +641,7 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
             .filter_map(|c| metric(c, "requests_per_s").map(|v| (*c, v)))
             .collect();
         if !rps.is_empty() {
-            let rcol = Column::for_values(
-                "req/s",
-                &rps.iter().map(|x| x.1).collect::<Vec<_>>(),
-            );
+            let rcol = Column::for_values("req/s", &rps.iter().map(|x| x.1).collect::<Vec<_>>());
             let places = placements(&stat);
             let bars: Vec<Bar> = rps
                 .iter()

@@ -57,7 +57,9 @@ fn workload_speedups_are_the_one_speedup() {
         let smt = r
             .cells
             .iter()
-            .find(|d| d.benchmark == c.benchmark && d.params == c.params && d.placement.name == "1c2t")
+            .find(|d| {
+                d.benchmark == c.benchmark && d.params == c.params && d.placement.name == "1c2t"
+            })
             .unwrap();
         let ratio =
             smtlab_model::stats::speedup(&c.result.summary, &smt.result.summary, c.direction)
@@ -83,7 +85,10 @@ fn a_run_without_1c2t_says_once_per_section_why_there_are_no_speedups() {
     for id in IDS {
         let s = section(&page, id);
         assert_eq!(s.matches("No SMT speed-ups").count(), 1, "section {id}");
-        assert!(!s.contains("speed-up<br/>"), "section {id} has a speed-up column");
+        assert!(
+            !s.contains("speed-up<br/>"),
+            "section {id} has a speed-up column"
+        );
     }
     // Chart 1 draws no bars, the tables still show the values per placement.
     assert!(!section(&page, "workload-smt").contains("<svg"));
@@ -105,7 +110,9 @@ fn a_run_without_workloads_has_no_workload_section_and_no_mention() {
 fn workload_page_is_self_contained() {
     let page = smtlab_report::html(&workloads_demo());
     let stripped = page.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
-    for bad in ["http://", "https://", "@import", "url(", "<script", "<link", "<img"] {
+    for bad in [
+        "http://", "https://", "@import", "url(", "<script", "<link", "<img",
+    ] {
         assert!(!stripped.contains(bad), "external reference: {bad}");
     }
 }

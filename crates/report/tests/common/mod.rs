@@ -500,7 +500,15 @@ pub fn with_metrics(mut c: CellRecord, rng: &mut Rng, base: &[(&str, f64)]) -> C
             .iter()
             .map(|(k, v)| {
                 let x = v * (1.0 + 0.01 * rng.normal());
-                let x = if *v >= 100.0 { x.round() } else { x };
+                // Whole figures are fixed counts (errors, connects, tasks per tree)
+                // and stay exact; measured counts stay whole.
+                let x = if v.fract() == 0.0 {
+                    *v
+                } else if *v >= 100.0 {
+                    x.round()
+                } else {
+                    x
+                };
                 (k.to_string(), x)
             })
             .collect();
@@ -574,11 +582,7 @@ pub fn workload_cells(places: &[&str]) -> Vec<CellRecord> {
             let mut curve = Vec::new();
             for step in [0.25, 0.5, 0.75, 1.0, 1.25] {
                 let n = (cap * step).round();
-                let share = if step <= 1.0 {
-                    1.0 - 0.04 * step
-                } else {
-                    0.7
-                };
+                let share = if step <= 1.0 { 1.0 - 0.04 * step } else { 0.7 };
                 curve.extend([n, share]);
             }
             c.result
@@ -608,7 +612,11 @@ pub fn workload_cells(places: &[&str]) -> Vec<CellRecord> {
             cells.push(with_metrics(
                 c,
                 &mut rng,
-                &[("rooms", r), ("connections", r * 20.0), ("threads", r * 40.0)],
+                &[
+                    ("rooms", r),
+                    ("connections", r * 20.0),
+                    ("threads", r * 40.0),
+                ],
             ));
         }
     }
@@ -689,7 +697,9 @@ pub fn workload_cells(places: &[&str]) -> Vec<CellRecord> {
             let pl = placement(p);
             let workers = pl.cpus.len() as f64;
             let contention = if queue == "cas" { 1.0 } else { 1.6 };
-            let v = 2.4 * workers.powf(0.7) / contention * factor(p, 1.1) / factor(p, 1.0);
+            // Cores scale, the sibling adds 10%, the mutex queue costs more per task.
+            let v = 2.4 * f64::from(pl.cores).powf(0.8) / contention
+                * if pl.threads_per_core == 2 { 1.1 } else { 1.0 };
             let s = rng.around(v, 0.015, 6);
             let c = cell(
                 "task-pool",
