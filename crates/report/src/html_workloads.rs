@@ -64,7 +64,7 @@ pub fn is_workload(c: &CellRecord) -> bool {
         || OLTP.contains(&b)
 }
 
-fn cells_of<'a>(r: &'a RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&'a CellRecord> {
+fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
     r.cells.iter().filter(|c| pick(c)).collect()
 }
 
@@ -116,16 +116,16 @@ fn pair_speedup(cells: &[&CellRecord], kind: YieldKind) -> Option<Ratio> {
 /// Why a section shows no SMT speed-up, in one line.
 pub fn no_pairs_reason(r: &RunResults) -> String {
     let topo = &r.run.topology;
-    if !topo.smt_visible() {
+    if topo.smt_visible() {
+        "No SMT speed-ups: none of these cells was measured on both placements of a pair \
+         (1c1t and 1c2t, or 2c1t and 2c2t); the values per placement are shown instead."
+            .into()
+    } else {
         format!(
             "No SMT speed-ups: no SMT visible on this machine (smt/control: {}), so 1c2t and \
              2c2t cannot be measured; the values per placement are shown instead.",
             topo.smt.control.as_deref().unwrap_or("absent")
         )
-    } else {
-        "No SMT speed-ups: none of these cells was measured on both placements of a pair \
-         (1c1t and 1c2t, or 2c1t and 2c2t); the values per placement are shown instead."
-            .into()
     }
 }
 
@@ -1190,4 +1190,51 @@ pub fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
     }
     p.push_str("</section>");
     Ok(())
+}
+
+/// The secondary figures each workload records beside its value, per cell, as a plain
+/// text table for the terminal (`smtlab report`): requests/s, latency percentiles and
+/// errors of the web load, CPU per message of the network rows, tree run time and CAS
+/// retries of the task pool. `None` when no workload cell carries any of them.
+pub fn text_summary(r: &RunResults) -> Option<String> {
+    // (metric, label, how it is written)
+    type Fmt = fn(f64) -> String;
+    let ns: Fmt = duration_ns;
+    let plain: Fmt = num;
+    let ms: Fmt = |v| duration_ns(v * 1e6);
+    let us: Fmt = |v| duration_ns(v * 1e3);
+    let figures: [(&str, &str, Fmt); 10] = [
+        ("requests_per_s", "req/s", plain),
+        ("latency_p50_ns", "p50", ns),
+        ("latency_p99_ns", "p99", ns),
+        ("ops_per_s", "ops/s", plain),
+        ("server_cpu_us_per_tx", "server CPU/tx", us),
+        ("server_cpu_us_per_kib", "server CPU/KiB", us),
+        ("rtt_p99_ns", "rtt p99", ns),
+        ("tree_ms", "tree", ms),
+        ("cas_retries_per_task", "CAS retries/task", plain),
+        ("lock_contended_per_task", "contended/task", plain),
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for c in r.cells.iter().filter(|c| is_workload(c)) {
+        let mut parts: Vec<String> = figures
+            .iter()
+            .filter_map(|(k, label, f)| metric(c, k).map(|v| format!("{label} {}", f(v))))
+            .collect();
+        if let Some(e) = metric_sum(c, "errors") {
+            parts.push(format!("errors {}", num(e)));
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        rows.push(vec![
+            c.benchmark.clone(),
+            params(&c.params),
+            c.placement.name.clone(),
+            parts.join("  "),
+        ]);
+    }
+    (!rows.is_empty()).then(|| {
+        crate::fmt::text_table(&["workload", "params", "placement", "figures"], &rows, &[])
+    })
 }

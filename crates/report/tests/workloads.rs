@@ -126,3 +126,11 @@ fn write_workloads_demo_page() {
     let path = dir.join("smtlab-report-workloads.html");
     std::fs::write(&path, smtlab_report::html(&workloads_demo())).unwrap();
 }
+
+#[test]
+fn text_summary_lists_the_recorded_figures() {
+    let t = smtlab_report::html_workloads::text_summary(&workloads_demo()).unwrap();
+    assert!(t.contains("web-static") && t.contains("req/s") && t.contains("errors 0"));
+    assert!(t.contains("CAS retries/task") && t.contains("server CPU/tx"));
+    assert!(smtlab_report::html_workloads::text_summary(&common::demo()).is_none());
+}

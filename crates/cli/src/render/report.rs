@@ -81,6 +81,10 @@ pub fn summary(results: &RunResults) -> String {
         out.push_str("\nSMT yield\n");
         out.push_str(&smtlab_report::yield_table(&yields));
     }
+    if let Some(t) = smtlab_report::html_workloads::text_summary(results) {
+        out.push_str("\nworkload figures (means over samples)\n");
+        out.push_str(&t);
+    }
     let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
     for c in &results.cells {
         match groups
