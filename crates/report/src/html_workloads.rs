@@ -150,7 +150,24 @@ struct Row<'a> {
     cells: Vec<&'a CellRecord>,
 }
 
-/// The parameters whose values differ among `cells`.
+/// The parameter a workload's table is read by (the papers' row heading) when the run
+/// did not sweep any.
+fn main_key(bench: &str) -> Option<&'static str> {
+    match bench {
+        "chat" => Some("rooms"),
+        "dbench" | "tbench" | "oltp-pg" => Some("clients"),
+        "tcp-stream" => Some("size"),
+        "tcp-rr" | "tcp-crr" | "udp-rr" => Some("request"),
+        "web-static" | "web-capacity" => Some("server"),
+        "sdet" => Some("users"),
+        "task-pool" => Some("queue"),
+        "oltp-sqlite" => Some("mode"),
+        _ => None,
+    }
+}
+
+/// The parameters whose values differ among `cells`, or the workload's main parameter
+/// when none does.
 fn swept_keys(cells: &[&CellRecord]) -> Vec<String> {
     let mut keys: Vec<String> = Vec::new();
     for c in cells {
@@ -160,7 +177,35 @@ fn swept_keys(cells: &[&CellRecord]) -> Vec<String> {
             }
         }
     }
+    if keys.is_empty()
+        && let Some(k) = cells
+            .first()
+            .and_then(|c| main_key(&c.benchmark).filter(|k| c.params.contains_key(*k)))
+    {
+        keys.push(k.to_string());
+    }
     keys
+}
+
+/// The parameters every cell shares, apart from `keys`, as a line under a heading;
+/// empty when there are none.
+fn fixed_params(cells: &[&CellRecord], keys: &[String]) -> String {
+    let Some(first) = cells.first() else {
+        return String::new();
+    };
+    let fixed: BTreeMap<String, String> = first
+        .params
+        .iter()
+        .filter(|(k, v)| !keys.contains(k) && cells.iter().all(|c| c.params.get(*k) == Some(v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if fixed.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"sub\">other parameters: <code>{}</code></p>",
+        esc(&params(&fixed))
+    )
 }
 
 fn param_x(v: &str) -> Option<f64> {
@@ -671,6 +716,7 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
         p.push_str("</div>");
         let (_, rows) = rows_by_params(&stat);
         p.push_str("<h3>Bandwidth per server and placement, SMT speed-ups</h3>");
+        p.push_str(&fixed_params(&stat, &keys));
         any_pair |= speedup_table(p, &row_head(&keys), &rows);
         latency_table(p, &stat, &keys);
     }
@@ -741,6 +787,7 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
         p.push_str("</div>");
         let (_, rows) = rows_by_params(&cap);
         p.push_str("<h3>Capacity per server and placement, SMT speed-ups</h3>");
+        p.push_str(&fixed_params(&cap, &keys));
         any_pair |= speedup_table(p, &row_head(&keys), &rows);
         let capped: Vec<String> = cap
             .iter()
@@ -942,6 +989,7 @@ fn bench_block(p: &mut String, cells: &[&CellRecord], bench: &str, origin: &str)
         esc(origin),
         esc(&format!(" ({})", cells[0].unit))
     );
+    p.push_str(&fixed_params(cells, &keys));
     let any = speedup_table(p, &row_head(&keys), &rows);
     if keys.len() == 1 {
         figure(
@@ -1029,21 +1077,88 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
         "<section id=\"task-pool\"><h2>Task pool</h2><p>Paper 002 Figs 15-16: a task tree \
          (FFT or block matrix multiply) run by a pool of workers sharing one queue, \
          lock-free (CAS) or mutex-guarded: tasks per second and the run time of one tree \
-         against the number of workers, one line per work, queue and threads per core.</p>",
+         against the number of workers, a pair of charts per kind of work and a line per \
+         queue and threads per core.</p>",
     );
+    let workers = |c: &CellRecord| {
+        metric(c, "workers").or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
+    };
+    let col = Column::for_values(
+        &cells[0].unit,
+        &cells
+            .iter()
+            .map(|c| c.result.summary.mean)
+            .collect::<Vec<_>>(),
+    );
+    // One pair of charts per kind of work (paper 002 Fig 15 is the FFT, Fig 16 the
+    // matrix multiply): their rates differ by orders of magnitude.
+    let mut works: Vec<&str> = Vec::new();
+    for c in &cells {
+        let w = param_or(c, "work", "fft");
+        if !works.contains(&w) {
+            works.push(w);
+        }
+    }
+    p.push_str("<div class=\"charts\">");
+    for work in works {
+        let of_work: Vec<&CellRecord> = cells
+            .iter()
+            .copied()
+            .filter(|c| param_or(c, "work", "fft") == work)
+            .collect();
+        task_pool_charts(p, &of_work, work);
+    }
+    let _ = write!(
+        p,
+        "</div><table><tr><th>work</th><th>queue</th><th>placement</th><th>workers</th>\
+         <th>throughput<br/><span class=\"sub\">{}</span></th><th>tree run time</th>\
+         <th>tasks per tree</th><th>CAS retries per task</th>\
+         <th>lock contended per task</th></tr>",
+        esc(&col.unit)
+    );
+    for c in &cells {
+        let opt_num = |k: &str| metric(c, k).map_or("-".to_string(), num);
+        let _ = write!(
+            p,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(param_or(c, "work", "fft")),
+            esc(param_or(c, "queue", "cas")),
+            esc(&c.placement.name),
+            workers(c).map_or("-".into(), short),
+            esc(&value_text(&col, c)),
+            metric(c, "tree_ms").map_or("-".into(), |v| duration_ns(v * 1e6)),
+            metric(c, "tasks_per_tree").map_or("-".into(), short),
+            opt_num("cas_retries_per_task"),
+            opt_num("lock_contended_per_task"),
+        );
+    }
+    p.push_str("</table><h3>Tasks per second per placement, SMT speed-ups</h3>");
+    let (keys, rows) = rows_by_params(&cells);
+    p.push_str(&fixed_params(&cells, &keys));
+    if !speedup_table(p, &row_head(&keys), &rows) {
+        no_pairs_line(p, r);
+    }
+    p.push_str("</section>");
+    Ok(())
+}
+
+/// Tasks per second and tree run time of one kind of work against the number of
+/// workers, a line per queue and threads per core.
+fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
     let workers = |c: &CellRecord| {
         metric(c, "workers").or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
     };
     let name = |c: &CellRecord| {
         format!(
-            "{} {} ({}t/core)",
-            param_or(c, "work", "fft"),
+            "{} ({}t/core)",
             param_or(c, "queue", "cas"),
             c.placement.threads_per_core
         )
     };
     let mut names: Vec<String> = Vec::new();
-    for c in &cells {
+    for c in cells {
         if !names.contains(&name(c)) {
             names.push(name(c));
         }
@@ -1065,7 +1180,7 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
                             lo: ci.map(|c| c.0),
                             hi: ci.map(|c| c.1),
                             tip: format!(
-                                "{n}, {} workers on {}: {}",
+                                "{work} {n}, {} workers on {}: {}",
                                 short(x),
                                 c.placement.name,
                                 num(y)
@@ -1107,11 +1222,10 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
         x_integer: true,
         ..LineOptions::default()
     };
-    p.push_str("<div class=\"charts\">");
     figure(
         p,
         svg::line_chart(
-            "Tasks per second",
+            &format!("{work}: tasks per second"),
             "mean with 95% CI",
             "workers",
             &col.unit,
@@ -1122,7 +1236,7 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
     figure(
         p,
         svg::line_chart(
-            "Run time of one tree",
+            &format!("{work}: run time of one tree"),
             "mean over samples; lower is better",
             "workers",
             "ms",
@@ -1130,39 +1244,6 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
             &opt,
         ),
     );
-    let _ = write!(
-        p,
-        "</div><table><tr><th>work</th><th>queue</th><th>placement</th><th>workers</th>\
-         <th>throughput<br/><span class=\"sub\">{}</span></th><th>tree run time</th>\
-         <th>tasks per tree</th><th>CAS retries per task</th>\
-         <th>lock contended per task</th></tr>",
-        esc(&col.unit)
-    );
-    for c in &cells {
-        let opt_num = |k: &str| metric(c, k).map_or("-".to_string(), num);
-        let _ = write!(
-            p,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            esc(param_or(c, "work", "fft")),
-            esc(param_or(c, "queue", "cas")),
-            esc(&c.placement.name),
-            workers(c).map_or("-".into(), short),
-            esc(&value_text(&col, c)),
-            metric(c, "tree_ms").map_or("-".into(), |v| duration_ns(v * 1e6)),
-            opt_num("tasks_per_tree"),
-            opt_num("cas_retries_per_task"),
-            opt_num("lock_contended_per_task"),
-        );
-    }
-    p.push_str("</table><h3>Tasks per second per placement, SMT speed-ups</h3>");
-    let (keys, rows) = rows_by_params(&cells);
-    if !speedup_table(p, &row_head(&keys), &rows) {
-        no_pairs_line(p, r);
-    }
-    p.push_str("</section>");
-    Ok(())
 }
 
 /// `oltp-pg`, `oltp-sqlite` and `sdet`: the value per placement and the speed-ups.

@@ -692,41 +692,42 @@ pub fn workload_cells(places: &[&str]) -> Vec<CellRecord> {
             cells.push(cell(bench, "aim", unit, hi, &[], placement(p), &s));
         }
     }
-    for queue in ["cas", "mutex"] {
-        for p in places {
-            let pl = placement(p);
-            let workers = pl.cpus.len() as f64;
-            let contention = if queue == "cas" { 1.0 } else { 1.6 };
-            // Cores scale, the sibling adds 10%, the mutex queue costs more per task.
-            let v = 2.4 * f64::from(pl.cores).powf(0.8) / contention
-                * if pl.threads_per_core == 2 { 1.1 } else { 1.0 };
-            let s = rng.around(v, 0.015, 6);
-            let c = cell(
-                "task-pool",
-                "threads",
-                "Mtasks/s",
-                hi,
-                &[("work", "fft"), ("queue", queue), ("workers", "auto")],
-                pl,
-                &s,
-            );
-            let tasks = 2047.0;
-            let (retries, contended) = if queue == "cas" {
-                (0.02 * (workers - 1.0), 0.0)
-            } else {
-                (0.0, 0.08 * (workers - 1.0))
-            };
-            cells.push(with_metrics(
-                c,
-                &mut rng,
-                &[
-                    ("workers", workers),
-                    ("tree_ms", tasks / (v * 1e6) * 1e3),
-                    ("tasks_per_tree", tasks),
-                    ("cas_retries_per_task", retries),
-                    ("lock_contended_per_task", contended),
-                ],
-            ));
+    for (work, tasks, scale) in [("fft", 2047.0, 1.0), ("matmul", 73.0, 0.01)] {
+        for queue in ["cas", "mutex"] {
+            for p in places {
+                let pl = placement(p);
+                let workers = pl.cpus.len() as f64;
+                let contention = if queue == "cas" { 1.0 } else { 1.6 };
+                // Cores scale, the sibling adds 10%, the mutex queue costs more per task.
+                let v = 2.4 * scale * f64::from(pl.cores).powf(0.8) / contention
+                    * if pl.threads_per_core == 2 { 1.1 } else { 1.0 };
+                let s = rng.around(v, 0.015, 6);
+                let c = cell(
+                    "task-pool",
+                    "threads",
+                    "Mtasks/s",
+                    hi,
+                    &[("work", work), ("queue", queue), ("workers", "auto")],
+                    pl,
+                    &s,
+                );
+                let (retries, contended) = if queue == "cas" {
+                    (0.02 * (workers - 1.0), 0.0)
+                } else {
+                    (0.0, 0.08 * (workers - 1.0))
+                };
+                cells.push(with_metrics(
+                    c,
+                    &mut rng,
+                    &[
+                        ("workers", workers),
+                        ("tree_ms", tasks / (v * 1e6) * 1e3),
+                        ("tasks_per_tree", tasks),
+                        ("cas_retries_per_task", retries),
+                        ("lock_contended_per_task", contended),
+                    ],
+                ));
+            }
         }
     }
     for p in places {
