@@ -684,8 +684,8 @@ pub fn workload_cells(places: &[&str]) -> Vec<CellRecord> {
     }
     for (bench, unit, v, smt) in [
         ("aim-fifo", "msg/s", 310_000.0, 1.35),
-        ("aim-disk-read", "MB/s", 5_400.0, 1.08),
-        ("aim-fork", "forks/s", 9_800.0, 1.2),
+        ("aim-disk-rd", "MB/s", 5_400.0, 1.08),
+        ("aim-sieve", "sieves/s", 980.0, 1.2),
     ] {
         for p in places.iter().filter(|p| matches!(**p, "1c1t" | "1c2t")) {
             let s = rng.around(v * factor(p, smt), 0.012, 6);
