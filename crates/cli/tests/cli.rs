@@ -1606,7 +1606,7 @@ mod store {
             .clone();
         let exec = String::from_utf8(out).unwrap();
         let figure = regex::Regex::new(
-            r"[0-9]+\.[0-9]{3}x (\[[0-9.]+, [0-9.]+\] (faster|slower|not significant at 95%)|interval unbounded)",
+            r"[0-9]+\.[0-9]{3}x (\[-?[0-9.]+, -?[0-9.]+\] (faster|slower|not significant at 95%)|interval unbounded)",
         )
         .unwrap();
         let found = |text: &str, line_start: &str| -> String {

@@ -54,7 +54,9 @@ pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
         let Some(sz) = c.params.get("size") else {
             continue;
         };
-        if parse_size(sz).is_none() {
+        // A workload's message size is not a working set: its sweep is drawn with the
+        // workload's own section.
+        if parse_size(sz).is_none() || crate::html_workloads::is_workload(c) {
             continue;
         }
         let mut ps = c.params.clone();

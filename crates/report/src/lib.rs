@@ -21,6 +21,9 @@
 //!   show.
 //! * [`markdown::cells`]: the cells as a Markdown table with speed-ups (hyperfine's
 //!   `--export-markdown`).
+//! * [`html_workloads`]: the page's sections for the server and system workloads (web
+//!   servers, paper 001's speed-up tables, AIM9 rows, the task pool, OLTP and SDET, and
+//!   paper 004's SMT gain per workload), each present only when the run has such cells.
 //! * [`svg`]: the small chart library behind the page.
 //!
 //! The report depends on the data model only (not on the benchmark catalog), so it can
@@ -39,6 +42,7 @@ pub mod html;
 mod html_counters;
 mod html_figures;
 
+pub mod html_workloads;
 pub mod markdown;
 pub mod svg;
 pub mod table1;

@@ -105,6 +105,10 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
             out.push_str(&yields_narrow(&yields, layout));
         }
     }
+    if let Some(t) = smtlab_report::html_workloads::text_summary(results) {
+        out.push_str("\nworkload figures (means over samples)\n");
+        out.push_str(&t);
+    }
     let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
     for c in &results.cells {
         match groups

@@ -1,0 +1,136 @@
+//! The workload sections of the HTML page, from hand-built workload cells.
+
+mod common;
+
+use common::{run, workload_cells, workloads_demo};
+use quick_xml::Reader;
+use quick_xml::events::Event;
+
+const IDS: [&str; 6] = [
+    "workload-smt",
+    "web",
+    "workload-tables",
+    "aim",
+    "task-pool",
+    "oltp",
+];
+
+/// The markup of one section (sections do not nest).
+fn section<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page
+        .find(&format!("<section id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = page[start..].find("</section>").unwrap() + start;
+    &page[start..end]
+}
+
+fn assert_well_formed(page: &str) {
+    let mut reader = Reader::from_str(page);
+    loop {
+        match reader.read_event() {
+            Ok(Event::Eof) => break,
+            Ok(_) => {}
+            Err(e) => panic!("not well-formed at byte {}: {e}", reader.buffer_position()),
+        }
+    }
+}
+
+#[test]
+fn workload_sections_snapshots() {
+    let page = smtlab_report::html(&workloads_demo());
+    assert_well_formed(&page);
+    for id in IDS {
+        insta::assert_snapshot!(format!("html_workloads_{id}"), section(&page, id));
+    }
+}
+
+#[test]
+fn workload_speedups_are_the_one_speedup() {
+    let r = workloads_demo();
+    let page = smtlab_report::html(&r);
+    let tables = section(&page, "workload-tables");
+    // Every 1c2t/1c1t speed-up of a table row is the model's, written as fmt writes it.
+    for c in r.cells.iter().filter(|c| c.benchmark == "tbench") {
+        if c.placement.name != "1c1t" {
+            continue;
+        }
+        let smt = r
+            .cells
+            .iter()
+            .find(|d| {
+                d.benchmark == c.benchmark && d.params == c.params && d.placement.name == "1c2t"
+            })
+            .unwrap();
+        let ratio =
+            smtlab_model::stats::speedup(&c.result.summary, &smt.result.summary, c.direction)
+                .unwrap();
+        let text = smtlab_report::fmt::speedup(&ratio);
+        let head = text.split(" [").next().unwrap();
+        assert!(tables.contains(&format!("{head}<br/>")), "{text}");
+    }
+    assert!(tables.contains("geometric mean of the speed-ups"));
+    // Web: both pairs per server, and the refused cell's errors.
+    let web = section(&page, "web");
+    assert!(web.contains("1c2t/1c1t") && web.contains("2c2t/2c1t"));
+    assert!(web.contains("3 requests failed"));
+    assert!(web.contains("Conformance curve"));
+    assert!(!web.contains("No SMT speed-ups"));
+}
+
+#[test]
+fn a_run_without_1c2t_says_once_per_section_why_there_are_no_speedups() {
+    let r = run(workload_cells(&["1c1t", "2c1t"]), vec![]);
+    let page = smtlab_report::html(&r);
+    assert_well_formed(&page);
+    for id in IDS {
+        let s = section(&page, id);
+        assert_eq!(s.matches("No SMT speed-ups").count(), 1, "section {id}");
+        assert!(
+            !s.contains("speed-up<br/>"),
+            "section {id} has a speed-up column"
+        );
+    }
+    // Chart 1 draws no bars, the tables still show the values per placement.
+    assert!(!section(&page, "workload-smt").contains("<svg"));
+    let tables = section(&page, "workload-tables");
+    assert!(tables.contains("<th>1c1t<br/>") && tables.contains("<th>2c1t<br/>"));
+    assert!(section(&page, "web").contains("none of these cells was measured on both"));
+}
+
+#[test]
+fn a_run_without_workloads_has_no_workload_section_and_no_mention() {
+    let page = smtlab_report::html(&common::demo());
+    for id in IDS {
+        assert!(!page.contains(&format!("<section id=\"{id}\">")), "{id}");
+    }
+    assert!(!page.contains("Web servers"));
+}
+
+#[test]
+fn workload_page_is_self_contained() {
+    let page = smtlab_report::html(&workloads_demo());
+    let stripped = page.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for bad in [
+        "http://", "https://", "@import", "url(", "<script", "<link", "<img",
+    ] {
+        assert!(!stripped.contains(bad), "external reference: {bad}");
+    }
+}
+
+/// `cargo test -p smtlab-report --test workloads -- --ignored` writes the workload demo
+/// page to `target/smtlab-report-workloads.html` for a look in a browser.
+#[test]
+#[ignore]
+fn write_workloads_demo_page() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let path = dir.join("smtlab-report-workloads.html");
+    std::fs::write(&path, smtlab_report::html(&workloads_demo())).unwrap();
+}
+
+#[test]
+fn text_summary_lists_the_recorded_figures() {
+    let t = smtlab_report::html_workloads::text_summary(&workloads_demo()).unwrap();
+    assert!(t.contains("web-static") && t.contains("req/s") && t.contains("errors 0"));
+    assert!(t.contains("CAS retries/task") && t.contains("server CPU/tx"));
+    assert!(smtlab_report::html_workloads::text_summary(&common::demo()).is_none());
+}
