@@ -135,10 +135,11 @@ impl CellCounters {
     }
 }
 
-/// The unit of one unit of work for a benchmark unit: bytes for bandwidths (`GB/s`),
-/// operations otherwise (`GOPS`, `ns` per operation, `Mops/s`).
+/// The unit of one unit of work for a benchmark unit: bytes for bandwidths (`GB/s`,
+/// `Gbit/s`), operations otherwise (`GOPS`, `ns` per operation, `Mops/s`).
 pub fn work_unit_for(bench_unit: &str) -> &'static str {
-    if bench_unit.ends_with("B/s") {
+    // Bit rates (`Gbit/s`, `Mbit/s`) count their work in bytes too, as bandwidths do.
+    if bench_unit.ends_with("B/s") || bench_unit.ends_with("bit/s") {
         "byte"
     } else {
         "op"
@@ -149,6 +150,15 @@ pub fn work_unit_for(bench_unit: &str) -> &'static str {
 mod tests {
     use super::*;
     use crate::counters::{CounterTarget, Reading};
+
+    #[test]
+    fn rates_of_bytes_and_bits_count_bytes() {
+        assert_eq!(work_unit_for("GB/s"), "byte");
+        assert_eq!(work_unit_for("Gbit/s"), "byte");
+        assert_eq!(work_unit_for("Mbit/s"), "byte");
+        assert_eq!(work_unit_for("msg/s"), "op");
+        assert_eq!(work_unit_for("ns"), "op");
+    }
 
     #[test]
     fn per_unit_costs_come_from_counted_events_only() {
