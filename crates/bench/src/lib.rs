@@ -105,6 +105,13 @@ pub trait Benchmark: Send + Sync {
         false
     }
 
+    /// What this benchmark cannot do on this machine although it runs (a command it
+    /// leaves out because it is not installed), one line each, for the caller to say
+    /// once before measuring. Empty when nothing is missing.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether `suite` measures this benchmark at all (a long workload may stay out of
     /// `quick`). Its cells are its parameters at the suite's values (`ParamInfo::quick`
     /// in `quick`, the defaults otherwise) on every placement of the run, plus

@@ -123,6 +123,10 @@ const COMPILERS: &[&str] = &["cc", "gcc", "clang", "tcc"];
 pub struct Sdet;
 
 impl Benchmark for Sdet {
+    fn notes(&self) -> Vec<String> {
+        missing_commands_line().into_iter().collect()
+    }
+
     fn info(&self) -> BenchInfo {
         BenchInfo {
             name: NAME.into(),

@@ -111,6 +111,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             topo.smt.control.as_deref().unwrap_or("absent")
         );
     }
+    for note in benches.iter().flat_map(|b| b.notes()) {
+        eprintln!("note: {note}");
+    }
     let env = capture(&topo);
     let started = unix_now_s();
 

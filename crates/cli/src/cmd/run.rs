@@ -83,6 +83,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     let bar = progress_bar(pending.len() as u64);
     let catalog = smtlab_runner::catalog::all();
+    // What a benchmark of this run leaves out here, said once.
+    for bench in &catalog {
+        let name = bench.info().name;
+        if pending.iter().any(|k| k.benchmark == name) {
+            for note in bench.notes() {
+                eprintln!("note: {note}");
+            }
+        }
+    }
     let mut saver = RunSaver {
         store: &mut store,
         run_id,
