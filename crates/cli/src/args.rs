@@ -29,7 +29,8 @@ pub struct TermArgs {
     #[arg(long, global = true)]
     pub wide: bool,
     /// Results only: no notes on standard error (errors are still shown). Honoured by
-    /// report, runs, compare, topo, placements, list, completions and man.
+    /// report, runs, compare, topo, placements, list, completions, man, bench, run and
+    /// exec (which then show no progress bar either).
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }

@@ -102,14 +102,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         && !args.json
     {
         for line in super::counting::notes(setup) {
-            eprintln!("note: {line}");
+            crate::term::note(&format!("note: {line}"));
         }
     }
     if !args.json && !topo.smt_visible() {
-        eprintln!(
+        crate::term::note(&format!(
             "note: no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
             topo.smt.control.as_deref().unwrap_or("absent")
-        );
+        ));
     }
     let env = capture(&topo);
     let started = unix_now_s();
@@ -156,7 +156,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .iter()
         .map(|(_, info, params)| (info.clone(), params.clone()))
         .collect();
+    let total: usize = groups.iter().map(Vec::len).sum();
     let mut printer = BenchPrinter {
+        bar: crate::term::progress_bar(total as u64, args.json),
         json: args.json,
         several,
         params: &headings,
@@ -168,6 +170,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         write_error: None,
     };
     session.run(groups, &mut printer);
+    printer.bar.finish_and_clear();
     printer.flush_details();
     if let Some(e) = printer.write_error.take() {
         return Err(e);
@@ -213,6 +216,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 /// Prints `bench`'s tables as cells are measured and keeps the cells for JSON and the
 /// comparisons.
 struct BenchPrinter<'a> {
+    /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
+    bar: indicatif::ProgressBar,
     json: bool,
     several: bool,
     params: &'a [(BenchInfo, Params)],
@@ -230,7 +235,7 @@ struct BenchPrinter<'a> {
 impl BenchPrinter<'_> {
     fn out(&mut self, text: &str) {
         if self.write_error.is_none()
-            && let Err(e) = emit(text)
+            && let Err(e) = self.bar.suspend(|| emit(text))
         {
             self.write_error = Some(e);
         }
@@ -269,7 +274,22 @@ impl BenchPrinter<'_> {
 }
 
 impl SessionObserver for BenchPrinter<'_> {
+    fn cell_started(&mut self, key: &CellKey) {
+        self.bar
+            .set_message(format!("{} {}", key.benchmark, key.placement));
+    }
+
+    fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
+        self.bar.set_message(format!(
+            "{} {} (sample {})",
+            key.benchmark,
+            key.placement,
+            index + 1
+        ));
+    }
+
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        self.bar.inc(1);
         let cell = m.record.clone();
         self.heading_for(&cell.key());
         if !self.json {
@@ -284,14 +304,15 @@ impl SessionObserver for BenchPrinter<'_> {
                     smtlab_report::counters::line(c)
                 ));
             }
-            if let Some(note) = m.counters_note {
-                text.push_str(&format!("  {note}\n"));
-            }
             self.out(&text);
-        } else if let Some(note) = m.counters_note {
-            eprintln!(
-                "note: {} on {}: {note}",
-                cell.benchmark, cell.placement.name
+        }
+        if let Some(note) = m.counters_note {
+            crate::term::note_with(
+                &self.bar,
+                &format!(
+                    "note: {} on {}: {note}",
+                    cell.benchmark, cell.placement.name
+                ),
             );
         }
         self.cells.push(cell);
@@ -302,6 +323,7 @@ impl SessionObserver for BenchPrinter<'_> {
     }
 
     fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
+        self.bar.inc(1);
         if !self.several {
             self.error = Some(format!(
                 "{} on {}: {}",

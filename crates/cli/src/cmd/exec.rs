@@ -239,12 +239,12 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     config.known_overheads = Some(measure_overheads(&Monotonic));
     let mut notes: Vec<String> = note.into_iter().collect();
     if let Some(n) = notes.first() {
-        eprintln!("note: {n}");
+        crate::term::note(&format!("note: {n}"));
     }
     let setup = args.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
         for line in super::counting::notes(s) {
-            eprintln!("note: {line}");
+            crate::term::note(&format!("note: {line}"));
         }
     }
     let (what, unit_text) = match &bench.value {
@@ -293,12 +293,19 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         stop: &stop,
         cell_state: Some(&super::smt::cell_state),
     };
+    // The bar counts runs, warm-up included, so its ETA follows the command's own pace.
+    let runs_per_cell = reps + args.warmup as usize;
     let mut printer = ExecPrinter {
+        bar: crate::term::progress_bar((cells.len() * runs_per_cell) as u64, false),
+        reps,
+        done_cells: 0,
+        runs_per_cell,
         cells: Vec::new(),
         error: None,
     };
     // Each placement is a group of its own: measured one after the other.
     session.run(cells.into_iter().map(|c| vec![c]).collect(), &mut printer);
+    printer.bar.finish_and_clear();
     if let Some(e) = printer.error {
         return Err(e);
     }
@@ -334,7 +341,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     };
     let mut store = Store::open(&db)?;
     let id = store.import_run(&results)?;
-    eprintln!(
+    crate::term::note(&format!(
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
         db.display(),
         args.db
@@ -342,18 +349,40 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             .as_ref()
             .map(|p| format!(" --db {}", p.display()))
             .unwrap_or_default()
-    );
+    ));
     Ok(())
 }
 
 /// Prints each placement's row as it is measured; the first failure ends the command.
 struct ExecPrinter {
+    /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
+    bar: indicatif::ProgressBar,
+    reps: usize,
+    runs_per_cell: usize,
+    /// Placements finished, so the bar stands at their runs whatever the session said.
+    done_cells: usize,
     cells: Vec<CellRecord>,
     error: Option<anyhow::Error>,
 }
 
 impl SessionObserver for ExecPrinter {
+    fn cell_started(&mut self, key: &CellKey) {
+        self.bar.set_message(format!("{} (warm-up)", key.placement));
+    }
+
+    fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
+        // The warm-up runs are over once the first measured run is in.
+        let warmup = self.runs_per_cell - self.reps;
+        self.bar
+            .set_position((self.done_cells * self.runs_per_cell + warmup + index + 1) as u64);
+        self.bar
+            .set_message(format!("{} run {}/{}", key.placement, index + 1, self.reps));
+    }
+
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        self.done_cells += 1;
+        self.bar
+            .set_position((self.done_cells * self.runs_per_cell) as u64);
         let cell = m.record.clone();
         let baseline = self.cells.first().map(|c| &c.result.summary);
         let mut text = render::bench::row(&cell, baseline);
@@ -376,9 +405,9 @@ impl SessionObserver for ExecPrinter {
             ));
         }
         if let Some(n) = m.counters_note {
-            text.push_str(&format!("  {n}\n"));
+            crate::term::note_with(&self.bar, &format!("note: {}: {n}", cell.placement.name));
         }
-        if let Err(e) = emit(&text) {
+        if let Err(e) = self.bar.suspend(|| emit(&text)) {
             self.error = Some(e);
             return ControlFlow::Break(());
         }

@@ -7,10 +7,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use smtlab_bench::Params;
 use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
 use smtlab_runner::counting::{CountingSetup, Machine};
@@ -54,19 +53,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             resume(&mut store, which.as_deref(), &topo)?
         }
     };
-    eprintln!(
+    crate::term::note(&format!(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
         db.display()
-    );
+    ));
     for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
-        eprintln!("note: {note}");
+        crate::term::note(&format!("note: {note}"));
     }
     let setup = meta.config.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
         for line in super::counting::notes(s) {
-            eprintln!("note: {line}");
+            crate::term::note(&format!("note: {line}"));
         }
     }
     // How the cells are measured; a resumed run goes on as it was started.
@@ -81,7 +80,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("cannot install the signal handlers")?;
     }
-    let bar = progress_bar(pending.len() as u64);
+    let bar = crate::term::progress_bar(pending.len() as u64, false);
     let catalog = smtlab_runner::catalog::all();
     let mut saver = RunSaver {
         store: &mut store,
@@ -162,10 +161,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);
-    eprintln!(
+    crate::term::note(&format!(
         "run {run_id} finished: {measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
         db_flag(args)
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -232,7 +231,13 @@ impl SessionObserver for RunSaver<'_> {
             );
         }
         if let Some(note) = m.counters_note {
-            say(self.bar, format!("  {note}"));
+            crate::term::note_with(
+                self.bar,
+                &format!(
+                    "note: {} on {}: {note}",
+                    cell.benchmark, cell.placement.name
+                ),
+            );
         }
         self.measured += 1;
         self.bar.inc(1);
@@ -251,15 +256,15 @@ impl SessionObserver for RunSaver<'_> {
     }
 }
 
-/// A line above the progress bar, or on stdout when there is no bar (not a terminal).
+/// A result line on standard output, always (the bar, on standard error, is cleared
+/// for it and drawn again), so `smtlab run > file` keeps every line.
 fn say(bar: &ProgressBar, line: String) {
-    if bar.is_hidden() {
-        use std::io::Write;
-        // A closed pipe (`smtlab run | head`) must not stop the run: results are saved.
-        let _ = writeln!(std::io::stdout(), "{line}");
-    } else {
-        bar.println(line);
-    }
+    use std::io::Write;
+    // A closed pipe (`smtlab run | head`) must not stop the run: results are saved.
+    bar.suspend(|| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    });
 }
 
 fn db_flag(args: &RunArgs) -> String {
@@ -268,16 +273,6 @@ fn db_flag(args: &RunArgs) -> String {
         .as_ref()
         .map(|p| format!(" --db {}", p.display()))
         .unwrap_or_default()
-}
-
-fn progress_bar(len: u64) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("[{pos}/{len}] {bar:30} {msg}  eta {eta}")
-            .expect("the template is valid"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
 }
 
 /// The plan and settings of a new run, with the notes said once at its start.
