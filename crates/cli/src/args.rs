@@ -211,6 +211,10 @@ pub struct BenchArgs {
     pub counters: bool,
     #[command(flatten)]
     pub client: ClientArgs,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the tables).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -252,6 +256,14 @@ pub struct RunArgs {
     /// `report` and `compare` in place of the run id while one run carries it.
     #[arg(long, value_name = "TEXT", conflicts_with = "resume", value_parser = parse_label)]
     pub label: Option<String>,
+    /// Print the run as stored (smtlab.results/1 JSON) at the end instead of a line per
+    /// cell.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the lines per cell).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 }
 
 /// A run label, checked before anything is measured.
@@ -358,6 +370,13 @@ pub struct ExecArgs {
     /// /proc/stat time of the placement's CPUs.
     #[arg(long)]
     pub counters: bool,
+    /// Print the run as stored (smtlab.results/1 JSON) instead of the table and verdict.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the table and verdict).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

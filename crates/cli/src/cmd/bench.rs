@@ -46,6 +46,11 @@ struct BenchOutput<'a> {
 pub fn run(args: &BenchArgs) -> Result<()> {
     // Everything is checked before anything is printed or measured.
     let benches = select(&args.names)?;
+    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let md_stdout = args
+        .export_markdown
+        .as_ref()
+        .is_some_and(|p| p.as_os_str() == "-");
     check_params(&benches, &args.params)?;
     let several = benches.len() > 1;
     // A key given twice is a sweep: one parameter set per combination, all checked
@@ -159,7 +164,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let total: usize = groups.iter().map(Vec::len).sum();
     let mut printer = BenchPrinter {
         bar: crate::term::progress_bar(total as u64, args.json),
-        json: args.json,
+        // The tables give way to JSON or Markdown on standard output.
+        json: args.json || md_stdout,
         several,
         params: &headings,
         cells: Vec::new(),
@@ -180,6 +186,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let BenchPrinter { cells, skipped, .. } = printer;
     let comparisons = compare(&cells);
+    if let Some(path) = &args.export_markdown {
+        super::export_markdown(path, &cells)?;
+    }
     if args.json {
         let now = unix_now_s();
         let results = RunResults {

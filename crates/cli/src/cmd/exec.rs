@@ -194,6 +194,13 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         bail!("no command given: smtlab exec [OPTIONS] -- CMD ARGS");
     }
     check_program(&argv[0])?;
+    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    // JSON or Markdown on standard output take the place of the table and verdict.
+    let text = !args.json
+        && !args
+            .export_markdown
+            .as_ref()
+            .is_some_and(|p| p.as_os_str() == "-");
     let reps = args.reps as usize;
     let value = match &args.throughput {
         Some(p) => ExecValue::Throughput(throughput_regex(p)?),
@@ -251,11 +258,13 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         ExecValue::WallTime => ("wall time", "s, lower is better"),
         ExecValue::Throughput(_) => ("printed throughput", "units/s, higher is better"),
     };
-    emit(&format!(
-        "exec `{shown}`: {what} ({unit_text}); {reps} runs per placement after {} warm-up\n",
-        args.warmup
-    ))?;
-    emit(&render::bench::header_line())?;
+    if text {
+        emit(&format!(
+            "exec `{shown}`: {what} ({unit_text}); {reps} runs per placement after {} warm-up\n",
+            args.warmup
+        ))?;
+        emit(&render::bench::header_line())?;
+    }
     let started = unix_now_s();
     let info = bench.info();
     let params = bench.params();
@@ -296,7 +305,8 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     // The bar counts runs, warm-up included, so its ETA follows the command's own pace.
     let runs_per_cell = reps + args.warmup as usize;
     let mut printer = ExecPrinter {
-        bar: crate::term::progress_bar((cells.len() * runs_per_cell) as u64, false),
+        bar: crate::term::progress_bar((cells.len() * runs_per_cell) as u64, args.json),
+        text,
         reps,
         done_cells: 0,
         runs_per_cell,
@@ -311,7 +321,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     }
     let cells = printer.cells;
     let lines = verdicts(&cells, topo.smt_visible());
-    if !lines.is_empty() {
+    if text && !lines.is_empty() {
         emit("\n")?;
         for l in &lines {
             emit(&format!("{l}\n"))?;
@@ -350,6 +360,15 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             .map(|p| format!(" --db {}", p.display()))
             .unwrap_or_default()
     ));
+    let stored = store.load_run(id)?;
+    if let Some(path) = &args.export_markdown {
+        super::export_markdown(path, &stored.cells)?;
+    }
+    if args.json {
+        emit(&String::from_utf8_lossy(&smtlab_store::export::json(
+            &stored,
+        )))?;
+    }
     Ok(())
 }
 
@@ -357,6 +376,8 @@ pub fn run(args: &ExecArgs) -> Result<()> {
 struct ExecPrinter {
     /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
     bar: indicatif::ProgressBar,
+    /// Print the rows (not when JSON or Markdown fill standard output).
+    text: bool,
     reps: usize,
     runs_per_cell: usize,
     /// Placements finished, so the bar stands at their runs whatever the session said.
@@ -407,7 +428,9 @@ impl SessionObserver for ExecPrinter {
         if let Some(n) = m.counters_note {
             crate::term::note_with(&self.bar, &format!("note: {}: {n}", cell.placement.name));
         }
-        if let Err(e) = self.bar.suspend(|| emit(&text)) {
+        if self.text
+            && let Err(e) = self.bar.suspend(|| emit(&text))
+        {
             self.error = Some(e);
             return ControlFlow::Break(());
         }

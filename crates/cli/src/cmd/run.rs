@@ -29,6 +29,13 @@ const INTERRUPTED_EXIT: u8 = 130;
 
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let db = super::db_path(&args.db);
+    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    // JSON or Markdown on standard output take the place of the cell lines.
+    let lines = !args.json
+        && !args
+            .export_markdown
+            .as_ref()
+            .is_some_and(|p| p.as_os_str() == "-");
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
     // Check the request before the database is created or touched.
@@ -87,6 +94,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         run_id,
         lease,
         bar: &bar,
+        lines,
         measured: 0,
         skipped: 0,
         error: None,
@@ -152,6 +160,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     if stop.load(Ordering::Relaxed) {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
+        print_stored(&store, run_id, args)?;
         eprintln!(
             "interrupted: {measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
             db_flag(args)
@@ -161,11 +170,29 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);
+    print_stored(&store, run_id, args)?;
     crate::term::note(&format!(
         "run {run_id} finished: {measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
         db_flag(args)
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
+/// the cells of its earlier invocations).
+fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
+    if !args.json && args.export_markdown.is_none() {
+        return Ok(());
+    }
+    let results = store.load_run(run_id)?;
+    if let Some(path) = &args.export_markdown {
+        super::export_markdown(path, &results.cells)?;
+    }
+    if args.json {
+        let bytes = smtlab_store::export::json(&results);
+        super::emit(&String::from_utf8_lossy(&bytes))?;
+    }
+    Ok(())
 }
 
 /// Whether a run interleaves and how many rounds it measures, from its command line
@@ -193,6 +220,8 @@ struct RunSaver<'a> {
     /// Held while this process measures the run; renewed after every saved cell.
     lease: Lease,
     bar: &'a ProgressBar,
+    /// Print a line per cell (not when JSON or Markdown fill standard output).
+    lines: bool,
     measured: usize,
     skipped: usize,
     error: Option<anyhow::Error>,
@@ -223,12 +252,14 @@ impl SessionObserver for RunSaver<'_> {
             self.error = Some(e.into());
             return ControlFlow::Break(());
         }
-        say(self.bar, render::run::cell_line(cell));
-        if let Some(c) = &cell.counters {
-            say(
-                self.bar,
-                format!("  counters: {}", smtlab_report::counters::line(c)),
-            );
+        if self.lines {
+            say(self.bar, render::run::cell_line(cell));
+            if let Some(c) = &cell.counters {
+                say(
+                    self.bar,
+                    format!("  counters: {}", smtlab_report::counters::line(c)),
+                );
+            }
         }
         if let Some(note) = m.counters_note {
             crate::term::note_with(
@@ -245,7 +276,9 @@ impl SessionObserver for RunSaver<'_> {
     }
 
     fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
-        say(self.bar, render::run::skipped_line(s));
+        if self.lines {
+            say(self.bar, render::run::skipped_line(s));
+        }
         if let Err(e) = self.store.save_skipped(self.run_id, s) {
             self.error = Some(e.into());
             return ControlFlow::Break(());
