@@ -171,8 +171,8 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Benchmark names (see `smtlab list`), a group (compute, memory, threads, os) or
-    /// `all`.
-    #[arg(value_name = "NAME", required = true)]
+    /// `all`; several separated by spaces or commas.
+    #[arg(value_name = "NAME", required = true, value_delimiter = ',')]
     pub names: Vec<String>,
     /// Placement to measure under; repeat for several (the first is the baseline of the
     /// ratios). Default: 1c1t.

@@ -253,7 +253,7 @@ impl BenchPrinter<'_> {
     /// The measurement details of the benchmark whose rows were printed last.
     fn flush_details(&mut self) {
         if self.heading_for.is_some() && !self.json {
-            let text = render::bench::details(&self.cells[self.first_of_bench..]);
+            let text = render::bench::details(&self.cells[self.first_of_bench..], render::table::Layout::term());
             self.out(&text);
         }
     }
@@ -276,7 +276,7 @@ impl BenchPrinter<'_> {
                 .iter()
                 .find(|(i, p)| i.name == key.benchmark && param_map(p) == key.params)
         {
-            let text = render::bench::heading(info, params);
+            let text = render::bench::heading(info, params, render::table::Layout::term());
             self.out(&text);
         }
     }
@@ -306,7 +306,7 @@ impl SessionObserver for BenchPrinter<'_> {
                 .cells
                 .get(self.first_of_bench)
                 .map(|c| &c.result.summary);
-            let mut text = render::bench::row(&cell, baseline);
+            let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
             if let Some(c) = &cell.counters {
                 text.push_str(&format!(
                     "  counters: {}\n",

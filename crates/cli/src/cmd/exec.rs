@@ -263,7 +263,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             "exec `{shown}`: {what} ({unit_text}); {reps} runs per placement after {} warm-up\n",
             args.warmup
         ))?;
-        emit(&render::bench::header_line())?;
+        emit(&render::bench::header_line(render::table::Layout::term()))?;
     }
     let started = unix_now_s();
     let info = bench.info();
@@ -406,7 +406,7 @@ impl SessionObserver for ExecPrinter {
             .set_position((self.done_cells * self.runs_per_cell) as u64);
         let cell = m.record.clone();
         let baseline = self.cells.first().map(|c| &c.result.summary);
-        let mut text = render::bench::row(&cell, baseline);
+        let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
         let cpu: Vec<f64> = cell
             .result
             .samples
