@@ -253,7 +253,10 @@ impl BenchPrinter<'_> {
     /// The measurement details of the benchmark whose rows were printed last.
     fn flush_details(&mut self) {
         if self.heading_for.is_some() && !self.json {
-            let text = render::bench::details(&self.cells[self.first_of_bench..], render::table::Layout::term());
+            let text = render::bench::details(
+                &self.cells[self.first_of_bench..],
+                render::table::Layout::term(),
+            );
             self.out(&text);
         }
     }

@@ -253,7 +253,10 @@ impl SessionObserver for RunSaver<'_> {
             return ControlFlow::Break(());
         }
         if self.lines {
-            say(self.bar, render::run::cell_line(cell));
+            say(
+                self.bar,
+                render::run::cell_line(cell, render::table::Layout::term()),
+            );
             if let Some(c) = &cell.counters {
                 say(
                     self.bar,
@@ -277,7 +280,10 @@ impl SessionObserver for RunSaver<'_> {
 
     fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
         if self.lines {
-            say(self.bar, render::run::skipped_line(s));
+            say(
+                self.bar,
+                render::run::skipped_line(s, render::table::Layout::term()),
+            );
         }
         if let Err(e) = self.store.save_skipped(self.run_id, s) {
             self.error = Some(e.into());

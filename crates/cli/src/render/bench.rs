@@ -49,9 +49,7 @@ pub fn heading(info: &BenchInfo, params: &Params, layout: Layout) -> String {
         if narrow(layout) {
             // Parameters on their own line, broken between words, so none is cut.
             out.push('\n');
-            out.push_str(
-                wrap(&format!("  {}", params.join(" ")), layout).trim_end_matches('\n'),
-            );
+            out.push_str(wrap(&format!("  {}", params.join(" ")), layout).trim_end_matches('\n'));
         } else {
             out.push_str(&format!("  {}", params.join(" ")));
         }
@@ -112,9 +110,10 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>, layout: Layout) -> Str
             .to_string()
     };
     // The one speed-up: above 1 = this placement better than the first.
-    let vs = baseline
-        .and_then(|b| speedup(b, s, cell.direction))
-        .map_or(String::new(), |r| smtlab_report::fmt::speedup(&r));
+    let ratio = baseline.and_then(|b| speedup(b, s, cell.direction));
+    let vs = ratio
+        .as_ref()
+        .map_or(String::new(), smtlab_report::fmt::speedup);
     let conv = if cell.result.met_target() {
         "yes"
     } else {
@@ -126,6 +125,25 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>, layout: Layout) -> Str
         } else {
             format!("{:.1}%", 100.0 * s.ci95_rel)
         };
+        // The verdict in a word: "not significant at 95%" would not fit.
+        let vs = ratio.as_ref().map_or(String::new(), |r| {
+            use smtlab_report::fmt::{significance_short, times};
+            let verdict = match r.significance() {
+                smtlab_model::stats::Significance::NotSignificant => "n.s.",
+                other => significance_short(other),
+            };
+            match (r.ci95_low, r.ci95_high) {
+                (Some(lo), Some(hi)) => {
+                    format!(
+                        "{}x [{}, {}] {verdict}",
+                        times(r.ratio),
+                        times(lo),
+                        times(hi)
+                    )
+                }
+                _ => format!("{}x {verdict}", times(r.ratio)),
+            }
+        });
         return NARROW.line(&[
             &fit(&cell.placement.name, 9),
             &fit(&cpus, 7),
