@@ -1591,7 +1591,7 @@ mod store {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("r.db");
         let out = smtlab()
-            .args(["exec", "--reps", "3", "--placements", "1c1t,2c1t"])
+            .args(["exec", "--wide", "--reps", "3", "--placements", "1c1t,2c1t"])
             .args(db_arg(&db))
             .args([
                 "--",

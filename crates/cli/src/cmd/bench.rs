@@ -111,10 +111,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
     }
     if !args.json && !topo.smt_visible() {
-        crate::term::note(&format!(
+        let text = format!(
             "note: no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
             topo.smt.control.as_deref().unwrap_or("absent")
-        ));
+        );
+        let text = render::table::wrap(&text, render::table::Layout::term());
+        crate::term::note(text.trim_end());
     }
     let env = capture(&topo);
     let started = unix_now_s();

@@ -171,10 +171,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);
     print_stored(&store, run_id, args)?;
-    crate::term::note(&format!(
+    let done = format!(
         "run {run_id} finished: {measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
         db_flag(args)
-    ));
+    );
+    crate::term::note(render::table::wrap(&done, render::table::Layout::term()).trim_end());
     Ok(ExitCode::SUCCESS)
 }
 
