@@ -97,7 +97,14 @@ pub fn decide_width(
 /// neither `--quiet` nor `hidden` (a command printing JSON or Markdown) asks for
 /// silence. Results never go through it: they are written to standard output around it
 /// with [`ProgressBar::suspend`], so `smtlab run > file` keeps every line.
+///
+/// `len` counts what the bar's position counts (cells, runs, sample slots); `counts`
+/// shows `[pos/len]`, for units a user counts (runs, cells) and not for sample slots.
 pub fn progress_bar(len: u64, hidden: bool) -> indicatif::ProgressBar {
+    progress_bar_with(len, hidden, true)
+}
+
+pub fn progress_bar_with(len: u64, hidden: bool, counts: bool) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     if hidden || get().quiet || !stderr_is_tty() {
         return ProgressBar::hidden();
@@ -105,8 +112,13 @@ pub fn progress_bar(len: u64, hidden: bool) -> indicatif::ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     // `wide_msg` takes what is left of the line, so the bar never wraps at 80 columns.
     bar.set_style(
-        ProgressStyle::with_template("[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}")
-            .expect("the template is valid"),
+        ProgressStyle::with_template(if counts {
+            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
+        } else {
+            // Counted in sample slots, most cells stop early: the estimate is a bound.
+            "{bar:20} eta≤{eta:>3} {wide_msg}"
+        })
+        .expect("the template is valid"),
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar

@@ -164,8 +164,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .map(|(_, info, params)| (info.clone(), params.clone()))
         .collect();
     let total: usize = groups.iter().map(Vec::len).sum();
+    let per_cell = (cfg.max_samples * args.repeat as usize).max(1) as u64;
     let mut printer = BenchPrinter {
-        bar: crate::term::progress_bar(total as u64, args.json),
+        // The bar counts sample slots (each cell's most samples, every round), so it
+        // moves and its ETA means something while the first cell is measured.
+        bar: crate::term::progress_bar_with(total as u64 * per_cell, args.json, false),
+        per_cell,
+        total_cells: total,
+        done_cells: 0,
+        done_slots: 0,
+        in_flight: std::collections::HashMap::new(),
         // The tables give way to JSON or Markdown on standard output.
         json: args.json || md_stdout,
         several,
@@ -229,6 +237,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 struct BenchPrinter<'a> {
     /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
     bar: indicatif::ProgressBar,
+    /// Sample slots per cell: its most samples times the rounds.
+    per_cell: u64,
+    total_cells: usize,
+    done_cells: usize,
+    /// Slots of the finished cells.
+    done_slots: u64,
+    /// Samples taken so far by the cells in progress (several when interleaving).
+    in_flight: std::collections::HashMap<String, u64>,
     json: bool,
     several: bool,
     params: &'a [(BenchInfo, Params)],
@@ -264,7 +280,20 @@ impl BenchPrinter<'_> {
     }
 }
 
+/// A cell's name in the bar's bookkeeping.
+fn slot_key(key: &CellKey) -> String {
+    format!("{} {:?} {}", key.benchmark, key.params, key.placement)
+}
+
 impl BenchPrinter<'_> {
+    fn cell_done(&mut self, key: &CellKey) {
+        self.in_flight.remove(&slot_key(key));
+        self.done_cells += 1;
+        self.done_slots += self.per_cell;
+        let pos = self.done_slots + self.in_flight.values().sum::<u64>();
+        self.bar.set_position(pos);
+    }
+
     /// The heading of `key`'s benchmark, when its first cell is done (so a benchmark that
     /// cannot be prepared at all fails before anything is printed).
     fn heading_for(&mut self, key: &CellKey) {
@@ -289,21 +318,34 @@ impl BenchPrinter<'_> {
 
 impl SessionObserver for BenchPrinter<'_> {
     fn cell_started(&mut self, key: &CellKey) {
-        self.bar
-            .set_message(format!("{} {}", key.benchmark, key.placement));
+        self.bar.set_message(format!(
+            "cell {}/{}: {} {}",
+            self.done_cells + 1,
+            self.total_cells,
+            key.benchmark,
+            key.placement
+        ));
     }
 
-    fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
+    fn sample(&mut self, key: &CellKey, round: usize, index: usize) {
+        let max = self.per_cell;
+        let taken = self.in_flight.entry(slot_key(key)).or_insert(0);
+        *taken = (*taken + 1).min(max);
+        let pos = self.done_slots + self.in_flight.values().sum::<u64>();
+        self.bar.set_position(pos);
         self.bar.set_message(format!(
-            "{} {} (sample {})",
+            "cell {}/{}: {} {} (round {}, sample {})",
+            self.done_cells + 1,
+            self.total_cells,
             key.benchmark,
             key.placement,
+            round + 1,
             index + 1
         ));
     }
 
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
-        self.bar.inc(1);
+        self.cell_done(&m.record.key());
         let cell = m.record.clone();
         self.heading_for(&cell.key());
         if !self.json {
@@ -337,7 +379,7 @@ impl SessionObserver for BenchPrinter<'_> {
     }
 
     fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
-        self.bar.inc(1);
+        self.cell_done(&cell.key);
         if !self.several {
             self.error = Some(format!(
                 "{} on {}: {}",

@@ -259,9 +259,12 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         ExecValue::Throughput(_) => ("printed throughput", "units/s, higher is better"),
     };
     if text {
-        emit(&format!(
-            "exec `{shown}`: {what} ({unit_text}); {reps} runs per placement after {} warm-up\n",
-            args.warmup
+        emit(&render::table::wrap(
+            &format!(
+                "exec `{shown}`: {what} ({unit_text}); {reps} runs per placement after {} warm-up",
+                args.warmup
+            ),
+            render::table::Layout::term(),
         ))?;
         emit(&render::bench::header_line(render::table::Layout::term()))?;
     }
@@ -324,7 +327,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     if text && !lines.is_empty() {
         emit("\n")?;
         for l in &lines {
-            emit(&format!("{l}\n"))?;
+            emit(&render::table::wrap(l, render::table::Layout::term()))?;
         }
     }
     if cells.len() == 1 {
@@ -351,7 +354,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     };
     let mut store = Store::open(&db)?;
     let id = store.import_run(&results)?;
-    crate::term::note(&format!(
+    let saved = format!(
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
         db.display(),
         args.db
@@ -359,7 +362,8 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             .as_ref()
             .map(|p| format!(" --db {}", p.display()))
             .unwrap_or_default()
-    ));
+    );
+    crate::term::note(render::table::wrap(&saved, render::table::Layout::term()).trim_end());
     let stored = store.load_run(id)?;
     if let Some(path) = &args.export_markdown {
         super::export_markdown(path, &stored.cells)?;
@@ -415,7 +419,7 @@ impl SessionObserver for ExecPrinter {
             .collect();
         if let Some(s) = stats::summarize(&cpu) {
             text.push_str(&format!(
-                "  CPU time per run: {} s (user + system of the command and its children)\n",
+                "  CPU time per run: {} s (user + system, with children)\n",
                 render::bench::num(s.mean)
             ));
         }
