@@ -197,10 +197,10 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     // JSON or Markdown on standard output take the place of the table and verdict.
     let text = !args.json
-        && !args
+        && args
             .export_markdown
             .as_ref()
-            .is_some_and(|p| p.as_os_str() == "-");
+            .is_none_or(|p| p.as_os_str() != "-");
     let reps = args.reps as usize;
     let value = match &args.throughput {
         Some(p) => ExecValue::Throughput(throughput_regex(p)?),

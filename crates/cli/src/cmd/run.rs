@@ -32,10 +32,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     // JSON or Markdown on standard output take the place of the cell lines.
     let lines = !args.json
-        && !args
+        && args
             .export_markdown
             .as_ref()
-            .is_some_and(|p| p.as_os_str() == "-");
+            .is_none_or(|p| p.as_os_str() != "-");
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
     // Check the request before the database is created or touched.

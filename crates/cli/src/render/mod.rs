@@ -11,6 +11,15 @@ pub mod topo;
 
 pub use smtlab_report::fmt::bytes;
 
+/// `1 thread`, `2 threads`.
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 // The store's deterministic run, for the snapshots of the live output.
 #[cfg(test)]
 #[path = "../../../store/src/testdata.rs"]
@@ -99,14 +108,5 @@ mod live_tests {
             r.cells.len() + r.skipped.len(),
             "one line per cell with --wide: {wide}"
         );
-    }
-}
-
-/// `1 thread`, `2 threads`.
-pub fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("{n} {word}")
-    } else {
-        format!("{n} {word}s")
     }
 }
