@@ -59,11 +59,18 @@ pub fn note(text: &str) {
     }
 }
 
+/// [`note`] broken between words at the width (the live commands' notes are long).
+pub fn note_fit(text: &str) {
+    let fitted = crate::render::table::wrap(text, crate::render::table::Layout::term());
+    note(fitted.trim_end());
+}
+
 /// [`note`] while a progress bar may be drawn: the bar is cleared for the line and
 /// drawn again under it.
 pub fn note_with(bar: &indicatif::ProgressBar, text: &str) {
     if !get().quiet {
-        bar.suspend(|| eprintln!("{text}"));
+        let fitted = crate::render::table::wrap(text, crate::render::table::Layout::term());
+        bar.suspend(|| eprintln!("{}", fitted.trim_end()));
     }
 }
 

@@ -925,7 +925,14 @@ mod counters {
     #[test]
     fn bench_prints_one_counters_line_per_cell_and_the_missing_pmu_once() {
         let out = smtlab()
-            .args(["bench", "null-syscall", "fstat", "--quick", "--counters"])
+            .args([
+                "bench",
+                "null-syscall",
+                "fstat",
+                "--quick",
+                "--counters",
+                "--wide",
+            ])
             .assert()
             .success()
             .get_output()

@@ -107,7 +107,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         && !args.json
     {
         for line in super::counting::notes(setup) {
-            crate::term::note(&format!("note: {line}"));
+            crate::term::note_fit(&format!("note: {line}"));
         }
     }
     if !args.json && !topo.smt_visible() {
@@ -115,8 +115,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "note: no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
             topo.smt.control.as_deref().unwrap_or("absent")
         );
-        let text = render::table::wrap(&text, render::table::Layout::term());
-        crate::term::note(text.trim_end());
+        crate::term::note_fit(&text);
     }
     let env = capture(&topo);
     let started = unix_now_s();
@@ -355,9 +354,9 @@ impl SessionObserver for BenchPrinter<'_> {
                 .map(|c| &c.result.summary);
             let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
             if let Some(c) = &cell.counters {
-                text.push_str(&format!(
-                    "  counters: {}\n",
-                    smtlab_report::counters::line(c)
+                text.push_str(&render::table::wrap(
+                    &format!("  counters: {}", smtlab_report::counters::line(c)),
+                    render::table::Layout::term(),
                 ));
             }
             self.out(&text);

@@ -246,12 +246,12 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     config.known_overheads = Some(measure_overheads(&Monotonic));
     let mut notes: Vec<String> = note.into_iter().collect();
     if let Some(n) = notes.first() {
-        crate::term::note(&format!("note: {n}"));
+        crate::term::note_fit(&format!("note: {n}"));
     }
     let setup = args.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
         for line in super::counting::notes(s) {
-            crate::term::note(&format!("note: {line}"));
+            crate::term::note_fit(&format!("note: {line}"));
         }
     }
     let (what, unit_text) = match &bench.value {
@@ -363,7 +363,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             .map(|p| format!(" --db {}", p.display()))
             .unwrap_or_default()
     );
-    crate::term::note(render::table::wrap(&saved, render::table::Layout::term()).trim_end());
+    crate::term::note_fit(&saved);
     let stored = store.load_run(id)?;
     if let Some(path) = &args.export_markdown {
         super::export_markdown(path, &stored.cells)?;
@@ -424,9 +424,9 @@ impl SessionObserver for ExecPrinter {
             ));
         }
         if let Some(c) = &cell.counters {
-            text.push_str(&format!(
-                "  counters: {}\n",
-                smtlab_report::counters::line(c)
+            text.push_str(&render::table::wrap(
+                &format!("  counters: {}", smtlab_report::counters::line(c)),
+                render::table::Layout::term(),
             ));
         }
         if let Some(n) = m.counters_note {

@@ -60,19 +60,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             resume(&mut store, which.as_deref(), &topo)?
         }
     };
-    crate::term::note(&format!(
+    crate::term::note_fit(&format!(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
         db.display()
     ));
     for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
-        crate::term::note(&format!("note: {note}"));
+        crate::term::note_fit(&format!("note: {note}"));
     }
     let setup = meta.config.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
         for line in super::counting::notes(s) {
-            crate::term::note(&format!("note: {line}"));
+            crate::term::note_fit(&format!("note: {line}"));
         }
     }
     // How the cells are measured; a resumed run goes on as it was started.
@@ -175,7 +175,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         "run {run_id} finished: {measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
         db_flag(args)
     );
-    crate::term::note(render::table::wrap(&done, render::table::Layout::term()).trim_end());
+    crate::term::note_fit(&done);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -261,7 +261,12 @@ impl SessionObserver for RunSaver<'_> {
             if let Some(c) = &cell.counters {
                 say(
                     self.bar,
-                    format!("  counters: {}", smtlab_report::counters::line(c)),
+                    render::table::wrap(
+                        &format!("  counters: {}", smtlab_report::counters::line(c)),
+                        render::table::Layout::term(),
+                    )
+                    .trim_end()
+                    .to_string(),
                 );
             }
         }
