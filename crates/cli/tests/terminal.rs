@@ -301,3 +301,31 @@ fn json_and_markdown_cannot_share_stdout() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--export-markdown"), "{err}");
 }
+
+#[test]
+fn exec_json_is_the_stored_run_alone_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let md = dir.path().join("cells.md");
+    let a = smtlab()
+        .args(["-q", "exec", "--reps", "2", "--warmup", "0", "-p", "1c1t"])
+        .args(["--json", "--export-markdown"])
+        .arg(&md)
+        .arg("--db")
+        .arg(&db)
+        .args(["--", "true"])
+        .assert()
+        .success();
+    let o = a.get_output();
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "smtlab.results/1");
+    assert_eq!(v["run"]["suite"], "exec");
+    assert_eq!(v["cells"][0]["result"]["summary"]["n"], 2);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("| `exec` |"), "{text}");
+}
