@@ -29,7 +29,8 @@ pub struct TermArgs {
     #[arg(long, global = true)]
     pub wide: bool,
     /// Results only: no notes on standard error (errors are still shown). Honoured by
-    /// report, runs, compare, topo, placements, list, completions and man.
+    /// report, runs, compare, topo, placements, list, completions, man, bench, run and
+    /// exec (which then show no progress bar either).
     #[arg(short, long, global = true)]
     pub quiet: bool,
 }
@@ -170,8 +171,8 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Benchmark names (see `smtlab list`), a group (compute, memory, threads, os) or
-    /// `all`.
-    #[arg(value_name = "NAME", required = true)]
+    /// `all`; several separated by spaces or commas.
+    #[arg(value_name = "NAME", required = true, value_delimiter = ',')]
     pub names: Vec<String>,
     /// Placement to measure under; repeat for several (the first is the baseline of the
     /// ratios). Default: 1c1t.
@@ -210,6 +211,10 @@ pub struct BenchArgs {
     pub counters: bool,
     #[command(flatten)]
     pub client: ClientArgs,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the tables).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +256,14 @@ pub struct RunArgs {
     /// `report` and `compare` in place of the run id while one run carries it.
     #[arg(long, value_name = "TEXT", conflicts_with = "resume", value_parser = parse_label)]
     pub label: Option<String>,
+    /// Print the run as stored (smtlab.results/1 JSON) at the end instead of a line per
+    /// cell.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the lines per cell).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
 }
 
 /// A run label, checked before anything is measured.
@@ -357,6 +370,13 @@ pub struct ExecArgs {
     /// /proc/stat time of the placement's CPUs.
     #[arg(long)]
     pub counters: bool,
+    /// Print the run as stored (smtlab.results/1 JSON) instead of the table and verdict.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of the table and verdict).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

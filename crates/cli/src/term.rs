@@ -59,6 +59,21 @@ pub fn note(text: &str) {
     }
 }
 
+/// [`note`] broken between words at the width (the live commands' notes are long).
+pub fn note_fit(text: &str) {
+    let fitted = crate::render::table::wrap(text, crate::render::table::Layout::term());
+    note(fitted.trim_end());
+}
+
+/// [`note`] while a progress bar may be drawn: the bar is cleared for the line and
+/// drawn again under it.
+pub fn note_with(bar: &indicatif::ProgressBar, text: &str) {
+    if !get().quiet {
+        let fitted = crate::render::table::wrap(text, crate::render::table::Layout::term());
+        bar.suspend(|| eprintln!("{}", fitted.trim_end()));
+    }
+}
+
 pub fn decide_color(when: ColorWhen, no_color_set: bool, stdout_tty: bool) -> bool {
     match when {
         ColorWhen::Always => true,
@@ -83,6 +98,42 @@ pub fn decide_width(
             .filter(|&w| w >= 40)
             .unwrap_or(DEFAULT_WIDTH),
     )
+}
+
+/// A progress bar on standard error, drawn only when standard error is a terminal and
+/// neither `--quiet` nor `hidden` (a command printing JSON or Markdown) asks for
+/// silence. Results never go through it: they are written to standard output around it
+/// with [`ProgressBar::suspend`], so `smtlab run > file` keeps every line.
+///
+/// `len` counts what the bar's position counts (cells, runs, sample slots); `counts`
+/// shows `[pos/len]`, for units a user counts (runs, cells) and not for sample slots.
+pub fn progress_bar(len: u64, hidden: bool) -> indicatif::ProgressBar {
+    progress_bar_with(len, hidden, true)
+}
+
+pub fn progress_bar_with(len: u64, hidden: bool, counts: bool) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    if hidden || get().quiet || !stderr_is_tty() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    // `wide_msg` takes what is left of the line, so the bar never wraps at 80 columns.
+    bar.set_style(
+        ProgressStyle::with_template(if counts {
+            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
+        } else {
+            // Counted in sample slots, most cells stop early: the estimate is a bound.
+            "{bar:20} eta≤{eta:>3} {wide_msg}"
+        })
+        .expect("the template is valid"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+fn stderr_is_tty() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(libc::STDERR_FILENO) == 1 }
 }
 
 fn stdout_is_tty() -> bool {

@@ -925,7 +925,14 @@ mod counters {
     #[test]
     fn bench_prints_one_counters_line_per_cell_and_the_missing_pmu_once() {
         let out = smtlab()
-            .args(["bench", "null-syscall", "fstat", "--quick", "--counters"])
+            .args([
+                "bench",
+                "null-syscall",
+                "fstat",
+                "--quick",
+                "--counters",
+                "--wide",
+            ])
             .assert()
             .success()
             .get_output()
@@ -1591,7 +1598,7 @@ mod store {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("r.db");
         let out = smtlab()
-            .args(["exec", "--reps", "3", "--placements", "1c1t,2c1t"])
+            .args(["exec", "--wide", "--reps", "3", "--placements", "1c1t,2c1t"])
             .args(db_arg(&db))
             .args([
                 "--",

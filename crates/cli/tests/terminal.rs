@@ -222,3 +222,110 @@ fn compare_fits_80_columns() {
     let wide = stdout_of(smtlab().arg("compare").args(&files).arg("--wide"));
     assert!(width_of(&wide) > 80);
 }
+
+#[test]
+fn run_into_a_file_keeps_every_cell_line_and_no_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let a = smtlab()
+        .args([
+            "run",
+            "--suite",
+            "quick",
+            "--bench",
+            "null-syscall",
+            "--placements",
+            "1c1t,9c1t",
+            "--no-interleave",
+            "--db",
+        ])
+        .arg(&db)
+        .assert()
+        .success();
+    let o = a.get_output();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    // One line per cell: the measured one and the one this machine cannot place.
+    let starts: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("null-syscall"))
+        .collect();
+    assert_eq!(starts.len(), 2, "stdout: {out}\nstderr: {err}");
+    assert!(starts.iter().any(|l| l.contains("median")), "{out}");
+    assert!(starts.iter().any(|l| l.contains("skipped")), "{out}");
+    assert!(width_of(&out) <= 80, "{out}");
+    assert!(!out.contains("note:") && !out.contains("finished"), "{out}");
+    assert!(err.contains("run 1 finished"), "{err}");
+
+    // --json: the run as stored, alone on stdout; -q: nothing on stderr.
+    let a = smtlab()
+        .args(["-q", "run", "--suite", "quick", "--bench", "null-syscall"])
+        .args(["--placements", "1c1t", "--json", "--db"])
+        .arg(&db)
+        .assert()
+        .success();
+    let o = a.get_output();
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "smtlab.results/1");
+    assert_eq!(v["run"]["id"], 2);
+    assert_eq!(v["cells"].as_array().unwrap().len(), 1);
+
+    // --export-markdown - takes the place of the lines.
+    let md = stdout_of(
+        smtlab()
+            .args(["-q", "run", "--suite", "quick", "--bench", "null-syscall"])
+            .args(["--placements", "1c1t", "--export-markdown", "-", "--db"])
+            .arg(&db),
+    );
+    assert!(md.starts_with("| Benchmark |"), "{md}");
+    assert_eq!(
+        md.lines().filter(|l| l.contains("`null-syscall`")).count(),
+        1
+    );
+}
+
+#[test]
+fn json_and_markdown_cannot_share_stdout() {
+    let a = smtlab()
+        .args(["bench", "null-syscall", "--json", "--export-markdown", "-"])
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--export-markdown"), "{err}");
+}
+
+#[test]
+fn exec_json_is_the_stored_run_alone_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let md = dir.path().join("cells.md");
+    let a = smtlab()
+        .args(["-q", "exec", "--reps", "2", "--warmup", "0", "-p", "1c1t"])
+        .args(["--json", "--export-markdown"])
+        .arg(&md)
+        .arg("--db")
+        .arg(&db)
+        .args(["--", "true"])
+        .assert()
+        .success();
+    let o = a.get_output();
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "smtlab.results/1");
+    assert_eq!(v["run"]["suite"], "exec");
+    assert_eq!(v["cells"][0]["result"]["summary"]["n"], 2);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("| `exec` |"), "{text}");
+}

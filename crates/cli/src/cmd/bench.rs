@@ -46,6 +46,11 @@ struct BenchOutput<'a> {
 pub fn run(args: &BenchArgs) -> Result<()> {
     // Everything is checked before anything is printed or measured.
     let benches = select(&args.names)?;
+    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let md_stdout = args
+        .export_markdown
+        .as_ref()
+        .is_some_and(|p| p.as_os_str() == "-");
     check_params(&benches, &args.params)?;
     let several = benches.len() > 1;
     // A key given twice is a sweep: one parameter set per combination, all checked
@@ -102,14 +107,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         && !args.json
     {
         for line in super::counting::notes(setup) {
-            eprintln!("note: {line}");
+            crate::term::note_fit(&format!("note: {line}"));
         }
     }
     if !args.json && !topo.smt_visible() {
-        eprintln!(
+        let text = format!(
             "note: no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
             topo.smt.control.as_deref().unwrap_or("absent")
         );
+        crate::term::note_fit(&text);
     }
     for note in benches.iter().flat_map(|b| b.notes()) {
         eprintln!("note: {note}");
@@ -159,8 +165,19 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .iter()
         .map(|(_, info, params)| (info.clone(), params.clone()))
         .collect();
+    let total: usize = groups.iter().map(Vec::len).sum();
+    let per_cell = (cfg.max_samples * args.repeat as usize).max(1) as u64;
     let mut printer = BenchPrinter {
-        json: args.json,
+        // The bar counts sample slots (each cell's most samples, every round), so it
+        // moves and its ETA means something while the first cell is measured.
+        bar: crate::term::progress_bar_with(total as u64 * per_cell, args.json, false),
+        per_cell,
+        total_cells: total,
+        done_cells: 0,
+        done_slots: 0,
+        in_flight: std::collections::HashMap::new(),
+        // The tables give way to JSON or Markdown on standard output.
+        json: args.json || md_stdout,
         several,
         params: &headings,
         cells: Vec::new(),
@@ -171,6 +188,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         write_error: None,
     };
     session.run(groups, &mut printer);
+    printer.bar.finish_and_clear();
     printer.flush_details();
     if let Some(e) = printer.write_error.take() {
         return Err(e);
@@ -180,6 +198,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let BenchPrinter { cells, skipped, .. } = printer;
     let comparisons = compare(&cells);
+    if let Some(path) = &args.export_markdown {
+        super::export_markdown(path, &cells)?;
+    }
     if args.json {
         let now = unix_now_s();
         let results = RunResults {
@@ -216,6 +237,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
 /// Prints `bench`'s tables as cells are measured and keeps the cells for JSON and the
 /// comparisons.
 struct BenchPrinter<'a> {
+    /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
+    bar: indicatif::ProgressBar,
+    /// Sample slots per cell: its most samples times the rounds.
+    per_cell: u64,
+    total_cells: usize,
+    done_cells: usize,
+    /// Slots of the finished cells.
+    done_slots: u64,
+    /// Samples taken so far by the cells in progress (several when interleaving).
+    in_flight: std::collections::HashMap<String, u64>,
     json: bool,
     several: bool,
     params: &'a [(BenchInfo, Params)],
@@ -233,7 +264,7 @@ struct BenchPrinter<'a> {
 impl BenchPrinter<'_> {
     fn out(&mut self, text: &str) {
         if self.write_error.is_none()
-            && let Err(e) = emit(text)
+            && let Err(e) = self.bar.suspend(|| emit(text))
         {
             self.write_error = Some(e);
         }
@@ -242,13 +273,29 @@ impl BenchPrinter<'_> {
     /// The measurement details of the benchmark whose rows were printed last.
     fn flush_details(&mut self) {
         if self.heading_for.is_some() && !self.json {
-            let text = render::bench::details(&self.cells[self.first_of_bench..]);
+            let text = render::bench::details(
+                &self.cells[self.first_of_bench..],
+                render::table::Layout::term(),
+            );
             self.out(&text);
         }
     }
 }
 
+/// A cell's name in the bar's bookkeeping.
+fn slot_key(key: &CellKey) -> String {
+    format!("{} {:?} {}", key.benchmark, key.params, key.placement)
+}
+
 impl BenchPrinter<'_> {
+    fn cell_done(&mut self, key: &CellKey) {
+        self.in_flight.remove(&slot_key(key));
+        self.done_cells += 1;
+        self.done_slots += self.per_cell;
+        let pos = self.done_slots + self.in_flight.values().sum::<u64>();
+        self.bar.set_position(pos);
+    }
+
     /// The heading of `key`'s benchmark, when its first cell is done (so a benchmark that
     /// cannot be prepared at all fails before anything is printed).
     fn heading_for(&mut self, key: &CellKey) {
@@ -265,14 +312,42 @@ impl BenchPrinter<'_> {
                 .iter()
                 .find(|(i, p)| i.name == key.benchmark && param_map(p) == key.params)
         {
-            let text = render::bench::heading(info, params);
+            let text = render::bench::heading(info, params, render::table::Layout::term());
             self.out(&text);
         }
     }
 }
 
 impl SessionObserver for BenchPrinter<'_> {
+    fn cell_started(&mut self, key: &CellKey) {
+        self.bar.set_message(format!(
+            "cell {}/{}: {} {}",
+            self.done_cells + 1,
+            self.total_cells,
+            key.benchmark,
+            key.placement
+        ));
+    }
+
+    fn sample(&mut self, key: &CellKey, round: usize, index: usize) {
+        let max = self.per_cell;
+        let taken = self.in_flight.entry(slot_key(key)).or_insert(0);
+        *taken = (*taken + 1).min(max);
+        let pos = self.done_slots + self.in_flight.values().sum::<u64>();
+        self.bar.set_position(pos);
+        self.bar.set_message(format!(
+            "cell {}/{}: {} {} (round {}, sample {})",
+            self.done_cells + 1,
+            self.total_cells,
+            key.benchmark,
+            key.placement,
+            round + 1,
+            index + 1
+        ));
+    }
+
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        self.cell_done(&m.record.key());
         let cell = m.record.clone();
         self.heading_for(&cell.key());
         if !self.json {
@@ -280,21 +355,22 @@ impl SessionObserver for BenchPrinter<'_> {
                 .cells
                 .get(self.first_of_bench)
                 .map(|c| &c.result.summary);
-            let mut text = render::bench::row(&cell, baseline);
+            let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
             if let Some(c) = &cell.counters {
-                text.push_str(&format!(
-                    "  counters: {}\n",
-                    smtlab_report::counters::line(c)
+                text.push_str(&render::table::wrap(
+                    &format!("  counters: {}", smtlab_report::counters::line(c)),
+                    render::table::Layout::term(),
                 ));
             }
-            if let Some(note) = m.counters_note {
-                text.push_str(&format!("  {note}\n"));
-            }
             self.out(&text);
-        } else if let Some(note) = m.counters_note {
-            eprintln!(
-                "note: {} on {}: {note}",
-                cell.benchmark, cell.placement.name
+        }
+        if let Some(note) = m.counters_note {
+            crate::term::note_with(
+                &self.bar,
+                &format!(
+                    "note: {} on {}: {note}",
+                    cell.benchmark, cell.placement.name
+                ),
             );
         }
         self.cells.push(cell);
@@ -305,6 +381,7 @@ impl SessionObserver for BenchPrinter<'_> {
     }
 
     fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
+        self.cell_done(&cell.key);
         if !self.several {
             self.error = Some(format!(
                 "{} on {}: {}",

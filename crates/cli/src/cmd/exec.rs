@@ -194,6 +194,13 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         bail!("no command given: smtlab exec [OPTIONS] -- CMD ARGS");
     }
     check_program(&argv[0])?;
+    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    // JSON or Markdown on standard output take the place of the table and verdict.
+    let text = !args.json
+        && args
+            .export_markdown
+            .as_ref()
+            .is_none_or(|p| p.as_os_str() != "-");
     let reps = args.reps as usize;
     let value = match &args.throughput {
         Some(p) => ExecValue::Throughput(throughput_regex(p)?),
@@ -239,23 +246,28 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     config.known_overheads = Some(measure_overheads(&Monotonic));
     let mut notes: Vec<String> = note.into_iter().collect();
     if let Some(n) = notes.first() {
-        eprintln!("note: {n}");
+        crate::term::note_fit(&format!("note: {n}"));
     }
     let setup = args.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
         for line in super::counting::notes(s) {
-            eprintln!("note: {line}");
+            crate::term::note_fit(&format!("note: {line}"));
         }
     }
     let (what, unit_text) = match &bench.value {
         ExecValue::WallTime => ("wall time", "s, lower is better"),
         ExecValue::Throughput(_) => ("printed throughput", "units/s, higher is better"),
     };
-    emit(&format!(
-        "exec `{shown}`: {what} ({unit_text}); {reps} runs per placement after {} warm-up\n",
-        args.warmup
-    ))?;
-    emit(&render::bench::header_line())?;
+    if text {
+        emit(&render::table::wrap(
+            &format!(
+                "exec `{shown}`: {what} ({unit_text}); {reps} runs per placement after {} warm-up",
+                args.warmup
+            ),
+            render::table::Layout::term(),
+        ))?;
+        emit(&render::bench::header_line(render::table::Layout::term()))?;
+    }
     let started = unix_now_s();
     let info = bench.info();
     let params = bench.params();
@@ -293,21 +305,29 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         stop: &stop,
         cell_state: Some(&super::smt::cell_state),
     };
+    // The bar counts runs, warm-up included, so its ETA follows the command's own pace.
+    let runs_per_cell = reps + args.warmup as usize;
     let mut printer = ExecPrinter {
+        bar: crate::term::progress_bar((cells.len() * runs_per_cell) as u64, args.json),
+        text,
+        reps,
+        done_cells: 0,
+        runs_per_cell,
         cells: Vec::new(),
         error: None,
     };
     // Each placement is a group of its own: measured one after the other.
     session.run(cells.into_iter().map(|c| vec![c]).collect(), &mut printer);
+    printer.bar.finish_and_clear();
     if let Some(e) = printer.error {
         return Err(e);
     }
     let cells = printer.cells;
     let lines = verdicts(&cells, topo.smt_visible());
-    if !lines.is_empty() {
+    if text && !lines.is_empty() {
         emit("\n")?;
         for l in &lines {
-            emit(&format!("{l}\n"))?;
+            emit(&render::table::wrap(l, render::table::Layout::term()))?;
         }
     }
     if cells.len() == 1 {
@@ -334,7 +354,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     };
     let mut store = Store::open(&db)?;
     let id = store.import_run(&results)?;
-    eprintln!(
+    let saved = format!(
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
         db.display(),
         args.db
@@ -343,20 +363,54 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             .map(|p| format!(" --db {}", p.display()))
             .unwrap_or_default()
     );
+    crate::term::note_fit(&saved);
+    let stored = store.load_run(id)?;
+    if let Some(path) = &args.export_markdown {
+        super::export_markdown(path, &stored.cells)?;
+    }
+    if args.json {
+        emit(&String::from_utf8_lossy(&smtlab_store::export::json(
+            &stored,
+        )))?;
+    }
     Ok(())
 }
 
 /// Prints each placement's row as it is measured; the first failure ends the command.
 struct ExecPrinter {
+    /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
+    bar: indicatif::ProgressBar,
+    /// Print the rows (not when JSON or Markdown fill standard output).
+    text: bool,
+    reps: usize,
+    runs_per_cell: usize,
+    /// Placements finished, so the bar stands at their runs whatever the session said.
+    done_cells: usize,
     cells: Vec<CellRecord>,
     error: Option<anyhow::Error>,
 }
 
 impl SessionObserver for ExecPrinter {
+    fn cell_started(&mut self, key: &CellKey) {
+        self.bar.set_message(format!("{} (warm-up)", key.placement));
+    }
+
+    fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
+        // The warm-up runs are over once the first measured run is in.
+        let warmup = self.runs_per_cell - self.reps;
+        self.bar
+            .set_position((self.done_cells * self.runs_per_cell + warmup + index + 1) as u64);
+        self.bar
+            .set_message(format!("{} run {}/{}", key.placement, index + 1, self.reps));
+    }
+
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        self.done_cells += 1;
+        self.bar
+            .set_position((self.done_cells * self.runs_per_cell) as u64);
         let cell = m.record.clone();
         let baseline = self.cells.first().map(|c| &c.result.summary);
-        let mut text = render::bench::row(&cell, baseline);
+        let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
         let cpu: Vec<f64> = cell
             .result
             .samples
@@ -365,20 +419,22 @@ impl SessionObserver for ExecPrinter {
             .collect();
         if let Some(s) = stats::summarize(&cpu) {
             text.push_str(&format!(
-                "  CPU time per run: {} s (user + system of the command and its children)\n",
+                "  CPU time per run: {} s (user + system, with children)\n",
                 render::bench::num(s.mean)
             ));
         }
         if let Some(c) = &cell.counters {
-            text.push_str(&format!(
-                "  counters: {}\n",
-                smtlab_report::counters::line(c)
+            text.push_str(&render::table::wrap(
+                &format!("  counters: {}", smtlab_report::counters::line(c)),
+                render::table::Layout::term(),
             ));
         }
         if let Some(n) = m.counters_note {
-            text.push_str(&format!("  {n}\n"));
+            crate::term::note_with(&self.bar, &format!("note: {}: {n}", cell.placement.name));
         }
-        if let Err(e) = emit(&text) {
+        if self.text
+            && let Err(e) = self.bar.suspend(|| emit(&text))
+        {
             self.error = Some(e);
             return ControlFlow::Break(());
         }

@@ -88,3 +88,24 @@ pub fn json_text<T: serde::Serialize>(value: &T) -> Result<String> {
     s.push('\n');
     Ok(s)
 }
+
+/// Refuses two outputs that both want standard output.
+pub fn check_stdout_owner(json: bool, markdown: Option<&Path>) -> Result<()> {
+    if json && markdown.is_some_and(|p| p.as_os_str() == "-") {
+        anyhow::bail!(
+            "--json and --export-markdown - both write to standard output: give --export-markdown a file"
+        );
+    }
+    Ok(())
+}
+
+/// `--export-markdown`: the cells as a Markdown table, to `path` or (`-`) standard output.
+pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Result<()> {
+    let md = smtlab_report::markdown::cells(cells);
+    if path.as_os_str() == "-" {
+        return emit(&md);
+    }
+    std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
+    crate::term::note(&format!("wrote {}", path.display()));
+    Ok(())
+}

@@ -7,10 +7,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use smtlab_bench::Params;
 use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
 use smtlab_runner::counting::{CountingSetup, Machine};
@@ -30,6 +29,13 @@ const INTERRUPTED_EXIT: u8 = 130;
 
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let db = super::db_path(&args.db);
+    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    // JSON or Markdown on standard output take the place of the cell lines.
+    let lines = !args.json
+        && args
+            .export_markdown
+            .as_ref()
+            .is_none_or(|p| p.as_os_str() != "-");
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
     // Check the request before the database is created or touched.
@@ -54,19 +60,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             resume(&mut store, which.as_deref(), &topo)?
         }
     };
-    eprintln!(
+    crate::term::note_fit(&format!(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
         db.display()
-    );
+    ));
     for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
-        eprintln!("note: {note}");
+        crate::term::note_fit(&format!("note: {note}"));
     }
     let setup = meta.config.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
         for line in super::counting::notes(s) {
-            eprintln!("note: {line}");
+            crate::term::note_fit(&format!("note: {line}"));
         }
     }
     // How the cells are measured; a resumed run goes on as it was started.
@@ -81,7 +87,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("cannot install the signal handlers")?;
     }
-    let bar = progress_bar(pending.len() as u64);
+    let bar = crate::term::progress_bar(pending.len() as u64, false);
     let catalog = smtlab_runner::catalog::all();
     // What a benchmark of this run leaves out here, said once.
     for bench in &catalog {
@@ -97,6 +103,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         run_id,
         lease,
         bar: &bar,
+        lines,
         measured: 0,
         skipped: 0,
         error: None,
@@ -162,6 +169,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     if stop.load(Ordering::Relaxed) {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
+        print_stored(&store, run_id, args)?;
         eprintln!(
             "interrupted: {measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
             db_flag(args)
@@ -171,11 +179,30 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);
-    eprintln!(
+    print_stored(&store, run_id, args)?;
+    let done = format!(
         "run {run_id} finished: {measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
         db_flag(args)
     );
+    crate::term::note_fit(&done);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
+/// the cells of its earlier invocations).
+fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
+    if !args.json && args.export_markdown.is_none() {
+        return Ok(());
+    }
+    let results = store.load_run(run_id)?;
+    if let Some(path) = &args.export_markdown {
+        super::export_markdown(path, &results.cells)?;
+    }
+    if args.json {
+        let bytes = smtlab_store::export::json(&results);
+        super::emit(&String::from_utf8_lossy(&bytes))?;
+    }
+    Ok(())
 }
 
 /// Whether a run interleaves and how many rounds it measures, from its command line
@@ -203,6 +230,8 @@ struct RunSaver<'a> {
     /// Held while this process measures the run; renewed after every saved cell.
     lease: Lease,
     bar: &'a ProgressBar,
+    /// Print a line per cell (not when JSON or Markdown fill standard output).
+    lines: bool,
     measured: usize,
     skipped: usize,
     error: Option<anyhow::Error>,
@@ -233,15 +262,31 @@ impl SessionObserver for RunSaver<'_> {
             self.error = Some(e.into());
             return ControlFlow::Break(());
         }
-        say(self.bar, render::run::cell_line(cell));
-        if let Some(c) = &cell.counters {
+        if self.lines {
             say(
                 self.bar,
-                format!("  counters: {}", smtlab_report::counters::line(c)),
+                render::run::cell_line(cell, render::table::Layout::term()),
             );
+            if let Some(c) = &cell.counters {
+                say(
+                    self.bar,
+                    render::table::wrap(
+                        &format!("  counters: {}", smtlab_report::counters::line(c)),
+                        render::table::Layout::term(),
+                    )
+                    .trim_end()
+                    .to_string(),
+                );
+            }
         }
         if let Some(note) = m.counters_note {
-            say(self.bar, format!("  {note}"));
+            crate::term::note_with(
+                self.bar,
+                &format!(
+                    "note: {} on {}: {note}",
+                    cell.benchmark, cell.placement.name
+                ),
+            );
         }
         self.measured += 1;
         self.bar.inc(1);
@@ -249,7 +294,12 @@ impl SessionObserver for RunSaver<'_> {
     }
 
     fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
-        say(self.bar, render::run::skipped_line(s));
+        if self.lines {
+            say(
+                self.bar,
+                render::run::skipped_line(s, render::table::Layout::term()),
+            );
+        }
         if let Err(e) = self.store.save_skipped(self.run_id, s) {
             self.error = Some(e.into());
             return ControlFlow::Break(());
@@ -260,15 +310,15 @@ impl SessionObserver for RunSaver<'_> {
     }
 }
 
-/// A line above the progress bar, or on stdout when there is no bar (not a terminal).
+/// A result line on standard output, always (the bar, on standard error, is cleared
+/// for it and drawn again), so `smtlab run > file` keeps every line.
 fn say(bar: &ProgressBar, line: String) {
-    if bar.is_hidden() {
-        use std::io::Write;
-        // A closed pipe (`smtlab run | head`) must not stop the run: results are saved.
-        let _ = writeln!(std::io::stdout(), "{line}");
-    } else {
-        bar.println(line);
-    }
+    use std::io::Write;
+    // A closed pipe (`smtlab run | head`) must not stop the run: results are saved.
+    bar.suspend(|| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    });
 }
 
 fn db_flag(args: &RunArgs) -> String {
@@ -277,16 +327,6 @@ fn db_flag(args: &RunArgs) -> String {
         .as_ref()
         .map(|p| format!(" --db {}", p.display()))
         .unwrap_or_default()
-}
-
-fn progress_bar(len: u64) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("[{pos}/{len}] {bar:30} {msg}  eta {eta}")
-            .expect("the template is valid"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
 }
 
 /// The plan and settings of a new run, with the notes said once at its start.

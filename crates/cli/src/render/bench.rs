@@ -7,7 +7,8 @@ use smtlab_model::{BenchInfo, Summary};
 
 use smtlab_model::CellRecord;
 
-use super::table::Columns;
+use super::table::{Columns, Layout, wrap};
+use crate::term::{Style, paint};
 
 /// Four significant digits (all digits from a thousand up), without exponent for
 /// everyday magnitudes: `0.02412` s, `231.9` ns, `12345` ns. The report's formatter,
@@ -16,41 +17,87 @@ pub fn num(x: f64) -> String {
     smtlab_report::fmt::num(x)
 }
 
-/// The columns of the placement rows.
+/// The columns of the placement rows, on one line each (`--wide`, or a terminal wide
+/// enough for them).
 const COLUMNS: Columns<8> = Columns([14, 12, 10, 19, 26, 10, 4, 5]);
+
+/// The columns of the narrow rows: placement, CPUs, median, the interval's half-width
+/// in percent, n, converged, then the speed-up; mean, quartiles and minimum move to the
+/// details under the table. Fits 80 columns with the speed-up's interval.
+const NARROW: Columns<6> = Columns([9, 7, 10, 7, 3, 4]);
+
+/// Below this many columns the rows take the narrow form.
+const WIDE_WIDTH: usize = 124;
+
+fn narrow(layout: Layout) -> bool {
+    layout.width.is_some_and(|w| w < WIDE_WIDTH)
+}
 
 fn line(cells: [&str; 9]) -> String {
     COLUMNS.line(&cells)
 }
 
-pub fn heading(info: &BenchInfo, params: &Params) -> String {
+pub fn heading(info: &BenchInfo, params: &Params, layout: Layout) -> String {
     let better = format!("{} is better", info.direction.as_str());
     let params: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let mut out = format!("{} ({}, {better})", info.name, info.unit);
+    let mut out = paint(
+        &format!("{} ({}, {better})", info.name, info.unit),
+        Style::Bold,
+        layout.color,
+    );
     if !params.is_empty() {
-        out.push_str(&format!("  {}", params.join(" ")));
+        if narrow(layout) {
+            // Parameters on their own line, broken between words, so none is cut.
+            out.push('\n');
+            out.push_str(wrap(&format!("  {}", params.join(" ")), layout).trim_end_matches('\n'));
+        } else {
+            out.push_str(&format!("  {}", params.join(" ")));
+        }
     }
     out.push('\n');
-    out.push_str(&header_line());
+    out.push_str(&header_line(layout));
     out
 }
 
 /// Column titles of [`row`].
-pub fn header_line() -> String {
-    line([
-        "placement",
-        "cpus",
-        "median",
-        "p25-p75",
-        "mean +- 95% CI",
-        "min",
-        "n",
-        "conv",
-        "vs first",
-    ])
+pub fn header_line(layout: Layout) -> String {
+    let text = if narrow(layout) {
+        NARROW.line(&[
+            "placement",
+            "cpus",
+            "median",
+            "+-95%",
+            "n",
+            "conv",
+            "vs first",
+        ])
+    } else {
+        line([
+            "placement",
+            "cpus",
+            "median",
+            "p25-p75",
+            "mean +- 95% CI",
+            "min",
+            "n",
+            "conv",
+            "vs first",
+        ])
+    };
+    paint(text.trim_end_matches('\n'), Style::Dim, layout.color) + "\n"
 }
 
-pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {
+/// `text` in `width` characters, the last one `…` when it had to be cut.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+pub fn row(cell: &CellRecord, baseline: Option<&Summary>, layout: Layout) -> String {
     let s = &cell.result.summary;
     let cpus = if cell.placement.cpus.is_empty() {
         "unpinned".to_string()
@@ -58,14 +105,55 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {
         cell.placement
             .cpus
             .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
+            .copied()
+            .collect::<smtlab_model::CpuSet>()
+            .to_string()
     };
     // The one speed-up: above 1 = this placement better than the first.
-    let vs = baseline
-        .and_then(|b| speedup(b, s, cell.direction))
-        .map_or(String::new(), |r| smtlab_report::fmt::speedup(&r));
+    let ratio = baseline.and_then(|b| speedup(b, s, cell.direction));
+    let vs = ratio
+        .as_ref()
+        .map_or(String::new(), smtlab_report::fmt::speedup);
+    let conv = if cell.result.met_target() {
+        "yes"
+    } else {
+        "no"
+    };
+    if narrow(layout) {
+        let ci = if s.n < 2 {
+            "-".to_string()
+        } else {
+            format!("{:.1}%", 100.0 * s.ci95_rel)
+        };
+        // The verdict in a word: "not significant at 95%" would not fit.
+        let vs = ratio.as_ref().map_or(String::new(), |r| {
+            use smtlab_report::fmt::{significance_short, times};
+            let verdict = match r.significance() {
+                smtlab_model::stats::Significance::NotSignificant => "n.s.",
+                other => significance_short(other),
+            };
+            match (r.ci95_low, r.ci95_high) {
+                (Some(lo), Some(hi)) => {
+                    format!(
+                        "{}x [{}, {}] {verdict}",
+                        times(r.ratio),
+                        times(lo),
+                        times(hi)
+                    )
+                }
+                _ => format!("{}x {verdict}", times(r.ratio)),
+            }
+        });
+        return NARROW.line(&[
+            &fit(&cell.placement.name, 9),
+            &fit(&cpus, 7),
+            &num(s.median),
+            &ci,
+            &s.n.to_string(),
+            conv,
+            &vs,
+        ]);
+    }
     line([
         &cell.placement.name,
         &cpus,
@@ -74,20 +162,29 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>) -> String {
         &smtlab_report::fmt::mean_ci(s),
         &num(s.min),
         &s.n.to_string(),
-        if cell.result.met_target() {
-            "yes"
-        } else {
-            "no"
-        },
+        conv,
         &vs,
     ])
 }
 
 /// How each cell was measured: what a skeptical reader asks first.
-pub fn details(cells: &[CellRecord]) -> String {
+pub fn details(cells: &[CellRecord], layout: Layout) -> String {
     let mut out = String::new();
     for c in cells {
         let r = &c.result;
+        if narrow(layout) {
+            // What the narrow row left out.
+            let s = &r.summary;
+            out.push_str(&format!(
+                "{}: mean {}, p25-p75 {}-{}, min {} {}\n",
+                c.placement.name,
+                smtlab_report::fmt::mean_ci(s),
+                num(s.p25),
+                num(s.p75),
+                num(s.min),
+                c.unit
+            ));
+        }
         let linear = match r.calibration.linear {
             Some(true) => "linear",
             Some(false) => "NOT linear",
@@ -132,6 +229,17 @@ pub fn details(cells: &[CellRecord]) -> String {
             ));
         }
         out.push('\n');
+        if narrow(layout) {
+            // Each detail on its own line(s), broken between words at the width.
+            let last = out.rfind("\n").unwrap_or(0);
+            let start = out[..last].rfind('\n').map_or(0, |i| i + 1);
+            let prefix = format!("{}: ", c.placement.name);
+            let long = out[start..].trim_start_matches(&prefix).to_string();
+            out.truncate(start);
+            for part in long.trim_end().split("; ") {
+                out.push_str(&wrap(&format!("  {part}"), layout));
+            }
+        }
         if let Some(drift) = r.unsteady() {
             out.push_str(&format!(
                 "  unsteady: the median moved {:.1}% between the first and second half of the \
@@ -143,5 +251,12 @@ pub fn details(cells: &[CellRecord]) -> String {
         }
     }
     out.push('\n');
-    out
+    let out = wrap(&out, layout);
+    if layout.color {
+        out.lines()
+            .map(|l| paint(l, Style::Dim, true) + "\n")
+            .collect()
+    } else {
+        out
+    }
 }

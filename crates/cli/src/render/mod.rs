@@ -19,3 +19,94 @@ pub fn plural(n: usize, word: &str) -> String {
         format!("{n} {word}s")
     }
 }
+
+// The store's deterministic run, for the snapshots of the live output.
+#[cfg(test)]
+#[path = "../../../store/src/testdata.rs"]
+#[allow(dead_code)]
+mod testdata;
+
+#[cfg(test)]
+mod live_tests {
+    //! `bench` tables and `run` lines at 80 columns and wide, from fixed cell records.
+    use super::table::Layout;
+    use super::testdata;
+
+    fn widest(text: &str) -> usize {
+        text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+    }
+
+    fn bench_table(layout: Layout) -> String {
+        let r = testdata::results(1);
+        let cells: Vec<_> = r
+            .cells
+            .iter()
+            .filter(|c| c.benchmark == r.cells[0].benchmark)
+            .cloned()
+            .collect();
+        let info = smtlab_model::BenchInfo {
+            name: cells[0].benchmark.clone(),
+            unit: cells[0].unit.clone(),
+            direction: cells[0].direction,
+            group: String::new(),
+            value_kind: smtlab_model::ValueKind::Rate { scale: 1e9 },
+            description: String::new(),
+            origin: String::new(),
+            params: Vec::new(),
+        };
+        let params = smtlab_bench::Params::from_pairs(cells[0].params.clone());
+        let mut out = super::bench::heading(&info, &params, layout);
+        for (i, c) in cells.iter().enumerate() {
+            let baseline = (i > 0).then(|| &cells[0].result.summary);
+            out.push_str(&super::bench::row(c, baseline, layout));
+        }
+        out.push_str(&super::bench::details(&cells, layout));
+        out
+    }
+
+    fn run_lines(layout: Layout) -> String {
+        let r = testdata::results(1);
+        let mut out = String::new();
+        for c in &r.cells {
+            out.push_str(&super::run::cell_line(c, layout));
+            out.push('\n');
+        }
+        for s in &r.skipped {
+            out.push_str(&super::run::skipped_line(s, layout));
+            out.push('\n');
+        }
+        out
+    }
+
+    #[test]
+    fn bench_table_fits_80_columns() {
+        let text = bench_table(Layout::fixed(80));
+        assert!(widest(&text) <= 80, "{text}");
+        insta::assert_snapshot!("bench_80", text);
+        let wide = bench_table(Layout {
+            width: None,
+            color: false,
+        });
+        assert!(
+            widest(&wide) > 80,
+            "the wide form keeps every column on the row"
+        );
+    }
+
+    #[test]
+    fn run_lines_fit_80_columns() {
+        let text = run_lines(Layout::fixed(80));
+        assert!(widest(&text) <= 80, "{text}");
+        insta::assert_snapshot!("run_80", text);
+        let wide = run_lines(Layout {
+            width: None,
+            color: false,
+        });
+        let r = testdata::results(1);
+        assert_eq!(
+            wide.lines().count(),
+            r.cells.len() + r.skipped.len(),
+            "one line per cell with --wide: {wide}"
+        );
+    }
+}

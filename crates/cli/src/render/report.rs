@@ -140,7 +140,17 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
     }
     for s in &results.skipped {
         out.push_str(&wrap(
-            &format!("\nskipped: {}", super::run::skipped_line(s)),
+            &format!(
+                "\nskipped: {}",
+                super::run::skipped_line(
+                    s,
+                    // One line, which `wrap` then breaks between words.
+                    Layout {
+                        width: None,
+                        color: false
+                    }
+                )
+            ),
             layout,
         ));
     }

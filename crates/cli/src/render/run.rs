@@ -3,7 +3,8 @@
 use smtlab_model::{CellRecord, SkippedCell};
 
 use super::bench::num;
-use super::table::Columns;
+use super::table::{Columns, Layout, wrap};
+use crate::term::{Style, paint};
 
 fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
     params
@@ -13,13 +14,81 @@ fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
         .join(" ")
 }
 
-/// Benchmark, placement, parameters, then what happened.
+/// Benchmark, placement, parameters, then what happened (`--wide`).
 const COLUMNS: Columns<3> = Columns([18, 13, 28]);
 
-pub fn cell_line(cell: &CellRecord) -> String {
+/// The same in 80 columns: names and parameters cut with `…`, the figures whole.
+const NARROW: Columns<3> = Columns([16, 6, 16]);
+
+/// Below this many columns the lines take the narrow form.
+const WIDE_WIDTH: usize = 120;
+
+fn narrow(layout: Layout) -> bool {
+    layout.width.is_some_and(|w| w < WIDE_WIDTH)
+}
+
+/// `text` in `width` characters, the last one `…` when it had to be cut.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The cell's line; in narrow form what does not fit (rounds, convergence, an
+/// unsteady machine) follows on an indented line of its own. No trailing newline.
+pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
     let s = &cell.result.summary;
+    let rounds = match cell.result.rounds.len() {
+        0 | 1 => None,
+        n => Some(format!("in {n} rounds")),
+    };
+    let not_converged = (!cell.result.met_target()).then(|| "not converged".to_string());
+    let unsteady = cell
+        .result
+        .unsteady()
+        .map(|d| format!("unsteady: moved {:.1}% during the cell", 100.0 * d));
+    let params = params_text(&cell.params);
+    if narrow(layout) {
+        let what = if s.n < 2 {
+            format!("median {} {} n={}", num(s.median), cell.unit, s.n)
+        } else {
+            format!(
+                "median {} {} +-{:.1}% n={}",
+                num(s.median),
+                cell.unit,
+                100.0 * s.ci95_rel,
+                s.n
+            )
+        };
+        let line = NARROW.line(&[
+            &fit(&cell.benchmark, 16),
+            &fit(&cell.placement_spec, 6),
+            &fit(&params, 16),
+            &what,
+        ]);
+        let mut out = line.trim_end_matches('\n').to_string();
+        // Parameters cut on the line are given whole underneath.
+        let full_params = (params.chars().count() > 16).then(|| params.clone());
+        let flags: Vec<String> = [full_params, rounds, not_converged, unsteady]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !flags.is_empty() {
+            let detail = wrap(&format!("  {}", flags.join(", ")), layout);
+            out.push('\n');
+            out.push_str(&paint(
+                detail.trim_end_matches('\n'),
+                Style::Dim,
+                layout.color,
+            ));
+        }
+        return out;
+    }
     let what = format!(
-        "median {} {} (mean {}{}{}{})",
+        "median {} {} (mean {}{})",
         num(s.median),
         cell.unit,
         if s.n < 2 {
@@ -27,28 +96,36 @@ pub fn cell_line(cell: &CellRecord) -> String {
         } else {
             format!("{} +- {:.1}%, n={}", num(s.mean), 100.0 * s.ci95_rel, s.n)
         },
-        match cell.result.rounds.len() {
-            0 | 1 => String::new(),
-            n => format!(" in {n} rounds"),
-        },
-        if cell.result.met_target() {
-            ""
-        } else {
-            ", not converged"
-        },
-        cell.result
-            .unsteady()
-            .map(|d| format!(", unsteady: moved {:.1}% during the cell", 100.0 * d))
-            .unwrap_or_default()
+        [
+            rounds.map(|r| format!(" {r}")),
+            not_converged.map(|n| format!(", {n}")),
+            unsteady.map(|u| format!(", {u}"))
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<String>()
     );
-    let params = params_text(&cell.params);
     let line = COLUMNS.line(&[&cell.benchmark, &cell.placement_spec, &params, &what]);
     line.trim_end_matches('\n').to_string()
 }
 
-pub fn skipped_line(s: &SkippedCell) -> String {
+pub fn skipped_line(s: &SkippedCell, layout: Layout) -> String {
     let params = params_text(&s.key.params);
     let what = format!("skipped: {}", s.reason);
+    if narrow(layout) {
+        let line = NARROW.line(&[
+            &fit(&s.key.benchmark, 16),
+            &fit(&s.key.placement, 6),
+            &fit(&params, 16),
+            "skipped",
+        ]);
+        let reason = wrap(&format!("  {}", s.reason), layout);
+        return format!(
+            "{}\n{}",
+            line.trim_end_matches('\n'),
+            paint(reason.trim_end_matches('\n'), Style::Dim, layout.color)
+        );
+    }
     let line = COLUMNS.line(&[&s.key.benchmark, &s.key.placement, &params, &what]);
     line.trim_end_matches('\n').to_string()
 }
