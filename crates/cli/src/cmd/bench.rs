@@ -118,7 +118,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         crate::term::note_fit(&text);
     }
     for note in benches.iter().flat_map(|b| b.notes()) {
-        eprintln!("note: {note}");
+        crate::term::note_fit(&format!("note: {note}"));
     }
     let env = capture(&topo);
     let started = unix_now_s();

@@ -94,7 +94,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         let name = bench.info().name;
         if pending.iter().any(|k| k.benchmark == name) {
             for note in bench.notes() {
-                eprintln!("note: {note}");
+                crate::term::note_fit(&format!("note: {note}"));
             }
         }
     }
