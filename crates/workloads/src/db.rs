@@ -113,7 +113,7 @@ impl Drop for ClientRunner {
 #[cfg(test)]
 pub(crate) mod testutil {
     use smtlab_bench::client::ClientSide;
-    use smtlab_model::{CoreOrder, CpuOrder, ResolvedPlacement, Topology};
+    use smtlab_model::{ResolvedPlacement, Topology};
     use smtlab_placement::pin::get_affinity;
 
     /// A placement on the first CPU we may use, as `1c1t` would be.
@@ -123,17 +123,7 @@ pub(crate) mod testutil {
     }
 
     pub(crate) fn placement(cpus: &[u32]) -> ResolvedPlacement {
-        ResolvedPlacement {
-            name: "test".into(),
-            spec: String::new(),
-            cpus: cpus.to_vec(),
-            cores: cpus.len() as u32,
-            threads_per_core: 1,
-            packages: 1,
-            core_order: CoreOrder::Compact,
-            cpu_order: CpuOrder::Spread,
-            core_kinds: vec![],
-        }
+        smtlab_fixtures::build::placement_on(cpus)
     }
 
     pub(crate) fn topology() -> Topology {

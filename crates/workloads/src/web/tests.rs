@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use smtlab_bench::client::ClientSide;
-use smtlab_model::{CoreOrder, CpuOrder, ResolvedPlacement};
+use smtlab_model::ResolvedPlacement;
 use smtlab_placement::pin::get_affinity;
 
 use super::builtin::ServerOpts;
@@ -266,42 +266,11 @@ fn slow_and_idle_connections_are_closed_after_the_timeout() {
 }
 
 fn placement(cpus: &[u32]) -> ResolvedPlacement {
-    ResolvedPlacement {
-        name: "test".into(),
-        spec: String::new(),
-        cpus: cpus.to_vec(),
-        cores: cpus.len() as u32,
-        threads_per_core: 1,
-        packages: 1,
-        core_order: CoreOrder::Compact,
-        cpu_order: CpuOrder::Spread,
-        core_kinds: vec![],
-    }
+    smtlab_fixtures::build::placement_on(cpus)
 }
 
 fn topology() -> smtlab_model::Topology {
-    use smtlab_model::{SmtInfo, TOPOLOGY_SCHEMA};
-    smtlab_model::Topology {
-        schema: TOPOLOGY_SCHEMA.into(),
-        root: "/".into(),
-        cpus: my_cpus().into_iter().collect(),
-        offline_cpus: Default::default(),
-        allowed_cpus: None,
-        packages: vec![],
-        cores_without_package: vec![],
-        numa_nodes: vec![],
-        smt: SmtInfo {
-            threads_per_core_min: 1,
-            threads_per_core_max: 1,
-            control: None,
-            active: None,
-        },
-        caches: vec![],
-        core_kinds: vec![],
-        cpu_model: None,
-        vendor: None,
-        virtualization: None,
-    }
+    smtlab_fixtures::build::cpus_only(my_cpus())
 }
 
 #[test]
