@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::process::tie_to_parent;
 use smtlab_bench::{BenchError, Benchmark, ParamError};
-use smtlab_model::{CpuSet, ParamInfo};
+use smtlab_model::CpuSet;
 use smtlab_placement::pin::CommandPinExt;
 
 pub mod oltp_pg;
@@ -36,14 +36,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     vec![Box::new(oltp_pg::OltpPg), Box::new(sqlite::OltpSqlite)]
 }
 
-pub(crate) fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+pub(crate) use smtlab_bench::params::declare as param;
 
 pub(crate) fn param_err(name: &str, value: &str, expected: &str) -> BenchError {
     BenchError::Param(ParamError::Value {

@@ -25,7 +25,7 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{
     BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
 };
-use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
+use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
 
 pub mod load;
 pub mod replay;
@@ -61,14 +61,7 @@ pub fn clients_sweep(suite: Suite) -> Vec<SweepCell> {
         .collect()
 }
 
-pub(crate) fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+pub(crate) use smtlab_bench::params::declare as param;
 
 /// The load file a `loadfile` parameter names (`auto`: the installed client.txt, else
 /// smtlab's mix), parsed once per process and path.

@@ -71,14 +71,7 @@ fn info(
     }
 }
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use crate::params::declare as param;
 
 fn bad(name: &str, value: &str, expected: &str) -> BenchError {
     BenchError::Param(crate::ParamError::Value {
