@@ -297,7 +297,11 @@ impl Instance for DbenchInstance {
                 ),
             });
         }
-        Ok(file_sample(total, elapsed_ns, self.workers.len()))
+        let mut raw = load_sample(&mut total, elapsed_ns, self.workers.len());
+        raw.metrics
+            .insert("status_mismatches".into(), total.mismatches as f64);
+        raw.metrics.insert("load_wraps".into(), total.wraps as f64);
+        Ok(raw)
     }
 
     fn fixed_iterations(&self) -> Option<u64> {
@@ -305,8 +309,9 @@ impl Instance for DbenchInstance {
     }
 }
 
-/// The sample of a stretch of dbench load.
-fn file_sample(mut total: Stats, elapsed_ns: u64, clients: usize) -> RawSample {
+/// The sample of a stretch of load-file traffic (dbench's files or tbench's packets):
+/// bytes as the work, operation counts and rates, latencies per kind of operation.
+pub(crate) fn load_sample(total: &mut Stats, elapsed_ns: u64, clients: usize) -> RawSample {
     let secs = elapsed_ns as f64 / 1e9;
     let mut raw = RawSample {
         elapsed_ns,
@@ -319,8 +324,6 @@ fn file_sample(mut total: Stats, elapsed_ns: u64, clients: usize) -> RawSample {
     m.insert("ops_per_s".into(), total.ops as f64 / secs);
     m.insert("bytes_read".into(), total.bytes_read as f64);
     m.insert("bytes_written".into(), total.bytes_written as f64);
-    m.insert("status_mismatches".into(), total.mismatches as f64);
-    m.insert("load_wraps".into(), total.wraps as f64);
     latency_metrics(&mut raw, &mut total.latency_ns);
     raw
 }
