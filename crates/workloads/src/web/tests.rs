@@ -273,34 +273,40 @@ fn topology() -> smtlab_model::Topology {
     smtlab_fixtures::build::cpus_only(my_cpus())
 }
 
+/// One sample of `bench` with `server=NAME` and `extra` parameters (quick defaults for
+/// the rest) on the server CPUs, driven from `client`.
+fn one_sample(
+    bench: &dyn Benchmark,
+    server: &str,
+    extra: &[&str],
+    client: &ClientSide,
+) -> smtlab_bench::RawSample {
+    let mut given = vec![format!("server={server}")];
+    given.extend(extra.iter().map(|e| e.to_string()));
+    let params = smtlab_bench::Params::resolve(&bench.info(), &given, true).unwrap();
+    let placement = placement(&server_cpus());
+    let topology = topology();
+    let ctx = BenchContext {
+        params: &params,
+        placement: &placement,
+        topology: &topology,
+        client: Some(client),
+    };
+    bench.prepare(&ctx).unwrap().sample(1).unwrap()
+}
+
 #[test]
 fn web_static_measures_bandwidth_requests_and_latency() {
     let cpus = my_cpus();
     let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
     let b = WebStatic;
-    let info = b.info();
     for server in ["event", "threads", "processes"] {
-        let params = smtlab_bench::Params::resolve(
-            &info,
-            &[
-                format!("server={server}"),
-                "conns=4".into(),
-                "duration=0.2".into(),
-                "dataset=1MiB".into(),
-            ],
-            true,
-        )
-        .unwrap();
-        let placement = placement(&server_cpus());
-        let topology = topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &placement,
-            topology: &topology,
-            client: Some(&client),
-        };
-        let mut inst = b.prepare(&ctx).unwrap();
-        let s = inst.sample(1).unwrap();
+        let s = one_sample(
+            &b,
+            server,
+            &["conns=4", "duration=0.2", "dataset=1MiB"],
+            &client,
+        );
         assert!(s.work > 0.0);
         assert_eq!(s.metrics["errors"], 0.0);
         assert!(s.metrics["requests_per_s"] > 0.0);
@@ -308,6 +314,7 @@ fn web_static_measures_bandwidth_requests_and_latency() {
         assert_eq!(s.series["latency_quantiles_ns"].len(), 100);
     }
     // Without a client side the cell cannot run, and says why.
+    let info = b.info();
     let params = smtlab_bench::Params::resolve(&info, &[], true).unwrap();
     let placement = placement(&server_cpus());
     let topology = topology();
@@ -353,29 +360,13 @@ fn web_capacity_searches_on_the_built_in_servers_with_the_dynamic_mix() {
     let cpus = my_cpus();
     let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
     let b = capacity::WebCapacity;
-    let info = b.info();
     for server in ["event", "threads", "processes"] {
-        let params = smtlab_bench::Params::resolve(
-            &info,
-            &[
-                format!("server={server}"),
-                "max_conns=8".into(),
-                "step=0.3".into(),
-                "dataset=1MiB".into(),
-            ],
-            true,
-        )
-        .unwrap();
-        let placement = placement(&server_cpus());
-        let topology = topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &placement,
-            topology: &topology,
-            client: Some(&client),
-        };
-        let mut inst = b.prepare(&ctx).unwrap();
-        let s = inst.sample(1).unwrap();
+        let s = one_sample(
+            &b,
+            server,
+            &["max_conns=8", "step=0.3", "dataset=1MiB"],
+            &client,
+        );
         // 8 paced connections are far below what these servers carry on a quiet
         // machine, but the suite's other tests share the CPUs: only the search's
         // bookkeeping is checked here (the limit itself: capacity::tests).
