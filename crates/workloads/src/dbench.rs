@@ -352,12 +352,18 @@ pub(crate) fn latency_metrics(raw: &mut RawSample, per_kind: &mut [Vec<f64>]) {
     }
 }
 
+/// Closes each client thread's channel, which ends its loop, and waits for it; shared by
+/// dbench and tbench, whose clients take their work the same way.
+pub(crate) fn stop_workers<T>(workers: &mut Vec<(mpsc::Sender<T>, JoinHandle<()>)>) {
+    for (tx, h) in workers.drain(..) {
+        drop(tx);
+        let _ = h.join();
+    }
+}
+
 impl Drop for DbenchInstance {
     fn drop(&mut self) {
-        for (tx, h) in self.workers.drain(..) {
-            drop(tx);
-            let _ = h.join();
-        }
+        stop_workers(&mut self.workers);
     }
 }
 

@@ -345,10 +345,7 @@ impl Instance for TbenchInstance {
 
 impl Drop for TbenchInstance {
     fn drop(&mut self) {
-        for (tx, h) in self.workers.drain(..) {
-            drop(tx);
-            let _ = h.join();
-        }
+        crate::dbench::stop_workers(&mut self.workers);
     }
 }
 
