@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use smtlab_model::BenchInfo;
+use smtlab_model::{BenchInfo, ParamInfo};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamError {
@@ -169,6 +169,17 @@ fn split_pair<'a>(info: &BenchInfo, text: &'a str) -> Result<(&'a str, &'a str),
         });
     }
     Ok((k, v.trim()))
+}
+
+/// A benchmark's parameter declaration; `quick` is the value `--quick` runs use instead
+/// of `default`.
+pub fn declare(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
+    ParamInfo {
+        name: name.into(),
+        default: default.into(),
+        quick: quick.map(Into::into),
+        help: help.into(),
+    }
 }
 
 /// The cells a command line asks for: every combination of the values given for each key

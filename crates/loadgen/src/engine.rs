@@ -323,15 +323,7 @@ impl<'a> Engine<'a> {
         if c.want_out == out || c.fd < 0 {
             return;
         }
-        let mut flags = libc::EPOLLIN | libc::EPOLLRDHUP;
-        if out {
-            flags |= libc::EPOLLOUT;
-        }
-        let mut ev = libc::epoll_event {
-            events: flags as u32,
-            u64: i as u64,
-        };
-        unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, c.fd, &mut ev) };
+        crate::epoll::set_interest(self.epfd, c.fd, i, out);
         c.want_out = out;
     }
 

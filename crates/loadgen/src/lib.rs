@@ -33,6 +33,7 @@ use std::time::Duration;
 use smtlab_bench::client::ClientSide;
 
 mod engine;
+pub mod epoll;
 pub mod http;
 mod stats;
 

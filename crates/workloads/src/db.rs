@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::process::tie_to_parent;
 use smtlab_bench::{BenchError, Benchmark, ParamError};
-use smtlab_model::{CpuSet, ParamInfo};
+use smtlab_model::CpuSet;
 use smtlab_placement::pin::CommandPinExt;
 
 pub mod oltp_pg;
@@ -36,14 +36,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     vec![Box::new(oltp_pg::OltpPg), Box::new(sqlite::OltpSqlite)]
 }
 
-pub(crate) fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+pub(crate) use smtlab_bench::params::declare as param;
 
 pub(crate) fn param_err(name: &str, value: &str, expected: &str) -> BenchError {
     BenchError::Param(ParamError::Value {
@@ -113,7 +106,7 @@ impl Drop for ClientRunner {
 #[cfg(test)]
 pub(crate) mod testutil {
     use smtlab_bench::client::ClientSide;
-    use smtlab_model::{CoreOrder, CpuOrder, ResolvedPlacement, Topology};
+    use smtlab_model::{ResolvedPlacement, Topology};
     use smtlab_placement::pin::get_affinity;
 
     /// A placement on the first CPU we may use, as `1c1t` would be.
@@ -123,17 +116,7 @@ pub(crate) mod testutil {
     }
 
     pub(crate) fn placement(cpus: &[u32]) -> ResolvedPlacement {
-        ResolvedPlacement {
-            name: "test".into(),
-            spec: String::new(),
-            cpus: cpus.to_vec(),
-            cores: cpus.len() as u32,
-            threads_per_core: 1,
-            packages: 1,
-            core_order: CoreOrder::Compact,
-            cpu_order: CpuOrder::Spread,
-            core_kinds: vec![],
-        }
+        smtlab_fixtures::build::placement_on(cpus)
     }
 
     pub(crate) fn topology() -> Topology {

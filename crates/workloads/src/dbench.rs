@@ -25,7 +25,7 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{
     BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
 };
-use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
+use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
 
 pub mod load;
 pub mod replay;
@@ -61,14 +61,7 @@ pub fn clients_sweep(suite: Suite) -> Vec<SweepCell> {
         .collect()
 }
 
-pub(crate) fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+pub(crate) use smtlab_bench::params::declare as param;
 
 /// The load file a `loadfile` parameter names (`auto`: the installed client.txt, else
 /// smtlab's mix), parsed once per process and path.
@@ -304,7 +297,11 @@ impl Instance for DbenchInstance {
                 ),
             });
         }
-        Ok(file_sample(total, elapsed_ns, self.workers.len()))
+        let mut raw = load_sample(&mut total, elapsed_ns, self.workers.len());
+        raw.metrics
+            .insert("status_mismatches".into(), total.mismatches as f64);
+        raw.metrics.insert("load_wraps".into(), total.wraps as f64);
+        Ok(raw)
     }
 
     fn fixed_iterations(&self) -> Option<u64> {
@@ -312,8 +309,9 @@ impl Instance for DbenchInstance {
     }
 }
 
-/// The sample of a stretch of dbench load.
-fn file_sample(mut total: Stats, elapsed_ns: u64, clients: usize) -> RawSample {
+/// The sample of a stretch of load-file traffic (dbench's files or tbench's packets):
+/// bytes as the work, operation counts and rates, latencies per kind of operation.
+pub(crate) fn load_sample(total: &mut Stats, elapsed_ns: u64, clients: usize) -> RawSample {
     let secs = elapsed_ns as f64 / 1e9;
     let mut raw = RawSample {
         elapsed_ns,
@@ -326,8 +324,6 @@ fn file_sample(mut total: Stats, elapsed_ns: u64, clients: usize) -> RawSample {
     m.insert("ops_per_s".into(), total.ops as f64 / secs);
     m.insert("bytes_read".into(), total.bytes_read as f64);
     m.insert("bytes_written".into(), total.bytes_written as f64);
-    m.insert("status_mismatches".into(), total.mismatches as f64);
-    m.insert("load_wraps".into(), total.wraps as f64);
     latency_metrics(&mut raw, &mut total.latency_ns);
     raw
 }
@@ -356,12 +352,18 @@ pub(crate) fn latency_metrics(raw: &mut RawSample, per_kind: &mut [Vec<f64>]) {
     }
 }
 
+/// Closes each client thread's channel, which ends its loop, and waits for it; shared by
+/// dbench and tbench, whose clients take their work the same way.
+pub(crate) fn stop_workers<T>(workers: &mut Vec<(mpsc::Sender<T>, JoinHandle<()>)>) {
+    for (tx, h) in workers.drain(..) {
+        drop(tx);
+        let _ = h.join();
+    }
+}
+
 impl Drop for DbenchInstance {
     fn drop(&mut self) {
-        for (tx, h) in self.workers.drain(..) {
-            drop(tx);
-            let _ = h.join();
-        }
+        stop_workers(&mut self.workers);
     }
 }
 

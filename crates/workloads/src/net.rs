@@ -36,7 +36,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 pub(crate) mod tests_support {
     use smtlab_bench::client::ClientSide;
     use smtlab_bench::{BenchContext, Benchmark, Params, RawSample};
-    use smtlab_model::{ResolvedPlacement, SmtInfo, TOPOLOGY_SCHEMA, Topology};
+    use smtlab_model::{ResolvedPlacement, Topology};
     use smtlab_placement::pin::get_affinity;
 
     /// Prepares `bench` with its quick parameters (and `extra`) the way `smtlab bench
@@ -75,26 +75,6 @@ pub(crate) mod tests_support {
 
     /// A 4-CPU machine without SMT, enough for sweeps that ignore the topology.
     pub fn topology() -> Topology {
-        Topology {
-            schema: TOPOLOGY_SCHEMA.into(),
-            root: "/".into(),
-            cpus: (0..4).collect(),
-            offline_cpus: Default::default(),
-            allowed_cpus: None,
-            packages: vec![],
-            cores_without_package: vec![],
-            numa_nodes: vec![],
-            smt: SmtInfo {
-                threads_per_core_min: 1,
-                threads_per_core_max: 1,
-                control: None,
-                active: None,
-            },
-            caches: vec![],
-            core_kinds: vec![],
-            cpu_model: None,
-            vendor: None,
-            virtualization: None,
-        }
+        smtlab_fixtures::build::cpus_only(0..4)
     }
 }

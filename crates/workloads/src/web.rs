@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
-use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 pub mod builtin;
 pub mod capacity;
@@ -128,14 +128,7 @@ pub fn start_server_with(
     }
 }
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use smtlab_bench::params::declare as param;
 
 /// The SPECweb96-like static load.
 pub struct WebStatic;

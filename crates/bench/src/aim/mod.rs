@@ -31,9 +31,10 @@ pub mod compute;
 pub mod disk;
 pub mod msg;
 
-use smtlab_model::{BenchInfo, CpuSet, Direction, ParamInfo, ValueKind};
+use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
 use smtlab_placement::pin;
 
+use crate::os::PinGuard;
 use crate::{BenchError, Benchmark};
 
 /// The AIM rows of the catalog.
@@ -70,14 +71,7 @@ fn info(
     }
 }
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use crate::params::declare as param;
 
 fn bad(name: &str, value: &str, expected: &str) -> BenchError {
     BenchError::Param(crate::ParamError::Value {
@@ -99,34 +93,6 @@ fn check(bench: &str, reason: impl Into<String>) -> BenchError {
     BenchError::Check {
         bench: bench.into(),
         reason: reason.into(),
-    }
-}
-
-/// Pins the calling thread to one CPU until dropped, then restores its affinity.
-struct PinGuard {
-    saved: Option<CpuSet>,
-}
-
-impl PinGuard {
-    fn pin(cpu: Option<u32>) -> Result<PinGuard, BenchError> {
-        let Some(cpu) = cpu else {
-            return Ok(PinGuard { saved: None });
-        };
-        let saved = pin::get_affinity(0)?;
-        let want: CpuSet = std::iter::once(cpu).collect();
-        if saved == want {
-            return Ok(PinGuard { saved: None });
-        }
-        pin::set_affinity(0, &want)?;
-        Ok(PinGuard { saved: Some(saved) })
-    }
-}
-
-impl Drop for PinGuard {
-    fn drop(&mut self) {
-        if let Some(saved) = &self.saved {
-            let _ = pin::set_affinity(0, saved);
-        }
     }
 }
 

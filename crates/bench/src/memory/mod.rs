@@ -113,14 +113,7 @@ fn check_memory(bench: &str, threads: usize, per_thread: u64) -> Result<(), Benc
     }
 }
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use crate::params::declare as param;
 
 fn pages_info() -> ParamInfo {
     param(

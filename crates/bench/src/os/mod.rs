@@ -211,12 +211,12 @@ impl LoopCost {
 
 /// Pins the calling thread to one CPU until dropped, then restores the affinity it had,
 /// so sampling leaves the runner's thread as it found it.
-struct PinGuard {
+pub(crate) struct PinGuard {
     saved: Option<CpuSet>,
 }
 
 impl PinGuard {
-    fn pin(cpu: Option<u32>) -> Result<PinGuard, BenchError> {
+    pub(crate) fn pin(cpu: Option<u32>) -> Result<PinGuard, BenchError> {
         let Some(cpu) = cpu else {
             return Ok(PinGuard { saved: None });
         };

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
+use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
 use smtlab_placement::pin;
 
 use crate::clock::{now_ns, thread_cpu_ns};
@@ -47,14 +47,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 /// The `task-pool` benchmark.
 pub struct TaskPool;
 
-fn p(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use crate::params::declare as p;
 
 fn bad(name: &str, value: &str, expected: &str) -> BenchError {
     BenchError::Param(crate::ParamError::Value {

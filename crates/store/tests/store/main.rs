@@ -341,15 +341,22 @@ fn version_1_file(path: &Path, results: &RunResults) {
     .unwrap();
 }
 
-#[test]
-fn a_version_1_file_is_upgraded_on_open_and_keeps_its_runs() {
-    let (_dir, path) = temp_db();
+/// Writes `testdata::results(0)` as a version 1 file would hold it (no counters, no
+/// rounds: version 1 had neither) and returns what was written.
+fn version_1_file_of_results_0(path: &Path) -> RunResults {
     let mut old = testdata::results(0);
     for c in &mut old.cells {
         c.counters = None;
         c.result.rounds.clear();
     }
-    version_1_file(&path, &old);
+    version_1_file(path, &old);
+    old
+}
+
+#[test]
+fn a_version_1_file_is_upgraded_on_open_and_keeps_its_runs() {
+    let (_dir, path) = temp_db();
+    let old = version_1_file_of_results_0(&path);
     let v1_columns = columns(&raw(&path), "cells");
     assert!(!v1_columns.contains(&"counters".to_string()));
 
@@ -1077,12 +1084,7 @@ fn read_only_opening_changes_no_file() {
 #[test]
 fn read_only_opening_reads_an_older_schema_without_upgrading_it() {
     let (dir, path) = temp_db();
-    let mut old = testdata::results(0);
-    for c in &mut old.cells {
-        c.counters = None;
-        c.result.rounds.clear();
-    }
-    version_1_file(&path, &old);
+    let old = version_1_file_of_results_0(&path);
     let before = snapshot(dir.path());
     let store = Store::open_read_only(&path).unwrap();
     assert_eq!(store.load_run(1).unwrap(), with_id(old, 1));

@@ -34,7 +34,7 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{
     BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
 };
-use smtlab_model::{BenchInfo, CpuSet, Direction, ParamInfo, Topology, ValueKind};
+use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
 use super::common::{
     check_err, ensure_nofile, io_err, loopback_listener, shutdown_listener, spawn_on, thread_limits,
@@ -84,14 +84,7 @@ pub enum Fault {
     Corrupt(u64),
 }
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use smtlab_bench::params::declare as param;
 
 impl Benchmark for Chat {
     fn info(&self) -> BenchInfo {

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use smtlab_bench::clock::{now_ns, thread_cpu_ns as own_cpu_ns};
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
-use smtlab_model::{BenchInfo, CpuSet, Direction, ParamInfo, ValueKind};
+use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 
 use super::common::{
     check_err, ci99_rel, io_err, loopback_listener, quantile, shutdown_listener, spawn_on,
@@ -75,14 +75,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
         .collect()
 }
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use smtlab_bench::params::declare as param;
 
 /// What one sample is made of.
 #[derive(Debug, Clone, Copy)]

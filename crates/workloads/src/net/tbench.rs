@@ -28,7 +28,7 @@ use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 use super::common::{check_err, io_err, loopback_listener, shutdown_listener, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
-use crate::dbench::{clients_sweep, counted, latency_metrics, load_for, param};
+use crate::dbench::{clients_sweep, counted, load_for, load_sample, param};
 
 const NAME: &str = "tbench";
 /// The SMB header every request and reply carries.
@@ -335,20 +335,7 @@ impl Instance for TbenchInstance {
                 "no ReadX or WriteX completed in the sample; lengthen duration",
             ));
         }
-        let secs = elapsed_ns as f64 / 1e9;
-        let mut raw = RawSample {
-            elapsed_ns,
-            work: total.bytes() as f64,
-            ..RawSample::default()
-        };
-        let m = &mut raw.metrics;
-        m.insert("clients".into(), self.workers.len() as f64);
-        m.insert("ops".into(), total.ops as f64);
-        m.insert("ops_per_s".into(), total.ops as f64 / secs);
-        m.insert("bytes_read".into(), total.bytes_read as f64);
-        m.insert("bytes_written".into(), total.bytes_written as f64);
-        latency_metrics(&mut raw, &mut total.latency_ns);
-        Ok(raw)
+        Ok(load_sample(&mut total, elapsed_ns, self.workers.len()))
     }
 
     fn fixed_iterations(&self) -> Option<u64> {
@@ -358,10 +345,7 @@ impl Instance for TbenchInstance {
 
 impl Drop for TbenchInstance {
     fn drop(&mut self) {
-        for (tx, h) in self.workers.drain(..) {
-            drop(tx);
-            let _ = h.join();
-        }
+        crate::dbench::stop_workers(&mut self.workers);
     }
 }
 

@@ -404,15 +404,7 @@ impl EventLoop {
         if c.want_out == out {
             return;
         }
-        let mut flags = libc::EPOLLIN | libc::EPOLLRDHUP;
-        if out {
-            flags |= libc::EPOLLOUT;
-        }
-        let mut ev = libc::epoll_event {
-            events: flags as u32,
-            u64: i as u64,
-        };
-        unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_MOD, c.fd, &mut ev) };
+        smtlab_loadgen::epoll::set_interest(self.epfd, c.fd, i, out);
         c.want_out = out;
     }
 

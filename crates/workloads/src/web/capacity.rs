@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
 use smtlab_loadgen::{ClientPool, LoadConfig, Mix, Pinning};
-use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::builtin::{Docs, EventServer, ServerOpts, ThreadServer};
 use super::dynamic::{self, Dynamic};
@@ -108,14 +108,7 @@ pub fn conforming_fraction(
 
 pub struct WebCapacity;
 
-fn p(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
-    ParamInfo {
-        name: name.into(),
-        default: default.into(),
-        quick: quick.map(Into::into),
-        help: help.into(),
-    }
-}
+use smtlab_bench::params::declare as p;
 
 fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
     ParamError::Value {

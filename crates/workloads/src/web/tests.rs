@@ -6,7 +6,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use smtlab_bench::client::ClientSide;
-use smtlab_model::{CoreOrder, CpuOrder, ResolvedPlacement};
+use smtlab_model::ResolvedPlacement;
 use smtlab_placement::pin::get_affinity;
 
 use super::builtin::ServerOpts;
@@ -266,42 +266,33 @@ fn slow_and_idle_connections_are_closed_after_the_timeout() {
 }
 
 fn placement(cpus: &[u32]) -> ResolvedPlacement {
-    ResolvedPlacement {
-        name: "test".into(),
-        spec: String::new(),
-        cpus: cpus.to_vec(),
-        cores: cpus.len() as u32,
-        threads_per_core: 1,
-        packages: 1,
-        core_order: CoreOrder::Compact,
-        cpu_order: CpuOrder::Spread,
-        core_kinds: vec![],
-    }
+    smtlab_fixtures::build::placement_on(cpus)
 }
 
 fn topology() -> smtlab_model::Topology {
-    use smtlab_model::{SmtInfo, TOPOLOGY_SCHEMA};
-    smtlab_model::Topology {
-        schema: TOPOLOGY_SCHEMA.into(),
-        root: "/".into(),
-        cpus: my_cpus().into_iter().collect(),
-        offline_cpus: Default::default(),
-        allowed_cpus: None,
-        packages: vec![],
-        cores_without_package: vec![],
-        numa_nodes: vec![],
-        smt: SmtInfo {
-            threads_per_core_min: 1,
-            threads_per_core_max: 1,
-            control: None,
-            active: None,
-        },
-        caches: vec![],
-        core_kinds: vec![],
-        cpu_model: None,
-        vendor: None,
-        virtualization: None,
-    }
+    smtlab_fixtures::build::cpus_only(my_cpus())
+}
+
+/// One sample of `bench` with `server=NAME` and `extra` parameters (quick defaults for
+/// the rest) on the server CPUs, driven from `client`.
+fn one_sample(
+    bench: &dyn Benchmark,
+    server: &str,
+    extra: &[&str],
+    client: &ClientSide,
+) -> smtlab_bench::RawSample {
+    let mut given = vec![format!("server={server}")];
+    given.extend(extra.iter().map(|e| e.to_string()));
+    let params = smtlab_bench::Params::resolve(&bench.info(), &given, true).unwrap();
+    let placement = placement(&server_cpus());
+    let topology = topology();
+    let ctx = BenchContext {
+        params: &params,
+        placement: &placement,
+        topology: &topology,
+        client: Some(client),
+    };
+    bench.prepare(&ctx).unwrap().sample(1).unwrap()
 }
 
 #[test]
@@ -309,29 +300,13 @@ fn web_static_measures_bandwidth_requests_and_latency() {
     let cpus = my_cpus();
     let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
     let b = WebStatic;
-    let info = b.info();
     for server in ["event", "threads", "processes"] {
-        let params = smtlab_bench::Params::resolve(
-            &info,
-            &[
-                format!("server={server}"),
-                "conns=4".into(),
-                "duration=0.2".into(),
-                "dataset=1MiB".into(),
-            ],
-            true,
-        )
-        .unwrap();
-        let placement = placement(&server_cpus());
-        let topology = topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &placement,
-            topology: &topology,
-            client: Some(&client),
-        };
-        let mut inst = b.prepare(&ctx).unwrap();
-        let s = inst.sample(1).unwrap();
+        let s = one_sample(
+            &b,
+            server,
+            &["conns=4", "duration=0.2", "dataset=1MiB"],
+            &client,
+        );
         assert!(s.work > 0.0);
         assert_eq!(s.metrics["errors"], 0.0);
         assert!(s.metrics["requests_per_s"] > 0.0);
@@ -339,6 +314,7 @@ fn web_static_measures_bandwidth_requests_and_latency() {
         assert_eq!(s.series["latency_quantiles_ns"].len(), 100);
     }
     // Without a client side the cell cannot run, and says why.
+    let info = b.info();
     let params = smtlab_bench::Params::resolve(&info, &[], true).unwrap();
     let placement = placement(&server_cpus());
     let topology = topology();
@@ -384,29 +360,13 @@ fn web_capacity_searches_on_the_built_in_servers_with_the_dynamic_mix() {
     let cpus = my_cpus();
     let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
     let b = capacity::WebCapacity;
-    let info = b.info();
     for server in ["event", "threads", "processes"] {
-        let params = smtlab_bench::Params::resolve(
-            &info,
-            &[
-                format!("server={server}"),
-                "max_conns=8".into(),
-                "step=0.3".into(),
-                "dataset=1MiB".into(),
-            ],
-            true,
-        )
-        .unwrap();
-        let placement = placement(&server_cpus());
-        let topology = topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &placement,
-            topology: &topology,
-            client: Some(&client),
-        };
-        let mut inst = b.prepare(&ctx).unwrap();
-        let s = inst.sample(1).unwrap();
+        let s = one_sample(
+            &b,
+            server,
+            &["max_conns=8", "step=0.3", "dataset=1MiB"],
+            &client,
+        );
         // 8 paced connections are far below what these servers carry on a quiet
         // machine, but the suite's other tests share the CPUs: only the search's
         // bookkeeping is checked here (the limit itself: capacity::tests).
