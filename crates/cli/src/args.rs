@@ -208,6 +208,11 @@ pub struct BenchArgs {
     /// CPUs, and kernel time by system call where tracing is permitted.
     #[arg(long)]
     pub counters: bool,
+    /// Measure with SMT off and with SMT on in one run (`off,on`, `on,off`, `both` or
+    /// one state), the states taking turns per benchmark; the state found is always put
+    /// back. Needs root and a switchable smt/control, else the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
     #[command(flatten)]
     pub client: ClientArgs,
 }
