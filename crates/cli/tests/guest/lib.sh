@@ -150,3 +150,31 @@ corun_checks() {
   check "util: control restored" on "$(cat $C/smt/control)"
   check "util: online restored" "$all" "$(cat $C/online)"
 }
+
+# bench --smt both: the cells of both states, 1c2t skipped with SMT off, the side-by-side
+# table, the state put back afterwards and after kill -9 in the middle of the run.
+smt_both_checks() {
+  all=$(cat $C/online)
+  smtlab bench null-syscall --quick --max-samples 3 -p 1c1t -p 1c2t --smt both --json \
+    >/tmp/sb.json 2>/tmp/sb.err || { fail "bench --smt both --json exited with $?"; cat /tmp/sb.err; }
+  grep -q '"smt": "off"' /tmp/sb.json && grep -q '"smt": "on"' /tmp/sb.json \
+    && ok "bench --smt both: cells with SMT off and on" || { fail "bench --smt both: states missing"; head -c 2000 /tmp/sb.json; }
+  grep -q 'with SMT off' /tmp/sb.json && ok "bench --smt both: 1c2t skipped with SMT off" \
+    || fail "bench --smt both: no 1c2t skip with SMT off"
+  check "bench --smt both: control restored" on "$(cat $C/smt/control)"
+  check "bench --smt both: online restored" "$all" "$(cat $C/online)"
+  smtlab bench null-syscall --quick --max-samples 3 -p 1c1t --smt on,off >/tmp/sb.out 2>&1 \
+    && grep -q 'SMT off vs on' /tmp/sb.out && ok "bench --smt on,off: SMT off vs on table" \
+    || { fail "bench --smt on,off: no table"; cat /tmp/sb.out; }
+  check "bench --smt on,off: control restored" on "$(cat $C/smt/control)"
+
+  smtlab bench null-syscall -p 1c1t --smt off,on >/dev/null 2>&1 &
+  pid=$!
+  wait_for $C/smt/control off 300 && ok "bench --smt: SMT off during the run" || fail "bench --smt: SMT never went off"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  wait_for $C/smt/control on 100
+  wait_for $C/online "$all" 100
+  check "bench --smt kill -9: control restored by the guardian" on "$(cat $C/smt/control)"
+  check "bench --smt kill -9: online restored by the guardian" "$all" "$(cat $C/online)"
+}
