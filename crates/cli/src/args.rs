@@ -231,6 +231,11 @@ pub struct RunArgs {
     /// standard placements this machine can satisfy.
     #[arg(long, value_name = "LIST")]
     pub placements: Vec<String>,
+    /// Measure every cell with SMT off and with SMT on (`off,on`, `on,off`, `both` or
+    /// one state), the states taking turns per benchmark; the state found is always put
+    /// back. Needs root and a switchable smt/control, else the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
     #[command(flatten)]
     pub db: DbArg,
     /// Finish an interrupted run: the newest unfinished one, or the RUN given.

@@ -278,7 +278,10 @@ fn bench_smt_both_measures_the_current_state_where_smt_cannot_be_switched() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(state) && err.contains("current state only"), "{err}");
+    assert!(
+        err.contains(state) && err.contains("current state only"),
+        "{err}"
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 1, "{v}");

@@ -167,6 +167,13 @@ smt_both_checks() {
     && grep -q 'SMT off vs on' /tmp/sb.out && ok "bench --smt on,off: SMT off vs on table" \
     || { fail "bench --smt on,off: no table"; cat /tmp/sb.out; }
   check "bench --smt on,off: control restored" on "$(cat $C/smt/control)"
+  smtlab run --suite quick --bench null-syscall --placements 1c1t --smt both --db /tmp/rs.db \
+    >/tmp/rs.out 2>&1 || { fail "run --smt both exited with $?"; tail -n 5 /tmp/rs.out; }
+  smtlab report latest --json --db /tmp/rs.db >/tmp/rs.json 2>&1
+  grep -q '"smt": "off"' /tmp/rs.json && grep -q '"smt": "on"' /tmp/rs.json \
+    && ok "run --smt both: stored cells with SMT off and on" || { fail "run --smt both: states missing"; tail -n 5 /tmp/rs.out; }
+  check "run --smt both: control restored" on "$(cat $C/smt/control)"
+  check "run --smt both: online restored" "$all" "$(cat $C/online)"
 
   smtlab bench null-syscall -p 1c1t --smt off,on >/dev/null 2>&1 &
   pid=$!
