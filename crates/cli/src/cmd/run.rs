@@ -530,6 +530,34 @@ pub(crate) fn split_placements(args: &[String]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn smt_plan_takes_turns_per_group() {
+        let key = |b: &str, p: &str| CellKey {
+            benchmark: b.into(),
+            params: Default::default(),
+            placement: p.into(),
+        };
+        let plan = vec![key("a", "1c1t"), key("a", "2c1t"), key("b", "1c1t")];
+        let got: Vec<(String, String, String)> = smt_plan(plan, &[false, true])
+            .into_iter()
+            .map(|k| (k.benchmark, k.placement, k.params[SMT_KEY].clone()))
+            .collect();
+        let want = [
+            ("a", "1c1t", "off"),
+            ("a", "2c1t", "off"),
+            ("a", "1c1t", "on"),
+            ("a", "2c1t", "on"),
+            ("b", "1c1t", "off"),
+            ("b", "1c1t", "on"),
+        ];
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!((g.0.as_str(), g.1.as_str(), g.2.as_str()), w);
+        }
+    }
+
     #[test]
     fn placement_lists_keep_cpu_lists_whole() {
         let v = super::split_placements(&["1c1t,cpus=0,4-5,2c1t".into(), "all".into()]);

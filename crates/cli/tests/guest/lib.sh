@@ -174,6 +174,14 @@ smt_both_checks() {
     && ok "run --smt both: stored cells with SMT off and on" || { fail "run --smt both: states missing"; tail -n 5 /tmp/rs.out; }
   check "run --smt both: control restored" on "$(cat $C/smt/control)"
   check "run --smt both: online restored" "$all" "$(cat $C/online)"
+  smtlab run --bench null-syscall --placements 1c1t --smt off,on --db /tmp/rk.db >/dev/null 2>&1 &
+  pid=$!
+  wait_for $C/smt/control off 300 || fail "run --smt: SMT never went off"
+  kill -TERM "$pid"
+  wait "$pid"
+  check "run --smt SIGTERM: interrupted" 130 "$?"
+  check "run --smt SIGTERM: control restored" on "$(cat $C/smt/control)"
+  check "run --smt SIGTERM: online restored" "$all" "$(cat $C/online)"
 
   smtlab bench null-syscall -p 1c1t --smt off,on >/dev/null 2>&1 &
   pid=$!
