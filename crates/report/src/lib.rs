@@ -40,6 +40,7 @@ mod html_counters;
 mod html_figures;
 
 pub mod markdown;
+pub mod smt_states;
 pub mod svg;
 pub mod table1;
 pub mod topo_svg;

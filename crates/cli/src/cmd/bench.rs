@@ -213,7 +213,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let BenchPrinter { cells, skipped, .. } = printer;
     let comparisons = compare(&cells);
     if !args.json && states.len() == 2 {
-        emit(&smt_table(&cells))?;
+        emit(&smtlab_report::smt_states::text(&cells))?;
     }
     if args.json {
         let now = unix_now_s();
@@ -433,7 +433,7 @@ fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
 
 /// The cell key parameter that says which SMT state a cell was measured in. It is the
 /// runner's, not the benchmark's: benchmarks get their parameters without it.
-pub const SMT_KEY: &str = "smt";
+pub const SMT_KEY: &str = smtlab_report::smt_states::SMT_PARAM;
 
 fn smt_word(on: bool) -> &'static str {
     if on { "on" } else { "off" }
@@ -509,75 +509,6 @@ fn smt_cell<'a>(
         work_unit: cell.work_unit.clone(),
         warmup_samples: cell.warmup_samples,
     })
-}
-
-/// Paper 001's Tables 4-6 layout: each cell's value with SMT off and on, the speed-up
-/// (on over off) and the geometric mean of the speed-ups per benchmark group.
-pub fn smt_table(cells: &[CellRecord]) -> String {
-    use smtlab_report::fmt;
-    let mut rows = Vec::new();
-    let mut by_group: Vec<(String, Vec<f64>)> = Vec::new();
-    for off in cells
-        .iter()
-        .filter(|c| c.params.get(SMT_KEY).map(String::as_str) == Some("off"))
-    {
-        let mut params = off.params.clone();
-        params.remove(SMT_KEY);
-        let Some(on) = cells.iter().find(|c| {
-            c.benchmark == off.benchmark
-                && c.placement_spec == off.placement_spec
-                && c.params.get(SMT_KEY).map(String::as_str) == Some("on")
-                && {
-                    let mut p = c.params.clone();
-                    p.remove(SMT_KEY);
-                    p == params
-                }
-        }) else {
-            continue;
-        };
-        let Some(r) =
-            smtlab_model::stats::speedup(&off.result.summary, &on.result.summary, off.direction)
-        else {
-            continue;
-        };
-        match by_group.iter_mut().find(|(g, _)| *g == off.group) {
-            Some((_, v)) => v.push(r.ratio),
-            None => by_group.push((off.group.clone(), vec![r.ratio])),
-        }
-        let name = if params.is_empty() {
-            off.benchmark.clone()
-        } else {
-            format!("{} {}", off.benchmark, fmt::params(&params))
-        };
-        rows.push(vec![
-            name,
-            off.placement_spec.clone(),
-            format!("{} {}", fmt::num(off.result.summary.mean), off.unit),
-            format!("{} {}", fmt::num(on.result.summary.mean), on.unit),
-            fmt::speedup(&r),
-        ]);
-    }
-    if rows.is_empty() {
-        return String::new();
-    }
-    for (group, ratios) in &by_group {
-        if let Some(g) = smtlab_model::stats::geomean(ratios) {
-            rows.push(vec![
-                format!("geometric mean, {group}"),
-                String::new(),
-                String::new(),
-                String::new(),
-                format!("{}x", fmt::times(g)),
-            ]);
-        }
-    }
-    let mut out = String::from("\nSMT off vs on (speed-up: on over off)\n");
-    out.push_str(&fmt::text_table(
-        &["benchmark", "placement", "SMT off", "SMT on", "speed-up"],
-        &rows,
-        &[2, 3],
-    ));
-    out
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
