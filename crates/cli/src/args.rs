@@ -346,6 +346,11 @@ pub struct ExecArgs {
     /// without SMT, 1c1t and 2c1t.
     #[arg(short = 'p', long, value_name = "LIST")]
     pub placements: Vec<String>,
+    /// Run the command with SMT off and with SMT on (`off,on`, `on,off`, `both` or one
+    /// state), the states taking turns per placement; the state found is always put
+    /// back. Needs root and a switchable smt/control, else the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
     /// Measured runs per placement.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,

@@ -490,7 +490,7 @@ pub fn smt_turns<G>(
 
 /// `cell` for the SMT state `on`: the state in its key, its placement resolved on the
 /// topology of that state (`1c2t` has no siblings with SMT off: skipped with the reason).
-fn smt_cell<'a>(
+pub(crate) fn smt_cell<'a>(
     cell: &CellPlan<'a>,
     on: bool,
     topo: &smtlab_model::Topology,

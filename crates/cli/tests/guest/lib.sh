@@ -174,6 +174,10 @@ smt_both_checks() {
     && ok "run --smt both: stored cells with SMT off and on" || { fail "run --smt both: states missing"; tail -n 5 /tmp/rs.out; }
   check "run --smt both: control restored" on "$(cat $C/smt/control)"
   check "run --smt both: online restored" "$all" "$(cat $C/online)"
+  smtlab exec --placements 1c1t --smt both --reps 2 --warmup 0 --db /tmp/es.db -- true >/tmp/es.out 2>&1 \
+    && grep -q 'SMT off vs on' /tmp/es.out && ok "exec --smt both: SMT off vs on table" \
+    || { fail "exec --smt both"; tail -n 5 /tmp/es.out; }
+  check "exec --smt both: control restored" on "$(cat $C/smt/control)"
   smtlab run --bench null-syscall --placements 1c1t --smt off,on --db /tmp/rk.db >/dev/null 2>&1 &
   pid=$!
   wait_for $C/smt/control off 300 || fail "run --smt: SMT never went off"
