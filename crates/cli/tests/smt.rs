@@ -286,4 +286,55 @@ fn bench_smt_both_measures_the_current_state_where_smt_cannot_be_switched() {
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 1, "{v}");
     assert!(cells[0]["params"].get("smt").is_none(), "{v}");
+
+    // run and exec: the same one line, the current state measured and stored.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    for args in [
+        &[
+            "run",
+            "--suite",
+            "quick",
+            "--bench",
+            "null-syscall",
+            "--placements",
+            "1c1t",
+        ][..],
+        &[
+            "exec",
+            "--placements",
+            "1c1t",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--",
+            "true",
+        ][..],
+    ] {
+        let (cmd, rest) = args.split_at(1);
+        let out = smtlab()
+            .args(cmd)
+            .args(["--smt", "both", "--db"])
+            .arg(&db)
+            .args(rest)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        let notes: Vec<&str> = err.lines().filter(|l| l.contains("--smt both")).collect();
+        assert_eq!(notes.len(), 1, "{args:?}: {err}");
+        assert!(
+            notes[0].contains(state) && notes[0].contains("current state only"),
+            "{err}"
+        );
+    }
+    let out = smtlab()
+        .args(["report", "latest", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && json.contains("\"cells\""), "{json}");
+    assert!(!json.contains("\"smt\": \"off\"") && !json.contains("\"smt\": \"on\""));
 }

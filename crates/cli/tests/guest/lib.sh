@@ -172,6 +172,8 @@ smt_both_checks() {
   smtlab report latest --json --db /tmp/rs.db >/tmp/rs.json 2>&1
   grep -q '"smt": "off"' /tmp/rs.json && grep -q '"smt": "on"' /tmp/rs.json \
     && ok "run --smt both: stored cells with SMT off and on" || { fail "run --smt both: states missing"; tail -n 5 /tmp/rs.out; }
+  smtlab report latest --db /tmp/rs.db 2>&1 | grep -q 'SMT off vs on' \
+    && ok "report of the run --smt both: SMT off vs on table" || fail "report: no SMT off vs on table"
   check "run --smt both: control restored" on "$(cat $C/smt/control)"
   check "run --smt both: online restored" "$all" "$(cat $C/online)"
   smtlab exec --placements 1c1t --smt both --reps 2 --warmup 0 --db /tmp/es.db -- true >/tmp/es.out 2>&1 \
