@@ -209,6 +209,11 @@ pub struct BenchArgs {
     /// CPUs, and kernel time by system call where tracing is permitted.
     #[arg(long)]
     pub counters: bool,
+    /// Measure with SMT off and with SMT on in one run (`off,on`, `on,off`, `both` or
+    /// one state), the states taking turns per benchmark; the state found is always put
+    /// back. Needs root and a switchable smt/control, else the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
     #[command(flatten)]
     pub client: ClientArgs,
     /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
@@ -231,6 +236,11 @@ pub struct RunArgs {
     /// standard placements this machine can satisfy.
     #[arg(long, value_name = "LIST")]
     pub placements: Vec<String>,
+    /// Measure every cell with SMT off and with SMT on (`off,on`, `on,off`, `both` or
+    /// one state), the states taking turns per benchmark; the state found is always put
+    /// back. Needs root and a switchable smt/control, else the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
     #[command(flatten)]
     pub db: DbArg,
     /// Finish an interrupted run: the newest unfinished one, or the RUN given.
@@ -349,6 +359,11 @@ pub struct ExecArgs {
     /// without SMT, 1c1t and 2c1t.
     #[arg(short = 'p', long, value_name = "LIST")]
     pub placements: Vec<String>,
+    /// Run the command with SMT off and with SMT on (`off,on`, `on,off`, `both` or one
+    /// state), the states taking turns per placement; the state found is always put
+    /// back. Needs root and a switchable smt/control, else the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
     /// Measured runs per placement.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,

@@ -251,3 +251,90 @@ fn uniprocessor_bench_is_refused_before_measuring_when_it_cannot_be_set_up() {
         online
     );
 }
+
+#[test]
+fn bench_smt_both_measures_the_current_state_where_smt_cannot_be_switched() {
+    let out = smtlab()
+        .args(["bench", "null-syscall", "--quick", "--smt", "sideways"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--smt \"sideways\""), "{err}");
+
+    // Never switch the machine running the tests: the turns themselves are checked on
+    // fake trees and in the SMT guest.
+    let state = fs::read_to_string("/sys/devices/system/cpu/smt/control").unwrap_or_default();
+    let state = state.trim();
+    if !matches!(state, "notsupported" | "forceoff" | "notimplemented") {
+        eprintln!("skipped: smt/control is {state:?} here, which --smt both would switch");
+        return;
+    }
+    let out = smtlab()
+        .args(["bench", "null-syscall", "--quick", "--max-samples", "3"])
+        .args(["--smt", "both", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(state) && err.contains("current state only"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "{v}");
+    assert!(cells[0]["params"].get("smt").is_none(), "{v}");
+
+    // run and exec: the same one line, the current state measured and stored.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    for args in [
+        &[
+            "run",
+            "--suite",
+            "quick",
+            "--bench",
+            "null-syscall",
+            "--placements",
+            "1c1t",
+        ][..],
+        &[
+            "exec",
+            "--placements",
+            "1c1t",
+            "--reps",
+            "2",
+            "--warmup",
+            "0",
+            "--",
+            "true",
+        ][..],
+    ] {
+        let (cmd, rest) = args.split_at(1);
+        let out = smtlab()
+            .args(cmd)
+            .args(["--smt", "both", "--db"])
+            .arg(&db)
+            .args(rest)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        let notes: Vec<&str> = err.lines().filter(|l| l.contains("--smt both")).collect();
+        assert_eq!(notes.len(), 1, "{args:?}: {err}");
+        assert!(
+            notes[0].contains(state) && notes[0].contains("current state only"),
+            "{err}"
+        );
+    }
+    let out = smtlab()
+        .args(["report", "latest", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && json.contains("\"cells\""), "{json}");
+    assert!(!json.contains("\"smt\": \"off\"") && !json.contains("\"smt\": \"on\""));
+}

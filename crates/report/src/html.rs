@@ -70,11 +70,12 @@ figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text
 type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
 
 /// The sections in page order: id, navigation name, writer.
-const SECTIONS: [(&str, &str, SectionFn); 17] = [
+const SECTIONS: [(&str, &str, SectionFn); 18] = [
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
     ("exec", "Verdict", exec_verdict),
     ("machine", "Machine", machine),
     ("smt-yield", "SMT yield", smt_yield),
+    ("smt-states", "SMT off vs on", crate::smt_states::section),
     ("scaling", "Scaling", scaling),
     ("sweeps", "Working-set sweeps", sweeps),
     ("latency", "Latency distributions", latency),

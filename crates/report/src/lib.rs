@@ -44,6 +44,7 @@ mod html_figures;
 
 pub mod html_workloads;
 pub mod markdown;
+pub mod smt_states;
 pub mod svg;
 pub mod table1;
 pub mod topo_svg;

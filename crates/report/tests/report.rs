@@ -504,7 +504,15 @@ fn html_is_well_formed_with_every_section() {
     assert!(page.starts_with("<!DOCTYPE html>"));
     // Sections without data are named once, with the reason, and not drawn empty.
     assert!(!ids.contains(&"counters") && !ids.contains(&"exec"));
-    assert!(page.contains("<summary>Not in this run: Verdict, Counters</summary>"));
+    let absent = page
+        .split("<summary>Not in this run: ")
+        .nth(1)
+        .unwrap_or("");
+    assert!(
+        absent.starts_with("Verdict, SMT off vs on, Counters"),
+        "{}",
+        &absent[..absent.len().min(120)]
+    );
     assert!(page.contains("<li>Counters: not recorded (use --counters)</li>"));
     // Every table scrolls in its own box.
     assert_eq!(
@@ -1104,4 +1112,94 @@ fn markdown_has_one_row_per_cell_with_a_baseline_per_group() {
     assert_eq!(md.matches("| baseline |").count(), groups.len());
     assert!(md.contains("x ["), "speed-ups carry their interval: {md}");
     assert!(smtlab_report::markdown::cells(&[]).lines().count() == 2);
+}
+
+#[test]
+fn smt_states_pair_off_and_on_with_the_one_speedup_and_geomean_per_group() {
+    let p = || placement("1c1t");
+    let cells = vec![
+        cell(
+            "x",
+            "compute",
+            "GOPS",
+            Direction::Higher,
+            &[("smt", "off")],
+            p(),
+            &[10.0, 10.0, 10.0],
+        ),
+        cell(
+            "x",
+            "compute",
+            "GOPS",
+            Direction::Higher,
+            &[("smt", "on")],
+            p(),
+            &[12.0, 12.0, 12.0],
+        ),
+        cell(
+            "y",
+            "compute",
+            "GOPS",
+            Direction::Higher,
+            &[("smt", "off")],
+            p(),
+            &[10.0, 10.0, 10.0],
+        ),
+        cell(
+            "y",
+            "compute",
+            "GOPS",
+            Direction::Higher,
+            &[("smt", "on")],
+            p(),
+            &[8.0, 8.0, 8.0],
+        ),
+        // Latency: lower is better, so the speed-up is off over on.
+        cell(
+            "z",
+            "os",
+            "ns",
+            Direction::Lower,
+            &[("smt", "off")],
+            p(),
+            &[100.0, 100.0, 100.0],
+        ),
+        cell(
+            "z",
+            "os",
+            "ns",
+            Direction::Lower,
+            &[("smt", "on")],
+            p(),
+            &[80.0, 80.0, 80.0],
+        ),
+        // Only one state: no row.
+        cell(
+            "w",
+            "os",
+            "ns",
+            Direction::Lower,
+            &[("smt", "off")],
+            p(),
+            &[5.0, 5.0, 5.0],
+        ),
+    ];
+    let (rows, means) = smtlab_report::smt_states::rows(&cells);
+    let got: Vec<(String, f64)> = rows.iter().map(|r| (r.name(), r.speedup.ratio)).collect();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(close(got[0].1, 1.2) && close(got[1].1, 0.8) && close(got[2].1, 1.25));
+    assert_eq!(means.len(), 2);
+    assert_eq!(means[0].0, "compute");
+    assert!(close(means[0].1, (1.2f64 * 0.8).sqrt()));
+    assert!(close(means[1].1, 1.25));
+    let text = smtlab_report::smt_states::text(&cells);
+    assert!(
+        text.contains("SMT off vs on") && text.contains("geometric mean, os"),
+        "{text}"
+    );
+    let page = smtlab_report::html(&run(cells, vec![]));
+    assert!(section(&page, "smt-states").contains("geometric mean, compute"));
+    // A run without both states has no such section.
+    let page = smtlab_report::html(&demo());
+    assert!(!page.contains("id=\"smt-states\""));
 }

@@ -15,7 +15,7 @@ use smtlab_model::{
 };
 use smtlab_runner::counting::{CountingSetup, Machine};
 use smtlab_runner::session::{
-    CellPlan, Counting, Group, Measured, Session, SessionObserver, param_map,
+    CellPlan, Counting, Ended, Group, Measured, Session, SessionObserver, param_map,
 };
 use smtlab_runner::stats::{Ratio, ratio};
 use smtlab_runner::{Monotonic, RunConfig, measure_overheads};
@@ -88,6 +88,21 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
     super::smt::check_uniprocessor(&placements)?;
+    let mut states = smt_states(&args.smt)?;
+    let sysfs = smtlab_control::Sysfs::system();
+    if !states.is_empty() {
+        if placements.iter().any(|p| p.is_uniprocessor()) {
+            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
+        }
+        if let Some(why) = super::utilisation::switch_refusal(&sysfs) {
+            eprintln!(
+                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                args.smt.join(","),
+                topo.smt.control.as_deref().unwrap_or("absent")
+            );
+            states.clear();
+        }
+    }
     let mut cfg = if args.quick {
         RunConfig::quick()
     } else {
@@ -110,7 +125,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             crate::term::note_fit(&format!("note: {line}"));
         }
     }
-    if !args.json && !topo.smt_visible() {
+    if !args.json && !topo.smt_visible() && args.smt.is_empty() {
         let text = format!(
             "note: no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
             topo.smt.control.as_deref().unwrap_or("absent")
@@ -147,20 +162,24 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         })
         .collect();
     let stop = AtomicBool::new(false);
-    let session = Session {
-        topo: &topo,
-        cfg: &cfg,
-        clock: &Monotonic,
-        client_rule: super::client_rule(&args.client),
-        counting: setup.as_ref().map(|setup| Counting {
-            setup,
-            backend: &Machine,
-        }),
-        repeat: args.repeat as usize,
-        interleave: args.interleave,
-        stop: &stop,
-        cell_state: Some(&super::smt::cell_state),
-    };
+    let session_on =
+        |topo: &smtlab_model::Topology, groups: Vec<Group<'_>>, observer: &mut BenchPrinter<'_>| {
+            Session {
+                topo,
+                cfg: &cfg,
+                clock: &Monotonic,
+                client_rule: super::client_rule(&args.client),
+                counting: setup.as_ref().map(|setup| Counting {
+                    setup,
+                    backend: &Machine,
+                }),
+                repeat: args.repeat as usize,
+                interleave: args.interleave,
+                stop: &stop,
+                cell_state: Some(&super::smt::cell_state),
+            }
+            .run(groups, observer)
+        };
     let headings: Vec<(BenchInfo, Params)> = resolved_params
         .iter()
         .map(|(_, info, params)| (info.clone(), params.clone()))
@@ -178,7 +197,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         in_flight: std::collections::HashMap::new(),
         // The tables give way to JSON or Markdown on standard output.
         json: args.json || md_stdout,
-        several,
+        several: several || !states.is_empty(),
         params: &headings,
         cells: Vec::new(),
         skipped: Vec::new(),
@@ -187,7 +206,23 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         error: None,
         write_error: None,
     };
-    session.run(groups, &mut printer);
+    if states.is_empty() {
+        session_on(&topo, groups, &mut printer);
+    } else {
+        // The SMT states take turns per benchmark and parameter set, so a drift of the
+        // machine's speed falls on both states rather than on one whole pass.
+        let switch = smtlab_control::SmtSwitch::new(sysfs)?;
+        smt_turns(switch, &groups, &states, |group, on| {
+            // With SMT off the siblings are offline: placements are resolved anew.
+            let topo_now = smtlab_topology::discover(Path::new("/"))
+                .context("cannot read the CPU topology after switching SMT")?;
+            let cells: Group<'_> = group
+                .iter()
+                .map(|c| smt_cell(c, on, &topo_now))
+                .collect::<Result<_>>()?;
+            Ok(session_on(&topo_now, vec![cells], &mut printer))
+        })?;
+    }
     printer.bar.finish_and_clear();
     printer.flush_details();
     if let Some(e) = printer.write_error.take() {
@@ -198,6 +233,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let BenchPrinter { cells, skipped, .. } = printer;
     let comparisons = compare(&cells);
+    if !args.json && !md_stdout && states.len() == 2 {
+        emit(&smtlab_report::smt_states::text(&cells))?;
+    }
     if let Some(path) = &args.export_markdown {
         super::export_markdown(path, &cells)?;
     }
@@ -300,6 +338,8 @@ impl BenchPrinter<'_> {
     /// cannot be prepared at all fails before anything is printed).
     fn heading_for(&mut self, key: &CellKey) {
         let this = (key.benchmark.clone(), key.params.clone());
+        let mut bench_params = key.params.clone();
+        let smt = bench_params.remove(SMT_KEY);
         if self.heading_for.as_ref() == Some(&this) {
             return;
         }
@@ -310,9 +350,12 @@ impl BenchPrinter<'_> {
             && let Some((info, params)) = self
                 .params
                 .iter()
-                .find(|(i, p)| i.name == key.benchmark && param_map(p) == key.params)
+                .find(|(i, p)| i.name == key.benchmark && param_map(p) == bench_params)
         {
-            let text = render::bench::heading(info, params, render::table::Layout::term());
+            let mut text = render::bench::heading(info, params, render::table::Layout::term());
+            if let Some(state) = smt {
+                text.push_str(&format!("  with SMT {state}\n"));
+            }
             self.out(&text);
         }
     }
@@ -468,9 +511,197 @@ fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
     out
 }
 
+/// The cell key parameter that says which SMT state a cell was measured in. It is the
+/// runner's, not the benchmark's: benchmarks get their parameters without it.
+pub const SMT_KEY: &str = smtlab_report::smt_states::SMT_PARAM;
+
+fn smt_word(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
+/// The states `--smt` asks for, in the order given (`both` is `off,on`).
+pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
+    let mut out = Vec::new();
+    for s in given {
+        let add: &[bool] = match s.trim() {
+            "off" => &[false],
+            "on" => &[true],
+            "both" => &[false, true],
+            other => bail!("--smt {other:?}: expected off, on, both, off,on or on,off"),
+        };
+        for &on in add {
+            if out.contains(&on) {
+                bail!(
+                    "--smt {}: SMT {} given twice",
+                    given.join(","),
+                    smt_word(on)
+                );
+            }
+            out.push(on);
+        }
+    }
+    Ok(out)
+}
+
+/// Measures every group in each of `states` in turn (group 1 off, group 1 on, group 2
+/// off, ...) under `switch`, which puts the state found back at the end, on error
+/// (dropped) and on signals or SIGKILL (its watcher and guardian).
+pub fn smt_turns<G>(
+    mut switch: smtlab_control::SmtSwitch,
+    groups: &[G],
+    states: &[bool],
+    mut turn: impl FnMut(&G, bool) -> Result<Ended>,
+) -> Result<Ended> {
+    let mut ended = Ended::Complete;
+    'groups: for group in groups {
+        for &on in states {
+            switch
+                .set(on)
+                .with_context(|| format!("cannot switch SMT {}", smt_word(on)))?;
+            ended = turn(group, on)?;
+            if ended == Ended::Stopped {
+                break 'groups;
+            }
+        }
+    }
+    switch.finish().context("cannot put the SMT state back")?;
+    Ok(ended)
+}
+
+/// `cell` for the SMT state `on`: the state in its key, its placement resolved on the
+/// topology of that state (`1c2t` has no siblings with SMT off: skipped with the reason).
+pub(crate) fn smt_cell<'a>(
+    cell: &CellPlan<'a>,
+    on: bool,
+    topo: &smtlab_model::Topology,
+) -> Result<CellPlan<'a>> {
+    let mut key = cell.key.clone();
+    key.params.insert(SMT_KEY.into(), smt_word(on).into());
+    let spec = smtlab_placement::parse(&key.placement)?;
+    let placement = smtlab_placement::resolve(&spec, topo)
+        .map_err(|e| format!("with SMT {}: {e}", smt_word(on)));
+    Ok(CellPlan {
+        bench: cell.bench,
+        info: cell.info.clone(),
+        params: cell.params.clone(),
+        key,
+        placement,
+        work_unit: cell.work_unit.clone(),
+        warmup_samples: cell.warmup_samples,
+    })
+}
+
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_now_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use smtlab_control::guard::Protection;
+    use smtlab_control::{SmtSwitch, Sysfs};
+
+    use super::*;
+
+    /// Two cores of two siblings (CPUs 0,1 and 2,3), SMT control `on`.
+    fn tree() -> (tempfile::TempDir, Sysfs) {
+        let dir = tempfile::tempdir().unwrap();
+        let cpu = dir.path().join("sys/devices/system/cpu");
+        for c in 0..4u32 {
+            let d = cpu.join(format!("cpu{c}"));
+            fs::create_dir_all(d.join("topology")).unwrap();
+            let first = c - c % 2;
+            fs::write(
+                d.join("topology/thread_siblings_list"),
+                format!("{}-{}\n", first, first + 1),
+            )
+            .unwrap();
+            if c != 0 {
+                fs::write(d.join("online"), "1\n").unwrap();
+            }
+        }
+        fs::write(cpu.join("online"), "0-3\n").unwrap();
+        fs::write(cpu.join("present"), "0-3\n").unwrap();
+        fs::create_dir_all(cpu.join("smt")).unwrap();
+        fs::write(cpu.join("smt/control"), "on\n").unwrap();
+        fs::write(cpu.join("smt/active"), "1\n").unwrap();
+        let sysfs = Sysfs::at(dir.path());
+        (dir, sysfs)
+    }
+
+    fn control(sysfs: &Sysfs) -> String {
+        fs::read_to_string(sysfs.control_path())
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn switch(sysfs: &Sysfs) -> SmtSwitch {
+        let quiet = Protection {
+            guardian: false,
+            signals: false,
+        };
+        SmtSwitch::with_protection(sysfs.clone(), quiet).unwrap()
+    }
+
+    #[test]
+    fn states_parse_in_order_and_refuse_repeats() {
+        let s = |v: &[&str]| smt_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
+        assert_eq!(s(&["on", "off"]).unwrap(), vec![true, false]);
+        assert_eq!(s(&["off"]).unwrap(), vec![false]);
+        assert!(s(&["both", "on"]).is_err());
+        assert!(s(&["maybe"]).is_err());
+    }
+
+    #[test]
+    fn states_take_turns_per_group_and_the_state_is_restored() {
+        let (_d, sysfs) = tree();
+        let mut seen = Vec::new();
+        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[false, true], |g, on| {
+            seen.push((g.to_string(), on, control(&sysfs)));
+            Ok(Ended::Complete)
+        })
+        .unwrap();
+        assert_eq!(ended, Ended::Complete);
+        let want = [("a", false), ("a", true), ("b", false), ("b", true)];
+        assert_eq!(seen.len(), want.len());
+        for ((g, on, ctl), (wg, won)) in seen.iter().zip(want) {
+            assert_eq!((g.as_str(), *on), (wg, won));
+            assert_eq!(
+                ctl,
+                smt_word(won),
+                "smt/control during {g} SMT {}",
+                smt_word(won)
+            );
+        }
+        assert_eq!(control(&sysfs), "on");
+    }
+
+    #[test]
+    fn an_error_or_a_stop_mid_run_restores_the_state() {
+        let (_d, sysfs) = tree();
+        fs::write(sysfs.control_path(), "off\n").unwrap();
+        let err = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |g, on| {
+            if *g == "a" && on {
+                bail!("benchmark failed")
+            }
+            Ok(Ended::Complete)
+        });
+        assert!(err.is_err());
+        assert_eq!(control(&sysfs), "off");
+
+        let mut turns = 0;
+        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |_, _| {
+            turns += 1;
+            Ok(Ended::Stopped)
+        })
+        .unwrap();
+        assert_eq!((ended, turns), (Ended::Stopped, 1));
+        assert_eq!(control(&sysfs), "off");
+    }
 }

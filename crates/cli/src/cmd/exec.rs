@@ -220,6 +220,21 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             smtlab_placement::resolve(&spec, &topo)
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mut states = super::bench::smt_states(&args.smt)?;
+    let sysfs = smtlab_control::Sysfs::system();
+    if !states.is_empty() {
+        if placements.iter().any(|p| p.is_uniprocessor()) {
+            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
+        }
+        if let Some(why) = super::utilisation::switch_refusal(&sysfs) {
+            eprintln!(
+                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                args.smt.join(","),
+                topo.smt.control.as_deref().unwrap_or("absent")
+            );
+            states.clear();
+        }
+    }
     let db = super::db_path(&args.db);
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
@@ -289,22 +304,26 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         })
         .collect();
     let stop = AtomicBool::new(false);
-    let session = Session {
-        topo: &topo,
-        cfg: &config,
-        clock: &Monotonic,
-        // A command has no client side.
-        client_rule: smtlab_placement::ClientRule::Apart,
-        counting: setup.as_ref().map(|setup| Counting {
-            setup,
-            backend: &Machine,
-        }),
-        repeat: 1,
-        // One placement after the other, as the runs of a command are usually long.
-        interleave: false,
-        stop: &stop,
-        cell_state: Some(&super::smt::cell_state),
-    };
+    let session_on =
+        |topo: &Topology, groups: Vec<Vec<CellPlan<'_>>>, printer: &mut ExecPrinter| {
+            Session {
+                topo,
+                cfg: &config,
+                clock: &Monotonic,
+                // A command has no client side.
+                client_rule: smtlab_placement::ClientRule::Apart,
+                counting: setup.as_ref().map(|setup| Counting {
+                    setup,
+                    backend: &Machine,
+                }),
+                repeat: 1,
+                // One placement after the other, as the runs of a command are usually long.
+                interleave: false,
+                stop: &stop,
+                cell_state: Some(&super::smt::cell_state),
+            }
+            .run(groups, printer)
+        };
     // The bar counts runs, warm-up included, so its ETA follows the command's own pace.
     let runs_per_cell = reps + args.warmup as usize;
     let mut printer = ExecPrinter {
@@ -316,14 +335,47 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         cells: Vec::new(),
         error: None,
     };
-    // Each placement is a group of its own: measured one after the other.
-    session.run(cells.into_iter().map(|c| vec![c]).collect(), &mut printer);
+    let mut skipped = Vec::new();
+    if states.is_empty() {
+        // Each placement is a group of its own: measured one after the other.
+        session_on(
+            &topo,
+            cells.into_iter().map(|c| vec![c]).collect(),
+            &mut printer,
+        );
+    } else {
+        // Per placement, the states take turns.
+        let switch = smtlab_control::SmtSwitch::new(sysfs)?;
+        super::bench::smt_turns(switch, &cells, &states, |cell, on| {
+            let word = if on { "on" } else { "off" };
+            let topo_now = smtlab_topology::discover(Path::new("/"))
+                .context("cannot read the CPU topology after switching SMT")?;
+            let cell = super::bench::smt_cell(cell, on, &topo_now)?;
+            if let Err(reason) = &cell.placement {
+                eprintln!("note: {} skipped: {reason}", cell.key.placement);
+                skipped.push(SkippedCell {
+                    key: cell.key.clone(),
+                    reason: reason.clone(),
+                });
+                return Ok(smtlab_runner::session::Ended::Complete);
+            }
+            emit(&format!("with SMT {word}:\n"))?;
+            Ok(session_on(&topo_now, vec![vec![cell]], &mut printer))
+        })?;
+    }
     printer.bar.finish_and_clear();
     if let Some(e) = printer.error {
         return Err(e);
     }
     let cells = printer.cells;
-    let lines = verdicts(&cells, topo.smt_visible());
+    let lines = if states.len() == 2 {
+        if text {
+            emit(&smtlab_report::smt_states::text(&cells))?;
+        }
+        Vec::new()
+    } else {
+        verdicts(&cells, topo.smt_visible())
+    };
     if text && !lines.is_empty() {
         emit("\n")?;
         for l in &lines {
@@ -346,11 +398,15 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             environment: capture(&topo),
             topology: topo.clone(),
             config,
-            plan: cells.iter().map(CellRecord::key).collect::<Vec<CellKey>>(),
+            plan: cells
+                .iter()
+                .map(CellRecord::key)
+                .chain(skipped.iter().map(|s| s.key.clone()))
+                .collect::<Vec<CellKey>>(),
             notes,
         },
         cells,
-        skipped: Vec::new(),
+        skipped,
     };
     let mut store = Store::open(&db)?;
     let id = store.import_run(&results)?;

@@ -14,11 +14,13 @@ use smtlab_bench::Params;
 use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
 use smtlab_runner::counting::{CountingSetup, Machine};
 use smtlab_runner::plan::{Suite, plan};
-use smtlab_runner::session::{CellPlan, Counting, Group, Measured, Session, SessionObserver};
+use smtlab_runner::session::{
+    CellPlan, Counting, Ended, Group, Measured, Session, SessionObserver,
+};
 use smtlab_runner::{Monotonic, measure_overheads};
 use smtlab_store::{Lease, Store};
 
-use super::bench::{select, unix_now_s};
+use super::bench::{SMT_KEY, select, smt_states, unix_now_s};
 use crate::args::{RunArgs, SuiteArg};
 use crate::env::capture;
 use crate::render;
@@ -108,6 +110,24 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         skipped: 0,
         error: None,
     };
+    // Cells keyed `smt=off|on` need the switch: one guard for the whole run, restoring
+    // on drop (the stop flag ends the session, so its own signal handling stays off).
+    let wants_smt = pending.iter().any(|k| k.params.contains_key(SMT_KEY));
+    let sysfs = smtlab_control::Sysfs::system();
+    let mut switch = match wants_smt.then(|| super::utilisation::switch_refusal(&sysfs)) {
+        Some(None) => Some(smtlab_control::SmtSwitch::with_protection(
+            sysfs,
+            smtlab_control::guard::Protection {
+                guardian: true,
+                signals: false,
+            },
+        )?),
+        Some(Some(why)) => {
+            eprintln!("note: cells with SMT off or on cannot be measured here: {why}");
+            None
+        }
+        None => None,
+    };
     let mut groups: Vec<Group<'_>> = Vec::new();
     for key in &pending {
         let Some(bench) = catalog.iter().find(|b| b.info().name == key.benchmark) else {
@@ -126,7 +146,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         let cell = CellPlan {
             bench: bench.as_ref(),
             info: bench.info(),
-            params: Params::from_pairs(key.params.clone()),
+            params: Params::from_pairs(
+                key.params
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != SMT_KEY)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Vec<_>>(),
+            ),
             key: key.clone(),
             placement,
             work_unit: None,
@@ -140,21 +166,73 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             _ => groups.push(vec![cell]),
         }
     }
-    let session = Session {
-        topo: &topo,
-        cfg: &meta.config,
-        clock: &Monotonic,
-        client_rule: super::client_rule(&args.client),
-        counting: setup.as_ref().map(|setup| Counting {
-            setup,
-            backend: &Machine,
-        }),
-        repeat,
-        interleave,
-        stop: &stop,
-        cell_state: Some(&super::smt::cell_state),
+    let session_on = |topo: &Topology, groups: Vec<Group<'_>>, saver: &mut RunSaver<'_>| {
+        Session {
+            topo,
+            cfg: &meta.config,
+            clock: &Monotonic,
+            client_rule: super::client_rule(&args.client),
+            counting: setup.as_ref().map(|setup| Counting {
+                setup,
+                backend: &Machine,
+            }),
+            repeat,
+            interleave,
+            stop: &stop,
+            cell_state: Some(&super::smt::cell_state),
+        }
+        .run(groups, saver)
     };
-    session.run(groups, &mut saver);
+    for group in groups {
+        let state = group[0].key.params.get(SMT_KEY).map(|s| s == "on");
+        let Some(on) = state else {
+            if session_on(&topo, vec![group], &mut saver) == Ended::Stopped {
+                break;
+            }
+            continue;
+        };
+        let now = match switch.as_mut() {
+            None => Err("SMT cannot be switched here".to_string()),
+            Some(sw) => sw.set(on).map_err(|e| e.to_string()).and_then(|()| {
+                smtlab_topology::discover(Path::new("/")).map_err(|e| e.to_string())
+            }),
+        };
+        let topo_now = match now {
+            Ok(t) => t,
+            Err(why) => {
+                let mut flow = ControlFlow::Continue(());
+                for c in &group {
+                    flow = saver.skipped(&SkippedCell {
+                        key: c.key.clone(),
+                        reason: format!("with SMT {}: {why}", if on { "on" } else { "off" }),
+                    });
+                    if flow.is_break() {
+                        break;
+                    }
+                }
+                if flow.is_break() {
+                    break;
+                }
+                continue;
+            }
+        };
+        // With SMT off the siblings are offline: placements are resolved anew.
+        let group: Group<'_> = group
+            .into_iter()
+            .map(|mut c| {
+                c.placement = smtlab_placement::parse(&c.key.placement)
+                    .and_then(|spec| smtlab_placement::resolve(&spec, &topo_now))
+                    .map_err(|e| format!("with SMT {}: {e}", if on { "on" } else { "off" }));
+                c
+            })
+            .collect();
+        if session_on(&topo_now, vec![group], &mut saver) == Ended::Stopped {
+            break;
+        }
+    }
+    if let Some(sw) = switch.take() {
+        sw.finish().context("cannot put the SMT state back")?;
+    }
     bar.finish_and_clear();
     // The lease is held until the run's status is written, then released.
     let RunSaver {
@@ -375,6 +453,28 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     };
     config.known_overheads = Some(measure_overheads(&Monotonic));
     config.counters = args.counters;
+    let mut cells = plan(suite, &benches, &placements, topo);
+    let mut states = smt_states(&args.smt)?;
+    if !states.is_empty() {
+        if placements.iter().any(|p| {
+            smtlab_placement::parse(p)
+                .and_then(|s| smtlab_placement::resolve(&s, topo))
+                .is_ok_and(|r| r.is_uniprocessor())
+        }) {
+            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
+        }
+        if let Some(why) = super::utilisation::switch_refusal(&smtlab_control::Sysfs::system()) {
+            notes.push(format!(
+                "--smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                args.smt.join(","),
+                topo.smt.control.as_deref().unwrap_or("absent")
+            ));
+            states.clear();
+        }
+    }
+    if !states.is_empty() {
+        cells = smt_plan(cells, &states);
+    }
     Ok(RunMeta {
         id: 0,
         started_unix_s: unix_now_s(),
@@ -385,9 +485,30 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
         environment: capture(topo),
         topology: topo.clone(),
         config,
-        plan: plan(suite, &benches, &placements, topo),
+        plan: cells,
         notes,
     })
+}
+
+/// `plan` with each benchmark and parameter set's cells once per SMT state, the states
+/// taking turns group by group.
+fn smt_plan(plan: Vec<CellKey>, states: &[bool]) -> Vec<CellKey> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < plan.len() {
+        let same = |k: &CellKey| k.benchmark == plan[i].benchmark && k.params == plan[i].params;
+        let n = plan[i..].iter().take_while(|k| same(k)).count();
+        for &on in states {
+            for k in &plan[i..i + n] {
+                let mut k = k.clone();
+                k.params
+                    .insert(SMT_KEY.into(), if on { "on" } else { "off" }.into());
+                out.push(k);
+            }
+        }
+        i += n;
+    }
+    out
 }
 
 /// The run to resume (`None`: the newest unfinished one), its cells not yet done, and
@@ -458,6 +579,34 @@ pub(crate) fn split_placements(args: &[String]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn smt_plan_takes_turns_per_group() {
+        let key = |b: &str, p: &str| CellKey {
+            benchmark: b.into(),
+            params: Default::default(),
+            placement: p.into(),
+        };
+        let plan = vec![key("a", "1c1t"), key("a", "2c1t"), key("b", "1c1t")];
+        let got: Vec<(String, String, String)> = smt_plan(plan, &[false, true])
+            .into_iter()
+            .map(|k| (k.benchmark, k.placement, k.params[SMT_KEY].clone()))
+            .collect();
+        let want = [
+            ("a", "1c1t", "off"),
+            ("a", "2c1t", "off"),
+            ("a", "1c1t", "on"),
+            ("a", "2c1t", "on"),
+            ("b", "1c1t", "off"),
+            ("b", "1c1t", "on"),
+        ];
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!((g.0.as_str(), g.1.as_str(), g.2.as_str()), w);
+        }
+    }
+
     #[test]
     fn placement_lists_keep_cpu_lists_whole() {
         let v = super::split_placements(&["1c1t,cpus=0,4-5,2c1t".into(), "all".into()]);

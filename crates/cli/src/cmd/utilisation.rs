@@ -61,7 +61,7 @@ pub struct UtilArgs {
 }
 
 /// Why SMT cannot be switched here, if it cannot.
-fn switch_refusal(sysfs: &Sysfs) -> Option<String> {
+pub(crate) fn switch_refusal(sysfs: &Sysfs) -> Option<String> {
     let state = match smtlab_control::state::read(sysfs) {
         Ok(s) => s,
         Err(e) => return Some(e.to_string()),

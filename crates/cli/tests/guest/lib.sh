@@ -150,3 +150,52 @@ corun_checks() {
   check "util: control restored" on "$(cat $C/smt/control)"
   check "util: online restored" "$all" "$(cat $C/online)"
 }
+
+# bench --smt both: the cells of both states, 1c2t skipped with SMT off, the side-by-side
+# table, the state put back afterwards and after kill -9 in the middle of the run.
+smt_both_checks() {
+  all=$(cat $C/online)
+  smtlab bench null-syscall --quick --max-samples 3 -p 1c1t -p 1c2t --smt both --json \
+    >/tmp/sb.json 2>/tmp/sb.err || { fail "bench --smt both --json exited with $?"; cat /tmp/sb.err; }
+  grep -q '"smt": "off"' /tmp/sb.json && grep -q '"smt": "on"' /tmp/sb.json \
+    && ok "bench --smt both: cells with SMT off and on" || { fail "bench --smt both: states missing"; head -c 2000 /tmp/sb.json; }
+  grep -q 'with SMT off' /tmp/sb.json && ok "bench --smt both: 1c2t skipped with SMT off" \
+    || fail "bench --smt both: no 1c2t skip with SMT off"
+  check "bench --smt both: control restored" on "$(cat $C/smt/control)"
+  check "bench --smt both: online restored" "$all" "$(cat $C/online)"
+  smtlab bench null-syscall --quick --max-samples 3 -p 1c1t --smt on,off >/tmp/sb.out 2>&1 \
+    && grep -q 'SMT off vs on' /tmp/sb.out && ok "bench --smt on,off: SMT off vs on table" \
+    || { fail "bench --smt on,off: no table"; cat /tmp/sb.out; }
+  check "bench --smt on,off: control restored" on "$(cat $C/smt/control)"
+  smtlab run --suite quick --bench null-syscall --placements 1c1t --smt both --db /tmp/rs.db \
+    >/tmp/rs.out 2>&1 || { fail "run --smt both exited with $?"; tail -n 5 /tmp/rs.out; }
+  smtlab report latest --json --db /tmp/rs.db >/tmp/rs.json 2>&1
+  grep -q '"smt": "off"' /tmp/rs.json && grep -q '"smt": "on"' /tmp/rs.json \
+    && ok "run --smt both: stored cells with SMT off and on" || { fail "run --smt both: states missing"; tail -n 5 /tmp/rs.out; }
+  smtlab report latest --db /tmp/rs.db 2>&1 | grep -q 'SMT off vs on' \
+    && ok "report of the run --smt both: SMT off vs on table" || fail "report: no SMT off vs on table"
+  check "run --smt both: control restored" on "$(cat $C/smt/control)"
+  check "run --smt both: online restored" "$all" "$(cat $C/online)"
+  smtlab exec --placements 1c1t --smt both --reps 2 --warmup 0 --db /tmp/es.db -- true >/tmp/es.out 2>&1 \
+    && grep -q 'SMT off vs on' /tmp/es.out && ok "exec --smt both: SMT off vs on table" \
+    || { fail "exec --smt both"; tail -n 5 /tmp/es.out; }
+  check "exec --smt both: control restored" on "$(cat $C/smt/control)"
+  smtlab run --bench null-syscall --placements 1c1t --smt off,on --db /tmp/rk.db >/dev/null 2>&1 &
+  pid=$!
+  wait_for $C/smt/control off 300 || fail "run --smt: SMT never went off"
+  kill -TERM "$pid"
+  wait "$pid"
+  check "run --smt SIGTERM: interrupted" 130 "$?"
+  check "run --smt SIGTERM: control restored" on "$(cat $C/smt/control)"
+  check "run --smt SIGTERM: online restored" "$all" "$(cat $C/online)"
+
+  smtlab bench null-syscall -p 1c1t --smt off,on >/dev/null 2>&1 &
+  pid=$!
+  wait_for $C/smt/control off 300 && ok "bench --smt: SMT off during the run" || fail "bench --smt: SMT never went off"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  wait_for $C/smt/control on 100
+  wait_for $C/online "$all" 100
+  check "bench --smt kill -9: control restored by the guardian" on "$(cat $C/smt/control)"
+  check "bench --smt kill -9: online restored by the guardian" "$all" "$(cat $C/online)"
+}

@@ -1,0 +1,155 @@
+//! SMT off against SMT on in one run (`--smt both`), in paper 001's Tables 4-6 layout:
+//! each cell's value with SMT off, with SMT on, the speed-up (on over off, the project's
+//! one speed-up) and the geometric mean of the speed-ups per benchmark group. Cells
+//! carry the state as the [`SMT_PARAM`] key parameter; a cell is paired with the cell of
+//! the other state that has the same benchmark, other parameters and placement.
+
+use std::fmt::Write as _;
+
+use smtlab_model::stats::{Ratio, geomean, speedup};
+use smtlab_model::{CellRecord, RunResults};
+
+use crate::fmt::{esc, num, params, speedup as speedup_text, text_table, times};
+
+pub use crate::utilisation::SMT_PARAM;
+
+/// One benchmark, parameter set and placement measured in both states.
+pub struct Row<'a> {
+    pub off: &'a CellRecord,
+    pub on: &'a CellRecord,
+    pub speedup: Ratio,
+}
+
+impl Row<'_> {
+    /// Benchmark and its parameters without the SMT state.
+    pub fn name(&self) -> String {
+        let mut p = self.off.params.clone();
+        p.remove(SMT_PARAM);
+        if p.is_empty() {
+            self.off.benchmark.clone()
+        } else {
+            format!("{} {}", self.off.benchmark, params(&p))
+        }
+    }
+}
+
+fn state(c: &CellRecord) -> Option<&str> {
+    // Utilisation curves carry the state too; they have their own section.
+    if c.params.contains_key(crate::utilisation::RATE_PARAM) {
+        return None;
+    }
+    c.params.get(SMT_PARAM).map(String::as_str)
+}
+
+/// The cells measured in both states, in the order of their SMT-off cells, and the
+/// geometric mean of the speed-ups per group (in the order groups first appear).
+pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
+    let mut rows = Vec::new();
+    let mut ratios: Vec<(String, Vec<f64>)> = Vec::new();
+    let rest = |c: &CellRecord| {
+        let mut p = c.params.clone();
+        p.remove(SMT_PARAM);
+        p
+    };
+    for off in cells.iter().filter(|c| state(c) == Some("off")) {
+        let Some(on) = cells.iter().find(|c| {
+            state(c) == Some("on")
+                && c.benchmark == off.benchmark
+                && c.placement_spec == off.placement_spec
+                && rest(c) == rest(off)
+        }) else {
+            continue;
+        };
+        let Some(r) = speedup(&off.result.summary, &on.result.summary, off.direction) else {
+            continue;
+        };
+        match ratios.iter_mut().find(|(g, _)| *g == off.group) {
+            Some((_, v)) => v.push(r.ratio),
+            None => ratios.push((off.group.clone(), vec![r.ratio])),
+        }
+        rows.push(Row {
+            off,
+            on,
+            speedup: r,
+        });
+    }
+    let means = ratios
+        .into_iter()
+        .filter_map(|(g, v)| geomean(&v).map(|m| (g, m)))
+        .collect();
+    (rows, means)
+}
+
+/// The terminal table, empty when no cell was measured in both states.
+pub fn text(cells: &[CellRecord]) -> String {
+    let (rows, means) = rows(cells);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.name(),
+                r.off.placement_spec.clone(),
+                format!("{} {}", num(r.off.result.summary.mean), r.off.unit),
+                format!("{} {}", num(r.on.result.summary.mean), r.on.unit),
+                speedup_text(&r.speedup),
+            ]
+        })
+        .collect();
+    for (group, m) in &means {
+        table.push(vec![
+            format!("geometric mean, {group}"),
+            String::new(),
+            String::new(),
+            String::new(),
+            format!("{}x", times(*m)),
+        ]);
+    }
+    let mut out = String::from("\nSMT off vs on (speed-up: on over off)\n");
+    out.push_str(&text_table(
+        &["benchmark", "placement", "SMT off", "SMT on", "speed-up"],
+        &table,
+        &[2, 3],
+    ));
+    out
+}
+
+/// The HTML section, or why the run has none.
+pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let (rows, means) = rows(&r.cells);
+    if rows.is_empty() {
+        return Err("no cell measured with SMT off and on in this run (--smt both)".into());
+    }
+    p.push_str(
+        "<section id=\"smt-states\"><h2>SMT off vs on</h2><p>Each cell measured with SMT \
+         off and with SMT on in this run, the states taking turns per benchmark; speed-up \
+         is on over off (above 1: SMT on is faster), with its 95% interval.</p><table><tr>\
+         <th>benchmark</th><th>placement</th><th>SMT off</th><th>SMT on</th>\
+         <th>speed-up</th></tr>",
+    );
+    for row in &rows {
+        let _ = write!(
+            p,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{} {}</td><td class=\"num\">{} {}</td><td>{}</td></tr>",
+            esc(&row.name()),
+            esc(&row.off.placement_spec),
+            num(row.off.result.summary.mean),
+            esc(&row.off.unit),
+            num(row.on.result.summary.mean),
+            esc(&row.on.unit),
+            esc(&speedup_text(&row.speedup)),
+        );
+    }
+    for (group, m) in &means {
+        let _ = write!(
+            p,
+            "<tr><th colspan=\"4\">geometric mean, {}</th><td>{}x</td></tr>",
+            esc(group),
+            times(*m)
+        );
+    }
+    p.push_str("</table></section>");
+    Ok(())
+}
