@@ -59,17 +59,27 @@ pub fn note(text: &str) {
     }
 }
 
-/// [`note`] broken between words at the width (the live commands' notes are long).
+/// [`note`] broken between words at the width (the live commands' notes are long) when
+/// standard error is a terminal; in a log or a pipe a note stays one line, so it can be
+/// found with grep.
 pub fn note_fit(text: &str) {
-    let fitted = crate::render::table::wrap(text, crate::render::table::Layout::term());
-    note(fitted.trim_end());
+    note(fit_for_stderr(text).trim_end());
+}
+
+fn fit_for_stderr(text: &str) -> String {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        crate::render::table::wrap(text, crate::render::table::Layout::term())
+    } else {
+        text.to_string()
+    }
 }
 
 /// [`note`] while a progress bar may be drawn: the bar is cleared for the line and
 /// drawn again under it.
 pub fn note_with(bar: &indicatif::ProgressBar, text: &str) {
     if !get().quiet {
-        let fitted = crate::render::table::wrap(text, crate::render::table::Layout::term());
+        let fitted = fit_for_stderr(text);
         bar.suspend(|| eprintln!("{}", fitted.trim_end()));
     }
 }
