@@ -1655,3 +1655,104 @@ mod store {
         );
     }
 }
+
+mod load {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    const BODY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    /// A keep-alive HTTP server on loopback that answers every request with `BODY` and
+    /// counts the requests it answered; stops when `stop` is set.
+    fn server(stop: Arc<AtomicBool>, served: Arc<AtomicU64>) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok((conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                };
+                conn.set_nonblocking(false).unwrap();
+                conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .unwrap();
+                let (stop, served) = (Arc::clone(&stop), Arc::clone(&served));
+                std::thread::spawn(move || {
+                    let mut out = conn.try_clone().unwrap();
+                    let mut lines = BufReader::new(conn);
+                    let mut line = String::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        line.clear();
+                        match lines.read_line(&mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) if line == "\r\n" => {
+                                let head = format!(
+                                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                                    BODY.len()
+                                );
+                                if out.write_all(head.as_bytes()).is_err()
+                                    || out.write_all(BODY).is_err()
+                                {
+                                    return;
+                                }
+                                served.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Ok(_) => {}
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn load_counts_the_requests_the_server_answered() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicU64::new(0));
+        let port = server(Arc::clone(&stop), Arc::clone(&served));
+        let out = smtlab()
+            .args(["load", &format!("http://127.0.0.1:{port}/x")])
+            .args(["-c", "2", "-d", "0.5", "--json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        stop.store(true, Ordering::Relaxed);
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["schema"], "smtlab.load/1");
+        let requests = v["requests"].as_u64().unwrap();
+        assert!(requests > 0, "{v}");
+        // Every counted request got its whole body, and none was counted twice.
+        assert_eq!(
+            v["body_bytes"].as_u64().unwrap(),
+            requests * BODY.len() as u64,
+            "{v}"
+        );
+        assert!(requests <= served.load(Ordering::Relaxed), "{v}");
+        assert!(
+            v["errors"].as_object().unwrap().values().all(|e| e == 0),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn other_hosts_and_bad_urls_are_one_line_errors() {
+        for (url, expect) in [
+            ("https://127.0.0.1/", "https is not supported"),
+            ("http:///", "no host"),
+            ("http://192.0.2.1:80/", "192.0.2.1"),
+        ] {
+            let out = smtlab().args(["load", url, "-d", "0.2"]).output().unwrap();
+            assert!(!out.status.success(), "{url}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(err.trim().lines().count(), 1, "{url}: {err}");
+            assert!(err.contains(expect), "{url}: {err}");
+        }
+    }
+}
