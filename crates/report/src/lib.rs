@@ -47,6 +47,8 @@ pub mod markdown;
 pub mod smt_states;
 pub mod svg;
 pub mod table1;
+#[cfg(test)]
+mod testutil;
 pub mod topo_svg;
 pub mod units;
 pub mod utilisation;

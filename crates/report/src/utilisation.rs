@@ -229,8 +229,7 @@ pub fn section(p: &mut String, r: &RunResults) {
 mod tests {
     use std::collections::BTreeMap;
 
-    use smtlab_model::result::{Calibration, StopReason, Warmup};
-    use smtlab_model::{CellResult, Direction, ResolvedPlacement, RunConfig, SampleRecord};
+    use smtlab_model::{Direction, SampleRecord};
 
     use super::*;
 
@@ -264,44 +263,8 @@ mod tests {
                 (SMT_PARAM.to_string(), smt.to_string()),
             ]),
             placement_spec: "1c2t".into(),
-            placement: ResolvedPlacement {
-                name: "1c2t".into(),
-                spec: "1c2t".into(),
-                cpus: vec![0, 1],
-                cores: 1,
-                threads_per_core: 2,
-                packages: 1,
-                core_order: Default::default(),
-                cpu_order: Default::default(),
-                core_kinds: Vec::new(),
-            },
-            result: CellResult {
-                iterations: 1,
-                calibration: Calibration {
-                    iterations: 1,
-                    fixed: true,
-                    tried: vec![],
-                    linear: None,
-                    linearity_ratio: None,
-                },
-                warmup: Warmup {
-                    samples: 0,
-                    elapsed_ns: 0,
-                },
-                clock_cost_ns: 0.0,
-                loop_cost_ns_per_iter: 0.0,
-                subtracted_ns_per_sample: 0.0,
-                samples,
-                summary: stats::summarize(achieved).unwrap(),
-                converged: true,
-                stop_reason: StopReason::Converged,
-                cpu_rate: None,
-                series: BTreeMap::new(),
-                start_spread_ns: None,
-                wall_ns: 1,
-                config: RunConfig::default(),
-                rounds: Vec::new(),
-            },
+            placement: crate::testutil::placement("1c2t", "1c2t", 1, 2),
+            result: crate::testutil::result(samples, achieved),
             counters: None,
         }
     }

@@ -1,7 +1,6 @@
 use std::collections::BTreeMap;
 
-use smtlab_model::result::{Calibration, StopReason, Warmup};
-use smtlab_model::{CellRecord, CellResult, Direction, ResolvedPlacement, RunConfig, SampleRecord};
+use smtlab_model::{CellRecord, Direction, SampleRecord};
 
 use super::*;
 
@@ -42,44 +41,8 @@ fn cell(
             (PARTNER_PARAM.to_string(), partner.to_string()),
         ]),
         placement_spec: format!("corun-{}", form.name()),
-        placement: ResolvedPlacement {
-            name: format!("corun-{}", form.name()),
-            spec: "cpus:0,1".into(),
-            cpus: vec![0, 1],
-            cores: 2,
-            threads_per_core: 1,
-            packages: 1,
-            core_order: Default::default(),
-            cpu_order: Default::default(),
-            core_kinds: Vec::new(),
-        },
-        result: CellResult {
-            iterations: 1,
-            calibration: Calibration {
-                iterations: 1,
-                fixed: true,
-                tried: vec![],
-                linear: None,
-                linearity_ratio: None,
-            },
-            warmup: Warmup {
-                samples: 0,
-                elapsed_ns: 0,
-            },
-            clock_cost_ns: 0.0,
-            loop_cost_ns_per_iter: 0.0,
-            subtracted_ns_per_sample: 0.0,
-            samples,
-            summary: stats::summarize(values).unwrap(),
-            converged: true,
-            stop_reason: StopReason::Converged,
-            cpu_rate: None,
-            series: BTreeMap::new(),
-            start_spread_ns: None,
-            wall_ns: 1,
-            config: RunConfig::default(),
-            rounds: Vec::new(),
-        },
+        placement: crate::testutil::placement(&format!("corun-{}", form.name()), "cpus:0,1", 2, 1),
+        result: crate::testutil::result(samples, values),
         counters: None,
     }
 }
