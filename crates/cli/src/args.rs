@@ -475,6 +475,11 @@ pub struct LoadArgs {
     /// A request without a complete response after this many seconds is an error.
     #[arg(long, default_value = "10", value_name = "SECS")]
     pub timeout: String,
+    /// Microseconds a client thread keeps polling after answers came in before it
+    /// sleeps (0: sleep at once). Polling spares the server's CPU the wake-ups of a
+    /// sleeping client; give 0 when the client shares CPUs with the server.
+    #[arg(long, default_value = "0", value_name = "US")]
+    pub busy_poll: String,
     /// Print JSON (`smtlab.load/1`) instead of text.
     #[arg(long)]
     pub json: bool,

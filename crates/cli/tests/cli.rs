@@ -1755,4 +1755,24 @@ mod load {
             assert!(err.contains(expect), "{url}: {err}");
         }
     }
+
+    #[test]
+    fn bad_load_settings_are_one_line_errors() {
+        for (args, expect) in [
+            (&["--busy-poll", "soon"][..], "--busy-poll"),
+            (&["--busy-poll", "2000000"][..], "--busy-poll"),
+            (&["--rate", "0"][..], "--rate"),
+            (&["-c", "0"][..], "-c 0"),
+        ] {
+            let out = smtlab()
+                .args(["load", "http://127.0.0.1:9/", "-d", "0.2"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains(expect), "{args:?}: {err}");
+        }
+    }
 }

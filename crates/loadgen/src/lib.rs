@@ -62,6 +62,13 @@ pub struct LoadConfig {
     /// Most requests started, over all threads.
     pub max_requests: u64,
     pub seed: u64,
+    /// After a turn of the event loop that found work, how long a client thread keeps
+    /// polling before it sleeps. A sleeping client is woken by the server's CPU for each
+    /// response (on loopback that wake-up, an inter-processor interrupt, is paid by the
+    /// server), so on a CPU of its own the client should not sleep while answers keep
+    /// coming. Zero when the client shares CPUs or cores with the server: its polling
+    /// would take their time.
+    pub busy_poll: Duration,
 }
 
 impl LoadConfig {
@@ -80,6 +87,7 @@ impl LoadConfig {
             timeout: Duration::from_secs(10),
             max_requests: u64::MAX,
             seed: 1,
+            busy_poll: Duration::ZERO,
         }
     }
 }
@@ -287,6 +295,7 @@ impl ClientPool {
                     + u64::from((t as u64) < cfg.max_requests % cfg.threads as u64),
                 seed: cfg.seed.wrapping_add(t as u64 * 7919),
                 first_conn: first,
+                busy_poll_ns: cfg.busy_poll.as_nanos() as u64,
             };
             first += conns;
             let (mix, done) = (mix.clone(), done_tx.clone());

@@ -181,9 +181,12 @@ fn load(cfg: &LoadConfig, expect: Option<u64>) -> LoadReport {
 #[test]
 fn a_good_server_gets_exactly_the_requests_asked_for() {
     let srv = serve(Behaviour::Good(1000));
-    for keep_alive in [true, false] {
+    // Busy polling changes when the thread sleeps, never what it counts.
+    for (keep_alive, poll_us) in [(true, 0), (false, 0), (true, 200), (false, 200)] {
         let before = srv.served.load(Ordering::SeqCst);
-        let r = load(&bounded(srv.addr, 4, 200, keep_alive), Some(1000));
+        let mut cfg = bounded(srv.addr, 4, 200, keep_alive);
+        cfg.busy_poll = Duration::from_micros(poll_us);
+        let r = load(&cfg, Some(1000));
         assert_eq!(r.error_count(), 0, "{}", r.errors_line());
         assert_eq!(r.requests, 200);
         assert_eq!(r.body_bytes, 200 * 1000);
@@ -276,6 +279,23 @@ fn an_open_loop_keeps_its_rate_and_sees_a_stall_in_its_high_percentiles() {
         p.p90_ns
     );
     assert!(p.max_ns >= 400_000_000, "max {}", p.max_ns);
+}
+
+#[test]
+fn a_polling_open_loop_keeps_its_schedule() {
+    // A poll window longer than the gap between requests: the thread never sleeps, and
+    // the timers must still start each request when it is due, not all at once.
+    let srv = serve(Behaviour::Good(10));
+    let mut cfg = LoadConfig::new(srv.addr, 2, Duration::from_millis(600));
+    cfg.rate_per_s = Some(500.0);
+    cfg.busy_poll = Duration::from_millis(20);
+    let r = load(&cfg, Some(10));
+    assert_eq!(r.error_count(), 0, "{}", r.errors_line());
+    assert!(
+        (200..=360).contains(&r.requests),
+        "600 ms at 500/s gave {} requests",
+        r.requests
+    );
 }
 
 #[test]

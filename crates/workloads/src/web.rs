@@ -302,6 +302,9 @@ impl Benchmark for WebStatic {
         // Connections ramp up in the first moments of a sample: not counted.
         cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
         cfg.timeout = Duration::from_secs(10);
+        if client_cores_apart(client.cpus(), &ctx.placement.cpus, ctx.topology) {
+            cfg.busy_poll = CLIENT_BUSY_POLL;
+        }
         Ok(Box::new(WebInstance {
             cfg,
             mix: Arc::new(mix),
@@ -311,6 +314,24 @@ impl Benchmark for WebStatic {
             seed: 1,
         }))
     }
+}
+
+/// How long a client thread on cores of its own polls before sleeping (see
+/// `LoadConfig::busy_poll`): long enough to bridge the gaps between answers of a busy
+/// server, so the server's CPUs do not spend time waking the client.
+pub(crate) const CLIENT_BUSY_POLL: Duration = Duration::from_micros(50);
+
+/// Whether no client CPU shares a core with a server CPU: only then may the client
+/// poll, as its polling would otherwise take cycles from the server's core.
+pub(crate) fn client_cores_apart(
+    client: &smtlab_model::CpuSet,
+    server: &[u32],
+    topo: &smtlab_model::Topology,
+) -> bool {
+    client.iter().all(|c| match topo.core_of(c) {
+        Some(core) => server.iter().all(|&s| !core.cpus.contains(s)),
+        None => !server.contains(&c),
+    })
 }
 
 struct WebInstance {

@@ -98,6 +98,13 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     cfg.timeout = timeout;
     cfg.keep_alive = !a.close;
     cfg.rate_per_s = a.rate.as_deref().map(rate).transpose()?;
+    cfg.busy_poll = match a.busy_poll.trim().trim_end_matches("us").parse::<u64>() {
+        Ok(us) if us <= 1_000_000 => Duration::from_micros(us),
+        _ => bail!(
+            "--busy-poll {:?}: expected microseconds from 0 to 1000000, e.g. 50",
+            a.busy_poll
+        ),
+    };
     let mix = Arc::new(Mix::single(RequestSpec::get(path), &host, cfg.keep_alive));
     let pin = if cpus.is_empty() {
         Pinning::Unpinned
@@ -144,9 +151,14 @@ fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> String 
                 .join(",")
         )
     };
+    let poll = if cfg.busy_poll.is_zero() {
+        String::new()
+    } else {
+        format!(", polling {} us", cfg.busy_poll.as_micros())
+    };
     let p = r.percentiles();
     let mut s = format!(
-        "smtlab load {}: {} connections ({mode}), {lp}, {} thread(s) {on}, {:.1} s measured\n",
+        "smtlab load {}: {} connections ({mode}), {lp}, {} thread(s) {on}{poll}, {:.1} s measured\n",
         a.url,
         cfg.connections,
         cfg.threads,
@@ -196,6 +208,7 @@ fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> serde_j
         "cpus": cpus,
         "keep_alive": cfg.keep_alive,
         "rate_per_s": cfg.rate_per_s,
+        "busy_poll_ns": cfg.busy_poll.as_nanos() as u64,
         "window_ns": r.window_ns,
         "requests": r.requests,
         "requests_per_s": r.requests_per_s(),

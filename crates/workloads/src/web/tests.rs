@@ -532,3 +532,17 @@ fn apache_answers_the_dynamic_requests_through_cgi() {
         );
     }
 }
+
+#[test]
+fn the_client_polls_only_on_cores_of_its_own() {
+    use smtlab_model::CpuSet;
+    // Two cores with siblings numbered as Intel does: core 0 = CPUs 0,2; core 1 = 1,3.
+    let topo = smtlab_fixtures::build::intel(1, 2, 2);
+    let set = |l: &str| CpuSet::parse_list(l).unwrap();
+    assert!(super::client_cores_apart(&set("1"), &[0], &topo));
+    assert!(super::client_cores_apart(&set("1,3"), &[0, 2], &topo));
+    // A sibling of a server CPU, or a server CPU itself: no polling.
+    assert!(!super::client_cores_apart(&set("2"), &[0], &topo));
+    assert!(!super::client_cores_apart(&set("1,2"), &[0], &topo));
+    assert!(!super::client_cores_apart(&set("0"), &[0], &topo));
+}
