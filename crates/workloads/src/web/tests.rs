@@ -720,7 +720,8 @@ fn the_event_server_answers_many_concurrent_cgi_requests_and_leaves_nothing() {
 }
 
 #[test]
-fn the_event_server_kills_the_cgi_program_when_the_client_leaves_or_the_server_stops() {
+fn the_event_server_kills_the_cgi_program_when_the_client_leaves_it_times_out_or_the_server_stops()
+{
     let set = FileSet::generate(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let started = dir.path().join("started");
@@ -729,14 +730,11 @@ fn the_event_server_kills_the_cgi_program_when_the_client_leaves_or_the_server_s
         "sleep 30 & {}; wait; echo 'smtlab cgi page'",
         write_whole("\"$$ $!\"", &started)
     );
-    let server = builtin::EventServer::start(
-        dynamic_docs(&set, Some(&script)),
-        &server_cpus(),
-        ServerOpts::default(),
-    )
-    .unwrap();
-    let addr = server.addr();
-    let start_one = || {
+    let start = |opts| {
+        builtin::EventServer::start(dynamic_docs(&set, Some(&script)), &server_cpus(), opts)
+            .unwrap()
+    };
+    let start_one = |addr| {
         let _ = std::fs::remove_file(&started);
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(b"GET /dyn/cgi HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -746,19 +744,32 @@ fn the_event_server_kills_the_cgi_program_when_the_client_leaves_or_the_server_s
         let (sh, sleep): (u32, u32) = (sh.parse().unwrap(), sleep.parse().unwrap());
         (s, sh, sleep, stdout_pipe(sh))
     };
+    let server = start(ServerOpts::default());
     // The client hangs up.
-    let (s, sh, sleep, pipe) = start_one();
+    let (s, sh, sleep, pipe) = start_one(server.addr());
     drop(s);
     wait_gone(sh, false);
     wait_gone(sleep, true);
     assert!(!holds_fd(&pipe), "the CGI pipe {pipe:?} is still open");
     // The server stops: by the time the drop returns, the child is reaped.
-    let (s, sh, sleep, pipe) = start_one();
+    let (s, sh, sleep, pipe) = start_one(server.addr());
     drop(server);
     assert_eq!(proc_state(sh), None, "CGI child {sh} outlived its server");
     wait_gone(sleep, true);
     assert!(!holds_fd(&pipe), "the CGI pipe {pipe:?} is still open");
     drop(s);
+    // The program outlasts the idle timeout: the connection is closed, the program killed.
+    let server = start(ServerOpts {
+        idle_timeout: Duration::from_millis(300),
+        ..ServerOpts::default()
+    });
+    let (mut s, sh, sleep, pipe) = start_one(server.addr());
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(s.read(&mut b).unwrap_or(0), 0, "no close after the timeout");
+    wait_gone(sh, false);
+    wait_gone(sleep, true);
+    assert!(!holds_fd(&pipe), "the CGI pipe {pipe:?} is still open");
 }
 
 /// A response with every run of digits (pids, lengths) replaced by `#`.
