@@ -1,4 +1,4 @@
-//! The built-in servers: the same file set served by two architectures of the paper's
+//! The built-in servers: the same file set served by three architectures of the paper's
 //! servers, on the placement's CPUs.
 //!
 //! * [`EventServer`] (`event`): one non-blocking epoll loop per placement CPU, each with
