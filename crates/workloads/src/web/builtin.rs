@@ -1,4 +1,4 @@
-//! The built-in servers: the same file set served by two architectures of the paper's
+//! The built-in servers: the same file set served by three architectures of the paper's
 //! servers, on the placement's CPUs.
 //!
 //! * [`EventServer`] (`event`): one non-blocking epoll loop per placement CPU, each with
@@ -6,7 +6,17 @@
 //! * [`ThreadServer`] (`threads`): an acceptor and a thread per connection, blocking
 //!   I/O, bounded in number (Apache worker, the paper's Apache-MT).
 //!
-//! Both serve only the file set's URLs (a table lookup after [`super::request::parse`]
+//! * [`ProcessServer`] (`processes`): pre-forked worker processes, one connection each
+//!   at a time (Apache prefork).
+//!
+//! With the dynamic requests on, `/dyn/cgi` starts a process per request. The threads
+//! and processes servers wait for it in the connection's thread or process; the event
+//! server starts it without waiting (its stdout a non-blocking pipe in the loop's epoll,
+//! the child on the loop's CPU as it inherits the loop thread's affinity), answers when
+//! the pipe reaches end of file, reaps it without blocking, and kills its process group
+//! when the client goes away, the connection times out or the server stops.
+//!
+//! All serve only the file set's URLs (a table lookup after [`super::request::parse`]
 //! refused every odd spelling), answer malformed requests with 400, close connections
 //! whose request head is not complete within the idle timeout (slowloris) or that sit
 //! idle that long, hold no buffer for an idle connection, and stop (closing every
@@ -17,6 +27,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -24,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use smtlab_model::CpuSet;
 
+use super::dynamic::Dynamic;
 use super::fileset::FileSet;
 use super::request::{self, Method, Reject, Request};
 
@@ -95,28 +107,35 @@ struct Reply {
     keep_alive: bool,
 }
 
+/// The reply to a dynamic request from its page (or refusal): one function for the
+/// pages computed in place and those the event server collects from a CGI child, so
+/// every server sends the same bytes.
+fn dynamic_reply(req: &Request, answer: Result<Vec<u8>, Reject>) -> Reply {
+    match answer {
+        Ok(page) => {
+            let mut head = response_head(200, "OK", page.len() as u64, req.keep_alive);
+            if req.method != Method::Head {
+                head.extend_from_slice(&page);
+            }
+            Reply {
+                head,
+                file: None,
+                keep_alive: req.keep_alive,
+            }
+        }
+        Err(rej) => Reply {
+            head: error_response(rej),
+            file: None,
+            keep_alive: false,
+        },
+    }
+}
+
 fn reply(docs: &Docs, req: &Request, body: &[u8]) -> Reply {
     if let Some(d) = &docs.dynamic
         && req.path.starts_with("/dyn/")
     {
-        return match d.answer(req, body) {
-            Ok(page) => {
-                let mut head = response_head(200, "OK", page.len() as u64, req.keep_alive);
-                if req.method != Method::Head {
-                    head.extend_from_slice(&page);
-                }
-                Reply {
-                    head,
-                    file: None,
-                    keep_alive: req.keep_alive,
-                }
-            }
-            Err(rej) => Reply {
-                head: error_response(rej),
-                file: None,
-                keep_alive: false,
-            },
-        };
+        return dynamic_reply(req, d.answer(req, body));
     }
     let found = docs.files.get(&req.path);
     let opened = found.and_then(|(p, size)| std::fs::File::open(p).ok().map(|f| (f, *size)));
@@ -249,8 +268,19 @@ impl Drop for EventServer {
     }
 }
 
+/// A CGI child of the event loop whose page is still coming.
+struct CgiRun {
+    child: Child,
+    /// Its stdout, non-blocking, in the loop's epoll under [`PIPE`] | connection.
+    out: ChildStdout,
+    page: Vec<u8>,
+    req: Request,
+}
+
 enum EState {
     Reading,
+    /// Waiting for a CGI child's page; the connection is watched for hang-ups only.
+    Cgi(Box<CgiRun>),
     Sending {
         head: Vec<u8>,
         head_off: usize,
@@ -279,9 +309,27 @@ struct EventLoop {
     open: usize,
     origin: Instant,
     scratch: Vec<u8>,
+    /// CGI children that were killed or closed their stdout and are not reaped yet.
+    reaping: Vec<Child>,
 }
 
 const LISTENER: u64 = u64::MAX;
+/// Marks a CGI pipe's epoll token (the rest is its connection's index).
+const PIPE: u64 = 1 << 62;
+
+fn set_events(epfd: RawFd, fd: RawFd, token: u64, events: i32) {
+    let mut ev = libc::epoll_event {
+        events: events as u32,
+        u64: token,
+    };
+    unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+}
+
+/// Kills a CGI child's whole process group (the shell and what it started). Only for a
+/// child not reaped yet, so its pid, and with it the group id, cannot have been reused.
+fn kill_cgi(child: &Child) {
+    unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
+}
 
 impl EventLoop {
     fn new(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts) -> io::Result<Self> {
@@ -304,6 +352,7 @@ impl EventLoop {
             open: 0,
             origin: Instant::now(),
             scratch: vec![0; 16 * 1024],
+            reaping: Vec::new(),
         })
     }
 
@@ -318,9 +367,14 @@ impl EventLoop {
                 let (key, flags) = (ev.u64, ev.events);
                 if key == LISTENER {
                     self.accept_all();
+                } else if key & PIPE != 0 {
+                    self.on_pipe((key & !PIPE) as usize);
                 } else {
                     self.on_event(key as usize, flags);
                 }
+            }
+            if !self.reaping.is_empty() {
+                self.reap();
             }
             let now = now_ns(self.origin);
             if now - last_sweep > 200_000_000 {
@@ -392,9 +446,143 @@ impl EventLoop {
                 libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, c.fd, std::ptr::null_mut());
                 libc::close(c.fd);
             }
+            if let EState::Cgi(run) = c.state {
+                // Nobody will read the page: the child and what it started go now.
+                kill_cgi(&run.child);
+                self.end_cgi(*run);
+            }
             self.free.push(i);
             self.open -= 1;
         }
+    }
+
+    /// Takes a CGI run's pipe out of the loop and closes it; the child is reaped now if it
+    /// has ended, otherwise by [`Self::reap`].
+    fn end_cgi(&mut self, run: CgiRun) -> (Vec<u8>, Request) {
+        let CgiRun {
+            mut child,
+            out,
+            page,
+            req,
+        } = run;
+        unsafe {
+            libc::epoll_ctl(
+                self.epfd,
+                libc::EPOLL_CTL_DEL,
+                out.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
+        };
+        drop(out);
+        if !matches!(child.try_wait(), Ok(Some(_))) {
+            self.reaping.push(child);
+        }
+        (page, req)
+    }
+
+    /// Reaps the CGI children that have ended, without waiting.
+    fn reap(&mut self) {
+        self.reaping
+            .retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+    }
+
+    /// Starts the CGI child for `req` on connection `i` and returns at once; the page is
+    /// sent by [`Self::on_pipe`] when the child's stdout reaches end of file.
+    fn start_cgi(&mut self, i: usize, req: Request) {
+        let Some(d) = &self.docs.dynamic else {
+            return;
+        };
+        // Spawned from this (pinned) thread, the child inherits the loop's CPU.
+        let Ok(mut child) = d.cgi_command().stdout(Stdio::piped()).spawn() else {
+            // As the waiting servers answer a CGI program that cannot start.
+            self.respond(i, dynamic_reply(&req, Err(Reject::NotFound)));
+            return;
+        };
+        let Some(out) = child.stdout.take() else {
+            kill_cgi(&child);
+            self.reaping.push(child);
+            self.close(i);
+            return;
+        };
+        let pfd = out.as_raw_fd();
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: PIPE | i as u64,
+        };
+        let registered = unsafe {
+            let flags = libc::fcntl(pfd, libc::F_GETFL);
+            libc::fcntl(pfd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+                && libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, pfd, &mut ev) == 0
+        };
+        if !registered {
+            kill_cgi(&child);
+            self.reaping.push(child);
+            self.close(i);
+            return;
+        }
+        let now = now_ns(self.origin);
+        let epfd = self.epfd;
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        // No EPOLLIN while the page is made: a pipelined request waits in the socket
+        // (level-triggered, it shows again afterwards); a hang-up still shows.
+        set_events(epfd, c.fd, i as u64, libc::EPOLLRDHUP);
+        c.want_out = false;
+        c.state = EState::Cgi(Box::new(CgiRun {
+            child,
+            out,
+            page: Vec::new(),
+            req,
+        }));
+        c.since_ns = now;
+    }
+
+    /// Reads what a CGI child wrote; at end of file, sends the page.
+    fn on_pipe(&mut self, i: usize) {
+        let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        let EState::Cgi(run) = &mut c.state else {
+            return;
+        };
+        let failed = loop {
+            let n = unsafe {
+                libc::read(
+                    run.out.as_raw_fd(),
+                    self.scratch.as_mut_ptr().cast(),
+                    self.scratch.len(),
+                )
+            };
+            if n > 0 {
+                run.page.extend_from_slice(&self.scratch[..n as usize]);
+                continue;
+            }
+            if n == 0 {
+                break false;
+            }
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN) => return,
+                Some(libc::EINTR) => {}
+                _ => break true,
+            }
+        };
+        let EState::Cgi(run) = std::mem::replace(&mut c.state, EState::Reading) else {
+            return;
+        };
+        let fd = c.fd;
+        if failed {
+            kill_cgi(&run.child);
+        }
+        let (page, req) = self.end_cgi(*run);
+        // Reading again (and writing when `send` needs to).
+        smtlab_loadgen::epoll::set_interest(self.epfd, fd, i, false);
+        let answer = if failed {
+            Err(Reject::NotFound)
+        } else {
+            Ok(page)
+        };
+        self.respond(i, dynamic_reply(&req, answer));
     }
 
     fn set_out(&mut self, i: usize, out: bool) {
@@ -413,6 +601,12 @@ impl EventLoop {
             return;
         };
         match c.state {
+            EState::Cgi(_) => {
+                // The client went away (nginx aborts its upstream request likewise).
+                if flags & (libc::EPOLLERR | libc::EPOLLHUP | libc::EPOLLRDHUP) as u32 != 0 {
+                    self.close(i);
+                }
+            }
             EState::Sending { .. } => {
                 if flags & (libc::EPOLLERR | libc::EPOLLHUP) as u32 != 0 {
                     self.close(i);
@@ -449,28 +643,43 @@ impl EventLoop {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
-        let (head, file, keep_alive, used) = match request::parse(&c.buf) {
+        let (r, used) = match request::parse(&c.buf) {
             Ok(None) => return,
             Ok(Some(req)) => {
                 let used = req.head_len + req.content_length as usize;
                 if c.buf.len() < used {
                     return;
                 }
-                let r = reply(&self.docs, &req, &c.buf[req.head_len..used]);
-                (r.head, r.file, r.keep_alive, used)
+                if self.docs.dynamic.is_some() && Dynamic::is_cgi(&req) {
+                    consume(&mut c.buf, used);
+                    self.start_cgi(i, req);
+                    return;
+                }
+                (reply(&self.docs, &req, &c.buf[req.head_len..used]), used)
             }
-            Err(rej) => (error_response(rej), None, false, c.buf.len()),
+            Err(rej) => (
+                Reply {
+                    head: error_response(rej),
+                    file: None,
+                    keep_alive: false,
+                },
+                c.buf.len(),
+            ),
         };
-        c.buf.drain(..used);
-        if c.buf.is_empty() && c.buf.capacity() > 0 {
-            c.buf = Vec::new();
-        }
+        consume(&mut c.buf, used);
+        self.respond(i, r);
+    }
+
+    fn respond(&mut self, i: usize, r: Reply) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
         c.state = EState::Sending {
-            head,
+            head: r.head,
             head_off: 0,
-            file,
+            file: r.file,
             off: 0,
-            keep_alive,
+            keep_alive: r.keep_alive,
         };
         c.since_ns = now_ns(self.origin);
         self.send(i);
@@ -570,7 +779,21 @@ impl Drop for EventLoop {
         for i in 0..self.conns.len() {
             self.close(i);
         }
+        // Killed already or done with their output: waiting for them is short.
+        for mut child in self.reaping.drain(..) {
+            kill_cgi(&child);
+            let _ = child.wait();
+        }
         unsafe { libc::close(self.epfd) };
+    }
+}
+
+/// Drops the first `used` bytes of a connection's buffer, and the buffer itself when
+/// nothing is left (an idle connection holds none).
+fn consume(buf: &mut Vec<u8>, used: usize) {
+    buf.drain(..used);
+    if buf.is_empty() && buf.capacity() > 0 {
+        *buf = Vec::new();
     }
 }
 

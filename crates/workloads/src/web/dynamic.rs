@@ -7,14 +7,19 @@
 //!   page naming it, as SPECweb99's rotation does work per request).
 //! * `POST /dyn/post`: the body is appended to a log file (one write, under a lock).
 //! * `GET /dyn/cgi`: CGI style, a new process per request (`/bin/sh -c` printing the
-//!   page), so the server pays a fork and an exec.
+//!   page), so the server pays a fork and an exec. [`Dynamic::cgi_command`] is the one
+//!   command both ways of running it use: [`Dynamic::answer`] waits for it (a thread or
+//!   process per connection blocks, as Apache's do), the event server reads its output
+//!   from its epoll loop without waiting (as Flash's helpers and nginx's FastCGI do).
 //!
 //! The load sends 70% static requests (the SPECweb96 mix), 16% ad rotations, 12%
 //! posts and 2% CGI requests.
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use smtlab_loadgen::RequestSpec;
@@ -22,6 +27,9 @@ use smtlab_loadgen::RequestSpec;
 use super::request::{Method, Reject, Request};
 
 const ADS: u32 = 360;
+
+/// The CGI program: a small page and the pid of the process that made it.
+const CGI_SCRIPT: &str = "echo 'smtlab cgi page'; echo \"pid $$\"";
 
 /// Shares of the whole mix.
 pub const STATIC_SHARE: f64 = 0.70;
@@ -41,6 +49,7 @@ fn mix32(x: u32) -> u32 {
 #[derive(Debug)]
 pub struct Dynamic {
     log: Mutex<File>,
+    cgi_script: String,
 }
 
 impl Dynamic {
@@ -50,7 +59,35 @@ impl Dynamic {
             .create(true)
             .append(true)
             .open(log)?;
-        Ok(Dynamic { log: Mutex::new(f) })
+        Ok(Dynamic {
+            log: Mutex::new(f),
+            cgi_script: CGI_SCRIPT.into(),
+        })
+    }
+
+    /// Runs `script` for `/dyn/cgi` instead of the page (tests: slow or observable CGI).
+    #[cfg(test)]
+    pub(crate) fn with_cgi_script(mut self, script: &str) -> Dynamic {
+        self.cgi_script = script.into();
+        self
+    }
+
+    /// Whether `req` is answered by the CGI program.
+    pub fn is_cgi(req: &Request) -> bool {
+        matches!(req.method, Method::Get | Method::Head) && req.path == "/dyn/cgi"
+    }
+
+    /// The CGI program for one request; its stdout is the page. It leads a process group
+    /// of its own, so whatever it starts can be killed with it. Standard output is left
+    /// to the caller (`output()` captures it, a spawn for the event loop pipes it).
+    pub fn cgi_command(&self) -> Command {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(&self.cgi_script)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        cmd
     }
 
     pub fn answer(&self, req: &Request, body: &[u8]) -> Result<Vec<u8>, Reject> {
@@ -63,13 +100,8 @@ impl Dynamic {
                 log.write_all(&line).map_err(|_| Reject::Bad)?;
                 Ok(format!("posted {} bytes\n", body.len()).into_bytes())
             }
-            (Method::Get | Method::Head, "/dyn/cgi") => {
-                let out = std::process::Command::new("/bin/sh")
-                    .arg("-c")
-                    .arg("echo 'smtlab cgi page'; echo \"pid $$\"")
-                    .stdin(std::process::Stdio::null())
-                    .output()
-                    .map_err(|_| Reject::NotFound)?;
+            _ if Self::is_cgi(req) => {
+                let out = self.cgi_command().output().map_err(|_| Reject::NotFound)?;
                 Ok(out.stdout)
             }
             (Method::Post, _) | (_, "/dyn/post") => Err(Reject::Method),

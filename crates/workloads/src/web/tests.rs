@@ -546,3 +546,304 @@ fn the_client_polls_only_on_cores_of_its_own() {
     assert!(!super::client_cores_apart(&set("1,2"), &[0], &topo));
     assert!(!super::client_cores_apart(&set("0"), &[0], &topo));
 }
+
+/// Docs with the dynamic requests, the CGI program replaced by `script` when given.
+fn dynamic_docs(set: &FileSet, script: Option<&str>) -> builtin::Docs {
+    let mut d = dynamic::Dynamic::new(&set.root().join("post.log")).unwrap();
+    if let Some(s) = script {
+        d = d.with_cgi_script(s);
+    }
+    builtin::Docs::from_set(set).with_dynamic(d)
+}
+
+/// The file's text once it exists (the scripts write it with a rename, so whole).
+fn wait_for_file(path: &std::path::Path) -> String {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{} did not appear within 10 s", path.display());
+}
+
+/// A shell line that writes `text` to `path` whole.
+fn write_whole(text: &str, path: &std::path::Path) -> String {
+    let p = path.display();
+    format!("echo {text} > '{p}.tmp' && mv '{p}.tmp' '{p}'")
+}
+
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim().chars().next()
+}
+
+/// Waits (bounded) until `pid` is gone, or only a zombie if `zombie_ok` (an orphan
+/// whose reaping is up to whoever adopted it).
+fn wait_gone(pid: u32, zombie_ok: bool) {
+    let start = Instant::now();
+    loop {
+        match proc_state(pid) {
+            None => return,
+            Some('Z') if zombie_ok => return,
+            state => assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "process {pid} still there 5 s after its request ended ({state:?})"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether this process still holds a descriptor to `target` (such as `pipe:[123]`).
+fn holds_fd(target: &std::path::Path) -> bool {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == target))
+}
+
+fn stdout_pipe(pid: u32) -> std::path::PathBuf {
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/1")).unwrap();
+    assert!(link.to_string_lossy().starts_with("pipe:"), "{link:?}");
+    link
+}
+
+#[test]
+fn the_event_server_serves_static_requests_while_a_cgi_request_runs() {
+    let set = FileSet::generate(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (started, go) = (dir.path().join("started"), dir.path().join("go"));
+    // The CGI program waits (at most ~10 s) until the test lets it finish, then reports
+    // the CPUs it may run on.
+    let script = format!(
+        "{}; i=0; while [ ! -e '{}' ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; \
+         echo 'smtlab cgi page'; grep Cpus_allowed_list /proc/$$/status",
+        write_whole("$$", &started),
+        go.display()
+    );
+    let server = builtin::EventServer::start(
+        dynamic_docs(&set, Some(&script)),
+        &server_cpus(),
+        ServerOpts::default(),
+    )
+    .unwrap();
+    let addr = server.addr();
+    let mut cgi = TcpStream::connect(addr).unwrap();
+    cgi.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    cgi.write_all(b"GET /dyn/cgi HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let pid: u32 = wait_for_file(&started).trim().parse().unwrap();
+    let pipe = stdout_pipe(pid);
+
+    // The only loop is busy with nothing: a static request is answered at once.
+    let f = &set.files[0];
+    let mut st = TcpStream::connect(addr).unwrap();
+    st.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    st.write_all(format!("GET {} HTTP/1.0\r\n\r\n", f.url).as_bytes())
+        .unwrap();
+    let mut resp = Vec::new();
+    let _ = st.read_to_end(&mut resp);
+    assert_eq!(
+        status(&resp),
+        200,
+        "no static answer while a CGI request was running"
+    );
+    assert_eq!(fnv1a(body(&resp), FNV_START), f.checksum);
+    cgi.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    let early = cgi.read(&mut b);
+    assert!(
+        matches!(&early, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the CGI answer came before the program finished: {early:?}"
+    );
+    cgi.set_nonblocking(false).unwrap();
+
+    std::fs::write(&go, b"").unwrap();
+    let (code, page) = read_one(&mut cgi);
+    assert_eq!(code, 200);
+    let page = String::from_utf8(page).unwrap();
+    assert!(page.starts_with("smtlab cgi page\n"), "{page}");
+    let allowed = page
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap_or_else(|| panic!("{page}"))
+        .trim();
+    assert_eq!(
+        allowed,
+        server_cpus()[0].to_string(),
+        "CGI child not pinned"
+    );
+    // The connection reads again after its CGI answer.
+    cgi.write_all(format!("GET {} HTTP/1.1\r\nHost: x\r\n\r\n", f.url).as_bytes())
+        .unwrap();
+    let (code, got) = read_one(&mut cgi);
+    assert_eq!((code, fnv1a(&got, FNV_START)), (200, f.checksum));
+    wait_gone(pid, false);
+    assert!(!holds_fd(&pipe), "the CGI pipe {pipe:?} is still open");
+}
+
+#[test]
+fn the_event_server_answers_many_concurrent_cgi_requests_and_leaves_nothing() {
+    let set = FileSet::generate(1).unwrap();
+    let script = "echo 'smtlab cgi page'; echo \"pid $$\"; readlink /proc/$$/fd/1";
+    let server = builtin::EventServer::start(
+        dynamic_docs(&set, Some(script)),
+        &server_cpus(),
+        ServerOpts::default(),
+    )
+    .unwrap();
+    let addr = server.addr();
+    // Two pipelined requests per connection, all sent before any answer is read.
+    let mut conns: Vec<TcpStream> = (0..24)
+        .map(|_| {
+            let s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s
+        })
+        .collect();
+    for s in &mut conns {
+        s.write_all(
+            b"GET /dyn/cgi HTTP/1.1\r\nHost: x\r\n\r\nGET /dyn/cgi HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .unwrap();
+    }
+    let mut pids = std::collections::BTreeSet::new();
+    let mut pipes = Vec::new();
+    for s in &mut conns {
+        for _ in 0..2 {
+            let (code, page) = read_one(s);
+            assert_eq!(code, 200);
+            let page = String::from_utf8(page).unwrap();
+            let lines: Vec<&str> = page.lines().collect();
+            assert_eq!(lines.len(), 3, "{page}");
+            assert_eq!(lines[0], "smtlab cgi page");
+            let pid: u32 = lines[1].strip_prefix("pid ").unwrap().parse().unwrap();
+            assert!(pids.insert(pid), "pid {pid} answered twice");
+            pipes.push(std::path::PathBuf::from(lines[2]));
+        }
+    }
+    assert_eq!(pids.len(), 48);
+    for &pid in &pids {
+        wait_gone(pid, false);
+    }
+    for p in &pipes {
+        assert!(!holds_fd(p), "the CGI pipe {p:?} is still open");
+    }
+}
+
+#[test]
+fn the_event_server_kills_the_cgi_program_when_the_client_leaves_it_times_out_or_the_server_stops()
+{
+    let set = FileSet::generate(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    // The shell starts a long child of its own: killing the shell alone would leave it.
+    let script = format!(
+        "sleep 30 & {}; wait; echo 'smtlab cgi page'",
+        write_whole("\"$$ $!\"", &started)
+    );
+    let start = |opts| {
+        builtin::EventServer::start(dynamic_docs(&set, Some(&script)), &server_cpus(), opts)
+            .unwrap()
+    };
+    let start_one = |addr| {
+        let _ = std::fs::remove_file(&started);
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET /dyn/cgi HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let text = wait_for_file(&started);
+        let (sh, sleep) = text.trim().split_once(' ').unwrap();
+        let (sh, sleep): (u32, u32) = (sh.parse().unwrap(), sleep.parse().unwrap());
+        (s, sh, sleep, stdout_pipe(sh))
+    };
+    let server = start(ServerOpts::default());
+    // The client hangs up.
+    let (s, sh, sleep, pipe) = start_one(server.addr());
+    drop(s);
+    wait_gone(sh, false);
+    wait_gone(sleep, true);
+    assert!(!holds_fd(&pipe), "the CGI pipe {pipe:?} is still open");
+    // The server stops: by the time the drop returns, the child is reaped.
+    let (s, sh, sleep, pipe) = start_one(server.addr());
+    drop(server);
+    assert_eq!(proc_state(sh), None, "CGI child {sh} outlived its server");
+    wait_gone(sleep, true);
+    assert!(!holds_fd(&pipe), "the CGI pipe {pipe:?} is still open");
+    drop(s);
+    // The program outlasts the idle timeout: the connection is closed, the program killed.
+    let server = start(ServerOpts {
+        idle_timeout: Duration::from_millis(300),
+        ..ServerOpts::default()
+    });
+    let (mut s, sh, sleep, pipe) = start_one(server.addr());
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(s.read(&mut b).unwrap_or(0), 0, "no close after the timeout");
+    wait_gone(sh, false);
+    wait_gone(sleep, true);
+    assert!(!holds_fd(&pipe), "the CGI pipe {pipe:?} is still open");
+}
+
+/// A response with every run of digits (pids, lengths) replaced by `#`.
+fn digits_masked(resp: &[u8]) -> String {
+    let mut out = String::new();
+    for ch in String::from_utf8_lossy(resp).chars() {
+        if ch.is_ascii_digit() {
+            if !out.ends_with('#') {
+                out.push('#');
+            }
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_built_in_server_sends_the_same_cgi_response() {
+    let set = FileSet::generate(1).unwrap();
+    let mut seen: Vec<(&str, Vec<String>)> = Vec::new();
+    for kind in ["event", "threads", "processes"] {
+        let docs = dynamic_docs(&set, None);
+        let server = match kind {
+            "event" => Running::Event(
+                builtin::EventServer::start(docs, &server_cpus(), ServerOpts::default()).unwrap(),
+            ),
+            "threads" => Running::Threads(
+                builtin::ThreadServer::start(docs, &server_cpus(), ServerOpts::default()).unwrap(),
+            ),
+            _ => Running::Processes(
+                builtin::ProcessServer::start(docs, &server_cpus(), ServerOpts::default(), 2)
+                    .unwrap(),
+            ),
+        };
+        let addr = server.addr();
+        let mut got = Vec::new();
+        for req in [
+            &b"GET /dyn/cgi HTTP/1.0\r\n\r\n"[..],
+            b"HEAD /dyn/cgi HTTP/1.0\r\n\r\n",
+        ] {
+            let resp = raw(addr, req);
+            assert_eq!(status(&resp), 200, "{kind}");
+            got.push(digits_masked(&resp));
+        }
+        let mut ka = TcpStream::connect(addr).unwrap();
+        ka.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        ka.write_all(b"GET /dyn/cgi HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let (code, page) = read_one(&mut ka);
+        assert_eq!(code, 200, "{kind}");
+        let page = String::from_utf8(page).unwrap();
+        assert!(
+            page.starts_with("smtlab cgi page\npid ") && page.ends_with('\n'),
+            "{kind}: {page:?}"
+        );
+        got.push(digits_masked(page.as_bytes()));
+        seen.push((kind, got));
+    }
+    for (kind, got) in &seen[1..] {
+        assert_eq!(got, &seen[0].1, "{kind} and {} differ", seen[0].0);
+    }
+}
