@@ -71,19 +71,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
-    let specs = if args.placements.is_empty() {
+    let asked = if args.placements.is_empty() {
         vec!["1c1t".to_string()]
     } else {
-        args.placements.clone()
+        super::run::split_placements(&args.placements)
     };
     // Resolve every placement before measuring anything: a typo should not cost a run.
-    let placements = specs
-        .iter()
-        .map(|s| {
-            let spec = smtlab_placement::parse(s)?;
-            smtlab_placement::resolve(&spec, &topo)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let (specs, placements, unmeasured) = resolve_placements(&asked, &topo, args.smt.is_empty())?;
     if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
@@ -231,10 +225,48 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(e) = printer.error.take() {
         bail!(e);
     }
-    let BenchPrinter { cells, skipped, .. } = printer;
+    let BenchPrinter {
+        cells, mut skipped, ..
+    } = printer;
     let comparisons = compare(&cells);
-    if !args.json && !md_stdout && states.len() == 2 {
-        emit(&smtlab_report::smt_states::text(&cells))?;
+    if !args.json && !md_stdout {
+        // The details end with a blank line; the SMT off vs on table does not.
+        let mut apart = false;
+        if states.len() == 2 {
+            let table = smtlab_report::smt_states::text(&cells);
+            apart = !table.is_empty();
+            emit(&table)?;
+        }
+        let mut lines = crate::verdict::bench(&cells);
+        if !unmeasured.is_empty() {
+            let names: Vec<String> = unmeasured.iter().map(|(s, _)| s.clone()).collect();
+            lines.push(crate::verdict::unmeasured(
+                &names,
+                topo.smt.control.as_deref(),
+            ));
+        }
+        if !lines.is_empty() {
+            if apart {
+                emit("\n")?;
+            }
+            for l in &lines {
+                emit(&render::table::wrap(l, render::table::Layout::term()))?;
+            }
+        }
+    }
+    // The SMT placements this machine cannot give are in the results as skipped cells,
+    // with the reason, like any other cell that could not be measured.
+    for (_, info, params) in &resolved_params {
+        for (spec, reason) in &unmeasured {
+            skipped.push(SkippedCell {
+                key: CellKey {
+                    benchmark: info.name.clone(),
+                    params: param_map(params),
+                    placement: spec.clone(),
+                },
+                reason: reason.clone(),
+            });
+        }
     }
     if let Some(path) = &args.export_markdown {
         super::export_markdown(path, &cells)?;
@@ -486,6 +518,51 @@ fn find(name: &str) -> Result<Box<dyn Benchmark>> {
             "unknown benchmark {name:?}; available: {}",
             smtlab_runner::catalog::names().join(", ")
         ),
+    }
+}
+
+/// `(specs, placements, unmeasured)`: the placements to measure, resolved, and those
+/// left out with the reason. A placement that needs SMT siblings on a machine without
+/// visible SMT is left out (`may_leave_out`, when no SMT state is switched) as long as
+/// another one can be measured: `-p 1c1t,1c2t` then measures 1c1t and says why there is
+/// no yield. Any other placement that cannot be resolved is an error.
+#[allow(clippy::type_complexity)]
+fn resolve_placements(
+    asked: &[String],
+    topo: &smtlab_model::Topology,
+    may_leave_out: bool,
+) -> Result<(
+    Vec<String>,
+    Vec<smtlab_model::ResolvedPlacement>,
+    Vec<(String, String)>,
+)> {
+    let mut specs = Vec::new();
+    let mut placements = Vec::new();
+    let mut unmeasured = Vec::new();
+    let mut first_error = None;
+    for s in asked {
+        let spec = smtlab_placement::parse(s)?;
+        match smtlab_placement::resolve(&spec, topo) {
+            Ok(p) => {
+                specs.push(s.clone());
+                placements.push(p);
+            }
+            Err(e) => {
+                let needs_smt = matches!(
+                    spec.kind,
+                    smtlab_model::PlacementKind::Grid { threads_per_core, .. } if threads_per_core > 1
+                );
+                if !(may_leave_out && needs_smt && !topo.smt_visible()) {
+                    return Err(e.into());
+                }
+                first_error.get_or_insert_with(|| e.clone());
+                unmeasured.push((s.clone(), e.to_string()));
+            }
+        }
+    }
+    match first_error {
+        Some(e) if placements.is_empty() => Err(e.into()),
+        _ => Ok((specs, placements, unmeasured)),
     }
 }
 
