@@ -726,6 +726,29 @@ mod tests {
     }
 
     #[test]
+    fn smt_placements_without_smt_are_left_out_only_beside_others() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let no_smt = smtlab_fixtures::build::intel(1, 2, 1);
+        let (specs, placements, left_out) =
+            resolve_placements(&s(&["1c1t", "1c2t", "2c1t", "2c2t"]), &no_smt, true).unwrap();
+        assert_eq!(specs, s(&["1c1t", "2c1t"]));
+        assert_eq!(placements[1].cpus, [0, 1]);
+        let names: Vec<&str> = left_out.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["1c2t", "2c2t"]);
+        assert!(left_out[0].1.contains("no SMT"), "{}", left_out[0].1);
+        // Nothing else to measure, SMT states to switch, or another reason: an error.
+        let e = resolve_placements(&s(&["1c2t"]), &no_smt, true).unwrap_err();
+        assert!(e.to_string().contains("no SMT"), "{e}");
+        assert!(resolve_placements(&s(&["1c1t", "1c2t"]), &no_smt, false).is_err());
+        assert!(resolve_placements(&s(&["1c1t", "3c1t"]), &no_smt, true).is_err());
+        assert!(resolve_placements(&s(&["1c1t", "1c2x"]), &no_smt, true).is_err());
+        // With SMT every placement is measured.
+        let smt = smtlab_fixtures::build::intel(1, 2, 2);
+        let (specs, _, left_out) = resolve_placements(&s(&["1c1t", "1c2t"]), &smt, true).unwrap();
+        assert_eq!((specs.len(), left_out.len()), (2, 0));
+    }
+
+    #[test]
     fn states_parse_in_order_and_refuse_repeats() {
         let s = |v: &[&str]| smt_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
         assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
