@@ -10,7 +10,8 @@
 //! The yield is the one speed-up of smtlab ([`smtlab_model::stats::speedup`]): the
 //! ratio of the mean throughputs (with `--throughput`) or of the mean wall times turned
 //! over, with a Fieller 95% interval, so above 1 always means faster and `bench`,
-//! `report` and `compare` print the same figure for the same pair.
+//! `report` and `compare` print the same figure for the same pair. The verdict lines are
+//! [`crate::verdict`]'s, which `bench` prints too.
 
 use std::ops::ControlFlow;
 use std::path::Path;
