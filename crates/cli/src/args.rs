@@ -169,13 +169,17 @@ pub struct ListArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "With an SMT pair among the placements (1c1t and 1c2t, 2c1t and 2c2t) the SMT yield and a verdict follow the table.\nYour own web server: smtlab bench web-static -p 1c1t,1c2t --param server=cmd --param cmd='busybox httpd -f -p 127.0.0.1:{port} -h {root}'\nAny other program: smtlab exec -- CMD ARGS"
+)]
 pub struct BenchArgs {
     /// Benchmark names (see `smtlab list`), a group (compute, memory, threads, os) or
     /// `all`; several separated by spaces or commas.
     #[arg(value_name = "NAME", required = true, value_delimiter = ',')]
     pub names: Vec<String>,
-    /// Placement to measure under; repeat for several (the first is the baseline of the
-    /// ratios). Default: 1c1t.
+    /// Placement to measure under; repeat or separate by commas for several (the first
+    /// is the baseline of the ratios). Default: 1c1t. Without SMT on this machine, 1c2t
+    /// and 2c2t beside others are left out with one line.
     #[arg(short, long = "placement", value_name = "PLACEMENT")]
     pub placements: Vec<String>,
     /// Benchmark parameter as key=value; repeat for several.

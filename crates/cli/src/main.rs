@@ -10,6 +10,7 @@ mod cmd;
 mod env;
 mod render;
 mod term;
+mod verdict;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();

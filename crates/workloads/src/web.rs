@@ -167,7 +167,7 @@ impl Benchmark for WebStatic {
                     "cmd",
                     "",
                     None,
-                    "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in",
+                    "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in, e.g. 'busybox httpd -f -p 127.0.0.1:{port} -h {root}'; with -p 1c1t,1c2t bench gives its SMT yield",
                 ),
                 param(
                     "port",

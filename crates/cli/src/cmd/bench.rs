@@ -71,19 +71,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let topo = smtlab_topology::discover(Path::new("/"))
         .context("cannot read this machine's CPU topology")?;
-    let specs = if args.placements.is_empty() {
+    let asked = if args.placements.is_empty() {
         vec!["1c1t".to_string()]
     } else {
-        args.placements.clone()
+        super::run::split_placements(&args.placements)
     };
     // Resolve every placement before measuring anything: a typo should not cost a run.
-    let placements = specs
-        .iter()
-        .map(|s| {
-            let spec = smtlab_placement::parse(s)?;
-            smtlab_placement::resolve(&spec, &topo)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let (specs, placements, unmeasured) = resolve_placements(&asked, &topo, args.smt.is_empty())?;
     if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
@@ -231,10 +225,48 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(e) = printer.error.take() {
         bail!(e);
     }
-    let BenchPrinter { cells, skipped, .. } = printer;
+    let BenchPrinter {
+        cells, mut skipped, ..
+    } = printer;
     let comparisons = compare(&cells);
-    if !args.json && !md_stdout && states.len() == 2 {
-        emit(&smtlab_report::smt_states::text(&cells))?;
+    if !args.json && !md_stdout {
+        // The details end with a blank line; the SMT off vs on table does not.
+        let mut apart = false;
+        if states.len() == 2 {
+            let table = smtlab_report::smt_states::text(&cells);
+            apart = !table.is_empty();
+            emit(&table)?;
+        }
+        let mut lines = crate::verdict::bench(&cells);
+        if !unmeasured.is_empty() {
+            let names: Vec<String> = unmeasured.iter().map(|(s, _)| s.clone()).collect();
+            lines.push(crate::verdict::unmeasured(
+                &names,
+                topo.smt.control.as_deref(),
+            ));
+        }
+        if !lines.is_empty() {
+            if apart {
+                emit("\n")?;
+            }
+            for l in &lines {
+                emit(&render::table::wrap(l, render::table::Layout::term()))?;
+            }
+        }
+    }
+    // The SMT placements this machine cannot give are in the results as skipped cells,
+    // with the reason, like any other cell that could not be measured.
+    for (_, info, params) in &resolved_params {
+        for (spec, reason) in &unmeasured {
+            skipped.push(SkippedCell {
+                key: CellKey {
+                    benchmark: info.name.clone(),
+                    params: param_map(params),
+                    placement: spec.clone(),
+                },
+                reason: reason.clone(),
+            });
+        }
     }
     if let Some(path) = &args.export_markdown {
         super::export_markdown(path, &cells)?;
@@ -489,6 +521,51 @@ fn find(name: &str) -> Result<Box<dyn Benchmark>> {
     }
 }
 
+/// `(specs, placements, unmeasured)`: the placements to measure, resolved, and those
+/// left out with the reason. A placement that needs SMT siblings on a machine without
+/// visible SMT is left out (`may_leave_out`, when no SMT state is switched) as long as
+/// another one can be measured: `-p 1c1t,1c2t` then measures 1c1t and says why there is
+/// no yield. Any other placement that cannot be resolved is an error.
+#[allow(clippy::type_complexity)]
+fn resolve_placements(
+    asked: &[String],
+    topo: &smtlab_model::Topology,
+    may_leave_out: bool,
+) -> Result<(
+    Vec<String>,
+    Vec<smtlab_model::ResolvedPlacement>,
+    Vec<(String, String)>,
+)> {
+    let mut specs = Vec::new();
+    let mut placements = Vec::new();
+    let mut unmeasured = Vec::new();
+    let mut first_error = None;
+    for s in asked {
+        let spec = smtlab_placement::parse(s)?;
+        match smtlab_placement::resolve(&spec, topo) {
+            Ok(p) => {
+                specs.push(s.clone());
+                placements.push(p);
+            }
+            Err(e) => {
+                let needs_smt = matches!(
+                    spec.kind,
+                    smtlab_model::PlacementKind::Grid { threads_per_core, .. } if threads_per_core > 1
+                );
+                if !(may_leave_out && needs_smt && !topo.smt_visible()) {
+                    return Err(e.into());
+                }
+                first_error.get_or_insert_with(|| e.clone());
+                unmeasured.push((s.clone(), e.to_string()));
+            }
+        }
+    }
+    match first_error {
+        Some(e) if placements.is_empty() => Err(e.into()),
+        _ => Ok((specs, placements, unmeasured)),
+    }
+}
+
 /// Every placement of a benchmark against that benchmark's first placement.
 fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
     let mut out = Vec::new();
@@ -646,6 +723,29 @@ mod tests {
             signals: false,
         };
         SmtSwitch::with_protection(sysfs.clone(), quiet).unwrap()
+    }
+
+    #[test]
+    fn smt_placements_without_smt_are_left_out_only_beside_others() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let no_smt = smtlab_fixtures::build::intel(1, 2, 1);
+        let (specs, placements, left_out) =
+            resolve_placements(&s(&["1c1t", "1c2t", "2c1t", "2c2t"]), &no_smt, true).unwrap();
+        assert_eq!(specs, s(&["1c1t", "2c1t"]));
+        assert_eq!(placements[1].cpus, [0, 1]);
+        let names: Vec<&str> = left_out.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["1c2t", "2c2t"]);
+        assert!(left_out[0].1.contains("no SMT"), "{}", left_out[0].1);
+        // Nothing else to measure, SMT states to switch, or another reason: an error.
+        let e = resolve_placements(&s(&["1c2t"]), &no_smt, true).unwrap_err();
+        assert!(e.to_string().contains("no SMT"), "{e}");
+        assert!(resolve_placements(&s(&["1c1t", "1c2t"]), &no_smt, false).is_err());
+        assert!(resolve_placements(&s(&["1c1t", "3c1t"]), &no_smt, true).is_err());
+        assert!(resolve_placements(&s(&["1c1t", "1c2x"]), &no_smt, true).is_err());
+        // With SMT every placement is measured.
+        let smt = smtlab_fixtures::build::intel(1, 2, 2);
+        let (specs, _, left_out) = resolve_placements(&s(&["1c1t", "1c2t"]), &smt, true).unwrap();
+        assert_eq!((specs.len(), left_out.len()), (2, 0));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! The yield is the one speed-up of smtlab ([`smtlab_model::stats::speedup`]): the
 //! ratio of the mean throughputs (with `--throughput`) or of the mean wall times turned
 //! over, with a Fieller 95% interval, so above 1 always means faster and `bench`,
-//! `report` and `compare` print the same figure for the same pair.
+//! `report` and `compare` print the same figure for the same pair. The verdict lines are
+//! [`crate::verdict`]'s, which `bench` prints too.
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -19,7 +20,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result, bail};
 use regex::Regex;
 use smtlab_bench::{Benchmark, Params};
-use smtlab_model::stats::{self, Ratio, Significance};
+use smtlab_model::stats;
 use smtlab_model::{
     CellKey, CellRecord, RESULTS_SCHEMA, RunConfig, RunMeta, RunResults, RunStatus, SkippedCell,
     Topology,
@@ -107,85 +108,6 @@ fn check_program(program: &str) -> Result<()> {
     } else {
         Err(not_found(program))
     }
-}
-
-/// Signed percentage with a precision that suits it: `+18%`, `+4.5%`, `-0.3%`.
-fn signed_pct(p: f64) -> String {
-    if p.abs() >= 10.0 {
-        format!("{p:+.0}%")
-    } else {
-        format!("{p:+.1}%")
-    }
-}
-
-/// `+18% (95% CI +15% to +21%)` from a speed-up (above 1 = faster), with the words
-/// its interval allows: "not significant at 95%" when it includes 1.
-fn gain_text(r: &Ratio) -> String {
-    let gain = signed_pct((r.ratio - 1.0) * 100.0);
-    let sig = r.significance();
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => {
-            let mut s = format!(
-                "{gain} (95% CI {} to {})",
-                signed_pct((lo - 1.0) * 100.0),
-                signed_pct((hi - 1.0) * 100.0)
-            );
-            if sig == Significance::NotSignificant {
-                s.push_str(", not significant at 95%");
-            }
-            s
-        }
-        _ => format!("{gain} ({})", sig.words()),
-    }
-}
-
-/// The one speed-up of `b` over `a` (above 1 = `b` faster), as bench, report and
-/// compare compute it.
-fn speedup(a: &CellRecord, b: &CellRecord) -> Option<Ratio> {
-    stats::speedup(&a.result.summary, &b.result.summary, a.direction)
-}
-
-fn ratio_text(r: &Ratio) -> String {
-    smtlab_report::fmt::speedup(r)
-}
-
-/// The verdict lines for the measured cells (placement names as resolved); `smt` says
-/// whether this machine has SMT at all (without it, 2c1t vs 1c1t is all there is).
-fn verdicts(cells: &[CellRecord], smt: bool) -> Vec<String> {
-    let find = |name: &str| cells.iter().find(|c| c.placement.name == name);
-    let mut out = Vec::new();
-    if let (Some(one), Some(smt)) = (find("1c1t"), find("1c2t"))
-        && let Some(r) = speedup(one, smt)
-    {
-        out.push(format!("SMT yield (1c2t / 1c1t): {}", ratio_text(&r)));
-        out.push(format!(
-            "SMT gives {} for this command on this machine",
-            gain_text(&r)
-        ));
-    } else if let (Some(one), Some(two)) = (find("1c1t"), find("2c1t"))
-        && let Some(r) = speedup(one, two)
-    {
-        out.push(format!(
-            "2 cores / 1 core (2c1t / 1c1t): {}",
-            ratio_text(&r)
-        ));
-        let prefix = if smt {
-            "compared 1c1t vs 2c1t (add 1c2t for the SMT yield)"
-        } else {
-            "no SMT here: compared 1c1t vs 2c1t only"
-        };
-        out.push(format!("{prefix}: 2 cores give {}", gain_text(&r)));
-    }
-    if let (Some(base), Some(smt)) = (find("2c1t"), find("2c2t"))
-        && let Some(r) = speedup(base, smt)
-    {
-        out.push(format!(
-            "dual-core SMT gain (2c2t / 2c1t): {}: {}",
-            ratio_text(&r),
-            gain_text(&r)
-        ));
-    }
-    out
 }
 
 pub fn run(args: &ExecArgs) -> Result<()> {
@@ -374,7 +296,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         }
         Vec::new()
     } else {
-        verdicts(&cells, topo.smt_visible())
+        crate::verdict::command(&cells, topo.smt_visible())
     };
     if text && !lines.is_empty() {
         emit("\n")?;
@@ -523,36 +445,5 @@ mod tests {
         assert!(e.contains("unclosed group"), "{e}");
         let e = throughput_regex("ops/s: [0-9.]+").unwrap_err().to_string();
         assert!(e.contains("no capture group"), "{e}");
-    }
-
-    #[test]
-    fn gains_say_when_they_are_not_significant() {
-        let r = Ratio {
-            ratio: 1.18,
-            ci95_low: Some(1.15),
-            ci95_high: Some(1.21),
-            ci95_half_width_delta: Some(0.03),
-            df: Some(8.0),
-        };
-        assert_eq!(gain_text(&r), "+18% (95% CI +15% to +21%)");
-        let r = Ratio {
-            ratio: 1.004,
-            ci95_low: Some(0.99),
-            ci95_high: Some(1.02),
-            ci95_half_width_delta: Some(0.012),
-            df: Some(8.0),
-        };
-        assert_eq!(
-            gain_text(&r),
-            "+0.4% (95% CI -1.0% to +2.0%), not significant at 95%"
-        );
-        let r = Ratio {
-            ratio: 1.05,
-            ci95_low: None,
-            ci95_high: None,
-            ci95_half_width_delta: None,
-            df: None,
-        };
-        assert_eq!(gain_text(&r), "+5.0% (n=1, no interval)");
     }
 }

@@ -1,0 +1,409 @@
+//! Plain-language verdicts on what SMT gives, shared by `exec` and `bench`: which
+//! measured cells form an SMT pair (`1c2t` over `1c1t`, `2c2t` over `2c1t`, or one
+//! placement with SMT on over SMT off), the one speed-up of each pair
+//! ([`smtlab_model::stats::speedup`], written by [`smtlab_report::fmt::speedup`]), and
+//! the gain in the words its 95% interval allows. A pair whose SMT side could not be
+//! measured gets one line saying so and no number.
+
+use std::collections::BTreeMap;
+
+use smtlab_model::CellRecord;
+use smtlab_model::stats::{self, Ratio, Significance};
+use smtlab_report::smt_states::SMT_PARAM;
+
+/// Signed percentage with a precision that suits it: `+18%`, `+4.5%`, `-0.3%`.
+fn signed_pct(p: f64) -> String {
+    if p.abs() >= 10.0 {
+        format!("{p:+.0}%")
+    } else {
+        format!("{p:+.1}%")
+    }
+}
+
+/// `+18% (95% CI +15% to +21%)` from a speed-up (above 1 = faster), with the words
+/// its interval allows: "not significant at 95%" when it includes 1.
+pub(crate) fn gain_text(r: &Ratio) -> String {
+    let gain = signed_pct((r.ratio - 1.0) * 100.0);
+    let sig = r.significance();
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => {
+            let mut s = format!(
+                "{gain} (95% CI {} to {})",
+                signed_pct((lo - 1.0) * 100.0),
+                signed_pct((hi - 1.0) * 100.0)
+            );
+            if sig == Significance::NotSignificant {
+                s.push_str(", not significant at 95%");
+            }
+            s
+        }
+        _ => format!("{gain} ({})", sig.words()),
+    }
+}
+
+/// The one speed-up of `b` over `a` (above 1 = `b` faster), as bench, report and
+/// compare compute it.
+fn speedup(a: &CellRecord, b: &CellRecord) -> Option<Ratio> {
+    stats::speedup(&a.result.summary, &b.result.summary, a.direction)
+}
+
+fn ratio_text(r: &Ratio) -> String {
+    smtlab_report::fmt::speedup(r)
+}
+
+/// The placement pairs whose ratio is what SMT gives: the second is the first with each
+/// core's sibling busy too.
+const SMT_PAIRS: [(&str, &str); 2] = [("1c1t", "1c2t"), ("2c1t", "2c2t")];
+
+/// The speed-up of `smt` over `base` among `cells` (placement names as resolved).
+fn pair(cells: &[&CellRecord], base: &str, smt: &str) -> Option<Ratio> {
+    let find = |name: &str| cells.iter().find(|c| c.placement.name == name);
+    speedup(find(base)?, find(smt)?)
+}
+
+/// The lines for the speed-up `r` of the SMT pair `(base, smt)` of [`SMT_PAIRS`];
+/// `subject` is what was measured ("this command", a benchmark's name).
+fn pair_lines(base: &str, smt: &str, r: &Ratio, subject: &str) -> Vec<String> {
+    if base == "1c1t" {
+        vec![
+            format!("SMT yield ({smt} / {base}): {}", ratio_text(r)),
+            format!("SMT gives {} for {subject} on this machine", gain_text(r)),
+        ]
+    } else {
+        vec![format!(
+            "dual-core SMT gain ({smt} / {base}): {}: {}",
+            ratio_text(r),
+            gain_text(r)
+        )]
+    }
+}
+
+/// `exec`'s verdict on one command's cells; `smt` says whether this machine has SMT at
+/// all (without it, 2c1t vs 1c1t is all there is).
+pub(crate) fn command(cells: &[CellRecord], smt: bool) -> Vec<String> {
+    let cells: Vec<&CellRecord> = cells.iter().collect();
+    let mut out = Vec::new();
+    let (single, dual) = (SMT_PAIRS[0], SMT_PAIRS[1]);
+    if let Some(r) = pair(&cells, single.0, single.1) {
+        out.extend(pair_lines(single.0, single.1, &r, "this command"));
+    } else if let Some(r) = pair(&cells, "1c1t", "2c1t") {
+        out.push(format!(
+            "2 cores / 1 core (2c1t / 1c1t): {}",
+            ratio_text(&r)
+        ));
+        let prefix = if smt {
+            "compared 1c1t vs 2c1t (add 1c2t for the SMT yield)"
+        } else {
+            "no SMT here: compared 1c1t vs 2c1t only"
+        };
+        out.push(format!("{prefix}: 2 cores give {}", gain_text(&r)));
+    }
+    if let Some(r) = pair(&cells, dual.0, dual.1) {
+        out.extend(pair_lines(dual.0, dual.1, &r, "this command"));
+    }
+    out
+}
+
+/// `bench`'s verdicts: for every benchmark and parameter set, its SMT pairs; for every
+/// placement measured with SMT off and on (`--smt off,on`), on over off. Cells without a
+/// partner give nothing. With more than one benchmark or parameter set, each one's lines
+/// follow its name.
+pub(crate) fn bench(cells: &[CellRecord]) -> Vec<String> {
+    // (name, lines) in the order the cells came.
+    let mut blocks: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |name: String, lines: Vec<String>| match blocks.iter_mut().find(|b| b.0 == name) {
+        Some(b) => b.1.extend(lines),
+        None => blocks.push((name, lines)),
+    };
+    let mut seen: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    for c in cells {
+        if seen.contains(&(c.benchmark.as_str(), &c.params)) {
+            continue;
+        }
+        seen.push((c.benchmark.as_str(), &c.params));
+        let group: Vec<&CellRecord> = cells
+            .iter()
+            .filter(|o| o.benchmark == c.benchmark && o.params == c.params)
+            .collect();
+        let name = subject(c, &c.params, cells);
+        for (base, smt) in SMT_PAIRS {
+            if let Some(r) = pair(&group, base, smt) {
+                add(name.clone(), pair_lines(base, smt, &r, &name));
+            }
+        }
+    }
+    let (rows, _) = smtlab_report::smt_states::rows(cells);
+    for row in rows {
+        let mut params = row.off.params.clone();
+        params.remove(SMT_PARAM);
+        let name = subject(row.off, &params, cells);
+        add(
+            name,
+            vec![format!(
+                "SMT on / off ({}): {}: {}",
+                row.off.placement.name,
+                ratio_text(&row.speedup),
+                gain_text(&row.speedup)
+            )],
+        );
+    }
+    if blocks.len() == 1 {
+        return blocks.pop().map(|b| b.1).unwrap_or_default();
+    }
+    let mut out = Vec::new();
+    for (name, lines) in blocks {
+        out.push(format!("{name}:"));
+        out.extend(lines.into_iter().map(|l| format!("  {l}")));
+    }
+    out
+}
+
+/// `cell`'s benchmark with those of `params` whose values tell it apart from the other
+/// cells of the same benchmark (`web-static server=cmd`): the whole parameter set
+/// would bury the name under the values every cell shares.
+fn subject(cell: &CellRecord, params: &BTreeMap<String, String>, cells: &[CellRecord]) -> String {
+    let differing: Vec<String> = params
+        .iter()
+        .filter(|(k, v)| {
+            cells
+                .iter()
+                .filter(|o| o.benchmark == cell.benchmark)
+                .any(|o| o.params.get(*k) != Some(*v))
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if differing.is_empty() {
+        cell.benchmark.clone()
+    } else {
+        format!("{} {}", cell.benchmark, differing.join(" "))
+    }
+}
+
+/// The one line for SMT placements that were asked for but cannot be measured on this
+/// machine: no yield, and no number in its place.
+pub(crate) fn unmeasured(placements: &[String], control: Option<&str>) -> String {
+    let (list, verb) = match placements {
+        [one] => (one.clone(), "was"),
+        [rest @ .., last] => (format!("{} and {last}", rest.join(", ")), "were"),
+        [] => (String::new(), "was"),
+    };
+    format!(
+        "no SMT yield: SMT is not visible on this machine (smt/control: {}), so {list} {verb} not measured",
+        control.unwrap_or("absent")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_model::result::{Calibration, StopReason, Warmup};
+    use smtlab_model::{CellResult, Direction, ResolvedPlacement, RunConfig};
+
+    use super::*;
+
+    /// A cell of `bench` with `params` on `placement` whose samples are `values`.
+    fn cell(bench: &str, params: &[(&str, &str)], placement: &str, values: &[f64]) -> CellRecord {
+        let threads: u32 = placement[2..3].parse().unwrap();
+        let cores: u32 = placement[..1].parse().unwrap();
+        CellRecord {
+            benchmark: bench.into(),
+            group: "compute".into(),
+            unit: "GOPS".into(),
+            direction: Direction::Higher,
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            placement_spec: placement.into(),
+            placement: ResolvedPlacement {
+                name: placement.into(),
+                spec: placement.into(),
+                cpus: (0..cores * threads).collect(),
+                cores,
+                threads_per_core: threads,
+                packages: 1,
+                core_order: Default::default(),
+                cpu_order: Default::default(),
+                core_kinds: Vec::new(),
+            },
+            result: CellResult {
+                iterations: 1,
+                calibration: Calibration {
+                    iterations: 1,
+                    fixed: true,
+                    tried: vec![],
+                    linear: None,
+                    linearity_ratio: None,
+                },
+                warmup: Warmup {
+                    samples: 0,
+                    elapsed_ns: 0,
+                },
+                clock_cost_ns: 0.0,
+                loop_cost_ns_per_iter: 0.0,
+                subtracted_ns_per_sample: 0.0,
+                samples: Vec::new(),
+                summary: stats::summarize(values).unwrap(),
+                converged: true,
+                stop_reason: StopReason::Converged,
+                cpu_rate: None,
+                series: BTreeMap::new(),
+                start_spread_ns: None,
+                wall_ns: 1,
+                config: RunConfig::default(),
+                rounds: Vec::new(),
+            },
+            counters: None,
+        }
+    }
+
+    const BASE: [f64; 3] = [99.0, 100.0, 101.0];
+    const FASTER: [f64; 3] = [129.0, 130.0, 131.0];
+
+    fn expected(base: &[f64], smt: &[f64]) -> Ratio {
+        let s = |v: &[f64]| stats::summarize(v).unwrap();
+        stats::speedup(&s(base), &s(smt), Direction::Higher).unwrap()
+    }
+
+    #[test]
+    fn gains_say_when_they_are_not_significant() {
+        let r = Ratio {
+            ratio: 1.18,
+            ci95_low: Some(1.15),
+            ci95_high: Some(1.21),
+            ci95_half_width_delta: Some(0.03),
+            df: Some(8.0),
+        };
+        assert_eq!(gain_text(&r), "+18% (95% CI +15% to +21%)");
+        let r = Ratio {
+            ratio: 1.004,
+            ci95_low: Some(0.99),
+            ci95_high: Some(1.02),
+            ci95_half_width_delta: Some(0.012),
+            df: Some(8.0),
+        };
+        assert_eq!(
+            gain_text(&r),
+            "+0.4% (95% CI -1.0% to +2.0%), not significant at 95%"
+        );
+        let r = Ratio {
+            ratio: 1.05,
+            ci95_low: None,
+            ci95_high: None,
+            ci95_half_width_delta: None,
+            df: None,
+        };
+        assert_eq!(gain_text(&r), "+5.0% (n=1, no interval)");
+    }
+
+    #[test]
+    fn a_pair_of_one_benchmark_gets_the_yield_and_the_verdict() {
+        let cells = vec![
+            cell("int-ops", &[("threads", "auto")], "1c1t", &BASE),
+            cell("int-ops", &[("threads", "auto")], "1c2t", &FASTER),
+        ];
+        let r = expected(&BASE, &FASTER);
+        assert!(r.ratio > 1.25 && r.significance() == Significance::Faster);
+        assert_eq!(
+            bench(&cells),
+            vec![
+                format!(
+                    "SMT yield (1c2t / 1c1t): {}",
+                    smtlab_report::fmt::speedup(&r)
+                ),
+                format!("SMT gives {} for int-ops on this machine", gain_text(&r)),
+            ]
+        );
+        // exec says the same of a command, with the same figure.
+        let exec = command(&cells, true);
+        assert_eq!(exec[0], bench(&cells)[0]);
+        assert_eq!(
+            exec[1],
+            format!(
+                "SMT gives {} for this command on this machine",
+                gain_text(&r)
+            )
+        );
+    }
+
+    #[test]
+    fn the_dual_core_pair_is_found_whatever_the_order() {
+        let cells = vec![
+            cell("int-ops", &[], "2c2t", &FASTER),
+            cell("int-ops", &[], "2c1t", &BASE),
+        ];
+        let r = expected(&BASE, &FASTER);
+        assert_eq!(
+            bench(&cells),
+            vec![format!(
+                "dual-core SMT gain (2c2t / 2c1t): {}: {}",
+                smtlab_report::fmt::speedup(&r),
+                gain_text(&r)
+            )]
+        );
+    }
+
+    #[test]
+    fn no_smt_side_gives_no_line_and_no_number() {
+        let cells = vec![
+            cell("int-ops", &[], "1c1t", &BASE),
+            cell("int-ops", &[], "2c1t", &FASTER),
+        ];
+        assert!(bench(&cells).is_empty());
+        let line = unmeasured(&["1c2t".into()], Some("notsupported"));
+        assert_eq!(
+            line,
+            "no SMT yield: SMT is not visible on this machine (smt/control: notsupported), so 1c2t was not measured"
+        );
+        assert!(
+            unmeasured(&["1c2t".into(), "2c2t".into()], None)
+                .ends_with("(smt/control: absent), so 1c2t and 2c2t were not measured")
+        );
+        // exec without SMT compares the cores instead.
+        assert!(command(&cells, false)[1].starts_with("no SMT here: compared 1c1t vs 2c1t only"));
+    }
+
+    #[test]
+    fn different_parameters_or_benchmarks_are_not_paired() {
+        let cells = vec![
+            cell("int-ops", &[("threads", "1")], "1c1t", &BASE),
+            cell("int-ops", &[("threads", "2")], "1c2t", &FASTER),
+            cell("fp-ops", &[], "1c2t", &FASTER),
+        ];
+        assert!(bench(&cells).is_empty(), "{:?}", bench(&cells));
+    }
+
+    #[test]
+    fn several_parameter_sets_are_named_by_what_tells_them_apart() {
+        let p = |t: &'static str| [("seed", "1"), ("threads", t)];
+        let cells = vec![
+            cell("int-ops", &p("1"), "1c1t", &BASE),
+            cell("int-ops", &p("1"), "1c2t", &FASTER),
+            cell("int-ops", &p("2"), "1c1t", &FASTER),
+            cell("int-ops", &p("2"), "1c2t", &BASE),
+        ];
+        let lines = bench(&cells);
+        assert_eq!(lines.len(), 6, "{lines:?}");
+        assert_eq!(lines[0], "int-ops threads=1:");
+        assert!(lines[1].starts_with("  SMT yield (1c2t / 1c1t): "));
+        assert!(lines[2].contains("for int-ops threads=1 on this machine"));
+        assert_eq!(lines[3], "int-ops threads=2:");
+        assert!(lines[4].contains(" slower"), "{}", lines[4]);
+    }
+
+    #[test]
+    fn smt_off_and_on_of_one_placement_are_a_pair() {
+        let cells = vec![
+            cell("int-ops", &[(SMT_PARAM, "off")], "2c1t", &BASE),
+            cell("int-ops", &[(SMT_PARAM, "on")], "2c1t", &FASTER),
+        ];
+        let r = expected(&BASE, &FASTER);
+        assert_eq!(
+            bench(&cells),
+            vec![format!(
+                "SMT on / off (2c1t): {}: {}",
+                smtlab_report::fmt::speedup(&r),
+                gain_text(&r)
+            )]
+        );
+    }
+}
