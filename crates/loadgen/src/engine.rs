@@ -178,23 +178,10 @@ impl<'a> Engine<'a> {
             if let Some(&Reverse((due, _))) = self.timers.peek() {
                 wait_ns = wait_ns.min(due.saturating_sub(now));
             }
-            let timeout_ms = wait_ns.div_ceil(1_000_000) as libc::c_int;
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epfd,
-                    events.as_mut_ptr(),
-                    events.len() as libc::c_int,
-                    timeout_ms,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            for ev in &events[..n as usize] {
+            // To the nanosecond: a timer rounded up to the millisecond would send
+            // open-loop requests late and count that lateness as the server's.
+            let n = crate::epoll::wait(self.epfd, &mut events, wait_ns)?;
+            for ev in &events[..n] {
                 let i = ev.u64 as usize;
                 let flags = ev.events;
                 self.on_event(i, flags);

@@ -177,7 +177,7 @@ fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> String 
     }
     if r.requests > 0 {
         s.push_str(&format!(
-            "slower     than 10 ms {}, 100 ms {}, 1 s {}\n",
+            "slow       {} over 10 ms, {} over 100 ms, {} over 1 s\n",
             r.slower_than(10_000_000),
             r.slower_than(100_000_000),
             r.slower_than(1_000_000_000)
