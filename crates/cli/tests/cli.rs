@@ -1735,6 +1735,15 @@ mod load {
             "{v}"
         );
         assert!(requests <= served.load(Ordering::Relaxed), "{v}");
+        // The slow counts shrink as the bound grows and never exceed the requests.
+        let slow: Vec<u64> = ["1", "10", "100", "1000"]
+            .iter()
+            .map(|k| v["slower_than_ms"][k].as_u64().unwrap())
+            .collect();
+        assert!(
+            slow[0] <= requests && slow.windows(2).all(|w| w[0] >= w[1]),
+            "{v}"
+        );
         assert!(
             v["errors"].as_object().unwrap().values().all(|e| e == 0),
             "{v}"

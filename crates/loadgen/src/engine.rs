@@ -183,31 +183,17 @@ impl<'a> Engine<'a> {
             if let Some(&Reverse((due, _))) = self.timers.peek() {
                 wait_ns = wait_ns.min(due.saturating_sub(now));
             }
-            // Inside the busy-poll window the wait does not sleep.
-            let timeout_ms = if now < poll_until {
-                0
-            } else {
-                wait_ns.div_ceil(1_000_000) as libc::c_int
-            };
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epfd,
-                    events.as_mut_ptr(),
-                    events.len() as libc::c_int,
-                    timeout_ms,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
+            // Inside the busy-poll window the wait does not sleep. Otherwise to the
+            // nanosecond: a timer rounded up to the millisecond would send open-loop
+            // requests late and count that lateness as the server's.
+            if now < poll_until {
+                wait_ns = 0;
             }
+            let n = crate::epoll::wait(self.epfd, &mut events, wait_ns)?;
             if n > 0 && self.plan.busy_poll_ns > 0 {
                 poll_until = now_ns(self.origin) + self.plan.busy_poll_ns;
             }
-            for ev in &events[..n as usize] {
+            for ev in &events[..n] {
                 let i = ev.u64 as usize;
                 let flags = ev.events;
                 self.on_event(i, flags);

@@ -187,6 +187,14 @@ impl LoadReport {
         }
     }
 
+    /// Good responses slower than `ns`, to the histogram's resolution (3 significant
+    /// digits: one within a thousandth of `ns` may fall on either side). Under an open
+    /// loop this counts every request a stall delayed, not only those in flight.
+    pub fn slower_than(&self, ns: u64) -> u64 {
+        let h = &self.latency;
+        h.len().saturating_sub(h.count_between(0, ns))
+    }
+
     /// Errors as `reset 3, bad_status 2 (500: 2)`, or `none`.
     pub fn errors_line(&self) -> String {
         if self.errors.is_empty() {

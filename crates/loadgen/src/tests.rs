@@ -279,6 +279,25 @@ fn an_open_loop_keeps_its_rate_and_sees_a_stall_in_its_high_percentiles() {
         p.p90_ns
     );
     assert!(p.max_ns >= 400_000_000, "max {}", p.max_ns);
+    // About 80 requests were due more than 100 ms before the stall ended; a closed loop
+    // would show only the 4 in flight.
+    let slow = r.slower_than(100_000_000);
+    assert!(slow >= 40, "{slow} requests over 100 ms");
+}
+
+#[test]
+fn slower_than_counts_the_responses_above_a_bound() {
+    let mut t = stats::ThreadReport::new();
+    for ms in [1u64, 5, 50, 99, 101, 150, 900, 2000] {
+        t.record(ms * 1_000_000);
+    }
+    let mut u = stats::ThreadReport::new();
+    u.record(300_000_000);
+    let r = LoadReport::merge(vec![t, u]);
+    assert_eq!(r.slower_than(100_000_000), 5);
+    assert_eq!(r.slower_than(1_000_000_000), 1);
+    assert_eq!(r.slower_than(0), 9);
+    assert_eq!(r.slower_than(3_000_000_000), 0);
 }
 
 #[test]

@@ -187,6 +187,14 @@ fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> String 
             ms(p.mean_ns as u64)
         ));
     }
+    if r.requests > 0 {
+        s.push_str(&format!(
+            "slow       {} over 10 ms, {} over 100 ms, {} over 1 s\n",
+            r.slower_than(10_000_000),
+            r.slower_than(100_000_000),
+            r.slower_than(1_000_000_000)
+        ));
+    }
     if cfg.rate_per_s.is_some() {
         s.push_str("(latency counts from each request's scheduled time)\n");
     }
@@ -221,6 +229,11 @@ fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> serde_j
         "latency_ns": {
             "p50": p.p50_ns, "p90": p.p90_ns, "p99": p.p99_ns, "p99_9": p.p999_ns,
             "max": p.max_ns, "mean": p.mean_ns,
+        },
+        // Counts, not times: how many good requests took longer than each bound.
+        "slower_than_ms": {
+            "1": r.slower_than(1_000_000), "10": r.slower_than(10_000_000),
+            "100": r.slower_than(100_000_000), "1000": r.slower_than(1_000_000_000),
         },
     })
 }
