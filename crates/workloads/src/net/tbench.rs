@@ -28,7 +28,7 @@ use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 use super::common::{check_err, io_err, loopback_listener, shutdown_listener, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
-use crate::dbench::{clients_sweep, counted, load_for, load_sample, param};
+use crate::dbench::{Clients, Work, clients_sweep, counted, load_for, load_params, load_sample};
 
 const NAME: &str = "tbench";
 /// The SMB header every request and reply carries.
@@ -71,21 +71,7 @@ impl Benchmark for Tbench {
                           TCP, one connection and server thread per client, no file system"
                 .into(),
             origin: "paper 001 Table 6 (tbench)".into(),
-            params: vec![
-                param("clients", "20", Some("2"), "clients (paper: 20 to 120)"),
-                param(
-                    "duration",
-                    "1000",
-                    Some("200"),
-                    "milliseconds of load per sample",
-                ),
-                param(
-                    "loadfile",
-                    "auto",
-                    None,
-                    "load file path; auto: the dbench package's client.txt if installed, else builtin (smtlab's own mix)",
-                ),
-            ],
+            params: load_params(),
         }
     }
 
@@ -109,7 +95,7 @@ impl Benchmark for Tbench {
         super::common::ensure_nofile(3 * clients as u64 + 256).map_err(|e| check_err(NAME, e))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
         let addr = server.addr;
-        let mut workers = Vec::with_capacity(clients);
+        let mut workers = Clients::with_capacity(clients);
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         for i in 0..clients {
             let (tx, rx) = mpsc::channel::<Work>();
@@ -122,7 +108,7 @@ impl Benchmark for Tbench {
                     move || client_loop(addr, &load, &rx, &ready),
                 )
                 .map_err(|e| io_err(NAME, format!("start client {i} of {clients}"), e))?;
-            workers.push((tx, h));
+            workers.push(tx, h);
         }
         drop(ready_tx);
         for _ in 0..clients {
@@ -133,14 +119,13 @@ impl Benchmark for Tbench {
             }
         }
         Ok(Box::new(TbenchInstance {
-            workers,
+            clients: workers,
             duration_ns,
             _server: server,
         }))
     }
 }
 
-type Work = (u64, mpsc::Sender<Result<Stats, String>>);
 /// A server connection and the thread that serves it.
 type Connection = (TcpStream, JoinHandle<()>);
 
@@ -304,7 +289,7 @@ fn exchange(conn: &mut TcpStream, buf: &mut Vec<u8>, req: u32, resp: u32) -> Res
 }
 
 struct TbenchInstance {
-    workers: Vec<(mpsc::Sender<Work>, JoinHandle<()>)>,
+    clients: Clients,
     duration_ns: u64,
     // Dropped after the clients (their fields come first).
     _server: Server,
@@ -312,40 +297,18 @@ struct TbenchInstance {
 
 impl Instance for TbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
-        let (tx, rx) = mpsc::channel();
-        let t0 = now_ns();
-        let end = t0 + self.duration_ns;
-        for (w, _) in &self.workers {
-            w.send((end, tx.clone()))
-                .map_err(|_| check_err(NAME, "a client has stopped"))?;
-        }
-        drop(tx);
-        let mut total = Stats::new();
-        for _ in 0..self.workers.len() {
-            match rx.recv() {
-                Ok(Ok(s)) => total.merge(s),
-                Ok(Err(e)) => return Err(check_err(NAME, e)),
-                Err(_) => return Err(check_err(NAME, "a client stopped during the sample")),
-            }
-        }
-        let elapsed_ns = now_ns().saturating_sub(t0).max(1);
+        let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
         if total.bytes() == 0 {
             return Err(check_err(
                 NAME,
                 "no ReadX or WriteX completed in the sample; lengthen duration",
             ));
         }
-        Ok(load_sample(&mut total, elapsed_ns, self.workers.len()))
+        Ok(load_sample(&mut total, elapsed_ns, self.clients.len()))
     }
 
     fn fixed_iterations(&self) -> Option<u64> {
         Some(1)
-    }
-}
-
-impl Drop for TbenchInstance {
-    fn drop(&mut self) {
-        crate::dbench::stop_workers(&mut self.workers);
     }
 }
 
