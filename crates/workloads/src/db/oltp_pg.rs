@@ -481,12 +481,7 @@ mod tests {
         drop(inst);
         // Nothing listens on the server's port any more, and no cell directory is left.
         assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
-        let mine = format!("{}{}-", super::super::pg::DIR_PREFIX, std::process::id());
-        let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
-            .collect();
+        let left = crate::scratch::mine(super::super::pg::DIR_PREFIX);
         assert!(left.is_empty(), "left behind: {left:?}");
     }
 
