@@ -447,9 +447,9 @@ fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
         .collect()
 }
 
-/// The comparison as plain text, paper 001 style: rows of benchmarks, columns A | B |
-/// speed-up, a geometric-mean row per group and an overall one, then missing cells.
-pub fn compare_table(c: &Comparison) -> String {
+/// The two runs' labels and a `differs:` line for every environment field in which they
+/// differ: the head of every plain-text comparison.
+pub fn sides_text(c: &Comparison) -> String {
     let mut out = format!("A: {}\nB: {}\n", c.a.label, c.b.label);
     for d in &c.env_diffs {
         out.push_str(&format!(
@@ -459,6 +459,13 @@ pub fn compare_table(c: &Comparison) -> String {
             d.b.as_deref().unwrap_or("unknown")
         ));
     }
+    out
+}
+
+/// The comparison as plain text, paper 001 style: rows of benchmarks, columns A | B |
+/// speed-up, a geometric-mean row per group and an overall one, then missing cells.
+pub fn compare_table(c: &Comparison) -> String {
+    let mut out = sides_text(c);
     out.push_str(
         "value: mean; speed-up of B over A: ratio of means with 95% CI (Fieller), above 1 = B \
          better (for lower-is-better units too); faster/slower only when the interval \

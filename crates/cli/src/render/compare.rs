@@ -11,15 +11,7 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
     if layout.width.is_none() {
         return smtlab_report::compare_table(c);
     }
-    let mut head = format!("A: {}\nB: {}\n", c.a.label, c.b.label);
-    for d in &c.env_diffs {
-        head.push_str(&format!(
-            "differs: {}: {} | {}\n",
-            d.field,
-            d.a.as_deref().unwrap_or("unknown"),
-            d.b.as_deref().unwrap_or("unknown")
-        ));
-    }
+    let mut head = smtlab_report::compare::sides_text(c);
     head.push_str(
         "speed-up of B over A: ratio of the values with 95% CI (Fieller), above 1 = B \
          better (for lower-is-better units too); faster/slower only when the interval \
