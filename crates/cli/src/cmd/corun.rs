@@ -447,16 +447,7 @@ fn store(
         cells: out.cells,
         skipped: out.skipped,
     };
-    let mut store = Store::open(path)?;
-    let id = store.import_run(&results)?;
-    eprintln!(
-        "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
-        path.display(),
-        db_arg
-            .as_ref()
-            .map(|p| format!(" --db {}", p.display()))
-            .unwrap_or_default()
-    );
+    let id = super::import_and_tell(path, db_arg.as_deref(), &results)?;
     Ok((id, results))
 }
 
