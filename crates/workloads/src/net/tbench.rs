@@ -16,8 +16,8 @@
 //! operations/s and per-operation round-trip percentiles as metrics.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -25,7 +25,7 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use super::common::{check_err, io_err, loopback_listener, shutdown_listener, spawn_on};
+use super::common::{Acceptor, check_err, io_err, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
 use crate::dbench::{Clients, Work, clients_sweep, counted, load_for, load_params, load_sample};
@@ -94,7 +94,7 @@ impl Benchmark for Tbench {
         })?;
         super::common::ensure_nofile(3 * clients as u64 + 256).map_err(|e| check_err(NAME, e))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
-        let addr = server.addr;
+        let addr = server.acceptor.addr;
         let mut workers = Clients::with_capacity(clients);
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         for i in 0..clients {
@@ -130,24 +130,15 @@ impl Benchmark for Tbench {
 type Connection = (TcpStream, JoinHandle<()>);
 
 struct Server {
-    addr: SocketAddr,
-    listener: Arc<TcpListener>,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: Acceptor,
     conns: Arc<Mutex<Vec<Connection>>>,
 }
 
 impl Server {
     fn start(cpus: &CpuSet) -> Result<Server, BenchError> {
-        let listener =
-            Arc::new(loopback_listener().map_err(|e| io_err(NAME, "listen on 127.0.0.1", e))?);
-        let addr = listener
-            .local_addr()
-            .map_err(|e| io_err(NAME, "read the listener address", e))?;
-        let stop = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Vec::new()));
-        let (l, st, cs, set) = (listener.clone(), stop.clone(), conns.clone(), cpus.clone());
-        let acceptor = spawn_on(cpus, "tbench-accept".into(), move || {
+        let (cs, set) = (conns.clone(), cpus.clone());
+        let acceptor = Acceptor::start(NAME, cpus, "tbench-accept", move |l, st| {
             let mut n = 0;
             while !st.load(Ordering::Acquire) {
                 let Ok((conn, _)) = l.accept() else { break };
@@ -160,15 +151,8 @@ impl Server {
                 }
                 n += 1;
             }
-        })
-        .map_err(|e| io_err(NAME, "start the server", e))?;
-        Ok(Server {
-            addr,
-            listener,
-            stop,
-            acceptor: Some(acceptor),
-            conns,
-        })
+        })?;
+        Ok(Server { acceptor, conns })
     }
 }
 
@@ -202,11 +186,7 @@ fn serve(mut conn: TcpStream) {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        shutdown_listener(&self.listener);
-        if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
-        }
+        self.acceptor.stop();
         if let Ok(mut c) = self.conns.lock() {
             for (conn, h) in c.drain(..) {
                 let _ = conn.shutdown(Shutdown::Both);
@@ -315,6 +295,7 @@ impl Instance for TbenchInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
 
     #[test]
     fn sizes_carry_the_data_the_right_way() {
@@ -355,7 +336,7 @@ mod tests {
         server.join().unwrap();
         // The real server answers exactly what was asked.
         let srv = Server::start(&CpuSet::new()).unwrap();
-        let mut conn = TcpStream::connect(srv.addr).unwrap();
+        let mut conn = TcpStream::connect(srv.acceptor.addr).unwrap();
         for (req, resp) in [(8, 4), (4135, 55), (59, 65_591)] {
             exchange(&mut conn, &mut buf, req, resp).unwrap();
         }
