@@ -22,9 +22,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use smtlab_bench::clock::now_ns;
-use smtlab_bench::{
-    BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
-};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
 
 pub mod load;
@@ -114,23 +112,12 @@ pub(crate) fn load_params() -> Vec<ParamInfo> {
     ]
 }
 
-pub(crate) fn counted(
-    p: &smtlab_bench::Params,
-    key: &str,
-    lo: u64,
-    hi: u64,
-) -> Result<u64, BenchError> {
-    let v = p.get_u64(key)?;
-    if (lo..=hi).contains(&v) {
-        Ok(v)
-    } else {
-        Err(ParamError::Value {
-            name: key.into(),
-            value: v.to_string(),
-            expected: format!("{lo} to {hi}"),
-        }
-        .into())
-    }
+/// The client count and the milliseconds of load per sample, checked.
+pub(crate) fn clients_and_duration(p: &smtlab_bench::Params) -> Result<(u64, u64), BenchError> {
+    Ok((
+        p.get_u64_in("clients", 1..=1000, "1 to 1000")?,
+        p.get_u64_in("duration", 1..=3_600_000, "1 to 3600000")?,
+    ))
 }
 
 impl Benchmark for Dbench {
@@ -164,8 +151,7 @@ impl Benchmark for Dbench {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
-        let clients = counted(p, "clients", 1, 1000)?;
-        let duration = counted(p, "duration", 1, 3_600_000)?;
+        let (clients, duration) = clients_and_duration(p)?;
         let load = load_for(NAME, p.get_str("loadfile")?)?;
         let base = match p.get_str("dir")? {
             "auto" => std::env::temp_dir(),

@@ -31,9 +31,7 @@ use std::time::{Duration, Instant};
 
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::clock::now_ns;
-use smtlab_bench::{
-    BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
-};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
 use super::common::{Acceptor, check_err, ensure_nofile, io_err, spawn_on, thread_limits};
@@ -156,30 +154,10 @@ impl Benchmark for Chat {
 
 fn shape_of(ctx: &BenchContext<'_>) -> Result<ChatShape, BenchError> {
     let p = ctx.params;
-    let bad = |name: &str, value: u64, expected: &str| -> BenchError {
-        ParamError::Value {
-            name: name.into(),
-            value: value.to_string(),
-            expected: expected.into(),
-        }
-        .into()
-    };
-    let rooms = p.get_u64("rooms")?;
-    if !(1..=10_000).contains(&rooms) {
-        return Err(bad("rooms", rooms, "1 to 10000 rooms"));
-    }
-    let users = p.get_u64("users")?;
-    if !(2..=1_000).contains(&users) {
-        return Err(bad("users", users, "2 to 1000 users per room"));
-    }
-    let messages = p.get_u64("messages")?;
-    if !(1..=1_000_000).contains(&messages) {
-        return Err(bad("messages", messages, "1 to 1000000 messages"));
-    }
-    let size = p.get_bytes("size")?;
-    if !(HEADER as u64..=65_536).contains(&size) {
-        return Err(bad("size", size, "16 to 65536 bytes"));
-    }
+    let rooms = p.get_u64_in("rooms", 1..=10_000, "1 to 10000 rooms")?;
+    let users = p.get_u64_in("users", 2..=1_000, "2 to 1000 users per room")?;
+    let messages = p.get_u64_in("messages", 1..=1_000_000, "1 to 1000000 messages")?;
+    let size = p.get_bytes_in("size", HEADER as u64..=65_536, "16 to 65536 bytes")?;
     Ok(ChatShape {
         rooms: rooms as u32,
         users: users as u32,

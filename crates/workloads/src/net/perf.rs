@@ -33,7 +33,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::clock::{now_ns, thread_cpu_ns as own_cpu_ns};
-use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 
 use super::common::{
@@ -161,36 +161,22 @@ impl Benchmark for Perf {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.0.name();
         let p = ctx.params;
-        let range = |key: &str, lo: u64, hi: u64, expected: &str| -> Result<u64, BenchError> {
-            let v = if key == "duration" || key == "max_iterations" {
-                p.get_u64(key)?
-            } else {
-                p.get_bytes(key)?
-            };
-            if (lo..=hi).contains(&v) {
-                Ok(v)
-            } else {
-                Err(ParamError::Value {
-                    name: key.into(),
-                    value: v.to_string(),
-                    expected: expected.into(),
-                }
-                .into())
-            }
+        let duration = p.get_u64_in("duration", 1..=600_000, "1 to 600000 milliseconds")?;
+        let max_iterations = p.get_u64_in("max_iterations", 1..=30, "1 to 30 iterations")?;
+        let bytes = |key: &str, hi: u64, expected: &str| -> Result<usize, BenchError> {
+            Ok(p.get_bytes_in(key, 1..=hi, expected)? as usize)
         };
-        let duration = range("duration", 1, 600_000, "1 to 600000 milliseconds")?;
-        let max_iterations = range("max_iterations", 1, 30, "1 to 30 iterations")?;
         let (size, request, response) = match self.0 {
-            Kind::Stream => (range("size", 1, 1 << 20, "1 byte to 1 MiB")? as usize, 0, 0),
+            Kind::Stream => (bytes("size", 1 << 20, "1 byte to 1 MiB")?, 0, 0),
             Kind::UdpRr => (
                 0,
-                range("request", 1, 65_507, "1 to 65507 bytes (one datagram)")? as usize,
-                range("response", 1, 65_507, "1 to 65507 bytes (one datagram)")? as usize,
+                bytes("request", 65_507, "1 to 65507 bytes (one datagram)")?,
+                bytes("response", 65_507, "1 to 65507 bytes (one datagram)")?,
             ),
             _ => (
                 0,
-                range("request", 1, 1 << 20, "1 byte to 1 MiB")? as usize,
-                range("response", 1, 1 << 20, "1 byte to 1 MiB")? as usize,
+                bytes("request", 1 << 20, "1 byte to 1 MiB")?,
+                bytes("response", 1 << 20, "1 byte to 1 MiB")?,
             ),
         };
         let cfg = Config {

@@ -28,7 +28,9 @@ use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 use super::common::{Acceptor, check_err, io_err, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
-use crate::dbench::{Clients, Work, clients_sweep, counted, load_for, load_params, load_sample};
+use crate::dbench::{
+    Clients, Work, clients_and_duration, clients_sweep, load_for, load_params, load_sample,
+};
 
 const NAME: &str = "tbench";
 /// The SMB header every request and reply carries.
@@ -85,8 +87,8 @@ impl Benchmark for Tbench {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
-        let clients = counted(p, "clients", 1, 1000)? as usize;
-        let duration_ns = counted(p, "duration", 1, 3_600_000)? * 1_000_000;
+        let (clients, duration) = clients_and_duration(p)?;
+        let (clients, duration_ns) = (clients as usize, duration * 1_000_000);
         let load = load_for(NAME, p.get_str("loadfile")?)?;
         let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
             bench: NAME.into(),
