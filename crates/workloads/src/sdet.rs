@@ -441,20 +441,11 @@ impl Instance for SdetInstance {
 mod tests {
     use super::*;
     use crate::db::testutil;
-    use smtlab_bench::Params;
 
     #[test]
     fn users_run_their_scripts_and_nothing_stays() {
-        let params = Params::resolve(&Sdet.info(), &["users=3".into()], true).unwrap();
         let pl = testutil::placement_first_cpu();
-        let topo = testutil::topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &pl,
-            topology: &topo,
-            client: None,
-        };
-        let mut inst = Sdet.prepare(&ctx).unwrap();
+        let mut inst = testutil::prepare(&Sdet, &[("users", "3")], &pl, None).unwrap();
         let s = inst.sample(2).unwrap();
         assert_eq!(s.work, 6.0);
         assert_eq!(s.metrics["users"], 3.0);
@@ -499,16 +490,11 @@ mod tests {
 
     #[test]
     fn a_bad_user_count_is_a_one_line_error() {
-        let params = Params::resolve(&Sdet.info(), &["users=0".into()], true).unwrap();
         let pl = testutil::placement_first_cpu();
-        let topo = testutil::topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &pl,
-            topology: &topo,
-            client: None,
-        };
-        let e = Sdet.prepare(&ctx).err().unwrap().to_string();
+        let e = testutil::prepare(&Sdet, &[("users", "0")], &pl, None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("users") && e.contains("1 to 1024"), "{e}");
     }
 }

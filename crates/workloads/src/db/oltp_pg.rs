@@ -457,17 +457,10 @@ mod tests {
             eprintln!("skipped: {e}");
             return;
         }
-        let p = params(&[("duration", "1"), ("clients", "2")]);
         let placement = testutil::placement_first_cpu();
-        let topo = testutil::topology();
         let client = testutil::client();
-        let ctx = BenchContext {
-            params: &p,
-            placement: &placement,
-            topology: &topo,
-            client: Some(&client),
-        };
-        let mut inst = OltpPg.prepare(&ctx).unwrap();
+        let given = [("duration", "1"), ("clients", "2")];
+        let mut inst = testutil::prepare(&OltpPg, &given, &placement, Some(&client)).unwrap();
         assert_eq!(inst.fixed_iterations(), Some(1));
         let s = inst.sample(1).unwrap();
         let tps = s.metrics["pgbench_tps"];
@@ -487,16 +480,11 @@ mod tests {
 
     #[test]
     fn without_a_client_side_the_cell_is_refused_in_one_line() {
-        let p = params(&[]);
         let placement = crate::db::testutil::placement_first_cpu();
-        let topo = crate::db::testutil::topology();
-        let ctx = BenchContext {
-            params: &p,
-            placement: &placement,
-            topology: &topo,
-            client: None,
-        };
-        let e = OltpPg.prepare(&ctx).err().unwrap().to_string();
+        let e = crate::db::testutil::prepare(&OltpPg, &[], &placement, None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("client side"), "{e}");
     }
 

@@ -357,25 +357,14 @@ impl Instance for SqliteInstance {
 mod tests {
     use super::*;
     use crate::db::testutil;
-    use smtlab_bench::Params;
 
     /// The tests count this process's scratch directories: one at a time.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     fn run(pairs: &[(&str, &str)]) -> Result<(RawSample, RawSample), BenchError> {
-        let info = OltpSqlite.info();
-        let given: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let params = Params::resolve(&info, &given, true)?;
         let cpus = smtlab_placement::pin::get_affinity(0).unwrap().to_vec();
         let pl = testutil::placement(&cpus[..cpus.len().min(2)]);
-        let topo = testutil::topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &pl,
-            topology: &topo,
-            client: None,
-        };
-        let mut inst = OltpSqlite.prepare(&ctx)?;
+        let mut inst = testutil::prepare(&OltpSqlite, pairs, &pl, None)?;
         let a = inst.sample(20)?;
         let b = inst.sample(30)?;
         Ok((a, b))
