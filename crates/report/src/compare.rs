@@ -236,6 +236,27 @@ pub struct MissingCell {
     pub other_skipped: Option<String>,
 }
 
+impl MissingCell {
+    /// `  NAME PARAMS on PLACEMENT: only in A`, with why the other run skipped it when it
+    /// says: a line of the "measured in one run only" list, without its newline.
+    pub fn line(&self) -> String {
+        let side = match self.only_in {
+            Side::A => "only in A",
+            Side::B => "only in B",
+        };
+        let mut line = format!(
+            "  {} {} on {}: {side}",
+            self.benchmark,
+            crate::fmt::params(&self.params),
+            self.placement
+        );
+        if let Some(r) = &self.other_skipped {
+            line.push_str(&format!(" (the other run skipped it: {r})"));
+        }
+        line
+    }
+}
+
 /// Two runs compared cell by cell.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -558,19 +579,7 @@ pub fn compare_table(c: &Comparison) -> String {
     if !c.missing.is_empty() {
         out.push_str("\nmeasured in one run only:\n");
         for m in &c.missing {
-            let side = match m.only_in {
-                Side::A => "only in A",
-                Side::B => "only in B",
-            };
-            out.push_str(&format!(
-                "  {} {} on {}: {side}",
-                m.benchmark,
-                params(&m.params),
-                m.placement
-            ));
-            if let Some(r) = &m.other_skipped {
-                out.push_str(&format!(" (the other run skipped it: {r})"));
-            }
+            out.push_str(&m.line());
             out.push('\n');
         }
     }
