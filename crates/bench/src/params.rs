@@ -6,6 +6,7 @@
 //! repeated `--param` never silently keeps the last value.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 use smtlab_model::{BenchInfo, ParamInfo};
 
@@ -134,6 +135,28 @@ impl Params {
             })
     }
 
+    /// A whole number within `range`; outside it, an error saying `expected` (e.g. "1 to
+    /// 1000 users").
+    pub fn get_u64_in(
+        &self,
+        name: &str,
+        range: RangeInclusive<u64>,
+        expected: &str,
+    ) -> Result<u64, ParamError> {
+        within(name, self.get_u64(name)?, range, expected)
+    }
+
+    /// A byte size (as [`Params::get_bytes`]) within `range`; outside it, an error saying
+    /// `expected`.
+    pub fn get_bytes_in(
+        &self,
+        name: &str,
+        range: RangeInclusive<u64>,
+        expected: &str,
+    ) -> Result<u64, ParamError> {
+        within(name, self.get_bytes(name)?, range, expected)
+    }
+
     /// A byte size: `4096`, `4k`/`4KiB` (1024), `64M`/`64MiB`, `1G`/`1GiB`; `KB`/`MB`/`GB`
     /// are decimal.
     pub fn get_bytes(&self, name: &str) -> Result<u64, ParamError> {
@@ -142,6 +165,23 @@ impl Params {
             name: name.into(),
             value: v.into(),
             expected: "a size such as 4096, 32KiB, 64MiB or 1GiB".into(),
+        })
+    }
+}
+
+fn within(
+    name: &str,
+    v: u64,
+    range: RangeInclusive<u64>,
+    expected: &str,
+) -> Result<u64, ParamError> {
+    if range.contains(&v) {
+        Ok(v)
+    } else {
+        Err(ParamError::Value {
+            name: name.into(),
+            value: v.to_string(),
+            expected: expected.into(),
         })
     }
 }
@@ -308,6 +348,28 @@ mod tests {
 
     fn given(texts: &[&str]) -> Vec<String> {
         texts.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn ranged_getters_take_the_bounds_and_name_what_is_expected() {
+        let p = Params::from_pairs([("n", "5"), ("size", "4KiB")]);
+        assert_eq!(p.get_u64_in("n", 1..=5, "1 to 5").unwrap(), 5);
+        assert_eq!(
+            p.get_bytes_in("size", 1..=4096, "up to 4 KiB").unwrap(),
+            4096
+        );
+        let e = p.get_u64_in("n", 6..=9, "6 to 9 things").unwrap_err();
+        assert_eq!(e.to_string(), "parameter n=\"5\": expected 6 to 9 things");
+        let e = p
+            .get_bytes_in("size", 1..=4095, "less than 4 KiB")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "parameter size=\"4096\": expected less than 4 KiB"
+        );
+        // What does not parse says so, not the range.
+        let e = p.get_u64_in("size", 0..=9, "0 to 9").unwrap_err();
+        assert!(e.to_string().contains("a non-negative integer"), "{e}");
     }
 
     #[test]

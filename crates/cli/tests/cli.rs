@@ -15,6 +15,12 @@ fn json_of(cmd: &mut Command) -> Value {
     serde_json::from_slice(&out).expect("stdout is JSON")
 }
 
+/// Standard output of a command that must succeed.
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    String::from_utf8(out).expect("stdout is UTF-8")
+}
+
 fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
     smtlab_fixtures::extract(name)
 }
@@ -49,14 +55,7 @@ mod topo {
 
     #[test]
     fn human_output_ends_with_the_verdict() {
-        let out = smtlab()
-            .arg("topo")
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = stdout_of(smtlab().arg("topo"));
         let last = text.lines().last().unwrap();
         assert!(last.contains(" CPUs") || last.contains(" CPU;"), "{last}");
         assert!(last.contains("SMT"), "{last}");
@@ -78,15 +77,11 @@ mod topo {
     #[test]
     fn smt_fixture_table_and_verdict() {
         let (_dir, root) = fixture("32intel64-2p8co2t+8ve");
-        let out = smtlab()
-            .args(["topo", "--view", "both", "--sysfs"])
-            .arg(&root)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = stdout_of(
+            smtlab()
+                .args(["topo", "--view", "both", "--sysfs"])
+                .arg(&root),
+        );
         let text = text.replace(&root.display().to_string(), "<root>");
         insta::assert_snapshot!("topo_32intel64", text);
     }
@@ -221,14 +216,7 @@ mod placements {
 
     #[test]
     fn this_machine_lists_what_it_can_and_cannot_do() {
-        let out = smtlab()
-            .arg("placements")
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = stdout_of(smtlab().arg("placements"));
         assert!(text.contains("1c1t"), "{text}");
         let t = json_of(smtlab().args(["topo", "--json"]));
         if t["smt"]["threads_per_core_max"].as_u64() == Some(1) {
@@ -270,16 +258,12 @@ mod placements {
     #[test]
     fn explicit_placements_and_their_errors() {
         let (_dir, root) = fixture("16amd64-8n2c");
-        let out = smtlab()
-            .args(["placements", "--sysfs"])
-            .arg(&root)
-            .args(["2P", "1c2t", "cpus=0,3"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = stdout_of(
+            smtlab()
+                .args(["placements", "--sysfs"])
+                .arg(&root)
+                .args(["2P", "1c2t", "cpus=0,3"]),
+        );
         insta::assert_snapshot!("placements_16amd64_explicit", text);
     }
 
@@ -299,14 +283,7 @@ mod catalog {
 
     #[test]
     fn list_shows_every_group_with_units_and_direction() {
-        let out = smtlab()
-            .arg("list")
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = stdout_of(smtlab().arg("list"));
         for name in [
             "int-ops",
             "mem-read",
@@ -352,14 +329,8 @@ mod catalog {
 
     #[test]
     fn bench_compares_placements_to_the_first() {
-        let out = smtlab()
-            .args(["bench", "int-ops", "--quick", "-p", "1c1t", "-p", "2c1t"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text =
+            stdout_of(smtlab().args(["bench", "int-ops", "--quick", "-p", "1c1t", "-p", "2c1t"]));
         let row = text
             .lines()
             .find(|l| l.starts_with("2c1t"))
@@ -388,14 +359,7 @@ mod catalog {
         }
         assert_eq!(v["comparisons"].as_array().unwrap().len(), 1);
 
-        let text = smtlab()
-            .args(["bench", "int-ops", "--quick", "--repeat", "2"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(text).unwrap();
+        let text = stdout_of(smtlab().args(["bench", "int-ops", "--quick", "--repeat", "2"]));
         assert!(text.contains("2 rounds, medians"), "{text}");
         // One round is the plain measurement: no rounds recorded.
         let one = json_of(smtlab().args(["bench", "int-ops", "--quick", "--json"]));
@@ -595,15 +559,7 @@ mod runs {
         assert_eq!(json["cells"].as_array().unwrap().len(), 5);
         assert!(json["skipped"][0]["reason"].as_str().unwrap().contains("2"));
 
-        let csv = smtlab()
-            .args(["report", "1", "--csv"])
-            .args(db_arg(&db))
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let csv = String::from_utf8(csv).unwrap();
+        let csv = stdout_of(smtlab().args(["report", "1", "--csv"]).args(db_arg(&db)));
         assert_eq!(
             csv.lines().count(),
             7,
@@ -751,15 +707,7 @@ mod runs {
                 .assert()
                 .success();
         }
-        let out = smtlab()
-            .args(["compare", "1", "2"])
-            .args(db_arg(&db))
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let text = String::from_utf8(out).unwrap();
+        let text = stdout_of(smtlab().args(["compare", "1", "2"]).args(db_arg(&db)));
         assert!(
             text.contains("null-syscall") && text.contains("int-ops"),
             "{text}"
@@ -807,15 +755,11 @@ mod runs {
         let html = std::fs::read_to_string(&page).unwrap();
         assert!(html.starts_with("<!DOCTYPE html>"));
         assert!(html.contains("null-syscall") && html.contains("id=\"environments\""));
-        let out = smtlab()
-            .args(["compare", "1", "2", "--markdown"])
-            .args(db_arg(&db))
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let md = String::from_utf8(out).unwrap();
+        let md = stdout_of(
+            smtlab()
+                .args(["compare", "1", "2", "--markdown"])
+                .args(db_arg(&db)),
+        );
         assert!(md.contains("| os | null-syscall | - | 1c1t |"), "{md}");
         smtlab()
             .args(["compare", "1", "2", "--markdown", "--json"])
@@ -1597,21 +1541,17 @@ mod store {
     fn exec_and_report_print_the_same_speedup_for_the_same_pair() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("r.db");
-        let out = smtlab()
-            .args(["exec", "--wide", "--reps", "3", "--placements", "1c1t,2c1t"])
-            .args(db_arg(&db))
-            .args([
-                "--",
-                "sh",
-                "-c",
-                "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done",
-            ])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let exec = String::from_utf8(out).unwrap();
+        let exec = stdout_of(
+            smtlab()
+                .args(["exec", "--wide", "--reps", "3", "--placements", "1c1t,2c1t"])
+                .args(db_arg(&db))
+                .args([
+                    "--",
+                    "sh",
+                    "-c",
+                    "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done",
+                ]),
+        );
         let figure = regex::Regex::new(
             r"[0-9]+\.[0-9]{3}x (\[-?[0-9.]+, -?[0-9.]+\] (faster|slower|not significant at 95%)|interval unbounded)",
         )
@@ -1630,15 +1570,11 @@ mod store {
         let in_table = found(&exec, "2c1t");
         let in_verdict = found(&exec, "2 cores / 1 core (2c1t / 1c1t): ");
         assert_eq!(in_table, in_verdict, "{exec}");
-        let out = smtlab()
-            .args(["report", "latest", "--wide"])
-            .args(db_arg(&db))
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let report = String::from_utf8(out).unwrap();
+        let report = stdout_of(
+            smtlab()
+                .args(["report", "latest", "--wide"])
+                .args(db_arg(&db)),
+        );
         assert_eq!(found(&report, "2c1t"), in_table, "{report}");
         // Wall time is lower-is-better: above 1 means 2c1t took less time.
         let means: Vec<f64> = ["1c1t", "2c1t"]

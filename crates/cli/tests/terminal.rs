@@ -13,6 +13,18 @@ fn stdout_of(cmd: &mut Command) -> String {
     String::from_utf8(cmd.assert().success().get_output().stdout.clone()).unwrap()
 }
 
+/// Standard output, as JSON, of a command that must succeed without a word on stderr.
+fn silent_json(cmd: &mut Command) -> serde_json::Value {
+    let a = cmd.assert().success();
+    let o = a.get_output();
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 #[test]
 fn version_names_the_commit_or_says_unknown() {
     let v = stdout_of(smtlab().arg("--version"));
@@ -260,19 +272,12 @@ fn run_into_a_file_keeps_every_cell_line_and_no_note() {
     assert!(err.contains("run 1 finished"), "{err}");
 
     // --json: the run as stored, alone on stdout; -q: nothing on stderr.
-    let a = smtlab()
-        .args(["-q", "run", "--suite", "quick", "--bench", "null-syscall"])
-        .args(["--placements", "1c1t", "--json", "--db"])
-        .arg(&db)
-        .assert()
-        .success();
-    let o = a.get_output();
-    assert!(
-        o.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    let v = silent_json(
+        smtlab()
+            .args(["-q", "run", "--suite", "quick", "--bench", "null-syscall"])
+            .args(["--placements", "1c1t", "--json", "--db"])
+            .arg(&db),
     );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "smtlab.results/1");
     assert_eq!(v["run"]["id"], 2);
     assert_eq!(v["cells"].as_array().unwrap().len(), 1);
@@ -307,22 +312,15 @@ fn exec_json_is_the_stored_run_alone_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");
     let md = dir.path().join("cells.md");
-    let a = smtlab()
-        .args(["-q", "exec", "--reps", "2", "--warmup", "0", "-p", "1c1t"])
-        .args(["--json", "--export-markdown"])
-        .arg(&md)
-        .arg("--db")
-        .arg(&db)
-        .args(["--", "true"])
-        .assert()
-        .success();
-    let o = a.get_output();
-    assert!(
-        o.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    let v = silent_json(
+        smtlab()
+            .args(["-q", "exec", "--reps", "2", "--warmup", "0", "-p", "1c1t"])
+            .args(["--json", "--export-markdown"])
+            .arg(&md)
+            .arg("--db")
+            .arg(&db)
+            .args(["--", "true"]),
     );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "smtlab.results/1");
     assert_eq!(v["run"]["suite"], "exec");
     assert_eq!(v["cells"][0]["result"]["summary"]["n"], 2);

@@ -104,6 +104,24 @@ impl CellRecord {
     }
 }
 
+/// The arguments joined as a shell would need them (`sh -c 'i=0; ...'`): each one with
+/// characters other than letters, digits and `-_./=,:+@%` goes in single quotes.
+pub fn shell_join(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A cell that could not be measured, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedCell {

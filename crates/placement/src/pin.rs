@@ -510,37 +510,37 @@ impl CpuMask {
     /// child may call it between `fork` and `exec` or `_exit`.
     pub fn apply(&self, tid: libc::pid_t) -> io::Result<()> {
         // SAFETY: the pointer and length describe our own buffer; the kernel only reads.
-        let rc = unsafe {
+        syscall_result(unsafe {
             libc::syscall(
                 libc::SYS_sched_setaffinity,
                 tid,
                 self.bytes(),
                 self.words.as_ptr(),
             )
-        };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        })
     }
 
     /// Async-signal-safe. The buffer must hold the kernel's whole mask, else `EINVAL`.
     fn read(&mut self, tid: libc::pid_t) -> io::Result<()> {
         // SAFETY: the kernel writes at most `bytes()` bytes into our buffer.
-        let rc = unsafe {
+        syscall_result(unsafe {
             libc::syscall(
                 libc::SYS_sched_getaffinity,
                 tid,
                 self.bytes(),
                 self.words.as_mut_ptr(),
             )
-        };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        })
+    }
+}
+
+/// A raw system call's return as a result: negative is the error in `errno`.
+/// Async-signal-safe (reads `errno`, allocates nothing).
+fn syscall_result(rc: libc::c_long) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }
 

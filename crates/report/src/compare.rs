@@ -236,6 +236,27 @@ pub struct MissingCell {
     pub other_skipped: Option<String>,
 }
 
+impl MissingCell {
+    /// `  NAME PARAMS on PLACEMENT: only in A`, with why the other run skipped it when it
+    /// says: a line of the "measured in one run only" list, without its newline.
+    pub fn line(&self) -> String {
+        let side = match self.only_in {
+            Side::A => "only in A",
+            Side::B => "only in B",
+        };
+        let mut line = format!(
+            "  {} {} on {}: {side}",
+            self.benchmark,
+            crate::fmt::params(&self.params),
+            self.placement
+        );
+        if let Some(r) = &self.other_skipped {
+            line.push_str(&format!(" (the other run skipped it: {r})"));
+        }
+        line
+    }
+}
+
 /// Two runs compared cell by cell.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -447,9 +468,9 @@ fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
         .collect()
 }
 
-/// The comparison as plain text, paper 001 style: rows of benchmarks, columns A | B |
-/// speed-up, a geometric-mean row per group and an overall one, then missing cells.
-pub fn compare_table(c: &Comparison) -> String {
+/// The two runs' labels and a `differs:` line for every environment field in which they
+/// differ: the head of every plain-text comparison.
+pub fn sides_text(c: &Comparison) -> String {
     let mut out = format!("A: {}\nB: {}\n", c.a.label, c.b.label);
     for d in &c.env_diffs {
         out.push_str(&format!(
@@ -459,6 +480,13 @@ pub fn compare_table(c: &Comparison) -> String {
             d.b.as_deref().unwrap_or("unknown")
         ));
     }
+    out
+}
+
+/// The comparison as plain text, paper 001 style: rows of benchmarks, columns A | B |
+/// speed-up, a geometric-mean row per group and an overall one, then missing cells.
+pub fn compare_table(c: &Comparison) -> String {
+    let mut out = sides_text(c);
     out.push_str(
         "value: mean; speed-up of B over A: ratio of means with 95% CI (Fieller), above 1 = B \
          better (for lower-is-better units too); faster/slower only when the interval \
@@ -551,19 +579,7 @@ pub fn compare_table(c: &Comparison) -> String {
     if !c.missing.is_empty() {
         out.push_str("\nmeasured in one run only:\n");
         for m in &c.missing {
-            let side = match m.only_in {
-                Side::A => "only in A",
-                Side::B => "only in B",
-            };
-            out.push_str(&format!(
-                "  {} {} on {}: {side}",
-                m.benchmark,
-                params(&m.params),
-                m.placement
-            ));
-            if let Some(r) = &m.other_skipped {
-                out.push_str(&format!(" (the other run skipped it: {r})"));
-            }
+            out.push_str(&m.line());
             out.push('\n');
         }
     }

@@ -17,7 +17,7 @@ use std::fmt::Write;
 use smtlab_model::{RunMeta, RunResults};
 
 use crate::compare::{CompareRow, Comparison, GroupMean, Side, compare};
-use crate::fmt::{esc, params, pct, times};
+use crate::fmt::{esc, params, pct, shorten, times};
 use crate::units::Column;
 
 /// A row's speed-up interval ([`stats::speedup`], carried by the row), `None` with fewer
@@ -252,16 +252,6 @@ fn bars(rows: &[Line<'_>]) -> Option<String> {
     }
     s.push_str("</svg>");
     Some(s)
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.into()
-    } else {
-        let mut t: String = s.chars().take(max - 1).collect();
-        t.push('…');
-        t
-    }
 }
 
 fn geomean_cells(g: &GroupMean) -> (String, String) {

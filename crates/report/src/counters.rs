@@ -39,6 +39,20 @@ pub struct Headline {
 }
 
 impl Headline {
+    /// The multiplexed events with their scale factors (`instructions x1.5, ...`), or
+    /// `None` when the kernel multiplexed none.
+    pub fn multiplexed_list(&self) -> Option<String> {
+        if self.multiplexed.is_empty() {
+            return None;
+        }
+        let m: Vec<String> = self
+            .multiplexed
+            .iter()
+            .map(|(e, f)| format!("{e} x{f:.1}"))
+            .collect();
+        Some(m.join(", "))
+    }
+
     pub fn of(c: &CellCounters) -> Headline {
         let v = &c.values;
         let all = CountMode::All;
@@ -176,13 +190,8 @@ pub fn line(c: &CellCounters) -> String {
     if !hw.is_empty() {
         out.push_str(&format!("; {}", hw.join(", ")));
     }
-    if !h.multiplexed.is_empty() {
-        let m: Vec<String> = h
-            .multiplexed
-            .iter()
-            .map(|(e, f)| format!("{e} x{f:.1}"))
-            .collect();
-        out.push_str(&format!(" (multiplexed, scaled: {})", m.join(", ")));
+    if let Some(m) = h.multiplexed_list() {
+        out.push_str(&format!(" (multiplexed, scaled: {m})"));
     }
     if let Some((label, ticks, f)) = os_summary(c) {
         out.push_str(&format!(

@@ -137,6 +137,17 @@ pub fn mean_ci(s: &Summary) -> String {
     )
 }
 
+/// `s` cut to at most `max` characters, the last an ellipsis where it was cut.
+pub(crate) fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.into()
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
 /// Escapes text for HTML element content and double- or single-quoted attributes.
 pub fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

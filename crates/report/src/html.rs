@@ -352,23 +352,6 @@ fn kv(p: &mut String, key: &str, value: Option<&str>) {
     );
 }
 
-/// Joins arguments as a shell would need them, quoting those with spaces or quotes.
-fn shell_join(args: &[String]) -> String {
-    args.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:+@%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
     let m = &r.run;
     let e = &m.environment;
@@ -420,7 +403,7 @@ fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
     let _ = write!(
         p,
         "<tr><th>command line</th><td><code>{}</code></td></tr>",
-        esc(&shell_join(&m.command_line))
+        esc(&smtlab_model::run::shell_join(&m.command_line))
     );
     kv(p, "started", Some(&utc(m.started_unix_s)));
     kv(p, "finished", m.finished_unix_s.map(utc).as_deref());

@@ -316,18 +316,9 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
         let work = k.work.as_ref().map_or("-".to_string(), |w| {
             crate::units::scaled(&format!("{}s", w.unit), w.amount)
         });
-        let mut mux = String::new();
-        if !h.multiplexed.is_empty() {
-            let m: Vec<String> = h
-                .multiplexed
-                .iter()
-                .map(|(e, f)| format!("{e} x{f:.1}"))
-                .collect();
-            mux = format!(
-                " <span class=\"sub\">(scaled: {})</span>",
-                esc(&m.join(", "))
-            );
-        }
+        let mux = h.multiplexed_list().map_or(String::new(), |m| {
+            format!(" <span class=\"sub\">(scaled: {})</span>", esc(&m))
+        });
         let _ = write!(
             p,
             "<td class=\"num\">{}</td><td class=\"num\">{}{mux}</td><td class=\"num\">{}</td>\

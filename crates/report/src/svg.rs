@@ -9,7 +9,7 @@
 
 use std::fmt::Write;
 
-use crate::fmt::esc;
+use crate::fmt::{esc, shorten};
 
 /// Series colours, in order.
 pub const PALETTE: [&str; 8] = [
@@ -568,16 +568,6 @@ pub fn line_chart(
     }
     s.push_str("</svg>");
     Some(s)
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.into()
-    } else {
-        let mut t: String = s.chars().take(max - 1).collect();
-        t.push('…');
-        t
-    }
 }
 
 /// Scatter of `(x, y)` points; with `diagonal` both axes share one range and the line

@@ -76,22 +76,7 @@ pub struct CommandBench {
     pub reps: usize,
 }
 
-/// The arguments joined as a shell would need them (`sh -c 'i=0; ...'`).
-pub fn shell_join(args: &[String]) -> String {
-    args.iter()
-        .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=,:+@%".contains(c))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+pub use smtlab_model::run::shell_join;
 
 impl CommandBench {
     /// The parameters a cell of this command is stored with.

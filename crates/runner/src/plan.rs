@@ -109,27 +109,7 @@ mod tests {
     use super::*;
 
     fn topo() -> Topology {
-        smtlab_model::Topology {
-            schema: smtlab_model::TOPOLOGY_SCHEMA.into(),
-            root: "/".into(),
-            cpus: (0..4).collect(),
-            offline_cpus: Default::default(),
-            allowed_cpus: None,
-            packages: vec![],
-            cores_without_package: vec![],
-            numa_nodes: vec![],
-            smt: smtlab_model::SmtInfo {
-                threads_per_core_min: 1,
-                threads_per_core_max: 1,
-                control: None,
-                active: None,
-            },
-            caches: vec![],
-            core_kinds: vec![],
-            cpu_model: None,
-            vendor: None,
-            virtualization: None,
-        }
+        smtlab_fixtures::build::cpus_only(0..4)
     }
 
     fn benches(names: &[&str]) -> Vec<Box<dyn Benchmark>> {

@@ -128,6 +128,18 @@ fn run(fake: &mut Fake, kind: ValueKind, cfg: &RunConfig, clock: &FakeClock) -> 
     measure(fake, &info(kind), cfg, clock, &mut NoopObserver).unwrap()
 }
 
+/// The error measuring a time-per-op benchmark ends with.
+fn run_err(fake: &mut Fake, cfg: &RunConfig, clock: &FakeClock) -> RunError {
+    measure(
+        fake,
+        &info(ValueKind::TimePerOp),
+        cfg,
+        clock,
+        &mut NoopObserver,
+    )
+    .unwrap_err()
+}
+
 #[test]
 fn exact_instance_calibrates_to_target_over_cost() {
     let clock = Arc::new(FakeClock::default());
@@ -427,14 +439,7 @@ fn instance_errors_propagate_with_their_phase() {
         let clock = Arc::new(FakeClock::default());
         let mut fake = Fake::linear(&clock, 100);
         fake.fail_on_call = Some(call);
-        let err = measure(
-            &mut fake,
-            &info(ValueKind::TimePerOp),
-            &cfg(),
-            &*clock,
-            &mut NoopObserver,
-        )
-        .unwrap_err();
+        let err = run_err(&mut fake, &cfg(), &clock);
         let msg = err.to_string();
         match err {
             RunError::Bench {
@@ -454,14 +459,7 @@ fn instance_errors_propagate_with_their_phase() {
 fn a_benchmark_that_takes_no_time_fails_calibration() {
     let clock = Arc::new(FakeClock::default());
     let mut fake = Fake::new(&clock, |_, _| 0);
-    let err = measure(
-        &mut fake,
-        &info(ValueKind::TimePerOp),
-        &cfg(),
-        &*clock,
-        &mut NoopObserver,
-    )
-    .unwrap_err();
+    let err = run_err(&mut fake, &cfg(), &clock);
     assert!(matches!(err, RunError::Calibration { .. }), "{err}");
     assert!(err.to_string().contains("no measurable work"), "{err}");
 }
@@ -471,14 +469,7 @@ fn unusable_samples_are_errors_not_numbers() {
     let clock = Arc::new(FakeClock::default());
     let mut fake = Fake::linear(&clock, 100);
     fake.work_per_iter = 0.0;
-    let err = measure(
-        &mut fake,
-        &info(ValueKind::TimePerOp),
-        &cfg(),
-        &*clock,
-        &mut NoopObserver,
-    )
-    .unwrap_err();
+    let err = run_err(&mut fake, &cfg(), &clock);
     assert!(
         matches!(
             err,
@@ -492,14 +483,7 @@ fn unusable_samples_are_errors_not_numbers() {
 
     let mut fake = Fake::linear(&clock, 100);
     fake.fixed = Some(0);
-    let err = measure(
-        &mut fake,
-        &info(ValueKind::TimePerOp),
-        &cfg(),
-        &*clock,
-        &mut NoopObserver,
-    )
-    .unwrap_err();
+    let err = run_err(&mut fake, &cfg(), &clock);
     assert!(matches!(err, RunError::BadSample { .. }), "{err}");
 }
 
@@ -513,14 +497,7 @@ fn invalid_config_is_rejected_before_sampling() {
         min_samples: 3,
         ..cfg()
     };
-    let err = measure(
-        &mut fake,
-        &info(ValueKind::TimePerOp),
-        &cfg,
-        &*clock,
-        &mut NoopObserver,
-    )
-    .unwrap_err();
+    let err = run_err(&mut fake, &cfg, &clock);
     assert!(matches!(err, RunError::Config { .. }), "{err}");
     assert!(requested.lock().unwrap().is_empty());
 }

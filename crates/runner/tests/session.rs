@@ -144,27 +144,7 @@ impl Drop for FakeInstance {
 /// A machine as wide as this one (so client threads can really be pinned), no SMT.
 fn topo() -> Topology {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-    Topology {
-        schema: smtlab_model::TOPOLOGY_SCHEMA.into(),
-        root: "/".into(),
-        cpus: (0..n).collect(),
-        offline_cpus: Default::default(),
-        allowed_cpus: None,
-        packages: vec![],
-        cores_without_package: vec![],
-        numa_nodes: vec![],
-        smt: smtlab_model::SmtInfo {
-            threads_per_core_min: 1,
-            threads_per_core_max: 1,
-            control: None,
-            active: None,
-        },
-        caches: vec![],
-        core_kinds: vec![],
-        cpu_model: None,
-        vendor: None,
-        virtualization: None,
-    }
+    smtlab_fixtures::build::cpus_only(0..n)
 }
 
 fn placement(name: &str, cpus: &[u32]) -> ResolvedPlacement {

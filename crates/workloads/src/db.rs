@@ -106,8 +106,28 @@ impl Drop for ClientRunner {
 #[cfg(test)]
 pub(crate) mod testutil {
     use smtlab_bench::client::ClientSide;
+    use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params};
     use smtlab_model::{ResolvedPlacement, Topology};
     use smtlab_placement::pin::get_affinity;
+
+    /// Prepares `bench` with its quick parameters and the `key=value` pairs `given`, on
+    /// `placement` of this machine, with `client` as its client side.
+    pub(crate) fn prepare(
+        bench: &dyn Benchmark,
+        given: &[(&str, &str)],
+        placement: &ResolvedPlacement,
+        client: Option<&ClientSide>,
+    ) -> Result<Box<dyn Instance>, BenchError> {
+        let given: Vec<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let params = Params::resolve(&bench.info(), &given, true)?;
+        let topo = topology();
+        bench.prepare(&BenchContext {
+            params: &params,
+            placement,
+            topology: &topo,
+            client,
+        })
+    }
 
     /// A placement on the first CPU we may use, as `1c1t` would be.
     pub(crate) fn placement_first_cpu() -> ResolvedPlacement {

@@ -22,10 +22,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
 use smtlab_bench::clock::now_ns;
-use smtlab_bench::{
-    BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
-};
-use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
+use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
 
 pub mod load;
 pub mod replay;
@@ -95,23 +93,31 @@ pub fn load_for(bench: &str, spec: &str) -> Result<Arc<LoadFile>, BenchError> {
     Ok(f)
 }
 
-pub(crate) fn counted(
-    p: &smtlab_bench::Params,
-    key: &str,
-    lo: u64,
-    hi: u64,
-) -> Result<u64, BenchError> {
-    let v = p.get_u64(key)?;
-    if (lo..=hi).contains(&v) {
-        Ok(v)
-    } else {
-        Err(ParamError::Value {
-            name: key.into(),
-            value: v.to_string(),
-            expected: format!("{lo} to {hi}"),
-        }
-        .into())
-    }
+/// The parameters dbench and tbench share: client count, sample length, load file.
+pub(crate) fn load_params() -> Vec<ParamInfo> {
+    vec![
+        param("clients", "20", Some("2"), "clients (paper: 20 to 120)"),
+        param(
+            "duration",
+            "1000",
+            Some("200"),
+            "milliseconds of load per sample",
+        ),
+        param(
+            "loadfile",
+            "auto",
+            None,
+            "load file path; auto: the dbench package's client.txt if installed, else builtin (smtlab's own mix)",
+        ),
+    ]
+}
+
+/// The client count and the milliseconds of load per sample, checked.
+pub(crate) fn clients_and_duration(p: &smtlab_bench::Params) -> Result<(u64, u64), BenchError> {
+    Ok((
+        p.get_u64_in("clients", 1..=1000, "1 to 1000")?,
+        p.get_u64_in("duration", 1..=3_600_000, "1 to 3600000")?,
+    ))
 }
 
 impl Benchmark for Dbench {
@@ -126,27 +132,16 @@ impl Benchmark for Dbench {
                           replaying a NetBench load file on POSIX calls"
                 .into(),
             origin: "paper 001 Table 5 (dbench)".into(),
-            params: vec![
-                param("clients", "20", Some("2"), "clients (paper: 20 to 120)"),
-                param(
-                    "duration",
-                    "1000",
-                    Some("200"),
-                    "milliseconds of load per sample",
-                ),
-                param(
-                    "loadfile",
-                    "auto",
-                    None,
-                    "load file path; auto: the dbench package's client.txt if installed, else builtin (smtlab's own mix)",
-                ),
-                param(
+            params: {
+                let mut params = load_params();
+                params.push(param(
                     "dir",
                     "auto",
                     None,
                     "directory under which the clients' temporary directory is made (auto: $TMPDIR or /tmp)",
-                ),
-            ],
+                ));
+                params
+            },
         }
     }
 
@@ -156,8 +151,7 @@ impl Benchmark for Dbench {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
-        let clients = counted(p, "clients", 1, 1000)?;
-        let duration = counted(p, "duration", 1, 3_600_000)?;
+        let (clients, duration) = clients_and_duration(p)?;
         let load = load_for(NAME, p.get_str("loadfile")?)?;
         let base = match p.get_str("dir")? {
             "auto" => std::env::temp_dir(),
@@ -208,13 +202,75 @@ impl Drop for TempDir {
     }
 }
 
-type Work = (u64, mpsc::Sender<Stats>);
+/// What a client thread is handed per sample: the time to stop at and where to send
+/// its stats (or why it failed).
+pub(crate) type Work = (u64, mpsc::Sender<Result<Stats, String>>);
+
+/// The client threads of a load-file replay, shared by dbench and tbench, whose clients
+/// take their work the same way: each replays until the end time it is handed and
+/// replies with its stats. Dropping it closes each channel, which ends each client's
+/// loop, and waits for the threads.
+pub(crate) struct Clients {
+    workers: Vec<(mpsc::Sender<Work>, JoinHandle<()>)>,
+}
+
+impl Clients {
+    pub(crate) fn with_capacity(n: usize) -> Clients {
+        Clients {
+            workers: Vec::with_capacity(n),
+        }
+    }
+
+    pub(crate) fn push(&mut self, work: mpsc::Sender<Work>, thread: JoinHandle<()>) {
+        self.workers.push((work, thread));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Lets every client replay for `duration_ns` from now and merges what they did;
+    /// returns it with the time from the start until the last client finished.
+    pub(crate) fn sample(&self, bench: &str, duration_ns: u64) -> Result<(Stats, u64), BenchError> {
+        let check = |reason: String| BenchError::Check {
+            bench: bench.into(),
+            reason,
+        };
+        let (tx, rx) = mpsc::channel();
+        let t0 = now_ns();
+        let end = t0 + duration_ns;
+        for (w, _) in &self.workers {
+            w.send((end, tx.clone()))
+                .map_err(|_| check("a client has stopped".into()))?;
+        }
+        drop(tx);
+        let mut total = Stats::new();
+        for _ in 0..self.workers.len() {
+            match rx.recv() {
+                Ok(Ok(s)) => total.merge(s),
+                Ok(Err(e)) => return Err(check(e)),
+                Err(_) => return Err(check("a client stopped during the sample".into())),
+            }
+        }
+        Ok((total, now_ns().saturating_sub(t0).max(1)))
+    }
+}
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for (tx, h) in self.workers.drain(..) {
+            drop(tx);
+            let _ = h.join();
+        }
+    }
+}
 
 pub struct DbenchInstance {
-    workers: Vec<(mpsc::Sender<Work>, JoinHandle<()>)>,
+    // First: the clients stop before the directory is removed.
+    clients: Clients,
     duration_ns: u64,
     load_name: String,
-    // Last: removed after the workers have stopped.
+    // Last: removed after the clients have stopped.
     dir: TempDir,
 }
 
@@ -233,7 +289,7 @@ impl DbenchInstance {
         };
         let dir = TempDir::new(base, "smtlab-dbench-")
             .map_err(|e| io(format!("make a directory under {}", base.display()), e))?;
-        let mut workers = Vec::with_capacity(clients);
+        let mut workers = Clients::with_capacity(clients);
         for i in 0..clients {
             let root = dir.path().join(format!("client{i}"));
             std::fs::create_dir(&root).map_err(|e| io(format!("create {}", root.display()), e))?;
@@ -244,17 +300,17 @@ impl DbenchInstance {
                 for (end_ns, reply) in rx {
                     let mut stats = Stats::new();
                     c.run_until(&load, end_ns, &now_ns, &mut stats);
-                    if reply.send(stats).is_err() {
+                    if reply.send(Ok(stats)).is_err() {
                         break;
                     }
                 }
                 c.close_all();
             })
             .map_err(|e| io(format!("start client thread {i} of {clients}"), e))?;
-            workers.push((tx, h));
+            workers.push(tx, h);
         }
         Ok(DbenchInstance {
-            workers,
+            clients: workers,
             duration_ns,
             load_name: load.name.clone(),
             dir,
@@ -268,25 +324,7 @@ impl DbenchInstance {
 
 impl Instance for DbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
-        let (tx, rx) = mpsc::channel();
-        let t0 = now_ns();
-        let end = t0 + self.duration_ns;
-        for (w, _) in &self.workers {
-            w.send((end, tx.clone())).map_err(|_| BenchError::Check {
-                bench: NAME.into(),
-                reason: "a client thread has stopped".into(),
-            })?;
-        }
-        drop(tx);
-        let mut total = Stats::new();
-        for _ in 0..self.workers.len() {
-            let s = rx.recv().map_err(|_| BenchError::Check {
-                bench: NAME.into(),
-                reason: "a client thread stopped during the sample".into(),
-            })?;
-            total.merge(s);
-        }
-        let elapsed_ns = now_ns().saturating_sub(t0).max(1);
+        let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
         if total.bytes() == 0 {
             return Err(BenchError::Check {
                 bench: NAME.into(),
@@ -297,7 +335,7 @@ impl Instance for DbenchInstance {
                 ),
             });
         }
-        let mut raw = load_sample(&mut total, elapsed_ns, self.workers.len());
+        let mut raw = load_sample(&mut total, elapsed_ns, self.clients.len());
         raw.metrics
             .insert("status_mismatches".into(), total.mismatches as f64);
         raw.metrics.insert("load_wraps".into(), total.wraps as f64);
@@ -349,21 +387,6 @@ pub(crate) fn latency_metrics(raw: &mut RawSample, per_kind: &mut [Vec<f64>]) {
         );
         m.insert(format!("{key}_p50_ns"), crate::net::quantile(lat, 0.5));
         m.insert(format!("{key}_p99_ns"), crate::net::quantile(lat, 0.99));
-    }
-}
-
-/// Closes each client thread's channel, which ends its loop, and waits for it; shared by
-/// dbench and tbench, whose clients take their work the same way.
-pub(crate) fn stop_workers<T>(workers: &mut Vec<(mpsc::Sender<T>, JoinHandle<()>)>) {
-    for (tx, h) in workers.drain(..) {
-        drop(tx);
-        let _ = h.join();
-    }
-}
-
-impl Drop for DbenchInstance {
-    fn drop(&mut self) {
-        stop_workers(&mut self.workers);
     }
 }
 

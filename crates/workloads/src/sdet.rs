@@ -23,7 +23,6 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use smtlab_bench::clock::now_ns;
 use smtlab_bench::process::ChildGroup;
@@ -31,7 +30,7 @@ use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Sui
 use smtlab_model::{BenchInfo, CpuSet, Direction, ParamInfo, Topology, ValueKind};
 use smtlab_placement::pin::CommandPinExt;
 
-use crate::db::pg::{owner_stamp, sweep_stale_dirs};
+use crate::scratch::ScratchDir;
 
 pub const NAME: &str = "sdet";
 const DIR_PREFIX: &str = "smtlab-sdet-";
@@ -184,7 +183,7 @@ impl Benchmark for Sdet {
                 reason: "no sh on PATH".into(),
             });
         }
-        let dir = Scratch::create(&std::env::temp_dir())?;
+        let dir = ScratchDir::create(NAME, &std::env::temp_dir(), DIR_PREFIX)?;
         let setup = write_tree(dir.path(), &found, users, now_ns())
             .map_err(|e| io_err("write the scripts and files", e))?;
         Ok(Box::new(SdetInstance {
@@ -363,7 +362,7 @@ struct SdetInstance {
     users: usize,
     found: Found,
     setup: Setup,
-    dir: Scratch,
+    dir: ScratchDir,
 }
 
 impl Instance for SdetInstance {
@@ -438,55 +437,15 @@ impl Instance for SdetInstance {
     }
 }
 
-/// A private directory removed when dropped; ones left by a killed smtlab are swept
-/// when the next is made.
-struct Scratch(PathBuf);
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-impl Scratch {
-    fn create(parent: &Path) -> Result<Scratch, BenchError> {
-        sweep_stale_dirs(parent, DIR_PREFIX, &|_| {});
-        let dir = parent.join(format!(
-            "{DIR_PREFIX}{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir(&dir).map_err(|e| io_err("create the work directory", e))?;
-        let guard = Scratch(dir.clone());
-        fs::write(dir.join("owner"), owner_stamp(std::process::id()))
-            .map_err(|e| io_err("write the owner file", e))?;
-        Ok(guard)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::db::testutil;
-    use smtlab_bench::Params;
 
     #[test]
     fn users_run_their_scripts_and_nothing_stays() {
-        let params = Params::resolve(&Sdet.info(), &["users=3".into()], true).unwrap();
         let pl = testutil::placement_first_cpu();
-        let topo = testutil::topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &pl,
-            topology: &topo,
-            client: None,
-        };
-        let mut inst = Sdet.prepare(&ctx).unwrap();
+        let mut inst = testutil::prepare(&Sdet, &[("users", "3")], &pl, None).unwrap();
         let s = inst.sample(2).unwrap();
         assert_eq!(s.work, 6.0);
         assert_eq!(s.metrics["users"], 3.0);
@@ -495,24 +454,13 @@ mod tests {
         let s = inst.sample(1).unwrap();
         assert_eq!(s.work, 3.0);
         // A script that fails fails the sample, with the user and its message.
-        let mine = format!("{DIR_PREFIX}{}-", std::process::id());
-        let dir = fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .flatten()
-            .find(|e| e.file_name().to_string_lossy().starts_with(&mine))
-            .unwrap()
-            .path();
+        let dir = crate::scratch::mine(DIR_PREFIX).pop().unwrap();
         fs::remove_file(dir.join("src/doc/words.txt")).unwrap();
         let e = inst.sample(1).unwrap_err().to_string();
         assert!(e.contains("a script failed: user 0"), "{e}");
         assert!(!e.contains('\n'), "{e}");
         drop(inst);
-        assert!(
-            !fs::read_dir(std::env::temp_dir())
-                .unwrap()
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with(&mine))
-        );
+        assert!(crate::scratch::mine(DIR_PREFIX).is_empty());
     }
 
     #[test]
@@ -542,16 +490,11 @@ mod tests {
 
     #[test]
     fn a_bad_user_count_is_a_one_line_error() {
-        let params = Params::resolve(&Sdet.info(), &["users=0".into()], true).unwrap();
         let pl = testutil::placement_first_cpu();
-        let topo = testutil::topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &pl,
-            topology: &topo,
-            client: None,
-        };
-        let e = Sdet.prepare(&ctx).err().unwrap().to_string();
+        let e = testutil::prepare(&Sdet, &[("users", "0")], &pl, None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("users") && e.contains("1 to 1024"), "{e}");
     }
 }

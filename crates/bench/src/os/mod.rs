@@ -382,6 +382,14 @@ pub(crate) mod testutil {
         })
     }
 
+    /// Whether our child `pid` is gone and was waited for (waiting again finds no child).
+    pub fn reaped(pid: libc::pid_t) -> bool {
+        let mut status = 0;
+        // SAFETY: non-blocking wait for our own (former) child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+    }
+
     /// Whether this machine lets us use CPUs 0 and 1 (tests skip the two-CPU checks
     /// elsewhere rather than fail).
     pub fn have_two_cpus() -> bool {

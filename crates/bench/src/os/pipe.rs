@@ -254,13 +254,6 @@ mod tests {
     use super::*;
     use crate::os::testutil;
 
-    fn reaped(pid: libc::pid_t) -> bool {
-        let mut status = 0;
-        // SAFETY: non-blocking wait for our own (former) child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
-    }
-
     #[test]
     fn child_runs_on_the_second_cpu_and_is_reaped_on_drop() {
         if !testutil::have_two_cpus() {
@@ -275,7 +268,7 @@ mod tests {
         assert!(s.elapsed_ns > 0 && s.cpu_ns.unwrap() > 0, "{s:?}");
         let pid = inst.pid;
         drop(inst);
-        assert!(reaped(pid), "echo child {pid} not reaped");
+        assert!(testutil::reaped(pid), "echo child {pid} not reaped");
     }
 
     #[test]

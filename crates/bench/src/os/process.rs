@@ -289,13 +289,6 @@ mod tests {
     use super::*;
     use crate::os::testutil;
 
-    fn reaped(pid: libc::pid_t) -> bool {
-        let mut status = 0;
-        // SAFETY: non-blocking wait for our own (former) child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
-    }
-
     fn check(kind: Kind, cpus: &[u32]) {
         let b = Fork { kind };
         let mut inst = testutil::with_ctx(&b.info(), cpus, |ctx| b.instance(ctx).unwrap());
@@ -305,7 +298,11 @@ mod tests {
         let want_child = *cpus.get(1).unwrap_or(&cpus[0]);
         assert_eq!(s.cpus, vec![cpus[0], want_child], "{}", kind.name());
         let pid = inst.last_pid.unwrap();
-        assert!(reaped(pid), "{}: child {pid} left unreaped", kind.name());
+        assert!(
+            testutil::reaped(pid),
+            "{}: child {pid} left unreaped",
+            kind.name()
+        );
     }
 
     #[test]

@@ -162,11 +162,20 @@ fn check_params(workloads: &[Workload], given: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The forms asked for and the ones this machine can run, with the one-line reason for
-/// any left out.
 /// The forms to measure with their partner CPU, and one-line notes on those left out.
 type Forms = (Vec<(Form, u32)>, Vec<String>);
 
+/// `sibling on CPU 1, cores on CPU 2`: the forms measured, for the header line.
+fn forms_text(forms: &[(Form, u32)]) -> String {
+    forms
+        .iter()
+        .map(|(f, c)| format!("{} on CPU {c}", f.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The forms asked for and the ones this machine can run, with the one-line reason for
+/// any left out.
 fn forms(asked: &[String], pair: &CpuPair) -> Result<Forms> {
     let wanted: Vec<Form> = if asked.is_empty() {
         vec![Form::Sibling, Form::Cores]
@@ -320,6 +329,7 @@ fn skipped(a: &Workload, partner: &str, form: Form, reason: String) -> SkippedCe
 }
 
 /// Everything one command measured, ready to store.
+#[derive(Default)]
 struct Outcome {
     cells: Vec<CellRecord>,
     skipped: Vec<SkippedCell>,
@@ -447,16 +457,7 @@ fn store(
         cells: out.cells,
         skipped: out.skipped,
     };
-    let mut store = Store::open(path)?;
-    let id = store.import_run(&results)?;
-    eprintln!(
-        "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
-        path.display(),
-        db_arg
-            .as_ref()
-            .map(|p| format!(" --db {}", p.display()))
-            .unwrap_or_default()
-    );
+    let id = super::import_and_tell(path, db_arg.as_deref(), &results)?;
     Ok((id, results))
 }
 
@@ -509,18 +510,11 @@ pub fn run_corun(args: &CorunArgs) -> Result<()> {
             "corun: {} workloads, each on CPU {} alone and next to each other one ({}); slowdown = alone / co-run for rates, co-run / alone for times (above 1: slower)\n",
             workloads.len(),
             pair.cpu,
-            forms
-                .iter()
-                .map(|(f, c)| format!("{} on CPU {c}", f.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
+            forms_text(&forms)
         ))?;
     }
     let started = unix_now_s();
-    let mut out = Outcome {
-        cells: Vec::new(),
-        skipped: Vec::new(),
-    };
+    let mut out = Outcome::default();
     for a in &workloads {
         if !args.common.json {
             emit(&format!("{}:\n", a.name()))?;
@@ -658,18 +652,11 @@ pub fn run_penalty(args: &PenaltyArgs) -> Result<()> {
             pair.cpu,
             args.samples,
             hog_names.join(", "),
-            forms
-                .iter()
-                .map(|(f, c)| format!("{} on CPU {c}", f.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
+            forms_text(&forms)
         ))?;
     }
     let started = unix_now_s();
-    let mut out = Outcome {
-        cells: Vec::new(),
-        skipped: Vec::new(),
-    };
+    let mut out = Outcome::default();
     // One interleaved group holding the alone cell and every hog, so each penalty is
     // against a reference measured in the same stretch of time.
     let mut group = vec![Planned {

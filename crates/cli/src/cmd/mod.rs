@@ -109,3 +109,22 @@ pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Resul
     crate::term::note(&format!("wrote {}", path.display()));
     Ok(())
 }
+
+/// Stores a whole run in the database at `path` and says on stderr where it went and how
+/// to report it (`db_arg`: the `--db` given, repeated in that hint).
+pub fn import_and_tell(
+    path: &Path,
+    db_arg: Option<&Path>,
+    results: &smtlab_model::RunResults,
+) -> Result<i64> {
+    let mut store = smtlab_store::Store::open(path)?;
+    let id = store.import_run(results)?;
+    eprintln!(
+        "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
+        path.display(),
+        db_arg
+            .map(|p| format!(" --db {}", p.display()))
+            .unwrap_or_default()
+    );
+    Ok(id)
+}

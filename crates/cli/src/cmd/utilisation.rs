@@ -301,16 +301,7 @@ pub fn run(args: &UtilArgs) -> Result<()> {
         cells,
         skipped: Vec::new(),
     };
-    let mut store = Store::open(&db)?;
-    let id = store.import_run(&results)?;
-    eprintln!(
-        "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
-        db.display(),
-        args.db
-            .as_ref()
-            .map(|p| format!(" --db {}", p.display()))
-            .unwrap_or_default()
-    );
+    let id = super::import_and_tell(&db, args.db.as_deref(), &results)?;
     let points = view::curve(&results.cells);
     if args.json {
         return emit(&json_text(&serde_json::json!({

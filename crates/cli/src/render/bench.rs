@@ -88,7 +88,7 @@ pub fn header_line(layout: Layout) -> String {
 }
 
 /// `text` in `width` characters, the last one `…` when it had to be cut.
-fn fit(text: &str, width: usize) -> String {
+pub(super) fn fit(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }

@@ -3,7 +3,7 @@
 //! a ratio with its interval and verdict does not fit beside six other columns.
 
 use smtlab_report::fmt::{num, params, speedup, times};
-use smtlab_report::{Comparison, GroupMean, Side};
+use smtlab_report::{Comparison, GroupMean};
 
 use super::table::{Layout, Table, wrap};
 
@@ -11,15 +11,7 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
     if layout.width.is_none() {
         return smtlab_report::compare_table(c);
     }
-    let mut head = format!("A: {}\nB: {}\n", c.a.label, c.b.label);
-    for d in &c.env_diffs {
-        head.push_str(&format!(
-            "differs: {}: {} | {}\n",
-            d.field,
-            d.a.as_deref().unwrap_or("unknown"),
-            d.b.as_deref().unwrap_or("unknown")
-        ));
-    }
+    let mut head = smtlab_report::compare::sides_text(c);
     head.push_str(
         "speed-up of B over A: ratio of the values with 95% CI (Fieller), above 1 = B \
          better (for lower-is-better units too); faster/slower only when the interval \
@@ -87,20 +79,7 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
     if !c.missing.is_empty() {
         out.push_str("\nmeasured in one run only:\n");
         for m in &c.missing {
-            let side = match m.only_in {
-                Side::A => "only in A",
-                Side::B => "only in B",
-            };
-            let mut line = format!(
-                "  {} {} on {}: {side}",
-                m.benchmark,
-                params(&m.params),
-                m.placement
-            );
-            if let Some(r) = &m.other_skipped {
-                line.push_str(&format!(" (the other run skipped it: {r})"));
-            }
-            out.push_str(&wrap(&line, layout));
+            out.push_str(&wrap(&m.line(), layout));
         }
     }
     out

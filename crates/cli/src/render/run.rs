@@ -2,7 +2,7 @@
 
 use smtlab_model::{CellRecord, SkippedCell};
 
-use super::bench::num;
+use super::bench::{fit, num};
 use super::table::{Columns, Layout, wrap};
 use crate::term::{Style, paint};
 
@@ -25,16 +25,6 @@ const WIDE_WIDTH: usize = 120;
 
 fn narrow(layout: Layout) -> bool {
     layout.width.is_some_and(|w| w < WIDE_WIDTH)
-}
-
-/// `text` in `width` characters, the last one `…` when it had to be cut.
-fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// The cell's line; in narrow form what does not fit (rounds, convergence, an

@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::types::ToSql;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_from_iter};
 use serde::{Deserialize, Serialize};
 use smtlab_model::result::{Calibration, Round, Warmup};
 use smtlab_model::{
@@ -255,20 +256,8 @@ pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) 
     ];
     for (kind, s) in summaries {
         let Some(s) = s else { continue };
-        stmt.execute(params![
-            cell_id,
-            kind,
-            s.n,
-            s.mean,
-            s.median,
-            s.min,
-            s.max,
-            s.p25,
-            s.p75,
-            s.stddev,
-            s.ci95_half_width,
-            s.ci95_rel,
-        ])?;
+        let key = params![cell_id, kind];
+        stmt.execute(params_from_iter(key.iter().chain(&summary_values(s))))?;
     }
 
     let mut stmt = tx.prepare_cached(
@@ -277,24 +266,9 @@ pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) 
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )?;
     for (i, round) in r.rounds.iter().enumerate() {
-        let s = &round.summary;
-        stmt.execute(params![
-            cell_id,
-            i,
-            round.iterations,
-            round.converged,
-            round.wall_ns,
-            s.n,
-            s.mean,
-            s.median,
-            s.min,
-            s.max,
-            s.p25,
-            s.p75,
-            s.stddev,
-            s.ci95_half_width,
-            s.ci95_rel,
-        ])?;
+        let head = params![cell_id, i, round.iterations, round.converged, round.wall_ns];
+        let values = summary_values(&round.summary);
+        stmt.execute(params_from_iter(head.iter().chain(&values)))?;
     }
 
     let mut stmt =
@@ -463,27 +437,46 @@ pub(crate) fn load_samples(conn: &Connection, cell_id: i64) -> Step<Vec<SampleRe
     Ok(out)
 }
 
+/// The summary columns' values in the order the `summaries` and `rounds` tables hold
+/// them (`n, mean, median, min, max, p25, p75, stddev, ci95_half_width, ci95_rel`).
+fn summary_values(s: &Summary) -> [&dyn ToSql; 10] {
+    [
+        &s.n,
+        &s.mean,
+        &s.median,
+        &s.min,
+        &s.max,
+        &s.p25,
+        &s.p75,
+        &s.stddev,
+        &s.ci95_half_width,
+        &s.ci95_rel,
+    ]
+}
+
+/// A summary read from the columns starting at `first`, in [`summary_values`] order.
+fn summary_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Summary> {
+    Ok(Summary {
+        n: r.get(first)?,
+        mean: r.get(first + 1)?,
+        median: r.get(first + 2)?,
+        min: r.get(first + 3)?,
+        max: r.get(first + 4)?,
+        p25: r.get(first + 5)?,
+        p75: r.get(first + 6)?,
+        stddev: r.get(first + 7)?,
+        ci95_half_width: r.get(first + 8)?,
+        ci95_rel: r.get(first + 9)?,
+    })
+}
+
 pub(crate) fn load_summaries(conn: &Connection, cell_id: i64) -> Step<BTreeMap<String, Summary>> {
     let mut stmt = conn.prepare_cached(
         "SELECT kind, n, mean, median, min, max, p25, p75, stddev, ci95_half_width, ci95_rel
          FROM summaries WHERE cell_id = ?1",
     )?;
     let rows = stmt.query_map([cell_id], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            Summary {
-                n: r.get(1)?,
-                mean: r.get(2)?,
-                median: r.get(3)?,
-                min: r.get(4)?,
-                max: r.get(5)?,
-                p25: r.get(6)?,
-                p75: r.get(7)?,
-                stddev: r.get(8)?,
-                ci95_half_width: r.get(9)?,
-                ci95_rel: r.get(10)?,
-            },
-        ))
+        Ok((r.get::<_, String>(0)?, summary_at(r, 1)?))
     })?;
     Ok(rows.collect::<std::result::Result<_, _>>()?)
 }
@@ -499,18 +492,7 @@ pub(crate) fn load_rounds(conn: &Connection, cell_id: i64) -> Step<Vec<Round>> {
             iterations: r.get(0)?,
             converged: r.get(1)?,
             wall_ns: r.get(2)?,
-            summary: Summary {
-                n: r.get(3)?,
-                mean: r.get(4)?,
-                median: r.get(5)?,
-                min: r.get(6)?,
-                max: r.get(7)?,
-                p25: r.get(8)?,
-                p75: r.get(9)?,
-                stddev: r.get(10)?,
-                ci95_half_width: r.get(11)?,
-                ci95_rel: r.get(12)?,
-            },
+            summary: summary_at(r, 3)?,
         })
     })?;
     Ok(rows.collect::<std::result::Result<_, _>>()?)

@@ -457,17 +457,10 @@ mod tests {
             eprintln!("skipped: {e}");
             return;
         }
-        let p = params(&[("duration", "1"), ("clients", "2")]);
         let placement = testutil::placement_first_cpu();
-        let topo = testutil::topology();
         let client = testutil::client();
-        let ctx = BenchContext {
-            params: &p,
-            placement: &placement,
-            topology: &topo,
-            client: Some(&client),
-        };
-        let mut inst = OltpPg.prepare(&ctx).unwrap();
+        let given = [("duration", "1"), ("clients", "2")];
+        let mut inst = testutil::prepare(&OltpPg, &given, &placement, Some(&client)).unwrap();
         assert_eq!(inst.fixed_iterations(), Some(1));
         let s = inst.sample(1).unwrap();
         let tps = s.metrics["pgbench_tps"];
@@ -481,27 +474,17 @@ mod tests {
         drop(inst);
         // Nothing listens on the server's port any more, and no cell directory is left.
         assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
-        let mine = format!("{}{}-", super::super::pg::DIR_PREFIX, std::process::id());
-        let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
-            .collect();
+        let left = crate::scratch::mine(super::super::pg::DIR_PREFIX);
         assert!(left.is_empty(), "left behind: {left:?}");
     }
 
     #[test]
     fn without_a_client_side_the_cell_is_refused_in_one_line() {
-        let p = params(&[]);
         let placement = crate::db::testutil::placement_first_cpu();
-        let topo = crate::db::testutil::topology();
-        let ctx = BenchContext {
-            params: &p,
-            placement: &placement,
-            topology: &topo,
-            client: None,
-        };
-        let e = OltpPg.prepare(&ctx).err().unwrap().to_string();
+        let e = crate::db::testutil::prepare(&OltpPg, &[], &placement, None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("client side"), "{e}");
     }
 

@@ -18,7 +18,7 @@
 //! scans grow with the tables) the account balances and the history's deltas do too,
 //! and the history holds one row per committed transaction.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -27,7 +27,8 @@ use smtlab_bench::workers::{WorkerPool, WorkerState, threads_param};
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
 
-use super::pg::{owner_stamp, sweep_stale_dirs};
+use crate::scratch::ScratchDir;
+
 use super::pgbench::Mode;
 use super::{param, param_err};
 
@@ -92,7 +93,7 @@ impl Benchmark for OltpSqlite {
             return Err(param_err("synchronous", sync, "off, normal or full"));
         }
         let threads = threads_param(NAME, ctx)?;
-        let dir = ScratchDir::create(&std::env::temp_dir())?;
+        let dir = ScratchDir::create(NAME, &std::env::temp_dir(), DIR_PREFIX)?;
         let db = dir.path().join("oltp.db");
         load(&db, scale as i64).map_err(|e| sql_err("create and fill the database", e))?;
         let sync = sync.to_string();
@@ -352,78 +353,25 @@ impl Instance for SqliteInstance {
     }
 }
 
-/// A private directory `smtlab-sqlite-<pid>-<n>` under the temporary directory,
-/// removed when dropped; ones left by a killed smtlab are swept when the next is made.
-struct ScratchDir(PathBuf);
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-impl ScratchDir {
-    fn create(parent: &Path) -> Result<ScratchDir, BenchError> {
-        sweep_stale_dirs(parent, DIR_PREFIX, &|_| {});
-        let dir = parent.join(format!(
-            "{DIR_PREFIX}{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let io = |what: &str, e| BenchError::Io {
-            bench: NAME.into(),
-            what: format!("{what} {}", dir.display()),
-            source: e,
-        };
-        std::fs::create_dir(&dir).map_err(|e| io("create", e))?;
-        let guard = ScratchDir(dir.clone());
-        std::fs::write(dir.join("owner"), owner_stamp(std::process::id()))
-            .map_err(|e| io("write the owner file in", e))?;
-        Ok(guard)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::db::testutil;
-    use smtlab_bench::Params;
 
     /// The tests count this process's scratch directories: one at a time.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     fn run(pairs: &[(&str, &str)]) -> Result<(RawSample, RawSample), BenchError> {
-        let info = OltpSqlite.info();
-        let given: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let params = Params::resolve(&info, &given, true)?;
         let cpus = smtlab_placement::pin::get_affinity(0).unwrap().to_vec();
         let pl = testutil::placement(&cpus[..cpus.len().min(2)]);
-        let topo = testutil::topology();
-        let ctx = BenchContext {
-            params: &params,
-            placement: &pl,
-            topology: &topo,
-            client: None,
-        };
-        let mut inst = OltpSqlite.prepare(&ctx)?;
+        let mut inst = testutil::prepare(&OltpSqlite, pairs, &pl, None)?;
         let a = inst.sample(20)?;
         let b = inst.sample(30)?;
         Ok((a, b))
     }
 
     fn leftovers() -> usize {
-        let mine = format!("{DIR_PREFIX}{}-", std::process::id());
-        std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
-            .count()
+        crate::scratch::mine(DIR_PREFIX).len()
     }
 
     #[test]

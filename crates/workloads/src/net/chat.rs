@@ -31,14 +31,10 @@ use std::time::{Duration, Instant};
 
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::clock::now_ns;
-use smtlab_bench::{
-    BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
-};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use super::common::{
-    check_err, ensure_nofile, io_err, loopback_listener, shutdown_listener, spawn_on, thread_limits,
-};
+use super::common::{Acceptor, check_err, ensure_nofile, io_err, spawn_on, thread_limits};
 
 const NAME: &str = "chat";
 /// room, sender, sequence: the smallest message that can carry its own identity.
@@ -158,30 +154,10 @@ impl Benchmark for Chat {
 
 fn shape_of(ctx: &BenchContext<'_>) -> Result<ChatShape, BenchError> {
     let p = ctx.params;
-    let bad = |name: &str, value: u64, expected: &str| -> BenchError {
-        ParamError::Value {
-            name: name.into(),
-            value: value.to_string(),
-            expected: expected.into(),
-        }
-        .into()
-    };
-    let rooms = p.get_u64("rooms")?;
-    if !(1..=10_000).contains(&rooms) {
-        return Err(bad("rooms", rooms, "1 to 10000 rooms"));
-    }
-    let users = p.get_u64("users")?;
-    if !(2..=1_000).contains(&users) {
-        return Err(bad("users", users, "2 to 1000 users per room"));
-    }
-    let messages = p.get_u64("messages")?;
-    if !(1..=1_000_000).contains(&messages) {
-        return Err(bad("messages", messages, "1 to 1000000 messages"));
-    }
-    let size = p.get_bytes("size")?;
-    if !(HEADER as u64..=65_536).contains(&size) {
-        return Err(bad("size", size, "16 to 65536 bytes"));
-    }
+    let rooms = p.get_u64_in("rooms", 1..=10_000, "1 to 10000 rooms")?;
+    let users = p.get_u64_in("users", 2..=1_000, "2 to 1000 users per room")?;
+    let messages = p.get_u64_in("messages", 1..=1_000_000, "1 to 1000000 messages")?;
+    let size = p.get_bytes_in("size", HEADER as u64..=65_536, "16 to 65536 bytes")?;
     Ok(ChatShape {
         rooms: rooms as u32,
         users: users as u32,
@@ -248,10 +224,7 @@ fn verify(buf: &[u8], room: u32, me: u32, users: u32, next: &mut [u64]) -> Resul
 /// The chat server: an accept thread that groups connections into rooms and, once a room
 /// is full, two threads per user.
 pub struct ChatServer {
-    addr: SocketAddr,
-    listener: Arc<TcpListener>,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: Acceptor,
     workers: Arc<Mutex<Vec<JoinHandle<()>>>>,
     /// The first failure of a server thread (spawn, I/O), if any.
     failure: Arc<Mutex<Option<String>>>,
@@ -259,39 +232,23 @@ pub struct ChatServer {
 
 impl ChatServer {
     pub fn start(cpus: &CpuSet, shape: ChatShape, fault: Fault) -> Result<ChatServer, BenchError> {
-        let listener =
-            Arc::new(loopback_listener().map_err(|e| io_err(NAME, "listen on 127.0.0.1", e))?);
-        let addr = listener
-            .local_addr()
-            .map_err(|e| io_err(NAME, "read the listener address", e))?;
-        let stop = Arc::new(AtomicBool::new(false));
         let workers = Arc::new(Mutex::new(Vec::new()));
         let failure = Arc::new(Mutex::new(None));
         let acceptor = {
-            let (listener, stop, workers, failure, cpus) = (
-                listener.clone(),
-                stop.clone(),
-                workers.clone(),
-                failure.clone(),
-                cpus.clone(),
-            );
-            spawn_on(&cpus.clone(), "chat-accept".into(), move || {
-                accept_loop(&listener, &stop, &workers, &failure, &cpus, shape, fault);
-            })
-            .map_err(|e| io_err(NAME, "start the server's accept thread", e))?
+            let (workers, failure, set) = (workers.clone(), failure.clone(), cpus.clone());
+            Acceptor::start(NAME, cpus, "chat-accept", move |listener, stop| {
+                accept_loop(listener, stop, &workers, &failure, &set, shape, fault);
+            })?
         };
         Ok(ChatServer {
-            addr,
-            listener,
-            stop,
-            acceptor: Some(acceptor),
+            acceptor,
             workers,
             failure,
         })
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.acceptor.addr
     }
 
     fn failure(&self) -> Option<String> {
@@ -431,11 +388,7 @@ fn spawn_failure(e: std::io::Error, shape: ChatShape) -> String {
 
 impl Drop for ChatServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        shutdown_listener(&self.listener);
-        if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
-        }
+        self.acceptor.stop();
         // Workers end when their clients close (EOF) and their queues drain.
         if let Ok(mut w) = self.workers.lock() {
             for h in w.drain(..) {

@@ -3,8 +3,10 @@
 //! percentiles and netperf's confidence interval.
 
 use std::io;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::FromRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use smtlab_bench::BenchError;
@@ -70,6 +72,60 @@ pub fn shutdown_listener(listener: &TcpListener) {
     // SAFETY: shutdown on a descriptor we own; errors are irrelevant on the way out.
     unsafe {
         libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
+    }
+}
+
+/// A server's loopback listener and the thread that accepts on it.
+pub struct Acceptor {
+    pub addr: SocketAddr,
+    listener: Arc<TcpListener>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Acceptor {
+    /// Listens on 127.0.0.1 and runs `accept_loop` (handed the listener and the flag that
+    /// says to stop) on a thread `thread_name` pinned to `cpus`; errors name `bench`.
+    pub fn start<F>(
+        bench: &str,
+        cpus: &CpuSet,
+        thread_name: &str,
+        accept_loop: F,
+    ) -> Result<Acceptor, BenchError>
+    where
+        F: FnOnce(&TcpListener, &AtomicBool) + Send + 'static,
+    {
+        let listener =
+            Arc::new(loopback_listener().map_err(|e| io_err(bench, "listen on 127.0.0.1", e))?);
+        let addr = listener
+            .local_addr()
+            .map_err(|e| io_err(bench, "read the listener address", e))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, st) = (listener.clone(), stop.clone());
+        let thread = spawn_on(cpus, thread_name.into(), move || accept_loop(&l, &st))
+            .map_err(|e| io_err(bench, "start the server's accept thread", e))?;
+        Ok(Acceptor {
+            addr,
+            listener,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Sets the stop flag, wakes the blocked `accept` and waits for the thread; servers
+    /// call it before they wind down the connections it accepted.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        shutdown_listener(&self.listener);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -33,7 +33,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::clock::{now_ns, thread_cpu_ns as own_cpu_ns};
-use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 
 use super::common::{
@@ -161,36 +161,22 @@ impl Benchmark for Perf {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.0.name();
         let p = ctx.params;
-        let range = |key: &str, lo: u64, hi: u64, expected: &str| -> Result<u64, BenchError> {
-            let v = if key == "duration" || key == "max_iterations" {
-                p.get_u64(key)?
-            } else {
-                p.get_bytes(key)?
-            };
-            if (lo..=hi).contains(&v) {
-                Ok(v)
-            } else {
-                Err(ParamError::Value {
-                    name: key.into(),
-                    value: v.to_string(),
-                    expected: expected.into(),
-                }
-                .into())
-            }
+        let duration = p.get_u64_in("duration", 1..=600_000, "1 to 600000 milliseconds")?;
+        let max_iterations = p.get_u64_in("max_iterations", 1..=30, "1 to 30 iterations")?;
+        let bytes = |key: &str, hi: u64, expected: &str| -> Result<usize, BenchError> {
+            Ok(p.get_bytes_in(key, 1..=hi, expected)? as usize)
         };
-        let duration = range("duration", 1, 600_000, "1 to 600000 milliseconds")?;
-        let max_iterations = range("max_iterations", 1, 30, "1 to 30 iterations")?;
         let (size, request, response) = match self.0 {
-            Kind::Stream => (range("size", 1, 1 << 20, "1 byte to 1 MiB")? as usize, 0, 0),
+            Kind::Stream => (bytes("size", 1 << 20, "1 byte to 1 MiB")?, 0, 0),
             Kind::UdpRr => (
                 0,
-                range("request", 1, 65_507, "1 to 65507 bytes (one datagram)")? as usize,
-                range("response", 1, 65_507, "1 to 65507 bytes (one datagram)")? as usize,
+                bytes("request", 65_507, "1 to 65507 bytes (one datagram)")?,
+                bytes("response", 65_507, "1 to 65507 bytes (one datagram)")?,
             ),
             _ => (
                 0,
-                range("request", 1, 1 << 20, "1 byte to 1 MiB")? as usize,
-                range("response", 1, 1 << 20, "1 byte to 1 MiB")? as usize,
+                bytes("request", 1 << 20, "1 byte to 1 MiB")?,
+                bytes("response", 1 << 20, "1 byte to 1 MiB")?,
             ),
         };
         let cfg = Config {
@@ -444,6 +430,27 @@ fn stream_run(c: &mut TcpStream, cfg: Config, duration: Duration) -> Result<Clie
 fn rr_run(c: &mut TcpStream, cfg: Config, duration: Duration) -> Result<ClientRun, String> {
     let req = vec![0xa5u8; cfg.request];
     let mut resp = vec![0u8; cfg.response];
+    timed_transactions(duration, |_| request_response(c, &req, &mut resp))
+}
+
+fn crr_run(addr: SocketAddr, cfg: Config, duration: Duration) -> Result<ClientRun, String> {
+    let req = vec![0xa5u8; cfg.request];
+    let mut resp = vec![0u8; cfg.response];
+    timed_transactions(duration, |_| {
+        let mut c = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
+        let _ = c.set_nodelay(true);
+        request_response(&mut c, &req, &mut resp)?;
+        abortive_close(c);
+        Ok(())
+    })
+}
+
+/// Runs `transaction` (handed how many completed before it) one after another until
+/// `duration` has passed; the count, the client thread's CPU time and each round trip.
+fn timed_transactions(
+    duration: Duration,
+    mut transaction: impl FnMut(usize) -> Result<(), String>,
+) -> Result<ClientRun, String> {
     let cpu0 = own_cpu_ns();
     let end = now_ns() + duration.as_nanos() as u64;
     let mut rtt = Vec::new();
@@ -452,10 +459,7 @@ fn rr_run(c: &mut TcpStream, cfg: Config, duration: Duration) -> Result<ClientRu
         if t0 >= end {
             break;
         }
-        c.write_all(&req)
-            .map_err(|e| format!("send a request: {e}"))?;
-        c.read_exact(&mut resp)
-            .map_err(|e| format!("read a response: {e}"))?;
+        transaction(rtt.len())?;
         rtt.push((now_ns() - t0) as f64);
     }
     Ok(ClientRun {
@@ -465,31 +469,11 @@ fn rr_run(c: &mut TcpStream, cfg: Config, duration: Duration) -> Result<ClientRu
     })
 }
 
-fn crr_run(addr: SocketAddr, cfg: Config, duration: Duration) -> Result<ClientRun, String> {
-    let req = vec![0xa5u8; cfg.request];
-    let mut resp = vec![0u8; cfg.response];
-    let cpu0 = own_cpu_ns();
-    let end = now_ns() + duration.as_nanos() as u64;
-    let mut rtt = Vec::new();
-    loop {
-        let t0 = now_ns();
-        if t0 >= end {
-            break;
-        }
-        let mut c = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
-        let _ = c.set_nodelay(true);
-        c.write_all(&req)
-            .map_err(|e| format!("send a request: {e}"))?;
-        c.read_exact(&mut resp)
-            .map_err(|e| format!("read a response: {e}"))?;
-        abortive_close(c);
-        rtt.push((now_ns() - t0) as f64);
-    }
-    Ok(ClientRun {
-        count: rtt.len() as u64,
-        cpu_ns: own_cpu_ns() - cpu0,
-        rtt_ns: rtt,
-    })
+fn request_response(c: &mut TcpStream, req: &[u8], resp: &mut [u8]) -> Result<(), String> {
+    c.write_all(req)
+        .map_err(|e| format!("send a request: {e}"))?;
+    c.read_exact(resp)
+        .map_err(|e| format!("read a response: {e}"))
 }
 
 /// Closes with a reset, leaving no TIME_WAIT entry (see the module overview).
@@ -514,37 +498,19 @@ fn abortive_close(c: TcpStream) {
 fn udp_run(s: &UdpSocket, cfg: Config, duration: Duration) -> Result<ClientRun, String> {
     let req = vec![0xa5u8; cfg.request];
     let mut resp = vec![0u8; cfg.response + 1];
-    let cpu0 = own_cpu_ns();
-    let end = now_ns() + duration.as_nanos() as u64;
-    let mut rtt = Vec::new();
-    loop {
-        let t0 = now_ns();
-        if t0 >= end {
-            break;
-        }
+    timed_transactions(duration, |done| {
         s.send(&req).map_err(|e| format!("send a request: {e}"))?;
         match s.recv(&mut resp) {
-            Ok(n) if n == cfg.response => {}
-            Ok(n) => {
-                return Err(format!(
-                    "a response of {n} bytes where {} were due",
-                    cfg.response
-                ));
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(format!(
-                    "no response within 1 s after {} transactions: a datagram was lost",
-                    rtt.len()
-                ));
-            }
-            Err(e) => return Err(format!("read a response: {e}")),
+            Ok(n) if n == cfg.response => Ok(()),
+            Ok(n) => Err(format!(
+                "a response of {n} bytes where {} were due",
+                cfg.response
+            )),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Err(
+                format!("no response within 1 s after {done} transactions: a datagram was lost"),
+            ),
+            Err(e) => Err(format!("read a response: {e}")),
         }
-        rtt.push((now_ns() - t0) as f64);
-    }
-    Ok(ClientRun {
-        count: rtt.len() as u64,
-        cpu_ns: own_cpu_ns() - cpu0,
-        rtt_ns: rtt,
     })
 }
 

@@ -16,8 +16,8 @@
 //! operations/s and per-operation round-trip percentiles as metrics.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 
@@ -25,10 +25,12 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use super::common::{check_err, io_err, loopback_listener, shutdown_listener, spawn_on};
+use super::common::{Acceptor, check_err, io_err, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
-use crate::dbench::{clients_sweep, counted, load_for, load_sample, param};
+use crate::dbench::{
+    Clients, Work, clients_and_duration, clients_sweep, load_for, load_params, load_sample,
+};
 
 const NAME: &str = "tbench";
 /// The SMB header every request and reply carries.
@@ -71,21 +73,7 @@ impl Benchmark for Tbench {
                           TCP, one connection and server thread per client, no file system"
                 .into(),
             origin: "paper 001 Table 6 (tbench)".into(),
-            params: vec![
-                param("clients", "20", Some("2"), "clients (paper: 20 to 120)"),
-                param(
-                    "duration",
-                    "1000",
-                    Some("200"),
-                    "milliseconds of load per sample",
-                ),
-                param(
-                    "loadfile",
-                    "auto",
-                    None,
-                    "load file path; auto: the dbench package's client.txt if installed, else builtin (smtlab's own mix)",
-                ),
-            ],
+            params: load_params(),
         }
     }
 
@@ -99,8 +87,8 @@ impl Benchmark for Tbench {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
-        let clients = counted(p, "clients", 1, 1000)? as usize;
-        let duration_ns = counted(p, "duration", 1, 3_600_000)? * 1_000_000;
+        let (clients, duration) = clients_and_duration(p)?;
+        let (clients, duration_ns) = (clients as usize, duration * 1_000_000);
         let load = load_for(NAME, p.get_str("loadfile")?)?;
         let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
             bench: NAME.into(),
@@ -108,8 +96,8 @@ impl Benchmark for Tbench {
         })?;
         super::common::ensure_nofile(3 * clients as u64 + 256).map_err(|e| check_err(NAME, e))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
-        let addr = server.addr;
-        let mut workers = Vec::with_capacity(clients);
+        let addr = server.acceptor.addr;
+        let mut workers = Clients::with_capacity(clients);
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         for i in 0..clients {
             let (tx, rx) = mpsc::channel::<Work>();
@@ -122,7 +110,7 @@ impl Benchmark for Tbench {
                     move || client_loop(addr, &load, &rx, &ready),
                 )
                 .map_err(|e| io_err(NAME, format!("start client {i} of {clients}"), e))?;
-            workers.push((tx, h));
+            workers.push(tx, h);
         }
         drop(ready_tx);
         for _ in 0..clients {
@@ -133,36 +121,26 @@ impl Benchmark for Tbench {
             }
         }
         Ok(Box::new(TbenchInstance {
-            workers,
+            clients: workers,
             duration_ns,
             _server: server,
         }))
     }
 }
 
-type Work = (u64, mpsc::Sender<Result<Stats, String>>);
 /// A server connection and the thread that serves it.
 type Connection = (TcpStream, JoinHandle<()>);
 
 struct Server {
-    addr: SocketAddr,
-    listener: Arc<TcpListener>,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    acceptor: Acceptor,
     conns: Arc<Mutex<Vec<Connection>>>,
 }
 
 impl Server {
     fn start(cpus: &CpuSet) -> Result<Server, BenchError> {
-        let listener =
-            Arc::new(loopback_listener().map_err(|e| io_err(NAME, "listen on 127.0.0.1", e))?);
-        let addr = listener
-            .local_addr()
-            .map_err(|e| io_err(NAME, "read the listener address", e))?;
-        let stop = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Vec::new()));
-        let (l, st, cs, set) = (listener.clone(), stop.clone(), conns.clone(), cpus.clone());
-        let acceptor = spawn_on(cpus, "tbench-accept".into(), move || {
+        let (cs, set) = (conns.clone(), cpus.clone());
+        let acceptor = Acceptor::start(NAME, cpus, "tbench-accept", move |l, st| {
             let mut n = 0;
             while !st.load(Ordering::Acquire) {
                 let Ok((conn, _)) = l.accept() else { break };
@@ -175,15 +153,8 @@ impl Server {
                 }
                 n += 1;
             }
-        })
-        .map_err(|e| io_err(NAME, "start the server", e))?;
-        Ok(Server {
-            addr,
-            listener,
-            stop,
-            acceptor: Some(acceptor),
-            conns,
-        })
+        })?;
+        Ok(Server { acceptor, conns })
     }
 }
 
@@ -217,11 +188,7 @@ fn serve(mut conn: TcpStream) {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        shutdown_listener(&self.listener);
-        if let Some(a) = self.acceptor.take() {
-            let _ = a.join();
-        }
+        self.acceptor.stop();
         if let Ok(mut c) = self.conns.lock() {
             for (conn, h) in c.drain(..) {
                 let _ = conn.shutdown(Shutdown::Both);
@@ -304,7 +271,7 @@ fn exchange(conn: &mut TcpStream, buf: &mut Vec<u8>, req: u32, resp: u32) -> Res
 }
 
 struct TbenchInstance {
-    workers: Vec<(mpsc::Sender<Work>, JoinHandle<()>)>,
+    clients: Clients,
     duration_ns: u64,
     // Dropped after the clients (their fields come first).
     _server: Server,
@@ -312,30 +279,14 @@ struct TbenchInstance {
 
 impl Instance for TbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
-        let (tx, rx) = mpsc::channel();
-        let t0 = now_ns();
-        let end = t0 + self.duration_ns;
-        for (w, _) in &self.workers {
-            w.send((end, tx.clone()))
-                .map_err(|_| check_err(NAME, "a client has stopped"))?;
-        }
-        drop(tx);
-        let mut total = Stats::new();
-        for _ in 0..self.workers.len() {
-            match rx.recv() {
-                Ok(Ok(s)) => total.merge(s),
-                Ok(Err(e)) => return Err(check_err(NAME, e)),
-                Err(_) => return Err(check_err(NAME, "a client stopped during the sample")),
-            }
-        }
-        let elapsed_ns = now_ns().saturating_sub(t0).max(1);
+        let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
         if total.bytes() == 0 {
             return Err(check_err(
                 NAME,
                 "no ReadX or WriteX completed in the sample; lengthen duration",
             ));
         }
-        Ok(load_sample(&mut total, elapsed_ns, self.workers.len()))
+        Ok(load_sample(&mut total, elapsed_ns, self.clients.len()))
     }
 
     fn fixed_iterations(&self) -> Option<u64> {
@@ -343,15 +294,10 @@ impl Instance for TbenchInstance {
     }
 }
 
-impl Drop for TbenchInstance {
-    fn drop(&mut self) {
-        crate::dbench::stop_workers(&mut self.workers);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
 
     #[test]
     fn sizes_carry_the_data_the_right_way() {
@@ -392,7 +338,7 @@ mod tests {
         server.join().unwrap();
         // The real server answers exactly what was asked.
         let srv = Server::start(&CpuSet::new()).unwrap();
-        let mut conn = TcpStream::connect(srv.addr).unwrap();
+        let mut conn = TcpStream::connect(srv.acceptor.addr).unwrap();
         for (req, resp) in [(8, 4), (4135, 55), (59, 65_591)] {
             exchange(&mut conn, &mut buf, req, resp).unwrap();
         }
