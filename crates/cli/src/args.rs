@@ -481,9 +481,10 @@ pub struct LoadArgs {
     pub timeout: String,
     /// Microseconds a client thread keeps polling after answers came in before it
     /// sleeps (0: sleep at once). Polling spares the server's CPU the wake-ups of a
-    /// sleeping client; give 0 when the client shares CPUs with the server.
-    #[arg(long, default_value = "0", value_name = "US")]
-    pub busy_poll: String,
+    /// sleeping client. Default: 50 with --cpus (CPUs of the client's own), else 0;
+    /// give 0 when --cpus shares CPUs or cores with the server.
+    #[arg(long, value_name = "US")]
+    pub busy_poll: Option<String>,
     /// Print JSON (`smtlab.load/1`) instead of text.
     #[arg(long)]
     pub json: bool,

@@ -1662,6 +1662,8 @@ mod load {
         stop.store(true, Ordering::Relaxed);
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["schema"], "smtlab.load/1");
+        // An unpinned client may share a CPU with the server: it does not poll.
+        assert_eq!(v["busy_poll_ns"], 0, "{v}");
         let requests = v["requests"].as_u64().unwrap();
         assert!(requests > 0, "{v}");
         // Every counted request got its whole body, and none was counted twice.

@@ -61,6 +61,10 @@ fn rate(text: &str) -> Result<f64> {
     }
 }
 
+/// The busy-poll window of a client pinned with `--cpus`: about two answers' time of a
+/// busy server, so the client does not sleep between them.
+const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
+
 pub fn run(a: &LoadArgs) -> Result<()> {
     let (addr, host, path) = parse_url(&a.url)?;
     if let Err(e) = smtlab_loadgen::check_local(&addr) {
@@ -98,12 +102,14 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     cfg.timeout = timeout;
     cfg.keep_alive = !a.close;
     cfg.rate_per_s = a.rate.as_deref().map(rate).transpose()?;
-    cfg.busy_poll = match a.busy_poll.trim().trim_end_matches("us").parse::<u64>() {
-        Ok(us) if us <= 1_000_000 => Duration::from_micros(us),
-        _ => bail!(
-            "--busy-poll {:?}: expected microseconds from 0 to 1000000, e.g. 50",
-            a.busy_poll
-        ),
+    cfg.busy_poll = match a.busy_poll.as_deref() {
+        // Pinned clients are taken to have their CPUs to themselves.
+        None if cpus.is_empty() => Duration::ZERO,
+        None => DEFAULT_BUSY_POLL,
+        Some(text) => match text.trim().trim_end_matches("us").parse::<u64>() {
+            Ok(us) if us <= 1_000_000 => Duration::from_micros(us),
+            _ => bail!("--busy-poll {text:?}: expected microseconds from 0 to 1000000, e.g. 50"),
+        },
     };
     let mix = Arc::new(Mix::single(RequestSpec::get(path), &host, cfg.keep_alive));
     let pin = if cpus.is_empty() {
