@@ -195,8 +195,7 @@ pub(crate) fn unmeasured(placements: &[String], control: Option<&str>) -> String
 
 #[cfg(test)]
 mod tests {
-    use smtlab_model::result::{Calibration, StopReason, Warmup};
-    use smtlab_model::{CellResult, Direction, ResolvedPlacement, RunConfig};
+    use smtlab_model::{Direction, ResolvedPlacement};
 
     use super::*;
 
@@ -225,33 +224,7 @@ mod tests {
                 cpu_order: Default::default(),
                 core_kinds: Vec::new(),
             },
-            result: CellResult {
-                iterations: 1,
-                calibration: Calibration {
-                    iterations: 1,
-                    fixed: true,
-                    tried: vec![],
-                    linear: None,
-                    linearity_ratio: None,
-                },
-                warmup: Warmup {
-                    samples: 0,
-                    elapsed_ns: 0,
-                },
-                clock_cost_ns: 0.0,
-                loop_cost_ns_per_iter: 0.0,
-                subtracted_ns_per_sample: 0.0,
-                samples: Vec::new(),
-                summary: stats::summarize(values).unwrap(),
-                converged: true,
-                stop_reason: StopReason::Converged,
-                cpu_rate: None,
-                series: BTreeMap::new(),
-                start_spread_ns: None,
-                wall_ns: 1,
-                config: RunConfig::default(),
-                rounds: Vec::new(),
-            },
+            result: smtlab_fixtures::build::converged_result(Vec::new(), values),
             counters: None,
         }
     }
