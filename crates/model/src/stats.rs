@@ -201,7 +201,13 @@ pub fn ratio(num: &Summary, den: &Summary) -> Option<Ratio> {
     let g = t * t * vb / (b * b);
     if g < 1.0 {
         let half = (t / b.abs()) * (va * (1.0 - g) + r * r * vb).sqrt();
-        let (lo, hi) = ((r - half) / (1.0 - g), (r + half) / (1.0 - g));
+        let (mut lo, hi) = ((r - half) / (1.0 - g), (r + half) / (1.0 - g));
+        if num.min >= 0.0 && den.min > 0.0 {
+            // Quantities that cannot be negative (rates, times) have a ratio of means
+            // that cannot be either; the normal approximation's tail below zero is
+            // noise, not a possible value.
+            lo = lo.max(0.0);
+        }
         out.ci95_low = Some(lo.min(hi));
         out.ci95_high = Some(lo.max(hi));
     }
@@ -506,6 +512,20 @@ mod tests {
         let back = speedup(&fast, &slow, Direction::Lower).unwrap();
         assert!(close(back.ratio, 0.8, 1e-12));
         assert_eq!(back.significance(), Significance::Slower);
+    }
+
+    #[test]
+    fn the_interval_of_positive_quantities_stays_above_zero() {
+        // A numerator so noisy that the plain Fieller bound falls below zero.
+        let noisy = summarize(&[0.1, 9.0, 0.2, 12.0, 0.1]).unwrap();
+        let steady = summarize(&[10.0, 10.1, 9.9, 10.0]).unwrap();
+        let r = ratio(&noisy, &steady).unwrap();
+        assert_eq!(r.ci95_low, Some(0.0), "{r:?}");
+        assert!(r.ci95_high.unwrap() > r.ratio);
+        // Values that may be negative keep the bound the formula gives.
+        let signed = summarize(&[-0.1, 9.0, -0.2, 12.0, 0.1]).unwrap();
+        let r = ratio(&signed, &steady).unwrap();
+        assert!(r.ci95_low.unwrap() < 0.0, "{r:?}");
     }
 
     #[test]
