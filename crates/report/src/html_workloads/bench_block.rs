@@ -4,22 +4,34 @@
 
 use std::fmt::Write;
 
-use smtlab_model::CellRecord;
+use smtlab_model::{CellRecord, RunResults};
 
-use super::cells::metric;
+use super::cells::{cells_of, metric};
 use super::charts::{figure, sweep_chart};
 use super::rows::{fixed_params, row_head, rows_by_params};
-use super::speedup_table::speedup_table;
+use super::speedup_table::{no_pairs_line, num_td, speedup_table};
 use crate::counters::{Headline, duration_ns};
 use crate::fmt::{esc, num, params};
 
-/// One benchmark's table, chart and per-unit costs; whether it had a speed-up.
-pub(super) fn bench_block(
+/// A block per benchmark of `benches` (name, origin), each of its cells in `r`, and the
+/// one line that says why when none has a speed-up.
+pub(super) fn bench_blocks<'a>(
     p: &mut String,
-    cells: &[&CellRecord],
-    bench: &str,
-    origin: &str,
-) -> bool {
+    r: &RunResults,
+    benches: impl IntoIterator<Item = (&'a str, &'a str)>,
+) {
+    let mut any_pair = false;
+    for (bench, origin) in benches {
+        let cells = cells_of(r, |c| c.benchmark == bench);
+        any_pair |= bench_block(p, &cells, bench, origin);
+    }
+    if !any_pair {
+        no_pairs_line(p, r);
+    }
+}
+
+/// One benchmark's table, chart and per-unit costs; whether it had a speed-up.
+fn bench_block(p: &mut String, cells: &[&CellRecord], bench: &str, origin: &str) -> bool {
     let (keys, rows) = rows_by_params(cells);
     let _ = write!(
         p,
@@ -85,22 +97,15 @@ fn per_unit_table(p: &mut String, cells: &[&CellRecord]) {
             esc(&c.placement.name)
         );
         for k in &own {
-            match metric(c, k) {
-                Some(v) => {
-                    let _ = write!(p, "<td class=\"num\">{}</td>", num(v));
-                }
-                None => p.push_str("<td class=\"muted\">-</td>"),
-            }
+            p.push_str(&num_td(metric(c, k).map(num)));
         }
         if counted {
             let unit = h.as_ref().and_then(|h| h.unit.clone()).unwrap_or_default();
-            let td = |x: Option<f64>, time: bool| match x {
-                Some(v) => format!(
-                    "<td class=\"num\">{} / {}</td>",
-                    if time { duration_ns(v) } else { num(v) },
-                    esc(&unit)
-                ),
-                None => "<td class=\"muted\">-</td>".into(),
+            let td = |x: Option<f64>, time: bool| {
+                num_td(x.map(|v| {
+                    let v = if time { duration_ns(v) } else { num(v) };
+                    format!("{v} / {}", esc(&unit))
+                }))
             };
             let h = h.as_ref();
             p.push_str(&td(h.and_then(|h| h.cpu_ns_per_unit), true));

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use smtlab_model::CellRecord;
 
-use super::cells::placements;
+use super::cells::{mean_column, placements, scaled_mean};
 use super::rows::Row;
 use crate::fmt::esc;
 use crate::svg::{self, LineOptions, Point, Series};
@@ -29,12 +29,7 @@ pub(super) fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Optio
     if all.iter().any(|c| &c.unit != unit) {
         return None;
     }
-    let col = Column::for_values(
-        unit,
-        &all.iter()
-            .map(|c| c.result.summary.mean)
-            .collect::<Vec<_>>(),
-    );
+    let col = mean_column(&all);
     let series: Vec<Series> = placements(&all)
         .into_iter()
         .map(|pl| Series {
@@ -42,15 +37,17 @@ pub(super) fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Optio
                 .iter()
                 .filter_map(|r| {
                     let c = r.cells.iter().find(|c| c.placement.name == pl)?;
-                    let s = &c.result.summary;
-                    let d = col.divisor;
-                    let ci = s.n >= 2;
+                    let (y, ci) = scaled_mean(c, &col);
                     Some(Point {
                         x: r.x?,
-                        y: s.mean / d,
-                        lo: ci.then(|| (s.mean - s.ci95_half_width) / d),
-                        hi: ci.then(|| (s.mean + s.ci95_half_width) / d),
-                        tip: format!("{} on {pl}: {}", r.label, col.with_unit(s.mean)),
+                        y,
+                        lo: ci.map(|c| c.0),
+                        hi: ci.map(|c| c.1),
+                        tip: format!(
+                            "{} on {pl}: {}",
+                            r.label,
+                            col.with_unit(c.result.summary.mean)
+                        ),
                         label: None,
                     })
                 })
@@ -208,32 +205,29 @@ pub(super) fn value_bars(
     cells: &[&CellRecord],
     label: impl Fn(&CellRecord) -> String,
 ) -> (Vec<Bar>, Column) {
-    let col = Column::for_values(
-        &cells[0].unit,
-        &cells
-            .iter()
-            .map(|c| c.result.summary.mean)
-            .collect::<Vec<_>>(),
-    );
+    let col = mean_column(cells);
     let places = placements(cells);
     let bars = cells
         .iter()
         .map(|c| {
-            let s = &c.result.summary;
-            let d = col.divisor;
-            let ci = s.n >= 2;
+            let (value, ci) = scaled_mean(c, &col);
             Bar {
                 label: label(c),
-                value: s.mean / d,
-                lo: ci.then(|| (s.mean - s.ci95_half_width) / d),
-                hi: ci.then(|| (s.mean + s.ci95_half_width) / d),
-                color: places
-                    .iter()
-                    .position(|p| *p == c.placement.name)
-                    .unwrap_or(0),
-                text: col.num(s.mean),
+                value,
+                lo: ci.map(|c| c.0),
+                hi: ci.map(|c| c.1),
+                color: placement_color(&places, c),
+                text: col.num(c.result.summary.mean),
             }
         })
         .collect();
     (bars, col)
+}
+
+/// A bar's colour: its placement's position among `places` (the page's column order).
+pub(super) fn placement_color(places: &[String], c: &CellRecord) -> usize {
+    places
+        .iter()
+        .position(|p| *p == c.placement.name)
+        .unwrap_or(0)
 }

@@ -4,9 +4,7 @@
 
 use smtlab_model::RunResults;
 
-use super::bench_block::bench_block;
-use super::cells::cells_of;
-use super::speedup_table::no_pairs_line;
+use super::bench_block::bench_blocks;
 
 pub(super) const OLTP: [&str; 3] = ["oltp-pg", "oltp-sqlite", "sdet"];
 
@@ -25,14 +23,7 @@ pub fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
          database loads and scripts per hour of the multi-user shell load, per placement \
          (mean ± 95% CI), with the SMT speed-ups.</p>",
     );
-    let mut any_pair = false;
-    for bench in present {
-        let cells = cells_of(r, |c| c.benchmark == bench);
-        any_pair |= bench_block(p, &cells, bench, "");
-    }
-    if !any_pair {
-        no_pairs_line(p, r);
-    }
+    bench_blocks(p, r, present.into_iter().map(|b| (b, "")));
     p.push_str("</section>");
     Ok(())
 }

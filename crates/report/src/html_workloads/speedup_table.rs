@@ -1,13 +1,14 @@
 //! Paper 001's speed-up table (the layout of its Tables 2-6): the value per placement,
 //! the `1c2t/1c1t` and `2c2t/2c1t` speed-ups with their intervals and their geometric
-//! mean; and the one line a section shows when it has no speed-up.
+//! mean; the one line a section shows when it has no speed-up; the number cells every
+//! workload table writes.
 
 use std::fmt::Write;
 
 use smtlab_model::stats::{self, Ratio};
 use smtlab_model::{CellRecord, RunResults};
 
-use super::cells::placements;
+use super::cells::{mean_column, placements};
 use super::rows::Row;
 use crate::fmt::{esc, times};
 use crate::units::Column;
@@ -66,6 +67,18 @@ fn speedup_td(r: &Ratio) -> String {
     )
 }
 
+/// A table cell without a value.
+pub(super) const MUTED_TD: &str = "<td class=\"muted\">-</td>";
+
+/// A number's table cell (`text` written and escaped by the caller), or [`MUTED_TD`]
+/// where there is none.
+pub(super) fn num_td(text: Option<String>) -> String {
+    match text {
+        Some(t) => format!("<td class=\"num\">{t}</td>"),
+        None => MUTED_TD.into(),
+    }
+}
+
 pub(super) fn value_text(col: &Column, c: &CellRecord) -> String {
     let s = &c.result.summary;
     if s.n < 2 {
@@ -85,10 +98,7 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
     }
     let places = placements(&all);
     let one_unit = all.iter().all(|c| c.unit == all[0].unit);
-    let table_col = one_unit.then(|| {
-        let v: Vec<f64> = all.iter().map(|c| c.result.summary.mean).collect();
-        Column::for_values(&all[0].unit, &v)
-    });
+    let table_col = one_unit.then(|| mean_column(&all));
     let kinds: Vec<YieldKind> = PAIRS
         .into_iter()
         .filter(|k| rows.iter().any(|r| pair_speedup(&r.cells, *k).is_some()))
@@ -115,21 +125,14 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
     p.push_str("</tr>");
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
     for row in rows {
-        let col = table_col.clone().unwrap_or_else(|| {
-            let v: Vec<f64> = row.cells.iter().map(|c| c.result.summary.mean).collect();
-            Column::for_values(&row.cells[0].unit, &v)
-        });
+        let col = table_col.clone().unwrap_or_else(|| mean_column(&row.cells));
         let _ = write!(p, "<tr><td>{}</td>", esc(&row.label));
         if !one_unit {
             let _ = write!(p, "<td>{}</td>", esc(&col.unit));
         }
         for pl in &places {
-            match row.cells.iter().find(|c| &c.placement.name == pl) {
-                Some(c) => {
-                    let _ = write!(p, "<td class=\"num\">{}</td>", esc(&value_text(&col, c)));
-                }
-                None => p.push_str("<td class=\"muted\">-</td>"),
-            }
+            let value = row.cells.iter().find(|c| &c.placement.name == pl);
+            p.push_str(&num_td(value.map(|c| esc(&value_text(&col, c)))));
         }
         for (i, k) in kinds.iter().enumerate() {
             match pair_speedup(&row.cells, *k) {
@@ -139,7 +142,7 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
                     }
                     p.push_str(&speedup_td(&r));
                 }
-                None => p.push_str("<td class=\"muted\">-</td>"),
+                None => p.push_str(MUTED_TD),
             }
         }
         p.push_str("</tr>");
@@ -160,7 +163,7 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
                         r.len()
                     );
                 }
-                None => p.push_str("<td class=\"muted\">-</td>"),
+                None => p.push_str(MUTED_TD),
             }
         }
         p.push_str("</tr>");

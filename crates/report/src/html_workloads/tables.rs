@@ -3,9 +3,7 @@
 
 use smtlab_model::RunResults;
 
-use super::bench_block::bench_block;
-use super::cells::cells_of;
-use super::speedup_table::no_pairs_line;
+use super::bench_block::bench_blocks;
 
 /// Benchmarks of the paper 001 speed-up tables, with the table each re-creates.
 pub(super) const TABLES: [(&str, &str); 7] = [
@@ -33,14 +31,7 @@ pub fn tables(p: &mut String, r: &RunResults) -> Result<(), String> {
          SMT speed-ups (ratio of the means with Fieller's 95% interval; above 1 is better \
          with SMT) and their geometric mean.</p>",
     );
-    let mut any_pair = false;
-    for (bench, origin) in present {
-        let cells = cells_of(r, |c| c.benchmark == *bench);
-        any_pair |= bench_block(p, &cells, bench, origin);
-    }
-    if !any_pair {
-        no_pairs_line(p, r);
-    }
+    bench_blocks(p, r, present.into_iter().copied());
     p.push_str("</section>");
     Ok(())
 }

@@ -6,14 +6,13 @@ use std::fmt::Write;
 
 use smtlab_model::{CellRecord, RunResults};
 
-use super::cells::{cells_of, metric};
+use super::cells::{cells_of, mean_column, metric, scaled_mean};
 use super::charts::figure;
 use super::rows::{fixed_params, row_head, rows_by_params};
 use super::speedup_table::{no_pairs_line, speedup_table, value_text};
 use crate::counters::duration_ns;
 use crate::fmt::{esc, num, short};
 use crate::svg::{self, LineOptions, Point, Series};
-use crate::units::Column;
 
 /// Paper 002 Figs 15-16: the task pool.
 pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
@@ -28,16 +27,7 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
          against the number of workers, a pair of charts per kind of work and a line per \
          queue and threads per core.</p>",
     );
-    let workers = |c: &CellRecord| {
-        metric(c, "workers").or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
-    };
-    let col = Column::for_values(
-        &cells[0].unit,
-        &cells
-            .iter()
-            .map(|c| c.result.summary.mean)
-            .collect::<Vec<_>>(),
-    );
+    let col = mean_column(&cells);
     // One pair of charts per kind of work (paper 002 Fig 15 is the FFT, Fig 16 the
     // matrix multiply): their rates differ by orders of magnitude.
     let mut works: Vec<&str> = Vec::new();
@@ -95,9 +85,6 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
 /// Tasks per second and tree run time of one kind of work against the number of
 /// workers, a line per queue and threads per core.
 fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
-    let workers = |c: &CellRecord| {
-        metric(c, "workers").or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
-    };
     let name = |c: &CellRecord| {
         format!(
             "{} ({}t/core)",
@@ -146,24 +133,8 @@ fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
             .filter(|s| !s.points.is_empty())
             .collect()
     };
-    let col = Column::for_values(
-        &cells[0].unit,
-        &cells
-            .iter()
-            .map(|c| c.result.summary.mean)
-            .collect::<Vec<_>>(),
-    );
-    let rate = series_of(&|c| {
-        let s = &c.result.summary;
-        let d = col.divisor;
-        let ci = (s.n >= 2).then(|| {
-            (
-                (s.mean - s.ci95_half_width) / d,
-                (s.mean + s.ci95_half_width) / d,
-            )
-        });
-        Some((s.mean / d, ci))
-    });
+    let col = mean_column(cells);
+    let rate = series_of(&|c| Some(scaled_mean(c, &col)));
     let tree = series_of(&|c| metric(c, "tree_ms").map(|v| (v, None)));
     let opt = LineOptions {
         y_zero: true,
@@ -196,4 +167,9 @@ fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
 
 fn param_or<'a>(c: &'a CellRecord, key: &str, default: &'a str) -> &'a str {
     c.params.get(key).map_or(default, String::as_str)
+}
+
+/// The number of workers a cell ran: as recorded, or as asked for.
+fn workers(c: &CellRecord) -> Option<f64> {
+    metric(c, "workers").or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
 }

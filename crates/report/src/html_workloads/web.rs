@@ -10,9 +10,9 @@ use smtlab_model::stats;
 use smtlab_model::{CellRecord, RunResults};
 
 use super::cells::{cells_of, metric, metric_sum, placements};
-use super::charts::{Bar, figure, hbars, value_bars};
+use super::charts::{Bar, figure, hbars, placement_color, value_bars};
 use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
-use super::speedup_table::{no_pairs_line, speedup_table};
+use super::speedup_table::{MUTED_TD, no_pairs_line, num_td, speedup_table};
 use crate::fmt::{esc, num, params, short};
 use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
@@ -27,144 +27,10 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     p.push_str("<section id=\"web\"><h2>Web servers</h2>");
     let mut any_pair = false;
     if !stat.is_empty() {
-        p.push_str(
-            "<h3>Static load (web-static)</h3><p>Paper 000 Figs 1-6: the response bandwidth \
-             of each server on each placement (mean with 95% CI) and its requests per \
-             second, then the SMT speed-ups per server.</p><div class=\"charts\">",
-        );
-        let keys = swept_keys(&stat);
-        let (bars, col) = value_bars(&stat, |c| short_label(c, &keys));
-        figure(
-            p,
-            hbars(
-                "web-static bandwidth",
-                "per server and placement, mean with 95% CI",
-                &col.unit,
-                0.0,
-                &bars,
-            ),
-        );
-        let rps: Vec<(&CellRecord, f64)> = stat
-            .iter()
-            .filter_map(|c| metric(c, "requests_per_s").map(|v| (*c, v)))
-            .collect();
-        if !rps.is_empty() {
-            let rcol = Column::for_values("req/s", &rps.iter().map(|x| x.1).collect::<Vec<_>>());
-            let places = placements(&stat);
-            let bars: Vec<Bar> = rps
-                .iter()
-                .map(|(c, v)| Bar {
-                    label: short_label(c, &keys),
-                    value: v / rcol.divisor,
-                    lo: None,
-                    hi: None,
-                    color: places
-                        .iter()
-                        .position(|p| *p == c.placement.name)
-                        .unwrap_or(0),
-                    text: rcol.num(*v),
-                })
-                .collect();
-            figure(
-                p,
-                hbars(
-                    "web-static requests per second",
-                    "per server and placement, mean over samples",
-                    &rcol.unit,
-                    0.0,
-                    &bars,
-                ),
-            );
-        }
-        p.push_str("</div>");
-        let (_, rows) = rows_by_params(&stat);
-        p.push_str("<h3>Bandwidth per server and placement, SMT speed-ups</h3>");
-        p.push_str(&fixed_params(&stat, &keys));
-        any_pair |= speedup_table(p, &row_head(&keys), &rows);
-        latency_table(p, &stat, &keys);
+        any_pair |= web_static(p, &stat);
     }
     if !cap.is_empty() {
-        p.push_str(
-            "<h3>Capacity (web-capacity)</h3><p>Paper 000 Figs 20-21: the most simultaneous \
-             connections of which 95% get their conforming bandwidth without errors, per \
-             server and placement. The curve shows the conforming share at each connection \
-             count the search tried; the capacity is the last count at or above 95%.</p>\
-             <div class=\"charts\">",
-        );
-        let keys = swept_keys(&cap);
-        let (bars, col) = value_bars(&cap, |c| short_label(c, &keys));
-        figure(
-            p,
-            hbars(
-                "web-capacity",
-                "conforming connections, mean with 95% CI",
-                &col.unit,
-                0.0,
-                &bars,
-            ),
-        );
-        let series: Vec<Series> = cap
-            .iter()
-            .filter_map(|c| {
-                let raw = c.result.series.get("conforming_fraction_by_conns")?;
-                // (connections, share) pairs of every sample: averaged per count.
-                let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-                for pair in raw.chunks_exact(2) {
-                    by.entry(pair[0] as u64).or_default().push(pair[1]);
-                }
-                let points: Vec<Point> = by
-                    .into_iter()
-                    .filter_map(|(n, fs)| {
-                        let f = stats::mean(&fs)? * 100.0;
-                        Some(Point {
-                            x: n as f64,
-                            y: f,
-                            lo: None,
-                            hi: None,
-                            tip: format!("{n} connections: {}% conforming", short(f)),
-                            label: None,
-                        })
-                    })
-                    .collect();
-                Some(Series {
-                    name: short_label(c, &keys),
-                    points,
-                })
-            })
-            .collect();
-        figure(
-            p,
-            svg::line_chart(
-                "Conformance curve",
-                "share of connections getting 320 kbit/s",
-                "connections",
-                "% conforming",
-                &series,
-                &LineOptions {
-                    y_zero: true,
-                    x_integer: true,
-                    ..LineOptions::default()
-                },
-            ),
-        );
-        p.push_str("</div>");
-        let (_, rows) = rows_by_params(&cap);
-        p.push_str("<h3>Capacity per server and placement, SMT speed-ups</h3>");
-        p.push_str(&fixed_params(&cap, &keys));
-        any_pair |= speedup_table(p, &row_head(&keys), &rows);
-        let capped: Vec<String> = cap
-            .iter()
-            .filter(|c| metric(c, "capped").is_some_and(|v| v > 0.0))
-            .map(|c| short_label(c, &keys))
-            .collect();
-        if !capped.is_empty() {
-            let _ = write!(
-                p,
-                "<p class=\"muted\">Reached the search's connection cap, so the capacity is \
-                 at least the value shown: {}.</p>",
-                esc(&capped.join(", "))
-            );
-        }
+        any_pair |= web_capacity(p, &cap);
     }
     if !any_pair {
         no_pairs_line(p, r);
@@ -190,6 +56,162 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     }
     p.push_str("</section>");
     Ok(())
+}
+
+/// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and
+/// placement, the speed-ups and the latency table; whether it had a speed-up.
+fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
+    p.push_str(
+        "<h3>Static load (web-static)</h3><p>Paper 000 Figs 1-6: the response bandwidth \
+         of each server on each placement (mean with 95% CI) and its requests per \
+         second, then the SMT speed-ups per server.</p><div class=\"charts\">",
+    );
+    let keys = swept_keys(stat);
+    value_figure(
+        p,
+        stat,
+        &keys,
+        "web-static bandwidth",
+        "per server and placement, mean with 95% CI",
+    );
+    let rps: Vec<(&CellRecord, f64)> = stat
+        .iter()
+        .filter_map(|c| metric(c, "requests_per_s").map(|v| (*c, v)))
+        .collect();
+    if !rps.is_empty() {
+        let rcol = Column::for_values("req/s", &rps.iter().map(|x| x.1).collect::<Vec<_>>());
+        let places = placements(stat);
+        let bars: Vec<Bar> = rps
+            .iter()
+            .map(|(c, v)| Bar {
+                label: short_label(c, &keys),
+                value: v / rcol.divisor,
+                lo: None,
+                hi: None,
+                color: placement_color(&places, c),
+                text: rcol.num(*v),
+            })
+            .collect();
+        figure(
+            p,
+            hbars(
+                "web-static requests per second",
+                "per server and placement, mean over samples",
+                &rcol.unit,
+                0.0,
+                &bars,
+            ),
+        );
+    }
+    p.push_str("</div>");
+    let any_pair = speedup_part(
+        p,
+        stat,
+        &keys,
+        "Bandwidth per server and placement, SMT speed-ups",
+    );
+    latency_table(p, stat, &keys);
+    any_pair
+}
+
+/// Paper 000 Figs 20-21: `web-capacity` bars, the conformance curve and the speed-ups;
+/// whether it had a speed-up.
+fn web_capacity(p: &mut String, cap: &[&CellRecord]) -> bool {
+    p.push_str(
+        "<h3>Capacity (web-capacity)</h3><p>Paper 000 Figs 20-21: the most simultaneous \
+         connections of which 95% get their conforming bandwidth without errors, per \
+         server and placement. The curve shows the conforming share at each connection \
+         count the search tried; the capacity is the last count at or above 95%.</p>\
+         <div class=\"charts\">",
+    );
+    let keys = swept_keys(cap);
+    value_figure(
+        p,
+        cap,
+        &keys,
+        "web-capacity",
+        "conforming connections, mean with 95% CI",
+    );
+    let series: Vec<Series> = cap
+        .iter()
+        .filter_map(|c| {
+            let raw = c.result.series.get("conforming_fraction_by_conns")?;
+            // (connections, share) pairs of every sample: averaged per count.
+            let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+            for pair in raw.chunks_exact(2) {
+                by.entry(pair[0] as u64).or_default().push(pair[1]);
+            }
+            let points: Vec<Point> = by
+                .into_iter()
+                .filter_map(|(n, fs)| {
+                    let f = stats::mean(&fs)? * 100.0;
+                    Some(Point {
+                        x: n as f64,
+                        y: f,
+                        lo: None,
+                        hi: None,
+                        tip: format!("{n} connections: {}% conforming", short(f)),
+                        label: None,
+                    })
+                })
+                .collect();
+            Some(Series {
+                name: short_label(c, &keys),
+                points,
+            })
+        })
+        .collect();
+    figure(
+        p,
+        svg::line_chart(
+            "Conformance curve",
+            "share of connections getting 320 kbit/s",
+            "connections",
+            "% conforming",
+            &series,
+            &LineOptions {
+                y_zero: true,
+                x_integer: true,
+                ..LineOptions::default()
+            },
+        ),
+    );
+    p.push_str("</div>");
+    let any_pair = speedup_part(
+        p,
+        cap,
+        &keys,
+        "Capacity per server and placement, SMT speed-ups",
+    );
+    let capped: Vec<String> = cap
+        .iter()
+        .filter(|c| metric(c, "capped").is_some_and(|v| v > 0.0))
+        .map(|c| short_label(c, &keys))
+        .collect();
+    if !capped.is_empty() {
+        let _ = write!(
+            p,
+            "<p class=\"muted\">Reached the search's connection cap, so the capacity is \
+             at least the value shown: {}.</p>",
+            esc(&capped.join(", "))
+        );
+    }
+    any_pair
+}
+
+/// The bars of `cells`' values per server and placement.
+fn value_figure(p: &mut String, cells: &[&CellRecord], keys: &[String], title: &str, sub: &str) {
+    let (bars, col) = value_bars(cells, |c| short_label(c, keys));
+    figure(p, hbars(title, sub, &col.unit, 0.0, &bars));
+}
+
+/// `cells`' values per server and placement and their SMT speed-ups under `heading`;
+/// whether it had a speed-up.
+fn speedup_part(p: &mut String, cells: &[&CellRecord], keys: &[String], heading: &str) -> bool {
+    let (_, rows) = rows_by_params(cells);
+    let _ = write!(p, "<h3>{heading}</h3>");
+    p.push_str(&fixed_params(cells, keys));
+    speedup_table(p, &row_head(keys), &rows)
 }
 
 /// `nginx conns=8 1c2t`: the swept parameters (the server by its name alone) and the
@@ -245,12 +267,7 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
     for c in cells {
         let _ = write!(p, "<tr><td>{}</td>", esc(&short_label(c, keys)));
         for (_, k) in Q {
-            match metric(c, k) {
-                Some(v) => {
-                    let _ = write!(p, "<td class=\"num\">{}</td>", col.num(v));
-                }
-                None => p.push_str("<td class=\"muted\">-</td>"),
-            }
+            p.push_str(&num_td(metric(c, k).map(|v| col.num(v))));
         }
         let cells = [
             metric_sum(c, "requests").map(num),
@@ -258,12 +275,7 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
             metric_sum(c, "connects").map(num),
         ];
         for v in cells {
-            match v {
-                Some(v) => {
-                    let _ = write!(p, "<td class=\"num\">{}</td>", esc(&v));
-                }
-                None => p.push_str("<td class=\"muted\">-</td>"),
-            }
+            p.push_str(&num_td(v.map(|v| esc(&v))));
         }
         match metric_sum(c, "errors") {
             Some(e) => {
@@ -274,7 +286,7 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
                     num(e)
                 );
             }
-            None => p.push_str("<td class=\"muted\">-</td>"),
+            None => p.push_str(MUTED_TD),
         }
         p.push_str("</tr>");
     }
