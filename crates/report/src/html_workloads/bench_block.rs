@@ -1,6 +1,7 @@
-//! One benchmark's block in the paper 001 tables (Tables 3-6) and the OLTP section: its
-//! speed-up table, its chart against the swept parameter, and the CPU and OS cost per
-//! unit of work where the workload or the counters recorded it.
+//! The benchmark blocks of the paper 001 tables (Tables 3-6) and the OLTP section: per
+//! benchmark its speed-up table, its chart against the swept parameter, and the CPU and
+//! OS cost per unit of work where the workload or the counters recorded it; the one
+//! no-speed-up line when no block had a speed-up.
 
 use std::fmt::Write;
 
