@@ -1,0 +1,119 @@
+//! The benchmark blocks of the paper 001 tables (Tables 3-6) and the OLTP section: per
+//! benchmark its speed-up table, its chart against the swept parameter, and the CPU and
+//! OS cost per unit of work where the workload or the counters recorded it; the one
+//! no-speed-up line when no block had a speed-up.
+
+use std::fmt::Write;
+
+use smtlab_model::{CellRecord, RunResults};
+
+use super::cells::{cells_of, metric};
+use super::charts::{figure, sweep_chart};
+use super::rows::{fixed_params, row_head, rows_by_params};
+use super::speedup_table::{no_pairs_line, num_td, speedup_table};
+use crate::counters::{Headline, duration_ns};
+use crate::fmt::{esc, num, params};
+
+/// A block per benchmark of `benches` (name, origin), each of its cells in `r`, and the
+/// one line that says why when none has a speed-up.
+pub(super) fn bench_blocks<'a>(
+    p: &mut String,
+    r: &RunResults,
+    benches: impl IntoIterator<Item = (&'a str, &'a str)>,
+) {
+    let mut any_pair = false;
+    for (bench, origin) in benches {
+        let cells = cells_of(r, |c| c.benchmark == bench);
+        any_pair |= bench_block(p, &cells, bench, origin);
+    }
+    if !any_pair {
+        no_pairs_line(p, r);
+    }
+}
+
+/// One benchmark's table, chart and per-unit costs; whether it had a speed-up.
+fn bench_block(p: &mut String, cells: &[&CellRecord], bench: &str, origin: &str) -> bool {
+    let (keys, rows) = rows_by_params(cells);
+    let _ = write!(
+        p,
+        "<h3>{} <span class=\"sub\">{}{}</span></h3>",
+        esc(bench),
+        esc(origin),
+        esc(&format!(" ({})", cells[0].unit))
+    );
+    p.push_str(&fixed_params(cells, &keys));
+    let any = speedup_table(p, &row_head(&keys), &rows);
+    if keys.len() == 1 {
+        figure(
+            p,
+            sweep_chart(&format!("{bench} by {}", keys[0]), &keys[0], &rows),
+        );
+    }
+    per_unit_table(p, cells);
+    any
+}
+
+/// CPU time per unit of work the workload recorded itself (`server_cpu_us_per_tx`) or
+/// the counters measured (`--counters`), per cell; nothing when neither exists.
+fn per_unit_table(p: &mut String, cells: &[&CellRecord]) {
+    let mut own: Vec<String> = Vec::new();
+    for c in cells {
+        for s in &c.result.samples {
+            for k in s.metrics.keys() {
+                if k.contains("cpu") && k.contains("_per_") && !own.contains(k) {
+                    own.push(k.clone());
+                }
+            }
+        }
+    }
+    let heads: Vec<Option<Headline>> = cells
+        .iter()
+        .map(|c| c.counters.as_ref().map(Headline::of))
+        .collect();
+    let counted = heads
+        .iter()
+        .flatten()
+        .any(|h| h.cpu_ns_per_unit.is_some() || h.context_switches_per_unit.is_some());
+    if own.is_empty() && !counted {
+        return;
+    }
+    p.push_str(
+        "<details><summary>CPU and OS cost per unit of work</summary><table><tr><th>cell</th>",
+    );
+    for k in &own {
+        let _ = write!(p, "<th>{}</th>", esc(&k.replace('_', " ")));
+    }
+    if counted {
+        p.push_str(
+            "<th>CPU time per unit<br/><span class=\"sub\">counters</span></th>\
+             <th>context switches per unit</th><th>instructions per unit</th>",
+        );
+    }
+    p.push_str("</tr>");
+    for (c, h) in cells.iter().zip(&heads) {
+        let _ = write!(
+            p,
+            "<tr><td>{} on {}</td>",
+            esc(&params(&c.params)),
+            esc(&c.placement.name)
+        );
+        for k in &own {
+            p.push_str(&num_td(metric(c, k).map(num)));
+        }
+        if counted {
+            let unit = h.as_ref().and_then(|h| h.unit.clone()).unwrap_or_default();
+            let td = |x: Option<f64>, time: bool| {
+                num_td(x.map(|v| {
+                    let v = if time { duration_ns(v) } else { num(v) };
+                    format!("{v} / {}", esc(&unit))
+                }))
+            };
+            let h = h.as_ref();
+            p.push_str(&td(h.and_then(|h| h.cpu_ns_per_unit), true));
+            p.push_str(&td(h.and_then(|h| h.context_switches_per_unit), false));
+            p.push_str(&td(h.and_then(|h| h.instructions_per_unit), false));
+        }
+        p.push_str("</tr>");
+    }
+    p.push_str("</table></details>");
+}

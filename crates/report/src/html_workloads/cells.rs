@@ -1,0 +1,67 @@
+//! Picking a run's cells and reading what they recorded: the cells of a kind, their
+//! placements in the page's column order, the mean or sum of a metric over samples, and
+//! the cells' means in one column's scale.
+
+use smtlab_model::stats;
+use smtlab_model::{CellRecord, RunResults};
+
+use crate::units::Column;
+
+/// Placement columns in this order; others follow in run order.
+const ORDER: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
+
+pub(super) fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
+    r.cells.iter().filter(|c| pick(c)).collect()
+}
+
+/// Placements of `cells`, in [`ORDER`] then run order.
+pub(super) fn placements(cells: &[&CellRecord]) -> Vec<String> {
+    let mut v: Vec<String> = ORDER
+        .iter()
+        .filter(|p| cells.iter().any(|c| c.placement.name == **p))
+        .map(|p| p.to_string())
+        .collect();
+    for c in cells {
+        if !v.contains(&c.placement.name) {
+            v.push(c.placement.name.clone());
+        }
+    }
+    v
+}
+
+fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {
+    c.result
+        .samples
+        .iter()
+        .filter_map(|s| s.metrics.get(key).copied())
+        .collect()
+}
+
+/// Mean over the samples that carry `key`; `None` when none does.
+pub(super) fn metric(c: &CellRecord, key: &str) -> Option<f64> {
+    stats::mean(&metric_values(c, key))
+}
+
+pub(super) fn metric_sum(c: &CellRecord, key: &str) -> Option<f64> {
+    let v = metric_values(c, key);
+    (!v.is_empty()).then(|| v.iter().sum())
+}
+
+/// The column that writes the means of `cells` (the first cell's unit, scaled for all).
+pub(super) fn mean_column(cells: &[&CellRecord]) -> Column {
+    let means: Vec<f64> = cells.iter().map(|c| c.result.summary.mean).collect();
+    Column::for_values(&cells[0].unit, &means)
+}
+
+/// A cell's mean in `col`'s scale, with its 95% interval when it has two samples or more.
+pub(super) fn scaled_mean(c: &CellRecord, col: &Column) -> (f64, Option<(f64, f64)>) {
+    let s = &c.result.summary;
+    let d = col.divisor;
+    let ci = (s.n >= 2).then(|| {
+        (
+            (s.mean - s.ci95_half_width) / d,
+            (s.mean + s.ci95_half_width) / d,
+        )
+    });
+    (s.mean / d, ci)
+}

@@ -1,0 +1,120 @@
+//! A workload's cells as table rows: grouped by parameter set, labelled and ordered by
+//! the swept parameter (paper 001's row heading), with the fixed parameters in a line.
+
+use std::collections::BTreeMap;
+
+use smtlab_model::CellRecord;
+
+use crate::fmt::{esc, params};
+use crate::html_figures::parse_size;
+
+/// One row of a workload table: a label, an x value for the chart, the row's cells.
+pub(super) struct Row<'a> {
+    pub(super) label: String,
+    pub(super) x: Option<f64>,
+    pub(super) cells: Vec<&'a CellRecord>,
+}
+
+/// The parameter a workload's table is read by (the papers' row heading) when the run
+/// did not sweep any.
+fn main_key(bench: &str) -> Option<&'static str> {
+    match bench {
+        "chat" => Some("rooms"),
+        "dbench" | "tbench" | "oltp-pg" => Some("clients"),
+        "tcp-stream" => Some("size"),
+        "tcp-rr" | "tcp-crr" | "udp-rr" => Some("request"),
+        "web-static" | "web-capacity" => Some("server"),
+        "sdet" => Some("users"),
+        "task-pool" => Some("queue"),
+        "oltp-sqlite" => Some("mode"),
+        _ => None,
+    }
+}
+
+/// The parameters whose values differ among `cells`, or the workload's main parameter
+/// when none does.
+pub(super) fn swept_keys(cells: &[&CellRecord]) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for c in cells {
+        for (k, v) in &c.params {
+            if !keys.contains(k) && cells.iter().any(|d| d.params.get(k) != Some(v)) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    if keys.is_empty()
+        && let Some(k) = cells
+            .first()
+            .and_then(|c| main_key(&c.benchmark).filter(|k| c.params.contains_key(*k)))
+    {
+        keys.push(k.to_string());
+    }
+    keys
+}
+
+/// The parameters every cell shares, apart from `keys`, as a line under a heading;
+/// empty when there are none.
+pub(super) fn fixed_params(cells: &[&CellRecord], keys: &[String]) -> String {
+    let Some(first) = cells.first() else {
+        return String::new();
+    };
+    let fixed: BTreeMap<String, String> = first
+        .params
+        .iter()
+        .filter(|(k, v)| !keys.contains(k) && cells.iter().all(|c| c.params.get(*k) == Some(v)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if fixed.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"sub\">other parameters: <code>{}</code></p>",
+        esc(&params(&fixed))
+    )
+}
+
+fn param_x(v: &str) -> Option<f64> {
+    v.parse::<f64>().ok().or_else(|| parse_size(v))
+}
+
+/// Cells grouped by parameter set, labelled by the swept parameters, sorted by the swept
+/// parameter when there is one and it is a number.
+pub(super) fn rows_by_params<'a>(cells: &[&'a CellRecord]) -> (Vec<String>, Vec<Row<'a>>) {
+    let keys = swept_keys(cells);
+    let mut rows: Vec<Row<'_>> = Vec::new();
+    for c in cells {
+        match rows.iter_mut().find(|r| r.cells[0].params == c.params) {
+            Some(r) => r.cells.push(c),
+            None => {
+                let label = if keys.is_empty() {
+                    params(&c.params)
+                } else {
+                    keys.iter()
+                        .map(|k| c.params.get(k).map_or("-", |v| v.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let x = (keys.len() == 1)
+                    .then(|| c.params.get(&keys[0]).and_then(|v| param_x(v)))
+                    .flatten();
+                rows.push(Row {
+                    label,
+                    x,
+                    cells: vec![c],
+                });
+            }
+        }
+    }
+    if rows.iter().all(|r| r.x.is_some()) {
+        rows.sort_by(|a, b| a.x.unwrap_or(0.0).total_cmp(&b.x.unwrap_or(0.0)));
+    }
+    (keys, rows)
+}
+
+pub(super) fn row_head(keys: &[String]) -> String {
+    if keys.is_empty() {
+        "params".into()
+    } else {
+        keys.join(", ")
+    }
+}

@@ -1,0 +1,175 @@
+//! The `task-pool` section (paper 002 Figs 15-16): tasks per second and the run time of
+//! one task tree against the number of workers, per kind of work and queue, CAS retries
+//! and lock contention per task, and the SMT speed-ups.
+
+use std::fmt::Write;
+
+use smtlab_model::{CellRecord, RunResults};
+
+use super::cells::{cells_of, mean_column, metric, scaled_mean};
+use super::charts::figure;
+use super::rows::{fixed_params, row_head, rows_by_params};
+use super::speedup_table::{no_pairs_line, speedup_table, value_text};
+use crate::counters::duration_ns;
+use crate::fmt::{esc, num, short};
+use crate::svg::{self, LineOptions, Point, Series};
+
+/// Paper 002 Figs 15-16: the task pool.
+pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let cells = cells_of(r, |c| c.benchmark == "task-pool");
+    if cells.is_empty() {
+        return Err(String::new());
+    }
+    p.push_str(
+        "<section id=\"task-pool\"><h2>Task pool</h2><p>Paper 002 Figs 15-16: a task tree \
+         (FFT or block matrix multiply) run by a pool of workers sharing one queue, \
+         lock-free (CAS) or mutex-guarded: tasks per second and the run time of one tree \
+         against the number of workers, a pair of charts per kind of work and a line per \
+         queue and threads per core.</p>",
+    );
+    let col = mean_column(&cells);
+    // One pair of charts per kind of work (paper 002 Fig 15 is the FFT, Fig 16 the
+    // matrix multiply): their rates differ by orders of magnitude.
+    let mut works: Vec<&str> = Vec::new();
+    for c in &cells {
+        let w = param_or(c, "work", "fft");
+        if !works.contains(&w) {
+            works.push(w);
+        }
+    }
+    p.push_str("<div class=\"charts\">");
+    for work in works {
+        let of_work: Vec<&CellRecord> = cells
+            .iter()
+            .copied()
+            .filter(|c| param_or(c, "work", "fft") == work)
+            .collect();
+        task_pool_charts(p, &of_work, work);
+    }
+    let _ = write!(
+        p,
+        "</div><table><tr><th>work</th><th>queue</th><th>placement</th><th>workers</th>\
+         <th>throughput<br/><span class=\"sub\">{}</span></th><th>tree run time</th>\
+         <th>tasks per tree</th><th>CAS retries per task</th>\
+         <th>lock contended per task</th></tr>",
+        esc(&col.unit)
+    );
+    for c in &cells {
+        let opt_num = |k: &str| metric(c, k).map_or("-".to_string(), num);
+        let _ = write!(
+            p,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(param_or(c, "work", "fft")),
+            esc(param_or(c, "queue", "cas")),
+            esc(&c.placement.name),
+            workers(c).map_or("-".into(), short),
+            esc(&value_text(&col, c)),
+            metric(c, "tree_ms").map_or("-".into(), |v| duration_ns(v * 1e6)),
+            metric(c, "tasks_per_tree").map_or("-".into(), short),
+            opt_num("cas_retries_per_task"),
+            opt_num("lock_contended_per_task"),
+        );
+    }
+    p.push_str("</table><h3>Tasks per second per placement, SMT speed-ups</h3>");
+    let (keys, rows) = rows_by_params(&cells);
+    p.push_str(&fixed_params(&cells, &keys));
+    if !speedup_table(p, &row_head(&keys), &rows) {
+        no_pairs_line(p, r);
+    }
+    p.push_str("</section>");
+    Ok(())
+}
+
+/// Tasks per second and tree run time of one kind of work against the number of
+/// workers, a line per queue and threads per core.
+fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
+    let name = |c: &CellRecord| {
+        format!(
+            "{} ({}t/core)",
+            param_or(c, "queue", "cas"),
+            c.placement.threads_per_core
+        )
+    };
+    let mut names: Vec<String> = Vec::new();
+    for c in cells {
+        if !names.contains(&name(c)) {
+            names.push(name(c));
+        }
+    }
+    type Y = Option<(f64, Option<(f64, f64)>)>;
+    let series_of = |f: &dyn Fn(&CellRecord) -> Y| -> Vec<Series> {
+        names
+            .iter()
+            .map(|n| {
+                let mut points: Vec<Point> = cells
+                    .iter()
+                    .filter(|c| &name(c) == n)
+                    .filter_map(|c| {
+                        let x = workers(c)?;
+                        let (y, ci) = f(c)?;
+                        Some(Point {
+                            x,
+                            y,
+                            lo: ci.map(|c| c.0),
+                            hi: ci.map(|c| c.1),
+                            tip: format!(
+                                "{work} {n}, {} workers on {}: {}",
+                                short(x),
+                                c.placement.name,
+                                num(y)
+                            ),
+                            label: None,
+                        })
+                    })
+                    .collect();
+                points.sort_by(|a, b| a.x.total_cmp(&b.x));
+                Series {
+                    name: n.clone(),
+                    points,
+                }
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let col = mean_column(cells);
+    let rate = series_of(&|c| Some(scaled_mean(c, &col)));
+    let tree = series_of(&|c| metric(c, "tree_ms").map(|v| (v, None)));
+    let opt = LineOptions {
+        y_zero: true,
+        x_integer: true,
+        ..LineOptions::default()
+    };
+    figure(
+        p,
+        svg::line_chart(
+            &format!("{work}: tasks per second"),
+            "mean with 95% CI",
+            "workers",
+            &col.unit,
+            &rate,
+            &opt,
+        ),
+    );
+    figure(
+        p,
+        svg::line_chart(
+            &format!("{work}: run time of one tree"),
+            "mean over samples; lower is better",
+            "workers",
+            "ms",
+            &tree,
+            &opt,
+        ),
+    );
+}
+
+fn param_or<'a>(c: &'a CellRecord, key: &str, default: &'a str) -> &'a str {
+    c.params.get(key).map_or(default, String::as_str)
+}
+
+/// The number of workers a cell ran: as recorded, or as asked for.
+fn workers(c: &CellRecord) -> Option<f64> {
+    metric(c, "workers").or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
+}

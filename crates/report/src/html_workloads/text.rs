@@ -1,0 +1,56 @@
+//! The workloads' secondary figures as a plain text table for the terminal
+//! (`smtlab report`); no paper figure.
+
+use smtlab_model::RunResults;
+
+use super::cells::{metric, metric_sum};
+use super::is_workload;
+use crate::counters::duration_ns;
+use crate::fmt::{num, params};
+
+/// The secondary figures each workload records beside its value, per cell, as a plain
+/// text table for the terminal (`smtlab report`): requests/s, latency percentiles and
+/// errors of the web load, CPU per message of the network rows, tree run time and CAS
+/// retries of the task pool. `None` when no workload cell carries any of them.
+pub fn text_summary(r: &RunResults) -> Option<String> {
+    // (metric, label, how it is written)
+    type Fmt = fn(f64) -> String;
+    let ns: Fmt = duration_ns;
+    let plain: Fmt = num;
+    let ms: Fmt = |v| duration_ns(v * 1e6);
+    let us: Fmt = |v| duration_ns(v * 1e3);
+    let figures: [(&str, &str, Fmt); 10] = [
+        ("requests_per_s", "req/s", plain),
+        ("latency_p50_ns", "p50", ns),
+        ("latency_p99_ns", "p99", ns),
+        ("ops_per_s", "ops/s", plain),
+        ("server_cpu_us_per_tx", "server CPU/tx", us),
+        ("server_cpu_us_per_kib", "server CPU/KiB", us),
+        ("rtt_p99_ns", "rtt p99", ns),
+        ("tree_ms", "tree", ms),
+        ("cas_retries_per_task", "CAS retries/task", plain),
+        ("lock_contended_per_task", "contended/task", plain),
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for c in r.cells.iter().filter(|c| is_workload(c)) {
+        let mut parts: Vec<String> = figures
+            .iter()
+            .filter_map(|(k, label, f)| metric(c, k).map(|v| format!("{label} {}", f(v))))
+            .collect();
+        if let Some(e) = metric_sum(c, "errors") {
+            parts.push(format!("errors {}", num(e)));
+        }
+        if parts.is_empty() {
+            continue;
+        }
+        rows.push(vec![
+            c.benchmark.clone(),
+            params(&c.params),
+            c.placement.name.clone(),
+            parts.join("  "),
+        ]);
+    }
+    (!rows.is_empty()).then(|| {
+        crate::fmt::text_table(&["workload", "params", "placement", "figures"], &rows, &[])
+    })
+}

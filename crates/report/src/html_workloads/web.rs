@@ -1,0 +1,294 @@
+//! The `web` section (paper 000): `web-static` bandwidth and requests per second per
+//! server and placement (Figs 1-6), its latency percentiles and errors, `web-capacity`
+//! bars and conformance curve (Figs 20-21), the SMT speed-ups per server, and the web
+//! cells that were not measured.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use smtlab_model::stats;
+use smtlab_model::{CellRecord, RunResults};
+
+use super::cells::{cells_of, metric, metric_sum, placements};
+use super::charts::{Bar, figure, hbars, placement_color, value_bars};
+use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
+use super::speedup_table::{MUTED_TD, no_pairs_line, num_td, speedup_table};
+use crate::fmt::{esc, num, params, short};
+use crate::svg::{self, LineOptions, Point, Series};
+use crate::units::Column;
+
+/// Paper 000: web servers.
+pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let stat = cells_of(r, |c| c.benchmark == "web-static");
+    let cap = cells_of(r, |c| c.benchmark == "web-capacity");
+    if stat.is_empty() && cap.is_empty() {
+        return Err(String::new());
+    }
+    p.push_str("<section id=\"web\"><h2>Web servers</h2>");
+    let mut any_pair = false;
+    if !stat.is_empty() {
+        any_pair |= web_static(p, &stat);
+    }
+    if !cap.is_empty() {
+        any_pair |= web_capacity(p, &cap);
+    }
+    if !any_pair {
+        no_pairs_line(p, r);
+    }
+    let skipped: Vec<_> = r
+        .skipped
+        .iter()
+        .filter(|s| s.key.benchmark.starts_with("web-"))
+        .collect();
+    if !skipped.is_empty() {
+        p.push_str("<h3>Web cells not measured</h3><ul class=\"notes\">");
+        for s in skipped {
+            let _ = write!(
+                p,
+                "<li><code>{} {} on {}</code>: {}</li>",
+                esc(&s.key.benchmark),
+                esc(&params(&s.key.params)),
+                esc(&s.key.placement),
+                esc(&s.reason)
+            );
+        }
+        p.push_str("</ul>");
+    }
+    p.push_str("</section>");
+    Ok(())
+}
+
+/// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and
+/// placement, the speed-ups and the latency table; whether it had a speed-up.
+fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
+    p.push_str(
+        "<h3>Static load (web-static)</h3><p>Paper 000 Figs 1-6: the response bandwidth \
+         of each server on each placement (mean with 95% CI) and its requests per \
+         second, then the SMT speed-ups per server.</p><div class=\"charts\">",
+    );
+    let keys = swept_keys(stat);
+    value_figure(
+        p,
+        stat,
+        &keys,
+        "web-static bandwidth",
+        "per server and placement, mean with 95% CI",
+    );
+    let rps: Vec<(&CellRecord, f64)> = stat
+        .iter()
+        .filter_map(|c| metric(c, "requests_per_s").map(|v| (*c, v)))
+        .collect();
+    if !rps.is_empty() {
+        let rcol = Column::for_values("req/s", &rps.iter().map(|x| x.1).collect::<Vec<_>>());
+        let places = placements(stat);
+        let bars: Vec<Bar> = rps
+            .iter()
+            .map(|(c, v)| Bar {
+                label: short_label(c, &keys),
+                value: v / rcol.divisor,
+                lo: None,
+                hi: None,
+                color: placement_color(&places, c),
+                text: rcol.num(*v),
+            })
+            .collect();
+        figure(
+            p,
+            hbars(
+                "web-static requests per second",
+                "per server and placement, mean over samples",
+                &rcol.unit,
+                0.0,
+                &bars,
+            ),
+        );
+    }
+    p.push_str("</div>");
+    let any_pair = speedup_part(
+        p,
+        stat,
+        &keys,
+        "Bandwidth per server and placement, SMT speed-ups",
+    );
+    latency_table(p, stat, &keys);
+    any_pair
+}
+
+/// Paper 000 Figs 20-21: `web-capacity` bars, the conformance curve and the speed-ups;
+/// whether it had a speed-up.
+fn web_capacity(p: &mut String, cap: &[&CellRecord]) -> bool {
+    p.push_str(
+        "<h3>Capacity (web-capacity)</h3><p>Paper 000 Figs 20-21: the most simultaneous \
+         connections of which 95% get their conforming bandwidth without errors, per \
+         server and placement. The curve shows the conforming share at each connection \
+         count the search tried; the capacity is the last count at or above 95%.</p>\
+         <div class=\"charts\">",
+    );
+    let keys = swept_keys(cap);
+    value_figure(
+        p,
+        cap,
+        &keys,
+        "web-capacity",
+        "conforming connections, mean with 95% CI",
+    );
+    let series: Vec<Series> = cap
+        .iter()
+        .filter_map(|c| {
+            let raw = c.result.series.get("conforming_fraction_by_conns")?;
+            // (connections, share) pairs of every sample: averaged per count.
+            let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+            for pair in raw.chunks_exact(2) {
+                by.entry(pair[0] as u64).or_default().push(pair[1]);
+            }
+            let points: Vec<Point> = by
+                .into_iter()
+                .filter_map(|(n, fs)| {
+                    let f = stats::mean(&fs)? * 100.0;
+                    Some(Point {
+                        x: n as f64,
+                        y: f,
+                        lo: None,
+                        hi: None,
+                        tip: format!("{n} connections: {}% conforming", short(f)),
+                        label: None,
+                    })
+                })
+                .collect();
+            Some(Series {
+                name: short_label(c, &keys),
+                points,
+            })
+        })
+        .collect();
+    figure(
+        p,
+        svg::line_chart(
+            "Conformance curve",
+            "share of connections getting 320 kbit/s",
+            "connections",
+            "% conforming",
+            &series,
+            &LineOptions {
+                y_zero: true,
+                x_integer: true,
+                ..LineOptions::default()
+            },
+        ),
+    );
+    p.push_str("</div>");
+    let any_pair = speedup_part(
+        p,
+        cap,
+        &keys,
+        "Capacity per server and placement, SMT speed-ups",
+    );
+    let capped: Vec<String> = cap
+        .iter()
+        .filter(|c| metric(c, "capped").is_some_and(|v| v > 0.0))
+        .map(|c| short_label(c, &keys))
+        .collect();
+    if !capped.is_empty() {
+        let _ = write!(
+            p,
+            "<p class=\"muted\">Reached the search's connection cap, so the capacity is \
+             at least the value shown: {}.</p>",
+            esc(&capped.join(", "))
+        );
+    }
+    any_pair
+}
+
+/// The bars of `cells`' values per server and placement.
+fn value_figure(p: &mut String, cells: &[&CellRecord], keys: &[String], title: &str, sub: &str) {
+    let (bars, col) = value_bars(cells, |c| short_label(c, keys));
+    figure(p, hbars(title, sub, &col.unit, 0.0, &bars));
+}
+
+/// `cells`' values per server and placement and their SMT speed-ups under `heading`;
+/// whether it had a speed-up.
+fn speedup_part(p: &mut String, cells: &[&CellRecord], keys: &[String], heading: &str) -> bool {
+    let (_, rows) = rows_by_params(cells);
+    let _ = write!(p, "<h3>{heading}</h3>");
+    p.push_str(&fixed_params(cells, keys));
+    speedup_table(p, &row_head(keys), &rows)
+}
+
+/// `nginx conns=8 1c2t`: the swept parameters (the server by its name alone) and the
+/// placement.
+fn short_label(c: &CellRecord, keys: &[String]) -> String {
+    let mut parts: Vec<String> = keys
+        .iter()
+        .filter_map(|k| {
+            c.params.get(k).map(|v| {
+                if k == "server" {
+                    v.clone()
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+        })
+        .collect();
+    parts.push(c.placement.name.clone());
+    parts.join(" ")
+}
+
+/// Latency percentiles, requests and errors of the web-static cells.
+fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
+    const Q: [(&str, &str); 5] = [
+        ("p50", "latency_p50_ns"),
+        ("p90", "latency_p90_ns"),
+        ("p99", "latency_p99_ns"),
+        ("p99.9", "latency_p999_ns"),
+        ("max", "latency_max_ns"),
+    ];
+    let vals: Vec<f64> = cells
+        .iter()
+        .flat_map(|c| Q.iter().filter_map(|(_, k)| metric(c, k)))
+        .collect();
+    if vals.is_empty() {
+        return;
+    }
+    let col = Column::for_values("ns", &vals);
+    p.push_str(
+        "<h3>Response latency and errors</h3><p>Per request, seen by the client; each \
+         percentile is the mean over the cell's samples. A sample with failed requests is \
+         refused (no throughput is reported from it), so such a cell is listed under \"not \
+         measured\" with its errors.</p><table><tr><th>server and placement</th>",
+    );
+    for (name, _) in Q {
+        let _ = write!(
+            p,
+            "<th>{name}<br/><span class=\"sub\">{}</span></th>",
+            esc(&col.unit)
+        );
+    }
+    p.push_str("<th>requests</th><th>bytes/request</th><th>connects</th><th>errors</th></tr>");
+    for c in cells {
+        let _ = write!(p, "<tr><td>{}</td>", esc(&short_label(c, keys)));
+        for (_, k) in Q {
+            p.push_str(&num_td(metric(c, k).map(|v| col.num(v))));
+        }
+        let cells = [
+            metric_sum(c, "requests").map(num),
+            metric(c, "bytes_per_request").map(crate::units::size),
+            metric_sum(c, "connects").map(num),
+        ];
+        for v in cells {
+            p.push_str(&num_td(v.map(|v| esc(&v))));
+        }
+        match metric_sum(c, "errors") {
+            Some(e) => {
+                let _ = write!(
+                    p,
+                    "<td class=\"num{}\">{}</td>",
+                    if e > 0.0 { " bad" } else { "" },
+                    num(e)
+                );
+            }
+            None => p.push_str(MUTED_TD),
+        }
+        p.push_str("</tr>");
+    }
+    p.push_str("</table>");
+}
