@@ -21,6 +21,10 @@ use crate::process::ChildGroup;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Why a server workload cannot run without a [`ClientSide`]: the runner found no CPUs
+/// apart from the placement (or the caller gave none).
+pub const NEEDS_CLIENT_SIDE: &str = "needs a client side (CPUs apart from the placement)";
+
 /// CPUs and a spawner for a workload's client side.
 #[derive(Debug)]
 pub struct ClientSide {
@@ -189,6 +193,20 @@ mod tests {
         let client = ClientSide::start(std::iter::once(first).collect()).unwrap();
         let e = client.spawn("t", Some(first + 1000), || ()).unwrap_err();
         assert!(e.to_string().contains("not a client CPU"), "{e}");
+    }
+
+    #[test]
+    fn a_context_without_a_client_side_names_the_bench_and_why() {
+        let params = crate::Params::default();
+        let placement = crate::workers::tests::placement(&[0]);
+        let topology = crate::workers::tests::topology(None);
+        let mut ctx = crate::workers::tests::context(&params, &placement, &topology);
+        let e = ctx.client_side("web-x").unwrap_err();
+        assert_eq!(e.to_string(), format!("web-x: {NEEDS_CLIENT_SIDE}"));
+        let client =
+            ClientSide::start(std::iter::once(my_cpus().last().unwrap()).collect()).unwrap();
+        ctx.client = Some(&client);
+        assert!(std::ptr::eq(ctx.client_side("web-x").unwrap(), &client));
     }
 
     #[test]

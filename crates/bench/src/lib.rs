@@ -69,6 +69,17 @@ pub struct BenchContext<'a> {
     pub client: Option<&'a client::ClientSide>,
 }
 
+impl<'a> BenchContext<'a> {
+    /// The client side that `bench`, a server workload, drives its load from; without
+    /// one, the cell is unsupported with [`client::NEEDS_CLIENT_SIDE`] as the reason.
+    pub fn client_side(&self, bench: &str) -> Result<&'a client::ClientSide, BenchError> {
+        self.client.ok_or_else(|| BenchError::Unsupported {
+            bench: bench.into(),
+            reason: client::NEEDS_CLIENT_SIDE.into(),
+        })
+    }
+}
+
 /// Why a benchmark could not be prepared or sampled.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {

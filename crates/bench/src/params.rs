@@ -37,6 +37,22 @@ pub enum ParamError {
     },
 }
 
+impl ParamError {
+    /// A value that does not fit: the parameter, the value as given (or as read), and what
+    /// was expected instead ("1 to 1000 users").
+    pub fn value(
+        name: impl Into<String>,
+        value: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> Self {
+        Self::Value {
+            name: name.into(),
+            value: value.into(),
+            expected: expected.into(),
+        }
+    }
+}
+
 /// The parameters of one cell: every parameter the benchmark declares, with the user's
 /// values over the defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,14 +116,13 @@ impl Params {
     }
 
     fn raw(&self, name: &str) -> Result<&str, ParamError> {
-        self.values
-            .get(name)
-            .map(String::as_str)
-            .ok_or_else(|| ParamError::Value {
-                name: name.to_string(),
-                value: String::new(),
-                expected: "a value (the benchmark did not declare this parameter)".into(),
-            })
+        self.values.get(name).map(String::as_str).ok_or_else(|| {
+            ParamError::value(
+                name,
+                "",
+                "a value (the benchmark did not declare this parameter)",
+            )
+        })
     }
 
     pub fn get_str(&self, name: &str) -> Result<&str, ParamError> {
@@ -116,11 +131,8 @@ impl Params {
 
     pub fn get_u64(&self, name: &str) -> Result<u64, ParamError> {
         let v = self.raw(name)?;
-        v.parse().map_err(|_| ParamError::Value {
-            name: name.into(),
-            value: v.into(),
-            expected: "a non-negative integer".into(),
-        })
+        v.parse()
+            .map_err(|_| ParamError::value(name, v, "a non-negative integer"))
     }
 
     pub fn get_f64(&self, name: &str) -> Result<f64, ParamError> {
@@ -128,11 +140,7 @@ impl Params {
         v.parse::<f64>()
             .ok()
             .filter(|x| x.is_finite())
-            .ok_or_else(|| ParamError::Value {
-                name: name.into(),
-                value: v.into(),
-                expected: "a number".into(),
-            })
+            .ok_or_else(|| ParamError::value(name, v, "a number"))
     }
 
     /// A whole number within `range`; outside it, an error saying `expected` (e.g. "1 to
@@ -161,11 +169,8 @@ impl Params {
     /// are decimal.
     pub fn get_bytes(&self, name: &str) -> Result<u64, ParamError> {
         let v = self.raw(name)?;
-        parse_bytes(v).ok_or_else(|| ParamError::Value {
-            name: name.into(),
-            value: v.into(),
-            expected: "a size such as 4096, 32KiB, 64MiB or 1GiB".into(),
-        })
+        parse_bytes(v)
+            .ok_or_else(|| ParamError::value(name, v, "a size such as 4096, 32KiB, 64MiB or 1GiB"))
     }
 }
 
@@ -178,11 +183,7 @@ fn within(
     if range.contains(&v) {
         Ok(v)
     } else {
-        Err(ParamError::Value {
-            name: name.into(),
-            value: v.to_string(),
-            expected: expected.into(),
-        })
+        Err(ParamError::value(name, v.to_string(), expected))
     }
 }
 

@@ -194,13 +194,18 @@ pub(crate) fn unmeasured(placements: &[String], control: Option<&str>) -> String
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use smtlab_model::{Direction, ResolvedPlacement};
 
     use super::*;
 
     /// A cell of `bench` with `params` on `placement` whose samples are `values`.
-    fn cell(bench: &str, params: &[(&str, &str)], placement: &str, values: &[f64]) -> CellRecord {
+    pub(crate) fn cell(
+        bench: &str,
+        params: &[(&str, &str)],
+        placement: &str,
+        values: &[f64],
+    ) -> CellRecord {
         let threads: u32 = placement[2..3].parse().unwrap();
         let cores: u32 = placement[..1].parse().unwrap();
         CellRecord {

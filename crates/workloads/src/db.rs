@@ -39,11 +39,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 pub(crate) use smtlab_bench::params::declare as param;
 
 pub(crate) fn param_err(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(ParamError::Value {
-        name: name.into(),
-        value: value.into(),
-        expected: expected.into(),
-    })
+    BenchError::Param(ParamError::value(name, value, expected))
 }
 
 type Job = (Command, mpsc::SyncSender<io::Result<Output>>);

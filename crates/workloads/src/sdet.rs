@@ -168,11 +168,11 @@ impl Benchmark for Sdet {
             v => match v.parse::<usize>() {
                 Ok(n) if (1..=1024).contains(&n) => n,
                 _ => {
-                    return Err(BenchError::Param(smtlab_bench::ParamError::Value {
-                        name: "users".into(),
-                        value: v.into(),
-                        expected: "auto or 1 to 1024".into(),
-                    }));
+                    return Err(BenchError::Param(smtlab_bench::ParamError::value(
+                        "users",
+                        v,
+                        "auto or 1 to 1024",
+                    )));
                 }
             },
         };

@@ -212,47 +212,37 @@ impl Benchmark for WebStatic {
         let p = ctx.params;
         let server = p.get_str("server")?.to_string();
         if !SERVERS.contains(&server.as_str()) {
-            return Err(smtlab_bench::ParamError::Value {
-                name: "server".into(),
-                value: server,
-                expected: SERVERS.join(", "),
-            }
-            .into());
+            return Err(
+                smtlab_bench::ParamError::value("server", server, SERVERS.join(", ")).into(),
+            );
         }
         let conns = p.get_u64("conns")? as usize;
         if !(1..=100_000).contains(&conns) {
-            return Err(smtlab_bench::ParamError::Value {
-                name: "conns".into(),
-                value: conns.to_string(),
-                expected: "1 to 100000 connections".into(),
-            }
+            return Err(smtlab_bench::ParamError::value(
+                "conns",
+                conns.to_string(),
+                "1 to 100000 connections",
+            )
             .into());
         }
         let dataset = p.get_bytes("dataset")?;
         let duration = p.get_f64("duration")?;
         if !(0.05..=3600.0).contains(&duration) {
-            return Err(smtlab_bench::ParamError::Value {
-                name: "duration".into(),
-                value: duration.to_string(),
-                expected: "seconds between 0.05 and 3600".into(),
-            }
+            return Err(smtlab_bench::ParamError::value(
+                "duration",
+                duration.to_string(),
+                "seconds between 0.05 and 3600",
+            )
             .into());
         }
         let keep_alive = match p.get_str("keepalive")? {
             "yes" => true,
             "no" => false,
             v => {
-                return Err(smtlab_bench::ParamError::Value {
-                    name: "keepalive".into(),
-                    value: v.into(),
-                    expected: "yes or no".into(),
-                }
-                .into());
+                return Err(smtlab_bench::ParamError::value("keepalive", v, "yes or no").into());
             }
         };
-        let client = ctx
-            .client
-            .ok_or_else(|| unsupported("needs a client side (CPUs apart from the placement)"))?;
+        let client = ctx.client_side(NAME)?;
         let threads = match p.get_u64("threads")? as usize {
             0 => client.cpus().len(),
             n => n,
@@ -278,10 +268,12 @@ impl Benchmark for WebStatic {
         let port = p.get_u64("port")?;
         let custom = Custom {
             cmd: p.get_str("cmd")?.to_string(),
-            port: u16::try_from(port).map_err(|_| smtlab_bench::ParamError::Value {
-                name: "port".into(),
-                value: port.to_string(),
-                expected: "a TCP port, 1 to 65535 (0: {port} in cmd)".into(),
+            port: u16::try_from(port).map_err(|_| {
+                smtlab_bench::ParamError::value(
+                    "port",
+                    port.to_string(),
+                    "a TCP port, 1 to 65535 (0: {port} in cmd)",
+                )
             })?,
         };
         let running = start_server_with(

@@ -74,11 +74,7 @@ fn info(
 use crate::params::declare as param;
 
 fn bad(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(crate::ParamError::Value {
-        name: name.into(),
-        value: value.into(),
-        expected: expected.into(),
-    })
+    BenchError::Param(crate::ParamError::value(name, value, expected))
 }
 
 fn io(bench: &str, what: impl Into<String>, source: std::io::Error) -> BenchError {

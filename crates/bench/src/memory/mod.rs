@@ -83,11 +83,11 @@ fn size_param(ctx: &BenchContext<'_>) -> Result<u64, BenchError> {
 }
 
 fn too_small(size: u64, min: u64) -> BenchError {
-    crate::ParamError::Value {
-        name: "size".into(),
-        value: size.to_string(),
-        expected: format!("auto or at least {min} bytes per thread"),
-    }
+    crate::ParamError::value(
+        "size",
+        size.to_string(),
+        format!("auto or at least {min} bytes per thread"),
+    )
     .into()
 }
 
@@ -127,14 +127,7 @@ fn pages_info() -> ParamInfo {
 
 fn pages_param(ctx: &BenchContext<'_>) -> Result<Pages, BenchError> {
     let v = ctx.params.get_str("pages")?;
-    Pages::parse(v).ok_or_else(|| {
-        crate::ParamError::Value {
-            name: "pages".into(),
-            value: v.into(),
-            expected: "huge or base".into(),
-        }
-        .into()
-    })
+    Pages::parse(v).ok_or_else(|| crate::ParamError::value("pages", v, "huge or base").into())
 }
 
 fn threads_info() -> ParamInfo {

@@ -91,11 +91,11 @@ impl Select {
         let name = self.kind.name();
         let n = ctx.params.get_u64("fds")?;
         if !(1..=MAX_FDS).contains(&n) {
-            return Err(crate::ParamError::Value {
-                name: "fds".into(),
-                value: n.to_string(),
-                expected: format!("a count from 1 to {MAX_FDS}"),
-            }
+            return Err(crate::ParamError::value(
+                "fds",
+                n.to_string(),
+                format!("a count from 1 to {MAX_FDS}"),
+            )
             .into());
         }
         let resources = match self.kind {

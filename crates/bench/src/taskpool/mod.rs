@@ -50,11 +50,7 @@ pub struct TaskPool;
 use crate::params::declare as p;
 
 fn bad(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(crate::ParamError::Value {
-        name: name.into(),
-        value: value.into(),
-        expected: expected.into(),
-    })
+    BenchError::Param(crate::ParamError::value(name, value, expected))
 }
 
 impl Benchmark for TaskPool {

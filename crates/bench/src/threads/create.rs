@@ -55,11 +55,7 @@ impl Mode {
         match text {
             "joinable" => Ok(Self::Joinable),
             "detached" => Ok(Self::Detached),
-            _ => Err(ParamError::Value {
-                name: "mode".into(),
-                value: text.into(),
-                expected: "joinable or detached".into(),
-            }),
+            _ => Err(ParamError::value("mode", text, "joinable or detached")),
         }
     }
 }

@@ -107,11 +107,11 @@ fn events_param() -> ParamInfo {
 fn events_from(params: &Params) -> Result<u64, ParamError> {
     let n = params.get_u64("events")?;
     if n == 0 || n > MAX_EVENTS {
-        return Err(ParamError::Value {
-            name: "events".into(),
-            value: n.to_string(),
-            expected: format!("an integer from 1 to {MAX_EVENTS}"),
-        });
+        return Err(ParamError::value(
+            "events",
+            n.to_string(),
+            format!("an integer from 1 to {MAX_EVENTS}"),
+        ));
     }
     Ok(n)
 }

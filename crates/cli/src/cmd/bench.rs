@@ -10,9 +10,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use smtlab_bench::{Benchmark, Params};
-use smtlab_model::{
-    BenchInfo, CellKey, CellRecord, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
-};
+use smtlab_model::{BenchInfo, CellKey, CellRecord, RunResults, SkippedCell};
 use smtlab_runner::counting::{CountingSetup, Machine};
 use smtlab_runner::session::{
     CellPlan, Counting, Ended, Group, Measured, Session, SessionObserver, param_map,
@@ -272,29 +270,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         super::export_markdown(path, &cells)?;
     }
     if args.json {
-        let now = unix_now_s();
-        let results = RunResults {
-            schema: RESULTS_SCHEMA.to_string(),
-            run: RunMeta {
-                id: 0,
-                started_unix_s: started,
-                finished_unix_s: Some(now),
-                status: RunStatus::Finished,
-                command_line: std::env::args().collect(),
-                suite: None,
-                environment: env,
-                topology: topo,
-                config: cfg,
-                plan: cells
-                    .iter()
-                    .map(CellRecord::key)
-                    .chain(skipped.iter().map(|s| s.key.clone()))
-                    .collect(),
-                notes: Vec::new(),
-            },
-            cells,
-            skipped,
-        };
+        let results =
+            super::finished_run(None, started, env, topo, cfg, Vec::new(), cells, skipped);
         let out = BenchOutput {
             results: &results,
             comparisons: &comparisons,

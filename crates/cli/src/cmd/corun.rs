@@ -15,10 +15,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
 use smtlab_bench::{BenchContext, Benchmark, Instance, Params};
-use smtlab_model::{
-    CellKey, CellRecord, CellResult, RESULTS_SCHEMA, RunConfig, RunMeta, RunResults, RunStatus,
-    SkippedCell, Topology,
-};
+use smtlab_model::{CellKey, CellRecord, CellResult, RunConfig, RunResults, SkippedCell, Topology};
 use smtlab_report::corun::{self as view, FORM_PARAM, Form, PARTNER_PARAM};
 use smtlab_runner::corun::command::ShellCommand;
 use smtlab_runner::corun::{CoRun, CpuPair, PartnerSpec, calibrate, cpu_pair, placement_of};
@@ -434,29 +431,16 @@ fn store(
     notes: Vec<String>,
     out: Outcome,
 ) -> Result<(i64, RunResults)> {
-    let results = RunResults {
-        schema: RESULTS_SCHEMA.to_string(),
-        run: RunMeta {
-            id: 0,
-            started_unix_s: started,
-            finished_unix_s: Some(unix_now_s()),
-            status: RunStatus::Finished,
-            command_line: std::env::args().collect(),
-            suite: Some(suite.into()),
-            environment: capture(topo),
-            topology: topo.clone(),
-            config: cfg,
-            plan: out
-                .cells
-                .iter()
-                .map(CellRecord::key)
-                .chain(out.skipped.iter().map(|s| s.key.clone()))
-                .collect(),
-            notes,
-        },
-        cells: out.cells,
-        skipped: out.skipped,
-    };
+    let results = super::finished_run(
+        Some(suite),
+        started,
+        capture(topo),
+        topo.clone(),
+        cfg,
+        notes,
+        out.cells,
+        out.skipped,
+    );
     let id = super::import_and_tell(path, db_arg.as_deref(), &results)?;
     Ok((id, results))
 }

@@ -21,10 +21,7 @@ use anyhow::{Context, Result, bail};
 use regex::Regex;
 use smtlab_bench::{Benchmark, Params};
 use smtlab_model::stats;
-use smtlab_model::{
-    CellKey, CellRecord, RESULTS_SCHEMA, RunConfig, RunMeta, RunResults, RunStatus, SkippedCell,
-    Topology,
-};
+use smtlab_model::{CellKey, CellRecord, RunConfig, SkippedCell, Topology};
 use smtlab_runner::counting::{CountingSetup, Machine};
 use smtlab_runner::exec::{CommandBench, ExecValue, shell_join};
 use smtlab_runner::session::{CellPlan, Counting, Measured, Session, SessionObserver};
@@ -308,40 +305,19 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         notes.push("one placement only: no yield to compute".into());
     }
 
-    let results = RunResults {
-        schema: RESULTS_SCHEMA.to_string(),
-        run: RunMeta {
-            id: 0,
-            started_unix_s: started,
-            finished_unix_s: Some(unix_now_s()),
-            status: RunStatus::Finished,
-            command_line: std::env::args().collect(),
-            suite: Some("exec".into()),
-            environment: capture(&topo),
-            topology: topo.clone(),
-            config,
-            plan: cells
-                .iter()
-                .map(CellRecord::key)
-                .chain(skipped.iter().map(|s| s.key.clone()))
-                .collect::<Vec<CellKey>>(),
-            notes,
-        },
+    let results = super::finished_run(
+        Some("exec"),
+        started,
+        capture(&topo),
+        topo.clone(),
+        config,
+        notes,
         cells,
         skipped,
-    };
+    );
     let mut store = Store::open(&db)?;
     let id = store.import_run(&results)?;
-    let saved = format!(
-        "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
-        db.display(),
-        args.db
-            .db
-            .as_ref()
-            .map(|p| format!(" --db {}", p.display()))
-            .unwrap_or_default()
-    );
-    crate::term::note_fit(&saved);
+    crate::term::note_fit(&super::saved_line(id, &db, args.db.db.as_deref()));
     let stored = store.load_run(id)?;
     if let Some(path) = &args.export_markdown {
         super::export_markdown(path, &stored.cells)?;

@@ -17,10 +17,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use smtlab_bench::{BenchContext, Benchmark, Params};
 use smtlab_control::{SmtSwitch, Sysfs};
-use smtlab_model::{
-    CellRecord, RESULTS_SCHEMA, ResolvedPlacement, RunConfig, RunMeta, RunResults, RunStatus,
-    Topology,
-};
+use smtlab_model::{CellRecord, ResolvedPlacement, RunConfig, Topology};
 use smtlab_report::utilisation::{self as view, RATE_PARAM, SMT_PARAM};
 use smtlab_runner::interleave::{Turn, interleave};
 use smtlab_runner::utilisation::{OpenLoop, ProcStat, TickSource, calibrate_job};
@@ -283,24 +280,16 @@ pub fn run(args: &UtilArgs) -> Result<()> {
     if let Some(sw) = switch.take() {
         sw.finish().context("cannot put the SMT state back")?;
     }
-    let results = RunResults {
-        schema: RESULTS_SCHEMA.to_string(),
-        run: RunMeta {
-            id: 0,
-            started_unix_s: started,
-            finished_unix_s: Some(unix_now_s()),
-            status: RunStatus::Finished,
-            command_line: std::env::args().collect(),
-            suite: Some("utilisation".into()),
-            environment: capture(&topo0),
-            topology: topo_last,
-            config: cfg,
-            plan: cells.iter().map(CellRecord::key).collect(),
-            notes: notes.clone(),
-        },
+    let results = super::finished_run(
+        Some("utilisation"),
+        started,
+        capture(&topo0),
+        topo_last,
+        cfg,
+        notes.clone(),
         cells,
-        skipped: Vec::new(),
-    };
+        Vec::new(),
+    );
     let id = super::import_and_tell(&db, args.db.as_deref(), &results)?;
     let points = view::curve(&results.cells);
     if args.json {

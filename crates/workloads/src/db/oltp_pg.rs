@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use smtlab_bench::client::NEEDS_CLIENT_SIDE;
 use smtlab_bench::{
     BenchContext, BenchError, Benchmark, Instance, Params, RawSample, Suite, SweepCell,
 };
@@ -107,9 +108,9 @@ impl Benchmark for OltpPg {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let cfg = Config::from_params(ctx.params)?;
-        let client = ctx.client.ok_or_else(|| {
-            unsupported("needs a client side (CPUs apart from the placement) to run pgbench")
-        })?;
+        let client = ctx
+            .client
+            .ok_or_else(|| unsupported(&format!("{NEEDS_CLIENT_SIDE} to run pgbench")))?;
         let install = PgInstall::find().map_err(pg_err)?;
         let settings = PgSettings {
             port: cfg.port,

@@ -139,10 +139,7 @@ impl Benchmark for Chat {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let shape = shape_of(ctx)?;
-        let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason: "needs a client side (CPUs apart from the placement)".into(),
-        })?;
+        let client = ctx.client_side(NAME)?;
         Ok(Box::new(ChatInstance::start(
             shape,
             &ctx.placement.cpu_set(),

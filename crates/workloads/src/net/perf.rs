@@ -186,10 +186,7 @@ impl Benchmark for Perf {
             request,
             response,
         };
-        let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
-            bench: name.into(),
-            reason: "needs a client side (CPUs apart from the placement)".into(),
-        })?;
+        let client = ctx.client_side(name)?;
         let server = Server::start(self.0, &ctx.placement.cpu_set(), cfg)?;
         let addr = server.addr;
         let kind = self.0;

@@ -90,10 +90,7 @@ impl Benchmark for Tbench {
         let (clients, duration) = clients_and_duration(p)?;
         let (clients, duration_ns) = (clients as usize, duration * 1_000_000);
         let load = load_for(NAME, p.get_str("loadfile")?)?;
-        let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason: "needs a client side (CPUs apart from the placement)".into(),
-        })?;
+        let client = ctx.client_side(NAME)?;
         super::common::ensure_nofile(3 * clients as u64 + 256).map_err(|e| check_err(NAME, e))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
         let addr = server.acceptor.addr;

@@ -111,12 +111,7 @@ pub struct WebCapacity;
 use smtlab_bench::params::declare as p;
 
 fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
-    ParamError::Value {
-        name: name.into(),
-        value: value.to_string(),
-        expected: expected.into(),
-    }
-    .into()
+    ParamError::value(name, value.to_string(), expected).into()
 }
 
 impl Benchmark for WebCapacity {
@@ -195,10 +190,7 @@ impl Benchmark for WebCapacity {
                 "a rate above 0 and at most rate_kbit",
             ));
         }
-        let client = ctx.client.ok_or_else(|| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason: "needs a client side (CPUs apart from the placement)".into(),
-        })?;
+        let client = ctx.client_side(NAME)?;
         let unsupported = |reason: String| BenchError::Unsupported {
             bench: NAME.into(),
             reason,
