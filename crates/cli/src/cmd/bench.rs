@@ -80,21 +80,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
     super::smt::check_uniprocessor(&placements)?;
-    let mut states = smt_states(&args.smt)?;
     let sysfs = smtlab_control::Sysfs::system();
-    if !states.is_empty() {
-        if placements.iter().any(|p| p.is_uniprocessor()) {
-            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
-        }
-        if let Some(why) = super::utilisation::switch_refusal(&sysfs) {
-            eprintln!(
-                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
-                args.smt.join(","),
-                topo.smt.control.as_deref().unwrap_or("absent")
-            );
-            states.clear();
-        }
-    }
+    let states = switchable_states(&args.smt, &placements, &topo, &sysfs)?;
     let mut cfg = if args.quick {
         RunConfig::quick()
     } else {
@@ -595,6 +582,31 @@ pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
         }
     }
     Ok(out)
+}
+
+/// The states `--smt` asks for that can be measured here: none, said in one line, where
+/// SMT cannot be switched (the current state is measured); an error beside 1c1t-up.
+pub fn switchable_states(
+    given: &[String],
+    placements: &[smtlab_model::ResolvedPlacement],
+    topo: &smtlab_model::Topology,
+    sysfs: &smtlab_control::Sysfs,
+) -> Result<Vec<bool>> {
+    let mut states = smt_states(given)?;
+    if !states.is_empty() {
+        if placements.iter().any(|p| p.is_uniprocessor()) {
+            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
+        }
+        if let Some(why) = super::utilisation::switch_refusal(sysfs) {
+            eprintln!(
+                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                given.join(","),
+                topo.smt.control.as_deref().unwrap_or("absent")
+            );
+            states.clear();
+        }
+    }
+    Ok(states)
 }
 
 /// Measures every group in each of `states` in turn (group 1 off, group 1 on, group 2

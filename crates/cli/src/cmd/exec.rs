@@ -139,21 +139,8 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             smtlab_placement::resolve(&spec, &topo)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let mut states = super::bench::smt_states(&args.smt)?;
     let sysfs = smtlab_control::Sysfs::system();
-    if !states.is_empty() {
-        if placements.iter().any(|p| p.is_uniprocessor()) {
-            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
-        }
-        if let Some(why) = super::utilisation::switch_refusal(&sysfs) {
-            eprintln!(
-                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
-                args.smt.join(","),
-                topo.smt.control.as_deref().unwrap_or("absent")
-            );
-            states.clear();
-        }
-    }
+    let states = super::bench::switchable_states(&args.smt, &placements, &topo, &sysfs)?;
     let db = super::db_path(&args.db);
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
