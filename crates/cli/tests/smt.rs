@@ -12,26 +12,7 @@ fn smtlab() -> Command {
 
 /// Two cores with two siblings each, SMT on; CPU 0 has no online file.
 fn tree() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let cpu = dir.path().join("sys/devices/system/cpu");
-    for c in 0..4u32 {
-        let d = cpu.join(format!("cpu{c}"));
-        fs::create_dir_all(d.join("topology")).unwrap();
-        let first = c - c % 2;
-        fs::write(
-            d.join("topology/thread_siblings_list"),
-            format!("{first}-{}\n", first + 1),
-        )
-        .unwrap();
-        if c != 0 {
-            fs::write(d.join("online"), "1\n").unwrap();
-        }
-    }
-    fs::create_dir_all(cpu.join("smt")).unwrap();
-    fs::write(cpu.join("smt/control"), "on\n").unwrap();
-    fs::write(cpu.join("smt/active"), "1\n").unwrap();
-    fs::write(cpu.join("present"), "0-3\n").unwrap();
-    dir
+    smtlab_fixtures::sysfs::smt_tree(Some("on"), 2)
 }
 
 fn control(dir: &Path) -> String {

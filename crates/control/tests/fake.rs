@@ -8,32 +8,9 @@ use smtlab_control::guard::Protection;
 use smtlab_control::guardian::{Guardian, Plan};
 use smtlab_control::{ControlError, SmtControl, SmtSwitch, Sysfs};
 
-/// A tree with `cores` of two siblings each (CPU i and i+1), SMT control `control`;
-/// CPU 0 has no `online` file, as on most x86 kernels.
+/// A tree with `cores` of two siblings each (CPU i and i+1), SMT control `control`.
 fn tree(control: Option<&str>, cores: u32) -> (tempfile::TempDir, Sysfs) {
-    let dir = tempfile::tempdir().unwrap();
-    let cpu = dir.path().join("sys/devices/system/cpu");
-    let n = cores * 2;
-    for c in 0..n {
-        let d = cpu.join(format!("cpu{c}"));
-        fs::create_dir_all(d.join("topology")).unwrap();
-        let first = c - c % 2;
-        fs::write(
-            d.join("topology/thread_siblings_list"),
-            format!("{}-{}\n", first, first + 1),
-        )
-        .unwrap();
-        if c != 0 {
-            fs::write(d.join("online"), "1\n").unwrap();
-        }
-    }
-    fs::write(cpu.join("online"), format!("0-{}\n", n - 1)).unwrap();
-    fs::write(cpu.join("present"), format!("0-{}\n", n - 1)).unwrap();
-    if let Some(c) = control {
-        fs::create_dir_all(cpu.join("smt")).unwrap();
-        fs::write(cpu.join("smt/control"), format!("{c}\n")).unwrap();
-        fs::write(cpu.join("smt/active"), "1\n").unwrap();
-    }
+    let dir = smtlab_fixtures::sysfs::smt_tree(control, cores);
     let sysfs = Sysfs::at(dir.path());
     (dir, sysfs)
 }

@@ -675,26 +675,7 @@ mod tests {
 
     /// Two cores of two siblings (CPUs 0,1 and 2,3), SMT control `on`.
     fn tree() -> (tempfile::TempDir, Sysfs) {
-        let dir = tempfile::tempdir().unwrap();
-        let cpu = dir.path().join("sys/devices/system/cpu");
-        for c in 0..4u32 {
-            let d = cpu.join(format!("cpu{c}"));
-            fs::create_dir_all(d.join("topology")).unwrap();
-            let first = c - c % 2;
-            fs::write(
-                d.join("topology/thread_siblings_list"),
-                format!("{}-{}\n", first, first + 1),
-            )
-            .unwrap();
-            if c != 0 {
-                fs::write(d.join("online"), "1\n").unwrap();
-            }
-        }
-        fs::write(cpu.join("online"), "0-3\n").unwrap();
-        fs::write(cpu.join("present"), "0-3\n").unwrap();
-        fs::create_dir_all(cpu.join("smt")).unwrap();
-        fs::write(cpu.join("smt/control"), "on\n").unwrap();
-        fs::write(cpu.join("smt/active"), "1\n").unwrap();
+        let dir = smtlab_fixtures::sysfs::smt_tree(Some("on"), 2);
         let sysfs = Sysfs::at(dir.path());
         (dir, sysfs)
     }
