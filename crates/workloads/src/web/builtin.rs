@@ -712,14 +712,7 @@ impl EventLoop {
                 )
             };
             if n < 0 {
-                if io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
-                    if progressed {
-                        c.since_ns = now_ns(self.origin);
-                    }
-                    self.set_out(i, true);
-                } else {
-                    self.close(i);
-                }
+                self.send_stopped(i, progressed);
                 return;
             }
             *head_off += n as usize;
@@ -730,14 +723,7 @@ impl EventLoop {
                 let left = (*size - *off as u64) as usize;
                 let n = unsafe { libc::sendfile(c.fd, f.as_raw_fd(), off, left) };
                 if n < 0 {
-                    if io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
-                        if progressed {
-                            c.since_ns = now_ns(self.origin);
-                        }
-                        self.set_out(i, true);
-                    } else {
-                        self.close(i);
-                    }
+                    self.send_stopped(i, progressed);
                     return;
                 }
                 if n == 0 {
@@ -760,6 +746,20 @@ impl EventLoop {
         if pending {
             self.process(i);
         }
+    }
+
+    /// After a send or sendfile that failed: a full socket waits for writability (and
+    /// bytes that went out before count as activity for the idle timeout); any other
+    /// error ends the connection.
+    fn send_stopped(&mut self, i: usize, progressed: bool) {
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
+            self.close(i);
+            return;
+        }
+        if progressed && let Some(c) = self.conns[i].as_mut() {
+            c.since_ns = now_ns(self.origin);
+        }
+        self.set_out(i, true);
     }
 
     fn sweep(&mut self, now: u64) {
