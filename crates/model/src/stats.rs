@@ -56,6 +56,13 @@ pub fn percentile(xs: &[f64], p: f64) -> Option<f64> {
     percentile_sorted(&sorted(xs), p)
 }
 
+/// [`percentile`] of values already sorted ascending, for callers that take several
+/// percentiles of one large set (a workload's per-operation latencies) and sort once.
+/// Every percentile smtlab reports, whichever workload computed it, is this definition.
+pub fn percentile_of_sorted(sorted: &[f64], p: f64) -> Option<f64> {
+    percentile_sorted(sorted, p)
+}
+
 /// Sample standard deviation (divisor `n - 1`); needs two values.
 pub fn stddev(xs: &[f64]) -> Option<f64> {
     if xs.len() < 2 {
@@ -71,11 +78,32 @@ pub fn stddev(xs: &[f64]) -> Option<f64> {
 /// The two-sided 95% critical value of Student's t, `t(0.975, df)`; `df` must be
 /// positive (it may be fractional, as Welch-Satterthwaite gives).
 pub fn t_critical_95(df: f64) -> Option<f64> {
-    if !(df.is_finite() && df > 0.0) {
+    t_critical(0.95, df)
+}
+
+/// The two-sided critical value of Student's t for `confidence` (0.95, 0.99, ...):
+/// `t(1 - (1 - confidence) / 2, df)`. `None` for a confidence outside (0, 1) or a
+/// non-positive `df`.
+pub fn t_critical(confidence: f64, df: f64) -> Option<f64> {
+    if !(df.is_finite() && df > 0.0 && confidence > 0.0 && confidence < 1.0) {
         return None;
     }
-    let t = StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(0.975);
+    let t = StudentsT::new(0.0, 1.0, df)
+        .ok()?
+        .inverse_cdf(1.0 - (1.0 - confidence) / 2.0);
     t.is_finite().then_some(t)
+}
+
+/// Half-width of the Student-t confidence interval of the mean at `confidence`,
+/// relative to the mean (netperf's `-I 99,5` asks for this at 0.99 to be within
+/// 0.025). `None` below two values or for a zero mean.
+pub fn ci_rel(xs: &[f64], confidence: f64) -> Option<f64> {
+    let m = mean(xs)?;
+    if m == 0.0 {
+        return None;
+    }
+    let n = xs.len() as f64;
+    Some(t_critical(confidence, n - 1.0)? * stddev(xs)? / n.sqrt() / m.abs())
 }
 
 /// Half-width of the Student-t 95% confidence interval of the mean; needs two values.

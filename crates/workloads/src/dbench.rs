@@ -385,8 +385,11 @@ pub(crate) fn latency_metrics(raw: &mut RawSample, per_kind: &mut [Vec<f64>]) {
             format!("{key}_mean_ns"),
             lat.iter().sum::<f64>() / lat.len() as f64,
         );
-        m.insert(format!("{key}_p50_ns"), crate::net::quantile(lat, 0.5));
-        m.insert(format!("{key}_p99_ns"), crate::net::quantile(lat, 0.99));
+        for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+            if let Some(v) = smtlab_model::stats::percentile_of_sorted(lat, p) {
+                m.insert(format!("{key}_{name}_ns"), v);
+            }
+        }
     }
 }
 

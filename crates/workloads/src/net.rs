@@ -22,7 +22,7 @@ mod common;
 pub mod perf;
 pub mod tbench;
 
-pub(crate) use common::{quantile, spawn_on};
+pub(crate) use common::spawn_on;
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {

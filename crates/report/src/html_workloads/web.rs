@@ -252,7 +252,8 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
     let col = Column::for_values("ns", &vals);
     p.push_str(
         "<h3>Response latency and errors</h3><p>Per request, seen by the client; each \
-         percentile is the mean over the cell's samples. A sample with failed requests is \
+         sample's percentiles are read from an HDR histogram of every request (3 \
+         significant digits), and the table shows their mean over the cell's samples. A sample with failed requests is \
          refused (no throughput is reported from it), so such a cell is listed under \"not \
          measured\" with its errors.</p><table><tr><th>server and placement</th>",
     );

@@ -361,8 +361,8 @@ pub fn sample_from(
     if let Some(v) = s.connection_ms {
         m.insert("connection_ms".into(), v);
     }
-    for (q, name) in [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p999")] {
-        if let Some(v) = pgbench::quantile(sorted_latencies_us, q) {
+    for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p999")] {
+        if let Some(v) = smtlab_model::stats::percentile_of_sorted(sorted_latencies_us, p) {
             m.insert(format!("latency_{name}_ms"), v / 1e3);
         }
     }
@@ -447,7 +447,8 @@ mod tests {
             assert_eq!(format!("{value:.6}"), format!("{tps:.6}"));
             assert_eq!(raw.metrics["pgbench_tps"], tps);
             assert!((raw.work - n as f64).abs() < 1e-3 * n as f64);
-            assert_eq!(raw.metrics["latency_p50_ms"], 0.1);
+            // Type 7 (the model's percentile): halfway between the two logged latencies.
+            assert_eq!(raw.metrics["latency_p50_ms"], 0.15);
         }
     }
 

@@ -207,15 +207,6 @@ pub fn take_log_latencies(prefix: &Path) -> std::io::Result<Vec<f64>> {
     Ok(v)
 }
 
-/// The `q`-quantile (0..=1) of sorted values, nearest rank.
-pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,15 +280,5 @@ tps = 500.250000 (excluding connections establishing)
         assert_eq!(v, [800.0, 1200.0]);
         assert!(!t.path().join("pgbench_log.123").exists());
         assert!(t.path().join("other").exists());
-    }
-
-    #[test]
-    fn nearest_rank_quantiles() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.5), Some(50.0));
-        assert_eq!(quantile(&v, 0.99), Some(99.0));
-        assert_eq!(quantile(&v, 1.0), Some(100.0));
-        assert_eq!(quantile(&v, 0.0), Some(1.0));
-        assert_eq!(quantile(&[], 0.5), None);
     }
 }

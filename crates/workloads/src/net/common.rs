@@ -242,42 +242,11 @@ pub fn thread_cpu_ns<T>(handle: &JoinHandle<T>) -> Option<u64> {
     }
 }
 
-/// The `q` quantile (0..=1) of `sorted`, nearest rank.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-/// Two-sided 99% Student-t quantile for `df` degrees of freedom.
-fn t99(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169, 3.106, 3.055, 3.012,
-        2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845, 2.831, 2.819, 2.807, 2.797, 2.787, 2.779,
-        2.771, 2.763, 2.756, 2.750,
-    ];
-    match df {
-        0 => f64::INFINITY,
-        d if d <= 30 => T[d - 1],
-        _ => 2.576,
-    }
-}
-
 /// Half-width of the 99% confidence interval of the mean of `values`, relative to the
-/// mean (netperf's `-I 99,5` asks for this to be within 0.025).
+/// mean (netperf's `-I 99,5` asks for this to be within 0.025): the model's
+/// [`smtlab_model::stats::ci_rel`], so every interval smtlab shows has one definition.
 pub fn ci99_rel(values: &[f64]) -> Option<f64> {
-    let n = values.len();
-    if n < 2 {
-        return None;
-    }
-    let mean = values.iter().sum::<f64>() / n as f64;
-    if mean == 0.0 {
-        return None;
-    }
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    Some(t99(n - 1) * (var / n as f64).sqrt() / mean.abs())
+    smtlab_model::stats::ci_rel(values, 0.99)
 }
 
 #[cfg(test)]
@@ -285,15 +254,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantiles_and_intervals() {
-        let v: Vec<f64> = (1..=101).map(f64::from).collect();
-        assert_eq!(quantile(&v, 0.5), 51.0);
-        assert_eq!(quantile(&v, 0.0), 1.0);
-        assert_eq!(quantile(&v, 1.0), 101.0);
+    fn intervals_use_the_model_t_quantile() {
         assert_eq!(ci99_rel(&[5.0, 5.0, 5.0]), Some(0.0));
         let wide = ci99_rel(&[1.0, 2.0, 3.0]).unwrap();
-        // mean 2, sd 1, n 3: 9.925 * 1/sqrt(3) / 2
-        assert!((wide - 9.925 / 3f64.sqrt() / 2.0).abs() < 1e-9);
+        // mean 2, sd 1, n 3: t(0.995, 2) = 9.925 (tables give 3 decimals)
+        assert!((wide - 9.925 / 3f64.sqrt() / 2.0).abs() < 1e-3);
         assert_eq!(ci99_rel(&[1.0]), None);
     }
 

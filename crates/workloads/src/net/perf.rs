@@ -34,11 +34,11 @@ use std::time::{Duration, Instant};
 
 use smtlab_bench::clock::{now_ns, thread_cpu_ns as own_cpu_ns};
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use smtlab_model::stats::percentile_of_sorted;
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 
 use super::common::{
-    check_err, ci99_rel, io_err, loopback_listener, quantile, shutdown_listener, spawn_on,
-    thread_cpu_ns,
+    check_err, ci99_rel, io_err, loopback_listener, shutdown_listener, spawn_on, thread_cpu_ns,
 };
 
 /// netperf's `-I 99,5`: the interval's full width within 5%, i.e. +-2.5%.
@@ -654,12 +654,14 @@ impl Instance for PerfInstance {
                 all.iter().sum::<f64>() / all.len().max(1) as f64,
             );
             for (q, key) in [
-                (0.5, "rtt_p50_ns"),
-                (0.9, "rtt_p90_ns"),
-                (0.99, "rtt_p99_ns"),
-                (0.999, "rtt_p999_ns"),
+                (50.0, "rtt_p50_ns"),
+                (90.0, "rtt_p90_ns"),
+                (99.0, "rtt_p99_ns"),
+                (99.9, "rtt_p999_ns"),
             ] {
-                m.insert(key.into(), quantile(&all, q));
+                if let Some(v) = percentile_of_sorted(&all, q) {
+                    m.insert(key.into(), v);
+                }
             }
             let stride = all.len().div_ceil(MAX_SERIES_POINTS).max(1);
             // Time order, not sorted: every stride-th transaction.
