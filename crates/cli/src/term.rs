@@ -152,6 +152,7 @@ fn stdout_is_tty() -> bool {
 }
 
 fn terminal_columns() -> Option<usize> {
+    // SAFETY: winsize is plain integers; all zeroes is a valid value.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: TIOCGWINSZ writes one winsize into the struct we own.
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };

@@ -243,6 +243,7 @@ fn util_measures_a_curve_and_says_in_one_line_what_it_cannot_switch() {
         .ok()
         .and_then(|s| s.control)
         .is_some_and(|c| c.switchable())
+        // SAFETY: geteuid has no preconditions and cannot fail.
         && unsafe { libc::geteuid() } == 0;
     if switchable {
         assert_eq!(curve.len(), 6);

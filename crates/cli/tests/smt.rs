@@ -137,6 +137,7 @@ fn kill_9_while_holding_is_undone_by_the_guardian() {
 fn sigint_while_holding_restores_before_dying() {
     let dir = tree();
     let mut child = holding(dir.path());
+    // SAFETY: kill on our own child's pid, which is not reaped yet.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     use std::os::unix::process::ExitStatusExt;
@@ -201,6 +202,7 @@ fn uniprocessor_bench_is_refused_before_measuring_when_it_cannot_be_set_up() {
 
     // Not root: refused before anything runs (checked as an unprivileged user, which
     // only root can become).
+    // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
         eprintln!("skipped the not-root part: needs root and setpriv to drop privileges");
         return;

@@ -74,8 +74,8 @@ pub(crate) fn open(
     if fd < 0 {
         return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
     }
-    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
     Ok(PerfFd {
+        // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
         fd: unsafe { OwnedFd::from_raw_fd(fd) },
     })
 }

@@ -201,7 +201,9 @@ fn is_tmpfs(path: &Path) -> bool {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
         return false;
     };
+    // SAFETY: statfs is plain data; all zeroes is valid.
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path, `s` a struct we own for the call to fill.
     unsafe { libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type as i64 == libc::TMPFS_MAGIC }
 }
 

@@ -125,6 +125,7 @@ impl Benchmark for Msg {
                 let open = |p: &PathBuf| -> Result<File, BenchError> {
                     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
                         .expect("no NUL in a temporary path");
+                    // SAFETY: `c` is a NUL-terminated path that outlives the call.
                     if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
                         return Err(io_err(name, "mkfifo", io::Error::last_os_error()));
                     }
@@ -377,13 +378,17 @@ struct ShmInstance {
 }
 
 fn sem_wait_timed(s: *mut libc::sem_t) -> io::Result<()> {
+    // SAFETY: timespec is plain integers; all zeroes is valid.
     let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime writes one timespec into the struct we own.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
     let deadline = libc::timespec {
         tv_sec: now.tv_sec + TIMEOUT.as_secs() as libc::time_t,
         tv_nsec: now.tv_nsec,
     };
     loop {
+        // SAFETY: `s` points at a semaphore initialised in the live shared area (the
+        // caller's contract), and `deadline` is a valid timespec.
         if unsafe { libc::sem_timedwait(s, &deadline) } == 0 {
             return Ok(());
         }
@@ -400,6 +405,7 @@ impl ShmInstance {
         cpu: Option<u32>,
         echo_cpu: Option<u32>,
     ) -> Result<ShmInstance, BenchError> {
+        // SAFETY: shmget takes plain values and returns an id or -1.
         let id = unsafe {
             libc::shmget(
                 libc::IPC_PRIVATE,
@@ -410,13 +416,17 @@ impl ShmInstance {
         if id < 0 {
             return Err(io_err(name, "shmget", io::Error::last_os_error()));
         }
+        // SAFETY: attaching the segment just created, at an address the kernel picks.
         let p = unsafe { libc::shmat(id, std::ptr::null(), 0) };
         // Marked for removal at once: it goes when detached, even if smtlab is killed.
+        // SAFETY: IPC_RMID takes no buffer (null is allowed).
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
         if p as isize == -1 {
             return Err(io_err(name, "shmat", io::Error::last_os_error()));
         }
         let area = AreaPtr(p.cast::<ShmArea>());
+        // SAFETY: `p` is a fresh attachment of a segment of `size_of::<ShmArea>()` bytes,
+        // page-aligned, used by this thread alone until the echo thread starts.
         unsafe {
             if libc::sem_init(&mut (*area.0).to_echo, 1, 0) != 0
                 || libc::sem_init(&mut (*area.0).to_main, 1, 0) != 0
@@ -437,14 +447,19 @@ impl ShmInstance {
         let echo = pin::spawn_pinned(echo_cpu, "smtlab-aim-shm", move || {
             let a = area;
             loop {
+                // SAFETY: the area stays attached until Drop has joined this thread.
                 if sem_wait_timed(unsafe { &mut (*a.0).to_echo }).is_err() {
                     // No word for a long time: the instance is stuck or gone.
                     continue;
                 }
+                // SAFETY: attached as above; the semaphore orders this read after the
+                // main thread's write.
                 let v = unsafe { std::ptr::read_volatile(&(*a.0).value) };
                 if v == QUIT {
                     return;
                 }
+                // SAFETY: attached as above; the main thread waits on to_main and does
+                // not touch `value` until this post.
                 unsafe {
                     std::ptr::write_volatile(&mut (*a.0).value, v + 1);
                     libc::sem_post(&mut (*a.0).to_main);
@@ -462,12 +477,16 @@ impl Instance for ShmInstance {
         let (name, a, seq) = (self.name, self.area, &mut self.seq);
         timed(self.cpu, iterations, |_| {
             *seq += 2;
+            // SAFETY: the area is attached for the instance's life; the echo thread
+            // waits on to_echo and does not touch `value` until this post.
             unsafe {
                 std::ptr::write_volatile(&mut (*a.0).value, *seq);
                 libc::sem_post(&mut (*a.0).to_echo);
             }
+            // SAFETY: attached, as above.
             sem_wait_timed(unsafe { &mut (*a.0).to_main })
                 .map_err(|e| io_err(name, "wait for the echo", e))?;
+            // SAFETY: attached; to_main orders this read after the echo's write.
             let got = unsafe { std::ptr::read_volatile(&(*a.0).value) };
             if got != *seq + 1 {
                 return Err(check(name, format!("handed {} over, got {got} back", *seq)));
@@ -480,6 +499,7 @@ impl Instance for ShmInstance {
 impl Drop for ShmInstance {
     fn drop(&mut self) {
         let a = self.area;
+        // SAFETY: still attached; the echo thread reads `value` only after this post.
         unsafe {
             std::ptr::write_volatile(&mut (*a.0).value, QUIT);
             libc::sem_post(&mut (*a.0).to_echo);
@@ -487,6 +507,8 @@ impl Drop for ShmInstance {
         if let Some(t) = self.echo.take() {
             let _ = t.join();
         }
+        // SAFETY: the echo thread has been joined: nobody waits on the semaphores, and
+        // nothing uses the area after it is detached here.
         unsafe {
             libc::sem_destroy(&mut (*a.0).to_echo);
             libc::sem_destroy(&mut (*a.0).to_main);

@@ -173,6 +173,7 @@ mod tests {
                 let i = c.index_of(p).unwrap();
                 assert!(!seen[i], "line {i} visited twice");
                 seen[i] = true;
+                // SAFETY: `p` points into the chase's own ring (index_of found it there).
                 p = unsafe { (*p).next };
             }
             assert_eq!(p, c.cur, "ring does not close after {n} steps");
@@ -197,6 +198,7 @@ mod tests {
         let mut p = c.cur;
         let mut sequential = 0;
         for _ in 0..c.lines.len() {
+            // SAFETY: every pointer of the ring points at one of `c`'s own lines.
             let next = unsafe { (*p).next };
             if next as usize == p as usize + LINE_BYTES {
                 sequential += 1;

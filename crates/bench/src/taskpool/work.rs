@@ -46,10 +46,13 @@ impl<T: Copy> Shared<T> {
     }
     #[allow(clippy::mut_from_ref)]
     unsafe fn region(&self, start: usize, len: usize) -> &mut [T] {
+        // SAFETY: the caller holds the only access to this region (`region`'s contract:
+        // disjoint per node, handed over through acquire-release counters).
         let b = unsafe { &mut *self.0.get() };
         &mut b[start..start + len]
     }
     unsafe fn all(&self) -> &[T] {
+        // SAFETY: called only once the tree has finished and no thread writes.
         unsafe { &*self.0.get() }
     }
 }
@@ -190,6 +193,7 @@ impl Work for Fft {
     }
     fn leaf(&self, id: u32) {
         let (start, len, offset, stride) = self.span(id);
+        // SAFETY: node `id` is the only writer of its span, and this runs once per node per tree.
         let out = unsafe { self.out.region(start, len) };
         let tw_step = self.n / len;
         for (k, o) in out.iter_mut().enumerate() {
@@ -205,6 +209,7 @@ impl Work for Fft {
     }
     fn combine(&self, id: u32) {
         let (start, len, _, _) = self.span(id);
+        // SAFETY: node `id` is the only writer of its span, and this runs once per node per tree.
         let out = unsafe { self.out.region(start, len) };
         let half = len / 2;
         let tw_step = self.n / len;
@@ -225,6 +230,7 @@ impl Work for Fft {
         }
     }
     fn check(&self) -> Result<(), String> {
+        // SAFETY: the tree has finished: no worker writes any more.
         let out = unsafe { self.out.all() };
         // Every bin when cheap, else 64 spread bins, each against a direct DFT.
         let bins: Vec<usize> = if self.n <= 1024 {
@@ -362,6 +368,7 @@ impl Work for MatMul {
     }
     fn leaf(&self, id: u32) {
         let (l, p, s, (ar, ac), (br, bc)) = self.node(id);
+        // SAFETY: node `id` is the only writer of its result block, once per tree.
         let out = unsafe { self.res.region(self.result_start(l, p, s), s * s) };
         let n = self.n;
         for i in 0..s {
@@ -379,11 +386,15 @@ impl Work for MatMul {
     fn combine(&self, id: u32) {
         let (l, p, s, _, _) = self.node(id);
         let h = s / 2;
+        // SAFETY: node `id` is the only writer of its result block, once per tree.
         let out = unsafe { self.res.region(self.result_start(l, p, s), s * s) };
         let child_base = self.level_base[l as usize + 1];
         for q in 0..4 {
             let c0 = (8 * id + 1 + 2 * q as u32 - Self::level_start(l + 1)) as usize;
+            // SAFETY: both children's blocks are complete (their done counters
+            // were observed with acquire) and nobody writes them again in this tree.
             let x = unsafe { self.res.region(child_base + c0 * h * h, h * h) };
+            // SAFETY: as for x.
             let y = unsafe { self.res.region(child_base + (c0 + 1) * h * h, h * h) };
             let (qi, qj) = (q / 2, q % 2);
             for i in 0..h {
@@ -404,6 +415,7 @@ impl Work for MatMul {
     }
     fn check(&self) -> Result<(), String> {
         let n = self.n;
+        // SAFETY: the tree has finished: no worker writes any more.
         let c = unsafe { &self.res.all()[..n * n] };
         // Every entry when cheap, else 256 spread entries, each against a naive dot
         // product.
@@ -471,6 +483,7 @@ mod tests {
     fn fft_check_catches_a_wrong_result() {
         let f = Fft::new(5, 1, 7);
         run_serial(&f);
+        // SAFETY: single-threaded test after the tree finished.
         unsafe { f.out.region(3, 1)[0].re += 1e-3 };
         assert!(f.check().unwrap_err().contains("bin 3"));
     }
@@ -488,6 +501,7 @@ mod tests {
         assert!(MatMul::new(6, 2, 1).is_none());
         let m = MatMul::new(8, 1, 3).unwrap();
         run_serial(&m);
+        // SAFETY: single-threaded test after the tree finished.
         unsafe { m.res.region(9, 1)[0] += 1.0 };
         assert!(m.check().unwrap_err().contains("C[1][1]"));
     }

@@ -69,6 +69,7 @@ pub(crate) fn switch_refusal(sysfs: &Sysfs) -> Option<String> {
     if let Some(e) = control.refusal() {
         return Some(e.to_string());
     }
+    // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Some("switching SMT needs root".into());
     }
