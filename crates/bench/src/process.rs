@@ -494,6 +494,11 @@ impl ChildGroup {
     pub fn kill_rest(&mut self) -> Vec<Leftover> {
         let left = self.members();
         self.kill_all();
+        // Wait for them to go, so they are not named again when the group is stopped.
+        let deadline = Instant::now() + EMPTY_WAIT;
+        while !self.members().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         left
     }
 
