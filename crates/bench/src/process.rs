@@ -525,10 +525,7 @@ impl ChildGroup {
         };
         // Processes left by a leader that ended on its own are not stopped gracefully:
         // they are leftovers, named before anything is sent to them.
-        let left_before = match child.try_wait()? {
-            Some(_) => Some(self.members()),
-            None => None,
-        };
+        let left_before = child.try_wait()?.map(|_| self.members());
         let _ = self.signal(libc::SIGTERM);
         let deadline = Instant::now() + grace;
         let mut status = None;
