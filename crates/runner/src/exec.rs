@@ -250,7 +250,11 @@ impl CommandInstance {
         // background job or daemon the command left), and the output still in the pipe
         // is read (without waiting for a writer that left the tree).
         let left = group.kill_rest();
-        if let Some(line) = killed_line(&left, &format!("`{}` ({})", self.shown, self.which())) {
+        // Only a command that ended by itself left them; after a timeout or an escape
+        // smtlab killed the tree itself, and the error says so.
+        if status.is_ok()
+            && let Some(line) = killed_line(&left, &format!("`{}` ({})", self.shown, self.which()))
+        {
             smtlab_bench::process::note(line);
         }
         drop(group);
