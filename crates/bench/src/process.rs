@@ -629,7 +629,14 @@ pub fn clean_up() {
     }
     let dirs: Vec<PathBuf> = lock(&lt.dirs).clone();
     for d in dirs {
-        let _ = std::fs::remove_dir_all(d);
+        // Threads of this process (dbench's clients) may still be writing into it while
+        // it goes: try again, for a second at most.
+        for _ in 0..50 {
+            if std::fs::remove_dir_all(&d).is_ok() || !d.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
