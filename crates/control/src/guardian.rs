@@ -1,32 +1,57 @@
-//! The guardian: a forked process that puts the saved state back if smtlab dies.
+//! The guardian: a forked process that cleans up after smtlab if smtlab dies.
 //!
 //! A guard's `Drop` cannot run after SIGKILL, an abort or the OOM killer. So before its
 //! first change the guard forks a guardian that holds the read end of a pipe; only
-//! smtlab holds the write end. The guardian blocks in `read`:
+//! smtlab holds the write end. The guardian waits for that pipe and for smtlab's exit
+//! (a pidfd, so a forked child of smtlab that still holds the write end cannot keep it
+//! waiting):
 //!
-//! * a byte `Q` means smtlab finished (and restored) normally: exit without touching
-//!   anything;
-//! * end-of-file without `Q` means every copy of the write end is closed, i.e. smtlab
-//!   is gone: write the saved values back, then exit.
+//! * a quit message means smtlab finished (and restored) normally: exit without
+//!   touching anything;
+//! * end-of-file, or smtlab's exit, without a quit message means smtlab is gone: kill
+//!   what it asked to be killed, write the saved values back, then exit.
 //!
-//! The child of a multi-threaded process may only make async-signal-safe calls, so it
-//! never allocates: the files and values to write are prepared before `fork` as a
-//! [`Plan`], and the child uses only `read`, `open`, `write`, `close`, `setsid`,
-//! `sigaction`-style `signal`, `dup2` and `_exit`. It leaves the terminal's process
-//! group (Ctrl-C must not reach it before smtlab is gone), ignores SIGINT, SIGTERM and
-//! SIGHUP, and closes every inherited descriptor but its pipe, so it holds no socket,
-//! pipe or file of smtlab's open.
+//! What it kills is told in two ways, both for the process trees smtlab starts (servers,
+//! clients, the user's commands), see `smtlab_bench::process`:
+//!
+//! * process groups, announced and retired one by one with [`Guardian::track_group`] /
+//!   [`Guardian::untrack_group`] (or from the child itself before it execs, with
+//!   [`announce_group_from_child`]): each gets SIGKILL;
+//! * a cgroup (v2) given in the [`Plan`]: every process in it or in a cgroup below it is
+//!   killed (`cgroup.kill`, or each pid of `cgroup.procs` on kernels without it), then
+//!   the cgroups are removed. A cgroup also holds processes that left their process group
+//!   or session (daemons).
+//!
+//! Messages are 8-byte records (atomic on a pipe). The child of a multi-threaded process
+//! may only make async-signal-safe calls, so it never allocates: the files, values and
+//! paths it needs are prepared before `fork` as a [`Plan`], and the child uses only
+//! system calls (`read`, `poll`, `open`, `write`, `close`, `kill`, `rmdir`,
+//! `getdents64`, `setsid`, `signal`, `dup2`, `_exit`). It leaves the terminal's process
+//! group (Ctrl-C must not reach it before smtlab is gone), ignores SIGINT, SIGTERM,
+//! SIGHUP and SIGQUIT, and closes every inherited descriptor but its own, so it holds
+//! no socket, pipe or file of smtlab's open.
 
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// The writes that restore the saved state, in order (SMT control before CPUs: writing
-/// `on` to `smt/control` brings every CPU online).
+/// Most process groups one guardian keeps track of at once.
+const MAX_GROUPS: usize = 4096;
+/// How long the guardian waits for a killed cgroup to empty before removing it.
+const CGROUP_EMPTY_WAIT_MS: i32 = 3000;
+
+const OP_QUIT: u8 = b'Q';
+const OP_ADD: u8 = b'+';
+const OP_DEL: u8 = b'-';
+
+/// What the guardian does when smtlab dies: the writes that restore the saved state,
+/// in order (SMT control before CPUs: writing `on` to `smt/control` brings every CPU
+/// online), after killing the cgroup tree, if any.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
     writes: Vec<(CString, Vec<u8>)>,
+    cgroup: Option<CString>,
 }
 
 impl Plan {
@@ -37,13 +62,19 @@ impl Plan {
         }
     }
 
+    /// Kill every process in the cgroup directory `dir` and below, and remove those
+    /// cgroups.
+    pub fn kill_cgroup(&mut self, dir: &Path) {
+        self.cgroup = CString::new(dir.as_os_str().as_bytes()).ok();
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty()
+        self.writes.is_empty() && self.cgroup.is_none()
     }
 }
 
 /// A running guardian. Dropping it (or [`Guardian::dismiss`]) tells it to exit without
-/// restoring; [`Guardian::abandon`] closes the pipe as smtlab's death would.
+/// doing anything; [`Guardian::abandon`] closes the pipe as smtlab's death would.
 #[derive(Debug)]
 pub struct Guardian {
     write_fd: libc::c_int,
@@ -59,11 +90,14 @@ impl Guardian {
             return Err(io::Error::last_os_error());
         }
         let (read_fd, write_fd) = (fds[0], fds[1]);
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: the child only makes async-signal-safe calls (see `watch`) and never
         // returns into Rust code.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             let e = io::Error::last_os_error();
+            // SAFETY: closing the descriptors pipe2 gave us.
             unsafe {
                 libc::close(read_fd);
                 libc::close(write_fd);
@@ -71,7 +105,8 @@ impl Guardian {
             return Err(e);
         }
         if pid == 0 {
-            unsafe { watch(read_fd, write_fd, plan) }
+            // SAFETY: see `watch`: system calls only, on this process's descriptors.
+            unsafe { watch(read_fd, write_fd, parent, plan) }
         }
         // SAFETY: read_fd is ours and no longer needed here.
         unsafe { libc::close(read_fd) };
@@ -82,13 +117,29 @@ impl Guardian {
         self.pid as u32
     }
 
+    /// The write end of the guardian's pipe, for [`announce_group_from_child`] in a
+    /// child between fork and exec (it is close-on-exec).
+    pub fn pipe_fd(&self) -> libc::c_int {
+        self.write_fd
+    }
+
+    /// Process group `pgid` is killed if smtlab dies.
+    pub fn track_group(&self, pgid: libc::pid_t) {
+        send(self.write_fd, OP_ADD, pgid);
+    }
+
+    /// Process group `pgid` is gone (killed and reaped): forget it.
+    pub fn untrack_group(&self, pgid: libc::pid_t) {
+        send(self.write_fd, OP_DEL, pgid);
+    }
+
     /// Tells the guardian that everything was restored; it exits without writing.
     pub fn dismiss(mut self) {
         self.stop(true);
     }
 
-    /// Closes the pipe without a word, as smtlab's death would: the guardian restores
-    /// the plan and exits. Waits for it.
+    /// Closes the pipe without a word, as smtlab's death would: the guardian kills,
+    /// restores and exits. Waits for it.
     pub fn abandon(mut self) {
         self.stop(false);
     }
@@ -97,13 +148,11 @@ impl Guardian {
         if self.write_fd < 0 {
             return;
         }
-        unsafe {
-            if quietly {
-                let q = b'Q';
-                libc::write(self.write_fd, (&q as *const u8).cast(), 1);
-            }
-            libc::close(self.write_fd);
+        if quietly {
+            send(self.write_fd, OP_QUIT, 0);
         }
+        // SAFETY: closing our own descriptor.
+        unsafe { libc::close(self.write_fd) };
         self.write_fd = -1;
         let mut status = 0;
         loop {
@@ -122,8 +171,40 @@ impl Drop for Guardian {
     }
 }
 
+fn record(op: u8, arg: i32) -> [u8; 8] {
+    let mut r = [0u8; 8];
+    r[0] = op;
+    r[4..].copy_from_slice(&arg.to_ne_bytes());
+    r
+}
+
+fn send(fd: libc::c_int, op: u8, arg: i32) {
+    let r = record(op, arg);
+    // SAFETY: an 8-byte write (atomic on a pipe) from a valid buffer.
+    unsafe { libc::write(fd, r.as_ptr().cast(), r.len()) };
+}
+
+/// From a child between fork and exec: tells the guardian behind `fd` (its
+/// [`Guardian::pipe_fd`]) that the child's own process group is to be killed if smtlab
+/// dies, before the child runs a single instruction of its program.
+///
+/// # Safety
+/// Async-signal-safe (getpgrp and one write); `fd` must be a guardian's pipe.
+pub unsafe fn announce_group_from_child(fd: libc::c_int) {
+    // SAFETY: getpgrp and a write from a stack buffer, as the caller promises `fd`.
+    unsafe {
+        let r = record(OP_ADD, libc::getpgrp());
+        libc::write(fd, r.as_ptr().cast(), r.len());
+    }
+}
+
 /// The guardian's whole life. Async-signal-safe calls only; never returns.
-unsafe fn watch(read_fd: libc::c_int, write_fd: libc::c_int, plan: &Plan) -> ! {
+unsafe fn watch(
+    read_fd: libc::c_int,
+    write_fd: libc::c_int,
+    parent: libc::pid_t,
+    plan: &Plan,
+) -> ! {
     unsafe {
         libc::close(write_fd);
         libc::setsid();
@@ -139,35 +220,105 @@ unsafe fn watch(read_fd: libc::c_int, write_fd: libc::c_int, plan: &Plan) -> ! {
         ] {
             libc::signal(sig, libc::SIG_IGN);
         }
-        // Move the pipe above 0-2 (it may have landed there if smtlab's were closed),
-        // then point 0-2 at /dev/null and close everything else.
-        let fd = libc::fcntl(read_fd, libc::F_DUPFD, 3);
-        let fd = if fd < 0 { read_fd } else { fd };
+        // smtlab's exit, seen even while a forked child of it holds the pipe open.
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, parent, 0) as libc::c_int;
+        let pidfd = if pidfd >= 0 && libc::getppid() != parent {
+            // smtlab died before the pidfd was taken: the pidfd may name another process.
+            libc::close(pidfd);
+            -2
+        } else {
+            pidfd
+        };
+        // Move the descriptors above 0-2 (they may have landed there if smtlab's were
+        // closed), then point 0-2 at /dev/null and close everything else.
+        let fd = above_stdio(read_fd);
+        let pidfd = if pidfd >= 0 {
+            above_stdio(pidfd)
+        } else {
+            pidfd
+        };
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if null >= 0 {
             for target in 0..3 {
-                if target != fd {
-                    libc::dup2(null, target);
-                }
+                libc::dup2(null, target);
             }
         }
-        close_all_but(fd);
+        close_all_but(fd, pidfd);
 
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(fd, (&mut byte as *mut u8).cast(), 1);
-            if n == 1 && byte == b'Q' {
+        let mut groups = [0 as libc::pid_t; MAX_GROUPS];
+        let mut count = 0usize;
+        let mut buf = [0u8; 8];
+        let mut have = 0usize;
+        let mut quit = false;
+        let mut dead = pidfd == -2;
+        while !dead {
+            let mut fds = [
+                libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: pidfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let nfds = if pidfd >= 0 { 2 } else { 1 };
+            if libc::poll(fds.as_mut_ptr(), nfds, -1) < 0 {
+                if *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                // Cannot wait for the pidfd: the pipe alone tells.
+                fds[0].revents = libc::POLLIN;
+            }
+            if pidfd >= 0 && fds[1].revents != 0 {
+                dead = true;
+                // Take what smtlab said before it died without waiting for more.
+                libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
+            }
+            if fds[0].revents != 0 || dead {
+                loop {
+                    let n = libc::read(fd, buf.as_mut_ptr().add(have).cast(), 8 - have);
+                    if n > 0 {
+                        have += n as usize;
+                        if have == 8 {
+                            have = 0;
+                            match buf[0] {
+                                OP_QUIT => quit = true,
+                                OP_ADD => add(&mut groups, &mut count, arg(&buf)),
+                                OP_DEL => del(&mut groups, &mut count, arg(&buf)),
+                                _ => {}
+                            }
+                        }
+                        if dead {
+                            continue;
+                        }
+                        break;
+                    }
+                    let errno = *libc::__errno_location();
+                    if n < 0 && errno == libc::EINTR {
+                        continue;
+                    }
+                    // End of file: every write end is closed. A read error other than
+                    // "nothing more now" cannot be waited out either.
+                    if n == 0 || (n < 0 && errno != libc::EAGAIN) {
+                        dead = true;
+                    }
+                    break;
+                }
+            }
+            if quit {
                 libc::_exit(0);
             }
-            if n == 0 {
-                break;
+        }
+        for &g in &groups[..count] {
+            if g > 1 {
+                libc::killpg(g, libc::SIGKILL);
             }
-            if n < 0 && *libc::__errno_location() == libc::EINTR {
-                continue;
-            }
-            if n < 0 {
-                break;
-            }
+        }
+        if let Some(dir) = &plan.cgroup {
+            kill_cgroup_tree(dir.as_ptr());
         }
         for (path, value) in &plan.writes {
             let f = libc::open(
@@ -183,16 +334,198 @@ unsafe fn watch(read_fd: libc::c_int, write_fd: libc::c_int, plan: &Plan) -> ! {
     }
 }
 
-unsafe fn close_all_but(keep: libc::c_int) {
+fn arg(buf: &[u8; 8]) -> i32 {
+    i32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]])
+}
+
+fn add(groups: &mut [libc::pid_t; MAX_GROUPS], count: &mut usize, g: libc::pid_t) {
+    if groups[..*count].contains(&g) {
+        return;
+    }
+    if *count < MAX_GROUPS {
+        groups[*count] = g;
+        *count += 1;
+    }
+}
+
+fn del(groups: &mut [libc::pid_t; MAX_GROUPS], count: &mut usize, g: libc::pid_t) {
+    if let Some(i) = groups[..*count].iter().position(|&x| x == g) {
+        groups[i] = groups[*count - 1];
+        *count -= 1;
+    }
+}
+
+unsafe fn above_stdio(fd: libc::c_int) -> libc::c_int {
+    if fd > 2 {
+        return fd;
+    }
+    // SAFETY: duplicating a descriptor this process holds.
+    let d = unsafe { libc::fcntl(fd, libc::F_DUPFD, 3) };
+    if d < 0 { fd } else { d }
+}
+
+/// Kills every process of the cgroup at `dir` and of the cgroups directly below it (the
+/// layout `smtlab_bench::process` makes), then removes them, waiting a few seconds for
+/// the kills to land. System calls only.
+unsafe fn kill_cgroup_tree(dir: *const libc::c_char) {
     unsafe {
-        let lo = 3u32;
-        let k = keep as u32;
-        let ok = (k <= lo || libc::syscall(libc::SYS_close_range, lo, k - 1, 0) == 0)
-            && libc::syscall(libc::SYS_close_range, k + 1, u32::MAX, 0) == 0;
+        let root = libc::open(dir, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+        if root < 0 {
+            return;
+        }
+        // cgroup.kill (Linux 5.14) kills the whole subtree at once, forks in flight
+        // included; without it every listed pid is killed, a few rounds.
+        let k = libc::openat(
+            root,
+            c"cgroup.kill".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if k >= 0 {
+            libc::write(k, b"1".as_ptr().cast(), 1);
+            libc::close(k);
+        } else {
+            for _ in 0..5 {
+                kill_listed(root);
+                for_each_child(root, |d| kill_listed(d));
+            }
+        }
+        let mut waited = 0;
+        loop {
+            let mut busy = false;
+            for_each_child_name(root, |name| {
+                if libc::unlinkat(root, name, libc::AT_REMOVEDIR) != 0 {
+                    busy = true;
+                }
+            });
+            if !busy && libc::rmdir(dir) == 0 {
+                break;
+            }
+            if waited >= CGROUP_EMPTY_WAIT_MS {
+                break;
+            }
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 20_000_000,
+            };
+            libc::nanosleep(&ts, &mut ts);
+            waited += 20;
+        }
+        libc::close(root);
+    }
+}
+
+/// SIGKILL to every pid in `cgroup.procs` under the directory `dir`.
+unsafe fn kill_listed(dir: libc::c_int) {
+    unsafe {
+        let f = libc::openat(
+            dir,
+            c"cgroup.procs".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if f < 0 {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        let mut pid: i64 = 0;
+        loop {
+            let n = libc::read(f, buf.as_mut_ptr().cast(), buf.len());
+            if n <= 0 {
+                break;
+            }
+            for &b in &buf[..n as usize] {
+                if b.is_ascii_digit() {
+                    pid = pid * 10 + (b - b'0') as i64;
+                } else {
+                    if pid > 1 {
+                        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                    }
+                    pid = 0;
+                }
+            }
+        }
+        if pid > 1 {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+        libc::close(f);
+    }
+}
+
+/// Calls `f` with an open descriptor of each subdirectory of `dir`.
+unsafe fn for_each_child(dir: libc::c_int, mut f: impl FnMut(libc::c_int)) {
+    unsafe {
+        for_each_child_name(dir, |name| {
+            let d = libc::openat(
+                dir,
+                name,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            );
+            if d >= 0 {
+                f(d);
+                libc::close(d);
+            }
+        });
+    }
+}
+
+/// Calls `f` with the NUL-terminated name of each subdirectory of `dir` (getdents64 into
+/// a stack buffer: no allocation).
+unsafe fn for_each_child_name(dir: libc::c_int, mut f: impl FnMut(*const libc::c_char)) {
+    unsafe {
+        let d = libc::openat(
+            dir,
+            c".".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if d < 0 {
+            return;
+        }
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = libc::syscall(libc::SYS_getdents64, d, buf.as_mut_ptr(), buf.len()) as isize;
+            if n <= 0 {
+                break;
+            }
+            let mut off = 0usize;
+            while off + 19 < n as usize {
+                // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name.
+                let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+                let kind = buf[off + 18];
+                let name = buf.as_ptr().add(off + 19).cast::<libc::c_char>();
+                let dot = buf[off + 19] == b'.';
+                if kind == libc::DT_DIR && !dot {
+                    f(name);
+                }
+                if reclen == 0 {
+                    break;
+                }
+                off += reclen;
+            }
+        }
+        libc::close(d);
+    }
+}
+
+unsafe fn close_all_but(a: libc::c_int, b: libc::c_int) {
+    unsafe {
+        let (lo, hi) = if b > a { (a, b) } else { (b.max(-1), a) };
+        // Keep `lo` (when it is a descriptor) and `hi`; close 3.. around them.
+        let mut ok = true;
+        let mut from = 3u32;
+        for keep in [lo, hi] {
+            if keep < 3 {
+                continue;
+            }
+            let k = keep as u32;
+            if k > from {
+                ok &= libc::syscall(libc::SYS_close_range, from, k - 1, 0) == 0;
+            }
+            from = k + 1;
+        }
+        ok &= libc::syscall(libc::SYS_close_range, from, u32::MAX, 0) == 0;
         if !ok {
             // Kernels before 5.9: close one by one up to a generous bound.
             for fd in 3..65536 {
-                if fd != keep {
+                if fd != a && fd != b {
                     libc::close(fd);
                 }
             }

@@ -1,20 +1,27 @@
-//! SIGINT, SIGTERM and SIGHUP while a guard has changed something: restore first, then
-//! die of the signal as if nothing had caught it.
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT: clean up first, then die of the signal as if
+//! nothing had caught it.
 //!
 //! The handler only writes the signal number into a pipe (async-signal-safe); a
-//! watcher thread reads it, runs the restore in ordinary thread context, puts the
-//! default action back and raises the signal again, so the exit status and the shell's
-//! view ("Interrupted") stay what they would have been. When the guard is done, the
-//! previous signal actions are put back and the thread ends. One watcher per process.
+//! watcher thread reads it, runs every registered clean-up in ordinary thread context
+//! (a guard's restore, the killing of smtlab's process trees, the removal of scratch
+//! directories), puts the default action back and raises the signal again, so the exit
+//! status and the shell's view ("Interrupted") stay what they would have been.
+//!
+//! One set of handlers serves the whole process: [`watch`] adds a clean-up for as long
+//! as its [`Watcher`] lives (a guard's restore), [`clean_up_on_signals`] adds one for
+//! the rest of the process (a command's scratch directories). When the last
+//! [`Watcher`] goes and nothing was added for good, the previous signal actions are put
+//! back and the thread ends.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
 
 use crate::error::ControlError;
 
-const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// The signals that end smtlab cleanly (those `smtlab run` handles).
+pub const SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
-static ACTIVE: AtomicBool = AtomicBool::new(false);
 static WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(sig: libc::c_int) {
@@ -26,32 +33,98 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// The installed watcher; dropping it puts the previous actions back.
-pub struct Watcher {
+enum Hook {
+    /// A guard's restore: runs once.
+    Once(Box<dyn FnOnce() + Send>),
+    /// For the rest of the process.
+    Always(fn()),
+}
+
+/// The installed handlers and their thread.
+struct Installed {
     read_fd: libc::c_int,
     write_fd: libc::c_int,
     previous: Vec<(libc::c_int, libc::sigaction)>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// Installs the handlers; `restore` runs on the watcher thread when one of the signals
-/// arrives, before the process dies of it.
+#[derive(Default)]
+struct State {
+    installed: Option<Installed>,
+    hooks: Vec<(u64, Hook)>,
+    /// Live watchers plus clean-ups added for good.
+    users: usize,
+    next_id: u64,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    installed: None,
+    hooks: Vec::new(),
+    users: 0,
+    next_id: 0,
+});
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A clean-up registered by [`watch`]; dropping it removes the clean-up, and the signal
+/// handlers when nothing else needs them.
+pub struct Watcher {
+    id: u64,
+}
+
+/// Runs `restore` on the watcher thread when one of the [`SIGNALS`] arrives, before
+/// the process dies of it, for as long as the returned [`Watcher`] lives.
 pub fn watch(restore: impl FnOnce() + Send + 'static) -> Result<Watcher, ControlError> {
-    if ACTIVE
-        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-        .is_err()
-    {
-        return Err(ControlError::Busy);
+    let mut s = state();
+    install(&mut s)?;
+    let id = s.next_id;
+    s.next_id += 1;
+    s.hooks.push((id, Hook::Once(Box::new(restore))));
+    s.users += 1;
+    Ok(Watcher { id })
+}
+
+/// Runs `clean_up` when one of the [`SIGNALS`] arrives, then dies of the signal, for
+/// the rest of the process: for commands that have no other way of stopping on a signal.
+pub fn clean_up_on_signals(clean_up: fn()) -> Result<(), ControlError> {
+    let mut s = state();
+    install(&mut s)?;
+    let id = s.next_id;
+    s.next_id += 1;
+    s.hooks.push((id, Hook::Always(clean_up)));
+    s.users += 1;
+    Ok(())
+}
+
+fn install(s: &mut State) -> Result<(), ControlError> {
+    if s.installed.is_some() {
+        return Ok(());
     }
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: fds is a valid two-element array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        ACTIVE.store(false, Ordering::SeqCst);
         return Err(ControlError::Guardian(std::io::Error::last_os_error()));
     }
     let (read_fd, write_fd) = (fds[0], fds[1]);
     // The reading side blocks; only the handler's side must never block.
+    // SAFETY: changing the flags of our own descriptor.
     unsafe { libc::fcntl(read_fd, libc::F_SETFL, 0) };
+    let thread = std::thread::Builder::new()
+        .name("smtlab-clean-up-on-signal".into())
+        .spawn(move || run_on_signal(read_fd));
+    let thread = match thread {
+        Ok(t) => t,
+        Err(e) => {
+            // SAFETY: closing the descriptors pipe2 gave us.
+            unsafe {
+                libc::close(read_fd);
+                libc::close(write_fd);
+            }
+            return Err(ControlError::Guardian(e));
+        }
+    };
     WRITE_FD.store(write_fd, Ordering::SeqCst);
     let mut previous = Vec::new();
     for sig in SIGNALS {
@@ -71,70 +144,78 @@ pub fn watch(restore: impl FnOnce() + Send + 'static) -> Result<Watcher, Control
             previous.push((sig, old));
         }
     }
-    let thread = std::thread::Builder::new()
-        .name("smtlab-restore-on-signal".into())
-        .spawn(move || {
-            let mut byte = 0u8;
-            loop {
-                // SAFETY: reading one byte into a local.
-                let n = unsafe { libc::read(read_fd, (&mut byte as *mut u8).cast(), 1) };
-                if n == 1 {
-                    break;
-                }
-                if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                return; // end of file: the guard is done
-            }
-            restore();
-            let sig = byte as libc::c_int;
-            // SAFETY: default action back, then the signal again, unblocked.
-            unsafe {
-                libc::signal(sig, libc::SIG_DFL);
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, sig);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-                libc::kill(libc::getpid(), sig);
-                // Not reached for the three signals watched; be sure anyway.
-                std::thread::sleep(std::time::Duration::from_secs(1));
-                libc::_exit(128 + sig);
-            }
-        });
-    match thread {
-        Ok(t) => Ok(Watcher {
-            read_fd,
-            write_fd,
-            previous,
-            thread: Some(t),
-        }),
-        Err(e) => {
-            let w = Watcher {
-                read_fd,
-                write_fd,
-                previous,
-                thread: None,
-            };
-            drop(w);
-            Err(ControlError::Guardian(e))
+    s.installed = Some(Installed {
+        read_fd,
+        write_fd,
+        previous,
+        thread: Some(thread),
+    });
+    Ok(())
+}
+
+/// The watcher thread: waits for a signal (or the end of the pipe), runs the clean-ups
+/// and dies of the signal.
+fn run_on_signal(read_fd: libc::c_int) {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reading one byte into a local.
+        let n = unsafe { libc::read(read_fd, (&mut byte as *mut u8).cast(), 1) };
+        if n == 1 {
+            break;
         }
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return; // end of file: nothing needs the handlers any more
+    }
+    // The hooks stay taken: the process is about to die.
+    let hooks = std::mem::take(&mut state().hooks);
+    for (_, hook) in hooks {
+        match hook {
+            Hook::Once(f) => f(),
+            Hook::Always(f) => f(),
+        }
+    }
+    let sig = byte as libc::c_int;
+    // SAFETY: default action back, then the signal again, unblocked.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), sig);
+        // Not reached for the signals watched; be sure anyway.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        libc::_exit(128 + sig);
     }
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
+        let installed = {
+            let mut s = state();
+            s.hooks.retain(|(id, _)| *id != self.id);
+            s.users = s.users.saturating_sub(1);
+            if s.users == 0 {
+                s.installed.take()
+            } else {
+                None
+            }
+        };
+        let Some(mut i) = installed else { return };
         // SAFETY: restoring actions saved above and closing our own descriptors.
         unsafe {
-            for (sig, old) in &self.previous {
+            for (sig, old) in &i.previous {
                 libc::sigaction(*sig, old, std::ptr::null_mut());
             }
             WRITE_FD.store(-1, Ordering::SeqCst);
-            libc::close(self.write_fd);
+            libc::close(i.write_fd);
         }
-        if let Some(t) = self.thread.take() {
+        if let Some(t) = i.thread.take() {
             let _ = t.join();
         }
-        unsafe { libc::close(self.read_fd) };
-        ACTIVE.store(false, Ordering::SeqCst);
+        // SAFETY: our own descriptor, no longer read.
+        unsafe { libc::close(i.read_fd) };
     }
 }

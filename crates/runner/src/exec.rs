@@ -4,11 +4,10 @@
 //!
 //! How a run is done:
 //! * The command is pinned to the placement's CPUs between fork and exec
-//!   (`CommandPinExt::pin_to`), leads its own process group and dies with the thread
-//!   that started it ([`ChildGroup`]). A guardian process, forked when the instance is
-//!   prepared, kills the running group when smtlab ends in any way, `kill -9` included
-//!   (it waits for a pipe only smtlab holds to close): `PR_SET_PDEATHSIG` alone reaches
-//!   the command but not what it forked.
+//!   (`CommandPinExt::pin_to`), leads its own process group and cgroup and dies with the
+//!   thread that started it ([`ChildGroup`]). smtlab's guardian process kills its whole
+//!   tree when smtlab ends in any way, `kill -9` included: `PR_SET_PDEATHSIG` alone
+//!   reaches the command but not what it forked.
 //! * While it runs, the measuring thread waits on the command's output pipe and on a
 //!   pidfd, and every few milliseconds looks at every task of the command's process
 //!   tree: its CPU affinity and the CPU it last ran on. A task outside the placement
@@ -19,8 +18,9 @@
 //!   thread the counters follow).
 //! * Wall time is from just before the spawn to the command's exit; CPU time is the
 //!   `RUSAGE_CHILDREN` difference (the command and every descendant it waited for).
-//! * When the command has exited, whatever is left of its process group is killed (a
-//!   background job must not run into the next run, nor outlive smtlab).
+//! * When the command has exited, whatever is left of its tree is killed (a background
+//!   job or a daemon must not run into the next run, nor outlive smtlab), and one line
+//!   names what was killed (`smtlab_bench::process::take_notes`).
 //! * Output (standard output and error, one pipe) is read as it comes: each line goes
 //!   through the `--throughput` regex until it matches, and only the last few KiB are
 //!   kept for error messages, so a command printing gigabytes costs no memory.
@@ -36,7 +36,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
-use smtlab_bench::process::ChildGroup;
+use smtlab_bench::process::{ChildGroup, killed_line};
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 use smtlab_placement::pin::CommandPinExt;
@@ -123,17 +123,11 @@ impl Benchmark for CommandBench {
                 let _ = smtlab_placement::pin::pin_current_thread(&spare);
             }
         }
-        let guardian = Guardian::start().map_err(|e| BenchError::Io {
-            bench: "exec".into(),
-            what: "start the guardian process".into(),
-            source: e,
-        })?;
         Ok(Box::new(CommandInstance {
             bench: self.clone(),
             shown: shell_join(&self.argv),
             placement: ctx.placement.name.clone(),
             cpus: ctx.placement.pinned().then(|| ctx.placement.cpu_set()),
-            guardian,
             runs: 0,
         }))
     }
@@ -145,7 +139,6 @@ struct CommandInstance {
     placement: String,
     /// `None` for an unpinned placement (`os`): nothing to pin or check.
     cpus: Option<CpuSet>,
-    guardian: Guardian,
     /// Runs started so far (warm-up included).
     runs: usize,
 }
@@ -232,7 +225,6 @@ impl CommandInstance {
         if let Some(cpus) = &self.cpus {
             cmd.pin_to(cpus).map_err(|e| self.err(e))?;
         }
-        self.guardian.tell_from_child(&mut cmd);
         let cpu0 = children_cpu_ns();
         let t0 = Instant::now();
         let spawned = ChildGroup::spawn(&mut cmd);
@@ -241,7 +233,6 @@ impl CommandInstance {
         drop(cmd);
         let mut group = spawned.map_err(|e| self.spawn_error(e))?;
         let pid = group.id() as libc::pid_t;
-        self.guardian.watch(pid);
         let mut output = Output::new(match &self.bench.value {
             ExecValue::Throughput(re) => Some(re.clone()),
             ExecValue::WallTime => None,
@@ -255,11 +246,18 @@ impl CommandInstance {
                 .map_err(|e| self.err(format!("cannot be waited for: {e}"))),
             Err(e) => Err(e),
         };
-        // The last sweep: what is left of the group goes now, and the output still in
-        // the pipe is read (without waiting for a writer that left the group).
-        let _ = group.signal(libc::SIGKILL);
+        // The last sweep: what is left of the tree goes now (said in one line: a
+        // background job or daemon the command left), and the output still in the pipe
+        // is read (without waiting for a writer that left the tree).
+        let left = group.kill_rest();
+        // Only a command that ended by itself left them; after a timeout or an escape
+        // smtlab killed the tree itself, and the error says so.
+        if status.is_ok()
+            && let Some(line) = killed_line(&left, &format!("`{}` ({})", self.shown, self.which()))
+        {
+            smtlab_bench::process::note(line);
+        }
         drop(group);
-        self.guardian.watch(0);
         output.drain(&read_end);
         let status = status?;
         let cpu_ns = children_cpu_ns()
@@ -686,113 +684,6 @@ fn captured(re: &Regex, caps: &regex::Captures<'_>) -> Result<f64, String> {
             "--throughput {:?} captured {text:?}, which is not a number",
             re.as_str()
         )),
-    }
-}
-
-/// A process that kills the command's running process group when smtlab ends, however
-/// it ends: it blocks reading a pipe whose only writer is smtlab, and the kernel closes
-/// that when smtlab dies, `kill -9` included. It leads its own process group and
-/// ignores the terminal's signals, so a Ctrl-C that ends smtlab does not end it first.
-struct Guardian {
-    tx: Option<OwnedFd>,
-    pid: libc::pid_t,
-}
-
-impl Guardian {
-    fn start() -> io::Result<Guardian> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fork has no preconditions; the child below only makes
-        // async-signal-safe calls (close, setpgid, signal, read, killpg, _exit).
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: closing the descriptors pipe2 gave us.
-            unsafe {
-                libc::close(fds[0]);
-                libc::close(fds[1]);
-            }
-            return Err(e);
-        }
-        if pid == 0 {
-            // SAFETY: async-signal-safe calls only, on descriptors this process holds.
-            unsafe {
-                libc::close(fds[1]);
-                libc::setpgid(0, 0);
-                for sig in [
-                    libc::SIGINT,
-                    libc::SIGTERM,
-                    libc::SIGHUP,
-                    libc::SIGQUIT,
-                    libc::SIGPIPE,
-                ] {
-                    libc::signal(sig, libc::SIG_IGN);
-                }
-                let mut group: i32 = 0;
-                let mut buf = [0u8; 4];
-                loop {
-                    let n = libc::read(fds[0], buf.as_mut_ptr().cast(), 4);
-                    if n == 4 {
-                        group = i32::from_ne_bytes(buf);
-                    } else if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                        break;
-                    }
-                }
-                if group > 0 {
-                    libc::killpg(group, libc::SIGKILL);
-                }
-                libc::_exit(0);
-            }
-        }
-        // SAFETY: the parent's read end is not used; the write end is ours.
-        unsafe { libc::close(fds[0]) };
-        // SAFETY: a descriptor pipe2 gave us and nothing else owns.
-        let tx = unsafe { OwnedFd::from_raw_fd(fds[1]) };
-        Ok(Guardian { tx: Some(tx), pid })
-    }
-
-    /// Makes `cmd`'s child tell the guardian its process group itself, before it execs:
-    /// smtlab may be killed between the spawn and its own [`Guardian::watch`], and the
-    /// command must not run a single instruction unwatched.
-    fn tell_from_child(&self, cmd: &mut Command) {
-        use std::os::unix::process::CommandExt;
-        let Some(fd) = self.tx.as_ref().map(AsRawFd::as_raw_fd) else {
-            return;
-        };
-        let hook = move || -> io::Result<()> {
-            // Only async-signal-safe calls between fork and exec. The child leads its
-            // own group (see `tie_to_parent`), so its pid is the group's id.
-            // SAFETY: getpid and a 4-byte write (atomic on a pipe) from a valid buffer
-            // on a descriptor inherited from the parent (closed again by exec).
-            unsafe {
-                let buf = libc::getpid().to_ne_bytes();
-                libc::write(fd, buf.as_ptr().cast(), buf.len());
-            }
-            Ok(())
-        };
-        // SAFETY: the hook only makes async-signal-safe calls.
-        unsafe { cmd.pre_exec(hook) };
-    }
-
-    /// The process group to kill if smtlab ends now (0: none).
-    fn watch(&self, pgid: libc::pid_t) {
-        if let Some(tx) = &self.tx {
-            let buf = pgid.to_ne_bytes();
-            // SAFETY: writing 4 bytes (atomic on a pipe) from a valid buffer.
-            unsafe { libc::write(tx.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
-        }
-    }
-}
-
-impl Drop for Guardian {
-    fn drop(&mut self) {
-        self.tx = None;
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(self.pid, &mut status, 0) };
     }
 }
 

@@ -16,7 +16,6 @@
 //! warm-up samples are discarded, which excludes the start of the load (dbench's own
 //! warm-up). The directory and everything in it is removed when the instance is dropped.
 
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -168,37 +167,19 @@ impl Benchmark for Dbench {
     }
 }
 
-/// A directory made with `mkdtemp`, removed with everything in it when dropped.
-pub struct TempDir {
-    path: PathBuf,
-}
+/// A scratch directory, stamped with its owner, removed with everything in it when
+/// dropped or on a signal, swept by the next smtlab when a killed one left it.
+pub struct TempDir(crate::scratch::ScratchDir);
 
 impl TempDir {
     pub fn new(base: &Path, prefix: &str) -> std::io::Result<TempDir> {
-        use std::os::unix::ffi::OsStrExt;
-        let template = base.join(format!("{prefix}XXXXXX"));
-        let c = CString::new(template.as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::other("path holds a NUL byte"))?;
-        let mut bytes = c.into_bytes_with_nul();
-        // SAFETY: mkdtemp rewrites the XXXXXX of a NUL-terminated buffer we own.
-        let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast::<libc::c_char>()) };
-        if made.is_null() {
-            return Err(std::io::Error::last_os_error());
-        }
-        bytes.pop();
-        Ok(TempDir {
-            path: PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)),
-        })
+        crate::scratch::ScratchDir::make(base, prefix)
+            .map(TempDir)
+            .map_err(|(_, _, e)| e)
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        self.0.path()
     }
 }
 

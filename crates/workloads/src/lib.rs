@@ -24,7 +24,7 @@ use smtlab_bench::Benchmark;
 pub mod db;
 pub mod dbench;
 pub mod net;
-mod scratch;
+pub mod scratch;
 pub mod sdet;
 pub mod web;
 

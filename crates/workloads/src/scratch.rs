@@ -1,53 +1,75 @@
-//! Private scratch directories for workloads that write files (`oltp-sqlite`, `sdet`):
-//! `PREFIX<pid>-<n>` under a parent, stamped with the owning process, removed when
-//! dropped. Ones a killed smtlab left behind are swept when the next is made.
+//! Private scratch directories for workloads that write files (`oltp-sqlite`, `sdet`,
+//! `dbench`, the web file sets and server configurations): `PREFIX<pid>-<n>` under a
+//! parent, stamped with the owning process, removed when dropped and by the CLI's
+//! clean-up on a signal (`smtlab_bench::process::clean_up`). Ones a killed smtlab left
+//! behind are swept when the next is made; only directories whose owner is gone.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use smtlab_bench::BenchError;
+use smtlab_bench::process::{Registered, register_dir};
 
 use crate::db::pg::{owner_stamp, sweep_stale_dirs};
 
 /// A private directory under a parent, removed with everything in it when dropped.
-pub(crate) struct ScratchDir(PathBuf);
+#[derive(Debug)]
+pub struct ScratchDir {
+    path: PathBuf,
+    _registered: Option<Registered>,
+}
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl ScratchDir {
     /// Sweeps the stale `prefix*` directories under `parent`, then makes a new one;
     /// errors name `bench` and the directory.
-    pub(crate) fn create(
-        bench: &str,
+    pub fn create(bench: &str, parent: &Path, prefix: &str) -> Result<ScratchDir, BenchError> {
+        Self::make(parent, prefix).map_err(|(what, dir, e)| BenchError::Io {
+            bench: bench.into(),
+            what: format!("{what} {}", dir.display()),
+            source: e,
+        })
+    }
+
+    /// [`ScratchDir::create`] with the error as what failed, on which path, and why.
+    pub fn make(
         parent: &Path,
         prefix: &str,
-    ) -> Result<ScratchDir, BenchError> {
+    ) -> Result<ScratchDir, (&'static str, PathBuf, std::io::Error)> {
         sweep_stale_dirs(parent, prefix, &|_| {});
         let dir = parent.join(format!(
             "{prefix}{}-{}",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        let io = |what: &str, e| BenchError::Io {
-            bench: bench.into(),
-            what: format!("{what} {}", dir.display()),
-            source: e,
+        std::fs::create_dir(&dir).map_err(|e| ("create", dir.clone(), e))?;
+        let guard = ScratchDir {
+            path: dir.clone(),
+            _registered: Some(register_dir(&dir)),
         };
-        std::fs::create_dir(&dir).map_err(|e| io("create", e))?;
-        let guard = ScratchDir(dir.clone());
         std::fs::write(dir.join("owner"), owner_stamp(std::process::id()))
-            .map_err(|e| io("write the owner file in", e))?;
+            .map_err(|e| ("write the owner file in", dir.clone(), e))?;
         Ok(guard)
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Leaves the directory in place (a failed server's logs, for the user): it stays
+    /// until the next smtlab process's sweep of stale directories.
+    pub fn keep(mut self) -> PathBuf {
+        self._registered = None;
+        std::mem::take(&mut self.path)
     }
 }
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !self.path.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 

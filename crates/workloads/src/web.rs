@@ -76,11 +76,14 @@ impl Running {
 pub const PROCESSES: usize = 64;
 
 /// The user's own server for `server=cmd`: its command and port (0: `{port}` in the
-/// command).
+/// command); and where the user keeps nginx and Apache (empty: looked for on `PATH`,
+/// then in the system's places).
 #[derive(Debug, Clone, Default)]
 pub struct Custom {
     pub cmd: String,
     pub port: u16,
+    pub nginx: String,
+    pub apache: String,
 }
 
 /// Starts server `kind` for `set` on `cpus`.
@@ -114,12 +117,18 @@ pub fn start_server_with(
         "processes" => builtin::ProcessServer::start(Docs::from_set(set), cpus, opts, PROCESSES)
             .map(Running::Processes)
             .map_err(|e| format!("cannot start the processes server: {e}")),
-        "nginx" => real::RealServer::nginx(set.root(), cpus).map(Running::Real),
-        "apache-prefork" => {
-            real::RealServer::apache(set.root(), cpus, real::Mpm::Prefork).map(Running::Real)
+        "nginx" => {
+            real::RealServer::nginx_at(&real::find("nginx", &custom.nginx)?, set.root(), cpus)
+                .map(Running::Real)
         }
-        "apache-event" => {
-            real::RealServer::apache(set.root(), cpus, real::Mpm::Event).map(Running::Real)
+        "apache-prefork" | "apache-event" => {
+            let mpm = if kind == "apache-prefork" {
+                real::Mpm::Prefork
+            } else {
+                real::Mpm::Event
+            };
+            let program = real::find("apache2", &custom.apache)?;
+            real::RealServer::apache_at(&program, set.root(), cpus, mpm, false).map(Running::Real)
         }
         other => Err(format!(
             "server={other:?}: expected one of {}",
@@ -174,6 +183,18 @@ impl Benchmark for WebStatic {
                     "0",
                     None,
                     "server=cmd: the port your server listens on (0: the free port put in {port})",
+                ),
+                param(
+                    "nginx",
+                    "",
+                    None,
+                    "server=nginx: the nginx program (empty: nginx on PATH, then /usr/sbin/nginx)",
+                ),
+                param(
+                    "apache",
+                    "",
+                    None,
+                    "server=apache-*: the Apache httpd program (empty: apache2 or httpd on PATH, then /usr/sbin)",
                 ),
                 param(
                     "conns",
@@ -275,6 +296,8 @@ impl Benchmark for WebStatic {
                     "a TCP port, 1 to 65535 (0: {port} in cmd)",
                 )
             })?,
+            nginx: p.get_str("nginx")?.to_string(),
+            apache: p.get_str("apache")?.to_string(),
         };
         let running = start_server_with(
             &server,

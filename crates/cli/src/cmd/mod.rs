@@ -27,7 +27,23 @@ pub mod utilisation;
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ok = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     crate::term::init(&cli.term);
-    match cli.command {
+    // Commands that start processes or write scratch directories and have no stop flag
+    // of their own (`run` has one and ends the cell cleanly): on SIGINT, SIGTERM, SIGHUP
+    // or SIGQUIT their process trees are killed and their scratch directories removed
+    // before they die of the signal.
+    if matches!(
+        cli.command,
+        Command::Bench(_)
+            | Command::Exec(_)
+            | Command::Load(_)
+            | Command::Corun(_)
+            | Command::Penalty(_)
+            | Command::Util(_)
+    ) {
+        smtlab_control::signals::clean_up_on_signals(smtlab_bench::process::clean_up)
+            .context("cannot install the signal handlers")?;
+    }
+    let result = match cli.command {
         Command::Topo(a) => ok(topo::run(&a)),
         Command::Placements(a) => ok(placements::run(&a)),
         Command::List(a) => ok(list::run(&a)),
@@ -44,7 +60,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Corun(a) => ok(corun::run_corun(&a)),
         Command::Penalty(a) => ok(corun::run_penalty(&a)),
         Command::Util(a) => ok(utilisation::run(&a)),
+    };
+    // What was killed because a command or server left it running (a daemon).
+    for line in smtlab_bench::process::take_notes() {
+        crate::term::note_fit(&format!("note: {line}"));
     }
+    result
 }
 
 /// The topology of this machine, or of the saved tree given with `--sysfs`.

@@ -1,8 +1,9 @@
 //! A private PostgreSQL server for one cell: found, initialised, started pinned, driven
 //! by pgbench, stopped and removed.
 //!
-//! * Binaries: `pg_config --bindir`, then `/usr/lib/postgresql/*/bin` newest first; the
-//!   directory must hold `initdb`, `postgres` and `pgbench`.
+//! * Binaries: `pg_config --bindir`, then the directories of the programs on `PATH`,
+//!   then `/usr/lib/postgresql/*/bin` newest first; the directory must hold `initdb`,
+//!   `postgres` and `pgbench`.
 //! * PostgreSQL refuses to run as root. When smtlab is root, `initdb` and `postgres` run
 //!   as the `postgres` user when it exists, else `nobody` (`setgroups`/`setgid`/`setuid`
 //!   between fork and exec, *before* `PR_SET_PDEATHSIG`, which a credential change
@@ -46,7 +47,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
     #[error(
-        "PostgreSQL is not installed (no initdb/postgres/pgbench under pg_config --bindir or /usr/lib/postgresql/*/bin); install it with: apt-get install postgresql"
+        "PostgreSQL is not installed (no directory with initdb, postgres and pgbench from pg_config --bindir, PATH or /usr/lib/postgresql/*/bin); install it with: apt-get install postgresql"
     )]
     NotInstalled,
     #[error(
@@ -81,7 +82,9 @@ pub struct PgInstall {
 }
 
 impl PgInstall {
-    /// `pg_config --bindir`, then `/usr/lib/postgresql/*/bin` newest version first.
+    /// `pg_config --bindir`, then the directories of `postgres`, `initdb` and `pgbench`
+    /// on `PATH`, then `/usr/lib/postgresql/*/bin` newest version first: the first that
+    /// holds all three.
     pub fn find() -> Result<PgInstall, PgError> {
         let mut candidates = Vec::new();
         if let Ok(out) = Command::new("pg_config").arg("--bindir").output()
@@ -90,6 +93,16 @@ impl PgInstall {
             let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
             if !dir.is_empty() {
                 candidates.push(PathBuf::from(dir));
+            }
+        }
+        // Where the user keeps them: the directory of each program found on PATH (as
+        // is, then with links resolved: a link may point into the real directory).
+        for name in ["postgres", "initdb", "pgbench"] {
+            if let Ok(p) = which::which(name) {
+                candidates.extend(p.parent().map(Path::to_path_buf));
+                if let Ok(real) = fs::canonicalize(&p) {
+                    candidates.extend(real.parent().map(Path::to_path_buf));
+                }
             }
         }
         candidates.extend(versioned_dirs(Path::new("/usr/lib/postgresql")));

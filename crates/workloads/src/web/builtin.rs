@@ -1010,9 +1010,10 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
 /// The pre-forked process server (`processes`): worker processes forked from the
 /// measuring thread, each accepting on the shared listener and serving one connection
 /// at a time with the threaded server's code (Apache prefork, the paper's Apache-MP).
-/// Every worker runs on the placement's CPUs, asks for SIGKILL when the thread that
-/// forked it dies (`PR_SET_PDEATHSIG`), checks its parent every 200 ms, and is killed
-/// and reaped when the server is dropped.
+/// Every worker runs on the placement's CPUs, enters smtlab's cgroup (killed by the
+/// guardian if smtlab dies), asks for SIGKILL when the thread that forked it dies
+/// (`PR_SET_PDEATHSIG`), checks its parent every 200 ms, and is killed and reaped when
+/// the server is dropped.
 ///
 /// Workers only accept, read, open files and write after the fork: no locks of the
 /// parent's other threads are needed there (glibc's allocator is fork-safe).
@@ -1045,6 +1046,8 @@ impl ProcessServer {
         let pin = !cpus.is_empty();
         let parent = unsafe { libc::getpid() };
         let lfd = listener.as_raw_fd();
+        // Workers enter smtlab's cgroup, so its guardian kills them if smtlab dies.
+        let tree = smtlab_bench::process::ForkHook::prepare();
         let mut server = ProcessServer {
             addr,
             pids: Vec::new(),
@@ -1057,6 +1060,7 @@ impl ProcessServer {
             if pid == 0 {
                 // The child: never returns into the parent's code.
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    tree.enter();
                     unsafe {
                         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
                         if libc::getppid() != parent {

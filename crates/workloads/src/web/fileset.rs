@@ -36,10 +36,13 @@ pub struct FileEntry {
     pub checksum: u64,
 }
 
+/// Prefix of the file sets' directories under the temporary directory.
+pub const DIR_PREFIX: &str = "smtlab-web-";
+
 /// A generated file set in its own temporary directory, removed when dropped.
 #[derive(Debug)]
 pub struct FileSet {
-    pub root: tempfile::TempDir,
+    pub root: crate::scratch::ScratchDir,
     pub files: Vec<FileEntry>,
     pub by_url: HashMap<String, usize>,
 }
@@ -88,7 +91,11 @@ fn fill(buf: &mut Vec<u8>, size: u64, seed: u64) {
 impl FileSet {
     /// Generates `dirs` directories under a new temporary directory (in `$TMPDIR`).
     pub fn generate(dirs: u32) -> io::Result<FileSet> {
-        let root = tempfile::Builder::new().prefix("smtlab-web-").tempdir()?;
+        let root = crate::scratch::ScratchDir::make(&std::env::temp_dir(), DIR_PREFIX).map_err(
+            |(what, dir, e)| {
+                io::Error::new(e.kind(), format!("cannot {what} {}: {e}", dir.display()))
+            },
+        )?;
         let mut files = Vec::new();
         let mut buf = Vec::new();
         for d in 0..dirs {

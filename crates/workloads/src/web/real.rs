@@ -3,9 +3,18 @@
 //!
 //! * nginx: one worker per placement CPU (`worker_cpu_affinity`), the master pinned to
 //!   the placement too, sendfile on, no access log.
-//! * Apache httpd (`/usr/sbin/apache2` run directly with `-f` and `-d`, not apachectl):
+//! * Apache httpd (`apache2` or `httpd` run directly with `-f` and `-d`, not apachectl):
 //!   the `prefork` MPM (a process per connection, the paper's Apache-MP) or `event`
 //!   (threads, the paper's Apache-MT), every process pinned to the placement's CPUs.
+//!
+//! The programs are found where users keep them ([`find`]): the path given
+//! (`--param nginx=PATH`, `--param apache=PATH`), else on `PATH`, else in the usual
+//! system directories.
+//!
+//! Every server runs as a [`ChildGroup`]: its whole tree (workers, CGI children, a
+//! daemon a user's command forks off) is killed when the cell ends and by smtlab's
+//! guardian if smtlab dies; the configuration directory (`smtlab-httpd-*`) is a
+//! [`ScratchDir`], removed at the end of the cell, on a signal, or by the next smtlab.
 //!
 //! When smtlab runs as root the servers drop to `nobody`/`nogroup`, so the document
 //! root and its files are made world-readable. Start-up waits until a GET is answered;
@@ -23,6 +32,8 @@ use smtlab_bench::process::ChildGroup;
 use smtlab_model::CpuSet;
 use smtlab_placement::pin::CommandPinExt;
 
+use crate::scratch::ScratchDir;
+
 /// Apache's multi-processing module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mpm {
@@ -30,9 +41,31 @@ pub enum Mpm {
     Event,
 }
 
-pub const NGINX: &str = "/usr/sbin/nginx";
-pub const APACHE: &str = "/usr/sbin/apache2";
-pub const APACHE_MODULES: &str = "/usr/lib/apache2/modules";
+/// Where nginx is looked for after `PATH`.
+pub const NGINX_PLACES: &[&str] = &[
+    "/usr/sbin/nginx",
+    "/usr/local/sbin/nginx",
+    "/usr/local/nginx/sbin/nginx",
+];
+/// Where Apache httpd is looked for after `PATH` (`apache2` on Debian, `httpd`
+/// elsewhere).
+pub const APACHE_PLACES: &[&str] = &[
+    "/usr/sbin/apache2",
+    "/usr/sbin/httpd",
+    "/usr/local/apache2/bin/httpd",
+];
+/// Apache's module directories, relative to the program's directory, then absolute.
+const APACHE_MODULE_DIRS: &[&str] = &[
+    "../lib/apache2/modules",
+    "../modules",
+    "../lib64/httpd/modules",
+    "../lib/httpd/modules",
+    "/usr/lib/apache2/modules",
+    "/usr/lib64/httpd/modules",
+    "/usr/lib/httpd/modules",
+];
+/// Prefix of the configuration directories under the temporary directory.
+pub const DIR_PREFIX: &str = "smtlab-httpd-";
 
 /// A real server process group and its configuration directory.
 #[derive(Debug)]
@@ -40,7 +73,7 @@ pub struct RealServer {
     addr: SocketAddr,
     // Field order: the group is stopped before the directory is removed.
     group: Option<ChildGroup>,
-    dir: Option<tempfile::TempDir>,
+    dir: Option<ScratchDir>,
     pub error_log: PathBuf,
     pub name: &'static str,
 }
@@ -56,19 +89,56 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("cannot find a free loopback port: {e}"))
 }
 
-/// Why `binary` cannot be used, if it cannot.
-pub fn missing(name: &str) -> Option<String> {
-    let (bin, pkg) = match name {
-        "nginx" => (NGINX, "nginx"),
-        _ => (APACHE, "apache2"),
+/// The program of server `name` (`nginx`, or `apache2` for Apache httpd): `given` when
+/// not empty (it must be a runnable file), else the first of its names on `PATH`, else
+/// the first of the usual places that exists. The error says where it looked and how
+/// to install it.
+pub fn find(name: &str, given: &str) -> Result<PathBuf, String> {
+    let (names, places, pkg, param): (&[&str], &[&str], &str, &str) = match name {
+        "nginx" => (&["nginx"], NGINX_PLACES, "nginx", "nginx"),
+        _ => (&["apache2", "httpd"], APACHE_PLACES, "apache2", "apache"),
     };
-    if Path::new(bin).exists() {
-        None
-    } else {
-        Some(format!(
-            "{name} is not installed ({bin} not found): apt-get install {pkg}"
-        ))
+    if !given.is_empty() {
+        return which::which(given).map_err(|_| {
+            format!("{param}={given:?}: expected the path of a runnable {name} program")
+        });
     }
+    names
+        .iter()
+        .find_map(|n| which::which(n).ok())
+        .or_else(|| {
+            places
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| which::which(p).is_ok())
+        })
+        .ok_or_else(|| {
+            format!(
+                "{name} is not installed (no {} on PATH nor {}): apt-get install {pkg}, or give --param {param}=PATH",
+                names.join(" or "),
+                places.join(", ")
+            )
+        })
+}
+
+/// Why server `name` (`nginx` or `apache2`) cannot be used, if it cannot.
+pub fn missing(name: &str) -> Option<String> {
+    find(name, "").err()
+}
+
+/// The directory holding Apache's modules for `program`.
+fn apache_modules(program: &Path) -> Result<PathBuf, String> {
+    let bindir = program.parent().unwrap_or(Path::new("/"));
+    APACHE_MODULE_DIRS
+        .iter()
+        .map(|d| bindir.join(d))
+        .find(|d| d.join("mod_mpm_prefork.so").is_file())
+        .ok_or_else(|| {
+            format!(
+                "no Apache module directory (with mod_mpm_prefork.so) found for {}",
+                program.display()
+            )
+        })
 }
 
 /// Makes `root` and everything under it readable by the unprivileged server user.
@@ -111,9 +181,11 @@ impl RealServer {
     /// nginx serving `root` with one worker per CPU of `cpus` (one unpinned worker when
     /// empty).
     pub fn nginx(root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
-        if let Some(why) = missing("nginx") {
-            return Err(why);
-        }
+        Self::nginx_at(&find("nginx", "")?, root, cpus)
+    }
+
+    /// [`RealServer::nginx`] with the program at `program`.
+    pub fn nginx_at(program: &Path, root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
         open_up(root)?;
         let dir = tempdir()?;
         let port = free_port()?;
@@ -154,7 +226,7 @@ impl RealServer {
         );
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write nginx.conf: {e}"))?;
-        let mut cmd = Command::new(NGINX);
+        let mut cmd = Command::new(program);
         cmd.arg("-c").arg(&conf_path).arg("-p").arg(dir.path());
         start(cmd, dir, port, cpus, "nginx")
     }
@@ -173,14 +245,23 @@ impl RealServer {
         mpm: Mpm,
         dynamic: bool,
     ) -> Result<RealServer, String> {
-        if let Some(why) = missing("apache2") {
-            return Err(why);
-        }
+        Self::apache_at(&find("apache2", "")?, root, cpus, mpm, dynamic)
+    }
+
+    /// [`RealServer::apache_with`] with the program at `program`.
+    pub fn apache_at(
+        program: &Path,
+        root: &Path,
+        cpus: &[u32],
+        mpm: Mpm,
+        dynamic: bool,
+    ) -> Result<RealServer, String> {
+        let modules = apache_modules(program)?;
         open_up(root)?;
         let dir = tempdir()?;
         let port = free_port()?;
         let d = dir.path().display();
-        let m = APACHE_MODULES;
+        let m = modules.display();
         let cgi = if dynamic {
             write_cgi_scripts(dir.path())?;
             let module = match mpm {
@@ -225,7 +306,7 @@ impl RealServer {
         );
         let conf_path = dir.path().join("httpd.conf");
         std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write httpd.conf: {e}"))?;
-        let mut cmd = Command::new(APACHE);
+        let mut cmd = Command::new(program);
         cmd.arg("-f")
             .arg(&conf_path)
             .arg("-d")
@@ -313,18 +394,16 @@ fn write_cgi_scripts(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn tempdir() -> Result<tempfile::TempDir, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("smtlab-httpd-")
-        .tempdir()
-        .map_err(|e| format!("cannot create a configuration directory: {e}"))?;
+fn tempdir() -> Result<ScratchDir, String> {
+    let dir = ScratchDir::make(&std::env::temp_dir(), DIR_PREFIX)
+        .map_err(|(what, dir, e)| format!("cannot {what} {}: {e}", dir.display()))?;
     // The unprivileged workers open nothing here, but the master writes logs as root.
     Ok(dir)
 }
 
 fn start(
     mut cmd: Command,
-    dir: tempfile::TempDir,
+    dir: ScratchDir,
     port: u16,
     cpus: &[u32],
     name: &'static str,
@@ -358,20 +437,27 @@ fn start(
             .group
             .as_mut()
             .and_then(|g| g.try_wait().ok().flatten());
-        if exited.is_some() || Instant::now() > deadline {
+        // A command that daemonizes ends at once with success and leaves its server
+        // running in the same tree: wait for it to answer as for any other.
+        let daemonized = exited.is_some_and(|s| s.success())
+            && server
+                .group
+                .as_ref()
+                .is_some_and(|g| g.cgroup().is_some() && !g.members().is_empty());
+        if (exited.is_some() && !daemonized) || Instant::now() > deadline {
             let mut why = last_line(&server.error_log);
             if why == "(empty)" {
                 why = last_line(&stderr_path);
             }
             let what = match exited {
-                Some(s) => format!("exited ({s})"),
-                None => "did not answer within 10 s".into(),
+                Some(s) if !daemonized => format!("exited ({s})"),
+                _ => "did not answer within 10 s".into(),
             };
-            // Keep the logs for the user: the directory is not removed.
+            // Keep the logs for the user: the directory is not removed now.
             let kept = server.dir.take().map(|d| d.keep());
             let kept = kept.map(|p| p.display().to_string()).unwrap_or_default();
             return Err(format!(
-                "{name} {what}; its log says: {why} (logs kept in {kept})"
+                "{name} {what}; its log says: {why} (logs kept in {kept} until the next smtlab starts)"
             ));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -395,8 +481,12 @@ fn probe(addr: SocketAddr) -> bool {
 
 impl Drop for RealServer {
     fn drop(&mut self) {
-        if let Some(g) = self.group.take() {
-            let _ = g.stop(Duration::from_secs(2));
+        if let Some(g) = self.group.take()
+            && let Ok(stopped) = g.stop(Duration::from_secs(2))
+            && let Some(line) = stopped.killed_line(self.name)
+        {
+            // A daemon the user's command forked off, named for the user.
+            smtlab_bench::process::note(line);
         }
         self.dir.take();
     }

@@ -419,6 +419,7 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
     let custom = Custom {
         cmd: "/usr/bin/python3 -m http.server {port} --bind 127.0.0.1 --directory {root}".into(),
         port: 0,
+        ..Default::default()
     };
     let server = start_server_with("cmd", &set, &server_cpus(), ServerOpts::default(), &custom)
         .unwrap_or_else(|e| panic!("{e}"));
@@ -439,6 +440,7 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
         &Custom {
             cmd: "sleep 60".into(),
             port: 0,
+            ..Default::default()
         },
     )
     .err()
@@ -452,12 +454,14 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
         &Custom {
             cmd: "echo broken {port}; exit 3".into(),
             port: 0,
+            ..Default::default()
         },
     )
     .err()
     .unwrap();
     assert!(e.contains("exited") && e.contains("broken"), "{e}");
     if let Some(kept) = e.rsplit("logs kept in ").next() {
+        let kept = kept.split(" until ").next().unwrap_or(kept);
         let _ = std::fs::remove_dir_all(kept.trim_end_matches(')'));
     }
 }
