@@ -1203,3 +1203,199 @@ fn smt_states_pair_off_and_on_with_the_one_speedup_and_geomean_per_group() {
     let page = smtlab_report::html(&demo());
     assert!(!page.contains("id=\"smt-states\""));
 }
+
+// ---------------------------------------------------------------- A/A and real shifts
+
+/// Runs A and B of `rows` cells each, every cell 5 samples with 3% normal noise around
+/// a level of its own (half higher-, half lower-is-better); B's levels are A's made
+/// `shift` times better. `seed` picks the noise.
+fn noisy_pair(seed: u64, rows: usize, shift: f64) -> (RunResults, RunResults) {
+    let mut rng = common::Rng::new(seed);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..rows {
+        let level = 1.0 + 99.0 * rng.uniform();
+        let dir = if i % 2 == 0 { HI } else { LO };
+        let better = match dir {
+            Direction::Higher => level * shift,
+            Direction::Lower => level / shift,
+        };
+        let name = format!("bench-{i:02}");
+        let group = ["compute", "memory", "threads", "os"][i % 4];
+        a.push(cell(
+            &name,
+            group,
+            "u",
+            dir,
+            &[],
+            placement("1c1t"),
+            &rng.around(level, 0.03, 5),
+        ));
+        b.push(cell(
+            &name,
+            group,
+            "u",
+            dir,
+            &[],
+            placement("1c1t"),
+            &rng.around(better, 0.03, 5),
+        ));
+    }
+    (run(a, vec![]), run(b, vec![]))
+}
+
+#[test]
+fn an_a_a_comparison_says_no_difference_and_no_row_is_significant() {
+    let (a, b) = noisy_pair(1, 64, 1.0);
+    let c = smtlab_report::compare(&a, &b);
+    assert_eq!(c.rows.len(), 64);
+    assert_eq!(c.correction, "benjamini-hochberg");
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::NotSignificant),
+        "{}",
+        c.overall.headline()
+    );
+    let (lo, hi) = (c.overall.ci95_low.unwrap(), c.overall.ci95_high.unwrap());
+    assert!(lo < 1.0 && 1.0 < hi && hi / lo < 1.03, "[{lo}, {hi}]");
+    assert!(
+        c.overall.headline().starts_with("no difference: "),
+        "{}",
+        c.overall.headline()
+    );
+    assert!(
+        c.rows.iter().all(|r| r.significant() == Some(false)),
+        "a row is significant"
+    );
+    let text = smtlab_report::compare_table(&c);
+    assert!(text.contains("overall: no difference: "), "{text}");
+    assert!(
+        !text.contains("] faster") && !text.contains("] slower"),
+        "{text}"
+    );
+    // Over many A/A pairs the corrected rows almost never fire, and the headline's
+    // interval holds 1 about 95% of the time: the error rates are what they claim.
+    let (mut comparisons_fired, mut raw_fired, mut headlines_fired) = (0, 0, 0);
+    for seed in 100..300 {
+        let (a, b) = noisy_pair(seed, 64, 1.0);
+        let c = smtlab_report::compare(&a, &b);
+        comparisons_fired += usize::from(c.rows.iter().any(|r| r.significant() == Some(true)));
+        raw_fired += c
+            .rows
+            .iter()
+            .filter(|r| r.p_value.is_some_and(|p| p < 0.05))
+            .count();
+        headlines_fired += usize::from(c.overall.significance.unwrap().significant() == Some(true));
+    }
+    // 200 x 64 rows at 5%: about 640 uncorrected false positives. Corrected, about 5%
+    // of the comparisons have any, and the headline differs in about 5% of them.
+    assert!(
+        raw_fired > 400,
+        "the uncorrected test fires {raw_fired} times"
+    );
+    assert!(
+        comparisons_fired <= 18,
+        "{comparisons_fired} of 200 A/A comparisons call a row different"
+    );
+    assert!(
+        headlines_fired <= 18,
+        "{headlines_fired} of 200 A/A headlines differ"
+    );
+}
+
+#[test]
+fn a_real_ten_percent_shift_is_found() {
+    let (a, b) = noisy_pair(19, 64, 1.10);
+    let c = smtlab_report::compare(&a, &b);
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::Faster),
+        "{}",
+        c.overall.headline()
+    );
+    let g = c.overall.speedup.unwrap();
+    assert!((1.08..1.12).contains(&g), "{g}");
+    assert!(c.overall.ci95_low.unwrap() > 1.0);
+    assert!(c.overall.headline().starts_with("B faster: "));
+    let found = c
+        .rows
+        .iter()
+        .filter(|r| r.significant() == Some(true))
+        .count();
+    assert!(
+        found >= 58,
+        "only {found} of 64 rows found the 10% shift after correction"
+    );
+    assert!(
+        c.rows
+            .iter()
+            .all(|r| r.speedup.unwrap() > 1.0 || r.significant() != Some(true))
+    );
+    // And a 10% loss the other way.
+    let (a, b) = noisy_pair(19, 64, 1.0 / 1.10);
+    let c = smtlab_report::compare(&a, &b);
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::Slower)
+    );
+}
+
+#[test]
+fn unsteady_cells_are_neither_faster_nor_slower_and_stay_out_of_the_means() {
+    let (a, mut b) = noisy_pair(5, 16, 1.0);
+    // B's first cell sampled at two speeds (4x apart): its mean is no level it repeats.
+    let wild = [10.0, 40.0, 11.0, 42.0, 39.0];
+    let first = &mut b.cells[0];
+    *first = cell(
+        &first.benchmark.clone(),
+        &first.group.clone(),
+        "u",
+        first.direction,
+        &[],
+        placement("1c1t"),
+        &wild,
+    );
+    // B's second cell: two rounds whose intervals do not overlap.
+    let second = &mut b.cells[1];
+    let mean = second.result.summary.mean;
+    let round = |m: f64| smtlab_model::Round {
+        summary: smtlab_model::stats::summarize(&[m * 0.99, m, m * 1.01]).unwrap(),
+        converged: true,
+        iterations: 1000,
+        wall_ns: 1,
+    };
+    second.result.rounds = vec![round(mean), round(mean * 1.5)];
+    let c = smtlab_report::compare(&a, &b);
+    for r in &c.rows[..] {
+        if r.benchmark == "bench-00" || r.benchmark == "bench-01" {
+            assert_eq!(
+                r.significance,
+                Some(smtlab_model::stats::Significance::Unsteady),
+                "{r:?}"
+            );
+            assert!(r.unsteady.as_deref().unwrap().starts_with("B: "), "{r:?}");
+            assert!(
+                r.speedup_text().contains("unsteady (B: "),
+                "{}",
+                r.speedup_text()
+            );
+        }
+    }
+    assert!(
+        c.rows[0]
+            .unsteady
+            .as_deref()
+            .unwrap()
+            .contains("spread widely")
+    );
+    assert!(c.rows.iter().any(|r| {
+        r.unsteady
+            .as_deref()
+            .is_some_and(|u| u.contains("rounds disagree"))
+    }));
+    assert_eq!((c.overall.rows, c.overall.unsteady), (14, 2));
+    assert!(c.overall.headline().ends_with("; 2 unsteady rows left out"));
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::NotSignificant)
+    );
+}

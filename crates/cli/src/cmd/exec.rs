@@ -350,7 +350,7 @@ impl SessionObserver for ExecPrinter {
         self.bar
             .set_position((self.done_cells * self.runs_per_cell) as u64);
         let cell = m.record.clone();
-        let baseline = self.cells.first().map(|c| &c.result.summary);
+        let baseline = self.cells.first();
         let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
         let cpu: Vec<f64> = cell
             .result
