@@ -193,7 +193,7 @@ pub(crate) fn unmeasured(placements: &[String], control: Option<&str>) -> String
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use smtlab_model::stats::{Ratio, Significance};
+    use smtlab_model::stats::{self, Ratio, Significance};
     use smtlab_model::{Direction, ResolvedPlacement};
 
     use super::*;
@@ -444,5 +444,95 @@ pub(crate) mod tests {
             on_cpus(cell("pipe-latency", &[], "1c2t", &FASTER), &[0, 1]),
         ];
         assert!(bench(&cells)[0].contains("faster"), "{:?}", bench(&cells));
+    }
+
+    /// An `exec` cell (times in seconds, lower is better) of `./work` on `placement`.
+    fn exec_cell(placement: &str, times_s: &[f64]) -> CellRecord {
+        let mut c = cell("exec", &[("command", "./work")], placement, times_s);
+        c.group = "exec".into();
+        c.unit = "s".into();
+        c.direction = Direction::Lower;
+        c
+    }
+
+    #[test]
+    fn every_output_gives_one_verdict_on_a_skewed_run() {
+        // 2c1t's runs are faster but for one slow one: the medians favour 2c1t, the
+        // mean time (total time, i.e. throughput over all runs) favours 1c1t, and the
+        // mean of per-run rates 1/t favours 2c1t. The sign depends on the definition,
+        // so every output must use the same one.
+        let base_t = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95];
+        let two_t = [9.5, 9.6, 9.4, 9.5, 9.55, 13.0];
+        let s = |v: &[f64]| stats::summarize(v).unwrap();
+        let rates = |v: &[f64]| s(&v.iter().map(|t| 1.0 / t).collect::<Vec<_>>()).mean;
+        assert!(s(&two_t).median < s(&base_t).median);
+        assert!(s(&two_t).mean > s(&base_t).mean);
+        assert!(rates(&two_t) > rates(&base_t));
+        let cells = vec![exec_cell("1c1t", &base_t), exec_cell("2c1t", &two_t)];
+        let v = verdict(&cells[0], &cells[1]).unwrap();
+        assert!(v.speedup.ratio < 1.0 && v.gain_pct() < 0.0, "{v:?}");
+        assert_eq!(v.significance, Significance::NotSignificant);
+        let ratio = smtlab_report::fmt::times(v.speedup.ratio);
+        let pct = smtlab_report::fmt::pct(v.speedup.ratio);
+        assert_eq!((ratio.as_str(), pct.as_str()), ("0.991", "-0.9%"));
+
+        // Terminal (exec's verdict lines).
+        let lines = command(&cells, false);
+        assert_eq!(
+            lines[0],
+            format!(
+                "2 cores / 1 core (2c1t / 1c1t): {}",
+                smtlab_report::fmt::verdict(&v)
+            )
+        );
+        assert!(
+            lines[1].starts_with(
+                "no SMT here: compared 1c1t vs 2c1t only: 2 cores give -0.9% (95% CI "
+            ),
+            "{}",
+            lines[1]
+        );
+
+        // The stored run: HTML, JSON, Markdown.
+        let mut run = crate::render::testdata::results(1);
+        run.cells = cells.clone();
+        run.skipped.clear();
+        let html = smtlab_report::html(&run);
+        let exec = &html[html.find("<section id=\"exec\">").unwrap()..];
+        let exec = &exec[..exec.find("</section>").unwrap()];
+        assert!(
+            exec.contains(&format!("gives {pct}</b>: {ratio}x (95% interval ")),
+            "{exec}"
+        );
+        assert!(exec.contains("not significant at 95%"), "{exec}");
+        assert!(!exec.contains("+0."), "the page shows a gain: {exec}");
+        let md = smtlab_report::markdown::cells(&run.cells);
+        assert!(md.contains(&smtlab_report::fmt::verdict(&v)), "{md}");
+        let json: serde_json::Value =
+            serde_json::from_slice(&smtlab_store::export::json(&run)).unwrap();
+        let sp = &json["speedups"][0];
+        assert_eq!(sp["kind"], "second_core");
+        assert_eq!(
+            (sp["base"].as_str(), sp["other"].as_str()),
+            (Some("1c1t"), Some("2c1t"))
+        );
+        assert_eq!(
+            sp["verdict"]["speedup"]["ratio"].as_f64(),
+            Some(v.speedup.ratio)
+        );
+        assert_eq!(sp["verdict"]["significance"], "not_significant");
+        // The file still loads as a run.
+        let back: smtlab_model::RunResults =
+            serde_json::from_slice(&smtlab_store::export::json(&run)).unwrap();
+        assert_eq!(back.cells, run.cells);
+
+        // compare: run B holds 2c1t's samples where A holds 1c1t's.
+        let mut b = run.clone();
+        b.cells[0].result = cells[1].result.clone();
+        let c = smtlab_report::compare(&run, &b);
+        let row = c.rows.iter().find(|r| r.placement == "1c1t").unwrap();
+        assert_eq!(row.speedup, Some(v.speedup.ratio));
+        assert_eq!(row.significance, Some(v.significance));
+        assert_eq!(row.speedup_text(), smtlab_report::fmt::verdict(&v));
     }
 }

@@ -745,12 +745,11 @@ fn geomean_row(g: &GroupMean, label: &str) -> Vec<String> {
 }
 
 /// How to read a comparison, in one paragraph (the text table's and the terminal's).
-pub const LEGEND: &str = "value: mean; speed-up of B over A: ratio of means with 95% CI \
-     (Fieller), above 1 = B better (for lower-is-better units too); faster/slower only when \
-     the interval excludes 1 and the correction for the number of rows \
-     (Benjamini-Hochberg, 5% false discoveries) keeps the difference; unsteady: a cell's samples or rounds disagree beyond their interval (left \
-     out of the geometric means); overall: geometric mean of the steady rows with a 95% \
-     CI, no difference when it includes 1";
+pub const LEGEND: &str = "speed-up of B over A: ratio of means, 95% CI (Fieller), above 1 = \
+     B better (for lower-is-better units too); faster/slower: the CI excludes 1 and \
+     survives the correction for the number of rows (Benjamini-Hochberg); unsteady: a \
+     cell's samples or rounds disagree, left out of the means; overall: geometric mean \
+     of the steady rows, 95% CI, no difference when it includes 1";
 
 /// The comparison as JSON (`serde` of [`Comparison`]).
 pub fn compare_json(c: &Comparison) -> String {

@@ -26,6 +26,7 @@ pub fn cells(cells: &[CellRecord]) -> String {
             // A placement that only adds idle SMT siblings did the first one's work.
             Some(b)
                 if b.placement.threads_per_core < c.placement.threads_per_core
+                    && b.result.cpus_used() == c.result.cpus_used()
                     && smtlab_model::verdict::idle_sibling(c) =>
             {
                 format!("single-threaded: {} with an idle sibling", b.placement.name)

@@ -1399,3 +1399,82 @@ fn unsteady_cells_are_neither_faster_nor_slower_and_stay_out_of_the_means() {
         Some(smtlab_model::stats::Significance::NotSignificant)
     );
 }
+
+// ---------------------------------------------------------------- single-threaded pairs
+
+/// `c` with every sample run on `cpus` only (one measuring thread, the rest idle).
+fn ran_on(mut c: smtlab_model::CellRecord, cpus: &[u32]) -> smtlab_model::CellRecord {
+    for s in &mut c.result.samples {
+        s.cpus = cpus.to_vec();
+    }
+    c
+}
+
+#[test]
+fn a_single_threaded_benchmark_on_1c2t_is_no_smt_yield() {
+    let lat = |p: &str, v: &[f64]| cell("null-syscall", "os", "ns", LO, &[], placement(p), v);
+    let ops = |p: &str, v: &[f64]| cell("int-ops", "compute", "GOPS", HI, &[], placement(p), v);
+    let r = run(
+        vec![
+            ran_on(lat("1c1t", &[100.0, 101.0, 99.0]), &[0]),
+            // One thread on 1c2t, its sibling idle: the same work, measured again.
+            ran_on(lat("1c2t", &[110.0, 111.0, 109.0]), &[0]),
+            ran_on(lat("2c1t", &[100.0, 101.0, 99.0]), &[0]),
+            ran_on(lat("2c2t", &[100.0, 101.0, 99.0]), &[0]),
+            ops("1c1t", &[10.0, 10.1, 9.9]),
+            ops("1c2t", &[13.0, 13.1, 12.9]),
+        ],
+        vec![],
+    );
+    let rows = smtlab_report::smt_yields(&r);
+    let null = rows.iter().find(|y| y.benchmark == "null-syscall").unwrap();
+    let y = null.get(YieldKind::Smt).unwrap();
+    assert!(y.idle_sibling, "{y:?}");
+    assert_eq!(y.text(), "single-threaded");
+    assert!(null.get(YieldKind::DualCore).unwrap().idle_sibling);
+    let int = rows.iter().find(|y| y.benchmark == "int-ops").unwrap();
+    assert!(!int.get(YieldKind::Smt).unwrap().idle_sibling);
+    assert!(int.get(YieldKind::Smt).unwrap().text().ends_with("faster"));
+
+    let table = smtlab_report::yield_table(&rows);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("null-syscall"))
+        .unwrap();
+    assert!(line.contains("single-threaded"), "{line}");
+    assert!(!line.contains("slower") && !line.contains("0.90"), "{line}");
+    assert!(
+        table.contains("1c2t = 1c1t with an idle sibling"),
+        "{table}"
+    );
+
+    let html = smtlab_report::html(&r);
+    let sec = &html[html.find("<section id=\"smt-yield\">").unwrap()..];
+    let sec = &sec[..sec.find("</section>").unwrap()];
+    let row = &sec[sec.find("<td>null-syscall</td>").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains(">single-threaded</td>") && !row.contains("slower"),
+        "{row}"
+    );
+
+    // The Markdown table says what the 1c2t cell is rather than a speed-up.
+    let md = smtlab_report::markdown::cells(&r.cells);
+    let line = md
+        .lines()
+        .find(|l| l.contains("`null-syscall`") && l.contains("| 1c2t |"))
+        .unwrap();
+    assert!(
+        line.contains("single-threaded: 1c1t with an idle sibling"),
+        "{line}"
+    );
+    // And the pair list the JSON carries has no verdict for it.
+    let pairs = smtlab_model::verdict::pairs(&r.cells);
+    let p = pairs
+        .iter()
+        .find(|p| {
+            p.benchmark == "null-syscall" && p.kind == smtlab_model::verdict::PairKind::SmtYield
+        })
+        .unwrap();
+    assert!(p.idle_sibling && p.verdict.is_none());
+}

@@ -24,7 +24,7 @@ pub fn plural(n: usize, word: &str) -> String {
 #[cfg(test)]
 #[path = "../../../store/src/testdata.rs"]
 #[allow(dead_code)]
-mod testdata;
+pub(crate) mod testdata;
 
 #[cfg(test)]
 mod live_tests {
