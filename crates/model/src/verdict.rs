@@ -38,7 +38,7 @@ pub struct Verdict {
     pub speedup: Ratio,
     /// What the interval says about 1, or `Unsteady` (see the module documentation).
     pub significance: Significance,
-    /// Why a cell is unsteady, naming it (`1c2t: samples spread widely (CV 31%)`).
+    /// Why a cell is unsteady, naming it (`1c2t: CV 31%`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
     /// Welch's two-sided p-value for equal means; `None` with one sample on a side.
@@ -74,7 +74,7 @@ pub fn verdict_named(first: &CellRecord, second: &CellRecord, names: [&str; 2]) 
         .zip(names)
         .filter_map(|(c, name)| c.result.unsteady_reason().map(|w| format!("{name}: {w}")))
         .collect();
-    let unsteady = (!reasons.is_empty()).then(|| reasons.join("; "));
+    let unsteady = (!reasons.is_empty()).then(|| reasons.join(", "));
     let significance = if unsteady.is_some() {
         Significance::Unsteady
     } else {

@@ -23,8 +23,8 @@
 //!   text says "after correction" where the interval alone excluded 1). A side with
 //!   one sample has no interval.
 //! * A row whose cell in A or B is unsteady (its rounds disagree beyond their
-//!   intervals, its level drifted, its calibration was not linear, or its samples
-//!   spread beyond a CV of 25%: `CellResult::unsteady_reason`) is marked `unsteady`,
+//!   intervals, its level drifted during the cell, or its samples spread beyond a CV
+//!   of 25%: `CellResult::unsteady_reason`) is marked `unsteady`,
 //!   never faster or slower, and is left out of the geometric means.
 //! * The geometric mean of the steady rows' speed-ups is taken per group and over all
 //!   rows, with a 95% interval: Student's t on the logarithms of the ratios
@@ -153,7 +153,7 @@ pub struct CompareRow {
     pub p_value: Option<f64>,
     /// `p_value` adjusted by Benjamini and Hochberg's method over all rows with one.
     pub p_adjusted: Option<f64>,
-    /// Why the cell in A or B is unsteady (`A: samples spread widely (CV 31%)`).
+    /// Why the cell in A or B is unsteady (`A: CV 31%`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
     /// Counter figures measured in both runs (empty unless both cells were counted).
@@ -748,7 +748,7 @@ fn geomean_row(g: &GroupMean, label: &str) -> Vec<String> {
 pub const LEGEND: &str = "speed-up of B over A: ratio of means, 95% CI (Fieller), above 1 = \
      B better (for lower-is-better units too); faster/slower: the CI excludes 1 and \
      survives the correction for the number of rows (Benjamini-Hochberg); unsteady: a \
-     cell's samples or rounds disagree, left out of the means; overall: geometric mean \
+     cell's samples (CV over 25%, drift) or rounds disagree, left out of the means; overall: geometric mean \
      of the steady rows, 95% CI, no difference when it includes 1";
 
 /// The comparison as JSON (`serde` of [`Comparison`]).

@@ -394,16 +394,16 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
     for g in c.groups.iter().chain([&c.overall]) {
         let (ga, gb) = geomean_cells(g);
         let (class, words) = match g.significance {
-            Some(Significance::Faster) => ("better", "B faster"),
-            Some(Significance::Slower) => ("worse", "B slower"),
+            Some(Significance::Faster) => (" class=\"better\"", "B faster"),
+            Some(Significance::Slower) => (" class=\"worse\"", "B slower"),
             Some(Significance::NotSignificant) => ("", "no difference"),
             _ => ("", "no interval"),
         };
         let _ = write!(
             p,
             "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num {class}\">{}</td>\
-             <td class=\"{class}\">{words}</td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td{class}>{words}</td></tr>",
             esc(&g.group),
             g.rows,
             g.unsteady,

@@ -114,8 +114,7 @@ pub fn speedup(r: &Ratio) -> String {
 
 /// A [`Verdict`] as every output prints it: [`speedup`]'s figure and interval with the
 /// verdict's words, which say `unsteady` (and why) where a cell would not repeat:
-/// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: samples
-/// spread widely (CV 31%))`.
+/// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: CV 31%)`.
 pub fn verdict(v: &Verdict) -> String {
     let r = &v.speedup;
     let words = match &v.unsteady {

@@ -505,8 +505,9 @@ fn caches(p: &mut String, t: &Topology) {
 }
 
 /// The `exec` section: what the placements did for the user's own command
-/// (`smtlab exec`), as a speed-up of each placement over the first with its Fieller 95%
-/// interval, in one sentence per placement.
+/// (`smtlab exec`), as the one verdict ([`smtlab_model::verdict`]) of each placement
+/// over the first, with its Fieller 95% interval, in one sentence per placement: the
+/// same figure and sign as the terminal's.
 fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == "exec").collect();
     if cells.is_empty() {
