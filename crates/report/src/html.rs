@@ -608,7 +608,7 @@ fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> String {
     };
     let ci = match (r.ci95_low, r.ci95_high) {
         (Some(lo), Some(hi)) => format!("[{}, {}] {words}", times(lo), times(hi)),
-        _ => words.into(),
+        _ => words,
     };
     format!(
         "<td class=\"yield\">{}x{}<br/><span class=\"sub\">{ci}</span></td>",
