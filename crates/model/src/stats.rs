@@ -180,6 +180,16 @@ pub fn geomean_ci(ratios: &[f64]) -> Option<GeoMeanCi> {
     })
 }
 
+/// Two-sided p-value of a t statistic with `df` degrees of freedom (fractional allowed):
+/// `2 * (1 - F(|t|))`. `None` for a non-positive or non-finite `df` or a NaN `t`.
+pub fn t_p_value(t: f64, df: f64) -> Option<f64> {
+    if t.is_nan() || !(df.is_finite() && df > 0.0) {
+        return None;
+    }
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some((2.0 * (1.0 - dist.cdf(t.abs()))).clamp(0.0, 1.0))
+}
+
 /// Two-sided p-value of Welch's t-test that `a` and `b` have equal means (so that
 /// their ratio is 1): `t = (mean_a - mean_b) / sqrt(s_a^2/n_a + s_b^2/n_b)` with the
 /// Welch-Satterthwaite degrees of freedom. `None` when a side has fewer than two
@@ -195,9 +205,37 @@ pub fn welch_p_value(a: &Summary, b: &Summary) -> Option<f64> {
         return Some(if diff == 0.0 { 1.0 } else { 0.0 });
     }
     let df = (va + vb).powi(2) / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64);
-    let t = diff.abs() / (va + vb).sqrt();
-    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
-    Some((2.0 * (1.0 - dist.cdf(t))).clamp(0.0, 1.0))
+    t_p_value(diff / (va + vb).sqrt(), df)
+}
+
+/// The variance between several estimates beyond their own (DerSimonian and Laird's
+/// moment estimator, as in a random-effects meta-analysis): `y` the estimates (log
+/// speed-ups of the rows of a comparison), `v` their own squared standard errors. With
+/// weights `w = 1/v`, `Q = sum w (y - ybar_w)^2` and `tau^2 = max(0, (Q - (k - 1)) /
+/// (sum w - sum w^2 / sum w))`. Two runs taken at different times differ by more than
+/// each cell's interval (other load on the machine, frequency, placement of memory):
+/// `tau^2` measures that scatter from all rows at once. Entries with a non-positive or
+/// non-finite `v` are left out; `None` below two usable entries.
+pub fn between_variance(y: &[f64], v: &[f64]) -> Option<f64> {
+    let pairs: Vec<(f64, f64)> = y
+        .iter()
+        .zip(v)
+        .filter(|(y, v)| y.is_finite() && v.is_finite() && **v > 0.0)
+        .map(|(y, v)| (*y, 1.0 / v))
+        .collect();
+    let k = pairs.len();
+    if k < 2 {
+        return None;
+    }
+    let sw: f64 = pairs.iter().map(|p| p.1).sum();
+    let sw2: f64 = pairs.iter().map(|p| p.1 * p.1).sum();
+    let ybar = pairs.iter().map(|p| p.0 * p.1).sum::<f64>() / sw;
+    let q: f64 = pairs.iter().map(|(y, w)| w * (y - ybar).powi(2)).sum();
+    let c = sw - sw2 / sw;
+    if c <= 0.0 {
+        return Some(0.0);
+    }
+    Some(((q - (k - 1) as f64) / c).max(0.0))
 }
 
 /// Holm's step-down adjustment of `p` (family-wise error rate): sorted ascending, the
@@ -692,6 +730,19 @@ mod tests {
         }
         assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
         assert!(holm(&[]).is_empty());
+    }
+
+    #[test]
+    fn between_variance_is_zero_for_consistent_rows_and_finds_extra_scatter() {
+        // Estimates that agree within their errors: no extra scatter.
+        let v = [0.01; 4];
+        assert_eq!(between_variance(&[0.0, 0.05, -0.05, 0.02], &v), Some(0.0));
+        // By hand: y = -1, 1 with v = 0.01: w = 100 each, ybar = 0, Q = 200,
+        // C = 200 - 20000/200 = 100, tau^2 = (200 - 1) / 100 = 1.99.
+        let t = between_variance(&[-1.0, 1.0], &[0.01, 0.01]).unwrap();
+        assert!(close(t, 1.99, 1e-12), "{t}");
+        assert_eq!(between_variance(&[1.0], &[0.01]), None);
+        assert_eq!(between_variance(&[1.0, 2.0], &[0.0, 0.01]), None);
     }
 
     #[test]

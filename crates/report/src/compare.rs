@@ -33,6 +33,14 @@
 //!   when it excludes 1. The A and B columns of a group's geometric-mean row are filled
 //!   only when all its rows share one unit and direction (a mean of GB/s and ns means
 //!   nothing).
+//! * Two runs taken at different times differ by more than each cell's interval says:
+//!   other load on the machine, its frequency, where memory landed. How much more is
+//!   estimated from the steady rows (DerSimonian and Laird's between-row variance of the
+//!   log speed-ups, [`stats::between_variance`]) and printed as `between-run scatter`.
+//!   It also holds the rows' real differences, so it is not taken out of the row tests
+//!   (a comparison of SMT off and on would lose every row); read a row called different
+//!   by less than the scatter with it in mind. In an A/A comparison it is the machine's
+//!   own run-to-run noise.
 //! * Counters (`--counters`): for a cell counted in both runs, the figures measured on
 //!   both sides (CPU time, context switches and page faults per unit of work where the
 //!   unit is the same; instructions per unit, CPI and LLC MPKI where both had a PMU) are
@@ -149,7 +157,8 @@ pub struct CompareRow {
     /// only when the interval excludes 1 and the adjusted p-value is at most 0.05;
     /// `unsteady` when a cell is (see the module documentation).
     pub significance: Option<Significance>,
-    /// Welch's two-sided p-value for equal means, before correction.
+    /// Welch's two-sided p-value for equal means, before the correction for the number
+    /// of rows. `None` for an unsteady row (not tested) or a side with one sample.
     pub p_value: Option<f64>,
     /// `p_value` adjusted by Benjamini and Hochberg's method over all rows with one.
     pub p_adjusted: Option<f64>,
@@ -334,6 +343,11 @@ pub struct Comparison {
     /// How row significance is corrected for the number of rows:
     /// `benjamini-hochberg`.
     pub correction: String,
+    /// How much the steady rows' speed-ups scatter between the two runs beyond their
+    /// own intervals, as a relative standard deviation (`0.05`: about 5%): the machine's
+    /// run-to-run noise plus the rows' real differences. `None` below two steady rows
+    /// with intervals.
+    pub between_runs_scatter: Option<f64>,
 }
 
 impl GroupMean {
@@ -400,6 +414,7 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
     let ia = index(a);
     let ib = index(b);
     let mut rows = Vec::new();
+    let mut tests = Vec::new();
     let mut missing = Vec::new();
     let mut seen_a = BTreeMap::new();
     let skipped_reason = |r: &RunResults, c: &CellRecord| {
@@ -427,9 +442,10 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
             });
             continue;
         };
+        tests.push(log_ratio(ca, cb));
         rows.push(row(ca, cb));
     }
-    correct_for_rows(&mut rows);
+    let between_runs_scatter = correct_for_rows(&mut rows, &tests);
     let mut seen_b = BTreeMap::new();
     for cb in &b.cells {
         let k = key(cb);
@@ -471,13 +487,50 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
         overall,
         missing,
         correction: "benjamini-hochberg".into(),
+        between_runs_scatter,
     }
 }
 
-/// Benjamini and Hochberg's correction over every row with a p-value: a row stays
-/// faster or slower only when its adjusted p-value is at most 0.05 (see the module
-/// documentation).
-fn correct_for_rows(rows: &mut [CompareRow]) {
+/// A row's speed-up on the log scale, for the scatter between the runs: `(y, v, df)`
+/// with `y` the log of the speed-up, `v` its squared standard error by the delta method
+/// (`(se_a/a)^2 + (se_b/b)^2`) and `df` Welch-Satterthwaite's. `None` with one sample on
+/// a side or a mean that is not positive.
+fn log_ratio(ca: &CellRecord, cb: &CellRecord) -> Option<(f64, f64, f64)> {
+    let (a, b) = (&ca.result.summary, &cb.result.summary);
+    if a.n < 2 || b.n < 2 || a.mean <= 0.0 || b.mean <= 0.0 {
+        return None;
+    }
+    let ua = a.stddev * a.stddev / (a.n as f64 * a.mean * a.mean);
+    let ub = b.stddev * b.stddev / (b.n as f64 * b.mean * b.mean);
+    let y = match ca.direction {
+        Direction::Higher => (b.mean / a.mean).ln(),
+        Direction::Lower => (a.mean / b.mean).ln(),
+    };
+    let df = if ua + ub == 0.0 {
+        (a.n + b.n - 2) as f64
+    } else {
+        (ua + ub).powi(2) / (ua * ua / (a.n - 1) as f64 + ub * ub / (b.n - 1) as f64)
+    };
+    Some((y, ua + ub, df))
+}
+
+/// The row tests (see the module documentation): Benjamini and Hochberg's correction
+/// of the steady rows' p-values (Welch's), after which a row stays faster or slower only
+/// when its adjusted p-value is at most 0.05; and the scatter between the runs beyond
+/// the rows' own errors, estimated from the steady rows ([`stats::between_variance`]),
+/// returned as a relative standard deviation. `tests[i]` is [`log_ratio`] of `rows[i]`.
+fn correct_for_rows(rows: &mut [CompareRow], tests: &[Option<(f64, f64, f64)>]) -> Option<f64> {
+    let steady = |i: usize| rows[i].unsteady.is_none() && rows[i].speedup.is_some();
+    let with_errors: Vec<(f64, f64)> = (0..rows.len())
+        .filter(|&i| steady(i))
+        .filter_map(|i| tests.get(i).copied().flatten().map(|(y, v, _)| (y, v)))
+        .collect();
+    let (ys, vs): (Vec<f64>, Vec<f64>) = with_errors.iter().copied().unzip();
+    let scatter = stats::between_variance(&ys, &vs).map(f64::sqrt);
+    for r in rows.iter_mut().filter(|r| r.unsteady.is_some()) {
+        // An unsteady row is not tested: it is neither faster nor slower.
+        r.p_value = None;
+    }
     let idx: Vec<usize> = (0..rows.len())
         .filter(|&i| rows[i].p_value.is_some())
         .collect();
@@ -493,6 +546,7 @@ fn correct_for_rows(rows: &mut [CompareRow]) {
             r.significance = Some(Significance::NotSignificant);
         }
     }
+    scatter
 }
 
 fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
@@ -625,6 +679,10 @@ pub fn compare_table(c: &Comparison) -> String {
     if !c.rows.is_empty() {
         out.push_str(&format!("overall: {}\n", c.overall.headline()));
     }
+    if let Some(line) = scatter_line(c) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out.push_str(LEGEND);
     out.push_str("\n\n");
     if c.rows.is_empty() {
@@ -742,6 +800,18 @@ fn geomean_row(g: &GroupMean, label: &str) -> Vec<String> {
             _ => "-".into(),
         },
     ]
+}
+
+/// `between-run scatter: rows differ by 6.1% beyond their intervals (the machine's
+/// run-to-run noise and real differences)`, when the rows scatter at all; `None`
+/// otherwise.
+pub fn scatter_line(c: &Comparison) -> Option<String> {
+    let s = c.between_runs_scatter.filter(|s| *s > 0.0)?;
+    Some(format!(
+        "between-run scatter: rows differ by {:.1}% beyond their intervals (the \
+         machine's run-to-run noise and real differences)",
+        100.0 * s
+    ))
 }
 
 /// How to read a comparison, in one paragraph (the text table's and the terminal's).

@@ -382,14 +382,17 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
     // Geometric means per group.
     let _ = write!(
         p,
-        "<section id=\"geomeans\"><h2>Geometric means</h2><p><b>Overall: {}</b></p>\
+        "<section id=\"geomeans\"><h2>Geometric means</h2><p><b>Overall: {}</b></p>{}\
          <p>The geometric mean of the speed-ups of the steady rows of each group and of \
          all rows, with a 95% interval (Student's t on the logarithms of the ratios): \
          <b>no difference</b> when it includes 1. Rows whose cell in A or B is unsteady are \
          left out. The A and B columns are filled where a group's rows share one unit.</p>\
          <table><tr><th>group</th><th>rows</th><th>unsteady (left out)</th><th>A</th>\
          <th>B</th><th>speed-up [95% interval]</th><th>verdict</th></tr>",
-        esc(&c.overall.headline())
+        esc(&c.overall.headline()),
+        crate::compare::scatter_line(c)
+            .map(|l| format!("<p>{}</p>", esc(&l)))
+            .unwrap_or_default()
     );
     for g in c.groups.iter().chain([&c.overall]) {
         let (ga, gb) = geomean_cells(g);
@@ -580,6 +583,9 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults) -> String {
         );
     }
     let _ = writeln!(out, "\n**Overall: {}**", md(&c.overall.headline()));
+    if let Some(l) = crate::compare::scatter_line(&c) {
+        let _ = writeln!(out, "\n{}", md(&l));
+    }
     out.push_str(
         "\nSpeed-up of B over A (positive = B better): mean B/A when higher is better, \
          mean A/B when lower is better. Interval: Fieller 95% of that ratio. \

@@ -1210,14 +1210,28 @@ fn smt_states_pair_off_and_on_with_the_one_speedup_and_geomean_per_group() {
 /// a level of its own (half higher-, half lower-is-better); B's levels are A's made
 /// `shift` times better. `seed` picks the noise.
 fn noisy_pair(seed: u64, rows: usize, shift: f64) -> (RunResults, RunResults) {
+    scattered_pair(seed, rows, shift, 0.03, 0.0)
+}
+
+/// As [`noisy_pair`] with `noise` the samples' relative spread and every B cell's level
+/// moved by a log-normal factor of spread `scatter` of its own: what another load on
+/// the machine does to a second run.
+fn scattered_pair(
+    seed: u64,
+    rows: usize,
+    shift: f64,
+    noise: f64,
+    scatter: f64,
+) -> (RunResults, RunResults) {
     let mut rng = common::Rng::new(seed);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for i in 0..rows {
         let level = 1.0 + 99.0 * rng.uniform();
+        let moved = level * (scatter * rng.normal()).exp();
         let dir = if i % 2 == 0 { HI } else { LO };
         let better = match dir {
-            Direction::Higher => level * shift,
-            Direction::Lower => level / shift,
+            Direction::Higher => moved * shift,
+            Direction::Lower => moved / shift,
         };
         let name = format!("bench-{i:02}");
         let group = ["compute", "memory", "threads", "os"][i % 4];
@@ -1228,7 +1242,7 @@ fn noisy_pair(seed: u64, rows: usize, shift: f64) -> (RunResults, RunResults) {
             dir,
             &[],
             placement("1c1t"),
-            &rng.around(level, 0.03, 5),
+            &rng.around(level, noise, 5),
         ));
         b.push(cell(
             &name,
@@ -1237,7 +1251,7 @@ fn noisy_pair(seed: u64, rows: usize, shift: f64) -> (RunResults, RunResults) {
             dir,
             &[],
             placement("1c1t"),
-            &rng.around(better, 0.03, 5),
+            &rng.around(better, noise, 5),
         ));
     }
     (run(a, vec![]), run(b, vec![]))
@@ -1300,6 +1314,28 @@ fn an_a_a_comparison_says_no_difference_and_no_row_is_significant() {
         headlines_fired <= 18,
         "{headlines_fired} of 200 A/A headlines differ"
     );
+}
+
+#[test]
+fn the_scatter_between_runs_is_measured() {
+    // Tight cells (1% noise) whose levels moved 6% between the runs.
+    let (a, b) = scattered_pair(3, 64, 1.0, 0.01, 0.06);
+    let c = smtlab_report::compare(&a, &b);
+    let s = c.between_runs_scatter.unwrap();
+    assert!((0.04..0.08).contains(&s), "scatter {s}");
+    assert!(smtlab_report::compare_table(&c).contains("between-run scatter: rows differ by "));
+    // The headline's interval, over the rows, holds it: no difference.
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::NotSignificant),
+        "{}",
+        c.overall.headline()
+    );
+    // Rows that agree within their intervals have little: with 5 samples a cell their
+    // own variances are rough, which leaves the estimate about 1% above zero.
+    let (a, b) = noisy_pair(1, 64, 1.0);
+    let s = smtlab_report::compare(&a, &b).between_runs_scatter.unwrap();
+    assert!(s < 0.02, "scatter {s}");
 }
 
 #[test]

@@ -15,6 +15,10 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
     if !c.rows.is_empty() {
         head.push_str(&format!("overall: {}\n", c.overall.headline()));
     }
+    if let Some(line) = smtlab_report::compare::scatter_line(c) {
+        head.push_str(&line);
+        head.push('\n');
+    }
     head.push_str(smtlab_report::compare::LEGEND);
     head.push('\n');
     let mut out = wrap(&head, layout);
