@@ -1,79 +1,77 @@
 //! Plain-language verdicts on what SMT gives, shared by `exec` and `bench`: which
 //! measured cells form an SMT pair (`1c2t` over `1c1t`, `2c2t` over `2c1t`, or one
 //! placement with SMT on over SMT off), the one speed-up of each pair
-//! ([`smtlab_model::stats::speedup`], written by [`smtlab_report::fmt::speedup`]), and
-//! the gain in the words its 95% interval allows. A pair whose SMT side could not be
+//! ([`smtlab_model::verdict::verdict`], written by [`smtlab_report::fmt::verdict`] and
+//! [`smtlab_report::fmt::gain`], as the report, the Markdown table, the results JSON and
+//! compare write it), and the gain in the words its 95% interval allows (`unsteady`
+//! where a cell would not repeat). An SMT pair whose SMT side ran one thread per core
+//! (a single-threaded benchmark: the sibling idle) gets no yield, only a line saying so. A pair whose SMT side could not be
 //! measured gets one line saying so and no number.
 
 use std::collections::BTreeMap;
 
 use smtlab_model::CellRecord;
-use smtlab_model::stats::{self, Ratio, Significance};
+use smtlab_model::verdict::{Verdict, idle_sibling, verdict};
 use smtlab_report::smt_states::SMT_PARAM;
 
-/// Signed percentage with a precision that suits it: `+18%`, `+4.5%`, `-0.3%`.
-fn signed_pct(p: f64) -> String {
-    if p.abs() >= 10.0 {
-        format!("{p:+.0}%")
-    } else {
-        format!("{p:+.1}%")
-    }
+/// `+18% (95% CI +15% to +21%)` with the words the verdict allows
+/// ([`smtlab_report::fmt::gain`], which the HTML page's exec section agrees with).
+pub(crate) fn gain_text(v: &Verdict) -> String {
+    smtlab_report::fmt::gain(v)
 }
 
-/// `+18% (95% CI +15% to +21%)` from a speed-up (above 1 = faster), with the words
-/// its interval allows: "not significant at 95%" when it includes 1.
-pub(crate) fn gain_text(r: &Ratio) -> String {
-    let gain = signed_pct((r.ratio - 1.0) * 100.0);
-    let sig = r.significance();
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => {
-            let mut s = format!(
-                "{gain} (95% CI {} to {})",
-                signed_pct((lo - 1.0) * 100.0),
-                signed_pct((hi - 1.0) * 100.0)
-            );
-            if sig == Significance::NotSignificant {
-                s.push_str(", not significant at 95%");
-            }
-            s
-        }
-        _ => format!("{gain} ({})", sig.words()),
-    }
-}
-
-/// The one speed-up of `b` over `a` (above 1 = `b` faster), as bench, report and
-/// compare compute it.
-fn speedup(a: &CellRecord, b: &CellRecord) -> Option<Ratio> {
-    stats::speedup(&a.result.summary, &b.result.summary, a.direction)
-}
-
-fn ratio_text(r: &Ratio) -> String {
-    smtlab_report::fmt::speedup(r)
+fn ratio_text(v: &Verdict) -> String {
+    smtlab_report::fmt::verdict(v)
 }
 
 /// The placement pairs whose ratio is what SMT gives: the second is the first with each
 /// core's sibling busy too.
 const SMT_PAIRS: [(&str, &str); 2] = [("1c1t", "1c2t"), ("2c1t", "2c2t")];
 
-/// The speed-up of `smt` over `base` among `cells` (placement names as resolved).
-fn pair(cells: &[&CellRecord], base: &str, smt: &str) -> Option<Ratio> {
-    let find = |name: &str| cells.iter().find(|c| c.placement.name == name);
-    speedup(find(base)?, find(smt)?)
+/// What a pair of placements among `cells` (names as resolved) says.
+enum Pair {
+    /// The one verdict of `second` over `first`.
+    Measured(Verdict),
+    /// The SMT side ran one thread per core: its siblings idle, the same work twice.
+    IdleSibling,
 }
 
-/// The lines for the speed-up `r` of the SMT pair `(base, smt)` of [`SMT_PAIRS`];
-/// `subject` is what was measured ("this command", a benchmark's name).
-fn pair_lines(base: &str, smt: &str, r: &Ratio, subject: &str) -> Vec<String> {
+fn pair(cells: &[&CellRecord], base: &str, other: &str) -> Option<Pair> {
+    let find = |name: &str| cells.iter().find(|c| c.placement.name == name);
+    let (b, o) = (find(base)?, find(other)?);
+    if o.placement.threads_per_core > b.placement.threads_per_core && idle_sibling(o) {
+        return Some(Pair::IdleSibling);
+    }
+    verdict(b, o).map(Pair::Measured)
+}
+
+/// The lines for the pair `(base, smt)` of [`SMT_PAIRS`]; `subject` is what was
+/// measured ("this command", a benchmark's name).
+fn pair_lines(base: &str, smt: &str, p: &Pair, subject: &str) -> Vec<String> {
+    let name = if base == "1c1t" {
+        "SMT yield"
+    } else {
+        "dual-core SMT gain"
+    };
+    let v = match p {
+        Pair::IdleSibling => {
+            return vec![format!(
+                "{name} ({smt} / {base}): none: {subject} is single-threaded, so placement does \
+                 not change the work ({smt} = {base} with an idle sibling)"
+            )];
+        }
+        Pair::Measured(v) => v,
+    };
     if base == "1c1t" {
         vec![
-            format!("SMT yield ({smt} / {base}): {}", ratio_text(r)),
-            format!("SMT gives {} for {subject} on this machine", gain_text(r)),
+            format!("{name} ({smt} / {base}): {}", ratio_text(v)),
+            format!("SMT gives {} for {subject} on this machine", gain_text(v)),
         ]
     } else {
         vec![format!(
-            "dual-core SMT gain ({smt} / {base}): {}: {}",
-            ratio_text(r),
-            gain_text(r)
+            "{name} ({smt} / {base}): {}: {}",
+            ratio_text(v),
+            gain_text(v)
         )]
     }
 }
@@ -86,7 +84,7 @@ pub(crate) fn command(cells: &[CellRecord], smt: bool) -> Vec<String> {
     let (single, dual) = (SMT_PAIRS[0], SMT_PAIRS[1]);
     if let Some(r) = pair(&cells, single.0, single.1) {
         out.extend(pair_lines(single.0, single.1, &r, "this command"));
-    } else if let Some(r) = pair(&cells, "1c1t", "2c1t") {
+    } else if let Some(Pair::Measured(r)) = pair(&cells, "1c1t", "2c1t") {
         out.push(format!(
             "2 cores / 1 core (2c1t / 1c1t): {}",
             ratio_text(&r)
@@ -142,8 +140,8 @@ pub(crate) fn bench(cells: &[CellRecord]) -> Vec<String> {
             vec![format!(
                 "SMT on / off ({}): {}: {}",
                 row.off.placement.name,
-                ratio_text(&row.speedup),
-                gain_text(&row.speedup)
+                ratio_text(&row.verdict),
+                gain_text(&row.verdict)
             )],
         );
     }
@@ -195,6 +193,7 @@ pub(crate) fn unmeasured(placements: &[String], control: Option<&str>) -> String
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use smtlab_model::stats::{self, Ratio, Significance};
     use smtlab_model::{Direction, ResolvedPlacement};
 
     use super::*;
@@ -237,9 +236,21 @@ pub(crate) mod tests {
     const BASE: [f64; 3] = [99.0, 100.0, 101.0];
     const FASTER: [f64; 3] = [129.0, 130.0, 131.0];
 
-    fn expected(base: &[f64], smt: &[f64]) -> Ratio {
-        let s = |v: &[f64]| stats::summarize(v).unwrap();
-        stats::speedup(&s(base), &s(smt), Direction::Higher).unwrap()
+    fn expected(base: &[f64], smt: &[f64]) -> Verdict {
+        verdict(
+            &cell("int-ops", &[], "1c1t", base),
+            &cell("int-ops", &[], "1c2t", smt),
+        )
+        .unwrap()
+    }
+
+    fn with_ratio(r: Ratio) -> Verdict {
+        Verdict {
+            significance: r.significance(),
+            speedup: r,
+            unsteady: None,
+            p_value: None,
+        }
     }
 
     #[test]
@@ -251,7 +262,7 @@ pub(crate) mod tests {
             ci95_half_width_delta: Some(0.03),
             df: Some(8.0),
         };
-        assert_eq!(gain_text(&r), "+18% (95% CI +15% to +21%)");
+        assert_eq!(gain_text(&with_ratio(r)), "+18% (95% CI +15% to +21%)");
         let r = Ratio {
             ratio: 1.004,
             ci95_low: Some(0.99),
@@ -260,7 +271,7 @@ pub(crate) mod tests {
             df: Some(8.0),
         };
         assert_eq!(
-            gain_text(&r),
+            gain_text(&with_ratio(r)),
             "+0.4% (95% CI -1.0% to +2.0%), not significant at 95%"
         );
         let r = Ratio {
@@ -270,7 +281,7 @@ pub(crate) mod tests {
             ci95_half_width_delta: None,
             df: None,
         };
-        assert_eq!(gain_text(&r), "+5.0% (n=1, no interval)");
+        assert_eq!(gain_text(&with_ratio(r)), "+5.0% (n=1, no interval)");
     }
 
     #[test]
@@ -280,13 +291,13 @@ pub(crate) mod tests {
             cell("int-ops", &[("threads", "auto")], "1c2t", &FASTER),
         ];
         let r = expected(&BASE, &FASTER);
-        assert!(r.ratio > 1.25 && r.significance() == Significance::Faster);
+        assert!(r.speedup.ratio > 1.25 && r.significance == Significance::Faster);
         assert_eq!(
             bench(&cells),
             vec![
                 format!(
                     "SMT yield (1c2t / 1c1t): {}",
-                    smtlab_report::fmt::speedup(&r)
+                    smtlab_report::fmt::verdict(&r)
                 ),
                 format!("SMT gives {} for int-ops on this machine", gain_text(&r)),
             ]
@@ -314,7 +325,7 @@ pub(crate) mod tests {
             bench(&cells),
             vec![format!(
                 "dual-core SMT gain (2c2t / 2c1t): {}: {}",
-                smtlab_report::fmt::speedup(&r),
+                smtlab_report::fmt::verdict(&r),
                 gain_text(&r)
             )]
         );
@@ -379,9 +390,149 @@ pub(crate) mod tests {
             bench(&cells),
             vec![format!(
                 "SMT on / off (2c1t): {}: {}",
-                smtlab_report::fmt::speedup(&r),
+                smtlab_report::fmt::verdict(&r),
                 gain_text(&r)
             )]
         );
+    }
+
+    /// `cell` whose every sample ran on `cpus` (one worker each, and a helper's CPU).
+    fn on_cpus(mut c: CellRecord, cpus: &[u32]) -> CellRecord {
+        let values = c.result.values();
+        let values = if values.is_empty() {
+            vec![c.result.summary.mean; c.result.summary.n]
+        } else {
+            values
+        };
+        c.result.samples = values
+            .iter()
+            .map(|&value| smtlab_model::SampleRecord {
+                value,
+                iterations: 1,
+                elapsed_ns: 1,
+                work: 1.0,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: cpus.to_vec(),
+                metrics: Default::default(),
+            })
+            .collect();
+        c
+    }
+
+    #[test]
+    fn a_single_threaded_benchmark_gets_no_smt_yield() {
+        // null-syscall ran one thread on 1c2t: the sibling idle, the same work twice.
+        let cells = vec![
+            on_cpus(cell("null-syscall", &[], "1c1t", &BASE), &[0]),
+            on_cpus(cell("null-syscall", &[], "1c2t", &FASTER), &[0]),
+        ];
+        let lines = bench(&cells);
+        assert_eq!(
+            lines,
+            vec![
+                "SMT yield (1c2t / 1c1t): none: null-syscall is single-threaded, so placement \
+                 does not change the work (1c2t = 1c1t with an idle sibling)"
+                    .to_string()
+            ]
+        );
+        assert!(!lines[0].contains("faster") && !lines[0].contains("slower"));
+        // A benchmark whose helper runs on the sibling (pipe-latency's echo child) is
+        // compared: the sibling did work.
+        let cells = vec![
+            on_cpus(cell("pipe-latency", &[], "1c1t", &BASE), &[0, 0]),
+            on_cpus(cell("pipe-latency", &[], "1c2t", &FASTER), &[0, 1]),
+        ];
+        assert!(bench(&cells)[0].contains("faster"), "{:?}", bench(&cells));
+    }
+
+    /// An `exec` cell (times in seconds, lower is better) of `./work` on `placement`.
+    fn exec_cell(placement: &str, times_s: &[f64]) -> CellRecord {
+        let mut c = cell("exec", &[("command", "./work")], placement, times_s);
+        c.group = "exec".into();
+        c.unit = "s".into();
+        c.direction = Direction::Lower;
+        c
+    }
+
+    #[test]
+    fn every_output_gives_one_verdict_on_a_skewed_run() {
+        // 2c1t's runs are faster but for one slow one: the medians favour 2c1t, the
+        // mean time (total time, i.e. throughput over all runs) favours 1c1t, and the
+        // mean of per-run rates 1/t favours 2c1t. The sign depends on the definition,
+        // so every output must use the same one.
+        let base_t = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95];
+        let two_t = [9.5, 9.6, 9.4, 9.5, 9.55, 13.0];
+        let s = |v: &[f64]| stats::summarize(v).unwrap();
+        let rates = |v: &[f64]| s(&v.iter().map(|t| 1.0 / t).collect::<Vec<_>>()).mean;
+        assert!(s(&two_t).median < s(&base_t).median);
+        assert!(s(&two_t).mean > s(&base_t).mean);
+        assert!(rates(&two_t) > rates(&base_t));
+        let cells = vec![exec_cell("1c1t", &base_t), exec_cell("2c1t", &two_t)];
+        let v = verdict(&cells[0], &cells[1]).unwrap();
+        assert!(v.speedup.ratio < 1.0 && v.gain_pct() < 0.0, "{v:?}");
+        assert_eq!(v.significance, Significance::NotSignificant);
+        let ratio = smtlab_report::fmt::times(v.speedup.ratio);
+        let pct = smtlab_report::fmt::pct(v.speedup.ratio);
+        assert_eq!((ratio.as_str(), pct.as_str()), ("0.991", "-0.9%"));
+
+        // Terminal (exec's verdict lines).
+        let lines = command(&cells, false);
+        assert_eq!(
+            lines[0],
+            format!(
+                "2 cores / 1 core (2c1t / 1c1t): {}",
+                smtlab_report::fmt::verdict(&v)
+            )
+        );
+        assert!(
+            lines[1].starts_with(
+                "no SMT here: compared 1c1t vs 2c1t only: 2 cores give -0.9% (95% CI "
+            ),
+            "{}",
+            lines[1]
+        );
+
+        // The stored run: HTML, JSON, Markdown.
+        let mut run = crate::render::testdata::results(1);
+        run.cells = cells.clone();
+        run.skipped.clear();
+        let html = smtlab_report::html(&run);
+        let exec = &html[html.find("<section id=\"exec\">").unwrap()..];
+        let exec = &exec[..exec.find("</section>").unwrap()];
+        assert!(
+            exec.contains(&format!("gives {pct}</b>: {ratio}x (95% interval ")),
+            "{exec}"
+        );
+        assert!(exec.contains("not significant at 95%"), "{exec}");
+        assert!(!exec.contains("+0."), "the page shows a gain: {exec}");
+        let md = smtlab_report::markdown::cells(&run.cells);
+        assert!(md.contains(&smtlab_report::fmt::verdict(&v)), "{md}");
+        let json: serde_json::Value =
+            serde_json::from_slice(&smtlab_store::export::json(&run)).unwrap();
+        let sp = &json["speedups"][0];
+        assert_eq!(sp["kind"], "second_core");
+        assert_eq!(
+            (sp["base"].as_str(), sp["other"].as_str()),
+            (Some("1c1t"), Some("2c1t"))
+        );
+        assert_eq!(
+            sp["verdict"]["speedup"]["ratio"].as_f64(),
+            Some(v.speedup.ratio)
+        );
+        assert_eq!(sp["verdict"]["significance"], "not_significant");
+        // The file still loads as a run.
+        let back: smtlab_model::RunResults =
+            serde_json::from_slice(&smtlab_store::export::json(&run)).unwrap();
+        assert_eq!(back.cells, run.cells);
+
+        // compare: run B holds 2c1t's samples where A holds 1c1t's.
+        let mut b = run.clone();
+        b.cells[0].result = cells[1].result.clone();
+        let c = smtlab_report::compare(&run, &b);
+        let row = c.rows.iter().find(|r| r.placement == "1c1t").unwrap();
+        assert_eq!(row.speedup, Some(v.speedup.ratio));
+        assert_eq!(row.significance, Some(v.significance));
+        assert_eq!(row.speedup_text(), smtlab_report::fmt::verdict(&v));
     }
 }

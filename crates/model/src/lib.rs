@@ -13,7 +13,10 @@
 //!   measured cell holds.
 //!
 //! * [`stats`]: the small statistics every layer shares (mean, percentiles, Student-t
-//!   confidence intervals, geometric mean, ratios of two summaries).
+//!   confidence intervals, geometric mean, ratios of two summaries, p-values and
+//!   Holm's correction).
+//! * [`verdict`]: the one verdict on two cells (speed-up, interval, words, unsteady
+//!   cells, SMT pairs whose sibling was idle) that every output prints.
 //!
 //! Everything here is `serde`-serialisable so that the store, the report and other
 //! tools read the same shapes.
@@ -26,6 +29,7 @@ pub mod result;
 pub mod run;
 pub mod stats;
 pub mod topology;
+pub mod verdict;
 
 pub use bench::{BenchInfo, Direction, ParamInfo, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};

@@ -109,7 +109,64 @@ pub struct Round {
 /// many, the level itself moved.
 pub const UNSTEADY_HALF_WIDTHS: f64 = 3.0;
 
+/// Beyond this coefficient of variation (sample standard deviation / mean) a cell's
+/// samples spread so widely that their mean is not a level the cell repeats at: a
+/// steady benchmark spreads by a few percent, and a quarter of its mean means some
+/// samples ran at a different speed from the others (other load, frequency changes).
+pub const UNSTEADY_CV: f64 = 0.25;
+
 impl CellResult {
+    /// Why this cell's figure would likely not repeat, in a few words; `None` when it is
+    /// steady. The reasons, in order: its rounds (`--repeat`) disagree beyond their own
+    /// 95% intervals (two rounds' intervals do not overlap); its level drifted during the
+    /// cell ([`CellResult::unsteady`]); its samples spread beyond [`UNSTEADY_CV`]. A
+    /// comparison calls such a cell neither faster nor slower: a difference may be the
+    /// cell's own wandering. (A calibration found not linear is not a reason here: on a
+    /// busy machine the short calibration samples often are, while the measured samples
+    /// agree; whether a calibration can be trusted is the runner's to say.)
+    pub fn unsteady_reason(&self) -> Option<String> {
+        if self.rounds.len() >= 2 {
+            let lows = self
+                .rounds
+                .iter()
+                .map(|r| r.summary.mean - r.summary.ci95_half_width);
+            let highs = self
+                .rounds
+                .iter()
+                .map(|r| r.summary.mean + r.summary.ci95_half_width);
+            let top_low = lows.fold(f64::NEG_INFINITY, f64::max);
+            let bottom_high = highs.fold(f64::INFINITY, f64::min);
+            if top_low > bottom_high {
+                return Some("rounds disagree".into());
+            }
+        }
+        if let Some(d) = self.unsteady() {
+            return Some(format!("drift {:.0}%", d * 100.0));
+        }
+        let s = &self.summary;
+        if s.n >= 2 && s.mean != 0.0 && (s.stddev / s.mean).abs() > UNSTEADY_CV {
+            return Some(format!("CV {:.0}%", 100.0 * (s.stddev / s.mean).abs()));
+        }
+        None
+    }
+
+    /// How many distinct CPUs the cell's work ran on: the most any sample reports in
+    /// [`crate::SampleRecord::cpus`] (each worker's CPU, and a helper process's where the
+    /// benchmark has one). `None` when no sample says (unpinned work, a command run by
+    /// `exec`, results from before the field was filled).
+    pub fn cpus_used(&self) -> Option<usize> {
+        self.samples
+            .iter()
+            .map(|s| {
+                let mut c = s.cpus.clone();
+                c.sort_unstable();
+                c.dedup();
+                c.len()
+            })
+            .max()
+            .filter(|n| *n > 0)
+    }
+
     /// The measured values in sample order.
     pub fn values(&self) -> Vec<f64> {
         self.samples.iter().map(|s| s.value).collect()

@@ -22,6 +22,17 @@
 //!   benchmark's direction, so that above 1 always means the second is better; every
 //!   figure that compares two cells (bench's "vs first", exec's verdict, the report's
 //!   yields, compare) is this one, and [`Ratio::significance`] reads its interval.
+//!   For a lower-is-better time of a fixed amount of work, the ratio of mean times is
+//!   the ratio of the throughputs over all samples (work done / time taken); per-sample
+//!   rates `1/t` are never averaged, since their mean is pulled up by the fastest
+//!   samples and can disagree in sign with the mean time when one sample is an outlier.
+//! * the p-value of a speed-up ([`welch_p_value`]) is Welch's two-sided t-test of equal
+//!   means, the test whose acceptance region is Fieller's interval at ratio 1; many of
+//!   them at once are corrected with Benjamini and Hochberg's method
+//!   ([`benjamini_hochberg`], what `compare` uses) or Holm's ([`holm`]).
+//! * the geometric mean of several ratios with an interval ([`geomean_ci`]) is the
+//!   exponential of the mean of their logarithms and of its Student-t 95% interval
+//!   (`n - 1` degrees of freedom): the ratios are treated as a sample of benchmarks.
 
 use crate::{Direction, Summary};
 use serde::{Deserialize, Serialize};
@@ -149,6 +160,149 @@ pub fn geomean(xs: &[f64]) -> Option<f64> {
     Some((xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp())
 }
 
+/// A geometric mean of ratios with its 95% confidence interval ([`geomean_ci`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GeoMeanCi {
+    /// `exp(mean(ln r))`.
+    pub geomean: f64,
+    /// `exp(mean(ln r) -/+ t(0.975, n-1) * sd(ln r) / sqrt(n))`; `None` below two ratios.
+    pub ci95_low: Option<f64>,
+    pub ci95_high: Option<f64>,
+    /// How many ratios went in.
+    pub n: usize,
+}
+
+impl GeoMeanCi {
+    /// What the interval says about 1, as for a single speed-up: `Faster` when it is
+    /// wholly above 1, `Slower` below, `NotSignificant` when it includes 1 (no
+    /// difference shown), `NoInterval` for a single ratio.
+    pub fn significance(&self) -> Significance {
+        match (self.ci95_low, self.ci95_high) {
+            (Some(lo), _) if lo > 1.0 => Significance::Faster,
+            (_, Some(hi)) if hi < 1.0 => Significance::Slower,
+            (Some(_), Some(_)) => Significance::NotSignificant,
+            _ => Significance::NoInterval,
+        }
+    }
+}
+
+/// The geometric mean of `ratios` with a Student-t 95% interval on their logarithms:
+/// the ratios are a sample of benchmarks, and the interval says where the typical
+/// ratio lies (it includes 1 when the runs are not shown to differ). `None` when empty
+/// or when a ratio is not positive and finite.
+pub fn geomean_ci(ratios: &[f64]) -> Option<GeoMeanCi> {
+    if ratios.is_empty() || !ratios.iter().all(|r| r.is_finite() && *r > 0.0) {
+        return None;
+    }
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let m = mean(&logs)?;
+    let (lo, hi) = match ci95_half_width(&logs) {
+        Some(hw) => (Some((m - hw).exp()), Some((m + hw).exp())),
+        None => (None, None),
+    };
+    Some(GeoMeanCi {
+        geomean: m.exp(),
+        ci95_low: lo,
+        ci95_high: hi,
+        n: ratios.len(),
+    })
+}
+
+/// Two-sided p-value of a t statistic with `df` degrees of freedom (fractional allowed):
+/// `2 * (1 - F(|t|))`. `None` for a non-positive or non-finite `df` or a NaN `t`.
+pub fn t_p_value(t: f64, df: f64) -> Option<f64> {
+    if t.is_nan() || !(df.is_finite() && df > 0.0) {
+        return None;
+    }
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some((2.0 * (1.0 - dist.cdf(t.abs()))).clamp(0.0, 1.0))
+}
+
+/// Two-sided p-value of Welch's t-test that `a` and `b` have equal means (so that
+/// their ratio is 1): `t = (mean_a - mean_b) / sqrt(s_a^2/n_a + s_b^2/n_b)` with the
+/// Welch-Satterthwaite degrees of freedom. `None` when a side has fewer than two
+/// samples. Two exact, equal sides give 1; exact, different sides give 0.
+pub fn welch_p_value(a: &Summary, b: &Summary) -> Option<f64> {
+    if a.n < 2 || b.n < 2 || !a.mean.is_finite() || !b.mean.is_finite() {
+        return None;
+    }
+    let va = a.stddev * a.stddev / a.n as f64;
+    let vb = b.stddev * b.stddev / b.n as f64;
+    let diff = a.mean - b.mean;
+    if va + vb == 0.0 {
+        return Some(if diff == 0.0 { 1.0 } else { 0.0 });
+    }
+    let df = (va + vb).powi(2) / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64);
+    t_p_value(diff / (va + vb).sqrt(), df)
+}
+
+/// The variance between several estimates beyond their own (DerSimonian and Laird's
+/// moment estimator, as in a random-effects meta-analysis): `y` the estimates (log
+/// speed-ups of the rows of a comparison), `v` their own squared standard errors. With
+/// weights `w = 1/v`, `Q = sum w (y - ybar_w)^2` and `tau^2 = max(0, (Q - (k - 1)) /
+/// (sum w - sum w^2 / sum w))`. Two runs taken at different times differ by more than
+/// each cell's interval (other load on the machine, frequency, placement of memory):
+/// `tau^2` measures that scatter from all rows at once. Entries with a non-positive or
+/// non-finite `v` are left out; `None` below two usable entries.
+pub fn between_variance(y: &[f64], v: &[f64]) -> Option<f64> {
+    let pairs: Vec<(f64, f64)> = y
+        .iter()
+        .zip(v)
+        .filter(|(y, v)| y.is_finite() && v.is_finite() && **v > 0.0)
+        .map(|(y, v)| (*y, 1.0 / v))
+        .collect();
+    let k = pairs.len();
+    if k < 2 {
+        return None;
+    }
+    let sw: f64 = pairs.iter().map(|p| p.1).sum();
+    let sw2: f64 = pairs.iter().map(|p| p.1 * p.1).sum();
+    let ybar = pairs.iter().map(|p| p.0 * p.1).sum::<f64>() / sw;
+    let q: f64 = pairs.iter().map(|(y, w)| w * (y - ybar).powi(2)).sum();
+    let c = sw - sw2 / sw;
+    if c <= 0.0 {
+        return Some(0.0);
+    }
+    Some(((q - (k - 1) as f64) / c).max(0.0))
+}
+
+/// Holm's step-down adjustment of `p` (family-wise error rate): sorted ascending, the
+/// `i`th smallest (from 0) becomes `max over j <= i of min(1, (m - j) p_(j))`; a test is
+/// significant at 95% when its adjusted value is at most 0.05. Output in input order.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+    let mut out = vec![1.0; m];
+    let mut running = 0.0f64;
+    for (rank, &i) in order.iter().enumerate() {
+        let adj = ((m - rank) as f64 * p[i]).min(1.0);
+        running = running.max(adj);
+        out[i] = running;
+    }
+    out
+}
+
+/// Benjamini and Hochberg's step-up adjustment of `p` (false discovery rate): sorted
+/// ascending, the `i`th smallest (from 1 of `m`) becomes `min over j >= i of
+/// min(1, m p_(j) / j)`; the tests whose adjusted value is at most 0.05 are
+/// significant with at most 5% of them false on average, and when no test has a real
+/// effect (an A/A comparison) the chance that any is significant is at most 5%, as with
+/// [`holm`], at much more power when many have one. Output in input order.
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+    let mut out = vec![1.0; m];
+    let mut running = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        let adj = (m as f64 * p[i] / (rank + 1) as f64).min(1.0);
+        running = running.min(adj);
+        out[i] = running;
+    }
+    out
+}
+
 /// All of [`Summary`] at once. `None` for empty input. With a single value the spread
 /// is unknown: `stddev`, `ci95_half_width` and `ci95_rel` are reported as 0 (JSON has
 /// no NaN) and `n == 1` is the signal to readers that they carry no information.
@@ -256,11 +410,15 @@ pub enum Significance {
     Unbounded,
     /// A side has a single sample: no interval at all.
     NoInterval,
+    /// A side's samples or rounds disagree beyond their own interval (see
+    /// `CellResult::unsteady_reason`): the figure would not repeat, so it is called
+    /// neither faster nor slower.
+    Unsteady,
 }
 
 impl Significance {
     /// `faster`, `slower`, `not significant at 95%`, `interval unbounded`, `n=1, no
-    /// interval`.
+    /// interval`, `unsteady`.
     pub fn words(self) -> &'static str {
         match self {
             Significance::Faster => "faster",
@@ -268,6 +426,7 @@ impl Significance {
             Significance::NotSignificant => "not significant at 95%",
             Significance::Unbounded => "interval unbounded",
             Significance::NoInterval => "n=1, no interval",
+            Significance::Unsteady => "unsteady",
         }
     }
 
@@ -277,7 +436,7 @@ impl Significance {
         match self {
             Significance::Faster | Significance::Slower => Some(true),
             Significance::NotSignificant => Some(false),
-            Significance::Unbounded | Significance::NoInterval => None,
+            Significance::Unbounded | Significance::NoInterval | Significance::Unsteady => None,
         }
     }
 }
@@ -571,5 +730,83 @@ mod tests {
         let straddle = summarize(&[-1.0, 1.5, -0.5, 1.0]).unwrap();
         let r = speedup(&straddle, &b, Direction::Higher).unwrap();
         assert_eq!(r.significance(), Significance::Unbounded);
+    }
+
+    #[test]
+    fn welch_p_value_matches_a_hand_computed_t_test() {
+        // Equal n = 4, s^2 = 4/3 each: se = sqrt(2/3), t = 2 / se = 2.449, df = 6.
+        let a = summarize(&[11.0, 13.0, 11.0, 13.0]).unwrap();
+        let b = summarize(&[9.0, 11.0, 9.0, 11.0]).unwrap();
+        let p = welch_p_value(&a, &b).unwrap();
+        // R: 2 * pt(-2.449490, 6) = 0.04986.
+        assert!(close(p, 0.04986, 5e-5), "{p}");
+        assert_eq!(welch_p_value(&a, &a), Some(1.0));
+        let one = summarize(&[1.0]).unwrap();
+        assert_eq!(welch_p_value(&one, &a), None);
+        let x = summarize(&[2.0, 2.0]).unwrap();
+        let y = summarize(&[3.0, 3.0]).unwrap();
+        assert_eq!(welch_p_value(&x, &y), Some(0.0));
+    }
+
+    #[test]
+    fn holm_steps_down_and_stays_monotone() {
+        // m = 4: sorted 0.01, 0.02, 0.03, 0.5 -> 0.04, 0.06, 0.06 (monotone), 0.5.
+        let adj = holm(&[0.03, 0.5, 0.01, 0.02]);
+        let want = [0.06, 0.5, 0.04, 0.06];
+        for (a, w) in adj.iter().zip(want) {
+            assert!(close(*a, w, 1e-12), "{adj:?}");
+        }
+        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
+        assert!(holm(&[]).is_empty());
+    }
+
+    #[test]
+    fn between_variance_is_zero_for_consistent_rows_and_finds_extra_scatter() {
+        // Estimates that agree within their errors: no extra scatter.
+        let v = [0.01; 4];
+        assert_eq!(between_variance(&[0.0, 0.05, -0.05, 0.02], &v), Some(0.0));
+        // By hand: y = -1, 1 with v = 0.01: w = 100 each, ybar = 0, Q = 200,
+        // C = 200 - 20000/200 = 100, tau^2 = (200 - 1) / 100 = 1.99.
+        let t = between_variance(&[-1.0, 1.0], &[0.01, 0.01]).unwrap();
+        assert!(close(t, 1.99, 1e-12), "{t}");
+        assert_eq!(between_variance(&[1.0], &[0.01]), None);
+        assert_eq!(between_variance(&[1.0, 2.0], &[0.0, 0.01]), None);
+    }
+
+    #[test]
+    fn benjamini_hochberg_steps_up() {
+        // m = 4, sorted 0.01, 0.02, 0.03, 0.5: 4p/i = 0.04, 0.04, 0.04, 0.5.
+        let adj = benjamini_hochberg(&[0.03, 0.5, 0.01, 0.02]);
+        let want = [0.04, 0.5, 0.04, 0.04];
+        for (a, w) in adj.iter().zip(want) {
+            assert!(close(*a, w, 1e-12), "{adj:?}");
+        }
+        // Step-up: a larger p-value that passes lifts the smaller ones with it.
+        let adj = benjamini_hochberg(&[0.04, 0.045]);
+        assert!(
+            close(adj[0], 0.045, 1e-12) && close(adj[1], 0.045, 1e-12),
+            "{adj:?}"
+        );
+        assert!(benjamini_hochberg(&[]).is_empty());
+    }
+
+    #[test]
+    fn geomean_ci_is_a_t_interval_on_logarithms() {
+        let g = geomean_ci(&[0.5, 2.0]).unwrap();
+        assert!(close(g.geomean, 1.0, 1e-12));
+        // logs -ln2, ln2: sd = ln2 * sqrt(2), hw = t(1) * sd / sqrt(2) = 12.706 ln2.
+        let hw = t_critical_95(1.0).unwrap() * 2f64.ln();
+        assert!(close(g.ci95_high.unwrap(), hw.exp(), 1e-9));
+        assert!(close(g.ci95_low.unwrap(), (-hw).exp(), 1e-9));
+        assert_eq!(g.significance(), Significance::NotSignificant);
+        let up = geomean_ci(&[1.10, 1.11, 1.09, 1.10]).unwrap();
+        assert_eq!(up.significance(), Significance::Faster);
+        let one = geomean_ci(&[1.3]).unwrap();
+        assert_eq!(
+            (one.ci95_low, one.significance()),
+            (None, Significance::NoInterval)
+        );
+        assert_eq!(geomean_ci(&[1.0, 0.0]), None);
+        assert_eq!(geomean_ci(&[]), None);
     }
 }

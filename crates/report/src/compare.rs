@@ -10,13 +10,37 @@
 //! * Speed-up of B over A is [`smtlab_model::stats::speedup`], the figure every smtlab
 //!   output uses for a pair of cells: the ratio of the means turned by direction (`B/A`
 //!   for higher-is-better, `A/B` for lower-is-better, so above 1 always means B is
-//!   better) with Fieller's 95% interval (Welch-Satterthwaite degrees of freedom). B is
-//!   called faster or slower only when the whole interval is above or below 1; an
-//!   interval that includes 1 is "not significant at 95%", a side with one sample has
-//!   no interval.
-//! * The geometric mean of the speed-up ratios is taken per group and over all rows.
-//!   The A and B columns of a group's geometric-mean row are filled only when all its
-//!   rows share one unit and direction (a mean of GB/s and ns means nothing).
+//!   better) with Fieller's 95% interval (Welch-Satterthwaite degrees of freedom), made
+//!   by [`smtlab_model::verdict`] like every other output's.
+//! * Many rows are many tests: with 64 rows, three would look "significant" at 95% by
+//!   chance alone. Each row's p-value (Welch's test of equal means, the test whose
+//!   acceptance region is Fieller's interval at 1) is corrected for the number of rows
+//!   with **Benjamini and Hochberg's** method (false discovery rate 5%: of the rows
+//!   called different, at most 5% are expected to be noise; when nothing changed, as
+//!   in an A/A comparison, the chance that any row is called different is at most 5%).
+//!   B is called faster or slower only when the whole interval is above or below 1
+//!   **and** the adjusted p-value is at most 0.05; otherwise "not significant" (the
+//!   text says "after correction" where the interval alone excluded 1). A side with
+//!   one sample has no interval.
+//! * A row whose cell in A or B is unsteady (its rounds disagree beyond their
+//!   intervals, its level drifted during the cell, or its samples spread beyond a CV
+//!   of 25%: `CellResult::unsteady_reason`) is marked `unsteady`,
+//!   never faster or slower, and is left out of the geometric means.
+//! * The geometric mean of the steady rows' speed-ups is taken per group and over all
+//!   rows, with a 95% interval: Student's t on the logarithms of the ratios
+//!   ([`stats::geomean_ci`]), the rows taken as a sample of benchmarks. The headline
+//!   says **no difference** when that interval includes 1, and B faster or slower only
+//!   when it excludes 1. The A and B columns of a group's geometric-mean row are filled
+//!   only when all its rows share one unit and direction (a mean of GB/s and ns means
+//!   nothing).
+//! * Two runs taken at different times differ by more than each cell's interval says:
+//!   other load on the machine, its frequency, where memory landed. How much more is
+//!   estimated from the steady rows (DerSimonian and Laird's between-row variance of the
+//!   log speed-ups, [`stats::between_variance`]) and printed as `between-run scatter`.
+//!   It also holds the rows' real differences, so it is not taken out of the row tests
+//!   (a comparison of SMT off and on would lose every row); read a row called different
+//!   by less than the scatter with it in mind. In an A/A comparison it is the machine's
+//!   own run-to-run noise.
 //! * Counters (`--counters`): for a cell counted in both runs, the figures measured on
 //!   both sides (CPU time, context switches and page faults per unit of work where the
 //!   unit is the same; instructions per unit, CPI and LLC MPKI where both had a PMU) are
@@ -29,10 +53,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use smtlab_model::stats::{Ratio, Significance};
+use smtlab_model::verdict::{Verdict, verdict_named};
 use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
 
 use crate::counters::Headline;
-use crate::fmt::{num, params, speedup, text_table, times, utc};
+use crate::fmt::{num, params, text_table, times, utc};
 
 /// Which statistic a value is (see the module documentation for why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -128,8 +153,18 @@ pub struct CompareRow {
     pub speedup_pct: Option<f64>,
     /// The speed-up with its 95% interval ([`stats::speedup`]).
     pub interval: Option<Ratio>,
-    /// What the interval says about 1.
+    /// The verdict after the correction for the number of rows: `faster`/`slower`
+    /// only when the interval excludes 1 and the adjusted p-value is at most 0.05;
+    /// `unsteady` when a cell is (see the module documentation).
     pub significance: Option<Significance>,
+    /// Welch's two-sided p-value for equal means, before the correction for the number
+    /// of rows. `None` for an unsteady row (not tested) or a side with one sample.
+    pub p_value: Option<f64>,
+    /// `p_value` adjusted by Benjamini and Hochberg's method over all rows with one.
+    pub p_adjusted: Option<f64>,
+    /// Why the cell in A or B is unsteady (`A: CV 31%`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsteady: Option<String>,
     /// Counter figures measured in both runs (empty unless both cells were counted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<CounterPair>,
@@ -198,19 +233,56 @@ fn counter_pairs(ca: &CellRecord, cb: &CellRecord) -> Vec<CounterPair> {
 }
 
 impl CompareRow {
-    /// `Some(true)` when the speed-up's interval excludes 1.
+    /// `Some(true)` when B is faster or slower after the correction for many rows.
     pub fn significant(&self) -> Option<bool> {
         self.significance.and_then(Significance::significant)
     }
+
+    /// The row's verdict (figure, interval and corrected words).
+    pub fn verdict(&self) -> Option<Verdict> {
+        Some(Verdict {
+            speedup: self.interval?,
+            significance: self.significance?,
+            unsteady: self.unsteady.clone(),
+            p_value: self.p_value,
+        })
+    }
+
+    /// The speed-up as the tables print it: `1.250x [1.210, 1.290] faster`; `not
+    /// significant after correction` where the interval alone excluded 1 but the corrected
+    /// test does not; `unsteady (A: ...)`. `-` without a ratio.
+    pub fn speedup_text(&self) -> String {
+        let Some(v) = self.verdict() else {
+            return "-".into();
+        };
+        let text = crate::fmt::verdict(&v);
+        let raw = v.speedup.significance();
+        if v.significance == Significance::NotSignificant && raw != Significance::NotSignificant {
+            return text.replace(
+                Significance::NotSignificant.words(),
+                "not significant after correction",
+            );
+        }
+        text
+    }
 }
 
-/// The geometric mean of a group's speed-ups.
+/// The geometric mean of a group's speed-ups, with its 95% interval.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupMean {
     pub group: String,
-    /// Rows whose speed-up entered the mean.
+    /// Rows whose speed-up entered the mean (steady rows with a ratio).
     pub rows: usize,
+    /// Rows left out because a cell is unsteady.
+    pub unsteady: usize,
     pub speedup: Option<f64>,
+    /// Student-t 95% interval of the geometric mean ([`stats::geomean_ci`]); `None`
+    /// below two rows.
+    pub ci95_low: Option<f64>,
+    pub ci95_high: Option<f64>,
+    /// `faster`/`slower` when the interval excludes 1, `not_significant` (no
+    /// difference) when it includes it, `no_interval` below two rows.
+    pub significance: Option<Significance>,
     /// The common unit when all rows share one unit and direction; then `a` and `b` are
     /// the geometric means of the values (paper 001's "Geometric Mean" row).
     pub unit: Option<String>,
@@ -268,6 +340,50 @@ pub struct Comparison {
     pub groups: Vec<GroupMean>,
     pub overall: GroupMean,
     pub missing: Vec<MissingCell>,
+    /// How row significance is corrected for the number of rows:
+    /// `benjamini-hochberg`.
+    pub correction: String,
+    /// How much the steady rows' speed-ups scatter between the two runs beyond their
+    /// own intervals, as a relative standard deviation (`0.05`: about 5%): the machine's
+    /// run-to-run noise plus the rows' real differences. `None` below two steady rows
+    /// with intervals.
+    pub between_runs_scatter: Option<f64>,
+}
+
+impl GroupMean {
+    /// The headline in words: `no difference: 1.004x [0.981, 1.028] (geometric mean of
+    /// 60 rows, 95% CI)`, `B faster: ...`, `B slower: ...`; with the unsteady rows left
+    /// out when there are any.
+    pub fn headline(&self) -> String {
+        let Some(g) = self.speedup else {
+            return "no speed-up to average".into();
+        };
+        let what = match self.significance {
+            Some(Significance::Faster) => "B faster",
+            Some(Significance::Slower) => "B slower",
+            Some(Significance::NotSignificant) => "no difference",
+            _ => "one row, no interval",
+        };
+        let ci = match (self.ci95_low, self.ci95_high) {
+            (Some(lo), Some(hi)) => format!(" [{}, {}]", times(lo), times(hi)),
+            _ => String::new(),
+        };
+        let mut s = format!(
+            "{what}: {}x{ci} ({}; geometric mean of {} row{}, 95% CI)",
+            times(g),
+            crate::fmt::pct(g),
+            self.rows,
+            if self.rows == 1 { "" } else { "s" }
+        );
+        if self.unsteady > 0 {
+            s.push_str(&format!(
+                "; {} unsteady row{} left out",
+                self.unsteady,
+                if self.unsteady == 1 { "" } else { "s" }
+            ));
+        }
+        s
+    }
 }
 
 type Key<'a> = (&'a str, &'a BTreeMap<String, String>, &'a str);
@@ -298,6 +414,7 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
     let ia = index(a);
     let ib = index(b);
     let mut rows = Vec::new();
+    let mut tests = Vec::new();
     let mut missing = Vec::new();
     let mut seen_a = BTreeMap::new();
     let skipped_reason = |r: &RunResults, c: &CellRecord| {
@@ -325,8 +442,10 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
             });
             continue;
         };
+        tests.push(log_ratio(ca, cb));
         rows.push(row(ca, cb));
     }
+    let between_runs_scatter = correct_for_rows(&mut rows, &tests);
     let mut seen_b = BTreeMap::new();
     for cb in &b.cells {
         let k = key(cb);
@@ -367,7 +486,67 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
         groups,
         overall,
         missing,
+        correction: "benjamini-hochberg".into(),
+        between_runs_scatter,
     }
+}
+
+/// A row's speed-up on the log scale, for the scatter between the runs: `(y, v, df)`
+/// with `y` the log of the speed-up, `v` its squared standard error by the delta method
+/// (`(se_a/a)^2 + (se_b/b)^2`) and `df` Welch-Satterthwaite's. `None` with one sample on
+/// a side or a mean that is not positive.
+fn log_ratio(ca: &CellRecord, cb: &CellRecord) -> Option<(f64, f64, f64)> {
+    let (a, b) = (&ca.result.summary, &cb.result.summary);
+    if a.n < 2 || b.n < 2 || a.mean <= 0.0 || b.mean <= 0.0 {
+        return None;
+    }
+    let ua = a.stddev * a.stddev / (a.n as f64 * a.mean * a.mean);
+    let ub = b.stddev * b.stddev / (b.n as f64 * b.mean * b.mean);
+    let y = match ca.direction {
+        Direction::Higher => (b.mean / a.mean).ln(),
+        Direction::Lower => (a.mean / b.mean).ln(),
+    };
+    let df = if ua + ub == 0.0 {
+        (a.n + b.n - 2) as f64
+    } else {
+        (ua + ub).powi(2) / (ua * ua / (a.n - 1) as f64 + ub * ub / (b.n - 1) as f64)
+    };
+    Some((y, ua + ub, df))
+}
+
+/// The row tests (see the module documentation): Benjamini and Hochberg's correction
+/// of the steady rows' p-values (Welch's), after which a row stays faster or slower only
+/// when its adjusted p-value is at most 0.05; and the scatter between the runs beyond
+/// the rows' own errors, estimated from the steady rows ([`stats::between_variance`]),
+/// returned as a relative standard deviation. `tests[i]` is [`log_ratio`] of `rows[i]`.
+fn correct_for_rows(rows: &mut [CompareRow], tests: &[Option<(f64, f64, f64)>]) -> Option<f64> {
+    let steady = |i: usize| rows[i].unsteady.is_none() && rows[i].speedup.is_some();
+    let with_errors: Vec<(f64, f64)> = (0..rows.len())
+        .filter(|&i| steady(i))
+        .filter_map(|i| tests.get(i).copied().flatten().map(|(y, v, _)| (y, v)))
+        .collect();
+    let (ys, vs): (Vec<f64>, Vec<f64>) = with_errors.iter().copied().unzip();
+    let scatter = stats::between_variance(&ys, &vs).map(f64::sqrt);
+    for r in rows.iter_mut().filter(|r| r.unsteady.is_some()) {
+        // An unsteady row is not tested: it is neither faster nor slower.
+        r.p_value = None;
+    }
+    let idx: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].p_value.is_some())
+        .collect();
+    let p: Vec<f64> = idx.iter().filter_map(|&i| rows[i].p_value).collect();
+    for (&i, adj) in idx.iter().zip(stats::benjamini_hochberg(&p)) {
+        let r = &mut rows[i];
+        r.p_adjusted = Some(adj);
+        if matches!(
+            r.significance,
+            Some(Significance::Faster | Significance::Slower)
+        ) && adj > 0.05
+        {
+            r.significance = Some(Significance::NotSignificant);
+        }
+    }
+    scatter
 }
 
 fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
@@ -375,10 +554,10 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
     let (sa, sb) = (&ca.result.summary, &cb.result.summary);
     let (va, vb) = (statistic.of(sa), statistic.of(sb));
     // A geometric mean needs positive ratios: both means positive.
-    let interval = (va > 0.0 && vb > 0.0)
-        .then(|| stats::speedup(sa, sb, ca.direction))
-        .flatten()
-        .filter(|r| r.ratio.is_finite());
+    let v = (va > 0.0 && vb > 0.0)
+        .then(|| verdict_named(ca, cb, ["A", "B"]))
+        .flatten();
+    let interval = v.as_ref().map(|v| v.speedup);
     let speedup = interval.map(|r| r.ratio);
     CompareRow {
         benchmark: ca.benchmark.clone(),
@@ -395,14 +574,20 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
         speedup,
         speedup_pct: speedup.map(|s| (s - 1.0) * 100.0),
         interval,
-        significance: interval.map(|r| r.significance()),
+        significance: v.as_ref().map(|v| v.significance),
+        p_value: v.as_ref().and_then(|v| v.p_value),
+        p_adjusted: None,
+        unsteady: v.and_then(|v| v.unsteady),
         counters: counter_pairs(ca, cb),
     }
 }
 
 fn group_mean(group: &str, rows: &[&CompareRow]) -> GroupMean {
-    let used: Vec<&&CompareRow> = rows.iter().filter(|r| r.speedup.is_some()).collect();
+    let with_ratio = || rows.iter().filter(|r| r.speedup.is_some());
+    let unsteady = with_ratio().filter(|r| r.unsteady.is_some()).count();
+    let used: Vec<&&CompareRow> = with_ratio().filter(|r| r.unsteady.is_none()).collect();
     let ratios: Vec<f64> = used.iter().filter_map(|r| r.speedup).collect();
+    let gm = stats::geomean_ci(&ratios);
     let uniform = used.first().filter(|f| {
         used.iter()
             .all(|r| r.unit == f.unit && r.direction == f.direction)
@@ -418,7 +603,11 @@ fn group_mean(group: &str, rows: &[&CompareRow]) -> GroupMean {
     GroupMean {
         group: group.into(),
         rows: ratios.len(),
-        speedup: stats::geomean(&ratios),
+        unsteady,
+        speedup: gm.map(|g| g.geomean),
+        ci95_low: gm.and_then(|g| g.ci95_low),
+        ci95_high: gm.and_then(|g| g.ci95_high),
+        significance: gm.map(|g| g.significance()),
         unit,
         a: ga,
         b: gb,
@@ -487,11 +676,15 @@ pub fn sides_text(c: &Comparison) -> String {
 /// speed-up, a geometric-mean row per group and an overall one, then missing cells.
 pub fn compare_table(c: &Comparison) -> String {
     let mut out = sides_text(c);
-    out.push_str(
-        "value: mean; speed-up of B over A: ratio of means with 95% CI (Fieller), above 1 = B \
-         better (for lower-is-better units too); faster/slower only when the interval \
-         excludes 1\n\n",
-    );
+    if !c.rows.is_empty() {
+        out.push_str(&format!("overall: {}\n", c.overall.headline()));
+    }
+    if let Some(line) = scatter_line(c) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(LEGEND);
+    out.push_str("\n\n");
     if c.rows.is_empty() {
         out.push_str("no cell was measured in both runs\n");
     } else {
@@ -520,7 +713,7 @@ pub fn compare_table(c: &Comparison) -> String {
                     r.statistic.name().into(),
                     num(r.a),
                     num(r.b),
-                    r.interval.as_ref().map_or("-".into(), speedup),
+                    r.speedup_text(),
                 ]);
             }
             body.push(geomean_row(g, &format!("geometric mean ({})", g.rows)));
@@ -599,9 +792,34 @@ fn geomean_row(g: &GroupMean, label: &str) -> Vec<String> {
         },
         g.a.map_or(String::new(), num),
         g.b.map_or(String::new(), num),
-        g.speedup.map_or("-".into(), |x| format!("{}x", times(x))),
+        match (g.speedup, g.ci95_low, g.ci95_high) {
+            (Some(x), Some(lo), Some(hi)) => {
+                format!("{}x [{}, {}]", times(x), times(lo), times(hi))
+            }
+            (Some(x), _, _) => format!("{}x", times(x)),
+            _ => "-".into(),
+        },
     ]
 }
+
+/// `between-run scatter: rows differ by 6.1% beyond their intervals (the machine's
+/// run-to-run noise and real differences)`, when the rows scatter at all; `None`
+/// otherwise.
+pub fn scatter_line(c: &Comparison) -> Option<String> {
+    let s = c.between_runs_scatter.filter(|s| *s > 0.0)?;
+    Some(format!(
+        "between-run scatter: rows differ by {:.1}% beyond their intervals (the \
+         machine's run-to-run noise and real differences)",
+        100.0 * s
+    ))
+}
+
+/// How to read a comparison, in one paragraph (the text table's and the terminal's).
+pub const LEGEND: &str = "speed-up of B over A: ratio of means, 95% CI (Fieller), above 1 = \
+     B better (for lower-is-better units too); faster/slower: the CI excludes 1 and \
+     survives the correction for the number of rows (Benjamini-Hochberg); unsteady: a \
+     cell's samples (CV over 25%, drift) or rounds disagree, left out of the means; overall: geometric mean \
+     of the steady rows, 95% CI, no difference when it includes 1";
 
 /// The comparison as JSON (`serde` of [`Comparison`]).
 pub fn compare_json(c: &Comparison) -> String {

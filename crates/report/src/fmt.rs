@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::Summary;
 use smtlab_model::stats::{Ratio, Significance};
+use smtlab_model::verdict::Verdict;
 
 /// Decimals that give `x` four significant digits; `None` below 1e-4, where an exponent
 /// reads better.
@@ -111,8 +112,58 @@ pub fn speedup(r: &Ratio) -> String {
     }
 }
 
+/// A [`Verdict`] as every output prints it: [`speedup`]'s figure and interval with the
+/// verdict's words, which say `unsteady` (and why) where a cell would not repeat:
+/// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: CV 31%)`.
+pub fn verdict(v: &Verdict) -> String {
+    let r = &v.speedup;
+    let words = match &v.unsteady {
+        Some(why) => format!("unsteady ({why})"),
+        None => v.significance.words().to_string(),
+    };
+    match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => {
+            format!("{}x [{}, {}] {words}", times(r.ratio), times(lo), times(hi))
+        }
+        _ => format!("{}x {words}", times(r.ratio)),
+    }
+}
+
+/// Signed percentage with a precision that suits it: `+18%`, `+4.5%`, `-0.3%`.
+pub fn signed_pct(p: f64) -> String {
+    let p = if p.abs() < 0.05 { 0.0 } else { p };
+    if p.abs() >= 10.0 {
+        format!("{p:+.0}%")
+    } else {
+        format!("{p:+.1}%")
+    }
+}
+
+/// A [`Verdict`] as a gain in plain words: `+18% (95% CI +15% to +21%)`, with
+/// `, not significant at 95%` when the interval includes 1 and `, unsteady: WHY` when a
+/// cell would not repeat; `+5.0% (n=1, no interval)` without an interval. The sign is
+/// [`Verdict::gain_pct`]'s, the same as [`verdict`]'s ratio above or below 1.
+pub fn gain(v: &Verdict) -> String {
+    let r = &v.speedup;
+    let g = signed_pct(v.gain_pct());
+    let mut s = match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => format!(
+            "{g} (95% CI {} to {})",
+            signed_pct((lo - 1.0) * 100.0),
+            signed_pct((hi - 1.0) * 100.0)
+        ),
+        _ => format!("{g} ({})", r.significance().words()),
+    };
+    match (&v.unsteady, v.significance) {
+        (Some(why), _) => s.push_str(&format!(", unsteady: {why}")),
+        (None, Significance::NotSignificant) => s.push_str(", not significant at 95%"),
+        _ => {}
+    }
+    s
+}
+
 /// The speed-up's verdict alone, for a narrow column: `faster`, `slower`, `no` (the
-/// interval includes 1), `n=1` or `unbounded`.
+/// interval includes 1), `n=1`, `unbounded` or `unsteady`.
 pub fn significance_short(s: Significance) -> &'static str {
     match s {
         Significance::Faster => "faster",
@@ -120,6 +171,7 @@ pub fn significance_short(s: Significance) -> &'static str {
         Significance::NotSignificant => "no",
         Significance::NoInterval => "n=1",
         Significance::Unbounded => "unbounded",
+        Significance::Unsteady => "unsteady",
     }
 }
 

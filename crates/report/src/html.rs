@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use smtlab_model::{CellRecord, Direction, RunResults, RunStatus, Topology, stats, stats::Ratio};
+use smtlab_model::{CellRecord, Direction, RunResults, RunStatus, Topology};
 
 use crate::compare::Statistic;
 use crate::fmt::{bytes, cpus, esc, params, pct2, short, times, utc};
@@ -505,8 +505,9 @@ fn caches(p: &mut String, t: &Topology) {
 }
 
 /// The `exec` section: what the placements did for the user's own command
-/// (`smtlab exec`), as a speed-up of each placement over the first with its Fieller 95%
-/// interval, in one sentence per placement.
+/// (`smtlab exec`), as the one verdict ([`smtlab_model::verdict`]) of each placement
+/// over the first, with its Fieller 95% interval, in one sentence per placement: the
+/// same figure and sign as the terminal's.
 fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == "exec").collect();
     if cells.is_empty() {
@@ -535,40 +536,32 @@ fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
             base.result.summary.n
         );
         for c in group.iter().skip(1) {
-            // Speed-up above 1 is better: the ratio of mean throughputs, where a time
-            // becomes a rate per run (1/time), as `smtlab exec` prints it, so that the
-            // page and the terminal give the same verdict.
-            let rate = |x: &CellRecord| {
-                let v: Vec<f64> = x.result.samples.iter().map(|s| s.value).collect();
-                match x.direction {
-                    Direction::Higher => stats::summarize(&v),
-                    Direction::Lower => stats::summarize(
-                        &v.iter()
-                            .filter(|t| **t > 0.0)
-                            .map(|t| 1.0 / t)
-                            .collect::<Vec<_>>(),
-                    ),
-                }
+            // The one verdict (smtlab_model::verdict): the ratio of the means in the
+            // cells' own unit (mean times for a command), as the terminal prints it.
+            let Some(v) = smtlab_model::verdict::verdict(base, c) else {
+                continue;
             };
-            let ratio = match (rate(c), rate(base)) {
-                (Some(o), Some(b)) => stats::ratio(&o, &b),
-                _ => None,
-            };
-            let Some(q) = ratio else { continue };
+            let q = v.speedup;
             let what = match (base.placement.name.as_str(), c.placement.name.as_str()) {
                 ("1c1t", "1c2t") => "SMT (a second thread on the same core) gives".to_string(),
                 ("1c1t", "2c1t") => "a second core gives".to_string(),
                 (b, o) => format!("{o} against {b} gives"),
             };
-            let sig = match (q.ci95_low, q.ci95_high) {
-                (Some(lo), Some(hi)) if lo > 1.0 || hi < 1.0 => {
+            let sig = match (q.ci95_low, q.ci95_high, &v.unsteady) {
+                (Some(lo), Some(hi), Some(why)) => format!(
+                    " (95% interval {} to {}x: unsteady, {why})",
+                    times(lo),
+                    times(hi)
+                ),
+                (Some(lo), Some(hi), None) if lo > 1.0 || hi < 1.0 => {
                     format!(" (95% interval {} to {}x)", times(lo), times(hi))
                 }
-                (Some(lo), Some(hi)) => format!(
+                (Some(lo), Some(hi), None) => format!(
                     " (95% interval {} to {}x: not significant at 95%)",
                     times(lo),
                     times(hi)
                 ),
+                (_, _, Some(why)) => format!(" (no interval: too few runs; unsteady, {why})"),
                 _ => " (no interval: too few runs)".into(),
             };
             let _ = write!(
@@ -599,12 +592,23 @@ fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
     Ok(())
 }
 
-fn ratio_cell(r: &Ratio, range: (f64, f64)) -> String {
-    // The interval and its words as every other output prints them.
-    let words = r.significance().words();
+fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> String {
+    if y.idle_sibling {
+        return format!(
+            "<td class=\"muted\" title=\"{}\">{}</td>",
+            esc(crate::yields::IDLE_SIBLING_LEGEND),
+            crate::yields::IDLE_SIBLING_SHORT
+        );
+    }
+    let r = &y.ratio;
+    // The interval and the verdict's words as every other output prints them.
+    let words = match &y.unsteady {
+        Some(why) => format!("unsteady ({why})"),
+        None => y.significance.words().to_string(),
+    };
     let ci = match (r.ci95_low, r.ci95_high) {
         (Some(lo), Some(hi)) => format!("[{}, {}] {words}", times(lo), times(hi)),
-        _ => words.into(),
+        _ => words,
     };
     format!(
         "<td class=\"yield\">{}x{}<br/><span class=\"sub\">{ci}</span></td>",
@@ -627,12 +631,17 @@ fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
          and parameters, with Fieller's 95% confidence interval. Above 1 is better with \
          SMT. For lower-is-better benchmarks (marked <b>lower</b>) the ratio is inverted, \
          value(base) / value(SMT), so above 1 still means faster with SMT. The strip shows \
-         the interval against 1: green when entirely above, red when entirely below.</p>",
+         the interval against 1: green when entirely above, red when entirely below. \
+         <b>unsteady</b>: a cell's samples or rounds disagree beyond their interval, so the \
+         ratio is called neither faster nor slower. <b>single-threaded</b>: the benchmark \
+         ran one thread per core whatever the placement, so 1c2t is 1c1t with an idle \
+         sibling and there is no yield.</p>",
     );
     // One scale for every strip, so that they can be compared down a column.
     let bounds: Vec<f64> = rows
         .iter()
         .flat_map(|row| YieldKind::ALL.iter().filter_map(|k| row.get(*k)))
+        .filter(|y| !y.idle_sibling)
         .flat_map(|y| [Some(y.ratio.ratio), y.ratio.ci95_low, y.ratio.ci95_high])
         .flatten()
         .chain([1.0])
@@ -665,7 +674,7 @@ fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
         );
         for k in YieldKind::ALL {
             match row.get(k) {
-                Some(y) => p.push_str(&ratio_cell(&y.ratio, range)),
+                Some(y) => p.push_str(&ratio_cell(y, range)),
                 None => p.push_str("<td class=\"muted\">not measured</td>"),
             }
         }

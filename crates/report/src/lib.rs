@@ -8,10 +8,14 @@
 //! * [`smt_yields`] and [`yield_table`]: per benchmark, the SMT yield `1c2t/1c1t`, the
 //!   dual-core SMT gain `2c2t/2c1t` and the machine SMT gain `all/cores`, each a ratio of
 //!   means with a 95% Fieller interval, flipped for latencies so above 1 is always
-//!   better ([`yields`] explains the rules).
+//!   better; `single-threaded` where the SMT side left its sibling idle ([`yields`]
+//!   explains the rules). Every comparison of two cells is
+//!   [`smtlab_model::verdict::verdict`], written by [`fmt::verdict`] and [`fmt::gain`].
 //! * [`compare()`], [`compare_table`], [`compare_json`]: run B against run A cell by cell,
-//!   paper 001 style (A | B | speed-up %, significance, geometric means per group);
-//!   the [`compare`](mod@compare) module states which statistic and which test.
+//!   paper 001 style (A | B | speed-up %, significance corrected for the number of rows,
+//!   unsteady cells, geometric means per group with 95% intervals and a "no difference"
+//!   headline); the [`compare`](mod@compare) module states which statistic and which
+//!   tests.
 //! * [`html()`]: one self-contained page (inline CSS and SVG, no scripts, no network)
 //!   with the machine, the yield table, scaling curves (paper 002 Figs 1-6), per-event
 //!   latency scatters and histograms (Figs 8-14), the OS latency table (paper 001

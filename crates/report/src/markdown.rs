@@ -1,12 +1,13 @@
 //! Cells as a Markdown table, for pasting into an issue, a pull request or a wiki, in
 //! the manner of hyperfine's `--export-markdown`: one row per cell, the mean with its
 //! 95% interval, min and max, and the speed-up over the first placement measured for
-//! the same benchmark and parameters (above 1 = better, for latencies too).
+//! the same benchmark and parameters (above 1 = better, for latencies too): the one
+//! verdict of [`smtlab_model::verdict::verdict`], in [`crate::fmt::verdict`]'s words.
 
 use smtlab_model::CellRecord;
-use smtlab_model::stats::speedup;
+use smtlab_model::verdict::verdict;
 
-use crate::fmt::{num, params, pm, speedup as speedup_text};
+use crate::fmt::{num, params, pm};
 
 /// Pure: same cells, same text. Cells keep their order; each benchmark-and-parameters
 /// group's first cell is the baseline of its group's speed-ups.
@@ -22,9 +23,15 @@ pub fn cells(cells: &[CellRecord]) -> String {
         let s = &c.result.summary;
         let up = match base {
             None => "baseline".to_string(),
-            Some(b) => {
-                speedup(&b.result.summary, s, c.direction).map_or("-".into(), |r| speedup_text(&r))
+            // A placement that only adds idle SMT siblings did the first one's work.
+            Some(b)
+                if b.placement.threads_per_core < c.placement.threads_per_core
+                    && b.result.cpus_used() == c.result.cpus_used()
+                    && smtlab_model::verdict::idle_sibling(c) =>
+            {
+                format!("single-threaded: {} with an idle sibling", b.placement.name)
             }
+            Some(b) => verdict(b, c).map_or("-".into(), |v| crate::fmt::verdict(&v)),
         };
         let cpus = if c.placement.cpus.is_empty() {
             "not pinned".to_string()

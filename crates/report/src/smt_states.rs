@@ -6,10 +6,11 @@
 
 use std::fmt::Write as _;
 
-use smtlab_model::stats::{Ratio, geomean, speedup};
+use smtlab_model::stats::{Ratio, geomean};
+use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
-use crate::fmt::{esc, num, params, speedup as speedup_text, text_table, times};
+use crate::fmt::{esc, num, params, text_table, times, verdict as speedup_text};
 
 pub use crate::utilisation::SMT_PARAM;
 
@@ -18,6 +19,8 @@ pub struct Row<'a> {
     pub off: &'a CellRecord,
     pub on: &'a CellRecord,
     pub speedup: Ratio,
+    /// The one verdict of on over off ([`smtlab_model::verdict`]).
+    pub verdict: Verdict,
 }
 
 impl Row<'_> {
@@ -60,9 +63,10 @@ pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
         }) else {
             continue;
         };
-        let Some(r) = speedup(&off.result.summary, &on.result.summary, off.direction) else {
+        let Some(v) = verdict(off, on) else {
             continue;
         };
+        let r = v.speedup;
         match ratios.iter_mut().find(|(g, _)| *g == off.group) {
             Some((_, v)) => v.push(r.ratio),
             None => ratios.push((off.group.clone(), vec![r.ratio])),
@@ -71,6 +75,7 @@ pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
             off,
             on,
             speedup: r,
+            verdict: v,
         });
     }
     let means = ratios
@@ -94,7 +99,7 @@ pub fn text(cells: &[CellRecord]) -> String {
                 r.off.placement_spec.clone(),
                 format!("{} {}", num(r.off.result.summary.mean), r.off.unit),
                 format!("{} {}", num(r.on.result.summary.mean), r.on.unit),
-                speedup_text(&r.speedup),
+                speedup_text(&r.verdict),
             ]
         })
         .collect();
@@ -139,7 +144,7 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             esc(&row.off.unit),
             num(row.on.result.summary.mean),
             esc(&row.on.unit),
-            esc(&speedup_text(&row.speedup)),
+            esc(&speedup_text(&row.verdict)),
         );
     }
     for (group, m) in &means {

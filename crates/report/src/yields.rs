@@ -12,9 +12,17 @@
 //!
 //! Cells are matched by the canonical placement name (`ResolvedPlacement::name`), so
 //! `2T` and `1c2t` are the same placement; `2c1t/scatter` is a different one and is not
-//! paired. The yield is [`smtlab_model::stats::speedup`] of the SMT placement over the
-//! base one: the ratio of the **means** of the samples with Fieller's 95% interval, the
-//! same figure `bench`, `exec` and `compare` print for the same pair.
+//! paired. The yield is [`smtlab_model::verdict::verdict`] of the SMT placement over
+//! the base one: the ratio of the **means** of the samples with Fieller's 95% interval,
+//! the same figure and words `bench`, `exec` and `compare` print for the same pair; a
+//! pair with an unsteady cell is called `unsteady`, neither faster nor slower.
+//!
+//! A benchmark that runs one thread whatever the placement (the OS latencies, a single
+//! pointer chase) leaves the sibling idle on `1c2t`: `1c2t` is then `1c1t` with an idle
+//! sibling, the same work twice. Such a pair ([`smtlab_model::verdict::idle_sibling`],
+//! read from the CPUs the samples ran on) is marked [`Yield::idle_sibling`] and shown
+//! as `single-threaded`, never as a yield; the single-thread penalty of a busy sibling
+//! is `smtlab penalty`'s figure.
 //!
 //! Direction: for higher-is-better benchmarks the yield is `value(SMT) / value(base)`.
 //! For lower-is-better ones (latencies) it is inverted, `value(base) / value(SMT)`, so
@@ -24,7 +32,8 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use smtlab_model::stats::{self, Ratio};
+use smtlab_model::stats::{Ratio, Significance};
+use smtlab_model::verdict::{idle_sibling, verdict};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
 use crate::fmt::{params, text_table};
@@ -78,9 +87,47 @@ pub struct Yield {
     pub base_placement: String,
     /// Speed-up with 95% CI; above 1 is better with SMT whatever the direction.
     pub ratio: Ratio,
+    /// What the verdict says: the interval's words, or `unsteady`.
+    pub significance: Significance,
+    /// Why a cell of the pair is unsteady, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsteady: Option<String>,
     /// True for lower-is-better benchmarks: `ratio` is `base / smt`, not `smt / base`.
     pub inverted: bool,
+    /// The SMT side ran one thread per core (siblings idle): the ratio compares the same
+    /// work twice and is no yield; outputs say `single-threaded` instead.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub idle_sibling: bool,
 }
+
+impl Yield {
+    /// The yield as the tables print it: `single-threaded` for an idle sibling, else
+    /// [`crate::fmt::verdict`]'s figure, interval and words.
+    pub fn text(&self) -> String {
+        if self.idle_sibling {
+            return IDLE_SIBLING_SHORT.into();
+        }
+        crate::fmt::verdict(&self.verdict())
+    }
+
+    /// The verdict this yield was made from.
+    pub fn verdict(&self) -> smtlab_model::verdict::Verdict {
+        smtlab_model::verdict::Verdict {
+            speedup: self.ratio,
+            significance: self.significance,
+            unsteady: self.unsteady.clone(),
+            p_value: None,
+        }
+    }
+}
+
+/// What a table shows in place of a yield whose SMT side left the sibling idle.
+pub const IDLE_SIBLING_SHORT: &str = "single-threaded";
+
+/// The legend line for [`IDLE_SIBLING_SHORT`].
+pub const IDLE_SIBLING_LEGEND: &str = "single-threaded: the benchmark ran one thread per \
+     core whatever the placement, so placement does not change the work (1c2t = 1c1t with \
+     an idle sibling): no yield; `smtlab penalty` measures a busy sibling";
 
 /// The yields of one benchmark and parameter set; at least one is present.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -146,17 +193,18 @@ pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
                 continue;
             }
             let inverted = first.direction == Direction::Lower;
-            let Some(ratio) =
-                stats::speedup(&base.result.summary, &smt.result.summary, first.direction)
-            else {
+            let Some(v) = verdict(base, smt) else {
                 continue;
             };
             let y = Some(Yield {
                 kind,
                 smt_placement: s.into(),
                 base_placement: b.into(),
-                ratio,
+                ratio: v.speedup,
+                significance: v.significance,
+                unsteady: v.unsteady,
                 inverted,
+                idle_sibling: idle_sibling(smt),
             });
             match kind {
                 YieldKind::Smt => row.smt = y,
@@ -210,6 +258,7 @@ pub fn yield_table(rows: &[YieldRow]) -> String {
     let headings: Vec<String> = YieldKind::ALL.iter().map(|k| k.heading()).collect();
     header.extend(headings.iter().map(String::as_str));
     let mut any_inverted = false;
+    let mut any_idle = false;
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -222,7 +271,8 @@ pub fn yield_table(rows: &[YieldRow]) -> String {
                 if inverted { "lower*" } else { "higher" }.to_string(),
             ];
             for k in YieldKind::ALL {
-                cells.push(r.get(k).map_or("-".into(), |y| ratio_text(&y.ratio)));
+                any_idle |= r.get(k).is_some_and(|y| y.idle_sibling);
+                cells.push(r.get(k).map_or("-".into(), Yield::text));
             }
             cells
         })
@@ -230,9 +280,14 @@ pub fn yield_table(rows: &[YieldRow]) -> String {
     let mut out = text_table(&header, &body, &[]);
     out.push_str(
         "\nspeed-up: ratio of means with 95% CI (Fieller); above 1 = better with SMT; \
-         faster/slower/not significant: what the interval says about 1; \
+         faster/slower/not significant: what the interval says about 1; unsteady: a cell's \
+         samples or rounds disagree beyond their interval; \
          - = a placement of the pair was not measured\n",
     );
+    if any_idle {
+        out.push_str(IDLE_SIBLING_LEGEND);
+        out.push('\n');
+    }
     if any_inverted {
         out.push_str(
             "* lower is better: shown as value(base)/value(SMT), so above 1 still means faster \

@@ -1203,3 +1203,308 @@ fn smt_states_pair_off_and_on_with_the_one_speedup_and_geomean_per_group() {
     let page = smtlab_report::html(&demo());
     assert!(!page.contains("id=\"smt-states\""));
 }
+
+// ---------------------------------------------------------------- A/A and real shifts
+
+/// Runs A and B of `rows` cells each, every cell 5 samples with 3% normal noise around
+/// a level of its own (half higher-, half lower-is-better); B's levels are A's made
+/// `shift` times better. `seed` picks the noise.
+fn noisy_pair(seed: u64, rows: usize, shift: f64) -> (RunResults, RunResults) {
+    scattered_pair(seed, rows, shift, 0.03, 0.0)
+}
+
+/// As [`noisy_pair`] with `noise` the samples' relative spread and every B cell's level
+/// moved by a log-normal factor of spread `scatter` of its own: what another load on
+/// the machine does to a second run.
+fn scattered_pair(
+    seed: u64,
+    rows: usize,
+    shift: f64,
+    noise: f64,
+    scatter: f64,
+) -> (RunResults, RunResults) {
+    let mut rng = common::Rng::new(seed);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..rows {
+        let level = 1.0 + 99.0 * rng.uniform();
+        let moved = level * (scatter * rng.normal()).exp();
+        let dir = if i % 2 == 0 { HI } else { LO };
+        let better = match dir {
+            Direction::Higher => moved * shift,
+            Direction::Lower => moved / shift,
+        };
+        let name = format!("bench-{i:02}");
+        let group = ["compute", "memory", "threads", "os"][i % 4];
+        a.push(cell(
+            &name,
+            group,
+            "u",
+            dir,
+            &[],
+            placement("1c1t"),
+            &rng.around(level, noise, 5),
+        ));
+        b.push(cell(
+            &name,
+            group,
+            "u",
+            dir,
+            &[],
+            placement("1c1t"),
+            &rng.around(better, noise, 5),
+        ));
+    }
+    (run(a, vec![]), run(b, vec![]))
+}
+
+#[test]
+fn an_a_a_comparison_says_no_difference_and_no_row_is_significant() {
+    let (a, b) = noisy_pair(1, 64, 1.0);
+    let c = smtlab_report::compare(&a, &b);
+    assert_eq!(c.rows.len(), 64);
+    assert_eq!(c.correction, "benjamini-hochberg");
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::NotSignificant),
+        "{}",
+        c.overall.headline()
+    );
+    let (lo, hi) = (c.overall.ci95_low.unwrap(), c.overall.ci95_high.unwrap());
+    assert!(lo < 1.0 && 1.0 < hi && hi / lo < 1.03, "[{lo}, {hi}]");
+    assert!(
+        c.overall.headline().starts_with("no difference: "),
+        "{}",
+        c.overall.headline()
+    );
+    assert!(
+        c.rows.iter().all(|r| r.significant() == Some(false)),
+        "a row is significant"
+    );
+    let text = smtlab_report::compare_table(&c);
+    assert!(text.contains("overall: no difference: "), "{text}");
+    assert!(
+        !text.contains("] faster") && !text.contains("] slower"),
+        "{text}"
+    );
+    // Over many A/A pairs the corrected rows almost never fire, and the headline's
+    // interval holds 1 about 95% of the time: the error rates are what they claim.
+    let (mut comparisons_fired, mut raw_fired, mut headlines_fired) = (0, 0, 0);
+    for seed in 100..300 {
+        let (a, b) = noisy_pair(seed, 64, 1.0);
+        let c = smtlab_report::compare(&a, &b);
+        comparisons_fired += usize::from(c.rows.iter().any(|r| r.significant() == Some(true)));
+        raw_fired += c
+            .rows
+            .iter()
+            .filter(|r| r.p_value.is_some_and(|p| p < 0.05))
+            .count();
+        headlines_fired += usize::from(c.overall.significance.unwrap().significant() == Some(true));
+    }
+    // 200 x 64 rows at 5%: about 640 uncorrected false positives. Corrected, about 5%
+    // of the comparisons have any, and the headline differs in about 5% of them.
+    assert!(
+        raw_fired > 400,
+        "the uncorrected test fires {raw_fired} times"
+    );
+    assert!(
+        comparisons_fired <= 18,
+        "{comparisons_fired} of 200 A/A comparisons call a row different"
+    );
+    assert!(
+        headlines_fired <= 18,
+        "{headlines_fired} of 200 A/A headlines differ"
+    );
+}
+
+#[test]
+fn the_scatter_between_runs_is_measured() {
+    // Tight cells (1% noise) whose levels moved 6% between the runs.
+    let (a, b) = scattered_pair(3, 64, 1.0, 0.01, 0.06);
+    let c = smtlab_report::compare(&a, &b);
+    let s = c.between_runs_scatter.unwrap();
+    assert!((0.04..0.08).contains(&s), "scatter {s}");
+    assert!(smtlab_report::compare_table(&c).contains("between-run scatter: rows differ by "));
+    // The headline's interval, over the rows, holds it: no difference.
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::NotSignificant),
+        "{}",
+        c.overall.headline()
+    );
+    // Rows that agree within their intervals have little: with 5 samples a cell their
+    // own variances are rough, which leaves the estimate about 1% above zero.
+    let (a, b) = noisy_pair(1, 64, 1.0);
+    let s = smtlab_report::compare(&a, &b).between_runs_scatter.unwrap();
+    assert!(s < 0.02, "scatter {s}");
+}
+
+#[test]
+fn a_real_ten_percent_shift_is_found() {
+    let (a, b) = noisy_pair(19, 64, 1.10);
+    let c = smtlab_report::compare(&a, &b);
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::Faster),
+        "{}",
+        c.overall.headline()
+    );
+    let g = c.overall.speedup.unwrap();
+    assert!((1.08..1.12).contains(&g), "{g}");
+    assert!(c.overall.ci95_low.unwrap() > 1.0);
+    assert!(c.overall.headline().starts_with("B faster: "));
+    let found = c
+        .rows
+        .iter()
+        .filter(|r| r.significant() == Some(true))
+        .count();
+    assert!(
+        found >= 58,
+        "only {found} of 64 rows found the 10% shift after correction"
+    );
+    assert!(
+        c.rows
+            .iter()
+            .all(|r| r.speedup.unwrap() > 1.0 || r.significant() != Some(true))
+    );
+    // And a 10% loss the other way.
+    let (a, b) = noisy_pair(19, 64, 1.0 / 1.10);
+    let c = smtlab_report::compare(&a, &b);
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::Slower)
+    );
+}
+
+#[test]
+fn unsteady_cells_are_neither_faster_nor_slower_and_stay_out_of_the_means() {
+    let (a, mut b) = noisy_pair(5, 16, 1.0);
+    // B's first cell sampled at two speeds (4x apart): its mean is no level it repeats.
+    let wild = [10.0, 40.0, 11.0, 42.0, 39.0];
+    let first = &mut b.cells[0];
+    *first = cell(
+        &first.benchmark.clone(),
+        &first.group.clone(),
+        "u",
+        first.direction,
+        &[],
+        placement("1c1t"),
+        &wild,
+    );
+    // B's second cell: two rounds whose intervals do not overlap.
+    let second = &mut b.cells[1];
+    let mean = second.result.summary.mean;
+    let round = |m: f64| smtlab_model::Round {
+        summary: smtlab_model::stats::summarize(&[m * 0.99, m, m * 1.01]).unwrap(),
+        converged: true,
+        iterations: 1000,
+        wall_ns: 1,
+    };
+    second.result.rounds = vec![round(mean), round(mean * 1.5)];
+    let c = smtlab_report::compare(&a, &b);
+    for r in &c.rows[..] {
+        if r.benchmark == "bench-00" || r.benchmark == "bench-01" {
+            assert_eq!(
+                r.significance,
+                Some(smtlab_model::stats::Significance::Unsteady),
+                "{r:?}"
+            );
+            assert!(r.unsteady.as_deref().unwrap().starts_with("B: "), "{r:?}");
+            assert!(
+                r.speedup_text().contains("unsteady (B: "),
+                "{}",
+                r.speedup_text()
+            );
+        }
+    }
+    assert!(c.rows[0].unsteady.as_deref().unwrap().contains("CV "));
+    assert!(c.rows.iter().any(|r| {
+        r.unsteady
+            .as_deref()
+            .is_some_and(|u| u.contains("rounds disagree"))
+    }));
+    assert_eq!((c.overall.rows, c.overall.unsteady), (14, 2));
+    assert!(c.overall.headline().ends_with("; 2 unsteady rows left out"));
+    assert_eq!(
+        c.overall.significance,
+        Some(smtlab_model::stats::Significance::NotSignificant)
+    );
+}
+
+// ---------------------------------------------------------------- single-threaded pairs
+
+/// `c` with every sample run on `cpus` only (one measuring thread, the rest idle).
+fn ran_on(mut c: smtlab_model::CellRecord, cpus: &[u32]) -> smtlab_model::CellRecord {
+    for s in &mut c.result.samples {
+        s.cpus = cpus.to_vec();
+    }
+    c
+}
+
+#[test]
+fn a_single_threaded_benchmark_on_1c2t_is_no_smt_yield() {
+    let lat = |p: &str, v: &[f64]| cell("null-syscall", "os", "ns", LO, &[], placement(p), v);
+    let ops = |p: &str, v: &[f64]| cell("int-ops", "compute", "GOPS", HI, &[], placement(p), v);
+    let r = run(
+        vec![
+            ran_on(lat("1c1t", &[100.0, 101.0, 99.0]), &[0]),
+            // One thread on 1c2t, its sibling idle: the same work, measured again.
+            ran_on(lat("1c2t", &[110.0, 111.0, 109.0]), &[0]),
+            ran_on(lat("2c1t", &[100.0, 101.0, 99.0]), &[0]),
+            ran_on(lat("2c2t", &[100.0, 101.0, 99.0]), &[0]),
+            ops("1c1t", &[10.0, 10.1, 9.9]),
+            ops("1c2t", &[13.0, 13.1, 12.9]),
+        ],
+        vec![],
+    );
+    let rows = smtlab_report::smt_yields(&r);
+    let null = rows.iter().find(|y| y.benchmark == "null-syscall").unwrap();
+    let y = null.get(YieldKind::Smt).unwrap();
+    assert!(y.idle_sibling, "{y:?}");
+    assert_eq!(y.text(), "single-threaded");
+    assert!(null.get(YieldKind::DualCore).unwrap().idle_sibling);
+    let int = rows.iter().find(|y| y.benchmark == "int-ops").unwrap();
+    assert!(!int.get(YieldKind::Smt).unwrap().idle_sibling);
+    assert!(int.get(YieldKind::Smt).unwrap().text().ends_with("faster"));
+
+    let table = smtlab_report::yield_table(&rows);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("null-syscall"))
+        .unwrap();
+    assert!(line.contains("single-threaded"), "{line}");
+    assert!(!line.contains("slower") && !line.contains("0.90"), "{line}");
+    assert!(
+        table.contains("1c2t = 1c1t with an idle sibling"),
+        "{table}"
+    );
+
+    let html = smtlab_report::html(&r);
+    let sec = &html[html.find("<section id=\"smt-yield\">").unwrap()..];
+    let sec = &sec[..sec.find("</section>").unwrap()];
+    let row = &sec[sec.find("<td>null-syscall</td>").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains(">single-threaded</td>") && !row.contains("slower"),
+        "{row}"
+    );
+
+    // The Markdown table says what the 1c2t cell is rather than a speed-up.
+    let md = smtlab_report::markdown::cells(&r.cells);
+    let line = md
+        .lines()
+        .find(|l| l.contains("`null-syscall`") && l.contains("| 1c2t |"))
+        .unwrap();
+    assert!(
+        line.contains("single-threaded: 1c1t with an idle sibling"),
+        "{line}"
+    );
+    // And the pair list the JSON carries has no verdict for it.
+    let pairs = smtlab_model::verdict::pairs(&r.cells);
+    let p = pairs
+        .iter()
+        .find(|p| {
+            p.benchmark == "null-syscall" && p.kind == smtlab_model::verdict::PairKind::SmtYield
+        })
+        .unwrap();
+    assert!(p.idle_sibling && p.verdict.is_none());
+}

@@ -45,12 +45,26 @@ pub const CSV_COLUMNS: [&str; 35] = [
 ];
 
 /// The run as pretty-printed `smtlab.results/1` JSON with a trailing newline: every
-/// cell with every raw sample, as [`RunResults`] serialises.
+/// cell with every raw sample, as [`RunResults`] serialises, and `speedups`: the
+/// verdict on every pair of placements the terminal and the report judge
+/// ([`smtlab_model::verdict::pairs`]: 1c2t over 1c1t, 2c2t over 2c1t, all over cores,
+/// 2c1t over 1c1t), the same figure, interval and words they print. `speedups` is
+/// derived from the cells, so a reader of the file ignores it and loses nothing.
 pub fn json(results: &RunResults) -> Vec<u8> {
     // Cannot fail: every map in RunResults has string keys, every type derives
     // Serialize, and writing to a Vec does no I/O. (Non-finite floats would become
     // `null`; the store refuses to save them.)
-    let mut out = serde_json::to_vec_pretty(results).unwrap_or_default();
+    #[derive(serde::Serialize)]
+    struct WithSpeedups<'a> {
+        #[serde(flatten)]
+        results: &'a RunResults,
+        speedups: Vec<smtlab_model::verdict::PairVerdict>,
+    }
+    let doc = WithSpeedups {
+        results,
+        speedups: smtlab_model::verdict::pairs(&results.cells),
+    };
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
     out
 }

@@ -390,10 +390,7 @@ impl SessionObserver for BenchPrinter<'_> {
         let cell = m.record.clone();
         self.heading_for(&cell.key());
         if !self.json {
-            let baseline = self
-                .cells
-                .get(self.first_of_bench)
-                .map(|c| &c.result.summary);
+            let baseline = self.cells.get(self.first_of_bench);
             let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
             if let Some(c) = &cell.counters {
                 text.push_str(&render::table::wrap(

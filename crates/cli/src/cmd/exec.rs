@@ -7,10 +7,12 @@
 //! session as `bench`: `--warmup` discarded runs, then `--reps` measured runs per
 //! placement, counters around the measured runs only.
 //!
-//! The yield is the one speed-up of smtlab ([`smtlab_model::stats::speedup`]): the
+//! The yield is the one verdict of smtlab ([`smtlab_model::verdict::verdict`]): the
 //! ratio of the mean throughputs (with `--throughput`) or of the mean wall times turned
-//! over, with a Fieller 95% interval, so above 1 always means faster and `bench`,
-//! `report` and `compare` print the same figure for the same pair. The verdict lines are
+//! over (the throughput over all runs; per-run rates are never averaged), with a
+//! Fieller 95% interval, so above 1 always means faster and `bench`, `report` (HTML
+//! included), the JSON's `speedups`, the Markdown table and `compare` print the same
+//! figure and sign for the same pair. The verdict lines are
 //! [`crate::verdict`]'s, which `bench` prints too.
 
 use std::ops::ControlFlow;
@@ -350,7 +352,7 @@ impl SessionObserver for ExecPrinter {
         self.bar
             .set_position((self.done_cells * self.runs_per_cell) as u64);
         let cell = m.record.clone();
-        let baseline = self.cells.first().map(|c| &c.result.summary);
+        let baseline = self.cells.first();
         let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
         let cpu: Vec<f64> = cell
             .result

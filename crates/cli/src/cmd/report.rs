@@ -145,7 +145,7 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
     if let Some(path) = &args.output {
         std::fs::write(path, smtlab_report::compare_html(&a, &b))
             .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        crate::term::note(&format!("wrote {}", path.display()));
         return Ok(());
     }
     if args.markdown {

@@ -2,8 +2,7 @@
 //! measurement details (overheads, calibration, warm-up) underneath.
 
 use smtlab_bench::Params;
-use smtlab_model::stats::speedup;
-use smtlab_model::{BenchInfo, Summary};
+use smtlab_model::BenchInfo;
 
 use smtlab_model::CellRecord;
 
@@ -97,7 +96,7 @@ pub(super) fn fit(text: &str, width: usize) -> String {
     out
 }
 
-pub fn row(cell: &CellRecord, baseline: Option<&Summary>, layout: Layout) -> String {
+pub fn row(cell: &CellRecord, baseline: Option<&CellRecord>, layout: Layout) -> String {
     let s = &cell.result.summary;
     let cpus = if cell.placement.cpus.is_empty() {
         "unpinned".to_string()
@@ -109,11 +108,11 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>, layout: Layout) -> Str
             .collect::<smtlab_model::CpuSet>()
             .to_string()
     };
-    // The one speed-up: above 1 = this placement better than the first.
-    let ratio = baseline.and_then(|b| speedup(b, s, cell.direction));
-    let vs = ratio
+    // The one verdict: above 1 = this placement better than the first.
+    let verdict = baseline.and_then(|b| smtlab_model::verdict::verdict(b, cell));
+    let vs = verdict
         .as_ref()
-        .map_or(String::new(), smtlab_report::fmt::speedup);
+        .map_or(String::new(), smtlab_report::fmt::verdict);
     let conv = if cell.result.met_target() {
         "yes"
     } else {
@@ -126,9 +125,10 @@ pub fn row(cell: &CellRecord, baseline: Option<&Summary>, layout: Layout) -> Str
             format!("{:.1}%", 100.0 * s.ci95_rel)
         };
         // The verdict in a word: "not significant at 95%" would not fit.
-        let vs = ratio.as_ref().map_or(String::new(), |r| {
+        let vs = verdict.as_ref().map_or(String::new(), |v| {
             use smtlab_report::fmt::{significance_short, times};
-            let verdict = match r.significance() {
+            let r = &v.speedup;
+            let verdict = match v.significance {
                 smtlab_model::stats::Significance::NotSignificant => "n.s.",
                 other => significance_short(other),
             };

@@ -2,7 +2,7 @@
 //! cell table; fitted to a width, each cell's speed-up goes on a line under it, because
 //! a ratio with its interval and verdict does not fit beside six other columns.
 
-use smtlab_report::fmt::{num, params, speedup, times};
+use smtlab_report::fmt::{num, params, times};
 use smtlab_report::{Comparison, GroupMean};
 
 use super::table::{Layout, Table, wrap};
@@ -12,11 +12,15 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
         return smtlab_report::compare_table(c);
     }
     let mut head = smtlab_report::compare::sides_text(c);
-    head.push_str(
-        "speed-up of B over A: ratio of the values with 95% CI (Fieller), above 1 = B \
-         better (for lower-is-better units too); faster/slower only when the interval \
-         excludes 1\n",
-    );
+    if !c.rows.is_empty() {
+        head.push_str(&format!("overall: {}\n", c.overall.headline()));
+    }
+    if let Some(line) = smtlab_report::compare::scatter_line(c) {
+        head.push_str(&line);
+        head.push('\n');
+    }
+    head.push_str(smtlab_report::compare::LEGEND);
+    head.push('\n');
     let mut out = wrap(&head, layout);
     if c.rows.is_empty() {
         out.push_str("\nno cell was measured in both runs\n");
@@ -25,7 +29,7 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
         out.push_str(&format!("\n[{}]\n", g.group));
         let mut t = Table::new(["benchmark", "params", "placement", "unit", "A", "B"]).shrink(1);
         for r in c.rows.iter().filter(|r| r.group == g.group) {
-            let up = r.interval.as_ref().map_or("-".into(), speedup);
+            let up = r.speedup_text();
             t.row_with_detail(
                 [
                     r.benchmark.clone(),
@@ -90,9 +94,16 @@ fn geomean(g: &GroupMean, label: &str) -> String {
     if let (Some(unit), Some(a), Some(b)) = (&g.unit, g.a, g.b) {
         s.push_str(&format!(": A {} {unit}, B {} {unit}", num(a), num(b)));
     }
+    let ci = match (g.ci95_low, g.ci95_high) {
+        (Some(lo), Some(hi)) => format!(" [{}, {}]", times(lo), times(hi)),
+        _ => String::new(),
+    };
     s.push_str(&format!(
-        ", speed-up {}",
+        ", speed-up {}{ci}",
         g.speedup.map_or("-".into(), |x| format!("{}x", times(x)))
     ));
+    if g.unsteady > 0 {
+        s.push_str(&format!(", {} unsteady left out", g.unsteady));
+    }
     s
 }

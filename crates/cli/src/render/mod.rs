@@ -24,7 +24,7 @@ pub fn plural(n: usize, word: &str) -> String {
 #[cfg(test)]
 #[path = "../../../store/src/testdata.rs"]
 #[allow(dead_code)]
-mod testdata;
+pub(crate) mod testdata;
 
 #[cfg(test)]
 mod live_tests {
@@ -57,7 +57,7 @@ mod live_tests {
         let params = smtlab_bench::Params::from_pairs(cells[0].params.clone());
         let mut out = super::bench::heading(&info, &params, layout);
         for (i, c) in cells.iter().enumerate() {
-            let baseline = (i > 0).then(|| &cells[0].result.summary);
+            let baseline = (i > 0).then(|| &cells[0]);
             out.push_str(&super::bench::row(c, baseline, layout));
         }
         out.push_str(&super::bench::details(&cells, layout));

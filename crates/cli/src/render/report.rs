@@ -216,15 +216,17 @@ fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
     use smtlab_report::YieldKind;
     let mut t = Table::new(["benchmark", "params", "unit", "better"]).shrink(1);
     let mut any_inverted = false;
+    let mut any_idle = false;
     for r in rows {
         let inverted = r.direction == smtlab_model::Direction::Lower;
         any_inverted |= inverted;
         let detail: Vec<String> = YieldKind::ALL
             .iter()
             .map(|&k| {
-                let v = r.get(k).map_or("- (not measured)".into(), |y| {
-                    smtlab_report::yields::ratio_text(&y.ratio)
-                });
+                any_idle |= r.get(k).is_some_and(|y| y.idle_sibling);
+                let v = r
+                    .get(k)
+                    .map_or("- (not measured)".into(), smtlab_report::Yield::text);
                 format!("{:<10} {v}", k.heading())
             })
             .collect();
@@ -241,8 +243,13 @@ fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
     let mut out = t.render_to(layout);
     let mut legend = String::from(
         "speed-up: ratio of means with 95% CI (Fieller); above 1 = better with SMT; \
-         faster/slower/not significant: what the interval says about 1",
+         faster/slower/not significant: what the interval says about 1; unsteady: a cell's \
+         samples or rounds disagree beyond their interval",
     );
+    if any_idle {
+        legend.push('\n');
+        legend.push_str(smtlab_report::yields::IDLE_SIBLING_LEGEND);
+    }
     if any_inverted {
         legend.push_str(
             "\n* lower is better: shown as value(base)/value(SMT), so above 1 still means \

@@ -21,6 +21,7 @@ pub fn chart1(p: &mut String, r: &RunResults) -> Result<(), String> {
         .into_iter()
         .filter(|y| cells.iter().any(|c| c.benchmark == y.benchmark))
         .filter_map(|y| y.smt.clone().map(|s| (y, s)))
+        .filter(|(_, s)| !s.idle_sibling)
         .collect();
     if rows.is_empty() {
         no_pairs_line(p, r);

@@ -1,0 +1,207 @@
+//! The one verdict on two cells of a benchmark: how much better the second is, with its
+//! 95% interval, and in which words. Every output that compares two cells (`bench`,
+//! `exec`, `report`'s yields and exec section, the Markdown table, the results JSON's
+//! `speedups`, and `compare`) takes its figure, sign and words from [`verdict`], so
+//! they cannot disagree.
+//!
+//! The definition, so that it can be reproduced elsewhere:
+//! * the value is [`stats::speedup`]: the ratio of the **means** of the two cells'
+//!   samples in the benchmark's own unit, turned by direction so that above 1 means
+//!   the second is better, with Fieller's 95% interval. For a time of a fixed amount of
+//!   work (`exec`, latencies) the ratio of mean times is the ratio of throughputs over
+//!   all samples (total work / total time); per-sample rates `1/t` are never averaged,
+//!   because their mean is pulled up by the fastest samples and a single slow outlier
+//!   then gives the two forms opposite signs.
+//! * the words: `faster` / `slower` when the whole interval is above / below 1,
+//!   `not significant at 95%` when it includes 1, `n=1, no interval` with a single
+//!   sample on a side, and `unsteady` when either cell's samples or rounds disagree
+//!   beyond their own interval ([`crate::CellResult::unsteady_reason`]): such a cell's
+//!   figure would not repeat, so it is called neither faster nor slower.
+//! * the p-value is Welch's test of equal means ([`stats::welch_p_value`]), for outputs
+//!   that correct for many comparisons at once (`compare`).
+//!
+//! An SMT pair whose SMT side left every sibling idle ([`idle_sibling`]: a benchmark
+//! that runs one thread whatever the placement) compares the same work twice; it gets
+//! no yield (see [`pairs`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{self, Ratio, Significance};
+use crate::{CellRecord, CpuOrder};
+
+/// What [`verdict`] says of the second of two cells against the first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The speed-up with its 95% interval; above 1 means the second is better.
+    pub speedup: Ratio,
+    /// What the interval says about 1, or `Unsteady` (see the module documentation).
+    pub significance: Significance,
+    /// Why a cell is unsteady, naming it (`1c2t: CV 31%`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsteady: Option<String>,
+    /// Welch's two-sided p-value for equal means; `None` with one sample on a side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+}
+
+impl Verdict {
+    /// `(speedup - 1) * 100`: the gain in percent, negative when the second is worse.
+    pub fn gain_pct(&self) -> f64 {
+        (self.speedup.ratio - 1.0) * 100.0
+    }
+}
+
+/// The verdict on `second` against `first` (cells of one benchmark: the direction is
+/// `first`'s), naming each cell by its placement. `None` when there is no ratio (a side
+/// without samples, a zero or non-finite mean).
+pub fn verdict(first: &CellRecord, second: &CellRecord) -> Option<Verdict> {
+    verdict_named(
+        first,
+        second,
+        [&first.placement.name, &second.placement.name],
+    )
+}
+
+/// [`verdict`] with the names unsteady cells are called by (`A`, `B` in a comparison of
+/// two runs, where both cells have one placement).
+pub fn verdict_named(first: &CellRecord, second: &CellRecord, names: [&str; 2]) -> Option<Verdict> {
+    let (a, b) = (&first.result.summary, &second.result.summary);
+    let speedup = stats::speedup(a, b, first.direction).filter(|r| r.ratio.is_finite())?;
+    let reasons: Vec<String> = [first, second]
+        .iter()
+        .zip(names)
+        .filter_map(|(c, name)| c.result.unsteady_reason().map(|w| format!("{name}: {w}")))
+        .collect();
+    let unsteady = (!reasons.is_empty()).then(|| reasons.join(", "));
+    let significance = if unsteady.is_some() {
+        Significance::Unsteady
+    } else {
+        speedup.significance()
+    };
+    Some(Verdict {
+        speedup,
+        significance,
+        unsteady,
+        p_value: stats::welch_p_value(a, b),
+    })
+}
+
+/// Whether `smt`, a cell on a placement with two or more threads per core, left every
+/// SMT sibling idle: its samples ran on one CPU only, or (threads spread over the cores
+/// first, the default `spread` order) on no more CPUs than the placement has cores. Its
+/// work was then that of the placement without SMT, and a ratio to that placement is
+/// no SMT yield. `false` when the samples do not say which CPUs they used.
+pub fn idle_sibling(smt: &CellRecord) -> bool {
+    let p = &smt.placement;
+    if p.threads_per_core < 2 {
+        return false;
+    }
+    match smt.result.cpus_used() {
+        Some(1) => true,
+        Some(n) => p.cpu_order == CpuOrder::Spread && n <= p.cores as usize,
+        None => false,
+    }
+}
+
+/// Which pair of placements a [`PairVerdict`] compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairKind {
+    /// `1c2t` over `1c1t`: the SMT yield.
+    SmtYield,
+    /// `2c2t` over `2c1t`.
+    DualCoreSmtGain,
+    /// `all` over `cores`.
+    MachineSmtGain,
+    /// `2c1t` over `1c1t`: a second core, what `exec` compares without SMT.
+    SecondCore,
+}
+
+impl PairKind {
+    pub const ALL: [PairKind; 4] = [
+        PairKind::SmtYield,
+        PairKind::DualCoreSmtGain,
+        PairKind::MachineSmtGain,
+        PairKind::SecondCore,
+    ];
+
+    /// `(base, other)` placement names: the speed-up is of `other` over `base`.
+    pub fn placements(self) -> (&'static str, &'static str) {
+        match self {
+            PairKind::SmtYield => ("1c1t", "1c2t"),
+            PairKind::DualCoreSmtGain => ("2c1t", "2c2t"),
+            PairKind::MachineSmtGain => ("cores", "all"),
+            PairKind::SecondCore => ("1c1t", "2c1t"),
+        }
+    }
+
+    /// Whether `other` adds SMT siblings to `base` (all but [`PairKind::SecondCore`]).
+    pub fn is_smt(self) -> bool {
+        self != PairKind::SecondCore
+    }
+}
+
+/// One pair of cells of a benchmark and parameter set, and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairVerdict {
+    pub benchmark: String,
+    pub params: BTreeMap<String, String>,
+    pub kind: PairKind,
+    /// The placement the speed-up is against.
+    pub base: String,
+    /// The placement whose speed-up it is.
+    pub other: String,
+    /// `None` when the pair compares the same work twice ([`idle_sibling`]).
+    pub verdict: Option<Verdict>,
+    /// The SMT side ran one thread per core: the siblings were idle, so the pair is no
+    /// SMT yield (`1c2t` = `1c1t` with an idle sibling).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle_sibling: bool,
+}
+
+/// Every pair of [`PairKind`] measured among `cells`, for each benchmark and parameter
+/// set in order of first appearance, pairs in [`PairKind::ALL`] order. Cells are matched
+/// by canonical placement name; a pair whose two cells ran on the same CPUs (`all` and
+/// `cores` without SMT) is left out, and so is a pair without a ratio.
+pub fn pairs(cells: &[CellRecord]) -> Vec<PairVerdict> {
+    let mut out = Vec::new();
+    let mut seen: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    for c in cells {
+        let key = (c.benchmark.as_str(), &c.params);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let find = |name: &str| {
+            cells.iter().find(|o| {
+                o.benchmark == c.benchmark && o.params == c.params && o.placement.name == name
+            })
+        };
+        for kind in PairKind::ALL {
+            let (b, o) = kind.placements();
+            let (Some(base), Some(other)) = (find(b), find(o)) else {
+                continue;
+            };
+            if base.placement.cpu_set() == other.placement.cpu_set() {
+                continue;
+            }
+            let idle = kind.is_smt() && idle_sibling(other);
+            let v = if idle { None } else { verdict(base, other) };
+            if v.is_none() && !idle {
+                continue;
+            }
+            out.push(PairVerdict {
+                benchmark: c.benchmark.clone(),
+                params: c.params.clone(),
+                kind,
+                base: b.into(),
+                other: o.into(),
+                verdict: v,
+                idle_sibling: idle,
+            });
+        }
+    }
+    out
+}
