@@ -205,6 +205,12 @@ pub struct RunConfig {
     /// cell (about a millisecond).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_overheads: Option<Overheads>,
+    /// At most this many bytes of benchmark buffers held at once (a share of the
+    /// machine's memory, chosen by the run's plan): a group of placements whose
+    /// instances would hold more together is measured one placement after the other
+    /// instead of interleaved. `None`: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_budget_bytes: Option<u64>,
     /// Record performance counters, `/proc/stat` time and syscall time with every cell
     /// (`--counters`); kept with the run so `--resume` counts the rest the same way.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -227,6 +233,7 @@ impl Default for RunConfig {
             quick: false,
             linearity_tolerance: 0.2,
             known_overheads: None,
+            memory_budget_bytes: None,
             counters: false,
         }
     }

@@ -547,24 +547,8 @@ mod tests {
     /// Two packages of `cores` cores with 2 threads each, a 2 MiB L2 per core and a
     /// 32 MiB L3 per package, numbered as Intel firmware does.
     fn two_sockets(cores: u32) -> Topology {
-        use smtlab_model::{Cache, CacheType};
-        let mut t = smtlab_fixtures::build::intel(2, cores, 2);
-        let cache = |level, size: u64, cpus: smtlab_model::CpuSet| Cache {
-            level,
-            cache_type: CacheType::Unified,
-            size_bytes: Some(size),
-            line_bytes: Some(64),
-            ways: None,
-            cpus,
-        };
-        let packages = t.packages.clone();
-        for p in &packages {
-            for c in &p.cores {
-                t.caches.push(cache(2, 2 << 20, c.cpus.clone()));
-            }
-            t.caches.push(cache(3, 32 << 20, p.cpus.clone()));
-        }
-        t
+        use smtlab_fixtures::build::{intel, with_caches};
+        with_caches(intel(2, cores, 2), 2 << 20, 32 << 20)
     }
 
     #[test]
