@@ -189,13 +189,15 @@ pub struct RunConfig {
     /// within the budget, so a cell overruns by at most one sample; at least one
     /// measured sample is always taken.
     pub max_cell_ns: u64,
-    /// Cells whose instance fixes the sample (a workload's stretch of load of a set
-    /// length: `Instance::fixed_iterations`) take at least this many measured samples
+    /// Cells whose samples are long by nature take at least this many measured samples
     /// (at most `max_samples`), the time budget stretched to fit them and one warm-up
-    /// sample: a budget sized for 10 ms samples would leave a 2 s sample alone, with no
-    /// interval. 0 in results stored before the setting existed.
+    /// sample: cells whose instance fixes the sample (a workload's stretch of load:
+    /// `Instance::fixed_iterations`) and cells whose single iteration already lasts
+    /// longer than the target (an SDET script per user). A budget sized for 10 ms
+    /// samples would leave a 2 s sample alone, with no interval. 0 in results stored
+    /// before the setting existed.
     #[serde(default)]
-    pub fixed_min_samples: usize,
+    pub long_min_samples: usize,
     /// Set by the quick preset; recorded so results say they are quick ones.
     pub quick: bool,
     /// Calibration flags the benchmark non-linear when `time(2n) / (2 time(n))`
@@ -229,7 +231,7 @@ impl Default for RunConfig {
             ci_target_rel: 0.02,
             warmup_ns: 50_000_000,
             max_cell_ns: 5_000_000_000,
-            fixed_min_samples: 5,
+            long_min_samples: 5,
             quick: false,
             linearity_tolerance: 0.2,
             known_overheads: None,
@@ -250,17 +252,17 @@ impl RunConfig {
             ci_target_rel: 0.05,
             warmup_ns: 5_000_000,
             max_cell_ns: 500_000_000,
-            fixed_min_samples: 3,
+            long_min_samples: 3,
             quick: true,
             ..Self::default()
         }
     }
 
-    /// Measured samples a cell takes before its time budget may stop it: the workload
-    /// minimum for fixed samples (within `max_samples`), else one.
-    pub fn guaranteed_samples(&self, fixed_samples: bool) -> usize {
-        if fixed_samples {
-            self.fixed_min_samples.min(self.max_samples).max(1)
+    /// Measured samples a cell takes before its time budget may stop it: the minimum
+    /// for long samples (within `max_samples`), else one.
+    pub fn guaranteed_samples(&self, long_samples: bool) -> usize {
+        if long_samples {
+            self.long_min_samples.min(self.max_samples).max(1)
         } else {
             1
         }

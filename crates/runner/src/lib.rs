@@ -18,8 +18,9 @@
 //!    and a second failure is recorded as `linear: Some(false)` and shown with the value.
 //! 3. **Warm-up**: discarded samples, counted and timed.
 //! 4. **Repetition**: samples until the Student-t 95% CI of the mean is within 2% (3..30
-//!    samples, and a 5 s budget per cell; cells whose samples are fixed stretches of
-//!    load take at least `fixed_min_samples`, the budget stretched for them);
+//!    samples, and a 5 s budget per cell; cells whose samples are long by nature, a
+//!    workload's stretch of load or one iteration over the target, take at least
+//!    `long_min_samples`, the budget stretched for them);
 //!    `converged` says whether it got there.
 //! 5. **Summary** ([`stats`]): mean, median, quartiles, min/max, CI; CPU-time rates
 //!    beside wall-time rates; start spread; concatenated event series.

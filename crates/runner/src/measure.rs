@@ -50,8 +50,9 @@ const MAX_WARMUP_SAMPLES: usize = 1000;
 ///    `cfg.ci_target_rel` (after `cfg.min_samples`), or `cfg.max_samples`, or the cell's
 ///    time budget `cfg.max_cell_ns` would be exceeded by the next sample (a sample's
 ///    length is predicted by the previous one's). At least one sample is always taken,
-///    and at least `cfg.fixed_min_samples` when the instance fixes its iterations (a
-///    workload's stretch of load), so such cells have an interval.
+///    and at least `cfg.long_min_samples` when samples are long by nature (the instance
+///    fixes its iterations, a workload's stretch of load, or one iteration already
+///    lasts longer than the target), so such cells have an interval.
 pub fn measure(
     instance: &mut dyn Instance,
     info: &BenchInfo,
@@ -74,6 +75,9 @@ pub struct Measurement<'a> {
     start_ns: u64,
     overheads: Overheads,
     calibration: Calibration,
+    /// Samples that cannot be shortened to the target: the cell takes at least
+    /// `cfg.long_min_samples` of them whatever its budget.
+    long_samples: bool,
     warmup: Warmup,
     predicted_wall_ns: u64,
     samples: Vec<SampleRecord>,
@@ -153,6 +157,7 @@ impl<'a> Measurement<'a> {
             }
             None => cell.calibrate()?,
         };
+        let long_samples = long_samples(&calibration, cfg.target_sample_ns);
         let iterations = calibration.iterations;
         cell.notify(
             Phase::Calibration,
@@ -198,6 +203,7 @@ impl<'a> Measurement<'a> {
             start_ns,
             overheads,
             calibration,
+            long_samples,
             warmup,
             predicted_wall_ns,
             samples: Vec::new(),
@@ -255,7 +261,7 @@ impl<'a> Measurement<'a> {
 
     fn sample(&mut self) -> Result<Option<StopReason>, RunError> {
         let cfg = self.cell.cfg;
-        let guaranteed = cfg.guaranteed_samples(self.calibration.fixed);
+        let guaranteed = cfg.guaranteed_samples(self.long_samples);
         let limit = if self.samples.len() >= cfg.max_samples {
             Some(StopReason::MaxSamples)
         } else if self.samples.len() >= guaranteed && !self.cell.fits(self.predicted_wall_ns) {
@@ -333,7 +339,7 @@ impl<'a> Measurement<'a> {
         let cfg = self.cell.cfg;
         let least = cfg
             .min_samples
-            .max(cfg.guaranteed_samples(self.calibration.fixed));
+            .max(cfg.guaranteed_samples(self.long_samples));
         self.values.len() >= least.max(2)
             && stats::ci95_rel(&self.values).is_some_and(|c| c <= cfg.ci_target_rel)
     }
@@ -581,4 +587,22 @@ impl Cell<'_> {
 fn median_u64(v: &mut [u64]) -> u64 {
     v.sort_unstable();
     v[v.len() / 2]
+}
+
+/// Whether a cell's samples are long by nature ([`RunConfig::long_min_samples`]):
+/// fixed by the instance, or one iteration (median of its trials) longer than the
+/// target.
+fn long_samples(calibration: &Calibration, target_ns: u64) -> bool {
+    if calibration.fixed {
+        return true;
+    }
+    let mut at_one: Vec<u64> = calibration
+        .tried
+        .iter()
+        .filter(|s| s.iterations == 1)
+        .map(|s| s.elapsed_ns)
+        .collect();
+    calibration.iterations == 1
+        && !at_one.is_empty()
+        && median_u64(&mut at_one) as f64 > ACCEPT_HIGH * target_ns as f64
 }

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod compare;
 pub mod placements;
+pub mod plan;
 pub mod report;
 pub mod run;
 pub mod table;
