@@ -89,15 +89,14 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
     let mut t = Table::new([
         "Benchmark",
         "Parameters",
-        "Placements",
+        "Cells",
         "Samples",
         "Memory",
-        "Time",
+        "About",
+        "At most",
     ])
-    .shrink(1)
-    .shrink(2);
+    .shrink(1);
     for g in &e.groups {
-        let placements: Vec<&str> = g.cells.iter().map(|c| c.key.placement.as_str()).collect();
         let mut detail = Vec::new();
         if let Some(why) = &g.apart {
             detail.push(format!("  {why}"));
@@ -115,20 +114,28 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
             [
                 g.benchmark.clone(),
                 params_text(g),
-                placements.join(" "),
+                g.cells.len().to_string(),
                 samples_text(g),
                 memory,
-                format!(
-                    "{}-{}",
-                    duration_text(g.likely_ns()),
-                    duration_text(g.max_ns())
-                ),
+                duration_text(g.likely_ns()),
+                duration_text(g.max_ns()),
             ],
             detail.join("\n"),
         );
     }
     let mut out = t.render_to(layout);
     let cells = e.cells();
+    // The placements, once: most groups have them all.
+    let mut placements: Vec<&str> = Vec::new();
+    for c in e.groups.iter().flat_map(|g| &g.cells) {
+        if !placements.contains(&c.key.placement.as_str()) {
+            placements.push(&c.key.placement);
+        }
+    }
+    out.push_str(&wrap(
+        &format!("placements: {}", placements.join(" ")),
+        layout,
+    ));
     let how = match (e.measuring.interleave, e.measuring.repeat) {
         (true, _) => "the placements of a benchmark take their samples in turn",
         (false, 1) => "cells one after the other",
