@@ -192,8 +192,9 @@ pub struct RunConfig {
     /// Cells whose samples are long by nature take at least this many measured samples
     /// (at most `max_samples`), the time budget stretched to fit them and one warm-up
     /// sample: cells whose instance fixes the sample (a workload's stretch of load:
-    /// `Instance::fixed_iterations`) and cells whose single iteration already lasts
-    /// longer than the target (an SDET script per user). A budget sized for 10 ms
+    /// `Instance::fixed_iterations`) and cells whose samples take longer than the
+    /// target on the runner's clock whatever the count (an SDET script per user, a task
+    /// tree built outside the timed section). A budget sized for 10 ms
     /// samples would leave a 2 s sample alone, with no interval. 0 in results stored
     /// before the setting existed.
     #[serde(default)]

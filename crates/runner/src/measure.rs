@@ -51,8 +51,9 @@ const MAX_WARMUP_SAMPLES: usize = 1000;
 ///    time budget `cfg.max_cell_ns` would be exceeded by the next sample (a sample's
 ///    length is predicted by the previous one's). At least one sample is always taken,
 ///    and at least `cfg.long_min_samples` when samples are long by nature (the instance
-///    fixes its iterations, a workload's stretch of load, or one iteration already
-///    lasts longer than the target), so such cells have an interval.
+///    fixes its iterations, a workload's stretch of load, or a warm-up sample took
+///    longer than the target on the runner's clock: one iteration over the target, or
+///    work outside the timed section), so such cells have an interval.
 pub fn measure(
     instance: &mut dyn Instance,
     info: &BenchInfo,
@@ -75,8 +76,9 @@ pub struct Measurement<'a> {
     start_ns: u64,
     overheads: Overheads,
     calibration: Calibration,
-    /// Samples that cannot be shortened to the target: the cell takes at least
-    /// `cfg.long_min_samples` of them whatever its budget.
+    /// Samples that cannot be shortened to the target (fixed, or a warm-up sample's wall
+    /// time over it): the cell takes at least `cfg.long_min_samples` of them whatever
+    /// its budget.
     long_samples: bool,
     warmup: Warmup,
     predicted_wall_ns: u64,
@@ -157,7 +159,6 @@ impl<'a> Measurement<'a> {
             }
             None => cell.calibrate()?,
         };
-        let long_samples = long_samples(&calibration, cfg.target_sample_ns);
         let iterations = calibration.iterations;
         cell.notify(
             Phase::Calibration,
@@ -197,6 +198,11 @@ impl<'a> Measurement<'a> {
                 elapsed_ns: warmup.elapsed_ns,
             },
         )?;
+        // Samples that take longer than the target whatever the count (a workload's
+        // stretch of load, one iteration over the target, work outside the timed
+        // section): the budget would leave one or two of them.
+        let long_samples = calibration.fixed
+            || predicted_wall_ns as f64 > ACCEPT_HIGH * cfg.target_sample_ns as f64;
         let left_ns = Some(clock.now_ns());
         Ok(Self {
             cell,
@@ -587,22 +593,4 @@ impl Cell<'_> {
 fn median_u64(v: &mut [u64]) -> u64 {
     v.sort_unstable();
     v[v.len() / 2]
-}
-
-/// Whether a cell's samples are long by nature ([`RunConfig::long_min_samples`]):
-/// fixed by the instance, or one iteration (median of its trials) longer than the
-/// target.
-fn long_samples(calibration: &Calibration, target_ns: u64) -> bool {
-    if calibration.fixed {
-        return true;
-    }
-    let mut at_one: Vec<u64> = calibration
-        .tried
-        .iter()
-        .filter(|s| s.iterations == 1)
-        .map(|s| s.elapsed_ns)
-        .collect();
-    calibration.iterations == 1
-        && !at_one.is_empty()
-        && median_u64(&mut at_one) as f64 > ACCEPT_HIGH * target_ns as f64
 }

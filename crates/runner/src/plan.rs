@@ -195,12 +195,15 @@ pub fn bytes_text(b: u64) -> String {
 }
 
 /// How a run is measured, for its estimate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Measuring {
     /// The placements of a group take their samples in turn.
     pub interleave: bool,
     /// Rounds per cell (`--repeat`).
     pub repeat: usize,
+    /// Where server workloads' client sides go: a cell left without client CPUs is
+    /// skipped, and costs nothing.
+    pub client_rule: smtlab_placement::ClientRule,
 }
 
 /// A run resolved before it measures: its groups of cells with their time and memory.
@@ -290,30 +293,47 @@ impl Estimate {
 /// it, and three at twice the count for the linearity check.
 const CALIBRATION_TARGETS: f64 =
     1.1 + crate::measure::TRIALS as f64 + 2.0 * crate::measure::TRIALS as f64;
+/// Calibration samples, counted: about six short steps of the search, then the trials.
+const CALIBRATION_SAMPLES: u64 = 6 + 2 * crate::measure::TRIALS as u64;
+/// Wall time a calibrated sample takes beyond its timed section (waking workers,
+/// measuring the loop's own cost, the session's turn-taking): about 1.5 ms on a busy
+/// 2-CPU machine, where a quick run's cells took 3 to 5 times their samples' sum.
+const SAMPLE_OVERHEAD_NS: u64 = 1_500_000;
 
 /// Measured samples a cell is expected to take between its least and its most: cells
-/// stop when their interval converges, and on a busy machine many do not.
-fn likely_samples(least: usize, most: usize) -> usize {
-    least + (most - least) / 2
+/// stop when their interval converges, and on a busy machine many do not; a cell whose
+/// placements take turns goes on while any of them does, so the most.
+fn likely_samples(least: usize, most: usize, in_turn: bool) -> usize {
+    if in_turn {
+        most
+    } else {
+        least + (most - least) / 2
+    }
 }
 
 /// The time one round of a cell takes: `(likely, max)` in nanoseconds, and its samples.
-fn round_time(cost: &CellCost, cfg: &RunConfig) -> ((u64, u64), (usize, usize)) {
+fn round_time(cost: &CellCost, cfg: &RunConfig, in_turn: bool) -> ((u64, u64), (usize, usize)) {
     let budget = cfg.max_cell_ns;
     let extra = u64::from(cfg.counters);
     match cost.sample_ns {
         None => {
-            // Calibrated: samples of about the target length.
+            // Calibrated: samples of about the target length, each with its overhead.
             let t = cfg.target_sample_ns;
-            let fixed_part = (CALIBRATION_TARGETS * t as f64) as u64 + cfg.warmup_ns.max(t);
+            let warm = cfg.warmup_ns.div_ceil(t).max(1);
+            let fixed_part = (CALIBRATION_TARGETS * t as f64) as u64
+                + warm * t
+                + (CALIBRATION_SAMPLES + warm) * SAMPLE_OVERHEAD_NS;
             let (least, most) = (cfg.min_samples, cfg.max_samples);
             let at = |n: usize| {
                 fixed_part
-                    .saturating_add(t.saturating_mul(n as u64))
+                    .saturating_add((t + SAMPLE_OVERHEAD_NS).saturating_mul(n as u64))
                     .min(budget.saturating_add(t))
                     .saturating_add(t.saturating_mul(extra))
             };
-            ((at(likely_samples(least, most)), at(most)), (least, most))
+            (
+                (at(likely_samples(least, most, in_turn)), at(most)),
+                (least, most),
+            )
         }
         Some(s) => {
             let s = s.max(1);
@@ -327,7 +347,10 @@ fn round_time(cost: &CellCost, cfg: &RunConfig) -> ((u64, u64), (usize, usize)) 
             let within = (budget / s).saturating_sub(warm) as usize;
             let most = within.clamp(least, cfg.max_samples.max(least));
             let at = |n: usize| s.saturating_mul(warm + n as u64 + extra);
-            ((at(likely_samples(least, most)), at(most)), (least, most))
+            (
+                (at(likely_samples(least, most, in_turn)), at(most)),
+                (least, most),
+            )
         }
     }
 }
@@ -352,11 +375,23 @@ pub fn estimate(
             Some(bench) => smtlab_placement::parse(&key.placement)
                 .and_then(|spec| smtlab_placement::resolve(&spec, topo))
                 .map_err(|e| e.to_string())
-                .and_then(|placement| cell_cost(bench.as_ref(), &params_of(key), &placement, topo)),
+                .and_then(|placement| {
+                    if bench.client_side() {
+                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)?;
+                    }
+                    cell_cost(bench.as_ref(), &params_of(key), &placement, topo)
+                }),
         };
+        // Interleaved placements take turns until the last is done.
+        let in_turn = measuring.interleave
+            && cells
+                .iter()
+                .filter(|k| k.benchmark == key.benchmark && k.params == key.params)
+                .count()
+                > 1;
         let (likely_ns, max_ns, samples) = match &cost {
             Ok(c) => {
-                let ((likely, max), samples) = round_time(c, cfg);
+                let ((likely, max), samples) = round_time(c, cfg, in_turn);
                 let per_round = |t: u64| t.saturating_add(c.setup_ns).saturating_mul(repeat);
                 (per_round(likely), per_round(max), samples)
             }
@@ -520,6 +555,7 @@ mod tests {
         let measuring = Measuring {
             interleave: true,
             repeat: 1,
+            client_rule: Default::default(),
         };
         estimate(&cells, &catalog, topo, &cfg, measuring)
     }
@@ -637,9 +673,10 @@ mod tests {
         let measuring = Measuring {
             interleave: true,
             repeat: 2,
+            client_rule: Default::default(),
         };
         let quick = RunConfig::quick();
-        let e = estimate(&cells, &benches, &t, &quick, measuring);
+        let e = estimate(&cells, &benches, &t, &quick, measuring.clone());
         let c = &e.groups[0].cells[0];
         // Quick: at least 3 samples of 0.3 s although the cell budget is 0.5 s.
         assert_eq!(c.samples, (3, 3));
@@ -647,11 +684,23 @@ mod tests {
         assert_eq!(c.max_ns, 2 * (1_000_000_000 + 4 * 300_000_000));
         let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(2_000_000_000))];
         let cells = plan(Suite::Default, &benches, &placements, &t);
-        let e = estimate(&cells, &benches, &t, &RunConfig::default(), measuring);
+        let e = estimate(
+            &cells,
+            &benches,
+            &t,
+            &RunConfig::default(),
+            measuring.clone(),
+        );
         assert_eq!(e.groups[0].cells[0].samples.0, 5);
         // An unknown placement is planned as skipped, with the reason.
         let cells = plan(Suite::Default, &benches, &["9c9t".to_string()], &t);
-        let e = estimate(&cells, &benches, &t, &RunConfig::default(), measuring);
+        let e = estimate(
+            &cells,
+            &benches,
+            &t,
+            &RunConfig::default(),
+            measuring.clone(),
+        );
         assert!(e.groups[0].cells[0].cost.is_err());
         assert_eq!(e.max_ns(), 0);
     }

@@ -30,6 +30,8 @@ struct Fake {
     fixed: Option<u64>,
     fail_on_call: Option<u64>,
     requested: Arc<Mutex<Vec<u64>>>,
+    /// Wall time each sample spends outside its timed section.
+    untimed_ns: u64,
 }
 
 impl Fake {
@@ -45,6 +47,7 @@ impl Fake {
             fixed: None,
             fail_on_call: None,
             requested: Arc::default(),
+            untimed_ns: 0,
         }
     }
 
@@ -81,7 +84,7 @@ impl Instance for Fake {
             });
         }
         let elapsed_ns = (self.elapsed)(iterations, call);
-        self.clock.advance(elapsed_ns);
+        self.clock.advance(elapsed_ns + self.untimed_ns);
         Ok(RawSample {
             elapsed_ns,
             work: iterations as f64 * self.work_per_iter,
@@ -959,5 +962,13 @@ fn workload_cells_get_at_least_three_samples_quick_and_five_by_default() {
     let r = run(&mut fake, ValueKind::Rate { scale: 1.0 }, &quick, &clock);
     assert_eq!(r.iterations, 1);
     assert!(!r.calibration.fixed);
+    assert!(r.samples.len() >= 3, "{}", r.samples.len());
+    // And cells whose samples spend 100 ms outside their timed section (a task tree
+    // built and torn down around 2 ms of timed work).
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 1_000, 0.3, 5);
+    fake.untimed_ns = 100 * MS;
+    let r = run(&mut fake, ValueKind::Rate { scale: 1.0 }, &quick, &clock);
+    assert!(r.iterations > 1);
     assert!(r.samples.len() >= 3, "{}", r.samples.len());
 }

@@ -48,7 +48,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     if args.dry_run
         && let Some(meta) = &fresh
     {
-        let e = estimate_of(&meta.plan, meta, &topo);
+        let e = estimate_of(&meta.plan, meta, &topo, args);
         for note in &meta.notes {
             crate::term::note_fit(&format!("note: {note}"));
         }
@@ -82,7 +82,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         crate::term::note_fit(&format!("note: {note}"));
     }
     // What the run will take and hold, said before it starts (`--dry-run` shows it all).
-    let e = estimate_of(&pending, &meta, &topo);
+    let e = estimate_of(&pending, &meta, &topo, args);
     for line in render::plan::summary(&e) {
         crate::term::note_fit(&line);
     }
@@ -306,16 +306,15 @@ fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
 }
 
 /// The runner's estimate of `cells` of the run `meta` on this machine.
-fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology) -> Estimate {
+fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Estimate {
     let (interleave, repeat) = measuring_of(&meta.command_line);
     let catalog = smtlab_runner::catalog::all();
-    estimate(
-        cells,
-        &catalog,
-        topo,
-        &meta.config,
-        Measuring { interleave, repeat },
-    )
+    let measuring = Measuring {
+        interleave,
+        repeat,
+        client_rule: super::client_rule(&args.client),
+    };
+    estimate(cells, &catalog, topo, &meta.config, measuring)
 }
 
 /// Whether a run interleaves and how many rounds it measures, from its command line

@@ -101,10 +101,21 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
         if let Some(why) = &g.apart {
             detail.push(format!("  {why}"));
         }
-        for c in &g.cells {
-            if let Err(why) = &c.cost {
-                detail.push(format!("  {}: skipped ({why})", c.key.placement));
-            }
+        // The placements that will be skipped, with the first one's reason (they are
+        // usually the same: no client CPU, too few CPUs).
+        let skipped: Vec<(&str, &String)> = g
+            .cells
+            .iter()
+            .filter_map(|c| {
+                c.cost
+                    .as_ref()
+                    .err()
+                    .map(|why| (c.key.placement.as_str(), why))
+            })
+            .collect();
+        if let Some((_, why)) = skipped.first() {
+            let on: Vec<&str> = skipped.iter().map(|(p, _)| *p).collect();
+            detail.push(format!("  skipped on {}: {why}", on.join(", ")));
         }
         let memory = match g.peak_bytes() {
             0 => "-".to_string(),
@@ -114,7 +125,10 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
             [
                 g.benchmark.clone(),
                 params_text(g),
-                g.cells.len().to_string(),
+                match skipped.len() {
+                    0 => g.cells.len().to_string(),
+                    n => format!("{}/{}", g.cells.len() - n, g.cells.len()),
+                },
                 samples_text(g),
                 memory,
                 duration_text(g.likely_ns()),
