@@ -139,6 +139,30 @@ pub trait Benchmark: Send + Sync {
         let _ = (suite, topo);
         Vec::new()
     }
+
+    /// What a cell of this benchmark will cost, known before it is prepared, for the
+    /// run's plan (`smtlab run --dry-run`) and its memory bound: the bytes a prepared
+    /// instance holds, the length of a sample when the benchmark fixes it, and the time
+    /// `prepare` takes. `ctx.client` is `None` here. The default says nothing is known:
+    /// small buffers, calibrated samples, a quick `prepare`.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<CellCost, BenchError> {
+        let _ = ctx;
+        Ok(CellCost::default())
+    }
+}
+
+/// See [`Benchmark::cost`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CellCost {
+    /// Bytes a prepared instance holds while it lives (buffers, rings, data sets in
+    /// memory); 0 when small.
+    pub memory_bytes: u64,
+    /// Wall time of one sample when the benchmark fixes it (a workload's stretch of
+    /// load); `None` when the runner calibrates it (or it cannot be told in advance).
+    pub sample_ns: Option<u64>,
+    /// Time `prepare` and the end of the instance take (allocating and touching
+    /// buffers, starting servers, loading data), about.
+    pub setup_ns: u64,
 }
 
 /// The suites of `smtlab run`, from a quick look to the papers' full sweeps.

@@ -274,6 +274,11 @@ pub struct RunArgs {
     /// cell.
     #[arg(long)]
     pub json: bool,
+    /// Show the plan and measure nothing: the cells by benchmark, their samples, the
+    /// memory they hold at once and the time they take (about, and at most). Nothing
+    /// is stored.
+    #[arg(long, conflicts_with_all = ["resume", "json", "export_markdown"])]
+    pub dry_run: bool,
     /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
     /// standard output, in place of the lines per cell).
     #[arg(long, value_name = "FILE")]

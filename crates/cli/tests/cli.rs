@@ -605,6 +605,40 @@ mod runs {
     }
 
     #[test]
+    fn dry_run_prints_the_plan_with_time_and_memory_and_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let out = stdout_of(
+            smtlab()
+                .args([
+                    "run",
+                    "--suite",
+                    "quick",
+                    "--bench",
+                    "null-syscall,mem-read",
+                ])
+                .args(["--placements", "1c1t,cpus=0", "--dry-run", "--wide"])
+                .args(db_arg(&db)),
+        );
+        assert!(
+            out.contains("null-syscall") && out.contains("mem-read"),
+            "{out}"
+        );
+        assert!(out.contains("plan: 4 cells in 2 groups"), "{out}");
+        assert!(out.contains("time: about "), "{out}");
+        // Two placements of mem-read at 16 MiB a thread, interleaved: 32 MiB at once.
+        assert!(out.contains("memory: at most 32 MiB"), "{out}");
+        assert!(out.contains("bound "), "{out}");
+        assert!(!db.exists(), "a dry run stores nothing");
+        // It cannot be combined with a resume.
+        smtlab()
+            .args(["run", "--dry-run", "--resume"])
+            .args(db_arg(&db))
+            .assert()
+            .failure();
+    }
+
+    #[test]
     fn run_interleaves_each_benchmarks_placements_unless_told_not_to() {
         for (flags, interleaved) in [
             (vec!["--repeat", "2"], true),

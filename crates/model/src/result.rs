@@ -21,11 +21,15 @@ pub struct Calibration {
     pub iterations: u64,
     /// The instance fixed the count (`Instance::fixed_iterations`); nothing was tried.
     pub fixed: bool,
-    /// Every calibration sample in order; one of them (usually the last) ran
-    /// `iterations` and serves as `time(n)` for the linearity check.
+    /// Every calibration and linearity-check sample in order: the search, three
+    /// samples at `iterations` (their median is `time(n)`), three at twice that
+    /// (`time(2n)`), and the same again when the check failed and the count was
+    /// searched once more.
     pub tried: Vec<CalibrationStep>,
-    /// Whether `time(2n)` was within the tolerance of `2 * time(n)`. `None` when not
-    /// checked: fixed iterations, or the check would not fit the time budget.
+    /// Whether `time(2n)` was within the tolerance of `2 * time(n)` (medians of three
+    /// samples each). `Some(false)` after the search was redone and failed again: the
+    /// cell's value is not trusted and outputs say so. `None` when not checked: fixed
+    /// iterations, or the check would not fit the time budget.
     pub linear: Option<bool>,
     /// `time(2n) / (2 * time(n))`; 1.0 is perfectly linear.
     pub linearity_ratio: Option<f64>,
@@ -242,6 +246,16 @@ pub struct RunConfig {
     /// within the budget, so a cell overruns by at most one sample; at least one
     /// measured sample is always taken.
     pub max_cell_ns: u64,
+    /// Cells whose samples are long by nature take at least this many measured samples
+    /// (at most `max_samples`), the time budget stretched to fit them and one warm-up
+    /// sample: cells whose instance fixes the sample (a workload's stretch of load:
+    /// `Instance::fixed_iterations`) and cells whose samples take longer than the
+    /// target on the runner's clock whatever the count (an SDET script per user, a task
+    /// tree built outside the timed section). A budget sized for 10 ms
+    /// samples would leave a 2 s sample alone, with no interval. 0 in results stored
+    /// before the setting existed.
+    #[serde(default)]
+    pub long_min_samples: usize,
     /// Set by the quick preset; recorded so results say they are quick ones.
     pub quick: bool,
     /// Calibration flags the benchmark non-linear when `time(2n) / (2 time(n))`
@@ -251,6 +265,12 @@ pub struct RunConfig {
     /// cell (about a millisecond).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_overheads: Option<Overheads>,
+    /// At most this many bytes of benchmark buffers held at once (a share of the
+    /// machine's memory, chosen by the run's plan): a group of placements whose
+    /// instances would hold more together is measured one placement after the other
+    /// instead of interleaved. `None`: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_budget_bytes: Option<u64>,
     /// Record performance counters, `/proc/stat` time and syscall time with every cell
     /// (`--counters`); kept with the run so `--resume` counts the rest the same way.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -260,6 +280,7 @@ pub struct RunConfig {
 impl Default for RunConfig {
     /// 10 ms samples, 3..30 of them until the CI is within 2%, 50 ms warm-up, 5 s per
     /// cell: any benchmark with samples under a second finishes in well under 10 s.
+    /// Workload cells (fixed samples of load) take at least 5 samples whatever they last.
     fn default() -> Self {
         Self {
             target_sample_ns: 10_000_000,
@@ -268,9 +289,11 @@ impl Default for RunConfig {
             ci_target_rel: 0.02,
             warmup_ns: 50_000_000,
             max_cell_ns: 5_000_000_000,
+            long_min_samples: 5,
             quick: false,
             linearity_tolerance: 0.2,
             known_overheads: None,
+            memory_budget_bytes: None,
             counters: false,
         }
     }
@@ -278,7 +301,7 @@ impl Default for RunConfig {
 
 impl RunConfig {
     /// A smoke-test preset: 2 ms samples, 3..5 of them, 5% CI target, 5 ms warm-up,
-    /// 0.5 s per cell.
+    /// 0.5 s per cell; workload cells take at least 3 samples.
     pub fn quick() -> Self {
         Self {
             target_sample_ns: 2_000_000,
@@ -287,8 +310,19 @@ impl RunConfig {
             ci_target_rel: 0.05,
             warmup_ns: 5_000_000,
             max_cell_ns: 500_000_000,
+            long_min_samples: 3,
             quick: true,
             ..Self::default()
+        }
+    }
+
+    /// Measured samples a cell takes before its time budget may stop it: the minimum
+    /// for long samples (within `max_samples`), else one.
+    pub fn guaranteed_samples(&self, long_samples: bool) -> usize {
+        if long_samples {
+            self.long_min_samples.min(self.max_samples).max(1)
+        } else {
+            1
         }
     }
 

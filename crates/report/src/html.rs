@@ -413,13 +413,17 @@ fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
         "sampling",
         Some(&format!(
             "{}-{} samples of ~{} ms, CI target {}% of the mean, warm-up {} ms, at most {} s \
-             per cell{}",
+             per cell{}{}",
             c.min_samples,
             c.max_samples,
             short(c.target_sample_ns as f64 / 1e6),
             short(c.ci_target_rel * 100.0),
             short(c.warmup_ns as f64 / 1e6),
             short(c.max_cell_ns as f64 / 1e9),
+            match c.long_min_samples {
+                0 => String::new(),
+                n => format!(" (cells with long samples, such as workloads: at least {n})"),
+            },
             if c.quick { " (quick preset)" } else { "" }
         )),
     );

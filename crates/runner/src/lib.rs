@@ -12,12 +12,16 @@
 //!    are measured and reported; time-per-operation values have the benchmark's own
 //!    `RawSample::overhead_ns` (its clock reads and loop, by the bench contract)
 //!    subtracted, and the result says how much ([`value`]).
-//! 2. **Calibration**: inner iterations grow from 1 until a sample lasts about
-//!    `target_sample_ns` (10 ms), then `time(2n)` is compared with `2 * time(n)` and
-//!    the result recorded as `linear`.
+//! 2. **Calibration**: inner iterations grow from 1 until the median of three samples
+//!    lasts about `target_sample_ns` (10 ms), then `time(2n)` is compared with
+//!    `2 * time(n)` (medians of three each); a count that fails is searched again once,
+//!    and a second failure is recorded as `linear: Some(false)` and shown with the value.
 //! 3. **Warm-up**: discarded samples, counted and timed.
 //! 4. **Repetition**: samples until the Student-t 95% CI of the mean is within 2% (3..30
-//!    samples, and a 5 s budget per cell); `converged` says whether it got there.
+//!    samples, and a 5 s budget per cell; cells whose samples are long by nature, a
+//!    workload's stretch of load or one iteration over the target, take at least
+//!    `long_min_samples`, the budget stretched for them);
+//!    `converged` says whether it got there.
 //! 5. **Summary** ([`stats`]): mean, median, quartiles, min/max, CI; CPU-time rates
 //!    beside wall-time rates; start spread; concatenated event series.
 //!

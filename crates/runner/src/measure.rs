@@ -18,8 +18,14 @@ use crate::value::{cpu_rate, sample_value};
 /// Calibration gives up growing here: 2^40 iterations that still take no measurable time
 /// mean the benchmark's loop was optimised away or it reports no time.
 const MAX_ITERATIONS: u64 = 1 << 40;
-/// Enough for 10x steps from 1 to `MAX_ITERATIONS` plus a few proportional corrections.
-const MAX_CALIBRATION_STEPS: usize = 40;
+/// Enough for 10x steps from 1 to `MAX_ITERATIONS` plus a few proportional corrections
+/// and their confirming trials.
+const MAX_CALIBRATION_STEPS: usize = 60;
+/// Samples behind every time calibration relies on (the chosen count's and the
+/// linearity check's): their median, so one outlier cannot choose the count.
+pub const TRIALS: usize = 3;
+/// How many times a count that fails the linearity check is searched again.
+const REDOS: usize = 1;
 /// Calibration accepts a count whose sample lasts this fraction of the target.
 const ACCEPT_LOW: f64 = 0.75;
 const ACCEPT_HIGH: f64 = 1.5;
@@ -33,14 +39,21 @@ const MAX_WARMUP_SAMPLES: usize = 1000;
 /// 2. calibration: iterations start at 1 and grow tenfold while a sample is shorter than
 ///    a tenth of `cfg.target_sample_ns`, then proportionally (bisecting between the
 ///    closest too-short and too-long counts once both are known, so a non-linear
-///    benchmark cannot make it oscillate), until a sample lasts 0.75..1.5 times the
-///    target; then one sample at twice the count checks linearity.
+///    benchmark cannot make it oscillate), until the median of three samples at a count
+///    lasts 0.75..1.5 times the target (one sample is never trusted: a slow first
+///    sample once chose 1 iteration for a 16-thread cell); then the median of three
+///    samples at twice the count checks linearity, and a count that fails is searched
+///    again once and, failing again, marked `linear: Some(false)`.
 ///    Skipped when the instance has fixed iterations;
 /// 3. warm-up: discarded samples until `cfg.warmup_ns` of sample time (at least one);
 /// 4. measured samples until the 95% CI half-width of the mean is within
 ///    `cfg.ci_target_rel` (after `cfg.min_samples`), or `cfg.max_samples`, or the cell's
 ///    time budget `cfg.max_cell_ns` would be exceeded by the next sample (a sample's
-///    length is predicted by the previous one's). At least one sample is always taken.
+///    length is predicted by the previous one's). At least one sample is always taken,
+///    and at least `cfg.long_min_samples` when samples are long by nature (the instance
+///    fixes its iterations, a workload's stretch of load, or a warm-up sample took
+///    longer than the target on the runner's clock: one iteration over the target, or
+///    work outside the timed section), so such cells have an interval.
 pub fn measure(
     instance: &mut dyn Instance,
     info: &BenchInfo,
@@ -63,6 +76,10 @@ pub struct Measurement<'a> {
     start_ns: u64,
     overheads: Overheads,
     calibration: Calibration,
+    /// Samples that cannot be shortened to the target (fixed, or a warm-up sample's wall
+    /// time over it): the cell takes at least `cfg.long_min_samples` of them whatever
+    /// its budget.
+    long_samples: bool,
     warmup: Warmup,
     predicted_wall_ns: u64,
     samples: Vec<SampleRecord>,
@@ -181,12 +198,18 @@ impl<'a> Measurement<'a> {
                 elapsed_ns: warmup.elapsed_ns,
             },
         )?;
+        // Samples that take longer than the target whatever the count (a workload's
+        // stretch of load, one iteration over the target, work outside the timed
+        // section): the budget would leave one or two of them.
+        let long_samples = calibration.fixed
+            || predicted_wall_ns as f64 > ACCEPT_HIGH * cfg.target_sample_ns as f64;
         let left_ns = Some(clock.now_ns());
         Ok(Self {
             cell,
             start_ns,
             overheads,
             calibration,
+            long_samples,
             warmup,
             predicted_wall_ns,
             samples: Vec::new(),
@@ -244,9 +267,10 @@ impl<'a> Measurement<'a> {
 
     fn sample(&mut self) -> Result<Option<StopReason>, RunError> {
         let cfg = self.cell.cfg;
+        let guaranteed = cfg.guaranteed_samples(self.long_samples);
         let limit = if self.samples.len() >= cfg.max_samples {
             Some(StopReason::MaxSamples)
-        } else if !self.samples.is_empty() && !self.cell.fits(self.predicted_wall_ns) {
+        } else if self.samples.len() >= guaranteed && !self.cell.fits(self.predicted_wall_ns) {
             Some(StopReason::TimeBudget)
         } else {
             None
@@ -315,10 +339,14 @@ impl<'a> Measurement<'a> {
         Ok(self.converged_now().then_some(StopReason::Converged))
     }
 
-    /// Enough samples and a CI half-width within the target.
+    /// Enough samples (`min_samples`, and the workload minimum for fixed samples) and a
+    /// CI half-width within the target.
     fn converged_now(&self) -> bool {
         let cfg = self.cell.cfg;
-        self.values.len() >= cfg.min_samples.max(2)
+        let least = cfg
+            .min_samples
+            .max(cfg.guaranteed_samples(self.long_samples));
+        self.values.len() >= least.max(2)
             && stats::ci95_rel(&self.values).is_some_and(|c| c <= cfg.ci_target_rel)
     }
 
@@ -400,32 +428,131 @@ impl Cell<'_> {
         }
     }
 
-    /// Returns the calibration and the wall time of its last sample (a prediction for
-    /// the warm-up's first).
+    /// One sample of `n` iterations, recorded in `tried`: its own elapsed time and its
+    /// wall time on the runner's clock.
+    fn trial(
+        &mut self,
+        n: u64,
+        phase: Phase,
+        tried: &mut Vec<CalibrationStep>,
+    ) -> Result<(u64, u64), RunError> {
+        let (raw, wall_ns) = self.run(n, phase)?;
+        tried.push(CalibrationStep {
+            iterations: n,
+            elapsed_ns: raw.elapsed_ns,
+        });
+        Ok((raw.elapsed_ns, wall_ns))
+    }
+
+    /// `TRIALS` samples of `n` iterations in all, `first` (elapsed, wall) being the one
+    /// already taken: the medians of their times. One sample is never trusted (a cold
+    /// first sample, an interrupt or a page-fault storm makes one of them an outlier);
+    /// the median of three rejects one outlier either way.
+    fn confirm(
+        &mut self,
+        n: u64,
+        first: (u64, u64),
+        phase: Phase,
+        tried: &mut Vec<CalibrationStep>,
+    ) -> Result<(u64, u64), RunError> {
+        let mut elapsed = vec![first.0];
+        let mut wall = vec![first.1];
+        // Within the budget: a count whose one sample takes most of it stays at one.
+        while elapsed.len() < TRIALS && self.fits(wall.iter().copied().max().unwrap_or(0)) {
+            let (t, w) = self.trial(n, phase, tried)?;
+            elapsed.push(t);
+            wall.push(w);
+        }
+        Ok((median_u64(&mut elapsed), median_u64(&mut wall)))
+    }
+
+    /// Returns the calibration and the wall time of one of its samples (a prediction
+    /// for the warm-up's first).
+    ///
+    /// The count is searched ([`Cell::search`]), then `time(2n)` (median of
+    /// [`TRIALS`]) is compared with `2 * time(n)` (median of [`TRIALS`]). A count that
+    /// fails this check is searched again once from where it was (transients such as a
+    /// frequency ramp or first-touch faults pass); a second failure leaves the cell
+    /// marked `linear: Some(false)`, which the outputs show beside its value.
     fn calibrate(&mut self) -> Result<(Calibration, u64), RunError> {
-        let target = self.cfg.target_sample_ns as f64;
         let mut tried = Vec::new();
-        // The closest counts known to be too short and too long, as (n, elapsed, wall):
-        // a non-linear benchmark makes proportional steps oscillate, and bisecting
-        // between these ends that.
+        let mut start = 1;
+        let mut redos = 0;
+        loop {
+            let (n, elapsed_ns, wall_ns) = self.search(start, &mut tried)?;
+            if elapsed_ns == 0 {
+                return Err(RunError::Calibration {
+                    bench: self.info.name.clone(),
+                    iterations: n,
+                    elapsed_ns,
+                });
+            }
+            let mut calibration = Calibration {
+                iterations: n,
+                fixed: false,
+                tried: Vec::new(),
+                linear: None,
+                linearity_ratio: None,
+            };
+            // The check costs `TRIALS` samples of twice the length; skip it rather than
+            // squeeze out the warm-up and the first measured samples.
+            let doubled = n.checked_mul(2).filter(|&d| d <= MAX_ITERATIONS);
+            let check_ns = wall_ns.saturating_mul(2 * TRIALS as u64 + 2);
+            let Some(doubled) = doubled.filter(|_| self.fits(check_ns)) else {
+                calibration.tried = tried;
+                return Ok((calibration, wall_ns));
+            };
+            let first = self.trial(doubled, Phase::LinearityCheck, &mut tried)?;
+            let (elapsed2_ns, _) =
+                self.confirm(doubled, first, Phase::LinearityCheck, &mut tried)?;
+            let ratio = elapsed2_ns as f64 / (2.0 * elapsed_ns as f64);
+            let linear = (ratio - 1.0).abs() <= self.cfg.linearity_tolerance;
+            if !linear && redos < REDOS && self.fits(check_ns.saturating_mul(2)) {
+                redos += 1;
+                start = n;
+                continue;
+            }
+            calibration.linearity_ratio = Some(ratio);
+            calibration.linear = Some(linear);
+            calibration.tried = tried;
+            return Ok((calibration, wall_ns));
+        }
+    }
+
+    /// Searches the count from `start`: it grows tenfold while a sample is shorter than
+    /// a tenth of the target, then proportionally (bisecting between the closest
+    /// too-short and too-long counts once both are known, so a non-linear benchmark
+    /// cannot make it oscillate), until the median of [`TRIALS`] samples lasts 0.75..1.5
+    /// times the target (or one iteration takes longer). Returns the count and the
+    /// medians of its elapsed and wall times.
+    fn search(
+        &mut self,
+        start: u64,
+        tried: &mut Vec<CalibrationStep>,
+    ) -> Result<(u64, u64, u64), RunError> {
+        let target = self.cfg.target_sample_ns as f64;
+        let accept = |n: u64, t: u64| {
+            let ratio = t as f64 / target;
+            (ACCEPT_LOW..=ACCEPT_HIGH).contains(&ratio) || (n == 1 && ratio > ACCEPT_HIGH)
+        };
+        let steps_before = tried.len();
+        // The closest counts known to be too short and too long, as (n, elapsed, wall).
         let mut short: Option<(u64, u64, u64)> = None;
         let mut long: Option<(u64, u64, u64)> = None;
-        let mut n: u64 = 1;
-        let (n, elapsed_ns, mut wall_ns) = loop {
-            let (raw, wall_ns) = self.run(n, Phase::Calibration)?;
-            let t = raw.elapsed_ns;
-            tried.push(CalibrationStep {
-                iterations: n,
-                elapsed_ns: t,
-            });
-            let ratio = t as f64 / target;
-            if (ACCEPT_LOW..=ACCEPT_HIGH).contains(&ratio)
-                || (n == 1 && ratio > ACCEPT_HIGH)
-                || tried.len() >= MAX_CALIBRATION_STEPS
-                || !self.fits(0)
-            {
-                break (n, t, wall_ns);
+        let mut n: u64 = start.max(1);
+        loop {
+            let (mut t, mut wall_ns) = self.trial(n, Phase::Calibration, tried)?;
+            let out_of_steps = || tried.len() - steps_before >= MAX_CALIBRATION_STEPS;
+            if out_of_steps() || !self.fits(0) {
+                return Ok((n, t, wall_ns));
             }
+            if accept(n, t) {
+                (t, wall_ns) = self.confirm(n, (t, wall_ns), Phase::Calibration, tried)?;
+                if accept(n, t) || !self.fits(0) {
+                    return Ok((n, t, wall_ns));
+                }
+            }
+            let ratio = t as f64 / target;
             if ratio < ACCEPT_LOW {
                 short = short.filter(|s| s.0 > n).or(Some((n, t, wall_ns)));
             } else {
@@ -446,43 +573,24 @@ impl Cell<'_> {
                     next = ((s.0 as f64) * (l.0 as f64)).sqrt().round() as u64;
                 }
                 if next <= s.0 || next >= l.0 {
-                    // Adjacent counts: no integer in between; keep the closer one.
+                    // Adjacent counts: no integer in between; keep the closer one,
+                    // confirmed by more samples.
                     let off = |t: u64| (t as f64 / target).ln().abs();
-                    break if off(s.1) <= off(l.1) { s } else { l };
+                    let (n, t, w) = if off(s.1) <= off(l.1) { s } else { l };
+                    let (t, w) = self.confirm(n, (t, w), Phase::Calibration, tried)?;
+                    return Ok((n, t, w));
                 }
             }
             if next == n {
-                break (n, t, wall_ns);
+                return Ok((n, t, wall_ns));
             }
             n = next;
-        };
-        if elapsed_ns == 0 {
-            return Err(RunError::Calibration {
-                bench: self.info.name.clone(),
-                iterations: n,
-                elapsed_ns,
-            });
         }
-
-        let mut calibration = Calibration {
-            iterations: n,
-            fixed: false,
-            tried,
-            linear: None,
-            linearity_ratio: None,
-        };
-        // The check costs one sample of twice the length; skip it rather than squeeze
-        // out the warm-up and the first measured sample.
-        let doubled = n.checked_mul(2).filter(|&d| d <= MAX_ITERATIONS);
-        if let Some(doubled) = doubled
-            && self.fits(wall_ns.saturating_mul(4))
-        {
-            let (raw, wall2_ns) = self.run(doubled, Phase::LinearityCheck)?;
-            let ratio = raw.elapsed_ns as f64 / (2.0 * elapsed_ns as f64);
-            calibration.linearity_ratio = Some(ratio);
-            calibration.linear = Some((ratio - 1.0).abs() <= self.cfg.linearity_tolerance);
-            wall_ns = wall2_ns / 2;
-        }
-        Ok((calibration, wall_ns))
     }
+}
+
+/// The median of a few values (the upper one of an even count); sorts them.
+fn median_u64(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
 }

@@ -12,11 +12,19 @@
 //!
 //! The plan only names cells; whether a placement fits the machine and whether a
 //! benchmark can run on it is found out when the cell is measured, and recorded.
+//!
+//! [`estimate`] resolves a plan before anything is measured (`smtlab run --dry-run`):
+//! each cell's memory, samples and time from its benchmark's [`Benchmark::cost`] and
+//! the settings (calibration's trials, warm-up, samples, the workload minimum, setup,
+//! the traced extra sample of `--counters`, rounds), and which groups of placements are
+//! measured together. A group whose instances would hold more than the run's memory
+//! bound ([`memory_budget`]: half the RAM, within what is available) is measured one
+//! placement after the other; the session applies the same rule ([`apart_reason`]).
 
 use std::collections::BTreeMap;
 
-use smtlab_bench::Benchmark;
-use smtlab_model::{CellKey, Topology};
+use smtlab_bench::{BenchContext, Benchmark, CellCost, Params};
+use smtlab_model::{CellKey, ResolvedPlacement, RunConfig, Topology};
 
 pub use smtlab_bench::Suite;
 
@@ -102,6 +110,330 @@ pub fn plan(
     let mut seen = std::collections::BTreeSet::new();
     cells.retain(|c| seen.insert(c.clone()));
     cells
+}
+
+/// A benchmark's parameters as a cell key holds them, for [`Benchmark::cost`] and
+/// `prepare`.
+fn params_of(key: &CellKey) -> Params {
+    Params::from_pairs(
+        key.params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// What a cell will cost, known before it is prepared: its benchmark's
+/// [`Benchmark::cost`] on the resolved placement.
+pub fn cell_cost(
+    bench: &dyn Benchmark,
+    params: &Params,
+    placement: &ResolvedPlacement,
+    topo: &Topology,
+) -> Result<CellCost, String> {
+    let ctx = BenchContext {
+        params,
+        placement,
+        topology: topo,
+        client: None,
+    };
+    bench.cost(&ctx).map_err(|e| e.to_string())
+}
+
+/// Bytes of benchmark buffers a run may hold at once: half the machine's memory, and
+/// no more than 80% of what is available now (other programs keep theirs). `None` when
+/// `/proc/meminfo` cannot be read.
+pub fn memory_budget() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    memory_budget_from(&text)
+}
+
+/// [`memory_budget`] from the text of `/proc/meminfo`.
+pub fn memory_budget_from(meminfo: &str) -> Option<u64> {
+    let field = |name: &str| -> Option<u64> {
+        let line = meminfo.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib.saturating_mul(1024))
+    };
+    let total = field("MemTotal:")?;
+    let half = total / 2;
+    Some(match field("MemAvailable:") {
+        Some(avail) => half.min(avail / 5 * 4),
+        None => half,
+    })
+}
+
+/// Why the cells of a group, holding `memory` bytes each, cannot be measured together
+/// (interleaved: every instance alive at once) under `budget`; `None` when they can.
+pub fn apart_reason(memory: &[u64], budget: Option<u64>) -> Option<String> {
+    let budget = budget?;
+    let together: u64 = memory.iter().sum();
+    (memory.len() > 1 && together > budget).then(|| {
+        format!(
+            "together they would hold {}, above the run's bound of {}: measured one \
+             placement after the other",
+            bytes_text(together),
+            bytes_text(budget)
+        )
+    })
+}
+
+/// `1.5 GiB`, `256 MiB`, `12 KiB`, `100 B`.
+pub fn bytes_text(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 || v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+/// How a run is measured, for its estimate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Measuring {
+    /// The placements of a group take their samples in turn.
+    pub interleave: bool,
+    /// Rounds per cell (`--repeat`).
+    pub repeat: usize,
+    /// Where server workloads' client sides go: a cell left without client CPUs is
+    /// skipped, and costs nothing.
+    pub client_rule: smtlab_placement::ClientRule,
+}
+
+/// A run resolved before it measures: its groups of cells with their time and memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    pub groups: Vec<GroupEstimate>,
+    /// The bound on buffers held at once ([`RunConfig::memory_budget_bytes`]).
+    pub memory_budget_bytes: Option<u64>,
+    pub measuring: Measuring,
+}
+
+/// The cells of one benchmark and parameter set (its placements), measured together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupEstimate {
+    pub benchmark: String,
+    pub params: BTreeMap<String, String>,
+    pub cells: Vec<CellEstimate>,
+    /// Every instance of the group alive at once: samples taken in turn (interleaving)
+    /// or rounds taking turns (`--repeat`).
+    pub together: bool,
+    /// Why a group of a run that interleaves is measured one cell after the other.
+    pub apart: Option<String>,
+}
+
+/// One cell's expected cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellEstimate {
+    pub key: CellKey,
+    /// The cost, or why the cell will be skipped (unknown benchmark, placement this
+    /// machine cannot satisfy, bad parameter).
+    pub cost: Result<CellCost, String>,
+    /// Measured samples per round: the fewest the settings allow and the most.
+    pub samples: (usize, usize),
+    /// Expected and longest time of all its rounds, setup included.
+    pub likely_ns: u64,
+    pub max_ns: u64,
+}
+
+impl GroupEstimate {
+    /// Bytes held at once while the group is measured.
+    pub fn peak_bytes(&self) -> u64 {
+        let each = self
+            .cells
+            .iter()
+            .map(|c| c.cost.as_ref().map_or(0, |c| c.memory_bytes));
+        if self.together {
+            each.sum()
+        } else {
+            each.max().unwrap_or(0)
+        }
+    }
+
+    pub fn likely_ns(&self) -> u64 {
+        self.cells.iter().map(|c| c.likely_ns).sum()
+    }
+
+    pub fn max_ns(&self) -> u64 {
+        self.cells.iter().map(|c| c.max_ns).sum()
+    }
+}
+
+impl Estimate {
+    pub fn cells(&self) -> usize {
+        self.groups.iter().map(|g| g.cells.len()).sum()
+    }
+
+    /// The most bytes held at once, over the groups.
+    pub fn peak_bytes(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(GroupEstimate::peak_bytes)
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub fn likely_ns(&self) -> u64 {
+        self.groups.iter().map(GroupEstimate::likely_ns).sum()
+    }
+
+    pub fn max_ns(&self) -> u64 {
+        self.groups.iter().map(GroupEstimate::max_ns).sum()
+    }
+}
+
+/// Samples the calibration takes, in units of the target sample length: the search
+/// (tenfold steps, about 1.1 targets in all, then the chosen count), two more trials at
+/// it, and three at twice the count for the linearity check.
+const CALIBRATION_TARGETS: f64 =
+    1.1 + crate::measure::TRIALS as f64 + 2.0 * crate::measure::TRIALS as f64;
+/// Calibration samples, counted: about six short steps of the search, then the trials.
+const CALIBRATION_SAMPLES: u64 = 6 + 2 * crate::measure::TRIALS as u64;
+/// Wall time a calibrated sample takes beyond its timed section (waking workers,
+/// measuring the loop's own cost, the session's turn-taking): about 1.5 ms on a busy
+/// 2-CPU machine, where a quick run's cells took 3 to 5 times their samples' sum.
+const SAMPLE_OVERHEAD_NS: u64 = 1_500_000;
+
+/// Measured samples a cell is expected to take between its least and its most: cells
+/// stop when their interval converges, and on a busy machine many do not; a cell whose
+/// placements take turns goes on while any of them does, so the most.
+fn likely_samples(least: usize, most: usize, in_turn: bool) -> usize {
+    if in_turn {
+        most
+    } else {
+        least + (most - least) / 2
+    }
+}
+
+/// The time one round of a cell takes: `(likely, max)` in nanoseconds, and its samples.
+fn round_time(cost: &CellCost, cfg: &RunConfig, in_turn: bool) -> ((u64, u64), (usize, usize)) {
+    let budget = cfg.max_cell_ns;
+    let extra = u64::from(cfg.counters);
+    match cost.sample_ns {
+        None => {
+            // Calibrated: samples of about the target length, each with its overhead.
+            let t = cfg.target_sample_ns;
+            let warm = cfg.warmup_ns.div_ceil(t).max(1);
+            let fixed_part = (CALIBRATION_TARGETS * t as f64) as u64
+                + warm * t
+                + (CALIBRATION_SAMPLES + warm) * SAMPLE_OVERHEAD_NS;
+            let (least, most) = (cfg.min_samples, cfg.max_samples);
+            let at = |n: usize| {
+                fixed_part
+                    .saturating_add((t + SAMPLE_OVERHEAD_NS).saturating_mul(n as u64))
+                    .min(budget.saturating_add(t))
+                    .saturating_add(t.saturating_mul(extra))
+            };
+            (
+                (at(likely_samples(least, most, in_turn)), at(most)),
+                (least, most),
+            )
+        }
+        Some(s) => {
+            let s = s.max(1);
+            // Fixed: one warm-up sample (or `warmup_ns` of them), the workload minimum
+            // whatever the budget, then more while the budget lasts.
+            let warm = cfg.warmup_ns.div_ceil(s).max(1);
+            let least = cfg
+                .min_samples
+                .max(cfg.guaranteed_samples(true))
+                .min(cfg.max_samples);
+            let within = (budget / s).saturating_sub(warm) as usize;
+            let most = within.clamp(least, cfg.max_samples.max(least));
+            let at = |n: usize| s.saturating_mul(warm + n as u64 + extra);
+            (
+                (at(likely_samples(least, most, in_turn)), at(most)),
+                (least, most),
+            )
+        }
+    }
+}
+
+/// Resolves the plan `cells` against `benches` and `topo` with the settings `cfg`:
+/// groups (consecutive cells of one benchmark and parameter set, as `run` measures
+/// them), each cell's memory, samples and time, and whether each group is interleaved
+/// under the memory bound. Nothing is prepared or allocated.
+pub fn estimate(
+    cells: &[CellKey],
+    benches: &[Box<dyn Benchmark>],
+    topo: &Topology,
+    cfg: &RunConfig,
+    measuring: Measuring,
+) -> Estimate {
+    let repeat = measuring.repeat.max(1) as u64;
+    let mut groups: Vec<GroupEstimate> = Vec::new();
+    for key in cells {
+        let bench = benches.iter().find(|b| b.info().name == key.benchmark);
+        let cost = match bench {
+            None => Err(format!("no benchmark {:?} in this build", key.benchmark)),
+            Some(bench) => smtlab_placement::parse(&key.placement)
+                .and_then(|spec| smtlab_placement::resolve(&spec, topo))
+                .map_err(|e| e.to_string())
+                .and_then(|placement| {
+                    if bench.client_side() {
+                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)?;
+                    }
+                    cell_cost(bench.as_ref(), &params_of(key), &placement, topo)
+                }),
+        };
+        // Interleaved placements take turns until the last is done.
+        let in_turn = measuring.interleave
+            && cells
+                .iter()
+                .filter(|k| k.benchmark == key.benchmark && k.params == key.params)
+                .count()
+                > 1;
+        let (likely_ns, max_ns, samples) = match &cost {
+            Ok(c) => {
+                let ((likely, max), samples) = round_time(c, cfg, in_turn);
+                let per_round = |t: u64| t.saturating_add(c.setup_ns).saturating_mul(repeat);
+                (per_round(likely), per_round(max), samples)
+            }
+            Err(_) => (0, 0, (0, 0)),
+        };
+        let cell = CellEstimate {
+            key: key.clone(),
+            cost,
+            samples,
+            likely_ns,
+            max_ns,
+        };
+        match groups.last_mut() {
+            Some(g) if g.benchmark == key.benchmark && g.params == key.params => g.cells.push(cell),
+            _ => groups.push(GroupEstimate {
+                benchmark: key.benchmark.clone(),
+                params: key.params.clone(),
+                cells: vec![cell],
+                together: false,
+                apart: None,
+            }),
+        }
+    }
+    for g in &mut groups {
+        let measured = g.cells.iter().filter(|c| c.cost.is_ok()).count();
+        // The session keeps every instance of a group alive while its rounds take turns.
+        let together = (measuring.interleave || measuring.repeat > 1) && measured > 1;
+        let memory: Vec<u64> = g
+            .cells
+            .iter()
+            .filter_map(|c| c.cost.as_ref().ok().map(|c| c.memory_bytes))
+            .collect();
+        g.apart = together
+            .then(|| apart_reason(&memory, cfg.memory_budget_bytes))
+            .flatten();
+        g.together = together && g.apart.is_none();
+    }
+    Estimate {
+        groups,
+        memory_budget_bytes: cfg.memory_budget_bytes,
+        measuring,
+    }
 }
 
 #[cfg(test)]
@@ -193,5 +525,183 @@ mod tests {
         );
         let unique: std::collections::BTreeSet<_> = p.iter().collect();
         assert_eq!(unique.len(), p.len());
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    /// Two sockets of 32 cores with 2 threads each (128 CPUs), a 2 MiB L2 per core
+    /// and a 32 MiB L3 per socket.
+    fn two_socket_128() -> Topology {
+        use smtlab_fixtures::build::{intel, with_caches};
+        with_caches(intel(2, 32, 2), 2 * MIB, 32 * MIB)
+    }
+
+    fn standard(topo: &Topology) -> Vec<String> {
+        smtlab_placement::standard_placements(topo)
+            .into_iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(s, _)| s.text)
+            .collect()
+    }
+
+    fn default_estimate(topo: &Topology, budget: Option<u64>) -> Estimate {
+        let catalog = crate::catalog::all();
+        let placements = standard(topo);
+        let cells = plan(Suite::Default, &catalog, &placements, topo);
+        let cfg = RunConfig {
+            memory_budget_bytes: budget,
+            ..RunConfig::default()
+        };
+        let measuring = Measuring {
+            interleave: true,
+            repeat: 1,
+            client_rule: Default::default(),
+        };
+        estimate(&cells, &catalog, topo, &cfg, measuring)
+    }
+
+    fn group<'e>(e: &'e Estimate, bench: &str) -> &'e GroupEstimate {
+        e.groups.iter().find(|g| g.benchmark == bench).unwrap()
+    }
+
+    #[test]
+    fn the_default_plan_of_a_two_socket_128_cpu_machine_holds_about_2_gib_at_most() {
+        let t = two_socket_128();
+        let placements = standard(&t);
+        assert_eq!(
+            placements,
+            [
+                "1c1t",
+                "1c2t",
+                "2c1t",
+                "2c2t",
+                "2c1t/scatter",
+                "cores",
+                "all"
+            ]
+        );
+        let e = default_estimate(&t, None);
+        // mem-read: 4x one L3 (128 MiB) in total on the five placements within one
+        // socket but scatter, which reaches both (256 MiB); `cores` and `all` hold the
+        // per-thread floor, 8 MiB x 64 and 4 MiB x 128.
+        let read = group(&e, "mem-read");
+        let held: Vec<u64> = read
+            .cells
+            .iter()
+            .map(|c| c.cost.as_ref().unwrap().memory_bytes / MIB)
+            .collect();
+        assert_eq!(held, [128, 128, 128, 128, 256, 512, 512]);
+        assert!(read.together);
+        assert_eq!(read.peak_bytes(), 1792 * MIB);
+        // The latency rings add 8 bytes per 64-byte line: the peak of the run.
+        assert_eq!(group(&e, "mem-latency").peak_bytes(), 2016 * MIB);
+        assert_eq!(e.peak_bytes(), 2016 * MIB);
+        // Each thread taking 4x its L3 would have held 128 MiB x 203 threads.
+        assert!(e.peak_bytes() * 12 < 203 * 128 * MIB);
+        // Every cell is accounted for, with time.
+        assert_eq!(
+            e.cells(),
+            plan(Suite::Default, &crate::catalog::all(), &placements, &t).len()
+        );
+        assert!(e.likely_ns() > 0 && e.likely_ns() <= e.max_ns());
+    }
+
+    #[test]
+    fn a_group_above_the_memory_bound_is_measured_one_placement_at_a_time() {
+        let t = two_socket_128();
+        let e = default_estimate(&t, Some(1 << 30));
+        let latency = group(&e, "mem-latency");
+        assert!(!latency.together);
+        let why = latency.apart.as_deref().unwrap();
+        assert!(why.contains("2.0 GiB") && why.contains("1 GiB"), "{why}");
+        // One placement at a time: the largest cell, 512 MiB + 1/8.
+        assert_eq!(latency.peak_bytes(), 576 * MIB);
+        assert!(e.peak_bytes() <= 1 << 30);
+        // Groups that fit stay interleaved.
+        assert!(group(&e, "int-ops").together);
+        assert!(group(&e, "int-ops").apart.is_none());
+    }
+
+    #[test]
+    fn memory_budget_is_half_the_ram_within_what_is_available() {
+        let meminfo = "MemTotal:       131072000 kB\nMemFree: 1 kB\nMemAvailable:   100000000 kB\n";
+        assert_eq!(memory_budget_from(meminfo), Some(65_536_000 * 1024));
+        let busy = "MemTotal:       131072000 kB\nMemAvailable:   10000000 kB\n";
+        assert_eq!(memory_budget_from(busy), Some(8_000_000 * 1024));
+        assert_eq!(memory_budget_from("nothing"), None);
+        assert_eq!(bytes_text(1536 * MIB), "1.5 GiB");
+        assert_eq!(bytes_text(256 * MIB), "256 MiB");
+        assert_eq!(bytes_text(100), "100 B");
+    }
+
+    /// A workload-like benchmark: fixed samples of `sample_ns`, 1 s of setup.
+    struct Load(u64);
+    impl Benchmark for Load {
+        fn info(&self) -> smtlab_model::BenchInfo {
+            smtlab_model::BenchInfo {
+                name: "load".into(),
+                group: "test".into(),
+                unit: "req/s".into(),
+                direction: smtlab_model::Direction::Higher,
+                value_kind: smtlab_model::ValueKind::Rate { scale: 1.0 },
+                description: "a fake load".into(),
+                origin: "tests".into(),
+                params: Vec::new(),
+            }
+        }
+        fn prepare(
+            &self,
+            _: &BenchContext<'_>,
+        ) -> Result<Box<dyn smtlab_bench::Instance>, smtlab_bench::BenchError> {
+            unreachable!("the plan never prepares")
+        }
+        fn cost(&self, _: &BenchContext<'_>) -> Result<CellCost, smtlab_bench::BenchError> {
+            Ok(CellCost {
+                memory_bytes: 0,
+                sample_ns: Some(self.0),
+                setup_ns: 1_000_000_000,
+            })
+        }
+    }
+
+    #[test]
+    fn workload_cells_are_planned_with_their_minimum_samples_and_setup() {
+        let t = topo();
+        let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(300_000_000))];
+        let placements = ["1c1t".to_string(), "2c1t".to_string()];
+        let cells = plan(Suite::Quick, &benches, &placements, &t);
+        let measuring = Measuring {
+            interleave: true,
+            repeat: 2,
+            client_rule: Default::default(),
+        };
+        let quick = RunConfig::quick();
+        let e = estimate(&cells, &benches, &t, &quick, measuring.clone());
+        let c = &e.groups[0].cells[0];
+        // Quick: at least 3 samples of 0.3 s although the cell budget is 0.5 s.
+        assert_eq!(c.samples, (3, 3));
+        // Two rounds of (1 s setup + 1 warm-up + 3 samples).
+        assert_eq!(c.max_ns, 2 * (1_000_000_000 + 4 * 300_000_000));
+        let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(2_000_000_000))];
+        let cells = plan(Suite::Default, &benches, &placements, &t);
+        let e = estimate(
+            &cells,
+            &benches,
+            &t,
+            &RunConfig::default(),
+            measuring.clone(),
+        );
+        assert_eq!(e.groups[0].cells[0].samples.0, 5);
+        // An unknown placement is planned as skipped, with the reason.
+        let cells = plan(Suite::Default, &benches, &["9c9t".to_string()], &t);
+        let e = estimate(
+            &cells,
+            &benches,
+            &t,
+            &RunConfig::default(),
+            measuring.clone(),
+        );
+        assert!(e.groups[0].cells[0].cost.is_err());
+        assert_eq!(e.max_ns(), 0);
     }
 }

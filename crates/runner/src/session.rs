@@ -176,8 +176,11 @@ impl Session<'_> {
             if self.stopped() {
                 return Ended::Stopped;
             }
-            // Rounds of several placements take turns even when their samples do not.
-            let ended = if self.interleave || self.repeat > 1 {
+            // Rounds of several placements take turns even when their samples do not;
+            // either way every instance of the group lives at once, unless that would
+            // hold more memory than the run allows.
+            let together = (self.interleave || self.repeat > 1) && !self.too_big_together(&group);
+            let ended = if together {
                 self.measure_together(group, observer)
             } else {
                 let mut ended = Ended::Complete;
@@ -194,6 +197,24 @@ impl Session<'_> {
             }
         }
         Ended::Complete
+    }
+
+    /// Whether the instances of `group` would hold more than the run's memory bound
+    /// together ([`crate::plan::apart_reason`]).
+    fn too_big_together(&self, group: &[CellPlan<'_>]) -> bool {
+        if group.len() < 2 || self.cfg.memory_budget_bytes.is_none() {
+            return false;
+        }
+        let memory: Vec<u64> = group
+            .iter()
+            .filter_map(|c| {
+                let placement = c.placement.as_ref().ok()?;
+                crate::plan::cell_cost(c.bench, &c.params, placement, self.topo)
+                    .ok()
+                    .map(|cost| cost.memory_bytes)
+            })
+            .collect();
+        crate::plan::apart_reason(&memory, self.cfg.memory_budget_bytes).is_some()
     }
 
     /// Measures the cells of `group` together: each on its own thread, `repeat` rounds

@@ -30,6 +30,8 @@ struct Fake {
     fixed: Option<u64>,
     fail_on_call: Option<u64>,
     requested: Arc<Mutex<Vec<u64>>>,
+    /// Wall time each sample spends outside its timed section.
+    untimed_ns: u64,
 }
 
 impl Fake {
@@ -45,6 +47,7 @@ impl Fake {
             fixed: None,
             fail_on_call: None,
             requested: Arc::default(),
+            untimed_ns: 0,
         }
     }
 
@@ -81,7 +84,7 @@ impl Instance for Fake {
             });
         }
         let elapsed_ns = (self.elapsed)(iterations, call);
-        self.clock.advance(elapsed_ns);
+        self.clock.advance(elapsed_ns + self.untimed_ns);
         Ok(RawSample {
             elapsed_ns,
             work: iterations as f64 * self.work_per_iter,
@@ -149,8 +152,14 @@ fn exact_instance_calibrates_to_target_over_cost() {
 
     // 10 ms / 100 ns.
     assert_eq!(r.iterations, 100_000);
+    // The search, two more trials at the chosen count, three at twice the count.
     let tried: Vec<u64> = r.calibration.tried.iter().map(|s| s.iterations).collect();
-    assert_eq!(tried, [1, 10, 100, 1_000, 10_000, 100_000]);
+    assert_eq!(
+        tried,
+        [
+            1, 10, 100, 1_000, 10_000, 100_000, 100_000, 100_000, 200_000, 200_000, 200_000
+        ]
+    );
     assert!(!r.calibration.fixed);
     assert_eq!(r.calibration.linear, Some(true));
     assert_eq!(r.calibration.linearity_ratio, Some(1.0));
@@ -166,10 +175,10 @@ fn exact_instance_calibrates_to_target_over_cost() {
     assert_eq!(r.summary.ci95_half_width, 0.0);
     assert_eq!((r.clock_cost_ns, r.loop_cost_ns_per_iter), (20.0, 0.5));
     assert!(r.samples.iter().all(|s| s.iterations == 100_000));
-    // Calibration (6) + linearity (1, at 2n) + warm-up (5) + samples (3).
+    // Calibration (8) + linearity (3, at 2n) + warm-up (5) + samples (3).
     let requested = requested.lock().unwrap();
-    assert_eq!(requested.len(), 15);
-    assert_eq!(requested[6], 200_000);
+    assert_eq!(requested.len(), 19);
+    assert_eq!(requested[8], 200_000);
     // Wall time on the fake clock is exactly the work done.
     let work_ns: u64 = requested.iter().map(|n| n * 100).sum();
     assert_eq!(r.wall_ns, work_ns);
@@ -324,20 +333,20 @@ fn time_budget_is_honoured_on_the_fake_clock() {
 }
 
 #[test]
-fn very_long_iterations_still_finish_within_ten_seconds_with_defaults() {
+fn very_long_iterations_take_the_long_sample_minimum() {
     let clock = Arc::new(FakeClock::default());
-    // One iteration takes 3 s: calibration stays at 1, the linearity check would not
-    // fit the budget, one warm-up and one measured sample.
+    // One iteration takes 3 s: calibration stays at 1 (its other trials and the
+    // linearity check would not fit the budget), one warm-up, then the minimum of five
+    // samples for long samples, past the 5 s budget, so the cell has an interval.
     let mut fake = Fake::linear(&clock, 3_000 * MS);
     let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
-    assert!(r.wall_ns <= 10_000 * MS, "{}", r.wall_ns);
     assert_eq!(r.iterations, 1);
+    assert_eq!(r.calibration.tried.len(), 1);
     assert_eq!(r.calibration.linear, None);
     assert_eq!(r.warmup.samples, 1);
-    assert_eq!(r.samples.len(), 1);
-    assert_eq!(r.stop_reason, StopReason::TimeBudget);
-    assert_eq!(r.summary.n, 1);
-    assert!(!r.converged);
+    assert_eq!(r.samples.len(), 5);
+    assert_eq!(r.stop_reason, StopReason::Converged);
+    assert_eq!(r.wall_ns, 7 * 3_000 * MS);
 }
 
 #[test]
@@ -413,10 +422,10 @@ fn raw_facts_series_and_start_spread_are_kept() {
     let mut fake = Fake::linear(&clock, 100);
     let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
     let n = r.samples.len();
-    // Calls 0..=11 were calibration, linearity and warm-up; samples are calls 12, 13, 14.
+    // Calls 0..=15 were calibration, linearity and warm-up; samples are calls 16, 17, 18.
     let calls: Vec<f64> = r.samples.iter().map(|s| s.metrics["calls"]).collect();
-    assert_eq!(calls, [12.0, 13.0, 14.0]);
-    assert_eq!(r.series["event_ns"], [12.0, 1.0, 13.0, 1.0, 14.0, 1.0]);
+    assert_eq!(calls, [16.0, 17.0, 18.0]);
+    assert_eq!(r.series["event_ns"], [16.0, 1.0, 17.0, 1.0, 18.0, 1.0]);
     assert!(
         r.samples
             .iter()
@@ -432,9 +441,11 @@ fn raw_facts_series_and_start_spread_are_kept() {
 fn instance_errors_propagate_with_their_phase() {
     for (call, phase) in [
         (0, Phase::Calibration),
-        (6, Phase::LinearityCheck),
-        (7, Phase::Warmup),
-        (13, Phase::Sample(1)),
+        (7, Phase::Calibration),
+        (8, Phase::LinearityCheck),
+        (10, Phase::LinearityCheck),
+        (11, Phase::Warmup),
+        (17, Phase::Sample(1)),
     ] {
         let clock = Arc::new(FakeClock::default());
         let mut fake = Fake::linear(&clock, 100);
@@ -734,8 +745,8 @@ fn an_interleaved_cell_that_fails_leaves_the_others_measured() {
     let clock = Arc::new(FakeClock::default());
     let mut good = Fake::linear(&clock, 100);
     let mut bad = Fake::linear(&clock, 100);
-    // Calibration, linearity check and warm-up are calls 0..12; this is sample 3.
-    bad.fail_on_call = Some(15);
+    // Calibration, linearity check and warm-up are calls 0..16; this is sample 3.
+    bad.fail_on_call = Some(19);
     let (mut og, mut ob) = (NoopObserver, NoopObserver);
     let results = interleave(
         vec![
@@ -754,7 +765,7 @@ fn an_interleaved_cell_that_fails_leaves_the_others_measured() {
         &*clock,
     );
     let err = results[0].as_ref().unwrap_err().to_string();
-    assert!(err.contains("checksum mismatch in call 15"), "{err}");
+    assert!(err.contains("checksum mismatch in call 19"), "{err}");
     assert_eq!(results[1].as_ref().unwrap().samples.len(), 10);
 }
 
@@ -788,4 +799,176 @@ fn an_interleaved_cell_that_converges_early_keeps_pace_with_the_others() {
     assert!(n.samples.len() > 3, "the noisy cell needed more samples");
     assert_eq!(e.samples.len(), n.samples.len());
     assert!(e.converged);
+}
+
+/// 50 us of fixed cost per sample (waking a pool of workers) plus 1 ns per iteration.
+fn pool_like(clock: &Arc<FakeClock>, first_ns: u64) -> Fake {
+    Fake::new(
+        clock,
+        move |n, call| {
+            if call == 0 { first_ns } else { 50_000 + n }
+        },
+    )
+}
+
+#[test]
+fn one_slow_first_sample_does_not_choose_the_count() {
+    // The first sample is 20 ms (a cold start): twice the target at one iteration, which
+    // a calibration that trusts one sample accepts, and then every sample measures the
+    // 50 us fixed cost instead of the work.
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = pool_like(&clock, 20 * MS);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert!(r.iterations > 1_000_000, "{:?}", r.calibration.tried);
+    // The two other trials at one iteration were fast: the outlier was outvoted.
+    let at_one: Vec<u64> = r
+        .calibration
+        .tried
+        .iter()
+        .filter(|s| s.iterations == 1)
+        .map(|s| s.elapsed_ns)
+        .collect();
+    assert_eq!(at_one, [20 * MS, 50_001, 50_001]);
+    assert_eq!(r.calibration.linear, Some(true));
+    // 1 ns per operation plus at most 1% of fixed cost.
+    assert!(
+        r.summary.mean > 1.0 && r.summary.mean < 1.01,
+        "{:?}",
+        r.summary
+    );
+
+    // The same under the quick preset.
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = pool_like(&clock, 20 * MS);
+    let quick = RunConfig {
+        known_overheads: cfg().known_overheads,
+        ..RunConfig::quick()
+    };
+    let r = run(&mut fake, ValueKind::TimePerOp, &quick, &clock);
+    assert!(r.iterations > 100_000, "{:?}", r.calibration.tried);
+    assert!(r.summary.mean < 1.05, "{:?}", r.summary);
+}
+
+#[test]
+fn an_outlier_in_the_linearity_check_is_outvoted() {
+    let clock = Arc::new(FakeClock::default());
+    // Call 8 is the first sample at twice the count: three times too slow.
+    let mut fake = Fake::new(
+        &clock,
+        |n, call| {
+            if call == 8 { 3 * n * 100 } else { n * 100 }
+        },
+    );
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert_eq!(r.iterations, 100_000);
+    assert_eq!(r.calibration.linear, Some(true));
+    assert_eq!(r.calibration.linearity_ratio, Some(1.0));
+}
+
+#[test]
+fn a_transient_non_linearity_is_calibrated_again_and_passes() {
+    let clock = Arc::new(FakeClock::default());
+    // The first linearity check (calls 8-10) runs while the "machine" is 50% slower.
+    let mut fake = Fake::new(&clock, |n, call| {
+        if (8..=10).contains(&call) {
+            n * 150
+        } else {
+            n * 100
+        }
+    });
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert_eq!(r.calibration.linear, Some(true));
+    let checks = r
+        .calibration
+        .tried
+        .iter()
+        .filter(|s| s.iterations == 2 * r.iterations)
+        .count();
+    assert_eq!(checks, 6, "checked twice: {:?}", r.calibration.tried);
+    assert_eq!(r.summary.mean, 100.0);
+}
+
+#[test]
+fn a_count_that_stays_non_linear_is_searched_again_then_marked() {
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::new(&clock, |n, _| n * n);
+    let r = run(&mut fake, ValueKind::TimePerOp, &cfg(), &clock);
+    assert_eq!(r.calibration.linear, Some(false));
+    let checks = r
+        .calibration
+        .tried
+        .iter()
+        .filter(|s| s.iterations == 2 * r.iterations)
+        .count();
+    assert_eq!(checks, 6, "{:?}", r.calibration.tried);
+    // The mark survives storage as JSON.
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains("\"linear\":false"), "{json}");
+}
+
+/// A workload-like cell: every sample is one stretch of load of `sample_ns` (fixed
+/// iterations), a little noisy, or exact.
+fn workload(clock: &Arc<FakeClock>, sample_ns: u64, noise: f64) -> Fake {
+    let mut fake = if noise > 0.0 {
+        Fake::noisy(clock, sample_ns, noise, 17)
+    } else {
+        Fake::linear(clock, sample_ns)
+    };
+    fake.fixed = Some(1);
+    fake
+}
+
+#[test]
+fn workload_cells_get_at_least_three_samples_quick_and_five_by_default() {
+    let quick = RunConfig {
+        known_overheads: cfg().known_overheads,
+        ..RunConfig::quick()
+    };
+    // Quick: 0.3 s samples against a 0.5 s cell budget (the web load's quick duration).
+    for noise in [0.0, 0.02, 0.5] {
+        let clock = Arc::new(FakeClock::default());
+        let r = run(
+            &mut workload(&clock, 300 * MS, noise),
+            ValueKind::Rate { scale: 1e6 },
+            &quick,
+            &clock,
+        );
+        assert!(
+            r.samples.len() >= 3,
+            "quick, noise {noise}: {}",
+            r.samples.len()
+        );
+        assert!(r.summary.n >= 3 && r.summary.ci95_half_width.is_finite());
+        assert_eq!(r.warmup.samples, 1);
+    }
+    // Default: 2 s samples against a 5 s budget (the web load's default duration); an
+    // exact one would converge at 3 without the workload minimum.
+    for noise in [0.0, 0.02, 0.5] {
+        let clock = Arc::new(FakeClock::default());
+        let r = run(
+            &mut workload(&clock, 2_000 * MS, noise),
+            ValueKind::Rate { scale: 1e6 },
+            &cfg(),
+            &clock,
+        );
+        // Exactly the minimum: the budget is spent by then (1 warm-up + 5 samples).
+        assert_eq!(r.samples.len(), 5, "default, noise {noise}");
+        assert!(r.wall_ns <= 6 * 2_000 * MS * 11 / 10, "{}", r.wall_ns);
+    }
+    // So do calibrated cells whose one iteration is longer than the target (an SDET
+    // script per user): 0.3 s iterations under the quick preset.
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 300 * MS, 0.5, 3);
+    let r = run(&mut fake, ValueKind::Rate { scale: 1.0 }, &quick, &clock);
+    assert_eq!(r.iterations, 1);
+    assert!(!r.calibration.fixed);
+    assert!(r.samples.len() >= 3, "{}", r.samples.len());
+    // And cells whose samples spend 100 ms outside their timed section (a task tree
+    // built and torn down around 2 ms of timed work).
+    let clock = Arc::new(FakeClock::default());
+    let mut fake = Fake::noisy(&clock, 1_000, 0.3, 5);
+    fake.untimed_ns = 100 * MS;
+    let r = run(&mut fake, ValueKind::Rate { scale: 1.0 }, &quick, &clock);
+    assert!(r.iterations > 1);
+    assert!(r.samples.len() >= 3, "{}", r.samples.len());
 }

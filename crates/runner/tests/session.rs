@@ -308,6 +308,86 @@ fn interleaved_cells_take_turns_after_their_warm_up() {
     );
 }
 
+/// A fake benchmark whose instances hold `bytes` (as far as the plan is told).
+struct Holding<'a> {
+    inner: &'a FakeBench,
+    bytes: u64,
+}
+
+impl Benchmark for Holding<'_> {
+    fn info(&self) -> BenchInfo {
+        self.inner.info()
+    }
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        self.inner.prepare(ctx)
+    }
+    fn cost(&self, _: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        Ok(smtlab_bench::CellCost {
+            memory_bytes: self.bytes,
+            ..Default::default()
+        })
+    }
+}
+
+#[test]
+fn a_group_above_the_memory_bound_is_measured_one_placement_at_a_time() {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let topo = topo();
+    let stop = AtomicBool::new(false);
+    fn group<'a>(b: &'a dyn Benchmark, ps: &[ResolvedPlacement]) -> Group<'a> {
+        ps.iter()
+            .map(|p| CellPlan {
+                bench: b,
+                info: b.info(),
+                params: Params::default(),
+                key: CellKey {
+                    benchmark: "a".into(),
+                    params: Default::default(),
+                    placement: p.name.clone(),
+                },
+                placement: Ok(p.clone()),
+                work_unit: None,
+                warmup_samples: None,
+            })
+            .collect()
+    }
+    // 600 MiB each: together 1.2 GiB, above a 1 GiB bound, so p0 first, then p1.
+    let big = Holding {
+        inner: &a,
+        bytes: 600 << 20,
+    };
+    let cfg = RunConfig {
+        memory_budget_bytes: Some(1 << 30),
+        ..cfg()
+    };
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.interleave = true;
+    let mut out = Collect::default();
+    s.run(vec![group(&big, &ps)], &mut out);
+    assert_eq!(out.order, ["a p0", "a p1"]);
+    assert_eq!(
+        samples_of(&log),
+        ["p0", "p0", "p0", "p0", "p1", "p1", "p1", "p1"]
+    );
+    // Within the bound they take turns as usual.
+    log.lock().unwrap().clear();
+    let cfg = RunConfig {
+        memory_budget_bytes: Some(2 << 30),
+        ..cfg
+    };
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.interleave = true;
+    let mut out = Collect::default();
+    s.run(vec![group(&big, &ps)], &mut out);
+    assert_eq!(
+        samples_of(&log),
+        ["p0", "p1", "p0", "p1", "p0", "p1", "p0", "p1"]
+    );
+}
+
 #[test]
 fn rounds_come_from_fresh_instances_and_reach_the_record() {
     let clock = Arc::new(FakeClock::new(0, 1));

@@ -148,6 +148,12 @@ impl Benchmark for Dbench {
         clients_sweep(suite)
     }
 
+    /// A sample is `duration` milliseconds of load.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let (_, duration_ms) = clients_and_duration(ctx.params)?;
+        Ok(crate::load_cost(duration_ms as f64 / 1e3, 0.2))
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
         let (clients, duration) = clients_and_duration(p)?;

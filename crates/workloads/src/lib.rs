@@ -28,6 +28,18 @@ pub mod scratch;
 pub mod sdet;
 pub mod web;
 
+/// What a workload cell costs the plan ([`Benchmark::cost`]): fixed samples of
+/// `sample_s` seconds and `setup_s` seconds of preparing (servers, data sets). A rough
+/// figure: the run's estimate, not a measurement.
+pub(crate) fn load_cost(sample_s: f64, setup_s: f64) -> smtlab_bench::CellCost {
+    let ns = |s: f64| (s.max(0.0) * 1e9) as u64;
+    smtlab_bench::CellCost {
+        memory_bytes: 0,
+        sample_ns: Some(ns(sample_s)),
+        setup_ns: ns(setup_s),
+    }
+}
+
 /// Every workload, in the order `smtlab list` shows them.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v = web::benchmarks();

@@ -229,6 +229,17 @@ impl Benchmark for WebStatic {
         true
     }
 
+    /// A sample is `duration` of load after a tenth of it (at most 0.5 s) of warm-up;
+    /// setting up writes the file set (about 200 MB/s) and starts the server.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let duration = ctx.params.get_f64("duration")?;
+        let dataset = ctx.params.get_bytes("dataset")? as f64;
+        Ok(crate::load_cost(
+            duration + (duration / 10.0).min(0.5),
+            0.2 + dataset / 200e6,
+        ))
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
         let server = p.get_str("server")?.to_string();

@@ -4,10 +4,12 @@
 //! All four run on the pinned [`WorkerPool`]: one worker per CPU of the placement by
 //! default (`threads` overrides), each with a private buffer allocated and written by the
 //! worker after it is pinned. `size` is **per thread**: with 2 threads and `size=128MiB`
-//! the test touches 256 MiB. Its default, `auto`, is 4x the last-level cache of the
-//! topology (one cache instance: a thread's lines can only live in its own LLC), or
-//! [`FALLBACK_SIZE`] when the topology does not say; quick runs use 16 MiB, which may be
-//! cache-resident on large-L3 parts. Sizes are rounded down to whole 4 KiB pages (whole
+//! the test touches 256 MiB. Its default, `auto` ([`auto_size`]), sizes the whole
+//! placement as STREAM does: 4x the last-level cache instances its CPUs reach, in total,
+//! split over the threads, with a per-thread floor of 4x a thread's share of its private
+//! cache (so 16 threads on one socket hold 4x that socket's L3, not 16 times it), or
+//! [`FALLBACK_SIZE`] in total when the topology does not say; quick runs use 16 MiB per
+//! thread, which may be cache-resident on large-L3 parts. Sizes are rounded down to whole 4 KiB pages (whole
 //! 64-byte lines for the latency test). A run that would need more than 90% of
 //! `MemAvailable` is refused with the numbers. Buffers ask for transparent huge pages
 //! (`pages=huge`, the default; `pages=base` keeps 4 KiB pages): with 4 KiB pages the
@@ -52,11 +54,80 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     ]
 }
 
-/// `auto` size per thread: 4x the last-level cache (one instance), else [`FALLBACK_SIZE`].
+/// `auto` size per thread for one thread alone: 4x the last-level cache (one
+/// instance), else [`FALLBACK_SIZE`]. The latency sweep ends here.
 pub fn default_size(topo: &Topology) -> u64 {
     topo.llc_bytes()
         .filter(|&b| b > 0)
         .map_or(FALLBACK_SIZE, |b| b.saturating_mul(4))
+}
+
+/// Smallest `auto` size per thread, whatever the caches say.
+pub const MIN_AUTO_PER_THREAD: u64 = 1 << 20;
+
+/// The CPUs `threads` workers run on: worker `i` on the placement's CPU `i mod n`.
+fn reached_cpus(cpus: &[u32], threads: usize) -> Vec<u32> {
+    cpus.iter().copied().take(threads.max(1)).collect()
+}
+
+/// Level of the last-level (largest-level data or unified) cache, if any is known.
+fn llc_level(topo: &Topology) -> Option<u8> {
+    topo.caches
+        .iter()
+        .filter(|c| c.cache_type != smtlab_model::CacheType::Instruction)
+        .map(|c| c.level)
+        .max()
+}
+
+/// Bytes of the last-level cache instances that `cpus` reach, each instance once: what
+/// the working set of a placement must exceed (one socket's L3 for `1c1t`, both for a
+/// placement over two sockets). `None` when the topology gives no cache sizes.
+pub fn llc_reached_bytes(topo: &Topology, cpus: &[u32]) -> Option<u64> {
+    let level = llc_level(topo)?;
+    let sizes: Vec<u64> = topo
+        .caches
+        .iter()
+        .filter(|c| c.level == level && c.cache_type != smtlab_model::CacheType::Instruction)
+        .filter(|c| cpus.iter().any(|&cpu| c.cpus.contains(cpu)))
+        .filter_map(|c| c.size_bytes)
+        .collect();
+    (!sizes.is_empty())
+        .then(|| sizes.iter().sum::<u64>())
+        .filter(|&b| b > 0)
+}
+
+/// The per-thread floor of `auto`: 4x a thread's share of the largest private cache it
+/// reaches (an L2 shared by two SMT siblings counts half for each), so a thread's
+/// buffer never fits its own caches when many threads split the total; at least
+/// [`MIN_AUTO_PER_THREAD`].
+fn per_thread_floor(topo: &Topology, reached: &[u32]) -> u64 {
+    let llc = llc_level(topo);
+    topo.caches
+        .iter()
+        .filter(|c| c.cache_type != smtlab_model::CacheType::Instruction)
+        .filter(|c| Some(c.level) != llc)
+        .filter_map(|c| {
+            let sharing = reached.iter().filter(|&&cpu| c.cpus.contains(cpu)).count() as u64;
+            let size = c.size_bytes?;
+            (sharing > 0).then(|| size.saturating_mul(4) / sharing)
+        })
+        .max()
+        .unwrap_or(0)
+        .max(MIN_AUTO_PER_THREAD)
+}
+
+/// `size=auto` per thread for `threads` workers on `cpus` (a placement's CPUs in
+/// order): the placement's whole working set is at least 4x the last-level cache it
+/// reaches (measurement rule 10, STREAM's rule: 4x the caches in total, not per
+/// thread), split over the threads, with a per-thread floor ([`per_thread_floor`]).
+/// [`FALLBACK_SIZE`] in total when the topology gives no cache sizes.
+pub fn auto_size(topo: &Topology, cpus: &[u32], threads: usize) -> u64 {
+    let threads = threads.max(1);
+    let reached = reached_cpus(cpus, threads);
+    let total = llc_reached_bytes(topo, &reached).map_or(FALLBACK_SIZE, |b| b.saturating_mul(4));
+    total
+        .div_ceil(threads as u64)
+        .max(per_thread_floor(topo, &reached))
 }
 
 /// Working sets for a latency sweep: 4 KiB doubling up to [`default_size`] (4x LLC), which
@@ -73,10 +144,10 @@ pub fn latency_sweep_sizes(topo: &Topology) -> Vec<u64> {
     v
 }
 
-fn size_param(ctx: &BenchContext<'_>) -> Result<u64, BenchError> {
+fn size_param(ctx: &BenchContext<'_>, threads: usize) -> Result<u64, BenchError> {
     let v = ctx.params.get_str("size")?;
     if v.eq_ignore_ascii_case("auto") {
-        Ok(default_size(ctx.topology))
+        Ok(auto_size(ctx.topology, &ctx.placement.cpus, threads))
     } else {
         Ok(ctx.params.get_bytes("size")?)
     }
@@ -153,6 +224,38 @@ impl Bandwidth {
     }
 }
 
+impl Bandwidth {
+    /// Worker threads and the bytes of each one's buffer.
+    fn buffers(self, ctx: &BenchContext<'_>) -> Result<(usize, u64), BenchError> {
+        let threads = threads_param(self.name(), ctx)?;
+        let size = size_param(ctx, threads)?;
+        // Copy splits the size into two page-aligned halves.
+        let unit = if self.0 == Stream::Copy {
+            2 * PAGE
+        } else {
+            PAGE
+        };
+        let bytes = size / unit * unit;
+        if bytes == 0 {
+            return Err(too_small(size, unit));
+        }
+        Ok((threads, bytes))
+    }
+}
+
+/// Buffers are allocated and written by each worker at once; about 1 GB/s of first
+/// touch per thread (page faults, zeroing) is what a loaded server gives.
+const FIRST_TOUCH_BYTES_PER_S: u64 = 1_000_000_000;
+
+/// The plan's view of `threads` buffers of `bytes` each.
+fn buffers_cost(threads: usize, bytes: u64) -> crate::CellCost {
+    crate::CellCost {
+        memory_bytes: bytes.saturating_mul(threads as u64),
+        sample_ns: None,
+        setup_ns: bytes.saturating_mul(1_000_000_000) / FIRST_TOUCH_BYTES_PER_S,
+    }
+}
+
 impl Benchmark for Bandwidth {
     fn info(&self) -> BenchInfo {
         let description = match self.0 {
@@ -187,7 +290,9 @@ impl Benchmark for Bandwidth {
                     "auto",
                     Some("16MiB"),
                     "bytes per thread (for mem-copy source and destination together); auto = \
-                     4 x the last-level cache, 256MiB when unknown",
+                     4 x the last-level caches the placement reaches, in total, split over \
+                     the threads (at least 4 x a thread's share of its L2); 256MiB in total \
+                     when unknown",
                 ),
                 threads_info(),
                 pages_info(),
@@ -200,21 +305,15 @@ impl Benchmark for Bandwidth {
         crate::workers::thread_sweep(suite, topo)
     }
 
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<crate::CellCost, BenchError> {
+        let (threads, bytes) = self.buffers(ctx)?;
+        Ok(buffers_cost(threads, bytes))
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.name();
         let pages = pages_param(ctx)?;
-        let threads = threads_param(name, ctx)?;
-        let size = size_param(ctx)?;
-        // Copy splits the size into two page-aligned halves.
-        let unit = if self.0 == Stream::Copy {
-            2 * PAGE
-        } else {
-            PAGE
-        };
-        let bytes = size / unit * unit;
-        if bytes == 0 {
-            return Err(too_small(size, unit));
-        }
+        let (threads, bytes) = self.buffers(ctx)?;
         check_memory(name, threads, bytes)?;
         let stream = self.0;
         let isa = Isa::detect();
@@ -257,8 +356,9 @@ impl Benchmark for Latency {
                     "size",
                     "auto",
                     Some("16MiB"),
-                    "working set per thread; auto = 4 x the last-level cache (DRAM \
-                     latency), 256MiB when unknown",
+                    "working set per thread; auto = 4 x the last-level caches the \
+                     placement reaches, in total, split over the threads (DRAM latency); \
+                     256MiB in total when unknown",
                 ),
                 threads_info(),
                 param("seed", "1", None, "seed of the random chase order"),
@@ -281,14 +381,16 @@ impl Benchmark for Latency {
             .collect()
     }
 
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<crate::CellCost, BenchError> {
+        let (threads, bytes, lines) = latency_buffers(ctx)?;
+        Ok(buffers_cost(threads, bytes + 8 * lines as u64))
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = "mem-latency";
-        let threads = threads_param(name, ctx)?;
-        let size = size_param(ctx)?;
+        let (threads, bytes, lines) = latency_buffers(ctx)?;
         let seed = ctx.params.get_u64("seed")?;
         let pages = pages_param(ctx)?;
-        let lines = latency::lines_for(size).map_err(|_| too_small(size, 128))?;
-        let bytes = lines as u64 * kernels::LINE_BYTES as u64;
         // Plus 4 bytes per line of ring positions and 4 of the shuffle order.
         check_memory(name, threads, bytes + 8 * lines as u64)?;
         let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
@@ -303,6 +405,14 @@ impl Benchmark for Latency {
             per_thread_work: true,
         }))
     }
+}
+
+/// `mem-latency`'s worker threads, the bytes of each one's working set and its lines.
+fn latency_buffers(ctx: &BenchContext<'_>) -> Result<(usize, u64, usize), BenchError> {
+    let threads = threads_param("mem-latency", ctx)?;
+    let size = size_param(ctx, threads)?;
+    let lines = latency::lines_for(size).map_err(|_| too_small(size, 128))?;
+    Ok((threads, lines as u64 * kernels::LINE_BYTES as u64, lines))
 }
 
 struct PoolInstance {
@@ -424,11 +534,74 @@ mod tests {
         assert_eq!(default_size(&none), FALLBACK_SIZE);
         assert_eq!(latency_sweep_sizes(&none).last(), Some(&FALLBACK_SIZE));
 
-        // `auto` resolves against the topology.
+        // `auto` resolves against the topology: one thread alone takes 4x the LLC, two
+        // threads sharing it take half of that each.
         let info = Latency.info();
         let params = Params::resolve(&info, &[], false).unwrap();
         let p = placement(&[0]);
-        assert_eq!(size_param(&context(&params, &p, &t)).unwrap(), 32 << 20);
+        assert_eq!(size_param(&context(&params, &p, &t), 1).unwrap(), 32 << 20);
+        let p2 = placement(&[0, 1]);
+        assert_eq!(size_param(&context(&params, &p2, &t), 2).unwrap(), 16 << 20);
+    }
+
+    /// Two packages of `cores` cores with 2 threads each, a 2 MiB L2 per core and a
+    /// 32 MiB L3 per package, numbered as Intel firmware does.
+    fn two_sockets(cores: u32) -> Topology {
+        use smtlab_fixtures::build::{intel, with_caches};
+        with_caches(intel(2, cores, 2), 2 << 20, 32 << 20)
+    }
+
+    #[test]
+    fn auto_sizes_the_whole_placement_against_the_caches_it_reaches() {
+        let t = two_sockets(32);
+        // One thread: 4x its socket's L3.
+        assert_eq!(auto_size(&t, &[0], 1), 128 << 20);
+        assert_eq!(llc_reached_bytes(&t, &[0]), Some(32 << 20));
+        // Two siblings of one core: 4x one L3 in total, 64 MiB each.
+        assert_eq!(auto_size(&t, &[0, 64], 2), 64 << 20);
+        // One core of each socket: both L3s reached, 4x 64 MiB over two threads.
+        assert_eq!(auto_size(&t, &[0, 32], 2), 128 << 20);
+        assert_eq!(llc_reached_bytes(&t, &[0, 32]), Some(64 << 20));
+        // All 128 CPUs: 256 MiB in total would be 2 MiB each, below a thread's share
+        // of its L2 (2 MiB x 4 / 2 siblings): the floor holds, 4 MiB each.
+        let all: Vec<u32> = (0..128).collect();
+        assert_eq!(auto_size(&t, &all, 128), 4 << 20);
+        // 16 threads on one socket's cores: 128 MiB / 16 = 8 MiB each.
+        let cores: Vec<u32> = (0..16).collect();
+        assert_eq!(auto_size(&t, &cores, 16), 8 << 20);
+        // More threads than CPUs reach no more caches than the CPUs do.
+        assert_eq!(auto_size(&t, &[0], 4), 32 << 20);
+        // Without cache sizes: 256 MiB in total, at least 1 MiB a thread.
+        let bare = smtlab_fixtures::build::intel(2, 32, 2);
+        assert_eq!(auto_size(&bare, &[0], 1), FALLBACK_SIZE);
+        assert_eq!(auto_size(&bare, &all, 128), 2 << 20);
+        assert_eq!(auto_size(&bare, &all[..1], 1024), MIN_AUTO_PER_THREAD);
+    }
+
+    #[test]
+    fn cost_says_what_prepare_would_hold_without_allocating() {
+        let t = two_sockets(32);
+        let all: Vec<u32> = (0..128).collect();
+        let p = placement(&all);
+        for b in benchmarks() {
+            let info = b.info();
+            let params = Params::resolve(&info, &[], false).unwrap();
+            let cost = b.cost(&context(&params, &p, &t)).unwrap();
+            let per_thread = 4u64 << 20;
+            let want = if info.name == "mem-latency" {
+                // Plus 8 bytes of ring and order per 64-byte line.
+                128 * (per_thread + per_thread / 8)
+            } else {
+                128 * per_thread
+            };
+            assert_eq!(cost.memory_bytes, want, "{}", info.name);
+            assert_eq!(cost.sample_ns, None);
+            assert!(cost.setup_ns > 0);
+            // A size given by hand is taken as it is, per thread.
+            let params = Params::resolve(&info, &["size=1GiB".to_string()], false).unwrap();
+            let cost = b.cost(&context(&params, &p, &t)).unwrap();
+            assert!(cost.memory_bytes >= 128 << 30, "{}", info.name);
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use indicatif::ProgressBar;
 use smtlab_bench::Params;
 use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
 use smtlab_runner::counting::{CountingSetup, Machine};
-use smtlab_runner::plan::{Suite, plan};
+use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan};
 use smtlab_runner::session::{
     CellPlan, Counting, Ended, Group, Measured, Session, SessionObserver,
 };
@@ -45,6 +45,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         Some(_) => None,
         None => Some(new_run(args, &topo)?),
     };
+    if args.dry_run
+        && let Some(meta) = &fresh
+    {
+        let e = estimate_of(&meta.plan, meta, &topo, args);
+        for note in &meta.notes {
+            crate::term::note_fit(&format!("note: {note}"));
+        }
+        super::emit(&render::plan::text(&e, render::table::Layout::term()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut store = Store::open(&db)?;
 
     // Where the run starts (a new one or a resumed one): from here on it is in the store.
@@ -70,6 +80,18 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     ));
     for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
         crate::term::note_fit(&format!("note: {note}"));
+    }
+    // What the run will take and hold, said before it starts (`--dry-run` shows it all).
+    let e = estimate_of(&pending, &meta, &topo, args);
+    for line in render::plan::summary(&e) {
+        crate::term::note_fit(&line);
+    }
+    for g in e.groups.iter().filter(|g| g.apart.is_some()) {
+        crate::term::note_fit(&format!(
+            "note: {}: {}",
+            g.benchmark,
+            g.apart.as_deref().unwrap_or_default()
+        ));
     }
     let setup = meta.config.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
@@ -283,6 +305,18 @@ fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// The runner's estimate of `cells` of the run `meta` on this machine.
+fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Estimate {
+    let (interleave, repeat) = measuring_of(&meta.command_line);
+    let catalog = smtlab_runner::catalog::all();
+    let measuring = Measuring {
+        interleave,
+        repeat,
+        client_rule: super::client_rule(&args.client),
+    };
+    estimate(cells, &catalog, topo, &meta.config, measuring)
+}
+
 /// Whether a run interleaves and how many rounds it measures, from its command line
 /// (`--no-interleave`, `--repeat N`), so `--resume` measures the rest the same way.
 fn measuring_of(command_line: &[String]) -> (bool, usize) {
@@ -453,6 +487,7 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     };
     config.known_overheads = Some(measure_overheads(&Monotonic));
     config.counters = args.counters;
+    config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
     let mut cells = plan(suite, &benches, &placements, topo);
     let mut states = smt_states(&args.smt)?;
     if !states.is_empty() {

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod compare;
 pub mod placements;
+pub mod plan;
 pub mod report;
 pub mod run;
 pub mod table;
@@ -108,5 +109,27 @@ mod live_tests {
             r.cells.len() + r.skipped.len(),
             "one line per cell with --wide: {wide}"
         );
+    }
+
+    #[test]
+    fn a_failed_calibration_is_said_beside_the_value() {
+        let mut cell = testdata::results(1).cells.remove(0);
+        let plain = super::run::cell_line(&cell, Layout::fixed(80));
+        assert!(!plain.contains("calibration"), "{plain}");
+        cell.result.calibration.linear = Some(false);
+        cell.result.calibration.linearity_ratio = Some(0.55);
+        for layout in [
+            Layout::fixed(80),
+            Layout {
+                width: None,
+                color: false,
+            },
+        ] {
+            let line = super::run::cell_line(&cell, layout);
+            assert!(
+                line.contains("calibration failed") && line.contains("0.55"),
+                "{line}"
+            );
+        }
     }
 }

@@ -40,6 +40,12 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         .result
         .unsteady()
         .map(|d| format!("unsteady: moved {:.1}% during the cell", 100.0 * d));
+    // Measurement rule 2: a value whose time did not grow with its iterations (after
+    // the calibration was redone) is not a plain headline.
+    let calibration = (cell.result.calibration.linear == Some(false)).then(|| {
+        let ratio = cell.result.calibration.linearity_ratio.unwrap_or(f64::NAN);
+        format!("calibration failed: time(2n) = {ratio:.2} x 2 time(n), value not trusted")
+    });
     let params = params_text(&cell.params);
     if narrow(layout) {
         let what = if s.n < 2 {
@@ -62,7 +68,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         let mut out = line.trim_end_matches('\n').to_string();
         // Parameters cut on the line are given whole underneath.
         let full_params = (params.chars().count() > 16).then(|| params.clone());
-        let flags: Vec<String> = [full_params, rounds, not_converged, unsteady]
+        let flags: Vec<String> = [full_params, rounds, not_converged, unsteady, calibration]
             .into_iter()
             .flatten()
             .collect();
@@ -89,7 +95,8 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         [
             rounds.map(|r| format!(" {r}")),
             not_converged.map(|n| format!(", {n}")),
-            unsteady.map(|u| format!(", {u}"))
+            unsteady.map(|u| format!(", {u}")),
+            calibration.map(|c| format!(", {c}")),
         ]
         .into_iter()
         .flatten()

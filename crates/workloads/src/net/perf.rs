@@ -158,6 +158,14 @@ impl Benchmark for Perf {
         true
     }
 
+    /// A sample is 3 to `max_iterations` iterations of `duration` (netperf's own
+    /// confidence loop); the plan takes the most.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let duration_s = ctx.params.get_u64("duration")? as f64 / 1e3;
+        let iterations = ctx.params.get_u64("max_iterations")?.max(3) as f64;
+        Ok(crate::load_cost(iterations * duration_s, 0.05))
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.0.name();
         let p = ctx.params;

@@ -81,6 +81,12 @@ impl Benchmark for Tbench {
         true
     }
 
+    /// A sample is `duration` milliseconds of load.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let (_, duration_ms) = crate::dbench::clients_and_duration(ctx.params)?;
+        Ok(crate::load_cost(duration_ms as f64 / 1e3, 0.1))
+    }
+
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
         clients_sweep(suite)
     }

@@ -162,6 +162,17 @@ impl Benchmark for WebCapacity {
         true
     }
 
+    /// A sample is a search: steps of `step` plus a quarter of it as warm-up, doubling
+    /// from 8 connections to the first that fails (at most `max_conns`), then about five
+    /// bisection steps to 5%.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let step = ctx.params.get_f64("step")?;
+        let max_conns = ctx.params.get_u64("max_conns")?.max(8) as f64;
+        let dataset = ctx.params.get_bytes("dataset")? as f64;
+        let steps = (max_conns / 8.0).log2().ceil() + 1.0 + 5.0;
+        Ok(crate::load_cost(steps * step * 1.25, 0.2 + dataset / 200e6))
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let prm = ctx.params;
         let server = prm.get_str("server")?.to_string();
