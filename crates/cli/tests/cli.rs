@@ -1199,13 +1199,16 @@ mod exec {
     #[test]
     fn a_command_that_leaves_its_placement_fails_naming_the_cpu() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2
-            || std::process::Command::new("taskset")
-                .arg("-V")
-                .output()
-                .is_err()
+        if cpus < 2 {
+            eprintln!("skipped: needs 2 CPUs");
+            return;
+        }
+        if std::process::Command::new("taskset")
+            .arg("-V")
+            .output()
+            .is_err()
         {
-            eprintln!("skipped: needs 2 CPUs and taskset");
+            smtlab_fixtures::require::skip("taskset is not installed");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -1403,8 +1406,8 @@ mod store {
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!(
-                "skipped: `unshare --user` is not available here, so permissions cannot be enforced on root"
+            smtlab_fixtures::require::skip(
+                "`unshare --user` is not available here, so permissions cannot be enforced on root",
             );
             return None;
         }
@@ -1721,5 +1724,128 @@ mod load {
             assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
             assert!(err.contains(expect), "{args:?}: {err}");
         }
+    }
+}
+
+/// Work that failed gives an error with the count of failures, never a figure.
+mod failed_work {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// `unshare` with a private mount namespace (and a user namespace when not root),
+    /// or `None` where it cannot make one.
+    fn private_mounts() -> Option<std::process::Command> {
+        let mut args = vec!["--mount", "--propagation", "private"];
+        if unsafe { libc::geteuid() } != 0 {
+            args.insert(0, "--map-root-user");
+        }
+        let ok = std::process::Command::new("unshare")
+            .args(&args)
+            .args(["sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt 2>/dev/null || mount -t tmpfs -o size=64k tmpfs /tmp"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            smtlab_fixtures::require::skip(
+                "`unshare --mount` cannot make a private mount namespace with a tmpfs here",
+            );
+            return None;
+        }
+        let mut c = std::process::Command::new("unshare");
+        c.args(&args);
+        Some(c)
+    }
+
+    #[test]
+    fn dbench_on_a_full_file_system_fails_with_the_count() {
+        let Some(mut cmd) = private_mounts() else {
+            return;
+        };
+        // A 256 KiB tmpfs, mounted only inside the namespace (gone with it), holds the
+        // clients' directories but not their writes.
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().display().to_string();
+        let bin = assert_cmd::cargo::cargo_bin("smtlab");
+        let script = format!(
+            "mount -t tmpfs -o size=256k tmpfs '{mnt}' && exec '{}' bench dbench -p 1c1t --quick \
+             --param clients=2 --param duration=300 --param dir='{mnt}'",
+            bin.display()
+        );
+        let out = cmd.args(["sh", "-c", &script]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}\n{err}");
+        assert!(err.contains("operations failed"), "{err}");
+        assert!(err.contains("No space left on device"), "{err}");
+        assert!(err.contains("no throughput reported"), "{err}");
+        // "N of M operations failed": a real count, at least one.
+        let n: u64 = err
+            .split(" of ")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no failure count in {err}"));
+        assert!(n > 0, "{err}");
+        // No figure was printed for the cell.
+        assert!(!stdout.contains("MB/s"), "{stdout}");
+        // Nothing is mounted here: the tmpfs lived in the namespace only.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    fn closed_port() -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn load_against_a_closed_port_fails() {
+        let port = closed_port();
+        let out = smtlab()
+            .args([
+                "load",
+                &format!("http://127.0.0.1:{port}/"),
+                "-c",
+                "2",
+                "-d",
+                "0.5",
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(stdout.contains("connect"), "{stdout}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("no request succeeded"), "{err}");
+        assert!(err.contains("connect"), "{err}");
+    }
+
+    #[test]
+    fn a_server_that_never_answers_is_counted_as_timeouts() {
+        // Accepts (the backlog does) and never reads or answers.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let out = smtlab()
+            .args([
+                "load",
+                &format!("http://127.0.0.1:{port}/"),
+                "-c",
+                "3",
+                "-d",
+                "0.5",
+            ])
+            .args(["--json"])
+            .output()
+            .unwrap();
+        drop(l);
+        assert!(!out.status.success());
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["requests"], 0, "{v}");
+        assert_eq!(v["errors"]["timeout"], 3, "{v}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no request succeeded") && err.contains("timeout 3"),
+            "{err}"
+        );
     }
 }

@@ -83,7 +83,9 @@ fn assert_cleaned_up(roots: &Path, marker: &str) {
 #[test]
 fn your_own_web_server_gets_the_smt_verdict_and_leaves_nothing_behind() {
     if !on_path("busybox") {
-        eprintln!("skipped: busybox (the stand-in for a user's web server) is not installed");
+        smtlab_fixtures::require::skip(
+            "busybox (the stand-in for a user's web server) is not installed",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

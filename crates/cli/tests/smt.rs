@@ -201,8 +201,12 @@ fn uniprocessor_bench_is_refused_before_measuring_when_it_cannot_be_set_up() {
 
     // Not root: refused before anything runs (checked as an unprivileged user, which
     // only root can become).
-    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped the not-root part: needs root and setpriv to drop privileges");
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped the not-root part: needs root to drop privileges");
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        smtlab_fixtures::require::skip("the not-root part needs setpriv (util-linux)");
         return;
     }
     let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();

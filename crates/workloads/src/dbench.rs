@@ -335,6 +335,20 @@ impl Instance for DbenchInstance {
                 ),
             });
         }
+        // Failed work is no throughput: a full disk fails every WriteX at once, which
+        // would otherwise read as a very fast disk.
+        if total.failures > 0 {
+            return Err(BenchError::Check {
+                bench: NAME.into(),
+                reason: format!(
+                    "{} of {} operations failed that succeeded in {} (first: {}); no throughput reported",
+                    total.failures,
+                    total.ops,
+                    self.load_name,
+                    total.first_failure.as_deref().unwrap_or("unknown"),
+                ),
+            });
+        }
         let mut raw = load_sample(&mut total, elapsed_ns, self.clients.len());
         raw.metrics
             .insert("status_mismatches".into(), total.mismatches as f64);

@@ -119,10 +119,21 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     };
     let report = smtlab_loadgen::run(&cfg, mix, pin).map_err(|e| anyhow::anyhow!("{e}"))?;
     if a.json {
-        super::emit(&super::json_text(&json(a, &cfg, &cpus, &report))?)
+        super::emit(&super::json_text(&json(a, &cfg, &cpus, &report))?)?;
     } else {
-        super::emit(&text(a, &cfg, &cpus, &report))
+        super::emit(&text(a, &cfg, &cpus, &report))?;
     }
+    // What was counted is shown either way; a load that got no good answer at all
+    // measured nothing, and says so with its exit status.
+    if report.requests == 0 {
+        bail!(
+            "{}: no request succeeded in {:.1} s (errors: {})",
+            a.url,
+            report.seconds(),
+            report.errors_line()
+        );
+    }
+    Ok(())
 }
 
 fn ms(ns: u64) -> String {
@@ -182,6 +193,18 @@ fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> String 
         r.body_bytes as f64 / 1e6
     ));
     s.push_str(&format!("errors     {}\n", r.errors_line()));
+    if r.unanswered > 0 {
+        s.push_str(&format!(
+            "unanswered {} (still waiting for an answer when the load ended)\n",
+            r.unanswered
+        ));
+    }
+    if cfg.rate_per_s.is_some() {
+        s.push_str(&format!(
+            "unsent     {} (came due but were not sent: their connection still waited for an answer)\n",
+            r.unsent
+        ));
+    }
     if r.requests > 0 {
         s.push_str(&format!(
             "latency    p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {})\n",
@@ -231,6 +254,8 @@ fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> serde_j
         "bytes_per_s": r.bytes_per_s(),
         "connects": r.connects,
         "errors": errors,
+        "unanswered": r.unanswered,
+        "unsent": r.unsent,
         "bad_statuses": r.bad_statuses.iter().map(|(k, v)| (k.to_string(), *v)).collect::<std::collections::BTreeMap<_, _>>(),
         "latency_ns": {
             "p50": p.p50_ns, "p90": p.p90_ns, "p99": p.p99_ns, "p99_9": p.p999_ns,

@@ -303,6 +303,17 @@ impl Instance for PgInstance {
         pgbench::check_output("pgbench", &out).map_err(pg_err)?;
         let summary =
             pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout)).map_err(pg_err)?;
+        // Failed transactions are failed work: no TPS beside them.
+        if let Some(failed) = summary.failed.filter(|&f| f > 0) {
+            return Err(BenchError::Check {
+                bench: NAME.into(),
+                reason: format!(
+                    "{failed} of {} transactions failed in {} s; no throughput reported",
+                    failed + summary.transactions,
+                    self.cfg.duration_s
+                ),
+            });
+        }
         if summary.tps <= 0.0 || summary.transactions == 0 {
             return Err(BenchError::Check {
                 bench: NAME.into(),
@@ -455,7 +466,7 @@ mod tests {
     fn a_quick_cell_runs_and_leaves_no_server_or_directory() {
         use crate::db::testutil;
         if let Err(e) = PgInstall::find() {
-            eprintln!("skipped: {e}");
+            smtlab_fixtures::require::skip(&e.to_string());
             return;
         }
         let placement = testutil::placement_first_cpu();
