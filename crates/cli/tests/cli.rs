@@ -1767,7 +1767,7 @@ mod failed_work {
         let bin = assert_cmd::cargo::cargo_bin("smtlab");
         let script = format!(
             "mount -t tmpfs -o size=256k tmpfs '{mnt}' && exec '{}' bench dbench -p 1c1t --quick \
-             --param clients=2 --param duration=300 --param dir='{mnt}'",
+             --param clients=2 --param duration=300ms --param dir='{mnt}'",
             bin.display()
         );
         let out = cmd.args(["sh", "-c", &script]).output().unwrap();
@@ -1789,6 +1789,72 @@ mod failed_work {
         assert!(!stdout.contains("MB/s"), "{stdout}");
         // Nothing is mounted here: the tmpfs lived in the namespace only.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn run_and_exec_refuse_a_database_that_is_not_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.db");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string naming a path in our own temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let db = fifo.to_str().unwrap();
+        for args in [
+            &[
+                "run",
+                "--bench",
+                "null-syscall",
+                "--suite",
+                "quick",
+                "--db",
+                db,
+            ][..],
+            &["exec", "-p", "1c1t", "--db", db, "--", "true"][..],
+        ] {
+            let out = smtlab()
+                .args(args)
+                .timeout(std::time::Duration::from_secs(60))
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("is not a regular file"), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
+        // No journal or -wal beside it.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_run_whose_placements_cannot_run_here_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let topo = json_of(smtlab().args(["topo", "--json"]));
+        let mut cases = vec!["cpus=4000"];
+        if topo["smt"]["threads_per_core_max"] == 1 {
+            cases.push("1c2t");
+        }
+        for p in cases {
+            let out = smtlab()
+                .args([
+                    "run",
+                    "--suite",
+                    "quick",
+                    "--bench",
+                    "null-syscall",
+                    "--placements",
+                    p,
+                ])
+                .arg("--db")
+                .arg(&db)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{p}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("none can run on this machine"), "{p}: {err}");
+            assert!(err.contains(p), "{p}: {err}");
+            assert!(!db.exists(), "{p}: a run was stored");
+        }
     }
 
     /// A loopback port nothing listens on (bound, then closed).

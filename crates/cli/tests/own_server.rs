@@ -57,7 +57,7 @@ fn bench(roots: &Path, marker: &str) -> Command {
             "cmd=sh -c 'echo {{root}} >> {}; exec busybox httpd -f -p 127.0.0.1:{{port}} -h {{root}}'",
             roots.display()
         ))
-        .args(["--param", "duration=0.1", "--param", "conns=4"])
+        .args(["--param", "duration=100ms", "--param", "conns=4"])
         .env("SMTLAB_OWN_SERVER_TEST", marker)
         .env("COLUMNS", "200");
     cmd

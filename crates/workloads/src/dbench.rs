@@ -99,9 +99,9 @@ pub(crate) fn load_params() -> Vec<ParamInfo> {
         param("clients", "20", Some("2"), "clients (paper: 20 to 120)"),
         param(
             "duration",
-            "1000",
-            Some("200"),
-            "milliseconds of load per sample",
+            "1s",
+            Some("200ms"),
+            "load per sample, a time with its unit (200ms, 2s)",
         ),
         param(
             "loadfile",
@@ -116,7 +116,11 @@ pub(crate) fn load_params() -> Vec<ParamInfo> {
 pub(crate) fn clients_and_duration(p: &smtlab_bench::Params) -> Result<(u64, u64), BenchError> {
     Ok((
         p.get_u64_in("clients", 1..=1000, "1 to 1000")?,
-        p.get_u64_in("duration", 1..=3_600_000, "1 to 3600000")?,
+        p.get_duration_in(
+            "duration",
+            std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(3600),
+        )?
+        .as_millis() as u64,
     ))
 }
 
@@ -414,7 +418,7 @@ mod tests {
         let dir = base.path().to_str().unwrap().to_string();
         let raws = crate::net::tests_support::run_quick(
             &Dbench,
-            &["duration=100", &format!("dir={dir}")],
+            &["duration=100ms", &format!("dir={dir}")],
             2,
         );
         for raw in &raws {

@@ -8,19 +8,24 @@ use anyhow::{Result, bail};
 use smtlab_loadgen::{LoadConfig, LoadReport, Mix, Pinning, RequestSpec};
 use smtlab_model::CpuSet;
 
+use smtlab_model::quote::quoted;
+
 use crate::args::LoadArgs;
 
 /// `http://HOST:PORT/PATH` split into an address, the Host header and the path.
 pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String)> {
     let Some(rest) = url.strip_prefix("http://") else {
-        bail!("URL {url:?}: expected http://HOST:PORT/PATH (https is not supported)");
+        bail!(
+            "URL {}: expected http://HOST:PORT/PATH (https is not supported)",
+            quoted(url)
+        );
     };
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     if hostport.is_empty() {
-        bail!("URL {url:?}: no host");
+        bail!("URL {}: no host", quoted(url));
     }
     let with_port = if hostport
         .rsplit_once(':')
@@ -35,12 +40,17 @@ pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String)> {
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .ok_or_else(|| anyhow::anyhow!("URL {url:?}: cannot resolve {hostport:?}"))?;
+        .ok_or_else(|| {
+            anyhow::anyhow!("URL {}: cannot resolve {}", quoted(url), quoted(hostport))
+        })?;
     if path
         .bytes()
         .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
     {
-        bail!("URL {url:?}: the path has spaces or control characters");
+        bail!(
+            "URL {}: the path has spaces or control characters",
+            quoted(url)
+        );
     }
     Ok((addr, hostport.to_string(), path.to_string()))
 }
@@ -49,7 +59,7 @@ fn seconds(name: &str, text: &str) -> Result<Duration> {
     let t = text.trim().trim_end_matches('s');
     match t.parse::<f64>() {
         Ok(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
-        _ => bail!("{name} {text:?}: expected seconds, e.g. 10 or 2.5"),
+        _ => bail!("{name} {}: expected seconds, e.g. 10 or 2.5", quoted(text)),
     }
 }
 
@@ -57,7 +67,10 @@ fn rate(text: &str) -> Result<f64> {
     let t = text.trim().trim_end_matches("/s");
     match t.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => bail!("--rate {text:?}: expected requests per second, e.g. 5000 or 5000/s"),
+        _ => bail!(
+            "--rate {}: expected requests per second, e.g. 5000 or 5000/s",
+            quoted(text)
+        ),
     }
 }
 
@@ -68,7 +81,7 @@ const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 pub fn run(a: &LoadArgs) -> Result<()> {
     let (addr, host, path) = parse_url(&a.url)?;
     if let Err(e) = smtlab_loadgen::check_local(&addr) {
-        bail!("{}: {e}", a.url);
+        bail!("{}: {e}", quoted(&a.url));
     }
     if a.connections == 0 || a.connections > 100_000 {
         bail!("-c {}: expected 1 to 100000 connections", a.connections);
@@ -82,12 +95,15 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     }
     let duration = seconds("-d", &a.duration)?;
     if duration.is_zero() {
-        bail!("-d {}: expected more than 0 seconds", a.duration);
+        bail!("-d {}: expected more than 0 seconds", quoted(&a.duration));
     }
     let warmup = seconds("--warmup", &a.warmup)?;
     let timeout = seconds("--timeout", &a.timeout)?;
     if timeout.is_zero() {
-        bail!("--timeout {}: expected more than 0 seconds", a.timeout);
+        bail!(
+            "--timeout {}: expected more than 0 seconds",
+            quoted(&a.timeout)
+        );
     }
     let cpus: Vec<u32> = match &a.cpus {
         Some(list) => CpuSet::parse_list(list)
@@ -108,7 +124,10 @@ pub fn run(a: &LoadArgs) -> Result<()> {
         None => DEFAULT_BUSY_POLL,
         Some(text) => match text.trim().trim_end_matches("us").parse::<u64>() {
             Ok(us) if us <= 1_000_000 => Duration::from_micros(us),
-            _ => bail!("--busy-poll {text:?}: expected microseconds from 0 to 1000000, e.g. 50"),
+            _ => bail!(
+                "--busy-poll {}: expected microseconds from 0 to 1000000, e.g. 50",
+                quoted(text)
+            ),
         },
     };
     let mix = Arc::new(Mix::single(RequestSpec::get(path), &host, cfg.keep_alive));

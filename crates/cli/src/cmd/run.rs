@@ -243,7 +243,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         ..
     } = saver;
     if let Some(e) = error {
-        return Err(e);
+        // A save that failed (a full disk) stops the run as an interrupt does: marked
+        // interrupted where the store still takes that small update, so it shows as
+        // resumable rather than running.
+        return Err(match store.mark_interrupted(run_id) {
+            Ok(()) => e.context(format!(
+                "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{}",
+                db_flag(args)
+            )),
+            Err(_) => e,
+        });
     }
     if stop.load(Ordering::Relaxed) {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
@@ -455,6 +464,25 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     config.counters = args.counters;
     let mut cells = plan(suite, &benches, &placements, topo);
     let mut states = smt_states(&args.smt)?;
+    // Placements none of which this machine can satisfy (and no --smt to change it)
+    // would make a run of skipped cells only: an error, before anything is stored.
+    if states.is_empty() && !args.placements.is_empty() {
+        let refusals: Vec<String> = placements
+            .iter()
+            .filter_map(|p| {
+                smtlab_placement::parse(p)
+                    .and_then(|s| smtlab_placement::resolve(&s, topo))
+                    .err()
+                    .map(|e| format!("{p}: {e}"))
+            })
+            .collect();
+        if refusals.len() == placements.len() {
+            bail!(
+                "--placements: none can run on this machine ({}); nothing was measured or stored",
+                refusals.join("; ")
+            );
+        }
+    }
     if !states.is_empty() {
         if placements.iter().any(|p| {
             smtlab_placement::parse(p)

@@ -1030,8 +1030,30 @@ fn each_cause_appears_once_in_an_error_chain() {
             );
         }
     }
-    // The directory cases wrap an OS error: the test saw real chains.
-    assert!(wrapped >= 3, "{failures:?}");
+    // The directory that cannot be created and the refused write wrap a cause: the
+    // test saw real chains.
+    assert!(wrapped >= 2, "{failures:?}");
+}
+
+#[test]
+fn a_path_that_is_not_a_regular_file_is_refused_and_nothing_is_made_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string naming a path in our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for path in [fifo.as_path(), Path::new("/dev/null"), dir.path()] {
+        for e in [
+            Store::open(path).unwrap_err(),
+            Store::open_existing(path).unwrap_err(),
+            Store::open_read_only(path).unwrap_err(),
+        ] {
+            assert!(matches!(e, StoreError::NotAFile { .. }), "{path:?}: {e:?}");
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+    }
+    // Nothing but the FIFO in the directory: no journal, no -wal beside it.
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
 // ---- read-only opening ---------------------------------------------------------------

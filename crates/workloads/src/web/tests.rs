@@ -455,7 +455,7 @@ fn web_static_measures_bandwidth_requests_and_latency() {
         let s = one_sample(
             &b,
             server,
-            &["conns=4", "duration=0.2", "dataset=1MiB"],
+            &["conns=4", "duration=200ms", "dataset=1MiB"],
             &client,
         );
         assert!(s.work > 0.0);
