@@ -53,6 +53,40 @@ fn cores(topo: &Value) -> Vec<Value> {
 mod topo {
     use super::*;
 
+    /// The output the README shows under `$ COMMAND`, up to the next prompt or the end
+    /// of its block.
+    fn readme_output(command: &str) -> String {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .unwrap();
+        let start = readme
+            .find(&format!("$ {command}\n"))
+            .unwrap_or_else(|| panic!("the README has no `$ {command}`"));
+        let rest = &readme[start + command.len() + 3..];
+        let end = [rest.find("\n$ "), rest.find("```")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap();
+        rest[..end].trim_end().to_string()
+    }
+
+    #[test]
+    fn the_readme_saved_tree_examples_are_what_smtlab_prints() {
+        // The README unpacks this fixture into `skx` and reads it.
+        let (_keep, dir) = fixture("32intel64-2p8co2t+8ve");
+        for (command, args) in [
+            (
+                "smtlab topo --sysfs skx --view boxes",
+                &["topo", "--view", "boxes"][..],
+            ),
+            ("smtlab placements --sysfs skx", &["placements"][..]),
+        ] {
+            let out = stdout_of(smtlab().args(args).arg("--sysfs").arg(&dir));
+            assert_eq!(out.trim_end(), readme_output(command), "{command}");
+        }
+    }
+
     #[test]
     fn human_output_ends_with_the_verdict() {
         let text = stdout_of(smtlab().arg("topo"));
