@@ -1891,6 +1891,50 @@ mod failed_work {
         }
     }
 
+    #[test]
+    fn a_run_whose_disk_fills_up_is_interrupted_not_running() {
+        let Some(mut cmd) = private_mounts() else {
+            return;
+        };
+        // The database on a 3 MiB tmpfs (inside the namespace only); once the run has
+        // started, a file takes every block left, so the next cell cannot be saved.
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().display().to_string();
+        let bin = assert_cmd::cargo::cargo_bin("smtlab");
+        let script = format!(
+            r#"mount -t tmpfs -o size=3m tmpfs '{mnt}' || exit 99
+            '{bin}' run --suite quick --bench os,threads,compute --placements 1c1t \
+                --db '{mnt}/r.db' >/dev/null 2>'{mnt}/err' &
+            pid=$!
+            for i in $(seq 1 200); do
+                grep -q 'cells to measure' '{mnt}/err' && break
+                sleep 0.1
+            done
+            sleep 0.3
+            dd if=/dev/zero of='{mnt}/fill' bs=64k 2>/dev/null
+            wait $pid
+            echo "rc=$?"
+            rm -f '{mnt}/fill'
+            cat '{mnt}/err' >&2
+            '{bin}' runs --db '{mnt}/r.db'"#,
+            bin = bin.display()
+        );
+        let out = cmd.args(["sh", "-c", &script]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(stdout.contains("rc=1"), "{stdout}\n{err}");
+        assert!(err.contains("disk is full"), "{err}");
+        assert!(
+            err.contains("run 1 interrupted; finish it with: smtlab run --resume 1"),
+            "{err}"
+        );
+        let row = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("1 "))
+            .unwrap();
+        assert!(row.contains("interrupted"), "{stdout}");
+    }
+
     /// A loopback port nothing listens on (bound, then closed).
     fn closed_port() -> u16 {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

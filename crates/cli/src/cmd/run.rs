@@ -243,16 +243,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         ..
     } = saver;
     if let Some(e) = error {
-        // A save that failed (a full disk) stops the run as an interrupt does: marked
-        // interrupted where the store still takes that small update, so it shows as
-        // resumable rather than running.
-        return Err(match store.mark_interrupted(run_id) {
-            Ok(()) => e.context(format!(
-                "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{}",
-                db_flag(args)
-            )),
-            Err(_) => e,
-        });
+        // A save that failed (a full disk) stops the run as an interrupt does. It is
+        // marked interrupted where the store still takes that small update; where it
+        // does not, it reads as interrupted anyway once no live process holds its lease.
+        let _ = store.mark_interrupted(run_id);
+        drop(lease);
+        return Err(e.context(format!(
+            "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{}",
+            db_flag(args)
+        )));
     }
     if stop.load(Ordering::Relaxed) {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;

@@ -20,7 +20,8 @@
 //! refused every odd spelling), answer malformed requests with 400, close connections
 //! whose request head is not complete within the idle timeout (slowloris), that sit
 //! idle that long, or that do not take a whole response within it (a client that stops
-//! reading, or reads a byte now and then), hold no buffer for an idle connection, and stop (closing every
+//! reading, or reads a little now and then; reset rather than closed, so the unsent
+//! bytes go too), hold no buffer for an idle connection, and stop (closing every
 //! connection) when dropped.
 
 use std::collections::HashMap;
@@ -765,7 +766,11 @@ impl EventLoop {
             if let Some(c) = &self.conns[i]
                 && now.saturating_sub(c.since_ns) > limit
             {
-                abort_on_close(c.fd);
+                // An idle kept-alive connection is closed as usual; one in the middle
+                // of a request or response is reset.
+                if !matches!(c.state, EState::Reading) || !c.buf.is_empty() {
+                    abort_on_close(c.fd);
+                }
                 self.close(i);
             }
         }
@@ -1010,15 +1015,21 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 Ok(_) => {}
                 Err(rej) => break Err(rej),
             }
+            // An idle kept-alive connection is closed as usual at its deadline; one
+            // with part of a head (slowloris) is reset.
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                abort_on_close(fd);
+                if !buf.is_empty() {
+                    abort_on_close(fd);
+                }
                 return;
             }
             set_timeout(fd, libc::SO_RCVTIMEO, left);
             let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
             if n <= 0 {
-                abort_if_timed_out(fd);
+                if !buf.is_empty() {
+                    abort_if_timed_out(fd);
+                }
                 return;
             }
             buf.extend_from_slice(&chunk[..n as usize]);
