@@ -8,28 +8,31 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
+use smtlab_model::quote::quoted;
 use smtlab_model::{BenchInfo, ParamInfo};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamError {
-    #[error("{bench}: unknown parameter {name:?}; it accepts: {accepted}")]
+    #[error("{bench}: unknown parameter {}; it accepts: {accepted}", quoted(.name))]
     Unknown {
         bench: String,
         name: String,
         accepted: String,
     },
-    #[error("parameter {text:?}: expected key=value")]
+    #[error("parameter {}: expected key=value", quoted(.text))]
     Syntax { text: String },
     #[error(
-        "parameter {name} given twice ({first:?} and {second:?}): expected one value per \
-         parameter here; a sweep over both is a list of cells"
+        "parameter {name} given twice ({} and {}): expected one value per \
+         parameter here; a sweep over both is a list of cells",
+        quoted(.first),
+        quoted(.second)
     )]
     Repeated {
         name: String,
         first: String,
         second: String,
     },
-    #[error("parameter {name}={value:?}: expected {expected}")]
+    #[error("parameter {name}={}: expected {expected}", quoted(.value))]
     Value {
         name: String,
         value: String,
