@@ -710,7 +710,8 @@ mod runs {
         let saved = runs[0]["cells_done"].as_u64().unwrap();
         assert!(saved >= done);
         if saved < 8 {
-            assert_eq!(runs[0]["status"], "running");
+            // Stored as running, but no live process measures it any more.
+            assert_eq!(runs[0]["status"], "interrupted");
         }
         smtlab()
             .args(["run", "--resume"])
@@ -1335,10 +1336,21 @@ mod store {
     #[test]
     fn an_error_prints_its_cause_once() {
         let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
         for sub in ["runs", "report"] {
-            let err = stderr_of(smtlab().args([sub, "--db"]).arg(dir.path()));
-            let cause = std::io::Error::from_raw_os_error(libc::EISDIR).to_string();
+            // A path through a regular file: the system's reason, once.
+            let err = stderr_of(smtlab().args([sub, "--db"]).arg(file.join("r.db")));
+            let cause = std::io::Error::from_raw_os_error(libc::ENOTDIR).to_string();
             assert_eq!(err.matches(&cause).count(), 1, "{sub}: {err}");
+            assert_eq!(err.lines().count(), 1, "{sub}: {err}");
+            // A directory: refused before SQLite sees it.
+            let err = stderr_of(smtlab().args([sub, "--db"]).arg(dir.path()));
+            assert_eq!(
+                err.matches("is not a regular file").count(),
+                1,
+                "{sub}: {err}"
+            );
             assert_eq!(err.lines().count(), 1, "{sub}: {err}");
         }
     }
