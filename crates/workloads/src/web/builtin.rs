@@ -767,8 +767,9 @@ impl EventLoop {
                 && now.saturating_sub(c.since_ns) > limit
             {
                 // An idle kept-alive connection is closed as usual; one in the middle
-                // of a request or response is reset.
-                if !matches!(c.state, EState::Reading) || !c.buf.is_empty() {
+                // of a request or response, or whose client has not taken all of the
+                // last one, is reset.
+                if !matches!(c.state, EState::Reading) || !c.buf.is_empty() || unsent(c.fd) {
                     abort_on_close(c.fd);
                 }
                 self.close(i);
@@ -964,6 +965,15 @@ fn abort_on_close(fd: RawFd) {
     };
 }
 
+/// Whether bytes sent on the connection still wait in the kernel for the client to
+/// take them (a response it has not read).
+fn unsent(fd: RawFd) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ for sockets) writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    r == 0 && n > 0
+}
+
 /// After a blocking call that failed: one that ran into its socket timeout (`EAGAIN`)
 /// ended at the deadline, and the close is made a reset.
 fn abort_if_timed_out(fd: RawFd) {
@@ -1019,7 +1029,7 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
             // with part of a head (slowloris) is reset.
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                if !buf.is_empty() {
+                if !buf.is_empty() || unsent(fd) {
                     abort_on_close(fd);
                 }
                 return;
@@ -1027,7 +1037,7 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
             set_timeout(fd, libc::SO_RCVTIMEO, left);
             let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
             if n <= 0 {
-                if !buf.is_empty() {
+                if !buf.is_empty() || unsent(fd) {
                     abort_if_timed_out(fd);
                 }
                 return;
