@@ -70,7 +70,7 @@ smtlab_side() {
     local extra=()
     [ "$bench" = dbench ] && extra=(--param "dir=$DIR")
     "$SMTLAB" bench "$bench" -p "cpus=$CPU" --param "clients=$CLIENTS" \
-        --param duration=1000 --param "loadfile=$LOADFILE" "${extra[@]}" --json |
+        --param duration=1s --param "loadfile=$LOADFILE" "${extra[@]}" --json |
         mean_of_json
 }
 

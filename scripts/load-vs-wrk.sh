@@ -140,7 +140,7 @@ if [ "$EVENT_ROUNDS" -gt 0 ]; then
     for i in $(seq "$EVENT_ROUNDS"); do
         for server in event nginx; do
             v=$("$SMTLAB" bench web-static -p 1c1t --param "server=$server" --param keepalive=yes \
-                --param "conns=$CONNS" --param dataset=16MiB --param duration=1 --json |
+                --param "conns=$CONNS" --param dataset=16MiB --param duration=1s --json |
                 python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["cells"][0]["result"]["summary"]["mean"])')
             if [ "$server" = event ]; then EV+=("$v"); else NG+=("$v"); fi
         done

@@ -8,28 +8,31 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
+use smtlab_model::quote::quoted;
 use smtlab_model::{BenchInfo, ParamInfo};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamError {
-    #[error("{bench}: unknown parameter {name:?}; it accepts: {accepted}")]
+    #[error("{bench}: unknown parameter {}; it accepts: {accepted}", quoted(.name))]
     Unknown {
         bench: String,
         name: String,
         accepted: String,
     },
-    #[error("parameter {text:?}: expected key=value")]
+    #[error("parameter {}: expected key=value", quoted(.text))]
     Syntax { text: String },
     #[error(
-        "parameter {name} given twice ({first:?} and {second:?}): expected one value per \
-         parameter here; a sweep over both is a list of cells"
+        "parameter {name} given twice ({} and {}): expected one value per \
+         parameter here; a sweep over both is a list of cells",
+        quoted(.first),
+        quoted(.second)
     )]
     Repeated {
         name: String,
         first: String,
         second: String,
     },
-    #[error("parameter {name}={value:?}: expected {expected}")]
+    #[error("parameter {name}={}: expected {expected}", quoted(.value))]
     Value {
         name: String,
         value: String,
@@ -165,12 +168,62 @@ impl Params {
         within(name, self.get_bytes(name)?, range, expected)
     }
 
+    /// A length of time with its unit, `200ms`, `2s` or `0.5s` (also `us`, `min`), within
+    /// `range`. A bare number is refused: its unit once differed between benchmarks.
+    pub fn get_duration_in(
+        &self,
+        name: &str,
+        range: RangeInclusive<std::time::Duration>,
+    ) -> Result<std::time::Duration, ParamError> {
+        let v = self.raw(name)?;
+        let show = |d: &std::time::Duration| format_duration(*d);
+        let expected = format!(
+            "a time with its unit from {} to {}, e.g. 200ms or 2s",
+            show(range.start()),
+            show(range.end())
+        );
+        match parse_duration(v) {
+            Some(d) if range.contains(&d) => Ok(d),
+            _ => Err(ParamError::value(name, v, expected)),
+        }
+    }
+
     /// A byte size: `4096`, `4k`/`4KiB` (1024), `64M`/`64MiB`, `1G`/`1GiB`; `KB`/`MB`/`GB`
     /// are decimal.
     pub fn get_bytes(&self, name: &str) -> Result<u64, ParamError> {
         let v = self.raw(name)?;
         parse_bytes(v)
             .ok_or_else(|| ParamError::value(name, v, "a size such as 4096, 32KiB, 64MiB or 1GiB"))
+    }
+}
+
+/// Parses `200ms`, `2s`, `0.5s`, `1.5min`, `500us`; `None` without a unit or for a
+/// negative or non-finite number.
+pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic())?;
+    let (num, unit) = t.split_at(split);
+    let x: f64 = num.trim().parse().ok()?;
+    let scale = match unit {
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "min" => 60.0,
+        _ => return None,
+    };
+    let secs = x * scale;
+    (0.0..1e9)
+        .contains(&secs)
+        .then(|| std::time::Duration::from_secs_f64(secs))
+}
+
+/// `1.5s`, `200ms`: the shortest of the two that is a whole or short number.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1000.0 {
+        format!("{}ms", (ms * 1000.0).round() / 1000.0)
+    } else {
+        format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0)
     }
 }
 
@@ -285,6 +338,33 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
 mod tests {
     use super::*;
     use smtlab_model::{Direction, ParamInfo, ValueKind};
+
+    #[test]
+    fn durations_carry_their_unit() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("200ms"), Some(Duration::from_millis(200)));
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("0.5s"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1min"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("250us"), Some(Duration::from_micros(250)));
+        for bad in ["200", "2 sec", "-1s", "s", "1h", "NaNs"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+        let p = Params::from_pairs([("duration", "200")]);
+        let e = p
+            .get_duration_in(
+                "duration",
+                Duration::from_millis(1)..=Duration::from_secs(10),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("duration=\"200\"") && e.contains("e.g. 200ms or 2s"),
+            "{e}"
+        );
+        assert_eq!(format_duration(Duration::from_millis(200)), "200ms");
+        assert_eq!(format_duration(Duration::from_millis(2500)), "2.5s");
+    }
 
     fn info() -> BenchInfo {
         BenchInfo {

@@ -53,6 +53,40 @@ fn cores(topo: &Value) -> Vec<Value> {
 mod topo {
     use super::*;
 
+    /// The output the README shows under `$ COMMAND`, up to the next prompt or the end
+    /// of its block.
+    fn readme_output(command: &str) -> String {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .unwrap();
+        let start = readme
+            .find(&format!("$ {command}\n"))
+            .unwrap_or_else(|| panic!("the README has no `$ {command}`"));
+        let rest = &readme[start + command.len() + 3..];
+        let end = [rest.find("\n$ "), rest.find("```")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap();
+        rest[..end].trim_end().to_string()
+    }
+
+    #[test]
+    fn the_readme_saved_tree_examples_are_what_smtlab_prints() {
+        // The README unpacks this fixture into `skx` and reads it.
+        let (_keep, dir) = fixture("32intel64-2p8co2t+8ve");
+        for (command, args) in [
+            (
+                "smtlab topo --sysfs skx --view boxes",
+                &["topo", "--view", "boxes"][..],
+            ),
+            ("smtlab placements --sysfs skx", &["placements"][..]),
+        ] {
+            let out = stdout_of(smtlab().args(args).arg("--sysfs").arg(&dir));
+            assert_eq!(out.trim_end(), readme_output(command), "{command}");
+        }
+    }
+
     #[test]
     fn human_output_ends_with_the_verdict() {
         let text = stdout_of(smtlab().arg("topo"));
@@ -710,7 +744,8 @@ mod runs {
         let saved = runs[0]["cells_done"].as_u64().unwrap();
         assert!(saved >= done);
         if saved < 8 {
-            assert_eq!(runs[0]["status"], "running");
+            // Stored as running, but no live process measures it any more.
+            assert_eq!(runs[0]["status"], "interrupted");
         }
         smtlab()
             .args(["run", "--resume"])
@@ -1233,13 +1268,16 @@ mod exec {
     #[test]
     fn a_command_that_leaves_its_placement_fails_naming_the_cpu() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cpus < 2
-            || std::process::Command::new("taskset")
-                .arg("-V")
-                .output()
-                .is_err()
+        if cpus < 2 {
+            eprintln!("skipped: needs 2 CPUs");
+            return;
+        }
+        if std::process::Command::new("taskset")
+            .arg("-V")
+            .output()
+            .is_err()
         {
-            eprintln!("skipped: needs 2 CPUs and taskset");
+            smtlab_fixtures::require::skip("taskset is not installed");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -1332,10 +1370,21 @@ mod store {
     #[test]
     fn an_error_prints_its_cause_once() {
         let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
         for sub in ["runs", "report"] {
-            let err = stderr_of(smtlab().args([sub, "--db"]).arg(dir.path()));
-            let cause = std::io::Error::from_raw_os_error(libc::EISDIR).to_string();
+            // A path through a regular file: the system's reason, once.
+            let err = stderr_of(smtlab().args([sub, "--db"]).arg(file.join("r.db")));
+            let cause = std::io::Error::from_raw_os_error(libc::ENOTDIR).to_string();
             assert_eq!(err.matches(&cause).count(), 1, "{sub}: {err}");
+            assert_eq!(err.lines().count(), 1, "{sub}: {err}");
+            // A directory: refused before SQLite sees it.
+            let err = stderr_of(smtlab().args([sub, "--db"]).arg(dir.path()));
+            assert_eq!(
+                err.matches("is not a regular file").count(),
+                1,
+                "{sub}: {err}"
+            );
             assert_eq!(err.lines().count(), 1, "{sub}: {err}");
         }
     }
@@ -1437,8 +1486,8 @@ mod store {
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!(
-                "skipped: `unshare --user` is not available here, so permissions cannot be enforced on root"
+            smtlab_fixtures::require::skip(
+                "`unshare --user` is not available here, so permissions cannot be enforced on root",
             );
             return None;
         }
@@ -1755,5 +1804,238 @@ mod load {
             assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
             assert!(err.contains(expect), "{args:?}: {err}");
         }
+    }
+}
+
+/// Work that failed gives an error with the count of failures, never a figure.
+mod failed_work {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// `unshare` with a private mount namespace (and a user namespace when not root),
+    /// or `None` where it cannot make one.
+    fn private_mounts() -> Option<std::process::Command> {
+        let mut args = vec!["--mount", "--propagation", "private"];
+        if unsafe { libc::geteuid() } != 0 {
+            args.insert(0, "--map-root-user");
+        }
+        let ok = std::process::Command::new("unshare")
+            .args(&args)
+            .args(["sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt 2>/dev/null || mount -t tmpfs -o size=64k tmpfs /tmp"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            smtlab_fixtures::require::skip(
+                "`unshare --mount` cannot make a private mount namespace with a tmpfs here",
+            );
+            return None;
+        }
+        let mut c = std::process::Command::new("unshare");
+        c.args(&args);
+        Some(c)
+    }
+
+    #[test]
+    fn dbench_on_a_full_file_system_fails_with_the_count() {
+        let Some(mut cmd) = private_mounts() else {
+            return;
+        };
+        // A 256 KiB tmpfs, mounted only inside the namespace (gone with it), holds the
+        // clients' directories but not their writes.
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().display().to_string();
+        let bin = assert_cmd::cargo::cargo_bin("smtlab");
+        let script = format!(
+            "mount -t tmpfs -o size=256k tmpfs '{mnt}' && exec '{}' bench dbench -p 1c1t --quick \
+             --param clients=2 --param duration=300ms --param dir='{mnt}'",
+            bin.display()
+        );
+        let out = cmd.args(["sh", "-c", &script]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}\n{err}");
+        assert!(err.contains("operations failed"), "{err}");
+        assert!(err.contains("No space left on device"), "{err}");
+        assert!(err.contains("no throughput reported"), "{err}");
+        // "N of M operations failed": a real count, at least one.
+        let n: u64 = err
+            .split(" of ")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no failure count in {err}"));
+        assert!(n > 0, "{err}");
+        // No figure was printed for the cell.
+        assert!(!stdout.contains("MB/s"), "{stdout}");
+        // Nothing is mounted here: the tmpfs lived in the namespace only.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn run_and_exec_refuse_a_database_that_is_not_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.db");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string naming a path in our own temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let db = fifo.to_str().unwrap();
+        for args in [
+            &[
+                "run",
+                "--bench",
+                "null-syscall",
+                "--suite",
+                "quick",
+                "--db",
+                db,
+            ][..],
+            &["exec", "-p", "1c1t", "--db", db, "--", "true"][..],
+        ] {
+            let out = smtlab()
+                .args(args)
+                .timeout(std::time::Duration::from_secs(60))
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("is not a regular file"), "{args:?}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
+        // No journal or -wal beside it.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_run_whose_placements_cannot_run_here_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let topo = json_of(smtlab().args(["topo", "--json"]));
+        let mut cases = vec!["cpus=4000"];
+        if topo["smt"]["threads_per_core_max"] == 1 {
+            cases.push("1c2t");
+        }
+        for p in cases {
+            let out = smtlab()
+                .args([
+                    "run",
+                    "--suite",
+                    "quick",
+                    "--bench",
+                    "null-syscall",
+                    "--placements",
+                    p,
+                ])
+                .arg("--db")
+                .arg(&db)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{p}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("none can run on this machine"), "{p}: {err}");
+            assert!(err.contains(p), "{p}: {err}");
+            assert!(!db.exists(), "{p}: a run was stored");
+        }
+    }
+
+    #[test]
+    fn a_run_whose_disk_fills_up_is_interrupted_not_running() {
+        let Some(mut cmd) = private_mounts() else {
+            return;
+        };
+        // The database on a 3 MiB tmpfs (inside the namespace only); once the run has
+        // started, a file takes every block left, so the next cell cannot be saved.
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().display().to_string();
+        let bin = assert_cmd::cargo::cargo_bin("smtlab");
+        let script = format!(
+            r#"mount -t tmpfs -o size=3m tmpfs '{mnt}' || exit 99
+            '{bin}' run --suite quick --bench os,threads,compute --placements 1c1t \
+                --db '{mnt}/r.db' >/dev/null 2>'{mnt}/err' &
+            pid=$!
+            for i in $(seq 1 200); do
+                grep -q 'cells to measure' '{mnt}/err' && break
+                sleep 0.1
+            done
+            sleep 0.3
+            dd if=/dev/zero of='{mnt}/fill' bs=64k 2>/dev/null
+            wait $pid
+            echo "rc=$?"
+            rm -f '{mnt}/fill'
+            cat '{mnt}/err' >&2
+            '{bin}' runs --db '{mnt}/r.db'"#,
+            bin = bin.display()
+        );
+        let out = cmd.args(["sh", "-c", &script]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(stdout.contains("rc=1"), "{stdout}\n{err}");
+        assert!(err.contains("disk is full"), "{err}");
+        assert!(
+            err.contains("run 1 interrupted; finish it with: smtlab run --resume 1"),
+            "{err}"
+        );
+        let row = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("1 "))
+            .unwrap();
+        assert!(row.contains("interrupted"), "{stdout}");
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    fn closed_port() -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn load_against_a_closed_port_fails() {
+        let port = closed_port();
+        let out = smtlab()
+            .args([
+                "load",
+                &format!("http://127.0.0.1:{port}/"),
+                "-c",
+                "2",
+                "-d",
+                "0.5",
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(stdout.contains("connect"), "{stdout}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("no request succeeded"), "{err}");
+        assert!(err.contains("connect"), "{err}");
+    }
+
+    #[test]
+    fn a_server_that_never_answers_is_counted_as_timeouts() {
+        // Accepts (the backlog does) and never reads or answers.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let out = smtlab()
+            .args([
+                "load",
+                &format!("http://127.0.0.1:{port}/"),
+                "-c",
+                "3",
+                "-d",
+                "0.5",
+            ])
+            .args(["--json"])
+            .output()
+            .unwrap();
+        drop(l);
+        assert!(!out.status.success());
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["requests"], 0, "{v}");
+        assert_eq!(v["errors"]["timeout"], 3, "{v}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("no request succeeded") && err.contains("timeout 3"),
+            "{err}"
+        );
     }
 }

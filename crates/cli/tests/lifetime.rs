@@ -5,9 +5,9 @@
 //! and its cgroup, pid and start time), not names: others may run nginx at the same time.
 //! The scratch directories live in a private `TMPDIR`.
 //!
-//! nginx, apache2, busybox and dbench are required: a missing one fails the test,
-//! unless `SMTLAB_TOOLS=optional` says they may be missing (then the test says so and
-//! passes).
+//! nginx, apache2, busybox and dbench are needed: a missing one skips the test with a
+//! line, and fails it under `SMTLAB_REQUIRE_TOOLS=1` (which CI sets after installing
+//! them).
 
 use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
@@ -21,18 +21,14 @@ fn smtlab() -> Command {
     Command::cargo_bin("smtlab").expect("the smtlab binary is built")
 }
 
-/// Whether `program` can be found; a missing one fails the test unless tools are
-/// optional.
+/// Whether `program` can be found; a missing one is skipped with a line, or fails the
+/// test under `SMTLAB_REQUIRE_TOOLS=1`.
 fn require(program: &str, places: &[&str]) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let found = std::env::split_paths(&path).any(|d| d.join(program).is_file())
         || places.iter().any(|p| Path::new(p).is_file());
     if !found {
-        assert!(
-            std::env::var("SMTLAB_TOOLS").as_deref() == Ok("optional"),
-            "{program} is not installed (install it, or set SMTLAB_TOOLS=optional to let this test pass without it)"
-        );
-        eprintln!("not checked: {program} is not installed (SMTLAB_TOOLS=optional)");
+        smtlab_fixtures::require::skip(&format!("{program} is not installed"));
     }
     found
 }

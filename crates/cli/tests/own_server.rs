@@ -57,7 +57,7 @@ fn bench(roots: &Path, marker: &str) -> Command {
             "cmd=sh -c 'echo {{root}} >> {}; exec busybox httpd -f -p 127.0.0.1:{{port}} -h {{root}}'",
             roots.display()
         ))
-        .args(["--param", "duration=0.1", "--param", "conns=4"])
+        .args(["--param", "duration=100ms", "--param", "conns=4"])
         .env("SMTLAB_OWN_SERVER_TEST", marker)
         .env("COLUMNS", "200");
     cmd
@@ -83,7 +83,9 @@ fn assert_cleaned_up(roots: &Path, marker: &str) {
 #[test]
 fn your_own_web_server_gets_the_smt_verdict_and_leaves_nothing_behind() {
     if !on_path("busybox") {
-        eprintln!("skipped: busybox (the stand-in for a user's web server) is not installed");
+        smtlab_fixtures::require::skip(
+            "busybox (the stand-in for a user's web server) is not installed",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -203,8 +203,12 @@ fn uniprocessor_bench_is_refused_before_measuring_when_it_cannot_be_set_up() {
     // Not root: refused before anything runs (checked as an unprivileged user, which
     // only root can become).
     // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("skipped the not-root part: needs root and setpriv to drop privileges");
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped the not-root part: needs root to drop privileges");
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        smtlab_fixtures::require::skip("the not-root part needs setpriv (util-linux)");
         return;
     }
     let online = fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
@@ -320,4 +324,62 @@ fn bench_smt_both_measures_the_current_state_where_smt_cannot_be_switched() {
     let json = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && json.contains("\"cells\""), "{json}");
     assert!(!json.contains("\"smt\": \"off\"") && !json.contains("\"smt\": \"on\""));
+}
+
+/// Runs `smtlab smt --sysfs DIR`, killed after 10 s so a hang fails instead of blocking.
+fn smt_on(dir: &Path) -> (bool, String, String, Duration) {
+    let start = Instant::now();
+    let mut child = smtlab()
+        .arg("smt")
+        .arg("--sysfs")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if child.try_wait().unwrap().is_none() {
+        child.kill().unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        start.elapsed(),
+    )
+}
+
+#[test]
+fn a_saved_tree_with_empty_online_files_reads_as_topo_reads_it() {
+    // hwloc's saved trees keep `cpuN/online` empty; topo reads them as online.
+    let (_keep, dir) = smtlab_fixtures::extract("128ia64-17n4s2c");
+    let (ok, out, err, _) = smt_on(&dir);
+    assert!(ok, "{err}");
+    assert!(out.contains("CPUs online  0-127"), "{out}");
+}
+
+#[test]
+fn a_fifo_or_a_huge_file_in_a_tree_is_a_short_one_line_error() {
+    let dir = tree();
+    let active = dir.path().join("sys/devices/system/cpu/smt/active");
+    let _ = fs::remove_file(&active);
+    let c = std::ffi::CString::new(active.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string naming a path in our own temporary tree.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (ok, _, err, took) = smt_on(dir.path());
+    assert!(!ok);
+    assert!(took < Duration::from_secs(5), "waited {took:?} on a FIFO");
+    assert!(err.contains("not a regular file"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A 1 MB file where a 0 or 1 belongs: quoted in a few hundred bytes.
+    fs::remove_file(&active).unwrap();
+    fs::write(&active, "7".repeat(1_000_000)).unwrap();
+    let (ok, _, err, _) = smt_on(dir.path());
+    assert!(!ok);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.len() < 600, "{} bytes: {}", err.len(), &err[..300]);
+    assert!(err.contains("1000000 bytes in all"), "{err}");
 }

@@ -21,7 +21,8 @@ pub enum ControlError {
     #[error("cannot switch SMT: {} does not exist (kernel older than 4.19 or built without CONFIG_HOTPLUG_SMT)", .path.display())]
     NoControl { path: PathBuf },
     #[error(
-        "cannot switch SMT: smt/control reads {value:?}, expected on, off, forceoff, notsupported or notimplemented"
+        "cannot switch SMT: smt/control reads {}, expected on, off, forceoff, notsupported or notimplemented",
+        smtlab_model::quote::quoted(.value)
     )]
     UnknownControl { value: String },
     #[error("{what} needs root (it writes {}); run smtlab as root", .path.display())]

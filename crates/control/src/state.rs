@@ -116,7 +116,7 @@ pub fn read(sysfs: &Sysfs) -> Result<SmtState, ControlError> {
             _ => {
                 return Err(ControlError::Parse {
                     path: sysfs.active_path(),
-                    reason: format!("reads {s:?}, expected 0 or 1"),
+                    reason: format!("reads {}, expected 0 or 1", smtlab_model::quote::quoted(&s)),
                 });
             }
         }),
@@ -127,8 +127,13 @@ pub fn read(sysfs: &Sysfs) -> Result<SmtState, ControlError> {
     for &cpu in &numbers {
         let path = sysfs.online_path(cpu);
         match sysfs.read(&path)? {
-            // No online file: the kernel keeps this CPU online (often CPU 0).
+            // No online file: the kernel keeps this CPU online (often CPU 0). An empty
+            // one (saved trees keep the name without the content) says nothing either;
+            // it is read as online, as hwloc and smtlab topo do.
             None => {
+                online_by_file.insert(cpu);
+            }
+            Some(v) if v.is_empty() => {
                 online_by_file.insert(cpu);
             }
             Some(v) => {
@@ -141,7 +146,10 @@ pub fn read(sysfs: &Sysfs) -> Result<SmtState, ControlError> {
                     _ => {
                         return Err(ControlError::Parse {
                             path,
-                            reason: format!("reads {v:?}, expected 0 or 1"),
+                            reason: format!(
+                                "reads {}, expected 0 or 1",
+                                smtlab_model::quote::quoted(&v)
+                            ),
                         });
                     }
                 }

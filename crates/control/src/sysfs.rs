@@ -5,6 +5,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{ControlError, write_error};
 
+/// Most bytes read of one attribute: sysfs files are at most a page; the margin covers
+/// huge CPU masks, and a stray big file in a saved tree is not slurped.
+pub const READ_LIMIT: u64 = 1 << 20;
+
 /// A sysfs root: `/` for this machine, or a directory holding a fake or saved tree
 /// (`DIR/sys/devices/system/cpu/...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,19 +82,39 @@ impl Sysfs {
     }
 
     /// The file's content without surrounding whitespace and NULs; `None` if it does not
-    /// exist.
+    /// exist. Only regular files are read, without blocking (a FIFO in a saved tree is
+    /// refused, not waited on), and at most [`READ_LIMIT`] bytes of them.
     pub fn read(&self, path: &Path) -> Result<Option<String>, ControlError> {
-        match std::fs::read_to_string(path) {
-            Ok(s) => Ok(Some(
-                s.trim_matches(|c: char| c.is_whitespace() || c == '\0')
-                    .to_string(),
-            )),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(ControlError::Read {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let read_err = |source| ControlError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(read_err(source)),
+        };
+        if !file.metadata().map_err(read_err)?.is_file() {
+            return Err(ControlError::Parse {
                 path: path.to_path_buf(),
-                source,
-            }),
+                reason: "is not a regular file (expected a sysfs attribute)".into(),
+            });
         }
+        let mut bytes = Vec::new();
+        file.take(READ_LIMIT)
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
+        let s = String::from_utf8_lossy(&bytes);
+        Ok(Some(
+            s.trim_matches(|c: char| c.is_whitespace() || c == '\0')
+                .to_string(),
+        ))
     }
 
     /// Writes `value` the way `echo value > path` does (one write of the whole value).

@@ -67,6 +67,9 @@ struct Conn {
     want_out: bool,
     /// Paced loads: when the connection's first request started.
     pace_origin: Option<u64>,
+    /// Open loop: the first scheduled time, and requests started since.
+    first_due_ns: u64,
+    started: u64,
     stats: ConnStats,
 }
 
@@ -121,6 +124,8 @@ impl<'a> Engine<'a> {
                 interval_ns,
                 want_out: false,
                 pace_origin: None,
+                first_due_ns: interval_ns * i as u64 / plan.conns.max(1) as u64,
+                started: 0,
                 stats: ConnStats {
                     conn: plan.first_conn + i,
                     ..ConnStats::default()
@@ -200,6 +205,22 @@ impl<'a> Engine<'a> {
             }
         }
         let elapsed = now_ns(self.origin);
+        // Requests past their timeout by now are timeouts (the sweep runs every 50 ms,
+        // and starts the next request, which the end must not); the rest still waiting
+        // are counted as unanswered.
+        for c in &mut self.conns {
+            let waiting = c.state != State::Idle;
+            if waiting && elapsed.saturating_sub(c.op_ns) > self.plan.timeout_ns {
+                self.report.error(ErrorKind::Timeout, 0);
+                c.stats.errors += 1;
+            } else if waiting {
+                self.report.unanswered += 1;
+            }
+            if c.interval_ns > 0 && c.first_due_ns <= end_ns {
+                let due = (end_ns - c.first_due_ns) / c.interval_ns + 1;
+                self.report.unsent += due.saturating_sub(c.started);
+            }
+        }
         for c in &mut self.conns {
             if c.fd >= 0 {
                 unsafe { libc::close(c.fd) };
@@ -226,6 +247,7 @@ impl<'a> Engine<'a> {
         self.attempts += 1;
         let req = self.mix.choose(&mut self.rng);
         let c = &mut self.conns[i];
+        c.started += 1;
         c.req = req;
         c.written = 0;
         c.start_ns = if scheduled > 0 { scheduled } else { now };
@@ -449,6 +471,7 @@ impl<'a> Engine<'a> {
         let total = c.resp.total_bytes;
         let body = c.resp.body_bytes;
         let latency = now.saturating_sub(c.start_ns);
+        self.report.answered += 1;
         if let Some(bps) = self.plan.conn_bits_per_s {
             // The connection's schedule: its bytes so far at the paced rate, from its
             // first request. A server that keeps up finishes every response before the
@@ -509,6 +532,10 @@ impl<'a> Engine<'a> {
 
     fn fail(&mut self, i: usize, kind: ErrorKind) {
         let now = now_ns(self.origin);
+        if !matches!(kind, ErrorKind::Connect | ErrorKind::Timeout) {
+            // The server did something with the request (a bad answer, a close).
+            self.report.answered += 1;
+        }
         self.report.error(kind, self.conns[i].resp.status);
         self.conns[i].stats.errors += 1;
         self.drop_socket(i);

@@ -55,6 +55,13 @@ impl ConnStats {
 pub(crate) struct ThreadReport {
     pub window_ns: u64,
     pub connects: u64,
+    /// Complete answers, good or bad, warm-up included: none at all means the server
+    /// never answered.
+    pub answered: u64,
+    /// Requests still waiting for their answer when the load ended.
+    pub unanswered: u64,
+    /// Open loop: requests that came due before the end but were never sent.
+    pub unsent: u64,
     pub latency: Histogram<u64>,
     pub errors: BTreeMap<ErrorKind, u64>,
     pub bad_statuses: BTreeMap<u16, u64>,
@@ -66,6 +73,9 @@ impl ThreadReport {
         ThreadReport {
             window_ns: 0,
             connects: 0,
+            answered: 0,
+            unanswered: 0,
+            unsent: 0,
             latency: histogram(),
             errors: BTreeMap::new(),
             bad_statuses: BTreeMap::new(),
@@ -108,6 +118,13 @@ pub struct LoadReport {
     pub body_bytes: u64,
     /// Connections opened (one per request without keep-alive).
     pub connects: u64,
+    /// Requests still waiting for their answer when the load ended (a closed loop
+    /// always leaves one per connection): not errors, unless the server answered
+    /// nothing during the whole load, when they are counted as timeouts instead.
+    pub unanswered: u64,
+    /// Open loop: requests that came due before the load ended but were never sent,
+    /// because their connection was still waiting for an earlier answer.
+    pub unsent: u64,
     /// Failed requests by kind, over the whole load including its warm-up.
     pub errors: BTreeMap<ErrorKind, u64>,
     /// The statuses behind [`ErrorKind::BadStatus`].
@@ -124,14 +141,20 @@ impl LoadReport {
             bytes: 0,
             body_bytes: 0,
             connects: 0,
+            unanswered: 0,
+            unsent: 0,
             errors: BTreeMap::new(),
             bad_statuses: BTreeMap::new(),
             latency: histogram(),
             conns: Vec::new(),
         };
+        let mut answered = 0;
         for p in parts {
             r.window_ns = r.window_ns.max(p.window_ns);
             r.connects += p.connects;
+            answered += p.answered;
+            r.unanswered += p.unanswered;
+            r.unsent += p.unsent;
             let _ = r.latency.add(&p.latency);
             for (k, v) in p.errors {
                 *r.errors.entry(k).or_default() += v;
@@ -147,6 +170,12 @@ impl LoadReport {
             }
         }
         r.conns.sort_by_key(|c| c.conn);
+        if answered == 0 && r.unanswered > 0 {
+            // A server that never answered: its requests waited the whole load, as long
+            // as the load can tell a timeout, whatever `timeout` says.
+            *r.errors.entry(ErrorKind::Timeout).or_default() += r.unanswered;
+            r.unanswered = 0;
+        }
         r
     }
 

@@ -254,6 +254,55 @@ fn a_silent_server_times_out() {
 }
 
 #[test]
+fn a_server_that_never_answers_is_counted_as_timeouts_even_within_the_timeout() {
+    // The load (0.5 s) ends long before the timeout (10 s): a server that answered
+    // nothing at all still shows as timeouts, not as "no errors".
+    let srv = serve(Behaviour::Stall {
+        after_ms: 0,
+        stall_ms: 60_000,
+    });
+    let cfg = LoadConfig::new(srv.addr, 3, Duration::from_millis(500));
+    let r = load(&cfg, None);
+    assert_eq!(r.requests, 0);
+    assert_eq!(
+        r.errors.get(&ErrorKind::Timeout),
+        Some(&3),
+        "{}",
+        r.errors_line()
+    );
+    assert_eq!(r.unanswered, 0);
+    assert_eq!(r.unsent, 0);
+}
+
+#[test]
+fn requests_in_flight_at_the_end_are_unanswered_not_errors() {
+    let srv = serve(Behaviour::Good(100));
+    let cfg = LoadConfig::new(srv.addr, 3, Duration::from_millis(300));
+    let r = load(&cfg, Some(100));
+    assert!(r.requests > 0);
+    assert_eq!(r.error_count(), 0, "{}", r.errors_line());
+    assert!(r.unanswered <= 3, "{}", r.unanswered);
+    // A closed loop has no schedule to fall behind.
+    assert_eq!(r.unsent, 0);
+}
+
+#[test]
+fn an_open_loop_counts_the_requests_it_never_sent() {
+    // 200/s on 2 connections for 1 s; the server stops answering after 0.3 s, so the
+    // about 140 requests due in the last 0.7 s are never sent.
+    let srv = serve(Behaviour::Stall {
+        after_ms: 300,
+        stall_ms: 60_000,
+    });
+    let mut cfg = LoadConfig::new(srv.addr, 2, Duration::from_secs(1));
+    cfg.rate_per_s = Some(200.0);
+    let r = load(&cfg, Some(2));
+    assert!(r.requests >= 40, "{}", r.requests);
+    assert_eq!(r.unanswered, 2);
+    assert!((110..=160).contains(&r.unsent), "unsent {}", r.unsent);
+}
+
+#[test]
 fn an_open_loop_keeps_its_rate_and_sees_a_stall_in_its_high_percentiles() {
     // 200 requests/s for 2 s; the server stalls for 500 ms after 0.7 s. With the
     // correction, about a quarter of the requests were due during the stall, so p90 and

@@ -24,24 +24,20 @@ pub struct CpuSet(BTreeSet<u32>);
 
 /// A CPU list or mask that could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid CPU {form} {input:?}: {reason}")]
+#[error("invalid CPU {form} {input}: {reason}")]
 pub struct CpuListError {
     /// `list` or `mask`.
     pub form: &'static str,
-    /// The input as given (shortened when very long).
+    /// The input as given, quoted (shortened when very long).
     pub input: String,
     /// What was expected.
     pub reason: String,
 }
 
 fn err(form: &'static str, input: &str, reason: impl Into<String>) -> CpuListError {
-    let mut shown: String = input.chars().take(80).collect();
-    if shown.len() < input.len() {
-        shown.push_str("...");
-    }
     CpuListError {
         form,
-        input: shown,
+        input: crate::quote::quoted(input),
         reason: reason.into(),
     }
 }
@@ -110,11 +106,16 @@ impl CpuSet {
                 return Err(err(
                     "mask",
                     input,
-                    format!("word {word:?} is not 1-8 hex digits"),
+                    format!("word {} is not 1-8 hex digits", crate::quote::quoted(word)),
                 ));
             }
-            let bits = u32::from_str_radix(word, 16)
-                .map_err(|_| err("mask", input, format!("word {word:?} is not hexadecimal")))?;
+            let bits = u32::from_str_radix(word, 16).map_err(|_| {
+                err(
+                    "mask",
+                    input,
+                    format!("word {} is not hexadecimal", crate::quote::quoted(word)),
+                )
+            })?;
             if bits == 0 {
                 continue;
             }
@@ -239,7 +240,10 @@ fn parse_cpu(s: &str, input: &str) -> Result<u32, CpuListError> {
         return Err(err(
             "list",
             input,
-            format!("{t:?} is not a CPU number (expected e.g. 0-3,8,10-11)"),
+            format!(
+                "{} is not a CPU number (expected e.g. 0-3,8,10-11)",
+                crate::quote::quoted(t)
+            ),
         ));
     }
     match t.parse::<u32>() {
@@ -322,7 +326,7 @@ mod tests {
             let e = CpuSet::parse_list(bad).unwrap_err();
             let msg = e.to_string();
             assert!(msg.contains("invalid CPU list"), "{msg}");
-            assert!(msg.contains(&format!("{bad:?}")) || bad.len() > 80, "{msg}");
+            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
         }
     }
 

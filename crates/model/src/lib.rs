@@ -25,6 +25,7 @@ pub mod bench;
 pub mod counters;
 pub mod cpuset;
 pub mod placement;
+pub mod quote;
 pub mod result;
 pub mod run;
 pub mod stats;

@@ -77,10 +77,10 @@ pub use spec::{EXPECTED, canonical_name, parse};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlacementError {
     /// Not a placement name at all.
-    #[error("unknown placement {input:?}: expected {EXPECTED}")]
+    #[error("unknown placement {}: expected {EXPECTED}", smtlab_model::quote::quoted(.input))]
     Unknown { input: String },
     /// Looks like a placement but something in it is wrong (`0c1t`, `cpus=`, `/sideways`).
-    #[error("invalid placement {input:?}: {reason}")]
+    #[error("invalid placement {}: {reason}", smtlab_model::quote::quoted(.input))]
     Invalid { input: String, reason: String },
     /// Well formed, but this machine does not have what it asks for.
     #[error("{placement} needs {needs}; this machine has {has}")]

@@ -600,17 +600,25 @@ impl Output {
         if self.re.is_none() || self.matched.is_some() {
             return;
         }
-        // Complete lines are searched a chunk at a time (one search per read, not per
-        // line); the unfinished last line waits for the rest of it.
-        match data.iter().rposition(|&b| b == b'\n') {
-            Some(last) => {
-                self.push_line(&data[..=last]);
-                self.end_line();
-                if self.matched.is_none() {
-                    self.push_line(&data[last + 1..]);
-                }
-            }
-            None => self.push_line(data),
+        // A line ends at LF or CR (a progress bar redraws itself after CRs, and the
+        // value may follow it on the same terminal line). The pending line ends at the
+        // first terminator; the complete lines after it are searched a chunk at a time
+        // (one search per read, not per line), never cut by what came before; the
+        // unfinished last line waits for the rest of it.
+        let ends = |b: &u8| *b == b'\n' || *b == b'\r';
+        let (Some(first), Some(last)) = (data.iter().position(ends), data.iter().rposition(ends))
+        else {
+            self.push_line(data);
+            return;
+        };
+        self.push_line(&data[..first]);
+        self.end_line();
+        if self.matched.is_none() && last > first {
+            self.line.extend_from_slice(&data[first + 1..last]);
+            self.end_line();
+        }
+        if self.matched.is_none() {
+            self.push_line(&data[last + 1..]);
         }
     }
 
@@ -626,7 +634,8 @@ impl Output {
         if let (Some(re), None) = (&self.re, &self.matched)
             && !self.line.is_empty()
         {
-            let text = String::from_utf8_lossy(&self.line);
+            // CRs as line ends, so no match runs across a progress bar's redraws.
+            let text = String::from_utf8_lossy(&self.line).replace('\r', "\n");
             if let Some(caps) = re.captures(&text) {
                 self.matched = Some(captured(re, &caps));
             }
@@ -679,7 +688,13 @@ fn captured(re: &Regex, caps: &regex::Captures<'_>) -> Result<f64, String> {
     };
     let text = m.as_str().trim();
     match text.parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(x),
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        // A rate of zero or less has no speed-up: a yield or verdict from it is nonsense.
+        Ok(x) if x.is_finite() => Err(format!(
+            "--throughput {:?} captured {text:?}: a throughput must be above 0 \
+             (no yield or verdict comes from {x})",
+            re.as_str()
+        )),
         _ => Err(format!(
             "--throughput {:?} captured {text:?}, which is not a number",
             re.as_str()
@@ -719,6 +734,12 @@ mod tests {
         let mut o = Output::new(Some(re.clone()));
         feed_all(&mut o, &b"rate: fast"[..]);
         assert!(o.value(&re).unwrap_err().contains("not a number"));
+        for bad in ["rate: 0", "rate: -3.5"] {
+            let mut o = Output::new(Some(re.clone()));
+            feed_all(&mut o, bad.as_bytes());
+            let e = o.value(&re).unwrap_err();
+            assert!(e.contains("must be above 0"), "{e}");
+        }
     }
 
     #[test]
@@ -736,6 +757,43 @@ mod tests {
         assert!(o.tail.len() <= 2 * TAIL_BYTES && o.line.len() <= LINE_MAX + 64 * 1024);
         assert_eq!(o.last_line().as_deref(), Some("bye"));
         assert_eq!(o.bytes, 64 * ((1 << 20) + 1) + 13);
+    }
+
+    #[test]
+    fn the_value_after_a_long_progress_line_is_found() {
+        let re = Regex::new(r"ops/s: ([0-9.]+)").unwrap();
+        // 128 KiB of progress bar redrawn after CRs, then the value on the same line.
+        let mut bar = Vec::new();
+        let mut i = 0;
+        while bar.len() < 128 * 1024 {
+            bar.extend_from_slice(format!("progress {}%\r", i % 100).as_bytes());
+            i += 1;
+        }
+        for tail in [&b"ops/s: 77.5\n"[..], b"\nops/s: 77.5\n", b"ops/s: 77.5"] {
+            let mut data = bar.clone();
+            data.extend_from_slice(tail);
+            let mut o = Output::new(Some(re.clone()));
+            feed_all(&mut o, &data[..]);
+            assert_eq!(
+                o.value(&re),
+                Ok(77.5),
+                "{:?}",
+                String::from_utf8_lossy(tail)
+            );
+            // One read holding everything, as a pipe may deliver it.
+            let mut o = Output::new(Some(re.clone()));
+            o.feed(&data);
+            o.end_line();
+            assert_eq!(o.value(&re), Ok(77.5));
+        }
+        // A 128 KiB line without any terminator, then the value on the next line, in
+        // the same read.
+        let mut data = vec![b'x'; 128 * 1024];
+        data.extend_from_slice(b"\nops/s: 3\n");
+        let mut o = Output::new(Some(re.clone()));
+        o.feed(&data);
+        o.end_line();
+        assert_eq!(o.value(&re), Ok(3.0));
     }
 
     #[test]

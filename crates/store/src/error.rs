@@ -48,6 +48,11 @@ pub enum StoreError {
     #[error("{} is empty: no results have been recorded there yet", path.display())]
     Empty { path: PathBuf },
 
+    /// The path names something other than a regular file (a device such as
+    /// `/dev/null`, a FIFO, a directory): SQLite would write its journal beside it.
+    #[error("{} is not a regular file (expected a results database file, e.g. results.db)", path.display())]
+    NotAFile { path: PathBuf },
+
     /// Creating the directory that should hold the database failed.
     #[error("cannot create directory {} for the results database", dir.display())]
     CreateDir {

@@ -171,7 +171,10 @@ fn per_cpu_online(path: &Path) -> Result<bool, TopologyError> {
         .map(|v| v != 0)
         .map_err(|_| TopologyError::Invalid {
             path: path.to_path_buf(),
-            reason: format!("{t:?} is not 0 or 1 (expected the CPU's online state)"),
+            reason: format!(
+                "{} is not 0 or 1 (expected the CPU's online state)",
+                smtlab_model::quote::quoted(t)
+            ),
         })
 }
 

@@ -98,9 +98,9 @@ pub(crate) fn load_params() -> Vec<ParamInfo> {
         param("clients", "20", Some("2"), "clients (paper: 20 to 120)"),
         param(
             "duration",
-            "1000",
-            Some("200"),
-            "milliseconds of load per sample",
+            "1s",
+            Some("200ms"),
+            "load per sample, a time with its unit (200ms, 2s)",
         ),
         param(
             "loadfile",
@@ -115,7 +115,11 @@ pub(crate) fn load_params() -> Vec<ParamInfo> {
 pub(crate) fn clients_and_duration(p: &smtlab_bench::Params) -> Result<(u64, u64), BenchError> {
     Ok((
         p.get_u64_in("clients", 1..=1000, "1 to 1000")?,
-        p.get_u64_in("duration", 1..=3_600_000, "1 to 3600000")?,
+        p.get_duration_in(
+            "duration",
+            std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(3600),
+        )?
+        .as_millis() as u64,
     ))
 }
 
@@ -322,6 +326,20 @@ impl Instance for DbenchInstance {
                 ),
             });
         }
+        // Failed work is no throughput: a full disk fails every WriteX at once, which
+        // would otherwise read as a very fast disk.
+        if total.failures > 0 {
+            return Err(BenchError::Check {
+                bench: NAME.into(),
+                reason: format!(
+                    "{} of {} operations failed that succeeded in {} (first: {}); no throughput reported",
+                    total.failures,
+                    total.ops,
+                    self.load_name,
+                    total.first_failure.as_deref().unwrap_or("unknown"),
+                ),
+            });
+        }
         let mut raw = load_sample(&mut total, elapsed_ns, self.clients.len());
         raw.metrics
             .insert("status_mismatches".into(), total.mismatches as f64);
@@ -390,7 +408,7 @@ mod tests {
         let dir = base.path().to_str().unwrap().to_string();
         let raws = crate::net::tests_support::run_quick(
             &Dbench,
-            &["duration=100", &format!("dir={dir}")],
+            &["duration=100ms", &format!("dir={dir}")],
             2,
         );
         for raw in &raws {

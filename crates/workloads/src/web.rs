@@ -208,7 +208,12 @@ impl Benchmark for WebStatic {
                     Some("8MiB"),
                     "file set size (5 MB per directory; the paper: 500 MB)",
                 ),
-                param("duration", "2", Some("0.3"), "seconds of load per sample"),
+                param(
+                    "duration",
+                    "2s",
+                    Some("300ms"),
+                    "load per sample, a time with its unit (300ms, 2s)",
+                ),
                 param(
                     "keepalive",
                     "no",
@@ -258,15 +263,12 @@ impl Benchmark for WebStatic {
             .into());
         }
         let dataset = p.get_bytes("dataset")?;
-        let duration = p.get_f64("duration")?;
-        if !(0.05..=3600.0).contains(&duration) {
-            return Err(smtlab_bench::ParamError::value(
+        let duration = p
+            .get_duration_in(
                 "duration",
-                duration.to_string(),
-                "seconds between 0.05 and 3600",
-            )
-            .into());
-        }
+                Duration::from_millis(50)..=Duration::from_secs(3600),
+            )?
+            .as_secs_f64();
         let keep_alive = match p.get_str("keepalive")? {
             "yes" => true,
             "no" => false,

@@ -8,19 +8,24 @@ use anyhow::{Result, bail};
 use smtlab_loadgen::{LoadConfig, LoadReport, Mix, Pinning, RequestSpec};
 use smtlab_model::CpuSet;
 
+use smtlab_model::quote::quoted;
+
 use crate::args::LoadArgs;
 
 /// `http://HOST:PORT/PATH` split into an address, the Host header and the path.
 pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String)> {
     let Some(rest) = url.strip_prefix("http://") else {
-        bail!("URL {url:?}: expected http://HOST:PORT/PATH (https is not supported)");
+        bail!(
+            "URL {}: expected http://HOST:PORT/PATH (https is not supported)",
+            quoted(url)
+        );
     };
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     if hostport.is_empty() {
-        bail!("URL {url:?}: no host");
+        bail!("URL {}: no host", quoted(url));
     }
     let with_port = if hostport
         .rsplit_once(':')
@@ -35,12 +40,17 @@ pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String)> {
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .ok_or_else(|| anyhow::anyhow!("URL {url:?}: cannot resolve {hostport:?}"))?;
+        .ok_or_else(|| {
+            anyhow::anyhow!("URL {}: cannot resolve {}", quoted(url), quoted(hostport))
+        })?;
     if path
         .bytes()
         .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
     {
-        bail!("URL {url:?}: the path has spaces or control characters");
+        bail!(
+            "URL {}: the path has spaces or control characters",
+            quoted(url)
+        );
     }
     Ok((addr, hostport.to_string(), path.to_string()))
 }
@@ -49,7 +59,7 @@ fn seconds(name: &str, text: &str) -> Result<Duration> {
     let t = text.trim().trim_end_matches('s');
     match t.parse::<f64>() {
         Ok(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
-        _ => bail!("{name} {text:?}: expected seconds, e.g. 10 or 2.5"),
+        _ => bail!("{name} {}: expected seconds, e.g. 10 or 2.5", quoted(text)),
     }
 }
 
@@ -57,7 +67,10 @@ fn rate(text: &str) -> Result<f64> {
     let t = text.trim().trim_end_matches("/s");
     match t.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => bail!("--rate {text:?}: expected requests per second, e.g. 5000 or 5000/s"),
+        _ => bail!(
+            "--rate {}: expected requests per second, e.g. 5000 or 5000/s",
+            quoted(text)
+        ),
     }
 }
 
@@ -68,7 +81,7 @@ const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 pub fn run(a: &LoadArgs) -> Result<()> {
     let (addr, host, path) = parse_url(&a.url)?;
     if let Err(e) = smtlab_loadgen::check_local(&addr) {
-        bail!("{}: {e}", a.url);
+        bail!("{}: {e}", quoted(&a.url));
     }
     if a.connections == 0 || a.connections > 100_000 {
         bail!("-c {}: expected 1 to 100000 connections", a.connections);
@@ -82,12 +95,15 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     }
     let duration = seconds("-d", &a.duration)?;
     if duration.is_zero() {
-        bail!("-d {}: expected more than 0 seconds", a.duration);
+        bail!("-d {}: expected more than 0 seconds", quoted(&a.duration));
     }
     let warmup = seconds("--warmup", &a.warmup)?;
     let timeout = seconds("--timeout", &a.timeout)?;
     if timeout.is_zero() {
-        bail!("--timeout {}: expected more than 0 seconds", a.timeout);
+        bail!(
+            "--timeout {}: expected more than 0 seconds",
+            quoted(&a.timeout)
+        );
     }
     let cpus: Vec<u32> = match &a.cpus {
         Some(list) => CpuSet::parse_list(list)
@@ -108,7 +124,10 @@ pub fn run(a: &LoadArgs) -> Result<()> {
         None => DEFAULT_BUSY_POLL,
         Some(text) => match text.trim().trim_end_matches("us").parse::<u64>() {
             Ok(us) if us <= 1_000_000 => Duration::from_micros(us),
-            _ => bail!("--busy-poll {text:?}: expected microseconds from 0 to 1000000, e.g. 50"),
+            _ => bail!(
+                "--busy-poll {}: expected microseconds from 0 to 1000000, e.g. 50",
+                quoted(text)
+            ),
         },
     };
     let mix = Arc::new(Mix::single(RequestSpec::get(path), &host, cfg.keep_alive));
@@ -119,10 +138,21 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     };
     let report = smtlab_loadgen::run(&cfg, mix, pin).map_err(|e| anyhow::anyhow!("{e}"))?;
     if a.json {
-        super::emit(&super::json_text(&json(a, &cfg, &cpus, &report))?)
+        super::emit(&super::json_text(&json(a, &cfg, &cpus, &report))?)?;
     } else {
-        super::emit(&text(a, &cfg, &cpus, &report))
+        super::emit(&text(a, &cfg, &cpus, &report))?;
     }
+    // What was counted is shown either way; a load that got no good answer at all
+    // measured nothing, and says so with its exit status.
+    if report.requests == 0 {
+        bail!(
+            "{}: no request succeeded in {:.1} s (errors: {})",
+            a.url,
+            report.seconds(),
+            report.errors_line()
+        );
+    }
+    Ok(())
 }
 
 fn ms(ns: u64) -> String {
@@ -182,6 +212,18 @@ fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> String 
         r.body_bytes as f64 / 1e6
     ));
     s.push_str(&format!("errors     {}\n", r.errors_line()));
+    if r.unanswered > 0 {
+        s.push_str(&format!(
+            "unanswered {} (still waiting for an answer when the load ended)\n",
+            r.unanswered
+        ));
+    }
+    if cfg.rate_per_s.is_some() {
+        s.push_str(&format!(
+            "unsent     {} (came due but were not sent: their connection still waited for an answer)\n",
+            r.unsent
+        ));
+    }
     if r.requests > 0 {
         s.push_str(&format!(
             "latency    p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {})\n",
@@ -231,6 +273,8 @@ fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> serde_j
         "bytes_per_s": r.bytes_per_s(),
         "connects": r.connects,
         "errors": errors,
+        "unanswered": r.unanswered,
+        "unsent": r.unsent,
         "bad_statuses": r.bad_statuses.iter().map(|(k, v)| (k.to_string(), *v)).collect::<std::collections::BTreeMap<_, _>>(),
         "latency_ns": {
             "p50": p.p50_ns, "p90": p.p90_ns, "p99": p.p99_ns, "p99_9": p.p999_ns,

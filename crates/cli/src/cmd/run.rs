@@ -265,7 +265,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         ..
     } = saver;
     if let Some(e) = error {
-        return Err(e);
+        // A save that failed (a full disk) stops the run as an interrupt does. It is
+        // marked interrupted where the store still takes that small update; where it
+        // does not, it reads as interrupted anyway once no live process holds its lease.
+        let _ = store.mark_interrupted(run_id);
+        drop(lease);
+        return Err(e.context(format!(
+            "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{}",
+            db_flag(args)
+        )));
     }
     if stop.load(Ordering::Relaxed) {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
@@ -490,6 +498,25 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
     let mut cells = plan(suite, &benches, &placements, topo);
     let mut states = smt_states(&args.smt)?;
+    // Placements none of which this machine can satisfy (and no --smt to change it)
+    // would make a run of skipped cells only: an error, before anything is stored.
+    if states.is_empty() && !args.placements.is_empty() {
+        let refusals: Vec<String> = placements
+            .iter()
+            .filter_map(|p| {
+                smtlab_placement::parse(p)
+                    .and_then(|s| smtlab_placement::resolve(&s, topo))
+                    .err()
+                    .map(|e| format!("{p}: {e}"))
+            })
+            .collect();
+        if refusals.len() == placements.len() {
+            bail!(
+                "--placements: none can run on this machine ({}); nothing was measured or stored",
+                refusals.join("; ")
+            );
+        }
+    }
     if !states.is_empty() {
         if placements.iter().any(|p| {
             smtlab_placement::parse(p)

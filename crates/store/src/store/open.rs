@@ -77,6 +77,7 @@ impl Store {
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
         match fs::metadata(&path) {
+            Ok(meta) if !meta.is_file() => return Err(StoreError::NotAFile { path }),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(StoreError::Missing { path });
@@ -129,6 +130,13 @@ impl Store {
     }
 
     fn open_inner(path: PathBuf) -> Result<Store> {
+        // A device or FIFO would be opened (and `/dev/null-journal` or `-wal` made
+        // beside it); a directory would fail with a less telling message.
+        if let Ok(meta) = fs::metadata(&path)
+            && !meta.is_file()
+        {
+            return Err(StoreError::NotAFile { path });
+        }
         check_header(&path)?;
         // No SQLITE_OPEN_URI: a file named `file:x.db` is a file, not a URI.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE

@@ -156,11 +156,12 @@ impl Store {
             let mut out = Vec::new();
             while let Some(row) = rows.next()? {
                 let status: String = row.get(3)?;
+                let id: i64 = row.get(0)?;
                 out.push(RunListing {
-                    id: row.get(0)?,
+                    id,
                     started_unix_s: row.get(1)?,
                     finished_unix_s: row.get(2)?,
-                    status: parse_status(&status)?,
+                    status: effective_status(&self.conn, id, parse_status(&status)?),
                     suite: row.get(4)?,
                     hostname: row.get(5)?,
                     cpu_model: row.get(6)?,
@@ -458,6 +459,21 @@ pub(crate) fn insert_run(tx: &Transaction<'_>, meta: &RunMeta) -> Step<i64> {
     Ok(id)
 }
 
+/// A run stored as running that no live process measures (no lease, or a stale one)
+/// is read as interrupted: it was killed, or stopped by a disk too full to take even
+/// its status. `--resume` goes on with it either way.
+fn effective_status(conn: &Connection, run_id: i64, stored: RunStatus) -> RunStatus {
+    if stored != RunStatus::Running {
+        return stored;
+    }
+    match lease::holder(conn, run_id, lease::now_ms()) {
+        Ok(Some((h, _))) if lease::is_live(&h) => RunStatus::Running,
+        Ok(_) => RunStatus::Interrupted,
+        // An older file without leases: as stored.
+        Err(_) => stored,
+    }
+}
+
 pub(crate) fn load_meta(conn: &Connection, run_id: i64) -> Step<RunMeta> {
     let row = conn
         .query_row(
@@ -487,7 +503,7 @@ pub(crate) fn load_meta(conn: &Connection, run_id: i64) -> Step<RunMeta> {
         id: run_id,
         started_unix_s: started,
         finished_unix_s: finished,
-        status: parse_status(&status)?,
+        status: effective_status(conn, run_id, parse_status(&status)?),
         command_line: from_json(&cmd, "runs.command_line")?,
         suite,
         environment: from_json::<Environment>(&env, "runs.environment")?,

@@ -53,6 +53,12 @@ fn a_run_written_cell_by_cell_loads_back_identical() {
 
     let mut store = Store::open(&path).unwrap();
     let id = store.create_run(&meta).unwrap();
+    // Running while a live process holds its lease; interrupted without one.
+    assert_eq!(
+        store.load_run(id).unwrap().run.status,
+        RunStatus::Interrupted
+    );
+    let lease = store.lease_run(id).unwrap();
     let partial = store.load_run(id).unwrap();
     assert_eq!(partial.run.status, RunStatus::Running);
     assert_eq!(partial.run.finished_unix_s, None);
@@ -66,6 +72,7 @@ fn a_run_written_cell_by_cell_loads_back_identical() {
     store
         .finish_run(id, RunStatus::Finished, 1_790_000_042)
         .unwrap();
+    drop(lease);
     drop(store);
 
     let store = Store::open(&path).unwrap();
@@ -594,6 +601,7 @@ fn pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order() {
     ];
     let mut store = Store::open(&path).unwrap();
     let id = store.create_run(&running_meta(plan.clone())).unwrap();
+    let lease = store.lease_run(id).unwrap();
     assert_eq!(store.pending_cells(id).unwrap(), plan);
 
     store.save_cell(id, &cell_for(&plan[2])).unwrap();
@@ -620,6 +628,7 @@ fn pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order() {
     );
     assert_eq!(listing.status, RunStatus::Running);
     assert_eq!(listing.hostname.as_deref(), Some("lab-1"));
+    drop(lease);
 
     // Interrupted, then resumed and finished.
     assert_eq!(store.latest_unfinished_run().unwrap(), Some(id));
@@ -937,10 +946,11 @@ fn kill_writer_and_check(delay: Duration) {
     let store = Store::open_existing(&db).unwrap();
     store.check_integrity().unwrap();
     let run = store.load_run(run_id).unwrap();
+    // Stored as running; with no live process behind it, read as interrupted.
     assert_eq!(
         run.run.status,
-        RunStatus::Running,
-        "killed runs stay 'running'"
+        RunStatus::Interrupted,
+        "a killed run reads as interrupted"
     );
 
     // Every cell it reported is there, whole; at most one more (saved, not yet logged).
@@ -1030,8 +1040,30 @@ fn each_cause_appears_once_in_an_error_chain() {
             );
         }
     }
-    // The directory cases wrap an OS error: the test saw real chains.
-    assert!(wrapped >= 3, "{failures:?}");
+    // The directory that cannot be created and the refused write wrap a cause: the
+    // test saw real chains.
+    assert!(wrapped >= 2, "{failures:?}");
+}
+
+#[test]
+fn a_path_that_is_not_a_regular_file_is_refused_and_nothing_is_made_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string naming a path in our own temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for path in [fifo.as_path(), Path::new("/dev/null"), dir.path()] {
+        for e in [
+            Store::open(path).unwrap_err(),
+            Store::open_existing(path).unwrap_err(),
+            Store::open_read_only(path).unwrap_err(),
+        ] {
+            assert!(matches!(e, StoreError::NotAFile { .. }), "{path:?}: {e:?}");
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+    }
+    // Nothing but the FIFO in the directory: no journal, no -wal beside it.
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
 }
 
 // ---- read-only opening ---------------------------------------------------------------

@@ -46,9 +46,9 @@ impl Benchmark for OltpPg {
                 ),
                 param(
                     "duration",
-                    "1",
+                    "1s",
                     None,
-                    "seconds of pgbench per sample (-T); the cell repeats samples until its CI converges",
+                    "pgbench per sample (-T), whole seconds with the unit (1s, 10s); the cell repeats samples until its CI converges",
                 ),
                 param(
                     "scale",
@@ -239,7 +239,20 @@ impl Config {
             mode,
             clients,
             threads,
-            duration_s: positive("duration")?,
+            duration_s: {
+                let d = p.get_duration_in(
+                    "duration",
+                    std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(86_400),
+                )?;
+                if d.subsec_nanos() != 0 {
+                    return Err(param_err(
+                        "duration",
+                        p.get_str("duration")?,
+                        "whole seconds (pgbench -T), e.g. 1s or 10s",
+                    ));
+                }
+                d.as_secs()
+            },
             scale: positive("scale")?,
             fsync: on_off(p, "fsync")?,
             synchronous_commit: on_off(p, "synchronous_commit")?,
@@ -311,6 +324,17 @@ impl Instance for PgInstance {
         pgbench::check_output("pgbench", &out).map_err(pg_err)?;
         let summary =
             pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout)).map_err(pg_err)?;
+        // Failed transactions are failed work: no TPS beside them.
+        if let Some(failed) = summary.failed.filter(|&f| f > 0) {
+            return Err(BenchError::Check {
+                bench: NAME.into(),
+                reason: format!(
+                    "{failed} of {} transactions failed in {} s; no throughput reported",
+                    failed + summary.transactions,
+                    self.cfg.duration_s
+                ),
+            });
+        }
         if summary.tps <= 0.0 || summary.transactions == 0 {
             return Err(BenchError::Check {
                 bench: NAME.into(),
@@ -464,12 +488,12 @@ mod tests {
     fn a_quick_cell_runs_and_leaves_no_server_or_directory() {
         use crate::db::testutil;
         if let Err(e) = PgInstall::find() {
-            eprintln!("skipped: {e}");
+            smtlab_fixtures::require::skip(&e.to_string());
             return;
         }
         let placement = testutil::placement_first_cpu();
         let client = testutil::client();
-        let given = [("duration", "1"), ("clients", "2")];
+        let given = [("duration", "1s"), ("clients", "2")];
         let mut inst = testutil::prepare(&OltpPg, &given, &placement, Some(&client)).unwrap();
         assert_eq!(inst.fixed_iterations(), Some(1));
         let s = inst.sample(1).unwrap();

@@ -728,13 +728,13 @@ mod tests {
         assert!(live.exists() && other.exists() && !reused.exists());
     }
 
-    /// The installation, or `None` with the reason printed (the test then passes: CI
-    /// installs PostgreSQL, so there it always runs).
+    /// The installation, or `None` with the reason printed (the test then passes; CI
+    /// installs PostgreSQL and sets `SMTLAB_REQUIRE_TOOLS=1`, so there it always runs).
     pub(crate) fn installed() -> Option<PgInstall> {
         match PgInstall::find() {
             Ok(i) => Some(i),
             Err(e) => {
-                eprintln!("skipped: {e}");
+                smtlab_fixtures::require::skip(&e.to_string());
                 None
             }
         }

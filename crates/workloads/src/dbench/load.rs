@@ -626,7 +626,7 @@ mod tests {
             .iter()
             .find(|p| std::path::Path::new(p).exists())
         else {
-            eprintln!("skipped: no dbench load file installed (package dbench)");
+            smtlab_fixtures::require::skip("no dbench load file installed (package dbench)");
             return;
         };
         let f = read(std::path::Path::new(path)).unwrap();

@@ -38,6 +38,11 @@ pub struct Stats {
     /// Operations whose outcome differed from the recorded status.
     pub mismatches: u64,
     pub first_mismatch: Option<String>,
+    /// Operations the recording had succeed that failed here (a full disk, a lost
+    /// permission): failed work, which no figure may hide.
+    pub failures: u64,
+    /// The first of them, with the system's reason.
+    pub first_failure: Option<String>,
     /// Times the client reached the end of the load and started again.
     pub wraps: u64,
     /// Latencies in nanoseconds per operation kind (index of [`KINDS`]).
@@ -63,6 +68,10 @@ impl Stats {
         self.mismatches += other.mismatches;
         if self.first_mismatch.is_none() {
             self.first_mismatch = other.first_mismatch;
+        }
+        self.failures += other.failures;
+        if self.first_failure.is_none() {
+            self.first_failure = other.first_failure;
         }
         self.wraps += other.wraps;
         for (mine, mut theirs) in self.latency_ns.iter_mut().zip(other.latency_ns) {
@@ -128,9 +137,29 @@ impl Client {
 
     fn step(&mut self, load: &LoadFile, stats: &mut Stats, now: &dyn Fn() -> u64, t0: u64) {
         let line = &load.lines[self.position];
+        // errno cleared before and read right after, so a failure names its own cause
+        // (a missing handle sets none).
+        // SAFETY: errno is this thread's own variable.
+        unsafe { *libc::__errno_location() = 0 };
         let ok = self.exec(line, stats);
+        let errno = std::io::Error::last_os_error();
         stats.latency_ns[line.op.kind()].push(now().saturating_sub(t0) as f64);
         stats.ops += 1;
+        if line.expect_ok && !ok {
+            stats.failures += 1;
+            if stats.first_failure.is_none() {
+                let why = match errno.raw_os_error() {
+                    Some(0) | None => String::new(),
+                    Some(_) => format!(": {errno}"),
+                };
+                stats.first_failure = Some(format!(
+                    "{}:{}: {} failed{why}",
+                    load.name,
+                    line.number,
+                    KINDS[line.op.kind()],
+                ));
+            }
+        }
         if ok != line.expect_ok {
             stats.mismatches += 1;
             if stats.first_mismatch.is_none() {

@@ -93,9 +93,9 @@ impl Benchmark for Perf {
         let mut params = vec![
             param(
                 "duration",
-                "500",
-                Some("100"),
-                "milliseconds of traffic per iteration (netperf -l)",
+                "500ms",
+                Some("100ms"),
+                "traffic per iteration (netperf -l), a time with its unit (100ms, 1s)",
             ),
             param(
                 "max_iterations",
@@ -169,7 +169,12 @@ impl Benchmark for Perf {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let name = self.0.name();
         let p = ctx.params;
-        let duration = p.get_u64_in("duration", 1..=600_000, "1 to 600000 milliseconds")?;
+        let duration = p
+            .get_duration_in(
+                "duration",
+                std::time::Duration::from_millis(1)..=std::time::Duration::from_secs(600),
+            )?
+            .as_millis() as u64;
         let max_iterations = p.get_u64_in("max_iterations", 1..=30, "1 to 30 iterations")?;
         let bytes = |key: &str, hi: u64, expected: &str| -> Result<usize, BenchError> {
             Ok(p.get_bytes_in(key, 1..=hi, expected)? as usize)
@@ -708,7 +713,7 @@ mod tests {
     #[test]
     fn each_quick_form_runs_and_reports_its_discipline() {
         for k in [Kind::Stream, Kind::Rr, Kind::Crr, Kind::UdpRr] {
-            let raws = run_quick(&Perf(k), &["duration=20"], 1);
+            let raws = run_quick(&Perf(k), &["duration=20ms"], 1);
             let raw = &raws[0];
             assert!(raw.work > 0.0, "{}", k.name());
             let its = raw.metrics["iterations"];
@@ -730,7 +735,7 @@ mod tests {
 
     #[test]
     fn stream_counts_every_byte_once() {
-        let raws = run_quick(&Perf(Kind::Stream), &["duration=10", "size=1000"], 2);
+        let raws = run_quick(&Perf(Kind::Stream), &["duration=10ms", "size=1000"], 2);
         for raw in raws {
             // Whole messages only: the server read exactly what was written.
             assert_eq!(raw.work % 1000.0, 0.0);

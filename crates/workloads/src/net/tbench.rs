@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn the_quick_form_runs_and_counts_what_the_load_says() {
-        let raws = crate::net::tests_support::run_quick(&Tbench, &["duration=100"], 2);
+        let raws = crate::net::tests_support::run_quick(&Tbench, &["duration=100ms"], 2);
         for raw in raws {
             assert!(raw.work > 0.0);
             assert_eq!(

@@ -18,8 +18,10 @@
 //!
 //! All serve only the file set's URLs (a table lookup after [`super::request::parse`]
 //! refused every odd spelling), answer malformed requests with 400, close connections
-//! whose request head is not complete within the idle timeout (slowloris) or that sit
-//! idle that long, hold no buffer for an idle connection, and stop (closing every
+//! whose request head is not complete within the idle timeout (slowloris), that sit
+//! idle that long, or that do not take a whole response within it (a client that stops
+//! reading, or reads a little now and then; reset rather than closed, so the unsent
+//! bytes go too), hold no buffer for an idle connection, and stop (closing every
 //! connection) when dropped.
 
 use std::collections::HashMap;
@@ -69,8 +71,9 @@ impl Docs {
 /// Limits shared by the built-in servers.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerOpts {
-    /// A connection with no complete request head (or no progress sending) for this
-    /// long is closed.
+    /// The per-connection deadline: a connection whose request head is not complete
+    /// within this long of when it was awaited, or whose response has not all gone out
+    /// within this long of its start, is closed.
     pub idle_timeout: Duration,
     /// Most open connections (event: per loop; threads: threads).
     pub max_conns: usize,
@@ -699,7 +702,6 @@ impl EventLoop {
         else {
             return;
         };
-        let mut progressed = false;
         while *head_off < head.len() {
             let more = if file.is_some() { libc::MSG_MORE } else { 0 };
             let rest = &head[*head_off..];
@@ -712,18 +714,17 @@ impl EventLoop {
                 )
             };
             if n < 0 {
-                self.send_stopped(i, progressed);
+                self.send_stopped(i);
                 return;
             }
             *head_off += n as usize;
-            progressed = true;
         }
         if let Some((f, size)) = file {
             while (*off as u64) < *size {
                 let left = (*size - *off as u64) as usize;
                 let n = unsafe { libc::sendfile(c.fd, f.as_raw_fd(), off, left) };
                 if n < 0 {
-                    self.send_stopped(i, progressed);
+                    self.send_stopped(i);
                     return;
                 }
                 if n == 0 {
@@ -731,7 +732,6 @@ impl EventLoop {
                     self.close(i);
                     return;
                 }
-                progressed = true;
             }
         }
         let keep = *keep_alive;
@@ -748,16 +748,14 @@ impl EventLoop {
         }
     }
 
-    /// After a send or sendfile that failed: a full socket waits for writability (and
-    /// bytes that went out before count as activity for the idle timeout); any other
-    /// error ends the connection.
-    fn send_stopped(&mut self, i: usize, progressed: bool) {
+    /// After a send or sendfile that failed: a full socket waits for writability; any
+    /// other error ends the connection. Progress does not move the deadline: the whole
+    /// response must go out within the idle timeout of its start, so a client that
+    /// reads a byte now and then is closed as one that reads nothing.
+    fn send_stopped(&mut self, i: usize) {
         if io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
             self.close(i);
             return;
-        }
-        if progressed && let Some(c) = self.conns[i].as_mut() {
-            c.since_ns = now_ns(self.origin);
         }
         self.set_out(i, true);
     }
@@ -768,6 +766,12 @@ impl EventLoop {
             if let Some(c) = &self.conns[i]
                 && now.saturating_sub(c.since_ns) > limit
             {
+                // An idle kept-alive connection is closed as usual; one in the middle
+                // of a request or response, or whose client has not taken all of the
+                // last one, is reset.
+                if !matches!(c.state, EState::Reading) || !c.buf.is_empty() || unsent(c.fd) {
+                    abort_on_close(c.fd);
+                }
                 self.close(i);
             }
         }
@@ -914,8 +918,14 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
     }
 }
 
-fn write_all(fd: RawFd, mut data: &[u8], flags: i32) -> bool {
+/// Sends all of `data` on a blocking socket by `deadline`: each call may block only
+/// for what is left of it (`SO_SNDTIMEO` alone would start again with every partial
+/// send, so a client reading a byte now and then could hold the connection for ever).
+fn write_all(fd: RawFd, mut data: &[u8], flags: i32, deadline: Instant) -> bool {
     while !data.is_empty() {
+        if !time_left(fd, deadline) {
+            return false;
+        }
         let n = unsafe {
             libc::send(
                 fd,
@@ -928,10 +938,59 @@ fn write_all(fd: RawFd, mut data: &[u8], flags: i32) -> bool {
             if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
+            abort_if_timed_out(fd);
             return false;
         }
         data = &data[n as usize..];
     }
+    true
+}
+
+/// Makes the coming `close` of a connection past its deadline a reset: the client
+/// learns at once, and what it did not read is dropped instead of waiting in the
+/// kernel for it.
+fn abort_on_close(fd: RawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::from_ref(&linger).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+}
+
+/// Whether bytes sent on the connection still wait in the kernel for the client to
+/// take them (a response it has not read).
+fn unsent(fd: RawFd) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ for sockets) writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    r == 0 && n > 0
+}
+
+/// After a blocking call that failed: one that ran into its socket timeout (`EAGAIN`)
+/// ended at the deadline, and the close is made a reset.
+fn abort_if_timed_out(fd: RawFd) {
+    if io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+        abort_on_close(fd);
+    }
+}
+
+/// Sets the send timeout to what is left until `deadline`; `false` (and the close to
+/// come made a reset) when nothing is.
+fn time_left(fd: RawFd, deadline: Instant) -> bool {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        abort_on_close(fd);
+        return false;
+    }
+    set_timeout(fd, libc::SO_SNDTIMEO, left);
     true
 }
 
@@ -951,9 +1010,10 @@ fn set_timeout(fd: RawFd, opt: i32, d: Duration) {
     };
 }
 
-/// One connection of the threaded server; the fd is closed by the caller.
+/// One connection of the threaded server; the fd is closed by the caller. The
+/// connection's deadline: each request head must arrive, and each response go out,
+/// within the idle timeout, however the client trickles its bytes or reads ours.
 fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
-    set_timeout(fd, libc::SO_SNDTIMEO, opts.idle_timeout);
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -965,13 +1025,21 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 Ok(_) => {}
                 Err(rej) => break Err(rej),
             }
+            // An idle kept-alive connection is closed as usual at its deadline; one
+            // with part of a head (slowloris) is reset.
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                if !buf.is_empty() || unsent(fd) {
+                    abort_on_close(fd);
+                }
                 return;
             }
             set_timeout(fd, libc::SO_RCVTIMEO, left);
             let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
             if n <= 0 {
+                if !buf.is_empty() || unsent(fd) {
+                    abort_if_timed_out(fd);
+                }
                 return;
             }
             buf.extend_from_slice(&chunk[..n as usize]);
@@ -979,24 +1047,34 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
         let req = match req {
             Ok(r) => r,
             Err(rej) => {
-                write_all(fd, &error_response(rej), 0);
+                write_all(
+                    fd,
+                    &error_response(rej),
+                    0,
+                    Instant::now() + opts.idle_timeout,
+                );
                 return;
             }
         };
         let used = req.head_len + req.content_length as usize;
         let r = reply(docs, &req, &buf[req.head_len..used]);
         buf.drain(..used);
+        let deadline = Instant::now() + opts.idle_timeout;
         let more = if r.file.is_some() { libc::MSG_MORE } else { 0 };
-        if !write_all(fd, &r.head, more) {
+        if !write_all(fd, &r.head, more, deadline) {
             return;
         }
         if let Some((f, size)) = &r.file {
             let mut off: libc::off_t = 0;
             while (off as u64) < *size {
+                if !time_left(fd, deadline) {
+                    return;
+                }
                 let n = unsafe {
                     libc::sendfile(fd, f.as_raw_fd(), &mut off, (*size - off as u64) as usize)
                 };
                 if n <= 0 {
+                    abort_if_timed_out(fd);
                     return;
                 }
             }

@@ -52,20 +52,47 @@ impl Reject {
     }
 }
 
+/// Where the head ends: the index of its last line's terminator and the head's length
+/// with the empty line. Lines end with CRLF or, as many servers accept (RFC 9112
+/// section 2.2), a bare LF.
+fn head_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(p) = buf[from..].iter().position(|&b| b == b'\n') {
+        let nl = from + p;
+        let line_end = if nl > 0 && buf[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
+        match buf.get(nl + 1) {
+            Some(b'\n') => return Some((line_end, nl + 2)),
+            Some(b'\r') if buf.get(nl + 2) == Some(&b'\n') => return Some((line_end, nl + 3)),
+            Some(b'\r') if nl + 2 == buf.len() => return None,
+            _ => {}
+        }
+        from = nl + 1;
+    }
+    None
+}
+
 /// Parses the head at the start of `buf`: `Ok(None)` until it is complete.
 pub fn parse(buf: &[u8]) -> Result<Option<Request>, Reject> {
-    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+    let Some((end, head_len)) = head_end(buf) else {
         return if buf.len() > MAX_HEAD {
             Err(Reject::TooLarge)
         } else {
             Ok(None)
         };
     };
-    if end + 4 > MAX_HEAD {
+    if head_len > MAX_HEAD {
         return Err(Reject::TooLarge);
     }
     let head = std::str::from_utf8(&buf[..end]).map_err(|_| Reject::Bad)?;
-    let mut lines = head.split("\r\n");
+    // A CR anywhere but before an LF is malformed.
+    let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    if lines.clone().any(|l| l.contains('\r')) {
+        return Err(Reject::Bad);
+    }
     let line = lines.next().ok_or(Reject::Bad)?;
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
@@ -90,7 +117,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, Reject> {
     let (raw_path, query) = target.split_once('?').unwrap_or((target, ""));
     let path = clean_path(raw_path)?;
     let mut keep_alive = http11;
-    let mut content_length = 0;
+    let mut content_length = None;
     let mut cookie = None;
     for l in lines {
         let (name, value) = l.split_once(':').ok_or(Reject::Bad)?;
@@ -105,10 +132,16 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, Reject> {
                 keep_alive = true;
             }
         } else if name.eq_ignore_ascii_case("content-length") {
-            content_length = value.parse().map_err(|_| Reject::Bad)?;
-            if content_length > MAX_BODY {
+            let n: u64 = value.parse().map_err(|_| Reject::Bad)?;
+            // Two lengths that differ leave the body's end in doubt (request
+            // smuggling): refused, as RFC 9112 section 6.3 says.
+            if content_length.is_some_and(|c| c != n) {
+                return Err(Reject::Bad);
+            }
+            if n > MAX_BODY {
                 return Err(Reject::TooLarge);
             }
+            content_length = Some(n);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             return Err(Reject::Bad);
         } else if name.eq_ignore_ascii_case("cookie") {
@@ -120,9 +153,9 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, Reject> {
         path,
         query: query.to_string(),
         keep_alive,
-        content_length,
+        content_length: content_length.unwrap_or(0),
         cookie,
-        head_len: end + 4,
+        head_len,
     }))
 }
 
@@ -191,6 +224,21 @@ mod tests {
             .unwrap();
         assert_eq!((r.content_length, r.cookie.as_deref()), (5, Some("u=3")));
         assert_eq!(p("GET / HTTP/1.1\r\nHost: x\r\n"), Ok(None));
+        assert_eq!(p("GET / HTTP/1.1\r\nHost: x\r\n\r"), Ok(None));
+    }
+
+    #[test]
+    fn bare_lf_line_endings_are_answered() {
+        for text in [
+            "GET /a HTTP/1.1\nHost: x\n\nrest",
+            "GET /a HTTP/1.1\r\nHost: x\n\r\nrest",
+            "GET /a HTTP/1.1\nHost: x\r\n\nrest",
+        ] {
+            let r = p(text).unwrap().unwrap();
+            assert_eq!(r.path, "/a", "{text:?}");
+            assert_eq!(&text[r.head_len..], "rest", "{text:?}");
+        }
+        assert_eq!(p("GET /a HTTP/1.1\nHost: x\n"), Ok(None));
     }
 
     #[test]
@@ -232,6 +280,15 @@ mod tests {
             p("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
             Err(Reject::Bad)
         );
+        // Two different lengths: which one ends the body?
+        assert_eq!(
+            p("POST /p HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
+            Err(Reject::Bad)
+        );
+        let same = p("POST /p HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!(same.unwrap().unwrap().content_length, 5);
+        // A bare CR inside a line.
+        assert_eq!(p("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n"), Err(Reject::Bad));
         let long = "x".repeat(MAX_HEAD + 10);
         assert_eq!(p(&long), Err(Reject::TooLarge));
         assert_eq!(parse(b"GET /\xff HTTP/1.1\r\n\r\n"), Err(Reject::Bad));

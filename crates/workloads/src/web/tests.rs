@@ -76,7 +76,7 @@ fn kinds() -> Vec<&'static str> {
     ] {
         match real::missing(bin) {
             None => v.push(kind),
-            Some(why) => eprintln!("skipping {kind}: {why}"),
+            Some(why) => smtlab_fixtures::require::skip(&format!("{kind}: {why}")),
         }
     }
     v
@@ -265,6 +265,157 @@ fn slow_and_idle_connections_are_closed_after_the_timeout() {
     }
 }
 
+/// A connection whose receive window is as small as the kernel allows, so a big
+/// response fills it, and the server's send buffer behind it, at once.
+fn small_window(addr: SocketAddr) -> TcpStream {
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0);
+    let size: libc::c_int = 1024;
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            std::ptr::from_ref(&size).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    // SAFETY: a fresh socket we own, handed to the stream that closes it.
+    let s = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let SocketAddr::V4(a) = addr else {
+        panic!("IPv4 expected")
+    };
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    let r = unsafe {
+        libc::connect(
+            fd,
+            std::ptr::from_ref(&sin).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
+    s
+}
+
+/// Whether the kernel still has the connection established (TCP_INFO's state: 1).
+fn established(s: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut info = [0u8; 256];
+    let mut len = info.len() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    r == 0 && info[0] == 1
+}
+
+/// Sends a request for the biggest file and reads nothing, or 2 KiB every 50 ms,
+/// until the server drops the connection; returns how long that took.
+fn held_for(addr: SocketAddr, url: &str, reads: bool, limit: Duration) -> Duration {
+    let mut s = small_window(addr);
+    s.write_all(format!("GET {url} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+    let start = Instant::now();
+    while established(&s) && start.elapsed() < limit {
+        if reads {
+            let _ = s.read(&mut [0u8; 2048]);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    start.elapsed()
+}
+
+#[test]
+fn a_slow_reader_is_closed_within_the_timeout_on_every_built_in_server() {
+    let set = FileSet::generate(1).unwrap();
+    let big = set.files.iter().max_by_key(|f| f.size).unwrap();
+    let timeout = Duration::from_secs(1);
+    let opts = ServerOpts {
+        idle_timeout: timeout,
+        ..ServerOpts::default()
+    };
+    let bound = timeout + Duration::from_secs(1);
+    for kind in ["event", "threads", "processes"] {
+        let server = start_server(kind, &set, &server_cpus(), opts).unwrap();
+        // A client that reads nothing, and one that reads a little now and then (each of
+        // its reads used to give the server's send timeout a fresh start).
+        for reads in [false, true] {
+            let held = held_for(server.addr(), &big.url, reads, bound * 3);
+            eprintln!("{kind}, reading {reads}: closed after {held:?}");
+            assert!(
+                held <= bound,
+                "{kind} (reading: {reads}) held a slow reader {held:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn slow_readers_starve_the_processes_server_no_longer_than_the_timeout() {
+    let set = FileSet::generate(1).unwrap();
+    let big = set.files.iter().max_by_key(|f| f.size).unwrap();
+    let small = set.files.iter().min_by_key(|f| f.size).unwrap();
+    let timeout = Duration::from_secs(1);
+    let opts = ServerOpts {
+        idle_timeout: timeout,
+        ..ServerOpts::default()
+    };
+    let server = start_server("processes", &set, &server_cpus(), opts).unwrap();
+    let addr = server.addr();
+    // One slow reader per worker takes every worker; each reads 2 KiB every 50 ms,
+    // so its worker's sends never stop making progress.
+    let slow: Vec<TcpStream> = (0..PROCESSES)
+        .map(|_| {
+            let mut s = small_window(addr);
+            s.write_all(format!("GET {} HTTP/1.1\r\nHost: x\r\n\r\n", big.url).as_bytes())
+                .unwrap();
+            s.set_nonblocking(true).unwrap();
+            s
+        })
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut slow = slow;
+            let start = Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && start.elapsed() < Duration::from_secs(10)
+            {
+                for s in &mut slow {
+                    let _ = s.read(&mut [0u8; 2048]);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    let resp = raw(
+        addr,
+        format!("GET {} HTTP/1.0\r\n\r\n", small.url).as_bytes(),
+    );
+    let waited = start.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    trickle.join().unwrap();
+    eprintln!("a request behind {PROCESSES} slow readers waited {waited:?}");
+    assert_eq!(status(&resp), 200);
+    assert!(waited <= timeout + Duration::from_secs(1), "{waited:?}");
+}
+
 fn placement(cpus: &[u32]) -> ResolvedPlacement {
     smtlab_fixtures::build::placement_on(cpus)
 }
@@ -304,7 +455,7 @@ fn web_static_measures_bandwidth_requests_and_latency() {
         let s = one_sample(
             &b,
             server,
-            &["conns=4", "duration=0.2", "dataset=1MiB"],
+            &["conns=4", "duration=200ms", "dataset=1MiB"],
             &client,
         );
         assert!(s.work > 0.0);
@@ -412,7 +563,9 @@ fn dynamic_requests_through_the_event_server() {
 #[test]
 fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
     if !std::path::Path::new("/usr/bin/python3").exists() {
-        eprintln!("skipping: /usr/bin/python3 (the stand-in for a user's server) is not installed");
+        smtlab_fixtures::require::skip(
+            "/usr/bin/python3 (the stand-in for a user's server) is not installed",
+        );
         return;
     }
     let set = FileSet::generate(1).unwrap();
@@ -506,7 +659,7 @@ fn the_processes_server_leaves_no_process_behind() {
 #[test]
 fn apache_answers_the_dynamic_requests_through_cgi() {
     if let Some(why) = real::missing("apache2") {
-        eprintln!("skipping: {why}");
+        smtlab_fixtures::require::skip(&why);
         return;
     }
     let set = FileSet::generate(1).unwrap();
