@@ -48,7 +48,8 @@ const EMPTY_WAIT: Duration = Duration::from_secs(3);
 
 /// What this process set up to keep its children in check, once.
 struct Lifetime {
-    guardian: Option<Guardian>,
+    /// Taken by [`finish`] when smtlab ends normally.
+    guardian: Mutex<Option<Guardian>>,
     cgroup: Option<CgroupRoot>,
     counter: AtomicU64,
     /// Process groups alive now, for [`clean_up`].
@@ -77,7 +78,7 @@ fn lifetime() -> &'static Lifetime {
         Lifetime {
             // Without a guardian the process groups still die with the thread that
             // started them (their leader does, at least): not worth failing for.
-            guardian: Guardian::spawn(&plan).ok(),
+            guardian: Mutex::new(Guardian::spawn(&plan).ok()),
             cgroup,
             counter: AtomicU64::new(0),
             groups: Mutex::new(Vec::new()),
@@ -419,7 +420,7 @@ impl ChildGroup {
             let mut file = std::fs::File::from(f.try_clone()?);
             let _ = file.write_all(pgid.to_string().as_bytes());
         }
-        if let Some(g) = &lt.guardian {
+        if let Some(g) = lock(&lt.guardian).as_ref() {
             g.track_group(pgid);
         }
         lock(&lt.groups).push(pgid);
@@ -563,7 +564,7 @@ impl ChildGroup {
             // Still busy: the guardian removes it when smtlab ends.
             return;
         }
-        if let Some(g) = &lt.guardian {
+        if let Some(g) = lock(&lt.guardian).as_ref() {
             g.untrack_group(self.pgid);
         }
         lock(&lt.groups).retain(|&p| p != self.pgid);
@@ -640,6 +641,21 @@ pub fn clean_up() {
     }
 }
 
+/// What smtlab does as it ends normally, after its work: kills whatever is still in its
+/// trees (nothing, when every cell stopped its own), removes its cgroup, and sends its
+/// guardian away and waits for it, so that no process of smtlab's, the guardian
+/// included, is left when smtlab's own process ends. Nothing to do if no child was
+/// ever started.
+pub fn finish() {
+    let Some(lt) = LIFETIME.get() else { return };
+    clean_up();
+    if let Some(c) = &lt.cgroup {
+        let _ = wait_removed(std::slice::from_ref(&c.dir));
+    }
+    // Dropping the guardian tells it "done" and reaps it.
+    drop(lock(&lt.guardian).take());
+}
+
 /// The pid and start time of this process as an `owner` file holds them.
 pub fn owner_stamp() -> String {
     let pid = std::process::id();
@@ -663,7 +679,7 @@ pub fn cgroup_root() -> Option<PathBuf> {
 
 /// The guardian's pid (for tests).
 pub fn guardian_pid() -> Option<u32> {
-    lifetime().guardian.as_ref().map(Guardian::pid)
+    lock(&lifetime().guardian).as_ref().map(Guardian::pid)
 }
 
 #[cfg(test)]

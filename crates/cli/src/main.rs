@@ -14,13 +14,17 @@ mod verdict;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
-    match cmd::dispatch(cli) {
+    let code = match cmd::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("smtlab: error: {}", one_line(e.chain()));
             ExitCode::FAILURE
         }
-    }
+    };
+    // The guardian and the cgroup of the processes smtlab started go before smtlab
+    // does, so that nothing of smtlab's is left once it has exited.
+    smtlab_bench::process::finish();
+    code
 }
 
 /// The chain of causes joined with `: `, as users paste it into tickets. A cause whose

@@ -1636,7 +1636,7 @@ mod store {
                 ]),
         );
         let figure = regex::Regex::new(
-            r"[0-9]+\.[0-9]{3}x (\[-?[0-9.]+, -?[0-9.]+\] (faster|slower|not significant at 95%)|interval unbounded)",
+            r"[0-9]+\.[0-9]{3}x (\[-?[0-9.]+, -?[0-9.]+\] )?(faster|slower|not significant at 95%|interval unbounded|unsteady)",
         )
         .unwrap();
         let found = |text: &str, line_start: &str| -> String {

@@ -146,7 +146,7 @@ fn start_web(
 ) -> (Child, Vec<(u32, u64, String)>) {
     let mut cmd = smtlab();
     cmd.args(["-q", "bench", "web-static", "--max-samples", "3"])
-        .args(["--param", "duration=20", "--param", "conns=4"])
+        .args(["--param", "duration=20s", "--param", "conns=4"])
         .args(["--param", "dataset=8MiB"]);
     for p in params {
         cmd.args(["--param", p]);
@@ -333,7 +333,7 @@ fn a_daemonizing_command_is_killed_and_named() {
 fn dbench(tmp: &Path) -> Child {
     smtlab()
         .args(["-q", "bench", "dbench", "--max-samples", "3"])
-        .args(["--param", "duration=20000", "--param", "clients=2"])
+        .args(["--param", "duration=20s", "--param", "clients=2"])
         .env("TMPDIR", tmp)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -388,7 +388,7 @@ fn interrupted_dbench_leaves_no_scratch_and_a_killed_ones_is_swept_next_time() {
 
     let out = smtlab()
         .args(["-q", "bench", "web-static", "--quick"])
-        .args(["--param", "duration=0.1", "--param", "conns=2"])
+        .args(["--param", "duration=100ms", "--param", "conns=2"])
         .args(["--param", "server=threads"])
         .env("TMPDIR", tmp.path())
         .output()
@@ -430,7 +430,7 @@ fn nginx_link() -> Option<(tempfile::TempDir, PathBuf)> {
 fn web_nginx(path: &str, extra: &[&str]) -> std::process::Output {
     smtlab()
         .args(["bench", "web-static", "--quick"])
-        .args(["--param", "duration=0.1", "--param", "conns=2"])
+        .args(["--param", "duration=100ms", "--param", "conns=2"])
         .args(["--param", "server=nginx"])
         .args(extra)
         .env("PATH", path)

@@ -4,7 +4,6 @@ use smtlab_model::{CellRecord, RunResults};
 use smtlab_store::RunListing;
 
 use super::table::{Layout, Table, wrap};
-use smtlab_model::stats::speedup;
 use smtlab_report::fmt::{mean_ci, num};
 
 pub use smtlab_report::fmt::utc;
@@ -165,7 +164,6 @@ fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
         headers.extend(["p25-p75", "min", "vs first"]);
     }
     let mut t = Table::new(headers);
-    let base = &g[0].result.summary;
     let mut counters: Vec<(usize, String)> = Vec::new();
     for (i, c) in g.iter().enumerate() {
         let s = &c.result.summary;
@@ -174,11 +172,11 @@ fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
         } else {
             c.placement.cpu_set().to_list_string()
         };
-        // The one speed-up: above 1 = this placement better than the first.
+        // The one verdict: above 1 = this placement better than the first.
         let vs = (i > 0)
-            .then(|| speedup(base, s, c.direction))
+            .then(|| smtlab_model::verdict::verdict(g[0], c))
             .flatten()
-            .map_or(String::new(), |r| smtlab_report::fmt::speedup(&r));
+            .map_or(String::new(), |v| smtlab_report::fmt::verdict(&v));
         let spread = format!("{}-{}", num(s.p25), num(s.p75));
         let mut cells = vec![
             c.placement.name.clone(),

@@ -5,7 +5,8 @@
 
 use std::fmt::Write;
 
-use smtlab_model::stats::{self, Ratio};
+use smtlab_model::stats;
+use smtlab_model::verdict::{self, Verdict};
 use smtlab_model::{CellRecord, RunResults};
 
 use super::cells::{mean_column, placements};
@@ -17,16 +18,16 @@ use crate::yields::YieldKind;
 /// The pairs a workload table shows: the papers' two SMT speed-ups.
 const PAIRS: [YieldKind; 2] = [YieldKind::Smt, YieldKind::DualCore];
 
-/// The speed-up of a pair among `cells` (one parameter set): the one speed-up, or `None`
+/// The verdict on a pair among `cells` (one parameter set): the one verdict, or `None`
 /// when a side is missing or both sides ran on the same CPUs.
-fn pair_speedup(cells: &[&CellRecord], kind: YieldKind) -> Option<Ratio> {
+fn pair_speedup(cells: &[&CellRecord], kind: YieldKind) -> Option<Verdict> {
     let (s, b) = kind.placements();
     let smt = cells.iter().find(|c| c.placement.name == s)?;
     let base = cells.iter().find(|c| c.placement.name == b)?;
     if smt.placement.cpu_set() == base.placement.cpu_set() {
         return None;
     }
-    stats::speedup(&base.result.summary, &smt.result.summary, smt.direction)
+    verdict::verdict(base, smt)
 }
 
 /// Why a section shows no SMT speed-up, in one line.
@@ -53,17 +54,23 @@ pub(super) fn no_pairs_line(p: &mut String, r: &RunResults) {
     );
 }
 
-/// A speed-up table cell: the ratio, its interval and what the interval says, as
-/// [`crate::fmt::speedup`] writes them.
-fn speedup_td(r: &Ratio) -> String {
+/// A speed-up table cell: the ratio, its interval and what the verdict says, as
+/// [`crate::fmt::verdict`] writes them (`unsteady` and why, where a cell would not
+/// repeat).
+fn speedup_td(v: &Verdict) -> String {
+    let r = &v.speedup;
     let ci = match (r.ci95_low, r.ci95_high) {
         (Some(lo), Some(hi)) => format!("[{}, {}] ", times(lo), times(hi)),
         _ => String::new(),
     };
+    let words = match &v.unsteady {
+        Some(why) => format!("unsteady ({why})"),
+        None => v.significance.words().to_string(),
+    };
     format!(
         "<td class=\"yield\">{}x<br/><span class=\"sub\">{ci}{}</span></td>",
         times(r.ratio),
-        esc(r.significance().words())
+        esc(&words)
     )
 }
 
@@ -136,11 +143,12 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
         }
         for (i, k) in kinds.iter().enumerate() {
             match pair_speedup(&row.cells, *k) {
-                Some(r) => {
-                    if r.ratio > 0.0 && r.ratio.is_finite() {
-                        ratios[i].push(r.ratio);
+                Some(v) => {
+                    let r = v.speedup.ratio;
+                    if r > 0.0 && r.is_finite() {
+                        ratios[i].push(r);
                     }
-                    p.push_str(&speedup_td(&r));
+                    p.push_str(&speedup_td(&v));
                 }
                 None => p.push_str(MUTED_TD),
             }
