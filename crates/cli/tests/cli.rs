@@ -327,6 +327,24 @@ mod catalog {
         assert!(cell["result"]["summary"]["median"].as_f64().unwrap() > 0.0);
     }
 
+    /// The os rows measure in a lean child of the smtlab binary, alone in its process:
+    /// a shared descriptor table would make `read` 1.3-1.5x slower.
+    #[test]
+    fn os_benchmarks_measure_in_a_single_threaded_process() {
+        let v = json_of(smtlab().args(["bench", "read", "--quick", "--json"]));
+        let cell = &v["cells"][0];
+        assert_eq!(cell["benchmark"], "read");
+        let samples = cell["result"]["samples"].as_array().unwrap();
+        assert!(!samples.is_empty());
+        for s in samples {
+            assert_eq!(
+                s["metrics"]["measuring_process_threads"].as_f64(),
+                Some(1.0),
+                "{s}"
+            );
+        }
+    }
+
     #[test]
     fn bench_compares_placements_to_the_first() {
         let text =
