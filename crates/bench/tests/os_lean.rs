@@ -1,5 +1,5 @@
 //! The os benchmarks of the catalog measured through their lean measurement process
-//! (`smtlab-os-child`, this crate's binary): every row samples, the measuring process has
+//! (`smtlab-bench-os-child`, this crate's binary): every row samples, the measuring process has
 //! one thread while it measures, and a child that dies is an error, not a hang.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use smtlab_bench::os::lean::{self, LeanInstance, THREADS_METRIC};
 use smtlab_bench::{BenchContext, Instance, Params};
 
 fn register() {
-    lean::set_program(env!("CARGO_BIN_EXE_smtlab-os-child"));
+    lean::set_program(env!("CARGO_BIN_EXE_smtlab-bench-os-child"));
 }
 
 fn have_cpus(cpus: &[u32]) -> bool {
@@ -81,8 +81,12 @@ fn every_row_measures_in_a_single_threaded_process_on_two_cpus() {
 fn start(bench: &str) -> LeanInstance {
     let b = smtlab_bench::catalog::find(bench).expect("in the catalog");
     with_ctx(&b.info(), &[0], |ctx| {
-        LeanInstance::start(Path::new(env!("CARGO_BIN_EXE_smtlab-os-child")), bench, ctx)
-            .unwrap_or_else(|e| panic!("{bench}: {e}"))
+        LeanInstance::start(
+            Path::new(env!("CARGO_BIN_EXE_smtlab-bench-os-child")),
+            bench,
+            ctx,
+        )
+        .unwrap_or_else(|e| panic!("{bench}: {e}"))
     })
 }
 

@@ -13,13 +13,13 @@ mod term;
 mod verdict;
 
 fn main() -> ExitCode {
-    // The os benchmarks' measurement process: this binary started again by itself, which
-    // must stay single-threaded and small, so it branches off before anything else.
+    // The os benchmarks' measurement process, when smtlab-os-child is not installed beside
+    // this binary: it must stay single-threaded, so it branches off before anything else.
     if smtlab_bench::os::lean::is_child_invocation() {
         return ExitCode::from(smtlab_bench::os::lean::child_main());
     }
     if let Ok(exe) = std::env::current_exe() {
-        smtlab_bench::os::lean::set_program(exe);
+        smtlab_bench::os::lean::set_program_beside(&exe);
     }
     let cli = args::Cli::parse();
     match cmd::dispatch(cli) {

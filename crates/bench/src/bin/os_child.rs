@@ -1,7 +1,7 @@
-//! The measurement process of the os benchmarks, for callers of the library other than
-//! the smtlab binary (which serves as its own): register this binary's path with
-//! `smtlab_bench::os::lean::set_program`. It only runs when started with the argument
-//! `smtlab_bench::os::lean::CHILD_ARG`.
+//! The measurement process of the os benchmarks for this crate's integration tests and
+//! other callers of the library (the smtlab package ships its own, `smtlab-os-child`):
+//! register this binary's path with `smtlab_bench::os::lean::set_program`. It only runs
+//! when started with the argument `smtlab_bench::os::lean::CHILD_ARG`.
 
 use std::process::ExitCode;
 
@@ -10,7 +10,7 @@ fn main() -> ExitCode {
         return ExitCode::from(smtlab_bench::os::lean::child_main());
     }
     eprintln!(
-        "smtlab-os-child: expected the single argument {}; this program is started by the \
+        "smtlab-bench-os-child: expected the single argument {}; this program is started by the \
          os benchmarks, not by hand",
         smtlab_bench::os::lean::CHILD_ARG
     );

@@ -7,9 +7,13 @@
 //! parent's address space. A cell measured on its own thread of the multi-threaded
 //! smtlab process would report those costs instead of the kernel's usual ones.
 //!
-//! How: [`Benchmark::prepare`] of a catalog os benchmark starts [`program`] (the smtlab
-//! binary itself, registered with [`set_program`]) with the single argument
-//! [`CHILD_ARG`]; that binary calls [`child_main`] before doing anything else. The parent
+//! How: [`Benchmark::prepare`] of a catalog os benchmark starts [`program`] with the
+//! single argument [`CHILD_ARG`]; that program calls [`child_main`] before doing anything
+//! else. smtlab registers [`CHILD_PROGRAM`] from beside its own executable (a small
+//! binary of the smtlab package that links only the benchmarks), or itself when that is
+//! missing ([`set_program_beside`]; the fork rows then say they read high, since the
+//! whole smtlab binary's relocated data alone adds about 90 pages that every fork copies).
+//! Other callers register a program with [`set_program`]. The parent
 //! side sends the benchmark's name, parameters, placement and topology, the child runs
 //! the very same `prepare` and then every [`Instance::sample`] it is asked for, and sends
 //! each [`RawSample`] back. The requests are one JSON line each on the child's standard
@@ -59,19 +63,48 @@ pub const THREADS_METRIC: &str = "measuring_process_threads";
 /// How long a child may take to end cleanly once its input is closed.
 pub const EXIT_GRACE: Duration = Duration::from_secs(5);
 
-static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+/// The small measurement program the smtlab package installs beside `smtlab`.
+pub const CHILD_PROGRAM: &str = "smtlab-os-child";
 
-/// Registers the program that runs [`child_main`] when given [`CHILD_ARG`] (the smtlab
-/// binary registers itself at start). The first registration wins; returns whether this
-/// one did.
+/// The registered program and whether it is a small one (not the whole smtlab binary).
+static PROGRAM: OnceLock<(PathBuf, bool)> = OnceLock::new();
+
+/// Registers a small program that runs [`child_main`] when given [`CHILD_ARG`] (such as
+/// [`CHILD_PROGRAM`], or this crate's `smtlab-bench-os-child`). The first registration
+/// wins; returns whether this one did.
 pub fn set_program(path: impl Into<PathBuf>) -> bool {
-    PROGRAM.set(path.into()).is_ok()
+    PROGRAM.set((path.into(), true)).is_ok()
+}
+
+/// Registers the measurement program for the executable `exe` (smtlab at start):
+/// [`CHILD_PROGRAM`] beside it when there is one, else `exe` itself, which must then run
+/// [`child_main`] when given [`CHILD_ARG`]. Returns the program registered.
+pub fn set_program_beside(exe: &Path) -> &'static Path {
+    PROGRAM.get_or_init(|| program_beside(exe)).0.as_path()
+}
+
+/// [`CHILD_PROGRAM`] beside `exe` and `true`, or `exe` and `false` when there is none.
+fn program_beside(exe: &Path) -> (PathBuf, bool) {
+    let small = exe.with_file_name(CHILD_PROGRAM);
+    if is_executable(&small) {
+        (small, true)
+    } else {
+        (exe.to_path_buf(), false)
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The registered measurement program, if any.
 pub fn program() -> Option<&'static Path> {
-    PROGRAM.get().map(PathBuf::as_path)
+    PROGRAM.get().map(|p| p.0.as_path())
 }
+
+/// Why the fork rows read high when the measurement program is the whole smtlab binary.
+pub const LARGE_PROGRAM_NOTE: &str = "measured from the smtlab binary itself because      smtlab-os-child is not installed beside it: fork copies its larger address space      (fork-exit reads about 10% higher than from the small program)";
 
 /// Why an os benchmark cannot be prepared without a registered program.
 pub const NO_PROGRAM: &str = "os benchmarks measure in a lean child process, and no program \
@@ -114,7 +147,12 @@ impl Benchmark for Lean {
     }
 
     fn notes(&self) -> Vec<String> {
-        self.inner.notes()
+        let mut notes = self.inner.notes();
+        let name = self.inner.info().name;
+        if name.starts_with("fork-") && PROGRAM.get().is_some_and(|p| !p.1) {
+            notes.push(format!("{name}: {LARGE_PROGRAM_NOTE}"));
+        }
+        notes
     }
 
     fn in_suite(&self, suite: Suite) -> bool {
@@ -453,6 +491,7 @@ pub fn child_main() -> u8 {
     let Some((input, mut output)) = protocol_fds() else {
         return 2;
     };
+    leave_runtime_libraries_out_of_forks();
     let mut input = BufReader::new(std::fs::File::from(input));
     let mut instance: Option<Box<dyn Instance>> = None;
     let mut line = String::new();
@@ -538,6 +577,52 @@ fn sample(inst: &mut dyn Instance, iterations: u64) -> Reply {
         }
         Err(e) => Reply::Failed(WireError::of(&e)),
     }
+}
+
+/// Marks the mappings of shared libraries other than the C library and the dynamic
+/// loader (for a Rust program: `libgcc_s`, `libm`) `MADV_DONTFORK`, so that `fork` here
+/// copies what it copies for a C program such as lmbench's. Each mapped library adds
+/// about 8 us to `fork-exit` on a KVM guest (measured by preloading them into the C
+/// reference of `scripts/accuracy-os.sh`), and the forked children never call into them:
+/// they only make raw system calls, `execve` or `_exit` (see `child.rs`). Best effort: a
+/// mapping that cannot be marked is simply copied.
+fn leave_runtime_libraries_out_of_forks() {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    for line in maps.lines() {
+        let Some((range, _path)) = runtime_library_mapping(line) else {
+            continue;
+        };
+        // SAFETY: advice on a whole mapping of this process; it changes only what a
+        // later fork copies, not this process's memory.
+        unsafe {
+            libc::madvise(
+                range.0 as *mut libc::c_void,
+                range.1 - range.0,
+                libc::MADV_DONTFORK,
+            );
+        }
+    }
+}
+
+/// The address range and path of a `/proc/self/maps` line that maps a shared library
+/// which forked children do not need (see [`leave_runtime_libraries_out_of_forks`]).
+fn runtime_library_mapping(line: &str) -> Option<((usize, usize), &str)> {
+    let mut fields = line.split_whitespace();
+    let range = fields.next()?;
+    let path = fields.nth(4)?;
+    let name = path.rsplit('/').next()?;
+    let shared_object = name.contains(".so");
+    let needed =
+        name.starts_with("libc.so") || name.starts_with("ld-linux") || name.starts_with("ld-");
+    if !path.starts_with('/') || !shared_object || needed {
+        return None;
+    }
+    let (start, end) = range.split_once('-')?;
+    let start = usize::from_str_radix(start, 16).ok()?;
+    let end = usize::from_str_radix(end, 16).ok()?;
+    (end > start).then_some(((start, end), path))
 }
 
 /// Moves the protocol off descriptors 0 and 1 to close-on-exec descriptors above 2 and
@@ -643,6 +728,51 @@ mod tests {
             WireError::of(&e).into_error("read").to_string(),
             e.to_string()
         );
+    }
+
+    #[test]
+    fn only_libraries_other_than_libc_and_the_loader_stay_out_of_forks() {
+        let line =
+            |path: &str| format!("7f26c84c4000-7f26c84d4000 r--p 00000000 fe:00 326603   {path}");
+        let libm = line("/usr/lib/x86_64-linux-gnu/libm.so.6");
+        assert_eq!(
+            runtime_library_mapping(&libm),
+            Some((
+                (0x7f26c84c4000, 0x7f26c84d4000),
+                "/usr/lib/x86_64-linux-gnu/libm.so.6"
+            ))
+        );
+        assert!(
+            runtime_library_mapping(&line("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1")).is_some()
+        );
+        for kept in [
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+            "/usr/local/bin/smtlab",
+            "[heap]",
+            "/dev/zero (deleted)",
+        ] {
+            assert_eq!(runtime_library_mapping(&line(kept)), None, "{kept}");
+        }
+        assert_eq!(
+            runtime_library_mapping("7ffd09346000-7ffd09367000 rw-p 00000000 00:00 0"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_small_program_beside_the_executable_is_preferred() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("smtlab");
+        std::fs::write(&exe, "").unwrap();
+        assert_eq!(program_beside(&exe), (exe.clone(), false));
+        let small = dir.path().join(CHILD_PROGRAM);
+        std::fs::write(&small, "").unwrap();
+        // Not executable yet: still the executable itself.
+        assert_eq!(program_beside(&exe), (exe.clone(), false));
+        std::fs::set_permissions(&small, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(program_beside(&exe), (small, true));
     }
 
     #[test]
