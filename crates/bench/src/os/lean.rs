@@ -104,7 +104,9 @@ pub fn program() -> Option<&'static Path> {
 }
 
 /// Why the fork rows read high when the measurement program is the whole smtlab binary.
-pub const LARGE_PROGRAM_NOTE: &str = "measured from the smtlab binary itself because      smtlab-os-child is not installed beside it: fork copies its larger address space      (fork-exit reads about 10% higher than from the small program)";
+pub const LARGE_PROGRAM_NOTE: &str = "measured from the smtlab binary itself because \
+     smtlab-os-child is not installed beside it: fork copies its larger address space \
+     (fork-exit reads 10-15% higher than from the small program)";
 
 /// Why an os benchmark cannot be prepared without a registered program.
 pub const NO_PROGRAM: &str = "os benchmarks measure in a lean child process, and no program \
@@ -491,7 +493,6 @@ pub fn child_main() -> u8 {
     let Some((input, mut output)) = protocol_fds() else {
         return 2;
     };
-    leave_runtime_libraries_out_of_forks();
     let mut input = BufReader::new(std::fs::File::from(input));
     let mut instance: Option<Box<dyn Instance>> = None;
     let mut line = String::new();
@@ -577,52 +578,6 @@ fn sample(inst: &mut dyn Instance, iterations: u64) -> Reply {
         }
         Err(e) => Reply::Failed(WireError::of(&e)),
     }
-}
-
-/// Marks the mappings of shared libraries other than the C library and the dynamic
-/// loader (for a Rust program: `libgcc_s`, `libm`) `MADV_DONTFORK`, so that `fork` here
-/// copies what it copies for a C program such as lmbench's. Each mapped library adds
-/// about 8 us to `fork-exit` on a KVM guest (measured by preloading them into the C
-/// reference of `scripts/accuracy-os.sh`), and the forked children never call into them:
-/// they only make raw system calls, `execve` or `_exit` (see `child.rs`). Best effort: a
-/// mapping that cannot be marked is simply copied.
-fn leave_runtime_libraries_out_of_forks() {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return;
-    };
-    for line in maps.lines() {
-        let Some((range, _path)) = runtime_library_mapping(line) else {
-            continue;
-        };
-        // SAFETY: advice on a whole mapping of this process; it changes only what a
-        // later fork copies, not this process's memory.
-        unsafe {
-            libc::madvise(
-                range.0 as *mut libc::c_void,
-                range.1 - range.0,
-                libc::MADV_DONTFORK,
-            );
-        }
-    }
-}
-
-/// The address range and path of a `/proc/self/maps` line that maps a shared library
-/// which forked children do not need (see [`leave_runtime_libraries_out_of_forks`]).
-fn runtime_library_mapping(line: &str) -> Option<((usize, usize), &str)> {
-    let mut fields = line.split_whitespace();
-    let range = fields.next()?;
-    let path = fields.nth(4)?;
-    let name = path.rsplit('/').next()?;
-    let shared_object = name.contains(".so");
-    let needed =
-        name.starts_with("libc.so") || name.starts_with("ld-linux") || name.starts_with("ld-");
-    if !path.starts_with('/') || !shared_object || needed {
-        return None;
-    }
-    let (start, end) = range.split_once('-')?;
-    let start = usize::from_str_radix(start, 16).ok()?;
-    let end = usize::from_str_radix(end, 16).ok()?;
-    (end > start).then_some(((start, end), path))
 }
 
 /// Moves the protocol off descriptors 0 and 1 to close-on-exec descriptors above 2 and
@@ -727,36 +682,6 @@ mod tests {
         assert_eq!(
             WireError::of(&e).into_error("read").to_string(),
             e.to_string()
-        );
-    }
-
-    #[test]
-    fn only_libraries_other_than_libc_and_the_loader_stay_out_of_forks() {
-        let line =
-            |path: &str| format!("7f26c84c4000-7f26c84d4000 r--p 00000000 fe:00 326603   {path}");
-        let libm = line("/usr/lib/x86_64-linux-gnu/libm.so.6");
-        assert_eq!(
-            runtime_library_mapping(&libm),
-            Some((
-                (0x7f26c84c4000, 0x7f26c84d4000),
-                "/usr/lib/x86_64-linux-gnu/libm.so.6"
-            ))
-        );
-        assert!(
-            runtime_library_mapping(&line("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1")).is_some()
-        );
-        for kept in [
-            "/usr/lib/x86_64-linux-gnu/libc.so.6",
-            "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
-            "/usr/local/bin/smtlab",
-            "[heap]",
-            "/dev/zero (deleted)",
-        ] {
-            assert_eq!(runtime_library_mapping(&line(kept)), None, "{kept}");
-        }
-        assert_eq!(
-            runtime_library_mapping("7ffd09346000-7ffd09367000 rw-p 00000000 00:00 0"),
-            None
         );
     }
 

@@ -1,7 +1,7 @@
 //! The measurement process of smtlab's os benchmarks: smtlab starts it from beside its
 //! own executable with the single argument `smtlab_bench::os::lean::CHILD_ARG`. It links
 //! only the benchmark code, so its address space stays small, as lmbench's processes'
-//! are (`fork-exit` from the whole smtlab binary reads about 10% higher).
+//! are (`fork-exit` from the whole smtlab binary reads 10-15% higher).
 
 use std::process::ExitCode;
 
