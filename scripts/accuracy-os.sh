@@ -1,46 +1,54 @@
 #!/usr/bin/env bash
-# accuracy-os.sh: checks smtlab's OS latency figures against `perf bench` on this
-# machine, in one run, like for like:
+# accuracy-os.sh: holds every row of smtlab's OS latency table against a single-threaded
+# reference on this machine, like for like.
 #
-#   smtlab null-syscall (placement 1c1t)  vs  taskset -c CPU perf bench syscall basic
-#   smtlab pipe-latency (placement 1c1t)  vs  taskset -c CPU perf bench sched pipe
+# The reference, scripts/accuracy-os/ref.c (compiled here with gcc), is one small
+# process with one thread, as lmbench's are: per iteration it does exactly what smtlab's
+# row of the same name does (crates/bench/src/os/*.rs: getppid through syscall(2), one
+# byte from /dev/zero or to /dev/null, stat/fstat/open+close of a temporary file, select
+# for writing on 10 dups of a file or 10 loopback TCP sockets, sigaction, a signal to
+# itself minus the cost of sending, a 4-byte round trip through two pipes to a child,
+# fork+_exit, fork+execve /bin/true, fork+/bin/sh -c /bin/true, each followed by
+# wait). It runs pinned to the CPU that smtlab's 1c1t cell used (read from smtlab's JSON),
+# its children on the same CPU, as smtlab's 1c1t places them; it times BATCHES batches
+# of about BATCH_MS each (smtlab's default sample count and length) after calibrating.
 #
-# What perf measures (tools/perf/bench/syscall.c and sched-pipe.c in the kernel tree):
-# * `perf bench syscall basic` calls getppid() 10,000,000 times (-l/--loop changes it)
-#   and prints "usecs/op" = total time / loops: one getppid per op, what smtlab's
-#   null-syscall times (smtlab calls it through syscall(SYS_getppid)).
-# * `perf bench sched pipe` forks a child and runs 1,000,000 loops (-l) in which the
-#   parent writes a 4-byte int to pipe 1 and reads it back from pipe 2 while the child
-#   reads pipe 1 and writes pipe 2; "usecs/op" = total time / loops, so one op is one
-#   full round trip, what smtlab's pipe-latency reports (also 4-byte tokens). perf's
-#   time also covers pipe creation, the fork and the final wait (about 0.1 ms over
-#   seconds). perf does not pin its two processes, so both are confined to one CPU with
-#   taskset, which is what smtlab's 1c1t placement does (child on the same CPU). Across
-#   two CPUs the scheduler decides where perf's processes run, so no like-for-like
-#   figure exists for 2c1t.
+# For each row the two run in turn, smtlab then the reference, PAIRS times, so drift of
+# the machine (other load, frequency) falls on both. Each run gives one figure, STAT of
+# its samples (smtlab) or batches (reference); the ratio of a row is the median of the
+# PAIRS per-pair ratios smtlab / reference, and the ns columns are the medians of the runs.
 #
-# Usage: scripts/accuracy-os.sh            (from anywhere; builds smtlab if needed)
+# Usage: scripts/accuracy-os.sh [ROW...]    (from anywhere; builds what is missing)
+#   ROW...           rows to check (default: all fourteen, in the table's order)
 # Environment:
-#   SMTLAB=path      smtlab binary (default: target/release/smtlab, built if missing)
-#   PERF=path        perf binary (default: found, or installed with apt-get when root)
-#   PLACEMENT=spec   smtlab placement (default 1c1t); must be the one CPU given in CPU
-#   CPU=n            CPU for perf's taskset (default 0, the CPU 1c1t takes); on a busy
-#                    machine pick an idle one for both: CPU=1 PLACEMENT=cpus=1
-#   REPEAT=n         runs per side, the median is compared (default 7)
-#   SYSCALL_LOOPS=n  perf syscall loops (default 10000000, perf's default)
-#   PIPE_LOOPS=n     perf pipe loops (default 1000000, perf's default)
-#   TOLERANCE=f      relative difference accepted (default 0.10)
-# Exit status: 0 if every row is within the tolerance, 1 if one is not, 2 if a tool is
-# missing or fails.
+#   SMTLAB=path      smtlab binary, with smtlab-os-child beside it (default:
+#                    target/release/smtlab, both built if missing)
+#   PLACEMENT=spec   smtlab placement (default 1c1t); must be one CPU
+#   PAIRS=n          smtlab/reference pairs per row (default 5)
+#   STAT=min|median  figure of one run (default min: on a shared machine interruptions
+#                    only ever add time, so the fastest sample is the steadiest figure;
+#                    for sig-handler the fastest catching loop minus the fastest sending
+#                    loop, on both sides)
+#   BATCHES=n, BATCH_MS=ms   the reference's batches (default 30 of 10 ms)
+#   TOLERANCE=f      relative difference accepted (default 0.05)
+#   PERF=1|path      also hold null-syscall and pipe-latency against `perf bench syscall
+#                    basic` and `perf bench sched pipe` (taskset to the same CPU); perf
+#                    prints a mean over its whole run, compared with smtlab's median
+# Prints a table: benchmark, smtlab ns, reference ns, ratio, within tolerance. Exit
+# status: 0 if every row is within the tolerance, 1 if one is not, 2 if a tool is
+# missing or fails. The whole table takes about 3-5 minutes with the defaults.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CPU=${CPU:-0}
 PLACEMENT=${PLACEMENT:-1c1t}
-REPEAT=${REPEAT:-7}
-SYSCALL_LOOPS=${SYSCALL_LOOPS:-10000000}
-PIPE_LOOPS=${PIPE_LOOPS:-1000000}
-TOLERANCE=${TOLERANCE:-0.10}
+PAIRS=${PAIRS:-5}
+STAT=${STAT:-min}
+BATCHES=${BATCHES:-30}
+BATCH_MS=${BATCH_MS:-10}
+TOLERANCE=${TOLERANCE:-0.05}
+PERF=${PERF:-}
+ALL_ROWS=(null-syscall read write stat fstat open-close select-file select-tcp
+    sig-install sig-handler pipe-latency fork-exit fork-exec fork-sh)
 
 die() {
     echo "accuracy-os: $*" >&2
@@ -48,132 +56,137 @@ die() {
 }
 
 command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
-command -v taskset >/dev/null || die "taskset (util-linux) is needed to pin perf"
+command -v gcc >/dev/null || die "gcc is needed to build the reference"
+[[ $STAT == min || $STAT == median ]] || die "STAT=$STAT: expected min or median"
 
-# A perf that can run `perf bench` under this kernel. On Debian /usr/bin/perf may be a
-# wrapper that only execs perf_<kernel version> and refuses other kernels; the real
-# binaries live at /usr/bin/perf_* or /usr/lib/linux-tools*/perf.
-perf_works() {
-    "$1" bench syscall basic -l 1000 >/dev/null 2>&1
-}
-
-find_perf() {
-    local c
-    for c in ${PERF:-} "$(command -v perf || true)" /usr/bin/perf_* /usr/lib/linux-tools*/perf \
-        /usr/lib/linux-tools/*/perf; do
-        [[ -n "$c" && -x "$c" ]] || continue
-        if perf_works "$c"; then
-            echo "$c"
-            return 0
-        fi
-    done
-    return 1
-}
-
-if ! PERF_BIN=$(find_perf); then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-        echo "accuracy-os: perf not found; installing linux-perf with apt-get" >&2
-        apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >&2 ||
-            die "apt-get install linux-perf failed"
-        PERF_BIN=$(find_perf) || die "linux-perf installed, but no perf binary runs 'perf bench' on kernel $(uname -r)"
-    else
-        die "no working perf (set PERF=path, or run as root to install linux-perf)"
-    fi
-fi
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+REF=$WORK/ref
+gcc -O2 -Wall -o "$REF" "$ROOT/scripts/accuracy-os/ref.c" || die "gcc could not build the reference"
 
 SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [[ ! -x "$SMTLAB" ]]; then
-    echo "accuracy-os: building smtlab (release)" >&2
-    (cd "$ROOT" && cargo build --release --bin smtlab >&2) || die "cargo build --release failed"
+if [[ ! -x "$SMTLAB" || ! -x "$(dirname "$SMTLAB")/smtlab-os-child" ]] && [[ $SMTLAB == "$ROOT/target/release/smtlab" ]]; then
+    echo "accuracy-os: building smtlab and smtlab-os-child (release)" >&2
+    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release -p smtlab failed"
 fi
 [[ -x "$SMTLAB" ]] || die "no smtlab binary at $SMTLAB"
+[[ -x "$(dirname "$SMTLAB")/smtlab-os-child" ]] ||
+    echo "accuracy-os: no smtlab-os-child beside $SMTLAB: smtlab measures from itself (fork rows read high)" >&2
 
-# The one place that knows the results JSON: the median of the cell of benchmark $1, in
-# ns. It reads `cells[].result.summary.median` (smtlab.results/1) and otherwise any
-# object naming the benchmark with a `summary.median`, so a reshaped schema needs a
-# change here only.
-smtlab_median_ns() {
+PERF_BIN=
+if [[ -n "$PERF" && "$PERF" != 0 ]]; then
+    PERF_BIN=$PERF
+    [[ "$PERF" == 1 ]] && PERF_BIN=$(command -v perf || true)
+    [[ -n "$PERF_BIN" ]] && "$PERF_BIN" bench syscall basic -l 1000 >/dev/null 2>&1 ||
+        die "PERF=$PERF: no perf that runs 'perf bench' here"
+fi
+
+# The one place that knows the results JSON (smtlab.results/1): prints "CPU MIN MEDIAN"
+# of the first cell: the CPU of its placement, its fastest sample and its median.
+smtlab_figures() {
     python3 -c '
-import json, sys
+import json, statistics, sys
 name = sys.argv[1]
 doc = json.load(sys.stdin)
-
-def cells(node):
-    if isinstance(node, dict):
-        yield node
-        for v in node.values():
-            yield from cells(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from cells(v)
-
-def median(cell):
-    for holder in (cell.get("result"), cell):
-        if isinstance(holder, dict) and isinstance(holder.get("summary"), dict):
-            m = holder["summary"].get("median")
-            if isinstance(m, (int, float)):
-                return m
-    return None
-
-for cell in cells(doc):
-    bench = cell.get("benchmark")
-    if isinstance(bench, dict):
-        bench = bench.get("name")
-    if bench == name and median(cell) is not None:
-        print(median(cell))
-        sys.exit(0)
-sys.exit("no cell of benchmark %s with summary.median in the JSON" % name)
+cell = next((c for c in doc.get("cells", []) if c.get("benchmark") == name), None)
+if cell is None:
+    sys.exit("no cell of benchmark %s in the JSON" % name)
+samples = cell["result"]["samples"]
+values = [s["value"] for s in samples]
+fastest = min(values)
+if name == "sig-handler":
+    # The fastest difference would favour a sample whose sending loop was disturbed:
+    # fastest catching loop minus fastest sending loop, as the reference does.
+    m = [s.get("metrics", {}) for s in samples]
+    if all("send_and_catch_ns" in x and "send_ns" in x for x in m):
+        fastest = min(x["send_and_catch_ns"] for x in m) - min(x["send_ns"] for x in m)
+threads = {s.get("metrics", {}).get("measuring_process_threads") for s in cell["result"]["samples"]}
+if threads != {1.0}:
+    print("accuracy-os: %s: the measuring process did not report one thread (%s)" % (name, sorted(threads, key=str)), file=sys.stderr)
+print(cell["placement"]["cpus"][0], fastest, statistics.median(values))
 ' "$1"
 }
 
-# "usecs/op" of a `perf bench` run, in ns.
-perf_ns() {
+# One smtlab run of row $1: "CPU MIN MEDIAN".
+smtlab_run() {
     local out
-    out=$(taskset -c "$CPU" "$PERF_BIN" bench "$@" 2>&1) || die "perf bench $* failed: $out"
-    awk '/usecs\/op/ { printf "%.3f\n", $1 * 1000; found = 1 } END { exit !found }' <<<"$out" ||
+    out=$("$SMTLAB" bench "$1" --placement "$PLACEMENT" --json -q) ||
+        die "smtlab bench $1 --placement $PLACEMENT failed"
+    smtlab_figures "$1" <<<"$out" || die "cannot read smtlab's result for $1"
+}
+
+# One reference run of row $1 on CPU $2: "MIN MEDIAN".
+ref_run() {
+    "$REF" "$1" "$2" "$BATCHES" "$BATCH_MS" || die "the reference failed on $1"
+}
+
+# "usecs/op" of a `perf bench` run on CPU $1, in ns, printed twice (as MIN and MEDIAN).
+perf_run() {
+    local cpu=$1 out
+    shift
+    out=$(taskset -c "$cpu" "$PERF_BIN" bench "$@" 2>&1) || die "perf bench $* failed: $out"
+    awk '/usecs\/op/ { v = $1 * 1000; printf "%.3f %.3f\n", v, v; found = 1 } END { exit !found }' <<<"$out" ||
         die "no usecs/op in the output of perf bench $*: $out"
 }
 
-smtlab_ns() {
-    local out
-    out=$("$SMTLAB" bench "$1" --placement "$PLACEMENT" --json) || die "smtlab bench $1 --placement $PLACEMENT failed"
-    smtlab_median_ns "$1" <<<"$out" || die "cannot read smtlab's result for $1"
+pick() { # $1 = "MIN MEDIAN" -> the STAT one
+    if [[ $STAT == min ]]; then echo "${1%% *}"; else echo "${1##* }"; fi
 }
 
-median_of() {
-    python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"
-}
-
-# Alternating the two tools spreads any drift of the machine (other load, frequency)
-# over both sides instead of one.
+# Prints "LABEL SMTLAB_NS REF_NS RATIO" for row $1 against the command in the rest
+# ("ref" or "perf ARGS...").
 compare() {
-    local bench=$1
-    shift
-    local s=() p=() i
-    for ((i = 0; i < REPEAT; i++)); do
-        s+=("$(smtlab_ns "$bench")")
-        p+=("$(perf_ns "$@")")
+    local row=$1 label=$2 kind=$3
+    shift 3
+    local s r ratios=() ss=() rs=() i cpu fig sv rv
+    for ((i = 0; i < PAIRS; i++)); do
+        fig=$(smtlab_run "$row")
+        cpu=${fig%% *}
+        if [[ $kind == ref ]]; then
+            sv=$(pick "${fig#* }")
+            rv=$(pick "$(ref_run "$row" "$cpu")")
+        else
+            sv=${fig##* } # perf gives a mean: compare smtlab's median
+            rv=$(perf_run "$cpu" "$@")
+            rv=${rv%% *}
+        fi
+        ss+=("$sv")
+        rs+=("$rv")
+        ratios+=("$(python3 -c 'import sys; print(float(sys.argv[1]) / float(sys.argv[2]))' "$sv" "$rv")")
     done
-    printf '%s %s %s\n' "$bench" "$(median_of "${s[@]}")" "$(median_of "${p[@]}")"
+    python3 -c '
+import statistics, sys
+label, n = sys.argv[1], int(sys.argv[2])
+v = [float(x) for x in sys.argv[3:]]
+s, r, q = v[:n], v[n:2 * n], v[2 * n:]
+print(label, statistics.median(s), statistics.median(r), statistics.median(q), " ".join("%.3f" % x for x in q))
+' "$label" "$PAIRS" "${ss[@]}" "${rs[@]}" "${ratios[@]}"
 }
 
-echo "accuracy-os: $(uname -r), perf $("$PERF_BIN" --version 2>/dev/null | awk '{print $3}') at $PERF_BIN on CPU $CPU, smtlab placement $PLACEMENT, $REPEAT runs per side" >&2
-ROWS=$(
-    compare null-syscall syscall basic -l "$SYSCALL_LOOPS"
-    compare pipe-latency sched pipe -l "$PIPE_LOOPS"
+ROWS=("$@")
+[[ ${#ROWS[@]} -gt 0 ]] || ROWS=("${ALL_ROWS[@]}")
+echo "accuracy-os: $(uname -r), smtlab $SMTLAB placement $PLACEMENT, $PAIRS pairs per row, $STAT of each run, reference $BATCHES x ${BATCH_MS} ms" >&2
+TABLE=$(
+    for row in "${ROWS[@]}"; do
+        compare "$row" "$row" ref
+        echo "accuracy-os: $row done" >&2
+    done
+    if [[ -n "$PERF_BIN" ]]; then
+        compare null-syscall "null-syscall/perf" perf syscall basic -l 1000000
+        compare pipe-latency "pipe-latency/perf" perf sched pipe -l 100000
+    fi
 )
 
 python3 - "$TOLERANCE" <<PY
 import sys
 tol = float(sys.argv[1])
-rows = [l.split() for l in """$ROWS""".strip().splitlines()]
-print(f"{'benchmark':<14} {'smtlab ns':>11} {'perf ns':>11} {'ratio':>7}  within {tol:.0%}")
+rows = [l.split() for l in """$TABLE""".strip().splitlines()]
+print(f"{'benchmark':<18} {'smtlab ns':>11} {'reference ns':>12} {'ratio':>7}  within {tol:.0%}  pair ratios")
 bad = 0
-for name, s, p in rows:
-    s, p = float(s), float(p)
-    ratio = s / p if p > 0 else float("inf")
-    ok = abs(ratio - 1) <= tol
+for name, s, r, q, *pairs in rows:
+    s, r, q = float(s), float(r), float(q)
+    ok = abs(q - 1) <= tol
     bad += not ok
-    print(f"{name:<14} {s:>11.1f} {p:>11.1f} {ratio:>7.3f}  {'yes' if ok else 'no'}")
+    print(f"{name:<18} {s:>11.1f} {r:>12.1f} {q:>7.3f}  {'yes' if ok else 'NO ':<9}  {' '.join(pairs)}")
 sys.exit(1 if bad else 0)
 PY

@@ -30,8 +30,9 @@ pub mod workers;
 
 pub use params::{ParamError, Params};
 
-/// One timed run of a prepared benchmark, before any statistics.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// One timed run of a prepared benchmark, before any statistics. Serializable because
+/// the os benchmarks send it from their measurement process ([`os::lean`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RawSample {
     /// First worker start to last worker finish, in nanoseconds.
     pub elapsed_ns: u64,

@@ -13,6 +13,14 @@ mod term;
 mod verdict;
 
 fn main() -> ExitCode {
+    // The os benchmarks' measurement process, when smtlab-os-child is not installed beside
+    // this binary: it must stay single-threaded, so it branches off before anything else.
+    if smtlab_bench::os::lean::is_child_invocation() {
+        return ExitCode::from(smtlab_bench::os::lean::child_main());
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        smtlab_bench::os::lean::set_program_beside(&exe);
+    }
     let cli = args::Cli::parse();
     let code = match cmd::dispatch(cli) {
         Ok(code) => code,

@@ -361,6 +361,56 @@ mod catalog {
         assert!(cell["result"]["summary"]["median"].as_f64().unwrap() > 0.0);
     }
 
+    /// The os rows measure in a lean child of the smtlab binary, alone in its process:
+    /// a shared descriptor table would make `read` 1.3-1.5x slower.
+    #[test]
+    fn os_benchmarks_measure_in_a_single_threaded_process() {
+        let v = json_of(smtlab().args(["bench", "read", "--quick", "--json"]));
+        let cell = &v["cells"][0];
+        assert_eq!(cell["benchmark"], "read");
+        let samples = cell["result"]["samples"].as_array().unwrap();
+        assert!(!samples.is_empty());
+        for s in samples {
+            assert_eq!(
+                s["metrics"]["measuring_process_threads"].as_f64(),
+                Some(1.0),
+                "{s}"
+            );
+        }
+    }
+
+    /// Without smtlab-os-child beside it, smtlab measures from a copy of itself: still one
+    /// thread, and the fork rows say why they read high.
+    #[test]
+    fn without_the_small_program_smtlab_measures_from_itself() {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let exe = dir.path().join("smtlab");
+        let built = assert_cmd::cargo::cargo_bin("smtlab");
+        if std::fs::hard_link(&built, &exe).is_err() {
+            std::fs::copy(&built, &exe).unwrap();
+        }
+        let out = Command::new(&exe)
+            .args(["bench", "read,fork-exit", "--quick", "--json"])
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        let cells = v["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2);
+        for cell in cells {
+            for s in cell["result"]["samples"].as_array().unwrap() {
+                assert_eq!(s["metrics"]["measuring_process_threads"], 1.0, "{s}");
+            }
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("fork-exit: measured from the smtlab binary itself"),
+            "{err}"
+        );
+        assert!(!err.contains("read: measured from"), "{err}");
+    }
+
     #[test]
     fn bench_compares_placements_to_the_first() {
         let text =

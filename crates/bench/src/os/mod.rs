@@ -21,10 +21,20 @@
 //!
 //! Each module documents its method and where it departs from lmbench.
 //!
+//! ## Process
+//! The catalog's os benchmarks ([`benchmarks`]) measure in a lean child process of their
+//! own ([`lean`]): the smtlab binary started again, single-threaded and small, runs the
+//! benchmark's `prepare` and every sample and sends each [`RawSample`] back over a pipe.
+//! Measured on a thread of the multi-threaded smtlab process, `read` and `write` would
+//! pay the kernel's shared-descriptor-table path (1.3-1.5x a single-threaded process) and
+//! `fork-exit` the copy of a large parent; lmbench's processes pay neither. Every sample
+//! carries the metric `measuring_process_threads` (1 unless something went wrong).
+//!
 //! ## Placement
-//! The measuring thread (whichever thread calls [`crate::Instance::sample`]) is pinned to the
-//! placement's first CPU for the duration of the sample and its previous affinity is
-//! restored afterwards, so the caller's thread is left as it was. Benchmarks with a
+//! The measuring process is pinned to the placement's first CPU before `prepare`. The
+//! measuring thread (whichever thread calls [`crate::Instance::sample`]: in the catalog,
+//! the child's only thread) is pinned to that CPU for the duration of the sample and its
+//! previous affinity is restored afterwards, so the caller's thread is left as it was. Benchmarks with a
 //! second process (`pipe-latency` and the `fork-*` family) put it on the placement's
 //! second CPU when there is one, else on the same CPU: `1c1t` measures the two processes
 //! sharing one CPU, `1c2t` on SMT siblings, `2c1t` on two cores. The `os` placement pins
@@ -42,7 +52,7 @@
 //!
 //! Fork children run only async-signal-safe code (raw system calls, atomics on shared
 //! memory, `execve`, `_exit`) with everything they need built before `fork`, since the
-//! process is multithreaded.
+//! benchmarks also run in multithreaded processes (this crate's unit tests).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -57,6 +67,7 @@ use crate::clock::{now_ns, thread_cpu_ns};
 use crate::{BenchError, Benchmark, RawSample};
 
 mod child;
+pub mod lean;
 mod pipe;
 mod process;
 mod select;
@@ -110,8 +121,18 @@ pub fn table1_rows() -> Vec<(&'static str, &'static str)> {
     TABLE1.iter().map(|r| (r.bench, r.label)).collect()
 }
 
-/// The os benchmarks of the catalog, in paper 001 Table 1 order.
+/// The os benchmarks of the catalog, in paper 001 Table 1 order, each measured in a lean
+/// child process ([`lean`]).
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
+    in_process_benchmarks()
+        .into_iter()
+        .map(lean::Lean::wrap)
+        .collect()
+}
+
+/// The same benchmarks measured on the calling thread, in the calling process: what the
+/// lean child runs, and what this crate's unit tests sample directly.
+fn in_process_benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v = syscalls::benchmarks();
     v.extend(select::benchmarks());
     v.extend(signal::benchmarks());
@@ -420,13 +441,14 @@ mod tests {
         }
     }
 
-    /// Every benchmark prepares on CPUs [0, 1] and gives a sane sample.
+    /// Every benchmark prepares on CPUs [0, 1] and gives a sane sample (in this process;
+    /// `tests/os_lean.rs` does the same through lean children).
     #[test]
     fn every_benchmark_samples_on_two_cpus() {
         if !testutil::have_two_cpus() {
             return;
         }
-        for b in benchmarks() {
+        for b in in_process_benchmarks() {
             let info = b.info();
             let iterations = if info.name.starts_with("fork") { 2 } else { 50 };
             let mut inst: Box<dyn Instance> = testutil::with_ctx(&info, &[0, 1], |ctx| {

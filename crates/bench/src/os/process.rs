@@ -27,8 +27,9 @@
 //!
 //! The time includes the parent's `wait4` wake-up; [`RawSample::cpu_ns`] adds every
 //! child's CPU time (from `wait4`'s rusage) to the parent's. Fork time grows with the
-//! parent's address space, so run these without large buffers of other benchmarks alive
-//! in the same process. Children run only async-signal-safe code before `execve`/`_exit`.
+//! parent's address space, which is why the catalog forks from a small single-threaded
+//! measurement process ([`super::lean`]), not from smtlab's own. Children run only
+//! async-signal-safe code before `execve`/`_exit`.
 
 use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering;
