@@ -55,7 +55,7 @@ fi
 SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
 if [[ ! -x "$SMTLAB" ]]; then
     echo "accuracy-mem: building smtlab (release)" >&2
-    (cd "$ROOT" && cargo build --release --bin smtlab >&2) || die "cargo build --release failed"
+    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
 fi
 
 # GB/s of the single cell in smtlab's results JSON: mean of the samples (throughput).

@@ -21,7 +21,7 @@ die() {
 
 SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
 if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release --bin smtlab >&2) || die "cargo build --release failed"
+    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
 fi
 command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
 

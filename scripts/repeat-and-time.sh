@@ -26,7 +26,7 @@ die() {
 
 SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
 if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release --bin smtlab >&2) || die "cargo build --release failed"
+    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
 fi
 
 if [[ $# -gt 0 ]]; then
