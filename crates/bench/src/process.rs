@@ -236,7 +236,7 @@ fn state_and_name(pid: libc::pid_t) -> Option<(char, String)> {
 }
 
 /// Every process whose process group is `pgid` (a scan of `/proc`).
-fn group_pids(pgid: libc::pid_t) -> Vec<libc::pid_t> {
+pub fn group_pids(pgid: libc::pid_t) -> Vec<libc::pid_t> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

@@ -350,7 +350,7 @@ impl CommandInstance {
         // The leader has exited and is a zombie until reaped: the CPU it and the other
         // processes of its group last ran on is still there to check.
         if let Some(cpus) = &self.cpus {
-            known.extend(group_members(pid));
+            known.extend(smtlab_bench::process::group_pids(pid));
             if let Some(escape) = escaped(&known, cpus) {
                 return Err(self.escape_error(&escape, cpus));
             }
@@ -457,22 +457,6 @@ fn tree(root: libc::pid_t, known: &mut Vec<libc::pid_t>) {
             break;
         }
     }
-}
-
-/// Every process whose process group is `pgid` (a scan of `/proc`, done once per run).
-fn group_members(pgid: libc::pid_t) -> Vec<libc::pid_t> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter(|&pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| stat_field(&s, 5))
-                .is_some_and(|pgrp| pgrp == pgid as i64)
-        })
-        .collect()
 }
 
 /// Field `n` (1-based, as in proc(5)) of a `stat` line; the command name in parentheses
