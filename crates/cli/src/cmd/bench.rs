@@ -594,7 +594,7 @@ pub fn switchable_states(
         if placements.iter().any(|p| p.is_uniprocessor()) {
             bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
         }
-        if let Some(why) = super::utilisation::switch_refusal(sysfs) {
+        if let Some(why) = crate::settings::switch_refusal(sysfs) {
             eprintln!(
                 "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
                 given.join(","),

@@ -136,7 +136,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // on drop (the stop flag ends the session, so its own signal handling stays off).
     let wants_smt = pending.iter().any(|k| k.params.contains_key(SMT_KEY));
     let sysfs = smtlab_control::Sysfs::system();
-    let mut switch = match wants_smt.then(|| super::utilisation::switch_refusal(&sysfs)) {
+    let mut switch = match wants_smt.then(|| crate::settings::switch_refusal(&sysfs)) {
         Some(None) => Some(smtlab_control::SmtSwitch::with_protection(
             sysfs,
             smtlab_control::guard::Protection {
@@ -525,7 +525,7 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
         }) {
             bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
         }
-        if let Some(why) = super::utilisation::switch_refusal(&smtlab_control::Sysfs::system()) {
+        if let Some(why) = crate::settings::switch_refusal(&smtlab_control::Sysfs::system()) {
             notes.push(format!(
                 "--smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
                 args.smt.join(","),
