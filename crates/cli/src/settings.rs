@@ -1,11 +1,15 @@
-//! What every command settles the same way, in one place: the time, the stop flag, and
-//! whether SMT can be switched here.
+//! What every command settles the same way, in one place: the time, the stop flag, the
+//! benchmarks named, the placement lists, the SMT states asked for and whether SMT can be
+//! switched here, and the turns of the SMT states. Commands import from here, never from
+//! each other.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
+use smtlab_bench::Benchmark;
 use smtlab_control::Sysfs;
+use smtlab_runner::session::{CellPlan, Ended};
 
 /// Seconds since the Unix epoch (0 before it).
 pub fn unix_now_s() -> u64 {
@@ -43,4 +47,256 @@ pub fn switch_refusal(sysfs: &Sysfs) -> Option<String> {
         return Some("switching SMT needs root".into());
     }
     None
+}
+
+/// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.
+pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
+    let mut out: Vec<Box<dyn Benchmark>> = Vec::new();
+    for name in names {
+        let group: Vec<Box<dyn Benchmark>> = smtlab_runner::catalog::all()
+            .into_iter()
+            .filter(|b| name == "all" || b.info().group == *name)
+            .collect();
+        if group.is_empty() {
+            out.push(find(name)?);
+        } else {
+            out.extend(group);
+        }
+    }
+    Ok(out)
+}
+
+fn find(name: &str) -> Result<Box<dyn Benchmark>> {
+    match smtlab_runner::catalog::find(name) {
+        Some(b) => Ok(b),
+        None => bail!(
+            "unknown benchmark {name:?}; available: {}",
+            smtlab_runner::catalog::names().join(", ")
+        ),
+    }
+}
+
+/// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of
+/// digits and dashes continue the CPU list instead of starting a placement.
+pub fn split_placements(args: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for arg in args {
+        let mut in_cpus = false;
+        for part in arg.split(',') {
+            let is_cpu_item =
+                !part.is_empty() && part.chars().all(|c| c.is_ascii_digit() || c == '-');
+            let continues = in_cpus && is_cpu_item;
+            match out.last_mut() {
+                Some(last) if continues => {
+                    last.push(',');
+                    last.push_str(part);
+                }
+                _ => {
+                    in_cpus = part.starts_with("cpus=");
+                    out.push(part.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The cell key parameter that says which SMT state a cell was measured in. It is the
+/// runner's, not the benchmark's: benchmarks get their parameters without it.
+pub const SMT_KEY: &str = smtlab_model::keys::SMT_PARAM;
+
+fn smt_word(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
+/// The states `--smt` asks for, in the order given (`both` is `off,on`).
+pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
+    let mut out = Vec::new();
+    for s in given {
+        let add: &[bool] = match s.trim() {
+            "off" => &[false],
+            "on" => &[true],
+            "both" => &[false, true],
+            other => bail!("--smt {other:?}: expected off, on, both, off,on or on,off"),
+        };
+        for &on in add {
+            if out.contains(&on) {
+                bail!(
+                    "--smt {}: SMT {} given twice",
+                    given.join(","),
+                    smt_word(on)
+                );
+            }
+            out.push(on);
+        }
+    }
+    Ok(out)
+}
+
+/// The states `--smt` asks for that can be measured here: none, said in one line, where
+/// SMT cannot be switched (the current state is measured); an error beside 1c1t-up.
+pub fn switchable_states(
+    given: &[String],
+    placements: &[smtlab_model::ResolvedPlacement],
+    topo: &smtlab_model::Topology,
+    sysfs: &smtlab_control::Sysfs,
+) -> Result<Vec<bool>> {
+    let mut states = smt_states(given)?;
+    if !states.is_empty() {
+        if placements.iter().any(|p| p.is_uniprocessor()) {
+            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
+        }
+        if let Some(why) = crate::settings::switch_refusal(sysfs) {
+            eprintln!(
+                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                given.join(","),
+                topo.smt.control.as_deref().unwrap_or("absent")
+            );
+            states.clear();
+        }
+    }
+    Ok(states)
+}
+
+/// Measures every group in each of `states` in turn (group 1 off, group 1 on, group 2
+/// off, ...) under `switch`, which puts the state found back at the end, on error
+/// (dropped) and on signals or SIGKILL (its watcher and guardian).
+pub fn smt_turns<G>(
+    mut switch: smtlab_control::SmtSwitch,
+    groups: &[G],
+    states: &[bool],
+    mut turn: impl FnMut(&G, bool) -> Result<Ended>,
+) -> Result<Ended> {
+    let mut ended = Ended::Complete;
+    'groups: for group in groups {
+        for &on in states {
+            switch
+                .set(on)
+                .with_context(|| format!("cannot switch SMT {}", smt_word(on)))?;
+            ended = turn(group, on)?;
+            if ended == Ended::Stopped {
+                break 'groups;
+            }
+        }
+    }
+    switch.finish().context("cannot put the SMT state back")?;
+    Ok(ended)
+}
+
+/// `cell` for the SMT state `on`: the state in its key, its placement resolved on the
+/// topology of that state (`1c2t` has no siblings with SMT off: skipped with the reason).
+pub fn smt_cell<'a>(
+    cell: &CellPlan<'a>,
+    on: bool,
+    topo: &smtlab_model::Topology,
+) -> Result<CellPlan<'a>> {
+    let mut key = cell.key.clone();
+    key.params.insert(SMT_KEY.into(), smt_word(on).into());
+    let spec = smtlab_placement::parse(&key.placement)?;
+    let placement = smtlab_placement::resolve(&spec, topo)
+        .map_err(|e| format!("with SMT {}: {e}", smt_word(on)));
+    Ok(CellPlan {
+        bench: cell.bench,
+        info: cell.info.clone(),
+        params: cell.params.clone(),
+        key,
+        placement,
+        work_unit: cell.work_unit.clone(),
+        warmup_samples: cell.warmup_samples,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use smtlab_control::SmtSwitch;
+    use smtlab_control::guard::Protection;
+
+    use super::*;
+
+    /// Two cores of two siblings (CPUs 0,1 and 2,3), SMT control `on`.
+    fn tree() -> (tempfile::TempDir, Sysfs) {
+        let dir = smtlab_fixtures::sysfs::smt_tree(Some("on"), 2);
+        let sysfs = Sysfs::at(dir.path());
+        (dir, sysfs)
+    }
+
+    fn control(sysfs: &Sysfs) -> String {
+        fs::read_to_string(sysfs.control_path())
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn switch(sysfs: &Sysfs) -> SmtSwitch {
+        let quiet = Protection {
+            guardian: false,
+            signals: false,
+        };
+        SmtSwitch::with_protection(sysfs.clone(), quiet).unwrap()
+    }
+
+    #[test]
+    fn states_parse_in_order_and_refuse_repeats() {
+        let s = |v: &[&str]| smt_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
+        assert_eq!(s(&["on", "off"]).unwrap(), vec![true, false]);
+        assert_eq!(s(&["off"]).unwrap(), vec![false]);
+        assert!(s(&["both", "on"]).is_err());
+        assert!(s(&["maybe"]).is_err());
+    }
+
+    #[test]
+    fn states_take_turns_per_group_and_the_state_is_restored() {
+        let (_d, sysfs) = tree();
+        let mut seen = Vec::new();
+        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[false, true], |g, on| {
+            seen.push((g.to_string(), on, control(&sysfs)));
+            Ok(Ended::Complete)
+        })
+        .unwrap();
+        assert_eq!(ended, Ended::Complete);
+        let want = [("a", false), ("a", true), ("b", false), ("b", true)];
+        assert_eq!(seen.len(), want.len());
+        for ((g, on, ctl), (wg, won)) in seen.iter().zip(want) {
+            assert_eq!((g.as_str(), *on), (wg, won));
+            assert_eq!(
+                ctl,
+                smt_word(won),
+                "smt/control during {g} SMT {}",
+                smt_word(won)
+            );
+        }
+        assert_eq!(control(&sysfs), "on");
+    }
+
+    #[test]
+    fn an_error_or_a_stop_mid_run_restores_the_state() {
+        let (_d, sysfs) = tree();
+        fs::write(sysfs.control_path(), "off\n").unwrap();
+        let err = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |g, on| {
+            if *g == "a" && on {
+                bail!("benchmark failed")
+            }
+            Ok(Ended::Complete)
+        });
+        assert!(err.is_err());
+        assert_eq!(control(&sysfs), "off");
+
+        let mut turns = 0;
+        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |_, _| {
+            turns += 1;
+            Ok(Ended::Stopped)
+        })
+        .unwrap();
+        assert_eq!((ended, turns), (Ended::Stopped, 1));
+        assert_eq!(control(&sysfs), "off");
+    }
+
+    #[test]
+    fn placement_lists_keep_cpu_lists_whole() {
+        let v = split_placements(&["1c1t,cpus=0,4-5,2c1t".into(), "all".into()]);
+        assert_eq!(v, ["1c1t", "cpus=0,4-5", "2c1t", "all"]);
+    }
 }

@@ -146,7 +146,7 @@ pub fn finished_run(
         run: RunMeta {
             id: 0,
             started_unix_s,
-            finished_unix_s: Some(bench::unix_now_s()),
+            finished_unix_s: Some(crate::settings::unix_now_s()),
             status: RunStatus::Finished,
             command_line: std::env::args().collect(),
             suite: suite.map(Into::into),

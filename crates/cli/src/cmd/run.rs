@@ -20,10 +20,10 @@ use smtlab_runner::session::{
 use smtlab_runner::{Monotonic, measure_overheads};
 use smtlab_store::{Lease, Store};
 
-use super::bench::{SMT_KEY, select, smt_states, unix_now_s};
 use crate::args::{RunArgs, SuiteArg};
 use crate::env::capture;
 use crate::render;
+use crate::settings::{SMT_KEY, select, smt_states, split_placements, unix_now_s};
 
 /// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
 /// report Ctrl-C).
@@ -614,31 +614,6 @@ fn resume(
     Ok((id, meta, pending, lease))
 }
 
-/// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of
-/// digits and dashes continue the CPU list instead of starting a placement.
-pub(crate) fn split_placements(args: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for arg in args {
-        let mut in_cpus = false;
-        for part in arg.split(',') {
-            let is_cpu_item =
-                !part.is_empty() && part.chars().all(|c| c.is_ascii_digit() || c == '-');
-            let continues = in_cpus && is_cpu_item;
-            match out.last_mut() {
-                Some(last) if continues => {
-                    last.push(',');
-                    last.push_str(part);
-                }
-                _ => {
-                    in_cpus = part.starts_with("cpus=");
-                    out.push(part.to_string());
-                }
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -667,11 +642,5 @@ mod tests {
         for (g, w) in got.iter().zip(want) {
             assert_eq!((g.0.as_str(), g.1.as_str(), g.2.as_str()), w);
         }
-    }
-
-    #[test]
-    fn placement_lists_keep_cpu_lists_whole() {
-        let v = super::split_placements(&["1c1t,cpus=0,4-5,2c1t".into(), "all".into()]);
-        assert_eq!(v, ["1c1t", "cpus=0,4-5", "2c1t", "all"]);
     }
 }
