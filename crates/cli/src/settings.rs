@@ -19,16 +19,30 @@ pub fn unix_now_s() -> u64 {
 }
 
 /// The one stop flag: Ctrl-C, kill, a closed terminal and Ctrl-\ all set it, and the
-/// session ends at its next event (the cells measured so far are kept).
+/// session ends at its next event (the cells measured so far are kept). A sample that
+/// runs on past [`STOP_GRACE`] (a long shell command) has its processes killed, so the
+/// stop does not wait for it.
 pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("cannot install the signal handlers")?;
-    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+        .context("cannot install the signal handlers")?;
+    let flag = Arc::clone(&stop);
+    std::thread::Builder::new()
+        .name("smtlab-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(STOP_GRACE);
+                smtlab_bench::process::clean_up();
+            }
+        })
+        .context("cannot start the signal thread")?;
     Ok(stop)
 }
+
+/// How long a stop waits for the samples in progress before killing their processes.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why SMT cannot be switched here, if it cannot.
 pub fn switch_refusal(sysfs: &Sysfs) -> Option<String> {
@@ -203,6 +217,43 @@ pub fn smt_cell<'a>(
         placement,
         work_unit: cell.work_unit.clone(),
         warmup_samples: cell.warmup_samples,
+    })
+}
+
+/// The settings of `corun` and `penalty`: the machine, its CPUs and forms, the notes on
+/// what it cannot do, and the run's settings, settled before anything is measured.
+pub struct CorunSettings {
+    pub topo: smtlab_model::Topology,
+    pub pair: smtlab_runner::corun::CpuPair,
+    pub forms: Vec<(smtlab_model::keys::Form, u32)>,
+    pub notes: Vec<String>,
+    pub cfg: smtlab_model::RunConfig,
+}
+
+pub fn corun_settings(common: &crate::args::CommonArgs) -> Result<CorunSettings> {
+    let topo = smtlab_topology::discover(std::path::Path::new("/"))
+        .context("cannot read this machine's CPU topology")?;
+    let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
+    let (forms, notes) = smtlab_runner::experiment::corun::forms(&common.forms, &pair)?;
+    if let Some(db) = &common.db
+        && db.exists()
+    {
+        drop(smtlab_store::Store::open_existing(db)?);
+    }
+    let mut cfg = if common.quick {
+        smtlab_model::RunConfig::quick()
+    } else {
+        smtlab_model::RunConfig::default()
+    };
+    smtlab_runner::config::validate(&cfg)?;
+    cfg.known_overheads = Some(smtlab_runner::measure_overheads(&smtlab_runner::Monotonic));
+    cfg.counters = common.counters;
+    Ok(CorunSettings {
+        topo,
+        pair,
+        forms,
+        notes,
+        cfg,
     })
 }
 

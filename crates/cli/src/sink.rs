@@ -147,3 +147,57 @@ impl SessionObserver for StoreSink<'_> {
         ControlFlow::Continue(())
     }
 }
+
+/// The exit code of a command a signal stopped (as `run`'s).
+pub const INTERRUPTED_EXIT: u8 = 130;
+
+/// How an experiment measures here: its settings, counting (`--counters`) and the stop
+/// flag every signal sets.
+pub struct Measuring {
+    pub cfg: RunConfig,
+    pub counting: Option<smtlab_runner::counting::CountingSetup>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Measuring {
+    /// Probes counting when `cfg.counters` asks for it (its notes said unless `quiet`)
+    /// and installs the stop flag.
+    pub fn new(cfg: RunConfig, quiet: bool) -> Result<Self> {
+        let counting = cfg
+            .counters
+            .then(smtlab_runner::counting::CountingSetup::probe);
+        if let Some(setup) = &counting
+            && !quiet
+        {
+            for line in crate::cmd::counting::notes(setup) {
+                crate::term::note_fit(&format!("note: {line}"));
+            }
+        }
+        Ok(Measuring {
+            cfg,
+            counting,
+            stop: crate::settings::stop_on_signals()?,
+        })
+    }
+
+    pub fn engine(&self) -> smtlab_runner::experiment::Engine<'_> {
+        smtlab_runner::experiment::Engine {
+            cfg: &self.cfg,
+            clock: &smtlab_runner::Monotonic,
+            counting: self
+                .counting
+                .as_ref()
+                .map(|setup| smtlab_runner::session::Counting {
+                    setup,
+                    backend: &smtlab_runner::counting::Machine,
+                }),
+            stop: &self.stop,
+        }
+    }
+
+    /// Whether a session that ended so was stopped by a signal (not by its sink).
+    pub fn stopped(&self, ended: smtlab_runner::session::Ended) -> bool {
+        ended == smtlab_runner::session::Ended::Stopped
+            && self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}

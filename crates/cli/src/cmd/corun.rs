@@ -4,141 +4,29 @@
 //! measured ([`crate::sink`]) in a run of suite `corun` or `penalty`, so `report` and
 //! `compare` work on them.
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
-use clap::Args;
+use anyhow::{Result, bail};
 use serde::Serialize;
-use smtlab_model::keys::Form;
-use smtlab_model::{CellKey, RunConfig, Topology};
 use smtlab_report::corun as view;
-use smtlab_runner::counting::{CountingSetup, Machine};
-use smtlab_runner::experiment::Engine;
 use smtlab_runner::experiment::corun::{self as exp, CorunPlan, DEFAULT_HOGS, Workload};
-use smtlab_runner::session::{Counting, Ended};
-use smtlab_runner::{Monotonic, corun::CpuPair, measure_overheads};
 
 use super::{emit, json_text};
+use crate::args::{CommonArgs, CorunArgs, PenaltyArgs};
 use crate::render::corun as text;
-use crate::sink::{NewRun, Shown, StoreSink};
-
-#[derive(Debug, Args)]
-pub struct CorunArgs {
-    /// Catalog benchmarks to pair (default: int-ops fp-ops mem-read mem-latency
-    /// null-syscall, one thread each).
-    #[arg(value_name = "BENCH")]
-    pub names: Vec<String>,
-    /// A shell command as a workload, NAME='COMMAND' (repeatable); its value is the wall
-    /// time of one run, as `exec` measures it.
-    #[arg(long = "cmd", value_name = "NAME=CMD")]
-    pub cmds: Vec<String>,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct PenaltyArgs {
-    /// The latency-sensitive task: a catalog benchmark run as a fixed piece of work
-    /// (default mem-latency with size=4MiB), unless --cmd is given.
-    #[arg(value_name = "TASK")]
-    pub task: Option<String>,
-    /// The task as a shell command, NAME='COMMAND': one run is one piece of work.
-    #[arg(long = "cmd", value_name = "NAME=CMD", conflicts_with = "task")]
-    pub cmd: Option<String>,
-    /// Hogs run next to the task, comma-separated (default int-ops,fp-ops,mem-read,null-syscall).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    pub hogs: Vec<String>,
-    /// Length of one piece of work of a catalog task, in milliseconds (calibrated once,
-    /// alone, then the same for every cell).
-    #[arg(long, default_value_t = 10.0, value_name = "MS")]
-    pub run_ms: f64,
-    /// Runs of the task per cell (the run-time distribution).
-    #[arg(long, default_value_t = 30, value_name = "N", value_parser = clap::value_parser!(u32).range(3..=1000))]
-    pub samples: u32,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct CommonArgs {
-    /// Parameters for the catalog workloads that declare them, k=v (repeatable).
-    #[arg(long = "param", value_name = "K=V")]
-    pub params: Vec<String>,
-    /// Where partners run: sibling, cores, or both (default). Without SMT only cores.
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
-    pub forms: Vec<String>,
-    /// Fewer samples and a shorter budget per cell.
-    #[arg(long)]
-    pub quick: bool,
-    /// Results database (default as for `run`).
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
-    /// Print the results as JSON instead of tables.
-    #[arg(long)]
-    pub json: bool,
-    /// Also record performance counters with each cell, counted around the measured
-    /// workload's own samples (its partner runs on another CPU, outside them).
-    #[arg(long)]
-    pub counters: bool,
-}
-
-/// The machine, the run's settings and the stop flag, settled before anything is
-/// measured.
-struct Settings {
-    topo: Topology,
-    pair: CpuPair,
-    forms: Vec<(Form, u32)>,
-    notes: Vec<String>,
-    cfg: RunConfig,
-    counting: Option<CountingSetup>,
-}
-
-fn settings(common: &CommonArgs) -> Result<Settings> {
-    let topo = smtlab_topology::discover(Path::new("/"))
-        .context("cannot read this machine's CPU topology")?;
-    let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
-    let (forms, notes) = exp::forms(&common.forms, &pair)?;
-    if let Some(db) = &common.db
-        && db.exists()
-    {
-        drop(smtlab_store::Store::open_existing(db)?);
-    }
-    let mut cfg = if common.quick {
-        RunConfig::quick()
-    } else {
-        RunConfig::default()
-    };
-    smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(measure_overheads(&Monotonic));
-    cfg.counters = common.counters;
-    let counting = common.counters.then(CountingSetup::probe);
-    Ok(Settings {
-        topo,
-        pair,
-        forms,
-        notes,
-        cfg,
-        counting,
-    })
-}
+use crate::settings::{CorunSettings, corun_settings};
+use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, Shown, StoreSink};
 
 /// Measures `plan` into a new run of `suite`, each cell shown by `printer`; the sink
 /// with every cell, and whether a signal stopped it.
 fn measure<'p>(
-    s: &Settings,
+    s: &CorunSettings,
     common: &CommonArgs,
     suite: &'static str,
     plan: &CorunPlan,
     printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
 ) -> Result<(StoreSink<'p>, bool)> {
-    if let Some(setup) = &s.counting
-        && !common.json
-    {
-        for line in super::counting::notes(setup) {
-            crate::term::note_fit(&format!("note: {line}"));
-        }
-    }
+    let measuring = Measuring::new(s.cfg.clone(), common.json)?;
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
     let run = NewRun {
         suite,
@@ -146,30 +34,13 @@ fn measure<'p>(
         topology: s.topo.clone(),
         config: s.cfg.clone(),
         notes: s.notes.clone(),
-        plan: plan
-            .iter()
-            .flatten()
-            .map(|c| c.key.clone())
-            .collect::<Vec<CellKey>>(),
+        plan: plan.iter().flatten().map(|c| c.key.clone()).collect(),
     };
     let mut sink = StoreSink::begin(&db, run, printer)?;
-    let stop = crate::settings::stop_on_signals()?;
-    let engine = Engine {
-        cfg: &s.cfg,
-        clock: &Monotonic,
-        counting: s.counting.as_ref().map(|setup| Counting {
-            setup,
-            backend: &Machine,
-        }),
-        stop: &stop,
-    };
-    let stopped = exp::measure(&engine, &s.topo, plan, &mut sink) == Ended::Stopped;
-    let stopped = stopped && stop.load(std::sync::atomic::Ordering::Relaxed);
+    let ended = exp::measure(&measuring.engine(), &s.topo, plan, &mut sink);
+    let stopped = measuring.stopped(ended);
     Ok((sink.finish(stopped, common.db.as_deref())?, stopped))
 }
-
-/// The exit code of a command a signal stopped (as `run`'s).
-const INTERRUPTED_EXIT: u8 = 130;
 
 #[derive(Serialize)]
 struct MatrixJson<'a> {
@@ -196,7 +67,7 @@ pub fn run_corun(args: &CorunArgs) -> Result<ExitCode> {
     }
     exp::check_unique(&workloads)?;
     exp::check_params(&workloads.iter().collect::<Vec<_>>(), &args.common.params)?;
-    let s = settings(&args.common)?;
+    let s = corun_settings(&args.common)?;
     for n in &s.notes {
         eprintln!("note: {n}");
     }
@@ -281,7 +152,7 @@ pub fn run_penalty(args: &PenaltyArgs) -> Result<ExitCode> {
     }
     let all: Vec<&Workload> = std::iter::once(&task).chain(&hogs).collect();
     exp::check_params(&all, params)?;
-    let mut s = settings(&args.common)?;
+    let mut s = corun_settings(&args.common)?;
     if let Err(why) = &s.pair.sibling {
         s.notes.retain(|n| !n.starts_with("sibling form"));
         s.notes.push(format!(

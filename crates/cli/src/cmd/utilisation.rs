@@ -4,55 +4,22 @@
 //! under one [`SmtSwitch`] that puts the state found back however smtlab ends; each
 //! step is saved as it is measured ([`crate::sink`]) in a run of suite `utilisation`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::Args;
+use smtlab_control::guard::Protection;
 use smtlab_control::{SmtSwitch, Sysfs};
 use smtlab_model::RunConfig;
 use smtlab_report::utilisation as view;
-use smtlab_runner::counting::{CountingSetup, Machine};
+use smtlab_runner::experiment::ExperimentError;
 use smtlab_runner::experiment::utilisation::{self as exp, Curve, state_label};
-use smtlab_runner::experiment::{Engine, ExperimentError};
-use smtlab_runner::session::{Counting, Ended};
 use smtlab_runner::{Monotonic, measure_overheads};
 
 use super::{emit, json_text};
-use crate::sink::{NewRun, Shown, StoreSink};
-
-#[derive(Debug, Args)]
-pub struct UtilArgs {
-    /// Placement of the load (default 1c2t; 2c1t where there is no SMT).
-    #[arg(long, short = 'p', value_name = "PLACEMENT")]
-    pub placement: Option<String>,
-    /// Steps from 1/N of the maximum to all of it.
-    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
-    pub steps: u32,
-    /// Length of one step, milliseconds.
-    #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=60_000))]
-    pub step_ms: u64,
-    /// Steps measured per rate.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=100))]
-    pub samples: u32,
-    /// CPU time of one job, microseconds (calibrated alone on the placement's first CPU).
-    #[arg(long, default_value_t = 200, value_name = "US", value_parser = clap::value_parser!(u64).range(10..=100_000))]
-    pub job_us: u64,
-    /// Measure the curve with SMT switched off and on (root, SMT switchable), e.g.
-    /// `--smt off,on`; the state found is put back afterwards.
-    #[arg(long, value_delimiter = ',', value_name = "off,on")]
-    pub smt: Vec<String>,
-    /// Results database (default as for `run`).
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
-    /// Print the curve as JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also record performance counters with each step, counted around its own samples.
-    #[arg(long)]
-    pub counters: bool,
-}
+use crate::args::UtilArgs;
+use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, Shown, StoreSink};
 
 pub fn run(args: &UtilArgs) -> Result<ExitCode> {
     let mut states = exp::parse_states(&args.smt)?;
@@ -99,16 +66,10 @@ pub fn run(args: &UtilArgs) -> Result<ExitCode> {
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(measure_overheads(&Monotonic));
     cfg.counters = args.counters;
-    let counting = args.counters.then(CountingSetup::probe);
-    for n in notes.iter().chain(
-        counting
-            .iter()
-            .flat_map(super::counting::notes)
-            .collect::<Vec<_>>()
-            .iter(),
-    ) {
+    for n in &notes {
         eprintln!("note: {n}");
     }
+    let measuring = Measuring::new(cfg.clone(), args.json)?;
     let curve = Curve {
         steps: args.steps,
         step: Duration::from_millis(args.step_ms),
@@ -133,18 +94,14 @@ pub fn run(args: &UtilArgs) -> Result<ExitCode> {
         )),
         Shown::Measured(_) => Ok(()),
     })?;
-    let stop = crate::settings::stop_on_signals()?;
-    let engine = Engine {
-        cfg: &cfg,
-        clock: &Monotonic,
-        counting: counting.as_ref().map(|setup| Counting {
-            setup,
-            backend: &Machine,
-        }),
-        stop: &stop,
+    // The stop flag ends the session and the switch restores the state found then; its
+    // guardian restores it should smtlab be killed.
+    let protection = Protection {
+        guardian: true,
+        signals: false,
     };
     let mut switch = match states.iter().any(Option::is_some) {
-        true => Some(SmtSwitch::new(sysfs.clone())?),
+        true => Some(SmtSwitch::with_protection(sysfs.clone(), protection)?),
         false => None,
     };
     let mut enter = |state: exp::SmtState| {
@@ -172,7 +129,7 @@ pub fn run(args: &UtilArgs) -> Result<ExitCode> {
             .map_err(|e| ExperimentError::Input(format!("{e:#}")))
     };
     let measured = exp::measure_states(
-        &engine,
+        &measuring.engine(),
         curve,
         args.placement.as_deref(),
         &states,
@@ -184,10 +141,10 @@ pub fn run(args: &UtilArgs) -> Result<ExitCode> {
         sw.finish().context("cannot put the SMT state back")?;
     }
     let (ended, _) = measured?;
-    let stopped = ended == Ended::Stopped && stop.load(std::sync::atomic::Ordering::Relaxed);
+    let stopped = measuring.stopped(ended);
     let sink = sink.finish(stopped, args.db.as_deref())?;
     if stopped {
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(INTERRUPTED_EXIT));
     }
     let points = view::curve(&sink.cells);
     if args.json {
