@@ -100,7 +100,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         }
     }
     // How the cells are measured; a resumed run goes on as it was started.
-    let (interleave, repeat) = measuring_of(&meta.command_line);
+    let (interleave, repeat) = measuring_of(&meta);
 
     // The one stop flag: Ctrl-C, kill, a closed terminal and Ctrl-\ all set it and end
     // the run the same way (marked interrupted, every finished cell kept, resumable);
@@ -315,7 +315,7 @@ fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
 
 /// The runner's estimate of `cells` of the run `meta` on this machine.
 fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Estimate {
-    let (interleave, repeat) = measuring_of(&meta.command_line);
+    let (interleave, repeat) = measuring_of(meta);
     let catalog = smtlab_runner::catalog::all();
     let measuring = Measuring {
         interleave,
@@ -325,9 +325,18 @@ fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArg
     estimate(cells, &catalog, topo, &meta.config, measuring)
 }
 
-/// Whether a run interleaves and how many rounds it measures, from its command line
-/// (`--no-interleave`, `--repeat N`), so `--resume` measures the rest the same way.
-fn measuring_of(command_line: &[String]) -> (bool, usize) {
+/// Whether a run interleaves and how many rounds it measures, as its stored settings
+/// say, so `--resume` measures the rest the same way. Runs stored before these settings
+/// were kept have them only in their command line (`--no-interleave`, `--repeat N`).
+fn measuring_of(meta: &RunMeta) -> (bool, usize) {
+    let (line_interleave, line_repeat) = measuring_of_command_line(&meta.command_line);
+    let interleave = meta.config.interleave.unwrap_or(line_interleave);
+    let repeat = meta.config.repeat.unwrap_or(line_repeat).max(1);
+    (interleave, repeat)
+}
+
+/// The measuring settings of a run stored before its config kept them.
+fn measuring_of_command_line(command_line: &[String]) -> (bool, usize) {
     let interleave = !command_line.iter().any(|a| a == "--no-interleave");
     let mut repeat = 1;
     for (i, a) in command_line.iter().enumerate() {
@@ -496,6 +505,8 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     config.known_overheads = Some(measure_overheads(&Monotonic));
     config.counters = args.counters;
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
+    config.interleave = Some(!args.no_interleave);
+    config.repeat = Some(args.repeat as usize);
     let mut cells = plan(suite, &benches, &placements, topo);
     let mut states = smt_states(&args.smt)?;
     // Placements none of which this machine can satisfy (and no --smt to change it)
@@ -642,5 +653,32 @@ mod tests {
         for (g, w) in got.iter().zip(want) {
             assert_eq!((g.0.as_str(), g.1.as_str(), g.2.as_str()), w);
         }
+    }
+
+    #[test]
+    fn resume_measures_as_the_stored_settings_say_and_old_runs_as_their_command_line() {
+        let mut meta = crate::cmd::finished_run(
+            None,
+            0,
+            smtlab_model::Environment::default(),
+            smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
+            RunConfig::default(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        )
+        .run;
+        meta.command_line = ["smtlab", "run", "--no-interleave", "--repeat", "3"]
+            .map(String::from)
+            .to_vec();
+        // Stored before the settings were kept: the command line says them.
+        assert_eq!(measuring_of(&meta), (false, 3));
+        // Kept in the config: the config wins over whatever the command line says.
+        meta.config.interleave = Some(true);
+        meta.config.repeat = Some(2);
+        assert_eq!(measuring_of(&meta), (true, 2));
+        meta.command_line = vec!["smtlab".into(), "run".into()];
+        meta.config.interleave = Some(false);
+        assert_eq!(measuring_of(&meta), (false, 2));
     }
 }
