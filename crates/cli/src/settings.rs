@@ -257,6 +257,71 @@ pub fn corun_settings(common: &crate::args::CommonArgs) -> Result<CorunSettings>
     })
 }
 
+/// The settings of `util`: the database, the SMT states it can measure here (the state
+/// found when none can be switched, said in a note), the topology found, the run's
+/// settings and the notes on what this machine cannot do.
+pub struct UtilSettings {
+    pub db: std::path::PathBuf,
+    pub sysfs: Sysfs,
+    pub states: Vec<smtlab_runner::experiment::utilisation::SmtState>,
+    pub topo0: smtlab_model::Topology,
+    pub cfg: smtlab_model::RunConfig,
+    pub notes: Vec<String>,
+}
+
+pub fn util_settings(args: &crate::args::UtilArgs) -> Result<UtilSettings> {
+    let mut states = smtlab_runner::experiment::utilisation::parse_states(&args.smt)?;
+    let db = args.db.clone().unwrap_or_else(smtlab_store::default_path);
+    if db.exists() {
+        drop(smtlab_store::Store::open_existing(&db)?);
+    }
+    let mut notes: Vec<String> = Vec::new();
+    let sysfs = Sysfs::system();
+    if let Some(why) = (!states.is_empty())
+        .then(|| crate::settings::switch_refusal(&sysfs))
+        .flatten()
+    {
+        notes.push(format!(
+            "--smt {}: not measured ({why}); measuring the state found only",
+            args.smt.join(",")
+        ));
+        states.clear();
+    }
+    if states.is_empty() {
+        states.push(None);
+    }
+    let topo0 = smtlab_topology::discover(std::path::Path::new("/"))
+        .context("cannot read this machine's CPU topology")?;
+    if args.placement.is_none() && states == [None] && !topo0.smt_visible() {
+        let why = format!(
+            "no SMT visible (smt/control: {}): the load runs on 2c1t, not 1c2t",
+            topo0.smt.control.as_deref().unwrap_or("absent")
+        );
+        // One line for everything this machine cannot do.
+        notes = vec![notes.pop().map_or(why.clone(), |n| format!("{n}; {why}"))];
+    }
+    // Resolve the placement of the state found before anything changes: a typo fails first.
+    smtlab_runner::experiment::utilisation::placement(args.placement.as_deref(), &topo0)?;
+    let samples = args.samples as usize;
+    let mut cfg = smtlab_model::RunConfig {
+        min_samples: samples,
+        max_samples: samples,
+        warmup_ns: 0,
+        ..smtlab_model::RunConfig::default()
+    };
+    smtlab_runner::config::validate(&cfg)?;
+    cfg.known_overheads = Some(smtlab_runner::measure_overheads(&smtlab_runner::Monotonic));
+    cfg.counters = args.counters;
+    Ok(UtilSettings {
+        db,
+        sysfs,
+        states,
+        topo0,
+        cfg,
+        notes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;

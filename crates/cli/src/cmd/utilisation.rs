@@ -9,63 +9,29 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use smtlab_control::SmtSwitch;
 use smtlab_control::guard::Protection;
-use smtlab_control::{SmtSwitch, Sysfs};
-use smtlab_model::RunConfig;
 use smtlab_report::utilisation as view;
 use smtlab_runner::experiment::ExperimentError;
 use smtlab_runner::experiment::utilisation::{self as exp, Curve, state_label};
-use smtlab_runner::{Monotonic, measure_overheads};
 
 use super::{emit, json_text};
 use crate::args::UtilArgs;
+use crate::settings::{UtilSettings, util_settings};
 use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, Shown, StoreSink};
 
 pub fn run(args: &UtilArgs) -> Result<ExitCode> {
-    let mut states = exp::parse_states(&args.smt)?;
-    let db = args.db.clone().unwrap_or_else(smtlab_store::default_path);
-    if db.exists() {
-        drop(smtlab_store::Store::open_existing(&db)?);
-    }
-    let mut notes: Vec<String> = Vec::new();
-    let sysfs = Sysfs::system();
-    if let Some(why) = (!states.is_empty())
-        .then(|| crate::settings::switch_refusal(&sysfs))
-        .flatten()
-    {
-        notes.push(format!(
-            "--smt {}: not measured ({why}); measuring the state found only",
-            args.smt.join(",")
-        ));
-        states.clear();
-    }
-    if states.is_empty() {
-        states.push(None);
-    }
+    let UtilSettings {
+        db,
+        sysfs,
+        states,
+        topo0,
+        cfg,
+        notes,
+    } = util_settings(args)?;
     let discover = || {
         smtlab_topology::discover(Path::new("/")).context("cannot read this machine's CPU topology")
     };
-    let topo0 = discover()?;
-    if args.placement.is_none() && states == [None] && !topo0.smt_visible() {
-        let why = format!(
-            "no SMT visible (smt/control: {}): the load runs on 2c1t, not 1c2t",
-            topo0.smt.control.as_deref().unwrap_or("absent")
-        );
-        // One line for everything this machine cannot do.
-        notes = vec![notes.pop().map_or(why.clone(), |n| format!("{n}; {why}"))];
-    }
-    // Resolve the placement of the state found before anything changes: a typo fails first.
-    exp::placement(args.placement.as_deref(), &topo0)?;
-    let samples = args.samples as usize;
-    let mut cfg = RunConfig {
-        min_samples: samples,
-        max_samples: samples,
-        warmup_ns: 0,
-        ..RunConfig::default()
-    };
-    smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(measure_overheads(&Monotonic));
-    cfg.counters = args.counters;
     for n in &notes {
         eprintln!("note: {n}");
     }
