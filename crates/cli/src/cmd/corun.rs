@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use serde::Serialize;
 use smtlab_report::corun as view;
-use smtlab_runner::experiment::corun::{self as exp, CorunPlan, DEFAULT_HOGS, Workload};
+use smtlab_runner::experiment::corun::{self as exp, CorunPlan, Workload};
 
 use super::{emit, json_text};
 use crate::args::{CommonArgs, CorunArgs, PenaltyArgs};
@@ -50,23 +50,7 @@ struct MatrixJson<'a> {
 }
 
 pub fn run_corun(args: &CorunArgs) -> Result<ExitCode> {
-    let names: Vec<String> = if args.names.is_empty() && args.cmds.is_empty() {
-        exp::DEFAULT_WORKLOADS
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    } else {
-        args.names.clone()
-    };
-    let mut workloads = names
-        .iter()
-        .map(|n| Workload::catalog(n, &args.common.params, &[("threads", "1")]))
-        .collect::<Result<Vec<_>, _>>()?;
-    for c in &args.cmds {
-        workloads.push(Workload::command(c)?);
-    }
-    exp::check_unique(&workloads)?;
-    exp::check_params(&workloads.iter().collect::<Vec<_>>(), &args.common.params)?;
+    let workloads = exp::matrix_workloads(&args.names, &args.cmds, &args.common.params)?;
     let s = corun_settings(&args.common)?;
     for n in &s.notes {
         eprintln!("note: {n}");
@@ -81,29 +65,10 @@ pub fn run_corun(args: &CorunArgs) -> Result<ExitCode> {
         ))?;
     }
     let plan = exp::matrix_plan(&workloads, &s.forms, &s.pair, &s.topo);
-    let (mut row, mut alone) = (String::new(), None);
-    let printer = |shown: Shown<'_>| {
-        let line = match shown {
-            Shown::Measured(c) => text::matrix_cell(c, &mut alone),
-            Shown::Skipped(k) => {
-                if k.key.placement == "corun-alone" {
-                    alone = None;
-                }
-                text::skipped_cell(k, true)
-            }
-        };
-        let name = match shown {
-            Shown::Measured(c) => &c.benchmark,
-            Shown::Skipped(k) => &k.key.benchmark,
-        };
-        if json {
-            return Ok(());
-        }
-        if *name != row {
-            row = name.clone();
-            emit(&format!("{row}:\n"))?;
-        }
-        emit(&line)
+    let mut lines = text::MatrixLines::default();
+    let printer = |shown: Shown<'_>| match json {
+        true => Ok(()),
+        false => emit(&lines.next(shown)),
     };
     let (sink, stopped) = measure(&s, &args.common, "corun", &plan, printer)?;
     if stopped {
@@ -129,29 +94,18 @@ struct PenaltyJson<'a> {
 }
 
 pub fn run_penalty(args: &PenaltyArgs) -> Result<ExitCode> {
-    let (params, one) = (&args.common.params, [("threads", "1")]);
-    let task = match (&args.cmd, args.task.as_deref()) {
-        (Some(c), _) => Workload::command(c)?,
-        (None, Some(name)) => Workload::catalog(name, params, &one)?,
-        (None, None) => Workload::catalog("mem-latency", params, &[one[0], ("size", "4MiB")])?,
-    };
-    let hog_names: Vec<String> = if args.hogs.is_empty() {
-        DEFAULT_HOGS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.hogs.clone()
-    };
-    let hogs = hog_names
-        .iter()
-        .map(|h| Workload::catalog(h.trim(), params, &one))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (task, hogs) = exp::penalty_workloads(
+        args.task.as_deref(),
+        args.cmd.as_deref(),
+        &args.hogs,
+        &args.common.params,
+    )?;
     if !(args.run_ms.is_finite() && args.run_ms > 0.0 && args.run_ms <= 10_000.0) {
         bail!(
             "--run-ms {}: expected a number of milliseconds in (0, 10000]",
             args.run_ms
         );
     }
-    let all: Vec<&Workload> = std::iter::once(&task).chain(&hogs).collect();
-    exp::check_params(&all, params)?;
     let mut s = corun_settings(&args.common)?;
     if let Err(why) = &s.pair.sibling {
         s.notes.retain(|n| !n.starts_with("sibling form"));
@@ -176,7 +130,10 @@ pub fn run_penalty(args: &PenaltyArgs) -> Result<ExitCode> {
             fixed,
             s.pair.cpu,
             args.samples,
-            hog_names.join(", "),
+            hogs.iter()
+                .map(Workload::name)
+                .collect::<Vec<_>>()
+                .join(", "),
             text::forms_text(&s.forms)
         ))?;
     }

@@ -7,6 +7,8 @@ use smtlab_model::stats::Ratio;
 use smtlab_model::{CellRecord, RunResults, SkippedCell, Summary};
 use smtlab_report::corun::{self as view, form_of};
 
+use crate::sink::Shown;
+
 /// `sibling on CPU 1, cores on CPU 2`: the forms measured, for the header line.
 pub fn forms_text(forms: &[(Form, u32)]) -> String {
     forms
@@ -47,6 +49,38 @@ pub fn matrix_cell(cell: &CellRecord, alone: &mut Option<Summary>) -> String {
         cell.unit,
         summary.n
     )
+}
+
+/// The lines of the matrix as its cells arrive: a heading per measured workload, then
+/// each cell with its slowdown against the reference measured in its group.
+#[derive(Default)]
+pub struct MatrixLines {
+    row: String,
+    alone: Option<Summary>,
+}
+
+impl MatrixLines {
+    pub fn next(&mut self, shown: Shown<'_>) -> String {
+        let (name, line) = match shown {
+            Shown::Measured(c) => (&c.benchmark, matrix_cell(c, &mut self.alone)),
+            Shown::Skipped(k) => {
+                if k.key
+                    .params
+                    .get(smtlab_model::keys::FORM_PARAM)
+                    .map(String::as_str)
+                    == Some(Form::Alone.name())
+                {
+                    self.alone = None;
+                }
+                (&k.key.benchmark, skipped_cell(k, true))
+            }
+        };
+        if *name == self.row {
+            return line;
+        }
+        self.row = name.clone();
+        format!("{name}:\n{line}")
+    }
 }
 
 /// The line of a skipped co-run cell; `with_name` names the measured workload (the

@@ -126,6 +126,58 @@ pub fn check_unique(workloads: &[Workload]) -> Result<(), ExperimentError> {
     Ok(())
 }
 
+/// The workloads of the matrix: the catalog benchmarks `names` (the default set when
+/// neither names nor commands are given), one thread each, then the commands `cmds`;
+/// names unique, every `params` entry declared by one of them.
+pub fn matrix_workloads(
+    names: &[String],
+    cmds: &[String],
+    params: &[String],
+) -> Result<Vec<Workload>, ExperimentError> {
+    let defaults: Vec<String> = DEFAULT_WORKLOADS.iter().map(|s| s.to_string()).collect();
+    let names = if names.is_empty() && cmds.is_empty() {
+        &defaults
+    } else {
+        names
+    };
+    let mut workloads = names
+        .iter()
+        .map(|n| Workload::catalog(n, params, &[("threads", "1")]))
+        .collect::<Result<Vec<_>, _>>()?;
+    for c in cmds {
+        workloads.push(Workload::command(c)?);
+    }
+    check_unique(&workloads)?;
+    check_params(&workloads.iter().collect::<Vec<_>>(), params)?;
+    Ok(workloads)
+}
+
+/// The task and hogs of the penalty: the command `cmd`, else catalog benchmark `task`
+/// (default `mem-latency` with `size=4MiB`), one thread; the hogs (default
+/// [`DEFAULT_HOGS`]) one thread each; every `params` entry declared by one of them.
+pub fn penalty_workloads(
+    task: Option<&str>,
+    cmd: Option<&str>,
+    hogs: &[String],
+    params: &[String],
+) -> Result<(Workload, Vec<Workload>), ExperimentError> {
+    let one = [("threads", "1")];
+    let task = match (cmd, task) {
+        (Some(c), _) => Workload::command(c)?,
+        (None, Some(name)) => Workload::catalog(name, params, &one)?,
+        (None, None) => Workload::catalog("mem-latency", params, &[one[0], ("size", "4MiB")])?,
+    };
+    let defaults: Vec<String> = DEFAULT_HOGS.iter().map(|s| s.to_string()).collect();
+    let hogs = if hogs.is_empty() { &defaults } else { hogs };
+    let hogs = hogs
+        .iter()
+        .map(|h| Workload::catalog(h.trim(), params, &one))
+        .collect::<Result<Vec<_>, _>>()?;
+    let all: Vec<&Workload> = std::iter::once(&task).chain(&hogs).collect();
+    check_params(&all, params)?;
+    Ok((task, hogs))
+}
+
 /// The forms to measure with their partner CPU, and one-line notes on those left out.
 pub type Forms = (Vec<(Form, u32)>, Vec<String>);
 
