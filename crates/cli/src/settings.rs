@@ -322,6 +322,48 @@ pub fn util_settings(args: &crate::args::UtilArgs) -> Result<UtilSettings> {
     })
 }
 
+/// For a uniprocessor placement (`1c1t-up`), takes every CPU but the placement's one
+/// offline until the returned guard drops; `None` for every other placement.
+pub fn enter_uniprocessor(
+    placement: &smtlab_model::ResolvedPlacement,
+    client_side: bool,
+) -> Result<Option<smtlab_control::SmtSwitch>> {
+    if !placement.is_uniprocessor() {
+        return Ok(None);
+    }
+    if client_side {
+        bail!(
+            "{} leaves no CPU online for the client side of this benchmark",
+            placement.name
+        );
+    }
+    let cpu = placement.cpus[0];
+    let up = smtlab_control::uniprocessor(Sysfs::system(), cpu)
+        .with_context(|| format!("{}: cannot leave only CPU {cpu} online", placement.name))?;
+    Ok(Some(up))
+}
+
+/// Refuses a `bench` with `1c1t-up` placements before anything is measured when the
+/// other CPUs could not be taken offline (not root, a CPU without hotplug).
+pub fn check_uniprocessor(placements: &[smtlab_model::ResolvedPlacement]) -> Result<()> {
+    for p in placements.iter().filter(|p| p.is_uniprocessor()) {
+        smtlab_control::uniprocessor_plan(&Sysfs::system(), p.cpus[0])
+            .with_context(|| format!("{}: cannot leave only CPU {} online", p.name, p.cpus[0]))?;
+    }
+    Ok(())
+}
+
+/// [`smtlab_runner::session::Session::cell_state`] for the commands that measure: enters
+/// the uniprocessor state for a `1c1t-up` cell and restores it when the cell ends.
+pub fn cell_state(
+    placement: &smtlab_model::ResolvedPlacement,
+    client_side: bool,
+) -> std::result::Result<Option<Box<dyn std::any::Any>>, String> {
+    enter_uniprocessor(placement, client_side)
+        .map(|g| g.map(|g| Box::new(g) as Box<dyn std::any::Any>))
+        .map_err(|e| format!("{e:#}"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;

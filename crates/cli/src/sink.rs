@@ -169,7 +169,7 @@ impl Measuring {
         if let Some(setup) = &counting
             && !quiet
         {
-            for line in crate::cmd::counting::notes(setup) {
+            for line in setup.missing_lines() {
                 crate::term::note_fit(&format!("note: {line}"));
             }
         }

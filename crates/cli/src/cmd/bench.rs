@@ -80,7 +80,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
-    super::smt::check_uniprocessor(&placements)?;
+    crate::settings::check_uniprocessor(&placements)?;
     let sysfs = smtlab_control::Sysfs::system();
     let states = switchable_states(&args.smt, &placements, &topo, &sysfs)?;
     let mut cfg = if args.quick {
@@ -101,7 +101,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(setup) = &setup
         && !args.json
     {
-        for line in super::counting::notes(setup) {
+        for line in setup.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));
         }
     }
@@ -156,7 +156,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 repeat: args.repeat as usize,
                 interleave: args.interleave,
                 stop: &stop,
-                cell_state: Some(&super::smt::cell_state),
+                cell_state: Some(&crate::settings::cell_state),
             }
             .run(groups, observer)
         };

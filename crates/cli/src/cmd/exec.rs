@@ -173,7 +173,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     }
     let setup = args.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
-        for line in super::counting::notes(s) {
+        for line in s.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));
         }
     }
@@ -228,7 +228,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
                 // One placement after the other, as the runs of a command are usually long.
                 interleave: false,
                 stop: &stop,
-                cell_state: Some(&super::smt::cell_state),
+                cell_state: Some(&crate::settings::cell_state),
             }
             .run(groups, printer)
         };

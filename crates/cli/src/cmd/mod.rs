@@ -11,7 +11,6 @@ use crate::args::{Cli, Command, SysfsArg};
 pub mod bench;
 mod completions;
 pub mod corun;
-pub mod counting;
 mod exec;
 mod list;
 mod load;

@@ -95,7 +95,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     let setup = meta.config.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
-        for line in super::counting::notes(s) {
+        for line in s.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));
         }
     }
@@ -201,7 +201,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             repeat,
             interleave,
             stop: &stop,
-            cell_state: Some(&super::smt::cell_state),
+            cell_state: Some(&crate::settings::cell_state),
         }
         .run(groups, saver)
     };
