@@ -336,6 +336,15 @@ fn corun_saves_per_cell_and_a_signal_leaves_an_interrupted_run() {
     let (after, status) = cells(&db).unwrap();
     assert_eq!(status, "interrupted");
     assert!(after >= n, "{after} cells after the stop, {n} before");
+    // `run --resume` does not take it for one of its own runs.
+    let out = smtlab()
+        .args(["run", "--resume", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("interrupted `corun` run"), "{stderr}");
 }
 
 /// `--counters` reaches the co-run cells: each stores its counters, or says why not.

@@ -603,6 +603,18 @@ fn resume(
     if meta.status == RunStatus::Finished {
         bail!("run {id} is already finished");
     }
+    // The co-run and utilisation experiments plan cells `run` cannot measure.
+    if let Some(suite @ ("corun" | "penalty" | "utilisation")) = meta.suite.as_deref() {
+        bail!(
+            "run {id} is an interrupted `{}` run, which `run --resume` cannot finish; measure it again with smtlab {}",
+            suite,
+            if suite == "utilisation" {
+                "util"
+            } else {
+                suite
+            }
+        );
+    }
     // Cells of one run must come from one machine, or its ratios mean nothing.
     if meta.topology.cpus != topo.cpus || meta.environment.hostname != capture(topo).hostname {
         bail!(
