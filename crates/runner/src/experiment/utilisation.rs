@@ -65,6 +65,9 @@ pub fn measure_curve(
     (spec, placement): (&str, &ResolvedPlacement),
     sink: &mut dyn SessionObserver,
 ) -> Result<Ended, ExperimentError> {
+    if engine.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(Ended::Stopped);
+    }
     let first = placement.cpus[0];
     let job_iterations = std::thread::scope(|s| {
         s.spawn(|| {
@@ -244,6 +247,7 @@ pub fn measure_states(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::RunConfig;
 
     #[test]
     fn states_parse_in_order_and_refuse_repeats_and_typos() {
@@ -298,5 +302,88 @@ mod tests {
                 .contains("--placement 9c9t")
         );
         assert!(placement(Some("os"), &topo).is_err());
+    }
+
+    /// Keeps what the session hands over.
+    #[derive(Default)]
+    struct Kept(Vec<CellKey>, Vec<String>);
+    impl SessionObserver for Kept {
+        fn measured(&mut self, m: crate::session::Measured<'_>) -> std::ops::ControlFlow<()> {
+            self.0.push(m.record.key());
+            std::ops::ControlFlow::Continue(())
+        }
+        fn skipped(&mut self, s: &smtlab_model::SkippedCell) -> std::ops::ControlFlow<()> {
+            self.1.push(s.reason.clone());
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+
+    #[test]
+    fn each_state_is_entered_then_measured_as_planned_and_the_stop_flag_ends_it() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // CPU 0 exists on every host: the load really runs there, briefly.
+        let topo = smtlab_fixtures::build::one_cpu_per_core(&[0]);
+        let cfg = RunConfig {
+            min_samples: 2,
+            max_samples: 2,
+            warmup_ns: 0,
+            ..RunConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let engine = Engine {
+            cfg: &cfg,
+            clock: &crate::clock::Monotonic,
+            counting: None,
+            stop: &stop,
+        };
+        let curve = Curve {
+            steps: 1,
+            step: Duration::from_millis(50),
+            job: Duration::from_micros(50),
+        };
+        let states = [Some(false), Some(true)];
+        let (mut entered, mut started) = (Vec::new(), Vec::new());
+        let mut kept = Kept::default();
+        let (ended, last) = measure_states(
+            &engine,
+            curve,
+            Some("1c1t"),
+            &states,
+            &mut |s| {
+                entered.push(s);
+                Ok(topo.clone())
+            },
+            &mut |s, p| {
+                started.push((s, p.cpus.clone()));
+                Ok(())
+            },
+            &mut kept,
+        )
+        .unwrap();
+        assert_eq!(ended, Ended::Complete);
+        assert!(last.is_some());
+        assert_eq!(entered, states);
+        assert_eq!(started, [(Some(false), vec![0]), (Some(true), vec![0])]);
+        assert!(kept.1.is_empty(), "{:?}", kept.1);
+        assert_eq!(kept.0, plan(curve, &states, Some("1c1t"), &topo));
+
+        // Stopped: the first state's curve is not recorded and the next is not entered.
+        stop.store(true, Ordering::Relaxed);
+        let (mut entered, mut kept) = (0, Kept::default());
+        let (ended, _) = measure_states(
+            &engine,
+            curve,
+            Some("1c1t"),
+            &states,
+            &mut |_| {
+                entered += 1;
+                Ok(topo.clone())
+            },
+            &mut |_, _| Ok(()),
+            &mut kept,
+        )
+        .unwrap();
+        assert_eq!((ended, entered), (Ended::Stopped, 1));
+        assert!(kept.0.is_empty() && kept.1.is_empty());
     }
 }
