@@ -73,11 +73,11 @@ pub enum Command {
     Man,
     /// Co-run interference: each workload next to each other one on the SMT sibling and
     /// on another core, slowdowns against alone (the symbiosis matrix).
-    Corun(crate::cmd::corun::CorunArgs),
+    Corun(CorunArgs),
     /// Single-thread penalty: a fixed piece of work alone and next to each hog.
-    Penalty(crate::cmd::corun::PenaltyArgs),
+    Penalty(PenaltyArgs),
     /// Reported CPU utilisation against capacity: an open-loop load at fixed rates.
-    Util(crate::cmd::utilisation::UtilArgs),
+    Util(UtilArgs),
 }
 
 #[derive(Debug, Args)]
@@ -500,4 +500,96 @@ fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
         Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Ok(std::time::Duration::from_secs_f64(x)),
         _ => Err("expected a positive number of seconds, e.g. 30 or 0.5".into()),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct CorunArgs {
+    /// Catalog benchmarks to pair (default: int-ops fp-ops mem-read mem-latency
+    /// null-syscall, one thread each).
+    #[arg(value_name = "BENCH")]
+    pub names: Vec<String>,
+    /// A shell command as a workload, NAME='COMMAND' (repeatable); its value is the wall
+    /// time of one run, as `exec` measures it.
+    #[arg(long = "cmd", value_name = "NAME=CMD")]
+    pub cmds: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PenaltyArgs {
+    /// The latency-sensitive task: a catalog benchmark run as a fixed piece of work
+    /// (default mem-latency with size=4MiB), unless --cmd is given.
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+    /// The task as a shell command, NAME='COMMAND': one run is one piece of work.
+    #[arg(long = "cmd", value_name = "NAME=CMD", conflicts_with = "task")]
+    pub cmd: Option<String>,
+    /// Hogs run next to the task, comma-separated (default int-ops,fp-ops,mem-read,null-syscall).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub hogs: Vec<String>,
+    /// Length of one piece of work of a catalog task, in milliseconds (calibrated once,
+    /// alone, then the same for every cell).
+    #[arg(long, default_value_t = 10.0, value_name = "MS")]
+    pub run_ms: f64,
+    /// Runs of the task per cell (the run-time distribution).
+    #[arg(long, default_value_t = 30, value_name = "N", value_parser = clap::value_parser!(u32).range(3..=1000))]
+    pub samples: u32,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Parameters for the catalog workloads that declare them, k=v (repeatable).
+    #[arg(long = "param", value_name = "K=V")]
+    pub params: Vec<String>,
+    /// Where partners run: sibling, cores, or both (default). Without SMT only cores.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub forms: Vec<String>,
+    /// Fewer samples and a shorter budget per cell.
+    #[arg(long)]
+    pub quick: bool,
+    /// Results database (default as for `run`).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Also record performance counters with each cell, counted around the measured
+    /// workload's own samples (its partner runs on another CPU, outside them).
+    #[arg(long)]
+    pub counters: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UtilArgs {
+    /// Placement of the load (default 1c2t; 2c1t where there is no SMT).
+    #[arg(long, short = 'p', value_name = "PLACEMENT")]
+    pub placement: Option<String>,
+    /// Steps from 1/N of the maximum to all of it.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub steps: u32,
+    /// Length of one step, milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    pub step_ms: u64,
+    /// Steps measured per rate.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub samples: u32,
+    /// CPU time of one job, microseconds (calibrated alone on the placement's first CPU).
+    #[arg(long, default_value_t = 200, value_name = "US", value_parser = clap::value_parser!(u64).range(10..=100_000))]
+    pub job_us: u64,
+    /// Measure the curve with SMT switched off and on (root, SMT switchable), e.g.
+    /// `--smt off,on`; the state found is put back afterwards.
+    #[arg(long, value_delimiter = ',', value_name = "off,on")]
+    pub smt: Vec<String>,
+    /// Results database (default as for `run`).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print the curve as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also record performance counters with each step, counted around its own samples.
+    #[arg(long)]
+    pub counters: bool,
 }

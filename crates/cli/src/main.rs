@@ -9,6 +9,8 @@ mod args;
 mod cmd;
 mod env;
 mod render;
+mod settings;
+mod sink;
 mod term;
 mod verdict;
 

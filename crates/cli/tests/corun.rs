@@ -281,3 +281,106 @@ fn util_bad_input_is_a_one_line_error() {
         assert!(stderr.trim().lines().count() <= 3, "{args:?}: {stderr}");
     }
 }
+
+/// `corun` saves each group's cells as they are measured, and Ctrl-C ends it as it ends
+/// `run`: exit 130, the run stored as interrupted with the cells measured before it.
+#[test]
+fn corun_saves_per_cell_and_a_signal_leaves_an_interrupted_run() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut child = smtlab()
+        .args(["corun", "--quick", "--forms", "cores"])
+        .args(["--cmd", "s1=sleep 0.1", "--cmd", "s2=sleep 0.1"])
+        .arg("--db")
+        .arg(&db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cells = |db: &std::path::Path| -> Option<(usize, String)> {
+        let out = smtlab()
+            .args(["report", "latest", "--json", "--db"])
+            .arg(db)
+            .output()
+            .ok()?;
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        let status = v["run"]["status"].as_str()?.to_string();
+        Some((v["cells"].as_array()?.len(), status))
+    };
+    // The first group (two cells) is saved while the others are still to come.
+    let start = Instant::now();
+    let mut saved = None;
+    while start.elapsed() < Duration::from_secs(120) {
+        if let Some((n, status)) = cells(&db)
+            && n >= 2
+        {
+            saved = Some((n, status));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (n, status) = saved.expect("no cell saved within 120 s");
+    assert_eq!(status, "running", "saved before the run ended");
+    assert!(
+        n < 8,
+        "{n} cells: the run ended before the test could stop it"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted:"), "{stderr}");
+    let (after, status) = cells(&db).unwrap();
+    assert_eq!(status, "interrupted");
+    assert!(after >= n, "{after} cells after the stop, {n} before");
+    // `run --resume` does not take it for one of its own runs.
+    let out = smtlab()
+        .args(["run", "--resume", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("interrupted `corun` run"), "{stderr}");
+}
+
+/// `--counters` reaches the co-run cells: each stores its counters, or says why not.
+#[test]
+fn corun_records_counters_with_each_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = smtlab()
+        .args([
+            "corun",
+            "--quick",
+            "--counters",
+            "--forms",
+            "cores",
+            "--json",
+        ])
+        .args(["--cmd", "t=true"])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json = smtlab()
+        .args(["report", "latest", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    assert_eq!(v["run"]["config"]["counters"], true);
+    for c in cells {
+        assert!(
+            c["counters"].is_object() || stderr.contains("counters not recorded"),
+            "{c}\n{stderr}"
+        );
+    }
+}

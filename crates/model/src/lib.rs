@@ -24,6 +24,7 @@
 pub mod bench;
 pub mod counters;
 pub mod cpuset;
+pub mod keys;
 pub mod placement;
 pub mod quote;
 pub mod result;

@@ -275,6 +275,15 @@ pub struct RunConfig {
     /// (`--counters`); kept with the run so `--resume` counts the rest the same way.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub counters: bool,
+    /// Whether the placements of a group take their samples in turn (`run` interleaves
+    /// unless `--no-interleave`), kept with the run so `--resume` measures the rest the
+    /// same way. `None` in runs stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleave: Option<bool>,
+    /// Rounds per cell (`--repeat`), kept for `--resume` as `interleave` is. `None` in
+    /// runs stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<usize>,
 }
 
 impl Default for RunConfig {
@@ -295,6 +304,8 @@ impl Default for RunConfig {
             known_overheads: None,
             memory_budget_bytes: None,
             counters: false,
+            interleave: None,
+            repeat: None,
         }
     }
 }

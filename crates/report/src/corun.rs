@@ -20,10 +20,7 @@ use smtlab_model::{CellRecord, CellResult, Direction, RunResults, Summary};
 
 use crate::fmt::{esc, num, text_table};
 
-/// Cell parameter: how the cell ran ([`Form`]).
-pub const FORM_PARAM: &str = "corun_form";
-/// Cell parameter: the partner workload.
-pub const PARTNER_PARAM: &str = "corun_partner";
+pub use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
 /// Sample metric: the partner's mean value inside A's sample, in the partner's unit
 /// (written by `smtlab_runner::corun`).
 pub const PARTNER_VALUE: &str = "partner_value";
@@ -32,43 +29,6 @@ pub const PARTNER_VALUE: &str = "partner_value";
 pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
 /// Series: wall time of each of A's samples (written by `smtlab_runner::corun`).
 pub const RUN_NS: &str = "run_ns";
-
-/// Where the partner runs relative to the measured workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Form {
-    /// No partner: the reference.
-    Alone,
-    /// The partner on the other hardware thread of the same core.
-    Sibling,
-    /// The partner on another core: sharing caches, memory and the package, not a core.
-    Cores,
-}
-
-impl Form {
-    pub const ALL: [Form; 3] = [Form::Alone, Form::Sibling, Form::Cores];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Form::Alone => "alone",
-            Form::Sibling => "sibling",
-            Form::Cores => "cores",
-        }
-    }
-
-    /// How tables and charts call it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Form::Alone => "alone",
-            Form::Sibling => "partner on the SMT sibling",
-            Form::Cores => "partner on another core",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Form> {
-        Form::ALL.into_iter().find(|f| f.name() == text)
-    }
-}
 
 /// The form and partner of a co-run cell; `None` for other cells.
 pub fn form_of(cell: &CellRecord) -> Option<(Form, &str)> {

@@ -18,10 +18,7 @@ use crate::svg::{LineOptions, Point, Series, line_chart};
 
 /// The open-loop workload's name (as `smtlab_runner::utilisation` stores it).
 pub const NAME: &str = "open-loop-int";
-/// Cell parameter: `max`, or the percentage of the maximum offered.
-pub const RATE_PARAM: &str = "rate_pct";
-/// Cell parameter: the SMT state of the step (`on`, `off`, or `as found`).
-pub const SMT_PARAM: &str = "smt";
+pub use smtlab_model::keys::{RATE_PARAM, SMT_PARAM};
 
 /// One step of the curve, means over its samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 //! thread that prepares B on the placement's second CPU and samples it in a loop. The
 //! partner only runs while A samples ([`Partner::begin`] .. [`Partner::end`]), so cells
 //! of the same workload in different [`Form`]s can be interleaved
-//! ([`crate::interleave`]) without one cell's partner disturbing another cell's samples:
+//! ([`crate::session`]) without one cell's partner disturbing another cell's samples:
 //!
 //! 1. `begin`: the partner is released and A waits until it has started a sample, so A
 //!    never runs its first nanoseconds alone;

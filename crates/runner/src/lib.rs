@@ -30,15 +30,15 @@
 //! the process and everything it starts, `/proc/stat` time of the placement's CPUs,
 //! syscall time where tracing is permitted).
 //!
-//! [`interleave::interleave`] measures several cells one sample of each in turn, so
-//! their ratio is not skewed by the machine changing speed between them.
 //! [`rounds::pool`] joins the rounds of a cell measured several times (`--repeat`), so
 //! the disagreement between repetitions is shown beside the within-cell interval.
 //!
-//! [`session::Session`] is the one engine `bench`, `run` and `exec` use: it measures
-//! groups of cells (client side, counters around each cell's own samples, rounds,
-//! interleaving) on a thread per cell and pushes records and skipped cells to its
-//! observer as they are done. [`exec::CommandBench`] makes a user's command a benchmark.
+//! [`session::Session`] is the one engine every command uses: it measures groups of
+//! cells (client side, counters around each cell's own samples, rounds, interleaving:
+//! one sample of each cell in turn, so their ratio is not skewed by the machine changing
+//! speed between them) on a thread per cell and pushes records and skipped cells to its
+//! observer as they are done. [`experiment`] plans the co-run groups of `corun` and
+//! `penalty` and the rate curves of `util` as session cells. [`exec::CommandBench`] makes a user's command a benchmark.
 //!
 //! The runner never prints: it pushes [`Event`]s to an [`Observer`]. Time comes from a
 //! [`Clock`], so tests drive everything with a [`FakeClock`] and fake instances.
@@ -52,7 +52,7 @@ pub mod corun;
 pub mod counting;
 pub mod error;
 pub mod exec;
-pub mod interleave;
+pub mod experiment;
 mod measure;
 pub mod observer;
 pub mod plan;

@@ -69,7 +69,7 @@ pub fn measure(
 /// A cell between its warm-up and its summary: [`Measurement::begin`] runs steps 1-3 of
 /// [`measure`], each [`Measurement::step`] takes one measured sample, and
 /// [`Measurement::finish`] summarises. Taking the steps of several cells in turn
-/// interleaves their samples (see [`crate::interleave`]); the cell's time budget then
+/// interleaves their samples (see [`crate::session`]); the cell's time budget then
 /// counts only the time spent in its own steps.
 pub struct Measurement<'a> {
     cell: Cell<'a>,

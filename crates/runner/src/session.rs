@@ -1,4 +1,5 @@
-//! One measurement engine for `bench`, `run` and `exec`: a [`Session`] measures cells
+//! One measurement engine for every command (`bench`, `run`, `exec`, and through
+//! [`crate::experiment`] `corun`, `penalty` and `util`): a [`Session`] measures cells
 //! (a benchmark, its parameters and a placement) and pushes a [`CellRecord`] or a
 //! [`SkippedCell`] with its reason to a [`SessionObserver`] as each cell is done, so the
 //! caller prints and stores per cell.
@@ -18,10 +19,21 @@
 //!
 //! Cells are measured in [`Group`]s: the cells of one group (the placements of one
 //! benchmark and parameter set) take their samples in turn when the session
-//! interleaves ([`crate::interleave`] explains why), else one after the other. Every
+//! interleaves, else one after the other. Every
 //! cell lives on its own long-lived thread: its counters follow that thread with
 //! `inherit`, so interleaved instances do not share each other's counters, and the
 //! children it starts die with that thread (`PR_SET_PDEATHSIG`), not earlier.
+//!
+//! Why interleave: the ratio of two cells measured one after the other carries whatever
+//! the machine did in between; on a shared host whose speed moves over a second or two,
+//! a "yield" of 0.87 between two identical placements is easy to get. Interleaving
+//! calibrates and warms up every cell first, then takes one sample of each in turn, so
+//! slow changes of the machine fall on all cells alike and cancel in their ratio. A cell
+//! that converges early keeps sampling while any other still does, so all span the same
+//! time; each keeps its own limits on samples and time (counting only its own samples'
+//! time). Every instance of the group stays prepared meanwhile, so their memory and idle
+//! threads coexist, and each sample starts with the caches another cell left: harmless
+//! for samples of milliseconds, worth knowing for tiny cache-resident working sets.
 //!
 //! The session never prints. Stopping (Ctrl-C, a signal) is one flag, [`Session::stop`]:
 //! the cells in progress end at their next event and are not recorded.
@@ -110,6 +122,7 @@ pub enum Ended {
 }
 
 /// Counting for the cells of a session.
+#[derive(Clone, Copy)]
 pub struct Counting<'a> {
     pub setup: &'a CountingSetup,
     pub backend: &'a dyn CountingBackend,

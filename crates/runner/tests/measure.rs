@@ -686,9 +686,86 @@ fn steady_cfg() -> RunConfig {
     }
 }
 
+/// A benchmark handing out one prepared fake, once.
+struct Once(Mutex<Option<Fake>>, BenchInfo);
+
+impl smtlab_bench::Benchmark for Once {
+    fn info(&self) -> BenchInfo {
+        self.1.clone()
+    }
+    fn prepare(&self, _: &smtlab_bench::BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let fake = self.0.lock().unwrap().take().expect("prepared once");
+        Ok(Box::new(fake))
+    }
+}
+
+/// Collects each cell's result or the reason it was skipped, in the group's order.
+#[derive(Default)]
+struct Results(Vec<Result<CellResult, String>>);
+
+impl smtlab_runner::session::SessionObserver for Results {
+    fn measured(&mut self, m: smtlab_runner::session::Measured<'_>) -> ControlFlow<()> {
+        self.0.push(Ok(m.record.result.clone()));
+        ControlFlow::Continue(())
+    }
+    fn skipped(&mut self, s: &smtlab_model::SkippedCell) -> ControlFlow<()> {
+        self.0.push(Err(s.reason.clone()));
+        ControlFlow::Continue(())
+    }
+}
+
+/// Measures `fakes` as one interleaved group of the session (one sample of each in
+/// turn), as `bench --interleave`, `corun`, `penalty` and `util` do.
+fn interleave(
+    fakes: Vec<Fake>,
+    info: &BenchInfo,
+    cfg: &RunConfig,
+    clock: &FakeClock,
+) -> Vec<Result<CellResult, String>> {
+    use smtlab_runner::session::{CellPlan, Session};
+    let topo = smtlab_fixtures::build::intel(1, 2, 2);
+    let placement =
+        smtlab_placement::resolve(&smtlab_placement::parse("1c1t").unwrap(), &topo).unwrap();
+    let benches: Vec<Once> = fakes
+        .into_iter()
+        .map(|f| Once(Mutex::new(Some(f)), info.clone()))
+        .collect();
+    let group = benches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| CellPlan {
+            bench: b,
+            info: info.clone(),
+            params: Default::default(),
+            key: smtlab_model::CellKey {
+                benchmark: info.name.clone(),
+                params: BTreeMap::new(),
+                placement: format!("cell{i}"),
+            },
+            placement: Ok(placement.clone()),
+            work_unit: None,
+            warmup_samples: None,
+        })
+        .collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut results = Results::default();
+    Session {
+        topo: &topo,
+        cfg,
+        clock,
+        client_rule: Default::default(),
+        counting: None,
+        repeat: 1,
+        interleave: true,
+        stop: &stop,
+        cell_state: None,
+    }
+    .run(vec![group], &mut results);
+    results.0
+}
+
 #[test]
 fn interleaving_cancels_a_change_of_speed_that_skews_cells_measured_in_turn() {
-    use smtlab_runner::interleave::{Turn, interleave};
     let kind = ValueKind::TimePerOp;
     let info = info(kind);
     let cfg = steady_cfg();
@@ -702,26 +779,14 @@ fn interleaving_cancels_a_change_of_speed_that_skews_cells_measured_in_turn() {
 
     // In turn: both see the same share of fast and slow samples.
     let clock = Arc::new(FakeClock::default());
-    let (mut fa, mut fb) = (
-        slows_down(&clock, 100, 300 * MS),
-        slows_down(&clock, 100, 300 * MS),
-    );
-    let (mut oa, mut ob) = (NoopObserver, NoopObserver);
     let results = interleave(
         vec![
-            Turn {
-                instance: &mut fa,
-                info: &info,
-                observer: &mut oa,
-            },
-            Turn {
-                instance: &mut fb,
-                info: &info,
-                observer: &mut ob,
-            },
+            slows_down(&clock, 100, 300 * MS),
+            slows_down(&clock, 100, 300 * MS),
         ],
+        &info,
         &cfg,
-        &*clock,
+        &clock,
     );
     let [a, b] = [&results[0], &results[1]].map(|r| r.as_ref().unwrap());
     assert_eq!(a.samples.len(), 10);
@@ -739,61 +804,27 @@ fn interleaving_cancels_a_change_of_speed_that_skews_cells_measured_in_turn() {
 
 #[test]
 fn an_interleaved_cell_that_fails_leaves_the_others_measured() {
-    use smtlab_runner::interleave::{Turn, interleave};
     let kind = ValueKind::TimePerOp;
     let info = info(kind);
     let clock = Arc::new(FakeClock::default());
-    let mut good = Fake::linear(&clock, 100);
+    let good = Fake::linear(&clock, 100);
     let mut bad = Fake::linear(&clock, 100);
     // Calibration, linearity check and warm-up are calls 0..16; this is sample 3.
     bad.fail_on_call = Some(19);
-    let (mut og, mut ob) = (NoopObserver, NoopObserver);
-    let results = interleave(
-        vec![
-            Turn {
-                instance: &mut bad,
-                info: &info,
-                observer: &mut ob,
-            },
-            Turn {
-                instance: &mut good,
-                info: &info,
-                observer: &mut og,
-            },
-        ],
-        &steady_cfg(),
-        &*clock,
-    );
-    let err = results[0].as_ref().unwrap_err().to_string();
+    let results = interleave(vec![bad, good], &info, &steady_cfg(), &clock);
+    let err = results[0].as_ref().unwrap_err();
     assert!(err.contains("checksum mismatch in call 19"), "{err}");
     assert_eq!(results[1].as_ref().unwrap().samples.len(), 10);
 }
 
 #[test]
 fn an_interleaved_cell_that_converges_early_keeps_pace_with_the_others() {
-    use smtlab_runner::interleave::{Turn, interleave};
     let kind = ValueKind::TimePerOp;
     let info = info(kind);
     let clock = Arc::new(FakeClock::default());
-    let mut exact = Fake::linear(&clock, 100);
-    let mut noisy = Fake::noisy(&clock, 100, 0.3, 7);
-    let (mut oe, mut on) = (NoopObserver, NoopObserver);
-    let results = interleave(
-        vec![
-            Turn {
-                instance: &mut exact,
-                info: &info,
-                observer: &mut oe,
-            },
-            Turn {
-                instance: &mut noisy,
-                info: &info,
-                observer: &mut on,
-            },
-        ],
-        &cfg(),
-        &*clock,
-    );
+    let exact = Fake::linear(&clock, 100);
+    let noisy = Fake::noisy(&clock, 100, 0.3, 7);
+    let results = interleave(vec![exact, noisy], &info, &cfg(), &clock);
     let [e, n] = [&results[0], &results[1]].map(|r| r.as_ref().unwrap());
     // Alone, the exact cell converges after the minimum of 3 samples.
     assert!(n.samples.len() > 3, "the noisy cell needed more samples");

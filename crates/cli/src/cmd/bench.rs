@@ -13,7 +13,7 @@ use smtlab_bench::{Benchmark, Params};
 use smtlab_model::{BenchInfo, CellKey, CellRecord, RunResults, SkippedCell};
 use smtlab_runner::counting::{CountingSetup, Machine};
 use smtlab_runner::session::{
-    CellPlan, Counting, Ended, Group, Measured, Session, SessionObserver, param_map,
+    CellPlan, Counting, Group, Measured, Session, SessionObserver, param_map,
 };
 use smtlab_runner::stats::{Ratio, ratio};
 use smtlab_runner::{Monotonic, RunConfig, measure_overheads};
@@ -22,6 +22,7 @@ use super::{emit, json_text};
 use crate::args::BenchArgs;
 use crate::env::capture;
 use crate::render;
+use crate::settings::{SMT_KEY, select, smt_cell, smt_turns, switchable_states, unix_now_s};
 
 #[derive(Debug, Serialize)]
 pub struct Comparison {
@@ -72,14 +73,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let asked = if args.placements.is_empty() {
         vec!["1c1t".to_string()]
     } else {
-        super::run::split_placements(&args.placements)
+        crate::settings::split_placements(&args.placements)
     };
     // Resolve every placement before measuring anything: a typo should not cost a run.
     let (specs, placements, unmeasured) = resolve_placements(&asked, &topo, args.smt.is_empty())?;
     if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
-    super::smt::check_uniprocessor(&placements)?;
+    crate::settings::check_uniprocessor(&placements)?;
     let sysfs = smtlab_control::Sysfs::system();
     let states = switchable_states(&args.smt, &placements, &topo, &sysfs)?;
     let mut cfg = if args.quick {
@@ -100,7 +101,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(setup) = &setup
         && !args.json
     {
-        for line in super::counting::notes(setup) {
+        for line in setup.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));
         }
     }
@@ -155,7 +156,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 repeat: args.repeat as usize,
                 interleave: args.interleave,
                 stop: &stop,
-                cell_state: Some(&super::smt::cell_state),
+                cell_state: Some(&crate::settings::cell_state),
             }
             .run(groups, observer)
         };
@@ -437,23 +438,6 @@ impl SessionObserver for BenchPrinter<'_> {
     }
 }
 
-/// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.
-pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
-    let mut out: Vec<Box<dyn Benchmark>> = Vec::new();
-    for name in names {
-        let group: Vec<Box<dyn Benchmark>> = smtlab_runner::catalog::all()
-            .into_iter()
-            .filter(|b| name == "all" || b.info().group == *name)
-            .collect();
-        if group.is_empty() {
-            out.push(find(name)?);
-        } else {
-            out.extend(group);
-        }
-    }
-    Ok(out)
-}
-
 fn declares(info: &smtlab_model::BenchInfo, param: &str) -> bool {
     let key = param.split_once('=').map_or(param, |(k, _)| k).trim();
     info.params.iter().any(|p| p.name == key)
@@ -470,16 +454,6 @@ fn check_params(benches: &[Box<dyn Benchmark>], params: &[String]) -> Result<()>
         }
     }
     Ok(())
-}
-
-fn find(name: &str) -> Result<Box<dyn Benchmark>> {
-    match smtlab_runner::catalog::find(name) {
-        Some(b) => Ok(b),
-        None => bail!(
-            "unknown benchmark {name:?}; available: {}",
-            smtlab_runner::catalog::names().join(", ")
-        ),
-    }
 }
 
 /// `(specs, placements, unmeasured)`: the placements to measure, resolved, and those
@@ -549,148 +523,9 @@ fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
     out
 }
 
-/// The cell key parameter that says which SMT state a cell was measured in. It is the
-/// runner's, not the benchmark's: benchmarks get their parameters without it.
-pub const SMT_KEY: &str = smtlab_report::smt_states::SMT_PARAM;
-
-fn smt_word(on: bool) -> &'static str {
-    if on { "on" } else { "off" }
-}
-
-/// The states `--smt` asks for, in the order given (`both` is `off,on`).
-pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
-    let mut out = Vec::new();
-    for s in given {
-        let add: &[bool] = match s.trim() {
-            "off" => &[false],
-            "on" => &[true],
-            "both" => &[false, true],
-            other => bail!("--smt {other:?}: expected off, on, both, off,on or on,off"),
-        };
-        for &on in add {
-            if out.contains(&on) {
-                bail!(
-                    "--smt {}: SMT {} given twice",
-                    given.join(","),
-                    smt_word(on)
-                );
-            }
-            out.push(on);
-        }
-    }
-    Ok(out)
-}
-
-/// The states `--smt` asks for that can be measured here: none, said in one line, where
-/// SMT cannot be switched (the current state is measured); an error beside 1c1t-up.
-pub fn switchable_states(
-    given: &[String],
-    placements: &[smtlab_model::ResolvedPlacement],
-    topo: &smtlab_model::Topology,
-    sysfs: &smtlab_control::Sysfs,
-) -> Result<Vec<bool>> {
-    let mut states = smt_states(given)?;
-    if !states.is_empty() {
-        if placements.iter().any(|p| p.is_uniprocessor()) {
-            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
-        }
-        if let Some(why) = super::utilisation::switch_refusal(sysfs) {
-            eprintln!(
-                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
-                given.join(","),
-                topo.smt.control.as_deref().unwrap_or("absent")
-            );
-            states.clear();
-        }
-    }
-    Ok(states)
-}
-
-/// Measures every group in each of `states` in turn (group 1 off, group 1 on, group 2
-/// off, ...) under `switch`, which puts the state found back at the end, on error
-/// (dropped) and on signals or SIGKILL (its watcher and guardian).
-pub fn smt_turns<G>(
-    mut switch: smtlab_control::SmtSwitch,
-    groups: &[G],
-    states: &[bool],
-    mut turn: impl FnMut(&G, bool) -> Result<Ended>,
-) -> Result<Ended> {
-    let mut ended = Ended::Complete;
-    'groups: for group in groups {
-        for &on in states {
-            switch
-                .set(on)
-                .with_context(|| format!("cannot switch SMT {}", smt_word(on)))?;
-            ended = turn(group, on)?;
-            if ended == Ended::Stopped {
-                break 'groups;
-            }
-        }
-    }
-    switch.finish().context("cannot put the SMT state back")?;
-    Ok(ended)
-}
-
-/// `cell` for the SMT state `on`: the state in its key, its placement resolved on the
-/// topology of that state (`1c2t` has no siblings with SMT off: skipped with the reason).
-pub(crate) fn smt_cell<'a>(
-    cell: &CellPlan<'a>,
-    on: bool,
-    topo: &smtlab_model::Topology,
-) -> Result<CellPlan<'a>> {
-    let mut key = cell.key.clone();
-    key.params.insert(SMT_KEY.into(), smt_word(on).into());
-    let spec = smtlab_placement::parse(&key.placement)?;
-    let placement = smtlab_placement::resolve(&spec, topo)
-        .map_err(|e| format!("with SMT {}: {e}", smt_word(on)));
-    Ok(CellPlan {
-        bench: cell.bench,
-        info: cell.info.clone(),
-        params: cell.params.clone(),
-        key,
-        placement,
-        work_unit: cell.work_unit.clone(),
-        warmup_samples: cell.warmup_samples,
-    })
-}
-
-/// Seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 #[cfg(test)]
 mod tests {
-    use std::fs;
-
-    use smtlab_control::guard::Protection;
-    use smtlab_control::{SmtSwitch, Sysfs};
-
     use super::*;
-
-    /// Two cores of two siblings (CPUs 0,1 and 2,3), SMT control `on`.
-    fn tree() -> (tempfile::TempDir, Sysfs) {
-        let dir = smtlab_fixtures::sysfs::smt_tree(Some("on"), 2);
-        let sysfs = Sysfs::at(dir.path());
-        (dir, sysfs)
-    }
-
-    fn control(sysfs: &Sysfs) -> String {
-        fs::read_to_string(sysfs.control_path())
-            .unwrap()
-            .trim()
-            .to_string()
-    }
-
-    fn switch(sysfs: &Sysfs) -> SmtSwitch {
-        let quiet = Protection {
-            guardian: false,
-            signals: false,
-        };
-        SmtSwitch::with_protection(sysfs.clone(), quiet).unwrap()
-    }
 
     #[test]
     fn smt_placements_without_smt_are_left_out_only_beside_others() {
@@ -713,62 +548,5 @@ mod tests {
         let smt = smtlab_fixtures::build::intel(1, 2, 2);
         let (specs, _, left_out) = resolve_placements(&s(&["1c1t", "1c2t"]), &smt, true).unwrap();
         assert_eq!((specs.len(), left_out.len()), (2, 0));
-    }
-
-    #[test]
-    fn states_parse_in_order_and_refuse_repeats() {
-        let s = |v: &[&str]| smt_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
-        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
-        assert_eq!(s(&["on", "off"]).unwrap(), vec![true, false]);
-        assert_eq!(s(&["off"]).unwrap(), vec![false]);
-        assert!(s(&["both", "on"]).is_err());
-        assert!(s(&["maybe"]).is_err());
-    }
-
-    #[test]
-    fn states_take_turns_per_group_and_the_state_is_restored() {
-        let (_d, sysfs) = tree();
-        let mut seen = Vec::new();
-        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[false, true], |g, on| {
-            seen.push((g.to_string(), on, control(&sysfs)));
-            Ok(Ended::Complete)
-        })
-        .unwrap();
-        assert_eq!(ended, Ended::Complete);
-        let want = [("a", false), ("a", true), ("b", false), ("b", true)];
-        assert_eq!(seen.len(), want.len());
-        for ((g, on, ctl), (wg, won)) in seen.iter().zip(want) {
-            assert_eq!((g.as_str(), *on), (wg, won));
-            assert_eq!(
-                ctl,
-                smt_word(won),
-                "smt/control during {g} SMT {}",
-                smt_word(won)
-            );
-        }
-        assert_eq!(control(&sysfs), "on");
-    }
-
-    #[test]
-    fn an_error_or_a_stop_mid_run_restores_the_state() {
-        let (_d, sysfs) = tree();
-        fs::write(sysfs.control_path(), "off\n").unwrap();
-        let err = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |g, on| {
-            if *g == "a" && on {
-                bail!("benchmark failed")
-            }
-            Ok(Ended::Complete)
-        });
-        assert!(err.is_err());
-        assert_eq!(control(&sysfs), "off");
-
-        let mut turns = 0;
-        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |_, _| {
-            turns += 1;
-            Ok(Ended::Stopped)
-        })
-        .unwrap();
-        assert_eq!((ended, turns), (Ended::Stopped, 1));
-        assert_eq!(control(&sysfs), "off");
     }
 }

@@ -30,11 +30,11 @@ use smtlab_runner::session::{CellPlan, Counting, Measured, Session, SessionObser
 use smtlab_runner::{Monotonic, measure_overheads};
 use smtlab_store::Store;
 
-use super::bench::unix_now_s;
 use super::emit;
 use crate::args::ExecArgs;
 use crate::env::capture;
 use crate::render;
+use crate::settings::unix_now_s;
 
 /// Compiles `--throughput`: one line on error, and a capture group is required.
 fn throughput_regex(pattern: &str) -> Result<Regex> {
@@ -132,7 +132,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     let (specs, note) = if args.placements.is_empty() {
         default_placements(&topo)
     } else {
-        (super::run::split_placements(&args.placements), None)
+        (crate::settings::split_placements(&args.placements), None)
     };
     let placements = specs
         .iter()
@@ -142,7 +142,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let sysfs = smtlab_control::Sysfs::system();
-    let states = super::bench::switchable_states(&args.smt, &placements, &topo, &sysfs)?;
+    let states = crate::settings::switchable_states(&args.smt, &placements, &topo, &sysfs)?;
     let db = super::db_path(&args.db);
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
@@ -173,7 +173,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     }
     let setup = args.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
-        for line in super::counting::notes(s) {
+        for line in s.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));
         }
     }
@@ -228,7 +228,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
                 // One placement after the other, as the runs of a command are usually long.
                 interleave: false,
                 stop: &stop,
-                cell_state: Some(&super::smt::cell_state),
+                cell_state: Some(&crate::settings::cell_state),
             }
             .run(groups, printer)
         };
@@ -254,11 +254,11 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     } else {
         // Per placement, the states take turns.
         let switch = smtlab_control::SmtSwitch::new(sysfs)?;
-        super::bench::smt_turns(switch, &cells, &states, |cell, on| {
+        crate::settings::smt_turns(switch, &cells, &states, |cell, on| {
             let word = if on { "on" } else { "off" };
             let topo_now = smtlab_topology::discover(Path::new("/"))
                 .context("cannot read the CPU topology after switching SMT")?;
-            let cell = super::bench::smt_cell(cell, on, &topo_now)?;
+            let cell = crate::settings::smt_cell(cell, on, &topo_now)?;
             if let Err(reason) = &cell.placement {
                 eprintln!("note: {} skipped: {reason}", cell.key.placement);
                 skipped.push(SkippedCell {

@@ -11,7 +11,6 @@ use crate::args::{Cli, Command, SysfsArg};
 pub mod bench;
 mod completions;
 pub mod corun;
-pub mod counting;
 mod exec;
 mod list;
 mod load;
@@ -28,17 +27,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ok = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     crate::term::init(&cli.term);
     // Commands that start processes or write scratch directories and have no stop flag
-    // of their own (`run` has one and ends the cell cleanly): on SIGINT, SIGTERM, SIGHUP
+    // of their own (`run`, `corun`, `penalty` and `util` have one and end the cell
+    // cleanly): on SIGINT, SIGTERM, SIGHUP
     // or SIGQUIT their process trees are killed and their scratch directories removed
     // before they die of the signal.
     if matches!(
         cli.command,
-        Command::Bench(_)
-            | Command::Exec(_)
-            | Command::Load(_)
-            | Command::Corun(_)
-            | Command::Penalty(_)
-            | Command::Util(_)
+        Command::Bench(_) | Command::Exec(_) | Command::Load(_)
     ) {
         smtlab_control::signals::clean_up_on_signals(smtlab_bench::process::clean_up)
             .context("cannot install the signal handlers")?;
@@ -57,9 +52,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Load(a) => ok(load::run(&a)),
         Command::Completions(a) => ok(completions::completions(&a)),
         Command::Man => ok(completions::man()),
-        Command::Corun(a) => ok(corun::run_corun(&a)),
-        Command::Penalty(a) => ok(corun::run_penalty(&a)),
-        Command::Util(a) => ok(utilisation::run(&a)),
+        Command::Corun(a) => corun::run_corun(&a),
+        Command::Penalty(a) => corun::run_penalty(&a),
+        Command::Util(a) => utilisation::run(&a),
     };
     // What was killed because a command or server left it running (a daemon).
     for line in smtlab_bench::process::take_notes() {
@@ -150,7 +145,7 @@ pub fn finished_run(
         run: RunMeta {
             id: 0,
             started_unix_s,
-            finished_unix_s: Some(bench::unix_now_s()),
+            finished_unix_s: Some(crate::settings::unix_now_s()),
             status: RunStatus::Finished,
             command_line: std::env::args().collect(),
             suite: suite.map(Into::into),
@@ -167,19 +162,6 @@ pub fn finished_run(
         cells,
         skipped,
     }
-}
-
-/// Stores a whole run in the database at `path` and says on stderr where it went and how
-/// to report it (`db_arg`: the `--db` given, repeated in that hint).
-pub fn import_and_tell(
-    path: &Path,
-    db_arg: Option<&Path>,
-    results: &smtlab_model::RunResults,
-) -> Result<i64> {
-    let mut store = smtlab_store::Store::open(path)?;
-    let id = store.import_run(results)?;
-    eprintln!("{}", saved_line(id, path, db_arg));
-    Ok(id)
 }
 
 /// Where run `id` was stored and the command that reports it (`db_arg`: the `--db`

@@ -121,8 +121,8 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         smtlab_report::html(&results).into_bytes()
     } else {
         let label = label_of(&args.run, &args.db.db, results.run.id);
-        let extra =
-            smtlab_report::smt_states::text(&results.cells) + &super::corun::summary_text(&results);
+        let extra = smtlab_report::smt_states::text(&results.cells)
+            + &crate::render::corun::summary_text(&results);
         return emit(
             &(render::report::summary(&results, label.as_deref(), render::table::Layout::term())
                 + &extra),

@@ -20,10 +20,10 @@ use smtlab_runner::session::{
 use smtlab_runner::{Monotonic, measure_overheads};
 use smtlab_store::{Lease, Store};
 
-use super::bench::{SMT_KEY, select, smt_states, unix_now_s};
 use crate::args::{RunArgs, SuiteArg};
 use crate::env::capture;
 use crate::render;
+use crate::settings::{SMT_KEY, select, smt_states, split_placements, unix_now_s};
 
 /// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
 /// report Ctrl-C).
@@ -95,12 +95,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     }
     let setup = meta.config.counters.then(CountingSetup::probe);
     if let Some(s) = &setup {
-        for line in super::counting::notes(s) {
+        for line in s.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));
         }
     }
     // How the cells are measured; a resumed run goes on as it was started.
-    let (interleave, repeat) = measuring_of(&meta.command_line);
+    let (interleave, repeat) = measuring_of(&meta);
 
     // The one stop flag: Ctrl-C, kill, a closed terminal and Ctrl-\ all set it and end
     // the run the same way (marked interrupted, every finished cell kept, resumable);
@@ -136,7 +136,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     // on drop (the stop flag ends the session, so its own signal handling stays off).
     let wants_smt = pending.iter().any(|k| k.params.contains_key(SMT_KEY));
     let sysfs = smtlab_control::Sysfs::system();
-    let mut switch = match wants_smt.then(|| super::utilisation::switch_refusal(&sysfs)) {
+    let mut switch = match wants_smt.then(|| crate::settings::switch_refusal(&sysfs)) {
         Some(None) => Some(smtlab_control::SmtSwitch::with_protection(
             sysfs,
             smtlab_control::guard::Protection {
@@ -201,7 +201,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             repeat,
             interleave,
             stop: &stop,
-            cell_state: Some(&super::smt::cell_state),
+            cell_state: Some(&crate::settings::cell_state),
         }
         .run(groups, saver)
     };
@@ -315,7 +315,7 @@ fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
 
 /// The runner's estimate of `cells` of the run `meta` on this machine.
 fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Estimate {
-    let (interleave, repeat) = measuring_of(&meta.command_line);
+    let (interleave, repeat) = measuring_of(meta);
     let catalog = smtlab_runner::catalog::all();
     let measuring = Measuring {
         interleave,
@@ -325,9 +325,18 @@ fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArg
     estimate(cells, &catalog, topo, &meta.config, measuring)
 }
 
-/// Whether a run interleaves and how many rounds it measures, from its command line
-/// (`--no-interleave`, `--repeat N`), so `--resume` measures the rest the same way.
-fn measuring_of(command_line: &[String]) -> (bool, usize) {
+/// Whether a run interleaves and how many rounds it measures, as its stored settings
+/// say, so `--resume` measures the rest the same way. Runs stored before these settings
+/// were kept have them only in their command line (`--no-interleave`, `--repeat N`).
+fn measuring_of(meta: &RunMeta) -> (bool, usize) {
+    let (line_interleave, line_repeat) = measuring_of_command_line(&meta.command_line);
+    let interleave = meta.config.interleave.unwrap_or(line_interleave);
+    let repeat = meta.config.repeat.unwrap_or(line_repeat).max(1);
+    (interleave, repeat)
+}
+
+/// The measuring settings of a run stored before its config kept them.
+fn measuring_of_command_line(command_line: &[String]) -> (bool, usize) {
     let interleave = !command_line.iter().any(|a| a == "--no-interleave");
     let mut repeat = 1;
     for (i, a) in command_line.iter().enumerate() {
@@ -496,6 +505,8 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     config.known_overheads = Some(measure_overheads(&Monotonic));
     config.counters = args.counters;
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
+    config.interleave = Some(!args.no_interleave);
+    config.repeat = Some(args.repeat as usize);
     let mut cells = plan(suite, &benches, &placements, topo);
     let mut states = smt_states(&args.smt)?;
     // Placements none of which this machine can satisfy (and no --smt to change it)
@@ -525,7 +536,7 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
         }) {
             bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
         }
-        if let Some(why) = super::utilisation::switch_refusal(&smtlab_control::Sysfs::system()) {
+        if let Some(why) = crate::settings::switch_refusal(&smtlab_control::Sysfs::system()) {
             notes.push(format!(
                 "--smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
                 args.smt.join(","),
@@ -592,6 +603,18 @@ fn resume(
     if meta.status == RunStatus::Finished {
         bail!("run {id} is already finished");
     }
+    // The co-run and utilisation experiments plan cells `run` cannot measure.
+    if let Some(suite @ ("corun" | "penalty" | "utilisation")) = meta.suite.as_deref() {
+        bail!(
+            "run {id} is an interrupted `{}` run, which `run --resume` cannot finish; measure it again with smtlab {}",
+            suite,
+            if suite == "utilisation" {
+                "util"
+            } else {
+                suite
+            }
+        );
+    }
     // Cells of one run must come from one machine, or its ratios mean nothing.
     if meta.topology.cpus != topo.cpus || meta.environment.hostname != capture(topo).hostname {
         bail!(
@@ -612,31 +635,6 @@ fn resume(
     let pending = store.pending_cells(id)?;
     store.reopen_run(id)?;
     Ok((id, meta, pending, lease))
-}
-
-/// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of
-/// digits and dashes continue the CPU list instead of starting a placement.
-pub(crate) fn split_placements(args: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for arg in args {
-        let mut in_cpus = false;
-        for part in arg.split(',') {
-            let is_cpu_item =
-                !part.is_empty() && part.chars().all(|c| c.is_ascii_digit() || c == '-');
-            let continues = in_cpus && is_cpu_item;
-            match out.last_mut() {
-                Some(last) if continues => {
-                    last.push(',');
-                    last.push_str(part);
-                }
-                _ => {
-                    in_cpus = part.starts_with("cpus=");
-                    out.push(part.to_string());
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -670,8 +668,29 @@ mod tests {
     }
 
     #[test]
-    fn placement_lists_keep_cpu_lists_whole() {
-        let v = super::split_placements(&["1c1t,cpus=0,4-5,2c1t".into(), "all".into()]);
-        assert_eq!(v, ["1c1t", "cpus=0,4-5", "2c1t", "all"]);
+    fn resume_measures_as_the_stored_settings_say_and_old_runs_as_their_command_line() {
+        let mut meta = crate::cmd::finished_run(
+            None,
+            0,
+            smtlab_model::Environment::default(),
+            smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
+            RunConfig::default(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        )
+        .run;
+        meta.command_line = ["smtlab", "run", "--no-interleave", "--repeat", "3"]
+            .map(String::from)
+            .to_vec();
+        // Stored before the settings were kept: the command line says them.
+        assert_eq!(measuring_of(&meta), (false, 3));
+        // Kept in the config: the config wins over whatever the command line says.
+        meta.config.interleave = Some(true);
+        meta.config.repeat = Some(2);
+        assert_eq!(measuring_of(&meta), (true, 2));
+        meta.command_line = vec!["smtlab".into(), "run".into()];
+        meta.config.interleave = Some(false);
+        assert_eq!(measuring_of(&meta), (false, 2));
     }
 }

@@ -1,12 +1,13 @@
-//! `smtlab smt`: the SMT and CPU hotplug state, and switching SMT off and on; also the
-//! uniprocessor (1T-UP) state that `bench` enters around a cell.
+//! `smtlab smt`: the SMT and CPU hotplug state, and switching SMT off and on (the
+//! uniprocessor state the measuring commands enter around a `1c1t-up` cell is in
+//! [`crate::settings`]).
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use smtlab_control::{SmtControl, SmtState, SmtSwitch, Sysfs};
-use smtlab_model::{CpuSet, ResolvedPlacement};
+use smtlab_model::CpuSet;
 
 use super::{emit, json_text};
 use crate::args::{SmtArgs, SmtWord};
@@ -135,46 +136,4 @@ fn describe(state: &SmtState) -> String {
         list(&state.hotpluggable),
         cores_line(state),
     )
-}
-
-/// For a uniprocessor placement (`1c1t-up`), takes every CPU but the placement's one
-/// offline until the returned guard drops; `None` for every other placement.
-pub fn enter_uniprocessor(
-    placement: &ResolvedPlacement,
-    client_side: bool,
-) -> Result<Option<SmtSwitch>> {
-    if !placement.is_uniprocessor() {
-        return Ok(None);
-    }
-    if client_side {
-        bail!(
-            "{} leaves no CPU online for the client side of this benchmark",
-            placement.name
-        );
-    }
-    let cpu = placement.cpus[0];
-    let up = smtlab_control::uniprocessor(Sysfs::system(), cpu)
-        .with_context(|| format!("{}: cannot leave only CPU {cpu} online", placement.name))?;
-    Ok(Some(up))
-}
-
-/// Refuses a `bench` with `1c1t-up` placements before anything is measured when the
-/// other CPUs could not be taken offline (not root, a CPU without hotplug).
-pub fn check_uniprocessor(placements: &[ResolvedPlacement]) -> Result<()> {
-    for p in placements.iter().filter(|p| p.is_uniprocessor()) {
-        smtlab_control::uniprocessor_plan(&Sysfs::system(), p.cpus[0])
-            .with_context(|| format!("{}: cannot leave only CPU {} online", p.name, p.cpus[0]))?;
-    }
-    Ok(())
-}
-
-/// [`smtlab_runner::session::Session::cell_state`] for the commands that measure: enters
-/// the uniprocessor state for a `1c1t-up` cell and restores it when the cell ends.
-pub fn cell_state(
-    placement: &ResolvedPlacement,
-    client_side: bool,
-) -> std::result::Result<Option<Box<dyn std::any::Any>>, String> {
-    enter_uniprocessor(placement, client_side)
-        .map(|g| g.map(|g| Box::new(g) as Box<dyn std::any::Any>))
-        .map_err(|e| format!("{e:#}"))
 }

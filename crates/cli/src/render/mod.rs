@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod compare;
+pub mod corun;
 pub mod placements;
 pub mod plan;
 pub mod report;

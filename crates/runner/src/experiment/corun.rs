@@ -1,0 +1,533 @@
+//! Co-run experiments: `smtlab corun` (the symbiosis matrix: each workload next to each
+//! other one, on the SMT sibling and on another core) and `smtlab penalty` (a fixed
+//! piece of work alone and next to each hog: the single-thread penalty).
+//!
+//! Every group is measured interleaved: A alone, A next to B on the sibling, A next to B
+//! on another core, one sample of each in turn, so the host's speed spells fall on all of
+//! them alike. Each cell is a [`CoRun`] (the partner runs only during A's samples) keyed
+//! by A's name and parameters plus the form ([`FORM_PARAM`]) and partner
+//! ([`PARTNER_PARAM`]); its placement is named `corun-<form>`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use smtlab_bench::{BenchContext, Benchmark, Params};
+use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
+use smtlab_model::{CellKey, ResolvedPlacement, Topology};
+
+use super::{Engine, ExperimentError};
+use crate::corun::command::ShellCommand;
+use crate::corun::{CoRun, CpuPair, PartnerSpec, calibrate, placement_of};
+use crate::session::{CellPlan, Ended, Group, SessionObserver, param_map};
+
+/// The default workloads of the matrix: integer, floating point, memory bandwidth,
+/// memory latency and a system call loop, one thread each.
+pub const DEFAULT_WORKLOADS: [&str; 5] = [
+    "int-ops",
+    "fp-ops",
+    "mem-read",
+    "mem-latency",
+    "null-syscall",
+];
+/// The default hogs of `penalty`.
+pub const DEFAULT_HOGS: [&str; 4] = ["int-ops", "fp-ops", "mem-read", "null-syscall"];
+/// The partner of an `alone` cell of `penalty` (the matrix names the partner of the
+/// cells it was interleaved with).
+pub const NO_PARTNER: &str = "-";
+
+/// A workload of a co-run: a catalog benchmark with its parameters, or a command.
+pub struct Workload {
+    pub bench: Arc<dyn Benchmark>,
+    pub params: Params,
+}
+
+impl Workload {
+    pub fn name(&self) -> String {
+        self.bench.info().name
+    }
+
+    /// Catalog benchmark `name` with the `defaults` it declares, then the `given`
+    /// parameters it declares (others are for other workloads).
+    pub fn catalog(
+        name: &str,
+        given: &[String],
+        defaults: &[(&str, &str)],
+    ) -> Result<Workload, ExperimentError> {
+        let Some(bench) = crate::catalog::find(name) else {
+            return Err(ExperimentError::input(format!(
+                "unknown benchmark {name:?}; available: {}",
+                crate::catalog::names().join(", ")
+            )));
+        };
+        let info = bench.info();
+        if bench.client_side() {
+            return Err(ExperimentError::input(format!(
+                "{name} is a server workload with a client side; co-runs take single-CPU workloads"
+            )));
+        }
+        let declared = |k: &str| info.params.iter().any(|p| p.name == k);
+        let mut list: Vec<String> = defaults
+            .iter()
+            .filter(|(k, _)| declared(k))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        list.extend(
+            given
+                .iter()
+                .filter(|p| declared(p.split_once('=').map_or(p.as_str(), |(k, _)| k.trim())))
+                .cloned(),
+        );
+        let params = Params::resolve(&info, &list, false)
+            .map_err(|e| ExperimentError::input(e.to_string()))?;
+        Ok(Workload {
+            bench: Arc::from(bench),
+            params,
+        })
+    }
+
+    /// A shell command `NAME=COMMAND` as a workload (one run is one sample's work).
+    pub fn command(text: &str) -> Result<Workload, ExperimentError> {
+        let c = ShellCommand::parse(text).map_err(ExperimentError::Input)?;
+        Ok(Workload {
+            bench: Arc::new(c),
+            params: Params::default(),
+        })
+    }
+}
+
+/// A parameter no selected workload declares is a typo.
+pub fn check_params(workloads: &[&Workload], given: &[String]) -> Result<(), ExperimentError> {
+    for p in given {
+        let key = p.split_once('=').map_or(p.as_str(), |(k, _)| k).trim();
+        if !workloads
+            .iter()
+            .any(|w| w.bench.info().params.iter().any(|i| i.name == key))
+        {
+            return Err(ExperimentError::input(format!(
+                "--param {p:?} is accepted by none of the selected workloads"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Workload names must be unique: they name the matrix's rows and columns.
+pub fn check_unique(workloads: &[Workload]) -> Result<(), ExperimentError> {
+    let mut seen: Vec<String> = Vec::new();
+    for w in workloads {
+        let n = w.name();
+        if seen.contains(&n) {
+            return Err(ExperimentError::input(format!(
+                "workload {n:?} given twice; names must be unique"
+            )));
+        }
+        seen.push(n);
+    }
+    Ok(())
+}
+
+/// The workloads of the matrix: the catalog benchmarks `names` (the default set when
+/// neither names nor commands are given), one thread each, then the commands `cmds`;
+/// names unique, every `params` entry declared by one of them.
+pub fn matrix_workloads(
+    names: &[String],
+    cmds: &[String],
+    params: &[String],
+) -> Result<Vec<Workload>, ExperimentError> {
+    let defaults: Vec<String> = DEFAULT_WORKLOADS.iter().map(|s| s.to_string()).collect();
+    let names = if names.is_empty() && cmds.is_empty() {
+        &defaults
+    } else {
+        names
+    };
+    let mut workloads = names
+        .iter()
+        .map(|n| Workload::catalog(n, params, &[("threads", "1")]))
+        .collect::<Result<Vec<_>, _>>()?;
+    for c in cmds {
+        workloads.push(Workload::command(c)?);
+    }
+    check_unique(&workloads)?;
+    check_params(&workloads.iter().collect::<Vec<_>>(), params)?;
+    Ok(workloads)
+}
+
+/// The task and hogs of the penalty: the command `cmd`, else catalog benchmark `task`
+/// (default `mem-latency` with `size=4MiB`), one thread; the hogs (default
+/// [`DEFAULT_HOGS`]) one thread each; every `params` entry declared by one of them.
+pub fn penalty_workloads(
+    task: Option<&str>,
+    cmd: Option<&str>,
+    hogs: &[String],
+    params: &[String],
+) -> Result<(Workload, Vec<Workload>), ExperimentError> {
+    let one = [("threads", "1")];
+    let task = match (cmd, task) {
+        (Some(c), _) => Workload::command(c)?,
+        (None, Some(name)) => Workload::catalog(name, params, &one)?,
+        (None, None) => Workload::catalog("mem-latency", params, &[one[0], ("size", "4MiB")])?,
+    };
+    let defaults: Vec<String> = DEFAULT_HOGS.iter().map(|s| s.to_string()).collect();
+    let hogs = if hogs.is_empty() { &defaults } else { hogs };
+    let hogs = hogs
+        .iter()
+        .map(|h| Workload::catalog(h.trim(), params, &one))
+        .collect::<Result<Vec<_>, _>>()?;
+    let all: Vec<&Workload> = std::iter::once(&task).chain(&hogs).collect();
+    check_params(&all, params)?;
+    Ok((task, hogs))
+}
+
+/// The forms to measure with their partner CPU, and one-line notes on those left out.
+pub type Forms = (Vec<(Form, u32)>, Vec<String>);
+
+/// The forms asked for (`sibling`, `cores`; both when none) and the ones this machine can
+/// run, with the one-line reason for any left out.
+pub fn forms(asked: &[String], pair: &CpuPair) -> Result<Forms, ExperimentError> {
+    let wanted: Vec<Form> = if asked.is_empty() {
+        vec![Form::Sibling, Form::Cores]
+    } else {
+        asked
+            .iter()
+            .map(|f| match Form::parse(f.trim()) {
+                Some(Form::Alone) | None => Err(ExperimentError::input(format!(
+                    "--forms {f:?}: expected sibling or cores (alone is always measured)"
+                ))),
+                Some(form) => Ok(form),
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    for form in wanted {
+        let cpu = match form {
+            Form::Sibling => &pair.sibling,
+            _ => &pair.other_core,
+        };
+        match cpu {
+            Ok(c) => out.push((form, *c)),
+            Err(why) => notes.push(format!("{} form not measured: {why}", form.name())),
+        }
+    }
+    if out.is_empty() {
+        return Err(ExperimentError::input(format!(
+            "nothing to measure: {}",
+            notes.join("; ")
+        )));
+    }
+    Ok((out, notes))
+}
+
+/// One planned co-run cell: the benchmark that measures it and its key and placement.
+pub struct CorunCell {
+    pub corun: CoRun,
+    /// A's parameters, which the cell's context passes to A.
+    pub params: Params,
+    pub key: CellKey,
+    pub placement: ResolvedPlacement,
+}
+
+/// The cells of a plan, in groups measured interleaved.
+pub type CorunPlan = Vec<Vec<CorunCell>>;
+
+fn cell(
+    a: &Workload,
+    partner: Option<&Workload>,
+    partner_name: &str,
+    form: Form,
+    cpus: Vec<u32>,
+    fixed: Option<u64>,
+    topo: &Topology,
+) -> CorunCell {
+    let mut params: BTreeMap<String, String> = param_map(&a.params);
+    params.insert(FORM_PARAM.into(), form.name().into());
+    params.insert(PARTNER_PARAM.into(), partner_name.into());
+    let name = format!("corun-{}", form.name());
+    CorunCell {
+        corun: CoRun {
+            a: Arc::clone(&a.bench),
+            partner: partner.map(|p| PartnerSpec {
+                bench: Arc::clone(&p.bench),
+                params: p.params.clone(),
+            }),
+            fixed_iterations: fixed,
+            // The matrix needs each partner's own reference; the penalty does not.
+            partner_reference: fixed.is_none(),
+        },
+        params: a.params.clone(),
+        key: CellKey {
+            benchmark: a.name(),
+            params,
+            placement: name.clone(),
+        },
+        placement: placement_of(&name, &cpus, topo),
+    }
+}
+
+/// The matrix: for each workload A and each partner B one group, A alone (its partner
+/// named B, so each co-run cell has the reference measured beside it) and A next to B
+/// in each form.
+pub fn matrix_plan(
+    workloads: &[Workload],
+    forms: &[(Form, u32)],
+    pair: &CpuPair,
+    topo: &Topology,
+) -> CorunPlan {
+    let mut groups = Vec::new();
+    for a in workloads {
+        for b in workloads {
+            let bname = b.name();
+            let mut group = vec![cell(
+                a,
+                None,
+                &bname,
+                Form::Alone,
+                vec![pair.cpu],
+                None,
+                topo,
+            )];
+            group.extend(forms.iter().map(|&(form, cpu)| {
+                cell(a, Some(b), &bname, form, vec![pair.cpu, cpu], None, topo)
+            }));
+            groups.push(group);
+        }
+    }
+    groups
+}
+
+/// The penalty: one group holding the task alone and next to every hog in each form,
+/// so each penalty is against a reference measured in the same stretch of time. Every
+/// sample is the same `fixed` piece of work.
+pub fn penalty_plan(
+    task: &Workload,
+    fixed: u64,
+    hogs: &[Workload],
+    forms: &[(Form, u32)],
+    pair: &CpuPair,
+    topo: &Topology,
+) -> CorunPlan {
+    let mut group = vec![cell(
+        task,
+        None,
+        NO_PARTNER,
+        Form::Alone,
+        vec![pair.cpu],
+        Some(fixed),
+        topo,
+    )];
+    for hog in hogs {
+        for &(form, cpu) in forms {
+            group.push(cell(
+                task,
+                Some(hog),
+                &hog.name(),
+                form,
+                vec![pair.cpu, cpu],
+                Some(fixed),
+                topo,
+            ));
+        }
+    }
+    vec![group]
+}
+
+/// Iterations of the penalty task's fixed piece of work: `run_ns` long, calibrated once,
+/// alone, on the task's CPU; a command's piece of work is one run.
+pub fn calibrate_task(
+    task: &Workload,
+    run_ns: u64,
+    pair: &CpuPair,
+    topo: &Topology,
+) -> Result<u64, ExperimentError> {
+    let placement = placement_of("corun-alone", &[pair.cpu], topo);
+    let mut inst = task.bench.prepare(&BenchContext {
+        params: &task.params,
+        placement: &placement,
+        topology: topo,
+        client: None,
+    })?;
+    Ok(calibrate(inst.as_mut(), run_ns)?)
+}
+
+/// Measures a plan: every group interleaved, each cell pushed to `sink` when done.
+pub fn measure(
+    engine: &Engine<'_>,
+    topo: &Topology,
+    plan: &CorunPlan,
+    sink: &mut dyn SessionObserver,
+) -> Ended {
+    let groups: Vec<Group<'_>> = plan
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|c| CellPlan {
+                    bench: &c.corun,
+                    info: c.corun.info(),
+                    params: c.params.clone(),
+                    key: c.key.clone(),
+                    placement: Ok(c.placement.clone()),
+                    work_unit: None,
+                    warmup_samples: None,
+                })
+                .collect()
+        })
+        .collect();
+    // The session measures a group at a time and drops its instances (and so stops
+    // every partner) before the next group starts.
+    engine.run(topo, groups, sink)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::ControlFlow;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use smtlab_bench::{BenchError, Instance, RawSample};
+    use smtlab_model::{BenchInfo, Direction, SkippedCell, ValueKind};
+
+    use super::*;
+    use crate::clock::Monotonic;
+    use crate::config::RunConfig;
+    use crate::session::Measured;
+
+    /// A workload whose samples last a fixed time per iteration, without running.
+    struct Fake(&'static str);
+    struct Constant;
+    impl Instance for Constant {
+        fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+            Ok(RawSample {
+                elapsed_ns: 1_000 * iterations,
+                work: iterations as f64,
+                ..RawSample::default()
+            })
+        }
+    }
+    impl Benchmark for Fake {
+        fn info(&self) -> BenchInfo {
+            BenchInfo {
+                name: self.0.into(),
+                group: "test".into(),
+                unit: "ns".into(),
+                direction: Direction::Lower,
+                value_kind: ValueKind::TimePerOp,
+                description: "a fake".into(),
+                origin: "tests".into(),
+                params: Vec::new(),
+            }
+        }
+        fn prepare(&self, _: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+            Ok(Box::new(Constant))
+        }
+    }
+
+    fn fake(name: &'static str) -> Workload {
+        Workload {
+            bench: Arc::new(Fake(name)),
+            params: Params::default(),
+        }
+    }
+
+    fn two_cores() -> (Topology, CpuPair) {
+        let topo = smtlab_fixtures::build::intel(1, 2, 2);
+        let pair = crate::corun::cpu_pair(&topo).unwrap();
+        (topo, pair)
+    }
+
+    #[derive(Default)]
+    struct Kept {
+        cells: Vec<smtlab_model::CellRecord>,
+        skipped: Vec<SkippedCell>,
+    }
+    impl SessionObserver for Kept {
+        fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+            self.cells.push(m.record.clone());
+            ControlFlow::Continue(())
+        }
+        fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
+            self.skipped.push(s.clone());
+            ControlFlow::Continue(())
+        }
+    }
+
+    #[test]
+    fn the_matrix_plans_one_group_per_pair_with_the_reference_first() {
+        let (topo, pair) = two_cores();
+        let (forms, notes) = forms(&[], &pair).unwrap();
+        assert!(notes.is_empty());
+        let plan = matrix_plan(&[fake("a"), fake("b")], &forms, &pair, &topo);
+        assert_eq!(plan.len(), 4);
+        let g = &plan[1];
+        let keys: Vec<(&str, &str, &str)> = g
+            .iter()
+            .map(|c| {
+                (
+                    c.key.benchmark.as_str(),
+                    c.key.params[FORM_PARAM].as_str(),
+                    c.key.params[PARTNER_PARAM].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("a", "alone", "b"),
+                ("a", "sibling", "b"),
+                ("a", "cores", "b")
+            ]
+        );
+        assert_eq!(
+            g[1].placement.cpus,
+            [pair.cpu, *pair.sibling.as_ref().unwrap()]
+        );
+        assert_eq!(g[2].key.placement, "corun-cores");
+        assert!(g[0].corun.partner.is_none() && g[0].corun.partner_reference);
+    }
+
+    #[test]
+    fn a_penalty_cell_is_measured_through_the_session_with_its_conditions() {
+        let (topo, pair) = two_cores();
+        let plan = penalty_plan(&fake("task"), 3, &[], &[], &pair, &topo);
+        let cfg = RunConfig::quick();
+        let stop = AtomicBool::new(false);
+        let engine = Engine {
+            cfg: &cfg,
+            clock: &Monotonic,
+            counting: None,
+            stop: &stop,
+        };
+        let mut kept = Kept::default();
+        assert_eq!(measure(&engine, &topo, &plan, &mut kept), Ended::Complete);
+        assert!(kept.skipped.is_empty());
+        let [cell] = kept.cells.as_slice() else {
+            panic!("one cell, got {}", kept.cells.len())
+        };
+        assert_eq!(cell.params[FORM_PARAM], "alone");
+        assert_eq!(cell.params[PARTNER_PARAM], NO_PARTNER);
+        assert_eq!(cell.placement_spec, "corun-alone");
+        // The fixed piece of work: every sample ran exactly 3 iterations.
+        assert!(cell.result.samples.iter().all(|s| s.iterations == 3));
+        assert!(cell.result.series.contains_key(crate::corun::RUN_NS));
+
+        // The stop flag ends the experiment before any cell is recorded.
+        stop.store(true, Ordering::Relaxed);
+        let mut none = Kept::default();
+        assert_eq!(measure(&engine, &topo, &plan, &mut none), Ended::Stopped);
+        assert!(none.cells.is_empty() && none.skipped.is_empty());
+    }
+
+    #[test]
+    fn bad_forms_and_unknown_workloads_are_named() {
+        let (_, pair) = two_cores();
+        let e = forms(&["alone".into()], &pair).unwrap_err().to_string();
+        assert!(e.contains("--forms \"alone\""), "{e}");
+        let e = Workload::catalog("no-such", &[], &[])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unknown benchmark \"no-such\""), "{e}");
+        let e = check_unique(&[fake("x"), fake("x")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("given twice"), "{e}");
+    }
+}

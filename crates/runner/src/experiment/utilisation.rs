@@ -1,0 +1,389 @@
+//! The utilisation experiment (`smtlab util`): an open-loop load
+//! ([`crate::utilisation::OpenLoop`]) offered at fixed shares of its measured maximum on
+//! a placement, in each SMT state asked for.
+//!
+//! In each state the job is calibrated alone on the placement's first CPU, the maximum
+//! is measured once to set the rates, then the maximum and every rate are measured again
+//! as one interleaved group, so a slow spell of the host falls on all steps alike and
+//! the shares of the maximum stay honest. The cells are keyed by the offered rate
+//! ([`RATE_PARAM`]: `max` or a percentage), the SMT state ([`SMT_PARAM`]) and `job_us`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use smtlab_bench::{BenchContext, Benchmark, Params};
+use smtlab_model::keys::{RATE_PARAM, SMT_PARAM};
+use smtlab_model::{CellKey, ResolvedPlacement, Topology};
+
+use super::{Engine, ExperimentError};
+use crate::observer::NoopObserver;
+use crate::session::{CellPlan, Ended, SessionObserver};
+use crate::utilisation::{OpenLoop, ProcStat, TickSource, calibrate_job};
+
+/// The shape of a curve.
+#[derive(Debug, Clone, Copy)]
+pub struct Curve {
+    /// Steps from 1/N of the maximum to all of it.
+    pub steps: u32,
+    /// Length of one step (one sample).
+    pub step: Duration,
+    /// CPU time of one job.
+    pub job: Duration,
+}
+
+/// The placement of one SMT state: the one asked for, else 1c2t (1c1t with SMT off, the
+/// same core's first thread), else 2c1t on a machine without SMT. The load needs pinned
+/// CPUs.
+pub fn placement(
+    asked: Option<&str>,
+    topo: &Topology,
+) -> Result<(String, ResolvedPlacement), ExperimentError> {
+    let spec = match asked {
+        Some(s) => s.to_string(),
+        None if topo.smt_visible() => "1c2t".into(),
+        None if topo.smt.control.as_deref() == Some("off") => "1c1t".into(),
+        None => "2c1t".into(),
+    };
+    let bad = |e: String| ExperimentError::input(format!("--placement {spec}: {e}"));
+    let parsed = smtlab_placement::parse(&spec).map_err(|e| bad(e.to_string()))?;
+    let resolved = smtlab_placement::resolve(&parsed, topo).map_err(|e| bad(e.to_string()))?;
+    if !resolved.pinned() {
+        return Err(bad(
+            "the load needs pinned CPUs (their /proc/stat time is the point)".into(),
+        ));
+    }
+    Ok((spec, resolved))
+}
+
+/// Measures the curve in the current SMT state (`smt` names it in the keys) on
+/// `placement`, pushing the maximum and every rate to `sink` as they are done.
+pub fn measure_curve(
+    engine: &Engine<'_>,
+    curve: Curve,
+    smt: &str,
+    topo: &Topology,
+    (spec, placement): (&str, &ResolvedPlacement),
+    sink: &mut dyn SessionObserver,
+) -> Result<Ended, ExperimentError> {
+    if engine.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(Ended::Stopped);
+    }
+    let first = placement.cpus[0];
+    let job_iterations = std::thread::scope(|s| {
+        s.spawn(|| {
+            smtlab_placement::pin::pin_current_thread_to(first)
+                .map_err(|e| ExperimentError::input(format!("cannot pin to CPU {first}: {e}")))?;
+            Ok::<u64, ExperimentError>(calibrate_job(curve.job))
+        })
+        .join()
+        .map_err(|_| ExperimentError::input("job calibration panicked"))?
+    })?;
+    let ticks: Arc<Mutex<dyn TickSource>> = Arc::new(Mutex::new(ProcStat::default()));
+    let load = |rate: Option<f64>| OpenLoop {
+        job_iterations,
+        rate_per_s: rate,
+        step: curve.step,
+        ticks: Arc::clone(&ticks),
+    };
+    let info = OpenLoop::info();
+    // The maximum, to set the rates.
+    let params = Params::default();
+    let mut probe = load(None).prepare(&BenchContext {
+        params: &params,
+        placement,
+        topology: topo,
+        client: None,
+    })?;
+    let first_max = crate::measure(
+        probe.as_mut(),
+        &info,
+        engine.cfg,
+        engine.clock,
+        &mut NoopObserver,
+    )
+    .map_err(|e| ExperimentError::input(format!("measuring the maximum: {e}")))?
+    .summary
+    .max; // the fastest step: a slow spell of the host should not lower every rate
+    drop(probe);
+    if first_max.is_nan() || first_max <= 0.0 {
+        return Err(ExperimentError::input(format!(
+            "no job finished in a {} ms step at full speed; try a larger --step-ms",
+            curve.step.as_millis()
+        )));
+    }
+    let steps: Vec<(String, OpenLoop)> = step_labels(curve.steps)
+        .into_iter()
+        .map(|(label, share)| {
+            let rate = share.map(|pct| first_max * pct / 100.0);
+            (label, load(rate))
+        })
+        .collect();
+    let group = steps
+        .iter()
+        .map(|(label, bench)| CellPlan {
+            bench,
+            info: info.clone(),
+            params: Params::default(),
+            key: step_key(label, smt, curve, spec),
+            placement: Ok(placement.clone()),
+            work_unit: None,
+            warmup_samples: None,
+        })
+        .collect();
+    Ok(engine.run(topo, vec![group], sink))
+}
+
+/// The steps of a curve: `max`, then each share of it in percent (label, share).
+fn step_labels(steps: u32) -> Vec<(String, Option<f64>)> {
+    let mut out = vec![("max".to_string(), None)];
+    for i in 1..=steps {
+        let pct = 100.0 * f64::from(i) / f64::from(steps);
+        out.push((format!("{pct:.0}"), Some(pct)));
+    }
+    out
+}
+
+/// The key of one step: the rate, the SMT state and the job length are its conditions.
+fn step_key(label: &str, smt: &str, curve: Curve, spec: &str) -> CellKey {
+    CellKey {
+        benchmark: crate::utilisation::NAME.to_string(),
+        params: [
+            (RATE_PARAM.to_string(), label.to_string()),
+            (SMT_PARAM.to_string(), smt.to_string()),
+            ("job_us".to_string(), curve.job.as_micros().to_string()),
+        ]
+        .into_iter()
+        .collect(),
+        placement: spec.to_string(),
+    }
+}
+
+/// The cells a curve plans in each state, as they will be keyed: the placement asked
+/// for, else the default of the state (that of `found` for the state found, 1c2t with
+/// SMT on, 1c1t with it off).
+pub fn plan(
+    curve: Curve,
+    states: &[SmtState],
+    asked: Option<&str>,
+    found: &Topology,
+) -> Vec<CellKey> {
+    let mut keys = Vec::new();
+    for &state in states {
+        let spec = match (asked, state) {
+            (Some(s), _) => s.to_string(),
+            (None, Some(true)) => "1c2t".into(),
+            (None, Some(false)) => "1c1t".into(),
+            (None, None) => placement(None, found).map(|(s, _)| s).unwrap_or_default(),
+        };
+        for (label, _) in step_labels(curve.steps) {
+            keys.push(step_key(&label, state_label(state), curve, &spec));
+        }
+    }
+    keys
+}
+
+/// The SMT states of a curve: `None` for the state found.
+pub type SmtState = Option<bool>;
+
+/// What a state is called in the keys and on screen.
+pub fn state_label(state: SmtState) -> &'static str {
+    match state {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "as found",
+    }
+}
+
+/// Parses `--smt off,on` into the states to measure, in order.
+pub fn parse_states(asked: &[String]) -> Result<Vec<SmtState>, ExperimentError> {
+    let mut states = Vec::new();
+    for s in asked {
+        let on = match s.trim() {
+            "on" => true,
+            "off" => false,
+            other => {
+                return Err(ExperimentError::input(format!(
+                    "--smt {other:?}: expected off, on or off,on"
+                )));
+            }
+        };
+        if states.contains(&Some(on)) {
+            return Err(ExperimentError::input(format!("--smt {s:?} given twice")));
+        }
+        states.push(Some(on));
+    }
+    Ok(states)
+}
+
+/// Measures the curve in each state: `enter` puts the machine into a state and returns
+/// its topology then (the caller's SMT switch; a fake in tests), `started` hears of each
+/// state before it is measured with its placement. Stops at the first state that ends
+/// early.
+pub fn measure_states(
+    engine: &Engine<'_>,
+    curve: Curve,
+    asked_placement: Option<&str>,
+    states: &[SmtState],
+    enter: &mut dyn FnMut(SmtState) -> Result<Topology, ExperimentError>,
+    started: &mut dyn FnMut(SmtState, &ResolvedPlacement) -> Result<(), ExperimentError>,
+    sink: &mut dyn SessionObserver,
+) -> Result<(Ended, Option<Topology>), ExperimentError> {
+    let mut last = None;
+    for &state in states {
+        let topo = enter(state)?;
+        let label = state_label(state);
+        let (spec, placed) = placement(asked_placement, &topo)
+            .map_err(|e| ExperimentError::input(format!("with SMT {label}: {e}")))?;
+        started(state, &placed)?;
+        let ended = measure_curve(engine, curve, label, &topo, (&spec, &placed), sink)?;
+        last = Some(topo);
+        if ended == Ended::Stopped {
+            return Ok((Ended::Stopped, last));
+        }
+    }
+    Ok((Ended::Complete, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RunConfig;
+
+    #[test]
+    fn states_parse_in_order_and_refuse_repeats_and_typos() {
+        let s = |v: &[&str]| parse_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(s(&["off", " on"]).unwrap(), vec![Some(false), Some(true)]);
+        assert!(s(&["on", "on"]).unwrap_err().to_string().contains("twice"));
+        assert!(
+            s(&["maybe"])
+                .unwrap_err()
+                .to_string()
+                .contains("expected off")
+        );
+        assert_eq!(state_label(None), "as found");
+    }
+
+    #[test]
+    fn the_plan_keys_every_step_of_every_state_as_measured() {
+        let topo = smtlab_fixtures::build::intel(1, 2, 2);
+        let curve = Curve {
+            steps: 4,
+            step: Duration::from_millis(50),
+            job: Duration::from_micros(200),
+        };
+        let keys = plan(curve, &[Some(false), Some(true)], None, &topo);
+        assert_eq!(keys.len(), 10);
+        let rates: Vec<&str> = keys[..5]
+            .iter()
+            .map(|k| k.params[RATE_PARAM].as_str())
+            .collect();
+        assert_eq!(rates, ["max", "25", "50", "75", "100"]);
+        assert_eq!(
+            (keys[0].placement.as_str(), keys[5].placement.as_str()),
+            ("1c1t", "1c2t")
+        );
+        assert_eq!(keys[7].params[SMT_PARAM], "on");
+        assert_eq!(keys[7].params["job_us"], "200");
+        assert_eq!(keys[0], step_key("max", "off", curve, "1c1t"));
+        let found = plan(curve, &[None], None, &topo);
+        assert_eq!(found[0].placement, "1c2t");
+        assert_eq!(found[0].params[SMT_PARAM], "as found");
+    }
+
+    #[test]
+    fn placements_default_by_smt_and_must_be_pinned() {
+        let topo = smtlab_fixtures::build::intel(1, 2, 2);
+        let (spec, p) = placement(None, &topo).unwrap();
+        assert_eq!((spec.as_str(), p.cpus.len()), ("1c2t", 2));
+        assert!(
+            placement(Some("9c9t"), &topo)
+                .unwrap_err()
+                .to_string()
+                .contains("--placement 9c9t")
+        );
+        assert!(placement(Some("os"), &topo).is_err());
+    }
+
+    /// Keeps what the session hands over.
+    #[derive(Default)]
+    struct Kept(Vec<CellKey>, Vec<String>);
+    impl SessionObserver for Kept {
+        fn measured(&mut self, m: crate::session::Measured<'_>) -> std::ops::ControlFlow<()> {
+            self.0.push(m.record.key());
+            std::ops::ControlFlow::Continue(())
+        }
+        fn skipped(&mut self, s: &smtlab_model::SkippedCell) -> std::ops::ControlFlow<()> {
+            self.1.push(s.reason.clone());
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+
+    #[test]
+    fn each_state_is_entered_then_measured_as_planned_and_the_stop_flag_ends_it() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // CPU 0 exists on every host: the load really runs there, briefly.
+        let topo = smtlab_fixtures::build::one_cpu_per_core(&[0]);
+        let cfg = RunConfig {
+            min_samples: 2,
+            max_samples: 2,
+            warmup_ns: 0,
+            ..RunConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let engine = Engine {
+            cfg: &cfg,
+            clock: &crate::clock::Monotonic,
+            counting: None,
+            stop: &stop,
+        };
+        let curve = Curve {
+            steps: 1,
+            step: Duration::from_millis(50),
+            job: Duration::from_micros(50),
+        };
+        let states = [Some(false), Some(true)];
+        let (mut entered, mut started) = (Vec::new(), Vec::new());
+        let mut kept = Kept::default();
+        let (ended, last) = measure_states(
+            &engine,
+            curve,
+            Some("1c1t"),
+            &states,
+            &mut |s| {
+                entered.push(s);
+                Ok(topo.clone())
+            },
+            &mut |s, p| {
+                started.push((s, p.cpus.clone()));
+                Ok(())
+            },
+            &mut kept,
+        )
+        .unwrap();
+        assert_eq!(ended, Ended::Complete);
+        assert!(last.is_some());
+        assert_eq!(entered, states);
+        assert_eq!(started, [(Some(false), vec![0]), (Some(true), vec![0])]);
+        assert!(kept.1.is_empty(), "{:?}", kept.1);
+        assert_eq!(kept.0, plan(curve, &states, Some("1c1t"), &topo));
+
+        // Stopped: the first state's curve is not recorded and the next is not entered.
+        stop.store(true, Ordering::Relaxed);
+        let (mut entered, mut kept) = (0, Kept::default());
+        let (ended, _) = measure_states(
+            &engine,
+            curve,
+            Some("1c1t"),
+            &states,
+            &mut |_| {
+                entered += 1;
+                Ok(topo.clone())
+            },
+            &mut |_, _| Ok(()),
+            &mut kept,
+        )
+        .unwrap();
+        assert_eq!((ended, entered), (Ended::Stopped, 1));
+        assert!(kept.0.is_empty() && kept.1.is_empty());
+    }
+}
