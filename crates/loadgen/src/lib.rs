@@ -246,7 +246,7 @@ impl ClientPool {
                 // The kernel may otherwise end this thread's timed waits up to 50 us
                 // late (timer slack), lateness an open loop would count as latency.
                 // SAFETY: prctl with integer arguments, for the calling thread only.
-                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, libc::c_ulong::from(1u8)) };
                 for job in rx {
                     job();
                 }

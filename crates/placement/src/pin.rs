@@ -583,6 +583,35 @@ mod tests {
     }
 
     #[test]
+    fn cpu_2000_is_encoded_as_the_kernel_reads_it() {
+        // The kernel's layout: CPU n is bit n % BITS of word n / BITS, the byte length
+        // passed with the words covering the highest CPU (no 1,024-bit cap).
+        let m = CpuMask::of_cpu(2000).unwrap();
+        assert_eq!(m.words.len(), 2000 / WORD_BITS + 1);
+        assert_eq!(
+            m.bytes(),
+            m.words.len() * std::mem::size_of::<libc::c_ulong>()
+        );
+        assert!(m.bytes() * 8 > 2000 && m.bytes() * 8 > 1024);
+        for (i, &w) in m.words.iter().enumerate() {
+            let want = if i == 2000 / WORD_BITS {
+                1 << (2000 % WORD_BITS)
+            } else {
+                0
+            };
+            assert_eq!(w, want, "word {i}");
+        }
+        // The same bits as bytes, as the kernel sees the buffer (little-endian words).
+        if cfg!(target_endian = "little") {
+            // SAFETY: `as_ptr` is valid for `bytes()` bytes while `m` lives.
+            let raw = unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<u8>(), m.bytes()) };
+            assert_eq!(raw[2000 / 8], 1 << (2000 % 8));
+            assert_eq!(raw.iter().filter(|&&b| b != 0).count(), 1);
+        }
+        assert_eq!(m.to_set(), set(&[2000]));
+    }
+
+    #[test]
     fn masks_round_trip_beyond_1024_cpus() {
         let s = set(&[0, 63, 64, 1023, 1024, 4000, MAX_CPU]);
         let m = CpuMask::from_set(&s).unwrap();

@@ -79,6 +79,7 @@ pub struct RealServer {
 }
 
 fn is_root() -> bool {
+    // SAFETY: geteuid() takes nothing and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
