@@ -28,8 +28,9 @@ impl fmt::Display for Phase {
 /// Errors of [`crate::measure`]. Each names the benchmark and the phase at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    // Not a `source`: the message says it already, so it is printed once.
     #[error("invalid run settings: {reason}")]
-    Config { reason: String },
+    Config { reason: smtlab_model::ConfigError },
     #[error("{source} (during {phase})")]
     Bench {
         phase: Phase,

@@ -377,7 +377,8 @@ pub fn estimate(
                 .map_err(|e| e.to_string())
                 .and_then(|placement| {
                     if bench.client_side() {
-                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)?;
+                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)
+                            .map_err(|e| e.to_string())?;
                     }
                     cell_cost(bench.as_ref(), &params_of(key), &placement, topo)
                 }),

@@ -604,7 +604,8 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
         },
     )
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(e.contains("{port}"), "{e}");
     let e = start_server_with(
         "cmd",
@@ -618,7 +619,8 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
         },
     )
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(e.contains("exited") && e.contains("broken"), "{e}");
     if let Some(kept) = e.rsplit("logs kept in ").next() {
         let kept = kept.split(" until ").next().unwrap_or(kept);
