@@ -33,14 +33,16 @@ use smtlab_model::cpuset::MAX_CPU;
 /// Why pinning failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
-    #[error("cannot pin {} to CPUs {cpus}: {source}{}", who(*tid), einval_hint(source))]
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("cannot pin {} to CPUs {cpus}: {error}{}", who(*tid), einval_hint(error))]
     Set {
         tid: libc::pid_t,
         cpus: String,
-        source: io::Error,
+        error: io::Error,
     },
-    #[error("cannot read the CPU affinity of {}: {source}", who(*tid))]
-    Get { tid: libc::pid_t, source: io::Error },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("cannot read the CPU affinity of {}: {error}", who(*tid))]
+    Get { tid: libc::pid_t, error: io::Error },
     #[error(
         "{} was pinned to CPUs {wanted} but the kernel reports {actual} \
          (CPUs offline, absent or outside this process's cpuset are dropped)",
@@ -139,17 +141,17 @@ impl Affinity for SystemAffinity {
     fn set(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
         CpuMask::from_set(cpus)?
             .apply(tid)
-            .map_err(|source| PinError::Set {
+            .map_err(|error| PinError::Set {
                 tid,
                 cpus: cpus.to_list_string(),
-                source,
+                error,
             })
     }
 
     fn get(&self, tid: libc::pid_t) -> Result<CpuSet, PinError> {
         let mut mask = CpuMask::zeroed(kernel_mask_words());
         mask.read(tid)
-            .map_err(|source| PinError::Get { tid, source })?;
+            .map_err(|error| PinError::Get { tid, error })?;
         Ok(mask.to_set())
     }
 
@@ -215,7 +217,7 @@ impl Affinity for FakeAffinity {
             return Err(PinError::Set {
                 tid,
                 cpus: cpus.to_list_string(),
-                source: io::Error::from_raw_os_error(libc::EINVAL),
+                error: io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
         state.masks.insert(key, effective);
@@ -276,7 +278,7 @@ pub fn current_cpu() -> Option<u32> {
 pub fn verify_process_affinity(pid: u32, cpus: &CpuSet) -> Result<(), PinError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| PinError::Get {
         tid: libc::pid_t::MAX,
-        source: io::Error::from_raw_os_error(libc::ESRCH),
+        error: io::Error::from_raw_os_error(libc::ESRCH),
     })?;
     SystemAffinity.verify(pid, cpus)
 }

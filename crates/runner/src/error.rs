@@ -31,12 +31,9 @@ pub enum RunError {
     // Not a `source`: the message says it already, so it is printed once.
     #[error("invalid run settings: {reason}")]
     Config { reason: smtlab_model::ConfigError },
-    #[error("{source} (during {phase})")]
-    Bench {
-        phase: Phase,
-        #[source]
-        source: BenchError,
-    },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{error} (during {phase})")]
+    Bench { phase: Phase, error: BenchError },
     #[error("{bench}: {phase}: unusable sample: {reason}")]
     BadSample {
         bench: String,

@@ -54,8 +54,9 @@ pub enum PgError {
         "running as root and neither the postgres nor the nobody user exists to run PostgreSQL"
     )]
     NoUser,
-    #[error("{what}: {source}")]
-    Io { what: String, source: io::Error },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{what}: {error}")]
+    Io { what: String, error: io::Error },
     #[error("initdb failed ({status}): {line}")]
     Initdb { status: String, line: String },
     #[error("postgres did not start on 127.0.0.1:{port}: {line}")]
@@ -72,7 +73,7 @@ pub enum PgError {
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> PgError {
     let what = what.into();
-    move |source| PgError::Io { what, source }
+    move |error| PgError::Io { what, error }
 }
 
 /// Where the PostgreSQL programs are.
@@ -372,7 +373,7 @@ impl PgServer {
         if let Some(c) = cpus {
             cmd.pin_to(c).map_err(|e| PgError::Io {
                 what: "pin postgres".into(),
-                source: io::Error::from(e),
+                error: io::Error::from(e),
             })?;
         }
         if let Some(u) = run_as {
