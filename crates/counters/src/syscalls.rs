@@ -88,7 +88,7 @@ struct Layout {
 
 impl Layout {
     fn read() -> Result<Layout, CounterError> {
-        let root = tracefs::find_tracefs().map_err(CounterError::Unavailable)?;
+        let root = tracefs::find_tracefs().map_err(|e| CounterError::Unavailable(e.to_string()))?;
         let tp = |name| {
             tracefs::tracepoint(&root, "raw_syscalls", name)
                 .map_err(|e| CounterError::Unavailable(format!("raw_syscalls:{name}: {e}")))

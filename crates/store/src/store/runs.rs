@@ -430,7 +430,7 @@ pub(crate) fn describe_ids(ids: &[i64]) -> String {
 }
 
 pub(crate) fn insert_run(tx: &Transaction<'_>, meta: &RunMeta) -> Step<i64> {
-    check_config_finite(&meta.config).map_err(Fail::Invalid)?;
+    check_config_finite(&meta.config).map_err(|e| Fail::Invalid(e.to_string()))?;
     let env = &meta.environment;
     tx.execute(
         "INSERT INTO runs (started_unix_s, finished_unix_s, status, suite, command_line,
