@@ -279,6 +279,8 @@ fn hook(cmd: &mut Command, procs: Option<libc::c_int>) {
         // The parent may have died between fork and prctl: then nobody would kill us.
         // SAFETY: getppid and _exit have no preconditions.
         if unsafe { libc::getppid() } != parent {
+            // SAFETY: _exit ends the forked child without running the parent's code; no
+            // preconditions.
             unsafe { libc::_exit(1) };
         }
         Ok(())

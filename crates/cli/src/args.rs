@@ -287,7 +287,9 @@ pub struct RunArgs {
 
 /// A run label, checked before anything is measured.
 fn parse_label(s: &str) -> Result<String, String> {
-    smtlab_store::check_label(s).map(|()| s.to_string())
+    smtlab_store::check_label(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// The suites of `smtlab run`.

@@ -1866,6 +1866,7 @@ mod failed_work {
     /// or `None` where it cannot make one.
     fn private_mounts() -> Option<std::process::Command> {
         let mut args = vec!["--mount", "--propagation", "private"];
+        // SAFETY: geteuid() takes nothing and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             args.insert(0, "--map-root-user");
         }

@@ -37,15 +37,17 @@ pub enum ControlError {
     Busy,
     #[error("cannot start the guardian process that restores the system if smtlab dies: {0}")]
     Guardian(io::Error),
-    #[error("{what}: writing {value:?} to {} failed: {source}", .path.display())]
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{what}: writing {value:?} to {} failed: {error}", .path.display())]
     Write {
         what: String,
         path: PathBuf,
         value: String,
-        source: io::Error,
+        error: io::Error,
     },
-    #[error("cannot read {}: {source}", .path.display())]
-    Read { path: PathBuf, source: io::Error },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("cannot read {}: {error}", .path.display())]
+    Read { path: PathBuf, error: io::Error },
     #[error("{}: {reason}", .path.display())]
     Parse { path: PathBuf, reason: String },
     #[error("could not restore {0}")]
@@ -69,7 +71,7 @@ pub(crate) fn write_error(
             what,
             path,
             value: value.to_string(),
-            source,
+            error: source,
         },
     }
 }

@@ -316,7 +316,12 @@ pub fn uniprocessor_plan(sysfs: &Sysfs, cpu: u32) -> Result<Vec<u32>, ControlErr
     if !now.online.contains(&cpu) {
         return Err(ControlError::CpuNotOnline {
             cpu,
-            online: smtlab_model::CpuSet::from_iter(now.online.iter().copied()).to_list_string(),
+            online: now
+                .online
+                .iter()
+                .copied()
+                .collect::<smtlab_model::CpuSet>()
+                .to_list_string(),
         });
     }
     let others: Vec<u32> = now.online.iter().copied().filter(|&c| c != cpu).collect();

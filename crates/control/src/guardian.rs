@@ -84,7 +84,7 @@ pub struct Guardian {
 impl Guardian {
     /// Forks the guardian for `plan`.
     pub fn spawn(plan: &Plan) -> io::Result<Guardian> {
-        let mut fds = [0 as libc::c_int; 2];
+        let mut fds: [libc::c_int; 2] = [0; 2];
         // SAFETY: fds is a valid two-element array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io::Error::last_os_error());
@@ -205,6 +205,9 @@ unsafe fn watch(
     parent: libc::pid_t,
     plan: &Plan,
 ) -> ! {
+    // SAFETY: the guardian is a single-threaded forked child: only raw system calls on
+    // its own descriptors, stack buffers of the sizes passed, and NUL-terminated paths
+    // prepared before the fork; no allocation, no locks.
     unsafe {
         libc::close(write_fd);
         libc::setsid();
@@ -245,7 +248,7 @@ unsafe fn watch(
         }
         close_all_but(fd, pidfd);
 
-        let mut groups = [0 as libc::pid_t; MAX_GROUPS];
+        let mut groups: [libc::pid_t; MAX_GROUPS] = [0; MAX_GROUPS];
         let mut count = 0usize;
         let mut buf = [0u8; 8];
         let mut have = 0usize;
@@ -368,6 +371,8 @@ unsafe fn above_stdio(fd: libc::c_int) -> libc::c_int {
 /// layout `smtlab_bench::process` makes), then removes them, waiting a few seconds for
 /// the kills to land. System calls only.
 unsafe fn kill_cgroup_tree(dir: *const libc::c_char) {
+    // SAFETY: `dir` is a NUL-terminated path (the caller's CString); every descriptor
+    // used is opened here and closed once; buffers are stack values of the sizes passed.
     unsafe {
         let root = libc::open(dir, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
         if root < 0 {
@@ -416,6 +421,8 @@ unsafe fn kill_cgroup_tree(dir: *const libc::c_char) {
 
 /// SIGKILL to every pid in `cgroup.procs` under the directory `dir`.
 unsafe fn kill_listed(dir: libc::c_int) {
+    // SAFETY: `dir` is an open directory descriptor; `buf` is a stack buffer whose length
+    // is passed to read, and `f` is closed once at the end.
     unsafe {
         let f = libc::openat(
             dir,
@@ -452,6 +459,8 @@ unsafe fn kill_listed(dir: libc::c_int) {
 
 /// Calls `f` with an open descriptor of each subdirectory of `dir`.
 unsafe fn for_each_child(dir: libc::c_int, mut f: impl FnMut(libc::c_int)) {
+    // SAFETY: `name` is a NUL-terminated entry name from `for_each_child_name`, valid
+    // during the call; `d` is checked before use and closed once.
     unsafe {
         for_each_child_name(dir, |name| {
             let d = libc::openat(
@@ -470,6 +479,8 @@ unsafe fn for_each_child(dir: libc::c_int, mut f: impl FnMut(libc::c_int)) {
 /// Calls `f` with the NUL-terminated name of each subdirectory of `dir` (getdents64 into
 /// a stack buffer: no allocation).
 unsafe fn for_each_child_name(dir: libc::c_int, mut f: impl FnMut(*const libc::c_char)) {
+    // SAFETY: getdents64 writes at most `buf.len()` bytes; every record read lies inside
+    // the `n` bytes it returned (off + 19 < n), and names are NUL-terminated by the kernel.
     unsafe {
         let d = libc::openat(
             dir,
@@ -506,6 +517,8 @@ unsafe fn for_each_child_name(dir: libc::c_int, mut f: impl FnMut(*const libc::c
 }
 
 unsafe fn close_all_but(a: libc::c_int, b: libc::c_int) {
+    // SAFETY: close_range and close take no pointers; only descriptors other than `a` and
+    // `b` are closed, in this single-threaded child.
     unsafe {
         let (lo, hi) = if b > a { (a, b) } else { (b.max(-1), a) };
         // Keep `lo` (when it is a descriptor) and `hi`; close 3.. around them.

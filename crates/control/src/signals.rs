@@ -102,7 +102,7 @@ fn install(s: &mut State) -> Result<(), ControlError> {
     if s.installed.is_some() {
         return Ok(());
     }
-    let mut fds = [0 as libc::c_int; 2];
+    let mut fds: [libc::c_int; 2] = [0; 2];
     // SAFETY: fds is a valid two-element array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
         return Err(ControlError::Guardian(std::io::Error::last_os_error()));

@@ -87,9 +87,9 @@ impl Sysfs {
     pub fn read(&self, path: &Path) -> Result<Option<String>, ControlError> {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
-        let read_err = |source| ControlError::Read {
+        let read_err = |error| ControlError::Read {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let file = match std::fs::OpenOptions::new()
             .read(true)
@@ -132,9 +132,9 @@ impl Sysfs {
     /// The CPU numbers of the `cpuN` directories, ascending.
     pub fn cpu_numbers(&self) -> Result<Vec<u32>, ControlError> {
         let dir = self.cpu_dir();
-        let entries = std::fs::read_dir(&dir).map_err(|source| ControlError::Read {
+        let entries = std::fs::read_dir(&dir).map_err(|error| ControlError::Read {
             path: dir.clone(),
-            source,
+            error,
         })?;
         let mut cpus: Vec<u32> = entries
             .filter_map(Result::ok)

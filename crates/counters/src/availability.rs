@@ -79,7 +79,7 @@ pub fn availability() -> CounterAvailability {
     };
     let syscall_tracing = match crate::syscalls::probe() {
         Ok(()) => ClassStatus::yes(),
-        Err(reason) => ClassStatus::no(reason),
+        Err(e) => ClassStatus::no(e.to_string()),
     };
 
     CounterAvailability {

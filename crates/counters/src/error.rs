@@ -109,12 +109,9 @@ pub enum CounterError {
         reason: String,
     },
     /// A read, ioctl or mmap on an open event, or reading a file, failed.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: io::Error,
-    },
+    /// The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{what}: {error}")]
+    Io { what: String, error: io::Error },
     /// A file had unexpected content.
     #[error("{path}: {reason}")]
     Parse { path: PathBuf, reason: String },
@@ -131,7 +128,7 @@ impl CounterError {
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> CounterError {
         CounterError::Io {
             what: what.into(),
-            source,
+            error: source,
         }
     }
 

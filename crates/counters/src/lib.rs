@@ -69,6 +69,6 @@ mod tracefs;
 pub use availability::{availability, hypervisor_vendor, missing_lines};
 pub use error::{CounterError, FailureKind, perf_event_paranoid};
 pub use perf::{PerfCounters, PerfOptions};
-pub use procstat::{ProcStatSampler, SamplerOptions};
+pub use procstat::{ProcStatError, ProcStatSampler, SamplerOptions};
 pub use source::{CounterSource, FakeSource, fake_values, measure};
 pub use syscalls::{RunningTrace, SyscallTracer, TraceOptions};

@@ -21,7 +21,7 @@ use crate::error::CounterError;
 
 /// Parses the `cpuN ...` lines of `/proc/stat` (the aggregate `cpu` line is skipped).
 /// Missing trailing fields (old kernels have fewer) read as zero.
-pub fn parse_proc_stat(text: &str) -> Result<BTreeMap<u32, CpuTicks>, String> {
+pub fn parse_proc_stat(text: &str) -> Result<BTreeMap<u32, CpuTicks>, ProcStatError> {
     let mut out = BTreeMap::new();
     for (lineno, line) in text.lines().enumerate() {
         let mut f = line.split_whitespace();
@@ -32,19 +32,24 @@ pub fn parse_proc_stat(text: &str) -> Result<BTreeMap<u32, CpuTicks>, String> {
         if num.is_empty() {
             continue;
         }
-        let cpu: u32 = num
-            .parse()
-            .map_err(|_| format!("line {}: bad CPU label `{label}`", lineno + 1))?;
+        let cpu: u32 = num.parse().map_err(|_| ProcStatError::BadLabel {
+            line: lineno + 1,
+            label: label.to_string(),
+        })?;
         let vals = f
             .map(|v| v.parse::<u64>())
             .collect::<Result<Vec<u64>, _>>()
-            .map_err(|e| format!("line {}: {label}: not a tick count: {e}", lineno + 1))?;
+            .map_err(|e| ProcStatError::BadTicks {
+                line: lineno + 1,
+                label: label.to_string(),
+                error: e,
+            })?;
         if vals.len() < 4 {
-            return Err(format!(
-                "line {}: {label}: expected at least 4 tick counts, found {}",
-                lineno + 1,
-                vals.len()
-            ));
+            return Err(ProcStatError::TooFew {
+                line: lineno + 1,
+                label: label.to_string(),
+                found: vals.len(),
+            });
         }
         let at = |i: usize| vals.get(i).copied().unwrap_or(0);
         out.insert(
@@ -64,13 +69,33 @@ pub fn parse_proc_stat(text: &str) -> Result<BTreeMap<u32, CpuTicks>, String> {
     Ok(out)
 }
 
+/// Why a `/proc/stat` text could not be parsed; the line is counted from 1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProcStatError {
+    #[error("line {line}: bad CPU label `{label}`")]
+    BadLabel { line: usize, label: String },
+    // The parse error is part of the message, not a `source`: printed once.
+    #[error("line {line}: {label}: not a tick count: {error}")]
+    BadTicks {
+        line: usize,
+        label: String,
+        error: std::num::ParseIntError,
+    },
+    #[error("line {line}: {label}: expected at least 4 tick counts, found {found}")]
+    TooFew {
+        line: usize,
+        label: String,
+        found: usize,
+    },
+}
+
 /// Reads and parses a `/proc/stat`-format file.
 pub fn read_proc_stat(path: &Path) -> Result<BTreeMap<u32, CpuTicks>, CounterError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CounterError::io(format!("read {}", path.display()), e))?;
-    parse_proc_stat(&text).map_err(|reason| CounterError::Parse {
+    parse_proc_stat(&text).map_err(|e| CounterError::Parse {
         path: path.to_path_buf(),
-        reason,
+        reason: e.to_string(),
     })
 }
 
@@ -255,11 +280,13 @@ mod tests {
         assert!(
             parse_proc_stat("cpu0 1 2\n")
                 .unwrap_err()
+                .to_string()
                 .contains("at least 4")
         );
         assert!(
             parse_proc_stat("cpu0 1 2 x 4\n")
                 .unwrap_err()
+                .to_string()
                 .contains("cpu0")
         );
     }

@@ -59,13 +59,13 @@ impl Default for TraceOptions {
 
 /// Whether syscall tracing can work here, without tracing anything: tracefs is
 /// mounted, the raw_syscalls ids are readable and the kernel accepts the event on the
-/// calling thread. `Err` is a one-line reason.
-pub fn probe() -> Result<(), String> {
-    let layout = Layout::read().map_err(|e| e.to_string())?;
+/// calling thread. `Err` is [`CounterError::Unavailable`] with a one-line reason.
+pub fn probe() -> Result<(), CounterError> {
+    let layout = Layout::read()?;
     let mut attr = sample_attr(layout.enter.id, false, 4096);
     sys::open(&mut attr, 0, -1, None)
         .map(drop)
-        .map_err(open_reason)
+        .map_err(|errno| CounterError::Unavailable(open_reason(errno)))
 }
 
 fn open_reason(errno: i32) -> String {
@@ -88,7 +88,7 @@ struct Layout {
 
 impl Layout {
     fn read() -> Result<Layout, CounterError> {
-        let root = tracefs::find_tracefs().map_err(CounterError::Unavailable)?;
+        let root = tracefs::find_tracefs().map_err(|e| CounterError::Unavailable(e.to_string()))?;
         let tp = |name| {
             tracefs::tracepoint(&root, "raw_syscalls", name)
                 .map_err(|e| CounterError::Unavailable(format!("raw_syscalls:{name}: {e}")))

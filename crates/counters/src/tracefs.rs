@@ -9,8 +9,31 @@ use std::path::{Path, PathBuf};
 /// The tracefs directories tried, in order, after the mount table.
 const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
+/// Why tracefs or a tracepoint in it cannot be read; each message is one line. The I/O
+/// and parse errors are part of the messages, not `source`s, so they print once.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TracefsError {
+    #[error("tracefs at {} is not readable: permission denied; run as root", .dir.display())]
+    NotReadable { dir: PathBuf },
+    #[error(
+        "tracefs is not mounted (no events/ under {}); as root: `mount -t tracefs nodev /sys/kernel/tracing`",
+        CANDIDATES.join(" or ")
+    )]
+    NotMounted,
+    #[error("cannot read {}: {error}", .path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: not a number: {error}", .path.display())]
+    NotANumber {
+        path: PathBuf,
+        error: std::num::ParseIntError,
+    },
+}
+
 /// The directory holding `events/`, or a one-line reason why there is none.
-pub(crate) fn find_tracefs() -> Result<PathBuf, String> {
+pub(crate) fn find_tracefs() -> Result<PathBuf, TracefsError> {
     let mut tried: Vec<PathBuf> = Vec::new();
     if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
         for line in mounts.lines() {
@@ -29,18 +52,12 @@ pub(crate) fn find_tracefs() -> Result<PathBuf, String> {
             Ok(m) if m.is_dir() => return Ok(dir.clone()),
             // tracefs is root-only (mode 0700): it is there, we may not look.
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(format!(
-                    "tracefs at {} is not readable: permission denied; run as root",
-                    dir.display()
-                ));
+                return Err(TracefsError::NotReadable { dir: dir.clone() });
             }
             _ => {}
         }
     }
-    Err(format!(
-        "tracefs is not mounted (no events/ under {}); as root: `mount -t tracefs nodev /sys/kernel/tracing`",
-        CANDIDATES.join(" or ")
-    ))
+    Err(TracefsError::NotMounted)
 }
 
 /// A tracepoint's id and the byte offsets of named fields in its raw record.
@@ -61,17 +78,29 @@ impl Tracepoint {
 }
 
 /// Reads `events/<system>/<name>/{id,format}` under `root`.
-pub(crate) fn tracepoint(root: &Path, system: &str, name: &str) -> Result<Tracepoint, String> {
+pub(crate) fn tracepoint(
+    root: &Path,
+    system: &str,
+    name: &str,
+) -> Result<Tracepoint, TracefsError> {
     let dir = root.join("events").join(system).join(name);
     let id_path = dir.join("id");
     let id = std::fs::read_to_string(&id_path)
-        .map_err(|e| format!("cannot read {}: {e}", id_path.display()))?
+        .map_err(|error| TracefsError::Read {
+            path: id_path.clone(),
+            error,
+        })?
         .trim()
         .parse::<u64>()
-        .map_err(|e| format!("{}: not a number: {e}", id_path.display()))?;
+        .map_err(|error| TracefsError::NotANumber {
+            path: id_path.clone(),
+            error,
+        })?;
     let format_path = dir.join("format");
-    let format = std::fs::read_to_string(&format_path)
-        .map_err(|e| format!("cannot read {}: {e}", format_path.display()))?;
+    let format = std::fs::read_to_string(&format_path).map_err(|error| TracefsError::Read {
+        path: format_path.clone(),
+        error,
+    })?;
     Ok(Tracepoint {
         id,
         fields: parse_format(&format),

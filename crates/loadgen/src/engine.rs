@@ -101,6 +101,7 @@ fn errno_kind(e: &io::Error) -> ErrorKind {
 
 impl<'a> Engine<'a> {
     pub fn new(plan: ThreadPlan, mix: &'a Mix) -> io::Result<Self> {
+        // SAFETY: epoll_create1() takes no pointers; a negative result is checked below.
         let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epfd < 0 {
             return Err(io::Error::last_os_error());
@@ -223,6 +224,8 @@ impl<'a> Engine<'a> {
         }
         for c in &mut self.conns {
             if c.fd >= 0 {
+                // SAFETY: `c.fd` is open (non-negative) and owned by this connection; it is set to
+                // -1 next, so it is closed once.
                 unsafe { libc::close(c.fd) };
                 c.fd = -1;
             }
@@ -287,6 +290,7 @@ impl<'a> Engine<'a> {
         } else {
             libc::AF_INET6
         };
+        // SAFETY: socket() takes no pointers; a negative result is checked below.
         let fd = unsafe {
             libc::socket(
                 domain,
@@ -298,6 +302,8 @@ impl<'a> Engine<'a> {
             return Err(io::Error::last_os_error());
         }
         let one: libc::c_int = 1;
+        // SAFETY: `fd` is the socket just created; the option value points at a live c_int
+        // whose size is passed with it.
         unsafe {
             libc::setsockopt(
                 fd,
@@ -308,6 +314,8 @@ impl<'a> Engine<'a> {
             );
         }
         let (storage, len) = sockaddr(&addr);
+        // SAFETY: `storage` holds the address written by `sockaddr`, and `len` is the size
+        // of the part filled in.
         let r = unsafe {
             libc::connect(
                 fd,
@@ -318,6 +326,7 @@ impl<'a> Engine<'a> {
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EINPROGRESS) {
+                // SAFETY: `fd` was created above and is not stored anywhere: this is its one close.
                 unsafe { libc::close(fd) };
                 return Err(e);
             }
@@ -326,8 +335,11 @@ impl<'a> Engine<'a> {
             events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32,
             u64: i as u64,
         };
+        // SAFETY: `fd` is the socket just created and `ev` a live epoll_event the kernel
+        // only reads.
         if unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
             let e = io::Error::last_os_error();
+            // SAFETY: `fd` was created above and is not stored anywhere: this is its one close.
             unsafe { libc::close(fd) };
             return Err(e);
         }
@@ -385,6 +397,8 @@ impl<'a> Engine<'a> {
                     // A kept-alive connection closed by the server between requests:
                     // not an error, the next request reconnects.
                     let mut b = [0u8; 1];
+                    // SAFETY: `b` is a live one-byte buffer and one byte is asked for; the fd is
+                    // open (checked non-negative above).
                     let n = unsafe { libc::read(self.conns[i].fd, b.as_mut_ptr().cast(), 1) };
                     if n <= 0 {
                         self.drop_socket(i);
@@ -405,6 +419,8 @@ impl<'a> Engine<'a> {
                 self.set_out(i, false);
                 return;
             }
+            // SAFETY: `rest` is a live slice of `rest.len()` bytes the kernel only reads; `c.fd`
+            // is the connection's open socket.
             let n =
                 unsafe { libc::send(c.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
             if n < 0 {
@@ -428,6 +444,7 @@ impl<'a> Engine<'a> {
     fn read_some(&mut self, i: usize) {
         loop {
             let fd = self.conns[i].fd;
+            // SAFETY: `buf` is a live buffer of `buf.len()` bytes the kernel writes into.
             let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -521,6 +538,8 @@ impl<'a> Engine<'a> {
     fn drop_socket(&mut self, i: usize) {
         let c = &mut self.conns[i];
         if c.fd >= 0 {
+            // SAFETY: `c.fd` is open (non-negative) and set to -1 just after, so it is closed
+            // once; EPOLL_CTL_DEL accepts a null event.
             unsafe {
                 libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, c.fd, std::ptr::null_mut());
                 libc::close(c.fd);
@@ -564,9 +583,12 @@ impl Drop for Engine<'_> {
     fn drop(&mut self) {
         for c in &self.conns {
             if c.fd >= 0 {
+                // SAFETY: a non-negative `c.fd` is open and owned by this engine; drop closes it
+                // once.
                 unsafe { libc::close(c.fd) };
             }
         }
+        // SAFETY: `epfd` is owned by this engine and closed once, here in drop.
         unsafe { libc::close(self.epfd) };
     }
 }
@@ -574,6 +596,7 @@ impl Drop for Engine<'_> {
 fn so_error(fd: RawFd) -> i32 {
     let mut err: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` and `len` are live locals; `len` holds the size of `err`.
     let r = unsafe {
         libc::getsockopt(
             fd,
@@ -593,6 +616,7 @@ fn so_error(fd: RawFd) -> i32 {
 }
 
 fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain integers and bytes: all zeroes is a valid value.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     match addr {
         SocketAddr::V4(a) => {
@@ -604,12 +628,14 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 },
                 sin_zero: [0; 8],
             };
+            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type, so a
+            // sockaddr_in fits at its start.
             unsafe {
                 std::ptr::write(
                     std::ptr::from_mut(&mut storage).cast::<libc::sockaddr_in>(),
                     sin,
-                )
-            };
+                );
+            }
             (
                 storage,
                 std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
@@ -625,12 +651,14 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 },
                 sin6_scope_id: a.scope_id(),
             };
+            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type, so a
+            // sockaddr_in6 fits at its start.
             unsafe {
                 std::ptr::write(
                     std::ptr::from_mut(&mut storage).cast::<libc::sockaddr_in6>(),
                     sin6,
-                )
-            };
+                );
+            }
             (
                 storage,
                 std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,

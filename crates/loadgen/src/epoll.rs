@@ -108,6 +108,7 @@ mod tests {
             })
             .min()
             .unwrap();
+        // SAFETY: `epfd` was created by this test and is closed once, here.
         unsafe { libc::close(epfd) };
         assert_eq!(timeout_ms(1), 1);
         assert_eq!(timeout_ms(2_000_000), 2);

@@ -109,6 +109,9 @@ pub enum Pinning<'a> {
 pub enum LoadError {
     #[error("bad load settings: {0}")]
     Config(String),
+    // Not a `source`: the message says it already, so it is printed once.
+    #[error("bad load settings: {0}")]
+    NotLocal(NotLocal),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("a load thread failed: {0}")]
@@ -206,17 +209,24 @@ impl Mix {
 
 /// Whether `addr` is this host's: loopback, or an address of one of its interfaces (a
 /// network namespace's own). Load is never sent anywhere else.
-pub fn check_local(addr: &SocketAddr) -> Result<(), String> {
+pub fn check_local(addr: &SocketAddr) -> Result<(), NotLocal> {
     if addr.ip().is_loopback() {
         return Ok(());
     }
     if !addr.ip().is_unspecified() && std::net::UdpSocket::bind((addr.ip(), 0)).is_ok() {
         return Ok(());
     }
-    Err(format!(
-        "{addr} is not an address of this host: smtlab sends load only to loopback \
-         (127.0.0.0/8, ::1) or to an address of this host's interfaces"
-    ))
+    Err(NotLocal { addr: *addr })
+}
+
+/// An address [`check_local`] refused: not loopback, not one of this host's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{addr} is not an address of this host: smtlab sends load only to loopback \
+     (127.0.0.0/8, ::1) or to an address of this host's interfaces"
+)]
+pub struct NotLocal {
+    pub addr: SocketAddr,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -246,7 +256,7 @@ impl ClientPool {
                 // The kernel may otherwise end this thread's timed waits up to 50 us
                 // late (timer slack), lateness an open loop would count as latency.
                 // SAFETY: prctl with integer arguments, for the calling thread only.
-                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, libc::c_ulong::from(1u8)) };
                 for job in rx {
                     job();
                 }
@@ -366,7 +376,7 @@ fn check(cfg: &LoadConfig) -> Result<(), LoadError> {
             "per-connection rate {r}: expected > 0"
         )));
     }
-    check_local(&cfg.addr).map_err(LoadError::Config)
+    check_local(&cfg.addr).map_err(LoadError::NotLocal)
 }
 
 /// Runs one load on threads started for it and merges what they counted.

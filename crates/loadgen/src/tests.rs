@@ -67,12 +67,9 @@ fn serve(b: Behaviour) -> TestServer {
         let stall_until = Arc::new(AtomicU64::new(0));
         let mut workers = Vec::new();
         while !stop2.load(Ordering::SeqCst) {
-            let (mut s, _) = match listener.accept() {
-                Ok(x) => x,
-                Err(_) => {
-                    std::thread::sleep(Duration::from_millis(2));
-                    continue;
-                }
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
             };
             s.set_nonblocking(false).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(200)))
@@ -136,6 +133,8 @@ fn serve(b: Behaviour) -> TestServer {
                                 l_linger: 0,
                             };
                             use std::os::fd::AsRawFd;
+                            // SAFETY: `s` is an open stream for the call; `l` is a live
+                            // libc::linger whose size is passed with it.
                             unsafe {
                                 libc::setsockopt(
                                     s.as_raw_fd(),

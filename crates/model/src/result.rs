@@ -338,42 +338,58 @@ impl RunConfig {
     }
 
     /// Checks the settings are usable; the runner calls it before measuring.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.target_sample_ns == 0 {
-            return Err("target_sample_ns must be positive".into());
+            return Err(ConfigError::TargetSampleZero);
         }
         if self.min_samples == 0 {
-            return Err("min_samples must be at least 1".into());
+            return Err(ConfigError::MinSamplesZero);
         }
         if self.max_samples < self.min_samples {
-            return Err(format!(
-                "max_samples ({}) is below min_samples ({})",
-                self.max_samples, self.min_samples
-            ));
+            return Err(ConfigError::MaxBelowMin {
+                max_samples: self.max_samples,
+                min_samples: self.min_samples,
+            });
         }
         if !(self.ci_target_rel.is_finite() && self.ci_target_rel > 0.0) {
-            return Err(format!(
-                "ci_target_rel must be a positive fraction, got {}",
-                self.ci_target_rel
-            ));
+            return Err(ConfigError::CiTarget(self.ci_target_rel));
         }
         if !(self.linearity_tolerance.is_finite() && self.linearity_tolerance >= 0.0) {
-            return Err(format!(
-                "linearity_tolerance must be a non-negative fraction, got {}",
-                self.linearity_tolerance
-            ));
+            return Err(ConfigError::LinearityTolerance(self.linearity_tolerance));
         }
         if self.max_cell_ns == 0 {
-            return Err("max_cell_ns must be positive".into());
+            return Err(ConfigError::MaxCellZero);
         }
         if let Some(o) = self.known_overheads {
             let ok = |x: f64| x.is_finite() && x >= 0.0;
             if !ok(o.clock_cost_ns) || !ok(o.loop_cost_ns_per_iter) {
-                return Err(format!("known_overheads must be non-negative, got {o:?}"));
+                return Err(ConfigError::Overheads(o));
             }
         }
         Ok(())
     }
+}
+
+/// Why [`RunConfig::validate`] refused the settings.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("target_sample_ns must be positive")]
+    TargetSampleZero,
+    #[error("min_samples must be at least 1")]
+    MinSamplesZero,
+    #[error("max_samples ({max_samples}) is below min_samples ({min_samples})")]
+    MaxBelowMin {
+        max_samples: usize,
+        min_samples: usize,
+    },
+    #[error("ci_target_rel must be a positive fraction, got {0}")]
+    CiTarget(f64),
+    #[error("linearity_tolerance must be a non-negative fraction, got {0}")]
+    LinearityTolerance(f64),
+    #[error("max_cell_ns must be positive")]
+    MaxCellZero,
+    #[error("known_overheads must be non-negative, got {0:?}")]
+    Overheads(Overheads),
 }
 
 #[cfg(test)]
@@ -396,7 +412,7 @@ mod tests {
             max_samples: 2,
             ..RunConfig::default()
         };
-        let msg = cfg.validate().unwrap_err();
+        let msg = cfg.validate().unwrap_err().to_string();
         assert!(msg.contains("max_samples (2)"), "{msg}");
         let cfg = RunConfig {
             ci_target_rel: f64::NAN,

@@ -24,41 +24,69 @@ pub enum ClientRule {
     Cpus { cpus: CpuSet, shared: bool },
 }
 
+/// Why no client CPUs could be chosen; each message is one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "placement {placement} does not pin the server, so no CPUs can be kept apart for the client"
+    )]
+    Unpinned { placement: String },
+    #[error("client CPUs {} are not usable here (usable: {})", .outside.to_list_string(), .usable.to_list_string())]
+    NotUsable { outside: CpuSet, usable: CpuSet },
+    #[error("the client CPU list is empty")]
+    Empty,
+    #[error(
+        "client CPUs {} overlap placement {placement} (CPUs {}); choose other CPUs or allow sharing",
+        .overlap.to_list_string(),
+        .server.to_list_string()
+    )]
+    Overlap {
+        overlap: CpuSet,
+        placement: String,
+        server: CpuSet,
+    },
+    #[error(
+        "no CPU left for the client side: placement {placement} uses CPUs {} and this machine has no usable CPU {what} (usable: {}); name client CPUs to share",
+        .server.to_list_string(),
+        .usable.to_list_string()
+    )]
+    NoneLeft {
+        placement: String,
+        server: CpuSet,
+        what: &'static str,
+        usable: CpuSet,
+    },
+}
+
 /// The client CPUs for a server on `server`, or a one-line reason why there are none.
 pub fn client_cpus(
     topo: &Topology,
     server: &ResolvedPlacement,
     rule: &ClientRule,
-) -> Result<CpuSet, String> {
+) -> Result<CpuSet, ClientError> {
     let usable = usable_cpus(topo);
     if !server.pinned() && !matches!(rule, ClientRule::Cpus { shared: true, .. }) {
-        return Err(format!(
-            "placement {} does not pin the server, so no CPUs can be kept apart for the client",
-            server.name
-        ));
+        return Err(ClientError::Unpinned {
+            placement: server.name.clone(),
+        });
     }
     let server_cpus: CpuSet = server.cpus.iter().copied().collect();
     match rule {
         ClientRule::Cpus { cpus, shared } => {
             let outside = cpus.difference(&usable);
             if !outside.is_empty() {
-                return Err(format!(
-                    "client CPUs {} are not usable here (usable: {})",
-                    outside.to_list_string(),
-                    usable.to_list_string()
-                ));
+                return Err(ClientError::NotUsable { outside, usable });
             }
             if cpus.is_empty() {
-                return Err("the client CPU list is empty".into());
+                return Err(ClientError::Empty);
             }
             let overlap = cpus.intersection(&server_cpus);
             if !shared && !overlap.is_empty() {
-                return Err(format!(
-                    "client CPUs {} overlap placement {} (CPUs {}); choose other CPUs or allow sharing",
-                    overlap.to_list_string(),
-                    server.name,
-                    server_cpus.to_list_string()
-                ));
+                return Err(ClientError::Overlap {
+                    overlap,
+                    placement: server.name.clone(),
+                    server: server_cpus,
+                });
             }
             Ok(cpus.clone())
         }
@@ -78,12 +106,12 @@ pub fn client_cpus(
                 } else {
                     "outside it"
                 };
-                return Err(format!(
-                    "no CPU left for the client side: placement {} uses CPUs {} and this machine has no usable CPU {what} (usable: {}); name client CPUs to share",
-                    server.name,
-                    server_cpus.to_list_string(),
-                    usable.to_list_string()
-                ));
+                return Err(ClientError::NoneLeft {
+                    placement: server.name.clone(),
+                    server: server_cpus,
+                    what,
+                    usable,
+                });
             }
             Ok(free)
         }
@@ -120,7 +148,9 @@ mod tests {
     fn a_placement_that_fills_the_machine_leaves_no_client() {
         let t = topo(&[&[&[0], &[1]]]);
         let p = placed(&t, "2c1t");
-        let e = client_cpus(&t, &p, &ClientRule::Apart).unwrap_err();
+        let e = client_cpus(&t, &p, &ClientRule::Apart)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no CPU left for the client"), "{e}");
         assert_eq!(
             client_cpus(
@@ -148,7 +178,8 @@ mod tests {
                 shared: false,
             },
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("overlap"), "{e}");
         let e = client_cpus(
             &t,
@@ -158,7 +189,8 @@ mod tests {
                 shared: false,
             },
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("not usable"), "{e}");
     }
 

@@ -33,14 +33,16 @@ use smtlab_model::cpuset::MAX_CPU;
 /// Why pinning failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
-    #[error("cannot pin {} to CPUs {cpus}: {source}{}", who(*tid), einval_hint(source))]
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("cannot pin {} to CPUs {cpus}: {error}{}", who(*tid), einval_hint(error))]
     Set {
         tid: libc::pid_t,
         cpus: String,
-        source: io::Error,
+        error: io::Error,
     },
-    #[error("cannot read the CPU affinity of {}: {source}", who(*tid))]
-    Get { tid: libc::pid_t, source: io::Error },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("cannot read the CPU affinity of {}: {error}", who(*tid))]
+    Get { tid: libc::pid_t, error: io::Error },
     #[error(
         "{} was pinned to CPUs {wanted} but the kernel reports {actual} \
          (CPUs offline, absent or outside this process's cpuset are dropped)",
@@ -139,17 +141,17 @@ impl Affinity for SystemAffinity {
     fn set(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
         CpuMask::from_set(cpus)?
             .apply(tid)
-            .map_err(|source| PinError::Set {
+            .map_err(|error| PinError::Set {
                 tid,
                 cpus: cpus.to_list_string(),
-                source,
+                error,
             })
     }
 
     fn get(&self, tid: libc::pid_t) -> Result<CpuSet, PinError> {
         let mut mask = CpuMask::zeroed(kernel_mask_words());
         mask.read(tid)
-            .map_err(|source| PinError::Get { tid, source })?;
+            .map_err(|error| PinError::Get { tid, error })?;
         Ok(mask.to_set())
     }
 
@@ -215,7 +217,7 @@ impl Affinity for FakeAffinity {
             return Err(PinError::Set {
                 tid,
                 cpus: cpus.to_list_string(),
-                source: io::Error::from_raw_os_error(libc::EINVAL),
+                error: io::Error::from_raw_os_error(libc::EINVAL),
             });
         }
         state.masks.insert(key, effective);
@@ -276,7 +278,7 @@ pub fn current_cpu() -> Option<u32> {
 pub fn verify_process_affinity(pid: u32, cpus: &CpuSet) -> Result<(), PinError> {
     let pid = libc::pid_t::try_from(pid).map_err(|_| PinError::Get {
         tid: libc::pid_t::MAX,
-        source: io::Error::from_raw_os_error(libc::ESRCH),
+        error: io::Error::from_raw_os_error(libc::ESRCH),
     })?;
     SystemAffinity.verify(pid, cpus)
 }
@@ -580,6 +582,35 @@ mod tests {
     /// worker threads pinned.
     fn on_fresh_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         thread::spawn(f).join().unwrap()
+    }
+
+    #[test]
+    fn cpu_2000_is_encoded_as_the_kernel_reads_it() {
+        // The kernel's layout: CPU n is bit n % BITS of word n / BITS, the byte length
+        // passed with the words covering the highest CPU (no 1,024-bit cap).
+        let m = CpuMask::of_cpu(2000).unwrap();
+        assert_eq!(m.words.len(), 2000 / WORD_BITS + 1);
+        assert_eq!(
+            m.bytes(),
+            m.words.len() * std::mem::size_of::<libc::c_ulong>()
+        );
+        assert!(m.bytes() * 8 > 2000 && m.bytes() * 8 > 1024);
+        for (i, &w) in m.words.iter().enumerate() {
+            let want = if i == 2000 / WORD_BITS {
+                1 << (2000 % WORD_BITS)
+            } else {
+                0
+            };
+            assert_eq!(w, want, "word {i}");
+        }
+        // The same bits as bytes, as the kernel sees the buffer (little-endian words).
+        if cfg!(target_endian = "little") {
+            // SAFETY: `as_ptr` is valid for `bytes()` bytes while `m` lives.
+            let raw = unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<u8>(), m.bytes()) };
+            assert_eq!(raw[2000 / 8], 1 << (2000 % 8));
+            assert_eq!(raw.iter().filter(|&&b| b != 0).count(), 1);
+        }
+        assert_eq!(m.to_set(), set(&[2000]));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub fn client_for(
     if !bench.client_side() {
         return Ok(None);
     }
-    let cpus = client_cpus(topo, placement, rule)?;
+    let cpus = client_cpus(topo, placement, rule).map_err(|e| e.to_string())?;
     ClientSide::start(cpus)
         .map(Some)
         .map_err(|e| format!("cannot start the client side: {e}"))

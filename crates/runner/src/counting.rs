@@ -246,6 +246,23 @@ impl OsSampler for ProcStatSampler {
     }
 }
 
+/// Why a cell's counters were not recorded. The cause is part of the message, not a
+/// `source`, so it is printed once.
+#[derive(Debug, thiserror::Error)]
+pub enum CountingError {
+    /// The backend's one-line reason.
+    #[error("cannot open the counters: {0}")]
+    Open(String),
+    #[error("cannot start the counters: {0}")]
+    Start(CounterError),
+    #[error("cannot stop the counters: {0}")]
+    Stop(CounterError),
+    #[error("cannot read the counters: {0}")]
+    Read(CounterError),
+    #[error("the counted window never closed")]
+    NeverClosed,
+}
+
 /// Where a cell's counting comes from: the machine ([`Machine`]) or fakes in tests.
 pub trait CountingBackend: Send + Sync {
     /// Counters of the calling thread and everything it starts later (`inherit`).
@@ -329,7 +346,7 @@ pub struct CellCounting {
     work_unit: Option<String>,
     work: Option<Work>,
     /// The first error while counting; `finish` returns it.
-    error: Option<String>,
+    error: Option<CountingError>,
 }
 
 impl CellCounting {
@@ -365,7 +382,7 @@ impl CellCounting {
         };
         let (counters, error) = match backend.open_counters() {
             Ok(c) => (Some(c), None),
-            Err(e) => (None, Some(format!("cannot open the counters: {e}"))),
+            Err(e) => (None, Some(CountingError::Open(e))),
         };
         CellCounting {
             hardware_unavailable: setup.availability.hardware.reason.clone(),
@@ -389,7 +406,7 @@ impl CellCounting {
         }
     }
 
-    fn note_error(&mut self, e: String) {
+    fn note_error(&mut self, e: CountingError) {
         if self.error.is_none() {
             self.error = Some(e);
         }
@@ -410,7 +427,7 @@ impl CellCounting {
         if let Some(c) = self.counters.as_mut() {
             let r = if first { c.start() } else { c.resume() };
             if let Err(e) = r {
-                self.note_error(format!("cannot start the counters: {e}"));
+                self.note_error(CountingError::Start(e));
             }
         }
     }
@@ -424,7 +441,7 @@ impl CellCounting {
         if let Some(c) = self.counters.as_mut()
             && let Err(e) = c.stop()
         {
-            self.note_error(format!("cannot stop the counters: {e}"));
+            self.note_error(CountingError::Stop(e));
         }
     }
 
@@ -457,10 +474,7 @@ impl CellCounting {
         if let Some(c) = self.counters.as_mut() {
             match c.read() {
                 Ok(v) => self.values = Some(v),
-                Err(e) => {
-                    let e = format!("cannot read the counters: {e}");
-                    self.note_error(e);
-                }
+                Err(e) => self.note_error(CountingError::Read(e)),
             }
         }
         match self.sampler.take().map(OsSampler::finish) {
@@ -481,7 +495,11 @@ impl CellCounting {
     /// extra sample of 8523 iterations after the measured ones`). Without tracing it
     /// does nothing; a failure of `work` or of the tracer becomes the reason there is
     /// no profile.
-    pub fn trace(&mut self, window: &str, work: impl FnOnce() -> Result<(), String>) {
+    pub fn trace<E: std::fmt::Display>(
+        &mut self,
+        window: &str,
+        work: impl FnOnce() -> Result<(), E>,
+    ) {
         let Some(mut t) = self.trace.take() else {
             return;
         };
@@ -508,7 +526,7 @@ impl CellCounting {
 
     /// Ends whatever still runs and returns everything counted in the window, or why
     /// there is nothing (the window never opened, or counting failed).
-    pub fn finish(mut self, window: &str) -> Result<CellCounters, String> {
+    pub fn finish(mut self, window: &str) -> Result<CellCounters, CountingError> {
         if let Some(mut t) = self.trace.take() {
             let _ = t.stop();
             if self.syscalls_unavailable.is_none() {
@@ -521,7 +539,7 @@ impl CellCounting {
             return Err(e);
         }
         let Some(values) = self.values.take() else {
-            return Err("the counted window never closed".into());
+            return Err(CountingError::NeverClosed);
         };
         let mut c = CellCounters::new(window, values, self.work.take());
         c.hardware_unavailable = if c.has_hardware() {

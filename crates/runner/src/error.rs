@@ -28,14 +28,12 @@ impl fmt::Display for Phase {
 /// Errors of [`crate::measure`]. Each names the benchmark and the phase at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    // Not a `source`: the message says it already, so it is printed once.
     #[error("invalid run settings: {reason}")]
-    Config { reason: String },
-    #[error("{source} (during {phase})")]
-    Bench {
-        phase: Phase,
-        #[source]
-        source: BenchError,
-    },
+    Config { reason: smtlab_model::ConfigError },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{error} (during {phase})")]
+    Bench { phase: Phase, error: BenchError },
     #[error("{bench}: {phase}: unusable sample: {reason}")]
     BadSample {
         bench: String,

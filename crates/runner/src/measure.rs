@@ -409,7 +409,7 @@ impl Cell<'_> {
         let raw = self
             .instance
             .sample(iterations)
-            .map_err(|source| RunError::Bench { phase, source })?;
+            .map_err(|error| RunError::Bench { phase, error })?;
         Ok((raw, self.clock.now_ns().saturating_sub(t0)))
     }
 

@@ -23,7 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use smtlab_bench::{BenchContext, Benchmark, CellCost, Params};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, CellCost, Params};
 use smtlab_model::{CellKey, ResolvedPlacement, RunConfig, Topology};
 
 pub use smtlab_bench::Suite;
@@ -130,14 +130,14 @@ pub fn cell_cost(
     params: &Params,
     placement: &ResolvedPlacement,
     topo: &Topology,
-) -> Result<CellCost, String> {
+) -> Result<CellCost, BenchError> {
     let ctx = BenchContext {
         params,
         placement,
         topology: topo,
         client: None,
     };
-    bench.cost(&ctx).map_err(|e| e.to_string())
+    bench.cost(&ctx)
 }
 
 /// Bytes of benchmark buffers a run may hold at once: half the machine's memory, and
@@ -377,9 +377,11 @@ pub fn estimate(
                 .map_err(|e| e.to_string())
                 .and_then(|placement| {
                     if bench.client_side() {
-                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)?;
+                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)
+                            .map_err(|e| e.to_string())?;
                     }
                     cell_cost(bench.as_ref(), &params_of(key), &placement, topo)
+                        .map_err(|e| e.to_string())
                 }),
         };
         // Interleaved placements take turns until the last is done.

@@ -455,7 +455,7 @@ fn instance_errors_propagate_with_their_phase() {
         match err {
             RunError::Bench {
                 phase: p,
-                source: BenchError::Check { .. },
+                error: BenchError::Check { .. },
             } => assert_eq!(p, phase, "{msg}"),
             other => panic!("unexpected error {other:?}"),
         }

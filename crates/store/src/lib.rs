@@ -32,8 +32,8 @@ use std::path::PathBuf;
 pub use error::{Result, SqlError, StoreError};
 pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION};
 pub use store::{
-    LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, RunListing, Store,
-    check_label, this_host,
+    BadLabel, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, RunListing,
+    Store, check_label, this_host,
 };
 
 /// Where results go unless the user says otherwise, in this order:

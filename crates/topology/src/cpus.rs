@@ -126,14 +126,14 @@ fn existing_cpus(cpu_dir: &Path) -> Result<CpuSet, TopologyError> {
         }
         _ => TopologyError::Io {
             path: cpu_dir.to_path_buf(),
-            source,
+            error: source,
         },
     })?;
     let mut set = CpuSet::new();
     for entry in entries {
         let entry = entry.map_err(|source| TopologyError::Io {
             path: cpu_dir.to_path_buf(),
-            source,
+            error: source,
         })?;
         let name = entry.file_name();
         let Some(digits) = name.to_str().and_then(|n| n.strip_prefix("cpu")) else {

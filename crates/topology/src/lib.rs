@@ -47,11 +47,11 @@ pub enum TopologyError {
     #[error("{path}: not found; expected {expected}")]
     Missing { path: PathBuf, expected: String },
     /// A file or directory exists but could not be read.
-    #[error("{path}: cannot read: {source}")]
+    /// The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{path}: cannot read: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file holds something the kernel never writes there.
     #[error("{path}: {reason}")]

@@ -37,7 +37,7 @@ pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, Topolo
         Err(source) => {
             return Err(TopologyError::Io {
                 path: path.to_path_buf(),
-                source,
+                error: source,
             });
         }
     };
@@ -45,7 +45,7 @@ pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, Topolo
         .metadata()
         .map_err(|source| TopologyError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?
         .file_type();
     if !file_type.is_file() {
@@ -63,7 +63,7 @@ pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, Topolo
         Err(e) if is_absent(&e) => Ok(None),
         Err(source) => Err(TopologyError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         }),
     }
 }

@@ -92,7 +92,7 @@ pub fn start_server(
     set: &FileSet,
     cpus: &[u32],
     opts: ServerOpts,
-) -> Result<Running, String> {
+) -> Result<Running, StartError> {
     start_server_with(kind, set, cpus, opts, &Custom::default())
 }
 
@@ -103,23 +103,35 @@ pub fn start_server_with(
     cpus: &[u32],
     opts: ServerOpts,
     custom: &Custom,
-) -> Result<Running, String> {
+) -> Result<Running, StartError> {
     match kind {
-        "cmd" => {
-            real::RealServer::custom(&custom.cmd, custom.port, set.root(), cpus).map(Running::Real)
-        }
+        "cmd" => Ok(
+            real::RealServer::custom(&custom.cmd, custom.port, set.root(), cpus)
+                .map(Running::Real)?,
+        ),
         "event" => EventServer::start(Docs::from_set(set), cpus, opts)
             .map(Running::Event)
-            .map_err(|e| format!("cannot start the event server: {e}")),
+            .map_err(|error| StartError::BuiltIn {
+                kind: "event",
+                error,
+            }),
         "threads" => ThreadServer::start(Docs::from_set(set), cpus, opts)
             .map(Running::Threads)
-            .map_err(|e| format!("cannot start the threads server: {e}")),
+            .map_err(|error| StartError::BuiltIn {
+                kind: "threads",
+                error,
+            }),
         "processes" => builtin::ProcessServer::start(Docs::from_set(set), cpus, opts, PROCESSES)
             .map(Running::Processes)
-            .map_err(|e| format!("cannot start the processes server: {e}")),
+            .map_err(|error| StartError::BuiltIn {
+                kind: "processes",
+                error,
+            }),
         "nginx" => {
-            real::RealServer::nginx_at(&real::find("nginx", &custom.nginx)?, set.root(), cpus)
-                .map(Running::Real)
+            Ok(
+                real::RealServer::nginx_at(&real::find("nginx", &custom.nginx)?, set.root(), cpus)
+                    .map(Running::Real)?,
+            )
         }
         "apache-prefork" | "apache-event" => {
             let mpm = if kind == "apache-prefork" {
@@ -128,12 +140,35 @@ pub fn start_server_with(
                 real::Mpm::Event
             };
             let program = real::find("apache2", &custom.apache)?;
-            real::RealServer::apache_at(&program, set.root(), cpus, mpm, false).map(Running::Real)
+            Ok(
+                real::RealServer::apache_at(&program, set.root(), cpus, mpm, false)
+                    .map(Running::Real)?,
+            )
         }
-        other => Err(format!(
-            "server={other:?}: expected one of {}",
-            SERVERS.join(", ")
-        )),
+        other => Err(StartError::UnknownKind {
+            kind: other.to_string(),
+        }),
+    }
+}
+
+/// Why [`start_server`] could not start a server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    // Neither cause is a `source`: the message says it already, so it is printed once.
+    #[error("{0}")]
+    Real(real::ServerError),
+    #[error("cannot start the {kind} server: {error}")]
+    BuiltIn {
+        kind: &'static str,
+        error: std::io::Error,
+    },
+    #[error("server={kind:?}: expected one of {}", SERVERS.join(", "))]
+    UnknownKind { kind: String },
+}
+
+impl From<real::ServerError> for StartError {
+    fn from(e: real::ServerError) -> Self {
+        StartError::Real(e)
     }
 }
 
@@ -319,7 +354,7 @@ impl Benchmark for WebStatic {
             ServerOpts::default(),
             &custom,
         )
-        .map_err(unsupported)?;
+        .map_err(|e| unsupported(e.to_string()))?;
         let addr = running.addr();
         let (specs, weights) = set.requests();
         let mix = Mix::weighted(&specs, &weights, &addr.to_string(), keep_alive)

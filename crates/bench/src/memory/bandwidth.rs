@@ -15,7 +15,7 @@
 
 use std::hint::black_box;
 
-use super::kernels::{self, Isa, LINE_BYTES, Line, Pages};
+use super::kernels::{self, Isa, LINE_BYTES, Line, MemoryError, Pages};
 use crate::workers::WorkerState;
 
 /// Which stream a bandwidth benchmark runs.
@@ -81,9 +81,9 @@ impl StreamWorker {
         bytes: u64,
         pages: Pages,
         seed: u64,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, MemoryError> {
         let lines = usize::try_from(bytes / LINE_BYTES as u64)
-            .map_err(|_| format!("{bytes} bytes do not fit in this address space"))?;
+            .map_err(|_| MemoryError::AddressSpace { bytes })?;
         let mut w = StreamWorker {
             stream,
             isa,

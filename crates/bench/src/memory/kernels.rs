@@ -75,16 +75,32 @@ impl Pages {
     }
 }
 
+/// Why a memory benchmark's working set cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryError {
+    #[error("cannot allocate {bytes} bytes")]
+    Alloc { bytes: u128 },
+    #[error("cannot allocate a {bytes}-byte pointer chase")]
+    ChaseAlloc { bytes: u64 },
+    #[error("{bytes} bytes is less than two {LINE_BYTES}-byte lines")]
+    TooFewLines { bytes: u64 },
+    #[error("{bytes} bytes is more than 2^32 lines")]
+    TooManyLines { bytes: u64 },
+    #[error("{bytes} bytes do not fit in this address space")]
+    AddressSpace { bytes: u64 },
+}
+
 /// Allocates `n` lines and writes each one (`init(i)` for line `i`), so every page is
 /// faulted in by the calling thread (first touch decides the NUMA node).
 pub fn alloc_lines(
     n: usize,
     pages: Pages,
     mut init: impl FnMut(usize) -> Line,
-) -> Result<Vec<Line>, String> {
+) -> Result<Vec<Line>, MemoryError> {
     let mut v: Vec<Line> = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| format!("cannot allocate {} bytes", (n as u128) * LINE_BYTES as u128))?;
+    v.try_reserve_exact(n).map_err(|_| MemoryError::Alloc {
+        bytes: (n as u128) * LINE_BYTES as u128,
+    })?;
     if pages == Pages::Huge {
         advise_huge_pages(v.as_ptr().cast(), n * LINE_BYTES);
     }
@@ -333,6 +349,6 @@ mod tests {
     #[test]
     fn impossible_allocations_are_errors() {
         let e = alloc_lines(usize::MAX / 2, Pages::Base, |_| Line([0; 8])).unwrap_err();
-        assert!(e.contains("cannot allocate"), "{e}");
+        assert!(e.to_string().contains("cannot allocate"), "{e}");
     }
 }

@@ -14,7 +14,7 @@
 
 use std::hint::black_box;
 
-use super::kernels::{LINE_BYTES, Pages};
+use super::kernels::{LINE_BYTES, MemoryError, Pages};
 use crate::compute::kernel::splitmix64;
 use crate::workers::WorkerState;
 
@@ -34,29 +34,27 @@ pub struct Chase {
 }
 
 /// Lines in a working set of `bytes`, or why it cannot be chased.
-pub fn lines_for(bytes: u64) -> Result<usize, String> {
+pub fn lines_for(bytes: u64) -> Result<usize, MemoryError> {
     let n = bytes / LINE_BYTES as u64;
     if n < 2 {
-        return Err(format!(
-            "{bytes} bytes is less than two {LINE_BYTES}-byte lines"
-        ));
+        return Err(MemoryError::TooFewLines { bytes });
     }
     if n > u32::MAX as u64 {
-        return Err(format!("{bytes} bytes is more than 2^32 lines"));
+        return Err(MemoryError::TooManyLines { bytes });
     }
-    usize::try_from(n).map_err(|_| format!("{bytes} bytes do not fit in this address space"))
+    usize::try_from(n).map_err(|_| MemoryError::AddressSpace { bytes })
 }
 
 impl Chase {
     /// Builds a random ring over `bytes` (whole lines) from `seed`, writing every line.
-    pub fn new(bytes: u64, seed: u64) -> Result<Self, String> {
+    pub fn new(bytes: u64, seed: u64) -> Result<Self, MemoryError> {
         Self::with_pages(bytes, seed, Pages::Base)
     }
 
     /// [`Chase::new`] on memory backed as `pages` says.
-    pub fn with_pages(bytes: u64, seed: u64, pages: Pages) -> Result<Self, String> {
+    pub fn with_pages(bytes: u64, seed: u64, pages: Pages) -> Result<Self, MemoryError> {
         let n = lines_for(bytes)?;
-        let oom = || format!("cannot allocate a {bytes}-byte pointer chase");
+        let oom = || MemoryError::ChaseAlloc { bytes };
         let mut lines: Vec<ChaseLine> = Vec::new();
         lines.try_reserve_exact(n).map_err(|_| oom())?;
         if pages == Pages::Huge {
@@ -218,10 +216,16 @@ mod tests {
             Chase::new(64, 1)
                 .err()
                 .unwrap()
+                .to_string()
                 .contains("two 64-byte lines")
         );
         assert_eq!(lines_for(1 << 37), Ok(1 << 31));
-        assert!(lines_for(1 << 38).unwrap_err().contains("2^32 lines"));
+        assert!(
+            lines_for(1 << 38)
+                .unwrap_err()
+                .to_string()
+                .contains("2^32 lines")
+        );
         assert!(lines_for(u64::MAX).is_err());
     }
 }

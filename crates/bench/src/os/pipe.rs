@@ -92,11 +92,14 @@ fn echo_child(pin: Option<&ChildPin>, rd: i32, wr: i32, fd_bound: i32) -> ! {
     }
     loop {
         let mut token: u32 = 0;
+        // SAFETY: `token` is a live u32 and 4 bytes, its size, are asked for; `rd` is the
+        // child's end of the pipe, open for its whole life.
         let n = unsafe { libc::read(rd, (&mut token as *mut u32).cast(), 4) };
         if n == 0 {
             child::child_exit(0);
         }
         if n != 4 {
+            // SAFETY: __errno_location returns this thread's valid errno pointer.
             if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
                 continue;
             }
@@ -105,6 +108,8 @@ fn echo_child(pin: Option<&ChildPin>, rd: i32, wr: i32, fd_bound: i32) -> ! {
         if token == REPORT_CPU {
             token = child::raw_getcpu() as u32;
         }
+        // SAFETY: `token` is a live u32 and 4 bytes, its size, are written; `wr` is the
+        // child's end of the pipe, open for its whole life.
         let n = unsafe { libc::write(wr, (&token as *const u32).cast(), 4) };
         if n != 4 {
             child::child_exit(1);

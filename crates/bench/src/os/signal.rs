@@ -109,6 +109,7 @@ impl Unblocked {
     fn new(bench: &str) -> Result<Unblocked, BenchError> {
         // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: sigset_t is plain data, and pthread_sigmask overwrites it before it is read.
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: valid sigset pointers.
         let r = unsafe {

@@ -26,7 +26,7 @@ impl Store {
     /// carry them, so the run could not be exported).
     pub fn save_cell(&mut self, run_id: i64, cell: &CellRecord) -> Result<()> {
         let r = (|| -> Step<()> {
-            check_cell_finite(cell).map_err(Fail::Invalid)?;
+            check_cell_finite(cell).map_err(|e| Fail::Invalid(e.to_string()))?;
             let tx = self.begin()?;
             insert_cell(&tx, run_id, cell)?;
             tx.commit()?;
@@ -75,18 +75,18 @@ pub(crate) struct CellFacts {
 /// Every float a cell stores must be finite: SQLite turns NaN into NULL and JSON has
 /// neither NaN nor infinity, so such a value would make the run unloadable or
 /// unexportable. Says which value is at fault.
-pub(crate) fn check_cell_finite(cell: &CellRecord) -> std::result::Result<(), String> {
+pub(crate) fn check_cell_finite(cell: &CellRecord) -> std::result::Result<(), NotFinite> {
     let check = |what: &dyn Fn() -> String, x: f64| {
         if x.is_finite() {
             Ok(())
         } else {
-            Err(format!(
-                "{} is {x}; only finite numbers can be stored",
-                what()
-            ))
+            Err(NotFinite {
+                what: what(),
+                value: x,
+            })
         }
     };
-    let summary = |name: &str, s: &Summary| -> std::result::Result<(), String> {
+    let summary = |name: &str, s: &Summary| -> std::result::Result<(), NotFinite> {
         for (field, x) in [
             ("mean", s.mean),
             ("median", s.median),
@@ -142,7 +142,15 @@ pub(crate) fn check_cell_finite(cell: &CellRecord) -> std::result::Result<(), St
     check_config_finite(&r.config)
 }
 
-pub(crate) fn check_config_finite(c: &RunConfig) -> std::result::Result<(), String> {
+/// A value that cannot be stored because it is not a finite number, and where it sits.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{what} is {value}; only finite numbers can be stored")]
+pub(crate) struct NotFinite {
+    what: String,
+    value: f64,
+}
+
+pub(crate) fn check_config_finite(c: &RunConfig) -> std::result::Result<(), NotFinite> {
     let mut xs = vec![
         ("config.ci_target_rel", c.ci_target_rel),
         ("config.linearity_tolerance", c.linearity_tolerance),
@@ -155,7 +163,10 @@ pub(crate) fn check_config_finite(c: &RunConfig) -> std::result::Result<(), Stri
         ));
     }
     match xs.into_iter().find(|(_, x)| !x.is_finite()) {
-        Some((what, x)) => Err(format!("{what} is {x}; only finite numbers can be stored")),
+        Some((what, x)) => Err(NotFinite {
+            what: what.to_string(),
+            value: x,
+        }),
         None => Ok(()),
     }
 }

@@ -15,7 +15,7 @@ mod runs;
 
 pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
 use runs::describe_ids;
-pub use runs::{RunListing, check_label};
+pub use runs::{BadLabel, RunListing, check_label};
 
 use crate::error::{Result, StoreError};
 

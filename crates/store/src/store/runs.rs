@@ -286,9 +286,9 @@ impl Store {
     /// Names a run (`None` removes the name). The label must pass [`check_label`].
     pub fn set_run_label(&mut self, run_id: i64, label: Option<&str>) -> Result<()> {
         if let Some(l) = label {
-            check_label(l).map_err(|detail| StoreError::Invalid {
+            check_label(l).map_err(|e| StoreError::Invalid {
                 path: self.path.clone(),
-                detail,
+                detail: e.to_string(),
             })?;
         }
         let r = (|| -> Step<()> {
@@ -356,8 +356,13 @@ impl Store {
 
 /// Labels are free text, but they must not be mistaken for what `resolve_run` reads
 /// otherwise (`12`, `#12`, `-2`, `latest`) nor break the one-line listings.
-pub fn check_label(label: &str) -> std::result::Result<(), String> {
-    let bad = |why: &str| Err(format!("label {label:?} {why}"));
+pub fn check_label(label: &str) -> std::result::Result<(), BadLabel> {
+    let bad = |why: &'static str| {
+        Err(BadLabel {
+            label: label.to_string(),
+            why,
+        })
+    };
     if label.trim().is_empty() {
         return bad("is empty");
     }
@@ -382,6 +387,14 @@ pub fn check_label(label: &str) -> std::result::Result<(), String> {
         return bad("would read as a results file");
     }
     Ok(())
+}
+
+/// A label [`check_label`] refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("label {label:?} {why}")]
+pub struct BadLabel {
+    pub label: String,
+    pub why: &'static str,
 }
 
 pub(crate) fn run_exists(conn: &Connection, run_id: i64) -> Step<bool> {
@@ -417,7 +430,7 @@ pub(crate) fn describe_ids(ids: &[i64]) -> String {
 }
 
 pub(crate) fn insert_run(tx: &Transaction<'_>, meta: &RunMeta) -> Step<i64> {
-    check_config_finite(&meta.config).map_err(Fail::Invalid)?;
+    check_config_finite(&meta.config).map_err(|e| Fail::Invalid(e.to_string()))?;
     let env = &meta.environment;
     tx.execute(
         "INSERT INTO runs (started_unix_s, finished_unix_s, status, suite, command_line,

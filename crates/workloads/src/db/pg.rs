@@ -54,8 +54,9 @@ pub enum PgError {
         "running as root and neither the postgres nor the nobody user exists to run PostgreSQL"
     )]
     NoUser,
-    #[error("{what}: {source}")]
-    Io { what: String, source: io::Error },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{what}: {error}")]
+    Io { what: String, error: io::Error },
     #[error("initdb failed ({status}): {line}")]
     Initdb { status: String, line: String },
     #[error("postgres did not start on 127.0.0.1:{port}: {line}")]
@@ -72,7 +73,7 @@ pub enum PgError {
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> PgError {
     let what = what.into();
-    move |source| PgError::Io { what, source }
+    move |error| PgError::Io { what, error }
 }
 
 /// Where the PostgreSQL programs are.
@@ -161,6 +162,7 @@ pub struct RunAs {
 impl RunAs {
     /// `None` when smtlab is not root (PostgreSQL then runs as smtlab's user).
     pub fn for_this_process() -> Result<Option<RunAs>, PgError> {
+        // SAFETY: geteuid() takes nothing and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return Ok(None);
         }
@@ -177,6 +179,8 @@ impl RunAs {
         let (uid, gid) = (self.uid, self.gid);
         let hook = move || -> io::Result<()> {
             // Only raw system calls between fork and exec.
+            // SAFETY: setgroups with a null list of length 0 is allowed; these are raw
+            // system calls, async-signal-safe between fork and exec.
             unsafe {
                 if libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(gid) != 0
@@ -187,6 +191,8 @@ impl RunAs {
             }
             Ok(())
         };
+        // SAFETY: the hook only makes async-signal-safe system calls and captures two
+        // integers: nothing to lock or allocate in the forked child.
         unsafe { cmd.pre_exec(hook) };
         cmd.env("HOME", "/").env("USER", &self.name);
     }
@@ -194,9 +200,13 @@ impl RunAs {
 
 fn lookup_user(name: &str) -> Option<RunAs> {
     let cname = std::ffi::CString::new(name).ok()?;
+    // SAFETY: passwd is plain integers and pointers: all zeroes (null pointers) is a
+    // valid value, filled in by getpwnam_r.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![libc::c_char::default(); 16 * 1024];
     let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: `cname` is NUL-terminated, `pw` and `out` are live locals, and `buf` is a
+    // live buffer of `buf.len()` bytes for the strings `pw` points into.
     let rc = unsafe {
         libc::getpwnam_r(
             cname.as_ptr(),
@@ -363,7 +373,7 @@ impl PgServer {
         if let Some(c) = cpus {
             cmd.pin_to(c).map_err(|e| PgError::Io {
                 what: "pin postgres".into(),
-                source: io::Error::from(e),
+                error: io::Error::from(e),
             })?;
         }
         if let Some(u) = run_as {
@@ -578,8 +588,11 @@ fn remove_interlock_segment(data: &Path) {
     else {
         return;
     };
+    // SAFETY: shmid_ds is plain integers: all zeroes is a valid value.
     let mut ds: libc::shmid_ds = unsafe { std::mem::zeroed() };
+    // SAFETY: `ds` is a live shmid_ds the kernel writes into.
     if unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) } == 0 && ds.shm_nattch == 0 {
+        // SAFETY: IPC_RMID reads no buffer, so a null one is allowed.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
     }
 }
@@ -600,6 +613,8 @@ fn kill_left_postmaster(data: &Path) {
     let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let needle = data.as_os_str().as_encoded_bytes();
     if pid > 1 && cmdline.windows(needle.len().max(1)).any(|w| w == needle) {
+        // SAFETY: kill() takes no pointers; the pid was checked to be a postmaster of this
+        // data directory, so it is no stranger's.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         let deadline = Instant::now() + Duration::from_secs(5);
         while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
@@ -940,8 +955,10 @@ mod tests {
         assert_eq!(sweep_stale(parent.path()), 1);
         assert!(!dir.exists());
         if let Some(id) = shm_id {
+            // SAFETY: shmid_ds is plain integers: all zeroes is a valid value.
             let mut ds: libc::shmid_ds = unsafe { std::mem::zeroed() };
             assert_ne!(
+                // SAFETY: `ds` is a live shmid_ds the kernel writes into.
                 unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) },
                 0,
                 "shared memory segment {id} left behind"

@@ -170,8 +170,44 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
+/// What is wrong with one line of a load file (the line itself is added by [`parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum LineError {
+    #[error("unterminated quoted path")]
+    Unterminated,
+    #[error("timestamp {0:?} is not a number")]
+    Timestamp(String),
+    #[error("{what} {word:?} is not a number")]
+    NotANumber { what: String, word: String },
+    #[error("{what} {word} is out of range")]
+    OutOfRange { what: String, word: String },
+    #[error("empty operation")]
+    Empty,
+    #[error("{0}: missing arguments and NT_STATUS result")]
+    NoStatus(String),
+    #[error("{name}: the last word must be an NT_STATUS_ result, found {status:?}")]
+    BadStatus { name: String, status: String },
+    #[error("{name} takes {n} argument(s) ({form}) before the status, found {found}")]
+    Arguments {
+        name: String,
+        n: usize,
+        form: &'static str,
+        found: usize,
+    },
+    #[error("{name}: size {size} is over 16 MiB")]
+    TooBig { name: String, size: u32 },
+    #[error(
+        "Unlink takes a path and an optional attribute before the status, found {0} argument(s)"
+    )]
+    Unlink(usize),
+    #[error(
+        "unknown operation {0:?} (expected NTCreateX, Close, ReadX, WriteX, Unlink, Rename, Mkdir, Rmdir, Deltree, QUERY_PATH_INFORMATION, QUERY_FILE_INFORMATION, QUERY_FS_INFORMATION, SET_FILE_INFORMATION, FIND_FIRST, Flush, LockX or UnlockX)"
+    )]
+    Unknown(String),
+}
+
 /// Splits a line into words; a double-quoted word may hold spaces.
-fn words(text: &str) -> Result<Vec<String>, String> {
+fn words(text: &str) -> Result<Vec<String>, LineError> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -184,7 +220,7 @@ fn words(text: &str) -> Result<Vec<String>, String> {
                 match chars.next() {
                     Some('"') => break,
                     Some(ch) => w.push(ch),
-                    None => return Err("unterminated quoted path".into()),
+                    None => return Err(LineError::Unterminated),
                 }
             }
             out.push(w);
@@ -203,41 +239,50 @@ fn words(text: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn number(word: &str, what: &str) -> Result<u64, String> {
+fn number(word: &str, what: &str) -> Result<u64, LineError> {
     let parsed = match word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(hex, 16),
         None => word.parse::<u64>(),
     };
-    parsed.map_err(|_| format!("{what} {word:?} is not a number"))
+    parsed.map_err(|_| LineError::NotANumber {
+        what: what.to_string(),
+        word: word.to_string(),
+    })
 }
 
-fn small(word: &str, what: &str) -> Result<u32, String> {
+fn small(word: &str, what: &str) -> Result<u32, LineError> {
     let n = number(word, what)?;
-    u32::try_from(n).map_err(|_| format!("{what} {word} is out of range"))
+    u32::try_from(n).map_err(|_| LineError::OutOfRange {
+        what: what.to_string(),
+        word: word.to_string(),
+    })
 }
 
 /// Parses one line's words (timestamp already removed).
-fn parse_op(w: &[String]) -> Result<(Op, bool), String> {
+fn parse_op(w: &[String]) -> Result<(Op, bool), LineError> {
     let Some((name, rest)) = w.split_first() else {
-        return Err("empty operation".into());
+        return Err(LineError::Empty);
     };
     let Some((status, args)) = rest.split_last() else {
-        return Err(format!("{name}: missing arguments and NT_STATUS result"));
+        return Err(LineError::NoStatus(name.clone()));
     };
     if !status.starts_with("NT_STATUS_") {
-        return Err(format!(
-            "{name}: the last word must be an NT_STATUS_ result, found {status:?}"
-        ));
+        return Err(LineError::BadStatus {
+            name: name.clone(),
+            status: status.clone(),
+        });
     }
     let expect_ok = status == "NT_STATUS_OK";
-    let want = |n: usize, form: &str| -> Result<(), String> {
+    let want = |n: usize, form: &'static str| -> Result<(), LineError> {
         if args.len() == n {
             Ok(())
         } else {
-            Err(format!(
-                "{name} takes {n} argument(s) ({form}) before the status, found {}",
-                args.len()
-            ))
+            Err(LineError::Arguments {
+                name: name.clone(),
+                n,
+                form,
+                found: args.len(),
+            })
         }
     };
     let op = match name.as_str() {
@@ -265,7 +310,10 @@ fn parse_op(w: &[String]) -> Result<(Op, bool), String> {
                 small(&args[3], "returned size")?,
             );
             if size > 16 << 20 {
-                return Err(format!("{name}: size {size} is over 16 MiB"));
+                return Err(LineError::TooBig {
+                    name: name.clone(),
+                    size,
+                });
             }
             if name == "ReadX" {
                 Op::ReadX {
@@ -286,10 +334,7 @@ fn parse_op(w: &[String]) -> Result<(Op, bool), String> {
         "Unlink" => {
             // dbench 4 adds the attribute mask; older files omit it.
             if args.is_empty() || args.len() > 2 {
-                return Err(format!(
-                    "Unlink takes a path and an optional attribute before the status, found {} argument(s)",
-                    args.len()
-                ));
+                return Err(LineError::Unlink(args.len()));
             }
             Op::Unlink {
                 path: args[0].clone(),
@@ -370,9 +415,7 @@ fn parse_op(w: &[String]) -> Result<(Op, bool), String> {
             }
         }
         other => {
-            return Err(format!(
-                "unknown operation {other:?} (expected NTCreateX, Close, ReadX, WriteX, Unlink, Rename, Mkdir, Rmdir, Deltree, QUERY_PATH_INFORMATION, QUERY_FILE_INFORMATION, QUERY_FS_INFORMATION, SET_FILE_INFORMATION, FIND_FIRST, Flush, LockX or UnlockX)"
-            ));
+            return Err(LineError::Unknown(other.to_string()));
         }
     };
     Ok((op, expect_ok))
@@ -383,7 +426,7 @@ pub fn parse(name: &str, text: &str) -> Result<LoadFile, LoadError> {
     let mut lines = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let number = i + 1;
-        let err = |reason: String| LoadError {
+        let err = |reason: LineError| LoadError {
             file: name.to_string(),
             line: number,
             reason: format!("{reason}: {}", raw.trim()),
@@ -399,7 +442,7 @@ pub fn parse(name: &str, text: &str) -> Result<LoadFile, LoadError> {
                     .parse::<f64>()
                     .ok()
                     .filter(|v| v.is_finite() && *v >= 0.0)
-                    .ok_or_else(|| err(format!("timestamp {first:?} is not a number")))?;
+                    .ok_or_else(|| err(LineError::Timestamp(first.clone())))?;
                 w.remove(0);
                 Some(ts)
             }

@@ -613,7 +613,7 @@ impl ChatInstance {
         fault: Fault,
     ) -> Result<ChatInstance, BenchError> {
         // Both ends of every connection, their clones, and slack for the rest of smtlab.
-        ensure_nofile(4 * shape.connections() + 256).map_err(|e| check_err(NAME, e))?;
+        ensure_nofile(4 * shape.connections() + 256).map_err(|e| check_err(NAME, e.to_string()))?;
         let server = ChatServer::start(server_cpus, shape, fault)?;
         let addr = server.addr();
         let cpus = client.cpus().clone();

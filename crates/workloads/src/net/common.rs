@@ -131,7 +131,7 @@ impl Drop for Acceptor {
 
 /// Raises the soft descriptor limit to at least `needed` (up to the hard limit), or says
 /// which limit stops it.
-pub fn ensure_nofile(needed: u64) -> Result<(), String> {
+pub fn ensure_nofile(needed: u64) -> Result<(), NofileError> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -139,29 +139,40 @@ pub fn ensure_nofile(needed: u64) -> Result<(), String> {
     // SAFETY: getrlimit/setrlimit with a valid struct.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return Err(format!(
-                "getrlimit(RLIMIT_NOFILE): {}",
-                io::Error::last_os_error()
-            ));
+            return Err(NofileError::Get(io::Error::last_os_error()));
         }
         if lim.rlim_cur >= needed {
             return Ok(());
         }
         if lim.rlim_max < needed {
-            return Err(format!(
-                "needs {needed} open descriptors; RLIMIT_NOFILE allows {} (hard limit): raise it with `ulimit -Hn`",
-                lim.rlim_max
-            ));
+            return Err(NofileError::HardLimit {
+                needed,
+                hard: lim.rlim_max,
+            });
         }
         lim.rlim_cur = needed;
         if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            return Err(format!(
-                "setrlimit(RLIMIT_NOFILE, {needed}): {}",
-                io::Error::last_os_error()
-            ));
+            return Err(NofileError::Set {
+                needed,
+                error: io::Error::last_os_error(),
+            });
         }
     }
     Ok(())
+}
+
+/// Why [`ensure_nofile`] could not raise the descriptor limit. The system error is part
+/// of the message, not a `source`, so it is printed once.
+#[derive(Debug, thiserror::Error)]
+pub enum NofileError {
+    #[error("getrlimit(RLIMIT_NOFILE): {0}")]
+    Get(io::Error),
+    #[error(
+        "needs {needed} open descriptors; RLIMIT_NOFILE allows {hard} (hard limit): raise it with `ulimit -Hn`"
+    )]
+    HardLimit { needed: u64, hard: u64 },
+    #[error("setrlimit(RLIMIT_NOFILE, {needed}): {error}")]
+    Set { needed: u64, error: io::Error },
 }
 
 /// Limits that may stop a workload from starting `threads` threads, for its error line.
@@ -265,7 +276,7 @@ mod tests {
     #[test]
     fn the_descriptor_limit_can_be_met() {
         ensure_nofile(64).unwrap();
-        let e = ensure_nofile(u64::MAX - 1).unwrap_err();
+        let e = ensure_nofile(u64::MAX - 1).unwrap_err().to_string();
         assert!(e.contains("RLIMIT_NOFILE"), "{e}");
     }
 }

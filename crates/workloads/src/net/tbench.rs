@@ -97,7 +97,8 @@ impl Benchmark for Tbench {
         let (clients, duration_ns) = (clients as usize, duration * 1_000_000);
         let load = load_for(NAME, p.get_str("loadfile")?)?;
         let client = ctx.client_side(NAME)?;
-        super::common::ensure_nofile(3 * clients as u64 + 256).map_err(|e| check_err(NAME, e))?;
+        super::common::ensure_nofile(3 * clients as u64 + 256)
+            .map_err(|e| check_err(NAME, e.to_string()))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
         let addr = server.acceptor.addr;
         let mut workers = Clients::with_capacity(clients);

@@ -36,6 +36,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use smtlab_model::CpuSet;
+use smtlab_placement::pin::CpuMask;
 
 use super::dynamic::Dynamic;
 use super::fileset::FileSet;
@@ -162,6 +163,7 @@ fn reply(docs: &Docs, req: &Request, body: &[u8]) -> Reply {
 }
 
 fn listener_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
+    // SAFETY: socket() takes no pointers; a negative result is checked below.
     let fd = unsafe {
         libc::socket(
             libc::AF_INET,
@@ -172,9 +174,13 @@ fn listener_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `fd` is a socket just created and owned by no one else; the listener takes
+    // sole ownership and closes it.
     let l = unsafe { TcpListener::from_raw_fd(fd) };
     let one: libc::c_int = 1;
     for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
+        // SAFETY: `fd` is the open socket owned by `l`; the option value points at a live
+        // c_int whose size is passed with it.
         unsafe {
             libc::setsockopt(
                 fd,
@@ -199,6 +205,8 @@ fn listener_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
         },
         sin_zero: [0; 8],
     };
+    // SAFETY: `sin` is a fully initialised sockaddr_in on the stack, and the length
+    // passed is its size.
     let r = unsafe {
         libc::bind(
             fd,
@@ -209,6 +217,7 @@ fn listener_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: listen() on the socket owned by `l`; no pointers.
     if unsafe { libc::listen(fd, 4096) } < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -325,17 +334,22 @@ fn set_events(epfd: RawFd, fd: RawFd, token: u64, events: i32) {
         events: events as u32,
         u64: token,
     };
+    // SAFETY: `ev` is a live epoll_event the kernel only reads; bad fds make the call fail,
+    // nothing worse.
     unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) };
 }
 
 /// Kills a CGI child's whole process group (the shell and what it started). Only for a
 /// child not reaped yet, so its pid, and with it the group id, cannot have been reused.
 fn kill_cgi(child: &Child) {
+    // SAFETY: killpg() takes no pointers; the pid is of a child not reaped yet (see above), so it
+    // names no stranger's group.
     unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
 }
 
 impl EventLoop {
     fn new(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts) -> io::Result<Self> {
+        // SAFETY: epoll_create1() takes no pointers; a negative result is checked below.
         let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epfd < 0 {
             return Err(io::Error::last_os_error());
@@ -344,6 +358,8 @@ impl EventLoop {
             events: libc::EPOLLIN as u32,
             u64: LISTENER,
         };
+        // SAFETY: `epfd` was just created, the listener's fd is open while `listener` lives,
+        // and `ev` is a live epoll_event the kernel only reads.
         unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, listener.as_raw_fd(), &mut ev) };
         Ok(EventLoop {
             listener,
@@ -363,6 +379,8 @@ impl EventLoop {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 512];
         let mut last_sweep = 0;
         while !stop.load(Ordering::Relaxed) {
+            // SAFETY: `events` is a live buffer of `events.len()` epoll_events the kernel writes
+            // into; the result bounds the slice read below.
             let n = unsafe {
                 libc::epoll_wait(self.epfd, events.as_mut_ptr(), events.len() as i32, 100)
             };
@@ -392,6 +410,8 @@ impl EventLoop {
 
     fn accept_all(&mut self) {
         loop {
+            // SAFETY: accept4() on the listener's open fd with null address pointers, which
+            // it allows; a negative result is checked below.
             let fd = unsafe {
                 libc::accept4(
                     self.listener.as_raw_fd(),
@@ -404,10 +424,13 @@ impl EventLoop {
                 return;
             }
             if self.open >= self.opts.max_conns {
+                // SAFETY: `fd` was just accepted and is owned by no one else yet.
                 unsafe { libc::close(fd) };
                 continue;
             }
             let one: libc::c_int = 1;
+            // SAFETY: `fd` is the socket just accepted; the option value points at a live c_int
+            // whose size is passed with it.
             unsafe {
                 libc::setsockopt(
                     fd,
@@ -438,6 +461,8 @@ impl EventLoop {
                 events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
                 u64: i as u64,
             };
+            // SAFETY: `fd` is the socket just accepted and `ev` a live epoll_event the kernel
+            // only reads.
             unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
             self.open += 1;
         }
@@ -445,6 +470,8 @@ impl EventLoop {
 
     fn close(&mut self, i: usize) {
         if let Some(c) = self.conns.get_mut(i).and_then(Option::take) {
+            // SAFETY: `c` was taken out of the table, so this is the one close of its fd;
+            // EPOLL_CTL_DEL accepts a null event.
             unsafe {
                 libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, c.fd, std::ptr::null_mut());
                 libc::close(c.fd);
@@ -468,6 +495,8 @@ impl EventLoop {
             page,
             req,
         } = run;
+        // SAFETY: `out` is still open here (dropped just after), and EPOLL_CTL_DEL accepts
+        // a null event.
         unsafe {
             libc::epoll_ctl(
                 self.epfd,
@@ -512,6 +541,8 @@ impl EventLoop {
             events: libc::EPOLLIN as u32,
             u64: PIPE | i as u64,
         };
+        // SAFETY: `pfd` is the child's stdout pipe, open while `out` lives; `ev` is a live
+        // epoll_event the kernel only reads.
         let registered = unsafe {
             let flags = libc::fcntl(pfd, libc::F_GETFL);
             libc::fcntl(pfd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
@@ -550,6 +581,8 @@ impl EventLoop {
             return;
         };
         let failed = loop {
+            // SAFETY: `scratch` is a live buffer of `scratch.len()` bytes the kernel writes into;
+            // the pipe is open while `run.out` lives.
             let n = unsafe {
                 libc::read(
                     run.out.as_raw_fd(),
@@ -625,6 +658,8 @@ impl EventLoop {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
+        // SAFETY: `scratch` is a live buffer of `scratch.len()` bytes the kernel writes into;
+        // `c.fd` is open while the connection is in the table.
         let n = unsafe { libc::read(c.fd, self.scratch.as_mut_ptr().cast(), self.scratch.len()) };
         if n == 0 {
             self.close(i);
@@ -705,6 +740,8 @@ impl EventLoop {
         while *head_off < head.len() {
             let more = if file.is_some() { libc::MSG_MORE } else { 0 };
             let rest = &head[*head_off..];
+            // SAFETY: `rest` is a live slice of `rest.len()` bytes the kernel only reads; `c.fd`
+            // is open while the connection is in the table.
             let n = unsafe {
                 libc::send(
                     c.fd,
@@ -722,6 +759,8 @@ impl EventLoop {
         if let Some((f, size)) = file {
             while (*off as u64) < *size {
                 let left = (*size - *off as u64) as usize;
+                // SAFETY: `off` is a live off_t the kernel updates; `f` stays open for the call and
+                // `c.fd` while the connection is in the table.
                 let n = unsafe { libc::sendfile(c.fd, f.as_raw_fd(), off, left) };
                 if n < 0 {
                     self.send_stopped(i);
@@ -788,6 +827,7 @@ impl Drop for EventLoop {
             kill_cgi(&child);
             let _ = child.wait();
         }
+        // SAFETY: `epfd` is owned by this loop and closed once, here in drop.
         unsafe { libc::close(self.epfd) };
     }
 }
@@ -869,6 +909,7 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
         revents: 0,
     };
     while !stop.load(Ordering::Relaxed) {
+        // SAFETY: `pfd` is a live pollfd of the listener's open fd, and one entry is passed.
         unsafe { libc::poll(&mut pfd, 1, 100) };
         while let Ok((s, _)) = listener.accept() {
             workers.retain(|h| !h.is_finished());
@@ -894,6 +935,8 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
                     serve_blocking(s.into_raw_fd(), &docs, opts);
                     let fd = reg.lock().expect("registry").remove(&id);
                     if let Some(fd) = fd {
+                        // SAFETY: the fd was in the registry, so it is still open and removed from
+                        // it under the lock: this is its one close.
                         unsafe { libc::close(fd) };
                     }
                     live2.fetch_sub(1, Ordering::SeqCst);
@@ -902,6 +945,8 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
                 Ok(h) => workers.push(h),
                 Err(_) => {
                     if let Some(fd) = registry.lock().expect("registry").remove(&id) {
+                        // SAFETY: the fd was in the registry, so it is still open and removed from
+                        // it under the lock: this is its one close.
                         unsafe { libc::close(fd) };
                     }
                     live.fetch_sub(1, Ordering::SeqCst);
@@ -911,6 +956,8 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
     }
     // Wake every connection thread out of its read or write.
     for fd in registry.lock().expect("registry").values() {
+        // SAFETY: the fds in the registry are open (they are closed only after removal
+        // under this lock); shutdown() takes no pointers.
         unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
     }
     for h in workers {
@@ -926,6 +973,7 @@ fn write_all(fd: RawFd, mut data: &[u8], flags: i32, deadline: Instant) -> bool 
         if !time_left(fd, deadline) {
             return false;
         }
+        // SAFETY: `data` is a live slice of `data.len()` bytes the kernel only reads.
         let n = unsafe {
             libc::send(
                 fd,
@@ -954,6 +1002,7 @@ fn abort_on_close(fd: RawFd) {
         l_onoff: 1,
         l_linger: 0,
     };
+    // SAFETY: `linger` is a live libc::linger whose size is passed with it.
     unsafe {
         libc::setsockopt(
             fd,
@@ -999,6 +1048,7 @@ fn set_timeout(fd: RawFd, opt: i32, d: Duration) {
         tv_sec: d.as_secs() as libc::time_t,
         tv_usec: d.subsec_micros().max(1) as libc::suseconds_t,
     };
+    // SAFETY: `tv` is a live timeval whose size is passed with it.
     unsafe {
         libc::setsockopt(
             fd,
@@ -1035,6 +1085,7 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 return;
             }
             set_timeout(fd, libc::SO_RCVTIMEO, left);
+            // SAFETY: `chunk` is a live buffer of `chunk.len()` bytes the kernel writes into.
             let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
             if n <= 0 {
                 if !buf.is_empty() || unsent(fd) {
@@ -1070,6 +1121,7 @@ fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 if !time_left(fd, deadline) {
                     return;
                 }
+                // SAFETY: `off` is a live off_t the kernel updates; `f` stays open for the call.
                 let n = unsafe {
                     libc::sendfile(fd, f.as_raw_fd(), &mut off, (*size - off as u64) as usize)
                 };
@@ -1111,17 +1163,17 @@ impl ProcessServer {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         // Everything the child needs is prepared before the fork.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &c in cpus {
-            if c as usize >= libc::CPU_SETSIZE as usize {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "CPU number too large",
-                ));
-            }
-            unsafe { libc::CPU_SET(c as usize, &mut set) };
-        }
-        let pin = !cpus.is_empty();
+        // Sized to the highest CPU (no 1,024-CPU cap); applying it allocates nothing.
+        let mask = if cpus.is_empty() {
+            None
+        } else {
+            let set: CpuSet = cpus.iter().copied().collect();
+            Some(
+                CpuMask::from_set(&set)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+            )
+        };
+        // SAFETY: getpid() takes nothing and cannot fail.
         let parent = unsafe { libc::getpid() };
         let lfd = listener.as_raw_fd();
         // Workers enter smtlab's cgroup, so its guardian kills them if smtlab dies.
@@ -1131,6 +1183,9 @@ impl ProcessServer {
             pids: Vec::new(),
         };
         for _ in 0..workers.max(1) {
+            // SAFETY: the child runs only async-signal-safe calls and this crate's
+            // server code, which takes no lock another thread of the parent could hold
+            // (see the type's docs), and leaves by _exit.
             let pid = unsafe { libc::fork() };
             if pid < 0 {
                 return Err(io::Error::last_os_error());
@@ -1139,31 +1194,31 @@ impl ProcessServer {
                 // The child: never returns into the parent's code.
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     tree.enter();
+                    // SAFETY: prctl and getppid take no pointers; _exit ends the child
+                    // without running the parent's destructors.
                     unsafe {
                         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
                         if libc::getppid() != parent {
                             libc::_exit(1);
                         }
-                        if pin
-                            && libc::sched_setaffinity(
-                                0,
-                                std::mem::size_of::<libc::cpu_set_t>(),
-                                &set,
-                            ) != 0
-                        {
-                            libc::_exit(2);
-                        }
+                    }
+                    if let Some(m) = &mask
+                        && m.apply(0).is_err()
+                    {
+                        // SAFETY: _exit ends the child without running the parent's code.
+                        unsafe { libc::_exit(2) };
                     }
                     worker_loop(lfd, &docs, opts, parent);
                 }))
                 .map_or(3, |_| 0);
+                // SAFETY: _exit ends the forked child without unwinding into the parent's
+                // code.
                 unsafe { libc::_exit(code) };
             }
             // Set from here too, so it holds when start returns.
-            if pin {
-                unsafe {
-                    libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set)
-                };
+            if let Some(m) = &mask {
+                // The child pins itself too and exits if it cannot: an error here changes nothing.
+                let _ = m.apply(pid);
             }
             server.pids.push(pid);
         }
@@ -1189,13 +1244,17 @@ fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
         revents: 0,
     };
     loop {
+        // SAFETY: getppid() takes nothing and cannot fail.
         if unsafe { libc::getppid() } != parent {
             return;
         }
+        // SAFETY: `pfd` is a live pollfd of the listener's fd, and one entry is passed.
         if unsafe { libc::poll(&mut pfd, 1, 200) } <= 0 {
             continue;
         }
         // Several workers wake for one connection: the losers get EAGAIN.
+        // SAFETY: accept4() on the inherited listener's fd with null address pointers,
+        // which it allows; a negative result is checked below.
         let fd = unsafe {
             libc::accept4(
                 lfd,
@@ -1208,6 +1267,8 @@ fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
             continue;
         }
         // Blocking from here, as a prefork worker is.
+        // SAFETY: `fd` is the socket just accepted; the option value points at a live c_int
+        // whose size is passed with it.
         unsafe {
             let flags = libc::fcntl(fd, libc::F_GETFL);
             libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
@@ -1221,6 +1282,7 @@ fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
             );
         }
         serve_blocking(fd, docs, opts);
+        // SAFETY: `fd` was accepted above and is closed once, here.
         unsafe { libc::close(fd) };
     }
 }
@@ -1228,10 +1290,13 @@ fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
 impl Drop for ProcessServer {
     fn drop(&mut self) {
         for &pid in &self.pids {
+            // SAFETY: `pid` is a worker forked by this server and not reaped yet, so it is no
+            // stranger's.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         for &pid in &self.pids {
             let mut status = 0;
+            // SAFETY: `status` is a live int the kernel writes; `pid` is our own child.
             unsafe { libc::waitpid(pid, &mut status, 0) };
         }
     }

@@ -241,16 +241,17 @@ impl Benchmark for WebCapacity {
                 super::builtin::ProcessServer::start(docs()?, cpus, opts, super::PROCESSES)
                     .map_err(io("starting the processes server"))?,
             ),
-            "nginx" => {
-                Running::Real(real::RealServer::nginx(set.root(), cpus).map_err(unsupported)?)
-            }
+            "nginx" => Running::Real(
+                real::RealServer::nginx(set.root(), cpus)
+                    .map_err(|e| unsupported(e.to_string()))?,
+            ),
             "apache-prefork" => Running::Real(
                 real::RealServer::apache_with(set.root(), cpus, real::Mpm::Prefork, true)
-                    .map_err(unsupported)?,
+                    .map_err(|e| unsupported(e.to_string()))?,
             ),
             "apache-event" => Running::Real(
                 real::RealServer::apache_with(set.root(), cpus, real::Mpm::Event, true)
-                    .map_err(unsupported)?,
+                    .map_err(|e| unsupported(e.to_string()))?,
             ),
             other => return Err(bad("server", other, &SERVERS.join(", "))),
         };

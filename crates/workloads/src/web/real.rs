@@ -22,7 +22,7 @@
 //! (kept in the configuration directory, named in the error). Not installed: an error
 //! that says how to install it.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -79,28 +79,92 @@ pub struct RealServer {
 }
 
 fn is_root() -> bool {
+    // SAFETY: geteuid() takes nothing and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
-fn free_port() -> Result<u16, String> {
+/// Why a real server (nginx, Apache or the user's command) could not be started. The
+/// I/O errors are part of the messages, not `source`s, so each is printed once.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{param}={given:?}: expected the path of a runnable {name} program")]
+    BadProgram {
+        param: &'static str,
+        given: String,
+        name: String,
+    },
+    #[error(
+        "{name} is not installed (no {} on PATH nor {}): apt-get install {pkg}, or give --param {param}=PATH",
+        .names.join(" or "),
+        .places.join(", ")
+    )]
+    NotInstalled {
+        name: String,
+        names: &'static [&'static str],
+        places: &'static [&'static str],
+        pkg: &'static str,
+        param: &'static str,
+    },
+    #[error("no Apache module directory (with mod_mpm_prefork.so) found for {}", .program.display())]
+    NoApacheModules { program: PathBuf },
+    #[error(
+        "server=cmd needs --param cmd='YOUR SERVER COMMAND' (with {{port}} where it takes its port, or --param port=N)"
+    )]
+    NoCommand,
+    #[error("cmd={cmd:?}: put {{port}} where the command takes its port, or give --param port=N")]
+    NoPort { cmd: String },
+    /// `what` says what was being done ("cannot write nginx.conf").
+    #[error("{what}: {error}")]
+    Io { what: String, error: io::Error },
+    #[error("{0}")]
+    Os(io::Error),
+    #[error("{name}: {error}")]
+    Pin {
+        name: &'static str,
+        error: smtlab_placement::pin::PinError,
+    },
+    #[error(
+        "{name} {what}; its log says: {why} (logs kept in {kept} until the next smtlab starts)"
+    )]
+    DidNotStart {
+        name: &'static str,
+        what: String,
+        why: String,
+        kept: String,
+    },
+}
+
+fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> ServerError {
+    let what = what.into();
+    move |error| ServerError::Io { what, error }
+}
+
+fn free_port() -> Result<u16, ServerError> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("cannot find a free loopback port: {e}"))
+        .map_err(io_error("cannot find a free loopback port"))
 }
 
 /// The program of server `name` (`nginx`, or `apache2` for Apache httpd): `given` when
 /// not empty (it must be a runnable file), else the first of its names on `PATH`, else
 /// the first of the usual places that exists. The error says where it looked and how
 /// to install it.
-pub fn find(name: &str, given: &str) -> Result<PathBuf, String> {
-    let (names, places, pkg, param): (&[&str], &[&str], &str, &str) = match name {
+pub fn find(name: &str, given: &str) -> Result<PathBuf, ServerError> {
+    let (names, places, pkg, param): (
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static str,
+        &'static str,
+    ) = match name {
         "nginx" => (&["nginx"], NGINX_PLACES, "nginx", "nginx"),
         _ => (&["apache2", "httpd"], APACHE_PLACES, "apache2", "apache"),
     };
     if !given.is_empty() {
-        return which::which(given).map_err(|_| {
-            format!("{param}={given:?}: expected the path of a runnable {name} program")
+        return which::which(given).map_err(|_| ServerError::BadProgram {
+            param,
+            given: given.to_string(),
+            name: name.to_string(),
         });
     }
     names
@@ -112,45 +176,42 @@ pub fn find(name: &str, given: &str) -> Result<PathBuf, String> {
                 .map(PathBuf::from)
                 .find(|p| which::which(p).is_ok())
         })
-        .ok_or_else(|| {
-            format!(
-                "{name} is not installed (no {} on PATH nor {}): apt-get install {pkg}, or give --param {param}=PATH",
-                names.join(" or "),
-                places.join(", ")
-            )
+        .ok_or_else(|| ServerError::NotInstalled {
+            name: name.to_string(),
+            names,
+            places,
+            pkg,
+            param,
         })
 }
 
 /// Why server `name` (`nginx` or `apache2`) cannot be used, if it cannot.
 pub fn missing(name: &str) -> Option<String> {
-    find(name, "").err()
+    find(name, "").err().map(|e| e.to_string())
 }
 
 /// The directory holding Apache's modules for `program`.
-fn apache_modules(program: &Path) -> Result<PathBuf, String> {
+fn apache_modules(program: &Path) -> Result<PathBuf, ServerError> {
     let bindir = program.parent().unwrap_or(Path::new("/"));
     APACHE_MODULE_DIRS
         .iter()
         .map(|d| bindir.join(d))
         .find(|d| d.join("mod_mpm_prefork.so").is_file())
-        .ok_or_else(|| {
-            format!(
-                "no Apache module directory (with mod_mpm_prefork.so) found for {}",
-                program.display()
-            )
+        .ok_or_else(|| ServerError::NoApacheModules {
+            program: program.to_path_buf(),
         })
 }
 
 /// Makes `root` and everything under it readable by the unprivileged server user.
-fn open_up(root: &Path) -> Result<(), String> {
+fn open_up(root: &Path) -> Result<(), ServerError> {
     use std::os::unix::fs::PermissionsExt;
     let set = |p: &Path, mode: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("cannot make {} readable: {e}", p.display()))
+            .map_err(io_error(format!("cannot make {} readable", p.display())))
     };
     set(root, 0o755)?;
-    for entry in std::fs::read_dir(root).map_err(|e| e.to_string())? {
-        let entry = entry.map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(root).map_err(ServerError::Os)? {
+        let entry = entry.map_err(ServerError::Os)?;
         let p = entry.path();
         if p.is_dir() {
             open_up(&p)?;
@@ -180,12 +241,12 @@ impl RealServer {
 
     /// nginx serving `root` with one worker per CPU of `cpus` (one unpinned worker when
     /// empty).
-    pub fn nginx(root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
+    pub fn nginx(root: &Path, cpus: &[u32]) -> Result<RealServer, ServerError> {
         Self::nginx_at(&find("nginx", "")?, root, cpus)
     }
 
     /// [`RealServer::nginx`] with the program at `program`.
-    pub fn nginx_at(program: &Path, root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
+    pub fn nginx_at(program: &Path, root: &Path, cpus: &[u32]) -> Result<RealServer, ServerError> {
         open_up(root)?;
         let dir = tempdir()?;
         let port = free_port()?;
@@ -225,14 +286,14 @@ impl RealServer {
             root.display()
         );
         let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write nginx.conf: {e}"))?;
+        std::fs::write(&conf_path, conf).map_err(io_error("cannot write nginx.conf"))?;
         let mut cmd = Command::new(program);
         cmd.arg("-c").arg(&conf_path).arg("-p").arg(dir.path());
         start(cmd, dir, port, cpus, "nginx")
     }
 
     /// Apache httpd with `mpm` serving `root`, every process on `cpus`.
-    pub fn apache(root: &Path, cpus: &[u32], mpm: Mpm) -> Result<RealServer, String> {
+    pub fn apache(root: &Path, cpus: &[u32], mpm: Mpm) -> Result<RealServer, ServerError> {
         Self::apache_with(root, cpus, mpm, false)
     }
 
@@ -244,7 +305,7 @@ impl RealServer {
         cpus: &[u32],
         mpm: Mpm,
         dynamic: bool,
-    ) -> Result<RealServer, String> {
+    ) -> Result<RealServer, ServerError> {
         Self::apache_at(&find("apache2", "")?, root, cpus, mpm, dynamic)
     }
 
@@ -255,7 +316,7 @@ impl RealServer {
         cpus: &[u32],
         mpm: Mpm,
         dynamic: bool,
-    ) -> Result<RealServer, String> {
+    ) -> Result<RealServer, ServerError> {
         let modules = apache_modules(program)?;
         open_up(root)?;
         let dir = tempdir()?;
@@ -305,7 +366,7 @@ impl RealServer {
             root = root.display()
         );
         let conf_path = dir.path().join("httpd.conf");
-        std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write httpd.conf: {e}"))?;
+        std::fs::write(&conf_path, conf).map_err(io_error("cannot write httpd.conf"))?;
         let mut cmd = Command::new(program);
         cmd.arg("-f")
             .arg(&conf_path)
@@ -325,18 +386,19 @@ impl RealServer {
     /// replaced by a free loopback port (or listening on `port` when given) and `{root}`
     /// by the file set's directory. Its output goes to files in a temporary directory,
     /// quoted when it does not come up.
-    pub fn custom(cmd: &str, port: u16, root: &Path, cpus: &[u32]) -> Result<RealServer, String> {
+    pub fn custom(
+        cmd: &str,
+        port: u16,
+        root: &Path,
+        cpus: &[u32],
+    ) -> Result<RealServer, ServerError> {
         if cmd.trim().is_empty() {
-            return Err(
-                "server=cmd needs --param cmd='YOUR SERVER COMMAND' (with {port} \
-                        where it takes its port, or --param port=N)"
-                    .into(),
-            );
+            return Err(ServerError::NoCommand);
         }
         if port == 0 && !cmd.contains("{port}") {
-            return Err(format!(
-                "cmd={cmd:?}: put {{port}} where the command takes its port, or give --param port=N"
-            ));
+            return Err(ServerError::NoPort {
+                cmd: cmd.to_string(),
+            });
         }
         open_up(root)?;
         let dir = tempdir()?;
@@ -352,9 +414,12 @@ impl RealServer {
 
 /// The CGI scripts behind Apache's dynamic requests, readable and runnable by the
 /// unprivileged server user; posts go to `post.log` beside them.
-fn write_cgi_scripts(dir: &Path) -> Result<(), String> {
+fn write_cgi_scripts(dir: &Path) -> Result<(), ServerError> {
     use std::os::unix::fs::PermissionsExt;
-    let fail = |e: std::io::Error| format!("cannot write the CGI scripts: {e}");
+    let fail = |error: std::io::Error| ServerError::Io {
+        what: "cannot write the CGI scripts".into(),
+        error,
+    };
     let cgi = dir.join("cgi");
     std::fs::create_dir(&cgi).map_err(fail)?;
     let log = dir.join("post.log");
@@ -394,9 +459,14 @@ fn write_cgi_scripts(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn tempdir() -> Result<ScratchDir, String> {
-    let dir = ScratchDir::make(&std::env::temp_dir(), DIR_PREFIX)
-        .map_err(|(what, dir, e)| format!("cannot {what} {}: {e}", dir.display()))?;
+fn tempdir() -> Result<ScratchDir, ServerError> {
+    let dir =
+        ScratchDir::make(&std::env::temp_dir(), DIR_PREFIX).map_err(|(what, dir, error)| {
+            ServerError::Io {
+                what: format!("cannot {what} {}", dir.display()),
+                error,
+            }
+        })?;
     // The unprivileged workers open nothing here, but the master writes logs as root.
     Ok(dir)
 }
@@ -407,19 +477,20 @@ fn start(
     port: u16,
     cpus: &[u32],
     name: &'static str,
-) -> Result<RealServer, String> {
+) -> Result<RealServer, ServerError> {
     let error_log = dir.path().join("error.log");
     let stderr_path = dir.path().join("output.log");
-    let out = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
-    let out2 = out.try_clone().map_err(|e| e.to_string())?;
+    let out = std::fs::File::create(&stderr_path).map_err(ServerError::Os)?;
+    let out2 = out.try_clone().map_err(ServerError::Os)?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(out2));
     if !cpus.is_empty() {
         let set: CpuSet = cpus.iter().copied().collect();
-        cmd.pin_to(&set).map_err(|e| format!("{name}: {e}"))?;
+        cmd.pin_to(&set)
+            .map_err(|error| ServerError::Pin { name, error })?;
     }
-    let group = ChildGroup::spawn(&mut cmd).map_err(|e| format!("cannot start {name}: {e}"))?;
+    let group = ChildGroup::spawn(&mut cmd).map_err(io_error(format!("cannot start {name}")))?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut server = RealServer {
         addr,
@@ -456,9 +527,12 @@ fn start(
             // Keep the logs for the user: the directory is not removed now.
             let kept = server.dir.take().map(|d| d.keep());
             let kept = kept.map(|p| p.display().to_string()).unwrap_or_default();
-            return Err(format!(
-                "{name} {what}; its log says: {why} (logs kept in {kept} until the next smtlab starts)"
-            ));
+            return Err(ServerError::DidNotStart {
+                name,
+                what,
+                why,
+                kept,
+            });
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -182,6 +182,7 @@ fn nofile_limit() -> u64 {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: `r` is a live rlimit the kernel writes into.
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
     r.rlim_cur
 }
@@ -268,9 +269,12 @@ fn slow_and_idle_connections_are_closed_after_the_timeout() {
 /// A connection whose receive window is as small as the kernel allows, so a big
 /// response fills it, and the server's send buffer behind it, at once.
 fn small_window(addr: SocketAddr) -> TcpStream {
+    // SAFETY: socket() takes no pointers; the result is checked below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     assert!(fd >= 0);
     let size: libc::c_int = 1024;
+    // SAFETY: `fd` is the socket just created; `size` is a live c_int whose size is
+    // passed with it.
     unsafe {
         libc::setsockopt(
             fd,
@@ -293,6 +297,7 @@ fn small_window(addr: SocketAddr) -> TcpStream {
         },
         sin_zero: [0; 8],
     };
+    // SAFETY: `sin` is a fully initialised sockaddr_in whose size is passed with it.
     let r = unsafe {
         libc::connect(
             fd,
@@ -309,6 +314,8 @@ fn established(s: &TcpStream) -> bool {
     use std::os::fd::AsRawFd;
     let mut info = [0u8; 256];
     let mut len = info.len() as libc::socklen_t;
+    // SAFETY: `info` is a live buffer and `len` holds its length; the kernel writes at
+    // most that many bytes.
     let r = unsafe {
         libc::getsockopt(
             s.as_raw_fd(),
@@ -597,7 +604,8 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
         },
     )
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(e.contains("{port}"), "{e}");
     let e = start_server_with(
         "cmd",
@@ -611,7 +619,8 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
         },
     )
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(e.contains("exited") && e.contains("broken"), "{e}");
     if let Some(kept) = e.rsplit("logs kept in ").next() {
         let kept = kept.split(" until ").next().unwrap_or(kept);
