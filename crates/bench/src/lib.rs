@@ -88,11 +88,13 @@ pub enum BenchError {
     Param(#[from] ParamError),
     #[error("{bench}: {reason}")]
     Unsupported { bench: String, reason: String },
-    #[error("{bench}: {what}: {source}")]
+    /// The cause is part of the message (and so not also a `source()`, which would
+    /// print it twice).
+    #[error("{bench}: {what}: {error}")]
     Io {
         bench: String,
         what: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(transparent)]
     Pin(#[from] smtlab_placement::pin::PinError),

@@ -294,7 +294,7 @@ impl WorkerPool {
                     return Err(BenchError::Io {
                         bench: bench.into(),
                         what: format!("spawning worker thread {i} of {n}"),
-                        source,
+                        error: source,
                     });
                 }
             }

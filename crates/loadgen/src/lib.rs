@@ -112,7 +112,7 @@ pub enum LoadError {
     // Not a `source`: the message says it already, so it is printed once.
     #[error("bad load settings: {0}")]
     NotLocal(NotLocal),
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("a load thread failed: {0}")]
     Thread(String),

@@ -250,7 +250,7 @@ impl Partner {
                 .map_err(|source| BenchError::Io {
                     bench: name.clone(),
                     what: "cannot start the partner thread".into(),
-                    source,
+                    error: source,
                 })?
         };
         let mut partner = Partner {

@@ -276,7 +276,7 @@ impl DbenchInstance {
         let io = |what: String, e| BenchError::Io {
             bench: NAME.into(),
             what,
-            source: e,
+            error: e,
         };
         let dir = TempDir::new(base, "smtlab-dbench-")
             .map_err(|e| io(format!("make a directory under {}", base.display()), e))?;

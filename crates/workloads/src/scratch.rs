@@ -28,7 +28,7 @@ impl ScratchDir {
         Self::make(parent, prefix).map_err(|(what, dir, e)| BenchError::Io {
             bench: bench.into(),
             what: format!("{what} {}", dir.display()),
-            source: e,
+            error: e,
         })
     }
 

@@ -213,7 +213,7 @@ fn io_err(what: &str, e: std::io::Error) -> BenchError {
     BenchError::Io {
         bench: NAME.into(),
         what: what.into(),
-        source: e,
+        error: e,
     }
 }
 

@@ -323,7 +323,7 @@ impl Benchmark for WebStatic {
             move |e: std::io::Error| BenchError::Io {
                 bench: NAME.into(),
                 what,
-                source: e,
+                error: e,
             }
         };
         let set =

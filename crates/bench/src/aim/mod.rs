@@ -81,7 +81,7 @@ fn io(bench: &str, what: impl Into<String>, source: std::io::Error) -> BenchErro
     BenchError::Io {
         bench: bench.into(),
         what: what.into(),
-        source,
+        error: source,
     }
 }
 

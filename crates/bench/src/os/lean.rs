@@ -235,7 +235,7 @@ impl WireError {
             BenchError::Io {
                 bench,
                 what,
-                source,
+                error: source,
             } => WireError::Io {
                 bench: bench.clone(),
                 what: what.clone(),
@@ -268,7 +268,7 @@ impl WireError {
             } => BenchError::Io {
                 bench,
                 what,
-                source: match errno {
+                error: match errno {
                     Some(n) => std::io::Error::from_raw_os_error(n),
                     None => std::io::Error::other(message),
                 },
@@ -277,7 +277,7 @@ impl WireError {
             WireError::Other { text } => BenchError::Io {
                 bench: bench.into(),
                 what: "in the measurement process".into(),
-                source: std::io::Error::other(text),
+                error: std::io::Error::other(text),
             },
         }
     }
@@ -324,7 +324,7 @@ impl LeanInstance {
         let mut child = cmd.spawn().map_err(|e| BenchError::Io {
             bench: bench.into(),
             what: format!("start the measurement process {}", program.display()),
-            source: e,
+            error: e,
         })?;
         let (Some(to_child), Some(from_child), stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -412,7 +412,7 @@ impl LeanInstance {
         BenchError::Io {
             bench: self.bench.clone(),
             what: format!("the measurement process (pid {pid}) stopped answering"),
-            source: std::io::Error::other(format!("it {how}{detail}")),
+            error: std::io::Error::other(format!("it {how}{detail}")),
         }
     }
 }
@@ -677,7 +677,7 @@ mod tests {
         let e = BenchError::Io {
             bench: "read".into(),
             what: "read 1 byte from /dev/zero".into(),
-            source: std::io::Error::from_raw_os_error(libc::EBADF),
+            error: std::io::Error::from_raw_os_error(libc::EBADF),
         };
         assert_eq!(
             WireError::of(&e).into_error("read").to_string(),

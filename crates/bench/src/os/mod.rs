@@ -159,7 +159,7 @@ fn io_error(bench: &str, what: impl Into<String>, source: std::io::Error) -> Ben
     BenchError::Io {
         bench: bench.into(),
         what: what.into(),
-        source,
+        error: source,
     }
 }
 

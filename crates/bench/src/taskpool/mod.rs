@@ -274,7 +274,7 @@ impl Pool {
                 .map_err(|e| BenchError::Io {
                     bench: NAME.into(),
                     what: format!("start worker {i}"),
-                    source: e,
+                    error: e,
                 })?;
             pool.threads.push(t);
         }

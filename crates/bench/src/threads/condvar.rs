@@ -172,7 +172,7 @@ fn run_condvar(
     let io = |what: &str, source| BenchError::Io {
         bench: bench.into(),
         what: what.into(),
-        source,
+        error: source,
     };
     let sh = Shared {
         bench,

@@ -198,7 +198,7 @@ impl Attr {
         let io = |what: &str, rc: i32| BenchError::Io {
             bench: NAME.into(),
             what: what.into(),
-            source: std::io::Error::from_raw_os_error(rc),
+            error: std::io::Error::from_raw_os_error(rc),
         };
         // SAFETY: pthread_attr_init initialises the zeroed storage before any other use.
         let mut attr = Attr(unsafe { std::mem::zeroed() });
@@ -249,7 +249,7 @@ fn set_attr_affinity(attr: &mut libc::pthread_attr_t, cpu: u32) -> Result<bool, 
         return Err(BenchError::Io {
             bench: NAME.into(),
             what: format!("pthread_attr_setaffinity_np to CPU {cpu}"),
-            source: std::io::Error::from_raw_os_error(rc),
+            error: std::io::Error::from_raw_os_error(rc),
         });
     }
     Ok(true)
@@ -321,7 +321,7 @@ fn creator(
             return Err(BenchError::Io {
                 bench: NAME.into(),
                 what: format!("pthread_create (creation {} of {n})", run.tids.len() + 1),
-                source: std::io::Error::from_raw_os_error(rc),
+                error: std::io::Error::from_raw_os_error(rc),
             });
         }
         if mode == Mode::Joinable {
@@ -331,7 +331,7 @@ fn creator(
                 return Err(BenchError::Io {
                     bench: NAME.into(),
                     what: "pthread_join".into(),
-                    source: std::io::Error::from_raw_os_error(rc),
+                    error: std::io::Error::from_raw_os_error(rc),
                 });
             }
         }

@@ -341,7 +341,7 @@ fn spawn_error(bench: &str, who: &str, source: io::Error) -> BenchError {
     BenchError::Io {
         bench: bench.into(),
         what: format!("starting the {who} thread"),
-        source,
+        error: source,
     }
 }
 

@@ -106,7 +106,7 @@ fn lock_loop(cpu: Option<u32>, n: u64) -> Result<(u64, u32), BenchError> {
     let m = PMutex::new().map_err(|source| BenchError::Io {
         bench: UNCONTENDED.into(),
         what: "pthread_mutex_init".into(),
-        source,
+        error: source,
     })?;
     let mut count = 0u64;
     let t0 = now_ns();
@@ -243,7 +243,7 @@ fn run_handoff(cpus: [Option<u32>; 2], n: u64) -> Result<Events, BenchError> {
         mutex: PMutex::new().map_err(|source| BenchError::Io {
             bench: HANDOFF.into(),
             what: "pthread_mutex_init".into(),
-            source,
+            error: source,
         })?,
         go: CachePadded::new(AtomicU64::new(0)),
         about: CachePadded::new(AtomicU64::new(0)),

@@ -80,7 +80,7 @@ impl ShellInstance {
         let io = |what: &str, source| BenchError::Io {
             bench: self.cmd.name.clone(),
             what: what.to_string(),
-            source,
+            error: source,
         };
         let mut c = Command::new("/bin/sh");
         c.arg("-c")

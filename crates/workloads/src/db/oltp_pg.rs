@@ -276,7 +276,7 @@ fn pg_err(e: PgError) -> BenchError {
         e => BenchError::Io {
             bench: NAME.into(),
             what: "PostgreSQL".into(),
-            source: std::io::Error::other(e.to_string()),
+            error: std::io::Error::other(e.to_string()),
         },
     }
 }
@@ -285,7 +285,7 @@ fn io_err(what: &str, source: std::io::Error) -> BenchError {
     BenchError::Io {
         bench: NAME.into(),
         what: what.into(),
-        source,
+        error: source,
     }
 }
 

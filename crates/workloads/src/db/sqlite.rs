@@ -130,7 +130,7 @@ fn sql_err(what: &str, e: rusqlite::Error) -> BenchError {
     BenchError::Io {
         bench: NAME.into(),
         what: what.into(),
-        source: std::io::Error::other(e.to_string()),
+        error: std::io::Error::other(e.to_string()),
     }
 }
 

@@ -22,7 +22,7 @@ pub fn io_err(bench: &str, what: impl Into<String>, source: io::Error) -> BenchE
     BenchError::Io {
         bench: bench.into(),
         what: what.into(),
-        source,
+        error: source,
     }
 }
 

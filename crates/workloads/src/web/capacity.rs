@@ -210,7 +210,7 @@ impl Benchmark for WebCapacity {
             move |e: std::io::Error| BenchError::Io {
                 bench: NAME.into(),
                 what: what.into(),
-                source: e,
+                error: e,
             }
         };
         let set =
