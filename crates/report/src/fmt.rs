@@ -281,32 +281,14 @@ pub fn utc(unix_s: u64) -> String {
 }
 
 /// Left-aligned plain-text table; columns listed in `right` are right-aligned (numbers).
-/// Trailing spaces are trimmed so snapshots stay clean.
+/// Trailing spaces are trimmed so snapshots stay clean. The [`crate::table::Table`]
+/// engine, as wide as the cells need.
 pub fn text_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
-    let cols = header.len();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut t = crate::table::Table::new(header.iter().copied()).right(right);
     for r in rows {
-        for (i, c) in r.iter().enumerate().take(cols) {
-            widths[i] = widths[i].max(c.chars().count());
-        }
+        t.row(r.iter().take(header.len()).cloned());
     }
-    let line = |cells: &[String]| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate().take(cols) {
-            let w = widths[i];
-            if right.contains(&i) {
-                s.push_str(&format!("{c:>w$}  "));
-            } else {
-                s.push_str(&format!("{c:<w$}  "));
-            }
-        }
-        format!("{}\n", s.trim_end())
-    };
-    let mut out = line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
-    for r in rows {
-        out.push_str(&line(r));
-    }
-    out
+    t.render()
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub mod html_workloads;
 pub mod markdown;
 pub mod smt_states;
 pub mod svg;
+pub mod table;
 pub mod table1;
 #[cfg(test)]
 mod testutil;
