@@ -192,10 +192,7 @@ fn axes(entries: &[Entry], form: Form) -> (Vec<String>, Vec<String>) {
 }
 
 fn ratio_text(r: &Ratio) -> String {
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("{:.2} [{:.2},{:.2}]", r.ratio, lo, hi),
-        _ => format!("{:.2} [-]", r.ratio),
-    }
+    crate::fmt::ratio_ci(r.ratio, r.ci95_low, r.ci95_high)
 }
 
 /// The matrix of one form as a plain-text table: rows are the measured workload,
