@@ -41,6 +41,7 @@ pub mod compare;
 pub mod compare_html;
 pub mod corun;
 pub mod counters;
+pub mod export;
 pub mod fmt;
 pub mod html;
 mod html_counters;

@@ -20,11 +20,8 @@
 //! Nothing here prints.
 
 mod error;
-pub mod export;
 mod schema;
 mod store;
-#[cfg(test)]
-mod testdata;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
