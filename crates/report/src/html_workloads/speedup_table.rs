@@ -70,6 +70,14 @@ fn muted_td() -> Markup {
     html! { td class="muted" { "-" } }
 }
 
+/// A number's table cell, or a muted dash where there is none; the text is escaped.
+pub(super) fn num_cell(text: Option<String>) -> Markup {
+    match text {
+        Some(t) => html! { td class="num" { (t) } },
+        None => muted_td(),
+    }
+}
+
 /// A table cell without a value, for the tables written with `write!`.
 pub(super) const MUTED_TD: &str = "<td class=\"muted\">-</td>";
 
