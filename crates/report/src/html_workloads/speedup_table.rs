@@ -78,18 +78,6 @@ pub(super) fn num_cell(text: Option<String>) -> Markup {
     }
 }
 
-/// A table cell without a value, for the tables written with `write!`.
-pub(super) const MUTED_TD: &str = "<td class=\"muted\">-</td>";
-
-/// A number's table cell (`text` written and escaped by the caller), or [`MUTED_TD`]
-/// where there is none.
-pub(super) fn num_td(text: Option<String>) -> String {
-    match text {
-        Some(t) => format!("<td class=\"num\">{t}</td>"),
-        None => MUTED_TD.into(),
-    }
-}
-
 pub(super) fn value_text(col: &Column, c: &CellRecord) -> String {
     let s = &c.result.summary;
     if s.n < 2 {
