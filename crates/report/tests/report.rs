@@ -1011,7 +1011,7 @@ fn latency_distributions_overlay_placements_and_explain_the_headline() {
     // The headline (mean of 10 events with 2 slow ones: 76.9 us) is far from the
     // per-event median (~21.5 us): the caption says so, with both numbers.
     assert!(latency.contains("class=\"caption\""), "{latency}");
-    assert!(latency.contains("1c2t: the cell&#39;s value"));
+    assert!(latency.contains("1c2t: the cell's value"));
     assert!(latency.contains("skewed"));
     insta::assert_snapshot!("html_latency_section_skewed", latency);
 }
