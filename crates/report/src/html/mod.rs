@@ -5,16 +5,16 @@
 //! so no string from the results reaches the page unescaped. The page is
 //! XHTML-compatible (every element closed, attributes quoted, only XML's predefined
 //! entities), so a strict XML parser reads it; the tests rely on that. maud writes void
-//! elements HTML-style (`<br>`), so the few this page uses come from [`BR`] and the
-//! head's literal `<meta/>` tags, and [`xml_safe`] replaces the control characters XML
+//! elements HTML-style (`<br>`), so the few this page uses come from `BR` and the
+//! head's literal `<meta/>` tags, and `xml_safe` replaces the control characters XML
 //! forbids.
 //!
 //! Sections, each an element with a stable `id`: `machine`, `smt-yield`, `scaling`,
 //! `latency`, `os-latency`, the workload sections of [`crate::html_workloads`],
 //! `counters`, `cells`, `skipped`. A section without data says "not
 //! measured in this run" instead of drawing empty axes. The sections live by concern:
-//! [`machine`] (environment and topology), [`yields`] (the verdict of `smtlab exec` and
-//! the SMT yield table), [`scaling`] (thread-count charts) and [`tables`] (OS latencies,
+//! `machine` (environment and topology), `yields` (the verdict of `smtlab exec` and
+//! the SMT yield table), `scaling` (thread-count charts) and `tables` (OS latencies,
 //! all cells, skipped cells).
 
 use maud::{Markup, PreEscaped, html};

@@ -8,8 +8,8 @@
 //! colour-vision deficiencies.
 //!
 //! Here: scales, "nice" ticks and the plot frame shared by the charts; the charts of
-//! points and lines in [`lines`] ([`line_chart`], [`scatter`], [`ci_strip`]) and the
-//! distributions in [`distributions`] ([`histogram`], [`cdf_chart`]).
+//! points and lines in `lines` ([`line_chart`], [`scatter`], [`ci_strip`]) and the
+//! distributions in `distributions` ([`histogram`], [`cdf_chart`]).
 
 use std::fmt::Write;
 
