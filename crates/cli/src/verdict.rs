@@ -509,7 +509,7 @@ pub(crate) mod tests {
         let md = smtlab_report::markdown::cells(&run.cells);
         assert!(md.contains(&smtlab_report::fmt::verdict(&v)), "{md}");
         let json: serde_json::Value =
-            serde_json::from_slice(&smtlab_store::export::json(&run)).unwrap();
+            serde_json::from_slice(&smtlab_report::export::json(&run)).unwrap();
         let sp = &json["speedups"][0];
         assert_eq!(sp["kind"], "second_core");
         assert_eq!(
@@ -523,7 +523,7 @@ pub(crate) mod tests {
         assert_eq!(sp["verdict"]["significance"], "not_significant");
         // The file still loads as a run.
         let back: smtlab_model::RunResults =
-            serde_json::from_slice(&smtlab_store::export::json(&run)).unwrap();
+            serde_json::from_slice(&smtlab_report::export::json(&run)).unwrap();
         assert_eq!(back.cells, run.cells);
 
         // compare: run B holds 2c1t's samples where A holds 1c1t's.

@@ -51,7 +51,7 @@ fn completions_and_man_go_to_stdout() {
 }
 
 // The store's deterministic run: four cells, counters, a skipped cell.
-#[path = "../../store/src/testdata.rs"]
+#[path = "../../store/tests/store/testdata.rs"]
 #[allow(dead_code)]
 mod testdata;
 

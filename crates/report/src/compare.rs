@@ -57,7 +57,7 @@ use smtlab_model::verdict::{Verdict, verdict_named};
 use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
 
 use crate::counters::Headline;
-use crate::fmt::{num, params, text_table, times, utc};
+use crate::fmt::{num, params, text_table, utc};
 
 /// Which statistic a value is (see the module documentation for why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -364,13 +364,9 @@ impl GroupMean {
             Some(Significance::NotSignificant) => "no difference",
             _ => "one row, no interval",
         };
-        let ci = match (self.ci95_low, self.ci95_high) {
-            (Some(lo), Some(hi)) => format!(" [{}, {}]", times(lo), times(hi)),
-            _ => String::new(),
-        };
         let mut s = format!(
-            "{what}: {}x{ci} ({}; geometric mean of {} row{}, 95% CI)",
-            times(g),
+            "{what}: {} ({}; geometric mean of {} row{}, 95% CI)",
+            crate::fmt::ratio_ci(g, self.ci95_low, self.ci95_high),
             crate::fmt::pct(g),
             self.rows,
             if self.rows == 1 { "" } else { "s" }
@@ -792,13 +788,9 @@ fn geomean_row(g: &GroupMean, label: &str) -> Vec<String> {
         },
         g.a.map_or(String::new(), num),
         g.b.map_or(String::new(), num),
-        match (g.speedup, g.ci95_low, g.ci95_high) {
-            (Some(x), Some(lo), Some(hi)) => {
-                format!("{}x [{}, {}]", times(x), times(lo), times(hi))
-            }
-            (Some(x), _, _) => format!("{}x", times(x)),
-            _ => "-".into(),
-        },
+        g.speedup.map_or("-".into(), |x| {
+            crate::fmt::ratio_ci(x, g.ci95_low, g.ci95_high)
+        }),
     ]
 }
 

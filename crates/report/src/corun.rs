@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use smtlab_model::stats::{self, Ratio};
 use smtlab_model::{CellRecord, CellResult, Direction, RunResults, Summary};
 
+use maud::{PreEscaped, html};
+
 use crate::fmt::{esc, num, text_table};
 
 pub use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
@@ -152,10 +154,7 @@ fn axes(entries: &[Entry], form: Form) -> (Vec<String>, Vec<String>) {
 }
 
 fn ratio_text(r: &Ratio) -> String {
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("{:.2} [{:.2},{:.2}]", r.ratio, lo, hi),
-        _ => format!("{:.2} [-]", r.ratio),
-    }
+    crate::fmt::ratio_ci(r.ratio, r.ci95_low, r.ci95_high)
 }
 
 /// The matrix of one form as a plain-text table: rows are the measured workload,
@@ -407,54 +406,52 @@ pub fn section(p: &mut String, r: &RunResults) {
         return;
     }
     let entries = matrix(&r.cells);
-    p.push_str("<section id=\"corun\"><h2>Co-running workloads</h2>");
-    p.push_str(
-        "<p>Each entry is the measured workload's slowdown (row) with the partner (column) \
-         running at the same time, against the workload alone, measured interleaved with it. \
-         Red: slower; blue: faster than alone (constructive sharing).</p>",
-    );
-    let mut any = false;
-    for form in [Form::Sibling, Form::Cores] {
-        if let Some(svg) = heatmap_svg(&entries, form) {
-            any = true;
-            let _ = write!(p, "<h3>{}</h3><figure>{svg}</figure>", esc(form.label()));
-            let lines = combined_text(&entries, form);
-            if !lines.is_empty() {
-                p.push_str("<ul>");
-                for l in lines {
-                    let _ = write!(p, "<li>{}</li>", esc(&l));
-                }
-                p.push_str("</ul>");
-            }
+    let heatmaps: Vec<(Form, String)> = [Form::Sibling, Form::Cores]
+        .into_iter()
+        .filter_map(|form| heatmap_svg(&entries, form).map(|svg| (form, svg)))
+        .collect();
+    let mut tasks: Vec<&str> = Vec::new();
+    for c in &r.cells {
+        if form_of(c).is_some() && !tasks.contains(&c.benchmark.as_str()) {
+            tasks.push(&c.benchmark);
         }
     }
-    if !any {
-        p.push_str("<p class=\"muted\">No co-run cell has a slowdown in this run.</p>");
-    }
-    let tasks: Vec<&str> = {
-        let mut t: Vec<&str> = Vec::new();
-        for c in &r.cells {
-            if form_of(c).is_some() && !t.contains(&c.benchmark.as_str()) {
-                t.push(&c.benchmark);
-            }
-        }
-        t
+    let penalty_tables: Vec<(&str, String)> = if r.run.suite.as_deref() == Some("penalty") {
+        tasks
+            .into_iter()
+            .map(|task| (task, penalties(&r.cells, task)))
+            .filter(|(_, pen)| !pen.is_empty())
+            .map(|(task, pen)| (task, penalty_text(&pen)))
+            .collect()
+    } else {
+        Vec::new()
     };
-    if r.run.suite.as_deref() == Some("penalty") {
-        for task in tasks {
-            let pen = penalties(&r.cells, task);
-            if pen.is_empty() {
-                continue;
+    let section = html! {
+        section id="corun" {
+            h2 { "Co-running workloads" }
+            p {
+                "Each entry is the measured workload's slowdown (row) with the partner (column) \
+                 running at the same time, against the workload alone, measured interleaved \
+                 with it. Red: slower; blue: faster than alone (constructive sharing)."
             }
-            let _ = write!(
-                p,
-                "<h3>Single-thread penalty of {}</h3><pre>{}</pre>",
-                esc(task),
-                esc(&penalty_text(&pen))
-            );
+            @for (form, svg) in &heatmaps {
+                h3 { (form.label()) }
+                figure { (PreEscaped(svg)) }
+                @let lines = combined_text(&entries, *form);
+                @if !lines.is_empty() {
+                    ul { @for l in lines { li { (l) } } }
+                }
+            }
+            @if heatmaps.is_empty() {
+                p class="muted" { "No co-run cell has a slowdown in this run." }
+            }
+            @for (task, text) in &penalty_tables {
+                h3 { "Single-thread penalty of " (task) }
+                pre { (text) }
+            }
         }
-    }
-    p.push_str("</section>");
+    };
+    p.push_str(&section.into_string());
 }
 
 #[cfg(test)]

@@ -95,21 +95,26 @@ pub fn pct(ratio: f64) -> String {
     format!("{p:+.1}%")
 }
 
+/// The one ratio format: the ratio with three decimals and an `x`, then its 95% interval
+/// where both ends are known: `1.250x [1.210, 1.290]`, `1.048x`. Every output that
+/// prints a ratio (speed-ups, yields, slowdowns, geometric means) goes through here.
+pub fn ratio_ci(ratio: f64, lo: Option<f64>, hi: Option<f64>) -> String {
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => format!("{}x [{}, {}]", times(ratio), times(lo), times(hi)),
+        _ => format!("{}x", times(ratio)),
+    }
+}
+
 /// A speed-up ([`smtlab_model::stats::speedup`]) as every output prints it: the ratio
 /// and its 95% interval with three decimals, then what the interval says:
 /// `1.250x [1.210, 1.290] faster`, `0.954x [0.886, 1.028] not significant at 95%`,
 /// `1.048x n=1, no interval`. Above 1 always means the second is better.
 pub fn speedup(r: &Ratio) -> String {
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!(
-            "{}x [{}, {}] {}",
-            times(r.ratio),
-            times(lo),
-            times(hi),
-            r.significance().words()
-        ),
-        _ => format!("{}x {}", times(r.ratio), r.significance().words()),
-    }
+    format!(
+        "{} {}",
+        ratio_ci(r.ratio, r.ci95_low, r.ci95_high),
+        r.significance().words()
+    )
 }
 
 /// A [`Verdict`] as every output prints it: [`speedup`]'s figure and interval with the
@@ -121,12 +126,7 @@ pub fn verdict(v: &Verdict) -> String {
         Some(why) => format!("unsteady ({why})"),
         None => v.significance.words().to_string(),
     };
-    match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => {
-            format!("{}x [{}, {}] {words}", times(r.ratio), times(lo), times(hi))
-        }
-        _ => format!("{}x {words}", times(r.ratio)),
-    }
+    format!("{} {words}", ratio_ci(r.ratio, r.ci95_low, r.ci95_high))
 }
 
 /// Signed percentage with a precision that suits it: `+18%`, `+4.5%`, `-0.3%`.
@@ -281,32 +281,14 @@ pub fn utc(unix_s: u64) -> String {
 }
 
 /// Left-aligned plain-text table; columns listed in `right` are right-aligned (numbers).
-/// Trailing spaces are trimmed so snapshots stay clean.
+/// Trailing spaces are trimmed so snapshots stay clean. The [`crate::table::Table`]
+/// engine, as wide as the cells need.
 pub fn text_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
-    let cols = header.len();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut t = crate::table::Table::new(header.iter().copied()).right(right);
     for r in rows {
-        for (i, c) in r.iter().enumerate().take(cols) {
-            widths[i] = widths[i].max(c.chars().count());
-        }
+        t.row(r.iter().take(header.len()).cloned());
     }
-    let line = |cells: &[String]| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate().take(cols) {
-            let w = widths[i];
-            if right.contains(&i) {
-                s.push_str(&format!("{c:>w$}  "));
-            } else {
-                s.push_str(&format!("{c:<w$}  "));
-            }
-        }
-        format!("{}\n", s.trim_end())
-    };
-    let mut out = line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
-    for r in rows {
-        out.push_str(&line(r));
-    }
-    out
+    t.render()
 }
 
 #[cfg(test)]

@@ -5,12 +5,13 @@
 
 use std::fmt::Write;
 
+use maud::{Markup, PreEscaped, html};
 use smtlab_model::counters::CellCounters;
 use smtlab_model::counters::os_time::{CpuTicks, PhaseTimes};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::counters::{Headline, count, duration_ns};
-use crate::fmt::{esc, num, params};
+use crate::fmt::{num, params};
 use crate::svg::color;
 use crate::units::Column;
 
@@ -23,8 +24,12 @@ fn label(c: &CellRecord) -> String {
     }
 }
 
-fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    x.map_or_else(|| "<span class=\"muted\">-</span>".to_string(), f)
+/// The value, or a muted dash for an event this machine did not count.
+fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> Markup {
+    match x {
+        Some(v) => html! { (f(v)) },
+        None => html! { span class="muted" { "-" } },
+    }
 }
 
 /// The time categories drawn, in stack order (user first), with their colours.
@@ -75,153 +80,147 @@ fn stacked_bar(t: &CpuTicks) -> String {
     s
 }
 
-fn phase_row(p: &mut String, name: &str, ph: &PhaseTimes) {
+/// The cells of one phase's row after the cell and CPU columns.
+fn phase_cells(name: &str, ph: &PhaseTimes) -> Markup {
     let t = &ph.all_cpus;
     let total = t.total();
-    let _ = write!(
-        p,
-        "<tr><td>{name}</td><td class=\"num\">{}</td><td class=\"num\">{total}</td>",
-        duration_ns(ph.duration_ns as f64)
-    );
-    for ticks in parts(t) {
-        if total == 0 {
-            p.push_str("<td class=\"num muted\">-</td>");
-        } else {
-            let _ = write!(
-                p,
-                "<td class=\"num\">{:.0}%</td>",
-                100.0 * ticks as f64 / total as f64
-            );
+    html! {
+        td { (name) }
+        td class="num" { (duration_ns(ph.duration_ns as f64)) }
+        td class="num" { (total) }
+        @for ticks in parts(t) {
+            @if total == 0 {
+                td class="num muted" { "-" }
+            } @else {
+                td class="num" { (format!("{:.0}%", 100.0 * ticks as f64 / total as f64)) }
+            }
         }
+        td { (PreEscaped(stacked_bar(t))) }
     }
-    let _ = write!(p, "<td>{}</td></tr>", stacked_bar(t));
 }
 
-fn os_time(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
-    p.push_str(
-        "<h3>OS time of the placement's CPUs (the user/kernel/idle breakdown of Redstone et \
-         al., ASPLOS 2000)</h3>",
-    );
+fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+    let head = html! {
+        h3 {
+            "OS time of the placement's CPUs (the user/kernel/idle breakdown of Redstone et \
+             al., ASPLOS 2000)"
+        }
+    };
     let with: Vec<_> = cells.iter().filter(|(_, k)| k.os_time.is_some()).collect();
     if with.is_empty() {
         let why = cells
             .iter()
             .find_map(|(_, k)| k.os_time_unavailable.clone())
             .unwrap_or_else(|| "not sampled".into());
-        let _ = write!(p, "<p>Not measured: {}.</p>", esc(&why));
-        return;
+        return html! { (head) p { "Not measured: " (why) "." } };
     }
-    p.push_str(
-        "<p>Where the CPUs' time went, from <code>/proc/stat</code> (USER_HZ ticks summed \
-         over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
-         calibrating and warming up; steady state is the counted window. Colours: ",
-    );
-    for (i, (name, col)) in PARTS.iter().enumerate() {
-        let _ = write!(
-            p,
-            "{}<span style=\"color:{}\">&#9632;</span> {name}",
-            if i > 0 { ", " } else { "" },
-            color(*col)
-        );
-    }
-    p.push_str(
-        ".</p><table><tr><th>cell</th><th>CPUs</th><th>phase</th><th>duration</th><th>ticks</th>",
-    );
-    for (name, _) in PARTS {
-        let _ = write!(p, "<th>{name}</th>");
-    }
-    p.push_str("<th></th></tr>");
-    for (c, k) in with {
-        let (Some(series), Some(ph)) = (&k.os_time, k.os_phases()) else {
-            continue;
-        };
-        // A cell shorter than one sampling interval has no interval of its own in one of
-        // the phases: then only the whole cell is shown, not a mislabelled phase.
-        let total = series.total();
-        let phases: Vec<(&str, &PhaseTimes)> =
-            if ph.startup.intervals > 0 && ph.steady.intervals > 0 {
-                vec![("start-up", &ph.startup), ("steady state", &ph.steady)]
-            } else {
-                vec![("whole cell", &total)]
-            };
-        for (i, (name, t)) in phases.iter().enumerate() {
-            if i == 0 {
-                let _ = write!(
-                    p,
-                    "<tr><td rowspan=\"{n}\">{}</td><td rowspan=\"{n}\"><code>{}</code></td>",
-                    esc(&label(c)),
-                    esc(&series.cpus.to_list_string()),
-                    n = phases.len()
-                );
-                let mut row = String::new();
-                phase_row(&mut row, name, t);
-                p.push_str(row.trim_start_matches("<tr>"));
-            } else {
-                phase_row(p, name, t);
+    html! {
+        (head)
+        p {
+            "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
+             over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
+             calibrating and warming up; steady state is the counted window. Colours: "
+            @for (i, (name, col)) in PARTS.iter().enumerate() {
+                @if i > 0 { ", " }
+                span style={ "color:" (color(*col)) } { (PreEscaped("&#9632;")) } " " (name)
+            }
+            "."
+        }
+        table {
+            tr {
+                th { "cell" } th { "CPUs" } th { "phase" } th { "duration" } th { "ticks" }
+                @for (name, _) in PARTS { th { (name) } }
+                th {}
+            }
+            @for (c, k) in with {
+                @if let (Some(series), Some(ph)) = (&k.os_time, k.os_phases()) {
+                    // A cell shorter than one sampling interval has no interval of its own
+                    // in one of the phases: then only the whole cell is shown, not a
+                    // mislabelled phase.
+                    @let total = series.total();
+                    @let phases: Vec<(&str, &PhaseTimes)> =
+                        if ph.startup.intervals > 0 && ph.steady.intervals > 0 {
+                            vec![("start-up", &ph.startup), ("steady state", &ph.steady)]
+                        } else {
+                            vec![("whole cell", &total)]
+                        };
+                    @for (i, (name, t)) in phases.iter().enumerate() {
+                        tr {
+                            @if i == 0 {
+                                td rowspan=(phases.len()) { (label(c)) }
+                                td rowspan=(phases.len()) { code { (series.cpus.to_list_string()) } }
+                            }
+                            (phase_cells(name, t))
+                        }
+                    }
+                }
             }
         }
     }
-    p.push_str("</table>");
 }
 
-fn syscalls(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
-    p.push_str("<h3>Kernel time by system call (Redstone et al., ASPLOS 2000)</h3>");
+fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+    let head = html! { h3 { "Kernel time by system call (Redstone et al., ASPLOS 2000)" } };
     let traced: Vec<_> = cells.iter().filter(|(_, k)| k.syscalls.is_some()).collect();
     if traced.is_empty() {
         let why = cells
             .iter()
             .find_map(|(_, k)| k.syscalls_unavailable.clone())
             .unwrap_or_else(|| "not traced".into());
-        let _ = write!(p, "<p>Not measured: {}.</p>", esc(&why));
-        return;
+        return html! { (head) p { "Not measured: " (why) "." } };
     }
-    p.push_str(
-        "<p>Entry-to-exit time of the system calls by group (a blocking call counts its \
-         wait), with the three costliest calls. Traced on one extra sample or run after \
-         the counted window: tracing costs about half a microsecond per call, so it is \
-         kept out of the measured samples.</p>\
-         <table><tr><th>cell</th><th>traced over</th><th>group</th><th>calls</th><th>total</th><th>top calls</th></tr>",
-    );
-    for (c, k) in traced {
-        let Some(s) = &k.syscalls else { continue };
-        let groups = s.by_group();
-        if groups.is_empty() {
-            let _ = write!(
-                p,
-                "<tr><td>{}</td><td colspan=\"5\" class=\"muted\">no system call traced</td></tr>",
-                esc(&label(c))
-            );
-            continue;
+    html! {
+        (head)
+        p {
+            "Entry-to-exit time of the system calls by group (a blocking call counts its \
+             wait), with the three costliest calls. Traced on one extra sample or run after \
+             the counted window: tracing costs about half a microsecond per call, so it is \
+             kept out of the measured samples."
         }
-        for g in groups {
-            let top: Vec<String> = s
-                .syscalls
-                .iter()
-                .filter(|x| x.group == g.group)
-                .take(3)
-                .map(|x| format!("{} {}", x.label(), duration_ns(x.total_ns as f64)))
-                .collect();
-            let _ = write!(
-                p,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                esc(&label(c)),
-                esc(k.syscalls_window.as_deref().unwrap_or("-")),
-                g.group,
-                g.calls,
-                duration_ns(g.total_ns as f64),
-                esc(&top.join(", "))
-            );
-        }
-        if s.lost_records > 0 {
-            let _ = write!(
-                p,
-                "<tr><td>{}</td><td colspan=\"5\" class=\"bad\">{} trace records lost: counts are lower bounds</td></tr>",
-                esc(&label(c)),
-                s.lost_records
-            );
+        table {
+            tr {
+                th { "cell" } th { "traced over" } th { "group" } th { "calls" } th { "total" }
+                th { "top calls" }
+            }
+            @for (c, k) in traced {
+                @if let Some(s) = &k.syscalls {
+                    @let groups = s.by_group();
+                    @if groups.is_empty() {
+                        tr {
+                            td { (label(c)) }
+                            td colspan="5" class="muted" { "no system call traced" }
+                        }
+                    } @else {
+                        @for g in groups {
+                            @let top: Vec<String> = s
+                                .syscalls
+                                .iter()
+                                .filter(|x| x.group == g.group)
+                                .take(3)
+                                .map(|x| format!("{} {}", x.label(), duration_ns(x.total_ns as f64)))
+                                .collect();
+                            tr {
+                                td { (label(c)) }
+                                td { (k.syscalls_window.as_deref().unwrap_or("-")) }
+                                td { (g.group) }
+                                td class="num" { (g.calls) }
+                                td class="num" { (duration_ns(g.total_ns as f64)) }
+                                td { (top.join(", ")) }
+                            }
+                        }
+                        @if s.lost_records > 0 {
+                            tr {
+                                td { (label(c)) }
+                                td colspan="5" class="bad" {
+                                    (s.lost_records) " trace records lost: counts are lower bounds"
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
-    p.push_str("</table>");
 }
 
 /// The section; `Err` with the reason (and nothing written) when no cell was counted.
@@ -234,7 +233,6 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     if cells.is_empty() {
         return Err("not recorded (use --counters)".into());
     }
-    p.push_str("<section id=\"counters\"><h2>Performance counters and OS time</h2>");
     let mut notes: Vec<&str> = Vec::new();
     for (_, k) in &cells {
         if let Some(h) = &k.hardware_unavailable
@@ -243,42 +241,13 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             notes.push(h);
         }
     }
-    if !notes.is_empty() {
-        p.push_str("<ul class=\"notes\">");
-        for n in notes {
-            let _ = write!(p, "<li>{}</li>", esc(n));
+    let mut windows: Vec<&str> = Vec::new();
+    for (_, k) in &cells {
+        if !windows.contains(&k.window.as_str()) {
+            windows.push(&k.window);
         }
-        p.push_str("</ul>");
     }
-    let windows: Vec<&str> = {
-        let mut w: Vec<&str> = Vec::new();
-        for (_, k) in &cells {
-            if !w.contains(&k.window.as_str()) {
-                w.push(&k.window);
-            }
-        }
-        w
-    };
-    let _ = write!(
-        p,
-        "<p>perf_event counts of smtlab's process and every thread and child process it \
-         started (inherited counters), over: {}. Scaled for multiplexing where the kernel \
-         had to (marked). A dash is an event this machine did not count.</p>",
-        esc(&windows.join("; "))
-    );
     let hardware = cells.iter().any(|(_, k)| k.has_hardware());
-    p.push_str(
-        "<table><tr><th>benchmark</th><th>params</th><th>placement</th><th>work</th>\
-         <th>task-clock</th><th>context switches</th><th>migrations</th><th>page faults</th>\
-         <th>CPU time / unit</th><th>page faults / unit</th>",
-    );
-    if hardware {
-        p.push_str(
-            "<th>instructions / unit</th><th>CPI</th><th>IPC</th><th>LLC MPKI</th>\
-             <th>branch MPKI</th>",
-        );
-    }
-    p.push_str("</tr>");
     // One unit and one number of decimals down each time column.
     let heads: Vec<Headline> = cells.iter().map(|(_, k)| Headline::of(k)).collect();
     let clock_col = Column::for_values(
@@ -295,75 +264,87 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             .filter_map(|h| h.cpu_ns_per_unit)
             .collect::<Vec<_>>(),
     );
-    for c in &r.cells {
-        let _ = write!(
-            p,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td>",
-            esc(&c.benchmark),
-            esc(&params(&c.params)),
-            esc(&c.placement.name)
-        );
-        let Some(k) = &c.counters else {
-            let _ = write!(
-                p,
-                "<td colspan=\"{}\" class=\"muted\">not recorded</td></tr>",
-                if hardware { 12 } else { 7 }
-            );
-            continue;
-        };
-        let h = Headline::of(k);
-        let unit = h.unit.clone().unwrap_or_else(|| "unit".into());
-        let work = k.work.as_ref().map_or("-".to_string(), |w| {
-            crate::units::scaled(&format!("{}s", w.unit), w.amount)
-        });
-        let mux = h.multiplexed_list().map_or(String::new(), |m| {
-            format!(" <span class=\"sub\">(scaled: {})</span>", esc(&m))
-        });
-        let _ = write!(
-            p,
-            "<td class=\"num\">{}</td><td class=\"num\">{}{mux}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td>",
-            esc(&work),
-            opt(h.task_clock_ns, |x| clock_col.with_unit(x)),
-            opt(h.context_switches, count),
-            opt(h.migrations, count),
-            opt(h.page_faults, count),
-            opt(h.cpu_ns_per_unit, |x| format!(
-                "{} / {}",
-                cpu_col.with_unit(x),
-                esc(&unit)
-            )),
-            opt(h.page_faults_per_unit, num),
-        );
-        if hardware {
-            let _ = write!(
-                p,
-                "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                 <td class=\"num\">{}</td><td class=\"num\">{}</td>",
-                opt(h.instructions_per_unit, num),
-                opt(h.cpi, num),
-                opt(h.ipc, num),
-                opt(h.llc_mpki, num),
-                opt(h.branch_mpki, num),
-            );
+    let section = html! {
+        section id="counters" {
+            h2 { "Performance counters and OS time" }
+            @if !notes.is_empty() {
+                ul class="notes" { @for n in notes { li { (n) } } }
+            }
+            p {
+                "perf_event counts of smtlab's process and every thread and child process it \
+                 started (inherited counters), over: " (windows.join("; ")) ". Scaled for \
+                 multiplexing where the kernel had to (marked). A dash is an event this \
+                 machine did not count."
+            }
+            table {
+                tr {
+                    th { "benchmark" } th { "params" } th { "placement" } th { "work" }
+                    th { "task-clock" } th { "context switches" } th { "migrations" }
+                    th { "page faults" } th { "CPU time / unit" } th { "page faults / unit" }
+                    @if hardware {
+                        th { "instructions / unit" } th { "CPI" } th { "IPC" } th { "LLC MPKI" }
+                        th { "branch MPKI" }
+                    }
+                }
+                @for c in &r.cells {
+                    tr {
+                        td { (c.benchmark) }
+                        td { code { (params(&c.params)) } }
+                        td { (c.placement.name) }
+                        @match &c.counters {
+                            None => td colspan=(if hardware { 12 } else { 7 }) class="muted" {
+                                "not recorded"
+                            },
+                            Some(k) => (counter_cells(k, hardware, &clock_col, &cpu_col)),
+                        }
+                    }
+                }
+            }
+            @if hardware { (cpi_stacks(&cells)) }
+            (os_time(&cells))
+            (syscalls(&cells))
         }
-        p.push_str("</tr>");
-    }
-    p.push_str("</table>");
-    if hardware {
-        cpi_stacks(p, &cells);
-    }
-    os_time(p, &cells);
-    syscalls(p, &cells);
-    p.push_str("</section>");
+    };
+    p.push_str(&section.into_string());
     Ok(())
+}
+
+/// The counted columns of one cell's row.
+fn counter_cells(k: &CellCounters, hardware: bool, clock_col: &Column, cpu_col: &Column) -> Markup {
+    let h = Headline::of(k);
+    let unit = h.unit.clone().unwrap_or_else(|| "unit".into());
+    let work = k.work.as_ref().map_or("-".to_string(), |w| {
+        crate::units::scaled(&format!("{}s", w.unit), w.amount)
+    });
+    html! {
+        td class="num" { (work) }
+        td class="num" {
+            (opt(h.task_clock_ns, |x| clock_col.with_unit(x)))
+            @if let Some(m) = h.multiplexed_list() {
+                " " span class="sub" { "(scaled: " (m) ")" }
+            }
+        }
+        td class="num" { (opt(h.context_switches, count)) }
+        td class="num" { (opt(h.migrations, count)) }
+        td class="num" { (opt(h.page_faults, count)) }
+        td class="num" {
+            (opt(h.cpu_ns_per_unit, |x| format!("{} / {}", cpu_col.with_unit(x), unit)))
+        }
+        td class="num" { (opt(h.page_faults_per_unit, num)) }
+        @if hardware {
+            td class="num" { (opt(h.instructions_per_unit, num)) }
+            td class="num" { (opt(h.cpi, num)) }
+            td class="num" { (opt(h.ipc, num)) }
+            td class="num" { (opt(h.llc_mpki, num)) }
+            td class="num" { (opt(h.branch_mpki, num)) }
+        }
+    }
 }
 
 /// Paper 000 Fig 19: event counts x assumed penalties, beside the measured CPI. Only the
 /// cells with cycles and instructions; components whose event was not counted show a dash
 /// and leave the sum and the remainder out rather than counting them as zero.
-fn cpi_stacks(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
+fn cpi_stacks(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     use smtlab_model::counters::CountMode;
     use smtlab_model::counters::derived::{CpiPenalties, cpi_stack};
     let penalties = CpiPenalties::default();
@@ -373,40 +354,35 @@ fn cpi_stacks(p: &mut String, cells: &[(&CellRecord, &CellCounters)]) {
         .filter(|(_, s)| s.measured_cpi.is_some())
         .collect();
     if stacks.is_empty() {
-        return;
+        return html! {};
     }
-    p.push_str(
-        "<h3>CPI stack (non-overlapped estimate), as in Ruan et al., SIGMETRICS 2005</h3><p>Each component is event count x an \
-         assumed penalty in cycles / instructions; the remainder is base CPI plus what the \
-         events do not explain (negative when the penalties overlap).</p>\
-         <table><tr><th>benchmark</th><th>placement</th><th>measured CPI</th>",
-    );
-    for pen in &penalties.penalties {
-        let _ = write!(
-            p,
-            "<th>{} ({} cycles)</th>",
-            esc(&pen.label),
-            num(pen.cycles)
-        );
-    }
-    p.push_str("<th>estimated sum</th><th>remainder</th></tr>");
-    for (c, s) in stacks {
-        let _ = write!(
-            p,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td>",
-            esc(&c.benchmark),
-            esc(&c.placement.name),
-            opt(s.measured_cpi, num)
-        );
-        for comp in &s.components {
-            let _ = write!(p, "<td class=\"num\">{}</td>", opt(comp.cpi, num));
+    html! {
+        h3 { "CPI stack (non-overlapped estimate), as in Ruan et al., SIGMETRICS 2005" }
+        p {
+            "Each component is event count x an assumed penalty in cycles / instructions; the \
+             remainder is base CPI plus what the events do not explain (negative when the \
+             penalties overlap)."
         }
-        let _ = write!(
-            p,
-            "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            opt(s.estimated_cpi, num),
-            opt(s.other_cpi, num)
-        );
+        table {
+            tr {
+                th { "benchmark" } th { "placement" } th { "measured CPI" }
+                @for pen in &penalties.penalties {
+                    th { (pen.label) " (" (num(pen.cycles)) " cycles)" }
+                }
+                th { "estimated sum" } th { "remainder" }
+            }
+            @for (c, s) in stacks {
+                tr {
+                    td { (c.benchmark) }
+                    td { (c.placement.name) }
+                    td class="num" { (opt(s.measured_cpi, num)) }
+                    @for comp in &s.components {
+                        td class="num" { (opt(comp.cpi, num)) }
+                    }
+                    td class="num" { (opt(s.estimated_cpi, num)) }
+                    td class="num" { (opt(s.other_cpi, num)) }
+                }
+            }
+        }
     }
-    p.push_str("</table>");
 }

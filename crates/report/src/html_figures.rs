@@ -16,9 +16,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use maud::html;
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
-use crate::fmt::{cpus, esc, params};
+use crate::fmt::{cpus, params};
 use crate::svg::{self, Dist, LineOptions, Point, Scale, Series};
 use crate::units::{Column, scaled, size};
 
@@ -284,12 +285,8 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
         let cells = &groups[&k];
         let pair = PAIRS[cells[0].1];
         let (ka, kb, la, lb, caption) = pair;
-        let _ = write!(
-            p,
-            "<h3>{} <code>{}</code></h3><div class=\"charts\">",
-            esc(&k.0),
-            esc(&params(&k.1))
-        );
+        p.push_str(&html! { h3 { (k.0) " " code { (params(&k.1)) } } }.into_string());
+        p.push_str("<div class=\"charts\">");
         let all: Vec<f64> = cells
             .iter()
             .flat_map(|(c, _)| {
@@ -329,13 +326,16 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
         }
         p.push_str("</div>");
         // The table of marks, and the headline value beside the per-event figures.
-        let _ = write!(
-            p,
-            "<table><tr><th>placement</th><th>CPUs</th><th>time</th>\
-             <th>events</th><th>median ({u})</th><th>p99 ({u})</th><th>max ({u})</th>\
-             <th>mean ({u})</th><th>cell value ({u})</th></tr>",
-            u = esc(&col.unit)
-        );
+        let u = &col.unit;
+        let head = html! {
+            tr {
+                th { "placement" } th { "CPUs" } th { "time" } th { "events" }
+                th { "median (" (u) ")" } th { "p99 (" (u) ")" } th { "max (" (u) ")" }
+                th { "mean (" (u) ")" } th { "cell value (" (u) ")" }
+            }
+        };
+        p.push_str("<table>");
+        p.push_str(&head.into_string());
         let mut notes: Vec<String> = Vec::new();
         // The table's decimals follow the values it shows (medians and up), not the
         // fastest single event the chart's axis had to cover.
@@ -360,21 +360,20 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
                 // The cell's value is the per-sample mean of the B series where that is
                 // what the benchmark reports; it is shown on the B row.
                 let value = (key == kb).then(|| headline(c).0);
-                let _ = write!(
-                    p,
-                    "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td>\
-                     <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                     <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                    esc(&c.placement.name),
-                    esc(&cpus(&c.placement.cpus)),
-                    esc(label),
-                    sorted.len(),
-                    col.num(med),
-                    col.num(pct_of(&sorted, 99.0)),
-                    col.num(sorted[sorted.len() - 1]),
-                    col.num(mean),
-                    value.map(|v| col.num(v)).unwrap_or_else(|| "-".into())
-                );
+                let row = html! {
+                    tr {
+                        td { (c.placement.name) }
+                        td { code { (cpus(&c.placement.cpus)) } }
+                        td { (label) }
+                        td class="num" { (sorted.len()) }
+                        td class="num" { (col.num(med)) }
+                        td class="num" { (col.num(pct_of(&sorted, 99.0))) }
+                        td class="num" { (col.num(sorted[sorted.len() - 1])) }
+                        td class="num" { (col.num(mean)) }
+                        td class="num" { (value.map(|v| col.num(v)).unwrap_or_else(|| "-".into())) }
+                    }
+                };
+                p.push_str(&row.into_string());
                 if let Some(v) = value
                     && med > 0.0
                     && (v / med - 1.0).abs() > 0.2
@@ -396,10 +395,11 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
             }
         }
         p.push_str("</table>");
-        let _ = write!(p, "<p class=\"sub\">{}</p>", esc(caption));
-        for n in &notes {
-            let _ = write!(p, "<p class=\"caption\">{}</p>", esc(n));
-        }
+        let words = html! {
+            p class="sub" { (caption) }
+            @for n in &notes { p class="caption" { (n) } }
+        };
+        p.push_str(&words.into_string());
         // Per-placement scatters of A against B, collapsed: useful, but long.
         let _ = write!(
             p,

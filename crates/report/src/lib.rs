@@ -28,7 +28,12 @@
 //! * [`html_workloads`]: the page's sections for the server and system workloads (web
 //!   servers, paper 001's speed-up tables, AIM9 rows, the task pool, OLTP and SDET, and
 //!   paper 004's SMT gain per workload), each present only when the run has such cells.
-//! * [`svg`]: the small chart library behind the page.
+//! * [`svg`]: the small chart library behind the page. The pages' markup is built with
+//!   `maud`, which escapes every interpolated value.
+//! * [`export`]: `smtlab.results/1` JSON and one-row-per-cell CSV (`report --json/--csv`).
+//! * [`table`]: the one text-table engine (aligned columns, fitted to a width without
+//!   cutting a number), used by the text reports and the terminal; [`fmt::ratio_ci`] is
+//!   the one way a ratio is written (`1.250x [1.210, 1.290]`).
 //!
 //! The report depends on the data model only (not on the benchmark catalog), so it can
 //! render results saved by any smtlab version; the one piece of catalog knowledge it
@@ -41,6 +46,7 @@ pub mod compare;
 pub mod compare_html;
 pub mod corun;
 pub mod counters;
+pub mod export;
 pub mod fmt;
 pub mod html;
 mod html_counters;
@@ -50,6 +56,7 @@ pub mod html_workloads;
 pub mod markdown;
 pub mod smt_states;
 pub mod svg;
+pub mod table;
 pub mod table1;
 #[cfg(test)]
 mod testutil;

@@ -4,13 +4,12 @@
 //! carry the state as the [`SMT_PARAM`] key parameter; a cell is paired with the cell of
 //! the other state that has the same benchmark, other parameters and placement.
 
-use std::fmt::Write as _;
-
+use maud::html;
 use smtlab_model::stats::{Ratio, geomean};
 use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
-use crate::fmt::{esc, num, params, text_table, times, verdict as speedup_text};
+use crate::fmt::{num, params, text_table, times, verdict as speedup_text};
 
 pub use crate::utilisation::SMT_PARAM;
 
@@ -127,34 +126,37 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     if rows.is_empty() {
         return Err("no cell measured with SMT off and on in this run (--smt both)".into());
     }
-    p.push_str(
-        "<section id=\"smt-states\"><h2>SMT off vs on</h2><p>Each cell measured with SMT \
-         off and with SMT on in this run, the states taking turns per benchmark; speed-up \
-         is on over off (above 1: SMT on is faster), with its 95% interval.</p><table><tr>\
-         <th>benchmark</th><th>placement</th><th>SMT off</th><th>SMT on</th>\
-         <th>speed-up</th></tr>",
-    );
-    for row in &rows {
-        let _ = write!(
-            p,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{} {}</td><td class=\"num\">{} {}</td><td>{}</td></tr>",
-            esc(&row.name()),
-            esc(&row.off.placement_spec),
-            num(row.off.result.summary.mean),
-            esc(&row.off.unit),
-            num(row.on.result.summary.mean),
-            esc(&row.on.unit),
-            esc(&speedup_text(&row.verdict)),
-        );
-    }
-    for (group, m) in &means {
-        let _ = write!(
-            p,
-            "<tr><th colspan=\"4\">geometric mean, {}</th><td>{}x</td></tr>",
-            esc(group),
-            times(*m)
-        );
-    }
-    p.push_str("</table></section>");
+    let section = html! {
+        section id="smt-states" {
+            h2 { "SMT off vs on" }
+            p {
+                "Each cell measured with SMT off and with SMT on in this run, the states \
+                 taking turns per benchmark; speed-up is on over off (above 1: SMT on is \
+                 faster), with its 95% interval."
+            }
+            table {
+                tr {
+                    th { "benchmark" } th { "placement" } th { "SMT off" } th { "SMT on" }
+                    th { "speed-up" }
+                }
+                @for row in &rows {
+                    tr {
+                        td { (row.name()) }
+                        td { (row.off.placement_spec) }
+                        td class="num" { (num(row.off.result.summary.mean)) " " (row.off.unit) }
+                        td class="num" { (num(row.on.result.summary.mean)) " " (row.on.unit) }
+                        td { (speedup_text(&row.verdict)) }
+                    }
+                }
+                @for (group, m) in &means {
+                    tr {
+                        th colspan="4" { "geometric mean, " (group) }
+                        td { (times(*m)) "x" }
+                    }
+                }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! # smtlab-store
 //!
-//! Where smtlab keeps its results, and how it hands them to other tools.
+//! Where smtlab keeps its results. Handing them to other tools (JSON, CSV) is the
+//! report crate's `export`.
 //!
 //! * [`Store`] is one SQLite database file (bundled SQLite, no system library). A run
 //!   is written as it is measured: [`Store::create_run`] stores the environment and the
@@ -11,8 +12,6 @@
 //!   [`Store::list_runs`] and [`Store::resolve_run`] (`latest`, `12`, `-2`) find runs.
 //! * Durability: WAL journal with `synchronous=FULL`, so a saved cell survives the
 //!   process being killed and the machine losing power (see [`Store`] for why FULL).
-//! * [`export`] turns a `RunResults` into `smtlab.results/1` JSON or one-row-per-cell
-//!   CSV. Pure functions: no file, no database.
 //!
 //! The file is recognised by `PRAGMA application_id` ([`APPLICATION_ID`], "SMTL") and
 //! versioned by `PRAGMA user_version` ([`SCHEMA_VERSION`]); anything else is refused
@@ -20,11 +19,8 @@
 //! Nothing here prints.
 
 mod error;
-pub mod export;
 mod schema;
 mod store;
-#[cfg(test)]
-mod testdata;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -312,7 +312,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         super::export_markdown(path, &stored.cells)?;
     }
     if args.json {
-        emit(&String::from_utf8_lossy(&smtlab_store::export::json(
+        emit(&String::from_utf8_lossy(&smtlab_report::export::json(
             &stored,
         )))?;
     }

@@ -114,9 +114,9 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         crate::term::note(&format!("wrote {}", path.display()));
     }
     let bytes = if args.json {
-        smtlab_store::export::json(&results)
+        smtlab_report::export::json(&results)
     } else if args.csv {
-        smtlab_store::export::csv(&results)
+        smtlab_report::export::csv(&results)
     } else if args.output.is_some() {
         smtlab_report::html(&results).into_bytes()
     } else {

@@ -307,7 +307,7 @@ fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
         super::export_markdown(path, &results.cells)?;
     }
     if args.json {
-        let bytes = smtlab_store::export::json(&results);
+        let bytes = smtlab_report::export::json(&results);
         super::emit(&String::from_utf8_lossy(&bytes))?;
     }
     Ok(())

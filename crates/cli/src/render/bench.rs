@@ -126,23 +126,13 @@ pub fn row(cell: &CellRecord, baseline: Option<&CellRecord>, layout: Layout) -> 
         };
         // The verdict in a word: "not significant at 95%" would not fit.
         let vs = verdict.as_ref().map_or(String::new(), |v| {
-            use smtlab_report::fmt::{significance_short, times};
+            use smtlab_report::fmt::{ratio_ci, significance_short};
             let r = &v.speedup;
             let verdict = match v.significance {
                 smtlab_model::stats::Significance::NotSignificant => "n.s.",
                 other => significance_short(other),
             };
-            match (r.ci95_low, r.ci95_high) {
-                (Some(lo), Some(hi)) => {
-                    format!(
-                        "{}x [{}, {}] {verdict}",
-                        times(r.ratio),
-                        times(lo),
-                        times(hi)
-                    )
-                }
-                _ => format!("{}x {verdict}", times(r.ratio)),
-            }
+            format!("{} {verdict}", ratio_ci(r.ratio, r.ci95_low, r.ci95_high))
         });
         return NARROW.line(&[
             &fit(&cell.placement.name, 9),

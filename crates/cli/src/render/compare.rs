@@ -2,7 +2,7 @@
 //! cell table; fitted to a width, each cell's speed-up goes on a line under it, because
 //! a ratio with its interval and verdict does not fit beside six other columns.
 
-use smtlab_report::fmt::{num, params, times};
+use smtlab_report::fmt::{num, params, ratio_ci};
 use smtlab_report::{Comparison, GroupMean};
 
 use super::table::{Layout, Table, wrap};
@@ -94,13 +94,10 @@ fn geomean(g: &GroupMean, label: &str) -> String {
     if let (Some(unit), Some(a), Some(b)) = (&g.unit, g.a, g.b) {
         s.push_str(&format!(": A {} {unit}, B {} {unit}", num(a), num(b)));
     }
-    let ci = match (g.ci95_low, g.ci95_high) {
-        (Some(lo), Some(hi)) => format!(" [{}, {}]", times(lo), times(hi)),
-        _ => String::new(),
-    };
     s.push_str(&format!(
-        ", speed-up {}{ci}",
-        g.speedup.map_or("-".into(), |x| format!("{}x", times(x)))
+        ", speed-up {}",
+        g.speedup
+            .map_or("-".into(), |x| ratio_ci(x, g.ci95_low, g.ci95_high))
     ));
     if g.unsteady > 0 {
         s.push_str(&format!(", {} unsteady left out", g.unsteady));

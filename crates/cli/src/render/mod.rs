@@ -24,7 +24,7 @@ pub fn plural(n: usize, word: &str) -> String {
 
 // The store's deterministic run, for the snapshots of the live output.
 #[cfg(test)]
-#[path = "../../../store/src/testdata.rs"]
+#[path = "../../../store/tests/store/testdata.rs"]
 #[allow(dead_code)]
 pub(crate) mod testdata;
 

@@ -148,11 +148,11 @@ fn the_text_matrix_has_a_row_per_workload_and_a_column_per_partner() {
     assert_eq!(lines.len(), 3, "{t}");
     assert!(lines[0].contains("mem") && lines[0].contains("int"), "{t}");
     assert!(
-        lines[1].starts_with("int") && lines[1].contains("1.50 ["),
+        lines[1].starts_with("int") && lines[1].contains("1.500x ["),
         "{t}"
     );
     assert!(
-        lines[2].starts_with("mem") && lines[2].contains("2.00 ["),
+        lines[2].starts_with("mem") && lines[2].contains("2.000x ["),
         "{t}"
     );
     assert_eq!(matrix_text(&m, Form::Alone), "");

@@ -3,16 +3,16 @@
 //! OS cost per unit of work where the workload or the counters recorded it; the one
 //! no-speed-up line when no block had a speed-up.
 
-use std::fmt::Write;
-
+use maud::html;
 use smtlab_model::{CellRecord, RunResults};
 
 use super::cells::{cells_of, metric};
 use super::charts::{figure, sweep_chart};
 use super::rows::{fixed_params, row_head, rows_by_params};
-use super::speedup_table::{no_pairs_line, num_td, speedup_table};
+use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
 use crate::counters::{Headline, duration_ns};
-use crate::fmt::{esc, num, params};
+use crate::fmt::{num, params};
+use crate::html::BR;
 
 /// A block per benchmark of `benches` (name, origin), each of its cells in `r`, and the
 /// one line that says why when none has a speed-up.
@@ -34,13 +34,10 @@ pub(super) fn bench_blocks<'a>(
 /// One benchmark's table, chart and per-unit costs; whether it had a speed-up.
 fn bench_block(p: &mut String, cells: &[&CellRecord], bench: &str, origin: &str) -> bool {
     let (keys, rows) = rows_by_params(cells);
-    let _ = write!(
-        p,
-        "<h3>{} <span class=\"sub\">{}{}</span></h3>",
-        esc(bench),
-        esc(origin),
-        esc(&format!(" ({})", cells[0].unit))
-    );
+    let head = html! {
+        h3 { (bench) " " span class="sub" { (origin) " (" (cells[0].unit) ")" } }
+    };
+    p.push_str(&head.into_string());
     p.push_str(&fixed_params(cells, &keys));
     let any = speedup_table(p, &row_head(&keys), &rows);
     if keys.len() == 1 {
@@ -77,43 +74,40 @@ fn per_unit_table(p: &mut String, cells: &[&CellRecord]) {
     if own.is_empty() && !counted {
         return;
     }
-    p.push_str(
-        "<details><summary>CPU and OS cost per unit of work</summary><table><tr><th>cell</th>",
-    );
-    for k in &own {
-        let _ = write!(p, "<th>{}</th>", esc(&k.replace('_', " ")));
-    }
-    if counted {
-        p.push_str(
-            "<th>CPU time per unit<br/><span class=\"sub\">counters</span></th>\
-             <th>context switches per unit</th><th>instructions per unit</th>",
-        );
-    }
-    p.push_str("</tr>");
-    for (c, h) in cells.iter().zip(&heads) {
-        let _ = write!(
-            p,
-            "<tr><td>{} on {}</td>",
-            esc(&params(&c.params)),
-            esc(&c.placement.name)
-        );
-        for k in &own {
-            p.push_str(&num_td(metric(c, k).map(num)));
+    let per_unit = |x: Option<f64>, unit: &str, time: bool| {
+        num_cell(x.map(|v| {
+            let v = if time { duration_ns(v) } else { num(v) };
+            format!("{v} / {unit}")
+        }))
+    };
+    let table = html! {
+        details {
+            summary { "CPU and OS cost per unit of work" }
+            table {
+                tr {
+                    th { "cell" }
+                    @for k in &own { th { (k.replace('_', " ")) } }
+                    @if counted {
+                        th { "CPU time per unit" (BR) span class="sub" { "counters" } }
+                        th { "context switches per unit" }
+                        th { "instructions per unit" }
+                    }
+                }
+                @for (c, h) in cells.iter().zip(&heads) {
+                    tr {
+                        td { (params(&c.params)) " on " (c.placement.name) }
+                        @for k in &own { (num_cell(metric(c, k).map(num))) }
+                        @if counted {
+                            @let unit = h.as_ref().and_then(|h| h.unit.clone()).unwrap_or_default();
+                            @let h = h.as_ref();
+                            (per_unit(h.and_then(|h| h.cpu_ns_per_unit), &unit, true))
+                            (per_unit(h.and_then(|h| h.context_switches_per_unit), &unit, false))
+                            (per_unit(h.and_then(|h| h.instructions_per_unit), &unit, false))
+                        }
+                    }
+                }
+            }
         }
-        if counted {
-            let unit = h.as_ref().and_then(|h| h.unit.clone()).unwrap_or_default();
-            let td = |x: Option<f64>, time: bool| {
-                num_td(x.map(|v| {
-                    let v = if time { duration_ns(v) } else { num(v) };
-                    format!("{v} / {}", esc(&unit))
-                }))
-            };
-            let h = h.as_ref();
-            p.push_str(&td(h.and_then(|h| h.cpu_ns_per_unit), true));
-            p.push_str(&td(h.and_then(|h| h.context_switches_per_unit), false));
-            p.push_str(&td(h.and_then(|h| h.instructions_per_unit), false));
-        }
-        p.push_str("</tr>");
-    }
-    p.push_str("</table></details>");
+    };
+    p.push_str(&table.into_string());
 }

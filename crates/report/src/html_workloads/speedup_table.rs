@@ -3,15 +3,15 @@
 //! mean; the one line a section shows when it has no speed-up; the number cells every
 //! workload table writes.
 
-use std::fmt::Write;
-
+use maud::{Markup, html};
 use smtlab_model::stats;
 use smtlab_model::verdict::{self, Verdict};
 use smtlab_model::{CellRecord, RunResults};
 
 use super::cells::{mean_column, placements};
 use super::rows::Row;
-use crate::fmt::{esc, times};
+use crate::fmt::times;
+use crate::html::BR;
 use crate::units::Column;
 use crate::yields::YieldKind;
 
@@ -47,42 +47,41 @@ pub fn no_pairs_reason(r: &RunResults) -> String {
 }
 
 pub(super) fn no_pairs_line(p: &mut String, r: &RunResults) {
-    let _ = write!(
-        p,
-        "<p class=\"muted no-smt\">{}</p>",
-        esc(&no_pairs_reason(r))
-    );
+    p.push_str(&html! { p class="muted no-smt" { (no_pairs_reason(r)) } }.into_string());
 }
 
 /// A speed-up table cell: the ratio, its interval and what the verdict says, as
 /// [`crate::fmt::verdict`] writes them (`unsteady` and why, where a cell would not
 /// repeat).
-fn speedup_td(v: &Verdict) -> String {
+fn speedup_td(v: &Verdict) -> Markup {
     let r = &v.speedup;
-    let ci = match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("[{}, {}] ", times(lo), times(hi)),
-        _ => String::new(),
-    };
     let words = match &v.unsteady {
         Some(why) => format!("unsteady ({why})"),
         None => v.significance.words().to_string(),
     };
-    format!(
-        "<td class=\"yield\">{}x<br/><span class=\"sub\">{ci}{}</span></td>",
-        times(r.ratio),
-        esc(&words)
-    )
+    html! {
+        td class="yield" {
+            (times(r.ratio)) "x" (BR)
+            span class="sub" {
+                @if let (Some(lo), Some(hi)) = (r.ci95_low, r.ci95_high) {
+                    "[" (times(lo)) ", " (times(hi)) "] "
+                }
+                (words)
+            }
+        }
+    }
 }
 
-/// A table cell without a value.
-pub(super) const MUTED_TD: &str = "<td class=\"muted\">-</td>";
+/// A table cell without a value, as markup.
+fn muted_td() -> Markup {
+    html! { td class="muted" { "-" } }
+}
 
-/// A number's table cell (`text` written and escaped by the caller), or [`MUTED_TD`]
-/// where there is none.
-pub(super) fn num_td(text: Option<String>) -> String {
+/// A number's table cell, or a muted dash where there is none; the text is escaped.
+pub(super) fn num_cell(text: Option<String>) -> Markup {
     match text {
-        Some(t) => format!("<td class=\"num\">{t}</td>"),
-        None => MUTED_TD.into(),
+        Some(t) => html! { td class="num" { (t) } },
+        None => muted_td(),
     }
 }
 
@@ -110,72 +109,75 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
         .into_iter()
         .filter(|k| rows.iter().any(|r| pair_speedup(&r.cells, *k).is_some()))
         .collect();
-    let _ = write!(p, "<table><tr><th>{}</th>", esc(row_head));
-    if !one_unit {
-        p.push_str("<th>unit</th>");
-    }
-    for pl in &places {
-        let unit = table_col
-            .as_ref()
-            .filter(|c| !c.unit.is_empty())
-            .map(|c| format!("<br/><span class=\"sub\">{}</span>", esc(&c.unit)))
-            .unwrap_or_default();
-        let _ = write!(p, "<th>{}{unit}</th>", esc(pl));
-    }
-    for k in &kinds {
-        let _ = write!(
-            p,
-            "<th>speed-up<br/><span class=\"sub\">{}</span></th>",
-            k.heading()
-        );
-    }
-    p.push_str("</tr>");
-    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
-    for row in rows {
-        let col = table_col.clone().unwrap_or_else(|| mean_column(&row.cells));
-        let _ = write!(p, "<tr><td>{}</td>", esc(&row.label));
-        if !one_unit {
-            let _ = write!(p, "<td>{}</td>", esc(&col.unit));
-        }
-        for pl in &places {
-            let value = row.cells.iter().find(|c| &c.placement.name == pl);
-            p.push_str(&num_td(value.map(|c| esc(&value_text(&col, c)))));
-        }
-        for (i, k) in kinds.iter().enumerate() {
-            match pair_speedup(&row.cells, *k) {
-                Some(v) => {
-                    let r = v.speedup.ratio;
-                    if r > 0.0 && r.is_finite() {
-                        ratios[i].push(r);
+    // The speed-ups of each pair over the rows, for the geometric mean.
+    let ratios: Vec<Vec<f64>> = kinds
+        .iter()
+        .map(|k| {
+            rows.iter()
+                .filter_map(|row| pair_speedup(&row.cells, *k))
+                .map(|v| v.speedup.ratio)
+                .filter(|r| *r > 0.0 && r.is_finite())
+                .collect()
+        })
+        .collect();
+    let body: Vec<Markup> = rows
+        .iter()
+        .map(|row| {
+            let col = table_col.clone().unwrap_or_else(|| mean_column(&row.cells));
+            html! {
+                tr {
+                    td { (row.label) }
+                    @if !one_unit { td { (col.unit) } }
+                    @for pl in &places {
+                        @match row.cells.iter().find(|c| &c.placement.name == pl) {
+                            Some(c) => td class="num" { (value_text(&col, c)) },
+                            None => (muted_td()),
+                        }
                     }
-                    p.push_str(&speedup_td(&v));
+                    @for k in &kinds {
+                        @match pair_speedup(&row.cells, *k) {
+                            Some(v) => (speedup_td(&v)),
+                            None => (muted_td()),
+                        }
+                    }
                 }
-                None => p.push_str(MUTED_TD),
+            }
+        })
+        .collect();
+    let unit = table_col
+        .as_ref()
+        .filter(|c| !c.unit.is_empty())
+        .map(|c| &c.unit);
+    let table = html! {
+        table {
+            tr {
+                th { (row_head) }
+                @if !one_unit { th { "unit" } }
+                @for pl in &places {
+                    th { (pl) @if let Some(u) = unit { (BR) span class="sub" { (u) } } }
+                }
+                @for k in &kinds {
+                    th { "speed-up" (BR) span class="sub" { (k.heading()) } }
+                }
+            }
+            @for row in body { (row) }
+            @if !kinds.is_empty() {
+                tr {
+                    th colspan=(1 + usize::from(!one_unit) + places.len()) {
+                        "geometric mean of the speed-ups"
+                    }
+                    @for r in &ratios {
+                        @match stats::geomean(r) {
+                            Some(g) => td class="yield" {
+                                (times(g)) "x" (BR) span class="sub" { "of " (r.len()) " rows" }
+                            },
+                            None => (muted_td()),
+                        }
+                    }
+                }
             }
         }
-        p.push_str("</tr>");
-    }
-    if !kinds.is_empty() {
-        let _ = write!(
-            p,
-            "<tr><th colspan=\"{}\">geometric mean of the speed-ups</th>",
-            1 + usize::from(!one_unit) + places.len()
-        );
-        for r in &ratios {
-            match stats::geomean(r) {
-                Some(g) => {
-                    let _ = write!(
-                        p,
-                        "<td class=\"yield\">{}x<br/><span class=\"sub\">of {} rows</span></td>",
-                        times(g),
-                        r.len()
-                    );
-                }
-                None => p.push_str(MUTED_TD),
-            }
-        }
-        p.push_str("</tr>");
-    }
-    p.push_str("</table>");
+    };
+    p.push_str(&table.into_string());
     !kinds.is_empty()
 }

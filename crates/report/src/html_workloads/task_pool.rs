@@ -2,8 +2,7 @@
 //! one task tree against the number of workers, per kind of work and queue, CAS retries
 //! and lock contention per task, and the SMT speed-ups.
 
-use std::fmt::Write;
-
+use maud::html;
 use smtlab_model::{CellRecord, RunResults};
 
 use super::cells::{cells_of, mean_column, metric, scaled_mean};
@@ -11,7 +10,8 @@ use super::charts::figure;
 use super::rows::{fixed_params, row_head, rows_by_params};
 use super::speedup_table::{no_pairs_line, speedup_table, value_text};
 use crate::counters::duration_ns;
-use crate::fmt::{esc, num, short};
+use crate::fmt::{num, short};
+use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.
@@ -46,33 +46,35 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
             .collect();
         task_pool_charts(p, &of_work, work);
     }
-    let _ = write!(
-        p,
-        "</div><table><tr><th>work</th><th>queue</th><th>placement</th><th>workers</th>\
-         <th>throughput<br/><span class=\"sub\">{}</span></th><th>tree run time</th>\
-         <th>tasks per tree</th><th>CAS retries per task</th>\
-         <th>lock contended per task</th></tr>",
-        esc(&col.unit)
-    );
-    for c in &cells {
-        let opt_num = |k: &str| metric(c, k).map_or("-".to_string(), num);
-        let _ = write!(
-            p,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            esc(param_or(c, "work", "fft")),
-            esc(param_or(c, "queue", "cas")),
-            esc(&c.placement.name),
-            workers(c).map_or("-".into(), short),
-            esc(&value_text(&col, c)),
-            metric(c, "tree_ms").map_or("-".into(), |v| duration_ns(v * 1e6)),
-            metric(c, "tasks_per_tree").map_or("-".into(), short),
-            opt_num("cas_retries_per_task"),
-            opt_num("lock_contended_per_task"),
-        );
-    }
-    p.push_str("</table><h3>Tasks per second per placement, SMT speed-ups</h3>");
+    p.push_str("</div>");
+    let table = html! {
+        table {
+            tr {
+                th { "work" } th { "queue" } th { "placement" } th { "workers" }
+                th { "throughput" (BR) span class="sub" { (col.unit) } }
+                th { "tree run time" } th { "tasks per tree" } th { "CAS retries per task" }
+                th { "lock contended per task" }
+            }
+            @for c in &cells {
+                @let opt_num = |k: &str| metric(c, k).map_or("-".to_string(), num);
+                tr {
+                    td { (param_or(c, "work", "fft")) }
+                    td { (param_or(c, "queue", "cas")) }
+                    td { (c.placement.name) }
+                    td class="num" { (workers(c).map_or("-".into(), short)) }
+                    td class="num" { (value_text(&col, c)) }
+                    td class="num" {
+                        (metric(c, "tree_ms").map_or("-".into(), |v| duration_ns(v * 1e6)))
+                    }
+                    td class="num" { (metric(c, "tasks_per_tree").map_or("-".into(), short)) }
+                    td class="num" { (opt_num("cas_retries_per_task")) }
+                    td class="num" { (opt_num("lock_contended_per_task")) }
+                }
+            }
+        }
+    };
+    p.push_str(&table.into_string());
+    p.push_str("<h3>Tasks per second per placement, SMT speed-ups</h3>");
     let (keys, rows) = rows_by_params(&cells);
     p.push_str(&fixed_params(&cells, &keys));
     if !speedup_table(p, &row_head(&keys), &rows) {

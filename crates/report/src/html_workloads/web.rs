@@ -6,14 +6,16 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use maud::html;
 use smtlab_model::stats;
 use smtlab_model::{CellRecord, RunResults};
 
 use super::cells::{cells_of, metric, metric_sum, placements};
 use super::charts::{Bar, figure, hbars, placement_color, value_bars};
 use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
-use super::speedup_table::{MUTED_TD, no_pairs_line, num_td, speedup_table};
-use crate::fmt::{esc, num, params, short};
+use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
+use crate::fmt::{num, params, short};
+use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
@@ -41,18 +43,20 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
         .filter(|s| s.key.benchmark.starts_with("web-"))
         .collect();
     if !skipped.is_empty() {
-        p.push_str("<h3>Web cells not measured</h3><ul class=\"notes\">");
-        for s in skipped {
-            let _ = write!(
-                p,
-                "<li><code>{} {} on {}</code>: {}</li>",
-                esc(&s.key.benchmark),
-                esc(&params(&s.key.params)),
-                esc(&s.key.placement),
-                esc(&s.reason)
-            );
-        }
-        p.push_str("</ul>");
+        let list = html! {
+            h3 { "Web cells not measured" }
+            ul class="notes" {
+                @for s in skipped {
+                    li {
+                        code {
+                            (s.key.benchmark) " " (params(&s.key.params)) " on " (s.key.placement)
+                        }
+                        ": " (s.reason)
+                    }
+                }
+            }
+        };
+        p.push_str(&list.into_string());
     }
     p.push_str("</section>");
     Ok(())
@@ -189,12 +193,13 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord]) -> bool {
         .map(|c| short_label(c, &keys))
         .collect();
     if !capped.is_empty() {
-        let _ = write!(
-            p,
-            "<p class=\"muted\">Reached the search's connection cap, so the capacity is \
-             at least the value shown: {}.</p>",
-            esc(&capped.join(", "))
-        );
+        let line = html! {
+            p class="muted" {
+                "Reached the search's connection cap, so the capacity is at least the value \
+                 shown: " (capped.join(", ")) "."
+            }
+        };
+        p.push_str(&line.into_string());
     }
     any_pair
 }
@@ -250,46 +255,35 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
         return;
     }
     let col = Column::for_values("ns", &vals);
-    p.push_str(
-        "<h3>Response latency and errors</h3><p>Per request, seen by the client; each \
-         sample's percentiles are read from an HDR histogram of every request (3 \
-         significant digits), and the table shows their mean over the cell's samples. A sample with failed requests is \
-         refused (no throughput is reported from it), so such a cell is listed under \"not \
-         measured\" with its errors.</p><table><tr><th>server and placement</th>",
-    );
-    for (name, _) in Q {
-        let _ = write!(
-            p,
-            "<th>{name}<br/><span class=\"sub\">{}</span></th>",
-            esc(&col.unit)
-        );
-    }
-    p.push_str("<th>requests</th><th>bytes/request</th><th>connects</th><th>errors</th></tr>");
-    for c in cells {
-        let _ = write!(p, "<tr><td>{}</td>", esc(&short_label(c, keys)));
-        for (_, k) in Q {
-            p.push_str(&num_td(metric(c, k).map(|v| col.num(v))));
+    let table = html! {
+        h3 { "Response latency and errors" }
+        p {
+            "Per request, seen by the client; each sample's percentiles are read from an HDR \
+             histogram of every request (3 significant digits), and the table shows their \
+             mean over the cell's samples. A sample with failed requests is refused (no \
+             throughput is reported from it), so such a cell is listed under \"not \
+             measured\" with its errors."
         }
-        let cells = [
-            metric_sum(c, "requests").map(num),
-            metric(c, "bytes_per_request").map(crate::units::size),
-            metric_sum(c, "connects").map(num),
-        ];
-        for v in cells {
-            p.push_str(&num_td(v.map(|v| esc(&v))));
-        }
-        match metric_sum(c, "errors") {
-            Some(e) => {
-                let _ = write!(
-                    p,
-                    "<td class=\"num{}\">{}</td>",
-                    if e > 0.0 { " bad" } else { "" },
-                    num(e)
-                );
+        table {
+            tr {
+                th { "server and placement" }
+                @for (name, _) in Q { th { (name) (BR) span class="sub" { (col.unit) } } }
+                th { "requests" } th { "bytes/request" } th { "connects" } th { "errors" }
             }
-            None => p.push_str(MUTED_TD),
+            @for c in cells {
+                tr {
+                    td { (short_label(c, keys)) }
+                    @for (_, k) in Q { (num_cell(metric(c, k).map(|v| col.num(v)))) }
+                    (num_cell(metric_sum(c, "requests").map(num)))
+                    (num_cell(metric(c, "bytes_per_request").map(crate::units::size)))
+                    (num_cell(metric_sum(c, "connects").map(num)))
+                    @match metric_sum(c, "errors") {
+                        Some(e) => td class=(if e > 0.0 { "num bad" } else { "num" }) { (num(e)) },
+                        None => (num_cell(None)),
+                    }
+                }
+            }
         }
-        p.push_str("</tr>");
-    }
-    p.push_str("</table>");
+    };
+    p.push_str(&table.into_string());
 }

@@ -1,5 +1,5 @@
 //! Integration tests of the results database: round trips, refusing foreign files,
-//! resume bookkeeping, surviving `kill -9`, and the exporters.
+//! resume bookkeeping and surviving `kill -9`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -9,10 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use smtlab_model::{CellKey, CellRecord, RunResults, RunStatus, SkippedCell};
-use smtlab_store::{APPLICATION_ID, SCHEMA_VERSION, Store, StoreError, export};
+use smtlab_store::{APPLICATION_ID, SCHEMA_VERSION, Store, StoreError};
 
-// The fixture lives beside the unit tests; one copy serves both.
-#[path = "../../src/testdata.rs"]
+// The fixture; the report crate's exporter tests read the same file.
 mod testdata;
 
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
@@ -77,32 +76,6 @@ fn a_run_written_cell_by_cell_loads_back_identical() {
 
     let store = Store::open(&path).unwrap();
     assert_eq!(store.load_run(id).unwrap(), with_id(expected, id));
-}
-
-#[test]
-fn json_export_parses_back_into_the_loaded_run() {
-    let (_dir, path) = temp_db();
-    let mut store = Store::open(&path).unwrap();
-    let id = store.import_run(&testdata::results(0)).unwrap();
-    let loaded = store.load_run(id).unwrap();
-    let bytes = export::json(&loaded);
-    let back: RunResults = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(back, loaded);
-    let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(value["schema"], "smtlab.results/1");
-    assert_eq!(
-        value["cells"][1]["placement"]["cpus"],
-        serde_json::json!([0, 2])
-    );
-    // And JSON can be imported again as a new run.
-    let again = store.import_run(&back).unwrap();
-    assert_eq!(store.load_run(again).unwrap(), with_id(loaded, again));
-}
-
-#[test]
-fn csv_export_snapshot() {
-    let text = String::from_utf8(export::csv(&testdata::results(1))).unwrap();
-    insta::assert_snapshot!("csv_export", text);
 }
 
 #[test]

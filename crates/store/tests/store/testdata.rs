@@ -2,8 +2,8 @@
 //! pinned and unpinned, converged and not, one with a single sample), series, metrics,
 //! a skipped cell, and every `Option` both `None` and `Some` somewhere.
 //!
-//! Shared by the unit tests and the integration tests (`#[path]`-included there), so it
-//! names only `smtlab_model`.
+//! Shared by these integration tests and, `#[path]`-included, by the report crate's
+//! exporter tests and the CLI's rendering tests, so it names only `smtlab_model`.
 
 use std::collections::BTreeMap;
 

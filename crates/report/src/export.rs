@@ -184,10 +184,16 @@ fn row(run_id: i64, cell: &CellRecord) -> [String; 21] {
     ]
 }
 
+// The store's fixture (every field filled, a skipped and a counted cell); one copy
+// serves the store's tests and these.
+#[cfg(test)]
+#[path = "../../store/tests/store/testdata.rs"]
+mod testdata;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdata;
+    use crate::export::testdata;
 
     #[test]
     fn csv_has_one_row_per_cell_and_a_fixed_header() {

@@ -1,0 +1,302 @@
+//! The machine section: the environment, the topology in numbers and in a picture, and
+//! the notes a reader must know before trusting a number.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use maud::{Markup, PreEscaped, html};
+use smtlab_model::{RunResults, RunStatus, Topology};
+
+use crate::fmt::{bytes, short, utc};
+
+/// `1 package x 4 cores x 2 threads = 8 CPUs`, with ranges where packages or cores differ.
+pub fn shape(t: &Topology) -> String {
+    let pk = t.packages.len();
+    let per_pkg: Vec<usize> = t.packages.iter().map(|p| p.cores.len()).collect();
+    let (cmin, cmax) = (
+        per_pkg.iter().copied().min().unwrap_or(0),
+        per_pkg.iter().copied().max().unwrap_or(0),
+    );
+    let range = |a: u32, b: u32| {
+        if a == b {
+            a.to_string()
+        } else {
+            format!("{a}-{b}")
+        }
+    };
+    let mut s = format!(
+        "{pk} package{} x {} cores x {} thread{} = {} CPUs",
+        if pk == 1 { "" } else { "s" },
+        range(cmin as u32, cmax as u32),
+        range(t.smt.threads_per_core_min, t.smt.threads_per_core_max),
+        if t.smt.threads_per_core_max == 1 {
+            ""
+        } else {
+            "s"
+        },
+        t.cpus.len()
+    );
+    if !t.cores_without_package.is_empty() {
+        let _ = write!(
+            s,
+            " (+{} cores in no package)",
+            t.cores_without_package.len()
+        );
+    }
+    s
+}
+
+/// Things a reader must know before trusting a number, in one line each.
+pub fn notes(r: &RunResults) -> Vec<String> {
+    let m = &r.run;
+    let t = &m.topology;
+    let mut out: Vec<String> = m.notes.clone();
+    if !t.smt_visible() && !out.iter().any(|n| n.contains("no SMT")) {
+        out.push(format!(
+            "no SMT visible (smt/control: {}): 1c2t and 2c2t not measured, and all is the \
+             same CPUs as cores",
+            t.smt.control.as_deref().unwrap_or("absent")
+        ));
+    }
+    if let Some(v) = m
+        .environment
+        .virtualization
+        .as_ref()
+        .or(t.virtualization.as_ref())
+    {
+        out.push(format!(
+            "virtual machine ({v}): SMT siblings are as the guest sees them; the host may \
+             schedule virtual CPUs elsewhere"
+        ));
+    }
+    if m.config.quick {
+        out.push("quick preset: few, short samples; confidence intervals are wide".into());
+    }
+    let unconverged = r.cells.iter().filter(|c| !c.result.met_target()).count();
+    if unconverged > 0 {
+        out.push(format!(
+            "{unconverged} of {} cells did not reach the CI target ({}% of the mean)",
+            r.cells.len(),
+            short(m.config.ci_target_rel * 100.0)
+        ));
+    }
+    let unsteady = r
+        .cells
+        .iter()
+        .filter(|c| c.result.unsteady().is_some())
+        .count();
+    if unsteady > 0 {
+        out.push(format!(
+            "{unsteady} cells were unsteady: their level moved during the measurement by more \
+             than their confidence interval explains, so a repetition may differ by that much"
+        ));
+    }
+    let nonlinear = r
+        .cells
+        .iter()
+        .filter(|c| c.result.calibration.linear == Some(false))
+        .count();
+    if nonlinear > 0 {
+        out.push(format!(
+            "{nonlinear} cells failed the calibration linearity check (time(2n) vs 2 time(n))"
+        ));
+    }
+    let pending = pending_cells(r).len();
+    if pending > 0 {
+        out.push(format!(
+            "run {}: {pending} planned cells not measured",
+            match m.status {
+                RunStatus::Running => "still running",
+                _ => "interrupted",
+            }
+        ));
+    }
+    if !t.offline_cpus.is_empty() {
+        out.push(format!("CPUs {} are offline", t.offline_cpus));
+    }
+    if let Some(a) = &t.allowed_cpus
+        && a != &t.cpus
+    {
+        out.push(format!("this process could only use CPUs {a}"));
+    }
+    out
+}
+
+/// Planned cells that were neither measured nor skipped.
+pub(super) fn pending_cells(r: &RunResults) -> Vec<&smtlab_model::CellKey> {
+    r.run
+        .plan
+        .iter()
+        .filter(|k| {
+            !r.cells.iter().any(|c| c.key() == **k) && !r.skipped.iter().any(|s| &s.key == *k)
+        })
+        .collect()
+}
+
+/// One key-value row; an absent or empty value says "unknown".
+fn kv(key: &str, value: Option<&str>) -> Markup {
+    html! {
+        tr {
+            th { (key) }
+            td {
+                @if let Some(v) = value.filter(|v| !v.is_empty()) {
+                    (v)
+                } @else {
+                    span class="muted" { "unknown" }
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let m = &r.run;
+    let e = &m.environment;
+    let t = &m.topology;
+    let notes = notes(r);
+    let smt = match (&e.smt_control, t.smt.active) {
+        (Some(c), Some(a)) => Some(format!("{c} (active: {a})")),
+        (Some(c), None) => Some(c.clone()),
+        (None, _) => t.smt.control.clone(),
+    };
+    let version = match &e.git_commit {
+        Some(g) => format!("{} ({g})", e.tool_version),
+        None => e.tool_version.clone(),
+    };
+    let c = &m.config;
+    let sampling = format!(
+        "{}-{} samples of ~{} ms, CI target {}% of the mean, warm-up {} ms, at most {} s \
+         per cell{}{}",
+        c.min_samples,
+        c.max_samples,
+        short(c.target_sample_ns as f64 / 1e6),
+        short(c.ci_target_rel * 100.0),
+        short(c.warmup_ns as f64 / 1e6),
+        short(c.max_cell_ns as f64 / 1e9),
+        match c.long_min_samples {
+            0 => String::new(),
+            n => format!(" (cells with long samples, such as workloads: at least {n})"),
+        },
+        if c.quick { " (quick preset)" } else { "" }
+    );
+    let siblings: Vec<String> = t
+        .cores()
+        .filter(|c| c.cpus.len() > 1)
+        .take(4)
+        .map(|c| format!("{{{}}}", c.cpus))
+        .collect();
+    let sibling_sets = (!siblings.is_empty()).then(|| {
+        let more = t.cores().filter(|c| c.cpus.len() > 1).count() - siblings.len();
+        let mut s = siblings.join(" ");
+        if more > 0 {
+            let _ = write!(s, " and {more} more");
+        }
+        s
+    });
+    let section = html! {
+        section id="machine" {
+            h2 { "Machine" }
+            @if !notes.is_empty() {
+                ul class="notes" { @for n in &notes { li { (n) } } }
+            }
+            div class="charts" {
+                div {
+                    h3 { "Environment" }
+                    table class="kv" {
+                        (kv("host", e.hostname.as_deref()))
+                        (kv("kernel", e.kernel.as_deref()))
+                        (kv("CPU", e.cpu_model.as_deref().or(t.cpu_model.as_deref())))
+                        (kv("vendor", t.vendor.as_deref()))
+                        (kv("microcode", e.microcode.as_deref()))
+                        (kv("SMT control", smt.as_deref().or(Some("absent"))))
+                        (kv("governor", e.governor.as_deref()))
+                        (kv("boost / turbo", e.boost.as_deref()))
+                        (kv("clocksource", e.clocksource.as_deref()))
+                        (kv("perf_event_paranoid",
+                            e.perf_event_paranoid.map(|v| v.to_string()).as_deref()))
+                        (kv("virtualisation", Some(
+                            e.virtualization
+                                .as_deref()
+                                .or(t.virtualization.as_deref())
+                                .unwrap_or("none detected"))))
+                        (kv("tool version", Some(&version)))
+                        tr {
+                            th { "command line" }
+                            td { code { (smtlab_model::run::shell_join(&m.command_line)) } }
+                        }
+                        (kv("started", Some(&utc(m.started_unix_s))))
+                        (kv("finished", m.finished_unix_s.map(utc).as_deref()))
+                        (kv("sampling", Some(&sampling)))
+                    }
+                }
+                div {
+                    h3 { "Topology" }
+                    table class="kv" {
+                        (kv("shape", Some(&shape(t))))
+                        (kv("online CPUs", Some(&t.cpus.to_string())))
+                        @if !t.offline_cpus.is_empty() {
+                            (kv("offline CPUs", Some(&t.offline_cpus.to_string())))
+                        }
+                        @if let Some(a) = &t.allowed_cpus {
+                            (kv("allowed CPUs", Some(&a.to_string())))
+                        }
+                        @if let Some(s) = &sibling_sets {
+                            (kv("SMT sibling sets", Some(s)))
+                        }
+                        @for k in &t.core_kinds {
+                            (kv(&format!("core kind {}", k.name),
+                                Some(&format!("CPUs {} (from {})", k.cpus, k.source))))
+                        }
+                        @for n in &t.numa_nodes {
+                            (kv(&format!("NUMA node {}", n.id), Some(&format!(
+                                "CPUs {}{}",
+                                n.cpus,
+                                n.memory_bytes.map(|b| format!(", {}", bytes(b))).unwrap_or_default()
+                            ))))
+                        }
+                        @if t.numa_nodes.is_empty() {
+                            (kv("NUMA", Some("no nodes reported")))
+                        }
+                    }
+                    (caches(t))
+                }
+            }
+            details open="open" {
+                summary {
+                    "Topology picture: packages, NUMA nodes, caches, cores and their CPUs \
+                     (SMT siblings shaded)"
+                }
+                div class="scroll" { (PreEscaped(crate::topo_svg::topology_svg(t))) }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}
+
+fn caches(t: &Topology) -> Markup {
+    if t.caches.is_empty() {
+        return html! { p class="muted" { "no cache information in the topology" } };
+    }
+    // One row per (level, type, size, sharing): instances of a cache look alike.
+    let mut rows: BTreeMap<(u8, String, Option<u64>, usize), usize> = BTreeMap::new();
+    for c in &t.caches {
+        let ty = format!("{:?}", c.cache_type).to_lowercase();
+        *rows
+            .entry((c.level, ty, c.size_bytes, c.cpus.len()))
+            .or_default() += 1;
+    }
+    html! {
+        table {
+            tr { th { "cache" } th { "size" } th { "instances" } th { "shared by" } }
+            @for ((level, ty, size, sharing), count) in rows {
+                tr {
+                    td { "L" (level) " " (ty) }
+                    td class="num" { (size.map(bytes).unwrap_or_else(|| "unknown".into())) }
+                    td class="num" { (count) }
+                    td class="num" { (sharing) " CPU" @if sharing != 1 { "s" } }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The self-contained HTML page: one file with inline CSS and inline SVG, no scripts and
+//! no external requests, so it can be mailed, archived, or opened offline.
+//!
+//! The markup is built with `maud`, which escapes every interpolated value by its type,
+//! so no string from the results reaches the page unescaped. The page is
+//! XHTML-compatible (every element closed, attributes quoted, only XML's predefined
+//! entities), so a strict XML parser reads it; the tests rely on that. maud writes void
+//! elements HTML-style (`<br>`), so the few this page uses come from `BR` and the
+//! head's literal `<meta/>` tags, and `xml_safe` replaces the control characters XML
+//! forbids.
+//!
+//! Sections, each an element with a stable `id`: `machine`, `smt-yield`, `scaling`,
+//! `latency`, `os-latency`, the workload sections of [`crate::html_workloads`],
+//! `counters`, `cells`, `skipped`. A section without data says "not
+//! measured in this run" instead of drawing empty axes. The sections live by concern:
+//! `machine` (environment and topology), `yields` (the verdict of `smtlab exec` and
+//! the SMT yield table), `scaling` (thread-count charts) and `tables` (OS latencies,
+//! all cells, skipped cells).
+
+use maud::{Markup, PreEscaped, html};
+use smtlab_model::{RunResults, RunStatus};
+
+use crate::fmt::utc;
+
+mod machine;
+mod scaling;
+mod tables;
+mod yields;
+
+pub use machine::{notes, shape};
+
+/// `<br/>` written XML-style: maud writes void elements as `<br>`, which an XML parser
+/// refuses.
+pub(crate) const BR: PreEscaped<&str> = PreEscaped("<br/>");
+
+const CSS: &str = "\
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1b1b1b;\
+margin:0 auto;max-width:1320px;padding:0 24px 48px;background:#fff}\
+h1{font-size:24px;margin:24px 0 2px}\
+h2{font-size:19px;border-bottom:2px solid #0072b2;padding-bottom:4px;margin:40px 0 10px}\
+h3{font-size:15px;margin:22px 0 6px}\
+p{margin:6px 0;max-width:980px}\
+nav{margin:10px 0 0;padding:8px 0;border-top:1px solid #ddd;border-bottom:1px solid #ddd}\
+nav a{margin-right:16px;color:#0072b2;text-decoration:none}\
+table{border-collapse:collapse;margin:0}\
+.scroll{overflow-x:auto;max-width:100%;margin:8px 0 16px}\
+th,td{border:1px solid #d5d5d5;padding:3px 8px;text-align:left;vertical-align:middle}\
+th{background:#eef2f7;font-weight:600}\
+table.kv th{background:#f6f6f6;font-weight:normal;color:#444;white-space:nowrap}\
+td:first-child,td code,td.yield{white-space:nowrap}\
+td.yield{font-variant-numeric:tabular-nums}\
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
+td.bad{color:#b03000}\
+tr.sep td{border:none;height:6px}\
+.muted{color:#666}\
+.sub{color:#666;font-size:12px}\
+ul.notes{background:#fff8e5;border-left:4px solid #e69f00;padding:8px 8px 8px 28px;max-width:980px}\
+.charts{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start}\
+.charts>div,.charts>figure{min-width:0;max-width:100%}\
+table.kv td code{white-space:pre-wrap;word-break:break-all}\
+figure{margin:0;max-width:100%}\
+.charts svg,figure svg{max-width:100%;height:auto}\
+svg.topo{max-width:none;height:auto}\
+details{margin:6px 0}\
+summary{cursor:pointer;padding:3px 0}\
+.caption{background:#eef6fb;border-left:4px solid #0072b2;padding:6px 10px;font-size:13px;max-width:980px}\
+ul.verdict{font-size:15px}\
+figcaption{color:#555;font-size:12px;max-width:760px}\
+code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:12.5px}\
+svg.strip{vertical-align:middle;margin-left:6px}\
+footer{margin-top:40px;color:#777;font-size:12px;max-width:980px}\
+@media (max-width:760px){body{padding:0 10px 32px}h1{font-size:20px}\
+nav a{display:inline-block;margin:2px 12px 2px 0}}\
+@media print{nav,#absent{display:none}body{max-width:none;padding:0;font-size:11px}\
+.scroll{overflow:visible}details::details-content{content-visibility:visible;display:contents}\
+details:not([open])>*{display:block}summary{list-style:none;font-weight:600}\
+figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text-decoration:none}}";
+
+/// A section writer: writes the section, or returns why there is nothing to show
+/// (writing nothing); an empty reason leaves the section out without a word.
+type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
+
+/// The sections in page order: id, navigation name, writer.
+const SECTIONS: [(&str, &str, SectionFn); 18] = [
+    // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
+    ("exec", "Verdict", yields::exec_verdict),
+    ("machine", "Machine", machine::machine),
+    ("smt-yield", "SMT yield", yields::smt_yield),
+    ("smt-states", "SMT off vs on", crate::smt_states::section),
+    ("scaling", "Scaling", scaling::scaling),
+    ("sweeps", "Working-set sweeps", scaling::sweeps),
+    ("latency", "Latency distributions", scaling::latency),
+    ("os-latency", "OS latencies", tables::os_latency),
+    (
+        "workload-smt",
+        "SMT gain per workload",
+        crate::html_workloads::chart1,
+    ),
+    ("web", "Web servers", crate::html_workloads::web),
+    (
+        "workload-tables",
+        "Speed-up tables",
+        crate::html_workloads::tables,
+    ),
+    ("aim", "AIM9 rows", crate::html_workloads::aim),
+    ("task-pool", "Task pool", crate::html_workloads::task_pool),
+    ("oltp", "OLTP and SDET", crate::html_workloads::oltp),
+    ("counters", "Counters", crate::html_counters::section),
+    ("corun", "Co-running workloads", corun),
+    ("cells", "All cells", tables::cells),
+    ("skipped", "Skipped", tables::skipped),
+];
+
+/// Co-run matrices, single-thread penalties and the utilisation curve, for the runs of
+/// `smtlab corun`, `penalty` and `util`.
+fn corun(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let before = p.len();
+    crate::corun::section(p, r);
+    if p.len() == before {
+        // Left out silently: most runs are not co-runs, and need not say so.
+        return Err(String::new());
+    }
+    Ok(())
+}
+
+/// The whole page. Sections without data are left out and named in one line under the
+/// header with the reason, so the page has no empty sections.
+pub fn html(results: &RunResults) -> String {
+    let env = &results.run.environment;
+    let host = env.hostname.as_deref().unwrap_or("unknown host");
+    let mut body = String::with_capacity(64 * 1024);
+    let mut shown: Vec<(&str, &str)> = Vec::new();
+    let mut absent: Vec<String> = Vec::new();
+    for (id, name, f) in &SECTIONS {
+        let mut s = String::new();
+        match f(&mut s, results) {
+            Ok(()) => {
+                body.push_str(&s);
+                shown.push((id, name));
+            }
+            // A workload section of a run without such cells is left out silently:
+            // naming six absent workload kinds would crowd the header of every run.
+            Err(why) if why.is_empty() => {}
+            Err(why) => absent.push(format!("{name}: {why}")),
+        }
+    }
+    let page = html! {
+        (PreEscaped("<!DOCTYPE html>\n"))
+        html lang="en" {
+            head {
+                (PreEscaped("<meta charset=\"utf-8\"/><meta name=\"viewport\" \
+                             content=\"width=device-width, initial-scale=1\"/>"))
+                title { "smtlab report: " (host) }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                (header(results, &shown, &absent))
+                (PreEscaped(wrap_tables(&body)))
+                footer {
+                    "Generated by smtlab-report " (env!("CARGO_PKG_VERSION")) " from "
+                    code { (results.schema) }
+                    " results. Charts show means with 95% confidence intervals (Student t) \
+                     for higher-is-better benchmarks and medians with the interquartile range \
+                     for lower-is-better ones; each table says what it shows. Nothing here is \
+                     estimated or filled in: a value that was not measured is marked so. \
+                     Papers named: Ruan et al., SIGMETRICS 2005 (SMT and network servers); \
+                     Vianney 2003 (Hyper-Threading speeds Linux); van Tol 2011 (a \
+                     characterization of the SPARC T3-4); Redstone et al., ASPLOS 2000 (OS \
+                     behaviour on an SMT); Olszewski and Herescu (workloads with hardware \
+                     multithreading)."
+                }
+            }
+        }
+    };
+    let mut p = xml_safe(page.into_string());
+    p.push('\n');
+    p
+}
+
+/// The page with every control character other than tab and newline replaced by U+FFFD:
+/// XML allows none of them, and a hostname or command line should never hold one, but
+/// if it does the page must still parse.
+pub(crate) fn xml_safe(page: String) -> String {
+    if !page.chars().any(is_xml_forbidden) {
+        return page;
+    }
+    page.chars()
+        .map(|c| if is_xml_forbidden(c) { '\u{fffd}' } else { c })
+        .collect()
+}
+
+fn is_xml_forbidden(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// Every table in a box that scrolls sideways on its own, so a wide table never widens
+/// the page (tables do not nest on this page).
+pub(crate) fn wrap_tables(body: &str) -> String {
+    body.replace("<table", "<div class=\"scroll\"><table")
+        .replace("</table>", "</table></div>")
+}
+
+fn header(r: &RunResults, shown: &[(&str, &str)], absent: &[String]) -> Markup {
+    let m = &r.run;
+    let host = m.environment.hostname.as_deref().unwrap_or("unknown host");
+    let status = match m.status {
+        RunStatus::Running => "still running",
+        RunStatus::Finished => "finished",
+        RunStatus::Interrupted => "interrupted",
+    };
+    let names: Vec<&str> = absent
+        .iter()
+        .map(|a| a.split_once(": ").map_or(a.as_str(), |(n, _)| n))
+        .collect();
+    html! {
+        header {
+            h1 { "smtlab report: " (host) }
+            p class="muted" {
+                "run" @if m.id > 0 { " " (m.id) } " started " (utc(m.started_unix_s)) ", "
+                (status) "; " (r.cells.len()) " cells measured, " (r.skipped.len()) " skipped"
+                @if let Some(s) = &m.suite { "; suite " (s) }
+            }
+            nav { @for (id, name) in shown { a href={ "#" (id) } { (name) } } }
+            @if !absent.is_empty() {
+                details id="absent" class="muted" {
+                    summary { "Not in this run: " (names.join(", ")) }
+                    ul { @for a in absent { li { (a) } } }
+                }
+            }
+        }
+    }
+}

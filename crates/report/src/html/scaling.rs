@@ -1,0 +1,235 @@
+//! The scaling charts: throughput or latency against the number of worker threads, one
+//! line per threads-per-core or per mapping; and the entry points of the working-set
+//! sweeps and latency distributions of [`crate::html_figures`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use maud::{PreEscaped, html};
+use smtlab_model::{CellRecord, Direction, RunResults};
+
+use crate::compare::Statistic;
+use crate::fmt::{cpus, params};
+use crate::svg::{self, LineOptions, Point, Scale, Series};
+use crate::units::Column;
+
+/// The value a cell is drawn and tabulated by, with its error bar: the mean and its 95%
+/// CI for higher-is-better cells, the median and p25..p75 for lower-is-better ones.
+pub(crate) fn headline(c: &CellRecord) -> (f64, f64, f64) {
+    let s = &c.result.summary;
+    match Statistic::for_direction(c.direction) {
+        Statistic::Mean => (
+            s.mean,
+            s.mean - s.ci95_half_width,
+            s.mean + s.ci95_half_width,
+        ),
+        Statistic::Median => (s.median, s.p25, s.p75),
+    }
+}
+
+/// The number of worker threads of a compute or memory cell: the `threads` parameter, or
+/// the placement's width when it is `auto` (or absent). `None` for unpinned `auto`.
+fn thread_count(c: &CellRecord) -> Option<f64> {
+    match c.params.get("threads").map(String::as_str) {
+        Some(t) if t != "auto" => t.parse::<u32>().ok().map(f64::from),
+        _ => (c.placement.width() > 0).then(|| c.placement.width() as f64),
+    }
+}
+
+/// Which line a cell belongs to. With an explicit thread count the placement is the
+/// mapping strategy (paper 002 Figs 1-2); with `threads=auto` every placement is one
+/// point, and points are joined by threads per core so that the SMT and non-SMT
+/// curves stand side by side.
+fn series_label(c: &CellRecord) -> String {
+    let explicit = matches!(c.params.get("threads"), Some(t) if t != "auto");
+    if explicit || !is_grid_like(c) {
+        return c.placement.name.clone();
+    }
+    let tpc = c.placement.threads_per_core;
+    let mut s = format!("{tpc} thread{}/core", if tpc == 1 { "" } else { "s" });
+    if c.placement.packages > 1 || c.placement.core_order != Default::default() {
+        let _ = write!(s, ", {}", c.placement.core_order);
+    }
+    if c.placement.cpu_order != Default::default() {
+        let _ = write!(s, ", {}", c.placement.cpu_order);
+    }
+    s
+}
+
+/// Placements whose CPUs form whole cores: `NcMt`, `cores`, `all`. Explicit CPU lists
+/// keep their own name as a series.
+fn is_grid_like(c: &CellRecord) -> bool {
+    let n = &c.placement.name;
+    n == "all" || n == "cores" || n.split('/').next().is_some_and(is_grid_name)
+}
+
+fn is_grid_name(s: &str) -> bool {
+    let Some((cores, rest)) = s.split_once('c') else {
+        return false;
+    };
+    let Some(threads) = rest.strip_suffix('t') else {
+        return false;
+    };
+    cores.parse::<u32>().is_ok() && threads.parse::<u32>().is_ok()
+}
+
+pub(super) fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
+    crate::html_figures::sweeps(p, r)
+        .then_some(())
+        .ok_or_else(|| "no benchmark measured at three or more working-set sizes".into())
+}
+
+pub(super) fn latency(p: &mut String, r: &RunResults) -> Result<(), String> {
+    crate::html_figures::latency(p, r)
+        .then_some(())
+        .ok_or_else(|| {
+            "no per-event times (they come from pthread-create, mutex-handoff, condvar-signal \
+         and condvar-broadcast)"
+                .into()
+        })
+}
+
+pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let sweeps = crate::html_figures::sweep_groups(r);
+    let swept: Vec<&CellRecord> = sweeps
+        .iter()
+        .flat_map(|(_, cs)| cs.iter().copied())
+        .collect();
+    let cells: Vec<&CellRecord> = r
+        .cells
+        .iter()
+        .filter(|c| c.group == "compute" || c.group == "memory")
+        .filter(|c| !swept.iter().any(|x| std::ptr::eq(*x, *c)))
+        .collect();
+    if cells.is_empty() {
+        return Err("no compute or memory benchmark over thread counts".into());
+    }
+    // One chart per benchmark and parameters other than `threads`; `threads=auto` cells
+    // (one point per placement) and explicit counts (one line per mapping) apart, as
+    // their lines mean different things.
+    type ChartKey = (String, BTreeMap<String, String>, bool);
+    let mut order: Vec<ChartKey> = Vec::new();
+    let mut groups: BTreeMap<ChartKey, Vec<&CellRecord>> = BTreeMap::new();
+    for c in cells {
+        let mut ps = c.params.clone();
+        let explicit = ps.remove("threads").is_some_and(|t| t != "auto");
+        let k = (c.benchmark.clone(), ps, explicit);
+        let v = groups.entry(k.clone()).or_default();
+        if v.is_empty() {
+            order.push(k);
+        }
+        v.push(c);
+    }
+    let section = html! {
+        section id="scaling" {
+            h2 { "Scaling with threads" }
+            p {
+                "Throughput (or latency) against the number of worker threads, as in van \
+                 Tol 2011 (Figs 1-6). With " code { "threads=auto" } " each placement runs one \
+                 thread per CPU, and points are joined by threads per core: the gap between \
+                 the 1 and 2 threads/core lines at the same thread count is what SMT gives \
+                 compared with more cores. With an explicit " code { "threads" } " value each \
+                 placement (mapping) is a line. Points: mean with 95% CI for throughput, \
+                 median with p25-p75 for latency; hover a point for its placement and CPUs. \
+                 Placements with the same thread count on one line (2c1t and cores on a \
+                 two-core machine) are drawn side by side in measuring order, and the line \
+                 goes through the first."
+            }
+            div class="charts" {
+                @for k in &order {
+                    (scaling_figure(k, &groups[k]))
+                }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}
+
+/// One chart of [`scaling`]: the cells of one benchmark and parameter set.
+fn scaling_figure(
+    k: &(String, BTreeMap<String, String>, bool),
+    cs: &[&CellRecord],
+) -> maud::Markup {
+    let first = cs[0];
+    let col = Column::for_values(
+        &first.unit,
+        &cs.iter().map(|c| headline(c).0).collect::<Vec<_>>(),
+    );
+    let mut series: Vec<Series> = Vec::new();
+    let mut undrawn: Vec<String> = Vec::new();
+    for c in cs {
+        let Some(x) = thread_count(c) else {
+            undrawn.push(c.placement.name.clone());
+            continue;
+        };
+        let (y, lo, hi) = headline(c);
+        let label = series_label(c);
+        let tip = format!(
+            "{} on CPUs {}: {} ({}), n = {}",
+            c.placement.name,
+            cpus(&c.placement.cpus),
+            col.with_unit(y),
+            match c.direction {
+                Direction::Higher => format!("mean, 95% CI {}", col.range(lo, hi)),
+                Direction::Lower => format!("median, p25-p75 {}", col.range(lo, hi)),
+            },
+            c.result.summary.n
+        );
+        let point = Point {
+            x,
+            y: y / col.divisor,
+            lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
+            hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
+            tip,
+            label: Some(col.num(y)),
+        };
+        match series.iter_mut().find(|s| s.name == label) {
+            Some(s) => s.points.push(point),
+            None => series.push(Series {
+                name: label,
+                points: vec![point],
+            }),
+        }
+    }
+    let better = format!("{} is better", first.direction.as_str());
+    let mut title = first.benchmark.clone();
+    if !k.1.is_empty() {
+        let _ = write!(title, " {}", params(&k.1));
+    }
+    title.push_str(if k.2 {
+        ", threads varied per mapping"
+    } else {
+        ", one thread per CPU"
+    });
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.y))
+        .collect();
+    let opt = LineOptions {
+        y_zero: first.direction == Direction::Higher,
+        x_integer: true,
+        y_scale: if first.direction == Direction::Lower {
+            Scale::auto(&ys)
+        } else {
+            Scale::Linear
+        },
+        point_labels: true,
+        ..LineOptions::default()
+    };
+    let y_label = format!("{} ({})", col.unit, better);
+    html! {
+        figure {
+            @match svg::line_chart(&title, &better, "threads", &y_label, &series, &opt) {
+                Some(s) => (PreEscaped(s)),
+                None => p { b { (title) } ": not measured in this run." },
+            }
+            @if !undrawn.is_empty() {
+                figcaption {
+                    "Not drawn (thread count unknown for an unpinned placement): "
+                    (undrawn.join(", "))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The tables at the foot of the page: the OS latencies in the layout of Vianney's
+//! Table 1, every measured cell, and the cells skipped or not reached.
+
+use std::collections::BTreeMap;
+
+use maud::{Markup, html};
+use smtlab_model::{CellRecord, RunResults};
+
+use super::machine::pending_cells;
+use crate::fmt::{cpus, params, pct2};
+use crate::table1::{TABLE1, row_of};
+use crate::units::Column;
+
+pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let os: Vec<&CellRecord> = r.cells.iter().filter(|c| c.group == "os").collect();
+    if os.is_empty() {
+        return Err("no os benchmark".into());
+    }
+    // Columns: placements in first-appearance order.
+    let mut cols: Vec<&str> = Vec::new();
+    for c in &os {
+        if !cols.contains(&c.placement.name.as_str()) {
+            cols.push(&c.placement.name);
+        }
+    }
+    // Rows: (benchmark, params) in the paper's order, then any others in run order.
+    let mut rows: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    for c in &os {
+        let k = (c.benchmark.as_str(), &c.params);
+        if !rows.contains(&k) {
+            rows.push(k);
+        }
+    }
+    rows.sort_by_key(|(b, _)| row_of(b).map_or(TABLE1.len(), |(i, _)| i));
+    let missing: Vec<&str> = TABLE1
+        .iter()
+        .filter(|row| !os.iter().any(|c| c.benchmark == row.bench))
+        .map(|row| row.label)
+        .collect();
+    let section = html! {
+        section id="os-latency" {
+            h2 { "OS latencies (Vianney 2003, Table 1: LMbench kernel latencies)" }
+            p {
+                "Mean time per operation in microseconds with the 95% confidence interval of \
+                 the mean, as the paper reports averages; smaller is better. Columns are the \
+                 placements measured."
+            }
+            table {
+                tr { th { "Kernel function" } @for col in &cols { th { (col) } } }
+                @for (bench, ps) in &rows {
+                    tr {
+                        td { (os_label(bench, ps)) " " span class="sub" { (bench) } }
+                        @for col in &cols {
+                            (os_cell(os.iter().find(|c| {
+                                c.benchmark == *bench && &c.params == *ps && c.placement.name == *col
+                            })))
+                        }
+                    }
+                }
+            }
+            @if !missing.is_empty() {
+                p class="muted" {
+                    "Rows of Vianney's table not measured in this run: " (missing.join(", ")) "."
+                }
+            }
+            p class="sub" { "Values in red did not reach the CI target." }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}
+
+/// The row label: the paper's name of the benchmark, with its parameters where they are
+/// not the paper's.
+fn os_label(bench: &str, ps: &BTreeMap<String, String>) -> String {
+    match row_of(bench) {
+        Some((_, row)) => {
+            let expected: BTreeMap<String, String> = row
+                .params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            if *ps == expected || ps.is_empty() {
+                row.label.to_string()
+            } else {
+                format!("{} ({})", row.label, params(ps))
+            }
+        }
+        None if ps.is_empty() => bench.to_string(),
+        None => format!("{bench} ({})", params(ps)),
+    }
+}
+
+fn os_cell(cell: Option<&&CellRecord>) -> Markup {
+    let Some(c) = cell else {
+        return html! { td class="muted" { "not measured" } };
+    };
+    let s = &c.result.summary;
+    // Nanoseconds become microseconds as in the paper; another unit is shown as it is,
+    // with its name.
+    let (f, unit) = if c.unit == "ns" {
+        (1e-3, String::new())
+    } else {
+        (1.0, format!(" {}", c.unit))
+    };
+    // Two decimals down every column, as the paper prints its table.
+    let text = if s.n > 1 {
+        format!("{:.2} ± {:.2}", s.mean * f, s.ci95_half_width * f)
+    } else {
+        format!("{:.2} (n = 1)", s.mean * f)
+    };
+    let class = if c.result.met_target() {
+        "num"
+    } else {
+        "num bad"
+    };
+    html! { td class=(class) { (text) (unit) } }
+}
+
+fn placement_label(c: &CellRecord) -> String {
+    if c.placement.spec == c.placement.name || c.placement_spec == c.placement.name {
+        c.placement.name.clone()
+    } else {
+        format!("{} ({})", c.placement.name, c.placement_spec)
+    }
+}
+
+pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
+    if r.cells.is_empty() {
+        return Err("no cell was measured".into());
+    }
+    let mut order: Vec<&str> = Vec::new();
+    for c in &r.cells {
+        if !order.contains(&c.benchmark.as_str()) {
+            order.push(&c.benchmark);
+        }
+    }
+    let section = html! {
+        section id="cells" {
+            h2 { "All cells" }
+            p {
+                "Every measured cell, one table per benchmark (open one to see it); each table \
+                 has one unit and one number format per column. Red: the cell did not reach \
+                 its CI target."
+            }
+            @for bench in order {
+                (bench_cells(r, bench))
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}
+
+/// One benchmark's cells in a closed `details`, one unit per column.
+fn bench_cells(r: &RunResults, bench: &str) -> Markup {
+    let cs: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == bench).collect();
+    let first = cs[0];
+    let vals: Vec<f64> = cs
+        .iter()
+        .flat_map(|c| {
+            let s = &c.result.summary;
+            [s.median, s.mean, s.min]
+        })
+        .collect();
+    let col = Column::for_values(&first.unit, &vals);
+    let u = &col.unit;
+    let unconverged = cs.iter().filter(|c| !c.result.met_target()).count();
+    html! {
+        details {
+            summary {
+                b { (bench) } " "
+                span class="sub" {
+                    (cs.len()) " cell" @if cs.len() != 1 { "s" } ", " (first.unit) ", "
+                    (first.direction.as_str()) " is better"
+                    @if unconverged > 0 { ", " (unconverged) " not converged" }
+                }
+            }
+            table {
+                tr {
+                    th { "params" } th { "placement" } th { "CPUs" }
+                    th { "median (" (u) ")" } th { "p25-p75 (" (u) ")" }
+                    th { "mean ± 95% CI (" (u) ")" } th { "CI" } th { "min (" (u) ")" }
+                    th { "n" } th { "converged" }
+                }
+                @for c in &cs {
+                    (cell_row(c, &col))
+                }
+            }
+        }
+    }
+}
+
+fn cell_row(c: &CellRecord, col: &Column) -> Markup {
+    let s = &c.result.summary;
+    let (ci, rel) = if s.n > 1 {
+        (col.pm(s.mean, s.ci95_half_width), pct2(s.ci95_rel * 100.0))
+    } else {
+        (col.num(s.mean), "no CI: n = 1".into())
+    };
+    let conv = if c.result.met_target() {
+        "yes".to_string()
+    } else if s.n < 2 {
+        "no (n = 1, no interval)".to_string()
+    } else if c.result.converged {
+        "no (pooled interval above the target)".to_string()
+    } else {
+        format!("no ({:?})", c.result.stop_reason)
+            .replace("MaxSamples", "max samples")
+            .replace("TimeBudget", "time budget")
+    };
+    html! {
+        tr {
+            td { code { (params(&c.params)) } }
+            td { (placement_label(c)) }
+            td { code { (cpus(&c.placement.cpus)) } }
+            td class="num" { (col.num(s.median)) }
+            td class="num" { (col.range(s.p25, s.p75)) }
+            td class="num" { (ci) }
+            td class="num" { (rel) }
+            td class="num" { (col.num(s.min)) }
+            td class="num" { (s.n) }
+            @if c.result.met_target() {
+                td { (conv) }
+            } @else {
+                td class="bad" { (conv) }
+            }
+        }
+    }
+}
+
+pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let pending = pending_cells(r);
+    if r.skipped.is_empty() && pending.is_empty() {
+        return Err("none, every planned cell was measured".into());
+    }
+    let section = html! {
+        section id="skipped" {
+            h2 { "Skipped" }
+            table {
+                tr { th { "benchmark" } th { "params" } th { "placement" } th { "reason" } }
+                @for s in &r.skipped {
+                    tr {
+                        td { (s.key.benchmark) }
+                        td { code { (params(&s.key.params)) } }
+                        td { (s.key.placement) }
+                        td { (s.reason) }
+                    }
+                }
+                @for k in pending {
+                    tr {
+                        td { (k.benchmark) }
+                        td { code { (params(&k.params)) } }
+                        td { (k.placement) }
+                        td class="muted" { "not measured: the run stopped before it" }
+                    }
+                }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}

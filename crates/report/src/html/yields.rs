@@ -1,0 +1,205 @@
+//! The verdict of `smtlab exec` and the SMT yield table: the ratios of placements, each
+//! with its interval and the words every other output prints with it.
+
+use std::collections::BTreeMap;
+
+use maud::{Markup, PreEscaped, html};
+use smtlab_model::{CellRecord, Direction, RunResults};
+
+use super::BR;
+use super::scaling::headline;
+use crate::fmt::{params, times};
+use crate::svg;
+use crate::units::Column;
+use crate::yields::{YieldKind, no_yields_reason, smt_yields};
+
+/// The `exec` section: what the placements did for the user's own command
+/// (`smtlab exec`), as the one verdict ([`smtlab_model::verdict`]) of each placement
+/// over the first, with its Fieller 95% interval, in one sentence per placement: the
+/// same figure and sign as the terminal's.
+pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let cells: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == "exec").collect();
+    if cells.is_empty() {
+        return Err("no smtlab exec command".into());
+    }
+    let mut order: Vec<&BTreeMap<String, String>> = Vec::new();
+    for c in &cells {
+        if !order.contains(&&c.params) {
+            order.push(&c.params);
+        }
+    }
+    let section = html! {
+        section id="exec" {
+            h2 { "Verdict" }
+            @for ps in order {
+                (verdict_group(&cells, ps))
+            }
+            @if !r.run.topology.smt_visible() {
+                p class="sub" {
+                    "No SMT visible on this machine, so no SMT verdict: the comparison is of \
+                     cores."
+                }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}
+
+/// The sentences of one parameter set: each placement against the first.
+fn verdict_group(cells: &[&CellRecord], ps: &BTreeMap<String, String>) -> Markup {
+    let group: Vec<&&CellRecord> = cells.iter().filter(|c| &c.params == ps).collect();
+    let base = group[0];
+    let col = Column::for_values(
+        &base.unit,
+        &group.iter().map(|c| headline(c).0).collect::<Vec<_>>(),
+    );
+    html! {
+        p {
+            code { (params(ps)) } ": values in " (col.unit) ", " (base.direction.as_str())
+            " is better; " (base.result.summary.n) " runs per placement."
+        }
+        ul class="verdict" {
+            @for c in group.iter().skip(1) {
+                // The one verdict (smtlab_model::verdict): the ratio of the means in the
+                // cells' own unit (mean times for a command), as the terminal prints it.
+                @if let Some(v) = smtlab_model::verdict::verdict(base, c) {
+                    li {
+                        b { (verdict_subject(base, c)) " " (crate::fmt::pct(v.speedup.ratio)) }
+                        ": " (times(v.speedup.ratio)) "x" (verdict_interval(&v))
+                        " for this command on this machine; " (c.placement.name) " "
+                        (col.with_unit(headline(c).0)) " vs " (base.placement.name) " "
+                        (col.with_unit(headline(base).0)) "."
+                    }
+                }
+            }
+        }
+        @if group.len() < 2 {
+            p { "Only one placement measured: nothing to compare it with." }
+        }
+    }
+}
+
+fn verdict_subject(base: &CellRecord, c: &CellRecord) -> String {
+    match (base.placement.name.as_str(), c.placement.name.as_str()) {
+        ("1c1t", "1c2t") => "SMT (a second thread on the same core) gives".to_string(),
+        ("1c1t", "2c1t") => "a second core gives".to_string(),
+        (b, o) => format!("{o} against {b} gives"),
+    }
+}
+
+fn verdict_interval(v: &smtlab_model::verdict::Verdict) -> String {
+    let q = &v.speedup;
+    match (q.ci95_low, q.ci95_high, &v.unsteady) {
+        (Some(lo), Some(hi), Some(why)) => format!(
+            " (95% interval {} to {}x: unsteady, {why})",
+            times(lo),
+            times(hi)
+        ),
+        (Some(lo), Some(hi), None) if lo > 1.0 || hi < 1.0 => {
+            format!(" (95% interval {} to {}x)", times(lo), times(hi))
+        }
+        (Some(lo), Some(hi), None) => format!(
+            " (95% interval {} to {}x: not significant at 95%)",
+            times(lo),
+            times(hi)
+        ),
+        (_, _, Some(why)) => format!(" (no interval: too few runs; unsteady, {why})"),
+        _ => " (no interval: too few runs)".into(),
+    }
+}
+
+fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
+    if y.idle_sibling {
+        return html! {
+            td class="muted" title=(crate::yields::IDLE_SIBLING_LEGEND) {
+                (crate::yields::IDLE_SIBLING_SHORT)
+            }
+        };
+    }
+    let r = &y.ratio;
+    // The interval and the verdict's words as every other output prints them.
+    let words = match &y.unsteady {
+        Some(why) => format!("unsteady ({why})"),
+        None => y.significance.words().to_string(),
+    };
+    let ci = match (r.ci95_low, r.ci95_high) {
+        (Some(lo), Some(hi)) => format!("[{}, {}] {words}", times(lo), times(hi)),
+        _ => words,
+    };
+    html! {
+        td class="yield" {
+            (times(r.ratio)) "x"
+            (PreEscaped(svg::ci_strip(r.ratio, r.ci95_low, r.ci95_high, range)))
+            (BR) span class="sub" { (ci) }
+        }
+    }
+}
+
+pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let rows = smt_yields(r);
+    if rows.is_empty() {
+        return Err(format!(
+            "no SMT yield: {}",
+            no_yields_reason(r).unwrap_or_default()
+        ));
+    }
+    // One scale for every strip, so that they can be compared down a column.
+    let bounds: Vec<f64> = rows
+        .iter()
+        .flat_map(|row| YieldKind::ALL.iter().filter_map(|k| row.get(*k)))
+        .filter(|y| !y.idle_sibling)
+        .flat_map(|y| [Some(y.ratio.ratio), y.ratio.ci95_low, y.ratio.ci95_high])
+        .flatten()
+        .chain([1.0])
+        .collect();
+    // The strips are logarithmic: pad by a ratio, and never reach zero.
+    let (lo, hi) = svg::extent(bounds.into_iter().filter(|v| *v > 0.0)).unwrap_or((0.5, 2.0));
+    let pad = (hi / lo).max(1.1).powf(0.05);
+    let range = (lo / pad, hi * pad);
+    let section = html! {
+        section id="smt-yield" {
+            h2 { "SMT yield" }
+            p {
+                "Each yield is the ratio of the means of two placements of the same benchmark \
+                 and parameters, with Fieller's 95% confidence interval. Above 1 is better with \
+                 SMT. For lower-is-better benchmarks (marked " b { "lower" } ") the ratio is \
+                 inverted, value(base) / value(SMT), so above 1 still means faster with SMT. \
+                 The strip shows the interval against 1: green when entirely above, red when \
+                 entirely below. " b { "unsteady" } ": a cell's samples or rounds disagree \
+                 beyond their interval, so the ratio is called neither faster nor slower. "
+                b { "single-threaded" } ": the benchmark ran one thread per core whatever the \
+                 placement, so 1c2t is 1c1t with an idle sibling and there is no yield."
+            }
+            table {
+                tr {
+                    th { "benchmark" } th { "params" } th { "unit" } th { "better" }
+                    @for k in YieldKind::ALL {
+                        th { (k.name()) (BR) span class="sub" { (k.heading()) } }
+                    }
+                }
+                @for row in &rows {
+                    tr {
+                        td { (row.benchmark) }
+                        td { code { (params(&row.params)) } }
+                        td { (row.unit) }
+                        td {
+                            @match row.direction {
+                                Direction::Higher => "higher",
+                                Direction::Lower => b { "lower" },
+                            }
+                        }
+                        @for k in YieldKind::ALL {
+                            @match row.get(k) {
+                                Some(y) => (ratio_cell(y, range)),
+                                None => td class="muted" { "not measured" },
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}

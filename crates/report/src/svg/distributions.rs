@@ -1,0 +1,261 @@
+//! Distributions: a histogram of values and empirical CDFs, one curve per series.
+
+use std::fmt::Write;
+
+use super::*;
+
+/// Histogram of `values`: `bins` bins over the data's range (equal widths, or equal
+/// ratios on a log axis), y = share of values in percent, the median marked. `range`
+/// widens the x axis, so that two histograms of related series can share one.
+pub fn histogram(
+    title: &str,
+    x_label: &str,
+    values: &[f64],
+    scale: Scale,
+    range: Option<(f64, f64)>,
+    bins: usize,
+    fill: &str,
+) -> Option<String> {
+    let vals: Vec<f64> = values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite() && (scale == Scale::Linear || *v > 0.0))
+        .collect();
+    let (mut lo, mut hi) = extent(vals.iter().copied())?;
+    if let Some((a, b)) = range {
+        if a.is_finite() && (scale == Scale::Linear || a > 0.0) {
+            lo = lo.min(a);
+        }
+        if b.is_finite() {
+            hi = hi.max(b);
+        }
+    }
+    let bins = bins.max(1);
+    let edges: Vec<f64> = if hi == lo {
+        vec![lo, hi]
+    } else {
+        (0..=bins)
+            .map(|i| {
+                let f = i as f64 / bins as f64;
+                match scale {
+                    Scale::Linear => lo + f * (hi - lo),
+                    Scale::Log => 10f64.powf(lo.log10() + f * (hi.log10() - lo.log10())),
+                }
+            })
+            .collect()
+    };
+    let counts = bin_counts(&vals, &edges);
+    let n = vals.len() as f64;
+    let top = counts.iter().copied().max().unwrap_or(0) as f64 / n * 100.0;
+    let plot = Plot {
+        w: 400.0,
+        h: 380.0,
+        left: 54.0,
+        right: 16.0,
+        top: 40.0,
+        bottom: 44.0,
+        x: Axis::fit(x_label, lo, hi, scale, false),
+        y: Axis::fit("% of values", 0.0, top.max(1e-9), Scale::Linear, false),
+    };
+    let median = smtlab_model::stats::median(&vals)?;
+    let dropped = values.len() - vals.len();
+    let mut subtitle = format!("n = {}, median {}", vals.len(), tick_label_precise(median));
+    if dropped > 0 {
+        let _ = write!(subtitle, ", {dropped} not drawable");
+    }
+    let mut s = plot.open(title, &subtitle);
+    let base = plot.py(0.0);
+    let mut d = String::new();
+    if edges.len() == 2 && edges[0] == edges[1] {
+        // Every value equal: one thin bar.
+        let x = plot.px(edges[0]);
+        let _ = write!(
+            d,
+            "M{} {}H{}V{}H{}Z",
+            r1(x - 2.0),
+            r1(base),
+            r1(x + 2.0),
+            r1(plot.py(100.0)),
+            r1(x - 2.0)
+        );
+    } else {
+        for (i, &c) in counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let (a, b) = (plot.px(edges[i]), plot.px(edges[i + 1]));
+            let y = plot.py(c as f64 / n * 100.0);
+            let _ = write!(
+                d,
+                "M{} {}V{}H{}V{}Z",
+                r1(a),
+                r1(base),
+                r1(y),
+                r1(b),
+                r1(base)
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        r##"<path d="{d}" fill="{fill}" fill-opacity="0.8" stroke="#ffffff" stroke-width="0.5"/>"##
+    );
+    let mx = r1(plot.px(median));
+    let _ = write!(
+        s,
+        r##"<path d="M{mx} {}V{}" stroke="#222222" stroke-dasharray="4 3"/>"##,
+        r1(base),
+        plot.top
+    );
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// One distribution of a [`cdf_chart`]: its name, values and the text that formats a
+/// value for the hover titles (`23.3 us`).
+pub struct Dist<'a> {
+    pub name: String,
+    pub values: Vec<f64>,
+    pub fmt: &'a dyn Fn(f64) -> String,
+}
+
+/// Empirical cumulative distributions on shared axes, one line per distribution, with
+/// the median (circle), the 99th percentile (square) and the maximum (triangle) marked
+/// on each. y = share of events at or below x, in percent. `None` when nothing is
+/// drawable. Curves are drawn through at most 400 quantiles each, which keeps 10^5
+/// events small and loses nothing a reader could see.
+pub fn cdf_chart(
+    title: &str,
+    subtitle: &str,
+    x_label: &str,
+    dists: &[Dist<'_>],
+    scale: Scale,
+) -> Option<String> {
+    let sorted: Vec<Vec<f64>> = dists
+        .iter()
+        .map(|d| {
+            let mut v: Vec<f64> = d
+                .values
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite() && (scale == Scale::Linear || *v > 0.0))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v
+        })
+        .collect();
+    let (lo, hi) = extent(sorted.iter().flat_map(|v| v.iter().copied()))?;
+    let plot = Plot {
+        w: 620.0,
+        h: 340.0,
+        left: 54.0,
+        right: 170.0,
+        top: 40.0,
+        bottom: 44.0,
+        x: Axis::fit(x_label, lo, hi, scale, false),
+        y: Axis {
+            label: "% of events at or below".into(),
+            scale: Scale::Linear,
+            min: 0.0,
+            max: 100.0,
+            ticks: vec![0.0, 25.0, 50.0, 75.0, 100.0],
+            bytes: false,
+        },
+    };
+    let mut s = plot.open(title, subtitle);
+    let q = |v: &[f64], p: f64| -> f64 {
+        let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+        v[i.min(v.len() - 1)]
+    };
+    for (i, (d, v)) in dists.iter().zip(&sorted).enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        let c = color(i);
+        let n = v.len();
+        let steps = n.min(400);
+        let mut path = String::new();
+        for k in 0..=steps {
+            let share = k as f64 / steps as f64;
+            let idx = ((share * n as f64).ceil() as usize).clamp(1, n) - 1;
+            let (x, y) = (r1(plot.px(v[idx])), r1(plot.py(share * 100.0)));
+            let _ = write!(path, "{}{x} {y}", if k == 0 { 'M' } else { 'L' });
+        }
+        let _ = write!(
+            s,
+            r#"<path d="{path}" fill="none" stroke="{c}" stroke-width="2"/>"#
+        );
+        for (p, shape) in [(50.0, 'o'), (99.0, 's'), (100.0, 't')] {
+            let val = if p == 100.0 { v[n - 1] } else { q(v, p) };
+            let (x, y) = (r1(plot.px(val)), r1(plot.py(p)));
+            let what = match shape {
+                'o' => "median",
+                's' => "p99",
+                _ => "max",
+            };
+            let tip = format!("{}: {what} {}", d.name, (d.fmt)(val));
+            let _ = match shape {
+                'o' => write!(
+                    s,
+                    r##"<circle cx="{x}" cy="{y}" r="4" fill="{c}" stroke="#ffffff"><title>{}</title></circle>"##,
+                    esc(&tip)
+                ),
+                's' => write!(
+                    s,
+                    r##"<rect x="{}" y="{}" width="8" height="8" fill="{c}" stroke="#ffffff"><title>{}</title></rect>"##,
+                    x - 4.0,
+                    y - 4.0,
+                    esc(&tip)
+                ),
+                _ => write!(
+                    s,
+                    r##"<path d="M{x} {}l5 8h-10Z" fill="{c}" stroke="#ffffff"><title>{}</title></path>"##,
+                    y - 5.0,
+                    esc(&tip)
+                ),
+            };
+        }
+    }
+    let lx = plot.w - plot.right + 14.0;
+    let mut y = plot.top + 8.0;
+    for (i, d) in dists.iter().enumerate() {
+        let _ = write!(
+            s,
+            r#"<path d="M{lx} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+            color(i),
+            lx + 24.0,
+            y + 4.0,
+            esc(&shorten(&d.name, 22))
+        );
+        y += 18.0;
+    }
+    let _ = write!(
+        s,
+        r##"<g fill="#555555"><circle cx="{}" cy="{}" r="4"/><text x="{}" y="{}">median</text><rect x="{}" y="{}" width="8" height="8"/><text x="{}" y="{}">p99</text><path d="M{} {}l5 8h-10Z"/><text x="{}" y="{}">max</text></g>"##,
+        lx + 9.0,
+        y + 10.0,
+        lx + 24.0,
+        y + 14.0,
+        lx + 5.0,
+        y + 24.0,
+        lx + 24.0,
+        y + 32.0,
+        lx + 9.0,
+        y + 41.0,
+        lx + 24.0,
+        y + 50.0
+    );
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// Four significant digits with SI suffix, for a value quoted in a subtitle.
+fn tick_label_precise(v: f64) -> String {
+    let a = v.abs();
+    for (scale, suffix) in [(1e9, "G"), (1e6, "M"), (1e3, "k")] {
+        if a >= scale {
+            return format!("{}{suffix}", crate::fmt::num(v / scale));
+        }
+    }
+    crate::fmt::num(v)
+}
