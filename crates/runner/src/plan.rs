@@ -453,6 +453,43 @@ mod tests {
             .collect()
     }
 
+    /// The estimate reads every benchmark's own parameters as `prepare` does: no cell of
+    /// any suite is planned as skipped for a parameter its own sweep gives it (a cost
+    /// that parsed `duration` as a bare number once refused `300ms`).
+    #[test]
+    fn every_suite_of_the_whole_catalog_is_estimated_without_a_parameter_error() {
+        let t = topo();
+        let all = crate::catalog::all();
+        let placements = ["1c1t".to_string(), "2c1t".to_string()];
+        for suite in [Suite::Quick, Suite::Default, Suite::Full] {
+            let cells = plan(suite, &all, &placements, &t);
+            let e = estimate(
+                &cells,
+                &all,
+                &t,
+                &RunConfig::default(),
+                Measuring {
+                    interleave: true,
+                    repeat: 1,
+                    client_rule: Default::default(),
+                },
+            );
+            for g in &e.groups {
+                for c in &g.cells {
+                    if let Err(why) = &c.cost {
+                        assert!(
+                            !why.contains("parameter"),
+                            "{suite}: {} {:?} on {}: {why}",
+                            c.key.benchmark,
+                            c.key.params,
+                            c.key.placement
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn suites_parse_and_name_themselves() {
         assert_eq!("full".parse::<Suite>().unwrap(), Suite::Full);

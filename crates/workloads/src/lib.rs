@@ -40,6 +40,18 @@ pub(crate) fn load_cost(sample_s: f64, setup_s: f64) -> smtlab_bench::CellCost {
     }
 }
 
+/// A workload's `duration` parameter in seconds for [`load_cost`], read with the same
+/// parser as `prepare` (a time with its unit) but any length accepted: the range a
+/// workload allows is `prepare`'s to check, and the estimate must not refuse what the
+/// run would measure.
+pub(crate) fn any_duration_s(p: &smtlab_bench::Params) -> Result<f64, smtlab_bench::ParamError> {
+    Ok(p.get_duration_in(
+        "duration",
+        std::time::Duration::ZERO..=std::time::Duration::from_secs(366 * 86_400),
+    )?
+    .as_secs_f64())
+}
+
 /// Every workload, in the order `smtlab list` shows them.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v = web::benchmarks();

@@ -272,7 +272,7 @@ impl Benchmark for WebStatic {
     /// A sample is `duration` of load after a tenth of it (at most 0.5 s) of warm-up;
     /// setting up writes the file set (about 200 MB/s) and starts the server.
     fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
-        let duration = ctx.params.get_f64("duration")?;
+        let duration = crate::any_duration_s(ctx.params)?;
         let dataset = ctx.params.get_bytes("dataset")? as f64;
         Ok(crate::load_cost(
             duration + (duration / 10.0).min(0.5),

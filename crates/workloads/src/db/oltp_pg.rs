@@ -92,7 +92,7 @@ impl Benchmark for OltpPg {
     /// A sample is one pgbench run of `duration` seconds; setting up runs initdb,
     /// starts the server and loads `scale` x 100 000 accounts.
     fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
-        let duration = ctx.params.get_f64("duration")?;
+        let duration = crate::any_duration_s(ctx.params)?;
         let scale = ctx.params.get_f64("scale")?;
         Ok(crate::load_cost(duration, 3.0 + 0.5 * scale))
     }

@@ -161,7 +161,7 @@ impl Benchmark for Perf {
     /// A sample is 3 to `max_iterations` iterations of `duration` (netperf's own
     /// confidence loop); the plan takes the most.
     fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
-        let duration_s = ctx.params.get_u64("duration")? as f64 / 1e3;
+        let duration_s = crate::any_duration_s(ctx.params)?;
         let iterations = ctx.params.get_u64("max_iterations")?.max(3) as f64;
         Ok(crate::load_cost(iterations * duration_s, 0.05))
     }
