@@ -327,16 +327,10 @@ pub fn compare_html(a: &RunResults, b: &RunResults) -> String {
     let c = compare(a, b);
     let mut sections = String::with_capacity(32 * 1024);
     compare_sections(&mut sections, a, b, &c);
-    let page = html! {
-        (PreEscaped("<!DOCTYPE html>\n"))
-        html lang="en" {
-            head {
-                (PreEscaped("<meta charset=\"utf-8\"/><meta name=\"viewport\" \
-                             content=\"width=device-width, initial-scale=1\"/>"))
-                title { "smtlab compare: " (c.a.label) " vs " (c.b.label) }
-                style { (PreEscaped(CSS)) }
-            }
-            body {
+    let page = crate::html::page(
+        &format!("smtlab compare: {} vs {}", c.a.label, c.b.label),
+        CSS,
+        html! {
                 header {
                     h1 { "smtlab compare" }
                     p { b { "A" } ": " (c.a.label) (BR) b { "B" } ": " (c.b.label) }
@@ -355,9 +349,8 @@ pub fn compare_html(a: &RunResults, b: &RunResults) -> String {
                      estimated: a value that was not measured in both runs is listed as \
                      missing."
                 }
-            }
-        }
-    };
+        },
+    );
     let mut p = crate::html::xml_safe(crate::html::wrap_tables(&page.into_string()));
     p.push('\n');
     p

@@ -144,16 +144,10 @@ pub fn html(results: &RunResults) -> String {
             Err(why) => absent.push(format!("{name}: {why}")),
         }
     }
-    let page = html! {
-        (PreEscaped("<!DOCTYPE html>\n"))
-        html lang="en" {
-            head {
-                (PreEscaped("<meta charset=\"utf-8\"/><meta name=\"viewport\" \
-                             content=\"width=device-width, initial-scale=1\"/>"))
-                title { "smtlab report: " (host) }
-                style { (PreEscaped(CSS)) }
-            }
-            body {
+    let page = page(
+        &format!("smtlab report: {host}"),
+        CSS,
+        html! {
                 (header(results, &shown, &absent))
                 (PreEscaped(wrap_tables(&body)))
                 footer {
@@ -169,12 +163,28 @@ pub fn html(results: &RunResults) -> String {
                      behaviour on an SMT); Olszewski and Herescu (workloads with hardware \
                      multithreading)."
                 }
-            }
-        }
-    };
+        },
+    );
     let mut p = xml_safe(page.into_string());
     p.push('\n');
     p
+}
+
+/// A whole page: the doctype, the head with `title` and the inline style sheet `css`,
+/// and `body`. The report and the comparison page share it.
+pub(crate) fn page(title: &str, css: &str, body: Markup) -> Markup {
+    html! {
+        (PreEscaped("<!DOCTYPE html>\n"))
+        html lang="en" {
+            head {
+                (PreEscaped("<meta charset=\"utf-8\"/><meta name=\"viewport\" \
+                             content=\"width=device-width, initial-scale=1\"/>"))
+                title { (title) }
+                style { (PreEscaped(css)) }
+            }
+            body { (body) }
+        }
+    }
 }
 
 /// The page with every control character other than tab and newline replaced by U+FFFD:
