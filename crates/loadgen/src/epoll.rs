@@ -1,8 +1,23 @@
-//! The epoll call both sides of an HTTP exchange make on every state change (the load
-//! generator's connections here and the built-in web server's in the workloads), and
-//! the load generator's wait, timed to the nanosecond.
+//! The socket plumbing both sides of an HTTP exchange share (the load generator's
+//! connections here and the built-in servers' in the workloads): the epoll call made on
+//! every state change, the load generator's wait, timed to the nanosecond, and the
+//! kernel's form of an IPv4 address.
 
+use std::net::SocketAddrV4;
 use std::os::fd::RawFd;
+
+/// `a` as the kernel takes it in `bind` and `connect`: port and address in network
+/// byte order.
+pub fn sockaddr_in(a: &SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    }
+}
 
 /// Makes `epfd` report `fd` as `token` when readable or closed by the peer, and also
 /// when writable if `out`: callers ask for writability only while they have bytes

@@ -43,14 +43,10 @@ pub fn loopback_listener() -> io::Result<TcpListener> {
             return Err(io::Error::last_os_error());
         }
         let listener = TcpListener::from_raw_fd(fd);
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: 0,
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
+        let addr = smtlab_loadgen::epoll::sockaddr_in(&std::net::SocketAddrV4::new(
+            Ipv4Addr::LOCALHOST,
+            0,
+        ));
         if libc::bind(
             fd,
             (&addr as *const libc::sockaddr_in).cast::<libc::sockaddr>(),

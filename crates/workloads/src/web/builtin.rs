@@ -197,14 +197,7 @@ fn listener_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
             "built-in servers listen on IPv4",
         ));
     };
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(a.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    };
+    let sin = smtlab_loadgen::epoll::sockaddr_in(&a);
     // SAFETY: `sin` is a fully initialised sockaddr_in on the stack, and the length
     // passed is its size.
     let r = unsafe {

@@ -289,14 +289,7 @@ fn small_window(addr: SocketAddr) -> TcpStream {
     let SocketAddr::V4(a) = addr else {
         panic!("IPv4 expected")
     };
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(a.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    };
+    let sin = smtlab_loadgen::epoll::sockaddr_in(&a);
     // SAFETY: `sin` is a fully initialised sockaddr_in whose size is passed with it.
     let r = unsafe {
         libc::connect(
