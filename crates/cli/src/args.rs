@@ -155,8 +155,8 @@ pub struct PlacementsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Resolve these placements instead of the standard set (e.g. 1c2t, 2P, cpus=0,4,
-    /// 2c1t/scatter).
+    /// Resolve these placements instead of the standard set, separate or comma-separated
+    /// (e.g. 1c2t, 2P, cpus=0,4, 2c1t/scatter); exits 1 when one cannot be satisfied here.
     #[arg(value_name = "PLACEMENT")]
     pub placements: Vec<String>,
 }

@@ -292,13 +292,30 @@ mod placements {
     #[test]
     fn explicit_placements_and_their_errors() {
         let (_dir, root) = fixture("16amd64-8n2c");
-        let text = stdout_of(
-            smtlab()
-                .args(["placements", "--sysfs"])
-                .arg(&root)
-                .args(["2P", "1c2t", "cpus=0,3"]),
-        );
+        // 1c2t cannot be had there: listed with its reason, and the command fails.
+        let out = smtlab()
+            .args(["placements", "--sysfs"])
+            .arg(&root)
+            .args(["2P", "1c2t", "cpus=0,3"])
+            .assert()
+            .code(1);
+        let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
         insta::assert_snapshot!("placements_16amd64_explicit", text);
+    }
+
+    #[test]
+    fn a_named_placement_the_machine_cannot_satisfy_fails_the_command() {
+        let (_dir, root) = fixture("16amd64-8n2c");
+        let out = smtlab()
+            .args(["placements", "--sysfs"])
+            .arg(&root)
+            .args(["1c1t,cpus=0,3", "64c1t"])
+            .assert()
+            .code(1);
+        let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+        assert!(text.contains("cpus=0,3"), "comma list kept whole: {text}");
+        assert!(text.contains("64c1t"), "{text}");
+        assert!(text.contains("Not possible on this machine"), "{text}");
     }
 
     #[test]

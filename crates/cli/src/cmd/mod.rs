@@ -40,7 +40,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     }
     let result = match cli.command {
         Command::Topo(a) => ok(topo::run(&a)),
-        Command::Placements(a) => ok(placements::run(&a)),
+        Command::Placements(a) => placements::run(&a),
         Command::List(a) => ok(list::run(&a)),
         Command::Bench(a) => ok(bench::run(&a)),
         Command::Run(a) => run::run(&a),

@@ -1,5 +1,7 @@
 //! `smtlab placements`.
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 use serde::Serialize;
 use smtlab_model::{PlacementSpec, ResolvedPlacement, Topology};
@@ -25,22 +27,32 @@ struct Listing<'a> {
     placements: &'a [Entry],
 }
 
-pub fn run(args: &PlacementsArgs) -> Result<()> {
+/// Lists the placements; exits 1 when a placement the user named cannot be satisfied on
+/// this machine (the standard set lists what does not fit without failing).
+pub fn run(args: &PlacementsArgs) -> Result<ExitCode> {
     let topo = load_topology(&args.sysfs)?;
-    let entries = entries(&topo, &args.placements)?;
+    let asked = crate::settings::split_placements(&args.placements);
+    let entries = entries(&topo, &asked)?;
     if args.json {
         let listing = Listing {
             schema: "smtlab.placements/1",
             topology: render::topo::verdict(&topo),
             placements: &entries,
         };
-        return emit(&json_text(&listing)?);
+        emit(&json_text(&listing)?)?;
+    } else {
+        let mut out = render::placements::table(&entries);
+        out.push('\n');
+        out.push_str(&render::topo::verdict(&topo));
+        out.push('\n');
+        emit(&out)?;
     }
-    let mut out = render::placements::table(&entries);
-    out.push('\n');
-    out.push_str(&render::topo::verdict(&topo));
-    out.push('\n');
-    emit(&out)
+    let unmet = !asked.is_empty() && entries.iter().any(|e| e.placement.is_none());
+    Ok(if unmet {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// The standard set, or the user's placements. A spec that does not parse is an error of

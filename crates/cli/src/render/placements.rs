@@ -61,9 +61,17 @@ pub fn table(entries: &[Entry]) -> String {
             (None, None) => {}
         }
     }
-    let mut out = ok.render_to(Layout::term());
+    // A table of headers only says nothing: left out when no placement fits.
+    let mut out = if entries.iter().any(|e| e.placement.is_some()) {
+        ok.render_to(Layout::term())
+    } else {
+        String::new()
+    };
     if !failed.is_empty() {
-        out.push_str("\nNot possible on this machine:\n");
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str("Not possible on this machine:\n");
         out.extend(failed);
     }
     out
