@@ -55,6 +55,17 @@ pub enum StopReason {
     TimeBudget,
 }
 
+impl std::fmt::Display for StopReason {
+    /// How a person reads it: `converged`, `max samples`, `time budget`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Converged => "converged",
+            StopReason::MaxSamples => "max samples",
+            StopReason::TimeBudget => "time budget",
+        })
+    }
+}
+
 /// A measured cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellResult {

@@ -1513,3 +1513,14 @@ fn a_single_threaded_benchmark_on_1c2t_is_no_smt_yield() {
         .unwrap();
     assert!(p.idle_sibling && p.verdict.is_none());
 }
+
+#[test]
+fn a_run_without_a_time_limit_per_cell_says_so() {
+    let mut r = run(vec![], vec![]);
+    r.run.config.max_cell_ns = u64::MAX;
+    let page = smtlab_report::html(&r);
+    assert!(page.contains("no time limit per cell"), "{page}");
+    assert!(!page.contains("18446744073"), "u64::MAX shown as seconds");
+    r.run.config.max_cell_ns = 2_500_000_000;
+    assert!(smtlab_report::html(&r).contains("at most 2.5 s per cell"));
+}

@@ -182,7 +182,7 @@ pub fn details(cells: &[CellRecord], layout: Layout) -> String {
         };
         out.push_str(&format!(
             "{}: {} iterations/sample ({}{}), warm-up {} samples ({:.0} ms) discarded; \
-             clock read {} ns, empty loop {} ns/iter, subtracted {} ns/sample; stop: {:?}",
+             clock read {} ns, empty loop {} ns/iter, subtracted {} ns/sample; stop: {}",
             c.placement.name,
             r.iterations,
             if r.calibration.fixed { "fixed, " } else { "" },

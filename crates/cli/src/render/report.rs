@@ -139,8 +139,9 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
     }
     for s in &results.skipped {
         out.push_str(&wrap(
+            // The line says `skipped` itself.
             &format!(
-                "\nskipped: {}",
+                "\n{}",
                 super::run::skipped_line(
                     s,
                     // One line, which `wrap` then breaks between words.

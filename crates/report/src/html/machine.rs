@@ -165,14 +165,18 @@ pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
     };
     let c = &m.config;
     let sampling = format!(
-        "{}-{} samples of ~{} ms, CI target {}% of the mean, warm-up {} ms, at most {} s \
-         per cell{}{}",
+        "{}-{} samples of ~{} ms, CI target {}% of the mean, warm-up {} ms, {}{}{}",
         c.min_samples,
         c.max_samples,
         short(c.target_sample_ns as f64 / 1e6),
         short(c.ci_target_rel * 100.0),
         short(c.warmup_ns as f64 / 1e6),
-        short(c.max_cell_ns as f64 / 1e9),
+        // `exec` takes every run whatever it lasts: its budget is the user's --timeout.
+        if c.max_cell_ns == u64::MAX {
+            "no time limit per cell".to_string()
+        } else {
+            format!("at most {} s per cell", short(c.max_cell_ns as f64 / 1e9))
+        },
         match c.long_min_samples {
             0 => String::new(),
             n => format!(" (cells with long samples, such as workloads: at least {n})"),

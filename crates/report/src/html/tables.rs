@@ -205,9 +205,7 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
     } else if c.result.converged {
         "no (pooled interval above the target)".to_string()
     } else {
-        format!("no ({:?})", c.result.stop_reason)
-            .replace("MaxSamples", "max samples")
-            .replace("TimeBudget", "time budget")
+        format!("no ({})", c.result.stop_reason)
     };
     html! {
         tr {
