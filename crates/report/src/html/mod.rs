@@ -58,6 +58,7 @@ ul.notes{background:#fff8e5;border-left:4px solid #e69f00;padding:8px 8px 8px 28
 .charts{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start}\
 .charts>div,.charts>figure{min-width:0;max-width:100%}\
 table.kv td code{white-space:pre-wrap;word-break:break-all}\
+#skipped td code{white-space:normal;overflow-wrap:anywhere}#skipped td:last-child{min-width:16em}\
 figure{margin:0;max-width:100%}\
 .charts svg,figure svg{max-width:100%;height:auto}\
 svg.topo{max-width:none;height:auto}\
