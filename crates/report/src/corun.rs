@@ -216,6 +216,9 @@ pub fn heat_color(slowdown: f64) -> String {
     format!("#{:02x}{:02x}{:02x}", r as u8, g as u8, b as u8)
 }
 
+/// Fill of a cell whose 95% interval includes 1 (no clear effect).
+pub const UNCLEAR_FILL: &str = "#f0f0f0";
+
 /// Whether the 95% interval of `r` excludes 1.
 pub fn significant(r: &Ratio) -> bool {
     match (r.ci95_low, r.ci95_high) {
@@ -224,7 +227,7 @@ pub fn significant(r: &Ratio) -> bool {
     }
 }
 
-/// The matrix of one form as an SVG heatmap (faint where the interval includes 1);
+/// The matrix of one form as an SVG heatmap (grey where the interval includes 1);
 /// `None` when the form has no entries.
 pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
     let (rows, cols) = axes(entries, form);
@@ -242,7 +245,7 @@ pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
          font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\
          <title>{}</title>\
          <text x=\"10\" y=\"18\" font-weight=\"600\">slowdown of the measured workload (row), {}</text>\
-         <text x=\"10\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: 95% interval</text>",
+         <text x=\"10\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: 95% interval; grey: it includes 1</text>",
         esc(&format!("co-run slowdowns, {}", form.label())),
         esc(form.label())
     );
@@ -271,12 +274,13 @@ pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
                 .find(|e| e.form == form && &e.a == a && &e.b == b);
             let (fill, text, tip) = match e.and_then(|e| e.slowdown.as_ref().map(|r| (e, r))) {
                 Some((e, r)) => (
-                    // An interval that includes 1 is drawn faint: no clear effect.
-                    heat_color(if significant(r) {
-                        r.ratio
+                    // An interval that includes 1 is no clear effect, however large the
+                    // ratio: drawn neutral, never in the colour of a slowdown.
+                    if significant(r) {
+                        heat_color(r.ratio)
                     } else {
-                        1.0 + (r.ratio - 1.0) * 0.3
-                    }),
+                        UNCLEAR_FILL.to_string()
+                    },
                     format!("{:.2}", r.ratio),
                     format!(
                         "{a} next to {b}: slowdown {}{}",
@@ -369,6 +373,37 @@ pub fn penalties(cells: &[CellRecord], task: &str) -> Vec<Penalty> {
         .collect()
 }
 
+/// The penalties as an HTML table: the slowdown coloured only where its interval
+/// excludes 1.
+pub fn penalty_html(p: &[Penalty]) -> maud::Markup {
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| num(v / 1e6));
+    html! {
+        table {
+            tr {
+                th { "hog" } th { "where" } th { "run time vs alone [95% CI]" }
+                th { "p50 ms alone / with" } th { "p95 ms alone / with" }
+            }
+            @for p in p {
+                tr {
+                    td { (p.hog) }
+                    td { (p.form.label()) }
+                    @match &p.ratio {
+                        Some(r) if significant(r) => {
+                            td class="num" style=(format!("background:{}", heat_color(r.ratio))) {
+                                (ratio_text(r))
+                            }
+                        }
+                        Some(r) => td class="num" { (ratio_text(r)) " (no clear effect)" },
+                        None => td class="num" { "-" },
+                    }
+                    td class="num" { (ms(p.alone_p50_ns)) " / " (ms(p.p50_ns)) }
+                    td class="num" { (ms(p.alone_p95_ns)) " / " (ms(p.p95_ns)) }
+                }
+            }
+        }
+    }
+}
+
 /// The penalties as a plain-text table.
 pub fn penalty_text(p: &[Penalty]) -> String {
     let ms = |x: Option<f64>| x.map_or("-".into(), |v| num(v / 1e6));
@@ -416,12 +451,12 @@ pub fn section(p: &mut String, r: &RunResults) {
             tasks.push(&c.benchmark);
         }
     }
-    let penalty_tables: Vec<(&str, String)> = if r.run.suite.as_deref() == Some("penalty") {
+    let penalty_tables: Vec<(&str, maud::Markup)> = if r.run.suite.as_deref() == Some("penalty") {
         tasks
             .into_iter()
             .map(|task| (task, penalties(&r.cells, task)))
             .filter(|(_, pen)| !pen.is_empty())
-            .map(|(task, pen)| (task, penalty_text(&pen)))
+            .map(|(task, pen)| (task, penalty_html(&pen)))
             .collect()
     } else {
         Vec::new()
@@ -432,7 +467,8 @@ pub fn section(p: &mut String, r: &RunResults) {
             p {
                 "Each entry is the measured workload's slowdown (row) with the partner (column) \
                  running at the same time, against the workload alone, measured interleaved \
-                 with it. Red: slower; blue: faster than alone (constructive sharing)."
+                 with it. Red: slower; blue: faster than alone (constructive sharing); grey: \
+                 the 95% interval includes 1, no clear effect."
             }
             @for (form, svg) in &heatmaps {
                 h3 { (form.label()) }
@@ -445,9 +481,9 @@ pub fn section(p: &mut String, r: &RunResults) {
             @if heatmaps.is_empty() {
                 p class="muted" { "No co-run cell has a slowdown in this run." }
             }
-            @for (task, text) in &penalty_tables {
+            @for (task, table) in &penalty_tables {
                 h3 { "Single-thread penalty of " (task) }
-                pre { (text) }
+                div class="scroll" { (table) }
             }
         }
     };

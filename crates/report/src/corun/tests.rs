@@ -185,6 +185,49 @@ fn the_heatmap_colours_slowdowns_red_and_speedups_blue() {
 }
 
 #[test]
+fn an_unclear_slowdown_is_grey_in_the_heatmap_and_the_penalty_table() {
+    let mut m = matrix(&demo());
+    let r = {
+        let r = m[0].slowdown.as_mut().unwrap();
+        // A large ratio whose interval includes 1: no clear effect, not red.
+        r.ratio = 4.0;
+        r.ci95_low = Some(0.5);
+        r.ci95_high = Some(7.5);
+        *r
+    };
+    let svg = heatmap_svg(&m, Form::Sibling).unwrap();
+    let cell = svg
+        .split("<g>")
+        .find(|g| g.contains("slowdown 4.000x"))
+        .unwrap();
+    assert!(cell.contains(UNCLEAR_FILL), "{cell}");
+    assert!(!cell.contains(&heat_color(4.0)), "{cell}");
+    let pen = Penalty {
+        hog: "int".into(),
+        form: Form::Sibling,
+        ratio: Some(r),
+        alone_p50_ns: Some(1e6),
+        alone_p95_ns: Some(2e6),
+        p50_ns: Some(1e6),
+        p95_ns: Some(2e6),
+    };
+    let html = penalty_html(std::slice::from_ref(&pen)).into_string();
+    assert!(
+        html.contains("no clear effect") && !html.contains("background"),
+        "{html}"
+    );
+    let clear = Penalty {
+        ratio: Some(Ratio {
+            ci95_low: Some(3.5),
+            ..r
+        }),
+        ..pen
+    };
+    let html = penalty_html(&[clear]).into_string();
+    assert!(html.contains(&heat_color(4.0)), "{html}");
+}
+
+#[test]
 fn penalties_compare_each_hog_with_the_task_alone() {
     let mut cells = vec![
         cell(
