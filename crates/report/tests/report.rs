@@ -1524,3 +1524,30 @@ fn a_run_without_a_time_limit_per_cell_says_so() {
     r.run.config.max_cell_ns = 2_500_000_000;
     assert!(smtlab_report::html(&r).contains("at most 2.5 s per cell"));
 }
+
+#[test]
+fn co_run_cells_and_lone_points_draw_no_scaling_chart() {
+    use smtlab_model::keys::{FORM_PARAM, PARTNER_PARAM};
+    let one = |params: &[(&str, &str)], p: &str| {
+        cell(
+            "int-ops",
+            "compute",
+            "GOPS",
+            Direction::Higher,
+            params,
+            placement(p),
+            &[10.0, 10.1, 9.9, 10.0],
+        )
+    };
+    // A co-run group on two placements, and one plain cell: nothing scales.
+    let corun = [(FORM_PARAM, "sibling"), (PARTNER_PARAM, "mem-read")];
+    let r = run(
+        vec![one(&corun, "1c1t"), one(&corun, "1c2t"), one(&[], "1c1t")],
+        vec![],
+    );
+    let page = smtlab_report::html(&r);
+    assert!(!page.contains("<section id=\"scaling\""), "{page}");
+    // Two placements of the plain benchmark: a chart.
+    let r = run(vec![one(&[], "1c1t"), one(&[], "1c2t")], vec![]);
+    assert!(smtlab_report::html(&r).contains("<section id=\"scaling\""));
+}

@@ -99,11 +99,10 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
         .cells
         .iter()
         .filter(|c| c.group == "compute" || c.group == "memory")
+        // Co-run cells (a workload next to a partner) have their own section.
+        .filter(|c| crate::corun::form_of(c).is_none())
         .filter(|c| !swept.iter().any(|x| std::ptr::eq(*x, *c)))
         .collect();
-    if cells.is_empty() {
-        return Err("no compute or memory benchmark over thread counts".into());
-    }
     // One chart per benchmark and parameters other than `threads`; `threads=auto` cells
     // (one point per placement) and explicit counts (one line per mapping) apart, as
     // their lines mean different things.
@@ -119,6 +118,11 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
             order.push(k);
         }
         v.push(c);
+    }
+    // One point shows no scaling: such charts are left out.
+    order.retain(|k| groups[k].len() > 1);
+    if order.is_empty() {
+        return Err("no compute or memory benchmark at two or more thread counts".into());
     }
     let section = html! {
         section id="scaling" {
