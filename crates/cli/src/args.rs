@@ -228,8 +228,8 @@ pub struct BenchArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// quick (seconds: small sizes, short samples), default, or full (adds the thread-
-    /// count and working-set sweeps of the papers' figures).
+    /// quick (seconds: small sizes, short samples), default, or full (adds the
+    /// thread-count and working-set sweeps of the papers' figures).
     #[arg(long, value_enum, default_value_t = SuiteArg::Default, value_name = "SUITE")]
     pub suite: SuiteArg,
     /// Benchmarks, groups (compute, memory, threads, os) or `all`; comma-separated or

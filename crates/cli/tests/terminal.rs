@@ -327,3 +327,12 @@ fn exec_json_is_the_stored_run_alone_on_stdout() {
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.contains("| `exec` |"), "{text}");
 }
+
+#[test]
+fn help_wraps_to_the_terminal_width() {
+    for cmd in ["run", "bench", "corun", "util", "load", "exec"] {
+        let out = stdout_of(smtlab().args([cmd, "--help"]).env("COLUMNS", "80"));
+        let widest = out.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= 80, "smtlab {cmd} --help: {widest} columns\n{out}");
+    }
+}
