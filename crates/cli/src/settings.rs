@@ -161,11 +161,11 @@ pub fn switchable_states(
             bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
         }
         if let Some(why) = crate::settings::switch_refusal(sysfs) {
-            eprintln!(
+            crate::term::note_fit(&format!(
                 "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
                 given.join(","),
                 topo.smt.control.as_deref().unwrap_or("absent")
-            );
+            ));
             states.clear();
         }
     }

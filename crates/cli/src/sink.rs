@@ -93,17 +93,14 @@ impl<'p> StoreSink<'p> {
         };
         self.store.finish_run(self.run_id, status, unix_now_s())?;
         if stopped {
-            eprintln!(
+            crate::term::note_fit(&format!(
                 "interrupted: {} cells saved in run {} in {}",
                 self.cells.len(),
                 self.run_id,
                 self.path.display()
-            );
+            ));
         } else {
-            eprintln!(
-                "{}",
-                crate::cmd::saved_line(self.run_id, &self.path, db_arg)
-            );
+            crate::term::note_fit(&crate::cmd::saved_line(self.run_id, &self.path, db_arg));
         }
         Ok(self)
     }

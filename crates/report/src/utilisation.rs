@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use smtlab_model::stats::{self, Ratio};
 use smtlab_model::{CellRecord, RunResults};
 
-use crate::fmt::{esc, num, text_table};
+use crate::fmt::num;
 use crate::svg::{LineOptions, Point, Series, line_chart};
+use crate::table::Table;
 
 /// The open-loop workload's name (as `smtlab_runner::utilisation` stores it).
 pub const NAME: &str = "open-loop-int";
@@ -96,50 +97,99 @@ fn pct(x: f64) -> String {
     }
 }
 
-/// The curve as a plain-text table.
+/// The curve as terminal text within 80 columns: a heading per SMT state and placement,
+/// one row per rate (offered, achieved, share of the maximum, busy), and the CPU time
+/// by kind on a line of its own below each row.
 pub fn curve_text(points: &[UtilPoint]) -> String {
-    let rows: Vec<Vec<String>> = points
-        .iter()
-        .map(|p| {
-            vec![
-                p.smt.clone(),
-                p.placement.clone(),
-                p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%")),
-                p.offered_per_s.map_or("-".into(), num),
-                num(p.achieved_per_s),
-                p.of_max
-                    .as_ref()
-                    .map_or("-".into(), |r| match (r.ci95_low, r.ci95_high) {
-                        (Some(lo), Some(hi)) => {
-                            format!("{} [{}, {}]", pct(r.ratio), pct(lo), pct(hi))
-                        }
-                        _ => pct(r.ratio),
-                    }),
-                pct(p.busy()),
-                pct(p.user),
-                pct(p.system),
-                pct(p.iowait),
-                pct(p.idle),
-            ]
-        })
-        .collect();
-    text_table(
-        &[
-            "SMT",
-            "placement",
+    let mut out = String::new();
+    for (i, (state, placement, rows)) in by_state(points).into_iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "SMT {state}, {placement}:");
+        let mut t = Table::new([
             "offered",
             "offered jobs/s",
             "achieved jobs/s",
             "% of max [95% CI]",
             "busy %",
-            "user %",
-            "system %",
-            "iowait %",
-            "idle %",
-        ],
-        &rows,
-        &[3, 4, 5, 6, 7, 8, 9, 10],
-    )
+        ])
+        .right(&[1, 2, 3, 4]);
+        for p in rows {
+            t.row_with_detail(
+                [
+                    offered(p),
+                    p.offered_per_s.map_or("-".into(), num),
+                    num(p.achieved_per_s),
+                    of_max(p),
+                    pct(p.busy()),
+                ],
+                format!(
+                    "user {} %, system {} %, iowait {} %, idle {} %",
+                    pct(p.user),
+                    pct(p.system),
+                    pct(p.iowait),
+                    pct(p.idle)
+                ),
+            );
+        }
+        out.push_str(&t.render());
+    }
+    out
+}
+
+/// The curve as an HTML table, one row per SMT state, placement and rate.
+pub fn curve_html(points: &[UtilPoint]) -> maud::Markup {
+    maud::html! {
+        table {
+            tr {
+                th { "SMT" } th { "placement" } th { "offered" } th { "offered jobs/s" }
+                th { "achieved jobs/s" } th { "% of max [95% CI]" } th { "busy %" }
+                th { "user %" } th { "system %" } th { "iowait %" } th { "idle %" }
+            }
+            @for p in points {
+                tr {
+                    td { (p.smt) } td { (p.placement) } td { (offered(p)) }
+                    td class="num" { (p.offered_per_s.map_or("-".into(), num)) }
+                    td class="num" { (num(p.achieved_per_s)) }
+                    td class="num" { (of_max(p)) }
+                    td class="num" { (pct(p.busy())) }
+                    td class="num" { (pct(p.user)) }
+                    td class="num" { (pct(p.system)) }
+                    td class="num" { (pct(p.iowait)) }
+                    td class="num" { (pct(p.idle)) }
+                }
+            }
+        }
+    }
+}
+
+/// The points of each SMT state and placement, in order.
+fn by_state(points: &[UtilPoint]) -> Vec<(&str, &str, Vec<&UtilPoint>)> {
+    let mut groups: Vec<(&str, &str, Vec<&UtilPoint>)> = Vec::new();
+    for p in points {
+        match groups
+            .iter_mut()
+            .find(|(s, pl, _)| *s == p.smt && *pl == p.placement)
+        {
+            Some((_, _, v)) => v.push(p),
+            None => groups.push((&p.smt, &p.placement, vec![p])),
+        }
+    }
+    groups
+}
+
+fn offered(p: &UtilPoint) -> String {
+    p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%"))
+}
+
+fn of_max(p: &UtilPoint) -> String {
+    p.of_max
+        .as_ref()
+        .map_or("-".into(), |r| match (r.ci95_low, r.ci95_high) {
+            (Some(lo), Some(hi)) => format!("{} [{}, {}]", pct(r.ratio), pct(lo), pct(hi)),
+            _ => pct(r.ratio),
+        })
 }
 
 /// Reported busy % against achieved % of the maximum, one line per SMT state, with the
@@ -219,7 +269,11 @@ pub fn section(p: &mut String, r: &RunResults) {
     if let Some(svg) = chart(&points) {
         let _ = write!(p, "<figure>{svg}</figure>");
     }
-    let _ = write!(p, "<pre>{}</pre></section>", esc(&curve_text(&points)));
+    let _ = write!(
+        p,
+        "<div class=\"scroll\">{}</div></section>",
+        curve_html(&points).into_string()
+    );
 }
 
 #[cfg(test)]
@@ -285,8 +339,16 @@ mod tests {
         assert!((c[1].busy() - 0.7).abs() < 1e-12);
         assert!((c[1].idle - 0.3).abs() < 1e-12);
         let t = curve_text(&c);
-        assert!(t.lines().count() == 5, "{t}");
+        // Two states, each a heading, a header and two rows with their detail lines.
+        assert_eq!(t.lines().count(), 2 * 6 + 1, "{t}");
+        assert!(
+            t.contains("SMT on, 1c2t:") && t.contains("SMT off, 1c2t:"),
+            "{t}"
+        );
         assert!(t.contains("70.0") && t.contains("50.0 ["), "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= 80), "{t}");
+        let html = curve_html(&c).into_string();
+        assert_eq!(html.matches("<tr>").count(), 5, "{html}");
         let svg = chart(&c).unwrap();
         assert!(svg.contains("SMT on") && svg.contains("SMT off"));
     }
