@@ -129,7 +129,12 @@ fn write_workloads_demo_page() {
 
 #[test]
 fn text_summary_lists_the_recorded_figures() {
-    let t = smtlab_report::html_workloads::text_summary(&workloads_demo()).unwrap();
+    let table = smtlab_report::html_workloads::text_summary(&workloads_demo()).unwrap();
+    let t = table.render();
+    // At 80 columns the figures stay whole; long parameters are cut on their own line.
+    let narrow = table.render_to(smtlab_report::table::Layout::fixed(80));
+    assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
+    assert!(narrow.contains("errors 0"), "{narrow}");
     assert!(t.contains("web-static") && t.contains("req/s") && t.contains("errors 0"));
     assert!(t.contains("CAS retries/task") && t.contains("server CPU/tx"));
     assert!(smtlab_report::html_workloads::text_summary(&common::demo()).is_none());

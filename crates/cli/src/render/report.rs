@@ -106,7 +106,7 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
     }
     if let Some(t) = smtlab_report::html_workloads::text_summary(results) {
         out.push_str("\nworkload figures (means over samples)\n");
-        out.push_str(&t);
+        out.push_str(&t.render_to(layout));
     }
     let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
     for c in &results.cells {

@@ -7,12 +7,14 @@ use super::cells::{metric, metric_sum};
 use super::is_workload;
 use crate::counters::duration_ns;
 use crate::fmt::{num, params};
+use crate::table::Table;
 
-/// The secondary figures each workload records beside its value, per cell, as a plain
-/// text table for the terminal (`smtlab report`): requests/s, latency percentiles and
-/// errors of the web load, CPU per message of the network rows, tree run time and CAS
-/// retries of the task pool. `None` when no workload cell carries any of them.
-pub fn text_summary(r: &RunResults) -> Option<String> {
+/// The secondary figures each workload records beside its value, per cell, as a table
+/// for the terminal (`smtlab report`): requests/s, latency percentiles and errors of
+/// the web load, CPU per message of the network rows, tree run time and CAS retries of
+/// the task pool; each cell's parameters on a line under it, so the figures stay within
+/// the width. `None` when no workload cell carries any of them.
+pub fn text_summary(r: &RunResults) -> Option<Table> {
     // (metric, label, how it is written)
     type Fmt = fn(f64) -> String;
     let ns: Fmt = duration_ns;
@@ -31,7 +33,8 @@ pub fn text_summary(r: &RunResults) -> Option<String> {
         ("cas_retries_per_task", "CAS retries/task", plain),
         ("lock_contended_per_task", "contended/task", plain),
     ];
-    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut table = Table::new(["workload @ placement", "figures"]);
+    let mut rows = 0;
     for c in r.cells.iter().filter(|c| is_workload(c)) {
         let mut parts: Vec<String> = figures
             .iter()
@@ -43,14 +46,14 @@ pub fn text_summary(r: &RunResults) -> Option<String> {
         if parts.is_empty() {
             continue;
         }
-        rows.push(vec![
-            c.benchmark.clone(),
+        table.row_with_detail(
+            [
+                format!("{} @ {}", c.benchmark, c.placement.name),
+                parts.join("  "),
+            ],
             params(&c.params),
-            c.placement.name.clone(),
-            parts.join("  "),
-        ]);
+        );
+        rows += 1;
     }
-    (!rows.is_empty()).then(|| {
-        crate::fmt::text_table(&["workload", "params", "placement", "figures"], &rows, &[])
-    })
+    (rows > 0).then_some(table)
 }
