@@ -404,32 +404,27 @@ pub fn penalty_html(p: &[Penalty]) -> maud::Markup {
     }
 }
 
-/// The penalties as a plain-text table.
-pub fn penalty_text(p: &[Penalty]) -> String {
+/// The penalties as a table for the terminal (fitted to its width by the caller).
+pub fn penalty_text(p: &[Penalty]) -> crate::table::Table {
     let ms = |x: Option<f64>| x.map_or("-".into(), |v| num(v / 1e6));
-    let rows: Vec<Vec<String>> = p
-        .iter()
-        .map(|p| {
-            vec![
-                p.hog.clone(),
-                p.form.label().into(),
-                p.ratio.as_ref().map_or("-".into(), ratio_text),
-                format!("{} / {}", ms(p.alone_p50_ns), ms(p.p50_ns)),
-                format!("{} / {}", ms(p.alone_p95_ns), ms(p.p95_ns)),
-            ]
-        })
-        .collect();
-    text_table(
-        &[
-            "hog",
-            "where",
-            "run time vs alone [95% CI]",
-            "p50 ms alone / with",
-            "p95 ms alone / with",
-        ],
-        &rows,
-        &[],
-    )
+    let mut t = crate::table::Table::new([
+        "hog",
+        "where",
+        "run time vs alone [95% CI]",
+        "p50 ms alone/with",
+        "p95 ms alone/with",
+    ])
+    .shrink(0);
+    for p in p {
+        t.row([
+            p.hog.clone(),
+            p.form.name().into(),
+            p.ratio.as_ref().map_or("-".into(), ratio_text),
+            format!("{} / {}", ms(p.alone_p50_ns), ms(p.p50_ns)),
+            format!("{} / {}", ms(p.alone_p95_ns), ms(p.p95_ns)),
+        ]);
+    }
+    t
 }
 
 /// The HTML section of a run with co-run cells (`id="corun"`): a heatmap per form and

@@ -7,6 +7,7 @@ use smtlab_model::stats::Ratio;
 use smtlab_model::{CellRecord, RunResults, SkippedCell, Summary};
 use smtlab_report::corun::{self as view, form_of};
 
+use crate::render::table::{Layout, wrap};
 use crate::sink::Shown;
 
 /// `sibling on CPU 1, cores on CPU 2`: the forms measured, for the header line.
@@ -43,12 +44,17 @@ pub fn matrix_cell(cell: &CellRecord, alone: &mut Option<Summary>) -> String {
     if form == Form::Alone {
         *alone = Some(summary.clone());
     }
-    format!(
-        "  {what}: {} {} (n={}){slow}\n",
+    fit(&format!(
+        "  {what}: {} {} (n={}){slow}",
         crate::render::bench::num(summary.mean),
         cell.unit,
         summary.n
-    )
+    ))
+}
+
+/// Prose broken between words at the terminal's width (tables are fitted by their engine).
+fn fit(text: &str) -> String {
+    wrap(text, Layout::term())
 }
 
 /// The lines of the matrix as its cells arrive: a heading per measured workload, then
@@ -94,7 +100,10 @@ pub fn skipped_cell(s: &SkippedCell, with_name: bool) -> String {
     } else {
         "next to".into()
     };
-    format!("  {who} {partner} ({form}): skipped: {}\n", s.reason)
+    fit(&format!(
+        "  {who} {partner} ({form}): skipped: {}",
+        s.reason
+    ))
 }
 
 /// The matrix and the pairs of each form measured.
@@ -106,17 +115,19 @@ pub fn matrix_tables(cells: &[CellRecord], forms: &[(Form, u32)]) -> String {
         if t.is_empty() {
             continue;
         }
-        out.push_str(&format!(
-            "\nSlowdown of the measured workload (row) next to the partner (column), {} [95% CI]:\n{t}",
+        out.push('\n');
+        out.push_str(&fit(&format!(
+            "Slowdown of the measured workload (row) next to the partner (column), {} [95% CI]:",
             form.label()
-        ));
+        )));
+        out.push_str(&t);
         let lines = view::combined_text(&entries, *form);
         if !lines.is_empty() {
-            out.push_str(
-                "Pairs (combined speed above 1: more done side by side than taking turns):\n",
-            );
+            out.push_str(&fit(
+                "Pairs (combined speed above 1: more done side by side than taking turns):",
+            ));
             for l in lines {
-                out.push_str(&format!("  {l}\n"));
+                out.push_str(&fit(&format!("  {l}")));
             }
         }
     }
@@ -126,8 +137,11 @@ pub fn matrix_tables(cells: &[CellRecord], forms: &[(Form, u32)]) -> String {
 /// The penalty table.
 pub fn penalty_table(penalties: &[view::Penalty]) -> String {
     format!(
-        "\nRun time of one piece of work next to each hog against alone (above 1: slower) [95% CI]:\n{}",
-        view::penalty_text(penalties)
+        "\n{}{}",
+        fit(
+            "Run time of one piece of work next to each hog against alone (above 1: slower) [95% CI]:"
+        ),
+        view::penalty_text(penalties).render_to(Layout::term())
     )
 }
 
@@ -139,10 +153,12 @@ pub fn summary_text(results: &RunResults) -> String {
     for form in [Form::Sibling, Form::Cores] {
         let t = view::matrix_text(&entries, form);
         if !t.is_empty() {
-            out.push_str(&format!(
-                "\nCo-run slowdown of the measured workload (row) next to the partner (column), {} [95% CI]:\n{t}",
+            out.push('\n');
+            out.push_str(&fit(&format!(
+                "Co-run slowdown of the measured workload (row) next to the partner (column), {} [95% CI]:",
                 form.label()
-            ));
+            )));
+            out.push_str(&t);
         }
     }
     if results.run.suite.as_deref() == Some("penalty") {
@@ -155,10 +171,11 @@ pub fn summary_text(results: &RunResults) -> String {
         for task in tasks {
             let p = view::penalties(&results.cells, task);
             if !p.is_empty() {
-                out.push_str(&format!(
-                    "\nRun time of {task} next to each hog against alone [95% CI]:\n{}",
-                    view::penalty_text(&p)
-                ));
+                out.push('\n');
+                out.push_str(&fit(&format!(
+                    "Run time of {task} next to each hog against alone [95% CI]:"
+                )));
+                out.push_str(&view::penalty_text(&p).render_to(Layout::term()));
             }
         }
     }
