@@ -6,10 +6,11 @@
 //!
 //! Drawing rules:
 //! * Cores of a package are laid out in rows of at most [`MAX_ROW_PX`] pixels; a
-//!   package with more cores wraps.
+//!   package with more cores wraps, its cores shared evenly between the rows.
 //! * A cache or NUMA node shared by more than one core is a bar above the cores it
-//!   covers, one bar per row it reaches, highest level on top; a cache within one core
-//!   is a bar inside the core box. Bars are labelled with their level and size.
+//!   covers, one bar per row it reaches (dashed and labelled "continued" after the
+//!   first), highest level on top; a cache within one core is a bar inside the core
+//!   box. Bars are labelled with their level and size.
 //! * Offline CPUs and cores outside any package are said in words below the boxes.
 
 use std::fmt::Write;
@@ -139,6 +140,11 @@ fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Str
         row_w += if row_w > 0.0 { GAP + w } else { w };
         rows.last_mut().unwrap().push(c);
     }
+    // Cores of one width are shared evenly between the rows (12 cores: 6 + 6, not 8 + 4).
+    if rows.len() > 1 && cores.iter().all(|c| core_width(c) == core_width(cores[0])) {
+        let per_row = cores.len().div_ceil(rows.len());
+        rows = cores.chunks(per_row).map(<[&Core]>::to_vec).collect();
+    }
     let private_n = cores
         .iter()
         .map(|c| private_caches(t, c).len())
@@ -148,6 +154,10 @@ fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Str
     let mut inner = String::new();
     let mut cy = y + HEAD + 4.0;
     let mut width: f64 = 0.0;
+    // Bars already drawn on an earlier row: one cache or node that reaches several rows
+    // is drawn on each, but labelled as continued (dashed) after the first, so that two
+    // rows never read as two nodes.
+    let mut drawn: Vec<String> = Vec::new();
     for row in &rows {
         let bands = shared_bands(t, row);
         // Core x positions in this row.
@@ -170,13 +180,23 @@ fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Str
                     continue;
                 };
                 let (bx, bw) = (xs[a], xs[b] + core_width(row[b]) - xs[a]);
+                let id = format!("{} {}", bar.label, bar.cpus.to_list_string());
+                let (label, dash) = if drawn.contains(&id) {
+                    (
+                        format!("{} (continued)", bar.label),
+                        r#" stroke-dasharray="4 3""#,
+                    )
+                } else {
+                    drawn.push(id);
+                    (bar.label.clone(), "")
+                };
                 let _ = write!(
                     inner,
-                    r##"<rect x="{bx}" y="{cy}" width="{bw}" height="{BAR_H}" fill="{}" stroke="#7b8794"/><text x="{}" y="{}">{}</text>"##,
+                    r##"<rect x="{bx}" y="{cy}" width="{bw}" height="{BAR_H}" fill="{}" stroke="#7b8794"{dash}/><text x="{}" y="{}">{}</text>"##,
                     bar.fill,
                     bx + 4.0,
                     cy + 13.0,
-                    esc(&bar.label)
+                    esc(&label)
                 );
             }
             cy += BAR_H + 4.0;
@@ -464,8 +484,9 @@ mod tests {
             .and_then(|v| v.parse().ok())
             .unwrap();
         assert!(w <= MAX_ROW_PX + 60.0, "{w}");
-        // The package's L3 appears once per row.
-        assert!(s.matches(">L3 11 MiB<").count() >= 2);
+        // The package's L3 is named once, and continued on the next rows.
+        assert_eq!(s.matches(">L3 11 MiB<").count(), 1, "{s}");
+        assert!(s.matches(">L3 11 MiB (continued)<").count() >= 1, "{s}");
         assert_eq!(s.matches("<title>Core ").count(), 24);
     }
 }
