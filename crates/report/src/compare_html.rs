@@ -248,7 +248,24 @@ fn bars(rows: &[Line<'_>]) -> Option<String> {
             continue;
         };
         let col = colour(verdict(r, *ci));
-        let (x0, x1) = (one.min(x(v)), one.max(x(v)));
+        // A bar beyond the range (past 8x) stops at the plot's edge with an arrow, so it
+        // never runs into the labels; its figure is written beside it as for every bar.
+        let vc = v.clamp((-m).exp(), m.exp());
+        let (x0, x1) = (one.min(x(vc)), one.max(x(vc)));
+        if vc != v {
+            let (edge, tip_x) = if v > vc {
+                (x1, x1 + 6.0)
+            } else {
+                (x0, x0 - 6.0)
+            };
+            let _ = write!(
+                s,
+                r#"<path d="M{edge:.1} {}L{tip_x:.1} {}L{edge:.1} {}Z" fill="{col}"/>"#,
+                y + 3.0,
+                y + 10.0,
+                y + 17.0
+            );
+        }
         let tip = format!(
             "{label}: {} ({}){}",
             times(v),
@@ -633,4 +650,73 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use smtlab_model::Direction;
+
+    use super::*;
+
+    fn row(speedup: f64) -> CompareRow {
+        CompareRow {
+            benchmark: "int-ops".into(),
+            group: "compute".into(),
+            unit: "GOPS".into(),
+            direction: Direction::Higher,
+            params: BTreeMap::new(),
+            placement: "1c1t".into(),
+            statistic: crate::compare::Statistic::Mean,
+            a: 1.0,
+            b: speedup,
+            n_a: 5,
+            n_b: 5,
+            speedup: Some(speedup),
+            speedup_pct: Some((speedup - 1.0) * 100.0),
+            interval: None,
+            significance: None,
+            p_value: None,
+            p_adjusted: None,
+            unsteady: None,
+            counters: Vec::new(),
+        }
+    }
+
+    /// The x and width of every bar.
+    fn rects(svg: &str) -> Vec<(f64, f64)> {
+        svg.split("<rect x=\"")
+            .skip(2) // the background
+            .map(|r| {
+                let x: f64 = r.split('"').next().unwrap().parse().unwrap();
+                let w: f64 = r
+                    .split("width=\"")
+                    .nth(1)
+                    .and_then(|v| v.split('"').next())
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                (x, w)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bars_past_the_range_stop_at_the_plot_edge() {
+        let (big, small, fair) = (row(20.0), row(0.02), row(1.5));
+        let lines: Vec<Line<'_>> = vec![
+            ("big".into(), Some(&big), Some((15.0, 25.0))),
+            ("small".into(), Some(&small), None),
+            ("fair".into(), Some(&fair), None),
+        ];
+        let svg = bars(&lines).unwrap();
+        // Plot from 300 to 740 px; labels from 746.
+        for (x, w) in rects(&svg) {
+            assert!(x >= 300.0 - 0.1 && x + w <= 740.0 + 0.1, "{x} {w}\n{svg}");
+        }
+        // Two arrows for the two bars cut, and every figure written.
+        assert_eq!(svg.matches("Z\" fill=").count(), 2, "{svg}");
+        assert!(svg.contains("+1900.0%") && svg.contains("+50.0%"), "{svg}");
+    }
 }
