@@ -134,7 +134,8 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
                  the 1 and 2 threads/core lines at the same thread count is what SMT gives \
                  compared with more cores. With an explicit " code { "threads" } " value each \
                  placement (mapping) is a line. Points: mean with 95% CI for throughput, \
-                 median with p25-p75 for latency; hover a point for its placement and CPUs. \
+                 median with p25-p75 for latency; each point is labelled with its placement \
+                 and value (hover for its CPUs). \
                  Placements with the same thread count on one line (2c1t and cores on a \
                  two-core machine) are drawn side by side in measuring order, and the line \
                  goes through the first."
@@ -186,7 +187,9 @@ fn scaling_figure(
             lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
             hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
             tip,
-            label: Some(col.num(y)),
+            // Named, not only on hover: which placement a point is matters as much as
+            // its value.
+            label: Some(format!("{} {}", c.placement.name, col.num(y))),
         };
         match series.iter_mut().find(|s| s.name == label) {
             Some(s) => s.points.push(point),

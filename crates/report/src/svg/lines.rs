@@ -63,6 +63,8 @@ pub fn line_chart(
             esc(label)
         );
     }
+    // Point labels placed so far, as (x0, x1, y0, y1) boxes.
+    let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
     for (i, se) in series.iter().enumerate() {
         let c = color(i);
         let mut pts: Vec<&Point> = se
@@ -129,15 +131,35 @@ pub fn line_chart(
             if opt.point_labels
                 && let Some(l) = &p.label
             {
-                // Even series above the point, odd ones below, on a white halo, so that
-                // two lines meeting at a point keep both labels readable.
-                let dy = if i % 2 == 0 { -6.0 } else { 13.0 };
                 // Near the right edge the label goes left of the point, off the legend.
-                let (lx, anchor) = if x > plot.w - plot.right - 30.0 {
-                    (x - 5.0, "end")
+                let width = label_width(l);
+                let (lx, anchor, x0) = if x > plot.w - plot.right - 30.0 {
+                    (x - 5.0, "end", x - 5.0 - width)
                 } else {
-                    (x + 5.0, "start")
+                    (x + 5.0, "start", x + 5.0)
                 };
+                // Even series above the point, odd ones below, on a white halo, so that
+                // two lines meeting at a point keep both labels readable; a label that
+                // would touch one already placed moves further out until it is clear.
+                const ABOVE: [f64; 4] = [-6.0, -17.0, -28.0, -39.0];
+                const BELOW: [f64; 4] = [13.0, 24.0, 35.0, 46.0];
+                let (near, far) = if i % 2 == 0 {
+                    (ABOVE, BELOW)
+                } else {
+                    (BELOW, ABOVE)
+                };
+                let clear = |dy: f64| {
+                    let (y0, y1) = (y + dy - 9.0, y + dy + 2.0);
+                    !placed
+                        .iter()
+                        .any(|&(a0, a1, b0, b1)| x0 < a1 && a0 < x0 + width && y0 < b1 && b0 < y1)
+                };
+                let dy = near
+                    .into_iter()
+                    .chain(far)
+                    .find(|&dy| clear(dy))
+                    .unwrap_or(near[0]);
+                placed.push((x0, x0 + width, y + dy - 9.0, y + dy + 2.0));
                 let _ = write!(
                     s,
                     r##"<text x="{lx}" y="{}" text-anchor="{anchor}" fill="{c}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
@@ -284,4 +306,9 @@ pub fn ci_strip(value: f64, lo: Option<f64>, hi: Option<f64>, range: (f64, f64))
         x(value)
     );
     s
+}
+
+/// About how wide a point label of 9.5 px type is.
+fn label_width(text: &str) -> f64 {
+    text.chars().count() as f64 * 9.5 * 0.58
 }

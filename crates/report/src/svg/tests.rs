@@ -141,3 +141,58 @@ fn ci_strip_colours_by_interval() {
     assert!(ci_strip(1.0, Some(0.9), Some(1.1), (0.5, 1.5)).contains("#777777"));
     assert!(ci_strip(1.0, None, None, (0.5, 1.5)).contains("#777777"));
 }
+
+#[test]
+fn point_labels_never_overlap() {
+    // Three series meeting at almost the same points: every label must stay clear.
+    let series: Vec<Series> = (0..3)
+        .map(|k| Series {
+            name: format!("s{k}"),
+            points: (1..=2)
+                .map(|x| Point {
+                    x: f64::from(x),
+                    y: 10.0 + 0.01 * f64::from(k),
+                    lo: None,
+                    hi: None,
+                    tip: String::new(),
+                    label: Some(format!("2c1t/scatter {k}")),
+                })
+                .collect(),
+        })
+        .collect();
+    let opt = LineOptions {
+        point_labels: true,
+        ..LineOptions::default()
+    };
+    let svg = line_chart("t", "", "x", "y", &series, &opt).unwrap();
+    let boxes: Vec<(f64, f64, f64)> = svg
+        .split("<text x=\"")
+        .skip(1)
+        .filter(|t| t.contains("2c1t/scatter"))
+        .map(|t| {
+            let num = |key: &str| -> f64 {
+                let at = if key == "x" {
+                    t
+                } else {
+                    t.split(key).nth(1).unwrap()
+                };
+                at.split('"').next().unwrap().parse().unwrap()
+            };
+            let anchor_end = t.contains("text-anchor=\"end\"");
+            let w = 14.0 * 9.5 * 0.58;
+            let x = num("x");
+            (if anchor_end { x - w } else { x }, num(" y=\""), w)
+        })
+        .collect();
+    assert_eq!(boxes.len(), 6, "{svg}");
+    for (i, a) in boxes.iter().enumerate() {
+        for b in &boxes[i + 1..] {
+            let apart_x = a.0 + a.2 <= b.0 || b.0 + b.2 <= a.0;
+            let apart_y = (a.1 - b.1).abs() >= 11.0;
+            assert!(
+                apart_x || apart_y,
+                "labels at {a:?} and {b:?} overlap\n{svg}"
+            );
+        }
+    }
+}
