@@ -10,6 +10,7 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
     v.extend(os::benchmarks());
     v.extend(crate::taskpool::benchmarks());
     v.extend(crate::aim::benchmarks());
+    v.extend(crate::idle::benchmarks());
     v
 }
 

@@ -20,6 +20,7 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod compute;
+pub mod idle;
 pub mod memory;
 pub mod os;
 pub mod params;
