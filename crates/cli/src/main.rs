@@ -7,7 +7,7 @@ use clap::Parser;
 
 mod args;
 mod cmd;
-mod env;
+mod live;
 mod render;
 mod settings;
 mod sink;

@@ -151,21 +151,24 @@ impl SessionObserver for StoreSink<'_> {
 /// The exit code of a command a signal stopped (as `run`'s).
 pub const INTERRUPTED_EXIT: u8 = 130;
 
-/// How an experiment measures here: its settings, counting (`--counters`) and the stop
-/// flag every signal sets.
-pub struct Measuring {
+/// How an experiment measures here: the machine, its settings, counting (`--counters`)
+/// and the stop flag every signal sets.
+pub struct Measuring<'m> {
+    pub machine: &'m dyn smtlab_runner::machine::Machine,
     pub cfg: RunConfig,
     pub counting: Option<smtlab_runner::counting::CountingSetup>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl Measuring {
+impl<'m> Measuring<'m> {
     /// Probes counting when `cfg.counters` asks for it (its notes said unless `quiet`)
     /// and installs the stop flag.
-    pub fn new(cfg: RunConfig, quiet: bool) -> Result<Self> {
-        let counting = cfg
-            .counters
-            .then(smtlab_runner::counting::CountingSetup::probe);
+    pub fn new(
+        machine: &'m dyn smtlab_runner::machine::Machine,
+        cfg: RunConfig,
+        quiet: bool,
+    ) -> Result<Self> {
+        let counting = cfg.counters.then(|| machine.counting_setup());
         if let Some(setup) = &counting
             && !quiet
         {
@@ -174,6 +177,7 @@ impl Measuring {
             }
         }
         Ok(Measuring {
+            machine,
             cfg,
             counting,
             stop: crate::settings::stop_on_signals()?,
@@ -181,18 +185,12 @@ impl Measuring {
     }
 
     pub fn engine(&self) -> smtlab_runner::experiment::Engine<'_> {
-        smtlab_runner::experiment::Engine {
-            cfg: &self.cfg,
-            clock: &smtlab_runner::Monotonic,
-            counting: self
-                .counting
-                .as_ref()
-                .map(|setup| smtlab_runner::session::Counting {
-                    setup,
-                    backend: &smtlab_runner::counting::Machine,
-                }),
-            stop: &self.stop,
-        }
+        smtlab_runner::experiment::Engine::new(
+            self.machine,
+            &self.cfg,
+            self.counting.as_ref(),
+            &self.stop,
+        )
     }
 
     /// Whether a session that ended so was stopped by a signal (not by its sink).

@@ -53,6 +53,7 @@ pub mod counting;
 pub mod error;
 pub mod exec;
 pub mod experiment;
+pub mod machine;
 mod measure;
 pub mod observer;
 pub mod plan;

@@ -10,6 +10,7 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 use smtlab_report::corun as view;
 use smtlab_runner::experiment::corun::{self as exp, CorunPlan, Workload};
+use smtlab_runner::machine::Machine;
 
 use super::{emit, json_text};
 use crate::args::{CommonArgs, CorunArgs, PenaltyArgs};
@@ -20,17 +21,18 @@ use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, Shown, StoreSink};
 /// Measures `plan` into a new run of `suite`, each cell shown by `printer`; the sink
 /// with every cell, and whether a signal stopped it.
 fn measure<'p>(
+    machine: &dyn Machine,
     s: &CorunSettings,
     common: &CommonArgs,
     suite: &'static str,
     plan: &CorunPlan,
     printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
 ) -> Result<(StoreSink<'p>, bool)> {
-    let measuring = Measuring::new(s.cfg.clone(), common.json)?;
+    let measuring = Measuring::new(machine, s.cfg.clone(), common.json)?;
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
     let run = NewRun {
         suite,
-        environment: crate::env::capture(&s.topo),
+        environment: machine.environment(&s.topo, &crate::settings::tool()),
         topology: s.topo.clone(),
         config: s.cfg.clone(),
         notes: s.notes.clone(),
@@ -49,9 +51,9 @@ struct MatrixJson<'a> {
     matrix: &'a [view::Entry],
 }
 
-pub fn run_corun(args: &CorunArgs) -> Result<ExitCode> {
+pub fn run_corun(args: &CorunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let workloads = exp::matrix_workloads(&args.names, &args.cmds, &args.common.params)?;
-    let s = corun_settings(&args.common)?;
+    let s = corun_settings(&args.common, machine)?;
     for n in &s.notes {
         eprintln!("note: {n}");
     }
@@ -70,7 +72,7 @@ pub fn run_corun(args: &CorunArgs) -> Result<ExitCode> {
         true => Ok(()),
         false => emit(&lines.next(shown)),
     };
-    let (sink, stopped) = measure(&s, &args.common, "corun", &plan, printer)?;
+    let (sink, stopped) = measure(machine, &s, &args.common, "corun", &plan, printer)?;
     if stopped {
         return Ok(ExitCode::from(INTERRUPTED_EXIT));
     }
@@ -93,7 +95,7 @@ struct PenaltyJson<'a> {
     penalties: &'a [view::Penalty],
 }
 
-pub fn run_penalty(args: &PenaltyArgs) -> Result<ExitCode> {
+pub fn run_penalty(args: &PenaltyArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let (task, hogs) = exp::penalty_workloads(
         args.task.as_deref(),
         args.cmd.as_deref(),
@@ -106,7 +108,7 @@ pub fn run_penalty(args: &PenaltyArgs) -> Result<ExitCode> {
             args.run_ms
         );
     }
-    let mut s = corun_settings(&args.common)?;
+    let mut s = corun_settings(&args.common, machine)?;
     if let Err(why) = &s.pair.sibling {
         s.notes.retain(|n| !n.starts_with("sibling form"));
         s.notes.push(format!(
@@ -142,7 +144,7 @@ pub fn run_penalty(args: &PenaltyArgs) -> Result<ExitCode> {
         Shown::Skipped(k) if !json => emit(&text::skipped_cell(k, false)),
         _ => Ok(()),
     };
-    let (sink, stopped) = measure(&s, &args.common, "penalty", &plan, printer)?;
+    let (sink, stopped) = measure(machine, &s, &args.common, "penalty", &plan, printer)?;
     if stopped {
         return Ok(ExitCode::from(INTERRUPTED_EXIT));
     }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use smtlab_model::Topology;
+use smtlab_runner::machine::Machine;
 
 use crate::args::{Cli, Command, SysfsArg};
 
@@ -26,6 +27,9 @@ pub mod utilisation;
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ok = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     crate::term::init(&cli.term);
+    // The one machine every command measures on, reads and switches.
+    let host = crate::settings::Host::new(cli.fake_machine.as_deref())?;
+    let machine = host.machine();
     // Commands that start processes or write scratch directories and have no stop flag
     // of their own (`run`, `corun`, `penalty` and `util` have one and end the cell
     // cleanly): on SIGINT, SIGTERM, SIGHUP
@@ -39,22 +43,22 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             .context("cannot install the signal handlers")?;
     }
     let result = match cli.command {
-        Command::Topo(a) => ok(topo::run(&a)),
-        Command::Placements(a) => ok(placements::run(&a)),
+        Command::Topo(a) => ok(topo::run(&a, machine)),
+        Command::Placements(a) => ok(placements::run(&a, machine)),
         Command::List(a) => ok(list::run(&a)),
-        Command::Bench(a) => ok(bench::run(&a)),
-        Command::Run(a) => run::run(&a),
+        Command::Bench(a) => ok(bench::run(&a, machine)),
+        Command::Run(a) => run::run(&a, machine),
         Command::Runs(a) => ok(report::runs(&a)),
         Command::Report(a) => ok(report::report(&a)),
         Command::Compare(a) => ok(report::compare(&a)),
-        Command::Exec(a) => ok(exec::run(&a)),
-        Command::Smt(a) => ok(smt::run(&a)),
+        Command::Exec(a) => ok(exec::run(&a, machine)),
+        Command::Smt(a) => ok(smt::run(&a, machine)),
         Command::Load(a) => ok(load::run(&a)),
         Command::Completions(a) => ok(completions::completions(&a)),
         Command::Man => ok(completions::man()),
-        Command::Corun(a) => corun::run_corun(&a),
-        Command::Penalty(a) => corun::run_penalty(&a),
-        Command::Util(a) => utilisation::run(&a),
+        Command::Corun(a) => corun::run_corun(&a, machine),
+        Command::Penalty(a) => corun::run_penalty(&a, machine),
+        Command::Util(a) => utilisation::run(&a, machine),
     };
     // What was killed because a command or server left it running (a daemon).
     for line in smtlab_bench::process::take_notes() {
@@ -63,9 +67,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     result
 }
 
-/// The topology of this machine, or of the saved tree given with `--sysfs`.
-pub fn load_topology(arg: &SysfsArg) -> Result<Topology> {
-    let root = arg.sysfs.as_deref().unwrap_or(Path::new("/"));
+/// The topology of the machine, or of the saved tree given with `--sysfs`.
+pub fn load_topology(arg: &SysfsArg, machine: &dyn Machine) -> Result<Topology> {
+    let Some(root) = arg.sysfs.as_deref() else {
+        return crate::settings::topology(machine);
+    };
     smtlab_topology::discover(root)
         .with_context(|| format!("cannot read the CPU topology under {}", root.display()))
 }

@@ -25,8 +25,8 @@ struct Listing<'a> {
     placements: &'a [Entry],
 }
 
-pub fn run(args: &PlacementsArgs) -> Result<()> {
-    let topo = load_topology(&args.sysfs)?;
+pub fn run(args: &PlacementsArgs, machine: &dyn smtlab_runner::machine::Machine) -> Result<()> {
+    let topo = load_topology(&args.sysfs, machine)?;
     let entries = entries(&topo, &args.placements)?;
     if args.json {
         let listing = Listing {

@@ -20,10 +20,10 @@ struct StateJson<'a> {
     offline: Vec<u32>,
 }
 
-pub fn run(args: &SmtArgs) -> Result<()> {
+pub fn run(args: &SmtArgs, machine: &dyn smtlab_runner::machine::Machine) -> Result<()> {
     let sysfs = match &args.sysfs.sysfs {
         Some(dir) => Sysfs::at(dir),
-        None => Sysfs::system(),
+        None => machine.sysfs(),
     };
     let Some(word) = args.switch else {
         let state = smtlab_control::state::read(&sysfs)?;
