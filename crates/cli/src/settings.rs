@@ -14,6 +14,7 @@ use smtlab_runner::machine::{FakeMachine, Machine, RealMachine, Tool};
 
 pub mod bench;
 pub mod exec;
+pub mod load;
 pub mod run;
 
 /// Seconds since the Unix epoch (0 before it).

@@ -13,7 +13,11 @@ use smtlab_model::{
 use smtlab_runner::session::{Measured, SessionObserver};
 use smtlab_store::{Lease, Store};
 
-use crate::settings::unix_now_s;
+use smtlab_runner::experiment::corun::{self as exp, CorunPlan};
+use smtlab_runner::machine::Machine;
+
+use crate::args::CommonArgs;
+use crate::settings::{CorunSettings, unix_now_s};
 
 /// A cell as the printer sees it.
 pub enum Shown<'a> {
@@ -146,6 +150,33 @@ impl SessionObserver for StoreSink<'_> {
         self.skipped.push(s.clone());
         ControlFlow::Continue(())
     }
+}
+
+/// A co-run plan (`corun`, `penalty`) measured into a new run of `suite`, each cell
+/// saved and shown by `printer`; the sink with every cell, and whether a signal
+/// stopped it.
+pub fn measure_corun<'p>(
+    machine: &dyn Machine,
+    s: &CorunSettings,
+    common: &CommonArgs,
+    suite: &'static str,
+    plan: &CorunPlan,
+    printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
+) -> Result<(StoreSink<'p>, bool)> {
+    let measuring = Measuring::new(machine, s.cfg.clone(), common.json)?;
+    let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
+    let run = NewRun {
+        suite,
+        environment: machine.environment(&s.topo, &crate::settings::tool()),
+        topology: s.topo.clone(),
+        config: s.cfg.clone(),
+        notes: s.notes.clone(),
+        plan: plan.iter().flatten().map(|c| c.key.clone()).collect(),
+    };
+    let mut sink = StoreSink::begin(&db, run, printer)?;
+    let ended = exp::measure(&measuring.engine(), &s.topo, plan, &mut sink);
+    let stopped = measuring.stopped(ended);
+    Ok((sink.finish(stopped, common.db.as_deref())?, stopped))
 }
 
 /// The exit code of a command a signal stopped (as `run`'s).

@@ -268,7 +268,7 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 fn a_stop_mid_run_with_smt_off_restores_the_fake_tree() {
     let f = Fake::new();
-    let mut child = f
+    let child = f
         .smtlab()
         .args([
             "run",

@@ -18,18 +18,13 @@
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
-use smtlab_bench::{Benchmark, Params};
 use smtlab_control::guard::Protection;
-use smtlab_model::CellKey;
-use smtlab_runner::exec::{ExecValue, shell_join};
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
-use smtlab_runner::session::CellPlan;
 
 use super::emit;
 use crate::args::ExecArgs;
 use crate::live::exec::{ExecPrinter, summary};
-use crate::render;
 use crate::settings::{self, unix_now_s};
 
 pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<()> {
@@ -51,45 +46,18 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<()> {
         crate::term::note_fit(&format!("note: {line}"));
     }
     if text {
-        let (what, unit) = match &s.bench.value {
-            ExecValue::WallTime => ("wall time", "s, lower is better"),
-            ExecValue::Throughput(_) => ("printed throughput", "units/s, higher is better"),
-        };
-        let line = format!(
-            "exec `{}`: {what} ({unit}); {} runs per placement after {} warm-up",
-            shell_join(&args.command),
-            args.reps,
-            args.warmup
-        );
-        emit(&render::table::wrap(&line, render::table::Layout::term()))?;
-        emit(&render::bench::header_line(render::table::Layout::term()))?;
+        emit(&crate::live::exec::header(&s, args))?;
     }
     let started = unix_now_s();
-    let (info, params) = (s.bench.info(), s.bench.params());
     // Each placement is a group of its own: measured one after the other, and per
     // placement the SMT states take turns.
-    let groups = s.specs.iter().zip(&s.placements).map(|(spec, placement)| {
-        vec![CellPlan {
-            bench: &s.bench,
-            info: info.clone(),
-            params: Params::from_pairs(params.clone()),
-            key: CellKey {
-                benchmark: info.name.clone(),
-                params: params.clone(),
-                placement: spec.clone(),
-            },
-            placement: Ok(placement.clone()),
-            work_unit: Some(("run".into(), 1.0)),
-            warmup_samples: Some(args.warmup as usize),
-        }]
-    });
+    let groups = smt::turns(s.groups(args.warmup as usize), &s.states);
     let stop = AtomicBool::new(false);
     let mut engine = Engine::new(machine, &s.config, s.counting.as_ref(), &stop);
     // One placement after the other, as the runs of a command are usually long; a
     // command has no client side.
     engine.interleave = false;
     let mut printer = ExecPrinter::new(&s, args, text);
-    let groups = smt::turns(groups.collect(), &s.states);
     smt::measure_groups(
         &engine,
         Protection::default(),

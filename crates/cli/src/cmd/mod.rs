@@ -15,6 +15,7 @@ pub mod corun;
 mod exec;
 mod list;
 mod load;
+mod penalty;
 pub mod placements;
 mod report;
 mod run;
@@ -56,8 +57,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Load(a) => ok(load::run(&a)),
         Command::Completions(a) => ok(completions::completions(&a)),
         Command::Man => ok(completions::man()),
-        Command::Corun(a) => corun::run_corun(&a, machine),
-        Command::Penalty(a) => corun::run_penalty(&a, machine),
+        Command::Corun(a) => corun::run(&a, machine),
+        Command::Penalty(a) => penalty::run(&a, machine),
         Command::Util(a) => utilisation::run(&a, machine),
     };
     // What was killed because a command or server left it running (a daemon).

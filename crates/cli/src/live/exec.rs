@@ -7,6 +7,7 @@ use std::ops::ControlFlow;
 use anyhow::Result;
 use smtlab_model::stats;
 use smtlab_model::{CellKey, CellRecord, Environment, SkippedCell};
+use smtlab_runner::exec::{ExecValue, shell_join};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::session::{Measured, SessionObserver};
 use smtlab_store::Store;
@@ -143,6 +144,22 @@ impl SessionObserver for ExecPrinter {
         self.error = Some(anyhow::anyhow!("{reason}"));
         ControlFlow::Break(())
     }
+}
+
+/// The line that says what is measured, and the table's header.
+pub fn header(s: &Exec, args: &ExecArgs) -> String {
+    let (what, unit) = match &s.bench.value {
+        ExecValue::WallTime => ("wall time", "s, lower is better"),
+        ExecValue::Throughput(_) => ("printed throughput", "units/s, higher is better"),
+    };
+    let line = format!(
+        "exec `{}`: {what} ({unit}); {} runs per placement after {} warm-up",
+        shell_join(&args.command),
+        args.reps,
+        args.warmup
+    );
+    let layout = render::table::Layout::term();
+    render::table::wrap(&line, layout) + &render::bench::header_line(layout)
 }
 
 /// The summary after the runs: the verdict (or the SMT off-vs-on table), then the run

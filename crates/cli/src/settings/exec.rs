@@ -5,10 +5,12 @@ use std::path::Path;
 
 use anyhow::{Result, bail};
 use regex::Regex;
-use smtlab_model::{ResolvedPlacement, RunConfig, Topology};
+use smtlab_bench::{Benchmark, Params};
+use smtlab_model::{CellKey, ResolvedPlacement, RunConfig, Topology};
 use smtlab_runner::counting::CountingSetup;
 use smtlab_runner::exec::{CommandBench, ExecValue};
 use smtlab_runner::machine::Machine;
+use smtlab_runner::session::{CellPlan, Group};
 
 use crate::args::ExecArgs;
 
@@ -82,6 +84,33 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
         db,
         notes: note.into_iter().collect(),
     })
+}
+
+impl Exec {
+    /// Each placement a group of its own (`warmup` discarded runs, then the measured
+    /// ones), measured one after the other.
+    pub fn groups(&self, warmup: usize) -> Vec<Group<'_>> {
+        let (info, params) = (self.bench.info(), self.bench.params());
+        self.specs
+            .iter()
+            .zip(&self.placements)
+            .map(|(spec, placement)| {
+                vec![CellPlan {
+                    bench: &self.bench,
+                    info: info.clone(),
+                    params: Params::from_pairs(params.clone()),
+                    key: CellKey {
+                        benchmark: info.name.clone(),
+                        params: params.clone(),
+                        placement: spec.clone(),
+                    },
+                    placement: Ok(placement.clone()),
+                    work_unit: Some(("run".into(), 1.0)),
+                    warmup_samples: Some(warmup),
+                }]
+            })
+            .collect()
+    }
 }
 
 /// Compiles `--throughput`: one line on error, and a capture group is required.

@@ -1,0 +1,91 @@
+//! `smtlab penalty`: the single-thread penalty, a fixed piece of work alone and next to
+//! each hog. Settings, then the co-run experiment
+//! ([`smtlab_runner::experiment::corun`]) through the session, each cell saved as it is
+//! measured ([`crate::sink`]) in a run of suite `penalty`.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+use smtlab_report::corun as view;
+use smtlab_runner::experiment::corun::{self as exp, Workload};
+use smtlab_runner::machine::Machine;
+
+use super::{emit, json_text};
+use crate::args::PenaltyArgs;
+use crate::render::corun as text;
+use crate::settings::corun_settings;
+use crate::sink::{INTERRUPTED_EXIT, Shown, measure_corun};
+
+#[derive(Serialize)]
+struct PenaltyJson<'a> {
+    run: i64,
+    notes: &'a [String],
+    penalties: &'a [view::Penalty],
+}
+
+pub fn run(args: &PenaltyArgs, machine: &dyn Machine) -> Result<ExitCode> {
+    let (task, hogs) = exp::penalty_workloads(
+        args.task.as_deref(),
+        args.cmd.as_deref(),
+        &args.hogs,
+        &args.common.params,
+    )?;
+    if !(args.run_ms.is_finite() && args.run_ms > 0.0 && args.run_ms <= 10_000.0) {
+        bail!(
+            "--run-ms {}: expected a number of milliseconds in (0, 10000]",
+            args.run_ms
+        );
+    }
+    let mut s = corun_settings(&args.common, machine)?;
+    if let Err(why) = &s.pair.sibling {
+        s.notes.retain(|n| !n.starts_with("sibling form"));
+        s.notes.push(format!(
+            "single-thread penalty not measured ({why}); shown instead: the task alone and next to each hog on another core"
+        ));
+    }
+    s.cfg.min_samples = args.samples as usize;
+    s.cfg.max_samples = args.samples as usize;
+    for n in &s.notes {
+        eprintln!("note: {n}");
+    }
+    let fixed = match &args.cmd {
+        Some(_) => 1,
+        None => exp::calibrate_task(&task, (args.run_ms * 1e6) as u64, &s.pair, &s.topo)?,
+    };
+    let json = args.common.json;
+    if !json {
+        emit(&format!(
+            "penalty: {} ({} iterations per run) on CPU {}, {} runs per cell, alone and next to {} ({})\n",
+            task.name(),
+            fixed,
+            s.pair.cpu,
+            args.samples,
+            hogs.iter()
+                .map(Workload::name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            text::forms_text(&s.forms)
+        ))?;
+    }
+    let plan = exp::penalty_plan(&task, fixed, &hogs, &s.forms, &s.pair, &s.topo);
+    let printer = |shown: Shown<'_>| match shown {
+        Shown::Skipped(k) if !json => emit(&text::skipped_cell(k, false)),
+        _ => Ok(()),
+    };
+    let (sink, stopped) = measure_corun(machine, &s, &args.common, "penalty", &plan, printer)?;
+    if stopped {
+        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    }
+    let pen = view::penalties(&sink.cells, &task.name());
+    if json {
+        emit(&json_text(&PenaltyJson {
+            run: sink.run_id,
+            notes: &s.notes,
+            penalties: &pen,
+        })?)?;
+    } else {
+        emit(&text::penalty_table(&pen))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
