@@ -310,3 +310,13 @@ fn the_fake_machine_is_shown_by_topo_and_smt() {
     assert!(text.contains("SMT control  on"), "{text}");
     assert!(Path::new(&f.tree()).join("proc/cpuinfo").exists());
 }
+
+#[test]
+fn the_fake_machine_flag_is_hidden_from_help() {
+    let out = ok(Command::new(env!("CARGO_BIN_EXE_smtlab"))
+        .arg("--help")
+        .output()
+        .unwrap());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--quiet") && !help.contains("fake"), "{help}");
+}

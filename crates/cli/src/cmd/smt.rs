@@ -86,4 +86,3 @@ pub fn run(args: &SmtArgs, machine: &dyn smtlab_runner::machine::Machine) -> Res
     switch.keep();
     emit(&format!("{summary}\n"))
 }
-
