@@ -298,6 +298,19 @@ fn a_stop_mid_run_with_smt_off_restores_the_fake_tree() {
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     f.assert_restored();
+    // Resumed, the run goes on with the states it still lacks and ends restored.
+    let v = json(
+        f.smtlab()
+            .args(["run", "--resume", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["run"]["status"], "finished");
+    let done = v["cells"].as_array().unwrap().len() + v["skipped"].as_array().unwrap().len();
+    assert_eq!(done, 3 * 2 * 2, "every benchmark x placement x state");
+    assert_eq!(placements(&v, Some("off")), ["1c1t"; 3]);
+    f.assert_restored();
 }
 
 #[test]

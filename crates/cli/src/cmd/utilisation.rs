@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 use smtlab_report::utilisation as view;
 use smtlab_runner::experiment::ExperimentError;
-use smtlab_runner::experiment::utilisation::{self as exp, Curve, state_label};
+use smtlab_runner::experiment::utilisation::{self as exp, Curve};
 use smtlab_runner::machine::Machine;
 
 use super::{emit, json_text};
@@ -55,15 +55,7 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         Shown::Measured(_) => Ok(()),
     })?;
     let mut started = |state, placed: &smtlab_model::ResolvedPlacement| {
-        let line = format!(
-            "SMT {}: open-loop load on {} (CPUs {:?}), {} steps of {} ms per rate, {} us jobs\n",
-            state_label(state),
-            placed.name,
-            placed.cpus,
-            args.samples,
-            args.step_ms,
-            args.job_us
-        );
+        let line = crate::render::corun::util_state_line(state, placed, args);
         (!args.json)
             .then(|| emit(&line))
             .transpose()

@@ -174,3 +174,20 @@ pub fn summary_text(results: &RunResults) -> String {
 
 /// What the curve's columns mean, under its table.
 pub const UTIL_FOOTER: &str = "busy = user + system + irq/softirq/steal of the placement's CPUs (all processes on them); % of max = achieved throughput over the maximum measured interleaved with the steps\n";
+
+/// The line `util` prints before the curve of one SMT state.
+pub fn util_state_line(
+    state: smtlab_runner::experiment::smt::SmtState,
+    placed: &smtlab_model::ResolvedPlacement,
+    args: &crate::args::UtilArgs,
+) -> String {
+    format!(
+        "SMT {}: open-loop load on {} (CPUs {:?}), {} steps of {} ms per rate, {} us jobs\n",
+        smtlab_runner::experiment::smt::state_label(state),
+        placed.name,
+        placed.cpus,
+        args.samples,
+        args.step_ms,
+        args.job_us
+    )
+}
