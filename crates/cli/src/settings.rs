@@ -115,32 +115,9 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
     out
 }
 
-fn smt_word(on: bool) -> &'static str {
-    if on { "on" } else { "off" }
-}
-
 /// The states `--smt` asks for, in the order given (`both` is `off,on`).
 pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
-    let mut out = Vec::new();
-    for s in given {
-        let add: &[bool] = match s.trim() {
-            "off" => &[false],
-            "on" => &[true],
-            "both" => &[false, true],
-            other => bail!("--smt {other:?}: expected off, on, both, off,on or on,off"),
-        };
-        for &on in add {
-            if out.contains(&on) {
-                bail!(
-                    "--smt {}: SMT {} given twice",
-                    given.join(","),
-                    smt_word(on)
-                );
-            }
-            out.push(on);
-        }
-    }
-    Ok(out)
+    Ok(smtlab_runner::experiment::smt::parse_states(given)?)
 }
 
 /// The states `--smt` asks for that can be measured on `machine`: none, said in one
@@ -328,16 +305,6 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn states_parse_in_order_and_refuse_repeats() {
-        let s = |v: &[&str]| smt_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
-        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
-        assert_eq!(s(&["on", "off"]).unwrap(), vec![true, false]);
-        assert_eq!(s(&["off"]).unwrap(), vec![false]);
-        assert!(s(&["both", "on"]).is_err());
-        assert!(s(&["maybe"]).is_err());
-    }
 
     #[test]
     fn placement_lists_keep_cpu_lists_whole() {

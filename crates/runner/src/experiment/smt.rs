@@ -35,6 +35,36 @@ pub fn state_label(state: SmtState) -> &'static str {
     }
 }
 
+/// The states `--smt` asks for, in the order given (`both` is `off,on`; a list may be
+/// one argument or several).
+pub fn parse_states(given: &[String]) -> Result<Vec<bool>, ExperimentError> {
+    let word = |on: bool| state_label(Some(on));
+    let mut out = Vec::new();
+    for s in given.iter().flat_map(|g| g.split(',')) {
+        let add: &[bool] = match s.trim() {
+            "off" => &[false],
+            "on" => &[true],
+            "both" => &[false, true],
+            other => {
+                return Err(ExperimentError::input(format!(
+                    "--smt {other:?}: expected off, on, both, off,on or on,off"
+                )));
+            }
+        };
+        for &on in add {
+            if out.contains(&on) {
+                return Err(ExperimentError::input(format!(
+                    "--smt {}: SMT {} given twice",
+                    given.join(","),
+                    word(on)
+                )));
+            }
+            out.push(on);
+        }
+    }
+    Ok(out)
+}
+
 /// The SMT state `key` was measured in; `None` for a cell measured as found.
 pub fn state_of(key: &CellKey) -> SmtState {
     match key.params.get(SMT_PARAM).map(String::as_str) {
@@ -329,6 +359,26 @@ mod tests {
         )
         .unwrap();
         assert!(reasons[0].contains("notsupported"), "{reasons:?}");
+    }
+
+    #[test]
+    fn states_parse_in_order_and_refuse_repeats_and_typos() {
+        let s = |v: &[&str]| parse_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
+        assert_eq!(s(&["on", " off"]).unwrap(), vec![true, false]);
+        assert_eq!(s(&["on,off"]).unwrap(), vec![true, false]);
+        assert!(
+            s(&["both", "on"])
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
+        assert!(
+            s(&["maybe"])
+                .unwrap_err()
+                .to_string()
+                .contains("expected off")
+        );
     }
 
     #[test]

@@ -186,25 +186,12 @@ pub fn plan(
 
 pub use super::smt::{SmtState, state_label};
 
-/// Parses `--smt off,on` into the states to measure, in order.
+/// Parses `--smt off,on` into the states to measure, in order ([`super::smt::parse_states`]).
 pub fn parse_states(asked: &[String]) -> Result<Vec<SmtState>, ExperimentError> {
-    let mut states = Vec::new();
-    for s in asked {
-        let on = match s.trim() {
-            "on" => true,
-            "off" => false,
-            other => {
-                return Err(ExperimentError::input(format!(
-                    "--smt {other:?}: expected off, on or off,on"
-                )));
-            }
-        };
-        if states.contains(&Some(on)) {
-            return Err(ExperimentError::input(format!("--smt {s:?} given twice")));
-        }
-        states.push(Some(on));
-    }
-    Ok(states)
+    Ok(super::smt::parse_states(asked)?
+        .into_iter()
+        .map(Some)
+        .collect())
 }
 
 /// Measures the curve in each state, switched in turn ([`super::smt::in_states`]: SMT
