@@ -1,12 +1,13 @@
-//! What every command settles the same way, in one place: the time, the stop flag, the
-//! benchmarks named, the placement lists, the SMT states asked for and whether SMT can be
-//! switched here, and the turns of the SMT states. Commands import from here, never from
-//! each other.
-
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+//! What every command settles the same way, in one place: the machine it measures on
+//! ([`Host`]: this one, or the fake of the hidden `--fake-machine`), the time, the stop
+//! flag, the benchmarks named, the placement lists, the SMT states asked for and whether
+//! the machine can switch them; and each measuring command's own settings
+//! ([`bench`], [`exec`], [`run`], [`load`], co-runs and `util` here). Commands import
+//! from here, never from each other.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
 use smtlab_bench::Benchmark;
@@ -239,6 +240,40 @@ pub fn corun_settings(
         notes,
         cfg,
     })
+}
+
+/// The settings of `penalty`: those of the co-runs, the samples asked for, the task (a
+/// catalog benchmark or a command) and the hogs.
+pub fn penalty_settings(
+    args: &crate::args::PenaltyArgs,
+    machine: &dyn Machine,
+) -> Result<(
+    CorunSettings,
+    smtlab_runner::experiment::corun::Workload,
+    Vec<smtlab_runner::experiment::corun::Workload>,
+)> {
+    let (task, hogs) = smtlab_runner::experiment::corun::penalty_workloads(
+        args.task.as_deref(),
+        args.cmd.as_deref(),
+        &args.hogs,
+        &args.common.params,
+    )?;
+    if !(args.run_ms.is_finite() && args.run_ms > 0.0 && args.run_ms <= 10_000.0) {
+        bail!(
+            "--run-ms {}: expected a number of milliseconds in (0, 10000]",
+            args.run_ms
+        );
+    }
+    let mut s = corun_settings(&args.common, machine)?;
+    if let Err(why) = &s.pair.sibling {
+        s.notes.retain(|n| !n.starts_with("sibling form"));
+        s.notes.push(format!(
+            "single-thread penalty not measured ({why}); shown instead: the task alone and next to each hog on another core"
+        ));
+    }
+    s.cfg.min_samples = args.samples as usize;
+    s.cfg.max_samples = args.samples as usize;
+    Ok((s, task, hogs))
 }
 
 /// The settings of `util`: the database, the SMT states it can measure here (the state

@@ -5,16 +5,16 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde::Serialize;
 use smtlab_report::corun as view;
-use smtlab_runner::experiment::corun::{self as exp, Workload};
+use smtlab_runner::experiment::corun as exp;
 use smtlab_runner::machine::Machine;
 
 use super::{emit, json_text};
 use crate::args::PenaltyArgs;
 use crate::render::corun as text;
-use crate::settings::corun_settings;
+use crate::settings::penalty_settings;
 use crate::sink::{INTERRUPTED_EXIT, Shown, measure_corun};
 
 #[derive(Serialize)]
@@ -25,27 +25,7 @@ struct PenaltyJson<'a> {
 }
 
 pub fn run(args: &PenaltyArgs, machine: &dyn Machine) -> Result<ExitCode> {
-    let (task, hogs) = exp::penalty_workloads(
-        args.task.as_deref(),
-        args.cmd.as_deref(),
-        &args.hogs,
-        &args.common.params,
-    )?;
-    if !(args.run_ms.is_finite() && args.run_ms > 0.0 && args.run_ms <= 10_000.0) {
-        bail!(
-            "--run-ms {}: expected a number of milliseconds in (0, 10000]",
-            args.run_ms
-        );
-    }
-    let mut s = corun_settings(&args.common, machine)?;
-    if let Err(why) = &s.pair.sibling {
-        s.notes.retain(|n| !n.starts_with("sibling form"));
-        s.notes.push(format!(
-            "single-thread penalty not measured ({why}); shown instead: the task alone and next to each hog on another core"
-        ));
-    }
-    s.cfg.min_samples = args.samples as usize;
-    s.cfg.max_samples = args.samples as usize;
+    let (s, task, hogs) = penalty_settings(args, machine)?;
     for n in &s.notes {
         eprintln!("note: {n}");
     }
@@ -55,18 +35,7 @@ pub fn run(args: &PenaltyArgs, machine: &dyn Machine) -> Result<ExitCode> {
     };
     let json = args.common.json;
     if !json {
-        emit(&format!(
-            "penalty: {} ({} iterations per run) on CPU {}, {} runs per cell, alone and next to {} ({})\n",
-            task.name(),
-            fixed,
-            s.pair.cpu,
-            args.samples,
-            hogs.iter()
-                .map(Workload::name)
-                .collect::<Vec<_>>()
-                .join(", "),
-            text::forms_text(&s.forms)
-        ))?;
+        emit(&text::penalty_header(&task, fixed, &hogs, &s, args.samples))?;
     }
     let plan = exp::penalty_plan(&task, fixed, &hogs, &s.forms, &s.pair, &s.topo);
     let printer = |shown: Shown<'_>| match shown {

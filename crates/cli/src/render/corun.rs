@@ -191,3 +191,26 @@ pub fn util_state_line(
         args.job_us
     )
 }
+
+/// The line `penalty` prints before measuring: the task, its work per run, the CPU, the
+/// runs per cell and the hogs.
+pub fn penalty_header(
+    task: &smtlab_runner::experiment::corun::Workload,
+    fixed: u64,
+    hogs: &[smtlab_runner::experiment::corun::Workload],
+    s: &crate::settings::CorunSettings,
+    samples: u32,
+) -> String {
+    format!(
+        "penalty: {} ({} iterations per run) on CPU {}, {} runs per cell, alone and next to {} ({})\n",
+        task.name(),
+        fixed,
+        s.pair.cpu,
+        samples,
+        hogs.iter()
+            .map(smtlab_runner::experiment::corun::Workload::name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        forms_text(&s.forms)
+    )
+}
