@@ -8,6 +8,7 @@ use clap::Parser;
 mod args;
 mod cmd;
 mod live;
+mod output;
 mod render;
 mod settings;
 mod sink;

@@ -337,6 +337,36 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
     })
 }
 
+/// The topology of the machine, or of the saved tree given with `--sysfs`.
+pub fn load_topology(
+    arg: &crate::args::SysfsArg,
+    machine: &dyn Machine,
+) -> Result<smtlab_model::Topology> {
+    let Some(root) = arg.sysfs.as_deref() else {
+        return topology(machine);
+    };
+    smtlab_topology::discover(root)
+        .with_context(|| format!("cannot read the CPU topology under {}", root.display()))
+}
+
+/// The client-side rule of `--client-cpus`, `--client-share` and `--client-siblings`.
+pub fn client_rule(args: &crate::args::ClientArgs) -> smtlab_placement::ClientRule {
+    use smtlab_placement::ClientRule;
+    match (&args.client_cpus, args.client_siblings) {
+        (Some(cpus), _) => ClientRule::Cpus {
+            cpus: cpus.clone(),
+            shared: args.client_share,
+        },
+        (None, true) => ClientRule::AllowSiblings,
+        (None, false) => ClientRule::Apart,
+    }
+}
+
+/// The results database: `--db`, else the default path.
+pub fn db_path(arg: &crate::args::DbArg) -> std::path::PathBuf {
+    arg.db.clone().unwrap_or_else(smtlab_store::default_path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

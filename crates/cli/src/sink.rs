@@ -104,10 +104,7 @@ impl<'p> StoreSink<'p> {
                 self.path.display()
             );
         } else {
-            eprintln!(
-                "{}",
-                crate::cmd::saved_line(self.run_id, &self.path, db_arg)
-            );
+            eprintln!("{}", saved_line(self.run_id, &self.path, db_arg));
         }
         Ok(self)
     }
@@ -228,5 +225,116 @@ impl<'m> Measuring<'m> {
     pub fn stopped(&self, ended: smtlab_runner::session::Ended) -> bool {
         ended == smtlab_runner::session::Ended::Stopped
             && self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A finished run as it is stored: the plan is every measured cell, then every skipped
+/// one, and the command line is this process's.
+#[allow(clippy::too_many_arguments)]
+pub fn finished_run(
+    suite: Option<&str>,
+    started_unix_s: u64,
+    environment: smtlab_model::Environment,
+    topology: Topology,
+    config: smtlab_model::RunConfig,
+    notes: Vec<String>,
+    cells: Vec<smtlab_model::CellRecord>,
+    skipped: Vec<smtlab_model::SkippedCell>,
+) -> smtlab_model::RunResults {
+    use smtlab_model::{CellRecord, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus};
+    RunResults {
+        schema: RESULTS_SCHEMA.to_string(),
+        run: RunMeta {
+            id: 0,
+            started_unix_s,
+            finished_unix_s: Some(unix_now_s()),
+            status: RunStatus::Finished,
+            command_line: std::env::args().collect(),
+            suite: suite.map(Into::into),
+            environment,
+            topology,
+            config,
+            plan: cells
+                .iter()
+                .map(CellRecord::key)
+                .chain(skipped.iter().map(|s| s.key.clone()))
+                .collect(),
+            notes,
+        },
+        cells,
+        skipped,
+    }
+}
+
+/// Where run `id` was stored and the command that reports it (`db_arg`: the `--db`
+/// given, repeated in the command).
+pub fn saved_line(id: i64, path: &Path, db_arg: Option<&Path>) -> String {
+    format!(
+        "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
+        path.display(),
+        db_arg
+            .map(|p| format!(" --db {}", p.display()))
+            .unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_model::{CellKey, Environment, RESULTS_SCHEMA, RunConfig, RunStatus, SkippedCell};
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::verdict::tests::cell;
+
+    #[test]
+    fn a_finished_run_plans_its_measured_cells_then_its_skipped_ones() {
+        let cells = vec![
+            cell("spin", &[], "1c1t", &[1.0, 1.1, 0.9]),
+            cell("spin", &[], "2c1t", &[2.0, 2.1, 1.9]),
+        ];
+        let skipped = vec![SkippedCell {
+            key: CellKey {
+                benchmark: "spin".into(),
+                params: Default::default(),
+                placement: "1c2t".into(),
+            },
+            reason: "no SMT visible".into(),
+        }];
+        let topo = smtlab_fixtures::build::one_cpu_per_core(&[0, 1]);
+        let r = finished_run(
+            Some("exec"),
+            7,
+            Environment::default(),
+            topo.clone(),
+            RunConfig::default(),
+            vec!["a note".into()],
+            cells.clone(),
+            skipped.clone(),
+        );
+        let placements: Vec<&str> = r.run.plan.iter().map(|k| k.placement.as_str()).collect();
+        assert_eq!(placements, ["1c1t", "2c1t", "1c2t"]);
+        assert_eq!(r.schema, RESULTS_SCHEMA);
+        assert_eq!((r.run.id, r.run.status), (0, RunStatus::Finished));
+        assert_eq!(r.run.started_unix_s, 7);
+        assert!(r.run.finished_unix_s.is_some_and(|f| f >= 7));
+        assert_eq!(r.run.suite.as_deref(), Some("exec"));
+        assert!(!r.run.command_line.is_empty());
+        assert_eq!(r.run.topology, topo);
+        assert_eq!(r.run.notes, ["a note"]);
+        assert_eq!((r.cells, r.skipped), (cells, skipped));
+    }
+
+    #[test]
+    fn the_saved_line_repeats_the_db_given() {
+        let path = Path::new("/tmp/x.db");
+        assert_eq!(
+            saved_line(3, path, None),
+            "saved as run 3 in /tmp/x.db. Report: smtlab report 3 -o report.html"
+        );
+        assert_eq!(
+            saved_line(3, path, Some(Path::new("x.db"))),
+            "saved as run 3 in /tmp/x.db. Report: smtlab report 3 --db x.db -o report.html"
+        );
     }
 }

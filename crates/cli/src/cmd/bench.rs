@@ -19,7 +19,7 @@ use crate::settings::{self, unix_now_s};
 
 pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
     // Everything is checked before anything is printed or measured.
-    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let s = settings::bench::bench(args, machine)?;
     for note in &s.notes {
         crate::term::note_fit(&format!("note: {note}"));
@@ -40,7 +40,7 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
     let mut printer = BenchPrinter::new(&s, args, &headings, text);
     let stop = AtomicBool::new(false);
     let mut engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), &stop);
-    engine.client_rule = super::client_rule(&args.client);
+    engine.client_rule = crate::settings::client_rule(&args.client);
     engine.repeat = args.repeat as usize;
     engine.interleave = args.interleave;
     // The SMT states take turns per benchmark and parameter set, so a drift of the
@@ -55,7 +55,7 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
     )?;
     let measured = printer.finish()?;
     summary(s, args, text, measured, |s, cells, skipped| {
-        super::finished_run(
+        crate::sink::finished_run(
             None,
             started,
             env,

@@ -22,13 +22,13 @@ use smtlab_control::guard::Protection;
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
 
-use super::emit;
 use crate::args::ExecArgs;
 use crate::live::exec::{ExecPrinter, summary};
+use crate::output::emit;
 use crate::settings::{self, unix_now_s};
 
 pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<()> {
-    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let s = settings::exec::exec(args, machine)?;
     // JSON or Markdown on standard output take the place of the table and verdict.
     let text = !args.json

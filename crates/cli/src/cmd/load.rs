@@ -17,9 +17,9 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     };
     let report = smtlab_loadgen::run(&cfg, mix, pin).map_err(|e| anyhow::anyhow!("{e}"))?;
     if a.json {
-        super::emit(&super::json_text(&json(a, &cfg, &cpus, &report))?)?;
+        crate::output::emit(&crate::output::json_text(&json(a, &cfg, &cpus, &report))?)?;
     } else {
-        super::emit(&text(a, &cfg, &cpus, &report))?;
+        crate::output::emit(&text(a, &cfg, &cpus, &report))?;
     }
     // What was counted is shown either way; a load that got no good answer at all
     // measured nothing, and says so with its exit status.

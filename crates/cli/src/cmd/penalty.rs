@@ -11,8 +11,8 @@ use smtlab_report::corun as view;
 use smtlab_runner::experiment::corun as exp;
 use smtlab_runner::machine::Machine;
 
-use super::{emit, json_text};
 use crate::args::PenaltyArgs;
+use crate::output::{emit, json_text};
 use crate::render::corun as text;
 use crate::settings::penalty_settings;
 use crate::sink::{INTERRUPTED_EXIT, Shown, measure_corun};

@@ -4,19 +4,11 @@ use anyhow::Result;
 use serde::Serialize;
 use smtlab_model::{PlacementSpec, ResolvedPlacement, Topology};
 
-use super::{emit, json_text, load_topology};
 use crate::args::PlacementsArgs;
+use crate::output::{emit, json_text};
 use crate::render;
-
-/// One line of the listing: a placement and what it resolved to, or why it cannot be.
-#[derive(Debug, Serialize)]
-pub struct Entry {
-    pub spec: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub placement: Option<ResolvedPlacement>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+use crate::render::placements::Entry;
+use crate::settings::load_topology;
 
 #[derive(Serialize)]
 struct Listing<'a> {

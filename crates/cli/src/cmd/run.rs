@@ -17,8 +17,8 @@ use crate::live::run::{RunSaver, end, start_notes};
 use crate::settings::{self, run::measuring_of};
 
 pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
-    let db = super::db_path(&args.db);
-    super::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let db = crate::settings::db_path(&args.db);
+    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let topo = settings::topology(machine)?;
     // Check the request before the database is created or touched.
     let fresh = match &args.resume {
@@ -52,7 +52,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args);
     // How the cells are measured; a resumed run goes on as it was started.
     let mut engine = Engine::new(machine, &meta.config, counting.as_ref(), &stop);
-    engine.client_rule = super::client_rule(&args.client);
+    engine.client_rule = crate::settings::client_rule(&args.client);
     (engine.interleave, engine.repeat) = measuring_of(&meta);
     // The stop flag ends the session and the SMT switch restores then (its guardian
     // should smtlab be killed).

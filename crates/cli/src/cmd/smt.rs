@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use smtlab_control::{SmtState, SmtSwitch, Sysfs};
 
-use super::{emit, json_text};
 use crate::args::{SmtArgs, SmtWord};
+use crate::output::{emit, json_text};
 use crate::render::smt::{control_word, cores_line, describe, list};
 
 #[derive(Serialize)]

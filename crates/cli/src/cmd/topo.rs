@@ -2,9 +2,10 @@
 
 use anyhow::{Context, Result};
 
-use super::{emit, json_text, load_topology};
 use crate::args::{TopoArgs, TopoView};
+use crate::output::{emit, json_text};
 use crate::render;
+use crate::settings::load_topology;
 
 pub fn run(args: &TopoArgs, machine: &dyn smtlab_runner::machine::Machine) -> Result<()> {
     let topo = load_topology(&args.sysfs, machine)?;

@@ -13,8 +13,8 @@ use smtlab_runner::experiment::ExperimentError;
 use smtlab_runner::experiment::utilisation::{self as exp, Curve};
 use smtlab_runner::machine::Machine;
 
-use super::{emit, json_text};
 use crate::args::UtilArgs;
+use crate::output::{emit, json_text};
 use crate::settings::{UtilSettings, util_settings};
 use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, Shown, StoreSink};
 

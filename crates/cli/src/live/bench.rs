@@ -13,7 +13,7 @@ use smtlab_runner::session::{Measured, SessionObserver, param_map};
 use smtlab_runner::stats::{Ratio, ratio};
 
 use crate::args::BenchArgs;
-use crate::cmd::{emit, json_text};
+use crate::output::{emit, json_text};
 use crate::render;
 use crate::settings::bench::Bench;
 
@@ -300,7 +300,7 @@ pub fn summary(
         }
     }
     if let Some(path) = &args.export_markdown {
-        crate::cmd::export_markdown(path, &cells)?;
+        crate::output::export_markdown(path, &cells)?;
     }
     if args.json {
         let results = results(s, cells, skipped);

@@ -13,7 +13,7 @@ use smtlab_runner::session::{Measured, SessionObserver};
 use smtlab_store::Store;
 
 use crate::args::ExecArgs;
-use crate::cmd::emit;
+use crate::output::emit;
 use crate::render;
 use crate::settings::exec::Exec;
 
@@ -189,7 +189,7 @@ pub fn summary(
     if cells.len() == 1 {
         notes.push("one placement only: no yield to compute".into());
     }
-    let results = crate::cmd::finished_run(
+    let results = crate::sink::finished_run(
         Some("exec"),
         started,
         environment,
@@ -201,10 +201,10 @@ pub fn summary(
     );
     let mut store = Store::open(&s.db)?;
     let id = store.import_run(&results)?;
-    crate::term::note_fit(&crate::cmd::saved_line(id, &s.db, args.db.db.as_deref()));
+    crate::term::note_fit(&crate::sink::saved_line(id, &s.db, args.db.db.as_deref()));
     let stored = store.load_run(id)?;
     if let Some(path) = &args.export_markdown {
-        crate::cmd::export_markdown(path, &stored.cells)?;
+        crate::output::export_markdown(path, &stored.cells)?;
     }
     if args.json {
         emit(&String::from_utf8_lossy(&smtlab_report::export::json(

@@ -32,11 +32,11 @@ pub fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
     }
     let results = store.load_run(run_id)?;
     if let Some(path) = &args.export_markdown {
-        crate::cmd::export_markdown(path, &results.cells)?;
+        crate::output::export_markdown(path, &results.cells)?;
     }
     if args.json {
         let bytes = smtlab_report::export::json(&results);
-        crate::cmd::emit(&String::from_utf8_lossy(&bytes))?;
+        crate::output::emit(&String::from_utf8_lossy(&bytes))?;
     }
     Ok(())
 }
@@ -157,7 +157,7 @@ pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCo
     for note in &meta.notes {
         crate::term::note_fit(&format!("note: {note}"));
     }
-    crate::cmd::emit(&render::plan::text(&e, render::table::Layout::term()))?;
+    crate::output::emit(&render::plan::text(&e, render::table::Layout::term()))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -49,7 +49,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
         .map(|s| smtlab_placement::resolve(&smtlab_placement::parse(s)?, &topo))
         .collect::<Result<Vec<_>, _>>()?;
     let states = super::switchable_states(&args.smt, &placements, &topo, machine)?;
-    let db = crate::cmd::db_path(&args.db);
+    let db = crate::settings::db_path(&args.db);
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
     if db.exists() {

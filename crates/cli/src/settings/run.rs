@@ -19,7 +19,7 @@ pub fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &Ru
     let measuring = Measuring {
         interleave,
         repeat,
-        client_rule: crate::cmd::client_rule(&args.client),
+        client_rule: crate::settings::client_rule(&args.client),
     };
     estimate(cells, &catalog, topo, &meta.config, measuring)
 }
@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn resume_measures_as_the_stored_settings_say_and_old_runs_as_their_command_line() {
-        let mut meta = crate::cmd::finished_run(
+        let mut meta = crate::sink::finished_run(
             None,
             0,
             smtlab_model::Environment::default(),
