@@ -372,6 +372,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_fake_machine_lives_in_a_temporary_tree_for_the_process_or_in_the_dir_given() {
+        let host = Host::new(Some(Path::new(""))).unwrap();
+        let root = host.machine().root().to_path_buf();
+        assert!(root.join("sys/devices/system/cpu/cpu1/online").is_file());
+        assert_eq!(host.machine().topology().unwrap().cpus.to_vec(), [0, 1]);
+        drop(host);
+        assert!(!root.exists(), "the temporary tree goes with smtlab");
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("m");
+        drop(Host::new(Some(&kept)).unwrap());
+        assert!(kept.join("sys/devices/system/cpu/smt/control").is_file());
+        assert_eq!(Host::new(None).unwrap().machine().root(), Path::new("/"));
+    }
+
+    #[test]
     fn placement_lists_keep_cpu_lists_whole() {
         let v = split_placements(&["1c1t,cpus=0,4-5,2c1t".into(), "all".into()]);
         assert_eq!(v, ["1c1t", "cpus=0,4-5", "2c1t", "all"]);
