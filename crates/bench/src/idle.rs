@@ -57,14 +57,22 @@ impl Idle {
 
     fn what(self) -> &'static str {
         match self {
-            Idle::Spin => "a tight loop without a spin-wait hint (a busy-wait that competes \
-                           for the core)",
-            Idle::SpinPause => "a loop with the CPU's spin-wait hint (PAUSE on x86) every \
-                                round, which leaves the core to the other thread",
-            Idle::Poll => "polling for work: a load of a flag, then a yield to the \
-                           scheduler, every round",
-            Idle::Kernel => "idling in the kernel: a sleep every round, so the kernel's idle \
-                             loop halts the thread (hlt/mwait)",
+            Idle::Spin => {
+                "a tight loop without a spin-wait hint (a busy-wait that competes \
+                           for the core)"
+            }
+            Idle::SpinPause => {
+                "a loop with the CPU's spin-wait hint (PAUSE on x86) every \
+                                round, which leaves the core to the other thread"
+            }
+            Idle::Poll => {
+                "polling for work: a load of a flag, then a yield to the \
+                           scheduler, every round"
+            }
+            Idle::Kernel => {
+                "idling in the kernel: a sleep every round, so the kernel's idle \
+                             loop halts the thread (hlt/mwait)"
+            }
         }
     }
 }
@@ -115,9 +123,9 @@ impl Benchmark for Idle {
         let kind = *self;
         let sleep = match kind {
             Idle::Kernel => {
-                let us = ctx
-                    .params
-                    .get_u64_in("sleep", 1..=1_000_000, "1 to 1000000 microseconds")?;
+                let us =
+                    ctx.params
+                        .get_u64_in("sleep", 1..=1_000_000, "1 to 1000000 microseconds")?;
                 Duration::from_micros(us)
             }
             _ => Duration::ZERO,

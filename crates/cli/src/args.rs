@@ -17,6 +17,13 @@ pub struct Cli {
     pub command: Command,
     #[command(flatten)]
     pub term: TermArgs,
+    /// Measure on a fake machine instead of this one: one core of two SMT siblings
+    /// (CPUs 0 and 1) in a sysfs tree that behaves as the kernel's, with a fake PMU; the
+    /// work still runs on this host's CPUs 0 and 1, so its figures mean nothing (its
+    /// environment says so). The tree is built in DIR when given and empty (kept, for
+    /// tests to look at), else in a temporary directory for the process's life.
+    #[arg(long, global = true, hide = true, value_name = "DIR", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub fake_machine: Option<PathBuf>,
 }
 
 /// How results are shown on the terminal; accepted by every subcommand.

@@ -7,7 +7,8 @@ use clap::Parser;
 
 mod args;
 mod cmd;
-mod env;
+mod live;
+mod output;
 mod render;
 mod settings;
 mod sink;

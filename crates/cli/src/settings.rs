@@ -1,15 +1,22 @@
-//! What every command settles the same way, in one place: the time, the stop flag, the
-//! benchmarks named, the placement lists, the SMT states asked for and whether SMT can be
-//! switched here, and the turns of the SMT states. Commands import from here, never from
-//! each other.
+//! What every command settles the same way, in one place: the machine it measures on
+//! ([`Host`]: this one, or the fake of the hidden `--fake-machine`), the time, the stop
+//! flag, the benchmarks named, the placement lists, the SMT states asked for and whether
+//! the machine can switch them; and each measuring command's own settings
+//! ([`bench`], [`exec`], [`run`], [`load`], co-runs and `util` here). Commands import
+//! from here, never from each other.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
 use smtlab_bench::Benchmark;
-use smtlab_control::Sysfs;
-use smtlab_runner::session::{CellPlan, Ended};
+use smtlab_runner::machine::{FakeMachine, Machine, RealMachine, Tool};
+
+pub mod bench;
+pub mod exec;
+pub mod load;
+pub mod run;
 
 /// Seconds since the Unix epoch (0 before it).
 pub fn unix_now_s() -> u64 {
@@ -41,27 +48,21 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
+/// The stop flag of `run`: Ctrl-C, kill, a closed terminal and Ctrl-\ all set it and
+/// end the run the same way (marked interrupted, every finished cell kept, resumable);
+/// the session stops at the next event.
+pub fn stop_flag() -> Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the signal handlers")?;
+    }
+    Ok(stop)
+}
+
 /// How long a stop waits for the samples in progress before killing their processes.
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Why SMT cannot be switched here, if it cannot.
-pub fn switch_refusal(sysfs: &Sysfs) -> Option<String> {
-    let state = match smtlab_control::state::read(sysfs) {
-        Ok(s) => s,
-        Err(e) => return Some(e.to_string()),
-    };
-    let Some(control) = &state.control else {
-        return Some("the kernel has no smt/control".into());
-    };
-    if let Some(e) = control.refusal() {
-        return Some(e.to_string());
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("switching SMT needs root".into());
-    }
-    None
-}
 
 /// `all`, a group name (`compute`, `memory`, `threads`, `os`) or benchmark names.
 pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
@@ -115,109 +116,91 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
     out
 }
 
-/// The cell key parameter that says which SMT state a cell was measured in. It is the
-/// runner's, not the benchmark's: benchmarks get their parameters without it.
-pub const SMT_KEY: &str = smtlab_model::keys::SMT_PARAM;
-
-fn smt_word(on: bool) -> &'static str {
-    if on { "on" } else { "off" }
-}
-
 /// The states `--smt` asks for, in the order given (`both` is `off,on`).
 pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
-    let mut out = Vec::new();
-    for s in given {
-        let add: &[bool] = match s.trim() {
-            "off" => &[false],
-            "on" => &[true],
-            "both" => &[false, true],
-            other => bail!("--smt {other:?}: expected off, on, both, off,on or on,off"),
-        };
-        for &on in add {
-            if out.contains(&on) {
-                bail!(
-                    "--smt {}: SMT {} given twice",
-                    given.join(","),
-                    smt_word(on)
-                );
-            }
-            out.push(on);
-        }
-    }
-    Ok(out)
+    Ok(smtlab_runner::experiment::smt::parse_states(given)?)
 }
 
-/// The states `--smt` asks for that can be measured here: none, said in one line, where
-/// SMT cannot be switched (the current state is measured); an error beside 1c1t-up.
+/// The states `--smt` asks for that can be measured on `machine`: none, said in one
+/// line, where SMT cannot be switched (the current state is measured); an error beside
+/// 1c1t-up.
 pub fn switchable_states(
     given: &[String],
     placements: &[smtlab_model::ResolvedPlacement],
     topo: &smtlab_model::Topology,
-    sysfs: &smtlab_control::Sysfs,
+    machine: &dyn Machine,
 ) -> Result<Vec<bool>> {
-    let mut states = smt_states(given)?;
-    if !states.is_empty() {
-        if placements.iter().any(|p| p.is_uniprocessor()) {
-            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
-        }
-        if let Some(why) = crate::settings::switch_refusal(sysfs) {
+    let states = smt_states(given)?;
+    if !states.is_empty() && placements.iter().any(|p| p.is_uniprocessor()) {
+        bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
+    }
+    match smtlab_runner::experiment::smt::switchable(machine, &states) {
+        Ok(states) => Ok(states),
+        Err(why) => {
             crate::term::note_fit(&format!(
                 "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
                 given.join(","),
                 topo.smt.control.as_deref().unwrap_or("absent")
             ));
-            states.clear();
+            Ok(Vec::new())
         }
     }
-    Ok(states)
 }
 
-/// Measures every group in each of `states` in turn (group 1 off, group 1 on, group 2
-/// off, ...) under `switch`, which puts the state found back at the end, on error
-/// (dropped) and on signals or SIGKILL (its watcher and guardian).
-pub fn smt_turns<G>(
-    mut switch: smtlab_control::SmtSwitch,
-    groups: &[G],
-    states: &[bool],
-    mut turn: impl FnMut(&G, bool) -> Result<Ended>,
-) -> Result<Ended> {
-    let mut ended = Ended::Complete;
-    'groups: for group in groups {
-        for &on in states {
-            switch
-                .set(on)
-                .with_context(|| format!("cannot switch SMT {}", smt_word(on)))?;
-            ended = turn(group, on)?;
-            if ended == Ended::Stopped {
-                break 'groups;
-            }
-        }
+/// The machine every command measures on, chosen once: this one, or with the hidden
+/// `--fake-machine[=DIR]` a [`FakeMachine`] whose tree lives in DIR or, without one, in
+/// a temporary directory removed when smtlab ends.
+pub struct Host {
+    machine: Box<dyn Machine>,
+    _tree: Option<tempfile::TempDir>,
+}
+
+impl Host {
+    pub fn new(fake: Option<&Path>) -> Result<Host> {
+        let Some(dir) = fake else {
+            return Ok(Host {
+                machine: Box::new(RealMachine),
+                _tree: None,
+            });
+        };
+        let (root, tree) = if dir.as_os_str().is_empty() {
+            let tree = tempfile::Builder::new()
+                .prefix("smtlab-fake-machine-")
+                .tempdir()
+                .context("cannot create the fake machine's directory")?;
+            (tree.path().to_path_buf(), Some(tree))
+        } else {
+            (dir.to_path_buf(), None)
+        };
+        let fake = FakeMachine::at(&root)
+            .with_context(|| format!("cannot build the fake machine in {}", root.display()))?;
+        Ok(Host {
+            machine: Box::new(fake),
+            _tree: tree,
+        })
     }
-    switch.finish().context("cannot put the SMT state back")?;
-    Ok(ended)
+
+    pub fn machine(&self) -> &dyn Machine {
+        self.machine.as_ref()
+    }
 }
 
-/// `cell` for the SMT state `on`: the state in its key, its placement resolved on the
-/// topology of that state (`1c2t` has no siblings with SMT off: skipped with the reason).
-pub fn smt_cell<'a>(
-    cell: &CellPlan<'a>,
-    on: bool,
-    topo: &smtlab_model::Topology,
-) -> Result<CellPlan<'a>> {
-    let mut key = cell.key.clone();
-    key.params.insert(SMT_KEY.into(), smt_word(on).into());
-    let spec = smtlab_placement::parse(&key.placement)?;
-    let placement = smtlab_placement::resolve(&spec, topo)
-        .map_err(|e| format!("with SMT {}: {e}", smt_word(on)));
-    Ok(CellPlan {
-        bench: cell.bench,
-        info: cell.info.clone(),
-        params: cell.params.clone(),
-        key,
-        placement,
-        work_unit: cell.work_unit.clone(),
-        warmup_samples: cell.warmup_samples,
-    })
+/// This program, as every run's environment names it.
+pub fn tool() -> Tool {
+    Tool {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: option_env!("SMTLAB_GIT_COMMIT").map(str::to_string),
+    }
+}
+
+/// The machine's topology now, or the one-line reason it cannot be read.
+pub fn topology(machine: &dyn Machine) -> Result<smtlab_model::Topology> {
+    Ok(machine.topology()?)
+}
+
+/// The measured overheads of the machine's clock, for the run's settings.
+pub fn overheads(machine: &dyn Machine) -> smtlab_model::result::Overheads {
+    smtlab_runner::measure_overheads(machine.clock())
 }
 
 /// The settings of `corun` and `penalty`: the machine, its CPUs and forms, the notes on
@@ -230,9 +213,11 @@ pub struct CorunSettings {
     pub cfg: smtlab_model::RunConfig,
 }
 
-pub fn corun_settings(common: &crate::args::CommonArgs) -> Result<CorunSettings> {
-    let topo = smtlab_topology::discover(std::path::Path::new("/"))
-        .context("cannot read this machine's CPU topology")?;
+pub fn corun_settings(
+    common: &crate::args::CommonArgs,
+    machine: &dyn Machine,
+) -> Result<CorunSettings> {
+    let topo = topology(machine)?;
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
     let (forms, notes) = smtlab_runner::experiment::corun::forms(&common.forms, &pair)?;
     if let Some(db) = &common.db
@@ -246,7 +231,7 @@ pub fn corun_settings(common: &crate::args::CommonArgs) -> Result<CorunSettings>
         smtlab_model::RunConfig::default()
     };
     smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(smtlab_runner::measure_overheads(&smtlab_runner::Monotonic));
+    cfg.known_overheads = Some(overheads(machine));
     cfg.counters = common.counters;
     Ok(CorunSettings {
         topo,
@@ -257,28 +242,60 @@ pub fn corun_settings(common: &crate::args::CommonArgs) -> Result<CorunSettings>
     })
 }
 
+/// The settings of `penalty`: those of the co-runs, the samples asked for, the task (a
+/// catalog benchmark or a command) and the hogs.
+pub fn penalty_settings(
+    args: &crate::args::PenaltyArgs,
+    machine: &dyn Machine,
+) -> Result<(
+    CorunSettings,
+    smtlab_runner::experiment::corun::Workload,
+    Vec<smtlab_runner::experiment::corun::Workload>,
+)> {
+    let (task, hogs) = smtlab_runner::experiment::corun::penalty_workloads(
+        args.task.as_deref(),
+        args.cmd.as_deref(),
+        &args.hogs,
+        &args.common.params,
+    )?;
+    if !(args.run_ms.is_finite() && args.run_ms > 0.0 && args.run_ms <= 10_000.0) {
+        bail!(
+            "--run-ms {}: expected a number of milliseconds in (0, 10000]",
+            args.run_ms
+        );
+    }
+    let mut s = corun_settings(&args.common, machine)?;
+    if let Err(why) = &s.pair.sibling {
+        s.notes.retain(|n| !n.starts_with("sibling form"));
+        s.notes.push(format!(
+            "single-thread penalty not measured ({why}); shown instead: the task alone and next to each hog on another core"
+        ));
+    }
+    s.cfg.min_samples = args.samples as usize;
+    s.cfg.max_samples = args.samples as usize;
+    Ok((s, task, hogs))
+}
+
 /// The settings of `util`: the database, the SMT states it can measure here (the state
 /// found when none can be switched, said in a note), the topology found, the run's
 /// settings and the notes on what this machine cannot do.
 pub struct UtilSettings {
     pub db: std::path::PathBuf,
-    pub sysfs: Sysfs,
     pub states: Vec<smtlab_runner::experiment::utilisation::SmtState>,
     pub topo0: smtlab_model::Topology,
     pub cfg: smtlab_model::RunConfig,
     pub notes: Vec<String>,
 }
 
-pub fn util_settings(args: &crate::args::UtilArgs) -> Result<UtilSettings> {
+pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Result<UtilSettings> {
     let mut states = smtlab_runner::experiment::utilisation::parse_states(&args.smt)?;
     let db = args.db.clone().unwrap_or_else(smtlab_store::default_path);
     if db.exists() {
         drop(smtlab_store::Store::open_existing(&db)?);
     }
     let mut notes: Vec<String> = Vec::new();
-    let sysfs = Sysfs::system();
     if let Some(why) = (!states.is_empty())
-        .then(|| crate::settings::switch_refusal(&sysfs))
+        .then(|| machine.switch_refusal())
         .flatten()
     {
         notes.push(format!(
@@ -290,8 +307,7 @@ pub fn util_settings(args: &crate::args::UtilArgs) -> Result<UtilSettings> {
     if states.is_empty() {
         states.push(None);
     }
-    let topo0 = smtlab_topology::discover(std::path::Path::new("/"))
-        .context("cannot read this machine's CPU topology")?;
+    let topo0 = topology(machine)?;
     if args.placement.is_none() && states == [None] && !topo0.smt_visible() {
         let why = format!(
             "no SMT visible (smt/control: {}): the load runs on 2c1t, not 1c2t",
@@ -310,11 +326,10 @@ pub fn util_settings(args: &crate::args::UtilArgs) -> Result<UtilSettings> {
         ..smtlab_model::RunConfig::default()
     };
     smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(smtlab_runner::measure_overheads(&smtlab_runner::Monotonic));
+    cfg.known_overheads = Some(overheads(machine));
     cfg.counters = args.counters;
     Ok(UtilSettings {
         db,
-        sysfs,
         states,
         topo0,
         cfg,
@@ -322,134 +337,53 @@ pub fn util_settings(args: &crate::args::UtilArgs) -> Result<UtilSettings> {
     })
 }
 
-/// For a uniprocessor placement (`1c1t-up`), takes every CPU but the placement's one
-/// offline until the returned guard drops; `None` for every other placement.
-pub fn enter_uniprocessor(
-    placement: &smtlab_model::ResolvedPlacement,
-    client_side: bool,
-) -> Result<Option<smtlab_control::SmtSwitch>> {
-    if !placement.is_uniprocessor() {
-        return Ok(None);
-    }
-    if client_side {
-        bail!(
-            "{} leaves no CPU online for the client side of this benchmark",
-            placement.name
-        );
-    }
-    let cpu = placement.cpus[0];
-    let up = smtlab_control::uniprocessor(Sysfs::system(), cpu)
-        .with_context(|| format!("{}: cannot leave only CPU {cpu} online", placement.name))?;
-    Ok(Some(up))
+/// The topology of the machine, or of the saved tree given with `--sysfs`.
+pub fn load_topology(
+    arg: &crate::args::SysfsArg,
+    machine: &dyn Machine,
+) -> Result<smtlab_model::Topology> {
+    let Some(root) = arg.sysfs.as_deref() else {
+        return topology(machine);
+    };
+    smtlab_topology::discover(root)
+        .with_context(|| format!("cannot read the CPU topology under {}", root.display()))
 }
 
-/// Refuses a `bench` with `1c1t-up` placements before anything is measured when the
-/// other CPUs could not be taken offline (not root, a CPU without hotplug).
-pub fn check_uniprocessor(placements: &[smtlab_model::ResolvedPlacement]) -> Result<()> {
-    for p in placements.iter().filter(|p| p.is_uniprocessor()) {
-        smtlab_control::uniprocessor_plan(&Sysfs::system(), p.cpus[0])
-            .with_context(|| format!("{}: cannot leave only CPU {} online", p.name, p.cpus[0]))?;
+/// The client-side rule of `--client-cpus`, `--client-share` and `--client-siblings`.
+pub fn client_rule(args: &crate::args::ClientArgs) -> smtlab_placement::ClientRule {
+    use smtlab_placement::ClientRule;
+    match (&args.client_cpus, args.client_siblings) {
+        (Some(cpus), _) => ClientRule::Cpus {
+            cpus: cpus.clone(),
+            shared: args.client_share,
+        },
+        (None, true) => ClientRule::AllowSiblings,
+        (None, false) => ClientRule::Apart,
     }
-    Ok(())
 }
 
-/// [`smtlab_runner::session::Session::cell_state`] for the commands that measure: enters
-/// the uniprocessor state for a `1c1t-up` cell and restores it when the cell ends.
-pub fn cell_state(
-    placement: &smtlab_model::ResolvedPlacement,
-    client_side: bool,
-) -> std::result::Result<Option<Box<dyn std::any::Any>>, String> {
-    enter_uniprocessor(placement, client_side)
-        .map(|g| g.map(|g| Box::new(g) as Box<dyn std::any::Any>))
-        .map_err(|e| format!("{e:#}"))
+/// The results database: `--db`, else the default path.
+pub fn db_path(arg: &crate::args::DbArg) -> std::path::PathBuf {
+    arg.db.clone().unwrap_or_else(smtlab_store::default_path)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::fs;
-
-    use smtlab_control::SmtSwitch;
-    use smtlab_control::guard::Protection;
-
     use super::*;
 
-    /// Two cores of two siblings (CPUs 0,1 and 2,3), SMT control `on`.
-    fn tree() -> (tempfile::TempDir, Sysfs) {
-        let dir = smtlab_fixtures::sysfs::smt_tree(Some("on"), 2);
-        let sysfs = Sysfs::at(dir.path());
-        (dir, sysfs)
-    }
-
-    fn control(sysfs: &Sysfs) -> String {
-        fs::read_to_string(sysfs.control_path())
-            .unwrap()
-            .trim()
-            .to_string()
-    }
-
-    fn switch(sysfs: &Sysfs) -> SmtSwitch {
-        let quiet = Protection {
-            guardian: false,
-            signals: false,
-        };
-        SmtSwitch::with_protection(sysfs.clone(), quiet).unwrap()
-    }
-
     #[test]
-    fn states_parse_in_order_and_refuse_repeats() {
-        let s = |v: &[&str]| smt_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
-        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
-        assert_eq!(s(&["on", "off"]).unwrap(), vec![true, false]);
-        assert_eq!(s(&["off"]).unwrap(), vec![false]);
-        assert!(s(&["both", "on"]).is_err());
-        assert!(s(&["maybe"]).is_err());
-    }
-
-    #[test]
-    fn states_take_turns_per_group_and_the_state_is_restored() {
-        let (_d, sysfs) = tree();
-        let mut seen = Vec::new();
-        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[false, true], |g, on| {
-            seen.push((g.to_string(), on, control(&sysfs)));
-            Ok(Ended::Complete)
-        })
-        .unwrap();
-        assert_eq!(ended, Ended::Complete);
-        let want = [("a", false), ("a", true), ("b", false), ("b", true)];
-        assert_eq!(seen.len(), want.len());
-        for ((g, on, ctl), (wg, won)) in seen.iter().zip(want) {
-            assert_eq!((g.as_str(), *on), (wg, won));
-            assert_eq!(
-                ctl,
-                smt_word(won),
-                "smt/control during {g} SMT {}",
-                smt_word(won)
-            );
-        }
-        assert_eq!(control(&sysfs), "on");
-    }
-
-    #[test]
-    fn an_error_or_a_stop_mid_run_restores_the_state() {
-        let (_d, sysfs) = tree();
-        fs::write(sysfs.control_path(), "off\n").unwrap();
-        let err = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |g, on| {
-            if *g == "a" && on {
-                bail!("benchmark failed")
-            }
-            Ok(Ended::Complete)
-        });
-        assert!(err.is_err());
-        assert_eq!(control(&sysfs), "off");
-
-        let mut turns = 0;
-        let ended = smt_turns(switch(&sysfs), &["a", "b"], &[true, false], |_, _| {
-            turns += 1;
-            Ok(Ended::Stopped)
-        })
-        .unwrap();
-        assert_eq!((ended, turns), (Ended::Stopped, 1));
-        assert_eq!(control(&sysfs), "off");
+    fn the_fake_machine_lives_in_a_temporary_tree_for_the_process_or_in_the_dir_given() {
+        let host = Host::new(Some(Path::new(""))).unwrap();
+        let root = host.machine().root().to_path_buf();
+        assert!(root.join("sys/devices/system/cpu/cpu1/online").is_file());
+        assert_eq!(host.machine().topology().unwrap().cpus.to_vec(), [0, 1]);
+        drop(host);
+        assert!(!root.exists(), "the temporary tree goes with smtlab");
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("m");
+        drop(Host::new(Some(&kept)).unwrap());
+        assert!(kept.join("sys/devices/system/cpu/smt/control").is_file());
+        assert_eq!(Host::new(None).unwrap().machine().root(), Path::new("/"));
     }
 
     #[test]

@@ -13,7 +13,11 @@ use smtlab_model::{
 use smtlab_runner::session::{Measured, SessionObserver};
 use smtlab_store::{Lease, Store};
 
-use crate::settings::unix_now_s;
+use smtlab_runner::experiment::corun::{self as exp, CorunPlan};
+use smtlab_runner::machine::Machine;
+
+use crate::args::CommonArgs;
+use crate::settings::{CorunSettings, unix_now_s};
 
 /// A cell as the printer sees it.
 pub enum Shown<'a> {
@@ -100,7 +104,7 @@ impl<'p> StoreSink<'p> {
                 self.path.display()
             ));
         } else {
-            crate::term::note_fit(&crate::cmd::saved_line(self.run_id, &self.path, db_arg));
+            crate::term::note_fit(&saved_line(self.run_id, &self.path, db_arg));
         }
         Ok(self)
     }
@@ -145,24 +149,54 @@ impl SessionObserver for StoreSink<'_> {
     }
 }
 
+/// A co-run plan (`corun`, `penalty`) measured into a new run of `suite`, each cell
+/// saved and shown by `printer`; the sink with every cell, and whether a signal
+/// stopped it.
+pub fn measure_corun<'p>(
+    machine: &dyn Machine,
+    s: &CorunSettings,
+    common: &CommonArgs,
+    suite: &'static str,
+    plan: &CorunPlan,
+    printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
+) -> Result<(StoreSink<'p>, bool)> {
+    let measuring = Measuring::new(machine, s.cfg.clone(), common.json)?;
+    let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
+    let run = NewRun {
+        suite,
+        environment: machine.environment(&s.topo, &crate::settings::tool()),
+        topology: s.topo.clone(),
+        config: s.cfg.clone(),
+        notes: s.notes.clone(),
+        plan: plan.iter().flatten().map(|c| c.key.clone()).collect(),
+    };
+    let mut sink = StoreSink::begin(&db, run, printer)?;
+    let ended = exp::measure(&measuring.engine(), &s.topo, plan, &mut sink);
+    let stopped = measuring.stopped(ended);
+    Ok((sink.finish(stopped, common.db.as_deref())?, stopped))
+}
+
 /// The exit code of a command a signal stopped (as `run`'s).
 pub const INTERRUPTED_EXIT: u8 = 130;
 
-/// How an experiment measures here: its settings, counting (`--counters`) and the stop
-/// flag every signal sets.
-pub struct Measuring {
+/// How an experiment measures here: the machine, its settings, counting (`--counters`)
+/// and the stop flag every signal sets.
+pub struct Measuring<'m> {
+    pub machine: &'m dyn smtlab_runner::machine::Machine,
     pub cfg: RunConfig,
     pub counting: Option<smtlab_runner::counting::CountingSetup>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl Measuring {
+impl<'m> Measuring<'m> {
     /// Probes counting when `cfg.counters` asks for it (its notes said unless `quiet`)
     /// and installs the stop flag.
-    pub fn new(cfg: RunConfig, quiet: bool) -> Result<Self> {
-        let counting = cfg
-            .counters
-            .then(smtlab_runner::counting::CountingSetup::probe);
+    pub fn new(
+        machine: &'m dyn smtlab_runner::machine::Machine,
+        cfg: RunConfig,
+        quiet: bool,
+    ) -> Result<Self> {
+        let counting = cfg.counters.then(|| machine.counting_setup());
         if let Some(setup) = &counting
             && !quiet
         {
@@ -171,6 +205,7 @@ impl Measuring {
             }
         }
         Ok(Measuring {
+            machine,
             cfg,
             counting,
             stop: crate::settings::stop_on_signals()?,
@@ -178,23 +213,128 @@ impl Measuring {
     }
 
     pub fn engine(&self) -> smtlab_runner::experiment::Engine<'_> {
-        smtlab_runner::experiment::Engine {
-            cfg: &self.cfg,
-            clock: &smtlab_runner::Monotonic,
-            counting: self
-                .counting
-                .as_ref()
-                .map(|setup| smtlab_runner::session::Counting {
-                    setup,
-                    backend: &smtlab_runner::counting::Machine,
-                }),
-            stop: &self.stop,
-        }
+        smtlab_runner::experiment::Engine::new(
+            self.machine,
+            &self.cfg,
+            self.counting.as_ref(),
+            &self.stop,
+        )
     }
 
     /// Whether a session that ended so was stopped by a signal (not by its sink).
     pub fn stopped(&self, ended: smtlab_runner::session::Ended) -> bool {
         ended == smtlab_runner::session::Ended::Stopped
             && self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A finished run as it is stored: the plan is every measured cell, then every skipped
+/// one, and the command line is this process's.
+#[allow(clippy::too_many_arguments)]
+pub fn finished_run(
+    suite: Option<&str>,
+    started_unix_s: u64,
+    environment: smtlab_model::Environment,
+    topology: Topology,
+    config: smtlab_model::RunConfig,
+    notes: Vec<String>,
+    cells: Vec<smtlab_model::CellRecord>,
+    skipped: Vec<smtlab_model::SkippedCell>,
+) -> smtlab_model::RunResults {
+    use smtlab_model::{CellRecord, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus};
+    RunResults {
+        schema: RESULTS_SCHEMA.to_string(),
+        run: RunMeta {
+            id: 0,
+            started_unix_s,
+            finished_unix_s: Some(unix_now_s()),
+            status: RunStatus::Finished,
+            command_line: std::env::args().collect(),
+            suite: suite.map(Into::into),
+            environment,
+            topology,
+            config,
+            plan: cells
+                .iter()
+                .map(CellRecord::key)
+                .chain(skipped.iter().map(|s| s.key.clone()))
+                .collect(),
+            notes,
+        },
+        cells,
+        skipped,
+    }
+}
+
+/// Where run `id` was stored and the command that reports it (`db_arg`: the `--db`
+/// given, repeated in the command).
+pub fn saved_line(id: i64, path: &Path, db_arg: Option<&Path>) -> String {
+    format!(
+        "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
+        path.display(),
+        db_arg
+            .map(|p| format!(" --db {}", p.display()))
+            .unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_model::{CellKey, Environment, RESULTS_SCHEMA, RunConfig, RunStatus, SkippedCell};
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::verdict::tests::cell;
+
+    #[test]
+    fn a_finished_run_plans_its_measured_cells_then_its_skipped_ones() {
+        let cells = vec![
+            cell("spin", &[], "1c1t", &[1.0, 1.1, 0.9]),
+            cell("spin", &[], "2c1t", &[2.0, 2.1, 1.9]),
+        ];
+        let skipped = vec![SkippedCell {
+            key: CellKey {
+                benchmark: "spin".into(),
+                params: Default::default(),
+                placement: "1c2t".into(),
+            },
+            reason: "no SMT visible".into(),
+        }];
+        let topo = smtlab_fixtures::build::one_cpu_per_core(&[0, 1]);
+        let r = finished_run(
+            Some("exec"),
+            7,
+            Environment::default(),
+            topo.clone(),
+            RunConfig::default(),
+            vec!["a note".into()],
+            cells.clone(),
+            skipped.clone(),
+        );
+        let placements: Vec<&str> = r.run.plan.iter().map(|k| k.placement.as_str()).collect();
+        assert_eq!(placements, ["1c1t", "2c1t", "1c2t"]);
+        assert_eq!(r.schema, RESULTS_SCHEMA);
+        assert_eq!((r.run.id, r.run.status), (0, RunStatus::Finished));
+        assert_eq!(r.run.started_unix_s, 7);
+        assert!(r.run.finished_unix_s.is_some_and(|f| f >= 7));
+        assert_eq!(r.run.suite.as_deref(), Some("exec"));
+        assert!(!r.run.command_line.is_empty());
+        assert_eq!(r.run.topology, topo);
+        assert_eq!(r.run.notes, ["a note"]);
+        assert_eq!((r.cells, r.skipped), (cells, skipped));
+    }
+
+    #[test]
+    fn the_saved_line_repeats_the_db_given() {
+        let path = Path::new("/tmp/x.db");
+        assert_eq!(
+            saved_line(3, path, None),
+            "saved as run 3 in /tmp/x.db. Report: smtlab report 3 -o report.html"
+        );
+        assert_eq!(
+            saved_line(3, path, Some(Path::new("x.db"))),
+            "saved as run 3 in /tmp/x.db. Report: smtlab report 3 --db x.db -o report.html"
+        );
     }
 }

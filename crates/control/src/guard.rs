@@ -344,3 +344,26 @@ pub fn uniprocessor(sysfs: Sysfs, cpu: u32) -> Result<SmtSwitch, ControlError> {
     switch.offline_all_but(cpu)?;
     Ok(switch)
 }
+
+/// Why SMT cannot be switched in `sysfs`, if it cannot: its state cannot be read, it has
+/// no `smt/control`, the control cannot be switched (`forceoff`, `notsupported`, ...),
+/// or switching needs root and smtlab is not.
+pub fn switch_refusal(sysfs: &Sysfs) -> Option<String> {
+    let state = match state::read(sysfs) {
+        Ok(s) => s,
+        Err(e) => return Some(e.to_string()),
+    };
+    let Some(control) = &state.control else {
+        return Some("the kernel has no smt/control".into());
+    };
+    if let Some(e) = control.refusal() {
+        return Some(e.to_string());
+    }
+    if sysfs
+        .check_root("switching SMT", &sysfs.control_path())
+        .is_err()
+    {
+        return Some("switching SMT needs root".into());
+    }
+    None
+}

@@ -29,8 +29,10 @@
 //!   snapshot back and exits.
 //!
 //! Everything takes the sysfs root as a parameter ([`Sysfs`]), so tests run against fake
-//! trees in temporary directories; writes into such a tree only change files.
+//! trees in temporary directories; writes into such a tree only change files, or also do
+//! what the kernel would ([`Sysfs::emulating_kernel`], [`emulation`]: a fake machine).
 
+pub mod emulation;
 pub mod error;
 pub mod guard;
 pub mod guardian;
@@ -39,6 +41,6 @@ pub mod state;
 pub mod sysfs;
 
 pub use error::ControlError;
-pub use guard::{SmtSwitch, uniprocessor, uniprocessor_plan};
+pub use guard::{SmtSwitch, switch_refusal, uniprocessor, uniprocessor_plan};
 pub use state::{CoreThreads, SmtControl, SmtState};
 pub use sysfs::Sysfs;

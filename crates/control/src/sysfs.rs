@@ -18,6 +18,9 @@ pub struct Sysfs {
     euid: u32,
     /// Whether writes need root (this machine's sysfs; not a fake tree).
     root_required: bool,
+    /// Whether writes have the kernel's side effects done to the tree
+    /// ([`crate::emulation`]): a fake machine's tree.
+    emulate_kernel: bool,
 }
 
 impl Sysfs {
@@ -36,7 +39,23 @@ impl Sysfs {
             // SAFETY: geteuid has no preconditions and cannot fail.
             euid: unsafe { libc::geteuid() },
             root_required: false,
+            emulate_kernel: false,
         }
+    }
+
+    /// The tree under `root`, whose writes do to it what the kernel would do to its own
+    /// (SMT control takes the secondary threads offline and back; see
+    /// [`crate::emulation`]): the SMT and hotplug files of a fake machine.
+    pub fn emulating_kernel(root: impl Into<PathBuf>) -> Self {
+        Sysfs {
+            emulate_kernel: true,
+            ..Self::at(root)
+        }
+    }
+
+    /// Whether this is a fake tree that emulates the kernel.
+    pub fn emulates_kernel(&self) -> bool {
+        self.emulate_kernel
     }
 
     /// The same tree as seen by user `euid` (tests of the not-root path).
@@ -121,11 +140,22 @@ impl Sysfs {
     /// `what` says what the write is for, in errors.
     pub fn write(&self, what: &str, path: &Path, value: &str) -> Result<(), ControlError> {
         use std::io::Write;
-        let result = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(value.as_bytes()));
+        let checked = match self.emulate_kernel {
+            true => crate::emulation::check(self, path, value),
+            false => Ok(()),
+        };
+        let result = checked
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(path)
+            })
+            .and_then(|mut f| f.write_all(value.as_bytes()))
+            .and_then(|()| match self.emulate_kernel {
+                true => crate::emulation::after(self, path, value),
+                false => Ok(()),
+            });
         result.map_err(|e| write_error(what, path.to_path_buf(), value, e, self.euid))
     }
 

@@ -211,3 +211,69 @@ fn a_dismissed_guardian_writes_nothing() {
     g.dismiss();
     assert_eq!(read(&sysfs.control_path()), "off");
 }
+
+#[test]
+fn an_emulating_tree_does_what_the_kernel_does_on_smt_control_and_hotplug() {
+    let dir = smtlab_fixtures::sysfs::smt_tree(Some("on"), 2);
+    let sysfs = Sysfs::emulating_kernel(dir.path());
+    let active = || read(&sysfs.active_path());
+    let mut switch = SmtSwitch::with_protection(sysfs.clone(), QUIET).unwrap();
+    switch.set(false).unwrap();
+    assert_eq!(
+        (online(&sysfs, 1), online(&sysfs, 2), online(&sysfs, 3)),
+        ("0".into(), "1".into(), "0".into())
+    );
+    assert_eq!(active(), "0");
+    let s = smtlab_control::state::read(&sysfs).unwrap();
+    assert_eq!(s.online, vec![0, 2]);
+    // SMT off keeps secondary threads offline, as the kernel does.
+    let e = sysfs
+        .write("bringing CPU 1 online", &sysfs.online_path(1), "1")
+        .unwrap_err();
+    assert!(e.to_string().contains("cpu1/online"), "{e}");
+    switch.set(true).unwrap();
+    assert_eq!(
+        (online(&sysfs, 1), online(&sysfs, 3)),
+        ("1".into(), "1".into())
+    );
+    assert_eq!(active(), "1");
+    switch.offline_all_but(0).unwrap();
+    assert_eq!(smtlab_control::state::read(&sysfs).unwrap().online, vec![0]);
+    assert_eq!(active(), "0");
+    switch.finish().unwrap();
+    assert_eq!(
+        smtlab_control::state::read(&sysfs).unwrap().online,
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(active(), "1");
+    // A plain tree only changes the file written.
+    let (_d, plain) = tree(Some("on"), 1);
+    plain.write("x", &plain.control_path(), "off").unwrap();
+    assert_eq!(online(&plain, 1), "1");
+}
+
+#[test]
+fn switch_refusal_says_why_or_nothing() {
+    let (_d, sysfs) = tree(Some("on"), 1);
+    assert_eq!(smtlab_control::switch_refusal(&sysfs), None);
+    let not_root = sysfs.clone().as_user(1000);
+    assert!(smtlab_control::switch_refusal(&not_root).is_some_and(|w| w.contains("root")));
+    let (_d, none) = tree(None, 1);
+    assert!(smtlab_control::switch_refusal(&none).is_some_and(|w| w.contains("smt/control")));
+    let (_d, ns) = tree(Some("notsupported"), 1);
+    assert!(smtlab_control::switch_refusal(&ns).is_some_and(|w| w.contains("notsupported")));
+}
+
+#[test]
+fn an_emulating_tree_keeps_a_journal_of_the_writes_it_took() {
+    let dir = smtlab_fixtures::sysfs::smt_tree(Some("on"), 1);
+    let sysfs = Sysfs::emulating_kernel(dir.path());
+    let mut switch = SmtSwitch::with_protection(sysfs.clone(), QUIET).unwrap();
+    switch.offline_all_but(0).unwrap();
+    switch.finish().unwrap();
+    let journal = fs::read_to_string(dir.path().join(smtlab_control::emulation::JOURNAL)).unwrap();
+    assert_eq!(
+        journal,
+        "sys/devices/system/cpu/cpu1/online 0\nsys/devices/system/cpu/cpu1/online 1\n"
+    );
+}

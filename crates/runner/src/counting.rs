@@ -263,7 +263,7 @@ pub enum CountingError {
     NeverClosed,
 }
 
-/// Where a cell's counting comes from: the machine ([`Machine`]) or fakes in tests.
+/// Where a cell's counting comes from: the machine ([`Perf`]) or fakes in tests.
 pub trait CountingBackend: Send + Sync {
     /// Counters of the calling thread and everything it starts later (`inherit`).
     fn open_counters(&self) -> Result<Box<dyn CounterSource>, String>;
@@ -287,9 +287,9 @@ pub trait CountingBackend: Send + Sync {
 
 /// The real machine: perf_event counters, `/proc/stat`, tracefs.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Machine;
+pub struct Perf;
 
-impl CountingBackend for Machine {
+impl CountingBackend for Perf {
     fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
         let target = CounterTarget::Thread {
             tid: 0,
@@ -352,7 +352,7 @@ pub struct CellCounting {
 impl CellCounting {
     /// [`CellCounting::begin_with`] on the real machine and clock.
     pub fn begin(setup: &CountingSetup, cpus: &CpuSet, sampler_cpu: Option<u32>) -> CellCounting {
-        CellCounting::begin_with(setup, &Machine, cpus, sampler_cpu)
+        CellCounting::begin_with(setup, &Perf, cpus, sampler_cpu)
     }
 
     /// Starts the `/proc/stat` sampler on `cpus` (the placement's CPUs; pinned to

@@ -37,8 +37,16 @@
 //! cells (client side, counters around each cell's own samples, rounds, interleaving:
 //! one sample of each cell in turn, so their ratio is not skewed by the machine changing
 //! speed between them) on a thread per cell and pushes records and skipped cells to its
-//! observer as they are done. [`experiment`] plans the co-run groups of `corun` and
-//! `penalty` and the rate curves of `util` as session cells. [`exec::CommandBench`] makes a user's command a benchmark.
+//! observer as they are done. [`experiment`] measures groups of cells in each SMT state
+//! ([`experiment::smt`], for every command) and plans the co-run groups of `corun` and
+//! `penalty` and the rate curves of `util` as session cells. [`exec::CommandBench`]
+//! makes a user's command a benchmark.
+//!
+//! Everything asked of the machine (its topology, SMT control and CPU hotplug, the
+//! clock, the counting backend, the environment, a cell's system state) goes through
+//! one seam, [`machine::Machine`]: [`machine::RealMachine`] is this machine,
+//! [`machine::FakeMachine`] a fake one with SMT siblings, so every command's path runs
+//! in tests.
 //!
 //! The runner never prints: it pushes [`Event`]s to an [`Observer`]. Time comes from a
 //! [`Clock`], so tests drive everything with a [`FakeClock`] and fake instances.
@@ -53,6 +61,7 @@ pub mod counting;
 pub mod error;
 pub mod exec;
 pub mod experiment;
+pub mod machine;
 mod measure;
 pub mod observer;
 pub mod plan;

@@ -57,6 +57,7 @@ use crate::clock::Clock;
 use crate::config::RunConfig;
 use crate::counting::{CellCounting, CountingBackend, CountingSetup, SAMPLES_WINDOW};
 use crate::error::RunError;
+use crate::machine::{CellGuard, Machine};
 use crate::measure::Measurement;
 use crate::observer::{Event, Observer};
 use crate::result::CellResult;
@@ -141,16 +142,12 @@ pub struct Session<'a> {
     pub interleave: bool,
     /// Set (by a signal handler, say) to stop; the cells in progress are not recorded.
     pub stop: &'a AtomicBool,
-    /// Puts the system into the state a cell's placement needs (the uniprocessor
-    /// baseline takes the other CPUs offline) and returns a guard that puts it back when
-    /// the cell ends; an error skips the cell with that reason.
-    pub cell_state: Option<&'a CellState>,
+    /// The machine whose system state each cell enters for its life
+    /// ([`Machine::enter_cell`]: `1c1t-up` takes the other CPUs offline, and its guard
+    /// brings them back when the cell ends); an error skips the cell with its reason.
+    /// `None`: cells change nothing.
+    pub system: Option<&'a dyn Machine>,
 }
-
-/// See [`Session::cell_state`]: given the placement and whether the benchmark has a
-/// client side, a guard to keep for the cell's lifetime.
-pub type CellState =
-    dyn Fn(&ResolvedPlacement, bool) -> Result<Option<Box<dyn std::any::Any>>, String> + Sync;
 
 /// Commands from the session to a cell's thread.
 enum Cmd {
@@ -424,13 +421,15 @@ impl Session<'_> {
         let client =
             crate::client::client_for(plan.bench, self.topo, &placement, &self.client_rule);
         // Kept to the end of the cell: dropping it restores what it changed.
-        let state = match self.cell_state {
-            Some(enter) => enter(&placement, plan.bench.client_side()),
-            None => Ok(None),
+        let state = match self.system {
+            Some(machine) => machine
+                .enter_cell(&placement, plan.bench.client_side())
+                .map_err(|e| e.to_string()),
+            None => Ok(CellGuard::Unchanged),
         };
         let (client, _state) = match (client, state) {
             (Ok(c), Ok(s)) => (Ok(c), s),
-            (Err(e), _) | (_, Err(e)) => (Err(e), None),
+            (Err(e), _) | (_, Err(e)) => (Err(e), CellGuard::Unchanged),
         };
         let client: Option<ClientSide> = match client {
             Ok(c) => c,

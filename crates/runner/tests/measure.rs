@@ -758,7 +758,7 @@ fn interleave(
         repeat: 1,
         interleave: true,
         stop: &stop,
-        cell_state: None,
+        system: None,
     }
     .run(vec![group], &mut results);
     results.0

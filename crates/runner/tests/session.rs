@@ -253,7 +253,7 @@ fn session<'a>(
         repeat: 1,
         interleave: false,
         stop,
-        cell_state: None,
+        system: None,
     }
 }
 

@@ -4,8 +4,8 @@
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use super::emit;
 use crate::args::{Cli, CompletionsArgs};
+use crate::output::emit;
 
 pub fn completions(args: &CompletionsArgs) -> Result<()> {
     emit(&completion_script(args.shell))

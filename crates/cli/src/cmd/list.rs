@@ -3,8 +3,8 @@
 use anyhow::Result;
 use smtlab_model::BenchInfo;
 
-use super::{emit, json_text};
 use crate::args::ListArgs;
+use crate::output::{emit, json_text};
 use crate::render::table::{Layout, Table};
 
 pub fn run(args: &ListArgs) -> Result<()> {

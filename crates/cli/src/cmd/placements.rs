@@ -6,19 +6,11 @@ use anyhow::Result;
 use serde::Serialize;
 use smtlab_model::{PlacementSpec, ResolvedPlacement, Topology};
 
-use super::{emit, json_text, load_topology};
 use crate::args::PlacementsArgs;
+use crate::output::{emit, json_text};
 use crate::render;
-
-/// One line of the listing: a placement and what it resolved to, or why it cannot be.
-#[derive(Debug, Serialize)]
-pub struct Entry {
-    pub spec: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub placement: Option<ResolvedPlacement>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+use crate::render::placements::Entry;
+use crate::settings::load_topology;
 
 #[derive(Serialize)]
 struct Listing<'a> {
@@ -29,8 +21,11 @@ struct Listing<'a> {
 
 /// Lists the placements; exits 1 when a placement the user named cannot be satisfied on
 /// this machine (the standard set lists what does not fit without failing).
-pub fn run(args: &PlacementsArgs) -> Result<ExitCode> {
-    let topo = load_topology(&args.sysfs)?;
+pub fn run(
+    args: &PlacementsArgs,
+    machine: &dyn smtlab_runner::machine::Machine,
+) -> Result<ExitCode> {
+    let topo = load_topology(&args.sysfs, machine)?;
     let asked = crate::settings::split_placements(&args.placements);
     let entries = entries(&topo, &asked)?;
     if args.json {

@@ -6,8 +6,8 @@ use anyhow::{Context, Result, bail};
 use smtlab_model::{RESULTS_SCHEMA, RunResults};
 use smtlab_store::Store;
 
-use super::emit;
 use crate::args::{CompareArgs, ReportArgs, RunsArgs};
+use crate::output::emit;
 use crate::render;
 
 fn db_path(db: &Option<PathBuf>) -> PathBuf {
@@ -63,7 +63,7 @@ pub fn runs(args: &RunsArgs) -> Result<()> {
                 })
             })
             .collect();
-        return emit(&super::json_text(&rows)?);
+        return emit(&crate::output::json_text(&rows)?);
     }
     emit(&render::report::runs_table(
         &list,

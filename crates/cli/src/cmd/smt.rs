@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use smtlab_control::{SmtControl, SmtState, SmtSwitch, Sysfs};
-use smtlab_model::CpuSet;
+use smtlab_control::{SmtState, SmtSwitch, Sysfs};
 
-use super::{emit, json_text};
 use crate::args::{SmtArgs, SmtWord};
+use crate::output::{emit, json_text};
+use crate::render::smt::{control_word, cores_line, describe, list};
 
 #[derive(Serialize)]
 struct StateJson<'a> {
@@ -20,10 +20,10 @@ struct StateJson<'a> {
     offline: Vec<u32>,
 }
 
-pub fn run(args: &SmtArgs) -> Result<()> {
+pub fn run(args: &SmtArgs, machine: &dyn smtlab_runner::machine::Machine) -> Result<()> {
     let sysfs = match &args.sysfs.sysfs {
         Some(dir) => Sysfs::at(dir),
-        None => Sysfs::system(),
+        None => machine.sysfs(),
     };
     let Some(word) = args.switch else {
         let state = smtlab_control::state::read(&sysfs)?;
@@ -85,55 +85,4 @@ pub fn run(args: &SmtArgs) -> Result<()> {
     }
     switch.keep();
     emit(&format!("{summary}\n"))
-}
-
-fn control_word(state: &SmtState) -> &str {
-    state.control.as_ref().map_or("absent", SmtControl::as_str)
-}
-
-fn list(cpus: &[u32]) -> String {
-    if cpus.is_empty() {
-        return "none".into();
-    }
-    cpus.iter().copied().collect::<CpuSet>().to_list_string()
-}
-
-fn cores_line(state: &SmtState) -> String {
-    match state.threads_per_core() {
-        None => "no cores online".into(),
-        Some((lo, hi)) if lo == hi => format!(
-            "{} cores x {lo} thread{} online",
-            state.cores.len(),
-            if lo == 1 { "" } else { "s" }
-        ),
-        Some((lo, hi)) => format!("{} cores, {lo}-{hi} threads online each", state.cores.len()),
-    }
-}
-
-fn describe(state: &SmtState) -> String {
-    let control = match &state.control {
-        None => "absent (no smt/control: kernel before 4.19 or without CONFIG_HOTPLUG_SMT)".into(),
-        Some(SmtControl::On) => "on (switch with `smtlab smt off`, as root)".into(),
-        Some(SmtControl::Off) => "off (switch with `smtlab smt on`, as root)".into(),
-        Some(SmtControl::ForceOff) => "forceoff (off until reboot: nosmt=force)".into(),
-        Some(SmtControl::NotSupported) => {
-            "notsupported (the CPU or hypervisor shows no SMT siblings; nothing to switch)".into()
-        }
-        Some(SmtControl::NotImplemented) => {
-            "notimplemented (this kernel cannot switch SMT here)".into()
-        }
-        Some(SmtControl::Other(v)) => format!("{v} (not a value smtlab knows)"),
-    };
-    let active = match state.active {
-        None => "unknown (no smt/active)",
-        Some(true) => "yes (some core has more than one thread online)",
-        Some(false) => "no (one thread online per core)",
-    };
-    format!(
-        "SMT control  {control}\nSMT active   {active}\nCPUs online  {} (offline: {}; can go offline: {})\nCores        {}\n",
-        list(&state.online),
-        list(&state.offline()),
-        list(&state.hotpluggable),
-        cores_line(state),
-    )
 }

@@ -2,12 +2,13 @@
 
 use anyhow::{Context, Result};
 
-use super::{emit, json_text, load_topology};
 use crate::args::{TopoArgs, TopoView};
+use crate::output::{emit, json_text};
 use crate::render;
+use crate::settings::load_topology;
 
-pub fn run(args: &TopoArgs) -> Result<()> {
-    let topo = load_topology(&args.sysfs)?;
+pub fn run(args: &TopoArgs, machine: &dyn smtlab_runner::machine::Machine) -> Result<()> {
+    let topo = load_topology(&args.sysfs, machine)?;
     if let Some(path) = &args.svg {
         std::fs::write(path, render::topo::svg(&topo))
             .with_context(|| format!("cannot write {}", path.display()))?;

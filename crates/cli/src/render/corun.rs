@@ -191,3 +191,43 @@ pub fn summary_text(results: &RunResults) -> String {
 
 /// What the curve's columns mean, under its table.
 pub const UTIL_FOOTER: &str = "busy = user + system + irq/softirq/steal of the placement's CPUs (all processes on them); % of max = achieved throughput over the maximum measured interleaved with the steps\n";
+
+/// The line `util` prints before the curve of one SMT state.
+pub fn util_state_line(
+    state: smtlab_runner::experiment::smt::SmtState,
+    placed: &smtlab_model::ResolvedPlacement,
+    args: &crate::args::UtilArgs,
+) -> String {
+    format!(
+        "SMT {}: open-loop load on {} (CPUs {:?}), {} steps of {} ms per rate, {} us jobs\n",
+        smtlab_runner::experiment::smt::state_label(state),
+        placed.name,
+        placed.cpus,
+        args.samples,
+        args.step_ms,
+        args.job_us
+    )
+}
+
+/// The line `penalty` prints before measuring: the task, its work per run, the CPU, the
+/// runs per cell and the hogs.
+pub fn penalty_header(
+    task: &smtlab_runner::experiment::corun::Workload,
+    fixed: u64,
+    hogs: &[smtlab_runner::experiment::corun::Workload],
+    s: &crate::settings::CorunSettings,
+    samples: u32,
+) -> String {
+    format!(
+        "penalty: {} ({} iterations per run) on CPU {}, {} runs per cell, alone and next to {} ({})\n",
+        task.name(),
+        fixed,
+        s.pair.cpu,
+        samples,
+        hogs.iter()
+            .map(smtlab_runner::experiment::corun::Workload::name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        forms_text(&s.forms)
+    )
+}

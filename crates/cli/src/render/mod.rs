@@ -4,10 +4,12 @@
 pub mod bench;
 pub mod compare;
 pub mod corun;
+pub mod load;
 pub mod placements;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod smt;
 pub mod table;
 pub mod topo;
 

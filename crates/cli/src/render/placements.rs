@@ -1,7 +1,19 @@
 //! `smtlab placements` table.
 
+use serde::Serialize;
+use smtlab_model::ResolvedPlacement;
+
 use super::table::{Layout, Table};
-use crate::cmd::placements::Entry;
+
+/// One line of the listing: a placement and what it resolved to, or why it cannot be.
+#[derive(Debug, Serialize)]
+pub struct Entry {
+    pub spec: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<ResolvedPlacement>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
 
 pub fn table(entries: &[Entry]) -> String {
     // Only hybrid machines get the column: elsewhere every core is of one kind.

@@ -490,6 +490,10 @@ mod tests {
         let cfg = RunConfig::quick();
         let stop = AtomicBool::new(false);
         let engine = Engine {
+            machine: &crate::machine::RealMachine,
+            client_rule: Default::default(),
+            repeat: 1,
+            interleave: true,
             cfg: &cfg,
             clock: &Monotonic,
             counting: None,

@@ -10,6 +10,8 @@
 //! The experiments never print and never touch the store: the caller's sink does.
 
 pub mod corun;
+pub mod plan;
+pub mod smt;
 pub mod utilisation;
 
 use std::sync::atomic::AtomicBool;
@@ -20,21 +22,56 @@ use smtlab_placement::ClientRule;
 
 use crate::clock::Clock;
 use crate::config::RunConfig;
+use crate::counting::CountingSetup;
 use crate::error::RunError;
+use crate::machine::Machine;
 use crate::session::{Counting, Ended, Group, Session, SessionObserver};
 
-/// How an experiment measures: the settings every one of its sessions shares.
+/// How an experiment measures: the machine and the settings every one of its sessions
+/// shares.
 pub struct Engine<'a> {
+    /// Where it measures: the topology, SMT switching, the system state of each cell.
+    pub machine: &'a dyn Machine,
     pub cfg: &'a RunConfig,
     pub clock: &'a dyn Clock,
     /// `--counters`: counting around each cell's own samples.
     pub counting: Option<Counting<'a>>,
     /// Set by a signal handler to stop; cells in progress are not recorded.
     pub stop: &'a AtomicBool,
+    /// Where a benchmark's client side runs.
+    pub client_rule: ClientRule,
+    /// Rounds per cell, each from a fresh instance (at least 1).
+    pub repeat: usize,
+    /// Take the samples of a group's cells in turn.
+    pub interleave: bool,
 }
 
-impl Engine<'_> {
-    /// Measures `groups` on `topo`, each group's cells with their samples in turn.
+impl<'a> Engine<'a> {
+    /// Measuring on `machine` with its clock and, given `counting` (the machine's
+    /// [`Machine::counting_setup`]), its counting backend; one round, interleaved, the
+    /// client side apart.
+    pub fn new(
+        machine: &'a dyn Machine,
+        cfg: &'a RunConfig,
+        counting: Option<&'a CountingSetup>,
+        stop: &'a AtomicBool,
+    ) -> Engine<'a> {
+        Engine {
+            machine,
+            cfg,
+            clock: machine.clock(),
+            counting: counting.map(|setup| Counting {
+                setup,
+                backend: machine.counting_backend(),
+            }),
+            stop,
+            client_rule: ClientRule::default(),
+            repeat: 1,
+            interleave: true,
+        }
+    }
+
+    /// Measures `groups` on `topo`, each cell in the system state it needs.
     pub fn run(
         &self,
         topo: &Topology,
@@ -45,12 +82,12 @@ impl Engine<'_> {
             topo,
             cfg: self.cfg,
             clock: self.clock,
-            client_rule: ClientRule::default(),
+            client_rule: self.client_rule.clone(),
             counting: self.counting,
-            repeat: 1,
-            interleave: true,
+            repeat: self.repeat,
+            interleave: self.interleave,
             stop: self.stop,
-            cell_state: None,
+            system: Some(self.machine),
         }
         .run(groups, sink)
     }

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use smtlab_bench::{BenchContext, Benchmark, Params};
-use smtlab_model::keys::{RATE_PARAM, SMT_PARAM};
+use smtlab_control::guard::Protection;
+use smtlab_model::keys::RATE_PARAM;
 use smtlab_model::{CellKey, ResolvedPlacement, Topology};
 
 use super::{Engine, ExperimentError};
@@ -60,7 +61,7 @@ pub fn placement(
 pub fn measure_curve(
     engine: &Engine<'_>,
     curve: Curve,
-    smt: &str,
+    smt: SmtState,
     topo: &Topology,
     (spec, placement): (&str, &ResolvedPlacement),
     sink: &mut dyn SessionObserver,
@@ -144,18 +145,19 @@ fn step_labels(steps: u32) -> Vec<(String, Option<f64>)> {
 }
 
 /// The key of one step: the rate, the SMT state and the job length are its conditions.
-fn step_key(label: &str, smt: &str, curve: Curve, spec: &str) -> CellKey {
-    CellKey {
+fn step_key(label: &str, smt: SmtState, curve: Curve, spec: &str) -> CellKey {
+    let mut key = CellKey {
         benchmark: crate::utilisation::NAME.to_string(),
         params: [
             (RATE_PARAM.to_string(), label.to_string()),
-            (SMT_PARAM.to_string(), smt.to_string()),
             ("job_us".to_string(), curve.job.as_micros().to_string()),
         ]
         .into_iter()
         .collect(),
         placement: spec.to_string(),
-    }
+    };
+    super::smt::set_state(&mut key, smt);
+    key
 }
 
 /// The cells a curve plans in each state, as they will be keyed: the placement asked
@@ -176,72 +178,57 @@ pub fn plan(
             (None, None) => placement(None, found).map(|(s, _)| s).unwrap_or_default(),
         };
         for (label, _) in step_labels(curve.steps) {
-            keys.push(step_key(&label, state_label(state), curve, &spec));
+            keys.push(step_key(&label, state, curve, &spec));
         }
     }
     keys
 }
 
-/// The SMT states of a curve: `None` for the state found.
-pub type SmtState = Option<bool>;
+pub use super::smt::{SmtState, state_label};
 
-/// What a state is called in the keys and on screen.
-pub fn state_label(state: SmtState) -> &'static str {
-    match state {
-        Some(true) => "on",
-        Some(false) => "off",
-        None => "as found",
-    }
-}
-
-/// Parses `--smt off,on` into the states to measure, in order.
+/// Parses `--smt off,on` into the states to measure, in order ([`super::smt::parse_states`]).
 pub fn parse_states(asked: &[String]) -> Result<Vec<SmtState>, ExperimentError> {
-    let mut states = Vec::new();
-    for s in asked {
-        let on = match s.trim() {
-            "on" => true,
-            "off" => false,
-            other => {
-                return Err(ExperimentError::input(format!(
-                    "--smt {other:?}: expected off, on or off,on"
-                )));
-            }
-        };
-        if states.contains(&Some(on)) {
-            return Err(ExperimentError::input(format!("--smt {s:?} given twice")));
-        }
-        states.push(Some(on));
-    }
-    Ok(states)
+    Ok(super::smt::parse_states(asked)?
+        .into_iter()
+        .map(Some)
+        .collect())
 }
 
-/// Measures the curve in each state: `enter` puts the machine into a state and returns
-/// its topology then (the caller's SMT switch; a fake in tests), `started` hears of each
-/// state before it is measured with its placement. Stops at the first state that ends
-/// early.
+/// Measures the curve in each state, switched in turn ([`super::smt::in_states`]: SMT
+/// put back however it ends); `started` hears of each state before it is measured with
+/// its placement. Stops at the first state that ends early.
 pub fn measure_states(
     engine: &Engine<'_>,
     curve: Curve,
     asked_placement: Option<&str>,
+    found: &Topology,
     states: &[SmtState],
-    enter: &mut dyn FnMut(SmtState) -> Result<Topology, ExperimentError>,
     started: &mut dyn FnMut(SmtState, &ResolvedPlacement) -> Result<(), ExperimentError>,
     sink: &mut dyn SessionObserver,
-) -> Result<(Ended, Option<Topology>), ExperimentError> {
-    let mut last = None;
-    for &state in states {
-        let topo = enter(state)?;
-        let label = state_label(state);
-        let (spec, placed) = placement(asked_placement, &topo)
-            .map_err(|e| ExperimentError::input(format!("with SMT {label}: {e}")))?;
-        started(state, &placed)?;
-        let ended = measure_curve(engine, curve, label, &topo, (&spec, &placed), sink)?;
-        last = Some(topo);
-        if ended == Ended::Stopped {
-            return Ok((Ended::Stopped, last));
-        }
-    }
-    Ok((Ended::Complete, last))
+) -> Result<Ended, ExperimentError> {
+    // The stop flag ends the session and the switch restores the state found then; its
+    // guardian restores it should smtlab be killed.
+    let protection = Protection {
+        guardian: true,
+        signals: false,
+    };
+    let items = states.to_vec();
+    super::smt::in_states(
+        engine.machine,
+        protection,
+        found,
+        items,
+        |s| *s,
+        |state, _, topo| {
+            let label = state_label(state);
+            let topo =
+                topo.map_err(|why| ExperimentError::input(format!("with SMT {label}: {why}")))?;
+            let (spec, placed) = placement(asked_placement, topo)
+                .map_err(|e| ExperimentError::input(format!("with SMT {label}: {e}")))?;
+            started(state, &placed)?;
+            measure_curve(engine, curve, state, topo, (&spec, &placed), sink)
+        },
+    )
 }
 
 #[cfg(test)]
@@ -284,7 +271,7 @@ mod tests {
         );
         assert_eq!(keys[7].params[SMT_PARAM], "on");
         assert_eq!(keys[7].params["job_us"], "200");
-        assert_eq!(keys[0], step_key("max", "off", curve, "1c1t"));
+        assert_eq!(keys[0], step_key("max", Some(false), curve, "1c1t"));
         let found = plan(curve, &[None], None, &topo);
         assert_eq!(found[0].placement, "1c2t");
         assert_eq!(found[0].params[SMT_PARAM], "as found");
@@ -318,11 +305,18 @@ mod tests {
         }
     }
 
+    use crate::machine::Machine;
+    use smtlab_model::keys::SMT_PARAM;
+
     #[test]
     fn each_state_is_entered_then_measured_as_planned_and_the_stop_flag_ends_it() {
         use std::sync::atomic::{AtomicBool, Ordering};
-        // CPU 0 exists on every host: the load really runs there, briefly.
-        let topo = smtlab_fixtures::build::one_cpu_per_core(&[0]);
+        // The fake machine's CPUs are 0 and 1, which every host has: the load really
+        // runs there, briefly, while its tree is switched.
+        let dir = std::env::temp_dir().join(format!("smtlab-util-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let machine = crate::machine::FakeMachine::at(&dir).unwrap();
+        let topo = machine.topology().unwrap();
         let cfg = RunConfig {
             min_samples: 2,
             max_samples: 2,
@@ -330,60 +324,65 @@ mod tests {
             ..RunConfig::default()
         };
         let stop = AtomicBool::new(false);
-        let engine = Engine {
-            cfg: &cfg,
-            clock: &crate::clock::Monotonic,
-            counting: None,
-            stop: &stop,
-        };
+        let engine = Engine::new(&machine, &cfg, None, &stop);
         let curve = Curve {
             steps: 1,
             step: Duration::from_millis(50),
             job: Duration::from_micros(50),
         };
         let states = [Some(false), Some(true)];
-        let (mut entered, mut started) = (Vec::new(), Vec::new());
+        let mut started = Vec::new();
         let mut kept = Kept::default();
-        let (ended, last) = measure_states(
+        let control = || {
+            std::fs::read_to_string(machine.sysfs().control_path())
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        let ended = measure_states(
             &engine,
             curve,
             Some("1c1t"),
+            &topo,
             &states,
-            &mut |s| {
-                entered.push(s);
-                Ok(topo.clone())
-            },
             &mut |s, p| {
-                started.push((s, p.cpus.clone()));
+                started.push((s, p.cpus.clone(), control()));
                 Ok(())
             },
             &mut kept,
         )
         .unwrap();
         assert_eq!(ended, Ended::Complete);
-        assert!(last.is_some());
-        assert_eq!(entered, states);
-        assert_eq!(started, [(Some(false), vec![0]), (Some(true), vec![0])]);
+        assert_eq!(
+            started,
+            [
+                (Some(false), vec![0], "off".to_string()),
+                (Some(true), vec![0], "on".to_string())
+            ]
+        );
         assert!(kept.1.is_empty(), "{:?}", kept.1);
         assert_eq!(kept.0, plan(curve, &states, Some("1c1t"), &topo));
+        assert_eq!(control(), "on");
 
         // Stopped: the first state's curve is not recorded and the next is not entered.
         stop.store(true, Ordering::Relaxed);
         let (mut entered, mut kept) = (0, Kept::default());
-        let (ended, _) = measure_states(
+        let ended = measure_states(
             &engine,
             curve,
             Some("1c1t"),
+            &topo,
             &states,
-            &mut |_| {
+            &mut |_, _| {
                 entered += 1;
-                Ok(topo.clone())
+                Ok(())
             },
-            &mut |_, _| Ok(()),
             &mut kept,
         )
         .unwrap();
         assert_eq!((ended, entered), (Ended::Stopped, 1));
         assert!(kept.0.is_empty() && kept.1.is_empty());
+        assert_eq!(control(), "on");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,0 +1,215 @@
+//! What `exec` shows while the command runs under each placement (a row per placement
+//! with its CPU time and counters), and its summary: the verdict or the SMT off-vs-on
+//! table, the run stored (suite `exec`), Markdown and JSON.
+
+use std::ops::ControlFlow;
+
+use anyhow::Result;
+use smtlab_model::stats;
+use smtlab_model::{CellKey, CellRecord, Environment, SkippedCell};
+use smtlab_runner::exec::{ExecValue, shell_join};
+use smtlab_runner::experiment::smt;
+use smtlab_runner::session::{Measured, SessionObserver};
+use smtlab_store::Store;
+
+use crate::args::ExecArgs;
+use crate::output::emit;
+use crate::render;
+use crate::settings::exec::Exec;
+
+/// Prints each placement's row as it is measured; the first failure ends the command.
+pub struct ExecPrinter {
+    /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
+    bar: indicatif::ProgressBar,
+    /// Print the rows (not when JSON or Markdown fill standard output).
+    text: bool,
+    reps: usize,
+    runs_per_cell: usize,
+    /// Placements finished, so the bar stands at their runs whatever the session said.
+    done_cells: usize,
+    cells: Vec<CellRecord>,
+    /// Placements a state of SMT could not give (`1c2t` with SMT off).
+    skipped: Vec<SkippedCell>,
+    /// The SMT state of the placements shown last.
+    shown_state: Option<bool>,
+    error: Option<anyhow::Error>,
+}
+
+impl ExecPrinter {
+    pub fn new(s: &Exec, args: &ExecArgs, text: bool) -> Self {
+        let reps = args.reps as usize;
+        // The bar counts runs, warm-up included, so its ETA follows the command's own pace.
+        let runs_per_cell = reps + args.warmup as usize;
+        let cells = s.specs.len() * s.states.len().max(1);
+        ExecPrinter {
+            bar: crate::term::progress_bar((cells * runs_per_cell) as u64, args.json),
+            text,
+            reps,
+            done_cells: 0,
+            runs_per_cell,
+            cells: Vec::new(),
+            skipped: Vec::new(),
+            shown_state: None,
+            error: None,
+        }
+    }
+
+    /// Ends the live output: the cells measured and skipped, or the error that ended it.
+    pub fn finish(self) -> Result<(Vec<CellRecord>, Vec<SkippedCell>)> {
+        self.bar.finish_and_clear();
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok((self.cells, self.skipped)),
+        }
+    }
+}
+
+impl SessionObserver for ExecPrinter {
+    fn cell_started(&mut self, key: &CellKey) {
+        let state = smt::state_of(key);
+        if self.text && state.is_some() && state != self.shown_state {
+            self.shown_state = state;
+            let line = format!("with SMT {}:\n", smt::state_label(state));
+            if let Err(e) = self.bar.suspend(|| emit(&line)) {
+                self.error.get_or_insert(e);
+            }
+        }
+        self.bar.set_message(format!("{} (warm-up)", key.placement));
+    }
+
+    fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
+        // The warm-up runs are over once the first measured run is in.
+        let warmup = self.runs_per_cell - self.reps;
+        self.bar
+            .set_position((self.done_cells * self.runs_per_cell + warmup + index + 1) as u64);
+        self.bar
+            .set_message(format!("{} run {}/{}", key.placement, index + 1, self.reps));
+    }
+
+    fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        self.done_cells += 1;
+        self.bar
+            .set_position((self.done_cells * self.runs_per_cell) as u64);
+        let cell = m.record.clone();
+        let baseline = self.cells.first();
+        let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
+        let cpu: Vec<f64> = cell
+            .result
+            .samples
+            .iter()
+            .filter_map(|s| s.cpu_ns.map(|n| n as f64 / 1e9))
+            .collect();
+        if let Some(s) = stats::summarize(&cpu) {
+            text.push_str(&format!(
+                "  CPU time per run: {} s (user + system, with children)\n",
+                render::bench::num(s.mean)
+            ));
+        }
+        if let Some(c) = &cell.counters {
+            text.push_str(&render::table::wrap(
+                &format!("  counters: {}", smtlab_report::counters::line(c)),
+                render::table::Layout::term(),
+            ));
+        }
+        if let Some(n) = m.counters_note {
+            crate::term::note_with(&self.bar, &format!("note: {}: {n}", cell.placement.name));
+        }
+        if self.text
+            && let Err(e) = self.bar.suspend(|| emit(&text))
+        {
+            self.error = Some(e);
+            return ControlFlow::Break(());
+        }
+        self.cells.push(cell);
+        ControlFlow::Continue(())
+    }
+
+    fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
+        // A placement the SMT state cannot give (`1c2t` with SMT off) is left out.
+        if smt::state_of(&cell.key).is_some() && cell.reason.starts_with("with SMT ") {
+            crate::term::note_with(
+                &self.bar,
+                &format!("note: {} skipped: {}", cell.key.placement, cell.reason),
+            );
+            self.skipped.push(cell.clone());
+            return ControlFlow::Continue(());
+        }
+        // Nothing is stored when a run fails: the reason is the command's error, which
+        // already says which run of which placement failed.
+        let reason = cell.reason.strip_prefix("exec: ").unwrap_or(&cell.reason);
+        let reason = match reason.rfind(" (during ") {
+            Some(i) if reason.ends_with(')') => &reason[..i],
+            _ => reason,
+        };
+        self.error = Some(anyhow::anyhow!("{reason}"));
+        ControlFlow::Break(())
+    }
+}
+
+/// The line that says what is measured, and the table's header.
+pub fn header(s: &Exec, args: &ExecArgs) -> String {
+    let (what, unit) = match &s.bench.value {
+        ExecValue::WallTime => ("wall time", "s, lower is better"),
+        ExecValue::Throughput(_) => ("printed throughput", "units/s, higher is better"),
+    };
+    let line = format!(
+        "exec `{}`: {what} ({unit}); {} runs per placement after {} warm-up",
+        shell_join(&args.command),
+        args.reps,
+        args.warmup
+    );
+    let layout = render::table::Layout::term();
+    render::table::wrap(&line, layout) + &render::bench::header_line(layout)
+}
+
+/// The summary after the runs: the verdict (or the SMT off-vs-on table), then the run
+/// stored and its Markdown and JSON.
+pub fn summary(
+    s: Exec,
+    args: &ExecArgs,
+    text: bool,
+    (cells, skipped): (Vec<CellRecord>, Vec<SkippedCell>),
+    (started, environment): (u64, Environment),
+) -> Result<()> {
+    let lines = if s.states.len() == 2 {
+        if text {
+            emit(&smtlab_report::smt_states::text(&cells))?;
+        }
+        Vec::new()
+    } else {
+        crate::verdict::command(&cells, s.topo.smt_visible())
+    };
+    if text && !lines.is_empty() {
+        emit("\n")?;
+        for l in &lines {
+            emit(&render::table::wrap(l, render::table::Layout::term()))?;
+        }
+    }
+    let mut notes = s.notes;
+    if cells.len() == 1 {
+        notes.push("one placement only: no yield to compute".into());
+    }
+    let results = crate::sink::finished_run(
+        Some("exec"),
+        started,
+        environment,
+        s.topo,
+        s.config,
+        notes,
+        cells,
+        skipped,
+    );
+    let mut store = Store::open(&s.db)?;
+    let id = store.import_run(&results)?;
+    crate::term::note_fit(&crate::sink::saved_line(id, &s.db, args.db.db.as_deref()));
+    let stored = store.load_run(id)?;
+    if let Some(path) = &args.export_markdown {
+        crate::output::export_markdown(path, &stored.cells)?;
+    }
+    if args.json {
+        emit(&String::from_utf8_lossy(&smtlab_report::export::json(
+            &stored,
+        )))?;
+    }
+    Ok(())
+}

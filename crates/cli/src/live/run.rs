@@ -1,0 +1,295 @@
+//! What `run` does with each cell as it is measured: saved to the store (the lease
+//! renewed), a line on standard output, the progress bar moved; and what it prints at the
+//! end (the stored run as JSON or Markdown).
+
+use std::ops::ControlFlow;
+
+use indicatif::ProgressBar;
+use smtlab_model::{CellKey, SkippedCell};
+use smtlab_runner::session::{Measured, SessionObserver};
+use smtlab_store::{Lease, Store};
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use smtlab_model::{RunMeta, RunStatus, Topology};
+use smtlab_runner::counting::CountingSetup;
+use smtlab_runner::experiment::ExperimentError;
+use smtlab_runner::session::Ended;
+
+use crate::settings::run::estimate_of;
+use crate::settings::unix_now_s;
+
+use crate::args::RunArgs;
+use crate::render;
+
+/// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
+/// the cells of its earlier invocations).
+pub fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
+    if !args.json && args.export_markdown.is_none() {
+        return Ok(());
+    }
+    let results = store.load_run(run_id)?;
+    if let Some(path) = &args.export_markdown {
+        crate::output::export_markdown(path, &results.cells)?;
+    }
+    if args.json {
+        let bytes = smtlab_report::export::json(&results);
+        crate::output::emit(&String::from_utf8_lossy(&bytes))?;
+    }
+    Ok(())
+}
+
+/// Saves each cell as it is measured, prints its line and moves the bar.
+pub struct RunSaver<'a> {
+    pub store: &'a mut Store,
+    pub run_id: i64,
+    /// Held while this process measures the run; renewed after every saved cell.
+    pub lease: Lease,
+    pub bar: &'a ProgressBar,
+    /// Print a line per cell (not when JSON or Markdown fill standard output).
+    pub lines: bool,
+    pub measured: usize,
+    pub skipped: usize,
+    pub error: Option<anyhow::Error>,
+}
+
+impl SessionObserver for RunSaver<'_> {
+    fn cell_started(&mut self, key: &CellKey) {
+        self.bar
+            .set_message(format!("{} {}", key.benchmark, key.placement));
+    }
+
+    fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
+        self.bar.set_message(format!(
+            "{} {} (sample {})",
+            key.benchmark,
+            key.placement,
+            index + 1
+        ));
+    }
+
+    fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
+        let cell = m.record;
+        if let Err(e) = self.store.save_cell(self.run_id, cell) {
+            self.error = Some(e.into());
+            return ControlFlow::Break(());
+        }
+        if let Err(e) = self.lease.heartbeat() {
+            self.error = Some(e.into());
+            return ControlFlow::Break(());
+        }
+        if self.lines {
+            say(
+                self.bar,
+                render::run::cell_line(cell, render::table::Layout::term()),
+            );
+            if let Some(c) = &cell.counters {
+                say(
+                    self.bar,
+                    render::table::wrap(
+                        &format!("  counters: {}", smtlab_report::counters::line(c)),
+                        render::table::Layout::term(),
+                    )
+                    .trim_end()
+                    .to_string(),
+                );
+            }
+        }
+        if let Some(note) = m.counters_note {
+            crate::term::note_with(
+                self.bar,
+                &format!(
+                    "note: {} on {}: {note}",
+                    cell.benchmark, cell.placement.name
+                ),
+            );
+        }
+        self.measured += 1;
+        self.bar.inc(1);
+        ControlFlow::Continue(())
+    }
+
+    fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
+        if self.lines {
+            say(
+                self.bar,
+                render::run::skipped_line(s, render::table::Layout::term()),
+            );
+        }
+        if let Err(e) = self.store.save_skipped(self.run_id, s) {
+            self.error = Some(e.into());
+            return ControlFlow::Break(());
+        }
+        self.skipped += 1;
+        self.bar.inc(1);
+        ControlFlow::Continue(())
+    }
+}
+
+/// A result line on standard output, always (the bar, on standard error, is cleared
+/// for it and drawn again), so `smtlab run > file` keeps every line.
+fn say(bar: &ProgressBar, line: String) {
+    use std::io::Write;
+    // A closed pipe (`smtlab run | head`) must not stop the run: results are saved.
+    bar.suspend(|| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    });
+}
+
+pub fn db_flag(args: &RunArgs) -> String {
+    args.db
+        .db
+        .as_ref()
+        .map(|p| format!(" --db {}", p.display()))
+        .unwrap_or_default()
+}
+
+/// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
+/// report Ctrl-C).
+const INTERRUPTED_EXIT: u8 = 130;
+
+/// `--dry-run`: what a new run would measure, take and hold, and nothing stored.
+pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCode> {
+    let e = estimate_of(&meta.plan, meta, topo, args);
+    for note in &meta.notes {
+        crate::term::note_fit(&format!("note: {note}"));
+    }
+    crate::output::emit(&render::plan::text(&e, render::table::Layout::term()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the run will measure, take and hold, said before it starts, with what this
+/// machine and its benchmarks leave out.
+#[allow(clippy::too_many_arguments)]
+pub fn start_notes(
+    run_id: i64,
+    meta: &RunMeta,
+    pending: &[CellKey],
+    lease: &Lease,
+    topo: &Topology,
+    args: &RunArgs,
+    db: &Path,
+    counting: Option<&CountingSetup>,
+) {
+    crate::term::note_fit(&format!(
+        "run {run_id}: {} cells to measure ({} planned), results saved to {}",
+        pending.len(),
+        meta.plan.len(),
+        db.display()
+    ));
+    for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
+        crate::term::note_fit(&format!("note: {note}"));
+    }
+    let e = estimate_of(pending, meta, topo, args);
+    for line in render::plan::summary(&e) {
+        crate::term::note_fit(&line);
+    }
+    for g in e.groups.iter().filter(|g| g.apart.is_some()) {
+        crate::term::note_fit(&format!(
+            "note: {}: {}",
+            g.benchmark,
+            g.apart.as_deref().unwrap_or_default()
+        ));
+    }
+    for line in counting.iter().flat_map(|c| c.missing_lines()) {
+        crate::term::note_fit(&format!("note: {line}"));
+    }
+    // What a benchmark of this run leaves out here, said once.
+    for bench in smtlab_runner::catalog::all() {
+        let name = bench.info().name;
+        if pending.iter().any(|k| k.benchmark == name) {
+            for note in bench.notes() {
+                crate::term::note_fit(&format!("note: {note}"));
+            }
+        }
+    }
+}
+
+impl<'a> RunSaver<'a> {
+    pub fn new(
+        store: &'a mut Store,
+        run_id: i64,
+        lease: Lease,
+        bar: &'a ProgressBar,
+        args: &RunArgs,
+    ) -> Self {
+        // JSON or Markdown on standard output take the place of the cell lines.
+        let lines = !args.json
+            && args
+                .export_markdown
+                .as_ref()
+                .is_none_or(|p| p.as_os_str() != "-");
+        RunSaver {
+            store,
+            run_id,
+            lease,
+            bar,
+            lines,
+            measured: 0,
+            skipped: 0,
+            error: None,
+        }
+    }
+
+    /// A cell that cannot be measured; `Err` when the run must stop.
+    pub fn skip(&mut self, s: &SkippedCell) -> Result<(), ()> {
+        match self.skipped(s) {
+            ControlFlow::Continue(()) => Ok(()),
+            ControlFlow::Break(()) => Err(()),
+        }
+    }
+}
+
+/// Marks the run finished or interrupted (`stopped`: a signal), says so and how to go
+/// on, and prints it as stored (`--json`, `--export-markdown`).
+pub fn end(
+    saver: RunSaver<'_>,
+    measured: Result<Ended, ExperimentError>,
+    stopped: bool,
+    args: &RunArgs,
+) -> Result<ExitCode> {
+    // The lease is held until the run's status is written, then released.
+    let RunSaver {
+        store,
+        run_id,
+        lease,
+        measured: n_measured,
+        skipped,
+        error,
+        ..
+    } = saver;
+    let error = error.or(measured.err().map(anyhow::Error::from));
+    if let Some(e) = error {
+        // A save that failed (a full disk) stops the run as an interrupt does. It is
+        // marked interrupted where the store still takes that small update; where it
+        // does not, it reads as interrupted anyway once no live process holds its lease.
+        let _ = store.mark_interrupted(run_id);
+        drop(lease);
+        return Err(e.context(format!(
+            "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{}",
+            db_flag(args)
+        )));
+    }
+    if stopped {
+        store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
+        print_stored(store, run_id, args)?;
+        eprintln!(
+            "interrupted: {n_measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
+            db_flag(args)
+        );
+        drop(lease);
+        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    }
+    store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
+    drop(lease);
+    print_stored(store, run_id, args)?;
+    let done = format!(
+        "run {run_id} finished: {n_measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
+        db_flag(args)
+    );
+    crate::term::note_fit(&done);
+    Ok(ExitCode::SUCCESS)
+}

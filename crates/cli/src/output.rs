@@ -1,0 +1,44 @@
+//! Writing to standard output: text (a closed pipe is not an error), JSON, Markdown
+//! exports, and the check that only one output owns standard output.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Writes to stdout, treating a closed pipe (`smtlab topo | head`) as success.
+pub fn emit(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to standard output"),
+    }
+}
+
+/// Pretty JSON with a trailing newline.
+pub fn json_text<T: serde::Serialize>(value: &T) -> Result<String> {
+    let mut s = serde_json::to_string_pretty(value).context("cannot encode JSON")?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// Refuses two outputs that both want standard output.
+pub fn check_stdout_owner(json: bool, markdown: Option<&Path>) -> Result<()> {
+    if json && markdown.is_some_and(|p| p.as_os_str() == "-") {
+        anyhow::bail!(
+            "--json and --export-markdown - both write to standard output: give --export-markdown a file"
+        );
+    }
+    Ok(())
+}
+
+/// `--export-markdown`: the cells as a Markdown table, to `path` or (`-`) standard output.
+pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Result<()> {
+    let md = smtlab_report::markdown::cells(cells);
+    if path.as_os_str() == "-" {
+        return emit(&md);
+    }
+    std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
+    crate::term::note(&format!("wrote {}", path.display()));
+    Ok(())
+}

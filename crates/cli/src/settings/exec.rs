@@ -1,0 +1,202 @@
+//! The settings of `exec`: the command (checked to exist), how its value is read, the
+//! placements, the SMT states and the run's settings, settled before anything runs.
+
+use std::path::Path;
+
+use anyhow::{Result, bail};
+use regex::Regex;
+use smtlab_bench::{Benchmark, Params};
+use smtlab_model::{CellKey, ResolvedPlacement, RunConfig, Topology};
+use smtlab_runner::counting::CountingSetup;
+use smtlab_runner::exec::{CommandBench, ExecValue};
+use smtlab_runner::machine::Machine;
+use smtlab_runner::session::{CellPlan, Group};
+
+use crate::args::ExecArgs;
+
+pub struct Exec {
+    pub bench: CommandBench,
+    pub topo: Topology,
+    pub specs: Vec<String>,
+    pub placements: Vec<ResolvedPlacement>,
+    pub states: Vec<bool>,
+    pub config: RunConfig,
+    pub counting: Option<CountingSetup>,
+    pub db: std::path::PathBuf,
+    /// What this machine leaves out (said at the start and stored with the run).
+    pub notes: Vec<String>,
+}
+
+pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
+    let argv = &args.command;
+    if argv.is_empty() || argv[0].is_empty() {
+        bail!("no command given: smtlab exec [OPTIONS] -- CMD ARGS");
+    }
+    check_program(&argv[0])?;
+    let reps = args.reps as usize;
+    let value = match &args.throughput {
+        Some(p) => ExecValue::Throughput(throughput_regex(p)?),
+        None => ExecValue::WallTime,
+    };
+    let topo = super::topology(machine)?;
+    let (specs, note) = if args.placements.is_empty() {
+        default_placements(&topo)
+    } else {
+        (super::split_placements(&args.placements), None)
+    };
+    let placements = specs
+        .iter()
+        .map(|s| smtlab_placement::resolve(&smtlab_placement::parse(s)?, &topo))
+        .collect::<Result<Vec<_>, _>>()?;
+    let states = super::switchable_states(&args.smt, &placements, &topo, machine)?;
+    let db = crate::settings::db_path(&args.db);
+    // A database that exists must be ours before any time is spent; a new one is only
+    // created once there is something to store.
+    if db.exists() {
+        drop(smtlab_store::Store::open_existing(&db)?);
+    }
+    let bench = CommandBench {
+        argv: argv.clone(),
+        value,
+        timeout: args.timeout,
+        warmup_runs: args.warmup as usize,
+        reps,
+    };
+    let mut config = RunConfig {
+        min_samples: reps,
+        max_samples: reps,
+        warmup_ns: 0,
+        // Every run is taken whatever it lasts: the budget is the user's (--timeout).
+        max_cell_ns: u64::MAX,
+        counters: args.counters,
+        ..RunConfig::default()
+    };
+    config.known_overheads = Some(super::overheads(machine));
+    let counting = args.counters.then(|| machine.counting_setup());
+    Ok(Exec {
+        bench,
+        topo,
+        specs,
+        placements,
+        states,
+        config,
+        counting,
+        db,
+        notes: note.into_iter().collect(),
+    })
+}
+
+impl Exec {
+    /// Each placement a group of its own (`warmup` discarded runs, then the measured
+    /// ones), measured one after the other.
+    pub fn groups(&self, warmup: usize) -> Vec<Group<'_>> {
+        let (info, params) = (self.bench.info(), self.bench.params());
+        self.specs
+            .iter()
+            .zip(&self.placements)
+            .map(|(spec, placement)| {
+                vec![CellPlan {
+                    bench: &self.bench,
+                    info: info.clone(),
+                    params: Params::from_pairs(params.clone()),
+                    key: CellKey {
+                        benchmark: info.name.clone(),
+                        params: params.clone(),
+                        placement: spec.clone(),
+                    },
+                    placement: Ok(placement.clone()),
+                    work_unit: Some(("run".into(), 1.0)),
+                    warmup_samples: Some(warmup),
+                }]
+            })
+            .collect()
+    }
+}
+
+/// Compiles `--throughput`: one line on error, and a capture group is required.
+fn throughput_regex(pattern: &str) -> Result<Regex> {
+    let re = Regex::new(pattern).map_err(|e| {
+        // regex's message spans several lines (the pattern with a caret); keep the
+        // line that says what is wrong.
+        let text = e.to_string();
+        let why = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("error: "))
+            .unwrap_or_else(|| text.lines().last().unwrap_or("invalid"))
+            .trim()
+            .to_string();
+        anyhow::anyhow!("--throughput {pattern:?} is not a valid regular expression: {why}")
+    })?;
+    if re.captures_len() < 2 {
+        bail!(
+            "--throughput {pattern:?} has no capture group: put parentheses around the number, e.g. 'ops/s: ([0-9.]+)'"
+        );
+    }
+    Ok(re)
+}
+
+/// `(placements, note)`: 1c1t and 1c2t where SMT exists; otherwise 1c1t and 2c1t (or
+/// 1c1t alone on one core), with the note saying so.
+fn default_placements(topo: &Topology) -> (Vec<String>, Option<String>) {
+    if topo.smt_visible() {
+        (vec!["1c1t".into(), "1c2t".into()], None)
+    } else if topo.core_count() >= 2 {
+        (
+            vec!["1c1t".into(), "2c1t".into()],
+            Some("no SMT here: compared 1c1t vs 2c1t only".into()),
+        )
+    } else {
+        (
+            vec!["1c1t".into()],
+            Some("no SMT here and one core: measured 1c1t only".into()),
+        )
+    }
+}
+
+fn not_found(program: &str) -> anyhow::Error {
+    if program.contains('/') {
+        anyhow::anyhow!("command `{program}` not found: no such file")
+    } else {
+        anyhow::anyhow!("command `{program}` not found in $PATH")
+    }
+}
+
+/// Checks that `program` names an executable file (directly, or through `$PATH` as
+/// `execvp` searches it), so a typo fails before anything is printed or measured.
+fn check_program(program: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = Path::new(program);
+        if !p.exists() {
+            return Err(not_found(program));
+        }
+        if !executable(p) {
+            bail!("command `{program}` cannot be run: not an executable file");
+        }
+        return Ok(());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    if std::env::split_paths(&path).any(|dir| executable(&dir.join(program))) {
+        Ok(())
+    } else {
+        Err(not_found(program))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_regexes_are_one_line_errors() {
+        let e = throughput_regex("ops/s: ([0-9.]+").unwrap_err().to_string();
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains("not a valid regular expression"), "{e}");
+        assert!(e.contains("unclosed group"), "{e}");
+        let e = throughput_regex("ops/s: [0-9.]+").unwrap_err().to_string();
+        assert!(e.contains("no capture group"), "{e}");
+    }
+}

@@ -1,0 +1,316 @@
+//! The settings of `run`: a new run's plan and settings (benchmarks x parameters x
+//! placements, once per SMT state asked for), or the run to resume with the settings it
+//! was started with, read from the store.
+
+use anyhow::{Result, bail};
+use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, Topology};
+use smtlab_runner::experiment::smt;
+use smtlab_runner::machine::Machine;
+use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan};
+use smtlab_store::{Lease, Store};
+
+use super::{select, smt_states, split_placements, tool, unix_now_s};
+use crate::args::{RunArgs, SuiteArg};
+
+/// The runner's estimate of `cells` of the run `meta` on this machine.
+pub fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Estimate {
+    let (interleave, repeat) = measuring_of(meta);
+    let catalog = smtlab_runner::catalog::all();
+    let measuring = Measuring {
+        interleave,
+        repeat,
+        client_rule: crate::settings::client_rule(&args.client),
+    };
+    estimate(cells, &catalog, topo, &meta.config, measuring)
+}
+
+/// Whether a run interleaves and how many rounds it measures, as its stored settings
+/// say, so `--resume` measures the rest the same way. Runs stored before these settings
+/// were kept have them only in their command line (`--no-interleave`, `--repeat N`).
+pub fn measuring_of(meta: &RunMeta) -> (bool, usize) {
+    let (line_interleave, line_repeat) = measuring_of_command_line(&meta.command_line);
+    let interleave = meta.config.interleave.unwrap_or(line_interleave);
+    let repeat = meta.config.repeat.unwrap_or(line_repeat).max(1);
+    (interleave, repeat)
+}
+
+/// The measuring settings of a run stored before its config kept them.
+fn measuring_of_command_line(command_line: &[String]) -> (bool, usize) {
+    let interleave = !command_line.iter().any(|a| a == "--no-interleave");
+    let mut repeat = 1;
+    for (i, a) in command_line.iter().enumerate() {
+        let value = match a.strip_prefix("--repeat") {
+            Some("") => command_line.get(i + 1).map(String::as_str),
+            Some(v) => v.strip_prefix('='),
+            None => None,
+        };
+        if let Some(n) = value.and_then(|v| v.parse::<usize>().ok()) {
+            repeat = n.max(1);
+        }
+    }
+    (interleave, repeat)
+}
+
+/// The plan and settings of a new run, with the notes said once at its start.
+pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result<RunMeta> {
+    let suite = match args.suite {
+        SuiteArg::Quick => Suite::Quick,
+        SuiteArg::Default => Suite::Default,
+        SuiteArg::Full => Suite::Full,
+    };
+    let names = if args.bench.is_empty() {
+        vec!["all".to_string()]
+    } else {
+        args.bench.clone()
+    };
+    let benches = select(&names)?;
+    let mut notes = Vec::new();
+    let placements = if args.placements.is_empty() {
+        let mut ok = Vec::new();
+        let mut left_out = Vec::new();
+        for (spec, r) in smtlab_placement::standard_placements(topo) {
+            match r {
+                Ok(_) => ok.push(spec.text),
+                Err(_) => left_out.push(spec.text),
+            }
+        }
+        if !left_out.is_empty() {
+            let why = if topo.smt_visible() {
+                "this machine cannot satisfy them"
+            } else {
+                "no SMT visible on this machine"
+            };
+            notes.push(format!("{why}: {} left out", left_out.join(", ")));
+        }
+        ok
+    } else {
+        let list = split_placements(&args.placements);
+        // Parse now so a typo fails before anything is stored.
+        for p in &list {
+            smtlab_placement::parse(p)?;
+        }
+        list
+    };
+    let mut config = match suite {
+        Suite::Quick => RunConfig::quick(),
+        _ => RunConfig::default(),
+    };
+    config.known_overheads = Some(super::overheads(machine));
+    config.counters = args.counters;
+    config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
+    config.interleave = Some(!args.no_interleave);
+    config.repeat = Some(args.repeat as usize);
+    let mut cells = plan(suite, &benches, &placements, topo);
+    let mut states = smt_states(&args.smt)?;
+    // Placements none of which this machine can satisfy (and no --smt to change it)
+    // would make a run of skipped cells only: an error, before anything is stored.
+    if states.is_empty() && !args.placements.is_empty() {
+        let refusals: Vec<String> = placements
+            .iter()
+            .filter_map(|p| {
+                smtlab_placement::parse(p)
+                    .and_then(|s| smtlab_placement::resolve(&s, topo))
+                    .err()
+                    .map(|e| format!("{p}: {e}"))
+            })
+            .collect();
+        if refusals.len() == placements.len() {
+            bail!(
+                "--placements: none can run on this machine ({}); nothing was measured or stored",
+                refusals.join("; ")
+            );
+        }
+    }
+    if !states.is_empty() {
+        if placements.iter().any(|p| {
+            smtlab_placement::parse(p)
+                .and_then(|s| smtlab_placement::resolve(&s, topo))
+                .is_ok_and(|r| r.is_uniprocessor())
+        }) {
+            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
+        }
+        if let Some(why) = machine.switch_refusal() {
+            notes.push(format!(
+                "--smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                args.smt.join(","),
+                topo.smt.control.as_deref().unwrap_or("absent")
+            ));
+            states.clear();
+        }
+    }
+    if !states.is_empty() {
+        cells = smt_plan(cells, &states);
+    }
+    Ok(RunMeta {
+        id: 0,
+        started_unix_s: unix_now_s(),
+        finished_unix_s: None,
+        status: RunStatus::Running,
+        command_line: std::env::args().collect(),
+        suite: Some(suite.to_string()),
+        environment: machine.environment(topo, &tool()),
+        topology: topo.clone(),
+        config,
+        plan: cells,
+        notes,
+    })
+}
+
+/// `plan` with each benchmark and parameter set's cells once per SMT state, the states
+/// taking turns group by group.
+fn smt_plan(plan: Vec<CellKey>, states: &[bool]) -> Vec<CellKey> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < plan.len() {
+        let same = |k: &CellKey| k.benchmark == plan[i].benchmark && k.params == plan[i].params;
+        let n = plan[i..].iter().take_while(|k| same(k)).count();
+        for &on in states {
+            for k in &plan[i..i + n] {
+                let mut k = k.clone();
+                smt::set_state(&mut k, Some(on));
+                out.push(k);
+            }
+        }
+        i += n;
+    }
+    out
+}
+
+/// The run to resume (`None`: the newest unfinished one), its cells not yet done, and
+/// its lease (refused while another process measures it).
+pub fn resume(
+    store: &mut Store,
+    which: Option<&str>,
+    topo: &Topology,
+    machine: &dyn Machine,
+) -> Result<(i64, RunMeta, Vec<CellKey>, Lease)> {
+    let here = machine.environment(topo, &tool()).hostname;
+    let id = match which {
+        Some(r) => store.resolve_run(r)?,
+        None => match store.latest_unfinished_run()? {
+            Some(id) => id,
+            None => bail!("no unfinished run to resume in this database"),
+        },
+    };
+    let results = store.load_run(id)?;
+    let meta = results.run;
+    if meta.status == RunStatus::Finished {
+        bail!("run {id} is already finished");
+    }
+    // The co-run and utilisation experiments plan cells `run` cannot measure.
+    if let Some(suite @ ("corun" | "penalty" | "utilisation")) = meta.suite.as_deref() {
+        bail!(
+            "run {id} is an interrupted `{}` run, which `run --resume` cannot finish; measure it again with smtlab {}",
+            suite,
+            if suite == "utilisation" {
+                "util"
+            } else {
+                suite
+            }
+        );
+    }
+    // Cells of one run must come from one machine, or its ratios mean nothing.
+    if meta.topology.cpus != topo.cpus || meta.environment.hostname != here {
+        bail!(
+            "run {id} was measured on {} with CPUs {}; this is {} with CPUs {}: start a new run instead",
+            meta.environment
+                .hostname
+                .as_deref()
+                .unwrap_or("an unknown host"),
+            meta.topology.cpus,
+            here.as_deref().unwrap_or("an unknown host"),
+            topo.cpus
+        );
+    }
+    let lease = store.lease_run(id)?;
+    let pending = store.pending_cells(id)?;
+    store.reopen_run(id)?;
+    Ok((id, meta, pending, lease))
+}
+
+/// Where a run starts: a new one created in `store` (`fresh`, labelled as asked), or the
+/// one `--resume` names; its id, settings, cells still to measure and lease.
+pub fn begin(
+    store: &mut Store,
+    fresh: Option<RunMeta>,
+    args: &RunArgs,
+    topo: &Topology,
+    machine: &dyn Machine,
+) -> Result<(i64, RunMeta, Vec<CellKey>, Lease)> {
+    match fresh {
+        Some(meta) => {
+            let id = store.create_run(&meta)?;
+            if let Some(label) = &args.label {
+                store.set_run_label(id, Some(label))?;
+            }
+            let pending = meta.plan.clone();
+            let lease = store.lease_run(id)?;
+            Ok((id, meta, pending, lease))
+        }
+        None => {
+            let which = args.resume.clone().flatten();
+            resume(store, which.as_deref(), topo, machine)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smt_plan_takes_turns_per_group() {
+        let key = |b: &str, p: &str| CellKey {
+            benchmark: b.into(),
+            params: Default::default(),
+            placement: p.into(),
+        };
+        let plan = vec![key("a", "1c1t"), key("a", "2c1t"), key("b", "1c1t")];
+        let got: Vec<(String, String, String)> = smt_plan(plan, &[false, true])
+            .into_iter()
+            .map(|k| {
+                let state = smt::state_label(smt::state_of(&k)).to_string();
+                (k.benchmark, k.placement, state)
+            })
+            .collect();
+        let want = [
+            ("a", "1c1t", "off"),
+            ("a", "2c1t", "off"),
+            ("a", "1c1t", "on"),
+            ("a", "2c1t", "on"),
+            ("b", "1c1t", "off"),
+            ("b", "1c1t", "on"),
+        ];
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!((g.0.as_str(), g.1.as_str(), g.2.as_str()), w);
+        }
+    }
+
+    #[test]
+    fn resume_measures_as_the_stored_settings_say_and_old_runs_as_their_command_line() {
+        let mut meta = crate::sink::finished_run(
+            None,
+            0,
+            smtlab_model::Environment::default(),
+            smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
+            RunConfig::default(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        )
+        .run;
+        meta.command_line = ["smtlab", "run", "--no-interleave", "--repeat", "3"]
+            .map(String::from)
+            .to_vec();
+        // Stored before the settings were kept: the command line says them.
+        assert_eq!(measuring_of(&meta), (false, 3));
+        // Kept in the config: the config wins over whatever the command line says.
+        meta.config.interleave = Some(true);
+        meta.config.repeat = Some(2);
+        assert_eq!(measuring_of(&meta), (true, 2));
+        meta.command_line = vec!["smtlab".into(), "run".into()];
+        meta.config.interleave = Some(false);
+        assert_eq!(measuring_of(&meta), (false, 2));
+    }
+}

@@ -1,0 +1,335 @@
+//! Every command's path on the fake SMT machine (`--fake-machine=DIR`): one core of two
+//! siblings, CPUs 0 and 1, in a sysfs tree that behaves as the kernel's, with a fake PMU.
+//! The work really runs on this host's CPUs 0 and 1, so these tests check what the
+//! commands do to the machine and what they store, never the figures. The tree's
+//! journal (`writes.log`) lists every write the emulated kernel took, in order.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The fake machine's tree and a results database, in a temporary directory.
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn new() -> Fake {
+        Fake {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn tree(&self) -> PathBuf {
+        self.dir.path().join("machine")
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("r.db")
+    }
+
+    fn smtlab(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_smtlab"));
+        c.arg(format!("--fake-machine={}", self.tree().display()));
+        c
+    }
+
+    fn cpu_file(&self, rel: &str) -> String {
+        let path = self.tree().join("sys/devices/system/cpu").join(rel);
+        fs::read_to_string(path).unwrap().trim().to_string()
+    }
+
+    /// The writes the emulated kernel took, as `path value` lines under the cpu dir.
+    fn journal(&self) -> Vec<String> {
+        let text = fs::read_to_string(self.tree().join("writes.log")).unwrap_or_default();
+        text.lines()
+            .map(|l| l.trim_start_matches("sys/devices/system/cpu/").to_string())
+            .collect()
+    }
+
+    /// SMT on and both CPUs online, as the tree was built.
+    fn assert_restored(&self) {
+        assert_eq!(self.cpu_file("smt/control"), "on");
+        assert_eq!(self.cpu_file("cpu1/online"), "1");
+        assert_eq!(self.cpu_file("smt/active"), "1");
+    }
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(out: Output) -> Value {
+    serde_json::from_slice(&ok(out).stdout).unwrap()
+}
+
+fn placements(v: &Value, smt: Option<&str>) -> Vec<String> {
+    v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| smt.is_none_or(|s| c["params"]["smt"] == s))
+        .map(|c| c["placement"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn bench_measures_1c1t_and_1c2t_with_the_fake_pmu_and_says_the_machine_is_fake() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args([
+                "bench",
+                "int-ops",
+                "-p",
+                "1c1t,1c2t",
+                "--quick",
+                "--max-samples",
+                "3",
+            ])
+            .args(["--counters", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, None), ["1c1t", "1c2t"]);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells[1]["placement"]["cpus"], serde_json::json!([0, 1]));
+    assert_eq!(cells[1]["placement"]["threads_per_core"], 2);
+    for c in cells {
+        let per = &c["counters"]["per_unit"];
+        let ipc = per["instructions_per_unit"].as_f64().unwrap()
+            / per["cycles_per_unit"].as_f64().unwrap();
+        assert!((ipc - 2.0).abs() < 1e-9, "the fake PMU's IPC is 2: {ipc}");
+    }
+    let env = &v["run"]["environment"];
+    for field in ["hostname", "cpu_model", "virtualization"] {
+        assert!(
+            env[field].as_str().unwrap().contains("fake machine"),
+            "{field}: {env}"
+        );
+    }
+    assert_eq!(v["comparisons"].as_array().unwrap().len(), 1);
+    assert!(
+        f.journal().is_empty(),
+        "nothing switched: {:?}",
+        f.journal()
+    );
+}
+
+#[test]
+fn run_measures_both_smt_states_skips_1c2t_with_smt_off_and_restores_smt() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["run", "--suite", "quick", "--bench", "int-ops"])
+            .args([
+                "--placements",
+                "1c1t,1c2t",
+                "--smt",
+                "off,on",
+                "--json",
+                "--db",
+            ])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, Some("off")), ["1c1t"]);
+    assert_eq!(placements(&v, Some("on")), ["1c1t", "1c2t"]);
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["key"]["placement"], "1c2t");
+    assert_eq!(skipped[0]["key"]["params"]["smt"], "off");
+    let reason = skipped[0]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("with SMT off:"), "{reason}");
+    assert_eq!(f.journal(), ["smt/control off", "smt/control on"]);
+    f.assert_restored();
+}
+
+#[test]
+fn exec_runs_a_command_on_the_two_siblings() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args([
+                "exec", "-p", "1c2t", "--reps", "2", "--warmup", "0", "--json", "--db",
+            ])
+            .arg(f.db())
+            .args(["--", "true"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, None), ["1c2t"]);
+    assert_eq!(
+        v["cells"][0]["placement"]["cpus"],
+        serde_json::json!([0, 1])
+    );
+    assert_eq!(v["run"]["suite"], "exec");
+}
+
+#[test]
+fn corun_measures_the_sibling_form() {
+    let f = Fake::new();
+    let out = ok(f
+        .smtlab()
+        .args([
+            "corun", "--quick", "--forms", "sibling", "--cmd", "t=true", "--cmd", "c=:", "--json",
+            "--db",
+        ])
+        .arg(f.db())
+        .output()
+        .unwrap());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let matrix = v["matrix"].as_array().unwrap();
+    assert_eq!(
+        matrix.len(),
+        4,
+        "t and c next to each other and themselves: {v}"
+    );
+    let text = serde_json::to_string(&v["matrix"]).unwrap();
+    assert!(text.contains("sibling"), "{text}");
+}
+
+#[test]
+fn util_measures_a_curve_with_smt_off_and_on_and_restores_smt() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args([
+                "util",
+                "--smt",
+                "off,on",
+                "--steps",
+                "1",
+                "--step-ms",
+                "50",
+                "--samples",
+                "2",
+            ])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let text = serde_json::to_string(&v["curve"]).unwrap();
+    assert!(
+        text.contains("\"1c1t\"") && text.contains("\"1c2t\""),
+        "1c1t with SMT off, 1c2t with it on: {text}"
+    );
+    assert_eq!(f.journal(), ["smt/control off", "smt/control on"]);
+    f.assert_restored();
+}
+
+#[test]
+fn bench_1c1t_up_takes_cpu_1_offline_for_the_cell_and_brings_it_back() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args([
+                "bench",
+                "int-ops",
+                "-p",
+                "1c1t-up",
+                "--quick",
+                "--max-samples",
+                "3",
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, None), ["1c1t-up"]);
+    assert_eq!(v["cells"][0]["placement"]["cpus"], serde_json::json!([0]));
+    assert_eq!(f.journal(), ["cpu1/online 0", "cpu1/online 1"]);
+    f.assert_restored();
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_stop_mid_run_with_smt_off_restores_the_fake_tree() {
+    let f = Fake::new();
+    let child = f
+        .smtlab()
+        .args([
+            "run",
+            "--suite",
+            "quick",
+            "--bench",
+            "int-ops,fp-ops,mem-read",
+        ])
+        .args(["--placements", "1c1t,1c2t", "--smt", "off,on", "--db"])
+        .arg(f.db())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("SMT switched off", || {
+        f.journal().first().is_some_and(|l| l == "smt/control off")
+    });
+    assert_eq!(
+        f.cpu_file("cpu1/online"),
+        "0",
+        "the sibling is offline with SMT off"
+    );
+    // SAFETY: kill has no memory effects; the pid is our own child's, not yet waited on.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    f.assert_restored();
+    // Resumed, the run goes on with the states it still lacks and ends restored.
+    let v = json(
+        f.smtlab()
+            .args(["run", "--resume", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["run"]["status"], "finished");
+    let done = v["cells"].as_array().unwrap().len() + v["skipped"].as_array().unwrap().len();
+    assert_eq!(done, 3 * 2 * 2, "every benchmark x placement x state");
+    assert_eq!(placements(&v, Some("off")), ["1c1t"; 3]);
+    f.assert_restored();
+}
+
+#[test]
+fn the_fake_machine_is_shown_by_topo_and_smt() {
+    let f = Fake::new();
+    let v = json(f.smtlab().args(["topo", "--json"]).output().unwrap());
+    assert_eq!(v["cpus"], serde_json::json!([0, 1]));
+    let out = ok(f.smtlab().args(["smt"]).output().unwrap());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("SMT control  on"), "{text}");
+    assert!(Path::new(&f.tree()).join("proc/cpuinfo").exists());
+}
+
+#[test]
+fn the_fake_machine_flag_is_hidden_from_help() {
+    let out = ok(Command::new(env!("CARGO_BIN_EXE_smtlab"))
+        .arg("--help")
+        .output()
+        .unwrap());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--quiet") && !help.contains("fake"), "{help}");
+}

@@ -1,0 +1,48 @@
+//! A stored plan of cells (`smtlab run`, new or resumed) as session groups: the
+//! placements of one benchmark and parameter set (SMT state included) form a group.
+
+use smtlab_bench::Benchmark;
+use smtlab_model::{CellKey, SkippedCell, Topology};
+
+use super::smt::params_of;
+use crate::session::{CellPlan, Group};
+
+/// The groups of `keys`, their benchmarks found in `catalog` and their placements
+/// resolved on `topo`; the cells whose benchmark this build lacks are skipped with the
+/// reason.
+pub fn groups_of<'a>(
+    keys: &[CellKey],
+    catalog: &'a [Box<dyn Benchmark>],
+    topo: &Topology,
+) -> (Vec<Group<'a>>, Vec<SkippedCell>) {
+    let mut groups: Vec<Group<'a>> = Vec::new();
+    let mut missing = Vec::new();
+    for key in keys {
+        let Some(bench) = catalog.iter().find(|b| b.info().name == key.benchmark) else {
+            missing.push(SkippedCell {
+                key: key.clone(),
+                reason: format!("no benchmark {:?} in this build", key.benchmark),
+            });
+            continue;
+        };
+        let placement = smtlab_placement::parse(&key.placement)
+            .and_then(|spec| smtlab_placement::resolve(&spec, topo))
+            .map_err(|e| e.to_string());
+        let cell = CellPlan {
+            bench: bench.as_ref(),
+            info: bench.info(),
+            params: params_of(key),
+            key: key.clone(),
+            placement,
+            work_unit: None,
+            warmup_samples: None,
+        };
+        match groups.last_mut() {
+            Some(g) if g[0].key.benchmark == key.benchmark && g[0].key.params == key.params => {
+                g.push(cell);
+            }
+            _ => groups.push(vec![cell]),
+        }
+    }
+    (groups, missing)
+}

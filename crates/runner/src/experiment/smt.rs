@@ -1,0 +1,399 @@
+//! SMT turns: groups of cells measured in each SMT state asked for, the states taking
+//! turns group by group, so a drift of the machine's speed falls on both states rather
+//! than on one whole pass. One function does the switching for every command
+//! ([`in_states`]; [`measure_groups`] for groups of session cells): it switches through
+//! the machine's guard ([`Machine::smt_switch`], with the control crate's guardian),
+//! rediscovers the topology after each switch (with SMT off the siblings are offline),
+//! re-resolves the placements on it (`1c2t` with SMT off is skipped with the reason),
+//! skips a state's cells with the reason when SMT cannot be switched here, and puts the
+//! state found back at the end, on error and on a stop.
+//!
+//! Which state a cell was measured in is read and written in one place only:
+//! [`state_of`], [`set_state`] and [`bench_params`].
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use smtlab_bench::Params;
+use smtlab_control::guard::Protection;
+use smtlab_model::keys::SMT_PARAM;
+use smtlab_model::{CellKey, SkippedCell, Topology};
+
+use super::{Engine, ExperimentError};
+use crate::machine::Machine;
+use crate::session::{CellPlan, Ended, Group, SessionObserver};
+
+/// An SMT state to measure in: on, off, or `None` for the state found (not switched).
+pub type SmtState = Option<bool>;
+
+/// What a state is called in the keys and on screen.
+pub fn state_label(state: SmtState) -> &'static str {
+    match state {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "as found",
+    }
+}
+
+/// The states `--smt` asks for, in the order given (`both` is `off,on`; a list may be
+/// one argument or several).
+pub fn parse_states(given: &[String]) -> Result<Vec<bool>, ExperimentError> {
+    let word = |on: bool| state_label(Some(on));
+    let mut out = Vec::new();
+    for s in given.iter().flat_map(|g| g.split(',')) {
+        let add: &[bool] = match s.trim() {
+            "off" => &[false],
+            "on" => &[true],
+            "both" => &[false, true],
+            other => {
+                return Err(ExperimentError::input(format!(
+                    "--smt {other:?}: expected off, on, both, off,on or on,off"
+                )));
+            }
+        };
+        for &on in add {
+            if out.contains(&on) {
+                return Err(ExperimentError::input(format!(
+                    "--smt {}: SMT {} given twice",
+                    given.join(","),
+                    word(on)
+                )));
+            }
+            out.push(on);
+        }
+    }
+    Ok(out)
+}
+
+/// The SMT state `key` was measured in; `None` for a cell measured as found.
+pub fn state_of(key: &CellKey) -> SmtState {
+    match key.params.get(SMT_PARAM).map(String::as_str) {
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        _ => None,
+    }
+}
+
+/// Keys `key` with the SMT state it is measured in.
+pub fn set_state(key: &mut CellKey, state: SmtState) {
+    key.params
+        .insert(SMT_PARAM.to_string(), state_label(state).to_string());
+}
+
+/// The benchmark's own parameters of `key`: its conditions (the SMT state) left out.
+pub fn bench_params(key: &CellKey) -> BTreeMap<String, String> {
+    let mut params = key.params.clone();
+    params.remove(SMT_PARAM);
+    params
+}
+
+/// `cell` keyed with the SMT state `on`, its placement not yet resolved in that state.
+pub fn cell_in<'a>(cell: &CellPlan<'a>, on: bool) -> CellPlan<'a> {
+    let mut key = cell.key.clone();
+    set_state(&mut key, Some(on));
+    CellPlan {
+        bench: cell.bench,
+        info: cell.info.clone(),
+        params: cell.params.clone(),
+        key,
+        placement: cell.placement.clone(),
+        work_unit: cell.work_unit.clone(),
+        warmup_samples: cell.warmup_samples,
+    }
+}
+
+/// Every group once per state in `states`, the states taking turns group by group
+/// (`states` empty: the groups as they are, measured in the state found).
+pub fn turns<'a>(groups: Vec<Group<'a>>, states: &[bool]) -> Vec<Group<'a>> {
+    if states.is_empty() {
+        return groups;
+    }
+    let mut out = Vec::new();
+    for group in &groups {
+        for &on in states {
+            out.push(group.iter().map(|c| cell_in(c, on)).collect());
+        }
+    }
+    out
+}
+
+/// The SMT states of `states` that can be measured here, or why none can be.
+pub fn switchable(machine: &dyn Machine, states: &[bool]) -> Result<Vec<bool>, String> {
+    match (states.is_empty(), machine.switch_refusal()) {
+        (false, Some(why)) => Err(why),
+        _ => Ok(states.to_vec()),
+    }
+}
+
+/// Runs `turn` for each item of `items` in its SMT state (`state`): SMT switched
+/// (refused with the reason when it cannot be), the topology rediscovered, then `turn`
+/// with the item, its state and the topology in that state or why it cannot be entered.
+/// Stops at the first turn that ends early; puts the SMT state found back at the end,
+/// on error and on a stop (and the guardian should smtlab be killed).
+pub fn in_states<T>(
+    machine: &dyn Machine,
+    protection: Protection,
+    found: &Topology,
+    items: Vec<T>,
+    state: impl Fn(&T) -> SmtState,
+    mut turn: impl FnMut(T, SmtState, Result<&Topology, String>) -> Result<Ended, ExperimentError>,
+) -> Result<Ended, ExperimentError> {
+    let mut switch = None;
+    let mut refusal: Option<String> = None;
+    let mut ended = Ended::Complete;
+    for item in items {
+        let st = state(&item);
+        let Some(on) = st else {
+            ended = turn(item, st, Ok(found))?;
+            if ended == Ended::Stopped {
+                break;
+            }
+            continue;
+        };
+        if switch.is_none() && refusal.is_none() {
+            refusal = machine.switch_refusal();
+            if refusal.is_none() {
+                match machine.smt_switch(protection) {
+                    Ok(s) => switch = Some(s),
+                    Err(e) => refusal = Some(e.to_string()),
+                }
+            }
+        }
+        let entered = match (&mut switch, &refusal) {
+            (Some(sw), _) => sw
+                .set(on)
+                .map_err(|e| format!("cannot switch SMT {}: {e}", state_label(st)))
+                .and_then(|()| machine.topology().map_err(|e| e.to_string())),
+            (None, why) => Err(why.clone().unwrap_or_default()),
+        };
+        ended = turn(item, st, entered.as_ref().map_err(Clone::clone))?;
+        if ended == Ended::Stopped {
+            break;
+        }
+    }
+    if let Some(sw) = switch {
+        sw.finish()
+            .map_err(|e| ExperimentError::input(format!("cannot put the SMT state back: {e}")))?;
+    }
+    Ok(ended)
+}
+
+/// Measures `groups` through the engine's sessions, each in the SMT state its keys say
+/// ([`state_of`]; none: the state found, on `found`), with [`in_states`]: a group whose
+/// state cannot be entered is skipped with the reason, and its placements are resolved
+/// anew in the state it is measured in.
+pub fn measure_groups(
+    engine: &Engine<'_>,
+    protection: Protection,
+    found: &Topology,
+    groups: Vec<Group<'_>>,
+    sink: &mut dyn SessionObserver,
+) -> Result<Ended, ExperimentError> {
+    let state = |g: &Group<'_>| g.first().and_then(|c| state_of(&c.key));
+    in_states(
+        engine.machine,
+        protection,
+        found,
+        groups,
+        state,
+        |group, st, topo| {
+            let topo = match topo {
+                Ok(t) => t,
+                Err(why) => return Ok(skip_all(&group, st, &why, sink)),
+            };
+            let group = match st {
+                None => group,
+                Some(_) => resolve_in(group, st, topo),
+            };
+            Ok(engine.run(topo, vec![group], sink))
+        },
+    )
+}
+
+/// `group` with its placements resolved on `topo`, the topology of state `st`.
+pub fn resolve_in<'a>(group: Group<'a>, st: SmtState, topo: &Topology) -> Group<'a> {
+    group
+        .into_iter()
+        .map(|mut c| {
+            c.placement = smtlab_placement::parse(&c.key.placement)
+                .and_then(|spec| smtlab_placement::resolve(&spec, topo))
+                .map_err(|e| format!("with SMT {}: {e}", state_label(st)));
+            c
+        })
+        .collect()
+}
+
+fn skip_all(group: &Group<'_>, st: SmtState, why: &str, sink: &mut dyn SessionObserver) -> Ended {
+    for c in group {
+        let skipped = SkippedCell {
+            key: c.key.clone(),
+            reason: format!("with SMT {}: {why}", state_label(st)),
+        };
+        if sink.skipped(&skipped) == ControlFlow::Break(()) {
+            return Ended::Stopped;
+        }
+    }
+    Ended::Complete
+}
+
+/// Parameters of a cell from its key (the SMT state left out): what a resumed run
+/// measures a stored cell with.
+pub fn params_of(key: &CellKey) -> Params {
+    Params::from_pairs(bench_params(key).into_iter().collect::<Vec<_>>())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+    use crate::machine::FakeMachine;
+
+    fn quiet() -> Protection {
+        Protection {
+            guardian: false,
+            signals: false,
+        }
+    }
+
+    fn control(m: &FakeMachine) -> String {
+        fs::read_to_string(m.sysfs().control_path())
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    struct Dir(std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn machine(name: &str) -> (Dir, FakeMachine) {
+        let dir = std::env::temp_dir().join(format!("smtlab-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let m = FakeMachine::at(&dir).unwrap();
+        (Dir(dir), m)
+    }
+
+    #[test]
+    fn states_take_turns_per_item_with_the_topology_of_each_and_the_state_is_restored() {
+        let (_d, m) = machine("turns");
+        let found = m.topology().unwrap();
+        let items = vec![("a", Some(false)), ("a", Some(true)), ("b", None)];
+        let mut seen = Vec::new();
+        let ended = in_states(
+            &m,
+            quiet(),
+            &found,
+            items,
+            |i| i.1,
+            |i, st, topo| {
+                seen.push((i.0, st, control(&m), topo.unwrap().cpus.len()));
+                Ok(Ended::Complete)
+            },
+        )
+        .unwrap();
+        assert_eq!(ended, Ended::Complete);
+        assert_eq!(
+            seen,
+            [
+                ("a", Some(false), "off".to_string(), 1),
+                ("a", Some(true), "on".to_string(), 2),
+                ("b", None, "on".to_string(), 2),
+            ]
+        );
+        assert_eq!(control(&m), "on");
+    }
+
+    #[test]
+    fn an_error_or_a_stop_mid_run_restores_the_state() {
+        let (_d, m) = machine("stop");
+        let found = m.topology().unwrap();
+        let items = vec![Some(false), Some(true)];
+        let err = in_states(
+            &m,
+            quiet(),
+            &found,
+            items.clone(),
+            |s| *s,
+            |_, _, _| Err(ExperimentError::input("benchmark failed")),
+        );
+        assert!(err.is_err());
+        assert_eq!(control(&m), "on");
+        let mut n = 0;
+        let ended = in_states(
+            &m,
+            quiet(),
+            &found,
+            items,
+            |s| *s,
+            |_, _, _| {
+                n += 1;
+                assert_eq!(control(&m), "off");
+                Ok(Ended::Stopped)
+            },
+        )
+        .unwrap();
+        assert_eq!((ended, n), (Ended::Stopped, 1));
+        assert_eq!(control(&m), "on");
+    }
+
+    #[test]
+    fn a_state_that_cannot_be_entered_reaches_the_turn_with_the_reason() {
+        let (_d, m) = machine("refused");
+        fs::write(m.sysfs().control_path(), "notsupported\n").unwrap();
+        let found = m.topology().unwrap();
+        let mut reasons = Vec::new();
+        in_states(
+            &m,
+            quiet(),
+            &found,
+            vec![Some(false)],
+            |s| *s,
+            |_, _, topo| {
+                reasons.push(topo.unwrap_err());
+                Ok(Ended::Complete)
+            },
+        )
+        .unwrap();
+        assert!(reasons[0].contains("notsupported"), "{reasons:?}");
+    }
+
+    #[test]
+    fn states_parse_in_order_and_refuse_repeats_and_typos() {
+        let s = |v: &[&str]| parse_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
+        assert_eq!(s(&["on", " off"]).unwrap(), vec![true, false]);
+        assert_eq!(s(&["on,off"]).unwrap(), vec![true, false]);
+        assert!(
+            s(&["both", "on"])
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
+        assert!(
+            s(&["maybe"])
+                .unwrap_err()
+                .to_string()
+                .contains("expected off")
+        );
+    }
+
+    #[test]
+    fn keys_carry_their_state_and_bench_params_leave_it_out() {
+        let mut key = CellKey {
+            benchmark: "spin".into(),
+            params: [("n".to_string(), "1".to_string())].into_iter().collect(),
+            placement: "1c1t".into(),
+        };
+        assert_eq!(state_of(&key), None);
+        set_state(&mut key, Some(false));
+        assert_eq!(state_of(&key), Some(false));
+        assert_eq!(bench_params(&key).len(), 1);
+        set_state(&mut key, None);
+        assert_eq!(state_of(&key), None);
+        assert_eq!(key.params[SMT_PARAM], "as found");
+    }
+}

@@ -1,0 +1,222 @@
+//! The machine seam: everything the engine asks of the machine it measures on, behind one
+//! trait, [`Machine`], so every command runs the same way on this machine
+//! ([`RealMachine`]) and on a fake one ([`FakeMachine`]: a sysfs tree in a directory
+//! that emulates what the kernel does, with a fake PMU).
+//!
+//! A machine gives:
+//! * its **topology**, discovered from its tree ([`Machine::topology`]), again after
+//!   every change of SMT state;
+//! * its **SMT control and CPU hotplug** files ([`Machine::sysfs`]), which every change
+//!   goes through under the control crate's guard ([`SmtSwitch`]);
+//! * the **clock** samples are timed with;
+//! * the **counting backend** (`--counters`) and what it offers here;
+//! * the **environment** stored with every run ([`Machine::environment`]);
+//! * the **system state of a cell** ([`Machine::enter_cell`]): `1c1t-up` takes every
+//!   other CPU offline for the cell's life, through a typed guard ([`CellGuard`]) that
+//!   brings them back when dropped.
+//!
+//! A new fact about the machine that the engine needs goes here: a method of the trait,
+//! read from [`Machine::root`] for both machines (or faked by [`FakeMachine`]), so no
+//! command reads `/` or `/sys` on its own.
+
+mod fake;
+
+use std::path::Path;
+
+use smtlab_control::guard::Protection;
+use smtlab_control::{ControlError, SmtSwitch, Sysfs};
+use smtlab_model::{Environment, ResolvedPlacement, Topology};
+use smtlab_topology::TopologyError;
+
+use crate::clock::{Clock, Monotonic};
+use crate::counting::{CountingBackend, CountingSetup, Perf};
+
+pub use fake::FakeMachine;
+
+/// The program that measures, as stored in every run's environment.
+#[derive(Debug, Clone, Default)]
+pub struct Tool {
+    pub version: String,
+    pub git_commit: Option<String>,
+}
+
+/// Why the machine refused what a command asked of it.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("cannot read this machine's CPU topology: {0}")]
+    Topology(TopologyError),
+    #[error("{placement} leaves no CPU online for the client side of this benchmark")]
+    NoClientCpu { placement: String },
+    // The cause is shown in the message and is not a `source`, so it is printed once.
+    #[error("{placement}: cannot leave only CPU {cpu} online: {error}")]
+    Uniprocessor {
+        placement: String,
+        cpu: u32,
+        error: ControlError,
+    },
+}
+
+/// What a cell's system state needs kept for the cell's life; dropping it puts the
+/// system back.
+#[must_use = "dropping the guard puts the system back at once"]
+pub enum CellGuard {
+    /// The cell changes nothing.
+    Unchanged,
+    /// Every CPU but the placement's one is offline (`1c1t-up`) until the guard drops.
+    Uniprocessor(SmtSwitch),
+}
+
+/// Everything the engine asks of the machine it measures on.
+pub trait Machine: Sync {
+    /// The root its topology and SMT files are read from (`/` for this machine).
+    fn root(&self) -> &Path;
+
+    /// Its SMT control and CPU hotplug files.
+    fn sysfs(&self) -> Sysfs;
+
+    /// The clock samples are timed with.
+    fn clock(&self) -> &dyn Clock;
+
+    /// What counting (`--counters`) can do here (probing may take a few system calls).
+    fn counting_setup(&self) -> CountingSetup;
+
+    /// Where counters, `/proc/stat` series and syscall traces come from.
+    fn counting_backend(&self) -> &dyn CountingBackend;
+
+    /// The environment the measurements run in (DESIGN rule 11), stored with the run.
+    fn environment(&self, topo: &Topology, tool: &Tool) -> Environment;
+
+    /// The topology as it is now (again after every change of SMT state).
+    fn topology(&self) -> Result<Topology, MachineError> {
+        smtlab_topology::discover(self.root()).map_err(MachineError::Topology)
+    }
+
+    /// Why SMT cannot be switched here, if it cannot.
+    fn switch_refusal(&self) -> Option<String> {
+        smtlab_control::switch_refusal(&self.sysfs())
+    }
+
+    /// The guard every SMT change of a command goes through; it puts the state found
+    /// back when finished or dropped (and, per `protection`, on signals and SIGKILL).
+    fn smt_switch(&self, protection: Protection) -> Result<SmtSwitch, ControlError> {
+        SmtSwitch::with_protection(self.sysfs(), protection)
+    }
+
+    /// Refuses uniprocessor placements (`1c1t-up`) before anything is measured when the
+    /// other CPUs could not be taken offline (not root, a CPU without hotplug).
+    fn check_uniprocessor(&self, placements: &[ResolvedPlacement]) -> Result<(), MachineError> {
+        let sysfs = self.sysfs();
+        for p in placements.iter().filter(|p| p.is_uniprocessor()) {
+            smtlab_control::uniprocessor_plan(&sysfs, p.cpus[0]).map_err(|error| {
+                MachineError::Uniprocessor {
+                    placement: p.name.clone(),
+                    cpu: p.cpus[0],
+                    error,
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Puts the system into the state `placement` needs for one cell (`1c1t-up`: every
+    /// other CPU offline) until the guard drops; `client_side`: the benchmark needs a
+    /// CPU for its client, which a uniprocessor cannot give.
+    fn enter_cell(
+        &self,
+        placement: &ResolvedPlacement,
+        client_side: bool,
+    ) -> Result<CellGuard, MachineError> {
+        if !placement.is_uniprocessor() {
+            return Ok(CellGuard::Unchanged);
+        }
+        if client_side {
+            return Err(MachineError::NoClientCpu {
+                placement: placement.name.clone(),
+            });
+        }
+        let cpu = placement.cpus[0];
+        smtlab_control::uniprocessor(self.sysfs(), cpu)
+            .map(CellGuard::Uniprocessor)
+            .map_err(|error| MachineError::Uniprocessor {
+                placement: placement.name.clone(),
+                cpu,
+                error,
+            })
+    }
+}
+
+/// This machine: `/`, its kernel's SMT and hotplug files (root needed to write them),
+/// the monotonic clock and perf_event counting.
+#[derive(Debug, Default)]
+pub struct RealMachine;
+
+impl Machine for RealMachine {
+    fn root(&self) -> &Path {
+        Path::new("/")
+    }
+
+    fn sysfs(&self) -> Sysfs {
+        Sysfs::system()
+    }
+
+    fn clock(&self) -> &dyn Clock {
+        &Monotonic
+    }
+
+    fn counting_setup(&self) -> CountingSetup {
+        CountingSetup::probe()
+    }
+
+    fn counting_backend(&self) -> &dyn CountingBackend {
+        &Perf
+    }
+
+    fn environment(&self, topo: &Topology, tool: &Tool) -> Environment {
+        capture(topo, tool)
+    }
+}
+
+fn read(path: &str) -> Option<String> {
+    let s = std::fs::read_to_string(Path::new(path)).ok()?;
+    let t = s.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+fn cpuinfo_field(name: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == name).then(|| v.trim().to_string())
+    })
+}
+
+/// This machine's environment, read from /proc and /sys: every field is read, never
+/// guessed; what cannot be read is `None`.
+fn capture(topo: &Topology, tool: &Tool) -> Environment {
+    let boost = read("/sys/devices/system/cpu/cpufreq/boost").or_else(|| {
+        read("/sys/devices/system/cpu/intel_pstate/no_turbo").map(|v| {
+            if v == "1" {
+                "0 (intel_pstate no_turbo)".to_string()
+            } else {
+                "1 (intel_pstate)".to_string()
+            }
+        })
+    });
+    Environment {
+        tool_version: tool.version.clone(),
+        git_commit: tool.git_commit.clone(),
+        hostname: read("/proc/sys/kernel/hostname"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        cpu_model: topo.cpu_model.clone(),
+        microcode: cpuinfo_field("microcode"),
+        smt_control: topo.smt.control.clone(),
+        virtualization: topo.virtualization.clone(),
+        governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        boost,
+        clocksource: read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        perf_event_paranoid: read("/proc/sys/kernel/perf_event_paranoid")
+            .and_then(|s| s.parse().ok()),
+        online_cpus: topo.cpus.to_list_string(),
+    }
+}
