@@ -28,16 +28,11 @@ pub fn run(args: &CorunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let workloads = exp::matrix_workloads(&args.names, &args.cmds, &args.common.params)?;
     let s = corun_settings(&args.common, machine)?;
     for n in &s.notes {
-        eprintln!("note: {n}");
+        crate::term::note_fit(&format!("note: {n}"));
     }
     let json = args.common.json;
     if !json {
-        emit(&format!(
-            "corun: {} workloads, each on CPU {} alone and next to each other one ({}); slowdown = alone / co-run for rates, co-run / alone for times (above 1: slower)\n",
-            workloads.len(),
-            s.pair.cpu,
-            text::forms_text(&s.forms)
-        ))?;
+        emit(&text::corun_header(workloads.len(), s.pair.cpu, &s.forms))?;
     }
     let plan = exp::matrix_plan(&workloads, &s.forms, &s.pair, &s.topo);
     let mut lines = text::MatrixLines::default();

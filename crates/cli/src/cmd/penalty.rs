@@ -27,7 +27,7 @@ struct PenaltyJson<'a> {
 pub fn run(args: &PenaltyArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let (s, task, hogs) = penalty_settings(args, machine)?;
     for n in &s.notes {
-        eprintln!("note: {n}");
+        crate::term::note_fit(&format!("note: {n}"));
     }
     let fixed = match &args.cmd {
         Some(_) => 1,

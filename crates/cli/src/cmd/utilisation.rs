@@ -27,7 +27,7 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         notes,
     } = util_settings(args, machine)?;
     for n in &notes {
-        eprintln!("note: {n}");
+        crate::term::note_fit(&format!("note: {n}"));
     }
     let measuring = Measuring::new(machine, cfg.clone(), args.json)?;
     let curve = Curve {
@@ -83,7 +83,7 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         )?)?;
     } else {
         emit(&view::curve_text(&points))?;
-        emit(crate::render::corun::UTIL_FOOTER)?;
+        emit(&crate::render::corun::util_footer())?;
     }
     Ok(ExitCode::SUCCESS)
 }

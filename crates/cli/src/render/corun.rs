@@ -189,8 +189,23 @@ pub fn summary_text(results: &RunResults) -> String {
     out
 }
 
-/// What the curve's columns mean, under its table.
-pub const UTIL_FOOTER: &str = "busy = user + system + irq/softirq/steal of the placement's CPUs (all processes on them); % of max = achieved throughput over the maximum measured interleaved with the steps\n";
+/// What the curve's columns mean, under its table, fitted to the terminal.
+pub fn util_footer() -> String {
+    fit(
+        "busy = user + system + irq/softirq/steal of the placement's CPUs (all processes on \
+         them); % of max = achieved throughput over the maximum measured interleaved with \
+         the steps",
+    )
+}
+
+/// The line `corun` prints before measuring: the workloads, CPUs and forms.
+pub fn corun_header(workloads: usize, cpu: u32, forms: &[(Form, u32)]) -> String {
+    fit(&format!(
+        "corun: {workloads} workloads, each on CPU {cpu} alone and next to each other one \
+         ({}); slowdown = alone / co-run for rates, co-run / alone for times (above 1: slower)",
+        forms_text(forms)
+    ))
+}
 
 /// The line `util` prints before the curve of one SMT state.
 pub fn util_state_line(
@@ -198,15 +213,15 @@ pub fn util_state_line(
     placed: &smtlab_model::ResolvedPlacement,
     args: &crate::args::UtilArgs,
 ) -> String {
-    format!(
-        "SMT {}: open-loop load on {} (CPUs {:?}), {} steps of {} ms per rate, {} us jobs\n",
+    fit(&format!(
+        "SMT {}: open-loop load on {} (CPUs {}), {} steps of {} ms per rate, {} us jobs",
         smtlab_runner::experiment::smt::state_label(state),
         placed.name,
-        placed.cpus,
+        placed.cpu_set().to_list_string(),
         args.samples,
         args.step_ms,
         args.job_us
-    )
+    ))
 }
 
 /// The line `penalty` prints before measuring: the task, its work per run, the CPU, the
@@ -218,8 +233,8 @@ pub fn penalty_header(
     s: &crate::settings::CorunSettings,
     samples: u32,
 ) -> String {
-    format!(
-        "penalty: {} ({} iterations per run) on CPU {}, {} runs per cell, alone and next to {} ({})\n",
+    fit(&format!(
+        "penalty: {} ({} iterations per run) on CPU {}, {} runs per cell, alone and next to {} ({})",
         task.name(),
         fixed,
         s.pair.cpu,
@@ -229,5 +244,5 @@ pub fn penalty_header(
             .collect::<Vec<_>>()
             .join(", "),
         forms_text(&s.forms)
-    )
+    ))
 }

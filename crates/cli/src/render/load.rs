@@ -75,7 +75,7 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
     }
     if r.requests > 0 {
         s.push_str(&format!(
-            "latency    p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {})\n",
+            "latency    p50 {}  p90 {}  p99 {}  p99.9 {}\n           max {}  mean {}\n",
             ms(p.p50_ns),
             ms(p.p90_ns),
             ms(p.p99_ns),
@@ -95,7 +95,8 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
     if cfg.rate_per_s.is_some() {
         s.push_str("(latency counts from each request's scheduled time)\n");
     }
-    s
+    // Lines longer than the terminal break between words, the rest of a line indented.
+    crate::render::table::wrap(&s, crate::render::table::Layout::term())
 }
 
 pub fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> serde_json::Value {
