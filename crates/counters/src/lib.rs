@@ -56,8 +56,11 @@
 
 pub mod availability;
 pub mod error;
+pub mod event_list;
 mod events;
+pub mod model_events;
 pub mod perf;
+pub mod pmu;
 pub mod procstat;
 mod ring;
 pub mod source;
@@ -68,7 +71,9 @@ mod tracefs;
 
 pub use availability::{availability, hypervisor_vendor, missing_lines};
 pub use error::{CounterError, FailureKind, perf_event_paranoid};
+pub use event_list::{EventListError, Resolved, ResolvedEvent, resolve};
 pub use perf::{PerfCounters, PerfOptions};
+pub use pmu::{CpuId, PmuTree};
 pub use procstat::{ProcStatError, ProcStatSampler, SamplerOptions};
 pub use source::{CounterSource, FakeSource, fake_values, measure};
 pub use syscalls::{RunningTrace, SyscallTracer, TraceOptions};

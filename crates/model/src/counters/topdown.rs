@@ -19,7 +19,8 @@
 //!   `de_no_dispatch_per_slot.backend_stalls`, retiring = `ex_ret_ops`, bad
 //!   speculation = `de_src_op_disp.all - ex_ret_ops`, and SMT contention =
 //!   `de_no_dispatch_per_slot.smt_contention` (slots this thread lost to its sibling),
-//!   each over `6 * ls_not_halted_cyc`. Per thread.
+//!   each over the dispatch slots (`total_dispatch_slots`: `ls_not_halted_cyc` times
+//!   the dispatch width, 6 on Zen 4 and 8 on Zen 5, as the event's scale). Per thread.
 //!
 //! Nothing is guessed: without the events of one method the answer is a one-line
 //! reason naming what is missing.
@@ -74,18 +75,16 @@ pub const INTEL_SLOT_FORMULA: [&str; 5] = [
     "topdown-recovery-bubbles",
 ];
 
-/// AMD's names (Zen 4 event list), cycles first.
+/// AMD's names (Zen 4 event list), the slots first: `total_dispatch_slots` is
+/// `ls_not_halted_cyc` scaled by the dispatch width.
 pub const AMD_DISPATCH_SLOTS: [&str; 6] = [
-    "ls_not_halted_cyc",
+    "total_dispatch_slots",
     "ex_ret_ops",
     "de_src_op_disp.all",
     "de_no_dispatch_per_slot.no_ops_from_frontend",
     "de_no_dispatch_per_slot.backend_stalls",
     "de_no_dispatch_per_slot.smt_contention",
 ];
-
-/// Dispatch slots per cycle on Zen 4 and Zen 5.
-pub const AMD_DISPATCH_WIDTH: f64 = 6.0;
 
 /// Level-1 shares of the slots (each 0..1; back-end may come out slightly negative
 /// with the slot formula when the counts are noisy, and is kept as measured).
@@ -219,8 +218,7 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
             })
         }
         TopdownMethod::AmdDispatchSlots => {
-            let (cycles, ret_ops, disp, fe, be, smt) = (x[0], x[1], x[2], x[3], x[4], x[5]);
-            let slots = AMD_DISPATCH_WIDTH * cycles;
+            let (slots, ret_ops, disp, fe, be, smt) = (x[0], x[1], x[2], x[3], x[4], x[5]);
             if slots <= 0.0 {
                 return Err(zero());
             }
@@ -316,7 +314,7 @@ pub(crate) mod tests {
     fn amd_dispatch_slots_by_hand() {
         // 100 cycles -> 600 slots; 240 retired ops, 300 dispatched, 60 FE, 180 BE, 60 SMT.
         let v = named(&[
-            ("ls_not_halted_cyc", 100, None),
+            ("total_dispatch_slots", 100, Some(6.0)),
             ("ex_ret_ops", 240, None),
             ("de_src_op_disp.all", 300, None),
             ("de_no_dispatch_per_slot.no_ops_from_frontend", 60, None),
