@@ -277,10 +277,15 @@ fn matches(e: &ModelEvent, name: &str) -> bool {
 }
 
 /// The row for `name` on `uarch`.
+/// smtlab's own name wins over a vendor's name (`ex_ret_ops` is its own row for
+/// top-down, and also the vendor name behind `uops-retired`).
 pub fn lookup(name: &str, uarch: Uarch) -> Option<&'static ModelEvent> {
+    let on = |e: &&ModelEvent| e.uarchs.contains(&uarch);
     MODEL_EVENTS
         .iter()
-        .find(|e| matches(e, name) && e.uarchs.contains(&uarch))
+        .filter(on)
+        .find(|e| e.name.eq_ignore_ascii_case(name))
+        .or_else(|| MODEL_EVENTS.iter().filter(on).find(|e| matches(e, name)))
 }
 
 /// The microarchitectures that have `name`, for the reason it is absent elsewhere.
