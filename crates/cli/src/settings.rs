@@ -248,6 +248,7 @@ pub fn corun_settings(common: &crate::args::CommonArgs) -> Result<CorunSettings>
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(smtlab_runner::measure_overheads(&smtlab_runner::Monotonic));
     cfg.counters = common.counters;
+    cfg.counter_events = common.events.clone();
     Ok(CorunSettings {
         topo,
         pair,

@@ -163,9 +163,10 @@ impl Measuring {
     /// Probes counting when `cfg.counters` asks for it (its notes said unless `quiet`)
     /// and installs the stop flag.
     pub fn new(cfg: RunConfig, quiet: bool) -> Result<Self> {
-        let counting = cfg
-            .counters
-            .then(smtlab_runner::counting::CountingSetup::probe);
+        let counting = smtlab_runner::counting::CountingSetup::probe_for(
+            cfg.counters,
+            cfg.counter_events.as_deref(),
+        )?;
         if let Some(setup) = &counting
             && !quiet
         {

@@ -275,6 +275,10 @@ pub struct RunConfig {
     /// (`--counters`); kept with the run so `--resume` counts the rest the same way.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub counters: bool,
+    /// Named events counted with the counters (`--events LIST`, perf's syntax), kept
+    /// for `--resume` as `counters` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_events: Option<String>,
     /// Whether the placements of a group take their samples in turn (`run` interleaves
     /// unless `--no-interleave`), kept with the run so `--resume` measures the rest the
     /// same way. `None` in runs stored before it was kept.
@@ -304,6 +308,7 @@ impl Default for RunConfig {
             known_overheads: None,
             memory_budget_bytes: None,
             counters: false,
+            counter_events: None,
             interleave: None,
             repeat: None,
         }

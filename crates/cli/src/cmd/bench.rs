@@ -97,7 +97,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(measure_overheads(&Monotonic));
     cfg.counters = args.counters;
-    let setup = args.counters.then(CountingSetup::probe);
+    cfg.counter_events = args.events.clone();
+    let setup = CountingSetup::probe_for(args.counters, args.events.as_deref())?;
     if let Some(setup) = &setup
         && !args.json
     {

@@ -164,6 +164,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         // Every run is taken whatever it lasts: the budget is the user's (--timeout).
         max_cell_ns: u64::MAX,
         counters: args.counters,
+        counter_events: args.events.clone(),
         ..RunConfig::default()
     };
     config.known_overheads = Some(measure_overheads(&Monotonic));
@@ -171,7 +172,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     if let Some(n) = notes.first() {
         crate::term::note_fit(&format!("note: {n}"));
     }
-    let setup = args.counters.then(CountingSetup::probe);
+    let setup = CountingSetup::probe_for(args.counters, args.events.as_deref())?;
     if let Some(s) = &setup {
         for line in s.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));

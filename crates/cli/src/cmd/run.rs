@@ -93,7 +93,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             g.apart.as_deref().unwrap_or_default()
         ));
     }
-    let setup = meta.config.counters.then(CountingSetup::probe);
+    let setup =
+        CountingSetup::probe_for(meta.config.counters, meta.config.counter_events.as_deref())?;
     if let Some(s) = &setup {
         for line in s.missing_lines() {
             crate::term::note_fit(&format!("note: {line}"));
@@ -504,6 +505,7 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     };
     config.known_overheads = Some(measure_overheads(&Monotonic));
     config.counters = args.counters;
+    config.counter_events = args.events.clone();
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
     config.interleave = Some(!args.no_interleave);
     config.repeat = Some(args.repeat as usize);
