@@ -45,6 +45,7 @@
 pub mod compare;
 pub mod compare_html;
 pub mod corun;
+pub mod counter_ratios;
 pub mod counters;
 pub mod export;
 pub mod fmt;
