@@ -242,7 +242,7 @@ pub fn cell_ratios(c: &CellCounters) -> CellRatios {
                 ),
             }
         }
-        for r in &v.named {
+        for r in v.named.iter().filter(|r| !is_topdown(&r.name)) {
             if let Some(x) = r.value() {
                 ratios.push(RatioValue {
                     key: format!("{}_per_unit", r.name),
@@ -297,6 +297,18 @@ pub fn cell_ratios(c: &CellCounters) -> CellRatios {
             .map(|(n, f)| (n.to_string(), f))
             .collect(),
     }
+}
+
+/// Top-down inputs are shares of slots, shown as top-down, not per instruction or unit.
+fn is_topdown(name: &str) -> bool {
+    use smtlab_model::counters::topdown::{
+        AMD_DISPATCH_SLOTS, INTEL_PERF_METRICS, INTEL_SLOT_FORMULA,
+    };
+    INTEL_PERF_METRICS
+        .iter()
+        .chain(&INTEL_SLOT_FORMULA)
+        .chain(&AMD_DISPATCH_SLOTS)
+        .any(|n| n.eq_ignore_ascii_case(name))
 }
 
 fn asked_for_topdown(v: &CounterValues) -> bool {

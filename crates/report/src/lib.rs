@@ -50,6 +50,7 @@ pub mod counters;
 pub mod export;
 pub mod fmt;
 pub mod html;
+mod html_counter_ratios;
 mod html_counters;
 mod html_figures;
 
