@@ -249,6 +249,7 @@ pub fn corun_settings(common: &crate::args::CommonArgs) -> Result<CorunSettings>
     cfg.known_overheads = Some(smtlab_runner::measure_overheads(&smtlab_runner::Monotonic));
     cfg.counters = common.counters;
     cfg.counter_events = common.events.clone();
+    cfg.dram_peak_gb_per_s = common.dram_peak;
     Ok(CorunSettings {
         topo,
         pair,

@@ -1036,6 +1036,11 @@ mod counters {
             ),
             (vec!["--counters", "--events", "cycles:p"], "modifier `p`"),
             (vec!["--events", "cycles"], "--counters"),
+            (
+                vec!["--counters", "--events", "dram", "--dram-peak", "0"],
+                "expected a positive number of GB/s",
+            ),
+            (vec!["--counters", "--dram-peak", "100"], "--events"),
         ] {
             let out = smtlab()
                 .args(["bench", "null-syscall", "--quick"])

@@ -279,6 +279,10 @@ pub struct RunConfig {
     /// for `--resume` as `counters` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counter_events: Option<String>,
+    /// The machine's peak DRAM bandwidth in 10^9 bytes/s (`--dram-peak`), for the
+    /// bus utilisation of `--events dram`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_peak_gb_per_s: Option<f64>,
     /// Whether the placements of a group take their samples in turn (`run` interleaves
     /// unless `--no-interleave`), kept with the run so `--resume` measures the rest the
     /// same way. `None` in runs stored before it was kept.
@@ -309,6 +313,7 @@ impl Default for RunConfig {
             memory_budget_bytes: None,
             counters: false,
             counter_events: None,
+            dram_peak_gb_per_s: None,
             interleave: None,
             repeat: None,
         }

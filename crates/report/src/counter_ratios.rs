@@ -161,6 +161,18 @@ fn omit(
 
 /// The ratios of one cell's counters.
 pub fn cell_ratios(c: &CellCounters) -> CellRatios {
+    cell_ratios_with_peak(c, None)
+}
+
+/// The ratios of a recorded cell, DRAM bandwidth as a share of the peak it was measured
+/// with (`--dram-peak`).
+pub fn record_ratios(c: &CellRecord) -> Option<CellRatios> {
+    let k = c.counters.as_ref()?;
+    Some(cell_ratios_with_peak(k, c.result.config.dram_peak_gb_per_s))
+}
+
+/// [`cell_ratios`] with the machine's peak DRAM bandwidth, when known.
+pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) -> CellRatios {
     let v = &c.values;
     let all = CountMode::All;
     let mut ratios = Vec::new();
@@ -279,7 +291,7 @@ pub fn cell_ratios(c: &CellCounters) -> CellRatios {
         Err(e) if asked_for_topdown(v) => (None, Some(e)),
         Err(_) => (None, None),
     };
-    let (dram, dram_unavailable) = match dram_bandwidth(v, None) {
+    let (dram, dram_unavailable) = match dram_bandwidth(v, dram_peak_gb_per_s) {
         Ok(b) => (Some(b), None),
         Err(e) if asked_for_dram(v) => (None, Some(e)),
         Err(_) => (None, None),
@@ -452,8 +464,9 @@ impl RatioGroup {
 pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
     let mut out: Vec<RatioGroup> = Vec::new();
     for c in &r.cells {
-        let Some(k) = &c.counters else { continue };
-        let ratios = cell_ratios(k);
+        let Some(ratios) = record_ratios(c) else {
+            continue;
+        };
         match out
             .iter_mut()
             .find(|g| g.benchmark == c.benchmark && g.params == c.params)
@@ -474,7 +487,7 @@ pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
 }
 
 /// The CSV columns this module adds, in order.
-pub const CSV_RATIO_COLUMNS: [&str; 14] = [
+pub const CSV_RATIO_COLUMNS: [&str; 15] = [
     "cpi",
     "ipc",
     "l1i_miss_rate",
@@ -488,12 +501,13 @@ pub const CSV_RATIO_COLUMNS: [&str; 14] = [
     "topdown_frontend_bound",
     "topdown_backend_bound",
     "dram_gb_per_s",
+    "dram_share_of_peak",
     "ratios_omitted",
 ];
 
 /// A cell's values for [`CSV_RATIO_COLUMNS`] (empty where not measured).
 pub fn csv_values(cell: Option<&CellRecord>) -> Vec<String> {
-    let Some(r) = cell.and_then(|c| c.counters.as_ref()).map(cell_ratios) else {
+    let Some(r) = cell.and_then(record_ratios) else {
         return vec![String::new(); CSV_RATIO_COLUMNS.len()];
     };
     let s = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
@@ -507,6 +521,7 @@ pub fn csv_values(cell: Option<&CellRecord>) -> Vec<String> {
     out.push(s(t.map(|t| t.frontend_bound)));
     out.push(s(t.map(|t| t.backend_bound)));
     out.push(s(r.dram.as_ref().map(|b| b.gb_per_s)));
+    out.push(s(r.dram.as_ref().and_then(|b| b.share_of_peak)));
     out.push(r.omitted.join("; "));
     out
 }

@@ -5,7 +5,7 @@
 use smtlab_model::{CellRecord, RunResults};
 
 /// The CSV header, one column per name, in order.
-pub const CSV_COLUMNS: [&str; 49] = [
+pub const CSV_COLUMNS: [&str; 50] = [
     "run_id",
     "benchmark",
     "group",
@@ -57,6 +57,7 @@ pub const CSV_COLUMNS: [&str; 49] = [
     "topdown_frontend_bound",
     "topdown_backend_bound",
     "dram_gb_per_s",
+    "dram_share_of_peak",
     "ratios_omitted",
 ];
 
@@ -251,7 +252,7 @@ mod tests {
             ("1.5", &*(2000.0f64 / 3000.0).to_string())
         );
         assert_eq!(&row[37], "", "L1I not counted");
-        assert!(row[48].contains("L1I miss rate"), "{}", &row[48]);
+        assert!(row[49].contains("L1I miss rate"), "{}", &row[49]);
         let doc: serde_json::Value = serde_json::from_slice(&json(&results)).unwrap();
         let groups = doc["counter_ratios"].as_array().expect("counter_ratios");
         let cpi = groups

@@ -125,6 +125,8 @@ fn results() -> smtlab_model::RunResults {
             &[mean * 0.99, mean, mean * 1.01],
         );
         c.counters = Some(counters(k, fe, be));
+        // 8 channels x 2400 MT/s x 8 bytes / 8 (a share of a socket): 19.2 GB/s.
+        c.result.config.dram_peak_gb_per_s = Some(19.2);
         cells.push(c);
     }
     run(cells, vec![])
@@ -153,6 +155,8 @@ fn html_has_ratio_topdown_and_bandwidth_figures() {
     // DRAM: (25e6 + 5e6) x 64 B over 1 s = 1.92 GB/s on 1c1t, (50e6 + 5e6) x 64 = 3.52.
     assert!(s.contains(">1.920<") && s.contains(">3.520<"), "bandwidth");
     assert!(s.contains("Correlation of throughput and DRAM bandwidth"));
+    // 1.92 of 19.2 GB/s.
+    assert!(s.contains(">10.0%<"), "share of peak");
     assert!(s.contains("4k-aliasing"), "absent event listed");
     assert!(s.contains("x2.00"), "multiplexing shown");
     insta::assert_snapshot!("html_counter_ratios", s);

@@ -98,6 +98,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     cfg.known_overheads = Some(measure_overheads(&Monotonic));
     cfg.counters = args.counters;
     cfg.counter_events = args.events.clone();
+    cfg.dram_peak_gb_per_s = args.dram_peak;
     let setup = CountingSetup::probe_for(args.counters, args.events.as_deref())?;
     if let Some(setup) = &setup
         && !args.json

@@ -165,6 +165,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         max_cell_ns: u64::MAX,
         counters: args.counters,
         counter_events: args.events.clone(),
+        dram_peak_gb_per_s: args.dram_peak,
         ..RunConfig::default()
     };
     config.known_overheads = Some(measure_overheads(&Monotonic));

@@ -506,6 +506,7 @@ fn new_run(args: &RunArgs, topo: &Topology) -> Result<RunMeta> {
     config.known_overheads = Some(measure_overheads(&Monotonic));
     config.counters = args.counters;
     config.counter_events = args.events.clone();
+    config.dram_peak_gb_per_s = args.dram_peak;
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
     config.interleave = Some(!args.no_interleave);
     config.repeat = Some(args.repeat as usize);

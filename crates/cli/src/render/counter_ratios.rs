@@ -5,7 +5,7 @@
 
 use smtlab_model::CellRecord;
 use smtlab_model::counters::CellCounters;
-use smtlab_report::counter_ratios::{RatioGroup, cell_ratios};
+use smtlab_report::counter_ratios::{RatioGroup, record_ratios};
 
 /// The SMT-change lines of one benchmark-and-parameters group (empty without counters
 /// on both placements of a pair).
@@ -18,11 +18,7 @@ pub fn smt_change_lines(cells: &[&CellRecord]) -> Vec<String> {
         params: first.params.clone(),
         placements: cells
             .iter()
-            .filter_map(|c| {
-                c.counters
-                    .as_ref()
-                    .map(|k| (c.placement.name.clone(), cell_ratios(k)))
-            })
+            .filter_map(|c| record_ratios(c).map(|r| (c.placement.name.clone(), r)))
             .collect(),
         smt_changes: Vec::new(),
     };
