@@ -210,6 +210,12 @@ pub fn resolve(list: &str, tree: &PmuTree) -> Result<Resolved, EventListError> {
     Ok(r)
 }
 
+/// A group number of its own for the `i`th event an item expands to, apart from
+/// every item's own number (items are numbered from 0 in list order).
+fn solo_group(item: u32, i: usize) -> u32 {
+    (1 << 20) + item * 256 + u32::try_from(i).unwrap_or(255).min(255)
+}
+
 fn lack(r: &mut Resolved, name: &str, reason: String) {
     if !r.unavailable.iter().any(|u| u.name == name) {
         r.unavailable.push(NamedUnavailable {
@@ -247,16 +253,18 @@ fn resolve_spec(
         "topdown" => return resolve_topdown(spec, tree, group, r),
         "dram" => return resolve_dram(spec, tree, group, r),
         "model" => {
-            for n in PAPER_EVENTS {
+            // Each alone: six events in one group would need six free counters at once,
+            // and a group that never fits is never counted.
+            for (i, n) in PAPER_EVENTS.iter().enumerate() {
                 resolve_spec(
                     &Spec {
-                        text: n.into(),
+                        text: (*n).into(),
                         pmu: None,
-                        body: n.into(),
+                        body: (*n).into(),
                         mode: spec.mode,
                     },
                     tree,
-                    group + 10_000,
+                    solo_group(group, i),
                     r,
                 )?;
             }
@@ -524,7 +532,8 @@ fn resolve_dram(
         }
         found = true;
         // Uncore PMUs count CPU-wide; never a group with the per-task events.
-        let e = alias_event(spec, name, &with, group + 20_000)?;
+        let nth = if name.ends_with("write") { 101 } else { 100 };
+        let e = alias_event(spec, name, &with, solo_group(group, nth))?;
         push(r, e);
     }
     if !found {

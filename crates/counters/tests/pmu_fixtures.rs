@@ -89,6 +89,16 @@ fn skylake_sp_model_events_slot_formula_and_imc() {
         ],
     );
     assert_eq!(event(&r, "topdown-total-slots").scale, Some(2.0));
+    // The model events are each opened alone (a group of six might never fit).
+    let model: Vec<u32> = ["l2-misses", "uops-issued", "machine-clears", "4k-aliasing"]
+        .iter()
+        .map(|n| event(&r, n).group)
+        .collect();
+    assert!(
+        model
+            .iter()
+            .all(|g| r.events.iter().filter(|e| e.group == *g).count() == 1)
+    );
     assert!(event(&r, "l2-misses").source.contains("L2_RQSTS.MISS"));
     // The top-down events are one group; CAS counts count CPU-wide on each socket.
     let g = event(&r, "topdown-total-slots").group;
