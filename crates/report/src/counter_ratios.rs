@@ -258,7 +258,7 @@ pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) 
             if let Some(x) = r.value() {
                 ratios.push(RatioValue {
                     key: format!("{}_per_unit", r.name),
-                    label: format!("{}/{unit}", r.name),
+                    label: format!("{} per {unit}", r.name),
                     kind: RatioKind::Plain,
                     value: x / w.amount,
                 });

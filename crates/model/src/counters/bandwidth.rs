@@ -96,8 +96,10 @@ pub fn dram_bandwidth(
         let asked = v
             .named_unavailable
             .iter()
-            .find(|u| direction(&u.name).is_some());
+            .find(|u| u.name == "dram" || direction(&u.name).is_some());
         return Err(match asked {
+            // The `dram` keyword's reason already says what it is about.
+            Some(u) if u.reason.starts_with("DRAM bandwidth") => u.reason.clone(),
             Some(u) => format!("DRAM bandwidth not measured: {}: {}", u.name, u.reason),
             None => "DRAM bandwidth not measured (ask with --events dram; needs an uncore \
                      memory-controller PMU and CPU-wide counting)"
@@ -200,6 +202,14 @@ mod tests {
         assert_eq!(
             dram_bandwidth(&v, None).unwrap_err(),
             "DRAM bandwidth not measured: cas_count_read: no PMU offers it here"
+        );
+        v.named_unavailable[0] = NamedUnavailable {
+            name: "dram".into(),
+            reason: "DRAM bandwidth not measured: no memory-controller PMU".into(),
+        };
+        assert_eq!(
+            dram_bandwidth(&v, None).unwrap_err(),
+            "DRAM bandwidth not measured: no memory-controller PMU"
         );
     }
 
