@@ -46,6 +46,25 @@ pub fn smt_change_lines(cells: &[&CellRecord]) -> Vec<String> {
             .collect();
         out.push(format!("counters {smt}/{base}: {}", parts.join(", ")));
     }
+    // How the sibling moved each top-down category, in percentage points.
+    for kind in smtlab_report::YieldKind::ALL {
+        let (smt, base) = kind.placements();
+        let find = |n: &str| {
+            g.placements
+                .iter()
+                .find(|(p, _)| p == n)
+                .and_then(|(_, r)| r.topdown.as_ref())
+        };
+        if let (Some(b), Some(s)) = (find(base), find(smt)) {
+            let parts: Vec<String> = b
+                .categories()
+                .iter()
+                .zip(s.categories())
+                .map(|((name, x), (_, y))| format!("{name} {:+.1} pt", 100.0 * (y - x)))
+                .collect();
+            out.push(format!("top-down {smt} vs {base}: {}", parts.join(", ")));
+        }
+    }
     out
 }
 
@@ -97,6 +116,26 @@ mod tests {
         };
         cpi(0, 1000);
         cpi(1, 1500);
+        // Top-down shares 40/10/30/20 on 1c1t and 30/10/20/40 on 1c2t.
+        for (i, shares) in [(0, [40, 10, 30, 20]), (1, [30, 10, 20, 40])] {
+            let v = &mut results.cells[i].counters.as_mut().unwrap().values;
+            for (name, x) in smtlab_model::counters::topdown::INTEL_PERF_METRICS
+                .iter()
+                .zip([100].iter().chain(&shares))
+            {
+                v.named.push(smtlab_model::counters::NamedReading {
+                    name: (*name).into(),
+                    source: "test".into(),
+                    encodings: vec![],
+                    mode: CountMode::All,
+                    scale: None,
+                    unit: None,
+                    scope: "thread".into(),
+                    reading: Reading::exact(*x),
+                    parts: 1,
+                });
+            }
+        }
         let cells: Vec<&CellRecord> = results.cells[..2].iter().collect();
         assert_eq!(
             (
@@ -106,7 +145,12 @@ mod tests {
             ("1c1t", "1c2t")
         );
         let lines = smt_change_lines(&cells);
-        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "top-down 1c2t vs 1c1t: retiring -10.0 pt, bad speculation +0.0 pt, \
+             front-end bound -10.0 pt, back-end bound +20.0 pt"
+        );
         assert!(
             lines[0].starts_with("counters 1c2t/1c1t: CPI +50.0%, IPC -33.3%"),
             "{}",
