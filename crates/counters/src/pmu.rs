@@ -424,11 +424,12 @@ impl PmuTree {
             .collect()
     }
 
-    /// The core PMUs (`cpu`; `cpu_core` and `cpu_atom` on hybrid parts).
+    /// The core PMUs, big cores first (`cpu`; `cpu_core` then `cpu_atom` on hybrid
+    /// parts, whose small cores lack `slots` and the model table's encodings).
     pub fn core_pmus(&self) -> Vec<&Pmu> {
-        self.pmus
+        ["cpu", "cpu_core", "cpu_atom"]
             .iter()
-            .filter(|p| matches!(p.name.as_str(), "cpu" | "cpu_core" | "cpu_atom"))
+            .filter_map(|n| self.pmu(n))
             .collect()
     }
 }
@@ -496,6 +497,20 @@ mod tests {
                 .contains("expected a number")
         );
         assert!(p.encode("event=?").unwrap_err().contains("needs a value"));
+    }
+
+    #[test]
+    fn hybrid_parts_list_the_big_cores_first() {
+        let mut atom = pmu(&[]);
+        atom.name = "cpu_atom".into();
+        let mut core = pmu(&[]);
+        core.name = "cpu_core".into();
+        let tree = PmuTree {
+            pmus: vec![atom, core],
+            cpu: None,
+        };
+        let names: Vec<&str> = tree.core_pmus().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["cpu_core", "cpu_atom"]);
     }
 
     #[test]
