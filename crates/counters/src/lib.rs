@@ -14,6 +14,13 @@
 //!   model crate; CPI, MPKI, miss ratios, cost per unit of work and the CPI stack are
 //!   pure functions there (`smtlab_model::counters::derived`), so the report can
 //!   compute them from stored results. [`FakeSource`] scripts counts for tests.
+//! * **named events** (`--events`, [`resolve`]): perf-style names resolved against the
+//!   kernel's PMU descriptions ([`PmuTree`], [`pmu`]: `type`, `format/` bit ranges,
+//!   aliases with `.scale`/`.unit`, uncore `cpumask`) and a built-in table of
+//!   model-specific events by CPU family and model ([`model_events`]); opened by
+//!   [`PerfCounters`] beside the generic events (uncore ones CPU-wide on their
+//!   cpumask), read into `CounterValues::named`. An event the machine lacks is a
+//!   `NamedUnavailable` with its one-line reason.
 //! * **/proc/stat** ([`ProcStatSampler`]): user/system/irq/softirq/idle/iowait/steal
 //!   per CPU over the run, sampled by a background thread, split into start-up and
 //!   steady state by the model's `OsTimeSeries::phases`.
