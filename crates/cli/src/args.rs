@@ -220,6 +220,19 @@ pub struct BenchArgs {
     /// CPUs, and kernel time by system call where tracing is permitted.
     #[arg(long)]
     pub counters: bool,
+    /// Also count these events with the counters (needs --counters), named as perf
+    /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
+    /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in
+    /// model-specific events (`l2-misses`, `uops-issued`, `uops-retired`,
+    /// `machine-clears`, `store-buffer-stalls`, `4k-aliasing`), groups `{a,b}` and the
+    /// keywords `topdown`, `dram`, `model`. An event this machine lacks is one line.
+    #[arg(long, value_name = "LIST", requires = "counters")]
+    pub events: Option<String>,
+    /// The machine's peak DRAM bandwidth in GB/s (channels x MT/s x 8 bytes / 1000,
+    /// e.g. 8 x 4800 x 8 / 1000 = 307.2 per socket), to show `--events dram` as a
+    /// share of it (bus utilisation).
+    #[arg(long, value_name = "GBPS", requires = "events", value_parser = parse_gbps)]
+    pub dram_peak: Option<f64>,
     /// Measure with SMT off and with SMT on in one run (`off,on`, `on,off`, `both` or
     /// one state), the states taking turns per benchmark; the state found is always put
     /// back. Needs root and a switchable smt/control, else the current state only.
@@ -261,6 +274,19 @@ pub struct RunArgs {
     /// cell (see `smtlab bench --counters`). A resumed run keeps the setting.
     #[arg(long)]
     pub counters: bool,
+    /// Also count these events with the counters (needs --counters), named as perf
+    /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
+    /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in
+    /// model-specific events (`l2-misses`, `uops-issued`, `uops-retired`,
+    /// `machine-clears`, `store-buffer-stalls`, `4k-aliasing`), groups `{a,b}` and the
+    /// keywords `topdown`, `dram`, `model`. An event this machine lacks is one line.
+    #[arg(long, value_name = "LIST", requires = "counters")]
+    pub events: Option<String>,
+    /// The machine's peak DRAM bandwidth in GB/s (channels x MT/s x 8 bytes / 1000,
+    /// e.g. 8 x 4800 x 8 / 1000 = 307.2 per socket), to show `--events dram` as a
+    /// share of it (bus utilisation).
+    #[arg(long, value_name = "GBPS", requires = "events", value_parser = parse_gbps)]
+    pub dram_peak: Option<f64>,
     /// Measure each benchmark's placements one after the other instead of taking their
     /// samples in turn (the default, which keeps a change of the machine's speed out of
     /// their ratios).
@@ -403,6 +429,19 @@ pub struct ExecArgs {
     /// /proc/stat time of the placement's CPUs.
     #[arg(long)]
     pub counters: bool,
+    /// Also count these events with the counters (needs --counters), named as perf
+    /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
+    /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in
+    /// model-specific events (`l2-misses`, `uops-issued`, `uops-retired`,
+    /// `machine-clears`, `store-buffer-stalls`, `4k-aliasing`), groups `{a,b}` and the
+    /// keywords `topdown`, `dram`, `model`. An event this machine lacks is one line.
+    #[arg(long, value_name = "LIST", requires = "counters")]
+    pub events: Option<String>,
+    /// The machine's peak DRAM bandwidth in GB/s (channels x MT/s x 8 bytes / 1000,
+    /// e.g. 8 x 4800 x 8 / 1000 = 307.2 per socket), to show `--events dram` as a
+    /// share of it (bus utilisation).
+    #[arg(long, value_name = "GBPS", requires = "events", value_parser = parse_gbps)]
+    pub dram_peak: Option<f64>,
     /// Print the run as stored (smtlab.results/1 JSON) instead of the table and verdict.
     #[arg(long)]
     pub json: bool,
@@ -504,6 +543,13 @@ pub struct LoadArgs {
     pub json: bool,
 }
 
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("expected a positive number of GB/s, found `{s}`")),
+    }
+}
+
 fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
     match s.parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Ok(std::time::Duration::from_secs_f64(x)),
@@ -569,6 +615,19 @@ pub struct CommonArgs {
     /// workload's own samples (its partner runs on another CPU, outside them).
     #[arg(long)]
     pub counters: bool,
+    /// Also count these events with the counters (needs --counters), named as perf
+    /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
+    /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in
+    /// model-specific events (`l2-misses`, `uops-issued`, `uops-retired`,
+    /// `machine-clears`, `store-buffer-stalls`, `4k-aliasing`), groups `{a,b}` and the
+    /// keywords `topdown`, `dram`, `model`. An event this machine lacks is one line.
+    #[arg(long, value_name = "LIST", requires = "counters")]
+    pub events: Option<String>,
+    /// The machine's peak DRAM bandwidth in GB/s (channels x MT/s x 8 bytes / 1000,
+    /// e.g. 8 x 4800 x 8 / 1000 = 307.2 per socket), to show `--events dram` as a
+    /// share of it (bus utilisation).
+    #[arg(long, value_name = "GBPS", requires = "events", value_parser = parse_gbps)]
+    pub dram_peak: Option<f64>,
 }
 
 #[derive(Debug, Args)]

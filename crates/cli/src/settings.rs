@@ -233,6 +233,8 @@ pub fn corun_settings(
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(overheads(machine));
     cfg.counters = common.counters;
+    cfg.counter_events = common.events.clone();
+    cfg.dram_peak_gb_per_s = common.dram_peak;
     Ok(CorunSettings {
         topo,
         pair,

@@ -196,7 +196,7 @@ impl<'m> Measuring<'m> {
         cfg: RunConfig,
         quiet: bool,
     ) -> Result<Self> {
-        let counting = cfg.counters.then(|| machine.counting_setup());
+        let counting = machine.counting_for(&cfg)?;
         if let Some(setup) = &counting
             && !quiet
         {

@@ -1003,6 +1003,75 @@ mod counters {
     }
 
     #[test]
+    fn bench_events_counts_what_resolves_and_says_why_for_the_rest() {
+        // `msr/tsc/` is a sysfs alias most x86 kernels offer (also to guests without a
+        // PMU); `machine-clears` is a built-in model event; `bogus-event` is nothing.
+        let out = smtlab()
+            .args([
+                "bench",
+                "null-syscall",
+                "--quick",
+                "--counters",
+                "--events",
+                "msr/tsc/,machine-clears,bogus-event",
+                "--json",
+            ])
+            .assert()
+            .success()
+            .get_output()
+            .clone();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            v["run"]["config"]["counter_events"],
+            "msr/tsc/,machine-clears,bogus-event"
+        );
+        let c = &v["cells"][0]["counters"]["values"];
+        let mut said: Vec<String> = Vec::new();
+        for key in ["named", "named_unavailable"] {
+            for e in c[key].as_array().into_iter().flatten() {
+                said.push(e["name"].as_str().unwrap().to_string());
+                if key == "named_unavailable" {
+                    let reason = e["reason"].as_str().unwrap();
+                    assert!(!reason.is_empty() && !reason.contains('\n'), "{e}");
+                }
+            }
+        }
+        for name in ["msr/tsc/", "machine-clears", "bogus-event"] {
+            assert!(
+                said.iter().any(|s| s == name),
+                "{name} neither counted nor explained: {c}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_event_lists_are_one_line_errors() {
+        for (args, want) in [
+            (
+                vec!["--counters", "--events", "cpu/event=0x3c"],
+                "expected a closing `/`",
+            ),
+            (vec!["--counters", "--events", "cycles:p"], "modifier `p`"),
+            (vec!["--events", "cycles"], "--counters"),
+            (
+                vec!["--counters", "--events", "dram", "--dram-peak", "0"],
+                "expected a positive number of GB/s",
+            ),
+            (vec!["--counters", "--dram-peak", "100"], "--events"),
+        ] {
+            let out = smtlab()
+                .args(["bench", "null-syscall", "--quick"])
+                .args(&args)
+                .assert()
+                .failure()
+                .get_output()
+                .clone();
+            let stderr = String::from_utf8(out.stderr).unwrap();
+            assert!(stderr.contains(want), "{args:?}: {stderr}");
+        }
+    }
+
+    #[test]
     fn bench_prints_one_counters_line_per_cell_and_the_missing_pmu_once() {
         let out = smtlab()
             .args([

@@ -14,6 +14,13 @@
 //!   model crate; CPI, MPKI, miss ratios, cost per unit of work and the CPI stack are
 //!   pure functions there (`smtlab_model::counters::derived`), so the report can
 //!   compute them from stored results. [`FakeSource`] scripts counts for tests.
+//! * **named events** (`--events`, [`resolve`]): perf-style names resolved against the
+//!   kernel's PMU descriptions ([`PmuTree`], [`pmu`]: `type`, `format/` bit ranges,
+//!   aliases with `.scale`/`.unit`, uncore `cpumask`) and a built-in table of
+//!   model-specific events by CPU family and model ([`model_events`]); opened by
+//!   [`PerfCounters`] beside the generic events (uncore ones CPU-wide on their
+//!   cpumask), read into `CounterValues::named`. An event the machine lacks is a
+//!   `NamedUnavailable` with its one-line reason.
 //! * **/proc/stat** ([`ProcStatSampler`]): user/system/irq/softirq/idle/iowait/steal
 //!   per CPU over the run, sampled by a background thread, split into start-up and
 //!   steady state by the model's `OsTimeSeries::phases`.
@@ -56,8 +63,11 @@
 
 pub mod availability;
 pub mod error;
+pub mod event_list;
 mod events;
+pub mod model_events;
 pub mod perf;
+pub mod pmu;
 pub mod procstat;
 mod ring;
 pub mod source;
@@ -68,7 +78,9 @@ mod tracefs;
 
 pub use availability::{availability, hypervisor_vendor, missing_lines};
 pub use error::{CounterError, FailureKind, perf_event_paranoid};
+pub use event_list::{EventListError, Resolved, ResolvedEvent, resolve};
 pub use perf::{PerfCounters, PerfOptions};
+pub use pmu::{CpuId, PmuTree};
 pub use procstat::{ProcStatError, ProcStatSampler, SamplerOptions};
 pub use source::{CounterSource, FakeSource, fake_values, measure};
 pub use syscalls::{RunningTrace, SyscallTracer, TraceOptions};

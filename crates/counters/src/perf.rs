@@ -8,9 +8,12 @@
 //! (`PERF_FORMAT_GROUP`) cannot be combined with `inherit`, which counting a child
 //! process tree needs, and one read path is simpler than two.
 
+use smtlab_model::counters::named::{NamedReading, NamedUnavailable};
 use smtlab_model::counters::{
     CountMode, CounterEvent, CounterTarget, CounterValues, EventClass, Reading, UnavailableEvent,
 };
+
+use crate::event_list::ResolvedEvent;
 
 use crate::error::{CounterError, Needs, classify};
 use crate::events::{plan_groups, type_config};
@@ -18,13 +21,15 @@ use crate::source::CounterSource;
 use crate::sys::{self, PerfFd};
 
 /// What to count.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PerfOptions {
     pub events: Vec<CounterEvent>,
     /// Count events that allow it twice, in user and in kernel mode, so both the
     /// split and the sum are known. Without it every event is counted once with
     /// nothing excluded, which halves the pressure on hardware counters.
     pub split_user_kernel: bool,
+    /// Events asked for by name (`--events`), resolved against the machine's PMUs.
+    pub named: Vec<ResolvedEvent>,
 }
 
 impl PerfOptions {
@@ -33,6 +38,7 @@ impl PerfOptions {
         PerfOptions {
             events: CounterEvent::ALL.to_vec(),
             split_user_kernel: true,
+            named: Vec::new(),
         }
     }
 
@@ -44,6 +50,7 @@ impl PerfOptions {
                 .filter(|e| e.class() == EventClass::Software)
                 .collect(),
             split_user_kernel: true,
+            named: Vec::new(),
         }
     }
 
@@ -55,6 +62,7 @@ impl PerfOptions {
                 .filter(|e| e.class() == EventClass::Hardware)
                 .collect(),
             split_user_kernel: true,
+            named: Vec::new(),
         }
     }
 
@@ -62,6 +70,7 @@ impl PerfOptions {
         PerfOptions {
             events: events.to_vec(),
             split_user_kernel: true,
+            named: Vec::new(),
         }
     }
 }
@@ -81,7 +90,17 @@ pub struct PerfCounters {
     target: CounterTarget,
     opened: Vec<OpenEvent>,
     unavailable: Vec<UnavailableEvent>,
+    named: Vec<OpenNamed>,
+    named_unavailable: Vec<NamedUnavailable>,
     started: bool,
+}
+
+/// A named event: its fds over every PMU instance and CPU (summed when read).
+#[derive(Debug)]
+struct OpenNamed {
+    event: ResolvedEvent,
+    scope: String,
+    fds: Vec<(PerfFd, bool)>,
 }
 
 /// Opens one counting event. task-clock in [`CountMode::All`] is retried with
@@ -159,6 +178,8 @@ impl PerfCounters {
             target,
             opened: Vec::new(),
             unavailable: Vec::new(),
+            named: Vec::new(),
+            named_unavailable: Vec::new(),
             started: false,
         };
         for group in plan_groups(&options.events) {
@@ -168,7 +189,111 @@ impl PerfCounters {
                 me.open_group(&group, mode, pid, &cpus, inherit)?;
             }
         }
+        let mut groups: Vec<u32> = options.named.iter().map(|e| e.group).collect();
+        groups.dedup();
+        let mut seen = Vec::new();
+        for g in groups {
+            if seen.contains(&g) {
+                continue;
+            }
+            seen.push(g);
+            let members: Vec<&ResolvedEvent> =
+                options.named.iter().filter(|e| e.group == g).collect();
+            me.open_named_group(&members, pid, &cpus, inherit)?;
+        }
         Ok(me)
+    }
+
+    /// Opens the named events of one `--events` group. They are a perf group (so the
+    /// kernel schedules them together and their ratios come from the same time) when
+    /// each has one encoding and they share a scope; otherwise each opens alone. An
+    /// uncore event (its PMU has a `cpumask`) counts CPU-wide on those CPUs whatever
+    /// the target, as perf does.
+    fn open_named_group(
+        &mut self,
+        members: &[&ResolvedEvent],
+        pid: i32,
+        cpus: &[i32],
+        inherit: bool,
+    ) -> Result<(), CounterError> {
+        let groupable = members.len() > 1
+            && members
+                .iter()
+                .all(|e| e.encodings.len() == 1 && e.cpus == members[0].cpus);
+        // Leaders per CPU index when grouping.
+        let mut leader: Option<usize> = None;
+        for e in members {
+            let (pid, cpus, inherit, needs_cpu_wide): (i32, Vec<i32>, bool, bool) = match &e.cpus {
+                Some(list) => (
+                    -1,
+                    list.iter()
+                        .map(|&c| i32::try_from(c).unwrap_or(i32::MAX))
+                        .collect(),
+                    false,
+                    true,
+                ),
+                None => (pid, cpus.to_vec(), inherit, pid == -1),
+            };
+            let needs = if needs_cpu_wide {
+                Needs::CpuWide
+            } else {
+                needs(&self.target, e.mode)
+            };
+            let mut fds: Vec<(PerfFd, bool)> = Vec::new();
+            let mut failure: Option<String> = None;
+            'open: for enc in &e.encodings {
+                for (i, &cpu) in cpus.iter().enumerate() {
+                    let lead = if groupable {
+                        leader.map(|l| &self.named[l].fds[i].0)
+                    } else {
+                        None
+                    };
+                    let mut attr = sys::named_attr(enc, e.mode, inherit);
+                    match sys::open(&mut attr, pid, cpu, lead) {
+                        Ok(fd) => fds.push((fd, lead.is_none())),
+                        Err(errno) => {
+                            if matches!(errno, libc::EMFILE | libc::ENFILE | libc::ESRCH) {
+                                return Err(CounterError::open(
+                                    format!("{} on {}", e.name, self.target),
+                                    errno,
+                                    needs,
+                                ));
+                            }
+                            let (_, mut reason) = classify(errno, needs);
+                            if cpu >= 0 {
+                                reason = format!("{reason} on cpu {cpu}");
+                            }
+                            failure = Some(format!("{reason} ({enc})"));
+                            break 'open;
+                        }
+                    }
+                }
+            }
+            match failure {
+                Some(reason) => self.named_unavailable.push(NamedUnavailable {
+                    name: e.name.clone(),
+                    reason,
+                }),
+                None => {
+                    let scope = match &e.cpus {
+                        Some(c) => format!(
+                            "cpus {} (CPU-wide)",
+                            c.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                        ),
+                        None => self.target.to_string(),
+                    };
+                    self.named.push(OpenNamed {
+                        event: (*e).clone(),
+                        scope,
+                        fds,
+                    });
+                    if groupable && leader.is_none() {
+                        leader = Some(self.named.len() - 1);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn open_group(
@@ -233,7 +358,7 @@ impl PerfCounters {
 
     /// Whether no event at all could be opened.
     pub fn is_empty(&self) -> bool {
-        self.opened.is_empty()
+        self.opened.is_empty() && self.named.is_empty()
     }
 
     /// Events (and modes) that are open.
@@ -246,11 +371,30 @@ impl PerfCounters {
         &self.unavailable
     }
 
+    /// Named events that are open.
+    pub fn opened_named(&self) -> Vec<&str> {
+        self.named.iter().map(|o| o.event.name.as_str()).collect()
+    }
+
+    /// Named events that could not be opened, with reasons.
+    pub fn named_unavailable(&self) -> &[NamedUnavailable] {
+        &self.named_unavailable
+    }
+
     fn each_leader(
         &self,
         what: &str,
         f: impl Fn(&PerfFd) -> std::io::Result<()>,
     ) -> Result<(), CounterError> {
+        for o in &self.named {
+            for (fd, is_leader) in &o.fds {
+                if *is_leader {
+                    f(fd).map_err(|e| {
+                        CounterError::io(format!("{what} {} on {}", o.event.name, o.scope), e)
+                    })?;
+                }
+            }
+        }
         for o in &self.opened {
             for (fd, is_leader) in &o.fds {
                 if *is_leader {
@@ -319,6 +463,30 @@ impl CounterSource for PerfCounters {
             }
         }
         values.unavailable = self.unavailable.clone();
+        for o in &self.named {
+            let mut total: Option<Reading> = None;
+            for (fd, _) in &o.fds {
+                let (raw, enabled, running) = fd.read_counting().map_err(|e| {
+                    CounterError::io(format!("read {} on {}", o.event.name, o.scope), e)
+                })?;
+                let r = Reading::new(raw, enabled, running);
+                total = Some(total.map_or(r, |t| t.sum(&r)));
+            }
+            if let Some(reading) = total {
+                values.named.push(NamedReading {
+                    name: o.event.name.clone(),
+                    source: o.event.source.clone(),
+                    encodings: o.event.encodings.clone(),
+                    mode: o.event.mode,
+                    scale: o.event.scale,
+                    unit: o.event.unit.clone(),
+                    scope: o.scope.clone(),
+                    reading,
+                    parts: u32::try_from(o.fds.len()).unwrap_or(u32::MAX),
+                });
+            }
+        }
+        values.named_unavailable = self.named_unavailable.clone();
         Ok(values)
     }
 }

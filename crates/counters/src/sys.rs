@@ -31,6 +31,18 @@ pub(crate) fn counting_attr(type_: u32, config: u64, mode: CountMode, inherit: b
     a
 }
 
+/// A counting attribute for an encoded named event: type and all three config words.
+pub(crate) fn named_attr(
+    enc: &smtlab_model::counters::named::EventEncoding,
+    mode: CountMode,
+    inherit: bool,
+) -> Attr {
+    let mut a = counting_attr(enc.type_, enc.config, mode, inherit);
+    a.__bindgen_anon_3.config1 = enc.config1;
+    a.__bindgen_anon_4.config2 = enc.config2;
+    a
+}
+
 /// Writes the three exclude bits for `mode`. `All` excludes nothing (not even the
 /// hypervisor): it is the "everything" count.
 pub(crate) fn set_mode(a: &mut Attr, mode: CountMode) {

@@ -576,3 +576,108 @@ fn syscall_trace_of_a_cpu_set() {
     let g = p.find("getppid").expect("getppid traced on cpu 0");
     assert!(g.calls >= N as u64, "getppid on cpu 0: {}", g.calls);
 }
+
+/// A named event with one encoding, as `--events` resolves it.
+fn named_event(
+    name: &str,
+    pmu: &str,
+    type_: u32,
+    config: u64,
+    group: u32,
+) -> smtlab_counters::ResolvedEvent {
+    smtlab_counters::ResolvedEvent {
+        name: name.into(),
+        source: "test".into(),
+        encodings: vec![smtlab_model::counters::named::EventEncoding {
+            pmu: pmu.into(),
+            type_,
+            config,
+            config1: 0,
+            config2: 0,
+        }],
+        mode: CountMode::User,
+        scale: Some(2.0),
+        unit: None,
+        cpus: None,
+        group,
+    }
+}
+
+#[test]
+fn named_events_open_as_a_group_and_absent_ones_say_why() {
+    const N: usize = 1000;
+    // The software PMU (type 1) exists wherever perf_event does: page faults (config
+    // 2) and context switches (config 3) as one named group, plus a core-PMU event
+    // (type 4, cycles) that a machine without a PMU cannot open.
+    let mut opts = PerfOptions::events(&[]);
+    opts.named = vec![
+        named_event("sw-page-faults", "software", 1, 2, 0),
+        named_event("sw-context-switches", "software", 1, 3, 0),
+        named_event("cpu-cycles-raw", "cpu", 4, 0x3c, 1),
+    ];
+    let mut c = PerfCounters::open(thread_target(false), &opts).unwrap();
+    let (_, v) = measure(&mut c, || touch_fresh_pages(N)).unwrap();
+    let faults = v
+        .named("sw-page-faults")
+        .expect("software page faults by name");
+    // Scale 2 applies to the value, not to the raw count.
+    assert!(faults.reading.raw >= (N / 2) as u64, "{faults:?}");
+    assert_eq!(
+        v.named_value("sw-page-faults"),
+        faults.reading.scaled.map(|x| x * 2.0)
+    );
+    assert!(v.named("sw-context-switches").is_some());
+    assert_eq!(faults.scope, "calling thread");
+    // Every name asked for is either counted or has its one-line reason.
+    match v.named("cpu-cycles-raw") {
+        Some(r) => assert!(r.reading.raw > 0, "{r:?}"),
+        None => {
+            let u = v
+                .named_unavailable
+                .iter()
+                .find(|u| u.name == "cpu-cycles-raw")
+                .expect("a reason for the absent event");
+            assert!(
+                u.reason.contains("cpu (type 4) config=0x3c"),
+                "{}",
+                u.reason
+            );
+            println!("skipped: cpu-cycles-raw: {}", u.reason);
+        }
+    }
+}
+
+#[test]
+fn events_resolved_on_this_machine_are_counted_or_explained() {
+    // What `--events` does here: resolve against this machine's sysfs tree, open,
+    // count. On a machine without a PMU every hardware name gets its line.
+    let tree = smtlab_counters::PmuTree::system();
+    let list = "msr/tsc/,l2-misses,topdown,dram,bogus-event";
+    let resolved = smtlab_counters::resolve(list, &tree).unwrap();
+    let mut opts = PerfOptions::events(&[]);
+    opts.named = resolved.events.clone();
+    let mut c = PerfCounters::open(thread_target(false), &opts).unwrap();
+    let (_, v) = measure(&mut c, || touch_fresh_pages(100)).unwrap();
+    let mut said: Vec<String> = resolved
+        .unavailable
+        .iter()
+        .map(|u| u.name.clone())
+        .collect();
+    said.extend(v.named_unavailable.iter().map(|u| u.name.clone()));
+    said.extend(v.named.iter().map(|r| r.name.clone()));
+    for e in &resolved.events {
+        assert!(
+            said.contains(&e.name),
+            "{} neither counted nor explained",
+            e.name
+        );
+    }
+    assert!(said.iter().any(|s| s == "bogus-event"));
+    for u in resolved.unavailable.iter().chain(&v.named_unavailable) {
+        assert!(!u.reason.is_empty() && !u.reason.contains('\n'));
+        println!("skipped: {}: {}", u.name, u.reason);
+    }
+    for r in &v.named {
+        println!("counted: {} = {:?} ({})", r.name, r.value(), r.source);
+    }
+}

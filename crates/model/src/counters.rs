@@ -11,6 +11,10 @@
 //! * [`os_time`]: `/proc/stat` time split (user, system, irq, softirq, idle, ...) over
 //!   a run, with start-up vs steady state (paper 003 Figs 1, 5).
 //! * [`syscalls`]: kernel time by system call and by group (paper 003 Fig 7).
+//! * [`named`]: events counted by name (`--events`), with their encoding, scale, unit.
+//! * [`topdown`]: top-down level 1 from named events (Intel perf metrics, the older
+//!   Intel slot formula, AMD dispatch slots), each with its thread/core scope.
+//! * [`bandwidth`]: DRAM bandwidth from memory-controller CAS counts.
 //! * [`cell`]: all of the above for one measured cell ([`CellCounters`]), as a cell
 //!   record keeps it.
 //!
@@ -27,11 +31,15 @@ use serde::{Deserialize, Serialize};
 use crate::CpuSet;
 
 pub use cell::CellCounters;
+pub use named::{NamedReading, NamedUnavailable};
 
+pub mod bandwidth;
 pub mod cell;
 pub mod derived;
+pub mod named;
 pub mod os_time;
 pub mod syscalls;
+pub mod topdown;
 
 /// Whether an event counts in the CPU's PMU or in the kernel's software counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -387,6 +395,14 @@ pub struct CounterValues {
     pub events: Vec<EventReading>,
     #[serde(default)]
     pub unavailable: Vec<UnavailableEvent>,
+    /// Events asked for by name (`--events`): sysfs aliases, raw PMU terms, the
+    /// built-in model-specific table. Kept apart from `events` because their set is
+    /// open-ended and each carries its own encoding, scale and unit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub named: Vec<NamedReading>,
+    /// Named events that could not be counted here, each with its one-line reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub named_unavailable: Vec<NamedUnavailable>,
 }
 
 impl CounterValues {
@@ -396,7 +412,22 @@ impl CounterValues {
             target,
             events: Vec::new(),
             unavailable: Vec::new(),
+            named: Vec::new(),
+            named_unavailable: Vec::new(),
         }
+    }
+
+    /// The named event `name` (as it was asked for, or as the built-in table and the
+    /// kernel's aliases call it), if it was counted.
+    pub fn named(&self, name: &str) -> Option<&NamedReading> {
+        self.named
+            .iter()
+            .find(|r| r.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The value of a named event (scaled for multiplexing, times its sysfs `.scale`).
+    pub fn named_value(&self, name: &str) -> Option<f64> {
+        self.named(name)?.value()
     }
 
     pub fn get(&self, event: CounterEvent) -> Option<&EventReading> {
@@ -446,6 +477,17 @@ impl CounterValues {
             .filter_map(|r| {
                 let f = r.max_scale_factor()?;
                 (f > 1.0).then_some((r.event, f))
+            })
+            .collect()
+    }
+
+    /// Named events the kernel multiplexed, with their scale factor (`enabled / running`).
+    pub fn named_multiplexed(&self) -> Vec<(&str, f64)> {
+        self.named
+            .iter()
+            .filter_map(|r| {
+                let f = r.reading.scale_factor()?;
+                (f > 1.0).then_some((r.name.as_str(), f))
             })
             .collect()
     }

@@ -286,6 +286,14 @@ pub struct RunConfig {
     /// (`--counters`); kept with the run so `--resume` counts the rest the same way.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub counters: bool,
+    /// Named events counted with the counters (`--events LIST`, perf's syntax), kept
+    /// for `--resume` as `counters` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter_events: Option<String>,
+    /// The machine's peak DRAM bandwidth in 10^9 bytes/s (`--dram-peak`), for the
+    /// bus utilisation of `--events dram`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_peak_gb_per_s: Option<f64>,
     /// Whether the placements of a group take their samples in turn (`run` interleaves
     /// unless `--no-interleave`), kept with the run so `--resume` measures the rest the
     /// same way. `None` in runs stored before it was kept.
@@ -315,6 +323,8 @@ impl Default for RunConfig {
             known_overheads: None,
             memory_budget_bytes: None,
             counters: false,
+            counter_events: None,
+            dram_peak_gb_per_s: None,
             interleave: None,
             repeat: None,
         }

@@ -193,6 +193,9 @@ pub fn line(c: &CellCounters) -> String {
     if let Some(m) = h.multiplexed_list() {
         out.push_str(&format!(" (multiplexed, scaled: {m})"));
     }
+    for part in crate::counter_ratios::terminal_parts(c) {
+        out.push_str(&format!("; {part}"));
+    }
     if let Some((label, ticks, f)) = os_summary(c) {
         out.push_str(&format!(
             "; CPUs {} ({label}, {ticks} tick{}): {}",

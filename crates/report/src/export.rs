@@ -5,7 +5,7 @@
 use smtlab_model::{CellRecord, RunResults};
 
 /// The CSV header, one column per name, in order.
-pub const CSV_COLUMNS: [&str; 35] = [
+pub const CSV_COLUMNS: [&str; 50] = [
     "run_id",
     "benchmark",
     "group",
@@ -42,14 +42,34 @@ pub const CSV_COLUMNS: [&str; 35] = [
     "smt_control",
     "tool_version",
     "git_commit",
+    // The counter ratios (crate::counter_ratios::CSV_RATIO_COLUMNS), empty where not
+    // measured, and the reasons some are not.
+    "cpi",
+    "ipc",
+    "l1i_miss_rate",
+    "l1d_miss_rate",
+    "llc_miss_rate",
+    "itlb_miss_rate",
+    "dtlb_miss_rate",
+    "branch_miss_rate",
+    "topdown_retiring",
+    "topdown_bad_speculation",
+    "topdown_frontend_bound",
+    "topdown_backend_bound",
+    "dram_gb_per_s",
+    "dram_share_of_peak",
+    "ratios_omitted",
 ];
 
 /// The run as pretty-printed `smtlab.results/1` JSON with a trailing newline: every
 /// cell with every raw sample, as [`RunResults`] serialises, and `speedups`: the
 /// verdict on every pair of placements the terminal and the report judge
 /// ([`smtlab_model::verdict::pairs`]: 1c2t over 1c1t, 2c2t over 2c1t, all over cores,
-/// 2c1t over 1c1t), the same figure, interval and words they print. `speedups` is
-/// derived from the cells, so a reader of the file ignores it and loses nothing.
+/// 2c1t over 1c1t), the same figure, interval and words they print, and, for runs with
+/// counters, `counter_ratios`: per benchmark the ratios of each placement (CPI, miss
+/// rates, per-unit costs, top-down, DRAM bandwidth, the reasons for those left out)
+/// and their SMT changes ([`crate::counter_ratios`]). Both are derived from the cells,
+/// so a reader of the file ignores them and loses nothing.
 pub fn json(results: &RunResults) -> Vec<u8> {
     // Cannot fail: every map in RunResults has string keys, every type derives
     // Serialize, and writing to a Vec does no I/O. (Non-finite floats would become
@@ -59,10 +79,13 @@ pub fn json(results: &RunResults) -> Vec<u8> {
         #[serde(flatten)]
         results: &'a RunResults,
         speedups: Vec<smtlab_model::verdict::PairVerdict>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        counter_ratios: Vec<crate::counter_ratios::RatioGroup>,
     }
     let doc = WithSpeedups {
         results,
         speedups: smtlab_model::verdict::pairs(&results.cells),
+        counter_ratios: crate::counter_ratios::groups(results),
     };
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
@@ -83,6 +106,9 @@ pub fn json(results: &RunResults) -> Vec<u8> {
 ///   follow the measured ones.
 /// * `work_unit` .. `page_faults_per_unit`: the cell's performance counters per unit of
 ///   work (`--counters`), empty where not counted (no PMU, run without counters).
+/// * `cpi` .. `ratios_omitted`: the counter ratios and top-down and DRAM figures
+///   ([`crate::counter_ratios`]), empty where their events were not counted;
+///   `ratios_omitted` says why, one reason per `;`.
 /// * `hostname` .. `git_commit`: the run's environment, the same on every row, so rows
 ///   of several runs' CSV files can be concatenated and still say where they were
 ///   measured. One rectangular table, no comment lines: spreadsheets and data-frame
@@ -96,6 +122,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
     for cell in &results.cells {
         let mut r = row(results.run.id, cell).to_vec();
         r.extend(extra(results, Some(cell), None));
+        r.extend(crate::counter_ratios::csv_values(Some(cell)));
         let _ = w.write_record(r);
     }
     for skip in &results.skipped {
@@ -106,6 +133,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         r[3] = params_text(&k.params);
         r[4] = k.placement.clone();
         r.extend(extra(results, None, Some(&skip.reason)));
+        r.extend(crate::counter_ratios::csv_values(None));
         let _ = w.write_record(r);
     }
     w.into_inner().unwrap_or_default()
@@ -194,6 +222,47 @@ mod testdata;
 mod tests {
     use super::*;
     use crate::export::testdata;
+
+    #[test]
+    fn csv_and_json_carry_the_counter_ratios() {
+        use smtlab_model::counters::{CountMode, CounterEvent, Reading};
+        assert_eq!(CSV_COLUMNS[35..], crate::counter_ratios::CSV_RATIO_COLUMNS);
+        let mut results = testdata::results(7);
+        let i = results
+            .cells
+            .iter()
+            .position(|c| c.counters.is_some())
+            .expect("the fixture has a counted cell");
+        let k = results.cells[i].counters.as_mut().unwrap();
+        k.values
+            .events
+            .retain(|e| e.event.class() == smtlab_model::counters::EventClass::Software);
+        k.values
+            .set(CounterEvent::Cycles, CountMode::All, Reading::exact(3000));
+        k.values.set(
+            CounterEvent::Instructions,
+            CountMode::All,
+            Reading::exact(2000),
+        );
+        let text = String::from_utf8(csv(&results)).unwrap();
+        let mut rd = csv::Reader::from_reader(text.as_bytes());
+        let row = rd.records().nth(i).unwrap().unwrap();
+        assert_eq!(
+            (&row[35], &row[36]),
+            ("1.5", &*(2000.0f64 / 3000.0).to_string())
+        );
+        assert_eq!(&row[37], "", "L1I not counted");
+        assert!(row[49].contains("L1I miss rate"), "{}", &row[49]);
+        let doc: serde_json::Value = serde_json::from_slice(&json(&results)).unwrap();
+        let groups = doc["counter_ratios"].as_array().expect("counter_ratios");
+        let cpi = groups
+            .iter()
+            .flat_map(|g| g["placements"].as_array().unwrap())
+            .flat_map(|p| p[1]["ratios"].as_array().unwrap())
+            .find(|r| r["key"] == "cpi")
+            .expect("cpi in the JSON");
+        assert_eq!(cpi["value"], 1.5);
+    }
 
     #[test]
     fn csv_has_one_row_per_cell_and_a_fixed_header() {

@@ -300,6 +300,7 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                     }
                 }
             }
+            (crate::html_counter_ratios::figures(r))
             @if hardware { (cpi_stacks(&cells)) }
             (os_time(&cells))
             (syscalls(&cells))

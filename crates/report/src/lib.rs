@@ -45,10 +45,12 @@
 pub mod compare;
 pub mod compare_html;
 pub mod corun;
+pub mod counter_ratios;
 pub mod counters;
 pub mod export;
 pub mod fmt;
 pub mod html;
+mod html_counter_ratios;
 mod html_counters;
 mod html_figures;
 

@@ -53,12 +53,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smtlab_counters::{
-    CounterError, CounterSource, PerfCounters, PerfOptions, ProcStatSampler, SamplerOptions,
-    SyscallTracer, TraceOptions,
+    CounterError, CounterSource, EventListError, PerfCounters, PerfOptions, PmuTree,
+    ProcStatSampler, ResolvedEvent, SamplerOptions, SyscallTracer, TraceOptions,
 };
 use smtlab_model::CpuSet;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
+use smtlab_model::counters::named::NamedUnavailable;
 use smtlab_model::counters::os_time::OsTimeSeries;
 use smtlab_model::counters::syscalls::SyscallProfile;
 use smtlab_model::counters::{CellCounters, CounterAvailability, CounterTarget, CounterValues};
@@ -76,6 +77,11 @@ pub struct CountingSetup {
     /// `/proc/stat` sampling interval. USER_HZ is 100 on almost every kernel, so 100 ms
     /// gives about 10 ticks per CPU per interval.
     pub os_interval: Duration,
+    /// Named events (`--events`) resolved on this machine, counted with the rest.
+    pub events: Vec<ResolvedEvent>,
+    /// Named events this machine lacks, each with its one-line reason; every cell's
+    /// counters carry them too.
+    pub events_unavailable: Vec<NamedUnavailable>,
 }
 
 impl CountingSetup {
@@ -84,7 +90,17 @@ impl CountingSetup {
         CountingSetup {
             availability: smtlab_counters::availability(),
             os_interval: Duration::from_millis(100),
+            events: Vec::new(),
+            events_unavailable: Vec::new(),
         }
+    }
+
+    /// Resolves `list` against `tree` (a saved tree in tests) into the named events.
+    pub fn with_events(mut self, list: &str, tree: &PmuTree) -> Result<Self, EventListError> {
+        let r = smtlab_counters::resolve(list, tree)?;
+        self.events = r.events;
+        self.events_unavailable = r.unavailable;
+        Ok(self)
     }
 
     /// What a [`FakeBackend`] offers: software counters, nothing else.
@@ -105,6 +121,8 @@ impl CountingSetup {
                 events: Vec::new(),
             },
             os_interval: Duration::from_millis(100),
+            events: Vec::new(),
+            events_unavailable: Vec::new(),
         }
     }
 
@@ -121,6 +139,9 @@ impl CountingSetup {
         }
         if let Some(r) = &a.syscall_tracing.reason {
             out.push(format!("kernel time by system call not measured: {r}"));
+        }
+        for u in &self.events_unavailable {
+            out.push(format!("event {} not counted: {}", u.name, u.reason));
         }
         out
     }
@@ -267,6 +288,15 @@ pub enum CountingError {
 pub trait CountingBackend: Send + Sync {
     /// Counters of the calling thread and everything it starts later (`inherit`).
     fn open_counters(&self) -> Result<Box<dyn CounterSource>, String>;
+    /// The same with named events (`--events`) besides; a backend that cannot count
+    /// them (the fakes) opens the plain counters.
+    fn open_counters_named(
+        &self,
+        named: &[ResolvedEvent],
+    ) -> Result<Box<dyn CounterSource>, String> {
+        let _ = named;
+        self.open_counters()
+    }
     /// Starts sampling the `/proc/stat` time of `cpus`, every `interval`, from a thread
     /// pinned to `pin_cpu` when given.
     fn start_os_sampler(
@@ -296,6 +326,23 @@ impl CountingBackend for Perf {
             inherit: true,
         };
         PerfCounters::open(target, &PerfOptions::all())
+            .map(|c| Box::new(c) as Box<dyn CounterSource>)
+            .map_err(|e| e.to_string())
+    }
+
+    fn open_counters_named(
+        &self,
+        named: &[ResolvedEvent],
+    ) -> Result<Box<dyn CounterSource>, String> {
+        let target = CounterTarget::Thread {
+            tid: 0,
+            inherit: true,
+        };
+        let options = PerfOptions {
+            named: named.to_vec(),
+            ..PerfOptions::all()
+        };
+        PerfCounters::open(target, &options)
             .map(|c| Box::new(c) as Box<dyn CounterSource>)
             .map_err(|e| e.to_string())
     }
@@ -347,6 +394,8 @@ pub struct CellCounting {
     work: Option<Work>,
     /// The first error while counting; `finish` returns it.
     error: Option<CountingError>,
+    /// Named events the machine lacks (from the setup), kept with the counts.
+    named_unavailable: Vec<NamedUnavailable>,
 }
 
 impl CellCounting {
@@ -380,7 +429,7 @@ impl CellCounting {
                 Err(r) => (None, Some(r)),
             },
         };
-        let (counters, error) = match backend.open_counters() {
+        let (counters, error) = match backend.open_counters_named(&setup.events) {
             Ok(c) => (Some(c), None),
             Err(e) => (None, Some(CountingError::Open(e))),
         };
@@ -403,6 +452,7 @@ impl CellCounting {
             work_unit: None,
             work: None,
             error,
+            named_unavailable: setup.events_unavailable.clone(),
         }
     }
 
@@ -538,9 +588,14 @@ impl CellCounting {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        let Some(values) = self.values.take() else {
+        let Some(mut values) = self.values.take() else {
             return Err(CountingError::NeverClosed);
         };
+        for u in std::mem::take(&mut self.named_unavailable) {
+            if !values.named_unavailable.iter().any(|x| x.name == u.name) {
+                values.named_unavailable.push(u);
+            }
+        }
         let mut c = CellCounters::new(window, values, self.work.take());
         c.hardware_unavailable = if c.has_hardware() {
             None

@@ -84,6 +84,29 @@ pub trait Machine: Sync {
     /// Where counters, `/proc/stat` series and syscall traces come from.
     fn counting_backend(&self) -> &dyn CountingBackend;
 
+    /// Its performance monitoring units, for naming events (`--events`).
+    fn pmu_tree(&self) -> smtlab_counters::PmuTree {
+        smtlab_counters::PmuTree::system()
+    }
+
+    /// The counting `cfg` asks for: `None` without `--counters`, else what counting can
+    /// do here with the named events of `--events` resolved on [`Machine::pmu_tree`] (an
+    /// event the machine lacks is a line in `events_unavailable`; a malformed list an
+    /// error).
+    fn counting_for(
+        &self,
+        cfg: &smtlab_model::RunConfig,
+    ) -> Result<Option<CountingSetup>, smtlab_counters::EventListError> {
+        if !cfg.counters {
+            return Ok(None);
+        }
+        let setup = self.counting_setup();
+        match cfg.counter_events.as_deref() {
+            Some(list) => setup.with_events(list, &self.pmu_tree()).map(Some),
+            None => Ok(Some(setup)),
+        }
+    }
+
     /// The environment the measurements run in (DESIGN rule 11), stored with the run.
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment;
 

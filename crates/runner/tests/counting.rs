@@ -144,3 +144,46 @@ fn real_counters_follow_a_worker_started_after_them() {
     assert!(counted.count(CounterEvent::TaskClock).unwrap() > 0.0);
     assert!(counted.os_time.is_some() != counted.os_time_unavailable.is_some());
 }
+
+#[test]
+fn events_the_machine_lacks_are_one_line_each_in_setup_and_cell() {
+    // Zen 3's saved PMU tree: l2-misses resolves, machine-clears and topdown do not.
+    let dir = smtlab_fixtures::pmu_fixture("zen3");
+    let cpu = smtlab_counters::CpuId::from_cpuinfo(
+        &std::fs::read_to_string(dir.join("cpuinfo")).unwrap(),
+    );
+    let tree = smtlab_counters::PmuTree::read(&dir.join("devices"), cpu);
+    let setup = CountingSetup::fake()
+        .with_events("l2-misses,machine-clears,topdown", &tree)
+        .unwrap();
+    assert_eq!(setup.events.len(), 1);
+    assert_eq!(setup.events[0].name, "l2-misses");
+    let lines: Vec<String> = setup
+        .missing_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("event "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("event machine-clears not counted: not offered on Zen 3"));
+    assert!(
+        CountingSetup::fake()
+            .with_events("cpu/event=0x3c", &tree)
+            .is_err()
+    );
+
+    let clock = Arc::new(FakeClock::new(1_000, 0));
+    let values = smtlab_counters::fake_values(&[(CounterEvent::TaskClock, 1_000)]);
+    let backend = FakeBackend::new(values, None, Arc::clone(&clock));
+    let mut c = CellCounting::begin_with(&setup, &backend, &CpuSet::from_iter([0]), None);
+    c.resume();
+    c.pause();
+    c.stop(None);
+    let counted = c.finish(SAMPLES_WINDOW).unwrap();
+    let names: Vec<&str> = counted
+        .values
+        .named_unavailable
+        .iter()
+        .map(|u| u.name.as_str())
+        .collect();
+    assert_eq!(names, ["machine-clears", "topdown"]);
+}

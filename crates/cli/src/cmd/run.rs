@@ -34,7 +34,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // Where the run starts (a new one or a resumed one): from here on it is in the store.
     let (run_id, meta, pending, lease) =
         settings::run::begin(&mut store, fresh, args, &topo, machine)?;
-    let counting = meta.config.counters.then(|| machine.counting_setup());
+    let counting = machine.counting_for(&meta.config)?;
     start_notes(
         run_id,
         &meta,

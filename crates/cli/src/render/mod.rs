@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod compare;
 pub mod corun;
+pub mod counter_ratios;
 pub mod load;
 pub mod placements;
 pub mod plan;

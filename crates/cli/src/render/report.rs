@@ -87,6 +87,13 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
             }
         }
     }
+    for line in super::counter_ratios::named_unavailable_lines(
+        results.cells.iter().filter_map(|c| c.counters.as_ref()),
+    ) {
+        if !said.contains(&line) {
+            said.push(line);
+        }
+    }
     for line in said {
         out.push_str(&format!("note: {line}\n"));
     }
@@ -205,6 +212,9 @@ fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
             &format!("  counters ({}): {line}", g[i].placement.name),
             layout,
         ));
+    }
+    for line in super::counter_ratios::smt_change_lines(g) {
+        out.push_str(&wrap(&format!("  {line}"), layout));
     }
     out
 }

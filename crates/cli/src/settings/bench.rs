@@ -76,7 +76,9 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(super::overheads(machine));
     cfg.counters = args.counters;
-    let counting = args.counters.then(|| machine.counting_setup());
+    cfg.counter_events = args.events.clone();
+    cfg.dram_peak_gb_per_s = args.dram_peak;
+    let counting = machine.counting_for(&cfg)?;
     let mut notes = Vec::new();
     if !args.json {
         notes.extend(counting.iter().flat_map(CountingSetup::missing_lines));

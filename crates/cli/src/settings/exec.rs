@@ -69,10 +69,12 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
         // Every run is taken whatever it lasts: the budget is the user's (--timeout).
         max_cell_ns: u64::MAX,
         counters: args.counters,
+        counter_events: args.events.clone(),
+        dram_peak_gb_per_s: args.dram_peak,
         ..RunConfig::default()
     };
     config.known_overheads = Some(super::overheads(machine));
-    let counting = args.counters.then(|| machine.counting_setup());
+    let counting = machine.counting_for(&config)?;
     Ok(Exec {
         bench,
         topo,

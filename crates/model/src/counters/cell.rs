@@ -115,6 +115,14 @@ impl CellCounters {
                 }
             }
         }
+        for r in &self.values.named {
+            if let Some(x) = r.reading.scaled {
+                out.push((format!("counters.named.{}.scaled", r.name), x));
+            }
+            if let Some(x) = r.scale {
+                out.push((format!("counters.named.{}.scale", r.name), x));
+            }
+        }
         if let Some(w) = &self.work {
             out.push(("counters.work.amount".into(), w.amount));
         }

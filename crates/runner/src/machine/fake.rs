@@ -64,6 +64,11 @@ impl Machine for FakeMachine {
         &Monotonic
     }
 
+    /// No PMU tree: every named event is said to be absent here.
+    fn pmu_tree(&self) -> smtlab_counters::PmuTree {
+        smtlab_counters::PmuTree::read(&self.root().join("sys/bus/event_source/devices"), None)
+    }
+
     fn counting_setup(&self) -> CountingSetup {
         let fake = || ClassStatus::no("not on the fake machine");
         CountingSetup {
@@ -77,6 +82,8 @@ impl Machine for FakeMachine {
                 events: Vec::new(),
             },
             os_interval: std::time::Duration::from_millis(100),
+            events: Vec::new(),
+            events_unavailable: Vec::new(),
         }
     }
 

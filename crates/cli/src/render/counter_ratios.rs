@@ -1,0 +1,174 @@
+//! The terminal's view of how the counter ratios move between a placement and its SMT
+//! partner: one line per pair under a benchmark's cells in `smtlab report`
+//! (`counters 1c2t/1c1t: CPI +100.0%, IPC -50.0%, ...`), and the named events the run
+//! could not count, said once.
+
+use smtlab_model::CellRecord;
+use smtlab_model::counters::CellCounters;
+use smtlab_report::counter_ratios::{RatioGroup, record_ratios};
+
+/// The SMT-change lines of one benchmark-and-parameters group (empty without counters
+/// on both placements of a pair).
+pub fn smt_change_lines(cells: &[&CellRecord]) -> Vec<String> {
+    let Some(first) = cells.first() else {
+        return Vec::new();
+    };
+    let mut g = RatioGroup {
+        benchmark: first.benchmark.clone(),
+        params: first.params.clone(),
+        placements: cells
+            .iter()
+            .filter_map(|c| record_ratios(c).map(|r| (c.placement.name.clone(), r)))
+            .collect(),
+        smt_changes: Vec::new(),
+    };
+    g.smt_changes = g.changes();
+    let mut out: Vec<String> = Vec::new();
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for c in &g.smt_changes {
+        if !pairs.contains(&(c.smt.clone(), c.base.clone())) {
+            pairs.push((c.smt.clone(), c.base.clone()));
+        }
+    }
+    for (smt, base) in pairs {
+        let parts: Vec<String> = g
+            .smt_changes
+            .iter()
+            .filter(|c| c.smt == smt && c.base == base)
+            .map(|c| {
+                let label = g
+                    .placements
+                    .iter()
+                    .find_map(|(_, r)| r.get(&c.key))
+                    .map_or(c.key.as_str(), |r| r.label.as_str());
+                format!("{label} {:+.1}%", 100.0 * c.change)
+            })
+            .collect();
+        out.push(format!("counters {smt}/{base}: {}", parts.join(", ")));
+    }
+    // How the sibling moved each top-down category, in percentage points.
+    for kind in smtlab_report::YieldKind::ALL {
+        let (smt, base) = kind.placements();
+        let find = |n: &str| {
+            g.placements
+                .iter()
+                .find(|(p, _)| p == n)
+                .and_then(|(_, r)| r.topdown.as_ref())
+        };
+        if let (Some(b), Some(s)) = (find(base), find(smt)) {
+            let parts: Vec<String> = b
+                .categories()
+                .iter()
+                .zip(s.categories())
+                .map(|((name, x), (_, y))| format!("{name} {:+.1} pt", 100.0 * (y - x)))
+                .collect();
+            out.push(format!("top-down {smt} vs {base}: {}", parts.join(", ")));
+        }
+    }
+    out
+}
+
+/// One line per named event (`--events`) the run could not count, with its reason.
+pub fn named_unavailable_lines<'a>(
+    counters: impl Iterator<Item = &'a CellCounters>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in counters {
+        for u in &c.values.named_unavailable {
+            let line = format!("event {} not counted: {}", u.name, u.reason);
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smtlab_model::counters::named::NamedUnavailable;
+    use smtlab_model::counters::{CountMode, CounterEvent, Reading};
+
+    #[test]
+    fn pairs_get_one_line_each_with_the_changes() {
+        let mut results = crate::render::testdata::results(1);
+        let mut cpi = |i: usize, cycles: u64| {
+            let c = results.cells[i].counters.get_or_insert_with(|| {
+                smtlab_model::counters::CellCounters::new(
+                    "w",
+                    smtlab_model::counters::CounterValues::new(
+                        smtlab_model::counters::CounterTarget::Thread {
+                            tid: 0,
+                            inherit: true,
+                        },
+                    ),
+                    None,
+                )
+            });
+            c.values
+                .set(CounterEvent::Cycles, CountMode::All, Reading::exact(cycles));
+            c.values.set(
+                CounterEvent::Instructions,
+                CountMode::All,
+                Reading::exact(1000),
+            );
+        };
+        cpi(0, 1000);
+        cpi(1, 1500);
+        // Top-down shares 40/10/30/20 on 1c1t and 30/10/20/40 on 1c2t.
+        for (i, shares) in [(0, [40, 10, 30, 20]), (1, [30, 10, 20, 40])] {
+            let v = &mut results.cells[i].counters.as_mut().unwrap().values;
+            for (name, x) in smtlab_model::counters::topdown::INTEL_PERF_METRICS
+                .iter()
+                .zip([100].iter().chain(&shares))
+            {
+                v.named.push(smtlab_model::counters::NamedReading {
+                    name: (*name).into(),
+                    source: "test".into(),
+                    encodings: vec![],
+                    mode: CountMode::All,
+                    scale: None,
+                    unit: None,
+                    scope: "thread".into(),
+                    reading: Reading::exact(*x),
+                    parts: 1,
+                });
+            }
+        }
+        let cells: Vec<&CellRecord> = results.cells[..2].iter().collect();
+        assert_eq!(
+            (
+                cells[0].placement.name.as_str(),
+                cells[1].placement.name.as_str()
+            ),
+            ("1c1t", "1c2t")
+        );
+        let lines = smt_change_lines(&cells);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "top-down 1c2t vs 1c1t: retiring -10.0 pt, bad speculation +0.0 pt, \
+             front-end bound -10.0 pt, back-end bound +20.0 pt"
+        );
+        assert!(
+            lines[0].starts_with("counters 1c2t/1c1t: CPI +50.0%, IPC -33.3%"),
+            "{}",
+            lines[0]
+        );
+
+        results.cells[0]
+            .counters
+            .as_mut()
+            .unwrap()
+            .values
+            .named_unavailable
+            .push(NamedUnavailable {
+                name: "topdown".into(),
+                reason: "no core PMU".into(),
+            });
+        let said =
+            named_unavailable_lines(results.cells.iter().filter_map(|c| c.counters.as_ref()));
+        assert_eq!(said, ["event topdown not counted: no core PMU"]);
+    }
+}

@@ -1,0 +1,611 @@
+//! `--events LIST`: events named the way `perf stat -e` takes them, resolved against
+//! the machine's PMUs ([`PmuTree`]) and the built-in table ([`crate::model_events`]).
+//!
+//! An item of the comma-separated list is one of:
+//!
+//! * a perf generic event (`cycles`, `L1-dcache-load-misses`): counted as usual;
+//! * a sysfs alias of a PMU (`topdown-fe-bound`, `cas_count_read`), taken from the
+//!   core PMU first, else from every PMU that has it (`cas_count_read` is summed over
+//!   `uncore_imc_0..N`), with the alias's `.scale` and `.unit`;
+//! * `PMU/terms/` with raw terms encoded through `PMU/format/`
+//!   (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`: a PMU name
+//!   without its `_N` suffix means every instance, summed);
+//! * a built-in model-specific event (`l2-misses`, `machine-clears`, or the vendor's
+//!   name such as `l2_rqsts.miss`), picked for this CPU's family and model;
+//! * a keyword: `topdown` (level-1 events for this CPU, one group), `dram` (memory
+//!   controller CAS counts), `model` (every built-in event for this CPU);
+//! * a group `{a,b,c}`, opened together so the kernel schedules its events at once.
+//!
+//! Modifiers after `:` (or after the closing `/`): `u` (user only), `k` (kernel only).
+//!
+//! Syntax errors are errors (one line naming the item). An event this machine lacks
+//! is not: it becomes a [`NamedUnavailable`] with its one-line reason, and the rest
+//! is counted. The grammar is small (perf's own parser is a yacc grammar inside the
+//! perf tool, not a library), so it is parsed here in a few lines.
+
+use smtlab_model::counters::named::{EventEncoding, NamedUnavailable};
+use smtlab_model::counters::topdown::{INTEL_PERF_METRICS, INTEL_SLOT_FORMULA};
+use smtlab_model::counters::{CountMode, CounterEvent};
+
+use crate::model_events::{self, PAPER_EVENTS, Uarch};
+use crate::pmu::{Pmu, PmuTree};
+
+/// A malformed `--events` list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--events: {0}")]
+pub struct EventListError(pub String);
+
+/// One named event ready to open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedEvent {
+    pub name: String,
+    /// `sysfs alias`, `raw terms`, `built-in table (Zen 4: EX_RET_OPS)`.
+    pub source: String,
+    /// One per PMU instance; the counts are summed.
+    pub encodings: Vec<EventEncoding>,
+    pub mode: CountMode,
+    pub scale: Option<f64>,
+    pub unit: Option<String>,
+    /// CPUs to count on, CPU-wide, for uncore PMUs (their `cpumask`); `None`: per task.
+    pub cpus: Option<Vec<u32>>,
+    /// Events with the same group number are opened as one perf group.
+    pub group: u32,
+}
+
+/// What a list resolved to on one machine.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Resolved {
+    pub events: Vec<ResolvedEvent>,
+    /// Generic events named in the list (counted by the default set anyway).
+    pub generic: Vec<CounterEvent>,
+    /// What this machine lacks, one line each.
+    pub unavailable: Vec<NamedUnavailable>,
+}
+
+/// One parsed item before resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Spec {
+    text: String,
+    pmu: Option<String>,
+    body: String,
+    mode: CountMode,
+}
+
+/// Splits at commas outside `/.../` and `{...}`.
+fn split_top(list: &str) -> Result<Vec<String>, EventListError> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut slash, mut brace) = (false, 0u32);
+    for ch in list.chars() {
+        match ch {
+            '/' => slash = !slash,
+            '{' if !slash => brace += 1,
+            '}' if !slash => {
+                brace = brace
+                    .checked_sub(1)
+                    .ok_or_else(|| EventListError(format!("unbalanced `}}` in `{list}`")))?;
+            }
+            ',' if !slash && brace == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    if slash {
+        return Err(EventListError(format!(
+            "unterminated `PMU/terms/` in `{list}` (expected a closing `/`)"
+        )));
+    }
+    if brace != 0 {
+        return Err(EventListError(format!("unbalanced `{{` in `{list}`")));
+    }
+    out.push(cur);
+    Ok(out
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect())
+}
+
+fn modifiers(text: &str, mods: &str) -> Result<CountMode, EventListError> {
+    let (mut u, mut k) = (false, false);
+    for c in mods.chars() {
+        match c {
+            'u' => u = true,
+            'k' => k = true,
+            _ => {
+                return Err(EventListError(format!(
+                    "`{text}`: modifier `{c}` not supported (expected u or k)"
+                )));
+            }
+        }
+    }
+    Ok(match (u, k) {
+        (true, false) => CountMode::User,
+        (false, true) => CountMode::Kernel,
+        _ => CountMode::All,
+    })
+}
+
+fn parse_spec(text: &str, group_mode: Option<CountMode>) -> Result<Spec, EventListError> {
+    let (pmu, body, mods) = if let Some((pmu, rest)) = text.split_once('/') {
+        let (body, after) = rest.rsplit_once('/').ok_or_else(|| {
+            EventListError(format!("`{text}`: expected PMU/terms/ with a closing `/`"))
+        })?;
+        let mods = after.strip_prefix(':').unwrap_or(after);
+        if pmu.is_empty() || body.trim().is_empty() {
+            return Err(EventListError(format!(
+                "`{text}`: expected PMU/terms/ with a PMU name and terms"
+            )));
+        }
+        (Some(pmu.to_string()), body.to_string(), mods)
+    } else {
+        match text.split_once(':') {
+            Some((name, mods)) => (None, name.to_string(), mods),
+            None => (None, text.to_string(), ""),
+        }
+    };
+    let mode = match (modifiers(text, mods)?, group_mode) {
+        (CountMode::All, Some(g)) => g,
+        (m, _) => m,
+    };
+    if pmu.is_none()
+        && !body
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(EventListError(format!(
+            "`{text}`: expected an event name, PMU/terms/ or {{group}}"
+        )));
+    }
+    Ok(Spec {
+        text: text.to_string(),
+        pmu,
+        body,
+        mode,
+    })
+}
+
+/// Parses the list into groups of specs (one group per item; `{...}` is one group).
+fn parse(list: &str) -> Result<Vec<Vec<Spec>>, EventListError> {
+    let items = split_top(list)?;
+    if items.is_empty() {
+        return Err(EventListError(
+            "empty list (expected events such as l2-misses,topdown,cpu/event=0x3c/)".into(),
+        ));
+    }
+    let mut out = Vec::new();
+    for item in items {
+        if let Some(rest) = item.strip_prefix('{') {
+            let (inner, after) = rest
+                .rsplit_once('}')
+                .ok_or_else(|| EventListError(format!("`{item}`: expected a group `{{a,b}}`")))?;
+            let mode = modifiers(&item, after.strip_prefix(':').unwrap_or(after))?;
+            let specs = split_top(inner)?
+                .iter()
+                .map(|s| parse_spec(s, Some(mode)))
+                .collect::<Result<Vec<_>, _>>()?;
+            if specs.is_empty() {
+                return Err(EventListError(format!("`{item}`: empty group")));
+            }
+            out.push(specs);
+        } else {
+            out.push(vec![parse_spec(&item, None)?]);
+        }
+    }
+    Ok(out)
+}
+
+/// Resolves `list` on the machine `tree` describes.
+pub fn resolve(list: &str, tree: &PmuTree) -> Result<Resolved, EventListError> {
+    let mut r = Resolved::default();
+    for (g, specs) in parse(list)?.into_iter().enumerate() {
+        let group = g as u32;
+        for spec in specs {
+            resolve_spec(&spec, tree, group, &mut r)?;
+        }
+    }
+    Ok(r)
+}
+
+/// A group number of its own for the `i`th event an item expands to, apart from
+/// every item's own number (items are numbered from 0 in list order).
+fn solo_group(item: u32, i: usize) -> u32 {
+    (1 << 20) + item * 256 + u32::try_from(i).unwrap_or(255).min(255)
+}
+
+fn lack(r: &mut Resolved, name: &str, reason: String) {
+    if !r.unavailable.iter().any(|u| u.name == name) {
+        r.unavailable.push(NamedUnavailable {
+            name: name.to_string(),
+            reason,
+        });
+    }
+}
+
+fn push(r: &mut Resolved, e: ResolvedEvent) {
+    if !r
+        .events
+        .iter()
+        .any(|x| x.name == e.name && x.mode == e.mode)
+    {
+        r.events.push(e);
+    }
+}
+
+fn no_core_pmu() -> String {
+    "no core PMU (`cpu`) among the kernel's PMUs: this machine exposes no hardware counters".into()
+}
+
+fn resolve_spec(
+    spec: &Spec,
+    tree: &PmuTree,
+    group: u32,
+    r: &mut Resolved,
+) -> Result<(), EventListError> {
+    if let Some(pmu) = &spec.pmu {
+        return resolve_raw(spec, pmu, tree, group, r);
+    }
+    let name = spec.body.as_str();
+    match name.to_ascii_lowercase().as_str() {
+        "topdown" => return resolve_topdown(spec, tree, group, r),
+        "dram" => return resolve_dram(spec, tree, group, r),
+        "model" => {
+            // Each alone: six events in one group would need six free counters at once,
+            // and a group that never fits is never counted.
+            for (i, n) in PAPER_EVENTS.iter().enumerate() {
+                resolve_spec(
+                    &Spec {
+                        text: (*n).into(),
+                        pmu: None,
+                        body: (*n).into(),
+                        mode: spec.mode,
+                    },
+                    tree,
+                    solo_group(group, i),
+                    r,
+                )?;
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    if let Ok(e) = name.parse::<CounterEvent>() {
+        if !r.generic.contains(&e) {
+            r.generic.push(e);
+        }
+        return Ok(());
+    }
+    // A kernel alias: the core PMU first, else every PMU that has it.
+    let core = tree.core_pmus();
+    if let Some(p) = core.iter().find(|p| p.alias(name).is_some()) {
+        let e = alias_event(spec, name, &[p], group)?;
+        push(r, e);
+        return Ok(());
+    }
+    let with: Vec<&Pmu> = tree
+        .pmus
+        .iter()
+        .filter(|p| p.alias(name).is_some())
+        .collect();
+    if !with.is_empty() {
+        let e = alias_event(spec, name, &with, group)?;
+        push(r, e);
+        return Ok(());
+    }
+    if model_events::known(name) {
+        return resolve_model(spec, name, tree, group, r);
+    }
+    lack(
+        r,
+        &spec.text,
+        "unknown event: not a perf generic event, not a sysfs alias of this machine's PMUs, \
+         not in the built-in table"
+            .into(),
+    );
+    Ok(())
+}
+
+/// An alias on one or more PMUs (instances of one uncore PMU are summed).
+fn alias_event(
+    spec: &Spec,
+    name: &str,
+    pmus: &[&Pmu],
+    group: u32,
+) -> Result<ResolvedEvent, EventListError> {
+    let first = pmus[0];
+    let alias = first.alias(name).expect("caller checked the alias");
+    let encodings = pmus
+        .iter()
+        .map(|p| {
+            let a = p.alias(name).expect("caller checked the alias");
+            p.encode(&a.terms)
+                .map_err(|e| EventListError(format!("`{}`: {e}", spec.text)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ResolvedEvent {
+        name: alias.name.clone(),
+        source: if pmus.len() > 1 {
+            format!("sysfs alias on {} PMUs ({}...)", pmus.len(), first.name)
+        } else {
+            format!("sysfs alias of {}", first.name)
+        },
+        encodings,
+        mode: spec.mode,
+        scale: alias.scale,
+        unit: alias.unit.clone(),
+        cpus: first.cpumask.clone(),
+        group,
+    })
+}
+
+fn resolve_raw(
+    spec: &Spec,
+    pmu: &str,
+    tree: &PmuTree,
+    group: u32,
+    r: &mut Resolved,
+) -> Result<(), EventListError> {
+    let instances = tree.instances(pmu);
+    if instances.is_empty() {
+        lack(r, &spec.text, format!("no PMU `{pmu}` on this machine"));
+        return Ok(());
+    }
+    let body = spec.body.trim();
+    // A bare name inside the slashes is an alias of that PMU (perf's `cpu/cycles/`).
+    let bare = !body.contains('=') && !body.contains(',');
+    if bare
+        && instances[0].format(body).is_none()
+        && instances.iter().all(|p| p.alias(body).is_none())
+    {
+        lack(
+            r,
+            &spec.text,
+            format!("PMU `{pmu}` has no event `{body}` here"),
+        );
+        return Ok(());
+    }
+    let encodings = instances
+        .iter()
+        .map(|p| {
+            p.encode(body)
+                .map_err(|e| EventListError(format!("`{}`: {e}", spec.text)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let alias = bare.then(|| instances[0].alias(body)).flatten();
+    push(
+        r,
+        ResolvedEvent {
+            name: spec.text.clone(),
+            source: if alias.is_some() {
+                format!("sysfs alias of {pmu}")
+            } else {
+                format!("raw terms on {pmu}")
+            },
+            encodings,
+            mode: spec.mode,
+            scale: alias.and_then(|a| a.scale),
+            unit: alias.and_then(|a| a.unit.clone()),
+            cpus: instances[0].cpumask.clone(),
+            group,
+        },
+    );
+    Ok(())
+}
+
+fn resolve_model(
+    spec: &Spec,
+    name: &str,
+    tree: &PmuTree,
+    group: u32,
+    r: &mut Resolved,
+) -> Result<(), EventListError> {
+    let Some(cpu) = tree.cpu else {
+        lack(
+            r,
+            &spec.text,
+            "this CPU's vendor, family and model are unknown".into(),
+        );
+        return Ok(());
+    };
+    let Some(uarch) = Uarch::of(cpu) else {
+        lack(
+            r,
+            &spec.text,
+            format!("the built-in table has no events for this CPU ({cpu})"),
+        );
+        return Ok(());
+    };
+    let Some(row) = model_events::lookup(name, uarch) else {
+        let on: Vec<&str> = model_events::uarchs_with(name)
+            .into_iter()
+            .map(Uarch::label)
+            .collect();
+        lack(
+            r,
+            &spec.text,
+            format!(
+                "not offered on {} ({cpu}); the built-in table has it for {}",
+                uarch.label(),
+                on.join(", ")
+            ),
+        );
+        return Ok(());
+    };
+    let core = tree.core_pmus();
+    let Some(pmu) = core.first() else {
+        lack(r, &spec.text, no_core_pmu());
+        return Ok(());
+    };
+    let enc = pmu
+        .encode(row.terms)
+        .map_err(|e| EventListError(format!("`{}` ({}): {e}", spec.text, row.vendor_name)))?;
+    push(
+        r,
+        ResolvedEvent {
+            name: row.name.to_string(),
+            source: format!("built-in table ({}: {})", uarch.label(), row.vendor_name),
+            encodings: vec![enc],
+            mode: spec.mode,
+            scale: row.scale,
+            unit: None,
+            cpus: None,
+            group,
+        },
+    );
+    Ok(())
+}
+
+fn resolve_topdown(
+    spec: &Spec,
+    tree: &PmuTree,
+    group: u32,
+    r: &mut Resolved,
+) -> Result<(), EventListError> {
+    let core = tree.core_pmus();
+    let Some(pmu) = core.first() else {
+        lack(r, "topdown", no_core_pmu());
+        return Ok(());
+    };
+    let names: Vec<&str> = if pmu.alias(INTEL_PERF_METRICS[1]).is_some() {
+        INTEL_PERF_METRICS.to_vec()
+    } else if pmu.alias(INTEL_SLOT_FORMULA[0]).is_some() {
+        INTEL_SLOT_FORMULA.to_vec()
+    } else if tree
+        .cpu
+        .and_then(Uarch::of)
+        .is_some_and(|u| model_events::lookup("total_dispatch_slots", u).is_some())
+    {
+        smtlab_model::counters::topdown::AMD_DISPATCH_SLOTS.to_vec()
+    } else {
+        let cpu = tree.cpu.map_or("this CPU".to_string(), |c| c.to_string());
+        lack(
+            r,
+            "topdown",
+            format!(
+                "no top-down events for {cpu}: the kernel offers no topdown-* aliases and \
+                 the built-in table has no dispatch-slot events for it (AMD: Zen 4 and later)"
+            ),
+        );
+        return Ok(());
+    };
+    for n in names {
+        resolve_spec(
+            &Spec {
+                text: n.into(),
+                pmu: None,
+                body: n.into(),
+                mode: spec.mode,
+            },
+            tree,
+            group,
+            r,
+        )?;
+    }
+    Ok(())
+}
+
+/// Intel's memory-controller CAS counts (every `uncore_imc*` PMU's `cas_count_read` and
+/// `cas_count_write`, each summed over the controllers).
+fn resolve_dram(
+    spec: &Spec,
+    tree: &PmuTree,
+    group: u32,
+    r: &mut Resolved,
+) -> Result<(), EventListError> {
+    let imcs: Vec<&Pmu> = tree
+        .pmus
+        .iter()
+        .filter(|p| p.name.starts_with("uncore_imc"))
+        .collect();
+    let mut found = false;
+    for name in ["cas_count_read", "cas_count_write"] {
+        let with: Vec<&Pmu> = imcs
+            .iter()
+            .copied()
+            .filter(|p| p.alias(name).is_some())
+            .collect();
+        if with.is_empty() {
+            continue;
+        }
+        found = true;
+        // Uncore PMUs count CPU-wide; never a group with the per-task events.
+        let nth = if name.ends_with("write") { 101 } else { 100 };
+        let e = alias_event(spec, name, &with, solo_group(group, nth))?;
+        push(r, e);
+    }
+    if !found {
+        let why = if tree
+            .pmus
+            .iter()
+            .any(|p| p.name.starts_with("amd_df") || p.name.starts_with("amd_umc"))
+        {
+            "the kernel's amd_df/amd_umc PMUs have no byte aliases; pass their raw terms \
+             (amd_df/event=...,umask=.../) with a scale"
+        } else {
+            "no memory-controller PMU (uncore_imc*) on this machine"
+        };
+        lack(r, "dram", format!("DRAM bandwidth not measured: {why}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commas_inside_slashes_and_braces_stay() {
+        assert_eq!(
+            split_top("cycles,cpu/event=0x3c,umask=0x1/u,{a,b}:k").unwrap(),
+            vec!["cycles", "cpu/event=0x3c,umask=0x1/u", "{a,b}:k"]
+        );
+        assert!(
+            split_top("cpu/event=0x3c")
+                .unwrap_err()
+                .0
+                .contains("closing `/`")
+        );
+        assert!(split_top("{a,b").unwrap_err().0.contains("unbalanced"));
+    }
+
+    #[test]
+    fn specs_and_modifiers() {
+        let s = parse_spec("cpu/event=0x3c/u", None).unwrap();
+        assert_eq!(
+            (s.pmu.as_deref(), s.body.as_str(), s.mode),
+            (Some("cpu"), "event=0x3c", CountMode::User)
+        );
+        let s = parse_spec("l2-misses:k", None).unwrap();
+        assert_eq!((s.body.as_str(), s.mode), ("l2-misses", CountMode::Kernel));
+        assert!(
+            parse_spec("cycles:p", None)
+                .unwrap_err()
+                .0
+                .contains("modifier `p`")
+        );
+        assert!(parse_spec("a b", None).is_err());
+        let groups = parse("{slots,topdown-retiring}:u,cycles").unwrap();
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0][1].mode, CountMode::User);
+        assert!(parse(" , ").unwrap_err().0.contains("empty list"));
+    }
+
+    #[test]
+    fn an_empty_machine_lacks_everything_in_one_line_each() {
+        let tree = PmuTree::default();
+        let r = resolve("cycles,l2-misses,topdown,dram,cpu/event=0x3c/,bogus", &tree).unwrap();
+        assert_eq!(r.generic, vec![CounterEvent::Cycles]);
+        assert!(r.events.is_empty());
+        let names: Vec<&str> = r.unavailable.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["l2-misses", "topdown", "dram", "cpu/event=0x3c/", "bogus"]
+        );
+        for u in &r.unavailable {
+            assert!(!u.reason.contains('\n') && !u.reason.is_empty());
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! A small built-in table of model-specific core events that the SMT papers use and
+//! the kernel has no alias for: L2 misses, uops issued and retired, machine clears,
+//! store-buffer stalls, 4K aliasing, and AMD's dispatch-slot events for top-down.
+//!
+//! Each row gives smtlab's portable name (`l2-misses`, the same on every CPU), the
+//! vendor's name for the event on that microarchitecture, and its terms, which are
+//! encoded through the machine's own `cpu/format/` files like any raw event. The event
+//! codes and unit masks are facts from Intel's per-microarchitecture event lists
+//! (Skylake-X, Ice Lake-X, Sapphire Rapids, Granite Rapids) and AMD's Processor
+//! Programming Reference event lists (families 17h and 19h, 1Ah). They were checked
+//! against fixture trees here, never on hardware: `scripts/pmu-check.sh` compares them
+//! with `perf stat` on a machine that has a PMU.
+
+use crate::pmu::{CpuId, Vendor};
+
+/// The microarchitectures the table covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uarch {
+    SkylakeSp,
+    IceLakeSp,
+    SapphireRapids,
+    GraniteRapids,
+    Zen2,
+    Zen3,
+    Zen4,
+    Zen5,
+}
+
+impl Uarch {
+    pub const ALL: [Uarch; 8] = [
+        Uarch::SkylakeSp,
+        Uarch::IceLakeSp,
+        Uarch::SapphireRapids,
+        Uarch::GraniteRapids,
+        Uarch::Zen2,
+        Uarch::Zen3,
+        Uarch::Zen4,
+        Uarch::Zen5,
+    ];
+
+    /// The microarchitecture of a CPU, by vendor, family and model.
+    pub fn of(cpu: CpuId) -> Option<Uarch> {
+        match (cpu.vendor, cpu.family, cpu.model) {
+            // Skylake-SP, Cascade Lake and Cooper Lake share model 0x55.
+            (Vendor::Intel, 6, 0x55) => Some(Uarch::SkylakeSp),
+            (Vendor::Intel, 6, 0x6a | 0x6c) => Some(Uarch::IceLakeSp),
+            // Sapphire Rapids and Emerald Rapids.
+            (Vendor::Intel, 6, 0x8f | 0xcf) => Some(Uarch::SapphireRapids),
+            (Vendor::Intel, 6, 0xad | 0xae) => Some(Uarch::GraniteRapids),
+            (Vendor::Amd, 0x17, 0x30..=0xff) => Some(Uarch::Zen2),
+            (Vendor::Amd, 0x19, 0x00..=0x0f | 0x20..=0x5f) => Some(Uarch::Zen3),
+            (Vendor::Amd, 0x19, 0x10..=0x1f | 0x60..=0xaf) => Some(Uarch::Zen4),
+            (Vendor::Amd, 0x1a, _) => Some(Uarch::Zen5),
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Uarch::SkylakeSp => "Skylake-SP",
+            Uarch::IceLakeSp => "Ice Lake-SP",
+            Uarch::SapphireRapids => "Sapphire Rapids",
+            Uarch::GraniteRapids => "Granite Rapids",
+            Uarch::Zen2 => "Zen 2",
+            Uarch::Zen3 => "Zen 3",
+            Uarch::Zen4 => "Zen 4",
+            Uarch::Zen5 => "Zen 5",
+        }
+    }
+}
+
+/// One event on some microarchitectures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelEvent {
+    /// smtlab's name, the same on every CPU (`l2-misses`).
+    pub name: &'static str,
+    /// What it counts, for lists.
+    pub what: &'static str,
+    /// The vendor's name on these microarchitectures.
+    pub vendor_name: &'static str,
+    pub uarchs: &'static [Uarch],
+    /// perf-style terms for the core PMU.
+    pub terms: &'static str,
+    /// A factor the count is multiplied by (the dispatch width for
+    /// `total_dispatch_slots`).
+    pub scale: Option<f64>,
+}
+
+use Uarch::*;
+
+const INTEL_ALL: &[Uarch] = &[SkylakeSp, IceLakeSp, SapphireRapids, GraniteRapids];
+const GOLDEN_COVE_ON: &[Uarch] = &[SapphireRapids, GraniteRapids];
+
+const fn row(
+    name: &'static str,
+    what: &'static str,
+    vendor_name: &'static str,
+    uarchs: &'static [Uarch],
+    terms: &'static str,
+) -> ModelEvent {
+    ModelEvent {
+        name,
+        what,
+        vendor_name,
+        uarchs,
+        terms,
+        scale: None,
+    }
+}
+
+/// The table. A name appears once per encoding; `lookup` picks the row for the CPU.
+pub const MODEL_EVENTS: &[ModelEvent] = &[
+    // Intel.
+    row(
+        "l2-misses",
+        "L2 misses (all requests)",
+        "L2_RQSTS.MISS",
+        INTEL_ALL,
+        "event=0x24,umask=0x3f",
+    ),
+    row(
+        "uops-issued",
+        "uops issued by the front-end",
+        "UOPS_ISSUED.ANY",
+        &[SkylakeSp, IceLakeSp],
+        "event=0x0e,umask=0x01",
+    ),
+    row(
+        "uops-issued",
+        "uops issued by the front-end",
+        "UOPS_ISSUED.ANY",
+        GOLDEN_COVE_ON,
+        "event=0xae,umask=0x01",
+    ),
+    row(
+        "uops-retired",
+        "retirement slots used",
+        "UOPS_RETIRED.RETIRE_SLOTS",
+        &[SkylakeSp],
+        "event=0xc2,umask=0x02",
+    ),
+    row(
+        "uops-retired",
+        "retirement slots used",
+        "UOPS_RETIRED.SLOTS",
+        &[IceLakeSp, SapphireRapids, GraniteRapids],
+        "event=0xc2,umask=0x02",
+    ),
+    row(
+        "machine-clears",
+        "machine clears (pipeline flushes)",
+        "MACHINE_CLEARS.COUNT",
+        INTEL_ALL,
+        "event=0xc3,umask=0x01,edge=1,cmask=1",
+    ),
+    row(
+        "store-buffer-stalls",
+        "cycles stalled on a full store buffer",
+        "RESOURCE_STALLS.SB",
+        INTEL_ALL,
+        "event=0xa2,umask=0x08",
+    ),
+    row(
+        "4k-aliasing",
+        "loads blocked by 4K address aliasing with a store",
+        "LD_BLOCKS_PARTIAL.ADDRESS_ALIAS",
+        &[SkylakeSp, IceLakeSp],
+        "event=0x07,umask=0x01",
+    ),
+    row(
+        "4k-aliasing",
+        "loads blocked by 4K address aliasing with a store",
+        "LD_BLOCKS.ADDRESS_ALIAS",
+        GOLDEN_COVE_ON,
+        "event=0x03,umask=0x04",
+    ),
+    // AMD.
+    row(
+        "l2-misses",
+        "L2 misses of instruction and data cache requests",
+        "L2_CACHE_REQ_STAT.IC_DC_MISS_IN_L2",
+        &[Zen2, Zen3, Zen4, Zen5],
+        "event=0x64,umask=0x09",
+    ),
+    row(
+        "uops-retired",
+        "retired macro-ops",
+        "EX_RET_OPS",
+        &[Zen2, Zen3, Zen4, Zen5],
+        "event=0xc1",
+    ),
+    row(
+        "uops-issued",
+        "macro-ops dispatched",
+        "DE_SRC_OP_DISP.ALL",
+        &[Zen4, Zen5],
+        "event=0xaa,umask=0x07",
+    ),
+    row(
+        "store-buffer-stalls",
+        "dispatch stall cycles on store queue tokens",
+        "DE_DIS_DISPATCH_TOKEN_STALLS1.STORE_QUEUE_RSRC_STALL",
+        &[Zen2, Zen3, Zen4],
+        "event=0xae,umask=0x04",
+    ),
+    // AMD dispatch slots for top-down (Zen 4: 6 slots per cycle, Zen 5: 8).
+    ModelEvent {
+        name: "total_dispatch_slots",
+        what: "dispatch slots (non-halted cycles x 6)",
+        vendor_name: "LS_NOT_HALTED_CYC",
+        uarchs: &[Zen4],
+        terms: "event=0x76",
+        scale: Some(6.0),
+    },
+    ModelEvent {
+        name: "total_dispatch_slots",
+        what: "dispatch slots (non-halted cycles x 8)",
+        vendor_name: "LS_NOT_HALTED_CYC",
+        uarchs: &[Zen5],
+        terms: "event=0x76",
+        scale: Some(8.0),
+    },
+    row(
+        "ex_ret_ops",
+        "retired macro-ops",
+        "EX_RET_OPS",
+        &[Zen4, Zen5],
+        "event=0xc1",
+    ),
+    row(
+        "de_src_op_disp.all",
+        "macro-ops dispatched",
+        "DE_SRC_OP_DISP.ALL",
+        &[Zen4, Zen5],
+        "event=0xaa,umask=0x07",
+    ),
+    row(
+        "de_no_dispatch_per_slot.no_ops_from_frontend",
+        "dispatch slots empty for want of front-end ops",
+        "DE_NO_DISPATCH_PER_SLOT.NO_OPS_FROM_FRONTEND",
+        &[Zen4, Zen5],
+        "event=0x1a0,umask=0x01",
+    ),
+    row(
+        "de_no_dispatch_per_slot.backend_stalls",
+        "dispatch slots empty for back-end stalls",
+        "DE_NO_DISPATCH_PER_SLOT.BACKEND_STALLS",
+        &[Zen4, Zen5],
+        "event=0x1a0,umask=0x1e",
+    ),
+    row(
+        "de_no_dispatch_per_slot.smt_contention",
+        "dispatch slots given to the SMT sibling",
+        "DE_NO_DISPATCH_PER_SLOT.SMT_CONTENTION",
+        &[Zen4, Zen5],
+        "event=0x1a0,umask=0x60",
+    ),
+];
+
+/// The names `model` expands to: the papers' events.
+pub const PAPER_EVENTS: [&str; 6] = [
+    "l2-misses",
+    "uops-issued",
+    "uops-retired",
+    "machine-clears",
+    "store-buffer-stalls",
+    "4k-aliasing",
+];
+
+/// Whether `name` (smtlab's or the vendor's, any case) is in the table at all.
+pub fn known(name: &str) -> bool {
+    MODEL_EVENTS.iter().any(|e| matches(e, name))
+}
+
+fn matches(e: &ModelEvent, name: &str) -> bool {
+    e.name.eq_ignore_ascii_case(name) || e.vendor_name.eq_ignore_ascii_case(name)
+}
+
+/// The row for `name` on `uarch`.
+/// smtlab's own name wins over a vendor's name (`ex_ret_ops` is its own row for
+/// top-down, and also the vendor name behind `uops-retired`).
+pub fn lookup(name: &str, uarch: Uarch) -> Option<&'static ModelEvent> {
+    let on = |e: &&ModelEvent| e.uarchs.contains(&uarch);
+    MODEL_EVENTS
+        .iter()
+        .filter(on)
+        .find(|e| e.name.eq_ignore_ascii_case(name))
+        .or_else(|| MODEL_EVENTS.iter().filter(on).find(|e| matches(e, name)))
+}
+
+/// The microarchitectures that have `name`, for the reason it is absent elsewhere.
+pub fn uarchs_with(name: &str) -> Vec<Uarch> {
+    Uarch::ALL
+        .into_iter()
+        .filter(|u| lookup(name, *u).is_some())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(vendor: Vendor, family: u32, model: u32) -> CpuId {
+        CpuId {
+            vendor,
+            family,
+            model,
+        }
+    }
+
+    #[test]
+    fn models_map_to_microarchitectures() {
+        assert_eq!(Uarch::of(id(Vendor::Intel, 6, 85)), Some(SkylakeSp));
+        assert_eq!(Uarch::of(id(Vendor::Intel, 6, 0x8f)), Some(SapphireRapids));
+        assert_eq!(Uarch::of(id(Vendor::Amd, 0x19, 0x01)), Some(Zen3));
+        assert_eq!(Uarch::of(id(Vendor::Amd, 0x19, 0x11)), Some(Zen4));
+        assert_eq!(Uarch::of(id(Vendor::Intel, 6, 0x9e)), None);
+    }
+
+    #[test]
+    fn each_name_has_at_most_one_row_per_uarch() {
+        for e in MODEL_EVENTS {
+            for u in e.uarchs {
+                let rows = MODEL_EVENTS
+                    .iter()
+                    .filter(|r| r.name == e.name && r.uarchs.contains(u))
+                    .count();
+                assert_eq!(rows, 1, "{} on {}", e.name, u.label());
+            }
+        }
+        assert_eq!(
+            lookup("l2_rqsts.miss", SkylakeSp).unwrap().name,
+            "l2-misses"
+        );
+        assert!(lookup("4k-aliasing", Zen4).is_none());
+        assert!(known("4k-aliasing"));
+    }
+}

@@ -1,0 +1,345 @@
+//! Top-down level 1 (Yasin, ISPASS 2014): where the pipeline's issue slots went, as
+//! shares of all slots: retiring, bad speculation, front-end bound, back-end bound.
+//! Computed from named events (`--events topdown`) by whichever method the counts
+//! allow, each with its scope said, because under SMT the scope is the whole question:
+//!
+//! * **Intel perf metrics** (Ice Lake and later: the kernel's `slots` and
+//!   `topdown-retiring`, `topdown-bad-spec`, `topdown-fe-bound`, `topdown-be-bound`).
+//!   Each metric event reads as its share of `slots`; the shares are the metric counts
+//!   over their sum. Per thread, also with SMT on.
+//! * **Intel slot formula** (Skylake and before: `topdown-total-slots`,
+//!   `topdown-slots-issued`, `topdown-slots-retired`, `topdown-fetch-bubbles`,
+//!   `topdown-recovery-bubbles`, each with the kernel's `.scale`):
+//!   front-end = fetch bubbles / slots; bad speculation = (issued - retired + recovery
+//!   bubbles) / slots; retiring = retired / slots; back-end = the rest. With SMT on the
+//!   kernel counts slots with `any=1` (the whole core's cycles, `.scale` 2), so the
+//!   split is only meaningful for the core: count both siblings.
+//! * **AMD dispatch slots** (Zen 4 and later: six dispatch slots per cycle):
+//!   front-end = `de_no_dispatch_per_slot.no_ops_from_frontend`, back-end =
+//!   `de_no_dispatch_per_slot.backend_stalls`, retiring = `ex_ret_ops`, bad
+//!   speculation = `de_src_op_disp.all - ex_ret_ops`, and SMT contention =
+//!   `de_no_dispatch_per_slot.smt_contention` (slots this thread lost to its sibling),
+//!   each over the dispatch slots (`total_dispatch_slots`: `ls_not_halted_cyc` times
+//!   the dispatch width, 6 on Zen 4 and 8 on Zen 5, as the event's scale). Per thread.
+//!
+//! Nothing is guessed: without the events of one method the answer is a one-line
+//! reason naming what is missing.
+
+use serde::{Deserialize, Serialize};
+
+use super::CounterValues;
+
+/// Which events the split was computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopdownMethod {
+    IntelPerfMetrics,
+    IntelSlotFormula,
+    AmdDispatchSlots,
+}
+
+impl TopdownMethod {
+    /// The events each method needs, in the order they are grouped (leader first).
+    pub fn events(self) -> &'static [&'static str] {
+        match self {
+            TopdownMethod::IntelPerfMetrics => &INTEL_PERF_METRICS,
+            TopdownMethod::IntelSlotFormula => &INTEL_SLOT_FORMULA,
+            TopdownMethod::AmdDispatchSlots => &AMD_DISPATCH_SLOTS,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            TopdownMethod::IntelPerfMetrics => "Intel slots and perf metrics",
+            TopdownMethod::IntelSlotFormula => "Intel slot formula (pre-Ice Lake)",
+            TopdownMethod::AmdDispatchSlots => "AMD dispatch slots (Zen 4+)",
+        }
+    }
+}
+
+/// The kernel's names (Ice Lake and later), `slots` first: it must lead the group.
+pub const INTEL_PERF_METRICS: [&str; 5] = [
+    "slots",
+    "topdown-retiring",
+    "topdown-bad-spec",
+    "topdown-fe-bound",
+    "topdown-be-bound",
+];
+
+/// The kernel's names on Skylake and earlier.
+pub const INTEL_SLOT_FORMULA: [&str; 5] = [
+    "topdown-total-slots",
+    "topdown-slots-issued",
+    "topdown-slots-retired",
+    "topdown-fetch-bubbles",
+    "topdown-recovery-bubbles",
+];
+
+/// AMD's names (Zen 4 event list), the slots first: `total_dispatch_slots` is
+/// `ls_not_halted_cyc` scaled by the dispatch width.
+pub const AMD_DISPATCH_SLOTS: [&str; 6] = [
+    "total_dispatch_slots",
+    "ex_ret_ops",
+    "de_src_op_disp.all",
+    "de_no_dispatch_per_slot.no_ops_from_frontend",
+    "de_no_dispatch_per_slot.backend_stalls",
+    "de_no_dispatch_per_slot.smt_contention",
+];
+
+/// Level-1 shares of the slots (each 0..1; back-end may come out slightly negative
+/// with the slot formula when the counts are noisy, and is kept as measured).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Topdown {
+    pub method: TopdownMethod,
+    /// `thread` or `core ...`: what the shares describe.
+    pub scope: String,
+    /// All issue (Intel) or dispatch (AMD) slots in the window.
+    pub slots: f64,
+    pub retiring: f64,
+    pub bad_speculation: f64,
+    pub frontend_bound: f64,
+    pub backend_bound: f64,
+    /// AMD only: slots lost to the SMT sibling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smt_contention: Option<f64>,
+}
+
+impl Topdown {
+    /// `(label, share)` in drawing order.
+    pub fn categories(&self) -> Vec<(&'static str, f64)> {
+        let mut out = vec![
+            ("retiring", self.retiring),
+            ("bad speculation", self.bad_speculation),
+            ("front-end bound", self.frontend_bound),
+            ("back-end bound", self.backend_bound),
+        ];
+        if let Some(s) = self.smt_contention {
+            out.push(("SMT contention", s));
+        }
+        out
+    }
+}
+
+fn values(v: &CounterValues, names: &[&str]) -> Result<Vec<f64>, Vec<String>> {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for n in names {
+        match v.named_value(n) {
+            Some(x) => out.push(x),
+            None => missing.push((*n).to_string()),
+        }
+    }
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(missing)
+    }
+}
+
+/// Top-down level 1 of `v` by the first method whose events were all counted; `Err` is
+/// the one-line reason there is none.
+pub fn level1(v: &CounterValues) -> Result<Topdown, String> {
+    let mut tried: Vec<String> = Vec::new();
+    for method in [
+        TopdownMethod::IntelPerfMetrics,
+        TopdownMethod::IntelSlotFormula,
+        TopdownMethod::AmdDispatchSlots,
+    ] {
+        let names = method.events();
+        match values(v, names) {
+            Ok(x) => return compute(v, method, &x),
+            Err(missing) if missing.len() < names.len() => {
+                tried.push(format!("{} lacks {}", method.label(), missing.join(", ")));
+            }
+            Err(_) => {}
+        }
+    }
+    if tried.is_empty() {
+        Err("no top-down events counted (ask for them with --events topdown)".into())
+    } else {
+        Err(format!("top-down not computed: {}", tried.join("; ")))
+    }
+}
+
+fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdown, String> {
+    let zero = || {
+        format!(
+            "top-down not computed: no slots counted ({})",
+            method.label()
+        )
+    };
+    match method {
+        TopdownMethod::IntelPerfMetrics => {
+            let (slots, ret, bad, fe, be) = (x[0], x[1], x[2], x[3], x[4]);
+            let sum = ret + bad + fe + be;
+            if sum <= 0.0 {
+                return Err(zero());
+            }
+            Ok(Topdown {
+                method,
+                scope: "thread".into(),
+                slots,
+                retiring: ret / sum,
+                bad_speculation: bad / sum,
+                frontend_bound: fe / sum,
+                backend_bound: be / sum,
+                smt_contention: None,
+            })
+        }
+        TopdownMethod::IntelSlotFormula => {
+            let (slots, issued, retired, fetch, recovery) = (x[0], x[1], x[2], x[3], x[4]);
+            if slots <= 0.0 {
+                return Err(zero());
+            }
+            // The kernel's scale of 2 (instead of 4) on topdown-total-slots means it
+            // counts the core's cycles with any=1: SMT is on and the split is per core.
+            let core = v
+                .named(INTEL_SLOT_FORMULA[0])
+                .and_then(|r| r.scale)
+                .is_some_and(|s| s < 4.0);
+            let fe = fetch / slots;
+            let bad = (issued - retired + recovery) / slots;
+            let ret = retired / slots;
+            Ok(Topdown {
+                method,
+                scope: if core {
+                    "core (SMT on: slots count both threads, any=1; count both siblings; \
+                     per-thread top-down needs Ice Lake or later)"
+                        .into()
+                } else {
+                    "thread".into()
+                },
+                slots,
+                retiring: ret,
+                bad_speculation: bad,
+                frontend_bound: fe,
+                backend_bound: 1.0 - fe - bad - ret,
+                smt_contention: None,
+            })
+        }
+        TopdownMethod::AmdDispatchSlots => {
+            let (slots, ret_ops, disp, fe, be, smt) = (x[0], x[1], x[2], x[3], x[4], x[5]);
+            if slots <= 0.0 {
+                return Err(zero());
+            }
+            Ok(Topdown {
+                method,
+                scope: "thread".into(),
+                slots,
+                retiring: ret_ops / slots,
+                bad_speculation: (disp - ret_ops) / slots,
+                frontend_bound: fe / slots,
+                backend_bound: be / slots,
+                smt_contention: Some(smt / slots),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::counters::named::NamedReading;
+    use crate::counters::{CountMode, CounterTarget, Reading};
+
+    /// Values with named events counted exactly (scale as given).
+    pub(crate) fn named(counts: &[(&str, u64, Option<f64>)]) -> CounterValues {
+        let mut v = CounterValues::new(CounterTarget::Thread {
+            tid: 0,
+            inherit: true,
+        });
+        for &(name, raw, scale) in counts {
+            v.named.push(NamedReading {
+                name: name.into(),
+                source: "test".into(),
+                encodings: vec![],
+                mode: CountMode::All,
+                scale,
+                unit: None,
+                scope: "thread".into(),
+                reading: Reading::exact(raw),
+                parts: 1,
+            });
+        }
+        v
+    }
+
+    #[test]
+    fn perf_metrics_shares_are_counts_over_their_sum() {
+        // Shares 40/10/30/20 of 1000 slots, as the kernel reads them.
+        let v = named(&[
+            ("slots", 1000, None),
+            ("topdown-retiring", 400, None),
+            ("topdown-bad-spec", 100, None),
+            ("topdown-fe-bound", 300, None),
+            ("topdown-be-bound", 200, None),
+        ]);
+        let t = level1(&v).unwrap();
+        assert_eq!(t.method, TopdownMethod::IntelPerfMetrics);
+        assert_eq!(
+            (
+                t.retiring,
+                t.bad_speculation,
+                t.frontend_bound,
+                t.backend_bound
+            ),
+            (0.4, 0.1, 0.3, 0.2)
+        );
+        assert_eq!(t.scope, "thread");
+    }
+
+    #[test]
+    fn slot_formula_by_hand_with_smt_scale() {
+        // Core cycles (any=1) 500, scale 2 -> 1000 slots. Issued 700, retired 500,
+        // recovery cycles 25 (scale 2 -> 50 slots), fetch bubbles 150.
+        // FE 0.15, bad (700-500+50)/1000 = 0.25, retiring 0.5, back-end 0.1.
+        let v = named(&[
+            ("topdown-total-slots", 500, Some(2.0)),
+            ("topdown-slots-issued", 700, None),
+            ("topdown-slots-retired", 500, None),
+            ("topdown-fetch-bubbles", 150, None),
+            ("topdown-recovery-bubbles", 25, Some(2.0)),
+        ]);
+        let t = level1(&v).unwrap();
+        assert_eq!(t.method, TopdownMethod::IntelSlotFormula);
+        assert_eq!(t.slots, 1000.0);
+        assert!((t.frontend_bound - 0.15).abs() < 1e-12);
+        assert!((t.bad_speculation - 0.25).abs() < 1e-12);
+        assert!((t.retiring - 0.5).abs() < 1e-12);
+        assert!((t.backend_bound - 0.1).abs() < 1e-12);
+        assert!(t.scope.starts_with("core"), "{}", t.scope);
+    }
+
+    #[test]
+    fn amd_dispatch_slots_by_hand() {
+        // 100 cycles -> 600 slots; 240 retired ops, 300 dispatched, 60 FE, 180 BE, 60 SMT.
+        let v = named(&[
+            ("total_dispatch_slots", 100, Some(6.0)),
+            ("ex_ret_ops", 240, None),
+            ("de_src_op_disp.all", 300, None),
+            ("de_no_dispatch_per_slot.no_ops_from_frontend", 60, None),
+            ("de_no_dispatch_per_slot.backend_stalls", 180, None),
+            ("de_no_dispatch_per_slot.smt_contention", 60, None),
+        ]);
+        let t = level1(&v).unwrap();
+        assert_eq!(t.slots, 600.0);
+        assert_eq!(t.retiring, 0.4);
+        assert_eq!(t.bad_speculation, 0.1);
+        assert_eq!(t.frontend_bound, 0.1);
+        assert_eq!(t.backend_bound, 0.3);
+        assert_eq!(t.smt_contention, Some(0.1));
+        assert_eq!(t.categories().len(), 5);
+    }
+
+    #[test]
+    fn missing_events_are_named_not_zeroed() {
+        let v = named(&[("slots", 1000, None), ("topdown-retiring", 400, None)]);
+        let e = level1(&v).unwrap_err();
+        assert!(
+            e.contains("topdown-bad-spec") && e.contains("topdown-be-bound"),
+            "{e}"
+        );
+        let none = named(&[]);
+        assert!(level1(&none).unwrap_err().contains("--events topdown"));
+    }
+}

@@ -1,0 +1,638 @@
+//! The ratios that explain what SMT does (paper 000 Figs 8-19, paper 004 Charts 2-7):
+//! CPI and IPC, the L1I/L1D/LLC/iTLB/dTLB miss rates, the branch misprediction rate,
+//! the cost per unit of work (instructions, cycles, CPU time, misses per operation,
+//! byte or request), each named event per unit, top-down level 1 and DRAM bandwidth,
+//! per cell, and how each moves from one placement to its SMT partner (`1c1t` to
+//! `1c2t`, `2c1t` to `2c2t`, `cores` to `all`).
+//!
+//! Every figure comes from counts that were measured, by the model's pure functions;
+//! a ratio whose events were not counted is left out, and the reasons are gathered
+//! into one line per distinct cause (`CPI, IPC, ... not shown: cycles, instructions
+//! not counted (not supported on this machine (ENOENT))`).
+
+use serde::Serialize;
+use smtlab_model::counters::bandwidth::{DramBandwidth, dram_bandwidth};
+use smtlab_model::counters::derived::{MISS_PAIRS, ratio};
+use smtlab_model::counters::topdown::{Topdown, level1};
+use smtlab_model::counters::{CellCounters, CountMode, CounterEvent, CounterValues};
+use smtlab_model::{CellRecord, RunResults};
+
+use crate::fmt::num;
+use crate::yields::YieldKind;
+
+/// How a ratio is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RatioKind {
+    /// A plain number (`CPI 1.500`).
+    Plain,
+    /// A share, written as a percentage (`L1D miss rate 5.0%`).
+    Share,
+}
+
+/// One ratio of one cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RatioValue {
+    /// Stable key for JSON and CSV (`cpi`, `l1d_miss_rate`, `instructions_per_unit`).
+    pub key: String,
+    /// For people (`CPI`, `L1D miss rate`, `instructions/op`).
+    pub label: String,
+    pub kind: RatioKind,
+    pub value: f64,
+}
+
+impl RatioValue {
+    pub fn text(&self) -> String {
+        match self.kind {
+            RatioKind::Plain => num(self.value),
+            RatioKind::Share => format!("{:.1}%", 100.0 * self.value),
+        }
+    }
+}
+
+/// Everything derived for one cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellRatios {
+    pub ratios: Vec<RatioValue>,
+    /// One line per distinct reason some ratios are not shown.
+    pub omitted: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topdown: Option<Topdown>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topdown_unavailable: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dram: Option<DramBandwidth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dram_unavailable: Option<String>,
+    /// Named events that were multiplexed, with `enabled / running`.
+    pub multiplexed: Vec<(String, f64)>,
+}
+
+impl CellRatios {
+    pub fn get(&self, key: &str) -> Option<&RatioValue> {
+        self.ratios.iter().find(|r| r.key == key)
+    }
+}
+
+/// A ratio of two generic events.
+struct Def {
+    key: &'static str,
+    label: &'static str,
+    kind: RatioKind,
+    num: CounterEvent,
+    den: CounterEvent,
+}
+
+/// The ratios in report order: CPI, IPC, the five miss rates, branch mispredictions.
+fn defs() -> Vec<Def> {
+    use CounterEvent as E;
+    let mut out = vec![
+        Def {
+            key: "cpi",
+            label: "CPI",
+            kind: RatioKind::Plain,
+            num: E::Cycles,
+            den: E::Instructions,
+        },
+        Def {
+            key: "ipc",
+            label: "IPC",
+            kind: RatioKind::Plain,
+            num: E::Instructions,
+            den: E::Cycles,
+        },
+    ];
+    for (p, key, label) in [
+        (&MISS_PAIRS[1], "l1i_miss_rate", "L1I miss rate"),
+        (&MISS_PAIRS[0], "l1d_miss_rate", "L1D miss rate"),
+        (&MISS_PAIRS[2], "llc_miss_rate", "LLC miss rate"),
+        (&MISS_PAIRS[4], "itlb_miss_rate", "iTLB miss rate"),
+        (&MISS_PAIRS[3], "dtlb_miss_rate", "dTLB miss rate"),
+    ] {
+        out.push(Def {
+            key,
+            label,
+            kind: RatioKind::Share,
+            num: p.misses,
+            den: p.accesses,
+        });
+    }
+    out.push(Def {
+        key: "branch_miss_rate",
+        label: "branch misprediction rate",
+        kind: RatioKind::Share,
+        num: E::BranchMisses,
+        den: E::Branches,
+    });
+    out
+}
+
+/// Why `event` has no count: the kernel's reason for one of its modes, or "not counted".
+/// Empty when the event was simply not asked for.
+fn why_missing(v: &CounterValues, event: CounterEvent) -> String {
+    [CountMode::All, CountMode::User, CountMode::Kernel]
+        .into_iter()
+        .find_map(|m| v.unavailable_reason(event, m))
+        .map_or_else(String::new, str::to_string)
+}
+
+/// Adds `label` to the omitted line for `reason`, naming the missing events once.
+fn omit(
+    lines: &mut Vec<(String, Vec<String>, Vec<String>)>,
+    reason: String,
+    label: &str,
+    events: &[CounterEvent],
+) {
+    let slot = match lines.iter().position(|(r, _, _)| *r == reason) {
+        Some(i) => i,
+        None => {
+            lines.push((reason, Vec::new(), Vec::new()));
+            lines.len() - 1
+        }
+    };
+    let (_, labels, names) = &mut lines[slot];
+    labels.push(label.to_string());
+    for e in events {
+        if !names.contains(&e.name().to_string()) {
+            names.push(e.name().to_string());
+        }
+    }
+}
+
+/// The ratios of one cell's counters.
+pub fn cell_ratios(c: &CellCounters) -> CellRatios {
+    cell_ratios_with_peak(c, None)
+}
+
+/// The ratios of a recorded cell, DRAM bandwidth as a share of the peak it was measured
+/// with (`--dram-peak`).
+pub fn record_ratios(c: &CellRecord) -> Option<CellRatios> {
+    let k = c.counters.as_ref()?;
+    Some(cell_ratios_with_peak(k, c.result.config.dram_peak_gb_per_s))
+}
+
+/// [`cell_ratios`] with the machine's peak DRAM bandwidth, when known.
+pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) -> CellRatios {
+    let v = &c.values;
+    let all = CountMode::All;
+    let mut ratios = Vec::new();
+    let mut lines: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+    for d in defs() {
+        match ratio(v, d.num, d.den, all) {
+            Some(x) => ratios.push(RatioValue {
+                key: d.key.into(),
+                label: d.label.into(),
+                kind: d.kind,
+                value: x,
+            }),
+            None => {
+                let missing: Vec<CounterEvent> = [d.num, d.den]
+                    .into_iter()
+                    .filter(|e| v.count(*e, all).is_none())
+                    .collect();
+                let reason = match missing.first() {
+                    Some(e) => why_missing(v, *e),
+                    None => "a zero denominator".into(),
+                };
+                omit(&mut lines, reason, d.label, &missing);
+            }
+        }
+    }
+    // Named events per 1000 instructions, where instructions were counted.
+    for r in &v.named {
+        if let (Some(x), Some(_)) = (r.value(), v.count(CounterEvent::Instructions, all))
+            && let Some(i) = v
+                .count(CounterEvent::Instructions, all)
+                .filter(|i| *i > 0.0)
+        {
+            ratios.push(RatioValue {
+                key: format!("{}_pki", r.name),
+                label: format!("{} per 1000 instructions", r.name),
+                kind: RatioKind::Plain,
+                value: 1000.0 * x / i,
+            });
+        }
+    }
+    // Cost per unit of work.
+    if let Some(w) = c
+        .work
+        .as_ref()
+        .filter(|w| w.amount.is_finite() && w.amount > 0.0)
+    {
+        let unit = &w.unit;
+        for (key, label, e) in [
+            (
+                "instructions_per_unit",
+                "instructions",
+                CounterEvent::Instructions,
+            ),
+            ("cycles_per_unit", "cycles", CounterEvent::Cycles),
+            ("cpu_ns_per_unit", "CPU ns", CounterEvent::TaskClock),
+            (
+                "llc_misses_per_unit",
+                "LLC misses",
+                CounterEvent::LlcReadMisses,
+            ),
+            (
+                "branch_misses_per_unit",
+                "branch misses",
+                CounterEvent::BranchMisses,
+            ),
+        ] {
+            match v.count(e, all) {
+                Some(x) => ratios.push(RatioValue {
+                    key: key.into(),
+                    label: format!("{label}/{unit}"),
+                    kind: RatioKind::Plain,
+                    value: x / w.amount,
+                }),
+                None => omit(
+                    &mut lines,
+                    why_missing(v, e),
+                    &format!("{label}/{unit}"),
+                    &[e],
+                ),
+            }
+        }
+        for r in v.named.iter().filter(|r| !is_topdown(&r.name)) {
+            if let Some(x) = r.value() {
+                ratios.push(RatioValue {
+                    key: format!("{}_per_unit", r.name),
+                    label: format!("{} per {unit}", r.name),
+                    kind: RatioKind::Plain,
+                    value: x / w.amount,
+                });
+            }
+        }
+    }
+    let omitted = lines
+        .into_iter()
+        .map(|(reason, labels, names)| {
+            if names.is_empty() {
+                format!("{} not shown: {reason}", labels.join(", "))
+            } else if reason.is_empty() {
+                format!(
+                    "{} not shown: {} not counted",
+                    labels.join(", "),
+                    names.join(", ")
+                )
+            } else {
+                format!(
+                    "{} not shown: {} not counted ({reason})",
+                    labels.join(", "),
+                    names.join(", ")
+                )
+            }
+        })
+        .collect();
+    let (topdown, topdown_unavailable) = match level1(v) {
+        Ok(t) => (Some(t), None),
+        // Only worth a line when top-down events were asked for.
+        Err(e) if asked_for_topdown(v) => (None, Some(e)),
+        Err(_) => (None, None),
+    };
+    let (dram, dram_unavailable) = match dram_bandwidth(v, dram_peak_gb_per_s) {
+        Ok(b) => (Some(b), None),
+        Err(e) if asked_for_dram(v) => (None, Some(e)),
+        Err(_) => (None, None),
+    };
+    CellRatios {
+        ratios,
+        omitted,
+        topdown,
+        topdown_unavailable,
+        dram,
+        dram_unavailable,
+        multiplexed: v
+            .named_multiplexed()
+            .into_iter()
+            .map(|(n, f)| (n.to_string(), f))
+            .collect(),
+    }
+}
+
+/// Top-down inputs are shares of slots, shown as top-down, not per instruction or unit.
+fn is_topdown(name: &str) -> bool {
+    use smtlab_model::counters::topdown::{
+        AMD_DISPATCH_SLOTS, INTEL_PERF_METRICS, INTEL_SLOT_FORMULA,
+    };
+    INTEL_PERF_METRICS
+        .iter()
+        .chain(&INTEL_SLOT_FORMULA)
+        .chain(&AMD_DISPATCH_SLOTS)
+        .any(|n| n.eq_ignore_ascii_case(name))
+}
+
+fn asked_for_topdown(v: &CounterValues) -> bool {
+    v.named_unavailable.iter().any(|u| u.name == "topdown")
+        || v.named
+            .iter()
+            .any(|r| r.name.contains("topdown") || r.name.contains("dispatch"))
+}
+
+fn asked_for_dram(v: &CounterValues) -> bool {
+    v.named_unavailable
+        .iter()
+        .any(|u| u.name == "dram" || u.name.contains("cas_count"))
+}
+
+/// The ratio text the terminal adds to a cell's counters line: what `line` does not
+/// already show (it has CPI and IPC), and the omitted reasons unless the one note about
+/// missing hardware counters already said it.
+pub fn terminal_parts(c: &CellCounters) -> Vec<String> {
+    let mut r = cell_ratios(c);
+    r.ratios.retain(|x| {
+        x.key != "cpi"
+            && x.key != "ipc"
+            && x.key != "cpu_ns_per_unit"
+            && x.key != "instructions_per_unit"
+    });
+    if c.hardware_unavailable.is_some() {
+        r.omitted.clear();
+    }
+    // Events that were never asked for need no excuse in the terminal.
+    r.omitted.retain(|l| !l.ends_with(" not counted"));
+    ratio_lines(&r)
+}
+
+/// The terminal text of a cell's ratios: `CPI 1.500, IPC 0.6667, L1D miss rate 5.0%,
+/// ...; top-down (thread): retiring 40.0% ...; DRAM 2.40 GB/s`, then the omitted lines.
+pub fn ratio_lines(r: &CellRatios) -> Vec<String> {
+    let mut out = Vec::new();
+    if !r.ratios.is_empty() {
+        let parts: Vec<String> = r
+            .ratios
+            .iter()
+            .map(|x| format!("{} {}", x.label, x.text()))
+            .collect();
+        out.push(format!("ratios: {}", parts.join(", ")));
+    }
+    if let Some(t) = &r.topdown {
+        let parts: Vec<String> = t
+            .categories()
+            .iter()
+            .map(|(n, x)| format!("{n} {:.1}%", 100.0 * x))
+            .collect();
+        out.push(format!(
+            "top-down level 1 ({}; {}): {}",
+            t.method.label(),
+            t.scope,
+            parts.join(", ")
+        ));
+    }
+    if let Some(b) = &r.dram {
+        out.push(format!(
+            "DRAM {} GB/s (read {} GB, write {} GB over {} s){}",
+            num(b.gb_per_s),
+            num(b.read_bytes / 1e9),
+            num(b.write_bytes / 1e9),
+            num(b.window_s),
+            b.share_of_peak
+                .map(|s| format!(", {:.1}% of peak", 100.0 * s))
+                .unwrap_or_default()
+        ));
+    }
+    if !r.multiplexed.is_empty() {
+        let m: Vec<String> = r
+            .multiplexed
+            .iter()
+            .map(|(n, f)| format!("{n} x{f:.2}"))
+            .collect();
+        out.push(format!(
+            "multiplexed, scaled by enabled/running: {}",
+            m.join(", ")
+        ));
+    }
+    out.extend(r.omitted.iter().cloned());
+    out.extend(r.topdown_unavailable.iter().cloned());
+    out.extend(r.dram_unavailable.iter().cloned());
+    out
+}
+
+/// One benchmark and parameter set: its placements' ratios and the SMT pairs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RatioGroup {
+    pub benchmark: String,
+    pub params: std::collections::BTreeMap<String, String>,
+    /// `(placement name, ratios)` in measurement order.
+    pub placements: Vec<(String, CellRatios)>,
+    /// How each ratio moved within each SMT pair measured ([`RatioGroup::changes`]).
+    pub smt_changes: Vec<SmtChange>,
+}
+
+/// How a ratio moved from a placement to its SMT partner: `smt / base - 1`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SmtChange {
+    pub base: String,
+    pub smt: String,
+    pub key: String,
+    pub base_value: f64,
+    pub smt_value: f64,
+    pub change: f64,
+}
+
+impl RatioGroup {
+    /// The changes of every ratio both placements of an SMT pair have.
+    pub fn changes(&self) -> Vec<SmtChange> {
+        let mut out = Vec::new();
+        for kind in YieldKind::ALL {
+            let (smt, base) = kind.placements();
+            let find = |n: &str| self.placements.iter().find(|(p, _)| p == n).map(|(_, r)| r);
+            let (Some(b), Some(s)) = (find(base), find(smt)) else {
+                continue;
+            };
+            for rb in &b.ratios {
+                if let Some(rs) = s.get(&rb.key)
+                    && rb.value != 0.0
+                {
+                    out.push(SmtChange {
+                        base: base.into(),
+                        smt: smt.into(),
+                        key: rb.key.clone(),
+                        base_value: rb.value,
+                        smt_value: rs.value,
+                        change: rs.value / rb.value - 1.0,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The counted cells of a run grouped by benchmark and parameters.
+pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
+    let mut out: Vec<RatioGroup> = Vec::new();
+    for c in &r.cells {
+        let Some(ratios) = record_ratios(c) else {
+            continue;
+        };
+        match out
+            .iter_mut()
+            .find(|g| g.benchmark == c.benchmark && g.params == c.params)
+        {
+            Some(g) => g.placements.push((c.placement.name.clone(), ratios)),
+            None => out.push(RatioGroup {
+                benchmark: c.benchmark.clone(),
+                params: c.params.clone(),
+                placements: vec![(c.placement.name.clone(), ratios)],
+                smt_changes: Vec::new(),
+            }),
+        }
+    }
+    for g in &mut out {
+        g.smt_changes = g.changes();
+    }
+    out
+}
+
+/// The CSV columns this module adds, in order.
+pub const CSV_RATIO_COLUMNS: [&str; 15] = [
+    "cpi",
+    "ipc",
+    "l1i_miss_rate",
+    "l1d_miss_rate",
+    "llc_miss_rate",
+    "itlb_miss_rate",
+    "dtlb_miss_rate",
+    "branch_miss_rate",
+    "topdown_retiring",
+    "topdown_bad_speculation",
+    "topdown_frontend_bound",
+    "topdown_backend_bound",
+    "dram_gb_per_s",
+    "dram_share_of_peak",
+    "ratios_omitted",
+];
+
+/// A cell's values for [`CSV_RATIO_COLUMNS`] (empty where not measured).
+pub fn csv_values(cell: Option<&CellRecord>) -> Vec<String> {
+    let Some(r) = cell.and_then(record_ratios) else {
+        return vec![String::new(); CSV_RATIO_COLUMNS.len()];
+    };
+    let s = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
+    let mut out: Vec<String> = CSV_RATIO_COLUMNS[..8]
+        .iter()
+        .map(|k| s(r.get(k).map(|x| x.value)))
+        .collect();
+    let t = r.topdown.as_ref();
+    out.push(s(t.map(|t| t.retiring)));
+    out.push(s(t.map(|t| t.bad_speculation)));
+    out.push(s(t.map(|t| t.frontend_bound)));
+    out.push(s(t.map(|t| t.backend_bound)));
+    out.push(s(r.dram.as_ref().map(|b| b.gb_per_s)));
+    out.push(s(r.dram.as_ref().and_then(|b| b.share_of_peak)));
+    out.push(r.omitted.join("; "));
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use smtlab_model::counters::derived::Work;
+    use smtlab_model::counters::{CounterTarget, Reading, UnavailableEvent};
+
+    pub(crate) fn counted(counts: &[(CounterEvent, u64)], work: Option<f64>) -> CellCounters {
+        let mut v = CounterValues::new(CounterTarget::Thread {
+            tid: 0,
+            inherit: true,
+        });
+        for &(e, n) in counts {
+            v.set(e, CountMode::All, Reading::exact(n));
+        }
+        CellCounters::new(
+            "w",
+            v,
+            work.map(|amount| Work {
+                amount,
+                unit: "op".into(),
+            }),
+        )
+    }
+
+    /// 3000 cycles, 2000 instructions, misses over accesses of 1/20, 1/50, 1/4, 1/400,
+    /// 1/1000, branches 8/400, over 100 operations.
+    pub(crate) fn full(scale: u64) -> Vec<(CounterEvent, u64)> {
+        use CounterEvent as E;
+        vec![
+            (E::Cycles, 3000 * scale),
+            (E::Instructions, 2000),
+            (E::L1dReads, 800),
+            (E::L1dReadMisses, 40),
+            (E::L1iReads, 500),
+            (E::L1iReadMisses, 10),
+            (E::LlcReads, 40),
+            (E::LlcReadMisses, 10),
+            (E::DtlbReads, 800),
+            (E::DtlbReadMisses, 2),
+            (E::ItlbReads, 1000),
+            (E::ItlbReadMisses, 1),
+            (E::Branches, 400),
+            (E::BranchMisses, 8),
+            (E::TaskClock, 5000),
+        ]
+    }
+
+    #[test]
+    fn every_ratio_by_hand() {
+        let r = cell_ratios(&counted(&full(1), Some(100.0)));
+        let v = |k: &str| r.get(k).unwrap_or_else(|| panic!("{k}")).value;
+        assert_eq!(v("cpi"), 1.5);
+        assert_eq!(v("ipc"), 2000.0 / 3000.0);
+        assert_eq!(v("l1d_miss_rate"), 0.05);
+        assert_eq!(v("l1i_miss_rate"), 0.02);
+        assert_eq!(v("llc_miss_rate"), 0.25);
+        assert_eq!(v("dtlb_miss_rate"), 0.0025);
+        assert_eq!(v("itlb_miss_rate"), 0.001);
+        assert_eq!(v("branch_miss_rate"), 0.02);
+        assert_eq!(v("instructions_per_unit"), 20.0);
+        assert_eq!(v("cycles_per_unit"), 30.0);
+        assert_eq!(v("cpu_ns_per_unit"), 50.0);
+        assert_eq!(v("llc_misses_per_unit"), 0.1);
+        assert!(r.omitted.is_empty(), "{:?}", r.omitted);
+        assert_eq!(r.get("l1d_miss_rate").unwrap().text(), "5.0%");
+    }
+
+    #[test]
+    fn absent_events_leave_their_ratios_out_with_one_line_per_reason() {
+        let mut c = counted(&[(CounterEvent::TaskClock, 1000)], Some(10.0));
+        for e in [CounterEvent::Cycles, CounterEvent::Instructions] {
+            c.values.unavailable.push(UnavailableEvent {
+                event: e,
+                mode: CountMode::User,
+                reason: "not supported on this machine (ENOENT)".into(),
+            });
+        }
+        let r = cell_ratios(&c);
+        assert_eq!(
+            r.ratios.iter().map(|x| x.key.as_str()).collect::<Vec<_>>(),
+            ["cpu_ns_per_unit"]
+        );
+        assert_eq!(r.omitted.len(), 2, "{:?}", r.omitted);
+        assert!(r.omitted[0].starts_with("CPI, IPC, instructions/op, cycles/op not shown: cycles, instructions not counted (not supported on this machine (ENOENT))"), "{}", r.omitted[0]);
+        assert!(r.omitted[1].contains("L1I miss rate") && r.omitted[1].ends_with(" not counted"));
+        let lines = ratio_lines(&r);
+        assert_eq!(lines[0], "ratios: CPU ns/op 100.0");
+    }
+
+    #[test]
+    fn smt_change_is_the_ratio_of_the_pair() {
+        let g = RatioGroup {
+            benchmark: "b".into(),
+            params: Default::default(),
+            placements: vec![
+                ("1c1t".into(), cell_ratios(&counted(&full(1), None))),
+                ("1c2t".into(), cell_ratios(&counted(&full(2), None))),
+            ],
+            smt_changes: Vec::new(),
+        };
+        let ch = g.changes();
+        let cpi = ch.iter().find(|c| c.key == "cpi").unwrap();
+        assert_eq!((cpi.base_value, cpi.smt_value), (1.5, 3.0));
+        assert_eq!(cpi.change, 1.0);
+        let ipc = ch.iter().find(|c| c.key == "ipc").unwrap();
+        assert!((ipc.change + 0.5).abs() < 1e-12);
+        let l1d = ch.iter().find(|c| c.key == "l1d_miss_rate").unwrap();
+        assert_eq!(l1d.change, 0.0);
+    }
+}

@@ -1,0 +1,340 @@
+//! The page's figures of why SMT helps or hurts, drawn from recorded counts
+//! ([`crate::counter_ratios`]): per benchmark a bar per placement for each ratio with
+//! the SMT change beside it, top-down level 1 as stacked bars per placement, DRAM
+//! bandwidth with its share of peak and its correlation with throughput, and the
+//! named events as counted (encoding, scope, multiplexing). Whatever was not counted
+//! is one line saying why.
+
+use std::fmt::Write;
+
+use maud::{Markup, PreEscaped, html};
+use smtlab_model::RunResults;
+use smtlab_model::counters::bandwidth::correlation;
+
+use crate::counter_ratios::{CellRatios, RatioGroup, RatioKind, groups};
+use crate::fmt::{num, params};
+use crate::svg::color;
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Horizontal bars, one per `(label, value)`, scaled to the largest.
+fn bars(rows: &[(String, f64, String)]) -> String {
+    let (w, row_h, label_w) = (320.0, 16.0, 90.0);
+    let max = rows.iter().map(|r| r.1).fold(0.0f64, f64::max);
+    let h = row_h * rows.len() as f64;
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="strip">"#
+    );
+    for (i, (label, value, text)) in rows.iter().enumerate() {
+        let y = i as f64 * row_h;
+        let width = if max > 0.0 {
+            (w - label_w - 70.0) * value / max
+        } else {
+            0.0
+        };
+        let _ = write!(
+            s,
+            r#"<text x="0" y="{:.1}" font-size="11">{}</text><rect x="{label_w}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#,
+            y + 12.0,
+            escape(label),
+            y + 2.0,
+            row_h - 4.0,
+            color(i),
+            label_w + width + 4.0,
+            y + 12.0,
+            escape(text)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// A stacked bar of top-down shares.
+fn stack(shares: &[(&str, f64)]) -> String {
+    let (w, h) = (260.0, 14.0);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="strip">"#
+    );
+    let mut x = 0.0;
+    for (i, (name, share)) in shares.iter().enumerate() {
+        let width = w * share.clamp(0.0, 1.0);
+        let _ = write!(
+            s,
+            r#"<rect x="{x:.1}" y="0" width="{width:.1}" height="{h}" fill="{}"><title>{name} {:.1}%</title></rect>"#,
+            color(i),
+            100.0 * share
+        );
+        x += width;
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn change_text(change: f64) -> String {
+    format!("{:+.1}%", 100.0 * change)
+}
+
+fn ratio_figures(g: &RatioGroup) -> Markup {
+    // Every ratio key some placement has, in first-seen order.
+    let mut keys: Vec<(&str, &str, RatioKind)> = Vec::new();
+    for (_, r) in &g.placements {
+        for x in &r.ratios {
+            if !keys.iter().any(|(k, _, _)| *k == x.key) {
+                keys.push((&x.key, &x.label, x.kind));
+            }
+        }
+    }
+    html! {
+        table {
+            tr { th { "ratio" } th { "per placement" } th { "SMT change" } }
+            @for (key, label, _) in &keys {
+                @let rows: Vec<(String, f64, String)> = g.placements.iter().filter_map(|(p, r)| {
+                    r.get(key).map(|x| (p.clone(), x.value, x.text()))
+                }).collect();
+                @let changes: Vec<String> = g.smt_changes.iter().filter(|c| c.key == *key)
+                    .map(|c| format!("{}/{} {}", c.smt, c.base, change_text(c.change))).collect();
+                tr {
+                    td { (label) }
+                    td { (PreEscaped(bars(&rows))) }
+                    td class="num" {
+                        @if changes.is_empty() { span class="muted" { "-" } } @else { (changes.join(", ")) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn topdown_figure(g: &RatioGroup) -> Markup {
+    let with: Vec<(&String, &CellRatios)> = g
+        .placements
+        .iter()
+        .filter(|(_, r)| r.topdown.is_some())
+        .map(|(p, r)| (p, r))
+        .collect();
+    if with.is_empty() {
+        return html! {};
+    }
+    html! {
+        h4 { "Top-down level 1" }
+        table {
+            tr {
+                th { "placement" } th { "method and scope" } th { "slots" }
+                th { "retiring" } th { "bad speculation" } th { "front-end" } th { "back-end" }
+                th { "SMT contention" } th {}
+            }
+            @for (p, r) in &with {
+                @if let Some(t) = &r.topdown {
+                    tr {
+                        td { (p) }
+                        td { (t.method.label()) "; " (t.scope) }
+                        td class="num" { (format!("{:.0}", t.slots)) }
+                        @for (_, share) in t.categories().iter().take(4) {
+                            td class="num" { (format!("{:.1}%", 100.0 * share)) }
+                        }
+                        td class="num" {
+                            @match t.smt_contention {
+                                Some(s) => (format!("{:.1}%", 100.0 * s)),
+                                None => span class="muted" { "-" },
+                            }
+                        }
+                        td { (PreEscaped(stack(&t.categories()))) }
+                    }
+                }
+            }
+        }
+        (topdown_moves(&with))
+    }
+}
+
+/// How the sibling moves each category: the SMT placement's share minus the base's,
+/// in percentage points.
+fn topdown_moves(with: &[(&String, &CellRatios)]) -> Markup {
+    let mut lines = Vec::new();
+    for kind in crate::yields::YieldKind::ALL {
+        let (smt, base) = kind.placements();
+        let find = |n: &str| {
+            with.iter()
+                .find(|(p, _)| p.as_str() == n)
+                .and_then(|(_, r)| r.topdown.as_ref())
+        };
+        if let (Some(b), Some(s)) = (find(base), find(smt)) {
+            let parts: Vec<String> = b
+                .categories()
+                .iter()
+                .zip(s.categories())
+                .map(|((name, x), (_, y))| format!("{name} {:+.1} pt", 100.0 * (y - x)))
+                .collect();
+            lines.push(format!("{smt} vs {base}: {}", parts.join(", ")));
+        }
+    }
+    html! { @for l in lines { p { (l) } } }
+}
+
+fn dram_figure(r: &RunResults, g: &RatioGroup) -> Markup {
+    let with: Vec<(&String, &CellRatios)> = g
+        .placements
+        .iter()
+        .filter(|(_, x)| x.dram.is_some())
+        .map(|(p, x)| (p, x))
+        .collect();
+    if with.is_empty() {
+        return html! {};
+    }
+    // Throughput (the cell's mean) against bandwidth across placements (paper 000 s3.5).
+    let mut xs = Vec::new();
+    let mut ys = Vec::new();
+    for (p, x) in &with {
+        if let Some(c) = r
+            .cells
+            .iter()
+            .find(|c| c.benchmark == g.benchmark && c.params == g.params && c.placement.name == **p)
+            && let Some(b) = &x.dram
+        {
+            xs.push(c.result.summary.mean);
+            ys.push(b.gb_per_s);
+        }
+    }
+    let corr = correlation(&xs, &ys);
+    html! {
+        h4 { "DRAM bandwidth (memory-controller CAS counts x 64 bytes)" }
+        table {
+            tr { th { "placement" } th { "GB/s" } th { "read GB" } th { "write GB" } th { "share of peak" } }
+            @for (p, x) in &with {
+                @if let Some(b) = &x.dram {
+                    tr {
+                        td { (p) }
+                        td class="num" { (num(b.gb_per_s)) }
+                        td class="num" { (num(b.read_bytes / 1e9)) }
+                        td class="num" { (num(b.write_bytes / 1e9)) }
+                        td class="num" {
+                            @match b.share_of_peak {
+                                Some(s) => (format!("{:.1}%", 100.0 * s)),
+                                None => span class="muted" { "peak not known" },
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        p {
+            @match corr {
+                Some(c) => { "Correlation of throughput and DRAM bandwidth across placements: " (format!("{c:.2}")) "." }
+                None => { "Correlation of throughput and bandwidth: needs three placements or more with both." }
+            }
+        }
+    }
+}
+
+fn named_table(r: &RunResults) -> Markup {
+    let rows: Vec<_> = r
+        .cells
+        .iter()
+        .filter_map(|c| c.counters.as_ref().map(|k| (c, k)))
+        .flat_map(|(c, k)| k.values.named.iter().map(move |n| (c, n)))
+        .collect();
+    let missing: Vec<(String, String)> = {
+        let mut m: Vec<(String, String)> = Vec::new();
+        for c in r.cells.iter().filter_map(|c| c.counters.as_ref()) {
+            for u in &c.values.named_unavailable {
+                if !m.iter().any(|(n, _)| *n == u.name) {
+                    m.push((u.name.clone(), u.reason.clone()));
+                }
+            }
+        }
+        m
+    };
+    if rows.is_empty() && missing.is_empty() {
+        return html! {};
+    }
+    html! {
+        h3 { "Named events (--events)" }
+        @if !rows.is_empty() {
+            table {
+                tr {
+                    th { "benchmark" } th { "placement" } th { "event" } th { "source" }
+                    th { "encoding" } th { "scope" } th { "value" } th { "enabled/running" }
+                }
+                @for (c, n) in &rows {
+                    tr {
+                        td { (c.benchmark) }
+                        td { (c.placement.name) }
+                        td { code { (n.name) } }
+                        td { (n.source) }
+                        td { @for e in &n.encodings { code { (e.to_string()) } " " } }
+                        td { (n.scope) }
+                        td class="num" {
+                            @match n.value() {
+                                Some(v) => { (num(v)) @if let Some(u) = &n.unit { " " (u) } },
+                                None => span class="muted" { "never ran" },
+                            }
+                        }
+                        td class="num" {
+                            @match n.reading.scale_factor() {
+                                Some(f) => (format!("x{f:.2}")),
+                                None => span class="muted" { "-" },
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !missing.is_empty() {
+            ul class="notes" {
+                @for (n, why) in &missing { li { code { (n) } ": " (why) } }
+            }
+        }
+    }
+}
+
+/// The ratio, top-down and bandwidth figures; empty markup when no cell was counted.
+pub fn figures(r: &RunResults) -> Markup {
+    let gs = groups(r);
+    if gs.is_empty() {
+        return html! {};
+    }
+    // A cell without a PMU has its one line already (the section's notes say there
+    // are no hardware counters), so its ratios need no second excuse.
+    let no_pmu = r
+        .cells
+        .iter()
+        .filter_map(|c| c.counters.as_ref())
+        .all(|k| k.hardware_unavailable.is_some());
+    let mut omitted: Vec<String> = Vec::new();
+    for g in &gs {
+        for (_, x) in &g.placements {
+            let ratio_lines = if no_pmu { &[][..] } else { &x.omitted[..] };
+            for l in ratio_lines
+                .iter()
+                .chain(&x.topdown_unavailable)
+                .chain(&x.dram_unavailable)
+            {
+                if !omitted.contains(l) {
+                    omitted.push(l.clone());
+                }
+            }
+        }
+    }
+    html! {
+        h3 { "What the counters say: ratios per placement and their SMT change" }
+        p {
+            "Each ratio from the counts of its cell (scaled by enabled/running where the kernel \
+             multiplexed), a bar per placement; the SMT change is the SMT placement's value over \
+             its partner's (1c2t/1c1t, 2c2t/2c1t, all/cores), minus one."
+        }
+        @if !omitted.is_empty() {
+            ul class="notes" { @for l in &omitted { li { (l) } } }
+        }
+        @for g in &gs {
+            h4 { (g.benchmark) " " code { (params(&g.params)) } }
+            (ratio_figures(g))
+            (topdown_figure(g))
+            (dram_figure(r, g))
+        }
+        (named_table(r))
+    }
+}
