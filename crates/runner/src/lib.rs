@@ -60,9 +60,11 @@ pub mod result;
 pub mod rounds;
 pub mod session;
 pub mod utilisation;
+/// The value contract between a benchmark and the engine lives with the benchmarks;
+/// re-exported here for the engine's callers.
+pub use smtlab_bench::value;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
-pub mod value;
 
 pub use clock::{Clock, FakeClock, Monotonic, Overheads, measure_overheads};
 pub use config::RunConfig;
