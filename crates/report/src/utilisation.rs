@@ -16,7 +16,7 @@ use smtlab_model::{CellRecord, RunResults};
 use crate::fmt::{esc, num, text_table};
 use crate::svg::{LineOptions, Point, Series, line_chart};
 
-/// The open-loop workload's name (as `smtlab_runner::utilisation` stores it).
+/// The open-loop workload's name (as `smtlab_workloads::utilisation` stores it).
 pub const NAME: &str = "open-loop-int";
 pub use smtlab_model::keys::{RATE_PARAM, SMT_PARAM};
 

@@ -26,7 +26,7 @@
 //!   kept for error messages, so a command printing gigabytes costs no memory.
 //! * `--timeout`: a run that lasts longer is killed with its group and is an error.
 //!
-//! The sample states its value itself ([`crate::value::OWN_VALUE`]): seconds of wall
+//! The sample states its value itself ([`OWN_VALUE`]): seconds of wall
 //! time, or the number the command printed; its work is one run.
 
 use std::collections::BTreeMap;
@@ -41,7 +41,7 @@ use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 use smtlab_placement::pin::CommandPinExt;
 
-use crate::value::OWN_VALUE;
+use smtlab_bench::value::OWN_VALUE;
 
 /// Unit of the value with a throughput regex: whatever the command prints, per second
 /// by convention (higher is better).
