@@ -1,0 +1,181 @@
+//! One blocking connection, served by a thread of the threads server or a worker of the
+//! processes server, within its deadline however the client trickles its bytes.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use super::super::request;
+use super::{Docs, ServerOpts, error_response, reply};
+
+/// Sends all of `data` on a blocking socket by `deadline`: each call may block only
+/// for what is left of it (`SO_SNDTIMEO` alone would start again with every partial
+/// send, so a client reading a byte now and then could hold the connection for ever).
+fn write_all(fd: RawFd, mut data: &[u8], flags: i32, deadline: Instant) -> bool {
+    while !data.is_empty() {
+        if !time_left(fd, deadline) {
+            return false;
+        }
+        // SAFETY: `data` is a live slice of `data.len()` bytes the kernel only reads.
+        let n = unsafe {
+            libc::send(
+                fd,
+                data.as_ptr().cast(),
+                data.len(),
+                libc::MSG_NOSIGNAL | flags,
+            )
+        };
+        if n <= 0 {
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            abort_if_timed_out(fd);
+            return false;
+        }
+        data = &data[n as usize..];
+    }
+    true
+}
+
+/// Makes the coming `close` of a connection past its deadline a reset: the client
+/// learns at once, and what it did not read is dropped instead of waiting in the
+/// kernel for it.
+pub(super) fn abort_on_close(fd: RawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `linger` is a live libc::linger whose size is passed with it.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::from_ref(&linger).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+}
+
+/// Whether bytes sent on the connection still wait in the kernel for the client to
+/// take them (a response it has not read).
+pub(super) fn unsent(fd: RawFd) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ for sockets) writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    r == 0 && n > 0
+}
+
+/// After a blocking call that failed: one that ran into its socket timeout (`EAGAIN`)
+/// ended at the deadline, and the close is made a reset.
+fn abort_if_timed_out(fd: RawFd) {
+    if io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+        abort_on_close(fd);
+    }
+}
+
+/// Sets the send timeout to what is left until `deadline`; `false` (and the close to
+/// come made a reset) when nothing is.
+fn time_left(fd: RawFd, deadline: Instant) -> bool {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        abort_on_close(fd);
+        return false;
+    }
+    set_timeout(fd, libc::SO_SNDTIMEO, left);
+    true
+}
+
+fn set_timeout(fd: RawFd, opt: i32, d: Duration) {
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros().max(1) as libc::suseconds_t,
+    };
+    // SAFETY: `tv` is a live timeval whose size is passed with it.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            std::ptr::from_ref(&tv).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+}
+
+/// One connection of the threaded server; the fd is closed by the caller. The
+/// connection's deadline: each request head must arrive, and each response go out,
+/// within the idle timeout, however the client trickles its bytes or reads ours.
+pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // The whole head must arrive within the idle timeout, however it trickles in.
+        let deadline = Instant::now() + opts.idle_timeout;
+        let req = loop {
+            match request::parse(&buf) {
+                Ok(Some(r)) if buf.len() >= r.head_len + r.content_length as usize => break Ok(r),
+                Ok(_) => {}
+                Err(rej) => break Err(rej),
+            }
+            // An idle kept-alive connection is closed as usual at its deadline; one
+            // with part of a head (slowloris) is reset.
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                if !buf.is_empty() || unsent(fd) {
+                    abort_on_close(fd);
+                }
+                return;
+            }
+            set_timeout(fd, libc::SO_RCVTIMEO, left);
+            // SAFETY: `chunk` is a live buffer of `chunk.len()` bytes the kernel writes into.
+            let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            if n <= 0 {
+                if !buf.is_empty() || unsent(fd) {
+                    abort_if_timed_out(fd);
+                }
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n as usize]);
+        };
+        let req = match req {
+            Ok(r) => r,
+            Err(rej) => {
+                write_all(
+                    fd,
+                    &error_response(rej),
+                    0,
+                    Instant::now() + opts.idle_timeout,
+                );
+                return;
+            }
+        };
+        let used = req.head_len + req.content_length as usize;
+        let r = reply(docs, &req, &buf[req.head_len..used]);
+        buf.drain(..used);
+        let deadline = Instant::now() + opts.idle_timeout;
+        let more = if r.file.is_some() { libc::MSG_MORE } else { 0 };
+        if !write_all(fd, &r.head, more, deadline) {
+            return;
+        }
+        if let Some((f, size)) = &r.file {
+            let mut off: libc::off_t = 0;
+            while (off as u64) < *size {
+                if !time_left(fd, deadline) {
+                    return;
+                }
+                // SAFETY: `off` is a live off_t the kernel updates; `f` stays open for the call.
+                let n = unsafe {
+                    libc::sendfile(fd, f.as_raw_fd(), &mut off, (*size - off as u64) as usize)
+                };
+                if n <= 0 {
+                    abort_if_timed_out(fd);
+                    return;
+                }
+            }
+        }
+        if !r.keep_alive {
+            return;
+        }
+    }
+}
