@@ -17,11 +17,7 @@ pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     // SAFETY: pipe2 returned two new descriptors that nothing else owns.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // The command's end blocks as usual.
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(w.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(w.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
-    }
+    smtlab_loadgen::sys::set_nonblocking(w.as_raw_fd(), false)?;
     Ok((r, w))
 }
 

@@ -37,7 +37,6 @@ mod threads;
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -168,59 +167,15 @@ fn reply(docs: &Docs, req: &Request, body: &[u8]) -> Reply {
     }
 }
 
+/// A non-blocking listener on `addr` (IPv4) that other event loops' listeners may share.
 fn listener_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
-    // SAFETY: socket() takes no pointers; a negative result is checked below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a socket just created and owned by no one else; the listener takes
-    // sole ownership and closes it.
-    let l = unsafe { TcpListener::from_raw_fd(fd) };
-    let one: libc::c_int = 1;
-    for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
-        // SAFETY: `fd` is the open socket owned by `l`; the option value points at a live
-        // c_int whose size is passed with it.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                std::ptr::from_ref(&one).cast::<libc::c_void>(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-    }
-    let SocketAddr::V4(a) = addr else {
+    if !addr.is_ipv4() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "built-in servers listen on IPv4",
         ));
-    };
-    let sin = smtlab_loadgen::epoll::sockaddr_in(&a);
-    // SAFETY: `sin` is a fully initialised sockaddr_in on the stack, and the length
-    // passed is its size.
-    let r = unsafe {
-        libc::bind(
-            fd,
-            std::ptr::from_ref(&sin).cast::<libc::sockaddr>(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
     }
-    // SAFETY: listen() on the socket owned by `l`; no pointers.
-    if unsafe { libc::listen(fd, 4096) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(l)
+    smtlab_loadgen::sys::tcp_listener(&addr, true, true)
 }
 
 fn now_ns(origin: Instant) -> u64 {

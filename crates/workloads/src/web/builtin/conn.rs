@@ -3,7 +3,9 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use smtlab_loadgen::sys;
 
 use super::super::request;
 use super::{Docs, ServerOpts, error_response, reply};
@@ -41,20 +43,7 @@ fn write_all(fd: RawFd, mut data: &[u8], flags: i32, deadline: Instant) -> bool 
 /// learns at once, and what it did not read is dropped instead of waiting in the
 /// kernel for it.
 pub(super) fn abort_on_close(fd: RawFd) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: `linger` is a live libc::linger whose size is passed with it.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            std::ptr::from_ref(&linger).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
+    let _ = sys::reset_on_close(fd);
 }
 
 /// Whether bytes sent on the connection still wait in the kernel for the client to
@@ -82,25 +71,8 @@ fn time_left(fd: RawFd, deadline: Instant) -> bool {
         abort_on_close(fd);
         return false;
     }
-    set_timeout(fd, libc::SO_SNDTIMEO, left);
+    let _ = sys::set_timeout(fd, libc::SO_SNDTIMEO, left);
     true
-}
-
-fn set_timeout(fd: RawFd, opt: i32, d: Duration) {
-    let tv = libc::timeval {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_usec: d.subsec_micros().max(1) as libc::suseconds_t,
-    };
-    // SAFETY: `tv` is a live timeval whose size is passed with it.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            opt,
-            std::ptr::from_ref(&tv).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
 }
 
 /// One connection of the threaded server; the fd is closed by the caller. The
@@ -127,7 +99,7 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 }
                 return;
             }
-            set_timeout(fd, libc::SO_RCVTIMEO, left);
+            let _ = sys::set_timeout(fd, libc::SO_RCVTIMEO, left);
             // SAFETY: `chunk` is a live buffer of `chunk.len()` bytes the kernel writes into.
             let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
             if n <= 0 {

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::process::{Child, ChildStdout, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use super::super::dynamic::Dynamic;
 use super::super::request::{self, Reject, Request};
+use smtlab_loadgen::sys;
+
 use super::conn::{abort_on_close, unsent};
 use super::{
     Docs, Reply, ServerOpts, dynamic_reply, error_response, listener_reuseport, now_ns, reply,
@@ -119,14 +121,9 @@ const LISTENER: u64 = u64::MAX;
 /// Marks a CGI pipe's epoll token (the rest is its connection's index).
 const PIPE: u64 = 1 << 62;
 
+/// Changes what `epfd` reports for `fd`; a stale `fd` fails, which its next read reports.
 fn set_events(epfd: RawFd, fd: RawFd, token: u64, events: i32) {
-    let mut ev = libc::epoll_event {
-        events: events as u32,
-        u64: token,
-    };
-    // SAFETY: `ev` is a live epoll_event the kernel only reads; bad fds make the call fail,
-    // nothing worse.
-    unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, &mut ev) };
+    let _ = sys::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, events, token);
 }
 
 /// Kills a CGI child's whole process group (the shell and what it started). Only for a
@@ -139,18 +136,16 @@ fn kill_cgi(child: &Child) {
 
 impl EventLoop {
     fn new(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts) -> io::Result<Self> {
-        // SAFETY: epoll_create1() takes no pointers; a negative result is checked below.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if epfd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: LISTENER,
-        };
-        // SAFETY: `epfd` was just created, the listener's fd is open while `listener` lives,
-        // and `ev` is a live epoll_event the kernel only reads.
-        unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, listener.as_raw_fd(), &mut ev) };
+        let ep = sys::epoll_create()?;
+        sys::epoll_ctl(
+            ep.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            listener.as_raw_fd(),
+            libc::EPOLLIN,
+            LISTENER,
+        )?;
+        // Closed by the loop's drop.
+        let epfd = ep.into_raw_fd();
         Ok(EventLoop {
             listener,
             epfd,
@@ -169,12 +164,9 @@ impl EventLoop {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 512];
         let mut last_sweep = 0;
         while !stop.load(Ordering::Relaxed) {
-            // SAFETY: `events` is a live buffer of `events.len()` epoll_events the kernel writes
-            // into; the result bounds the slice read below.
-            let n = unsafe {
-                libc::epoll_wait(self.epfd, events.as_mut_ptr(), events.len() as i32, 100)
-            };
-            for ev in &events[..n.max(0) as usize] {
+            // At most 100 ms, so the stop flag is seen.
+            let n = sys::wait(self.epfd, &mut events, 100_000_000).unwrap_or(0);
+            for ev in &events[..n] {
                 let (key, flags) = (ev.u64, ev.events);
                 if key == LISTENER {
                     self.accept_all();
@@ -200,36 +192,16 @@ impl EventLoop {
 
     fn accept_all(&mut self) {
         loop {
-            // SAFETY: accept4() on the listener's open fd with null address pointers, which
-            // it allows; a negative result is checked below.
-            let fd = unsafe {
-                libc::accept4(
-                    self.listener.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                )
-            };
-            if fd < 0 {
+            let Ok(accepted) = sys::accept(self.listener.as_raw_fd()) else {
                 return;
-            }
+            };
             if self.open >= self.opts.max_conns {
-                // SAFETY: `fd` was just accepted and is owned by no one else yet.
-                unsafe { libc::close(fd) };
+                // Over the bound: closed by its drop.
                 continue;
             }
-            let one: libc::c_int = 1;
-            // SAFETY: `fd` is the socket just accepted; the option value points at a live c_int
-            // whose size is passed with it.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NODELAY,
-                    std::ptr::from_ref(&one).cast::<libc::c_void>(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+            let _ = sys::set_nodelay(accepted.as_raw_fd());
+            // Closed by `close` from here.
+            let fd = accepted.into_raw_fd();
             let conn = EConn {
                 fd,
                 buf: Vec::new(),
@@ -247,25 +219,22 @@ impl EventLoop {
                     self.conns.len() - 1
                 }
             };
-            let mut ev = libc::epoll_event {
-                events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-                u64: i as u64,
-            };
-            // SAFETY: `fd` is the socket just accepted and `ev` a live epoll_event the kernel
-            // only reads.
-            unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) };
+            let _ = sys::epoll_ctl(
+                self.epfd,
+                libc::EPOLL_CTL_ADD,
+                fd,
+                libc::EPOLLIN | libc::EPOLLRDHUP,
+                i as u64,
+            );
             self.open += 1;
         }
     }
 
     fn close(&mut self, i: usize) {
         if let Some(c) = self.conns.get_mut(i).and_then(Option::take) {
-            // SAFETY: `c` was taken out of the table, so this is the one close of its fd;
-            // EPOLL_CTL_DEL accepts a null event.
-            unsafe {
-                libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, c.fd, std::ptr::null_mut());
-                libc::close(c.fd);
-            }
+            let _ = sys::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, c.fd, 0, 0);
+            // SAFETY: `c` was taken out of the table, so this is the one close of its fd.
+            unsafe { libc::close(c.fd) };
             if let EState::Cgi(run) = c.state {
                 // Nobody will read the page: the child and what it started go now.
                 kill_cgi(&run.child);
@@ -285,16 +254,8 @@ impl EventLoop {
             page,
             req,
         } = run;
-        // SAFETY: `out` is still open here (dropped just after), and EPOLL_CTL_DEL accepts
-        // a null event.
-        unsafe {
-            libc::epoll_ctl(
-                self.epfd,
-                libc::EPOLL_CTL_DEL,
-                out.as_raw_fd(),
-                std::ptr::null_mut(),
-            )
-        };
+        // `out` is still open here (dropped just after).
+        let _ = sys::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, out.as_raw_fd(), 0, 0);
         drop(out);
         if !matches!(child.try_wait(), Ok(Some(_))) {
             self.reaping.push(child);
@@ -327,17 +288,15 @@ impl EventLoop {
             return;
         };
         let pfd = out.as_raw_fd();
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: PIPE | i as u64,
-        };
-        // SAFETY: `pfd` is the child's stdout pipe, open while `out` lives; `ev` is a live
-        // epoll_event the kernel only reads.
-        let registered = unsafe {
-            let flags = libc::fcntl(pfd, libc::F_GETFL);
-            libc::fcntl(pfd, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
-                && libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, pfd, &mut ev) == 0
-        };
+        let registered = sys::set_nonblocking(pfd, true).is_ok()
+            && sys::epoll_ctl(
+                self.epfd,
+                libc::EPOLL_CTL_ADD,
+                pfd,
+                libc::EPOLLIN,
+                PIPE | i as u64,
+            )
+            .is_ok();
         if !registered {
             kill_cgi(&child);
             self.reaping.push(child);
@@ -402,7 +361,7 @@ impl EventLoop {
         }
         let (page, req) = self.end_cgi(*run);
         // Reading again (and writing when `send` needs to).
-        smtlab_loadgen::epoll::set_interest(self.epfd, fd, i, false);
+        sys::set_interest(self.epfd, fd, i, false);
         let answer = if failed {
             Err(Reject::NotFound)
         } else {
@@ -418,7 +377,7 @@ impl EventLoop {
         if c.want_out == out {
             return;
         }
-        smtlab_loadgen::epoll::set_interest(self.epfd, c.fd, i, out);
+        sys::set_interest(self.epfd, c.fd, i, out);
         c.want_out = out;
     }
 

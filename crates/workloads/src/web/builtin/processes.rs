@@ -3,10 +3,12 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 
 use smtlab_model::CpuSet;
 use smtlab_placement::pin::CpuMask;
+
+use smtlab_loadgen::sys;
 
 use super::conn::serve_blocking;
 use super::{Docs, ServerOpts};
@@ -127,34 +129,14 @@ fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
             continue;
         }
         // Several workers wake for one connection: the losers get EAGAIN.
-        // SAFETY: accept4() on the inherited listener's fd with null address pointers,
-        // which it allows; a negative result is checked below.
-        let fd = unsafe {
-            libc::accept4(
-                lfd,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            )
-        };
-        if fd < 0 {
+        let Ok(accepted) = sys::accept(lfd) else {
             continue;
-        }
+        };
         // Blocking from here, as a prefork worker is.
-        // SAFETY: `fd` is the socket just accepted; the option value points at a live c_int
-        // whose size is passed with it.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
-            let one: libc::c_int = 1;
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                std::ptr::from_ref(&one).cast::<libc::c_void>(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        let _ = sys::set_nonblocking(accepted.as_raw_fd(), false);
+        let _ = sys::set_nodelay(accepted.as_raw_fd());
+        // Closed below, after the connection.
+        let fd = accepted.into_raw_fd();
         serve_blocking(fd, docs, opts);
         // SAFETY: `fd` was accepted above and is closed once, here.
         unsafe { libc::close(fd) };
