@@ -91,15 +91,6 @@ fn now_ns(origin: Instant) -> u64 {
     origin.elapsed().as_nanos() as u64
 }
 
-fn errno_kind(e: &io::Error) -> ErrorKind {
-    match e.raw_os_error() {
-        Some(libc::ECONNREFUSED | libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL) => {
-            ErrorKind::Connect
-        }
-        _ => ErrorKind::Reset,
-    }
-}
-
 impl<'a> Engine<'a> {
     pub fn new(plan: ThreadPlan, mix: &'a Mix) -> io::Result<Self> {
         let epfd = sys::epoll_create()?;
@@ -264,20 +255,15 @@ impl<'a> Engine<'a> {
             self.write_some(i);
             return;
         }
-        match self.connect(i) {
-            Ok(()) => {}
-            Err(e) => {
-                let kind = errno_kind(&e);
-                self.fail(
-                    i,
-                    if kind == ErrorKind::Reset {
-                        ErrorKind::Connect
-                    } else {
-                        kind
-                    },
-                );
-            }
+        if self.connect(i).is_err() {
+            self.connect_failed(i);
         }
+    }
+
+    /// A connect that failed is a connect error, whatever its errno: before there is a
+    /// connection there is nothing to reset.
+    fn connect_failed(&mut self, i: usize) {
+        self.fail(i, ErrorKind::Connect);
     }
 
     fn connect(&mut self, i: usize) -> io::Result<()> {
@@ -324,16 +310,7 @@ impl<'a> Engine<'a> {
                 }
                 let err = sys::socket_error(self.conns[i].fd);
                 if err != 0 {
-                    let e = io::Error::from_raw_os_error(err);
-                    let kind = errno_kind(&e);
-                    self.fail(
-                        i,
-                        if kind == ErrorKind::Reset {
-                            ErrorKind::Connect
-                        } else {
-                            kind
-                        },
-                    );
+                    self.connect_failed(i);
                     return;
                 }
                 self.conns[i].state = State::Writing;
