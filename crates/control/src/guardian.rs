@@ -92,22 +92,24 @@ impl Guardian {
         let (read_fd, write_fd) = (fds[0], fds[1]);
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
+        let child = || {
+            // SAFETY: in the forked child: see `watch`, system calls only, on this
+            // process's descriptors.
+            unsafe { watch(read_fd, write_fd, parent, plan) }
+        };
         // SAFETY: the child only makes async-signal-safe calls (see `watch`) and never
         // returns into Rust code.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: closing the descriptors pipe2 gave us.
-            unsafe {
-                libc::close(read_fd);
-                libc::close(write_fd);
+        let pid = match unsafe { crate::fork::fork_with(child) } {
+            Ok(pid) => pid,
+            Err(e) => {
+                // SAFETY: closing the descriptors pipe2 gave us.
+                unsafe {
+                    libc::close(read_fd);
+                    libc::close(write_fd);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        if pid == 0 {
-            // SAFETY: see `watch`: system calls only, on this process's descriptors.
-            unsafe { watch(read_fd, write_fd, parent, plan) }
-        }
+        };
         // SAFETY: read_fd is ours and no longer needed here.
         unsafe { libc::close(read_fd) };
         Ok(Guardian { write_fd, pid })

@@ -59,38 +59,33 @@ impl ProcessServer {
             pids: Vec::new(),
         };
         for _ in 0..workers.max(1) {
-            // SAFETY: the child runs only async-signal-safe calls and this crate's
-            // server code, which takes no lock another thread of the parent could hold
-            // (see the type's docs), and leaves by _exit.
-            let pid = unsafe { libc::fork() };
-            if pid < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if pid == 0 {
-                // The child: never returns into the parent's code.
-                let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // The child: never returns into the parent's code; its exit status says why
+            // it ended (1: orphaned, 2: cannot pin, 3: panicked).
+            let child = || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     tree.enter();
-                    // SAFETY: prctl and getppid take no pointers; _exit ends the child
-                    // without running the parent's destructors.
-                    unsafe {
+                    // SAFETY: prctl and getppid take no pointers.
+                    let orphaned = unsafe {
                         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-                        if libc::getppid() != parent {
-                            libc::_exit(1);
-                        }
+                        libc::getppid() != parent
+                    };
+                    if orphaned {
+                        return 1;
                     }
                     if let Some(m) = &mask
                         && m.apply(0).is_err()
                     {
-                        // SAFETY: _exit ends the child without running the parent's code.
-                        unsafe { libc::_exit(2) };
+                        return 2;
                     }
                     worker_loop(lfd, &docs, opts, parent);
+                    0
                 }))
-                .map_or(3, |_| 0);
-                // SAFETY: _exit ends the forked child without unwinding into the parent's
-                // code.
-                unsafe { libc::_exit(code) };
-            }
+                .unwrap_or(3)
+            };
+            // SAFETY: the child runs only async-signal-safe calls and this crate's
+            // server code, which takes no lock another thread of the parent could hold
+            // (see the type's docs), and unwinds no further than its catch_unwind.
+            let pid = unsafe { smtlab_control::fork::fork_with(child) }?;
             // Set from here too, so it holds when start returns.
             if let Some(m) = &mask {
                 // The child pins itself too and exits if it cannot: an error here changes nothing.
