@@ -330,10 +330,7 @@ impl<'a> Engine<'a> {
                     // A kept-alive connection closed by the server between requests:
                     // not an error, the next request reconnects.
                     let mut b = [0u8; 1];
-                    // SAFETY: `b` is a live one-byte buffer and one byte is asked for; the fd is
-                    // open (checked non-negative above).
-                    let n = unsafe { libc::read(self.conns[i].fd, b.as_mut_ptr().cast(), 1) };
-                    if n <= 0 {
+                    if !matches!(sys::read(self.conns[i].fd, &mut b), Ok(n) if n > 0) {
                         self.drop_socket(i);
                     }
                 }
@@ -352,13 +349,9 @@ impl<'a> Engine<'a> {
                 self.set_out(i, false);
                 return;
             }
-            // SAFETY: `rest` is a live slice of `rest.len()` bytes the kernel only reads; `c.fd`
-            // is the connection's open socket.
-            let n =
-                unsafe { libc::send(c.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
+            let n = match sys::send(c.fd, rest, 0) {
+                Ok(n) => n,
+                Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => {
                         self.set_out(i, true);
                         return;
@@ -368,37 +361,35 @@ impl<'a> Engine<'a> {
                         self.fail(i, ErrorKind::Reset);
                         return;
                     }
-                }
-            }
-            c.written += n as usize;
+                },
+            };
+            c.written += n;
         }
     }
 
     fn read_some(&mut self, i: usize) {
         loop {
             let fd = self.conns[i].fd;
-            // SAFETY: `buf` is a live buffer of `buf.len()` bytes the kernel writes into.
-            let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
+            let n = match sys::read(fd, &mut self.buf) {
+                Ok(n) => n,
+                Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return,
                     Some(libc::EINTR) => continue,
                     _ => {
                         self.fail(i, ErrorKind::Reset);
                         return;
                     }
-                }
-            }
+                },
+            };
             let feed = if n == 0 {
                 self.conns[i].resp.eof()
             } else {
-                self.conns[i].resp.feed(&self.buf[..n as usize])
+                self.conns[i].resp.feed(&self.buf[..n])
             };
             match feed {
                 Feed::NeedMore if n == 0 => unreachable!("eof never needs more"),
                 Feed::NeedMore => {
-                    if (n as usize) < self.buf.len() {
+                    if n < self.buf.len() {
                         return;
                     }
                 }

@@ -253,6 +253,75 @@ pub fn accept(lfd: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `Ok` of a byte count for a result of 0 or more, else the error it set (`errno` is
+/// left as it was, for callers that read it again).
+fn check_len(r: isize) -> io::Result<usize> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Reads what `fd` has into `buf`: `Ok(0)` at end of file, `WouldBlock` when a
+/// non-blocking descriptor has nothing now.
+#[inline]
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is a live buffer of `buf.len()` bytes the kernel writes into; a bad
+    // `fd` makes the call fail.
+    check_len(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// Sends bytes of `data` on socket `fd` with `flags` (`MSG_MORE`, ...); a peer that
+/// went away gives `EPIPE`, never SIGPIPE (`MSG_NOSIGNAL`). Returns how many went.
+#[inline]
+pub fn send(fd: RawFd, data: &[u8], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: `data` is a live slice of `data.len()` bytes the kernel only reads; a bad
+    // `fd` makes the call fail.
+    check_len(unsafe {
+        libc::send(
+            fd,
+            data.as_ptr().cast(),
+            data.len(),
+            libc::MSG_NOSIGNAL | flags,
+        )
+    })
+}
+
+/// Sends up to `count` bytes of `file` from `*offset` on socket `fd`, moving `*offset`
+/// past them; `Ok(0)` when the file ends early.
+#[inline]
+pub fn sendfile(
+    fd: RawFd,
+    file: RawFd,
+    offset: &mut libc::off_t,
+    count: usize,
+) -> io::Result<usize> {
+    // SAFETY: `offset` is a live off_t the kernel updates; bad descriptors make the
+    // call fail.
+    check_len(unsafe { libc::sendfile(fd, file, offset, count) })
+}
+
+/// Waits at most `timeout_ms` for `fd` to have something to read (or a connection to
+/// accept); whether it has.
+pub fn wait_readable(fd: RawFd, timeout_ms: libc::c_int) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `pfd` is a live pollfd and one entry is passed.
+    unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
+}
+
+/// Shuts both directions of socket `fd` down: a thread blocked reading or writing on it
+/// (or accepting, for a listener) wakes with an error or end of file.
+pub fn shutdown(fd: RawFd) {
+    // SAFETY: shutdown() takes no pointers; a bad `fd` makes it fail, which changes
+    // nothing on the way out.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
 /// A new epoll instance, closed on exec.
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1() takes no pointers; a negative result is checked.
@@ -361,6 +430,36 @@ pub fn wait(epfd: RawFd, events: &mut [libc::epoll_event], wait_ns: u64) -> std:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loopback_connection_carries_bytes_both_ways_and_a_reset_reaches_the_peer() {
+        let l = tcp_listener(&"127.0.0.1:0".parse().unwrap(), true, true).unwrap();
+        let addr = l.local_addr().unwrap();
+        // A second listener on the same port: what the event server's loops do.
+        drop(tcp_listener(&addr, true, true).unwrap());
+        let c = tcp_socket(&addr, false).unwrap();
+        connect(c.as_raw_fd(), &addr).unwrap();
+        set_nodelay(c.as_raw_fd()).unwrap();
+        assert!(
+            wait_readable(l.as_raw_fd(), 2_000),
+            "no connection to accept"
+        );
+        let s = accept(l.as_raw_fd()).unwrap();
+        assert_eq!(send(c.as_raw_fd(), b"ping", 0).unwrap(), 4);
+        assert!(wait_readable(s.as_raw_fd(), 2_000));
+        let mut buf = [0u8; 16];
+        assert_eq!(read(s.as_raw_fd(), &mut buf).unwrap(), 4);
+        assert_eq!(&buf[..4], b"ping");
+        // Nothing more: the accepted socket is non-blocking.
+        let e = read(s.as_raw_fd(), &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(socket_error(s.as_raw_fd()), 0);
+        reset_on_close(s.as_raw_fd()).unwrap();
+        drop(s);
+        assert!(wait_readable(c.as_raw_fd(), 2_000));
+        let e = read(c.as_raw_fd(), &mut buf).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNRESET), "{e}");
+    }
 
     #[test]
     fn a_short_wait_ends_on_time_not_a_millisecond_later() {

@@ -38,17 +38,17 @@ impl Output {
     pub(super) fn read_some(&mut self, fd: &OwnedFd) -> bool {
         let mut buf = [0u8; 64 * 1024];
         loop {
-            // SAFETY: reading into a buffer of the given length from a descriptor we own.
-            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n > 0 {
-                self.feed(&buf[..n as usize]);
-                continue;
-            }
-            if n == 0 {
-                self.end_line();
-                return false;
-            }
-            let e = io::Error::last_os_error();
+            let e = match smtlab_loadgen::sys::read(fd.as_raw_fd(), &mut buf) {
+                Ok(0) => {
+                    self.end_line();
+                    return false;
+                }
+                Ok(n) => {
+                    self.feed(&buf[..n]);
+                    continue;
+                }
+                Err(e) => e,
+            };
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }

@@ -41,10 +41,7 @@ pub fn loopback_listener() -> io::Result<TcpListener> {
 /// Wakes a thread blocked in `accept` on `listener` (Linux fails the call with EINVAL).
 pub fn shutdown_listener(listener: &TcpListener) {
     use std::os::fd::AsRawFd;
-    // SAFETY: shutdown on a descriptor we own; errors are irrelevant on the way out.
-    unsafe {
-        libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
-    }
+    smtlab_loadgen::sys::shutdown(listener.as_raw_fd());
 }
 
 /// A server's loopback listener and the thread that accepts on it.

@@ -18,23 +18,14 @@ fn write_all(fd: RawFd, mut data: &[u8], flags: i32, deadline: Instant) -> bool 
         if !time_left(fd, deadline) {
             return false;
         }
-        // SAFETY: `data` is a live slice of `data.len()` bytes the kernel only reads.
-        let n = unsafe {
-            libc::send(
-                fd,
-                data.as_ptr().cast(),
-                data.len(),
-                libc::MSG_NOSIGNAL | flags,
-            )
-        };
-        if n <= 0 {
-            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
+        match sys::send(fd, data, flags) {
+            Ok(n) if n > 0 => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            _ => {
+                abort_if_timed_out(fd);
+                return false;
             }
-            abort_if_timed_out(fd);
-            return false;
         }
-        data = &data[n as usize..];
     }
     true
 }
@@ -100,15 +91,13 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 return;
             }
             let _ = sys::set_timeout(fd, libc::SO_RCVTIMEO, left);
-            // SAFETY: `chunk` is a live buffer of `chunk.len()` bytes the kernel writes into.
-            let n = unsafe { libc::read(fd, chunk.as_mut_ptr().cast(), chunk.len()) };
-            if n <= 0 {
+            let Ok(n @ 1..) = sys::read(fd, &mut chunk) else {
                 if !buf.is_empty() || unsent(fd) {
                     abort_if_timed_out(fd);
                 }
                 return;
-            }
-            buf.extend_from_slice(&chunk[..n as usize]);
+            };
+            buf.extend_from_slice(&chunk[..n]);
         };
         let req = match req {
             Ok(r) => r,
@@ -136,11 +125,8 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 if !time_left(fd, deadline) {
                     return;
                 }
-                // SAFETY: `off` is a live off_t the kernel updates; `f` stays open for the call.
-                let n = unsafe {
-                    libc::sendfile(fd, f.as_raw_fd(), &mut off, (*size - off as u64) as usize)
-                };
-                if n <= 0 {
+                let left = (*size - off as u64) as usize;
+                if !matches!(sys::sendfile(fd, f.as_raw_fd(), &mut off, left), Ok(1..)) {
                     abort_if_timed_out(fd);
                     return;
                 }

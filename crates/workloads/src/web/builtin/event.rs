@@ -330,23 +330,15 @@ impl EventLoop {
             return;
         };
         let failed = loop {
-            // SAFETY: `scratch` is a live buffer of `scratch.len()` bytes the kernel writes into;
-            // the pipe is open while `run.out` lives.
-            let n = unsafe {
-                libc::read(
-                    run.out.as_raw_fd(),
-                    self.scratch.as_mut_ptr().cast(),
-                    self.scratch.len(),
-                )
+            let e = match sys::read(run.out.as_raw_fd(), &mut self.scratch) {
+                Ok(0) => break false,
+                Ok(n) => {
+                    run.page.extend_from_slice(&self.scratch[..n]);
+                    continue;
+                }
+                Err(e) => e,
             };
-            if n > 0 {
-                run.page.extend_from_slice(&self.scratch[..n as usize]);
-                continue;
-            }
-            if n == 0 {
-                break false;
-            }
-            match io::Error::last_os_error().raw_os_error() {
+            match e.raw_os_error() {
                 Some(libc::EAGAIN) => return,
                 Some(libc::EINTR) => {}
                 _ => break true,
@@ -407,21 +399,20 @@ impl EventLoop {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
-        // SAFETY: `scratch` is a live buffer of `scratch.len()` bytes the kernel writes into;
-        // `c.fd` is open while the connection is in the table.
-        let n = unsafe { libc::read(c.fd, self.scratch.as_mut_ptr().cast(), self.scratch.len()) };
-        if n == 0 {
-            self.close(i);
-            return;
-        }
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EAGAIN) {
+        let n = match sys::read(c.fd, &mut self.scratch) {
+            Ok(0) => {
                 self.close(i);
+                return;
             }
-            return;
-        }
-        c.buf.extend_from_slice(&self.scratch[..n as usize]);
+            Ok(n) => n,
+            Err(e) => {
+                if e.raw_os_error() != Some(libc::EAGAIN) {
+                    self.close(i);
+                }
+                return;
+            }
+        };
+        c.buf.extend_from_slice(&self.scratch[..n]);
         self.process(i);
     }
 
@@ -489,32 +480,19 @@ impl EventLoop {
         while *head_off < head.len() {
             let more = if file.is_some() { libc::MSG_MORE } else { 0 };
             let rest = &head[*head_off..];
-            // SAFETY: `rest` is a live slice of `rest.len()` bytes the kernel only reads; `c.fd`
-            // is open while the connection is in the table.
-            let n = unsafe {
-                libc::send(
-                    c.fd,
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    libc::MSG_NOSIGNAL | more,
-                )
-            };
-            if n < 0 {
+            let Ok(n) = sys::send(c.fd, rest, more) else {
                 self.send_stopped(i);
                 return;
-            }
-            *head_off += n as usize;
+            };
+            *head_off += n;
         }
         if let Some((f, size)) = file {
             while (*off as u64) < *size {
                 let left = (*size - *off as u64) as usize;
-                // SAFETY: `off` is a live off_t the kernel updates; `f` stays open for the call and
-                // `c.fd` while the connection is in the table.
-                let n = unsafe { libc::sendfile(c.fd, f.as_raw_fd(), off, left) };
-                if n < 0 {
+                let Ok(n) = sys::sendfile(c.fd, f.as_raw_fd(), off, left) else {
                     self.send_stopped(i);
                     return;
-                }
+                };
                 if n == 0 {
                     // The file shrank under us: the length promised cannot be kept.
                     self.close(i);

@@ -109,18 +109,12 @@ impl ProcessServer {
 }
 
 fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
-    let mut pfd = libc::pollfd {
-        fd: lfd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
     loop {
         // SAFETY: getppid() takes nothing and cannot fail.
         if unsafe { libc::getppid() } != parent {
             return;
         }
-        // SAFETY: `pfd` is a live pollfd of the listener's fd, and one entry is passed.
-        if unsafe { libc::poll(&mut pfd, 1, 200) } <= 0 {
+        if !sys::wait_readable(lfd, 200) {
             continue;
         }
         // Several workers wake for one connection: the losers get EAGAIN.

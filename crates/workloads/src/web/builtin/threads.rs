@@ -11,6 +11,8 @@ use std::thread::JoinHandle;
 
 use smtlab_model::CpuSet;
 
+use smtlab_loadgen::sys;
+
 use super::conn::serve_blocking;
 use super::{Docs, ServerOpts, response_head};
 
@@ -76,14 +78,9 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
     let live = Arc::new(AtomicUsize::new(0));
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     let mut next_id = 0usize;
-    let mut pfd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: `pfd` is a live pollfd of the listener's open fd, and one entry is passed.
-        unsafe { libc::poll(&mut pfd, 1, 100) };
+        // At most 100 ms, so the stop flag is seen.
+        sys::wait_readable(listener.as_raw_fd(), 100);
         while let Ok((s, _)) = listener.accept() {
             workers.retain(|h| !h.is_finished());
             if live.load(Ordering::SeqCst) >= opts.max_conns {
@@ -129,9 +126,9 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
     }
     // Wake every connection thread out of its read or write.
     for fd in registry.lock().expect("registry").values() {
-        // SAFETY: the fds in the registry are open (they are closed only after removal
-        // under this lock); shutdown() takes no pointers.
-        unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+        // The fds in the registry are open: they are closed only after removal under
+        // this lock, so none is another socket's by now.
+        sys::shutdown(*fd);
     }
     for h in workers {
         let _ = h.join();
