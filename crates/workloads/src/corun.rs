@@ -7,7 +7,7 @@
 //! A's: its `prepare` prepares A on the placement's first CPU and starts a [`Partner`]
 //! thread that prepares B on the placement's second CPU and samples it in a loop. The
 //! partner only runs while A samples ([`Partner::begin`] .. [`Partner::end`]), so cells
-//! of the same workload in different [`Form`]s can be interleaved
+//! of the same workload in different [`Form`](smtlab_model::keys::Form)s can be interleaved
 //! (`smtlab_runner::session`) without one cell's partner disturbing another cell's samples:
 //!
 //! 1. `begin`: the partner is released and A waits until it has started a sample, so A

@@ -25,9 +25,9 @@
 //! connection) when dropped.
 
 //!
-//! One file a server ([`event`], [`threads`], [`processes`]); the blocking connection
-//! the threads and processes servers share is in [`conn`]; what every server answers is
-//! here.
+//! One file a server (`builtin/event.rs`, `threads.rs`, `processes.rs`); the blocking
+//! connection the threads and processes servers share is in `conn.rs`; what every
+//! server answers is here.
 
 mod conn;
 mod event;
