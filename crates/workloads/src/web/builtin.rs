@@ -23,7 +23,6 @@
 //! reading, or reads a little now and then; reset rather than closed, so the unsent
 //! bytes go too), hold no buffer for an idle connection, and stop (closing every
 //! connection) when dropped.
-
 //!
 //! One file a server (`builtin/event.rs`, `threads.rs`, `processes.rs`); the blocking
 //! connection the threads and processes servers share is in `conn.rs`; what every
