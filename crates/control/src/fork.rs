@@ -8,6 +8,7 @@
 //! the parent's destructors or `atexit` handlers.
 
 use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
 
 /// Forks; the child runs `child` and exits with the status it returns (or never
 /// returns, ending itself with `execve` or [`child_exit`]). Returns the child's pid to
@@ -29,6 +30,18 @@ pub unsafe fn fork_with(child: impl FnOnce() -> i32) -> io::Result<libc::pid_t> 
         }
         pid => Ok(pid),
     }
+}
+
+/// A pipe for talking with a child, read end first: both ends closed on exec, so
+/// children started by other threads never inherit them.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two new descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Ends a forked child at once with `code`: no destructors, no `atexit` handlers, no

@@ -7,17 +7,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use smtlab_model::CpuSet;
 
-/// A pipe whose ends are closed on exec; the read end does not block.
+/// A pipe whose ends are closed on exec; the read end does not block (the command's
+/// end blocks as usual).
 pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 returned two new descriptors that nothing else owns.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // The command's end blocks as usual.
-    smtlab_loadgen::sys::set_nonblocking(w.as_raw_fd(), false)?;
+    let (r, w) = smtlab_control::fork::pipe()?;
+    smtlab_loadgen::sys::set_nonblocking(r.as_raw_fd(), true)?;
     Ok((r, w))
 }
 
