@@ -14,24 +14,8 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
     v
 }
 
-/// The benchmark called `name`.
+/// The benchmark called `name`. (Names are unique across the micro-benchmarks and the
+/// workloads: `smtlab_runner::catalog` checks them together.)
 pub fn find(name: &str) -> Option<Box<dyn Benchmark>> {
     all().into_iter().find(|b| b.info().name == name)
-}
-
-/// Names of all benchmarks, for error messages.
-pub fn names() -> Vec<String> {
-    all().into_iter().map(|b| b.info().name).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn names_are_unique() {
-        let mut names = super::names();
-        let n = names.len();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), n);
-    }
 }

@@ -10,6 +10,9 @@
 //! Benchmarks only measure. Calibrating iteration counts, warm-up, repetition until
 //! convergence and statistics live in the runner crate; printing in the CLI; storage in
 //! the store. A benchmark never reads CLI arguments: it gets a [`BenchContext`].
+//!
+//! [`value`] is the contract between a sample and the engine: how a [`RawSample`]
+//! becomes a value in the benchmark's unit (or states its own, [`value::OWN_VALUE`]).
 
 use std::collections::BTreeMap;
 
@@ -27,6 +30,7 @@ pub mod params;
 pub mod process;
 pub mod taskpool;
 pub mod threads;
+pub mod value;
 pub mod workers;
 
 pub use params::{ParamError, Params};

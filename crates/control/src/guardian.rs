@@ -33,6 +33,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -84,32 +85,22 @@ pub struct Guardian {
 impl Guardian {
     /// Forks the guardian for `plan`.
     pub fn spawn(plan: &Plan) -> io::Result<Guardian> {
-        let mut fds: [libc::c_int; 2] = [0; 2];
-        // SAFETY: fds is a valid two-element array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let (read_fd, write_fd) = (fds[0], fds[1]);
+        // Both ends are closed by their drops on an error; the parent keeps only the
+        // write end.
+        let (read_end, write_end) = crate::fork::pipe()?;
+        let (read_fd, write_fd) = (read_end.as_raw_fd(), write_end.as_raw_fd());
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
+        let child = || {
+            // SAFETY: in the forked child: see `watch`, system calls only, on this
+            // process's descriptors.
+            unsafe { watch(read_fd, write_fd, parent, plan) }
+        };
         // SAFETY: the child only makes async-signal-safe calls (see `watch`) and never
         // returns into Rust code.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: closing the descriptors pipe2 gave us.
-            unsafe {
-                libc::close(read_fd);
-                libc::close(write_fd);
-            }
-            return Err(e);
-        }
-        if pid == 0 {
-            // SAFETY: see `watch`: system calls only, on this process's descriptors.
-            unsafe { watch(read_fd, write_fd, parent, plan) }
-        }
-        // SAFETY: read_fd is ours and no longer needed here.
-        unsafe { libc::close(read_fd) };
+        let pid = unsafe { crate::fork::fork_with(child) }?;
+        drop(read_end);
+        let write_fd = write_end.into_raw_fd();
         Ok(Guardian { write_fd, pid })
     }
 

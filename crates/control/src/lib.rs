@@ -31,9 +31,14 @@
 //! Everything takes the sysfs root as a parameter ([`Sysfs`]), so tests run against fake
 //! trees in temporary directories; writes into such a tree only change files, or also do
 //! what the kernel would ([`Sysfs::emulating_kernel`], [`emulation`]: a fake machine).
+//!
+//! [`fork`] is the one place smtlab forks (the guardian here, the os benchmarks' children
+//! and the built-in processes server above): what a child of a multithreaded process may
+//! do, said once.
 
 pub mod emulation;
 pub mod error;
+pub mod fork;
 pub mod guard;
 pub mod guardian;
 pub mod signals;

@@ -13,11 +13,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use crate::http::{ErrorKind, Feed, Response};
 use crate::stats::{ConnStats, ThreadReport};
+use crate::sys;
 use crate::{Mix, Rng};
 
 /// What one thread runs: its share of the connections and of the rate.
@@ -76,7 +77,7 @@ struct Conn {
 pub(crate) struct Engine<'a> {
     plan: ThreadPlan,
     mix: &'a Mix,
-    epfd: RawFd,
+    epfd: OwnedFd,
     conns: Vec<Conn>,
     timers: BinaryHeap<Reverse<(u64, usize)>>,
     origin: Instant,
@@ -90,22 +91,9 @@ fn now_ns(origin: Instant) -> u64 {
     origin.elapsed().as_nanos() as u64
 }
 
-fn errno_kind(e: &io::Error) -> ErrorKind {
-    match e.raw_os_error() {
-        Some(libc::ECONNREFUSED | libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL) => {
-            ErrorKind::Connect
-        }
-        _ => ErrorKind::Reset,
-    }
-}
-
 impl<'a> Engine<'a> {
     pub fn new(plan: ThreadPlan, mix: &'a Mix) -> io::Result<Self> {
-        // SAFETY: epoll_create1() takes no pointers; a negative result is checked below.
-        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if epfd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let epfd = sys::epoll_create()?;
         let origin = Instant::now();
         let interval_ns = plan
             .rate_per_s
@@ -195,7 +183,7 @@ impl<'a> Engine<'a> {
             if now < poll_until {
                 wait_ns = 0;
             }
-            let n = crate::epoll::wait(self.epfd, &mut events, wait_ns)?;
+            let n = sys::wait(self.epfd.as_raw_fd(), &mut events, wait_ns)?;
             if n > 0 && self.plan.busy_poll_ns > 0 {
                 poll_until = now_ns(self.origin) + self.plan.busy_poll_ns;
             }
@@ -267,82 +255,36 @@ impl<'a> Engine<'a> {
             self.write_some(i);
             return;
         }
-        match self.connect(i) {
-            Ok(()) => {}
-            Err(e) => {
-                let kind = errno_kind(&e);
-                self.fail(
-                    i,
-                    if kind == ErrorKind::Reset {
-                        ErrorKind::Connect
-                    } else {
-                        kind
-                    },
-                );
-            }
+        if self.connect(i).is_err() {
+            self.connect_failed(i);
         }
+    }
+
+    /// A connect that failed is a connect error, whatever its errno: before there is a
+    /// connection there is nothing to reset.
+    fn connect_failed(&mut self, i: usize) {
+        self.fail(i, ErrorKind::Connect);
     }
 
     fn connect(&mut self, i: usize) -> io::Result<()> {
         let addr = self.plan.addr;
-        let domain = if addr.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
-        // SAFETY: socket() takes no pointers; a negative result is checked below.
-        let fd = unsafe {
-            libc::socket(
-                domain,
-                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let one: libc::c_int = 1;
-        // SAFETY: `fd` is the socket just created; the option value points at a live c_int
-        // whose size is passed with it.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                std::ptr::from_ref(&one).cast::<libc::c_void>(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-        let (storage, len) = sockaddr(&addr);
-        // SAFETY: `storage` holds the address written by `sockaddr`, and `len` is the size
-        // of the part filled in.
-        let r = unsafe {
-            libc::connect(
-                fd,
-                std::ptr::from_ref(&storage).cast::<libc::sockaddr>(),
-                len,
-            )
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINPROGRESS) {
-                // SAFETY: `fd` was created above and is not stored anywhere: this is its one close.
-                unsafe { libc::close(fd) };
-                return Err(e);
-            }
-        }
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP) as u32,
-            u64: i as u64,
-        };
-        // SAFETY: `fd` is the socket just created and `ev` a live epoll_event the kernel
-        // only reads.
-        if unsafe { libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: `fd` was created above and is not stored anywhere: this is its one close.
-            unsafe { libc::close(fd) };
+        // Closed by its drop on every error below.
+        let fd = sys::tcp_socket(&addr, true)?;
+        // As the servers' answers: a lost nodelay costs latency, not correctness.
+        let _ = sys::set_nodelay(fd.as_raw_fd());
+        if let Err(e) = sys::connect(fd.as_raw_fd(), &addr)
+            && e.raw_os_error() != Some(libc::EINPROGRESS)
+        {
             return Err(e);
         }
+        sys::epoll_ctl(
+            self.epfd.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            fd.as_raw_fd(),
+            libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP,
+            i as u64,
+        )?;
+        let fd = fd.into_raw_fd();
         let c = &mut self.conns[i];
         c.fd = fd;
         c.want_out = true;
@@ -356,7 +298,7 @@ impl<'a> Engine<'a> {
         if c.want_out == out || c.fd < 0 {
             return;
         }
-        crate::epoll::set_interest(self.epfd, c.fd, i, out);
+        sys::set_interest(self.epfd.as_raw_fd(), c.fd, i, out);
         c.want_out = out;
     }
 
@@ -366,18 +308,9 @@ impl<'a> Engine<'a> {
                 if flags & (libc::EPOLLOUT | libc::EPOLLERR | libc::EPOLLHUP) as u32 == 0 {
                     return;
                 }
-                let err = so_error(self.conns[i].fd);
+                let err = sys::socket_error(self.conns[i].fd);
                 if err != 0 {
-                    let e = io::Error::from_raw_os_error(err);
-                    let kind = errno_kind(&e);
-                    self.fail(
-                        i,
-                        if kind == ErrorKind::Reset {
-                            ErrorKind::Connect
-                        } else {
-                            kind
-                        },
-                    );
+                    self.connect_failed(i);
                     return;
                 }
                 self.conns[i].state = State::Writing;
@@ -397,10 +330,7 @@ impl<'a> Engine<'a> {
                     // A kept-alive connection closed by the server between requests:
                     // not an error, the next request reconnects.
                     let mut b = [0u8; 1];
-                    // SAFETY: `b` is a live one-byte buffer and one byte is asked for; the fd is
-                    // open (checked non-negative above).
-                    let n = unsafe { libc::read(self.conns[i].fd, b.as_mut_ptr().cast(), 1) };
-                    if n <= 0 {
+                    if !matches!(sys::read(self.conns[i].fd, &mut b), Ok(n) if n > 0) {
                         self.drop_socket(i);
                     }
                 }
@@ -419,13 +349,9 @@ impl<'a> Engine<'a> {
                 self.set_out(i, false);
                 return;
             }
-            // SAFETY: `rest` is a live slice of `rest.len()` bytes the kernel only reads; `c.fd`
-            // is the connection's open socket.
-            let n =
-                unsafe { libc::send(c.fd, rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
+            let n = match sys::send(c.fd, rest, 0) {
+                Ok(n) => n,
+                Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => {
                         self.set_out(i, true);
                         return;
@@ -435,37 +361,35 @@ impl<'a> Engine<'a> {
                         self.fail(i, ErrorKind::Reset);
                         return;
                     }
-                }
-            }
-            c.written += n as usize;
+                },
+            };
+            c.written += n;
         }
     }
 
     fn read_some(&mut self, i: usize) {
         loop {
             let fd = self.conns[i].fd;
-            // SAFETY: `buf` is a live buffer of `buf.len()` bytes the kernel writes into.
-            let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().cast(), self.buf.len()) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.raw_os_error() {
+            let n = match sys::read(fd, &mut self.buf) {
+                Ok(n) => n,
+                Err(e) => match e.raw_os_error() {
                     Some(libc::EAGAIN) => return,
                     Some(libc::EINTR) => continue,
                     _ => {
                         self.fail(i, ErrorKind::Reset);
                         return;
                     }
-                }
-            }
+                },
+            };
             let feed = if n == 0 {
                 self.conns[i].resp.eof()
             } else {
-                self.conns[i].resp.feed(&self.buf[..n as usize])
+                self.conns[i].resp.feed(&self.buf[..n])
             };
             match feed {
                 Feed::NeedMore if n == 0 => unreachable!("eof never needs more"),
                 Feed::NeedMore => {
-                    if (n as usize) < self.buf.len() {
+                    if n < self.buf.len() {
                         return;
                     }
                 }
@@ -538,12 +462,10 @@ impl<'a> Engine<'a> {
     fn drop_socket(&mut self, i: usize) {
         let c = &mut self.conns[i];
         if c.fd >= 0 {
+            let _ = sys::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_DEL, c.fd, 0, 0);
             // SAFETY: `c.fd` is open (non-negative) and set to -1 just after, so it is closed
-            // once; EPOLL_CTL_DEL accepts a null event.
-            unsafe {
-                libc::epoll_ctl(self.epfd, libc::EPOLL_CTL_DEL, c.fd, std::ptr::null_mut());
-                libc::close(c.fd);
-            }
+            // once.
+            unsafe { libc::close(c.fd) };
             c.fd = -1;
         }
         c.want_out = false;
@@ -588,74 +510,6 @@ impl Drop for Engine<'_> {
                 unsafe { libc::close(c.fd) };
             }
         }
-        // SAFETY: `epfd` is owned by this engine and closed once, here in drop.
-        unsafe { libc::close(self.epfd) };
-    }
-}
-
-fn so_error(fd: RawFd) -> i32 {
-    let mut err: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `err` and `len` are live locals; `len` holds the size of `err`.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            std::ptr::from_mut(&mut err).cast::<libc::c_void>(),
-            &mut len,
-        )
-    };
-    if r < 0 {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    } else {
-        err
-    }
-}
-
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain integers and bytes: all zeroes is a valid value.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = crate::epoll::sockaddr_in(a);
-            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type, so a
-            // sockaddr_in fits at its start.
-            unsafe {
-                std::ptr::write(
-                    std::ptr::from_mut(&mut storage).cast::<libc::sockaddr_in>(),
-                    sin,
-                );
-            }
-            (
-                storage,
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type, so a
-            // sockaddr_in6 fits at its start.
-            unsafe {
-                std::ptr::write(
-                    std::ptr::from_mut(&mut storage).cast::<libc::sockaddr_in6>(),
-                    sin6,
-                );
-            }
-            (
-                storage,
-                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-            )
-        }
+        // `epfd` closes itself after this.
     }
 }

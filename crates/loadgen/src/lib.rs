@@ -25,6 +25,9 @@
 //!   errors (SPECweb99-style conformance: [`LoadReport::conforming`]).
 //!
 //! Every load is bounded in time (`duration`) and in requests (`max_requests`).
+//!
+//! [`sys`] holds the socket and epoll system calls of smtlab's network code, this crate's
+//! and the workloads' servers alike, each `unsafe` call made once there.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,9 +36,9 @@ use std::time::Duration;
 use smtlab_bench::client::ClientSide;
 
 mod engine;
-pub mod epoll;
 pub mod http;
 mod stats;
+pub mod sys;
 
 pub use http::{ErrorKind, RequestSpec};
 pub use stats::{ConnStats, LoadReport, Percentiles};

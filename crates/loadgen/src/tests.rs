@@ -128,22 +128,8 @@ fn serve(b: Behaviour) -> TestServer {
                         }
                         Behaviour::CloseEarly => return,
                         Behaviour::Reset => {
-                            let l = libc::linger {
-                                l_onoff: 1,
-                                l_linger: 0,
-                            };
                             use std::os::fd::AsRawFd;
-                            // SAFETY: `s` is an open stream for the call; `l` is a live
-                            // libc::linger whose size is passed with it.
-                            unsafe {
-                                libc::setsockopt(
-                                    s.as_raw_fd(),
-                                    libc::SOL_SOCKET,
-                                    libc::SO_LINGER,
-                                    std::ptr::from_ref(&l).cast::<libc::c_void>(),
-                                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                                );
-                            }
+                            let _ = crate::sys::reset_on_close(s.as_raw_fd());
                             return;
                         }
                     }

@@ -186,6 +186,17 @@ mod tests {
         }
     }
 
+    fn l3_8mib(cpus: CpuSet) -> Cache {
+        Cache {
+            level: 3,
+            cache_type: CacheType::Unified,
+            size_bytes: Some(8 << 20),
+            line_bytes: None,
+            ways: None,
+            cpus,
+        }
+    }
+
     #[test]
     fn helpers_walk_packages_and_loose_cores() {
         let t = Topology {
@@ -207,24 +218,7 @@ mod tests {
                 control: None,
                 active: None,
             },
-            caches: vec![
-                Cache {
-                    level: 3,
-                    cache_type: CacheType::Unified,
-                    size_bytes: Some(8 << 20),
-                    line_bytes: None,
-                    ways: None,
-                    cpus: (0..4).collect(),
-                },
-                Cache {
-                    level: 3,
-                    cache_type: CacheType::Unified,
-                    size_bytes: Some(8 << 20),
-                    line_bytes: None,
-                    ways: None,
-                    cpus: (4..6).collect(),
-                },
-            ],
+            caches: vec![l3_8mib((0..4).collect()), l3_8mib((4..6).collect())],
             core_kinds: vec![],
             cpu_model: None,
             vendor: None,

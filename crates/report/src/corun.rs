@@ -24,12 +24,12 @@ use crate::fmt::{esc, num, text_table};
 
 pub use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
 /// Sample metric: the partner's mean value inside A's sample, in the partner's unit
-/// (written by `smtlab_runner::corun`).
+/// (written by `smtlab_workloads::corun`).
 pub const PARTNER_VALUE: &str = "partner_value";
 /// Sample metric: the partner's mean value running alone on its CPU right after A's
-/// sample (written by `smtlab_runner::corun`).
+/// sample (written by `smtlab_workloads::corun`).
 pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
-/// Series: wall time of each of A's samples (written by `smtlab_runner::corun`).
+/// Series: wall time of each of A's samples (written by `smtlab_workloads::corun`).
 pub const RUN_NS: &str = "run_ns";
 
 /// The form and partner of a co-run cell; `None` for other cells.

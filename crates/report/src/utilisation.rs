@@ -17,7 +17,7 @@ use crate::fmt::num;
 use crate::svg::{LineOptions, Point, Series, line_chart};
 use crate::table::Table;
 
-/// The open-loop workload's name (as `smtlab_runner::utilisation` stores it).
+/// The open-loop workload's name (as `smtlab_workloads::utilisation` stores it).
 pub const NAME: &str = "open-loop-int";
 pub use smtlab_model::keys::{RATE_PARAM, SMT_PARAM};
 

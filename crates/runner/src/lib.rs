@@ -39,8 +39,9 @@
 //! speed between them) on a thread per cell and pushes records and skipped cells to its
 //! observer as they are done. [`experiment`] measures groups of cells in each SMT state
 //! ([`experiment::smt`], for every command) and plans the co-run groups of `corun` and
-//! `penalty` and the rate curves of `util` as session cells. [`exec::CommandBench`]
-//! makes a user's command a benchmark.
+//! `penalty` and the rate curves of `util` as session cells. The benchmarks they measure
+//! ([`exec::CommandBench`], [`corun::CoRun`], [`utilisation::OpenLoop`]) live in the
+//! workloads crate.
 //!
 //! Everything asked of the machine (its topology, SMT control and CPU hotplug, the
 //! clock, the counting backend, the environment, a cell's system state) goes through
@@ -56,10 +57,8 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod config;
-pub mod corun;
 pub mod counting;
 pub mod error;
-pub mod exec;
 pub mod experiment;
 pub mod machine;
 mod measure;
@@ -68,10 +67,14 @@ pub mod plan;
 pub mod result;
 pub mod rounds;
 pub mod session;
-pub mod utilisation;
+/// The value contract between a benchmark and the engine lives with the benchmarks;
+/// re-exported here for the engine's callers.
+pub use smtlab_bench::value;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
-pub mod value;
+/// The benchmarks that commands build (a user's command, a co-run pair, an open-loop
+/// job) live with the workloads; re-exported here for the engine's callers.
+pub use smtlab_workloads::{corun, exec, utilisation};
 
 pub use clock::{Clock, FakeClock, Monotonic, Overheads, measure_overheads};
 pub use config::RunConfig;

@@ -13,7 +13,7 @@ use crate::error::{Phase, RunError};
 use crate::observer::{Event, Observer};
 use crate::result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};
 use crate::stats;
-use crate::value::{cpu_rate, sample_value};
+use smtlab_bench::value::{OWN_VALUE, cpu_rate, sample_value};
 
 /// Calibration gives up growing here: 2^40 iterations that still take no measurable time
 /// mean the benchmark's loop was optimised away or it reports no time.
@@ -311,7 +311,7 @@ impl<'a> Measurement<'a> {
             series: raw_series,
             ..
         } = raw;
-        metrics.remove(crate::value::OWN_VALUE);
+        metrics.remove(OWN_VALUE);
         for (name, mut points) in raw_series {
             self.series.entry(name).or_default().append(&mut points);
         }

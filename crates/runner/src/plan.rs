@@ -722,24 +722,20 @@ mod tests {
         // Two rounds of (1 s setup + 1 warm-up + 3 samples).
         assert_eq!(c.max_ns, 2 * (1_000_000_000 + 4 * 300_000_000));
         let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(2_000_000_000))];
-        let cells = plan(Suite::Default, &benches, &placements, &t);
-        let e = estimate(
-            &cells,
-            &benches,
-            &t,
-            &RunConfig::default(),
-            measuring.clone(),
-        );
+        let estimate_of = |placements: &[String]| {
+            let cells = plan(Suite::Default, &benches, placements, &t);
+            estimate(
+                &cells,
+                &benches,
+                &t,
+                &RunConfig::default(),
+                measuring.clone(),
+            )
+        };
+        let e = estimate_of(&placements);
         assert_eq!(e.groups[0].cells[0].samples.0, 5);
         // An unknown placement is planned as skipped, with the reason.
-        let cells = plan(Suite::Default, &benches, &["9c9t".to_string()], &t);
-        let e = estimate(
-            &cells,
-            &benches,
-            &t,
-            &RunConfig::default(),
-            measuring.clone(),
-        );
+        let e = estimate_of(&["9c9t".to_string()]);
         assert!(e.groups[0].cells[0].cost.is_err());
         assert_eq!(e.max_ns(), 0);
     }

@@ -38,6 +38,25 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 
 pub(crate) use smtlab_bench::params::declare as param;
 
+/// A database workload's description: transactions per second, higher is better.
+pub(crate) fn tps_info(
+    name: &str,
+    description: &str,
+    origin: &str,
+    params: Vec<smtlab_model::ParamInfo>,
+) -> smtlab_model::BenchInfo {
+    smtlab_model::BenchInfo {
+        name: name.into(),
+        group: "db".into(),
+        unit: "tps".into(),
+        direction: smtlab_model::Direction::Higher,
+        value_kind: smtlab_model::ValueKind::Rate { scale: 1.0 },
+        description: description.into(),
+        origin: origin.into(),
+        params,
+    }
+}
+
 pub(crate) fn param_err(name: &str, value: &str, expected: &str) -> BenchError {
     BenchError::Param(ParamError::value(name, value, expected))
 }

@@ -18,14 +18,25 @@
 //! | [`dbench`] | `dbench` | 001 |
 //! | [`db`] | `oltp-pg`, `oltp-sqlite` | 004 |
 //! | [`sdet`] | `sdet` | 004 |
+//!
+//! The benchmarks that commands build rather than the catalog lists live here too:
+//!
+//! | module | benchmark | command |
+//! |---|---|---|
+//! | [`exec`] | the user's own command | `smtlab exec` |
+//! | [`corun`] | a workload with a partner on another CPU | `smtlab corun`, `smtlab penalty` |
+//! | [`utilisation`] | an open-loop job offered at fixed rates | `smtlab util` |
 
 use smtlab_bench::Benchmark;
 
+pub mod corun;
 pub mod db;
 pub mod dbench;
+pub mod exec;
 pub mod net;
 pub mod scratch;
 pub mod sdet;
+pub mod utilisation;
 pub mod web;
 
 /// What a workload cell costs the plan ([`Benchmark::cost`]): fixed samples of

@@ -62,10 +62,7 @@ pub(super) fn raw_getcpu() -> i32 {
 }
 
 /// Ends the child without running atexit handlers or flushing the parent's buffers.
-pub(super) fn child_exit(code: i32) -> ! {
-    // SAFETY: _exit is async-signal-safe and never returns.
-    unsafe { libc::_exit(code) }
-}
+pub(super) use smtlab_control::fork::child_exit;
 
 /// Forks; the child runs `child`, which must be async-signal-safe and should end with
 /// `execve` or `_exit` (one that returns anyway exits with status 126 rather than
@@ -75,14 +72,11 @@ pub(super) fn child_exit(code: i32) -> ! {
 /// `child` may only do async-signal-safe work (see the module documentation).
 pub(super) unsafe fn fork_with(child: impl FnOnce()) -> io::Result<libc::pid_t> {
     // SAFETY: the caller guarantees that the child only runs async-signal-safe code.
-    let pid = unsafe { libc::fork() };
-    match pid {
-        -1 => Err(io::Error::last_os_error()),
-        0 => {
+    unsafe {
+        smtlab_control::fork::fork_with(|| {
             child();
-            child_exit(126)
-        }
-        pid => Ok(pid),
+            126
+        })
     }
 }
 

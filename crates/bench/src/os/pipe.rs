@@ -23,7 +23,7 @@
 //! to the pipe of a dead child raises SIGPIPE, which Rust programs ignore by default, so
 //! a crashed child shows as an EPIPE error naming it.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::child::{self, ChildPin};
 use super::{Cpus, check_failed, info, last_os_error, retry_eintr, time_loop};
@@ -67,14 +67,7 @@ struct PipeInstance {
 }
 
 fn pipe_pair() -> Result<(OwnedFd, OwnedFd), BenchError> {
-    let mut fds = [0; 2];
-    // SAFETY: a valid two-element array; close-on-exec so exec'd children of other
-    // threads never inherit them.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(last_os_error(NAME, "create a pipe"));
-    }
-    // SAFETY: both descriptors are fresh and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    smtlab_control::fork::pipe().map_err(|e| super::io_error(NAME, "create a pipe", e))
 }
 
 /// The child's whole life: pin, then echo until end of file. Async-signal-safe only.

@@ -6,11 +6,11 @@ use smtlab_bench::client::NEEDS_CLIENT_SIDE;
 use smtlab_bench::{
     BenchContext, BenchError, Benchmark, Instance, Params, RawSample, Suite, SweepCell,
 };
-use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
+use smtlab_model::{BenchInfo, Topology};
 
 use super::pg::{PgError, PgInstall, PgServer, PgSettings};
 use super::pgbench::{self, Mode, Target};
-use super::{ClientRunner, param, param_err};
+use super::{ClientRunner, param, param_err, tps_info};
 
 pub const NAME: &str = "oltp-pg";
 
@@ -19,18 +19,13 @@ pub struct OltpPg;
 
 impl Benchmark for OltpPg {
     fn info(&self) -> BenchInfo {
-        BenchInfo {
-            name: NAME.into(),
-            group: "db".into(),
-            unit: "tps".into(),
-            direction: Direction::Higher,
-            value_kind: ValueKind::Rate { scale: 1.0 },
-            description: "A private PostgreSQL server on the placement, driven by pgbench \
-                          from the client CPUs: transactions per second as pgbench prints \
-                          it (without connection time), with its latencies."
-                .into(),
-            origin: "paper 004 s4 (OLTP)".into(),
-            params: vec![
+        tps_info(
+            NAME,
+            "A private PostgreSQL server on the placement, driven by pgbench \
+                      from the client CPUs: transactions per second as pgbench prints \
+                      it (without connection time), with its latencies.",
+            "paper 004 s4 (OLTP)",
+            vec![
                 param(
                     "mode",
                     "tpcb",
@@ -82,7 +77,7 @@ impl Benchmark for OltpPg {
                     "server port on 127.0.0.1; 0 picks a free one",
                 ),
             ],
-        }
+        )
     }
 
     fn client_side(&self) -> bool {

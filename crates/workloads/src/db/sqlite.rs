@@ -25,12 +25,12 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use rusqlite::{Connection, OpenFlags, params};
 use smtlab_bench::workers::{WorkerPool, WorkerState, threads_param};
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
-use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
+use smtlab_model::{BenchInfo, Topology};
 
 use crate::scratch::ScratchDir;
 
 use super::pgbench::Mode;
-use super::{param, param_err};
+use super::{param, param_err, tps_info};
 
 pub const NAME: &str = "oltp-sqlite";
 const DIR_PREFIX: &str = "smtlab-sqlite-";
@@ -42,18 +42,13 @@ pub struct OltpSqlite;
 
 impl Benchmark for OltpSqlite {
     fn info(&self) -> BenchInfo {
-        BenchInfo {
-            name: NAME.into(),
-            group: "db".into(),
-            unit: "tps".into(),
-            direction: Direction::Higher,
-            value_kind: ValueKind::Rate { scale: 1.0 },
-            description: "pgbench's TPC-B-like mix (or select-only) on an embedded SQLite \
-                          database in WAL mode, one connection per pinned worker thread: \
-                          transactions per second."
-                .into(),
-            origin: "paper 004 s4 (OLTP), for machines without a database server".into(),
-            params: vec![
+        tps_info(
+            NAME,
+            "pgbench's TPC-B-like mix (or select-only) on an embedded SQLite \
+                      database in WAL mode, one connection per pinned worker thread: \
+                      transactions per second.",
+            "paper 004 s4 (OLTP), for machines without a database server",
+            vec![
                 param("mode", "tpcb", None, "tpcb or select-only"),
                 param(
                     "threads",
@@ -69,7 +64,7 @@ impl Benchmark for OltpSqlite {
                     "SQLite's synchronous pragma: off, normal or full",
                 ),
             ],
-        }
+        )
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {

@@ -216,32 +216,32 @@ impl Client {
                 offset,
                 size,
                 ..
-            } => {
-                let size = *size as usize;
-                if self.buf.len() < size {
-                    self.buf.resize(size, 0);
-                }
-                stats.bytes_read += size as u64;
-                let Some(f) = self.handles.get(handle) else {
-                    return false;
-                };
-                f.read_at(&mut self.buf[..size], *offset).is_ok()
             }
-            Op::WriteX {
+            | Op::WriteX {
                 handle,
                 offset,
                 size,
                 ..
             } => {
+                let write = matches!(line.op, Op::WriteX { .. });
                 let size = *size as usize;
                 if self.buf.len() < size {
                     self.buf.resize(size, 0);
                 }
-                stats.bytes_written += size as u64;
+                if write {
+                    stats.bytes_written += size as u64;
+                } else {
+                    stats.bytes_read += size as u64;
+                }
                 let Some(f) = self.handles.get(handle) else {
                     return false;
                 };
-                f.write_all_at(&self.buf[..size], *offset).is_ok()
+                let buf = &mut self.buf[..size];
+                if write {
+                    f.write_all_at(buf, *offset).is_ok()
+                } else {
+                    f.read_at(buf, *offset).is_ok()
+                }
             }
             Op::Unlink { path } => std::fs::remove_file(self.local(path)).is_ok(),
             Op::Rename { from, to } => std::fs::rename(self.local(from), self.local(to)).is_ok(),

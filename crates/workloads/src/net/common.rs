@@ -4,7 +4,6 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::os::fd::FromRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -36,39 +35,13 @@ pub fn check_err(bench: &str, reason: impl Into<String>) -> BenchError {
 /// A TCP listener on 127.0.0.1, a free port, with a backlog of 4096 (std's 128 makes a
 /// burst of a thousand connects wait for SYN retransmissions).
 pub fn loopback_listener() -> io::Result<TcpListener> {
-    // SAFETY: plain socket calls on a descriptor owned by the returned listener.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let listener = TcpListener::from_raw_fd(fd);
-        let addr = smtlab_loadgen::epoll::sockaddr_in(&std::net::SocketAddrV4::new(
-            Ipv4Addr::LOCALHOST,
-            0,
-        ));
-        if libc::bind(
-            fd,
-            (&addr as *const libc::sockaddr_in).cast::<libc::sockaddr>(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        ) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::listen(fd, 4096) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(listener)
-    }
+    smtlab_loadgen::sys::tcp_listener(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), false, false)
 }
 
 /// Wakes a thread blocked in `accept` on `listener` (Linux fails the call with EINVAL).
 pub fn shutdown_listener(listener: &TcpListener) {
     use std::os::fd::AsRawFd;
-    // SAFETY: shutdown on a descriptor we own; errors are irrelevant on the way out.
-    unsafe {
-        libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
-    }
+    smtlab_loadgen::sys::shutdown(listener.as_raw_fd());
 }
 
 /// A server's loopback listener and the thread that accepts on it.

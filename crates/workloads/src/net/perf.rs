@@ -489,20 +489,7 @@ fn request_response(c: &mut TcpStream, req: &[u8], resp: &mut [u8]) -> Result<()
 /// Closes with a reset, leaving no TIME_WAIT entry (see the module overview).
 fn abortive_close(c: TcpStream) {
     use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt on a descriptor we own, with a correctly sized struct.
-    unsafe {
-        libc::setsockopt(
-            c.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
+    let _ = smtlab_loadgen::sys::reset_on_close(c.as_raw_fd());
 }
 
 fn udp_run(s: &UdpSocket, cfg: Config, duration: Duration) -> Result<ClientRun, String> {

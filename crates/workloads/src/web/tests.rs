@@ -269,56 +269,21 @@ fn slow_and_idle_connections_are_closed_after_the_timeout() {
 /// A connection whose receive window is as small as the kernel allows, so a big
 /// response fills it, and the server's send buffer behind it, at once.
 fn small_window(addr: SocketAddr) -> TcpStream {
-    // SAFETY: socket() takes no pointers; the result is checked below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    assert!(fd >= 0);
+    use smtlab_loadgen::sys;
+    use std::os::fd::AsRawFd;
+    let fd = sys::tcp_socket(&addr, false).unwrap();
     let size: libc::c_int = 1024;
-    // SAFETY: `fd` is the socket just created; `size` is a live c_int whose size is
-    // passed with it.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            std::ptr::from_ref(&size).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-    // SAFETY: a fresh socket we own, handed to the stream that closes it.
-    let s = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let SocketAddr::V4(a) = addr else {
-        panic!("IPv4 expected")
-    };
-    let sin = smtlab_loadgen::epoll::sockaddr_in(&a);
-    // SAFETY: `sin` is a fully initialised sockaddr_in whose size is passed with it.
-    let r = unsafe {
-        libc::connect(
-            fd,
-            std::ptr::from_ref(&sin).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
-    s
+    sys::set_option(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, size).unwrap();
+    sys::connect(fd.as_raw_fd(), &addr).unwrap_or_else(|e| panic!("connect: {e}"));
+    TcpStream::from(fd)
 }
 
 /// Whether the kernel still has the connection established (TCP_INFO's state: 1).
 fn established(s: &TcpStream) -> bool {
     use std::os::fd::AsRawFd;
-    let mut info = [0u8; 256];
-    let mut len = info.len() as libc::socklen_t;
-    // SAFETY: `info` is a live buffer and `len` holds its length; the kernel writes at
-    // most that many bytes.
-    let r = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    r == 0 && info[0] == 1
+    let info = [0u8; 256];
+    smtlab_loadgen::sys::get_option(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, info)
+        .is_ok_and(|(info, _)| info[0] == 1)
 }
 
 /// Sends a request for the biggest file and reads nothing, or 2 KiB every 50 ms,

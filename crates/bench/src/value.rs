@@ -1,6 +1,6 @@
 //! From a raw sample to a value in the benchmark's unit.
 
-use smtlab_bench::RawSample;
+use crate::RawSample;
 use smtlab_model::ValueKind;
 
 /// A sample's value and what was subtracted to get it.

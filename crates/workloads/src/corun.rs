@@ -7,8 +7,8 @@
 //! A's: its `prepare` prepares A on the placement's first CPU and starts a [`Partner`]
 //! thread that prepares B on the placement's second CPU and samples it in a loop. The
 //! partner only runs while A samples ([`Partner::begin`] .. [`Partner::end`]), so cells
-//! of the same workload in different [`Form`]s can be interleaved
-//! ([`crate::session`]) without one cell's partner disturbing another cell's samples:
+//! of the same workload in different [`Form`](smtlab_model::keys::Form)s can be interleaved
+//! (`smtlab_runner::session`) without one cell's partner disturbing another cell's samples:
 //!
 //! 1. `begin`: the partner is released and A waits until it has started a sample, so A
 //!    never runs its first nanoseconds alone;
@@ -36,7 +36,7 @@ use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSam
 use smtlab_model::stats;
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
-use crate::value::sample_value;
+use smtlab_bench::value::sample_value;
 
 pub mod command;
 
