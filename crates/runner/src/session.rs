@@ -394,6 +394,7 @@ impl Session<'_> {
                     unit: plan.info.unit.clone(),
                     direction: plan.info.direction,
                     params: plan.key.params.clone(),
+                    conditions: plan.key.conditions.clone(),
                     placement_spec: plan.key.placement.clone(),
                     placement: live.placement.clone(),
                     result,

@@ -740,6 +740,7 @@ fn interleave(
             key: smtlab_model::CellKey {
                 benchmark: info.name.clone(),
                 params: BTreeMap::new(),
+                conditions: Default::default(),
                 placement: format!("cell{i}"),
             },
             placement: Ok(placement.clone()),
