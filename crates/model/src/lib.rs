@@ -12,6 +12,9 @@
 //! * [`BenchInfo`], [`SampleRecord`], [`Summary`]: what a benchmark measures and what a
 //!   measured cell holds.
 //!
+//! * [`keys`]: the typed conditions of a cell (SMT state, co-run form and partner,
+//!   offered rate); [`metrics`]: the names of the metrics and series benchmarks write
+//!   and the report reads.
 //! * [`stats`]: the small statistics every layer shares (mean, percentiles, Student-t
 //!   confidence intervals, geometric mean, ratios of two summaries, p-values and
 //!   Holm's correction).
@@ -25,6 +28,7 @@ pub mod bench;
 pub mod counters;
 pub mod cpuset;
 pub mod keys;
+pub mod metrics;
 pub mod placement;
 pub mod quote;
 pub mod result;

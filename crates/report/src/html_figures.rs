@@ -60,7 +60,7 @@ pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
         if parse_size(sz).is_none() || crate::html_workloads::is_workload(c) {
             continue;
         }
-        let mut ps = c.params.clone();
+        let mut ps = c.flat_params();
         ps.remove("size");
         let k = (c.benchmark.clone(), ps);
         let v = groups.entry(k.clone()).or_default();
@@ -263,7 +263,7 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
         else {
             continue;
         };
-        let k = (c.benchmark.clone(), c.params.clone());
+        let k = (c.benchmark.clone(), c.flat_params());
         let v = groups.entry(k.clone()).or_default();
         if v.is_empty() {
             order.push(k);

@@ -243,6 +243,7 @@ fn pair() -> (RunResults, RunResults) {
             key: CellKey {
                 benchmark: "c2c-latency".into(),
                 params: BTreeMap::new(),
+                conditions: Default::default(),
                 placement: "1c2t".into(),
             },
             reason: "needs 2 CPUs".into(),
@@ -878,6 +879,7 @@ fn html_lists_planned_cells_an_interrupted_run_did_not_reach() {
     r.run.plan.push(CellKey {
         benchmark: "fork-sh".into(),
         params: BTreeMap::new(),
+        conditions: Default::default(),
         placement: "all".into(),
     });
     let page = smtlab_report::html(&r);

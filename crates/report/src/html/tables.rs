@@ -24,9 +24,9 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
         }
     }
     // Rows: (benchmark, params) in the paper's order, then any others in run order.
-    let mut rows: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    let mut rows: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
     for c in &os {
-        let k = (c.benchmark.as_str(), &c.params);
+        let k = (c.benchmark.as_str(), c.flat_params());
         if !rows.contains(&k) {
             rows.push(k);
         }
@@ -52,7 +52,7 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
                         td { (os_label(bench, ps)) " " span class="sub" { (bench) } }
                         @for col in &cols {
                             (os_cell(os.iter().find(|c| {
-                                c.benchmark == *bench && &c.params == *ps && c.placement.name == *col
+                                c.benchmark == *bench && c.flat_params() == *ps && c.placement.name == *col
                             })))
                         }
                     }
@@ -211,7 +211,7 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
     };
     html! {
         tr {
-            td { code { (params(&c.params)) } }
+            td { code { (params(&c.flat_params())) } }
             td { (placement_label(c)) }
             td { code { (cpus(&c.placement.cpus)) } }
             td class="num" { (col.num(s.median)) }
@@ -242,7 +242,7 @@ pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), String> {
                 @for s in &r.skipped {
                     tr {
                         td { (s.key.benchmark) }
-                        td { code { (params(&s.key.params)) } }
+                        td { code { (params(&s.key.flat_params())) } }
                         td { (s.key.placement) }
                         td { (s.reason) }
                     }
@@ -250,7 +250,7 @@ pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), String> {
                 @for k in pending {
                     tr {
                         td { (k.benchmark) }
-                        td { code { (params(&k.params)) } }
+                        td { code { (params(&k.flat_params())) } }
                         td { (k.placement) }
                         td class="muted" { "not measured: the run stopped before it" }
                     }

@@ -21,7 +21,7 @@ pub fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
     );
     let mut rows: Vec<Row<'_>> = Vec::new();
     for c in &cells {
-        let ps = params(&c.params);
+        let ps = params(&c.flat_params());
         let label = if ps == "-" {
             c.benchmark.clone()
         } else {

@@ -95,7 +95,7 @@ fn per_unit_table(p: &mut String, cells: &[&CellRecord]) {
                 }
                 @for (c, h) in cells.iter().zip(&heads) {
                     tr {
-                        td { (params(&c.params)) " on " (c.placement.name) }
+                        td { (params(&c.flat_params())) " on " (c.placement.name) }
                         @for k in &own { (num_cell(metric(c, k).map(num))) }
                         @if counted {
                             @let unit = h.as_ref().and_then(|h| h.unit.clone()).unwrap_or_default();

@@ -45,7 +45,7 @@ pub fn text_summary(r: &RunResults) -> Option<String> {
         }
         rows.push(vec![
             c.benchmark.clone(),
-            params(&c.params),
+            params(&c.flat_params()),
             c.placement.name.clone(),
             parts.join("  "),
         ]);

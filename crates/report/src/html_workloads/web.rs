@@ -49,7 +49,7 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
                 @for s in skipped {
                     li {
                         code {
-                            (s.key.benchmark) " " (params(&s.key.params)) " on " (s.key.placement)
+                            (s.key.benchmark) " " (params(&s.key.flat_params())) " on " (s.key.placement)
                         }
                         ": " (s.reason)
                     }
@@ -222,18 +222,15 @@ fn speedup_part(p: &mut String, cells: &[&CellRecord], keys: &[String], heading:
 /// `nginx conns=8 1c2t`: the swept parameters (the server by its name alone) and the
 /// placement.
 fn short_label(c: &CellRecord, keys: &[String]) -> String {
-    let mut parts: Vec<String> = keys
-        .iter()
-        .filter_map(|k| {
-            c.params.get(k).map(|v| {
-                if k == "server" {
-                    v.clone()
-                } else {
-                    format!("{k}={v}")
-                }
+    let mut parts: Vec<String> =
+        keys.iter()
+            .filter_map(|k| {
+                c.flat_params()
+                    .get(k)
+                    .cloned()
+                    .map(|v| if k == "server" { v } else { format!("{k}={v}") })
             })
-        })
-        .collect();
+            .collect();
     parts.push(c.placement.name.clone());
     parts.join(" ")
 }

@@ -173,15 +173,19 @@ pub fn cell(
             metrics: BTreeMap::new(),
         })
         .collect();
+    // Pairs may name a condition by its flat name (`smt=on`), as a stored key does.
+    let mut params: BTreeMap<String, String> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let conditions = smtlab_model::keys::Conditions::take_from(&mut params);
     CellRecord {
         benchmark: bench.into(),
         group: group.into(),
         unit: unit.into(),
         direction,
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        params,
+        conditions,
         placement_spec: placement.name.clone(),
         placement,
         result: CellResult {
@@ -481,6 +485,7 @@ pub fn demo() -> RunResults {
         key: CellKey {
             benchmark: "c2c-latency".into(),
             params: BTreeMap::new(),
+            conditions: Default::default(),
             placement: "1c1t".into(),
         },
         reason: "c2c-latency needs 2 or more pinned CPUs; 1c1t has 1".into(),
@@ -770,6 +775,7 @@ pub fn workloads_demo() -> RunResults {
             params: [("server".to_string(), "apache-prefork".to_string())]
                 .into_iter()
                 .collect(),
+            conditions: Default::default(),
             placement: "1c2t".into(),
         },
         reason: "3 requests failed beside 912 good ones (3 connect refused); no throughput \
