@@ -115,10 +115,6 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
     out
 }
 
-/// The cell key parameter that says which SMT state a cell was measured in. It is the
-/// runner's, not the benchmark's: benchmarks get their parameters without it.
-pub const SMT_KEY: &str = smtlab_model::keys::SMT_PARAM;
-
 fn smt_word(on: bool) -> &'static str {
     if on { "on" } else { "off" }
 }
@@ -205,7 +201,7 @@ pub fn smt_cell<'a>(
     topo: &smtlab_model::Topology,
 ) -> Result<CellPlan<'a>> {
     let mut key = cell.key.clone();
-    key.params.insert(SMT_KEY.into(), smt_word(on).into());
+    key.set_smt(Some(smtlab_model::keys::SmtState::from_on(on)));
     let spec = smtlab_placement::parse(&key.placement)?;
     let placement = smtlab_placement::resolve(&spec, topo)
         .map_err(|e| format!("with SMT {}: {e}", smt_word(on)));

@@ -22,7 +22,7 @@ use super::{emit, json_text};
 use crate::args::BenchArgs;
 use crate::env::capture;
 use crate::render;
-use crate::settings::{SMT_KEY, select, smt_cell, smt_turns, switchable_states, unix_now_s};
+use crate::settings::{select, smt_cell, smt_turns, switchable_states, unix_now_s};
 
 #[derive(Debug, Serialize)]
 pub struct Comparison {
@@ -132,6 +132,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     key: CellKey {
                         benchmark: info.name.clone(),
                         params: param_map(params),
+                        conditions: Default::default(),
                         placement: spec.clone(),
                     },
                     placement: Ok(placement.clone()),
@@ -248,6 +249,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 key: CellKey {
                     benchmark: info.name.clone(),
                     params: param_map(params),
+                    conditions: Default::default(),
                     placement: spec.clone(),
                 },
                 reason: reason.clone(),
@@ -319,7 +321,12 @@ impl BenchPrinter<'_> {
 
 /// A cell's name in the bar's bookkeeping.
 fn slot_key(key: &CellKey) -> String {
-    format!("{} {:?} {}", key.benchmark, key.params, key.placement)
+    format!(
+        "{} {:?} {}",
+        key.benchmark,
+        key.flat_params(),
+        key.placement
+    )
 }
 
 impl BenchPrinter<'_> {
@@ -334,9 +341,9 @@ impl BenchPrinter<'_> {
     /// The heading of `key`'s benchmark, when its first cell is done (so a benchmark that
     /// cannot be prepared at all fails before anything is printed).
     fn heading_for(&mut self, key: &CellKey) {
-        let this = (key.benchmark.clone(), key.params.clone());
-        let mut bench_params = key.params.clone();
-        let smt = bench_params.remove(SMT_KEY);
+        let this = (key.benchmark.clone(), key.flat_params());
+        let bench_params = key.params.clone();
+        let smt = key.smt();
         if self.heading_for.as_ref() == Some(&this) {
             return;
         }
@@ -507,7 +514,7 @@ fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
     let mut baseline: Option<&CellRecord> = None;
     for c in cells {
         match baseline {
-            Some(b) if b.benchmark == c.benchmark && b.params == c.params => {
+            Some(b) if b.same_variant(c) => {
                 if let Some(r) = ratio(&c.result.summary, &b.result.summary) {
                     out.push(Comparison {
                         benchmark: c.benchmark.clone(),

@@ -204,6 +204,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
             key: CellKey {
                 benchmark: info.name.clone(),
                 params: params.clone(),
+                conditions: Default::default(),
                 placement: spec.clone(),
             },
             placement: Ok(placement.clone()),

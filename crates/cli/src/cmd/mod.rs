@@ -193,6 +193,7 @@ mod tests {
             key: CellKey {
                 benchmark: "spin".into(),
                 params: Default::default(),
+                conditions: Default::default(),
                 placement: "1c2t".into(),
             },
             reason: "no SMT visible".into(),

@@ -23,7 +23,8 @@ use smtlab_store::{Lease, Store};
 use crate::args::{RunArgs, SuiteArg};
 use crate::env::capture;
 use crate::render;
-use crate::settings::{SMT_KEY, select, smt_states, split_placements, unix_now_s};
+use crate::settings::{select, smt_states, split_placements, unix_now_s};
+use smtlab_model::keys::SmtState;
 
 /// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
 /// report Ctrl-C).
@@ -134,7 +135,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     };
     // Cells keyed `smt=off|on` need the switch: one guard for the whole run, restoring
     // on drop (the stop flag ends the session, so its own signal handling stays off).
-    let wants_smt = pending.iter().any(|k| k.params.contains_key(SMT_KEY));
+    let wants_smt = pending.iter().any(|k| k.smt().is_some());
     let sysfs = smtlab_control::Sysfs::system();
     let mut switch = match wants_smt.then(|| crate::settings::switch_refusal(&sysfs)) {
         Some(None) => Some(smtlab_control::SmtSwitch::with_protection(
@@ -171,7 +172,6 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             params: Params::from_pairs(
                 key.params
                     .iter()
-                    .filter(|(k, _)| k.as_str() != SMT_KEY)
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect::<Vec<_>>(),
             ),
@@ -182,7 +182,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         };
         // The placements of one benchmark and parameter set form a group.
         match groups.last_mut() {
-            Some(g) if g[0].key.benchmark == key.benchmark && g[0].key.params == key.params => {
+            Some(g) if g[0].key.same_variant(key) => {
                 g.push(cell);
             }
             _ => groups.push(vec![cell]),
@@ -206,7 +206,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .run(groups, saver)
     };
     for group in groups {
-        let state = group[0].key.params.get(SMT_KEY).map(|s| s == "on");
+        let state = group[0].key.smt().and_then(SmtState::is_on);
         let Some(on) = state else {
             if session_on(&topo, vec![group], &mut saver) == Ended::Stopped {
                 break;
@@ -574,8 +574,7 @@ fn smt_plan(plan: Vec<CellKey>, states: &[bool]) -> Vec<CellKey> {
         for &on in states {
             for k in &plan[i..i + n] {
                 let mut k = k.clone();
-                k.params
-                    .insert(SMT_KEY.into(), if on { "on" } else { "off" }.into());
+                k.set_smt(Some(SmtState::from_on(on)));
                 out.push(k);
             }
         }
@@ -646,12 +645,14 @@ mod tests {
         let key = |b: &str, p: &str| CellKey {
             benchmark: b.into(),
             params: Default::default(),
+            conditions: Default::default(),
             placement: p.into(),
         };
         let plan = vec![key("a", "1c1t"), key("a", "2c1t"), key("b", "1c1t")];
         let got: Vec<(String, String, String)> = smt_plan(plan, &[false, true])
             .into_iter()
-            .map(|k| (k.benchmark, k.placement, k.params[SMT_KEY].clone()))
+            .map(|k| (k.smt().unwrap().to_string(), k))
+            .map(|(s, k)| (k.benchmark, k.placement, s))
             .collect();
         let want = [
             ("a", "1c1t", "off"),

@@ -222,15 +222,15 @@ fn speedup_part(p: &mut String, cells: &[&CellRecord], keys: &[String], heading:
 /// `nginx conns=8 1c2t`: the swept parameters (the server by its name alone) and the
 /// placement.
 fn short_label(c: &CellRecord, keys: &[String]) -> String {
-    let mut parts: Vec<String> =
-        keys.iter()
-            .filter_map(|k| {
-                c.flat_params()
-                    .get(k)
-                    .cloned()
-                    .map(|v| if k == "server" { v } else { format!("{k}={v}") })
-            })
-            .collect();
+    let mut parts: Vec<String> = keys
+        .iter()
+        .filter_map(|k| {
+            c.flat_params()
+                .get(k)
+                .cloned()
+                .map(|v| if k == "server" { v } else { format!("{k}={v}") })
+        })
+        .collect();
     parts.push(c.placement.name.clone());
     parts.join(" ")
 }
