@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::CellCounters;
 use crate::keys::{Conditions, SmtState};
-use crate::{CellResult, Direction, ResolvedPlacement, RunConfig, Topology};
+use crate::{BenchInfo, CellResult, Direction, ResolvedPlacement, RunConfig, Topology};
 
 /// Value of the `schema` field of results JSON.
 pub const RESULTS_SCHEMA: &str = "smtlab.results/1";
@@ -253,4 +253,41 @@ pub struct RunResults {
     pub cells: Vec<CellRecord>,
     #[serde(default)]
     pub skipped: Vec<SkippedCell>,
+    /// The catalog entries of the run's benchmarks (their unit, main parameter and
+    /// report section), as the build that loaded the run knows them: the store does not
+    /// keep them, the reader adds them ([`RunResults::describe`]); an export carries
+    /// them. The report picks its sections from these, not from names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub benchmarks: Vec<BenchInfo>,
+}
+
+impl RunResults {
+    /// Adds the catalog entries of this run's benchmarks that `catalog` knows and the
+    /// run does not carry yet, in catalog order.
+    pub fn describe(&mut self, catalog: impl IntoIterator<Item = BenchInfo>) {
+        for info in catalog {
+            let used = self.cells.iter().any(|c| c.benchmark == info.name)
+                || self.run.plan.iter().any(|k| k.benchmark == info.name);
+            if used && !self.benchmarks.iter().any(|b| b.name == info.name) {
+                self.benchmarks.push(info);
+            }
+        }
+    }
+
+    /// The catalog entry of `benchmark`, when the run carries it.
+    pub fn info(&self, benchmark: &str) -> Option<&BenchInfo> {
+        self.benchmarks.iter().find(|b| b.name == benchmark)
+    }
+
+    /// Benchmarks of measured cells without a catalog entry: cells the report cannot
+    /// place in a section of their own (it says so rather than leave one empty).
+    pub fn undescribed(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for c in &self.cells {
+            if self.info(&c.benchmark).is_none() && !out.contains(&c.benchmark.as_str()) {
+                out.push(&c.benchmark);
+            }
+        }
+        out
+    }
 }

@@ -57,7 +57,7 @@ pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
         };
         // A workload's message size is not a working set: its sweep is drawn with the
         // workload's own section.
-        if parse_size(sz).is_none() || crate::html_workloads::is_workload(c) {
+        if parse_size(sz).is_none() || crate::html_workloads::is_workload(r, c) {
             continue;
         }
         let mut ps = c.flat_params();

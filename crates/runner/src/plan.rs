@@ -684,6 +684,8 @@ mod tests {
                 description: "a fake load".into(),
                 origin: "tests".into(),
                 params: Vec::new(),
+                main_param: None,
+                report: Default::default(),
             }
         }
         fn prepare(

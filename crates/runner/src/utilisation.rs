@@ -152,6 +152,8 @@ impl OpenLoop {
             description: "CPU-bound jobs offered at a fixed rate (open loop), one worker per placement CPU; jobs completed per second, with /proc/stat time of the placement's CPUs".into(),
             origin: "paper 004 s7".into(),
             params: Vec::new(),
+            main_param: None,
+            report: Default::default(),
         }
     }
 }

@@ -113,6 +113,8 @@ fn info(kind: ValueKind) -> BenchInfo {
         description: "a fake".into(),
         origin: "tests".into(),
         params: Vec::new(),
+        main_param: None,
+        report: Default::default(),
     }
 }
 

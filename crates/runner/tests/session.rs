@@ -57,6 +57,8 @@ impl Benchmark for FakeBench {
             description: "a fake".into(),
             origin: "tests".into(),
             params: Vec::new(),
+            main_param: None,
+            report: Default::default(),
         }
     }
 

@@ -145,6 +145,10 @@ impl Benchmark for Dbench {
                 ));
                 params
             },
+            main_param: Some("clients".into()),
+            report: smtlab_model::ReportSection::SpeedupTable {
+                caption: "paper 001 Table 5".into(),
+            },
         }
     }
 

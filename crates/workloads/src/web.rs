@@ -262,6 +262,8 @@ impl Benchmark for WebStatic {
                     "client threads (0: one per client CPU)",
                 ),
             ],
+            main_param: Some("server".into()),
+            report: smtlab_model::ReportSection::WebStatic,
         }
     }
 

@@ -152,6 +152,8 @@ fn info(name: &str, description: &str, origin: &str, params: Vec<ParamInfo>) -> 
         description: description.into(),
         origin: format!("paper 001 Table 1; {origin}"),
         params,
+        main_param: None,
+        report: Default::default(),
     }
 }
 
@@ -434,7 +436,7 @@ mod tests {
         for b in benchmarks() {
             let i = b.info();
             assert_eq!(i.group, "os");
-            assert_eq!(i.unit, "ns");
+            assert_eq!(i.unit.to_string(), "ns");
             assert_eq!(i.direction, Direction::Lower);
             assert_eq!(i.value_kind, ValueKind::TimePerOp);
             assert!(i.origin.contains("paper 001 Table 1"), "{}", i.origin);

@@ -96,6 +96,8 @@ impl Benchmark for TaskPool {
                     "recursions: 8^depth leaf products",
                 ),
             ],
+            main_param: Some("queue".into()),
+            report: smtlab_model::ReportSection::TaskPool,
         }
     }
 

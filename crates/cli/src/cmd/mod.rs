@@ -161,6 +161,7 @@ pub fn finished_run(
         },
         cells,
         skipped,
+        benchmarks: Vec::new(),
     }
 }
 

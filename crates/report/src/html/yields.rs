@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use maud::{Markup, PreEscaped, html};
-use smtlab_model::{CellRecord, Direction, RunResults};
+use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
 use super::BR;
 use super::scaling::headline;
@@ -18,7 +18,14 @@ use crate::yields::{YieldKind, no_yields_reason, smt_yields};
 /// over the first, with its Fieller 95% interval, in one sentence per placement: the
 /// same figure and sign as the terminal's.
 pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let cells: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == "exec").collect();
+    let cells: Vec<&CellRecord> = r
+        .cells
+        .iter()
+        .filter(|c| {
+            r.info(&c.benchmark)
+                .is_some_and(|i| i.report == ReportSection::Exec)
+        })
+        .collect();
     if cells.is_empty() {
         return Err("no smtlab exec command".into());
     }

@@ -15,25 +15,10 @@ pub(super) struct Row<'a> {
     pub(super) cells: Vec<&'a CellRecord>,
 }
 
-/// The parameter a workload's table is read by (the papers' row heading) when the run
-/// did not sweep any.
-fn main_key(bench: &str) -> Option<&'static str> {
-    match bench {
-        "chat" => Some("rooms"),
-        "dbench" | "tbench" | "oltp-pg" => Some("clients"),
-        "tcp-stream" => Some("size"),
-        "tcp-rr" | "tcp-crr" | "udp-rr" => Some("request"),
-        "web-static" | "web-capacity" => Some("server"),
-        "sdet" => Some("users"),
-        "task-pool" => Some("queue"),
-        "oltp-sqlite" => Some("mode"),
-        _ => None,
-    }
-}
-
 /// The parameters whose values differ among `cells`, or the workload's main parameter
-/// when none does. Conditions (an SMT state, say) count as parameters here.
-pub(super) fn swept_keys(cells: &[&CellRecord]) -> Vec<String> {
+/// (`BenchInfo::main_param`, paper 001's row heading) when none does. Conditions (an SMT
+/// state, say) count as parameters here.
+pub(super) fn swept_keys(cells: &[&CellRecord], main: Option<&str>) -> Vec<String> {
     let flat: Vec<BTreeMap<String, String>> = cells.iter().map(|c| c.flat_params()).collect();
     let mut keys: Vec<String> = Vec::new();
     for c in &flat {
@@ -44,9 +29,7 @@ pub(super) fn swept_keys(cells: &[&CellRecord]) -> Vec<String> {
         }
     }
     if keys.is_empty()
-        && let Some(k) = cells
-            .first()
-            .and_then(|c| main_key(&c.benchmark).filter(|k| c.params.contains_key(*k)))
+        && let Some(k) = main.filter(|k| cells.first().is_some_and(|c| c.params.contains_key(*k)))
     {
         keys.push(k.to_string());
     }
@@ -80,8 +63,11 @@ fn param_x(v: &str) -> Option<f64> {
 
 /// Cells grouped by parameter set, labelled by the swept parameters, sorted by the swept
 /// parameter when there is one and it is a number.
-pub(super) fn rows_by_params<'a>(cells: &[&'a CellRecord]) -> (Vec<String>, Vec<Row<'a>>) {
-    let keys = swept_keys(cells);
+pub(super) fn rows_by_params<'a>(
+    cells: &[&'a CellRecord],
+    main: Option<&str>,
+) -> (Vec<String>, Vec<Row<'a>>) {
+    let keys = swept_keys(cells, main);
     let mut rows: Vec<Row<'_>> = Vec::new();
     for c in cells {
         match rows.iter_mut().find(|r| r.cells[0].same_variant(c)) {

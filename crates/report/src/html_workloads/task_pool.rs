@@ -3,9 +3,9 @@
 //! and lock contention per task, and the SMT speed-ups.
 
 use maud::html;
-use smtlab_model::{CellRecord, RunResults};
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
-use super::cells::{cells_of, mean_column, metric, scaled_mean};
+use super::cells::{cells_in, main_param, mean_column, metric, scaled_mean};
 use super::charts::figure;
 use super::rows::{fixed_params, row_head, rows_by_params};
 use super::speedup_table::{no_pairs_line, speedup_table, value_text};
@@ -16,7 +16,7 @@ use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.
 pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let cells = cells_of(r, |c| c.benchmark == "task-pool");
+    let cells = cells_in(r, |s| *s == ReportSection::TaskPool);
     if cells.is_empty() {
         return Err(String::new());
     }
@@ -75,7 +75,7 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
     };
     p.push_str(&table.into_string());
     p.push_str("<h3>Tasks per second per placement, SMT speed-ups</h3>");
-    let (keys, rows) = rows_by_params(&cells);
+    let (keys, rows) = rows_by_params(&cells, main_param(r, &cells));
     p.push_str(&fixed_params(&cells, &keys));
     if !speedup_table(p, &row_head(&keys), &rows) {
         no_pairs_line(p, r);

@@ -32,7 +32,7 @@ pub fn text_summary(r: &RunResults) -> Option<String> {
         ("lock_contended_per_task", "contended/task", plain),
     ];
     let mut rows: Vec<Vec<String>> = Vec::new();
-    for c in r.cells.iter().filter(|c| is_workload(c)) {
+    for c in r.cells.iter().filter(|c| is_workload(r, c)) {
         let mut parts: Vec<String> = figures
             .iter()
             .filter_map(|(k, label, f)| metric(c, k).map(|v| format!("{label} {}", f(v))))

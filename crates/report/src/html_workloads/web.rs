@@ -8,31 +8,31 @@ use std::fmt::Write;
 
 use maud::html;
 use smtlab_model::stats;
-use smtlab_model::{CellRecord, RunResults};
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
-use super::cells::{cells_of, metric, metric_sum, placements};
+use super::cells::{cells_in, main_param, metric, metric_sum, placements};
 use super::charts::{Bar, figure, hbars, placement_color, value_bars};
 use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
 use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
-use crate::fmt::{num, params, short};
+use crate::fmt::{esc, num, params, short};
 use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
 /// Paper 000: web servers.
 pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let stat = cells_of(r, |c| c.benchmark == "web-static");
-    let cap = cells_of(r, |c| c.benchmark == "web-capacity");
+    let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
+    let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
     if stat.is_empty() && cap.is_empty() {
         return Err(String::new());
     }
     p.push_str("<section id=\"web\"><h2>Web servers</h2>");
     let mut any_pair = false;
     if !stat.is_empty() {
-        any_pair |= web_static(p, &stat);
+        any_pair |= web_static(p, &stat, main_param(r, &stat));
     }
     if !cap.is_empty() {
-        any_pair |= web_capacity(p, &cap);
+        any_pair |= web_capacity(p, &cap, main_param(r, &cap));
     }
     if !any_pair {
         no_pairs_line(p, r);
@@ -40,7 +40,14 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     let skipped: Vec<_> = r
         .skipped
         .iter()
-        .filter(|s| s.key.benchmark.starts_with("web-"))
+        .filter(|s| {
+            r.info(&s.key.benchmark).is_some_and(|i| {
+                matches!(
+                    i.report,
+                    ReportSection::WebStatic | ReportSection::WebCapacity
+                )
+            })
+        })
         .collect();
     if !skipped.is_empty() {
         let list = html! {
@@ -64,18 +71,21 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
 
 /// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and
 /// placement, the speed-ups and the latency table; whether it had a speed-up.
-fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
-    p.push_str(
-        "<h3>Static load (web-static)</h3><p>Paper 000 Figs 1-6: the response bandwidth \
+fn web_static(p: &mut String, stat: &[&CellRecord], main: Option<&str>) -> bool {
+    let name = stat[0].benchmark.as_str();
+    let _ = write!(
+        p,
+        "<h3>Static load ({})</h3><p>Paper 000 Figs 1-6: the response bandwidth \
          of each server on each placement (mean with 95% CI) and its requests per \
          second, then the SMT speed-ups per server.</p><div class=\"charts\">",
+        esc(name)
     );
-    let keys = swept_keys(stat);
+    let keys = swept_keys(stat, main);
     value_figure(
         p,
         stat,
         &keys,
-        "web-static bandwidth",
+        &format!("{name} bandwidth"),
         "per server and placement, mean with 95% CI",
     );
     let rps: Vec<(&CellRecord, f64)> = stat
@@ -99,7 +109,7 @@ fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
         figure(
             p,
             hbars(
-                "web-static requests per second",
+                &format!("{name} requests per second"),
                 "per server and placement, mean over samples",
                 &rcol.unit,
                 0.0,
@@ -113,6 +123,7 @@ fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
         stat,
         &keys,
         "Bandwidth per server and placement, SMT speed-ups",
+        main,
     );
     latency_table(p, stat, &keys);
     any_pair
@@ -120,20 +131,23 @@ fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
 
 /// Paper 000 Figs 20-21: `web-capacity` bars, the conformance curve and the speed-ups;
 /// whether it had a speed-up.
-fn web_capacity(p: &mut String, cap: &[&CellRecord]) -> bool {
-    p.push_str(
-        "<h3>Capacity (web-capacity)</h3><p>Paper 000 Figs 20-21: the most simultaneous \
+fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool {
+    let name = cap[0].benchmark.as_str();
+    let _ = write!(
+        p,
+        "<h3>Capacity ({})</h3><p>Paper 000 Figs 20-21: the most simultaneous \
          connections of which 95% get their conforming bandwidth without errors, per \
          server and placement. The curve shows the conforming share at each connection \
          count the search tried; the capacity is the last count at or above 95%.</p>\
          <div class=\"charts\">",
+        esc(name)
     );
-    let keys = swept_keys(cap);
+    let keys = swept_keys(cap, main);
     value_figure(
         p,
         cap,
         &keys,
-        "web-capacity",
+        name,
         "conforming connections, mean with 95% CI",
     );
     let series: Vec<Series> = cap
@@ -186,6 +200,7 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord]) -> bool {
         cap,
         &keys,
         "Capacity per server and placement, SMT speed-ups",
+        main,
     );
     let capped: Vec<String> = cap
         .iter()
@@ -212,8 +227,14 @@ fn value_figure(p: &mut String, cells: &[&CellRecord], keys: &[String], title: &
 
 /// `cells`' values per server and placement and their SMT speed-ups under `heading`;
 /// whether it had a speed-up.
-fn speedup_part(p: &mut String, cells: &[&CellRecord], keys: &[String], heading: &str) -> bool {
-    let (_, rows) = rows_by_params(cells);
+fn speedup_part(
+    p: &mut String,
+    cells: &[&CellRecord],
+    keys: &[String],
+    heading: &str,
+    main: Option<&str>,
+) -> bool {
+    let (_, rows) = rows_by_params(cells, main);
     let _ = write!(p, "<h3>{heading}</h3>");
     p.push_str(&fixed_params(cells, keys));
     speedup_table(p, &row_head(keys), &rows)

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 
 use smtlab_model::result::{Calibration, StopReason, Warmup};
+use smtlab_model::{BenchInfo, Core, CpuSet, Package, ReportSection, ValueKind};
 use smtlab_model::{
     Cache, CacheType, CellKey, CellRecord, CellResult, CoreOrder, CpuOrder, Direction, Environment,
     NumaNode, RESULTS_SCHEMA, ResolvedPlacement, RunConfig, RunMeta, RunResults, RunStatus,
     SampleRecord, SkippedCell, SmtInfo, TOPOLOGY_SCHEMA, Topology, stats,
 };
-use smtlab_model::{Core, CpuSet, Package};
 
 /// A small deterministic generator (64-bit LCG, top bits), so snapshots are stable.
 pub struct Rng(u64);
@@ -243,7 +243,7 @@ pub fn environment() -> Environment {
 
 /// Results holding exactly `cells` (and `skipped`), planned in that order.
 pub fn run(cells: Vec<CellRecord>, skipped: Vec<SkippedCell>) -> RunResults {
-    RunResults {
+    let mut r = RunResults {
         schema: RESULTS_SCHEMA.into(),
         run: RunMeta {
             id: 7,
@@ -269,7 +269,58 @@ pub fn run(cells: Vec<CellRecord>, skipped: Vec<SkippedCell>) -> RunResults {
         },
         cells,
         skipped,
+        benchmarks: Vec::new(),
+    };
+    r.describe(catalog());
+    r
+}
+
+/// A catalog entry of `name` as the report reads it: its section and main parameter.
+pub fn entry(name: &str, report: ReportSection, main: Option<&str>) -> BenchInfo {
+    BenchInfo {
+        name: name.into(),
+        group: "test".into(),
+        unit: "ops/s".into(),
+        direction: Direction::Higher,
+        value_kind: ValueKind::Rate { scale: 1.0 },
+        description: String::new(),
+        origin: String::new(),
+        params: Vec::new(),
+        main_param: main.map(String::from),
+        report,
     }
+}
+
+/// The catalog the test runs are described by: the workloads' sections and main
+/// parameters as the real catalog declares them (the report reads nothing else).
+pub fn catalog() -> Vec<BenchInfo> {
+    let table = |caption: &str| ReportSection::SpeedupTable {
+        caption: caption.into(),
+    };
+    vec![
+        entry("exec", ReportSection::Exec, None),
+        entry("web-static", ReportSection::WebStatic, Some("server")),
+        entry("web-capacity", ReportSection::WebCapacity, Some("server")),
+        entry("chat", table("paper 001 Tables 3-4"), Some("rooms")),
+        entry("dbench", table("paper 001 Table 5"), Some("clients")),
+        entry("tbench", table("paper 001 Table 6"), Some("clients")),
+        entry(
+            "tcp-stream",
+            table("paper 004, netperf TCP_STREAM"),
+            Some("size"),
+        ),
+        entry(
+            "tcp-rr",
+            table("paper 004, netperf TCP_RR"),
+            Some("request"),
+        ),
+        entry("aim-fifo", ReportSection::Aim, None),
+        entry("aim-disk-rd", ReportSection::Aim, None),
+        entry("aim-sieve", ReportSection::Aim, None),
+        entry("task-pool", ReportSection::TaskPool, Some("queue")),
+        entry("oltp-sqlite", ReportSection::Oltp, Some("mode")),
+        entry("sdet", ReportSection::Oltp, Some("users")),
+    ]
 }
 
 const GRID: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];

@@ -417,6 +417,8 @@ mod tests {
                 description: "a fake".into(),
                 origin: "tests".into(),
                 params: Vec::new(),
+                main_param: None,
+                report: Default::default(),
             }
         }
         fn prepare(&self, _: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

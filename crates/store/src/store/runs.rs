@@ -134,6 +134,7 @@ impl Store {
                 run,
                 cells,
                 skipped,
+                benchmarks: Vec::new(),
             })
         })();
         r.map_err(|e| self.fail(&format!("loading run {run_id}"), e))

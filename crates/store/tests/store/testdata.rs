@@ -415,5 +415,6 @@ pub fn results(run_id: i64) -> RunResults {
         },
         cells,
         skipped,
+        benchmarks: Vec::new(),
     }
 }

@@ -82,6 +82,8 @@ impl Benchmark for OltpPg {
                     "server port on 127.0.0.1; 0 picks a free one",
                 ),
             ],
+            main_param: Some("clients".into()),
+            report: smtlab_model::ReportSection::Oltp,
         }
     }
 

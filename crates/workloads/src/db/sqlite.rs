@@ -69,6 +69,8 @@ impl Benchmark for OltpSqlite {
                     "SQLite's synchronous pragma: off, normal or full",
                 ),
             ],
+            main_param: Some("mode".into()),
+            report: smtlab_model::ReportSection::Oltp,
         }
     }
 

@@ -56,6 +56,25 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The parameter its table is read by: the message size of a stream, the request
+    /// size of a request/response test.
+    fn main_param(self) -> &'static str {
+        match self {
+            Kind::Stream => "size",
+            Kind::Rr | Kind::Crr | Kind::UdpRr => "request",
+        }
+    }
+
+    /// netperf's name of the test.
+    fn netperf_test(self) -> &'static str {
+        match self {
+            Kind::Stream => "TCP_STREAM",
+            Kind::Rr => "TCP_RR",
+            Kind::Crr => "TCP_CRR",
+            Kind::UdpRr => "UDP_RR",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Stream => "tcp-stream",
@@ -141,16 +160,12 @@ impl Benchmark for Perf {
             description: format!(
                 "{what}; server on the placement, client apart; netperf's 99% +-2.5% iteration discipline"
             ),
-            origin: format!(
-                "paper 004 (netperf); netperf -t {}",
-                match k {
-                    Kind::Stream => "TCP_STREAM",
-                    Kind::Rr => "TCP_RR",
-                    Kind::Crr => "TCP_CRR",
-                    Kind::UdpRr => "UDP_RR",
-                }
-            ),
+            origin: format!("paper 004 (netperf); netperf -t {}", k.netperf_test()),
             params,
+            main_param: Some(k.main_param().into()),
+            report: smtlab_model::ReportSection::SpeedupTable {
+                caption: format!("paper 004, netperf {}", k.netperf_test()),
+            },
         }
     }
 

@@ -155,6 +155,8 @@ impl Benchmark for WebCapacity {
                     "least kbit/s of a conforming connection",
                 ),
             ],
+            main_param: Some("server".into()),
+            report: smtlab_model::ReportSection::WebCapacity,
         }
     }
 
