@@ -497,6 +497,7 @@ pub(crate) mod tests {
         let mut run = crate::render::testdata::results(1);
         run.cells = cells.clone();
         run.skipped.clear();
+        run.describe(smtlab_runner::catalog::infos());
         let html = smtlab_report::html(&run);
         let exec = &html[html.find("<section id=\"exec\">").unwrap()..];
         let exec = &exec[..exec.find("</section>").unwrap()];
