@@ -13,6 +13,7 @@
 //!
 //! Values are drawn and written in one unit per figure ([`crate::units::Column`]).
 
+use smtlab_model::metrics::threads;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -219,8 +220,8 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
 /// one measures and the figure of van Tol 2011 it re-creates.
 const PAIRS: [(&str, &str, &str, &str, &str); 3] = [
     (
-        "create_return_ns",
-        "thread_start_ns",
+        threads::CREATE_RETURN_NS,
+        threads::THREAD_START_NS,
         "A: pthread_create returned",
         "B: new thread running",
         "A = time for pthread_create to return, B = time from the call until the new \
@@ -228,16 +229,16 @@ const PAIRS: [(&str, &str, &str, &str, &str); 3] = [
          threads that started before the call returned.",
     ),
     (
-        "unlock_ns",
-        "wake_ns",
+        threads::UNLOCK_NS,
+        threads::WAKE_NS,
         "unlock call",
         "waiter running",
         "Unlock call time, and time from the start of unlock until the blocked waiter runs \
          (van Tol 2011, Figs 10-11).",
     ),
     (
-        "call_ns",
-        "wake_ns",
+        threads::CALL_NS,
+        threads::WAKE_NS,
         "signal/broadcast call",
         "waiter running",
         "Call time of the signal or broadcast, and time from the start of the call until \

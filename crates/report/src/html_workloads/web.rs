@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use maud::html;
+use smtlab_model::metrics::web as m;
 use smtlab_model::stats;
 use smtlab_model::{CellRecord, ReportSection, RunResults};
 
@@ -90,7 +91,7 @@ fn web_static(p: &mut String, stat: &[&CellRecord], main: Option<&str>) -> bool 
     );
     let rps: Vec<(&CellRecord, f64)> = stat
         .iter()
-        .filter_map(|c| metric(c, "requests_per_s").map(|v| (*c, v)))
+        .filter_map(|c| metric(c, m::REQUESTS_PER_S).map(|v| (*c, v)))
         .collect();
     if !rps.is_empty() {
         let rcol = Column::for_values("req/s", &rps.iter().map(|x| x.1).collect::<Vec<_>>());
@@ -153,7 +154,7 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool
     let series: Vec<Series> = cap
         .iter()
         .filter_map(|c| {
-            let raw = c.result.series.get("conforming_fraction_by_conns")?;
+            let raw = c.result.series.get(m::CONFORMING_FRACTION_BY_CONNS)?;
             // (connections, share) pairs of every sample: averaged per count.
             let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
             for pair in raw.chunks_exact(2) {
@@ -204,7 +205,7 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool
     );
     let capped: Vec<String> = cap
         .iter()
-        .filter(|c| metric(c, "capped").is_some_and(|v| v > 0.0))
+        .filter(|c| metric(c, m::CAPPED).is_some_and(|v| v > 0.0))
         .map(|c| short_label(c, &keys))
         .collect();
     if !capped.is_empty() {
@@ -259,11 +260,11 @@ fn short_label(c: &CellRecord, keys: &[String]) -> String {
 /// Latency percentiles, requests and errors of the web-static cells.
 fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
     const Q: [(&str, &str); 5] = [
-        ("p50", "latency_p50_ns"),
-        ("p90", "latency_p90_ns"),
-        ("p99", "latency_p99_ns"),
-        ("p99.9", "latency_p999_ns"),
-        ("max", "latency_max_ns"),
+        ("p50", m::LATENCY_P50_NS),
+        ("p90", m::LATENCY_P90_NS),
+        ("p99", m::LATENCY_P99_NS),
+        ("p99.9", m::LATENCY_P999_NS),
+        ("max", m::LATENCY_MAX_NS),
     ];
     let vals: Vec<f64> = cells
         .iter()
@@ -293,9 +294,9 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
                     td { (short_label(c, keys)) }
                     @for (_, k) in Q { (num_cell(metric(c, k).map(|v| col.num(v)))) }
                     (num_cell(metric_sum(c, "requests").map(num)))
-                    (num_cell(metric(c, "bytes_per_request").map(crate::units::size)))
+                    (num_cell(metric(c, m::BYTES_PER_REQUEST).map(crate::units::size)))
                     (num_cell(metric_sum(c, "connects").map(num)))
-                    @match metric_sum(c, "errors") {
+                    @match metric_sum(c, m::ERRORS) {
                         Some(e) => td class=(if e > 0.0 { "num bad" } else { "num" }) { (num(e)) },
                         None => (num_cell(None)),
                     }
