@@ -70,4 +70,20 @@ pub mod web {
     pub const CONFORMING_FRACTION_BY_CONNS: &str = "conforming_fraction_by_conns";
     /// Metric: errors in the sample.
     pub const ERRORS: &str = "errors";
+    /// Metric: requests completed in the sample.
+    pub const REQUESTS: &str = "requests";
+    /// Metric: TCP connections opened in the sample.
+    pub const CONNECTS: &str = "connects";
+}
+
+/// Metrics of the file-server and netperf-style loads.
+pub mod net {
+    /// dbench: file operations per second.
+    pub const OPS_PER_S: &str = "ops_per_s";
+    /// netperf-style: the server thread's CPU time per transaction (request/response).
+    pub const SERVER_CPU_US_PER_TX: &str = "server_cpu_us_per_tx";
+    /// netperf-style: the server thread's CPU time per KiB (`tcp-stream`).
+    pub const SERVER_CPU_US_PER_KIB: &str = "server_cpu_us_per_kib";
+    /// netperf-style: the 99th percentile of the round-trip times.
+    pub const RTT_P99_NS: &str = "rtt_p99_ns";
 }

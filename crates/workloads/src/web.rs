@@ -439,13 +439,13 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
     let p = r.percentiles();
     let mut metrics = BTreeMap::new();
     metrics.insert(m::REQUESTS_PER_S.into(), r.requests_per_s());
-    metrics.insert("requests".into(), r.requests as f64);
+    metrics.insert(m::REQUESTS.into(), r.requests as f64);
     metrics.insert(
         m::BYTES_PER_REQUEST.into(),
         r.body_bytes as f64 / r.requests as f64,
     );
     metrics.insert(m::ERRORS.into(), errors as f64);
-    metrics.insert("connects".into(), r.connects as f64);
+    metrics.insert(m::CONNECTS.into(), r.connects as f64);
     metrics.insert(m::LATENCY_P50_NS.into(), p.p50_ns as f64);
     metrics.insert(m::LATENCY_P90_NS.into(), p.p90_ns as f64);
     metrics.insert(m::LATENCY_P99_NS.into(), p.p99_ns as f64);

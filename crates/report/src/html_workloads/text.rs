@@ -2,7 +2,7 @@
 //! (`smtlab report`); no paper figure.
 
 use smtlab_model::RunResults;
-use smtlab_model::metrics::{task_pool, web};
+use smtlab_model::metrics::{net, task_pool, web};
 
 use super::cells::{metric, metric_sum};
 use super::is_workload;
@@ -24,10 +24,10 @@ pub fn text_summary(r: &RunResults) -> Option<String> {
         (web::REQUESTS_PER_S, "req/s", plain),
         (web::LATENCY_P50_NS, "p50", ns),
         (web::LATENCY_P99_NS, "p99", ns),
-        ("ops_per_s", "ops/s", plain),
-        ("server_cpu_us_per_tx", "server CPU/tx", us),
-        ("server_cpu_us_per_kib", "server CPU/KiB", us),
-        ("rtt_p99_ns", "rtt p99", ns),
+        (net::OPS_PER_S, "ops/s", plain),
+        (net::SERVER_CPU_US_PER_TX, "server CPU/tx", us),
+        (net::SERVER_CPU_US_PER_KIB, "server CPU/KiB", us),
+        (net::RTT_P99_NS, "rtt p99", ns),
         (task_pool::TREE_MS, "tree", ms),
         (task_pool::CAS_RETRIES_PER_TASK, "CAS retries/task", plain),
         (task_pool::LOCK_CONTENDED_PER_TASK, "contended/task", plain),

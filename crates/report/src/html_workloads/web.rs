@@ -293,9 +293,9 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
                 tr {
                     td { (short_label(c, keys)) }
                     @for (_, k) in Q { (num_cell(metric(c, k).map(|v| col.num(v)))) }
-                    (num_cell(metric_sum(c, "requests").map(num)))
+                    (num_cell(metric_sum(c, m::REQUESTS).map(num)))
                     (num_cell(metric(c, m::BYTES_PER_REQUEST).map(crate::units::size)))
-                    (num_cell(metric_sum(c, "connects").map(num)))
+                    (num_cell(metric_sum(c, m::CONNECTS).map(num)))
                     @match metric_sum(c, m::ERRORS) {
                         Some(e) => td class=(if e > 0.0 { "num bad" } else { "num" }) { (num(e)) },
                         None => (num_cell(None)),

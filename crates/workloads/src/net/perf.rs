@@ -734,15 +734,19 @@ mod tests {
             let its = raw.metrics["iterations"];
             assert!((1.0..=3.0).contains(&its), "{} {its}", k.name());
             assert!(raw.metrics.contains_key("ci_target_met"));
+            // The names the report reads (`smtlab_model::metrics::net`).
             let key = if k == Kind::Stream {
-                "server_cpu_us_per_kib"
+                smtlab_model::metrics::net::SERVER_CPU_US_PER_KIB
             } else {
-                "server_cpu_us_per_tx"
+                smtlab_model::metrics::net::SERVER_CPU_US_PER_TX
             };
             assert!(raw.metrics[key] > 0.0, "{} {key}", k.name());
             if k != Kind::Stream {
                 assert_eq!(raw.metrics["transactions"], raw.work);
-                assert!(raw.metrics["rtt_p50_ns"] <= raw.metrics["rtt_p99_ns"]);
+                assert!(
+                    raw.metrics["rtt_p50_ns"]
+                        <= raw.metrics[smtlab_model::metrics::net::RTT_P99_NS]
+                );
                 assert!(!raw.series["rtt_ns"].is_empty());
             }
         }

@@ -341,7 +341,7 @@ impl Instance for CapacityInstance {
             f64::from(u8::from(result.capped)),
         );
         metrics.insert("steps".into(), result.curve.len() as f64);
-        metrics.insert("requests".into(), requests as f64);
+        metrics.insert(smtlab_model::metrics::web::REQUESTS.into(), requests as f64);
         metrics.insert("bytes".into(), bytes as f64);
         metrics.insert(smtlab_model::metrics::web::ERRORS.into(), errors as f64);
         metrics.insert("dynamic_share".into(), self.dynamic_share);
