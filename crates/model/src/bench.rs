@@ -71,6 +71,14 @@ pub enum ReportSection {
     TaskPool,
     /// The OLTP and SDET section (paper 004).
     Oltp,
+    /// A row of the OS latency table (paper 001 Table 1): the row's `label` as the paper
+    /// prints it, which assumes the parameters `label_params` (`Select on 10 fd's` is
+    /// `fds=10`); a cell with other values gets them appended. Rows are in catalog order.
+    OsLatency {
+        label: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        label_params: BTreeMap<String, String>,
+    },
 }
 
 impl ReportSection {
@@ -80,7 +88,16 @@ impl ReportSection {
 
     /// One of the server and system workloads (paper 004 Chart 1's bars).
     pub fn is_workload(&self) -> bool {
-        !matches!(self, ReportSection::General | ReportSection::Exec)
+        !matches!(
+            self,
+            ReportSection::General | ReportSection::Exec | ReportSection::OsLatency { .. }
+        )
+    }
+
+    /// A row of a paper's table: its section lists the table's rows a run did not
+    /// measure, so a reader adds every row's entry ([`crate::RunResults::describe`]).
+    pub fn is_table_row(&self) -> bool {
+        matches!(self, ReportSection::OsLatency { .. })
     }
 }
 

@@ -263,12 +263,24 @@ pub struct RunResults {
 
 impl RunResults {
     /// Adds the catalog entries of this run's benchmarks that `catalog` knows and the
-    /// run does not carry yet, in catalog order.
+    /// run does not carry yet, in catalog order; when the run fills a row of a paper's
+    /// table (`ReportSection::is_table_row`), the entries of the table's other rows too,
+    /// so the report can say which rows the run did not measure.
     pub fn describe(&mut self, catalog: impl IntoIterator<Item = BenchInfo>) {
-        for info in catalog {
-            let used = self.cells.iter().any(|c| c.benchmark == info.name)
-                || self.run.plan.iter().any(|k| k.benchmark == info.name);
-            if used && !self.benchmarks.iter().any(|b| b.name == info.name) {
+        let catalog: Vec<BenchInfo> = catalog.into_iter().collect();
+        let used = |name: &str| {
+            self.cells.iter().any(|c| c.benchmark == name)
+                || self.run.plan.iter().any(|k| k.benchmark == name)
+        };
+        let table = catalog
+            .iter()
+            .any(|i| i.report.is_table_row() && used(&i.name));
+        let wanted: Vec<bool> = catalog
+            .iter()
+            .map(|i| used(&i.name) || (table && i.report.is_table_row()))
+            .collect();
+        for (info, wanted) in catalog.into_iter().zip(wanted) {
+            if wanted && !self.benchmarks.iter().any(|b| b.name == info.name) {
                 self.benchmarks.push(info);
             }
         }

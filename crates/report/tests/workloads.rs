@@ -209,3 +209,27 @@ fn a_benchmark_the_catalog_does_not_know_is_named_not_dropped_silently() {
     assert!(page.contains("no catalog entry for web-static, web-capacity"));
     assert!(!page.contains("<section id=\"web\">"));
 }
+
+#[test]
+fn a_renamed_os_benchmark_keeps_its_paper_row_and_missing_rows_are_named() {
+    let r = renamed(common::demo(), "fork-sh", "spawn-shell", true);
+    let page = smtlab_report::html(&r);
+    let os = section(&page, "os-latency");
+    // The paper's label comes with the entry, and the row keeps the paper's place: last.
+    assert!(os.contains("Process fork+/bin/sh -c <span class=\"sub\">spawn-shell</span>"));
+    let last_row = &os[os.rfind("<tr>").unwrap()..];
+    assert!(last_row.contains("spawn-shell"), "{last_row}");
+    // A run of one row of the table names the rows it did not measure, from the entries.
+    let one: Vec<_> = common::demo()
+        .cells
+        .into_iter()
+        .filter(|c| c.benchmark == "read")
+        .collect();
+    let page = smtlab_report::html(&run(one, vec![]));
+    let os = section(&page, "os-latency");
+    assert!(
+        os.contains("not measured in this run: Simple syscall, Simple write"),
+        "{os}"
+    );
+    assert!(os.contains("Process fork+/bin/sh -c."), "{os}");
+}

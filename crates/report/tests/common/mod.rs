@@ -297,7 +297,39 @@ pub fn catalog() -> Vec<BenchInfo> {
     let table = |caption: &str| ReportSection::SpeedupTable {
         caption: caption.into(),
     };
-    vec![
+    // Paper 001 Table 1, in the paper's order (the catalog's).
+    let os_rows = [
+        ("null-syscall", "Simple syscall"),
+        ("read", "Simple read"),
+        ("write", "Simple write"),
+        ("stat", "Simple stat"),
+        ("fstat", "Simple fstat"),
+        ("open-close", "Simple open/close"),
+        ("select-file", "Select on 10 fd's"),
+        ("select-tcp", "Select on 10 tcp fd's"),
+        ("sig-install", "Signal handler installation"),
+        ("sig-handler", "Signal handler overhead"),
+        ("pipe-latency", "Pipe latency"),
+        ("fork-exit", "Process fork+exit"),
+        ("fork-exec", "Process fork+execve"),
+        ("fork-sh", "Process fork+/bin/sh -c"),
+    ];
+    let os = os_rows.into_iter().map(|(name, label)| {
+        let label_params = if name.starts_with("select-") {
+            [("fds".to_string(), "10".to_string())].into()
+        } else {
+            BTreeMap::new()
+        };
+        entry(
+            name,
+            ReportSection::OsLatency {
+                label: label.into(),
+                label_params,
+            },
+            None,
+        )
+    });
+    os.chain([
         entry("exec", ReportSection::Exec, None),
         entry("web-static", ReportSection::WebStatic, Some("server")),
         entry("web-capacity", ReportSection::WebCapacity, Some("server")),
@@ -320,7 +352,8 @@ pub fn catalog() -> Vec<BenchInfo> {
         entry("task-pool", ReportSection::TaskPool, Some("queue")),
         entry("oltp-sqlite", ReportSection::Oltp, Some("mode")),
         entry("sdet", ReportSection::Oltp, Some("users")),
-    ]
+    ])
+    .collect()
 }
 
 const GRID: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
