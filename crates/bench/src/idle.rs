@@ -109,6 +109,8 @@ impl Benchmark for Idle {
             ),
             origin: "paper 004 s3".into(),
             params,
+            main_param: None,
+            report: Default::default(),
         }
     }
 

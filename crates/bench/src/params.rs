@@ -381,6 +381,8 @@ mod tests {
                 quick: Some("4MiB".into()),
                 help: String::new(),
             }],
+            main_param: None,
+            report: Default::default(),
         }
     }
 

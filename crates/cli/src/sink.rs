@@ -263,6 +263,7 @@ pub fn finished_run(
         },
         cells,
         skipped,
+        benchmarks: Vec::new(),
     }
 }
 
@@ -297,6 +298,7 @@ mod tests {
             key: CellKey {
                 benchmark: "spin".into(),
                 params: Default::default(),
+                conditions: Default::default(),
                 placement: "1c2t".into(),
             },
             reason: "no SMT visible".into(),

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use smtlab_model::CellRecord;
 use smtlab_model::verdict::{Verdict, idle_sibling, verdict};
-use smtlab_report::smt_states::SMT_PARAM;
 
 /// `+18% (95% CI +15% to +21%)` with the words the verdict allows
 /// ([`smtlab_report::fmt::gain`], which the HTML page's exec section agrees with).
@@ -113,17 +112,14 @@ pub(crate) fn bench(cells: &[CellRecord]) -> Vec<String> {
         Some(b) => b.1.extend(lines),
         None => blocks.push((name, lines)),
     };
-    let mut seen: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    let mut seen: Vec<&CellRecord> = Vec::new();
     for c in cells {
-        if seen.contains(&(c.benchmark.as_str(), &c.params)) {
+        if seen.iter().any(|s| s.same_variant(c)) {
             continue;
         }
-        seen.push((c.benchmark.as_str(), &c.params));
-        let group: Vec<&CellRecord> = cells
-            .iter()
-            .filter(|o| o.benchmark == c.benchmark && o.params == c.params)
-            .collect();
-        let name = subject(c, &c.params, cells);
+        seen.push(c);
+        let group: Vec<&CellRecord> = cells.iter().filter(|o| o.same_variant(c)).collect();
+        let name = subject(c, &c.flat_params(), cells);
         for (base, smt) in SMT_PAIRS {
             if let Some(r) = pair(&group, base, smt) {
                 add(name.clone(), pair_lines(base, smt, &r, &name));
@@ -132,8 +128,7 @@ pub(crate) fn bench(cells: &[CellRecord]) -> Vec<String> {
     }
     let (rows, _) = smtlab_report::smt_states::rows(cells);
     for row in rows {
-        let mut params = row.off.params.clone();
-        params.remove(SMT_PARAM);
+        let params = row.off.conditions.without_smt().flatten(&row.off.params);
         let name = subject(row.off, &params, cells);
         add(
             name,
@@ -166,7 +161,7 @@ fn subject(cell: &CellRecord, params: &BTreeMap<String, String>, cells: &[CellRe
             cells
                 .iter()
                 .filter(|o| o.benchmark == cell.benchmark)
-                .any(|o| o.params.get(*k) != Some(*v))
+                .any(|o| o.flat_params().get(*k) != Some(*v))
         })
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
@@ -193,6 +188,7 @@ pub(crate) fn unmeasured(placements: &[String], control: Option<&str>) -> String
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use smtlab_model::keys::SmtState;
     use smtlab_model::stats::{self, Ratio, Significance};
     use smtlab_model::{Direction, ResolvedPlacement};
 
@@ -216,6 +212,7 @@ pub(crate) mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            conditions: Default::default(),
             placement_spec: placement.into(),
             placement: ResolvedPlacement {
                 name: placement.into(),
@@ -382,9 +379,12 @@ pub(crate) mod tests {
     #[test]
     fn smt_off_and_on_of_one_placement_are_a_pair() {
         let cells = vec![
-            cell("int-ops", &[(SMT_PARAM, "off")], "2c1t", &BASE),
-            cell("int-ops", &[(SMT_PARAM, "on")], "2c1t", &FASTER),
+            cell("int-ops", &[], "2c1t", &BASE),
+            cell("int-ops", &[], "2c1t", &FASTER),
         ];
+        let mut cells = cells;
+        cells[0].conditions.smt = Some(SmtState::Off);
+        cells[1].conditions.smt = Some(SmtState::On);
         let r = expected(&BASE, &FASTER);
         assert_eq!(
             bench(&cells),
@@ -497,6 +497,7 @@ pub(crate) mod tests {
         let mut run = crate::render::testdata::results(1);
         run.cells = cells.clone();
         run.skipped.clear();
+        run.describe(smtlab_runner::catalog::infos());
         let html = smtlab_report::html(&run);
         let exec = &html[html.find("<section id=\"exec\">").unwrap()..];
         let exec = &exec[..exec.find("</section>").unwrap()];

@@ -1795,6 +1795,25 @@ mod store {
                 .args(db_arg(&db)),
         );
         assert_eq!(found(&report, "2c1t"), in_table, "{report}");
+        // The page finds the exec verdict by the stored run's catalog entries, which the
+        // reader adds (the store keeps none): every benchmark of the run has one.
+        let html = dir.path().join("exec.html");
+        smtlab()
+            .args(["report", "latest", "-o"])
+            .arg(&html)
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(page.contains("<section id=\"exec\">"), "no exec verdict");
+        assert!(!page.contains("no catalog entry"));
+        let json = json_of(
+            smtlab()
+                .args(["report", "latest", "--json"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(json["benchmarks"][0]["name"], "exec");
+        assert_eq!(json["benchmarks"][0]["report"], "exec");
         // Wall time is lower-is-better: above 1 means 2c1t took less time.
         let means: Vec<f64> = ["1c1t", "2c1t"]
             .iter()

@@ -77,7 +77,13 @@ fn corun_measures_a_matrix_and_stores_it() {
         4 * forms
     );
     for c in cells {
-        assert!(c["params"]["corun_form"].is_string() && c["params"]["corun_partner"].is_string());
+        // The form and partner are typed conditions, not parameters of the workload.
+        let cond = &c["conditions"];
+        assert!(
+            cond["form"].is_string() && cond["partner"].is_string(),
+            "{c}"
+        );
+        assert!(c["params"].get("corun_form").is_none(), "{c}");
     }
     // The terminal summary of the stored run shows the matrix again.
     let text = smtlab()

@@ -78,7 +78,7 @@ fn placements(v: &Value, smt: Option<&str>) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|c| smt.is_none_or(|s| c["params"]["smt"] == s))
+        .filter(|c| smt.is_none_or(|s| c["conditions"]["smt"] == s))
         .map(|c| c["placement"]["name"].as_str().unwrap().to_string())
         .collect()
 }
@@ -149,7 +149,7 @@ fn run_measures_both_smt_states_skips_1c2t_with_smt_off_and_restores_smt() {
     let skipped = v["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!(skipped[0]["key"]["placement"], "1c2t");
-    assert_eq!(skipped[0]["key"]["params"]["smt"], "off");
+    assert_eq!(skipped[0]["key"]["conditions"]["smt"], "off");
     let reason = skipped[0]["reason"].as_str().unwrap();
     assert!(reason.starts_with("with SMT off:"), "{reason}");
     assert_eq!(f.journal(), ["smt/control off", "smt/control on"]);

@@ -124,7 +124,7 @@ fn check_corun(s: &BTreeMap<String, String>) -> Result<(), String> {
     let cells = run["cells"].as_array().ok_or("corun: no cells")?;
     let mut forms = Vec::new();
     for c in cells {
-        let form = c["params"]["corun_form"].as_str().unwrap_or("?");
+        let form = c["conditions"]["form"].as_str().unwrap_or("?");
         forms.push(form.to_string());
         let cpus: Vec<u64> = c["placement"]["cpus"]
             .as_array()

@@ -272,7 +272,7 @@ fn bench_smt_both_measures_the_current_state_where_smt_cannot_be_switched() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 1, "{v}");
-    assert!(cells[0]["params"].get("smt").is_none(), "{v}");
+    assert!(cells[0].get("conditions").is_none(), "{v}");
 
     // run and exec: the same one line, the current state measured and stored.
     let dir = tempfile::tempdir().unwrap();

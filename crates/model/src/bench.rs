@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::unit::Unit;
+
 /// Whether a larger value is better (bandwidth, operations per second) or worse (latency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -44,6 +46,61 @@ pub struct ParamInfo {
     pub help: String,
 }
 
+/// The section of the report that presents a benchmark's cells, beyond the sections
+/// every cell gets (yields, scaling, all cells). The report picks sections by this, never
+/// by a benchmark's name, so a renamed benchmark keeps its section.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportSection {
+    /// The general sections only.
+    #[default]
+    General,
+    /// `smtlab exec`: the verdict of each placement against the first.
+    Exec,
+    /// Web server throughput per server and placement, latencies and errors (paper 000
+    /// Figs 1-6).
+    WebStatic,
+    /// Web capacity at a latency bound and its conformance curve (paper 000 Figs 20-21).
+    WebCapacity,
+    /// A speed-up table by the swept parameter with a chart (paper 001 Tables 3-6 and
+    /// the netperf-style rows); `caption` names the table it re-creates.
+    SpeedupTable { caption: String },
+    /// The AIM9 rows (paper 001 Table 2).
+    Aim,
+    /// The task pool's figures (paper 002 Figs 15-16).
+    TaskPool,
+    /// The OLTP and SDET section (paper 004).
+    Oltp,
+    /// A row of the OS latency table (paper 001 Table 1): the row's `label` as the paper
+    /// prints it, which assumes the parameters `label_params` (`Select on 10 fd's` is
+    /// `fds=10`); a cell with other values gets them appended. Rows are in catalog order.
+    OsLatency {
+        label: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        label_params: BTreeMap<String, String>,
+    },
+}
+
+impl ReportSection {
+    pub fn is_general(&self) -> bool {
+        *self == ReportSection::General
+    }
+
+    /// One of the server and system workloads (paper 004 Chart 1's bars).
+    pub fn is_workload(&self) -> bool {
+        !matches!(
+            self,
+            ReportSection::General | ReportSection::Exec | ReportSection::OsLatency { .. }
+        )
+    }
+
+    /// A row of a paper's table: its section lists the table's rows a run did not
+    /// measure, so a reader adds every row's entry ([`crate::RunResults::describe`]).
+    pub fn is_table_row(&self) -> bool {
+        matches!(self, ReportSection::OsLatency { .. })
+    }
+}
+
 /// What the catalog says about one benchmark.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchInfo {
@@ -52,13 +109,20 @@ pub struct BenchInfo {
     /// `compute`, `memory`, `threads` or `os`.
     pub group: String,
     /// Unit of the primary value: `GB/s`, `GOPS`, `ns`, `Mops/s`.
-    pub unit: String,
+    pub unit: Unit,
     pub direction: Direction,
     pub value_kind: ValueKind,
     pub description: String,
     /// Where the experiment comes from, e.g. `paper 001 Table 1` or `paper 002 s4`.
     pub origin: String,
     pub params: Vec<ParamInfo>,
+    /// The parameter the workload's table is read by when a run sweeps none (paper
+    /// 001's row heading: `clients` for dbench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_param: Option<String>,
+    /// The report section that presents it.
+    #[serde(default, skip_serializing_if = "ReportSection::is_general")]
+    pub report: ReportSection,
 }
 
 /// Summary statistics of a cell's samples.

@@ -10,8 +10,12 @@
 //!   and the exact CPUs it resolved to on one machine.
 //!
 //! * [`BenchInfo`], [`SampleRecord`], [`Summary`]: what a benchmark measures and what a
-//!   measured cell holds.
+//!   measured cell holds; [`Unit`]: the unit of a value as a type; [`ReportSection`]:
+//!   which report section presents a benchmark.
 //!
+//! * [`keys`]: the typed conditions of a cell (SMT state, co-run form and partner,
+//!   offered rate); [`metrics`]: the names of the metrics and series benchmarks write
+//!   and the report reads.
 //! * [`stats`]: the small statistics every layer shares (mean, percentiles, Student-t
 //!   confidence intervals, geometric mean, ratios of two summaries, p-values and
 //!   Holm's correction).
@@ -25,15 +29,17 @@ pub mod bench;
 pub mod counters;
 pub mod cpuset;
 pub mod keys;
+pub mod metrics;
 pub mod placement;
 pub mod quote;
 pub mod result;
 pub mod run;
 pub mod stats;
 pub mod topology;
+pub mod unit;
 pub mod verdict;
 
-pub use bench::{BenchInfo, Direction, ParamInfo, SampleRecord, Summary, ValueKind};
+pub use bench::{BenchInfo, Direction, ParamInfo, ReportSection, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use result::{CellResult, ConfigError, Round, RunConfig};
@@ -43,3 +49,4 @@ pub use run::{
 pub use topology::{
     Cache, CacheType, Core, CoreKind, NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA, Topology,
 };
+pub use unit::Unit;

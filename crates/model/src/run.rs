@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::counters::CellCounters;
-use crate::{CellResult, Direction, ResolvedPlacement, RunConfig, Topology};
+use crate::keys::{Conditions, SmtState};
+use crate::{BenchInfo, CellResult, Direction, ResolvedPlacement, RunConfig, Topology};
 
 /// Value of the `schema` field of results JSON.
 pub const RESULTS_SCHEMA: &str = "smtlab.results/1";
@@ -31,13 +32,68 @@ pub struct Environment {
     pub online_cpus: String,
 }
 
-/// One cell to measure: benchmark x parameters x placement (as the user named it).
+/// One cell to measure: benchmark x parameters x conditions x placement (as the user
+/// named it).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(from = "CellKeyWire")]
 pub struct CellKey {
     pub benchmark: String,
+    /// The benchmark's own parameters (what it is handed).
     pub params: BTreeMap<String, String>,
+    /// The runner's conditions (SMT state, co-run form and partner, offered rate).
+    #[serde(default, skip_serializing_if = "Conditions::is_empty")]
+    pub conditions: Conditions,
     /// The placement as written in the plan (`1c2t`, `2c1t/scatter`).
     pub placement: String,
+}
+
+impl CellKey {
+    /// The SMT state the cell is measured in, when the run sets one.
+    pub fn smt(&self) -> Option<SmtState> {
+        self.conditions.smt
+    }
+
+    /// Sets (or with `None` clears) the SMT state the cell is measured in.
+    pub fn set_smt(&mut self, state: Option<SmtState>) {
+        self.conditions.smt = state;
+    }
+
+    /// Parameters and conditions as one flat map (`size=4KiB smt=on`): how the store
+    /// keeps the key and text/CSV show it.
+    pub fn flat_params(&self) -> BTreeMap<String, String> {
+        self.conditions.flatten(&self.params)
+    }
+
+    /// Same benchmark, parameters and conditions (any placement).
+    pub fn same_variant(&self, other: &CellKey) -> bool {
+        self.benchmark == other.benchmark
+            && self.params == other.params
+            && self.conditions == other.conditions
+    }
+}
+
+/// A `CellKey` as JSON holds it: results written before conditions were typed carry
+/// them inside `params`, and come back typed ([`Conditions::take_from`]).
+#[derive(Deserialize)]
+struct CellKeyWire {
+    benchmark: String,
+    params: BTreeMap<String, String>,
+    #[serde(default)]
+    conditions: Conditions,
+    placement: String,
+}
+
+impl From<CellKeyWire> for CellKey {
+    fn from(w: CellKeyWire) -> CellKey {
+        let mut params = w.params;
+        let legacy = Conditions::take_from(&mut params);
+        CellKey {
+            benchmark: w.benchmark,
+            params,
+            conditions: w.conditions.or(legacy),
+            placement: w.placement,
+        }
+    }
 }
 
 /// Whether a run is still going, finished, or was cut short (and can be resumed).
@@ -76,12 +132,16 @@ pub struct RunMeta {
 
 /// One measured cell with everything needed to read it on its own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "CellRecordWire")]
 pub struct CellRecord {
     pub benchmark: String,
     pub group: String,
     pub unit: String,
     pub direction: Direction,
     pub params: BTreeMap<String, String>,
+    /// The runner's conditions of the cell (`CellKey::conditions`).
+    #[serde(default, skip_serializing_if = "Conditions::is_empty")]
+    pub conditions: Conditions,
     /// The placement as planned (`CellKey::placement`).
     pub placement_spec: String,
     /// Exactly which CPUs it resolved to.
@@ -99,7 +159,62 @@ impl CellRecord {
         CellKey {
             benchmark: self.benchmark.clone(),
             params: self.params.clone(),
+            conditions: self.conditions.clone(),
             placement: self.placement_spec.clone(),
+        }
+    }
+
+    /// The SMT state the cell was measured in, when the run set one.
+    pub fn smt(&self) -> Option<SmtState> {
+        self.conditions.smt
+    }
+
+    /// Parameters and conditions as one flat map, as text and CSV show them.
+    pub fn flat_params(&self) -> BTreeMap<String, String> {
+        self.conditions.flatten(&self.params)
+    }
+
+    /// Same benchmark, parameters and conditions as `other` (any placement): the two
+    /// are the same row of a table whose columns are placements.
+    pub fn same_variant(&self, other: &CellRecord) -> bool {
+        self.benchmark == other.benchmark
+            && self.params == other.params
+            && self.conditions == other.conditions
+    }
+}
+
+/// A `CellRecord` as JSON holds it (see [`CellKeyWire`]).
+#[derive(Deserialize)]
+struct CellRecordWire {
+    benchmark: String,
+    group: String,
+    unit: String,
+    direction: Direction,
+    params: BTreeMap<String, String>,
+    #[serde(default)]
+    conditions: Conditions,
+    placement_spec: String,
+    placement: ResolvedPlacement,
+    result: CellResult,
+    #[serde(default)]
+    counters: Option<CellCounters>,
+}
+
+impl From<CellRecordWire> for CellRecord {
+    fn from(w: CellRecordWire) -> CellRecord {
+        let mut params = w.params;
+        let legacy = Conditions::take_from(&mut params);
+        CellRecord {
+            benchmark: w.benchmark,
+            group: w.group,
+            unit: w.unit,
+            direction: w.direction,
+            params,
+            conditions: w.conditions.or(legacy),
+            placement_spec: w.placement_spec,
+            placement: w.placement,
+            result: w.result,
+            counters: w.counters,
         }
     }
 }
@@ -138,4 +253,53 @@ pub struct RunResults {
     pub cells: Vec<CellRecord>,
     #[serde(default)]
     pub skipped: Vec<SkippedCell>,
+    /// The catalog entries of the run's benchmarks (their unit, main parameter and
+    /// report section), as the build that loaded the run knows them: the store does not
+    /// keep them, the reader adds them ([`RunResults::describe`]); an export carries
+    /// them. The report picks its sections from these, not from names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub benchmarks: Vec<BenchInfo>,
+}
+
+impl RunResults {
+    /// Adds the catalog entries of this run's benchmarks that `catalog` knows and the
+    /// run does not carry yet, in catalog order; when the run fills a row of a paper's
+    /// table (`ReportSection::is_table_row`), the entries of the table's other rows too,
+    /// so the report can say which rows the run did not measure.
+    pub fn describe(&mut self, catalog: impl IntoIterator<Item = BenchInfo>) {
+        let catalog: Vec<BenchInfo> = catalog.into_iter().collect();
+        let used = |name: &str| {
+            self.cells.iter().any(|c| c.benchmark == name)
+                || self.run.plan.iter().any(|k| k.benchmark == name)
+        };
+        let table = catalog
+            .iter()
+            .any(|i| i.report.is_table_row() && used(&i.name));
+        let wanted: Vec<bool> = catalog
+            .iter()
+            .map(|i| used(&i.name) || (table && i.report.is_table_row()))
+            .collect();
+        for (info, wanted) in catalog.into_iter().zip(wanted) {
+            if wanted && !self.benchmarks.iter().any(|b| b.name == info.name) {
+                self.benchmarks.push(info);
+            }
+        }
+    }
+
+    /// The catalog entry of `benchmark`, when the run carries it.
+    pub fn info(&self, benchmark: &str) -> Option<&BenchInfo> {
+        self.benchmarks.iter().find(|b| b.name == benchmark)
+    }
+
+    /// Benchmarks of measured cells without a catalog entry: cells the report cannot
+    /// place in a section of their own (it says so rather than leave one empty).
+    pub fn undescribed(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for c in &self.cells {
+            if self.info(&c.benchmark).is_none() && !out.contains(&c.benchmark.as_str()) {
+                out.push(&c.benchmark);
+            }
+        }
+        out
+    }
 }

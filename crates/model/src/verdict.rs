@@ -147,6 +147,7 @@ impl PairKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairVerdict {
     pub benchmark: String,
+    /// Parameters and the cell's conditions, flat (`CellRecord::flat_params`).
     pub params: BTreeMap<String, String>,
     pub kind: PairKind,
     /// The placement the speed-up is against.
@@ -167,17 +168,16 @@ pub struct PairVerdict {
 /// `cores` without SMT) is left out, and so is a pair without a ratio.
 pub fn pairs(cells: &[CellRecord]) -> Vec<PairVerdict> {
     let mut out = Vec::new();
-    let mut seen: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    let mut seen: Vec<&CellRecord> = Vec::new();
     for c in cells {
-        let key = (c.benchmark.as_str(), &c.params);
-        if seen.contains(&key) {
+        if seen.iter().any(|s| s.same_variant(c)) {
             continue;
         }
-        seen.push(key);
+        seen.push(c);
         let find = |name: &str| {
-            cells.iter().find(|o| {
-                o.benchmark == c.benchmark && o.params == c.params && o.placement.name == name
-            })
+            cells
+                .iter()
+                .find(|o| o.same_variant(c) && o.placement.name == name)
         };
         for kind in PairKind::ALL {
             let (b, o) = kind.placements();
@@ -194,7 +194,7 @@ pub fn pairs(cells: &[CellRecord]) -> Vec<PairVerdict> {
             }
             out.push(PairVerdict {
                 benchmark: c.benchmark.clone(),
-                params: c.params.clone(),
+                params: c.flat_params(),
                 kind,
                 base: b.into(),
                 other: o.into(),

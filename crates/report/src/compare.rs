@@ -52,6 +52,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use smtlab_model::keys::Conditions;
 use smtlab_model::stats::{Ratio, Significance};
 use smtlab_model::verdict::{Verdict, verdict_named};
 use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
@@ -382,10 +383,15 @@ impl GroupMean {
     }
 }
 
-type Key<'a> = (&'a str, &'a BTreeMap<String, String>, &'a str);
+type Key<'a> = (
+    &'a str,
+    &'a BTreeMap<String, String>,
+    &'a Conditions,
+    &'a str,
+);
 
 fn key(c: &CellRecord) -> Key<'_> {
-    (&c.benchmark, &c.params, &c.placement_spec)
+    (&c.benchmark, &c.params, &c.conditions, &c.placement_spec)
 }
 
 fn index(r: &RunResults) -> BTreeMap<Key<'_>, &CellRecord> {
@@ -419,6 +425,7 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
             .find(|s| {
                 s.key.benchmark == c.benchmark
                     && s.key.params == c.params
+                    && s.key.conditions == c.conditions
                     && s.key.placement == c.placement_spec
             })
             .map(|s| s.reason.clone())
@@ -431,7 +438,7 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
         let Some(cb) = ib.get(&k) else {
             missing.push(MissingCell {
                 benchmark: ca.benchmark.clone(),
-                params: ca.params.clone(),
+                params: ca.flat_params(),
                 placement: ca.placement_spec.clone(),
                 only_in: Side::A,
                 other_skipped: skipped_reason(b, ca),
@@ -450,7 +457,7 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
         }
         missing.push(MissingCell {
             benchmark: cb.benchmark.clone(),
-            params: cb.params.clone(),
+            params: cb.flat_params(),
             placement: cb.placement_spec.clone(),
             only_in: Side::B,
             other_skipped: skipped_reason(a, cb),
@@ -560,7 +567,7 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
         group: ca.group.clone(),
         unit: ca.unit.clone(),
         direction: ca.direction,
-        params: ca.params.clone(),
+        params: ca.flat_params(),
         placement: ca.placement_spec.clone(),
         statistic,
         a: va,

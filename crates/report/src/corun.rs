@@ -1,9 +1,9 @@
 //! Co-run results: the symbiosis matrix of `smtlab corun` and the single-thread penalty
 //! of `smtlab penalty`, from stored cells.
 //!
-//! A co-run cell is an ordinary cell of the measured workload A whose parameters say how
-//! it ran: [`FORM_PARAM`] (`alone`, `sibling`: the partner on A's SMT sibling, `cores`:
-//! the partner on another core) and [`PARTNER_PARAM`] (the partner B; on an `alone` cell,
+//! A co-run cell is an ordinary cell of the measured workload A whose conditions say how
+//! it ran: the form ([`Form`]: `alone`, `sibling`: the partner on A's SMT sibling,
+//! `cores`: the partner on another core) and the partner (B; on an `alone` cell,
 //! the partner of the cells it was interleaved with, so each co-run cell is divided by
 //! the reference measured beside it). The partner's own values inside A's samples are
 //! the sample metric [`PARTNER_VALUE`], in B's unit.
@@ -11,7 +11,6 @@
 //! Slowdowns are ratios of means with Fieller 95% intervals ([`stats::ratio`]), oriented
 //! so that above 1 always means slower than alone, for rates as for times.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
@@ -22,29 +21,12 @@ use maud::{PreEscaped, html};
 
 use crate::fmt::{esc, num, text_table};
 
-pub use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
-/// Sample metric: the partner's mean value inside A's sample, in the partner's unit
-/// (written by `smtlab_workloads::corun`).
-pub const PARTNER_VALUE: &str = "partner_value";
-/// Sample metric: the partner's mean value running alone on its CPU right after A's
-/// sample (written by `smtlab_workloads::corun`).
-pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
-/// Series: wall time of each of A's samples (written by `smtlab_workloads::corun`).
-pub const RUN_NS: &str = "run_ns";
+pub use smtlab_model::keys::Form;
+pub use smtlab_model::metrics::corun::{PARTNER_ALONE_VALUE, PARTNER_VALUE, RUN_NS};
 
 /// The form and partner of a co-run cell; `None` for other cells.
 pub fn form_of(cell: &CellRecord) -> Option<(Form, &str)> {
-    let form = Form::parse(cell.params.get(FORM_PARAM)?)?;
-    Some((form, cell.params.get(PARTNER_PARAM)?.as_str()))
-}
-
-/// The parameters of the measured workload itself (without the co-run ones).
-pub fn own_params(cell: &CellRecord) -> BTreeMap<String, String> {
-    cell.params
-        .iter()
-        .filter(|(k, _)| *k != FORM_PARAM && *k != PARTNER_PARAM)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    Some((cell.conditions.form?, cell.conditions.partner.as_deref()?))
 }
 
 /// `alone / co` for rates, `co / alone` for times: above 1 means the co-run is slower.

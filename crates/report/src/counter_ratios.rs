@@ -469,12 +469,13 @@ pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
         };
         match out
             .iter_mut()
-            .find(|g| g.benchmark == c.benchmark && g.params == c.params)
+            .find(|g| g.benchmark == c.benchmark && g.params == c.flat_params())
         {
             Some(g) => g.placements.push((c.placement.name.clone(), ratios)),
             None => out.push(RatioGroup {
                 benchmark: c.benchmark.clone(),
-                params: c.params.clone(),
+                // The conditions too (`smt=on`): each SMT state is a group of its own.
+                params: c.flat_params(),
                 placements: vec![(c.placement.name.clone(), ratios)],
                 smt_changes: Vec::new(),
             }),

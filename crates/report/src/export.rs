@@ -130,7 +130,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         let mut r = vec![String::new(); 21];
         r[0] = results.run.id.to_string();
         r[1] = k.benchmark.clone();
-        r[3] = params_text(&k.params);
+        r[3] = params_text(&k.flat_params());
         r[4] = k.placement.clone();
         r.extend(extra(results, None, Some(&skip.reason)));
         r.extend(crate::counter_ratios::csv_values(None));
@@ -182,7 +182,7 @@ fn row(run_id: i64, cell: &CellRecord) -> [String; 21] {
     let spread = s.n >= 2;
     let num = |x: f64| x.to_string();
     let if_spread = |x: f64| if spread { num(x) } else { String::new() };
-    let params = params_text(&cell.params);
+    let params = params_text(&cell.flat_params());
     [
         run_id.to_string(),
         cell.benchmark.clone(),

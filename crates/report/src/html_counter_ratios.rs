@@ -189,11 +189,9 @@ fn dram_figure(r: &RunResults, g: &RatioGroup) -> Markup {
     let mut xs = Vec::new();
     let mut ys = Vec::new();
     for (p, x) in &with {
-        if let Some(c) = r
-            .cells
-            .iter()
-            .find(|c| c.benchmark == g.benchmark && c.params == g.params && c.placement.name == **p)
-            && let Some(b) = &x.dram
+        if let Some(c) = r.cells.iter().find(|c| {
+            c.benchmark == g.benchmark && c.flat_params() == g.params && c.placement.name == **p
+        }) && let Some(b) = &x.dram
         {
             xs.push(c.result.summary.mean);
             ys.push(b.gb_per_s);

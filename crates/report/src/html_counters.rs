@@ -16,7 +16,7 @@ use crate::svg::color;
 use crate::units::Column;
 
 fn label(c: &CellRecord) -> String {
-    let p = params(&c.params);
+    let p = params(&c.flat_params());
     if p == "-" {
         format!("{} on {}", c.benchmark, c.placement.name)
     } else {
@@ -289,7 +289,7 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                 @for c in &r.cells {
                     tr {
                         td { (c.benchmark) }
-                        td { code { (params(&c.params)) } }
+                        td { code { (params(&c.flat_params())) } }
                         td { (c.placement.name) }
                         @match &c.counters {
                             None => td colspan=(if hardware { 12 } else { 7 }) class="muted" {

@@ -13,6 +13,7 @@
 //!
 //! Values are drawn and written in one unit per figure ([`crate::units::Column`]).
 
+use smtlab_model::metrics::threads;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -57,10 +58,10 @@ pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
         };
         // A workload's message size is not a working set: its sweep is drawn with the
         // workload's own section.
-        if parse_size(sz).is_none() || crate::html_workloads::is_workload(c) {
+        if parse_size(sz).is_none() || crate::html_workloads::is_workload(r, c) {
             continue;
         }
-        let mut ps = c.params.clone();
+        let mut ps = c.flat_params();
         ps.remove("size");
         let k = (c.benchmark.clone(), ps);
         let v = groups.entry(k.clone()).or_default();
@@ -219,8 +220,8 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
 /// one measures and the figure of van Tol 2011 it re-creates.
 const PAIRS: [(&str, &str, &str, &str, &str); 3] = [
     (
-        "create_return_ns",
-        "thread_start_ns",
+        threads::CREATE_RETURN_NS,
+        threads::THREAD_START_NS,
         "A: pthread_create returned",
         "B: new thread running",
         "A = time for pthread_create to return, B = time from the call until the new \
@@ -228,16 +229,16 @@ const PAIRS: [(&str, &str, &str, &str, &str); 3] = [
          threads that started before the call returned.",
     ),
     (
-        "unlock_ns",
-        "wake_ns",
+        threads::UNLOCK_NS,
+        threads::WAKE_NS,
         "unlock call",
         "waiter running",
         "Unlock call time, and time from the start of unlock until the blocked waiter runs \
          (van Tol 2011, Figs 10-11).",
     ),
     (
-        "call_ns",
-        "wake_ns",
+        threads::CALL_NS,
+        threads::WAKE_NS,
         "signal/broadcast call",
         "waiter running",
         "Call time of the signal or broadcast, and time from the start of the call until \
@@ -263,7 +264,7 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
         else {
             continue;
         };
-        let k = (c.benchmark.clone(), c.params.clone());
+        let k = (c.benchmark.clone(), c.flat_params());
         let v = groups.entry(k.clone()).or_default();
         if v.is_empty() {
             order.push(k);

@@ -36,8 +36,11 @@
 //!   the one way a ratio is written (`1.250x [1.210, 1.290]`).
 //!
 //! The report depends on the data model only (not on the benchmark catalog), so it can
-//! render results saved by any smtlab version; the one piece of catalog knowledge it
-//! needs, paper 001's row labels, lives in [`table1`].
+//! render results saved by any smtlab version. What it knows of a benchmark beyond its
+//! cells comes with the results (`RunResults::benchmarks`, the catalog entries the
+//! reader adds): the section that shows it, its main parameter, paper 001's row label.
+//! It matches no benchmark by name; a benchmark without an entry is named under the
+//! page's header instead of leaving a section silently short.
 //!
 //! Rule kept throughout: never print or draw a number that was not measured. Missing
 //! cells say "not measured"; a section without data says so in one line.
@@ -59,7 +62,6 @@ pub mod markdown;
 pub mod smt_states;
 pub mod svg;
 pub mod table;
-pub mod table1;
 #[cfg(test)]
 mod testutil;
 pub mod topo_svg;

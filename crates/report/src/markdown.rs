@@ -17,9 +17,7 @@ pub fn cells(cells: &[CellRecord]) -> String {
          |:---|:---|:---|:---|:---|---:|---:|---:|---:|:---|\n",
     );
     for (i, c) in cells.iter().enumerate() {
-        let base = cells[..i]
-            .iter()
-            .find(|b| b.benchmark == c.benchmark && b.params == c.params);
+        let base = cells[..i].iter().find(|b| b.same_variant(c));
         let s = &c.result.summary;
         let up = match base {
             None => "baseline".to_string(),
@@ -48,7 +46,7 @@ pub fn cells(cells: &[CellRecord]) -> String {
         } else {
             pm(s.mean, s.ci95_half_width)
         };
-        let p = params(&c.params);
+        let p = params(&c.flat_params());
         let row = [
             format!("`{}`", c.benchmark),
             p,

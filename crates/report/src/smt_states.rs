@@ -1,17 +1,17 @@
 //! SMT off against SMT on in one run (`--smt both`), in paper 001's Tables 4-6 layout:
 //! each cell's value with SMT off, with SMT on, the speed-up (on over off, the project's
 //! one speed-up) and the geometric mean of the speed-ups per benchmark group. Cells
-//! carry the state as the [`SMT_PARAM`] key parameter; a cell is paired with the cell of
-//! the other state that has the same benchmark, other parameters and placement.
+//! carry the state as a condition (`Conditions::smt`); a cell is paired with the cell of
+//! the other state that has the same benchmark, parameters, other conditions and
+//! placement.
 
 use maud::html;
+use smtlab_model::keys::SmtState;
 use smtlab_model::stats::{Ratio, geomean};
 use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::fmt::{num, params, text_table, times, verdict as speedup_text};
-
-pub use crate::utilisation::SMT_PARAM;
 
 /// One benchmark, parameter set and placement measured in both states.
 pub struct Row<'a> {
@@ -23,10 +23,9 @@ pub struct Row<'a> {
 }
 
 impl Row<'_> {
-    /// Benchmark and its parameters without the SMT state.
+    /// Benchmark and its parameters and conditions without the SMT state.
     pub fn name(&self) -> String {
-        let mut p = self.off.params.clone();
-        p.remove(SMT_PARAM);
+        let p = self.off.conditions.without_smt().flatten(&self.off.params);
         if p.is_empty() {
             self.off.benchmark.clone()
         } else {
@@ -35,12 +34,12 @@ impl Row<'_> {
     }
 }
 
-fn state(c: &CellRecord) -> Option<&str> {
+fn state(c: &CellRecord) -> Option<SmtState> {
     // Utilisation curves carry the state too; they have their own section.
-    if c.params.contains_key(crate::utilisation::RATE_PARAM) {
+    if c.conditions.rate.is_some() {
         return None;
     }
-    c.params.get(SMT_PARAM).map(String::as_str)
+    c.smt()
 }
 
 /// The cells measured in both states, in the order of their SMT-off cells, and the
@@ -48,17 +47,13 @@ fn state(c: &CellRecord) -> Option<&str> {
 pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
     let mut rows = Vec::new();
     let mut ratios: Vec<(String, Vec<f64>)> = Vec::new();
-    let rest = |c: &CellRecord| {
-        let mut p = c.params.clone();
-        p.remove(SMT_PARAM);
-        p
-    };
-    for off in cells.iter().filter(|c| state(c) == Some("off")) {
+    for off in cells.iter().filter(|c| state(c) == Some(SmtState::Off)) {
         let Some(on) = cells.iter().find(|c| {
-            state(c) == Some("on")
+            state(c) == Some(SmtState::On)
                 && c.benchmark == off.benchmark
                 && c.placement_spec == off.placement_spec
-                && rest(c) == rest(off)
+                && c.params == off.params
+                && c.conditions.without_smt() == off.conditions.without_smt()
         }) else {
             continue;
         };

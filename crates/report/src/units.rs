@@ -16,6 +16,11 @@
 //! * other rates and counts with an SI prefix or none (`ops/s`, `Mops/s`, `GOPS`,
 //!   `req/s`): K, M, G, T in front of the unit;
 //! * anything else (ratios, `%`, `x`) is shown as it is.
+//!
+//! Unit texts are read by [`smtlab_model::Unit`] (the type of `BenchInfo::unit`); this
+//! module only chooses the step each column is shown in.
+
+use smtlab_model::Unit;
 
 /// How values of one unit family scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,98 +43,23 @@ struct Parsed {
     rest: String,
 }
 
+/// `unit` read as a [`Unit`] (the model's one parser of unit texts) and turned into the
+/// family whose steps a column is shown in.
 fn parse(unit: &str) -> Parsed {
-    let u = unit.trim();
-    let fixed = || Parsed {
-        family: Family::Fixed,
-        to_base: 1.0,
-        rest: u.to_string(),
+    let u = Unit::parse(unit);
+    let to_base = u.to_base();
+    let (family, rest) = match u {
+        Unit::Time(_) => (Family::Time, String::new()),
+        Unit::Bytes(_) => (Family::Bytes, String::new()),
+        Unit::ByteRate(_) => (Family::ByteRate, String::new()),
+        Unit::Counted { what, .. } => (Family::Prefixed, what),
+        Unit::Other(text) => (Family::Fixed, text),
     };
-    let time = |f: f64| Parsed {
-        family: Family::Time,
-        to_base: f,
-        rest: String::new(),
-    };
-    match u {
-        "ns" => return time(1e-9),
-        "us" | "µs" | "μs" => return time(1e-6),
-        "ms" => return time(1e-3),
-        "s" | "sec" => return time(1.0),
-        _ => {}
+    Parsed {
+        family,
+        to_base,
+        rest,
     }
-    let binary = |p: &str| match p {
-        "" => Some(1.0),
-        "Ki" | "K" | "k" => Some(1024.0),
-        "Mi" => Some(1024f64.powi(2)),
-        "Gi" => Some(1024f64.powi(3)),
-        "Ti" => Some(1024f64.powi(4)),
-        _ => None,
-    };
-    let decimal = |p: &str| match p {
-        "" => Some(1.0),
-        "k" | "K" => Some(1e3),
-        "M" => Some(1e6),
-        "G" => Some(1e9),
-        "T" => Some(1e12),
-        _ => None,
-    };
-    for rate in ["B/s", "bytes/s"] {
-        if let Some(p) = u.strip_suffix(rate) {
-            let f = if p.ends_with('i') {
-                binary(p)
-            } else {
-                decimal(p)
-            };
-            if let Some(f) = f {
-                return Parsed {
-                    family: Family::ByteRate,
-                    to_base: f,
-                    rest: String::new(),
-                };
-            }
-        }
-    }
-    for size in ["B", "bytes"] {
-        if let Some(p) = u.strip_suffix(size)
-            && let Some(f) = binary(p)
-        {
-            return Parsed {
-                family: Family::Bytes,
-                to_base: f,
-                rest: String::new(),
-            };
-        }
-    }
-    // Rates and counts: `ops/s`, `Mops/s`, `GOPS`, `GFLOPS`, `req/s`, `msg/s`.
-    let rate_like = |r: &str| {
-        !r.is_empty()
-            && (r.ends_with("/s") || r.ends_with("PS") || r == "ops" || r == "events")
-            && r.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-    };
-    let mut chars = u.chars();
-    if let Some(first) = chars.next() {
-        let rest = chars.as_str();
-        if let Some(f) = decimal(&first.to_string())
-            && first != 'k'
-            && rate_like(rest)
-            // `MPKI`, `KPS`... would parse as prefixes of nothing.
-            && rest.len() > 1
-        {
-            return Parsed {
-                family: Family::Prefixed,
-                to_base: f,
-                rest: rest.to_string(),
-            };
-        }
-    }
-    if rate_like(u) {
-        return Parsed {
-            family: Family::Prefixed,
-            to_base: 1.0,
-            rest: u.to_string(),
-        };
-    }
-    fixed()
 }
 
 /// The display steps of a family: (factor from the base unit, unit text).

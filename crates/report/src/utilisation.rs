@@ -3,23 +3,22 @@
 //! measured maximum, and where the placement CPUs' `/proc/stat` time went (user,
 //! system, iowait, idle apart, as 004's Table 1).
 //!
-//! Cells are those of the benchmark [`NAME`] with the parameters [`RATE_PARAM`] (`max`
-//! or the percentage of the maximum offered) and [`SMT_PARAM`] (the SMT state the step
-//! ran in); the sample metrics carry the tick fractions.
+//! Cells are those with an offered rate among their conditions (`Conditions::rate`:
+//! `max` or the percentage of the maximum offered), whatever the workload is called,
+//! and the SMT state the step ran in (`Conditions::smt`); the sample metrics
+//! ([`smtlab_model::metrics::util`]) carry the tick fractions.
 
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
+use smtlab_model::keys::OfferedRate;
+use smtlab_model::metrics::util as m;
 use smtlab_model::stats::{self, Ratio};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::fmt::num;
 use crate::svg::{LineOptions, Point, Series, line_chart};
 use crate::table::Table;
-
-/// The open-loop workload's name (as `smtlab_workloads::utilisation` stores it).
-pub const NAME: &str = "open-loop-int";
-pub use smtlab_model::keys::{RATE_PARAM, SMT_PARAM};
 
 /// One step of the curve, means over its samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,17 +60,21 @@ fn metric_mean(c: &CellRecord, key: &str) -> f64 {
 pub fn curve(cells: &[CellRecord]) -> Vec<UtilPoint> {
     let ours: Vec<&CellRecord> = cells
         .iter()
-        .filter(|c| c.benchmark == NAME && c.params.contains_key(RATE_PARAM))
+        .filter(|c| c.conditions.rate.is_some())
         .collect();
-    let smt_of = |c: &CellRecord| c.params.get(SMT_PARAM).cloned().unwrap_or_default();
+    let smt_of = |c: &CellRecord| c.smt().map(|s| s.name().to_string()).unwrap_or_default();
     ours.iter()
         .map(|c| {
             let smt = smt_of(c);
-            let max = ours.iter().find(|m| {
-                smt_of(m) == smt && m.params.get(RATE_PARAM).map(String::as_str) == Some("max")
-            });
-            let offered_pct = c.params.get(RATE_PARAM).and_then(|r| r.parse::<f64>().ok());
-            let offered = metric_mean(c, "offered_per_s");
+            let max = ours
+                .iter()
+                .find(|m| smt_of(m) == smt && m.conditions.rate == Some(OfferedRate::Max));
+            let offered_pct = c
+                .conditions
+                .rate
+                .and_then(OfferedRate::percent)
+                .map(f64::from);
+            let offered = metric_mean(c, m::OFFERED_PER_S);
             UtilPoint {
                 smt,
                 placement: c.placement.name.clone(),
@@ -79,11 +82,11 @@ pub fn curve(cells: &[CellRecord]) -> Vec<UtilPoint> {
                 offered_per_s: offered.is_finite().then_some(offered),
                 achieved_per_s: c.result.summary.mean,
                 of_max: max.and_then(|m| stats::ratio(&c.result.summary, &m.result.summary)),
-                user: metric_mean(c, "user_frac"),
-                system: metric_mean(c, "system_frac"),
-                iowait: metric_mean(c, "iowait_frac"),
-                other: metric_mean(c, "other_frac"),
-                idle: metric_mean(c, "idle_frac"),
+                user: metric_mean(c, m::USER_FRAC),
+                system: metric_mean(c, m::SYSTEM_FRAC),
+                iowait: metric_mean(c, m::IOWAIT_FRAC),
+                other: metric_mean(c, m::OTHER_FRAC),
+                idle: metric_mean(c, m::IDLE_FRAC),
             }
         })
         .collect()
@@ -296,23 +299,26 @@ mod tests {
                 start_spread_ns: None,
                 cpus: vec![0, 1],
                 metrics: BTreeMap::from([
-                    ("user_frac".to_string(), user),
-                    ("system_frac".to_string(), 0.0),
-                    ("iowait_frac".to_string(), 0.0),
-                    ("other_frac".to_string(), 1.0 - user - idle),
-                    ("idle_frac".to_string(), idle),
+                    (m::USER_FRAC.to_string(), user),
+                    (m::SYSTEM_FRAC.to_string(), 0.0),
+                    (m::IOWAIT_FRAC.to_string(), 0.0),
+                    (m::OTHER_FRAC.to_string(), 1.0 - user - idle),
+                    (m::IDLE_FRAC.to_string(), idle),
                 ]),
             })
             .collect();
         CellRecord {
-            benchmark: NAME.into(),
+            // Not the open-loop workload's own name: the rate condition is what counts.
+            benchmark: "any-load".into(),
             group: "utilisation".into(),
             unit: "jobs/s".into(),
             direction: Direction::Higher,
-            params: BTreeMap::from([
-                (RATE_PARAM.to_string(), rate.to_string()),
-                (SMT_PARAM.to_string(), smt.to_string()),
-            ]),
+            params: BTreeMap::new(),
+            conditions: smtlab_model::keys::Conditions {
+                smt: smtlab_model::keys::SmtState::parse(smt),
+                rate: OfferedRate::parse(rate),
+                ..Default::default()
+            },
             placement_spec: "1c2t".into(),
             placement: crate::testutil::placement("1c2t", "1c2t", 1, 2),
             result: crate::testutil::result(samples, achieved),

@@ -32,6 +32,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use smtlab_model::keys::Conditions;
 use smtlab_model::stats::{Ratio, Significance};
 use smtlab_model::verdict::{idle_sibling, verdict};
 use smtlab_model::{CellRecord, Direction, RunResults};
@@ -159,10 +160,11 @@ impl YieldRow {
 /// SMT `all` and `cores` are the same CPUs and their ratio would be noise, not a gain.
 pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
     // (benchmark, params) in first-appearance order, each with its cells by placement.
-    let mut order: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
-    let mut by_key: BTreeMap<(&str, &BTreeMap<String, String>), Vec<&CellRecord>> = BTreeMap::new();
+    type Variant<'a> = (&'a str, &'a BTreeMap<String, String>, &'a Conditions);
+    let mut order: Vec<Variant<'_>> = Vec::new();
+    let mut by_key: BTreeMap<Variant<'_>, Vec<&CellRecord>> = BTreeMap::new();
     for c in &results.cells {
-        let k = (c.benchmark.as_str(), &c.params);
+        let k = (c.benchmark.as_str(), &c.params, &c.conditions);
         let v = by_key.entry(k).or_default();
         if v.is_empty() {
             order.push(k);
@@ -179,7 +181,7 @@ pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
             group: first.group.clone(),
             unit: first.unit.clone(),
             direction: first.direction,
-            params: first.params.clone(),
+            params: first.flat_params(),
             smt: None,
             dual_core: None,
             machine: None,

@@ -243,6 +243,7 @@ fn pair() -> (RunResults, RunResults) {
             key: CellKey {
                 benchmark: "c2c-latency".into(),
                 params: BTreeMap::new(),
+                conditions: Default::default(),
                 placement: "1c2t".into(),
             },
             reason: "needs 2 CPUs".into(),
@@ -878,6 +879,7 @@ fn html_lists_planned_cells_an_interrupted_run_did_not_reach() {
     r.run.plan.push(CellKey {
         benchmark: "fork-sh".into(),
         params: BTreeMap::new(),
+        conditions: Default::default(),
         placement: "all".into(),
     });
     let page = smtlab_report::html(&r);
@@ -1527,7 +1529,6 @@ fn a_run_without_a_time_limit_per_cell_says_so() {
 
 #[test]
 fn co_run_cells_and_lone_points_draw_no_scaling_chart() {
-    use smtlab_model::keys::{FORM_PARAM, PARTNER_PARAM};
     let one = |params: &[(&str, &str)], p: &str| {
         cell(
             "int-ops",
@@ -1540,7 +1541,7 @@ fn co_run_cells_and_lone_points_draw_no_scaling_chart() {
         )
     };
     // A co-run group on two placements, and one plain cell: nothing scales.
-    let corun = [(FORM_PARAM, "sibling"), (PARTNER_PARAM, "mem-read")];
+    let corun = [("corun_form", "sibling"), ("corun_partner", "mem-read")];
     let r = run(
         vec![one(&corun, "1c1t"), one(&corun, "1c2t"), one(&[], "1c1t")],
         vec![],

@@ -139,3 +139,102 @@ fn text_summary_lists_the_recorded_figures() {
     assert!(t.contains("CAS retries/task") && t.contains("server CPU/tx"));
     assert!(smtlab_report::html_workloads::text_summary(&common::demo()).is_none());
 }
+
+/// `r` with benchmark `from` called `to` in its cells, skipped cells and plan, and (when
+/// `in_catalog`) in its catalog entries too.
+fn renamed(
+    mut r: smtlab_model::RunResults,
+    from: &str,
+    to: &str,
+    in_catalog: bool,
+) -> smtlab_model::RunResults {
+    for c in r.cells.iter_mut().filter(|c| c.benchmark == from) {
+        c.benchmark = to.into();
+    }
+    for s in r.skipped.iter_mut().filter(|s| s.key.benchmark == from) {
+        s.key.benchmark = to.into();
+    }
+    for k in r.run.plan.iter_mut().filter(|k| k.benchmark == from) {
+        k.benchmark = to.into();
+    }
+    r.benchmarks.retain(|b| b.name != from);
+    if in_catalog {
+        let mut entry = common::catalog()
+            .into_iter()
+            .find(|b| b.name == from)
+            .unwrap();
+        entry.name = to.into();
+        r.benchmarks.push(entry);
+    }
+    r
+}
+
+#[test]
+fn a_renamed_benchmark_keeps_its_section_by_its_catalog_entry() {
+    let r = workloads_demo();
+    let r = renamed(r, "web-static", "http-files", true);
+    let r = renamed(r, "dbench", "fileserver", true);
+    let r = renamed(r, "task-pool", "work-queue", true);
+    let r = renamed(r, "sdet", "shell-users", true);
+    let page = smtlab_report::html(&r);
+    assert_well_formed(&page);
+    let web = section(&page, "web");
+    assert!(web.contains("Static load (http-files)"), "{web}");
+    // The failed web cell is still listed under the web section by its entry.
+    assert!(web.contains("apache-prefork"), "{web}");
+    let tables = section(&page, "workload-tables");
+    assert!(tables.contains("<h3>fileserver "), "{tables}");
+    // The main parameter comes with the entry: dbench's rows are read by `clients`.
+    let block = &tables[tables.find("<h3>fileserver ").unwrap()..];
+    assert!(block.contains("clients"), "{block}");
+    let pool = section(&page, "task-pool");
+    assert!(pool.matches("<tr>").count() > 2, "{pool}");
+    assert!(section(&page, "oltp").contains("shell-users"));
+    // Chart 1 still has a bar per renamed workload.
+    assert!(section(&page, "workload-smt").contains("http-files"));
+    assert!(!page.contains("no catalog entry"));
+}
+
+#[test]
+fn a_benchmark_the_catalog_does_not_know_is_named_not_dropped_silently() {
+    let r = renamed(workloads_demo(), "tbench", "tbench2", false);
+    let page = smtlab_report::html(&r);
+    // Its section no longer holds it, and the page says why under the header.
+    assert!(!section(&page, "workload-tables").contains("tbench2"));
+    let absent = &page[page.find("id=\"absent\"").unwrap()..];
+    let absent = &absent[..absent.find("</details>").unwrap()];
+    assert!(
+        absent.contains("no catalog entry for tbench2 in these results"),
+        "{absent}"
+    );
+    // Results read without any catalog say so too.
+    let mut bare = workloads_demo();
+    bare.benchmarks.clear();
+    let page = smtlab_report::html(&bare);
+    assert!(page.contains("no catalog entry for web-static, web-capacity"));
+    assert!(!page.contains("<section id=\"web\">"));
+}
+
+#[test]
+fn a_renamed_os_benchmark_keeps_its_paper_row_and_missing_rows_are_named() {
+    let r = renamed(common::demo(), "fork-sh", "spawn-shell", true);
+    let page = smtlab_report::html(&r);
+    let os = section(&page, "os-latency");
+    // The paper's label comes with the entry, and the row keeps the paper's place: last.
+    assert!(os.contains("Process fork+/bin/sh -c <span class=\"sub\">spawn-shell</span>"));
+    let last_row = &os[os.rfind("<tr>").unwrap()..];
+    assert!(last_row.contains("spawn-shell"), "{last_row}");
+    // A run of one row of the table names the rows it did not measure, from the entries.
+    let one: Vec<_> = common::demo()
+        .cells
+        .into_iter()
+        .filter(|c| c.benchmark == "read")
+        .collect();
+    let page = smtlab_report::html(&run(one, vec![]));
+    let os = section(&page, "os-latency");
+    assert!(
+        os.contains("not measured in this run: Simple syscall, Simple write"),
+        "{os}"
+    );
+    assert!(os.contains("Process fork+/bin/sh -c."), "{os}");
+}

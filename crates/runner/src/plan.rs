@@ -48,6 +48,7 @@ fn key(bench: &str, params: &BTreeMap<String, String>, placement: &str) -> CellK
     CellKey {
         benchmark: bench.to_string(),
         params: params.clone(),
+        conditions: Default::default(),
         placement: placement.to_string(),
     }
 }
@@ -219,6 +220,7 @@ pub struct Estimate {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupEstimate {
     pub benchmark: String,
+    /// The group's parameters and conditions, flat (`CellKey::flat_params`).
     pub params: BTreeMap<String, String>,
     pub cells: Vec<CellEstimate>,
     /// Every instance of the group alive at once: samples taken in turn (interleaving)
@@ -385,12 +387,8 @@ pub fn estimate(
                 }),
         };
         // Interleaved placements take turns until the last is done.
-        let in_turn = measuring.interleave
-            && cells
-                .iter()
-                .filter(|k| k.benchmark == key.benchmark && k.params == key.params)
-                .count()
-                > 1;
+        let in_turn =
+            measuring.interleave && cells.iter().filter(|k| k.same_variant(key)).count() > 1;
         let (likely_ns, max_ns, samples) = match &cost {
             Ok(c) => {
                 let ((likely, max), samples) = round_time(c, cfg, in_turn);
@@ -407,10 +405,10 @@ pub fn estimate(
             max_ns,
         };
         match groups.last_mut() {
-            Some(g) if g.benchmark == key.benchmark && g.params == key.params => g.cells.push(cell),
+            Some(g) if g.cells[0].key.same_variant(key) => g.cells.push(cell),
             _ => groups.push(GroupEstimate {
                 benchmark: key.benchmark.clone(),
-                params: key.params.clone(),
+                params: key.flat_params(),
                 cells: vec![cell],
                 together: false,
                 apart: None,
@@ -686,6 +684,8 @@ mod tests {
                 description: "a fake load".into(),
                 origin: "tests".into(),
                 params: Vec::new(),
+                main_param: None,
+                report: Default::default(),
             }
         }
         fn prepare(

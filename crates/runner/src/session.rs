@@ -388,9 +388,10 @@ impl Session<'_> {
                 let record = CellRecord {
                     benchmark: plan.info.name.clone(),
                     group: plan.info.group.clone(),
-                    unit: plan.info.unit.clone(),
+                    unit: plan.info.unit.to_string(),
                     direction: plan.info.direction,
                     params: plan.key.params.clone(),
+                    conditions: plan.key.conditions.clone(),
                     placement_spec: plan.key.placement.clone(),
                     placement: live.placement.clone(),
                     result,

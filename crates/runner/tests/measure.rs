@@ -113,6 +113,8 @@ fn info(kind: ValueKind) -> BenchInfo {
         description: "a fake".into(),
         origin: "tests".into(),
         params: Vec::new(),
+        main_param: None,
+        report: Default::default(),
     }
 }
 
@@ -740,6 +742,7 @@ fn interleave(
             key: smtlab_model::CellKey {
                 benchmark: info.name.clone(),
                 params: BTreeMap::new(),
+                conditions: Default::default(),
                 placement: format!("cell{i}"),
             },
             placement: Ok(placement.clone()),

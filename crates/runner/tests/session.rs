@@ -57,6 +57,8 @@ impl Benchmark for FakeBench {
             description: "a fake".into(),
             origin: "tests".into(),
             params: Vec::new(),
+            main_param: None,
+            report: Default::default(),
         }
     }
 
@@ -184,6 +186,7 @@ fn plan<'a>(bench: &'a FakeBench, placements: &[ResolvedPlacement]) -> Group<'a>
             key: CellKey {
                 benchmark: bench.name.into(),
                 params: Default::default(),
+                conditions: Default::default(),
                 placement: p.name.clone(),
             },
             placement: Ok(p.clone()),
@@ -346,6 +349,7 @@ fn a_group_above_the_memory_bound_is_measured_one_placement_at_a_time() {
                 key: CellKey {
                     benchmark: "a".into(),
                     params: Default::default(),
+                    conditions: Default::default(),
                     placement: p.name.clone(),
                 },
                 placement: Ok(p.clone()),
@@ -430,6 +434,7 @@ fn skipped_cells_say_why_and_the_others_are_measured() {
             key: CellKey {
                 benchmark: "a".into(),
                 params: Default::default(),
+                conditions: Default::default(),
                 placement: "1c2t".into(),
             },
             ..plan(&a, &ps[..1]).remove(0)

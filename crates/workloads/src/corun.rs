@@ -42,17 +42,11 @@ pub mod command;
 
 /// Length a partner sample is calibrated to.
 pub const PARTNER_SAMPLE_NS: u64 = 1_000_000;
-/// Metric: mean value of the partner's samples inside A's sample, in the partner's unit.
-pub const PARTNER_VALUE: &str = "partner_value";
-/// Metric: mean value of the partner's samples in a window of the same length right
-/// after A's sample, with A idle: the partner alone on its own CPU, interleaved with its
-/// co-run windows (with [`CoRun::partner_reference`]).
-pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
-/// Metric: how many partner samples fell inside A's sample.
-pub const PARTNER_SAMPLES: &str = "partner_samples";
-/// Series: the wall time of each of A's samples (the run-time distribution of a fixed
-/// piece of work when the iterations are fixed).
-pub const RUN_NS: &str = "run_ns";
+/// The metric and series names a co-run writes (`PARTNER_ALONE_VALUE` only with
+/// [`CoRun::partner_reference`]); the report reads them by the same constants.
+pub use smtlab_model::metrics::corun::{
+    PARTNER_ALONE_VALUE, PARTNER_SAMPLES, PARTNER_VALUE, RUN_NS,
+};
 /// Longest a partner may take to prepare and calibrate, or to finish a sample.
 const PARTNER_WAIT: Duration = Duration::from_secs(60);
 

@@ -41,6 +41,7 @@ pub(crate) use smtlab_bench::params::declare as param;
 /// A database workload's description: transactions per second, higher is better.
 pub(crate) fn tps_info(
     name: &str,
+    main_param: &str,
     description: &str,
     origin: &str,
     params: Vec<smtlab_model::ParamInfo>,
@@ -54,6 +55,8 @@ pub(crate) fn tps_info(
         description: description.into(),
         origin: origin.into(),
         params,
+        main_param: Some(main_param.into()),
+        report: smtlab_model::ReportSection::Oltp,
     }
 }
 

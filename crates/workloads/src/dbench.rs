@@ -145,6 +145,10 @@ impl Benchmark for Dbench {
                 ));
                 params
             },
+            main_param: Some("clients".into()),
+            report: smtlab_model::ReportSection::SpeedupTable {
+                caption: "paper 001 Table 5".into(),
+            },
         }
     }
 
@@ -364,7 +368,10 @@ pub(crate) fn load_sample(total: &mut Stats, elapsed_ns: u64, clients: usize) ->
     let m = &mut raw.metrics;
     m.insert("clients".into(), clients as f64);
     m.insert("ops".into(), total.ops as f64);
-    m.insert("ops_per_s".into(), total.ops as f64 / secs);
+    m.insert(
+        smtlab_model::metrics::net::OPS_PER_S.into(),
+        total.ops as f64 / secs,
+    );
     m.insert("bytes_read".into(), total.bytes_read as f64);
     m.insert("bytes_written".into(), total.bytes_written as f64);
     latency_metrics(&mut raw, &mut total.latency_ns);

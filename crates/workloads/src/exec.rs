@@ -106,6 +106,8 @@ impl Benchmark for CommandBench {
             description: format!("the command `{}`", shell_join(&self.argv)),
             origin: "user command".into(),
             params: Vec::new(),
+            main_param: None,
+            report: smtlab_model::ReportSection::Exec,
         }
     }
 

@@ -147,6 +147,8 @@ impl Benchmark for Sdet {
                 quick: Some("2".into()),
                 help: "concurrent users; auto: 4 per placement CPU".into(),
             }],
+            main_param: Some("users".into()),
+            report: smtlab_model::ReportSection::Oltp,
         }
     }
 

@@ -28,15 +28,13 @@ use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 /// Name of the open-loop workload in results.
 pub const NAME: &str = "open-loop-int";
-/// Sample metrics: fractions of the placement CPUs' ticks over the step.
-pub const USER: &str = "user_frac";
-pub const SYSTEM: &str = "system_frac";
-pub const IOWAIT: &str = "iowait_frac";
-/// irq, softirq and steal together.
-pub const OTHER: &str = "other_frac";
-pub const IDLE: &str = "idle_frac";
-/// Sample metric: the rate offered, jobs per second (absent for the maximum).
-pub const OFFERED: &str = "offered_per_s";
+/// Sample metrics: fractions of the placement CPUs' ticks over the step, and the rate
+/// offered (jobs per second, absent for the maximum); the report reads them by the same
+/// constants.
+pub use smtlab_model::metrics::util::{
+    IDLE_FRAC as IDLE, IOWAIT_FRAC as IOWAIT, OFFERED_PER_S as OFFERED, OTHER_FRAC as OTHER,
+    SYSTEM_FRAC as SYSTEM, USER_FRAC as USER,
+};
 
 /// Where tick counters come from.
 pub trait TickSource: Send {
@@ -154,6 +152,8 @@ impl OpenLoop {
             description: "CPU-bound jobs offered at a fixed rate (open loop), one worker per placement CPU; jobs completed per second, with /proc/stat time of the placement's CPUs".into(),
             origin: "paper 004 s7".into(),
             params: Vec::new(),
+            main_param: None,
+            report: Default::default(),
         }
     }
 }

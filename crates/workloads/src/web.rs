@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
+use smtlab_model::metrics::web as m;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 pub mod builtin;
@@ -262,6 +263,8 @@ impl Benchmark for WebStatic {
                     "client threads (0: one per client CPU)",
                 ),
             ],
+            main_param: Some("server".into()),
+            report: smtlab_model::ReportSection::WebStatic,
         }
     }
 
@@ -435,19 +438,19 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
     }
     let p = r.percentiles();
     let mut metrics = BTreeMap::new();
-    metrics.insert("requests_per_s".into(), r.requests_per_s());
-    metrics.insert("requests".into(), r.requests as f64);
+    metrics.insert(m::REQUESTS_PER_S.into(), r.requests_per_s());
+    metrics.insert(m::REQUESTS.into(), r.requests as f64);
     metrics.insert(
-        "bytes_per_request".into(),
+        m::BYTES_PER_REQUEST.into(),
         r.body_bytes as f64 / r.requests as f64,
     );
-    metrics.insert("errors".into(), errors as f64);
-    metrics.insert("connects".into(), r.connects as f64);
-    metrics.insert("latency_p50_ns".into(), p.p50_ns as f64);
-    metrics.insert("latency_p90_ns".into(), p.p90_ns as f64);
-    metrics.insert("latency_p99_ns".into(), p.p99_ns as f64);
-    metrics.insert("latency_p999_ns".into(), p.p999_ns as f64);
-    metrics.insert("latency_max_ns".into(), p.max_ns as f64);
+    metrics.insert(m::ERRORS.into(), errors as f64);
+    metrics.insert(m::CONNECTS.into(), r.connects as f64);
+    metrics.insert(m::LATENCY_P50_NS.into(), p.p50_ns as f64);
+    metrics.insert(m::LATENCY_P90_NS.into(), p.p90_ns as f64);
+    metrics.insert(m::LATENCY_P99_NS.into(), p.p99_ns as f64);
+    metrics.insert(m::LATENCY_P999_NS.into(), p.p999_ns as f64);
+    metrics.insert(m::LATENCY_MAX_NS.into(), p.max_ns as f64);
     metrics.insert("latency_mean_ns".into(), p.mean_ns);
     // The distribution at 1% steps (and 99.9%), for plots.
     let mut q: Vec<f64> = (1..100)

@@ -68,6 +68,8 @@ fn info(
         description: description.into(),
         origin: format!("paper 001 Table 2 (AIM9 {row})"),
         params,
+        main_param: None,
+        report: smtlab_model::ReportSection::Aim,
     }
 }
 

@@ -90,6 +90,8 @@ impl Benchmark for Compute {
             ),
             origin: "paper 002 s3-4".into(),
             params: params(),
+            main_param: None,
+            report: Default::default(),
         }
     }
 
@@ -285,7 +287,7 @@ mod tests {
         for b in benchmarks() {
             let i = b.info();
             assert_eq!(i.group, "compute");
-            assert_eq!(i.unit, "GOPS");
+            assert_eq!(i.unit.to_string(), "GOPS");
             assert_eq!(i.value_kind, ValueKind::Rate { scale: 1e9 });
             assert!(i.origin.contains("002"));
             assert!(i.params.iter().any(|p| p.name == "threads"));

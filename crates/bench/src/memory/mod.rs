@@ -297,6 +297,8 @@ impl Benchmark for Bandwidth {
                 threads_info(),
                 pages_info(),
             ],
+            main_param: None,
+            report: Default::default(),
         }
     }
 
@@ -364,6 +366,8 @@ impl Benchmark for Latency {
                 param("seed", "1", None, "seed of the random chase order"),
                 pages_info(),
             ],
+            main_param: None,
+            report: Default::default(),
         }
     }
 
@@ -615,7 +619,7 @@ mod tests {
                 assert_eq!(i.value_kind, ValueKind::TimePerOp);
                 assert_eq!(i.direction, Direction::Lower);
             } else {
-                assert_eq!(i.unit, "GB/s");
+                assert_eq!(i.unit.to_string(), "GB/s");
                 assert_eq!(i.value_kind, ValueKind::Rate { scale: 1e9 });
             }
             // A store kind changes the figure by large factors; whoever compares with

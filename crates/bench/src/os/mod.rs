@@ -141,6 +141,21 @@ fn in_process_benchmarks() -> Vec<Box<dyn Benchmark>> {
     v
 }
 
+/// The report section of an os benchmark: its row of paper 001 Table 1, whose label
+/// assumes 10 descriptors for the select rows.
+fn table1_section(name: &str) -> smtlab_model::ReportSection {
+    let row = TABLE1.iter().find(|r| r.bench == name);
+    let fds = ["select-file", "select-tcp"].contains(&name);
+    smtlab_model::ReportSection::OsLatency {
+        label: row.map_or(name, |r| r.label).into(),
+        label_params: if fds {
+            [("fds".to_string(), "10".to_string())].into()
+        } else {
+            Default::default()
+        },
+    }
+}
+
 /// The catalog entry of an os benchmark: nanoseconds per operation, lower is better.
 fn info(name: &str, description: &str, origin: &str, params: Vec<ParamInfo>) -> BenchInfo {
     BenchInfo {
@@ -152,6 +167,8 @@ fn info(name: &str, description: &str, origin: &str, params: Vec<ParamInfo>) -> 
         description: description.into(),
         origin: format!("paper 001 Table 1; {origin}"),
         params,
+        main_param: None,
+        report: table1_section(name),
     }
 }
 
@@ -434,10 +451,17 @@ mod tests {
         for b in benchmarks() {
             let i = b.info();
             assert_eq!(i.group, "os");
-            assert_eq!(i.unit, "ns");
+            assert_eq!(i.unit.to_string(), "ns");
             assert_eq!(i.direction, Direction::Lower);
             assert_eq!(i.value_kind, ValueKind::TimePerOp);
             assert!(i.origin.contains("paper 001 Table 1"), "{}", i.origin);
+            let smtlab_model::ReportSection::OsLatency { label, .. } = &i.report else {
+                panic!("{}: {:?}", i.name, i.report)
+            };
+            assert_eq!(
+                table1_rows().iter().find(|r| r.0 == i.name).unwrap().1,
+                label
+            );
         }
     }
 

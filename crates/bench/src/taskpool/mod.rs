@@ -96,6 +96,8 @@ impl Benchmark for TaskPool {
                     "recursions: 8^depth leaf products",
                 ),
             ],
+            main_param: Some("queue".into()),
+            report: smtlab_model::ReportSection::TaskPool,
         }
     }
 
@@ -443,19 +445,26 @@ impl Instance for Pool {
             cpus: cpus.into_iter().filter_map(|(_, c)| c).collect(),
             ..RawSample::default()
         };
-        s.metrics
-            .insert("tree_ms".into(), elapsed_ns as f64 / trees as f64 / 1e6);
-        s.metrics
-            .insert("tasks_per_tree".into(), sh.work.nodes() as f64);
         s.metrics.insert(
-            "cas_retries_per_task".into(),
+            smtlab_model::metrics::task_pool::TREE_MS.into(),
+            elapsed_ns as f64 / trees as f64 / 1e6,
+        );
+        s.metrics.insert(
+            smtlab_model::metrics::task_pool::TASKS_PER_TREE.into(),
+            sh.work.nodes() as f64,
+        );
+        s.metrics.insert(
+            smtlab_model::metrics::task_pool::CAS_RETRIES_PER_TASK.into(),
             retries as f64 / executed as f64,
         );
         s.metrics.insert(
-            "lock_contended_per_task".into(),
+            smtlab_model::metrics::task_pool::LOCK_CONTENDED_PER_TASK.into(),
             contended as f64 / executed as f64,
         );
-        s.metrics.insert("workers".into(), workers as f64);
+        s.metrics.insert(
+            smtlab_model::metrics::task_pool::WORKERS.into(),
+            workers as f64,
+        );
         Ok(s)
     }
 }

@@ -131,8 +131,10 @@ impl Instance for CondvarInstance {
         s.metrics
             .insert("spurious_wakeups".into(), ev.spurious as f64);
         s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.series.insert("call_ns".into(), ev.call_ns);
-        s.series.insert("wake_ns".into(), ev.wake_ns);
+        s.series
+            .insert(smtlab_model::metrics::threads::CALL_NS.into(), ev.call_ns);
+        s.series
+            .insert(smtlab_model::metrics::threads::WAKE_NS.into(), ev.wake_ns);
         Ok(s)
     }
 }

@@ -137,8 +137,14 @@ impl Instance for CreateInstance {
         s.metrics
             .insert("started_before_return".into(), before as f64 / n as f64);
         s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.series.insert("create_return_ns".into(), run.return_ns);
-        s.series.insert("thread_start_ns".into(), run.start_ns);
+        s.series.insert(
+            smtlab_model::metrics::threads::CREATE_RETURN_NS.into(),
+            run.return_ns,
+        );
+        s.series.insert(
+            smtlab_model::metrics::threads::THREAD_START_NS.into(),
+            run.start_ns,
+        );
         Ok(s)
     }
 }

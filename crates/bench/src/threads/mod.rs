@@ -88,6 +88,8 @@ fn bench_info(
         description: description.into(),
         origin: origin.into(),
         params,
+        main_param: None,
+        report: Default::default(),
     }
 }
 

@@ -209,8 +209,12 @@ impl Instance for HandoffInstance {
         s.metrics
             .insert("unconfirmed_sleeps".into(), ev.unconfirmed as f64);
         s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.series.insert("unlock_ns".into(), ev.unlock_ns);
-        s.series.insert("wake_ns".into(), ev.wake_ns);
+        s.series.insert(
+            smtlab_model::metrics::threads::UNLOCK_NS.into(),
+            ev.unlock_ns,
+        );
+        s.series
+            .insert(smtlab_model::metrics::threads::WAKE_NS.into(), ev.wake_ns);
         Ok(s)
     }
 }

@@ -43,7 +43,7 @@ pub fn table(infos: &[BenchInfo], layout: Layout) -> String {
         let mut cells = vec![
             i.name.clone(),
             i.group.clone(),
-            i.unit.clone(),
+            i.unit.to_string(),
             i.direction.as_str().to_string(),
             if params.is_empty() {
                 "-".into()

@@ -22,7 +22,7 @@ pub fn load(which: &str, db: &Option<PathBuf>) -> Result<RunResults> {
     {
         let text = std::fs::read_to_string(as_file)
             .with_context(|| format!("cannot read results file {which}"))?;
-        let results: RunResults = serde_json::from_str(&text).with_context(|| {
+        let mut results: RunResults = serde_json::from_str(&text).with_context(|| {
             format!("{which} is not a smtlab results file (expected schema {RESULTS_SCHEMA})")
         })?;
         if results.schema != RESULTS_SCHEMA {
@@ -31,11 +31,15 @@ pub fn load(which: &str, db: &Option<PathBuf>) -> Result<RunResults> {
                 results.schema
             );
         }
+        // A file exported with its catalog entries keeps them; others get this build's.
+        results.describe(smtlab_runner::catalog::infos());
         return Ok(results);
     }
     let store = Store::open_read_only(db_path(db))?;
     let id = store.resolve_run(which)?;
-    Ok(store.load_run(id)?)
+    let mut results = store.load_run(id)?;
+    results.describe(smtlab_runner::catalog::infos());
+    Ok(results)
 }
 
 pub fn runs(args: &RunsArgs) -> Result<()> {

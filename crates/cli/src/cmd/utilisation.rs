@@ -47,9 +47,9 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         Shown::Skipped(s) => Err(anyhow::anyhow!(
             "the step at {}: {}",
             s.key
-                .params
-                .get(smtlab_model::keys::RATE_PARAM)
-                .map_or("?", String::as_str),
+                .conditions
+                .rate
+                .map_or("?".to_string(), |r| r.to_string()),
             s.reason
         )),
         Shown::Measured(_) => Ok(()),

@@ -100,7 +100,7 @@ impl BenchPrinter<'_> {
     /// The heading of `key`'s benchmark, when its first cell is done (so a benchmark that
     /// cannot be prepared at all fails before anything is printed).
     fn heading_for(&mut self, key: &CellKey) {
-        let this = (key.benchmark.clone(), key.params.clone());
+        let this = (key.benchmark.clone(), key.flat_params());
         let bench_params = smt::bench_params(key);
         let smt = smt::state_of(key).map(|on| smt::state_label(Some(on)));
         if self.heading_for.as_ref() == Some(&this) {
@@ -293,6 +293,7 @@ pub fn summary(
                 key: CellKey {
                     benchmark: info.name.clone(),
                     params: param_map(params),
+                    conditions: Default::default(),
                     placement: spec.clone(),
                 },
                 reason: reason.clone(),
@@ -319,7 +320,7 @@ fn compare(cells: &[CellRecord]) -> Vec<Comparison> {
     let mut baseline: Option<&CellRecord> = None;
     for c in cells {
         match baseline {
-            Some(b) if b.benchmark == c.benchmark && b.params == c.params => {
+            Some(b) if b.same_variant(c) => {
                 if let Some(r) = ratio(&c.result.summary, &b.result.summary) {
                     out.push(Comparison {
                         benchmark: c.benchmark.clone(),

@@ -70,12 +70,7 @@ impl MatrixLines {
         let (name, line) = match shown {
             Shown::Measured(c) => (&c.benchmark, matrix_cell(c, &mut self.alone)),
             Shown::Skipped(k) => {
-                if k.key
-                    .params
-                    .get(smtlab_model::keys::FORM_PARAM)
-                    .map(String::as_str)
-                    == Some(Form::Alone.name())
-                {
+                if k.key.conditions.form == Some(Form::Alone) {
                     self.alone = None;
                 }
                 (&k.key.benchmark, skipped_cell(k, true))
@@ -92,9 +87,9 @@ impl MatrixLines {
 /// The line of a skipped co-run cell; `with_name` names the measured workload (the
 /// matrix) or not (the penalty, which has one).
 pub fn skipped_cell(s: &SkippedCell, with_name: bool) -> String {
-    let get = |k: &str| s.key.params.get(k).map_or("?", String::as_str);
-    let partner = get(smtlab_model::keys::PARTNER_PARAM);
-    let form = get(smtlab_model::keys::FORM_PARAM);
+    let c = &s.key.conditions;
+    let partner = c.partner.as_deref().unwrap_or("?");
+    let form = c.form.map_or("?", Form::name);
     let who = if with_name {
         format!("{} next to", s.key.benchmark)
     } else {

@@ -51,13 +51,15 @@ mod live_tests {
             .collect();
         let info = smtlab_model::BenchInfo {
             name: cells[0].benchmark.clone(),
-            unit: cells[0].unit.clone(),
+            unit: cells[0].unit.as_str().into(),
             direction: cells[0].direction,
             group: String::new(),
             value_kind: smtlab_model::ValueKind::Rate { scale: 1e9 },
             description: String::new(),
             origin: String::new(),
             params: Vec::new(),
+            main_param: None,
+            report: Default::default(),
         };
         let params = smtlab_bench::Params::from_pairs(cells[0].params.clone());
         let mut out = super::bench::heading(&info, &params, layout);

@@ -111,23 +111,30 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
             out.push_str(&yields_narrow(&yields, layout));
         }
     }
+    // The workload figures are picked by the benchmarks' catalog entries.
+    let described;
+    let results = if results.benchmarks.is_empty() {
+        let mut r = results.clone();
+        r.describe(smtlab_runner::catalog::infos());
+        described = r;
+        &described
+    } else {
+        results
+    };
     if let Some(t) = smtlab_report::html_workloads::text_summary(results) {
         out.push_str("\nworkload figures (means over samples)\n");
         out.push_str(&t.render_to(layout));
     }
     let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
     for c in &results.cells {
-        match groups
-            .iter_mut()
-            .find(|g| g[0].benchmark == c.benchmark && g[0].params == c.params)
-        {
+        match groups.iter_mut().find(|g| g[0].same_variant(c)) {
             Some(g) => g.push(c),
             None => groups.push(vec![c]),
         }
     }
     for g in groups {
         let params: Vec<String> = g[0]
-            .params
+            .flat_params()
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();

@@ -46,7 +46,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         let ratio = cell.result.calibration.linearity_ratio.unwrap_or(f64::NAN);
         format!("calibration failed: time(2n) = {ratio:.2} x 2 time(n), value not trusted")
     });
-    let params = params_text(&cell.params);
+    let params = params_text(&cell.flat_params());
     if narrow(layout) {
         let what = if s.n < 2 {
             format!("median {} {} n={}", num(s.median), cell.unit, s.n)
@@ -107,7 +107,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
 }
 
 pub fn skipped_line(s: &SkippedCell, layout: Layout) -> String {
-    let params = params_text(&s.key.params);
+    let params = params_text(&s.key.flat_params());
     let what = format!("skipped: {}", s.reason);
     if narrow(layout) {
         let line = NARROW.line(&[

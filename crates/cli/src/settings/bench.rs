@@ -120,6 +120,7 @@ impl Bench {
                         key: CellKey {
                             benchmark: info.name.clone(),
                             params: param_map(params),
+                            conditions: Default::default(),
                             placement: spec.clone(),
                         },
                         placement: Ok(placement.clone()),

@@ -104,6 +104,7 @@ impl Exec {
                     key: CellKey {
                         benchmark: info.name.clone(),
                         params: params.clone(),
+                        conditions: Default::default(),
                         placement: spec.clone(),
                     },
                     placement: Ok(placement.clone()),

@@ -265,6 +265,7 @@ mod tests {
         let key = |b: &str, p: &str| CellKey {
             benchmark: b.into(),
             params: Default::default(),
+            conditions: Default::default(),
             placement: p.into(),
         };
         let plan = vec![key("a", "1c1t"), key("a", "2c1t"), key("b", "1c1t")];

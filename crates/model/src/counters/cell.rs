@@ -145,12 +145,13 @@ impl CellCounters {
 
 /// The unit of one unit of work for a benchmark unit: bytes for bandwidths (`GB/s`,
 /// `Gbit/s`), operations otherwise (`GOPS`, `ns` per operation, `Mops/s`).
-pub fn work_unit_for(bench_unit: &str) -> &'static str {
-    // Bit rates (`Gbit/s`, `Mbit/s`) count their work in bytes too, as bandwidths do.
-    if bench_unit.ends_with("B/s") || bench_unit.ends_with("bit/s") {
-        "byte"
-    } else {
-        "op"
+pub fn work_unit_for(bench_unit: &crate::Unit) -> &'static str {
+    use crate::Unit;
+    match bench_unit {
+        Unit::ByteRate(_) => "byte",
+        // Bit rates (`Gbit/s`, `Mbit/s`) count their work in bytes too, as bandwidths do.
+        Unit::Counted { what, .. } if what == "bit/s" => "byte",
+        _ => "op",
     }
 }
 
@@ -161,11 +162,11 @@ mod tests {
 
     #[test]
     fn rates_of_bytes_and_bits_count_bytes() {
-        assert_eq!(work_unit_for("GB/s"), "byte");
-        assert_eq!(work_unit_for("Gbit/s"), "byte");
-        assert_eq!(work_unit_for("Mbit/s"), "byte");
-        assert_eq!(work_unit_for("msg/s"), "op");
-        assert_eq!(work_unit_for("ns"), "op");
+        assert_eq!(work_unit_for(&"GB/s".into()), "byte");
+        assert_eq!(work_unit_for(&"Gbit/s".into()), "byte");
+        assert_eq!(work_unit_for(&"Mbit/s".into()), "byte");
+        assert_eq!(work_unit_for(&"msg/s".into()), "op");
+        assert_eq!(work_unit_for(&"ns".into()), "op");
     }
 
     #[test]
@@ -200,8 +201,8 @@ mod tests {
 
     #[test]
     fn work_units_follow_the_benchmark_unit() {
-        assert_eq!(work_unit_for("GB/s"), "byte");
-        assert_eq!(work_unit_for("ns"), "op");
-        assert_eq!(work_unit_for("GOPS"), "op");
+        assert_eq!(work_unit_for(&"GB/s".into()), "byte");
+        assert_eq!(work_unit_for(&"ns".into()), "op");
+        assert_eq!(work_unit_for(&"GOPS".into()), "op");
     }
 }

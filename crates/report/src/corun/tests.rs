@@ -35,11 +35,12 @@ fn cell(
         group: "test".into(),
         unit: "ns".into(),
         direction: dir,
-        params: BTreeMap::from([
-            ("threads".to_string(), "1".to_string()),
-            (FORM_PARAM.to_string(), form.name().to_string()),
-            (PARTNER_PARAM.to_string(), partner.to_string()),
-        ]),
+        params: BTreeMap::from([("threads".to_string(), "1".to_string())]),
+        conditions: smtlab_model::keys::Conditions {
+            form: Some(form),
+            partner: Some(partner.to_string()),
+            ..Default::default()
+        },
         placement_spec: format!("corun-{}", form.name()),
         placement: crate::testutil::placement(&format!("corun-{}", form.name()), "cpus:0,1", 2, 1),
         result: crate::testutil::result(samples, values),

@@ -145,6 +145,22 @@ pub fn html(results: &RunResults) -> String {
             Err(why) => absent.push(format!("{name}: {why}")),
         }
     }
+    // Sections are chosen by the benchmarks' catalog entries; a benchmark without one
+    // (renamed or removed since the run, or results read without a catalog) would
+    // otherwise drop out of its section without a word.
+    let undescribed = results.undescribed();
+    if !undescribed.is_empty() {
+        absent.push(format!(
+            "Sections by benchmark: no catalog entry for {} in these results, so {} only \
+             in the general sections",
+            undescribed.join(", "),
+            if undescribed.len() == 1 {
+                "its cells are"
+            } else {
+                "their cells are"
+            }
+        ));
+    }
     let page = page(
         &format!("smtlab report: {host}"),
         CSS,

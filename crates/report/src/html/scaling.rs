@@ -110,7 +110,7 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
     let mut order: Vec<ChartKey> = Vec::new();
     let mut groups: BTreeMap<ChartKey, Vec<&CellRecord>> = BTreeMap::new();
     for c in cells {
-        let mut ps = c.params.clone();
+        let mut ps = c.flat_params();
         let explicit = ps.remove("threads").is_some_and(|t| t != "auto");
         let k = (c.benchmark.clone(), ps, explicit);
         let v = groups.entry(k.clone()).or_default();

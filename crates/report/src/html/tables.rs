@@ -4,15 +4,36 @@
 use std::collections::BTreeMap;
 
 use maud::{Markup, html};
-use smtlab_model::{CellRecord, RunResults};
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
 use super::machine::pending_cells;
 use crate::fmt::{cpus, params, pct2};
-use crate::table1::{TABLE1, row_of};
 use crate::units::Column;
 
+/// The OS latency table's row of `bench`: its position in the run's catalog entries
+/// (the paper's order) and its entry's label and the parameters the label assumes.
+fn os_row<'a>(
+    r: &'a RunResults,
+    bench: &str,
+) -> Option<(usize, &'a str, &'a BTreeMap<String, String>)> {
+    r.benchmarks
+        .iter()
+        .enumerate()
+        .find_map(|(i, b)| match &b.report {
+            ReportSection::OsLatency {
+                label,
+                label_params,
+            } if b.name == bench => Some((i, label.as_str(), label_params)),
+            _ => None,
+        })
+}
+
 pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let os: Vec<&CellRecord> = r.cells.iter().filter(|c| c.group == "os").collect();
+    let os: Vec<&CellRecord> = r
+        .cells
+        .iter()
+        .filter(|c| os_row(r, &c.benchmark).is_some())
+        .collect();
     if os.is_empty() {
         return Err("no os benchmark".into());
     }
@@ -23,19 +44,24 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
             cols.push(&c.placement.name);
         }
     }
-    // Rows: (benchmark, params) in the paper's order, then any others in run order.
-    let mut rows: Vec<(&str, &BTreeMap<String, String>)> = Vec::new();
+    // Rows: (benchmark, params) in the paper's order (the catalog's), then run order.
+    let mut rows: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
     for c in &os {
-        let k = (c.benchmark.as_str(), &c.params);
+        let k = (c.benchmark.as_str(), c.flat_params());
         if !rows.contains(&k) {
             rows.push(k);
         }
     }
-    rows.sort_by_key(|(b, _)| row_of(b).map_or(TABLE1.len(), |(i, _)| i));
-    let missing: Vec<&str> = TABLE1
+    rows.sort_by_key(|(b, _)| os_row(r, b).map_or(usize::MAX, |(i, ..)| i));
+    let missing: Vec<&str> = r
+        .benchmarks
         .iter()
-        .filter(|row| !os.iter().any(|c| c.benchmark == row.bench))
-        .map(|row| row.label)
+        .filter_map(|b| match &b.report {
+            ReportSection::OsLatency { label, .. } => Some((b.name.as_str(), label.as_str())),
+            _ => None,
+        })
+        .filter(|(name, _)| !os.iter().any(|c| c.benchmark == *name))
+        .map(|(_, label)| label)
         .collect();
     let section = html! {
         section id="os-latency" {
@@ -49,10 +75,10 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
                 tr { th { "Kernel function" } @for col in &cols { th { (col) } } }
                 @for (bench, ps) in &rows {
                     tr {
-                        td { (os_label(bench, ps)) " " span class="sub" { (bench) } }
+                        td { (os_label(r, bench, ps)) " " span class="sub" { (bench) } }
                         @for col in &cols {
                             (os_cell(os.iter().find(|c| {
-                                c.benchmark == *bench && &c.params == *ps && c.placement.name == *col
+                                c.benchmark == *bench && c.flat_params() == *ps && c.placement.name == *col
                             })))
                         }
                     }
@@ -70,20 +96,15 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
     Ok(())
 }
 
-/// The row label: the paper's name of the benchmark, with its parameters where they are
-/// not the paper's.
-fn os_label(bench: &str, ps: &BTreeMap<String, String>) -> String {
-    match row_of(bench) {
-        Some((_, row)) => {
-            let expected: BTreeMap<String, String> = row
-                .params
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            if *ps == expected || ps.is_empty() {
-                row.label.to_string()
+/// The row label: the paper's name of the benchmark (from its catalog entry), with its
+/// parameters where they are not the paper's.
+fn os_label(r: &RunResults, bench: &str, ps: &BTreeMap<String, String>) -> String {
+    match os_row(r, bench) {
+        Some((_, label, expected)) => {
+            if ps == expected || ps.is_empty() {
+                label.to_string()
             } else {
-                format!("{} ({})", row.label, params(ps))
+                format!("{label} ({})", params(ps))
             }
         }
         None if ps.is_empty() => bench.to_string(),
@@ -209,7 +230,7 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
     };
     html! {
         tr {
-            td { code { (params(&c.params)) } }
+            td { code { (params(&c.flat_params())) } }
             td { (placement_label(c)) }
             td { code { (cpus(&c.placement.cpus)) } }
             td class="num" { (col.num(s.median)) }
@@ -240,7 +261,7 @@ pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), String> {
                 @for s in &r.skipped {
                     tr {
                         td { (s.key.benchmark) }
-                        td { code { (params(&s.key.params)) } }
+                        td { code { (params(&s.key.flat_params())) } }
                         td { (s.key.placement) }
                         td { (s.reason) }
                     }
@@ -248,7 +269,7 @@ pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), String> {
                 @for k in pending {
                     tr {
                         td { (k.benchmark) }
-                        td { code { (params(&k.params)) } }
+                        td { code { (params(&k.flat_params())) } }
                         td { (k.placement) }
                         td class="muted" { "not measured: the run stopped before it" }
                     }

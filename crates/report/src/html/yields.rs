@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use maud::{Markup, PreEscaped, html};
-use smtlab_model::{CellRecord, Direction, RunResults};
+use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
 use super::BR;
 use super::scaling::headline;
@@ -18,21 +18,29 @@ use crate::yields::{YieldKind, no_yields_reason, smt_yields};
 /// over the first, with its Fieller 95% interval, in one sentence per placement: the
 /// same figure and sign as the terminal's.
 pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let cells: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == "exec").collect();
+    let cells: Vec<&CellRecord> = r
+        .cells
+        .iter()
+        .filter(|c| {
+            r.info(&c.benchmark)
+                .is_some_and(|i| i.report == ReportSection::Exec)
+        })
+        .collect();
     if cells.is_empty() {
         return Err("no smtlab exec command".into());
     }
-    let mut order: Vec<&BTreeMap<String, String>> = Vec::new();
+    let mut order: Vec<BTreeMap<String, String>> = Vec::new();
     for c in &cells {
-        if !order.contains(&&c.params) {
-            order.push(&c.params);
+        let ps = c.flat_params();
+        if !order.contains(&ps) {
+            order.push(ps);
         }
     }
     let section = html! {
         section id="exec" {
             h2 { "Verdict" }
             @for ps in order {
-                (verdict_group(&cells, ps))
+                (verdict_group(&cells, &ps))
             }
             @if !r.run.topology.smt_visible() {
                 p class="sub" {
@@ -48,7 +56,7 @@ pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String>
 
 /// The sentences of one parameter set: each placement against the first.
 fn verdict_group(cells: &[&CellRecord], ps: &BTreeMap<String, String>) -> Markup {
-    let group: Vec<&&CellRecord> = cells.iter().filter(|c| &c.params == ps).collect();
+    let group: Vec<&&CellRecord> = cells.iter().filter(|c| c.flat_params() == *ps).collect();
     let base = group[0];
     let col = Column::for_values(
         &base.unit,

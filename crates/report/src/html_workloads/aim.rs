@@ -1,16 +1,16 @@
 //! The `aim` section (paper 001 Table 2): a row per AIM9 benchmark with its throughput
 //! per placement and the SMT speed-ups.
 
-use smtlab_model::RunResults;
+use smtlab_model::{ReportSection, RunResults};
 
-use super::cells::cells_of;
+use super::cells::cells_in;
 use super::rows::Row;
 use super::speedup_table::{no_pairs_line, speedup_table};
 use crate::fmt::params;
 
 /// Paper 001 Table 2: a row per AIM9 benchmark.
 pub fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let cells = cells_of(r, |c| c.group == "aim");
+    let cells = cells_in(r, |s| *s == ReportSection::Aim);
     if cells.is_empty() {
         return Err(String::new());
     }
@@ -21,7 +21,7 @@ pub fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
     );
     let mut rows: Vec<Row<'_>> = Vec::new();
     for c in &cells {
-        let ps = params(&c.params);
+        let ps = params(&c.flat_params());
         let label = if ps == "-" {
             c.benchmark.clone()
         } else {

@@ -6,7 +6,7 @@
 use maud::html;
 use smtlab_model::{CellRecord, RunResults};
 
-use super::cells::{cells_of, metric};
+use super::cells::{cells_of, main_param, metric};
 use super::charts::{figure, sweep_chart};
 use super::rows::{fixed_params, row_head, rows_by_params};
 use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
@@ -24,7 +24,7 @@ pub(super) fn bench_blocks<'a>(
     let mut any_pair = false;
     for (bench, origin) in benches {
         let cells = cells_of(r, |c| c.benchmark == bench);
-        any_pair |= bench_block(p, &cells, bench, origin);
+        any_pair |= bench_block(p, &cells, bench, origin, main_param(r, &cells));
     }
     if !any_pair {
         no_pairs_line(p, r);
@@ -32,8 +32,14 @@ pub(super) fn bench_blocks<'a>(
 }
 
 /// One benchmark's table, chart and per-unit costs; whether it had a speed-up.
-fn bench_block(p: &mut String, cells: &[&CellRecord], bench: &str, origin: &str) -> bool {
-    let (keys, rows) = rows_by_params(cells);
+fn bench_block(
+    p: &mut String,
+    cells: &[&CellRecord],
+    bench: &str,
+    origin: &str,
+    main: Option<&str>,
+) -> bool {
+    let (keys, rows) = rows_by_params(cells, main);
     let head = html! {
         h3 { (bench) " " span class="sub" { (origin) " (" (cells[0].unit) ")" } }
     };
@@ -95,7 +101,7 @@ fn per_unit_table(p: &mut String, cells: &[&CellRecord]) {
                 }
                 @for (c, h) in cells.iter().zip(&heads) {
                     tr {
-                        td { (params(&c.params)) " on " (c.placement.name) }
+                        td { (params(&c.flat_params())) " on " (c.placement.name) }
                         @for k in &own { (num_cell(metric(c, k).map(num))) }
                         @if counted {
                             @let unit = h.as_ref().and_then(|h| h.unit.clone()).unwrap_or_default();

@@ -3,7 +3,7 @@
 //! the cells' means in one column's scale.
 
 use smtlab_model::stats;
-use smtlab_model::{CellRecord, RunResults};
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
 use crate::units::Column;
 
@@ -12,6 +12,22 @@ const ORDER: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
 
 pub(super) fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
     r.cells.iter().filter(|c| pick(c)).collect()
+}
+
+/// The cells of the benchmarks whose report section `pick` accepts (by the run's
+/// catalog entries, never by name).
+pub(super) fn cells_in(r: &RunResults, pick: impl Fn(&ReportSection) -> bool) -> Vec<&CellRecord> {
+    cells_of(r, |c| section(r, c).is_some_and(&pick))
+}
+
+/// The report section of `c`'s benchmark, when the run carries its catalog entry.
+pub(super) fn section<'a>(r: &'a RunResults, c: &CellRecord) -> Option<&'a ReportSection> {
+    r.info(&c.benchmark).map(|i| &i.report)
+}
+
+/// The main parameter of the benchmark of `cells` (paper 001's row heading).
+pub(super) fn main_param<'a>(r: &'a RunResults, cells: &[&CellRecord]) -> Option<&'a str> {
+    r.info(&cells.first()?.benchmark)?.main_param.as_deref()
 }
 
 /// Placements of `cells`, in [`ORDER`] then run order.

@@ -59,7 +59,7 @@ pub(super) fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Optio
     // Sizes written with a unit (`16KiB`) get a log axis in bytes; counts a linear one.
     let bytes = rows.iter().any(|r| {
         r.cells[0]
-            .params
+            .flat_params()
             .get(x_label)
             .is_some_and(|v| v.parse::<f64>().is_err())
     });

@@ -41,7 +41,7 @@ mod task_pool;
 mod text;
 mod web;
 
-use smtlab_model::CellRecord;
+use smtlab_model::{CellRecord, RunResults};
 
 pub use aim::aim;
 pub use oltp::oltp;
@@ -52,15 +52,8 @@ pub use task_pool::task_pool;
 pub use text::text_summary;
 pub use web::web;
 
-use oltp::OLTP;
-use tables::TABLES;
-
-/// Whether a cell is one of the server or system workloads (Chart 1's bars).
-pub fn is_workload(c: &CellRecord) -> bool {
-    let b = c.benchmark.as_str();
-    b.starts_with("web-")
-        || b == "task-pool"
-        || c.group == "aim"
-        || TABLES.iter().any(|(n, _)| *n == b)
-        || OLTP.contains(&b)
+/// Whether a cell is one of the server or system workloads (Chart 1's bars): its
+/// benchmark's report section is one of theirs (`ReportSection::is_workload`).
+pub fn is_workload(r: &RunResults, c: &CellRecord) -> bool {
+    cells::section(r, c).is_some_and(|s| s.is_workload())
 }

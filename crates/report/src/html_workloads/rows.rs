@@ -15,37 +15,21 @@ pub(super) struct Row<'a> {
     pub(super) cells: Vec<&'a CellRecord>,
 }
 
-/// The parameter a workload's table is read by (the papers' row heading) when the run
-/// did not sweep any.
-fn main_key(bench: &str) -> Option<&'static str> {
-    match bench {
-        "chat" => Some("rooms"),
-        "dbench" | "tbench" | "oltp-pg" => Some("clients"),
-        "tcp-stream" => Some("size"),
-        "tcp-rr" | "tcp-crr" | "udp-rr" => Some("request"),
-        "web-static" | "web-capacity" => Some("server"),
-        "sdet" => Some("users"),
-        "task-pool" => Some("queue"),
-        "oltp-sqlite" => Some("mode"),
-        _ => None,
-    }
-}
-
 /// The parameters whose values differ among `cells`, or the workload's main parameter
-/// when none does.
-pub(super) fn swept_keys(cells: &[&CellRecord]) -> Vec<String> {
+/// (`BenchInfo::main_param`, paper 001's row heading) when none does. Conditions (an SMT
+/// state, say) count as parameters here.
+pub(super) fn swept_keys(cells: &[&CellRecord], main: Option<&str>) -> Vec<String> {
+    let flat: Vec<BTreeMap<String, String>> = cells.iter().map(|c| c.flat_params()).collect();
     let mut keys: Vec<String> = Vec::new();
-    for c in cells {
-        for (k, v) in &c.params {
-            if !keys.contains(k) && cells.iter().any(|d| d.params.get(k) != Some(v)) {
+    for c in &flat {
+        for (k, v) in c {
+            if !keys.contains(k) && flat.iter().any(|d| d.get(k) != Some(v)) {
                 keys.push(k.clone());
             }
         }
     }
     if keys.is_empty()
-        && let Some(k) = cells
-            .first()
-            .and_then(|c| main_key(&c.benchmark).filter(|k| c.params.contains_key(*k)))
+        && let Some(k) = main.filter(|k| cells.first().is_some_and(|c| c.params.contains_key(*k)))
     {
         keys.push(k.to_string());
     }
@@ -55,13 +39,13 @@ pub(super) fn swept_keys(cells: &[&CellRecord]) -> Vec<String> {
 /// The parameters every cell shares, apart from `keys`, as a line under a heading;
 /// empty when there are none.
 pub(super) fn fixed_params(cells: &[&CellRecord], keys: &[String]) -> String {
-    let Some(first) = cells.first() else {
+    let flat: Vec<BTreeMap<String, String>> = cells.iter().map(|c| c.flat_params()).collect();
+    let Some(first) = flat.first() else {
         return String::new();
     };
     let fixed: BTreeMap<String, String> = first
-        .params
         .iter()
-        .filter(|(k, v)| !keys.contains(k) && cells.iter().all(|c| c.params.get(*k) == Some(v)))
+        .filter(|(k, v)| !keys.contains(k) && flat.iter().all(|c| c.get(*k) == Some(v)))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if fixed.is_empty() {
@@ -79,23 +63,27 @@ fn param_x(v: &str) -> Option<f64> {
 
 /// Cells grouped by parameter set, labelled by the swept parameters, sorted by the swept
 /// parameter when there is one and it is a number.
-pub(super) fn rows_by_params<'a>(cells: &[&'a CellRecord]) -> (Vec<String>, Vec<Row<'a>>) {
-    let keys = swept_keys(cells);
+pub(super) fn rows_by_params<'a>(
+    cells: &[&'a CellRecord],
+    main: Option<&str>,
+) -> (Vec<String>, Vec<Row<'a>>) {
+    let keys = swept_keys(cells, main);
     let mut rows: Vec<Row<'_>> = Vec::new();
     for c in cells {
-        match rows.iter_mut().find(|r| r.cells[0].params == c.params) {
+        match rows.iter_mut().find(|r| r.cells[0].same_variant(c)) {
             Some(r) => r.cells.push(c),
             None => {
+                let flat = c.flat_params();
                 let label = if keys.is_empty() {
-                    params(&c.params)
+                    params(&flat)
                 } else {
                     keys.iter()
-                        .map(|k| c.params.get(k).map_or("-", |v| v.as_str()))
+                        .map(|k| flat.get(k).map_or("-", |v| v.as_str()))
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
                 let x = (keys.len() == 1)
-                    .then(|| c.params.get(&keys[0]).and_then(|v| param_x(v)))
+                    .then(|| flat.get(&keys[0]).and_then(|v| param_x(v)))
                     .flatten();
                 rows.push(Row {
                     label,

@@ -3,9 +3,10 @@
 //! and lock contention per task, and the SMT speed-ups.
 
 use maud::html;
-use smtlab_model::{CellRecord, RunResults};
+use smtlab_model::metrics::task_pool as m;
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
-use super::cells::{cells_of, mean_column, metric, scaled_mean};
+use super::cells::{cells_in, main_param, mean_column, metric, scaled_mean};
 use super::charts::figure;
 use super::rows::{fixed_params, row_head, rows_by_params};
 use super::speedup_table::{no_pairs_line, speedup_table, value_text};
@@ -16,7 +17,7 @@ use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.
 pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let cells = cells_of(r, |c| c.benchmark == "task-pool");
+    let cells = cells_in(r, |s| *s == ReportSection::TaskPool);
     if cells.is_empty() {
         return Err(String::new());
     }
@@ -64,18 +65,18 @@ pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
                     td class="num" { (workers(c).map_or("-".into(), short)) }
                     td class="num" { (value_text(&col, c)) }
                     td class="num" {
-                        (metric(c, "tree_ms").map_or("-".into(), |v| duration_ns(v * 1e6)))
+                        (metric(c, m::TREE_MS).map_or("-".into(), |v| duration_ns(v * 1e6)))
                     }
-                    td class="num" { (metric(c, "tasks_per_tree").map_or("-".into(), short)) }
-                    td class="num" { (opt_num("cas_retries_per_task")) }
-                    td class="num" { (opt_num("lock_contended_per_task")) }
+                    td class="num" { (metric(c, m::TASKS_PER_TREE).map_or("-".into(), short)) }
+                    td class="num" { (opt_num(m::CAS_RETRIES_PER_TASK)) }
+                    td class="num" { (opt_num(m::LOCK_CONTENDED_PER_TASK)) }
                 }
             }
         }
     };
     p.push_str(&table.into_string());
     p.push_str("<h3>Tasks per second per placement, SMT speed-ups</h3>");
-    let (keys, rows) = rows_by_params(&cells);
+    let (keys, rows) = rows_by_params(&cells, main_param(r, &cells));
     p.push_str(&fixed_params(&cells, &keys));
     if !speedup_table(p, &row_head(&keys), &rows) {
         no_pairs_line(p, r);
@@ -137,7 +138,7 @@ fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
     };
     let col = mean_column(cells);
     let rate = series_of(&|c| Some(scaled_mean(c, &col)));
-    let tree = series_of(&|c| metric(c, "tree_ms").map(|v| (v, None)));
+    let tree = series_of(&|c| metric(c, m::TREE_MS).map(|v| (v, None)));
     let opt = LineOptions {
         y_zero: true,
         x_integer: true,
@@ -173,5 +174,5 @@ fn param_or<'a>(c: &'a CellRecord, key: &str, default: &'a str) -> &'a str {
 
 /// The number of workers a cell ran: as recorded, or as asked for.
 fn workers(c: &CellRecord) -> Option<f64> {
-    metric(c, "workers").or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
+    metric(c, m::WORKERS).or_else(|| c.params.get("workers").and_then(|w| w.parse().ok()))
 }

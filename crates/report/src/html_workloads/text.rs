@@ -2,6 +2,7 @@
 //! (`smtlab report`); no paper figure.
 
 use smtlab_model::RunResults;
+use smtlab_model::metrics::{net, task_pool, web};
 
 use super::cells::{metric, metric_sum};
 use super::is_workload;
@@ -22,25 +23,25 @@ pub fn text_summary(r: &RunResults) -> Option<Table> {
     let ms: Fmt = |v| duration_ns(v * 1e6);
     let us: Fmt = |v| duration_ns(v * 1e3);
     let figures: [(&str, &str, Fmt); 10] = [
-        ("requests_per_s", "req/s", plain),
-        ("latency_p50_ns", "p50", ns),
-        ("latency_p99_ns", "p99", ns),
-        ("ops_per_s", "ops/s", plain),
-        ("server_cpu_us_per_tx", "server CPU/tx", us),
-        ("server_cpu_us_per_kib", "server CPU/KiB", us),
-        ("rtt_p99_ns", "rtt p99", ns),
-        ("tree_ms", "tree", ms),
-        ("cas_retries_per_task", "CAS retries/task", plain),
-        ("lock_contended_per_task", "contended/task", plain),
+        (web::REQUESTS_PER_S, "req/s", plain),
+        (web::LATENCY_P50_NS, "p50", ns),
+        (web::LATENCY_P99_NS, "p99", ns),
+        (net::OPS_PER_S, "ops/s", plain),
+        (net::SERVER_CPU_US_PER_TX, "server CPU/tx", us),
+        (net::SERVER_CPU_US_PER_KIB, "server CPU/KiB", us),
+        (net::RTT_P99_NS, "rtt p99", ns),
+        (task_pool::TREE_MS, "tree", ms),
+        (task_pool::CAS_RETRIES_PER_TASK, "CAS retries/task", plain),
+        (task_pool::LOCK_CONTENDED_PER_TASK, "contended/task", plain),
     ];
     let mut table = Table::new(["workload @ placement", "figures"]);
     let mut rows = 0;
-    for c in r.cells.iter().filter(|c| is_workload(c)) {
+    for c in r.cells.iter().filter(|c| is_workload(r, c)) {
         let mut parts: Vec<String> = figures
             .iter()
             .filter_map(|(k, label, f)| metric(c, k).map(|v| format!("{label} {}", f(v))))
             .collect();
-        if let Some(e) = metric_sum(c, "errors") {
+        if let Some(e) = metric_sum(c, web::ERRORS) {
             parts.push(format!("errors {}", num(e)));
         }
         if parts.is_empty() {
@@ -51,7 +52,7 @@ pub fn text_summary(r: &RunResults) -> Option<Table> {
                 format!("{} @ {}", c.benchmark, c.placement.name),
                 parts.join("  "),
             ],
-            params(&c.params),
+            params(&c.flat_params()),
         );
         rows += 1;
     }

@@ -7,32 +7,33 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use maud::html;
+use smtlab_model::metrics::web as m;
 use smtlab_model::stats;
-use smtlab_model::{CellRecord, RunResults};
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
-use super::cells::{cells_of, metric, metric_sum, placements};
+use super::cells::{cells_in, main_param, metric, metric_sum, placements};
 use super::charts::{Bar, figure, hbars, placement_color, value_bars};
 use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
 use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
-use crate::fmt::{num, params, short};
+use crate::fmt::{esc, num, params, short};
 use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
 /// Paper 000: web servers.
 pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let stat = cells_of(r, |c| c.benchmark == "web-static");
-    let cap = cells_of(r, |c| c.benchmark == "web-capacity");
+    let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
+    let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
     if stat.is_empty() && cap.is_empty() {
         return Err(String::new());
     }
     p.push_str("<section id=\"web\"><h2>Web servers</h2>");
     let mut any_pair = false;
     if !stat.is_empty() {
-        any_pair |= web_static(p, &stat);
+        any_pair |= web_static(p, &stat, main_param(r, &stat));
     }
     if !cap.is_empty() {
-        any_pair |= web_capacity(p, &cap);
+        any_pair |= web_capacity(p, &cap, main_param(r, &cap));
     }
     if !any_pair {
         no_pairs_line(p, r);
@@ -40,7 +41,14 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     let skipped: Vec<_> = r
         .skipped
         .iter()
-        .filter(|s| s.key.benchmark.starts_with("web-"))
+        .filter(|s| {
+            r.info(&s.key.benchmark).is_some_and(|i| {
+                matches!(
+                    i.report,
+                    ReportSection::WebStatic | ReportSection::WebCapacity
+                )
+            })
+        })
         .collect();
     if !skipped.is_empty() {
         let list = html! {
@@ -49,7 +57,7 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
                 @for s in skipped {
                     li {
                         code {
-                            (s.key.benchmark) " " (params(&s.key.params)) " on " (s.key.placement)
+                            (s.key.benchmark) " " (params(&s.key.flat_params())) " on " (s.key.placement)
                         }
                         ": " (s.reason)
                     }
@@ -64,23 +72,26 @@ pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
 
 /// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and
 /// placement, the speed-ups and the latency table; whether it had a speed-up.
-fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
-    p.push_str(
-        "<h3>Static load (web-static)</h3><p>Paper 000 Figs 1-6: the response bandwidth \
+fn web_static(p: &mut String, stat: &[&CellRecord], main: Option<&str>) -> bool {
+    let name = stat[0].benchmark.as_str();
+    let _ = write!(
+        p,
+        "<h3>Static load ({})</h3><p>Paper 000 Figs 1-6: the response bandwidth \
          of each server on each placement (mean with 95% CI) and its requests per \
          second, then the SMT speed-ups per server.</p><div class=\"charts\">",
+        esc(name)
     );
-    let keys = swept_keys(stat);
+    let keys = swept_keys(stat, main);
     value_figure(
         p,
         stat,
         &keys,
-        "web-static bandwidth",
+        &format!("{name} bandwidth"),
         "per server and placement, mean with 95% CI",
     );
     let rps: Vec<(&CellRecord, f64)> = stat
         .iter()
-        .filter_map(|c| metric(c, "requests_per_s").map(|v| (*c, v)))
+        .filter_map(|c| metric(c, m::REQUESTS_PER_S).map(|v| (*c, v)))
         .collect();
     if !rps.is_empty() {
         let rcol = Column::for_values("req/s", &rps.iter().map(|x| x.1).collect::<Vec<_>>());
@@ -99,7 +110,7 @@ fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
         figure(
             p,
             hbars(
-                "web-static requests per second",
+                &format!("{name} requests per second"),
                 "per server and placement, mean over samples",
                 &rcol.unit,
                 0.0,
@@ -113,6 +124,7 @@ fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
         stat,
         &keys,
         "Bandwidth per server and placement, SMT speed-ups",
+        main,
     );
     latency_table(p, stat, &keys);
     any_pair
@@ -120,26 +132,29 @@ fn web_static(p: &mut String, stat: &[&CellRecord]) -> bool {
 
 /// Paper 000 Figs 20-21: `web-capacity` bars, the conformance curve and the speed-ups;
 /// whether it had a speed-up.
-fn web_capacity(p: &mut String, cap: &[&CellRecord]) -> bool {
-    p.push_str(
-        "<h3>Capacity (web-capacity)</h3><p>Paper 000 Figs 20-21: the most simultaneous \
+fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool {
+    let name = cap[0].benchmark.as_str();
+    let _ = write!(
+        p,
+        "<h3>Capacity ({})</h3><p>Paper 000 Figs 20-21: the most simultaneous \
          connections of which 95% get their conforming bandwidth without errors, per \
          server and placement. The curve shows the conforming share at each connection \
          count the search tried; the capacity is the last count at or above 95%.</p>\
          <div class=\"charts\">",
+        esc(name)
     );
-    let keys = swept_keys(cap);
+    let keys = swept_keys(cap, main);
     value_figure(
         p,
         cap,
         &keys,
-        "web-capacity",
+        name,
         "conforming connections, mean with 95% CI",
     );
     let series: Vec<Series> = cap
         .iter()
         .filter_map(|c| {
-            let raw = c.result.series.get("conforming_fraction_by_conns")?;
+            let raw = c.result.series.get(m::CONFORMING_FRACTION_BY_CONNS)?;
             // (connections, share) pairs of every sample: averaged per count.
             let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
             for pair in raw.chunks_exact(2) {
@@ -186,10 +201,11 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord]) -> bool {
         cap,
         &keys,
         "Capacity per server and placement, SMT speed-ups",
+        main,
     );
     let capped: Vec<String> = cap
         .iter()
-        .filter(|c| metric(c, "capped").is_some_and(|v| v > 0.0))
+        .filter(|c| metric(c, m::CAPPED).is_some_and(|v| v > 0.0))
         .map(|c| short_label(c, &keys))
         .collect();
     if !capped.is_empty() {
@@ -212,8 +228,14 @@ fn value_figure(p: &mut String, cells: &[&CellRecord], keys: &[String], title: &
 
 /// `cells`' values per server and placement and their SMT speed-ups under `heading`;
 /// whether it had a speed-up.
-fn speedup_part(p: &mut String, cells: &[&CellRecord], keys: &[String], heading: &str) -> bool {
-    let (_, rows) = rows_by_params(cells);
+fn speedup_part(
+    p: &mut String,
+    cells: &[&CellRecord],
+    keys: &[String],
+    heading: &str,
+    main: Option<&str>,
+) -> bool {
+    let (_, rows) = rows_by_params(cells, main);
     let _ = write!(p, "<h3>{heading}</h3>");
     p.push_str(&fixed_params(cells, keys));
     speedup_table(p, &row_head(keys), &rows)
@@ -225,13 +247,10 @@ fn short_label(c: &CellRecord, keys: &[String]) -> String {
     let mut parts: Vec<String> = keys
         .iter()
         .filter_map(|k| {
-            c.params.get(k).map(|v| {
-                if k == "server" {
-                    v.clone()
-                } else {
-                    format!("{k}={v}")
-                }
-            })
+            c.flat_params()
+                .get(k)
+                .cloned()
+                .map(|v| if k == "server" { v } else { format!("{k}={v}") })
         })
         .collect();
     parts.push(c.placement.name.clone());
@@ -241,11 +260,11 @@ fn short_label(c: &CellRecord, keys: &[String]) -> String {
 /// Latency percentiles, requests and errors of the web-static cells.
 fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
     const Q: [(&str, &str); 5] = [
-        ("p50", "latency_p50_ns"),
-        ("p90", "latency_p90_ns"),
-        ("p99", "latency_p99_ns"),
-        ("p99.9", "latency_p999_ns"),
-        ("max", "latency_max_ns"),
+        ("p50", m::LATENCY_P50_NS),
+        ("p90", m::LATENCY_P90_NS),
+        ("p99", m::LATENCY_P99_NS),
+        ("p99.9", m::LATENCY_P999_NS),
+        ("max", m::LATENCY_MAX_NS),
     ];
     let vals: Vec<f64> = cells
         .iter()
@@ -274,10 +293,10 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
                 tr {
                     td { (short_label(c, keys)) }
                     @for (_, k) in Q { (num_cell(metric(c, k).map(|v| col.num(v)))) }
-                    (num_cell(metric_sum(c, "requests").map(num)))
-                    (num_cell(metric(c, "bytes_per_request").map(crate::units::size)))
-                    (num_cell(metric_sum(c, "connects").map(num)))
-                    @match metric_sum(c, "errors") {
+                    (num_cell(metric_sum(c, m::REQUESTS).map(num)))
+                    (num_cell(metric(c, m::BYTES_PER_REQUEST).map(crate::units::size)))
+                    (num_cell(metric_sum(c, m::CONNECTS).map(num)))
+                    @match metric_sum(c, m::ERRORS) {
                         Some(e) => td class=(if e > 0.0 { "num bad" } else { "num" }) { (num(e)) },
                         None => (num_cell(None)),
                     }

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 
 use smtlab_model::result::{Calibration, StopReason, Warmup};
+use smtlab_model::{BenchInfo, Core, CpuSet, Package, ReportSection, ValueKind};
 use smtlab_model::{
     Cache, CacheType, CellKey, CellRecord, CellResult, CoreOrder, CpuOrder, Direction, Environment,
     NumaNode, RESULTS_SCHEMA, ResolvedPlacement, RunConfig, RunMeta, RunResults, RunStatus,
     SampleRecord, SkippedCell, SmtInfo, TOPOLOGY_SCHEMA, Topology, stats,
 };
-use smtlab_model::{Core, CpuSet, Package};
 
 /// A small deterministic generator (64-bit LCG, top bits), so snapshots are stable.
 pub struct Rng(u64);
@@ -173,15 +173,19 @@ pub fn cell(
             metrics: BTreeMap::new(),
         })
         .collect();
+    // Pairs may name a condition by its flat name (`smt=on`), as a stored key does.
+    let mut params: BTreeMap<String, String> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let conditions = smtlab_model::keys::Conditions::take_from(&mut params);
     CellRecord {
         benchmark: bench.into(),
         group: group.into(),
         unit: unit.into(),
         direction,
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        params,
+        conditions,
         placement_spec: placement.name.clone(),
         placement,
         result: CellResult {
@@ -239,7 +243,7 @@ pub fn environment() -> Environment {
 
 /// Results holding exactly `cells` (and `skipped`), planned in that order.
 pub fn run(cells: Vec<CellRecord>, skipped: Vec<SkippedCell>) -> RunResults {
-    RunResults {
+    let mut r = RunResults {
         schema: RESULTS_SCHEMA.into(),
         run: RunMeta {
             id: 7,
@@ -265,7 +269,91 @@ pub fn run(cells: Vec<CellRecord>, skipped: Vec<SkippedCell>) -> RunResults {
         },
         cells,
         skipped,
+        benchmarks: Vec::new(),
+    };
+    r.describe(catalog());
+    r
+}
+
+/// A catalog entry of `name` as the report reads it: its section and main parameter.
+pub fn entry(name: &str, report: ReportSection, main: Option<&str>) -> BenchInfo {
+    BenchInfo {
+        name: name.into(),
+        group: "test".into(),
+        unit: "ops/s".into(),
+        direction: Direction::Higher,
+        value_kind: ValueKind::Rate { scale: 1.0 },
+        description: String::new(),
+        origin: String::new(),
+        params: Vec::new(),
+        main_param: main.map(String::from),
+        report,
     }
+}
+
+/// The catalog the test runs are described by: the workloads' sections and main
+/// parameters as the real catalog declares them (the report reads nothing else).
+pub fn catalog() -> Vec<BenchInfo> {
+    let table = |caption: &str| ReportSection::SpeedupTable {
+        caption: caption.into(),
+    };
+    // Paper 001 Table 1, in the paper's order (the catalog's).
+    let os_rows = [
+        ("null-syscall", "Simple syscall"),
+        ("read", "Simple read"),
+        ("write", "Simple write"),
+        ("stat", "Simple stat"),
+        ("fstat", "Simple fstat"),
+        ("open-close", "Simple open/close"),
+        ("select-file", "Select on 10 fd's"),
+        ("select-tcp", "Select on 10 tcp fd's"),
+        ("sig-install", "Signal handler installation"),
+        ("sig-handler", "Signal handler overhead"),
+        ("pipe-latency", "Pipe latency"),
+        ("fork-exit", "Process fork+exit"),
+        ("fork-exec", "Process fork+execve"),
+        ("fork-sh", "Process fork+/bin/sh -c"),
+    ];
+    let os = os_rows.into_iter().map(|(name, label)| {
+        let label_params = if name.starts_with("select-") {
+            [("fds".to_string(), "10".to_string())].into()
+        } else {
+            BTreeMap::new()
+        };
+        entry(
+            name,
+            ReportSection::OsLatency {
+                label: label.into(),
+                label_params,
+            },
+            None,
+        )
+    });
+    os.chain([
+        entry("exec", ReportSection::Exec, None),
+        entry("web-static", ReportSection::WebStatic, Some("server")),
+        entry("web-capacity", ReportSection::WebCapacity, Some("server")),
+        entry("chat", table("paper 001 Tables 3-4"), Some("rooms")),
+        entry("dbench", table("paper 001 Table 5"), Some("clients")),
+        entry("tbench", table("paper 001 Table 6"), Some("clients")),
+        entry(
+            "tcp-stream",
+            table("paper 004, netperf TCP_STREAM"),
+            Some("size"),
+        ),
+        entry(
+            "tcp-rr",
+            table("paper 004, netperf TCP_RR"),
+            Some("request"),
+        ),
+        entry("aim-fifo", ReportSection::Aim, None),
+        entry("aim-disk-rd", ReportSection::Aim, None),
+        entry("aim-sieve", ReportSection::Aim, None),
+        entry("task-pool", ReportSection::TaskPool, Some("queue")),
+        entry("oltp-sqlite", ReportSection::Oltp, Some("mode")),
+        entry("sdet", ReportSection::Oltp, Some("users")),
+    ])
+    .collect()
 }
 
 const GRID: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
@@ -481,6 +569,7 @@ pub fn demo() -> RunResults {
         key: CellKey {
             benchmark: "c2c-latency".into(),
             params: BTreeMap::new(),
+            conditions: Default::default(),
             placement: "1c1t".into(),
         },
         reason: "c2c-latency needs 2 or more pinned CPUs; 1c1t has 1".into(),
@@ -770,6 +859,7 @@ pub fn workloads_demo() -> RunResults {
             params: [("server".to_string(), "apache-prefork".to_string())]
                 .into_iter()
                 .collect(),
+            conditions: Default::default(),
             placement: "1c2t".into(),
         },
         reason: "3 requests failed beside 912 good ones (3 connect refused); no throughput \

@@ -5,14 +5,14 @@
 //! Every group is measured interleaved: A alone, A next to B on the sibling, A next to B
 //! on another core, one sample of each in turn, so the host's speed spells fall on all of
 //! them alike. Each cell is a [`CoRun`] (the partner runs only during A's samples) keyed
-//! by A's name and parameters plus the form ([`FORM_PARAM`]) and partner
-//! ([`PARTNER_PARAM`]); its placement is named `corun-<form>`.
+//! by A's name and parameters plus the form and partner (`Conditions::form`,
+//! `Conditions::partner`); its placement is named `corun-<form>`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use smtlab_bench::{BenchContext, Benchmark, Params};
-use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
+use smtlab_model::keys::{Conditions, Form};
 use smtlab_model::{CellKey, ResolvedPlacement, Topology};
 
 use super::{Engine, ExperimentError};
@@ -239,9 +239,12 @@ fn cell(
     fixed: Option<u64>,
     topo: &Topology,
 ) -> CorunCell {
-    let mut params: BTreeMap<String, String> = param_map(&a.params);
-    params.insert(FORM_PARAM.into(), form.name().into());
-    params.insert(PARTNER_PARAM.into(), partner_name.into());
+    let params: BTreeMap<String, String> = param_map(&a.params);
+    let conditions = Conditions {
+        form: Some(form),
+        partner: Some(partner_name.into()),
+        ..Conditions::default()
+    };
     let name = format!("corun-{}", form.name());
     CorunCell {
         corun: CoRun {
@@ -258,6 +261,7 @@ fn cell(
         key: CellKey {
             benchmark: a.name(),
             params,
+            conditions,
             placement: name.clone(),
         },
         placement: placement_of(&name, &cpus, topo),
@@ -413,6 +417,8 @@ mod tests {
                 description: "a fake".into(),
                 origin: "tests".into(),
                 params: Vec::new(),
+                main_param: None,
+                report: Default::default(),
             }
         }
         fn prepare(&self, _: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
@@ -462,8 +468,8 @@ mod tests {
             .map(|c| {
                 (
                     c.key.benchmark.as_str(),
-                    c.key.params[FORM_PARAM].as_str(),
-                    c.key.params[PARTNER_PARAM].as_str(),
+                    c.key.conditions.form.unwrap().name(),
+                    c.key.conditions.partner.as_deref().unwrap(),
                 )
             })
             .collect();
@@ -505,8 +511,9 @@ mod tests {
         let [cell] = kept.cells.as_slice() else {
             panic!("one cell, got {}", kept.cells.len())
         };
-        assert_eq!(cell.params[FORM_PARAM], "alone");
-        assert_eq!(cell.params[PARTNER_PARAM], NO_PARTNER);
+        assert_eq!(cell.conditions.form, Some(Form::Alone));
+        assert_eq!(cell.conditions.partner.as_deref(), Some(NO_PARTNER));
+        assert!(cell.params.is_empty(), "conditions are not parameters");
         assert_eq!(cell.placement_spec, "corun-alone");
         // The fixed piece of work: every sample ran exactly 3 iterations.
         assert!(cell.result.samples.iter().all(|s| s.iterations == 3));

@@ -38,7 +38,7 @@ pub fn groups_of<'a>(
             warmup_samples: None,
         };
         match groups.last_mut() {
-            Some(g) if g[0].key.benchmark == key.benchmark && g[0].key.params == key.params => {
+            Some(g) if g[0].key.same_variant(key) => {
                 g.push(cell);
             }
             _ => groups.push(vec![cell]),

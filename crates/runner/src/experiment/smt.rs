@@ -16,7 +16,6 @@ use std::ops::ControlFlow;
 
 use smtlab_bench::Params;
 use smtlab_control::guard::Protection;
-use smtlab_model::keys::SMT_PARAM;
 use smtlab_model::{CellKey, SkippedCell, Topology};
 
 use super::{Engine, ExperimentError};
@@ -67,24 +66,30 @@ pub fn parse_states(given: &[String]) -> Result<Vec<bool>, ExperimentError> {
 
 /// The SMT state `key` was measured in; `None` for a cell measured as found.
 pub fn state_of(key: &CellKey) -> SmtState {
-    match key.params.get(SMT_PARAM).map(String::as_str) {
-        Some("on") => Some(true),
-        Some("off") => Some(false),
+    match key.smt() {
+        Some(smtlab_model::keys::SmtState::On) => Some(true),
+        Some(smtlab_model::keys::SmtState::Off) => Some(false),
         _ => None,
     }
 }
 
-/// Keys `key` with the SMT state it is measured in.
-pub fn set_state(key: &mut CellKey, state: SmtState) {
-    key.params
-        .insert(SMT_PARAM.to_string(), state_label(state).to_string());
+/// The state as the cell keys hold it.
+pub fn condition(state: SmtState) -> smtlab_model::keys::SmtState {
+    state.map_or(
+        smtlab_model::keys::SmtState::AsFound,
+        smtlab_model::keys::SmtState::from_on,
+    )
 }
 
-/// The benchmark's own parameters of `key`: its conditions (the SMT state) left out.
+/// Keys `key` with the SMT state it is measured in.
+pub fn set_state(key: &mut CellKey, state: SmtState) {
+    key.set_smt(Some(condition(state)));
+}
+
+/// The benchmark's own parameters of `key` (its conditions, such as the SMT state, are
+/// apart from them).
 pub fn bench_params(key: &CellKey) -> BTreeMap<String, String> {
-    let mut params = key.params.clone();
-    params.remove(SMT_PARAM);
-    params
+    key.params.clone()
 }
 
 /// `cell` keyed with the SMT state `on`, its placement not yet resolved in that state.
@@ -386,6 +391,7 @@ mod tests {
         let mut key = CellKey {
             benchmark: "spin".into(),
             params: [("n".to_string(), "1".to_string())].into_iter().collect(),
+            conditions: Default::default(),
             placement: "1c1t".into(),
         };
         assert_eq!(state_of(&key), None);
@@ -394,6 +400,6 @@ mod tests {
         assert_eq!(bench_params(&key).len(), 1);
         set_state(&mut key, None);
         assert_eq!(state_of(&key), None);
-        assert_eq!(key.params[SMT_PARAM], "as found");
+        assert_eq!(key.smt(), Some(smtlab_model::keys::SmtState::AsFound));
     }
 }

@@ -5,15 +5,15 @@
 //! In each state the job is calibrated alone on the placement's first CPU, the maximum
 //! is measured once to set the rates, then the maximum and every rate are measured again
 //! as one interleaved group, so a slow spell of the host falls on all steps alike and
-//! the shares of the maximum stay honest. The cells are keyed by the offered rate
-//! ([`RATE_PARAM`]: `max` or a percentage), the SMT state ([`SMT_PARAM`]) and `job_us`.
+//! the shares of the maximum stay honest. The cells are keyed by their conditions, the
+//! offered rate (`max` or a percentage) and the SMT state, and by the parameter `job_us`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use smtlab_bench::{BenchContext, Benchmark, Params};
 use smtlab_control::guard::Protection;
-use smtlab_model::keys::RATE_PARAM;
+use smtlab_model::keys::{Conditions, OfferedRate};
 use smtlab_model::{CellKey, ResolvedPlacement, Topology};
 
 use super::{Engine, ExperimentError};
@@ -56,7 +56,7 @@ pub fn placement(
     Ok((spec, resolved))
 }
 
-/// Measures the curve in the current SMT state (`smt` names it in the keys) on
+/// Measures the curve in the current SMT state (`smt` goes in the keys) on
 /// `placement`, pushing the maximum and every rate to `sink` as they are done.
 pub fn measure_curve(
     engine: &Engine<'_>,
@@ -112,7 +112,7 @@ pub fn measure_curve(
             curve.step.as_millis()
         )));
     }
-    let steps: Vec<(String, OpenLoop)> = step_labels(curve.steps)
+    let steps: Vec<(OfferedRate, OpenLoop)> = step_labels(curve.steps)
         .into_iter()
         .map(|(label, share)| {
             let rate = share.map(|pct| first_max * pct / 100.0);
@@ -125,7 +125,7 @@ pub fn measure_curve(
             bench,
             info: info.clone(),
             params: Params::default(),
-            key: step_key(label, smt, curve, spec),
+            key: step_key(*label, smt, curve, spec),
             placement: Ok(placement.clone()),
             work_unit: None,
             warmup_samples: None,
@@ -134,26 +134,29 @@ pub fn measure_curve(
     Ok(engine.run(topo, vec![group], sink))
 }
 
-/// The steps of a curve: `max`, then each share of it in percent (label, share).
-fn step_labels(steps: u32) -> Vec<(String, Option<f64>)> {
-    let mut out = vec![("max".to_string(), None)];
+/// The steps of a curve: `max`, then each share of it in percent (rate, share).
+fn step_labels(steps: u32) -> Vec<(OfferedRate, Option<f64>)> {
+    let mut out = vec![(OfferedRate::Max, None)];
     for i in 1..=steps {
         let pct = 100.0 * f64::from(i) / f64::from(steps);
-        out.push((format!("{pct:.0}"), Some(pct)));
+        // Rounded as the keys have always been written (`{:.0}`), so a step of a curve
+        // measured before keeps its key; 0 < pct <= 100 always parses.
+        let whole = format!("{pct:.0}").parse().unwrap_or(0);
+        out.push((OfferedRate::Percent(whole), Some(pct)));
     }
     out
 }
 
-/// The key of one step: the rate, the SMT state and the job length are its conditions.
-fn step_key(label: &str, smt: SmtState, curve: Curve, spec: &str) -> CellKey {
+/// The key of one step: the rate and the SMT state are its conditions, the job length
+/// its parameter.
+fn step_key(rate: OfferedRate, smt: SmtState, curve: Curve, spec: &str) -> CellKey {
     let mut key = CellKey {
         benchmark: crate::utilisation::NAME.to_string(),
-        params: [
-            (RATE_PARAM.to_string(), label.to_string()),
-            ("job_us".to_string(), curve.job.as_micros().to_string()),
-        ]
-        .into_iter()
-        .collect(),
+        params: [("job_us".to_string(), curve.job.as_micros().to_string())].into(),
+        conditions: Conditions {
+            rate: Some(rate),
+            ..Conditions::default()
+        },
         placement: spec.to_string(),
     };
     super::smt::set_state(&mut key, smt);
@@ -178,7 +181,7 @@ pub fn plan(
             (None, None) => placement(None, found).map(|(s, _)| s).unwrap_or_default(),
         };
         for (label, _) in step_labels(curve.steps) {
-            keys.push(step_key(&label, state, curve, &spec));
+            keys.push(step_key(label, state, curve, &spec));
         }
     }
     keys
@@ -233,6 +236,8 @@ pub fn measure_states(
 
 #[cfg(test)]
 mod tests {
+    use smtlab_model::keys::SmtState as Smt;
+
     use super::*;
     use crate::config::RunConfig;
 
@@ -260,21 +265,25 @@ mod tests {
         };
         let keys = plan(curve, &[Some(false), Some(true)], None, &topo);
         assert_eq!(keys.len(), 10);
-        let rates: Vec<&str> = keys[..5]
+        let rates: Vec<String> = keys[..5]
             .iter()
-            .map(|k| k.params[RATE_PARAM].as_str())
+            .map(|k| k.conditions.rate.unwrap().to_string())
             .collect();
         assert_eq!(rates, ["max", "25", "50", "75", "100"]);
         assert_eq!(
             (keys[0].placement.as_str(), keys[5].placement.as_str()),
             ("1c1t", "1c2t")
         );
-        assert_eq!(keys[7].params[SMT_PARAM], "on");
+        assert_eq!(keys[7].smt(), Some(Smt::On));
         assert_eq!(keys[7].params["job_us"], "200");
-        assert_eq!(keys[0], step_key("max", Some(false), curve, "1c1t"));
+        assert_eq!(
+            keys[0],
+            step_key(OfferedRate::Max, Some(false), curve, "1c1t")
+        );
         let found = plan(curve, &[None], None, &topo);
         assert_eq!(found[0].placement, "1c2t");
-        assert_eq!(found[0].params[SMT_PARAM], "as found");
+        assert_eq!(found[0].smt(), Some(Smt::AsFound));
+        assert_eq!(found[0].params.len(), 1, "only job_us is a parameter");
     }
 
     #[test]
@@ -306,7 +315,6 @@ mod tests {
     }
 
     use crate::machine::Machine;
-    use smtlab_model::keys::SMT_PARAM;
 
     #[test]
     fn each_state_is_entered_then_measured_as_planned_and_the_stop_flag_ends_it() {

@@ -175,7 +175,7 @@ pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) 
     if !run_exists(tx, run_id)? {
         return Err(Fail::NoRun(run_id));
     }
-    let params_json = to_json(&cell.params)?;
+    let params_json = key_params_json(&cell.params, &cell.conditions)?;
     let key = params![run_id, cell.benchmark, params_json, cell.placement_spec];
     // ON DELETE CASCADE removes the old samples, summaries and series with it.
     tx.execute(
@@ -294,7 +294,7 @@ pub(crate) fn insert_skipped(tx: &Transaction<'_>, run_id: i64, s: &SkippedCell)
     if !run_exists(tx, run_id)? {
         return Err(Fail::NoRun(run_id));
     }
-    let params_json = to_json(&s.key.params)?;
+    let params_json = key_params_json(&s.key.params, &s.key.conditions)?;
     let key = params![run_id, s.key.benchmark, params_json, s.key.placement];
     let measured = tx
         .query_row(
@@ -336,9 +336,11 @@ pub(crate) fn stored_cell_keys(conn: &Connection, run_id: i64) -> Step<HashSet<C
     let mut rows = stmt.query([run_id])?;
     let mut out = HashSet::new();
     while let Some(r) = rows.next()? {
+        let (params, conditions) = key_params_from_json(&r.get::<_, String>(1)?, "cells.params")?;
         out.insert(CellKey {
             benchmark: r.get(0)?,
-            params: from_json(&r.get::<_, String>(1)?, "cells.params")?,
+            params,
+            conditions,
             placement: r.get(2)?,
         });
     }
@@ -352,9 +354,11 @@ pub(crate) fn load_skipped(conn: &Connection, run_id: i64) -> Step<Vec<(CellKey,
     let mut rows = stmt.query([run_id])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
+        let (params, conditions) = key_params_from_json(&r.get::<_, String>(1)?, "skipped.params")?;
         let key = CellKey {
             benchmark: r.get(0)?,
-            params: from_json(&r.get::<_, String>(1)?, "skipped.params")?,
+            params,
+            conditions,
             placement: r.get(2)?,
         };
         out.push((key, r.get(3)?));
@@ -385,12 +389,14 @@ pub(crate) fn load_cells(conn: &Connection, run_id: i64, version: i64) -> Step<V
         let summary = summaries.remove("value").ok_or_else(|| {
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
         })?;
+        let (params, conditions) = key_params_from_json(&r.get::<_, String>(5)?, &at("params"))?;
         out.push(CellRecord {
             benchmark: r.get(1)?,
             group: r.get(2)?,
             unit: r.get(3)?,
             direction: parse_direction(&r.get::<_, String>(4)?)?,
-            params: from_json(&r.get::<_, String>(5)?, &at("params"))?,
+            params,
+            conditions,
             placement_spec: r.get(6)?,
             placement: from_json(&r.get::<_, String>(7)?, &at("placement"))?,
             result: CellResult {

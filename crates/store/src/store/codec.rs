@@ -3,6 +3,9 @@
 
 use serde::{Serialize, de::DeserializeOwned};
 use smtlab_model::result::StopReason;
+use std::collections::BTreeMap;
+
+use smtlab_model::keys::Conditions;
 use smtlab_model::{CellKey, Direction, RunStatus};
 
 use super::{Fail, Step};
@@ -13,6 +16,26 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(v: &T) -> Step<String> {
 
 pub(crate) fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Step<T> {
     serde_json::from_str(text).map_err(|e| Fail::Decode(format!("{what}: {e}")))
+}
+
+/// A key's `params` column: the benchmark's parameters and the cell's conditions as one
+/// JSON object with sorted keys, the conditions under their flat names
+/// (`smtlab_model::keys`), as every version has written it.
+pub(crate) fn key_params_json(
+    params: &BTreeMap<String, String>,
+    conditions: &Conditions,
+) -> Step<String> {
+    to_json(&conditions.flatten(params))
+}
+
+/// A `params` column read back: the parameters, and the conditions typed.
+pub(crate) fn key_params_from_json(
+    text: &str,
+    what: &str,
+) -> Step<(BTreeMap<String, String>, Conditions)> {
+    let mut params: BTreeMap<String, String> = from_json(text, what)?;
+    let conditions = Conditions::take_from(&mut params);
+    Ok((params, conditions))
 }
 
 pub(crate) fn status_text(s: RunStatus) -> &'static str {
@@ -82,7 +105,7 @@ pub(crate) fn decode_series(blob: &[u8]) -> Option<Vec<f64>> {
 /// `mem-read size=1GiB @ 1c2t`, for messages.
 pub(crate) fn describe_key(key: &CellKey) -> String {
     let mut s = key.benchmark.clone();
-    for (k, v) in &key.params {
+    for (k, v) in &key.flat_params() {
         s.push_str(&format!(" {k}={v}"));
     }
     s.push_str(" @ ");
@@ -144,6 +167,7 @@ mod tests {
         let key = CellKey {
             benchmark: "mem-read".into(),
             params: [("size".to_string(), "1GiB".to_string())].into(),
+            conditions: Conditions::default(),
             placement: "1c2t".into(),
         };
         assert_eq!(describe_key(&key), "mem-read size=1GiB @ 1c2t");

@@ -134,6 +134,7 @@ impl Store {
                 run,
                 cells,
                 skipped,
+                benchmarks: Vec::new(),
             })
         })();
         r.map_err(|e| self.fail(&format!("loading run {run_id}"), e))
@@ -465,7 +466,7 @@ pub(crate) fn insert_run(tx: &Transaction<'_>, meta: &RunMeta) -> Step<i64> {
             id,
             pos,
             key.benchmark,
-            to_json(&key.params)?,
+            key_params_json(&key.params, &key.conditions)?,
             key.placement
         ])?;
     }
@@ -534,9 +535,11 @@ pub(crate) fn load_plan(conn: &Connection, run_id: i64) -> Step<Vec<CellKey>> {
     let mut rows = stmt.query([run_id])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
+        let (params, conditions) = key_params_from_json(&r.get::<_, String>(1)?, "plan.params")?;
         out.push(CellKey {
             benchmark: r.get(0)?,
-            params: from_json(&r.get::<_, String>(1)?, "plan.params")?,
+            params,
+            conditions,
             placement: r.get(2)?,
         });
     }

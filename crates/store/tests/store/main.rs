@@ -543,6 +543,7 @@ fn key(benchmark: &str, placement: &str) -> CellKey {
     CellKey {
         benchmark: benchmark.into(),
         params: BTreeMap::from([("size".to_string(), "64MiB".to_string())]),
+        conditions: Default::default(),
         placement: placement.into(),
     }
 }
@@ -816,6 +817,7 @@ fn child_key(i: usize) -> CellKey {
     CellKey {
         benchmark: "pthread-create".into(),
         params: BTreeMap::from([("i".to_string(), i.to_string())]),
+        conditions: Default::default(),
         placement: "os".into(),
     }
 }
@@ -1388,4 +1390,78 @@ fn a_run_measured_by_a_live_process_is_not_deleted() {
     drop(dead);
     other.delete_runs(&[a, b]).unwrap();
     assert!(other.list_runs().unwrap().is_empty());
+}
+
+// ---- cell conditions ------------------------------------------------------------------
+
+#[test]
+fn typed_conditions_are_stored_flat_as_before_and_come_back_typed() {
+    use smtlab_model::keys::{Conditions, Form, OfferedRate, SmtState};
+    let (_dir, path) = temp_db();
+    let mut results = testdata::results(0);
+    results.cells[0].conditions = Conditions::smt(SmtState::On);
+    results.cells[1].conditions = Conditions {
+        form: Some(Form::Sibling),
+        partner: Some("int-ops".into()),
+        ..Conditions::default()
+    };
+    results.run.plan = results.cells.iter().map(CellRecord::key).collect();
+    results.skipped[0].key.conditions.rate = Some(OfferedRate::Percent(50));
+    results.run.plan.push(results.skipped[0].key.clone());
+    let id = Store::open(&path).unwrap().import_run(&results).unwrap();
+    assert_eq!(
+        Store::open_existing(&path).unwrap().load_run(id).unwrap(),
+        with_id(results.clone(), id)
+    );
+    // The column holds what versions before typed conditions wrote and read.
+    let conn = raw(&path);
+    let column = |sql: &str| -> Vec<String> {
+        let mut stmt = conn.prepare(sql).unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let cells = column("SELECT params FROM cells ORDER BY id");
+    assert_eq!(cells[0], r#"{"size":"1GiB","smt":"on"}"#);
+    assert_eq!(
+        cells[1],
+        r#"{"corun_form":"sibling","corun_partner":"int-ops","size":"1GiB"}"#
+    );
+    let skipped = column("SELECT params FROM skipped");
+    assert_eq!(skipped, [r#"{"rate_pct":"50","size":"1GiB"}"#]);
+}
+
+#[test]
+fn rows_written_before_conditions_were_typed_read_them_typed_and_resume() {
+    use smtlab_model::keys::{Form, OfferedRate, SmtState};
+    let (_dir, path) = temp_db();
+    let mut results = testdata::results(0);
+    // An interrupted run: the last planned cell was not measured.
+    results.run.status = RunStatus::Interrupted;
+    let pending = results.cells.pop().unwrap().key();
+    let id = Store::open(&path).unwrap().import_run(&results).unwrap();
+    // Rewrite rows as an older smtlab stored them: conditions among the parameters.
+    let conn = raw(&path);
+    conn.execute_batch(
+        r#"UPDATE cells SET params = '{"size":"1GiB","smt":"on"}' WHERE id = 1;
+           UPDATE plan SET params = '{"size":"1GiB","smt":"on"}' WHERE position = 0;
+           UPDATE cells SET params = '{"corun_form":"cores","corun_partner":"none","rate_pct":"max","size":"1GiB"}' WHERE id = 2;
+           UPDATE plan SET params = '{"corun_form":"cores","corun_partner":"none","rate_pct":"max","size":"1GiB"}' WHERE position = 1;"#,
+    )
+    .unwrap();
+    drop(conn);
+    let loaded = Store::open_existing(&path).unwrap().load_run(id).unwrap();
+    let (a, b) = (&loaded.cells[0], &loaded.cells[1]);
+    assert_eq!(a.smt(), Some(SmtState::On));
+    assert_eq!(a.params, BTreeMap::from([("size".into(), "1GiB".into())]));
+    assert_eq!(b.conditions.form, Some(Form::Cores));
+    assert_eq!(b.conditions.partner.as_deref(), Some("none"));
+    assert_eq!(b.conditions.rate, Some(OfferedRate::Max));
+    assert_eq!(b.params.len(), 1);
+    assert_eq!(loaded.run.plan[0], a.key());
+    assert_eq!(loaded.run.plan[1], b.key());
+    // What `run --resume` measures: the plan less what is stored, old rows matched.
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.pending_cells(id).unwrap(), vec![pending]);
 }

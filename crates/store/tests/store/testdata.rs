@@ -126,6 +126,7 @@ fn cell(c: CellSpec<'_>, config: &RunConfig) -> CellRecord {
         unit: c.unit.into(),
         direction: c.direction,
         params: params(c.params),
+        conditions: Default::default(),
         placement_spec: c.spec.into(),
         placement: c.placement,
         result: CellResult {
@@ -375,6 +376,7 @@ pub fn results(run_id: i64) -> RunResults {
         key: CellKey {
             benchmark: "mem-read".into(),
             params: params(&[("size", "1GiB")]),
+            conditions: Default::default(),
             placement: "4c2t".into(),
         },
         reason: "4c2t needs 4 cores with 2 threads each; this machine has 2 cores".into(),
@@ -413,5 +415,6 @@ pub fn results(run_id: i64) -> RunResults {
         },
         cells,
         skipped,
+        benchmarks: Vec::new(),
     }
 }

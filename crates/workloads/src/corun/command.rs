@@ -59,6 +59,8 @@ impl Benchmark for ShellCommand {
             description: format!("wall time of one run of `sh -c {}`", self.command),
             origin: "user command".into(),
             params: Vec::new(),
+            main_param: None,
+            report: Default::default(),
         }
     }
 

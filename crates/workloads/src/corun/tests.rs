@@ -17,6 +17,8 @@ fn info(name: &str, dir: Direction, kind: ValueKind) -> BenchInfo {
         description: "a fake".into(),
         origin: "tests".into(),
         params: Vec::new(),
+        main_param: None,
+        report: Default::default(),
     }
 }
 

@@ -21,6 +21,7 @@ impl Benchmark for OltpPg {
     fn info(&self) -> BenchInfo {
         tps_info(
             NAME,
+            "clients",
             "A private PostgreSQL server on the placement, driven by pgbench \
                       from the client CPUs: transactions per second as pgbench prints \
                       it (without connection time), with its latencies.",

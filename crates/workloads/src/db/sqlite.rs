@@ -44,6 +44,7 @@ impl Benchmark for OltpSqlite {
     fn info(&self) -> BenchInfo {
         tps_info(
             NAME,
+            "mode",
             "pgbench's TPC-B-like mix (or select-only) on an embedded SQLite \
                       database in WAL mode, one connection per pinned worker thread: \
                       transactions per second.",

@@ -120,6 +120,10 @@ impl Benchmark for Chat {
                     "message size in bytes, 16 to 65536 (paper: 100)",
                 ),
             ],
+            main_param: Some("rooms".into()),
+            report: smtlab_model::ReportSection::SpeedupTable {
+                caption: "paper 001 Tables 3-4".into(),
+            },
         }
     }
 

@@ -56,6 +56,25 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The parameter its table is read by: the message size of a stream, the request
+    /// size of a request/response test.
+    fn main_param(self) -> &'static str {
+        match self {
+            Kind::Stream => "size",
+            Kind::Rr | Kind::Crr | Kind::UdpRr => "request",
+        }
+    }
+
+    /// netperf's name of the test.
+    fn netperf_test(self) -> &'static str {
+        match self {
+            Kind::Stream => "TCP_STREAM",
+            Kind::Rr => "TCP_RR",
+            Kind::Crr => "TCP_CRR",
+            Kind::UdpRr => "UDP_RR",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Stream => "tcp-stream",
@@ -141,16 +160,12 @@ impl Benchmark for Perf {
             description: format!(
                 "{what}; server on the placement, client apart; netperf's 99% +-2.5% iteration discipline"
             ),
-            origin: format!(
-                "paper 004 (netperf); netperf -t {}",
-                match k {
-                    Kind::Stream => "TCP_STREAM",
-                    Kind::Rr => "TCP_RR",
-                    Kind::Crr => "TCP_CRR",
-                    Kind::UdpRr => "UDP_RR",
-                }
-            ),
+            origin: format!("paper 004 (netperf); netperf -t {}", k.netperf_test()),
             params,
+            main_param: Some(k.main_param().into()),
+            report: smtlab_model::ReportSection::SpeedupTable {
+                caption: format!("paper 004, netperf {}", k.netperf_test()),
+            },
         }
     }
 
@@ -706,15 +721,19 @@ mod tests {
             let its = raw.metrics["iterations"];
             assert!((1.0..=3.0).contains(&its), "{} {its}", k.name());
             assert!(raw.metrics.contains_key("ci_target_met"));
+            // The names the report reads (`smtlab_model::metrics::net`).
             let key = if k == Kind::Stream {
-                "server_cpu_us_per_kib"
+                smtlab_model::metrics::net::SERVER_CPU_US_PER_KIB
             } else {
-                "server_cpu_us_per_tx"
+                smtlab_model::metrics::net::SERVER_CPU_US_PER_TX
             };
             assert!(raw.metrics[key] > 0.0, "{} {key}", k.name());
             if k != Kind::Stream {
                 assert_eq!(raw.metrics["transactions"], raw.work);
-                assert!(raw.metrics["rtt_p50_ns"] <= raw.metrics["rtt_p99_ns"]);
+                assert!(
+                    raw.metrics["rtt_p50_ns"]
+                        <= raw.metrics[smtlab_model::metrics::net::RTT_P99_NS]
+                );
                 assert!(!raw.series["rtt_ns"].is_empty());
             }
         }

@@ -74,6 +74,10 @@ impl Benchmark for Tbench {
                 .into(),
             origin: "paper 001 Table 6 (tbench)".into(),
             params: load_params(),
+            main_param: Some("clients".into()),
+            report: smtlab_model::ReportSection::SpeedupTable {
+                caption: "paper 001 Table 6".into(),
+            },
         }
     }
 

@@ -155,6 +155,8 @@ impl Benchmark for WebCapacity {
                     "least kbit/s of a conforming connection",
                 ),
             ],
+            main_param: Some("server".into()),
+            report: smtlab_model::ReportSection::WebCapacity,
         }
     }
 
@@ -334,15 +336,18 @@ impl Instance for CapacityInstance {
         }
         let mut metrics = BTreeMap::new();
         metrics.insert("capacity_conns".into(), result.capacity as f64);
-        metrics.insert("capped".into(), f64::from(u8::from(result.capped)));
+        metrics.insert(
+            smtlab_model::metrics::web::CAPPED.into(),
+            f64::from(u8::from(result.capped)),
+        );
         metrics.insert("steps".into(), result.curve.len() as f64);
-        metrics.insert("requests".into(), requests as f64);
+        metrics.insert(smtlab_model::metrics::web::REQUESTS.into(), requests as f64);
         metrics.insert("bytes".into(), bytes as f64);
-        metrics.insert("errors".into(), errors as f64);
+        metrics.insert(smtlab_model::metrics::web::ERRORS.into(), errors as f64);
         metrics.insert("dynamic_share".into(), self.dynamic_share);
         let mut series = BTreeMap::new();
         series.insert(
-            "conforming_fraction_by_conns".into(),
+            smtlab_model::metrics::web::CONFORMING_FRACTION_BY_CONNS.into(),
             result
                 .curve
                 .iter()

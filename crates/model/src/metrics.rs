@@ -1,0 +1,89 @@
+//! Names of the per-sample metrics (`SampleRecord::metrics`) and per-cell series
+//! (`CellResult::series`) that a benchmark or experiment writes and the report reads.
+//! One home, so a rename on one side is a compile error on the other rather than an
+//! empty report section.
+
+/// Written by co-run cells (`smtlab corun`, `smtlab penalty`).
+pub mod corun {
+    /// Metric: mean value of the partner's samples inside A's sample, in the partner's
+    /// unit.
+    pub const PARTNER_VALUE: &str = "partner_value";
+    /// Metric: mean value of the partner's samples in a window of the same length right
+    /// after A's sample, with A idle: the partner alone on its own CPU.
+    pub const PARTNER_ALONE_VALUE: &str = "partner_alone_value";
+    /// Metric: how many partner samples fell inside A's sample.
+    pub const PARTNER_SAMPLES: &str = "partner_samples";
+    /// Series: the wall time of each of A's samples.
+    pub const RUN_NS: &str = "run_ns";
+}
+
+/// Written by the open-loop load of a utilisation curve (`smtlab util`): where the
+/// placement CPUs' `/proc/stat` time went during a step, and the rate offered.
+pub mod util {
+    pub const USER_FRAC: &str = "user_frac";
+    pub const SYSTEM_FRAC: &str = "system_frac";
+    pub const IOWAIT_FRAC: &str = "iowait_frac";
+    /// irq, softirq and steal.
+    pub const OTHER_FRAC: &str = "other_frac";
+    pub const IDLE_FRAC: &str = "idle_frac";
+    /// Jobs per second offered (absent at the maximum).
+    pub const OFFERED_PER_S: &str = "offered_per_s";
+}
+
+/// Series of the thread benchmarks, per timed event, in nanoseconds.
+pub mod threads {
+    /// `pthread_create` call to its return.
+    pub const CREATE_RETURN_NS: &str = "create_return_ns";
+    /// `pthread_create` call to the new thread running.
+    pub const THREAD_START_NS: &str = "thread_start_ns";
+    /// The unlock call of a contended mutex.
+    pub const UNLOCK_NS: &str = "unlock_ns";
+    /// The signal or broadcast call of a condition variable.
+    pub const CALL_NS: &str = "call_ns";
+    /// Start of the unlock/signal call to the waiter running.
+    pub const WAKE_NS: &str = "wake_ns";
+}
+
+/// Metrics of the task pool (`task-pool`).
+pub mod task_pool {
+    /// Milliseconds to run one task tree.
+    pub const TREE_MS: &str = "tree_ms";
+    pub const TASKS_PER_TREE: &str = "tasks_per_tree";
+    /// Worker threads the pool ran.
+    pub const WORKERS: &str = "workers";
+    pub const CAS_RETRIES_PER_TASK: &str = "cas_retries_per_task";
+    pub const LOCK_CONTENDED_PER_TASK: &str = "lock_contended_per_task";
+}
+
+/// Metrics and series of the web and network workloads.
+pub mod web {
+    pub const REQUESTS_PER_S: &str = "requests_per_s";
+    pub const BYTES_PER_REQUEST: &str = "bytes_per_request";
+    pub const LATENCY_P50_NS: &str = "latency_p50_ns";
+    pub const LATENCY_P90_NS: &str = "latency_p90_ns";
+    pub const LATENCY_P99_NS: &str = "latency_p99_ns";
+    pub const LATENCY_P999_NS: &str = "latency_p999_ns";
+    pub const LATENCY_MAX_NS: &str = "latency_max_ns";
+    /// Metric: 1 where the capacity search hit its connection cap.
+    pub const CAPPED: &str = "capped";
+    /// Series: share of requests within the latency bound, by connection count.
+    pub const CONFORMING_FRACTION_BY_CONNS: &str = "conforming_fraction_by_conns";
+    /// Metric: errors in the sample.
+    pub const ERRORS: &str = "errors";
+    /// Metric: requests completed in the sample.
+    pub const REQUESTS: &str = "requests";
+    /// Metric: TCP connections opened in the sample.
+    pub const CONNECTS: &str = "connects";
+}
+
+/// Metrics of the file-server and netperf-style loads.
+pub mod net {
+    /// dbench: file operations per second.
+    pub const OPS_PER_S: &str = "ops_per_s";
+    /// netperf-style: the server thread's CPU time per transaction (request/response).
+    pub const SERVER_CPU_US_PER_TX: &str = "server_cpu_us_per_tx";
+    /// netperf-style: the server thread's CPU time per KiB (`tcp-stream`).
+    pub const SERVER_CPU_US_PER_KIB: &str = "server_cpu_us_per_kib";
+    /// netperf-style: the 99th percentile of the round-trip times.
+    pub const RTT_P99_NS: &str = "rtt_p99_ns";
+}
