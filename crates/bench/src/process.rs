@@ -633,12 +633,14 @@ pub fn clean_up() {
     let dirs: Vec<PathBuf> = lock(&lt.dirs).clone();
     for d in dirs {
         // Threads of this process (dbench's clients) may still be writing into it while
-        // it goes: try again, for a second at most.
+        // it goes, and even make it again (`create_dir_all`): it is gone only once it has
+        // stayed gone for a moment. Two seconds at most.
         for _ in 0..50 {
-            if std::fs::remove_dir_all(&d).is_ok() || !d.exists() {
+            let _ = std::fs::remove_dir_all(&d);
+            std::thread::sleep(Duration::from_millis(40));
+            if !d.exists() {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -43,11 +43,12 @@ impl ScratchDir {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::create_dir(&dir).map_err(|e| ("create", dir.clone(), e))?;
+        // Registered before it exists: a signal between the two would otherwise leave it.
         let guard = ScratchDir {
             path: dir.clone(),
             _registered: Some(register_dir(&dir)),
         };
+        std::fs::create_dir(&dir).map_err(|e| ("create", dir.clone(), e))?;
         std::fs::write(dir.join("owner"), owner_stamp(std::process::id()))
             .map_err(|e| ("write the owner file in", dir.clone(), e))?;
         Ok(guard)
