@@ -25,11 +25,14 @@ mod store;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-pub use error::{Result, SqlError, StoreError};
-pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION};
+pub use error::{PgError, Result, SqlError, StoreError};
+pub use schema::{
+    APPLICATION_ID, MIGRATIONS, PG_LOCK_KEY, PG_MIGRATIONS, PG_SCHEMA_SQL, PG_SCHEMA_VERSION,
+    SCHEMA_SQL, SCHEMA_VERSION,
+};
 pub use store::{
-    BadLabel, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, RunListing,
-    Store, check_label, this_host,
+    BadLabel, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, PushReport,
+    RunListing, Store, check_label, this_host,
 };
 
 /// Where results go unless the user says otherwise, in this order:

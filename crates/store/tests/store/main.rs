@@ -1300,8 +1300,11 @@ fn a_version_4_file_gains_labels_and_reads_without_them_when_read_only() {
         .import_run(&testdata::results(0))
         .unwrap();
     let conn = raw(&path);
-    conn.execute_batch("ALTER TABLE runs DROP COLUMN label; PRAGMA user_version = 4;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP INDEX runs_by_uid; ALTER TABLE runs DROP COLUMN uid;
+         ALTER TABLE runs DROP COLUMN label; PRAGMA user_version = 4;",
+    )
+    .unwrap();
     drop(conn);
     let ro = Store::open_read_only(&path).unwrap();
     assert_eq!(ro.list_runs().unwrap()[0].label, None);
