@@ -84,6 +84,20 @@ impl Store {
         Ok(Store { inner })
     }
 
+    /// Checks, before any time is spent measuring, that `target` can take results: an
+    /// existing file must be an smtlab database this build reads (it is upgraded), a
+    /// PostgreSQL database must be reachable (its schema is created). A missing file
+    /// passes: it is created once there is something to store.
+    pub fn check_target(target: impl AsRef<Path>) -> Result<()> {
+        let target = target.as_ref();
+        if url(target).is_some() {
+            drop(Self::open(target)?);
+        } else if target.exists() {
+            drop(Self::open_existing(target)?);
+        }
+        Ok(())
+    }
+
     /// Opens a store for reading only (`runs`, `report`, `compare`, the source of
     /// `push`): nothing is created, upgraded or changed. An SQLite file is opened
     /// read-only (see the SQLite notes in `SCHEMA.md`); a PostgreSQL session is set
