@@ -338,3 +338,52 @@ fn pushing_twice_stores_each_run_once() {
     assert_eq!(stored, 1);
     assert_eq!(count(&pg.url, "runs"), 3);
 }
+
+/// A 300-cell run (the fixture's cells, copied under distinct parameters) pushed from a
+/// file: every row arrives. Prints how long the push and a load back took.
+#[test]
+fn a_300_cell_run_is_pushed_whole() {
+    let Some(pg) = server() else { return };
+    let mut big = testdata::results(0);
+    let base = big.cells.clone();
+    big.cells.clear();
+    big.skipped.clear();
+    big.run.plan.clear();
+    for i in 0..300 {
+        let mut c = base[i % base.len()].clone();
+        c.params.insert("copy".into(), i.to_string());
+        big.run.plan.push(c.key());
+        big.cells.push(c);
+    }
+    let (_dir, path) = temp_db();
+    let id = Store::open(&path).unwrap().import_run(&big).unwrap();
+    let samples: i64 = big
+        .cells
+        .iter()
+        .map(|c| c.result.samples.len() as i64)
+        .sum();
+
+    let source = Store::open_read_only(&path).unwrap();
+    let mut target = Store::open(&pg.url).unwrap();
+    let t = Instant::now();
+    let report = source.push_to(&mut target).unwrap();
+    let push_s = t.elapsed().as_secs_f64();
+    let [(from, to)] = report.pushed[..] else {
+        panic!("{report:?}")
+    };
+    assert_eq!(from, id);
+    assert_eq!(count(&pg.url, "cells"), 300);
+    assert_eq!(count(&pg.url, "samples"), samples);
+    assert_eq!(count(&pg.url, "plan"), 300);
+    let t = Instant::now();
+    let back = target.load_run(to).unwrap();
+    let load_s = t.elapsed().as_secs_f64();
+    assert_eq!(back, with_id(big, to));
+    eprintln!(
+        "300-cell run: push {push_s:.2} s ({} cells, {samples} samples, {} summaries, {} rounds, {} series rows), load back {load_s:.2} s",
+        count(&pg.url, "cells"),
+        count(&pg.url, "summaries"),
+        count(&pg.url, "rounds"),
+        count(&pg.url, "series"),
+    );
+}
