@@ -109,6 +109,51 @@ fn a_run_lives_in_postgresql_and_push_stores_a_file_once() {
     assert_eq!(pushed["run"]["environment"], original["run"]["environment"]);
 }
 
+/// Three `smtlab run` processes write into one database at once (as three hosts would):
+/// three runs, each with its own cell, none lost, none mixed.
+#[test]
+fn runs_from_several_processes_at_once_are_all_stored_apart() {
+    let Some((_server, url)) = server() else {
+        return;
+    };
+    let bin = assert_cmd::cargo::cargo_bin("smtlab");
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            std::process::Command::new(&bin)
+                .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+                .args(["--placements", "1c1t", "--quiet", "--db", &url])
+                .args(["--label", &format!("writer-{i}")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let mut labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    labels.sort();
+    assert_eq!(labels, ["writer-0", "writer-1", "writer-2"]);
+    for r in runs {
+        assert_eq!(r["status"], "finished", "{r}");
+        assert_eq!(r["cells_done"], 1, "{r}");
+        let label = r["label"].as_str().unwrap();
+        // The label resolves to this run, and its one cell is its own.
+        let report = json_of(smtlab().args(["report", label, "--json", "--db", &url]));
+        assert_eq!(report["run"]["id"], r["id"]);
+        assert_eq!(report["cells"].as_array().unwrap().len(), 1);
+    }
+}
+
 #[test]
 fn an_unreachable_database_is_a_one_line_error_naming_it_without_its_password() {
     let port = {
