@@ -154,6 +154,52 @@ fn runs_from_several_processes_at_once_are_all_stored_apart() {
     }
 }
 
+/// `kill -9` of a run writing into PostgreSQL keeps its saved cells; `run --resume`
+/// takes over the dead process's lease and measures only what is left.
+#[test]
+fn a_killed_run_keeps_its_cells_in_postgresql_and_resumes() {
+    let Some((_server, url)) = server() else {
+        return;
+    };
+    let bin = assert_cmd::cargo::cargo_bin("smtlab");
+    let mut child = std::process::Command::new(&bin)
+        .args(["run", "--bench", "null-syscall,read,write,fstat"])
+        .args(["--placements", "1c1t,2c1t", "--db", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut done = 0;
+    while done == 0 && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Ok(out) = std::process::Command::new(&bin)
+            .args(["runs", "--json", "--db", &url])
+            .output()
+            && let Ok(v) = serde_json::from_slice::<Value>(&out.stdout)
+        {
+            done = v[0]["cells_done"].as_u64().unwrap_or(0);
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(done >= 1, "a first cell was saved before the kill");
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    let saved = runs[0]["cells_done"].as_u64().unwrap();
+    assert!(saved >= done);
+    if saved < 8 {
+        assert_eq!(runs[0]["status"], "interrupted");
+    }
+    smtlab()
+        .args(["run", "--resume", "--db", &url])
+        .assert()
+        .success();
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    assert_eq!(runs.as_array().unwrap().len(), 1, "resumed, not restarted");
+    assert_eq!(runs[0]["status"], "finished");
+    assert_eq!(runs[0]["cells_done"], 8);
+}
+
 #[test]
 fn an_unreachable_database_is_a_one_line_error_naming_it_without_its_password() {
     let port = {
