@@ -85,6 +85,27 @@ pub enum Command {
     Penalty(PenaltyArgs),
     /// Reported CPU utilisation against capacity: an open-loop load at fixed rates.
     Util(UtilArgs),
+    /// Copy the runs of a results database into a shared one:
+    /// `smtlab push results.db --to postgresql://user@host/db`. Runs already there stay
+    /// as they are, so pushing again stores nothing twice.
+    Push(PushArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The database to copy runs from: a file (or a postgresql:// URL). Default: as
+    /// --db's default ($SMTLAB_DB, else the XDG data file). Read only: nothing in it
+    /// changes.
+    #[arg(value_name = "FROM")]
+    pub from: Option<PathBuf>,
+    /// Where to store them: postgresql://user[:password]@host[:port]/database, or another
+    /// file. Its schema is created on first use.
+    #[arg(long, value_name = "URL")]
+    pub to: PathBuf,
+    /// Print what was pushed as JSON (source and target ids, runs already there, runs
+    /// still being measured).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -126,9 +147,10 @@ fn parse_cpu_list(s: &str) -> Result<smtlab_model::CpuSet, String> {
 /// The results database of commands that store or read runs.
 #[derive(Debug, Clone, Default, Args)]
 pub struct DbArg {
-    /// Results database. Default: $SMTLAB_DB, else $XDG_DATA_HOME/smtlab/results.db,
-    /// else ~/.local/share/smtlab/results.db.
-    #[arg(long, value_name = "FILE")]
+    /// Results database: a file, or a PostgreSQL database shared by many hosts
+    /// (postgresql://user@host/db). Default: $SMTLAB_DB, else
+    /// $XDG_DATA_HOME/smtlab/results.db, else ~/.local/share/smtlab/results.db.
+    #[arg(long, value_name = "FILE|URL")]
     pub db: Option<PathBuf>,
 }
 

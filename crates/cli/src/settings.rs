@@ -220,10 +220,8 @@ pub fn corun_settings(
     let topo = topology(machine)?;
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
     let (forms, notes) = smtlab_runner::experiment::corun::forms(&common.forms, &pair)?;
-    if let Some(db) = &common.db
-        && db.exists()
-    {
-        drop(smtlab_store::Store::open_existing(db)?);
+    if let Some(db) = &common.db {
+        smtlab_store::Store::check_target(db)?;
     }
     let mut cfg = if common.quick {
         smtlab_model::RunConfig::quick()
@@ -292,9 +290,7 @@ pub struct UtilSettings {
 pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Result<UtilSettings> {
     let mut states = smtlab_runner::experiment::utilisation::parse_states(&args.smt)?;
     let db = args.db.clone().unwrap_or_else(smtlab_store::default_path);
-    if db.exists() {
-        drop(smtlab_store::Store::open_existing(&db)?);
-    }
+    smtlab_store::Store::check_target(&db)?;
     let mut notes: Vec<String> = Vec::new();
     if let Some(why) = (!states.is_empty())
         .then(|| machine.switch_refusal())

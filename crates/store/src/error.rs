@@ -75,6 +75,15 @@ pub enum StoreError {
         source: SqlError,
     },
 
+    /// PostgreSQL refused an operation, or the server could not be reached. `path` is
+    /// the database URL without its password; `context` says what smtlab was doing.
+    #[error("{}: {context}", path.display())]
+    Postgres {
+        path: PathBuf,
+        context: String,
+        source: PgError,
+    },
+
     /// A row holds something this build cannot decode (bad JSON, an unknown status).
     #[error("{}: {context}: {detail}", path.display())]
     Corrupt {
@@ -126,6 +135,36 @@ impl std::fmt::Display for SqlError {
 }
 
 impl std::error::Error for SqlError {}
+
+/// What PostgreSQL (or the connection to it) said, as the cause of
+/// [`StoreError::Postgres`], in one line: the server's message for an error the server
+/// reported, else the client's message followed by its causes. [`PgError::inner`] gives
+/// the `postgres` error (its SQLSTATE, for instance).
+#[derive(Debug)]
+pub struct PgError(pub postgres::Error);
+
+impl PgError {
+    pub fn inner(&self) -> &postgres::Error {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(db) = self.0.as_db_error() {
+            return write!(f, "{} (SQLSTATE {})", db.message(), db.code().code());
+        }
+        write!(f, "{}", self.0)?;
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PgError {}
 
 /// Results of store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -3,15 +3,21 @@
 //! Where smtlab keeps its results. Handing them to other tools (JSON, CSV) is the
 //! report crate's `export`.
 //!
-//! * [`Store`] is one SQLite database file (bundled SQLite, no system library). A run
-//!   is written as it is measured: [`Store::create_run`] stores the environment and the
+//! * [`Store`] is one SQLite database file (bundled SQLite, no system library), or a
+//!   PostgreSQL database shared by many hosts when the `--db` value is a
+//!   `postgresql://` or `postgres://` URL: the same API and tables either way, chosen in
+//!   `store/backend.rs`. A run is written as it is measured: [`Store::create_run`] stores the environment and the
 //!   plan, [`Store::save_cell`] stores each finished cell in its own transaction, and
 //!   [`Store::finish_run`] closes it. A run killed half way keeps every saved cell;
 //!   [`Store::pending_cells`] says what `--resume` still has to measure.
 //! * Reading: [`Store::load_run`] rebuilds the exact [`smtlab_model::RunResults`];
 //!   [`Store::list_runs`] and [`Store::resolve_run`] (`latest`, `12`, `-2`) find runs.
 //! * Durability: WAL journal with `synchronous=FULL`, so a saved cell survives the
-//!   process being killed and the machine losing power (see [`Store`] for why FULL).
+//!   process being killed and the machine losing power (see [`Store`] for why FULL);
+//!   in PostgreSQL, one transaction per write and ids from sequences, so hosts writing
+//!   at once lose and mix nothing.
+//! * [`Store::push_to`] copies runs into another store (`smtlab push`), keyed by a
+//!   run key stored with each run, so pushing twice stores a run once.
 //!
 //! The file is recognised by `PRAGMA application_id` ([`APPLICATION_ID`], "SMTL") and
 //! versioned by `PRAGMA user_version` ([`SCHEMA_VERSION`]); anything else is refused
@@ -25,16 +31,19 @@ mod store;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-pub use error::{Result, SqlError, StoreError};
-pub use schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION};
+pub use error::{PgError, Result, SqlError, StoreError};
+pub use schema::{
+    APPLICATION_ID, MIGRATIONS, PG_LOCK_KEY, PG_MIGRATIONS, PG_SCHEMA_SQL, PG_SCHEMA_VERSION,
+    SCHEMA_SQL, SCHEMA_VERSION,
+};
 pub use store::{
-    BadLabel, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, RunListing,
-    Store, check_label, this_host,
+    BadLabel, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, PushReport,
+    RunListing, Store, check_label, this_host,
 };
 
 /// Where results go unless the user says otherwise, in this order:
 ///
-/// 1. `$SMTLAB_DB`, when set and not empty;
+/// 1. `$SMTLAB_DB`, when set and not empty (a file, or a PostgreSQL URL);
 /// 2. `$XDG_DATA_HOME/smtlab/results.db`, when that variable is an absolute path (the
 ///    XDG spec says to ignore relative ones);
 /// 3. `$HOME/.local/share/smtlab/results.db`;

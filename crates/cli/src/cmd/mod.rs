@@ -16,6 +16,7 @@ mod list;
 mod load;
 mod penalty;
 mod placements;
+mod push;
 mod report;
 mod run;
 mod smt;
@@ -59,6 +60,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Corun(a) => corun::run(&a, machine),
         Command::Penalty(a) => penalty::run(&a, machine),
         Command::Util(a) => utilisation::run(&a, machine),
+        Command::Push(a) => ok(push::run(&a)),
     };
     // What was killed because a command or server left it running (a daemon).
     for line in smtlab_bench::process::take_notes() {

@@ -52,9 +52,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     let db = crate::settings::db_path(&args.db);
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
-    if db.exists() {
-        drop(smtlab_store::Store::open_existing(&db)?);
-    }
+    smtlab_store::Store::check_target(&db)?;
     let bench = CommandBench {
         argv: argv.clone(),
         value,

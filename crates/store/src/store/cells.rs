@@ -13,10 +13,10 @@ use smtlab_model::{
 
 use super::codec::*;
 use super::runs::*;
-use super::{Fail, Step, Store};
+use super::{Fail, SqliteStore, Step};
 use crate::error::Result;
 
-impl Store {
+impl SqliteStore {
     /// Stores one finished cell (the cell, its samples, summaries and series) in one
     /// transaction: after this returns the cell survives the process being killed.
     ///
@@ -64,12 +64,12 @@ impl Store {
 /// The cell facts kept as one JSON column: read together, rarely queried.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct CellFacts {
-    calibration: Calibration,
-    warmup: Warmup,
-    clock_cost_ns: f64,
-    loop_cost_ns_per_iter: f64,
-    subtracted_ns_per_sample: f64,
-    config: RunConfig,
+    pub(crate) calibration: Calibration,
+    pub(crate) warmup: Warmup,
+    pub(crate) clock_cost_ns: f64,
+    pub(crate) loop_cost_ns_per_iter: f64,
+    pub(crate) subtracted_ns_per_sample: f64,
+    pub(crate) config: RunConfig,
 }
 
 /// Every float a cell stores must be finite: SQLite turns NaN into NULL and JSON has

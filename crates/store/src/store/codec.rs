@@ -10,6 +10,60 @@ use smtlab_model::{CellKey, Direction, RunStatus};
 
 use super::{Fail, Step};
 
+/// A new run's key ([`crate::SCHEMA_VERSION`] 6): 128 bits of SHA-256 over this host,
+/// process, the time in nanoseconds and a counter, so two runs never share one, even
+/// two started in the same second on two hosts with the same command.
+pub(crate) fn new_uid(started_unix_s: u64) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    uid_of(&[
+        super::lease::this_host().as_bytes(),
+        &std::process::id().to_le_bytes(),
+        &nanos.to_le_bytes(),
+        &COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes(),
+        &started_unix_s.to_le_bytes(),
+    ])
+}
+
+/// The key of a run stored before runs had one: derived from what the file holds for it
+/// (its id there, host name, start time, command line and environment), so upgrading a
+/// file and reading an old one read-only give the same key, and pushing it twice from
+/// either stores it once.
+pub(crate) fn derived_uid(
+    id: i64,
+    hostname: Option<&str>,
+    started_unix_s: i64,
+    command_line: &str,
+    environment: &str,
+) -> String {
+    uid_of(&[
+        b"smtlab-run",
+        &id.to_le_bytes(),
+        hostname.unwrap_or("").as_bytes(),
+        &started_unix_s.to_le_bytes(),
+        command_line.as_bytes(),
+        environment.as_bytes(),
+    ])
+}
+
+/// 32 hex digits: the first 128 bits of SHA-256 over the parts, each length-prefixed so
+/// that moving bytes from one part to the next changes the key.
+fn uid_of(parts: &[&[u8]]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 pub(crate) fn to_json<T: Serialize + ?Sized>(v: &T) -> Step<String> {
     serde_json::to_string(v).map_err(|e| Fail::Invalid(format!("cannot encode as JSON: {e}")))
 }
@@ -117,6 +171,19 @@ pub(crate) fn describe_key(key: &CellKey) -> String {
 mod tests {
     use super::*;
     use smtlab_model::result::StopReason;
+
+    #[test]
+    fn run_keys_are_32_hex_digits_new_ones_unique_derived_ones_stable() {
+        let a = new_uid(1);
+        let b = new_uid(1);
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        let d = derived_uid(3, Some("h"), 10, "[\"smtlab\"]", "{}");
+        assert_eq!(d, derived_uid(3, Some("h"), 10, "[\"smtlab\"]", "{}"));
+        assert_ne!(d, derived_uid(4, Some("h"), 10, "[\"smtlab\"]", "{}"));
+        assert_ne!(d, derived_uid(3, None, 10, "[\"smtlab\"]", "{}"));
+    }
 
     #[test]
     fn series_blobs_round_trip_exactly() {

@@ -11,7 +11,7 @@
 //!   the holder is on this host and its pid is gone (it was killed: `kill -9`, a crash,
 //!   an out-of-memory kill). The new holder is told whose lease it took over.
 //!
-//! The lease is released (its row deleted) when the [`Lease`] is dropped. A process that
+//! The lease is released (its row deleted) when the [`SqliteLease`] is dropped. A process that
 //! dies without dropping it leaves a row that the next process on the same host takes
 //! over at once (dead pid), and one on another host after [`LEASE_STALE_AFTER`].
 //!
@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
-use super::{Fail, Store, sql_error};
+use super::{Fail, SqliteStore, sql_error};
 use crate::error::StoreError;
 
 /// How often the holder's background thread renews its heartbeat. Each renewal is one
@@ -77,7 +77,7 @@ pub enum LeaseError {
 
 /// The right to measure into one run; see the module documentation. Released on drop.
 #[derive(Debug)]
-pub struct Lease {
+pub(crate) struct SqliteLease {
     run_id: i64,
     path: PathBuf,
     token: String,
@@ -87,17 +87,15 @@ pub struct Lease {
     beat: Option<JoinHandle<()>>,
 }
 
-impl Store {
-    /// Takes the lease on `run_id` for this process: refused with [`LeaseError::Held`]
-    /// while another process's lease is live; a stale one is taken over and
-    /// [`Lease::takeover_note`] says so.
-    pub fn lease_run(&mut self, run_id: i64) -> Result<Lease, LeaseError> {
-        self.lease_run_as(run_id, std::process::id(), &this_host())
-    }
-
+impl SqliteStore {
     /// [`lease_run`](Self::lease_run) for a given pid and host (tests stand in for
     /// other processes and machines with it).
-    pub fn lease_run_as(&mut self, run_id: i64, pid: u32, host: &str) -> Result<Lease, LeaseError> {
+    pub fn lease_run_as(
+        &mut self,
+        run_id: i64,
+        pid: u32,
+        host: &str,
+    ) -> Result<SqliteLease, LeaseError> {
         let path = self.path().to_path_buf();
         let token = format!("{pid}-{}-{}", now_ms(), std::ptr::from_ref(self) as usize);
         let doing = format!("leasing run {run_id}");
@@ -142,7 +140,7 @@ impl Store {
             }
             Err(_) => (None, None),
         };
-        Ok(Lease {
+        Ok(SqliteLease {
             run_id,
             path,
             token,
@@ -167,7 +165,7 @@ impl Store {
     }
 }
 
-impl Lease {
+impl SqliteLease {
     pub fn run_id(&self) -> i64 {
         self.run_id
     }
@@ -175,21 +173,6 @@ impl Lease {
     /// The process whose stale lease this one replaced, if any.
     pub fn taken_over_from(&self) -> Option<&LeaseHolder> {
         self.takeover.as_ref()
-    }
-
-    /// One line for the user when a stale lease was taken over: whose, and why it
-    /// counted as stale.
-    pub fn takeover_note(&self) -> Option<String> {
-        let h = self.takeover.as_ref()?;
-        let why = if h.host == this_host() && !pid_alive(h.pid) {
-            "the process is gone".to_string()
-        } else {
-            format!("no heartbeat for {} s", h.heartbeat_age_ms / 1000)
-        };
-        Some(format!(
-            "run {} was leased by pid {} on {} ({why}); this process takes it over",
-            self.run_id, h.pid, h.host
-        ))
     }
 
     /// Renews the heartbeat now and checks the lease is still this process's; call it
@@ -214,7 +197,7 @@ impl Lease {
     }
 }
 
-impl Drop for Lease {
+impl Drop for SqliteLease {
     fn drop(&mut self) {
         drop(self.stop.take());
         if let Some(t) = self.beat.take() {
@@ -276,6 +259,20 @@ pub(crate) fn holder(
         },
     )
     .optional()
+}
+
+/// One line for the user when a stale lease was taken over: whose, and why it counted
+/// as stale.
+pub(crate) fn takeover_note(run_id: i64, h: &LeaseHolder) -> Option<String> {
+    let why = if h.host == this_host() && !pid_alive(h.pid) {
+        "the process is gone".to_string()
+    } else {
+        format!("no heartbeat for {} s", h.heartbeat_age_ms / 1000)
+    };
+    Some(format!(
+        "run {run_id} was leased by pid {} on {} ({why}); this process takes it over",
+        h.pid, h.host
+    ))
 }
 
 pub(crate) fn is_live(h: &LeaseHolder) -> bool {

@@ -1,4 +1,4 @@
-//! [`Store`]: opening (and recognising) a results database, writing a run as it is
+//! [`SqliteStore`]: opening (and recognising) a results database, writing a run as it is
 //! measured, and reading runs back. One file per concern: [`open`] (recognising the
 //! file, the schema and its migrations), [`runs`], [`cells`], [`lease`] (one process
 //! measures a run at a time), [`codec`] (column encodings).
@@ -7,19 +7,22 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+mod backend;
 mod cells;
 mod codec;
 mod lease;
 mod open;
+mod pg;
 mod runs;
 
-pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
+pub use backend::{Lease, PushReport, Store};
+pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, LeaseError, LeaseHolder, this_host};
 use runs::describe_ids;
 pub use runs::{BadLabel, RunListing, check_label};
 
 use crate::error::{Result, StoreError};
 
-/// An open results database. One `Store` is one SQLite connection; several processes
+/// An open results database. One `SqliteStore` is one SQLite connection; several processes
 /// may open the same file (a report reading while a run writes is fine: WAL mode).
 ///
 /// Durability: WAL with `synchronous=FULL`. Either WAL setting keeps every committed
@@ -29,7 +32,7 @@ use crate::error::{Result, StoreError};
 /// CPUs offline). FULL costs one fsync per finished cell, milliseconds against cells
 /// that last seconds.
 #[derive(Debug)]
-pub struct Store {
+pub(crate) struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     /// The file's schema version: [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), except for
@@ -41,6 +44,7 @@ pub struct Store {
 #[derive(Debug)]
 enum Fail {
     Sql(rusqlite::Error),
+    Pg(postgres::Error),
     /// A stored value this build cannot read back.
     Decode(String),
     /// A value that must not be stored (it would not survive the round trip).
@@ -55,9 +59,15 @@ impl From<rusqlite::Error> for Fail {
     }
 }
 
+impl From<postgres::Error> for Fail {
+    fn from(e: postgres::Error) -> Self {
+        Fail::Pg(e)
+    }
+}
+
 type Step<T> = std::result::Result<T, Fail>;
 
-impl Store {
+impl SqliteStore {
     /// Write transactions take the write lock up front: a deferred one that upgrades
     /// later can fail with SQLITE_BUSY at once, without the busy timeout helping.
     fn begin(&mut self) -> rusqlite::Result<Transaction<'_>> {
@@ -79,6 +89,7 @@ impl Store {
         let path = self.path.clone();
         match e {
             Fail::Sql(e) => sql_error(&path, context, e),
+            Fail::Pg(e) => pg::pg_error(&path, context, e),
             Fail::Decode(detail) => StoreError::Corrupt {
                 path,
                 context: context.to_string(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::{Fail, Step, Store, sql_error};
+use super::{Fail, SqliteStore, Step, sql_error};
 use crate::error::{Result, StoreError};
 use crate::schema::{APPLICATION_ID, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_MAGIC};
 
@@ -29,7 +29,7 @@ enum Found {
     },
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens the database at `path`, creating its directory and the schema when the file
     /// is missing or empty, and checking that an existing file is an smtlab database this
     /// build can read.
@@ -37,7 +37,7 @@ impl Store {
     /// A zero-length file counts as empty and is initialised: SQLite itself treats it
     /// as an empty database, and it is what `touch` or a first open that was killed
     /// before its first write leaves behind.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
@@ -51,7 +51,7 @@ impl Store {
     /// Like [`open`](Self::open), but a missing file is an error, where creating an
     /// empty database would hide a wrong path. It still upgrades an older schema; commands
     /// that only read use [`open_read_only`](Self::open_read_only).
-    pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         match fs::metadata(&path) {
             Ok(_) => Self::open_inner(path),
@@ -74,7 +74,7 @@ impl Store {
     /// directory the user may not write). Immutable is exact for a file nobody writes
     /// during the read; a run that starts writing in those milliseconds keeps its pages
     /// in its `-wal` until it commits a thousand of them.
-    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store> {
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore> {
         let path = path.as_ref().to_path_buf();
         match fs::metadata(&path) {
             Ok(meta) if !meta.is_file() => return Err(StoreError::NotAFile { path }),
@@ -117,7 +117,7 @@ impl Store {
         };
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| sql_error(&path, "setting the busy timeout", e))?;
-        Ok(Store {
+        Ok(SqliteStore {
             conn,
             path,
             version,
@@ -129,7 +129,7 @@ impl Store {
         &self.path
     }
 
-    fn open_inner(path: PathBuf) -> Result<Store> {
+    fn open_inner(path: PathBuf) -> Result<SqliteStore> {
         // A device or FIFO would be opened (and `/dev/null-journal` or `-wal` made
         // beside it); a directory would fail with a less telling message.
         if let Ok(meta) = fs::metadata(&path)
@@ -144,7 +144,7 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&path, flags)
             .map_err(|e| sql_error(&path, "opening", e))?;
-        let mut store = Store {
+        let mut store = SqliteStore {
             conn,
             path,
             version: SCHEMA_VERSION,
@@ -165,7 +165,7 @@ impl Store {
         Ok(store)
     }
 
-    /// Per-connection settings, and WAL (persistent in the file); see [`Store`] for the
+    /// Per-connection settings, and WAL (persistent in the file); see [`SqliteStore`] for the
     /// durability choice.
     fn configure(&mut self) -> Result<()> {
         // Some file systems (network ones) cannot do WAL's shared memory; SQLite then
@@ -203,6 +203,9 @@ impl Store {
                     doing = "upgrading the schema";
                     for (_, sql) in MIGRATIONS.iter().filter(|(to, _)| *to > v) {
                         tx.execute_batch(sql)?;
+                    }
+                    if v < 6 {
+                        super::runs::fill_uids(&tx)?;
                     }
                 }
                 Found::Ours(_) | Found::Blank => tx.execute_batch(SCHEMA_SQL)?,

@@ -2,6 +2,7 @@
 //! what a user typed into a run id.
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use smtlab_model::{
@@ -10,7 +11,7 @@ use smtlab_model::{
 
 use super::cells::*;
 use super::codec::*;
-use super::{Fail, Step, Store, lease};
+use super::{Fail, SqliteStore, Step, lease};
 use crate::error::{Result, StoreError};
 
 /// One line of `smtlab runs`: what a run is without loading its cells.
@@ -33,13 +34,13 @@ pub struct RunListing {
     pub label: Option<String>,
 }
 
-impl Store {
+impl SqliteStore {
     /// Stores a new run (its meta data and plan) and returns its id. `meta.id` is
     /// ignored; `status` and `finished_unix_s` are stored as given.
     pub fn create_run(&mut self, meta: &RunMeta) -> Result<i64> {
         let r = (|| -> Step<i64> {
             let tx = self.begin()?;
-            let id = insert_run(&tx, meta)?;
+            let id = insert_run(&tx, meta, &new_uid(meta.started_unix_s), None)?;
             tx.commit()?;
             Ok(id)
         })();
@@ -107,7 +108,8 @@ impl Store {
                 })?;
             }
             let tx = self.begin()?;
-            let id = insert_run(&tx, &results.run)?;
+            let uid = new_uid(results.run.started_unix_s);
+            let id = insert_run(&tx, &results.run, &uid, None)?;
             for cell in &results.cells {
                 insert_cell(&tx, id, cell)?;
             }
@@ -118,6 +120,73 @@ impl Store {
             Ok(id)
         })();
         r.map_err(|e| self.fail("importing a run", e))
+    }
+
+    /// Stores a run pushed from another database under its key `uid` (with its label),
+    /// in one transaction; `None` when a run with that key is already here, which is
+    /// then left as it is.
+    pub(crate) fn import_keyed(
+        &mut self,
+        results: &RunResults,
+        uid: &str,
+        label: Option<&str>,
+    ) -> Result<Option<i64>> {
+        let r = (|| -> Step<Option<i64>> {
+            for cell in &results.cells {
+                check_cell_finite(cell).map_err(|e| {
+                    Fail::Invalid(format!("cell {}: {e}", describe_key(&cell.key())))
+                })?;
+            }
+            let tx = self.begin()?;
+            let present = tx
+                .query_row("SELECT id FROM runs WHERE uid = ?1", [uid], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .optional()?;
+            if present.is_some() {
+                return Ok(None);
+            }
+            let id = insert_run(&tx, &results.run, uid, label)?;
+            for cell in &results.cells {
+                insert_cell(&tx, id, cell)?;
+            }
+            for s in &results.skipped {
+                insert_skipped(&tx, id, s)?;
+            }
+            tx.commit()?;
+            Ok(Some(id))
+        })();
+        r.map_err(|e| self.fail(&format!("storing pushed run {uid}"), e))
+    }
+
+    /// The run's key (see [`crate::SCHEMA_VERSION`] 6). A file of an older schema opened
+    /// read-only has none stored; its key is derived as the upgrade would store it.
+    pub(crate) fn run_uid(&self, run_id: i64) -> Result<String> {
+        let r = (|| -> Step<String> {
+            let uid = if self.version >= 6 { "uid" } else { "NULL" };
+            let row = self
+                .conn
+                .query_row(
+                    &format!(
+                        "SELECT {uid}, hostname, started_unix_s, command_line, environment
+                         FROM runs WHERE id = ?1"
+                    ),
+                    [run_id],
+                    |r| {
+                        Ok((
+                            r.get::<_, Option<String>>(0)?,
+                            r.get::<_, Option<String>>(1)?,
+                            r.get::<_, i64>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let (uid, host, started, cmd, env) = row.ok_or(Fail::NoRun(run_id))?;
+            Ok(uid.unwrap_or_else(|| derived_uid(run_id, host.as_deref(), started, &cmd, &env)))
+        })();
+        r.map_err(|e| self.fail(&format!("reading the key of run {run_id}"), e))
     }
 
     /// Loads a whole run: meta data, plan, every cell with its samples, and skips.
@@ -205,38 +274,11 @@ impl Store {
     ///
     /// Errors say which runs exist.
     pub fn resolve_run(&self, selector: &str) -> Result<i64> {
-        let s = selector.trim();
-        if let Some(id) = self.run_by_label(s)? {
+        if let Some(id) = self.run_by_label(selector.trim())? {
             return Ok(id);
         }
-        let bad = || StoreError::BadRunSelector {
-            path: self.path.clone(),
-            input: selector.to_string(),
-        };
-        let ids = self.run_ids()?;
-        let found = if s.eq_ignore_ascii_case("latest") || s.eq_ignore_ascii_case("last") {
-            ids.last().copied()
-        } else if let Some(back) = s.strip_prefix('-') {
-            let k: usize = back.parse().map_err(|_| bad())?;
-            if k == 0 {
-                return Err(bad());
-            }
-            ids.len().checked_sub(k).map(|i| ids[i])
-        } else {
-            let id: i64 = s
-                .strip_prefix('#')
-                .unwrap_or(s)
-                .parse()
-                .map_err(|_| bad())?;
-            ids.binary_search(&id).ok().map(|_| id)
-        };
-        found.ok_or_else(|| StoreError::NoSuchRun {
-            path: self.path.clone(),
-            wanted: s.to_string(),
-            existing: describe_ids(&ids),
-        })
+        resolve_selector(&self.path, selector, &self.run_ids()?)
     }
-
     /// The run carrying `label`, `None` when no run does. Labels cannot look like run
     /// selectors (see [`check_label`]), so this never shadows an id.
     fn run_by_label(&self, label: &str) -> Result<Option<i64>> {
@@ -251,20 +293,7 @@ impl Store {
             Ok(ids.collect::<std::result::Result<_, _>>()?)
         })();
         let ids = r.map_err(|e| self.fail(&format!("finding the run labelled {label:?}"), e))?;
-        match ids.as_slice() {
-            [] => Ok(None),
-            [one] => Ok(Some(*one)),
-            many => Err(StoreError::Invalid {
-                path: self.path.clone(),
-                detail: format!(
-                    "label {label:?} names runs {}; give the run id",
-                    many.iter()
-                        .map(i64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            }),
-        }
+        one_labelled(&self.path, label, &ids)
     }
 
     /// `label` or `NULL`: a file of schema 4 or older opened read-only has no label column.
@@ -355,6 +384,55 @@ impl Store {
     }
 }
 
+/// What [`resolve_run`](SqliteStore::resolve_run) does once labels are looked up: a
+/// keyword, an id, or a count back from the newest of `ids` (sorted).
+pub(crate) fn resolve_selector(path: &Path, selector: &str, ids: &[i64]) -> Result<i64> {
+    let s = selector.trim();
+    let bad = || StoreError::BadRunSelector {
+        path: path.to_path_buf(),
+        input: selector.to_string(),
+    };
+    let found = if s.eq_ignore_ascii_case("latest") || s.eq_ignore_ascii_case("last") {
+        ids.last().copied()
+    } else if let Some(back) = s.strip_prefix('-') {
+        let k: usize = back.parse().map_err(|_| bad())?;
+        if k == 0 {
+            return Err(bad());
+        }
+        ids.len().checked_sub(k).map(|i| ids[i])
+    } else {
+        let id: i64 = s
+            .strip_prefix('#')
+            .unwrap_or(s)
+            .parse()
+            .map_err(|_| bad())?;
+        ids.binary_search(&id).ok().map(|_| id)
+    };
+    found.ok_or_else(|| StoreError::NoSuchRun {
+        path: path.to_path_buf(),
+        wanted: s.to_string(),
+        existing: describe_ids(ids),
+    })
+}
+
+/// The one run carrying a label, `None` when none does; several is an error.
+pub(crate) fn one_labelled(path: &Path, label: &str, ids: &[i64]) -> Result<Option<i64>> {
+    match ids {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        many => Err(StoreError::Invalid {
+            path: path.to_path_buf(),
+            detail: format!(
+                "label {label:?} names runs {}; give the run id",
+                many.iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+    }
+}
+
 /// Labels are free text, but they must not be mistaken for what `resolve_run` reads
 /// otherwise (`12`, `#12`, `-2`, `latest`) nor break the one-line listings.
 pub fn check_label(label: &str) -> std::result::Result<(), BadLabel> {
@@ -430,14 +508,43 @@ pub(crate) fn describe_ids(ids: &[i64]) -> String {
     }
 }
 
-pub(crate) fn insert_run(tx: &Transaction<'_>, meta: &RunMeta) -> Step<i64> {
+/// Gives every run of a file upgraded to schema 6 its key ([`derived_uid`]).
+pub(crate) fn fill_uids(conn: &Connection) -> Step<()> {
+    let mut stmt = conn.prepare(
+        "SELECT id, hostname, started_unix_s, command_line, environment FROM runs
+         WHERE uid IS NULL",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    for (id, host, started, cmd, env) in rows {
+        let uid = derived_uid(id, host.as_deref(), started, &cmd, &env);
+        conn.execute("UPDATE runs SET uid = ?1 WHERE id = ?2", params![uid, id])?;
+    }
+    Ok(())
+}
+
+pub(crate) fn insert_run(
+    tx: &Transaction<'_>,
+    meta: &RunMeta,
+    uid: &str,
+    label: Option<&str>,
+) -> Step<i64> {
     check_config_finite(&meta.config).map_err(|e| Fail::Invalid(e.to_string()))?;
     let env = &meta.environment;
     tx.execute(
         "INSERT INTO runs (started_unix_s, finished_unix_s, status, suite, command_line,
                            tool_version, git_commit, hostname, kernel, cpu_model, smt_control,
-                           environment, topology, config, notes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                           environment, topology, config, notes, uid, label)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         params![
             meta.started_unix_s,
             meta.finished_unix_s,
@@ -454,6 +561,8 @@ pub(crate) fn insert_run(tx: &Transaction<'_>, meta: &RunMeta) -> Step<i64> {
             to_json(&meta.topology)?,
             to_json(&meta.config)?,
             to_json(&meta.notes)?,
+            uid,
+            label,
         ],
     )?;
     let id = tx.last_insert_rowid();

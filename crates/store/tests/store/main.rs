@@ -14,6 +14,9 @@ use smtlab_store::{APPLICATION_ID, SCHEMA_VERSION, Store, StoreError};
 // The fixture; the report crate's exporter tests read the same file.
 mod testdata;
 
+// The PostgreSQL backend, against a server each test starts.
+mod pg;
+
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("results.db");
@@ -1302,8 +1305,11 @@ fn a_version_4_file_gains_labels_and_reads_without_them_when_read_only() {
         .import_run(&testdata::results(0))
         .unwrap();
     let conn = raw(&path);
-    conn.execute_batch("ALTER TABLE runs DROP COLUMN label; PRAGMA user_version = 4;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP INDEX runs_by_uid; ALTER TABLE runs DROP COLUMN uid;
+         ALTER TABLE runs DROP COLUMN label; PRAGMA user_version = 4;",
+    )
+    .unwrap();
     drop(conn);
     let ro = Store::open_read_only(&path).unwrap();
     assert_eq!(ro.list_runs().unwrap()[0].label, None);
@@ -1464,4 +1470,58 @@ fn rows_written_before_conditions_were_typed_read_them_typed_and_resume() {
     // What `run --resume` measures: the plan less what is stored, old rows matched.
     let store = Store::open(&path).unwrap();
     assert_eq!(store.pending_cells(id).unwrap(), vec![pending]);
+}
+
+// ---- push ----------------------------------------------------------------------------
+
+#[test]
+fn pushing_a_file_twice_into_another_stores_each_run_once() {
+    let (_dir, from) = temp_db();
+    let (_dir2, to) = temp_db();
+    let mut src = Store::open(&from).unwrap();
+    let a = src.import_run(&testdata::results(0)).unwrap();
+    let b = src.import_run(&testdata::results(0)).unwrap();
+    src.set_run_label(a, Some("smt on")).unwrap();
+    let mut dst = Store::open(&to).unwrap();
+    let first = src.push_to(&mut dst).unwrap();
+    assert_eq!(first.pushed, [(a, 1), (b, 2)]);
+    let again = src.push_to(&mut dst).unwrap();
+    assert!(again.pushed.is_empty());
+    assert_eq!(again.present, [a, b]);
+    assert_eq!(dst.list_runs().unwrap().len(), 2);
+    assert_eq!(dst.resolve_run("smt on").unwrap(), 1);
+    assert_eq!(
+        dst.load_run(2).unwrap(),
+        with_id(src.load_run(b).unwrap(), 2)
+    );
+    // Importing the same JSON twice is two runs: each import gets its own key.
+    assert_ne!(src.run_uid(a).unwrap(), src.run_uid(b).unwrap());
+
+    // A run being measured is left for a later push.
+    let mut meta = testdata::results(0).run;
+    meta.status = RunStatus::Running;
+    let c = src.create_run(&meta).unwrap();
+    let _lease = src.lease_run(c).unwrap();
+    let third = src.push_to(&mut dst).unwrap();
+    assert_eq!(third.running, [c]);
+    assert_eq!(dst.list_runs().unwrap().len(), 2);
+}
+
+#[test]
+fn an_old_file_keeps_one_run_key_whether_read_only_or_upgraded() {
+    let (_dir, path) = temp_db();
+    version_1_file_of_results_0(&path);
+    let ro = Store::open_read_only(&path).unwrap();
+    let key = ro.run_uid(1).unwrap();
+    assert_eq!(key.len(), 32);
+    let (_dir2, to) = temp_db();
+    let mut dst = Store::open(&to).unwrap();
+    assert_eq!(ro.push_to(&mut dst).unwrap().pushed.len(), 1);
+    drop(ro);
+    // Upgrading stores the same key, so pushing the upgraded file adds nothing.
+    let upgraded = Store::open(&path).unwrap();
+    assert_eq!(upgraded.run_uid(1).unwrap(), key);
+    let again = upgraded.push_to(&mut dst).unwrap();
+    assert_eq!(again.present, [1]);
+    assert_eq!(dst.list_runs().unwrap().len(), 1);
 }

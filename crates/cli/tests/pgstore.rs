@@ -1,0 +1,223 @@
+//! A run that lives in PostgreSQL end to end: `smtlab run --db postgresql://...`, then
+//! `runs` and `report` read it back, and `smtlab push` uploads a local file once
+//! however often it is pushed. Against a throw-away server the test starts (initdb
+//! into a temporary directory, reached over its private socket, stopped when the test
+//! ends, panics included); skipped where PostgreSQL is missing, failed there under
+//! `SMTLAB_REQUIRE_TOOLS=1`.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use smtlab_fixtures::require;
+use smtlab_workloads::db::pg::{DB_USER, PgInstall, PgServer, PgSettings};
+
+fn smtlab() -> Command {
+    Command::cargo_bin("smtlab").expect("the smtlab binary is built")
+}
+
+fn json_of(cmd: &mut Command) -> Value {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).expect("stdout is JSON")
+}
+
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    String::from_utf8(out).expect("stdout is UTF-8")
+}
+
+/// A fresh server and the URL of its `postgres` database, or `None` where PostgreSQL
+/// is missing.
+fn server() -> Option<(PgServer, String)> {
+    let install = match PgInstall::find() {
+        Ok(i) => i,
+        Err(e) => {
+            require::skip(&format!("PostgreSQL store: {e}"));
+            return None;
+        }
+    };
+    let settings = PgSettings {
+        port: 0,
+        shared_buffers_bytes: 16 << 20,
+        max_connections: 20,
+        fsync: false,
+        synchronous_commit: false,
+        extra: Vec::new(),
+    };
+    let server = PgServer::start(&install, &settings, None).expect("start PostgreSQL");
+    let sock = server
+        .socket_dir()
+        .display()
+        .to_string()
+        .replace('/', "%2F");
+    let url = format!("postgresql://{DB_USER}@{sock}:{}/postgres", server.port());
+    Some((server, url))
+}
+
+#[test]
+fn a_run_lives_in_postgresql_and_push_stores_a_file_once() {
+    let Some((_server, url)) = server() else {
+        return;
+    };
+    let run = |db: &str| {
+        smtlab()
+            .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+            .args(["--placements", "1c1t", "--db", db])
+            .assert()
+            .success()
+            .get_output()
+            .clone()
+    };
+    let out = run(&url);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("run 1 finished"), "{stderr}");
+
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "finished");
+    assert_eq!(runs[0]["cells_done"], 1);
+    let report = json_of(smtlab().args(["report", "latest", "--json", "--db", &url]));
+    assert_eq!(report["cells"][0]["benchmark"], "null-syscall");
+    assert!(
+        report["cells"][0]["result"]["samples"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+    );
+    let table = stdout_of(smtlab().args(["report", "--db", &url]));
+    assert!(table.contains("null-syscall"), "{table}");
+
+    // A local file pushed twice is stored once.
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("r.db");
+    run(local.to_str().unwrap());
+    let first = stdout_of(smtlab().arg("push").arg(&local).args(["--to", &url]));
+    assert!(first.contains("pushed 1 run to"), "{first}");
+    assert!(first.contains("run 1 -> run 2"), "{first}");
+    let again = json_of(
+        smtlab()
+            .arg("push")
+            .arg(&local)
+            .args(["--to", &url, "--json"]),
+    );
+    assert_eq!(again["pushed"], serde_json::json!([]));
+    assert_eq!(again["already_there"], serde_json::json!([1]));
+    // SMTLAB_DB names the database as --db does.
+    let runs = json_of(smtlab().args(["runs", "--json"]).env("SMTLAB_DB", &url));
+    assert_eq!(runs.as_array().unwrap().len(), 2);
+    let pushed = json_of(smtlab().args(["report", "2", "--json", "--db", &url]));
+    let original = json_of(smtlab().args(["report", "1", "--json", "--db"]).arg(&local));
+    assert_eq!(pushed["cells"], original["cells"]);
+    assert_eq!(pushed["run"]["environment"], original["run"]["environment"]);
+}
+
+/// Three `smtlab run` processes write into one database at once (as three hosts would):
+/// three runs, each with its own cell, none lost, none mixed.
+#[test]
+fn runs_from_several_processes_at_once_are_all_stored_apart() {
+    let Some((_server, url)) = server() else {
+        return;
+    };
+    let bin = assert_cmd::cargo::cargo_bin("smtlab");
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            std::process::Command::new(&bin)
+                .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+                .args(["--placements", "1c1t", "--quiet", "--db", &url])
+                .args(["--label", &format!("writer-{i}")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let mut labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    labels.sort();
+    assert_eq!(labels, ["writer-0", "writer-1", "writer-2"]);
+    for r in runs {
+        assert_eq!(r["status"], "finished", "{r}");
+        assert_eq!(r["cells_done"], 1, "{r}");
+        let label = r["label"].as_str().unwrap();
+        // The label resolves to this run, and its one cell is its own.
+        let report = json_of(smtlab().args(["report", label, "--json", "--db", &url]));
+        assert_eq!(report["run"]["id"], r["id"]);
+        assert_eq!(report["cells"].as_array().unwrap().len(), 1);
+    }
+}
+
+/// `kill -9` of a run writing into PostgreSQL keeps its saved cells; `run --resume`
+/// takes over the dead process's lease and measures only what is left.
+#[test]
+fn a_killed_run_keeps_its_cells_in_postgresql_and_resumes() {
+    let Some((_server, url)) = server() else {
+        return;
+    };
+    let bin = assert_cmd::cargo::cargo_bin("smtlab");
+    let mut child = std::process::Command::new(&bin)
+        .args(["run", "--bench", "null-syscall,read,write,fstat"])
+        .args(["--placements", "1c1t,2c1t", "--db", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut done = 0;
+    while done == 0 && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Ok(out) = std::process::Command::new(&bin)
+            .args(["runs", "--json", "--db", &url])
+            .output()
+            && let Ok(v) = serde_json::from_slice::<Value>(&out.stdout)
+        {
+            done = v[0]["cells_done"].as_u64().unwrap_or(0);
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(done >= 1, "a first cell was saved before the kill");
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    let saved = runs[0]["cells_done"].as_u64().unwrap();
+    assert!(saved >= done);
+    if saved < 8 {
+        assert_eq!(runs[0]["status"], "interrupted");
+    }
+    smtlab()
+        .args(["run", "--resume", "--db", &url])
+        .assert()
+        .success();
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    assert_eq!(runs.as_array().unwrap().len(), 1, "resumed, not restarted");
+    assert_eq!(runs[0]["status"], "finished");
+    assert_eq!(runs[0]["cells_done"], 8);
+}
+
+#[test]
+fn an_unreachable_database_is_a_one_line_error_naming_it_without_its_password() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("postgresql://me:secret@127.0.0.1:{port}/results");
+    let out = smtlab()
+        .args(["runs", "--db", &url])
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("postgresql://me:***@127.0.0.1:{port}/results")),
+        "{err}"
+    );
+    assert!(!err.contains("secret"), "{err}");
+}
