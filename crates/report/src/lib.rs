@@ -42,6 +42,7 @@
 //! Rule kept throughout: never print or draw a number that was not measured. Missing
 //! cells say "not measured"; a section without data says so in one line.
 
+pub mod advice;
 pub mod compare;
 pub mod compare_html;
 pub mod corun;

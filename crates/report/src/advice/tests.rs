@@ -1,0 +1,306 @@
+use smtlab_model::{CellRecord, Direction, ResolvedPlacement};
+
+use super::*;
+
+fn fig(value: f64, low: f64, high: f64) -> Figure {
+    Figure::new(value, low, high)
+}
+
+fn smt_machine() -> Evidence {
+    Evidence {
+        workload: "server".into(),
+        smt: true,
+        ..Evidence::default()
+    }
+}
+
+#[test]
+fn smt_adding_30_percent_says_keep_it_on() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        sibling_vs_core: Some(fig(0.66, 0.63, 0.69)),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+    assert_eq!(a.answer, "keep SMT on");
+    assert!(a.because.contains("+30% [+25%, +35%]"), "{}", a.because);
+    let deciding: Vec<&str> = a.deciding().map(|r| r.what.as_str()).collect();
+    assert_eq!(deciding, ["throughput, sibling added (1c2t/1c1t)"]);
+    // The sibling against a core is context, not a vote.
+    assert!(
+        a.reasons
+            .iter()
+            .any(|r| r.says == Says::Context && !r.deciding)
+    );
+}
+
+#[test]
+fn smt_costing_throughput_says_turn_it_off() {
+    let e = Evidence {
+        sibling_gain: Some(fig(0.85, 0.80, 0.90)),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    assert!(a.because.contains("-15%"), "{}", a.because);
+}
+
+#[test]
+fn the_whole_machine_decides_over_the_sibling_pair() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        machine_gain: Some(fig(0.95, 0.93, 0.97)),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    assert!(a.reasons[0].deciding && !a.reasons[1].deciding);
+}
+
+#[test]
+fn overlapping_intervals_cannot_tell_never_a_coin_flip() {
+    for gain in [fig(1.04, 0.97, 1.11), fig(0.96, 0.89, 1.03)] {
+        let a = decide(&Evidence {
+            sibling_gain: Some(gain.clone()),
+            ..smt_machine()
+        });
+        assert_eq!(a.recommendation, Recommendation::CannotTell, "{gain:?}");
+        assert!(a.because.contains("includes no change"), "{}", a.because);
+    }
+    // An unsteady figure or one without an interval decides nothing either.
+    let mut unsteady = fig(1.5, 1.4, 1.6);
+    unsteady.unsteady = Some("1c2t: CV 31%".into());
+    let one = Figure {
+        ci95_low: None,
+        ci95_high: None,
+        ..fig(1.5, 0.0, 0.0)
+    };
+    for f in [unsteady, one] {
+        let a = decide(&Evidence {
+            sibling_gain: Some(f),
+            ..smt_machine()
+        });
+        assert_eq!(a.recommendation, Recommendation::CannotTell);
+    }
+    let a = decide(&smt_machine());
+    assert_eq!(a.recommendation, Recommendation::CannotTell);
+}
+
+#[test]
+fn a_latency_target_missed_with_smt_on_says_off_at_that_target() {
+    let e = Evidence {
+        // Throughput alone would say on ...
+        sibling_gain: Some(fig(1.20, 1.15, 1.25)),
+        // ... but at p99 <= 5 ms SMT on serves 30% less.
+        capacity: Some(Capacity {
+            target: "p99 <= 5 ms".into(),
+            off_per_s: Some(fig(10_000.0, 9_800.0, 10_200.0)),
+            on_per_s: Some(fig(7_000.0, 6_800.0, 7_200.0)),
+            on_over_off: fig(0.70, 0.66, 0.74),
+        }),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    assert_eq!(a.answer, "turn SMT off at p99 <= 5 ms");
+    assert_eq!(a.at.as_deref(), Some("p99 <= 5 ms"));
+    let deciding: Vec<&Reason> = a.deciding().collect();
+    assert_eq!(deciding.len(), 1);
+    assert!(deciding[0].what.starts_with("capacity at p99 <= 5 ms"));
+
+    let mut e2 = e.clone();
+    e2.capacity.as_mut().unwrap().on_over_off = fig(1.2, 1.1, 1.3);
+    assert_eq!(decide(&e2).answer, "keep SMT on at p99 <= 5 ms");
+    e2.capacity.as_mut().unwrap().on_over_off = fig(1.02, 0.9, 1.1);
+    assert_eq!(decide(&e2).recommendation, Recommendation::CannotTell);
+}
+
+#[test]
+fn a_single_thread_cost_beside_a_throughput_gain_depends_on_the_latency_target() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.25, 1.2, 1.3)),
+        penalty: Some(Partnered {
+            partner: "mem-read".into(),
+            figure: fig(1.40, 1.35, 1.45),
+        }),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::Depends);
+    assert_eq!(a.depends_on, [Dependence::TailLatencyTarget]);
+    assert_eq!(a.answer, "it depends on the tail-latency target");
+    assert_eq!(a.deciding().count(), 2);
+    // A penalty within the noise changes nothing.
+    let mut e2 = e.clone();
+    e2.penalty.as_mut().unwrap().figure = fig(1.01, 0.98, 1.04);
+    assert_eq!(decide(&e2).recommendation, Recommendation::KeepOn);
+}
+
+#[test]
+fn partners_on_both_sides_depend_on_the_partner_kind() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.25, 1.2, 1.3)),
+        partners: vec![
+            Partnered {
+                partner: "int-ops".into(),
+                figure: fig(1.6, 1.5, 1.7),
+            },
+            Partnered {
+                partner: "mem-read".into(),
+                figure: fig(0.8, 0.75, 0.85),
+            },
+        ],
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::Depends);
+    assert_eq!(a.depends_on, [Dependence::PartnerKind]);
+    assert!(
+        a.because.contains("on beside int-ops, off beside mem-read"),
+        "{}",
+        a.because
+    );
+}
+
+#[test]
+fn no_smt_answers_two_cores_against_one() {
+    let e = Evidence {
+        workload: "int-ops".into(),
+        smt: false,
+        second_core: Some(fig(1.96, 1.9, 2.0)),
+        ..Evidence::default()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::NoSmt);
+    assert_eq!(a.answer, "no SMT here (2 cores vs 1: +96% [+90%, +100%])");
+    assert_eq!(a.deciding().count(), 1);
+}
+
+/// A cell of `bench` on `placement` (`NcMt`) with `values`, higher is better.
+fn cell(bench: &str, placement: &str, extra: &[(&str, &str)], values: &[f64]) -> CellRecord {
+    // `all`: two cores of two threads.
+    let (cores, threads): (u32, u32) = match placement {
+        "all" => (2, 2),
+        p => (p[..1].parse().unwrap(), p[2..3].parse().unwrap()),
+    };
+    CellRecord {
+        benchmark: bench.into(),
+        group: "compute".into(),
+        unit: "GOPS".into(),
+        direction: Direction::Higher,
+        params: std::iter::once(("threads", "auto"))
+            .chain(extra.iter().copied())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        placement_spec: placement.into(),
+        placement: ResolvedPlacement {
+            name: placement.into(),
+            spec: placement.into(),
+            cpus: (0..cores * threads).collect(),
+            cores,
+            threads_per_core: threads,
+            packages: 1,
+            core_order: Default::default(),
+            cpu_order: Default::default(),
+            core_kinds: Vec::new(),
+        },
+        result: crate::testutil::result(Vec::new(), values),
+        counters: None,
+    }
+}
+
+#[test]
+fn evidence_is_read_from_the_cells_of_each_workload() {
+    let cells = vec![
+        cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "1c2t", &[], &[129.0, 130.0, 131.0]),
+        cell("int-ops", "2c1t", &[], &[199.0, 200.0, 201.0]),
+        cell("mem-read", "1c1t", &[], &[10.0, 10.1, 9.9]),
+        cell("mem-read", "1c2t", &[], &[10.3, 9.6, 10.1]),
+    ];
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 2);
+    assert_eq!(ev[0].workload, "int-ops threads=auto");
+    let g = ev[0].sibling_gain.as_ref().unwrap();
+    assert!((g.value - 1.30).abs() < 1e-9);
+    assert!((ev[0].second_core.as_ref().unwrap().value - 2.0).abs() < 1e-9);
+    assert!((ev[0].sibling_vs_core.as_ref().unwrap().value - 0.65).abs() < 1e-9);
+    let answers: Vec<Recommendation> = ev.iter().map(|e| decide(e).recommendation).collect();
+    assert_eq!(
+        answers,
+        [Recommendation::KeepOn, Recommendation::CannotTell]
+    );
+    // The same cells on a machine without SMT answer 2 cores vs 1.
+    let ev = evidence(
+        &cells[..3]
+            .iter()
+            .filter(|c| c.placement_spec != "1c2t")
+            .cloned()
+            .collect::<Vec<_>>(),
+        false,
+    );
+    let a = decide(&ev[0]);
+    assert_eq!(a.recommendation, Recommendation::NoSmt);
+    assert!(
+        a.answer.starts_with("no SMT here (2 cores vs 1: +100%"),
+        "{}",
+        a.answer
+    );
+}
+
+#[test]
+fn smt_off_and_on_of_the_whole_machine_pair_by_state() {
+    let cells = vec![
+        cell("int-ops", "1c1t", &[("smt", "off")], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "all", &[("smt", "off")], &[199.0, 200.0, 201.0]),
+        cell("int-ops", "1c1t", &[("smt", "on")], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "all", &[("smt", "on")], &[139.0, 140.0, 141.0]),
+    ];
+    let ev = evidence(&cells, false);
+    assert_eq!(ev.len(), 1);
+    assert!(ev[0].smt, "SMT switched on in the run: the machine has it");
+    assert!((ev[0].machine_gain.as_ref().unwrap().value - 0.7).abs() < 1e-9);
+    assert_eq!(decide(&ev[0]).recommendation, Recommendation::TurnOff);
+}
+
+#[test]
+fn the_text_fits_80_columns_and_marks_the_deciding_figure() {
+    let a = decide(&Evidence {
+        workload: "a-workload-with-a-long-name threads=auto size=1GiB pages=huge".into(),
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        sibling_vs_core: Some(fig(0.66, 0.63, 0.69)),
+        ..smt_machine()
+    });
+    let t = text(&[a], 80);
+    for l in t.lines() {
+        assert!(
+            l.chars().count() <= 80,
+            "{l:?} is {} wide",
+            l.chars().count()
+        );
+    }
+    insta::assert_snapshot!(t);
+}
+
+#[test]
+fn json_and_markdown_carry_the_answer_and_its_figures() {
+    let a = decide(&Evidence {
+        workload: "int-ops".into(),
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        ..smt_machine()
+    });
+    let j = json(
+        7,
+        &["no hardware counters".into()],
+        std::slice::from_ref(&a),
+    );
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["schema"], ADVICE_SCHEMA);
+    assert_eq!(v["advice"][0]["recommendation"], "keep_on");
+    assert_eq!(v["advice"][0]["reasons"][0]["figure"]["ci95_low"], 1.25);
+    let back: AdviceDoc = serde_json::from_str(&j).unwrap();
+    assert_eq!(back.advice, std::slice::from_ref(&a));
+    insta::assert_snapshot!("advice_json", j);
+    insta::assert_snapshot!("advice_markdown", markdown(&[a]));
+}
