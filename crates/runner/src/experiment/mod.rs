@@ -9,6 +9,7 @@
 //!
 //! The experiments never print and never touch the store: the caller's sink does.
 
+pub mod advise;
 pub mod corun;
 pub mod utilisation;
 
