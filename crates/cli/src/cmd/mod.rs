@@ -8,6 +8,7 @@ use smtlab_model::Topology;
 
 use crate::args::{Cli, Command, SysfsArg};
 
+mod advise;
 pub mod bench;
 mod completions;
 pub mod corun;
@@ -55,6 +56,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Corun(a) => corun::run_corun(&a),
         Command::Penalty(a) => corun::run_penalty(&a),
         Command::Util(a) => utilisation::run(&a),
+        Command::Advise(a) => advise::run(&a),
     };
     // What was killed because a command or server left it running (a daemon).
     for line in smtlab_bench::process::take_notes() {
