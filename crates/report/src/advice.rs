@@ -17,7 +17,7 @@
 //! * With a latency target (`--slo p99=5ms`), the **capacity at the target** decides:
 //!   the highest offered rate meeting it with SMT on against with SMT off. Above 1: keep
 //!   SMT on at that target; below 1: turn it off at that target.
-//! * Otherwise **throughput** decides: SMT on over off for the whole machine where both
+//! * Otherwise **throughput** (the speed-up, turned so that above 1 is better) decides: SMT on over off for the whole machine where both
 //!   states were measured (or `all` over `cores`), else what the sibling adds (`1c2t`
 //!   over `1c1t`). A workload whose SMT side left the siblings idle (one thread) has no
 //!   throughput figure.
@@ -266,7 +266,7 @@ pub struct Advice {
     pub at: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<Dependence>,
-    /// Why, in a few words (`SMT on adds +30% [+25%, +35%] throughput`).
+    /// Why, in a few words (`SMT on is faster: +30% [+25%, +35%]`).
     pub because: String,
     pub reasons: Vec<Reason>,
 }
@@ -349,7 +349,7 @@ pub fn decide(e: &Evidence) -> Advice {
         if let Some(f) = &e.machine_gain {
             idx = Some(reasons.len());
             reasons.push(reason(
-                "throughput, machine (SMT on/off)",
+                "speed-up, machine (SMT on/off)",
                 f,
                 f.pct(),
                 says_of(f.lean(1.0), Says::On),
@@ -360,7 +360,7 @@ pub fn decide(e: &Evidence) -> Advice {
                 idx = Some(reasons.len());
             }
             reasons.push(reason(
-                "throughput, sibling added (1c2t/1c1t)",
+                "speed-up, sibling added (1c2t/1c1t)",
                 f,
                 f.pct(),
                 says_of(f.lean(1.0), Says::On),
@@ -515,13 +515,13 @@ pub fn decide(e: &Evidence) -> Advice {
                 because.insert(
                     0,
                     format!(
-                        "on for throughput ({}), off where single requests must be fast ({})",
+                        "on for throughput ({}), off where single requests must be fast (run time beside a busy sibling {})",
                         reasons[i].shown, reasons[p].shown
                     ),
                 );
             } else if depends.is_empty() {
                 decide_on(&mut reasons, &[i]);
-                let b = format!("SMT adds {} throughput", reasons[i].shown);
+                let b = format!("SMT on is faster: {}", reasons[i].shown);
                 return advice(
                     Recommendation::KeepOn,
                     "keep SMT on".into(),
@@ -534,7 +534,7 @@ pub fn decide(e: &Evidence) -> Advice {
         }
         (Some(Says::Off), Some(i)) if depends.is_empty() => {
             decide_on(&mut reasons, &[i]);
-            let b = format!("SMT costs {} throughput", reasons[i].shown);
+            let b = format!("SMT on is slower: {}", reasons[i].shown);
             return advice(
                 Recommendation::TurnOff,
                 "turn SMT off".into(),
@@ -901,6 +901,95 @@ pub fn markdown(advice: &[Advice]) -> String {
         }
     }
     out
+}
+
+/// The strip of a row: the first deciding figure (turned so that above 1 points to SMT
+/// on: a run time next to a busy sibling is shown as its inverse) on a log scale.
+fn strip(a: &Advice) -> Option<String> {
+    let r = a.deciding().next()?;
+    let f = &r.figure;
+    // Figures whose "above 1" means slower (the single-thread cost) are turned over.
+    let turned = r.what.starts_with("run time beside");
+    let (v, lo, hi) = if turned {
+        (
+            1.0 / f.value,
+            f.ci95_high.map(|x| 1.0 / x),
+            f.ci95_low.map(|x| 1.0 / x),
+        )
+    } else {
+        (f.value, f.ci95_low, f.ci95_high)
+    };
+    if !v.is_finite() || v <= 0.0 {
+        return None;
+    }
+    let lo_r = lo.unwrap_or(v).min(v).clamp(0.25, 1.0).min(0.5);
+    let hi_r = hi.unwrap_or(v).max(v).clamp(1.0, 4.0).max(2.0);
+    let clamp = |x: f64| x.clamp(lo_r, hi_r);
+    Some(crate::svg::ci_strip(
+        clamp(v),
+        lo.map(clamp),
+        hi.map(clamp),
+        (lo_r, hi_r),
+    ))
+}
+
+/// The report's first section (`id="advice"`): one row per workload with its answer,
+/// the figures it rests on and a strip of the deciding figure with its interval; or why
+/// the run has no answer.
+pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let answers = advise_run(r);
+    if answers.is_empty() {
+        return Err(
+            "no workload measured on the placements the answer needs (1c1t with 1c2t or 2c1t, or in co-runs)"
+                .into(),
+        );
+    }
+    let section = maud::html! {
+        section id="advice" {
+            h2 { "The answer: should SMT be on?" }
+            p {
+                "One row per workload: the recommendation, the measured figures it rests on \
+                 (each with its 95% interval) and a strip of the deciding one (dot: the figure; \
+                 bar: its interval; dashed line: no change; green: toward SMT on, red: toward \
+                 off, grey: the interval includes no change, so it decides nothing). The \
+                 machine and every cell follow below."
+            }
+            table {
+                tr { th { "workload" } th { "recommendation" } th { "deciding figures" } th { "" } }
+                @for a in &answers {
+                    tr {
+                        td { (a.workload) }
+                        td { strong { (a.answer) } }
+                        td {
+                            @for (i, d) in a.deciding().enumerate() {
+                                @if i > 0 { (crate::html::BR) }
+                                (d.what) ": " (d.shown)
+                            }
+                            @if a.deciding().next().is_none() { span class="muted" { (a.because) } }
+                        }
+                        td { @if let Some(s) = strip(a) { (maud::PreEscaped(s)) } }
+                    }
+                }
+            }
+            @for a in answers.iter().filter(|a| a.reasons.len() > a.deciding().count()) {
+                details {
+                    summary { (a.workload) ": every figure" }
+                    table {
+                        tr { th { "measured" } th { "figure (95% CI)" } th { "points to" } }
+                        @for x in &a.reasons {
+                            tr {
+                                td { (x.what) }
+                                td class="yield" { (x.shown) }
+                                td { (match x.says { Says::On => "SMT on", Says::Off => "SMT off", Says::Unclear => "neither (interval includes no change)", Says::Context => "context" }) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
 }
 
 /// The ratio of a figure as a short `1.30x`, for narrow places.

@@ -26,7 +26,7 @@ fn smt_adding_30_percent_says_keep_it_on() {
     assert_eq!(a.answer, "keep SMT on");
     assert!(a.because.contains("+30% [+25%, +35%]"), "{}", a.because);
     let deciding: Vec<&str> = a.deciding().map(|r| r.what.as_str()).collect();
-    assert_eq!(deciding, ["throughput, sibling added (1c2t/1c1t)"]);
+    assert_eq!(deciding, ["speed-up, sibling added (1c2t/1c1t)"]);
     // The sibling against a core is context, not a vote.
     assert!(
         a.reasons
