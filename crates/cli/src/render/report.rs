@@ -91,6 +91,12 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
         out.push_str(&format!("note: {line}\n"));
     }
     let mut out = wrap(&out, layout);
+    // The answer first: one recommendation per workload.
+    let answers = smtlab_report::advice::advise_run(results);
+    if !answers.is_empty() {
+        out.push_str("\nShould SMT be on? (* marks the figures the answer rests on)\n");
+        out.push_str(&super::advice::summary(&answers, layout)[1..]);
+    }
     let yields = smtlab_report::smt_yields(results);
     if yields.is_empty() {
         if let Some(why) = smtlab_report::no_yields_reason(results) {
