@@ -117,7 +117,7 @@ fn assert_answer_follows(machine: &Machine, a: &Value) {
         (Some(lo), _, "keep_on") => assert!(steady && lo > 1.0, "{a:#}"),
         (_, Some(hi), "turn_off") => assert!(steady && hi < 1.0, "{a:#}"),
         (_, _, "cannot_tell") => {
-            assert!(!steady || lo.is_none() || (lo.unwrap() <= 1.0 && hi.unwrap() >= 1.0))
+            assert!(!steady || lo.is_none() || (lo.unwrap() <= 1.0 && hi.unwrap() >= 1.0));
         }
         _ => panic!("{rec} does not follow from {f}"),
     }
