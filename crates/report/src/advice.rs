@@ -26,7 +26,8 @@
 //!   tail-latency target.
 //! * **Partners** (co-run on the sibling): the pair's combined speed on one core against
 //!   running one after the other; some partners above 1 and others below: it depends on
-//!   the partner kind.
+//!   the partner kind. Where only co-runs were measured, every partner above 1 says keep
+//!   SMT on, every one below says turn it off.
 //! * The sibling against a second core (`1c2t` over `2c1t`) and the **headroom** are
 //!   shown as context: they explain, they do not decide.
 
@@ -545,6 +546,21 @@ pub fn decide(e: &Evidence) -> Advice {
             );
         }
         (None, _) if depends.is_empty() => {
+            // Only co-runs measured (a `corun` run): every partner on one side decides.
+            let all = |side: &[usize]| !side.is_empty() && side.len() == partner_idx.len();
+            if penalty_idx.is_none() && (all(&partners_on) || all(&partners_off)) {
+                let on = all(&partners_on);
+                decide_on(&mut reasons, &partner_idx);
+                let (rec, answer, word) = match on {
+                    true => (Recommendation::KeepOn, "keep SMT on", "pays"),
+                    false => (Recommendation::TurnOff, "turn SMT off", "costs"),
+                };
+                let b = format!(
+                    "sharing a core {word} with every partner measured ({})",
+                    names(&partner_idx)
+                );
+                return advice(rec, answer.into(), None, Vec::new(), b, reasons);
+            }
             if let Some(p) = penalty_off {
                 // One thread: SMT gives it nothing, and a busy sibling slows it.
                 depends.push(Dependence::TailLatencyTarget);

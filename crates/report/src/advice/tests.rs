@@ -304,3 +304,25 @@ fn json_and_markdown_carry_the_answer_and_its_figures() {
     insta::assert_snapshot!("advice_json", j);
     insta::assert_snapshot!("advice_markdown", markdown(&[a]));
 }
+
+#[test]
+fn co_runs_alone_decide_only_when_every_partner_agrees() {
+    let p = |name: &str, f: Figure| Partnered {
+        partner: name.into(),
+        figure: f,
+    };
+    let mut e = Evidence {
+        partners: vec![
+            p("int-ops", fig(1.6, 1.5, 1.7)),
+            p("fp-ops", fig(1.3, 1.2, 1.4)),
+        ],
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+    assert!(a.because.contains("int-ops, fp-ops"), "{}", a.because);
+    e.partners[1].figure = fig(1.05, 0.9, 1.2);
+    assert_eq!(decide(&e).recommendation, Recommendation::CannotTell);
+    e.partners = vec![p("mem-read", fig(0.8, 0.7, 0.9))];
+    assert_eq!(decide(&e).recommendation, Recommendation::TurnOff);
+}
