@@ -620,6 +620,10 @@ pub struct AdviseArgs {
     /// the current state only.
     #[arg(long, value_delimiter = ',', value_name = "STATES")]
     pub smt: Vec<String>,
+    /// The latency target, for workloads measured at one (`web-slo`): the capacity at
+    /// it on each side decides, e.g. `--slo p99=5ms`.
+    #[arg(long, value_name = "pNN=TIME")]
+    pub slo: Option<String>,
     /// Fewer samples and a shorter budget per cell (catalog workloads).
     #[arg(long)]
     pub quick: bool,

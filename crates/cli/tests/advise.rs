@@ -289,3 +289,41 @@ fn bad_input_is_one_line_and_a_failure() {
     let out = smtlab().arg("advise").output().unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn advise_a_server_at_a_latency_target_measures_its_capacity() {
+    let machine = Machine::Here;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    // A generous target: this test checks the path, not the machine's speed.
+    let out = advise(
+        &machine,
+        &db,
+        &["web-slo", "--quick", "--slo", "p99=2s", "--json"],
+    );
+    let (stdout, _) = ok(&out);
+    let a = answer_of(&stdout);
+    assert!(
+        a["workload"].as_str().unwrap().contains("slo=p99=2s"),
+        "{a:#}"
+    );
+    let reasons = a["reasons"].as_array().unwrap();
+    // The server's own capacity at the target on 1c1t (its client on another core).
+    let base = reasons
+        .iter()
+        .find(|r| r["what"] == "the workload on 1c1t")
+        .expect("the capacity on 1c1t");
+    assert!(base["figure"]["value"].as_f64().unwrap() >= 50.0, "{a:#}");
+    assert!(base["shown"].as_str().unwrap().ends_with(" req/s"), "{a:#}");
+    if machine.smt() {
+        assert!(
+            reasons.iter().any(|r| r["what"]
+                .as_str()
+                .unwrap()
+                .starts_with("capacity at p99 <= 2s (")),
+            "{a:#}"
+        );
+    } else {
+        assert_eq!(a["recommendation"], "no_smt", "{a:#}");
+    }
+}

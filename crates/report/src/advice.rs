@@ -15,8 +15,9 @@
 //!   is decided on a figure that leans neither way: that is "cannot tell", never a coin
 //!   flip.
 //! * With a latency target (`--slo p99=5ms`), the **capacity at the target** decides:
-//!   the highest offered rate meeting it with SMT on against with SMT off. Above 1: keep
-//!   SMT on at that target; below 1: turn it off at that target.
+//!   the highest offered rate meeting it with SMT on against with SMT off (a workload
+//!   with a [`SLO_PARAM`] parameter, such as `web-slo`). Above 1: keep SMT on at that
+//!   target; below 1: turn it off at that target.
 //! * Otherwise **throughput** (the speed-up, turned so that above 1 is better) decides: SMT on over off for the whole machine where both
 //!   states were measured (or `all` over `cores`), else what the sibling adds (`1c2t`
 //!   over `1c1t`). A workload whose SMT side left the siblings idle (one thread) has no
@@ -143,11 +144,12 @@ impl Figure {
 pub struct Capacity {
     /// The target as written: `p99 <= 5 ms`.
     pub target: String,
-    /// The highest offered rate meeting the target with SMT off (or on `1c1t`/`2c1t`).
-    pub off_per_s: Option<Figure>,
-    pub on_per_s: Option<Figure>,
-    /// `on / off`: above 1, SMT on serves more at the target.
+    /// Capacity with SMT on over off (the whole machine in both states, else `1c2t` over
+    /// `1c1t`): above 1, SMT on serves more at the target.
     pub on_over_off: Figure,
+    /// `on_over_off` compares the two SMT states (else `1c2t` with `1c1t`).
+    #[serde(default)]
+    pub switched: bool,
 }
 
 /// A figure measured beside one partner.
@@ -179,6 +181,9 @@ pub struct Evidence {
     pub sibling_vs_core: Option<Figure>,
     /// SMT on over off on the whole machine (or `all` over `cores`).
     pub machine_gain: Option<Figure>,
+    /// `machine_gain` compares the two SMT states (not `all` with `cores`).
+    #[serde(default)]
+    pub machine_switched: bool,
     /// `2c1t` over `1c1t`: a second core.
     pub second_core: Option<Figure>,
     /// The SMT side ran one thread per core: the workload leaves its sibling idle.
@@ -197,7 +202,22 @@ pub struct Evidence {
     pub partners: Vec<Partnered>,
     #[serde(default)]
     pub headroom: Option<Headroom>,
+    /// The workload's own figure on `1c1t` (mean with its 95% interval), for scale.
+    #[serde(default)]
+    pub baseline: Option<Baseline>,
 }
+
+/// A workload's mean on one placement, with its interval and unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub placement: String,
+    pub figure: Figure,
+    pub unit: String,
+}
+
+/// The benchmark parameter of a latency target (`slo=p99=5ms`): a workload that has it
+/// measures a capacity at that target, so its speed-ups are capacities at the target.
+pub const SLO_PARAM: &str = "slo";
 
 /// The recommendation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,11 +340,19 @@ pub fn decide(e: &Evidence) -> Advice {
         reasons,
     };
 
+    if let Some(b) = &e.baseline {
+        reasons.push(reason(
+            &format!("the workload on {}", b.placement),
+            &b.figure,
+            b.figure.absolute(&b.unit),
+            Says::Context,
+        ));
+    }
     if !e.smt {
         let Some(f) = &e.second_core else {
             return advice(
                 Recommendation::NoSmt,
-                "no SMT here (one core measured: nothing to compare)".into(),
+                "no SMT here (one placement measured: nothing to compare)".into(),
                 None,
                 Vec::new(),
                 "the machine shows no SMT siblings".into(),
@@ -350,7 +378,11 @@ pub fn decide(e: &Evidence) -> Advice {
         if let Some(f) = &e.machine_gain {
             idx = Some(reasons.len());
             reasons.push(reason(
-                "speed-up, machine (SMT on/off)",
+                if e.machine_switched {
+                    "speed-up, machine (SMT on/off)"
+                } else {
+                    "speed-up, machine (all/cores)"
+                },
                 f,
                 f.pct(),
                 says_of(f.lean(1.0), Says::On),
@@ -382,7 +414,15 @@ pub fn decide(e: &Evidence) -> Advice {
     }
     let capacity_idx = e.capacity.as_ref().map(|c| {
         reasons.push(reason(
-            &format!("capacity at {} (SMT on/off)", c.target),
+            &format!(
+                "capacity at {} ({})",
+                c.target,
+                if c.switched {
+                    "SMT on/off"
+                } else {
+                    "1c2t/1c1t"
+                }
+            ),
             &c.on_over_off,
             c.on_over_off.pct(),
             says_of(c.on_over_off.lean(1.0), Says::On),
@@ -688,6 +728,7 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         }
         // The whole machine: SMT on over off on `all`, else `all` over `cores`.
         let states = find("all", Some("off")).zip(find("all", Some("on")));
+        e.machine_switched = states.is_some();
         e.machine_gain = match states {
             Some((off, on)) => verdict(off, on).map(|v| Figure::from_verdict(&v)),
             None => pair(PairKind::MachineSmtGain).map(|(f, _)| f),
@@ -696,13 +737,47 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
             // Switched on for the run: the machine has SMT, even if off as found.
             e.smt = true;
         }
+        let base = find("1c1t", Some("off")).or_else(|| find("1c1t", None));
+        e.baseline = base.map(|c| {
+            let s = &c.result.summary;
+            let steady = c.result.unsteady_reason();
+            Baseline {
+                placement: c.placement_spec.clone(),
+                figure: Figure {
+                    value: s.mean,
+                    ci95_low: (s.n > 1).then_some(s.mean - s.ci95_half_width),
+                    ci95_high: (s.n > 1).then_some(s.mean + s.ci95_half_width),
+                    unsteady: steady,
+                },
+                unit: c.unit.clone(),
+            }
+        });
+        if let Some(slo) = key.1.get(SLO_PARAM) {
+            // A capacity at a latency target: its SMT comparison is the capacity's.
+            let switched = e.machine_switched && e.machine_gain.is_some();
+            let on_over_off = e
+                .machine_gain
+                .take()
+                .or_else(|| (!e.idle_sibling).then(|| e.sibling_gain.clone()).flatten());
+            e.sibling_gain = None;
+            if let Some(f) = on_over_off {
+                e.capacity = Some(Capacity {
+                    target: slo_words(slo),
+                    on_over_off: f,
+                    switched,
+                });
+            }
+        }
         e.penalty = worst_penalty(&cells, &key.0);
         e.partners = partners(&cells, &key.0);
+        // On `1c1t` alone (no SMT, no second core for it) the answer says what it can.
         let measured = e.sibling_gain.is_some()
             || e.second_core.is_some()
             || e.machine_gain.is_some()
+            || e.capacity.is_some()
             || e.penalty.is_some()
-            || !e.partners.is_empty();
+            || !e.partners.is_empty()
+            || (e.baseline.is_some() && !e.smt);
         if measured {
             out.push(e);
         }
@@ -732,6 +807,14 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         }
     }
     out
+}
+
+/// `p99=5ms` as `p99 <= 5ms`.
+fn slo_words(slo: &str) -> String {
+    match slo.split_once('=') {
+        Some((p, t)) => format!("{} <= {}", p.trim(), t.trim()),
+        None => slo.to_string(),
+    }
 }
 
 /// The largest single-thread penalty of `task` next to a busy sibling.

@@ -45,7 +45,23 @@ fn throughput_regex(pattern: &str) -> Result<regex::Regex> {
 /// The subject and the settings its cells are measured with.
 fn subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
     if let Some(name) = &args.workload {
-        let s = Subject::catalog(name, &args.params, args.quick)?;
+        let mut params = args.params.clone();
+        if let Some(slo) = &args.slo {
+            let declares = smtlab_runner::catalog::find(name).is_some_and(|b| {
+                b.info()
+                    .params
+                    .iter()
+                    .any(|p| p.name == smtlab_report::advice::SLO_PARAM)
+            });
+            if !declares {
+                bail!(
+                    "--slo {slo}: {name} is not measured at a latency target; web-slo is (smtlab advise web-slo --slo {slo})"
+                );
+            }
+            smtlab_model::slo::Slo::parse(slo).map_err(|e| anyhow::anyhow!("--slo {e}"))?;
+            params.push(format!("{}={slo}", smtlab_report::advice::SLO_PARAM));
+        }
+        let s = Subject::catalog(name, &params, args.quick)?;
         let cfg = if args.quick {
             RunConfig::quick()
         } else {
@@ -59,6 +75,9 @@ fn subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
     }
     if !args.params.is_empty() {
         bail!("--param is for catalog workloads; your command takes its own arguments");
+    }
+    if args.slo.is_some() {
+        bail!("--slo is for workloads measured at a latency target (web-slo), not a command");
     }
     let value = match &args.throughput {
         Some(p) => ExecValue::Throughput(throughput_regex(p)?),

@@ -95,9 +95,8 @@ fn a_latency_target_missed_with_smt_on_says_off_at_that_target() {
         // ... but at p99 <= 5 ms SMT on serves 30% less.
         capacity: Some(Capacity {
             target: "p99 <= 5 ms".into(),
-            off_per_s: Some(fig(10_000.0, 9_800.0, 10_200.0)),
-            on_per_s: Some(fig(7_000.0, 6_800.0, 7_200.0)),
             on_over_off: fig(0.70, 0.66, 0.74),
+            switched: true,
         }),
         ..smt_machine()
     };
@@ -260,6 +259,11 @@ fn smt_off_and_on_of_the_whole_machine_pair_by_state() {
     let ev = evidence(&cells, false);
     assert_eq!(ev.len(), 1);
     assert!(ev[0].smt, "SMT switched on in the run: the machine has it");
+    assert!(ev[0].machine_switched);
+    assert_eq!(
+        decide(&ev[0]).reasons[1].what,
+        "speed-up, machine (SMT on/off)"
+    );
     assert!((ev[0].machine_gain.as_ref().unwrap().value - 0.7).abs() < 1e-9);
     assert_eq!(decide(&ev[0]).recommendation, Recommendation::TurnOff);
 }
@@ -325,4 +329,61 @@ fn co_runs_alone_decide_only_when_every_partner_agrees() {
     assert_eq!(decide(&e).recommendation, Recommendation::CannotTell);
     e.partners = vec![p("mem-read", fig(0.8, 0.7, 0.9))];
     assert_eq!(decide(&e).recommendation, Recommendation::TurnOff);
+}
+
+#[test]
+fn a_workload_with_a_latency_target_is_decided_by_its_capacity_at_the_target() {
+    let slo = [("slo", "p99=5ms")];
+    let mut cells = vec![
+        cell("web-slo", "1c1t", &slo, &[9_900.0, 10_000.0, 10_100.0]),
+        cell("web-slo", "1c2t", &slo, &[6_900.0, 7_000.0, 7_100.0]),
+    ];
+    for c in &mut cells {
+        c.unit = "req/s".into();
+    }
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1);
+    let e = &ev[0];
+    assert!(e.sibling_gain.is_none(), "the gain is the capacity's, once");
+    let c = e.capacity.as_ref().unwrap();
+    assert_eq!(c.target, "p99 <= 5ms");
+    assert!((c.on_over_off.value - 0.7).abs() < 1e-9);
+    assert!(!c.switched);
+    let a = decide(e);
+    assert!(
+        a.reasons
+            .iter()
+            .any(|r| r.what == "capacity at p99 <= 5ms (1c2t/1c1t)")
+    );
+    assert_eq!(a.answer, "turn SMT off at p99 <= 5ms");
+    // The workload's own capacity on 1c1t is shown, for scale.
+    let base = a
+        .reasons
+        .iter()
+        .find(|r| r.what == "the workload on 1c1t")
+        .unwrap();
+    assert!(base.shown.starts_with("10000 ["), "{}", base.shown);
+    assert!(base.shown.ends_with("] req/s"), "{}", base.shown);
+    assert_eq!(base.says, Says::Context);
+}
+
+#[test]
+fn one_placement_without_smt_still_answers_and_shows_what_was_measured() {
+    let cells = vec![cell(
+        "web-slo",
+        "1c1t",
+        &[("slo", "p99=5ms")],
+        &[99.0, 100.0, 101.0],
+    )];
+    let ev = evidence(&cells, false);
+    assert_eq!(ev.len(), 1);
+    let a = decide(&ev[0]);
+    assert_eq!(a.recommendation, Recommendation::NoSmt);
+    assert_eq!(
+        a.answer,
+        "no SMT here (one placement measured: nothing to compare)"
+    );
+    assert_eq!(a.reasons.len(), 1);
+    // With SMT, one placement alone answers nothing: no row at all.
+    assert!(evidence(&cells, true).is_empty());
 }
