@@ -615,6 +615,11 @@ pub struct AdviseArgs {
     /// busy siblings (int-ops, fp-ops, mem-read, null-syscall), as `penalty` does.
     #[arg(long)]
     pub penalty: bool,
+    /// Also measure the partners: the workload, one thread, alone and next to each of
+    /// int-ops, fp-ops, mem-read, mem-latency and null-syscall on its SMT sibling, as a
+    /// row of `corun`'s matrix (which kinds of work it shares a core with well).
+    #[arg(long, conflicts_with = "penalty")]
+    pub partners: bool,
     /// Measure with SMT off and with SMT on (`off,on` or `both`), the states taking
     /// turns; the state found is put back. Needs root and a switchable smt/control, else
     /// the current state only.

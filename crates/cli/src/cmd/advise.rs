@@ -143,10 +143,20 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
         notes.clear();
     }
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
-    let sibling = match (&pair.sibling, args.penalty) {
+    let co_runs = args.penalty || args.partners;
+    let sibling = match (&pair.sibling, co_runs) {
         (Ok(cpu), true) => Some(*cpu),
         (Err(why), true) => {
-            notes.push(format!("single-thread cost not measured: {why}"));
+            let what = if args.penalty {
+                "single-thread cost"
+            } else {
+                "partners"
+            };
+            // One line for everything this machine cannot do.
+            match notes.first_mut() {
+                Some(n) => n.push_str(&format!("; {what} not measured (no SMT sibling)")),
+                None => notes.push(format!("{what} not measured: {why}")),
+            }
             None
         }
         (_, false) => None,
@@ -157,6 +167,11 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
 
     let group = exp::throughput_group(&subject, &specs, &topo, warmup);
     let penalty = match sibling {
+        Some(cpu) if args.partners => {
+            let task = subject.penalty_task(&args.params)?;
+            let partners = exp::default_partners()?;
+            Some(exp::partner_plan(&task, &partners, cpu, &pair, &topo))
+        }
         Some(cpu) => Some(penalty_plan(&subject, args, cpu, &pair, &topo)?),
         None => None,
     };
@@ -192,10 +207,10 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
                 } else {
                     ", with SMT off and on"
                 },
-                if penalty.is_some() {
-                    "; then the single-thread cost next to busy siblings"
-                } else {
-                    ""
+                match (&penalty, args.partners) {
+                    (Some(_), true) => "; then the workload beside each partner on its sibling",
+                    (Some(_), false) => "; then the single-thread cost next to busy siblings",
+                    (None, _) => "",
                 }
             ),
             render::table::Layout::term(),
@@ -248,9 +263,11 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
         })?
     };
     if let (Ended::Complete, Some(plan)) = (ended, &penalty) {
-        // Every sample of the cost is the same fixed piece of work: a fixed count of them.
-        measuring.cfg.min_samples = PENALTY_SAMPLES;
-        measuring.cfg.max_samples = PENALTY_SAMPLES;
+        if args.penalty {
+            // Every sample of the cost is the same fixed piece of work: a fixed count.
+            measuring.cfg.min_samples = PENALTY_SAMPLES;
+            measuring.cfg.max_samples = PENALTY_SAMPLES;
+        }
         ended = corun_exp::measure(&measuring.engine(), &topo, plan, &mut sink);
     }
     let stopped = measuring.stopped(ended);

@@ -1,3 +1,6 @@
+use std::collections::BTreeMap;
+
+use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
 use smtlab_model::{CellRecord, Direction, ResolvedPlacement};
 
 use super::*;
@@ -386,4 +389,93 @@ fn one_placement_without_smt_still_answers_and_shows_what_was_measured() {
     assert_eq!(a.reasons.len(), 1);
     // With SMT, one placement alone answers nothing: no row at all.
     assert!(evidence(&cells, true).is_empty());
+}
+
+/// A co-run cell of `a` (a rate) beside `partner` in `form`: A's values, and per sample
+/// the partner's value inside it and alone.
+fn corun_cell(
+    a: &str,
+    form: Form,
+    partner: &str,
+    values: &[f64],
+    partner_values: &[(f64, f64)],
+) -> CellRecord {
+    use crate::corun::{PARTNER_ALONE_VALUE, PARTNER_VALUE};
+    let samples = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| smtlab_model::SampleRecord {
+            value: v,
+            iterations: 1,
+            elapsed_ns: 1_000_000,
+            work: v,
+            cpu_ns: None,
+            start_spread_ns: None,
+            cpus: vec![0],
+            metrics: partner_values
+                .get(i)
+                .map(|&(with, alone)| {
+                    BTreeMap::from([
+                        (PARTNER_VALUE.to_string(), with),
+                        (PARTNER_ALONE_VALUE.to_string(), alone),
+                    ])
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    let name = format!("corun-{}", form.name());
+    let mut c = cell(a, "1c1t", &[], values);
+    c.params = BTreeMap::from([
+        ("threads".to_string(), "1".to_string()),
+        (FORM_PARAM.to_string(), form.name().to_string()),
+        (PARTNER_PARAM.to_string(), partner.to_string()),
+    ]);
+    c.placement_spec = name.clone();
+    c.placement = crate::testutil::placement(&name, "cpus:0,1", 1, 2);
+    c.result = crate::testutil::result(samples, values);
+    c
+}
+
+#[test]
+fn partners_are_read_from_a_row_of_the_co_run_matrix() {
+    let alone = [99.0, 100.0, 101.0];
+    let cells = vec![
+        cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "1c2t", &[], &[129.0, 130.0, 131.0]),
+        // Beside mem-read: int-ops at 0.7 of alone, mem-read at 0.6: the pair 1.3.
+        corun_cell("int-ops", Form::Alone, "mem-read", &alone, &[]),
+        corun_cell(
+            "int-ops",
+            Form::Sibling,
+            "mem-read",
+            &[69.0, 70.0, 71.0],
+            &[(59.0, 99.0), (60.0, 100.0), (61.0, 101.0)],
+        ),
+        // Beside fp-ops: 0.4 and 0.4: the pair 0.8, worse than taking turns.
+        // The partners alone: their direction (higher is better).
+        corun_cell("mem-read", Form::Alone, "int-ops", &alone, &[]),
+        corun_cell("int-ops", Form::Alone, "fp-ops", &alone, &[]),
+        corun_cell("fp-ops", Form::Alone, "int-ops", &alone, &[]),
+        corun_cell(
+            "int-ops",
+            Form::Sibling,
+            "fp-ops",
+            &[39.0, 40.0, 41.0],
+            &[(39.0, 99.0), (40.0, 100.0), (41.0, 101.0)],
+        ),
+    ];
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    let names: Vec<&str> = ev[0].partners.iter().map(|p| p.partner.as_str()).collect();
+    assert_eq!(names, ["mem-read", "fp-ops"]);
+    assert!((ev[0].partners[0].figure.value - 1.3).abs() < 1e-9);
+    assert!((ev[0].partners[1].figure.value - 0.8).abs() < 1e-9);
+    assert!(ev[0].penalty.is_none(), "a matrix row is no penalty run");
+    let a = decide(&ev[0]);
+    assert_eq!(a.depends_on, [Dependence::PartnerKind]);
+    assert!(
+        a.because.contains("on beside mem-read, off beside fp-ops"),
+        "{}",
+        a.because
+    );
 }

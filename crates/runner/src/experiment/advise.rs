@@ -20,6 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
+use smtlab_model::keys::Form;
 use smtlab_model::{BenchInfo, CellKey, Topology};
 
 use super::corun::Workload;
@@ -192,6 +193,58 @@ impl Subject {
     }
 }
 
+/// The co-runs of the partners: for each partner, `task` alone and next to it on its
+/// SMT sibling `cpu`, and the partner alone, one interleaved group (the matrix's row of
+/// `task`; the co-run cell also measures the partner against its own reference, so the
+/// pair's combined speed has both ends).
+pub fn partner_plan(
+    task: &Workload,
+    partners: &[Workload],
+    cpu: u32,
+    pair: &crate::corun::CpuPair,
+    topo: &Topology,
+) -> super::corun::CorunPlan {
+    let copy = |w: &Workload| Workload {
+        bench: Arc::clone(&w.bench),
+        params: w.params.clone(),
+    };
+    partners
+        .iter()
+        .filter_map(|b| {
+            // The matrix of [task, b] holds (task, task), (task, b), (b, task), (b, b):
+            // task's row against b, and b alone (its first cell of (b, task)), which
+            // says in which direction b's figures are better.
+            if b.name() == task.name() {
+                // Beside itself: the matrix's diagonal group says it all (and a second
+                // alone cell would have the first one's key).
+                return super::corun::matrix_plan(
+                    &[copy(task)],
+                    &[(Form::Sibling, cpu)],
+                    pair,
+                    topo,
+                )
+                .into_iter()
+                .next();
+            }
+            let both = [copy(task), copy(b)];
+            let mut groups = super::corun::matrix_plan(&both, &[(Form::Sibling, cpu)], pair, topo)
+                .into_iter()
+                .skip(1);
+            let mut row = groups.next()?;
+            row.extend(groups.next()?.into_iter().take(1));
+            Some(row)
+        })
+        .collect()
+}
+
+/// The default partners: the co-run matrix's workloads, one thread each.
+pub fn default_partners() -> Result<Vec<Workload>, ExperimentError> {
+    super::corun::DEFAULT_WORKLOADS
+        .iter()
+        .map(|n| Workload::catalog(n, &[], &[("threads", "1")]))
+        .collect()
+}
+
 /// The placements of the throughput group on `topo` and the one-line note on what the
 /// machine cannot answer: `1c1t`, `1c2t`, `2c1t` (and `cores`, `all` beyond two cores)
 /// with SMT; `1c1t`, `2c1t` without ("2 cores vs 1"); `1c1t` alone on one core.
@@ -270,6 +323,8 @@ pub fn measure_throughput(
 
 #[cfg(test)]
 mod tests {
+    use smtlab_model::keys::PARTNER_PARAM;
+
     use super::*;
 
     #[test]
@@ -316,6 +371,36 @@ mod tests {
             e.contains("--prepare `echo broken >&2; exit 3` failed (exit status 3): broken"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn each_partner_is_a_group_of_the_task_alone_and_beside_it_on_the_sibling() {
+        let topo = smtlab_fixtures::build::intel(1, 2, 2);
+        let pair = crate::corun::cpu_pair(&topo).unwrap();
+        let cpu = *pair.sibling.as_ref().unwrap();
+        let subject = Subject::catalog("int-ops", &[], true).unwrap();
+        let task = subject.penalty_task(&[]).unwrap();
+        let partners = default_partners().unwrap();
+        let plan = partner_plan(&task, &partners, cpu, &pair, &topo);
+        assert_eq!(plan.len(), partners.len());
+        // int-ops beside itself: one group, its alone cell and its co-run.
+        let same = plan.iter().position(|g| g.len() == 2).unwrap();
+        assert_eq!(partners[same].name(), "int-ops");
+        for (group, b) in plan.iter().zip(&partners).filter(|(g, _)| g.len() == 3) {
+            let forms: Vec<&str> = group.iter().map(|c| c.key.placement.as_str()).collect();
+            assert_eq!(forms, ["corun-alone", "corun-sibling", "corun-alone"]);
+            for c in &group[..2] {
+                assert_eq!(c.key.benchmark, "int-ops");
+                assert_eq!(c.key.params.get(PARTNER_PARAM), Some(&b.name()));
+            }
+            // The partner alone, for its direction.
+            assert_eq!(group[2].key.benchmark, b.name());
+            assert_eq!(
+                group[2].key.params.get(PARTNER_PARAM).map(String::as_str),
+                Some("int-ops")
+            );
+            assert_eq!(group[1].placement.cpus, [pair.cpu, cpu]);
+        }
     }
 
     #[test]
