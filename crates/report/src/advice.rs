@@ -459,7 +459,7 @@ pub fn decide(e: &Evidence) -> Advice {
             ),
             &h.left,
             format!(
-                "{}% [{}, {}]",
+                "{}% [{}%, {}%]",
                 crate::fmt::short(h.left.value * 100.0),
                 h.left
                     .ci95_low
@@ -666,10 +666,43 @@ pub fn workload_name(benchmark: &str, params: &BTreeMap<String, String>) -> Stri
     }
 }
 
+/// The headroom of a utilisation curve among `cells` (`smtlab util`, or `advise
+/// --headroom`): at the step offering all of the measured maximum, what the OS reports
+/// busy on the load's CPUs and the throughput still left (1 - achieved / maximum, with
+/// its interval); SMT on where both states were measured.
+pub fn headroom(cells: &[CellRecord]) -> Option<Headroom> {
+    let points = crate::utilisation::curve(cells);
+    let full = |state: &str| {
+        points
+            .iter()
+            .find(|p| p.smt == state && p.offered_pct.is_some_and(|x| (x - 100.0).abs() < 1e-9))
+    };
+    let p = full("on").or_else(|| full("as found")).or_else(|| {
+        points
+            .iter()
+            .find(|p| p.offered_pct.is_some_and(|x| (x - 100.0).abs() < 1e-9))
+    })?;
+    let r = p.of_max.as_ref()?;
+    let busy = p.busy();
+    if !busy.is_finite() {
+        return None;
+    }
+    Some(Headroom {
+        reported_busy_pct: busy * 100.0,
+        left: Figure {
+            value: 1.0 - r.ratio,
+            ci95_low: r.ci95_high.map(|h| 1.0 - h),
+            ci95_high: r.ci95_low.map(|l| 1.0 - l),
+            unsteady: None,
+        },
+    })
+}
+
 /// The evidence of every workload among `cells` measured on at least two of the
 /// placements the advice compares (or co-run), in order of first appearance; `smt`:
 /// whether the machine has SMT. Utilisation steps are left out (they have no workload).
 pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
+    let room = headroom(cells);
     let cells: Vec<&CellRecord> = cells
         .iter()
         .filter(|c| !c.params.contains_key(RATE_PARAM))
@@ -781,6 +814,9 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         if measured {
             out.push(e);
         }
+    }
+    for e in &mut out {
+        e.headroom.clone_from(&room);
     }
     // Workloads measured only in co-runs (a penalty run) get their answer too.
     for c in &cells {

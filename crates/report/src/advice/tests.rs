@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM};
+use smtlab_model::keys::{FORM_PARAM, Form, PARTNER_PARAM, RATE_PARAM, SMT_PARAM};
 use smtlab_model::{CellRecord, Direction, ResolvedPlacement};
 
 use super::*;
@@ -478,4 +478,69 @@ fn partners_are_read_from_a_row_of_the_co_run_matrix() {
         "{}",
         a.because
     );
+}
+
+/// A step of a utilisation curve: `rate` of the maximum offered, `achieved` jobs/s, the
+/// share of the CPUs' time reported busy.
+fn util_cell(rate: &str, achieved: &[f64], busy: f64) -> CellRecord {
+    let samples = achieved
+        .iter()
+        .map(|&v| smtlab_model::SampleRecord {
+            value: v,
+            iterations: 1,
+            elapsed_ns: 1_000_000_000,
+            work: v,
+            cpu_ns: None,
+            start_spread_ns: None,
+            cpus: vec![0, 1],
+            metrics: BTreeMap::from([
+                ("user_frac".to_string(), busy),
+                ("system_frac".to_string(), 0.0),
+                ("iowait_frac".to_string(), 0.0),
+                ("other_frac".to_string(), 0.0),
+                ("idle_frac".to_string(), 1.0 - busy),
+            ]),
+        })
+        .collect();
+    let mut c = cell(crate::utilisation::NAME, "1c2t", &[], achieved);
+    c.params = BTreeMap::from([
+        (RATE_PARAM.to_string(), rate.to_string()),
+        (SMT_PARAM.to_string(), "as found".to_string()),
+    ]);
+    c.result = crate::testutil::result(samples, achieved);
+    c
+}
+
+#[test]
+fn the_headroom_is_what_is_left_at_full_load_beside_what_the_os_reports() {
+    let mut cells = vec![
+        cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "1c2t", &[], &[129.0, 130.0, 131.0]),
+        util_cell("max", &[999.0, 1000.0, 1001.0], 0.95),
+        util_cell("50", &[499.0, 500.0, 501.0], 0.60),
+        // All of the maximum offered: 93% reported busy, nothing left.
+        util_cell("100", &[997.0, 1000.0, 1003.0], 0.93),
+    ];
+    let h = headroom(&cells).unwrap();
+    assert!((h.reported_busy_pct - 93.0).abs() < 1e-9);
+    assert!(h.left.value.abs() < 1e-9);
+    assert!(h.left.lean(0.0) == Lean::Neither);
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1, "the curve is no workload of its own");
+    assert_eq!(ev[0].headroom.as_ref(), Some(&h));
+    let a = decide(&ev[0]);
+    let r = a
+        .reasons
+        .iter()
+        .find(|r| r.what.starts_with("throughput left at 93% busy"))
+        .unwrap();
+    assert_eq!(r.says, Says::Context);
+    assert!(r.shown.starts_with("0% ["), "{}", r.shown);
+    assert_eq!(
+        a.recommendation,
+        Recommendation::KeepOn,
+        "context does not decide"
+    );
+    cells.truncate(2);
+    assert!(headroom(&cells).is_none());
 }
