@@ -620,6 +620,10 @@ pub struct AdviseArgs {
     /// row of `corun`'s matrix (which kinds of work it shares a core with well).
     #[arg(long, conflicts_with = "penalty")]
     pub partners: bool,
+    /// Also measure the headroom: an open-loop load at 25, 50, 75 and 100% of its
+    /// maximum (as `smtlab util`), what the OS reports busy against what is left.
+    #[arg(long)]
+    pub headroom: bool,
     /// Measure with SMT off and with SMT on (`off,on` or `both`), the states taking
     /// turns; the state found is put back. Needs root and a switchable smt/control, else
     /// the current state only.

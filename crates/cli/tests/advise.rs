@@ -327,3 +327,31 @@ fn advise_a_server_at_a_latency_target_measures_its_capacity() {
         assert_eq!(a["recommendation"], "no_smt", "{a:#}");
     }
 }
+
+#[test]
+fn advise_with_the_headroom_shows_it_beside_the_answer_without_deciding() {
+    let machine = Machine::Here;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = advise(
+        &machine,
+        &db,
+        &["int-ops", "--quick", "--headroom", "--json"],
+    );
+    let (stdout, _) = ok(&out);
+    let a = answer_of(&stdout);
+    let room = a["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["what"]
+                .as_str()
+                .unwrap()
+                .starts_with("throughput left at ")
+        })
+        .unwrap_or_else(|| panic!("no headroom: {a:#}"));
+    assert_eq!(room["says"], "context");
+    assert_eq!(room["deciding"], false);
+    assert_answer_follows(&machine, &a);
+}

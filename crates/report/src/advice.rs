@@ -348,6 +348,21 @@ pub fn decide(e: &Evidence) -> Advice {
             Says::Context,
         ));
     }
+    if let Some(h) = &e.headroom {
+        let p = |v: f64| format!("{:.0}%", v * 100.0);
+        reasons.push(reason(
+            &format!("throughput left at {:.0}% busy", h.reported_busy_pct),
+            &h.left,
+            format!(
+                "{} [{}, {}]",
+                p(h.left.value),
+                h.left.ci95_low.map_or("-".into(), p),
+                h.left.ci95_high.map_or("-".into(), p)
+            ),
+            Says::Context,
+        ));
+    }
+
     if !e.smt {
         let Some(f) = &e.second_core else {
             return advice(
@@ -451,27 +466,6 @@ pub fn decide(e: &Evidence) -> Advice {
             reasons.len() - 1
         })
         .collect();
-    if let Some(h) = &e.headroom {
-        reasons.push(reason(
-            &format!(
-                "throughput left at {}% busy",
-                crate::fmt::short(h.reported_busy_pct)
-            ),
-            &h.left,
-            format!(
-                "{}% [{}%, {}%]",
-                crate::fmt::short(h.left.value * 100.0),
-                h.left
-                    .ci95_low
-                    .map_or("-".into(), |v| crate::fmt::short(v * 100.0)),
-                h.left
-                    .ci95_high
-                    .map_or("-".into(), |v| crate::fmt::short(v * 100.0)),
-            ),
-            Says::Context,
-        ));
-    }
-
     let decide_on = |reasons: &mut Vec<Reason>, idx: &[usize]| {
         for &i in idx {
             reasons[i].deciding = true;

@@ -14,6 +14,7 @@ use smtlab_report::advice;
 use smtlab_runner::exec::{CommandBench, ExecValue};
 use smtlab_runner::experiment::advise::{self as exp, PreparedCommand, Subject};
 use smtlab_runner::experiment::corun::{self as corun_exp, Workload};
+use smtlab_runner::experiment::utilisation as util;
 use smtlab_runner::session::{CellPlan, Ended};
 
 use super::emit;
@@ -195,6 +196,9 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
     if let Some(p) = &penalty {
         plan.extend(p.iter().flatten().map(|c| c.key.clone()));
     }
+    if args.headroom {
+        plan.extend(util::plan(headroom_curve(args.quick), &[None], None, &topo));
+    }
 
     if text {
         emit(&render::table::wrap(
@@ -232,6 +236,14 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
             return Ok(());
         }
         match shown {
+            Shown::Measured(c) if c.params.contains_key(smtlab_model::keys::RATE_PARAM) => {
+                emit(&format!(
+                    "headroom step {}: {} {}\n",
+                    c.params[smtlab_model::keys::RATE_PARAM],
+                    smtlab_report::fmt::num(c.result.summary.mean),
+                    c.unit
+                ))
+            }
             Shown::Measured(c) if smtlab_report::corun::form_of(c).is_none() => {
                 emit(&render::bench::row(c, None, render::table::Layout::term()))
             }
@@ -269,6 +281,9 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
             measuring.cfg.max_samples = PENALTY_SAMPLES;
         }
         ended = corun_exp::measure(&measuring.engine(), &topo, plan, &mut sink);
+    }
+    if let (Ended::Complete, true) = (ended, args.headroom) {
+        ended = measure_headroom(&mut measuring, &topo, args.quick, &mut sink)?;
     }
     let stopped = measuring.stopped(ended);
     if command && let Some(s) = sink.skipped.iter().find(|s| s.reason.contains("exec")) {
@@ -334,4 +349,36 @@ fn penalty_plan(
         pair,
         topo,
     ))
+}
+
+/// The headroom's curve: four steps (25 to 100% of the maximum), half a second each (a
+/// fifth in `--quick`), 200 us jobs.
+fn headroom_curve(quick: bool) -> util::Curve {
+    util::Curve {
+        steps: 4,
+        step: std::time::Duration::from_millis(if quick { 200 } else { 500 }),
+        job: std::time::Duration::from_micros(200),
+    }
+}
+
+/// Measures the headroom's curve in the state found, on `util`'s default placement,
+/// three steps per rate.
+fn measure_headroom(
+    measuring: &mut Measuring,
+    topo: &Topology,
+    quick: bool,
+    sink: &mut StoreSink<'_>,
+) -> Result<Ended> {
+    measuring.cfg.min_samples = 3;
+    measuring.cfg.max_samples = 3;
+    measuring.cfg.warmup_ns = 0;
+    let (spec, placement) = util::placement(None, topo)?;
+    Ok(util::measure_curve(
+        &measuring.engine(),
+        headroom_curve(quick),
+        util::state_label(None),
+        topo,
+        (&spec, &placement),
+        sink,
+    )?)
 }
