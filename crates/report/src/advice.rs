@@ -132,10 +132,14 @@ impl Figure {
     /// A rate or other absolute figure: `1234 [1200, 1270]`.
     pub fn absolute(&self, unit: &str) -> String {
         let n = crate::fmt::num;
-        match (self.ci95_low, self.ci95_high) {
+        let mut s = match (self.ci95_low, self.ci95_high) {
             (Some(lo), Some(hi)) => format!("{} [{}, {}] {unit}", n(self.value), n(lo), n(hi)),
             _ => format!("{} {unit}", n(self.value)),
+        };
+        if self.unsteady.is_some() {
+            s.push_str(" unsteady");
         }
+        s
     }
 }
 
