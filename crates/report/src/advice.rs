@@ -813,6 +813,20 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
             out.push(e);
         }
     }
+    // A workload measured on `1c1t` alone is worth a row only when nothing in the run
+    // compares (a server whose other placements left no CPU for its client); beside
+    // compared workloads it is a sweep's point, not a question.
+    let compared = |e: &Evidence| {
+        e.second_core.is_some()
+            || e.sibling_gain.is_some()
+            || e.machine_gain.is_some()
+            || e.capacity.is_some()
+            || e.penalty.is_some()
+            || !e.partners.is_empty()
+    };
+    if out.iter().any(compared) {
+        out.retain(compared);
+    }
     for e in &mut out {
         e.headroom.clone_from(&room);
     }

@@ -389,6 +389,13 @@ fn one_placement_without_smt_still_answers_and_shows_what_was_measured() {
     assert_eq!(a.reasons.len(), 1);
     // With SMT, one placement alone answers nothing: no row at all.
     assert!(evidence(&cells, true).is_empty());
+    // Beside a compared workload, a point measured on 1c1t alone (a sweep) gets no row.
+    let mut more = cells.clone();
+    more.push(cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]));
+    more.push(cell("int-ops", "2c1t", &[], &[199.0, 200.0, 201.0]));
+    let ev = evidence(&more, false);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].workload, "int-ops threads=auto");
 }
 
 /// A co-run cell of `a` (a rate) beside `partner` in `form`: A's values, and per sample
