@@ -314,7 +314,7 @@ fn advise_a_server_at_a_latency_target_measures_its_capacity() {
         .find(|r| r["what"] == "the workload on 1c1t")
         .expect("the capacity on 1c1t");
     assert!(base["figure"]["value"].as_f64().unwrap() >= 50.0, "{a:#}");
-    assert!(base["shown"].as_str().unwrap().ends_with(" req/s"), "{a:#}");
+    assert!(base["shown"].as_str().unwrap().contains(" req/s"), "{a:#}");
     if machine.smt() {
         assert!(
             reasons.iter().any(|r| r["what"]
