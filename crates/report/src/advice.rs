@@ -40,7 +40,7 @@ use smtlab_model::stats::Ratio;
 use smtlab_model::verdict::{PairKind, Verdict, idle_sibling, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
-use crate::fmt::{params as params_text, signed_pct, times};
+use crate::fmt::{params as params_text, signed_pct};
 
 /// The schema of the advice JSON (`smtlab advise --json`).
 pub const ADVICE_SCHEMA: &str = "smtlab.advice/1";
@@ -1137,11 +1137,6 @@ pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     };
     p.push_str(&section.into_string());
     Ok(())
-}
-
-/// The ratio of a figure as a short `1.30x`, for narrow places.
-pub fn short_times(f: &Figure) -> String {
-    format!("{}x", times(f.value))
 }
 
 #[cfg(test)]

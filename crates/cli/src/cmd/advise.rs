@@ -137,10 +137,12 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
         .collect();
     let states = crate::settings::switchable_states(&args.smt, &resolved, &topo, &sysfs)?;
     if !states.is_empty() {
-        // Switched, the whole machine is the comparison that matters.
-        if !specs.iter().any(|s| s == "all") {
-            specs.push("all".into());
-        }
+        // SMT can be switched (on, or off as found): the SMT placements, and the whole
+        // machine in both states, which is the comparison that matters.
+        specs = ["1c1t", "1c2t", "2c1t", "all"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         notes.clear();
     }
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
@@ -177,11 +179,11 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
         None => None,
     };
     let mut plan: Vec<smtlab_model::CellKey> = Vec::new();
-    for &on in if states.is_empty() {
-        &[None][..]
-    } else {
-        &[Some(false), Some(true)][..]
-    } {
+    let turns: Vec<Option<bool>> = match states.is_empty() {
+        true => vec![None],
+        false => states.iter().map(|&on| Some(on)).collect(),
+    };
+    for on in turns {
         for c in &group {
             let mut k = c.key.clone();
             if let Some(on) = on {
