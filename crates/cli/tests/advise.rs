@@ -355,3 +355,42 @@ fn advise_with_the_headroom_shows_it_beside_the_answer_without_deciding() {
     assert_eq!(room["deciding"], false);
     assert_answer_follows(&machine, &a);
 }
+
+#[test]
+fn advise_your_own_server_at_a_latency_target() {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if !std::env::split_paths(&path).any(|d| d.join("busybox").is_file()) {
+        return smtlab_fixtures::require::skip("busybox not on PATH");
+    }
+    let machine = Machine::Here;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = advise(
+        &machine,
+        &db,
+        &[
+            "web-slo",
+            "--quick",
+            "--slo",
+            "p99=2s",
+            "--json",
+            "--param",
+            "server=cmd",
+            "--param",
+            "cmd=busybox httpd -f -p 127.0.0.1:{port} -h {root}",
+        ],
+    );
+    let (stdout, _) = ok(&out);
+    let a = answer_of(&stdout);
+    assert!(
+        a["workload"].as_str().unwrap().contains("server=cmd"),
+        "{a:#}"
+    );
+    let base = a["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["what"] == "the workload on 1c1t")
+        .unwrap_or_else(|| panic!("no capacity on 1c1t: {a:#}"));
+    assert!(base["figure"]["value"].as_f64().unwrap() >= 50.0, "{a:#}");
+}

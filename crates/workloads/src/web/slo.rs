@@ -8,7 +8,7 @@
 //! coordinated-omission rule).
 //!
 //! The requests are `web-static`'s file set (four size classes, popularity skew) on the
-//! built-in servers or nginx/Apache. A sample's value is the capacity in requests per
+//! built-in servers, nginx/Apache, or your own server (`server=cmd`, as `web-static`'s). A sample's value is the capacity in requests per
 //! second; its series `p_by_rate` keeps every step (offered rate, measured percentile
 //! in ns), so the search can be checked.
 
@@ -22,10 +22,10 @@ use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
 use smtlab_model::slo::Slo;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
-use super::builtin::{Docs, EventServer, ServerOpts, ThreadServer};
+use super::builtin::ServerOpts;
 use super::capacity::search;
 use super::fileset::{self, FileSet};
-use super::{Running, real};
+use super::{Custom, Running, start_server_with};
 
 const NAME: &str = "web-slo";
 /// The search's rate unit: rates are multiples of it.
@@ -72,7 +72,19 @@ impl Benchmark for WebSlo {
                     "server",
                     "event",
                     None,
-                    "event | threads | processes | nginx | apache-prefork | apache-event",
+                    "event | threads | processes | nginx | apache-prefork | apache-event | cmd (your own, as web-static's)",
+                ),
+                p(
+                    "cmd",
+                    "",
+                    None,
+                    "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in",
+                ),
+                p(
+                    "port",
+                    "0",
+                    None,
+                    "server=cmd: the port your server listens on (0: the free port put in {port})",
                 ),
                 p("slo", "p99=5ms", None, "the latency target: pNN=TIME"),
                 p("dataset", "64MiB", Some("8MiB"), "file set size"),
@@ -156,46 +168,24 @@ impl Benchmark for WebSlo {
         let threads = client.cpus().len();
         let pool = ClientPool::start(Pinning::Client(client), threads)
             .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
-        let cpus = &ctx.placement.cpus;
-        let opts = ServerOpts::default();
-        let running = match server.as_str() {
-            "event" => Running::Event(
-                EventServer::start(Docs::from_set(&set), cpus, opts)
-                    .map_err(io("starting the event server"))?,
-            ),
-            "threads" => Running::Threads(
-                ThreadServer::start(Docs::from_set(&set), cpus, opts)
-                    .map_err(io("starting the threads server"))?,
-            ),
-            "processes" => Running::Processes(
-                super::builtin::ProcessServer::start(
-                    Docs::from_set(&set),
-                    cpus,
-                    opts,
-                    super::PROCESSES,
-                )
-                .map_err(io("starting the processes server"))?,
-            ),
-            "nginx" => Running::Real(
-                real::RealServer::nginx(set.root(), cpus)
-                    .map_err(|e| unsupported(e.to_string()))?,
-            ),
-            "apache-prefork" => Running::Real(
-                real::RealServer::apache_with(set.root(), cpus, real::Mpm::Prefork, false)
-                    .map_err(|e| unsupported(e.to_string()))?,
-            ),
-            "apache-event" => Running::Real(
-                real::RealServer::apache_with(set.root(), cpus, real::Mpm::Event, false)
-                    .map_err(|e| unsupported(e.to_string()))?,
-            ),
-            other => {
-                return Err(bad(
-                    "server",
-                    other,
-                    "event, threads, processes, nginx, apache-prefork or apache-event",
-                ));
-            }
+        // The server starts last, after the counters were opened (by the runner, before
+        // prepare), so they count its threads and processes.
+        let port = prm.get_u64("port")?;
+        let custom = Custom {
+            cmd: prm.get_str("cmd")?.to_string(),
+            port: u16::try_from(port)
+                .map_err(|_| bad("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)"))?,
+            nginx: String::new(),
+            apache: String::new(),
         };
+        let running = start_server_with(
+            &server,
+            &set,
+            &ctx.placement.cpus,
+            ServerOpts::default(),
+            &custom,
+        )
+        .map_err(|e| unsupported(e.to_string()))?;
         let addr = running.addr();
         let (specs, weights) = set.requests();
         let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
