@@ -1053,6 +1053,10 @@ pub fn markdown(advice: &[Advice]) -> String {
 /// The strip of a row: the first deciding figure (turned so that above 1 points to SMT
 /// on: a run time next to a busy sibling is shown as its inverse) on a log scale.
 fn strip(a: &Advice) -> Option<String> {
+    // Without SMT the figure is 2 cores against 1: no direction toward SMT on or off.
+    if a.recommendation == Recommendation::NoSmt {
+        return None;
+    }
     let r = a.deciding().next()?;
     let f = &r.figure;
     // Figures whose "above 1" means slower (the single-thread cost) are turned over.
