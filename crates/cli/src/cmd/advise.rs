@@ -171,11 +171,11 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
     let group = exp::throughput_group(&subject, &specs, &topo, warmup);
     let penalty = match sibling {
         Some(cpu) if args.partners => {
-            let task = subject.penalty_task(&args.params)?;
+            let task = subject.penalty_task()?;
             let partners = exp::default_partners()?;
             Some(exp::partner_plan(&task, &partners, cpu, &pair, &topo))
         }
-        Some(cpu) => Some(penalty_plan(&subject, args, cpu, &pair, &topo)?),
+        Some(cpu) => Some(penalty_plan(&subject, cpu, &pair, &topo)?),
         None => None,
     };
     let mut plan: Vec<smtlab_model::CellKey> = Vec::new();
@@ -329,12 +329,11 @@ pub fn run(args: &AdviseArgs) -> Result<ExitCode> {
 /// default hog on its sibling `cpu`.
 fn penalty_plan(
     subject: &Subject,
-    args: &AdviseArgs,
     cpu: u32,
     pair: &smtlab_runner::corun::CpuPair,
     topo: &Topology,
 ) -> Result<corun_exp::CorunPlan> {
-    let task = subject.penalty_task(&args.params)?;
+    let task = subject.penalty_task()?;
     let hogs = corun_exp::DEFAULT_HOGS
         .iter()
         .map(|h| Workload::catalog(h, &[], &[("threads", "1")]))

@@ -162,23 +162,19 @@ impl Subject {
         self.bench().info().name
     }
 
-    /// The workload of the single-thread cost: the benchmark with one thread, or the
-    /// command as a co-run command (one run per sample), named as the throughput cells
-    /// so the advice finds both.
-    pub fn penalty_task(&self, given: &[String]) -> Result<Workload, ExperimentError> {
+    /// The workload of the single-thread cost: the benchmark with the parameters of the
+    /// throughput cells but one thread, or the command as a co-run command (one run per
+    /// sample), named as the throughput cells so the advice finds both.
+    pub fn penalty_task(&self) -> Result<Workload, ExperimentError> {
         match self {
             Subject::Catalog(w) => {
-                let declared = |k: &str| w.bench.info().params.iter().any(|p| p.name == k);
-                let mut list: Vec<String> = given.to_vec();
-                if declared("threads") {
-                    list.retain(|p| !p.trim_start().starts_with("threads"));
-                    list.push("threads=1".into());
+                let mut params = param_map(&w.params);
+                if let Some(t) = params.get_mut("threads") {
+                    *t = "1".into();
                 }
-                let params = Params::resolve(&w.bench.info(), &list, false)
-                    .map_err(|e| ExperimentError::input(e.to_string()))?;
                 Ok(Workload {
                     bench: Arc::clone(&w.bench),
-                    params,
+                    params: Params::from_pairs(params),
                 })
             }
             Subject::Command(c) => {
@@ -379,7 +375,7 @@ mod tests {
         let pair = crate::corun::cpu_pair(&topo).unwrap();
         let cpu = *pair.sibling.as_ref().unwrap();
         let subject = Subject::catalog("int-ops", &[], true).unwrap();
-        let task = subject.penalty_task(&[]).unwrap();
+        let task = subject.penalty_task().unwrap();
         let partners = default_partners().unwrap();
         let plan = partner_plan(&task, &partners, cpu, &pair, &topo);
         assert_eq!(plan.len(), partners.len());
@@ -405,8 +401,11 @@ mod tests {
 
     #[test]
     fn the_penalty_task_runs_one_thread() {
-        let subject = Subject::catalog("int-ops", &["threads=2".into()], true).unwrap();
-        let task = subject.penalty_task(&["threads=2".into()]).unwrap();
+        let given = ["threads=2".to_string(), "seed=7".to_string()];
+        let subject = Subject::catalog("int-ops", &given, true).unwrap();
+        let task = subject.penalty_task().unwrap();
         assert_eq!(task.params.get_str("threads").unwrap(), "1");
+        // The rest as the throughput cells have them.
+        assert_eq!(task.params.get_str("seed").unwrap(), "7");
     }
 }
