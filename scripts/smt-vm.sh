@@ -130,6 +130,8 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
+# Loopback up: the built-in servers and the load generator talk over it.
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 echo "SMTVM-BEGIN"
 cd /tmp && sh /test.sh
 echo "SMTVM-END status=$?"

@@ -89,6 +89,9 @@ pub enum Command {
     /// `smtlab push results.db --to postgresql://user@host/db`. Runs already there stay
     /// as they are, so pushing again stores nothing twice.
     Push(PushArgs),
+    /// Should SMT be on for this workload? Measures what the answer needs and gives one
+    /// recommendation with its figures: `advise int-ops`, `advise -- make -j2`.
+    Advise(AdviseArgs),
 }
 
 #[derive(Debug, Args)]
@@ -682,4 +685,71 @@ pub struct UtilArgs {
     /// Also record performance counters with each step, counted around its own samples.
     #[arg(long)]
     pub counters: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// The catalog workload to advise on (`smtlab list`); or give your command after `--`.
+    #[arg(
+        value_name = "WORKLOAD",
+        required_unless_present = "command",
+        conflicts_with = "command"
+    )]
+    pub workload: Option<String>,
+    /// Parameters of the catalog workload, k=v (repeatable).
+    #[arg(long = "param", value_name = "K=V")]
+    pub params: Vec<String>,
+    /// Also measure the single-thread cost: the workload, one thread, alone and next to
+    /// busy siblings (int-ops, fp-ops, mem-read, null-syscall), as `penalty` does.
+    #[arg(long)]
+    pub penalty: bool,
+    /// Also measure the partners: the workload, one thread, alone and next to each of
+    /// int-ops, fp-ops, mem-read, mem-latency and null-syscall on its SMT sibling, as a
+    /// row of `corun`'s matrix (which kinds of work it shares a core with well).
+    #[arg(long, conflicts_with = "penalty")]
+    pub partners: bool,
+    /// Also measure the headroom: an open-loop load at 25, 50, 75 and 100% of its
+    /// maximum (as `smtlab util`), what the OS reports busy against what is left.
+    #[arg(long)]
+    pub headroom: bool,
+    /// Measure with SMT off and with SMT on (`off,on` or `both`), the states taking
+    /// turns; the state found is put back. Needs root and a switchable smt/control, else
+    /// the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
+    /// The latency target, for workloads measured at one (`web-slo`): the capacity at
+    /// it on each side decides, e.g. `--slo p99=5ms`.
+    #[arg(long, value_name = "pNN=TIME")]
+    pub slo: Option<String>,
+    /// Fewer samples and a shorter budget per cell (catalog workloads).
+    #[arg(long)]
+    pub quick: bool,
+    /// Your command: a shell command run untimed before each run (e.g. `make clean`).
+    #[arg(long, value_name = "CMD", requires = "command")]
+    pub prepare: Option<String>,
+    /// Your command: measured runs per placement.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
+    pub reps: u32,
+    /// Your command: discarded runs per placement before the measured ones.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub warmup: u32,
+    /// Your command: measure the first capture group of REGEX in its output (higher is
+    /// better) instead of its wall time.
+    #[arg(long, value_name = "REGEX", requires = "command")]
+    pub throughput: Option<String>,
+    /// Your command: kill a run after SECS seconds and stop with an error.
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print the advice as smtlab.advice/1 JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the advice as Markdown to FILE (`-` for standard output, in place of
+    /// the text).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// Your command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }

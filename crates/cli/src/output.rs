@@ -42,3 +42,10 @@ pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Resul
     crate::term::note(&format!("wrote {}", path.display()));
     Ok(())
 }
+
+/// Writes `bytes` to the file `path` and says so on standard error.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    crate::term::note(&format!("wrote {}", path.display()));
+    Ok(())
+}

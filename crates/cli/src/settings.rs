@@ -13,10 +13,12 @@ use anyhow::{Context, Result, bail};
 use smtlab_bench::Benchmark;
 use smtlab_runner::machine::{FakeMachine, Machine, RealMachine, Tool};
 
+pub mod advise;
 pub mod bench;
 pub mod exec;
 pub mod load;
 pub mod run;
+pub mod stored;
 
 /// Seconds since the Unix epoch (0 before it).
 pub fn unix_now_s() -> u64 {

@@ -2195,3 +2195,54 @@ mod failed_work {
         );
     }
 }
+
+mod errors {
+    use super::*;
+
+    /// Each cause of an error is said once: its type says it, and `main` prints the
+    /// chain as it is (no text filter behind it).
+    #[test]
+    fn every_cause_is_printed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_a_db = dir.path().join("x.db");
+        std::fs::write(&not_a_db, "not a database").unwrap();
+        let cases: Vec<Vec<String>> = vec![
+            vec![
+                "topo".into(),
+                "--sysfs".into(),
+                "/nonexistent/smtlab-tree".into(),
+            ],
+            vec!["runs".into(), "--db".into(), not_a_db.display().to_string()],
+            vec![
+                "report".into(),
+                "--db".into(),
+                "/nonexistent/dir/x.db".into(),
+            ],
+            vec![
+                "run".into(),
+                "--suite".into(),
+                "quick".into(),
+                "--bench".into(),
+                "null-syscall".into(),
+                "--db".into(),
+                "/proc/smtlab/x.db".into(),
+            ],
+        ];
+        for args in cases {
+            let out = smtlab().args(&args).output().unwrap();
+            assert!(!out.status.success(), "{args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            let line = err
+                .lines()
+                .find(|l| l.starts_with("smtlab: error: "))
+                .unwrap_or_else(|| panic!("{args:?}: {err}"));
+            let parts: Vec<&str> = line.split(": ").skip(2).collect();
+            for (i, p) in parts.iter().enumerate() {
+                assert!(
+                    !parts[i + 1..].iter().any(|q| q.contains(p) && p.len() > 3),
+                    "{args:?}: {p:?} said twice in {line:?}"
+                );
+            }
+        }
+    }
+}

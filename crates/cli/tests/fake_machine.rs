@@ -333,3 +333,28 @@ fn the_fake_machine_flag_is_hidden_from_help() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--quiet") && !help.contains("fake"), "{help}");
 }
+
+#[test]
+fn advise_switches_smt_off_and_on_answers_and_restores_smt() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args([
+                "advise", "--smt", "both", "--reps", "3", "--warmup", "0", "--json", "--db",
+            ])
+            .arg(f.db())
+            .args(["--", "true"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["schema"], "smtlab.advice/1", "{v}");
+    let advice = v["advice"].as_array().unwrap();
+    assert_eq!(advice.len(), 1, "{v}");
+    // One recommendation, whatever the host's figures say.
+    assert!(
+        advice[0]["answer"].as_str().is_some_and(|a| !a.is_empty()),
+        "{v}"
+    );
+    assert_eq!(f.journal(), ["smt/control off", "smt/control on"]);
+    f.assert_restored();
+}

@@ -34,6 +34,7 @@ pub mod placement;
 pub mod quote;
 pub mod result;
 pub mod run;
+pub mod slo;
 pub mod stats;
 pub mod topology;
 pub mod unit;

@@ -11,6 +11,10 @@
 //!   better; `single-threaded` where the SMT side left its sibling idle ([`yields`]
 //!   explains the rules). Every comparison of two cells is
 //!   [`smtlab_model::verdict::verdict`], written by [`fmt::verdict`] and [`fmt::gain`].
+//! * [`advice`]: the answer to "should SMT be on for this workload?", one recommendation
+//!   per workload (keep SMT on, turn it off, it depends, cannot tell, no SMT here) decided
+//!   from figures with their 95% intervals; terminal, `smtlab.advice/1` JSON, Markdown,
+//!   and the HTML page's first section.
 //! * [`compare()`], [`compare_table`], [`compare_json`]: run B against run A cell by cell,
 //!   paper 001 style (A | B | speed-up %, significance corrected for the number of rows,
 //!   unsteady cells, geometric means per group with 95% intervals and a "no difference"
@@ -45,6 +49,7 @@
 //! Rule kept throughout: never print or draw a number that was not measured. Missing
 //! cells say "not measured"; a section without data says so in one line.
 
+pub mod advice;
 pub mod compare;
 pub mod compare_html;
 pub mod corun;

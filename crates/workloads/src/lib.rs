@@ -13,7 +13,7 @@
 //!
 //! | module | workloads | paper |
 //! |---|---|---|
-//! | [`web`] | `web-static`, `web-capacity`, `web-server` | 000, 003 |
+//! | [`web`] | `web-static`, `web-capacity`, `web-slo`, `web-server` | 000, 003 |
 //! | [`net`] | `chat`, `tbench`, `tcp-stream`, `tcp-rr`, `tcp-crr`, `udp-rr` | 001, 004 |
 //! | [`dbench`] | `dbench` | 001 |
 //! | [`db`] | `oltp-pg`, `oltp-sqlite` | 004 |

@@ -33,13 +33,18 @@ pub mod dynamic;
 pub mod fileset;
 pub mod real;
 pub mod request;
+pub mod slo;
 
 use builtin::{Docs, EventServer, ServerOpts, ThreadServer};
 use fileset::FileSet;
 
 /// This group's workloads.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![Box::new(WebStatic), Box::new(capacity::WebCapacity)]
+    vec![
+        Box::new(WebStatic),
+        Box::new(capacity::WebCapacity),
+        Box::new(slo::WebSlo),
+    ]
 }
 
 /// The servers `server=` accepts.

@@ -8,7 +8,9 @@ use anyhow::{Context, Result};
 
 use crate::args::{Cli, Command};
 
+mod advise;
 mod bench;
+mod compare;
 mod completions;
 mod corun;
 mod exec;
@@ -19,6 +21,7 @@ mod placements;
 mod push;
 mod report;
 mod run;
+mod runs;
 mod smt;
 mod topo;
 mod utilisation;
@@ -49,9 +52,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::List(a) => ok(list::run(&a)),
         Command::Bench(a) => ok(bench::run(&a, machine)),
         Command::Run(a) => run::run(&a, machine),
-        Command::Runs(a) => ok(report::runs(&a)),
+        Command::Runs(a) => ok(runs::runs(&a)),
         Command::Report(a) => ok(report::report(&a)),
-        Command::Compare(a) => ok(report::compare(&a)),
+        Command::Compare(a) => ok(compare::compare(&a)),
         Command::Exec(a) => ok(exec::run(&a, machine)),
         Command::Smt(a) => ok(smt::run(&a, machine)),
         Command::Load(a) => ok(load::run(&a)),
@@ -61,6 +64,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Penalty(a) => penalty::run(&a, machine),
         Command::Util(a) => utilisation::run(&a, machine),
         Command::Push(a) => ok(push::run(&a)),
+        Command::Advise(a) => advise::run(&a, machine),
     };
     // What was killed because a command or server left it running (a daemon).
     for line in smtlab_bench::process::take_notes() {

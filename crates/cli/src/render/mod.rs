@@ -1,6 +1,7 @@
 //! Text rendering: pure functions from data to `String`, so output formats are tested
 //! with snapshots and the commands stay thin.
 
+pub mod advice;
 pub mod bench;
 pub mod compare;
 pub mod corun;

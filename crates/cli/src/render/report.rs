@@ -98,6 +98,12 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
         out.push_str(&format!("note: {line}\n"));
     }
     let mut out = wrap(&out, layout);
+    // The answer first: one recommendation per workload.
+    let answers = smtlab_report::advice::advise_run(results);
+    if !answers.is_empty() {
+        out.push_str("\nShould SMT be on? (* marks the figures the answer rests on)\n");
+        out.push_str(&super::advice::summary(&answers, layout)[1..]);
+    }
     let yields = smtlab_report::smt_yields(results);
     if yields.is_empty() {
         if let Some(why) = smtlab_report::no_yields_reason(results) {
@@ -274,4 +280,25 @@ fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
     }
     out.push_str(&wrap(&legend, layout));
     out
+}
+
+/// `runs --json`: one object per run.
+pub fn runs_json(list: &[smtlab_store::RunListing]) -> Vec<serde_json::Value> {
+    list.iter()
+        .map(|r| {
+            serde_json::json!({
+                "id": r.id,
+                "started_unix_s": r.started_unix_s,
+                "finished_unix_s": r.finished_unix_s,
+                "status": r.status,
+                "suite": r.suite,
+                "cells_done": r.cells_done,
+                "cells_skipped": r.cells_skipped,
+                "cells_planned": r.cells_planned,
+                "hostname": r.hostname,
+                "cpu_model": r.cpu_model,
+                "label": r.label,
+            })
+        })
+        .collect()
 }

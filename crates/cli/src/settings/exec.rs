@@ -115,7 +115,7 @@ impl Exec {
 }
 
 /// Compiles `--throughput`: one line on error, and a capture group is required.
-fn throughput_regex(pattern: &str) -> Result<Regex> {
+pub(crate) fn throughput_regex(pattern: &str) -> Result<Regex> {
     let re = Regex::new(pattern).map_err(|e| {
         // regex's message spans several lines (the pattern with a caret); keep the
         // line that says what is wrong.

@@ -199,3 +199,22 @@ smt_both_checks() {
   check "bench --smt kill -9: control restored by the guardian" on "$(cat $C/smt/control)"
   check "bench --smt kill -9: online restored by the guardian" "$all" "$(cat $C/online)"
 }
+
+advise_checks() {
+  all=$(cat $C/online)
+  smtlab advise null-syscall --quick --smt both --json --db /tmp/ad.db >/tmp/ad.json 2>/tmp/ad.err \
+    || { fail "advise --smt both exited with $?"; cat /tmp/ad.err; }
+  grep -q '"schema": "smtlab.advice/1"' /tmp/ad.json && grep -q 'speed-up, machine (SMT on/off)' /tmp/ad.json \
+    && ok "advise --smt both: the whole machine with SMT off and on" \
+    || { fail "advise --smt both: no SMT on/off figure"; head -c 2000 /tmp/ad.json; }
+  check "advise --smt both: control restored" on "$(cat $C/smt/control)"
+  check "advise --smt both: online restored" "$all" "$(cat $C/online)"
+  smtlab advise web-slo --quick --slo p99=1s --db /tmp/aw.db >/tmp/aw.txt 2>/tmp/aw.err \
+    && grep -q 'capacity at p99 <= 1s (1c2t/1c1t)' /tmp/aw.txt && ok "advise web-slo: capacity on 1c2t against 1c1t" \
+    || { fail "advise web-slo"; tail -n 5 /tmp/aw.err; head -c 3000 /tmp/aw.txt; }
+  # Which partners give a pair's figure depends on how many of the partner's own samples
+  # fit in the workload's (TCG timings): at least one must.
+  smtlab advise int-ops --quick --partners --json --db /tmp/ap.db >/tmp/ap.json 2>/tmp/ap.err \
+    && grep -q 'core shared with ' /tmp/ap.json && ok "advise --partners: a row of the co-run matrix" \
+    || { fail "advise --partners"; tail -n 5 /tmp/ap.err; head -c 2000 /tmp/ap.json; }
+}

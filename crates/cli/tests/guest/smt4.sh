@@ -13,4 +13,5 @@ smtlab exec --placements 1c1t,1c2t --reps 2 --warmup 0 --db /tmp/exec.db -- true
   && grep -q 'SMT yield (1c2t / 1c1t)' /tmp/e.out && ok "exec -- true on 1c1t and 1c2t" || { fail "exec"; tail -n 5 /tmp/e.out; }
 corun_checks
 smt_both_checks
+advise_checks
 finish

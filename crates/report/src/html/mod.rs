@@ -82,7 +82,9 @@ figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text
 type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
 
 /// The sections in page order: id, navigation name, writer.
-const SECTIONS: [(&str, &str, SectionFn); 18] = [
+const SECTIONS: [(&str, &str, SectionFn); 19] = [
+    // The answer (keep SMT on / turn it off) leads: the machine details come after it.
+    ("advice", "Answer", crate::advice::section),
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
     ("exec", "Verdict", yields::exec_verdict),
     ("machine", "Machine", machine::machine),

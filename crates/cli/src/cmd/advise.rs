@@ -1,0 +1,93 @@
+//! `smtlab advise WORKLOAD` / `smtlab advise -- CMD`: should SMT be on for this
+//! workload on this machine? Settings ([`crate::settings::advise`]), then the throughput
+//! cells in each SMT state, the single-thread cost or partners and the headroom through
+//! the experiment layer, each cell saved as it is measured ([`crate::sink`], a run of
+//! suite `advise`), then the decision ([`smtlab_report::advice`]) rendered as text, JSON
+//! or Markdown ([`crate::render::advice`]).
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use smtlab_control::guard::Protection;
+use smtlab_report::advice;
+use smtlab_runner::experiment::{advise as exp, corun, smt};
+use smtlab_runner::machine::Machine;
+use smtlab_runner::session::Ended;
+
+use crate::args::AdviseArgs;
+use crate::output::emit;
+use crate::render;
+use crate::settings::advise::{PENALTY_SAMPLES, headroom_curve};
+use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, StoreSink};
+
+pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
+    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let text = !args.json
+        && args
+            .export_markdown
+            .as_ref()
+            .is_none_or(|p| p.as_os_str() != "-");
+    let s = crate::settings::advise::advise(args, machine)?;
+    for n in &s.notes {
+        crate::term::note_fit(&format!("note: {n}"));
+    }
+    let headroom = args.headroom.then(|| headroom_curve(args.quick));
+    if text {
+        let penalty = s.penalty.as_ref().map(|_| args.partners);
+        let (name, states) = (s.subject.name(), !s.states.is_empty());
+        emit(&render::advice::header(&name, &s.specs, states, penalty))?;
+        emit(&render::bench::header_line(render::table::Layout::term()))?;
+    }
+    let mut measuring = Measuring::new(machine, s.cfg.clone(), args.json)?;
+    let run = NewRun {
+        suite: "advise",
+        environment: machine.environment(&s.topo, &crate::settings::tool()),
+        topology: s.topo.clone(),
+        config: s.cfg.clone(),
+        notes: s.notes.clone(),
+        plan: s.plan(headroom),
+    };
+    let printer = |shown: crate::sink::Shown<'_>| match render::advice::cell_line(shown) {
+        Some(line) if text => emit(&line),
+        _ => Ok(()),
+    };
+    let mut sink = StoreSink::begin(&s.db, run, printer)?;
+    let groups = s.throughput_groups();
+    let engine = measuring.engine();
+    let mut ended =
+        smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+    if let (Ended::Complete, Some(plan)) = (ended, &s.penalty) {
+        if args.penalty {
+            // Every sample of the cost is the same fixed piece of work: a fixed count.
+            measuring.cfg.min_samples = PENALTY_SAMPLES;
+            measuring.cfg.max_samples = PENALTY_SAMPLES;
+        }
+        ended = corun::measure(&measuring.engine(), &s.topo, plan, &mut sink);
+    }
+    if let (Ended::Complete, Some(curve)) = (ended, headroom) {
+        (measuring.cfg.min_samples, measuring.cfg.max_samples) = (3, 3);
+        measuring.cfg.warmup_ns = 0;
+        ended = exp::measure_headroom(&measuring.engine(), &s.topo, curve, &mut sink)?;
+    }
+    let stopped = measuring.stopped(ended);
+    // A command that cannot run at all is an error of the command, not an answer.
+    let command = matches!(s.subject, exp::Subject::Command(_));
+    if command && let Some(x) = sink.skipped.iter().find(|x| x.reason.contains("exec")) {
+        let reason = x.reason.clone();
+        let _ = sink.finish(false, args.db.db.as_deref());
+        bail!("{}", reason.strip_prefix("exec: ").unwrap_or(&reason));
+    }
+    let sink = sink.finish(stopped, args.db.db.as_deref())?;
+    if stopped {
+        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    }
+    let answers: Vec<advice::Advice> = advice::evidence(&sink.cells, s.smt())
+        .iter()
+        .map(advice::decide)
+        .collect();
+    if answers.is_empty() {
+        bail!("nothing measured to advise on: every placement was skipped");
+    }
+    render::advice::answers(args, sink.run_id, &s.notes, &answers)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,46 @@
+//! `smtlab runs`: the runs of the results database, or `--delete` some of them.
+
+use anyhow::Result;
+use smtlab_store::Store;
+
+use crate::args::RunsArgs;
+use crate::output::emit;
+use crate::render;
+use crate::settings::stored::db_path;
+
+pub fn runs(args: &RunsArgs) -> Result<()> {
+    if !args.delete.is_empty() {
+        return delete(args);
+    }
+    let store = Store::open_read_only(db_path(&args.db.db))?;
+    let list = store.list_runs()?;
+    if args.json {
+        return emit(&crate::output::json_text(&render::report::runs_json(
+            &list,
+        ))?);
+    }
+    emit(&render::report::runs_table(
+        &list,
+        render::table::Layout::term(),
+    ))
+}
+
+/// `runs --delete`: every selector resolved first (ids, `-1`, labels), then all deleted
+/// in one transaction or none.
+fn delete(args: &RunsArgs) -> Result<()> {
+    let mut store = Store::open_existing(db_path(&args.db.db))?;
+    let mut ids = Vec::new();
+    for which in &args.delete {
+        let id = store.resolve_run(which)?;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    store.delete_runs(&ids)?;
+    let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+    emit(&format!(
+        "deleted {} {}\n",
+        if ids.len() == 1 { "run" } else { "runs" },
+        list.join(", ")
+    ))
+}

@@ -1,0 +1,135 @@
+//! `smtlab advise`'s answer on the terminal: [`smtlab_report::advice::text`] fitted to
+//! the terminal (80 columns when it has no width).
+
+use smtlab_report::advice::{self, Advice};
+
+use super::table::Layout;
+
+/// Width used when the output is not a terminal.
+const DEFAULT_WIDTH: usize = 80;
+
+/// A blank line, then each workload's answer, why, and its figures.
+pub fn summary(answers: &[Advice], layout: Layout) -> String {
+    let width = layout.width.unwrap_or(DEFAULT_WIDTH);
+    format!("\n{}", advice::text(answers, width))
+}
+
+/// The line `advise` prints before measuring: the subject, the placements, the states
+/// and what follows the throughput.
+pub fn header(subject: &str, specs: &[String], smt_states: bool, penalty: Option<bool>) -> String {
+    super::table::wrap(
+        &format!(
+            "advise {subject}: {} interleaved{}{}",
+            specs.join(", "),
+            if smt_states {
+                ", with SMT off and on"
+            } else {
+                ""
+            },
+            match penalty {
+                Some(true) => "; then the workload beside each partner on its sibling",
+                Some(false) => "; then the single-thread cost next to busy siblings",
+                None => "",
+            }
+        ),
+        Layout::term(),
+    )
+}
+
+/// The line of a cell as it is measured: a headroom step, a throughput cell as `bench`
+/// shows it, a skipped cell with its reason; nothing for co-run cells.
+pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
+    use crate::sink::Shown;
+    match shown {
+        Shown::Measured(c) => match c.conditions.rate {
+            Some(rate) => Some(format!(
+                "headroom step {rate}: {} {}\n",
+                smtlab_report::fmt::num(c.result.summary.mean),
+                c.unit
+            )),
+            None if smtlab_report::corun::form_of(c).is_none() => {
+                Some(super::bench::row(c, None, Layout::term()))
+            }
+            None => None,
+        },
+        Shown::Skipped(s) => Some(super::table::wrap(
+            &format!("  {}: skipped: {}", s.key.placement, s.reason),
+            Layout::term(),
+        )),
+    }
+}
+
+/// The answers in the form asked: Markdown (to a file, or standard output with `-`),
+/// JSON, or the terminal summary.
+pub fn answers(
+    args: &crate::args::AdviseArgs,
+    run_id: i64,
+    notes: &[String],
+    answers: &[Advice],
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let emit = crate::output::emit;
+    if let Some(path) = &args.export_markdown {
+        let md = advice::markdown(answers);
+        if path.as_os_str() == "-" {
+            emit(&md)?;
+        } else {
+            std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
+            crate::term::note(&format!("wrote {}", path.display()));
+        }
+    }
+    let md_stdout = args
+        .export_markdown
+        .as_ref()
+        .is_some_and(|p| p.as_os_str() == "-");
+    if args.json {
+        emit(&advice::json(run_id, notes, answers))?;
+    } else if !md_stdout {
+        emit(&summary(answers, Layout::term()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_report::advice::{Evidence, Figure, decide};
+
+    use super::*;
+
+    #[test]
+    fn the_answer_fits_the_terminal_and_says_when_there_is_no_smt() {
+        let on = decide(&Evidence {
+            workload:
+                "web-slo conns=64 dataset=64MiB max_rate=200000 server=event slo=p99=5ms step=2"
+                    .into(),
+            smt: true,
+            sibling_gain: Some(Figure::new(1.3, 1.25, 1.35)),
+            sibling_vs_core: Some(Figure::new(0.66, 0.63, 0.69)),
+            ..Evidence::default()
+        });
+        let none = decide(&Evidence {
+            workload: "int-ops".into(),
+            smt: false,
+            second_core: Some(Figure::new(1.96, 1.9, 2.02)),
+            ..Evidence::default()
+        });
+        let text = summary(&[on, none], Layout::fixed(60));
+        for l in text.lines() {
+            assert!(l.chars().count() <= 60, "{l:?}");
+        }
+        assert!(text.contains("  answer: keep SMT on\n"), "{text}");
+        assert!(
+            text.contains("  answer: no SMT here (2 cores vs 1: +96% [+90%, +102%])\n"),
+            "{text}"
+        );
+        // Without a terminal width: 80 columns.
+        let plain = summary(
+            &[],
+            Layout {
+                width: None,
+                color: false,
+            },
+        );
+        assert_eq!(plain, "\n");
+    }
+}

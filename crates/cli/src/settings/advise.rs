@@ -1,0 +1,231 @@
+//! The settings of `smtlab advise`, settled once before anything is measured: the
+//! subject (a catalog workload or your command), the machine and the placements the
+//! answer compares, the SMT states to switch through, the single-thread cost or partner
+//! plan, the cells' plan as stored, and the notes on what this machine cannot do.
+
+use anyhow::{Result, bail};
+use smtlab_model::keys::Form;
+use smtlab_model::{CellKey, RunConfig, Topology};
+use smtlab_runner::exec::{CommandBench, ExecValue};
+use smtlab_runner::experiment::advise::{self as exp, PreparedCommand, Subject};
+use smtlab_runner::experiment::corun::{self as corun_exp, Workload};
+use smtlab_runner::experiment::{smt, utilisation as util};
+use smtlab_runner::machine::Machine;
+use smtlab_runner::session::CellPlan;
+
+use crate::args::AdviseArgs;
+
+/// Length of one piece of work of the single-thread cost, and how many per cell.
+const PENALTY_RUN_NS: u64 = 20_000_000;
+pub const PENALTY_SAMPLES: usize = 10;
+
+/// Everything `advise` needs, settled.
+pub struct Advise {
+    pub subject: Subject,
+    pub cfg: RunConfig,
+    pub warmup: Option<usize>,
+    pub topo: Topology,
+    pub db: std::path::PathBuf,
+    /// The placements compared (`1c1t`, `1c2t`, `2c1t`; with SMT switched, `all` too).
+    pub specs: Vec<String>,
+    /// SMT states to switch through (empty: the state found).
+    pub states: Vec<bool>,
+    /// The single-thread cost or the partners, when asked and measurable here.
+    pub penalty: Option<corun_exp::CorunPlan>,
+    pub notes: Vec<String>,
+}
+
+impl Advise {
+    /// Whether the answer can speak of SMT (seen, or switched here).
+    pub fn smt(&self) -> bool {
+        self.topo.smt_visible() || !self.states.is_empty()
+    }
+
+    /// The throughput cells, one group per SMT state.
+    pub fn throughput_groups(&self) -> Vec<Vec<CellPlan<'_>>> {
+        let group = exp::throughput_group(&self.subject, &self.specs, &self.topo, self.warmup);
+        smt::turns(vec![group], &self.states)
+    }
+
+    /// Every cell as the run's plan stores it, in measuring order.
+    pub fn plan(&self, headroom: Option<util::Curve>) -> Vec<CellKey> {
+        let mut plan: Vec<CellKey> = self
+            .throughput_groups()
+            .iter()
+            .flatten()
+            .map(|c| c.key.clone())
+            .collect();
+        if let Some(p) = &self.penalty {
+            plan.extend(p.iter().flatten().map(|c| c.key.clone()));
+        }
+        if let Some(curve) = headroom {
+            plan.extend(util::plan(curve, &[None], None, &self.topo));
+        }
+        plan
+    }
+}
+
+pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
+    let (subject, mut cfg, warmup) = subject(args)?;
+    smtlab_runner::config::validate(&cfg)?;
+    cfg.known_overheads = Some(super::overheads(machine));
+    let topo = super::topology(machine)?;
+    let db = super::db_path(&args.db);
+    smtlab_store::Store::check_target(&db)?;
+    let (mut specs, no_smt) = exp::placements(&topo);
+    let mut notes: Vec<String> = no_smt.into_iter().collect();
+    let resolved: Vec<_> = specs
+        .iter()
+        .filter_map(|s| {
+            smtlab_placement::parse(s)
+                .and_then(|p| smtlab_placement::resolve(&p, &topo))
+                .ok()
+        })
+        .collect();
+    let states = super::switchable_states(&args.smt, &resolved, &topo, machine)?;
+    if !states.is_empty() {
+        // SMT can be switched (on, or off as found): the SMT placements, and the whole
+        // machine in both states, which is the comparison that matters.
+        specs = ["1c1t", "1c2t", "2c1t", "all"].map(String::from).to_vec();
+        notes.clear();
+    }
+    let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
+    let sibling = match (&pair.sibling, args.penalty || args.partners) {
+        (Ok(cpu), true) => Some(*cpu),
+        (Err(why), true) => {
+            let what = if args.penalty {
+                "single-thread cost"
+            } else {
+                "partners"
+            };
+            // One line for everything this machine cannot do.
+            match notes.first_mut() {
+                Some(n) => n.push_str(&format!("; {what} not measured (no SMT sibling)")),
+                None => notes.push(format!("{what} not measured: {why}")),
+            }
+            None
+        }
+        (_, false) => None,
+    };
+    let penalty = match sibling {
+        Some(cpu) if args.partners => {
+            let task = subject.penalty_task()?;
+            let partners = exp::default_partners()?;
+            Some(exp::partner_plan(&task, &partners, cpu, &pair, &topo))
+        }
+        Some(cpu) => Some(penalty_plan(&subject, cpu, &pair, &topo)?),
+        None => None,
+    };
+    Ok(Advise {
+        subject,
+        cfg,
+        warmup,
+        topo,
+        db,
+        specs,
+        states,
+        penalty,
+        notes,
+    })
+}
+
+/// The subject and the settings its cells are measured with.
+fn subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
+    if let Some(name) = &args.workload {
+        let mut params = args.params.clone();
+        if let Some(slo) = &args.slo {
+            let declares = smtlab_runner::catalog::find(name).is_some_and(|b| {
+                b.info()
+                    .params
+                    .iter()
+                    .any(|p| p.name == smtlab_report::advice::SLO_PARAM)
+            });
+            if !declares {
+                bail!(
+                    "--slo {slo}: {name} is not measured at a latency target; web-slo is (smtlab advise web-slo --slo {slo})"
+                );
+            }
+            smtlab_model::slo::Slo::parse(slo).map_err(|e| anyhow::anyhow!("--slo {e}"))?;
+            params.push(format!("{}={slo}", smtlab_report::advice::SLO_PARAM));
+        }
+        let s = Subject::catalog(name, &params, args.quick)?;
+        let cfg = if args.quick {
+            RunConfig::quick()
+        } else {
+            RunConfig::default()
+        };
+        return Ok((s, cfg, None));
+    }
+    let argv = &args.command;
+    if argv.is_empty() || argv[0].is_empty() {
+        bail!("no workload given: smtlab advise WORKLOAD, or smtlab advise [OPTIONS] -- CMD ARGS");
+    }
+    if !args.params.is_empty() {
+        bail!("--param is for catalog workloads; your command takes its own arguments");
+    }
+    if args.slo.is_some() {
+        bail!("--slo is for workloads measured at a latency target (web-slo), not a command");
+    }
+    let value = match &args.throughput {
+        Some(p) => ExecValue::Throughput(super::exec::throughput_regex(p)?),
+        None => ExecValue::WallTime,
+    };
+    let reps = args.reps as usize;
+    let command = CommandBench {
+        argv: argv.clone(),
+        value,
+        timeout: args.timeout,
+        warmup_runs: args.warmup as usize,
+        reps,
+    };
+    let cfg = RunConfig {
+        min_samples: reps,
+        max_samples: reps,
+        warmup_ns: 0,
+        // Every run is taken whatever it lasts: the budget is the user's (--timeout).
+        max_cell_ns: u64::MAX,
+        ..RunConfig::default()
+    };
+    let s = Subject::Command(PreparedCommand {
+        command,
+        prepare: args.prepare.clone(),
+    });
+    Ok((s, cfg, Some(args.warmup as usize)))
+}
+
+/// The single-thread cost's plan: the workload, one thread, alone and next to each
+/// default hog on its sibling `cpu`.
+fn penalty_plan(
+    subject: &Subject,
+    cpu: u32,
+    pair: &smtlab_runner::corun::CpuPair,
+    topo: &Topology,
+) -> Result<corun_exp::CorunPlan> {
+    let task = subject.penalty_task()?;
+    let hogs = corun_exp::DEFAULT_HOGS
+        .iter()
+        .map(|h| Workload::catalog(h, &[], &[("threads", "1")]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let fixed = match subject {
+        Subject::Command(_) => 1,
+        Subject::Catalog(_) => corun_exp::calibrate_task(&task, PENALTY_RUN_NS, pair, topo)?,
+    };
+    Ok(corun_exp::penalty_plan(
+        &task,
+        fixed,
+        &hogs,
+        &[(Form::Sibling, cpu)],
+        pair,
+        topo,
+    ))
+}
+
+/// The headroom's curve: four steps (25 to 100% of the maximum), half a second each (a
+/// fifth in `--quick`), 200 us jobs.
+pub fn headroom_curve(quick: bool) -> util::Curve {
+    util::Curve {
+        steps: 4,
+        step: std::time::Duration::from_millis(if quick { 200 } else { 500 }),
+        job: std::time::Duration::from_micros(200),
+    }
+}

@@ -1,0 +1,560 @@
+use std::collections::BTreeMap;
+
+use smtlab_model::keys::Form;
+use smtlab_model::{CellRecord, Direction, ResolvedPlacement};
+
+use super::*;
+
+fn fig(value: f64, low: f64, high: f64) -> Figure {
+    Figure::new(value, low, high)
+}
+
+fn smt_machine() -> Evidence {
+    Evidence {
+        workload: "server".into(),
+        smt: true,
+        ..Evidence::default()
+    }
+}
+
+#[test]
+fn smt_adding_30_percent_says_keep_it_on() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        sibling_vs_core: Some(fig(0.66, 0.63, 0.69)),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+    assert_eq!(a.answer, "keep SMT on");
+    assert!(a.because.contains("+30% [+25%, +35%]"), "{}", a.because);
+    let deciding: Vec<&str> = a.deciding().map(|r| r.what.as_str()).collect();
+    assert_eq!(deciding, ["speed-up, sibling added (1c2t/1c1t)"]);
+    // The sibling against a core is context, not a vote.
+    assert!(
+        a.reasons
+            .iter()
+            .any(|r| r.says == Says::Context && !r.deciding)
+    );
+}
+
+#[test]
+fn smt_costing_throughput_says_turn_it_off() {
+    let e = Evidence {
+        sibling_gain: Some(fig(0.85, 0.80, 0.90)),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    assert!(a.because.contains("-15%"), "{}", a.because);
+}
+
+#[test]
+fn the_whole_machine_decides_over_the_sibling_pair() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        machine_gain: Some(fig(0.95, 0.93, 0.97)),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    assert!(a.reasons[0].deciding && !a.reasons[1].deciding);
+}
+
+#[test]
+fn overlapping_intervals_cannot_tell_never_a_coin_flip() {
+    for gain in [fig(1.04, 0.97, 1.11), fig(0.96, 0.89, 1.03)] {
+        let a = decide(&Evidence {
+            sibling_gain: Some(gain.clone()),
+            ..smt_machine()
+        });
+        assert_eq!(a.recommendation, Recommendation::CannotTell, "{gain:?}");
+        assert!(a.because.contains("includes no change"), "{}", a.because);
+    }
+    // An unsteady figure or one without an interval decides nothing either.
+    let mut unsteady = fig(1.5, 1.4, 1.6);
+    unsteady.unsteady = Some("1c2t: CV 31%".into());
+    let one = Figure {
+        ci95_low: None,
+        ci95_high: None,
+        ..fig(1.5, 0.0, 0.0)
+    };
+    for f in [unsteady, one] {
+        let a = decide(&Evidence {
+            sibling_gain: Some(f),
+            ..smt_machine()
+        });
+        assert_eq!(a.recommendation, Recommendation::CannotTell);
+    }
+    let a = decide(&smt_machine());
+    assert_eq!(a.recommendation, Recommendation::CannotTell);
+}
+
+#[test]
+fn a_latency_target_missed_with_smt_on_says_off_at_that_target() {
+    let e = Evidence {
+        // Throughput alone would say on ...
+        sibling_gain: Some(fig(1.20, 1.15, 1.25)),
+        // ... but at p99 <= 5 ms SMT on serves 30% less.
+        capacity: Some(Capacity {
+            target: "p99 <= 5 ms".into(),
+            on_over_off: fig(0.70, 0.66, 0.74),
+            switched: true,
+        }),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    assert_eq!(a.answer, "turn SMT off at p99 <= 5 ms");
+    assert_eq!(a.at.as_deref(), Some("p99 <= 5 ms"));
+    let deciding: Vec<&Reason> = a.deciding().collect();
+    assert_eq!(deciding.len(), 1);
+    assert!(deciding[0].what.starts_with("capacity at p99 <= 5 ms"));
+
+    let mut e2 = e.clone();
+    e2.capacity.as_mut().unwrap().on_over_off = fig(1.2, 1.1, 1.3);
+    assert_eq!(decide(&e2).answer, "keep SMT on at p99 <= 5 ms");
+    e2.capacity.as_mut().unwrap().on_over_off = fig(1.02, 0.9, 1.1);
+    assert_eq!(decide(&e2).recommendation, Recommendation::CannotTell);
+}
+
+#[test]
+fn a_single_thread_cost_beside_a_throughput_gain_depends_on_the_latency_target() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.25, 1.2, 1.3)),
+        penalty: Some(Partnered {
+            partner: "mem-read".into(),
+            figure: fig(1.40, 1.35, 1.45),
+        }),
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::Depends);
+    assert_eq!(a.depends_on, [Dependence::TailLatencyTarget]);
+    assert_eq!(a.answer, "it depends on the tail-latency target");
+    assert_eq!(a.deciding().count(), 2);
+    // A penalty within the noise changes nothing.
+    let mut e2 = e.clone();
+    e2.penalty.as_mut().unwrap().figure = fig(1.01, 0.98, 1.04);
+    assert_eq!(decide(&e2).recommendation, Recommendation::KeepOn);
+}
+
+#[test]
+fn partners_on_both_sides_depend_on_the_partner_kind() {
+    let e = Evidence {
+        sibling_gain: Some(fig(1.25, 1.2, 1.3)),
+        partners: vec![
+            Partnered {
+                partner: "int-ops".into(),
+                figure: fig(1.6, 1.5, 1.7),
+            },
+            Partnered {
+                partner: "mem-read".into(),
+                figure: fig(0.8, 0.75, 0.85),
+            },
+        ],
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::Depends);
+    assert_eq!(a.depends_on, [Dependence::PartnerKind]);
+    assert!(
+        a.because.contains("on beside int-ops, off beside mem-read"),
+        "{}",
+        a.because
+    );
+}
+
+#[test]
+fn no_smt_answers_two_cores_against_one() {
+    let e = Evidence {
+        workload: "int-ops".into(),
+        smt: false,
+        second_core: Some(fig(1.96, 1.9, 2.0)),
+        ..Evidence::default()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::NoSmt);
+    assert_eq!(a.answer, "no SMT here (2 cores vs 1: +96% [+90%, +100%])");
+    assert_eq!(a.deciding().count(), 1);
+}
+
+/// A cell of `bench` on `placement` (`NcMt`) with `values`, higher is better.
+fn cell(bench: &str, placement: &str, extra: &[(&str, &str)], values: &[f64]) -> CellRecord {
+    // `all`: two cores of two threads.
+    let (cores, threads): (u32, u32) = match placement {
+        "all" => (2, 2),
+        p => (p[..1].parse().unwrap(), p[2..3].parse().unwrap()),
+    };
+    let mut params: BTreeMap<String, String> = std::iter::once(("threads", "auto"))
+        .chain(extra.iter().copied())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    // Conditions given as their flat names (`smt=on`) become typed, as stored rows do.
+    let conditions = smtlab_model::keys::Conditions::take_from(&mut params);
+    CellRecord {
+        benchmark: bench.into(),
+        group: "compute".into(),
+        unit: "GOPS".into(),
+        direction: Direction::Higher,
+        params,
+        conditions,
+        placement_spec: placement.into(),
+        placement: ResolvedPlacement {
+            name: placement.into(),
+            spec: placement.into(),
+            cpus: (0..cores * threads).collect(),
+            cores,
+            threads_per_core: threads,
+            packages: 1,
+            core_order: Default::default(),
+            cpu_order: Default::default(),
+            core_kinds: Vec::new(),
+        },
+        result: crate::testutil::result(Vec::new(), values),
+        counters: None,
+    }
+}
+
+#[test]
+fn evidence_is_read_from_the_cells_of_each_workload() {
+    let cells = vec![
+        cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "1c2t", &[], &[129.0, 130.0, 131.0]),
+        cell("int-ops", "2c1t", &[], &[199.0, 200.0, 201.0]),
+        cell("mem-read", "1c1t", &[], &[10.0, 10.1, 9.9]),
+        cell("mem-read", "1c2t", &[], &[10.3, 9.6, 10.1]),
+    ];
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 2);
+    assert_eq!(ev[0].workload, "int-ops threads=auto");
+    let g = ev[0].sibling_gain.as_ref().unwrap();
+    assert!((g.value - 1.30).abs() < 1e-9);
+    assert!((ev[0].second_core.as_ref().unwrap().value - 2.0).abs() < 1e-9);
+    assert!((ev[0].sibling_vs_core.as_ref().unwrap().value - 0.65).abs() < 1e-9);
+    let answers: Vec<Recommendation> = ev.iter().map(|e| decide(e).recommendation).collect();
+    assert_eq!(
+        answers,
+        [Recommendation::KeepOn, Recommendation::CannotTell]
+    );
+    // The same cells on a machine without SMT answer 2 cores vs 1.
+    let ev = evidence(
+        &cells[..3]
+            .iter()
+            .filter(|c| c.placement_spec != "1c2t")
+            .cloned()
+            .collect::<Vec<_>>(),
+        false,
+    );
+    let a = decide(&ev[0]);
+    assert_eq!(a.recommendation, Recommendation::NoSmt);
+    assert!(
+        a.answer.starts_with("no SMT here (2 cores vs 1: +100%"),
+        "{}",
+        a.answer
+    );
+}
+
+#[test]
+fn smt_off_and_on_of_the_whole_machine_pair_by_state() {
+    let cells = vec![
+        cell("int-ops", "1c1t", &[("smt", "off")], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "all", &[("smt", "off")], &[199.0, 200.0, 201.0]),
+        cell("int-ops", "1c1t", &[("smt", "on")], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "all", &[("smt", "on")], &[139.0, 140.0, 141.0]),
+    ];
+    let ev = evidence(&cells, false);
+    assert_eq!(ev.len(), 1);
+    assert!(ev[0].smt, "SMT switched on in the run: the machine has it");
+    assert!(ev[0].machine_switched);
+    assert_eq!(
+        decide(&ev[0]).reasons[1].what,
+        "speed-up, machine (SMT on/off)"
+    );
+    assert!((ev[0].machine_gain.as_ref().unwrap().value - 0.7).abs() < 1e-9);
+    assert_eq!(decide(&ev[0]).recommendation, Recommendation::TurnOff);
+}
+
+#[test]
+fn the_text_fits_80_columns_and_marks_the_deciding_figure() {
+    let a = decide(&Evidence {
+        workload: "a-workload-with-a-long-name threads=auto size=1GiB pages=huge".into(),
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        sibling_vs_core: Some(fig(0.66, 0.63, 0.69)),
+        ..smt_machine()
+    });
+    let t = text(&[a], 80);
+    for l in t.lines() {
+        assert!(
+            l.chars().count() <= 80,
+            "{l:?} is {} wide",
+            l.chars().count()
+        );
+    }
+    insta::assert_snapshot!(t);
+}
+
+#[test]
+fn json_and_markdown_carry_the_answer_and_its_figures() {
+    let a = decide(&Evidence {
+        workload: "int-ops".into(),
+        sibling_gain: Some(fig(1.30, 1.25, 1.35)),
+        ..smt_machine()
+    });
+    let j = json(
+        7,
+        &["no hardware counters".into()],
+        std::slice::from_ref(&a),
+    );
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["schema"], ADVICE_SCHEMA);
+    assert_eq!(v["advice"][0]["recommendation"], "keep_on");
+    assert_eq!(v["advice"][0]["reasons"][0]["figure"]["ci95_low"], 1.25);
+    let back: AdviceDoc = serde_json::from_str(&j).unwrap();
+    assert_eq!(back.advice, std::slice::from_ref(&a));
+    insta::assert_snapshot!("advice_json", j);
+    insta::assert_snapshot!("advice_markdown", markdown(&[a]));
+}
+
+#[test]
+fn co_runs_alone_decide_only_when_every_partner_agrees() {
+    let p = |name: &str, f: Figure| Partnered {
+        partner: name.into(),
+        figure: f,
+    };
+    let mut e = Evidence {
+        partners: vec![
+            p("int-ops", fig(1.6, 1.5, 1.7)),
+            p("fp-ops", fig(1.3, 1.2, 1.4)),
+        ],
+        ..smt_machine()
+    };
+    let a = decide(&e);
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+    assert!(a.because.contains("int-ops, fp-ops"), "{}", a.because);
+    e.partners[1].figure = fig(1.05, 0.9, 1.2);
+    assert_eq!(decide(&e).recommendation, Recommendation::CannotTell);
+    e.partners = vec![p("mem-read", fig(0.8, 0.7, 0.9))];
+    assert_eq!(decide(&e).recommendation, Recommendation::TurnOff);
+}
+
+#[test]
+fn a_workload_with_a_latency_target_is_decided_by_its_capacity_at_the_target() {
+    let slo = [("slo", "p99=5ms")];
+    let mut cells = vec![
+        cell("web-slo", "1c1t", &slo, &[9_900.0, 10_000.0, 10_100.0]),
+        cell("web-slo", "1c2t", &slo, &[6_900.0, 7_000.0, 7_100.0]),
+    ];
+    for c in &mut cells {
+        c.unit = "req/s".into();
+    }
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1);
+    let e = &ev[0];
+    assert!(e.sibling_gain.is_none(), "the gain is the capacity's, once");
+    let c = e.capacity.as_ref().unwrap();
+    assert_eq!(c.target, "p99 <= 5ms");
+    assert!((c.on_over_off.value - 0.7).abs() < 1e-9);
+    assert!(!c.switched);
+    let a = decide(e);
+    assert!(
+        a.reasons
+            .iter()
+            .any(|r| r.what == "capacity at p99 <= 5ms (1c2t/1c1t)")
+    );
+    assert_eq!(a.answer, "turn SMT off at p99 <= 5ms");
+    // The workload's own capacity on 1c1t is shown, for scale.
+    let base = a
+        .reasons
+        .iter()
+        .find(|r| r.what == "the workload on 1c1t")
+        .unwrap();
+    assert!(base.shown.starts_with("10000 ["), "{}", base.shown);
+    assert!(base.shown.ends_with("] req/s"), "{}", base.shown);
+    assert_eq!(base.says, Says::Context);
+}
+
+#[test]
+fn one_placement_without_smt_still_answers_and_shows_what_was_measured() {
+    let cells = vec![cell(
+        "web-slo",
+        "1c1t",
+        &[("slo", "p99=5ms")],
+        &[99.0, 100.0, 101.0],
+    )];
+    let ev = evidence(&cells, false);
+    assert_eq!(ev.len(), 1);
+    let a = decide(&ev[0]);
+    assert_eq!(a.recommendation, Recommendation::NoSmt);
+    assert_eq!(
+        a.answer,
+        "no SMT here (one placement measured: nothing to compare)"
+    );
+    assert_eq!(a.reasons.len(), 1);
+    // With SMT, one placement alone answers nothing: no row at all.
+    assert!(evidence(&cells, true).is_empty());
+    // Beside a compared workload, a point measured on 1c1t alone (a sweep) gets no row.
+    let mut more = cells.clone();
+    more.push(cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]));
+    more.push(cell("int-ops", "2c1t", &[], &[199.0, 200.0, 201.0]));
+    let ev = evidence(&more, false);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].workload, "int-ops threads=auto");
+}
+
+/// A co-run cell of `a` (a rate) beside `partner` in `form`: A's values, and per sample
+/// the partner's value inside it and alone.
+fn corun_cell(
+    a: &str,
+    form: Form,
+    partner: &str,
+    values: &[f64],
+    partner_values: &[(f64, f64)],
+) -> CellRecord {
+    use crate::corun::{PARTNER_ALONE_VALUE, PARTNER_VALUE};
+    let samples = values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| smtlab_model::SampleRecord {
+            value: v,
+            iterations: 1,
+            elapsed_ns: 1_000_000,
+            work: v,
+            cpu_ns: None,
+            start_spread_ns: None,
+            cpus: vec![0],
+            metrics: partner_values
+                .get(i)
+                .map(|&(with, alone)| {
+                    BTreeMap::from([
+                        (PARTNER_VALUE.to_string(), with),
+                        (PARTNER_ALONE_VALUE.to_string(), alone),
+                    ])
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    let name = format!("corun-{}", form.name());
+    let mut c = cell(a, "1c1t", &[], values);
+    c.params = BTreeMap::from([("threads".to_string(), "1".to_string())]);
+    c.conditions = smtlab_model::keys::Conditions {
+        form: Some(form),
+        partner: Some(partner.to_string()),
+        ..Default::default()
+    };
+    c.placement_spec = name.clone();
+    c.placement = crate::testutil::placement(&name, "cpus:0,1", 1, 2);
+    c.result = crate::testutil::result(samples, values);
+    c
+}
+
+#[test]
+fn partners_are_read_from_a_row_of_the_co_run_matrix() {
+    let alone = [99.0, 100.0, 101.0];
+    let cells = vec![
+        cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "1c2t", &[], &[129.0, 130.0, 131.0]),
+        // Beside mem-read: int-ops at 0.7 of alone, mem-read at 0.6: the pair 1.3.
+        corun_cell("int-ops", Form::Alone, "mem-read", &alone, &[]),
+        corun_cell(
+            "int-ops",
+            Form::Sibling,
+            "mem-read",
+            &[69.0, 70.0, 71.0],
+            &[(59.0, 99.0), (60.0, 100.0), (61.0, 101.0)],
+        ),
+        // Beside fp-ops: 0.4 and 0.4: the pair 0.8, worse than taking turns.
+        // The partners alone: their direction (higher is better).
+        corun_cell("mem-read", Form::Alone, "int-ops", &alone, &[]),
+        corun_cell("int-ops", Form::Alone, "fp-ops", &alone, &[]),
+        corun_cell("fp-ops", Form::Alone, "int-ops", &alone, &[]),
+        corun_cell(
+            "int-ops",
+            Form::Sibling,
+            "fp-ops",
+            &[39.0, 40.0, 41.0],
+            &[(39.0, 99.0), (40.0, 100.0), (41.0, 101.0)],
+        ),
+    ];
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    let names: Vec<&str> = ev[0].partners.iter().map(|p| p.partner.as_str()).collect();
+    assert_eq!(names, ["mem-read", "fp-ops"]);
+    assert!((ev[0].partners[0].figure.value - 1.3).abs() < 1e-9);
+    assert!((ev[0].partners[1].figure.value - 0.8).abs() < 1e-9);
+    assert!(ev[0].penalty.is_none(), "a matrix row is no penalty run");
+    let a = decide(&ev[0]);
+    assert_eq!(a.depends_on, [Dependence::PartnerKind]);
+    assert!(
+        a.because.contains("on beside mem-read, off beside fp-ops"),
+        "{}",
+        a.because
+    );
+}
+
+/// A step of a utilisation curve: `rate` of the maximum offered, `achieved` jobs/s, the
+/// share of the CPUs' time reported busy.
+fn util_cell(rate: &str, achieved: &[f64], busy: f64) -> CellRecord {
+    let samples = achieved
+        .iter()
+        .map(|&v| smtlab_model::SampleRecord {
+            value: v,
+            iterations: 1,
+            elapsed_ns: 1_000_000_000,
+            work: v,
+            cpu_ns: None,
+            start_spread_ns: None,
+            cpus: vec![0, 1],
+            metrics: BTreeMap::from([
+                ("user_frac".to_string(), busy),
+                ("system_frac".to_string(), 0.0),
+                ("iowait_frac".to_string(), 0.0),
+                ("other_frac".to_string(), 0.0),
+                ("idle_frac".to_string(), 1.0 - busy),
+            ]),
+        })
+        .collect();
+    let mut c = cell("open-loop-int", "1c2t", &[], achieved);
+    let mut flat = BTreeMap::from([
+        ("rate_pct".to_string(), rate.to_string()),
+        ("smt".to_string(), "as found".to_string()),
+    ]);
+    c.params = BTreeMap::new();
+    c.conditions = smtlab_model::keys::Conditions::take_from(&mut flat);
+    c.result = crate::testutil::result(samples, achieved);
+    c
+}
+
+#[test]
+fn the_headroom_is_what_is_left_at_full_load_beside_what_the_os_reports() {
+    let mut cells = vec![
+        cell("int-ops", "1c1t", &[], &[99.0, 100.0, 101.0]),
+        cell("int-ops", "1c2t", &[], &[129.0, 130.0, 131.0]),
+        util_cell("max", &[999.0, 1000.0, 1001.0], 0.95),
+        util_cell("50", &[499.0, 500.0, 501.0], 0.60),
+        // All of the maximum offered: 93% reported busy, nothing left.
+        util_cell("100", &[997.0, 1000.0, 1003.0], 0.93),
+    ];
+    let h = headroom(&cells).unwrap();
+    assert!((h.reported_busy_pct - 93.0).abs() < 1e-9);
+    assert!(h.left.value.abs() < 1e-9);
+    assert!(h.left.lean(0.0) == Lean::Neither);
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1, "the curve is no workload of its own");
+    assert_eq!(ev[0].headroom.as_ref(), Some(&h));
+    let a = decide(&ev[0]);
+    let r = a
+        .reasons
+        .iter()
+        .find(|r| r.what.starts_with("throughput left at 93% busy"))
+        .unwrap();
+    assert_eq!(r.says, Says::Context);
+    assert!(r.shown.starts_with("0% ["), "{}", r.shown);
+    assert_eq!(
+        a.recommendation,
+        Recommendation::KeepOn,
+        "context does not decide"
+    );
+    cells.truncate(2);
+    assert!(headroom(&cells).is_none());
+}

@@ -1,0 +1,58 @@
+//! The report's first screen is the answer: one row per workload with its
+//! recommendation, ahead of the machine details.
+
+mod common;
+
+use common::demo;
+
+fn section<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page
+        .find(&format!("<section id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = page[start..].find("</section>").unwrap() + start;
+    &page[start..end]
+}
+
+#[test]
+fn the_page_leads_with_the_answer_then_the_machine() {
+    let r = demo();
+    let page = smtlab_report::html(&r);
+    let answer = page
+        .find("<section id=\"advice\">")
+        .expect("advice section");
+    let machine = page
+        .find("<section id=\"machine\">")
+        .expect("machine section");
+    assert!(
+        answer < machine,
+        "the answer comes before the machine details"
+    );
+    // The first link of the navigation is the answer.
+    let nav = &page[page.find("<nav>").unwrap()..];
+    assert!(
+        nav.starts_with("<nav><a href=\"#advice\">Answer</a>"),
+        "{}",
+        &nav[..80]
+    );
+    // One row per workload the run measured on 1c1t with 1c2t or 2c1t, each answered.
+    let answers = smtlab_report::advice::advise_run(&r);
+    assert!(!answers.is_empty());
+    let s = section(&page, "advice");
+    for a in &answers {
+        assert!(
+            s.contains(&format!("<strong>{}</strong>", a.answer)),
+            "{}",
+            a.answer
+        );
+    }
+    insta::assert_snapshot!("html_advice_section", s);
+}
+
+#[test]
+fn a_run_without_the_needed_placements_says_why_there_is_no_answer() {
+    let mut r = demo();
+    r.cells.retain(|c| c.placement_spec == "1c1t");
+    let page = smtlab_report::html(&r);
+    assert!(!page.contains("<section id=\"advice\">"));
+    assert!(page.contains("<li>Answer: no workload measured on the placements the answer needs"));
+}

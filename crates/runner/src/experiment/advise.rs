@@ -1,0 +1,420 @@
+//! The advice experiment (`smtlab advise`): what the SMT recommendation of one workload
+//! needs, measured as ordinary session cells so every figure has its interval and every
+//! cell is saved as it is done.
+//!
+//! * **Throughput**: the workload on `1c1t`, `1c2t` (the sibling added) and `2c1t` (a
+//!   second core instead), and on `cores` and `all` on machines with more than two
+//!   cores (the whole machine), as one group whose samples are taken in turn, so a slow
+//!   spell of the host falls on every placement alike. Without SMT the SMT placements
+//!   are left out and the group answers "2 cores vs 1" ([`placements`]).
+//! * **Single-thread cost** (where asked): the workload, one thread, alone and next to
+//!   each hog on its SMT sibling: the `penalty` group of [`super::corun`], measured
+//!   after the throughput group.
+//!
+//! The subject is a catalog benchmark with its parameters or the user's command
+//! ([`PreparedCommand`]: an `exec` command with an untimed preparation before each run).
+//! The decision is `smtlab_report::advice`'s; this module only measures.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
+use smtlab_model::keys::Form;
+use smtlab_model::{BenchInfo, CellKey, Topology};
+
+use super::corun::Workload;
+use super::{Engine, ExperimentError};
+use crate::exec::CommandBench;
+use crate::session::{CellPlan, Ended, SessionObserver, param_map};
+
+/// The user's command with an optional preparation (`make clean`) run before each run,
+/// outside the timed part, on whatever CPUs the system gives it.
+#[derive(Debug, Clone)]
+pub struct PreparedCommand {
+    pub command: CommandBench,
+    /// A shell command run by `/bin/sh -c` before every run; its failure fails the cell.
+    pub prepare: Option<String>,
+}
+
+impl PreparedCommand {
+    /// The parameters a cell is stored with: the command's, and the preparation.
+    pub fn params(&self) -> BTreeMap<String, String> {
+        let mut p = self.command.params();
+        if let Some(prep) = &self.prepare {
+            p.insert("prepare".into(), prep.clone());
+        }
+        p
+    }
+}
+
+impl Benchmark for PreparedCommand {
+    fn info(&self) -> BenchInfo {
+        self.command.info()
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        Ok(Box::new(PreparedInstance {
+            inner: self.command.prepare(ctx)?,
+            prepare: self.prepare.clone(),
+        }))
+    }
+}
+
+struct PreparedInstance {
+    inner: Box<dyn Instance>,
+    prepare: Option<String>,
+}
+
+impl Instance for PreparedInstance {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        if let Some(prep) = &self.prepare {
+            run_preparation(prep)?;
+        }
+        // The timed part is the command's own run, measured inside its instance.
+        self.inner.sample(iterations)
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.inner.fixed_iterations()
+    }
+}
+
+/// Runs `prep` through `/bin/sh -c` to completion; a failure names it and its status.
+fn run_preparation(prep: &str) -> Result<(), BenchError> {
+    let fail = |reason: String| BenchError::Unsupported {
+        bench: "exec".into(),
+        reason: format!("--prepare `{prep}` {reason}"),
+    };
+    let out = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(prep)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| fail(format!("cannot be started: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let status = match out.status.code() {
+        Some(c) => format!("exit status {c}"),
+        None => "killed by a signal".into(),
+    };
+    Err(fail(if last.is_empty() {
+        format!("failed ({status})")
+    } else {
+        format!("failed ({status}): {}", last.trim())
+    }))
+}
+
+/// What the advice is about.
+pub enum Subject {
+    /// A catalog benchmark with its parameters.
+    Catalog(Workload),
+    /// The user's command.
+    Command(PreparedCommand),
+}
+
+impl Subject {
+    /// Catalog benchmark `name` with the parameters `given` (`key=value`; quick values
+    /// for unset ones when `quick`).
+    pub fn catalog(name: &str, given: &[String], quick: bool) -> Result<Subject, ExperimentError> {
+        let Some(bench) = crate::catalog::find(name) else {
+            return Err(ExperimentError::input(format!(
+                "unknown workload {name:?}; available: {}",
+                crate::catalog::names().join(", ")
+            )));
+        };
+        let params = Params::resolve(&bench.info(), given, quick)
+            .map_err(|e| ExperimentError::input(e.to_string()))?;
+        Ok(Subject::Catalog(Workload {
+            bench: Arc::from(bench),
+            params,
+        }))
+    }
+
+    fn bench(&self) -> &dyn Benchmark {
+        match self {
+            Subject::Catalog(w) => w.bench.as_ref(),
+            Subject::Command(c) => c,
+        }
+    }
+
+    fn params(&self) -> (Params, BTreeMap<String, String>) {
+        match self {
+            Subject::Catalog(w) => (w.params.clone(), param_map(&w.params)),
+            Subject::Command(c) => {
+                let p = c.params();
+                (Params::from_pairs(p.clone()), p)
+            }
+        }
+    }
+
+    /// The name its cells are stored under (`exec` for a command).
+    pub fn name(&self) -> String {
+        self.bench().info().name
+    }
+
+    /// The workload of the single-thread cost: the benchmark with the parameters of the
+    /// throughput cells but one thread, or the command as a co-run command (one run per
+    /// sample), named as the throughput cells so the advice finds both.
+    pub fn penalty_task(&self) -> Result<Workload, ExperimentError> {
+        match self {
+            Subject::Catalog(w) => {
+                let mut params = param_map(&w.params);
+                if let Some(t) = params.get_mut("threads") {
+                    *t = "1".into();
+                }
+                Ok(Workload {
+                    bench: Arc::clone(&w.bench),
+                    params: Params::from_pairs(params),
+                })
+            }
+            Subject::Command(c) => {
+                let mut shell = crate::exec::shell_join(&c.command.argv);
+                if let Some(prep) = &c.prepare {
+                    // The preparation is timed here: a co-run command is one shell line.
+                    shell = format!("{prep}; {shell}");
+                }
+                Workload::command(&format!("{}={shell}", self.name()))
+            }
+        }
+    }
+}
+
+/// The co-runs of the partners: for each partner, `task` alone and next to it on its
+/// SMT sibling `cpu`, and the partner alone, one interleaved group (the matrix's row of
+/// `task`; the co-run cell also measures the partner against its own reference, so the
+/// pair's combined speed has both ends).
+pub fn partner_plan(
+    task: &Workload,
+    partners: &[Workload],
+    cpu: u32,
+    pair: &crate::corun::CpuPair,
+    topo: &Topology,
+) -> super::corun::CorunPlan {
+    let copy = |w: &Workload| Workload {
+        bench: Arc::clone(&w.bench),
+        params: w.params.clone(),
+    };
+    partners
+        .iter()
+        .filter_map(|b| {
+            // The matrix of [task, b] holds (task, task), (task, b), (b, task), (b, b):
+            // task's row against b, and b alone (its first cell of (b, task)), which
+            // says in which direction b's figures are better.
+            if b.name() == task.name() {
+                // Beside itself: the matrix's diagonal group says it all (and a second
+                // alone cell would have the first one's key).
+                return super::corun::matrix_plan(
+                    &[copy(task)],
+                    &[(Form::Sibling, cpu)],
+                    pair,
+                    topo,
+                )
+                .into_iter()
+                .next();
+            }
+            let both = [copy(task), copy(b)];
+            let mut groups = super::corun::matrix_plan(&both, &[(Form::Sibling, cpu)], pair, topo)
+                .into_iter()
+                .skip(1);
+            let mut row = groups.next()?;
+            row.extend(groups.next()?.into_iter().take(1));
+            Some(row)
+        })
+        .collect()
+}
+
+/// The default partners: the co-run matrix's workloads, one thread each.
+pub fn default_partners() -> Result<Vec<Workload>, ExperimentError> {
+    super::corun::DEFAULT_WORKLOADS
+        .iter()
+        .map(|n| Workload::catalog(n, &[], &[("threads", "1")]))
+        .collect()
+}
+
+/// The placements of the throughput group on `topo` and the one-line note on what the
+/// machine cannot answer: `1c1t`, `1c2t`, `2c1t` (and `cores`, `all` beyond two cores)
+/// with SMT; `1c1t`, `2c1t` without ("2 cores vs 1"); `1c1t` alone on one core.
+pub fn placements(topo: &Topology) -> (Vec<String>, Option<String>) {
+    let cores = topo.core_count();
+    let control = topo.smt.control.as_deref().unwrap_or("absent");
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    if topo.smt_visible() {
+        let mut v = names(&["1c1t", "1c2t", "2c1t"]);
+        if cores > 2 {
+            v.extend(names(&["cores", "all"]));
+        }
+        if cores < 2 {
+            v.retain(|p| p != "2c1t");
+        }
+        (v, None)
+    } else if cores >= 2 {
+        (
+            names(&["1c1t", "2c1t"]),
+            Some(format!(
+                "no SMT here (smt/control: {control}): answering 2 cores vs 1 (2c1t vs 1c1t) instead"
+            )),
+        )
+    } else {
+        (
+            names(&["1c1t"]),
+            Some(format!(
+                "no SMT here (smt/control: {control}) and one core: nothing to compare"
+            )),
+        )
+    }
+}
+
+/// The throughput group: `subject` on each of `specs` resolved on `topo` (a placement
+/// the machine cannot satisfy is a skipped cell with its reason); `warmup_samples` for
+/// a command's discarded runs.
+pub fn throughput_group<'a>(
+    subject: &'a Subject,
+    specs: &[String],
+    topo: &Topology,
+    warmup_samples: Option<usize>,
+) -> Vec<CellPlan<'a>> {
+    let bench = subject.bench();
+    let info = bench.info();
+    let (params, map) = subject.params();
+    let command = matches!(subject, Subject::Command(_));
+    specs
+        .iter()
+        .map(|spec| CellPlan {
+            bench,
+            info: info.clone(),
+            params: params.clone(),
+            key: CellKey {
+                benchmark: info.name.clone(),
+                params: map.clone(),
+                conditions: Default::default(),
+                placement: spec.clone(),
+            },
+            placement: smtlab_placement::parse(spec)
+                .and_then(|p| smtlab_placement::resolve(&p, topo))
+                .map_err(|e| e.to_string()),
+            work_unit: command.then(|| ("run".to_string(), 1.0)),
+            warmup_samples,
+        })
+        .collect()
+}
+
+/// Measures the throughput group, its cells' samples in turn, each cell pushed to `sink`.
+pub fn measure_throughput(
+    engine: &Engine<'_>,
+    topo: &Topology,
+    group: Vec<CellPlan<'_>>,
+    sink: &mut dyn SessionObserver,
+) -> Ended {
+    engine.run(topo, vec![group], sink)
+}
+
+/// Measures the headroom's `curve` in the state found, on `util`'s default placement
+/// (the engine's settings: three steps per rate, no warm-up, for `advise --headroom`).
+pub fn measure_headroom(
+    engine: &Engine<'_>,
+    topo: &Topology,
+    curve: super::utilisation::Curve,
+    sink: &mut dyn SessionObserver,
+) -> Result<Ended, ExperimentError> {
+    let (spec, placement) = super::utilisation::placement(None, topo)?;
+    super::utilisation::measure_curve(engine, curve, None, topo, (&spec, &placement), sink)
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    #[test]
+    fn placements_follow_the_machine() {
+        let smt = smtlab_fixtures::build::intel(1, 2, 2);
+        assert_eq!(
+            placements(&smt),
+            (vec!["1c1t".into(), "1c2t".into(), "2c1t".into()], None)
+        );
+        let big = smtlab_fixtures::build::intel(1, 4, 2);
+        assert_eq!(placements(&big).0, ["1c1t", "1c2t", "2c1t", "cores", "all"]);
+        let (v, note) = placements(&smtlab_fixtures::build::one_cpu_per_core(&[0, 1]));
+        assert_eq!(v, ["1c1t", "2c1t"]);
+        let note = note.unwrap();
+        assert!(
+            note.starts_with("no SMT here") && note.contains("2 cores vs 1"),
+            "{note}"
+        );
+        let (v, note) = placements(&smtlab_fixtures::build::one_cpu_per_core(&[0]));
+        assert_eq!(v, ["1c1t"]);
+        assert!(note.unwrap().contains("one core"));
+    }
+
+    #[test]
+    fn an_unsatisfiable_placement_is_a_cell_with_its_reason() {
+        let subject = Subject::catalog("int-ops", &[], true).unwrap();
+        let topo = smtlab_fixtures::build::one_cpu_per_core(&[0, 1]);
+        let group = throughput_group(&subject, &["1c1t".into(), "1c2t".into()], &topo, None);
+        assert!(group[0].placement.is_ok());
+        let why = group[1].placement.as_ref().unwrap_err();
+        assert!(!why.is_empty());
+        assert_eq!(group[1].key.benchmark, "int-ops");
+        assert!(Subject::catalog("no-such", &[], true).is_err());
+        assert!(Subject::catalog("int-ops", &["nope=1".into()], true).is_err());
+    }
+
+    #[test]
+    fn the_preparation_runs_before_each_sample_and_its_failure_names_it() {
+        assert!(run_preparation("true").is_ok());
+        let e = run_preparation("echo broken >&2; exit 3")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--prepare `echo broken >&2; exit 3` failed (exit status 3): broken"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn each_partner_is_a_group_of_the_task_alone_and_beside_it_on_the_sibling() {
+        let topo = smtlab_fixtures::build::intel(1, 2, 2);
+        let pair = crate::corun::cpu_pair(&topo).unwrap();
+        let cpu = *pair.sibling.as_ref().unwrap();
+        let subject = Subject::catalog("int-ops", &[], true).unwrap();
+        let task = subject.penalty_task().unwrap();
+        let partners = default_partners().unwrap();
+        let plan = partner_plan(&task, &partners, cpu, &pair, &topo);
+        assert_eq!(plan.len(), partners.len());
+        // int-ops beside itself: one group, its alone cell and its co-run.
+        let same = plan.iter().position(|g| g.len() == 2).unwrap();
+        assert_eq!(partners[same].name(), "int-ops");
+        for (group, b) in plan.iter().zip(&partners).filter(|(g, _)| g.len() == 3) {
+            let forms: Vec<&str> = group.iter().map(|c| c.key.placement.as_str()).collect();
+            assert_eq!(forms, ["corun-alone", "corun-sibling", "corun-alone"]);
+            for c in &group[..2] {
+                assert_eq!(c.key.benchmark, "int-ops");
+                assert_eq!(c.key.conditions.partner.as_ref(), Some(&b.name()));
+            }
+            // The partner alone, for its direction.
+            assert_eq!(group[2].key.benchmark, b.name());
+            assert_eq!(group[2].key.conditions.partner.as_deref(), Some("int-ops"));
+            assert_eq!(group[1].placement.cpus, [pair.cpu, cpu]);
+        }
+    }
+
+    #[test]
+    fn the_penalty_task_runs_one_thread() {
+        let given = ["threads=2".to_string(), "seed=7".to_string()];
+        let subject = Subject::catalog("int-ops", &given, true).unwrap();
+        let task = subject.penalty_task().unwrap();
+        assert_eq!(task.params.get_str("threads").unwrap(), "1");
+        // The rest as the throughput cells have them.
+        assert_eq!(task.params.get_str("seed").unwrap(), "7");
+    }
+}

@@ -1,0 +1,292 @@
+//! `web-slo`: a web server's capacity at a latency target, the figure an operator
+//! sizes a service by: the highest open-loop request rate at which the target
+//! percentile of the latency stays within the target (`slo=p99=5ms`), with no errors
+//! and the offered load really sent and served. Found by [`super::capacity::search`]
+//! over the rate: doubling from a low rate until a step misses the target, then
+//! bisection to 5%. Each step is a fresh open-loop load with its own warm-up, so the
+//! latency counts the waiting a request does when the server falls behind (wrk2's
+//! coordinated-omission rule).
+//!
+//! The requests are `web-static`'s file set (four size classes, popularity skew) on the
+//! built-in servers, nginx/Apache, or your own server (`server=cmd`, as `web-static`'s). A sample's value is the capacity in requests per
+//! second; its series `p_by_rate` keeps every step (offered rate, measured percentile
+//! in ns), so the search can be checked.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use smtlab_bench::params::declare as p;
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
+use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
+use smtlab_model::slo::Slo;
+use smtlab_model::{BenchInfo, Direction, ValueKind};
+
+use super::builtin::ServerOpts;
+use super::capacity::search;
+use super::fileset::{self, FileSet};
+use super::{Custom, Running, start_server_with};
+
+const NAME: &str = "web-slo";
+/// The search's rate unit: rates are multiples of it.
+const RATE_UNIT_PER_S: f64 = 50.0;
+/// The first rate tried.
+const START_PER_S: f64 = 400.0;
+
+/// Whether one step's load met `slo`: every request answered without error, at least
+/// 95% of the offered rate served, and the percentile within the target.
+fn met(slo: &Slo, offered_per_s: f64, r: &LoadReport) -> bool {
+    if r.error_count() > 0 || r.requests == 0 {
+        return false;
+    }
+    if r.requests_per_s() < 0.95 * offered_per_s {
+        return false;
+    }
+    percentile_ns(r, slo.pct) <= slo.max_ns
+}
+fn percentile_ns(r: &LoadReport, pct: f64) -> u64 {
+    r.latency.value_at_quantile(pct / 100.0)
+}
+
+fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
+    ParamError::value(name, value.to_string(), expected).into()
+}
+
+pub struct WebSlo;
+
+impl Benchmark for WebSlo {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: NAME.into(),
+            group: "web".into(),
+            unit: "req/s".into(),
+            direction: Direction::Higher,
+            value_kind: ValueKind::Rate { scale: 1.0 },
+            description: "Capacity at a latency target: the highest open-loop rate of \
+                          web-static requests whose latency percentile stays within the \
+                          target (slo=p99=5ms), without errors"
+                .into(),
+            origin: "smtlab (PerfKitBenchmarker-style latency-bounded search)".into(),
+            params: vec![
+                p(
+                    "server",
+                    "event",
+                    None,
+                    "event | threads | processes | nginx | apache-prefork | apache-event | cmd (your own, as web-static's)",
+                ),
+                p(
+                    "cmd",
+                    "",
+                    None,
+                    "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in",
+                ),
+                p(
+                    "port",
+                    "0",
+                    None,
+                    "server=cmd: the port your server listens on (0: the free port put in {port})",
+                ),
+                p("slo", "p99=5ms", None, "the latency target: pNN=TIME"),
+                p("dataset", "64MiB", Some("8MiB"), "file set size"),
+                p(
+                    "step",
+                    "2",
+                    Some("0.3"),
+                    "measured seconds per search step (plus a quarter of it as warm-up)",
+                ),
+                p(
+                    "conns",
+                    "64",
+                    Some("16"),
+                    "connections carrying the open-loop load",
+                ),
+                p(
+                    "max_rate",
+                    "200000",
+                    Some("20000"),
+                    "the search's upper bound, requests per second",
+                ),
+            ],
+            main_param: Some("server".into()),
+            report: Default::default(),
+        }
+    }
+
+    fn client_side(&self) -> bool {
+        true
+    }
+
+    /// A search per sample is long: `run` measures it in the full suite only; `smtlab
+    /// advise web-slo --slo p99=5ms` measures it on its own.
+    fn in_suite(&self, suite: smtlab_bench::Suite) -> bool {
+        suite == smtlab_bench::Suite::Full
+    }
+
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let step = ctx.params.get_f64("step")?;
+        let max = ctx.params.get_f64("max_rate")?.max(START_PER_S);
+        let steps = (max / START_PER_S).log2().ceil() + 1.0 + 5.0;
+        Ok(crate::load_cost(steps * step * 1.25, 0.2))
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let prm = ctx.params;
+        let server = prm.get_str("server")?.to_string();
+        let text = prm.get_str("slo")?;
+        let slo = Slo::parse(text).map_err(|_| bad("slo", text, "pNN=TIME, e.g. p99=5ms"))?;
+        let dataset = prm.get_bytes("dataset")?;
+        let step = prm.get_f64("step")?;
+        if !(0.05..=600.0).contains(&step) {
+            return Err(bad("step", step, "seconds between 0.05 and 600"));
+        }
+        let conns = prm.get_u64("conns")? as usize;
+        if !(1..=10_000).contains(&conns) {
+            return Err(bad("conns", conns, "1 to 10000"));
+        }
+        let max_rate = prm.get_f64("max_rate")?;
+        if !(START_PER_S..=10_000_000.0).contains(&max_rate) {
+            return Err(bad(
+                "max_rate",
+                max_rate,
+                "400 to 10000000 requests per second",
+            ));
+        }
+        let client = ctx.client_side(NAME)?;
+        let unsupported = |reason: String| BenchError::Unsupported {
+            bench: NAME.into(),
+            reason,
+        };
+        let io = |what: &'static str| {
+            move |e: std::io::Error| BenchError::Io {
+                bench: NAME.into(),
+                what: what.into(),
+                error: e,
+            }
+        };
+        let set =
+            FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+        set.warm()
+            .map_err(io("reading the file set into the page cache"))?;
+        let threads = client.cpus().len();
+        let pool = ClientPool::start(Pinning::Client(client), threads)
+            .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
+        // The server starts last, after the counters were opened (by the runner, before
+        // prepare), so they count its threads and processes.
+        let port = prm.get_u64("port")?;
+        let custom = Custom {
+            cmd: prm.get_str("cmd")?.to_string(),
+            port: u16::try_from(port)
+                .map_err(|_| bad("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)"))?,
+            nginx: String::new(),
+            apache: String::new(),
+        };
+        let running = start_server_with(
+            &server,
+            &set,
+            &ctx.placement.cpus,
+            ServerOpts::default(),
+            &custom,
+        )
+        .map_err(|e| unsupported(e.to_string()))?;
+        let addr = running.addr();
+        let (specs, weights) = set.requests();
+        let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
+            .map_err(|e| unsupported(e.to_string()))?;
+        let mut cfg = LoadConfig::new(addr, conns, Duration::from_secs_f64(step));
+        cfg.warmup = Duration::from_secs_f64(step / 4.0);
+        cfg.threads = threads.min(conns);
+        cfg.keep_alive = true;
+        cfg.timeout = Duration::from_secs(10);
+        Ok(Box::new(SloInstance {
+            cfg,
+            mix: Arc::new(mix),
+            pool,
+            running: Some(running),
+            _set: set,
+            slo,
+            max_units: (max_rate / RATE_UNIT_PER_S) as usize,
+        }))
+    }
+}
+
+struct SloInstance {
+    cfg: LoadConfig,
+    mix: Arc<Mix>,
+    pool: ClientPool,
+    running: Option<Running>,
+    _set: FileSet,
+    slo: Slo,
+    max_units: usize,
+}
+
+impl Drop for SloInstance {
+    fn drop(&mut self) {
+        self.running.take();
+    }
+}
+
+impl Instance for SloInstance {
+    fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
+        let started = Instant::now();
+        let mut steps: Vec<f64> = Vec::new();
+        let mut errors = 0u64;
+        // The first step, to say why the search found nothing.
+        let mut first: Option<String> = None;
+        let start = (START_PER_S / RATE_UNIT_PER_S) as usize;
+        let result = search(start, self.max_units, 1.0, |units| {
+            let rate = units as f64 * RATE_UNIT_PER_S;
+            let mut cfg = self.cfg.clone();
+            cfg.rate_per_s = Some(rate);
+            cfg.seed = units as u64;
+            let r = self
+                .pool
+                .run(&cfg, Arc::clone(&self.mix))
+                .map_err(|e| BenchError::Check {
+                    bench: NAME.into(),
+                    reason: e.to_string(),
+                })?;
+            errors += r.error_count();
+            if first.is_none() {
+                first = Some(format!(
+                    "p{} {:.2} ms, {:.0} of {rate:.0} requests/s served, {} errors, {} unsent",
+                    self.slo.pct,
+                    percentile_ns(&r, self.slo.pct) as f64 / 1e6,
+                    r.requests_per_s(),
+                    r.error_count(),
+                    r.unsent
+                ));
+            }
+            steps.extend([rate, percentile_ns(&r, self.slo.pct) as f64]);
+            Ok::<f64, BenchError>(if met(&self.slo, rate, &r) { 1.0 } else { 0.0 })
+        })?;
+        let elapsed_ns = started.elapsed().as_nanos().max(1) as u64;
+        if result.capacity == 0 {
+            return Err(BenchError::Check {
+                bench: NAME.into(),
+                reason: format!(
+                    "even {START_PER_S} requests/s missed the target: {}",
+                    first.unwrap_or_default()
+                ),
+            });
+        }
+        let capacity = result.capacity as f64 * RATE_UNIT_PER_S;
+        let mut metrics = BTreeMap::new();
+        metrics.insert("capped".into(), f64::from(u8::from(result.capped)));
+        metrics.insert("steps".into(), result.curve.len() as f64);
+        metrics.insert("errors".into(), errors as f64);
+        metrics.insert("slo_ns".into(), self.slo.max_ns as f64);
+        let mut series = BTreeMap::new();
+        series.insert("p_by_rate".into(), steps);
+        Ok(RawSample {
+            elapsed_ns,
+            work: capacity * elapsed_ns as f64 / 1e9,
+            metrics,
+            series,
+            ..RawSample::default()
+        })
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1)
+    }
+}
