@@ -17,6 +17,18 @@ pub mod corun {
     pub const RUN_NS: &str = "run_ns";
 }
 
+/// Written by a chat load (paper 001 Table 3: its rooms, connections, threads and
+/// messages per round), the shape the report tabulates beside the speed-ups.
+pub mod chat {
+    pub const ROOMS: &str = "rooms";
+    pub const CONNECTIONS: &str = "connections";
+    /// Threads of both sides (two per connection each).
+    pub const THREADS: &str = "threads";
+    pub const MESSAGES_SENT: &str = "messages_sent";
+    pub const MESSAGES_RECEIVED: &str = "messages_received";
+    pub const MESSAGES_TOTAL: &str = "messages_total";
+}
+
 /// Written by the open-loop load of a utilisation curve (`smtlab util`): where the
 /// placement CPUs' `/proc/stat` time went during a step, and the rate offered.
 pub mod util {

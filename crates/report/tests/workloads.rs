@@ -238,3 +238,27 @@ fn a_renamed_os_benchmark_keeps_its_paper_row_and_missing_rows_are_named() {
     );
     assert!(os.contains("Process fork+/bin/sh -c."), "{os}");
 }
+
+#[test]
+fn chat_shows_the_shape_of_its_loads_as_paper_001_table_3() {
+    let page = smtlab_report::html(&workloads_demo());
+    let at = page
+        .find("paper 001 Table 3), as measured")
+        .expect("the shape table");
+    let table = &page[at..at + page[at..].find("</table>").unwrap()];
+    for h in [
+        "chat rooms",
+        "connections",
+        "threads",
+        "messages sent",
+        "messages received",
+    ] {
+        assert!(table.contains(h), "{h}: {table}");
+    }
+    // Rooms 2, 5 and 10 of 20 users, 100 messages each: one row per load.
+    assert_eq!(table.matches("<tr>").count(), 4, "{table}");
+    assert!(
+        table.contains(">40<") && table.contains(">4000<"),
+        "{table}"
+    );
+}

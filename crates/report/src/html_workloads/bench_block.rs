@@ -52,8 +52,45 @@ fn bench_block(
             sweep_chart(&format!("{bench} by {}", keys[0]), &keys[0], &rows),
         );
     }
+    shape_table(p, cells);
     per_unit_table(p, cells);
     any
+}
+
+/// The shape of each load a chat cell ran (paper 001 Table 3: rooms, connections,
+/// threads, messages sent and received per round), one row per parameter set, from
+/// the figures the workload recorded; nothing for other workloads.
+fn shape_table(p: &mut String, cells: &[&CellRecord]) {
+    use smtlab_model::metrics::chat;
+    let columns = [
+        (chat::ROOMS, "chat rooms"),
+        (chat::CONNECTIONS, "connections"),
+        (chat::THREADS, "threads"),
+        (chat::MESSAGES_SENT, "messages sent"),
+        (chat::MESSAGES_RECEIVED, "messages received"),
+        (chat::MESSAGES_TOTAL, "total messages"),
+    ];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for c in cells {
+        let row: Vec<String> = columns
+            .iter()
+            .map(|(k, _)| metric(c, k).map_or("-".into(), |v| format!("{v:.0}")))
+            .collect();
+        if row[1] != "-" && row[3] != "-" && !rows.contains(&row) {
+            rows.push(row);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let t = html! {
+        p class="sub" { "The load's shape per round (paper 001 Table 3), as measured." }
+        table {
+            tr { @for (_, h) in &columns { th { (h) } } }
+            @for r in &rows { tr { @for v in r { td class="num" { (v) } } } }
+        }
+    };
+    p.push_str(&t.into_string());
 }
 
 /// CPU time per unit of work the workload recorded itself (`server_cpu_us_per_tx`) or

@@ -698,7 +698,7 @@ pub fn workload_cells(places: &[&str]) -> Vec<CellRecord> {
                 placement(p),
                 &s,
             );
-            cells.push(with_metrics(
+            let mut c = with_metrics(
                 c,
                 &mut rng,
                 &[
@@ -706,7 +706,17 @@ pub fn workload_cells(places: &[&str]) -> Vec<CellRecord> {
                     ("connections", r * 20.0),
                     ("threads", r * 40.0),
                 ],
-            ));
+            );
+            // The messages of a round are fixed by the load's shape (no noise drawn).
+            for s in &mut c.result.samples {
+                s.metrics.insert("threads".into(), r * 80.0);
+                s.metrics.insert("messages_sent".into(), r * 20.0 * 100.0);
+                s.metrics
+                    .insert("messages_received".into(), r * 20.0 * 100.0 * 19.0);
+                s.metrics
+                    .insert("messages_total".into(), r * 20.0 * 100.0 * 20.0);
+            }
+            cells.push(c);
         }
     }
     for (bench, base, smt) in [("dbench", 180.0, 1.1), ("tbench", 95.0, 1.25)] {

@@ -724,14 +724,15 @@ impl ChatInstance {
             ..RawSample::default()
         };
         let m = &mut raw.metrics;
-        m.insert("rooms".into(), shape.rooms as f64);
+        use smtlab_model::metrics::chat;
+        m.insert(chat::ROOMS.into(), shape.rooms as f64);
         m.insert("users_per_room".into(), shape.users as f64);
-        m.insert("connections".into(), shape.connections() as f64);
-        m.insert("threads".into(), shape.threads() as f64);
-        m.insert("messages_sent".into(), shape.sent_per_round() as f64);
-        m.insert("messages_received".into(), got_msgs as f64);
+        m.insert(chat::CONNECTIONS.into(), shape.connections() as f64);
+        m.insert(chat::THREADS.into(), shape.threads() as f64);
+        m.insert(chat::MESSAGES_SENT.into(), shape.sent_per_round() as f64);
+        m.insert(chat::MESSAGES_RECEIVED.into(), got_msgs as f64);
         m.insert(
-            "messages_total".into(),
+            chat::MESSAGES_TOTAL.into(),
             (shape.sent_per_round() + got_msgs) as f64,
         );
         m.insert(
