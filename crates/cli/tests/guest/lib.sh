@@ -210,7 +210,8 @@ advise_checks() {
   check "advise --smt both: control restored" on "$(cat $C/smt/control)"
   check "advise --smt both: online restored" "$all" "$(cat $C/online)"
   smtlab advise web-slo --quick --slo p99=1s --db /tmp/aw.db >/tmp/aw.txt 2>/tmp/aw.err \
-    && grep -q 'capacity at p99 <= 1s (1c2t/1c1t)' /tmp/aw.txt && ok "advise web-slo: capacity on 1c2t against 1c1t" \
+    && grep -q '^1c2t ' /tmp/aw.txt && grep -q 'answer: .*at p99 <= 1s' /tmp/aw.txt \
+    && ok "advise web-slo: 1c2t measured and an answer at the target (TCG figures mean nothing)" \
     || { fail "advise web-slo"; tail -n 5 /tmp/aw.err; head -c 3000 /tmp/aw.txt; }
   # Which partners give a pair's figure depends on how many of the partner's own samples
   # fit in the workload's (TCG timings): at least one must.
