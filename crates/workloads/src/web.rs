@@ -392,6 +392,35 @@ impl Benchmark for WebStatic {
 /// server, so the server's CPUs do not spend time waking the client.
 pub(crate) const CLIENT_BUSY_POLL: Duration = Duration::from_micros(50);
 
+/// The file set of `dataset` bytes, generated and read into the page cache, and the
+/// client's load threads started pinned on its CPUs: what a load of the web lab needs
+/// before its server starts. Errors name `bench`.
+pub(crate) fn files_and_clients(
+    bench: &str,
+    client: &smtlab_bench::client::ClientSide,
+    dataset: u64,
+) -> Result<(FileSet, ClientPool), BenchError> {
+    let io = |what: &'static str| {
+        move |e: std::io::Error| BenchError::Io {
+            bench: bench.into(),
+            what: what.into(),
+            error: e,
+        }
+    };
+    let set =
+        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+    set.warm()
+        .map_err(io("reading the file set into the page cache"))?;
+    let threads = client.cpus().len();
+    let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
+        BenchError::Unsupported {
+            bench: bench.into(),
+            reason: format!("cannot start the client threads: {e}"),
+        }
+    })?;
+    Ok((set, pool))
+}
+
 /// Whether no client CPU shares a core with a server CPU: only then may the client
 /// poll, as its polling would otherwise take cycles from the server's core.
 pub(crate) fn client_cores_apart(

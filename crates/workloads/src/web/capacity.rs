@@ -21,12 +21,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
-use smtlab_loadgen::{ClientPool, LoadConfig, Mix, Pinning};
+use smtlab_loadgen::{ClientPool, LoadConfig, Mix};
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::builtin::{Docs, EventServer, ServerOpts, ThreadServer};
 use super::dynamic::{self, Dynamic};
-use super::fileset::{self, FileSet};
+use super::fileset::FileSet;
 use super::{Running, SERVERS, real};
 
 const NAME: &str = "web-capacity";
@@ -215,13 +215,7 @@ impl Benchmark for WebCapacity {
                 error: e,
             }
         };
-        let set =
-            FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
-        set.warm()
-            .map_err(io("reading the file set into the page cache"))?;
-        let threads = client.cpus().len();
-        let pool = ClientPool::start(Pinning::Client(client), threads)
-            .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
+        let (set, pool) = super::files_and_clients(NAME, client, dataset)?;
         let cpus = &ctx.placement.cpus;
         let opts = ServerOpts::default();
         // nginx has no dynamic module here: it gets the static requests only.
@@ -466,7 +460,7 @@ mod tests {
         // still get 333 kbit/s (>= 320) and 13 get 307: the capacity is 12. Responses of
         // 20 kB make a pacing slot of 0.4 s, long beside this machine's scheduling noise.
         let (addr, stop) = throttled_server(4_000_000.0, 20_000);
-        let pool = ClientPool::start(Pinning::Unpinned, 1).unwrap();
+        let pool = ClientPool::start(smtlab_loadgen::Pinning::Unpinned, 1).unwrap();
         let mix = Arc::new(Mix::single(
             smtlab_loadgen::RequestSpec::get("/").expect_len(20_000),
             "h",

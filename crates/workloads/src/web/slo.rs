@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 
 use smtlab_bench::params::declare as p;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
-use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
+use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix};
 use smtlab_model::slo::Slo;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::builtin::ServerOpts;
 use super::capacity::search;
-use super::fileset::{self, FileSet};
+use super::fileset::FileSet;
 use super::{Custom, Running, start_server_with};
 
 const NAME: &str = "web-slo";
@@ -156,20 +156,8 @@ impl Benchmark for WebSlo {
             bench: NAME.into(),
             reason,
         };
-        let io = |what: &'static str| {
-            move |e: std::io::Error| BenchError::Io {
-                bench: NAME.into(),
-                what: what.into(),
-                error: e,
-            }
-        };
-        let set =
-            FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
-        set.warm()
-            .map_err(io("reading the file set into the page cache"))?;
+        let (set, pool) = super::files_and_clients(NAME, client, dataset)?;
         let threads = client.cpus().len();
-        let pool = ClientPool::start(Pinning::Client(client), threads)
-            .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
         // The server starts last, after the counters were opened (by the runner, before
         // prepare), so they count its threads and processes.
         let port = prm.get_u64("port")?;
