@@ -358,3 +358,24 @@ fn advise_switches_smt_off_and_on_answers_and_restores_smt() {
     assert_eq!(f.journal(), ["smt/control off", "smt/control on"]);
     f.assert_restored();
 }
+
+#[test]
+fn penalty_measures_the_task_beside_a_hog_on_its_sibling() {
+    let f = Fake::new();
+    let out = ok(f
+        .smtlab()
+        .args([
+            "penalty", "--quick", "--cmd", "t=true", "--hogs", "spin", "--json", "--db",
+        ])
+        .arg(f.db())
+        .output()
+        .unwrap());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = v.to_string();
+    assert!(text.contains("sibling") && text.contains("spin"), "{text}");
+    assert!(
+        f.journal().is_empty(),
+        "penalty switches nothing: {:?}",
+        f.journal()
+    );
+}

@@ -48,7 +48,12 @@ pub struct FormatField {
 
 impl FormatField {
     /// Parses a format file's content (`config:0-7,32-35`, `config1:0-63`, `config:21`).
-    pub fn parse(name: &str, text: &str) -> Result<FormatField, String> {
+    pub fn parse(name: &str, text: &str) -> Result<FormatField, PmuError> {
+        Self::parse_text(name, text).map_err(PmuError)
+    }
+
+    /// The work of the public function above, its reason as text.
+    fn parse_text(name: &str, text: &str) -> Result<FormatField, String> {
         let bad = || {
             format!(
                 "format `{name}`: expected `config[12]:LO-HI,...`, found `{}`",
@@ -164,7 +169,12 @@ pub fn parse_number(s: &str) -> Option<u64> {
 
 impl Pmu {
     /// Reads one PMU directory. `Err` names the file that is missing or malformed.
-    pub fn read(dir: &Path) -> Result<Pmu, String> {
+    pub fn read(dir: &Path) -> Result<Pmu, PmuError> {
+        Self::read_text(dir).map_err(PmuError)
+    }
+
+    /// The work of the public function above, its reason as text.
+    fn read_text(dir: &Path) -> Result<Pmu, String> {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -236,7 +246,12 @@ impl Pmu {
     /// Encodes perf-style terms (`event=0x3c,umask=0x1,cmask=1`, `cycles`,
     /// `config=0x1234`) through this PMU's format files. A term without a value is 1
     /// (`edge`, `any`), or the PMU's alias of that name. `Err` is one line naming the term.
-    pub fn encode(&self, terms: &str) -> Result<EventEncoding, String> {
+    pub fn encode(&self, terms: &str) -> Result<EventEncoding, PmuError> {
+        self.encode_text(terms).map_err(PmuError)
+    }
+
+    /// The work of the public function above, its reason as text.
+    fn encode_text(&self, terms: &str) -> Result<EventEncoding, String> {
         let mut words = [0u64; 3];
         self.encode_into(terms, &mut words, 0)?;
         Ok(EventEncoding {
@@ -434,6 +449,12 @@ impl PmuTree {
     }
 }
 
+/// A PMU file or an event's terms that cannot be read or encoded; the text names the
+/// file or the term and what was expected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct PmuError(pub String);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,6 +487,7 @@ mod tests {
         assert!(
             p.encode("event=0x1000")
                 .unwrap_err()
+                .0
                 .contains("does not fit its 12 bits")
         );
     }
@@ -486,7 +508,7 @@ mod tests {
         assert_eq!(e.config1, 3);
         assert_eq!(p.encode("cycles").unwrap().config, 0x3c);
         assert_eq!(p.encode("config=0x1234").unwrap().config, 0x1234);
-        let err = p.encode("event=0x3c,foo=1").unwrap_err();
+        let err = p.encode("event=0x3c,foo=1").unwrap_err().0;
         assert!(
             err.contains("unknown term `foo`") && err.contains("umask"),
             "{err}"
@@ -494,9 +516,10 @@ mod tests {
         assert!(
             p.encode("event=zz")
                 .unwrap_err()
+                .0
                 .contains("expected a number")
         );
-        assert!(p.encode("event=?").unwrap_err().contains("needs a value"));
+        assert!(p.encode("event=?").unwrap_err().0.contains("needs a value"));
     }
 
     #[test]

@@ -13,7 +13,12 @@ pub struct Slo {
 
 impl Slo {
     /// Parses `p99=5ms` (`p50`, `p90`, `p99`, `p99.9`; `us`, `ms` or `s`).
-    pub fn parse(text: &str) -> Result<Slo, String> {
+    pub fn parse(text: &str) -> Result<Slo, SloError> {
+        Self::parse_text(text).map_err(SloError)
+    }
+
+    // The work of the public function above, its reason as text.
+    fn parse_text(text: &str) -> Result<Slo, String> {
         let bad = || {
             format!(
                 "{text:?}: expected a percentile and a time, e.g. p99=5ms, p99.9=20ms, p50=500us"
@@ -47,6 +52,11 @@ impl Slo {
     }
 }
 
+/// A latency target that does not parse; the text says what was expected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct SloError(pub String);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,7 +74,7 @@ mod tests {
         assert_eq!(Slo::parse("p50=500us").unwrap().max_ns, 500_000);
         assert_eq!(Slo::parse(" p90 = 1s ").unwrap().max_ns, 1_000_000_000);
         for bad in ["99=5ms", "p99", "p99=5", "p100=5ms", "p99=-1ms", "p99=fast"] {
-            let e = Slo::parse(bad).unwrap_err();
+            let e = Slo::parse(bad).unwrap_err().0;
             assert!(e.contains("expected a percentile and a time"), "{bad}: {e}");
         }
     }

@@ -1084,7 +1084,7 @@ fn strip(a: &Advice) -> Option<String> {
 /// The report's first section (`id="advice"`): one row per workload with its answer,
 /// the figures it rests on and a strip of the deciding figure with its interval; or why
 /// the run has no answer.
-pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     let answers = advise_run(r);
     if answers.is_empty() {
         return Err(

@@ -288,12 +288,12 @@ pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) 
     let (topdown, topdown_unavailable) = match level1(v) {
         Ok(t) => (Some(t), None),
         // Only worth a line when top-down events were asked for.
-        Err(e) if asked_for_topdown(v) => (None, Some(e)),
+        Err(e) if asked_for_topdown(v) => (None, Some(e.to_string())),
         Err(_) => (None, None),
     };
     let (dram, dram_unavailable) = match dram_bandwidth(v, dram_peak_gb_per_s) {
         Ok(b) => (Some(b), None),
-        Err(e) if asked_for_dram(v) => (None, Some(e)),
+        Err(e) if asked_for_dram(v) => (None, Some(e.0)),
         Err(_) => (None, None),
     };
     CellRatios {

@@ -224,7 +224,7 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
 }
 
 /// The section; `Err` with the reason (and nothing written) when no cell was counted.
-pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells: Vec<(&CellRecord, &CellCounters)> = r
         .cells
         .iter()

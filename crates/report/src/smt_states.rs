@@ -116,7 +116,7 @@ pub fn text(cells: &[CellRecord]) -> String {
 }
 
 /// The HTML section, or why the run has none.
-pub fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     let (rows, means) = rows(&r.cells);
     if rows.is_empty() {
         return Err("no cell measured with SMT off and on in this run (--smt both)".into());

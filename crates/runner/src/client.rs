@@ -14,6 +14,16 @@ pub fn client_for(
     topo: &Topology,
     placement: &ResolvedPlacement,
     rule: &ClientRule,
+) -> Result<Option<ClientSide>, NoClientCpus> {
+    client_text(bench, topo, placement, rule).map_err(NoClientCpus)
+}
+
+/// The work of [`client_for`], its reason as text.
+fn client_text(
+    bench: &dyn Benchmark,
+    topo: &Topology,
+    placement: &ResolvedPlacement,
+    rule: &ClientRule,
 ) -> Result<Option<ClientSide>, String> {
     if !bench.client_side() {
         return Ok(None);
@@ -23,3 +33,8 @@ pub fn client_for(
         .map(Some)
         .map_err(|e| format!("cannot start the client side: {e}"))
 }
+
+/// Why a benchmark's client side cannot be placed or started; the cell is skipped with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoClientCpus(pub String);

@@ -420,7 +420,8 @@ impl Session<'_> {
         replies: mpsc::Sender<Reply>,
     ) {
         let client =
-            crate::client::client_for(plan.bench, self.topo, &placement, &self.client_rule);
+            crate::client::client_for(plan.bench, self.topo, &placement, &self.client_rule)
+                .map_err(|e| e.0);
         // Kept to the end of the cell: dropping it restores what it changed.
         let state = match self.system {
             Some(machine) => machine

@@ -62,7 +62,12 @@ pub struct CpuPair {
 
 /// Picks the CPUs of the forms: the first CPU of the first core, its first sibling and
 /// the first CPU of the next core.
-pub fn cpu_pair(topo: &Topology) -> Result<CpuPair, String> {
+pub fn cpu_pair(topo: &Topology) -> Result<CpuPair, NoCpuPair> {
+    cpu_pair_text(topo).map_err(NoCpuPair)
+}
+
+/// The work of the public function above, its reason as text.
+fn cpu_pair_text(topo: &Topology) -> Result<CpuPair, String> {
     let mut cores = topo.cores();
     let first = cores
         .next()
@@ -515,6 +520,11 @@ impl Instance for CoRunInstance {
         self.fixed.or_else(|| self.a.fixed_iterations())
     }
 }
+
+/// Why this machine has no CPU to measure a co-run on (one CPU, none online).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoCpuPair(pub String);
 
 #[cfg(test)]
 mod tests;

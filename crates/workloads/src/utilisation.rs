@@ -77,6 +77,15 @@ pub fn breakdown(
     before: &BTreeMap<u32, CpuTicks>,
     after: &BTreeMap<u32, CpuTicks>,
     cpus: &[u32],
+) -> Result<Breakdown, NoBreakdown> {
+    breakdown_text(before, after, cpus).map_err(NoBreakdown)
+}
+
+/// The work of [`breakdown`], its reason as text.
+fn breakdown_text(
+    before: &BTreeMap<u32, CpuTicks>,
+    after: &BTreeMap<u32, CpuTicks>,
+    cpus: &[u32],
 ) -> Result<Breakdown, String> {
     let (mut user, mut system, mut iowait, mut other, mut idle) = (0u64, 0u64, 0u64, 0u64, 0u64);
     for &c in cpus {
@@ -264,11 +273,10 @@ impl Instance for OpenLoopInstance {
             elapsed += e;
         }
         let after = self.read_ticks()?;
-        let b =
-            breakdown(&before, &after, &self.cpus).map_err(|reason| BenchError::Unsupported {
-                bench: NAME.into(),
-                reason,
-            })?;
+        let b = breakdown(&before, &after, &self.cpus).map_err(|e| BenchError::Unsupported {
+            bench: NAME.into(),
+            reason: e.0,
+        })?;
         let mut metrics = BTreeMap::from([
             (USER.to_string(), b.user),
             (SYSTEM.to_string(), b.system),
@@ -294,6 +302,11 @@ impl Instance for OpenLoopInstance {
         Some(1)
     }
 }
+
+/// Why the CPU time of a step cannot be broken down (a CPU missing, no tick passed).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoBreakdown(pub String);
 
 #[cfg(test)]
 mod tests {
@@ -368,11 +381,13 @@ mod tests {
         assert!(
             breakdown(&before, &after, &[0, 3])
                 .unwrap_err()
+                .0
                 .contains("CPU 3")
         );
         assert!(
             breakdown(&before, &before, &[0])
                 .unwrap_err()
+                .0
                 .contains("no /proc/stat tick")
         );
     }

@@ -67,7 +67,12 @@ fn bytes(r: &NamedReading) -> Option<f64> {
 pub fn dram_bandwidth(
     v: &CounterValues,
     peak_gb_per_s: Option<f64>,
-) -> Result<DramBandwidth, String> {
+) -> Result<DramBandwidth, BandwidthUnavailable> {
+    bandwidth_text(v, peak_gb_per_s).map_err(BandwidthUnavailable)
+}
+
+/// The work of [`dram_bandwidth`], its reason as text.
+fn bandwidth_text(v: &CounterValues, peak_gb_per_s: Option<f64>) -> Result<DramBandwidth, String> {
     let mut read = 0.0;
     let mut write = 0.0;
     let mut window: Option<f64> = None;
@@ -140,6 +145,11 @@ pub fn correlation(x: &[f64], y: &[f64]) -> Option<f64> {
     (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
 }
 
+/// Why no DRAM bandwidth can be given (no memory-controller counts, not root, ...).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct BandwidthUnavailable(pub String);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +203,7 @@ mod tests {
         assert!(
             dram_bandwidth(&v, None)
                 .unwrap_err()
+                .0
                 .contains("--events dram")
         );
         v.named_unavailable.push(NamedUnavailable {
@@ -200,7 +211,7 @@ mod tests {
             reason: "no PMU offers it here".into(),
         });
         assert_eq!(
-            dram_bandwidth(&v, None).unwrap_err(),
+            dram_bandwidth(&v, None).unwrap_err().0,
             "DRAM bandwidth not measured: cas_count_read: no PMU offers it here"
         );
         v.named_unavailable[0] = NamedUnavailable {
@@ -208,7 +219,7 @@ mod tests {
             reason: "DRAM bandwidth not measured: no memory-controller PMU".into(),
         };
         assert_eq!(
-            dram_bandwidth(&v, None).unwrap_err(),
+            dram_bandwidth(&v, None).unwrap_err().0,
             "DRAM bandwidth not measured: no memory-controller PMU"
         );
     }

@@ -138,7 +138,12 @@ fn values(v: &CounterValues, names: &[&str]) -> Result<Vec<f64>, Vec<String>> {
 
 /// Top-down level 1 of `v` by the first method whose events were all counted; `Err` is
 /// the one-line reason there is none.
-pub fn level1(v: &CounterValues) -> Result<Topdown, String> {
+pub fn level1(v: &CounterValues) -> Result<Topdown, TopdownUnavailable> {
+    level1_text(v).map_err(TopdownUnavailable)
+}
+
+// The work of the public function above, its reason as text.
+fn level1_text(v: &CounterValues) -> Result<Topdown, String> {
     let mut tried: Vec<String> = Vec::new();
     for method in [
         TopdownMethod::IntelPerfMetrics,
@@ -235,6 +240,11 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
         }
     }
 }
+
+/// Why no top-down breakdown can be computed from the counts (the events missing).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct TopdownUnavailable(pub String);
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -334,12 +344,12 @@ pub(crate) mod tests {
     #[test]
     fn missing_events_are_named_not_zeroed() {
         let v = named(&[("slots", 1000, None), ("topdown-retiring", 400, None)]);
-        let e = level1(&v).unwrap_err();
+        let e = level1(&v).unwrap_err().0;
         assert!(
             e.contains("topdown-bad-spec") && e.contains("topdown-be-bound"),
             "{e}"
         );
         let none = named(&[]);
-        assert!(level1(&none).unwrap_err().contains("--events topdown"));
+        assert!(level1(&none).unwrap_err().0.contains("--events topdown"));
     }
 }

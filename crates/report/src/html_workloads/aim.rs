@@ -9,7 +9,7 @@ use super::speedup_table::{no_pairs_line, speedup_table};
 use crate::fmt::params;
 
 /// Paper 001 Table 2: a row per AIM9 benchmark.
-pub fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells = cells_in(r, |s| *s == ReportSection::Aim);
     if cells.is_empty() {
         return Err(String::new());

@@ -43,14 +43,14 @@ mod web;
 
 use smtlab_model::{CellRecord, RunResults};
 
-pub use aim::aim;
-pub use oltp::oltp;
-pub use smt_gain::chart1;
+pub(crate) use aim::aim;
+pub(crate) use oltp::oltp;
+pub(crate) use smt_gain::chart1;
 pub use speedup_table::no_pairs_reason;
-pub use tables::tables;
-pub use task_pool::task_pool;
+pub(crate) use tables::tables;
+pub(crate) use task_pool::task_pool;
 pub use text::text_summary;
-pub use web::web;
+pub(crate) use web::web;
 
 /// Whether a cell is one of the server or system workloads (Chart 1's bars): its
 /// benchmark's report section is one of theirs (`ReportSection::is_workload`).

@@ -9,7 +9,7 @@ use super::bench_block::bench_blocks;
 /// The benchmarks whose catalog entry puts them in the OLTP section (`oltp-pg`,
 /// `oltp-sqlite` and `sdet` today), in catalog order: the value per placement and the
 /// speed-ups.
-pub fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
     let present: Vec<&str> = r
         .benchmarks
         .iter()

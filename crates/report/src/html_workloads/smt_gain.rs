@@ -11,7 +11,7 @@ use crate::fmt::{params, times};
 use crate::yields::smt_yields;
 
 /// Paper 004 Chart 1: the `1c2t/1c1t` speed-up per workload.
-pub fn chart1(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn chart1(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells = cells_of(r, |c| is_workload(r, c));
     if cells.is_empty() {
         return Err(String::new());

@@ -8,7 +8,7 @@ use super::bench_block::bench_blocks;
 /// Paper 001 Tables 3-6 and the netperf-style rows of paper 004: every benchmark of the
 /// run whose catalog entry asks for a speed-up table, in catalog order, with the table
 /// it re-creates.
-pub fn tables(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn tables(p: &mut String, r: &RunResults) -> Result<(), String> {
     let present: Vec<(&str, &str)> = r
         .benchmarks
         .iter()

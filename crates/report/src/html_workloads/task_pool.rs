@@ -16,7 +16,7 @@ use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.
-pub fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells = cells_in(r, |s| *s == ReportSection::TaskPool);
     if cells.is_empty() {
         return Err(String::new());

@@ -21,7 +21,7 @@ use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
 /// Paper 000: web servers.
-pub fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
     let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
     if stat.is_empty() && cap.is_empty() {

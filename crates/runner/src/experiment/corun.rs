@@ -87,7 +87,7 @@ impl Workload {
 
     /// A shell command `NAME=COMMAND` as a workload (one run is one sample's work).
     pub fn command(text: &str) -> Result<Workload, ExperimentError> {
-        let c = ShellCommand::parse(text).map_err(ExperimentError::Input)?;
+        let c = ShellCommand::parse(text).map_err(|e| ExperimentError::Input(e.0))?;
         Ok(Workload {
             bench: Arc::new(c),
             params: Params::default(),

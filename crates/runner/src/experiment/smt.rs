@@ -123,9 +123,9 @@ pub fn turns<'a>(groups: Vec<Group<'a>>, states: &[bool]) -> Vec<Group<'a>> {
 }
 
 /// The SMT states of `states` that can be measured here, or why none can be.
-pub fn switchable(machine: &dyn Machine, states: &[bool]) -> Result<Vec<bool>, String> {
+pub fn switchable(machine: &dyn Machine, states: &[bool]) -> Result<Vec<bool>, NotSwitchable> {
     match (states.is_empty(), machine.switch_refusal()) {
-        (false, Some(why)) => Err(why),
+        (false, Some(why)) => Err(NotSwitchable(why)),
         _ => Ok(states.to_vec()),
     }
 }
@@ -246,6 +246,11 @@ fn skip_all(group: &Group<'_>, st: SmtState, why: &str, sink: &mut dyn SessionOb
 pub fn params_of(key: &CellKey) -> Params {
     Params::from_pairs(bench_params(key).into_iter().collect::<Vec<_>>())
 }
+
+/// Why SMT cannot be switched on this machine (not root, no smt/control, ...).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotSwitchable(pub String);
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,12 @@ pub struct ShellCommand {
 
 impl ShellCommand {
     /// Parses `NAME=COMMAND`; the name must be a short word (it names matrix rows).
-    pub fn parse(text: &str) -> Result<ShellCommand, String> {
+    pub fn parse(text: &str) -> Result<ShellCommand, CommandError> {
+        Self::parse_text(text).map_err(CommandError)
+    }
+
+    /// The work of the public function above, its reason as text.
+    fn parse_text(text: &str) -> Result<ShellCommand, String> {
         let (name, command) = text
             .split_once('=')
             .ok_or_else(|| format!("--cmd {text:?}: expected NAME='COMMAND'"))?;
@@ -128,6 +133,11 @@ impl Instance for ShellInstance {
     }
 }
 
+/// A `--cmd NAME=COMMAND` that does not parse; the text says what was expected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct CommandError(pub String);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +148,7 @@ mod tests {
         assert_eq!(c.name, "spin");
         assert!(c.command.starts_with("i=0;"));
         for bad in ["nocommand", "=true", "a b=true", "x=  "] {
-            let e = ShellCommand::parse(bad).unwrap_err();
+            let e = ShellCommand::parse(bad).unwrap_err().0;
             assert!(e.contains("--cmd"), "{e}");
         }
     }
