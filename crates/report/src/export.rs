@@ -4,8 +4,17 @@
 
 use smtlab_model::{CellRecord, RunResults};
 
-/// The CSV header, one column per name, in order.
-pub const CSV_COLUMNS: [&str; 50] = [
+/// The CSV header, one column per name, in order: these, then the counter ratios
+/// ([`crate::counter_ratios::CSV_RATIO_COLUMNS`], empty where not measured, and the
+/// reasons some are not).
+pub fn csv_columns() -> Vec<&'static str> {
+    let mut v = CELL_COLUMNS.to_vec();
+    v.extend(crate::counter_ratios::CSV_RATIO_COLUMNS);
+    v
+}
+
+/// The columns of a cell before its counter ratios.
+const CELL_COLUMNS: [&str; 35] = [
     "run_id",
     "benchmark",
     "group",
@@ -42,23 +51,6 @@ pub const CSV_COLUMNS: [&str; 50] = [
     "smt_control",
     "tool_version",
     "git_commit",
-    // The counter ratios (crate::counter_ratios::CSV_RATIO_COLUMNS), empty where not
-    // measured, and the reasons some are not.
-    "cpi",
-    "ipc",
-    "l1i_miss_rate",
-    "l1d_miss_rate",
-    "llc_miss_rate",
-    "itlb_miss_rate",
-    "dtlb_miss_rate",
-    "branch_miss_rate",
-    "topdown_retiring",
-    "topdown_bad_speculation",
-    "topdown_frontend_bound",
-    "topdown_backend_bound",
-    "dram_gb_per_s",
-    "dram_share_of_peak",
-    "ratios_omitted",
 ];
 
 /// The run as pretty-printed `smtlab.results/1` JSON with a trailing newline: every
@@ -93,7 +85,7 @@ pub fn json(results: &RunResults) -> Vec<u8> {
 }
 
 /// One row per cell, for spreadsheets: the summary of the cell's values plus how it was
-/// measured. Columns are [`CSV_COLUMNS`]:
+/// measured. Columns are [`csv_columns`]:
 ///
 /// * `params`: `k=v;k=v` in key order; `placement`: the canonical resolved name
 ///   (`1c2t`, `2c1t/scatter`); `cpus`: the resolved CPUs as a Linux list (`0-3,8`),
@@ -118,7 +110,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
     let mut w = csv::Writer::from_writer(Vec::new());
     // Writing records to a Vec cannot fail (no I/O, rows of equal length), so the
     // results are ignored rather than unwrapped.
-    let _ = w.write_record(CSV_COLUMNS);
+    let _ = w.write_record(csv_columns());
     for cell in &results.cells {
         let mut r = row(results.run.id, cell).to_vec();
         r.extend(extra(results, Some(cell), None));
@@ -226,7 +218,10 @@ mod tests {
     #[test]
     fn csv_and_json_carry_the_counter_ratios() {
         use smtlab_model::counters::{CountMode, CounterEvent, Reading};
-        assert_eq!(CSV_COLUMNS[35..], crate::counter_ratios::CSV_RATIO_COLUMNS);
+        assert_eq!(
+            csv_columns()[35..],
+            crate::counter_ratios::CSV_RATIO_COLUMNS
+        );
         let mut results = testdata::results(7);
         let i = results
             .cells
@@ -271,7 +266,7 @@ mod tests {
         let mut rd = csv::Reader::from_reader(text.as_bytes());
         assert_eq!(
             rd.headers().unwrap().iter().collect::<Vec<_>>(),
-            CSV_COLUMNS
+            csv_columns()
         );
         let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), results.cells.len() + results.skipped.len());

@@ -6,7 +6,6 @@
 use anyhow::{Result, bail};
 use smtlab_model::keys::Form;
 use smtlab_model::{CellKey, RunConfig, Topology};
-use smtlab_runner::exec::{CommandBench, ExecValue};
 use smtlab_runner::experiment::advise::{self as exp, PreparedCommand, Subject};
 use smtlab_runner::experiment::corun::{self as corun_exp, Workload};
 use smtlab_runner::experiment::{smt, utilisation as util};
@@ -166,26 +165,13 @@ fn subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
     if args.slo.is_some() {
         bail!("--slo is for workloads measured at a latency target (web-slo), not a command");
     }
-    let value = match &args.throughput {
-        Some(p) => ExecValue::Throughput(super::exec::throughput_regex(p)?),
-        None => ExecValue::WallTime,
-    };
-    let reps = args.reps as usize;
-    let command = CommandBench {
-        argv: argv.clone(),
-        value,
-        timeout: args.timeout,
-        warmup_runs: args.warmup as usize,
-        reps,
-    };
-    let cfg = RunConfig {
-        min_samples: reps,
-        max_samples: reps,
-        warmup_ns: 0,
-        // Every run is taken whatever it lasts: the budget is the user's (--timeout).
-        max_cell_ns: u64::MAX,
-        ..RunConfig::default()
-    };
+    let (command, cfg) = super::exec::command_bench(
+        argv,
+        args.throughput.as_deref(),
+        args.timeout,
+        args.warmup,
+        args.reps as usize,
+    )?;
     let s = Subject::Command(PreparedCommand {
         command,
         prepare: args.prepare.clone(),

@@ -34,10 +34,6 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     }
     check_program(&argv[0])?;
     let reps = args.reps as usize;
-    let value = match &args.throughput {
-        Some(p) => ExecValue::Throughput(throughput_regex(p)?),
-        None => ExecValue::WallTime,
-    };
     let topo = super::topology(machine)?;
     let (specs, note) = if args.placements.is_empty() {
         default_placements(&topo)
@@ -53,24 +49,16 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
     smtlab_store::Store::check_target(&db)?;
-    let bench = CommandBench {
-        argv: argv.clone(),
-        value,
-        timeout: args.timeout,
-        warmup_runs: args.warmup as usize,
+    let (bench, mut config) = command_bench(
+        argv,
+        args.throughput.as_deref(),
+        args.timeout,
+        args.warmup,
         reps,
-    };
-    let mut config = RunConfig {
-        min_samples: reps,
-        max_samples: reps,
-        warmup_ns: 0,
-        // Every run is taken whatever it lasts: the budget is the user's (--timeout).
-        max_cell_ns: u64::MAX,
-        counters: args.counters,
-        counter_events: args.events.clone(),
-        dram_peak_gb_per_s: args.dram_peak,
-        ..RunConfig::default()
-    };
+    )?;
+    config.counters = args.counters;
+    config.counter_events = args.events.clone();
+    config.dram_peak_gb_per_s = args.dram_peak;
     config.known_overheads = Some(super::overheads(machine));
     let counting = machine.counting_for(&config)?;
     Ok(Exec {
@@ -112,6 +100,38 @@ impl Exec {
             })
             .collect()
     }
+}
+
+/// A user's command as a benchmark (`exec`, `advise -- CMD`): its value (wall time, or
+/// the `--throughput` number it prints), `reps` measured runs after `warmup` discarded
+/// ones, and the settings that take every run whatever it lasts.
+pub(crate) fn command_bench(
+    argv: &[String],
+    throughput: Option<&str>,
+    timeout: Option<std::time::Duration>,
+    warmup: u32,
+    reps: usize,
+) -> Result<(CommandBench, RunConfig)> {
+    let value = match throughput {
+        Some(p) => ExecValue::Throughput(throughput_regex(p)?),
+        None => ExecValue::WallTime,
+    };
+    let bench = CommandBench {
+        argv: argv.to_vec(),
+        value,
+        timeout,
+        warmup_runs: warmup as usize,
+        reps,
+    };
+    let config = RunConfig {
+        min_samples: reps,
+        max_samples: reps,
+        warmup_ns: 0,
+        // Every run is taken whatever it lasts: the budget is the user's (--timeout).
+        max_cell_ns: u64::MAX,
+        ..RunConfig::default()
+    };
+    Ok((bench, config))
 }
 
 /// Compiles `--throughput`: one line on error, and a capture group is required.
