@@ -185,13 +185,6 @@ pub struct WebStatic;
 
 const NAME: &str = "web-static";
 
-fn unsupported(reason: impl Into<String>) -> BenchError {
-    BenchError::Unsupported {
-        bench: NAME.into(),
-        reason: reason.into(),
-    }
-}
-
 impl Benchmark for WebStatic {
     fn info(&self) -> BenchInfo {
         BenchInfo {
@@ -326,20 +319,7 @@ impl Benchmark for WebStatic {
         }
         .min(conns);
 
-        let io = |what: &str| {
-            let what = what.to_string();
-            move |e: std::io::Error| BenchError::Io {
-                bench: NAME.into(),
-                what,
-                error: e,
-            }
-        };
-        let set =
-            FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
-        set.warm()
-            .map_err(io("reading the file set into the page cache"))?;
-        let pool = ClientPool::start(Pinning::Client(client), threads)
-            .map_err(|e| unsupported(format!("cannot start the client threads: {e}")))?;
+        let (set, pool) = files_and_clients(NAME, client, dataset, threads)?;
         // The server starts last, after the counters were opened (by the runner, before
         // prepare), so they count its threads and processes.
         let port = p.get_u64("port")?;
@@ -355,18 +335,15 @@ impl Benchmark for WebStatic {
             nginx: p.get_str("nginx")?.to_string(),
             apache: p.get_str("apache")?.to_string(),
         };
-        let running = start_server_with(
+        let (running, mix) = serve_files(
+            NAME,
             &server,
             &set,
             &ctx.placement.cpus,
-            ServerOpts::default(),
             &custom,
-        )
-        .map_err(|e| unsupported(e.to_string()))?;
+            keep_alive,
+        )?;
         let addr = running.addr();
-        let (specs, weights) = set.requests();
-        let mix = Mix::weighted(&specs, &weights, &addr.to_string(), keep_alive)
-            .map_err(|e| unsupported(e.to_string()))?;
         let mut cfg = LoadConfig::new(addr, conns, Duration::from_secs_f64(duration));
         cfg.threads = threads;
         cfg.keep_alive = keep_alive;
@@ -392,13 +369,14 @@ impl Benchmark for WebStatic {
 /// server, so the server's CPUs do not spend time waking the client.
 pub(crate) const CLIENT_BUSY_POLL: Duration = Duration::from_micros(50);
 
-/// The file set of `dataset` bytes, generated and read into the page cache, and the
-/// client's load threads started pinned on its CPUs: what a load of the web lab needs
-/// before its server starts. Errors name `bench`.
+/// The file set of `dataset` bytes, generated and read into the page cache, and
+/// `threads` load threads started pinned on the client's CPUs: what a load of the web
+/// lab needs before its server starts. Errors name `bench`.
 pub(crate) fn files_and_clients(
     bench: &str,
     client: &smtlab_bench::client::ClientSide,
     dataset: u64,
+    threads: usize,
 ) -> Result<(FileSet, ClientPool), BenchError> {
     let io = |what: &'static str| {
         move |e: std::io::Error| BenchError::Io {
@@ -411,7 +389,6 @@ pub(crate) fn files_and_clients(
         FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
     set.warm()
         .map_err(io("reading the file set into the page cache"))?;
-    let threads = client.cpus().len();
     let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
         BenchError::Unsupported {
             bench: bench.into(),
@@ -419,6 +396,28 @@ pub(crate) fn files_and_clients(
         }
     })?;
     Ok((set, pool))
+}
+
+/// Starts `server` (a built-in one, nginx, Apache or the user's `cmd`) on `cpus`
+/// serving `set`, and the request mix of the set's files addressed to it.
+pub(crate) fn serve_files(
+    bench: &str,
+    server: &str,
+    set: &FileSet,
+    cpus: &[u32],
+    custom: &Custom,
+    keep_alive: bool,
+) -> Result<(Running, Mix), BenchError> {
+    let unsupported = |reason: String| BenchError::Unsupported {
+        bench: bench.into(),
+        reason,
+    };
+    let running = start_server_with(server, set, cpus, ServerOpts::default(), custom)
+        .map_err(|e| unsupported(e.to_string()))?;
+    let (specs, weights) = set.requests();
+    let mix = Mix::weighted(&specs, &weights, &running.addr().to_string(), keep_alive)
+        .map_err(|e| unsupported(e.to_string()))?;
+    Ok((running, mix))
 }
 
 /// Whether no client CPU shares a core with a server CPU: only then may the client

@@ -215,7 +215,7 @@ impl Benchmark for WebCapacity {
                 error: e,
             }
         };
-        let (set, pool) = super::files_and_clients(NAME, client, dataset)?;
+        let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
         let cpus = &ctx.placement.cpus;
         let opts = ServerOpts::default();
         // nginx has no dynamic module here: it gets the static requests only.

@@ -22,10 +22,9 @@ use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix};
 use smtlab_model::slo::Slo;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
-use super::builtin::ServerOpts;
 use super::capacity::search;
 use super::fileset::FileSet;
-use super::{Custom, Running, start_server_with};
+use super::{Custom, Running};
 
 const NAME: &str = "web-slo";
 /// The search's rate unit: rates are multiples of it.
@@ -152,11 +151,7 @@ impl Benchmark for WebSlo {
             ));
         }
         let client = ctx.client_side(NAME)?;
-        let unsupported = |reason: String| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason,
-        };
-        let (set, pool) = super::files_and_clients(NAME, client, dataset)?;
+        let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
         let threads = client.cpus().len();
         // The server starts last, after the counters were opened (by the runner, before
         // prepare), so they count its threads and processes.
@@ -168,18 +163,9 @@ impl Benchmark for WebSlo {
             nginx: String::new(),
             apache: String::new(),
         };
-        let running = start_server_with(
-            &server,
-            &set,
-            &ctx.placement.cpus,
-            ServerOpts::default(),
-            &custom,
-        )
-        .map_err(|e| unsupported(e.to_string()))?;
+        let (running, mix) =
+            super::serve_files(NAME, &server, &set, &ctx.placement.cpus, &custom, true)?;
         let addr = running.addr();
-        let (specs, weights) = set.requests();
-        let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
-            .map_err(|e| unsupported(e.to_string()))?;
         let mut cfg = LoadConfig::new(addr, conns, Duration::from_secs_f64(step));
         cfg.warmup = Duration::from_secs_f64(step / 4.0);
         cfg.threads = threads.min(conns);
