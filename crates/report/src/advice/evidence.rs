@@ -1,0 +1,290 @@
+//! The evidence of the advice: each workload's figures read from a run's cells (the
+//! SMT pairs, the whole machine, a capacity at a target, the single-thread cost, the
+//! partners, the headroom).
+
+use super::*;
+
+/// The cells' workloads: benchmark and parameters (the conditions experiments add are
+/// apart from them).
+fn workload_params(c: &CellRecord) -> BTreeMap<String, String> {
+    c.params.clone()
+}
+
+/// A workload's name as the advice shows it: `int-ops threads=auto`.
+pub fn workload_name(benchmark: &str, params: &BTreeMap<String, String>) -> String {
+    if params.is_empty() {
+        benchmark.to_string()
+    } else {
+        format!("{benchmark} {}", params_text(params))
+    }
+}
+
+/// The headroom of a utilisation curve among `cells` (`smtlab util`, or `advise
+/// --headroom`): at the step offering all of the measured maximum, what the OS reports
+/// busy on the load's CPUs and the throughput still left (1 - achieved / maximum, with
+/// its interval); SMT on where both states were measured.
+pub fn headroom(cells: &[CellRecord]) -> Option<Headroom> {
+    let points = crate::utilisation::curve(cells);
+    let full = |state: &str| {
+        points
+            .iter()
+            .find(|p| p.smt == state && p.offered_pct.is_some_and(|x| (x - 100.0).abs() < 1e-9))
+    };
+    let p = full("on").or_else(|| full("as found")).or_else(|| {
+        points
+            .iter()
+            .find(|p| p.offered_pct.is_some_and(|x| (x - 100.0).abs() < 1e-9))
+    })?;
+    let r = p.of_max.as_ref()?;
+    let busy = p.busy();
+    if !busy.is_finite() {
+        return None;
+    }
+    Some(Headroom {
+        reported_busy_pct: busy * 100.0,
+        left: Figure {
+            value: 1.0 - r.ratio,
+            ci95_low: r.ci95_high.map(|h| 1.0 - h),
+            ci95_high: r.ci95_low.map(|l| 1.0 - l),
+            unsteady: None,
+        },
+    })
+}
+
+/// The evidence of every workload among `cells` measured on at least two of the
+/// placements the advice compares (or co-run), in order of first appearance; `smt`:
+/// whether the machine has SMT. Utilisation steps are left out (they have no workload).
+pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
+    let room = headroom(cells);
+    let cells: Vec<&CellRecord> = cells
+        .iter()
+        .filter(|c| c.conditions.rate.is_none())
+        .collect();
+    let mut out: Vec<Evidence> = Vec::new();
+    let mut seen: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+    for c in &cells {
+        if crate::corun::form_of(c).is_some() {
+            continue;
+        }
+        let key = (c.benchmark.clone(), workload_params(c));
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key.clone());
+        let mine: Vec<&CellRecord> = cells
+            .iter()
+            .copied()
+            .filter(|o| {
+                o.benchmark == key.0
+                    && workload_params(o) == key.1
+                    && crate::corun::form_of(o).is_none()
+            })
+            .collect();
+        let find = |name: &str, state: Option<&str>| {
+            mine.iter().copied().find(|o| {
+                o.placement_spec == name
+                    && match state {
+                        Some(s) => o.smt().map(|x| x.name()) == Some(s),
+                        None => o.smt().is_none_or(|x| x.name() != "off"),
+                    }
+            })
+        };
+        let pair = |kind: PairKind| {
+            let (b, o) = kind.placements();
+            let (base, other) = (find(b, None)?, find(o, None)?);
+            if base.placement.cpu_set() == other.placement.cpu_set() {
+                return None;
+            }
+            verdict(base, other).map(|v| (Figure::from_verdict(&v), other))
+        };
+        let mut e = Evidence {
+            workload: workload_name(&key.0, &key.1),
+            smt,
+            ..Evidence::default()
+        };
+        if let Some((f, smt_cell)) = pair(PairKind::SmtYield) {
+            e.idle_sibling = idle_sibling(smt_cell);
+            e.sibling_gain = Some(f);
+        }
+        e.second_core = pair(PairKind::SecondCore).map(|(f, _)| f);
+        if let (Some(core2), Some(sib)) = (find("2c1t", None), find("1c2t", None))
+            && sib.placement.threads_per_core >= 2
+        {
+            e.sibling_vs_core = verdict(core2, sib).map(|v| Figure::from_verdict(&v));
+        }
+        // The whole machine: SMT on over off on `all`, else `all` over `cores`.
+        let states = find("all", Some("off")).zip(find("all", Some("on")));
+        e.machine_switched = states.is_some();
+        e.machine_gain = match states {
+            Some((off, on)) => verdict(off, on).map(|v| Figure::from_verdict(&v)),
+            None => pair(PairKind::MachineSmtGain).map(|(f, _)| f),
+        };
+        if e.machine_gain.is_some() && !e.smt {
+            // Switched on for the run: the machine has SMT, even if off as found.
+            e.smt = true;
+        }
+        let base = find("1c1t", Some("off")).or_else(|| find("1c1t", None));
+        e.baseline = base.map(|c| {
+            let s = &c.result.summary;
+            let steady = c.result.unsteady_reason();
+            Baseline {
+                placement: c.placement_spec.clone(),
+                figure: Figure {
+                    value: s.mean,
+                    ci95_low: (s.n > 1).then_some(s.mean - s.ci95_half_width),
+                    ci95_high: (s.n > 1).then_some(s.mean + s.ci95_half_width),
+                    unsteady: steady,
+                },
+                unit: c.unit.clone(),
+            }
+        });
+        if let Some(slo) = key.1.get(SLO_PARAM) {
+            // A capacity at a latency target: its SMT comparison is the capacity's.
+            let switched = e.machine_switched && e.machine_gain.is_some();
+            let on_over_off = e
+                .machine_gain
+                .take()
+                .or_else(|| (!e.idle_sibling).then(|| e.sibling_gain.clone()).flatten());
+            e.sibling_gain = None;
+            if let Some(f) = on_over_off {
+                e.capacity = Some(Capacity {
+                    target: slo_words(slo),
+                    on_over_off: f,
+                    switched,
+                });
+            }
+        }
+        e.penalty = worst_penalty(&cells, &key.0);
+        e.partners = partners(&cells, &key.0);
+        // On `1c1t` alone (no SMT, no second core for it) the answer says what it can.
+        let measured = e.sibling_gain.is_some()
+            || e.second_core.is_some()
+            || e.machine_gain.is_some()
+            || e.capacity.is_some()
+            || e.penalty.is_some()
+            || !e.partners.is_empty()
+            || (e.baseline.is_some() && !e.smt);
+        if measured {
+            out.push(e);
+        }
+    }
+    // A workload measured on `1c1t` alone is worth a row only when nothing in the run
+    // compares (a server whose other placements left no CPU for its client); beside
+    // compared workloads it is a sweep's point, not a question.
+    let compared = |e: &Evidence| {
+        e.second_core.is_some()
+            || e.sibling_gain.is_some()
+            || e.machine_gain.is_some()
+            || e.capacity.is_some()
+            || e.penalty.is_some()
+            || !e.partners.is_empty()
+    };
+    if out.iter().any(compared) {
+        out.retain(compared);
+    }
+    for e in &mut out {
+        e.headroom.clone_from(&room);
+    }
+    // Workloads measured only in co-runs (a penalty run) get their answer too.
+    for c in &cells {
+        if crate::corun::form_of(c).is_none()
+            || out
+                .iter()
+                .any(|e| e.workload.split(' ').next() == Some(&c.benchmark))
+        {
+            continue;
+        }
+        if seen.iter().any(|(b, _)| *b == c.benchmark) {
+            continue;
+        }
+        seen.push((c.benchmark.clone(), BTreeMap::new()));
+        let e = Evidence {
+            workload: workload_name(&c.benchmark, &workload_params(c)),
+            smt,
+            penalty: worst_penalty(&cells, &c.benchmark),
+            partners: partners(&cells, &c.benchmark),
+            ..Evidence::default()
+        };
+        if e.penalty.is_some() || !e.partners.is_empty() {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// `p99=5ms` as `p99 <= 5ms`.
+fn slo_words(slo: &str) -> String {
+    match slo.split_once('=') {
+        Some((p, t)) => format!("{} <= {}", p.trim(), t.trim()),
+        None => slo.to_string(),
+    }
+}
+
+/// The largest single-thread penalty of `task` next to a busy sibling.
+fn worst_penalty(cells: &[&CellRecord], task: &str) -> Option<Partnered> {
+    let owned: Vec<CellRecord> = cells
+        .iter()
+        .filter(|c| c.benchmark == task && crate::corun::form_of(c).is_some())
+        .map(|c| (*c).clone())
+        .collect();
+    // A matrix cell names its partner even when alone; a penalty's alone cell names none.
+    let is_penalty = owned
+        .iter()
+        .any(|c| crate::corun::form_of(c).is_some_and(|(f, p)| f == Form::Alone && p == "-"));
+    if !is_penalty {
+        return None;
+    }
+    crate::corun::penalties(&owned, task)
+        .into_iter()
+        .filter(|p| p.form == Form::Sibling)
+        .filter_map(|p| p.ratio.map(|r| (p.hog, r)))
+        .max_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio))
+        .map(|(hog, r)| Partnered {
+            partner: hog,
+            figure: Figure::from_ratio(&r),
+        })
+}
+
+/// The co-run matrix's sibling entries of `a`: the pair's combined speed on one core.
+fn partners(cells: &[&CellRecord], a: &str) -> Vec<Partnered> {
+    let owned: Vec<CellRecord> = cells
+        .iter()
+        .filter(|c| crate::corun::form_of(c).is_some())
+        .map(|c| (*c).clone())
+        .collect();
+    crate::corun::matrix(&owned)
+        .into_iter()
+        .filter(|en| en.a == a && en.form == Form::Sibling)
+        .filter_map(|en| {
+            let (sa, sb) = (en.slowdown?, en.partner_slowdown?);
+            // 1/sA + 1/sB with the interval of each end: conservative bounds.
+            let speed = |x: f64| 1.0 / x;
+            let value = speed(sa.ratio) + speed(sb.ratio);
+            let low = sa
+                .ci95_high
+                .zip(sb.ci95_high)
+                .map(|(x, y)| speed(x) + speed(y));
+            let high = sa
+                .ci95_low
+                .zip(sb.ci95_low)
+                .map(|(x, y)| speed(x) + speed(y));
+            Some(Partnered {
+                partner: en.b,
+                figure: Figure {
+                    value,
+                    ci95_low: low,
+                    ci95_high: high,
+                    unsteady: None,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Every workload's advice among a run's cells.
+pub fn advise_run(r: &RunResults) -> Vec<Advice> {
+    evidence(&r.cells, r.run.topology.smt_visible())
+        .iter()
+        .map(decide)
+        .collect()
+}

@@ -1,0 +1,213 @@
+//! The advice as people and programs read it: JSON (`smtlab.advice/1`), terminal text,
+//! Markdown, and the HTML report's first section.
+
+use super::*;
+
+/// The advice JSON document (`smtlab.advice/1`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AdviceDoc {
+    pub schema: String,
+    /// The run the cells were saved in (0 when not stored).
+    pub run: i64,
+    /// One line per thing this machine could not measure.
+    pub notes: Vec<String>,
+    pub advice: Vec<Advice>,
+}
+
+/// The advice as pretty JSON with a trailing newline.
+pub fn json(run: i64, notes: &[String], advice: &[Advice]) -> String {
+    let doc = AdviceDoc {
+        schema: ADVICE_SCHEMA.into(),
+        run,
+        notes: notes.to_vec(),
+        advice: advice.to_vec(),
+    };
+    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn mark(says: Says) -> &'static str {
+    match says {
+        Says::On => "on",
+        Says::Off => "off",
+        Says::Unclear => "?",
+        Says::Context => "",
+    }
+}
+
+/// The terminal summary: per workload the answer, why, then each figure (its interval,
+/// which way it points, `*` where the answer rests on it), fitted to `width`.
+pub fn text(advice: &[Advice], width: usize) -> String {
+    let layout = crate::table::Layout::fixed(width);
+    let mut out = String::new();
+    for a in advice {
+        out.push_str(&crate::table::wrap(&a.workload, layout));
+        out.push_str(&crate::table::wrap(
+            &format!("  answer: {}", a.answer),
+            layout,
+        ));
+        out.push_str(&crate::table::wrap(
+            &format!("  because {}", a.because),
+            layout,
+        ));
+        let mut t = crate::table::Table::new(["", "figure (95% CI)", "says", "measured"]).shrink(3);
+        for r in &a.reasons {
+            t.row([
+                if r.deciding { "*" } else { "" }.to_string(),
+                r.shown.clone(),
+                mark(r.says).to_string(),
+                r.what.clone(),
+            ]);
+        }
+        if !a.reasons.is_empty() {
+            for line in t
+                .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
+                .lines()
+            {
+                out.push_str("  ");
+                out.push_str(line.trim_end());
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The advice as Markdown: one row per workload, then each workload's figures.
+pub fn markdown(advice: &[Advice]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut out = String::from("| workload | recommendation | deciding figures |\n|---|---|---|\n");
+    for a in advice {
+        let deciding: Vec<String> = a
+            .deciding()
+            .map(|r| format!("{}: {}", r.what, r.shown))
+            .collect();
+        out.push_str(&format!(
+            "| {} | **{}** | {} |\n",
+            cell(&a.workload),
+            cell(&a.answer),
+            cell(&deciding.join("; "))
+        ));
+    }
+    for a in advice.iter().filter(|a| !a.reasons.is_empty()) {
+        out.push_str(&format!(
+            "\n**{}**: {} (because {})\n\n",
+            cell(&a.workload),
+            cell(&a.answer),
+            cell(&a.because)
+        ));
+        out.push_str("| figure (95% CI) | says | measured |\n|---|---|---|\n");
+        for r in &a.reasons {
+            let says = match r.says {
+                Says::Context => "context".to_string(),
+                s => mark(s).to_string(),
+            };
+            let says = if r.deciding {
+                format!("**{says}**")
+            } else {
+                says
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                cell(&r.shown),
+                says,
+                cell(&r.what)
+            ));
+        }
+    }
+    out
+}
+
+/// The strip of a row: the first deciding figure (turned so that above 1 points to SMT
+/// on: a run time next to a busy sibling is shown as its inverse) on a log scale.
+fn strip(a: &Advice) -> Option<String> {
+    // Without SMT the figure is 2 cores against 1: no direction toward SMT on or off.
+    if a.recommendation == Recommendation::NoSmt {
+        return None;
+    }
+    let r = a.deciding().next()?;
+    let f = &r.figure;
+    // Figures whose "above 1" means slower (the single-thread cost) are turned over.
+    let turned = r.what.starts_with("run time beside");
+    let (v, lo, hi) = if turned {
+        (
+            1.0 / f.value,
+            f.ci95_high.map(|x| 1.0 / x),
+            f.ci95_low.map(|x| 1.0 / x),
+        )
+    } else {
+        (f.value, f.ci95_low, f.ci95_high)
+    };
+    if !v.is_finite() || v <= 0.0 {
+        return None;
+    }
+    let lo_r = lo.unwrap_or(v).min(v).clamp(0.25, 1.0).min(0.5);
+    let hi_r = hi.unwrap_or(v).max(v).clamp(1.0, 4.0).max(2.0);
+    let clamp = |x: f64| x.clamp(lo_r, hi_r);
+    Some(crate::svg::ci_strip(
+        clamp(v),
+        lo.map(clamp),
+        hi.map(clamp),
+        (lo_r, hi_r),
+    ))
+}
+
+/// The report's first section (`id="advice"`): one row per workload with its answer,
+/// the figures it rests on and a strip of the deciding figure with its interval; or why
+/// the run has no answer.
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+    let answers = advise_run(r);
+    if answers.is_empty() {
+        return Err(
+            "no workload measured on the placements the answer needs (1c1t with 1c2t or 2c1t, or in co-runs)"
+                .into(),
+        );
+    }
+    let section = maud::html! {
+        section id="advice" {
+            h2 { "The answer: should SMT be on?" }
+            p {
+                "One row per workload: the recommendation, the measured figures it rests on \
+                 (each with its 95% interval) and a strip of the deciding one (dot: the figure; \
+                 bar: its interval; dashed line: no change; green: toward SMT on, red: toward \
+                 off, grey: the interval includes no change, so it decides nothing). The \
+                 machine and every cell follow below."
+            }
+            table {
+                tr { th { "workload" } th { "recommendation" } th { "deciding figures" } th { "" } }
+                @for a in &answers {
+                    tr {
+                        td { (a.workload) }
+                        td { strong { (a.answer) } }
+                        td {
+                            @for (i, d) in a.deciding().enumerate() {
+                                @if i > 0 { (crate::html::BR) }
+                                (d.what) ": " (d.shown)
+                            }
+                            @if a.deciding().next().is_none() { span class="muted" { (a.because) } }
+                        }
+                        td { @if let Some(s) = strip(a) { (maud::PreEscaped(s)) } }
+                    }
+                }
+            }
+            @for a in answers.iter().filter(|a| a.reasons.len() > a.deciding().count()) {
+                details {
+                    summary { (a.workload) ": every figure" }
+                    table {
+                        tr { th { "measured" } th { "figure (95% CI)" } th { "points to" } }
+                        @for x in &a.reasons {
+                            tr {
+                                td { (x.what) }
+                                td class="yield" { (x.shown) }
+                                td { (match x.says { Says::On => "SMT on", Says::Off => "SMT off", Says::Unclear => "neither (interval includes no change)", Says::Context => "context" }) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}
