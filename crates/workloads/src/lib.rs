@@ -72,3 +72,6 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     v.extend(sdet::benchmarks());
     v
 }
+
+#[cfg(test)]
+mod testutil;

@@ -115,41 +115,20 @@ fn every_server_sends_the_right_bytes_for_every_size_class() {
         assert_eq!(status(&missing), 404, "{kind}");
         if kind == "event" || kind == "threads" {
             // The in-process servers hold their listener here: the check sees it.
-            assert!(this_process_listens_on(addr.port()), "{kind}");
+            assert!(
+                crate::testutil::this_process_listens_on(addr.port()),
+                "{kind}"
+            );
         }
         drop(server);
         // Whether this process still holds a listening socket on the port: a connect
         // could be answered by a worker another test forked (it inherits every open
         // descriptor of this process, this listener included).
         assert!(
-            !this_process_listens_on(addr.port()),
+            !crate::testutil::this_process_listens_on(addr.port()),
             "{kind} still listens after it was dropped"
         );
     }
-}
-
-/// Whether a descriptor of this process is a socket listening on TCP `port`.
-fn this_process_listens_on(port: u16) -> bool {
-    let mut inodes: Vec<String> = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let text = std::fs::read_to_string(table).unwrap_or_default();
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // local_address is ADDR:PORT in hex, st 0A is LISTEN, inode is field 9.
-            let local_port = f
-                .get(1)
-                .and_then(|a| a.rsplit(':').next())
-                .and_then(|p| u16::from_str_radix(p, 16).ok());
-            if local_port == Some(port) && f.get(3) == Some(&"0A") {
-                inodes.extend(f.get(9).map(|i| format!("socket:[{i}]")));
-            }
-        }
-    }
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .any(|l| inodes.iter().any(|i| l.to_string_lossy() == *i))
 }
 
 #[test]
