@@ -67,7 +67,7 @@ fn run(g: &Guest) -> Result<(), String> {
     let started = Instant::now();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest");
     let out = Command::new(repo().join("scripts/smt-vm.sh"))
-        .args(["--topo", g.topo, "--timeout", "200", "--bin"])
+        .args(["--topo", g.topo, "--timeout", "360", "--bin"])
         .arg(env!("CARGO_BIN_EXE_smtlab"))
         .arg("--add")
         .arg(dir.join("lib.sh"))
