@@ -193,6 +193,9 @@ pub struct Evidence {
     /// The SMT side ran one thread per core: the workload leaves its sibling idle.
     #[serde(default)]
     pub idle_sibling: bool,
+    /// The workload ran one thread on `2c1t` too: a second core had nothing to do.
+    #[serde(default)]
+    pub single_threaded: bool,
     /// Capacity at the user's latency target, where asked.
     #[serde(default)]
     pub capacity: Option<Capacity>,
@@ -368,6 +371,16 @@ pub fn decide(e: &Evidence) -> Advice {
     }
 
     if !e.smt {
+        if e.second_core.is_none() && e.single_threaded {
+            return advice(
+                Recommendation::NoSmt,
+                "no SMT here (single-threaded: a second core had nothing to do)".into(),
+                None,
+                Vec::new(),
+                "the machine shows no SMT siblings, and the workload runs one thread".into(),
+                reasons,
+            );
+        }
         let Some(f) = &e.second_core else {
             return advice(
                 Recommendation::NoSmt,

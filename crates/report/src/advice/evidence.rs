@@ -106,7 +106,12 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
             e.idle_sibling = idle_sibling(smt_cell);
             e.sibling_gain = Some(f);
         }
-        e.second_core = pair(PairKind::SecondCore).map(|(f, _)| f);
+        match pair(PairKind::SecondCore) {
+            // One thread ran on the two cores: the second had nothing to do, so the
+            // ratio is no measure of what a core adds.
+            Some((_, two)) if two.result.cpus_used() == Some(1) => e.single_threaded = true,
+            other => e.second_core = other.map(|(f, _)| f),
+        }
         if let (Some(core2), Some(sib)) = (find("2c1t", None), find("1c2t", None))
             && sib.placement.threads_per_core >= 2
         {
@@ -159,6 +164,7 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         // On `1c1t` alone (no SMT, no second core for it) the answer says what it can.
         let measured = e.sibling_gain.is_some()
             || e.second_core.is_some()
+            || e.single_threaded
             || e.machine_gain.is_some()
             || e.capacity.is_some()
             || e.penalty.is_some()

@@ -558,3 +558,36 @@ fn the_headroom_is_what_is_left_at_full_load_beside_what_the_os_reports() {
     cells.truncate(2);
     assert!(headroom(&cells).is_none());
 }
+
+#[test]
+fn a_single_threaded_workload_gets_no_two_cores_figure() {
+    // The same values on 2c1t as on 1c1t would read "2 cores vs 1: no change"; with one
+    // CPU used on 2c1t the second core had nothing to do, and the answer says so.
+    let one_cpu = |mut c: CellRecord| {
+        let samples: Vec<smtlab_model::SampleRecord> = (0..3)
+            .map(|i| smtlab_model::SampleRecord {
+                value: 100.0 + f64::from(i),
+                iterations: 1,
+                elapsed_ns: 1_000_000,
+                work: 1.0,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: vec![0],
+                metrics: BTreeMap::new(),
+            })
+            .collect();
+        c.result = crate::testutil::result(samples, &[100.0, 101.0, 102.0]);
+        c
+    };
+    let cells = vec![
+        one_cpu(cell("null-syscall", "1c1t", &[], &[100.0, 101.0, 102.0])),
+        one_cpu(cell("null-syscall", "2c1t", &[], &[100.0, 101.0, 102.0])),
+    ];
+    let ev = evidence(&cells, false);
+    assert_eq!(ev.len(), 1);
+    assert!(ev[0].single_threaded && ev[0].second_core.is_none());
+    let a = decide(&ev[0]);
+    assert_eq!(a.recommendation, Recommendation::NoSmt);
+    assert!(a.answer.contains("single-threaded"), "{}", a.answer);
+    assert!(!a.answer.contains("2 cores vs 1"), "{}", a.answer);
+}
