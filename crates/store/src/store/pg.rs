@@ -1145,16 +1145,20 @@ fn load_plan(c: &mut impl GenericClient, run_id: i64) -> Step<Vec<CellKey>> {
         &[&run_id],
     )?
     .iter()
-    .map(|r| {
-        let (params, conditions) = key_params_from_json(r.try_get(1)?, "plan.params")?;
-        Ok(CellKey {
-            benchmark: r.try_get(0)?,
-            params,
-            conditions,
-            placement: r.try_get(2)?,
-        })
-    })
+    .map(|r| key_of(r, "plan.params"))
     .collect()
+}
+
+/// The cell key in a row's first three columns (benchmark, params, placement); `what`
+/// names the params column in errors.
+fn key_of(r: &Row, what: &str) -> Step<CellKey> {
+    let (params, conditions) = key_params_from_json(r.try_get(1)?, what)?;
+    Ok(CellKey {
+        benchmark: r.try_get(0)?,
+        params,
+        conditions,
+        placement: r.try_get(2)?,
+    })
 }
 
 fn stored_cell_keys(c: &mut impl GenericClient, run_id: i64) -> Step<HashSet<CellKey>> {
@@ -1163,15 +1167,7 @@ fn stored_cell_keys(c: &mut impl GenericClient, run_id: i64) -> Step<HashSet<Cel
         &[&run_id],
     )?
     .iter()
-    .map(|r| {
-        let (params, conditions) = key_params_from_json(r.try_get(1)?, "cells.params")?;
-        Ok(CellKey {
-            benchmark: r.try_get(0)?,
-            params,
-            conditions,
-            placement: r.try_get(2)?,
-        })
-    })
+    .map(|r| key_of(r, "cells.params"))
     .collect()
 }
 
@@ -1181,16 +1177,7 @@ fn load_skipped(c: &mut impl GenericClient, run_id: i64) -> Step<Vec<(CellKey, S
         &[&run_id],
     )?
     .iter()
-    .map(|r| {
-        let (params, conditions) = key_params_from_json(r.try_get(1)?, "skipped.params")?;
-        let key = CellKey {
-            benchmark: r.try_get(0)?,
-            params,
-            conditions,
-            placement: r.try_get(2)?,
-        };
-        Ok((key, r.try_get(3)?))
-    })
+    .map(|r| Ok((key_of(r, "skipped.params")?, r.try_get(3)?)))
     .collect()
 }
 
