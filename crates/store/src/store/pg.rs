@@ -131,16 +131,16 @@ fn connect(config: &Config, read_only: bool) -> std::result::Result<Client, post
 
 /// What a first look at the database found: `None` when smtlab's schema is not there.
 fn probe(c: &mut impl GenericClient) -> Step<Option<i64>> {
-    let table: Option<String> = c
-        .query_one("SELECT to_regclass('smtlab.schema_version')::text", &[])?
-        .try_get(0)?;
+    // One statement, so both are read at one moment: asked one after the other, another
+    // host's schema committed in between looks like tables without a version.
+    let row = c.query_one(
+        "SELECT to_regclass('smtlab.schema_version')::text, \
+                (SELECT count(*) FROM pg_tables WHERE schemaname = 'smtlab')",
+        &[],
+    )?;
+    let table: Option<String> = row.try_get(0)?;
     if table.is_none() {
-        let others: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_tables WHERE schemaname = 'smtlab'",
-                &[],
-            )?
-            .try_get(0)?;
+        let others: i64 = row.try_get(1)?;
         if others > 0 {
             return Err(Fail::Conflict(
                 "its schema smtlab holds tables that smtlab did not make (no smtlab.schema_version)"
