@@ -33,10 +33,16 @@
 //! * the geometric mean of several ratios with an interval ([`geomean_ci`]) is the
 //!   exponential of the mean of their logarithms and of its Student-t 95% interval
 //!   (`n - 1` degrees of freedom): the ratios are treated as a sample of benchmarks.
+//! * the 95% interval of a median ([`median_ci95`]) is the distribution-free one from
+//!   order statistics: `[x(k), x(n+1-k)]` (1-based, sorted) with the largest `k` whose
+//!   binomial tail `P(B <= k-1)`, `B ~ Binomial(n, 1/2)`, is at most 2.5%; it exists
+//!   from 6 values on (with 5, `[min, max]` covers only 93.75%).
+//! * the median absolute deviation ([`mad`]) is `median(|x - median(x)|)`, unscaled;
+//!   times [`MAD_NORMAL_SCALE`] it estimates a normal standard deviation.
 
 use crate::{Direction, Summary};
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, StudentsT};
+use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 
 /// Arithmetic mean.
 pub fn mean(xs: &[f64]) -> Option<f64> {
@@ -72,6 +78,54 @@ pub fn percentile(xs: &[f64], p: f64) -> Option<f64> {
 /// Every percentile smtlab reports, whichever workload computed it, is this definition.
 pub fn percentile_of_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     percentile_sorted(sorted, p)
+}
+
+/// `1 / Φ⁻¹(3/4)`: the median absolute deviation of normal data times this is its
+/// standard deviation.
+pub const MAD_NORMAL_SCALE: f64 = 1.4826;
+
+/// Median absolute deviation from the median, unscaled (see the module documentation).
+pub fn mad(xs: &[f64]) -> Option<f64> {
+    let m = median(xs)?;
+    let dev: Vec<f64> = xs.iter().map(|x| (x - m).abs()).collect();
+    median(&dev)
+}
+
+/// A median with its distribution-free interval from order statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MedianCi {
+    pub median: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// The interval's exact coverage, `1 - 2 P(B <= k-1)`: at least 0.95, and above it
+    /// for small counts (0.969 with 6 values), since order statistics come in steps.
+    pub coverage: f64,
+}
+
+/// Fewest values with a 95% order-statistic interval of the median.
+pub const MEDIAN_CI_MIN_N: usize = 6;
+
+/// The median with its 95% distribution-free interval (see the module documentation);
+/// `None` below [`MEDIAN_CI_MIN_N`] values.
+pub fn median_ci95(xs: &[f64]) -> Option<MedianCi> {
+    let n = xs.len();
+    if n < MEDIAN_CI_MIN_N {
+        return None;
+    }
+    let s = sorted(xs);
+    let binom = Binomial::new(0.5, n as u64).ok()?;
+    // Largest k (1-based) with P(B <= k-1) <= 0.025; k = 1 holds from n = 6 on.
+    let mut k = 1usize;
+    while k < n / 2 && binom.cdf(k as u64) <= 0.025 {
+        k += 1;
+    }
+    let tail = binom.cdf(k as u64 - 1);
+    Some(MedianCi {
+        median: percentile_sorted(&s, 50.0)?,
+        ci_low: s[k - 1],
+        ci_high: s[n - k],
+        coverage: 1.0 - 2.0 * tail,
+    })
 }
 
 /// Sample standard deviation (divisor `n - 1`); needs two values.
@@ -498,6 +552,26 @@ fn percentile_sorted(s: &[f64], p: f64) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn median_ci_uses_order_statistics() {
+        // n = 5: no 95% interval exists; n = 6: [min, max] covers 1 - 2/64.
+        assert!(super::median_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0]).is_none());
+        let c = super::median_ci95(&[6.0, 1.0, 5.0, 2.0, 4.0, 3.0]).unwrap();
+        assert_eq!((c.ci_low, c.ci_high, c.median), (1.0, 6.0, 3.5));
+        assert!((c.coverage - (1.0 - 2.0 / 64.0)).abs() < 1e-12);
+        // n = 20: k = 6 (P(B <= 5) = 0.0207, P(B <= 6) = 0.0577), so [x(6), x(15)].
+        let xs: Vec<f64> = (1..=20).rev().map(f64::from).collect();
+        let c = super::median_ci95(&xs).unwrap();
+        assert_eq!((c.ci_low, c.ci_high), (6.0, 15.0));
+        assert!(c.coverage >= 0.95 && c.coverage < 0.96, "{}", c.coverage);
+    }
+
+    #[test]
+    fn mad_is_the_median_absolute_deviation() {
+        assert_eq!(super::mad(&[1.0, 2.0, 3.0, 4.0, 100.0]), Some(1.0));
+        assert_eq!(super::mad(&[]), None);
+    }
+
     use super::*;
 
     fn close(a: f64, b: f64, tol: f64) -> bool {

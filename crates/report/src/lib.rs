@@ -24,6 +24,10 @@
 //!   with the machine, the yield table, scaling curves (paper 002 Figs 1-6), per-event
 //!   latency scatters and histograms (Figs 8-14), the OS latency table (paper 001
 //!   Table 1), every cell, and what was skipped.
+//! * [`fleet`](mod@fleet): SMT yields of many hosts' runs pooled per CPU model and
+//!   workload (median with an order-statistic interval, outlier hosts named with what
+//!   differs on them, the advice counted over hosts); terminal, `smtlab.fleet/1` JSON,
+//!   HTML.
 //! * [`counters`](mod@counters): the one-line summary of a cell's performance counters
 //!   and OS time (`--counters`), and the headline figures the page and the comparison
 //!   show.
@@ -56,6 +60,7 @@ pub mod corun;
 pub mod counter_ratios;
 pub mod counters;
 pub mod export;
+pub mod fleet;
 pub mod fmt;
 pub mod html;
 mod html_counter_ratios;

@@ -1,0 +1,452 @@
+//! The fleet view: SMT yields pooled per CPU model over many hosts' runs (`smtlab
+//! fleet`, usually over a shared PostgreSQL store the hosts push to).
+//!
+//! [`fleet`] is a pure function from runs to a [`Fleet`]; [`text`], [`json`] and
+//! [`html`] write it. The rules, so that a figure can be checked by hand:
+//!
+//! * **Host**: a run's hostname (`run N` for a run without one). A host's
+//!   **fingerprint** is read from its runs: CPU model, microcode, kernel, SMT control
+//!   state, and the topology the firmware shows the kernel (sockets, cores, online and
+//!   offline CPUs, threads per core).
+//! * **Pool**: one CPU model, one workload (benchmark, parameters and conditions) and
+//!   one yield ([`YieldKind`]: `1c2t/1c1t`, `2c2t/2c1t`, `all/cores`, as
+//!   [`smt_yields`] computes it within a run). Each host contributes one value, from
+//!   its latest run holding the pair, so a host measured ten times does not outweigh
+//!   one measured once. A pair whose SMT side left the siblings idle (single-threaded)
+//!   is no yield and is left out.
+//! * **Median and interval**: the median of the hosts' values with the distribution-
+//!   free 95% interval from order statistics ([`smtlab_model::stats::median_ci95`]);
+//!   it needs [`MEDIAN_CI_MIN_N`] hosts, and fewer show the median alone.
+//! * **Outlier host**: with at least [`OUTLIER_MIN_HOSTS`] hosts, a host whose value is
+//!   more than [`OUTLIER_MADS`] scaled MADs (`1.4826 x median |x - median|`) from the
+//!   median. The scaled MAD is floored at [`OUTLIER_FLOOR_REL`] of the median, so that
+//!   hosts agreeing almost exactly (MAD near 0) do not make a 1% difference an outlier.
+//!   Each outlier is shown with the fingerprint fields in which it differs from most
+//!   hosts of its pool (a different microcode or kernel is the usual suspect).
+//! * **Advice**: each host's recommendation ([`crate::advice::advise_run`]) for each
+//!   workload, from its latest run with advice for it, counted per CPU model.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use smtlab_model::RunResults;
+use smtlab_model::stats::{MAD_NORMAL_SCALE, MEDIAN_CI_MIN_N, mad, median, median_ci95};
+
+use crate::advice::{Recommendation, advise_run, workload_name};
+use crate::yields::{YieldKind, smt_yields};
+
+mod formats;
+
+pub use formats::{html, json, text};
+
+/// The schema of `smtlab fleet --json`.
+pub const FLEET_SCHEMA: &str = "smtlab.fleet/1";
+/// An outlier is more than this many scaled MADs from the pool's median.
+pub const OUTLIER_MADS: f64 = 3.0;
+/// The scaled MAD is never taken below this fraction of the median.
+pub const OUTLIER_FLOOR_REL: f64 = 0.01;
+/// Fewest hosts in a pool for outliers to be named.
+pub const OUTLIER_MIN_HOSTS: usize = 3;
+
+/// The rule for outliers, in words (shown under every output).
+pub fn outlier_rule() -> String {
+    format!(
+        "outlier: more than {OUTLIER_MADS} x 1.4826 x MAD from the median (MAD at least \
+         {}% of the median), with {OUTLIER_MIN_HOSTS} hosts or more",
+        OUTLIER_FLOOR_REL * 100.0
+    )
+}
+
+/// The rule for intervals, in words.
+pub fn interval_rule() -> String {
+    format!(
+        "median of the hosts' values with its distribution-free 95% interval from order \
+         statistics ({MEDIAN_CI_MIN_N} hosts or more); one value per host, from its latest run"
+    )
+}
+
+/// What identifies a host's machine and software, from one run.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Fingerprint {
+    pub cpu_model: Option<String>,
+    pub microcode: Option<String>,
+    pub kernel: Option<String>,
+    /// `/sys/devices/system/cpu/smt/control` when the run started.
+    pub smt_control: Option<String>,
+    pub sockets: usize,
+    pub cores: usize,
+    pub online_cpus: usize,
+    pub offline_cpus: usize,
+    pub threads_per_core: u32,
+}
+
+impl Fingerprint {
+    pub fn of(r: &RunResults) -> Fingerprint {
+        let env = &r.run.environment;
+        let t = &r.run.topology;
+        Fingerprint {
+            cpu_model: env.cpu_model.clone().or_else(|| t.cpu_model.clone()),
+            microcode: env.microcode.clone(),
+            kernel: env.kernel.clone(),
+            smt_control: env.smt_control.clone().or_else(|| t.smt.control.clone()),
+            sockets: t.packages.len(),
+            cores: t.core_count(),
+            online_cpus: t.cpus.len(),
+            offline_cpus: t.offline_cpus.len(),
+            threads_per_core: t.smt.threads_per_core_max,
+        }
+    }
+
+    /// `2s/32c/64t` (sockets, cores, online CPUs), with `+8 offline` when some are.
+    pub fn shape(&self) -> String {
+        let mut s = format!("{}s/{}c/{}t", self.sockets, self.cores, self.online_cpus);
+        if self.offline_cpus > 0 {
+            s.push_str(&format!(" +{} offline", self.offline_cpus));
+        }
+        s
+    }
+
+    /// `(field, value)` for the fields an outlier is compared on.
+    fn fields(&self) -> [(&'static str, String); 4] {
+        let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+        [
+            ("microcode", o(&self.microcode)),
+            ("kernel", o(&self.kernel)),
+            ("SMT", o(&self.smt_control)),
+            ("topology", self.shape()),
+        ]
+    }
+}
+
+/// One host: its runs and its fingerprint (from its latest run).
+#[derive(Debug, Clone, Serialize)]
+pub struct Host {
+    pub host: String,
+    /// Store ids of its runs, oldest first.
+    pub runs: Vec<i64>,
+    pub fingerprint: Fingerprint,
+}
+
+/// One host's value in a pool.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostYield {
+    pub host: String,
+    /// The run the value comes from.
+    pub run: i64,
+    /// The yield (above 1: better with SMT), with its Fieller 95% interval in that run.
+    pub value: f64,
+    pub ci95_low: Option<f64>,
+    pub ci95_high: Option<f64>,
+    /// Why a cell of the pair would not repeat, when one is unsteady.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsteady: Option<String>,
+    pub outlier: bool,
+    /// For an outlier: the fingerprint fields in which it differs from most of the pool
+    /// (`microcode 0x2a (most: 0x2b)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differs: Vec<String>,
+    #[serde(skip)]
+    fingerprint: Fingerprint,
+}
+
+/// One CPU model x workload x yield.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pool {
+    /// `benchmark params` as the advice names workloads.
+    pub workload: String,
+    pub benchmark: String,
+    pub params: BTreeMap<String, String>,
+    pub kind: YieldKind,
+    /// `1c2t/1c1t`.
+    pub placements: String,
+    pub median: f64,
+    /// The order-statistic interval of the median; `None` below 6 hosts.
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    pub ci_coverage: Option<f64>,
+    pub min: f64,
+    pub max: f64,
+    /// Median absolute deviation (unscaled).
+    pub mad: f64,
+    /// Values outside `[low, high]` are outliers; `None` below 3 hosts.
+    pub outlier_low: Option<f64>,
+    pub outlier_high: Option<f64>,
+    /// Every host's value, lowest first.
+    pub hosts: Vec<HostYield>,
+}
+
+impl Pool {
+    pub fn outliers(&self) -> impl Iterator<Item = &HostYield> {
+        self.hosts.iter().filter(|h| h.outlier)
+    }
+}
+
+/// One host's advice for a workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostAdvice {
+    pub host: String,
+    pub run: i64,
+    pub recommendation: Recommendation,
+    pub answer: String,
+}
+
+/// The advice for one workload over the hosts of a CPU model.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdviceTally {
+    pub workload: String,
+    /// How many hosts got each recommendation.
+    pub counts: BTreeMap<String, usize>,
+    pub hosts: Vec<HostAdvice>,
+}
+
+/// Everything about one CPU model.
+#[derive(Debug, Clone, Serialize)]
+pub struct Model {
+    pub cpu_model: String,
+    /// Hosts with at least one run on this model.
+    pub hosts: Vec<String>,
+    pub pools: Vec<Pool>,
+    pub advice: Vec<AdviceTally>,
+}
+
+/// The fleet view of a set of runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fleet {
+    pub schema: String,
+    pub runs: usize,
+    pub hosts: Vec<Host>,
+    pub models: Vec<Model>,
+    pub interval_rule: String,
+    pub outlier_rule: String,
+    /// Runs that gave nothing to pool, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// A recommendation in a few words, as the tally counts it.
+pub fn recommendation_words(r: Recommendation) -> &'static str {
+    match r {
+        Recommendation::KeepOn => "keep SMT on",
+        Recommendation::TurnOff => "turn SMT off",
+        Recommendation::Depends => "it depends",
+        Recommendation::CannotTell => "cannot tell",
+        Recommendation::NoSmt => "no SMT here",
+    }
+}
+
+/// The host name of a run.
+pub fn host_of(r: &RunResults) -> String {
+    match r.run.environment.hostname.as_deref() {
+        Some(h) if !h.is_empty() => h.to_string(),
+        _ => format!("run {}", r.run.id),
+    }
+}
+
+fn model_of(fp: &Fingerprint) -> String {
+    fp.cpu_model
+        .clone()
+        .unwrap_or_else(|| "unknown CPU model".into())
+}
+
+type PoolKey = (String, String, BTreeMap<String, String>, usize);
+
+/// The fleet view of `runs` (any order; each host's latest run wins per workload).
+pub fn fleet(runs: &[RunResults]) -> Fleet {
+    let mut order: Vec<&RunResults> = runs.iter().collect();
+    order.sort_by_key(|r| (r.run.started_unix_s, r.run.id));
+    let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
+    let mut pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>> = BTreeMap::new();
+    let mut advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>> = BTreeMap::new();
+    let mut model_hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut notes = Vec::new();
+    for r in &order {
+        let host = host_of(r);
+        let fp = Fingerprint::of(r);
+        let model = model_of(&fp);
+        let h = hosts.entry(host.clone()).or_insert_with(|| Host {
+            host: host.clone(),
+            runs: Vec::new(),
+            fingerprint: fp.clone(),
+        });
+        h.runs.push(r.run.id);
+        h.fingerprint = fp.clone();
+        let mh = model_hosts.entry(model.clone()).or_default();
+        if !mh.contains(&host) {
+            mh.push(host.clone());
+        }
+        let rows = smt_yields(r);
+        let mut any = false;
+        for row in &rows {
+            for (i, kind) in YieldKind::ALL.iter().enumerate() {
+                let Some(y) = row.get(*kind).filter(|y| !y.idle_sibling) else {
+                    continue;
+                };
+                any = true;
+                let key = (model.clone(), row.benchmark.clone(), row.params.clone(), i);
+                pooled.entry(key).or_default().insert(
+                    host.clone(),
+                    HostYield {
+                        host: host.clone(),
+                        run: r.run.id,
+                        value: y.ratio.ratio,
+                        ci95_low: y.ratio.ci95_low,
+                        ci95_high: y.ratio.ci95_high,
+                        unsteady: y.unsteady.clone(),
+                        outlier: false,
+                        differs: Vec::new(),
+                        fingerprint: fp.clone(),
+                    },
+                );
+            }
+        }
+        for a in advise_run(r) {
+            advised
+                .entry((model.clone(), a.workload.clone()))
+                .or_default()
+                .insert(
+                    host.clone(),
+                    HostAdvice {
+                        host: host.clone(),
+                        run: r.run.id,
+                        recommendation: a.recommendation,
+                        answer: a.answer.clone(),
+                    },
+                );
+        }
+        if !any {
+            notes.push(format!(
+                "run {} ({host}): no SMT yield{}",
+                r.run.id,
+                crate::yields::no_yields_reason(r)
+                    .map(|w| format!(": {w}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    let mut models: BTreeMap<String, Model> = model_hosts
+        .into_iter()
+        .map(|(m, hosts)| {
+            (
+                m.clone(),
+                Model {
+                    cpu_model: m,
+                    hosts,
+                    pools: Vec::new(),
+                    advice: Vec::new(),
+                },
+            )
+        })
+        .collect();
+    for ((model, benchmark, params, kind), by_host) in pooled {
+        let kind = YieldKind::ALL[kind];
+        if let Some(p) = pool(benchmark, params, kind, by_host.into_values().collect()) {
+            if let Some(m) = models.get_mut(&model) {
+                m.pools.push(p);
+            }
+        }
+    }
+    for ((model, workload), by_host) in advised {
+        let hosts: Vec<HostAdvice> = by_host.into_values().collect();
+        let mut counts = BTreeMap::new();
+        for h in &hosts {
+            *counts
+                .entry(recommendation_words(h.recommendation).to_string())
+                .or_insert(0) += 1;
+        }
+        if let Some(m) = models.get_mut(&model) {
+            m.advice.push(AdviceTally {
+                workload,
+                counts,
+                hosts,
+            });
+        }
+    }
+    for m in models.values_mut() {
+        m.pools
+            .sort_by(|a, b| (&a.workload, a.kind as usize).cmp(&(&b.workload, b.kind as usize)));
+    }
+    Fleet {
+        schema: FLEET_SCHEMA.into(),
+        runs: runs.len(),
+        hosts: hosts.into_values().collect(),
+        models: models.into_values().collect(),
+        interval_rule: interval_rule(),
+        outlier_rule: outlier_rule(),
+        notes,
+    }
+}
+
+/// The pool of one workload and yield over its hosts' values.
+fn pool(
+    benchmark: String,
+    params: BTreeMap<String, String>,
+    kind: YieldKind,
+    mut hosts: Vec<HostYield>,
+) -> Option<Pool> {
+    hosts.sort_by(|a, b| a.value.total_cmp(&b.value).then(a.host.cmp(&b.host)));
+    let values: Vec<f64> = hosts.iter().map(|h| h.value).collect();
+    let med = median(&values)?;
+    let dev = mad(&values)?;
+    let ci = median_ci95(&values);
+    let (outlier_low, outlier_high) = if hosts.len() >= OUTLIER_MIN_HOSTS {
+        let spread = (MAD_NORMAL_SCALE * dev).max(OUTLIER_FLOOR_REL * med.abs());
+        (
+            Some(med - OUTLIER_MADS * spread),
+            Some(med + OUTLIER_MADS * spread),
+        )
+    } else {
+        (None, None)
+    };
+    if let (Some(lo), Some(hi)) = (outlier_low, outlier_high) {
+        // The most common value of each fingerprint field among the pool's hosts.
+        let mut common: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); 4];
+        for h in &hosts {
+            for (i, (_, v)) in h.fingerprint.fields().into_iter().enumerate() {
+                *common[i].entry(v).or_insert(0) += 1;
+            }
+        }
+        let mode: Vec<Option<(String, usize)>> = common
+            .iter()
+            .map(|m| {
+                m.iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .map(|(v, n)| (v.clone(), *n))
+            })
+            .collect();
+        for h in &mut hosts {
+            if h.value >= lo && h.value <= hi {
+                continue;
+            }
+            h.outlier = true;
+            for (i, (name, v)) in h.fingerprint.fields().into_iter().enumerate() {
+                if let Some((m, n)) = &mode[i] {
+                    // Only a value that most hosts share is a reference to differ from.
+                    if *m != v && *n * 2 > values.len() {
+                        h.differs.push(format!("{name} {v} (most: {m})"));
+                    }
+                }
+            }
+        }
+    }
+    let (s, b) = kind.placements();
+    Some(Pool {
+        workload: workload_name(&benchmark, &params),
+        benchmark,
+        params,
+        kind,
+        placements: format!("{s}/{b}"),
+        median: med,
+        ci_low: ci.map(|c| c.ci_low),
+        ci_high: ci.map(|c| c.ci_high),
+        ci_coverage: ci.map(|c| c.coverage),
+        min: values[0],
+        max: values[values.len() - 1],
+        mad: dev,
+        outlier_low,
+        outlier_high,
+        hosts,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,141 @@
+use smtlab_fixtures::fleet::{FakeHost, run};
+use smtlab_model::RunResults;
+
+use super::*;
+
+const A: &str = "Demo Xeon A @ 2.0GHz";
+const B: &str = "Demo EPYC B";
+
+/// Seven hosts of model A (one, `a7`, far below the rest, with an older microcode),
+/// two of model B, and an older run of `a1` that its latest run replaces.
+fn runs() -> Vec<RunResults> {
+    let mut hosts: Vec<FakeHost> = [1.20, 1.22, 1.21, 1.19, 1.23, 1.20, 0.95]
+        .iter()
+        .enumerate()
+        .map(|(i, &y)| FakeHost::new(&format!("a{}", i + 1), A, y))
+        .collect();
+    hosts[6].microcode = "0x2a".into();
+    let mut old = FakeHost::new("a1", A, 2.0);
+    old.started_unix_s -= 3600;
+    hosts.push(old);
+    let mut b1 = FakeHost::new("b1", B, 1.05);
+    b1.packages = 2;
+    b1.cores = 8;
+    b1.kernel = "6.1.0".into();
+    hosts.push(b1);
+    let mut b2 = FakeHost::new("b2", B, 1.07);
+    b2.packages = 2;
+    b2.cores = 8;
+    hosts.push(b2);
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let mut r = run(h);
+            r.run.id = i as i64 + 1;
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn pools_per_cpu_model_one_value_per_host_from_its_latest_run() {
+    let f = fleet(&runs());
+    assert_eq!(f.runs, 10);
+    assert_eq!(f.hosts.len(), 9);
+    let names: Vec<&str> = f.models.iter().map(|m| m.cpu_model.as_str()).collect();
+    assert_eq!(names, [B, A]);
+    let a = &f.models[1];
+    assert_eq!(a.hosts.len(), 7);
+    // int-ops: 1c2t/1c1t and all/cores.
+    assert_eq!(a.pools.len(), 2);
+    let smt = &a.pools[0];
+    assert_eq!(smt.placements, "1c2t/1c1t");
+    assert_eq!(smt.hosts.len(), 7, "a1 counts once");
+    let a1 = smt.hosts.iter().find(|h| h.host == "a1").unwrap();
+    assert!(
+        (a1.value - 1.20).abs() < 1e-9,
+        "a1's latest run: {}",
+        a1.value
+    );
+    assert!((smt.median - 1.20).abs() < 1e-9, "{}", smt.median);
+    // Seven values: the order-statistic interval is [x(1), x(7)].
+    assert!((smt.ci_low.unwrap() - 0.95).abs() < 1e-9);
+    assert!((smt.ci_high.unwrap() - 1.23).abs() < 1e-9);
+    // Two hosts of B: a median, no interval, no outliers.
+    let b = &f.models[0].pools[0];
+    assert_eq!(b.hosts.len(), 2);
+    assert!((b.median - 1.06).abs() < 1e-9);
+    assert!(b.ci_low.is_none() && b.outlier_low.is_none());
+    assert_eq!(b.outliers().count(), 0);
+}
+
+#[test]
+fn names_the_outlier_host_and_what_differs_on_it() {
+    let f = fleet(&runs());
+    let smt = &f.models[1].pools[0];
+    let out: Vec<&str> = smt.outliers().map(|h| h.host.as_str()).collect();
+    assert_eq!(out, ["a7"]);
+    assert_eq!(smt.hosts[0].differs, ["microcode 0x2a (most: 0x2b)"]);
+    // The rule: MAD of the six others is 0.01, so 1.20 ± 3 x 1.4826 x 0.01.
+    assert!((smt.outlier_low.unwrap() - (1.20 - 3.0 * 1.4826 * 0.01)).abs() < 1e-9);
+    // Within the limits: no outlier; the floor keeps identical hosts from naming 1%.
+    let same: Vec<RunResults> = [1.0, 1.0, 1.0, 1.009]
+        .iter()
+        .enumerate()
+        .map(|(i, &y)| {
+            let mut r = run(&FakeHost::new(&format!("h{i}"), A, y));
+            r.run.id = i as i64 + 1;
+            r
+        })
+        .collect();
+    let f = fleet(&same);
+    assert_eq!(f.models[0].pools[0].outliers().count(), 0);
+}
+
+#[test]
+fn counts_the_advice_over_hosts() {
+    let f = fleet(&runs());
+    let a = &f.models[1];
+    assert_eq!(a.advice.len(), 1);
+    let t = &a.advice[0];
+    assert_eq!(t.hosts.len(), 7);
+    assert_eq!(t.counts.get("keep SMT on"), Some(&6), "{:?}", t.counts);
+    assert_eq!(t.counts.get("turn SMT off"), Some(&1), "{:?}", t.counts);
+}
+
+#[test]
+fn text_fits_80_columns() {
+    let out = text(&fleet(&runs()), 80);
+    for l in out.lines() {
+        assert!(l.chars().count() <= 80, "{l:?}");
+    }
+    insta::assert_snapshot!("fleet_text", out);
+}
+
+#[test]
+fn json_is_versioned() {
+    let out = json(&fleet(&runs()));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], FLEET_SCHEMA);
+    insta::assert_snapshot!("fleet_json", out);
+}
+
+#[test]
+fn html_is_one_well_formed_page() {
+    let page = html(&fleet(&runs()), 1_790_000_000);
+    let mut reader = quick_xml::Reader::from_str(&page);
+    let mut depth = 0i32;
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(quick_xml::events::Event::Start(_)) => depth += 1,
+            Ok(quick_xml::events::Event::End(_)) => depth -= 1,
+            Ok(_) => {}
+            Err(e) => panic!("not well-formed at {}: {e}", reader.buffer_position()),
+        }
+    }
+    assert_eq!(depth, 0);
+    assert!(page.contains("a7 0.950x"), "the outlier is named");
+    assert!(page.contains(A) && page.contains(B));
+}
