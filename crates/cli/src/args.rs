@@ -92,6 +92,26 @@ pub enum Command {
     /// Should SMT be on for this workload? Measures what the answer needs and gives one
     /// recommendation with its figures: `advise int-ops`, `advise -- make -j2`.
     Advise(AdviseArgs),
+    /// SMT yields over many hosts: every run of a (shared) results database pooled per
+    /// CPU model and workload, median with its 95% interval, outlier hosts named, and
+    /// the advice counted over hosts: `fleet --db postgresql://user@host/db`.
+    Fleet(FleetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Only runs whose CPU model contains TEXT (case-insensitive).
+    #[arg(long, value_name = "TEXT")]
+    pub cpu_model: Option<String>,
+    /// Print the smtlab.fleet/1 JSON document.
+    #[arg(long)]
+    pub json: bool,
+    /// Write to FILE instead of standard output; without --json, FILE is a
+    /// self-contained HTML page.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

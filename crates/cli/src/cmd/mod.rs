@@ -14,6 +14,7 @@ mod compare;
 mod completions;
 mod corun;
 mod exec;
+mod fleet;
 mod list;
 mod load;
 mod penalty;
@@ -65,6 +66,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Util(a) => utilisation::run(&a, machine),
         Command::Push(a) => ok(push::run(&a)),
         Command::Advise(a) => advise::run(&a, machine),
+        Command::Fleet(a) => ok(fleet::run(&a)),
     };
     // What was killed because a command or server left it running (a daemon).
     for line in smtlab_bench::process::take_notes() {
