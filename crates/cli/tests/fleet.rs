@@ -204,3 +204,362 @@ fn fleet_of_a_missing_database_is_a_one_line_error() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("none.db"), "{err}");
 }
+
+/// Runs a command that must succeed, with a one-line reason when it does not.
+fn sh(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Network namespaces standing for hosts, each joined to this namespace by a veth pair
+/// (`10.N.i.1` here, `10.N.i.2` there, a default route back here): traffic between
+/// them never leaves the machine. Removed on drop (removing a namespace removes its
+/// veth pair).
+struct NsHosts {
+    names: Vec<String>,
+    /// This namespace's address on the first link, where the hosts reach the database.
+    root_addr: String,
+}
+
+impl NsHosts {
+    fn new(count: usize) -> Result<NsHosts, String> {
+        let pid = std::process::id();
+        let net = 200 + pid % 50;
+        let mut hosts = NsHosts {
+            names: Vec::new(),
+            root_addr: format!("10.{net}.1.1"),
+        };
+        for i in 1..=count {
+            let ns = format!("smtfl{pid}h{i}");
+            let (here, there) = (format!("sfl{}r{i}", pid % 100_000), "eth0".to_string());
+            sh(&["ip", "netns", "add", &ns])?;
+            hosts.names.push(ns.clone());
+            sh(&[
+                "ip", "link", "add", &here, "type", "veth", "peer", "name", &there, "netns", &ns,
+            ])?;
+            sh(&[
+                "ip",
+                "addr",
+                "add",
+                &format!("10.{net}.{i}.1/30"),
+                "dev",
+                &here,
+            ])?;
+            sh(&["ip", "link", "set", &here, "up"])?;
+            sh(&[
+                "ip",
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("10.{net}.{i}.2/30"),
+                "dev",
+                &there,
+            ])?;
+            sh(&["ip", "-n", &ns, "link", "set", &there, "up"])?;
+            sh(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
+            sh(&[
+                "ip",
+                "-n",
+                &ns,
+                "route",
+                "add",
+                "default",
+                "via",
+                &format!("10.{net}.{i}.1"),
+            ])?;
+        }
+        Ok(hosts)
+    }
+
+    /// The addresses this namespace has on the links, `a,b`.
+    fn root_addrs(&self) -> String {
+        let net = self.root_addr.split('.').nth(1).unwrap_or("0").to_string();
+        (1..=self.names.len())
+            .map(|i| format!("10.{net}.{i}.1"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl Drop for NsHosts {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            let _ = sh(&["ip", "netns", "del", ns]);
+        }
+    }
+}
+
+/// Whether `tool` runs here (`tool --version`, `kubectl version --client`).
+fn have(tool: &str) -> bool {
+    let args: &[&str] = if tool == "kubectl" {
+        &["version", "--client"]
+    } else {
+        &["--version"]
+    };
+    std::process::Command::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The deploy/ playbook against two network-namespace hosts: Ansible's own `local`
+/// connection with each host's Python interpreter a wrapper that enters its network
+/// namespace and a UTS namespace with its own hostname (`ip netns exec NS unshare
+/// --uts`), so every module, smtlab included, runs "on" that host; the hosts reach the
+/// shared PostgreSQL over their veth links. Both hosts' runs arrive in the one store,
+/// and a second play pushes only the new runs.
+#[test]
+fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql() {
+    if !have("ansible-playbook") {
+        require::skip("deploy playbook: ansible-playbook is not installed");
+        return;
+    }
+    let hosts = match NsHosts::new(2) {
+        Ok(h) => h,
+        Err(e) => {
+            require::skip(&format!(
+                "deploy playbook: no network namespaces here ({e})"
+            ));
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let open = |p: &Path, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    // The server (which runs as an unprivileged user) reads this file.
+    open(dir.path(), 0o755);
+    let hba = dir.path().join("hba.conf");
+    let net = hosts.root_addr.split('.').nth(1).unwrap().to_string();
+    std::fs::write(
+        &hba,
+        format!(
+            "local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all 10.{net}.0.0/16 trust\n"
+        ),
+    )
+    .unwrap();
+    open(&hba, 0o644);
+    let Some(install) = PgInstall::find()
+        .map_err(|e| require::skip(&format!("deploy playbook: {e}")))
+        .ok()
+    else {
+        return;
+    };
+    let settings = PgSettings {
+        port: 0,
+        shared_buffers_bytes: 16 << 20,
+        max_connections: 20,
+        fsync: false,
+        synchronous_commit: false,
+        extra: vec![
+            format!("listen_addresses = '127.0.0.1,{}'", hosts.root_addrs()),
+            format!("hba_file = '{}'", hba.display()),
+        ],
+    };
+    let server = PgServer::start(&install, &settings, None).expect("start PostgreSQL");
+    let url = format!(
+        "postgresql://{DB_USER}@{}:{}/postgres",
+        hosts.root_addr,
+        server.port()
+    );
+
+    // The inventory: each host's interpreter enters its namespaces.
+    let mut inventory = String::from("[fleet]\n");
+    for (i, ns) in hosts.names.iter().enumerate() {
+        let name = format!("h{}", i + 1);
+        let wrapper = dir.path().join(format!("python-{name}"));
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nexec ip netns exec {ns} unshare --uts sh -c \
+                 'hostname {name} && exec python3 \"$@\"' sh \"$@\"\n"
+            ),
+        )
+        .unwrap();
+        open(&wrapper, 0o755);
+        let home = dir.path().join(&name);
+        inventory.push_str(&format!(
+            "{name} ansible_connection=local ansible_python_interpreter={} smtlab_dir={}\n",
+            wrapper.display(),
+            home.display()
+        ));
+    }
+    let inv = dir.path().join("inventory.ini");
+    std::fs::write(&inv, inventory).unwrap();
+    let playbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ansible/smtlab.yml");
+    let binary = assert_cmd::cargo::cargo_bin("smtlab");
+    let extra = serde_json::json!({
+        "smtlab_db_url": url,
+        // Used where it is, not copied (the role's copy task would write the debug
+        // build, about 200 MB, once per host).
+        "smtlab_exe": binary,
+        "smtlab_args": ["run", "--suite", "quick", "--bench", "null-syscall", "--placements", "1c1t"],
+        "smtlab_timeout_s": 120,
+    })
+    .to_string();
+    let play = || {
+        let out = std::process::Command::new("timeout")
+            .args(["300", "ansible-playbook", "-i"])
+            .arg(&inv)
+            .arg(&playbook)
+            .args(["-e", &extra])
+            .env("ANSIBLE_LOCAL_TEMP", dir.path().join("ansible-local"))
+            .env("ANSIBLE_REMOTE_TEMP", dir.path().join("ansible-remote"))
+            .env("ANSIBLE_NOCOLOR", "1")
+            .env("ANSIBLE_RETRY_FILES_ENABLED", "0")
+            .output()
+            .expect("run ansible-playbook");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "the play failed:\n{text}");
+        text
+    };
+    let first = play();
+    assert!(first.contains("h1") && first.contains("h2"), "{first}");
+
+    // Both hosts' runs, each under its own hostname, in the one store (read here over
+    // the loopback address).
+    let local = format!(
+        "postgresql://{DB_USER}@127.0.0.1:{}/postgres",
+        server.port()
+    );
+    let runs: Value = serde_json::from_str(&stdout_of(
+        smtlab().args(["runs", "--json", "--db", &local]),
+    ))
+    .unwrap();
+    let mut names: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["hostname"].as_str().unwrap_or("?"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["h1", "h2"], "{runs}");
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["status"] == "finished")
+    );
+
+    // Again: each host measures a new run and pushes it; the first stays stored once.
+    let second = play();
+    assert!(
+        second.contains("1 run(s) pushed, 1 already there"),
+        "{second}"
+    );
+    let runs: Value = serde_json::from_str(&stdout_of(
+        smtlab().args(["runs", "--json", "--db", &local]),
+    ))
+    .unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 4, "{runs}");
+    drop(server);
+}
+
+/// The deploy/ files parse: the playbook passes `ansible-playbook --syntax-check`, and
+/// the Kubernetes manifests are YAML documents of the kinds they say, whose pods run
+/// `smtlab run` then `smtlab push` to the database the Secret names (read with
+/// Python's YAML parser; `kubectl` cannot validate without a cluster, but where it is
+/// installed `kubectl label --local` must read every object too).
+#[test]
+fn deploy_files_parse_and_say_what_they_run() {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    if have("ansible-playbook") {
+        let out = std::process::Command::new("ansible-playbook")
+            .arg("--syntax-check")
+            .arg(deploy.join("ansible/smtlab.yml"))
+            .args(["-i", "localhost,"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        require::skip("deploy playbook syntax: ansible-playbook is not installed");
+    }
+    let parse = |file: &Path| -> Option<Vec<Value>> {
+        let out = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import json,sys,yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+            ])
+            .arg(file)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("ModuleNotFoundError"),
+                "{}: {err}",
+                file.display()
+            );
+            return None;
+        }
+        Some(serde_json::from_slice(&out.stdout).expect("JSON from python"))
+    };
+    for (file, kinds) in [
+        (
+            "kubernetes/smtlab-daemonset.yaml",
+            &["Namespace", "Secret", "DaemonSet"][..],
+        ),
+        ("kubernetes/smtlab-job.yaml", &["Job"][..]),
+    ] {
+        let path = deploy.join(file);
+        let Some(docs) = parse(&path) else {
+            require::skip("deploy manifests: python3 with the yaml module is missing");
+            return;
+        };
+        let got: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(got, kinds, "{file}");
+        let workload = docs.last().unwrap();
+        let pod = &workload["spec"]["template"]["spec"];
+        let containers = pod["initContainers"]
+            .as_array()
+            .or(pod["containers"].as_array())
+            .unwrap();
+        let c = &containers[0];
+        let script = c["args"][0].as_str().unwrap();
+        assert!(
+            script.contains("smtlab run") && script.contains("smtlab push"),
+            "{file}: {script}"
+        );
+        assert!(script.contains("$SMTLAB_DB_URL"), "{file}");
+        let secret = &c["env"][0]["valueFrom"]["secretKeyRef"];
+        assert_eq!(secret["name"], "smtlab-db", "{file}");
+        assert_eq!(secret["key"], "url", "{file}");
+        assert_eq!(pod["hostNetwork"], true, "{file}: the run names the node");
+        if have("kubectl") {
+            let out = std::process::Command::new("kubectl")
+                .args(["label", "--local", "-o", "name", "-f"])
+                .arg(&path)
+                .arg("checked=yes")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{file}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).lines().count(),
+                kinds.len(),
+                "{file}"
+            );
+        }
+    }
+}
