@@ -563,3 +563,59 @@ fn deploy_files_parse_and_say_what_they_run() {
         }
     }
 }
+
+/// `smtlab push` of a 300-cell run (75 variants x 4 placements, 5 samples a cell) into
+/// PostgreSQL stores every row, once; the time each push takes is printed (run with
+/// `--nocapture` to see it: the figure quoted in the change's notes).
+#[test]
+fn push_of_a_300_cell_run_stores_every_row_once() {
+    let Some((server, url)) = pg_server("push of a 300-cell run") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("host.db");
+    let threads: Vec<String> = (1..=75).map(|t| t.to_string()).collect();
+    let threads: Vec<&str> = threads.iter().map(String::as_str).collect();
+    let results = smtlab_fixtures::fleet::run_of(&FakeHost::new("big", A, 1.2), &threads);
+    assert_eq!(results.cells.len(), 300);
+    Store::open(&file).unwrap().import_run(&results).unwrap();
+    let push = || {
+        let t = std::time::Instant::now();
+        let out = stdout_of(smtlab().arg("push").arg(&file).args(["--to", &url, "--json"]));
+        (t.elapsed(), serde_json::from_str::<Value>(&out).unwrap())
+    };
+    let (first_t, first) = push();
+    assert_eq!(first["pushed"].as_array().unwrap().len(), 1, "{first}");
+    let (again_t, again) = push();
+    assert_eq!(again["already_there"].as_array().unwrap().len(), 1, "{again}");
+
+    let install = PgInstall::find().unwrap();
+    let tables = ["runs", "plan", "cells", "samples", "summaries", "series", "rounds", "skipped"];
+    let query = tables
+        .iter()
+        .map(|t| format!("(SELECT count(*) FROM smtlab.{t})"))
+        .collect::<Vec<_>>()
+        .join(" || ' ' || ");
+    let out = std::process::Command::new(install.bin("psql"))
+        .args(["-At", "-d", &url, "-c", &format!("SELECT {query}")])
+        .output()
+        .expect("run psql");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let counts: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let rows: Vec<String> = tables
+        .iter()
+        .zip(&counts)
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect();
+    eprintln!(
+        "push of a 300-cell run into PostgreSQL: {:.3} s; again (already there): {:.3} s; rows: {}",
+        first_t.as_secs_f64(),
+        again_t.as_secs_f64(),
+        rows.join(", ")
+    );
+    assert_eq!(&counts[..4], [1, 300, 300, 1500], "{rows:?}");
+    drop(server);
+}
