@@ -581,16 +581,34 @@ fn push_of_a_300_cell_run_stores_every_row_once() {
     Store::open(&file).unwrap().import_run(&results).unwrap();
     let push = || {
         let t = std::time::Instant::now();
-        let out = stdout_of(smtlab().arg("push").arg(&file).args(["--to", &url, "--json"]));
+        let out = stdout_of(
+            smtlab()
+                .arg("push")
+                .arg(&file)
+                .args(["--to", &url, "--json"]),
+        );
         (t.elapsed(), serde_json::from_str::<Value>(&out).unwrap())
     };
     let (first_t, first) = push();
     assert_eq!(first["pushed"].as_array().unwrap().len(), 1, "{first}");
     let (again_t, again) = push();
-    assert_eq!(again["already_there"].as_array().unwrap().len(), 1, "{again}");
+    assert_eq!(
+        again["already_there"].as_array().unwrap().len(),
+        1,
+        "{again}"
+    );
 
     let install = PgInstall::find().unwrap();
-    let tables = ["runs", "plan", "cells", "samples", "summaries", "series", "rounds", "skipped"];
+    let tables = [
+        "runs",
+        "plan",
+        "cells",
+        "samples",
+        "summaries",
+        "series",
+        "rounds",
+        "skipped",
+    ];
     let query = tables
         .iter()
         .map(|t| format!("(SELECT count(*) FROM smtlab.{t})"))
@@ -600,7 +618,11 @@ fn push_of_a_300_cell_run_stores_every_row_once() {
         .args(["-At", "-d", &url, "-c", &format!("SELECT {query}")])
         .output()
         .expect("run psql");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let counts: Vec<u64> = String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .map(|n| n.parse().unwrap())

@@ -339,10 +339,10 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
         .collect();
     for ((model, benchmark, params, kind), by_host) in pooled {
         let kind = YieldKind::ALL[kind];
-        if let Some(p) = pool(benchmark, params, kind, by_host.into_values().collect()) {
-            if let Some(m) = models.get_mut(&model) {
-                m.pools.push(p);
-            }
+        if let Some(p) = pool(benchmark, params, kind, by_host.into_values().collect())
+            && let Some(m) = models.get_mut(&model)
+        {
+            m.pools.push(p);
         }
     }
     for ((model, workload), by_host) in advised {
