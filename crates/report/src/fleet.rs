@@ -248,6 +248,9 @@ fn model_of(fp: &Fingerprint) -> String {
         .unwrap_or_else(|| "unknown CPU model".into())
 }
 
+/// Runs named in a note before "and N more".
+const NOTE_RUNS: usize = 5;
+
 type PoolKey = (String, String, BTreeMap<String, String>, usize);
 
 /// The fleet view of `runs` (any order; each host's latest run wins per workload).
@@ -259,6 +262,7 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
     let mut advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>> = BTreeMap::new();
     let mut model_hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut no_yield: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in &order {
         let host = host_of(r);
         let fp = Fingerprint::of(r);
@@ -314,14 +318,32 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
                 );
         }
         if !any {
-            notes.push(format!(
-                "run {} ({host}): no SMT yield{}",
-                r.run.id,
-                crate::yields::no_yields_reason(r)
-                    .map(|w| format!(": {w}"))
-                    .unwrap_or_default()
-            ));
+            let why = crate::yields::no_yields_reason(r)
+                .unwrap_or_else(|| "every pair was single-threaded (no yield)".into());
+            no_yield
+                .entry(why)
+                .or_default()
+                .push(format!("run {} ({host})", r.run.id));
         }
+    }
+    // One note per reason, not per run: a fleet without SMT would list every host.
+    for (why, runs) in no_yield {
+        let shown: Vec<&str> = runs.iter().take(NOTE_RUNS).map(String::as_str).collect();
+        let more = runs.len().saturating_sub(NOTE_RUNS);
+        notes.push(format!(
+            "{} without an SMT yield ({why}): {}{}",
+            if runs.len() == 1 {
+                "1 run".to_string()
+            } else {
+                format!("{} runs", runs.len())
+            },
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
     }
     let mut models: BTreeMap<String, Model> = model_hosts
         .into_iter()

@@ -139,3 +139,24 @@ fn html_is_one_well_formed_page() {
     assert!(page.contains("a7 0.950x"), "the outlier is named");
     assert!(page.contains(A) && page.contains(B));
 }
+
+#[test]
+fn runs_without_a_yield_are_one_note_per_reason() {
+    let mut runs = runs();
+    for i in 0..7 {
+        let mut r = run(&FakeHost::new(&format!("n{i}"), B, 1.1));
+        r.run.id = 100 + i;
+        r.cells.retain(|c| c.placement.name == "1c1t");
+        runs.push(r);
+    }
+    let f = fleet(&runs);
+    assert_eq!(f.notes.len(), 1, "{:?}", f.notes);
+    assert!(
+        f.notes[0].starts_with("7 runs without an SMT yield (no benchmark was measured on both")
+            && f.notes[0].ends_with("run 104 (n4) and 2 more"),
+        "{}",
+        f.notes[0]
+    );
+    // Their hosts are counted under their model, with no pool of their own.
+    assert_eq!(f.models[0].hosts.len(), 9);
+}
