@@ -109,7 +109,7 @@ pub fn text(f: &Fleet, width: usize) -> String {
         for a in &m.advice {
             let mut counts: Vec<(&String, &usize)> = a.counts.iter().collect();
             counts.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
-            let c: Vec<String> = counts.iter().map(|(w, n)| format!("{w} {n}")).collect();
+            let c: Vec<String> = counts.iter().map(|(w, n)| format!("{w}: {n}")).collect();
             out.push_str(&wrap(
                 &format!("  advice over hosts, {}: {}", a.workload, c.join(", ")),
                 layout,
