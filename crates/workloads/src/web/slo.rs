@@ -71,7 +71,7 @@ impl Benchmark for WebSlo {
                     "server",
                     "event",
                     None,
-                    "event | threads | processes | nginx | apache-prefork | apache-event | cmd (your own, as web-static's)",
+                    "event | threads | processes | seda | nginx | apache-prefork | apache-event | cmd (your own, as web-static's)",
                 ),
                 p(
                     "cmd",
