@@ -62,6 +62,7 @@
 //! ids) as one package.
 
 pub mod client;
+pub mod irq;
 pub mod pin;
 mod resolve;
 mod spec;

@@ -270,6 +270,7 @@ impl Benchmark for WebStatic {
                     None,
                     "client threads (0: one per client CPU)",
                 ),
+                crate::irq_param(),
             ],
             main_param: Some("server".into()),
             report: smtlab_model::ReportSection::WebStatic,

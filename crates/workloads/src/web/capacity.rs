@@ -154,6 +154,7 @@ impl Benchmark for WebCapacity {
                     None,
                     "least kbit/s of a conforming connection",
                 ),
+                crate::irq_param(),
             ],
             main_param: Some("server".into()),
             report: smtlab_model::ReportSection::WebCapacity,

@@ -105,6 +105,7 @@ impl Benchmark for WebSlo {
                     Some("20000"),
                     "the search's upper bound, requests per second",
                 ),
+                crate::irq_param(),
             ],
             main_param: Some("server".into()),
             report: Default::default(),
