@@ -432,7 +432,10 @@ fn irq_sibling_steers_the_devices_to_the_sibling_for_the_cell_and_puts_them_back
     let cell = &v["cells"][0];
     assert_eq!(cell["params"]["irq"], "sibling:eth0+lo");
     assert_eq!(cell["params"]["server"], "seda");
-    assert!(cell["result"]["summary"]["median"].as_f64().unwrap() > 0.0, "{cell}");
+    assert!(
+        cell["result"]["summary"]["median"].as_f64().unwrap() > 0.0,
+        "{cell}"
+    );
     // Every file went to CPU 1 (the sibling of CPU 0) before the cell, and back after.
     let steered: Vec<String> = f
         .journal()

@@ -206,7 +206,9 @@ impl Benchmark for WebStatic {
             value_kind: ValueKind::Rate { scale: 125_000.0 },
             description: "SPECweb96-like static load: a file set in four size classes \
                           (35/50/14/1% of requests), Zipf over directories, closed-loop \
-                          connections; response bandwidth"
+                          connections; response bandwidth of a built-in server (event, \
+                          threads, processes, seda: staged and copying, no sendfile) or \
+                          nginx/Apache/your own"
                 .into(),
             origin: "paper 000 s2.4, Figs 1-6".into(),
             params: vec![
