@@ -26,7 +26,7 @@ use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -84,9 +84,17 @@ impl StageStats {
 /// The staged copying server.
 pub struct SedaServer {
     addr: SocketAddr,
+    /// Stops the accept stage (the pools stop on an empty item, one per thread).
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     stats: Arc<StageStats>,
+    /// The pools' queues, to send each pool thread its stop (`None`).
+    queues: (
+        Sender<Option<Conn>>,
+        Sender<Option<Parsed>>,
+        Sender<Option<Conn>>,
+    ),
+    per_pool: usize,
 }
 
 impl std::fmt::Debug for SedaServer {
@@ -126,11 +134,12 @@ enum Next {
     Close(Conn),
 }
 
-/// The queues and the parked connections, shared by every stage.
+/// The queues and the parked connections, shared by every stage. A queue's items are
+/// `Some`; `None` stops the pool thread that takes it.
 struct Pipeline {
-    parse: Sender<Conn>,
-    read: Sender<Parsed>,
-    send: Sender<Conn>,
+    parse: Sender<Option<Conn>>,
+    read: Sender<Option<Parsed>>,
+    send: Sender<Option<Conn>>,
     epfd: OwnedFd,
     /// Connections waiting in the epoll, by descriptor.
     parked: Mutex<HashMap<RawFd, (Conn, bool)>>,
@@ -144,13 +153,13 @@ impl Pipeline {
     fn hand_on(&self, next: Next) {
         match next {
             Next::Parse(c) => {
-                let _ = self.parse.send(c);
+                let _ = self.parse.send(Some(c));
             }
             Next::Read(p) => {
-                let _ = self.read.send(p);
+                let _ = self.read.send(Some(p));
             }
             Next::Send(c) => {
-                let _ = self.send.send(c);
+                let _ = self.send.send(Some(c));
             }
             Next::Park(c, out) => self.park(c, out),
             Next::Close(c) => self.close(c),
@@ -200,12 +209,15 @@ impl Pipeline {
     }
 }
 
-/// Locks a pool's shared queue end: std's channel has one receiver, so a pool's threads
-/// take turns at it (a dequeue is short next to a stage's work).
-fn next<T>(rx: &Mutex<Receiver<T>>) -> Result<T, RecvTimeoutError> {
+/// The next item of a pool's queue; `None` to stop. std's channel has one receiver, so a
+/// pool's threads take turns at it: one waits on the queue, the others on the lock (a
+/// dequeue is short next to a stage's work). No thread wakes without an item.
+fn next<T>(rx: &Mutex<Receiver<Option<T>>>) -> Option<T> {
     rx.lock()
         .unwrap_or_else(|e| e.into_inner())
-        .recv_timeout(Duration::from_millis(100))
+        .recv()
+        .ok()
+        .flatten()
 }
 
 impl SedaServer {
@@ -223,9 +235,10 @@ impl SedaServer {
             libc::EPOLLIN,
             u64::MAX,
         )?;
-        let (parse_tx, parse_rx) = channel::<Conn>();
-        let (read_tx, read_rx) = channel::<Parsed>();
-        let (send_tx, send_rx) = channel::<Conn>();
+        let (parse_tx, parse_rx) = channel::<Option<Conn>>();
+        let (read_tx, read_rx) = channel::<Option<Parsed>>();
+        let (send_tx, send_rx) = channel::<Option<Conn>>();
+        let queues = (parse_tx.clone(), read_tx.clone(), send_tx.clone());
         let stats = Arc::new(StageStats::default());
         let pipe = Arc::new(Pipeline {
             parse: parse_tx,
@@ -239,13 +252,16 @@ impl SedaServer {
             stats: stats.clone(),
         });
         let stop = Arc::new(AtomicBool::new(false));
+        let per_pool = cpus.len().max(1);
+        // Made before the first thread: dropped on an error below, it stops those started.
         let mut server = SedaServer {
             addr,
             stop: stop.clone(),
             threads: Vec::new(),
             stats,
+            queues,
+            per_pool: 0,
         };
-        let per_pool = cpus.len().max(1);
         let cpu = |i: usize| cpus.get(i % per_pool).copied();
         let spawn = |name: String, cpu: Option<u32>, body: Box<dyn FnOnce() + Send>| match cpu {
             Some(c) => smtlab_placement::pin::spawn_pinned(Some(c), name, body),
@@ -263,23 +279,26 @@ impl SedaServer {
         let read_rx = Arc::new(Mutex::new(read_rx));
         let send_rx = Arc::new(Mutex::new(send_rx));
         for i in 0..per_pool {
-            let (p, s, rx) = (pipe.clone(), stop.clone(), parse_rx.clone());
+            // Counted before the threads of this round start, so a failed start below
+            // still sends a stop to each (an extra one is never taken).
+            server.per_pool += 1;
+            let (p, rx) = (pipe.clone(), parse_rx.clone());
             server.threads.push(spawn(
                 format!("{}{i}", Stage::Parse.thread_name()),
                 cpu(i),
-                Box::new(move || pool(&rx, &s, |c| parse_stage(&p, c))),
+                Box::new(move || pool(&rx, |c| parse_stage(&p, c))),
             )?);
-            let (p, s, rx) = (pipe.clone(), stop.clone(), read_rx.clone());
+            let (p, rx) = (pipe.clone(), read_rx.clone());
             server.threads.push(spawn(
                 format!("{}{i}", Stage::Read.thread_name()),
                 cpu(i),
-                Box::new(move || pool(&rx, &s, |r| read_stage(&p, r))),
+                Box::new(move || pool(&rx, |r| read_stage(&p, r))),
             )?);
-            let (p, s, rx) = (pipe.clone(), stop.clone(), send_rx.clone());
+            let (p, rx) = (pipe.clone(), send_rx.clone());
             server.threads.push(spawn(
                 format!("{}{i}", Stage::Send.thread_name()),
                 cpu(i),
-                Box::new(move || pool(&rx, &s, |c| send_stage(&p, c))),
+                Box::new(move || pool(&rx, |c| send_stage(&p, c))),
             )?);
         }
         Ok(server)
@@ -302,23 +321,25 @@ impl SedaServer {
 
 impl Drop for SedaServer {
     fn drop(&mut self) {
+        // The accept stage sees the flag within 100 ms; each pool thread takes one stop.
+        // The last thread to go drops the pipeline, which closes every parked and queued
+        // connection.
         self.stop.store(true, Ordering::SeqCst);
-        // Every thread sees the flag within 100 ms; the last to go drops the pipeline,
-        // which closes every parked and queued connection.
+        for _ in 0..self.per_pool {
+            let _ = self.queues.0.send(None);
+            let _ = self.queues.1.send(None);
+            let _ = self.queues.2.send(None);
+        }
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
     }
 }
 
-/// A pool thread: takes items off its queue and runs `stage` on each until stopped.
-fn pool<T>(rx: &Mutex<Receiver<T>>, stop: &AtomicBool, mut stage: impl FnMut(T)) {
-    while !stop.load(Ordering::Relaxed) {
-        match next(rx) {
-            Ok(item) => stage(item),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
+/// A pool thread: takes items off its queue and runs `stage` on each until its stop.
+fn pool<T>(rx: &Mutex<Receiver<Option<T>>>, mut stage: impl FnMut(T)) {
+    while let Some(item) = next(rx) {
+        stage(item);
     }
 }
 
