@@ -81,6 +81,13 @@ impl StageStats {
     }
 }
 
+/// The parse, read and send queues' sending ends.
+type Queues = (
+    Sender<Option<Conn>>,
+    Sender<Option<Parsed>>,
+    Sender<Option<Conn>>,
+);
+
 /// The staged copying server.
 pub struct SedaServer {
     addr: SocketAddr,
@@ -89,11 +96,7 @@ pub struct SedaServer {
     threads: Vec<JoinHandle<()>>,
     stats: Arc<StageStats>,
     /// The pools' queues, to send each pool thread its stop (`None`).
-    queues: (
-        Sender<Option<Conn>>,
-        Sender<Option<Parsed>>,
-        Sender<Option<Conn>>,
-    ),
+    queues: Queues,
     per_pool: usize,
 }
 
