@@ -354,6 +354,40 @@ mod catalog {
     }
 
     #[test]
+    fn list_names_the_copying_server_and_the_irq_setting_of_the_network_workloads() {
+        let v = json_of(smtlab().args(["list", "--json"]));
+        let all = v.as_array().unwrap();
+        let param = |bench: &str, name: &str| -> Option<serde_json::Value> {
+            let b = all.iter().find(|b| b["name"] == bench)?;
+            b["params"]
+                .as_array()?
+                .iter()
+                .find(|p| p["name"] == name)
+                .cloned()
+        };
+        for bench in ["web-static", "web-capacity", "web-slo"] {
+            let server = param(bench, "server").unwrap().to_string();
+            assert!(server.contains("seda"), "{bench}: {server}");
+        }
+        for bench in [
+            "web-static",
+            "web-capacity",
+            "web-slo",
+            "chat",
+            "tbench",
+            "tcp-stream",
+            "tcp-rr",
+        ] {
+            let irq = param(bench, "irq").unwrap_or_else(|| panic!("{bench} has no irq"));
+            assert_eq!(irq["default"], "none", "{bench}");
+        }
+        // Not a network workload: no irq.
+        assert!(param("dbench", "irq").is_none());
+        let text = stdout_of(smtlab().args(["list", "--wide"]));
+        assert!(text.contains("seda: staged and copying"), "{text}");
+    }
+
+    #[test]
     fn bench_json_keeps_raw_samples_and_placement_cpus() {
         let v = json_of(smtlab().args(["bench", "null-syscall", "--quick", "--json"]));
         assert_eq!(v["schema"], "smtlab.results/1");

@@ -379,3 +379,136 @@ fn penalty_measures_the_task_beside_a_hog_on_its_sibling() {
         f.journal()
     );
 }
+
+/// The fake machine's network files smtlab steers (paper 004 s3), as `path value`
+/// lines relative to the tree; what the tree was built with until something writes.
+fn steering_files(f: &Fake) -> Vec<String> {
+    [
+        "sys/class/net/lo/queues/rx-0/rps_cpus",
+        "sys/class/net/eth0/queues/rx-0/rps_cpus",
+        "sys/class/net/eth0/queues/rx-1/rps_cpus",
+        "proc/irq/24/smp_affinity_list",
+        "proc/irq/25/smp_affinity_list",
+    ]
+    .iter()
+    .map(|rel| {
+        let v = fs::read_to_string(f.tree().join(rel)).unwrap();
+        format!("{rel} {}", v.trim())
+    })
+    .collect()
+}
+
+const STEERING_AS_BUILT: [&str; 5] = [
+    "sys/class/net/lo/queues/rx-0/rps_cpus 0",
+    "sys/class/net/eth0/queues/rx-0/rps_cpus 0",
+    "sys/class/net/eth0/queues/rx-1/rps_cpus 0",
+    "proc/irq/24/smp_affinity_list 0-1",
+    "proc/irq/25/smp_affinity_list 0-1",
+];
+
+/// A web-static cell of the copying server on 1c1t (CPU 0) with its client on the
+/// sibling (CPU 1, the fake machine has one core), interrupts steered as `irq` says.
+fn seda_cell(f: &Fake, irq: &str, extra: &[&str]) -> Command {
+    let mut c = f.smtlab();
+    c.args(["bench", "web-static", "-p", "1c1t", "--client-siblings"])
+        .args(["--param", "server=seda", "--param"])
+        .arg(format!("irq={irq}"))
+        .args(extra);
+    c
+}
+
+#[test]
+fn irq_sibling_steers_the_devices_to_the_sibling_for_the_cell_and_puts_them_back() {
+    let f = Fake::new();
+    let v = json(
+        seda_cell(
+            &f,
+            "sibling:eth0+lo",
+            &["--quick", "--max-samples", "3", "--json"],
+        )
+        .output()
+        .unwrap(),
+    );
+    let cell = &v["cells"][0];
+    assert_eq!(cell["params"]["irq"], "sibling:eth0+lo");
+    assert_eq!(cell["params"]["server"], "seda");
+    assert!(
+        cell["result"]["summary"]["median"].as_f64().unwrap() > 0.0,
+        "{cell}"
+    );
+    // Every file went to CPU 1 (the sibling of CPU 0) before the cell, and back after.
+    let steered: Vec<String> = f
+        .journal()
+        .into_iter()
+        .filter(|l| !l.starts_with("cpu"))
+        .collect();
+    assert_eq!(
+        steered,
+        [
+            "proc/irq/24/smp_affinity_list 1",
+            "proc/irq/25/smp_affinity_list 1",
+            "sys/class/net/eth0/queues/rx-0/rps_cpus 00000002",
+            "sys/class/net/eth0/queues/rx-1/rps_cpus 00000002",
+            "sys/class/net/lo/queues/rx-0/rps_cpus 00000002",
+            "proc/irq/24/smp_affinity_list 0-1",
+            "proc/irq/25/smp_affinity_list 0-1",
+            "sys/class/net/eth0/queues/rx-0/rps_cpus 0",
+            "sys/class/net/eth0/queues/rx-1/rps_cpus 0",
+            "sys/class/net/lo/queues/rx-0/rps_cpus 0",
+        ]
+    );
+    assert_eq!(steering_files(&f), STEERING_AS_BUILT);
+}
+
+#[test]
+fn irq_steering_that_cannot_be_done_says_why_in_one_line() {
+    let f = Fake::new();
+    // One core: no other core to steer to.
+    let out = seda_cell(&f, "other-core", &["--quick"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("irq=other-core: every core"), "{stderr}");
+    // A device with no interrupts and no receive queues: nothing to steer, no cell.
+    fs::create_dir_all(f.tree().join("sys/class/net/veth0")).unwrap();
+    let out = seda_cell(&f, "sibling:veth0", &["--quick"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("nothing to steer for veth0"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    // A malformed value is named with what is expected.
+    let out = seda_cell(&f, "neighbour", &["--quick"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("irq=\"neighbour\": expected none, sibling"),
+        "{stderr}"
+    );
+    assert_eq!(steering_files(&f), STEERING_AS_BUILT);
+}
+
+#[test]
+fn kill_9_mid_cell_leaves_the_interrupt_steering_as_it_was() {
+    let f = Fake::new();
+    let child = seda_cell(&f, "sibling:eth0+lo", &["--param", "duration=2s"])
+        .args(["--max-samples", "10"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the interrupts steered to the sibling", || {
+        f.journal()
+            .iter()
+            .any(|l| l == "sys/class/net/lo/queues/rx-0/rps_cpus 00000002")
+    });
+    assert_ne!(steering_files(&f), STEERING_AS_BUILT);
+    // SIGKILL: no chance to clean up; the guardian writes the old values back.
+    let mut child = child;
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    wait_until("the guardian restored the steering", || {
+        steering_files(&f) == STEERING_AS_BUILT
+    });
+}

@@ -6,7 +6,9 @@
 //! The guest checks behaviour only (timings under emulation mean nothing): topology and
 //! placements resolve to true siblings, bench/run/exec work on 1c2t, SMT switches off
 //! and on and is restored after SIGTERM and kill -9, and the 1T-UP placement takes
-//! the other CPUs offline for its cell only.
+//! the other CPUs offline for its cell only; `irq=sibling|other-core` steers loopback's
+//! receive processing (`rps_cpus`) for a cell of the copying web server and puts it back,
+//! also after kill -9.
 //!
 //! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernel
 //! (`scripts/smt-vm.sh --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`

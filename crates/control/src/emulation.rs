@@ -6,6 +6,10 @@
 //! than one thread online. A thread's core is its `topology/thread_siblings_list`;
 //! its first CPU is the primary thread.
 //!
+//! Interrupt affinities (`proc/irq/N/smp_affinity_list`) are plain files, except that
+//! the kernel refuses (`EIO`) to move an interrupt it manages itself, marked in a fake
+//! tree by a `managed` file beside it.
+//!
 //! Every write the emulated kernel took is appended to [`JOURNAL`] at the tree's root
 //! (`sys/devices/system/cpu/cpu1/online 0`), so a test can see what a command did to the
 //! machine while it ran, not only the state it left.
@@ -22,6 +26,12 @@ use crate::sysfs::Sysfs;
 
 /// The kernel's refusal of a write, before it happens.
 pub(crate) fn check(sysfs: &Sysfs, path: &Path, value: &str) -> io::Result<()> {
+    if path.file_name().is_some_and(|n| n == "smp_affinity_list")
+        && path.with_file_name("managed").exists()
+    {
+        // A kernel-managed interrupt (multi-queue drivers): its affinity is the kernel's.
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
     let Some(cpu) = online_file_cpu(sysfs, path) else {
         return Ok(());
     };

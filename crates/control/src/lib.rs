@@ -32,6 +32,10 @@
 //! trees in temporary directories; writes into such a tree only change files, or also do
 //! what the kernel would ([`Sysfs::emulating_kernel`], [`emulation`]: a fake machine).
 //!
+//! Network interrupt steering (paper 004 s3: a device's interrupts and receive
+//! processing on the serving thread's SMT sibling or on another core) goes through a
+//! guard of its own, [`IrqSteer`] ([`irq`]), protected the same three ways.
+//!
 //! [`fork`] is the one place smtlab forks (the guardian here, the os benchmarks' children
 //! and the built-in processes server above): what a child of a multithreaded process may
 //! do, said once.
@@ -41,11 +45,13 @@ pub mod error;
 pub mod fork;
 pub mod guard;
 pub mod guardian;
+pub mod irq;
 pub mod signals;
 pub mod state;
 pub mod sysfs;
 
 pub use error::ControlError;
 pub use guard::{SmtSwitch, switch_refusal, uniprocessor, uniprocessor_plan};
+pub use irq::IrqSteer;
 pub use state::{CoreThreads, SmtControl, SmtState};
 pub use sysfs::Sysfs;

@@ -16,7 +16,10 @@
 //! 3. [`standard_placements`] lists the set worth comparing on a machine (`1c1t`, `1c2t`,
 //!    `2c1t`, `2c2t`, `2c1t/scatter`, `1cKt`, `cores`, `all`) with each one's resolution or
 //!    the reason it fails.
-//! 4. [`pin`] sets and verifies affinity: the calling thread, threads spawned pinned
+//! 4. [`irq`] names the CPUs a network workload's interrupts are steered to (`irq=sibling`:
+//!    the idle SMT siblings of the placement; `irq=other-core`: CPUs of cores it does not
+//!    use), for the runner to write (paper 004 s3).
+//! 5. [`pin`] sets and verifies affinity: the calling thread, threads spawned pinned
 //!    ([`pin::spawn_pinned`]), and child processes ([`pin::CommandPinExt::pin_to`]). The OS
 //!    calls sit behind the [`pin::Affinity`] trait, with a fake for deterministic tests.
 //!
@@ -62,6 +65,7 @@
 //! ids) as one package.
 
 pub mod client;
+pub mod irq;
 pub mod pin;
 mod resolve;
 mod spec;

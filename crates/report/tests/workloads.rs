@@ -262,3 +262,40 @@ fn chat_shows_the_shape_of_its_loads_as_paper_001_table_3() {
         "{table}"
     );
 }
+
+#[test]
+fn paper_000_figures_show_the_copying_server_beside_the_others() {
+    // web-static as paper 000 ran it: every built-in and real server on each placement.
+    let base: Vec<_> = workload_cells(&["1c1t", "1c2t", "2c1t", "2c2t"])
+        .into_iter()
+        .filter(|c| c.benchmark == "web-static")
+        .collect();
+    let servers = [
+        "event",
+        "threads",
+        "processes",
+        "seda",
+        "nginx",
+        "apache-prefork",
+    ];
+    let mut cells = Vec::new();
+    for server in servers {
+        for c in base.iter().filter(|c| c.params["server"] == "event") {
+            let mut c = c.clone();
+            c.params.insert("server".into(), server.into());
+            cells.push(c);
+        }
+    }
+    let page = smtlab_report::html(&run(cells, Vec::new()));
+    assert_well_formed(&page);
+    let web = section(&page, "web");
+    for server in servers {
+        for place in ["1c1t", "1c2t", "2c2t"] {
+            assert!(
+                web.contains(&format!("{server} {place}"))
+                    || web.contains(&format!("{server}, {place}")),
+                "no {server} on {place} in the web figures"
+            );
+        }
+    }
+}

@@ -13,7 +13,11 @@
 //! * the **environment** stored with every run ([`Machine::environment`]);
 //! * the **system state of a cell** ([`Machine::enter_cell`]): `1c1t-up` takes every
 //!   other CPU offline for the cell's life, through a typed guard ([`CellGuard`]) that
-//!   brings them back when dropped.
+//!   brings them back when dropped;
+//! * the **steering of a network device's interrupts** for a cell
+//!   ([`Machine::steer_irqs`]: `/proc/irq/N/smp_affinity_list` and the receive queues'
+//!   `rps_cpus` under its root), through the control crate's [`IrqSteer`] guard, which
+//!   writes the old values back when dropped, on signals and after SIGKILL.
 //!
 //! A new fact about the machine that the engine needs goes here: a method of the trait,
 //! read from [`Machine::root`] for both machines (or faked by [`FakeMachine`]), so no
@@ -24,7 +28,7 @@ mod fake;
 use std::path::Path;
 
 use smtlab_control::guard::Protection;
-use smtlab_control::{ControlError, SmtSwitch, Sysfs};
+use smtlab_control::{ControlError, IrqSteer, SmtSwitch, Sysfs};
 use smtlab_model::{Environment, ResolvedPlacement, Topology};
 use smtlab_topology::TopologyError;
 
@@ -140,6 +144,17 @@ pub trait Machine: Sync {
             })?;
         }
         Ok(())
+    }
+
+    /// Steers the interrupts and receive processing of network `devices` to `cpus` until
+    /// the guard drops (paper 004 s3); the guard lists what it steered, which is
+    /// nothing where the devices have no interrupts and the kernel no RPS.
+    fn steer_irqs(
+        &self,
+        devices: &[String],
+        cpus: &smtlab_model::CpuSet,
+    ) -> Result<IrqSteer, ControlError> {
+        IrqSteer::apply(self.sysfs(), devices, cpus, Protection::default())
     }
 
     /// Puts the system into the state `placement` needs for one cell (`1c1t-up`: every

@@ -409,6 +409,47 @@ impl Session<'_> {
         })
     }
 
+    /// Steers the network interrupts of a cell whose benchmark declares the `irq`
+    /// parameter ([`smtlab_placement::irq`]) and asks for it; the guard, held for the
+    /// cell's life. An error, which skips the cell with its reason, when the value is
+    /// malformed, the placement leaves no such CPU, the machine refuses, or there is
+    /// nothing to steer (so no cell says it was steered when it was not).
+    fn steer_irqs(
+        &self,
+        plan: &CellPlan<'_>,
+        placement: &ResolvedPlacement,
+        client: Option<&ClientSide>,
+    ) -> Result<Option<smtlab_control::IrqSteer>, String> {
+        use smtlab_placement::irq;
+        if !plan.info.params.iter().any(|p| p.name == irq::PARAM) {
+            return Ok(None);
+        }
+        let value = plan.params.get_str(irq::PARAM).map_err(|e| e.to_string())?;
+        let spec = irq::IrqSpec::parse(value)
+            .ok_or_else(|| format!("parameter irq={value:?}: expected {}", irq::EXPECTED))?;
+        let client_cpus = client.map(|c| c.cpus().clone()).unwrap_or_default();
+        let Some(cpus) = irq::irq_cpus(self.topo, &placement.cpus, &client_cpus, spec.target)?
+        else {
+            return Ok(None);
+        };
+        let Some(machine) = self.system else {
+            return Err(format!(
+                "irq={value}: this run changes nothing on the machine, so it cannot steer interrupts"
+            ));
+        };
+        let guard = machine
+            .steer_irqs(&spec.devices, &cpus)
+            .map_err(|e| format!("irq={value}: {e}"))?;
+        if guard.files().is_empty() {
+            return Err(format!(
+                "irq={value}: nothing to steer for {}: no interrupts (loopback and veth have none) and no \
+                 receive queue with rps_cpus (a kernel without CONFIG_RPS)",
+                spec.devices.join(", ")
+            ));
+        }
+        Ok(Some(guard))
+    }
+
     /// A cell's thread: owns its client side, counting and instances, answers `cmds`.
     /// Everything it starts is dropped here, the instance before the client side.
     fn cell_thread(
@@ -432,6 +473,14 @@ impl Session<'_> {
         let (client, _state) = match (client, state) {
             (Ok(c), Ok(s)) => (Ok(c), s),
             (Err(e), _) | (_, Err(e)) => (Err(e), CellGuard::Unchanged),
+        };
+        // Kept to the end of the cell too: dropping it puts the interrupts back.
+        let (client, _irqs) = match client {
+            Ok(c) => match self.steer_irqs(plan, &placement, c.as_ref()) {
+                Ok(g) => (Ok(c), g),
+                Err(e) => (Err(e), None),
+            },
+            Err(e) => (Err(e), None),
         };
         let client: Option<ClientSide> = match client {
             Ok(c) => c,

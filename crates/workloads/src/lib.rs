@@ -63,6 +63,20 @@ pub(crate) fn any_duration_s(p: &smtlab_bench::Params) -> Result<f64, smtlab_ben
     .as_secs_f64())
 }
 
+/// The `irq` parameter of the network workloads (paper 004 s3): where the runner steers
+/// the device's interrupts and receive processing for the cell
+/// ([`smtlab_placement::irq`]); the workload itself only declares it.
+pub(crate) fn irq_param() -> smtlab_model::ParamInfo {
+    smtlab_bench::params::declare(
+        smtlab_placement::irq::PARAM,
+        "none",
+        None,
+        "network interrupts and receive processing (RPS) of the device (lo unless :DEV) steered \
+         to the server's idle SMT sibling (sibling) or another core (other-core) for the cell, \
+         restored after it, even on kill -9; none: left as they are",
+    )
+}
+
 /// Every workload, in the order `smtlab list` shows them.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v = web::benchmarks();

@@ -6,7 +6,8 @@
 //! SPECweb96 clients do. The value is the response bandwidth in Mbit/s (bodies); each
 //! sample also carries requests/s, latency percentiles and the error count.
 //!
-//! Servers (`server=`): `event`, `threads` and `processes` are built in ([`builtin`]); `nginx` and
+//! Servers (`server=`): `event`, `threads`, `processes` and `seda` (staged, copying every
+//! body through a buffer: no `sendfile`) are built in ([`builtin`]); `nginx` and
 //! `apache-prefork` / `apache-event` are the real ones from a generated configuration
 //! ([`real`]); a cell whose server is not installed is skipped with the command that
 //! installs it.
@@ -52,6 +53,7 @@ pub const SERVERS: &[&str] = &[
     "event",
     "threads",
     "processes",
+    "seda",
     "nginx",
     "apache-prefork",
     "apache-event",
@@ -63,6 +65,7 @@ pub enum Running {
     Event(EventServer),
     Threads(ThreadServer),
     Processes(builtin::ProcessServer),
+    Seda(builtin::SedaServer),
     Real(real::RealServer),
 }
 
@@ -72,6 +75,7 @@ impl Running {
             Running::Event(s) => s.addr(),
             Running::Threads(s) => s.addr(),
             Running::Processes(s) => s.addr(),
+            Running::Seda(s) => s.addr(),
             Running::Real(s) => s.addr(),
         }
     }
@@ -131,6 +135,12 @@ pub fn start_server_with(
             .map(Running::Processes)
             .map_err(|error| StartError::BuiltIn {
                 kind: "processes",
+                error,
+            }),
+        "seda" => builtin::SedaServer::start(Docs::from_set(set), cpus, opts)
+            .map(Running::Seda)
+            .map_err(|error| StartError::BuiltIn {
+                kind: "seda",
                 error,
             }),
         "nginx" => {
@@ -196,7 +206,9 @@ impl Benchmark for WebStatic {
             value_kind: ValueKind::Rate { scale: 125_000.0 },
             description: "SPECweb96-like static load: a file set in four size classes \
                           (35/50/14/1% of requests), Zipf over directories, closed-loop \
-                          connections; response bandwidth"
+                          connections; response bandwidth of a built-in server (event, \
+                          threads, processes, seda: staged and copying, no sendfile) or \
+                          nginx/Apache/your own"
                 .into(),
             origin: "paper 000 s2.4, Figs 1-6".into(),
             params: vec![
@@ -204,7 +216,7 @@ impl Benchmark for WebStatic {
                     "server",
                     "event",
                     None,
-                    "event | threads | processes | nginx | apache-prefork | apache-event | cmd (your own: see cmd)",
+                    "event | threads | processes | seda (staged, copying: no sendfile) | nginx | apache-prefork | apache-event | cmd (your own: see cmd)",
                 ),
                 param(
                     "cmd",
@@ -260,6 +272,7 @@ impl Benchmark for WebStatic {
                     None,
                     "client threads (0: one per client CPU)",
                 ),
+                crate::irq_param(),
             ],
             main_param: Some("server".into()),
             report: smtlab_model::ReportSection::WebStatic,

@@ -222,3 +222,46 @@ advise_checks() {
     && ok "advise --partners: the workload measured beside partners on its sibling" \
     || { fail "advise --partners"; tail -n 5 /tmp/ap.err; head -c 2000 /tmp/ap.json; }
 }
+
+# irq=sibling / other-core on web-static (paper 004 s3): loopback's receive steering
+# (rps_cpus) goes to the sibling of CPU 0 (or another core) during the cell, comes back
+# after it, and after kill -9 in the middle of one (the guardian). The copying server
+# (seda) serves the load.
+irq_checks() {
+  rps=/sys/class/net/lo/queues/rx-0/rps_cpus
+  if [ ! -e "$rps" ]; then
+    ok "irq: skipped, this kernel has no $rps (CONFIG_RPS off)"
+    return
+  fi
+  before=$(cat $rps)
+  for target in sibling other-core; do
+    smtlab bench web-static --quick -p 1c1t --param server=seda --param irq=$target \
+      --param duration=1s --max-samples 3 >/tmp/irq.out 2>&1 &
+    pid=$!
+    seen=no
+    i=0
+    while [ "$i" -lt 600 ] && kill -0 "$pid" 2>/dev/null; do
+      now=$(cat $rps)
+      [ "$now" != "$before" ] && { seen=$now; break; }
+      sleep 0.05
+      i=$((i + 1))
+    done
+    wait "$pid"
+    rc=$?
+    check "irq=$target: web-static server=seda exit" 0 "$rc"
+    [ "$rc" = 0 ] || cat /tmp/irq.out
+    grep -q '^1c1t ' /tmp/irq.out && ok "irq=$target: the seda cell was measured" || fail "irq=$target: no 1c1t row"
+    [ "$seen" != no ] && ok "irq=$target: rps_cpus steered to $seen during the cell" || fail "irq=$target: rps_cpus never changed"
+    check "irq=$target: rps_cpus restored after the cell" "$before" "$(cat $rps)"
+  done
+  smtlab bench web-static -p 1c1t --param server=seda --param irq=sibling \
+    --param duration=2s --max-samples 20 >/dev/null 2>&1 &
+  pid=$!
+  i=0
+  while [ "$i" -lt 600 ] && [ "$(cat $rps)" = "$before" ]; do sleep 0.05; i=$((i + 1)); done
+  [ "$(cat $rps)" != "$before" ] && ok "irq kill -9: steered before the kill" || fail "irq kill -9: never steered"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  wait_for $rps "$before" 100
+  check "irq kill -9: rps_cpus restored by the guardian" "$before" "$(cat $rps)"
+}

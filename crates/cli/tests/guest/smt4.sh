@@ -14,4 +14,5 @@ smtlab exec --placements 1c1t,1c2t --reps 2 --warmup 0 --db /tmp/exec.db -- true
 corun_checks
 smt_both_checks
 advise_checks
+irq_checks
 finish

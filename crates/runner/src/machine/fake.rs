@@ -5,6 +5,12 @@
 //! host has), which makes the machine good for running every command's path (1c1t,
 //! 1c2t, SMT off and on, the sibling co-run, 1c1t-up and the restores) and worthless for
 //! figures: its environment says so in every field that names the machine.
+//!
+//! Its network devices are files only: `lo` with one receive queue (`rps_cpus`), and
+//! `eth0` with two receive queues and two MSI interrupts (24 and 25, named in
+//! `proc/interrupts`, `proc/irq/N/smp_affinity_list` reading `0-1`), so `irq=` steering
+//! writes into the tree (and its journal) and the restores can be checked; the load
+//! itself runs over this host's loopback.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -138,6 +144,22 @@ fn build_tree(root: &Path) -> io::Result<()> {
     write(cpu.join("possible"), "0-1\n")?;
     write(cpu.join("smt/control"), "on\n")?;
     write(cpu.join("smt/active"), "1\n")?;
+    let net = root.join("sys/class/net");
+    write(net.join("lo/queues/rx-0/rps_cpus"), "0\n")?;
+    write(net.join("lo/queues/tx-0/xps_cpus"), "0\n")?;
+    for q in 0..2 {
+        write(net.join(format!("eth0/queues/rx-{q}/rps_cpus")), "0\n")?;
+    }
+    let mut interrupts = String::from("           CPU0       CPU1\n");
+    for (irq, name) in [(24, "eth0-rx-0"), (25, "eth0-rx-1")] {
+        write(net.join(format!("eth0/device/msi_irqs/{irq}")), "msix\n")?;
+        write(
+            root.join(format!("proc/irq/{irq}/smp_affinity_list")),
+            "0-1\n",
+        )?;
+        interrupts.push_str(&format!(" {irq}:  0  0  PCI-MSIX-edge  {name}\n"));
+    }
+    write(root.join("proc/interrupts"), &interrupts)?;
     let mut cpuinfo = String::new();
     for c in 0..2 {
         cpuinfo.push_str(&format!(

@@ -119,6 +119,7 @@ impl Benchmark for Chat {
                     None,
                     "message size in bytes, 16 to 65536 (paper: 100)",
                 ),
+                crate::irq_param(),
             ],
             main_param: Some("rooms".into()),
             report: smtlab_model::ReportSection::SpeedupTable {

@@ -161,7 +161,10 @@ impl Benchmark for Perf {
                 "{what}; server on the placement, client apart; netperf's 99% +-2.5% iteration discipline"
             ),
             origin: format!("paper 004 (netperf); netperf -t {}", k.netperf_test()),
-            params,
+            params: params
+                .into_iter()
+                .chain(std::iter::once(crate::irq_param()))
+                .collect(),
             main_param: Some(k.main_param().into()),
             report: smtlab_model::ReportSection::SpeedupTable {
                 caption: format!("paper 004, netperf {}", k.netperf_test()),

@@ -73,7 +73,11 @@ impl Benchmark for Tbench {
                           TCP, one connection and server thread per client, no file system"
                 .into(),
             origin: "paper 001 Table 6 (tbench)".into(),
-            params: load_params(),
+            params: {
+                let mut p = load_params();
+                p.push(crate::irq_param());
+                p
+            },
             main_param: Some("clients".into()),
             report: smtlab_model::ReportSection::SpeedupTable {
                 caption: "paper 001 Table 6".into(),

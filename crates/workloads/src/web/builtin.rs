@@ -8,6 +8,9 @@
 //!
 //! * [`ProcessServer`] (`processes`): pre-forked worker processes, one connection each
 //!   at a time (Apache prefork).
+//! * [`SedaServer`] (`seda`): stages (accept, parse, read, send), each a pool of
+//!   threads behind a queue, that read every file into a buffer and write it, without
+//!   `sendfile` (paper 000's Haboob, the copying server).
 //!
 //! With the dynamic requests on, `/dyn/cgi` starts a process per request. The threads
 //! and processes servers wait for it in the connection's thread or process; the event
@@ -24,13 +27,14 @@
 //! bytes go too), hold no buffer for an idle connection, and stop (closing every
 //! connection) when dropped.
 //!
-//! One file a server (`builtin/event.rs`, `threads.rs`, `processes.rs`); the blocking
+//! One file a server (`builtin/event.rs`, `threads.rs`, `processes.rs`, `seda.rs`); the blocking
 //! connection the threads and processes servers share is in `conn.rs`; what every
 //! server answers is here.
 
 mod conn;
 mod event;
 mod processes;
+pub mod seda;
 mod threads;
 
 use std::collections::HashMap;
@@ -44,6 +48,7 @@ use super::request::{Method, Reject, Request};
 
 pub use event::EventServer;
 pub use processes::ProcessServer;
+pub use seda::SedaServer;
 pub use threads::ThreadServer;
 
 /// What a built-in server may serve: URL to file and size, and the dynamic requests

@@ -132,7 +132,7 @@ impl Benchmark for WebCapacity {
                     "server",
                     "event",
                     None,
-                    "event | threads | processes | nginx | apache-prefork | apache-event",
+                    "event | threads | processes | seda | nginx | apache-prefork | apache-event",
                 ),
                 p("dataset", "200MiB", Some("8MiB"), "file set size"),
                 p(
@@ -154,6 +154,7 @@ impl Benchmark for WebCapacity {
                     None,
                     "least kbit/s of a conforming connection",
                 ),
+                crate::irq_param(),
             ],
             main_param: Some("server".into()),
             report: smtlab_model::ReportSection::WebCapacity,
@@ -236,6 +237,10 @@ impl Benchmark for WebCapacity {
             "processes" => Running::Processes(
                 super::builtin::ProcessServer::start(docs()?, cpus, opts, super::PROCESSES)
                     .map_err(io("starting the processes server"))?,
+            ),
+            "seda" => Running::Seda(
+                super::builtin::SedaServer::start(docs()?, cpus, opts)
+                    .map_err(io("starting the seda server"))?,
             ),
             "nginx" => Running::Real(
                 real::RealServer::nginx(set.root(), cpus)

@@ -71,7 +71,7 @@ impl Benchmark for WebSlo {
                     "server",
                     "event",
                     None,
-                    "event | threads | processes | nginx | apache-prefork | apache-event | cmd (your own, as web-static's)",
+                    "event | threads | processes | seda | nginx | apache-prefork | apache-event | cmd (your own, as web-static's)",
                 ),
                 p(
                     "cmd",
@@ -105,6 +105,7 @@ impl Benchmark for WebSlo {
                     Some("20000"),
                     "the search's upper bound, requests per second",
                 ),
+                crate::irq_param(),
             ],
             main_param: Some("server".into()),
             report: Default::default(),

@@ -68,7 +68,7 @@ fn read_one(s: &mut TcpStream) -> (u16, Vec<u8>) {
 }
 
 fn kinds() -> Vec<&'static str> {
-    let mut v = vec!["event", "threads", "processes"];
+    let mut v = vec!["event", "threads", "processes", "seda"];
     for (kind, bin) in [
         ("nginx", "nginx"),
         ("apache-prefork", "apache2"),
@@ -113,7 +113,7 @@ fn every_server_sends_the_right_bytes_for_every_size_class() {
         }
         let missing = raw(addr, b"GET /dir00000/nothing HTTP/1.0\r\nHost: x\r\n\r\n");
         assert_eq!(status(&missing), 404, "{kind}");
-        if kind == "event" || kind == "threads" {
+        if kind == "event" || kind == "threads" || kind == "seda" {
             // The in-process servers hold their listener here: the check sees it.
             assert!(
                 crate::testutil::this_process_listens_on(addr.port()),
@@ -137,7 +137,7 @@ fn built_in_servers_serve_nothing_outside_the_file_set() {
     // A file beside the root that a traversal would reach.
     let secret = set.root().parent().unwrap().join("smtlab-secret-test");
     std::fs::write(&secret, b"secret").unwrap();
-    for kind in ["event", "threads", "processes"] {
+    for kind in ["event", "threads", "processes", "seda"] {
         let server = start_server(kind, &set, &server_cpus(), ServerOpts::default()).unwrap();
         let addr = server.addr();
         let root_name = set
@@ -241,7 +241,7 @@ fn slow_and_idle_connections_are_closed_after_the_timeout() {
         idle_timeout: Duration::from_millis(300),
         ..ServerOpts::default()
     };
-    for kind in ["event", "threads", "processes"] {
+    for kind in ["event", "threads", "processes", "seda"] {
         let server = start_server(kind, &set, &server_cpus(), opts).unwrap();
         let addr = server.addr();
         let mut idle = TcpStream::connect(addr).unwrap();
@@ -323,7 +323,7 @@ fn a_slow_reader_is_closed_within_the_timeout_on_every_built_in_server() {
         ..ServerOpts::default()
     };
     let bound = timeout + Duration::from_secs(1);
-    for kind in ["event", "threads", "processes"] {
+    for kind in ["event", "threads", "processes", "seda"] {
         let server = start_server(kind, &set, &server_cpus(), opts).unwrap();
         // A client that reads nothing, and one that reads a little now and then (each of
         // its reads used to give the server's send timeout a fresh start).
@@ -426,7 +426,7 @@ fn web_static_measures_bandwidth_requests_and_latency() {
     let cpus = my_cpus();
     let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
     let b = WebStatic;
-    for server in ["event", "threads", "processes"] {
+    for server in ["event", "threads", "processes", "seda"] {
         let s = one_sample(
             &b,
             server,
@@ -486,7 +486,7 @@ fn web_capacity_searches_on_the_built_in_servers_with_the_dynamic_mix() {
     let cpus = my_cpus();
     let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
     let b = capacity::WebCapacity;
-    for server in ["event", "threads", "processes"] {
+    for server in ["event", "threads", "processes", "seda"] {
         let s = one_sample(
             &b,
             server,
@@ -939,7 +939,7 @@ fn digits_masked(resp: &[u8]) -> String {
 fn every_built_in_server_sends_the_same_cgi_response() {
     let set = FileSet::generate(1).unwrap();
     let mut seen: Vec<(&str, Vec<String>)> = Vec::new();
-    for kind in ["event", "threads", "processes"] {
+    for kind in ["event", "threads", "processes", "seda"] {
         let docs = dynamic_docs(&set, None);
         let server = match kind {
             "event" => Running::Event(
@@ -947,6 +947,9 @@ fn every_built_in_server_sends_the_same_cgi_response() {
             ),
             "threads" => Running::Threads(
                 builtin::ThreadServer::start(docs, &server_cpus(), ServerOpts::default()).unwrap(),
+            ),
+            "seda" => Running::Seda(
+                builtin::SedaServer::start(docs, &server_cpus(), ServerOpts::default()).unwrap(),
             ),
             _ => Running::Processes(
                 builtin::ProcessServer::start(docs, &server_cpus(), ServerOpts::default(), 2)
@@ -980,4 +983,86 @@ fn every_built_in_server_sends_the_same_cgi_response() {
     for (kind, got) in &seen[1..] {
         assert_eq!(got, &seen[0].1, "{kind} and {} differ", seen[0].0);
     }
+}
+
+/// The names of this process's threads, by thread id.
+fn thread_names() -> std::collections::HashMap<i32, String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let tid = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            Some((tid, comm.trim().to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_seda_server_runs_each_stage_on_threads_of_its_own_and_copies_every_byte() {
+    use builtin::seda::Stage;
+    let set = FileSet::generate(1).unwrap();
+    let cpus = my_cpus();
+    let server =
+        builtin::SedaServer::start(builtin::Docs::from_set(&set), &cpus, ServerOpts::default())
+            .unwrap();
+    let addr = server.addr();
+    // Every size class, each on a new connection and again on a kept-alive one.
+    let mut ka = TcpStream::connect(addr).unwrap();
+    ka.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut sizes = std::collections::BTreeSet::new();
+    for f in &set.files {
+        let resp = raw(addr, format!("GET {} HTTP/1.0\r\n\r\n", f.url).as_bytes());
+        assert_eq!(status(&resp), 200, "{}", f.url);
+        assert_eq!(fnv1a(body(&resp), FNV_START), f.checksum, "{}", f.url);
+        ka.write_all(format!("GET {} HTTP/1.1\r\nHost: x\r\n\r\n", f.url).as_bytes())
+            .unwrap();
+        let (st, b) = read_one(&mut ka);
+        assert_eq!((st, b.len() as u64), (200, f.size), "{}", f.url);
+        assert_eq!(fnv1a(&b, FNV_START), f.checksum, "{}", f.url);
+        sizes.insert(f.size);
+    }
+    assert!(sizes.len() >= 4, "several file sizes: {sizes:?}");
+    // Each stage handled every request, on a thread named for it: four threads.
+    let names = thread_names();
+    let n = set.files.len() as u64;
+    let mut tids = std::collections::BTreeSet::new();
+    for stage in Stage::ALL {
+        assert!(
+            server.handled(stage) >= n,
+            "{stage:?}: {}",
+            server.handled(stage)
+        );
+        let tid = server.last_thread(stage);
+        let name = names
+            .get(&tid)
+            .unwrap_or_else(|| panic!("{stage:?}: thread {tid} gone"));
+        assert!(
+            name.starts_with(stage.thread_name()),
+            "{stage:?} ran on {name:?}"
+        );
+        tids.insert(tid);
+    }
+    assert_eq!(tids.len(), 4, "one thread per stage: {tids:?}");
+    // Each pool has a thread per placement CPU (other tests' servers may add more), and
+    // the threads that did the work are pinned to one CPU of the placement each.
+    for stage in [Stage::Parse, Stage::Read, Stage::Send] {
+        let pool = names
+            .values()
+            .filter(|name| name.starts_with(stage.thread_name()))
+            .count();
+        assert!(pool >= cpus.len(), "{stage:?}: {names:?}");
+    }
+    for &t in &tids {
+        let mask = get_affinity(t).unwrap();
+        assert_eq!(mask.len(), 1, "thread {t} pinned to one CPU: {mask:?}");
+        assert!(cpus.contains(&mask.to_vec()[0]), "thread {t} on {mask:?}");
+    }
+    drop(server);
+    let now = thread_names();
+    let left: Vec<&i32> = tids.iter().filter(|t| now.contains_key(t)).collect();
+    assert!(
+        left.is_empty(),
+        "stage threads outlive the server: {left:?}"
+    );
 }
