@@ -284,6 +284,35 @@ impl RunResults {
                 self.benchmarks.push(info);
             }
         }
+        self.fill_later_params();
+    }
+
+    /// A parameter declared after a run was measured is missing from its stored keys;
+    /// the cell ran as that parameter's default does now (a new parameter's default keeps
+    /// the behaviour from before it), so the key gets the default. Without this a run
+    /// stored before a workload gained a parameter (`irq=none`) matched no cell of a
+    /// newer run in `compare`.
+    fn fill_later_params(&mut self) {
+        let benchmarks = &self.benchmarks;
+        let fill = |benchmark: &str, params: &mut BTreeMap<String, String>| {
+            let Some(info) = benchmarks.iter().find(|b| b.name == benchmark) else {
+                return;
+            };
+            for p in &info.params {
+                params
+                    .entry(p.name.clone())
+                    .or_insert_with(|| p.default.clone());
+            }
+        };
+        for c in &mut self.cells {
+            fill(&c.benchmark, &mut c.params);
+        }
+        for s in &mut self.skipped {
+            fill(&s.key.benchmark, &mut s.key.params);
+        }
+        for k in &mut self.run.plan {
+            fill(&k.benchmark, &mut k.params);
+        }
     }
 
     /// The catalog entry of `benchmark`, when the run carries it.

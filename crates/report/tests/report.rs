@@ -1552,3 +1552,52 @@ fn co_run_cells_and_lone_points_draw_no_scaling_chart() {
     let r = run(vec![one(&[], "1c1t"), one(&[], "1c2t")], vec![]);
     assert!(smtlab_report::html(&r).contains("<section id=\"scaling\""));
 }
+
+/// A run stored before a workload gained a parameter lacks it in its keys; read with a
+/// catalog that declares it, its cells take the default and still pair with a newer
+/// run's cells in `compare` (no "only in A / only in B" rows).
+#[test]
+fn compare_pairs_a_run_stored_before_a_parameter_existed() {
+    let web = |params: &[(&str, &str)], samples: &[f64]| {
+        cell(
+            "web-static",
+            "web",
+            "Mbit/s",
+            Direction::Higher,
+            params,
+            placement("1c1t"),
+            samples,
+        )
+    };
+    let mut info = common::entry("web-static", Default::default(), None);
+    for (name, default) in [("server", "event"), ("irq", "none")] {
+        info.params.push(smtlab_model::ParamInfo {
+            name: name.into(),
+            default: default.into(),
+            quick: None,
+            help: String::new(),
+        });
+    }
+    let mut old = run(vec![web(&[("server", "event")], &[100.0, 101.0])], vec![]);
+    let mut new = run(
+        vec![web(
+            &[("server", "event"), ("irq", "none")],
+            &[110.0, 111.0],
+        )],
+        vec![],
+    );
+    // The catalog as this build knows it (the test helper described them with another).
+    old.benchmarks.clear();
+    new.benchmarks.clear();
+    old.describe([info.clone()]);
+    new.describe([info]);
+    assert_eq!(
+        old.cells[0].params.get("irq").map(String::as_str),
+        Some("none")
+    );
+    let c = smtlab_report::compare(&old, &new);
+    assert!(c.missing.is_empty(), "{:?}", c.missing);
+    assert_eq!(c.rows.len(), 1);
+    // A value the old run did set is kept, not overwritten by the default.
+    assert_eq!(old.cells[0].params["server"], "event");
+}
