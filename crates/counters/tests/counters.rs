@@ -516,7 +516,10 @@ fn syscall_trace_sees_every_getppid_of_this_thread() {
         p.lost_records
     );
     assert!(g.completed >= N as u64, "completed {}", g.completed);
-    assert!(g.total_ns > 0 && g.max_ns > 0);
+    assert!(g.wall_ns > 0 && g.max_wall_ns > 0);
+    // getppid never blocks: its CPU time is most of its wall time.
+    let cpu = g.cpu_ns.expect("CPU time measured");
+    assert!(cpu > 0 && cpu <= g.wall_ns, "{g:?}");
     assert_eq!(p.lost_records, 0);
     let groups = p.by_group();
     assert!(
@@ -527,9 +530,68 @@ fn syscall_trace_sees_every_getppid_of_this_thread() {
     println!(
         "getppid: {} calls, mean {:.0} ns (traced); {} distinct syscalls, {} unmatched exits",
         g.calls,
-        g.mean_ns().unwrap(),
+        g.mean_wall_ns().unwrap(),
         p.syscalls.len(),
         p.unmatched_exits
+    );
+}
+
+/// A real workload: this thread blocks in `read` on a pipe until another thread writes
+/// 300 ms later. The call's wall time is the wait; its CPU time (wall time less the
+/// time switched out) is the few microseconds the kernel ran it.
+#[test]
+fn syscall_cpu_time_of_a_blocked_read_is_small_and_its_wall_time_large() {
+    const WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+    let mut fds: [libc::c_int; 2] = [0; 2];
+    // SAFETY: `fds` is a writable array of two ints, as pipe(2) needs.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (rd, wr) = (fds[0], fds[1]);
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        wait_go.recv().unwrap();
+        std::thread::sleep(WAIT);
+        // SAFETY: `wr` is the pipe's open write end; the buffer is one valid byte.
+        unsafe { libc::write(wr, b"x".as_ptr().cast(), 1) }
+    });
+    let mut byte = [0u8; 1];
+    let traced = trace(thread_target(false), || {
+        go.send(()).unwrap();
+        // SAFETY: `rd` is the pipe's open read end; `byte` is a writable buffer of 1.
+        let n = unsafe { libc::read(rd, byte.as_mut_ptr().cast(), 1) };
+        assert_eq!(n, 1);
+    });
+    assert_eq!(writer.join().unwrap(), 1);
+    // SAFETY: both ends are open and closed once, here.
+    unsafe {
+        libc::close(rd);
+        libc::close(wr);
+    }
+    let p = match traced {
+        Ok(p) => p,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    assert!(p.switches_traced, "this kernel records context switches");
+    let r = p.find("read").expect("the blocked read traced");
+    assert_eq!(r.completed, 1, "{r:?}");
+    let cpu = r.cpu_ns.expect("CPU time measured");
+    assert!(
+        r.wall_ns >= WAIT.as_nanos() as u64 * 9 / 10,
+        "wall time {} ns covers the wait",
+        r.wall_ns
+    );
+    assert!(r.switched_out == 1, "the read blocked: {r:?}");
+    assert!(
+        cpu < 10_000_000 && cpu * 20 < r.wall_ns,
+        "CPU time {cpu} ns is a small part of the wall time {} ns",
+        r.wall_ns
+    );
+    println!(
+        "blocked read: wall {:.1} ms, CPU {:.1} us",
+        r.wall_ns as f64 / 1e6,
+        cpu as f64 / 1e3
     );
 }
 

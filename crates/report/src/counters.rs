@@ -211,8 +211,16 @@ pub fn line(c: &CellCounters) -> String {
         let groups: Vec<String> = s
             .by_group()
             .iter()
-            .filter(|g| g.total_ns > 0)
-            .map(|g| format!("{} {}", g.group, duration_ns(g.total_ns as f64)))
+            .filter(|g| g.wall_ns > 0)
+            .map(|g| match g.cpu_ns {
+                Some(cpu) => format!(
+                    "{} CPU {} (wall {})",
+                    g.group,
+                    duration_ns(cpu as f64),
+                    duration_ns(g.wall_ns as f64)
+                ),
+                None => format!("{} wall {}", g.group, duration_ns(g.wall_ns as f64)),
+            })
             .collect();
         if !groups.is_empty() {
             out.push_str(&format!(

@@ -172,15 +172,17 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     html! {
         (head)
         p {
-            "Entry-to-exit time of the system calls by group (a blocking call counts its \
-             wait), with the three costliest calls. Traced on one extra sample or run after \
-             the counted window: tracing costs about half a microsecond per call, so it is \
-             kept out of the measured samples."
+            "Kernel time of the system calls by group, as CPU time (entry to exit less \
+             the time the thread was switched out inside the call) and as wall time \
+             (entry to exit: a blocking call counts its wait), with the three calls of \
+             most CPU time. Traced on one extra sample or run after the counted window: \
+             tracing costs about half a microsecond per call, so it is kept out of the \
+             measured samples."
         }
         table {
             tr {
-                th { "cell" } th { "traced over" } th { "group" } th { "calls" } th { "total" }
-                th { "top calls" }
+                th { "cell" } th { "traced over" } th { "group" } th { "calls" }
+                th { "CPU time" } th { "wall time" } th { "top calls (CPU / wall)" }
             }
             @for (c, k) in traced {
                 @if let Some(s) = &k.syscalls {
@@ -188,7 +190,7 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                     @if groups.is_empty() {
                         tr {
                             td { (label(c)) }
-                            td colspan="5" class="muted" { "no system call traced" }
+                            td colspan="6" class="muted" { "no system call traced" }
                         }
                     } @else {
                         @for g in groups {
@@ -197,21 +199,29 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                                 .iter()
                                 .filter(|x| x.group == g.group)
                                 .take(3)
-                                .map(|x| format!("{} {}", x.label(), duration_ns(x.total_ns as f64)))
+                                .map(|x| format!(
+                                    "{} {} / {}",
+                                    x.label(),
+                                    x.cpu_ns.map_or("-".to_string(), |c| duration_ns(c as f64)),
+                                    duration_ns(x.wall_ns as f64)
+                                ))
                                 .collect();
                             tr {
                                 td { (label(c)) }
                                 td { (k.syscalls_window.as_deref().unwrap_or("-")) }
                                 td { (g.group) }
                                 td class="num" { (g.calls) }
-                                td class="num" { (duration_ns(g.total_ns as f64)) }
+                                td class="num" {
+                                    (opt(g.cpu_ns.map(|c| c as f64), duration_ns))
+                                }
+                                td class="num" { (duration_ns(g.wall_ns as f64)) }
                                 td { (top.join(", ")) }
                             }
                         }
                         @if s.lost_records > 0 {
                             tr {
                                 td { (label(c)) }
-                                td colspan="5" class="bad" {
+                                td colspan="6" class="bad" {
                                     (s.lost_records) " trace records lost: counts are lower bounds"
                                 }
                             }

@@ -754,12 +754,15 @@ fn counters(pmu: bool) -> smtlab_model::counters::CellCounters {
                 group: SyscallGroup::Process,
                 calls: 1000,
                 completed: 1000,
-                total_ns: 250_000,
-                max_ns: 900,
+                wall_ns: 250_000,
+                max_wall_ns: 900,
+                cpu_ns: Some(200_000),
+                switched_out: 3,
             }],
             unmatched_exits: 1,
             unfinished: 0,
             lost_records: 0,
+            switches_traced: true,
         });
         c.syscalls_window = Some("one extra sample of 1000 iterations".into());
     } else {
@@ -808,7 +811,11 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
         sec.contains(r#"<td class="num">400.0</td>"#),
         "instructions/op: {sec}"
     );
-    assert!(sec.contains("getppid 250.0 us"), "syscalls: {sec}");
+    assert!(
+        sec.contains("getppid 200.0 us / 250.0 us"),
+        "syscalls: {sec}"
+    );
+    assert!(sec.contains("<th>CPU time</th>") && sec.contains("<th>wall time</th>"));
     // Only cycles and instructions were counted: the CPI stack shows the measured CPI and
     // dashes for the miss events, and no sum or remainder built from missing counts.
     assert!(sec.contains("CPI stack (non-overlapped estimate)"), "{sec}");
