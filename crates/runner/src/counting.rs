@@ -33,7 +33,12 @@
 //!
 //! `/proc/stat` is sampled from before the benchmark is prepared until the window
 //! closes, so the series shows start-up (prepare, calibration, warm-up) and steady state
-//! (the measured samples, from [`CellCounters::steady_from_ns`]).
+//! (the measured samples, from [`CellCounters::steady_from_ns`]). When cells take
+//! turns (interleaving, or rounds of several cells), the other cells use the same CPUs
+//! between this cell's samples: the sampler is then paused whenever this cell is idle
+//! ([`CellCounting::sample_only_while_working`], [`CellCounting::working`],
+//! [`CellCounting::idle`]), so each interval holds this cell's own time only and the
+//! series skips the others' turns.
 //!
 //! Kernel time by system call is **not** traced during the measured samples: recording
 //! every entry and exit costs about half a microsecond per call, which made a
@@ -259,11 +264,21 @@ fn gettid() -> i32 {
 pub trait OsSampler: Send {
     /// Ends sampling and returns the series.
     fn finish(self: Box<Self>) -> Result<OsTimeSeries, String>;
+    /// Closes the current interval and samples nothing until [`OsSampler::resume`].
+    fn pause(&mut self) -> Result<(), String>;
+    /// Starts a new interval now.
+    fn resume(&mut self) -> Result<(), String>;
 }
 
 impl OsSampler for ProcStatSampler {
     fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
         ProcStatSampler::stop(*self).map_err(|e| e.to_string())
+    }
+    fn pause(&mut self) -> Result<(), String> {
+        ProcStatSampler::pause(self).map_err(|e| e.to_string())
+    }
+    fn resume(&mut self) -> Result<(), String> {
+        ProcStatSampler::resume(self).map_err(|e| e.to_string())
     }
 }
 
@@ -396,6 +411,9 @@ pub struct CellCounting {
     error: Option<CountingError>,
     /// Named events the machine lacks (from the setup), kept with the counts.
     named_unavailable: Vec<NamedUnavailable>,
+    /// The sampler runs only between [`working`](Self::working) and
+    /// [`idle`](Self::idle).
+    os_on_demand: bool,
 }
 
 impl CellCounting {
@@ -453,6 +471,41 @@ impl CellCounting {
             work: None,
             error,
             named_unavailable: setup.events_unavailable.clone(),
+            os_on_demand: false,
+        }
+    }
+
+    /// Other cells take turns on these CPUs: sample `/proc/stat` only while this cell
+    /// works (between [`working`](Self::working) and [`idle`](Self::idle)), starting
+    /// now, idle.
+    pub fn sample_only_while_working(&mut self) {
+        self.os_on_demand = true;
+        self.os_switch(false);
+    }
+
+    /// This cell starts working (preparing, warming up, taking a sample): its CPUs'
+    /// time counts again.
+    pub fn working(&mut self) {
+        if self.os_on_demand {
+            self.os_switch(true);
+        }
+    }
+
+    /// This cell waits while others take their turn: its CPUs' time does not count.
+    pub fn idle(&mut self) {
+        if self.os_on_demand {
+            self.os_switch(false);
+        }
+    }
+
+    fn os_switch(&mut self, on: bool) {
+        let Some(s) = self.sampler.as_mut() else {
+            return;
+        };
+        let r = if on { s.resume() } else { s.pause() };
+        if let Err(e) = r {
+            self.sampler = None;
+            self.os_time_unavailable = Some(e);
         }
     }
 
@@ -528,7 +581,14 @@ impl CellCounting {
             }
         }
         match self.sampler.take().map(OsSampler::finish) {
-            Some(Ok(s)) => self.os_time = Some(s),
+            Some(Ok(mut s)) => {
+                // On demand, the first interval is the stretch before this cell began
+                // working (other cells starting): not this cell's time.
+                if self.os_on_demand && !s.intervals.is_empty() {
+                    s.intervals.remove(0);
+                }
+                self.os_time = Some(s);
+            }
             Some(Err(e)) => self.os_time_unavailable = Some(e),
             None => {}
         }
@@ -653,6 +713,8 @@ pub struct FakeBackend {
     pub clock: std::sync::Arc<crate::FakeClock>,
     /// Every counter group opened so far, with the thread that opened it.
     pub opened: std::sync::Mutex<Vec<(std::thread::ThreadId, SharedFake)>>,
+    /// What the samplers were asked, in order (`pause`, `resume`, `finish`).
+    pub sampler_log: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
 }
 
 /// A [`smtlab_counters::FakeSource`] the backend and a test both hold.
@@ -669,6 +731,7 @@ impl FakeBackend {
             os_time,
             clock,
             opened: std::sync::Mutex::new(Vec::new()),
+            sampler_log: std::sync::Arc::default(),
         }
     }
 
@@ -700,11 +763,33 @@ impl CounterSource for SharedSource {
     }
 }
 
-struct FixedSeries(OsTimeSeries);
+/// The fake sampler: its series, and a log of `pause`/`resume`/`finish` that the
+/// backend shares with the test.
+struct FixedSeries(
+    OsTimeSeries,
+    std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+);
+
+impl FixedSeries {
+    fn log(&self, what: &'static str) {
+        if let Ok(mut l) = self.1.lock() {
+            l.push(what);
+        }
+    }
+}
 
 impl OsSampler for FixedSeries {
     fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
+        self.log("finish");
         Ok(self.0)
+    }
+    fn pause(&mut self) -> Result<(), String> {
+        self.log("pause");
+        Ok(())
+    }
+    fn resume(&mut self) -> Result<(), String> {
+        self.log("resume");
+        Ok(())
     }
 }
 
@@ -738,7 +823,10 @@ impl CountingBackend for FakeBackend {
             Some(s) => {
                 let mut s = s.clone();
                 s.cpus = cpus.clone();
-                Ok(Box::new(FixedSeries(s)))
+                Ok(Box::new(FixedSeries(
+                    s,
+                    std::sync::Arc::clone(&self.sampler_log),
+                )))
             }
             None => Err("no /proc/stat in this test".into()),
         }
