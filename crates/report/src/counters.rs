@@ -104,17 +104,18 @@ pub fn count(x: f64) -> String {
     }
 }
 
-/// `user 52% system 45% irq 0% softirq 2% idle 1% steal 0%` (nice and iowait are added
-/// to user and idle when present).
+/// `user 52% system 45% irq 0% softirq 2% iowait 0% idle 1% steal 0%` (nice is added to
+/// user; iowait is apart from idle).
 pub fn fractions_text(f: &CpuTimeFractions) -> String {
     let p = |x: f64| format!("{:.0}%", 100.0 * x);
     format!(
-        "user {} system {} irq {} softirq {} idle {} steal {}",
+        "user {} system {} irq {} softirq {} iowait {} idle {} steal {}",
         p(f.all_user()),
         p(f.system),
         p(f.irq),
         p(f.softirq),
-        p(f.all_idle()),
+        p(f.iowait),
+        p(f.idle),
         p(f.steal)
     )
 }

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::counters::CellCounters;
-use smtlab_model::counters::os_time::{CpuTicks, PhaseTimes};
+use smtlab_model::counters::os_time::{CpuTicks, OsTimeSeries, PhaseTimes};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::counters::{Headline, count, duration_ns};
@@ -32,25 +32,99 @@ fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> Markup {
     }
 }
 
-/// The time categories drawn, in stack order (user first), with their colours.
-const PARTS: [(&str, usize); 6] = [
+/// The time categories drawn, in stack order (user first), with their colours; iowait
+/// apart from idle (a CPU waiting on I/O is idle, but it says why).
+const PARTS: [(&str, usize); 7] = [
     ("user", 0),
     ("system", 1),
     ("irq", 4),
     ("softirq", 3),
+    ("iowait", 5),
     ("steal", 6),
     ("idle", 7),
 ];
 
-fn parts(t: &CpuTicks) -> [u64; 6] {
+fn parts(t: &CpuTicks) -> [u64; 7] {
     [
         t.user + t.nice,
         t.system,
         t.irq,
         t.softirq,
+        t.iowait,
         t.steal,
-        t.idle + t.iowait,
+        t.idle,
     ]
+}
+
+/// Paper 003 Figs 1 and 5: the share of each category over the cell, one stacked
+/// column per sampling interval, on the time the cell's sampler ran (intervals of
+/// other cells' turns were never sampled, so they take no room). A dashed line marks
+/// where the counted window (steady state) begins.
+fn time_series_chart(series: &OsTimeSeries, steady_from_ns: Option<u64>) -> String {
+    let (w, h, left, bottom) = (560.0, 120.0, 34.0, 14.0);
+    let plot_w = w - left;
+    let plot_h = h - bottom;
+    let total_ns: u64 = series
+        .intervals
+        .iter()
+        .map(|i| i.end_ns.saturating_sub(i.start_ns))
+        .sum();
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="chart">"#
+    );
+    let _ = write!(
+        s,
+        r#"<text x="0" y="10" font-size="10">100%</text><text x="0" y="{plot_h}" font-size="10">0%</text>"#
+    );
+    if total_ns == 0 {
+        s.push_str("</svg>");
+        return s;
+    }
+    let mut x_ns = 0u64;
+    let mut steady_x = None;
+    for iv in &series.intervals {
+        let len = iv.end_ns.saturating_sub(iv.start_ns);
+        let x = left + plot_w * x_ns as f64 / total_ns as f64;
+        let width = plot_w * len as f64 / total_ns as f64;
+        if steady_x.is_none() && steady_from_ns.is_some_and(|st| iv.start_ns >= st) {
+            steady_x = Some(x);
+        }
+        x_ns += len;
+        let ticks = iv.all_cpus();
+        let all = ticks.total();
+        if all == 0 {
+            continue;
+        }
+        let mut y = plot_h;
+        for ((name, col), t) in PARTS.iter().zip(parts(&ticks)) {
+            if t == 0 {
+                continue;
+            }
+            let height = plot_h * t as f64 / all as f64;
+            y -= height;
+            let _ = write!(
+                s,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{width:.2}" height="{height:.1}" fill="{}"><title>{name} {:.0}% at {}</title></rect>"#,
+                color(*col),
+                100.0 * t as f64 / all as f64,
+                duration_ns(iv.start_ns as f64)
+            );
+        }
+    }
+    if let Some(x) = steady_x.filter(|x| *x > left) {
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="0" x2="{x:.1}" y2="{plot_h}" stroke="#000" stroke-dasharray="3,2"/><text x="{:.1}" y="{h}" font-size="10">steady state</text>"##,
+            x + 2.0
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{left}" y="{h}" font-size="10">0</text><text x="{:.1}" y="{h}" font-size="10" text-anchor="end">{}</text></svg>"#,
+        w,
+        duration_ns(total_ns as f64)
+    );
+    s
 }
 
 /// A horizontal bar of the phase's ticks split by category.
@@ -119,7 +193,10 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
         p {
             "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
              over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
-             calibrating and warming up; steady state is the counted window. Colours: "
+             calibrating and warming up; steady state is the counted window. Where cells \
+             took turns on the same CPUs, only this cell's own stretches were sampled. \
+             Below the table, each cell's time series: one column per sampling \
+             interval. Colours: "
             @for (i, (name, col)) in PARTS.iter().enumerate() {
                 @if i > 0 { ", " }
                 span style={ "color:" (color(*col)) } { (PreEscaped("&#9632;")) } " " (name)
@@ -132,7 +209,7 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 @for (name, _) in PARTS { th { (name) } }
                 th {}
             }
-            @for (c, k) in with {
+            @for (c, k) in &with {
                 @if let (Some(series), Some(ph)) = (&k.os_time, k.os_phases()) {
                     // A cell shorter than one sampling interval has no interval of its own
                     // in one of the phases: then only the whole cell is shown, not a
@@ -154,6 +231,12 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                         }
                     }
                 }
+            }
+        }
+        @for (c, k) in &with {
+            @if let Some(series) = &k.os_time {
+                h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
+                (PreEscaped(time_series_chart(series, k.steady_from_ns)))
             }
         }
     }
