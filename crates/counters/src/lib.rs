@@ -57,14 +57,17 @@
 //! * With `inherit`, threads the measured thread creates after opening the counters
 //!   are counted, including helper threads such as this crate's samplers: start the
 //!   sampler and tracer before opening inherited counters, or from another thread.
-//! * Syscall times are entry-to-exit wall time (a blocked `read` counts its wait)
-//!   and include the tracing overhead, about half a microsecond per call on a small
-//!   VM; use them to compare calls and groups, not as the cost of an untraced call.
+//! * Syscall times come as CPU time (entry to exit less the time switched out, from
+//!   the traced tasks' context-switch records) and as wall time (a blocked `read`
+//!   counts its wait); both include the tracing overhead, about half a microsecond
+//!   per call on a small VM: compare calls and groups with them, not the cost of an
+//!   untraced call.
 
 pub mod availability;
 pub mod error;
 pub mod event_list;
 mod events;
+pub mod irqs;
 pub mod model_events;
 pub mod perf;
 pub mod pmu;
@@ -79,6 +82,7 @@ mod tracefs;
 pub use availability::{availability, hypervisor_vendor, missing_lines};
 pub use error::{CounterError, FailureKind, perf_event_paranoid};
 pub use event_list::{EventListError, Resolved, ResolvedEvent, resolve};
+pub use irqs::{IrqTracer, RunningIrqTrace};
 pub use perf::{PerfCounters, PerfOptions};
 pub use pmu::{CpuId, PmuTree};
 pub use procstat::{ProcStatError, ProcStatSampler, SamplerOptions};

@@ -743,3 +743,55 @@ fn events_resolved_on_this_machine_are_counted_or_explained() {
         println!("counted: {} = {:?} ({})", r.name, r.value(), r.source);
     }
 }
+
+/// Interrupts on this machine's CPU 0 over 300 ms with a thread sleeping in 1 ms steps
+/// (each wake-up is a timer interrupt): timer work is seen, every vector's time is
+/// within the traced CPU time, and the profile says what it traced.
+#[test]
+fn irq_time_by_vector_on_cpu0() {
+    use smtlab_counters::IrqTracer;
+    use smtlab_model::counters::irqs::IrqKind;
+    let cpus = CpuSet::from_iter([0]);
+    let tracer = match IrqTracer::open(&cpus) {
+        Ok(t) => t,
+        Err(CounterError::Unavailable(reason)) => {
+            println!("skipped: {reason}");
+            return;
+        }
+        Err(e) => panic!("irq tracer failed for a reason other than availability: {e}"),
+    };
+    let running = tracer.start().unwrap();
+    let sleeper = std::thread::spawn(|| {
+        smtlab_placement::pin::pin_current_thread_to(0).ok();
+        for _ in 0..300 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+    sleeper.join().unwrap();
+    let p = running.stop().unwrap();
+    assert!(p.duration_ns >= 300_000_000, "{}", p.duration_ns);
+    assert!(!p.traced.is_empty());
+    let timers: u64 = p
+        .stats
+        .iter()
+        .filter(|s| {
+            (s.kind == IrqKind::Vector && s.name == "local_timer")
+                || (s.kind == IrqKind::Softirq && (s.name == "TIMER" || s.name == "HRTIMER"))
+        })
+        .map(|s| s.count)
+        .sum();
+    assert!(timers > 0, "timer interrupts seen: {:?}", p.stats);
+    let all: u64 = p.stats.iter().map(|s| s.cpu_ns).sum();
+    assert!(all > 0 && all < p.duration_ns, "{all} of {}", p.duration_ns);
+    println!(
+        "irq on cpu0 over {:.0} ms (traced {}): {}",
+        p.duration_ns as f64 / 1e6,
+        p.traced.join(" "),
+        p.stats
+            .iter()
+            .take(6)
+            .map(|s| format!("{} x{} {} ns", s.label(), s.count, s.cpu_ns))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
