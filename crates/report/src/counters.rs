@@ -230,6 +230,20 @@ pub fn line(c: &CellCounters) -> String {
             ));
         }
     }
+    if let Some(p) = &c.irqs {
+        let kinds: Vec<String> = p
+            .by_kind()
+            .iter()
+            .map(|(k, n, ns)| format!("{k} {} x{n}", duration_ns(*ns as f64)))
+            .collect();
+        if !kinds.is_empty() {
+            out.push_str(&format!(
+                "; interrupts on CPUs {} (traced extra sample): {}",
+                p.cpus.to_list_string(),
+                kinds.join(", ")
+            ));
+        }
+    }
     out
 }
 

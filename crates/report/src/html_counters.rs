@@ -1,6 +1,7 @@
 //! The `counters` section of the HTML page: per cell the counted events and per-unit
 //! costs, the `/proc/stat` time of the placement's CPUs as start-up vs steady state
-//! (table and stacked bars), and kernel time by system call group where it was traced.
+//! (table, stacked bars and the stacked time series of each cell), kernel time by
+//! system call group (CPU and wall time) and interrupt time by vector where traced.
 //! A run measured without `--counters` gets one line saying so.
 
 use std::fmt::Write;
@@ -316,6 +317,67 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     }
 }
 
+/// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
+/// extra sample as the system calls; one line where it was not traced.
+fn irqs(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+    let head =
+        html! { h3 { "Interrupt time by vector (hard interrupts, system vectors, softirqs)" } };
+    let traced: Vec<_> = cells.iter().filter(|(_, k)| k.irqs.is_some()).collect();
+    if traced.is_empty() {
+        let why = cells
+            .iter()
+            .find_map(|(_, k)| k.irqs_unavailable.clone())
+            .unwrap_or_else(|| "not traced".into());
+        return html! { (head) p { "Not measured: " (why) "." } };
+    }
+    html! {
+        (head)
+        p {
+            "CPU time in each interrupt vector on the placement's CPUs (every task's, \
+             traced CPU-wide over the same extra sample as the system calls), exclusive \
+             of the interrupts nested inside it; the share is of the traced CPUs' time. \
+             The eight costliest vectors per cell."
+        }
+        table {
+            tr {
+                th { "cell" } th { "CPUs" } th { "kind" } th { "vector" } th { "count" }
+                th { "CPU time" } th { "share" }
+            }
+            @for (c, k) in traced {
+                @if let Some(p) = &k.irqs {
+                    @if p.stats.is_empty() {
+                        tr {
+                            td { (label(c)) }
+                            td colspan="6" class="muted" { "no interrupt traced" }
+                        }
+                    }
+                    @for s in p.stats.iter().take(8) {
+                        tr {
+                            td { (label(c)) }
+                            td { code { (p.cpus.to_list_string()) } }
+                            td { (s.kind) }
+                            td { (s.label()) }
+                            td class="num" { (s.count) }
+                            td class="num" { (duration_ns(s.cpu_ns as f64)) }
+                            td class="num" {
+                                (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x)))
+                            }
+                        }
+                    }
+                    @if p.lost_records > 0 {
+                        tr {
+                            td { (label(c)) }
+                            td colspan="6" class="bad" {
+                                (p.lost_records) " trace records lost: counts are lower bounds"
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The section; `Err` with the reason (and nothing written) when no cell was counted.
 pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells: Vec<(&CellRecord, &CellCounters)> = r
@@ -397,6 +459,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             @if hardware { (cpi_stacks(&cells)) }
             (os_time(&cells))
             (syscalls(&cells))
+            (irqs(&cells))
         }
     };
     p.push_str(&section.into_string());

@@ -765,6 +765,22 @@ fn counters(pmu: bool) -> smtlab_model::counters::CellCounters {
             switches_traced: true,
         });
         c.syscalls_window = Some("one extra sample of 1000 iterations".into());
+        use smtlab_model::counters::irqs::{IrqKind, IrqProfile, IrqStat};
+        c.irqs = Some(IrqProfile {
+            cpus: [0].into_iter().collect(),
+            duration_ns: 3_000_000,
+            stats: vec![IrqStat {
+                kind: IrqKind::Softirq,
+                vector: 3,
+                name: "NET_RX".into(),
+                count: 40,
+                cpu_ns: 30_000,
+                max_ns: 2_000,
+            }],
+            traced: vec!["irq:softirq".into()],
+            unmatched: 0,
+            lost_records: 0,
+        });
     } else {
         c.syscalls_unavailable = Some("tracefs is not mounted".into());
     }
@@ -814,6 +830,12 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
     assert!(
         sec.contains("getppid 200.0 us / 250.0 us"),
         "syscalls: {sec}"
+    );
+    // 30 us of NET_RX in 3 ms on one CPU: 1.00%.
+    assert!(sec.contains("<td>NET_RX</td>"), "{sec}");
+    assert!(
+        sec.contains(r#"<td class="num">1.00%</td>"#),
+        "irq share: {sec}"
     );
     assert!(sec.contains("<th>CPU time</th>") && sec.contains("<th>wall time</th>"));
     // Only cycles and instructions were counted: the CPI stack shows the measured CPI and

@@ -58,12 +58,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smtlab_counters::{
-    CounterError, CounterSource, EventListError, PerfCounters, PerfOptions, PmuTree,
+    CounterError, CounterSource, EventListError, IrqTracer, PerfCounters, PerfOptions, PmuTree,
     ProcStatSampler, ResolvedEvent, SamplerOptions, SyscallTracer, TraceOptions,
 };
 use smtlab_model::CpuSet;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
+use smtlab_model::counters::irqs::IrqProfile;
 use smtlab_model::counters::named::NamedUnavailable;
 use smtlab_model::counters::os_time::OsTimeSeries;
 use smtlab_model::counters::syscalls::SyscallProfile;
@@ -157,35 +158,43 @@ enum TraceCmd {
     Stop,
 }
 
+/// What the traced sample gave: the syscall profile, and the interrupt profile of the
+/// placement's CPUs or why there is none.
+type Traced = (Option<SyscallProfile>, Result<IrqProfile, String>);
+
 /// The syscall tracer lives on its own thread, started before any counter is opened, so
-/// neither it nor the buffer drainer it spawns is inherited by the counters or traced.
+/// neither it nor the buffer drainers it and the interrupt tracer spawn are inherited by
+/// the counters or traced.
 struct TraceControl {
     tx: mpsc::Sender<TraceCmd>,
     ack: mpsc::Receiver<Result<(), String>>,
-    thread: Option<JoinHandle<Result<Option<SyscallProfile>, String>>>,
+    thread: Option<JoinHandle<Result<Traced, String>>>,
 }
 
 impl TraceControl {
     /// Opens the tracer on `tid` (with inherit) from a new thread; `Err` is the reason
-    /// it cannot trace.
-    fn open(tid: i32) -> Result<TraceControl, String> {
+    /// it cannot trace. Interrupts are traced CPU-wide on `cpus` over the same stretch.
+    fn open(tid: i32, cpus: CpuSet) -> Result<TraceControl, String> {
         let (tx, rx) = mpsc::channel::<TraceCmd>();
         let (ack_tx, ack) = mpsc::channel::<Result<(), String>>();
         let thread = std::thread::Builder::new()
             .name("smtlab-trace-ctl".into())
-            .spawn(move || -> Result<Option<SyscallProfile>, String> {
+            .spawn(move || -> Result<Traced, String> {
                 let target = CounterTarget::Thread { tid, inherit: true };
                 let tracer = match SyscallTracer::open(target, TraceOptions::default()) {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = ack_tx.send(Err(reason(&e)));
-                        return Ok(None);
+                        return Ok((None, Err(reason(&e))));
                     }
                 };
                 let _ = ack_tx.send(Ok(()));
                 if !matches!(rx.recv(), Ok(TraceCmd::Start)) {
-                    return Ok(None);
+                    return Ok((None, Err("not traced".into())));
                 }
+                let irqs = IrqTracer::open(&cpus)
+                    .and_then(IrqTracer::start)
+                    .map_err(|e| reason(&e));
                 let running = tracer.start().map_err(|e| reason(&e));
                 let running = match running {
                     Ok(r) => {
@@ -198,7 +207,11 @@ impl TraceControl {
                     }
                 };
                 let _ = rx.recv();
-                running.stop().map(Some).map_err(|e| reason(&e))
+                let irqs = irqs.and_then(|r| r.stop().map_err(|e| reason(&e)));
+                running
+                    .stop()
+                    .map(|p| (Some(p), irqs))
+                    .map_err(|e| reason(&e))
             })
             .map_err(|e| format!("cannot start the syscall tracer thread: {e}"))?;
         let mut control = TraceControl {
@@ -228,17 +241,17 @@ impl TraceControl {
             .map_err(|_| "the syscall tracer thread ended early".to_string())?
     }
 
-    fn stop(&mut self) -> Result<Option<SyscallProfile>, String> {
+    fn stop(&mut self) -> Result<Traced, String> {
         let _ = self.tx.send(TraceCmd::Stop);
         self.join()
     }
 
-    fn join(&mut self) -> Result<Option<SyscallProfile>, String> {
+    fn join(&mut self) -> Result<Traced, String> {
         match self.thread.take() {
             Some(t) => t
                 .join()
                 .map_err(|_| "the syscall tracer thread panicked".to_string())?,
-            None => Ok(None),
+            None => Ok((None, Err("not traced".into()))),
         }
     }
 }
@@ -400,6 +413,8 @@ pub struct CellCounting {
     syscalls: Option<SyscallProfile>,
     syscalls_window: Option<String>,
     syscalls_unavailable: Option<String>,
+    irqs: Option<IrqProfile>,
+    irqs_unavailable: Option<String>,
     counters: Option<Box<dyn CounterSource>>,
     started: bool,
     running: bool,
@@ -442,7 +457,7 @@ impl CellCounting {
         let (trace, syscalls_unavailable) = match &setup.availability.syscall_tracing.reason {
             Some(r) => (None, Some(r.clone())),
             None if !backend.can_trace() => (None, Some("not traced here".to_string())),
-            None => match TraceControl::open(gettid()) {
+            None => match TraceControl::open(gettid(), cpus.clone()) {
                 Ok(t) => (Some(t), None),
                 Err(r) => (None, Some(r)),
             },
@@ -461,7 +476,9 @@ impl CellCounting {
             trace,
             syscalls: None,
             syscalls_window: None,
+            irqs_unavailable: syscalls_unavailable.clone(),
             syscalls_unavailable,
+            irqs: None,
             counters,
             started: false,
             running: false,
@@ -614,17 +631,25 @@ impl CellCounting {
             return;
         };
         if let Err(r) = t.start() {
+            self.irqs_unavailable = Some(r.clone());
             self.syscalls_unavailable = Some(r);
             return;
         }
         let ran = work();
         let profile = t.stop();
         match (ran, profile) {
-            (Ok(()), Ok(Some(p))) => {
+            (Ok(()), Ok((Some(p), irqs))) => {
                 self.syscalls = Some(p);
                 self.syscalls_window = Some(window.to_string());
+                match irqs {
+                    Ok(i) => {
+                        self.irqs = Some(i);
+                        self.irqs_unavailable = None;
+                    }
+                    Err(r) => self.irqs_unavailable = Some(r),
+                }
             }
-            (Ok(()), Ok(None)) => {
+            (Ok(()), Ok((None, _))) => {
                 self.syscalls_unavailable = Some("the syscall trace was not started".into());
             }
             (Err(e), _) => {
@@ -667,6 +692,14 @@ impl CellCounting {
         c.os_time_unavailable = self.os_time_unavailable.take();
         c.syscalls = self.syscalls.take();
         c.syscalls_window = self.syscalls_window.take();
+        c.irqs = self.irqs.take();
+        c.irqs_unavailable = if c.irqs.is_some() {
+            None
+        } else {
+            self.irqs_unavailable
+                .take()
+                .or_else(|| Some("no traced sample was taken".into()))
+        };
         c.syscalls_unavailable = if c.syscalls.is_some() {
             None
         } else {
