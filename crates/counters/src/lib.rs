@@ -1,6 +1,6 @@
 //! # smtlab-counters
 //!
-//! What the CPU and the kernel did while a workload ran, from three Linux sources:
+//! What the CPU and the kernel did while a workload ran, from these Linux sources:
 //!
 //! * **perf_event counters** ([`PerfCounters`], behind the [`CounterSource`] trait):
 //!   hardware events (cycles, instructions, branches, cache and TLB read misses,
@@ -22,11 +22,15 @@
 //!   cpumask), read into `CounterValues::named`. An event the machine lacks is a
 //!   `NamedUnavailable` with its one-line reason.
 //! * **/proc/stat** ([`ProcStatSampler`]): user/system/irq/softirq/idle/iowait/steal
-//!   per CPU over the run, sampled by a background thread, split into start-up and
-//!   steady state by the model's `OsTimeSeries::phases`.
-//! * **syscall tracing** ([`SyscallTracer`]): the `raw_syscalls` tracepoints sampled
-//!   into per-CPU ring buffers, paired per thread into count and time per system call
-//!   and per group (file, network, process, memory, other).
+//!   per CPU over the run, sampled by a background thread at a fixed interval (paused
+//!   and resumed while other cells take their turn; bounded in length), split into
+//!   start-up and steady state by the model's `OsTimeSeries::phases`.
+//! * **syscall tracing** ([`SyscallTracer`]): the `raw_syscalls` tracepoints and the
+//!   traced tasks' context switches sampled into per-CPU ring buffers, paired per
+//!   thread into count, CPU time and wall time per system call and per group (file,
+//!   network, process, memory, other).
+//! * **interrupt tracing** ([`IrqTracer`]): the `irq` and `irq_vectors` tracepoints
+//!   CPU-wide, paired per CPU into count and exclusive CPU time per vector.
 //!
 //! Nothing here prints or guesses. What cannot be measured comes back as a one-line
 //! reason: per event in `CounterValues::unavailable` ("not supported on this machine
