@@ -145,6 +145,8 @@ impl CountingSetup {
         }
         if let Some(r) = &a.syscall_tracing.reason {
             out.push(format!("kernel time by system call not measured: {r}"));
+            // Interrupts are traced with the system calls: the same cause stops both.
+            out.push(format!("interrupt time by vector not measured: {r}"));
         }
         for u in &self.events_unavailable {
             out.push(format!("event {} not counted: {}", u.name, u.reason));
