@@ -418,6 +418,11 @@ pub struct ReportArgs {
     /// standard output, in place of the summary).
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
+    /// Also write the /proc/stat time series of every cell counted with --counters as
+    /// CSV to FILE (`-` for standard output, in place of the summary): one row per
+    /// sampling interval, user/nice/system/irq/softirq/iowait/idle/steal ticks.
+    #[arg(long, value_name = "FILE")]
+    pub os_time_csv: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

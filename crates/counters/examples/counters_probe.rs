@@ -68,20 +68,22 @@ fn main() {
         );
         for s in p.syscalls.iter().take(8) {
             println!(
-                "  {:<16} {:<8} calls {:>8} total {:>10} ns mean {:>8.0} ns",
+                "  {:<16} {:<8} calls {:>8} wall {:>10} ns CPU {:>10} ns mean wall {:>8.0} ns",
                 s.label(),
                 s.group.name(),
                 s.calls,
-                s.total_ns,
-                s.mean_ns().unwrap_or(f64::NAN)
+                s.wall_ns,
+                s.cpu_ns.map_or("-".to_string(), |c| c.to_string()),
+                s.mean_wall_ns().unwrap_or(f64::NAN)
             );
         }
         for g in p.by_group() {
             println!(
-                "  group {:<8} calls {:>8} total {:>10} ns",
+                "  group {:<8} calls {:>8} wall {:>10} ns CPU {:>10} ns",
                 g.group.name(),
                 g.calls,
-                g.total_ns
+                g.wall_ns,
+                g.cpu_ns.map_or("-".to_string(), |c| c.to_string())
             );
         }
     }

@@ -402,6 +402,10 @@ fn resolve_model(
     group: u32,
     r: &mut Resolved,
 ) -> Result<(), EventListError> {
+    if let Some(why) = model_events::nowhere(name) {
+        lack(r, &spec.text, why.to_string());
+        return Ok(());
+    }
     let Some(cpu) = tree.cpu else {
         lack(
             r,

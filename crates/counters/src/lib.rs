@@ -1,6 +1,6 @@
 //! # smtlab-counters
 //!
-//! What the CPU and the kernel did while a workload ran, from three Linux sources:
+//! What the CPU and the kernel did while a workload ran, from these Linux sources:
 //!
 //! * **perf_event counters** ([`PerfCounters`], behind the [`CounterSource`] trait):
 //!   hardware events (cycles, instructions, branches, cache and TLB read misses,
@@ -22,11 +22,15 @@
 //!   cpumask), read into `CounterValues::named`. An event the machine lacks is a
 //!   `NamedUnavailable` with its one-line reason.
 //! * **/proc/stat** ([`ProcStatSampler`]): user/system/irq/softirq/idle/iowait/steal
-//!   per CPU over the run, sampled by a background thread, split into start-up and
-//!   steady state by the model's `OsTimeSeries::phases`.
-//! * **syscall tracing** ([`SyscallTracer`]): the `raw_syscalls` tracepoints sampled
-//!   into per-CPU ring buffers, paired per thread into count and time per system call
-//!   and per group (file, network, process, memory, other).
+//!   per CPU over the run, sampled by a background thread at a fixed interval (paused
+//!   and resumed while other cells take their turn; bounded in length), split into
+//!   start-up and steady state by the model's `OsTimeSeries::phases`.
+//! * **syscall tracing** ([`SyscallTracer`]): the `raw_syscalls` tracepoints and the
+//!   traced tasks' context switches sampled into per-CPU ring buffers, paired per
+//!   thread into count, CPU time and wall time per system call and per group (file,
+//!   network, process, memory, other).
+//! * **interrupt tracing** ([`IrqTracer`]): the `irq` and `irq_vectors` tracepoints
+//!   CPU-wide, paired per CPU into count and exclusive CPU time per vector.
 //!
 //! Nothing here prints or guesses. What cannot be measured comes back as a one-line
 //! reason: per event in `CounterValues::unavailable` ("not supported on this machine
@@ -57,14 +61,17 @@
 //! * With `inherit`, threads the measured thread creates after opening the counters
 //!   are counted, including helper threads such as this crate's samplers: start the
 //!   sampler and tracer before opening inherited counters, or from another thread.
-//! * Syscall times are entry-to-exit wall time (a blocked `read` counts its wait)
-//!   and include the tracing overhead, about half a microsecond per call on a small
-//!   VM; use them to compare calls and groups, not as the cost of an untraced call.
+//! * Syscall times come as CPU time (entry to exit less the time switched out, from
+//!   the traced tasks' context-switch records) and as wall time (a blocked `read`
+//!   counts its wait); both include the tracing overhead, about half a microsecond
+//!   per call on a small VM: compare calls and groups with them, not the cost of an
+//!   untraced call.
 
 pub mod availability;
 pub mod error;
 pub mod event_list;
 mod events;
+pub mod irqs;
 pub mod model_events;
 pub mod perf;
 pub mod pmu;
@@ -79,6 +86,7 @@ mod tracefs;
 pub use availability::{availability, hypervisor_vendor, missing_lines};
 pub use error::{CounterError, FailureKind, perf_event_paranoid};
 pub use event_list::{EventListError, Resolved, ResolvedEvent, resolve};
+pub use irqs::{IrqTracer, RunningIrqTrace};
 pub use perf::{PerfCounters, PerfOptions};
 pub use pmu::{CpuId, PmuTree};
 pub use procstat::{ProcStatError, ProcStatSampler, SamplerOptions};

@@ -5,11 +5,25 @@
 //! Each row gives smtlab's portable name (`l2-misses`, the same on every CPU), the
 //! vendor's name for the event on that microarchitecture, and its terms, which are
 //! encoded through the machine's own `cpu/format/` files like any raw event. The event
-//! codes and unit masks are facts from Intel's per-microarchitecture event lists
-//! (Skylake-X, Ice Lake-X, Sapphire Rapids, Granite Rapids) and AMD's Processor
-//! Programming Reference event lists (families 17h and 19h, 1Ah). They were checked
-//! against fixture trees here, never on hardware: `scripts/pmu-check.sh` compares them
-//! with `perf stat` on a machine that has a PMU.
+//! codes and unit masks are facts from the vendors' published event lists:
+//!
+//! * Intel: the per-microarchitecture core event lists of Intel's performance
+//!   monitoring event reference ("Intel 64 and IA-32 Architectures Performance
+//!   Monitoring Events", files SKX, ICX, SPR and GNR core): Skylake-SP, Ice Lake-SP,
+//!   Sapphire Rapids and Granite Rapids. Granite Rapids' Redwood Cove core keeps
+//!   Golden Cove's codes for every event here.
+//! * AMD: the Processor Programming Reference (PPR) of each family, section "Core
+//!   Performance Monitor Counters": Zen 2 from the PPR for Family 17h Model 71h
+//!   (#56176) and Models 01h,08h (#54945, for PMCx0C7, which Zen 2 still counts),
+//!   Zen 3 from the PPR for Family 19h Model 01h (#55898), Zen 4 from the PPR for
+//!   Family 19h Model 11h (#55901), Zen 5 from the PPR for Family 1Ah Model 02h
+//!   (#57238).
+//!
+//! What a CPU has no event for is absent on purpose, and `--events` says so in one
+//! line: 4K aliasing on AMD (no counted equivalent), machine clears on Zen 3 to 5, and
+//! 64K aliasing everywhere (a NetBurst event of paper 000's Pentium 4; no later core
+//! counts it). They were checked against fixture trees here, never on hardware:
+//! `scripts/pmu-check.sh` compares them with `perf stat` on a machine that has a PMU.
 
 use crate::pmu::{CpuId, Vendor};
 
@@ -196,11 +210,37 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         &[Zen4, Zen5],
         "event=0xaa,umask=0x07",
     ),
+    // PPR #56176 PMCx0AA: ops dispatched from the decoder (umask 0x01) and from the
+    // op cache (0x02); their sum is what the front-end issued.
+    row(
+        "uops-issued",
+        "macro-ops dispatched (decoder and op cache)",
+        "DE_DIS_UOPS_FROM_DECODER",
+        &[Zen2],
+        "event=0xaa,umask=0x03",
+    ),
+    // PPR #54945 PMCx0C7, still counted by Zen 2: pipeline restarts for microcode
+    // assists and writes to the instruction stream, AMD's nearest to a machine clear.
+    row(
+        "machine-clears",
+        "retired branch resyncs (pipeline restarts)",
+        "EX_RET_BRN_RESYNC",
+        &[Zen2],
+        "event=0xc7",
+    ),
     row(
         "store-buffer-stalls",
         "dispatch stall cycles on store queue tokens",
         "DE_DIS_DISPATCH_TOKEN_STALLS1.STORE_QUEUE_RSRC_STALL",
         &[Zen2, Zen3, Zen4],
+        "event=0xae,umask=0x04",
+    ),
+    // PPR #57238 PMCx0AE umask 0x04: the same stall under Zen 5's name.
+    row(
+        "store-buffer-stalls",
+        "dispatch stall cycles on store queue tokens",
+        "DE_DISPATCH_STALL_CYCLE_DYNAMIC_TOKENS_PART1.STORE_QUEUE_RSRC_STALL",
+        &[Zen5],
         "event=0xae,umask=0x04",
     ),
     // AMD dispatch slots for top-down (Zen 4: 6 slots per cycle, Zen 5: 8).
@@ -257,19 +297,36 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
     ),
 ];
 
+/// Events of the papers that no microarchitecture in the table counts, with why; they
+/// are known names, so `--events` says they are absent instead of "unknown event".
+pub const NOWHERE: &[(&str, &str)] = &[(
+    "64k-aliasing",
+    "64K aliasing conflicts are a Pentium 4 (NetBurst) event of paper 000; no later \
+     Intel or AMD core counts them (4k-aliasing is the nearest on Intel)",
+)];
+
 /// The names `model` expands to: the papers' events.
-pub const PAPER_EVENTS: [&str; 6] = [
+pub const PAPER_EVENTS: [&str; 7] = [
     "l2-misses",
     "uops-issued",
     "uops-retired",
     "machine-clears",
     "store-buffer-stalls",
     "4k-aliasing",
+    "64k-aliasing",
 ];
 
 /// Whether `name` (smtlab's or the vendor's, any case) is in the table at all.
 pub fn known(name: &str) -> bool {
-    MODEL_EVENTS.iter().any(|e| matches(e, name))
+    MODEL_EVENTS.iter().any(|e| matches(e, name)) || nowhere(name).is_some()
+}
+
+/// Why `name` is counted on no CPU, when it is one of [`NOWHERE`].
+pub fn nowhere(name: &str) -> Option<&'static str> {
+    NOWHERE
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|&(_, why)| why)
 }
 
 fn matches(e: &ModelEvent, name: &str) -> bool {
@@ -334,5 +391,52 @@ mod tests {
         );
         assert!(lookup("4k-aliasing", Zen4).is_none());
         assert!(known("4k-aliasing"));
+        assert!(known("64K-aliasing") && uarchs_with("64k-aliasing").is_empty());
+    }
+
+    /// Every paper event on every microarchitecture: a row whose terms name only
+    /// fields the core PMU has, or absent on purpose (listed here, so a row lost by
+    /// mistake fails).
+    #[test]
+    fn every_paper_event_is_covered_or_absent_on_purpose() {
+        let absent: &[(&str, &[Uarch])] = &[
+            ("uops-issued", &[Zen3]),
+            ("machine-clears", &[Zen3, Zen4, Zen5]),
+            ("4k-aliasing", &[Zen2, Zen3, Zen4, Zen5]),
+            ("64k-aliasing", &Uarch::ALL),
+        ];
+        for name in PAPER_EVENTS {
+            for u in Uarch::ALL {
+                let expect_absent = absent.iter().any(|(n, us)| *n == name && us.contains(&u));
+                match lookup(name, u) {
+                    Some(row) => {
+                        assert!(!expect_absent, "{name} on {} has a row", u.label());
+                        for term in row.terms.split(',') {
+                            let key = term.split('=').next().unwrap();
+                            assert!(
+                                ["event", "umask", "edge", "cmask", "inv"].contains(&key),
+                                "{name} on {}: term {term}",
+                                u.label()
+                            );
+                        }
+                    }
+                    None => assert!(expect_absent, "{name} on {} has no row", u.label()),
+                }
+            }
+        }
+        assert_eq!(Uarch::of(id(Vendor::Amd, 0x17, 0x71)), Some(Zen2));
+        assert_eq!(Uarch::of(id(Vendor::Amd, 0x1a, 0x02)), Some(Zen5));
+        assert_eq!(Uarch::of(id(Vendor::Intel, 6, 0xad)), Some(GraniteRapids));
+        assert_eq!(
+            lookup("uops-issued", Zen2).unwrap().terms,
+            "event=0xaa,umask=0x03"
+        );
+        assert_eq!(lookup("machine-clears", Zen2).unwrap().terms, "event=0xc7");
+        assert!(
+            lookup("store-buffer-stalls", Zen5)
+                .unwrap()
+                .vendor_name
+                .starts_with("DE_DISPATCH_STALL_CYCLE_DYNAMIC_TOKENS")
+        );
     }
 }

@@ -13,6 +13,14 @@
 //! drain began): by then every CPU's buffer holds everything written before them, so
 //! sorting by time is final. The drainer thread's own calls are left out.
 //!
+//! **CPU time, not only wall time.** The entry event also asks for the traced tasks'
+//! context-switch records (`context_switch`, Linux 4.3 and later, with
+//! `sample_id_all` so each carries the thread id and time): a thread switched out
+//! inside a call (blocked in `read`, preempted) is off the CPU until its switch-in,
+//! and that stretch is taken off the call's wall time. What is left is the CPU time
+//! the call ran, interrupts that hit it included. A kernel that refuses the switch
+//! records gets wall time only (`SyscallProfile::switches_traced` false).
+//!
 //! Where tracing is impossible (tracefs not mounted, not root, no raw_syscalls) the
 //! error is [`CounterError::Unavailable`] with one line to print after "skipped: ".
 
@@ -62,7 +70,7 @@ impl Default for TraceOptions {
 /// calling thread. `Err` is [`CounterError::Unavailable`] with a one-line reason.
 pub fn probe() -> Result<(), CounterError> {
     let layout = Layout::read()?;
-    let mut attr = sample_attr(layout.enter.id, false, 4096);
+    let mut attr = sample_attr(layout.enter.id, false, 4096, false);
     sys::open(&mut attr, 0, -1, None)
         .map(drop)
         .map_err(|errno| CounterError::Unavailable(open_reason(errno)))
@@ -109,7 +117,13 @@ impl Layout {
     }
 }
 
-fn sample_attr(tracepoint_id: u64, inherit: bool, buffer_bytes: usize) -> sys::Attr {
+/// `switches`: also record the task's context switches into this event's buffer.
+fn sample_attr(
+    tracepoint_id: u64,
+    inherit: bool,
+    buffer_bytes: usize,
+    switches: bool,
+) -> sys::Attr {
     let mut a = sys::Attr {
         size: std::mem::size_of::<sys::Attr>() as u32,
         type_: b::PERF_TYPE_TRACEPOINT,
@@ -124,6 +138,11 @@ fn sample_attr(tracepoint_id: u64, inherit: bool, buffer_bytes: usize) -> sys::A
     // Tracepoints fire in the kernel: excluding kernel mode would record nothing.
     sys::set_mode(&mut a, CountMode::All);
     a.set_use_clockid(1);
+    if switches {
+        a.set_context_switch(1);
+        // The switch records then end with { u32 pid, tid; u64 time }.
+        a.set_sample_id_all(1);
+    }
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = (buffer_bytes / 4).max(1) as u32;
     a
@@ -152,6 +171,8 @@ pub struct SyscallTracer {
     streams: Vec<CpuStream>,
     layout: Layout,
     options: TraceOptions,
+    /// Whether the kernel accepted the context-switch records (CPU time per call).
+    switches: bool,
 }
 
 impl std::fmt::Debug for SyscallTracer {
@@ -182,11 +203,20 @@ impl SyscallTracer {
         }
         let mut pages = options.buffer_pages.max(1).next_power_of_two();
         let mut streams = Vec::with_capacity(cpus.len());
-        for cpu in cpus.iter() {
+        // Decided on the first CPU, so every CPU's stream records the same things.
+        let mut switches = true;
+        for (i, cpu) in cpus.iter().enumerate() {
             let cpu_i = i32::try_from(cpu)
                 .map_err(|_| CounterError::State(format!("CPU number {cpu} is out of range")))?;
-            let open = |id: u64, pages: usize| {
-                let mut attr = sample_attr(id, inherit, pages * page_size());
+            if i == 0 {
+                let mut attr = sample_attr(layout.enter.id, inherit, pages * page_size(), true);
+                // EINVAL: a kernel before 4.3 has no context-switch records.
+                if matches!(sys::open(&mut attr, pid, cpu_i, None), Err(libc::EINVAL)) {
+                    switches = false;
+                }
+            }
+            let open = |id: u64, pages: usize, switches: bool| {
+                let mut attr = sample_attr(id, inherit, pages * page_size(), switches);
                 sys::open(&mut attr, pid, cpu_i, None).map_err(|errno| {
                     if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
                         CounterError::open(
@@ -199,8 +229,8 @@ impl SyscallTracer {
                     }
                 })
             };
-            let enter = open(layout.enter.id, pages)?;
-            let exit = open(layout.exit.id, pages)?;
+            let enter = open(layout.enter.id, pages, switches)?;
+            let exit = open(layout.exit.id, pages, false)?;
             let ring = loop {
                 match RingBuffer::map(&enter, pages) {
                     Ok(r) => break r,
@@ -230,7 +260,13 @@ impl SyscallTracer {
             streams,
             layout,
             options,
+            switches,
         })
+    }
+
+    /// Whether CPU time per call will be measured (the kernel records switches).
+    pub fn cpu_time(&self) -> bool {
+        self.switches
     }
 
     /// Enables the tracepoints and starts draining their buffers.
@@ -254,11 +290,16 @@ impl SyscallTracer {
             streams,
             layout,
             options,
+            switches,
         } = self;
         let thread_stop = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("smtlab-systrace".into())
-            .spawn(move || drain_loop(streams, layout, options.drain_interval, &thread_stop))
+            .spawn(move || {
+                let mut c = drain_loop(streams, layout, options.drain_interval, &thread_stop);
+                c.switches = switches;
+                c
+            })
             .map_err(|e| CounterError::io("spawn the syscall trace drainer thread", e))?;
         Ok(RunningTrace {
             target,
@@ -327,32 +368,55 @@ fn gettid() -> u32 {
     smtlab_placement::pin::gettid() as u32
 }
 
+/// What one parsed record says happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    Enter(i64),
+    Exit(i64),
+    SwitchOut,
+    SwitchIn,
+}
+
 /// One parsed record.
 #[derive(Debug, Clone, Copy)]
 struct Rec {
     time: u64,
     tid: u32,
-    nr: i64,
-    enter: bool,
+    what: What,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Acc {
     calls: u64,
     completed: u64,
-    total_ns: u64,
-    max_ns: u64,
+    wall_ns: u64,
+    max_wall_ns: u64,
+    cpu_ns: u64,
+    switched_out: u64,
+}
+
+/// A call in progress on one thread.
+#[derive(Debug, Clone, Copy)]
+struct InCall {
+    nr: i64,
+    entered: u64,
+    /// Time switched out so far, closed stretches only.
+    off_ns: u64,
+    /// When the thread was switched out, while it is.
+    off_since: Option<u64>,
+    switched: bool,
 }
 
 /// What the drainer thread accumulates.
 #[derive(Debug, Default)]
 struct Collected {
     pending: Vec<Rec>,
-    in_flight: HashMap<u32, (i64, u64)>,
+    in_flight: HashMap<u32, InCall>,
     stats: BTreeMap<i64, Acc>,
     unmatched_exits: u64,
     unfinished: u64,
     lost: u64,
+    switches: bool,
     error: Option<CounterError>,
 }
 
@@ -377,7 +441,28 @@ impl Collected {
             rec.get(o..o + 8)
                 .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
         };
+        let misc = rec
+            .get(4..6)
+            .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]));
         match u32_at(0) {
+            Some(t) if t == b::PERF_RECORD_SWITCH || t == b::PERF_RECORD_SWITCH_CPU_WIDE => {
+                // { header, [u32 next_prev_pid, next_prev_tid,] u32 pid, tid, u64 time }:
+                // the trailer names the task whose switch it is (the kernel writes it in
+                // that task's context, going out or coming in).
+                let at = if t == b::PERF_RECORD_SWITCH { 8 } else { 16 };
+                let (Some(tid), Some(time)) = (u32_at(at + 4), u64_at(at + 8)) else {
+                    return;
+                };
+                if tid == ignore_tid {
+                    return;
+                }
+                let out = u32::from(misc) & b::PERF_RECORD_MISC_SWITCH_OUT != 0;
+                self.pending.push(Rec {
+                    time,
+                    tid,
+                    what: if out { What::SwitchOut } else { What::SwitchIn },
+                });
+            }
             Some(t) if t == b::PERF_RECORD_LOST => {
                 // { header, u64 id, u64 lost }
                 self.lost += u64_at(16).unwrap_or(0);
@@ -412,8 +497,11 @@ impl Collected {
                 self.pending.push(Rec {
                     time,
                     tid,
-                    nr,
-                    enter,
+                    what: if enter {
+                        What::Enter(nr)
+                    } else {
+                        What::Exit(nr)
+                    },
                 });
             }
             _ => {}
@@ -430,27 +518,54 @@ impl Collected {
         };
         let ready: Vec<Rec> = self.pending.drain(..cut).collect();
         for r in ready {
-            if r.enter {
-                self.stats.entry(r.nr).or_default().calls += 1;
-                if self.in_flight.insert(r.tid, (r.nr, r.time)).is_some() {
-                    // The previous call of this thread never exited (exit_group, or
-                    // execve's old image), or its exit was lost.
-                    self.unfinished += 1;
+            match r.what {
+                What::Enter(nr) => {
+                    self.stats.entry(nr).or_default().calls += 1;
+                    let call = InCall {
+                        nr,
+                        entered: r.time,
+                        off_ns: 0,
+                        off_since: None,
+                        switched: false,
+                    };
+                    if self.in_flight.insert(r.tid, call).is_some() {
+                        // The previous call of this thread never exited (exit_group, or
+                        // execve's old image), or its exit was lost.
+                        self.unfinished += 1;
+                    }
                 }
-            } else {
-                match self.in_flight.remove(&r.tid) {
-                    Some((nr, t0)) if nr == r.nr && r.time >= t0 => {
+                What::Exit(nr) => match self.in_flight.remove(&r.tid) {
+                    Some(c) if c.nr == nr && r.time >= c.entered => {
                         let a = self.stats.entry(nr).or_default();
-                        let d = r.time - t0;
+                        let wall = r.time - c.entered;
                         a.completed += 1;
-                        a.total_ns += d;
-                        a.max_ns = a.max_ns.max(d);
+                        a.wall_ns += wall;
+                        a.max_wall_ns = a.max_wall_ns.max(wall);
+                        // A switch-in never seen (a lost record) leaves its stretch open:
+                        // it is not taken off, so CPU time errs high, never negative.
+                        a.cpu_ns += wall.saturating_sub(c.off_ns);
+                        a.switched_out += u64::from(c.switched);
                     }
                     Some(_) => {
                         self.unfinished += 1;
                         self.unmatched_exits += 1;
                     }
                     None => self.unmatched_exits += 1,
+                },
+                What::SwitchOut => {
+                    if let Some(c) = self.in_flight.get_mut(&r.tid)
+                        && c.off_since.is_none()
+                    {
+                        c.off_since = Some(r.time);
+                        c.switched = true;
+                    }
+                }
+                What::SwitchIn => {
+                    if let Some(c) = self.in_flight.get_mut(&r.tid)
+                        && let Some(since) = c.off_since.take()
+                    {
+                        c.off_ns += r.time.saturating_sub(since);
+                    }
                 }
             }
         }
@@ -468,12 +583,20 @@ impl Collected {
                     group,
                     calls: a.calls,
                     completed: a.completed,
-                    total_ns: a.total_ns,
-                    max_ns: a.max_ns,
+                    wall_ns: a.wall_ns,
+                    max_wall_ns: a.max_wall_ns,
+                    cpu_ns: self.switches.then_some(a.cpu_ns),
+                    switched_out: a.switched_out,
                 }
             })
             .collect();
-        syscalls.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(b.calls.cmp(&a.calls)));
+        // Most CPU time first (wall time without switch records).
+        syscalls.sort_by(|a, b| {
+            b.rank_ns()
+                .cmp(&a.rank_ns())
+                .then(b.wall_ns.cmp(&a.wall_ns))
+                .then(b.calls.cmp(&a.calls))
+        });
         SyscallProfile {
             target,
             duration_ns,
@@ -481,6 +604,7 @@ impl Collected {
             unmatched_exits: self.unmatched_exits,
             unfinished: self.unfinished + self.in_flight.len() as u64,
             lost_records: self.lost,
+            switches_traced: self.switches,
         }
     }
 }
@@ -613,9 +737,13 @@ mod tests {
             1000,
         );
         let read = p.find("read").unwrap();
-        assert_eq!((read.calls, read.completed, read.total_ns), (1, 1, 280));
+        assert_eq!((read.calls, read.completed, read.wall_ns), (1, 1, 280));
+        assert_eq!(read.cpu_ns, None, "no switch records, no CPU time");
         let g = p.find("getppid").unwrap();
-        assert_eq!((g.calls, g.completed, g.total_ns, g.max_ns), (1, 1, 50, 50));
+        assert_eq!(
+            (g.calls, g.completed, g.wall_ns, g.max_wall_ns),
+            (1, 1, 50, 50)
+        );
         assert_eq!(p.find("exit_group").unwrap().completed, 0);
         assert_eq!(p.unmatched_exits, 1);
         assert_eq!(p.unfinished, 1);
@@ -625,5 +753,95 @@ mod tests {
             Some("read"),
             "most time first"
         );
+    }
+
+    /// A PERF_RECORD_SWITCH (per task) or SWITCH_CPU_WIDE record of `tid` at `time`.
+    fn switch(tid: u32, time: u64, out: bool, cpu_wide: bool) -> Vec<u8> {
+        let kind = if cpu_wide {
+            b::PERF_RECORD_SWITCH_CPU_WIDE
+        } else {
+            b::PERF_RECORD_SWITCH
+        };
+        let misc = if out {
+            b::PERF_RECORD_MISC_SWITCH_OUT as u16
+        } else {
+            0
+        };
+        let mut r = Vec::new();
+        let size: u16 = if cpu_wide { 32 } else { 24 };
+        r.extend_from_slice(&kind.to_ne_bytes());
+        r.extend_from_slice(&misc.to_ne_bytes());
+        r.extend_from_slice(&size.to_ne_bytes());
+        if cpu_wide {
+            // next_prev pid and tid: the other task, not the one switched.
+            r.extend_from_slice(&4242u32.to_ne_bytes());
+            r.extend_from_slice(&4242u32.to_ne_bytes());
+        }
+        r.extend_from_slice(&tid.to_ne_bytes());
+        r.extend_from_slice(&tid.to_ne_bytes());
+        r.extend_from_slice(&time.to_ne_bytes());
+        r
+    }
+
+    /// CPU time inside calls, computed by hand: thread 5's read enters at 1000, is
+    /// switched out at 1100 (blocks), in at 9100 on another CPU (its record arrives
+    /// first), out again at 9200 (preempted), in at 9500, exits at 9600: wall 8600,
+    /// off 8000 + 300, CPU 300. Thread 6's getppid runs 200..260 unswitched; its
+    /// switch-out at 300, after the call, counts nowhere. Thread 7's nanosleep uses the
+    /// CPU-wide record layout: 400..5400 with 420..5380 out: CPU 40.
+    #[test]
+    fn cpu_time_takes_switched_out_stretches_off_the_wall_time() {
+        let l = layout();
+        let mut c = Collected {
+            switches: true,
+            ..Collected::default()
+        };
+        for r in [
+            switch(5, 9100, false, false),
+            sample(5, 1000, 443, 0),
+            switch(5, 1100, true, false),
+            sample(6, 200, 443, 110),
+            sample(6, 260, 442, 110),
+            switch(6, 300, true, false),
+            switch(5, 9200, true, false),
+            switch(5, 9500, false, false),
+            sample(5, 9600, 442, 0),
+            sample(7, 400, 443, 35),
+            switch(7, 420, true, true),
+            switch(7, 5380, false, true),
+            sample(7, 5400, 442, 35),
+            switch(99, 450, true, false),
+        ] {
+            c.record(&r, &l, 99);
+        }
+        c.settle(None);
+        let p = c.into_profile(
+            CounterTarget::Thread {
+                tid: 0,
+                inherit: true,
+            },
+            10_000,
+        );
+        assert!(p.switches_traced);
+        let read = p.find("read").unwrap();
+        assert_eq!(
+            (read.wall_ns, read.cpu_ns, read.switched_out),
+            (8600, Some(300), 1)
+        );
+        let g = p.find("getppid").unwrap();
+        assert_eq!((g.wall_ns, g.cpu_ns, g.switched_out), (60, Some(60), 0));
+        let n = p.find("nanosleep").unwrap();
+        assert_eq!((n.wall_ns, n.cpu_ns), (5000, Some(40)));
+        assert_eq!(p.cpu_ns(), Some(400));
+        assert_eq!(p.wall_ns(), 13_660);
+        // Ranked by CPU time: read (300) before getppid (60) before nanosleep (40),
+        // although nanosleep's wall time is second.
+        let order: Vec<&str> = p
+            .syscalls
+            .iter()
+            .filter_map(|s| s.name.as_deref())
+            .collect();
+        assert_eq!(order, ["read", "getppid", "nanosleep"]);
+        assert_eq!((p.unmatched_exits, p.unfinished), (0, 0));
     }
 }

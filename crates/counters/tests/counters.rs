@@ -516,7 +516,10 @@ fn syscall_trace_sees_every_getppid_of_this_thread() {
         p.lost_records
     );
     assert!(g.completed >= N as u64, "completed {}", g.completed);
-    assert!(g.total_ns > 0 && g.max_ns > 0);
+    assert!(g.wall_ns > 0 && g.max_wall_ns > 0);
+    // getppid never blocks: its CPU time is most of its wall time.
+    let cpu = g.cpu_ns.expect("CPU time measured");
+    assert!(cpu > 0 && cpu <= g.wall_ns, "{g:?}");
     assert_eq!(p.lost_records, 0);
     let groups = p.by_group();
     assert!(
@@ -527,9 +530,68 @@ fn syscall_trace_sees_every_getppid_of_this_thread() {
     println!(
         "getppid: {} calls, mean {:.0} ns (traced); {} distinct syscalls, {} unmatched exits",
         g.calls,
-        g.mean_ns().unwrap(),
+        g.mean_wall_ns().unwrap(),
         p.syscalls.len(),
         p.unmatched_exits
+    );
+}
+
+/// A real workload: this thread blocks in `read` on a pipe until another thread writes
+/// 300 ms later. The call's wall time is the wait; its CPU time (wall time less the
+/// time switched out) is the few microseconds the kernel ran it.
+#[test]
+fn syscall_cpu_time_of_a_blocked_read_is_small_and_its_wall_time_large() {
+    const WAIT: std::time::Duration = std::time::Duration::from_millis(300);
+    let mut fds: [libc::c_int; 2] = [0; 2];
+    // SAFETY: `fds` is a writable array of two ints, as pipe(2) needs.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (rd, wr) = (fds[0], fds[1]);
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        wait_go.recv().unwrap();
+        std::thread::sleep(WAIT);
+        // SAFETY: `wr` is the pipe's open write end; the buffer is one valid byte.
+        unsafe { libc::write(wr, b"x".as_ptr().cast(), 1) }
+    });
+    let mut byte = [0u8; 1];
+    let traced = trace(thread_target(false), || {
+        go.send(()).unwrap();
+        // SAFETY: `rd` is the pipe's open read end; `byte` is a writable buffer of 1.
+        let n = unsafe { libc::read(rd, byte.as_mut_ptr().cast(), 1) };
+        assert_eq!(n, 1);
+    });
+    assert_eq!(writer.join().unwrap(), 1);
+    // SAFETY: both ends are open and closed once, here.
+    unsafe {
+        libc::close(rd);
+        libc::close(wr);
+    }
+    let p = match traced {
+        Ok(p) => p,
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    assert!(p.switches_traced, "this kernel records context switches");
+    let r = p.find("read").expect("the blocked read traced");
+    assert_eq!(r.completed, 1, "{r:?}");
+    let cpu = r.cpu_ns.expect("CPU time measured");
+    assert!(
+        r.wall_ns >= WAIT.as_nanos() as u64 * 9 / 10,
+        "wall time {} ns covers the wait",
+        r.wall_ns
+    );
+    assert!(r.switched_out == 1, "the read blocked: {r:?}");
+    assert!(
+        cpu < 10_000_000 && cpu * 20 < r.wall_ns,
+        "CPU time {cpu} ns is a small part of the wall time {} ns",
+        r.wall_ns
+    );
+    println!(
+        "blocked read: wall {:.1} ms, CPU {:.1} us",
+        r.wall_ns as f64 / 1e6,
+        cpu as f64 / 1e3
     );
 }
 
@@ -680,4 +742,56 @@ fn events_resolved_on_this_machine_are_counted_or_explained() {
     for r in &v.named {
         println!("counted: {} = {:?} ({})", r.name, r.value(), r.source);
     }
+}
+
+/// Interrupts on this machine's CPU 0 over 300 ms with a thread sleeping in 1 ms steps
+/// (each wake-up is a timer interrupt): timer work is seen, every vector's time is
+/// within the traced CPU time, and the profile says what it traced.
+#[test]
+fn irq_time_by_vector_on_cpu0() {
+    use smtlab_counters::IrqTracer;
+    use smtlab_model::counters::irqs::IrqKind;
+    let cpus = CpuSet::from_iter([0]);
+    let tracer = match IrqTracer::open(&cpus) {
+        Ok(t) => t,
+        Err(CounterError::Unavailable(reason)) => {
+            println!("skipped: {reason}");
+            return;
+        }
+        Err(e) => panic!("irq tracer failed for a reason other than availability: {e}"),
+    };
+    let running = tracer.start().unwrap();
+    let sleeper = std::thread::spawn(|| {
+        smtlab_placement::pin::pin_current_thread_to(0).ok();
+        for _ in 0..300 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
+    sleeper.join().unwrap();
+    let p = running.stop().unwrap();
+    assert!(p.duration_ns >= 300_000_000, "{}", p.duration_ns);
+    assert!(!p.traced.is_empty());
+    let timers: u64 = p
+        .stats
+        .iter()
+        .filter(|s| {
+            (s.kind == IrqKind::Vector && s.name == "local_timer")
+                || (s.kind == IrqKind::Softirq && (s.name == "TIMER" || s.name == "HRTIMER"))
+        })
+        .map(|s| s.count)
+        .sum();
+    assert!(timers > 0, "timer interrupts seen: {:?}", p.stats);
+    let all: u64 = p.stats.iter().map(|s| s.cpu_ns).sum();
+    assert!(all > 0 && all < p.duration_ns, "{all} of {}", p.duration_ns);
+    println!(
+        "irq on cpu0 over {:.0} ms (traced {}): {}",
+        p.duration_ns as f64 / 1e6,
+        p.traced.join(" "),
+        p.stats
+            .iter()
+            .take(6)
+            .map(|s| format!("{} x{} {} ns", s.label(), s.count, s.cpu_ns))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 }

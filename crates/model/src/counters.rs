@@ -10,7 +10,9 @@
 //!   value is an `Option`: `None` whenever an input was not measured.
 //! * [`os_time`]: `/proc/stat` time split (user, system, irq, softirq, idle, ...) over
 //!   a run, with start-up vs steady state (paper 003 Figs 1, 5).
-//! * [`syscalls`]: kernel time by system call and by group (paper 003 Fig 7).
+//! * [`syscalls`]: kernel time by system call and by group (paper 003 Fig 7), as CPU
+//!   time and wall time.
+//! * [`irqs`]: interrupt time by vector (hard interrupts, system vectors, softirqs).
 //! * [`named`]: events counted by name (`--events`), with their encoding, scale, unit.
 //! * [`topdown`]: top-down level 1 from named events (Intel perf metrics, the older
 //!   Intel slot formula, AMD dispatch slots), each with its thread/core scope.
@@ -36,6 +38,7 @@ pub use named::{NamedReading, NamedUnavailable};
 pub mod bandwidth;
 pub mod cell;
 pub mod derived;
+pub mod irqs;
 pub mod named;
 pub mod os_time;
 pub mod syscalls;

@@ -104,17 +104,18 @@ pub fn count(x: f64) -> String {
     }
 }
 
-/// `user 52% system 45% irq 0% softirq 2% idle 1% steal 0%` (nice and iowait are added
-/// to user and idle when present).
+/// `user 52% system 45% irq 0% softirq 2% iowait 0% idle 1% steal 0%` (nice is added to
+/// user; iowait is apart from idle).
 pub fn fractions_text(f: &CpuTimeFractions) -> String {
     let p = |x: f64| format!("{:.0}%", 100.0 * x);
     format!(
-        "user {} system {} irq {} softirq {} idle {} steal {}",
+        "user {} system {} irq {} softirq {} iowait {} idle {} steal {}",
         p(f.all_user()),
         p(f.system),
         p(f.irq),
         p(f.softirq),
-        p(f.all_idle()),
+        p(f.iowait),
+        p(f.idle),
         p(f.steal)
     )
 }
@@ -211,13 +212,35 @@ pub fn line(c: &CellCounters) -> String {
         let groups: Vec<String> = s
             .by_group()
             .iter()
-            .filter(|g| g.total_ns > 0)
-            .map(|g| format!("{} {}", g.group, duration_ns(g.total_ns as f64)))
+            .filter(|g| g.wall_ns > 0)
+            .map(|g| match g.cpu_ns {
+                Some(cpu) => format!(
+                    "{} CPU {} (wall {})",
+                    g.group,
+                    duration_ns(cpu as f64),
+                    duration_ns(g.wall_ns as f64)
+                ),
+                None => format!("{} wall {}", g.group, duration_ns(g.wall_ns as f64)),
+            })
             .collect();
         if !groups.is_empty() {
             out.push_str(&format!(
                 "; syscalls (traced extra sample): {}",
                 groups.join(", ")
+            ));
+        }
+    }
+    if let Some(p) = &c.irqs {
+        let kinds: Vec<String> = p
+            .by_kind()
+            .iter()
+            .map(|(k, n, ns)| format!("{k} {} x{n}", duration_ns(*ns as f64)))
+            .collect();
+        if !kinds.is_empty() {
+            out.push_str(&format!(
+                "; interrupts on CPUs {} (traced extra sample): {}",
+                p.cpus.to_list_string(),
+                kinds.join(", ")
             ));
         }
     }

@@ -10,7 +10,118 @@ use smtlab_model::{CellRecord, RunResults};
 pub fn csv_columns() -> Vec<&'static str> {
     let mut v = CELL_COLUMNS.to_vec();
     v.extend(crate::counter_ratios::CSV_RATIO_COLUMNS);
+    v.extend(OS_COLUMNS);
     v
+}
+
+/// The OS-time columns after the ratios: the `/proc/stat` split of the cell's CPUs
+/// (`os_phase` says whether over the steady state or the whole cell; fractions of
+/// `os_ticks`), and kernel time by system call of the traced sample as CPU and wall
+/// time.
+const OS_COLUMNS: [&str; 11] = [
+    "os_phase",
+    "os_ticks",
+    "os_user",
+    "os_system",
+    "os_irq",
+    "os_softirq",
+    "os_iowait",
+    "os_idle",
+    "os_steal",
+    "syscall_cpu_ns",
+    "syscall_wall_ns",
+];
+
+fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
+    let Some(k) = cell.and_then(|c| c.counters.as_ref()) else {
+        return vec![String::new(); OS_COLUMNS.len()];
+    };
+    let mut out = match crate::counters::os_summary(k) {
+        Some((phase, ticks, f)) => vec![
+            phase.to_string(),
+            ticks.to_string(),
+            (f.user + f.nice).to_string(),
+            f.system.to_string(),
+            f.irq.to_string(),
+            f.softirq.to_string(),
+            f.iowait.to_string(),
+            f.idle.to_string(),
+            f.steal.to_string(),
+        ],
+        None => vec![String::new(); 9],
+    };
+    let sys = k.syscalls.as_ref();
+    out.push(
+        sys.and_then(|s| s.cpu_ns())
+            .map(|x| x.to_string())
+            .unwrap_or_default(),
+    );
+    out.push(sys.map(|s| s.wall_ns().to_string()).unwrap_or_default());
+    out
+}
+
+/// The `/proc/stat` time series of every cell as CSV (paper 003 Figs 1 and 5 as data):
+/// one row per cell and sampling interval, the ticks of the cell's CPUs summed, with
+/// `steady` true for the intervals of the counted window. Cells without a series have
+/// no rows. Times are nanoseconds since the cell's sampler started; intervals of
+/// other cells' turns were not sampled, so the rows of an interleaved cell have gaps.
+pub fn os_time_csv(results: &RunResults) -> Vec<u8> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record([
+        "run_id",
+        "benchmark",
+        "params",
+        "placement",
+        "cpus",
+        "interval",
+        "start_ns",
+        "end_ns",
+        "steady",
+        "user_hz",
+        "user",
+        "nice",
+        "system",
+        "irq",
+        "softirq",
+        "iowait",
+        "idle",
+        "steal",
+    ]);
+    for cell in &results.cells {
+        let Some(k) = cell.counters.as_ref() else {
+            continue;
+        };
+        let Some(series) = k.os_time.as_ref() else {
+            continue;
+        };
+        for (i, iv) in series.intervals.iter().enumerate() {
+            let t = iv.all_cpus();
+            let steady = k
+                .steady_from_ns
+                .map(|st| (iv.start_ns + iv.end_ns) / 2 >= st);
+            let mut r = vec![
+                results.run.id.to_string(),
+                cell.benchmark.clone(),
+                params_text(&cell.flat_params()),
+                cell.placement.name.clone(),
+                series.cpus.to_list_string(),
+                i.to_string(),
+                iv.start_ns.to_string(),
+                iv.end_ns.to_string(),
+                steady.map(|b| b.to_string()).unwrap_or_default(),
+                series.user_hz.to_string(),
+            ];
+            r.extend(
+                [
+                    t.user, t.nice, t.system, t.irq, t.softirq, t.iowait, t.idle, t.steal,
+                ]
+                .iter()
+                .map(u64::to_string),
+            );
+            let _ = w.write_record(r);
+        }
+    }
+    w.into_inner().unwrap_or_default()
 }
 
 /// The columns of a cell before its counter ratios.
@@ -101,6 +212,9 @@ pub fn json(results: &RunResults) -> Vec<u8> {
 /// * `cpi` .. `ratios_omitted`: the counter ratios and top-down and DRAM figures
 ///   ([`crate::counter_ratios`]), empty where their events were not counted;
 ///   `ratios_omitted` says why, one reason per `;`.
+/// * `os_phase` .. `syscall_wall_ns`: the `/proc/stat` split of the cell's CPUs (iowait
+///   apart from idle) and the traced kernel time by system call, CPU and wall; the
+///   series itself is [`os_time_csv`].
 /// * `hostname` .. `git_commit`: the run's environment, the same on every row, so rows
 ///   of several runs' CSV files can be concatenated and still say where they were
 ///   measured. One rectangular table, no comment lines: spreadsheets and data-frame
@@ -115,6 +229,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         let mut r = row(results.run.id, cell).to_vec();
         r.extend(extra(results, Some(cell), None));
         r.extend(crate::counter_ratios::csv_values(Some(cell)));
+        r.extend(os_values(Some(cell)));
         let _ = w.write_record(r);
     }
     for skip in &results.skipped {
@@ -126,6 +241,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         r[4] = k.placement.clone();
         r.extend(extra(results, None, Some(&skip.reason)));
         r.extend(crate::counter_ratios::csv_values(None));
+        r.extend(os_values(None));
         let _ = w.write_record(r);
     }
     w.into_inner().unwrap_or_default()
@@ -219,9 +335,10 @@ mod tests {
     fn csv_and_json_carry_the_counter_ratios() {
         use smtlab_model::counters::{CountMode, CounterEvent, Reading};
         assert_eq!(
-            csv_columns()[35..],
+            csv_columns()[35..50],
             crate::counter_ratios::CSV_RATIO_COLUMNS
         );
+        assert_eq!(csv_columns()[50..], OS_COLUMNS);
         let mut results = testdata::results(7);
         let i = results
             .cells

@@ -1,13 +1,14 @@
 //! The `counters` section of the HTML page: per cell the counted events and per-unit
 //! costs, the `/proc/stat` time of the placement's CPUs as start-up vs steady state
-//! (table and stacked bars), and kernel time by system call group where it was traced.
+//! (table, stacked bars and the stacked time series of each cell), kernel time by
+//! system call group (CPU and wall time) and interrupt time by vector where traced.
 //! A run measured without `--counters` gets one line saying so.
 
 use std::fmt::Write;
 
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::counters::CellCounters;
-use smtlab_model::counters::os_time::{CpuTicks, PhaseTimes};
+use smtlab_model::counters::os_time::{CpuTicks, OsTimeSeries, PhaseTimes};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::counters::{Headline, count, duration_ns};
@@ -32,25 +33,99 @@ fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> Markup {
     }
 }
 
-/// The time categories drawn, in stack order (user first), with their colours.
-const PARTS: [(&str, usize); 6] = [
+/// The time categories drawn, in stack order (user first), with their colours; iowait
+/// apart from idle (a CPU waiting on I/O is idle, but it says why).
+const PARTS: [(&str, usize); 7] = [
     ("user", 0),
     ("system", 1),
     ("irq", 4),
     ("softirq", 3),
+    ("iowait", 5),
     ("steal", 6),
     ("idle", 7),
 ];
 
-fn parts(t: &CpuTicks) -> [u64; 6] {
+fn parts(t: &CpuTicks) -> [u64; 7] {
     [
         t.user + t.nice,
         t.system,
         t.irq,
         t.softirq,
+        t.iowait,
         t.steal,
-        t.idle + t.iowait,
+        t.idle,
     ]
+}
+
+/// Paper 003 Figs 1 and 5: the share of each category over the cell, one stacked
+/// column per sampling interval, on the time the cell's sampler ran (intervals of
+/// other cells' turns were never sampled, so they take no room). A dashed line marks
+/// where the counted window (steady state) begins.
+fn time_series_chart(series: &OsTimeSeries, steady_from_ns: Option<u64>) -> String {
+    let (w, h, left, bottom) = (560.0, 120.0, 34.0, 14.0);
+    let plot_w = w - left;
+    let plot_h = h - bottom;
+    let total_ns: u64 = series
+        .intervals
+        .iter()
+        .map(|i| i.end_ns.saturating_sub(i.start_ns))
+        .sum();
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" class="chart">"#
+    );
+    let _ = write!(
+        s,
+        r#"<text x="0" y="10" font-size="10">100%</text><text x="0" y="{plot_h}" font-size="10">0%</text>"#
+    );
+    if total_ns == 0 {
+        s.push_str("</svg>");
+        return s;
+    }
+    let mut x_ns = 0u64;
+    let mut steady_x = None;
+    for iv in &series.intervals {
+        let len = iv.end_ns.saturating_sub(iv.start_ns);
+        let x = left + plot_w * x_ns as f64 / total_ns as f64;
+        let width = plot_w * len as f64 / total_ns as f64;
+        if steady_x.is_none() && steady_from_ns.is_some_and(|st| iv.start_ns >= st) {
+            steady_x = Some(x);
+        }
+        x_ns += len;
+        let ticks = iv.all_cpus();
+        let all = ticks.total();
+        if all == 0 {
+            continue;
+        }
+        let mut y = plot_h;
+        for ((name, col), t) in PARTS.iter().zip(parts(&ticks)) {
+            if t == 0 {
+                continue;
+            }
+            let height = plot_h * t as f64 / all as f64;
+            y -= height;
+            let _ = write!(
+                s,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{width:.2}" height="{height:.1}" fill="{}"><title>{name} {:.0}% at {}</title></rect>"#,
+                color(*col),
+                100.0 * t as f64 / all as f64,
+                duration_ns(iv.start_ns as f64)
+            );
+        }
+    }
+    if let Some(x) = steady_x.filter(|x| *x > left) {
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="0" x2="{x:.1}" y2="{plot_h}" stroke="#000" stroke-dasharray="3,2"/><text x="{:.1}" y="{h}" font-size="10">steady state</text>"##,
+            x + 2.0
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{left}" y="{h}" font-size="10">0</text><text x="{:.1}" y="{h}" font-size="10" text-anchor="end">{}</text></svg>"#,
+        w,
+        duration_ns(total_ns as f64)
+    );
+    s
 }
 
 /// A horizontal bar of the phase's ticks split by category.
@@ -119,7 +194,10 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
         p {
             "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
              over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
-             calibrating and warming up; steady state is the counted window. Colours: "
+             calibrating and warming up; steady state is the counted window. Where cells \
+             took turns on the same CPUs, only this cell's own stretches were sampled. \
+             Below the table, each cell's time series: one column per sampling \
+             interval. Colours: "
             @for (i, (name, col)) in PARTS.iter().enumerate() {
                 @if i > 0 { ", " }
                 span style={ "color:" (color(*col)) } { (PreEscaped("&#9632;")) } " " (name)
@@ -132,7 +210,7 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 @for (name, _) in PARTS { th { (name) } }
                 th {}
             }
-            @for (c, k) in with {
+            @for (c, k) in &with {
                 @if let (Some(series), Some(ph)) = (&k.os_time, k.os_phases()) {
                     // A cell shorter than one sampling interval has no interval of its own
                     // in one of the phases: then only the whole cell is shown, not a
@@ -156,6 +234,12 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 }
             }
         }
+        @for (c, k) in &with {
+            @if let Some(series) = &k.os_time {
+                h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
+                (PreEscaped(time_series_chart(series, k.steady_from_ns)))
+            }
+        }
     }
 }
 
@@ -172,15 +256,17 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     html! {
         (head)
         p {
-            "Entry-to-exit time of the system calls by group (a blocking call counts its \
-             wait), with the three costliest calls. Traced on one extra sample or run after \
-             the counted window: tracing costs about half a microsecond per call, so it is \
-             kept out of the measured samples."
+            "Kernel time of the system calls by group, as CPU time (entry to exit less \
+             the time the thread was switched out inside the call) and as wall time \
+             (entry to exit: a blocking call counts its wait), with the three calls of \
+             most CPU time. Traced on one extra sample or run after the counted window: \
+             tracing costs about half a microsecond per call, so it is kept out of the \
+             measured samples."
         }
         table {
             tr {
-                th { "cell" } th { "traced over" } th { "group" } th { "calls" } th { "total" }
-                th { "top calls" }
+                th { "cell" } th { "traced over" } th { "group" } th { "calls" }
+                th { "CPU time" } th { "wall time" } th { "top calls (CPU / wall)" }
             }
             @for (c, k) in traced {
                 @if let Some(s) = &k.syscalls {
@@ -188,7 +274,7 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                     @if groups.is_empty() {
                         tr {
                             td { (label(c)) }
-                            td colspan="5" class="muted" { "no system call traced" }
+                            td colspan="6" class="muted" { "no system call traced" }
                         }
                     } @else {
                         @for g in groups {
@@ -197,23 +283,92 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                                 .iter()
                                 .filter(|x| x.group == g.group)
                                 .take(3)
-                                .map(|x| format!("{} {}", x.label(), duration_ns(x.total_ns as f64)))
+                                .map(|x| format!(
+                                    "{} {} / {}",
+                                    x.label(),
+                                    x.cpu_ns.map_or("-".to_string(), |c| duration_ns(c as f64)),
+                                    duration_ns(x.wall_ns as f64)
+                                ))
                                 .collect();
                             tr {
                                 td { (label(c)) }
                                 td { (k.syscalls_window.as_deref().unwrap_or("-")) }
                                 td { (g.group) }
                                 td class="num" { (g.calls) }
-                                td class="num" { (duration_ns(g.total_ns as f64)) }
+                                td class="num" {
+                                    (opt(g.cpu_ns.map(|c| c as f64), duration_ns))
+                                }
+                                td class="num" { (duration_ns(g.wall_ns as f64)) }
                                 td { (top.join(", ")) }
                             }
                         }
                         @if s.lost_records > 0 {
                             tr {
                                 td { (label(c)) }
-                                td colspan="5" class="bad" {
+                                td colspan="6" class="bad" {
                                     (s.lost_records) " trace records lost: counts are lower bounds"
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
+/// extra sample as the system calls; one line where it was not traced.
+fn irqs(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+    let head =
+        html! { h3 { "Interrupt time by vector (hard interrupts, system vectors, softirqs)" } };
+    let traced: Vec<_> = cells.iter().filter(|(_, k)| k.irqs.is_some()).collect();
+    if traced.is_empty() {
+        let why = cells
+            .iter()
+            .find_map(|(_, k)| k.irqs_unavailable.clone())
+            .unwrap_or_else(|| "not traced".into());
+        return html! { (head) p { "Not measured: " (why) "." } };
+    }
+    html! {
+        (head)
+        p {
+            "CPU time in each interrupt vector on the placement's CPUs (every task's, \
+             traced CPU-wide over the same extra sample as the system calls), exclusive \
+             of the interrupts nested inside it; the share is of the traced CPUs' time. \
+             The eight costliest vectors per cell."
+        }
+        table {
+            tr {
+                th { "cell" } th { "CPUs" } th { "kind" } th { "vector" } th { "count" }
+                th { "CPU time" } th { "share" }
+            }
+            @for (c, k) in traced {
+                @if let Some(p) = &k.irqs {
+                    @if p.stats.is_empty() {
+                        tr {
+                            td { (label(c)) }
+                            td colspan="6" class="muted" { "no interrupt traced" }
+                        }
+                    }
+                    @for s in p.stats.iter().take(8) {
+                        tr {
+                            td { (label(c)) }
+                            td { code { (p.cpus.to_list_string()) } }
+                            td { (s.kind) }
+                            td { (s.label()) }
+                            td class="num" { (s.count) }
+                            td class="num" { (duration_ns(s.cpu_ns as f64)) }
+                            td class="num" {
+                                (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x)))
+                            }
+                        }
+                    }
+                    @if p.lost_records > 0 {
+                        tr {
+                            td { (label(c)) }
+                            td colspan="6" class="bad" {
+                                (p.lost_records) " trace records lost: counts are lower bounds"
                             }
                         }
                     }
@@ -304,6 +459,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             @if hardware { (cpi_stacks(&cells)) }
             (os_time(&cells))
             (syscalls(&cells))
+            (irqs(&cells))
         }
     };
     p.push_str(&section.into_string());

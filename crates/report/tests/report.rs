@@ -754,14 +754,33 @@ fn counters(pmu: bool) -> smtlab_model::counters::CellCounters {
                 group: SyscallGroup::Process,
                 calls: 1000,
                 completed: 1000,
-                total_ns: 250_000,
-                max_ns: 900,
+                wall_ns: 250_000,
+                max_wall_ns: 900,
+                cpu_ns: Some(200_000),
+                switched_out: 3,
             }],
             unmatched_exits: 1,
             unfinished: 0,
             lost_records: 0,
+            switches_traced: true,
         });
         c.syscalls_window = Some("one extra sample of 1000 iterations".into());
+        use smtlab_model::counters::irqs::{IrqKind, IrqProfile, IrqStat};
+        c.irqs = Some(IrqProfile {
+            cpus: [0].into_iter().collect(),
+            duration_ns: 3_000_000,
+            stats: vec![IrqStat {
+                kind: IrqKind::Softirq,
+                vector: 3,
+                name: "NET_RX".into(),
+                count: 40,
+                cpu_ns: 30_000,
+                max_ns: 2_000,
+            }],
+            traced: vec!["irq:softirq".into()],
+            unmatched: 0,
+            lost_records: 0,
+        });
     } else {
         c.syscalls_unavailable = Some("tracefs is not mounted".into());
     }
@@ -808,7 +827,17 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
         sec.contains(r#"<td class="num">400.0</td>"#),
         "instructions/op: {sec}"
     );
-    assert!(sec.contains("getppid 250.0 us"), "syscalls: {sec}");
+    assert!(
+        sec.contains("getppid 200.0 us / 250.0 us"),
+        "syscalls: {sec}"
+    );
+    // 30 us of NET_RX in 3 ms on one CPU: 1.00%.
+    assert!(sec.contains("<td>NET_RX</td>"), "{sec}");
+    assert!(
+        sec.contains(r#"<td class="num">1.00%</td>"#),
+        "irq share: {sec}"
+    );
+    assert!(sec.contains("<th>CPU time</th>") && sec.contains("<th>wall time</th>"));
     // Only cycles and instructions were counted: the CPI stack shows the measured CPI and
     // dashes for the miss events, and no sum or remainder built from missing counts.
     assert!(sec.contains("CPI stack (non-overlapped estimate)"), "{sec}");
@@ -824,6 +853,92 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
         !sec.contains("tracefs"),
         "traced somewhere: no reason shown: {sec}"
     );
+}
+
+/// The OS-time part of the counters section from a recorded series (paper 003 Figs 1
+/// and 5): iowait apart from idle in the table, the stacked chart over time with the
+/// steady-state mark, and the same series as CSV, each figure checked by hand.
+#[test]
+fn os_time_series_chart_table_and_csv_from_recorded_ticks() {
+    use smtlab_model::counters::os_time::{CpuTicks, CpuTicksOf, OsTimeInterval, OsTimeSeries};
+    let mut r = demo();
+    let mut c = counters(false);
+    // CPU 0 and 1, three intervals of 100 ms: start-up (user 4, idle 16), then two
+    // steady intervals (user 10 + system 6 + iowait 4; user 12 + softirq 2 + idle 6).
+    let t = |user, system, softirq, iowait, idle| CpuTicks {
+        user,
+        system,
+        softirq,
+        iowait,
+        idle,
+        ..CpuTicks::default()
+    };
+    let iv = |k: u64, a: CpuTicks, b: CpuTicks| OsTimeInterval {
+        start_ns: k * 100_000_000,
+        end_ns: (k + 1) * 100_000_000,
+        per_cpu: vec![
+            CpuTicksOf { cpu: 0, ticks: a },
+            CpuTicksOf { cpu: 1, ticks: b },
+        ],
+    };
+    c.os_time = Some(OsTimeSeries {
+        user_hz: 100,
+        interval_ns: 100_000_000,
+        cpus: [0, 1].into_iter().collect(),
+        intervals: vec![
+            iv(0, t(2, 0, 0, 0, 8), t(2, 0, 0, 0, 8)),
+            iv(1, t(5, 3, 0, 2, 0), t(5, 3, 0, 2, 0)),
+            iv(2, t(6, 0, 1, 0, 3), t(6, 0, 1, 0, 3)),
+        ],
+    });
+    c.steady_from_ns = Some(100_000_000);
+    r.cells[0].counters = Some(c);
+    let page = smtlab_report::html(&r);
+    elements(&page);
+    let sec = section(&page, "counters");
+    let os = &sec[sec.find("OS time of the placement").unwrap()..];
+    let os = &os[..os.find("Kernel time by system call").unwrap()];
+    assert!(
+        os.contains("<th>iowait</th>") && os.contains("<th>idle</th>"),
+        "{os}"
+    );
+    // Steady state: 40 ticks, user 22 = 55%, system 6 = 15%, softirq 2 = 5%,
+    // iowait 4 = 10%, idle 6 = 15%.
+    for pct in ["55%", "15%", "5%", "10%"] {
+        assert!(
+            os.contains(&format!(r#"<td class="num">{pct}</td>"#)),
+            "{pct}: {os}"
+        );
+    }
+    assert!(os.contains("over time"), "{os}");
+    assert!(os.contains("steady state</text>"), "steady mark: {os}");
+    assert!(os.contains("<title>iowait 20% at 100.0 ms</title>"), "{os}");
+    insta::assert_snapshot!("html_os_time_series", os);
+
+    let csv = String::from_utf8(smtlab_report::export::os_time_csv(&r)).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 4, "{csv}");
+    assert!(lines[0].ends_with("user,nice,system,irq,softirq,iowait,idle,steal"));
+    assert!(
+        lines[2].ends_with(",1,100000000,200000000,true,100,10,0,6,0,0,4,0,0"),
+        "{}",
+        lines[2]
+    );
+    assert!(lines[1].contains(",0,0,100000000,false,"), "{}", lines[1]);
+    // The per-cell CSV carries the steady-state split and iowait apart.
+    let cells = String::from_utf8(smtlab_report::export::csv(&r)).unwrap();
+    let mut rd = csv::Reader::from_reader(cells.as_bytes());
+    let head = rd.headers().unwrap().clone();
+    let row = rd.records().next().unwrap().unwrap();
+    let get = |k: &str| {
+        row.get(head.iter().position(|h| h == k).unwrap())
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(get("os_phase"), "steady state");
+    assert_eq!(get("os_ticks"), "40");
+    assert_eq!(get("os_iowait"), "0.1");
+    assert_eq!(get("os_user"), "0.55");
 }
 
 #[test]

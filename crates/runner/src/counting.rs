@@ -33,7 +33,12 @@
 //!
 //! `/proc/stat` is sampled from before the benchmark is prepared until the window
 //! closes, so the series shows start-up (prepare, calibration, warm-up) and steady state
-//! (the measured samples, from [`CellCounters::steady_from_ns`]).
+//! (the measured samples, from [`CellCounters::steady_from_ns`]). When cells take
+//! turns (interleaving, or rounds of several cells), the other cells use the same CPUs
+//! between this cell's samples: the sampler is then paused whenever this cell is idle
+//! ([`CellCounting::sample_only_while_working`], [`CellCounting::working`],
+//! [`CellCounting::idle`]), so each interval holds this cell's own time only and the
+//! series skips the others' turns.
 //!
 //! Kernel time by system call is **not** traced during the measured samples: recording
 //! every entry and exit costs about half a microsecond per call, which made a
@@ -53,12 +58,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smtlab_counters::{
-    CounterError, CounterSource, EventListError, PerfCounters, PerfOptions, PmuTree,
+    CounterError, CounterSource, EventListError, IrqTracer, PerfCounters, PerfOptions, PmuTree,
     ProcStatSampler, ResolvedEvent, SamplerOptions, SyscallTracer, TraceOptions,
 };
 use smtlab_model::CpuSet;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
+use smtlab_model::counters::irqs::IrqProfile;
 use smtlab_model::counters::named::NamedUnavailable;
 use smtlab_model::counters::os_time::OsTimeSeries;
 use smtlab_model::counters::syscalls::SyscallProfile;
@@ -139,6 +145,8 @@ impl CountingSetup {
         }
         if let Some(r) = &a.syscall_tracing.reason {
             out.push(format!("kernel time by system call not measured: {r}"));
+            // Interrupts are traced with the system calls: the same cause stops both.
+            out.push(format!("interrupt time by vector not measured: {r}"));
         }
         for u in &self.events_unavailable {
             out.push(format!("event {} not counted: {}", u.name, u.reason));
@@ -152,35 +160,43 @@ enum TraceCmd {
     Stop,
 }
 
+/// What the traced sample gave: the syscall profile, and the interrupt profile of the
+/// placement's CPUs or why there is none.
+type Traced = (Option<SyscallProfile>, Result<IrqProfile, String>);
+
 /// The syscall tracer lives on its own thread, started before any counter is opened, so
-/// neither it nor the buffer drainer it spawns is inherited by the counters or traced.
+/// neither it nor the buffer drainers it and the interrupt tracer spawn are inherited by
+/// the counters or traced.
 struct TraceControl {
     tx: mpsc::Sender<TraceCmd>,
     ack: mpsc::Receiver<Result<(), String>>,
-    thread: Option<JoinHandle<Result<Option<SyscallProfile>, String>>>,
+    thread: Option<JoinHandle<Result<Traced, String>>>,
 }
 
 impl TraceControl {
     /// Opens the tracer on `tid` (with inherit) from a new thread; `Err` is the reason
-    /// it cannot trace.
-    fn open(tid: i32) -> Result<TraceControl, String> {
+    /// it cannot trace. Interrupts are traced CPU-wide on `cpus` over the same stretch.
+    fn open(tid: i32, cpus: CpuSet) -> Result<TraceControl, String> {
         let (tx, rx) = mpsc::channel::<TraceCmd>();
         let (ack_tx, ack) = mpsc::channel::<Result<(), String>>();
         let thread = std::thread::Builder::new()
             .name("smtlab-trace-ctl".into())
-            .spawn(move || -> Result<Option<SyscallProfile>, String> {
+            .spawn(move || -> Result<Traced, String> {
                 let target = CounterTarget::Thread { tid, inherit: true };
                 let tracer = match SyscallTracer::open(target, TraceOptions::default()) {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = ack_tx.send(Err(reason(&e)));
-                        return Ok(None);
+                        return Ok((None, Err(reason(&e))));
                     }
                 };
                 let _ = ack_tx.send(Ok(()));
                 if !matches!(rx.recv(), Ok(TraceCmd::Start)) {
-                    return Ok(None);
+                    return Ok((None, Err("not traced".into())));
                 }
+                let irqs = IrqTracer::open(&cpus)
+                    .and_then(IrqTracer::start)
+                    .map_err(|e| reason(&e));
                 let running = tracer.start().map_err(|e| reason(&e));
                 let running = match running {
                     Ok(r) => {
@@ -193,7 +209,11 @@ impl TraceControl {
                     }
                 };
                 let _ = rx.recv();
-                running.stop().map(Some).map_err(|e| reason(&e))
+                let irqs = irqs.and_then(|r| r.stop().map_err(|e| reason(&e)));
+                running
+                    .stop()
+                    .map(|p| (Some(p), irqs))
+                    .map_err(|e| reason(&e))
             })
             .map_err(|e| format!("cannot start the syscall tracer thread: {e}"))?;
         let mut control = TraceControl {
@@ -223,17 +243,17 @@ impl TraceControl {
             .map_err(|_| "the syscall tracer thread ended early".to_string())?
     }
 
-    fn stop(&mut self) -> Result<Option<SyscallProfile>, String> {
+    fn stop(&mut self) -> Result<Traced, String> {
         let _ = self.tx.send(TraceCmd::Stop);
         self.join()
     }
 
-    fn join(&mut self) -> Result<Option<SyscallProfile>, String> {
+    fn join(&mut self) -> Result<Traced, String> {
         match self.thread.take() {
             Some(t) => t
                 .join()
                 .map_err(|_| "the syscall tracer thread panicked".to_string())?,
-            None => Ok(None),
+            None => Ok((None, Err("not traced".into()))),
         }
     }
 }
@@ -259,11 +279,21 @@ fn gettid() -> i32 {
 pub trait OsSampler: Send {
     /// Ends sampling and returns the series.
     fn finish(self: Box<Self>) -> Result<OsTimeSeries, String>;
+    /// Closes the current interval and samples nothing until [`OsSampler::resume`].
+    fn pause(&mut self) -> Result<(), String>;
+    /// Starts a new interval now.
+    fn resume(&mut self) -> Result<(), String>;
 }
 
 impl OsSampler for ProcStatSampler {
     fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
         ProcStatSampler::stop(*self).map_err(|e| e.to_string())
+    }
+    fn pause(&mut self) -> Result<(), String> {
+        ProcStatSampler::pause(self).map_err(|e| e.to_string())
+    }
+    fn resume(&mut self) -> Result<(), String> {
+        ProcStatSampler::resume(self).map_err(|e| e.to_string())
     }
 }
 
@@ -385,6 +415,8 @@ pub struct CellCounting {
     syscalls: Option<SyscallProfile>,
     syscalls_window: Option<String>,
     syscalls_unavailable: Option<String>,
+    irqs: Option<IrqProfile>,
+    irqs_unavailable: Option<String>,
     counters: Option<Box<dyn CounterSource>>,
     started: bool,
     running: bool,
@@ -396,6 +428,9 @@ pub struct CellCounting {
     error: Option<CountingError>,
     /// Named events the machine lacks (from the setup), kept with the counts.
     named_unavailable: Vec<NamedUnavailable>,
+    /// The sampler runs only between [`working`](Self::working) and
+    /// [`idle`](Self::idle).
+    os_on_demand: bool,
 }
 
 impl CellCounting {
@@ -424,7 +459,7 @@ impl CellCounting {
         let (trace, syscalls_unavailable) = match &setup.availability.syscall_tracing.reason {
             Some(r) => (None, Some(r.clone())),
             None if !backend.can_trace() => (None, Some("not traced here".to_string())),
-            None => match TraceControl::open(gettid()) {
+            None => match TraceControl::open(gettid(), cpus.clone()) {
                 Ok(t) => (Some(t), None),
                 Err(r) => (None, Some(r)),
             },
@@ -443,7 +478,9 @@ impl CellCounting {
             trace,
             syscalls: None,
             syscalls_window: None,
+            irqs_unavailable: syscalls_unavailable.clone(),
             syscalls_unavailable,
+            irqs: None,
             counters,
             started: false,
             running: false,
@@ -453,6 +490,41 @@ impl CellCounting {
             work: None,
             error,
             named_unavailable: setup.events_unavailable.clone(),
+            os_on_demand: false,
+        }
+    }
+
+    /// Other cells take turns on these CPUs: sample `/proc/stat` only while this cell
+    /// works (between [`working`](Self::working) and [`idle`](Self::idle)), starting
+    /// now, idle.
+    pub fn sample_only_while_working(&mut self) {
+        self.os_on_demand = true;
+        self.os_switch(false);
+    }
+
+    /// This cell starts working (preparing, warming up, taking a sample): its CPUs'
+    /// time counts again.
+    pub fn working(&mut self) {
+        if self.os_on_demand {
+            self.os_switch(true);
+        }
+    }
+
+    /// This cell waits while others take their turn: its CPUs' time does not count.
+    pub fn idle(&mut self) {
+        if self.os_on_demand {
+            self.os_switch(false);
+        }
+    }
+
+    fn os_switch(&mut self, on: bool) {
+        let Some(s) = self.sampler.as_mut() else {
+            return;
+        };
+        let r = if on { s.resume() } else { s.pause() };
+        if let Err(e) = r {
+            self.sampler = None;
+            self.os_time_unavailable = Some(e);
         }
     }
 
@@ -528,7 +600,14 @@ impl CellCounting {
             }
         }
         match self.sampler.take().map(OsSampler::finish) {
-            Some(Ok(s)) => self.os_time = Some(s),
+            Some(Ok(mut s)) => {
+                // On demand, the first interval is the stretch before this cell began
+                // working (other cells starting): not this cell's time.
+                if self.os_on_demand && !s.intervals.is_empty() {
+                    s.intervals.remove(0);
+                }
+                self.os_time = Some(s);
+            }
             Some(Err(e)) => self.os_time_unavailable = Some(e),
             None => {}
         }
@@ -554,17 +633,25 @@ impl CellCounting {
             return;
         };
         if let Err(r) = t.start() {
+            self.irqs_unavailable = Some(r.clone());
             self.syscalls_unavailable = Some(r);
             return;
         }
         let ran = work();
         let profile = t.stop();
         match (ran, profile) {
-            (Ok(()), Ok(Some(p))) => {
+            (Ok(()), Ok((Some(p), irqs))) => {
                 self.syscalls = Some(p);
                 self.syscalls_window = Some(window.to_string());
+                match irqs {
+                    Ok(i) => {
+                        self.irqs = Some(i);
+                        self.irqs_unavailable = None;
+                    }
+                    Err(r) => self.irqs_unavailable = Some(r),
+                }
             }
-            (Ok(()), Ok(None)) => {
+            (Ok(()), Ok((None, _))) => {
                 self.syscalls_unavailable = Some("the syscall trace was not started".into());
             }
             (Err(e), _) => {
@@ -607,6 +694,14 @@ impl CellCounting {
         c.os_time_unavailable = self.os_time_unavailable.take();
         c.syscalls = self.syscalls.take();
         c.syscalls_window = self.syscalls_window.take();
+        c.irqs = self.irqs.take();
+        c.irqs_unavailable = if c.irqs.is_some() {
+            None
+        } else {
+            self.irqs_unavailable
+                .take()
+                .or_else(|| Some("no traced sample was taken".into()))
+        };
         c.syscalls_unavailable = if c.syscalls.is_some() {
             None
         } else {
@@ -653,6 +748,8 @@ pub struct FakeBackend {
     pub clock: std::sync::Arc<crate::FakeClock>,
     /// Every counter group opened so far, with the thread that opened it.
     pub opened: std::sync::Mutex<Vec<(std::thread::ThreadId, SharedFake)>>,
+    /// What the samplers were asked, in order (`pause`, `resume`, `finish`).
+    pub sampler_log: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
 }
 
 /// A [`smtlab_counters::FakeSource`] the backend and a test both hold.
@@ -669,6 +766,7 @@ impl FakeBackend {
             os_time,
             clock,
             opened: std::sync::Mutex::new(Vec::new()),
+            sampler_log: std::sync::Arc::default(),
         }
     }
 
@@ -700,11 +798,33 @@ impl CounterSource for SharedSource {
     }
 }
 
-struct FixedSeries(OsTimeSeries);
+/// The fake sampler: its series, and a log of `pause`/`resume`/`finish` that the
+/// backend shares with the test.
+struct FixedSeries(
+    OsTimeSeries,
+    std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+);
+
+impl FixedSeries {
+    fn log(&self, what: &'static str) {
+        if let Ok(mut l) = self.1.lock() {
+            l.push(what);
+        }
+    }
+}
 
 impl OsSampler for FixedSeries {
     fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
+        self.log("finish");
         Ok(self.0)
+    }
+    fn pause(&mut self) -> Result<(), String> {
+        self.log("pause");
+        Ok(())
+    }
+    fn resume(&mut self) -> Result<(), String> {
+        self.log("resume");
+        Ok(())
     }
 }
 
@@ -738,7 +858,10 @@ impl CountingBackend for FakeBackend {
             Some(s) => {
                 let mut s = s.clone();
                 s.cpus = cpus.clone();
-                Ok(Box::new(FixedSeries(s)))
+                Ok(Box::new(FixedSeries(
+                    s,
+                    std::sync::Arc::clone(&self.sampler_log),
+                )))
             }
             None => Err("no /proc/stat in this test".into()),
         }

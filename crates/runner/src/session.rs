@@ -508,10 +508,10 @@ impl Session<'_> {
                 spare_cpu(&placement, self.topo),
             )
         });
+        // Other cells take turns on these CPUs: the OS time counts this cell's own
+        // stretches only (from a command to its reply), the others' turns left out.
         if interleaved && let Some(c) = counting.as_mut() {
-            c.drop_os_time(
-                "not kept: other placements took their samples in turn and may share these CPUs",
-            );
+            c.sample_only_while_working();
         }
         let ctx = BenchContext {
             params: &plan.params,
@@ -528,7 +528,16 @@ impl Session<'_> {
             match cmd {
                 Cmd::Begin => {
                     instance = None;
-                    let mut inst = match plan.bench.prepare(&ctx) {
+                    if let Some(c) = counting.as_mut() {
+                        c.working();
+                    }
+                    let prepared = plan.bench.prepare(&ctx);
+                    if prepared.is_err()
+                        && let Some(c) = counting.as_mut()
+                    {
+                        c.idle();
+                    }
+                    let mut inst = match prepared {
                         Ok(i) => i,
                         Err(e) => {
                             if replies.send(Reply::Ready(Err(e.to_string()))).is_err() {
@@ -546,6 +555,9 @@ impl Session<'_> {
                         &mut observer,
                         plan.warmup_samples,
                     );
+                    if let Some(c) = counting.as_mut() {
+                        c.idle();
+                    }
                     let mut m = match begun {
                         Ok(m) => m,
                         Err(e) => {
@@ -570,11 +582,13 @@ impl Session<'_> {
                                 }
                                 let before = m.samples_taken();
                                 if let Some(c) = counting.as_mut() {
+                                    c.working();
                                     c.resume();
                                 }
                                 let r = m.step();
                                 if let Some(c) = counting.as_mut() {
                                     c.pause();
+                                    c.idle();
                                 }
                                 let after = m.samples_taken();
                                 let reply = r.map_err(error_text).map(|done| StepInfo {

@@ -164,6 +164,17 @@ fn events_the_machine_lacks_are_one_line_each_in_setup_and_cell() {
         .filter(|l| l.starts_with("event "))
         .collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
+    // No tracing here: system calls and interrupts each say so in one line.
+    let all = setup.missing_lines();
+    for what in ["kernel time by system call", "interrupt time by vector"] {
+        assert_eq!(
+            all.iter()
+                .filter(|l| l.starts_with(&format!("{what} not measured: not in this test")))
+                .count(),
+            1,
+            "{all:?}"
+        );
+    }
     assert!(lines[0].starts_with("event machine-clears not counted: not offered on Zen 3"));
     assert!(
         CountingSetup::fake()

@@ -499,7 +499,26 @@ fn interleaved_counters_count_each_cells_own_samples_only() {
     let clock = Arc::new(FakeClock::new(0, 1));
     let log = Log::default();
     let values = smtlab_counters::fake_values(&[(CounterEvent::TaskClock, 6_000_000)]);
-    let backend = Arc::new(FakeBackend::new(values, None, Arc::clone(&clock)));
+    // Three intervals, the first the stretch before the cell began working.
+    use smtlab_model::counters::os_time::{CpuTicks, CpuTicksOf, OsTimeInterval, OsTimeSeries};
+    let iv = |start_ns, end_ns, user| OsTimeInterval {
+        start_ns,
+        end_ns,
+        per_cpu: vec![CpuTicksOf {
+            cpu: 0,
+            ticks: CpuTicks {
+                user,
+                ..CpuTicks::default()
+            },
+        }],
+    };
+    let series = OsTimeSeries {
+        user_hz: 100,
+        interval_ns: 100_000_000,
+        cpus: [0].into_iter().collect(),
+        intervals: vec![iv(0, 10, 7), iv(20, 30, 1), iv(50, 60, 2)],
+    };
+    let backend = Arc::new(FakeBackend::new(values, Some(series), Arc::clone(&clock)));
     let mut a = bench("a", &clock, &log);
     a.backend = Some(Arc::clone(&backend));
     let ps = [placement("p0", &[0]), placement("p1", &[0])];
@@ -542,9 +561,20 @@ fn interleaved_counters_count_each_cells_own_samples_only() {
         let work = c.work.as_ref().unwrap();
         assert_eq!((work.unit.as_str(), work.amount), ("op", 6.0 * 1000.0));
         assert!(c.window.contains("own samples") && c.window.contains("2 rounds"));
-        // Other cells sampled on the same CPUs meanwhile: no /proc/stat time, said why.
-        assert!(c.os_time.is_none() && c.os_time_unavailable.is_some());
+        // Other cells sampled on the same CPUs meanwhile: /proc/stat was read only
+        // while this cell worked, and the stretch before it began is left out.
+        let os = c.os_time.as_ref().expect("OS time kept under interleaving");
+        assert!(c.os_time_unavailable.is_none());
+        assert_eq!(os.intervals.len(), 2);
+        assert_eq!(os.total().all_cpus.user, 3);
     }
+    // Each sampler paused at once, then on for every Begin and every Step and off after
+    // it: 2 cells x 2 rounds x (1 Begin + at least 3 samples) stretches.
+    let l = backend.sampler_log.lock().unwrap();
+    let count = |w: &str| l.iter().filter(|x| **x == w).count();
+    assert_eq!(count("finish"), 2, "{l:?}");
+    assert!(count("resume") >= 16, "{l:?}");
+    assert_eq!(count("pause"), count("resume") + 2, "{l:?}");
 }
 
 #[test]

@@ -17,6 +17,13 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         }
         write_file(path, md.as_bytes())?;
     }
+    if let Some(path) = &args.os_time_csv {
+        let csv = smtlab_report::export::os_time_csv(&results);
+        if path.as_os_str() == "-" {
+            return emit(&String::from_utf8_lossy(&csv));
+        }
+        write_file(path, &csv)?;
+    }
     let bytes = if args.json {
         smtlab_report::export::json(&results)
     } else if args.csv {

@@ -80,6 +80,9 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
             c.syscalls_unavailable
                 .as_ref()
                 .map(|r| format!("kernel time by system call not measured: {r}")),
+            c.irqs_unavailable
+                .as_ref()
+                .map(|r| format!("interrupt time by vector not measured: {r}")),
         ];
         for line in lines.into_iter().flatten() {
             if !said.contains(&line) {

@@ -59,6 +59,13 @@ pub struct CellCounters {
     /// Why there is no `syscalls` profile (tracefs not mounted, not permitted, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls_unavailable: Option<String>,
+    /// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
+    /// extra sample as `syscalls` (`syscalls_window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqs: Option<super::irqs::IrqProfile>,
+    /// Why there is no `irqs` profile (not root, no irq tracepoints, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqs_unavailable: Option<String>,
 }
 
 impl CellCounters {
@@ -77,6 +84,8 @@ impl CellCounters {
             syscalls: None,
             syscalls_window: None,
             syscalls_unavailable: None,
+            irqs: None,
+            irqs_unavailable: None,
         }
     }
 
