@@ -227,7 +227,10 @@ mod tests {
         let e = resolve(&parse("half-cores-1t").unwrap(), &t)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("at least 2 cores") && e.contains("1 core"), "{e}");
+        assert!(
+            e.contains("at least 2 cores") && e.contains("1 core"),
+            "{e}"
+        );
         // No SMT: half-cores-2t is refused with what the machine has.
         let t = smtlab_fixtures::build::one_cpu_per_core(&[0, 1, 2, 3]);
         assert_eq!(placed(&t, "half-cores-1t").cpu_set(), set("0-1"));

@@ -67,8 +67,7 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
             if cores < 2 {
                 return Err(PlacementError::Unsatisfiable {
                     placement: label,
-                    needs: "at least 2 cores (half for the workload, half for its clients)"
-                        .into(),
+                    needs: "at least 2 cores (half for the workload, half for its clients)".into(),
                     has: scoped(
                         plural(cores, "core"),
                         plural(slots(topo, &topo.cpus).len(), "core"),

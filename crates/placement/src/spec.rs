@@ -254,7 +254,11 @@ mod tests {
 
     #[test]
     fn half_cores_names() {
-        for (text, m) in [("half-cores-1t", 1), ("HALF-CORES-2t", 2), ("half-cores-4t", 4)] {
+        for (text, m) in [
+            ("half-cores-1t", 1),
+            ("HALF-CORES-2t", 2),
+            ("half-cores-4t", 4),
+        ] {
             let spec = parse(text).unwrap();
             assert_eq!(
                 spec.kind,
@@ -264,7 +268,12 @@ mod tests {
             );
             assert_eq!(canonical_name(&spec), format!("half-cores-{m}t"));
         }
-        for bad in ["half-cores-", "half-cores-t", "half-cores-0t", "half-cores-xt"] {
+        for bad in [
+            "half-cores-",
+            "half-cores-t",
+            "half-cores-0t",
+            "half-cores-xt",
+        ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains("half-cores"), "{bad}: {e}");
         }
