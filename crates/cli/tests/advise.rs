@@ -558,3 +558,83 @@ fn your_server_and_client_say_what_they_need_in_one_line() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `run --param server=event,threads` measures each server as its own workload in one
+/// run, and `report` answers for every one measured on the SMT pair (on the fake SMT
+/// machine, the clients on CPU 1).
+#[test]
+fn one_run_of_several_servers_gets_an_answer_per_server_in_report() {
+    let machine = Machine::fake();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut cmd = smtlab();
+    cmd.args(["-q", "run", "--suite", "quick", "--bench", "web-static"])
+        .args([
+            "--param",
+            "server=event,threads",
+            "--param",
+            "duration=100ms",
+        ])
+        .args([
+            "--placements",
+            "1c1t,1c2t",
+            "--client-cpus",
+            "1",
+            "--client-share",
+        ])
+        .arg("--db")
+        .arg(&db);
+    machine.apply(&mut cmd);
+    ok(&cmd.output().unwrap());
+
+    let mut cmd = smtlab();
+    cmd.args(["report", "--json", "--db"]).arg(&db);
+    let (stdout, _) = ok(&cmd.output().unwrap());
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let mut measured: Vec<(String, String)> = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["params"]["server"].as_str().unwrap().to_string(),
+                c["placement_spec"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    measured.sort();
+    let want: Vec<(String, String)> = [
+        ("event", "1c1t"),
+        ("event", "1c2t"),
+        ("threads", "1c1t"),
+        ("threads", "1c2t"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(measured, want, "{stdout}");
+
+    let mut cmd = smtlab();
+    cmd.args(["report", "--db"]).arg(&db).env("COLUMNS", "200");
+    let (text, _) = ok(&cmd.output().unwrap());
+    let section = text
+        .split("Should SMT be on?")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no advice section: {text}"));
+    let section = section.split("\nSMT yield").next().unwrap();
+    for server in ["event", "threads"] {
+        let mut lines = section.lines().skip_while(|l| {
+            !(l.starts_with("web-static ") && l.contains(&format!("server={server} ")))
+        });
+        assert!(
+            lines.next().is_some(),
+            "no answer for server={server}: {section}"
+        );
+        assert!(
+            lines
+                .next()
+                .is_some_and(|l| l.trim_start().starts_with("answer: ")),
+            "server={server}: {section}"
+        );
+    }
+}

@@ -188,6 +188,10 @@ pub struct Evidence {
     /// `machine_gain` compares the two SMT states (not `all` with `cores`).
     #[serde(default)]
     pub machine_switched: bool,
+    /// `machine_gain` is half the machine's, a server's (`half-cores-Kt` over
+    /// `half-cores-1t`, its clients on the other half): the SMT side's placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_half: Option<String>,
     /// `2c1t` over `1c1t`: a second core.
     pub second_core: Option<Figure>,
     /// The SMT side ran one thread per core: the workload leaves its sibling idle.
@@ -409,11 +413,15 @@ pub fn decide(e: &Evidence) -> Advice {
         let mut idx = None;
         if let Some(f) = &e.machine_gain {
             idx = Some(reasons.len());
+            let half = e
+                .machine_half
+                .as_ref()
+                .map(|on| format!("speed-up, half the machine ({on}/half-cores-1t)"));
             reasons.push(reason(
-                if e.machine_switched {
-                    "speed-up, machine (SMT on/off)"
-                } else {
-                    "speed-up, machine (all/cores)"
+                match &half {
+                    _ if e.machine_switched => "speed-up, machine (SMT on/off)",
+                    Some(h) => h,
+                    None => "speed-up, machine (all/cores)",
                 },
                 f,
                 f.pct(),

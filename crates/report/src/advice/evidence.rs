@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// What the server placements' names start with (`half-cores-1t`, `half-cores-2t`).
+const HALF_CORES: &str = "half-cores-";
+
 /// The cells' workloads: benchmark and parameters (the conditions experiments add are
 /// apart from them).
 fn workload_params(c: &CellRecord) -> BTreeMap<String, String> {
@@ -124,6 +127,23 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
             Some((off, on)) => verdict(off, on).map(|v| Figure::from_verdict(&v)),
             None => pair(PairKind::MachineSmtGain).map(|(f, _)| f),
         };
+        if e.machine_gain.is_none() && !e.machine_switched {
+            // A server's whole-machine question: half the cores with one thread and
+            // with all of them, its clients on the other half.
+            let one = format!("{HALF_CORES}1t");
+            let half = find(&one, None).zip(mine.iter().copied().find(|o| {
+                o.placement_spec.starts_with(HALF_CORES)
+                    && o.placement_spec != one
+                    && o.placement.threads_per_core >= 2
+                    && o.smt().is_none_or(|x| x.name() != "off")
+            }));
+            if let Some((base, other)) = half
+                && let Some(v) = verdict(base, other)
+            {
+                e.machine_gain = Some(Figure::from_verdict(&v));
+                e.machine_half = Some(other.placement_spec.clone());
+            }
+        }
         if e.machine_gain.is_some() && !e.smt {
             // Switched on for the run: the machine has SMT, even if off as found.
             e.smt = true;

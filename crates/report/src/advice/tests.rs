@@ -184,6 +184,8 @@ fn cell(bench: &str, placement: &str, extra: &[(&str, &str)], values: &[f64]) ->
     // `all`: two cores of two threads.
     let (cores, threads): (u32, u32) = match placement {
         "all" => (2, 2),
+        "half-cores-1t" => (8, 1),
+        "half-cores-2t" => (8, 2),
         p => (p[..1].parse().unwrap(), p[2..3].parse().unwrap()),
     };
     let mut params: BTreeMap<String, String> = std::iter::once(("threads", "auto"))
@@ -590,4 +592,46 @@ fn a_single_threaded_workload_gets_no_two_cores_figure() {
     assert_eq!(a.recommendation, Recommendation::NoSmt);
     assert!(a.answer.contains("single-threaded"), "{}", a.answer);
     assert!(!a.answer.contains("2 cores vs 1"), "{}", a.answer);
+}
+
+#[test]
+fn a_server_at_machine_scale_is_decided_by_half_the_cores_with_and_without_siblings() {
+    let cells = vec![
+        cell(
+            "web-static",
+            "1c1t",
+            &[("server", "event")],
+            &[99.0, 100.0, 101.0],
+        ),
+        cell(
+            "web-static",
+            "1c2t",
+            &[("server", "event")],
+            &[109.0, 110.0, 111.0],
+        ),
+        cell(
+            "web-static",
+            "half-cores-1t",
+            &[("server", "event")],
+            &[799.0, 800.0, 801.0],
+        ),
+        cell(
+            "web-static",
+            "half-cores-2t",
+            &[("server", "event")],
+            &[599.0, 600.0, 601.0],
+        ),
+    ];
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].machine_half.as_deref(), Some("half-cores-2t"));
+    assert!((ev[0].machine_gain.as_ref().unwrap().value - 0.75).abs() < 1e-9);
+    let a = decide(&ev[0]);
+    // The whole machine decides over the sibling pair: SMT costs the server 25% there.
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    let deciding: Vec<&str> = a.deciding().map(|r| r.what.as_str()).collect();
+    assert_eq!(
+        deciding,
+        ["speed-up, half the machine (half-cores-2t/half-cores-1t)"]
+    );
 }
