@@ -367,6 +367,58 @@ mod tests {
         );
     }
 
+    /// `run`'s arguments as parsed from `line`.
+    fn run_args(line: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let cli = crate::args::Cli::try_parse_from(["smtlab", "run"].iter().chain(line).copied())
+            .unwrap();
+        match cli.command {
+            crate::args::Command::Run(a) => a,
+            _ => unreachable!("a run command line"),
+        }
+    }
+
+    #[test]
+    fn a_16_core_smt_machine_runs_servers_on_half_its_cores_by_default() {
+        let topo = smtlab_fixtures::build::intel(1, 16, 2);
+        let host = crate::settings::Host::new(None).unwrap();
+        let args = run_args(&[
+            "--bench",
+            "int-ops,web-static",
+            "--param",
+            "server=event,nginx",
+        ]);
+        let meta = new_run(&args, &topo, host.machine()).unwrap();
+        let on = |bench: &str, server: Option<&str>| -> Vec<String> {
+            meta.plan
+                .iter()
+                .filter(|k| {
+                    k.benchmark == bench
+                        && server
+                            .is_none_or(|s| k.params.get("server").map(String::as_str) == Some(s))
+                })
+                .map(|k| k.placement.clone())
+                .collect()
+        };
+        let whole = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
+        assert_eq!(on("int-ops", None), whole);
+        let half = [
+            "1c1t",
+            "1c2t",
+            "2c1t",
+            "2c2t",
+            "half-cores-1t",
+            "half-cores-2t",
+        ];
+        assert_eq!(on("web-static", Some("event")), half);
+        assert_eq!(on("web-static", Some("nginx")), half);
+        // Asked for by name, `all` is measured as asked (and skipped, with its reason).
+        let args = run_args(&["--bench", "web-static", "--placements", "all"]);
+        let meta = new_run(&args, &topo, host.machine()).unwrap();
+        assert_eq!(meta.plan.len(), 1);
+        assert_eq!(meta.plan[0].placement, "all");
+    }
+
     #[test]
     fn smt_plan_takes_turns_per_group() {
         let key = |b: &str, p: &str| CellKey {

@@ -383,6 +383,16 @@ mod tests {
         let (v, note) = placements(&smtlab_fixtures::build::one_cpu_per_core(&[0]));
         assert_eq!(v, ["1c1t"]);
         assert!(note.unwrap().contains("one core"));
+        // A server on 16 cores: the whole machine is half of it, its clients the rest.
+        let sixteen = smtlab_fixtures::build::intel(1, 16, 2);
+        assert_eq!(
+            placements_for(&sixteen, true).0,
+            ["1c1t", "1c2t", "2c1t", "half-cores-1t", "half-cores-2t"]
+        );
+        assert_eq!(placements_for(&sixteen, false).0, placements(&sixteen).0);
+        let served = Subject::catalog("web-static", &[], true).unwrap();
+        assert!(served.server());
+        assert!(!Subject::catalog("int-ops", &[], true).unwrap().server());
     }
 
     #[test]
