@@ -177,8 +177,8 @@ pub fn given_params(
         };
         let key = key.trim();
         let declared =
-            |b: &Box<dyn smtlab_bench::Benchmark>| b.info().params.iter().any(|d| d.name == key);
-        if !benches.iter().any(declared) {
+            |b: &dyn smtlab_bench::Benchmark| b.info().params.iter().any(|d| d.name == key);
+        if !benches.iter().any(|b| declared(b.as_ref())) {
             let mut known: Vec<String> = benches
                 .iter()
                 .flat_map(|b| b.info().params.into_iter().map(|d| d.name))
