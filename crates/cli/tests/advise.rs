@@ -481,6 +481,16 @@ fn advise_your_own_server_with_smtlabs_load_or_your_client() {
             .unwrap_or_else(|| panic!("no figure on 1c1t: {a:#}"));
         assert!(base["figure"]["value"].as_f64().unwrap() > 0.0, "{a:#}");
         assert_answer_follows(&machine, &a);
+        if machine.smt() {
+            // The tail latency under that load, beside the answer.
+            let p99 = a["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["what"] == "p99 latency under load (1c2t/1c1t)")
+                .unwrap_or_else(|| panic!("no p99 under load: {a:#}"));
+            assert_eq!(p99["deciding"], false, "{a:#}");
+        }
 
         // The user's client: ten requests per run, counted by what it prints, so every
         // run that reached the server through {port} says 10.

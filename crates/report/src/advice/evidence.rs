@@ -163,6 +163,9 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
                 unit: c.unit.clone(),
             }
         });
+        if let (Some(b), Some(o)) = (base, find("1c2t", None)) {
+            e.latency = latency_at_load(b, o);
+        }
         if let Some(slo) = key.1.get(SLO_PARAM) {
             // A capacity at a latency target: its SMT comparison is the capacity's.
             let switched = e.machine_switched && e.machine_gain.is_some();
@@ -236,6 +239,40 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         }
     }
     out
+}
+
+/// The p99 latencies of a server's samples on `base` and `other` (every sample of both
+/// carries one), as [`LatencyAtLoad`].
+fn latency_at_load(base: &CellRecord, other: &CellRecord) -> Option<LatencyAtLoad> {
+    let p99 = |c: &CellRecord| {
+        let xs: Vec<f64> = c
+            .result
+            .samples
+            .iter()
+            .filter_map(|s| {
+                s.metrics
+                    .get(smtlab_model::metrics::web::LATENCY_P99_NS)
+                    .copied()
+            })
+            .collect();
+        if xs.is_empty() || xs.len() != c.result.samples.len() {
+            return None;
+        }
+        smtlab_model::stats::summarize(&xs)
+    };
+    let (b, o) = (p99(base)?, p99(other)?);
+    let ms = 1e6;
+    let base_ms = Figure {
+        value: b.mean / ms,
+        ci95_low: (b.n > 1).then_some((b.mean - b.ci95_half_width) / ms),
+        ci95_high: (b.n > 1).then_some((b.mean + b.ci95_half_width) / ms),
+        unsteady: None,
+    };
+    Some(LatencyAtLoad {
+        placements: (base.placement_spec.clone(), other.placement_spec.clone()),
+        base_ms,
+        ratio: smtlab_model::stats::ratio(&o, &b).map(|r| Figure::from_ratio(&r)),
+    })
 }
 
 /// `p99=5ms` as `p99 <= 5ms`.

@@ -635,3 +635,66 @@ fn a_server_at_machine_scale_is_decided_by_half_the_cores_with_and_without_sibli
         ["speed-up, half the machine (half-cores-2t/half-cores-1t)"]
     );
 }
+
+#[test]
+fn a_servers_p99_under_load_is_shown_beside_the_answer_without_deciding() {
+    let with_p99 = |placement: &str, values: &[f64], p99_ms: &[f64]| {
+        let mut c = cell("web-static", placement, &[("server", "cmd")], values);
+        c.result.samples = p99_ms
+            .iter()
+            .zip(values)
+            .map(|(p, v)| smtlab_model::SampleRecord {
+                value: *v,
+                iterations: 1,
+                elapsed_ns: 1,
+                work: 1.0,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: Vec::new(),
+                metrics: [(
+                    smtlab_model::metrics::web::LATENCY_P99_NS.to_string(),
+                    p * 1e6,
+                )]
+                .into(),
+            })
+            .collect();
+        c
+    };
+    let cells = vec![
+        with_p99("1c1t", &[99.0, 100.0, 101.0], &[1.9, 2.0, 2.1]),
+        with_p99("1c2t", &[129.0, 130.0, 131.0], &[2.9, 3.0, 3.1]),
+    ];
+    let ev = evidence(&cells, true);
+    let l = ev[0].latency.as_ref().expect("the latency under load");
+    assert_eq!(l.placements, ("1c1t".to_string(), "1c2t".to_string()));
+    assert!((l.base_ms.value - 2.0).abs() < 1e-9);
+    assert!((l.ratio.as_ref().unwrap().value - 1.5).abs() < 1e-9);
+    let a = decide(&ev[0]);
+    // The throughput decides; the latency is context.
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+    let r = a
+        .reasons
+        .iter()
+        .find(|r| r.what == "p99 latency under load (1c2t/1c1t)")
+        .unwrap();
+    assert!(!r.deciding && r.says == Says::Context);
+    assert!(r.shown.starts_with("+50%"), "{}", r.shown);
+    let r = a
+        .reasons
+        .iter()
+        .find(|r| r.what == "p99 latency under load on 1c1t")
+        .unwrap();
+    assert_eq!(r.shown, "2.000 [1.752, 2.248] ms");
+    // Cells whose samples carry no latency have none.
+    assert!(
+        evidence(
+            &[
+                cell("int-ops", "1c1t", &[], &[1.0, 1.1, 0.9]),
+                cell("int-ops", "1c2t", &[], &[1.0, 1.1, 0.9])
+            ],
+            true
+        )[0]
+        .latency
+        .is_none()
+    );
+}
