@@ -90,7 +90,8 @@ pub enum Command {
     /// as they are, so pushing again stores nothing twice.
     Push(PushArgs),
     /// Should SMT be on for this workload? Measures what the answer needs and gives one
-    /// recommendation with its figures: `advise int-ops`, `advise -- make -j2`.
+    /// recommendation with its figures: `advise int-ops`, `advise -- make -j2`,
+    /// `advise --server CMD [--client CMD]`.
     Advise(AdviseArgs),
 }
 
@@ -288,8 +289,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST")]
     pub placements: Vec<String>,
     /// A parameter for the workloads that have it, k=v; several values separated by
-    /// commas (`server=event,threads,processes,nginx,apache-prefork`) or the key
-    /// repeated are each their own cells. A literal comma is written `\,`.
+    /// commas (`server=event,threads,nginx`) or the key repeated are each their own
+    /// cells. A literal comma is written `\,`.
     #[arg(long = "param", value_name = "K=V[,V...]")]
     pub params: Vec<String>,
     /// Measure every cell with SMT off and with SMT on (`off,on`, `on,off`, `both` or
