@@ -634,6 +634,15 @@ fn a_server_at_machine_scale_is_decided_by_half_the_cores_with_and_without_sibli
         deciding,
         ["speed-up, half the machine (half-cores-2t/half-cores-1t)"]
     );
+    // The same pair is a row of every speed-up table (report, compare, JSON export).
+    let kinds: Vec<_> = smtlab_model::verdict::pairs(&cells)
+        .into_iter()
+        .map(|p| p.kind)
+        .collect();
+    assert!(
+        kinds.contains(&smtlab_model::verdict::PairKind::HalfMachineSmtGain),
+        "{kinds:?}"
+    );
 }
 
 #[test]
