@@ -68,8 +68,10 @@ impl Benchmark for ServedCommand {
         let client_cpus = ctx.client_side("exec")?.cpus().clone();
         let spec = smtlab_placement::parse(&format!("cpus={}", client_cpus.to_list_string()))
             .map_err(|e| unsupported(e.to_string()))?;
-        let on = smtlab_placement::resolve(&spec, ctx.topology)
+        let mut on = smtlab_placement::resolve(&spec, ctx.topology)
             .map_err(|e| unsupported(format!("client CPUs: {e}")))?;
+        // The client's errors name where it ran: the client side, not a placement.
+        on.name = format!("client {}", on.name);
         let server = RealServer::custom_tcp(&self.server, self.port, &ctx.placement.cpus)
             .map_err(|e| unsupported(e.to_string()))?;
         let port = server.addr().port().to_string();
