@@ -487,7 +487,7 @@ fn advise_your_own_server_with_smtlabs_load_or_your_client() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .find(|r| r["what"] == "p99 latency under load (1c2t/1c1t)")
+                .find(|r| r["what"] == "p99 under load (1c2t/1c1t)")
                 .unwrap_or_else(|| panic!("no p99 under load: {a:#}"));
             assert_eq!(p99["deciding"], false, "{a:#}");
         }

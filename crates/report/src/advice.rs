@@ -379,14 +379,14 @@ pub fn decide(e: &Evidence) -> Advice {
     if let Some(l) = &e.latency {
         let (base, other) = &l.placements;
         reasons.push(reason(
-            &format!("p99 latency under load on {base}"),
+            &format!("p99 under load on {base}"),
             &l.base_ms,
             l.base_ms.absolute("ms"),
             Says::Context,
         ));
         if let Some(r) = &l.ratio {
             reasons.push(reason(
-                &format!("p99 latency under load ({other}/{base})"),
+                &format!("p99 under load ({other}/{base})"),
                 r,
                 r.pct(),
                 Says::Context,

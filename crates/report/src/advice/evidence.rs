@@ -264,7 +264,8 @@ fn latency_at_load(base: &CellRecord, other: &CellRecord) -> Option<LatencyAtLoa
     let ms = 1e6;
     let base_ms = Figure {
         value: b.mean / ms,
-        ci95_low: (b.n > 1).then_some((b.mean - b.ci95_half_width) / ms),
+        // A latency is never below zero, whatever a wide interval of three samples says.
+        ci95_low: (b.n > 1).then_some((b.mean - b.ci95_half_width).max(0.0) / ms),
         ci95_high: (b.n > 1).then_some((b.mean + b.ci95_half_width) / ms),
         unsteady: None,
     };

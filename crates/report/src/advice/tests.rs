@@ -684,14 +684,14 @@ fn a_servers_p99_under_load_is_shown_beside_the_answer_without_deciding() {
     let r = a
         .reasons
         .iter()
-        .find(|r| r.what == "p99 latency under load (1c2t/1c1t)")
+        .find(|r| r.what == "p99 under load (1c2t/1c1t)")
         .unwrap();
     assert!(!r.deciding && r.says == Says::Context);
     assert!(r.shown.starts_with("+50%"), "{}", r.shown);
     let r = a
         .reasons
         .iter()
-        .find(|r| r.what == "p99 latency under load on 1c1t")
+        .find(|r| r.what == "p99 under load on 1c1t")
         .unwrap();
     assert_eq!(r.shown, "2.000 [1.752, 2.248] ms");
     // Cells whose samples carry no latency have none.
