@@ -90,7 +90,8 @@ pub enum Command {
     /// as they are, so pushing again stores nothing twice.
     Push(PushArgs),
     /// Should SMT be on for this workload? Measures what the answer needs and gives one
-    /// recommendation with its figures: `advise int-ops`, `advise -- make -j2`.
+    /// recommendation with its figures: `advise int-ops`, `advise -- make -j2`,
+    /// `advise --server CMD [--client CMD]`.
     Advise(AdviseArgs),
     /// SMT yields over many hosts: every run of a (shared) results database pooled per
     /// CPU model and workload, median with its 95% interval, outlier hosts named, and
@@ -302,9 +303,16 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub bench: Vec<String>,
     /// Placements, comma-separated or repeated (`1c1t,1c2t,cpus=0,4`). Default: the
-    /// standard placements this machine can satisfy.
+    /// standard placements this machine can satisfy; for server workloads `cores` and
+    /// `all` become `half-cores-1t` and `half-cores-2t` (half the cores, their clients
+    /// on the other half) where that is a placement of its own.
     #[arg(long, value_name = "LIST")]
     pub placements: Vec<String>,
+    /// A parameter for the workloads that have it, k=v; several values separated by
+    /// commas (`server=event,threads,nginx`) or the key repeated are each their own
+    /// cells. A literal comma is written `\,`.
+    #[arg(long = "param", value_name = "K=V[,V...]")]
+    pub params: Vec<String>,
     /// Measure every cell with SMT off and with SMT on (`off,on`, `on,off`, `both` or
     /// one state), the states taking turns per benchmark; the state found is always put
     /// back. Needs root and a switchable smt/control, else the current state only.
@@ -313,7 +321,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub db: DbArg,
     /// Finish an interrupted run: the newest unfinished one, or the RUN given.
-    #[arg(long, value_name = "RUN", num_args = 0..=1, conflicts_with_all = ["suite", "bench", "placements", "counters", "repeat"])]
+    #[arg(long, value_name = "RUN", num_args = 0..=1, conflicts_with_all = ["suite", "bench", "placements", "params", "counters", "repeat"])]
     pub resume: Option<Option<String>>,
     /// Also record performance counters, /proc/stat time and syscall time with each
     /// cell (see `smtlab bench --counters`). A resumed run keeps the setting.
@@ -714,16 +722,35 @@ pub struct UtilArgs {
 
 #[derive(Debug, Args)]
 pub struct AdviseArgs {
-    /// The catalog workload to advise on (`smtlab list`); or give your command after `--`.
+    /// The catalog workload to advise on (`smtlab list`); or give your command after
+    /// `--`, or your server with --server.
     #[arg(
         value_name = "WORKLOAD",
-        required_unless_present = "command",
-        conflicts_with = "command"
+        required_unless_present_any = ["command", "server"],
+        conflicts_with_all = ["command", "server"]
     )]
     pub workload: Option<String>,
-    /// Parameters of the catalog workload, k=v (repeatable).
+    /// Parameters of the catalog workload, k=v (repeatable); with --server alone, of
+    /// the load (web-static's or, with --slo, web-slo's: conns, duration, dataset, ...).
     #[arg(long = "param", value_name = "K=V")]
     pub params: Vec<String>,
+    /// Your own server: a shell command started on each placement with `{port}` filled
+    /// in (a free port; or give --port). Without --client, smtlab's HTTP load drives it
+    /// (as web-static's server=cmd; `{root}` is the file set to serve); with --slo its
+    /// capacity at the target is found (web-slo).
+    #[arg(long, value_name = "CMD", conflicts_with = "command")]
+    pub server: Option<String>,
+    /// Your own load tool for --server, run once per sample on CPUs apart from the
+    /// placement, `{port}` filled in. A sample is its wall time, so give it a fixed
+    /// amount of work (`pgbench -p {port} -t 2000`); or, with --throughput REGEX, the
+    /// number the regex's first group captures in its output (`tps = ([0-9.]+)`).
+    #[arg(long, value_name = "CMD", requires = "server")]
+    pub client: Option<String>,
+    /// The port your --server listens on, when its command has no `{port}`.
+    #[arg(long, value_name = "PORT", requires = "server", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    #[command(flatten)]
+    pub client_cpus: ClientArgs,
     /// Also measure the single-thread cost: the workload, one thread, alone and next to
     /// busy siblings (int-ops, fp-ops, mem-read, null-syscall), as `penalty` does.
     #[arg(long)]
@@ -752,17 +779,17 @@ pub struct AdviseArgs {
     /// Your command: a shell command run untimed before each run (e.g. `make clean`).
     #[arg(long, value_name = "CMD", requires = "command")]
     pub prepare: Option<String>,
-    /// Your command: measured runs per placement.
+    /// Your command (or --client): measured runs per placement.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
     pub reps: u32,
-    /// Your command: discarded runs per placement before the measured ones.
+    /// Your command (or --client): discarded runs per placement before the measured ones.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub warmup: u32,
-    /// Your command: measure the first capture group of REGEX in its output (higher is
-    /// better) instead of its wall time.
-    #[arg(long, value_name = "REGEX", requires = "command")]
+    /// Your command (or --client): measure the first capture group of REGEX in its
+    /// output (higher is better) instead of its wall time.
+    #[arg(long, value_name = "REGEX")]
     pub throughput: Option<String>,
-    /// Your command: kill a run after SECS seconds and stop with an error.
+    /// Your command (or --client): kill a run after SECS seconds and stop with an error.
     #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Option<std::time::Duration>,
     #[command(flatten)]

@@ -185,6 +185,8 @@ pub struct Measuring<'m> {
     pub machine: &'m dyn smtlab_runner::machine::Machine,
     pub cfg: RunConfig,
     pub counting: Option<smtlab_runner::counting::CountingSetup>,
+    /// Where server workloads' client sides go (`--client-cpus`).
+    pub client_rule: smtlab_placement::ClientRule,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -208,17 +210,20 @@ impl<'m> Measuring<'m> {
             machine,
             cfg,
             counting,
+            client_rule: Default::default(),
             stop: crate::settings::stop_on_signals()?,
         })
     }
 
     pub fn engine(&self) -> smtlab_runner::experiment::Engine<'_> {
-        smtlab_runner::experiment::Engine::new(
+        let mut engine = smtlab_runner::experiment::Engine::new(
             self.machine,
             &self.cfg,
             self.counting.as_ref(),
             &self.stop,
-        )
+        );
+        engine.client_rule = self.client_rule.clone();
+        engine
     }
 
     /// Whether a session that ended so was stopped by a signal (not by its sink).

@@ -22,15 +22,23 @@ fn smtlab() -> Command {
 enum Machine {
     /// This host, as it is.
     Here,
+    /// The fake SMT machine (`--fake-machine=DIR`): one core of two siblings, CPUs 0
+    /// and 1, its tree in the directory held.
+    Fake(tempfile::TempDir),
 }
 
 impl Machine {
+    fn fake() -> Machine {
+        Machine::Fake(tempfile::tempdir().unwrap())
+    }
+
     /// Whether the machine shows SMT siblings.
     fn smt(&self) -> bool {
         match self {
             Machine::Here => smtlab_topology::discover(Path::new("/"))
                 .unwrap()
                 .smt_visible(),
+            Machine::Fake(_) => true,
         }
     }
 
@@ -40,13 +48,20 @@ impl Machine {
             Machine::Here => smtlab_topology::discover(Path::new("/"))
                 .unwrap()
                 .core_count(),
+            Machine::Fake(_) => 1,
         }
     }
 
     /// Points `cmd` at the machine (nothing for this host).
-    fn apply(&self, _cmd: &mut Command) {
+    fn apply(&self, cmd: &mut Command) {
         match self {
             Machine::Here => {}
+            Machine::Fake(dir) => {
+                cmd.arg(format!(
+                    "--fake-machine={}",
+                    dir.path().join("machine").display()
+                ));
+            }
         }
     }
 }
@@ -393,4 +408,243 @@ fn advise_your_own_server_at_a_latency_target() {
         .find(|r| r["what"] == "the workload on 1c1t")
         .unwrap_or_else(|| panic!("no capacity on 1c1t: {a:#}"));
     assert!(base["figure"]["value"].as_f64().unwrap() >= 50.0, "{a:#}");
+}
+
+fn on_path(program: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|d| d.join(program).is_file())
+}
+
+/// Processes whose environment holds `marker` (inherited from the smtlab we started).
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// `advise --server CMD` (smtlab's HTTP load) and `--server CMD --client CMD` (the
+/// user's load tool, its requests counted through `--throughput`), on this host and on
+/// the fake SMT machine, the clients on CPU 1 (shared with `1c2t` and `2c1t`, the only
+/// way on two CPUs); the answer follows the figures and no server is left running.
+#[test]
+fn advise_your_own_server_with_smtlabs_load_or_your_client() {
+    if !on_path("busybox") {
+        return smtlab_fixtures::require::skip(
+            "busybox (the stand-in server and client) not on PATH",
+        );
+    }
+    let marker = format!("SMTLAB_ADVISE_SERVER_TEST={}", std::process::id());
+    let (key, value) = marker.split_once('=').unwrap();
+    for machine in [Machine::Here, Machine::fake()] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let run = |args: &[&str]| {
+            let mut cmd = smtlab();
+            cmd.arg("advise").arg("--db").arg(&db).args(args);
+            cmd.args(["--client-cpus", "1", "--client-share", "--json"]);
+            cmd.env(key, value);
+            machine.apply(&mut cmd);
+            let (stdout, _) = ok(&cmd.output().unwrap());
+            answer_of(&stdout)
+        };
+        // smtlab's load against the user's server.
+        let a = run(&[
+            "--server",
+            "busybox httpd -f -p 127.0.0.1:{port} -h {root}",
+            "--quick",
+            "--param",
+            "duration=100ms",
+            "--param",
+            "conns=4",
+        ]);
+        let workload = a["workload"].as_str().unwrap();
+        assert!(
+            workload.starts_with("web-static ") && workload.contains("server=cmd"),
+            "{a:#}"
+        );
+        let base = a["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["what"] == "the workload on 1c1t")
+            .unwrap_or_else(|| panic!("no figure on 1c1t: {a:#}"));
+        assert!(base["figure"]["value"].as_f64().unwrap() > 0.0, "{a:#}");
+        assert_answer_follows(&machine, &a);
+        if machine.smt() {
+            // The tail latency under that load, beside the answer.
+            let p99 = a["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["what"] == "p99 under load (1c2t/1c1t)")
+                .unwrap_or_else(|| panic!("no p99 under load: {a:#}"));
+            assert_eq!(p99["deciding"], false, "{a:#}");
+        }
+
+        // The user's client: ten requests per run, counted by what it prints, so every
+        // run that reached the server through {port} says 10.
+        let a = run(&[
+            "--server",
+            "sh -c 'echo hi > index.html; exec busybox httpd -f -p 127.0.0.1:{port} -h .'",
+            "--client",
+            "n=0; for i in 1 2 3 4 5 6 7 8 9 10; do busybox wget -q -O /dev/null http://127.0.0.1:{port}/index.html && n=$((n+1)); done; echo \"served $n\"",
+            "--throughput",
+            "served ([0-9]+)",
+            "--reps",
+            "3",
+            "--warmup",
+            "0",
+        ]);
+        let workload = a["workload"].as_str().unwrap();
+        assert!(
+            workload.starts_with("exec ") && workload.contains("server=sh -c"),
+            "{a:#}"
+        );
+        let base = a["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["what"] == "the workload on 1c1t")
+            .unwrap_or_else(|| panic!("no figure on 1c1t: {a:#}"));
+        assert_eq!(base["figure"]["value"].as_f64(), Some(10.0), "{a:#}");
+        assert_answer_follows(&machine, &a);
+        if machine.smt() {
+            // Every run served ten requests on either side: no change, and not a guess.
+            assert_eq!(a["recommendation"], "cannot_tell", "{a:#}");
+        }
+
+        // The client's wall time, lower is better.
+        let a = run(&[
+            "--server",
+            "busybox httpd -f -p 127.0.0.1:{port} -h .",
+            "--client",
+            "busybox wget -q -O /dev/null http://127.0.0.1:{port}/ || true",
+            "--reps",
+            "3",
+        ]);
+        assert_answer_follows(&machine, &a);
+    }
+    let left = processes_with(&marker);
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+#[test]
+fn your_server_and_client_say_what_they_need_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    for (args, says) in [
+        (
+            vec!["--server", "my-server"],
+            "put {port} where the command takes its port, or give --port N",
+        ),
+        (
+            vec!["--server", "s {port}", "--client", "c", "--slo", "p99=5ms"],
+            "--slo is for --server driven by smtlab's load",
+        ),
+        (
+            vec!["--server", "s {port}", "--client", "c", "--penalty"],
+            "not measured for --client",
+        ),
+        (vec!["--client", "c"], "--server"),
+        (
+            vec!["int-ops", "--throughput", "x(1)"],
+            "--throughput is for your command",
+        ),
+    ] {
+        let out = advise(&Machine::Here, &db, &args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// `run --param server=event,threads` measures each server as its own workload in one
+/// run, and `report` answers for every one measured on the SMT pair (on the fake SMT
+/// machine, the clients on CPU 1).
+#[test]
+fn one_run_of_several_servers_gets_an_answer_per_server_in_report() {
+    let machine = Machine::fake();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut cmd = smtlab();
+    cmd.args(["-q", "run", "--suite", "quick", "--bench", "web-static"])
+        .args([
+            "--param",
+            "server=event,threads",
+            "--param",
+            "duration=100ms",
+        ])
+        .args([
+            "--placements",
+            "1c1t,1c2t",
+            "--client-cpus",
+            "1",
+            "--client-share",
+        ])
+        .arg("--db")
+        .arg(&db);
+    machine.apply(&mut cmd);
+    ok(&cmd.output().unwrap());
+
+    let mut cmd = smtlab();
+    cmd.args(["report", "--json", "--db"]).arg(&db);
+    let (stdout, _) = ok(&cmd.output().unwrap());
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let mut measured: Vec<(String, String)> = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["params"]["server"].as_str().unwrap().to_string(),
+                c["placement_spec"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    measured.sort();
+    let want: Vec<(String, String)> = [
+        ("event", "1c1t"),
+        ("event", "1c2t"),
+        ("threads", "1c1t"),
+        ("threads", "1c2t"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(measured, want, "{stdout}");
+
+    let mut cmd = smtlab();
+    cmd.args(["report", "--db"]).arg(&db).env("COLUMNS", "200");
+    let (text, _) = ok(&cmd.output().unwrap());
+    let section = text
+        .split("Should SMT be on?")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no advice section: {text}"));
+    let section = section.split("\nSMT yield").next().unwrap();
+    for server in ["event", "threads"] {
+        let mut lines = section.lines().skip_while(|l| {
+            !(l.starts_with("web-static ") && l.contains(&format!("server={server} ")))
+        });
+        assert!(
+            lines.next().is_some(),
+            "no answer for server={server}: {section}"
+        );
+        assert!(
+            lines
+                .next()
+                .is_some_and(|l| l.trim_start().starts_with("answer: ")),
+            "server={server}: {section}"
+        );
+    }
 }

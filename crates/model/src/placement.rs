@@ -21,6 +21,11 @@ pub enum PlacementKind {
     All,
     /// `cores`: every core, one thread each.
     Cores,
+    /// `half-cores-Mt`: the first half of the cores (compact order: one package
+    /// first), M hardware threads on each; the other half is left for a server
+    /// workload's clients (`half-cores-1t` against `half-cores-2t` is the whole
+    /// machine's SMT question for a server, with room for its load generator).
+    HalfCores { threads_per_core: u32 },
     /// `cpus=LIST`: exactly these CPUs.
     Cpus { cpus: CpuSet },
     /// `os`: no pinning; the scheduler decides.

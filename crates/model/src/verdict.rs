@@ -115,15 +115,19 @@ pub enum PairKind {
     DualCoreSmtGain,
     /// `all` over `cores`.
     MachineSmtGain,
+    /// `half-cores-2t` over `half-cores-1t`: a server's whole-machine gain, its clients
+    /// on the other half of the cores.
+    HalfMachineSmtGain,
     /// `2c1t` over `1c1t`: a second core, what `exec` compares without SMT.
     SecondCore,
 }
 
 impl PairKind {
-    pub const ALL: [PairKind; 4] = [
+    pub const ALL: [PairKind; 5] = [
         PairKind::SmtYield,
         PairKind::DualCoreSmtGain,
         PairKind::MachineSmtGain,
+        PairKind::HalfMachineSmtGain,
         PairKind::SecondCore,
     ];
 
@@ -133,6 +137,7 @@ impl PairKind {
             PairKind::SmtYield => ("1c1t", "1c2t"),
             PairKind::DualCoreSmtGain => ("2c1t", "2c2t"),
             PairKind::MachineSmtGain => ("cores", "all"),
+            PairKind::HalfMachineSmtGain => ("half-cores-1t", "half-cores-2t"),
             PairKind::SecondCore => ("1c1t", "2c1t"),
         }
     }

@@ -195,6 +195,57 @@ mod tests {
     }
 
     #[test]
+    fn half_cores_leave_the_other_half_to_the_clients() {
+        // 16 cores, 2 threads each: CPU n's sibling is n + 16.
+        let t = smtlab_fixtures::build::intel(1, 16, 2);
+        let one = placed(&t, "half-cores-1t");
+        assert_eq!(one.name, "half-cores-1t");
+        assert_eq!((one.cores, one.threads_per_core), (8, 1));
+        assert_eq!(one.cpu_set(), set("0-7"));
+        let two = placed(&t, "half-cores-2t");
+        assert_eq!((two.cores, two.threads_per_core), (8, 2));
+        // The same cores with both their threads.
+        assert_eq!(two.cpu_set(), set("0-7,16-23"));
+        // The clients: the other eight cores, with all their threads, in both cases.
+        for p in [&one, &two] {
+            let client = client_cpus(&t, p, &ClientRule::Apart).unwrap();
+            assert_eq!(client, set("8-15,24-31"), "{}", p.name);
+            assert!(client.intersection(&two.cpu_set()).is_empty());
+        }
+        // Adjacent numbering: the first eight cores are CPUs 0-15.
+        let t = smtlab_fixtures::build::adjacent(1, 16, 2);
+        assert_eq!(placed(&t, "half-cores-2t").cpu_set(), set("0-15"));
+        assert_eq!(
+            client_cpus(&t, &placed(&t, "half-cores-1t"), &ClientRule::Apart).unwrap(),
+            set("16-31")
+        );
+    }
+
+    #[test]
+    fn half_cores_need_two_cores_and_the_threads_asked_for() {
+        let t = topo(&[&[&[0, 1]]]);
+        let e = resolve(&parse("half-cores-1t").unwrap(), &t)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("at least 2 cores") && e.contains("1 core"),
+            "{e}"
+        );
+        // No SMT: half-cores-2t is refused with what the machine has.
+        let t = smtlab_fixtures::build::one_cpu_per_core(&[0, 1, 2, 3]);
+        assert_eq!(placed(&t, "half-cores-1t").cpu_set(), set("0-1"));
+        let e = resolve(&parse("half-cores-2t").unwrap(), &t)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2 threads"), "{e}");
+        // Odd core counts round down: 5 cores give the workload 2, the clients 3.
+        let t = smtlab_fixtures::build::one_cpu_per_core(&[0, 1, 2, 3, 4]);
+        let p = placed(&t, "half-cores-1t");
+        assert_eq!(p.cpu_set(), set("0-1"));
+        assert_eq!(client_cpus(&t, &p, &ClientRule::Apart).unwrap(), set("2-4"));
+    }
+
+    #[test]
     fn unpinned_server_has_no_apart() {
         let t = topo(&[&[&[0], &[1]]]);
         let p = placed(&t, "os");

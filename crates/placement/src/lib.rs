@@ -6,7 +6,8 @@
 //! 1. [`parse`] reads what the user wrote into a [`PlacementSpec`]:
 //!    `NcMt` (`1c1t`, `1c2t`, `2c1t`, `2c2t`, `4c2t`, ...: N cores, M hardware threads on
 //!    each), the seed papers' aliases `1T` = `1c1t`, `2T` = `1c2t` (two SMT siblings of one
-//!    core), `2P` = `2c1t`, `4T` = `2c2t`, and `all`, `cores`, `cpus=LIST`, `os`. Case does
+//!    core), `2P` = `2c1t`, `4T` = `2c2t`, and `all`, `cores`, `half-cores-Mt`, `cpus=LIST`,
+//!    `os`. Case does
 //!    not matter. Optional suffixes pick the core order and the CPU order, in either order:
 //!    `2c1t/scatter`, `2c2t/scatter/siblings`.
 //! 2. [`resolve`] maps a spec onto a [`Topology`] and gives a [`ResolvedPlacement`] whose
@@ -39,6 +40,12 @@
 //!   from package 1, ..., then the second core of each), each package's cores in compact
 //!   order. Cores outside any package form one more group. On a one-package machine
 //!   scatter and compact choose the same cores.
+//! * **`half-cores-Mt`** is `NcMt` with N half the usable cores (rounded down, at least two
+//!   cores needed): the first half in the core order, M threads on each, so a server
+//!   workload's clients get the other half ([`client_cpus`]' default rule). On a
+//!   two-package machine compact order gives the server package 0 and the clients
+//!   package 1. `half-cores-1t` against `half-cores-2t` is `cores` against `all` for a
+//!   server, with room for its load.
 //! * Within a core, `NcMt` takes the core's M lowest-numbered CPUs; `cores` takes each
 //!   core's lowest CPU; `all` takes every usable CPU; `cpus=LIST` takes exactly LIST (every
 //!   CPU in it must be usable). No CPU is ever used twice.
@@ -75,7 +82,7 @@ pub use resolve::{resolve, standard_placements};
 pub use smtlab_model::{
     CoreOrder, CpuOrder, CpuSet, PlacementKind, PlacementSpec, ResolvedPlacement, Topology,
 };
-pub use spec::{EXPECTED, canonical_name, parse};
+pub use spec::{EXPECTED, HALF_CORES_PREFIX, canonical_name, parse};
 
 /// A placement that could not be parsed or cannot be satisfied on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

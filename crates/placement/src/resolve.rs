@@ -60,6 +60,25 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
             cores: 1,
             threads_per_core: 1,
         },
+        // Half the usable cores (their first half in core order), the other half left
+        // for a server's clients: a grid of that many cores.
+        PlacementKind::HalfCores { threads_per_core } => {
+            let cores = slots(topo, &usable).len();
+            if cores < 2 {
+                return Err(PlacementError::Unsatisfiable {
+                    placement: label,
+                    needs: "at least 2 cores (half for the workload, half for its clients)".into(),
+                    has: scoped(
+                        plural(cores, "core"),
+                        plural(slots(topo, &topo.cpus).len(), "core"),
+                    ),
+                });
+            }
+            PlacementKind::Grid {
+                cores: (cores / 2) as u32,
+                threads_per_core: *threads_per_core,
+            }
+        }
         other => other.clone(),
     };
     let chosen: Vec<Slot> = match &kind {
@@ -131,7 +150,9 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
         }
         // Unpinned: no CPUs, and the counts say nothing was chosen.
         PlacementKind::Os => vec![],
-        PlacementKind::Uniprocessor => unreachable!("mapped to 1c1t above"),
+        PlacementKind::Uniprocessor | PlacementKind::HalfCores { .. } => {
+            unreachable!("mapped to a grid above")
+        }
     };
 
     let groups: BTreeSet<usize> = chosen.iter().map(|s| s.group).collect();

@@ -7,11 +7,14 @@ use crate::PlacementError;
 
 /// What [`parse`] accepts, as quoted in its error messages.
 pub const EXPECTED: &str = "NcMt (1c1t, 1c2t, 2c1t, 2c2t, ...), 1T, 2T, 2P, 4T, all, cores, \
-     cpus=LIST, os or 1c1t-up (1T-UP), optionally followed by /compact|/scatter and /spread|/siblings|/linear";
+     half-cores-Mt (half-cores-1t, half-cores-2t), cpus=LIST, os or 1c1t-up (1T-UP), optionally followed by /compact|/scatter and /spread|/siblings|/linear";
 
 /// Largest core or thread count accepted: no machine has more CPUs than the CPU-list
 /// parser accepts, and capping here keeps later arithmetic far from overflow.
 const MAX_COUNT: u64 = MAX_CPU as u64 + 1;
+
+/// What `half-cores-Mt` starts with.
+pub const HALF_CORES_PREFIX: &str = "half-cores-";
 
 /// Parses a placement name (see the [crate] documentation for the grammar).
 ///
@@ -96,6 +99,9 @@ pub fn canonical_name(spec: &PlacementSpec) -> String {
         } => format!("{cores}c{threads_per_core}t"),
         PlacementKind::All => "all".to_string(),
         PlacementKind::Cores => "cores".to_string(),
+        PlacementKind::HalfCores { threads_per_core } => {
+            format!("{HALF_CORES_PREFIX}{threads_per_core}t")
+        }
         PlacementKind::Cpus { cpus } => format!("cpus={}", cpus.to_list_string()),
         PlacementKind::Os => "os".to_string(),
         PlacementKind::Uniprocessor => smtlab_model::placement::UNIPROCESSOR_NAME.to_string(),
@@ -124,6 +130,17 @@ fn parse_base(base: &str, input: &str) -> Result<PlacementKind, PlacementError> 
         "os" => return Ok(PlacementKind::Os),
         "1c1t-up" | "1t-up" => return Ok(PlacementKind::Uniprocessor),
         _ => {}
+    }
+    if let Some(rest) = base.strip_prefix(HALF_CORES_PREFIX) {
+        let m = rest.strip_suffix('t').unwrap_or("");
+        if !is_number(m) {
+            return Err(invalid(
+                input,
+                "expected half-cores-Mt with M threads per core, e.g. half-cores-1t or half-cores-2t",
+            ));
+        }
+        let threads_per_core = count(m, "thread-per-core", input)?;
+        return Ok(PlacementKind::HalfCores { threads_per_core });
     }
     if let Some(list) = base.strip_prefix("cpus=") {
         let cpus = CpuSet::parse_list(list).map_err(|e| {
@@ -236,6 +253,33 @@ mod tests {
     }
 
     #[test]
+    fn half_cores_names() {
+        for (text, m) in [
+            ("half-cores-1t", 1),
+            ("HALF-CORES-2t", 2),
+            ("half-cores-4t", 4),
+        ] {
+            let spec = parse(text).unwrap();
+            assert_eq!(
+                spec.kind,
+                PlacementKind::HalfCores {
+                    threads_per_core: m
+                }
+            );
+            assert_eq!(canonical_name(&spec), format!("half-cores-{m}t"));
+        }
+        for bad in [
+            "half-cores-",
+            "half-cores-t",
+            "half-cores-0t",
+            "half-cores-xt",
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("half-cores"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn paper_aliases() {
         assert_eq!(grid("1T"), (1, 1));
         assert_eq!(grid("2T"), (1, 2));
@@ -321,8 +365,8 @@ mod tests {
         assert_eq!(
             msg,
             "unknown placement \"3x\": expected NcMt (1c1t, 1c2t, 2c1t, 2c2t, ...), 1T, 2T, 2P, \
-             4T, all, cores, cpus=LIST, os or 1c1t-up (1T-UP), optionally followed by \
-             /compact|/scatter and /spread|/siblings|/linear"
+             4T, all, cores, half-cores-Mt (half-cores-1t, half-cores-2t), cpus=LIST, os or \
+             1c1t-up (1T-UP), optionally followed by /compact|/scatter and /spread|/siblings|/linear"
         );
         for bad in [
             "", "  ", "c1t", "1ct", "1c", "2c2", "3T", "1c-1t", "+1c1t", "1c1t1", "nope",

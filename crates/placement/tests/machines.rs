@@ -118,6 +118,33 @@ fn two_intel_packages_with_hyperthreading() {
 }
 
 #[test]
+fn half_cores_give_a_server_one_package_and_its_clients_the_other() {
+    // 16 cores (2 packages x 8 x 2 threads): the server takes package 0's eight cores,
+    // one thread each or both; the clients' default CPUs are package 1, all 16 of them.
+    let t = machine("32intel64-2p8co2t+8ve");
+    let mut package1: Vec<u32> = (8..16).chain(24..32).collect();
+    package1.sort();
+    for (spec, want) in [
+        ("half-cores-1t", (0..8).collect::<Vec<u32>>()),
+        ("half-cores-2t", (0..8).chain(16..24).collect()),
+    ] {
+        let p = resolve(&parse(spec).unwrap(), &t).unwrap();
+        assert_eq!((p.name.as_str(), p.cores, p.packages), (spec, 8, 1));
+        assert_eq!(p.cpus, want, "{spec}");
+        let client = smtlab_placement::client_cpus(&t, &p, &Default::default()).unwrap();
+        assert_eq!(client.iter().collect::<Vec<_>>(), package1, "{spec}");
+        assert!(
+            client
+                .iter()
+                .all(|c| t.package_index_of(c) != t.package_index_of(0))
+        );
+    }
+    // Scatter takes half the cores of each package instead.
+    let p = resolve(&parse("half-cores-1t/scatter").unwrap(), &t).unwrap();
+    assert_eq!((p.cores, p.packages), (8, 2));
+}
+
+#[test]
 fn amd_without_smt_refuses_sibling_placements() {
     let t = machine("16amd64-8n2c");
     let msg = err("1c2t", &t);

@@ -143,6 +143,20 @@ impl Figure {
     }
 }
 
+/// The p99 latency a server's requests saw under the load of its cells (web-static's
+/// connections), the mean of the samples' p99 with its interval: on the baseline, and
+/// the SMT side over it (above 1: slower with the sibling busy too). Context beside
+/// the throughput: the same load, not a latency target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyAtLoad {
+    /// The baseline placement (`1c1t`) and the SMT side (`1c2t`).
+    pub placements: (String, String),
+    /// p99 on the baseline, in milliseconds.
+    pub base_ms: Figure,
+    /// p99 on the SMT side over the baseline's.
+    pub ratio: Option<Figure>,
+}
+
 /// The capacity at a latency target on each side, found by search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
@@ -188,6 +202,13 @@ pub struct Evidence {
     /// `machine_gain` compares the two SMT states (not `all` with `cores`).
     #[serde(default)]
     pub machine_switched: bool,
+    /// `machine_gain` is half the machine's, a server's (`half-cores-Kt` over
+    /// `half-cores-1t`, its clients on the other half): the SMT side's placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_half: Option<String>,
+    /// A server's tail latency under the load that measured it (its samples' p99).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyAtLoad>,
     /// `2c1t` over `1c1t`: a second core.
     pub second_core: Option<Figure>,
     /// The SMT side ran one thread per core: the workload leaves its sibling idle.
@@ -355,6 +376,23 @@ pub fn decide(e: &Evidence) -> Advice {
             Says::Context,
         ));
     }
+    if let Some(l) = &e.latency {
+        let (base, other) = &l.placements;
+        reasons.push(reason(
+            &format!("p99 under load on {base}"),
+            &l.base_ms,
+            l.base_ms.absolute("ms"),
+            Says::Context,
+        ));
+        if let Some(r) = &l.ratio {
+            reasons.push(reason(
+                &format!("p99 under load ({other}/{base})"),
+                r,
+                r.pct(),
+                Says::Context,
+            ));
+        }
+    }
     if let Some(h) = &e.headroom {
         let p = |v: f64| format!("{:.0}%", v * 100.0);
         reasons.push(reason(
@@ -409,11 +447,15 @@ pub fn decide(e: &Evidence) -> Advice {
         let mut idx = None;
         if let Some(f) = &e.machine_gain {
             idx = Some(reasons.len());
+            let half = e
+                .machine_half
+                .as_ref()
+                .map(|on| format!("speed-up, half the machine ({on}/half-cores-1t)"));
             reasons.push(reason(
-                if e.machine_switched {
-                    "speed-up, machine (SMT on/off)"
-                } else {
-                    "speed-up, machine (all/cores)"
+                match &half {
+                    _ if e.machine_switched => "speed-up, machine (SMT on/off)",
+                    Some(h) => h,
+                    None => "speed-up, machine (all/cores)",
                 },
                 f,
                 f.pct(),

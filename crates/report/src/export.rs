@@ -168,6 +168,7 @@ const CELL_COLUMNS: [&str; 35] = [
 /// cell with every raw sample, as [`RunResults`] serialises, and `speedups`: the
 /// verdict on every pair of placements the terminal and the report judge
 /// ([`smtlab_model::verdict::pairs`]: 1c2t over 1c1t, 2c2t over 2c1t, all over cores,
+/// half-cores-2t over half-cores-1t,
 /// 2c1t over 1c1t), the same figure, interval and words they print, and, for runs with
 /// counters, `counter_ratios`: per benchmark the ratios of each placement (CPI, miss
 /// rates, per-unit costs, top-down, DRAM bandwidth, the reasons for those left out)

@@ -80,37 +80,161 @@ pub fn plan(
     placements: &[String],
     topo: &Topology,
 ) -> Vec<CellKey> {
+    plan_with(suite, benches, placements, None, &[], topo)
+}
+
+/// [`plan`] of a run of the standard placements: a server workload (one with a client
+/// side) gets [`server_placements`] in place of `cores` and `all`; and the parameter
+/// values `given` (key, values: `server` and `event,threads,nginx`) apply to the
+/// benchmarks that declare the key, each combination of values its own cells.
+pub fn plan_standard(
+    suite: Suite,
+    benches: &[Box<dyn Benchmark>],
+    placements: &[String],
+    given: &[(String, Vec<String>)],
+    topo: &Topology,
+) -> Vec<CellKey> {
+    let servers = server_placements(placements, topo);
+    plan_with(suite, benches, placements, Some(&servers), given, topo)
+}
+
+/// [`plan`] with the parameter values `given` (see [`plan_standard`]) and, for the
+/// standard placements, the server workloads' own.
+pub fn plan_given(
+    suite: Suite,
+    benches: &[Box<dyn Benchmark>],
+    placements: &[String],
+    given: &[(String, Vec<String>)],
+    topo: &Topology,
+) -> Vec<CellKey> {
+    plan_with(suite, benches, placements, None, given, topo)
+}
+
+/// The placements of a server workload among the standard `placements`: `cores` and
+/// `all` take every core and leave its clients no CPU, so they become `half-cores-1t`
+/// and `half-cores-Kt` (K: the most threads a core has here), half the cores with one
+/// thread and with all of them, the clients on the other half: the whole machine's SMT
+/// question for a server. A replacement that resolves to the CPUs of a placement already
+/// in the list (on four cores or fewer, `2c1t`, `1c1t`) or not at all is left out, and
+/// `cores` or `all` stays.
+pub fn server_placements(placements: &[String], topo: &Topology) -> Vec<String> {
+    let cpus = |spec: &str| {
+        smtlab_placement::parse(spec)
+            .and_then(|p| smtlab_placement::resolve(&p, topo))
+            .ok()
+            .map(|r| r.cpu_set())
+    };
+    let taken: Vec<_> = placements.iter().filter_map(|p| cpus(p)).collect();
+    let most = topo.smt.threads_per_core_max.max(1);
+    let mut out: Vec<String> = Vec::new();
+    for p in placements {
+        let instead = match p.as_str() {
+            "cores" => format!("{}1t", smtlab_placement::HALF_CORES_PREFIX),
+            "all" => format!("{}{most}t", smtlab_placement::HALF_CORES_PREFIX),
+            _ => {
+                out.push(p.clone());
+                continue;
+            }
+        };
+        let new = cpus(&instead).is_some_and(|set| !taken.contains(&set));
+        let name = if new { instead } else { p.clone() };
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Every combination of the `given` values that `bench` declares, over `base`.
+fn param_sets(
+    bench: &dyn Benchmark,
+    base: &BTreeMap<String, String>,
+    given: &[(String, Vec<String>)],
+) -> Vec<BTreeMap<String, String>> {
+    let declared = bench.info().params;
+    let mut sets = vec![base.clone()];
+    for (key, values) in given {
+        if !declared.iter().any(|p| &p.name == key) {
+            continue;
+        }
+        sets = sets
+            .iter()
+            .flat_map(|s| {
+                values.iter().map(move |v| {
+                    let mut s = s.clone();
+                    s.insert(key.clone(), v.clone());
+                    s
+                })
+            })
+            .collect();
+    }
+    sets
+}
+
+fn plan_with(
+    suite: Suite,
+    benches: &[Box<dyn Benchmark>],
+    standard: &[String],
+    servers: Option<&[String]>,
+    given: &[(String, Vec<String>)],
+    topo: &Topology,
+) -> Vec<CellKey> {
     let mut cells = Vec::new();
     for bench in benches {
         if !bench.in_suite(suite) {
             continue;
         }
         let name = bench.info().name;
-        let base = base_params(bench.as_ref(), suite);
-        for placement in placements {
-            cells.push(key(&name, &base, placement));
-        }
-        for extra in bench.sweep(suite, topo) {
-            let mut p = base.clone();
-            p.extend(extra.params.iter().cloned());
-            if duplicates_all_at_full_width(&base, &p, extra.placement.as_deref(), placements, topo)
-            {
-                continue;
-            }
-            match &extra.placement {
-                Some(on) => cells.push(key(&name, &p, on)),
-                None => {
-                    for placement in placements {
-                        cells.push(key(&name, &p, placement));
-                    }
-                }
-            }
+        let placements = match servers {
+            Some(s) if bench.client_side() => s,
+            _ => standard,
+        };
+        for base in param_sets(bench.as_ref(), &base_params(bench.as_ref(), suite), given) {
+            plan_params(
+                bench.as_ref(),
+                &name,
+                &base,
+                placements,
+                suite,
+                topo,
+                &mut cells,
+            );
         }
     }
     // A sweep point can coincide with a base cell (the latency sweep ends at the default size).
     let mut seen = std::collections::BTreeSet::new();
     cells.retain(|c| seen.insert(c.clone()));
     cells
+}
+
+/// The cells of `bench` with parameters `base` on `placements`, and its sweeps'.
+fn plan_params(
+    bench: &dyn Benchmark,
+    name: &str,
+    base: &BTreeMap<String, String>,
+    placements: &[String],
+    suite: Suite,
+    topo: &Topology,
+    cells: &mut Vec<CellKey>,
+) {
+    for placement in placements {
+        cells.push(key(name, base, placement));
+    }
+    for extra in bench.sweep(suite, topo) {
+        let mut p = base.clone();
+        p.extend(extra.params.iter().cloned());
+        if duplicates_all_at_full_width(base, &p, extra.placement.as_deref(), placements, topo) {
+            continue;
+        }
+        match &extra.placement {
+            Some(on) => cells.push(key(name, &p, on)),
+            None => {
+                for placement in placements {
+                    cells.push(key(name, &p, placement));
+                }
+            }
+        }
+    }
 }
 
 /// A benchmark's parameters as a cell key holds them, for [`Benchmark::cost`] and
@@ -523,6 +647,119 @@ mod tests {
             .map(|(a, b)| (a.to_string(), b.to_string()))
         );
         assert_eq!(p[2].params["size"], "auto");
+    }
+
+    #[test]
+    fn server_workloads_get_half_the_cores_at_machine_scale() {
+        let t = smtlab_fixtures::build::intel(1, 16, 2);
+        let placements = standard(&t);
+        assert!(placements.iter().any(|p| p == "all"));
+        let p = plan_standard(
+            Suite::Default,
+            &benches(&["int-ops", "web-static"]),
+            &placements,
+            &[],
+            &t,
+        );
+        let on = |b: &str| -> Vec<&str> {
+            p.iter()
+                .filter(|c| c.benchmark == b)
+                .map(|c| c.placement.as_str())
+                .collect()
+        };
+        assert_eq!(
+            on("int-ops"),
+            ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"]
+        );
+        assert_eq!(
+            on("web-static"),
+            [
+                "1c1t",
+                "1c2t",
+                "2c1t",
+                "2c2t",
+                "half-cores-1t",
+                "half-cores-2t"
+            ]
+        );
+        // Each resolves, and leaves its client the other eight cores.
+        for spec in ["half-cores-1t", "half-cores-2t"] {
+            let r = smtlab_placement::resolve(&smtlab_placement::parse(spec).unwrap(), &t).unwrap();
+            let client = smtlab_placement::client_cpus(&t, &r, &Default::default()).unwrap();
+            assert_eq!(client.len(), 16, "{spec}");
+            assert!(client.intersection(&r.cpu_set()).is_empty());
+        }
+        // Four cores: half of them is 2c1t and 2c2t already; cores and all stay (skipped
+        // when measured, with their reason).
+        let t = smtlab_fixtures::build::intel(1, 4, 2);
+        assert_eq!(
+            server_placements(&standard(&t), &t),
+            ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"]
+        );
+        // An explicit list is the user's: `plan` keeps it for every workload.
+        let p = plan(
+            Suite::Default,
+            &benches(&["web-static"]),
+            &["all".into()],
+            &t,
+        );
+        assert_eq!(p[0].placement, "all");
+    }
+
+    #[test]
+    fn given_parameter_values_expand_into_cells_of_the_workloads_that_declare_them() {
+        let t = smtlab_fixtures::build::intel(1, 2, 2);
+        let given = vec![(
+            "server".to_string(),
+            vec![
+                "event".to_string(),
+                "threads".to_string(),
+                "nginx".to_string(),
+            ],
+        )];
+        let p = plan_given(
+            Suite::Default,
+            &benches(&["int-ops", "web-static"]),
+            &["1c1t".into(), "1c2t".into()],
+            &given,
+            &t,
+        );
+        // int-ops has no `server`: once per placement, as before.
+        assert_eq!(p.iter().filter(|c| c.benchmark == "int-ops").count(), 2);
+        let web: Vec<(&str, &str)> = p
+            .iter()
+            .filter(|c| c.benchmark == "web-static")
+            .map(|c| (c.params["server"].as_str(), c.placement.as_str()))
+            .collect();
+        assert_eq!(
+            web,
+            [
+                ("event", "1c1t"),
+                ("event", "1c2t"),
+                ("threads", "1c1t"),
+                ("threads", "1c2t"),
+                ("nginx", "1c1t"),
+                ("nginx", "1c2t"),
+            ]
+        );
+        // The other parameters keep their defaults.
+        assert!(
+            p.iter()
+                .all(|c| c.benchmark != "web-static" || c.params["conns"] == "1024")
+        );
+        // Two keys: every combination.
+        let given = vec![
+            ("server".to_string(), vec!["event".into(), "threads".into()]),
+            ("keepalive".to_string(), vec!["yes".into(), "no".into()]),
+        ];
+        let p = plan_given(
+            Suite::Default,
+            &benches(&["web-static"]),
+            &["1c1t".into()],
+            &given,
+            &t,
+        );
+        assert_eq!(p.len(), 4);
     }
 
     #[test]

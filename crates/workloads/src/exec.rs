@@ -30,6 +30,7 @@
 //! time, or the number the command printed; its work is one run.
 
 mod output;
+pub mod served;
 mod tasks;
 
 use std::collections::BTreeMap;

@@ -39,6 +39,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         emit(&render::bench::header_line(render::table::Layout::term()))?;
     }
     let mut measuring = Measuring::new(machine, s.cfg.clone(), args.json)?;
+    measuring.client_rule = crate::settings::client_rule(&args.client_cpus);
     let run = NewRun {
         suite: "advise",
         environment: machine.environment(&s.topo, &crate::settings::tool()),
@@ -71,7 +72,10 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     }
     let stopped = measuring.stopped(ended);
     // A command that cannot run at all is an error of the command, not an answer.
-    let command = matches!(s.subject, exp::Subject::Command(_));
+    let command = matches!(
+        s.subject,
+        exp::Subject::Command(_) | exp::Subject::Served(_)
+    );
     if command && let Some(x) = sink.skipped.iter().find(|x| x.reason.contains("exec")) {
         let reason = x.reason.clone();
         let _ = sink.finish(false, args.db.db.as_deref());

@@ -71,7 +71,7 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
     let topo = super::topology(machine)?;
     let db = super::db_path(&args.db);
     smtlab_store::Store::check_target(&db)?;
-    let (mut specs, no_smt) = exp::placements(&topo);
+    let (mut specs, no_smt) = exp::placements_for(&topo, subject.server());
     let mut notes: Vec<String> = no_smt.into_iter().collect();
     let resolved: Vec<_> = specs
         .iter()
@@ -130,31 +130,106 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
 
 /// The subject and the settings its cells are measured with.
 fn subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
-    if let Some(name) = &args.workload {
-        let mut params = args.params.clone();
-        if let Some(slo) = &args.slo {
-            let declares = smtlab_runner::catalog::find(name).is_some_and(|b| {
-                b.info()
-                    .params
-                    .iter()
-                    .any(|p| p.name == smtlab_report::advice::SLO_PARAM)
-            });
-            if !declares {
-                bail!(
-                    "--slo {slo}: {name} is not measured at a latency target; web-slo is (smtlab advise web-slo --slo {slo})"
-                );
-            }
-            smtlab_model::slo::Slo::parse(slo).map_err(|e| anyhow::anyhow!("--slo {e}"))?;
-            params.push(format!("{}={slo}", smtlab_report::advice::SLO_PARAM));
-        }
-        let s = Subject::catalog(name, &params, args.quick)?;
-        let cfg = if args.quick {
-            RunConfig::quick()
-        } else {
-            RunConfig::default()
-        };
-        return Ok((s, cfg, None));
+    if args.throughput.is_some() && args.command.is_empty() && args.client.is_none() {
+        bail!("--throughput is for your command (-- CMD) or your client (--client CMD)");
     }
+    if let Some(server) = &args.server {
+        if server.trim().is_empty() {
+            bail!(
+                "--server: an empty command; expected your server's command, e.g. --server 'my-server --port {{port}}'"
+            );
+        }
+        if args.port.is_none() && !server.contains("{port}") {
+            bail!(
+                "--server {server:?}: put {{port}} where the command takes its port, or give --port N"
+            );
+        }
+        let Some(client) = &args.client else {
+            // smtlab's HTTP load: web-static's (or web-slo's at a target) own server.
+            let name = if args.slo.is_some() {
+                "web-slo"
+            } else {
+                "web-static"
+            };
+            let mut params = args.params.clone();
+            params.push("server=cmd".into());
+            params.push(format!("cmd={server}"));
+            if let Some(port) = args.port {
+                params.push(format!("port={port}"));
+            }
+            return catalog_subject(name, params, args);
+        };
+        if args.slo.is_some() {
+            bail!("--slo is for --server driven by smtlab's load; your --client's rate is its own");
+        }
+        if !args.params.is_empty() {
+            bail!(
+                "--param is for catalog workloads and smtlab's load; your --client takes its own arguments"
+            );
+        }
+        if args.penalty || args.partners {
+            bail!(
+                "--penalty and --partners are not measured for --client: the server's threads are not one task"
+            );
+        }
+        if client.trim().is_empty() {
+            bail!(
+                "--client: an empty command; expected your load tool's command, e.g. --client 'pgbench -p {{port}} -t 2000'"
+            );
+        }
+        let argv = ["sh".to_string(), "-c".to_string(), client.clone()];
+        let (command, cfg) = super::exec::command_bench(
+            &argv,
+            args.throughput.as_deref(),
+            args.timeout,
+            args.warmup,
+            args.reps as usize,
+        )?;
+        let s = Subject::Served(exp::ServedCommand {
+            server: server.clone(),
+            port: args.port.unwrap_or(0),
+            client: command,
+        });
+        return Ok((s, cfg, Some(args.warmup as usize)));
+    }
+    if let Some(name) = &args.workload {
+        return catalog_subject(name, args.params.clone(), args);
+    }
+    command_subject(args)
+}
+
+/// Catalog workload `name` with the parameters `params` (and `--slo`'s).
+fn catalog_subject(
+    name: &str,
+    mut params: Vec<String>,
+    args: &AdviseArgs,
+) -> Result<(Subject, RunConfig, Option<usize>)> {
+    if let Some(slo) = &args.slo {
+        let declares = smtlab_runner::catalog::find(name).is_some_and(|b| {
+            b.info()
+                .params
+                .iter()
+                .any(|p| p.name == smtlab_report::advice::SLO_PARAM)
+        });
+        if !declares {
+            bail!(
+                "--slo {slo}: {name} is not measured at a latency target; web-slo is (smtlab advise web-slo --slo {slo})"
+            );
+        }
+        smtlab_model::slo::Slo::parse(slo).map_err(|e| anyhow::anyhow!("--slo {e}"))?;
+        params.push(format!("{}={slo}", smtlab_report::advice::SLO_PARAM));
+    }
+    let s = Subject::catalog(name, &params, args.quick)?;
+    let cfg = if args.quick {
+        RunConfig::quick()
+    } else {
+        RunConfig::default()
+    };
+    Ok((s, cfg, None))
+}
+
+/// The user's command after `--`.
+fn command_subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
     let argv = &args.command;
     if argv.is_empty() || argv[0].is_empty() {
         bail!("no workload given: smtlab advise WORKLOAD, or smtlab advise [OPTIONS] -- CMD ARGS");
@@ -193,7 +268,7 @@ fn penalty_plan(
         .map(|h| Workload::catalog(h, &[], &[("threads", "1")]))
         .collect::<Result<Vec<_>, _>>()?;
     let fixed = match subject {
-        Subject::Command(_) => 1,
+        Subject::Command(_) | Subject::Served(_) => 1,
         Subject::Catalog(_) => corun_exp::calibrate_task(&task, PENALTY_RUN_NS, pair, topo)?,
     };
     Ok(corun_exp::penalty_plan(

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, Topology};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::machine::Machine;
-use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan};
+use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan_given, plan_standard};
 use smtlab_store::{Lease, Store};
 
 use super::{select, smt_states, split_placements, tool, unix_now_s};
@@ -102,7 +102,12 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
     config.interleave = Some(!args.no_interleave);
     config.repeat = Some(args.repeat as usize);
-    let mut cells = plan(suite, &benches, &placements, topo);
+    let given = given_params(&args.params, &benches)?;
+    let mut cells = if args.placements.is_empty() {
+        plan_standard(suite, &benches, &placements, &given, topo)
+    } else {
+        plan_given(suite, &benches, &placements, &given, topo)
+    };
     let mut states = smt_states(&args.smt)?;
     // Placements none of which this machine can satisfy (and no --smt to change it)
     // would make a run of skipped cells only: an error, before anything is stored.
@@ -156,6 +161,72 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         plan: cells,
         notes,
     })
+}
+
+/// `run --param` as (key, values): `k=a,b` is two values, a key given twice adds its
+/// values, `\,` is a comma inside a value. A key none of `benches` declares is an error
+/// naming the parameters they have.
+pub fn given_params(
+    params: &[String],
+    benches: &[Box<dyn smtlab_bench::Benchmark>],
+) -> Result<Vec<(String, Vec<String>)>> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for p in params {
+        let Some((key, values)) = p.split_once('=') else {
+            bail!("--param {p:?}: expected KEY=VALUE, e.g. server=event,threads");
+        };
+        let key = key.trim();
+        let declared =
+            |b: &dyn smtlab_bench::Benchmark| b.info().params.iter().any(|d| d.name == key);
+        if !benches.iter().any(|b| declared(b.as_ref())) {
+            let mut known: Vec<String> = benches
+                .iter()
+                .flat_map(|b| b.info().params.into_iter().map(|d| d.name))
+                .collect();
+            known.sort();
+            known.dedup();
+            bail!(
+                "--param {p:?}: no selected workload has a parameter {key:?} (they have: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            );
+        }
+        let values = split_values(values);
+        if values.iter().any(|v| v.trim().is_empty()) {
+            bail!("--param {p:?}: an empty value; expected KEY=VALUE[,VALUE...]");
+        }
+        match out.iter_mut().find(|(k, _)| k == key) {
+            Some((_, have)) => {
+                for v in values {
+                    if !have.contains(&v) {
+                        have.push(v);
+                    }
+                }
+            }
+            None => out.push((key.to_string(), values)),
+        }
+    }
+    Ok(out)
+}
+
+/// `a,b\,c` as `a` and `b,c`.
+fn split_values(text: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&',') => {
+                out.last_mut().expect("never empty").push(',');
+                chars.next();
+            }
+            ',' => out.push(String::new()),
+            c => out.last_mut().expect("never empty").push(c),
+        }
+    }
+    out
 }
 
 /// `plan` with each benchmark and parameter set's cells once per SMT state, the states
@@ -259,6 +330,94 @@ pub fn begin(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_params_split_values_merge_keys_and_name_unknown_ones() {
+        let benches = crate::settings::select(&["web-static".into(), "int-ops".into()]).unwrap();
+        let p = |list: &[&str]| {
+            given_params(
+                &list.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                &benches,
+            )
+        };
+        let got = p(&["server=event,threads", "server=nginx,event", "cmd=a\\,b"]).unwrap();
+        assert_eq!(
+            got,
+            [
+                (
+                    "server".to_string(),
+                    vec!["event".to_string(), "threads".into(), "nginx".into()]
+                ),
+                ("cmd".to_string(), vec!["a,b".to_string()]),
+            ]
+        );
+        let e = p(&["nope=1"]).unwrap_err().to_string();
+        assert!(e.contains("\"nope\"") && e.contains("server"), "{e}");
+        assert!(
+            p(&["server"])
+                .unwrap_err()
+                .to_string()
+                .contains("KEY=VALUE")
+        );
+        assert!(
+            p(&["server=event,"])
+                .unwrap_err()
+                .to_string()
+                .contains("empty value")
+        );
+    }
+
+    /// `run`'s arguments as parsed from `line`.
+    fn run_args(line: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let cli = crate::args::Cli::try_parse_from(["smtlab", "run"].iter().chain(line).copied())
+            .unwrap();
+        match cli.command {
+            crate::args::Command::Run(a) => a,
+            _ => unreachable!("a run command line"),
+        }
+    }
+
+    #[test]
+    fn a_16_core_smt_machine_runs_servers_on_half_its_cores_by_default() {
+        let topo = smtlab_fixtures::build::intel(1, 16, 2);
+        let host = crate::settings::Host::new(None).unwrap();
+        let args = run_args(&[
+            "--bench",
+            "int-ops,web-static",
+            "--param",
+            "server=event,nginx",
+        ]);
+        let meta = new_run(&args, &topo, host.machine()).unwrap();
+        let on = |bench: &str, server: Option<&str>| -> Vec<String> {
+            meta.plan
+                .iter()
+                .filter(|k| {
+                    k.benchmark == bench
+                        && server
+                            .is_none_or(|s| k.params.get("server").map(String::as_str) == Some(s))
+                })
+                .map(|k| k.placement.clone())
+                .collect()
+        };
+        let whole = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
+        assert_eq!(on("int-ops", None), whole);
+        let half = [
+            "1c1t",
+            "1c2t",
+            "2c1t",
+            "2c2t",
+            "half-cores-1t",
+            "half-cores-2t",
+        ];
+        assert_eq!(on("web-static", Some("event")), half);
+        assert_eq!(on("web-static", Some("nginx")), half);
+        // Asked for by name, `all` is measured as asked (and skipped, with its reason).
+        let args = run_args(&["--bench", "web-static", "--placements", "all"]);
+        let meta = new_run(&args, &topo, host.machine()).unwrap();
+        assert_eq!(meta.plan.len(), 1);
+        assert_eq!(meta.plan[0].placement, "all");
+    }
 
     #[test]
     fn smt_plan_takes_turns_per_group() {

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// What the server placements' names start with (`half-cores-1t`, `half-cores-2t`).
+const HALF_CORES: &str = "half-cores-";
+
 /// The cells' workloads: benchmark and parameters (the conditions experiments add are
 /// apart from them).
 fn workload_params(c: &CellRecord) -> BTreeMap<String, String> {
@@ -124,6 +127,23 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
             Some((off, on)) => verdict(off, on).map(|v| Figure::from_verdict(&v)),
             None => pair(PairKind::MachineSmtGain).map(|(f, _)| f),
         };
+        if e.machine_gain.is_none() && !e.machine_switched {
+            // A server's whole-machine question: half the cores with one thread and
+            // with all of them, its clients on the other half.
+            let one = format!("{HALF_CORES}1t");
+            let half = find(&one, None).zip(mine.iter().copied().find(|o| {
+                o.placement_spec.starts_with(HALF_CORES)
+                    && o.placement_spec != one
+                    && o.placement.threads_per_core >= 2
+                    && o.smt().is_none_or(|x| x.name() != "off")
+            }));
+            if let Some((base, other)) = half
+                && let Some(v) = verdict(base, other)
+            {
+                e.machine_gain = Some(Figure::from_verdict(&v));
+                e.machine_half = Some(other.placement_spec.clone());
+            }
+        }
         if e.machine_gain.is_some() && !e.smt {
             // Switched on for the run: the machine has SMT, even if off as found.
             e.smt = true;
@@ -143,6 +163,9 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
                 unit: c.unit.clone(),
             }
         });
+        if let (Some(b), Some(o)) = (base, find("1c2t", None)) {
+            e.latency = latency_at_load(b, o);
+        }
         if let Some(slo) = key.1.get(SLO_PARAM) {
             // A capacity at a latency target: its SMT comparison is the capacity's.
             let switched = e.machine_switched && e.machine_gain.is_some();
@@ -216,6 +239,41 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         }
     }
     out
+}
+
+/// The p99 latencies of a server's samples on `base` and `other` (every sample of both
+/// carries one), as [`LatencyAtLoad`].
+fn latency_at_load(base: &CellRecord, other: &CellRecord) -> Option<LatencyAtLoad> {
+    let p99 = |c: &CellRecord| {
+        let xs: Vec<f64> = c
+            .result
+            .samples
+            .iter()
+            .filter_map(|s| {
+                s.metrics
+                    .get(smtlab_model::metrics::web::LATENCY_P99_NS)
+                    .copied()
+            })
+            .collect();
+        if xs.is_empty() || xs.len() != c.result.samples.len() {
+            return None;
+        }
+        smtlab_model::stats::summarize(&xs)
+    };
+    let (b, o) = (p99(base)?, p99(other)?);
+    let ms = 1e6;
+    let base_ms = Figure {
+        value: b.mean / ms,
+        // A latency is never below zero, whatever a wide interval of three samples says.
+        ci95_low: (b.n > 1).then_some((b.mean - b.ci95_half_width).max(0.0) / ms),
+        ci95_high: (b.n > 1).then_some((b.mean + b.ci95_half_width) / ms),
+        unsteady: None,
+    };
+    Some(LatencyAtLoad {
+        placements: (base.placement_spec.clone(), other.placement_spec.clone()),
+        base_ms,
+        ratio: smtlab_model::stats::ratio(&o, &b).map(|r| Figure::from_ratio(&r)),
+    })
 }
 
 /// `p99=5ms` as `p99 <= 5ms`.

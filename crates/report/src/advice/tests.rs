@@ -184,6 +184,8 @@ fn cell(bench: &str, placement: &str, extra: &[(&str, &str)], values: &[f64]) ->
     // `all`: two cores of two threads.
     let (cores, threads): (u32, u32) = match placement {
         "all" => (2, 2),
+        "half-cores-1t" => (8, 1),
+        "half-cores-2t" => (8, 2),
         p => (p[..1].parse().unwrap(), p[2..3].parse().unwrap()),
     };
     let mut params: BTreeMap<String, String> = std::iter::once(("threads", "auto"))
@@ -590,4 +592,118 @@ fn a_single_threaded_workload_gets_no_two_cores_figure() {
     assert_eq!(a.recommendation, Recommendation::NoSmt);
     assert!(a.answer.contains("single-threaded"), "{}", a.answer);
     assert!(!a.answer.contains("2 cores vs 1"), "{}", a.answer);
+}
+
+#[test]
+fn a_server_at_machine_scale_is_decided_by_half_the_cores_with_and_without_siblings() {
+    let cells = vec![
+        cell(
+            "web-static",
+            "1c1t",
+            &[("server", "event")],
+            &[99.0, 100.0, 101.0],
+        ),
+        cell(
+            "web-static",
+            "1c2t",
+            &[("server", "event")],
+            &[109.0, 110.0, 111.0],
+        ),
+        cell(
+            "web-static",
+            "half-cores-1t",
+            &[("server", "event")],
+            &[799.0, 800.0, 801.0],
+        ),
+        cell(
+            "web-static",
+            "half-cores-2t",
+            &[("server", "event")],
+            &[599.0, 600.0, 601.0],
+        ),
+    ];
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].machine_half.as_deref(), Some("half-cores-2t"));
+    assert!((ev[0].machine_gain.as_ref().unwrap().value - 0.75).abs() < 1e-9);
+    let a = decide(&ev[0]);
+    // The whole machine decides over the sibling pair: SMT costs the server 25% there.
+    assert_eq!(a.recommendation, Recommendation::TurnOff);
+    let deciding: Vec<&str> = a.deciding().map(|r| r.what.as_str()).collect();
+    assert_eq!(
+        deciding,
+        ["speed-up, half the machine (half-cores-2t/half-cores-1t)"]
+    );
+    // The same pair is a row of every speed-up table (report, compare, JSON export).
+    let kinds: Vec<_> = smtlab_model::verdict::pairs(&cells)
+        .into_iter()
+        .map(|p| p.kind)
+        .collect();
+    assert!(
+        kinds.contains(&smtlab_model::verdict::PairKind::HalfMachineSmtGain),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn a_servers_p99_under_load_is_shown_beside_the_answer_without_deciding() {
+    let with_p99 = |placement: &str, values: &[f64], p99_ms: &[f64]| {
+        let mut c = cell("web-static", placement, &[("server", "cmd")], values);
+        c.result.samples = p99_ms
+            .iter()
+            .zip(values)
+            .map(|(p, v)| smtlab_model::SampleRecord {
+                value: *v,
+                iterations: 1,
+                elapsed_ns: 1,
+                work: 1.0,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: Vec::new(),
+                metrics: [(
+                    smtlab_model::metrics::web::LATENCY_P99_NS.to_string(),
+                    p * 1e6,
+                )]
+                .into(),
+            })
+            .collect();
+        c
+    };
+    let cells = vec![
+        with_p99("1c1t", &[99.0, 100.0, 101.0], &[1.9, 2.0, 2.1]),
+        with_p99("1c2t", &[129.0, 130.0, 131.0], &[2.9, 3.0, 3.1]),
+    ];
+    let ev = evidence(&cells, true);
+    let l = ev[0].latency.as_ref().expect("the latency under load");
+    assert_eq!(l.placements, ("1c1t".to_string(), "1c2t".to_string()));
+    assert!((l.base_ms.value - 2.0).abs() < 1e-9);
+    assert!((l.ratio.as_ref().unwrap().value - 1.5).abs() < 1e-9);
+    let a = decide(&ev[0]);
+    // The throughput decides; the latency is context.
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+    let r = a
+        .reasons
+        .iter()
+        .find(|r| r.what == "p99 under load (1c2t/1c1t)")
+        .unwrap();
+    assert!(!r.deciding && r.says == Says::Context);
+    assert!(r.shown.starts_with("+50%"), "{}", r.shown);
+    let r = a
+        .reasons
+        .iter()
+        .find(|r| r.what == "p99 under load on 1c1t")
+        .unwrap();
+    assert_eq!(r.shown, "2.000 [1.752, 2.248] ms");
+    // Cells whose samples carry no latency have none.
+    assert!(
+        evidence(
+            &[
+                cell("int-ops", "1c1t", &[], &[1.0, 1.1, 0.9]),
+                cell("int-ops", "1c2t", &[], &[1.0, 1.1, 0.9])
+            ],
+            true
+        )[0]
+        .latency
+        .is_none()
+    );
 }

@@ -26,6 +26,7 @@ use smtlab_model::{BenchInfo, CellKey, Topology};
 use super::corun::Workload;
 use super::{Engine, ExperimentError};
 use crate::exec::CommandBench;
+pub use crate::exec::served::ServedCommand;
 use crate::session::{CellPlan, Ended, SessionObserver, param_map};
 
 /// The user's command with an optional preparation (`make clean`) run before each run,
@@ -120,6 +121,8 @@ pub enum Subject {
     Catalog(Workload),
     /// The user's command.
     Command(PreparedCommand),
+    /// The user's server on the placement, driven by the user's client apart from it.
+    Served(ServedCommand),
 }
 
 impl Subject {
@@ -144,6 +147,7 @@ impl Subject {
         match self {
             Subject::Catalog(w) => w.bench.as_ref(),
             Subject::Command(c) => c,
+            Subject::Served(s) => s,
         }
     }
 
@@ -154,12 +158,21 @@ impl Subject {
                 let p = c.params();
                 (Params::from_pairs(p.clone()), p)
             }
+            Subject::Served(s) => {
+                let p = s.params();
+                (Params::from_pairs(p.clone()), p)
+            }
         }
     }
 
     /// The name its cells are stored under (`exec` for a command).
     pub fn name(&self) -> String {
         self.bench().info().name
+    }
+
+    /// Whether it is a server driven from a client side apart from the placement.
+    pub fn server(&self) -> bool {
+        self.bench().client_side()
     }
 
     /// The workload of the single-thread cost: the benchmark with the parameters of the
@@ -185,6 +198,9 @@ impl Subject {
                 }
                 Workload::command(&format!("{}={shell}", self.name()))
             }
+            Subject::Served(_) => Err(ExperimentError::input(
+                "the single-thread cost and the partners are not measured for --client (the server's own threads are not one task)",
+            )),
         }
     }
 }
@@ -243,7 +259,20 @@ pub fn default_partners() -> Result<Vec<Workload>, ExperimentError> {
 
 /// The placements of the throughput group on `topo` and the one-line note on what the
 /// machine cannot answer: `1c1t`, `1c2t`, `2c1t` (and `cores`, `all` beyond two cores)
-/// with SMT; `1c1t`, `2c1t` without ("2 cores vs 1"); `1c1t` alone on one core.
+/// with SMT; `1c1t`, `2c1t` without ("2 cores vs 1"); `1c1t` alone on one core. A
+/// `server` (a workload with a client side) gets `half-cores-1t` and `half-cores-Kt` for
+/// the whole machine where those are placements of their own
+/// ([`crate::plan::server_placements`]): `cores` and `all` leave its clients no CPU.
+pub fn placements_for(topo: &Topology, server: bool) -> (Vec<String>, Option<String>) {
+    let (v, note) = placements(topo);
+    if server {
+        (crate::plan::server_placements(&v, topo), note)
+    } else {
+        (v, note)
+    }
+}
+
+/// [`placements_for`] a workload without a client side.
 pub fn placements(topo: &Topology) -> (Vec<String>, Option<String>) {
     let cores = topo.core_count();
     let control = topo.smt.control.as_deref().unwrap_or("absent");
@@ -286,7 +315,7 @@ pub fn throughput_group<'a>(
     let bench = subject.bench();
     let info = bench.info();
     let (params, map) = subject.params();
-    let command = matches!(subject, Subject::Command(_));
+    let command = matches!(subject, Subject::Command(_) | Subject::Served(_));
     specs
         .iter()
         .map(|spec| CellPlan {
@@ -354,6 +383,16 @@ mod tests {
         let (v, note) = placements(&smtlab_fixtures::build::one_cpu_per_core(&[0]));
         assert_eq!(v, ["1c1t"]);
         assert!(note.unwrap().contains("one core"));
+        // A server on 16 cores: the whole machine is half of it, its clients the rest.
+        let sixteen = smtlab_fixtures::build::intel(1, 16, 2);
+        assert_eq!(
+            placements_for(&sixteen, true).0,
+            ["1c1t", "1c2t", "2c1t", "half-cores-1t", "half-cores-2t"]
+        );
+        assert_eq!(placements_for(&sixteen, false).0, placements(&sixteen).0);
+        let served = Subject::catalog("web-static", &[], true).unwrap();
+        assert!(served.server());
+        assert!(!Subject::catalog("int-ops", &[], true).unwrap().server());
     }
 
     #[test]

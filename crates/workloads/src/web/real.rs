@@ -289,7 +289,7 @@ impl RealServer {
         std::fs::write(&conf_path, conf).map_err(io_error("cannot write nginx.conf"))?;
         let mut cmd = Command::new(program);
         cmd.arg("-c").arg(&conf_path).arg("-p").arg(dir.path());
-        start(cmd, dir, port, cpus, "nginx")
+        start(cmd, dir, port, cpus, "nginx", probe)
     }
 
     /// Apache httpd with `mpm` serving `root`, every process on `cpus`.
@@ -377,7 +377,7 @@ impl RealServer {
             Mpm::Prefork => "apache-prefork",
             Mpm::Event => "apache-event",
         };
-        start(cmd, dir, port, cpus, name)
+        start(cmd, dir, port, cpus, name, probe)
     }
 }
 
@@ -408,8 +408,38 @@ impl RealServer {
             .replace("{root}", &root.display().to_string());
         let mut c = Command::new("/bin/sh");
         c.arg("-c").arg(format!("exec {text}")).current_dir(root);
-        start(c, dir, port, cpus, "your server")
+        start(c, dir, port, cpus, "your server", probe)
     }
+}
+
+impl RealServer {
+    /// The user's own server of any protocol (`smtlab advise --server CMD --client
+    /// CMD`: a database and its load tool): `cmd` run by `sh` on `cpus` in a scratch
+    /// directory of its own, `{port}` filled in (a free port when `port` is 0), ready
+    /// when its port accepts a TCP connection.
+    pub fn custom_tcp(cmd: &str, port: u16, cpus: &[u32]) -> Result<RealServer, ServerError> {
+        if cmd.trim().is_empty() {
+            return Err(ServerError::NoCommand);
+        }
+        if port == 0 && !cmd.contains("{port}") {
+            return Err(ServerError::NoPort {
+                cmd: cmd.to_string(),
+            });
+        }
+        let dir = tempdir()?;
+        let port = if port == 0 { free_port()? } else { port };
+        let text = cmd.replace("{port}", &port.to_string());
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(format!("exec {text}"))
+            .current_dir(dir.path());
+        start(c, dir, port, cpus, "your server", accepts)
+    }
+}
+
+/// Whether `addr` accepts a TCP connection (a server of any protocol is listening).
+fn accepts(addr: SocketAddr) -> bool {
+    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
 }
 
 /// The CGI scripts behind Apache's dynamic requests, readable and runnable by the
@@ -477,6 +507,7 @@ fn start(
     port: u16,
     cpus: &[u32],
     name: &'static str,
+    probe: fn(SocketAddr) -> bool,
 ) -> Result<RealServer, ServerError> {
     let error_log = dir.path().join("error.log");
     let stderr_path = dir.path().join("output.log");
