@@ -74,6 +74,9 @@ pub enum ReportSection {
     AimRow { row: String, label: String },
     /// The task pool's figures (paper 002 Figs 15-16).
     TaskPool,
+    /// A multiprogrammed mix (paper 003 section 2.3): each program's progress in the mix
+    /// and the weighted speedup, per placement.
+    Mix,
     /// The OLTP and SDET section (paper 004).
     Oltp,
     /// A row of the OS latency table (paper 001 Table 1): the row's `label` as the paper
