@@ -18,16 +18,17 @@ pub mod corun {
 }
 
 /// Written by a multiprogrammed mix (`mix`, paper 003 section 2.3): for each program of
-/// the mix, in the order given, its throughput in the mix, alone, and its progress (the
-/// ratio, turned so that 1 is as fast as alone), each under [`mix::key`]. The sample's
+/// the mix, in the order given, its throughput in the mix, alone (each in the program's
+/// unit), and its progress (the ratio of work per second: 1 is as fast as alone), each
+/// under [`mix::key`]. The sample's
 /// value is the sum of the progresses: the weighted speedup.
 pub mod mix {
     /// Field: the program's mean value in the mix, in its own unit.
     pub const IN_MIX: &str = "mix";
     /// Field: the program's mean value alone on its CPU, in the same window length.
     pub const ALONE: &str = "alone";
-    /// Field: in-mix over alone throughput (alone over in-mix time for a time per
-    /// operation): 1 when the mix does not slow it, 0.5 when it runs at half speed.
+    /// Field: in-mix over alone work per second: 1 when the mix does not slow the
+    /// program, 0.5 when it runs at half speed.
     pub const PROGRESS: &str = "progress";
     /// Field: the CPU the program ran on.
     pub const CPU: &str = "cpu";

@@ -89,7 +89,10 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     let cells: Vec<&CellRecord> = r
         .cells
         .iter()
-        .filter(|c| r.info(&c.benchmark).is_some_and(|i| i.report == ReportSection::Mix))
+        .filter(|c| {
+            r.info(&c.benchmark)
+                .is_some_and(|i| i.report == ReportSection::Mix)
+        })
         .collect();
     if cells.is_empty() {
         return Err(String::new());
@@ -192,11 +195,17 @@ mod tests {
         };
         let ps = programs(&cell);
         assert_eq!(ps.len(), 2);
-        assert_eq!((ps[0].name.as_str(), ps[1].name.as_str()), ("int-ops", "gz.c"));
+        assert_eq!(
+            (ps[0].name.as_str(), ps[1].name.as_str()),
+            ("int-ops", "gz.c")
+        );
         assert!((ps[0].progress - 0.6).abs() < 1e-12);
         assert_eq!(ps[1].cpu, Some(1));
         assert_eq!(ps[1].in_mix, Some(6.0));
         let l = line(&cell).unwrap();
-        assert!(l.contains("int-ops on CPU 0 0.6") && l.contains("of 2 programs"), "{l}");
+        assert!(
+            l.contains("int-ops on CPU 0 0.6") && l.contains("of 2 programs"),
+            "{l}"
+        );
     }
 }

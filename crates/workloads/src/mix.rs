@@ -15,12 +15,13 @@
 //! calibrated to a millisecond (a command's sample is one run). One sample of the mix:
 //!
 //! 1. every program runs for `window` together; each one's throughput in the mix is the
-//!    mean of its samples wholly inside the window;
+//!    work of its samples wholly inside the window over the time from the first one's
+//!    start to the last one's end (so the time it waited for its CPU counts);
 //! 2. then each program runs alone for `window` on its CPU (the others parked): its
 //!    reference, measured in the same stretch of time as the mix;
-//! 3. progress = in-mix / alone throughput (alone / in-mix time for a program whose
-//!    value is a time), and the sample's value is the sum over the programs: K when the
-//!    mix slows nobody, 1 when the programs only take turns on one CPU.
+//! 3. progress = in-mix / alone work per second (whatever the program's unit), and the
+//!    sample's value is the sum over the programs: K when the mix slows nobody, 1 when
+//!    the programs only take turns on one CPU.
 //!
 //! Each program's own checks run on every one of its samples (a kernel's result, a
 //! command's exit status); a program that finished no sample inside a window fails the
@@ -31,7 +32,7 @@ use std::time::Duration;
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
 use smtlab_model::metrics::mix as keys;
-use smtlab_model::{BenchInfo, Direction, ReportSection, ValueKind, stats};
+use smtlab_model::{BenchInfo, Direction, ReportSection, ValueKind};
 
 use crate::corun::Partner;
 use crate::corun::command::ShellCommand;
@@ -113,12 +114,10 @@ pub fn parse_programs(text: &str) -> Result<Vec<Program>, BenchError> {
     Ok(out)
 }
 
-/// One program's progress: in-mix over alone throughput, turned for a time.
-pub fn progress(direction: Direction, in_mix: f64, alone: f64) -> Option<f64> {
-    let p = match direction {
-        Direction::Higher => in_mix / alone,
-        Direction::Lower => alone / in_mix,
-    };
+/// One program's progress: its throughput in the mix over its throughput alone (work
+/// per second both, whatever its unit: a time per operation is turned the same way).
+pub fn progress(in_mix: f64, alone: f64) -> Option<f64> {
+    let p = in_mix / alone;
     (p.is_finite() && p >= 0.0).then_some(p)
 }
 
@@ -200,7 +199,7 @@ impl Benchmark for Mix {
             )?;
             running.push(Running {
                 name: p.name.clone(),
-                direction: p.bench.info().direction,
+                kind: p.bench.info().value_kind,
                 cpu,
                 partner,
             });
@@ -214,7 +213,7 @@ impl Benchmark for Mix {
 
 struct Running {
     name: String,
-    direction: Direction,
+    kind: ValueKind,
     cpu: u32,
     partner: Partner,
 }
@@ -225,7 +224,8 @@ struct MixInstance {
 }
 
 impl MixInstance {
-    /// Mean value of each of `which` over one window with those running.
+    /// The throughput (work per second, waits between samples included) of each of
+    /// `which` over one window with those running.
     fn window(&self, which: &[usize]) -> Result<Vec<f64>, BenchError> {
         for &i in which {
             self.programs[i].partner.begin()?;
@@ -234,7 +234,8 @@ impl MixInstance {
         let mut out = Vec::new();
         for &i in which {
             let w = self.programs[i].partner.end()?;
-            let Some(m) = stats::mean(&w.values) else {
+            let span = w.span_ns();
+            if w.values.is_empty() || span == 0 || !(w.work > 0.0) {
                 return Err(BenchError::Unsupported {
                     bench: NAME.into(),
                     reason: format!(
@@ -242,10 +243,19 @@ impl MixInstance {
                         self.programs[i].name, self.window
                     ),
                 });
-            };
-            out.push(m);
+            }
+            out.push(w.work / (span as f64 / 1e9));
         }
         Ok(out)
+    }
+}
+
+/// A throughput (work per second) in the program's unit: a rate, or a time per unit
+/// of work.
+fn in_unit(kind: ValueKind, work_per_s: f64) -> f64 {
+    match kind {
+        ValueKind::Rate { scale } => work_per_s / scale,
+        ValueKind::TimePerOp => 1e9 / work_per_s,
     }
 }
 
@@ -267,7 +277,7 @@ impl Instance for MixInstance {
         };
         let mut total = 0.0;
         for (i, p) in self.programs.iter().enumerate() {
-            let Some(pr) = progress(p.direction, in_mix[i], alone[i]) else {
+            let Some(pr) = progress(in_mix[i], alone[i]) else {
                 return Err(BenchError::Check {
                     bench: NAME.into(),
                     reason: format!(
@@ -278,8 +288,14 @@ impl Instance for MixInstance {
             };
             total += pr;
             let m = &mut raw.metrics;
-            m.insert(keys::key(i, &p.name, keys::IN_MIX), in_mix[i]);
-            m.insert(keys::key(i, &p.name, keys::ALONE), alone[i]);
+            m.insert(
+                keys::key(i, &p.name, keys::IN_MIX),
+                in_unit(p.kind, in_mix[i]),
+            );
+            m.insert(
+                keys::key(i, &p.name, keys::ALONE),
+                in_unit(p.kind, alone[i]),
+            );
             m.insert(keys::key(i, &p.name, keys::PROGRESS), pr);
             m.insert(keys::key(i, &p.name, keys::CPU), f64::from(p.cpu));
         }
@@ -293,7 +309,6 @@ impl Instance for MixInstance {
         Some(1)
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -326,10 +341,12 @@ mod tests {
     }
 
     #[test]
-    fn progress_turns_times_and_refuses_nonsense() {
-        assert_eq!(progress(Direction::Higher, 5.0, 10.0), Some(0.5));
-        assert_eq!(progress(Direction::Lower, 20.0, 10.0), Some(0.5));
-        assert_eq!(progress(Direction::Higher, 1.0, 0.0), None);
+    fn progress_is_a_throughput_ratio_in_any_unit() {
+        assert_eq!(progress(5.0, 10.0), Some(0.5));
+        assert_eq!(progress(1.0, 0.0), None);
+        // 2 runs/s is 0.5 s per run.
+        assert_eq!(in_unit(ValueKind::TimePerOp, 2.0), 5e8);
+        assert_eq!(in_unit(ValueKind::Rate { scale: 1e3 }, 2000.0), 2.0);
     }
 
     #[test]
@@ -337,7 +354,10 @@ mod tests {
         let info = Mix.info();
         let params = Params::resolve(
             &info,
-            &["programs=int-ops,cmd:echo=echo hi".into(), "window=60ms".into()],
+            &[
+                "programs=int-ops,cmd:echo=echo hi".into(),
+                "window=300ms".into(),
+            ],
             true,
         )
         .unwrap();
@@ -375,7 +395,10 @@ mod tests {
         let info = Mix.info();
         let params = Params::resolve(
             &info,
-            &["programs=int-ops,cmd:bad=exit 3".into(), "window=20ms".into()],
+            &[
+                "programs=int-ops,cmd:bad=exit 3".into(),
+                "window=20ms".into(),
+            ],
             true,
         )
         .unwrap();
