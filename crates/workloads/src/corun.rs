@@ -313,6 +313,11 @@ impl Partner {
         Ok(())
     }
 
+    /// Samples the partner finished wholly since [`Partner::begin`], so far.
+    pub fn samples_so_far(&self) -> usize {
+        self.shared.lock().window.values.len()
+    }
+
     /// Parks the partner (waiting for its current sample to end) and returns what it did
     /// since [`Partner::begin`].
     pub fn end(&self) -> Result<PartnerWindow, BenchError> {
