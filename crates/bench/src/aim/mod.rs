@@ -1,8 +1,22 @@
-//! AIM9-style throughput rows (paper 001 Table 2) that add to what the `os` group's
-//! lmbench latencies already measure: one benchmark per row, group `aim`, each a
-//! throughput in its own unit, run by one measuring thread pinned to the placement's
-//! first CPU (message and shared-memory rows put their echo thread on the second CPU,
-//! or the first again when there is one).
+//! AIM9's throughput rows (paper 001 Table 2), all 59 of them, in the paper's order
+//! ([`TABLE2`]): one benchmark per row, group `aim`, each a throughput in AIM9's unit
+//! (operations per second; thousands for the arithmetic rows, bytes for disk and copy),
+//! run by one measuring thread pinned to the placement's first CPU (message and
+//! shared-memory rows put their echo thread on the second CPU, or the first again when
+//! there is one). Each row's catalog entry names its AIM9 row and what the paper says it
+//! counts ([`smtlab_model::ReportSection::AimRow`]), so the report lays out the table.
+//!
+//! One module per family, each documenting its rows:
+//!
+//! | module | rows |
+//! |---|---|
+//! | [`arith`] | add, mul and div of double, float, long, int, short (`aim-add-double` ...) |
+//! | [`calls`] | fun_cal, fun_cal1, fun_cal2, fun_cal15 |
+//! | [`sys`] | creat-clo, page_test, brk_test, jmp_test, signal_test, exec_test, fork_test, link_test, disk_src, dir_rtns_1 |
+//! | [`rtns`] | num_rtns_1, trig_rtns, matrix_rtns, array_rtns, string_rtns, mem_rtns_1, mem_rtns_2, misc_rtns_1 |
+//! | [`disk`] | disk_rr, disk_rw, disk_rd, disk_wrt, disk_cp, sync_disk_rw, sync_disk_wrt, sync_disk_cp |
+//! | [`compute`] | sieve, sort_rtns_1, series_1, ram_copy, shell_rtns_1 to _3 |
+//! | [`msg`] | shared_memory, tcp_test, udp_test, fifo_test, stream_pipe, dgram_pipe, pipe_cpy |
 //!
 //! | benchmark | AIM9 row | one iteration |
 //! |---|---|---|
@@ -10,12 +24,13 @@
 //! | `aim-disk-rd` / `aim-disk-wrt` | disk_rd, disk_wrt | the next sequential block, wrapping at the end |
 //! | `aim-disk-cp` | disk_cp | read a block of one file, write it to the same place of another |
 //! | `aim-sync-disk-rw` / `-wrt` / `-cp` | sync_disk_* | as above, the written file opened `O_SYNC` |
-//! | `aim-shell` | shell_rtns | `sh` runs a small script (loop, pipe, `ls`) |
+//! | `aim-shell` (`-2`, `-3`) | shell_rtns_1 (2, 3) | `sh` runs a small script (loop, pipe, `ls`) |
 //! | `aim-sieve` | sieve | a sieve of Eratosthenes up to `limit` |
 //! | `aim-sort` | sort_rtns_1 | sort a copy of `n` random 64-bit integers |
 //! | `aim-series` | series_1 | sum a Taylor series of exp(x) to convergence |
 //! | `aim-shm` | shared_memory | a hand-off through a System V shared memory segment, with process-shared semaphores in it |
 //! | `aim-fifo` | fifo_test | a message through a named pipe and back |
+//! | `aim-pipe` | pipe_cpy | a message through an anonymous pipe and back |
 //! | `aim-stream-pipe` / `aim-dgram-pipe` | stream_pipe, dgram_pipe | a message through a unix stream / datagram socket pair and back |
 //! | `aim-tcp` / `aim-udp` | tcp_test, udp_test | a message over loopback TCP / UDP and back |
 //! | `aim-ram-copy` | ram_copy | copy a `size` block to another |
