@@ -408,9 +408,33 @@ mod tests {
         assert_eq!(floor_prefix(10, 3), 12);
         // 5,6,7,0,1 with period 8, d = 2: 2+3+3+0+0 = 8
         assert_eq!(floor_sum(5, 5, 2, 8), 8);
-        // A wrong reference makes the check fail: a lane that skipped steps.
-        let (_, ok) = div_i16(3);
-        assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn the_closed_forms_agree_with_plain_loops() {
+        // Fibonacci pairs and powers modulo 2^64 against stepping them.
+        let (mut a, mut b) = (0u64, 1u64);
+        let mut x = 1u64;
+        for k in 0..300u64 {
+            assert_eq!(fib_pair(k), (a, b), "F({k})");
+            assert_eq!(pow_mod(7, k), x, "7^{k}");
+            (a, b) = (b, a.wrapping_add(b));
+            x = x.wrapping_mul(7);
+        }
+        // Floor sums against adding the quotients, wrapping through a small period.
+        for (v0, n, d, period) in [
+            (0u64, 50u64, 3u64, 16u64),
+            (13, 100, 5, 16),
+            (7, 1000, 7, 32),
+        ] {
+            let mut v = v0;
+            let mut sum = 0u64;
+            for _ in 0..n {
+                sum += v / d;
+                v = (v + 1) % period;
+            }
+            assert_eq!(floor_sum(v0.into(), n.into(), d.into(), period.into()), sum);
+        }
     }
 
     #[test]
