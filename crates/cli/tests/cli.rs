@@ -2282,3 +2282,45 @@ mod errors {
         }
     }
 }
+
+#[test]
+fn every_aim_row_of_paper_001_table_2_runs_in_its_quick_form() {
+    let list = json_of(smtlab().args(["list", "--json"]));
+    let aim: Vec<(String, String)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["group"] == "aim")
+        .map(|b| {
+            let origin = b["origin"].as_str().unwrap();
+            let row = origin
+                .strip_prefix("paper 001 Table 2 (AIM9 ")
+                .and_then(|r| r.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("{origin}"));
+            (b["name"].as_str().unwrap().to_string(), row.to_string())
+        })
+        .collect();
+    // The paper's 59 rows, each once.
+    let mut rows: Vec<&str> = aim.iter().map(|(_, r)| r.as_str()).collect();
+    rows.sort_unstable();
+    rows.dedup();
+    assert_eq!(rows.len(), 59, "{rows:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let v = json_of(
+        smtlab()
+            .arg("bench")
+            .args(aim.iter().map(|(n, _)| n.as_str()))
+            .args(["-p", "1c1t", "--quick", "--max-samples", "3", "--json"])
+            .env("TMPDIR", dir.path()),
+    );
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(v["skipped"], serde_json::json!([]));
+    assert_eq!(cells.len(), 59);
+    for c in cells {
+        let mean = c["result"]["summary"]["mean"].as_f64().unwrap();
+        assert!(mean > 0.0, "{}: {mean}", c["benchmark"]);
+        assert!(c["unit"].as_str().unwrap().ends_with("/s"), "{}", c["unit"]);
+    }
+    // Files, FIFOs and directories of the disk and system rows are gone.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

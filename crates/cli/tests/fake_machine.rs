@@ -512,3 +512,66 @@ fn kill_9_mid_cell_leaves_the_interrupt_steering_as_it_was() {
         steering_files(&f) == STEERING_AS_BUILT
     });
 }
+
+#[test]
+fn a_mix_runs_its_programs_together_on_the_two_siblings_and_the_report_shows_it() {
+    let f = Fake::new();
+    // A kernel and a command on the two siblings, then each alone.
+    let v = json(
+        f.smtlab()
+            .args([
+                "bench",
+                "mix",
+                "-p",
+                "1c2t",
+                "--quick",
+                "--max-samples",
+                "3",
+            ])
+            .args([
+                "--param",
+                "programs=int-ops,cmd:s=seq 300 | wc -l",
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, None), ["1c2t"]);
+    let cell = &v["cells"][0];
+    assert_eq!(cell["placement"]["cpus"], serde_json::json!([0, 1]));
+    for s in cell["result"]["samples"].as_array().unwrap() {
+        let m = &s["metrics"];
+        let p0 = m["mix.0.int-ops.progress"].as_f64().unwrap();
+        let p1 = m["mix.1.s.progress"].as_f64().unwrap();
+        // Each program made progress, and the value is their sum (weighted speedup).
+        assert!(p0 > 0.0 && p1 > 0.0, "{m}");
+        assert!((s["value"].as_f64().unwrap() - (p0 + p1)).abs() < 1e-9);
+        assert_eq!(m["mix.0.int-ops.cpu"], 0.0);
+        assert_eq!(m["mix.1.s.cpu"], 1.0);
+    }
+    // The quick suite's mix on both placements, stored, and the report's section.
+    let v = json(
+        f.smtlab()
+            .args(["run", "--suite", "quick", "--bench", "mix"])
+            .args(["--placements", "1c1t,1c2t", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, None), ["1c1t", "1c2t"]);
+    let page = f.dir.path().join("mix.html");
+    ok(f.smtlab()
+        .args(["report", "latest", "-o"])
+        .arg(&page)
+        .arg("--db")
+        .arg(f.db())
+        .output()
+        .unwrap());
+    let html = fs::read_to_string(page).unwrap();
+    let at = html.find("<section id=\"mix\">").expect("a mix section");
+    let section = &html[at..at + html[at..].find("</section>").unwrap()];
+    for want in ["int-ops", "fp-ops", "weighted speedup", "1c2t"] {
+        assert!(section.contains(want), "{want}: {section}");
+    }
+    assert!(f.journal().is_empty(), "{:?}", f.journal());
+}

@@ -65,10 +65,18 @@ pub enum ReportSection {
     /// A speed-up table by the swept parameter with a chart (paper 001 Tables 3-6 and
     /// the netperf-style rows); `caption` names the table it re-creates.
     SpeedupTable { caption: String },
-    /// The AIM9 rows (paper 001 Table 2).
+    /// The AIM9 rows (paper 001 Table 2), as results exported before each row named its
+    /// AIM9 row ([`ReportSection::AimRow`]).
     Aim,
+    /// A row of paper 001 Table 2 (AIM9): the row's name as AIM9 prints it (`add_double`)
+    /// and what it counts, as the paper's table says (`Thousand Double Precision Additions
+    /// per second`). Rows are in catalog order, which is the paper's.
+    AimRow { row: String, label: String },
     /// The task pool's figures (paper 002 Figs 15-16).
     TaskPool,
+    /// A multiprogrammed mix (paper 003 section 2.3): each program's progress in the mix
+    /// and the weighted speedup, per placement.
+    Mix,
     /// The OLTP and SDET section (paper 004).
     Oltp,
     /// A row of the OS latency table (paper 001 Table 1): the row's `label` as the paper
@@ -97,7 +105,22 @@ impl ReportSection {
     /// A row of a paper's table: its section lists the table's rows a run did not
     /// measure, so a reader adds every row's entry ([`crate::RunResults::describe`]).
     pub fn is_table_row(&self) -> bool {
-        matches!(self, ReportSection::OsLatency { .. })
+        self.paper_table().is_some()
+    }
+
+    /// The paper table a row belongs to (`paper 001 Table 1`), for sections that list the
+    /// rows a run did not measure; `None` for sections that are not table rows.
+    pub fn paper_table(&self) -> Option<&'static str> {
+        match self {
+            ReportSection::OsLatency { .. } => Some("paper 001 Table 1"),
+            ReportSection::AimRow { .. } => Some("paper 001 Table 2"),
+            _ => None,
+        }
+    }
+
+    /// One of the AIM9 rows, as named rows or as older results hold them.
+    pub fn is_aim(&self) -> bool {
+        matches!(self, ReportSection::Aim | ReportSection::AimRow { .. })
     }
 }
 

@@ -17,6 +17,46 @@ pub mod corun {
     pub const RUN_NS: &str = "run_ns";
 }
 
+/// Written by a multiprogrammed mix (`mix`, paper 003 section 2.3): for each program of
+/// the mix, in the order given, its throughput in the mix, alone (each in the program's
+/// unit), and its progress (the ratio of work per second: 1 is as fast as alone), each
+/// under [`mix::key`]. The sample's
+/// value is the sum of the progresses: the weighted speedup.
+pub mod mix {
+    /// Field: the program's mean value in the mix, in its own unit.
+    pub const IN_MIX: &str = "mix";
+    /// Field: the program's mean value alone on its CPU, in the same window length.
+    pub const ALONE: &str = "alone";
+    /// Field: in-mix over alone work per second: 1 when the mix does not slow the
+    /// program, 0.5 when it runs at half speed.
+    pub const PROGRESS: &str = "progress";
+    /// Field: the CPU the program ran on.
+    pub const CPU: &str = "cpu";
+
+    /// The metric of program `index` (named `name`) and `field`: `mix.0.int-ops.progress`.
+    pub fn key(index: usize, name: &str, field: &str) -> String {
+        format!("mix.{index}.{name}.{field}")
+    }
+
+    /// The program index, name and field of a [`key`], or `None` for another metric.
+    pub fn parse(key: &str) -> Option<(usize, &str, &str)> {
+        let rest = key.strip_prefix("mix.")?;
+        let (index, rest) = rest.split_once('.')?;
+        let (name, field) = rest.rsplit_once('.')?;
+        Some((index.parse().ok()?, name, field))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn keys_read_back_with_dotted_names() {
+            let k = super::key(3, "gz.big", super::PROGRESS);
+            assert_eq!(super::parse(&k), Some((3, "gz.big", "progress")));
+            assert_eq!(super::parse("partner_value"), None);
+        }
+    }
+}
+
 /// Written by a chat load (paper 001 Table 3: its rooms, connections, threads and
 /// messages per round), the shape the report tabulates beside the speed-ups.
 pub mod chat {

@@ -264,7 +264,7 @@ pub struct RunResults {
 impl RunResults {
     /// Adds the catalog entries of this run's benchmarks that `catalog` knows and the
     /// run does not carry yet, in catalog order; when the run fills a row of a paper's
-    /// table (`ReportSection::is_table_row`), the entries of the table's other rows too,
+    /// table (`ReportSection::paper_table`), the entries of that table's other rows too,
     /// so the report can say which rows the run did not measure.
     pub fn describe(&mut self, catalog: impl IntoIterator<Item = BenchInfo>) {
         let catalog: Vec<BenchInfo> = catalog.into_iter().collect();
@@ -272,12 +272,15 @@ impl RunResults {
             self.cells.iter().any(|c| c.benchmark == name)
                 || self.run.plan.iter().any(|k| k.benchmark == name)
         };
-        let table = catalog
+        // The paper tables the run fills a row of: their other rows come too.
+        let tables: Vec<&'static str> = catalog
             .iter()
-            .any(|i| i.report.is_table_row() && used(&i.name));
+            .filter(|i| used(&i.name))
+            .filter_map(|i| i.report.paper_table())
+            .collect();
         let wanted: Vec<bool> = catalog
             .iter()
-            .map(|i| used(&i.name) || (table && i.report.is_table_row()))
+            .map(|i| used(&i.name) || i.report.paper_table().is_some_and(|t| tables.contains(&t)))
             .collect();
         for (info, wanted) in catalog.into_iter().zip(wanted) {
             if wanted && !self.benchmarks.iter().any(|b| b.name == info.name) {

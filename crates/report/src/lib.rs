@@ -69,6 +69,7 @@ mod html_figures;
 
 pub mod html_workloads;
 pub mod markdown;
+pub mod mix;
 pub mod smt_states;
 pub mod svg;
 pub mod table;

@@ -240,6 +240,27 @@ fn a_renamed_os_benchmark_keeps_its_paper_row_and_missing_rows_are_named() {
 }
 
 #[test]
+fn the_aim_rows_follow_paper_001_table_2_and_name_the_rows_left_out() {
+    let page = smtlab_report::html(&workloads_demo());
+    let aim = section(&page, "aim");
+    // AIM9's names and units, in the paper's order whatever the run's order was.
+    let at = |s: &str| aim.find(s).unwrap_or_else(|| panic!("{s} missing: {aim}"));
+    let rd = at("disk_rd: Sequential Disk Reads (K) per second (aim-disk-rd)");
+    let sieve = at("sieve: Integer Sieves per second (aim-sieve)");
+    let fifo = at("fifo_test: FIFO Messages per second (aim-fifo)");
+    assert!(rd < sieve && sieve < fifo, "{aim}");
+    // A skipped row says why; a row the run did not ask for is named.
+    assert!(
+        aim.contains("jmp_test (aim-jmp): no unwinding in this build"),
+        "{aim}"
+    );
+    assert!(
+        aim.contains("not measured in this run: add_double."),
+        "{aim}"
+    );
+}
+
+#[test]
 fn chat_shows_the_shape_of_its_loads_as_paper_001_table_3() {
     let page = smtlab_report::html(&workloads_demo());
     let at = page

@@ -145,6 +145,20 @@ fn single(cpu: u32, base: &ResolvedPlacement) -> ResolvedPlacement {
 pub struct PartnerWindow {
     /// Values (in the partner's unit) of the partner samples wholly inside A's sample.
     pub values: Vec<f64>,
+    /// The work those samples did, and when the first began and the last ended: the
+    /// partner's throughput over the window with the time it waited between samples
+    /// (descheduled, say) included, which the samples' own values leave out.
+    pub work: f64,
+    pub first_start_ns: Option<u64>,
+    pub last_end_ns: u64,
+}
+
+impl PartnerWindow {
+    /// From the first counted sample's start to the last one's end; 0 without samples.
+    pub fn span_ns(&self) -> u64 {
+        self.first_start_ns
+            .map_or(0, |s| self.last_end_ns.saturating_sub(s))
+    }
 }
 
 #[derive(Default)]
@@ -299,6 +313,11 @@ impl Partner {
         Ok(())
     }
 
+    /// Samples the partner finished wholly since [`Partner::begin`], so far.
+    pub fn samples_so_far(&self) -> usize {
+        self.shared.lock().window.values.len()
+    }
+
     /// Parks the partner (waiting for its current sample to end) and returns what it did
     /// since [`Partner::begin`].
     pub fn end(&self) -> Result<PartnerWindow, BenchError> {
@@ -364,14 +383,20 @@ fn partner_loop(shared: &Shared, info: &BenchInfo, prepare: Prepare, iterations:
             shared.cv.notify_all();
             st.a_active.then_some(st.a_gen)
         };
+        let started_ns = smtlab_bench::clock::now_ns();
         let sample = instance.sample(n);
+        let ended_ns = smtlab_bench::clock::now_ns();
         let mut st = shared.lock();
         st.busy = false;
         match sample {
             Ok(raw) => {
                 let inside = generation.is_some_and(|g| st.a_active && st.a_gen == g);
                 if inside && let Ok(v) = sample_value(info.value_kind, &raw) {
-                    st.window.values.push(v.value);
+                    let w = &mut st.window;
+                    w.values.push(v.value);
+                    w.work += raw.work;
+                    w.first_start_ns.get_or_insert(started_ns);
+                    w.last_end_ns = ended_ns;
                 }
             }
             Err(e) => {

@@ -33,6 +33,7 @@ pub mod corun;
 pub mod db;
 pub mod dbench;
 pub mod exec;
+pub mod mix;
 pub mod net;
 pub mod scratch;
 pub mod sdet;
@@ -84,6 +85,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     v.extend(dbench::benchmarks());
     v.extend(db::benchmarks());
     v.extend(sdet::benchmarks());
+    v.push(Box::new(mix::Mix));
     v
 }
 

@@ -304,12 +304,12 @@ impl Instance for DiskInstance {
 }
 
 /// A private directory removed when dropped.
-struct Scratch(PathBuf);
+pub(super) struct Scratch(pub(super) PathBuf);
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Scratch {
-    fn create(parent: &Path) -> std::io::Result<Scratch> {
+    pub(super) fn create(parent: &Path) -> std::io::Result<Scratch> {
         let dir = parent.join(format!(
             "smtlab-aim-{}-{}",
             std::process::id(),

@@ -7,6 +7,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::fd::FromRawFd;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -20,6 +21,7 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    Pipe,
     Fifo,
     Stream,
     Dgram,
@@ -45,6 +47,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
         m("aim-dgram-pipe", "dgram_pipe", Kind::Dgram),
         m("aim-tcp", "tcp_test", Kind::Tcp),
         m("aim-udp", "udp_test", Kind::Udp),
+        m("aim-pipe", "pipe_cpy", Kind::Pipe),
     ]
 }
 
@@ -60,6 +63,7 @@ impl Benchmark for Msg {
 
     fn info(&self) -> BenchInfo {
         let what = match self.kind {
+            Kind::Pipe => "a message through an anonymous pipe to an echo thread and back",
             Kind::Fifo => "a message through a named pipe (FIFO) to an echo thread and back",
             Kind::Stream => "a message through a unix stream socket pair and back",
             Kind::Dgram => "a message through a unix datagram socket pair and back",
@@ -114,6 +118,23 @@ impl Benchmark for Msg {
         };
         let mut fifo_dir = None;
         let (mine, theirs): (Endpoint, Endpoint) = match self.kind {
+            Kind::Pipe => {
+                let pipe = || -> Result<(File, File), BenchError> {
+                    let mut fds = [0; 2];
+                    // SAFETY: pipe2 writes two descriptors into the array we own.
+                    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                        return Err(io_err(name, "pipe", io::Error::last_os_error()));
+                    }
+                    // SAFETY: both descriptors are fresh and owned by nothing else.
+                    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+                };
+                let (to_r, to_w) = pipe()?;
+                let (from_r, from_w) = pipe()?;
+                (
+                    Endpoint::stream(Box::new(from_r), Box::new(to_w)),
+                    Endpoint::stream(Box::new(to_r), Box::new(from_w)),
+                )
+            }
             Kind::Fifo => {
                 let dir = std::env::temp_dir().join(format!(
                     "smtlab-aim-fifo-{}-{}",

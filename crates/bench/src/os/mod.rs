@@ -132,7 +132,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 
 /// The same benchmarks measured on the calling thread, in the calling process: what the
 /// lean child runs, and what this crate's unit tests sample directly.
-fn in_process_benchmarks() -> Vec<Box<dyn Benchmark>> {
+pub(crate) fn in_process_benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v = syscalls::benchmarks();
     v.extend(select::benchmarks());
     v.extend(signal::benchmarks());

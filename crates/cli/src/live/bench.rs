@@ -165,6 +165,12 @@ impl SessionObserver for BenchPrinter<'_> {
                     render::table::Layout::term(),
                 ));
             }
+            if let Some(l) = smtlab_report::mix::line(&cell) {
+                text.push_str(&render::table::wrap(
+                    &format!("  {l}"),
+                    render::table::Layout::term(),
+                ));
+            }
             self.out(&text);
         }
         if let Some(note) = m.counters_note {

@@ -96,6 +96,14 @@ impl SessionObserver for RunSaver<'_> {
                     .to_string(),
                 );
             }
+            if let Some(l) = smtlab_report::mix::line(cell) {
+                say(
+                    self.bar,
+                    render::table::wrap(&format!("  {l}"), render::table::Layout::term())
+                        .trim_end()
+                        .to_string(),
+                );
+            }
         }
         if let Some(note) = m.counters_note {
             crate::term::note_with(

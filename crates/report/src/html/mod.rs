@@ -82,7 +82,7 @@ figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text
 type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
 
 /// The sections in page order: id, navigation name, writer.
-const SECTIONS: [(&str, &str, SectionFn); 19] = [
+const SECTIONS: [(&str, &str, SectionFn); 20] = [
     // The answer (keep SMT on / turn it off) leads: the machine details come after it.
     ("advice", "Answer", crate::advice::section),
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
@@ -107,6 +107,7 @@ const SECTIONS: [(&str, &str, SectionFn); 19] = [
     ),
     ("aim", "AIM9 rows", crate::html_workloads::aim),
     ("task-pool", "Task pool", crate::html_workloads::task_pool),
+    ("mix", "Multiprogrammed mix", crate::mix::section),
     ("oltp", "OLTP and SDET", crate::html_workloads::oltp),
     ("counters", "Counters", crate::html_counters::section),
     ("corun", "Co-running workloads", corun),

@@ -1,6 +1,9 @@
-//! The `aim` section (paper 001 Table 2): a row per AIM9 benchmark with its throughput
-//! per placement and the SMT speed-ups.
+//! The `aim` section (paper 001 Table 2): a row per AIM9 row in the paper's order, named
+//! as the paper names it (`add_double`, what it counts), with its throughput per
+//! placement and the SMT speed-ups; then the paper's rows the run did not measure, each
+//! with the reason it was skipped where it was.
 
+use maud::html;
 use smtlab_model::{ReportSection, RunResults};
 
 use super::cells::cells_in;
@@ -8,24 +11,45 @@ use super::rows::Row;
 use super::speedup_table::{no_pairs_line, speedup_table};
 use crate::fmt::params;
 
+/// The AIM9 row of `bench` from the run's catalog entries: its position (the paper's
+/// order), AIM9's name and what it counts.
+fn aim_row<'a>(r: &'a RunResults, bench: &str) -> Option<(usize, &'a str, &'a str)> {
+    r.benchmarks
+        .iter()
+        .enumerate()
+        .find_map(|(i, b)| match &b.report {
+            ReportSection::AimRow { row, label } if b.name == bench => {
+                Some((i, row.as_str(), label.as_str()))
+            }
+            _ => None,
+        })
+}
+
 /// Paper 001 Table 2: a row per AIM9 benchmark.
 pub(crate) fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let cells = cells_in(r, |s| *s == ReportSection::Aim);
+    let mut cells = cells_in(r, ReportSection::is_aim);
     if cells.is_empty() {
         return Err(String::new());
     }
+    // The paper's order (the catalog's), then run order for rows the catalog lacks.
+    cells.sort_by_key(|c| aim_row(r, &c.benchmark).map_or(usize::MAX, |(i, ..)| i));
     p.push_str(
-        "<section id=\"aim\"><h2>AIM9 rows</h2><p>Paper 001 Table 2's layout: a row per \
-         benchmark with its throughput per placement in its own unit (mean ± 95% CI), and \
-         the SMT speed-ups.</p>",
+        "<section id=\"aim\"><h2>AIM9 rows (Vianney 2003, Table 2)</h2><p>Paper 001 Table \
+         2's layout: a row per AIM9 test in the paper's order, named as AIM9 names it and \
+         with what it counts, its throughput per placement in its own unit (mean ± 95% CI), \
+         and the SMT speed-ups.</p>",
     );
     let mut rows: Vec<Row<'_>> = Vec::new();
     for c in &cells {
         let ps = params(&c.flat_params());
+        let name = match aim_row(r, &c.benchmark) {
+            Some((_, row, label)) => format!("{row}: {label} ({})", c.benchmark),
+            None => c.benchmark.clone(),
+        };
         let label = if ps == "-" {
-            c.benchmark.clone()
+            name
         } else {
-            format!("{} {ps}", c.benchmark)
+            format!("{name} {ps}")
         };
         match rows.iter_mut().find(|r| r.label == label) {
             Some(row) => row.cells.push(c),
@@ -36,9 +60,36 @@ pub(crate) fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
             }),
         }
     }
-    if !speedup_table(p, "benchmark", &rows) {
+    if !speedup_table(p, "AIM9 row", &rows) {
         no_pairs_line(p, r);
     }
+    // The paper's rows without a measured cell: skipped (with the reason) or not asked.
+    let mut skipped: Vec<String> = Vec::new();
+    let mut absent: Vec<&str> = Vec::new();
+    for b in &r.benchmarks {
+        let ReportSection::AimRow { row, .. } = &b.report else {
+            continue;
+        };
+        if cells.iter().any(|c| c.benchmark == b.name) {
+            continue;
+        }
+        match r.skipped.iter().find(|s| s.key.benchmark == b.name) {
+            Some(s) => skipped.push(format!("{row} ({}): {}", b.name, s.reason)),
+            None => absent.push(row),
+        }
+    }
+    let tail = html! {
+        @if !skipped.is_empty() {
+            p class="muted" { "Rows of the paper's table that could not run here:" }
+            ul class="muted" { @for s in &skipped { li { (s) } } }
+        }
+        @if !absent.is_empty() {
+            p class="muted" {
+                "Rows of the paper's table not measured in this run: " (absent.join(", ")) "."
+            }
+        }
+    };
+    p.push_str(&tail.into_string());
     p.push_str("</section>");
     Ok(())
 }
