@@ -18,6 +18,7 @@
 //! | [`dbench`] | `dbench` | 001 |
 //! | [`db`] | `oltp-pg`, `oltp-sqlite` | 004 |
 //! | [`sdet`] | `sdet` | 004 |
+//! | [`trade`] | `app-trade` | 004 |
 //!
 //! The benchmarks that commands build rather than the catalog lists live here too:
 //!
@@ -36,6 +37,7 @@ pub mod exec;
 pub mod net;
 pub mod scratch;
 pub mod sdet;
+pub mod trade;
 pub mod utilisation;
 pub mod web;
 
@@ -70,6 +72,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     v.extend(dbench::benchmarks());
     v.extend(db::benchmarks());
     v.extend(sdet::benchmarks());
+    v.push(Box::new(trade::AppTrade));
     v
 }
 
