@@ -172,3 +172,33 @@ fn kill_9_leaves_no_application_or_database_running() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// `nfs-sfs` where the kernel has no nfsd (this project's machines): the cell is
+/// skipped in `run` with the one-line reason, said once before measuring.
+#[test]
+fn nfs_sfs_without_nfsd_is_skipped_with_the_reason() {
+    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if fs
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some("nfsd"))
+    {
+        return;
+    }
+    let db = tempfile::tempdir().unwrap();
+    let out = smtlab()
+        .args(["run", "--suite", "quick", "--bench", "nfs-sfs", "--db"])
+        .arg(db.path().join("r.db"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let note = stderr
+        .lines()
+        .find(|l| l.contains("nfs-sfs: kernel has no nfsd: "))
+        .unwrap_or_else(|| panic!("no reason given: {stdout}\n{stderr}"));
+    assert!(note.contains("/proc/filesystems"), "{note}");
+    assert!(stderr.contains("0 cells measured"), "{stderr}");
+    // The cell on 1c1t (which has a client side here) says why, under its row.
+    assert!(stdout.contains("kernel has no nfsd"), "{stdout}");
+}

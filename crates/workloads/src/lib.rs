@@ -19,6 +19,7 @@
 //! | [`db`] | `oltp-pg`, `oltp-sqlite` | 004 |
 //! | [`sdet`] | `sdet` | 004 |
 //! | [`trade`] | `app-trade` | 004 |
+//! | [`nfs`] | `nfs-sfs` | 004 |
 //!
 //! The benchmarks that commands build rather than the catalog lists live here too:
 //!
@@ -35,6 +36,7 @@ pub mod db;
 pub mod dbench;
 pub mod exec;
 pub mod net;
+pub mod nfs;
 pub mod scratch;
 pub mod sdet;
 pub mod trade;
@@ -73,6 +75,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     v.extend(db::benchmarks());
     v.extend(sdet::benchmarks());
     v.push(Box::new(trade::AppTrade));
+    v.push(Box::new(nfs::NfsSfs));
     v
 }
 
