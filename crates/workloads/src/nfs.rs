@@ -190,16 +190,22 @@ impl Benchmark for NfsSfs {
             what: format!("create {}", export.display()),
             error: e,
         })?;
-        let server = kernel::KernelNfs::start(&export, cfg.nfsd_threads, &ctx.placement.cpu_set())
-            .map_err(|reason| BenchError::Unsupported {
-                bench: NAME.into(),
-                reason,
-            })?;
+        let server = kernel::KernelNfs::start(
+            &export,
+            dir.path(),
+            cfg.nfsd_threads,
+            &ctx.placement.cpu_set(),
+        )
+        .map_err(|reason| BenchError::Unsupported {
+            bench: NAME.into(),
+            reason,
+        })?;
         let target = Target {
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            // Known ports: the client needs no portmapper.
             portmap_port: 111,
-            mount_port: None,
-            nfs_port: None,
+            mount_port: Some(kernel::MOUNTD_PORT),
+            nfs_port: Some(kernel::NFSD_PORT),
             export: export.display().to_string(),
             privileged: true,
         };

@@ -5,7 +5,8 @@
 //! the parent-death signal, the guardian, the clean-up on signals). Its script brings
 //! up loopback, mounts a private tmpfs over `/var/lib/nfs` (so exports, rmtab and the
 //! state files never touch the host's), mounts the namespace's nfsd file system,
-//! starts `rpcbind` and `rpc.mountd` in the foreground, exports the cell's directory to
+//! and over `/run`, starts `rpcbind` and `rpc.mountd` (port [`MOUNTD_PORT`]) in the
+//! foreground, exports the cell's directory to
 //! 127.0.0.1 with `exportfs -o`, starts `rpc.nfsd -N 4 THREADS` (NFSv3 only), prints
 //! `READY` and waits for its standard input to close. Closing it stops the threads
 //! (`rpc.nfsd 0`), unexports and ends the daemons.
@@ -118,25 +119,36 @@ pub fn why_not() -> Option<String> {
     why_not_at(Path::new("/proc"), Path::new("/lib/modules"), root)
 }
 
-/// The holder's script; `$1` the exported directory, `$2` the nfsd threads.
+/// The port `rpc.mountd` listens on in the namespace (Debian's usual one; the
+/// namespace is private, so it is always free), and nfsd's.
+pub const MOUNTD_PORT: u16 = 20048;
+pub const NFSD_PORT: u16 = 2049;
+
+/// The holder's script; `$1` the exported directory, `$2` the nfsd threads, `$3` the
+/// directory for the daemons' logs. `/run` is a private tmpfs too, so this rpcbind's
+/// socket and lock never meet a host rpcbind's. After `READY` the script's own output
+/// goes to the log: smtlab stops reading it.
 const SCRIPT: &str = r#"set -e
+exec 2>>"$3/server.log"
 ip link set lo up
+mount -t tmpfs smtlab-nfs-run /run
 mount -t tmpfs smtlab-nfs-state /var/lib/nfs
 mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery /var/lib/nfs/sm
 : > /var/lib/nfs/etab
 : > /var/lib/nfs/rmtab
 mkdir -p /proc/fs/nfsd
 mount -t nfsd nfsd /proc/fs/nfsd
-rpcbind -f -w &
+rpcbind -f -w >>"$3/server.log" 2>&1 &
 i=0
 until rpcinfo -p 127.0.0.1 >/dev/null 2>&1; do
   i=$((i + 1)); [ "$i" -lt 100 ] || { echo "rpcbind did not answer" >&2; exit 1; }
   sleep 0.05
 done
 exportfs -o rw,sync,no_root_squash,insecure,no_subtree_check,fsid=7 "127.0.0.1:$1"
-rpc.mountd -F -N 4 &
-rpc.nfsd -N 4 -H 127.0.0.1 "$2"
+rpc.mountd -F -N 4 -p MOUNTD_PORT >>"$3/server.log" 2>&1 &
+rpc.nfsd -N 4 -H 127.0.0.1 -p NFSD_PORT "$2"
 echo READY
+exec >>"$3/server.log"
 read -r _ || true
 rpc.nfsd 0 || true
 exportfs -au || true
@@ -155,7 +167,12 @@ pub struct KernelNfs {
 
 impl KernelNfs {
     /// Exports `dir` from a new namespace with `threads` nfsd threads pinned to `cpus`.
-    pub fn start(dir: &Path, threads: u32, cpus: &CpuSet) -> Result<KernelNfs, String> {
+    pub fn start(
+        dir: &Path,
+        logs: &Path,
+        threads: u32,
+        cpus: &CpuSet,
+    ) -> Result<KernelNfs, String> {
         let unshare = find_program("unshare").ok_or("unshare not found (util-linux)")?;
         let before = nfsd_threads();
         let mut cmd = Command::new(unshare);
@@ -195,18 +212,29 @@ impl KernelNfs {
             })
             .unwrap_or(false);
         if !ready {
-            let why = stderr
-                .map(|e| {
-                    BufReader::new(e)
-                        .lines()
-                        .map_while(Result::ok)
-                        .filter(|l| !l.trim().is_empty())
-                        .last()
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default();
-            return Err(format!("the NFS server did not start: {why}"));
+            // unshare's own failure is on its standard error; the script's in its log.
+            // The last message, not its indented continuation ("dmesg(1) may have...").
+            let last = |text: String| {
+                text.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty() && !l.starts_with(char::is_whitespace))
+                    .map(str::to_string)
+            };
+            let log = logs.join("server.log");
+            let mut err = String::new();
+            if let Some(mut e) = stderr {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            let why = last(err)
+                .or_else(|| last(std::fs::read_to_string(&log).unwrap_or_default()))
+                .unwrap_or_else(|| "(no message)".into());
+            return Err(format!(
+                "the NFS server did not start: {why} (log: {})",
+                log.display()
+            ));
         }
+        drop(stderr);
         // The threads are started by the time rpc.nfsd returns; give the kernel a moment.
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
@@ -325,6 +353,39 @@ mod tests {
         if let Some(why) = why_not_at(p.path(), m.path(), true) {
             assert!(why.contains("apt-get install"), "{why}");
         }
+    }
+
+    /// Where the kernel has no nfsd the holder's script fails part-way (after its
+    /// private mounts over /run): a one-line error, and neither a process nor a mount of
+    /// it is left in smtlab's namespaces.
+    #[test]
+    fn a_server_that_cannot_start_fails_in_one_line_and_leaves_nothing() {
+        // SAFETY: geteuid() takes nothing and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root || find_program("unshare").is_none() || why_not().is_none() {
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let export = t.path().join("export");
+        std::fs::create_dir(&export).unwrap();
+        let cpus: CpuSet = smtlab_placement::pin::get_affinity(0).unwrap();
+        let e = KernelNfs::start(&export, t.path(), 1, &cpus).err().unwrap();
+        assert!(e.starts_with("the NFS server did not start: "), "{e}");
+        assert!(!e.contains("dmesg(1)"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!mounts.contains("smtlab-nfs"), "a mount leaked: {mounts}");
+        let needle = export.display().to_string();
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|d| {
+                let c = std::fs::read(d.path().join("cmdline")).ok()?;
+                let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                c.contains(&needle).then_some(c)
+            })
+            .collect();
+        assert!(left.is_empty(), "left running: {left:?}");
     }
 
     #[test]
