@@ -83,7 +83,8 @@ impl Op {
         }
     }
 
-    fn index(self) -> usize {
+    /// Its place in [`MIX`] (and in [`LoadResult::latencies_ns`]).
+    pub fn index(self) -> usize {
         MIX.iter().position(|(o, _)| *o == self).unwrap_or(0)
     }
 }
@@ -421,6 +422,7 @@ impl Rng {
 /// One client's state across its operations.
 struct ClientState {
     k: u32,
+    seed: u64,
     created: Vec<String>,
     next_name: u64,
     rng: Rng,
@@ -529,7 +531,8 @@ async fn one_op(
         }
         Op::Create => {
             let w = &h.client_dirs[st.k as usize];
-            let n = format!("c{}", st.next_name);
+            // Unique across loads (each load has its own seed): names a load made stay.
+            let n = format!("c{}-{}", st.seed, st.next_name);
             st.next_name += 1;
             create(c, w, &n).await?;
             st.created.push(n);
@@ -631,8 +634,20 @@ pub fn client_load(
             return r;
         }
     };
-    let mut client = match rt.block_on(connect(t)) {
-        Ok((c, _)) => Some(c),
+    // Connected, and the stock of files to remove put back where a previous load
+    // removed it, before the clock starts.
+    let mut client = match rt.block_on(async {
+        let (mut c, _) = connect(t).await?;
+        let w = &h.client_dirs[k as usize];
+        for s in 0..STOCK {
+            let n = format!("s{s}");
+            if lookup(&mut c, w, &n).await?.is_none() {
+                create(&mut c, w, &n).await?;
+            }
+        }
+        Ok::<_, LoadError>(c)
+    }) {
+        Ok(c) => Some(c),
         Err(e) => {
             r.errors = 1;
             r.first_error = Some(e);
@@ -643,6 +658,7 @@ pub fn client_load(
     let Some(c) = client.as_mut() else { return r };
     let mut st = ClientState {
         k,
+        seed,
         created: Vec::new(),
         next_name: 0,
         rng: Rng((seed.wrapping_add(u64::from(k) * 7919)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),

@@ -7,6 +7,7 @@ use super::*;
 use crate::db::testutil;
 use nfs3_server::memfs::{MemFs, MemFsConfig};
 use nfs3_server::tcp::{NFSTcp, NFSTcpListener};
+use sfs::Op;
 
 /// A user-space NFS server on 127.0.0.1 for the test's lifetime.
 struct TestServer {
@@ -127,6 +128,22 @@ fn the_mix_runs_against_a_user_space_server_with_every_answer_checked() {
     let target = server.target();
     let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
     assert_eq!(handles.dirs.len(), 2);
+    // A first load, as an earlier sample would be: the next must find its file set as
+    // SFS's would (its removes have files to remove again).
+    let first = run_load(
+        &clients,
+        &target,
+        &handles,
+        sh,
+        Duration::from_millis(700),
+        2,
+    )
+    .unwrap();
+    assert_eq!(first.errors, 0, "{:?}", first.first_error);
+    assert!(
+        !first.latencies_ns[Op::Remove.index()].is_empty(),
+        "no remove in the first load"
+    );
     let r = run_load(
         &clients,
         &target,
