@@ -18,6 +18,8 @@
 //! | [`dbench`] | `dbench` | 001 |
 //! | [`db`] | `oltp-pg`, `oltp-sqlite` | 004 |
 //! | [`sdet`] | `sdet` | 004 |
+//! | [`trade`] | `app-trade` | 004 |
+//! | [`nfs`] | `nfs-sfs` | 004 |
 //!
 //! The benchmarks that commands build rather than the catalog lists live here too:
 //!
@@ -35,8 +37,10 @@ pub mod dbench;
 pub mod exec;
 pub mod mix;
 pub mod net;
+pub mod nfs;
 pub mod scratch;
 pub mod sdet;
+pub mod trade;
 pub mod utilisation;
 pub mod web;
 
@@ -86,6 +90,8 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     v.extend(db::benchmarks());
     v.extend(sdet::benchmarks());
     v.push(Box::new(mix::Mix));
+    v.push(Box::new(trade::AppTrade));
+    v.push(Box::new(nfs::NfsSfs));
     v
 }
 

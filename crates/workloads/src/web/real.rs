@@ -239,6 +239,11 @@ impl RealServer {
         self.addr
     }
 
+    /// The server's first process (its tree's root), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.group.as_ref().map(ChildGroup::id)
+    }
+
     /// nginx serving `root` with one worker per CPU of `cpus` (one unpinned worker when
     /// empty).
     pub fn nginx(root: &Path, cpus: &[u32]) -> Result<RealServer, ServerError> {

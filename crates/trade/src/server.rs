@@ -1,0 +1,198 @@
+//! [`TradeServer`]: the application on a tokio runtime of its own, sized and pinned to
+//! the placement, stopped when dropped.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
+
+use crate::TradeError;
+use crate::app::{AppState, router};
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// CPUs for the runtime's threads, thread i on `cpus[i % len]`; empty: unpinned.
+    pub cpus: Vec<u32>,
+    /// Runtime worker threads (0: one per CPU of `cpus`, or of the process's affinity).
+    pub workers: usize,
+    /// Database connections in the pool.
+    pub pool_size: usize,
+    pub db: tokio_postgres::Config,
+}
+
+/// A running application server.
+pub struct TradeServer {
+    addr: SocketAddr,
+    workers: usize,
+    tids: Arc<Mutex<Vec<i32>>>,
+    shutdown: Option<oneshot::Sender<()>>,
+    runtime: Option<Runtime>,
+}
+
+/// The CPUs the calling thread may run on, as a list.
+fn allowed_cpus() -> usize {
+    smtlab_placement::pin::get_affinity(0)
+        .map(|s| s.len())
+        .unwrap_or(1)
+        .max(1)
+}
+
+impl TradeServer {
+    /// Starts the runtime, connects the pool (checking that the database answers and
+    /// holds the trade schema), binds `cfg.listen` and serves until dropped.
+    pub fn start(cfg: &ServerConfig) -> Result<TradeServer, TradeError> {
+        if cfg.pool_size == 0 {
+            return Err(TradeError::Config(
+                "pool=0: the server needs at least one database connection".into(),
+            ));
+        }
+        let workers = match cfg.workers {
+            0 if cfg.cpus.is_empty() => allowed_cpus(),
+            0 => cfg.cpus.len(),
+            n => n,
+        };
+        let tids = Arc::new(Mutex::new(Vec::new()));
+        let pin_failed = Arc::new(AtomicBool::new(false));
+        let next = Arc::new(AtomicUsize::new(0));
+        let runtime = {
+            let (tids, pin_failed, cpus) = (tids.clone(), pin_failed.clone(), cfg.cpus.clone());
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                // Blocking work (none in the request path) stays on the placement too.
+                .max_blocking_threads(workers)
+                .thread_name("smtlab-trade")
+                .on_thread_start(move || {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if !cpus.is_empty()
+                        && smtlab_placement::pin::pin_current_thread_to(cpus[i % cpus.len()])
+                            .is_err()
+                    {
+                        pin_failed.store(true, Ordering::Relaxed);
+                    }
+                    tids.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(smtlab_placement::pin::gettid());
+                })
+                .enable_all()
+                .build()
+                .map_err(TradeError::io("start the application's runtime"))?
+        };
+        let mgr = Manager::from_config(
+            cfg.db.clone(),
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(mgr)
+            .max_size(cfg.pool_size)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| TradeError::Config(format!("build the connection pool: {e}")))?;
+        let symbols = runtime.block_on(async {
+            let c = pool.get().await.map_err(|e| {
+                TradeError::Config(format!(
+                    "connect the pool to PostgreSQL: {}",
+                    crate::one_line(&e.to_string())
+                ))
+            })?;
+            let n: i64 = c
+                .query_one("SELECT count(*) FROM quote", &[])
+                .await
+                .map_err(TradeError::db(
+                    "read the quotes (is the trade schema loaded?)",
+                ))?
+                .get(0);
+            Ok::<i64, TradeError>(n)
+        })?;
+        if pin_failed.load(Ordering::Relaxed) {
+            return Err(TradeError::Config(format!(
+                "cannot pin the application's threads to CPUs {:?}",
+                cfg.cpus
+            )));
+        }
+        let listener = TcpListener::bind(cfg.listen)
+            .map_err(TradeError::io(format!("listen on {}", cfg.listen)))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(TradeError::io("make the listener non-blocking"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(TradeError::io("read the listening address"))?;
+        let listener = {
+            let _guard = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)
+                .map_err(TradeError::io("register the listener"))?
+        };
+        let (tx, rx) = oneshot::channel::<()>();
+        let app = router(AppState::new(pool, symbols));
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Ok(TradeServer {
+            addr,
+            workers,
+            tids,
+            shutdown: Some(tx),
+            runtime: Some(runtime),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// CPU time of the runtime's threads so far, in nanoseconds (the scheduler's own
+    /// count, `/proc/self/task/TID/schedstat`); threads that ended are not counted.
+    pub fn cpu_ns(&self) -> u64 {
+        let tids = self
+            .tids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        tids.iter()
+            .filter_map(|t| thread_cpu_ns(std::process::id() as i32, *t))
+            .sum()
+    }
+
+    /// The runtime's thread ids (for tests of the pinning).
+    pub fn thread_ids(&self) -> Vec<i32> {
+        self.tids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Nanoseconds on CPU of thread `tid` of process `pid`, from its schedstat.
+pub fn thread_cpu_ns(pid: i32, tid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+impl Drop for TradeServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(rt) = self.runtime.take() {
+            // Kept-alive connections may still be open: do not wait for them.
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! `nfs-sfs`: the kernel NFS server under an SFS-like load (paper 004 s4, "SPEC
+//! SFS97_R1 V3.0": NFS clients driving a mix of operations at a file server; 98% of
+//! the server's time was in the kernel).
+//!
+//! * **Server** ([`kernel`]): nfsd in a network and mount namespace smtlab creates,
+//!   exporting a private directory, its threads (`nfsd_threads`) pinned to the
+//!   placement. Where it cannot run (the kernel has no nfsd, not root, nfs-kernel-server
+//!   missing) the cell is skipped with the one-line reason.
+//! * **Clients** ([`sfs`]): `clients` threads on the client CPUs, each joined to the
+//!   namespace and speaking NFSv3 over TCP from user space (the `nfs3_client` crate;
+//!   SFS97 used UDP, which Linux's nfsd no longer enables by default), one operation
+//!   outstanding each, SFS 3.0's mix with 8 KiB transfers.
+//! * **Value**: operations per second. A sample whose mean response time exceeds
+//!   `limit` fails with both figures (SFS reports throughput at a response-time
+//!   bound); latency percentiles by operation are metrics; the sample's CPU time is
+//!   the nfsd threads'.
+//! * **Check**: every read is compared with the file's pattern, every getattr's size
+//!   and readlink's target checked; a mismatch or a failed operation fails the sample.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use smtlab_bench::client::ClientSide;
+use smtlab_bench::{
+    BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
+};
+use smtlab_model::{BenchInfo, Direction, ReportSection, Topology, ValueKind};
+
+pub mod kernel;
+pub mod sfs;
+
+use sfs::{Handles, LoadResult, MIX, Shape, Target};
+
+pub const NAME: &str = "nfs-sfs";
+
+/// The `nfs-sfs` workload.
+pub struct NfsSfs;
+
+fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> smtlab_model::ParamInfo {
+    smtlab_bench::params::declare(name, default, quick, help)
+}
+
+fn value_err(name: &str, value: impl Into<String>, expected: &str) -> BenchError {
+    BenchError::Param(ParamError::value(name, value, expected))
+}
+
+/// The cell's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub shape: Shape,
+    pub nfsd_threads: u32,
+    pub duration: Duration,
+    pub limit: Duration,
+}
+
+impl Config {
+    pub fn from_params(p: &smtlab_bench::Params) -> Result<Config, BenchError> {
+        let bounded = |name: &str, lo: u64, hi: u64| -> Result<u32, BenchError> {
+            let v = p.get_u64(name)?;
+            if (lo..=hi).contains(&v) {
+                Ok(v as u32)
+            } else {
+                Err(value_err(name, v.to_string(), &format!("{lo} to {hi}")))
+            }
+        };
+        let file_bytes = p.get_bytes("file_size")?;
+        if !(1..=(64 << 20)).contains(&file_bytes) {
+            return Err(value_err(
+                "file_size",
+                p.get_str("file_size")?,
+                "1 byte to 64MiB",
+            ));
+        }
+        Ok(Config {
+            shape: Shape {
+                clients: bounded("clients", 1, 1024)?,
+                dirs: bounded("dirs", 1, 10_000)?,
+                files_per_dir: bounded("files", 1, 10_000)?,
+                file_bytes: file_bytes as u32,
+            },
+            nfsd_threads: bounded("nfsd_threads", 1, 1024)?,
+            duration: p.get_duration_in(
+                "duration",
+                Duration::from_millis(100)..=Duration::from_secs(3600),
+            )?,
+            limit: p
+                .get_duration_in("limit", Duration::from_micros(1)..=Duration::from_secs(60))?,
+        })
+    }
+}
+
+impl Benchmark for NfsSfs {
+    fn info(&self) -> BenchInfo {
+        BenchInfo {
+            name: NAME.into(),
+            group: "nfs".into(),
+            unit: "ops/s".into(),
+            direction: Direction::Higher,
+            value_kind: ValueKind::Rate { scale: 1.0 },
+            description: "SFS-like NFS file server: the kernel's nfsd in a private network \
+                          namespace, threads on the placement, NFSv3 clients apart running \
+                          SPEC SFS 3.0's operation mix; operations/s within a response-time \
+                          limit, latency by operation, every read checked"
+                .into(),
+            origin: "paper 004 s4 (SPEC SFS97_R1 V3.0)".into(),
+            params: vec![
+                param(
+                    "clients",
+                    "8",
+                    Some("2"),
+                    "client threads, one operation outstanding each",
+                ),
+                param("dirs", "8", Some("2"), "directories of the file set"),
+                param("files", "16", Some("4"), "files per directory"),
+                param(
+                    "file_size",
+                    "64KiB",
+                    Some("16KiB"),
+                    "bytes per file (read and written 8 KiB at a time)",
+                ),
+                param(
+                    "nfsd_threads",
+                    "8",
+                    None,
+                    "nfsd threads (rpc.nfsd N), pinned to the placement",
+                ),
+                param(
+                    "duration",
+                    "2s",
+                    Some("500ms"),
+                    "load per sample, a time with its unit",
+                ),
+                param(
+                    "limit",
+                    "40ms",
+                    None,
+                    "a sample whose mean response time is above this fails",
+                ),
+            ],
+            main_param: Some("clients".into()),
+            report: ReportSection::Oltp,
+        }
+    }
+
+    fn client_side(&self) -> bool {
+        true
+    }
+
+    /// Why cells cannot run here, said once before measuring.
+    fn notes(&self) -> Vec<String> {
+        kernel::why_not()
+            .map(|w| format!("{NAME}: {w}"))
+            .into_iter()
+            .collect()
+    }
+
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let d = crate::any_duration_s(ctx.params)?;
+        Ok(crate::load_cost(d + 0.2, 2.0))
+    }
+
+    fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
+        let clients: &[u64] = match suite {
+            Suite::Quick => &[],
+            Suite::Default => &[8],
+            Suite::Full => &[1, 8, 32],
+        };
+        clients
+            .iter()
+            .map(|c| SweepCell::everywhere(&[("clients", c.to_string())]))
+            .collect()
+    }
+
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let cfg = Config::from_params(ctx.params)?;
+        let client = ctx.client_side(NAME)?;
+        if let Some(why) = kernel::why_not() {
+            return Err(BenchError::Unsupported {
+                bench: NAME.into(),
+                reason: why,
+            });
+        }
+        let dir = crate::scratch::ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-nfs-")?;
+        let export = dir.path().join("export");
+        std::fs::create_dir(&export).map_err(|e| BenchError::Io {
+            bench: NAME.into(),
+            what: format!("create {}", export.display()),
+            error: e,
+        })?;
+        let server = kernel::KernelNfs::start(
+            &export,
+            dir.path(),
+            cfg.nfsd_threads,
+            &ctx.placement.cpu_set(),
+        )
+        .map_err(|reason| BenchError::Unsupported {
+            bench: NAME.into(),
+            reason,
+        })?;
+        let target = Target {
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            // Known ports: the client needs no portmapper.
+            portmap_port: 111,
+            mount_port: Some(kernel::MOUNTD_PORT),
+            nfs_port: Some(kernel::NFSD_PORT),
+            export: export.display().to_string(),
+            privileged: true,
+        };
+        let clients = Clients::start(client, cfg.shape.clients, Some(server.netns()))?;
+        let handles = setup_on(&clients, &target, cfg.shape)?;
+        Ok(Box::new(NfsInstance {
+            cfg,
+            target,
+            handles: Arc::new(handles),
+            clients,
+            server: Some(server),
+            _dir: dir,
+            seed: 1,
+        }))
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The client threads, started once from the client side (thread k on the client's
+/// CPU for thread k, joined to the server's namespace when there is one) and given one
+/// load after another.
+pub struct Clients {
+    senders: Vec<std::sync::mpsc::Sender<Job>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Clients {
+    pub fn start(
+        client: &ClientSide,
+        n: u32,
+        netns: Option<PathBuf>,
+    ) -> Result<Clients, BenchError> {
+        let mut pool = Clients {
+            senders: Vec::new(),
+            handles: Vec::new(),
+        };
+        for k in 0..n as usize {
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
+            let ns = netns.clone();
+            let h = client
+                .spawn(
+                    &format!("smtlab-sfs-{k}"),
+                    Some(client.cpu_for_thread(k)),
+                    move || {
+                        // A thread that cannot join runs no job: its load reports the error.
+                        let joined = ns.as_ref().map_or(Ok(()), |p| {
+                            kernel::join_netns(p).map_err(|e| format!("join {}: {e}", p.display()))
+                        });
+                        for job in rx {
+                            if joined.is_ok() {
+                                job();
+                            }
+                        }
+                    },
+                )
+                .map_err(|e| BenchError::Io {
+                    bench: NAME.into(),
+                    what: "start a client thread".into(),
+                    error: e,
+                })?;
+            pool.senders.push(tx);
+            pool.handles.push(h);
+        }
+        Ok(pool)
+    }
+
+    /// Runs `f` on client thread `k` and returns its answer; `None` if the thread
+    /// could not run it.
+    fn run_on<T: Send + 'static>(
+        &self,
+        k: usize,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::sync::mpsc::Receiver<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let job: Job = Box::new(move || {
+            let _ = tx.send(f());
+        });
+        let _ = self.senders[k].send(job);
+        rx
+    }
+}
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        self.senders.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Makes the file set from client thread 0 (in the server's namespace).
+pub fn setup_on(clients: &Clients, target: &Target, shape: Shape) -> Result<Handles, BenchError> {
+    let t = target.clone();
+    clients
+        .run_on(0, move || sfs::setup(&t, shape))
+        .recv()
+        .map_err(|_| check("the client thread could not join the server's namespace".into()))?
+        .map_err(|e| check(format!("making the file set: {e}")))
+}
+
+/// One load on every client thread at once.
+pub fn run_load(
+    clients: &Clients,
+    target: &Target,
+    handles: &Arc<Handles>,
+    shape: Shape,
+    duration: Duration,
+    seed: u64,
+) -> Result<LoadResult, BenchError> {
+    let n = shape.clients as usize;
+    let start = Arc::new(Barrier::new(n));
+    let rxs: Vec<_> = (0..n)
+        .map(|k| {
+            let (t, h, start) = (target.clone(), handles.clone(), start.clone());
+            clients.run_on(k, move || {
+                sfs::client_load(&t, &h, shape, k as u32, seed, duration, &start)
+            })
+        })
+        .collect();
+    let parts: Vec<LoadResult> = rxs
+        .into_iter()
+        .map(|rx| {
+            rx.recv()
+                .map_err(|_| check("a client thread could not join the server's namespace".into()))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(sfs::merge(parts))
+}
+
+fn check(reason: String) -> BenchError {
+    BenchError::Check {
+        bench: NAME.into(),
+        reason,
+    }
+}
+
+/// The sample of one load: operations per second over the window; failures, wrong
+/// contents and a mean response over `limit` fail it.
+pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchError> {
+    if r.errors > 0 {
+        return Err(check(format!(
+            "{} operations failed ({}); no throughput reported",
+            r.errors,
+            r.first_error.as_deref().unwrap_or("")
+        )));
+    }
+    if r.content_mismatches > 0 {
+        return Err(check(format!(
+            "{} answers did not match the file set (read data, size or link); no throughput reported",
+            r.content_mismatches
+        )));
+    }
+    let ops = r.ops();
+    if ops == 0 || r.window_ns == 0 {
+        return Err(check("no operation completed in the sample".into()));
+    }
+    let mean = r.mean_response_ns();
+    if mean > limit.as_nanos() as f64 {
+        return Err(check(format!(
+            "mean response {:.2} ms is over the {:.2} ms limit at {:.0} ops/s: fewer clients or a longer limit",
+            mean / 1e6,
+            limit.as_secs_f64() * 1e3,
+            ops as f64 / (r.window_ns as f64 / 1e9)
+        )));
+    }
+    let mut m = BTreeMap::new();
+    m.insert("ops_per_s".into(), ops as f64 / (r.window_ns as f64 / 1e9));
+    m.insert("mean_response_ms".into(), mean / 1e6);
+    m.insert("limit_ms".into(), limit.as_secs_f64() * 1e3);
+    m.insert("bytes_read".into(), r.bytes_read as f64);
+    m.insert("bytes_written".into(), r.bytes_written as f64);
+    m.insert("content_mismatches".into(), 0.0);
+    let all: Vec<f64> = {
+        let mut v: Vec<f64> = r.latencies_ns.iter().flatten().map(|&x| x as f64).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
+        if let Some(v) = smtlab_model::stats::percentile_of_sorted(&all, p) {
+            m.insert(format!("latency_{name}_ms"), v / 1e6);
+        }
+    }
+    for ((op, _), lat) in MIX.iter().zip(&r.latencies_ns) {
+        m.insert(format!("{}_ops", op.name()), lat.len() as f64);
+        if lat.is_empty() {
+            continue;
+        }
+        let v: Vec<f64> = lat.iter().map(|&x| x as f64).collect();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        m.insert(format!("{}_mean_ms", op.name()), mean / 1e6);
+        for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+            if let Some(x) = smtlab_model::stats::percentile_of_sorted(&v, p) {
+                m.insert(format!("{}_{name}_ms", op.name()), x / 1e6);
+            }
+        }
+    }
+    Ok(RawSample {
+        elapsed_ns: r.window_ns,
+        work: ops as f64,
+        metrics: m,
+        ..RawSample::default()
+    })
+}
+
+struct NfsInstance {
+    cfg: Config,
+    target: Target,
+    handles: Arc<Handles>,
+    clients: Clients,
+    // Dropped before the directory: the server stops, then its export goes.
+    server: Option<kernel::KernelNfs>,
+    _dir: crate::scratch::ScratchDir,
+    seed: u64,
+}
+
+impl Drop for NfsInstance {
+    fn drop(&mut self) {
+        // The clients end before their server.
+        self.senders_done();
+        self.server.take();
+    }
+}
+
+impl NfsInstance {
+    fn senders_done(&mut self) {
+        drop(std::mem::replace(
+            &mut self.clients,
+            Clients {
+                senders: Vec::new(),
+                handles: Vec::new(),
+            },
+        ));
+    }
+}
+
+impl Instance for NfsInstance {
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1)
+    }
+
+    fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
+        self.seed += 1;
+        let cpu0 = self.server.as_ref().map_or(0, kernel::KernelNfs::cpu_ns);
+        let r = run_load(
+            &self.clients,
+            &self.target,
+            &self.handles,
+            self.cfg.shape,
+            self.cfg.duration,
+            self.seed,
+        )?;
+        let mut s = sample_from(&r, self.cfg.limit)?;
+        let cpu = self.server.as_ref().map_or(0, kernel::KernelNfs::cpu_ns);
+        s.cpu_ns = Some(cpu.saturating_sub(cpu0));
+        s.metrics.insert(
+            "nfsd_threads".into(),
+            self.server.as_ref().map_or(0, |k| k.threads.len()) as f64,
+        );
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,749 @@
+//! The SFS-like load: NFSv3 clients in user space (the `nfs3_client` crate over TCP,
+//! so no kernel NFS client and no mount is needed) running SPEC SFS 3.0's operation
+//! mix against an export, each operation timed, every read and readlink checked.
+//!
+//! The file set, made through NFS itself by [`setup`]: `sfs/d<i>/f<j>` files whose
+//! byte at offset `o` is [`pattern`]`(i, j, o)`, a symlink `sfs/d<i>/l` to `f0`, and a
+//! directory `sfs/w<k>` per client with a stock of files to remove. Writes put the
+//! pattern back where they write, so a read anywhere, any time, must return the
+//! pattern: a read that does not is counted in `content_mismatches` and fails the
+//! sample.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use nfs3_client::nfs3_types::nfs3::{
+    self as n, ACCESS3args, COMMIT3args, CREATE3args, FSSTAT3args, GETATTR3args, LOOKUP3args,
+    MKDIR3args, Nfs3Option, Nfs3Result, READ3args, READDIR3args, READDIRPLUS3args, READLINK3args,
+    REMOVE3args, SETATTR3args, SYMLINK3args, WRITE3args, createhow3, diropargs3, filename3,
+    nfs_fh3, nfspath3, sattr3, stable_how, symlinkdata3,
+};
+use nfs3_client::nfs3_types::xdr_codec::Opaque;
+use nfs3_client::tokio::{TokioConnector, TokioIo};
+use nfs3_client::{Nfs3Client, Nfs3ConnectionBuilder};
+
+/// The operations of SFS 3.0's NFSv3 mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    Lookup,
+    Read,
+    Write,
+    Getattr,
+    Readlink,
+    Readdir,
+    Create,
+    Remove,
+    Fsstat,
+    Setattr,
+    Readdirplus,
+    Access,
+    Commit,
+}
+
+/// SPEC SFS 3.0 (SFS97_R1, the paper's version) NFSv3 mix, in percent (they add up to
+/// 99 as published; choices are made in proportion).
+pub const MIX: [(Op, f64); 13] = [
+    (Op::Lookup, 27.0),
+    (Op::Read, 18.0),
+    (Op::Write, 9.0),
+    (Op::Getattr, 11.0),
+    (Op::Readlink, 7.0),
+    (Op::Readdir, 2.0),
+    (Op::Create, 1.0),
+    (Op::Remove, 1.0),
+    (Op::Fsstat, 1.0),
+    (Op::Setattr, 1.0),
+    (Op::Readdirplus, 9.0),
+    (Op::Access, 7.0),
+    (Op::Commit, 5.0),
+];
+
+/// SFS97's transfer size for reads and writes.
+pub const TRANSFER_BYTES: u32 = 8192;
+/// Files each client's own directory starts with, for removes to take.
+const STOCK: u32 = 8;
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Lookup => "lookup",
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Getattr => "getattr",
+            Op::Readlink => "readlink",
+            Op::Readdir => "readdir",
+            Op::Create => "create",
+            Op::Remove => "remove",
+            Op::Fsstat => "fsstat",
+            Op::Setattr => "setattr",
+            Op::Readdirplus => "readdirplus",
+            Op::Access => "access",
+            Op::Commit => "commit",
+        }
+    }
+
+    /// Its place in [`MIX`] (and in [`LoadResult::latencies_ns`]).
+    pub fn index(self) -> usize {
+        MIX.iter().position(|(o, _)| *o == self).unwrap_or(0)
+    }
+}
+
+/// The byte at offset `o` of file `j` of directory `i`.
+pub fn pattern(i: u32, j: u32, o: u64) -> u8 {
+    (o.wrapping_mul(31) ^ u64::from(i).wrapping_mul(131) ^ u64::from(j).wrapping_mul(7)) as u8
+}
+
+/// Where the server is and how big the file set is.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub ip: IpAddr,
+    /// The portmapper's port (111 for a kernel server).
+    pub portmap_port: u16,
+    /// Known ports skip the portmapper (servers that answer MOUNT and NFS on one port).
+    pub mount_port: Option<u16>,
+    pub nfs_port: Option<u16>,
+    pub export: String,
+    /// Connect from a port under 1024 (what a kernel server wants from root).
+    pub privileged: bool,
+}
+
+/// The file set's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub dirs: u32,
+    pub files_per_dir: u32,
+    pub file_bytes: u32,
+    pub clients: u32,
+}
+
+/// Why a load could not run; one line.
+pub type LoadError = String;
+
+type Client = Nfs3Client<TokioIo<tokio::net::TcpStream>>;
+
+async fn connect(t: &Target) -> Result<(Client, nfs_fh3), LoadError> {
+    let mut b = Nfs3ConnectionBuilder::new(TokioConnector, t.ip.to_string(), t.export.clone())
+        .connect_from_privileged_port(t.privileged)
+        .portmapper_port(t.portmap_port);
+    if let Some(p) = t.mount_port {
+        b = b.mount_port(p);
+    }
+    if let Some(p) = t.nfs_port {
+        b = b.nfs3_port(p);
+    }
+    let conn = b
+        .mount()
+        .await
+        .map_err(|e| format!("mount {}:{}: {e}", t.ip, t.export))?;
+    let root = conn.root_nfs_fh3();
+    Ok((conn.into_nfs3_client(), root))
+}
+
+fn name(s: &str) -> filename3<'static> {
+    filename3::from(s.as_bytes().to_vec())
+}
+
+fn status<T, E>(what: &str, r: Nfs3Result<T, E>) -> Result<T, LoadError> {
+    match r {
+        Nfs3Result::Ok(v) => Ok(v),
+        Nfs3Result::Err((s, _)) => Err(format!("{what}: {s:?}")),
+    }
+}
+
+fn fh(what: &str, h: Nfs3Option<nfs_fh3>) -> Result<nfs_fh3, LoadError> {
+    match h {
+        Nfs3Option::Some(h) => Ok(h),
+        Nfs3Option::None => Err(format!("{what}: the server returned no file handle")),
+    }
+}
+
+async fn lookup(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<Option<nfs_fh3>, LoadError> {
+    let r = c
+        .lookup(&LOOKUP3args {
+            what: diropargs3 {
+                dir: dir.clone(),
+                name: name(n),
+            },
+        })
+        .await
+        .map_err(|e| format!("LOOKUP {n}: {e}"))?;
+    Ok(match r {
+        Nfs3Result::Ok(ok) => Some(ok.object),
+        Nfs3Result::Err((n::nfsstat3::NFS3ERR_NOENT, _)) => None,
+        Nfs3Result::Err((s, _)) => return Err(format!("LOOKUP {n}: {s:?}")),
+    })
+}
+
+async fn mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadError> {
+    let r = c
+        .mkdir(&MKDIR3args {
+            where_: diropargs3 {
+                dir: dir.clone(),
+                name: name(n),
+            },
+            attributes: sattr3::default(),
+        })
+        .await
+        .map_err(|e| format!("MKDIR {n}: {e}"))?;
+    let what = format!("MKDIR {n}");
+    fh(&what, status(&what, r)?.obj)
+}
+
+async fn create(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadError> {
+    let r = c
+        .create(&CREATE3args {
+            where_: diropargs3 {
+                dir: dir.clone(),
+                name: name(n),
+            },
+            how: createhow3::UNCHECKED(sattr3::default()),
+        })
+        .await
+        .map_err(|e| format!("CREATE {n}: {e}"))?;
+    let what = format!("CREATE {n}");
+    let ok = status(&what, r)?;
+    match ok.obj {
+        Nfs3Option::Some(h) => Ok(h),
+        // A server may leave the handle out: look it up.
+        Nfs3Option::None => lookup(c, dir, n)
+            .await?
+            .ok_or_else(|| format!("{what}: created but not found")),
+    }
+}
+
+async fn write_at(
+    c: &mut Client,
+    file: &nfs_fh3,
+    data: &[u8],
+    offset: u64,
+    stable: stable_how,
+) -> Result<(), LoadError> {
+    let r = c
+        .write(&WRITE3args {
+            file: file.clone(),
+            offset,
+            count: data.len() as u32,
+            stable,
+            data: Opaque::borrowed(data),
+        })
+        .await
+        .map_err(|e| format!("WRITE: {e}"))?;
+    let ok = status("WRITE", r)?;
+    if ok.count as usize != data.len() {
+        return Err(format!(
+            "WRITE: {} of {} bytes written",
+            ok.count,
+            data.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The file handles the load uses, found (or made) by [`setup`].
+#[derive(Debug, Clone)]
+pub struct Handles {
+    pub root: nfs_fh3,
+    /// Per directory: its handle, its files' handles, its symlink's handle (`None`
+    /// where the server makes no symlinks: readlinks then leave the mix, and the
+    /// others keep their proportions).
+    pub dirs: Vec<(nfs_fh3, Vec<nfs_fh3>, Option<nfs_fh3>)>,
+    /// Per client: its own directory.
+    pub client_dirs: Vec<nfs_fh3>,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, LoadError> {
+    // One thread: each client is one thread of the client side, as each SFS load
+    // process is one process.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("start a client runtime: {e}"))
+}
+
+/// Makes the file set on the export (an existing `sfs` directory is used as it is when
+/// its files are there) and returns the handles.
+pub fn setup(t: &Target, shape: Shape) -> Result<Handles, LoadError> {
+    runtime()?.block_on(async {
+        let (mut c, root) = connect(t).await?;
+        let top = match lookup(&mut c, &root, "sfs").await? {
+            Some(h) => h,
+            None => mkdir(&mut c, &root, "sfs").await?,
+        };
+        let mut dirs = Vec::new();
+        for i in 0..shape.dirs {
+            let dn = format!("d{i}");
+            let d = match lookup(&mut c, &top, &dn).await? {
+                Some(h) => h,
+                None => mkdir(&mut c, &top, &dn).await?,
+            };
+            let mut files = Vec::new();
+            for j in 0..shape.files_per_dir {
+                let f = create(&mut c, &d, &format!("f{j}")).await?;
+                let mut off = 0u64;
+                while off < u64::from(shape.file_bytes) {
+                    let n = (u64::from(shape.file_bytes) - off).min(u64::from(TRANSFER_BYTES));
+                    let data: Vec<u8> = (off..off + n).map(|o| pattern(i, j, o)).collect();
+                    write_at(&mut c, &f, &data, off, stable_how::FILE_SYNC).await?;
+                    off += n;
+                }
+                files.push(f);
+            }
+            let link = match lookup(&mut c, &d, "l").await? {
+                None => {
+                    let r = c
+                        .symlink(&SYMLINK3args {
+                            where_: diropargs3 {
+                                dir: d.clone(),
+                                name: name("l"),
+                            },
+                            symlink: symlinkdata3 {
+                                symlink_attributes: sattr3::default(),
+                                symlink_data: nfspath3::from(b"f0".to_vec()),
+                            },
+                        })
+                        .await
+                        .map_err(|e| format!("SYMLINK d{i}/l: {e}"))?;
+                    let what = format!("SYMLINK d{i}/l");
+                    match r {
+                        Nfs3Result::Err((n::nfsstat3::NFS3ERR_NOTSUPP, _)) => None,
+                        r => match status(&what, r)?.obj {
+                            Nfs3Option::Some(h) => Some(h),
+                            Nfs3Option::None => Some(
+                                lookup(&mut c, &d, "l")
+                                    .await?
+                                    .ok_or_else(|| format!("{what}: made but not found"))?,
+                            ),
+                        },
+                    }
+                }
+                Some(h) => Some(h),
+            };
+            dirs.push((d, files, link));
+        }
+        let mut client_dirs = Vec::new();
+        for k in 0..shape.clients {
+            let wn = format!("w{k}");
+            let w = match lookup(&mut c, &top, &wn).await? {
+                Some(h) => h,
+                None => mkdir(&mut c, &top, &wn).await?,
+            };
+            for s in 0..STOCK {
+                create(&mut c, &w, &format!("s{s}")).await?;
+            }
+            client_dirs.push(w);
+        }
+        Ok(Handles {
+            root,
+            dirs,
+            client_dirs,
+        })
+    })
+}
+
+/// What one load counted.
+#[derive(Debug, Clone, Default)]
+pub struct LoadResult {
+    pub window_ns: u64,
+    /// Per operation (in [`MIX`] order): latencies in nanoseconds, sorted.
+    pub latencies_ns: Vec<Vec<u64>>,
+    /// Failed operations, with the first failure's words.
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub content_mismatches: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+impl LoadResult {
+    pub fn ops(&self) -> u64 {
+        self.latencies_ns.iter().map(|v| v.len() as u64).sum()
+    }
+
+    pub fn mean_response_ns(&self) -> f64 {
+        let n = self.ops();
+        if n == 0 {
+            return 0.0;
+        }
+        self.latencies_ns
+            .iter()
+            .flatten()
+            .map(|&v| v as f64)
+            .sum::<f64>()
+            / n as f64
+    }
+
+    fn merge(&mut self, o: LoadResult) {
+        self.window_ns = self.window_ns.max(o.window_ns);
+        if self.latencies_ns.is_empty() {
+            self.latencies_ns = vec![Vec::new(); MIX.len()];
+        }
+        for (a, b) in self.latencies_ns.iter_mut().zip(o.latencies_ns) {
+            a.extend(b);
+        }
+        self.errors += o.errors;
+        self.first_error = self.first_error.take().or(o.first_error);
+        self.content_mismatches += o.content_mismatches;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+    }
+}
+
+/// A small generator for the mix's choices (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+
+    fn op(&mut self) -> Op {
+        let total: f64 = MIX.iter().map(|(_, w)| w).sum();
+        let mut u = (self.next() >> 11) as f64 / (1u64 << 53) as f64 * total;
+        for (op, w) in MIX {
+            if u < w {
+                return op;
+            }
+            u -= w;
+        }
+        Op::Lookup
+    }
+}
+
+/// One client's state across its operations.
+struct ClientState {
+    k: u32,
+    seed: u64,
+    created: Vec<String>,
+    next_name: u64,
+    rng: Rng,
+}
+
+/// Runs one operation; `Ok(false)` when its answer was wrong (content), `Err` when it
+/// failed.
+async fn one_op(
+    c: &mut Client,
+    op: Op,
+    h: &Handles,
+    shape: Shape,
+    st: &mut ClientState,
+    r: &mut LoadResult,
+) -> Result<bool, LoadError> {
+    let i = st.rng.below(u64::from(shape.dirs)) as u32;
+    let j = st.rng.below(u64::from(shape.files_per_dir)) as u32;
+    let (dir, files, link) = &h.dirs[i as usize];
+    let file = &files[j as usize];
+    let chunks = u64::from(shape.file_bytes.div_ceil(TRANSFER_BYTES)).max(1);
+    let offset = st.rng.below(chunks) * u64::from(TRANSFER_BYTES);
+    let count = (u64::from(shape.file_bytes).saturating_sub(offset)).min(u64::from(TRANSFER_BYTES));
+    let e = |what: &str| {
+        let what = what.to_string();
+        move |err: nfs3_client::RpcError| format!("{what}: {err}")
+    };
+    match op {
+        Op::Lookup => {
+            lookup(c, dir, &format!("f{j}"))
+                .await?
+                .ok_or_else(|| format!("LOOKUP d{i}/f{j}: not found"))?;
+        }
+        Op::Read => {
+            let ok = status(
+                "READ",
+                c.read(&READ3args {
+                    file: file.clone(),
+                    offset,
+                    count: count as u32,
+                })
+                .await
+                .map_err(e("READ"))?,
+            )?;
+            r.bytes_read += ok.data.len() as u64;
+            let want: Vec<u8> = (offset..offset + count).map(|o| pattern(i, j, o)).collect();
+            return Ok(ok.data.as_ref() == want.as_slice());
+        }
+        Op::Write => {
+            let data: Vec<u8> = (offset..offset + count).map(|o| pattern(i, j, o)).collect();
+            write_at(c, file, &data, offset, stable_how::UNSTABLE).await?;
+            r.bytes_written += count;
+        }
+        Op::Getattr => {
+            let ok = status(
+                "GETATTR",
+                c.getattr(&GETATTR3args {
+                    object: file.clone(),
+                })
+                .await
+                .map_err(e("GETATTR"))?,
+            )?;
+            return Ok(ok.obj_attributes.size == u64::from(shape.file_bytes));
+        }
+        Op::Readlink => {
+            let Some(link) = link else {
+                return Err("READLINK chosen without a symlink".into());
+            };
+            let ok = status(
+                "READLINK",
+                c.readlink(&READLINK3args {
+                    symlink: link.clone(),
+                })
+                .await
+                .map_err(e("READLINK"))?,
+            )?;
+            return Ok(ok.data.as_ref() == b"f0");
+        }
+        Op::Readdir => {
+            let ok = status(
+                "READDIR",
+                c.readdir(&READDIR3args {
+                    dir: dir.clone(),
+                    cookie: 0,
+                    cookieverf: n::cookieverf3::default(),
+                    count: 4096,
+                })
+                .await
+                .map_err(e("READDIR"))?,
+            )?;
+            return Ok(!ok.reply.entries.0.is_empty());
+        }
+        Op::Readdirplus => {
+            let ok = status(
+                "READDIRPLUS",
+                c.readdirplus(&READDIRPLUS3args {
+                    dir: dir.clone(),
+                    cookie: 0,
+                    cookieverf: n::cookieverf3::default(),
+                    dircount: 4096,
+                    maxcount: 16384,
+                })
+                .await
+                .map_err(e("READDIRPLUS"))?,
+            )?;
+            return Ok(!ok.reply.entries.0.is_empty());
+        }
+        Op::Create => {
+            let w = &h.client_dirs[st.k as usize];
+            // Unique across loads (each load has its own seed): names a load made stay.
+            let n = format!("c{}-{}", st.seed, st.next_name);
+            st.next_name += 1;
+            create(c, w, &n).await?;
+            st.created.push(n);
+        }
+        Op::Remove => {
+            let w = &h.client_dirs[st.k as usize];
+            // The stock first, then what this client created; none left: nothing to do
+            // but count it as a lookup of the directory's first name.
+            let n = st.created.pop().unwrap_or_else(|| "s0".into());
+            let r = c
+                .remove(&REMOVE3args {
+                    object: diropargs3 {
+                        dir: w.clone(),
+                        name: name(&n),
+                    },
+                })
+                .await
+                .map_err(e("REMOVE"))?;
+            match r {
+                Nfs3Result::Ok(_) => {}
+                // The stock's s0 already went: the directory has no such name, as asked.
+                Nfs3Result::Err((n::nfsstat3::NFS3ERR_NOENT, _)) if n == "s0" => {}
+                Nfs3Result::Err((s, _)) => return Err(format!("REMOVE {n}: {s:?}")),
+            }
+        }
+        Op::Fsstat => {
+            status(
+                "FSSTAT",
+                c.fsstat(&FSSTAT3args {
+                    fsroot: h.root.clone(),
+                })
+                .await
+                .map_err(e("FSSTAT"))?,
+            )?;
+        }
+        Op::Setattr => {
+            status(
+                "SETATTR",
+                c.setattr(&SETATTR3args {
+                    object: file.clone(),
+                    new_attributes: sattr3 {
+                        mtime: n::set_mtime::SET_TO_SERVER_TIME,
+                        ..sattr3::default()
+                    },
+                    guard: Nfs3Option::None,
+                })
+                .await
+                .map_err(e("SETATTR"))?,
+            )?;
+        }
+        Op::Access => {
+            status(
+                "ACCESS",
+                c.access(&ACCESS3args {
+                    object: file.clone(),
+                    access: 0x1 | 0x4,
+                })
+                .await
+                .map_err(e("ACCESS"))?,
+            )?;
+        }
+        Op::Commit => {
+            status(
+                "COMMIT",
+                c.commit(&COMMIT3args {
+                    file: file.clone(),
+                    offset: 0,
+                    count: 0,
+                })
+                .await
+                .map_err(e("COMMIT"))?,
+            )?;
+        }
+    }
+    Ok(true)
+}
+
+/// One client's load: connects, waits on `start` with the others, then runs the mix
+/// for `duration` (one operation outstanding at a time, as an SFS load process).
+pub fn client_load(
+    t: &Target,
+    h: &Handles,
+    shape: Shape,
+    k: u32,
+    seed: u64,
+    duration: Duration,
+    start: &Barrier,
+) -> LoadResult {
+    let mut r = LoadResult {
+        latencies_ns: vec![Vec::new(); MIX.len()],
+        ..LoadResult::default()
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            start.wait();
+            r.errors = 1;
+            r.first_error = Some(e);
+            return r;
+        }
+    };
+    // Connected, and the stock of files to remove put back where a previous load
+    // removed it, before the clock starts.
+    let mut client = match rt.block_on(async {
+        let (mut c, _) = connect(t).await?;
+        let w = &h.client_dirs[k as usize];
+        for s in 0..STOCK {
+            let n = format!("s{s}");
+            if lookup(&mut c, w, &n).await?.is_none() {
+                create(&mut c, w, &n).await?;
+            }
+        }
+        Ok::<_, LoadError>(c)
+    }) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            r.errors = 1;
+            r.first_error = Some(e);
+            None
+        }
+    };
+    start.wait();
+    let Some(c) = client.as_mut() else { return r };
+    let mut st = ClientState {
+        k,
+        seed,
+        created: Vec::new(),
+        next_name: 0,
+        rng: Rng((seed.wrapping_add(u64::from(k) * 7919)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+    };
+    // The stock, for removes.
+    st.created.extend((0..STOCK).map(|s| format!("s{s}")));
+    let links = h.dirs.iter().all(|d| d.2.is_some());
+    let t0 = Instant::now();
+    rt.block_on(async {
+        while t0.elapsed() < duration {
+            let mut op = st.rng.op();
+            while op == Op::Readlink && !links {
+                op = st.rng.op();
+            }
+            let started = Instant::now();
+            match one_op(c, op, h, shape, &mut st, &mut r).await {
+                Ok(good) => {
+                    r.latencies_ns[op.index()].push(started.elapsed().as_nanos() as u64);
+                    if !good {
+                        r.content_mismatches += 1;
+                    }
+                }
+                Err(e) => {
+                    r.errors += 1;
+                    r.first_error.get_or_insert(e);
+                    // A broken connection fails every later call: stop.
+                    break;
+                }
+            }
+        }
+    });
+    r.window_ns = t0.elapsed().as_nanos() as u64;
+    r
+}
+
+/// Merges the clients' results, each latency list sorted.
+pub fn merge(parts: Vec<LoadResult>) -> LoadResult {
+    let mut all = LoadResult {
+        latencies_ns: vec![Vec::new(); MIX.len()],
+        ..LoadResult::default()
+    };
+    for p in parts {
+        all.merge(p);
+    }
+    for v in &mut all.latencies_ns {
+        v.sort_unstable();
+    }
+    all
+}
+
+/// Shared, read-only across the clients of a load.
+pub type SharedHandles = Arc<Handles>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mix_is_sfs_3_0s_and_choices_follow_it() {
+        let total: f64 = MIX.iter().map(|(_, w)| w).sum();
+        assert_eq!(total, 99.0);
+        let mut rng = Rng(12345);
+        let mut counts = [0u32; 13];
+        let n = 200_000;
+        for _ in 0..n {
+            counts[rng.op().index()] += 1;
+        }
+        for (k, (op, w)) in MIX.iter().enumerate() {
+            let got = f64::from(counts[k]) / f64::from(n) * 100.0;
+            let want = w / total * 100.0;
+            assert!(
+                (got - want).abs() < 0.5,
+                "{}: {got:.2}% vs {want:.2}%",
+                op.name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_pattern_differs_by_file_and_offset() {
+        let a: Vec<u8> = (0..64).map(|o| pattern(0, 0, o)).collect();
+        let b: Vec<u8> = (0..64).map(|o| pattern(0, 1, o)).collect();
+        let c: Vec<u8> = (0..64).map(|o| pattern(1, 0, o)).collect();
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+        assert!(a.iter().collect::<std::collections::HashSet<_>>().len() > 16);
+    }
+}
