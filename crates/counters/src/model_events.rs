@@ -4,26 +4,34 @@
 //!
 //! Each row gives smtlab's portable name (`l2-misses`, the same on every CPU), the
 //! vendor's name for the event on that microarchitecture, and its terms, which are
-//! encoded through the machine's own `cpu/format/` files like any raw event. The event
-//! codes and unit masks are facts from the vendors' published event lists:
+//! encoded through the machine's own `cpu/format/` files like any raw event.
 //!
-//! * Intel: the per-microarchitecture core event lists of Intel's performance
-//!   monitoring event reference ("Intel 64 and IA-32 Architectures Performance
-//!   Monitoring Events", files SKX, ICX, SPR and GNR core): Skylake-SP, Ice Lake-SP,
-//!   Sapphire Rapids and Granite Rapids. Granite Rapids' Redwood Cove core keeps
-//!   Golden Cove's codes for every event here.
-//! * AMD: the Processor Programming Reference (PPR) of each family, section "Core
-//!   Performance Monitor Counters": Zen 2 from the PPR for Family 17h Model 71h
-//!   (#56176) and Models 01h,08h (#54945, for PMCx0C7, which Zen 2 still counts),
-//!   Zen 3 from the PPR for Family 19h Model 01h (#55898), Zen 4 from the PPR for
-//!   Family 19h Model 11h (#55901), Zen 5 from the PPR for Family 1Ah Model 02h
-//!   (#57238).
+//! Every row was checked against the Linux kernel's perf event lists
+//! (tools/perf/pmu-events), one list per microarchitecture: skylakex, icelakex,
+//! sapphirerapids, graniterapids, amdzen2, amdzen3, amdzen4 and amdzen5. For each row
+//! the vendor's name is in that microarchitecture's list with the same event code, unit
+//! mask, counter mask and edge bit as the terms here; where two microarchitectures
+//! name or encode an event differently, the row is split. What the lists say that is
+//! easy to get wrong:
+//!
+//! * Ice Lake-SP's list has no `L2_RQSTS.MISS` (the Ice Lake client list marks its
+//!   unit mask 0x3f as unsupported on Ice Lake-SP), so `l2-misses` there is
+//!   `L2_RQSTS.ALL_DEMAND_MISS`: demand data reads, RFOs and code reads that miss L2,
+//!   without prefetches.
+//! * Granite Rapids lists the same codes as Sapphire Rapids for every Intel row here.
+//! * Zen 2 names retired ops `EX_RET_COPS` and the store-queue stall
+//!   `..._STORE_QUEUE_TOKEN_STALL`; the encodings are those of Zen 3.
+//!
+//! The AMD top-down rows follow the kernel's Zen 4 and Zen 5 pipeline metrics: dispatch
+//! slots are `LS_NOT_HALTED_CYC` times the dispatch width (6 on Zen 4, 8 on Zen 5).
 //!
 //! What a CPU has no event for is absent on purpose, and `--events` says so in one
-//! line: 4K aliasing on AMD (no counted equivalent), machine clears on Zen 3 to 5, and
-//! 64K aliasing everywhere (a NetBurst event of paper 000's Pentium 4; no later core
-//! counts it). They were checked against fixture trees here, never on hardware:
-//! `scripts/pmu-check.sh` compares them with `perf stat` on a machine that has a PMU.
+//! line: 4K aliasing on AMD (no counted equivalent), uops issued on Zen 3 (its list has
+//! no ops-dispatched event), machine clears on Zen 4 and 5 (their lists have no retired
+//! branch resync event), and 64K aliasing everywhere (a NetBurst event of paper 000's
+//! Pentium 4; no later core counts it). The encodings were checked against those lists and the
+//! fixture trees here, never on hardware: `scripts/pmu-check.sh` compares them with
+//! `perf stat` on a machine that has a PMU.
 
 use crate::pmu::{CpuId, Vendor};
 
@@ -129,8 +137,15 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         "l2-misses",
         "L2 misses (all requests)",
         "L2_RQSTS.MISS",
-        INTEL_ALL,
+        &[SkylakeSp, SapphireRapids, GraniteRapids],
         "event=0x24,umask=0x3f",
+    ),
+    row(
+        "l2-misses",
+        "L2 demand misses (data reads, RFOs, code reads; no prefetches)",
+        "L2_RQSTS.ALL_DEMAND_MISS",
+        &[IceLakeSp],
+        "event=0x24,umask=0x27",
     ),
     row(
         "uops-issued",
@@ -198,9 +213,16 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
     ),
     row(
         "uops-retired",
+        "retired ops",
+        "EX_RET_COPS",
+        &[Zen2],
+        "event=0xc1",
+    ),
+    row(
+        "uops-retired",
         "retired macro-ops",
         "EX_RET_OPS",
-        &[Zen2, Zen3, Zen4, Zen5],
+        &[Zen3, Zen4, Zen5],
         "event=0xc1",
     ),
     row(
@@ -210,32 +232,40 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         &[Zen4, Zen5],
         "event=0xaa,umask=0x07",
     ),
-    // PPR #56176 PMCx0AA: ops dispatched from the decoder (umask 0x01) and from the
-    // op cache (0x02); their sum is what the front-end issued.
+    // Ops dispatched from the decoder or the op cache: what the front-end issued. The
+    // kernel's Zen 2 list gives the whole event unit mask 0xff (its parts are 0x01,
+    // decoder, and 0x02, op cache).
     row(
         "uops-issued",
         "macro-ops dispatched (decoder and op cache)",
         "DE_DIS_UOPS_FROM_DECODER",
         &[Zen2],
-        "event=0xaa,umask=0x03",
+        "event=0xaa,umask=0xff",
     ),
-    // PPR #54945 PMCx0C7, still counted by Zen 2: pipeline restarts for microcode
-    // assists and writes to the instruction stream, AMD's nearest to a machine clear.
+    // Pipeline restarts for microcode assists and writes to the instruction stream,
+    // AMD's nearest to a machine clear; listed for Zen 2 and Zen 3 only.
     row(
         "machine-clears",
         "retired branch resyncs (pipeline restarts)",
         "EX_RET_BRN_RESYNC",
-        &[Zen2],
+        &[Zen2, Zen3],
         "event=0xc7",
     ),
     row(
         "store-buffer-stalls",
         "dispatch stall cycles on store queue tokens",
-        "DE_DIS_DISPATCH_TOKEN_STALLS1.STORE_QUEUE_RSRC_STALL",
-        &[Zen2, Zen3, Zen4],
+        "DE_DIS_DISPATCH_TOKEN_STALLS1.STORE_QUEUE_TOKEN_STALL",
+        &[Zen2],
         "event=0xae,umask=0x04",
     ),
-    // PPR #57238 PMCx0AE umask 0x04: the same stall under Zen 5's name.
+    row(
+        "store-buffer-stalls",
+        "dispatch stall cycles on store queue tokens",
+        "DE_DIS_DISPATCH_TOKEN_STALLS1.STORE_QUEUE_RSRC_STALL",
+        &[Zen3, Zen4],
+        "event=0xae,umask=0x04",
+    ),
+    // The same stall under Zen 5's name.
     row(
         "store-buffer-stalls",
         "dispatch stall cycles on store queue tokens",
@@ -401,7 +431,7 @@ mod tests {
     fn every_paper_event_is_covered_or_absent_on_purpose() {
         let absent: &[(&str, &[Uarch])] = &[
             ("uops-issued", &[Zen3]),
-            ("machine-clears", &[Zen3, Zen4, Zen5]),
+            ("machine-clears", &[Zen4, Zen5]),
             ("4k-aliasing", &[Zen2, Zen3, Zen4, Zen5]),
             ("64k-aliasing", &Uarch::ALL),
         ];
@@ -427,16 +457,196 @@ mod tests {
         assert_eq!(Uarch::of(id(Vendor::Amd, 0x17, 0x71)), Some(Zen2));
         assert_eq!(Uarch::of(id(Vendor::Amd, 0x1a, 0x02)), Some(Zen5));
         assert_eq!(Uarch::of(id(Vendor::Intel, 6, 0xad)), Some(GraniteRapids));
+    }
+
+    /// Each row's vendor name and terms, as the kernel's perf event lists give them for
+    /// that microarchitecture (event code, unit mask, counter mask, edge). A row edited
+    /// by mistake, or one that loses a microarchitecture, fails here.
+    #[test]
+    fn encodings_match_the_kernel_event_lists() {
+        let skx = &[SkylakeSp][..];
+        let icx = &[IceLakeSp][..];
+        let golden_cove = &[SapphireRapids, GraniteRapids][..];
+        let zen2 = &[Zen2][..];
+        let zen4_5 = &[Zen4, Zen5][..];
+        let expect: &[(&str, &[Uarch], &str, &str)] = &[
+            ("l2-misses", skx, "L2_RQSTS.MISS", "event=0x24,umask=0x3f"),
+            (
+                "l2-misses",
+                golden_cove,
+                "L2_RQSTS.MISS",
+                "event=0x24,umask=0x3f",
+            ),
+            (
+                "l2-misses",
+                icx,
+                "L2_RQSTS.ALL_DEMAND_MISS",
+                "event=0x24,umask=0x27",
+            ),
+            (
+                "uops-issued",
+                skx,
+                "UOPS_ISSUED.ANY",
+                "event=0x0e,umask=0x01",
+            ),
+            (
+                "uops-issued",
+                icx,
+                "UOPS_ISSUED.ANY",
+                "event=0x0e,umask=0x01",
+            ),
+            (
+                "uops-issued",
+                golden_cove,
+                "UOPS_ISSUED.ANY",
+                "event=0xae,umask=0x01",
+            ),
+            (
+                "uops-retired",
+                skx,
+                "UOPS_RETIRED.RETIRE_SLOTS",
+                "event=0xc2,umask=0x02",
+            ),
+            (
+                "uops-retired",
+                icx,
+                "UOPS_RETIRED.SLOTS",
+                "event=0xc2,umask=0x02",
+            ),
+            (
+                "uops-retired",
+                golden_cove,
+                "UOPS_RETIRED.SLOTS",
+                "event=0xc2,umask=0x02",
+            ),
+            (
+                "machine-clears",
+                &[SkylakeSp, IceLakeSp, SapphireRapids, GraniteRapids],
+                "MACHINE_CLEARS.COUNT",
+                "event=0xc3,umask=0x01,edge=1,cmask=1",
+            ),
+            (
+                "store-buffer-stalls",
+                &[SkylakeSp, IceLakeSp, SapphireRapids, GraniteRapids],
+                "RESOURCE_STALLS.SB",
+                "event=0xa2,umask=0x08",
+            ),
+            (
+                "4k-aliasing",
+                &[SkylakeSp, IceLakeSp],
+                "LD_BLOCKS_PARTIAL.ADDRESS_ALIAS",
+                "event=0x07,umask=0x01",
+            ),
+            (
+                "4k-aliasing",
+                golden_cove,
+                "LD_BLOCKS.ADDRESS_ALIAS",
+                "event=0x03,umask=0x04",
+            ),
+            (
+                "l2-misses",
+                &[Zen2, Zen3, Zen4, Zen5],
+                "L2_CACHE_REQ_STAT.IC_DC_MISS_IN_L2",
+                "event=0x64,umask=0x09",
+            ),
+            ("uops-retired", zen2, "EX_RET_COPS", "event=0xc1"),
+            (
+                "uops-retired",
+                &[Zen3, Zen4, Zen5],
+                "EX_RET_OPS",
+                "event=0xc1",
+            ),
+            (
+                "uops-issued",
+                zen2,
+                "DE_DIS_UOPS_FROM_DECODER",
+                "event=0xaa,umask=0xff",
+            ),
+            (
+                "uops-issued",
+                zen4_5,
+                "DE_SRC_OP_DISP.ALL",
+                "event=0xaa,umask=0x07",
+            ),
+            (
+                "machine-clears",
+                &[Zen2, Zen3],
+                "EX_RET_BRN_RESYNC",
+                "event=0xc7",
+            ),
+            (
+                "store-buffer-stalls",
+                zen2,
+                "DE_DIS_DISPATCH_TOKEN_STALLS1.STORE_QUEUE_TOKEN_STALL",
+                "event=0xae,umask=0x04",
+            ),
+            (
+                "store-buffer-stalls",
+                &[Zen3, Zen4],
+                "DE_DIS_DISPATCH_TOKEN_STALLS1.STORE_QUEUE_RSRC_STALL",
+                "event=0xae,umask=0x04",
+            ),
+            (
+                "store-buffer-stalls",
+                &[Zen5],
+                "DE_DISPATCH_STALL_CYCLE_DYNAMIC_TOKENS_PART1.STORE_QUEUE_RSRC_STALL",
+                "event=0xae,umask=0x04",
+            ),
+            (
+                "total_dispatch_slots",
+                zen4_5,
+                "LS_NOT_HALTED_CYC",
+                "event=0x76",
+            ),
+            ("ex_ret_ops", zen4_5, "EX_RET_OPS", "event=0xc1"),
+            (
+                "de_src_op_disp.all",
+                zen4_5,
+                "DE_SRC_OP_DISP.ALL",
+                "event=0xaa,umask=0x07",
+            ),
+            (
+                "de_no_dispatch_per_slot.no_ops_from_frontend",
+                zen4_5,
+                "DE_NO_DISPATCH_PER_SLOT.NO_OPS_FROM_FRONTEND",
+                "event=0x1a0,umask=0x01",
+            ),
+            (
+                "de_no_dispatch_per_slot.backend_stalls",
+                zen4_5,
+                "DE_NO_DISPATCH_PER_SLOT.BACKEND_STALLS",
+                "event=0x1a0,umask=0x1e",
+            ),
+            (
+                "de_no_dispatch_per_slot.smt_contention",
+                zen4_5,
+                "DE_NO_DISPATCH_PER_SLOT.SMT_CONTENTION",
+                "event=0x1a0,umask=0x60",
+            ),
+        ];
+        let mut pairs = 0;
+        for &(name, uarchs, vendor, terms) in expect {
+            for &u in uarchs {
+                let row = lookup(name, u).unwrap_or_else(|| panic!("{name} on {}", u.label()));
+                assert_eq!(
+                    (row.vendor_name, row.terms),
+                    (vendor, terms),
+                    "{name} on {}",
+                    u.label()
+                );
+                pairs += 1;
+            }
+        }
+        // Every (row, microarchitecture) pair of the table is in the list above.
+        let in_table: usize = MODEL_EVENTS.iter().map(|e| e.uarchs.len()).sum();
+        assert_eq!(pairs, in_table);
         assert_eq!(
-            lookup("uops-issued", Zen2).unwrap().terms,
-            "event=0xaa,umask=0x03"
+            lookup("total_dispatch_slots", Zen4).unwrap().scale,
+            Some(6.0)
         );
-        assert_eq!(lookup("machine-clears", Zen2).unwrap().terms, "event=0xc7");
-        assert!(
-            lookup("store-buffer-stalls", Zen5)
-                .unwrap()
-                .vendor_name
-                .starts_with("DE_DISPATCH_STALL_CYCLE_DYNAMIC_TOKENS")
+        assert_eq!(
+            lookup("total_dispatch_slots", Zen5).unwrap().scale,
+            Some(8.0)
         );
     }
 }

@@ -147,14 +147,14 @@ fn real_counters_follow_a_worker_started_after_them() {
 
 #[test]
 fn events_the_machine_lacks_are_one_line_each_in_setup_and_cell() {
-    // Zen 3's saved PMU tree: l2-misses resolves, machine-clears and topdown do not.
+    // Zen 3's saved PMU tree: l2-misses resolves, uops-issued and topdown do not.
     let dir = smtlab_fixtures::pmu_fixture("zen3");
     let cpu = smtlab_counters::CpuId::from_cpuinfo(
         &std::fs::read_to_string(dir.join("cpuinfo")).unwrap(),
     );
     let tree = smtlab_counters::PmuTree::read(&dir.join("devices"), cpu);
     let setup = CountingSetup::fake()
-        .with_events("l2-misses,machine-clears,topdown", &tree)
+        .with_events("l2-misses,uops-issued,topdown", &tree)
         .unwrap();
     assert_eq!(setup.events.len(), 1);
     assert_eq!(setup.events[0].name, "l2-misses");
@@ -175,7 +175,7 @@ fn events_the_machine_lacks_are_one_line_each_in_setup_and_cell() {
             "{all:?}"
         );
     }
-    assert!(lines[0].starts_with("event machine-clears not counted: not offered on Zen 3"));
+    assert!(lines[0].starts_with("event uops-issued not counted: not offered on Zen 3"));
     assert!(
         CountingSetup::fake()
             .with_events("cpu/event=0x3c", &tree)
@@ -196,5 +196,5 @@ fn events_the_machine_lacks_are_one_line_each_in_setup_and_cell() {
         .iter()
         .map(|u| u.name.as_str())
         .collect();
-    assert_eq!(names, ["machine-clears", "topdown"]);
+    assert_eq!(names, ["uops-issued", "topdown"]);
 }
