@@ -102,7 +102,7 @@ impl Lab {
                 &ns,
                 "addr",
                 "add",
-                &format!("{}/24", lab.client_ip(c)),
+                &format!("{}/24", Lab::client_ip(c)),
                 "dev",
                 "eth0",
             ]);
@@ -113,17 +113,17 @@ impl Lab {
         lab
     }
 
-    fn client_ip(&self, c: usize) -> String {
+    fn client_ip(c: usize) -> String {
         format!("10.77.0.{}", c + 2)
     }
 
-    fn agent_addr(&self, c: usize) -> String {
-        format!("{}:{PORT}", self.client_ip(c))
+    fn agent_addr(c: usize) -> String {
+        format!("{}:{PORT}", Lab::client_ip(c))
     }
 
     fn hosts(&self) -> String {
         (0..self.client_ns.len())
-            .map(|c| self.agent_addr(c))
+            .map(Lab::agent_addr)
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -149,7 +149,7 @@ impl Lab {
                     "agent",
                     "--listen",
                 ])
-                .arg(self.agent_addr(c))
+                .arg(Lab::agent_addr(c))
                 .arg("--token")
                 .arg(self.token())
                 .args(["--allow", SERVER_IP, "--cpus", "1"])
@@ -200,7 +200,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for c in self.children.iter_mut() {
+        for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -365,7 +365,7 @@ fn a_coordinator_without_the_token_is_refused_in_one_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
-        err.contains(&lab.agent_addr(0)) && err.contains("refused") && err.contains("wrong token"),
+        err.contains(&Lab::agent_addr(0)) && err.contains("refused") && err.contains("wrong token"),
         "{err}"
     );
 }
@@ -439,7 +439,7 @@ fn an_agent_killed_mid_run_fails_its_cell_in_one_line_and_the_finished_cells_sta
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    let agent = format!("agent {}", lab.agent_addr(1));
+    let agent = format!("agent {}", Lab::agent_addr(1));
     assert!(
         all.contains(&format!("{agent} closed the connection"))
             || all.contains(&format!("{agent}: cannot connect")),

@@ -168,7 +168,11 @@ pub fn agents_text(infos: &[AgentInfo], r: &RemoteReport) -> String {
             if info.cpus.is_empty() {
                 "unpinned".to_string()
             } else {
-                smtlab_model::CpuSet::from_iter(info.cpus.iter().copied()).to_list_string()
+                info.cpus
+                    .iter()
+                    .copied()
+                    .collect::<smtlab_model::CpuSet>()
+                    .to_list_string()
             }
         ));
     }
