@@ -286,6 +286,12 @@ fn web_static_on_1c1t_up_with_its_clients_in_two_other_namespaces() {
         );
         // Both agents loaded the server, and the sample's rate is theirs summed.
         assert!(a0 > 0.0 && a1 > 0.0, "{s}");
+        // One host, one clock: the measured offset is within the round trip (and 1 ms).
+        for i in 0..2 {
+            let off = m[format!("agent{i}_clock_offset_ns")].as_f64().unwrap();
+            let rtt = m[format!("agent{i}_rtt_ns")].as_f64().unwrap();
+            assert!(off.abs() <= rtt.max(1e6), "{s}");
+        }
         let summed = m["requests_per_s"].as_f64().unwrap();
         assert!((summed - (a0 + a1)).abs() < 1e-6 * summed, "{s}");
     }

@@ -661,7 +661,18 @@ impl Instance for WebInstance {
                 let r = remote
                     .run(&self.cfg, specs, weights)
                     .map_err(|e| check(e.to_string()))?;
-                sample_from_remote(NAME, &r)
+                let mut sample = sample_from_remote(NAME, &r)?;
+                // Each agent's clock against this host's, measured when it was reached.
+                for (i, a) in remote.agents().iter().enumerate() {
+                    sample.metrics.insert(
+                        format!("agent{i}_clock_offset_ns"),
+                        a.clock_offset_ns as f64,
+                    );
+                    sample
+                        .metrics
+                        .insert(format!("agent{i}_rtt_ns"), a.rtt_ns as f64);
+                }
+                Ok(sample)
             }
         }
     }
