@@ -120,7 +120,7 @@ const MAX_START_AHEAD: Duration = Duration::from_secs(10);
 
 type OnEvent = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 
-/// Serves coordinators on `listener` until `stop` is set (checked every 200 ms), each
+/// Serves coordinators on `listener` until `stop` is set (checked every 50 ms), each
 /// on a thread of its own, at most `limits.max_coordinators` at once.
 pub fn serve(
     listener: TcpListener,
@@ -135,7 +135,7 @@ pub fn serve(
         let (stream, peer) = match listener.accept() {
             Ok(s) => s,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -143,7 +143,10 @@ pub fn serve(
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
             Err(e) => return Err(e),
         };
-        stream.set_nonblocking(false)?;
+        // A connection that cannot be made blocking is dropped, the agent goes on.
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
         let (cfg, active, on_event) = (cfg.clone(), active.clone(), on_event.clone());
         if active.fetch_add(1, Ordering::SeqCst) >= cfg.limits.max_coordinators {
             active.fetch_sub(1, Ordering::SeqCst);
