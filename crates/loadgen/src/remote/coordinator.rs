@@ -442,8 +442,8 @@ pub(crate) fn merge(parts: &[WireReport]) -> Result<LoadReport, String> {
         for (k, v) in p.error_kinds()? {
             *r.errors.entry(k).or_default() += v;
         }
-        for (k, v) in &p.bad_statuses {
-            *r.bad_statuses.entry(*k).or_default() += v;
+        for &(k, v) in &p.bad_statuses {
+            *r.bad_statuses.entry(k).or_default() += v;
         }
         let next = first_conn + p.conns.iter().map(|c| c.conn + 1).max().unwrap_or(0);
         r.conns.extend(p.conns.iter().cloned().map(|mut c| {

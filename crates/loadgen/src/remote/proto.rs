@@ -119,7 +119,8 @@ pub struct WireReport {
     pub unsent: u64,
     /// By [`ErrorKind::as_str`].
     pub errors: BTreeMap<String, u64>,
-    pub bad_statuses: BTreeMap<u16, u64>,
+    /// Status and count pairs (a list: map keys of a tagged message arrive as text).
+    pub bad_statuses: Vec<(u16, u64)>,
     /// The latency histogram, HdrHistogram's V2 encoding in base64.
     pub latency_v2: String,
     pub conns: Vec<ConnStats>,
@@ -145,7 +146,7 @@ impl WireReport {
                 .iter()
                 .map(|(k, v)| (k.as_str().to_string(), *v))
                 .collect(),
-            bad_statuses: r.bad_statuses.clone(),
+            bad_statuses: r.bad_statuses.iter().map(|(k, v)| (*k, *v)).collect(),
             latency_v2: base64::engine::general_purpose::STANDARD.encode(bytes),
             conns: r.conns.clone(),
         })

@@ -49,7 +49,17 @@ fn merged_percentiles_equal_those_of_the_union_of_all_samples() {
     .collect();
     let wires: Vec<WireReport> = parts
         .iter()
-        .map(|p| WireReport::from_report(&report_of(p), 0).unwrap())
+        .map(|p| {
+            // Through the wire as the agent sends it: a `done` line of JSON.
+            let done = super::proto::FromAgent::Done {
+                report: Box::new(WireReport::from_report(&report_of(p), 0).unwrap()),
+            };
+            let line = serde_json::to_vec(&done).unwrap();
+            match serde_json::from_slice(&line).unwrap() {
+                super::proto::FromAgent::Done { report } => *report,
+                other => panic!("{other:?}"),
+            }
+        })
         .collect();
     let merged = merge(&wires).unwrap();
     let union: Vec<u64> = parts.concat();
@@ -291,4 +301,27 @@ fn an_agent_stops_its_load_when_the_coordinator_goes() {
         after_stop,
         "load went on after the coordinator left (4 s load)"
     );
+}
+
+#[test]
+fn errors_are_counted_per_agent_and_summed() {
+    let server = test_server(Behaviour::Status500);
+    let (a, b) = (agent("127.0.0.1"), agent("127.0.0.1"));
+    let token = Token::new(TOKEN).unwrap();
+    let mut remote = Remote::connect(&[a.addr.clone(), b.addr.clone()], &token).unwrap();
+    let r = remote
+        .run(
+            &load_to(server.addr, 2, 200),
+            &[RequestSpec::get("/")],
+            &[1.0],
+        )
+        .unwrap();
+    let per_agent: Vec<u64> = r.agents.iter().map(AgentRun::error_count).collect();
+    assert!(per_agent.iter().all(|&e| e > 0), "{r:?}");
+    assert_eq!(r.merged.error_count(), per_agent.iter().sum::<u64>());
+    assert_eq!(
+        r.merged.bad_statuses.get(&500).copied(),
+        Some(r.merged.error_count())
+    );
+    assert_eq!(r.merged.requests, 0);
 }
