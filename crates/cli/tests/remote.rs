@@ -465,3 +465,29 @@ fn an_agent_killed_mid_run_fails_its_cell_in_one_line_and_the_finished_cells_sta
         "namespaces left behind"
     );
 }
+
+#[test]
+fn bad_agent_settings_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short");
+    std::fs::write(&short, "short\n").unwrap();
+    let good = dir.path().join("good");
+    std::fs::write(&good, format!("{TOKEN}\n")).unwrap();
+    let run = |args: &[&str], token: &Path| {
+        let out = Command::new(smtlab())
+            .args(["agent", "--listen", "127.0.0.1:0", "--token"])
+            .arg(token)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let e = run(&[], &short);
+    assert!(e.contains("at least 16 characters"), "{e}");
+    let e = run(&["--allow", "0.0.0.0/0"], &good);
+    assert!(e.contains("--allow") && e.contains("every address"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    let e = run(&["--allow", "not-an-address"], &good);
+    assert!(e.contains("expected an address"), "{e}");
+}
