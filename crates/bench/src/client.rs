@@ -29,6 +29,8 @@ pub const NEEDS_CLIENT_SIDE: &str = "needs a client side (CPUs apart from the pl
 #[derive(Debug)]
 pub struct ClientSide {
     cpus: CpuSet,
+    /// Set: the client side runs on these agents' hosts, and `cpus` is empty.
+    remote: Option<smtlab_placement::RemoteClients>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     spawner: Option<JoinHandle<()>>,
 }
@@ -52,12 +54,29 @@ impl ClientSide {
             })?;
         Ok(ClientSide {
             cpus,
+            remote: None,
             jobs: Mutex::new(Some(tx)),
             spawner: Some(spawner),
         })
     }
 
-    /// The CPUs the client side may use.
+    /// A client side on other hosts: the agents of `remote` run the load, and no CPU of
+    /// this host is taken (nothing may be spawned here).
+    pub fn remote(remote: smtlab_placement::RemoteClients) -> ClientSide {
+        ClientSide {
+            cpus: CpuSet::new(),
+            remote: Some(remote),
+            jobs: Mutex::new(None),
+            spawner: None,
+        }
+    }
+
+    /// The agents of a remote client side.
+    pub fn remote_clients(&self) -> Option<&smtlab_placement::RemoteClients> {
+        self.remote.as_ref()
+    }
+
+    /// The CPUs the client side may use (none for a remote one).
     pub fn cpus(&self) -> &CpuSet {
         &self.cpus
     }
@@ -65,7 +84,8 @@ impl ClientSide {
     /// The CPU for client thread `i` (round robin over the client CPUs).
     pub fn cpu_for_thread(&self, i: usize) -> u32 {
         let v = self.cpus.to_vec();
-        v[i % v.len()]
+        // A remote client side has no CPU here; spawning on it fails before this matters.
+        v.get(i % v.len().max(1)).copied().unwrap_or(0)
     }
 
     fn run<T: Send + 'static>(&self, job: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {

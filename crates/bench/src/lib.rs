@@ -124,6 +124,13 @@ pub trait Benchmark: Send + Sync {
         false
     }
 
+    /// Whether its client side may run on other hosts, driven through smtlab agents
+    /// (`--client-hosts`): the runner then starts no client side here, and a
+    /// `1c1t-up` placement leaves the client nothing to lose.
+    fn remote_clients(&self) -> bool {
+        false
+    }
+
     /// What this benchmark cannot do on this machine although it runs (a command it
     /// leaves out because it is not installed), one line each, for the caller to say
     /// once before measuring. Empty when nothing is missing.

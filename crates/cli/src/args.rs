@@ -74,6 +74,9 @@ pub enum Command {
     /// Load an HTTP server on this host like wrk: requests/s, MB/s, errors by kind,
     /// latency percentiles (closed loop, or open loop with --rate).
     Load(LoadArgs),
+    /// Run the load of a server workload measured on another host: listen for smtlab
+    /// there (`--client-hosts`), check its token, send load only where --allow says.
+    Agent(AgentArgs),
     /// Print a shell completion script: `smtlab completions bash > /etc/bash_completion.d/smtlab`.
     Completions(CompletionsArgs),
     /// Print the manual page (roff): `smtlab man | man -l -`.
@@ -161,6 +164,20 @@ pub struct ClientArgs {
     /// Let the client side use SMT siblings of the placement's CPUs.
     #[arg(long, conflicts_with = "client_cpus")]
     pub client_siblings: bool,
+    /// Run the load of web workloads (web-static) on other hosts: the smtlab agents
+    /// listening there (`10.0.0.2:7400,10.0.0.3:7400`; see `smtlab agent`), started
+    /// together, their latency histograms merged. Every CPU here stays the server's, so
+    /// `1c1t-up` can be measured. Needs --client-token.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...",
+          conflicts_with_all = ["client_cpus", "client_siblings"], requires = "client_token")]
+    pub client_hosts: Vec<String>,
+    /// The file holding the agents' token (one line, at least 16 characters).
+    #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
+    pub client_token: Option<smtlab_placement::Token>,
+}
+
+fn parse_token_file(s: &str) -> Result<smtlab_placement::Token, String> {
+    smtlab_placement::Token::from_file(std::path::Path::new(s))
 }
 
 fn parse_cpu_list(s: &str) -> Result<smtlab_model::CpuSet, String> {
@@ -545,7 +562,7 @@ pub enum SmtWord {
 #[derive(Debug, Args)]
 pub struct LoadArgs {
     /// The URL to load: http://HOST:PORT/PATH, HOST a loopback address, localhost or an
-    /// address of this host.
+    /// address of this host (with --client-hosts: an address the agents allow).
     pub url: String,
     /// Connections, open together.
     #[arg(
@@ -599,6 +616,47 @@ pub struct LoadArgs {
     /// Print JSON (`smtlab.load/1`) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Let smtlab agents on other hosts run the load, the URL as they reach the server
+    /// (`HOST:PORT,...`; see `smtlab agent`): connections shared among them, started
+    /// together, histograms merged; -t is then threads in all, shared among them (at
+    /// least one each). Needs --client-token.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "HOST:PORT,...",
+        conflicts_with = "cpus",
+        requires = "client_token"
+    )]
+    pub client_hosts: Vec<String>,
+    /// The file holding the agents' token.
+    #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
+    pub client_token: Option<smtlab_placement::Token>,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Address to listen on for coordinators (`0.0.0.0:7400`, `10.0.0.2:7400`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// The file holding the token coordinators must present (one line, at least 16
+    /// characters, e.g. from `head -c 24 /dev/urandom | base64`).
+    #[arg(long, value_name = "FILE", value_parser = parse_token_file)]
+    pub token: smtlab_placement::Token,
+    /// Where load may go: addresses and networks (`10.0.0.1,10.0.1.0/24`). Default:
+    /// this host's own addresses only.
+    #[arg(long, value_name = "LIST", default_value = "")]
+    pub allow: String,
+    /// CPUs the load threads are pinned to (thread i on the i-th, round robin).
+    /// Default: every CPU this process may run on.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
+    pub cpus: Option<smtlab_model::CpuSet>,
+    /// Longest load accepted, warm-up included, in seconds.
+    #[arg(long, default_value_t = 600, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub max_seconds: u64,
+    /// Most connections in one load.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub max_connections: usize,
 }
 
 fn parse_gbps(s: &str) -> Result<f64, String> {

@@ -349,9 +349,18 @@ pub fn load_topology(
         .with_context(|| format!("cannot read the CPU topology under {}", root.display()))
 }
 
-/// The client-side rule of `--client-cpus`, `--client-share` and `--client-siblings`.
+/// The client-side rule of `--client-cpus`, `--client-share`, `--client-siblings` and
+/// `--client-hosts`.
 pub fn client_rule(args: &crate::args::ClientArgs) -> smtlab_placement::ClientRule {
     use smtlab_placement::ClientRule;
+    if let Some(token) = &args.client_token
+        && !args.client_hosts.is_empty()
+    {
+        return ClientRule::Remote(smtlab_placement::RemoteClients {
+            hosts: args.client_hosts.clone(),
+            token: token.clone(),
+        });
+    }
     match (&args.client_cpus, args.client_siblings) {
         (Some(cpus), _) => ClientRule::Cpus {
             cpus: cpus.clone(),

@@ -40,6 +40,8 @@ pub(crate) struct ThreadPlan {
     pub first_conn: usize,
     /// How long to keep polling without sleeping after a turn that found events.
     pub busy_poll_ns: u64,
+    /// Set: the load ends at the next turn of the loop (within 50 ms), counted so far.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +156,11 @@ impl<'a> Engine<'a> {
         loop {
             let now = now_ns(self.origin);
             if now >= end_ns
+                || self
+                    .plan
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
                 || (self.attempts >= self.plan.max_requests
                     && self.conns.iter().all(|c| c.state == State::Idle))
             {

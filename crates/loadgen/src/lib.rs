@@ -37,6 +37,7 @@ use smtlab_bench::client::ClientSide;
 
 mod engine;
 pub mod http;
+pub mod remote;
 mod stats;
 pub mod sys;
 
@@ -72,6 +73,9 @@ pub struct LoadConfig {
     /// coming. Zero when the client shares CPUs or cores with the server: its polling
     /// would take their time.
     pub busy_poll: Duration,
+    /// Set by another thread to end the load early (a remote agent whose coordinator
+    /// went away): the threads stop within 50 ms and report what they counted.
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl LoadConfig {
@@ -91,6 +95,7 @@ impl LoadConfig {
             max_requests: u64::MAX,
             seed: 1,
             busy_poll: Duration::ZERO,
+            stop: None,
         }
     }
 }
@@ -285,6 +290,21 @@ impl ClientPool {
     /// Runs one load on the first `cfg.threads` threads and merges what they counted.
     pub fn run(&self, cfg: &LoadConfig, mix: Arc<Mix>) -> Result<LoadReport, LoadError> {
         check(cfg)?;
+        self.run_checked(cfg, mix)
+    }
+
+    /// [`ClientPool::run`] for a target already checked by the caller (a remote agent's
+    /// allow-list), the settings checked here.
+    pub(crate) fn run_allowed(
+        &self,
+        cfg: &LoadConfig,
+        mix: Arc<Mix>,
+    ) -> Result<LoadReport, LoadError> {
+        check_settings(cfg)?;
+        self.run_checked(cfg, mix)
+    }
+
+    fn run_checked(&self, cfg: &LoadConfig, mix: Arc<Mix>) -> Result<LoadReport, LoadError> {
         if cfg.threads > self.threads() {
             return Err(LoadError::Config(format!(
                 "{} load threads asked of a pool of {}",
@@ -313,6 +333,7 @@ impl ClientPool {
                 seed: cfg.seed.wrapping_add(t as u64 * 7919),
                 first_conn: first,
                 busy_poll_ns: cfg.busy_poll.as_nanos() as u64,
+                stop: cfg.stop.clone(),
             };
             first += conns;
             let (mix, done) = (mix.clone(), done_tx.clone());
@@ -356,6 +377,12 @@ impl Drop for ClientPool {
 }
 
 fn check(cfg: &LoadConfig) -> Result<(), LoadError> {
+    check_settings(cfg)?;
+    check_local(&cfg.addr).map_err(LoadError::NotLocal)
+}
+
+/// Everything [`check`] checks but the target.
+fn check_settings(cfg: &LoadConfig) -> Result<(), LoadError> {
     if cfg.connections == 0 || cfg.threads == 0 {
         return Err(LoadError::Config(
             "connections and threads must be at least 1".into(),
@@ -379,7 +406,7 @@ fn check(cfg: &LoadConfig) -> Result<(), LoadError> {
             "per-connection rate {r}: expected > 0"
         )));
     }
-    check_local(&cfg.addr).map_err(LoadError::NotLocal)
+    Ok(())
 }
 
 /// Runs one load on threads started for it and merges what they counted.

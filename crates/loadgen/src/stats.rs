@@ -9,12 +9,12 @@ use crate::http::ErrorKind;
 /// Latencies are kept in nanoseconds, 3 significant digits, up to this.
 const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("valid histogram bounds")
 }
 
 /// One connection's share of a load (counted after the warm-up; errors always).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ConnStats {
     /// The connection's number over the whole load.
     pub conn: usize,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::*;
 
 #[derive(Clone, Copy)]
-enum Behaviour {
+pub(crate) enum Behaviour {
     /// 200 with `n` body bytes, kept alive.
     Good(usize),
     /// Says 100 bytes, sends 40, closes.
@@ -25,10 +25,10 @@ enum Behaviour {
     Stall { after_ms: u64, stall_ms: u64 },
 }
 
-struct TestServer {
-    addr: SocketAddr,
+pub(crate) struct TestServer {
+    pub(crate) addr: SocketAddr,
     stop: Arc<AtomicBool>,
-    served: Arc<AtomicU64>,
+    pub(crate) served: Arc<AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -55,7 +55,7 @@ fn read_request(s: &mut TcpStream) -> bool {
     }
 }
 
-fn serve(b: Behaviour) -> TestServer {
+pub(crate) fn serve(b: Behaviour) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();

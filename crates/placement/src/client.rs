@@ -6,7 +6,9 @@
 //! SMT sibling of a placement CPU (paper 000 drove its servers from separate machines).
 //! The user may allow siblings ([`ClientRule::AllowSiblings`]) or name the CPUs
 //! ([`ClientRule::Cpus`]); a named set may overlap the placement only when asked for
-//! with `Cpus { shared: true }`, so an overlap is always deliberate.
+//! with `Cpus { shared: true }`, so an overlap is always deliberate. Or the client runs
+//! on other hosts ([`ClientRule::Remote`]: smtlab agents there, reached over TCP with a
+//! shared token), and this host keeps every CPU for the server.
 
 use smtlab_model::{CpuSet, ResolvedPlacement, Topology};
 
@@ -22,6 +24,56 @@ pub enum ClientRule {
     AllowSiblings,
     /// Exactly these CPUs. Unless `shared`, they must be disjoint from the placement.
     Cpus { cpus: CpuSet, shared: bool },
+    /// On other hosts, by the smtlab agents listening there: no CPU of this host.
+    Remote(RemoteClients),
+}
+
+/// The agents a remote client side runs on and the token they expect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteClients {
+    /// `host:port` of each agent, in the order given.
+    pub hosts: Vec<String>,
+    pub token: Token,
+}
+
+/// A shared secret between agents and their coordinator; never shown.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+/// The shortest token accepted: a guessable one would let anyone on the network point
+/// an agent's load at the hosts it may load.
+pub const TOKEN_MIN_CHARS: usize = 16;
+
+impl Token {
+    /// The token in `text`, surrounding white space removed.
+    pub fn new(text: &str) -> Result<Token, String> {
+        let t = text.trim();
+        if t.chars().count() < TOKEN_MIN_CHARS || t.contains(['\n', '\r']) {
+            return Err(format!(
+                "expected one line of at least {TOKEN_MIN_CHARS} characters \
+                 (e.g. from: head -c 24 /dev/urandom | base64)"
+            ));
+        }
+        Ok(Token(t.to_string()))
+    }
+
+    /// The token in file `path` (one line).
+    pub fn from_file(path: &std::path::Path) -> Result<Token, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("token file {}: {e}", path.display()))?;
+        Token::new(&text).map_err(|e| format!("token file {}: {e}", path.display()))
+    }
+
+    /// The secret itself, for the wire and for comparing.
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
 }
 
 /// Why no client CPUs could be chosen; each message is one line.
@@ -65,13 +117,20 @@ pub fn client_cpus(
     rule: &ClientRule,
 ) -> Result<CpuSet, ClientError> {
     let usable = usable_cpus(topo);
-    if !server.pinned() && !matches!(rule, ClientRule::Cpus { shared: true, .. }) {
+    if !server.pinned()
+        && !matches!(
+            rule,
+            ClientRule::Cpus { shared: true, .. } | ClientRule::Remote(_)
+        )
+    {
         return Err(ClientError::Unpinned {
             placement: server.name.clone(),
         });
     }
     let server_cpus: CpuSet = server.cpus.iter().copied().collect();
     match rule {
+        // The load runs elsewhere: nothing of this host is taken.
+        ClientRule::Remote(_) => Ok(CpuSet::new()),
         ClientRule::Cpus { cpus, shared } => {
             let outside = cpus.difference(&usable);
             if !outside.is_empty() {
@@ -243,6 +302,22 @@ mod tests {
         let p = placed(&t, "half-cores-1t");
         assert_eq!(p.cpu_set(), set("0-1"));
         assert_eq!(client_cpus(&t, &p, &ClientRule::Apart).unwrap(), set("2-4"));
+    }
+
+    #[test]
+    fn remote_clients_take_no_cpu_here_and_hide_their_token() {
+        let t = topo(&[&[&[0], &[1]]]);
+        let rule = ClientRule::Remote(RemoteClients {
+            hosts: vec!["10.0.0.2:7400".into()],
+            token: Token::new("0123456789abcdefXYZ").unwrap(),
+        });
+        assert!(
+            client_cpus(&t, &placed(&t, "2c1t"), &rule)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(!format!("{rule:?}").contains("0123456789"));
+        assert!(Token::new("short").unwrap_err().contains("at least 16"));
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub mod pin;
 mod resolve;
 mod spec;
 
-pub use client::{ClientError, ClientRule, client_cpus};
+pub use client::{ClientError, ClientRule, RemoteClients, Token, client_cpus};
 pub use resolve::{resolve, standard_placements};
 pub use smtlab_model::{
     CoreOrder, CpuOrder, CpuSet, PlacementKind, PlacementSpec, ResolvedPlacement, Topology,

@@ -28,6 +28,15 @@ fn client_text(
     if !bench.client_side() {
         return Ok(None);
     }
+    if let ClientRule::Remote(remote) = rule {
+        if !bench.remote_clients() {
+            return Err(format!(
+                "--client-hosts: {} runs its client side on this host only (remote agents drive the web workloads)",
+                bench.info().name
+            ));
+        }
+        return Ok(Some(ClientSide::remote(remote.clone())));
+    }
     let cpus = client_cpus(topo, placement, rule).map_err(|e| e.to_string())?;
     ClientSide::start(cpus)
         .map(Some)

@@ -466,7 +466,11 @@ impl Session<'_> {
         // Kept to the end of the cell: dropping it restores what it changed.
         let state = match self.system {
             Some(machine) => machine
-                .enter_cell(&placement, plan.bench.client_side())
+                // A client on other hosts needs no CPU here: `1c1t-up` may take them all.
+                .enter_cell(
+                    &placement,
+                    plan.bench.client_side() && !matches!(self.client_rule, ClientRule::Remote(_)),
+                )
                 .map_err(|e| e.to_string()),
             None => Ok(CellGuard::Unchanged),
         };

@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
-use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning};
+use smtlab_loadgen::remote::{Remote, RemoteReport};
+use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning, RequestSpec};
 use smtlab_model::metrics::web as m;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
@@ -283,6 +284,10 @@ impl Benchmark for WebStatic {
         true
     }
 
+    fn remote_clients(&self) -> bool {
+        true
+    }
+
     /// A sample is `duration` of load after a tenth of it (at most 0.5 s) of warm-up;
     /// setting up writes the file set (about 200 MB/s) and starts the server.
     fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
@@ -326,6 +331,9 @@ impl Benchmark for WebStatic {
             }
         };
         let client = ctx.client_side(NAME)?;
+        if let Some(agents) = client.remote_clients() {
+            return remote_instance(ctx, agents, &server, conns, dataset, duration, keep_alive);
+        }
         let threads = match p.get_u64("threads")? as usize {
             0 => client.cpus().len(),
             n => n,
@@ -368,8 +376,10 @@ impl Benchmark for WebStatic {
         }
         Ok(Box::new(WebInstance {
             cfg,
-            mix: Arc::new(mix),
-            pool,
+            driver: Driver::Local {
+                pool,
+                mix: Arc::new(mix),
+            },
             running: Some(running),
             _set: set,
             seed: 1,
@@ -446,10 +456,137 @@ pub(crate) fn client_cores_apart(
     })
 }
 
+/// `web-static` with its load from smtlab agents on other hosts (`--client-hosts`):
+/// the agents are reached first, so the server listens on the address they reach this
+/// host through (every address when they reach it through different ones); a built-in
+/// server only, as the real servers' configurations listen on loopback.
+fn remote_instance(
+    ctx: &BenchContext<'_>,
+    agents: &smtlab_placement::RemoteClients,
+    server: &str,
+    conns: usize,
+    dataset: u64,
+    duration: f64,
+    keep_alive: bool,
+) -> Result<Box<dyn Instance>, BenchError> {
+    let unsupported = |reason: String| BenchError::Unsupported {
+        bench: NAME.into(),
+        reason,
+    };
+    if !matches!(server, "event" | "threads" | "processes") {
+        return Err(unsupported(format!(
+            "server={server} with --client-hosts: only the built-in servers (event, threads, \
+             processes) listen beyond loopback"
+        )));
+    }
+    let remote =
+        Remote::connect(&agents.hosts, &agents.token).map_err(|e| unsupported(e.to_string()))?;
+    let io = |what: &'static str| {
+        move |e: std::io::Error| BenchError::Io {
+            bench: NAME.into(),
+            what: what.into(),
+            error: e,
+        }
+    };
+    let set =
+        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+    set.warm()
+        .map_err(io("reading the file set into the page cache"))?;
+    let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
+    let opts = ServerOpts {
+        bind_ip: remote.common_local_ip().unwrap_or(any),
+        ..ServerOpts::default()
+    };
+    let running = start_server(server, &set, &ctx.placement.cpus, opts)
+        .map_err(|e| unsupported(e.to_string()))?;
+    let (specs, weights) = set.requests();
+    // Each agent sends to this host's address on its way to it.
+    let target = SocketAddr::new(any, running.addr().port());
+    let mut cfg = LoadConfig::new(target, conns, Duration::from_secs_f64(duration));
+    // 0: each agent runs one thread per CPU it was given.
+    cfg.threads = ctx.params.get_u64("threads")? as usize;
+    cfg.keep_alive = keep_alive;
+    cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
+    cfg.timeout = Duration::from_secs(10);
+    // The agents have their hosts to themselves.
+    cfg.busy_poll = CLIENT_BUSY_POLL;
+    Ok(Box::new(WebInstance {
+        cfg,
+        driver: Driver::Remote {
+            remote,
+            specs,
+            weights,
+        },
+        running: Some(running),
+        _set: set,
+        seed: 1,
+    }))
+}
+
+/// Where a web instance's load comes from.
+enum Driver {
+    /// Client threads on this host's client CPUs.
+    Local { pool: ClientPool, mix: Arc<Mix> },
+    /// smtlab agents on other hosts.
+    Remote {
+        remote: Remote,
+        specs: Vec<RequestSpec>,
+        weights: Vec<f64>,
+    },
+}
+
+/// A sample from a load the agents ran: [`sample_from`] on the merged report, with the
+/// requests per second summed over the agents, and each agent's share and errors.
+pub fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, BenchError> {
+    if r.merged.error_count() > 0 {
+        let per_agent: Vec<String> = r
+            .agents
+            .iter()
+            .map(|a| {
+                let errors: Vec<String> = a
+                    .errors
+                    .iter()
+                    .map(|(k, v)| format!("{} {v}", k.as_str()))
+                    .collect();
+                let errors = if errors.is_empty() {
+                    "none".to_string()
+                } else {
+                    errors.join(", ")
+                };
+                format!("agent {}: {errors}", a.addr)
+            })
+            .collect();
+        return Err(BenchError::Check {
+            bench: bench.into(),
+            reason: format!(
+                "{} requests failed beside {} good ones ({}); no throughput reported",
+                r.merged.error_count(),
+                r.merged.requests,
+                per_agent.join("; ")
+            ),
+        });
+    }
+    let mut sample = sample_from(bench, &r.merged)?;
+    sample
+        .metrics
+        .insert(m::REQUESTS_PER_S.into(), r.requests_per_s_summed());
+    sample
+        .metrics
+        .insert("agents".into(), r.agents.len() as f64);
+    sample
+        .metrics
+        .insert("agents_start_spread_ns".into(), r.start_spread_ns as f64);
+    for (i, a) in r.agents.iter().enumerate() {
+        sample
+            .metrics
+            .insert(format!("agent{i}_requests_per_s"), a.requests_per_s());
+    }
+    Ok(sample)
+}
+
 struct WebInstance {
     cfg: LoadConfig,
-    mix: Arc<Mix>,
-    pool: ClientPool,
+    driver: Driver,
     // Dropped before the file set: the server stops, then its files go.
     running: Option<Running>,
     _set: FileSet,
@@ -518,14 +655,39 @@ impl Instance for WebInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
         self.cfg.seed = self.seed;
-        let r = self
-            .pool
-            .run(&self.cfg, self.mix.clone())
-            .map_err(|e| BenchError::Check {
-                bench: NAME.into(),
-                reason: e.to_string(),
-            })?;
-        sample_from(NAME, &r)
+        let check = |reason: String| BenchError::Check {
+            bench: NAME.into(),
+            reason,
+        };
+        match &mut self.driver {
+            Driver::Local { pool, mix } => {
+                let r = pool
+                    .run(&self.cfg, mix.clone())
+                    .map_err(|e| check(e.to_string()))?;
+                sample_from(NAME, &r)
+            }
+            Driver::Remote {
+                remote,
+                specs,
+                weights,
+            } => {
+                let r = remote
+                    .run(&self.cfg, specs, weights)
+                    .map_err(|e| check(e.to_string()))?;
+                let mut sample = sample_from_remote(NAME, &r)?;
+                // Each agent's clock against this host's, measured when it was reached.
+                for (i, a) in remote.agents().iter().enumerate() {
+                    sample.metrics.insert(
+                        format!("agent{i}_clock_offset_ns"),
+                        a.clock_offset_ns as f64,
+                    );
+                    sample
+                        .metrics
+                        .insert(format!("agent{i}_rtt_ns"), a.rtt_ns as f64);
+                }
+                Ok(sample)
+            }
+        }
     }
 
     fn fixed_iterations(&self) -> Option<u64> {

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use crate::args::{Cli, Command};
 
 mod advise;
+mod agent;
 mod bench;
 mod compare;
 mod completions;
@@ -59,6 +60,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Exec(a) => ok(exec::run(&a, machine)),
         Command::Smt(a) => ok(smt::run(&a, machine)),
         Command::Load(a) => ok(load::run(&a)),
+        Command::Agent(a) => ok(agent::run(&a)),
         Command::Completions(a) => ok(completions::completions(&a)),
         Command::Man => ok(completions::man()),
         Command::Corun(a) => corun::run(&a, machine),

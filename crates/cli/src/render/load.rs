@@ -1,5 +1,6 @@
 //! `smtlab load`'s report: a few lines of text, or JSON (`smtlab.load/1`).
 
+use smtlab_loadgen::remote::{AgentInfo, RemoteReport};
 use smtlab_loadgen::{LoadConfig, LoadReport};
 
 use crate::args::LoadArgs;
@@ -136,4 +137,65 @@ pub fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> ser
             "100": r.slower_than(100_000_000), "1000": r.slower_than(1_000_000_000),
         },
     })
+}
+
+/// A line per remote agent: its share, its errors and its clock against this host's.
+pub fn agents_text(infos: &[AgentInfo], r: &RemoteReport) -> String {
+    let mut s = format!(
+        "agents     {} ({:.1} requests/s summed; started within {})\n",
+        r.agents.len(),
+        r.requests_per_s_summed(),
+        ms(r.start_spread_ns)
+    );
+    for (info, run) in infos.iter().zip(&r.agents) {
+        let errors: Vec<String> = run
+            .errors
+            .iter()
+            .map(|(k, v)| format!("{} {v}", k.as_str()))
+            .collect();
+        s.push_str(&format!(
+            "  {}  {} conns  {:.1}/s  errors {}  clock {:+.3} ms (+-{})  CPUs {}\n",
+            run.addr,
+            run.connections,
+            run.requests_per_s(),
+            if errors.is_empty() {
+                "none".to_string()
+            } else {
+                errors.join(", ")
+            },
+            info.clock_offset_ns as f64 / 1e6,
+            ms(info.rtt_ns / 2),
+            if info.cpus.is_empty() {
+                "unpinned".to_string()
+            } else {
+                info.cpus
+                    .iter()
+                    .copied()
+                    .collect::<smtlab_model::CpuSet>()
+                    .to_list_string()
+            }
+        ));
+    }
+    crate::render::table::wrap(&s, crate::render::table::Layout::term())
+}
+
+pub fn agents_json(infos: &[AgentInfo], r: &RemoteReport) -> serde_json::Value {
+    infos
+        .iter()
+        .zip(&r.agents)
+        .map(|(info, run)| {
+            serde_json::json!({
+                "addr": run.addr,
+                "target": run.target.to_string(),
+                "connections": run.connections,
+                "requests": run.requests,
+                "requests_per_s": run.requests_per_s(),
+                "errors": run.errors.iter().map(|(k, v)| (k.as_str().to_string(), *v)).collect::<std::collections::BTreeMap<_, _>>(),
+                "cpus": info.cpus,
+                "clock_offset_ns": info.clock_offset_ns,
+                "rtt_ns": info.rtt_ns,
+                "start_offset_ns": run.start_offset_ns,
+            })
+        })
+        .collect()
 }

@@ -18,11 +18,16 @@ pub struct Load {
     pub cfg: LoadConfig,
     pub cpus: Vec<u32>,
     pub mix: Arc<Mix>,
+    /// The one request, for remote agents (which render their own mix).
+    pub request: RequestSpec,
 }
 
 pub fn load(a: &LoadArgs) -> Result<Load> {
     let (addr, host, path) = parse_url(&a.url)?;
-    if let Err(e) = smtlab_loadgen::check_local(&addr) {
+    // Remote agents check the target against their own allow-lists.
+    if a.client_hosts.is_empty()
+        && let Err(e) = smtlab_loadgen::check_local(&addr)
+    {
         bail!("{}: {e}", quoted(&a.url));
     }
     if a.connections == 0 || a.connections > 100_000 {
@@ -72,8 +77,21 @@ pub fn load(a: &LoadArgs) -> Result<Load> {
             ),
         },
     };
-    let mix = Arc::new(Mix::single(RequestSpec::get(path), &host, cfg.keep_alive));
-    Ok(Load { cfg, cpus, mix })
+    if !a.client_hosts.is_empty() {
+        // The agents have their hosts to themselves.
+        cfg.busy_poll = a
+            .busy_poll
+            .as_ref()
+            .map_or(DEFAULT_BUSY_POLL, |_| cfg.busy_poll);
+    }
+    let request = RequestSpec::get(path);
+    let mix = Arc::new(Mix::single(request.clone(), &host, cfg.keep_alive));
+    Ok(Load {
+        cfg,
+        cpus,
+        mix,
+        request,
+    })
 }
 
 /// `http://HOST:PORT/PATH` split into an address, the Host header and the path.

@@ -87,6 +87,9 @@ pub struct ServerOpts {
     pub idle_timeout: Duration,
     /// Most open connections (event: per loop; threads: threads).
     pub max_conns: usize,
+    /// The address it listens on (loopback; this host's address on the way to remote
+    /// load agents, or the unspecified one to take every address's connections).
+    pub bind_ip: std::net::IpAddr,
 }
 
 impl Default for ServerOpts {
@@ -94,6 +97,7 @@ impl Default for ServerOpts {
         ServerOpts {
             idle_timeout: Duration::from_secs(10),
             max_conns: 20_000,
+            bind_ip: std::net::Ipv4Addr::LOCALHOST.into(),
         }
     }
 }

@@ -32,7 +32,7 @@ impl EventServer {
     /// Starts one loop per CPU of `cpus` (one unpinned loop when empty) on a free
     /// loopback port.
     pub fn start(docs: Docs, cpus: &[u32], opts: ServerOpts) -> io::Result<EventServer> {
-        let first = listener_reuseport("127.0.0.1:0".parse().expect("address"))?;
+        let first = listener_reuseport(SocketAddr::new(opts.bind_ip, 0))?;
         let addr = first.local_addr()?;
         let mut listeners = vec![first];
         for _ in 1..cpus.len().max(1) {

@@ -36,7 +36,7 @@ impl ProcessServer {
         opts: ServerOpts,
         workers: usize,
     ) -> io::Result<ProcessServer> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let listener = TcpListener::bind((opts.bind_ip, 0))?;
         let addr = listener.local_addr()?;
         // Everything the child needs is prepared before the fork.
         // Sized to the highest CPU (no 1,024-CPU cap); applying it allocates nothing.

@@ -30,7 +30,7 @@ impl ThreadServer {
     /// Starts the acceptor on `cpus` (connection threads inherit them; every CPU of the
     /// placement, as the kernel spreads Apache's threads).
     pub fn start(docs: Docs, cpus: &[u32], opts: ServerOpts) -> io::Result<ThreadServer> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let listener = TcpListener::bind((opts.bind_ip, 0))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));

@@ -1,0 +1,61 @@
+//! `smtlab agent --listen ADDR --token FILE`: the client side of server workloads
+//! measured on another host ([`smtlab_loadgen::remote`]); a line per coordinator and
+//! per load on standard output, until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use smtlab_loadgen::remote::{AgentConfig, AgentLimits, AllowList, serve};
+
+use crate::args::AgentArgs;
+
+pub fn run(a: &AgentArgs) -> Result<()> {
+    let allow = AllowList::parse(&a.allow).map_err(|e| anyhow!("--allow {e}"))?;
+    let cpus = match &a.cpus {
+        Some(set) => set.clone(),
+        None => smtlab_placement::pin::get_affinity(0)
+            .map_err(|e| anyhow!("cannot read this process's CPUs: {e}"))?,
+    };
+    if a.max_connections == 0 {
+        anyhow::bail!("--max-connections 0: expected at least 1");
+    }
+    let listener = TcpListener::bind(a.listen).with_context(|| format!("--listen {}", a.listen))?;
+    let cfg = AgentConfig {
+        token: a.token.clone(),
+        allow,
+        cpus: cpus.to_vec(),
+        limits: AgentLimits {
+            max_duration: Duration::from_secs(a.max_seconds),
+            max_connections: a.max_connections,
+            ..AgentLimits::default()
+        },
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .context("cannot install the signal handlers")?;
+    }
+    let say = |line: &str| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    say(&format!(
+        "smtlab agent: listening on {}; load threads on CPUs {}; load allowed to {}; loads of at most {} s",
+        listener.local_addr().unwrap_or(a.listen),
+        cpus.to_list_string(),
+        cfg.allow,
+        a.max_seconds
+    ));
+    serve(
+        listener,
+        cfg,
+        &stop,
+        Arc::new(move |event| say(&format!("smtlab agent: {event}"))),
+    )
+    .context("accepting coordinators")
+}

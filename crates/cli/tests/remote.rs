@@ -1,0 +1,493 @@
+//! Server workloads with their load on other hosts: three network namespaces, a server
+//! "host" with a bridge and two client "hosts" joined to it by veth links (traffic never
+//! leaves the machine), an `smtlab agent` in each client namespace, smtlab measuring in
+//! the server's. Needs root and `ip` (iproute2); skipped without them (failed under
+//! SMTLAB_REQUIRE_TOOLS=1). The server side runs on the fake machine, so `1c1t-up` takes
+//! CPU 1 offline in its tree only, never on this host.
+//!
+//! Every namespace and process a test makes is removed by a guard's `Drop`, also when
+//! the test fails.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const TOKEN: &str = "token-for-the-namespace-tests";
+const SERVER_IP: &str = "10.77.0.1";
+const PORT: u16 = 7400;
+
+fn smtlab() -> &'static str {
+    env!("CARGO_BIN_EXE_smtlab")
+}
+
+/// Whether namespaces can be made here; else why not.
+fn can_make_namespaces() -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("network namespaces need root".into());
+    }
+    match Command::new("ip").arg("-V").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        _ => Err("`ip` (iproute2) is not installed: apt-get install iproute2".into()),
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The namespaces, the agents and the files of one test; dropping it kills every
+/// process it started (by its id) and deletes the namespaces.
+struct Lab {
+    server_ns: String,
+    client_ns: Vec<String>,
+    agents: Vec<Option<Child>>,
+    children: Vec<Child>,
+    dir: tempfile::TempDir,
+}
+
+static LABS: AtomicUsize = AtomicUsize::new(0);
+
+impl Lab {
+    /// A server namespace with a bridge at 10.77.0.1/24 and `clients` client
+    /// namespaces at 10.77.0.2, .3, ... each on a veth link to the bridge.
+    fn new(clients: usize) -> Lab {
+        let n = LABS.fetch_add(1, Ordering::SeqCst);
+        let id = format!("smtlab-rt-{}-{n}", std::process::id());
+        let mut lab = Lab {
+            server_ns: format!("{id}-s"),
+            client_ns: Vec::new(),
+            agents: Vec::new(),
+            children: Vec::new(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        // Made before anything can fail, so the guard deletes it.
+        ip(&["netns", "add", &lab.server_ns]);
+        let s = lab.server_ns.clone();
+        ip(&["-n", &s, "link", "set", "lo", "up"]);
+        ip(&["-n", &s, "link", "add", "br0", "type", "bridge"]);
+        ip(&[
+            "-n",
+            &s,
+            "addr",
+            "add",
+            &format!("{SERVER_IP}/24"),
+            "dev",
+            "br0",
+        ]);
+        ip(&["-n", &s, "link", "set", "br0", "up"]);
+        for c in 0..clients {
+            let ns = format!("{id}-c{c}");
+            ip(&["netns", "add", &ns]);
+            lab.client_ns.push(ns.clone());
+            let veth = format!("v{c}");
+            ip(&[
+                "-n", &s, "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns",
+                &ns,
+            ]);
+            ip(&["-n", &s, "link", "set", &veth, "master", "br0", "up"]);
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{}/24", Lab::client_ip(c)),
+                "dev",
+                "eth0",
+            ]);
+            ip(&["-n", &ns, "link", "set", "eth0", "up"]);
+            ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        }
+        std::fs::write(lab.token(), format!("{TOKEN}\n")).unwrap();
+        lab
+    }
+
+    fn client_ip(c: usize) -> String {
+        format!("10.77.0.{}", c + 2)
+    }
+
+    fn agent_addr(c: usize) -> String {
+        format!("{}:{PORT}", Lab::client_ip(c))
+    }
+
+    fn hosts(&self) -> String {
+        (0..self.client_ns.len())
+            .map(Lab::agent_addr)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn token(&self) -> PathBuf {
+        self.dir.path().join("token")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Starts an agent in every client namespace, its load thread on CPU 1, and waits
+    /// for each to listen.
+    fn start_agents(&mut self) {
+        for c in 0..self.client_ns.len() {
+            let mut child = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &self.client_ns[c],
+                    smtlab(),
+                    "agent",
+                    "--listen",
+                ])
+                .arg(Lab::agent_addr(c))
+                .arg("--token")
+                .arg(self.token())
+                .args(["--allow", SERVER_IP, "--cpus", "1"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stdout = child.stdout.take().unwrap();
+            self.agents.push(Some(child));
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut first = String::new();
+                let mut r = BufReader::new(stdout);
+                let _ = r.read_line(&mut first);
+                let _ = tx.send(first);
+                // Drain the rest so the agent never blocks on a full pipe.
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    line.clear();
+                }
+            });
+            let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+            assert!(first.contains("listening on"), "agent {c}: {first:?}");
+        }
+    }
+
+    /// Kills agent `c` (SIGKILL, by its process id) and reaps it.
+    fn kill_agent(&mut self, c: usize) {
+        if let Some(mut a) = self.agents[c].take() {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+    }
+
+    /// smtlab in the server namespace, on the fake machine of this lab.
+    fn smtlab_in_server(&self) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.server_ns, smtlab()]);
+        c.arg(format!("--fake-machine={}", self.path("machine").display()));
+        c
+    }
+
+    fn fake_cpu_file(&self, rel: &str) -> String {
+        let p = self.path("machine/sys/devices/system/cpu").join(rel);
+        std::fs::read_to_string(p).unwrap().trim().to_string()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for c in 0..self.agents.len() {
+            self.kill_agent(c);
+        }
+        for ns in self
+            .client_ns
+            .iter()
+            .chain(std::iter::once(&self.server_ns))
+        {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn namespaces_or_skip() -> bool {
+    match can_make_namespaces() {
+        Ok(()) => true,
+        Err(why) => {
+            smtlab_fixtures::require::skip(&why);
+            false
+        }
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn namespaces_left(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn web_static_on_1c1t_up_with_its_clients_in_two_other_namespaces() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let mut lab = Lab::new(2);
+    let prefix = lab.server_ns.trim_end_matches("-s").to_string();
+    lab.start_agents();
+    let out = lab
+        .smtlab_in_server()
+        .args([
+            "bench",
+            "web-static",
+            "-p",
+            "1c1t-up",
+            "--quick",
+            "--max-samples",
+            "3",
+        ])
+        .args(["--client-hosts", &lab.hosts(), "--client-token"])
+        .arg(lab.token())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cell = &v["cells"][0];
+    assert_eq!(cell["placement"]["name"], "1c1t-up", "{cell}");
+    assert_eq!(cell["placement"]["cpus"], serde_json::json!([0]));
+    let samples = cell["result"]["samples"].as_array().unwrap();
+    assert!(samples.len() >= 3, "{cell}");
+    for s in samples {
+        let m = &s["metrics"];
+        assert_eq!(m["agents"], 2.0, "{s}");
+        assert_eq!(m["errors"], 0.0, "{s}");
+        let (a0, a1) = (
+            m["agent0_requests_per_s"].as_f64().unwrap(),
+            m["agent1_requests_per_s"].as_f64().unwrap(),
+        );
+        // Both agents loaded the server, and the sample's rate is theirs summed.
+        assert!(a0 > 0.0 && a1 > 0.0, "{s}");
+        // One host, one clock: the measured offset is within the round trip (and 1 ms).
+        for i in 0..2 {
+            let off = m[format!("agent{i}_clock_offset_ns")].as_f64().unwrap();
+            let rtt = m[format!("agent{i}_rtt_ns")].as_f64().unwrap();
+            assert!(off.abs() <= rtt.max(1e6), "{s}");
+        }
+        let summed = m["requests_per_s"].as_f64().unwrap();
+        assert!((summed - (a0 + a1)).abs() < 1e-6 * summed, "{s}");
+    }
+    // The uniprocessor state was entered and left on the fake machine's tree.
+    assert_eq!(lab.fake_cpu_file("cpu1/online"), "1");
+    let journal = std::fs::read_to_string(lab.path("machine/writes.log")).unwrap();
+    assert!(journal.contains("cpu1/online 0"), "{journal}");
+
+    // SMT off and on, the clients elsewhere: both states measured, SMT put back.
+    let out = lab
+        .smtlab_in_server()
+        .args([
+            "bench",
+            "web-static",
+            "-p",
+            "1c1t",
+            "--smt",
+            "off,on",
+            "--quick",
+        ])
+        .args([
+            "--max-samples",
+            "3",
+            "--client-hosts",
+            &lab.hosts(),
+            "--client-token",
+        ])
+        .arg(lab.token())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut states: Vec<String> = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert!(c["result"]["samples"][0]["metrics"]["agents"] == 2.0, "{c}");
+            c["conditions"]["smt"].as_str().unwrap_or("?").to_string()
+        })
+        .collect();
+    states.sort();
+    assert_eq!(states, ["off", "on"], "{v}");
+    assert_eq!(lab.fake_cpu_file("smt/control"), "on");
+    drop(lab);
+    assert!(
+        namespaces_left(&prefix).is_empty(),
+        "namespaces left behind"
+    );
+}
+
+#[test]
+fn a_coordinator_without_the_token_is_refused_in_one_line() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let mut lab = Lab::new(1);
+    lab.start_agents();
+    let wrong = lab.path("wrong-token");
+    std::fs::write(&wrong, "not-the-token-of-the-agents\n").unwrap();
+    let out = lab
+        .smtlab_in_server()
+        .args([
+            "load",
+            &format!("http://{SERVER_IP}:9/"),
+            "-c",
+            "2",
+            "-d",
+            "1",
+        ])
+        .args(["--client-hosts", &lab.hosts(), "--client-token"])
+        .arg(&wrong)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&Lab::agent_addr(0)) && err.contains("refused") && err.contains("wrong token"),
+        "{err}"
+    );
+}
+
+fn report_json(lab: &Lab, db: &Path) -> Value {
+    let out = Command::new(smtlab())
+        .args(["report", "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", lab.server_ns))
+}
+
+#[test]
+fn an_agent_killed_mid_run_fails_its_cell_in_one_line_and_the_finished_cells_stay() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let mut lab = Lab::new(2);
+    let prefix = lab.server_ns.trim_end_matches("-s").to_string();
+    lab.start_agents();
+    let db = lab.path("r.db");
+    // Two cells one after the other; a line on standard output as each is done.
+    let mut child = lab
+        .smtlab_in_server()
+        .args(["run", "--suite", "quick", "--bench", "web-static"])
+        .args(["--placements", "1c1t,1c2t", "--no-interleave", "--db"])
+        .arg(&db)
+        .args(["--client-hosts", &lab.hosts(), "--client-token"])
+        .arg(lab.token())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    lab.children.push(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // The first cell done: the second is being prepared or loaded.
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("no first cell: {out:?}"));
+        let first = line.starts_with("web-static") && line.contains("1c1t");
+        out.push(line);
+        if first {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    lab.kill_agent(1);
+    // The rest of the output, until the run ends (bounded by the deadline).
+    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        out.push(line);
+    }
+    let mut child = lab.children.pop().unwrap();
+    let status = child.wait().unwrap();
+    // Lines the terminal width wrapped, joined again.
+    let all = out
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let agent = format!("agent {}", Lab::agent_addr(1));
+    assert!(
+        all.contains(&format!("{agent} closed the connection"))
+            || all.contains(&format!("{agent}: cannot connect")),
+        "{status:?}\n{all}"
+    );
+    assert!(all.contains("1c2t") && all.contains("skipped"), "{all}");
+    let v = report_json(&lab, &db);
+    let cells = v["cells"].as_array().unwrap();
+    let first = cells
+        .iter()
+        .find(|c| c["placement"]["name"] == "1c1t")
+        .unwrap_or_else(|| panic!("the finished cell is gone: {v}"));
+    assert!(first["result"]["samples"].as_array().unwrap().len() >= 3);
+    drop(lab);
+    assert!(
+        namespaces_left(&prefix).is_empty(),
+        "namespaces left behind"
+    );
+}
+
+#[test]
+fn bad_agent_settings_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = dir.path().join("short");
+    std::fs::write(&short, "short\n").unwrap();
+    let good = dir.path().join("good");
+    std::fs::write(&good, format!("{TOKEN}\n")).unwrap();
+    let run = |args: &[&str], token: &Path| {
+        let out = Command::new(smtlab())
+            .args(["agent", "--listen", "127.0.0.1:0", "--token"])
+            .arg(token)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let e = run(&[], &short);
+    assert!(e.contains("at least 16 characters"), "{e}");
+    let e = run(&["--allow", "0.0.0.0/0"], &good);
+    assert!(e.contains("--allow") && e.contains("every address"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    let e = run(&["--allow", "not-an-address"], &good);
+    assert!(e.contains("expected an address"), "{e}");
+}

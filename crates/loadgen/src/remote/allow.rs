@@ -1,0 +1,69 @@
+//! The addresses an agent may send load to.
+
+use std::net::{IpAddr, SocketAddr};
+
+use ipnet::IpNet;
+
+/// Networks and addresses (`10.0.0.0/24,192.168.1.5`); empty: this host's own
+/// addresses only ([`crate::check_local`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowList(Vec<IpNet>);
+
+impl AllowList {
+    /// A comma-separated list of networks (`10.0.0.0/24`, `fd00::/64`) and addresses.
+    pub fn parse(text: &str) -> Result<AllowList, String> {
+        let mut nets = Vec::new();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let net = match item.parse::<IpNet>() {
+                Ok(n) => n,
+                Err(_) => match item.parse::<IpAddr>() {
+                    Ok(ip) => IpNet::from(ip),
+                    Err(_) => {
+                        return Err(format!(
+                            "{item:?}: expected an address (10.0.0.1) or a network (10.0.0.0/24)"
+                        ));
+                    }
+                },
+            };
+            if net.prefix_len() == 0 {
+                return Err(format!(
+                    "{item:?}: a network of every address is not an allow-list; name the servers' network"
+                ));
+            }
+            nets.push(net);
+        }
+        Ok(AllowList(nets))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether load may go to `addr`, or the one-line reason it may not.
+    pub fn check(&self, addr: &SocketAddr) -> Result<(), String> {
+        if self.0.is_empty() {
+            return crate::check_local(addr).map_err(|e| {
+                format!("{e}; start the agent with --allow naming the servers' addresses")
+            });
+        }
+        let ip = match addr.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 @ IpAddr::V4(_) => v4,
+        };
+        if self.0.iter().any(|n| n.contains(&ip)) {
+            Ok(())
+        } else {
+            Err(format!("{addr} is not in this agent's allow-list ({self})"))
+        }
+    }
+}
+
+impl std::fmt::Display for AllowList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("this host's own addresses");
+        }
+        let items: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&items.join(","))
+    }
+}

@@ -1,0 +1,456 @@
+//! The coordinator: connects to agents, measures their clocks, splits a load among them,
+//! starts them together and merges what they counted.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use smtlab_placement::Token;
+
+use super::proto::{self, FromAgent, LoadSpec, RecvError, ToAgent, Wire, WireReport};
+use crate::LoadConfig;
+use crate::http::{ErrorKind, RequestSpec};
+use crate::stats::{LoadReport, histogram};
+
+/// An agent as the coordinator found it.
+#[derive(Debug, Clone)]
+pub struct AgentInfo {
+    /// As given (`host:port`).
+    pub addr: String,
+    pub peer: SocketAddr,
+    /// This host's address on the way to the agent: where the agent reaches a server here.
+    pub local_ip: IpAddr,
+    /// The CPUs its load threads are pinned to (empty: unpinned).
+    pub cpus: Vec<u32>,
+    /// Its wall clock minus this host's, from the ping with the shortest round trip
+    /// (accurate to half that round trip).
+    pub clock_offset_ns: i64,
+    pub rtt_ns: u64,
+}
+
+/// One agent's share of a merged load.
+#[derive(Debug, Clone)]
+pub struct AgentRun {
+    pub addr: String,
+    pub target: SocketAddr,
+    pub connections: usize,
+    pub requests: u64,
+    pub window_ns: u64,
+    pub errors: BTreeMap<ErrorKind, u64>,
+    /// When it started, relative to the earliest agent (this host's clock).
+    pub start_offset_ns: u64,
+}
+
+impl AgentRun {
+    pub fn requests_per_s(&self) -> f64 {
+        if self.window_ns == 0 {
+            return 0.0;
+        }
+        self.requests as f64 / (self.window_ns as f64 / 1e9)
+    }
+
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+/// A load run by several agents: the merged report (histograms added, counts summed,
+/// the window the longest agent's) and each agent's share.
+#[derive(Debug, Clone)]
+pub struct RemoteReport {
+    pub merged: LoadReport,
+    pub agents: Vec<AgentRun>,
+    /// Latest agent start minus earliest, by this host's clock (after the offsets).
+    pub start_spread_ns: u64,
+}
+
+impl RemoteReport {
+    /// The agents' requests per second, added.
+    pub fn requests_per_s_summed(&self) -> f64 {
+        self.agents.iter().map(AgentRun::requests_per_s).sum()
+    }
+}
+
+/// Why the agents could not run a load; each message is one line naming the agent.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteError {
+    #[error("--client-hosts {0}")]
+    Config(String),
+    #[error("agent {addr}: cannot connect: {error}")]
+    Connect { addr: String, error: String },
+    #[error("agent {addr} refused this coordinator: {reason}")]
+    Refused { addr: String, reason: String },
+    #[error("agent {addr} closed the connection {during} (stopped or killed?)")]
+    Lost { addr: String, during: &'static str },
+    #[error("agent {addr} did not answer {during} within {secs} s")]
+    Timeout {
+        addr: String,
+        during: &'static str,
+        secs: u64,
+    },
+    #[error("agent {addr}: {reason}")]
+    Agent { addr: String, reason: String },
+    #[error("agent {addr}: protocol error {during}: {what}")]
+    Protocol {
+        addr: String,
+        during: &'static str,
+        what: String,
+    },
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+const PINGS: usize = 8;
+
+struct Agent {
+    info: AgentInfo,
+    wire: Wire,
+}
+
+impl Agent {
+    fn recv(&mut self, timeout: Duration, during: &'static str) -> Result<FromAgent, RemoteError> {
+        let addr = || self.info.addr.clone();
+        match self.wire.recv::<FromAgent>(Some(timeout)) {
+            Ok(FromAgent::Refused { reason }) => Err(RemoteError::Refused {
+                addr: addr(),
+                reason,
+            }),
+            Ok(FromAgent::Failed { reason }) => Err(RemoteError::Agent {
+                addr: addr(),
+                reason,
+            }),
+            Ok(m) => Ok(m),
+            Err(RecvError::Closed) => Err(RemoteError::Lost {
+                addr: addr(),
+                during,
+            }),
+            Err(RecvError::TimedOut) => Err(RemoteError::Timeout {
+                addr: addr(),
+                during,
+                secs: timeout.as_secs(),
+            }),
+            Err(RecvError::Io(e)) => Err(RemoteError::Protocol {
+                addr: addr(),
+                during,
+                what: e.to_string(),
+            }),
+            Err(RecvError::Bad(what)) => Err(RemoteError::Protocol {
+                addr: addr(),
+                during,
+                what,
+            }),
+        }
+    }
+
+    fn send(&mut self, msg: &ToAgent, during: &'static str) -> Result<(), RemoteError> {
+        self.wire.send(msg).map_err(|_| RemoteError::Lost {
+            addr: self.info.addr.clone(),
+            during,
+        })
+    }
+
+    fn unexpected(&self, during: &'static str, m: &FromAgent) -> RemoteError {
+        RemoteError::Protocol {
+            addr: self.info.addr.clone(),
+            during,
+            what: format!("unexpected {m:?}"),
+        }
+    }
+}
+
+/// Connections to the agents of one workload instance; dropping it closes them, and
+/// the agents stop any load they run.
+pub struct Remote {
+    agents: Vec<Agent>,
+    /// Set when a load failed half-way: the connections may be out of step.
+    broken: Option<RemoteError>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field(
+                "agents",
+                &self.agents.iter().map(|a| &a.info).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Remote {
+    /// Connects to every agent of `hosts` (`host:port`), says hello with `token` and
+    /// measures each one's clock offset.
+    pub fn connect(hosts: &[String], token: &Token) -> Result<Remote, RemoteError> {
+        if hosts.is_empty() {
+            return Err(RemoteError::Config("names no agent".into()));
+        }
+        let mut agents = Vec::with_capacity(hosts.len());
+        for addr in hosts {
+            agents.push(connect_one(addr, token)?);
+        }
+        Ok(Remote {
+            agents,
+            broken: None,
+        })
+    }
+
+    pub fn agents(&self) -> Vec<&AgentInfo> {
+        self.agents.iter().map(|a| &a.info).collect()
+    }
+
+    /// The address of this host every agent reaches it through, if they share one (a
+    /// server here listens on it; else on every address).
+    pub fn common_local_ip(&self) -> Option<IpAddr> {
+        let first = self.agents.first()?.info.local_ip;
+        self.agents
+            .iter()
+            .all(|a| a.info.local_ip == first)
+            .then_some(first)
+    }
+
+    /// Runs `cfg` split among the agents (connections, threads, rate and request limit
+    /// shared out; `cfg.threads` 0: one per agent CPU), all started at one instant, and
+    /// merges what they counted. A target on the unspecified address (0.0.0.0:PORT)
+    /// means this host as each agent reaches it.
+    pub fn run(
+        &mut self,
+        cfg: &LoadConfig,
+        requests: &[RequestSpec],
+        weights: &[f64],
+    ) -> Result<RemoteReport, RemoteError> {
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
+        let r = self.run_inner(cfg, requests, weights);
+        if let Err(e) = &r
+            && !matches!(e, RemoteError::Config(_))
+        {
+            self.broken = Some(e.clone());
+        }
+        r
+    }
+
+    fn run_inner(
+        &mut self,
+        cfg: &LoadConfig,
+        requests: &[RequestSpec],
+        weights: &[f64],
+    ) -> Result<RemoteReport, RemoteError> {
+        let n = self.agents.len();
+        if cfg.connections < n {
+            return Err(RemoteError::Config(format!(
+                "names {n} agents for {} connections: every agent needs one",
+                cfg.connections
+            )));
+        }
+        let share =
+            |total: u64, i: usize| total / n as u64 + u64::from((i as u64) < total % n as u64);
+        let wire_requests: Vec<proto::WireRequest> = requests.iter().map(Into::into).collect();
+        let mut targets = Vec::with_capacity(n);
+        for (i, a) in self.agents.iter_mut().enumerate() {
+            let conns = share(cfg.connections as u64, i) as usize;
+            let (target, host) = if cfg.addr.ip().is_unspecified() {
+                let t = SocketAddr::new(a.info.local_ip, cfg.addr.port());
+                (t, t.to_string())
+            } else {
+                (cfg.addr, cfg.host.clone())
+            };
+            let spec = LoadSpec {
+                target,
+                host,
+                connections: conns,
+                threads: if cfg.threads == 0 {
+                    0
+                } else {
+                    (share(cfg.threads as u64, i) as usize).max(1)
+                },
+                duration_ns: cfg.duration.as_nanos() as u64,
+                warmup_ns: cfg.warmup.as_nanos() as u64,
+                timeout_ns: cfg.timeout.as_nanos() as u64,
+                rate_per_s: cfg
+                    .rate_per_s
+                    .map(|r| r * conns as f64 / cfg.connections as f64),
+                conn_bits_per_s: cfg.conn_bits_per_s,
+                keep_alive: cfg.keep_alive,
+                max_requests: share(cfg.max_requests, i).max(1),
+                seed: cfg.seed.wrapping_add(i as u64 * 104_729),
+                busy_poll_ns: cfg.busy_poll.as_nanos() as u64,
+                requests: wire_requests.clone(),
+                weights: weights.to_vec(),
+            };
+            a.send(
+                &ToAgent::Prepare {
+                    spec: Box::new(spec),
+                },
+                "preparing a load",
+            )?;
+            targets.push((target, conns));
+        }
+        for a in &mut self.agents {
+            match a.recv(REPLY_TIMEOUT, "preparing a load")? {
+                FromAgent::Ready { .. } => {}
+                m => return Err(a.unexpected("preparing a load", &m)),
+            }
+        }
+        // The start barrier: one instant far enough ahead for every start message to
+        // arrive, told to each agent in its own clock.
+        let max_rtt = self.agents.iter().map(|a| a.info.rtt_ns).max().unwrap_or(0);
+        let lead_ns = (4 * max_rtt).max(50_000_000);
+        let start = proto::unix_ns() + lead_ns;
+        for a in &mut self.agents {
+            let at = start.saturating_add_signed(a.info.clock_offset_ns);
+            a.send(&ToAgent::Start { at_unix_ns: at }, "starting a load")?;
+        }
+        let wait =
+            cfg.duration + cfg.warmup + cfg.timeout + REPLY_TIMEOUT + Duration::from_nanos(lead_ns);
+        let mut parts = Vec::with_capacity(n);
+        for a in &mut self.agents {
+            match a.recv(wait, "during a load")? {
+                FromAgent::Done { report } => parts.push(*report),
+                m => return Err(a.unexpected("during a load", &m)),
+            }
+        }
+        let merged = merge(&parts).map_err(|what| RemoteError::Protocol {
+            addr: self.agents[0].info.addr.clone(),
+            during: "merging the loads",
+            what,
+        })?;
+        let starts: Vec<i128> = parts
+            .iter()
+            .zip(&self.agents)
+            .map(|(p, a)| i128::from(p.started_unix_ns) - i128::from(a.info.clock_offset_ns))
+            .collect();
+        let first = starts.iter().copied().min().unwrap_or(0);
+        let mut agents = Vec::with_capacity(n);
+        for (((p, a), (target, connections)), s) in
+            parts.iter().zip(&self.agents).zip(targets).zip(&starts)
+        {
+            agents.push(AgentRun {
+                addr: a.info.addr.clone(),
+                target,
+                connections,
+                requests: p.requests,
+                window_ns: p.window_ns,
+                errors: p.error_kinds().map_err(|what| RemoteError::Protocol {
+                    addr: a.info.addr.clone(),
+                    during: "reading a load's report",
+                    what,
+                })?,
+                start_offset_ns: (s - first) as u64,
+            });
+        }
+        let spread = starts.iter().copied().max().unwrap_or(0) - first;
+        Ok(RemoteReport {
+            merged,
+            agents,
+            start_spread_ns: spread as u64,
+        })
+    }
+}
+
+fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
+    let fail = |error: String| RemoteError::Connect {
+        addr: addr.to_string(),
+        error,
+    };
+    let sock = addr
+        .to_socket_addrs()
+        .map_err(|e| fail(format!("expected HOST:PORT ({e})")))?
+        .next()
+        .ok_or_else(|| fail("the name has no address".into()))?;
+    let stream =
+        TcpStream::connect_timeout(&sock, CONNECT_TIMEOUT).map_err(|e| fail(e.to_string()))?;
+    let local_ip = stream.local_addr().map_err(|e| fail(e.to_string()))?.ip();
+    let wire = Wire::new(stream).map_err(|e| fail(e.to_string()))?;
+    let mut agent = Agent {
+        info: AgentInfo {
+            addr: addr.to_string(),
+            peer: sock,
+            local_ip,
+            cpus: Vec::new(),
+            clock_offset_ns: 0,
+            rtt_ns: 0,
+        },
+        wire,
+    };
+    agent.send(
+        &ToAgent::Hello {
+            version: proto::VERSION,
+            token: token.secret().to_string(),
+        },
+        "at hello",
+    )?;
+    match agent.recv(REPLY_TIMEOUT, "at hello")? {
+        FromAgent::Welcome { version, cpus } if version == proto::VERSION => agent.info.cpus = cpus,
+        m => return Err(agent.unexpected("at hello", &m)),
+    }
+    // NTP's estimate: the agent read its clock half-way through the round trip; the
+    // exchange with the shortest trip bounds the error best.
+    let mut best: Option<(u64, i64)> = None;
+    for _ in 0..PINGS {
+        let t0 = proto::unix_ns();
+        agent.send(&ToAgent::Ping, "measuring its clock")?;
+        let FromAgent::Pong { unix_ns } = agent.recv(REPLY_TIMEOUT, "measuring its clock")? else {
+            return Err(RemoteError::Protocol {
+                addr: addr.to_string(),
+                during: "measuring its clock",
+                what: "expected pong".into(),
+            });
+        };
+        let t1 = proto::unix_ns();
+        let rtt = t1.saturating_sub(t0);
+        let offset = (i128::from(unix_ns) - (i128::from(t0) + i128::from(t1)) / 2) as i64;
+        if best.is_none_or(|(r, _)| rtt < r) {
+            best = Some((rtt, offset));
+        }
+    }
+    let (rtt, offset) = best.unwrap_or((0, 0));
+    agent.info.rtt_ns = rtt;
+    agent.info.clock_offset_ns = offset;
+    Ok(agent)
+}
+
+/// The agents' reports as one: counts added, histograms added (exact: the merged
+/// percentiles are those of one histogram of every sample), the window the longest,
+/// connections numbered on after the previous agent's.
+pub(crate) fn merge(parts: &[WireReport]) -> Result<LoadReport, String> {
+    let mut r = LoadReport {
+        window_ns: 0,
+        requests: 0,
+        bytes: 0,
+        body_bytes: 0,
+        connects: 0,
+        unanswered: 0,
+        unsent: 0,
+        errors: BTreeMap::new(),
+        bad_statuses: BTreeMap::new(),
+        latency: histogram(),
+        conns: Vec::new(),
+    };
+    let mut first_conn = 0;
+    for p in parts {
+        r.window_ns = r.window_ns.max(p.window_ns);
+        r.requests += p.requests;
+        r.bytes += p.bytes;
+        r.body_bytes += p.body_bytes;
+        r.connects += p.connects;
+        r.unanswered += p.unanswered;
+        r.unsent += p.unsent;
+        r.latency
+            .add(p.latency()?)
+            .map_err(|e| format!("histogram out of range: {e:?}"))?;
+        for (k, v) in p.error_kinds()? {
+            *r.errors.entry(k).or_default() += v;
+        }
+        for &(k, v) in &p.bad_statuses {
+            *r.bad_statuses.entry(k).or_default() += v;
+        }
+        let next = first_conn + p.conns.iter().map(|c| c.conn + 1).max().unwrap_or(0);
+        r.conns.extend(p.conns.iter().cloned().map(|mut c| {
+            c.conn += first_conn;
+            c
+        }));
+        first_conn = next;
+    }
+    Ok(r)
+}
