@@ -143,6 +143,16 @@ corun_checks() {
     --db /tmp/c.db >/tmp/p.out 2>/tmp/p.err \
     && grep -q '"form": "sibling"' /tmp/p.out && ok "penalty: sibling form measured" \
     || { fail "penalty"; cat /tmp/p.out /tmp/p.err; }
+  # Paper 004 s3: siblings that spin (with and without PAUSE), poll or idle in the
+  # kernel, each beside the task on its SMT sibling.
+  smtlab penalty --quick --json --cmd t=true --hogs spin,spin-pause,idle-poll,idle-kernel \
+    --samples 3 --forms sibling --db /tmp/c.db >/tmp/pi.out 2>/tmp/pi.err \
+    || { fail "penalty with idle partners exited with $?"; cat /tmp/pi.err; }
+  for hog in spin spin-pause idle-poll idle-kernel; do
+    grep -q "\"hog\": \"$hog\"" /tmp/pi.out && ok "penalty: $hog on the sibling measured" \
+      || fail "penalty: no $hog row"
+  done
+  check "penalty: idle partners all on the sibling" 4 "$(grep -c '"form": "sibling"' /tmp/pi.out)"
   smtlab util --json --steps 1 --step-ms 100 --samples 2 --smt off,on --db /tmp/c.db \
     >/tmp/u.out 2>/tmp/u.err || { fail "util --smt off,on exited with $?"; cat /tmp/u.err; }
   check "util: points with SMT off" 2 "$(grep -c '"smt": "off"' /tmp/u.out)"
