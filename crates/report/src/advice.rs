@@ -164,7 +164,7 @@ pub struct LatencyAtLoad {
 /// The benchmark parameter of an open loop's offered rate (`web-static rate=R`, requests
 /// per second; 0 or absent: closed loop): a cell with it is a point of a workload's
 /// latency sweep, not a workload of its own.
-pub const RATE_PARAM: &str = "rate";
+pub const RATE_PARAM: &str = smtlab_model::metrics::web::RATE_PARAM;
 
 /// The share of the offered rate a side must serve, in every sample and without an
 /// error, for its percentiles to be shown: below it the server did not keep up, and its

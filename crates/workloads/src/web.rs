@@ -280,7 +280,7 @@ impl Benchmark for WebStatic {
                     "client threads (0: one per client CPU)",
                 ),
                 param(
-                    "rate",
+                    m::RATE_PARAM,
                     "0",
                     None,
                     "open loop at this many requests per second over all connections, latency counted from each request's scheduled time (0: closed loop)",
@@ -338,7 +338,7 @@ impl Benchmark for WebStatic {
                 return Err(smtlab_bench::ParamError::value("keepalive", v, "yes or no").into());
             }
         };
-        let rate = p.get_f64("rate")?;
+        let rate = p.get_f64(m::RATE_PARAM)?;
         if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
             return Err(smtlab_bench::ParamError::value(
                 "rate",

@@ -31,6 +31,9 @@ pub struct Advise {
     pub states: Vec<bool>,
     /// The single-thread cost or the partners, when asked and measurable here.
     pub penalty: Option<corun_exp::CorunPlan>,
+    /// A server's latency sweep: the shares of each baseline's capacity offered, in
+    /// percent (`None`: not measured: no server under smtlab's load, or `--no-sweep`).
+    pub sweep: Option<Vec<f64>>,
     pub notes: Vec<String>,
 }
 
@@ -85,8 +88,18 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
     if !states.is_empty() {
         // SMT can be switched (on, or off as found): the SMT placements, and the whole
         // machine in both states, which is the comparison that matters.
-        specs = ["1c1t", "1c2t", "2c1t", "all"].map(String::from).to_vec();
         notes.clear();
+        specs = switched_specs(&topo, subject.server(), &mut notes);
+    }
+    let mut sweep = sweep(args, &subject)?;
+    if sweep.is_some() && exp::sweep_sides(&specs).is_empty() {
+        // Nothing to compare the latency on: no SMT pair measured.
+        if args.sweep.is_some() {
+            notes.push(
+                "no latency sweep: it compares 1c1t with 1c2t, and there is no 1c2t here".into(),
+            );
+        }
+        sweep = None;
     }
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
     let sibling = match (&pair.sibling, args.penalty || args.partners) {
@@ -124,8 +137,82 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         specs,
         states,
         penalty,
+        sweep,
         notes,
     })
+}
+
+/// The placements compared with SMT switched off and on: the SMT pairs and the whole
+/// machine, which for a server (`server`) is half the cores, one thread each against all
+/// their threads (`half-cores-Kt`, K the threads a core has, 2 when SMT is off as
+/// found), its clients on the other half; where half the cores are no placement of their
+/// own (five cores or fewer), a server's whole machine is left out with a note.
+fn switched_specs(topo: &Topology, server: bool, notes: &mut Vec<String>) -> Vec<String> {
+    let mut specs: Vec<String> = ["1c1t", "1c2t", "2c1t"].map(String::from).to_vec();
+    if !server {
+        specs.push("all".into());
+        return specs;
+    }
+    let cpus = |spec: &str| {
+        smtlab_placement::parse(spec)
+            .and_then(|p| smtlab_placement::resolve(&p, topo))
+            .ok()
+            .map(|r| r.cpu_set())
+    };
+    let one = format!("{}1t", smtlab_placement::HALF_CORES_PREFIX);
+    let half = cpus(&one);
+    let own = half
+        .as_ref()
+        .is_some_and(|h| specs.iter().all(|s| cpus(s).as_ref() != Some(h)));
+    if own {
+        let k = topo.smt.threads_per_core_max.max(2);
+        specs.push(one);
+        specs.push(format!("{}{k}t", smtlab_placement::HALF_CORES_PREFIX));
+    } else {
+        notes.push(format!(
+            "SMT off vs on of a server's whole machine is not measured here ({} core{}): half the cores would be the CPUs of 1c1t or 2c1t (it takes six cores or more), and `all` would leave its clients no CPU",
+            topo.core_count(),
+            if topo.core_count() == 1 { "" } else { "s" }
+        ));
+    }
+    specs
+}
+
+/// The latency sweep's shares, when it applies: a server under smtlab's load, unless
+/// `--no-sweep`; `--sweep` on anything else, or a share out of range, is an error.
+fn sweep(args: &AdviseArgs, subject: &Subject) -> Result<Option<Vec<f64>>> {
+    if let Subject::Catalog(w) = subject
+        && w.params.get_f64(exp::RATE_PARAM).is_ok_and(|r| r != 0.0)
+    {
+        bail!(
+            "--param {}=...: advise measures a closed loop's throughput and sweeps the open loop's rates itself (--sweep PCT,...)",
+            exp::RATE_PARAM
+        );
+    }
+    if args.no_sweep {
+        return Ok(None);
+    }
+    if !subject.sweepable() {
+        if args.sweep.is_some() {
+            bail!(
+                "--sweep is for a server under smtlab's HTTP load (web-static, or --server CMD without --client and --slo)"
+            );
+        }
+        return Ok(None);
+    }
+    let pct = args
+        .sweep
+        .clone()
+        .unwrap_or_else(|| exp::SWEEP_PCT.to_vec());
+    if let Some(bad) = pct
+        .iter()
+        .find(|p| !(p.is_finite() && **p > 0.0 && **p <= 200.0))
+    {
+        bail!(
+            "--sweep {bad}: expected shares of the measured capacity in percent, above 0 and at most 200, e.g. 25,50,75,90"
+        );
+    }
+    Ok(Some(pct))
 }
 
 /// The subject and the settings its cells are measured with.

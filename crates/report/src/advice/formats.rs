@@ -201,9 +201,25 @@ pub fn markdown(advice: &[Advice]) -> String {
     out
 }
 
+/// The rates a side of `s` did not keep up with, with what it served: `1c1t at 900/s
+/// (served 700/s)`.
+pub(super) fn not_kept_up(s: &LatencySweep) -> Vec<String> {
+    s.points
+        .iter()
+        .flat_map(|p| {
+            p.sides.iter().filter(|x| !x.kept_up).map(move |x| {
+                format!(
+                    "{} at {:.0}/s (served {:.0}/s)",
+                    x.placement, p.offered_per_s, x.achieved_per_s
+                )
+            })
+        })
+        .collect()
+}
+
 /// A sweep as a chart: p99 (with its interval) and p50 against the offered rate, one
-/// line per side and percentile; the rates a side did not keep up with are named under
-/// the title instead of drawn.
+/// line per side and percentile; the rates a side did not keep up with are not drawn
+/// ([`not_kept_up`] names them under the chart).
 pub(super) fn sweep_chart(workload: &str, s: &LatencySweep) -> Option<String> {
     use crate::svg::{LineOptions, Point, Series};
     let sides = [&s.placements.0, &s.placements.1];
@@ -239,26 +255,13 @@ pub(super) fn sweep_chart(workload: &str, s: &LatencySweep) -> Option<String> {
             }
         }
     }
-    let missed: Vec<String> = s
-        .points
-        .iter()
-        .flat_map(|p| {
-            p.sides.iter().filter(|x| !x.kept_up).map(move |x| {
-                format!(
-                    "{} at {:.0}/s (served {:.0}/s)",
-                    x.placement, p.offered_per_s, x.achieved_per_s
-                )
-            })
-        })
-        .collect();
-    let subtitle = if missed.is_empty() {
-        "open loop; bars: 95% intervals".to_string()
-    } else {
-        format!("not kept up: {}", missed.join("; "))
-    };
+    let name = workload.split(' ').next().unwrap_or(workload);
     crate::svg::line_chart(
-        &format!("{workload}: latency at offered load"),
-        &subtitle,
+        &format!(
+            "{name}: latency at offered load ({} vs {})",
+            s.placements.0, s.placements.1
+        ),
+        "open loop; bars: 95% intervals; a rate not kept up is not drawn",
         "offered load (requests/s)",
         "latency (ms)",
         &series,
@@ -344,7 +347,16 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             @for a in &answers {
                 @for s in &a.latency_sweeps {
                     @if let Some(chart) = sweep_chart(&a.workload, s) {
-                        figure class="chart" { (maud::PreEscaped(chart)) }
+                        figure class="chart" {
+                            (maud::PreEscaped(chart))
+                            figcaption {
+                                (a.workload)
+                                @let missed = not_kept_up(s);
+                                @if !missed.is_empty() {
+                                    (crate::html::BR) "not kept up: " (missed.join("; "))
+                                }
+                            }
+                        }
                     }
                 }
             }

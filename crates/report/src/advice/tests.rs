@@ -953,8 +953,12 @@ fn the_report_draws_the_sweep_with_both_sides() {
     for name in ["1c1t p99", "1c2t p99", "1c1t p50", "1c2t p50"] {
         assert!(svg.contains(name), "{name}: {svg}");
     }
-    assert!(
-        svg.contains("not kept up: 1c1t at 900/s (served 700/s)"),
-        "{svg}"
+    assert!(svg.contains("(1c1t vs 1c2t)"), "{svg}");
+    // The rate 1c1t did not keep up with is named, not drawn.
+    assert_eq!(
+        super::formats::not_kept_up(&a.latency_sweeps[0]),
+        ["1c1t at 900/s (served 700/s)"]
     );
+    assert_eq!(svg.matches("1c1t at 900 req/s").count(), 0, "{svg}");
+    assert_eq!(svg.matches("1c2t at 900 req/s").count(), 2, "{svg}");
 }
