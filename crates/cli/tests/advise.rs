@@ -721,6 +721,61 @@ fn a_servers_latency_sweep_offers_the_same_rates_on_both_sides() {
     assert_answer_follows(&machine, &a);
 }
 
+/// At a latency target the capacity at it decides, and the sweep below it (at shares of
+/// 1c1t's capacity at the target) is context.
+#[test]
+fn at_a_latency_target_the_sweep_is_below_the_capacity_and_decides_nothing() {
+    let machine = Machine::fake();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut cmd = smtlab();
+    cmd.arg("advise").arg("--db").arg(&db);
+    cmd.args([
+        "web-slo", "--quick", "--json", "--slo", "p99=2s", "--sweep", "50",
+    ]);
+    cmd.args([
+        "--param",
+        "step=0.1",
+        "--param",
+        "conns=4",
+        "--param",
+        "max_rate=1600",
+    ]);
+    cmd.args(["--client-cpus", "1", "--client-share"]);
+    machine.apply(&mut cmd);
+    let (stdout, _) = ok(&cmd.output().unwrap());
+    let a = answer_of(&stdout);
+    let reasons = a["reasons"].as_array().unwrap();
+    let deciding: Vec<&str> = reasons
+        .iter()
+        .filter(|r| r["deciding"] == true)
+        .map(|r| r["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(deciding, ["capacity at p99 <= 2s (1c2t/1c1t)"], "{a:#}");
+    let capacity = reasons
+        .iter()
+        .find(|r| r["what"] == "the workload on 1c1t")
+        .unwrap()["figure"]["value"]
+        .as_f64()
+        .unwrap();
+    let points = a["latency_sweeps"][0]["points"]
+        .as_array()
+        .expect("a sweep");
+    assert_eq!(points.len(), 1, "{a:#}");
+    assert_eq!(
+        points[0]["offered_per_s"].as_f64().unwrap(),
+        (capacity / 2.0).round(),
+        "{a:#}"
+    );
+    let sides: Vec<&str> = points[0]["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["placement"].as_str().unwrap())
+        .collect();
+    assert_eq!(sides, ["1c1t", "1c2t"], "{a:#}");
+}
+
 #[test]
 fn the_sweep_says_what_it_is_for_in_one_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -195,7 +195,7 @@ fn sweep(args: &AdviseArgs, subject: &Subject) -> Result<Option<Vec<f64>>> {
     if !subject.sweepable() {
         if args.sweep.is_some() {
             bail!(
-                "--sweep is for a server under smtlab's HTTP load (web-static, or --server CMD without --client and --slo)"
+                "--sweep is for a server under smtlab's HTTP load (web-static, web-slo, or --server CMD without --client)"
             );
         }
         return Ok(None);

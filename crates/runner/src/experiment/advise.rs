@@ -388,7 +388,7 @@ pub fn sweep_sides(specs: &[String]) -> Vec<(String, String)> {
 
 /// The capacity the sweep's rates are shares of: the requests per second `subject`
 /// served on `base` in its throughput cell (the mean of its samples'; with SMT switched,
-/// SMT on's), among `cells`.
+/// SMT on's), or its capacity at a latency target (`web-slo`'s value), among `cells`.
 pub fn capacity_per_s(
     cells: &[smtlab_model::CellRecord],
     subject: &Subject,
@@ -402,7 +402,7 @@ pub fn capacity_per_s(
             && c.conditions.form.is_none()
             && c.smt().is_none_or(|s| s.name() != "off")
     })?;
-    let xs: Vec<f64> = cell
+    let mut xs: Vec<f64> = cell
         .result
         .samples
         .iter()
@@ -412,6 +412,10 @@ pub fn capacity_per_s(
                 .copied()
         })
         .collect();
+    if xs.is_empty() && cell.unit == "req/s" {
+        // A capacity at a latency target (`web-slo`): the value is the rate itself.
+        xs = cell.result.samples.iter().map(|s| s.value).collect();
+    }
     let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
     (!xs.is_empty() && mean.is_finite() && mean > 0.0).then_some(mean)
 }
