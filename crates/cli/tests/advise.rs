@@ -672,6 +672,21 @@ fn a_servers_latency_sweep_offers_the_same_rates_on_both_sides() {
     };
     let a = run(&["--sweep", "20,40"]);
     assert_answer_follows(&machine, &a);
+    // In `report`, the sweep's cells are no workloads of their own: one SMT yield row.
+    let mut cmd = smtlab();
+    cmd.args(["report", "--db"]).arg(&db).env("COLUMNS", "200");
+    let (text, _) = ok(&cmd.output().unwrap());
+    let yields = text
+        .split("\nSMT yield\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no SMT yield: {text}"));
+    let yields = yields.split("\nspeed-up:").next().unwrap();
+    let rows = yields
+        .lines()
+        .filter(|l| l.starts_with("web-static "))
+        .count();
+    assert_eq!(rows, 1, "{yields}");
+    assert!(text.contains("latency at offered load"), "{text}");
     let sweeps = a["latency_sweeps"].as_array().expect("a latency sweep");
     assert_eq!(sweeps.len(), 1, "{a:#}");
     assert_eq!(sweeps[0]["placements"], serde_json::json!(["1c1t", "1c2t"]));
