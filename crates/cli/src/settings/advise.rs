@@ -377,3 +377,39 @@ pub fn headroom_curve(quick: bool) -> util::Curve {
         job: std::time::Duration::from_micros(200),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_switched_off_and_on_compares_half_the_cores_or_says_why_not() {
+        let sixteen = smtlab_fixtures::build::intel(1, 16, 2);
+        let mut notes = Vec::new();
+        assert_eq!(
+            switched_specs(&sixteen, true, &mut notes),
+            ["1c1t", "1c2t", "2c1t", "half-cores-1t", "half-cores-2t"]
+        );
+        assert!(notes.is_empty());
+        // Not a server: the whole machine is `all`.
+        assert_eq!(
+            switched_specs(&sixteen, false, &mut notes),
+            ["1c1t", "1c2t", "2c1t", "all"]
+        );
+        // SMT off as found (one thread per core seen): the on side still has siblings.
+        let off = smtlab_fixtures::build::one_cpu_per_core(&(0..16).collect::<Vec<_>>());
+        assert_eq!(
+            switched_specs(&off, true, &mut notes)[3..],
+            ["half-cores-1t", "half-cores-2t"]
+        );
+        // Four cores: half of them is 2c1t; said in one line, and no `all`.
+        let four = smtlab_fixtures::build::intel(1, 4, 2);
+        assert_eq!(
+            switched_specs(&four, true, &mut notes),
+            ["1c1t", "1c2t", "2c1t"]
+        );
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("(4 cores)"), "{}", notes[0]);
+        assert!(notes[0].contains("`all` would leave its clients no CPU"));
+    }
+}
