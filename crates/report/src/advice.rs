@@ -188,6 +188,9 @@ pub struct SweepSide {
     pub unsent: u64,
     /// Samples measured.
     pub n: usize,
+    /// Samples that served under [`KEPT_UP_SHARE`] of the offered rate.
+    #[serde(default)]
+    pub behind_samples: usize,
     /// Percentiles in milliseconds; absent where the side did not keep up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_ms: Option<Figure>,
@@ -779,7 +782,7 @@ mod formats;
 
 pub use evidence::{advise_run, evidence, headroom, offered_rate, sweep_side, workload_name};
 pub(crate) use formats::section;
-pub use formats::{AdviceDoc, json, markdown, text};
+pub use formats::{AdviceDoc, behind_words, json, markdown, text};
 
 #[cfg(test)]
 mod tests;

@@ -60,17 +60,17 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
             let ms = |f: &Option<advice::Figure>| f.as_ref().map_or("-".into(), |f| n(f.value));
             let what = if side.kept_up {
                 format!(
-                    "p50 {} ms, p99 {} ms, p99.9 {} ms",
+                    "p50 {}, p99 {}, p99.9 {} ms",
                     ms(&side.p50_ms),
                     ms(&side.p99_ms),
                     ms(&side.p999_ms)
                 )
             } else {
-                "not kept up".into()
+                format!("not kept up{}", advice::behind_words(&side))
             };
             Some(super::table::wrap(
                 &format!(
-                    "  {} at {rate:.0} req/s offered: served {}/s, {what}",
+                    "  {} at {rate:.0}/s offered: served {}/s, {what}",
                     c.placement_spec,
                     n(side.achieved_per_s)
                 ),

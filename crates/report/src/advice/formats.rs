@@ -36,6 +36,25 @@ fn ms(f: &Figure, interval: bool) -> String {
     }
 }
 
+/// Why a side did not keep up, in brackets: ` (2 of 5 samples behind, 3 errors)`.
+pub fn behind_words(side: &SweepSide) -> String {
+    let mut why = Vec::new();
+    if side.behind_samples > 0 && side.behind_samples < side.n {
+        why.push(format!(
+            "{} of {} samples behind",
+            side.behind_samples, side.n
+        ));
+    }
+    if side.errors > 0 {
+        why.push(format!("{} errors", side.errors));
+    }
+    if why.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", why.join(", "))
+    }
+}
+
 /// The header of a sweep's table.
 const SWEEP_HEAD: [&str; 6] = [
     "offered/s",
@@ -64,10 +83,8 @@ fn sweep_rows(s: &LatencySweep) -> Vec<[String; 6]> {
             let pct = |f: &Option<Figure>, ci: bool| f.as_ref().map_or("-".into(), |f| ms(f, ci));
             let p50 = if side.kept_up {
                 pct(&side.p50_ms, false)
-            } else if side.errors > 0 {
-                format!("not kept up ({} errors)", side.errors)
             } else {
-                "not kept up".into()
+                format!("not kept up{}", behind_words(side))
             };
             rows.push([
                 format!("{:.0}", p.offered_per_s),

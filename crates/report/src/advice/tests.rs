@@ -834,6 +834,20 @@ fn a_rate_not_kept_up_with_is_reported_as_such_and_the_sweep_decides_nothing() {
     assert!((behind.achieved_per_s - 1500.0).abs() < 1e-9);
     assert!(!errors.kept_up && errors.p99_ms.is_none());
     assert_eq!(errors.errors, 3);
+    assert_eq!(behind_words(errors), " (3 errors)");
+    // One sample of three behind: the mean served is near the rate, yet not kept up.
+    let one_behind = sweep_side(
+        &sweep_cell(
+            "1c1t",
+            "1000",
+            &[1000.0, 900.0, 1000.0],
+            (0.2, 0.9, 2.0),
+            0.0,
+        ),
+        1000.0,
+    );
+    assert!(!one_behind.kept_up && one_behind.p50_ms.is_none());
+    assert_eq!(behind_words(&one_behind), " (1 of 3 samples behind)");
 
     // The answer is the one the throughput cells alone give.
     let a = decide(&ev[0]);
