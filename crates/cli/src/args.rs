@@ -770,10 +770,11 @@ pub struct AdviseArgs {
     /// `half-cores-Kt` on) where the machine has them: `all` leaves its clients no CPU.
     #[arg(long, value_delimiter = ',', value_name = "STATES")]
     pub smt: Vec<String>,
-    /// A server under smtlab's load (web-static, --server CMD): the latency at load,
-    /// open-loop p50/p99/p99.9 at these shares (percent) of the capacity measured on
-    /// 1c1t (and on half-cores-1t), the same offered rates on each side of the SMT
-    /// question; shown beside the answer, never deciding it [default: 25,50,75,90].
+    /// A server under smtlab's load (web-static, web-slo, --server CMD): the latency at
+    /// load, open-loop p50/p99/p99.9 at these shares (percent) of the capacity measured
+    /// on 1c1t (and on half-cores-1t; with --slo, the capacity at the target), the same
+    /// offered rates on each side of the SMT question; shown beside the answer, never
+    /// deciding it [default: 25,50,75,90].
     #[arg(
         long,
         value_delimiter = ',',
