@@ -824,9 +824,25 @@ pub struct AdviseArgs {
     pub headroom: bool,
     /// Measure with SMT off and with SMT on (`off,on` or `both`), the states taking
     /// turns; the state found is put back. Needs root and a switchable smt/control, else
-    /// the current state only.
+    /// the current state only. A server compares half the cores (`half-cores-1t` off,
+    /// `half-cores-Kt` on) where the machine has them: `all` leaves its clients no CPU.
     #[arg(long, value_delimiter = ',', value_name = "STATES")]
     pub smt: Vec<String>,
+    /// A server under smtlab's load (web-static, web-slo, --server CMD): the latency at
+    /// load, open-loop p50/p99/p99.9 at these shares (percent) of the capacity measured
+    /// on 1c1t (and on half-cores-1t; with --slo, the capacity at the target), the same
+    /// offered rates on each side of the SMT question; shown beside the answer, never
+    /// deciding it [default: 25,50,75,90].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "PCT,...",
+        conflicts_with = "no_sweep"
+    )]
+    pub sweep: Option<Vec<f64>>,
+    /// Leave out a server's latency sweep (measured by default).
+    #[arg(long)]
+    pub no_sweep: bool,
     /// The latency target, for workloads measured at one (`web-slo`): the capacity at
     /// it on each side decides, e.g. `--slo p99=5ms`.
     #[arg(long, value_name = "pNN=TIME")]

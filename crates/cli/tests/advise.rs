@@ -648,3 +648,174 @@ fn one_run_of_several_servers_gets_an_answer_per_server_in_report() {
         );
     }
 }
+
+/// A server's latency at load on the fake SMT machine: after the throughput, an open
+/// loop at shares of 1c1t's capacity, the same offered rates on 1c1t and 1c2t, in the
+/// JSON with its percentiles in order where the side kept up and without them where it
+/// did not; `--sweep` chooses the shares, `--no-sweep` leaves it out, and the sweep
+/// never changes what the answer rests on.
+#[test]
+fn a_servers_latency_sweep_offers_the_same_rates_on_both_sides() {
+    let machine = Machine::fake();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let run = |extra: &[&str]| {
+        let mut cmd = smtlab();
+        cmd.arg("advise").arg("--db").arg(&db);
+        cmd.args(["web-static", "--quick", "--json"]);
+        cmd.args(["--param", "duration=100ms", "--param", "conns=4"]);
+        cmd.args(["--client-cpus", "1", "--client-share"]);
+        cmd.args(extra);
+        machine.apply(&mut cmd);
+        let (stdout, _) = ok(&cmd.output().unwrap());
+        answer_of(&stdout)
+    };
+    let a = run(&["--sweep", "20,40"]);
+    assert_answer_follows(&machine, &a);
+    // In `report`, the sweep's cells are no workloads of their own: one SMT yield row.
+    let mut cmd = smtlab();
+    cmd.args(["report", "--db"]).arg(&db).env("COLUMNS", "200");
+    let (text, _) = ok(&cmd.output().unwrap());
+    let yields = text
+        .split("\nSMT yield\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no SMT yield: {text}"));
+    let yields = yields.split("\nspeed-up:").next().unwrap();
+    let rows = yields
+        .lines()
+        .filter(|l| l.starts_with("web-static "))
+        .count();
+    assert_eq!(rows, 1, "{yields}");
+    assert!(text.contains("latency at offered load"), "{text}");
+    let sweeps = a["latency_sweeps"].as_array().expect("a latency sweep");
+    assert_eq!(sweeps.len(), 1, "{a:#}");
+    assert_eq!(sweeps[0]["placements"], serde_json::json!(["1c1t", "1c2t"]));
+    let points = sweeps[0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{a:#}");
+    let offered: Vec<f64> = points
+        .iter()
+        .map(|p| p["offered_per_s"].as_f64().unwrap())
+        .collect();
+    // 20% and 40% of the same capacity.
+    assert!(offered[0] >= 1.0, "{offered:?}");
+    assert!(
+        (offered[1] / offered[0] - 2.0).abs() < 0.01 + 1.0 / offered[0],
+        "{offered:?}"
+    );
+    for p in points {
+        let sides = p["sides"].as_array().unwrap();
+        let names: Vec<&str> = sides
+            .iter()
+            .map(|s| s["placement"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["1c1t", "1c2t"], "{p:#}");
+        for s in sides {
+            assert!(s["n"].as_u64().unwrap() >= 3, "{s:#}");
+            assert!(s["achieved_per_s"].as_f64().unwrap() >= 0.0, "{s:#}");
+            if s["kept_up"] == true {
+                let v = |k: &str| s[k]["value"].as_f64().unwrap();
+                assert!(v("p50_ms") <= v("p99_ms"), "{s:#}");
+                assert!(v("p99_ms") <= v("p999_ms"), "{s:#}");
+                assert!(
+                    s["achieved_per_s"].as_f64().unwrap()
+                        >= 0.95 * p["offered_per_s"].as_f64().unwrap() * 0.999,
+                    "{s:#}"
+                );
+            } else {
+                // Not kept up: offered against served, and no percentile at all.
+                assert!(s.get("p99_ms").is_none(), "{s:#}");
+            }
+        }
+    }
+    // The sweep is context: nothing the answer rests on comes from it.
+    for r in a["reasons"].as_array().unwrap() {
+        assert!(!r["what"].as_str().unwrap().contains("offered"), "{r:#}");
+    }
+    let a = run(&["--no-sweep"]);
+    assert!(a.get("latency_sweeps").is_none(), "{a:#}");
+    assert_answer_follows(&machine, &a);
+}
+
+/// At a latency target the capacity at it decides, and the sweep below it (at shares of
+/// 1c1t's capacity at the target) is context.
+#[test]
+fn at_a_latency_target_the_sweep_is_below_the_capacity_and_decides_nothing() {
+    let machine = Machine::fake();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let mut cmd = smtlab();
+    cmd.arg("advise").arg("--db").arg(&db);
+    cmd.args([
+        "web-slo", "--quick", "--json", "--slo", "p99=2s", "--sweep", "50",
+    ]);
+    cmd.args([
+        "--param",
+        "step=0.1",
+        "--param",
+        "conns=4",
+        "--param",
+        "max_rate=1600",
+    ]);
+    cmd.args(["--client-cpus", "1", "--client-share"]);
+    machine.apply(&mut cmd);
+    let (stdout, _) = ok(&cmd.output().unwrap());
+    let a = answer_of(&stdout);
+    let reasons = a["reasons"].as_array().unwrap();
+    let deciding: Vec<&str> = reasons
+        .iter()
+        .filter(|r| r["deciding"] == true)
+        .map(|r| r["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(deciding, ["capacity at p99 <= 2s (1c2t/1c1t)"], "{a:#}");
+    let capacity = reasons
+        .iter()
+        .find(|r| r["what"] == "the workload on 1c1t")
+        .unwrap()["figure"]["value"]
+        .as_f64()
+        .unwrap();
+    let points = a["latency_sweeps"][0]["points"]
+        .as_array()
+        .expect("a sweep");
+    assert_eq!(points.len(), 1, "{a:#}");
+    assert_eq!(
+        points[0]["offered_per_s"].as_f64().unwrap(),
+        (capacity / 2.0).round(),
+        "{a:#}"
+    );
+    let sides: Vec<&str> = points[0]["sides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["placement"].as_str().unwrap())
+        .collect();
+    assert_eq!(sides, ["1c1t", "1c2t"], "{a:#}");
+}
+
+#[test]
+fn the_sweep_says_what_it_is_for_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    for (args, says) in [
+        (
+            vec!["int-ops", "--sweep", "50"],
+            "--sweep is for a server under smtlab's HTTP load",
+        ),
+        (
+            vec!["web-static", "--sweep", "0"],
+            "--sweep 0: expected shares of the measured capacity in percent",
+        ),
+        (
+            vec!["web-static", "--param", "rate=100"],
+            "sweeps the open loop's rates itself",
+        ),
+        (
+            vec!["web-static", "--sweep", "50", "--no-sweep"],
+            "--no-sweep",
+        ),
+    ] {
+        let out = advise(&Machine::Here, &db, &args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

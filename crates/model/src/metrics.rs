@@ -126,6 +126,14 @@ pub mod web {
     pub const REQUESTS: &str = "requests";
     /// Metric: TCP connections opened in the sample.
     pub const CONNECTS: &str = "connects";
+    /// Parameter (not a metric) of an open loop's offered rate, requests per second (0:
+    /// closed loop): `web-static rate=R`, the points of `advise`'s latency sweep.
+    pub const RATE_PARAM: &str = "rate";
+    /// Metric: an open loop's offered rate, requests per second (`web-static rate=R`).
+    pub const OFFERED_PER_S: &str = "offered_per_s";
+    /// Metric: an open loop's requests that came due but were never sent, their
+    /// connection still waiting for an earlier answer (the server fell behind).
+    pub const UNSENT: &str = "unsent";
 }
 
 /// Metrics of the file-server and netperf-style loads.

@@ -31,6 +31,10 @@
 //!   SMT on, every one below says turn it off.
 //! * The sibling against a second core (`1c2t` over `2c1t`) and the **headroom** are
 //!   shown as context: they explain, they do not decide.
+//! * A server's **latency sweep** (open-loop p50/p99/p99.9 at the same offered rates on
+//!   each side, [`LatencySweep`]) is shown beside the answer and never decides: a
+//!   latency target given (`--slo`) is decided by the capacity at it, and without one
+//!   there is no target to judge a percentile against.
 
 use std::collections::BTreeMap;
 
@@ -157,6 +161,65 @@ pub struct LatencyAtLoad {
     pub ratio: Option<Figure>,
 }
 
+/// The benchmark parameter of an open loop's offered rate (`web-static rate=R`, requests
+/// per second; 0 or absent: closed loop): a cell with it is a point of a workload's
+/// latency sweep, not a workload of its own.
+pub const RATE_PARAM: &str = smtlab_model::metrics::web::RATE_PARAM;
+
+/// The share of the offered rate a side must serve, in every sample and without an
+/// error, for its percentiles to be shown: below it the server did not keep up, and its
+/// percentiles (of the requests it did answer) would describe a load it never carried.
+pub const KEPT_UP_SHARE: f64 = 0.95;
+
+/// One side of the SMT question at one offered rate: what it served and, where it kept
+/// up, its latency percentiles (the mean of the samples', with their 95% interval).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSide {
+    pub placement: String,
+    /// Requests per second served, the mean of the samples.
+    pub achieved_per_s: f64,
+    /// Every sample served at least [`KEPT_UP_SHARE`] of the offered rate, without error.
+    pub kept_up: bool,
+    /// Failed requests over the samples.
+    #[serde(default)]
+    pub errors: u64,
+    /// Requests that came due but were never sent, over the samples.
+    #[serde(default)]
+    pub unsent: u64,
+    /// Samples measured.
+    pub n: usize,
+    /// Samples that served under [`KEPT_UP_SHARE`] of the offered rate.
+    #[serde(default)]
+    pub behind_samples: usize,
+    /// Percentiles in milliseconds; absent where the side did not keep up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<Figure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<Figure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999_ms: Option<Figure>,
+}
+
+/// One offered rate and each side measured at it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Requests per second offered (open loop), the same on every side.
+    pub offered_per_s: f64,
+    /// In the order of [`LatencySweep::placements`]; a side not measured is left out.
+    pub sides: Vec<SweepSide>,
+}
+
+/// A server's latency at load: open-loop percentiles at a sweep of offered rates, on
+/// the baseline and on the SMT side (`1c1t` and `1c2t`, or `half-cores-1t` and
+/// `half-cores-Kt`), the rates the same on both. Context, never deciding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencySweep {
+    /// The baseline placement and the SMT side.
+    pub placements: (String, String),
+    /// By offered rate, lowest first.
+    pub points: Vec<SweepPoint>,
+}
+
 /// The capacity at a latency target on each side, found by search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
@@ -209,6 +272,9 @@ pub struct Evidence {
     /// A server's tail latency under the load that measured it (its samples' p99).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyAtLoad>,
+    /// A server's latency at a sweep of offered rates on each side of the SMT question.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_sweeps: Vec<LatencySweep>,
     /// `2c1t` over `1c1t`: a second core.
     pub second_core: Option<Figure>,
     /// The SMT side ran one thread per core: the workload leaves its sibling idle.
@@ -318,6 +384,10 @@ pub struct Advice {
     /// Why, in a few words (`SMT on is faster: +30% [+25%, +35%]`).
     pub because: String,
     pub reasons: Vec<Reason>,
+    /// A server's latency at offered rates on each side: evidence shown beside the
+    /// answer, never deciding it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_sweeps: Vec<LatencySweep>,
 }
 
 impl Advice {
@@ -366,6 +436,7 @@ pub fn decide(e: &Evidence) -> Advice {
         depends_on,
         because,
         reasons,
+        latency_sweeps: e.latency_sweeps.clone(),
     };
 
     if let Some(b) = &e.baseline {
@@ -451,11 +522,16 @@ pub fn decide(e: &Evidence) -> Advice {
                 .machine_half
                 .as_ref()
                 .map(|on| format!("speed-up, half the machine ({on}/half-cores-1t)"));
+            let switched_half = e
+                .machine_half
+                .as_ref()
+                .map(|on| format!("speed-up, half the machine (SMT on {on}/off half-cores-1t)"));
             reasons.push(reason(
-                match &half {
+                match (&half, &switched_half) {
+                    (_, Some(h)) if e.machine_switched => h,
                     _ if e.machine_switched => "speed-up, machine (SMT on/off)",
-                    Some(h) => h,
-                    None => "speed-up, machine (all/cores)",
+                    (Some(h), _) => h,
+                    (None, _) => "speed-up, machine (all/cores)",
                 },
                 f,
                 f.pct(),
@@ -704,9 +780,9 @@ pub fn decide(e: &Evidence) -> Advice {
 mod evidence;
 mod formats;
 
-pub use evidence::{advise_run, evidence, headroom, workload_name};
+pub use evidence::{advise_run, evidence, headroom, offered_rate, sweep_side, workload_name};
 pub(crate) use formats::section;
-pub use formats::{AdviceDoc, json, markdown, text};
+pub use formats::{AdviceDoc, behind_words, json, markdown, text};
 
 #[cfg(test)]
 mod tests;

@@ -163,7 +163,13 @@ pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
     type Variant<'a> = (&'a str, &'a BTreeMap<String, String>, &'a Conditions);
     let mut order: Vec<Variant<'_>> = Vec::new();
     let mut by_key: BTreeMap<Variant<'_>, Vec<&CellRecord>> = BTreeMap::new();
-    for c in &results.cells {
+    // An open loop at an offered rate (`rate=R`, a latency sweep's point) serves what
+    // it is offered on every placement that keeps up: its ratio is no yield.
+    for c in results
+        .cells
+        .iter()
+        .filter(|c| crate::advice::offered_rate(c).is_none())
+    {
         let k = (c.benchmark.as_str(), &c.params, &c.conditions);
         let v = by_key.entry(k).or_default();
         if v.is_empty() {

@@ -6,6 +6,13 @@
 //! SPECweb96 clients do. The value is the response bandwidth in Mbit/s (bodies); each
 //! sample also carries requests/s, latency percentiles and the error count.
 //!
+//! `rate=R` makes the load an open loop at R requests per second instead (latency
+//! counted from each request's scheduled time, as wrk2 does): the latency at a given
+//! offered load, which `smtlab advise` sweeps on each side of the SMT question. A server
+//! that cannot keep up is not an error there: the sample carries the offered rate, the
+//! rate achieved, the requests never sent and the errors, and the reader says it was
+//! not kept up rather than quote its percentiles.
+//!
 //! Servers (`server=`): `event`, `threads`, `processes` and `seda` (staged, copying every
 //! body through a buffer: no `sendfile`) are built in ([`builtin`]); `nginx` and
 //! `apache-prefork` / `apache-event` are the real ones from a generated configuration
@@ -273,6 +280,12 @@ impl Benchmark for WebStatic {
                     None,
                     "client threads (0: one per client CPU)",
                 ),
+                param(
+                    m::RATE_PARAM,
+                    "0",
+                    None,
+                    "open loop at this many requests per second over all connections, latency counted from each request's scheduled time (0: closed loop)",
+                ),
                 crate::irq_param(),
             ],
             main_param: Some("server".into()),
@@ -330,8 +343,26 @@ impl Benchmark for WebStatic {
                 return Err(smtlab_bench::ParamError::value("keepalive", v, "yes or no").into());
             }
         };
+        let rate = p.get_f64(m::RATE_PARAM)?;
+        if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
+            return Err(smtlab_bench::ParamError::value(
+                "rate",
+                rate.to_string(),
+                "0 (closed loop) or 1 to 10000000 requests per second",
+            )
+            .into());
+        }
         let client = ctx.client_side(NAME)?;
         if let Some(agents) = client.remote_clients() {
+            if rate > 0.0 {
+                // The agents run closed loops; a sample under `rate=` would not be one.
+                return Err(BenchError::Unsupported {
+                    bench: NAME.into(),
+                    reason: "rate= (an open-loop offered rate) with --client-hosts: the \
+                             agents run closed loops only"
+                        .into(),
+                });
+            }
             return remote_instance(ctx, agents, &server, conns, dataset, duration, keep_alive);
         }
         let threads = match p.get_u64("threads")? as usize {
@@ -371,6 +402,7 @@ impl Benchmark for WebStatic {
         // Connections ramp up in the first moments of a sample: not counted.
         cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
         cfg.timeout = Duration::from_secs(10);
+        cfg.rate_per_s = (rate > 0.0).then_some(rate);
         if client_cores_apart(client.cpus(), &ctx.placement.cpus, ctx.topology) {
             cfg.busy_poll = CLIENT_BUSY_POLL;
         }
@@ -651,6 +683,46 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
     })
 }
 
+/// A sample of an open loop at `offered_per_s`: as [`sample_from`] where the server kept
+/// up; where it did not (errors, requests never sent, fewer served), still a sample, with
+/// what was offered and achieved, so the reader can say so. Without a single answer it
+/// carries no latency at all: no percentile is made up.
+pub fn open_loop_sample(offered_per_s: f64, cfg: &LoadConfig, r: &LoadReport) -> RawSample {
+    let mut s = match sample_from(NAME, r) {
+        Ok(s) => s,
+        Err(_) if r.requests > 0 && r.window_ns > 0 => {
+            // Errors beside good answers: the percentiles of the good ones are kept, and
+            // the errors say the rate was not kept up with.
+            let mut s = sample_from(NAME, &without_errors(r)).unwrap_or_default();
+            s.metrics.insert(m::ERRORS.into(), r.error_count() as f64);
+            s
+        }
+        Err(_) => {
+            let mut metrics = BTreeMap::new();
+            metrics.insert(m::REQUESTS_PER_S.into(), 0.0);
+            metrics.insert(m::REQUESTS.into(), 0.0);
+            metrics.insert(m::ERRORS.into(), r.error_count() as f64);
+            RawSample {
+                elapsed_ns: (r.window_ns.max(cfg.duration.as_nanos() as u64)).max(1),
+                work: 0.0,
+                metrics,
+                ..RawSample::default()
+            }
+        }
+    };
+    s.metrics.insert(m::OFFERED_PER_S.into(), offered_per_s);
+    s.metrics.insert(m::UNSENT.into(), r.unsent as f64);
+    s
+}
+
+/// `r` with its errors taken out, for the figures of its good answers.
+fn without_errors(r: &LoadReport) -> LoadReport {
+    let mut r = r.clone();
+    r.errors.clear();
+    r.bad_statuses.clear();
+    r
+}
+
 impl Instance for WebInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
@@ -664,7 +736,10 @@ impl Instance for WebInstance {
                 let r = pool
                     .run(&self.cfg, mix.clone())
                     .map_err(|e| check(e.to_string()))?;
-                sample_from(NAME, &r)
+                match self.cfg.rate_per_s {
+                    Some(rate) => Ok(open_loop_sample(rate, &self.cfg, &r)),
+                    None => sample_from(NAME, &r),
+                }
             }
             Driver::Remote {
                 remote,

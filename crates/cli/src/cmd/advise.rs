@@ -35,7 +35,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     if text {
         let penalty = s.penalty.as_ref().map(|_| args.partners);
         let (name, states) = (s.subject.name(), !s.states.is_empty());
-        emit(&render::advice::header(&name, &s.specs, states, penalty))?;
+        emit(&render::advice::header(
+            &name,
+            &s.specs,
+            states,
+            s.sweep.as_deref(),
+            penalty,
+        ))?;
         emit(&render::bench::header_line(render::table::Layout::term()))?;
     }
     let mut measuring = Measuring::new(machine, s.cfg.clone(), args.json)?;
@@ -57,6 +63,31 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let engine = measuring.engine();
     let mut ended =
         smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+    if let (Ended::Complete, Some(pct)) = (ended, &s.sweep) {
+        // The rates come from the capacity just measured, so the sweep's cells are not
+        // in the run's plan.
+        let mut groups = Vec::new();
+        for (base, other) in exp::sweep_sides(&s.specs) {
+            match exp::capacity_per_s(&sink.cells, &s.subject, &base) {
+                Some(cap) => {
+                    let rates = exp::sweep_rates(cap, pct);
+                    groups.extend(exp::sweep_groups(
+                        &s.subject,
+                        (&base, &other),
+                        &rates,
+                        &s.topo,
+                    ));
+                }
+                None => crate::term::note_fit(&format!(
+                    "note: no latency sweep on {base} and {other}: no capacity was measured on {base}"
+                )),
+            }
+        }
+        // With SMT switched, the sweep is SMT on's (both sides need the siblings).
+        let on: &[bool] = if s.states.is_empty() { &[] } else { &[true] };
+        let groups = smt::turns(groups, on);
+        ended = smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+    }
     if let (Ended::Complete, Some(plan)) = (ended, &s.penalty) {
         if args.penalty {
             // Every sample of the cost is the same fixed piece of work: a fixed count.

@@ -16,10 +16,23 @@ pub fn summary(answers: &[Advice], layout: Layout) -> String {
 
 /// The line `advise` prints before measuring: the subject, the placements, the states
 /// and what follows the throughput.
-pub fn header(subject: &str, specs: &[String], smt_states: bool, penalty: Option<bool>) -> String {
+pub fn header(
+    subject: &str,
+    specs: &[String],
+    smt_states: bool,
+    sweep: Option<&[f64]>,
+    penalty: Option<bool>,
+) -> String {
+    let sweep = sweep.map_or(String::new(), |pct| {
+        let pct: Vec<String> = pct.iter().map(|p| format!("{p}")).collect();
+        format!(
+            "; then the latency at {}% of the capacity, open loop, on each side",
+            pct.join(", ")
+        )
+    });
     super::table::wrap(
         &format!(
-            "advise {subject}: {} interleaved{}{}",
+            "advise {subject}: {} interleaved{}{sweep}{}",
             specs.join(", "),
             if smt_states {
                 ", with SMT off and on"
@@ -41,6 +54,29 @@ pub fn header(subject: &str, specs: &[String], smt_states: bool, penalty: Option
 pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
     use crate::sink::Shown;
     match shown {
+        Shown::Measured(c) if let Some(rate) = advice::offered_rate(c) => {
+            let side = advice::sweep_side(c, rate);
+            let n = smtlab_report::fmt::num;
+            let ms = |f: &Option<advice::Figure>| f.as_ref().map_or("-".into(), |f| n(f.value));
+            let what = if side.kept_up {
+                format!(
+                    "p50 {}, p99 {}, p99.9 {} ms",
+                    ms(&side.p50_ms),
+                    ms(&side.p99_ms),
+                    ms(&side.p999_ms)
+                )
+            } else {
+                format!("not kept up{}", advice::behind_words(&side))
+            };
+            Some(super::table::wrap(
+                &format!(
+                    "  {} at {rate:.0}/s offered: served {}/s, {what}",
+                    c.placement_spec,
+                    n(side.achieved_per_s)
+                ),
+                Layout::term(),
+            ))
+        }
         Shown::Measured(c) => match c.conditions.rate {
             Some(rate) => Some(format!(
                 "headroom step {rate}: {} {}\n",

@@ -31,6 +31,9 @@ pub struct Advise {
     pub states: Vec<bool>,
     /// The single-thread cost or the partners, when asked and measurable here.
     pub penalty: Option<corun_exp::CorunPlan>,
+    /// A server's latency sweep: the shares of each baseline's capacity offered, in
+    /// percent (`None`: not measured: no server under smtlab's load, or `--no-sweep`).
+    pub sweep: Option<Vec<f64>>,
     pub notes: Vec<String>,
 }
 
@@ -85,8 +88,18 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
     if !states.is_empty() {
         // SMT can be switched (on, or off as found): the SMT placements, and the whole
         // machine in both states, which is the comparison that matters.
-        specs = ["1c1t", "1c2t", "2c1t", "all"].map(String::from).to_vec();
         notes.clear();
+        specs = switched_specs(&topo, subject.server(), &mut notes);
+    }
+    let mut sweep = sweep(args, &subject)?;
+    if sweep.is_some() && exp::sweep_sides(&specs).is_empty() {
+        // Nothing to compare the latency on: no SMT pair measured.
+        if args.sweep.is_some() {
+            notes.push(
+                "no latency sweep: it compares 1c1t with 1c2t, and there is no 1c2t here".into(),
+            );
+        }
+        sweep = None;
     }
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
     let sibling = match (&pair.sibling, args.penalty || args.partners) {
@@ -124,8 +137,82 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         specs,
         states,
         penalty,
+        sweep,
         notes,
     })
+}
+
+/// The placements compared with SMT switched off and on: the SMT pairs and the whole
+/// machine, which for a server (`server`) is half the cores, one thread each against all
+/// their threads (`half-cores-Kt`, K the threads a core has, 2 when SMT is off as
+/// found), its clients on the other half; where half the cores are no placement of their
+/// own (five cores or fewer), a server's whole machine is left out with a note.
+fn switched_specs(topo: &Topology, server: bool, notes: &mut Vec<String>) -> Vec<String> {
+    let mut specs: Vec<String> = ["1c1t", "1c2t", "2c1t"].map(String::from).to_vec();
+    if !server {
+        specs.push("all".into());
+        return specs;
+    }
+    let cpus = |spec: &str| {
+        smtlab_placement::parse(spec)
+            .and_then(|p| smtlab_placement::resolve(&p, topo))
+            .ok()
+            .map(|r| r.cpu_set())
+    };
+    let one = format!("{}1t", smtlab_placement::HALF_CORES_PREFIX);
+    let half = cpus(&one);
+    let own = half
+        .as_ref()
+        .is_some_and(|h| specs.iter().all(|s| cpus(s).as_ref() != Some(h)));
+    if own {
+        let k = topo.smt.threads_per_core_max.max(2);
+        specs.push(one);
+        specs.push(format!("{}{k}t", smtlab_placement::HALF_CORES_PREFIX));
+    } else {
+        notes.push(format!(
+            "SMT off vs on of a server's whole machine is not measured here ({} core{}): half the cores would be the CPUs of 1c1t or 2c1t (it takes six cores or more), and `all` would leave its clients no CPU",
+            topo.core_count(),
+            if topo.core_count() == 1 { "" } else { "s" }
+        ));
+    }
+    specs
+}
+
+/// The latency sweep's shares, when it applies: a server under smtlab's load, unless
+/// `--no-sweep`; `--sweep` on anything else, or a share out of range, is an error.
+fn sweep(args: &AdviseArgs, subject: &Subject) -> Result<Option<Vec<f64>>> {
+    if let Subject::Catalog(w) = subject
+        && w.params.get_f64(exp::RATE_PARAM).is_ok_and(|r| r != 0.0)
+    {
+        bail!(
+            "--param {}=...: advise measures a closed loop's throughput and sweeps the open loop's rates itself (--sweep PCT,...)",
+            exp::RATE_PARAM
+        );
+    }
+    if args.no_sweep {
+        return Ok(None);
+    }
+    if !subject.sweepable() {
+        if args.sweep.is_some() {
+            bail!(
+                "--sweep is for a server under smtlab's HTTP load (web-static, web-slo, or --server CMD without --client)"
+            );
+        }
+        return Ok(None);
+    }
+    let pct = args
+        .sweep
+        .clone()
+        .unwrap_or_else(|| exp::SWEEP_PCT.to_vec());
+    if let Some(bad) = pct
+        .iter()
+        .find(|p| !(p.is_finite() && **p > 0.0 && **p <= 200.0))
+    {
+        bail!(
+            "--sweep {bad}: expected shares of the measured capacity in percent, above 0 and at most 200, e.g. 25,50,75,90"
+        );
+    }
+    Ok(Some(pct))
 }
 
 /// The subject and the settings its cells are measured with.
@@ -288,5 +375,41 @@ pub fn headroom_curve(quick: bool) -> util::Curve {
         steps: 4,
         step: std::time::Duration::from_millis(if quick { 200 } else { 500 }),
         job: std::time::Duration::from_micros(200),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_switched_off_and_on_compares_half_the_cores_or_says_why_not() {
+        let sixteen = smtlab_fixtures::build::intel(1, 16, 2);
+        let mut notes = Vec::new();
+        assert_eq!(
+            switched_specs(&sixteen, true, &mut notes),
+            ["1c1t", "1c2t", "2c1t", "half-cores-1t", "half-cores-2t"]
+        );
+        assert!(notes.is_empty());
+        // Not a server: the whole machine is `all`.
+        assert_eq!(
+            switched_specs(&sixteen, false, &mut notes),
+            ["1c1t", "1c2t", "2c1t", "all"]
+        );
+        // SMT off as found (one thread per core seen): the on side still has siblings.
+        let off = smtlab_fixtures::build::one_cpu_per_core(&(0..16).collect::<Vec<_>>());
+        assert_eq!(
+            switched_specs(&off, true, &mut notes)[3..],
+            ["half-cores-1t", "half-cores-2t"]
+        );
+        // Four cores: half of them is 2c1t; said in one line, and no `all`.
+        let four = smtlab_fixtures::build::intel(1, 4, 2);
+        assert_eq!(
+            switched_specs(&four, true, &mut notes),
+            ["1c1t", "1c2t", "2c1t"]
+        );
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("(4 cores)"), "{}", notes[0]);
+        assert!(notes[0].contains("`all` would leave its clients no CPU"));
     }
 }

@@ -219,7 +219,7 @@ advise_checks() {
     || { fail "advise --smt both: no SMT on/off figure"; head -c 2000 /tmp/ad.json; }
   check "advise --smt both: control restored" on "$(cat $C/smt/control)"
   check "advise --smt both: online restored" "$all" "$(cat $C/online)"
-  smtlab advise web-slo --quick --slo p99=1s --param max_rate=2000 --db /tmp/aw.db >/tmp/aw.txt 2>/tmp/aw.err \
+  smtlab advise web-slo --quick --slo p99=1s --param max_rate=2000 --sweep 50 --db /tmp/aw.db >/tmp/aw.txt 2>/tmp/aw.err \
     && grep -q '^1c2t ' /tmp/aw.txt && grep -q 'answer: .*at p99 <= 1s' /tmp/aw.txt \
     && ok "advise web-slo: 1c2t measured and an answer at the target (TCG figures mean nothing)" \
     || { fail "advise web-slo"; tail -n 5 /tmp/aw.err; head -c 3000 /tmp/aw.txt; }

@@ -66,7 +66,8 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
     let mut out: Vec<Evidence> = Vec::new();
     let mut seen: Vec<(String, BTreeMap<String, String>)> = Vec::new();
     for c in &cells {
-        if crate::corun::form_of(c).is_some() {
+        // A point of a latency sweep belongs to its workload's evidence.
+        if crate::corun::form_of(c).is_some() || offered_rate(c).is_some() {
             continue;
         }
         let key = (c.benchmark.clone(), workload_params(c));
@@ -81,6 +82,7 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
                 o.benchmark == key.0
                     && workload_params(o) == key.1
                     && crate::corun::form_of(o).is_none()
+                    && offered_rate(o).is_none()
             })
             .collect();
         let find = |name: &str, state: Option<&str>| {
@@ -122,6 +124,23 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         }
         // The whole machine: SMT on over off on `all`, else `all` over `cores`.
         let states = find("all", Some("off")).zip(find("all", Some("on")));
+        // A server's, switched: half the cores, one thread each with SMT off against
+        // all their threads with it on (`all` would leave its clients no CPU).
+        let half_states = || {
+            let off = find(&format!("{HALF_CORES}1t"), Some("off"))?;
+            let on = mine.iter().copied().find(|o| {
+                o.placement_spec.starts_with(HALF_CORES)
+                    && o.placement.threads_per_core >= 2
+                    && o.smt().map(|x| x.name()) == Some("on")
+            })?;
+            Some((off, on))
+        };
+        let states = match states {
+            Some(s) => Some(s),
+            None => half_states().inspect(|(_, on)| {
+                e.machine_half = Some(on.placement_spec.clone());
+            }),
+        };
         e.machine_switched = states.is_some();
         e.machine_gain = match states {
             Some((off, on)) => verdict(off, on).map(|v| Figure::from_verdict(&v)),
@@ -166,6 +185,7 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         if let (Some(b), Some(o)) = (base, find("1c2t", None)) {
             e.latency = latency_at_load(b, o);
         }
+        e.latency_sweeps = latency_sweeps(&cells, &key.0, &key.1);
         if let Some(slo) = key.1.get(SLO_PARAM) {
             // A capacity at a latency target: its SMT comparison is the capacity's.
             let switched = e.machine_switched && e.machine_gain.is_some();
@@ -274,6 +294,148 @@ fn latency_at_load(base: &CellRecord, other: &CellRecord) -> Option<LatencyAtLoa
         base_ms,
         ratio: smtlab_model::stats::ratio(&o, &b).map(|r| Figure::from_ratio(&r)),
     })
+}
+
+/// The offered rate of an open-loop cell (`rate=R` with R above 0), requests per second.
+pub fn offered_rate(c: &CellRecord) -> Option<f64> {
+    c.params
+        .get(RATE_PARAM)?
+        .parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r > 0.0)
+}
+
+/// `params` without the offered rate: the workload a sweep point belongs to.
+fn without_rate(params: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut p = params.clone();
+    p.remove(RATE_PARAM);
+    p
+}
+
+/// The mean of `xs` (nanoseconds) in milliseconds with its 95% interval, never below 0.
+fn mean_ms(xs: &[f64]) -> Option<Figure> {
+    let s = smtlab_model::stats::summarize(xs)?;
+    let ms = 1e6;
+    Some(Figure {
+        value: s.mean / ms,
+        ci95_low: (s.n > 1).then_some((s.mean - s.ci95_half_width).max(0.0) / ms),
+        ci95_high: (s.n > 1).then_some((s.mean + s.ci95_half_width) / ms),
+        unsteady: None,
+    })
+}
+
+/// One side of a sweep at `offered` requests per second: what `c`'s samples served and,
+/// where every sample kept up, their percentiles.
+pub fn sweep_side(c: &CellRecord, offered: f64) -> SweepSide {
+    use smtlab_model::metrics::web as m;
+    let samples = &c.result.samples;
+    let metric = |s: &smtlab_model::SampleRecord, k: &str| s.metrics.get(k).copied();
+    let total = |k: &str| -> u64 {
+        samples
+            .iter()
+            .map(|s| metric(s, k).unwrap_or(0.0).max(0.0) as u64)
+            .sum()
+    };
+    let served: Vec<f64> = samples
+        .iter()
+        .map(|s| metric(s, m::REQUESTS_PER_S).unwrap_or(0.0))
+        .collect();
+    let behind = samples
+        .iter()
+        .filter(|s| metric(s, m::REQUESTS_PER_S).unwrap_or(0.0) < KEPT_UP_SHARE * offered)
+        .count();
+    let kept_up = !samples.is_empty()
+        && behind == 0
+        && samples.iter().all(|s| {
+            metric(s, m::ERRORS).unwrap_or(0.0) == 0.0 && s.metrics.contains_key(m::LATENCY_P99_NS)
+        });
+    let pct = |k: &str| {
+        if !kept_up {
+            return None;
+        }
+        let xs: Vec<f64> = samples.iter().filter_map(|s| metric(s, k)).collect();
+        mean_ms(&xs)
+    };
+    SweepSide {
+        placement: c.placement_spec.clone(),
+        achieved_per_s: served.iter().sum::<f64>() / served.len().max(1) as f64,
+        kept_up,
+        errors: total(m::ERRORS),
+        unsent: total(m::UNSENT),
+        n: samples.len(),
+        behind_samples: behind,
+        p50_ms: pct(m::LATENCY_P50_NS),
+        p99_ms: pct(m::LATENCY_P99_NS),
+        p999_ms: pct(m::LATENCY_P999_NS),
+    }
+}
+
+/// The latency sweeps of workload `bench` `params` among `cells`: its open-loop cells
+/// (`rate=R`) on `1c1t` against `1c2t`, and on `half-cores-1t` against `half-cores-Kt`,
+/// each rate with the sides measured at it.
+fn latency_sweeps(
+    cells: &[&CellRecord],
+    bench: &str,
+    params: &BTreeMap<String, String>,
+) -> Vec<LatencySweep> {
+    let base = without_rate(params);
+    let points: Vec<&CellRecord> = cells
+        .iter()
+        .copied()
+        .filter(|c| {
+            c.benchmark == bench
+                && offered_rate(c).is_some()
+                && without_rate(&c.params) == base
+                && crate::corun::form_of(c).is_none()
+                && c.smt().is_none_or(|x| x.name() != "off")
+        })
+        .collect();
+    let one = format!("{HALF_CORES}1t");
+    let smt_side = |spec: &str| -> Option<String> {
+        let other = if spec == "1c1t" {
+            points.iter().find(|c| c.placement_spec == "1c2t")
+        } else {
+            points.iter().find(|c| {
+                c.placement_spec.starts_with(HALF_CORES)
+                    && c.placement_spec != one
+                    && c.placement.threads_per_core >= 2
+            })
+        };
+        other.map(|c| c.placement_spec.clone())
+    };
+    let mut out = Vec::new();
+    for spec in ["1c1t", one.as_str()] {
+        let Some(other) = smt_side(spec) else {
+            continue;
+        };
+        let mut rates: Vec<f64> = points
+            .iter()
+            .filter(|c| c.placement_spec == spec)
+            .filter_map(|c| offered_rate(c))
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates.dedup();
+        let at = |p: &str, r: f64| {
+            points
+                .iter()
+                .find(|c| c.placement_spec == p && offered_rate(c) == Some(r))
+                .map(|c| sweep_side(c, r))
+        };
+        let pts: Vec<SweepPoint> = rates
+            .into_iter()
+            .map(|r| SweepPoint {
+                offered_per_s: r,
+                sides: [at(spec, r), at(&other, r)].into_iter().flatten().collect(),
+            })
+            .collect();
+        if pts.iter().any(|p| p.sides.len() == 2) {
+            out.push(LatencySweep {
+                placements: (spec.to_string(), other),
+                points: pts,
+            });
+        }
+    }
+    out
 }
 
 /// `p99=5ms` as `p99 <= 5ms`.

@@ -27,6 +27,78 @@ pub fn json(run: i64, notes: &[String], advice: &[Advice]) -> String {
     s
 }
 
+/// Milliseconds with the interval where there is one: `0.52 [0.48, 0.56]`.
+fn ms(f: &Figure, interval: bool) -> String {
+    let n = crate::fmt::num;
+    match (f.ci95_low, f.ci95_high) {
+        (Some(lo), Some(hi)) if interval => format!("{} [{}, {}]", n(f.value), n(lo), n(hi)),
+        _ => n(f.value),
+    }
+}
+
+/// Why a side did not keep up, in brackets: ` (2 of 5 samples behind, 3 errors)`.
+pub fn behind_words(side: &SweepSide) -> String {
+    let mut why = Vec::new();
+    if side.behind_samples > 0 && side.behind_samples < side.n {
+        why.push(format!(
+            "{} of {} samples behind",
+            side.behind_samples, side.n
+        ));
+    }
+    if side.errors > 0 {
+        why.push(format!("{} errors", side.errors));
+    }
+    if why.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", why.join(", "))
+    }
+}
+
+/// The header of a sweep's table.
+const SWEEP_HEAD: [&str; 6] = [
+    "offered/s",
+    "on",
+    "served/s",
+    "p50 ms",
+    "p99 ms (95% CI)",
+    "p99.9 ms",
+];
+
+/// The line above a sweep's table.
+fn sweep_title(s: &LatencySweep) -> String {
+    format!(
+        "latency at offered load, open loop ({} vs {}; context, not deciding):",
+        s.placements.0, s.placements.1
+    )
+}
+
+/// A sweep's rows: each offered rate and side, its percentiles where it kept up, else
+/// `not kept up` with what it served.
+fn sweep_rows(s: &LatencySweep) -> Vec<[String; 6]> {
+    let n = crate::fmt::num;
+    let mut rows = Vec::new();
+    for p in &s.points {
+        for side in &p.sides {
+            let pct = |f: &Option<Figure>, ci: bool| f.as_ref().map_or("-".into(), |f| ms(f, ci));
+            let p50 = if side.kept_up {
+                pct(&side.p50_ms, false)
+            } else {
+                format!("not kept up{}", behind_words(side))
+            };
+            rows.push([
+                format!("{:.0}", p.offered_per_s),
+                side.placement.clone(),
+                n(side.achieved_per_s),
+                p50,
+                pct(&side.p99_ms, true),
+                pct(&side.p999_ms, false),
+            ]);
+        }
+    }
+    rows
+}
+
 fn mark(says: Says) -> &'static str {
     match says {
         Says::On => "on",
@@ -61,6 +133,24 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             ]);
         }
         if !a.reasons.is_empty() {
+            for line in t
+                .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
+                .lines()
+            {
+                out.push_str("  ");
+                out.push_str(line.trim_end());
+                out.push('\n');
+            }
+        }
+        for s in &a.latency_sweeps {
+            out.push_str(&crate::table::wrap(
+                &format!("  {}", sweep_title(s)),
+                layout,
+            ));
+            let mut t = crate::table::Table::new(SWEEP_HEAD).shrink(4);
+            for r in sweep_rows(s) {
+                t.row(r);
+            }
             for line in t
                 .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
                 .lines()
@@ -115,8 +205,88 @@ pub fn markdown(advice: &[Advice]) -> String {
                 cell(&r.what)
             ));
         }
+        for s in &a.latency_sweeps {
+            out.push_str(&format!("\n{}\n\n", cell(&sweep_title(s))));
+            out.push_str(&format!("| {} |\n", SWEEP_HEAD.join(" | ")));
+            out.push_str("|---|---|---|---|---|---|\n");
+            for r in sweep_rows(s) {
+                let r: Vec<String> = r.iter().map(|x| cell(x)).collect();
+                out.push_str(&format!("| {} |\n", r.join(" | ")));
+            }
+        }
     }
     out
+}
+
+/// The rates a side of `s` did not keep up with, with what it served: `1c1t at 900/s
+/// (served 700/s)`.
+pub(super) fn not_kept_up(s: &LatencySweep) -> Vec<String> {
+    s.points
+        .iter()
+        .flat_map(|p| {
+            p.sides.iter().filter(|x| !x.kept_up).map(move |x| {
+                format!(
+                    "{} at {:.0}/s (served {:.0}/s)",
+                    x.placement, p.offered_per_s, x.achieved_per_s
+                )
+            })
+        })
+        .collect()
+}
+
+/// A sweep as a chart: p99 (with its interval) and p50 against the offered rate, one
+/// line per side and percentile; the rates a side did not keep up with are not drawn
+/// ([`not_kept_up`] names them under the chart).
+pub(super) fn sweep_chart(workload: &str, s: &LatencySweep) -> Option<String> {
+    use crate::svg::{LineOptions, Point, Series};
+    let sides = [&s.placements.0, &s.placements.1];
+    let mut series = Vec::new();
+    for pct in ["p99", "p50"] {
+        for side in sides {
+            let points: Vec<Point> = s
+                .points
+                .iter()
+                .filter_map(|p| {
+                    let x = p.sides.iter().find(|x| &x.placement == side)?;
+                    let f = if pct == "p99" { &x.p99_ms } else { &x.p50_ms };
+                    let f = f.as_ref()?;
+                    Some(Point {
+                        x: p.offered_per_s,
+                        y: f.value,
+                        lo: f.ci95_low,
+                        hi: f.ci95_high,
+                        tip: format!(
+                            "{side} at {:.0} req/s offered: {pct} {} ms",
+                            p.offered_per_s,
+                            ms(f, true)
+                        ),
+                        label: None,
+                    })
+                })
+                .collect();
+            if !points.is_empty() {
+                series.push(Series {
+                    name: format!("{side} {pct}"),
+                    points,
+                });
+            }
+        }
+    }
+    let name = workload.split(' ').next().unwrap_or(workload);
+    crate::svg::line_chart(
+        &format!(
+            "{name}: latency at offered load ({} vs {})",
+            s.placements.0, s.placements.1
+        ),
+        "open loop; bars: 95% intervals; a rate not kept up is not drawn",
+        "offered load (requests/s)",
+        "latency (ms)",
+        &series,
+        &LineOptions {
+            y_zero: true,
+            ..LineOptions::default()
+        },
+    )
 }
 
 /// The strip of a row: the first deciding figure (turned so that above 1 points to SMT
@@ -188,6 +358,22 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                             @if a.deciding().next().is_none() { span class="muted" { (a.because) } }
                         }
                         td { @if let Some(s) = strip(a) { (maud::PreEscaped(s)) } }
+                    }
+                }
+            }
+            @for a in &answers {
+                @for s in &a.latency_sweeps {
+                    @if let Some(chart) = sweep_chart(&a.workload, s) {
+                        figure class="chart" {
+                            (maud::PreEscaped(chart))
+                            figcaption {
+                                (a.workload)
+                                @let missed = not_kept_up(s);
+                                @if !missed.is_empty() {
+                                    (crate::html::BR) "not kept up: " (missed.join("; "))
+                                }
+                            }
+                        }
                     }
                 }
             }

@@ -707,3 +707,272 @@ fn a_servers_p99_under_load_is_shown_beside_the_answer_without_deciding() {
         .is_none()
     );
 }
+
+/// A point of a latency sweep: `web-static rate=R` on `placement`, each sample serving
+/// `served` requests/s with the percentiles `(p50, p99, p99.9)` in ms and `errors`.
+fn sweep_cell(
+    placement: &str,
+    rate: &str,
+    served: &[f64],
+    p: (f64, f64, f64),
+    errors: f64,
+) -> CellRecord {
+    use smtlab_model::metrics::web as m;
+    let mut c = cell(
+        "web-static",
+        placement,
+        &[("server", "cmd"), ("rate", rate)],
+        served,
+    );
+    c.result.samples = served
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            // A little spread between samples, so each percentile has an interval.
+            let k = 1.0 + 0.01 * i as f64;
+            let mut metrics: BTreeMap<String, f64> = [
+                (m::REQUESTS_PER_S, *s),
+                (m::OFFERED_PER_S, rate.parse().unwrap()),
+                (m::ERRORS, errors),
+                (m::UNSENT, 0.0),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            if *s > 0.0 {
+                metrics.insert(m::LATENCY_P50_NS.into(), p.0 * k * 1e6);
+                metrics.insert(m::LATENCY_P99_NS.into(), p.1 * k * 1e6);
+                metrics.insert(m::LATENCY_P999_NS.into(), p.2 * k * 1e6);
+            }
+            smtlab_model::SampleRecord {
+                value: *s,
+                iterations: 1,
+                elapsed_ns: 1,
+                work: 1.0,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: Vec::new(),
+                metrics,
+            }
+        })
+        .collect();
+    c
+}
+
+#[test]
+fn a_rate_not_kept_up_with_is_reported_as_such_and_the_sweep_decides_nothing() {
+    let throughput = vec![
+        cell(
+            "web-static",
+            "1c1t",
+            &[("server", "cmd"), ("rate", "0")],
+            &[99.0, 100.0, 101.0],
+        ),
+        cell(
+            "web-static",
+            "1c2t",
+            &[("server", "cmd"), ("rate", "0")],
+            &[129.0, 130.0, 131.0],
+        ),
+    ];
+    let mut cells = throughput.clone();
+    cells.extend([
+        sweep_cell(
+            "1c1t",
+            "1000",
+            &[1000.0, 999.0, 1001.0],
+            (0.2, 0.9, 2.0),
+            0.0,
+        ),
+        sweep_cell(
+            "1c2t",
+            "1000",
+            &[1000.0, 1000.0, 998.0],
+            (0.3, 1.2, 2.5),
+            0.0,
+        ),
+        // 1c1t falls behind at 2000/s: it serves 1500 (below 95%), no percentile shown.
+        sweep_cell(
+            "1c1t",
+            "2000",
+            &[1500.0, 1490.0, 1510.0],
+            (5.0, 80.0, 120.0),
+            0.0,
+        ),
+        // 1c2t keeps pace on average but one sample had errors: not kept up either.
+        sweep_cell(
+            "1c2t",
+            "2000",
+            &[2000.0, 1999.0, 2001.0],
+            (0.4, 1.5, 3.0),
+            1.0,
+        ),
+    ]);
+    let ev = evidence(&cells, true);
+    // The sweep's cells are points of the workload, not workloads of their own.
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    let sweeps = &ev[0].latency_sweeps;
+    assert_eq!(sweeps.len(), 1);
+    let s = &sweeps[0];
+    assert_eq!(s.placements, ("1c1t".to_string(), "1c2t".to_string()));
+    let offered: Vec<f64> = s.points.iter().map(|p| p.offered_per_s).collect();
+    assert_eq!(offered, [1000.0, 2000.0]);
+    for side in &s.points[0].sides {
+        assert!(side.kept_up, "{side:?}");
+        let (p50, p99, p999) = (
+            side.p50_ms.as_ref().unwrap(),
+            side.p99_ms.as_ref().unwrap(),
+            side.p999_ms.as_ref().unwrap(),
+        );
+        assert!(p50.value <= p99.value && p99.value <= p999.value);
+        assert!(p99.ci95_low.unwrap() < p99.value && p99.value < p99.ci95_high.unwrap());
+    }
+    let [behind, errors] = &s.points[1].sides[..] else {
+        panic!("{s:?}")
+    };
+    assert!(!behind.kept_up && behind.p99_ms.is_none() && behind.p50_ms.is_none());
+    assert!((behind.achieved_per_s - 1500.0).abs() < 1e-9);
+    assert!(!errors.kept_up && errors.p99_ms.is_none());
+    assert_eq!(errors.errors, 3);
+    assert_eq!(behind_words(errors), " (3 errors)");
+    // One sample of three behind: the mean served is near the rate, yet not kept up.
+    let one_behind = sweep_side(
+        &sweep_cell(
+            "1c1t",
+            "1000",
+            &[1000.0, 900.0, 1000.0],
+            (0.2, 0.9, 2.0),
+            0.0,
+        ),
+        1000.0,
+    );
+    assert!(!one_behind.kept_up && one_behind.p50_ms.is_none());
+    assert_eq!(behind_words(&one_behind), " (1 of 3 samples behind)");
+
+    // The answer is the one the throughput cells alone give.
+    let a = decide(&ev[0]);
+    let mut without = evidence(&throughput, true)[0].clone();
+    assert!(without.latency_sweeps.is_empty());
+    without.latency_sweeps = ev[0].latency_sweeps.clone();
+    assert_eq!(a, decide(&without));
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+
+    // Every format shows it: offered against served, never a percentile it lacks.
+    let text = text(std::slice::from_ref(&a), 80);
+    for l in text.lines() {
+        assert!(l.chars().count() <= 80, "{l:?}");
+    }
+    assert!(text.contains("latency at offered load"), "{text}");
+    let behind_row = text
+        .lines()
+        .find(|l| l.contains("2000") && l.contains("1c1t"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        behind_row.contains("1500") && behind_row.contains("not kept up"),
+        "{behind_row}"
+    );
+    assert!(!behind_row.contains("80"), "{behind_row}");
+    let md = markdown(std::slice::from_ref(&a));
+    assert!(
+        md.contains("| 2000 | 1c2t | 2000 | not kept up (3 errors) | - | - |"),
+        "{md}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&json(1, &[], std::slice::from_ref(&a))).unwrap();
+    let pts = &v["advice"][0]["latency_sweeps"][0]["points"];
+    assert_eq!(pts[1]["sides"][0]["kept_up"], false);
+    assert!(pts[1]["sides"][0].get("p99_ms").is_none());
+    assert!(pts[0]["sides"][1]["p99_ms"]["value"].as_f64().unwrap() > 0.0);
+    // And the JSON reads back.
+    let doc: AdviceDoc = serde_json::from_value(v).unwrap();
+    assert_eq!(doc.advice[0].latency_sweeps, a.latency_sweeps);
+}
+
+#[test]
+fn a_server_switched_off_and_on_compares_half_the_cores() {
+    let cells = vec![
+        cell(
+            "web-static",
+            "1c1t",
+            &[("smt", "off")],
+            &[99.0, 100.0, 101.0],
+        ),
+        cell(
+            "web-static",
+            "half-cores-1t",
+            &[("smt", "off")],
+            &[799.0, 800.0, 801.0],
+        ),
+        cell(
+            "web-static",
+            "1c1t",
+            &[("smt", "on")],
+            &[99.0, 100.0, 101.0],
+        ),
+        cell(
+            "web-static",
+            "1c2t",
+            &[("smt", "on")],
+            &[119.0, 120.0, 121.0],
+        ),
+        cell(
+            "web-static",
+            "half-cores-1t",
+            &[("smt", "on")],
+            &[799.0, 800.0, 801.0],
+        ),
+        cell(
+            "web-static",
+            "half-cores-2t",
+            &[("smt", "on")],
+            &[999.0, 1000.0, 1001.0],
+        ),
+    ];
+    let ev = evidence(&cells, true);
+    assert_eq!(ev.len(), 1);
+    assert!(ev[0].machine_switched);
+    assert_eq!(ev[0].machine_half.as_deref(), Some("half-cores-2t"));
+    assert!((ev[0].machine_gain.as_ref().unwrap().value - 1.25).abs() < 1e-9);
+    let a = decide(&ev[0]);
+    assert_eq!(a.recommendation, Recommendation::KeepOn);
+    let deciding: Vec<&str> = a.deciding().map(|r| r.what.as_str()).collect();
+    assert_eq!(
+        deciding,
+        ["speed-up, half the machine (SMT on half-cores-2t/off half-cores-1t)"]
+    );
+}
+
+#[test]
+fn the_report_draws_the_sweep_with_both_sides() {
+    let cells = vec![
+        cell(
+            "web-static",
+            "1c1t",
+            &[("server", "cmd")],
+            &[99.0, 100.0, 101.0],
+        ),
+        cell(
+            "web-static",
+            "1c2t",
+            &[("server", "cmd")],
+            &[129.0, 130.0, 131.0],
+        ),
+        sweep_cell("1c1t", "500", &[500.0, 500.0, 500.0], (0.2, 0.9, 2.0), 0.0),
+        sweep_cell("1c2t", "500", &[500.0, 500.0, 500.0], (0.3, 1.2, 2.5), 0.0),
+        sweep_cell("1c1t", "900", &[700.0, 700.0, 700.0], (0.2, 0.9, 2.0), 0.0),
+        sweep_cell("1c2t", "900", &[900.0, 900.0, 900.0], (0.3, 1.2, 2.5), 0.0),
+    ];
+    let a = decide(&evidence(&cells, true)[0]);
+    let svg = super::formats::sweep_chart(&a.workload, &a.latency_sweeps[0]).unwrap();
+    for name in ["1c1t p99", "1c2t p99", "1c1t p50", "1c2t p50"] {
+        assert!(svg.contains(name), "{name}: {svg}");
+    }
+    assert!(svg.contains("(1c1t vs 1c2t)"), "{svg}");
+    // The rate 1c1t did not keep up with is named, not drawn.
+    assert_eq!(
+        super::formats::not_kept_up(&a.latency_sweeps[0]),
+        ["1c1t at 900/s (served 700/s)"]
+    );
+    assert_eq!(svg.matches("1c1t at 900 req/s").count(), 0, "{svg}");
+    assert_eq!(svg.matches("1c2t at 900 req/s").count(), 2, "{svg}");
+}

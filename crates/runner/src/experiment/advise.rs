@@ -11,6 +11,12 @@
 //!   each hog on its SMT sibling: the `penalty` group of [`super::corun`], measured
 //!   after the throughput group.
 //!
+//! * **Latency at load** (a server with an open-loop rate parameter, `web-static`'s
+//!   `rate`): after the throughput, the server at a sweep of offered rates, shares of
+//!   the baseline side's measured capacity (`1c1t`'s, `half-cores-1t`'s), on the
+//!   baseline and on its SMT side, each rate one interleaved group of both sides, so
+//!   both see the same offered load ([`sweep_groups`]).
+//!
 //! The subject is a catalog benchmark with its parameters or the user's command
 //! ([`PreparedCommand`]: an `exec` command with an untimed preparation before each run).
 //! The decision is `smtlab_report::advice`'s; this module only measures.
@@ -337,6 +343,137 @@ pub fn throughput_group<'a>(
         .collect()
 }
 
+/// The open loop's rate parameter (`web-static rate=R`), by which the advice reads a
+/// sweep's points.
+pub use smtlab_model::metrics::web::RATE_PARAM;
+
+/// The default shares of the baseline's capacity a latency sweep offers, in percent.
+pub const SWEEP_PCT: [f64; 4] = [25.0, 50.0, 75.0, 90.0];
+
+impl Subject {
+    /// Whether the latency sweep applies: a catalog server whose benchmark declares the
+    /// open loop's rate parameter (`web-static`, also for `--server CMD`) and whose
+    /// throughput cells run a closed loop.
+    pub fn sweepable(&self) -> bool {
+        let Subject::Catalog(w) = self else {
+            return false;
+        };
+        w.bench.client_side()
+            && w.bench.info().params.iter().any(|p| p.name == RATE_PARAM)
+            && w.params.get_f64(RATE_PARAM).is_ok_and(|r| r == 0.0)
+    }
+}
+
+/// The sides of a latency sweep among the throughput placements `specs`: `1c1t`
+/// against `1c2t`, and `half-cores-1t` against the `half-cores-Kt` with K above 1;
+/// each pair where both are measured.
+pub fn sweep_sides(specs: &[String]) -> Vec<(String, String)> {
+    let has = |s: &str| specs.iter().any(|x| x == s);
+    let mut out = Vec::new();
+    if has("1c1t") && has("1c2t") {
+        out.push(("1c1t".to_string(), "1c2t".to_string()));
+    }
+    let one = format!("{}1t", smtlab_placement::HALF_CORES_PREFIX);
+    let many = specs.iter().find(|s| {
+        s.strip_prefix(smtlab_placement::HALF_CORES_PREFIX)
+            .and_then(|k| k.strip_suffix('t'))
+            .and_then(|k| k.parse::<u32>().ok())
+            .is_some_and(|k| k > 1)
+    });
+    if let (true, Some(many)) = (has(&one), many) {
+        out.push((one, many.clone()));
+    }
+    out
+}
+
+/// The capacity the sweep's rates are shares of: the requests per second `subject`
+/// served on `base` in its throughput cell (the mean of its samples'; with SMT switched,
+/// SMT on's), or its capacity at a latency target (`web-slo`'s value), among `cells`.
+pub fn capacity_per_s(
+    cells: &[smtlab_model::CellRecord],
+    subject: &Subject,
+    base: &str,
+) -> Option<f64> {
+    let (_, params) = subject.params();
+    let cell = cells.iter().find(|c| {
+        c.benchmark == subject.name()
+            && c.params == params
+            && c.placement_spec == base
+            && c.conditions.form.is_none()
+            && c.smt().is_none_or(|s| s.name() != "off")
+    })?;
+    let mut xs: Vec<f64> = cell
+        .result
+        .samples
+        .iter()
+        .filter_map(|s| {
+            s.metrics
+                .get(smtlab_model::metrics::web::REQUESTS_PER_S)
+                .copied()
+        })
+        .collect();
+    if xs.is_empty() && cell.unit == "req/s" {
+        // A capacity at a latency target (`web-slo`): the value is the rate itself.
+        xs = cell.result.samples.iter().map(|s| s.value).collect();
+    }
+    let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
+    (!xs.is_empty() && mean.is_finite() && mean > 0.0).then_some(mean)
+}
+
+/// The offered rates of a sweep: each share `pct` of `capacity_per_s`, whole requests
+/// per second (at least 1), without repeats.
+pub fn sweep_rates(capacity_per_s: f64, pct: &[f64]) -> Vec<f64> {
+    let mut out: Vec<f64> = pct
+        .iter()
+        .map(|p| (capacity_per_s * p / 100.0).round().max(1.0))
+        .filter(|r| r.is_finite())
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The sweep's groups: for each of `rates`, the subject at that open-loop rate on
+/// `base` and on `other`, one group (their samples in turn), keyed with the rate as
+/// the benchmark parameter `rate`. Empty for a subject that cannot be swept.
+pub fn sweep_groups<'a>(
+    subject: &'a Subject,
+    (base, other): (&str, &str),
+    rates: &[f64],
+    topo: &Topology,
+) -> Vec<Vec<CellPlan<'a>>> {
+    let Subject::Catalog(w) = subject else {
+        return Vec::new();
+    };
+    let bench = w.bench.as_ref();
+    let info = bench.info();
+    rates
+        .iter()
+        .map(|rate| {
+            let mut map = param_map(&w.params);
+            map.insert(RATE_PARAM.to_string(), format!("{rate:.0}"));
+            [base, other]
+                .iter()
+                .map(|spec| CellPlan {
+                    bench,
+                    info: info.clone(),
+                    params: Params::from_pairs(map.clone()),
+                    key: CellKey {
+                        benchmark: info.name.clone(),
+                        params: map.clone(),
+                        conditions: Default::default(),
+                        placement: spec.to_string(),
+                    },
+                    placement: smtlab_placement::parse(spec)
+                        .and_then(|p| smtlab_placement::resolve(&p, topo))
+                        .map_err(|e| e.to_string()),
+                    work_unit: None,
+                    warmup_samples: None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Measures the throughput group, its cells' samples in turn, each cell pushed to `sink`.
 pub fn measure_throughput(
     engine: &Engine<'_>,
@@ -444,6 +581,44 @@ mod tests {
             assert_eq!(group[2].key.benchmark, b.name());
             assert_eq!(group[2].key.conditions.partner.as_deref(), Some("int-ops"));
             assert_eq!(group[1].placement.cpus, [pair.cpu, cpu]);
+        }
+    }
+
+    #[test]
+    fn the_sweep_offers_the_same_rates_on_both_sides_of_each_pair() {
+        let sixteen = smtlab_fixtures::build::intel(1, 16, 2);
+        let (specs, _) = placements_for(&sixteen, true);
+        assert_eq!(
+            sweep_sides(&specs),
+            [
+                ("1c1t".to_string(), "1c2t".to_string()),
+                ("half-cores-1t".to_string(), "half-cores-2t".to_string())
+            ]
+        );
+        assert!(sweep_sides(&["1c1t".into(), "2c1t".into()]).is_empty());
+        assert_eq!(
+            sweep_rates(1000.0, &SWEEP_PCT),
+            [250.0, 500.0, 750.0, 900.0]
+        );
+        assert_eq!(sweep_rates(2.0, &SWEEP_PCT), [1.0, 2.0]);
+        let subject = Subject::catalog("web-static", &[], true).unwrap();
+        assert!(subject.sweepable());
+        assert!(!Subject::catalog("int-ops", &[], true).unwrap().sweepable());
+        assert!(
+            !Subject::catalog("web-static", &["rate=100".into()], true)
+                .unwrap()
+                .sweepable()
+        );
+        let groups = sweep_groups(&subject, ("1c1t", "1c2t"), &[250.0, 500.0], &sixteen);
+        assert_eq!(groups.len(), 2);
+        for (g, rate) in groups.iter().zip(["250", "500"]) {
+            let sides: Vec<&str> = g.iter().map(|c| c.key.placement.as_str()).collect();
+            assert_eq!(sides, ["1c1t", "1c2t"]);
+            for c in g {
+                assert_eq!(c.key.params[RATE_PARAM], rate);
+                assert_eq!(c.params.get_str(RATE_PARAM).unwrap(), rate);
+                assert!(c.placement.is_ok());
+            }
         }
     }
 

@@ -11,6 +11,11 @@
 //! built-in servers, nginx/Apache, or your own server (`server=cmd`, as `web-static`'s). A sample's value is the capacity in requests per
 //! second; its series `p_by_rate` keeps every step (offered rate, measured percentile
 //! in ns), so the search can be checked.
+//!
+//! `rate=R` measures one step at R requests per second instead of searching: the
+//! latency at that offered load, the sample's value the rate served, with `web-static
+//! rate=R`'s figures ([`super::open_loop_sample`]); `smtlab advise --slo` sweeps it
+//! below the capacity it found.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -105,6 +110,12 @@ impl Benchmark for WebSlo {
                     Some("20000"),
                     "the search's upper bound, requests per second",
                 ),
+                p(
+                    smtlab_model::metrics::web::RATE_PARAM,
+                    "0",
+                    None,
+                    "no search: one open-loop step at this many requests per second, its latency percentiles (0: search the capacity)",
+                ),
                 crate::irq_param(),
             ],
             main_param: Some("server".into()),
@@ -151,6 +162,14 @@ impl Benchmark for WebSlo {
                 "400 to 10000000 requests per second",
             ));
         }
+        let rate = prm.get_f64(smtlab_model::metrics::web::RATE_PARAM)?;
+        if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
+            return Err(bad(
+                smtlab_model::metrics::web::RATE_PARAM,
+                rate,
+                "0 (search) or 1 to 10000000 requests per second",
+            ));
+        }
         let client = ctx.client_side(NAME)?;
         let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
         let threads = client.cpus().len();
@@ -180,6 +199,8 @@ impl Benchmark for WebSlo {
             _set: set,
             slo,
             max_units: (max_rate / RATE_UNIT_PER_S) as usize,
+            rate: (rate > 0.0).then_some(rate),
+            seed: 0,
         }))
     }
 }
@@ -192,6 +213,9 @@ struct SloInstance {
     _set: FileSet,
     slo: Slo,
     max_units: usize,
+    /// One open-loop step at this rate instead of the search.
+    rate: Option<f64>,
+    seed: u64,
 }
 
 impl Drop for SloInstance {
@@ -200,8 +224,32 @@ impl Drop for SloInstance {
     }
 }
 
+impl SloInstance {
+    /// One open-loop step at `rate`: its latency figures, the value the rate served.
+    fn one_step(&mut self, rate: f64) -> Result<RawSample, BenchError> {
+        let mut cfg = self.cfg.clone();
+        cfg.rate_per_s = Some(rate);
+        self.seed += 1;
+        cfg.seed = self.seed;
+        let r = self
+            .pool
+            .run(&cfg, Arc::clone(&self.mix))
+            .map_err(|e| BenchError::Check {
+                bench: NAME.into(),
+                reason: e.to_string(),
+            })?;
+        let mut s = super::open_loop_sample(rate, &cfg, &r);
+        // The value is requests per second served (req/s, as the capacity is).
+        s.work = r.requests as f64;
+        Ok(s)
+    }
+}
+
 impl Instance for SloInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
+        if let Some(rate) = self.rate {
+            return self.one_step(rate);
+        }
         let started = Instant::now();
         let mut steps: Vec<f64> = Vec::new();
         let mut errors = 0u64;

@@ -482,6 +482,54 @@ fn a_server_with_errors_fails_the_sample_instead_of_reporting_throughput() {
 }
 
 #[test]
+fn web_static_at_an_offered_rate_is_an_open_loop_with_its_percentiles() {
+    let cpus = my_cpus();
+    let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
+    let s = one_sample(
+        &WebStatic,
+        "event",
+        &[
+            "conns=4",
+            "duration=300ms",
+            "dataset=1MiB",
+            "keepalive=yes",
+            "rate=200",
+        ],
+        &client,
+    );
+    assert_eq!(s.metrics["offered_per_s"], 200.0);
+    // 200 requests/s for 300 ms: about 60 served, the open loop's pace, not as many as
+    // a closed loop would push.
+    let achieved = s.metrics["requests_per_s"];
+    assert!((100.0..=300.0).contains(&achieved), "{achieved}");
+    assert!(s.metrics["latency_p50_ns"] <= s.metrics["latency_p99_ns"]);
+    assert!(s.metrics["latency_p99_ns"] <= s.metrics["latency_p999_ns"]);
+    assert!(s.metrics.contains_key("unsent"));
+}
+
+#[test]
+fn an_open_loop_that_got_no_answer_carries_no_latency() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut cfg = LoadConfig::new(addr, 1, Duration::from_millis(100));
+    cfg.rate_per_s = Some(50.0);
+    cfg.max_requests = 3;
+    let mix = Arc::new(Mix::single(
+        smtlab_loadgen::RequestSpec::get("/"),
+        "h",
+        true,
+    ));
+    let r = smtlab_loadgen::run(&cfg, mix, Pinning::Unpinned).unwrap();
+    let s = super::open_loop_sample(50.0, &cfg, &r);
+    assert_eq!(s.metrics["offered_per_s"], 50.0);
+    assert_eq!(s.metrics["requests_per_s"], 0.0);
+    assert!(s.metrics["errors"] > 0.0);
+    assert!(!s.metrics.contains_key("latency_p99_ns"), "{:?}", s.metrics);
+}
+
+#[test]
 fn web_capacity_searches_on_the_built_in_servers_with_the_dynamic_mix() {
     let cpus = my_cpus();
     let client = ClientSide::start(std::iter::once(*cpus.last().unwrap()).collect()).unwrap();
