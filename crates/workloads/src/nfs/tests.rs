@@ -111,7 +111,7 @@ fn where_the_kernel_has_no_nfsd_the_cell_is_skipped_with_the_reason() {
     };
     let placement = testutil::placement_first_cpu();
     let client = testutil::client();
-    let e = testutil::prepare(&NfsSfs, &[], &placement, Some(&client))
+    let e = testutil::prepare(&NfsSfs, &[("server", "kernel")], &placement, Some(&client))
         .err()
         .unwrap();
     assert!(matches!(e, BenchError::Unsupported { .. }), "{e}");
@@ -280,8 +280,13 @@ fn where_the_kernel_can_serve_a_quick_cell_runs_and_leaves_nothing() {
     }
     let placement = testutil::placement_first_cpu();
     let client = testutil::client();
-    let mut inst =
-        testutil::prepare(&NfsSfs, &[("duration", "300ms")], &placement, Some(&client)).unwrap();
+    let mut inst = testutil::prepare(
+        &NfsSfs,
+        &[("server", "kernel"), ("duration", "300ms")],
+        &placement,
+        Some(&client),
+    )
+    .unwrap();
     let s = inst.sample(1).unwrap();
     assert!(s.work > 0.0 && s.metrics["content_mismatches"] == 0.0);
     assert!(s.metrics["server_threads"] >= 1.0 && s.metrics["user_space_server"] == 0.0);
@@ -409,21 +414,10 @@ fn the_user_space_server_serves_a_directory_on_disk() {
 }
 
 #[test]
-fn the_quick_suite_measures_the_user_space_server_and_the_others_the_kernels() {
-    let topo = testutil::topology();
-    let cells = NfsSfs.sweep(Suite::Quick, &topo);
-    assert!(!cells.is_empty());
-    assert!(
-        cells
-            .iter()
-            .all(|c| c.params.contains(&("server".into(), "user".into())))
-    );
-    for suite in [Suite::Default, Suite::Full] {
-        let cells = NfsSfs.sweep(suite, &topo);
-        assert!(
-            cells
-                .iter()
-                .all(|c| c.params.contains(&("server".into(), "kernel".into())))
-        );
-    }
+fn the_quick_form_is_the_user_space_server_and_the_default_the_kernels() {
+    let info = NfsSfs.info();
+    let quick = Config::from_params(&smtlab_bench::Params::resolve(&info, &[], true).unwrap());
+    assert_eq!(quick.unwrap().server, ServerKind::User);
+    let full = Config::from_params(&smtlab_bench::Params::resolve(&info, &[], false).unwrap());
+    assert_eq!(full.unwrap().server, ServerKind::Kernel);
 }
