@@ -165,4 +165,22 @@ fn the_quick_suite_measures_the_user_space_server() {
         .collect();
     assert!(!measured.is_empty(), "{stdout}\n{stderr}");
     assert!(took < Duration::from_secs(60), "took {took:?}");
+    // The report names the server in the cells' parameters and says in words that it
+    // is not the kernel's nfsd.
+    let html = db.path().join("r.html");
+    let out = smtlab()
+        .args(["report", "1", "--db"])
+        .arg(db.path().join("r.db"))
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("server=user"), "no server=user in the report");
+    assert!(page.contains("not the kernel&#39;s nfsd") || page.contains("not the kernel's nfsd"));
 }

@@ -9,6 +9,16 @@ use nfs3_server::memfs::{MemFs, MemFsConfig};
 use nfs3_server::tcp::{NFSTcp, NFSTcpListener};
 use sfs::Op;
 
+/// Held by the tests that start `server=user` servers: one counts the server threads
+/// of its process, which another's would add to.
+static USER_SERVERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_user_server_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    USER_SERVERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A user-space NFS server on 127.0.0.1 for the test's lifetime.
 struct TestServer {
     port: u16,
@@ -125,6 +135,7 @@ fn where_the_kernel_has_no_nfsd_the_cell_is_skipped_with_the_reason() {
         "{notes:?}"
     );
     // The user-space server is not refused for it.
+    let _one = one_user_server_at_a_time();
     let mut inst = testutil::prepare(
         &NfsSfs,
         &[("server", "user"), ("duration", "200ms")],
@@ -324,6 +335,7 @@ fn user_server_threads() -> Vec<(i32, smtlab_model::CpuSet)> {
 /// named, and the ones after the drop only this cell's.)
 #[test]
 fn a_user_space_cell_runs_pinned_checked_and_leaves_nothing() {
+    let _one = one_user_server_at_a_time();
     let placement = testutil::placement_first_cpu();
     let client = testutil::client();
     let before: Vec<i32> = user_server_threads().into_iter().map(|t| t.0).collect();
@@ -366,6 +378,7 @@ fn a_user_space_cell_runs_pinned_checked_and_leaves_nothing() {
 /// pattern, the symlinks point at `f0`, and each client's directory is there.
 #[test]
 fn the_user_space_server_serves_a_directory_on_disk() {
+    let _one = one_user_server_at_a_time();
     let t = tempfile::tempdir().unwrap();
     let server = user::UserNfs::start(t.path(), &[], 2).unwrap();
     let target = Target {

@@ -61,6 +61,11 @@ impl Table {
     }
 }
 
+fn attr_of(id: u64, p: &Path) -> Result<fattr3, nfsstat3> {
+    let m = std::fs::symlink_metadata(p).map_err(|e| io_status(&e))?;
+    Ok(metadata_to_fattr3(id, &m))
+}
+
 /// A directory on disk served over NFSv3.
 pub struct DirFs {
     table: RwLock<Table>,
@@ -121,11 +126,6 @@ impl DirFs {
         Ok(self.path(dir)?.join(std::ffi::OsStr::from_bytes(n)))
     }
 
-    fn attr_of(&self, id: u64, p: &Path) -> Result<fattr3, nfsstat3> {
-        let m = std::fs::symlink_metadata(p).map_err(|e| io_status(&e))?;
-        Ok(metadata_to_fattr3(id, &m))
-    }
-
     /// The id of an existing `p` and its attributes.
     fn found(&self, p: PathBuf) -> Result<(FileHandleU64, fattr3), nfsstat3> {
         let m = std::fs::symlink_metadata(&p).map_err(|e| io_status(&e))?;
@@ -164,7 +164,7 @@ impl NfsReadFileSystem for DirFs {
 
     async fn getattr(&self, id: &FileHandleU64) -> Result<fattr3, nfsstat3> {
         let p = self.path(id)?;
-        self.attr_of(u64::from(*id), &p).map_err(|s| match s {
+        attr_of(u64::from(*id), &p).map_err(|s| match s {
             // Gone from under its handle.
             nfsstat3::NFS3ERR_NOENT => nfsstat3::NFS3ERR_STALE,
             s => s,
@@ -252,7 +252,7 @@ impl NfsFileSystem for DirFs {
     async fn setattr(&self, id: &FileHandleU64, setattr: sattr3) -> Result<fattr3, nfsstat3> {
         let p = self.path(id)?;
         path_setattr(&p, &setattr).await?;
-        self.attr_of(u64::from(*id), &p)
+        attr_of(u64::from(*id), &p)
     }
 
     async fn write(
