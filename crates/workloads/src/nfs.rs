@@ -2,10 +2,16 @@
 //! SFS97_R1 V3.0": NFS clients driving a mix of operations at a file server; 98% of
 //! the server's time was in the kernel).
 //!
-//! * **Server** ([`kernel`]): nfsd in a network and mount namespace smtlab creates,
-//!   exporting a private directory, its threads (`nfsd_threads`) pinned to the
-//!   placement. Where it cannot run (the kernel has no nfsd, not root, nfs-kernel-server
-//!   missing) the cell is skipped with the one-line reason.
+//! * **Server** (`server=kernel`, the default, [`kernel`]): nfsd in a network and
+//!   mount namespace smtlab creates, exporting a private directory, its threads
+//!   (`nfsd_threads`) pinned to the placement. Where it cannot run (the kernel has no
+//!   nfsd, not root, nfs-kernel-server missing) the cell is skipped with the one-line
+//!   reason.
+//! * **Server** (`server=user`, [`user`]): a user-space NFSv3 server (the `nfs3_server`
+//!   crate) exporting a scratch directory on disk from smtlab's own threads, one per
+//!   placement CPU, pinned, on 127.0.0.1. It runs where nfsd cannot (the quick suite
+//!   measures it), and it is not the kernel's nfsd that paper 004 measured: the cell's
+//!   `server` parameter says which one a result is.
 //! * **Clients** ([`sfs`]): `clients` threads on the client CPUs, each joined to the
 //!   namespace and speaking NFSv3 over TCP from user space (the `nfs3_client` crate;
 //!   SFS97 used UDP, which Linux's nfsd no longer enables by default), one operation
@@ -13,7 +19,7 @@
 //! * **Value**: operations per second. A sample whose mean response time exceeds
 //!   `limit` fails with both figures (SFS reports throughput at a response-time
 //!   bound); latency percentiles by operation are metrics; the sample's CPU time is
-//!   the nfsd threads'.
+//!   the server's threads' (nfsd's, or the user-space server's).
 //! * **Check**: every read is compared with the file's pattern, every getattr's size
 //!   and readlink's target checked; a mismatch or a failed operation fails the sample.
 
@@ -31,6 +37,7 @@ use smtlab_model::{BenchInfo, Direction, ReportSection, Topology, ValueKind};
 
 pub mod kernel;
 pub mod sfs;
+pub mod user;
 
 use sfs::{Handles, LoadResult, MIX, Shape, Target};
 
@@ -47,9 +54,19 @@ fn value_err(name: &str, value: impl Into<String>, expected: &str) -> BenchError
     BenchError::Param(ParamError::value(name, value, expected))
 }
 
+/// Which NFS server a cell measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// The kernel's nfsd (what paper 004 measured).
+    Kernel,
+    /// smtlab's user-space NFSv3 server on the placement's CPUs.
+    User,
+}
+
 /// The cell's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    pub server: ServerKind,
     pub shape: Shape,
     pub nfsd_threads: u32,
     pub duration: Duration,
@@ -74,7 +91,13 @@ impl Config {
                 "1 byte to 64MiB",
             ));
         }
+        let server = match p.get_str("server")? {
+            "kernel" => ServerKind::Kernel,
+            "user" => ServerKind::User,
+            v => return Err(value_err("server", v, "kernel or user")),
+        };
         Ok(Config {
+            server,
             shape: Shape {
                 clients: bounded("clients", 1, 1024)?,
                 dirs: bounded("dirs", 1, 10_000)?,
@@ -103,10 +126,20 @@ impl Benchmark for NfsSfs {
             description: "SFS-like NFS file server: the kernel's nfsd in a private network \
                           namespace, threads on the placement, NFSv3 clients apart running \
                           SPEC SFS 3.0's operation mix; operations/s within a response-time \
-                          limit, latency by operation, every read checked"
+                          limit, latency by operation, every read checked; server=user (the \
+                          quick form): smtlab's user-space NFSv3 server on the placement \
+                          instead, for kernels without nfsd (not nfsd)"
                 .into(),
             origin: "paper 004 s4 (SPEC SFS97_R1 V3.0)".into(),
             params: vec![
+                param(
+                    "server",
+                    "kernel",
+                    // The quick form runs on any Linux (CI's kernels have no nfsd).
+                    Some("user"),
+                    "kernel: the kernel's nfsd (paper 004's); user: smtlab's user-space \
+                     NFSv3 server on the placement, for kernels without nfsd (not nfsd)",
+                ),
                 param(
                     "clients",
                     "8",
@@ -125,7 +158,8 @@ impl Benchmark for NfsSfs {
                     "nfsd_threads",
                     "8",
                     None,
-                    "nfsd threads (rpc.nfsd N), pinned to the placement",
+                    "nfsd threads (rpc.nfsd N), pinned to the placement (server=kernel; \
+                     server=user has one thread per placement CPU)",
                 ),
                 param(
                     "duration",
@@ -152,7 +186,12 @@ impl Benchmark for NfsSfs {
     /// Why cells cannot run here, said once before measuring.
     fn notes(&self) -> Vec<String> {
         kernel::why_not()
-            .map(|w| format!("{NAME}: {w}"))
+            .map(|w| {
+                format!(
+                    "{NAME}: {w} (server=kernel cells skipped; server=user runs smtlab's \
+                     user-space NFS server instead)"
+                )
+            })
             .into_iter()
             .collect()
     }
@@ -163,6 +202,7 @@ impl Benchmark for NfsSfs {
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
+        // The quick suite's cell is the quick form's (`server=user`).
         let clients: &[u64] = match suite {
             Suite::Quick => &[],
             Suite::Default => &[8],
@@ -177,10 +217,14 @@ impl Benchmark for NfsSfs {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let cfg = Config::from_params(ctx.params)?;
         let client = ctx.client_side(NAME)?;
-        if let Some(why) = kernel::why_not() {
+        if cfg.server == ServerKind::Kernel
+            && let Some(why) = kernel::why_not()
+        {
             return Err(BenchError::Unsupported {
                 bench: NAME.into(),
-                reason: why,
+                reason: format!(
+                    "{why} (server=user measures smtlab's user-space NFS server instead)"
+                ),
             });
         }
         let dir = crate::scratch::ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-nfs-")?;
@@ -190,26 +234,60 @@ impl Benchmark for NfsSfs {
             what: format!("create {}", export.display()),
             error: e,
         })?;
-        let server = kernel::KernelNfs::start(
-            &export,
-            dir.path(),
-            cfg.nfsd_threads,
-            &ctx.placement.cpu_set(),
-        )
-        .map_err(|reason| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason,
-        })?;
-        let target = Target {
-            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            // Known ports: the client needs no portmapper.
-            portmap_port: 111,
-            mount_port: Some(kernel::MOUNTD_PORT),
-            nfs_port: Some(kernel::NFSD_PORT),
-            export: export.display().to_string(),
-            privileged: true,
+        let (server, target, netns) = match cfg.server {
+            ServerKind::Kernel => {
+                let k = kernel::KernelNfs::start(
+                    &export,
+                    dir.path(),
+                    cfg.nfsd_threads,
+                    &ctx.placement.cpu_set(),
+                )
+                .map_err(|reason| BenchError::Unsupported {
+                    bench: NAME.into(),
+                    reason,
+                })?;
+                let target = Target {
+                    ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    // Known ports: the client needs no portmapper.
+                    portmap_port: 111,
+                    mount_port: Some(kernel::MOUNTD_PORT),
+                    nfs_port: Some(kernel::NFSD_PORT),
+                    export: export.display().to_string(),
+                    privileged: true,
+                };
+                let ns = k.netns();
+                (Server::Kernel(k), target, Some(ns))
+            }
+            ServerKind::User => {
+                let cpus: Vec<u32> = if ctx.placement.pinned() {
+                    ctx.placement.cpus.clone()
+                } else {
+                    Vec::new()
+                };
+                let workers = if ctx.placement.cpus.is_empty() {
+                    1
+                } else {
+                    ctx.placement.cpus.len()
+                };
+                let u =
+                    user::UserNfs::start(&export, &cpus, workers).map_err(|e| BenchError::Io {
+                        bench: NAME.into(),
+                        what: "start the user-space NFS server".into(),
+                        error: std::io::Error::other(e),
+                    })?;
+                let target = Target {
+                    ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    // MOUNT and NFS on the one port.
+                    portmap_port: u.port(),
+                    mount_port: Some(u.port()),
+                    nfs_port: Some(u.port()),
+                    export: "/".into(),
+                    privileged: false,
+                };
+                (Server::User(u), target, None)
+            }
         };
-        let clients = Clients::start(client, cfg.shape.clients, Some(server.netns()))?;
+        let clients = Clients::start(client, cfg.shape.clients, netns)?;
         let handles = setup_on(&clients, &target, cfg.shape)?;
         Ok(Box::new(NfsInstance {
             cfg,
@@ -220,6 +298,28 @@ impl Benchmark for NfsSfs {
             _dir: dir,
             seed: 1,
         }))
+    }
+}
+
+/// The server a cell started.
+enum Server {
+    Kernel(kernel::KernelNfs),
+    User(user::UserNfs),
+}
+
+impl Server {
+    fn cpu_ns(&self) -> u64 {
+        match self {
+            Server::Kernel(k) => k.cpu_ns(),
+            Server::User(u) => u.cpu_ns(),
+        }
+    }
+
+    fn threads(&self) -> usize {
+        match self {
+            Server::Kernel(k) => k.threads.len(),
+            Server::User(u) => u.thread_ids().len(),
+        }
     }
 }
 
@@ -418,7 +518,7 @@ struct NfsInstance {
     handles: Arc<Handles>,
     clients: Clients,
     // Dropped before the directory: the server stops, then its export goes.
-    server: Option<kernel::KernelNfs>,
+    server: Option<Server>,
     _dir: crate::scratch::ScratchDir,
     seed: u64,
 }
@@ -450,7 +550,7 @@ impl Instance for NfsInstance {
 
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
-        let cpu0 = self.server.as_ref().map_or(0, kernel::KernelNfs::cpu_ns);
+        let cpu0 = self.server.as_ref().map_or(0, Server::cpu_ns);
         let r = run_load(
             &self.clients,
             &self.target,
@@ -460,11 +560,16 @@ impl Instance for NfsInstance {
             self.seed,
         )?;
         let mut s = sample_from(&r, self.cfg.limit)?;
-        let cpu = self.server.as_ref().map_or(0, kernel::KernelNfs::cpu_ns);
+        let cpu = self.server.as_ref().map_or(0, Server::cpu_ns);
         s.cpu_ns = Some(cpu.saturating_sub(cpu0));
+        // The server's threads: nfsd's kernel threads, or the user-space server's.
         s.metrics.insert(
-            "nfsd_threads".into(),
-            self.server.as_ref().map_or(0, |k| k.threads.len()) as f64,
+            "server_threads".into(),
+            self.server.as_ref().map_or(0, Server::threads) as f64,
+        );
+        s.metrics.insert(
+            "user_space_server".into(),
+            f64::from(u8::from(self.cfg.server == ServerKind::User)),
         );
         Ok(s)
     }

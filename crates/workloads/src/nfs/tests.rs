@@ -1,13 +1,23 @@
-//! The client side against a user-space NFSv3 server (`nfs3_server`'s in-memory file
-//! system, a test dependency): the mix, the latencies by operation and the content
-//! checks run here, where the kernel has no nfsd. The kernel server's path is tested
-//! only for its refusal here (see `kernel::tests`).
+//! The client side against user-space NFSv3 servers (`nfs3_server`'s in-memory file
+//! system, and `server=user`'s directory on disk): the mix, the latencies by operation
+//! and the content checks run here, where the kernel has no nfsd. The kernel server's
+//! path is tested only for its refusal here (see `kernel::tests`).
 
 use super::*;
 use crate::db::testutil;
 use nfs3_server::memfs::{MemFs, MemFsConfig};
 use nfs3_server::tcp::{NFSTcp, NFSTcpListener};
 use sfs::Op;
+
+/// Held by the tests that start `server=user` servers: one counts the server threads
+/// of its process, which another's would add to.
+static USER_SERVERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_user_server_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    USER_SERVERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// A user-space NFS server on 127.0.0.1 for the test's lifetime.
 struct TestServer {
@@ -91,6 +101,7 @@ fn parameters_are_checked_with_one_line_errors() {
         ("files", "0", "1 to"),
         ("file_size", "0", "1 byte to"),
         ("nfsd_threads", "0", "1 to"),
+        ("server", "nfsd", "kernel or user"),
     ] {
         let e = Config::from_params(&resolve(&[(k, v)]))
             .unwrap_err()
@@ -110,13 +121,29 @@ fn where_the_kernel_has_no_nfsd_the_cell_is_skipped_with_the_reason() {
     };
     let placement = testutil::placement_first_cpu();
     let client = testutil::client();
-    let e = testutil::prepare(&NfsSfs, &[], &placement, Some(&client))
+    let e = testutil::prepare(&NfsSfs, &[("server", "kernel")], &placement, Some(&client))
         .err()
         .unwrap();
     assert!(matches!(e, BenchError::Unsupported { .. }), "{e}");
     let text = e.to_string();
     assert!(text.contains(&why) && !text.contains('\n'), "{text}");
-    assert_eq!(NfsSfs.notes(), vec![format!("{NAME}: {why}")]);
+    assert!(text.contains("server=user"), "{text}");
+    let notes = NfsSfs.notes();
+    assert_eq!(notes.len(), 1);
+    assert!(
+        notes[0].starts_with(&format!("{NAME}: {why}")) && notes[0].contains("server=user"),
+        "{notes:?}"
+    );
+    // The user-space server is not refused for it.
+    let _one = one_user_server_at_a_time();
+    let mut inst = testutil::prepare(
+        &NfsSfs,
+        &[("server", "user"), ("duration", "200ms")],
+        &placement,
+        Some(&client),
+    )
+    .unwrap();
+    assert!(inst.sample(1).unwrap().work > 0.0);
 }
 
 #[test]
@@ -264,11 +291,16 @@ fn where_the_kernel_can_serve_a_quick_cell_runs_and_leaves_nothing() {
     }
     let placement = testutil::placement_first_cpu();
     let client = testutil::client();
-    let mut inst =
-        testutil::prepare(&NfsSfs, &[("duration", "300ms")], &placement, Some(&client)).unwrap();
+    let mut inst = testutil::prepare(
+        &NfsSfs,
+        &[("server", "kernel"), ("duration", "300ms")],
+        &placement,
+        Some(&client),
+    )
+    .unwrap();
     let s = inst.sample(1).unwrap();
     assert!(s.work > 0.0 && s.metrics["content_mismatches"] == 0.0);
-    assert!(s.metrics["nfsd_threads"] >= 1.0);
+    assert!(s.metrics["server_threads"] >= 1.0 && s.metrics["user_space_server"] == 0.0);
     drop(inst);
     let left: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
@@ -280,4 +312,125 @@ fn where_the_kernel_can_serve_a_quick_cell_runs_and_leaves_nothing() {
         })
         .collect();
     assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// The user-space server's threads in this process (named by its runtime).
+fn user_server_threads() -> Vec<(i32, smtlab_model::CpuSet)> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let tid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            (comm.trim() == "smtlab-nfsu")
+                .then(|| (tid, smtlab_placement::pin::get_affinity(tid).unwrap()))
+        })
+        .collect()
+}
+
+/// `server=user`: the quick cell runs against the user-space server, every answer
+/// checked, its threads (one per placement CPU) pinned to the placement; dropping the
+/// cell leaves none of them. (Tests run in parallel: other tests' servers may be up
+/// meanwhile, so the threads counted are the ones pinned to this placement and
+/// named, and the ones after the drop only this cell's.)
+#[test]
+fn a_user_space_cell_runs_pinned_checked_and_leaves_nothing() {
+    let _one = one_user_server_at_a_time();
+    let placement = testutil::placement_first_cpu();
+    let client = testutil::client();
+    let before: Vec<i32> = user_server_threads().into_iter().map(|t| t.0).collect();
+    let mut inst = testutil::prepare(
+        &NfsSfs,
+        &[("server", "user"), ("duration", "300ms")],
+        &placement,
+        Some(&client),
+    )
+    .unwrap();
+    let mine: Vec<(i32, smtlab_model::CpuSet)> = user_server_threads()
+        .into_iter()
+        .filter(|t| !before.contains(&t.0))
+        .collect();
+    assert_eq!(mine.len(), placement.cpus.len(), "{mine:?}");
+    for (tid, cpus) in &mine {
+        assert_eq!(*cpus, placement.cpu_set(), "thread {tid}");
+    }
+    for _ in 0..2 {
+        let s = inst.sample(1).unwrap();
+        let m = &s.metrics;
+        assert!(s.work > 0.0 && m["ops_per_s"] > 0.0, "{m:?}");
+        assert_eq!(m["content_mismatches"], 0.0);
+        assert_eq!(m["user_space_server"], 1.0);
+        assert_eq!(m["server_threads"], placement.cpus.len() as f64);
+        assert!(m["read_ops"] > 0.0 && m["write_ops"] > 0.0 && m["readlink_ops"] > 0.0);
+        assert!(s.cpu_ns.unwrap() > 0, "the server's threads did the work");
+    }
+    drop(inst);
+    let left: Vec<i32> = user_server_threads()
+        .into_iter()
+        .map(|t| t.0)
+        .filter(|t| mine.iter().any(|m| m.0 == *t))
+        .collect();
+    assert!(left.is_empty(), "server threads left: {left:?}");
+}
+
+/// The user-space server writes through to the directory it exports: after loads
+/// (their writes put the pattern back where they write), the files on disk hold the
+/// pattern, the symlinks point at `f0`, and each client's directory is there.
+#[test]
+fn the_user_space_server_serves_a_directory_on_disk() {
+    let _one = one_user_server_at_a_time();
+    let t = tempfile::tempdir().unwrap();
+    let server = user::UserNfs::start(t.path(), &[], 2).unwrap();
+    let target = Target {
+        ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        portmap_port: server.port(),
+        mount_port: Some(server.port()),
+        nfs_port: Some(server.port()),
+        export: "/".into(),
+        privileged: false,
+    };
+    let client = testutil::client();
+    let sh = shape(2);
+    let clients = Clients::start(&client, sh.clients, None).unwrap();
+    let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
+    let r = run_load(
+        &clients,
+        &target,
+        &handles,
+        sh,
+        Duration::from_millis(500),
+        4,
+    )
+    .unwrap();
+    assert_eq!(r.errors, 0, "{:?}", r.first_error);
+    assert_eq!(r.content_mismatches, 0);
+    assert!(r.bytes_written > 0);
+    for i in 0..sh.dirs {
+        let d = t.path().join(format!("sfs/d{i}"));
+        for j in 0..sh.files_per_dir {
+            let got = std::fs::read(d.join(format!("f{j}"))).unwrap();
+            let want: Vec<u8> = (0..u64::from(sh.file_bytes))
+                .map(|o| sfs::pattern(i, j, o))
+                .collect();
+            assert!(got == want, "sfs/d{i}/f{j} on disk differs");
+        }
+        assert_eq!(
+            std::fs::read_link(d.join("l")).unwrap(),
+            std::path::Path::new("f0")
+        );
+    }
+    assert!(t.path().join("sfs/w1").is_dir());
+    drop(clients);
+    drop(server);
+    // Stopped: nothing listens on its port any more.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", target.nfs_port.unwrap())).is_err());
+}
+
+#[test]
+fn the_quick_form_is_the_user_space_server_and_the_default_the_kernels() {
+    let info = NfsSfs.info();
+    let quick = Config::from_params(&smtlab_bench::Params::resolve(&info, &[], true).unwrap());
+    assert_eq!(quick.unwrap().server, ServerKind::User);
+    let full = Config::from_params(&smtlab_bench::Params::resolve(&info, &[], false).unwrap());
+    assert_eq!(full.unwrap().server, ServerKind::Kernel);
 }
