@@ -642,3 +642,36 @@ fn web_slo_and_web_capacity_search_with_remote_agents() {
         );
     }
 }
+
+#[test]
+fn apache_serves_the_agents_with_both_mpms() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    if let Some(why) = smtlab_workloads::web::real::missing("apache2") {
+        smtlab_fixtures::require::skip(&why);
+        return;
+    }
+    let mut lab = Lab::new(2);
+    lab.start_agents();
+    for server in ["apache-prefork", "apache-event"] {
+        let out = lab
+            .smtlab_in_server()
+            .args(["bench", "web-static", "-p", "1c1t", "--quick"])
+            .args(["--param", &format!("server={server}"), "--max-samples", "3"])
+            .args(["--client-hosts", &lab.hosts(), "--client-token"])
+            .arg(lab.token())
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{server}: {}", text(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(agents_of(&v), [("web-static".to_string(), 2.0)], "{v}");
+        let m = &v["cells"][0]["result"]["samples"][0]["metrics"];
+        assert_eq!(m["errors"], 0.0, "{server}: {m}");
+        for i in 0..2 {
+            let rps = m[format!("agent{i}_requests_per_s")].as_f64().unwrap();
+            assert!(rps > 0.0, "{server}: {m}");
+        }
+    }
+}

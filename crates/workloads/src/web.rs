@@ -17,6 +17,10 @@
 //! spawner, so `--counters` counts the server alone; a sample's work is response body
 //! bytes, so the counters' per-unit figures are per byte (multiply by the mean
 //! response size, `bytes_per_request` in the sample's metrics, for per request).
+//!
+//! Remote clients (`--client-hosts`): smtlab agents on other hosts send the load
+//! (`Driver::Remote`); the server (built-in, nginx or Apache) listens where they reach
+//! this host, and each sample stores every agent's share, errors and clock.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -15,6 +15,10 @@
 //! A sample's value is the capacity in connections: its work is the capacity times the
 //! search's seconds, so `work / seconds` is the capacity; the counters' per-unit figures
 //! are then per connection-second.
+//!
+//! With `--client-hosts` the connections of each step are shared out among smtlab
+//! agents on other hosts, started together; their per-connection figures come back
+//! merged, so the conforming share counts every agent's connections.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -11,6 +11,10 @@
 //! built-in servers, nginx/Apache, or your own server (`server=cmd`, as `web-static`'s). A sample's value is the capacity in requests per
 //! second; its series `p_by_rate` keeps every step (offered rate, measured percentile
 //! in ns), so the search can be checked.
+//!
+//! With `--client-hosts` the load comes from smtlab agents on other hosts: each step
+//! is one load of all of them (the rate shared out, their histograms merged), and the
+//! sample carries each agent's requests per second over the search.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
