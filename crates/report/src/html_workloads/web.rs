@@ -24,7 +24,8 @@ use crate::units::Column;
 pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
     let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
-    if stat.is_empty() && cap.is_empty() {
+    let remote = remote_groups(r);
+    if stat.is_empty() && cap.is_empty() && remote.is_empty() {
         return Err(String::new());
     }
     p.push_str("<section id=\"web\"><h2>Web servers</h2>");
@@ -35,16 +36,11 @@ pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     if !cap.is_empty() {
         any_pair |= web_capacity(p, &cap, main_param(r, &cap));
     }
-    if !any_pair {
+    let any_web_cells = !stat.is_empty() || !cap.is_empty();
+    if any_web_cells && !any_pair {
         no_pairs_line(p, r);
     }
-    agents_table(
-        p,
-        &[
-            (&stat, swept_keys(&stat, main_param(r, &stat))),
-            (&cap, swept_keys(&cap, main_param(r, &cap))),
-        ],
-    );
+    agents_table(p, &remote);
     let skipped: Vec<_> = r
         .skipped
         .iter()
@@ -316,7 +312,30 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
 
 /// The cells whose load came from smtlab agents on other hosts (`--client-hosts`): a
 /// row per agent with its share of the requests, its errors and its clock.
-fn agents_table(p: &mut String, groups: &[(&Vec<&CellRecord>, Vec<String>)]) {
+/// The cells loaded by remote agents, of any workload (`web-slo` has no section of its
+/// own), per benchmark in run order, each with the parameters its benchmark sweeps.
+fn remote_groups(r: &RunResults) -> Vec<(Vec<&CellRecord>, Vec<String>)> {
+    let mut groups: Vec<(Vec<&CellRecord>, Vec<String>)> = Vec::new();
+    for c in r
+        .cells
+        .iter()
+        .filter(|c| crate::remote::remote_clients(c).is_some())
+    {
+        match groups
+            .iter_mut()
+            .find(|(g, _)| g[0].benchmark == c.benchmark)
+        {
+            Some((g, _)) => g.push(c),
+            None => groups.push((vec![c], Vec::new())),
+        }
+    }
+    for (cells, keys) in &mut groups {
+        *keys = swept_keys(cells, main_param(r, cells));
+    }
+    groups
+}
+
+fn agents_table(p: &mut String, groups: &[(Vec<&CellRecord>, Vec<String>)]) {
     // Each cell named by its benchmark, then as its benchmark's other tables name it.
     let remote: Vec<(String, crate::remote::RemoteClients)> = groups
         .iter()
