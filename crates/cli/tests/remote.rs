@@ -675,3 +675,32 @@ fn apache_serves_the_agents_with_both_mpms() {
         }
     }
 }
+
+#[test]
+fn servers_on_loopback_only_are_refused_with_remote_clients_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    for server in ["seda", "cmd"] {
+        let out = Command::new(smtlab())
+            .args(["bench", "web-static", "-p", "1c1t", "--quick"])
+            .args(["--param", &format!("server={server}")])
+            .args(["--param", "cmd=true {port}"])
+            // Nothing listens there: the refusal comes before any agent is reached.
+            .args(["--client-hosts", "127.0.0.1:9", "--client-token"])
+            .arg(&token)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("smtlab: error"))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(
+            line.contains(&format!("server={server} with --client-hosts"))
+                && line.contains("loopback only"),
+            "{err}"
+        );
+    }
+}
