@@ -127,6 +127,12 @@ fn driven_fraction(
     Ok((f, loaded))
 }
 
+/// Where the steps' load comes from, known before the server starts.
+enum Clients {
+    Here(ClientPool),
+    Agents(smtlab_loadgen::remote::Remote),
+}
+
 pub struct WebCapacity;
 
 use smtlab_bench::params::declare as p;
@@ -246,10 +252,14 @@ impl Benchmark for WebCapacity {
         let (set, pool, opts) = if let Some(agents) = client.remote_clients() {
             super::remote_server_ok(NAME, &server)?;
             let (remote, opts) = super::connect_agents(NAME, agents)?;
-            (super::warm_file_set(NAME, dataset)?, Err(remote), opts)
+            (
+                super::warm_file_set(NAME, dataset)?,
+                Clients::Agents(remote),
+                opts,
+            )
         } else {
             let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
-            (set, Ok(pool), ServerOpts::default())
+            (set, Clients::Here(pool), ServerOpts::default())
         };
         let cpus = &ctx.placement.cpus;
         let ip = opts.bind_ip;
@@ -309,14 +319,14 @@ impl Benchmark for WebCapacity {
             dynamic_share = 1.0 - dynamic::STATIC_SHARE;
         }
         let (driver, addr) = match pool {
-            Ok(pool) => {
+            Clients::Here(pool) => {
                 let addr = running.addr();
                 let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
                     .map_err(|e| unsupported(e.to_string()))?;
                 let mix = Arc::new(mix);
                 (Driver::Local { pool, mix }, addr)
             }
-            Err(remote) => (
+            Clients::Agents(remote) => (
                 Driver::Remote {
                     remote,
                     specs,
