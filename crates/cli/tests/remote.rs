@@ -491,3 +491,216 @@ fn bad_agent_settings_are_refused_in_one_line() {
     let e = run(&["--allow", "not-an-address"], &good);
     assert!(e.contains("expected an address"), "{e}");
 }
+
+/// Whether nginx is installed; else the test is skipped (failed under
+/// SMTLAB_REQUIRE_TOOLS=1).
+fn nginx_or_skip() -> bool {
+    if smtlab_workloads::web::real::missing("nginx").is_some() {
+        smtlab_fixtures::require::skip("nginx is not installed: apt-get install nginx");
+        return false;
+    }
+    true
+}
+
+/// The cells of `v` (`bench --json` or `report --json`) and each one's agents metric.
+fn agents_of(v: &Value) -> Vec<(String, f64)> {
+    v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["benchmark"].as_str().unwrap_or("?").to_string(),
+                c["result"]["samples"][0]["metrics"]["agents"]
+                    .as_f64()
+                    .unwrap_or(0.0),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn nginx_serves_the_agents_and_bench_shows_them_in_80_columns() {
+    if !namespaces_or_skip() || !nginx_or_skip() {
+        return;
+    }
+    let mut lab = Lab::new(2);
+    lab.start_agents();
+    let db = lab.path("r.db");
+    let bench = lab
+        .smtlab_in_server()
+        .env("COLUMNS", "80")
+        .args(["bench", "web-static", "-p", "1c1t", "--quick"])
+        .args(["--param", "server=nginx", "--max-samples", "3"])
+        .args(["--client-hosts", &lab.hosts(), "--client-token"])
+        .arg(lab.token())
+        .output()
+        .unwrap();
+    let run = lab
+        .smtlab_in_server()
+        .env("COLUMNS", "80")
+        .args(["run", "--suite", "quick", "--bench", "web-static"])
+        .args(["--placements", "1c1t", "--param", "server=nginx", "--db"])
+        .arg(&db)
+        .args(["--client-hosts", &lab.hosts(), "--client-token"])
+        .arg(lab.token())
+        .output()
+        .unwrap();
+    for out in [&bench, &run] {
+        assert!(out.status.success(), "{}", text(out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.lines().all(|l| l.chars().count() <= 80), "{stdout}");
+        // The agents' heading, then a line per agent: share, errors and clock.
+        assert!(stdout.contains("2 agents, started within"), "{stdout}");
+        for i in 0..2 {
+            let line = stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("#{i} ")))
+                .unwrap_or_else(|| panic!("no line of agent {i}: {stdout}"));
+            assert!(
+                line.contains("req/s") && line.contains("0 errors") && line.contains("clock"),
+                "{line}"
+            );
+        }
+    }
+    // What was stored: the samples of nginx carry both agents' figures, and the
+    // report's JSON and HTML give them back.
+    let v = report_json(&lab, &db);
+    assert_eq!(agents_of(&v), [("web-static".to_string(), 2.0)], "{v}");
+    let m = &v["cells"][0]["result"]["samples"][0]["metrics"];
+    for key in [
+        "agent0_requests_per_s",
+        "agent1_requests_per_s",
+        "agent0_errors",
+        "agent1_clock_offset_ns",
+        "agent1_rtt_ns",
+        "agents_start_spread_ns",
+    ] {
+        assert!(m[key].is_number(), "{key}: {m}");
+    }
+    assert!(m["agent0_requests_per_s"].as_f64().unwrap() > 0.0, "{m}");
+    assert_eq!(v["cells"][0]["params"]["server"], "nginx", "{v}");
+    let html = lab.path("r.html");
+    let out = Command::new(smtlab())
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<h3>Remote load clients</h3>"),
+        "no agents table"
+    );
+}
+
+#[test]
+fn web_slo_and_web_capacity_search_with_remote_agents() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    let mut lab = Lab::new(2);
+    lab.start_agents();
+    for (bench, params) in [
+        (
+            "web-slo",
+            ["max_rate=1600", "step=0.2", "slo=p99=200ms", "conns=8"],
+        ),
+        (
+            "web-capacity",
+            ["max_conns=16", "step=0.3", "dataset=8MiB", "rate_kbit=400"],
+        ),
+    ] {
+        let mut cmd = lab.smtlab_in_server();
+        cmd.args(["bench", bench, "-p", "1c1t", "--quick"])
+            .args(["--max-samples", "3"]);
+        for p in params {
+            cmd.args(["--param", p]);
+        }
+        let out = cmd
+            .args(["--client-hosts", &lab.hosts(), "--client-token"])
+            .arg(lab.token())
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{bench}: {}", text(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(agents_of(&v), [(bench.to_string(), 2.0)], "{v}");
+        let m = &v["cells"][0]["result"]["samples"][0]["metrics"];
+        // Both agents sent part of every search's load.
+        for i in 0..2 {
+            let rps = m[format!("agent{i}_requests_per_s")].as_f64().unwrap();
+            assert!(rps > 0.0, "{bench}: {m}");
+        }
+        assert!(
+            v["cells"][0]["result"]["summary"]["median"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+}
+
+#[test]
+fn apache_serves_the_agents_with_both_mpms() {
+    if !namespaces_or_skip() {
+        return;
+    }
+    if let Some(why) = smtlab_workloads::web::real::missing("apache2") {
+        smtlab_fixtures::require::skip(&why);
+        return;
+    }
+    let mut lab = Lab::new(2);
+    lab.start_agents();
+    for server in ["apache-prefork", "apache-event"] {
+        let out = lab
+            .smtlab_in_server()
+            .args(["bench", "web-static", "-p", "1c1t", "--quick"])
+            .args(["--param", &format!("server={server}"), "--max-samples", "3"])
+            .args(["--client-hosts", &lab.hosts(), "--client-token"])
+            .arg(lab.token())
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{server}: {}", text(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(agents_of(&v), [("web-static".to_string(), 2.0)], "{v}");
+        let m = &v["cells"][0]["result"]["samples"][0]["metrics"];
+        assert_eq!(m["errors"], 0.0, "{server}: {m}");
+        for i in 0..2 {
+            let rps = m[format!("agent{i}_requests_per_s")].as_f64().unwrap();
+            assert!(rps > 0.0, "{server}: {m}");
+        }
+    }
+}
+
+#[test]
+fn servers_on_loopback_only_are_refused_with_remote_clients_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    for server in ["seda", "cmd"] {
+        let out = Command::new(smtlab())
+            .args(["bench", "web-static", "-p", "1c1t", "--quick"])
+            .args(["--param", &format!("server={server}")])
+            .args(["--param", "cmd=true {port}"])
+            // Nothing listens there: the refusal comes before any agent is reached.
+            .args(["--client-hosts", "127.0.0.1:9", "--client-token"])
+            .arg(&token)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("smtlab: error"))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(
+            line.contains(&format!("server={server} with --client-hosts"))
+                && line.contains("loopback only"),
+            "{err}"
+        );
+    }
+}

@@ -134,6 +134,27 @@ pub mod web {
     /// Metric: an open loop's requests that came due but were never sent, their
     /// connection still waiting for an earlier answer (the server fell behind).
     pub const UNSENT: &str = "unsent";
+    /// Metric: smtlab agents that sent the load (`--client-hosts`); absent for a local load.
+    pub const AGENTS: &str = "agents";
+    /// Metric: latest agent start minus earliest, by the measured host's clock.
+    pub const AGENTS_START_SPREAD_NS: &str = "agents_start_spread_ns";
+
+    /// Metric: agent `i`'s requests per second (its share of the load).
+    pub fn agent_requests_per_s(i: usize) -> String {
+        format!("agent{i}_requests_per_s")
+    }
+    /// Metric: agent `i`'s failed requests.
+    pub fn agent_errors(i: usize) -> String {
+        format!("agent{i}_errors")
+    }
+    /// Metric: agent `i`'s wall clock minus the measured host's (accurate to half its rtt).
+    pub fn agent_clock_offset_ns(i: usize) -> String {
+        format!("agent{i}_clock_offset_ns")
+    }
+    /// Metric: the shortest round trip to agent `i` when its clock was measured.
+    pub fn agent_rtt_ns(i: usize) -> String {
+        format!("agent{i}_rtt_ns")
+    }
 }
 
 /// Metrics of the file-server and netperf-style loads.

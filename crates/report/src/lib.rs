@@ -66,6 +66,7 @@ pub mod html;
 mod html_counter_ratios;
 mod html_counters;
 mod html_figures;
+pub mod remote;
 
 pub mod html_workloads;
 pub mod markdown;

@@ -24,6 +24,10 @@
 //! spawner, so `--counters` counts the server alone; a sample's work is response body
 //! bytes, so the counters' per-unit figures are per byte (multiply by the mean
 //! response size, `bytes_per_request` in the sample's metrics, for per request).
+//!
+//! Remote clients (`--client-hosts`): smtlab agents on other hosts send the load
+//! (`Driver::Remote`); the server (built-in, nginx or Apache) listens where they reach
+//! this host, and each sample stores every agent's share, errors and clock.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -122,6 +126,7 @@ pub fn start_server_with(
     opts: ServerOpts,
     custom: &Custom,
 ) -> Result<Running, StartError> {
+    let ip = opts.bind_ip;
     match kind {
         "cmd" => Ok(
             real::RealServer::custom(&custom.cmd, custom.port, set.root(), cpus)
@@ -151,12 +156,13 @@ pub fn start_server_with(
                 kind: "seda",
                 error,
             }),
-        "nginx" => {
-            Ok(
-                real::RealServer::nginx_at(&real::find("nginx", &custom.nginx)?, set.root(), cpus)
-                    .map(Running::Real)?,
-            )
-        }
+        "nginx" => Ok(real::RealServer::nginx_on(
+            &real::find("nginx", &custom.nginx)?,
+            set.root(),
+            cpus,
+            ip,
+        )
+        .map(Running::Real)?),
         "apache-prefork" | "apache-event" => {
             let mpm = if kind == "apache-prefork" {
                 real::Mpm::Prefork
@@ -165,7 +171,7 @@ pub fn start_server_with(
             };
             let program = real::find("apache2", &custom.apache)?;
             Ok(
-                real::RealServer::apache_at(&program, set.root(), cpus, mpm, false)
+                real::RealServer::apache_on(&program, set.root(), cpus, mpm, false, ip)
                     .map(Running::Real)?,
             )
         }
@@ -352,28 +358,6 @@ impl Benchmark for WebStatic {
             )
             .into());
         }
-        let client = ctx.client_side(NAME)?;
-        if let Some(agents) = client.remote_clients() {
-            if rate > 0.0 {
-                // The agents run closed loops; a sample under `rate=` would not be one.
-                return Err(BenchError::Unsupported {
-                    bench: NAME.into(),
-                    reason: "rate= (an open-loop offered rate) with --client-hosts: the \
-                             agents run closed loops only"
-                        .into(),
-                });
-            }
-            return remote_instance(ctx, agents, &server, conns, dataset, duration, keep_alive);
-        }
-        let threads = match p.get_u64("threads")? as usize {
-            0 => client.cpus().len(),
-            n => n,
-        }
-        .min(conns);
-
-        let (set, pool) = files_and_clients(NAME, client, dataset, threads)?;
-        // The server starts last, after the counters were opened (by the runner, before
-        // prepare), so they count its threads and processes.
         let port = p.get_u64("port")?;
         let custom = Custom {
             cmd: p.get_str("cmd")?.to_string(),
@@ -387,6 +371,31 @@ impl Benchmark for WebStatic {
             nginx: p.get_str("nginx")?.to_string(),
             apache: p.get_str("apache")?.to_string(),
         };
+        let client = ctx.client_side(NAME)?;
+        if let Some(agents) = client.remote_clients() {
+            if rate > 0.0 {
+                // The agents of web-static run closed loops; a sample under `rate=`
+                // would not be one (web-slo's steps are open loops on the agents).
+                return Err(BenchError::Unsupported {
+                    bench: NAME.into(),
+                    reason: "rate= (an open-loop offered rate) with --client-hosts: \
+                             web-static's agents run closed loops only"
+                        .into(),
+                });
+            }
+            return remote_instance(
+                ctx, agents, &server, conns, dataset, duration, keep_alive, &custom,
+            );
+        }
+        let threads = match p.get_u64("threads")? as usize {
+            0 => client.cpus().len(),
+            n => n,
+        }
+        .min(conns);
+
+        let (set, pool) = files_and_clients(NAME, client, dataset, threads)?;
+        // The server starts last, after the counters were opened (by the runner, before
+        // prepare), so they count its threads and processes.
         let (running, mix) = serve_files(
             NAME,
             &server,
@@ -490,8 +499,9 @@ pub(crate) fn client_cores_apart(
 
 /// `web-static` with its load from smtlab agents on other hosts (`--client-hosts`):
 /// the agents are reached first, so the server listens on the address they reach this
-/// host through (every address when they reach it through different ones); a built-in
-/// server only, as the real servers' configurations listen on loopback.
+/// host through (every address when they reach it through different ones): a built-in
+/// server, nginx or Apache.
+#[allow(clippy::too_many_arguments)]
 fn remote_instance(
     ctx: &BenchContext<'_>,
     agents: &smtlab_placement::RemoteClients,
@@ -500,41 +510,19 @@ fn remote_instance(
     dataset: u64,
     duration: f64,
     keep_alive: bool,
+    custom: &Custom,
 ) -> Result<Box<dyn Instance>, BenchError> {
-    let unsupported = |reason: String| BenchError::Unsupported {
-        bench: NAME.into(),
-        reason,
-    };
-    if !matches!(server, "event" | "threads" | "processes") {
-        return Err(unsupported(format!(
-            "server={server} with --client-hosts: only the built-in servers (event, threads, \
-             processes) listen beyond loopback"
-        )));
-    }
-    let remote =
-        Remote::connect(&agents.hosts, &agents.token).map_err(|e| unsupported(e.to_string()))?;
-    let io = |what: &'static str| {
-        move |e: std::io::Error| BenchError::Io {
-            bench: NAME.into(),
-            what: what.into(),
-            error: e,
-        }
-    };
-    let set =
-        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
-    set.warm()
-        .map_err(io("reading the file set into the page cache"))?;
-    let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
-    let opts = ServerOpts {
-        bind_ip: remote.common_local_ip().unwrap_or(any),
-        ..ServerOpts::default()
-    };
-    let running = start_server(server, &set, &ctx.placement.cpus, opts)
-        .map_err(|e| unsupported(e.to_string()))?;
+    remote_server_ok(NAME, server)?;
+    let (remote, opts) = connect_agents(NAME, agents)?;
+    let set = warm_file_set(NAME, dataset)?;
+    let running = start_server_with(server, &set, &ctx.placement.cpus, opts, custom)
+        .map_err(|e| unsupported(NAME, e.to_string()))?;
     let (specs, weights) = set.requests();
-    // Each agent sends to this host's address on its way to it.
-    let target = SocketAddr::new(any, running.addr().port());
-    let mut cfg = LoadConfig::new(target, conns, Duration::from_secs_f64(duration));
+    let mut cfg = LoadConfig::new(
+        remote_target(&running),
+        conns,
+        Duration::from_secs_f64(duration),
+    );
     // 0: each agent runs one thread per CPU it was given.
     cfg.threads = ctx.params.get_u64("threads")? as usize;
     cfg.keep_alive = keep_alive;
@@ -555,8 +543,71 @@ fn remote_instance(
     }))
 }
 
+fn unsupported(bench: &str, reason: String) -> BenchError {
+    BenchError::Unsupported {
+        bench: bench.into(),
+        reason,
+    }
+}
+
+/// Refuses the servers that cannot take load from other hosts: `seda` and the user's
+/// `cmd` listen on loopback only.
+pub(crate) fn remote_server_ok(bench: &str, server: &str) -> Result<(), BenchError> {
+    if matches!(server, "seda" | "cmd") {
+        return Err(unsupported(
+            bench,
+            format!(
+                "server={server} with --client-hosts: it listens on loopback only (event, \
+                 threads, processes, nginx and Apache take remote clients)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reaches the agents of `--client-hosts`; the server options that make a server listen
+/// where they reach this host.
+pub(crate) fn connect_agents(
+    bench: &str,
+    agents: &smtlab_placement::RemoteClients,
+) -> Result<(Remote, ServerOpts), BenchError> {
+    let remote = Remote::connect(&agents.hosts, &agents.token)
+        .map_err(|e| unsupported(bench, e.to_string()))?;
+    let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
+    let opts = ServerOpts {
+        bind_ip: remote.common_local_ip().unwrap_or(any),
+        ..ServerOpts::default()
+    };
+    Ok((remote, opts))
+}
+
+/// The file set of `dataset` bytes, generated and read into the page cache.
+pub(crate) fn warm_file_set(bench: &str, dataset: u64) -> Result<FileSet, BenchError> {
+    let io = |what: &'static str| {
+        move |e: std::io::Error| BenchError::Io {
+            bench: bench.into(),
+            what: what.into(),
+            error: e,
+        }
+    };
+    let set =
+        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+    set.warm()
+        .map_err(io("reading the file set into the page cache"))?;
+    Ok(set)
+}
+
+/// The target of a remote load on `running`: the unspecified address, which each agent
+/// replaces with this host's address on its way to it.
+pub(crate) fn remote_target(running: &Running) -> SocketAddr {
+    SocketAddr::new(
+        std::net::Ipv4Addr::UNSPECIFIED.into(),
+        running.addr().port(),
+    )
+}
+
 /// Where a web instance's load comes from.
-enum Driver {
+pub(crate) enum Driver {
     /// Client threads on this host's client CPUs.
     Local { pool: ClientPool, mix: Arc<Mix> },
     /// smtlab agents on other hosts.
@@ -565,6 +616,109 @@ enum Driver {
         specs: Vec<RequestSpec>,
         weights: Vec<f64>,
     },
+}
+
+/// What one load of a [`Driver`] counted.
+pub(crate) enum Loaded {
+    Local(LoadReport),
+    Remote(RemoteReport),
+}
+
+impl Loaded {
+    /// The load's report (the agents' merged for a remote load).
+    pub(crate) fn report(&self) -> &LoadReport {
+        match self {
+            Loaded::Local(r) => r,
+            Loaded::Remote(r) => &r.merged,
+        }
+    }
+}
+
+impl Driver {
+    /// Runs `cfg`; `cfg.addr` is the server's (the unspecified address for agents).
+    pub(crate) fn run(&mut self, cfg: &LoadConfig) -> Result<Loaded, String> {
+        match self {
+            Driver::Local { pool, mix } => pool
+                .run(cfg, mix.clone())
+                .map(Loaded::Local)
+                .map_err(|e| e.to_string()),
+            Driver::Remote {
+                remote,
+                specs,
+                weights,
+            } => remote
+                .run(cfg, specs, weights)
+                .map(Loaded::Remote)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The client threads of a local load; 0 for agents (each runs one per CPU).
+    pub(crate) fn threads(&self) -> usize {
+        match self {
+            Driver::Local { pool, .. } => pool.threads(),
+            Driver::Remote { .. } => 0,
+        }
+    }
+
+    /// The agents, for a remote load.
+    pub(crate) fn remote(&self) -> Option<&Remote> {
+        match self {
+            Driver::Local { .. } => None,
+            Driver::Remote { remote, .. } => Some(remote),
+        }
+    }
+}
+
+/// The agents' shares over one or more loads (a search's steps), for a sample's
+/// metrics: requests and windows added per agent, errors added, the widest start spread.
+#[derive(Debug, Default)]
+pub(crate) struct AgentTally {
+    requests: Vec<u64>,
+    window_ns: Vec<u64>,
+    errors: Vec<u64>,
+    start_spread_ns: u64,
+}
+
+impl AgentTally {
+    pub(crate) fn add(&mut self, r: &RemoteReport) {
+        let n = r.agents.len();
+        self.requests.resize(n.max(self.requests.len()), 0);
+        self.window_ns.resize(n.max(self.window_ns.len()), 0);
+        self.errors.resize(n.max(self.errors.len()), 0);
+        for (i, a) in r.agents.iter().enumerate() {
+            self.requests[i] += a.requests;
+            self.window_ns[i] += a.window_ns;
+            self.errors[i] += a.error_count();
+        }
+        self.start_spread_ns = self.start_spread_ns.max(r.start_spread_ns);
+    }
+
+    /// `agents`, `agents_start_spread_ns` and each agent's requests/s, errors, clock
+    /// offset and round trip (measured when it was reached).
+    pub(crate) fn insert_into(&self, remote: &Remote, metrics: &mut BTreeMap<String, f64>) {
+        let infos = remote.agents();
+        metrics.insert(m::AGENTS.into(), infos.len() as f64);
+        metrics.insert(
+            m::AGENTS_START_SPREAD_NS.into(),
+            self.start_spread_ns as f64,
+        );
+        for (i, a) in infos.iter().enumerate() {
+            let window = self.window_ns.get(i).copied().unwrap_or(0);
+            let rps = if window == 0 {
+                0.0
+            } else {
+                self.requests.get(i).copied().unwrap_or(0) as f64 / (window as f64 / 1e9)
+            };
+            metrics.insert(m::agent_requests_per_s(i), rps);
+            metrics.insert(
+                m::agent_errors(i),
+                self.errors.get(i).copied().unwrap_or(0) as f64,
+            );
+            metrics.insert(m::agent_clock_offset_ns(i), a.clock_offset_ns as f64);
+            metrics.insert(m::agent_rtt_ns(i), a.rtt_ns as f64);
+        }
+    }
 }
 
 /// A sample from a load the agents ran: [`sample_from`] on the merged report, with the
@@ -604,14 +758,17 @@ pub fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, Be
         .insert(m::REQUESTS_PER_S.into(), r.requests_per_s_summed());
     sample
         .metrics
-        .insert("agents".into(), r.agents.len() as f64);
+        .insert(m::AGENTS.into(), r.agents.len() as f64);
     sample
         .metrics
-        .insert("agents_start_spread_ns".into(), r.start_spread_ns as f64);
+        .insert(m::AGENTS_START_SPREAD_NS.into(), r.start_spread_ns as f64);
     for (i, a) in r.agents.iter().enumerate() {
         sample
             .metrics
-            .insert(format!("agent{i}_requests_per_s"), a.requests_per_s());
+            .insert(m::agent_requests_per_s(i), a.requests_per_s());
+        sample
+            .metrics
+            .insert(m::agent_errors(i), a.error_count() as f64);
     }
     Ok(sample)
 }
@@ -727,41 +884,25 @@ impl Instance for WebInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
         self.cfg.seed = self.seed;
-        let check = |reason: String| BenchError::Check {
-            bench: NAME.into(),
-            reason,
-        };
-        match &mut self.driver {
-            Driver::Local { pool, mix } => {
-                let r = pool
-                    .run(&self.cfg, mix.clone())
-                    .map_err(|e| check(e.to_string()))?;
-                match self.cfg.rate_per_s {
-                    Some(rate) => Ok(open_loop_sample(rate, &self.cfg, &r)),
-                    None => sample_from(NAME, &r),
-                }
-            }
-            Driver::Remote {
-                remote,
-                specs,
-                weights,
-            } => {
-                let r = remote
-                    .run(&self.cfg, specs, weights)
-                    .map_err(|e| check(e.to_string()))?;
-                let mut sample = sample_from_remote(NAME, &r)?;
-                // Each agent's clock against this host's, measured when it was reached.
-                for (i, a) in remote.agents().iter().enumerate() {
-                    sample.metrics.insert(
-                        format!("agent{i}_clock_offset_ns"),
-                        a.clock_offset_ns as f64,
-                    );
-                    sample
-                        .metrics
-                        .insert(format!("agent{i}_rtt_ns"), a.rtt_ns as f64);
-                }
+        let loaded = self
+            .driver
+            .run(&self.cfg)
+            .map_err(|reason| BenchError::Check {
+                bench: NAME.into(),
+                reason,
+            })?;
+        match (&loaded, self.driver.remote()) {
+            (Loaded::Remote(r), Some(remote)) => {
+                let mut sample = sample_from_remote(NAME, r)?;
+                let mut tally = AgentTally::default();
+                tally.add(r);
+                tally.insert_into(remote, &mut sample.metrics);
                 Ok(sample)
             }
+            _ => match self.cfg.rate_per_s {
+                Some(rate) => Ok(open_loop_sample(rate, &self.cfg, loaded.report())),
+                None => sample_from(NAME, loaded.report()),
+            },
         }
     }
 

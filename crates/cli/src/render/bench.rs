@@ -230,6 +230,9 @@ pub fn details(cells: &[CellRecord], layout: Layout) -> String {
                 out.push_str(&wrap(&format!("  {part}"), layout));
             }
         }
+        if let Some(agents) = super::load::cell_agents(c, layout) {
+            out.push_str(&agents);
+        }
         if let Some(drift) = r.unsteady() {
             out.push_str(&format!(
                 "  unsteady: the median moved {:.1}% between the first and second half of the \

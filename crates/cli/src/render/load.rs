@@ -4,6 +4,7 @@ use smtlab_loadgen::remote::{AgentInfo, RemoteReport};
 use smtlab_loadgen::{LoadConfig, LoadReport};
 
 use crate::args::LoadArgs;
+use crate::render::table::{Layout, wrap};
 
 fn ms(ns: u64) -> String {
     let v = ns as f64 / 1e6;
@@ -198,4 +199,29 @@ pub fn agents_json(infos: &[AgentInfo], r: &RemoteReport) -> serde_json::Value {
             })
         })
         .collect()
+}
+
+/// The agents that loaded `cell` (`--client-hosts`), for `bench` and `run`: each one's
+/// share of the requests per second, errors and clock offset (+- half the round trip
+/// it was measured over), and how far apart they started. In 80 columns a heading
+/// line and a line per agent, else one line; indented, newline-terminated. `None` for
+/// a cell loaded from this host.
+pub fn cell_agents(cell: &smtlab_model::CellRecord, layout: Layout) -> Option<String> {
+    use smtlab_report::remote::{agent_text, line, ms, remote_clients};
+    let r = remote_clients(cell)?;
+    if layout.width.is_some_and(|w| w < 120) {
+        let mut out = wrap(
+            &format!(
+                "  {} agents, started within {}:",
+                r.agents.len(),
+                ms(r.start_spread_max_ns)
+            ),
+            layout,
+        );
+        for a in &r.agents {
+            out.push_str(&wrap(&format!("    {}", agent_text(a)), layout));
+        }
+        return Some(out);
+    }
+    Some(format!("  {}\n", line(&r)))
 }

@@ -139,4 +139,45 @@ mod live_tests {
             );
         }
     }
+
+    /// Recorded web cells loaded by two agents (`--client-hosts`): `run`'s lines and
+    /// `bench`'s details show each agent's share, errors and clock, in 80 columns.
+    #[test]
+    fn remote_clients_show_under_their_cells_in_80_columns() {
+        let r = smtlab_fixtures::remote_web_run();
+        let layout = Layout::fixed(80);
+        let mut run = String::new();
+        for c in &r.cells {
+            run.push_str(&super::run::cell_line(c, layout));
+            run.push('\n');
+        }
+        assert!(widest(&run) <= 80, "{run}");
+        assert_eq!(
+            run.matches("2 agents, started within").count(),
+            r.cells.len()
+        );
+        insta::assert_snapshot!("run_remote_80", run);
+        let static_cells: Vec<_> = r
+            .cells
+            .iter()
+            .filter(|c| c.benchmark == "web-static")
+            .cloned()
+            .collect();
+        let details = super::bench::details(&static_cells, layout);
+        assert!(widest(&details) <= 80, "{details}");
+        insta::assert_snapshot!("bench_remote_details_80", details);
+        // Wide: the agents on one line under the cell's.
+        let wide = super::run::cell_line(
+            &r.cells[0],
+            Layout {
+                width: None,
+                color: false,
+            },
+        );
+        assert_eq!(wide.lines().count(), 2, "{wide}");
+        assert!(wide.lines().nth(1).unwrap().contains("#0 ") && wide.contains("#1 "));
+        // A cell loaded from this host has no agents line.
+        let local = testdata::results(1).cells.remove(0);
+        assert!(!super::run::cell_line(&local, layout).contains("agents"));
+    }
 }

@@ -81,6 +81,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
                 layout.color,
             ));
         }
+        push_agents(&mut out, cell, layout);
         return out;
     }
     let what = format!(
@@ -103,7 +104,21 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         .collect::<String>()
     );
     let line = COLUMNS.line(&[&cell.benchmark, &cell.placement_spec, &params, &what]);
-    line.trim_end_matches('\n').to_string()
+    let mut out = line.trim_end_matches('\n').to_string();
+    push_agents(&mut out, cell, layout);
+    out
+}
+
+/// The cell's remote load agents, on lines of their own under the cell's line.
+fn push_agents(out: &mut String, cell: &CellRecord, layout: Layout) {
+    if let Some(agents) = super::load::cell_agents(cell, layout) {
+        out.push('\n');
+        out.push_str(&paint(
+            agents.trim_end_matches('\n'),
+            Style::Dim,
+            layout.color,
+        ));
+    }
 }
 
 pub fn skipped_line(s: &SkippedCell, layout: Layout) -> String {

@@ -24,7 +24,8 @@ use crate::units::Column;
 pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
     let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
-    if stat.is_empty() && cap.is_empty() {
+    let remote = remote_groups(r);
+    if stat.is_empty() && cap.is_empty() && remote.is_empty() {
         return Err(String::new());
     }
     p.push_str("<section id=\"web\"><h2>Web servers</h2>");
@@ -35,9 +36,11 @@ pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
     if !cap.is_empty() {
         any_pair |= web_capacity(p, &cap, main_param(r, &cap));
     }
-    if !any_pair {
+    let any_web_cells = !stat.is_empty() || !cap.is_empty();
+    if any_web_cells && !any_pair {
         no_pairs_line(p, r);
     }
+    agents_table(p, &remote);
     let skipped: Vec<_> = r
         .skipped
         .iter()
@@ -299,6 +302,82 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
                     @match metric_sum(c, m::ERRORS) {
                         Some(e) => td class=(if e > 0.0 { "num bad" } else { "num" }) { (num(e)) },
                         None => (num_cell(None)),
+                    }
+                }
+            }
+        }
+    };
+    p.push_str(&table.into_string());
+}
+
+/// The cells whose load came from smtlab agents on other hosts (`--client-hosts`): a
+/// row per agent with its share of the requests, its errors and its clock.
+/// The cells loaded by remote agents, of any workload (`web-slo` has no section of its
+/// own), per benchmark in run order, each with the parameters its benchmark sweeps.
+fn remote_groups(r: &RunResults) -> Vec<(Vec<&CellRecord>, Vec<String>)> {
+    let mut groups: Vec<(Vec<&CellRecord>, Vec<String>)> = Vec::new();
+    for c in r
+        .cells
+        .iter()
+        .filter(|c| crate::remote::remote_clients(c).is_some())
+    {
+        match groups
+            .iter_mut()
+            .find(|(g, _)| g[0].benchmark == c.benchmark)
+        {
+            Some((g, _)) => g.push(c),
+            None => groups.push((vec![c], Vec::new())),
+        }
+    }
+    for (cells, keys) in &mut groups {
+        *keys = swept_keys(cells, main_param(r, cells));
+    }
+    groups
+}
+
+fn agents_table(p: &mut String, groups: &[(Vec<&CellRecord>, Vec<String>)]) {
+    // Each cell named by its benchmark, then as its benchmark's other tables name it.
+    let remote: Vec<(String, crate::remote::RemoteClients)> = groups
+        .iter()
+        .flat_map(|(cells, keys)| {
+            cells.iter().filter_map(move |c| {
+                crate::remote::remote_clients(c)
+                    .map(|r| (format!("{} {}", c.benchmark, short_label(c, keys)), r))
+            })
+        })
+        .collect();
+    if remote.is_empty() {
+        return;
+    }
+    use crate::remote::{ms, ms_signed};
+    let table = html! {
+        h3 { "Remote load clients" }
+        p {
+            "Cells loaded by smtlab agents on other hosts: each agent's part of the requests \
+             per second (mean over the samples), its failed requests, and its clock minus \
+             this host's, good to half the round trip it was measured over. The start \
+             spread is the widest gap between the first and the last agent's start in any \
+             sample, by this host's clock."
+        }
+        table {
+            tr {
+                th { "cell" } th { "start spread" } th { "agent" }
+                th { "req/s" } th { "share" } th { "errors" } th { "clock offset" }
+                th { "±" }
+            }
+            @for (label, r) in &remote {
+                @for (i, a) in r.agents.iter().enumerate() {
+                    tr {
+                        @if i == 0 {
+                            td rowspan=(r.agents.len()) { (label) }
+                            td class="num" rowspan=(r.agents.len()) { (ms(r.start_spread_max_ns)) }
+                        }
+                        td class="num" { "#" (a.index) }
+                        td class="num" { (num(a.requests_per_s)) }
+                        td class="num" { (format!("{:.0}%", 100.0 * a.share)) }
+                        td class=(if a.errors > 0.0 { "num bad" } else { "num" }) { (num(a.errors)) }
+                        td class="num" { (ms_signed(a.clock_offset_ns)) }
+                        td class="num" { (ms(a.rtt_ns / 2.0)) }
                     }
                 }
             }

@@ -15,6 +15,10 @@
 //! A sample's value is the capacity in connections: its work is the capacity times the
 //! search's seconds, so `work / seconds` is the capacity; the counters' per-unit figures
 //! are then per connection-second.
+//!
+//! With `--client-hosts` the connections of each step are shared out among smtlab
+//! agents on other hosts, started together; their per-connection figures come back
+//! merged, so the conforming share counts every agent's connections.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,7 +31,7 @@ use smtlab_model::{BenchInfo, Direction, ValueKind};
 use super::builtin::{Docs, EventServer, ServerOpts, ThreadServer};
 use super::dynamic::{self, Dynamic};
 use super::fileset::FileSet;
-use super::{Running, SERVERS, real};
+use super::{AgentTally, Driver, Loaded, Running, SERVERS, real};
 
 const NAME: &str = "web-capacity";
 
@@ -106,6 +110,29 @@ pub fn conforming_fraction(
     Ok((r.conforming(conform_bps) as f64 / n as f64, r))
 }
 
+/// [`conforming_fraction`] from a [`Driver`]: local client threads or remote agents
+/// (their reports merged, so every agent's connections are counted).
+fn driven_fraction(
+    driver: &mut Driver,
+    base: &LoadConfig,
+    n: usize,
+    conform_bps: f64,
+) -> Result<(f64, Loaded), String> {
+    let mut cfg = base.clone();
+    cfg.connections = n;
+    cfg.threads = driver.threads().min(n);
+    cfg.seed = n as u64;
+    let loaded = driver.run(&cfg)?;
+    let f = loaded.report().conforming(conform_bps) as f64 / n as f64;
+    Ok((f, loaded))
+}
+
+/// Where the steps' load comes from, known before the server starts.
+enum Clients {
+    Here(ClientPool),
+    Agents(smtlab_loadgen::remote::Remote),
+}
+
 pub struct WebCapacity;
 
 use smtlab_bench::params::declare as p;
@@ -165,6 +192,10 @@ impl Benchmark for WebCapacity {
         true
     }
 
+    fn remote_clients(&self) -> bool {
+        true
+    }
+
     /// A sample is a search: steps of `step` plus a quarter of it as warm-up, doubling
     /// from 8 connections to the first that fails (at most `max_conns`), then about five
     /// bisection steps to 5%.
@@ -216,9 +247,22 @@ impl Benchmark for WebCapacity {
                 error: e,
             }
         };
-        let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
+        // Agents on other hosts (`--client-hosts`) are reached first: the server listens
+        // where they reach this host.
+        let (set, pool, opts) = if let Some(agents) = client.remote_clients() {
+            super::remote_server_ok(NAME, &server)?;
+            let (remote, opts) = super::connect_agents(NAME, agents)?;
+            (
+                super::warm_file_set(NAME, dataset)?,
+                Clients::Agents(remote),
+                opts,
+            )
+        } else {
+            let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
+            (set, Clients::Here(pool), ServerOpts::default())
+        };
         let cpus = &ctx.placement.cpus;
-        let opts = ServerOpts::default();
+        let ip = opts.bind_ip;
         // nginx has no dynamic module here: it gets the static requests only.
         let with_dynamic = server != "nginx";
         let docs = || -> Result<Docs, BenchError> {
@@ -243,20 +287,26 @@ impl Benchmark for WebCapacity {
                     .map_err(io("starting the seda server"))?,
             ),
             "nginx" => Running::Real(
-                real::RealServer::nginx(set.root(), cpus)
+                real::find("nginx", "")
+                    .and_then(|prog| real::RealServer::nginx_on(&prog, set.root(), cpus, ip))
                     .map_err(|e| unsupported(e.to_string()))?,
             ),
-            "apache-prefork" => Running::Real(
-                real::RealServer::apache_with(set.root(), cpus, real::Mpm::Prefork, true)
-                    .map_err(|e| unsupported(e.to_string()))?,
-            ),
-            "apache-event" => Running::Real(
-                real::RealServer::apache_with(set.root(), cpus, real::Mpm::Event, true)
-                    .map_err(|e| unsupported(e.to_string()))?,
-            ),
+            "apache-prefork" | "apache-event" => {
+                let mpm = if server == "apache-prefork" {
+                    real::Mpm::Prefork
+                } else {
+                    real::Mpm::Event
+                };
+                Running::Real(
+                    real::find("apache2", "")
+                        .and_then(|prog| {
+                            real::RealServer::apache_on(&prog, set.root(), cpus, mpm, true, ip)
+                        })
+                        .map_err(|e| unsupported(e.to_string()))?,
+                )
+            }
             other => return Err(bad("server", other, &SERVERS.join(", "))),
         };
-        let addr = running.addr();
         let (mut specs, mut weights) = set.requests();
         let mut dynamic_share = 0.0;
         if with_dynamic {
@@ -268,8 +318,23 @@ impl Benchmark for WebCapacity {
             weights.extend(dw);
             dynamic_share = 1.0 - dynamic::STATIC_SHARE;
         }
-        let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
-            .map_err(|e| unsupported(e.to_string()))?;
+        let (driver, addr) = match pool {
+            Clients::Here(pool) => {
+                let addr = running.addr();
+                let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
+                    .map_err(|e| unsupported(e.to_string()))?;
+                let mix = Arc::new(mix);
+                (Driver::Local { pool, mix }, addr)
+            }
+            Clients::Agents(remote) => (
+                Driver::Remote {
+                    remote,
+                    specs,
+                    weights,
+                },
+                super::remote_target(&running),
+            ),
+        };
         let mut cfg = LoadConfig::new(addr, 1, Duration::from_secs_f64(step));
         cfg.warmup = Duration::from_secs_f64(step / 4.0);
         cfg.conn_bits_per_s = Some(rate * 1000.0);
@@ -277,8 +342,7 @@ impl Benchmark for WebCapacity {
         cfg.timeout = Duration::from_secs(10);
         Ok(Box::new(CapacityInstance {
             cfg,
-            mix: Arc::new(mix),
-            pool,
+            driver,
             running: Some(running),
             _set: set,
             max_conns,
@@ -290,8 +354,7 @@ impl Benchmark for WebCapacity {
 
 struct CapacityInstance {
     cfg: LoadConfig,
-    mix: Arc<Mix>,
-    pool: ClientPool,
+    driver: Driver,
     running: Option<Running>,
     _set: FileSet,
     max_conns: usize,
@@ -311,12 +374,17 @@ impl Instance for CapacityInstance {
         let mut requests = 0u64;
         let mut bytes = 0u64;
         let mut errors = 0u64;
+        let mut tally = AgentTally::default();
         let result = search(8, self.max_conns, 0.95, |n| {
-            let (f, r) = conforming_fraction(&self.pool, &self.cfg, &self.mix, n, self.conform_bps)
-                .map_err(|e| BenchError::Check {
+            let (f, loaded) = driven_fraction(&mut self.driver, &self.cfg, n, self.conform_bps)
+                .map_err(|reason| BenchError::Check {
                     bench: NAME.into(),
-                    reason: e.to_string(),
+                    reason,
                 })?;
+            if let Loaded::Remote(r) = &loaded {
+                tally.add(r);
+            }
+            let r = loaded.report();
             requests += r.requests;
             bytes += r.bytes;
             errors += r.error_count();
@@ -344,6 +412,9 @@ impl Instance for CapacityInstance {
         metrics.insert("bytes".into(), bytes as f64);
         metrics.insert(smtlab_model::metrics::web::ERRORS.into(), errors as f64);
         metrics.insert("dynamic_share".into(), self.dynamic_share);
+        if let Some(remote) = self.driver.remote() {
+            tally.insert_into(remote, &mut metrics);
+        }
         let mut series = BTreeMap::new();
         series.insert(
             smtlab_model::metrics::web::CONFORMING_FRACTION_BY_CONNS.into(),

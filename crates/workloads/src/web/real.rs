@@ -23,7 +23,7 @@
 //! that says how to install it.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -140,10 +140,28 @@ fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> ServerError {
 }
 
 fn free_port() -> Result<u16, ServerError> {
-    TcpListener::bind("127.0.0.1:0")
+    free_port_on(LOOPBACK)
+}
+
+/// The loopback address the real servers listen on unless told otherwise.
+const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+/// A port free on `ip` (every address when unspecified).
+fn free_port_on(ip: IpAddr) -> Result<u16, ServerError> {
+    TcpListener::bind((ip, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(io_error("cannot find a free loopback port"))
+        .map_err(io_error(format!("cannot find a free port on {ip}")))
+}
+
+/// Where a server listening on `ip` is probed: loopback when it listens on every address.
+fn probe_addr(ip: IpAddr, port: u16) -> SocketAddr {
+    let ip = match ip {
+        IpAddr::V4(v) if v.is_unspecified() => LOOPBACK,
+        IpAddr::V6(v) if v.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        other => other,
+    };
+    SocketAddr::new(ip, port)
 }
 
 /// The program of server `name` (`nginx`, or `apache2` for Apache httpd): `given` when
@@ -252,9 +270,21 @@ impl RealServer {
 
     /// [`RealServer::nginx`] with the program at `program`.
     pub fn nginx_at(program: &Path, root: &Path, cpus: &[u32]) -> Result<RealServer, ServerError> {
+        Self::nginx_on(program, root, cpus, LOOPBACK)
+    }
+
+    /// [`RealServer::nginx_at`] listening on `ip` (every address when unspecified):
+    /// where load clients on other hosts reach it.
+    pub fn nginx_on(
+        program: &Path,
+        root: &Path,
+        cpus: &[u32],
+        ip: IpAddr,
+    ) -> Result<RealServer, ServerError> {
         open_up(root)?;
         let dir = tempdir()?;
-        let port = free_port()?;
+        let port = free_port_on(ip)?;
+        let listen = SocketAddr::new(ip, port);
         let d = dir.path().display();
         let workers = cpus.len().max(1);
         let affinity = if cpus.is_empty() {
@@ -286,7 +316,7 @@ impl RealServer {
                client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
                fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n\
                scgi_temp_path {d}/scgi;\n  types {{ }}\n  default_type application/octet-stream;\n\
-               server {{\n    listen 127.0.0.1:{port} backlog=4096 reuseport;\n\
+               server {{\n    listen {listen} backlog=4096 reuseport;\n\
                  root {};\n  }}\n}}\n",
             root.display()
         );
@@ -294,7 +324,7 @@ impl RealServer {
         std::fs::write(&conf_path, conf).map_err(io_error("cannot write nginx.conf"))?;
         let mut cmd = Command::new(program);
         cmd.arg("-c").arg(&conf_path).arg("-p").arg(dir.path());
-        start(cmd, dir, port, cpus, "nginx", probe)
+        start(cmd, dir, probe_addr(ip, port), cpus, "nginx", probe)
     }
 
     /// Apache httpd with `mpm` serving `root`, every process on `cpus`.
@@ -322,10 +352,24 @@ impl RealServer {
         mpm: Mpm,
         dynamic: bool,
     ) -> Result<RealServer, ServerError> {
+        Self::apache_on(program, root, cpus, mpm, dynamic, LOOPBACK)
+    }
+
+    /// [`RealServer::apache_at`] listening on `ip` (every address when unspecified):
+    /// where load clients on other hosts reach it.
+    pub fn apache_on(
+        program: &Path,
+        root: &Path,
+        cpus: &[u32],
+        mpm: Mpm,
+        dynamic: bool,
+        ip: IpAddr,
+    ) -> Result<RealServer, ServerError> {
         let modules = apache_modules(program)?;
         open_up(root)?;
         let dir = tempdir()?;
-        let port = free_port()?;
+        let port = free_port_on(ip)?;
+        let listen = SocketAddr::new(ip, port);
         let d = dir.path().display();
         let m = modules.display();
         let cgi = if dynamic {
@@ -361,7 +405,7 @@ impl RealServer {
             ""
         };
         let conf = format!(
-            "ServerRoot \"{d}\"\nServerName localhost\nListen 127.0.0.1:{port}\n{module}\n\
+            "ServerRoot \"{d}\"\nServerName localhost\nListen {listen}\n{module}\n\
              LoadModule authz_core_module {m}/mod_authz_core.so\n\
              PidFile {d}/httpd.pid\nErrorLog {d}/error.log\nLogLevel warn\n\
              DefaultRuntimeDir {d}\nMutex file:{d} default\n{user}\
@@ -382,7 +426,7 @@ impl RealServer {
             Mpm::Prefork => "apache-prefork",
             Mpm::Event => "apache-event",
         };
-        start(cmd, dir, port, cpus, name, probe)
+        start(cmd, dir, probe_addr(ip, port), cpus, name, probe)
     }
 }
 
@@ -413,7 +457,14 @@ impl RealServer {
             .replace("{root}", &root.display().to_string());
         let mut c = Command::new("/bin/sh");
         c.arg("-c").arg(format!("exec {text}")).current_dir(root);
-        start(c, dir, port, cpus, "your server", probe)
+        start(
+            c,
+            dir,
+            probe_addr(LOOPBACK, port),
+            cpus,
+            "your server",
+            probe,
+        )
     }
 }
 
@@ -438,7 +489,14 @@ impl RealServer {
         c.arg("-c")
             .arg(format!("exec {text}"))
             .current_dir(dir.path());
-        start(c, dir, port, cpus, "your server", accepts)
+        start(
+            c,
+            dir,
+            probe_addr(LOOPBACK, port),
+            cpus,
+            "your server",
+            accepts,
+        )
     }
 }
 
@@ -509,7 +567,7 @@ fn tempdir() -> Result<ScratchDir, ServerError> {
 fn start(
     mut cmd: Command,
     dir: ScratchDir,
-    port: u16,
+    addr: SocketAddr,
     cpus: &[u32],
     name: &'static str,
     probe: fn(SocketAddr) -> bool,
@@ -527,7 +585,6 @@ fn start(
             .map_err(|error| ServerError::Pin { name, error })?;
     }
     let group = ChildGroup::spawn(&mut cmd).map_err(io_error(format!("cannot start {name}")))?;
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut server = RealServer {
         addr,
         group: Some(group),

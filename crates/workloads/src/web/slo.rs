@@ -16,6 +16,10 @@
 //! latency at that offered load, the sample's value the rate served, with `web-static
 //! rate=R`'s figures ([`super::open_loop_sample`]); `smtlab advise --slo` sweeps it
 //! below the capacity it found.
+//!
+//! With `--client-hosts` the load comes from smtlab agents on other hosts: each step
+//! is one load of all of them (the rate shared out, their histograms merged), and the
+//! sample carries each agent's requests per second over the search.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,13 +27,13 @@ use std::time::{Duration, Instant};
 
 use smtlab_bench::params::declare as p;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
-use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix};
+use smtlab_loadgen::{LoadConfig, LoadReport};
 use smtlab_model::slo::Slo;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::capacity::search;
 use super::fileset::FileSet;
-use super::{Custom, Running};
+use super::{AgentTally, Custom, Driver, Loaded, Running};
 
 const NAME: &str = "web-slo";
 /// The search's rate unit: rates are multiples of it.
@@ -127,6 +131,10 @@ impl Benchmark for WebSlo {
         true
     }
 
+    fn remote_clients(&self) -> bool {
+        true
+    }
+
     /// A search per sample is long: `run` measures it in the full suite only; `smtlab
     /// advise web-slo --slo p99=5ms` measures it on its own.
     fn in_suite(&self, suite: smtlab_bench::Suite) -> bool {
@@ -170,11 +178,6 @@ impl Benchmark for WebSlo {
                 "0 (search) or 1 to 10000000 requests per second",
             ));
         }
-        let client = ctx.client_side(NAME)?;
-        let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
-        let threads = client.cpus().len();
-        // The server starts last, after the counters were opened (by the runner, before
-        // prepare), so they count its threads and processes.
         let port = prm.get_u64("port")?;
         let custom = Custom {
             cmd: prm.get_str("cmd")?.to_string(),
@@ -183,18 +186,45 @@ impl Benchmark for WebSlo {
             nginx: String::new(),
             apache: String::new(),
         };
-        let (running, mix) =
-            super::serve_files(NAME, &server, &set, &ctx.placement.cpus, &custom, true)?;
-        let addr = running.addr();
+        let client = ctx.client_side(NAME)?;
+        let (set, running, driver, addr) = if let Some(agents) = client.remote_clients() {
+            // Load from agents on other hosts: the server listens where they reach it.
+            super::remote_server_ok(NAME, &server)?;
+            let (remote, opts) = super::connect_agents(NAME, agents)?;
+            let set = super::warm_file_set(NAME, dataset)?;
+            let running =
+                super::start_server_with(&server, &set, &ctx.placement.cpus, opts, &custom)
+                    .map_err(|e| super::unsupported(NAME, e.to_string()))?;
+            let (specs, weights) = set.requests();
+            let addr = super::remote_target(&running);
+            let driver = Driver::Remote {
+                remote,
+                specs,
+                weights,
+            };
+            (set, running, driver, addr)
+        } else {
+            let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
+            // The server starts last, after the counters were opened (by the runner,
+            // before prepare), so they count its threads and processes.
+            let (running, mix) =
+                super::serve_files(NAME, &server, &set, &ctx.placement.cpus, &custom, true)?;
+            let addr = running.addr();
+            let driver = Driver::Local {
+                pool,
+                mix: Arc::new(mix),
+            };
+            (set, running, driver, addr)
+        };
         let mut cfg = LoadConfig::new(addr, conns, Duration::from_secs_f64(step));
         cfg.warmup = Duration::from_secs_f64(step / 4.0);
-        cfg.threads = threads.min(conns);
+        // Agents: 0, one thread per agent CPU.
+        cfg.threads = driver.threads().min(conns);
         cfg.keep_alive = true;
         cfg.timeout = Duration::from_secs(10);
         Ok(Box::new(SloInstance {
             cfg,
-            mix: Arc::new(mix),
-            pool,
+            driver,
             running: Some(running),
             _set: set,
             slo,
@@ -207,8 +237,7 @@ impl Benchmark for WebSlo {
 
 struct SloInstance {
     cfg: LoadConfig,
-    mix: Arc<Mix>,
-    pool: ClientPool,
+    driver: Driver,
     running: Option<Running>,
     _set: FileSet,
     slo: Slo,
@@ -231,14 +260,12 @@ impl SloInstance {
         cfg.rate_per_s = Some(rate);
         self.seed += 1;
         cfg.seed = self.seed;
-        let r = self
-            .pool
-            .run(&cfg, Arc::clone(&self.mix))
-            .map_err(|e| BenchError::Check {
-                bench: NAME.into(),
-                reason: e.to_string(),
-            })?;
-        let mut s = super::open_loop_sample(rate, &cfg, &r);
+        let loaded = self.driver.run(&cfg).map_err(|reason| BenchError::Check {
+            bench: NAME.into(),
+            reason,
+        })?;
+        let r = loaded.report();
+        let mut s = super::open_loop_sample(rate, &cfg, r);
         // The value is requests per second served (req/s, as the capacity is).
         s.work = r.requests as f64;
         Ok(s)
@@ -255,32 +282,34 @@ impl Instance for SloInstance {
         let mut errors = 0u64;
         // The first step, to say why the search found nothing.
         let mut first: Option<String> = None;
+        let mut tally = AgentTally::default();
         let start = (START_PER_S / RATE_UNIT_PER_S) as usize;
         let result = search(start, self.max_units, 1.0, |units| {
             let rate = units as f64 * RATE_UNIT_PER_S;
             let mut cfg = self.cfg.clone();
             cfg.rate_per_s = Some(rate);
             cfg.seed = units as u64;
-            let r = self
-                .pool
-                .run(&cfg, Arc::clone(&self.mix))
-                .map_err(|e| BenchError::Check {
-                    bench: NAME.into(),
-                    reason: e.to_string(),
-                })?;
+            let loaded = self.driver.run(&cfg).map_err(|reason| BenchError::Check {
+                bench: NAME.into(),
+                reason,
+            })?;
+            if let Loaded::Remote(r) = &loaded {
+                tally.add(r);
+            }
+            let r = loaded.report();
             errors += r.error_count();
             if first.is_none() {
                 first = Some(format!(
                     "p{} {:.2} ms, {:.0} of {rate:.0} requests/s served, {} errors, {} unsent",
                     self.slo.pct,
-                    percentile_ns(&r, self.slo.pct) as f64 / 1e6,
+                    percentile_ns(r, self.slo.pct) as f64 / 1e6,
                     r.requests_per_s(),
                     r.error_count(),
                     r.unsent
                 ));
             }
-            steps.extend([rate, percentile_ns(&r, self.slo.pct) as f64]);
-            Ok::<f64, BenchError>(if met(&self.slo, rate, &r) { 1.0 } else { 0.0 })
+            steps.extend([rate, percentile_ns(r, self.slo.pct) as f64]);
+            Ok::<f64, BenchError>(if met(&self.slo, rate, r) { 1.0 } else { 0.0 })
         })?;
         let elapsed_ns = started.elapsed().as_nanos().max(1) as u64;
         if result.capacity == 0 {
@@ -298,6 +327,9 @@ impl Instance for SloInstance {
         metrics.insert("steps".into(), result.curve.len() as f64);
         metrics.insert("errors".into(), errors as f64);
         metrics.insert("slo_ns".into(), self.slo.max_ns as f64);
+        if let Some(remote) = self.driver.remote() {
+            tally.insert_into(remote, &mut metrics);
+        }
         let mut series = BTreeMap::new();
         series.insert("p_by_rate".into(), steps);
         Ok(RawSample {
