@@ -220,15 +220,23 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// `k=v k2=v2`, or `-` when there are no parameters.
+/// `k=v k2=v2`, or `-` when there are no parameters to show.
 pub fn params(p: &BTreeMap<String, String>) -> String {
-    if p.is_empty() {
+    let words = param_words(p);
+    if words.is_empty() {
         return "-".into();
     }
-    p.iter()
+    words.join(" ")
+}
+
+/// A cell's parameters as a person reads them, `k=v` each: one left unset (an empty
+/// value, as `server=cmd`'s `cmd=` on a built-in server) says nothing and is left out.
+/// Exports keep every parameter.
+pub fn param_words<'a>(p: impl IntoIterator<Item = (&'a String, &'a String)>) -> Vec<String> {
+    p.into_iter()
+        .filter(|(_, v)| !v.is_empty())
         .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect()
 }
 
 /// CPU numbers in thread order (`0,4`), or `unpinned`.

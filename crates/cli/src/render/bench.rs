@@ -38,7 +38,11 @@ fn line(cells: [&str; 9]) -> String {
 
 pub fn heading(info: &BenchInfo, params: &Params, layout: Layout) -> String {
     let better = format!("{} is better", info.direction.as_str());
-    let params: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let params: Vec<String> = params
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     let mut out = paint(
         &format!("{} ({}, {better})", info.name, info.unit),
         Style::Bold,

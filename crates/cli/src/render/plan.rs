@@ -20,11 +20,7 @@ pub fn duration_text(ns: u64) -> String {
 }
 
 fn params_text(g: &GroupEstimate) -> String {
-    g.params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    smtlab_report::fmt::param_words(&g.params).join(" ")
 }
 
 fn samples_text(g: &GroupEstimate) -> String {

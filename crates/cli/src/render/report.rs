@@ -142,11 +142,7 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
         }
     }
     for g in groups {
-        let params: Vec<String> = g[0]
-            .flat_params()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let params = smtlab_report::fmt::param_words(&g[0].flat_params());
         out.push_str(&wrap(
             format!(
                 "\n{} ({}, {} is better)  {}",

@@ -7,11 +7,7 @@ use super::table::{Columns, Layout, wrap};
 use crate::term::{Style, paint};
 
 fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
-    params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    smtlab_report::fmt::param_words(params).join(" ")
 }
 
 /// Benchmark, placement, parameters, then what happened (`--wide`).
