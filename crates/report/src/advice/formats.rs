@@ -344,8 +344,14 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                  off, grey: the interval includes no change, so it decides nothing). The \
                  machine and every cell follow below."
             }
-            table {
-                tr { th { "workload" } th { "recommendation" } th { "deciding figures" } th { "" } }
+            // A workload's parameters wrap, so the recommendation stays on the first
+            // screen at 800 px; the strip column only where a row has a strip.
+            @let strips = answers.iter().any(|a| strip(a).is_some());
+            table class="answers" {
+                tr {
+                    th { "workload" } th { "recommendation" } th { "deciding figures" }
+                    @if strips { th { "" } }
+                }
                 @for a in &answers {
                     tr {
                         td { (a.workload) }
@@ -357,7 +363,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                             }
                             @if a.deciding().next().is_none() { span class="muted" { (a.because) } }
                         }
-                        td { @if let Some(s) = strip(a) { (maud::PreEscaped(s)) } }
+                        @if strips { td { @if let Some(s) = strip(a) { (maud::PreEscaped(s)) } } }
                     }
                 }
             }

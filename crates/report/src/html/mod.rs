@@ -48,6 +48,7 @@ th,td{border:1px solid #d5d5d5;padding:3px 8px;text-align:left;vertical-align:mi
 th{background:#eef2f7;font-weight:600}\
 table.kv th{background:#f6f6f6;font-weight:normal;color:#444;white-space:nowrap}\
 td:first-child,td code,td.yield{white-space:nowrap}\
+table.answers td:first-child{white-space:normal;min-width:10em;max-width:24em}\
 td.yield{font-variant-numeric:tabular-nums}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 td.bad{color:#b03000}\
