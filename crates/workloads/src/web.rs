@@ -442,17 +442,7 @@ pub(crate) fn files_and_clients(
     dataset: u64,
     threads: usize,
 ) -> Result<(FileSet, ClientPool), BenchError> {
-    let io = |what: &'static str| {
-        move |e: std::io::Error| BenchError::Io {
-            bench: bench.into(),
-            what: what.into(),
-            error: e,
-        }
-    };
-    let set =
-        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
-    set.warm()
-        .map_err(io("reading the file set into the page cache"))?;
+    let set = warm_file_set(bench, dataset)?;
     let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
         BenchError::Unsupported {
             bench: bench.into(),
