@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use smtlab_fixtures::fleet::{FakeHost, run};
@@ -20,35 +22,6 @@ fn smtlab() -> Command {
 fn stdout_of(cmd: &mut Command) -> String {
     let out = cmd.assert().success().get_output().stdout.clone();
     String::from_utf8(out).expect("stdout is UTF-8")
-}
-
-/// A fresh PostgreSQL server and the URL of its `postgres` database over its private
-/// socket, or `None` where PostgreSQL is missing (a failure under
-/// `SMTLAB_REQUIRE_TOOLS=1`).
-fn pg_server(what: &str) -> Option<(PgServer, String)> {
-    let install = match PgInstall::find() {
-        Ok(i) => i,
-        Err(e) => {
-            require::skip(&format!("{what}: {e}"));
-            return None;
-        }
-    };
-    let settings = PgSettings {
-        port: 0,
-        shared_buffers_bytes: 16 << 20,
-        max_connections: 20,
-        fsync: false,
-        synchronous_commit: false,
-        extra: Vec::new(),
-    };
-    let server = PgServer::start(&install, &settings, None).expect("start PostgreSQL");
-    let sock = server
-        .socket_dir()
-        .display()
-        .to_string()
-        .replace('/', "%2F");
-    let url = format!("postgresql://{DB_USER}@{sock}:{}/postgres", server.port());
-    Some((server, url))
 }
 
 const A: &str = "Demo Xeon A @ 2.0GHz";
@@ -172,7 +145,7 @@ fn fleet_pools_pushed_runs_per_cpu_model_and_names_the_outlier_host() {
 
 #[test]
 fn fleet_reads_a_postgresql_store_that_hosts_pushed_to() {
-    let Some((_server, url)) = pg_server("fleet over PostgreSQL") else {
+    let Some((_server, url)) = common::pg_server("fleet over PostgreSQL") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -569,7 +542,7 @@ fn deploy_files_parse_and_say_what_they_run() {
 /// `--nocapture` to see it: the figure quoted in the change's notes).
 #[test]
 fn push_of_a_300_cell_run_stores_every_row_once() {
-    let Some((server, url)) = pg_server("push of a 300-cell run") else {
+    let Some((server, url)) = common::pg_server("push of a 300-cell run") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -5,10 +5,10 @@
 //! ends, panics included); skipped where PostgreSQL is missing, failed there under
 //! `SMTLAB_REQUIRE_TOOLS=1`.
 
+mod common;
+
 use assert_cmd::Command;
 use serde_json::Value;
-use smtlab_fixtures::require;
-use smtlab_workloads::db::pg::{DB_USER, PgInstall, PgServer, PgSettings};
 
 fn smtlab() -> Command {
     Command::cargo_bin("smtlab").expect("the smtlab binary is built")
@@ -24,37 +24,9 @@ fn stdout_of(cmd: &mut Command) -> String {
     String::from_utf8(out).expect("stdout is UTF-8")
 }
 
-/// A fresh server and the URL of its `postgres` database, or `None` where PostgreSQL
-/// is missing.
-fn server() -> Option<(PgServer, String)> {
-    let install = match PgInstall::find() {
-        Ok(i) => i,
-        Err(e) => {
-            require::skip(&format!("PostgreSQL store: {e}"));
-            return None;
-        }
-    };
-    let settings = PgSettings {
-        port: 0,
-        shared_buffers_bytes: 16 << 20,
-        max_connections: 20,
-        fsync: false,
-        synchronous_commit: false,
-        extra: Vec::new(),
-    };
-    let server = PgServer::start(&install, &settings, None).expect("start PostgreSQL");
-    let sock = server
-        .socket_dir()
-        .display()
-        .to_string()
-        .replace('/', "%2F");
-    let url = format!("postgresql://{DB_USER}@{sock}:{}/postgres", server.port());
-    Some((server, url))
-}
-
 #[test]
 fn a_run_lives_in_postgresql_and_push_stores_a_file_once() {
-    let Some((_server, url)) = server() else {
+    let Some((_server, url)) = common::pg_server("PostgreSQL store") else {
         return;
     };
     let run = |db: &str| {
@@ -113,7 +85,7 @@ fn a_run_lives_in_postgresql_and_push_stores_a_file_once() {
 /// three runs, each with its own cell, none lost, none mixed.
 #[test]
 fn runs_from_several_processes_at_once_are_all_stored_apart() {
-    let Some((_server, url)) = server() else {
+    let Some((_server, url)) = common::pg_server("PostgreSQL store") else {
         return;
     };
     let bin = assert_cmd::cargo::cargo_bin("smtlab");
@@ -158,7 +130,7 @@ fn runs_from_several_processes_at_once_are_all_stored_apart() {
 /// takes over the dead process's lease and measures only what is left.
 #[test]
 fn a_killed_run_keeps_its_cells_in_postgresql_and_resumes() {
-    let Some((_server, url)) = server() else {
+    let Some((_server, url)) = common::pg_server("PostgreSQL store") else {
         return;
     };
     let bin = assert_cmd::cargo::cargo_bin("smtlab");
