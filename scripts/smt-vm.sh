@@ -7,7 +7,7 @@
 # nothing (every instruction is emulated); use it to check behaviour only.
 #
 # Usage:
-#   scripts/smt-vm.sh [--topo NAME] [--bin SMTLAB] [--timeout SECS] [--add FILE] SCRIPT
+#   scripts/smt-vm.sh [--topo NAME] [--bin SMTLAB] [--timeout SECS] [--add FILE] [--nfsd] SCRIPT
 #   scripts/smt-vm.sh --fetch-kernel        # download and unpack the kernel only
 #
 #   --topo     1s2c2t (default: 1 socket, 2 cores, 2 threads each = 4 CPUs),
@@ -17,6 +17,10 @@
 #              target/debug/smtlab); its shared libraries come along (ldd)
 #   --add      another file to put in the guest's /bin (repeatable)
 #   --timeout  hard limit for the whole boot-run-poweroff cycle (default 240 s)
+#   --nfsd     also give the guest the kernel NFS server: the kernel's nfsd module and
+#              its dependencies in /lib/modules (not loaded: `modprobe nfsd`), and
+#              rpcbind, rpcinfo, rpc.mountd, rpc.nfsd and exportfs from this machine
+#              (apt-get install nfs-kernel-server) in /usr/sbin with what they read
 #   SCRIPT     a sh script run as root in the guest (busybox sh and applets)
 #
 # Exit status: the script's own, 124 when the guest did not finish in time, 125 when
@@ -24,7 +28,8 @@
 #
 # Needs qemu-system-x86, busybox-static and cpio; the kernel (Debian's cloud kernel
 # image) is downloaded with `apt-get download` into the cache directory
-# ($SMTVM_CACHE, default target/smt-vm in the repository) the first time.
+# ($SMTVM_CACHE, default target/smt-vm in the repository) the first time, with the
+# modules `--nfsd` needs (in modules/ there, their modules.dep made by busybox depmod).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -35,6 +40,7 @@ timeout_s=240
 adds=()
 script=
 fetch_only=0
+nfsd=0
 
 die() { echo "smt-vm: $*" >&2; exit 125; }
 
@@ -45,16 +51,48 @@ while [ $# -gt 0 ]; do
     --add) adds+=("$2"); shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --fetch-kernel) fetch_only=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --nfsd) nfsd=1; shift ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) script="$1"; shift ;;
   esac
 done
 
 # --- the kernel ------------------------------------------------------------------
+# The modules the kernel NFS server needs: nfsd and what it depends on, followed
+# through each module's own `depends=` (its .modinfo section; no kmod needed).
+NFSD_MODULES="nfsd"
+modinfo_depends() {
+  objcopy -O binary --only-section=.modinfo "$1" /dev/stdout 2>/dev/null \
+    | tr '\0' '\n' | sed -n 's/^depends=//p' | tr ',' ' '
+}
+# $1: the unpacked package, $2: the kernel release, $3: where the subset goes.
+copy_modules() {
+  local base="$3" release="$2"
+  local from="$1/lib/modules/$2" to="$3/lib/modules/$2" todo="$NFSD_MODULES" done=" " m path rel
+  mkdir -p "$to"
+  while [ -n "${todo// /}" ]; do
+    # shellcheck disable=SC2086
+    set -- $todo
+    m="$1"; shift; todo="$*"
+    case "$done" in *" $m "*) continue ;; esac
+    done="$done$m "
+    path="$(find "$from/kernel" -name "$m.ko*" -print -quit)"
+    [ -n "$path" ] || { echo "smt-vm: module $m not in the kernel package" >&2; return 1; }
+    rel="${path#"$from"/}"
+    mkdir -p "$to/$(dirname "$rel")"
+    cp "$path" "$to/$rel"
+    todo="$todo $(modinfo_depends "$path")"
+  done
+  cp "$from"/modules.order "$from"/modules.builtin "$to"/ 2>/dev/null || true
+  /bin/busybox depmod -b "$base" "$release"
+}
+
 fetch_kernel() {
-  [ -s "$cache/vmlinuz" ] && return 0
+  [ -s "$cache/vmlinuz" ] && [ -s "$cache/kernel-package" ] \
+    && [ -n "$(find "$cache/modules/lib/modules" -name modules.dep 2>/dev/null)" ] && return 0
   command -v apt-get >/dev/null || die "no kernel in $cache and no apt-get to download one"
+  [ -x /bin/busybox ] || die "/bin/busybox not found (install busybox-static)"
   mkdir -p "$cache"
   local dl
   dl="$(mktemp -d "$cache/dl.XXXXXX")"
@@ -68,7 +106,13 @@ fetch_kernel() {
   (cd "$dl" && apt-get download "$image" >/dev/null 2>&1) \
     || { rm -rf "$dl"; die "apt-get download $image failed"; }
   dpkg-deb -x "$dl"/"$image"_*.deb "$dl/x"
+  local release
+  release="$(ls "$dl/x/lib/modules" | head -n1)"
+  copy_modules "$dl/x" "$release" "$dl/modules" \
+    || { rm -rf "$dl"; die "cannot gather the nfsd modules of $image"; }
   cp "$dl"/x/boot/vmlinuz-* "$cache/vmlinuz.tmp"
+  rm -rf "$cache/modules"
+  mv "$dl/modules" "$cache/modules"
   echo "$image" >"$cache/kernel-package"
   mv "$cache/vmlinuz.tmp" "$cache/vmlinuz"
   rm -rf "$dl"
@@ -86,6 +130,14 @@ command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (i
 [ -x /bin/busybox ] || die "/bin/busybox not found (install busybox-static)"
 command -v cpio >/dev/null || die "cpio not found (install cpio)"
 [ -x "$bin" ] || die "smtlab binary $bin not found or not executable (cargo build -p smtlab)"
+nfs_programs=()
+if [ "$nfsd" = 1 ]; then
+  for p in rpcbind rpcinfo rpc.mountd rpc.nfsd exportfs; do
+    f="$(PATH="/usr/sbin:/sbin:$PATH" command -v "$p" || true)"
+    [ -n "$f" ] || die "--nfsd: $p not found (apt-get install nfs-kernel-server)"
+    nfs_programs+=("$f")
+  done
+fi
 
 case "$topo" in
   1s2c2t) smp=(-smp 4,sockets=1,cores=2,threads=2) ; numa=() ;;
@@ -108,13 +160,26 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 root="$work/root"
-mkdir -p "$root"/{bin,proc,sys,dev,tmp,root,etc}
+mkdir -p "$root"/{bin,proc,sys,dev,tmp,root,etc,run,var/lib/nfs,usr/sbin}
 cp /bin/busybox "$root/bin/busybox"
 # A stripped copy: the debug binary is mostly debug information.
 objcopy --strip-debug "$bin" "$root/bin/smtlab" 2>/dev/null || cp "$bin" "$root/bin/smtlab"
 for f in "${adds[@]}"; do cp "$f" "$root/bin/"; done
+if [ "$nfsd" = 1 ]; then
+  for f in "${nfs_programs[@]}"; do cp "$f" "$root/usr/sbin/"; done
+  mkdir -p "$root/lib/modules"
+  cp -r "$cache"/modules/lib/modules/. "$root/lib/modules/"
+  # libtirpc reads its transports from netconfig and the port of "sunrpc" from
+  # services; rpcbind runs as _rpc.
+  cp /etc/netconfig "$root/etc/netconfig"
+  printf 'root:x:0:0:root:/root:/bin/sh\n_rpc:x:100:65534::/run/rpcbind:/bin/false\n' >"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
+  for f in services protocols rpc; do cp "/etc/$f" "$root/etc/$f"; done
+  : >"$root/etc/exports"
+fi
 # The glibc libraries and loader the binaries need, at the paths they were linked for.
-for b in "$bin" "${adds[@]}"; do
+for b in "$bin" "${adds[@]}" "${nfs_programs[@]}"; do
   ldd "$b" 2>/dev/null | grep -o '/[^ ]*' || true
 done | sort -u | while read -r lib; do
   mkdir -p "$root$(dirname "$lib")"

@@ -8,7 +8,10 @@
 //! and on and is restored after SIGTERM and kill -9, and the 1T-UP placement takes
 //! the other CPUs offline for its cell only; `irq=sibling|other-core` steers loopback's
 //! receive processing (`rps_cpus`) for a cell of the copying web server and puts it back,
-//! also after kill -9.
+//! also after kill -9; and a second 1s2c2t guest, given the kernel NFS server (`smt-vm.sh
+//! --nfsd`: nfsd's modules and nfs-kernel-server's programs from this machine), runs
+//! `nfs-sfs` on the kernel's nfsd on 1c1t and 1c2t, its threads pinned to the core, and
+//! leaves no nfsd thread, daemon or mount behind, also after kill -9.
 //!
 //! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernel
 //! (`scripts/smt-vm.sh --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`
@@ -29,6 +32,8 @@ struct Guest {
     cores: usize,
     threads_per_core: usize,
     numa_nodes: usize,
+    /// Give the guest the kernel NFS server (`smt-vm.sh --nfsd`).
+    nfsd: bool,
 }
 
 fn repo() -> PathBuf {
@@ -64,11 +69,36 @@ fn missing() -> Option<String> {
     None
 }
 
+/// The nfs-kernel-server programs `smt-vm.sh --nfsd` copies into the guest, if one is
+/// missing here.
+fn nfs_programs_missing() -> Option<String> {
+    ["rpcbind", "rpcinfo", "rpc.mountd", "rpc.nfsd", "exportfs"]
+        .iter()
+        .find(|p| !on_path(p) && !Path::new("/usr/sbin").join(p).is_file())
+        .map(|p| format!("{p} not found (apt-get install nfs-kernel-server)"))
+}
+
 /// Runs one guest and checks its output; the error holds the guest's output.
 fn run(g: &Guest) -> Result<(), String> {
     let started = Instant::now();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest");
-    let out = Command::new(repo().join("scripts/smt-vm.sh"))
+    let mut cmd = Command::new(repo().join("scripts/smt-vm.sh"));
+    if g.nfsd {
+        match nfs_programs_missing() {
+            None => {
+                cmd.arg("--nfsd");
+            }
+            Some(why) => {
+                // The guest script says it skipped the NFS checks.
+                assert!(
+                    !smtlab_fixtures::require::required(),
+                    "the NFS guest checks are required but cannot run: {why}"
+                );
+                eprintln!("guest {}: NFS checks skipped: {why}", g.topo);
+            }
+        }
+    }
+    let out = cmd
         .args(["--topo", g.topo, "--timeout", "360", "--bin"])
         .arg(env!("CARGO_BIN_EXE_smtlab"))
         .arg("--add")
@@ -102,7 +132,10 @@ fn run(g: &Guest) -> Result<(), String> {
     if !sections.contains_key("end") {
         return fail("the guest script stopped before its end".into());
     }
-    match check_topology(g, &sections).and_then(|()| check_corun(&sections)) {
+    match check_topology(g, &sections)
+        .and_then(|()| check_corun(&sections))
+        .and_then(|()| check_nfs(&sections))
+    {
         Ok(()) => Ok(()),
         Err(why) => fail(why),
     }
@@ -160,6 +193,86 @@ fn check_corun(s: &BTreeMap<String, String>) -> Result<(), String> {
     forms.sort();
     if forms != ["alone", "cores", "sibling"] {
         return Err(format!("corun: cells {forms:?}"));
+    }
+    Ok(())
+}
+
+/// The `nfs` section (when the guest ran it): `bench nfs-sfs --json` on the kernel's
+/// nfsd, a cell for 1c1t and one for 1c2t on two siblings, every sample with
+/// operations, reads and writes done, no content mismatch and nfsd's CPU time; and the
+/// `nfs-udp` section: the same over UDP on 1c2t, retransmissions counted.
+fn check_nfs(s: &BTreeMap<String, String>) -> Result<(), String> {
+    let Some(text) = s.get("nfs") else {
+        return Ok(());
+    };
+    check_nfs_cells(s, "nfs", text, &["1c1t", "1c2t"], "tcp")?;
+    let udp = s.get("nfs-udp").ok_or("no nfs-udp section")?;
+    check_nfs_cells(s, "nfs-udp", udp, &["1c2t"], "udp")
+}
+
+/// The cells of one `bench nfs-sfs --json` (section `name`): on `want` placements, over
+/// `transport`.
+fn check_nfs_cells(
+    s: &BTreeMap<String, String>,
+    name: &str,
+    text: &str,
+    want: &[&str],
+    transport: &str,
+) -> Result<(), String> {
+    let siblings: BTreeMap<u64, Vec<u64>> = s
+        .get("siblings")
+        .ok_or("no siblings section")?
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(cpu, list)| (cpu.parse().unwrap(), parse_list(list)))
+        .collect();
+    let run: Value =
+        serde_json::from_str(text).map_err(|e| format!("{name}: bench nfs-sfs --json: {e}"))?;
+    let cells = run["cells"].as_array().ok_or(format!("{name}: no cells"))?;
+    let mut specs = Vec::new();
+    for c in cells {
+        let spec = c["placement_spec"].as_str().unwrap_or("?").to_string();
+        if c["params"]["server"] != "kernel" || c["params"]["transport"] != transport {
+            return Err(format!(
+                "{name}: the {spec} cell's params are {}",
+                c["params"]
+            ));
+        }
+        let cpus = numbers(&c["placement"]["cpus"]);
+        let same_core = |a: u64, b: u64| siblings.get(&a).is_some_and(|l| l.contains(&b));
+        let placed = match (spec.as_str(), cpus.as_slice()) {
+            ("1c1t", [_]) => true,
+            ("1c2t", [a, b]) => a != b && same_core(*a, *b),
+            _ => false,
+        };
+        if !placed {
+            return Err(format!("{name}: {spec} cell on CPUs {cpus:?}"));
+        }
+        let samples = c["result"]["samples"]
+            .as_array()
+            .ok_or(format!("{name}: no samples"))?;
+        if samples.is_empty() {
+            return Err(format!("{name}: the {spec} cell has no samples"));
+        }
+        for x in samples {
+            let m = &x["metrics"];
+            let get = |k: &str| m[k].as_f64().unwrap_or(-1.0);
+            let good = x["value"].as_f64().unwrap_or(0.0) > 0.0
+                && get("read_ops") > 0.0
+                && get("write_ops") > 0.0
+                && get("content_mismatches") == 0.0
+                && x["cpu_ns"].as_u64().unwrap_or(0) > 0
+                // Counted over UDP only.
+                && (get("udp_retransmits") >= 0.0) == (transport == "udp");
+            if !good {
+                return Err(format!("{name}: a {spec} sample: {x}"));
+            }
+        }
+        specs.push(spec);
+    }
+    specs.sort();
+    if specs != want {
+        return Err(format!("{name}: cells {specs:?}, expected {want:?}"));
     }
     Ok(())
 }
@@ -340,6 +453,7 @@ fn smt_guests() {
             cores: 2,
             threads_per_core: 2,
             numa_nodes: 1,
+            nfsd: false,
         },
         &Guest {
             topo: "2s2c2t",
@@ -348,6 +462,7 @@ fn smt_guests() {
             cores: 4,
             threads_per_core: 2,
             numa_nodes: 2,
+            nfsd: false,
         },
         &Guest {
             topo: "1s1c4t",
@@ -356,6 +471,16 @@ fn smt_guests() {
             cores: 1,
             threads_per_core: 4,
             numa_nodes: 1,
+            nfsd: false,
+        },
+        &Guest {
+            topo: "1s2c2t",
+            script: "nfs4.sh",
+            packages: 1,
+            cores: 2,
+            threads_per_core: 2,
+            numa_nodes: 1,
+            nfsd: true,
         },
     ]);
 }

@@ -13,9 +13,12 @@
 //!   measures it), and it is not the kernel's nfsd that paper 004 measured: the cell's
 //!   `server` parameter says which one a result is.
 //! * **Clients** ([`sfs`]): `clients` threads on the client CPUs, each joined to the
-//!   namespace and speaking NFSv3 over TCP from user space (the `nfs3_client` crate;
-//!   SFS97 used UDP, which Linux's nfsd no longer enables by default), one operation
-//!   outstanding each, SFS 3.0's mix with 8 KiB transfers.
+//!   namespace and speaking NFSv3 from user space (the `nfs3_client` crate) with
+//!   AUTH_UNIX credentials, one operation outstanding each, SFS 3.0's mix with 8 KiB
+//!   transfers. Over TCP by default; `transport=udp` ([`udp`]) sends the calls as
+//!   datagrams as SFS97 did (nfsd started with UDP on, which nfs-utils leaves off;
+//!   `server=kernel` only), an unanswered call sent again and counted
+//!   (`udp_retransmits`).
 //! * **Value**: operations per second. A sample whose mean response time exceeds
 //!   `limit` fails with both figures (SFS reports throughput at a response-time
 //!   bound); latency percentiles by operation are metrics; the sample's CPU time is
@@ -37,9 +40,11 @@ use smtlab_model::{BenchInfo, Direction, ReportSection, Topology, ValueKind};
 
 pub mod kernel;
 pub mod sfs;
+pub mod udp;
 pub mod user;
 
 use sfs::{Handles, LoadResult, MIX, Shape, Target};
+use udp::Transport;
 
 pub const NAME: &str = "nfs-sfs";
 
@@ -71,6 +76,8 @@ pub struct Config {
     pub nfsd_threads: u32,
     pub duration: Duration,
     pub limit: Duration,
+    /// The clients' transport: UDP (SFS97's) where true, else TCP.
+    pub udp: bool,
 }
 
 impl Config {
@@ -96,6 +103,19 @@ impl Config {
             "user" => ServerKind::User,
             v => return Err(value_err("server", v, "kernel or user")),
         };
+        let udp = match p.get_str("transport")? {
+            "tcp" => false,
+            "udp" => true,
+            v => return Err(value_err("transport", v, "tcp or udp")),
+        };
+        if udp && server == ServerKind::User {
+            return Err(value_err(
+                "transport",
+                "udp",
+                "tcp with server=user (smtlab's user-space NFS server speaks TCP only; \
+                 udp needs server=kernel)",
+            ));
+        }
         Ok(Config {
             server,
             shape: Shape {
@@ -111,6 +131,7 @@ impl Config {
             )?,
             limit: p
                 .get_duration_in("limit", Duration::from_micros(1)..=Duration::from_secs(60))?,
+            udp,
         })
     }
 }
@@ -172,6 +193,13 @@ impl Benchmark for NfsSfs {
                     "40ms",
                     None,
                     "a sample whose mean response time is above this fails",
+                ),
+                param(
+                    "transport",
+                    "tcp",
+                    None,
+                    "tcp, or udp (SFS97's transport; server=kernel only): MOUNT and NFS \
+                     calls as datagrams, an unanswered call sent again (udp_retransmits)",
                 ),
             ],
             main_param: Some("clients".into()),
@@ -240,6 +268,7 @@ impl Benchmark for NfsSfs {
                     &export,
                     dir.path(),
                     cfg.nfsd_threads,
+                    cfg.udp,
                     &ctx.placement.cpu_set(),
                 )
                 .map_err(|reason| BenchError::Unsupported {
@@ -254,6 +283,14 @@ impl Benchmark for NfsSfs {
                     nfs_port: Some(kernel::NFSD_PORT),
                     export: export.display().to_string(),
                     privileged: true,
+                    transport: if cfg.udp {
+                        Transport::Udp {
+                            retransmit: udp::Retransmit::default(),
+                            retransmits: Arc::default(),
+                        }
+                    } else {
+                        Transport::Tcp
+                    },
                 };
                 let ns = k.netns();
                 (Server::Kernel(k), target, Some(ns))
@@ -283,6 +320,7 @@ impl Benchmark for NfsSfs {
                     nfs_port: Some(u.port()),
                     export: "/".into(),
                     privileged: false,
+                    transport: Transport::Tcp,
                 };
                 (Server::User(u), target, None)
             }
@@ -551,6 +589,7 @@ impl Instance for NfsInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
         let cpu0 = self.server.as_ref().map_or(0, Server::cpu_ns);
+        let resent0 = self.target.transport.retransmits();
         let r = run_load(
             &self.clients,
             &self.target,
@@ -567,6 +606,12 @@ impl Instance for NfsInstance {
             "server_threads".into(),
             self.server.as_ref().map_or(0, Server::threads) as f64,
         );
+        if let Some(n) = self.target.transport.retransmits() {
+            s.metrics.insert(
+                "udp_retransmits".into(),
+                n.saturating_sub(resent0.unwrap_or(0)) as f64,
+            );
+        }
         s.metrics.insert(
             "user_space_server".into(),
             f64::from(u8::from(self.cfg.server == ServerKind::User)),

@@ -275,3 +275,89 @@ irq_checks() {
   wait_for $rps "$before" 100
   check "irq kill -9: rps_cpus restored by the guardian" "$before" "$(cat $rps)"
 }
+
+# nfs-sfs on the kernel's nfsd (paper 004 s4), where the guest was given it
+# (scripts/smt-vm.sh --nfsd): the skip reason while the module is not loaded, then cells
+# on 1c1t and 1c2t with nfsd's threads pinned to the placement's core, a cell over UDP
+# (SFS97's transport), and nothing left afterwards nor after kill -9 in the middle of a
+# cell: no nfsd thread, daemon or mount.
+nfsd_threads() { grep -l '^nfsd$' /proc/[0-9]*/comm 2>/dev/null | wc -l; }
+nfs_left() { # what a finished or killed cell must not leave
+  n=$(nfsd_threads)
+  [ "$n" = 0 ] || echo "$n nfsd threads"
+  # The daemons, and the namespace's holder (a shell whose script mounts smtlab-nfs-run).
+  for d in /proc/[0-9]*; do
+    name=$(sed -n 's/^Name:[[:space:]]*//p' "$d/status" 2>/dev/null)
+    case "$name" in
+      rpcbind|rpc.mountd|rpc.nfsd|exportfs) ;;
+      *) grep -q smtlab-nfs-run "$d/cmdline" 2>/dev/null || continue ;;
+    esac
+    echo "$name ${d#/proc/} $(sed -n 's/^State:[[:space:]]*//p' "$d/status" 2>/dev/null) parent $(sed -n 's/^PPid:[[:space:]]*//p' "$d/status" 2>/dev/null)"
+  done
+  grep smtlab-nfs /proc/mounts
+  ls -d /tmp/smtlab-nfs-* 2>/dev/null
+}
+nfs_checks() {
+  if [ ! -x /usr/sbin/rpc.nfsd ]; then
+    ok "nfs: skipped, the guest has no nfs-kernel-server programs (smt-vm.sh --nfsd)"
+    return
+  fi
+  smtlab bench nfs-sfs --quick -p 1c1t --param server=kernel >/tmp/nfs0.out 2>&1
+  grep -q 'but not loaded (modprobe nfsd)' /tmp/nfs0.out \
+    && ok "nfs: the module not loaded is said" || { fail "nfs: no 'not loaded' reason"; cat /tmp/nfs0.out; }
+  modprobe nfsd || { fail "nfs: modprobe nfsd exited with $?"; return; }
+  smtlab bench nfs-sfs --quick -p 1c1t -p 1c2t --param server=kernel --max-samples 3 \
+    --json >/tmp/nfs.json 2>/tmp/nfs.err &
+  pid=$!
+  masks=""
+  i=0
+  while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 1200 ]; do
+    for c in $(grep -l '^nfsd$' /proc/[0-9]*/comm 2>/dev/null); do
+      t=${c%/comm}
+      m=$(taskset -p "${t#/proc/}" 2>/dev/null | sed 's/.*: //')
+      case " $masks " in *" $m "*) ;; *) masks="$masks $m" ;; esac
+    done
+    sleep 0.1
+    i=$((i + 1))
+  done
+  wait "$pid"
+  rc=$?
+  check "nfs: bench nfs-sfs server=kernel exit" 0 "$rc"
+  [ "$rc" = 0 ] || tail -n 5 /tmp/nfs.err
+  section nfs
+  cat /tmp/nfs.json
+  section checks
+  echo "nfs: nfsd affinity masks seen:$masks"
+  # Pinned to CPUs of one core: 1c1t one CPU, 1c2t its two siblings (never all four).
+  bad=""
+  for m in $masks; do
+    case "$m" in 1|2|4|8|3|c) ;; *) bad="$bad $m" ;; esac
+  done
+  [ -n "$masks" ] && [ -z "$bad" ] && ok "nfs: nfsd threads pinned to one core ($masks)" \
+    || fail "nfs: nfsd affinity masks '$masks' (not within one core:$bad)"
+  left=$(nfs_left)
+  check "nfs: nothing left after the cells" "" "$left"
+  # SFS97's transport: MOUNT and NFS calls as UDP datagrams.
+  smtlab bench nfs-sfs --quick -p 1c2t --param server=kernel --param transport=udp \
+    --max-samples 3 --json >/tmp/nfsu.json 2>/tmp/nfsu.err
+  rc=$?
+  check "nfs: bench nfs-sfs transport=udp exit" 0 "$rc"
+  [ "$rc" = 0 ] || tail -n 5 /tmp/nfsu.err
+  section nfs-udp
+  cat /tmp/nfsu.json
+  section checks
+  smtlab bench nfs-sfs -p 1c1t --param server=kernel --param duration=5s --max-samples 20 \
+    >/dev/null 2>&1 &
+  pid=$!
+  i=0
+  while [ "$i" -lt 600 ] && [ "$(nfsd_threads)" = 0 ]; do sleep 0.1; i=$((i + 1)); done
+  [ "$(nfsd_threads)" != 0 ] && ok "nfs kill -9: nfsd running before the kill" || fail "nfs kill -9: nfsd never started"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  i=0
+  while [ "$i" -lt 100 ] && [ -n "$(nfs_left | grep -v '^/tmp/smtlab-nfs-')" ]; do sleep 0.1; i=$((i + 1)); done
+  # The scratch directory of a killed run is the one thing left (in the temporary
+  # directory; the next nfs-sfs cell sweeps it).
+  left=$(nfs_left | grep -v '^/tmp/smtlab-nfs-')
+  check "nfs kill -9: no nfsd thread, daemon or mount left" "" "$left"
+}

@@ -3,13 +3,21 @@
 //! One process holds the namespaces: `unshare --net --mount --propagation private sh`,
 //! started as a [`ChildGroup`] (its own process group and cgroup, killed with smtlab:
 //! the parent-death signal, the guardian, the clean-up on signals). Its script brings
-//! up loopback, mounts a private tmpfs over `/var/lib/nfs` (so exports, rmtab and the
-//! state files never touch the host's), mounts the namespace's nfsd file system,
-//! and over `/run`, starts `rpcbind` and `rpc.mountd` (port [`MOUNTD_PORT`]) in the
-//! foreground, exports the cell's directory to
-//! 127.0.0.1 with `exportfs -o`, starts `rpc.nfsd -N 4 THREADS` (NFSv3 only), prints
-//! `READY` and waits for its standard input to close. Closing it stops the threads
-//! (`rpc.nfsd 0`), unexports and ends the daemons.
+//! up loopback, mounts a private tmpfs over `/run` and `/var/lib/nfs` (so exports,
+//! rmtab, the state files and rpcbind's socket never touch the host's), mounts the
+//! namespace's nfsd file system, starts `rpcbind` and `rpc.mountd` (port
+//! [`MOUNTD_PORT`]) in the foreground, exports the cell's directory to 127.0.0.1 with
+//! `exportfs -o`, starts `rpc.nfsd -N 4 THREADS` (NFSv3 only), waits until mountd is
+//! registered, stops `rpcbind`, prints `READY` and waits for its standard input to
+//! close. Closing it stops the threads (`rpc.nfsd 0`), unexports and ends mountd.
+//!
+//! Why rpcbind goes once nfsd and mountd have registered: nfsd unregisters from it when
+//! its threads stop, and after a `kill -9` of smtlab that stop comes from the exit of
+//! the namespace's last process, which may be rpcbind itself, its listening socket not
+//! yet closed: the kernel's call then waits minutes for an answer that never comes,
+//! holding nfsd's lock and stalling every later nfsd start. With rpcbind gone first
+//! the call is refused at once. The clients need no portmapper: they are given the
+//! ports.
 //!
 //! Nothing needs undoing after a `kill -9` of smtlab: the holder and its daemons die
 //! (parent-death signal, guardian), the mounts were only ever in the namespace, and
@@ -125,9 +133,10 @@ pub const MOUNTD_PORT: u16 = 20048;
 pub const NFSD_PORT: u16 = 2049;
 
 /// The holder's script; `$1` the exported directory, `$2` the nfsd threads, `$3` the
-/// directory for the daemons' logs. `/run` is a private tmpfs too, so this rpcbind's
-/// socket and lock never meet a host rpcbind's. After `READY` the script's own output
-/// goes to the log: smtlab stops reading it.
+/// directory for the daemons' logs, `$4` `--udp` or `--no-udp` (nfsd's UDP transport).
+/// `/run` is a private tmpfs too, so this rpcbind's socket and lock never meet a host
+/// rpcbind's. After `READY` the script's own output goes to the log: smtlab stops
+/// reading it.
 const SCRIPT: &str = r#"set -e
 exec 2>>"$3/server.log"
 ip link set lo up
@@ -139,14 +148,21 @@ mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery /var/lib/nfs/sm
 mkdir -p /proc/fs/nfsd
 mount -t nfsd nfsd /proc/fs/nfsd
 rpcbind -f -w >>"$3/server.log" 2>&1 &
-i=0
-until rpcinfo -p 127.0.0.1 >/dev/null 2>&1; do
-  i=$((i + 1)); [ "$i" -lt 100 ] || { echo "rpcbind did not answer" >&2; exit 1; }
-  sleep 0.05
-done
+rpcbind=$!
+registered() {
+  i=0
+  until rpcinfo -p 127.0.0.1 2>/dev/null | grep -q "$1"; do
+    i=$((i + 1)); [ "$i" -lt 200 ] || { echo "$2 did not register with rpcbind" >&2; exit 1; }
+    sleep 0.05
+  done
+}
+registered portmapper rpcbind
 exportfs -o rw,sync,no_root_squash,insecure,no_subtree_check,fsid=7 "127.0.0.1:$1"
 rpc.mountd -F -N 4 -p MOUNTD_PORT >>"$3/server.log" 2>&1 &
-rpc.nfsd -N 4 -H 127.0.0.1 -p NFSD_PORT "$2"
+rpc.nfsd -N 4 "$4" -H 127.0.0.1 -p NFSD_PORT "$2"
+registered mountd rpc.mountd
+kill "$rpcbind"
+wait "$rpcbind" || true
 echo READY
 exec >>"$3/server.log"
 read -r _ || true
@@ -155,6 +171,13 @@ exportfs -au || true
 kill $(jobs -p) 2>/dev/null || true
 wait || true
 "#;
+
+/// [`SCRIPT`] with its ports filled in.
+fn script() -> String {
+    SCRIPT
+        .replace("MOUNTD_PORT", &MOUNTD_PORT.to_string())
+        .replace("NFSD_PORT", &NFSD_PORT.to_string())
+}
 
 /// The running server. Dropping it stops the threads and ends the namespace.
 pub struct KernelNfs {
@@ -171,6 +194,7 @@ impl KernelNfs {
         dir: &Path,
         logs: &Path,
         threads: u32,
+        udp: bool,
         cpus: &CpuSet,
     ) -> Result<KernelNfs, String> {
         let unshare = find_program("unshare").ok_or("unshare not found (util-linux)")?;
@@ -183,11 +207,14 @@ impl KernelNfs {
             "private",
             "sh",
             "-c",
-            SCRIPT,
+            &script(),
             "sh",
         ])
         .arg(dir)
         .arg(threads.to_string())
+        .arg(logs)
+        // nfs-utils leaves UDP off unless asked.
+        .arg(if udp { "--udp" } else { "--no-udp" })
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -369,8 +396,13 @@ mod tests {
         let export = t.path().join("export");
         std::fs::create_dir(&export).unwrap();
         let cpus: CpuSet = smtlab_placement::pin::get_affinity(0).unwrap();
-        let e = KernelNfs::start(&export, t.path(), 1, &cpus).err().unwrap();
+        let e = KernelNfs::start(&export, t.path(), 1, false, &cpus)
+            .err()
+            .unwrap();
         assert!(e.starts_with("the NFS server did not start: "), "{e}");
+        // The reason is the failing step's own message, from the log in `logs`.
+        assert!(!e.contains("(no message)"), "{e}");
+        assert!(t.path().join("server.log").is_file(), "{e}");
         assert!(!e.contains("dmesg(1)"), "{e}");
         assert!(!e.contains('\n'), "{e}");
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -386,6 +418,18 @@ mod tests {
             })
             .collect();
         assert!(left.is_empty(), "left running: {left:?}");
+    }
+
+    #[test]
+    fn the_script_gets_its_ports_and_arguments() {
+        let s = script();
+        assert!(
+            !s.contains("MOUNTD_PORT") && !s.contains("NFSD_PORT"),
+            "{s}"
+        );
+        assert!(s.contains("-p 20048") && s.contains("-p 2049 "), "{s}");
+        assert!(s.contains("\"$3/server.log\""), "{s}");
+        assert!(s.contains("rpc.nfsd -N 4 \"$4\" "), "{s}");
     }
 
     #[test]

@@ -19,9 +19,11 @@ use nfs3_client::nfs3_types::nfs3::{
     REMOVE3args, SETATTR3args, SYMLINK3args, WRITE3args, createhow3, diropargs3, filename3,
     nfs_fh3, nfspath3, sattr3, stable_how, symlinkdata3,
 };
+use nfs3_client::nfs3_types::rpc::{auth_unix, opaque_auth};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
-use nfs3_client::tokio::{TokioConnector, TokioIo};
 use nfs3_client::{Nfs3Client, Nfs3ConnectionBuilder};
+
+use super::udp::{Conn, Transport};
 
 /// The operations of SFS 3.0's NFSv3 mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,6 +108,8 @@ pub struct Target {
     pub export: String,
     /// Connect from a port under 1024 (what a kernel server wants from root).
     pub privileged: bool,
+    /// TCP, or UDP as SFS97 ran (MOUNT and NFS alike).
+    pub transport: Transport,
 }
 
 /// The file set's shape.
@@ -120,10 +124,21 @@ pub struct Shape {
 /// Why a load could not run; one line.
 pub type LoadError = String;
 
-type Client = Nfs3Client<TokioIo<tokio::net::TcpStream>>;
+type Client = Nfs3Client<Conn>;
 
 async fn connect(t: &Target) -> Result<(Client, nfs_fh3), LoadError> {
-    let mut b = Nfs3ConnectionBuilder::new(TokioConnector, t.ip.to_string(), t.export.clone())
+    // AUTH_UNIX, as SFS's load processes send: the kernel server refuses AUTH_NULL on
+    // an export whose security flavour is sys (NFS3ERR_ACCES).
+    let cred = opaque_auth::auth_unix(&auth_unix {
+        machinename: Opaque::borrowed(b"smtlab"),
+        // SAFETY: geteuid() and getegid() take nothing and cannot fail.
+        uid: unsafe { libc::geteuid() },
+        // SAFETY: as above.
+        gid: unsafe { libc::getegid() },
+        ..auth_unix::default()
+    });
+    let mut b = Nfs3ConnectionBuilder::new(t.transport.clone(), t.ip.to_string(), t.export.clone())
+        .credential(cred)
         .connect_from_privileged_port(t.privileged)
         .portmapper_port(t.portmap_port);
     if let Some(p) = t.mount_port {

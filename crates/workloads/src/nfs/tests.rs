@@ -63,6 +63,7 @@ impl TestServer {
             nfs_port: Some(self.port),
             export: "/".into(),
             privileged: false,
+            transport: Transport::Tcp,
         }
     }
 }
@@ -388,6 +389,7 @@ fn the_user_space_server_serves_a_directory_on_disk() {
         nfs_port: Some(server.port()),
         export: "/".into(),
         privileged: false,
+        transport: Transport::Tcp,
     };
     let client = testutil::client();
     let sh = shape(2);
