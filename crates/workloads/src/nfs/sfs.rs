@@ -8,6 +8,10 @@
 //! pattern back where they write, so a read anywhere, any time, must return the
 //! pattern: a read that does not is counted in `content_mismatches` and fails the
 //! sample.
+//!
+//! A load runs back to back (each client starts its next operation when the previous
+//! answer arrives: a closed loop) or paced ([`Pacer`]: each client, as an SFS load
+//! process, starts its operations at scheduled times, its share of a requested rate).
 
 use std::net::IpAddr;
 use std::sync::{Arc, Barrier};
@@ -353,11 +357,34 @@ pub struct LoadResult {
     pub content_mismatches: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// A paced load's scheduled operations dropped because a client was a whole
+    /// interval behind ([`Pacer::missed`]).
+    pub missed: u64,
 }
 
 impl LoadResult {
     pub fn ops(&self) -> u64 {
         self.latencies_ns.iter().map(|v| v.len() as u64).sum()
+    }
+
+    /// Operations per second over the window (0 for an empty one).
+    pub fn ops_per_s(&self) -> f64 {
+        if self.window_ns == 0 {
+            return 0.0;
+        }
+        self.ops() as f64 / (self.window_ns as f64 / 1e9)
+    }
+
+    /// Every operation's response time, sorted, in nanoseconds.
+    pub fn all_sorted_ns(&self) -> Vec<f64> {
+        let mut v: Vec<f64> = self
+            .latencies_ns
+            .iter()
+            .flatten()
+            .map(|&x| x as f64)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
     }
 
     pub fn mean_response_ns(&self) -> f64 {
@@ -386,6 +413,54 @@ impl LoadResult {
         self.content_mismatches += o.content_mismatches;
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;
+        self.missed += o.missed;
+    }
+}
+
+/// When a paced client starts its operations: SPEC SFS's load process, one operation
+/// outstanding, each started at its scheduled time. Operation `i` is due at
+/// `phase + i * interval` after the load's start and never starts before it. One that
+/// is due while its client still waits for an answer starts as soon as the answer
+/// arrives, the schedule kept; but a client more than a whole interval behind drops the
+/// slots it missed (counted in [`Pacer::missed`]) and starts afresh from now, one
+/// interval apart. So after a slow answer a client never bursts to catch up: it
+/// resumes at its rate, and a requested rate the server cannot serve shows as an
+/// achieved rate below it.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    interval: Duration,
+    next: Duration,
+    missed: u64,
+}
+
+impl Pacer {
+    /// `interval` between operations (at least 1 ns), the first due at `phase`.
+    pub fn new(interval: Duration, phase: Duration) -> Pacer {
+        Pacer {
+            interval: interval.max(Duration::from_nanos(1)),
+            next: phase,
+            missed: 0,
+        }
+    }
+
+    /// The start of the next operation, as an offset from the load's start, for a
+    /// client free to start at `now`; moves the schedule on past it.
+    pub fn start_at(&mut self, now: Duration) -> Duration {
+        let due = self.next;
+        if now >= due + self.interval {
+            // A whole slot or more behind: those slots are dropped, not made up.
+            self.missed += ((now - due).as_nanos() / self.interval.as_nanos()) as u64;
+            self.next = now + self.interval;
+            now
+        } else {
+            self.next = due + self.interval;
+            due.max(now)
+        }
+    }
+
+    /// Scheduled operations dropped because the client was a whole interval behind.
+    pub fn missed(&self) -> u64 {
+        self.missed
     }
 }
 
@@ -611,7 +686,9 @@ async fn one_op(
 }
 
 /// One client's load: connects, waits on `start` with the others, then runs the mix
-/// for `duration` (one operation outstanding at a time, as an SFS load process).
+/// for `duration` (one operation outstanding at a time, as an SFS load process), back
+/// to back or, with `pace`, at the times its [`Pacer`] gives.
+#[allow(clippy::too_many_arguments)]
 pub fn client_load(
     t: &Target,
     h: &Handles,
@@ -619,6 +696,7 @@ pub fn client_load(
     k: u32,
     seed: u64,
     duration: Duration,
+    pace: Option<Pacer>,
     start: &Barrier,
 ) -> LoadResult {
     let mut r = LoadResult {
@@ -666,9 +744,20 @@ pub fn client_load(
     // The stock, for removes.
     st.created.extend((0..STOCK).map(|s| format!("s{s}")));
     let links = h.dirs.iter().all(|d| d.2.is_some());
+    let mut pace = pace;
     let t0 = Instant::now();
     rt.block_on(async {
         while t0.elapsed() < duration {
+            if let Some(p) = pace.as_mut() {
+                let at = p.start_at(t0.elapsed());
+                if at >= duration {
+                    break;
+                }
+                // Nothing else runs on this client's runtime while no operation is
+                // outstanding, so a plain sleep (finer than tokio's millisecond timer)
+                // waits for the slot.
+                std::thread::sleep(at.saturating_sub(t0.elapsed()));
+            }
             let mut op = st.rng.op();
             while op == Op::Readlink && !links {
                 op = st.rng.op();
@@ -691,6 +780,7 @@ pub fn client_load(
         }
     });
     r.window_ns = t0.elapsed().as_nanos() as u64;
+    r.missed = pace.map_or(0, |p| p.missed());
     r
 }
 
@@ -735,6 +825,52 @@ mod tests {
                 op.name()
             );
         }
+    }
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_pacer_keeps_its_schedule_when_answers_are_quick() {
+        let mut p = Pacer::new(ms(10), ms(3));
+        // Each answer takes 1 ms: every start is on its slot.
+        let mut now = Duration::ZERO;
+        for i in 0..50u64 {
+            let at = p.start_at(now);
+            assert_eq!(at, ms(3 + 10 * i));
+            now = at + ms(1);
+        }
+        assert_eq!(p.missed(), 0);
+    }
+
+    #[test]
+    fn a_late_client_starts_at_once_but_never_bursts_to_catch_up() {
+        let mut p = Pacer::new(ms(10), Duration::ZERO);
+        assert_eq!(p.start_at(Duration::ZERO), Duration::ZERO);
+        // An answer 4 ms late for the next slot (due at 10): it starts at once and the
+        // schedule is kept (the one after is due at 20).
+        assert_eq!(p.start_at(ms(14)), ms(14));
+        assert_eq!(p.start_at(ms(15)), ms(20));
+        // An answer that took 35 ms (the next due at 30, free at 55): the slots at 30
+        // and 40 are dropped, the one at 50 taken at 55, and from there the client goes
+        // on one interval apart, not back to back.
+        assert_eq!(p.start_at(ms(55)), ms(55));
+        assert_eq!(p.missed(), 2);
+        assert_eq!(p.start_at(ms(56)), ms(65));
+        assert_eq!(p.start_at(ms(66)), ms(75));
+        // Over a long stretch with every answer slower than the interval, the starts
+        // are never closer than the answers allow and never more than one per slot.
+        let mut p = Pacer::new(ms(10), Duration::ZERO);
+        let mut now = Duration::ZERO;
+        let mut starts = 0u32;
+        while now < ms(1000) {
+            let at = p.start_at(now);
+            starts += 1;
+            now = at + ms(25);
+        }
+        assert_eq!(starts, 40, "one start per answer, none extra");
+        assert!(p.missed() > 0);
     }
 
     #[test]
