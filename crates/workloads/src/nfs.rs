@@ -18,10 +18,11 @@
 //!   outstanding each, SFS 3.0's mix with 8 KiB transfers. By default each runs back
 //!   to back (a closed loop); `rate=R` paces them as SFS's load processes are paced:
 //!   R operations per second requested in total, R/`clients` each, every operation
-//!   started at its scheduled time ([`sfs::Pacer`]: never early, and a client more than
-//!   an interval behind drops the missed slots rather than bursting to catch up), so a
-//!   rate the server cannot serve shows as an achieved rate below the requested one
-//!   (`kept_up` 0: under 95% of it).
+//!   started at its scheduled time ([`sfs::Pacer`]: never early; after a slow answer a
+//!   client makes up at most 4 overdue slots back to back and drops older ones, so it
+//!   never bursts to catch up), so a rate the server cannot serve shows as an achieved
+//!   rate below the requested one (`kept_up` 0: under 95% of it). Response times run
+//!   from an operation's send to its answer, as SFS's.
 //! * **Value**: operations per second. A sample whose mean response time exceeds
 //!   `limit` fails with both figures (SFS reports throughput at a response-time
 //!   bound); latency percentiles by operation are metrics; the sample's CPU time is
