@@ -210,7 +210,8 @@ impl Benchmark for NfsSfs {
             description: "SFS-like NFS file server: the kernel's nfsd in a private network \
                           namespace, threads on the placement, NFSv3 clients apart running \
                           SPEC SFS 3.0's operation mix; operations/s within a response-time \
-                          limit, latency by operation, every read checked; server=user (the \
+                          limit (search=peak: SFS's peak over load points at rising requested \
+                          rates), latency by operation, every read checked; server=user (the \
                           quick form): smtlab's user-space NFSv3 server on the placement \
                           instead, for kernels without nfsd (not nfsd)"
                 .into(),
