@@ -184,3 +184,80 @@ fn the_quick_suite_measures_the_user_space_server() {
     assert!(page.contains("server=user"), "no server=user in the report");
     assert!(page.contains("not the kernel&#39;s nfsd") || page.contains("not the kernel's nfsd"));
 }
+
+/// `search=peak`: SPEC SFS's curve of load points is in the JSON (requested rates
+/// rising, achieved rates, mean and p99 response per point), and each sample's value is
+/// the highest achieved rate among its points within the response-time limit.
+#[test]
+fn a_quick_peak_search_keeps_its_curve_and_takes_the_best_point_within_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let out = smtlab()
+        .args(["-q", "bench", "nfs-sfs", "--quick", "-p", "1c1t", "--json"])
+        .args(["--param", "server=user", "--param", "search=peak"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let cell = &v["cells"][0];
+    assert_eq!(cell["params"]["search"], "peak", "{cell}");
+    let samples = cell["result"]["samples"].as_array().expect("samples");
+    assert!(!samples.is_empty(), "{cell}");
+    for s in samples {
+        let m = &s["metrics"];
+        let f = |k: String| m[&k].as_f64().unwrap_or_else(|| panic!("no {k} in {m}"));
+        let points = f("points".into()) as usize;
+        assert_eq!(points, 3, "the quick form's points: {m}");
+        let limit_ms = f("limit_ms".into());
+        let mut best: Option<(usize, f64)> = None;
+        let mut last_requested = 0.0;
+        for i in 0..points {
+            let requested = f(format!("point{i}_requested_ops_per_s"));
+            let achieved = f(format!("point{i}_achieved_ops_per_s"));
+            let mean = f(format!("point{i}_mean_response_ms"));
+            let p99 = f(format!("point{i}_p99_response_ms"));
+            assert!(requested > last_requested, "rates rise: {m}");
+            last_requested = requested;
+            assert!(achieved > 0.0 && mean > 0.0 && p99 > 0.0, "{m}");
+            let within = mean <= limit_ms;
+            assert_eq!(f(format!("point{i}_within_limit")) == 1.0, within, "{m}");
+            if within && best.is_none_or(|(_, a)| achieved > a) {
+                best = Some((i, achieved));
+            }
+        }
+        let (i, achieved) = best.expect("a point within the limit");
+        assert_eq!(f("peak_point".into()), i as f64, "{m}");
+        let value = s["value"].as_f64().unwrap();
+        assert!(
+            (value - achieved).abs() <= 1e-6 * achieved,
+            "value {value} vs the best point's {achieved}"
+        );
+        // The highest point requests the probe's capacity.
+        assert!((last_requested - f("probe_ops_per_s".into())).abs() <= 1e-6 * last_requested);
+    }
+    assert!(entries(tmp.path()).is_empty(), "{:?}", entries(tmp.path()));
+}
+
+/// Bad values of the load's pacing and search are one-line errors naming the parameter.
+#[test]
+fn bad_rate_points_and_search_values_are_one_line_errors() {
+    for (k, v) in [("rate", "-1"), ("points", "0"), ("search", "x")] {
+        let out = smtlab()
+            .args(["-q", "bench", "nfs-sfs", "--quick", "-p", "1c1t"])
+            .args(["--param", "server=user", "--param", &format!("{k}={v}")])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{k}={v} accepted");
+        assert_eq!(stderr.trim().lines().count(), 1, "{k}={v}: {stderr}");
+        assert!(
+            stderr.contains(&format!("parameter {k}=\"{v}\"")),
+            "{k}={v}: {stderr}"
+        );
+    }
+}

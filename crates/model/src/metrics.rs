@@ -168,3 +168,89 @@ pub mod net {
     /// netperf-style: the 99th percentile of the round-trip times.
     pub const RTT_P99_NS: &str = "rtt_p99_ns";
 }
+
+/// Metrics of the NFS server load (`nfs-sfs`): a paced load's requested rate, and the
+/// load points of a peak search (SPEC SFS 3.0's curve: requested and achieved
+/// operations per second, and the response times, at each point).
+pub mod nfs {
+    /// Metric: the requested operations per second of a paced load (`rate=R`, or the
+    /// chosen point of a peak search).
+    pub const REQUESTED_OPS_PER_S: &str = "requested_ops_per_s";
+    /// Metric: 1 where the load achieved at least [`KEPT_UP_SHARE`] of its requested
+    /// rate, 0 where the server (or the clients) fell behind.
+    pub const KEPT_UP: &str = "kept_up";
+    /// A paced load kept up when it achieved at least this share of its requested rate.
+    pub const KEPT_UP_SHARE: f64 = 0.95;
+    /// Metric: the peak search's closed-loop probe, operations per second (its
+    /// capacity C; the points request shares of it).
+    pub const PROBE_OPS_PER_S: &str = "probe_ops_per_s";
+    /// Metric: load points the peak search measured.
+    pub const POINTS: &str = "points";
+    /// Metric: the point whose achieved rate is the sample's value (0 first).
+    pub const PEAK_POINT: &str = "peak_point";
+    /// Metric: the response-time limit, milliseconds.
+    pub const LIMIT_MS: &str = "limit_ms";
+
+    /// One figure of a load point.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum PointField {
+        RequestedOpsPerS,
+        AchievedOpsPerS,
+        MeanResponseMs,
+        P99ResponseMs,
+        /// 1 where the point achieved at least [`KEPT_UP_SHARE`] of its requested rate.
+        KeptUp,
+        /// 1 where the point's mean response time is within the limit.
+        WithinLimit,
+    }
+
+    impl PointField {
+        pub const ALL: [PointField; 6] = [
+            PointField::RequestedOpsPerS,
+            PointField::AchievedOpsPerS,
+            PointField::MeanResponseMs,
+            PointField::P99ResponseMs,
+            PointField::KeptUp,
+            PointField::WithinLimit,
+        ];
+
+        pub fn name(self) -> &'static str {
+            match self {
+                PointField::RequestedOpsPerS => "requested_ops_per_s",
+                PointField::AchievedOpsPerS => "achieved_ops_per_s",
+                PointField::MeanResponseMs => "mean_response_ms",
+                PointField::P99ResponseMs => "p99_response_ms",
+                PointField::KeptUp => "kept_up",
+                PointField::WithinLimit => "within_limit",
+            }
+        }
+    }
+
+    /// The metric of load point `index` (0 first) and `field`:
+    /// `point2_achieved_ops_per_s`.
+    pub fn point_key(index: usize, field: PointField) -> String {
+        format!("point{index}_{}", field.name())
+    }
+
+    /// The point index and field of a [`point_key`], or `None` for another metric.
+    pub fn parse_point_key(key: &str) -> Option<(usize, PointField)> {
+        let rest = key.strip_prefix("point")?;
+        let (index, field) = rest.split_once('_')?;
+        let field = PointField::ALL.into_iter().find(|f| f.name() == field)?;
+        Some((index.parse().ok()?, field))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn point_keys_read_back() {
+            for f in PointField::ALL {
+                assert_eq!(parse_point_key(&point_key(7, f)), Some((7, f)));
+            }
+            assert_eq!(parse_point_key("points"), None);
+            assert_eq!(parse_point_key("point1_lookup_ops"), None);
+        }
+    }
+}

@@ -69,6 +69,7 @@ mod html_figures;
 pub mod remote;
 
 pub mod html_workloads;
+pub mod load_points;
 pub mod markdown;
 pub mod mix;
 pub mod smt_states;

@@ -320,3 +320,42 @@ fn paper_000_figures_show_the_copying_server_beside_the_others() {
         }
     }
 }
+
+/// A cell with a peak search's load points (`nfs-sfs search=peak`) gets its curve as a
+/// table in its section; the other cells get none.
+#[test]
+fn a_peak_search_shows_its_load_points_in_its_section() {
+    use smtlab_model::metrics::nfs::{self as keys, PointField};
+    let mut r = workloads_demo();
+    assert!(!section(&smtlab_report::html(&r), "oltp").contains("Load points"));
+    let cell = r
+        .cells
+        .iter_mut()
+        .find(|c| c.benchmark == "sdet")
+        .expect("an OLTP-section cell");
+    for s in &mut cell.result.samples {
+        for (i, (req, ach)) in [(1000.0, 990.0), (2000.0, 1713.0)].into_iter().enumerate() {
+            for (f, v) in [
+                (PointField::RequestedOpsPerS, req),
+                (PointField::AchievedOpsPerS, ach),
+                (PointField::MeanResponseMs, 0.5),
+                (PointField::P99ResponseMs, 2.5),
+                (PointField::KeptUp, f64::from(u8::from(i == 0))),
+                (PointField::WithinLimit, 1.0),
+            ] {
+                s.metrics.insert(keys::point_key(i, f), v);
+            }
+        }
+        s.metrics.insert(keys::PEAK_POINT.into(), 1.0);
+        s.metrics.insert(keys::LIMIT_MS.into(), 40.0);
+    }
+    let page = smtlab_report::html(&r);
+    assert_well_formed(&page);
+    let oltp = section(&page, "oltp");
+    assert!(oltp.contains("Load points of the peak searches"), "{oltp}");
+    assert!(
+        oltp.contains("<td>1713</td>") || oltp.contains("<td>1713 "),
+        "{oltp}"
+    );
+    assert!(oltp.contains("within the limit (40.00 ms)"), "{oltp}");
+}

@@ -18,11 +18,29 @@
 //!   transfers. Over TCP by default; `transport=udp` ([`udp`]) sends the calls as
 //!   datagrams as SFS97 did (nfsd started with UDP on, which nfs-utils leaves off;
 //!   `server=kernel` only), an unanswered call sent again and counted
-//!   (`udp_retransmits`).
+//!   (`udp_retransmits`). By default each client runs back
+//!   to back (a closed loop); `rate=R` paces them as SFS's load processes are paced:
+//!   R operations per second requested in total, R/`clients` each, every operation
+//!   started at its scheduled time ([`sfs::Pacer`]: never early; after a slow answer a
+//!   client makes up at most 4 overdue slots back to back and drops older ones, so it
+//!   never bursts to catch up), so a rate the server cannot serve shows as an achieved
+//!   rate below the requested one (`kept_up` 0: under 95% of it). Response times run
+//!   from an operation's send to its answer, as SFS's.
 //! * **Value**: operations per second. A sample whose mean response time exceeds
 //!   `limit` fails with both figures (SFS reports throughput at a response-time
 //!   bound); latency percentiles by operation are metrics; the sample's CPU time is
 //!   the server's threads' (nfsd's, or the user-space server's).
+//! * **Peak search** (`search=peak`, SPEC SFS 3.0's curve): each sample first runs a
+//!   short closed-loop probe that finds the capacity C at `clients`, then `points` load
+//!   points requesting C/`points`, 2C/`points`, ... C operations per second (SFS
+//!   runs up to 10 points at rising requested rates); the probe and each point take an
+//!   equal share of `duration` (`duration / (points + 1)`, at least 50 ms each). The
+//!   sample's value is the highest achieved rate among the points whose mean response
+//!   time is within `limit` ([`choose_peak`]); with none within, the sample fails with
+//!   the closest point's figures and the limit. Every point's requested and achieved
+//!   rates, mean and p99 response go into the sample's metrics
+//!   ([`smtlab_model::metrics::nfs::point_key`]); the latencies by operation and the
+//!   server's CPU time are the chosen point's.
 //! * **Check**: every read is compared with the file's pattern, every getattr's size
 //!   and readlink's target checked; a mismatch or a failed operation fails the sample.
 
@@ -36,6 +54,7 @@ use smtlab_bench::client::ClientSide;
 use smtlab_bench::{
     BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
 };
+use smtlab_model::metrics::nfs::{self as keys, PointField};
 use smtlab_model::{BenchInfo, Direction, ReportSection, Topology, ValueKind};
 
 pub mod kernel;
@@ -68,6 +87,21 @@ pub enum ServerKind {
     User,
 }
 
+/// Whether a sample is one load or SFS's curve of load points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Search {
+    /// One load per sample (back to back, or paced at `rate`).
+    Off,
+    /// A closed-loop probe, then `points` paced load points; the value is the peak
+    /// within the limit.
+    Peak,
+}
+
+/// The shortest probe or load point of a peak search.
+pub const MIN_POINT: Duration = Duration::from_millis(50);
+/// The most load points a peak search takes.
+pub const MAX_POINTS: u32 = 20;
+
 /// The cell's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -78,6 +112,11 @@ pub struct Config {
     pub limit: Duration,
     /// The clients' transport: UDP (SFS97's) where true, else TCP.
     pub udp: bool,
+    /// Requested operations per second in total (`None`: back to back).
+    pub rate: Option<f64>,
+    pub search: Search,
+    /// Load points of a peak search.
+    pub points: u32,
 }
 
 impl Config {
@@ -116,6 +155,51 @@ impl Config {
                  udp needs server=kernel)",
             ));
         }
+        let rate = match p.get_str("rate")?.trim() {
+            "" => None,
+            v => match v.parse::<f64>() {
+                Ok(r) if r.is_finite() && r > 0.0 && r <= 10_000_000.0 => Some(r),
+                _ => {
+                    return Err(value_err(
+                        "rate",
+                        v,
+                        "empty (back to back) or operations per second above 0 and up to \
+                         10000000, e.g. 2000",
+                    ));
+                }
+            },
+        };
+        let search = match p.get_str("search")? {
+            "off" => Search::Off,
+            "peak" => Search::Peak,
+            v => return Err(value_err("search", v, "off or peak")),
+        };
+        let points = bounded("points", 1, u64::from(MAX_POINTS))?;
+        let duration = p.get_duration_in(
+            "duration",
+            Duration::from_millis(100)..=Duration::from_secs(3600),
+        )?;
+        if search == Search::Peak {
+            if let Some(r) = rate {
+                return Err(value_err(
+                    "rate",
+                    r.to_string(),
+                    "empty with search=peak (the search requests its own rates)",
+                ));
+            }
+            if duration / (points + 1) < MIN_POINT {
+                return Err(value_err(
+                    "duration",
+                    p.get_str("duration")?,
+                    &format!(
+                        "at least {} ms with search=peak and points={points} (the probe \
+                         and each point take an equal share, at least {} ms each)",
+                        MIN_POINT.as_millis() * u128::from(points + 1),
+                        MIN_POINT.as_millis()
+                    ),
+                ));
+            }
+        }
         Ok(Config {
             server,
             shape: Shape {
@@ -125,13 +209,13 @@ impl Config {
                 file_bytes: file_bytes as u32,
             },
             nfsd_threads: bounded("nfsd_threads", 1, 1024)?,
-            duration: p.get_duration_in(
-                "duration",
-                Duration::from_millis(100)..=Duration::from_secs(3600),
-            )?,
+            duration,
             limit: p
                 .get_duration_in("limit", Duration::from_micros(1)..=Duration::from_secs(60))?,
             udp,
+            rate,
+            search,
+            points,
         })
     }
 }
@@ -147,7 +231,8 @@ impl Benchmark for NfsSfs {
             description: "SFS-like NFS file server: the kernel's nfsd in a private network \
                           namespace, threads on the placement, NFSv3 clients apart running \
                           SPEC SFS 3.0's operation mix; operations/s within a response-time \
-                          limit, latency by operation, every read checked; server=user (the \
+                          limit (search=peak: SFS's peak over load points at rising requested \
+                          rates), latency by operation, every read checked; server=user (the \
                           quick form): smtlab's user-space NFSv3 server on the placement \
                           instead, for kernels without nfsd (not nfsd)"
                 .into(),
@@ -166,6 +251,29 @@ impl Benchmark for NfsSfs {
                     "8",
                     Some("2"),
                     "client threads, one operation outstanding each",
+                ),
+                param(
+                    "rate",
+                    "",
+                    None,
+                    "requested operations per second in total, shared evenly by the \
+                     clients, each paced to its share as an SFS load process (empty: \
+                     back to back)",
+                ),
+                param(
+                    "search",
+                    "off",
+                    None,
+                    "off: one load per sample; peak: SFS's curve, a closed-loop probe \
+                     finds the capacity C, then load points at rising shares of C, the \
+                     value the highest achieved ops/s within the limit",
+                ),
+                param(
+                    "points",
+                    "10",
+                    Some("3"),
+                    "search=peak: load points, at 1/points, 2/points, ... of the probe's \
+                     capacity",
                 ),
                 param("dirs", "8", Some("2"), "directories of the file set"),
                 param("files", "16", Some("4"), "files per directory"),
@@ -186,13 +294,15 @@ impl Benchmark for NfsSfs {
                     "duration",
                     "2s",
                     Some("500ms"),
-                    "load per sample, a time with its unit",
+                    "load per sample, a time with its unit (search=peak: shared equally \
+                     by the probe and the points)",
                 ),
                 param(
                     "limit",
                     "40ms",
                     None,
-                    "a sample whose mean response time is above this fails",
+                    "a sample whose mean response time is above this fails (search=peak: \
+                     the points above it are not chosen)",
                 ),
                 param(
                     "transport",
@@ -226,7 +336,13 @@ impl Benchmark for NfsSfs {
 
     fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
         let d = crate::any_duration_s(ctx.params)?;
-        Ok(crate::load_cost(d + 0.2, 2.0))
+        // Each load connects its clients first: a peak search runs points + 1 loads.
+        let loads = if ctx.params.get_str("search")? == "peak" {
+            ctx.params.get_u64("points")?.min(u64::from(MAX_POINTS)) as f64 + 1.0
+        } else {
+            1.0
+        };
+        Ok(crate::load_cost(d + 0.2 * loads, 2.0))
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
@@ -446,7 +562,9 @@ pub fn setup_on(clients: &Clients, target: &Target, shape: Shape) -> Result<Hand
         .map_err(|e| check(format!("making the file set: {e}")))
 }
 
-/// One load on every client thread at once.
+/// One load on every client thread at once: back to back, or with `rate` (operations
+/// per second in total) each client paced to `rate / clients`, their first slots spread
+/// over one interval.
 pub fn run_load(
     clients: &Clients,
     target: &Target,
@@ -454,14 +572,17 @@ pub fn run_load(
     shape: Shape,
     duration: Duration,
     seed: u64,
+    rate: Option<f64>,
 ) -> Result<LoadResult, BenchError> {
     let n = shape.clients as usize;
     let start = Arc::new(Barrier::new(n));
+    let interval = rate.map(|r| Duration::from_secs_f64(n as f64 / r.max(1e-9)).min(duration));
     let rxs: Vec<_> = (0..n)
         .map(|k| {
             let (t, h, start) = (target.clone(), handles.clone(), start.clone());
+            let pace = interval.map(|i| sfs::Pacer::new(i, i.mul_f64(k as f64 / n as f64)));
             clients.run_on(k, move || {
-                sfs::client_load(&t, &h, shape, k as u32, seed, duration, &start)
+                sfs::client_load(&t, &h, shape, k as u32, seed, duration, pace, &start)
             })
         })
         .collect();
@@ -482,9 +603,8 @@ fn check(reason: String) -> BenchError {
     }
 }
 
-/// The sample of one load: operations per second over the window; failures, wrong
-/// contents and a mean response over `limit` fail it.
-pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchError> {
+/// A load's failures and wrong contents, which fail the sample whatever its speed.
+fn checked(r: &LoadResult) -> Result<(), BenchError> {
     if r.errors > 0 {
         return Err(check(format!(
             "{} operations failed ({}); no throughput reported",
@@ -498,10 +618,17 @@ pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchEr
             r.content_mismatches
         )));
     }
-    let ops = r.ops();
-    if ops == 0 || r.window_ns == 0 {
+    if r.ops() == 0 || r.window_ns == 0 {
         return Err(check("no operation completed in the sample".into()));
     }
+    Ok(())
+}
+
+/// The sample of one load: operations per second over the window; failures, wrong
+/// contents and a mean response over `limit` fail it.
+pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchError> {
+    checked(r)?;
+    let ops = r.ops();
     let mean = r.mean_response_ns();
     if mean > limit.as_nanos() as f64 {
         return Err(check(format!(
@@ -514,15 +641,11 @@ pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchEr
     let mut m = BTreeMap::new();
     m.insert("ops_per_s".into(), ops as f64 / (r.window_ns as f64 / 1e9));
     m.insert("mean_response_ms".into(), mean / 1e6);
-    m.insert("limit_ms".into(), limit.as_secs_f64() * 1e3);
+    m.insert(keys::LIMIT_MS.into(), limit.as_secs_f64() * 1e3);
     m.insert("bytes_read".into(), r.bytes_read as f64);
     m.insert("bytes_written".into(), r.bytes_written as f64);
     m.insert("content_mismatches".into(), 0.0);
-    let all: Vec<f64> = {
-        let mut v: Vec<f64> = r.latencies_ns.iter().flatten().map(|&x| x as f64).collect();
-        v.sort_by(f64::total_cmp);
-        v
-    };
+    let all = r.all_sorted_ns();
     for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99")] {
         if let Some(v) = smtlab_model::stats::percentile_of_sorted(&all, p) {
             m.insert(format!("latency_{name}_ms"), v / 1e6);
@@ -550,6 +673,69 @@ pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchEr
     })
 }
 
+/// One load point of a peak search: what was requested and what the load achieved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub requested_ops_per_s: f64,
+    pub achieved_ops_per_s: f64,
+    pub mean_response_ms: f64,
+    pub p99_response_ms: f64,
+}
+
+impl Point {
+    pub fn of(requested_ops_per_s: f64, r: &LoadResult) -> Point {
+        let all = r.all_sorted_ns();
+        Point {
+            requested_ops_per_s,
+            achieved_ops_per_s: r.ops_per_s(),
+            mean_response_ms: r.mean_response_ns() / 1e6,
+            p99_response_ms: smtlab_model::stats::percentile_of_sorted(&all, 99.0).unwrap_or(0.0)
+                / 1e6,
+        }
+    }
+
+    /// Whether the load achieved what was requested (within [`keys::KEPT_UP_SHARE`]).
+    pub fn kept_up(&self) -> bool {
+        self.achieved_ops_per_s >= keys::KEPT_UP_SHARE * self.requested_ops_per_s
+    }
+
+    fn within(&self, limit: Duration) -> bool {
+        self.mean_response_ms <= limit.as_secs_f64() * 1e3
+    }
+}
+
+/// The peak of a curve (SPEC SFS's reported figure): the point with the highest
+/// achieved rate among those whose mean response time is within `limit` (the first of
+/// equals). With none within, the one-line reason: the closest point's figures and the
+/// limit.
+pub fn choose_peak(points: &[Point], limit: Duration) -> Result<usize, String> {
+    let best = points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.within(limit))
+        .fold(None::<(usize, f64)>, |acc, (i, p)| match acc {
+            Some((_, a)) if a >= p.achieved_ops_per_s => acc,
+            _ => Some((i, p.achieved_ops_per_s)),
+        });
+    if let Some((i, _)) = best {
+        return Ok(i);
+    }
+    let closest = points
+        .iter()
+        .min_by(|a, b| a.mean_response_ms.total_cmp(&b.mean_response_ms));
+    Err(match closest {
+        Some(p) => format!(
+            "no load point within the {} limit: the quickest, {:.0} of {:.0} requested \
+             ops/s, had a mean response of {:.2} ms: fewer clients or a longer limit",
+            smtlab_bench::params::format_duration(limit),
+            p.achieved_ops_per_s,
+            p.requested_ops_per_s,
+            p.mean_response_ms
+        ),
+        None => "no load point was measured".into(),
+    })
+}
+
 struct NfsInstance {
     cfg: Config,
     target: Target,
@@ -570,6 +756,80 @@ impl Drop for NfsInstance {
 }
 
 impl NfsInstance {
+    /// One load (a fresh seed, so its creates make new names) and the server's CPU time
+    /// over it.
+    fn load(
+        &mut self,
+        duration: Duration,
+        rate: Option<f64>,
+    ) -> Result<(LoadResult, u64), BenchError> {
+        self.seed += 1;
+        let cpu0 = self.server.as_ref().map_or(0, Server::cpu_ns);
+        let r = run_load(
+            &self.clients,
+            &self.target,
+            &self.handles,
+            self.cfg.shape,
+            duration,
+            self.seed,
+            rate,
+        )?;
+        let cpu = self.server.as_ref().map_or(0, Server::cpu_ns);
+        Ok((r, cpu.saturating_sub(cpu0)))
+    }
+
+    /// A peak search: the closed-loop probe, the points at rising shares of its rate,
+    /// and the chosen point's figures with the whole curve.
+    fn peak(&mut self) -> Result<RawSample, BenchError> {
+        let n = self.cfg.points;
+        let share = self.cfg.duration / (n + 1);
+        let (probe, _) = self.load(share, None)?;
+        checked(&probe)?;
+        let capacity = probe.ops_per_s();
+        let mut points = Vec::with_capacity(n as usize);
+        let mut loads = Vec::with_capacity(n as usize);
+        for i in 1..=n {
+            let requested = capacity * f64::from(i) / f64::from(n);
+            let (r, cpu) = self.load(share, Some(requested))?;
+            checked(&r)?;
+            points.push(Point::of(requested, &r));
+            loads.push((r, cpu));
+        }
+        let best = choose_peak(&points, self.cfg.limit).map_err(check)?;
+        let (r, cpu) = &loads[best];
+        // The chosen point is within the limit: its figures, as a one-load sample's.
+        let mut s = sample_from(r, self.cfg.limit)?;
+        s.cpu_ns = Some(*cpu);
+        let m = &mut s.metrics;
+        m.insert(keys::PROBE_OPS_PER_S.into(), capacity);
+        m.insert(keys::POINTS.into(), f64::from(n));
+        m.insert(keys::PEAK_POINT.into(), best as f64);
+        m.insert(
+            keys::REQUESTED_OPS_PER_S.into(),
+            points[best].requested_ops_per_s,
+        );
+        m.insert(
+            keys::KEPT_UP.into(),
+            f64::from(u8::from(points[best].kept_up())),
+        );
+        for (i, p) in points.iter().enumerate() {
+            for (f, v) in [
+                (PointField::RequestedOpsPerS, p.requested_ops_per_s),
+                (PointField::AchievedOpsPerS, p.achieved_ops_per_s),
+                (PointField::MeanResponseMs, p.mean_response_ms),
+                (PointField::P99ResponseMs, p.p99_response_ms),
+                (PointField::KeptUp, f64::from(u8::from(p.kept_up()))),
+                (
+                    PointField::WithinLimit,
+                    f64::from(u8::from(p.within(self.cfg.limit))),
+                ),
+            ] {
+                m.insert(keys::point_key(i, f), v);
+            }
+        }
+        Ok(s)
+    }
+
     fn senders_done(&mut self) {
         drop(std::mem::replace(
             &mut self.clients,
@@ -587,20 +847,22 @@ impl Instance for NfsInstance {
     }
 
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
-        self.seed += 1;
-        let cpu0 = self.server.as_ref().map_or(0, Server::cpu_ns);
         let resent0 = self.target.transport.retransmits();
-        let r = run_load(
-            &self.clients,
-            &self.target,
-            &self.handles,
-            self.cfg.shape,
-            self.cfg.duration,
-            self.seed,
-        )?;
-        let mut s = sample_from(&r, self.cfg.limit)?;
-        let cpu = self.server.as_ref().map_or(0, Server::cpu_ns);
-        s.cpu_ns = Some(cpu.saturating_sub(cpu0));
+        let mut s = match self.cfg.search {
+            Search::Off => {
+                let (r, cpu) = self.load(self.cfg.duration, self.cfg.rate)?;
+                let mut s = sample_from(&r, self.cfg.limit)?;
+                s.cpu_ns = Some(cpu);
+                if let Some(rate) = self.cfg.rate {
+                    let p = Point::of(rate, &r);
+                    s.metrics.insert(keys::REQUESTED_OPS_PER_S.into(), rate);
+                    s.metrics
+                        .insert(keys::KEPT_UP.into(), f64::from(u8::from(p.kept_up())));
+                }
+                s
+            }
+            Search::Peak => self.peak()?,
+        };
         // The server's threads: nfsd's kernel threads, or the user-space server's.
         s.metrics.insert(
             "server_threads".into(),

@@ -165,7 +165,13 @@ impl SessionObserver for BenchPrinter<'_> {
                     render::table::Layout::term(),
                 ));
             }
-            if let Some(l) = smtlab_report::mix::line(&cell) {
+            for l in [
+                smtlab_report::mix::line(&cell),
+                smtlab_report::load_points::line(&cell),
+            ]
+            .into_iter()
+            .flatten()
+            {
                 text.push_str(&render::table::wrap(
                     &format!("  {l}"),
                     render::table::Layout::term(),

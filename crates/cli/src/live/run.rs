@@ -96,7 +96,13 @@ impl SessionObserver for RunSaver<'_> {
                     .to_string(),
                 );
             }
-            if let Some(l) = smtlab_report::mix::line(cell) {
+            for l in [
+                smtlab_report::mix::line(cell),
+                smtlab_report::load_points::line(cell),
+            ]
+            .into_iter()
+            .flatten()
+            {
                 say(
                     self.bar,
                     render::table::wrap(&format!("  {l}"), render::table::Layout::term())

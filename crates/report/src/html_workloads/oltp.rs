@@ -38,7 +38,29 @@ pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
             ""
         }
     };
-    bench_blocks(p, r, present.into_iter().map(|b| (b, origin(b))));
+    bench_blocks(p, r, present.iter().map(|b| (*b, origin(b))));
+    // Peak searches (nfs-sfs search=peak): each cell's curve of load points.
+    let curves: Vec<_> = r
+        .cells
+        .iter()
+        .filter(|c| present.contains(&c.benchmark.as_str()))
+        .filter_map(|c| crate::load_points::table(c).map(|t| (c, t)))
+        .collect();
+    if !curves.is_empty() {
+        let page = maud::html! {
+            h3 { "Load points of the peak searches" }
+            p {
+                "SPEC SFS's curve: per load point the requested and the achieved operations \
+                 per second and the response times (mean over samples); a sample's value is \
+                 the highest achieved rate among its points within the response-time limit."
+            }
+            @for (c, t) in &curves {
+                h4 { (c.benchmark) " " (crate::fmt::params(&c.flat_params())) " on " (c.placement.name) }
+                (t)
+            }
+        };
+        p.push_str(&page.into_string());
+    }
     p.push_str("</section>");
     Ok(())
 }

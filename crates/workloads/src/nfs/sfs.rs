@@ -8,6 +8,10 @@
 //! pattern back where they write, so a read anywhere, any time, must return the
 //! pattern: a read that does not is counted in `content_mismatches` and fails the
 //! sample.
+//!
+//! A load runs back to back (each client starts its next operation when the previous
+//! answer arrives: a closed loop) or paced ([`Pacer`]: each client, as an SFS load
+//! process, starts its operations at scheduled times, its share of a requested rate).
 
 use std::net::IpAddr;
 use std::sync::{Arc, Barrier};
@@ -368,11 +372,34 @@ pub struct LoadResult {
     pub content_mismatches: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// A paced load's scheduled operations dropped because a client was a whole
+    /// interval behind ([`Pacer::missed`]).
+    pub missed: u64,
 }
 
 impl LoadResult {
     pub fn ops(&self) -> u64 {
         self.latencies_ns.iter().map(|v| v.len() as u64).sum()
+    }
+
+    /// Operations per second over the window (0 for an empty one).
+    pub fn ops_per_s(&self) -> f64 {
+        if self.window_ns == 0 {
+            return 0.0;
+        }
+        self.ops() as f64 / (self.window_ns as f64 / 1e9)
+    }
+
+    /// Every operation's response time, sorted, in nanoseconds.
+    pub fn all_sorted_ns(&self) -> Vec<f64> {
+        let mut v: Vec<f64> = self
+            .latencies_ns
+            .iter()
+            .flatten()
+            .map(|&x| x as f64)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
     }
 
     pub fn mean_response_ns(&self) -> f64 {
@@ -401,6 +428,64 @@ impl LoadResult {
         self.content_mismatches += o.content_mismatches;
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;
+        self.missed += o.missed;
+    }
+}
+
+/// When a paced client starts its operations: SPEC SFS's load process, one operation
+/// outstanding, each started at its scheduled time. Operation `i` is due at
+/// `phase + i * interval` after the load's start and never starts before it, so a
+/// client is never ahead of its schedule. Slots that come due while the client waits
+/// for an answer are made up back to back (still one operation outstanding) up to
+/// [`CATCH_UP_SLOTS`] of them, as SFS's load processes shorten their sleeps to keep
+/// their rate through a slow answer; older ones are dropped (counted in
+/// [`Pacer::missed`]), so after a stall a client never bursts more than that, and a
+/// requested rate the server cannot serve shows as an achieved rate below it.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    interval: Duration,
+    next: Duration,
+    missed: u64,
+}
+
+/// The most overdue slots a paced client makes up after a slow answer.
+pub const CATCH_UP_SLOTS: u64 = 4;
+
+impl Pacer {
+    /// `interval` between operations (at least 1 ns), the first due at `phase`.
+    pub fn new(interval: Duration, phase: Duration) -> Pacer {
+        Pacer {
+            interval: interval.max(Duration::from_nanos(1)),
+            next: phase,
+            missed: 0,
+        }
+    }
+
+    /// The start of the next operation, as an offset from the load's start, for a
+    /// client free to start at `now`; moves the schedule on past it.
+    pub fn start_at(&mut self, now: Duration) -> Duration {
+        if self.next > now {
+            let at = self.next;
+            self.next += self.interval;
+            return at;
+        }
+        // Slots due by now, this one included; beyond the catch-up, the oldest go.
+        let owed = ((now - self.next).as_nanos() / self.interval.as_nanos()) as u64 + 1;
+        if owed > CATCH_UP_SLOTS {
+            let dropped = owed - CATCH_UP_SLOTS;
+            self.missed += dropped;
+            self.next += self
+                .interval
+                .saturating_mul(dropped.min(u64::from(u32::MAX)) as u32);
+        }
+        self.next += self.interval;
+        now
+    }
+
+    /// Scheduled operations dropped because the client was too far behind to make them
+    /// up.
+    pub fn missed(&self) -> u64 {
+        self.missed
     }
 }
 
@@ -626,7 +711,9 @@ async fn one_op(
 }
 
 /// One client's load: connects, waits on `start` with the others, then runs the mix
-/// for `duration` (one operation outstanding at a time, as an SFS load process).
+/// for `duration` (one operation outstanding at a time, as an SFS load process), back
+/// to back or, with `pace`, at the times its [`Pacer`] gives.
+#[allow(clippy::too_many_arguments)]
 pub fn client_load(
     t: &Target,
     h: &Handles,
@@ -634,6 +721,7 @@ pub fn client_load(
     k: u32,
     seed: u64,
     duration: Duration,
+    pace: Option<Pacer>,
     start: &Barrier,
 ) -> LoadResult {
     let mut r = LoadResult {
@@ -681,9 +769,20 @@ pub fn client_load(
     // The stock, for removes.
     st.created.extend((0..STOCK).map(|s| format!("s{s}")));
     let links = h.dirs.iter().all(|d| d.2.is_some());
+    let mut pace = pace;
     let t0 = Instant::now();
     rt.block_on(async {
         while t0.elapsed() < duration {
+            if let Some(p) = pace.as_mut() {
+                let at = p.start_at(t0.elapsed());
+                if at >= duration {
+                    break;
+                }
+                // Nothing else runs on this client's runtime while no operation is
+                // outstanding, so a plain sleep (finer than tokio's millisecond timer)
+                // waits for the slot.
+                std::thread::sleep(at.saturating_sub(t0.elapsed()));
+            }
             let mut op = st.rng.op();
             while op == Op::Readlink && !links {
                 op = st.rng.op();
@@ -706,6 +805,7 @@ pub fn client_load(
         }
     });
     r.window_ns = t0.elapsed().as_nanos() as u64;
+    r.missed = pace.map_or(0, |p| p.missed());
     r
 }
 
@@ -750,6 +850,68 @@ mod tests {
                 op.name()
             );
         }
+    }
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_pacer_keeps_its_schedule_when_answers_are_quick() {
+        let mut p = Pacer::new(ms(10), ms(3));
+        // Each answer takes 1 ms: every start is on its slot.
+        let mut now = Duration::ZERO;
+        for i in 0..50u64 {
+            let at = p.start_at(now);
+            assert_eq!(at, ms(3 + 10 * i));
+            now = at + ms(1);
+        }
+        assert_eq!(p.missed(), 0);
+    }
+
+    #[test]
+    fn a_late_client_makes_up_a_few_slots_and_drops_the_rest() {
+        let mut p = Pacer::new(ms(10), Duration::ZERO);
+        assert_eq!(p.start_at(Duration::ZERO), Duration::ZERO);
+        // An answer 4 ms late for the next slot (due at 10): it starts at once and the
+        // schedule is kept (the one after is due at 20).
+        assert_eq!(p.start_at(ms(14)), ms(14));
+        assert_eq!(p.start_at(ms(15)), ms(20));
+        // A stall: free at 75, the slots at 30, 40, 50, 60 and 70 are due. The oldest
+        // beyond the catch-up (30) is dropped; the other four go back to back, one
+        // outstanding at a time; then the client is on its schedule again (80), never
+        // ahead of it.
+        assert_eq!(p.start_at(ms(75)), ms(75));
+        assert_eq!(p.missed(), 5 - CATCH_UP_SLOTS);
+        assert_eq!(p.start_at(ms(76)), ms(76));
+        assert_eq!(p.start_at(ms(77)), ms(77));
+        assert_eq!(p.start_at(ms(78)), ms(78));
+        assert_eq!(p.start_at(ms(79)), ms(80));
+        assert_eq!(p.missed(), 1);
+    }
+
+    #[test]
+    fn a_paced_client_is_never_ahead_of_its_schedule() {
+        // Answers of varied lengths, some far longer than the interval: every start is
+        // at or after the client is free, and by any time the starts are at most the
+        // slots due by then.
+        let mut rng = Rng(99);
+        let interval = ms(10);
+        let mut p = Pacer::new(interval, ms(5));
+        let mut now = Duration::ZERO;
+        let mut starts = 0u64;
+        while now < ms(10_000) {
+            let at = p.start_at(now);
+            assert!(at >= now);
+            starts += 1;
+            let due_by_then =
+                (at.saturating_sub(ms(5)).as_nanos() / interval.as_nanos()) as u64 + 1;
+            assert!(starts <= due_by_then, "{starts} starts by {at:?}");
+            now = at + Duration::from_micros(rng.below(60_000));
+        }
+        // Answers of 30 ms on average against a 10 ms interval: well under the rate,
+        // with slots dropped.
+        assert!(starts < 500 && p.missed() > 0, "{starts} starts");
     }
 
     #[test]

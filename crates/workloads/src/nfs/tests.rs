@@ -97,12 +97,22 @@ fn parameters_are_checked_with_one_line_errors() {
     let c = Config::from_params(&resolve(&[])).unwrap();
     assert_eq!(c.shape.clients, 2);
     assert_eq!(c.limit, Duration::from_millis(40));
+    // Unset, a cell runs as before these parameters existed: back to back, no search.
+    assert_eq!((c.rate, c.search), (None, Search::Off));
+    let c = Config::from_params(&resolve(&[("rate", "1500"), ("points", "4")])).unwrap();
+    assert_eq!((c.rate, c.points), (Some(1500.0), 4));
     for (k, v, want) in [
         ("clients", "0", "1 to"),
         ("files", "0", "1 to"),
         ("file_size", "0", "1 byte to"),
         ("nfsd_threads", "0", "1 to"),
         ("server", "nfsd", "kernel or user"),
+        ("rate", "-1", "operations per second above 0"),
+        ("rate", "0", "operations per second above 0"),
+        ("rate", "fast", "operations per second above 0"),
+        ("points", "0", "1 to 20"),
+        ("points", "21", "1 to 20"),
+        ("search", "x", "off or peak"),
     ] {
         let e = Config::from_params(&resolve(&[(k, v)]))
             .unwrap_err()
@@ -112,6 +122,189 @@ fn parameters_are_checked_with_one_line_errors() {
             "{e}"
         );
     }
+    // A search chooses its own rates, and each of its loads needs time to measure.
+    for (given, k, want) in [
+        (
+            &[("search", "peak"), ("rate", "100")][..],
+            "rate",
+            "empty with search=peak",
+        ),
+        (
+            &[("search", "peak"), ("points", "20"), ("duration", "500ms")][..],
+            "duration",
+            "at least 1050 ms",
+        ),
+    ] {
+        let e = Config::from_params(&resolve(given))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("parameter {k}=")) && e.contains(want) && !e.contains('\n'),
+            "{e}"
+        );
+    }
+}
+
+fn point(requested: f64, achieved: f64, mean_ms: f64) -> Point {
+    Point {
+        requested_ops_per_s: requested,
+        achieved_ops_per_s: achieved,
+        mean_response_ms: mean_ms,
+        p99_response_ms: mean_ms * 3.0,
+    }
+}
+
+#[test]
+fn the_peak_is_the_highest_achieved_rate_within_the_limit() {
+    let limit = Duration::from_millis(10);
+    let curve = [
+        point(100.0, 100.0, 1.0),
+        point(200.0, 199.0, 2.0),
+        point(300.0, 290.0, 9.5),
+        // The most achieved, but over the limit: not chosen.
+        point(400.0, 320.0, 12.0),
+    ];
+    assert_eq!(choose_peak(&curve, limit), Ok(2));
+    // At exactly the limit a point is within it.
+    assert_eq!(choose_peak(&curve, Duration::from_millis(12)), Ok(3));
+    // A later point achieving less than an earlier one (past the knee) is not chosen.
+    let past_knee = [
+        point(100.0, 100.0, 1.0),
+        point(200.0, 180.0, 3.0),
+        point(300.0, 150.0, 4.0),
+    ];
+    assert_eq!(choose_peak(&past_knee, limit), Ok(1));
+    assert!(curve[1].kept_up() && !curve[3].kept_up());
+}
+
+#[test]
+fn no_point_within_the_limit_fails_with_one_line_and_both_figures() {
+    let curve = [point(100.0, 98.0, 41.5), point(200.0, 150.0, 60.0)];
+    let e = choose_peak(&curve, Duration::from_millis(40)).unwrap_err();
+    assert!(!e.contains('\n'), "{e}");
+    // The closest point's mean response and the limit, and its rates.
+    assert!(
+        e.contains("41.50 ms") && e.contains("the 40ms limit"),
+        "{e}"
+    );
+    assert!(e.contains("98 of 100 requested ops/s"), "{e}");
+    assert!(choose_peak(&[], Duration::from_millis(40)).is_err());
+}
+
+/// Paced loads against a quick in-memory server: a rate well under its capacity is
+/// achieved (within 10%), and one far above it is not kept up, the clients dropping
+/// the slots they missed rather than sending more than one operation at a time.
+#[test]
+fn a_paced_load_achieves_its_requested_rate_and_shows_when_it_cannot() {
+    let server = TestServer::start();
+    let client = testutil::client();
+    let sh = shape(2);
+    let clients = Clients::start(&client, sh.clients, None).unwrap();
+    let target = server.target();
+    let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
+    let load = |seed: u64, rate: Option<f64>| {
+        let r = run_load(
+            &clients,
+            &target,
+            &handles,
+            sh,
+            Duration::from_millis(600),
+            seed,
+            rate,
+        )
+        .unwrap();
+        assert_eq!(r.errors, 0, "{:?}", r.first_error);
+        assert_eq!(r.content_mismatches, 0);
+        r
+    };
+    let closed = load(10, None);
+    let capacity = closed.ops_per_s();
+    assert!(capacity > 100.0, "{capacity} ops/s back to back");
+    assert_eq!(closed.missed, 0);
+    let requested = (capacity / 4.0).min(2000.0);
+    let paced = load(11, Some(requested));
+    let got = paced.ops_per_s();
+    assert!(
+        (got - requested).abs() <= 0.1 * requested,
+        "{got:.0} ops/s achieved of {requested:.0} requested (closed loop {capacity:.0})"
+    );
+    assert!(Point::of(requested, &paced).kept_up());
+    let over = 20.0 * capacity;
+    let flooded = load(12, Some(over));
+    let p = Point::of(over, &flooded);
+    assert!(
+        !p.kept_up() && p.achieved_ops_per_s < 0.5 * over,
+        "{p:?} (closed loop {capacity:.0})"
+    );
+    assert!(flooded.missed > 0);
+}
+
+/// A peak search on the `server=user` cell: every point's figures are in the sample's
+/// metrics, the value is the achieved rate of the best point within the limit, and
+/// with a limit no point can meet the sample fails in one line.
+#[test]
+fn a_peak_search_reports_its_curve_and_the_best_point_within_the_limit() {
+    use smtlab_model::metrics::nfs::{self as keys, PointField as F};
+    let _one = one_user_server_at_a_time();
+    let placement = testutil::placement_first_cpu();
+    let client = testutil::client();
+    let mut inst = testutil::prepare(
+        &NfsSfs,
+        &[
+            ("server", "user"),
+            ("search", "peak"),
+            ("duration", "800ms"),
+        ],
+        &placement,
+        Some(&client),
+    )
+    .unwrap();
+    let s = inst.sample(1).unwrap();
+    let m = &s.metrics;
+    assert_eq!(m[keys::POINTS], 3.0, "the quick form's points");
+    let value = s.work / (s.elapsed_ns as f64 / 1e9);
+    let probe = m[keys::PROBE_OPS_PER_S];
+    let mut best = None::<(usize, f64)>;
+    for i in 0..3 {
+        let get = |f| m[&keys::point_key(i, f)];
+        // The points request rising shares of the probe's capacity.
+        let want = probe * (i + 1) as f64 / 3.0;
+        assert!((get(F::RequestedOpsPerS) - want).abs() < 1e-6 * want.max(1.0));
+        assert!(get(F::AchievedOpsPerS) > 0.0);
+        assert!(get(F::P99ResponseMs) >= get(F::MeanResponseMs) * 0.5);
+        let within = get(F::MeanResponseMs) <= 40.0;
+        assert_eq!(get(F::WithinLimit) == 1.0, within);
+        if within && best.is_none_or(|(_, a)| get(F::AchievedOpsPerS) > a) {
+            best = Some((i, get(F::AchievedOpsPerS)));
+        }
+    }
+    let (i, achieved) = best.expect("a point within 40 ms on a quick server");
+    assert_eq!(m[keys::PEAK_POINT], i as f64);
+    assert!(
+        (value - achieved).abs() < 1e-6 * achieved,
+        "{value} vs {achieved}"
+    );
+    assert!((m["ops_per_s"] - value).abs() < 1e-6 * value);
+    assert!(m["lookup_ops"] > 0.0, "latency by operation at the peak");
+    assert!(s.cpu_ns.unwrap() > 0);
+    drop(inst);
+    let mut inst = testutil::prepare(
+        &NfsSfs,
+        &[
+            ("server", "user"),
+            ("search", "peak"),
+            ("duration", "400ms"),
+            ("limit", "1us"),
+        ],
+        &placement,
+        Some(&client),
+    )
+    .unwrap();
+    let e = inst.sample(1).unwrap_err().to_string();
+    assert!(
+        e.contains("no load point within the 0.001ms limit") && !e.contains('\n'),
+        "{e}"
+    );
 }
 
 #[test]
@@ -165,6 +358,7 @@ fn the_mix_runs_against_a_user_space_server_with_every_answer_checked() {
         sh,
         Duration::from_millis(700),
         2,
+        None,
     )
     .unwrap();
     assert_eq!(first.errors, 0, "{:?}", first.first_error);
@@ -179,6 +373,7 @@ fn the_mix_runs_against_a_user_space_server_with_every_answer_checked() {
         sh,
         Duration::from_millis(700),
         3,
+        None,
     )
     .unwrap();
     assert_eq!(r.errors, 0, "{:?}", r.first_error);
@@ -250,6 +445,7 @@ fn a_file_whose_contents_changed_fails_the_sample() {
         sh,
         Duration::from_millis(400),
         5,
+        None,
     )
     .unwrap();
     assert!(r.content_mismatches > 0, "reads saw no change");
@@ -402,6 +598,7 @@ fn the_user_space_server_serves_a_directory_on_disk() {
         sh,
         Duration::from_millis(500),
         4,
+        None,
     )
     .unwrap();
     assert_eq!(r.errors, 0, "{:?}", r.first_error);
