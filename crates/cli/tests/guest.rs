@@ -10,8 +10,9 @@
 //! receive processing (`rps_cpus`) for a cell of the copying web server and puts it back,
 //! also after kill -9; and a second 1s2c2t guest, given the kernel NFS server (`smt-vm.sh
 //! --nfsd`: nfsd's modules and nfs-kernel-server's programs from this machine), runs
-//! `nfs-sfs` on the kernel's nfsd on 1c1t and 1c2t, its threads pinned to the core, and
-//! leaves no nfsd thread, daemon or mount behind, also after kill -9.
+//! `nfs-sfs` on the kernel's nfsd on 1c1t and 1c2t, its threads pinned to the core, over
+//! UDP and with the peak search, and leaves no nfsd thread, daemon or mount behind, also
+//! after kill -9.
 //!
 //! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernel
 //! (`scripts/smt-vm.sh --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`

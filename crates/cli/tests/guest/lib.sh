@@ -359,6 +359,15 @@ nfs_checks() {
   section nfs-udp
   cat /tmp/nfsu.json
   section checks
+  # SFS's peak search on nfsd: a probe, then load points at rising requested rates.
+  smtlab bench nfs-sfs --quick -p 1c1t --param server=kernel --param search=peak \
+    --max-samples 3 --json >/tmp/nfsp.json 2>/tmp/nfsp.err
+  rc=$?
+  check "nfs: bench nfs-sfs search=peak exit" 0 "$rc"
+  [ "$rc" = 0 ] || tail -n 5 /tmp/nfsp.err
+  grep -q '"point2_achieved_ops_per_s"' /tmp/nfsp.json && grep -q '"peak_point"' /tmp/nfsp.json \
+    && ok "nfs: search=peak reports its load points and the peak" \
+    || { fail "nfs: search=peak: no load points"; head -c 1500 /tmp/nfsp.json; }
   smtlab bench nfs-sfs -p 1c1t --param server=kernel --param duration=5s --max-samples 20 \
     >/dev/null 2>&1 &
   pid=$!
