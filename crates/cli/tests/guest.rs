@@ -142,6 +142,16 @@ fn run(g: &Guest) -> Result<(), String> {
     }
 }
 
+/// The guest kernel's sibling list of each CPU (the `siblings` section).
+fn siblings(s: &BTreeMap<String, String>) -> Result<BTreeMap<u64, Vec<u64>>, String> {
+    Ok(s.get("siblings")
+        .ok_or("no siblings section")?
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(cpu, list)| (cpu.parse().unwrap(), parse_list(list)))
+        .collect())
+}
+
 /// The co-run cells of the `corun` section (when the script has one): the sibling form on
 /// two CPUs of one kernel core, the two-core form on two cores, and a partner reported
 /// by every co-run sample (none by the alone cell's).
@@ -149,13 +159,7 @@ fn check_corun(s: &BTreeMap<String, String>) -> Result<(), String> {
     let Some(text) = s.get("corun") else {
         return Ok(());
     };
-    let siblings: BTreeMap<u64, Vec<u64>> = s
-        .get("siblings")
-        .ok_or("no siblings section")?
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(cpu, list)| (cpu.parse().unwrap(), parse_list(list)))
-        .collect();
+    let siblings = siblings(s)?;
     let run: Value = serde_json::from_str(text).map_err(|e| format!("corun report --json: {e}"))?;
     let cells = run["cells"].as_array().ok_or("corun: no cells")?;
     let mut forms = Vec::new();
@@ -220,13 +224,7 @@ fn check_nfs_cells(
     want: &[&str],
     transport: &str,
 ) -> Result<(), String> {
-    let siblings: BTreeMap<u64, Vec<u64>> = s
-        .get("siblings")
-        .ok_or("no siblings section")?
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(cpu, list)| (cpu.parse().unwrap(), parse_list(list)))
-        .collect();
+    let siblings = siblings(s)?;
     let run: Value =
         serde_json::from_str(text).map_err(|e| format!("{name}: bench nfs-sfs --json: {e}"))?;
     let cells = run["cells"].as_array().ok_or(format!("{name}: no cells"))?;
@@ -318,13 +316,7 @@ fn numbers(v: &Value) -> Vec<u64> {
 /// smtlab's topology and placements against the kernel's `thread_siblings_list`.
 fn check_topology(g: &Guest, s: &BTreeMap<String, String>) -> Result<(), String> {
     // CPU -> its siblings, as the guest kernel says.
-    let siblings: BTreeMap<u64, Vec<u64>> = s
-        .get("siblings")
-        .ok_or("no siblings section")?
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(cpu, list)| (cpu.parse().unwrap(), parse_list(list)))
-        .collect();
+    let siblings = siblings(s)?;
     if siblings.is_empty() {
         return Err("the guest listed no siblings".into());
     }
