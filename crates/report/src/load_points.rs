@@ -1,7 +1,7 @@
 //! The curve of a peak search over load points (`nfs-sfs search=peak`, SPEC SFS 3.0's
 //! curve): per point the requested and achieved operations per second and the mean and
 //! p99 response times, averaged over the cell's samples, read from the metrics the
-//! workload writes ([`smtlab_model::metrics::nfs`]). The terminal line and the HTML
+//! workload writes ([`smtlab_model::metrics::nfs`]). The terminal rows and the HTML
 //! table both come from [`curve`], so they agree. A cell is recognised by its metrics,
 //! not by its benchmark's name.
 
@@ -82,49 +82,52 @@ fn limit_ms(cell: &CellRecord) -> Option<f64> {
         .find_map(|s| s.metrics.get(keys::LIMIT_MS).copied())
 }
 
-/// One line for the terminal under a cell with a curve: each point's requested ->
-/// achieved ops/s and mean / p99 response, marked where it was over the limit or fell
-/// behind; `None` for other cells.
-pub fn line(cell: &CellRecord) -> Option<String> {
+/// The terminal's text under a cell with a curve: a title line, then a row per point
+/// (requested and achieved ops/s, mean and p99 response), marked where it was over the
+/// limit, fell behind, or gave the peak; rows indented 4 spaces and under 80 columns.
+/// `None` for other cells.
+pub fn lines(cell: &CellRecord) -> Option<String> {
     let points = curve(cell);
     if points.is_empty() {
         return None;
     }
-    let each: Vec<String> = points
-        .iter()
-        .map(|p| {
-            let mut marks = Vec::new();
-            if p.within_limit < p.samples {
-                marks.push("over the limit");
-            }
-            if p.kept_up < p.samples {
-                marks.push("behind");
-            }
-            if p.chosen > 0 {
-                marks.push("peak");
-            }
-            let marks = if marks.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", marks.join(", "))
-            };
-            format!(
-                "{} -> {} ops/s {} / {} ms{marks}",
-                num(p.requested_ops_per_s),
-                num(p.achieved_ops_per_s),
-                num(p.mean_response_ms),
-                num(p.p99_response_ms)
-            )
-        })
-        .collect();
     let limit = limit_ms(cell)
-        .map(|l| format!(", limit {} ms", num(l)))
+        .map(|l| format!("; limit {} ms", num(l)))
         .unwrap_or_default();
-    Some(format!(
-        "load points (requested -> achieved, mean / p99 response{limit}; mean of {} samples): {}",
+    let mut out = format!(
+        "load points (mean of {} samples{limit}):\n    {:>10} {:>10} {:>9} {:>9}",
         cell.result.samples.len(),
-        each.join("; ")
-    ))
+        "requested",
+        "achieved",
+        "mean ms",
+        "p99 ms"
+    );
+    for p in &points {
+        let mut marks = Vec::new();
+        if p.within_limit < p.samples {
+            marks.push("over the limit");
+        }
+        if p.kept_up < p.samples {
+            marks.push("behind");
+        }
+        if p.chosen > 0 {
+            marks.push("peak");
+        }
+        out.push_str(&format!(
+            "\n    {:>10} {:>10} {:>9} {:>9}  {}",
+            num(p.requested_ops_per_s),
+            num(p.achieved_ops_per_s),
+            num(p.mean_response_ms),
+            num(p.p99_response_ms),
+            marks.join(", ")
+        ));
+    }
+    Some(
+        out.lines()
+            .map(str::trim_end)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 /// The curve as an HTML table under the cell's parameters and placement; `None` for a
@@ -227,23 +230,26 @@ mod tests {
             (pts[1].within_limit, pts[1].kept_up, pts[1].samples),
             (1, 1, 2)
         );
-        let l = line(&c).unwrap();
-        assert!(!l.contains('\n'), "{l}");
-        assert!(
-            l.contains("110.0 -> 109.0 ops/s 2.000 / 4.000 ms (peak)"),
+        let l = lines(&c).unwrap();
+        let rows: Vec<&str> = l.lines().collect();
+        assert_eq!(rows.len(), 4, "{l}");
+        assert!(rows[0].contains("limit 10.00 ms"), "{l}");
+        assert_eq!(
+            rows[2].split_whitespace().collect::<Vec<_>>(),
+            ["110.0", "109.0", "2.000", "4.000", "peak"],
             "{l}"
         );
-        assert!(l.contains("(over the limit, behind, peak)"), "{l}");
-        assert!(l.contains("limit 10.00 ms"), "{l}");
+        assert!(rows[3].ends_with("  over the limit, behind, peak"), "{l}");
+        assert!(l.lines().all(|r| r.chars().count() <= 80), "{l}");
         let t = table(&c).unwrap().into_string();
         assert!(t.contains("1 of 2") && t.contains("achieved ops/s"), "{t}");
     }
 
     #[test]
-    fn a_cell_without_a_curve_has_no_line() {
+    fn a_cell_without_a_curve_has_no_lines() {
         let mut s = sample(&[(1.0, 1.0, 1.0)], 0);
         s.metrics.clear();
         let c = cell(vec![s]);
-        assert!(curve(&c).is_empty() && line(&c).is_none() && table(&c).is_none());
+        assert!(curve(&c).is_empty() && lines(&c).is_none() && table(&c).is_none());
     }
 }

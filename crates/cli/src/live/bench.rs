@@ -167,7 +167,7 @@ impl SessionObserver for BenchPrinter<'_> {
             }
             for l in [
                 smtlab_report::mix::line(&cell),
-                smtlab_report::load_points::line(&cell),
+                smtlab_report::load_points::lines(&cell),
             ]
             .into_iter()
             .flatten()

@@ -98,7 +98,7 @@ impl SessionObserver for RunSaver<'_> {
             }
             for l in [
                 smtlab_report::mix::line(cell),
-                smtlab_report::load_points::line(cell),
+                smtlab_report::load_points::lines(cell),
             ]
             .into_iter()
             .flatten()
