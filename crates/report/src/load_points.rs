@@ -151,11 +151,11 @@ pub fn table(cell: &CellRecord) -> Option<Markup> {
             }
             @for p in &points {
                 tr {
-                    td { (p.index + 1) }
-                    td { (num(p.requested_ops_per_s)) }
-                    td { (num(p.achieved_ops_per_s)) @if p.kept_up < p.samples { " (behind in " (p.samples - p.kept_up) ")" } }
-                    td { (num(p.mean_response_ms)) }
-                    td { (num(p.p99_response_ms)) }
+                    td.num { (p.index + 1) }
+                    td.num { (num(p.requested_ops_per_s)) }
+                    td.num { (num(p.achieved_ops_per_s)) @if p.kept_up < p.samples { " (behind in " (p.samples - p.kept_up) ")" } }
+                    td.num { (num(p.mean_response_ms)) }
+                    td.num { (num(p.p99_response_ms)) }
                     td { (p.within_limit) " of " (p.samples) }
                     td { (p.chosen) " of " (p.samples) }
                 }
