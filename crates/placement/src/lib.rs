@@ -23,6 +23,8 @@
 //! 5. [`pin`] sets and verifies affinity: the calling thread, threads spawned pinned
 //!    ([`pin::spawn_pinned`]), and child processes ([`pin::CommandPinExt::pin_to`]). The OS
 //!    calls sit behind the [`pin::Affinity`] trait, with a fake for deterministic tests.
+//!    With the `tokio` feature, [`runtime::PinnedRuntime`] is a tokio runtime whose worker
+//!    threads are pinned the same way (the servers that run on tokio).
 //!
 //! ## Which CPUs a placement takes
 //!
@@ -75,6 +77,8 @@ pub mod client;
 pub mod irq;
 pub mod pin;
 mod resolve;
+#[cfg(feature = "tokio")]
+pub mod runtime;
 mod spec;
 
 pub use client::{ClientError, ClientRule, RemoteClients, Token, client_cpus};

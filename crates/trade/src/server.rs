@@ -2,12 +2,10 @@
 //! the placement, stopped when dropped.
 
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio::runtime::Runtime;
+use smtlab_placement::runtime::{PinnedRuntime, RuntimeError};
 use tokio::sync::oneshot;
 
 use crate::TradeError;
@@ -29,10 +27,9 @@ pub struct ServerConfig {
 /// A running application server.
 pub struct TradeServer {
     addr: SocketAddr,
-    workers: usize,
-    tids: Arc<Mutex<Vec<i32>>>,
     shutdown: Option<oneshot::Sender<()>>,
-    runtime: Option<Runtime>,
+    // Dropped after `drop` has told the server to stop.
+    runtime: PinnedRuntime,
 }
 
 /// The CPUs the calling thread may run on, as a list.
@@ -57,32 +54,15 @@ impl TradeServer {
             0 => cfg.cpus.len(),
             n => n,
         };
-        let tids = Arc::new(Mutex::new(Vec::new()));
-        let pin_failed = Arc::new(AtomicBool::new(false));
-        let next = Arc::new(AtomicUsize::new(0));
-        let runtime = {
-            let (tids, pin_failed, cpus) = (tids.clone(), pin_failed.clone(), cfg.cpus.clone());
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(workers)
-                // Blocking work (none in the request path) stays on the placement too.
-                .max_blocking_threads(workers)
-                .thread_name("smtlab-trade")
-                .on_thread_start(move || {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if !cpus.is_empty()
-                        && smtlab_placement::pin::pin_current_thread_to(cpus[i % cpus.len()])
-                            .is_err()
-                    {
-                        pin_failed.store(true, Ordering::Relaxed);
-                    }
-                    tids.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push(smtlab_placement::pin::gettid());
-                })
-                .enable_all()
-                .build()
-                .map_err(TradeError::io("start the application's runtime"))?
-        };
+        let pinned =
+            PinnedRuntime::start("smtlab-trade", &cfg.cpus, workers).map_err(|e| match e {
+                RuntimeError::Build(e) => TradeError::io("start the application's runtime")(e),
+                RuntimeError::Pin(_) => TradeError::Config(format!(
+                    "cannot pin the application's threads to CPUs {:?}",
+                    cfg.cpus
+                )),
+            })?;
+        let runtime = pinned.runtime();
         let mgr = Manager::from_config(
             cfg.db.clone(),
             tokio_postgres::NoTls,
@@ -112,12 +92,6 @@ impl TradeServer {
                 .get(0);
             Ok::<i64, TradeError>(n)
         })?;
-        if pin_failed.load(Ordering::Relaxed) {
-            return Err(TradeError::Config(format!(
-                "cannot pin the application's threads to CPUs {:?}",
-                cfg.cpus
-            )));
-        }
         let listener = TcpListener::bind(cfg.listen)
             .map_err(TradeError::io(format!("listen on {}", cfg.listen)))?;
         listener
@@ -142,10 +116,8 @@ impl TradeServer {
         });
         Ok(TradeServer {
             addr,
-            workers,
-            tids,
             shutdown: Some(tx),
-            runtime: Some(runtime),
+            runtime: pinned,
         })
     }
 
@@ -154,35 +126,19 @@ impl TradeServer {
     }
 
     pub fn workers(&self) -> usize {
-        self.workers
+        self.runtime.workers()
     }
 
     /// CPU time of the runtime's threads so far, in nanoseconds (the scheduler's own
-    /// count, `/proc/self/task/TID/schedstat`); threads that ended are not counted.
+    /// count); threads that ended are not counted.
     pub fn cpu_ns(&self) -> u64 {
-        let tids = self
-            .tids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        tids.iter()
-            .filter_map(|t| thread_cpu_ns(std::process::id() as i32, *t))
-            .sum()
+        self.runtime.cpu_ns()
     }
 
     /// The runtime's thread ids (for tests of the pinning).
     pub fn thread_ids(&self) -> Vec<i32> {
-        self.tids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.runtime.thread_ids()
     }
-}
-
-/// Nanoseconds on CPU of thread `tid` of process `pid`, from its schedstat.
-pub fn thread_cpu_ns(pid: i32, tid: i32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
-    s.split_whitespace().next()?.parse().ok()
 }
 
 impl Drop for TradeServer {
@@ -190,9 +146,6 @@ impl Drop for TradeServer {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-        if let Some(rt) = self.runtime.take() {
-            // Kept-alive connections may still be open: do not wait for them.
-            rt.shutdown_timeout(Duration::from_secs(1));
-        }
+        // The runtime goes next, not waiting on kept-alive connections.
     }
 }

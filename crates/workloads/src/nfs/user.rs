@@ -19,9 +19,7 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::sync::RwLock;
 
 use nfs3_server::fs_util::{metadata_to_fattr3, path_setattr};
 use nfs3_server::nfs3_types::nfs3::{
@@ -31,7 +29,7 @@ use nfs3_server::tcp::{NFSTcp, NFSTcpListener};
 use nfs3_server::vfs::{
     DirEntryPlus, FileHandleU64, NextResult, NfsFileSystem, NfsReadFileSystem, ReadDirPlusIterator,
 };
-use tokio::runtime::Runtime;
+use smtlab_placement::runtime::PinnedRuntime;
 
 /// The root's id; 0 is reserved by the crate.
 const ROOT: u64 = 1;
@@ -388,68 +386,29 @@ impl NfsFileSystem for DirFs {
     }
 }
 
-/// The running user-space server; dropping it stops it.
+/// The running user-space server; dropping it stops it (open connections end with its
+/// runtime).
 pub struct UserNfs {
     port: u16,
-    tids: Arc<Mutex<Vec<i32>>>,
-    runtime: Option<Runtime>,
+    runtime: PinnedRuntime,
 }
 
 impl UserNfs {
     /// Serves `dir` on 127.0.0.1 (a free port) from `workers` threads, thread *i*
     /// pinned to `cpus[i % len]` (empty `cpus`: unpinned).
     pub fn start(dir: &Path, cpus: &[u32], workers: usize) -> Result<UserNfs, String> {
-        let workers = workers.max(1);
-        let tids = Arc::new(Mutex::new(Vec::new()));
-        let pin_failed = Arc::new(AtomicBool::new(false));
-        let next = Arc::new(AtomicUsize::new(0));
-        let runtime = {
-            let (tids, pin_failed, cpus) = (tids.clone(), pin_failed.clone(), cpus.to_vec());
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(workers)
-                // Nothing is sent to a blocking pool; were it, it stays this size.
-                .max_blocking_threads(workers)
-                .thread_name("smtlab-nfsu")
-                .on_thread_start(move || {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if !cpus.is_empty()
-                        && smtlab_placement::pin::pin_current_thread_to(cpus[i % cpus.len()])
-                            .is_err()
-                    {
-                        pin_failed.store(true, Ordering::Relaxed);
-                    }
-                    tids.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push(smtlab_placement::pin::gettid());
-                })
-                .enable_all()
-                .build()
-                .map_err(|e| format!("start the NFS server's runtime: {e}"))?
-        };
+        let runtime = PinnedRuntime::start("smtlab-nfsu", cpus, workers)
+            .map_err(|e| format!("the NFS server: {e}"))?;
         let fs = DirFs::new(dir);
         let listener = runtime
+            .runtime()
             .block_on(NFSTcpListener::bind("127.0.0.1:0", fs))
             .map_err(|e| format!("listen on 127.0.0.1: {e}"))?;
         let port = listener.get_listen_port();
-        runtime.spawn(async move {
+        runtime.runtime().spawn(async move {
             let _ = listener.handle_forever().await;
         });
-        let server = UserNfs {
-            port,
-            tids,
-            runtime: Some(runtime),
-        };
-        // The workers are started with the runtime; each says its id as it starts.
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        while server.thread_ids().len() < workers && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if pin_failed.load(Ordering::Relaxed) {
-            return Err(format!(
-                "cannot pin the NFS server's threads to CPUs {cpus:?}"
-            ));
-        }
-        Ok(server)
+        Ok(UserNfs { port, runtime })
     }
 
     pub fn port(&self) -> u16 {
@@ -458,30 +417,11 @@ impl UserNfs {
 
     /// The runtime's thread ids.
     pub fn thread_ids(&self) -> Vec<i32> {
-        self.tids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.runtime.thread_ids()
     }
 
     /// CPU time of the server's threads so far, in nanoseconds (the scheduler's count).
     pub fn cpu_ns(&self) -> u64 {
-        let pid = std::process::id();
-        self.thread_ids()
-            .iter()
-            .filter_map(|t| {
-                let s = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/schedstat")).ok()?;
-                s.split_whitespace().next()?.parse::<u64>().ok()
-            })
-            .sum()
-    }
-}
-
-impl Drop for UserNfs {
-    fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            // Open connections end with the runtime; do not wait on them.
-            rt.shutdown_timeout(Duration::from_secs(1));
-        }
+        self.runtime.cpu_ns()
     }
 }
