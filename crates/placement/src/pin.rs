@@ -248,6 +248,14 @@ pub fn gettid() -> libc::pid_t {
     unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
 }
 
+/// CPU time thread `tid` (of any process, kernel threads too) has run so far, in
+/// nanoseconds: the scheduler's own count, the first field of `/proc/TID/schedstat`.
+/// `None` once the thread is gone (or without schedstats).
+pub fn thread_cpu_ns(tid: libc::pid_t) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
 /// Sets the affinity of thread or process `tid` (0 = the calling thread), unverified.
 pub fn set_affinity(tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
     SystemAffinity.set(tid, cpus)

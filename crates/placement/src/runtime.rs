@@ -95,15 +95,11 @@ impl PinnedRuntime {
     }
 
     /// CPU time of the runtime's threads so far, in nanoseconds (the scheduler's own
-    /// count, `/proc/self/task/TID/schedstat`); threads that ended are not counted.
+    /// count, [`crate::pin::thread_cpu_ns`]); threads that ended are not counted.
     pub fn cpu_ns(&self) -> u64 {
-        let pid = std::process::id();
         self.thread_ids()
-            .iter()
-            .filter_map(|t| {
-                let s = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/schedstat")).ok()?;
-                s.split_whitespace().next()?.parse::<u64>().ok()
-            })
+            .into_iter()
+            .filter_map(crate::pin::thread_cpu_ns)
             .sum()
     }
 }

@@ -603,10 +603,8 @@ pub fn tree_cpu_ns(root: u32) -> u64 {
                 .into_iter()
                 .flatten()
                 .flatten()
-                .filter_map(|t| {
-                    let s = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
-                    s.split_whitespace().next()?.parse::<u64>().ok()
-                })
+                .filter_map(|t| t.file_name().to_str()?.parse().ok())
+                .filter_map(smtlab_placement::pin::thread_cpu_ns)
                 .sum::<u64>()
         })
         .sum()

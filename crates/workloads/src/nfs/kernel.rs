@@ -290,10 +290,7 @@ impl KernelNfs {
     pub fn cpu_ns(&self) -> u64 {
         self.threads
             .iter()
-            .filter_map(|t| {
-                let s = std::fs::read_to_string(format!("/proc/{t}/schedstat")).ok()?;
-                s.split_whitespace().next()?.parse::<u64>().ok()
-            })
+            .filter_map(|&t| smtlab_placement::pin::thread_cpu_ns(t))
             .sum()
     }
 }
