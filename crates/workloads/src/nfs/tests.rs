@@ -101,6 +101,9 @@ fn parameters_are_checked_with_one_line_errors() {
     assert_eq!((c.rate, c.search), (None, Search::Off));
     let c = Config::from_params(&resolve(&[("rate", "1500"), ("points", "4")])).unwrap();
     assert_eq!((c.rate, c.points), (Some(1500.0), 4));
+    assert!(!c.udp);
+    let c = Config::from_params(&resolve(&[("server", "kernel"), ("transport", "udp")])).unwrap();
+    assert!(c.udp && c.server == ServerKind::Kernel);
     for (k, v, want) in [
         ("clients", "0", "1 to"),
         ("files", "0", "1 to"),
@@ -113,6 +116,7 @@ fn parameters_are_checked_with_one_line_errors() {
         ("points", "0", "1 to 20"),
         ("points", "21", "1 to 20"),
         ("search", "x", "off or peak"),
+        ("transport", "sctp", "tcp or udp"),
     ] {
         let e = Config::from_params(&resolve(&[(k, v)]))
             .unwrap_err()
@@ -133,6 +137,12 @@ fn parameters_are_checked_with_one_line_errors() {
             &[("search", "peak"), ("points", "20"), ("duration", "500ms")][..],
             "duration",
             "at least 1050 ms",
+        ),
+        // The quick form's server (user) speaks TCP only.
+        (
+            &[("transport", "udp")][..],
+            "transport",
+            "udp needs server=kernel",
         ),
     ] {
         let e = Config::from_params(&resolve(given))
