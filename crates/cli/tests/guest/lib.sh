@@ -382,4 +382,9 @@ nfs_checks() {
   # directory; the next nfs-sfs cell sweeps it).
   left=$(nfs_left | grep -v '^/tmp/smtlab-nfs-')
   check "nfs kill -9: no nfsd thread, daemon or mount left" "" "$left"
+  # nfsd's shutdown did not leave its lock held: the next server starts and serves.
+  smtlab bench nfs-sfs --quick -p 1c1t --param server=kernel --max-samples 3 >/tmp/nfsk.out 2>&1
+  rc=$?
+  check "nfs kill -9: the next cell on nfsd runs" 0 "$rc"
+  [ "$rc" = 0 ] || tail -n 5 /tmp/nfsk.out
 }

@@ -4,20 +4,23 @@
 //! started as a [`ChildGroup`] (its own process group and cgroup, killed with smtlab:
 //! the parent-death signal, the guardian, the clean-up on signals). Its script brings
 //! up loopback, mounts a private tmpfs over `/run` and `/var/lib/nfs` (so exports,
-//! rmtab, the state files and rpcbind's socket never touch the host's), mounts the
-//! namespace's nfsd file system, starts `rpcbind` and `rpc.mountd` (port
-//! [`MOUNTD_PORT`]) in the foreground, exports the cell's directory to 127.0.0.1 with
-//! `exportfs -o`, starts `rpc.nfsd -N 4 THREADS` (NFSv3 only), waits until mountd is
-//! registered, stops `rpcbind`, prints `READY` and waits for its standard input to
-//! close. Closing it stops the threads (`rpc.nfsd 0`), unexports and ends mountd.
+//! rmtab, the state files and rpcbind's socket never touch the host's), starts
+//! `rpcbind` in the foreground in a mount namespace of its own, mounts the namespace's
+//! nfsd file system, exports the cell's directory to 127.0.0.1 with `exportfs -o`,
+//! starts `rpc.mountd` (port [`MOUNTD_PORT`]) in the foreground and `rpc.nfsd -N 4
+//! THREADS` (NFSv3 only), waits until mountd is registered, stops `rpcbind`, prints
+//! `READY` and waits for its standard input to close. Closing it stops the threads
+//! (`rpc.nfsd 0`), unexports and ends mountd.
 //!
-//! Why rpcbind goes once nfsd and mountd have registered: nfsd unregisters from it when
-//! its threads stop, and after a `kill -9` of smtlab that stop comes from the exit of
-//! the namespace's last process, which may be rpcbind itself, its listening socket not
-//! yet closed: the kernel's call then waits minutes for an answer that never comes,
-//! holding nfsd's lock and stalling every later nfsd start. With rpcbind gone first
-//! the call is refused at once. The clients need no portmapper: they are given the
-//! ports.
+//! Why rpcbind has a mount namespace of its own (made before nfsd's file system is
+//! mounted, so it holds no mount of it) and goes once nfsd and mountd have registered:
+//! nfsd unregisters from rpcbind when its threads stop, and after a `kill -9` of smtlab
+//! that stop comes from the exit of the last process holding nfsd's mount. Were that
+//! rpcbind itself, its listening socket not yet closed, the kernel's call would wait
+//! minutes for an answer that never comes, holding nfsd's lock and stalling every
+//! later nfsd start (seen in the SMT guest). Outside that mount namespace rpcbind is
+//! never the one, and once it is gone the call is refused at once. The clients need
+//! no portmapper: they are given the ports.
 //!
 //! Nothing needs undoing after a `kill -9` of smtlab: the holder and its daemons die
 //! (parent-death signal, guardian), the mounts were only ever in the namespace, and
@@ -145,10 +148,10 @@ mount -t tmpfs smtlab-nfs-state /var/lib/nfs
 mkdir -p /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery /var/lib/nfs/sm
 : > /var/lib/nfs/etab
 : > /var/lib/nfs/rmtab
+unshare --mount --propagation private rpcbind -f -w >>"$3/server.log" 2>&1 &
+rpcbind=$!
 mkdir -p /proc/fs/nfsd
 mount -t nfsd nfsd /proc/fs/nfsd
-rpcbind -f -w >>"$3/server.log" 2>&1 &
-rpcbind=$!
 registered() {
   i=0
   until rpcinfo -p 127.0.0.1 2>/dev/null | grep -q "$1"; do
