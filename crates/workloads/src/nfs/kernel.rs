@@ -396,6 +396,22 @@ mod tests {
         let export = t.path().join("export");
         std::fs::create_dir(&export).unwrap();
         let cpus: CpuSet = smtlab_placement::pin::get_affinity(0).unwrap();
+        // The daemons the script starts before it fails (rpcbind) must go with it (a
+        // zombie waiting for init to reap it has gone).
+        let daemons = || -> Vec<String> {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|d| {
+                    let comm = std::fs::read_to_string(d.path().join("comm")).ok()?;
+                    let stat = std::fs::read_to_string(d.path().join("stat")).ok()?;
+                    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                    (["rpcbind", "rpc.mountd"].contains(&comm.trim()) && state != 'Z')
+                        .then(|| d.file_name().to_string_lossy().into_owned())
+                })
+                .collect()
+        };
+        let before = daemons();
         let e = KernelNfs::start(&export, t.path(), 1, false, &cpus)
             .err()
             .unwrap();
@@ -418,6 +434,11 @@ mod tests {
             })
             .collect();
         assert!(left.is_empty(), "left running: {left:?}");
+        let new: Vec<String> = daemons()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        assert!(new.is_empty(), "daemons left running: {new:?}");
     }
 
     #[test]
