@@ -212,21 +212,8 @@ fn a_paced_load_achieves_its_requested_rate_and_shows_when_it_cannot() {
     let clients = Clients::start(&client, sh.clients, None).unwrap();
     let target = server.target();
     let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
-    let load = |seed: u64, rate: Option<f64>| {
-        let r = run_load(
-            &clients,
-            &target,
-            &handles,
-            sh,
-            Duration::from_millis(600),
-            seed,
-            rate,
-        )
-        .unwrap();
-        assert_eq!(r.errors, 0, "{:?}", r.first_error);
-        assert_eq!(r.content_mismatches, 0);
-        r
-    };
+    let load =
+        |seed: u64, rate: Option<f64>| clean_load(&clients, &target, &handles, sh, 600, seed, rate);
     let closed = load(10, None);
     let capacity = closed.ops_per_s();
     assert!(capacity > 100.0, "{capacity} ops/s back to back");
@@ -361,33 +348,12 @@ fn the_mix_runs_against_a_user_space_server_with_every_answer_checked() {
     assert_eq!(handles.dirs.len(), 2);
     // A first load, as an earlier sample would be: the next must find its file set as
     // SFS's would (its removes have files to remove again).
-    let first = run_load(
-        &clients,
-        &target,
-        &handles,
-        sh,
-        Duration::from_millis(700),
-        2,
-        None,
-    )
-    .unwrap();
-    assert_eq!(first.errors, 0, "{:?}", first.first_error);
+    let first = clean_load(&clients, &target, &handles, sh, 700, 2, None);
     assert!(
         !first.latencies_ns[Op::Remove.index()].is_empty(),
         "no remove in the first load"
     );
-    let r = run_load(
-        &clients,
-        &target,
-        &handles,
-        sh,
-        Duration::from_millis(700),
-        3,
-        None,
-    )
-    .unwrap();
-    assert_eq!(r.errors, 0, "{:?}", r.first_error);
-    assert_eq!(r.content_mismatches, 0);
+    let r = clean_load(&clients, &target, &handles, sh, 700, 3, None);
     let ops = r.ops();
     assert!(ops > 100, "{ops} operations");
     // The mix: lookups are the most common operation, as SFS's 27% makes them.
@@ -463,6 +429,32 @@ fn a_file_whose_contents_changed_fails_the_sample() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("did not match the file set"), "{e}");
+}
+
+/// A load on every client thread that must come back clean: no failed operation and
+/// no wrong answer.
+fn clean_load(
+    clients: &Clients,
+    target: &Target,
+    handles: &Arc<Handles>,
+    sh: Shape,
+    ms: u64,
+    seed: u64,
+    rate: Option<f64>,
+) -> LoadResult {
+    let r = run_load(
+        clients,
+        target,
+        handles,
+        sh,
+        Duration::from_millis(ms),
+        seed,
+        rate,
+    )
+    .unwrap();
+    assert_eq!(r.errors, 0, "{:?}", r.first_error);
+    assert_eq!(r.content_mismatches, 0);
+    r
 }
 
 /// A raw NFSv3 connection for the test to change the file set with.
@@ -601,18 +593,7 @@ fn the_user_space_server_serves_a_directory_on_disk() {
     let sh = shape(2);
     let clients = Clients::start(&client, sh.clients, None).unwrap();
     let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
-    let r = run_load(
-        &clients,
-        &target,
-        &handles,
-        sh,
-        Duration::from_millis(500),
-        4,
-        None,
-    )
-    .unwrap();
-    assert_eq!(r.errors, 0, "{:?}", r.first_error);
-    assert_eq!(r.content_mismatches, 0);
+    let r = clean_load(&clients, &target, &handles, sh, 500, 4, None);
     assert!(r.bytes_written > 0);
     for i in 0..sh.dirs {
         let d = t.path().join(format!("sfs/d{i}"));
