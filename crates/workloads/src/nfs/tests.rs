@@ -78,6 +78,33 @@ impl Drop for TestServer {
     }
 }
 
+/// An in-memory server, client threads and the file set made on it.
+struct Loaded {
+    // Held until the test ends: dropping them stops the server and the client side.
+    _server: TestServer,
+    _client: ClientSide,
+    sh: Shape,
+    clients: Clients,
+    target: Target,
+    handles: Arc<Handles>,
+}
+
+fn loaded(sh: Shape) -> Loaded {
+    let server = TestServer::start();
+    let client = testutil::client();
+    let clients = Clients::start(&client, sh.clients, None).unwrap();
+    let target = server.target();
+    let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
+    Loaded {
+        _server: server,
+        _client: client,
+        sh,
+        clients,
+        target,
+        handles,
+    }
+}
+
 fn shape(clients: u32) -> Shape {
     Shape {
         clients,
@@ -206,12 +233,14 @@ fn no_point_within_the_limit_fails_with_one_line_and_both_figures() {
 /// the slots they missed rather than sending more than one operation at a time.
 #[test]
 fn a_paced_load_achieves_its_requested_rate_and_shows_when_it_cannot() {
-    let server = TestServer::start();
-    let client = testutil::client();
-    let sh = shape(2);
-    let clients = Clients::start(&client, sh.clients, None).unwrap();
-    let target = server.target();
-    let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
+    let Loaded {
+        _server,
+        _client,
+        sh,
+        clients,
+        target,
+        handles,
+    } = loaded(shape(2));
     let load =
         |seed: u64, rate: Option<f64>| clean_load(&clients, &target, &handles, sh, 600, seed, rate);
     let closed = load(10, None);
@@ -339,12 +368,14 @@ fn where_the_kernel_has_no_nfsd_the_cell_is_skipped_with_the_reason() {
 
 #[test]
 fn the_mix_runs_against_a_user_space_server_with_every_answer_checked() {
-    let server = TestServer::start();
-    let client = testutil::client();
-    let sh = shape(2);
-    let clients = Clients::start(&client, sh.clients, None).unwrap();
-    let target = server.target();
-    let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
+    let Loaded {
+        _server,
+        _client,
+        sh,
+        clients,
+        target,
+        handles,
+    } = loaded(shape(2));
     assert_eq!(handles.dirs.len(), 2);
     // A first load, as an earlier sample would be: the next must find its file set as
     // SFS's would (its removes have files to remove again).
