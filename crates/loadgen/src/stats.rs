@@ -134,8 +134,9 @@ pub struct LoadReport {
 }
 
 impl LoadReport {
-    pub(crate) fn merge(parts: Vec<ThreadReport>) -> LoadReport {
-        let mut r = LoadReport {
+    /// A report of no load: nothing counted, an empty histogram; what merges start from.
+    pub(crate) fn empty() -> LoadReport {
+        LoadReport {
             window_ns: 0,
             requests: 0,
             bytes: 0,
@@ -147,7 +148,11 @@ impl LoadReport {
             bad_statuses: BTreeMap::new(),
             latency: histogram(),
             conns: Vec::new(),
-        };
+        }
+    }
+
+    pub(crate) fn merge(parts: Vec<ThreadReport>) -> LoadReport {
+        let mut r = LoadReport::empty();
         let mut answered = 0;
         for p in parts {
             r.window_ns = r.window_ns.max(p.window_ns);

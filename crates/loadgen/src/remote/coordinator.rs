@@ -10,7 +10,7 @@ use smtlab_placement::Token;
 use super::proto::{self, FromAgent, LoadSpec, RecvError, ToAgent, Wire, WireReport};
 use crate::LoadConfig;
 use crate::http::{ErrorKind, RequestSpec};
-use crate::stats::{LoadReport, histogram};
+use crate::stats::LoadReport;
 
 /// An agent as the coordinator found it.
 #[derive(Debug, Clone)]
@@ -414,19 +414,7 @@ fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
 /// percentiles are those of one histogram of every sample), the window the longest,
 /// connections numbered on after the previous agent's.
 pub(crate) fn merge(parts: &[WireReport]) -> Result<LoadReport, String> {
-    let mut r = LoadReport {
-        window_ns: 0,
-        requests: 0,
-        bytes: 0,
-        body_bytes: 0,
-        connects: 0,
-        unanswered: 0,
-        unsent: 0,
-        errors: BTreeMap::new(),
-        bad_statuses: BTreeMap::new(),
-        latency: histogram(),
-        conns: Vec::new(),
-    };
+    let mut r = LoadReport::empty();
     let mut first_conn = 0;
     for p in parts {
         r.window_ns = r.window_ns.max(p.window_ns);
