@@ -16,7 +16,10 @@
 //!    ([`WorkerState::check`], not timed).
 //!
 //! The coordinator (the caller) sleeps on a channel during the run, so it takes no CPU
-//! from the workers. The sample's elapsed time is last finish minus first start (paper
+//! from the workers; only the last worker to finish wakes it (each puts its report in
+//! its slot), so it never wakes in the middle of a sample onto a CPU where another
+//! worker is still running, which on a placement over every CPU would stretch that
+//! worker's time. The sample's elapsed time is last finish minus first start (paper
 //! 002 s3.2, measurement rule 8), and the start spread is reported beside it.
 //!
 //! Dropping the pool tells every worker to stop and joins it. A panic in a worker's code is
@@ -219,13 +222,34 @@ struct Worker {
     join: Option<JoinHandle<()>>,
 }
 
+/// Where the workers leave their reports of one run: a slot each, and the count of those
+/// still out; the worker that brings it to zero wakes the coordinator.
+struct Reports {
+    slots: std::sync::Mutex<Vec<Option<Result<Report, String>>>>,
+    pending: AtomicUsize,
+    done: Sender<()>,
+}
+
+impl Reports {
+    fn put(&self, index: usize, report: Result<Report, String>) -> bool {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots[index] = Some(report);
+        }
+        if self.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            return self.done.send(()).is_ok();
+        }
+        true
+    }
+}
+
 /// Persistent, pinned worker threads running one benchmark's [`WorkerState`]s.
 pub struct WorkerPool {
     bench: String,
     workers: Vec<Worker>,
     /// The CPU each worker was pinned to, `None` when unpinned.
     planned: Vec<Option<u32>>,
-    results: Receiver<(usize, Result<Report, String>)>,
+    reports: Arc<Reports>,
+    all_done: Receiver<()>,
     barrier: Arc<SpinBarrier>,
     clock_cost_ns: f64,
 }
@@ -263,13 +287,19 @@ impl WorkerPool {
         let barrier = Arc::new(SpinBarrier::new(n, n <= cpus_available));
         let factory = Arc::new(factory);
         let (ready_tx, ready_rx) = channel::<(usize, Result<(), BenchError>)>();
-        let (results_tx, results) = channel();
+        let (done_tx, all_done) = channel();
+        let reports = Arc::new(Reports {
+            slots: std::sync::Mutex::new((0..n).map(|_| None).collect()),
+            pending: AtomicUsize::new(0),
+            done: done_tx,
+        });
         let planned: Vec<Option<u32>> = (0..n).map(|i| placement.cpu_for_thread(i)).collect();
         let mut pool = WorkerPool {
             bench: bench.into(),
             workers: Vec::with_capacity(n),
             planned: planned.clone(),
-            results,
+            reports: Arc::clone(&reports),
+            all_done,
             barrier: Arc::clone(&barrier),
             clock_cost_ns: 0.0,
         };
@@ -278,7 +308,7 @@ impl WorkerPool {
             let barrier = Arc::clone(&barrier);
             let factory = Arc::clone(&factory);
             let ready = ready_tx.clone();
-            let results = results_tx.clone();
+            let results = Arc::clone(&reports);
             let name = bench.to_string();
             let spawned = std::thread::Builder::new()
                 .name(format!("smtlab-w{i}"))
@@ -344,20 +374,16 @@ impl WorkerPool {
         if self.any_worker_exited() {
             return Err(self.dead_worker());
         }
+        let n = self.workers.len();
+        self.reports.pending.store(n, Ordering::Release);
         for w in &self.workers {
             if w.cmd.send(Cmd::Run(iterations)).is_err() {
                 return Err(self.dead_worker());
             }
         }
-        let n = self.workers.len();
-        let mut reports: Vec<Option<Result<Report, String>>> = (0..n).map(|_| None).collect();
-        let mut received = 0;
-        while received < n {
-            match self.results.recv_timeout(Duration::from_millis(200)) {
-                Ok((i, r)) => {
-                    reports[i] = Some(r);
-                    received += 1;
-                }
+        loop {
+            match self.all_done.recv_timeout(Duration::from_millis(200)) {
+                Ok(()) => break,
                 Err(RecvTimeoutError::Timeout) if !self.any_worker_exited() => {}
                 Err(_) => {
                     self.barrier.poison();
@@ -365,6 +391,10 @@ impl WorkerPool {
                 }
             }
         }
+        let reports: Vec<Option<Result<Report, String>>> = match self.reports.slots.lock() {
+            Ok(mut slots) => slots.iter_mut().map(Option::take).collect(),
+            Err(_) => return Err(self.dead_worker()),
+        };
         let mut ok = Vec::with_capacity(n);
         for (i, r) in reports.into_iter().enumerate() {
             match r {
@@ -456,7 +486,7 @@ fn worker_main<S, F>(
     barrier: &SpinBarrier,
     cmds: Receiver<Cmd>,
     ready: Sender<(usize, Result<(), BenchError>)>,
-    results: Sender<(usize, Result<Report, String>)>,
+    results: Arc<Reports>,
 ) where
     S: WorkerState,
     F: Fn(usize) -> Result<S, BenchError>,
@@ -510,7 +540,7 @@ fn worker_main<S, F>(
             },
             Err(p) => Err(format!("panicked: {}", panic_text(&*p))),
         };
-        if results.send((index, report)).is_err() {
+        if !results.put(index, report) {
             return;
         }
     }

@@ -137,7 +137,9 @@ pub fn progress_bar_with(len: u64, hidden: bool, counts: bool) -> indicatif::Pro
         })
         .expect("the template is valid"),
     );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    // No steady tick: a drawing thread would wake on a measured CPU in the middle of a
+    // sample (a placement on every CPU has no other). The bar is drawn when the
+    // session reports a sample or a cell, between samples.
     bar
 }
 

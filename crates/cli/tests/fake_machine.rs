@@ -575,3 +575,36 @@ fn a_mix_runs_its_programs_together_on_the_two_siblings_and_the_report_shows_it(
     }
     assert!(f.journal().is_empty(), "{:?}", f.journal());
 }
+
+#[test]
+fn a_run_on_a_machine_with_steal_says_so_and_records_each_cells_disturbance() {
+    let f = Fake::new();
+    // The fake machine's `/proc/stat`: 1% of its CPUs' time stolen since boot.
+    fs::create_dir_all(f.tree().join("proc")).unwrap();
+    fs::write(
+        f.tree().join("proc/stat"),
+        "cpu  900 0 0 100 0 0 0 10\ncpu0 450 0 0 45 0 0 0 5\ncpu1 450 0 0 45 0 0 0 5\n",
+    )
+    .unwrap();
+    let out = ok(f
+        .smtlab()
+        .args(["run", "--suite", "quick", "--bench", "int-ops"])
+        .args(["--placements", "1c1t", "--json", "--db"])
+        .arg(f.db())
+        .output()
+        .unwrap());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().any(
+            |l| l.starts_with("note: this machine's hypervisor takes time")
+                && l.contains("steal 1.00%")
+        ),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["cells"][0]["result"]["disturbance"];
+    assert!(d["windows"].as_u64().unwrap() >= 1, "{d}");
+    assert_eq!(d["cpus"], 1);
+    // The file does not move: nothing was stolen while the cell measured.
+    assert_eq!(d["steal_ns"], 0);
+}

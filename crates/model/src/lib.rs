@@ -20,7 +20,9 @@
 //!   confidence intervals, geometric mean, ratios of two summaries, p-values and
 //!   Holm's correction).
 //! * [`verdict`]: the one verdict on two cells (speed-up, interval, words, unsteady
-//!   cells, SMT pairs whose sibling was idle) that every output prints.
+//!   and disturbed cells, SMT pairs whose sibling was idle) that every output prints.
+//! * [`disturbance`]: what disturbed a cell (steal, other processes, smtlab's own
+//!   threads) and when that makes it `disturbed`.
 //!
 //! Everything here is `serde`-serialisable so that the store, the report and other
 //! tools read the same shapes.
@@ -28,6 +30,7 @@
 pub mod bench;
 pub mod counters;
 pub mod cpuset;
+pub mod disturbance;
 pub mod keys;
 pub mod metrics;
 pub mod placement;
@@ -42,6 +45,7 @@ pub mod verdict;
 
 pub use bench::{BenchInfo, Direction, ParamInfo, ReportSection, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};
+pub use disturbance::Disturbance;
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use result::{CellResult, ConfigError, Round, RunConfig};
 pub use run::{

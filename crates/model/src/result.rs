@@ -106,6 +106,11 @@ pub struct CellResult {
     /// `warmup` are the first round's. Empty for a single round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<Round>,
+    /// What disturbed the cell's samples (steal, other processes, smtlab's other
+    /// threads); `None` where it was not recorded (no machine to read it from, results
+    /// from before it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disturbance: Option<crate::Disturbance>,
 }
 
 /// One round of a cell measured several times, each time from a fresh instance.
@@ -163,6 +168,25 @@ impl CellResult {
             return Some(format!("CV {:.0}%", 100.0 * (s.stddev / s.mean).abs()));
         }
         None
+    }
+
+    /// Why the cell is disturbed (`disturbed: steal 4.2%`): steal or other processes
+    /// took more than [`crate::disturbance::DISTURBED_SHARE`] of its CPUs' time. `None`
+    /// when it was not, or nothing was recorded.
+    pub fn disturbed_reason(&self) -> Option<String> {
+        let why = self.disturbance.as_ref()?.reason()?;
+        Some(format!("disturbed: {why}"))
+    }
+
+    /// Why the cell's figure may not repeat or not be its own: [`Self::unsteady_reason`]
+    /// and [`Self::disturbed_reason`] together. What keeps a comparison from calling it
+    /// faster or slower.
+    pub fn hold_back_reason(&self) -> Option<String> {
+        let reasons: Vec<String> = [self.unsteady_reason(), self.disturbed_reason()]
+            .into_iter()
+            .flatten()
+            .collect();
+        (!reasons.is_empty()).then(|| reasons.join(", "))
     }
 
     /// How many distinct CPUs the cell's work ran on: the most any sample reports in

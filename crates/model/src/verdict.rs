@@ -15,8 +15,10 @@
 //! * the words: `faster` / `slower` when the whole interval is above / below 1,
 //!   `not significant at 95%` when it includes 1, `n=1, no interval` with a single
 //!   sample on a side, and `unsteady` when either cell's samples or rounds disagree
-//!   beyond their own interval ([`crate::CellResult::unsteady_reason`]): such a cell's
-//!   figure would not repeat, so it is called neither faster nor slower.
+//!   beyond their own interval ([`crate::CellResult::unsteady_reason`]) or either cell
+//!   is disturbed (steal or other processes took more than 2% of its CPUs' time,
+//!   [`crate::CellResult::disturbed_reason`]): such a cell's figure would not repeat or
+//!   is not its own, so it is called neither faster nor slower.
 //! * the p-value is Welch's test of equal means ([`stats::welch_p_value`]), for outputs
 //!   that correct for many comparisons at once (`compare`).
 //!
@@ -38,7 +40,8 @@ pub struct Verdict {
     pub speedup: Ratio,
     /// What the interval says about 1, or `Unsteady` (see the module documentation).
     pub significance: Significance,
-    /// Why a cell is unsteady, naming it (`1c2t: CV 31%`).
+    /// Why a cell is unsteady or disturbed, naming it (`1c2t: CV 31%`,
+    /// `all: disturbed: steal 4.2%`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
     /// Welch's two-sided p-value for equal means; `None` with one sample on a side.
@@ -72,7 +75,7 @@ pub fn verdict_named(first: &CellRecord, second: &CellRecord, names: [&str; 2]) 
     let reasons: Vec<String> = [first, second]
         .iter()
         .zip(names)
-        .filter_map(|(c, name)| c.result.unsteady_reason().map(|w| format!("{name}: {w}")))
+        .filter_map(|(c, name)| c.result.hold_back_reason().map(|w| format!("{name}: {w}")))
         .collect();
     let unsteady = (!reasons.is_empty()).then(|| reasons.join(", "));
     let significance = if unsteady.is_some() {

@@ -11,7 +11,31 @@ pub fn csv_columns() -> Vec<&'static str> {
     let mut v = CELL_COLUMNS.to_vec();
     v.extend(crate::counter_ratios::CSV_RATIO_COLUMNS);
     v.extend(OS_COLUMNS);
+    v.extend(DISTURBANCE_COLUMNS);
     v
+}
+
+/// What disturbed the cell (`CellResult::disturbance`), each a percentage of the CPU
+/// time its CPUs had over its samples, and `disturbed`: why the cell is disturbed,
+/// empty when it is not. Empty where nothing was recorded.
+const DISTURBANCE_COLUMNS: [&str; 4] = [
+    "steal_pct",
+    "other_processes_pct",
+    "smtlab_other_pct",
+    "disturbed",
+];
+
+fn disturbance_values(cell: Option<&CellRecord>) -> Vec<String> {
+    let Some(d) = cell.and_then(|c| c.result.disturbance.as_ref()) else {
+        return vec![String::new(); DISTURBANCE_COLUMNS.len()];
+    };
+    let pct = |x: Option<f64>| x.map(|x| format!("{:.3}", 100.0 * x)).unwrap_or_default();
+    vec![
+        pct(d.steal_share()),
+        pct(d.foreign_share()),
+        pct(d.smtlab_other_share()),
+        d.reason().unwrap_or_default(),
+    ]
 }
 
 /// The OS-time columns after the ratios: the `/proc/stat` split of the cell's CPUs
@@ -231,6 +255,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         r.extend(extra(results, Some(cell), None));
         r.extend(crate::counter_ratios::csv_values(Some(cell)));
         r.extend(os_values(Some(cell)));
+        r.extend(disturbance_values(Some(cell)));
         let _ = w.write_record(r);
     }
     for skip in &results.skipped {
@@ -243,6 +268,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         r.extend(extra(results, None, Some(&skip.reason)));
         r.extend(crate::counter_ratios::csv_values(None));
         r.extend(os_values(None));
+        r.extend(disturbance_values(None));
         let _ = w.write_record(r);
     }
     w.into_inner().unwrap_or_default()
@@ -444,6 +470,39 @@ mod tests {
         assert_eq!((&single[11], &single[12], &single[17]), ("", "", ""));
         assert_eq!(&single[20], "", "no cpu rate measured");
         assert_eq!(&single[5], "0-1");
+    }
+
+    #[test]
+    fn a_disturbed_cell_carries_its_figures_in_the_csv_and_the_json() {
+        let mut results = testdata::results(3);
+        results.cells[0].result.disturbance = Some(smtlab_model::Disturbance {
+            windows: 100,
+            window_ns: 1_000_000_000,
+            cpus: 2,
+            tick_ns: 10_000_000,
+            steal_ns: 100_000_000,
+            foreign_ns: Some(20_000_000),
+            smtlab_other_ns: Some(4_000_000),
+        });
+        let bytes = csv(&results);
+        let mut rd = csv::Reader::from_reader(bytes.as_slice());
+        let header = rd.headers().unwrap().clone();
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+        assert_eq!(&rows[0][col("steal_pct")], "5.000");
+        assert_eq!(&rows[0][col("other_processes_pct")], "1.000");
+        assert_eq!(&rows[0][col("smtlab_other_pct")], "0.200");
+        assert_eq!(&rows[0][col("disturbed")], "steal 5.0%");
+        // A cell without the record leaves the columns empty.
+        assert_eq!(&rows[1][col("steal_pct")], "");
+        let doc: serde_json::Value = serde_json::from_slice(&json(&results)).unwrap();
+        assert_eq!(
+            doc["cells"][0]["result"]["disturbance"]["steal_ns"],
+            100_000_000
+        );
+        let note = crate::html::machine::disturbed_note(&results).unwrap();
+        assert!(note.starts_with("1 cells disturbed"), "{note}");
+        assert!(note.contains("steal 5.0%"), "{note}");
     }
 
     #[test]

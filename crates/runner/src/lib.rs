@@ -58,6 +58,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod counting;
+pub mod disturb;
 pub mod error;
 pub mod experiment;
 pub mod machine;

@@ -11,6 +11,9 @@
 //! * the **clock** samples are timed with;
 //! * the **counting backend** (`--counters`) and what it offers here;
 //! * the **environment** stored with every run ([`Machine::environment`]);
+//! * the **CPU times** of its CPUs and of this process's threads
+//!   ([`Machine::cpu_times`], [`Machine::own_threads_cpu_ns`]), for what disturbed a
+//!   cell ([`crate::disturb`]);
 //! * the **system state of a cell** ([`Machine::enter_cell`]): `1c1t-up` takes every
 //!   other CPU offline for the cell's life, through a typed guard ([`CellGuard`]) that
 //!   brings them back when dropped;
@@ -25,10 +28,12 @@
 
 mod fake;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use smtlab_control::guard::Protection;
 use smtlab_control::{ControlError, IrqSteer, SmtSwitch, Sysfs};
+use smtlab_model::counters::os_time::CpuTicks;
 use smtlab_model::{Environment, ResolvedPlacement, Topology};
 use smtlab_topology::TopologyError;
 
@@ -113,6 +118,32 @@ pub trait Machine: Sync {
 
     /// The environment the measurements run in (DESIGN rule 11), stored with the run.
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment;
+
+    /// Each CPU's time since boot (`proc/stat` under [`Machine::root`]), for what
+    /// disturbed a cell ([`crate::disturb`]) and the steal note at a run's start; `None`
+    /// where it cannot be read or parsed.
+    fn cpu_times(&self) -> Option<BTreeMap<u32, CpuTicks>> {
+        let text = std::fs::read_to_string(self.root().join("proc/stat")).ok()?;
+        smtlab_counters::procstat::parse_proc_stat(&text).ok()
+    }
+
+    /// The CPU time of each thread of this process in nanoseconds, by thread id (the
+    /// first field of `proc/self/task/TID/schedstat` under [`Machine::root`]: the
+    /// scheduler's own count, exact, not in ticks); `None` where it cannot be read.
+    fn own_threads_cpu_ns(&self) -> Option<BTreeMap<u32, u64>> {
+        crate::disturb::read_task_schedstats(&self.root().join("proc/self/task"))
+    }
+
+    /// One `proc/stat` tick in nanoseconds (USER_HZ; 10 ms on every usual kernel).
+    fn tick_ns(&self) -> u64 {
+        // SAFETY: sysconf only reads a constant of the system.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        if hz > 0 {
+            1_000_000_000 / hz as u64
+        } else {
+            10_000_000
+        }
+    }
 
     /// The topology as it is now (again after every change of SMT state).
     fn topology(&self) -> Result<Topology, MachineError> {

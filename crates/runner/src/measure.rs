@@ -381,6 +381,7 @@ impl<'a> Measurement<'a> {
                 .saturating_sub(self.start_ns),
             config: cfg.clone(),
             rounds: Vec::new(),
+            disturbance: None,
         };
         // The cell is complete; a stop request now only matters for the next cell.
         let _ = self

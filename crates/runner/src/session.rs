@@ -17,6 +17,10 @@
 //! 5. one extra sample with syscall tracing (where available), then the instance is
 //!    dropped, and after it the client side.
 //!
+//! Around each of its samples a cell reads what disturbs it (steal, other processes,
+//! smtlab's own other threads: [`crate::disturb`]) from the session's machine, and its
+//! record carries the sum (`CellResult::disturbance`).
+//!
 //! Cells are measured in [`Group`]s: the cells of one group (the placements of one
 //! benchmark and parameter set) take their samples in turn when the session
 //! interleaves, else one after the other. Every
@@ -166,7 +170,15 @@ enum Reply {
     Ready(Result<(), String>),
     Stepped(Result<StepInfo, String>),
     Finished(Result<CellResult, String>),
-    Closed(Option<CellCounters>, Option<String>),
+    Closed(Closed),
+}
+
+/// What a cell's thread hands back when it closes.
+#[derive(Default)]
+struct Closed {
+    counters: Option<CellCounters>,
+    note: Option<String>,
+    disturbance: Option<smtlab_model::Disturbance>,
 }
 
 struct StepInfo {
@@ -377,14 +389,16 @@ impl Session<'_> {
                     continue;
                 }
                 let Ok(live) = slot else { continue };
-                let (counters, note) = match ask(live, Cmd::Close) {
-                    Some(Reply::Closed(c, n)) => (c, n),
-                    _ => (None, None),
+                let closed = match ask(live, Cmd::Close) {
+                    Some(Reply::Closed(c)) => c,
+                    _ => Closed::default(),
                 };
+                let (counters, note) = (closed.counters, closed.note);
                 let rounds = std::mem::take(&mut live.rounds);
-                let Some(result) = crate::rounds::pool(rounds) else {
+                let Some(mut result) = crate::rounds::pool(rounds) else {
                     continue;
                 };
+                result.disturbance = closed.disturbance;
                 let record = CellRecord {
                     benchmark: plan.info.name.clone(),
                     group: plan.info.group.clone(),
@@ -495,7 +509,7 @@ impl Session<'_> {
                         Cmd::Begin => Reply::Ready(Err(reason.clone())),
                         Cmd::Step { .. } => Reply::Stepped(Err(reason.clone())),
                         Cmd::Finish => Reply::Finished(Err(reason.clone())),
-                        Cmd::Close => Reply::Closed(None, None),
+                        Cmd::Close => Reply::Closed(Closed::default()),
                     };
                     if replies.send(reply).is_err() {
                         break;
@@ -517,6 +531,10 @@ impl Session<'_> {
         if interleaved && let Some(c) = counting.as_mut() {
             c.sample_only_while_working();
         }
+        // What disturbs the cell, read around each of its own samples.
+        let mut probe = self.system.and_then(|m| {
+            crate::disturb::Probe::new(m, self.clock, sampled_cpus(&placement, self.topo))
+        });
         let ctx = BenchContext {
             params: &plan.params,
             placement: &placement,
@@ -535,6 +553,7 @@ impl Session<'_> {
                     if let Some(c) = counting.as_mut() {
                         c.working();
                     }
+                    let threads_before = probe.as_ref().map(|p| p.threads_now());
                     let prepared = plan.bench.prepare(&ctx);
                     if prepared.is_err()
                         && let Some(c) = counting.as_mut()
@@ -571,6 +590,11 @@ impl Session<'_> {
                             continue;
                         }
                     };
+                    // The threads the cell started (its workers) are its measuring ones.
+                    if let (Some(p), Some(before)) = (probe.as_mut(), threads_before) {
+                        let now = p.threads_now();
+                        p.measuring_threads(now.difference(&before).copied());
+                    }
                     if replies.send(Reply::Ready(Ok(()))).is_err() {
                         break;
                     }
@@ -585,6 +609,9 @@ impl Session<'_> {
                                     m.continue_if_converged();
                                 }
                                 let before = m.samples_taken();
+                                if let Some(p) = probe.as_mut() {
+                                    p.open();
+                                }
                                 if let Some(c) = counting.as_mut() {
                                     c.working();
                                     c.resume();
@@ -593,6 +620,9 @@ impl Session<'_> {
                                 if let Some(c) = counting.as_mut() {
                                     c.pause();
                                     c.idle();
+                                }
+                                if let Some(p) = probe.as_mut() {
+                                    p.close();
                                 }
                                 let after = m.samples_taken();
                                 let reply = r.map_err(error_text).map(|done| StepInfo {
@@ -610,6 +640,11 @@ impl Session<'_> {
                         }
                     };
                     if let Ok(r) = &finished {
+                        if let Some(p) = probe.as_mut() {
+                            let cpu: Option<Vec<u64>> =
+                                r.samples.iter().map(|s| s.cpu_ns).collect();
+                            p.end_round(cpu.map(|c| c.iter().sum()));
+                        }
                         last_iterations = Some(r.iterations);
                         work += r.samples.iter().map(|s| s.work).sum::<f64>();
                     }
@@ -666,7 +701,11 @@ impl Session<'_> {
                     // The instance goes first (it may still use the client side).
                     drop(instance.take());
                     drop(client);
-                    let _ = replies.send(Reply::Closed(counters, note));
+                    let _ = replies.send(Reply::Closed(Closed {
+                        counters,
+                        note,
+                        disturbance: probe.take().and_then(|p| p.finish()),
+                    }));
                     return;
                 }
             }

@@ -616,3 +616,126 @@ fn rounds_take_turns_cell_by_cell_without_interleaving() {
     assert_eq!(samples_of(&log), expected);
     assert!(out.cells.iter().all(|c| c.result.rounds.len() == 2));
 }
+
+/// A fake machine whose `/proc/stat` moves by `steal_ticks` of steal on CPU 0 and
+/// `busy_ticks` of user time on each CPU at every read, and whose threads ran
+/// `thread_ns` more on each read: seeded figures for what disturbs a cell.
+struct Disturbing {
+    inner: smtlab_runner::machine::FakeMachine,
+    _dir: tempfile::TempDir,
+    steal_ticks: u64,
+    busy_ticks: u64,
+    thread_ns: u64,
+    reads: std::sync::atomic::AtomicU64,
+}
+
+impl Disturbing {
+    fn new(steal_ticks: u64, busy_ticks: u64, thread_ns: u64) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Disturbing {
+            inner: smtlab_runner::machine::FakeMachine::at(dir.path()).unwrap(),
+            _dir: dir,
+            steal_ticks,
+            busy_ticks,
+            thread_ns,
+            reads: Default::default(),
+        }
+    }
+}
+
+impl smtlab_runner::machine::Machine for Disturbing {
+    fn root(&self) -> &std::path::Path {
+        self.inner.root()
+    }
+    fn sysfs(&self) -> smtlab_control::Sysfs {
+        self.inner.sysfs()
+    }
+    fn clock(&self) -> &dyn smtlab_runner::Clock {
+        self.inner.clock()
+    }
+    fn counting_setup(&self) -> CountingSetup {
+        self.inner.counting_setup()
+    }
+    fn counting_backend(&self) -> &dyn smtlab_runner::counting::CountingBackend {
+        self.inner.counting_backend()
+    }
+    fn environment(
+        &self,
+        topo: &Topology,
+        tool: &smtlab_runner::machine::Tool,
+    ) -> smtlab_model::Environment {
+        self.inner.environment(topo, tool)
+    }
+    fn cpu_times(
+        &self,
+    ) -> Option<std::collections::BTreeMap<u32, smtlab_model::counters::os_time::CpuTicks>> {
+        let n = self
+            .reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let text = format!(
+            "cpu0 {b} 0 0 0 0 0 0 {s}\ncpu1 {b} 0 0 0 0 0 0 0\n",
+            b = n * self.busy_ticks,
+            s = n * self.steal_ticks
+        );
+        smtlab_counters::procstat::parse_proc_stat(&text).ok()
+    }
+    fn own_threads_cpu_ns(&self) -> Option<std::collections::BTreeMap<u32, u64>> {
+        let n = self.reads.load(std::sync::atomic::Ordering::Relaxed);
+        // Thread 1 stands for smtlab's main thread: never a measuring one.
+        Some([(1, n * self.thread_ns)].into())
+    }
+    fn tick_ns(&self) -> u64 {
+        10_000_000
+    }
+}
+
+fn disturbed_cells(machine: &Disturbing) -> Vec<CellRecord> {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let mut a = bench("a", &clock, &log);
+    // Samples of 100 ms each (1000 iterations), long against a 10 ms tick.
+    a.ns_per_iter = 100_000;
+    let ps = [placement("p0", &[0]), placement("p1", &[0])];
+    let (topo, mut cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    cfg.max_samples = 10;
+    cfg.min_samples = 10;
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.system = Some(machine);
+    let mut out = Collect::default();
+    s.run(vec![plan(&a, &ps)], &mut out);
+    out.cells
+}
+
+#[test]
+fn steal_on_the_cells_cpu_marks_it_disturbed_and_keeps_it_from_a_verdict() {
+    // A tick (10 ms) of steal at each read: 10 ms per 100 ms window.
+    let cells = disturbed_cells(&Disturbing::new(1, 0, 0));
+    assert_eq!(cells.len(), 2);
+    for c in &cells {
+        let d = c.result.disturbance.as_ref().expect("recorded");
+        // A window around every step: one per measured sample, and the last step's.
+        assert!(d.windows as usize >= c.result.samples.len(), "{d:?}");
+        assert!(c.result.samples.len() >= 5, "{d:?}");
+        assert_eq!(d.cpus, 1);
+        assert_eq!(d.steal_ns, d.windows * 10_000_000);
+        let why = c.result.disturbed_reason().expect("disturbed");
+        assert!(why.starts_with("disturbed: steal 1"), "{why}");
+    }
+    let v = smtlab_model::verdict::verdict(&cells[0], &cells[1]).unwrap();
+    assert_eq!(v.significance, smtlab_model::stats::Significance::Unsteady);
+    assert!(v.unsteady.unwrap().contains("disturbed: steal"));
+}
+
+#[test]
+fn a_quiet_machine_records_the_figures_and_disturbs_nothing() {
+    let cells = disturbed_cells(&Disturbing::new(0, 0, 1_000));
+    for c in &cells {
+        let d = c.result.disturbance.as_ref().expect("recorded");
+        assert_eq!(d.steal_ns, 0);
+        // The main thread's time is smtlab's own, not the cell's.
+        assert_eq!(d.smtlab_other_ns, Some(d.windows * 1_000));
+        // The fake benchmark says nothing of its CPU time: other processes unknown.
+        assert_eq!(d.foreign_ns, None);
+        assert_eq!(c.result.disturbed_reason(), None);
+    }
+}

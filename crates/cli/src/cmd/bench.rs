@@ -21,7 +21,11 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
     // Everything is checked before anything is printed or measured.
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let s = settings::bench::bench(args, machine)?;
-    for note in &s.notes {
+    for note in s.notes.iter().cloned().chain(
+        (!args.json)
+            .then(|| smtlab_runner::disturb::steal_note(machine))
+            .flatten(),
+    ) {
         crate::term::note_fit(&format!("note: {note}"));
     }
     let env = machine.environment(&s.topo, &settings::tool());

@@ -45,6 +45,9 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         &db,
         counting.as_ref(),
     );
+    if let Some(note) = smtlab_runner::disturb::steal_note(machine) {
+        crate::term::note_fit(&format!("note: {note}"));
+    }
     let stop = settings::stop_flag()?;
     let bar = crate::term::progress_bar(pending.len() as u64, false);
     let catalog = smtlab_runner::catalog::all();

@@ -246,6 +246,12 @@ pub fn details(cells: &[CellRecord], layout: Layout) -> String {
                 100.0 * r.summary.ci95_rel
             ));
         }
+        if let Some(why) = r.disturbed_reason() {
+            out.push_str(&format!(
+                "  {why} of its CPUs' time while it measured; its figure carries that load and \
+                 is compared with no other\n"
+            ));
+        }
     }
     out.push('\n');
     let out = wrap(&out, layout);

@@ -36,6 +36,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         .result
         .unsteady()
         .map(|d| format!("unsteady: moved {:.1}% during the cell", 100.0 * d));
+    let disturbed = cell.result.disturbed_reason();
     // Measurement rule 2: a value whose time did not grow with its iterations (after
     // the calibration was redone) is not a plain headline.
     let calibration = (cell.result.calibration.linear == Some(false)).then(|| {
@@ -64,10 +65,17 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         let mut out = line.trim_end_matches('\n').to_string();
         // Parameters cut on the line are given whole underneath.
         let full_params = (params.chars().count() > 16).then(|| params.clone());
-        let flags: Vec<String> = [full_params, rounds, not_converged, unsteady, calibration]
-            .into_iter()
-            .flatten()
-            .collect();
+        let flags: Vec<String> = [
+            full_params,
+            rounds,
+            not_converged,
+            unsteady,
+            disturbed,
+            calibration,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         if !flags.is_empty() {
             let detail = wrap(&format!("  {}", flags.join(", ")), layout);
             out.push('\n');
@@ -93,6 +101,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
             rounds.map(|r| format!(" {r}")),
             not_converged.map(|n| format!(", {n}")),
             unsteady.map(|u| format!(", {u}")),
+            disturbed.map(|d| format!(", {d}")),
             calibration.map(|c| format!(", {c}")),
         ]
         .into_iter()

@@ -170,7 +170,7 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         let base = find("1c1t", Some("off")).or_else(|| find("1c1t", None));
         e.baseline = base.map(|c| {
             let s = &c.result.summary;
-            let steady = c.result.unsteady_reason();
+            let steady = c.result.hold_back_reason();
             Baseline {
                 placement: c.placement_spec.clone(),
                 figure: Figure {

@@ -46,6 +46,48 @@ pub fn shape(t: &Topology) -> String {
     s
 }
 
+/// The cells steal or other processes disturbed, each with its figure, and the most
+/// steal and foreign time any cell saw; `None` when no cell recorded its disturbance.
+pub fn disturbed_note(r: &RunResults) -> Option<String> {
+    let recorded: Vec<_> = r
+        .cells
+        .iter()
+        .filter_map(|c| c.result.disturbance.as_ref().map(|d| (c, d)))
+        .collect();
+    let most = |f: &dyn Fn(&smtlab_model::Disturbance) -> Option<f64>| {
+        recorded
+            .iter()
+            .filter_map(|(_, d)| f(d))
+            .fold(0.0_f64, f64::max)
+    };
+    let (steal, foreign) = (most(&|d| d.steal_share()), most(&|d| d.foreign_share()));
+    let disturbed: Vec<String> = recorded
+        .iter()
+        .filter_map(|(c, d)| {
+            d.reason()
+                .map(|why| format!("{} on {}: {why}", c.benchmark, c.placement.name))
+        })
+        .collect();
+    if recorded.is_empty() {
+        return None;
+    }
+    let seen = format!(
+        "at most {:.1}% steal and {:.1}% other processes' time on a cell's CPUs",
+        100.0 * steal,
+        100.0 * foreign
+    );
+    Some(if disturbed.is_empty() {
+        format!("no cell disturbed: {seen}")
+    } else {
+        format!(
+            "{} cells disturbed (steal or other processes took more than {:.0}% of their CPUs'              time; called neither faster nor slower): {}; {seen}",
+            disturbed.len(),
+            100.0 * smtlab_model::disturbance::DISTURBED_SHARE,
+            disturbed.join("; ")
+        )
+    })
+}
+
 /// Things a reader must know before trusting a number, in one line each.
 pub fn notes(r: &RunResults) -> Vec<String> {
     let m = &r.run;
@@ -91,6 +133,7 @@ pub fn notes(r: &RunResults) -> Vec<String> {
              than their confidence interval explains, so a repetition may differ by that much"
         ));
     }
+    out.extend(disturbed_note(r));
     let nonlinear = r
         .cells
         .iter()

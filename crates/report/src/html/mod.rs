@@ -22,7 +22,7 @@ use smtlab_model::{RunResults, RunStatus};
 
 use crate::fmt::utc;
 
-mod machine;
+pub(crate) mod machine;
 mod scaling;
 mod tables;
 mod yields;

@@ -218,6 +218,7 @@ pub fn cell(
             wall_ns: 200_000_000,
             config: RunConfig::default(),
             rounds: Vec::new(),
+            disturbance: None,
         },
         counters: None,
     }

@@ -70,6 +70,9 @@ pub(crate) struct CellFacts {
     pub(crate) loop_cost_ns_per_iter: f64,
     pub(crate) subtracted_ns_per_sample: f64,
     pub(crate) config: RunConfig,
+    /// Absent in cells saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) disturbance: Option<smtlab_model::Disturbance>,
 }
 
 /// Every float a cell stores must be finite: SQLite turns NaN into NULL and JSON has
@@ -202,6 +205,7 @@ pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) 
         loop_cost_ns_per_iter: r.loop_cost_ns_per_iter,
         subtracted_ns_per_sample: r.subtracted_ns_per_sample,
         config: r.config.clone(),
+        disturbance: r.disturbance.clone(),
     };
     tx.execute(
         "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
@@ -420,6 +424,7 @@ pub(crate) fn load_cells(conn: &Connection, run_id: i64, version: i64) -> Step<V
                 } else {
                     Vec::new()
                 },
+                disturbance: facts.disturbance,
             },
             counters,
         });

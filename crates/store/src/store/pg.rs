@@ -33,7 +33,9 @@ use smtlab_model::{
 
 use super::cells::{CellFacts, check_cell_finite, check_config_finite};
 use super::codec::*;
-use super::lease::{LEASE_HEARTBEAT, LeaseError, LeaseHolder, is_live, now_ms};
+use super::lease::{
+    LEASE_HEARTBEAT, LeaseError, LeaseHolder, is_live, now_ms, yield_to_measurements,
+};
 use super::runs::{RunListing, describe_ids, one_labelled, resolve_selector};
 use super::{Fail, Step};
 use crate::error::{PgError, Result, StoreError};
@@ -742,6 +744,7 @@ impl Drop for PgLease {
 }
 
 fn heartbeats(c: &mut Client, run_id: i64, token: &str, stop: &mpsc::Receiver<()>) {
+    yield_to_measurements();
     // A failed renewal (server unreachable for a while) is retried at the next tick; the
     // holder's own `heartbeat` reports a lease that is really lost.
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(LEASE_HEARTBEAT) {
@@ -927,6 +930,7 @@ fn insert_cell(tx: &mut Transaction<'_>, run_id: i64, cell: &CellRecord) -> Step
         loop_cost_ns_per_iter: r.loop_cost_ns_per_iter,
         subtracted_ns_per_sample: r.subtracted_ns_per_sample,
         config: r.config.clone(),
+        disturbance: r.disturbance.clone(),
     };
     let counters = cell.counters.as_ref().map(to_json).transpose()?;
     let cell_id: i64 = tx
@@ -1234,6 +1238,7 @@ fn load_cells(c: &mut impl GenericClient, run_id: i64) -> Step<Vec<CellRecord>> 
                 wall_ns: nat(r.try_get(11)?, &at("wall_ns"))?,
                 config: facts.config,
                 rounds: rounds.remove(&cell_id).unwrap_or_default(),
+                disturbance: facts.disturbance,
             },
             counters,
         });

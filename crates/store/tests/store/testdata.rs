@@ -164,6 +164,7 @@ fn cell(c: CellSpec<'_>, config: &RunConfig) -> CellRecord {
             wall_ns: 61_234_567,
             config: config.clone(),
             rounds: Vec::new(),
+            disturbance: None,
         },
         counters: None,
     }

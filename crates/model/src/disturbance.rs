@@ -1,0 +1,172 @@
+//! What disturbed a cell while it measured: time the hypervisor took from the cell's CPUs
+//! (steal), CPU time other processes spent on them, and smtlab's own CPU time outside
+//! the cell's measuring threads, each summed over the cell's own sample windows (from
+//! just before each of its samples to just after it, so the turns other cells of an
+//! interleaved group take are left out).
+//!
+//! A cell is **disturbed** when steal or other processes took more than
+//! [`DISTURBED_SHARE`] of the CPU time its CPUs had in those windows, and more than the
+//! figure's own resolution ([`Disturbance::resolution_ns`]): `/proc/stat` counts in
+//! ticks (10 ms at the usual 100 Hz), so over short windows a few ticks either way are
+//! noise, not disturbance. Like an unsteady cell, a disturbed cell is never called
+//! faster or slower ([`crate::verdict`]): its figure carries someone else's load.
+
+use serde::{Deserialize, Serialize};
+
+/// Above this share of the cell's CPU time lost to steal or to other processes, the
+/// cell is disturbed: a steady benchmark's samples spread by about 1-2%, so a loss
+/// beyond that can move its figure by more than its own noise.
+pub const DISTURBED_SHARE: f64 = 0.02;
+
+/// What disturbed one cell, summed over its sample windows (all rounds).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Disturbance {
+    /// Sample windows summed (one per measured sample).
+    pub windows: u64,
+    /// Wall time of those windows, summed.
+    pub window_ns: u64,
+    /// The cell's CPUs (the placement's; every online CPU for `os`).
+    pub cpus: u32,
+    /// One `/proc/stat` tick in nanoseconds (10 ms at 100 Hz): the unit the steal and
+    /// busy times below were counted in.
+    pub tick_ns: u64,
+    /// Steal time of the cell's CPUs (`/proc/stat`): time the hypervisor ran something
+    /// else on them.
+    pub steal_ns: u64,
+    /// CPU time of other processes (and the kernel's interrupt work) on the cell's CPUs:
+    /// their busy time in `/proc/stat` minus every thread of smtlab's own process.
+    /// `None` where the cell's work ran outside smtlab's process (a child process, a
+    /// server), whose CPU time this figure could not tell from another process's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_ns: Option<u64>,
+    /// CPU time of smtlab's threads other than the cell's measuring ones (the main
+    /// thread, other cells' threads, progress, samplers), wherever they ran
+    /// (`/proc/self/task/*/schedstat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smtlab_other_ns: Option<u64>,
+}
+
+impl Disturbance {
+    /// The CPU time the cell's CPUs had over its windows: wall time times CPUs.
+    pub fn cpu_ns(&self) -> u64 {
+        self.window_ns.saturating_mul(u64::from(self.cpus))
+    }
+
+    fn share(&self, ns: u64) -> Option<f64> {
+        let cpu = self.cpu_ns();
+        (cpu > 0).then(|| ns as f64 / cpu as f64)
+    }
+
+    /// Steal as a share of the cell's CPU time.
+    pub fn steal_share(&self) -> Option<f64> {
+        self.share(self.steal_ns)
+    }
+
+    /// Other processes' CPU time as a share of the cell's CPU time.
+    pub fn foreign_share(&self) -> Option<f64> {
+        self.foreign_ns.and_then(|n| self.share(n))
+    }
+
+    /// smtlab's own non-measuring CPU time as a share of the cell's CPU time.
+    pub fn smtlab_other_share(&self) -> Option<f64> {
+        self.smtlab_other_ns.and_then(|n| self.share(n))
+    }
+
+    /// How far a tick-counted figure can be off by chance: each window's count is off by
+    /// up to a tick per CPU, about a quarter tick squared in variance, so two standard
+    /// deviations over every window and CPU are one tick times the root of their number.
+    pub fn resolution_ns(&self) -> u64 {
+        let cells = (self.windows.saturating_mul(u64::from(self.cpus))) as f64;
+        (self.tick_ns as f64 * cells.sqrt()).round() as u64
+    }
+
+    /// Why the cell is disturbed (`steal 4.2%`, `other processes 3.1%`), or `None`: the
+    /// figure beyond [`DISTURBED_SHARE`] of the cell's CPU time and beyond its
+    /// resolution.
+    pub fn reason(&self) -> Option<String> {
+        let cpu = self.cpu_ns() as f64;
+        if cpu <= 0.0 {
+            return None;
+        }
+        let floor = (DISTURBED_SHARE * cpu).max(self.resolution_ns() as f64);
+        let mut parts = Vec::new();
+        if self.steal_ns as f64 > floor {
+            parts.push(format!("steal {:.1}%", 100.0 * self.steal_ns as f64 / cpu));
+        }
+        if let Some(f) = self.foreign_ns.filter(|&f| f as f64 > floor) {
+            parts.push(format!("other processes {:.1}%", 100.0 * f as f64 / cpu));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// Adds another stretch of windows (a later round) of the same cell.
+    pub fn add(&mut self, other: &Disturbance) {
+        let opt = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a + b),
+            // A stretch that could not tell makes the whole unknown.
+            _ => None,
+        };
+        if self.windows == 0 {
+            *self = other.clone();
+            return;
+        }
+        self.windows += other.windows;
+        self.window_ns += other.window_ns;
+        self.steal_ns += other.steal_ns;
+        self.foreign_ns = opt(self.foreign_ns, other.foreign_ns);
+        self.smtlab_other_ns = opt(self.smtlab_other_ns, other.smtlab_other_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(windows: u64, window_ns: u64, steal_ns: u64, foreign_ns: Option<u64>) -> Disturbance {
+        Disturbance {
+            windows,
+            window_ns,
+            cpus: 2,
+            tick_ns: 10_000_000,
+            steal_ns,
+            foreign_ns,
+            smtlab_other_ns: Some(0),
+        }
+    }
+
+    #[test]
+    fn steal_beyond_the_share_and_the_resolution_disturbs() {
+        // 100 windows of 10 ms on 2 CPUs: 2 s of CPU time, resolution 10 ms x sqrt(200).
+        let cell = d(100, 1_000_000_000, 200_000_000, Some(0));
+        assert_eq!(cell.reason().as_deref(), Some("steal 10.0%"));
+        assert!((cell.steal_share().unwrap() - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_share_below_two_percent_is_not_a_disturbance() {
+        let cell = d(100, 1_000_000_000, 30_000_000, Some(30_000_000));
+        assert_eq!(cell.reason(), None);
+    }
+
+    #[test]
+    fn a_few_ticks_over_short_windows_are_noise() {
+        // 5 windows of 2 ms on 2 CPUs: 20 ms of CPU time; one 10 ms tick of steal is 50%
+        // of it, and no more than a tick of chance.
+        let cell = d(5, 10_000_000, 10_000_000, Some(10_000_000));
+        assert_eq!(cell.reason(), None);
+    }
+
+    #[test]
+    fn other_processes_are_named_with_their_share() {
+        let cell = d(100, 1_000_000_000, 0, Some(500_000_000));
+        assert_eq!(cell.reason().as_deref(), Some("other processes 25.0%"));
+    }
+
+    #[test]
+    fn rounds_add_up_and_an_unknown_stays_unknown() {
+        let mut a = d(10, 100, 5, Some(1));
+        a.add(&d(20, 200, 7, None));
+        assert_eq!((a.windows, a.window_ns, a.steal_ns), (30, 300, 12));
+        assert_eq!(a.foreign_ns, None);
+    }
+}
