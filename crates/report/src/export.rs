@@ -365,7 +365,8 @@ mod tests {
             csv_columns()[35..50],
             crate::counter_ratios::CSV_RATIO_COLUMNS
         );
-        assert_eq!(csv_columns()[50..], OS_COLUMNS);
+        assert_eq!(csv_columns()[50..61], OS_COLUMNS);
+        assert_eq!(csv_columns()[61..], DISTURBANCE_COLUMNS);
         let mut results = testdata::results(7);
         let i = results
             .cells
@@ -480,7 +481,7 @@ mod tests {
             window_ns: 1_000_000_000,
             cpus: 2,
             tick_ns: 10_000_000,
-            steal_ns: 100_000_000,
+            steal_ns: 400_000_000,
             foreign_ns: Some(20_000_000),
             smtlab_other_ns: Some(4_000_000),
         });
@@ -489,20 +490,20 @@ mod tests {
         let header = rd.headers().unwrap().clone();
         let col = |name: &str| header.iter().position(|h| h == name).unwrap();
         let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
-        assert_eq!(&rows[0][col("steal_pct")], "5.000");
+        assert_eq!(&rows[0][col("steal_pct")], "20.000");
         assert_eq!(&rows[0][col("other_processes_pct")], "1.000");
         assert_eq!(&rows[0][col("smtlab_other_pct")], "0.200");
-        assert_eq!(&rows[0][col("disturbed")], "steal 5.0%");
+        assert_eq!(&rows[0][col("disturbed")], "steal 20.0%");
         // A cell without the record leaves the columns empty.
         assert_eq!(&rows[1][col("steal_pct")], "");
         let doc: serde_json::Value = serde_json::from_slice(&json(&results)).unwrap();
         assert_eq!(
             doc["cells"][0]["result"]["disturbance"]["steal_ns"],
-            100_000_000
+            400_000_000
         );
         let note = crate::html::machine::disturbed_note(&results).unwrap();
         assert!(note.starts_with("1 cells disturbed"), "{note}");
-        assert!(note.contains("steal 5.0%"), "{note}");
+        assert!(note.contains("steal 20.0%"), "{note}");
     }
 
     #[test]
