@@ -53,16 +53,18 @@ fn cores(topo: &Value) -> Vec<Value> {
 mod topo {
     use super::*;
 
-    /// The output the README shows under `$ COMMAND`, up to the next prompt or the end
-    /// of its block.
-    fn readme_output(command: &str) -> String {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-                .unwrap();
-        let start = readme
+    /// The output the guide's topology page shows under `$ COMMAND`, up to the next
+    /// prompt or the end of its block.
+    fn guide_output(command: &str) -> String {
+        let page = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/guide/topology.md"
+        ))
+        .unwrap();
+        let start = page
             .find(&format!("$ {command}\n"))
-            .unwrap_or_else(|| panic!("the README has no `$ {command}`"));
-        let rest = &readme[start + command.len() + 3..];
+            .unwrap_or_else(|| panic!("docs/guide/topology.md has no `$ {command}`"));
+        let rest = &page[start + command.len() + 3..];
         let end = [rest.find("\n$ "), rest.find("```")]
             .into_iter()
             .flatten()
@@ -72,8 +74,8 @@ mod topo {
     }
 
     #[test]
-    fn the_readme_saved_tree_examples_are_what_smtlab_prints() {
-        // The README unpacks this fixture into `skx` and reads it.
+    fn the_guide_saved_tree_examples_are_what_smtlab_prints() {
+        // The guide unpacks this fixture into `skx` and reads it.
         let (_keep, dir) = fixture("32intel64-2p8co2t+8ve");
         for (command, args) in [
             (
@@ -83,7 +85,7 @@ mod topo {
             ("smtlab placements --sysfs skx", &["placements"][..]),
         ] {
             let out = stdout_of(smtlab().args(args).arg("--sysfs").arg(&dir));
-            assert_eq!(out.trim_end(), readme_output(command), "{command}");
+            assert_eq!(out.trim_end(), guide_output(command), "{command}");
         }
     }
 
