@@ -52,6 +52,13 @@ pub fn server() -> Option<Pg> {
     })
 }
 
+/// A connection of a test's own, in the store's namespace.
+pub fn client(url: &str) -> postgres::Client {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    c.batch_execute("SET search_path TO smtlab").unwrap();
+    c
+}
+
 /// `SELECT count(*)` of a table in the store's namespace.
 fn count(url: &str, table: &str) -> i64 {
     let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
