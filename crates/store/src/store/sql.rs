@@ -126,74 +126,47 @@ fn found(v: &Value<'_>) -> String {
     }
 }
 
-impl FromValue for i64 {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        match v {
-            Value::Int(i) => Ok(*i),
-            other => Err(format!("expected an integer, found {}", found(other))),
+/// A `FromValue` for the values that match the patterns; anything else is "expected
+/// `$what`".
+macro_rules! from_value {
+    ($t:ty, $what:literal, $($p:pat => $e:expr),+) => {
+        impl FromValue for $t {
+            fn from_value(v: &Value<'_>) -> Result<Self, String> {
+                match v {
+                    $($p => Ok($e),)+
+                    other => Err(format!("expected {}, found {}", $what, found(other))),
+                }
+            }
         }
-    }
+    };
 }
 
-impl FromValue for u64 {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        let i = i64::from_value(v)?;
-        u64::try_from(i).map_err(|_| format!("is negative ({i})"))
-    }
-}
+from_value!(i64, "an integer", Value::Int(i) => *i);
+// SQLite may hand back a whole number stored in a REAL column as an integer.
+from_value!(f64, "a number", Value::Real(x) => *x, Value::Int(i) => *i as f64);
+from_value!(bool, "a boolean", Value::Bool(b) => *b, Value::Int(i) => *i != 0);
+from_value!(String, "text", Value::Text(t) => t.to_string());
+from_value!(Vec<u8>, "a blob", Value::Blob(b) => b.to_vec());
 
-impl FromValue for usize {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        let u = u64::from_value(v)?;
-        usize::try_from(u).map_err(|_| format!("{u} is too large"))
-    }
-}
-
-impl FromValue for u32 {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        let i = i64::from_value(v)?;
-        u32::try_from(i).map_err(|_| format!("{i} is out of range"))
-    }
-}
-
-impl FromValue for f64 {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        match v {
-            Value::Real(x) => Ok(*x),
-            // SQLite may hand back a whole number stored in a REAL column as an integer.
-            Value::Int(i) => Ok(*i as f64),
-            other => Err(format!("expected a number, found {}", found(other))),
+/// Unsigned model numbers, stored as signed 64-bit integers.
+macro_rules! unsigned {
+    ($($t:ty),*) => {$(
+        impl FromValue for $t {
+            fn from_value(v: &Value<'_>) -> Result<Self, String> {
+                let i = i64::from_value(v)?;
+                <$t>::try_from(i).map_err(|_| {
+                    if i < 0 {
+                        format!("is negative ({i})")
+                    } else {
+                        format!("{i} is out of range")
+                    }
+                })
+            }
         }
-    }
+    )*};
 }
 
-impl FromValue for bool {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        match v {
-            Value::Bool(b) => Ok(*b),
-            Value::Int(i) => Ok(*i != 0),
-            other => Err(format!("expected a boolean, found {}", found(other))),
-        }
-    }
-}
-
-impl FromValue for String {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        match v {
-            Value::Text(t) => Ok(t.to_string()),
-            other => Err(format!("expected text, found {}", found(other))),
-        }
-    }
-}
-
-impl FromValue for Vec<u8> {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
-        match v {
-            Value::Blob(b) => Ok(b.to_vec()),
-            other => Err(format!("expected a blob, found {}", found(other))),
-        }
-    }
-}
+unsigned!(u64, usize, u32);
 
 impl<T: FromValue> FromValue for Option<T> {
     fn from_value(v: &Value<'_>) -> Result<Self, String> {
@@ -204,17 +177,17 @@ impl<T: FromValue> FromValue for Option<T> {
     }
 }
 
-impl From<i64> for Value<'_> {
-    fn from(v: i64) -> Self {
-        Value::Int(v)
-    }
+macro_rules! value_from {
+    ($($t:ty => $variant:ident),*) => {$(
+        impl From<$t> for Value<'_> {
+            fn from(v: $t) -> Self {
+                Value::$variant(v)
+            }
+        }
+    )*};
 }
 
-impl From<u64> for Value<'_> {
-    fn from(v: u64) -> Self {
-        Value::Uint(v)
-    }
-}
+value_from!(i64 => Int, u64 => Uint, f64 => Real, bool => Bool);
 
 impl From<usize> for Value<'_> {
     fn from(v: usize) -> Self {
@@ -225,18 +198,6 @@ impl From<usize> for Value<'_> {
 impl From<u32> for Value<'_> {
     fn from(v: u32) -> Self {
         Value::Int(i64::from(v))
-    }
-}
-
-impl From<f64> for Value<'_> {
-    fn from(v: f64) -> Self {
-        Value::Real(v)
-    }
-}
-
-impl From<bool> for Value<'_> {
-    fn from(v: bool) -> Self {
-        Value::Bool(v)
     }
 }
 
