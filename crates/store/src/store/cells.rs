@@ -10,7 +10,6 @@ use smtlab_model::{
 };
 
 use super::codec::*;
-use super::runs::{key_of, run_exists};
 use super::sql::{Row, Sql, Value, args};
 use super::{Fail, Step, Store};
 use crate::error::Result;
@@ -150,6 +149,24 @@ pub(crate) fn check_config_finite(c: &RunConfig) -> std::result::Result<(), NotF
         }),
         None => Ok(()),
     }
+}
+
+pub(crate) fn run_exists(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
+    Ok(db
+        .query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])?
+        .is_some())
+}
+
+/// The cell key in a row's first three columns (benchmark, params, placement); `what`
+/// names the params column in errors.
+pub(crate) fn key_of(r: &Row, what: &str) -> Step<CellKey> {
+    let (params, conditions) = key_params_from_json(r.text(1)?, what)?;
+    Ok(CellKey {
+        benchmark: r.get(0)?,
+        params,
+        conditions,
+        placement: r.get(2)?,
+    })
 }
 
 /// A cell key's values in the order the statements below bind them (`?1` to `?4`):

@@ -25,7 +25,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::codec::new_uid;
-use super::runs::lock_run;
 use super::sql::{Sql, args};
 use super::{Db, Fail, Step, Store, error};
 use crate::error::StoreError;
@@ -238,6 +237,13 @@ fn renew(db: &mut dyn Sql, run_id: i64, token: &str, now: u64) -> Step<u64> {
         "UPDATE leases SET heartbeat_unix_ms = ?3 WHERE run_id = ?1 AND token = ?2",
         args![run_id, token, now],
     )
+}
+
+/// Whether the run exists, its row locked until the transaction ends where the
+/// dialect locks rows (see [`Sql::for_update`]).
+pub(crate) fn lock_run(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
+    let sql = format!("SELECT 1 FROM runs WHERE id = ?1{}", db.for_update());
+    Ok(db.query_opt(&sql, args![run_id])?.is_some())
 }
 
 /// The lease row of `run_id` and its token.

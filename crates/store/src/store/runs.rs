@@ -8,7 +8,7 @@ use smtlab_model::{CellKey, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, Skip
 
 use super::cells::*;
 use super::codec::*;
-use super::sql::{Row, Sql, args};
+use super::sql::{Sql, args};
 use super::{Fail, Step, Store, lease};
 use crate::error::{Result, StoreError};
 
@@ -307,7 +307,7 @@ impl Store {
         self.write("deleting runs", |db| {
             for &id in run_ids {
                 // Locked: a lease cannot be taken on it until this transaction ends.
-                if !lock_run(db, id)? {
+                if !lease::lock_run(db, id)? {
                     return Err(Fail::NoRun(id));
                 }
                 if let Some((h, _)) = lease::holder(db, id, now)?
@@ -431,19 +431,6 @@ pub fn check_label(label: &str) -> std::result::Result<(), BadLabel> {
 pub struct BadLabel {
     pub label: String,
     pub why: &'static str,
-}
-
-pub(crate) fn run_exists(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
-    Ok(db
-        .query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])?
-        .is_some())
-}
-
-/// Whether the run exists, its row locked until the transaction ends where the
-/// dialect locks rows (see [`Sql::for_update`]).
-pub(crate) fn lock_run(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
-    let sql = format!("SELECT 1 FROM runs WHERE id = ?1{}", db.for_update());
-    Ok(db.query_opt(&sql, args![run_id])?.is_some())
 }
 
 /// `runs 1-4,7 exist`, `run 3 exists`, `it holds no runs yet`.
@@ -574,18 +561,6 @@ pub(crate) fn load_plan(db: &mut dyn Sql, run_id: i64) -> Step<Vec<CellKey>> {
     .iter()
     .map(|r| key_of(r, "plan.params"))
     .collect()
-}
-
-/// The cell key in a row's first three columns (benchmark, params, placement); `what`
-/// names the params column in errors.
-pub(crate) fn key_of(r: &Row, what: &str) -> Step<CellKey> {
-    let (params, conditions) = key_params_from_json(r.text(1)?, what)?;
-    Ok(CellKey {
-        benchmark: r.get(0)?,
-        params,
-        conditions,
-        placement: r.get(2)?,
-    })
 }
 
 #[cfg(test)]
