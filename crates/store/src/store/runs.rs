@@ -82,7 +82,7 @@ impl Store {
         self.write(&format!("{doing} run {run_id}"), |db| {
             let n = db.execute(
                 "UPDATE runs SET status = ?2, finished_unix_s = ?3 WHERE id = ?1",
-                args![run_id, status_text(status), finished_unix_s],
+                args![run_id, enum_text(status)?, finished_unix_s],
             )?;
             if n == 0 {
                 return Err(Fail::NoRun(run_id));
@@ -197,7 +197,7 @@ impl Store {
             let mut out = Vec::with_capacity(rows.len());
             for row in rows {
                 let id = row.get(0)?;
-                let status = parse_status(row.text(3)?)?;
+                let status = parse_enum(row.text(3)?, "run status")?;
                 out.push(RunListing {
                     id,
                     started_unix_s: row.get(1)?,
@@ -477,7 +477,7 @@ pub(crate) fn insert_run(
         args![
             meta.started_unix_s,
             meta.finished_unix_s,
-            status_text(meta.status),
+            enum_text(meta.status)?,
             meta.suite.as_deref(),
             to_json(&meta.command_line)?,
             env.tool_version.as_str(),
@@ -537,7 +537,7 @@ fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
     else {
         return Err(Fail::NoRun(run_id));
     };
-    let status = parse_status(r.text(2)?)?;
+    let status = parse_enum(r.text(2)?, "run status")?;
     Ok(RunMeta {
         id: run_id,
         started_unix_s: r.get(0)?,
