@@ -176,8 +176,19 @@ pub struct ClientArgs {
     pub client_token: Option<smtlab_placement::Token>,
 }
 
+/// A token file: readable by its owner alone (a token others can read is no secret),
+/// one line of at least 16 characters.
 fn parse_token_file(s: &str) -> Result<smtlab_placement::Token, String> {
-    smtlab_placement::Token::from_file(std::path::Path::new(s))
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::path::Path::new(s);
+    let meta = std::fs::metadata(path).map_err(|e| format!("token file {s:?}: {e}"))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "token file {s:?} has mode {mode:03o}: others may read it; expected 600 (chmod 600 FILE)"
+        ));
+    }
+    smtlab_placement::Token::from_file(path)
 }
 
 fn parse_cpu_list(s: &str) -> Result<smtlab_model::CpuSet, String> {

@@ -23,12 +23,15 @@
 
 mod agent;
 mod allow;
+mod auth;
 mod coordinator;
 pub(crate) mod proto;
 
-pub use agent::{AgentConfig, AgentEvent, AgentLimits, serve};
+pub use agent::{AgentConfig, AgentEvent, AgentLimits, raise_open_file_limit, serve};
 pub use allow::AllowList;
 pub use coordinator::{AgentInfo, AgentRun, Remote, RemoteError, RemoteReport};
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;
