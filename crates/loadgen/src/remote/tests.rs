@@ -91,6 +91,9 @@ fn merged_percentiles_equal_those_of_the_union_of_all_samples() {
     );
 }
 
+/// The longest a test waits for an agent's answer: a test fails rather than hangs.
+const REPLY: Duration = Duration::from_secs(20);
+
 pub(super) const TOKEN: &str = "a-token-of-enough-length";
 
 pub(super) struct TestAgent {
@@ -361,7 +364,10 @@ fn stop_delay(leave: impl FnOnce(Wire), ahead_ms: u64, run_ms: u64) -> (u64, Dur
         spec: Box::new(spec_to(server.addr, 4_000)),
     })
     .unwrap();
-    assert!(matches!(wire.recv(None).unwrap(), FromAgent::Ready { .. }));
+    assert!(matches!(
+        wire.recv(Some(REPLY)).unwrap(),
+        FromAgent::Ready { .. }
+    ));
     wire.send(&ToAgent::Start {
         at_unix_ns: proto::unix_ns() + ahead_ms * 1_000_000,
     })
@@ -430,7 +436,10 @@ fn a_load_whose_coordinator_leaves_before_its_start_never_starts() {
         spec: Box::new(spec_to(server.addr, 4_000)),
     })
     .unwrap();
-    assert!(matches!(wire.recv(None).unwrap(), FromAgent::Ready { .. }));
+    assert!(matches!(
+        wire.recv(Some(REPLY)).unwrap(),
+        FromAgent::Ready { .. }
+    ));
     wire.send(&ToAgent::Start {
         at_unix_ns: proto::unix_ns() + 500_000_000,
     })
@@ -591,7 +600,9 @@ fn a_wrong_proof_is_refused_and_the_agent_never_sends_the_token() {
         nonce: auth::encode(&ours),
     })
     .unwrap();
-    let challenge = wire.recv_line(None).unwrap();
+    let challenge = wire
+        .recv_line(Some(std::time::Instant::now() + REPLY))
+        .unwrap();
     assert!(!String::from_utf8_lossy(&challenge).contains(TOKEN));
     let FromAgent::Challenge { nonce, .. } = serde_json::from_slice(&challenge).unwrap() else {
         panic!()
@@ -618,10 +629,12 @@ fn a_wrong_proof_is_refused_and_the_agent_never_sends_the_token() {
             nonce: auth::encode(&ours),
         })
         .unwrap();
-        let _ = w.recv_line(None).unwrap();
+        let _ = w
+            .recv_line(Some(std::time::Instant::now() + REPLY))
+            .unwrap();
         // A proof for another connection's nonces, whichever it is, fails here too.
         w.send(&ToAgent::Proof { proof }).unwrap();
-        match w.recv::<FromAgent>(None).unwrap() {
+        match w.recv::<FromAgent>(Some(REPLY)).unwrap() {
             FromAgent::Refused { reason } => assert_eq!(reason, "wrong token"),
             m => panic!("{m:?}"),
         }
@@ -659,7 +672,7 @@ fn forged_requests_are_refused_by_the_coordinator_and_the_agent() {
         let mut s = spec_to(server.addr, 100);
         s.requests = vec![spec.into()];
         wire.send(&ToAgent::Prepare { spec: Box::new(s) }).unwrap();
-        match wire.recv::<FromAgent>(None).unwrap() {
+        match wire.recv::<FromAgent>(Some(REPLY)).unwrap() {
             FromAgent::Failed { reason } => assert!(!reason.contains('\n'), "{reason}"),
             m => panic!("{m:?}"),
         }
@@ -669,7 +682,7 @@ fn forged_requests_are_refused_by_the_coordinator_and_the_agent() {
     s.host = "h\r\nX: 1".into();
     wire.send(&ToAgent::Prepare { spec: Box::new(s) }).unwrap();
     assert!(matches!(
-        wire.recv::<FromAgent>(None).unwrap(),
+        wire.recv::<FromAgent>(Some(REPLY)).unwrap(),
         FromAgent::Failed { .. }
     ));
     assert_eq!(server.served.load(Ordering::SeqCst), 0);
@@ -689,7 +702,7 @@ fn a_load_beyond_the_descriptors_free_is_refused_in_one_line() {
     let mut s = spec_to(server.addr, 100);
     s.connections = 30_000;
     wire.send(&ToAgent::Prepare { spec: Box::new(s) }).unwrap();
-    match wire.recv::<FromAgent>(None).unwrap() {
+    match wire.recv::<FromAgent>(Some(REPLY)).unwrap() {
         FromAgent::Failed { reason } => assert!(reason.contains("open-file limit"), "{reason}"),
         m => panic!("{m:?}"),
     }
