@@ -63,5 +63,5 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         &stop,
         Arc::new(move |event| say(&format!("smtlab agent: {event}"))),
     )
-    .context("accepting coordinators")
+    .context("starting the agent")
 }
