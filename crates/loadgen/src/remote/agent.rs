@@ -268,13 +268,18 @@ pub fn serve(
         }),
     });
     let mut last_told: Option<Instant> = None;
+    let mut closed_unread = ClosedUnread::default();
     while !stop.load(Ordering::Relaxed) {
         if !sys::wait_readable(listener.as_raw_fd(), 100) {
             continue;
         }
         loop {
             match listener.accept() {
-                Ok((stream, peer)) => admit(&shared, stream, peer),
+                Ok((stream, peer)) => {
+                    if !admit(&shared, stream, peer) {
+                        closed_unread.one(&shared, peer);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // Interrupted, or a connection reset before it was accepted: the next.
                 Err(e)
@@ -301,19 +306,11 @@ pub fn serve(
 }
 
 /// Starts a thread for a new connection, if one more unproved connection fits.
-fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+/// Whether it was admitted: one beyond the bound is closed unread, nothing spent on it.
+fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> bool {
     let accepted = Instant::now();
-    let limits = &shared.cfg.limits;
-    let Some(slot) = Slot::take(&shared.handshakes, limits.max_handshakes) else {
-        // Closed unread: nothing is spent on a connection beyond the bound.
-        (shared.on_event)(AgentEvent::Refused {
-            peer,
-            reason: format!(
-                "{} connections proving the token already: closed",
-                limits.max_handshakes
-            ),
-        });
-        return;
+    let Some(slot) = Slot::take(&shared.handshakes, shared.cfg.limits.max_handshakes) else {
+        return false;
     };
     let sh = shared.clone();
     let spawned = std::thread::Builder::new()
@@ -333,6 +330,35 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
             peer,
             reason: format!("cannot start a thread: {e}"),
         });
+    }
+    true
+}
+
+/// Connections closed unread because too many were proving the token: told at most every
+/// [`ACCEPT_ERROR_EVERY`], with how many, so a flood does not flood the agent's output.
+#[derive(Default)]
+struct ClosedUnread {
+    since_told: u64,
+    told: Option<Instant>,
+}
+
+impl ClosedUnread {
+    fn one(&mut self, shared: &Shared, peer: SocketAddr) {
+        self.since_told += 1;
+        if self.told.is_none_or(|t| t.elapsed() >= ACCEPT_ERROR_EVERY) {
+            (shared.on_event)(AgentEvent::Refused {
+                peer,
+                reason: format!(
+                    "closed unread: {} connections proving the token already \
+                     ({} closed so since the last such line)",
+                    shared.cfg.limits.max_handshakes, self.since_told
+                ),
+            });
+            *self = ClosedUnread {
+                since_told: 0,
+                told: Some(Instant::now()),
+            };
+        }
     }
 }
 

@@ -98,6 +98,8 @@ pub(super) const TOKEN: &str = "a-token-of-enough-length";
 
 pub(super) struct TestAgent {
     pub(super) addr: String,
+    /// What the agent told, a line per event.
+    events: Arc<std::sync::Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -132,11 +134,15 @@ fn agent_with(allow: &str, limits: AgentLimits) -> TestAgent {
         limits,
     };
     let stop2 = stop.clone();
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let events2 = events.clone();
     let thread = std::thread::spawn(move || {
-        serve(listener, cfg, &stop2, Arc::new(|_| {})).unwrap();
+        let on_event = move |e: AgentEvent| events2.lock().unwrap().push(e.to_string());
+        serve(listener, cfg, &stop2, Arc::new(on_event)).unwrap();
     });
     TestAgent {
         addr,
+        events,
         stop,
         thread: Some(thread),
     }
@@ -518,6 +524,17 @@ fn connections_beyond_the_handshake_bound_are_closed_and_the_bound_comes_back() 
     let t0 = std::time::Instant::now();
     assert_eq!(first_line(&mut extra, 3), "");
     assert!(t0.elapsed() < Duration::from_secs(1), "closed at once");
+    // A flood beyond the bound is told in one line, not a line each.
+    for _ in 0..30 {
+        let mut s = std::net::TcpStream::connect(&a.addr).unwrap();
+        assert_eq!(first_line(&mut s, 3), "");
+    }
+    let told = a.events.lock().unwrap().clone();
+    let closed: Vec<&String> = told
+        .iter()
+        .filter(|e| e.contains("closed unread"))
+        .collect();
+    assert_eq!(closed.len(), 1, "{told:?}");
     drop(held);
     std::thread::sleep(Duration::from_millis(200));
     let token = Token::new(TOKEN).unwrap();
