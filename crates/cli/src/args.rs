@@ -171,7 +171,8 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...",
           conflicts_with_all = ["client_cpus", "client_siblings"], requires = "client_token")]
     pub client_hosts: Vec<String>,
-    /// The file holding the agents' token (one line, at least 16 characters).
+    /// The file holding the agents' token (one line, at least 16 characters, readable by
+    /// its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
 }
@@ -639,7 +640,7 @@ pub struct LoadArgs {
         requires = "client_token"
     )]
     pub client_hosts: Vec<String>,
-    /// The file holding the agents' token.
+    /// The file holding the agents' token (readable by its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
 }
@@ -649,8 +650,9 @@ pub struct AgentArgs {
     /// Address to listen on for coordinators (`0.0.0.0:7400`, `10.0.0.2:7400`).
     #[arg(long, value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
-    /// The file holding the token coordinators must present (one line, at least 16
-    /// characters, e.g. from `head -c 24 /dev/urandom | base64`).
+    /// The file holding the token coordinators must prove they hold (one line, at least
+    /// 16 characters, e.g. from `head -c 24 /dev/urandom | base64`; readable by its owner
+    /// alone: chmod 600). It never crosses the network: see docs/security.md.
     #[arg(long, value_name = "FILE", value_parser = parse_token_file)]
     pub token: smtlab_placement::Token,
     /// Where load may go: addresses and networks (`10.0.0.1,10.0.1.0/24`). Default:
