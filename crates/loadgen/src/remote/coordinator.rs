@@ -121,6 +121,8 @@ const TIME_SLACK_NS: u64 = 5_000_000;
 struct Agent {
     info: AgentInfo,
     wire: Wire,
+    /// When the clock offset was measured: two clocks drift apart after it.
+    offset_at_unix_ns: u64,
 }
 
 impl Agent {
@@ -304,7 +306,7 @@ impl Remote {
             };
             let checked = report
                 .check(spec)
-                .and_then(|()| check_times(&report, spec, &a.info, start, proto::unix_ns()));
+                .and_then(|()| check_times(&report, spec, a, start, proto::unix_ns()));
             if let Err(what) = checked {
                 return Err(RemoteError::Protocol {
                     addr: a.info.addr.clone(),
@@ -409,15 +411,18 @@ impl Remote {
 fn check_times(
     r: &WireReport,
     spec: &LoadSpec,
-    info: &AgentInfo,
+    agent: &Agent,
     start_unix_ns: u64,
     received_unix_ns: u64,
 ) -> Result<(), String> {
+    let info = &agent.info;
     let started = i128::from(r.started_unix_ns) - i128::from(info.clock_offset_ns);
-    let err = i128::from(info.rtt_ns / 2 + TIME_SLACK_NS);
     let run_ns = u128::from(spec.warmup_ns) + u128::from(r.window_ns);
-    // Clocks that run apart by 0.1%, at most, over the load.
-    let drift = (run_ns / 1000) as i128;
+    // Clocks that run apart by 0.1% at most (10 times a poor quartz's rate), since the
+    // offset was measured (a connection may serve many loads) and over the load.
+    let since_offset_ns = received_unix_ns.saturating_sub(agent.offset_at_unix_ns);
+    let drift = ((u128::from(since_offset_ns) + run_ns) / 1000) as i128;
+    let err = i128::from(info.rtt_ns / 2 + TIME_SLACK_NS) + drift;
     if started < i128::from(start_unix_ns) - err {
         return Err(format!(
             "started {:.3} ms before the start instant (the clock offset was measured to {:.3} ms)",
@@ -426,7 +431,7 @@ fn check_times(
         ));
     }
     let ended = started + run_ns as i128;
-    if ended > i128::from(received_unix_ns) + err + drift {
+    if ended > i128::from(received_unix_ns) + err {
         return Err(format!(
             "a load said to end {:.3} ms after its report arrived",
             (ended - i128::from(received_unix_ns)) as f64 / 1e6
@@ -460,12 +465,14 @@ fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
             rtt_ns: 0,
         },
         wire,
+        offset_at_unix_ns: 0,
     };
     handshake(&mut agent, token)?;
     agent.wire.set_max_line_bytes(proto::MAX_LINE_BYTES);
     let (rtt, offset) = clock_offset(&mut agent)?;
     agent.info.rtt_ns = rtt;
     agent.info.clock_offset_ns = offset;
+    agent.offset_at_unix_ns = proto::unix_ns();
     Ok(agent)
 }
 

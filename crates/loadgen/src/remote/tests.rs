@@ -872,19 +872,44 @@ fn a_coordinator_refuses_an_agent_that_lies() {
     assert!(e.contains("more than a day"), "{e}");
     h.join().unwrap();
     // Counts of u64::MAX, and 10 requests in a window of 10^18 ns.
-    let lies: [fn(&LoadSpec) -> WireReport; 2] = [
-        |_| {
-            let mut r = plausible_report().0;
-            r.requests = u64::MAX;
-            r
-        },
-        |_| {
-            let mut r = WireReport::from_report(&report_of(&[1000; 10]), proto::unix_ns()).unwrap();
-            r.window_ns = 1_000_000_000_000_000_000;
-            r
-        },
+    type Lie = fn(&LoadSpec) -> WireReport;
+    let lies: [(Lie, &str); 4] = [
+        // A start 10 s before the start instant, and one 5 s after the report was sent.
+        (
+            |_| {
+                let mut r = plausible_report().0;
+                r.started_unix_ns = proto::unix_ns() - 10_000_000_000;
+                r
+            },
+            "before the start instant",
+        ),
+        (
+            |_| {
+                let mut r = plausible_report().0;
+                r.started_unix_ns = proto::unix_ns() + 5_000_000_000;
+                r
+            },
+            "after its report arrived",
+        ),
+        (
+            |_| {
+                let mut r = plausible_report().0;
+                r.requests = u64::MAX;
+                r
+            },
+            "impossible report",
+        ),
+        (
+            |_| {
+                let mut r =
+                    WireReport::from_report(&report_of(&[1000; 10]), proto::unix_ns()).unwrap();
+                r.window_ns = 1_000_000_000_000_000_000;
+                r
+            },
+            "impossible report",
+        ),
     ];
-    for lie in lies {
+    for (lie, expected) in lies {
         let (addr, h) = lying_agent(proto::unix_ns, lie);
         let mut remote = Remote::connect(&[addr], &token).unwrap();
         let e = remote
@@ -895,7 +920,7 @@ fn a_coordinator_refuses_an_agent_that_lies() {
             )
             .unwrap_err()
             .to_string();
-        assert!(e.contains("impossible report"), "{e}");
+        assert!(e.contains(expected), "{e}");
         drop(remote);
         h.join().unwrap();
     }
