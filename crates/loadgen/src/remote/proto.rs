@@ -1,5 +1,10 @@
 //! The wire: one JSON object per line, each way, over one TCP connection per
-//! coordinator and agent. A line is at most [`MAX_LINE_BYTES`].
+//! coordinator and agent. A line is at most [`MAX_HANDSHAKE_LINE_BYTES`] until the other
+//! end proved the token, then [`MAX_COORDINATOR_LINE_BYTES`] (to an agent) or
+//! [`MAX_LINE_BYTES`] (to a coordinator: a report); every line has one deadline, however
+//! its bytes trickle in. Also here: what a request must be to go on the wire
+//! ([`WireRequest::check`]) and what a report must be to be believed
+//! ([`WireReport::check`]).
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
