@@ -171,13 +171,25 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...",
           conflicts_with_all = ["client_cpus", "client_siblings"], requires = "client_token")]
     pub client_hosts: Vec<String>,
-    /// The file holding the agents' token (one line, at least 16 characters).
+    /// The file holding the agents' token (one line, at least 16 characters, readable by
+    /// its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
 }
 
+/// A token file: readable by its owner alone (a token others can read is no secret),
+/// one line of at least 16 characters.
 fn parse_token_file(s: &str) -> Result<smtlab_placement::Token, String> {
-    smtlab_placement::Token::from_file(std::path::Path::new(s))
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::path::Path::new(s);
+    let meta = std::fs::metadata(path).map_err(|e| format!("token file {s:?}: {e}"))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "token file {s:?} has mode {mode:03o}: others may read it; expected 600 (chmod 600 FILE)"
+        ));
+    }
+    smtlab_placement::Token::from_file(path)
 }
 
 fn parse_cpu_list(s: &str) -> Result<smtlab_model::CpuSet, String> {
@@ -628,7 +640,7 @@ pub struct LoadArgs {
         requires = "client_token"
     )]
     pub client_hosts: Vec<String>,
-    /// The file holding the agents' token.
+    /// The file holding the agents' token (readable by its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
 }
@@ -638,8 +650,9 @@ pub struct AgentArgs {
     /// Address to listen on for coordinators (`0.0.0.0:7400`, `10.0.0.2:7400`).
     #[arg(long, value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
-    /// The file holding the token coordinators must present (one line, at least 16
-    /// characters, e.g. from `head -c 24 /dev/urandom | base64`).
+    /// The file holding the token coordinators must prove they hold (one line, at least
+    /// 16 characters, e.g. from `head -c 24 /dev/urandom | base64`; readable by its owner
+    /// alone: chmod 600). It never crosses the network: see docs/security.md.
     #[arg(long, value_name = "FILE", value_parser = parse_token_file)]
     pub token: smtlab_placement::Token,
     /// Where load may go: addresses and networks (`10.0.0.1,10.0.1.0/24`). Default:
