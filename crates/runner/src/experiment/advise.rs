@@ -493,7 +493,14 @@ pub fn measure_headroom(
     sink: &mut dyn SessionObserver,
 ) -> Result<Ended, ExperimentError> {
     let (spec, placement) = super::utilisation::placement(None, topo)?;
-    super::utilisation::measure_curve(engine, curve, None, topo, (&spec, &placement), sink)
+    super::utilisation::measure_curve(
+        engine,
+        curve,
+        super::smt::SmtState::AsFound,
+        topo,
+        (&spec, &placement),
+        sink,
+    )
 }
 
 #[cfg(test)]
