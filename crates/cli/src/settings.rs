@@ -87,10 +87,7 @@ pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
 fn find(name: &str) -> Result<Box<dyn Benchmark>> {
     match smtlab_runner::catalog::find(name) {
         Some(b) => Ok(b),
-        None => bail!(
-            "unknown benchmark {name:?}; available: {}",
-            smtlab_runner::catalog::names().join(", ")
-        ),
+        None => bail!("{}", smtlab_runner::catalog::unknown("benchmark", name)),
     }
 }
 
