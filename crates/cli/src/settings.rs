@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
 use smtlab_bench::Benchmark;
+use smtlab_model::keys::SmtState;
 use smtlab_runner::machine::{FakeMachine, Machine, RealMachine, Tool};
 
 pub mod advise;
@@ -86,10 +87,7 @@ pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
 fn find(name: &str) -> Result<Box<dyn Benchmark>> {
     match smtlab_runner::catalog::find(name) {
         Some(b) => Ok(b),
-        None => bail!(
-            "unknown benchmark {name:?}; available: {}",
-            smtlab_runner::catalog::names().join(", ")
-        ),
+        None => bail!("{}", smtlab_runner::catalog::unknown("benchmark", name)),
     }
 }
 
@@ -119,7 +117,7 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
 }
 
 /// The states `--smt` asks for, in the order given (`both` is `off,on`).
-pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
+pub fn smt_states(given: &[String]) -> Result<Vec<SmtState>> {
     Ok(smtlab_runner::experiment::smt::parse_states(given)?)
 }
 
@@ -131,7 +129,7 @@ pub fn switchable_states(
     placements: &[smtlab_model::ResolvedPlacement],
     topo: &smtlab_model::Topology,
     machine: &dyn Machine,
-) -> Result<Vec<bool>> {
+) -> Result<Vec<SmtState>> {
     let states = smt_states(given)?;
     if !states.is_empty() && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
@@ -283,7 +281,7 @@ pub fn penalty_settings(
 /// settings and the notes on what this machine cannot do.
 pub struct UtilSettings {
     pub db: std::path::PathBuf,
-    pub states: Vec<smtlab_runner::experiment::utilisation::SmtState>,
+    pub states: Vec<SmtState>,
     pub topo0: smtlab_model::Topology,
     pub cfg: smtlab_model::RunConfig,
     pub notes: Vec<String>,
@@ -305,10 +303,10 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
         states.clear();
     }
     if states.is_empty() {
-        states.push(None);
+        states.push(SmtState::AsFound);
     }
     let topo0 = topology(machine)?;
-    if args.placement.is_none() && states == [None] && !topo0.smt_visible() {
+    if args.placement.is_none() && states == [SmtState::AsFound] && !topo0.smt_visible() {
         let why = format!(
             "no SMT visible (smt/control: {}): the load runs on 2c1t, not 1c2t",
             topo0.smt.control.as_deref().unwrap_or("absent")

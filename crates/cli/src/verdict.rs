@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use smtlab_model::CellRecord;
-use smtlab_model::verdict::{Verdict, idle_sibling, verdict};
+use smtlab_model::verdict::{PairKind, Verdict, idle_sibling, verdict};
 
 /// `+18% (95% CI +15% to +21%)` with the words the verdict allows
 /// ([`smtlab_report::fmt::gain`], which the HTML page's exec section agrees with).
@@ -25,7 +25,7 @@ fn ratio_text(v: &Verdict) -> String {
 
 /// The placement pairs whose ratio is what SMT gives: the second is the first with each
 /// core's sibling busy too.
-const SMT_PAIRS: [(&str, &str); 2] = [("1c1t", "1c2t"), ("2c1t", "2c2t")];
+const SMT_PAIRS: [PairKind; 2] = [PairKind::SmtYield, PairKind::DualCoreSmtGain];
 
 /// What a pair of placements among `cells` (names as resolved) says.
 enum Pair {
@@ -35,7 +35,8 @@ enum Pair {
     IdleSibling,
 }
 
-fn pair(cells: &[&CellRecord], base: &str, other: &str) -> Option<Pair> {
+fn pair(cells: &[&CellRecord], kind: PairKind) -> Option<Pair> {
+    let (base, other) = kind.placements();
     let find = |name: &str| cells.iter().find(|c| c.placement.name == name);
     let (b, o) = (find(base)?, find(other)?);
     if o.placement.threads_per_core > b.placement.threads_per_core && idle_sibling(o) {
@@ -44,14 +45,11 @@ fn pair(cells: &[&CellRecord], base: &str, other: &str) -> Option<Pair> {
     verdict(b, o).map(Pair::Measured)
 }
 
-/// The lines for the pair `(base, smt)` of [`SMT_PAIRS`]; `subject` is what was
-/// measured ("this command", a benchmark's name).
-fn pair_lines(base: &str, smt: &str, p: &Pair, subject: &str) -> Vec<String> {
-    let name = if base == "1c1t" {
-        "SMT yield"
-    } else {
-        "dual-core SMT gain"
-    };
+/// The lines for a pair of [`SMT_PAIRS`]; `subject` is what was measured ("this
+/// command", a benchmark's name).
+fn pair_lines(kind: PairKind, p: &Pair, subject: &str) -> Vec<String> {
+    let (base, smt) = kind.placements();
+    let name = kind.name();
     let v = match p {
         Pair::IdleSibling => {
             return vec![format!(
@@ -61,7 +59,7 @@ fn pair_lines(base: &str, smt: &str, p: &Pair, subject: &str) -> Vec<String> {
         }
         Pair::Measured(v) => v,
     };
-    if base == "1c1t" {
+    if kind == PairKind::SmtYield {
         vec![
             format!("{name} ({smt} / {base}): {}", ratio_text(v)),
             format!("SMT gives {} for {subject} on this machine", gain_text(v)),
@@ -80,10 +78,10 @@ fn pair_lines(base: &str, smt: &str, p: &Pair, subject: &str) -> Vec<String> {
 pub(crate) fn command(cells: &[CellRecord], smt: bool) -> Vec<String> {
     let cells: Vec<&CellRecord> = cells.iter().collect();
     let mut out = Vec::new();
-    let (single, dual) = (SMT_PAIRS[0], SMT_PAIRS[1]);
-    if let Some(r) = pair(&cells, single.0, single.1) {
-        out.extend(pair_lines(single.0, single.1, &r, "this command"));
-    } else if let Some(Pair::Measured(r)) = pair(&cells, "1c1t", "2c1t") {
+    let [single, dual] = SMT_PAIRS;
+    if let Some(r) = pair(&cells, single) {
+        out.extend(pair_lines(single, &r, "this command"));
+    } else if let Some(Pair::Measured(r)) = pair(&cells, PairKind::SecondCore) {
         out.push(format!(
             "2 cores / 1 core (2c1t / 1c1t): {}",
             ratio_text(&r)
@@ -95,8 +93,8 @@ pub(crate) fn command(cells: &[CellRecord], smt: bool) -> Vec<String> {
         };
         out.push(format!("{prefix}: 2 cores give {}", gain_text(&r)));
     }
-    if let Some(r) = pair(&cells, dual.0, dual.1) {
-        out.extend(pair_lines(dual.0, dual.1, &r, "this command"));
+    if let Some(r) = pair(&cells, dual) {
+        out.extend(pair_lines(dual, &r, "this command"));
     }
     out
 }
@@ -120,9 +118,9 @@ pub(crate) fn bench(cells: &[CellRecord]) -> Vec<String> {
         seen.push(c);
         let group: Vec<&CellRecord> = cells.iter().filter(|o| o.same_variant(c)).collect();
         let name = subject(c, &c.flat_params(), cells);
-        for (base, smt) in SMT_PAIRS {
-            if let Some(r) = pair(&group, base, smt) {
-                add(name.clone(), pair_lines(base, smt, &r, &name));
+        for kind in SMT_PAIRS {
+            if let Some(r) = pair(&group, kind) {
+                add(name.clone(), pair_lines(kind, &r, &name));
             }
         }
     }

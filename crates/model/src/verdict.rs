@@ -142,9 +142,33 @@ impl PairKind {
         }
     }
 
+    /// The pairs whose ratio is a yield of SMT, in the yield tables' column order.
+    pub const YIELDS: [PairKind; 3] = [
+        PairKind::SmtYield,
+        PairKind::DualCoreSmtGain,
+        PairKind::MachineSmtGain,
+    ];
+
     /// Whether `other` adds SMT siblings to `base` (all but [`PairKind::SecondCore`]).
     pub fn is_smt(self) -> bool {
         self != PairKind::SecondCore
+    }
+
+    /// What the pair's ratio is called: `SMT yield`, `dual-core SMT gain`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            PairKind::SmtYield => "SMT yield",
+            PairKind::DualCoreSmtGain => "dual-core SMT gain",
+            PairKind::MachineSmtGain => "machine SMT gain",
+            PairKind::HalfMachineSmtGain => "half-machine SMT gain",
+            PairKind::SecondCore => "second core",
+        }
+    }
+
+    /// Column heading, `other/base`: `1c2t/1c1t`.
+    pub fn heading(self) -> String {
+        let (base, other) = self.placements();
+        format!("{other}/{base}")
     }
 }
 

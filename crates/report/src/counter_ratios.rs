@@ -18,7 +18,7 @@ use smtlab_model::counters::{CellCounters, CountMode, CounterEvent, CounterValue
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::fmt::num;
-use crate::yields::YieldKind;
+use smtlab_model::verdict::PairKind;
 
 /// How a ratio is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -435,8 +435,8 @@ impl RatioGroup {
     /// The changes of every ratio both placements of an SMT pair have.
     pub fn changes(&self) -> Vec<SmtChange> {
         let mut out = Vec::new();
-        for kind in YieldKind::ALL {
-            let (smt, base) = kind.placements();
+        for kind in PairKind::YIELDS {
+            let (base, smt) = kind.placements();
             let find = |n: &str| self.placements.iter().find(|(p, _)| p == n).map(|(_, r)| r);
             let (Some(b), Some(s)) = (find(base), find(smt)) else {
                 continue;

@@ -9,7 +9,7 @@
 //!   state, and the topology the firmware shows the kernel (sockets, cores, online and
 //!   offline CPUs, threads per core).
 //! * **Pool**: one CPU model, one workload (benchmark, parameters and conditions) and
-//!   one yield ([`YieldKind`]: `1c2t/1c1t`, `2c2t/2c1t`, `all/cores`, as
+//!   one yield ([`PairKind`]: `1c2t/1c1t`, `2c2t/2c1t`, `all/cores`, as
 //!   [`smt_yields`] computes it within a run). Each host contributes one value, from
 //!   its latest run holding the pair, so a host measured ten times does not outweigh
 //!   one measured once. A pair whose SMT side left the siblings idle (single-threaded)
@@ -33,7 +33,9 @@ use smtlab_model::RunResults;
 use smtlab_model::stats::{MAD_NORMAL_SCALE, MEDIAN_CI_MIN_N, mad, median, median_ci95};
 
 use crate::advice::{Recommendation, advise_run, workload_name};
-use crate::yields::{YieldKind, smt_yields};
+use smtlab_model::verdict::PairKind;
+
+use crate::yields::smt_yields;
 
 mod formats;
 
@@ -156,7 +158,8 @@ pub struct Pool {
     pub workload: String,
     pub benchmark: String,
     pub params: BTreeMap<String, String>,
-    pub kind: YieldKind,
+    #[serde(serialize_with = "crate::yields::serialize_kind")]
+    pub kind: PairKind,
     /// `1c2t/1c1t`.
     pub placements: String,
     pub median: f64,
@@ -281,7 +284,7 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
         let rows = smt_yields(r);
         let mut any = false;
         for row in &rows {
-            for (i, kind) in YieldKind::ALL.iter().enumerate() {
+            for (i, kind) in PairKind::YIELDS.iter().enumerate() {
                 let Some(y) = row.get(*kind).filter(|y| !y.idle_sibling) else {
                     continue;
                 };
@@ -360,7 +363,7 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
         })
         .collect();
     for ((model, benchmark, params, kind), by_host) in pooled {
-        let kind = YieldKind::ALL[kind];
+        let kind = PairKind::YIELDS[kind];
         if let Some(p) = pool(benchmark, params, kind, by_host.into_values().collect())
             && let Some(m) = models.get_mut(&model)
         {
@@ -402,7 +405,7 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
 fn pool(
     benchmark: String,
     params: BTreeMap<String, String>,
-    kind: YieldKind,
+    kind: PairKind,
     mut hosts: Vec<HostYield>,
 ) -> Option<Pool> {
     hosts.sort_by(|a, b| a.value.total_cmp(&b.value).then(a.host.cmp(&b.host)));
@@ -450,7 +453,7 @@ fn pool(
             }
         }
     }
-    let (s, b) = kind.placements();
+    let (b, s) = kind.placements();
     Some(Pool {
         workload: workload_name(&benchmark, &params),
         benchmark,

@@ -88,4 +88,4 @@ pub use compare::{
 };
 pub use compare_html::{compare_html, compare_markdown};
 pub use html::html;
-pub use yields::{Yield, YieldKind, YieldRow, no_yields_reason, smt_yields, yield_table};
+pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};

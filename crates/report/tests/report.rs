@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use common::{cell, demo, placement, run};
 use quick_xml::Reader;
 use quick_xml::events::Event;
+use smtlab_model::verdict::PairKind;
 use smtlab_model::{CellKey, Direction, RunResults, SkippedCell};
-use smtlab_report::{Side, Statistic, YieldKind};
+use smtlab_report::{Side, Statistic};
 
 const HI: Direction = Direction::Higher;
 const LO: Direction = Direction::Lower;
@@ -131,7 +132,10 @@ fn yields_need_both_cells_and_distinct_cpus() {
 #[test]
 fn yield_table_snapshot() {
     let rows = smtlab_report::smt_yields(&demo());
-    assert!(rows.iter().any(|r| r.get(YieldKind::Machine).is_some()));
+    assert!(
+        rows.iter()
+            .any(|r| r.get(PairKind::MachineSmtGain).is_some())
+    );
     insta::assert_snapshot!("yield_table_demo", smtlab_report::yield_table(&rows));
 }
 
@@ -1580,13 +1584,18 @@ fn a_single_threaded_benchmark_on_1c2t_is_no_smt_yield() {
     );
     let rows = smtlab_report::smt_yields(&r);
     let null = rows.iter().find(|y| y.benchmark == "null-syscall").unwrap();
-    let y = null.get(YieldKind::Smt).unwrap();
+    let y = null.get(PairKind::SmtYield).unwrap();
     assert!(y.idle_sibling, "{y:?}");
     assert_eq!(y.text(), "single-threaded");
-    assert!(null.get(YieldKind::DualCore).unwrap().idle_sibling);
+    assert!(null.get(PairKind::DualCoreSmtGain).unwrap().idle_sibling);
     let int = rows.iter().find(|y| y.benchmark == "int-ops").unwrap();
-    assert!(!int.get(YieldKind::Smt).unwrap().idle_sibling);
-    assert!(int.get(YieldKind::Smt).unwrap().text().ends_with("faster"));
+    assert!(!int.get(PairKind::SmtYield).unwrap().idle_sibling);
+    assert!(
+        int.get(PairKind::SmtYield)
+            .unwrap()
+            .text()
+            .ends_with("faster")
+    );
 
     let table = smtlab_report::yield_table(&rows);
     let line = table

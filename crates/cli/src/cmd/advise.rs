@@ -84,7 +84,11 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
             }
         }
         // With SMT switched, the sweep is SMT on's (both sides need the siblings).
-        let on: &[bool] = if s.states.is_empty() { &[] } else { &[true] };
+        let on: &[smt::SmtState] = if s.states.is_empty() {
+            &[]
+        } else {
+            &[smt::SmtState::On]
+        };
         let groups = smt::turns(groups, on);
         ended = smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use smtlab_control::{SmtState, SmtSwitch, Sysfs};
+use smtlab_control::{SmtSnapshot, SmtSwitch, Sysfs};
 
 use crate::args::{SmtArgs, SmtWord};
 use crate::output::{emit, json_text};
@@ -16,7 +16,7 @@ use crate::render::smt::{control_word, cores_line, describe, list};
 struct StateJson<'a> {
     schema: &'static str,
     #[serde(flatten)]
-    state: &'a SmtState,
+    state: &'a SmtSnapshot,
     offline: Vec<u32>,
 }
 

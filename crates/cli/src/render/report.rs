@@ -234,14 +234,14 @@ fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
 /// The yields with each ratio on a line of its own under its benchmark: three ratios
 /// with intervals and verdicts do not fit 80 columns side by side.
 fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
-    use smtlab_report::YieldKind;
+    use smtlab_model::verdict::PairKind;
     let mut t = Table::new(["benchmark", "params", "unit", "better"]).shrink(1);
     let mut any_inverted = false;
     let mut any_idle = false;
     for r in rows {
         let inverted = r.direction == smtlab_model::Direction::Lower;
         any_inverted |= inverted;
-        let detail: Vec<String> = YieldKind::ALL
+        let detail: Vec<String> = PairKind::YIELDS
             .iter()
             .map(|&k| {
                 any_idle |= r.get(k).is_some_and(|y| y.idle_sibling);

@@ -19,7 +19,7 @@ pub struct Exec {
     pub topo: Topology,
     pub specs: Vec<String>,
     pub placements: Vec<ResolvedPlacement>,
-    pub states: Vec<bool>,
+    pub states: Vec<smtlab_model::keys::SmtState>,
     pub config: RunConfig,
     pub counting: Option<CountingSetup>,
     pub db: std::path::PathBuf,
