@@ -18,7 +18,9 @@ use smtlab_placement::Token;
 
 use super::allow::AllowList;
 use super::auth::{self, Role};
-use super::proto::{self, FromAgent, Greeting, LoadSpec, RecvError, ToAgent, Wire, WireReport};
+use super::proto::{
+    self, FromAgent, Greeting, LoadSpec, RecvError, Refusal, ToAgent, Wire, WireReport,
+};
 use crate::sys::{self, PeerState};
 use crate::{ClientPool, LoadConfig, Mix, Pinning, RequestSpec};
 
@@ -206,11 +208,11 @@ struct Files {
 }
 
 impl FileBudget {
-    fn reserve(self: &Arc<Self>, n: u64) -> Result<Files, String> {
+    fn reserve(self: &Arc<Self>, n: u64) -> Result<Files, Refusal> {
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         let free = self.total.saturating_sub(*used);
         if n > free {
-            return Err(format!(
+            return proto::refuse(format!(
                 "a load needing {n} descriptors: this agent has {free} free within its \
                  open-file limit of {} (raise `ulimit -n` where the agent starts, or ask \
                  for fewer connections)",
@@ -510,7 +512,7 @@ fn coordinator(wire: &mut Wire, peer: SocketAddr, sh: &Shared) -> AgentEvent {
                         prepared = Some(p);
                         FromAgent::Ready { threads }
                     }
-                    Err(reason) => FromAgent::Failed { reason },
+                    Err(reason) => FromAgent::Failed { reason: reason.0 },
                 }
             }
             ToAgent::Start { at_unix_ns } => match (prepared.take(), pool.as_ref()) {
@@ -591,19 +593,19 @@ fn prepare(
     cfg: &AgentConfig,
     files: &Arc<FileBudget>,
     pool: &mut Option<ClientPool>,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, Refusal> {
     cfg.allow.check(&spec.target)?;
     spec.check_requests()?;
     let lim = &cfg.limits;
     if spec.connections == 0 || spec.connections > lim.max_connections {
-        return Err(format!(
+        return proto::refuse(format!(
             "{} connections: this agent takes 1 to {}",
             spec.connections, lim.max_connections
         ));
     }
     let total = Duration::from_nanos(spec.duration_ns.saturating_add(spec.warmup_ns));
     if spec.duration_ns == 0 || total > lim.max_duration {
-        return Err(format!(
+        return proto::refuse(format!(
             "a load of {:.1} s: this agent runs loads of more than 0 and at most {} s",
             total.as_secs_f64(),
             lim.max_duration.as_secs()
@@ -618,7 +620,7 @@ fn prepare(
     }
     .min(spec.connections);
     if threads > 1024 {
-        return Err(format!(
+        return proto::refuse(format!(
             "{threads} load threads: this agent starts at most 1024"
         ));
     }

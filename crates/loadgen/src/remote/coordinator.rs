@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use smtlab_placement::Token;
 
 use super::auth::{self, Role};
-use super::proto::{self, FromAgent, LoadSpec, RecvError, ToAgent, Wire, WireReport};
+use super::proto::{self, FromAgent, LoadSpec, RecvError, Refusal, ToAgent, Wire, WireReport};
 use crate::LoadConfig;
 use crate::http::{ErrorKind, RequestSpec};
 use crate::stats::LoadReport;
@@ -275,7 +275,8 @@ impl Remote {
             .map(|i| self.spec_for(cfg, requests, weights, i))
             .collect();
         for spec in &specs {
-            spec.check_requests().map_err(RemoteError::Request)?;
+            spec.check_requests()
+                .map_err(|e| RemoteError::Request(e.0))?;
         }
         for (a, spec) in self.agents.iter_mut().zip(&specs) {
             let spec = Box::new(spec.clone());
@@ -311,7 +312,7 @@ impl Remote {
                 return Err(RemoteError::Protocol {
                     addr: a.info.addr.clone(),
                     during: "reading a load's report",
-                    what,
+                    what: what.0,
                 });
             }
             parts.push(report);
@@ -414,7 +415,7 @@ fn check_times(
     agent: &Agent,
     start_unix_ns: u64,
     received_unix_ns: u64,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let info = &agent.info;
     let started = i128::from(r.started_unix_ns) - i128::from(info.clock_offset_ns);
     let run_ns = u128::from(spec.warmup_ns) + u128::from(r.window_ns);
@@ -424,7 +425,7 @@ fn check_times(
     let drift = ((u128::from(since_offset_ns) + run_ns) / 1000) as i128;
     let err = i128::from(info.rtt_ns / 2 + TIME_SLACK_NS) + drift;
     if started < i128::from(start_unix_ns) - err {
-        return Err(format!(
+        return proto::refuse(format!(
             "started {:.3} ms before the start instant (the clock offset was measured to {:.3} ms)",
             (i128::from(start_unix_ns) - started) as f64 / 1e6,
             err as f64 / 1e6
@@ -432,7 +433,7 @@ fn check_times(
     }
     let ended = started + run_ns as i128;
     if ended > i128::from(received_unix_ns) + err {
-        return Err(format!(
+        return proto::refuse(format!(
             "a load said to end {:.3} ms after its report arrived",
             (ended - i128::from(received_unix_ns)) as f64 / 1e6
         ));
@@ -582,7 +583,7 @@ fn clock_offset(agent: &mut Agent) -> Result<(u64, i64), RemoteError> {
 /// percentiles are those of one histogram of every sample), the window the longest,
 /// connections numbered on after the previous agent's.
 pub(crate) fn merge(parts: &[WireReport]) -> Result<LoadReport, String> {
-    fn add(a: &mut u64, b: u64) -> Result<(), String> {
+    fn add(a: &mut u64, b: u64) -> Result<(), &'static str> {
         *a = a.checked_add(b).ok_or("counts that overflow when added")?;
         Ok(())
     }

@@ -153,16 +153,16 @@ impl WireRequest {
     /// 9112 3.2), headers `NAME: VALUE` with a token for a name and a field value (RFC
     /// 9110 5.1, 5.5: no CR, LF, NUL or other control character). Anything else would
     /// let a coordinator write arbitrary bytes to a server.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Refusal> {
         if http::Method::from_bytes(self.method.as_bytes()).is_err() {
-            return Err(format!(
+            return refuse(format!(
                 "method {}: expected an HTTP token (letters, digits, !#$%&'*+-.^_`|~)",
                 quote(&self.method)
             ));
         }
         let visible = !self.path.is_empty() && self.path.bytes().all(|b| b.is_ascii_graphic());
         if !visible || self.path.parse::<http::Uri>().is_err() {
-            return Err(format!(
+            return refuse(format!(
                 "path {}: expected a request target of visible ASCII (/x?y=1)",
                 quote(&self.path)
             ));
@@ -174,18 +174,18 @@ impl WireRequest {
     }
 }
 
-fn check_header(line: &str) -> Result<(), String> {
+fn check_header(line: &str) -> Result<(), Refusal> {
     let Some((name, value)) = line.split_once(':') else {
-        return Err(format!("header {}: expected NAME: VALUE", quote(line)));
+        return refuse(format!("header {}: expected NAME: VALUE", quote(line)));
     };
     if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-        return Err(format!(
+        return refuse(format!(
             "header name {}: expected an HTTP token (letters, digits, !#$%&'*+-.^_`|~)",
             quote(name)
         ));
     }
     if http::HeaderValue::from_bytes(value.trim_matches([' ', '\t']).as_bytes()).is_err() {
-        return Err(format!(
+        return refuse(format!(
             "header {} value {}: expected a field value (no CR, LF, NUL or other control characters)",
             quote(name),
             quote(value)
@@ -195,14 +195,37 @@ fn check_header(line: &str) -> Result<(), String> {
 }
 
 /// Whether `host` can be a Host header (`name`, `name:port`, `[v6]:port`), or why not.
-pub fn check_host(host: &str) -> Result<(), String> {
+pub fn check_host(host: &str) -> Result<(), Refusal> {
     match host.parse::<http::uri::Authority>() {
         Ok(a) if !host.contains('@') && !a.host().is_empty() => Ok(()),
-        _ => Err(format!(
+        _ => refuse(format!(
             "host {}: expected HOST or HOST:PORT (a Host header's value)",
             quote(host)
         )),
     }
+}
+
+/// Why a peer's request, host or report is refused: one line, said back to the peer or
+/// to the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Refusal {
+        Refusal(why)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Refusal {
+        Refusal(why.to_string())
+    }
+}
+
+/// `Err` with `why` as a [`Refusal`].
+pub fn refuse<T>(why: String) -> Result<T, Refusal> {
+    Err(Refusal(why))
 }
 
 /// A peer's text in an error: escaped (one line whatever it holds) and cut to 64 chars.
@@ -216,7 +239,7 @@ pub fn quote(text: &str) -> String {
 
 impl LoadSpec {
     /// Whether the requests and the host can go on the wire ([`WireRequest::check`]).
-    pub fn check_requests(&self) -> Result<(), String> {
+    pub fn check_requests(&self) -> Result<(), Refusal> {
         check_host(&self.host)?;
         self.requests.iter().try_for_each(WireRequest::check)
     }
@@ -275,7 +298,7 @@ impl WireReport {
     /// connection, a terabyte per second), far above what a load can do and far below
     /// the counts a broken agent sends; the coordinator checks the times against its own
     /// clock as well.
-    pub fn check(&self, spec: &LoadSpec) -> Result<(), String> {
+    pub fn check(&self, spec: &LoadSpec) -> Result<(), Refusal> {
         let conns = spec.connections as u64;
         let run_ns = spec.warmup_ns.saturating_add(self.window_ns);
         let most_events = conns.saturating_mul(run_ns / 1_000 + 1);
@@ -337,14 +360,14 @@ impl WireReport {
             ),
         ];
         match checks.into_iter().find(|(ok, _)| !ok) {
-            Some((_, why)) => Err(format!("an impossible report: {why}")),
+            Some((_, why)) => refuse(format!("an impossible report: {why}")),
             None => self.check_totals(conns, run_ns.saturating_add(spec.timeout_ns)),
         }
     }
 
     /// Whether the parts add up to the totals: the connections' counts, the bad statuses,
     /// the latency histogram (no latency over `longest_latency_ns`).
-    fn check_totals(&self, conns: u64, longest_latency_ns: u64) -> Result<(), String> {
+    fn check_totals(&self, conns: u64, longest_latency_ns: u64) -> Result<(), Refusal> {
         let sum = |f: fn(&ConnStats) -> u64| {
             self.conns
                 .iter()
@@ -391,7 +414,7 @@ impl WireReport {
             ),
         ];
         match checks.into_iter().find(|(ok, _)| !ok) {
-            Some((_, why)) => Err(format!("an impossible report: {why}")),
+            Some((_, why)) => refuse(format!("an impossible report: {why}")),
             None => Ok(()),
         }
     }

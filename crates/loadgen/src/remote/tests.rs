@@ -803,7 +803,7 @@ fn impossible_reports_are_refused() {
         let mut r = good.clone();
         f(&mut r);
         let e = r.check(&spec).unwrap_err();
-        assert!(e.starts_with("an impossible report"), "{what}: {e}");
+        assert!(e.0.starts_with("an impossible report"), "{what}: {e}");
     }
     // Over what the duration and connections allow: 2 connections, 1 s, 10^7 requests.
     let mut spec2 = spec.clone();
