@@ -260,40 +260,81 @@ type PoolKey = (String, String, BTreeMap<String, String>, usize);
 pub fn fleet(runs: &[RunResults]) -> Fleet {
     let mut order: Vec<&RunResults> = runs.iter().collect();
     order.sort_by_key(|r| (r.run.started_unix_s, r.run.id));
-    let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
-    let mut pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>> = BTreeMap::new();
-    let mut advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>> = BTreeMap::new();
-    let mut model_hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut notes = Vec::new();
-    let mut no_yield: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in &order {
+    let mut g = Gathered::default();
+    for r in order {
+        g.add(r);
+    }
+    let notes = no_yield_notes(g.no_yield);
+    let models = models(g.model_hosts, g.pooled, g.advised);
+    Fleet {
+        schema: FLEET_SCHEMA.into(),
+        runs: runs.len(),
+        hosts: g.hosts.into_values().collect(),
+        models,
+        interval_rule: interval_rule(),
+        outlier_rule: outlier_rule(),
+        notes,
+    }
+}
+
+/// What [`fleet`] gathers from the runs, oldest first, so a later run replaces an earlier one.
+#[derive(Default)]
+struct Gathered {
+    hosts: BTreeMap<String, Host>,
+    pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>>,
+    advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>>,
+    model_hosts: BTreeMap<String, Vec<String>>,
+    /// Runs without an SMT yield, by reason.
+    no_yield: BTreeMap<String, Vec<String>>,
+}
+
+impl Gathered {
+    fn add(&mut self, r: &RunResults) {
         let host = host_of(r);
         let fp = Fingerprint::of(r);
         let model = model_of(&fp);
-        let h = hosts.entry(host.clone()).or_insert_with(|| Host {
+        let h = self.hosts.entry(host.clone()).or_insert_with(|| Host {
             host: host.clone(),
             runs: Vec::new(),
             fingerprint: fp.clone(),
         });
         h.runs.push(r.run.id);
         h.fingerprint = fp.clone();
-        let mh = model_hosts.entry(model.clone()).or_default();
+        let mh = self.model_hosts.entry(model.clone()).or_default();
         if !mh.contains(&host) {
             mh.push(host.clone());
         }
-        let rows = smt_yields(r);
+        let any = self.add_yields(r, &host, &model, &fp);
+        self.add_advice(r, &host, &model);
+        if !any {
+            let why = crate::yields::no_yields_reason(r)
+                .unwrap_or_else(|| "every pair was single-threaded (no yield)".into());
+            self.no_yield
+                .entry(why)
+                .or_default()
+                .push(format!("run {} ({host})", r.run.id));
+        }
+    }
+
+    /// Adds the run's SMT yields to their pools; false when it had none.
+    fn add_yields(&mut self, r: &RunResults, host: &str, model: &str, fp: &Fingerprint) -> bool {
         let mut any = false;
-        for row in &rows {
+        for row in &smt_yields(r) {
             for (i, kind) in PairKind::YIELDS.iter().enumerate() {
                 let Some(y) = row.get(*kind).filter(|y| !y.idle_sibling) else {
                     continue;
                 };
                 any = true;
-                let key = (model.clone(), row.benchmark.clone(), row.params.clone(), i);
-                pooled.entry(key).or_default().insert(
-                    host.clone(),
+                let key = (
+                    model.to_string(),
+                    row.benchmark.clone(),
+                    row.params.clone(),
+                    i,
+                );
+                self.pooled.entry(key).or_default().insert(
+                    host.to_string(),
                     HostYield {
-                        host: host.clone(),
+                        host: host.to_string(),
                         run: r.run.id,
                         value: y.ratio.ratio,
                         ci95_low: y.ratio.ci95_low,
@@ -306,30 +347,30 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
                 );
             }
         }
+        any
+    }
+
+    fn add_advice(&mut self, r: &RunResults, host: &str, model: &str) {
         for a in advise_run(r) {
-            advised
-                .entry((model.clone(), a.workload.clone()))
+            self.advised
+                .entry((model.to_string(), a.workload.clone()))
                 .or_default()
                 .insert(
-                    host.clone(),
+                    host.to_string(),
                     HostAdvice {
-                        host: host.clone(),
+                        host: host.to_string(),
                         run: r.run.id,
                         recommendation: a.recommendation,
                         answer: a.answer.clone(),
                     },
                 );
         }
-        if !any {
-            let why = crate::yields::no_yields_reason(r)
-                .unwrap_or_else(|| "every pair was single-threaded (no yield)".into());
-            no_yield
-                .entry(why)
-                .or_default()
-                .push(format!("run {} ({host})", r.run.id));
-        }
     }
-    // One note per reason, not per run: a fleet without SMT would list every host.
+}
+
+/// One note per reason, not per run: a fleet without SMT would list every host.
+fn no_yield_notes(no_yield: BTreeMap<String, Vec<String>>) -> Vec<String> {
+    let mut notes = Vec::new();
     for (why, runs) in no_yield {
         let shown: Vec<&str> = runs.iter().take(NOTE_RUNS).map(String::as_str).collect();
         let more = runs.len().saturating_sub(NOTE_RUNS);
@@ -348,6 +389,15 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
             }
         ));
     }
+    notes
+}
+
+/// Each CPU model with its hosts, its pools and its tally of advice.
+fn models(
+    model_hosts: BTreeMap<String, Vec<String>>,
+    pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>>,
+    advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>>,
+) -> Vec<Model> {
     let mut models: BTreeMap<String, Model> = model_hosts
         .into_iter()
         .map(|(m, hosts)| {
@@ -390,15 +440,7 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
         m.pools
             .sort_by(|a, b| (&a.workload, a.kind as usize).cmp(&(&b.workload, b.kind as usize)));
     }
-    Fleet {
-        schema: FLEET_SCHEMA.into(),
-        runs: runs.len(),
-        hosts: hosts.into_values().collect(),
-        models: models.into_values().collect(),
-        interval_rule: interval_rule(),
-        outlier_rule: outlier_rule(),
-        notes,
-    }
+    models.into_values().collect()
 }
 
 /// The pool of one workload and yield over its hosts' values.
