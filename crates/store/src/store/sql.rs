@@ -78,7 +78,7 @@ impl Row {
     /// Column `i` as a `T`; a value of another type is a [`Fail::Decode`] naming the
     /// column.
     pub(crate) fn get<T: FromValue>(&self, i: usize) -> Step<T> {
-        T::from_value(self.value(i)?).map_err(|why| self.wrong(i, why))
+        T::from_value(self.value(i)?).map_err(|why| self.wrong(i, why.0))
     }
 
     /// Column `i` as text, borrowed.
@@ -109,9 +109,14 @@ impl Row {
     }
 }
 
+/// Why a column's value is not the type asked for: "expected an integer, found text".
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Mismatch(String);
+
 /// A Rust type a column converts to.
 pub(crate) trait FromValue: Sized {
-    fn from_value(v: &Value<'_>) -> Result<Self, String>;
+    fn from_value(v: &Value<'_>) -> Result<Self, Mismatch>;
 }
 
 fn found(v: &Value<'_>) -> String {
@@ -131,10 +136,10 @@ fn found(v: &Value<'_>) -> String {
 macro_rules! from_value {
     ($t:ty, $what:literal, $($p:pat => $e:expr),+) => {
         impl FromValue for $t {
-            fn from_value(v: &Value<'_>) -> Result<Self, String> {
+            fn from_value(v: &Value<'_>) -> Result<Self, Mismatch> {
                 match v {
                     $($p => Ok($e),)+
-                    other => Err(format!("expected {}, found {}", $what, found(other))),
+                    other => Err(Mismatch(format!("expected {}, found {}", $what, found(other)))),
                 }
             }
         }
@@ -152,14 +157,14 @@ from_value!(Vec<u8>, "a blob", Value::Blob(b) => b.to_vec());
 macro_rules! unsigned {
     ($($t:ty),*) => {$(
         impl FromValue for $t {
-            fn from_value(v: &Value<'_>) -> Result<Self, String> {
+            fn from_value(v: &Value<'_>) -> Result<Self, Mismatch> {
                 let i = i64::from_value(v)?;
                 <$t>::try_from(i).map_err(|_| {
-                    if i < 0 {
+                    Mismatch(if i < 0 {
                         format!("is negative ({i})")
                     } else {
                         format!("{i} is out of range")
-                    }
+                    })
                 })
             }
         }
@@ -169,7 +174,7 @@ macro_rules! unsigned {
 unsigned!(u64, usize, u32);
 
 impl<T: FromValue> FromValue for Option<T> {
-    fn from_value(v: &Value<'_>) -> Result<Self, String> {
+    fn from_value(v: &Value<'_>) -> Result<Self, Mismatch> {
         match v {
             Value::Null => Ok(None),
             v => T::from_value(v).map(Some),
