@@ -14,8 +14,8 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 143
-REPEATED_PLACES_CEILING = 0
+RESULT_STRING_CEILING = 142
+REPEATED_PLACES_CEILING = 67
 WINDOW = 6
 
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")
