@@ -254,3 +254,18 @@ pub mod nfs {
         }
     }
 }
+
+/// Written by a sample whose figure reached a limit of the measurement rather than of
+/// the system measured: the metric's value is the limit, in the benchmark's unit, and
+/// the figure is then only a bound ([`crate::result::AtLimit`]). Every benchmark
+/// writes the one of its kind; the runner and the outputs read them here.
+pub mod limit {
+    /// The end of a search's range (a rate search that met its target at its highest
+    /// rate).
+    pub const RANGE_END: &str = "at_limit_range_end";
+    /// A ceiling the user configured (web-capacity's `max_conns`).
+    pub const CEILING: &str = "at_limit_ceiling";
+    /// What the load generator itself could offer (its threads saturated, requests it
+    /// could not send in time).
+    pub const LOAD_GENERATOR: &str = "at_limit_load_generator";
+}

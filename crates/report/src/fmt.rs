@@ -119,12 +119,14 @@ pub fn speedup(r: &Ratio) -> String {
 
 /// A [`Verdict`] as every output prints it: [`speedup`]'s figure and interval with the
 /// verdict's words, which say `unsteady` (and why) where a cell would not repeat:
-/// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: CV 31%)`.
+/// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: CV 31%)`,
+/// `1.000x [1.000, 1.000] at a limit (1c1t: at least 64 (configured ceiling))`.
 pub fn verdict(v: &Verdict) -> String {
     let r = &v.speedup;
-    let words = match &v.unsteady {
-        Some(why) => format!("unsteady ({why})"),
-        None => v.significance.words().to_string(),
+    let words = match (&v.at_limit, &v.unsteady) {
+        (Some(which), _) => format!("at a limit ({which})"),
+        (None, Some(why)) => format!("unsteady ({why})"),
+        (None, None) => v.significance.words().to_string(),
     };
     format!("{} {words}", ratio_ci(r.ratio, r.ci95_low, r.ci95_high))
 }
@@ -155,6 +157,10 @@ pub fn gain(v: &Verdict) -> String {
         _ => format!("{g} ({})", r.significance().words()),
     };
     match (&v.unsteady, v.significance) {
+        _ if v.at_limit.is_some() => s.push_str(&format!(
+            ", no speed-up: a figure at a limit: {}",
+            v.at_limit.as_deref().unwrap_or_default()
+        )),
         (Some(why), _) => s.push_str(&format!(", unsteady: {why}")),
         (None, Significance::NotSignificant) => s.push_str(", not significant at 95%"),
         _ => {}
@@ -172,6 +178,7 @@ pub fn significance_short(s: Significance) -> &'static str {
         Significance::NoInterval => "n=1",
         Significance::Unbounded => "unbounded",
         Significance::Unsteady => "unsteady",
+        Significance::AtLimit => "at limit",
     }
 }
 

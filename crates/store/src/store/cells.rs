@@ -390,6 +390,8 @@ pub(crate) fn load_cells(conn: &Connection, run_id: i64, version: i64) -> Step<V
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
         })?;
         let (params, conditions) = key_params_from_json(&r.get::<_, String>(5)?, &at("params"))?;
+        // The limit a figure reached is kept in its samples' metrics.
+        let samples = load_samples(conn, cell_id)?;
         out.push(CellRecord {
             benchmark: r.get(1)?,
             group: r.get(2)?,
@@ -400,13 +402,14 @@ pub(crate) fn load_cells(conn: &Connection, run_id: i64, version: i64) -> Step<V
             placement_spec: r.get(6)?,
             placement: from_json(&r.get::<_, String>(7)?, &at("placement"))?,
             result: CellResult {
+                at_limit: smtlab_model::AtLimit::of_samples(&samples),
                 iterations: r.get(10)?,
                 calibration: facts.calibration,
                 warmup: facts.warmup,
                 clock_cost_ns: facts.clock_cost_ns,
                 loop_cost_ns_per_iter: facts.loop_cost_ns_per_iter,
                 subtracted_ns_per_sample: facts.subtracted_ns_per_sample,
-                samples: load_samples(conn, cell_id)?,
+                samples,
                 summary,
                 converged: r.get(8)?,
                 stop_reason: parse_stop(&r.get::<_, String>(9)?)?,

@@ -1208,6 +1208,8 @@ fn load_cells(c: &mut impl GenericClient, run_id: i64) -> Step<Vec<CellRecord>> 
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
         })?;
         let (params, conditions) = key_params_from_json(r.try_get(5)?, &at("params"))?;
+        // The limit a figure reached is kept in its samples' metrics.
+        let cell_samples = samples.remove(&cell_id).unwrap_or_default();
         out.push(CellRecord {
             benchmark: r.try_get(1)?,
             group: r.try_get(2)?,
@@ -1224,7 +1226,8 @@ fn load_cells(c: &mut impl GenericClient, run_id: i64) -> Step<Vec<CellRecord>> 
                 clock_cost_ns: facts.clock_cost_ns,
                 loop_cost_ns_per_iter: facts.loop_cost_ns_per_iter,
                 subtracted_ns_per_sample: facts.subtracted_ns_per_sample,
-                samples: samples.remove(&cell_id).unwrap_or_default(),
+                at_limit: smtlab_model::AtLimit::of_samples(&cell_samples),
+                samples: cell_samples,
                 summary,
                 converged: r.try_get(8)?,
                 stop_reason: parse_stop(r.try_get(9)?)?,

@@ -407,6 +407,13 @@ impl Instance for CapacityInstance {
             smtlab_model::metrics::web::CAPPED.into(),
             f64::from(u8::from(result.capped)),
         );
+        if result.capped {
+            // `max_conns` conformed: the capacity is at least that, how much more unknown.
+            metrics.insert(
+                smtlab_model::metrics::limit::CEILING.into(),
+                result.capacity as f64,
+            );
+        }
         metrics.insert("steps".into(), result.curve.len() as f64);
         metrics.insert(smtlab_model::metrics::web::REQUESTS.into(), requests as f64);
         metrics.insert("bytes".into(), bytes as f64);
