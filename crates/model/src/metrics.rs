@@ -269,3 +269,13 @@ pub mod limit {
     /// could not send in time).
     pub const LOAD_GENERATOR: &str = "at_limit_load_generator";
 }
+
+/// Written by the fork rows (`fork-exit`, `fork-exec`, `fork-sh`): the size of the
+/// process that forks, read from its own `/proc/self/status` and `/proc/self/maps` after
+/// each sample. Fork time grows with it, so a fork figure is read beside it.
+pub mod fork {
+    /// Metric: the forking process's resident set (`VmRSS`), in bytes.
+    pub const FORKING_RSS_BYTES: &str = "forking_rss_bytes";
+    /// Metric: the forking process's memory mappings (lines of its maps).
+    pub const FORKING_MAPPINGS: &str = "forking_mappings";
+}

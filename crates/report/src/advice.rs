@@ -309,6 +309,10 @@ pub struct Evidence {
     pub partners: Vec<Partnered>,
     #[serde(default)]
     pub headroom: Option<Headroom>,
+    /// Placements planned and not measured, each with why (`2c1t was not measured:
+    /// ...`), from [`add_unmeasured`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured: Vec<String>,
     /// The workload's own figure on `1c1t` (mean with its 95% interval), for scale.
     #[serde(default)]
     pub baseline: Option<Baseline>,
@@ -504,12 +508,18 @@ pub fn decide(e: &Evidence) -> Advice {
             );
         }
         let Some(f) = &e.second_core else {
+            // The side that was not measured is the cause; without SMT siblings there
+            // was no other to measure.
+            let because = match e.unmeasured.first() {
+                Some(why) => format!("{why} (and the machine shows no SMT siblings)"),
+                None => "the machine shows no SMT siblings".into(),
+            };
             return advice(
                 Recommendation::NoSmt,
                 "no SMT here (one placement measured: nothing to compare)".into(),
                 None,
                 Vec::new(),
-                "the machine shows no SMT siblings".into(),
+                because,
                 reasons,
             );
         };
@@ -793,7 +803,9 @@ pub fn decide(e: &Evidence) -> Advice {
 mod evidence;
 mod formats;
 
-pub use evidence::{advise_run, evidence, headroom, offered_rate, sweep_side, workload_name};
+pub use evidence::{
+    add_unmeasured, advise_run, evidence, headroom, offered_rate, sweep_side, workload_name,
+};
 pub(crate) use formats::section;
 pub use formats::{AdviceDoc, behind_words, json, markdown, text};
 
