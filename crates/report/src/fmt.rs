@@ -306,6 +306,34 @@ pub fn text_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> Str
     t.render()
 }
 
+/// A cell's figure as the bound it is, where it reached a limit of the measurement:
+/// `at least 64 connections (configured ceiling)`.
+pub fn at_limit(cell: &smtlab_model::CellRecord) -> Option<String> {
+    let l = cell.result.limit()?;
+    Some(l.bound_text(cell.direction, &format!("{} {}", short(l.limit), cell.unit)))
+}
+
+/// The size of the process a fork row forked from, as its samples state it (the
+/// largest): `forking process 1.9 MiB resident, 52 mappings`.
+pub fn fork_size(cell: &smtlab_model::CellRecord) -> Option<String> {
+    use smtlab_model::metrics::fork;
+    let most = |name: &str| {
+        cell.result
+            .samples
+            .iter()
+            .filter_map(|s| s.metrics.get(name).copied())
+            .reduce(f64::max)
+    };
+    let rss = most(fork::FORKING_RSS_BYTES)?;
+    let maps = most(fork::FORKING_MAPPINGS)
+        .map(|m| format!(", {m:.0} mappings"))
+        .unwrap_or_default();
+    Some(format!(
+        "forking process {:.1} MiB resident{maps}",
+        rss / (1u64 << 20) as f64
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,32 +469,4 @@ mod tests {
         );
         assert_eq!(t, "a          num\nlong name    1\nx           22\n");
     }
-}
-
-/// A cell's figure as the bound it is, where it reached a limit of the measurement:
-/// `at least 64 connections (configured ceiling)`.
-pub fn at_limit(cell: &smtlab_model::CellRecord) -> Option<String> {
-    let l = cell.result.limit()?;
-    Some(l.bound_text(cell.direction, &format!("{} {}", short(l.limit), cell.unit)))
-}
-
-/// The size of the process a fork row forked from, as its samples state it (the
-/// largest): `forking process 1.9 MiB resident, 52 mappings`.
-pub fn fork_size(cell: &smtlab_model::CellRecord) -> Option<String> {
-    use smtlab_model::metrics::fork;
-    let most = |name: &str| {
-        cell.result
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(name).copied())
-            .reduce(f64::max)
-    };
-    let rss = most(fork::FORKING_RSS_BYTES)?;
-    let maps = most(fork::FORKING_MAPPINGS)
-        .map(|m| format!(", {m:.0} mappings"))
-        .unwrap_or_default();
-    Some(format!(
-        "forking process {:.1} MiB resident{maps}",
-        rss / (1u64 << 20) as f64
-    ))
 }

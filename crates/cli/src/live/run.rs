@@ -275,7 +275,7 @@ impl<'a> RunSaver<'a> {
     fn cell_done(&mut self, key: &CellKey) {
         self.eta.cell_done(key, self.elapsed_ns());
         self.bar.inc(1);
-        self.show("".into());
+        self.show(String::new());
     }
 
     /// A cell that cannot be measured; `Err` when the run must stop.
