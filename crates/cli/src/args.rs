@@ -221,6 +221,17 @@ pub struct TopoArgs {
     /// caches, cores, CPUs) to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Measure which CPUs behave as SMT siblings (paper 002's pair probing): a thread on
+    /// the first CPU and one on each other CPU in turn run a contended integer kernel,
+    /// and the first's slowdown against running alone is shown per pair, with the pairs
+    /// whose behaviour contradicts the topology (siblings a VM hides, or siblings that do
+    /// not share). Takes about 6 x PROBE_MS per other CPU.
+    #[arg(long)]
+    pub probe_siblings: bool,
+    /// Length of each probe measurement, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100, requires = "probe_siblings",
+          value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    pub probe_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -122,21 +122,32 @@ pub fn progress_bar(len: u64, hidden: bool) -> indicatif::ProgressBar {
 }
 
 pub fn progress_bar_with(len: u64, hidden: bool, counts: bool) -> indicatif::ProgressBar {
+    styled_bar(
+        len,
+        hidden,
+        if counts {
+            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
+        } else {
+            // Counted in sample slots, most cells stop early: the estimate is a bound.
+            "{bar:20} eta≤{eta:>3} {wide_msg}"
+        },
+    )
+}
+
+/// A bar of cells whose time left comes from the run's plan, not from the cells' count
+/// (cells differ a thousandfold in length): the caller writes it into the message.
+pub fn progress_bar_planned(len: u64) -> indicatif::ProgressBar {
+    styled_bar(len, false, "[{pos}/{len}] {bar:20} {wide_msg}")
+}
+
+fn styled_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     if hidden || get().quiet || !stderr_is_tty() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     // `wide_msg` takes what is left of the line, so the bar never wraps at 80 columns.
-    bar.set_style(
-        ProgressStyle::with_template(if counts {
-            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
-        } else {
-            // Counted in sample slots, most cells stop early: the estimate is a bound.
-            "{bar:20} eta≤{eta:>3} {wide_msg}"
-        })
-        .expect("the template is valid"),
-    );
+    bar.set_style(ProgressStyle::with_template(template).expect("the template is valid"));
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
 }

@@ -228,6 +228,44 @@ pub(crate) mod tests {
         }
     }
 
+    /// A figure at web-capacity's ceiling (`max_conns`) is a bound: its ratio to
+    /// another cell is no speed-up, whatever the interval says, and it is named.
+    #[test]
+    fn a_figure_at_a_limit_makes_no_speed_up() {
+        let base = cell("web-capacity", &[], "1c1t", &[40.0, 41.0, 42.0]);
+        let mut capped = cell("web-capacity", &[], "2c1t", &[64.0, 64.0, 64.0]);
+        let steady = verdict(&base, &capped).unwrap();
+        assert_eq!(steady.significance, Significance::Faster);
+        let at = |v: f64| {
+            let mut metrics = BTreeMap::new();
+            metrics.insert(smtlab_model::metrics::limit::CEILING.to_string(), v);
+            smtlab_model::SampleRecord {
+                value: v,
+                iterations: 1,
+                elapsed_ns: 1,
+                work: v,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: Vec::new(),
+                metrics,
+            }
+        };
+        capped.result =
+            smtlab_fixtures::build::converged_result(vec![at(64.0); 3], &[64.0, 64.0, 64.0]);
+        let v = verdict(&base, &capped).unwrap();
+        assert_eq!(v.significance, Significance::AtLimit);
+        assert_eq!(v.significance.significant(), None);
+        let text = smtlab_report::fmt::verdict(&v);
+        assert!(
+            text.contains("at a limit (2c1t: at least 64 (configured ceiling))"),
+            "{text}"
+        );
+        assert!(gain_text(&v).contains("no speed-up"), "{}", gain_text(&v));
+        // Either side at its limit: the other way round too.
+        let v = verdict(&capped, &base).unwrap();
+        assert_eq!(v.significance, Significance::AtLimit);
+    }
+
     const BASE: [f64; 3] = [99.0, 100.0, 101.0];
     const FASTER: [f64; 3] = [129.0, 130.0, 131.0];
 
@@ -244,6 +282,7 @@ pub(crate) mod tests {
             significance: r.significance(),
             speedup: r,
             unsteady: None,
+            at_limit: None,
             p_value: None,
         }
     }

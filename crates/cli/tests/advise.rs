@@ -162,6 +162,15 @@ fn advise_a_catalog_workload_answers_what_the_machine_allows_and_stores_the_run(
         assert!(n[0].starts_with("note: no SMT here"), "{stderr}");
         assert!(n[0].contains("2 cores vs 1"), "{stderr}");
     }
+    // After the notes, the plan and its time come first, then a progress line per cell.
+    let plan = stderr.lines().find(|l| !l.starts_with("note:"));
+    assert!(
+        plan.is_some_and(|l| l.starts_with("plan: ") && l.ends_with(" cells")),
+        "{stderr}"
+    );
+    let time_at = stderr.find("time: about ").expect("the plan's time");
+    let progress_at = stderr.find("[1/").expect("a progress line");
+    assert!(time_at < progress_at, "{stderr}");
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(md.contains(a["answer"].as_str().unwrap()), "{md}");
     // The cells went to the store as a run of suite `advise`.

@@ -575,3 +575,35 @@ fn a_mix_runs_its_programs_together_on_the_two_siblings_and_the_report_shows_it(
     }
     assert!(f.journal().is_empty(), "{:?}", f.journal());
 }
+
+/// `topo --probe-siblings` on the fake machine: its CPUs 0 and 1 are siblings in the
+/// tree, the work runs on the host's CPUs 0 and 1; one pair, with its figure and what
+/// the topology says, and the verdict that follows from the figure.
+#[test]
+fn topo_probe_siblings_reports_each_pair_with_its_figure() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["topo", "--probe-siblings", "--probe-ms", "20", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let pairs = v["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{v}");
+    assert_eq!(pairs[0]["cpus"], serde_json::json!([0, 1]));
+    assert_eq!(pairs[0]["same_core_in_topology"], true);
+    let slowdown = pairs[0]["slowdown"].as_f64().unwrap();
+    assert!(slowdown > 0.0, "{v}");
+    let shares = slowdown >= v["sibling_slowdown"].as_f64().unwrap();
+    assert_eq!(pairs[0]["behaves_as_siblings"], shares);
+    let not_sharing = v["siblings_not_sharing"].as_array().unwrap();
+    assert_eq!(not_sharing.len(), usize::from(!shares), "{v}");
+    let out = ok(f
+        .smtlab()
+        .args(["topo", "--probe-siblings", "--probe-ms", "20"])
+        .output()
+        .unwrap());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CPU 0 + CPU 1"), "{text}");
+    assert!(text.contains("topology: same core"), "{text}");
+}

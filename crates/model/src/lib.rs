@@ -43,7 +43,7 @@ pub mod verdict;
 pub use bench::{BenchInfo, Direction, ParamInfo, ReportSection, SampleRecord, Summary, ValueKind};
 pub use cpuset::{CpuListError, CpuSet};
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
-pub use result::{CellResult, ConfigError, Round, RunConfig};
+pub use result::{AtLimit, CellResult, ConfigError, LimitKind, Round, RunConfig};
 pub use run::{
     CellKey, CellRecord, Environment, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };

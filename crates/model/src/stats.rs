@@ -468,11 +468,14 @@ pub enum Significance {
     /// `CellResult::unsteady_reason`): the figure would not repeat, so it is called
     /// neither faster nor slower.
     Unsteady,
+    /// A side's figure reached a limit of the measurement (`CellResult::limit`): it is
+    /// a bound, not a level, so no ratio of it is a speed-up.
+    AtLimit,
 }
 
 impl Significance {
     /// `faster`, `slower`, `not significant at 95%`, `interval unbounded`, `n=1, no
-    /// interval`, `unsteady`.
+    /// interval`, `unsteady`, `at a limit`.
     pub fn words(self) -> &'static str {
         match self {
             Significance::Faster => "faster",
@@ -481,6 +484,7 @@ impl Significance {
             Significance::Unbounded => "interval unbounded",
             Significance::NoInterval => "n=1, no interval",
             Significance::Unsteady => "unsteady",
+            Significance::AtLimit => "at a limit",
         }
     }
 
@@ -490,7 +494,10 @@ impl Significance {
         match self {
             Significance::Faster | Significance::Slower => Some(true),
             Significance::NotSignificant => Some(false),
-            Significance::Unbounded | Significance::NoInterval | Significance::Unsteady => None,
+            Significance::Unbounded
+            | Significance::NoInterval
+            | Significance::Unsteady
+            | Significance::AtLimit => None,
         }
     }
 }

@@ -16,7 +16,11 @@
 //!   `not significant at 95%` when it includes 1, `n=1, no interval` with a single
 //!   sample on a side, and `unsteady` when either cell's samples or rounds disagree
 //!   beyond their own interval ([`crate::CellResult::unsteady_reason`]): such a cell's
-//!   figure would not repeat, so it is called neither faster nor slower.
+//!   figure would not repeat, so it is called neither faster nor slower; and `at a
+//!   limit` when either cell's figure reached a limit of the measurement
+//!   ([`crate::CellResult::limit`]: a search's range end, a configured ceiling, the
+//!   load generator's own limit), which makes it a bound and its ratio no speed-up.
+//!   A cell at a limit is named first: its figure is no level at all.
 //! * the p-value is Welch's test of equal means ([`stats::welch_p_value`]), for outputs
 //!   that correct for many comparisons at once (`compare`).
 //!
@@ -41,6 +45,10 @@ pub struct Verdict {
     /// Why a cell is unsteady, naming it (`1c2t: CV 31%`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
+    /// Which cell reached a limit, naming it and the limit (`1c1t: at least 64
+    /// (configured ceiling)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_limit: Option<String>,
     /// Welch's two-sided p-value for equal means; `None` with one sample on a side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_value: Option<f64>,
@@ -75,7 +83,19 @@ pub fn verdict_named(first: &CellRecord, second: &CellRecord, names: [&str; 2]) 
         .filter_map(|(c, name)| c.result.unsteady_reason().map(|w| format!("{name}: {w}")))
         .collect();
     let unsteady = (!reasons.is_empty()).then(|| reasons.join(", "));
-    let significance = if unsteady.is_some() {
+    let limits: Vec<String> = [first, second]
+        .iter()
+        .zip(names)
+        .filter_map(|(c, name)| {
+            let l = c.result.limit()?;
+            let value = l.limit.to_string();
+            Some(format!("{name}: {}", l.bound_text(c.direction, &value)))
+        })
+        .collect();
+    let at_limit = (!limits.is_empty()).then(|| limits.join(", "));
+    let significance = if at_limit.is_some() {
+        Significance::AtLimit
+    } else if unsteady.is_some() {
         Significance::Unsteady
     } else {
         speedup.significance()
@@ -84,6 +104,7 @@ pub fn verdict_named(first: &CellRecord, second: &CellRecord, names: [&str; 2]) 
         speedup,
         significance,
         unsteady,
+        at_limit,
         p_value: stats::welch_p_value(a, b),
     })
 }

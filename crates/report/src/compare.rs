@@ -245,6 +245,7 @@ impl CompareRow {
             speedup: self.interval?,
             significance: self.significance?,
             unsteady: self.unsteady.clone(),
+            at_limit: None,
             p_value: self.p_value,
         })
     }

@@ -72,6 +72,9 @@ pub struct Yield {
     /// Why a cell of the pair is unsteady, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
+    /// Which cell of the pair reached a limit of the measurement, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_limit: Option<String>,
     /// True for lower-is-better benchmarks: `ratio` is `base / smt`, not `smt / base`.
     pub inverted: bool,
     /// The SMT side ran one thread per core (siblings idle): the ratio compares the same
@@ -96,6 +99,7 @@ impl Yield {
             speedup: self.ratio,
             significance: self.significance,
             unsteady: self.unsteady.clone(),
+            at_limit: self.at_limit.clone(),
             p_value: None,
         }
     }
@@ -191,6 +195,7 @@ pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
                 ratio: v.speedup,
                 significance: v.significance,
                 unsteady: v.unsteady,
+                at_limit: v.at_limit,
                 inverted,
                 idle_sibling: idle_sibling(smt),
             });

@@ -59,6 +59,7 @@ pub mod clock;
 pub mod config;
 pub mod counting;
 pub mod error;
+pub mod eta;
 pub mod experiment;
 pub mod machine;
 mod measure;

@@ -54,9 +54,29 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         notes: s.notes.clone(),
         plan: s.plan(headroom),
     };
-    let printer = |shown: crate::sink::Shown<'_>| match render::advice::cell_line(shown) {
-        Some(line) if text => emit(&line),
-        _ => Ok(()),
+    // The plan and its time first, then each cell's line and the time left as it ends
+    // (a latency sweep's cells, planned from the capacity measured, come on top).
+    let estimate = {
+        let engine = measuring.engine();
+        let how = smtlab_runner::plan::Measuring {
+            interleave: engine.interleave,
+            repeat: engine.repeat,
+            client_rule: engine.client_rule.clone(),
+        };
+        let catalog = smtlab_runner::catalog::all();
+        smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
+    };
+    crate::term::note_fit(&format!("plan: {} cells", estimate.cells()));
+    for line in render::plan::summary(&estimate) {
+        crate::term::note_fit(&line);
+    }
+    let mut progress = crate::live::progress::Progress::new(&estimate);
+    let printer = move |shown: crate::sink::Shown<'_>| {
+        progress.cell_done(&shown);
+        match render::advice::cell_line(shown) {
+            Some(line) if text => emit(&line),
+            _ => Ok(()),
+        }
     };
     let mut sink = StoreSink::begin(&s.db, run, printer)?;
     let groups = s.throughput_groups();
@@ -120,10 +140,9 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     if stopped {
         return Ok(ExitCode::from(INTERRUPTED_EXIT));
     }
-    let answers: Vec<advice::Advice> = advice::evidence(&sink.cells, s.smt())
-        .iter()
-        .map(advice::decide)
-        .collect();
+    let mut evidence = advice::evidence(&sink.cells, s.smt());
+    advice::add_unmeasured(&mut evidence, &sink.skipped);
+    let answers: Vec<advice::Advice> = evidence.iter().map(advice::decide).collect();
     if answers.is_empty() {
         bail!("nothing measured to advise on: every placement was skipped");
     }

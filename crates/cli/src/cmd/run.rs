@@ -35,7 +35,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let (run_id, meta, pending, lease) =
         settings::run::begin(&mut store, fresh, args, &topo, machine)?;
     let counting = machine.counting_for(&meta.config)?;
-    start_notes(
+    let estimate = start_notes(
         run_id,
         &meta,
         &pending,
@@ -46,10 +46,11 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         counting.as_ref(),
     );
     let stop = settings::stop_flag()?;
-    let bar = crate::term::progress_bar(pending.len() as u64, false);
+    // The time left is the plan's, in the bar's message (see `RunSaver`).
+    let bar = crate::term::progress_bar_planned(pending.len() as u64);
     let catalog = smtlab_runner::catalog::all();
     let (groups, missing) = groups_of(&pending, &catalog, &topo);
-    let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args);
+    let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args, &estimate);
     // How the cells are measured; a resumed run goes on as it was started.
     let mut engine = Engine::new(machine, &meta.config, counting.as_ref(), &stop);
     engine.client_rule = crate::settings::client_rule(&args.client);

@@ -14,6 +14,11 @@ pub fn run(args: &TopoArgs, machine: &dyn smtlab_runner::machine::Machine) -> Re
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
+    if args.probe_siblings {
+        let window = std::time::Duration::from_millis(args.probe_ms);
+        let figures = smtlab_runner::experiment::siblings::probe(&topo, window)?;
+        return emit(&render::topo::sibling_probe(&topo, &figures, args.json));
+    }
     if args.json {
         return emit(&json_text(&topo)?);
     }

@@ -20,6 +20,9 @@ use smtlab_runner::session::Ended;
 
 use crate::settings::run::estimate_of;
 use crate::settings::unix_now_s;
+use smtlab_runner::eta::Eta;
+use smtlab_runner::plan::Estimate;
+use std::time::Instant;
 
 use crate::args::RunArgs;
 use crate::render;
@@ -53,16 +56,18 @@ pub struct RunSaver<'a> {
     pub measured: usize,
     pub skipped: usize,
     pub error: Option<anyhow::Error>,
+    /// The time left, from the plan and the pace of the cells done so far.
+    eta: Eta,
+    started: Instant,
 }
 
 impl SessionObserver for RunSaver<'_> {
     fn cell_started(&mut self, key: &CellKey) {
-        self.bar
-            .set_message(format!("{} {}", key.benchmark, key.placement));
+        self.show(format!("{} {}", key.benchmark, key.placement));
     }
 
     fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
-        self.bar.set_message(format!(
+        self.show(format!(
             "{} {} (sample {})",
             key.benchmark,
             key.placement,
@@ -121,7 +126,7 @@ impl SessionObserver for RunSaver<'_> {
             );
         }
         self.measured += 1;
-        self.bar.inc(1);
+        self.cell_done(&cell.key());
         ControlFlow::Continue(())
     }
 
@@ -137,7 +142,7 @@ impl SessionObserver for RunSaver<'_> {
             return ControlFlow::Break(());
         }
         self.skipped += 1;
-        self.bar.inc(1);
+        self.cell_done(&s.key);
         ControlFlow::Continue(())
     }
 }
@@ -176,7 +181,7 @@ pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCo
 }
 
 /// What the run will measure, take and hold, said before it starts, with what this
-/// machine and its benchmarks leave out.
+/// machine and its benchmarks leave out; the estimate it said, for the time left.
 #[allow(clippy::too_many_arguments)]
 pub fn start_notes(
     run_id: i64,
@@ -187,7 +192,7 @@ pub fn start_notes(
     args: &RunArgs,
     db: &Path,
     counting: Option<&CountingSetup>,
-) {
+) -> Estimate {
     crate::term::note_fit(&format!(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
@@ -220,15 +225,18 @@ pub fn start_notes(
             }
         }
     }
+    e
 }
 
 impl<'a> RunSaver<'a> {
+    /// `estimate`: the plan of the cells this invocation measures, for the time left.
     pub fn new(
         store: &'a mut Store,
         run_id: i64,
         lease: Lease,
         bar: &'a ProgressBar,
         args: &RunArgs,
+        estimate: &Estimate,
     ) -> Self {
         // JSON or Markdown on standard output take the place of the cell lines.
         let lines = !args.json
@@ -245,7 +253,29 @@ impl<'a> RunSaver<'a> {
             measured: 0,
             skipped: 0,
             error: None,
+            eta: Eta::new(estimate),
+            started: Instant::now(),
         }
+    }
+
+    fn elapsed_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// The bar's message, after the time left.
+    fn show(&self, what: String) {
+        let left = self.eta.remaining_ns(self.elapsed_ns());
+        let sep = if what.is_empty() { "" } else { " · " };
+        self.bar.set_message(format!(
+            "{} left{sep}{what}",
+            render::plan::duration_text(left)
+        ));
+    }
+
+    fn cell_done(&mut self, key: &CellKey) {
+        self.eta.cell_done(key, self.elapsed_ns());
+        self.bar.inc(1);
+        self.show(String::new());
     }
 
     /// A cell that cannot be measured; `Err` when the run must stop.

@@ -407,6 +407,7 @@ pub(crate) fn load_cells(db: &mut dyn Sql, run_id: i64, version: i64) -> Step<Ve
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
         })?;
         let (params, conditions) = key_params_from_json(r.text(5)?, &at("params"))?;
+        let cell_samples = samples.remove(&cell_id).unwrap_or_default();
         out.push(CellRecord {
             benchmark: r.get(1)?,
             group: r.get(2)?,
@@ -417,13 +418,15 @@ pub(crate) fn load_cells(db: &mut dyn Sql, run_id: i64, version: i64) -> Step<Ve
             placement_spec: r.get(6)?,
             placement: from_json(r.text(7)?, &at("placement"))?,
             result: CellResult {
+                // The limit a figure reached is kept in its samples' metrics.
+                at_limit: smtlab_model::AtLimit::of_samples(&cell_samples),
                 iterations: r.get(10)?,
                 calibration: facts.calibration,
                 warmup: facts.warmup,
                 clock_cost_ns: facts.clock_cost_ns,
                 loop_cost_ns_per_iter: facts.loop_cost_ns_per_iter,
                 subtracted_ns_per_sample: facts.subtracted_ns_per_sample,
-                samples: samples.remove(&cell_id).unwrap_or_default(),
+                samples: cell_samples,
                 summary,
                 converged: r.get(8)?,
                 stop_reason: parse_enum(r.text(9)?, "stop reason")?,

@@ -547,6 +547,9 @@ fn web_capacity_searches_on_the_built_in_servers_with_the_dynamic_mix() {
         let cap = s.metrics["capacity_conns"];
         assert!((1.0..=8.0).contains(&cap), "{server}: {:?}", s.metrics);
         assert_eq!(s.metrics["capped"] == 1.0, cap == 8.0);
+        // The ceiling, where reached, is the figure's limit mark.
+        let ceiling = s.metrics.get(smtlab_model::metrics::limit::CEILING);
+        assert_eq!(ceiling, (cap == 8.0).then_some(&8.0), "{server}");
         assert_eq!(s.metrics["errors"], 0.0, "{server}");
         assert_eq!(s.work, cap * s.elapsed_ns as f64 / 1e9);
         assert!((s.metrics["dynamic_share"] - 0.3).abs() < 1e-9);
