@@ -378,3 +378,27 @@ fn every_output_names_the_estimate() {
     assert!(none.rows.iter().all(|r| r.interval_with_between.is_none()));
     assert!(smtlab_report::compare_table(&none).contains("within-run intervals only"));
 }
+
+#[test]
+fn repeats_read_back_from_a_store_are_measured() {
+    // Runs stored and read back (as `compare` reads them) keep what the estimate needs:
+    // their ids, environment, plan and every cell's samples.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = smtlab_store::Store::open(dir.path().join("r.db")).unwrap();
+    let mut rng = Rng::new(33);
+    let ids: Vec<i64> = (0..4)
+        .map(|i| {
+            store
+                .import_run(&suite(&mut rng, i + 1, DRIFTING, &same))
+                .unwrap()
+        })
+        .collect();
+    let runs: Vec<RunResults> = ids.iter().map(|id| store.load_run(*id).unwrap()).collect();
+    let (a, b) = (&runs[2], &runs[3]);
+    let sets = repeat_sets(a, b, &runs);
+    assert_eq!(sets.len(), 1);
+    assert_eq!(sets[0].len(), 3, "A and the two runs before it; B left out");
+    let est = BetweenRuns::choose(Choice::Auto, a, b, &sets).unwrap();
+    assert_eq!(est.source, Source::StoredRepeats);
+    assert_eq!(est.run_df, Some(2.0));
+}
