@@ -493,6 +493,22 @@ pub struct CompareArgs {
     /// the two environments side by side) to FILE.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// What runs of the same setup differ by, added to every row's test and the
+    /// overall interval: `auto` (stored repeats of A's or B's setup, else the runs'
+    /// rounds, else the default floor), `store`, `rounds`, `floor`, or `none` (each
+    /// cell's own interval only).
+    #[arg(long, value_enum, default_value_t = BetweenArg::Auto, value_name = "ESTIMATE")]
+    pub between_runs: BetweenArg,
+}
+
+/// `compare --between-runs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BetweenArg {
+    Auto,
+    Store,
+    Rounds,
+    Floor,
+    None,
 }
 
 #[derive(Debug, Args)]

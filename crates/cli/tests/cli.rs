@@ -887,6 +887,46 @@ mod runs {
             "{text}"
         );
         assert!(text.to_lowercase().contains("geometric mean"), "{text}");
+        // Two runs and nothing else: the default floor, named as such.
+        assert!(
+            text.contains("between runs (default floor (not measured))"),
+            "{text}"
+        );
+        smtlab()
+            .args(["compare", "1", "2", "--between-runs", "store"])
+            .args(db_arg(&db))
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("--between-runs store: "));
+        // A third run of the same setup is a stored repeat of A's (B never joins A).
+        smtlab()
+            .args(["run", "--suite", "quick", "--bench", "null-syscall,int-ops"])
+            .args(["--placements", "1c1t"])
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let v = json_of(
+            smtlab()
+                .args(["compare", "1", "2", "--json"])
+                .args(db_arg(&db)),
+        );
+        // The estimate needs two cells steady in runs 1 and 3; on a busy machine they
+        // may not be, and then the floor stands in, saying so.
+        let between = &v["between_runs"];
+        match between["source"].as_str().unwrap() {
+            "stored_repeats" => assert!(
+                between["basis"].as_str().unwrap().starts_with("runs 1, 3 "),
+                "{v}"
+            ),
+            "default_floor" => {}
+            other => panic!("between-run estimate {other}: {v}"),
+        }
+        let v = json_of(
+            smtlab()
+                .args(["compare", "1", "2", "--json", "--between-runs", "none"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(v["between_runs"]["source"], "none", "{v}");
 
         // A run exported on one machine compares against a run stored on another.
         let file = dir.path().join("a.json");

@@ -54,6 +54,7 @@
 //! cells say "not measured"; a section without data says so in one line.
 
 pub mod advice;
+pub mod between;
 pub mod compare;
 pub mod compare_html;
 pub mod corun;
@@ -82,9 +83,10 @@ pub mod units;
 pub mod utilisation;
 pub mod yields;
 
+pub use between::BetweenRuns;
 pub use compare::{
     CompareRow, Comparison, CounterPair, GroupMean, MissingCell, Side, Statistic, compare,
-    compare_json, compare_table,
+    compare_json, compare_table, compare_with,
 };
 pub use compare_html::{compare_html, compare_markdown};
 pub use html::html;

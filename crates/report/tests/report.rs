@@ -1073,10 +1073,12 @@ fn assert_self_contained(page: &str) {
 fn report_and_compare_pages_are_self_contained() {
     assert_self_contained(&smtlab_report::html(&demo()));
     let (a, b) = pair();
-    assert_self_contained(&smtlab_report::compare_html(&a, &b));
+    let c = smtlab_report::compare(&a, &b);
+    assert_self_contained(&smtlab_report::compare_html(&a, &b, &c));
     let mut b2 = demo();
     b2.run.id = 9;
-    assert_self_contained(&smtlab_report::compare_html(&demo(), &b2));
+    let c2 = smtlab_report::compare(&demo(), &b2);
+    assert_self_contained(&smtlab_report::compare_html(&demo(), &b2, &c2));
 }
 
 #[test]
@@ -1146,7 +1148,8 @@ fn topology_picture_snapshot() {
 #[test]
 fn compare_markdown_and_sections_snapshots() {
     let (a, b) = pair();
-    let md = smtlab_report::compare_markdown(&a, &b);
+    let c = smtlab_report::compare(&a, &b);
+    let md = smtlab_report::compare_markdown(&a, &b, &c);
     // A table a Markdown renderer takes: header, alignment row, one line per row.
     assert!(md.contains("| group | benchmark |"));
     assert!(md.contains("|---|---|---|---|--:|--:|--:|--:|---|"));
@@ -1154,11 +1157,10 @@ fn compare_markdown_and_sections_snapshots() {
     assert!(md.contains("| host | demo-host | other-host |"));
     assert!(md.contains("| SMT control | on (active: true) | off (active: true) |"));
     insta::assert_snapshot!("compare_markdown_pair", md);
-    let c = smtlab_report::compare(&a, &b);
     let mut sections = String::new();
     smtlab_report::compare_html::compare_sections(&mut sections, &a, &b, &c);
     insta::assert_snapshot!("compare_sections_pair", sections);
-    let page = smtlab_report::compare_html(&a, &b);
+    let page = smtlab_report::compare_html(&a, &b, &c);
     elements(&page);
     // Side by side, with the differing rows marked; bars with intervals; geomeans.
     assert!(page.contains("<tr class=\"diff\"><th>SMT control</th>"));
@@ -1396,7 +1398,9 @@ fn an_a_a_comparison_says_no_difference_and_no_row_is_significant() {
         c.overall.headline()
     );
     let (lo, hi) = (c.overall.ci95_low.unwrap(), c.overall.ci95_high.unwrap());
-    assert!(lo < 1.0 && 1.0 < hi && hi / lo < 1.03, "[{lo}, {hi}]");
+    // The rows alone pin the mean to about 1.5%; a whole run's between-run shift (the
+    // default floor, 1% a run) widens it to about 6% from end to end.
+    assert!(lo < 1.0 && 1.0 < hi && hi / lo < 1.07, "[{lo}, {hi}]");
     assert!(
         c.overall.headline().starts_with("no difference: "),
         "{}",
@@ -1414,10 +1418,12 @@ fn an_a_a_comparison_says_no_difference_and_no_row_is_significant() {
     );
     // Over many A/A pairs the corrected rows almost never fire, and the headline's
     // interval holds 1 about 95% of the time: the error rates are what they claim.
+    // These pairs have no between-run drift, so the within-run test alone is checked
+    // (`--between-runs none`); with the default floor added it fires less still.
     let (mut comparisons_fired, mut raw_fired, mut headlines_fired) = (0, 0, 0);
     for seed in 100..300 {
         let (a, b) = noisy_pair(seed, 64, 1.0);
-        let c = smtlab_report::compare(&a, &b);
+        let c = smtlab_report::compare_with(&a, &b, smtlab_report::BetweenRuns::none());
         comparisons_fired += usize::from(c.rows.iter().any(|r| r.significant() == Some(true)));
         raw_fired += c
             .rows
@@ -1483,8 +1489,10 @@ fn a_real_ten_percent_shift_is_found() {
         .iter()
         .filter(|r| r.significant() == Some(true))
         .count();
+    // Each row's test holds what runs of one setup differ by (the default floor) as
+    // well as its 5 samples' error, so a few rows of 10% stay within it.
     assert!(
-        found >= 58,
+        found >= 52,
         "only {found} of 64 rows found the 10% shift after correction"
     );
     assert!(
