@@ -18,7 +18,7 @@ use crate::args::AdviseArgs;
 use crate::output::emit;
 use crate::render;
 use crate::settings::advise::{PENALTY_SAMPLES, headroom_curve};
-use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, StoreSink};
+use crate::sink::{Measuring, NewRun, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
@@ -112,9 +112,9 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         let _ = sink.finish(false, args.db.db.as_deref());
         bail!("{}", reason.strip_prefix("exec: ").unwrap_or(&reason));
     }
-    let sink = sink.finish(stopped, args.db.db.as_deref())?;
-    if stopped {
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    let sink = sink.finish(stopped.is_some(), args.db.db.as_deref())?;
+    if let Some(code) = stopped {
+        return Ok(code);
     }
     let answers: Vec<advice::Advice> = advice::evidence(&sink.cells, s.smt())
         .iter()

@@ -45,13 +45,13 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         &db,
         counting.as_ref(),
     );
-    let stop = settings::stop_flag()?;
+    let stop = settings::Stop::on_signals()?;
     let bar = crate::term::progress_bar(pending.len() as u64, false);
     let catalog = smtlab_runner::catalog::all();
     let (groups, missing) = groups_of(&pending, &catalog, &topo);
     let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args);
     // How the cells are measured; a resumed run goes on as it was started.
-    let mut engine = Engine::new(machine, &meta.config, counting.as_ref(), &stop);
+    let mut engine = Engine::new(machine, &meta.config, counting.as_ref(), stop.flag());
     engine.client_rule = crate::settings::client_rule(&args.client);
     (engine.interleave, engine.repeat) = measuring_of(&meta);
     // The stop flag ends the session and the SMT switch restores then (its guardian
@@ -68,7 +68,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     end(
         saver,
         measured,
-        stop.load(std::sync::atomic::Ordering::Relaxed),
+        stop.signalled().then(|| stop.exit_code()),
         args,
     )
 }

@@ -110,7 +110,8 @@ pub fn answers(
         if path.as_os_str() == "-" {
             emit(&md)?;
         } else {
-            std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
+            std::fs::write(path, md)
+                .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
             crate::term::note(&format!("wrote {}", path.display()));
         }
     }

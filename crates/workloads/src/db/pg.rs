@@ -558,14 +558,16 @@ fn start_time(pid: u32) -> Option<u64> {
 
 fn owner_alive(dir: &Path, prefix: &str) -> bool {
     let Ok(text) = fs::read_to_string(dir.join("owner")) else {
-        // No stamp yet: the owner may be between mkdir and writing it; trust the name.
-        return dir
+        // No stamp yet: the owner may be between mkdir and writing it; trust the pid in
+        // the name (`PREFIX[kind-]PID-N`). A name without one is not a scratch
+        // directory: kept, as if its owner lived.
+        let pid = dir
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_prefix(prefix))
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+            .and_then(|n| n.rsplit('-').nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        return pid.is_none_or(|pid| Path::new(&format!("/proc/{pid}")).exists());
     };
     let mut it = text.split_whitespace().map(|t| t.parse::<u64>().ok());
     match (it.next().flatten(), it.next().flatten()) {
