@@ -10,6 +10,10 @@ use smtlab_loadgen::sys;
 use super::super::request;
 use super::{Docs, ServerOpts, error_response, owes_continue, reply};
 
+/// Most bytes one `sendfile` call is asked for: within one call the kernel waits for
+/// the client once per piece of its own, each wait with the whole send timeout.
+const SENDFILE_PIECE_BYTES: usize = 64 * 1024;
+
 /// Sends all of `data` on a blocking socket by `deadline`: each call may block only
 /// for what is left of it (`SO_SNDTIMEO` alone would start again with every partial
 /// send, so a client reading a byte now and then could hold the connection for ever).
@@ -162,7 +166,11 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 if !time_left(fd, deadline) {
                     return;
                 }
-                let left = (*size - off as u64) as usize;
+                // In pieces: one sendfile call goes on for as long as the client's
+                // kernel takes a few bytes now and then (it squeezes its queue to open
+                // its window), past the send timeout; the deadline is checked between
+                // pieces.
+                let left = ((*size - off as u64) as usize).min(SENDFILE_PIECE_BYTES);
                 if !matches!(sys::sendfile(fd, f.as_raw_fd(), &mut off, left), Ok(1..)) {
                     abort_if_timed_out(fd);
                     return;
