@@ -67,6 +67,16 @@ impl Stop {
         Ok(stop)
     }
 
+    /// How an SMT switch is protected under this stop: by the guardian should smtlab be
+    /// killed, and not by the switch's own signal handlers, which would restore and die
+    /// of the signal before the session ends and says what it kept.
+    pub fn protection() -> smtlab_control::guard::Protection {
+        smtlab_control::guard::Protection {
+            guardian: true,
+            signals: false,
+        }
+    }
+
     /// The flag a session watches.
     pub fn flag(&self) -> &AtomicBool {
         &self.flag

@@ -8,7 +8,6 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use smtlab_control::guard::Protection;
 use smtlab_report::advice;
 use smtlab_runner::experiment::{advise as exp, corun, smt};
 use smtlab_runner::machine::Machine;
@@ -61,8 +60,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let mut sink = StoreSink::begin(&s.db, run, printer)?;
     let groups = s.throughput_groups();
     let engine = measuring.engine();
-    let mut ended =
-        smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+    let mut ended = smt::measure_groups(
+        &engine,
+        crate::settings::Stop::protection(),
+        &s.topo,
+        groups,
+        &mut sink,
+    )?;
     if let (Ended::Complete, Some(pct)) = (ended, &s.sweep) {
         // The rates come from the capacity just measured, so the sweep's cells are not
         // in the run's plan.
@@ -86,7 +90,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         // With SMT switched, the sweep is SMT on's (both sides need the siblings).
         let on: &[bool] = if s.states.is_empty() { &[] } else { &[true] };
         let groups = smt::turns(groups, on);
-        ended = smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+        ended = smt::measure_groups(
+            &engine,
+            crate::settings::Stop::protection(),
+            &s.topo,
+            groups,
+            &mut sink,
+        )?;
     }
     if let (Ended::Complete, Some(plan)) = (ended, &s.penalty) {
         if args.penalty {

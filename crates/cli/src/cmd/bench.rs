@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use smtlab_bench::Params;
-use smtlab_control::guard::Protection;
 use smtlab_model::BenchInfo;
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
@@ -48,7 +47,7 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let groups = smt::turns(s.groups(), &s.states);
     smt::measure_groups(
         &engine,
-        Protection::default(),
+        settings::Stop::protection(),
         &s.topo,
         groups,
         &mut printer,

@@ -18,7 +18,6 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use smtlab_control::guard::Protection;
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
 
@@ -60,7 +59,7 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let mut printer = ExecPrinter::new(&s, args, text);
     smt::measure_groups(
         &engine,
-        Protection::default(),
+        settings::Stop::protection(),
         &s.topo,
         groups,
         &mut printer,

@@ -7,7 +7,6 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use smtlab_control::guard::Protection;
 use smtlab_runner::experiment::{Engine, plan::groups_of, smt};
 use smtlab_runner::machine::Machine;
 use smtlab_store::Store;
@@ -56,10 +55,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     (engine.interleave, engine.repeat) = measuring_of(&meta);
     // The stop flag ends the session and the SMT switch restores then (its guardian
     // should smtlab be killed).
-    let protection = Protection {
-        guardian: true,
-        signals: false,
-    };
+    let protection = settings::Stop::protection();
     let measured = match missing.iter().try_for_each(|m| saver.skip(m)) {
         Err(()) => Ok(smtlab_runner::session::Ended::Stopped),
         Ok(()) => smt::measure_groups(&engine, protection, &topo, groups, &mut saver),

@@ -25,8 +25,10 @@
 //! answer `Expect: 100-continue` before reading the body, close connections
 //! whose request head is not complete within the idle timeout (slowloris), that sit
 //! idle that long, or that do not take a whole response within it (a client that stops
-//! reading, or reads a little now and then; reset rather than closed, so the unsent
-//! bytes go too), hold no buffer for an idle connection, and stop (closing every
+//! reading, or reads a little now and then, also one that pipelines many requests: the
+//! threads and processes servers start a response's deadline anew only once the client
+//! has taken everything sent before; reset rather than closed, so the unsent bytes go
+//! too), hold no buffer for an idle connection, and stop (closing every
 //! connection) when dropped.
 //!
 //! One file a server (`builtin/event.rs`, `threads.rs`, `processes.rs`, `seda.rs`); the blocking
@@ -85,7 +87,8 @@ impl Docs {
 pub struct ServerOpts {
     /// The per-connection deadline: a connection whose request head is not complete
     /// within this long of when it was awaited, or whose response has not all gone out
-    /// within this long of its start, is closed.
+    /// within this long of its start (of when the client last had taken everything sent,
+    /// for a pipelining client), is closed.
     pub idle_timeout: Duration,
     /// Most open connections (event: per loop; threads: threads).
     pub max_conns: usize,
