@@ -131,7 +131,7 @@ mod tests {
         // start time differs from the stamp).
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "a test child");
         let dead_stamp = format!("{dead} 1\n");
         let make = |name: &str, owner: Option<&str>| {
             let d = p.join(name);

@@ -946,7 +946,7 @@ mod tests {
             .and_then(|t| t.parse().ok());
         assert!(alive(pid));
         child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "a test child");
         // The postmaster dies with its owner (PR_SET_PDEATHSIG), its children with it.
         wait_until("the postmaster to die", || !alive(pid));
         wait_until("every server process to end", || {
