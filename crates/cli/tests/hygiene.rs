@@ -108,3 +108,32 @@ fn errors_quote_a_path_argument_short_escaped_and_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.matches("no-such-root").count(), 1, "{err}");
 }
+
+#[test]
+fn an_exec_stopped_by_a_signal_blames_nothing_and_stores_nothing_unmeasured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("r.db");
+    let started = tmp.path().join("started");
+    let script = format!("touch {}; sleep 0.5", started.display());
+    let child = smtlab()
+        .args(["exec", "--reps", "20", "--warmup", "0", "--db"])
+        .arg(&db)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !started.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no run after 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid, not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = bounded::output(child, "the stopped exec");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(err.contains("interrupted by SIGTERM: 0 cells"), "{err}");
+    assert!(!err.contains("error"), "{err}");
+    assert!(!db.exists(), "an empty run was stored: {err}");
+}

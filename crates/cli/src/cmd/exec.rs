@@ -64,9 +64,14 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
         groups,
         &mut printer,
     )?;
-    // A run the stop made fail is not the command's failure: nothing is stored then,
-    // as when a run fails, and the cells measured before it are shown and stored.
+    // A run the stop made fail is not the command's failure; the cells measured before
+    // the stop are shown and stored (the run marked interrupted), and nothing is stored
+    // when there are none.
     let measured = match (printer.finish(), stop.signalled()) {
+        (Ok(m), true) if m.0.is_empty() => {
+            crate::term::note_fit(&stop.interrupted_line(0));
+            return Ok(stop.exit_code());
+        }
         (Ok(m), _) => m,
         (Err(_), true) => {
             crate::term::note_fit(&stop.interrupted_line(0));
