@@ -40,7 +40,7 @@ pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Resul
     }
     std::fs::write(path, md)
         .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
-    crate::term::note(&format!("wrote {}", path.display()));
+    crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
     Ok(())
 }
 
@@ -48,6 +48,6 @@ pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Resul
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes)
         .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
-    crate::term::note(&format!("wrote {}", path.display()));
+    crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
     Ok(())
 }

@@ -31,7 +31,7 @@ impl ScratchDir {
     pub fn create(bench: &str, parent: &Path, prefix: &str) -> Result<ScratchDir, BenchError> {
         Self::make(parent, prefix).map_err(|(what, dir, e)| BenchError::Io {
             bench: bench.into(),
-            what: format!("{what} {}", dir.display()),
+            what: format!("{what} {}", smtlab_model::quote::path(&dir)),
             error: e,
         })
     }

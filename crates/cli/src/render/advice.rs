@@ -112,7 +112,7 @@ pub fn answers(
         } else {
             std::fs::write(path, md)
                 .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
-            crate::term::note(&format!("wrote {}", path.display()));
+            crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
         }
     }
     let md_stdout = args

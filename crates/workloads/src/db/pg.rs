@@ -304,7 +304,10 @@ impl PgServer {
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
-            .map_err(io_err(format!("create {}", dir.display())))?;
+            .map_err(io_err(format!(
+                "create {}",
+                smtlab_model::quote::path(&dir)
+            )))?;
         let mut server = PgServer {
             dir,
             port: 0,
@@ -326,7 +329,10 @@ impl PgServer {
         fs::write(self.dir.join("owner"), owner_stamp(std::process::id()))
             .map_err(io_err("write the owner file"))?;
         let sock = self.dir.join("sock");
-        fs::create_dir(&sock).map_err(io_err(format!("create {}", sock.display())))?;
+        fs::create_dir(&sock).map_err(io_err(format!(
+            "create {}",
+            smtlab_model::quote::path(&sock)
+        )))?;
         if let Some(u) = run_as {
             for p in [&self.dir, &sock] {
                 std::os::unix::fs::chown(p, Some(u.uid), Some(u.gid)).map_err(io_err(format!(
@@ -349,7 +355,7 @@ impl PgServer {
         let mut f = fs::OpenOptions::new()
             .append(true)
             .open(&conf)
-            .map_err(io_err(format!("open {}", conf.display())))?;
+            .map_err(io_err(format!("open {}", smtlab_model::quote::path(&conf))))?;
         writeln!(f, "\n# smtlab")
             .and_then(|_| {
                 settings
@@ -357,7 +363,10 @@ impl PgServer {
                     .iter()
                     .try_for_each(|l| writeln!(f, "{l}"))
             })
-            .map_err(io_err(format!("write {}", conf.display())))?;
+            .map_err(io_err(format!(
+                "write {}",
+                smtlab_model::quote::path(&conf)
+            )))?;
         drop(f);
 
         let log_path = self.dir.join("postgres.log");
