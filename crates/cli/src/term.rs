@@ -55,8 +55,16 @@ pub fn get() -> Term {
 /// A note for the user, not a result: standard error, silent with `--quiet`.
 pub fn note(text: &str) {
     if !get().quiet {
-        eprintln!("{text}");
+        stderr_line(text);
     }
+}
+
+/// Writes one line to standard error. A closed pipe (`smtlab advise ... 2>&1 | head`)
+/// loses the line quietly, where `eprintln!` would panic; standard output's
+/// [`crate::output::emit`] does the same.
+pub fn stderr_line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 /// [`note`] broken between words at the width (the live commands' notes are long) when
@@ -80,7 +88,7 @@ fn fit_for_stderr(text: &str) -> String {
 pub fn note_with(bar: &indicatif::ProgressBar, text: &str) {
     if !get().quiet {
         let fitted = fit_for_stderr(text);
-        bar.suspend(|| eprintln!("{}", fitted.trim_end()));
+        bar.suspend(|| stderr_line(fitted.trim_end()));
     }
 }
 

@@ -828,3 +828,37 @@ fn the_sweep_says_what_it_is_for_in_one_line() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_command_that_does_not_exist_is_refused_before_anything_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = advise(&Machine::Here, &db, &["--", "smtlab-no-such-command-here"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not found"), "{stderr}");
+    assert!(!db.exists(), "a database was written: {stderr}");
+}
+
+#[test]
+fn advise_into_a_pipe_closed_early_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let bin = assert_cmd::cargo::cargo_bin("smtlab");
+    // `head` leaves after the first line; what advise writes after that meets a closed
+    // pipe, on standard output and standard error alike.
+    let script = r#""$0" advise --db "$1" --reps 2 --warmup 0 -- true 2>&1 | head -n 1 >/dev/null; echo "${PIPESTATUS[0]}""#;
+    let out = std::process::Command::new("bash")
+        .args(["-c", script])
+        .arg(&bin)
+        .arg(&db)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        status.trim(),
+        "0",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

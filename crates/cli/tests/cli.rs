@@ -843,7 +843,7 @@ mod runs {
         }
         // SIGKILL: no chance to clean up, as in a crash.
         child.kill().unwrap();
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "the child process");
         assert!(done >= 1, "a first cell was saved before the kill");
         let runs = listing(&db);
         let saved = runs[0]["cells_done"].as_u64().unwrap();
@@ -1445,7 +1445,7 @@ mod exec {
             assert!(alive(grandchild));
             // SAFETY: signalling our own child.
             unsafe { libc::kill(child.id() as i32, signal) };
-            child.wait().unwrap();
+            smtlab_fixtures::bounded::wait(&mut child, "the child process");
             let ok = gone_within(grandchild, 10);
             if !ok {
                 // SAFETY: cleaning up what the test started.
@@ -1771,16 +1771,17 @@ mod store {
     }
 
     #[test]
-    fn sigterm_sighup_and_sigquit_interrupt_a_run_like_ctrl_c() {
+    fn sigterm_sighup_and_sigquit_interrupt_a_run_like_ctrl_c_with_their_own_exit_codes() {
         for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
             let dir = tempfile::tempdir().unwrap();
             let db = dir.path().join("r.db");
             let child = run_with_a_saved_cell(&db);
             // SAFETY: kill(2) on our own child's pid.
             assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-            let out = child.wait_with_output().unwrap();
+            let out = smtlab_fixtures::bounded::output(child, "the interrupted run");
             let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(130), "signal {sig}: {err}");
+            // 128 plus the signal's number, as a shell reports it.
+            assert_eq!(out.status.code(), Some(128 + sig), "signal {sig}: {err}");
             assert!(err.contains("interrupted:"), "signal {sig}: {err}");
             let run = run_listing(&db);
             assert_eq!(run["status"], "interrupted", "signal {sig}");
@@ -1816,7 +1817,7 @@ mod store {
         assert_eq!(run_listing(&db)["status"], "running");
         // SIGKILL leaves the lease behind; a resume on this host sees the pid is gone.
         child.kill().unwrap();
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "the child process");
         let out = smtlab()
             .args(["run", "--resume"])
             .args(db_arg(&db))

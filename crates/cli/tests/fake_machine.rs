@@ -293,7 +293,7 @@ fn a_stop_mid_run_with_smt_off_restores_the_fake_tree() {
     );
     // SAFETY: kill has no memory effects; the pid is our own child's, not yet waited on.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let out = child.wait_with_output().unwrap();
+    let out = smtlab_fixtures::bounded::output(child, "the smtlab process");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
@@ -506,7 +506,7 @@ fn kill_9_mid_cell_leaves_the_interrupt_steering_as_it_was() {
     // SIGKILL: no chance to clean up; the guardian writes the old values back.
     let mut child = child;
     child.kill().unwrap();
-    let status = child.wait().unwrap();
+    let status = smtlab_fixtures::bounded::wait(&mut child, "the child process");
     assert!(!status.success());
     wait_until("the guardian restored the steering", || {
         steering_files(&f) == STEERING_AS_BUILT

@@ -97,7 +97,7 @@ fn check_core_sets(sets: &[(u32, CpuSet, PathBuf)]) -> Result<(), TopologyError>
                     reason: format!(
                         "CPU {sibling}'s core set {{{theirs}}} leaves out CPU {cpu}, which \
                          {} names as its sibling (expected siblings to name each other)",
-                        path.display()
+                        smtlab_model::quote::path(path)
                     ),
                 });
             }

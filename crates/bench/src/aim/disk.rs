@@ -119,7 +119,10 @@ impl Benchmark for Disk {
         let dir = Scratch::create(&parent).map_err(|e| {
             io(
                 self.name,
-                format!("create a directory in {}", parent.display()),
+                format!(
+                    "create a directory in {}",
+                    smtlab_model::quote::path(&parent)
+                ),
                 e,
             )
         })?;
@@ -130,15 +133,22 @@ impl Benchmark for Disk {
                 .write(true)
                 .create_new(true)
                 .open(path)
-                .map_err(|e| io(name, format!("create {}", path.display()), e))?;
+                .map_err(|e| {
+                    io(
+                        name,
+                        format!("create {}", smtlab_model::quote::path(path)),
+                        e,
+                    )
+                })?;
             let mut buf = vec![0u8; block as usize];
             for b in 0..blocks {
                 stamp(&mut buf, b, seed);
-                f.write_all_at(&buf, b * block)
-                    .map_err(|e| io(name, format!("fill {}", path.display()), e))?;
+                f.write_all_at(&buf, b * block).map_err(|e| {
+                    io(name, format!("fill {}", smtlab_model::quote::path(path)), e)
+                })?;
             }
             f.sync_all()
-                .map_err(|e| io(name, format!("sync {}", path.display()), e))?;
+                .map_err(|e| io(name, format!("sync {}", smtlab_model::quote::path(path)), e))?;
             Ok(f)
         };
         let src = fill(&dir.0.join("src"), 0)?;
@@ -152,10 +162,13 @@ impl Benchmark for Disk {
             if self.sync {
                 o.custom_flags(libc::O_SYNC);
             }
-            Some(
-                o.open(&path)
-                    .map_err(|e| io(name, format!("open {}", path.display()), e))?,
-            )
+            Some(o.open(&path).map_err(|e| {
+                io(
+                    name,
+                    format!("open {}", smtlab_model::quote::path(&path)),
+                    e,
+                )
+            })?)
         };
         let tmpfs = is_tmpfs(&dir.0);
         Ok(Box::new(DiskInstance {

@@ -190,7 +190,10 @@ impl Benchmark for Sys {
             let s = Scratch::create(&parent).map_err(|e| {
                 io(
                     name,
-                    format!("create a directory in {}", parent.display()),
+                    format!(
+                        "create a directory in {}",
+                        smtlab_model::quote::path(&parent)
+                    ),
                     e,
                 )
             })?;
@@ -470,10 +473,18 @@ impl SysInstance {
                 let dir = &self._scratch.as_ref().expect("a directory").0;
                 for n in self.names.iter().take(iterations as usize) {
                     let path = dir.join(n.to_str().expect("ascii"));
-                    let meta = std::fs::metadata(&path)
-                        .map_err(|e| io(name, format!("stat {}", path.display()), e))?;
+                    let meta = std::fs::metadata(&path).map_err(|e| {
+                        io(
+                            name,
+                            format!("stat {}", smtlab_model::quote::path(&path)),
+                            e,
+                        )
+                    })?;
                     if meta.len() != 0 {
-                        return Err(check(name, format!("{} is not empty", path.display())));
+                        return Err(check(
+                            name,
+                            format!("{} is not empty", smtlab_model::quote::path(&path)),
+                        ));
                     }
                 }
             }

@@ -8,7 +8,6 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use smtlab_control::guard::Protection;
 use smtlab_report::advice;
 use smtlab_runner::experiment::{advise as exp, corun, smt};
 use smtlab_runner::machine::Machine;
@@ -18,7 +17,7 @@ use crate::args::AdviseArgs;
 use crate::output::emit;
 use crate::render;
 use crate::settings::advise::{PENALTY_SAMPLES, headroom_curve};
-use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, StoreSink};
+use crate::sink::{Measuring, NewRun, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
@@ -81,8 +80,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let mut sink = StoreSink::begin(&s.db, run, printer)?;
     let groups = s.throughput_groups();
     let engine = measuring.engine();
-    let mut ended =
-        smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+    let mut ended = smt::measure_groups(
+        &engine,
+        crate::settings::Stop::protection(),
+        &s.topo,
+        groups,
+        &mut sink,
+    )?;
     if let (Ended::Complete, Some(pct)) = (ended, &s.sweep) {
         // The rates come from the capacity just measured, so the sweep's cells are not
         // in the run's plan.
@@ -110,7 +114,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
             &[smt::SmtState::On]
         };
         let groups = smt::turns(groups, on);
-        ended = smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+        ended = smt::measure_groups(
+            &engine,
+            crate::settings::Stop::protection(),
+            &s.topo,
+            groups,
+            &mut sink,
+        )?;
     }
     if let (Ended::Complete, Some(plan)) = (ended, &s.penalty) {
         if args.penalty {
@@ -136,9 +146,9 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         let _ = sink.finish(false, args.db.db.as_deref());
         bail!("{}", reason.strip_prefix("exec: ").unwrap_or(&reason));
     }
-    let sink = sink.finish(stopped, args.db.db.as_deref())?;
-    if stopped {
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    let sink = sink.finish(stopped.is_some(), args.db.db.as_deref())?;
+    if let Some(code) = stopped {
+        return Ok(code);
     }
     let mut evidence = advice::evidence(&sink.cells, s.smt());
     advice::add_unmeasured(&mut evidence, &sink.skipped);

@@ -163,13 +163,14 @@ pub fn header(s: &Exec, args: &ExecArgs) -> String {
 }
 
 /// The summary after the runs: the verdict (or the SMT off-vs-on table), then the run
-/// stored and its Markdown and JSON.
+/// stored (as interrupted when a signal stopped it) and its Markdown and JSON.
 pub fn summary(
     s: Exec,
     args: &ExecArgs,
     text: bool,
     (cells, skipped): (Vec<CellRecord>, Vec<SkippedCell>),
     (started, environment): (u64, Environment),
+    interrupted: bool,
 ) -> Result<()> {
     let lines = if s.states.len() == 2 {
         if text {
@@ -189,7 +190,7 @@ pub fn summary(
     if cells.len() == 1 {
         notes.push("one placement only: no yield to compute".into());
     }
-    let results = crate::sink::finished_run(
+    let mut results = crate::sink::finished_run(
         Some("exec"),
         started,
         environment,
@@ -199,6 +200,9 @@ pub fn summary(
         cells,
         skipped,
     );
+    if interrupted {
+        results.run.status = smtlab_model::RunStatus::Interrupted;
+    }
     let mut store = Store::open(&s.db)?;
     let id = store.import_run(&results)?;
     crate::term::note_fit(&crate::sink::saved_line(id, &s.db, args.db.db.as_deref()));

@@ -166,10 +166,6 @@ pub fn db_flag(args: &RunArgs) -> String {
         .unwrap_or_default()
 }
 
-/// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
-/// report Ctrl-C).
-const INTERRUPTED_EXIT: u8 = 130;
-
 /// `--dry-run`: what a new run would measure, take and hold, and nothing stored.
 pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCode> {
     let e = estimate_of(&meta.plan, meta, topo, args);
@@ -197,7 +193,7 @@ pub fn start_notes(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
-        db.display()
+        smtlab_model::quote::path(db)
     ));
     for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
         crate::term::note_fit(&format!("note: {note}"));
@@ -287,12 +283,12 @@ impl<'a> RunSaver<'a> {
     }
 }
 
-/// Marks the run finished or interrupted (`stopped`: a signal), says so and how to go
+/// Marks the run finished or interrupted (`stopped`: a signal's exit code), says so and how to go
 /// on, and prints it as stored (`--json`, `--export-markdown`).
 pub fn end(
     saver: RunSaver<'_>,
     measured: Result<Ended, ExperimentError>,
-    stopped: bool,
+    stopped: Option<ExitCode>,
     args: &RunArgs,
 ) -> Result<ExitCode> {
     // The lease is held until the run's status is written, then released.
@@ -317,15 +313,15 @@ pub fn end(
             db_flag(args)
         )));
     }
-    if stopped {
+    if let Some(code) = stopped {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
         print_stored(store, run_id, args)?;
-        eprintln!(
+        crate::term::stderr_line(&format!(
             "interrupted: {n_measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
             db_flag(args)
-        );
+        ));
         drop(lease);
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+        return Ok(code);
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);

@@ -919,7 +919,7 @@ fn kill_writer_and_check(delay: Duration) {
     }
     std::thread::sleep(delay);
     child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
 
     let (run_id, saved) = read_log();
     let run_id = run_id.expect("the writer logged its run id");
@@ -1160,7 +1160,7 @@ fn now_ms() -> i64 {
 fn a_dead_pid() -> u32 {
     let mut child = Command::new("true").spawn().unwrap();
     let pid = child.id();
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
     pid
 }
 

@@ -226,7 +226,7 @@ fn concurrent_writers_lose_and_mix_no_rows() {
         .collect();
     let written: Vec<(i64, RunResults)> = handles
         .into_iter()
-        .flat_map(|h| h.join().expect("a writer panicked"))
+        .flat_map(|h| smtlab_fixtures::bounded::join(h, "a writer"))
         .collect();
 
     let store = Store::open_read_only(&pg.url).unwrap();
@@ -297,7 +297,10 @@ fn pushing_twice_stores_each_run_once() {
             })
         })
         .collect();
-    let stored: usize = pushers.into_iter().map(|h| h.join().unwrap()).sum();
+    let stored: usize = pushers
+        .into_iter()
+        .map(|h| smtlab_fixtures::bounded::join(h, "a pusher"))
+        .sum();
     assert_eq!(stored, 1);
     assert_eq!(count(&pg.url, "runs"), 3);
 }
