@@ -94,6 +94,27 @@ impl Stop {
         std::process::ExitCode::from(128u8.saturating_add(sig.clamp(0, 127) as u8))
     }
 
+    /// What a measuring command goes on with once its session ended: what it measured,
+    /// or the exit code to end with when the stop cut it short and nothing is left to
+    /// show (`empty`; an error caused by the stop is not the workload's failure).
+    pub fn settle<T>(
+        &self,
+        finished: Result<T>,
+        empty: impl Fn(&T) -> bool,
+    ) -> Result<std::result::Result<T, std::process::ExitCode>> {
+        match (finished, self.signalled()) {
+            (Ok(m), true) if empty(&m) => Ok(Err(self.end_empty())),
+            (Ok(m), _) => Ok(Ok(m)),
+            (Err(_), true) => Ok(Err(self.end_empty())),
+            (Err(e), false) => Err(e),
+        }
+    }
+
+    fn end_empty(&self) -> std::process::ExitCode {
+        crate::term::note_fit(&self.interrupted_line(0));
+        self.exit_code()
+    }
+
     /// The line a stopped command ends with on standard error.
     pub fn interrupted_line(&self, measured_cells: usize) -> String {
         let sig = self.signal.load(std::sync::atomic::Ordering::Relaxed);

@@ -112,20 +112,7 @@ impl Benchmark for Disk {
             ));
         }
         let blocks = size / block;
-        let parent = match p.get_str("dir")? {
-            "" => std::env::temp_dir(),
-            d => PathBuf::from(d),
-        };
-        let dir = Scratch::create(&parent).map_err(|e| {
-            io(
-                self.name,
-                format!(
-                    "create a directory in {}",
-                    smtlab_model::quote::path(&parent)
-                ),
-                e,
-            )
-        })?;
+        let dir = Scratch::in_dir_param(self.name, p)?;
         let name = self.name;
         let fill = |path: &Path, seed: u64| -> Result<File, BenchError> {
             let f = OpenOptions::new()
@@ -322,6 +309,22 @@ pub(super) struct Scratch(pub(super) PathBuf);
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Scratch {
+    /// A scratch directory in the `dir` parameter's directory (the temporary directory
+    /// when it is empty), or the error naming `bench` and the directory.
+    pub(super) fn in_dir_param(bench: &str, p: &crate::Params) -> Result<Scratch, BenchError> {
+        let parent = match p.get_str("dir")? {
+            "" => std::env::temp_dir(),
+            d => PathBuf::from(d),
+        };
+        Scratch::create(&parent).map_err(|e| {
+            let what = format!(
+                "create a directory in {}",
+                smtlab_model::quote::path(&parent)
+            );
+            io(bench, what, e)
+        })
+    }
+
     pub(super) fn create(parent: &Path) -> std::io::Result<Scratch> {
         let dir = parent.join(format!(
             "smtlab-aim-{}-{}",

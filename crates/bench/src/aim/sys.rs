@@ -27,7 +27,6 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 
 use smtlab_model::BenchInfo;
 
@@ -183,21 +182,7 @@ impl Benchmark for Sys {
         let p = ctx.params;
         let declared = |k: &str| self.info().params.iter().any(|i| i.name == k);
         let scratch = if declared("dir") {
-            let parent = match p.get_str("dir")? {
-                "" => std::env::temp_dir(),
-                d => PathBuf::from(d),
-            };
-            let s = Scratch::create(&parent).map_err(|e| {
-                io(
-                    name,
-                    format!(
-                        "create a directory in {}",
-                        smtlab_model::quote::path(&parent)
-                    ),
-                    e,
-                )
-            })?;
-            Some(s)
+            Some(Scratch::in_dir_param(name, p)?)
         } else {
             None
         };

@@ -80,13 +80,16 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let mut sink = StoreSink::begin(&s.db, run, printer)?;
     let groups = s.throughput_groups();
     let engine = measuring.engine();
-    let mut ended = smt::measure_groups(
-        &engine,
-        crate::settings::Stop::protection(),
-        &s.topo,
-        groups,
-        &mut sink,
-    )?;
+    let measure = |groups, sink: &mut StoreSink<'_>| {
+        smt::measure_groups(
+            &engine,
+            crate::settings::Stop::protection(),
+            &s.topo,
+            groups,
+            sink,
+        )
+    };
+    let mut ended = measure(groups, &mut sink)?;
     if let (Ended::Complete, Some(pct)) = (ended, &s.sweep) {
         // The rates come from the capacity just measured, so the sweep's cells are not
         // in the run's plan.
@@ -114,13 +117,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
             &[smt::SmtState::On]
         };
         let groups = smt::turns(groups, on);
-        ended = smt::measure_groups(
-            &engine,
-            crate::settings::Stop::protection(),
-            &s.topo,
-            groups,
-            &mut sink,
-        )?;
+        ended = measure(groups, &mut sink)?;
     }
     if let (Ended::Complete, Some(plan)) = (ended, &s.penalty) {
         if args.penalty {

@@ -54,13 +54,9 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     )?;
     // A stopped session's cells are shown as any others; what failed because of the
     // stop is not the workload's failure.
-    let measured = match (printer.finish(), stop.signalled()) {
-        (Ok(m), _) => m,
-        (Err(_), true) => {
-            crate::term::note_fit(&stop.interrupted_line(0));
-            return Ok(stop.exit_code());
-        }
-        (Err(e), false) => return Err(e),
+    let measured = match stop.settle(printer.finish(), |_| false)? {
+        Ok(m) => m,
+        Err(code) => return Ok(code),
     };
     let n_cells = measured.0.len();
     summary(s, args, text, measured, |s, cells, skipped| {

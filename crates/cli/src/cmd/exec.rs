@@ -67,17 +67,9 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // A run the stop made fail is not the command's failure; the cells measured before
     // the stop are shown and stored (the run marked interrupted), and nothing is stored
     // when there are none.
-    let measured = match (printer.finish(), stop.signalled()) {
-        (Ok(m), true) if m.0.is_empty() => {
-            crate::term::note_fit(&stop.interrupted_line(0));
-            return Ok(stop.exit_code());
-        }
-        (Ok(m), _) => m,
-        (Err(_), true) => {
-            crate::term::note_fit(&stop.interrupted_line(0));
-            return Ok(stop.exit_code());
-        }
-        (Err(e), false) => return Err(e),
+    let measured = match stop.settle(printer.finish(), |m| m.0.is_empty())? {
+        Ok(m) => m,
+        Err(code) => return Ok(code),
     };
     let n_cells = measured.0.len();
     let environment = machine.environment(&s.topo, &settings::tool());

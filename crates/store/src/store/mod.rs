@@ -86,18 +86,13 @@ impl Db {
             Db::Sqlite(c) => f(&mut Lite(c)),
             Db::Pg(pg) => {
                 let pg = &mut *pg.borrow_mut();
-                let mut tx = pg
+                let tx = pg
                     .client
                     .build_transaction()
                     .isolation_level(postgres::IsolationLevel::RepeatableRead)
                     .read_only(true)
                     .start()?;
-                let out = f(&mut Pg {
-                    client: &mut tx,
-                    statements: &mut pg.statements,
-                })?;
-                tx.commit()?;
-                Ok(out)
+                in_pg_transaction(tx, &mut pg.statements, f)
             }
         }
     }
@@ -115,13 +110,8 @@ impl Db {
             }
             Db::Pg(pg) => {
                 let pg = pg.get_mut();
-                let mut tx = pg.client.transaction()?;
-                let out = f(&mut Pg {
-                    client: &mut tx,
-                    statements: &mut pg.statements,
-                })?;
-                tx.commit()?;
-                Ok(out)
+                let tx = pg.client.transaction()?;
+                in_pg_transaction(tx, &mut pg.statements, f)
             }
         }
     }
@@ -150,6 +140,20 @@ impl Db {
             }
         }
     }
+}
+
+/// Runs `f` in the PostgreSQL transaction `tx`, committed when it returns `Ok`.
+fn in_pg_transaction<T>(
+    mut tx: postgres::Transaction<'_>,
+    statements: &mut std::collections::HashMap<String, postgres::Statement>,
+    f: impl FnOnce(&mut dyn Sql) -> Step<T>,
+) -> Step<T> {
+    let out = f(&mut Pg {
+        client: &mut tx,
+        statements,
+    })?;
+    tx.commit()?;
+    Ok(out)
 }
 
 /// Why an internal step failed, before the store adds the database and context.
