@@ -31,6 +31,10 @@
 #                    loop, on both sides)
 #   BATCHES=n, BATCH_MS=ms   the reference's batches (default 30 of 10 ms)
 #   TOLERANCE=f      relative difference accepted (default 0.05)
+#   GROW_MB=n        the fork rows' forking process holds n MiB more of touched memory
+#                    (smtlab's `--param grow_mb=n`), to match a larger reference process;
+#                    every fork sample states the forking process's size
+#                    (`forking_rss_bytes`, `forking_mappings` in smtlab's JSON)
 #   PERF=1|path      also hold null-syscall and pipe-latency against `perf bench syscall
 #                    basic` and `perf bench sched pipe` (taskset to the same CPU); perf
 #                    prints a mean over its whole run, compared with smtlab's median
@@ -110,8 +114,10 @@ print(cell["placement"]["cpus"][0], fastest, statistics.median(values))
 # One smtlab run of row $1: "CPU MIN MEDIAN".
 smtlab_run() {
     local out
-    out=$("$SMTLAB" bench "$1" --placement "$PLACEMENT" --json -q) ||
-        die "smtlab bench $1 --placement $PLACEMENT failed"
+    local grow=()
+    [[ $1 == fork-* && -n ${GROW_MB:-} ]] && grow=(--param "grow_mb=$GROW_MB")
+    out=$("$SMTLAB" bench "$1" --placement "$PLACEMENT" "${grow[@]}" --json -q) ||
+        die "smtlab bench $1 --placement $PLACEMENT ${grow[*]} failed"
     smtlab_figures "$1" <<<"$out" || die "cannot read smtlab's result for $1"
 }
 

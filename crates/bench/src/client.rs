@@ -203,7 +203,10 @@ mod tests {
         let h = client
             .spawn("t", Some(last), || get_affinity(0).unwrap())
             .unwrap();
-        assert_eq!(h.join().unwrap().to_vec(), vec![last]);
+        assert_eq!(
+            smtlab_fixtures::bounded::join(h, "a test thread").to_vec(),
+            vec![last]
+        );
     }
 
     #[test]

@@ -757,7 +757,7 @@ mod tests {
         ));
         let mut group = ChildGroup::spawn(&mut cmd).unwrap();
         let daemon = read_pid(&pidfile);
-        assert!(group.child_mut().wait().unwrap().success());
+        assert!(smtlab_fixtures::bounded::wait(group.child_mut(), "a test child").success());
         assert!(alive(daemon));
         let stopped = group.stop(Duration::from_millis(200)).unwrap();
         assert!(wait_gone(daemon), "daemon {daemon} survived");

@@ -770,14 +770,14 @@ pub(crate) mod tests {
             let waiter = std::thread::spawn(move || b2.wait());
             std::thread::sleep(std::time::Duration::from_millis(5));
             b.poison();
-            assert!(!waiter.join().unwrap());
+            assert!(!smtlab_fixtures::bounded::join(waiter, "a test thread"));
         }
         // Unpoisoned, it is reusable round after round.
         let b = Arc::new(SpinBarrier::new(2, false));
         let b2 = Arc::clone(&b);
         let t = std::thread::spawn(move || (0..100).all(|_| b2.wait()));
         assert!((0..100).all(|_| b.wait()));
-        assert!(t.join().unwrap());
+        assert!(smtlab_fixtures::bounded::join(t, "a test thread"));
     }
 
     #[test]

@@ -134,7 +134,7 @@ fn a_child_killed_during_a_sample_is_an_error_not_a_hang() {
     // Far more forks than fit in 200 ms: the kill lands inside the sample.
     let t0 = std::time::Instant::now();
     let e = inst.sample(10_000_000).unwrap_err().to_string();
-    killer.join().unwrap();
+    smtlab_fixtures::bounded::join(killer, "the killer thread");
     assert!(
         e.contains("fork-exit") && e.contains("killed by signal 9"),
         "{e}"

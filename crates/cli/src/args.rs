@@ -171,13 +171,25 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "HOST:PORT,...",
           conflicts_with_all = ["client_cpus", "client_siblings"], requires = "client_token")]
     pub client_hosts: Vec<String>,
-    /// The file holding the agents' token (one line, at least 16 characters).
+    /// The file holding the agents' token (one line, at least 16 characters, readable by
+    /// its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
 }
 
+/// A token file: readable by its owner alone (a token others can read is no secret),
+/// one line of at least 16 characters.
 fn parse_token_file(s: &str) -> Result<smtlab_placement::Token, String> {
-    smtlab_placement::Token::from_file(std::path::Path::new(s))
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::path::Path::new(s);
+    let meta = std::fs::metadata(path).map_err(|e| format!("token file {s:?}: {e}"))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "token file {s:?} has mode {mode:03o}: others may read it; expected 600 (chmod 600 FILE)"
+        ));
+    }
+    smtlab_placement::Token::from_file(path)
 }
 
 fn parse_cpu_list(s: &str) -> Result<smtlab_model::CpuSet, String> {
@@ -209,6 +221,17 @@ pub struct TopoArgs {
     /// caches, cores, CPUs) to FILE.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Measure which CPUs behave as SMT siblings (paper 002's pair probing): a thread on
+    /// the first CPU and one on each other CPU in turn run a contended integer kernel,
+    /// and the first's slowdown against running alone is shown per pair, with the pairs
+    /// whose behaviour contradicts the topology (siblings a VM hides, or siblings that do
+    /// not share). Takes about 6 x PROBE_MS per other CPU.
+    #[arg(long)]
+    pub probe_siblings: bool,
+    /// Length of each probe measurement, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100, requires = "probe_siblings",
+          value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    pub probe_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -470,6 +493,22 @@ pub struct CompareArgs {
     /// the two environments side by side) to FILE.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// What runs of the same setup differ by, added to every row's test and the
+    /// overall interval: `auto` (stored repeats of A's or B's setup, else the runs'
+    /// rounds, else the default floor), `store`, `rounds`, `floor`, or `none` (each
+    /// cell's own interval only).
+    #[arg(long, value_enum, default_value_t = BetweenArg::Auto, value_name = "ESTIMATE")]
+    pub between_runs: BetweenArg,
+}
+
+/// `compare --between-runs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BetweenArg {
+    Auto,
+    Store,
+    Rounds,
+    Floor,
+    None,
 }
 
 #[derive(Debug, Args)]
@@ -628,7 +667,7 @@ pub struct LoadArgs {
         requires = "client_token"
     )]
     pub client_hosts: Vec<String>,
-    /// The file holding the agents' token.
+    /// The file holding the agents' token (readable by its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
 }
@@ -638,8 +677,9 @@ pub struct AgentArgs {
     /// Address to listen on for coordinators (`0.0.0.0:7400`, `10.0.0.2:7400`).
     #[arg(long, value_name = "ADDR")]
     pub listen: std::net::SocketAddr,
-    /// The file holding the token coordinators must present (one line, at least 16
-    /// characters, e.g. from `head -c 24 /dev/urandom | base64`).
+    /// The file holding the token coordinators must prove they hold (one line, at least
+    /// 16 characters, e.g. from `head -c 24 /dev/urandom | base64`; readable by its owner
+    /// alone: chmod 600). It never crosses the network: see docs/security.md.
     #[arg(long, value_name = "FILE", value_parser = parse_token_file)]
     pub token: smtlab_placement::Token,
     /// Where load may go: addresses and networks (`10.0.0.1,10.0.1.0/24`). Default:

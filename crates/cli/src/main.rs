@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // The chain of causes joined with `: `, each said once by its own type.
-            eprintln!("smtlab: error: {e:#}");
+            term::stderr_line(&format!("smtlab: error: {e:#}"));
             ExitCode::FAILURE
         }
     };

@@ -38,14 +38,16 @@ pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Resul
     if path.as_os_str() == "-" {
         return emit(&md);
     }
-    std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
-    crate::term::note(&format!("wrote {}", path.display()));
+    std::fs::write(path, md)
+        .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
+    crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
     Ok(())
 }
 
 /// Writes `bytes` to the file `path` and says so on standard error.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    crate::term::note(&format!("wrote {}", path.display()));
+    std::fs::write(path, bytes)
+        .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
+    crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
     Ok(())
 }

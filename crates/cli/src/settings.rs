@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
 use smtlab_bench::Benchmark;
+use smtlab_model::keys::SmtState;
 use smtlab_runner::machine::{FakeMachine, Machine, RealMachine, Tool};
 
 pub mod advise;
@@ -27,40 +28,99 @@ pub fn unix_now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The one stop flag: Ctrl-C, kill, a closed terminal and Ctrl-\ all set it, and the
-/// session ends at its next event (the cells measured so far are kept). A sample that
-/// runs on past [`STOP_GRACE`] (a long shell command) has its processes killed, so the
-/// stop does not wait for it.
-pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
-        .context("cannot install the signal handlers")?;
-    let flag = Arc::clone(&stop);
-    std::thread::Builder::new()
-        .name("smtlab-signals".into())
-        .spawn(move || {
-            for _ in signals.forever() {
-                flag.store(true, std::sync::atomic::Ordering::Relaxed);
-                std::thread::sleep(STOP_GRACE);
-                smtlab_bench::process::clean_up();
-            }
-        })
-        .context("cannot start the signal thread")?;
-    Ok(stop)
+/// The one stop of every measuring command: Ctrl-C, kill, a closed terminal and Ctrl-\
+/// all set its flag, and the session ends at its next event (the cells measured so far
+/// are kept; a sample that the stop makes fail is a stop, not the workload's failure). A
+/// sample that runs on past [`STOP_GRACE`] (a long shell command) has its processes
+/// killed, so the stop does not wait for it. The command then exits with 128 plus the
+/// signal's number, as a shell reports a process the signal ended (130 for Ctrl-C, 143
+/// for SIGTERM).
+#[derive(Debug, Clone)]
+pub struct Stop {
+    flag: Arc<AtomicBool>,
+    signal: Arc<std::sync::atomic::AtomicI32>,
 }
 
-/// The stop flag of `run`: Ctrl-C, kill, a closed terminal and Ctrl-\ all set it and
-/// end the run the same way (marked interrupted, every finished cell kept, resumable);
-/// the session stops at the next event.
-pub fn stop_flag() -> Result<Arc<AtomicBool>> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
+impl Stop {
+    /// Installs the handlers (a thread that waits for the signals).
+    pub fn on_signals() -> Result<Stop> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        use std::sync::atomic::Ordering::Relaxed;
+        let stop = Stop {
+            flag: Arc::default(),
+            signal: Arc::default(),
+        };
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
             .context("cannot install the signal handlers")?;
+        let seen = stop.clone();
+        std::thread::Builder::new()
+            .name("smtlab-signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    // The first signal names the stop; a second one changes nothing.
+                    let _ = seen.signal.compare_exchange(0, sig, Relaxed, Relaxed);
+                    seen.flag.store(true, Relaxed);
+                    std::thread::sleep(STOP_GRACE);
+                    smtlab_bench::process::clean_up();
+                }
+            })
+            .context("cannot start the signal thread")?;
+        Ok(stop)
     }
-    Ok(stop)
+
+    /// How an SMT switch is protected under this stop: by the guardian should smtlab be
+    /// killed, and not by the switch's own signal handlers, which would restore and die
+    /// of the signal before the session ends and says what it kept.
+    pub fn protection() -> smtlab_control::guard::Protection {
+        smtlab_control::guard::Protection {
+            guardian: true,
+            signals: false,
+        }
+    }
+
+    /// The flag a session watches.
+    pub fn flag(&self) -> &AtomicBool {
+        &self.flag
+    }
+
+    /// Whether a signal stopped the command.
+    pub fn signalled(&self) -> bool {
+        self.signal.load(std::sync::atomic::Ordering::Relaxed) != 0
+    }
+
+    /// The exit code of a command this stop ended: 128 plus the signal's number.
+    pub fn exit_code(&self) -> std::process::ExitCode {
+        let sig = self.signal.load(std::sync::atomic::Ordering::Relaxed);
+        std::process::ExitCode::from(128u8.saturating_add(sig.clamp(0, 127) as u8))
+    }
+
+    /// What a measuring command goes on with once its session ended: what it measured,
+    /// or the exit code to end with when the stop cut it short and nothing is left to
+    /// show (`empty`; an error caused by the stop is not the workload's failure).
+    pub fn settle<T>(
+        &self,
+        finished: Result<T>,
+        empty: impl Fn(&T) -> bool,
+    ) -> Result<std::result::Result<T, std::process::ExitCode>> {
+        match (finished, self.signalled()) {
+            (Ok(m), true) if empty(&m) => Ok(Err(self.end_empty())),
+            (Ok(m), _) => Ok(Ok(m)),
+            (Err(_), true) => Ok(Err(self.end_empty())),
+            (Err(e), false) => Err(e),
+        }
+    }
+
+    fn end_empty(&self) -> std::process::ExitCode {
+        crate::term::note_fit(&self.interrupted_line(0));
+        self.exit_code()
+    }
+
+    /// The line a stopped command ends with on standard error.
+    pub fn interrupted_line(&self, measured_cells: usize) -> String {
+        let sig = self.signal.load(std::sync::atomic::Ordering::Relaxed);
+        let name = signal_hook::low_level::signal_name(sig).unwrap_or("a signal");
+        format!("interrupted by {name}: {measured_cells} cells measured")
+    }
 }
 
 /// How long a stop waits for the samples in progress before killing their processes.
@@ -86,10 +146,7 @@ pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
 fn find(name: &str) -> Result<Box<dyn Benchmark>> {
     match smtlab_runner::catalog::find(name) {
         Some(b) => Ok(b),
-        None => bail!(
-            "unknown benchmark {name:?}; available: {}",
-            smtlab_runner::catalog::names().join(", ")
-        ),
+        None => bail!("{}", smtlab_runner::catalog::unknown("benchmark", name)),
     }
 }
 
@@ -119,7 +176,7 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
 }
 
 /// The states `--smt` asks for, in the order given (`both` is `off,on`).
-pub fn smt_states(given: &[String]) -> Result<Vec<bool>> {
+pub fn smt_states(given: &[String]) -> Result<Vec<SmtState>> {
     Ok(smtlab_runner::experiment::smt::parse_states(given)?)
 }
 
@@ -131,7 +188,7 @@ pub fn switchable_states(
     placements: &[smtlab_model::ResolvedPlacement],
     topo: &smtlab_model::Topology,
     machine: &dyn Machine,
-) -> Result<Vec<bool>> {
+) -> Result<Vec<SmtState>> {
     let states = smt_states(given)?;
     if !states.is_empty() && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
@@ -174,8 +231,12 @@ impl Host {
         } else {
             (dir.to_path_buf(), None)
         };
-        let fake = FakeMachine::at(&root)
-            .with_context(|| format!("cannot build the fake machine in {}", root.display()))?;
+        let fake = FakeMachine::at(&root).with_context(|| {
+            format!(
+                "cannot build the fake machine in {}",
+                smtlab_model::quote::path(&root)
+            )
+        })?;
         Ok(Host {
             machine: Box::new(fake),
             _tree: tree,
@@ -283,7 +344,7 @@ pub fn penalty_settings(
 /// settings and the notes on what this machine cannot do.
 pub struct UtilSettings {
     pub db: std::path::PathBuf,
-    pub states: Vec<smtlab_runner::experiment::utilisation::SmtState>,
+    pub states: Vec<SmtState>,
     pub topo0: smtlab_model::Topology,
     pub cfg: smtlab_model::RunConfig,
     pub notes: Vec<String>,
@@ -305,10 +366,10 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
         states.clear();
     }
     if states.is_empty() {
-        states.push(None);
+        states.push(SmtState::AsFound);
     }
     let topo0 = topology(machine)?;
-    if args.placement.is_none() && states == [None] && !topo0.smt_visible() {
+    if args.placement.is_none() && states == [SmtState::AsFound] && !topo0.smt_visible() {
         let why = format!(
             "no SMT visible (smt/control: {}): the load runs on 2c1t, not 1c2t",
             topo0.smt.control.as_deref().unwrap_or("absent")
@@ -345,8 +406,8 @@ pub fn load_topology(
     let Some(root) = arg.sysfs.as_deref() else {
         return topology(machine);
     };
-    smtlab_topology::discover(root)
-        .with_context(|| format!("cannot read the CPU topology under {}", root.display()))
+    // The error names the file at fault, which is under `root`: `root` is not repeated.
+    smtlab_topology::discover(root).context("cannot read the CPU topology")
 }
 
 /// The client-side rule of `--client-cpus`, `--client-share`, `--client-siblings` and

@@ -101,7 +101,7 @@ impl<'p> StoreSink<'p> {
                 "interrupted: {} cells saved in run {} in {}",
                 self.cells.len(),
                 self.run_id,
-                self.path.display()
+                smtlab_model::quote::path(&self.path)
             ));
         } else {
             crate::term::note_fit(&saved_line(self.run_id, &self.path, db_arg));
@@ -150,8 +150,8 @@ impl SessionObserver for StoreSink<'_> {
 }
 
 /// A co-run plan (`corun`, `penalty`) measured into a new run of `suite`, each cell
-/// saved and shown by `printer`; the sink with every cell, and whether a signal
-/// stopped it.
+/// saved and shown by `printer`; the sink with every cell, and the exit code when a
+/// signal stopped it.
 pub fn measure_corun<'p>(
     machine: &dyn Machine,
     s: &CorunSettings,
@@ -159,7 +159,7 @@ pub fn measure_corun<'p>(
     suite: &'static str,
     plan: &CorunPlan,
     printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
-) -> Result<(StoreSink<'p>, bool)> {
+) -> Result<(StoreSink<'p>, Option<std::process::ExitCode>)> {
     let measuring = Measuring::new(machine, s.cfg.clone(), common.json)?;
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
     let run = NewRun {
@@ -173,11 +173,11 @@ pub fn measure_corun<'p>(
     let mut sink = StoreSink::begin(&db, run, printer)?;
     let ended = exp::measure(&measuring.engine(), &s.topo, plan, &mut sink);
     let stopped = measuring.stopped(ended);
-    Ok((sink.finish(stopped, common.db.as_deref())?, stopped))
+    Ok((
+        sink.finish(stopped.is_some(), common.db.as_deref())?,
+        stopped,
+    ))
 }
-
-/// The exit code of a command a signal stopped (as `run`'s).
-pub const INTERRUPTED_EXIT: u8 = 130;
 
 /// How an experiment measures here: the machine, its settings, counting (`--counters`)
 /// and the stop flag every signal sets.
@@ -187,7 +187,7 @@ pub struct Measuring<'m> {
     pub counting: Option<smtlab_runner::counting::CountingSetup>,
     /// Where server workloads' client sides go (`--client-cpus`).
     pub client_rule: smtlab_placement::ClientRule,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: crate::settings::Stop,
 }
 
 impl<'m> Measuring<'m> {
@@ -211,7 +211,7 @@ impl<'m> Measuring<'m> {
             cfg,
             counting,
             client_rule: Default::default(),
-            stop: crate::settings::stop_on_signals()?,
+            stop: crate::settings::Stop::on_signals()?,
         })
     }
 
@@ -220,16 +220,17 @@ impl<'m> Measuring<'m> {
             self.machine,
             &self.cfg,
             self.counting.as_ref(),
-            &self.stop,
+            self.stop.flag(),
         );
         engine.client_rule = self.client_rule.clone();
         engine
     }
 
-    /// Whether a session that ended so was stopped by a signal (not by its sink).
-    pub fn stopped(&self, ended: smtlab_runner::session::Ended) -> bool {
-        ended == smtlab_runner::session::Ended::Stopped
-            && self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    /// The exit code when a session that ended so was stopped by a signal (not by its
+    /// sink).
+    pub fn stopped(&self, ended: smtlab_runner::session::Ended) -> Option<std::process::ExitCode> {
+        (ended == smtlab_runner::session::Ended::Stopped && self.stop.signalled())
+            .then(|| self.stop.exit_code())
     }
 }
 
@@ -277,7 +278,7 @@ pub fn finished_run(
 pub fn saved_line(id: i64, path: &Path, db_arg: Option<&Path>) -> String {
     format!(
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
-        path.display(),
+        smtlab_model::quote::path(path),
         db_arg
             .map(|p| format!(" --db {}", p.display()))
             .unwrap_or_default()

@@ -55,8 +55,16 @@ pub fn get() -> Term {
 /// A note for the user, not a result: standard error, silent with `--quiet`.
 pub fn note(text: &str) {
     if !get().quiet {
-        eprintln!("{text}");
+        stderr_line(text);
     }
+}
+
+/// Writes one line to standard error. A closed pipe (`smtlab advise ... 2>&1 | head`)
+/// loses the line quietly, where `eprintln!` would panic; standard output's
+/// [`crate::output::emit`] does the same.
+pub fn stderr_line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 /// [`note`] broken between words at the width (the live commands' notes are long) when
@@ -80,7 +88,7 @@ fn fit_for_stderr(text: &str) -> String {
 pub fn note_with(bar: &indicatif::ProgressBar, text: &str) {
     if !get().quiet {
         let fitted = fit_for_stderr(text);
-        bar.suspend(|| eprintln!("{}", fitted.trim_end()));
+        bar.suspend(|| stderr_line(fitted.trim_end()));
     }
 }
 
@@ -122,21 +130,32 @@ pub fn progress_bar(len: u64, hidden: bool) -> indicatif::ProgressBar {
 }
 
 pub fn progress_bar_with(len: u64, hidden: bool, counts: bool) -> indicatif::ProgressBar {
+    styled_bar(
+        len,
+        hidden,
+        if counts {
+            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
+        } else {
+            // Counted in sample slots, most cells stop early: the estimate is a bound.
+            "{bar:20} eta≤{eta:>3} {wide_msg}"
+        },
+    )
+}
+
+/// A bar of cells whose time left comes from the run's plan, not from the cells' count
+/// (cells differ a thousandfold in length): the caller writes it into the message.
+pub fn progress_bar_planned(len: u64) -> indicatif::ProgressBar {
+    styled_bar(len, false, "[{pos}/{len}] {bar:20} {wide_msg}")
+}
+
+fn styled_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     if hidden || get().quiet || !stderr_is_tty() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     // `wide_msg` takes what is left of the line, so the bar never wraps at 80 columns.
-    bar.set_style(
-        ProgressStyle::with_template(if counts {
-            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
-        } else {
-            // Counted in sample slots, most cells stop early: the estimate is a bound.
-            "{bar:20} eta≤{eta:>3} {wide_msg}"
-        })
-        .expect("the template is valid"),
-    );
+    bar.set_style(ProgressStyle::with_template(template).expect("the template is valid"));
     // No steady tick: a drawing thread would wake on a measured CPU in the middle of a
     // sample (a placement on every CPU has no other). The bar is drawn when the
     // session reports a sample or a cell, between samples.

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use smtlab_model::CellRecord;
-use smtlab_model::verdict::{Verdict, idle_sibling, verdict};
+use smtlab_model::verdict::{PairKind, Verdict, idle_sibling, verdict};
 
 /// `+18% (95% CI +15% to +21%)` with the words the verdict allows
 /// ([`smtlab_report::fmt::gain`], which the HTML page's exec section agrees with).
@@ -25,7 +25,7 @@ fn ratio_text(v: &Verdict) -> String {
 
 /// The placement pairs whose ratio is what SMT gives: the second is the first with each
 /// core's sibling busy too.
-const SMT_PAIRS: [(&str, &str); 2] = [("1c1t", "1c2t"), ("2c1t", "2c2t")];
+const SMT_PAIRS: [PairKind; 2] = [PairKind::SmtYield, PairKind::DualCoreSmtGain];
 
 /// What a pair of placements among `cells` (names as resolved) says.
 enum Pair {
@@ -35,7 +35,8 @@ enum Pair {
     IdleSibling,
 }
 
-fn pair(cells: &[&CellRecord], base: &str, other: &str) -> Option<Pair> {
+fn pair(cells: &[&CellRecord], kind: PairKind) -> Option<Pair> {
+    let (base, other) = kind.placements();
     let find = |name: &str| cells.iter().find(|c| c.placement.name == name);
     let (b, o) = (find(base)?, find(other)?);
     if o.placement.threads_per_core > b.placement.threads_per_core && idle_sibling(o) {
@@ -44,14 +45,11 @@ fn pair(cells: &[&CellRecord], base: &str, other: &str) -> Option<Pair> {
     verdict(b, o).map(Pair::Measured)
 }
 
-/// The lines for the pair `(base, smt)` of [`SMT_PAIRS`]; `subject` is what was
-/// measured ("this command", a benchmark's name).
-fn pair_lines(base: &str, smt: &str, p: &Pair, subject: &str) -> Vec<String> {
-    let name = if base == "1c1t" {
-        "SMT yield"
-    } else {
-        "dual-core SMT gain"
-    };
+/// The lines for a pair of [`SMT_PAIRS`]; `subject` is what was measured ("this
+/// command", a benchmark's name).
+fn pair_lines(kind: PairKind, p: &Pair, subject: &str) -> Vec<String> {
+    let (base, smt) = kind.placements();
+    let name = kind.name();
     let v = match p {
         Pair::IdleSibling => {
             return vec![format!(
@@ -61,7 +59,7 @@ fn pair_lines(base: &str, smt: &str, p: &Pair, subject: &str) -> Vec<String> {
         }
         Pair::Measured(v) => v,
     };
-    if base == "1c1t" {
+    if kind == PairKind::SmtYield {
         vec![
             format!("{name} ({smt} / {base}): {}", ratio_text(v)),
             format!("SMT gives {} for {subject} on this machine", gain_text(v)),
@@ -80,10 +78,10 @@ fn pair_lines(base: &str, smt: &str, p: &Pair, subject: &str) -> Vec<String> {
 pub(crate) fn command(cells: &[CellRecord], smt: bool) -> Vec<String> {
     let cells: Vec<&CellRecord> = cells.iter().collect();
     let mut out = Vec::new();
-    let (single, dual) = (SMT_PAIRS[0], SMT_PAIRS[1]);
-    if let Some(r) = pair(&cells, single.0, single.1) {
-        out.extend(pair_lines(single.0, single.1, &r, "this command"));
-    } else if let Some(Pair::Measured(r)) = pair(&cells, "1c1t", "2c1t") {
+    let [single, dual] = SMT_PAIRS;
+    if let Some(r) = pair(&cells, single) {
+        out.extend(pair_lines(single, &r, "this command"));
+    } else if let Some(Pair::Measured(r)) = pair(&cells, PairKind::SecondCore) {
         out.push(format!(
             "2 cores / 1 core (2c1t / 1c1t): {}",
             ratio_text(&r)
@@ -95,8 +93,8 @@ pub(crate) fn command(cells: &[CellRecord], smt: bool) -> Vec<String> {
         };
         out.push(format!("{prefix}: 2 cores give {}", gain_text(&r)));
     }
-    if let Some(r) = pair(&cells, dual.0, dual.1) {
-        out.extend(pair_lines(dual.0, dual.1, &r, "this command"));
+    if let Some(r) = pair(&cells, dual) {
+        out.extend(pair_lines(dual, &r, "this command"));
     }
     out
 }
@@ -120,9 +118,9 @@ pub(crate) fn bench(cells: &[CellRecord]) -> Vec<String> {
         seen.push(c);
         let group: Vec<&CellRecord> = cells.iter().filter(|o| o.same_variant(c)).collect();
         let name = subject(c, &c.flat_params(), cells);
-        for (base, smt) in SMT_PAIRS {
-            if let Some(r) = pair(&group, base, smt) {
-                add(name.clone(), pair_lines(base, smt, &r, &name));
+        for kind in SMT_PAIRS {
+            if let Some(r) = pair(&group, kind) {
+                add(name.clone(), pair_lines(kind, &r, &name));
             }
         }
     }
@@ -230,6 +228,44 @@ pub(crate) mod tests {
         }
     }
 
+    /// A figure at web-capacity's ceiling (`max_conns`) is a bound: its ratio to
+    /// another cell is no speed-up, whatever the interval says, and it is named.
+    #[test]
+    fn a_figure_at_a_limit_makes_no_speed_up() {
+        let base = cell("web-capacity", &[], "1c1t", &[40.0, 41.0, 42.0]);
+        let mut capped = cell("web-capacity", &[], "2c1t", &[64.0, 64.0, 64.0]);
+        let steady = verdict(&base, &capped).unwrap();
+        assert_eq!(steady.significance, Significance::Faster);
+        let at = |v: f64| {
+            let mut metrics = BTreeMap::new();
+            metrics.insert(smtlab_model::metrics::limit::CEILING.to_string(), v);
+            smtlab_model::SampleRecord {
+                value: v,
+                iterations: 1,
+                elapsed_ns: 1,
+                work: v,
+                cpu_ns: None,
+                start_spread_ns: None,
+                cpus: Vec::new(),
+                metrics,
+            }
+        };
+        capped.result =
+            smtlab_fixtures::build::converged_result(vec![at(64.0); 3], &[64.0, 64.0, 64.0]);
+        let v = verdict(&base, &capped).unwrap();
+        assert_eq!(v.significance, Significance::AtLimit);
+        assert_eq!(v.significance.significant(), None);
+        let text = smtlab_report::fmt::verdict(&v);
+        assert!(
+            text.contains("at a limit (2c1t: at least 64 (configured ceiling))"),
+            "{text}"
+        );
+        assert!(gain_text(&v).contains("no speed-up"), "{}", gain_text(&v));
+        // Either side at its limit: the other way round too.
+        let v = verdict(&capped, &base).unwrap();
+        assert_eq!(v.significance, Significance::AtLimit);
+    }
+
     const BASE: [f64; 3] = [99.0, 100.0, 101.0];
     const FASTER: [f64; 3] = [129.0, 130.0, 131.0];
 
@@ -246,6 +282,7 @@ pub(crate) mod tests {
             significance: r.significance(),
             speedup: r,
             unsteady: None,
+            at_limit: None,
             p_value: None,
         }
     }
@@ -527,10 +564,12 @@ pub(crate) mod tests {
             serde_json::from_slice(&smtlab_report::export::json(&run)).unwrap();
         assert_eq!(back.cells, run.cells);
 
-        // compare: run B holds 2c1t's samples where A holds 1c1t's.
+        // compare: run B holds 2c1t's samples where A holds 1c1t's. Read with the cells'
+        // own intervals alone, it is the same verdict (across runs, compare adds what
+        // runs of one setup differ by: `between`).
         let mut b = run.clone();
         b.cells[0].result = cells[1].result.clone();
-        let c = smtlab_report::compare(&run, &b);
+        let c = smtlab_report::compare::compare_with(&run, &b, smtlab_report::BetweenRuns::none());
         let row = c.rows.iter().find(|r| r.placement == "1c1t").unwrap();
         assert_eq!(row.speedup, Some(v.speedup.ratio));
         assert_eq!(row.significance, Some(v.significance));

@@ -162,6 +162,15 @@ fn advise_a_catalog_workload_answers_what_the_machine_allows_and_stores_the_run(
         assert!(n[0].starts_with("note: no SMT here"), "{stderr}");
         assert!(n[0].contains("2 cores vs 1"), "{stderr}");
     }
+    // After the notes, the plan and its time come first, then a progress line per cell.
+    let plan = stderr.lines().find(|l| !l.starts_with("note:"));
+    assert!(
+        plan.is_some_and(|l| l.starts_with("plan: ") && l.ends_with(" cells")),
+        "{stderr}"
+    );
+    let time_at = stderr.find("time: about ").expect("the plan's time");
+    let progress_at = stderr.find("[1/").expect("a progress line");
+    assert!(time_at < progress_at, "{stderr}");
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(md.contains(a["answer"].as_str().unwrap()), "{md}");
     // The cells went to the store as a run of suite `advise`.
@@ -818,4 +827,38 @@ fn the_sweep_says_what_it_is_for_in_one_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_command_that_does_not_exist_is_refused_before_anything_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = advise(&Machine::Here, &db, &["--", "smtlab-no-such-command-here"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not found"), "{stderr}");
+    assert!(!db.exists(), "a database was written: {stderr}");
+}
+
+#[test]
+fn advise_into_a_pipe_closed_early_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let bin = assert_cmd::cargo::cargo_bin("smtlab");
+    // `head` leaves after the first line; what advise writes after that meets a closed
+    // pipe, on standard output and standard error alike.
+    let script = r#""$0" advise --db "$1" --reps 2 --warmup 0 -- true 2>&1 | head -n 1 >/dev/null; echo "${PIPESTATUS[0]}""#;
+    let out = std::process::Command::new("bash")
+        .args(["-c", script])
+        .arg(&bin)
+        .arg(&db)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        status.trim(),
+        "0",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

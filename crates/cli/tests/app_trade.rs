@@ -154,7 +154,7 @@ fn kill_9_leaves_no_application_or_database_running() {
     // Into the load: the sample has started.
     std::thread::sleep(std::time::Duration::from_millis(500));
     child.kill().unwrap();
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         // Zombies waiting for their reaper are gone for this purpose.

@@ -53,16 +53,18 @@ fn cores(topo: &Value) -> Vec<Value> {
 mod topo {
     use super::*;
 
-    /// The output the README shows under `$ COMMAND`, up to the next prompt or the end
-    /// of its block.
-    fn readme_output(command: &str) -> String {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-                .unwrap();
-        let start = readme
+    /// The output the guide's topology page shows under `$ COMMAND`, up to the next
+    /// prompt or the end of its block.
+    fn guide_output(command: &str) -> String {
+        let page = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/guide/topology.md"
+        ))
+        .unwrap();
+        let start = page
             .find(&format!("$ {command}\n"))
-            .unwrap_or_else(|| panic!("the README has no `$ {command}`"));
-        let rest = &readme[start + command.len() + 3..];
+            .unwrap_or_else(|| panic!("docs/guide/topology.md has no `$ {command}`"));
+        let rest = &page[start + command.len() + 3..];
         let end = [rest.find("\n$ "), rest.find("```")]
             .into_iter()
             .flatten()
@@ -72,8 +74,8 @@ mod topo {
     }
 
     #[test]
-    fn the_readme_saved_tree_examples_are_what_smtlab_prints() {
-        // The README unpacks this fixture into `skx` and reads it.
+    fn the_guide_saved_tree_examples_are_what_smtlab_prints() {
+        // The guide unpacks this fixture into `skx` and reads it.
         let (_keep, dir) = fixture("32intel64-2p8co2t+8ve");
         for (command, args) in [
             (
@@ -83,7 +85,7 @@ mod topo {
             ("smtlab placements --sysfs skx", &["placements"][..]),
         ] {
             let out = stdout_of(smtlab().args(args).arg("--sysfs").arg(&dir));
-            assert_eq!(out.trim_end(), readme_output(command), "{command}");
+            assert_eq!(out.trim_end(), guide_output(command), "{command}");
         }
     }
 
@@ -841,7 +843,7 @@ mod runs {
         }
         // SIGKILL: no chance to clean up, as in a crash.
         child.kill().unwrap();
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "the child process");
         assert!(done >= 1, "a first cell was saved before the kill");
         let runs = listing(&db);
         let saved = runs[0]["cells_done"].as_u64().unwrap();
@@ -885,6 +887,46 @@ mod runs {
             "{text}"
         );
         assert!(text.to_lowercase().contains("geometric mean"), "{text}");
+        // Two runs and nothing else: the default floor, named as such.
+        assert!(
+            text.contains("between runs (default floor (not measured))"),
+            "{text}"
+        );
+        smtlab()
+            .args(["compare", "1", "2", "--between-runs", "store"])
+            .args(db_arg(&db))
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("--between-runs store: "));
+        // A third run of the same setup is a stored repeat of A's (B never joins A).
+        smtlab()
+            .args(["run", "--suite", "quick", "--bench", "null-syscall,int-ops"])
+            .args(["--placements", "1c1t"])
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let v = json_of(
+            smtlab()
+                .args(["compare", "1", "2", "--json"])
+                .args(db_arg(&db)),
+        );
+        // The estimate needs two cells steady in runs 1 and 3; on a busy machine they
+        // may not be, and then the floor stands in, saying so.
+        let between = &v["between_runs"];
+        match between["source"].as_str().unwrap() {
+            "stored_repeats" => assert!(
+                between["basis"].as_str().unwrap().starts_with("runs 1, 3 "),
+                "{v}"
+            ),
+            "default_floor" => {}
+            other => panic!("between-run estimate {other}: {v}"),
+        }
+        let v = json_of(
+            smtlab()
+                .args(["compare", "1", "2", "--json", "--between-runs", "none"])
+                .args(db_arg(&db)),
+        );
+        assert_eq!(v["between_runs"]["source"], "none", "{v}");
 
         // A run exported on one machine compares against a run stored on another.
         let file = dir.path().join("a.json");
@@ -1403,7 +1445,7 @@ mod exec {
             assert!(alive(grandchild));
             // SAFETY: signalling our own child.
             unsafe { libc::kill(child.id() as i32, signal) };
-            child.wait().unwrap();
+            smtlab_fixtures::bounded::wait(&mut child, "the child process");
             let ok = gone_within(grandchild, 10);
             if !ok {
                 // SAFETY: cleaning up what the test started.
@@ -1729,16 +1771,17 @@ mod store {
     }
 
     #[test]
-    fn sigterm_sighup_and_sigquit_interrupt_a_run_like_ctrl_c() {
+    fn sigterm_sighup_and_sigquit_interrupt_a_run_like_ctrl_c_with_their_own_exit_codes() {
         for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
             let dir = tempfile::tempdir().unwrap();
             let db = dir.path().join("r.db");
             let child = run_with_a_saved_cell(&db);
             // SAFETY: kill(2) on our own child's pid.
             assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-            let out = child.wait_with_output().unwrap();
+            let out = smtlab_fixtures::bounded::output(child, "the interrupted run");
             let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(130), "signal {sig}: {err}");
+            // 128 plus the signal's number, as a shell reports it.
+            assert_eq!(out.status.code(), Some(128 + sig), "signal {sig}: {err}");
             assert!(err.contains("interrupted:"), "signal {sig}: {err}");
             let run = run_listing(&db);
             assert_eq!(run["status"], "interrupted", "signal {sig}");
@@ -1774,7 +1817,7 @@ mod store {
         assert_eq!(run_listing(&db)["status"], "running");
         // SIGKILL leaves the lease behind; a resume on this host sees the pid is gone.
         child.kill().unwrap();
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "the child process");
         let out = smtlab()
             .args(["run", "--resume"])
             .args(db_arg(&db))

@@ -334,7 +334,7 @@ fn corun_saves_per_cell_and_a_signal_leaves_an_interrupted_run() {
     );
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let status = smtlab_fixtures::bounded::wait(&mut child, "the child process");
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(130), "{stderr}");

@@ -293,7 +293,7 @@ fn a_stop_mid_run_with_smt_off_restores_the_fake_tree() {
     );
     // SAFETY: kill has no memory effects; the pid is our own child's, not yet waited on.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let out = child.wait_with_output().unwrap();
+    let out = smtlab_fixtures::bounded::output(child, "the smtlab process");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
@@ -506,7 +506,7 @@ fn kill_9_mid_cell_leaves_the_interrupt_steering_as_it_was() {
     // SIGKILL: no chance to clean up; the guardian writes the old values back.
     let mut child = child;
     child.kill().unwrap();
-    let status = child.wait().unwrap();
+    let status = smtlab_fixtures::bounded::wait(&mut child, "the child process");
     assert!(!status.success());
     wait_until("the guardian restored the steering", || {
         steering_files(&f) == STEERING_AS_BUILT
@@ -607,4 +607,36 @@ fn a_run_on_a_machine_with_steal_says_so_and_records_each_cells_disturbance() {
     assert_eq!(d["cpus"], 1);
     // The file does not move: nothing was stolen while the cell measured.
     assert_eq!(d["steal_ns"], 0);
+}
+
+/// `topo --probe-siblings` on the fake machine: its CPUs 0 and 1 are siblings in the
+/// tree, the work runs on the host's CPUs 0 and 1; one pair, with its figure and what
+/// the topology says, and the verdict that follows from the figure.
+#[test]
+fn topo_probe_siblings_reports_each_pair_with_its_figure() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["topo", "--probe-siblings", "--probe-ms", "20", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let pairs = v["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 1, "{v}");
+    assert_eq!(pairs[0]["cpus"], serde_json::json!([0, 1]));
+    assert_eq!(pairs[0]["same_core_in_topology"], true);
+    let slowdown = pairs[0]["slowdown"].as_f64().unwrap();
+    assert!(slowdown > 0.0, "{v}");
+    let shares = slowdown >= v["sibling_slowdown"].as_f64().unwrap();
+    assert_eq!(pairs[0]["behaves_as_siblings"], shares);
+    let not_sharing = v["siblings_not_sharing"].as_array().unwrap();
+    assert_eq!(not_sharing.len(), usize::from(!shares), "{v}");
+    let out = ok(f
+        .smtlab()
+        .args(["topo", "--probe-siblings", "--probe-ms", "20"])
+        .output()
+        .unwrap());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CPU 0 + CPU 1"), "{text}");
+    assert!(text.contains("topology: same core"), "{text}");
 }

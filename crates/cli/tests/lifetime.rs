@@ -188,7 +188,7 @@ fn kill_and_check(mut child: Child, procs: &[(u32, u64, String)], sig: i32, tmp:
     let cgroup = cgroup_of(pid);
     // SAFETY: a signal to our own child.
     assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
-    let status = child.wait().unwrap();
+    let status = smtlab_fixtures::bounded::wait(&mut child, "the child process");
     if sig == libc::SIGKILL {
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
     } else {
@@ -366,7 +366,7 @@ fn interrupted_dbench_leaves_no_scratch_and_a_killed_ones_is_swept_next_time() {
     let mut child = dbench(tmp.path());
     wait_for_scratch(tmp.path(), "smtlab-dbench-");
     child.kill().unwrap();
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
     let planted = tmp.path().join("smtlab-web-4000000-7");
     std::fs::create_dir(&planted).unwrap();
     std::fs::write(planted.join("owner"), "4000000 12345\n").unwrap();

@@ -124,7 +124,7 @@ fn kill_9_mid_cell_leaves_no_server_and_the_next_run_sweeps_its_directory() {
     std::thread::sleep(Duration::from_millis(800));
     let left_dirs = entries(tmp.path());
     child.kill().unwrap();
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
     assert!(!Path::new(&format!("/proc/{pid}")).exists());
     assert_eq!(left_dirs.len(), 1, "{left_dirs:?}");
     // The next cell sweeps the dead one's directory and removes its own.

@@ -102,7 +102,7 @@ fn runs_from_several_processes_at_once_are_all_stored_apart() {
         })
         .collect();
     for c in children {
-        let out = c.wait_with_output().unwrap();
+        let out = smtlab_fixtures::bounded::output(c, "the smtlab process");
         assert!(
             out.status.success(),
             "{}",
@@ -154,7 +154,7 @@ fn a_killed_run_keeps_its_cells_in_postgresql_and_resumes() {
         }
     }
     child.kill().unwrap();
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
     assert!(done >= 1, "a first cell was saved before the kill");
     let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
     let saved = runs[0]["cells_done"].as_u64().unwrap();

@@ -109,7 +109,7 @@ impl Lab {
             ip(&["-n", &ns, "link", "set", "eth0", "up"]);
             ip(&["-n", &ns, "link", "set", "lo", "up"]);
         }
-        std::fs::write(lab.token(), format!("{TOKEN}\n")).unwrap();
+        write_secret(&lab.token(), &format!("{TOKEN}\n"));
         lab
     }
 
@@ -225,6 +225,13 @@ fn namespaces_or_skip() -> bool {
             false
         }
     }
+}
+
+/// A token file as it must be: readable by its owner alone.
+fn write_secret(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 fn text(out: &Output) -> String {
@@ -352,7 +359,7 @@ fn a_coordinator_without_the_token_is_refused_in_one_line() {
     let mut lab = Lab::new(1);
     lab.start_agents();
     let wrong = lab.path("wrong-token");
-    std::fs::write(&wrong, "not-the-token-of-the-agents\n").unwrap();
+    write_secret(&wrong, "not-the-token-of-the-agents\n");
     let out = lab
         .smtlab_in_server()
         .args([
@@ -371,7 +378,7 @@ fn a_coordinator_without_the_token_is_refused_in_one_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
-        err.contains(&Lab::agent_addr(0)) && err.contains("refused") && err.contains("wrong token"),
+        err.contains(&Lab::agent_addr(0)) && err.contains("wrong token"),
         "{err}"
     );
 }
@@ -470,9 +477,9 @@ fn an_agent_killed_mid_run_fails_its_cell_in_one_line_and_the_finished_cells_sta
 fn bad_agent_settings_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let short = dir.path().join("short");
-    std::fs::write(&short, "short\n").unwrap();
+    write_secret(&short, "short\n");
     let good = dir.path().join("good");
-    std::fs::write(&good, format!("{TOKEN}\n")).unwrap();
+    write_secret(&good, &format!("{TOKEN}\n"));
     let run = |args: &[&str], token: &Path| {
         let out = Command::new(smtlab())
             .args(["agent", "--listen", "127.0.0.1:0", "--token"])
@@ -680,7 +687,7 @@ fn apache_serves_the_agents_with_both_mpms() {
 fn servers_on_loopback_only_are_refused_with_remote_clients_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    write_secret(&token, &format!("{TOKEN}\n"));
     for server in ["seda", "cmd"] {
         let out = Command::new(smtlab())
             .args(["bench", "web-static", "-p", "1c1t", "--quick"])
@@ -703,4 +710,128 @@ fn servers_on_loopback_only_are_refused_with_remote_clients_in_one_line() {
             "{err}"
         );
     }
+}
+
+/// An agent on loopback under `ulimit -n files` (soft and hard), killed on drop; its
+/// stdout lines as they come.
+struct LoopbackAgent {
+    child: Child,
+    addr: String,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    _dir: tempfile::TempDir,
+    token: PathBuf,
+}
+
+impl LoopbackAgent {
+    fn start(files: u32) -> LoopbackAgent {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        write_secret(&token, &format!("{TOKEN}\n"));
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n {files} && exec \"$0\" agent --listen 127.0.0.1:0 --token \"$1\""
+            ))
+            .arg(smtlab())
+            .arg(&token)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let l2 = lines.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) {
+                let _ = tx.send(line.clone());
+                l2.lock().unwrap().push(std::mem::take(&mut line));
+            }
+        });
+        let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        let addr = first
+            .split("listening on ")
+            .nth(1)
+            .and_then(|s| s.split(';').next())
+            .unwrap_or_else(|| panic!("{first:?}"))
+            .to_string();
+        LoopbackAgent {
+            child,
+            addr,
+            lines,
+            _dir: dir,
+            token,
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for LoopbackAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_agent_out_of_descriptors_keeps_serving_and_refuses_what_cannot_fit() {
+    let mut agent = LoopbackAgent::start(48);
+    // More connections than descriptors: accept fails with EMFILE for a while.
+    let held: Vec<std::net::TcpStream> = (0..60)
+        .filter_map(|_| {
+            std::net::TcpStream::connect_timeout(
+                &agent.addr.parse().unwrap(),
+                Duration::from_secs(2),
+            )
+            .ok()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        agent.alive(),
+        "the agent exited: {:?}",
+        agent.lines.lock().unwrap()
+    );
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    // A load that does not fit in the descriptors left is refused in one line, and the
+    // agent goes on.
+    let out = Command::new(smtlab())
+        .args(["load", "http://127.0.0.1:1/x", "-c", "30000", "-d", "1"])
+        .args(["--client-hosts", &agent.addr, "--client-token"])
+        .arg(&agent.token)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("open-file limit"), "{err}");
+    assert!(agent.alive());
+    let lines = agent.lines.lock().unwrap().join("");
+    assert!(lines.contains("cannot accept a connection"), "{lines}");
+}
+
+#[test]
+fn a_token_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new(smtlab())
+        .args(["agent", "--listen", "127.0.0.1:0", "--token"])
+        .arg(&token)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mode 644") && err.contains("chmod 600"),
+        "{err}"
+    );
 }

@@ -127,7 +127,7 @@ fn kill_9_while_holding_is_undone_by_the_guardian() {
     let dir = tree();
     let mut child = holding(dir.path());
     child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
     wait_until("the guardian restored SMT on", || {
         control(dir.path()) == "on"
     });
@@ -139,7 +139,7 @@ fn sigint_while_holding_restores_before_dying() {
     let mut child = holding(dir.path());
     // SAFETY: kill on our own child's pid, which is not reaped yet.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
+    let status = smtlab_fixtures::bounded::wait(&mut child, "the child process");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status}");
     // Restored by smtlab itself, before it died: no waiting.
@@ -343,7 +343,7 @@ fn smt_on(dir: &Path) -> (bool, String, String, Duration) {
     if child.try_wait().unwrap().is_none() {
         child.kill().unwrap();
     }
-    let out = child.wait_with_output().unwrap();
+    let out = smtlab_fixtures::bounded::output(child, "the smtlab process");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -18,18 +18,18 @@ pub enum ControlError {
         "cannot switch SMT: smt/control is notimplemented (this kernel cannot switch SMT on this architecture)"
     )]
     NotImplemented,
-    #[error("cannot switch SMT: {} does not exist (kernel older than 4.19 or built without CONFIG_HOTPLUG_SMT)", .path.display())]
+    #[error("cannot switch SMT: {} does not exist (kernel older than 4.19 or built without CONFIG_HOTPLUG_SMT)", smtlab_model::quote::path(.path))]
     NoControl { path: PathBuf },
     #[error(
         "cannot switch SMT: smt/control reads {}, expected on, off, forceoff, notsupported or notimplemented",
         smtlab_model::quote::quoted(.value)
     )]
     UnknownControl { value: String },
-    #[error("{what} needs root (it writes {}); run smtlab as root", .path.display())]
+    #[error("{what} needs root (it writes {}); run smtlab as root", smtlab_model::quote::path(.path))]
     NotRoot { what: String, path: PathBuf },
-    #[error("{what}: {} is read-only (sysfs mounted read-only, as in most containers)", .path.display())]
+    #[error("{what}: {} is read-only (sysfs mounted read-only, as in most containers)", smtlab_model::quote::path(.path))]
     ReadOnly { what: String, path: PathBuf },
-    #[error("cannot take CPU {cpu} offline: the kernel does not allow it (no {})", .path.display())]
+    #[error("cannot take CPU {cpu} offline: the kernel does not allow it (no {})", smtlab_model::quote::path(.path))]
     NotHotpluggable { cpu: u32, path: PathBuf },
     #[error("CPU {cpu} is not online, so it cannot be the one CPU left online (online: {online})")]
     CpuNotOnline { cpu: u32, online: String },
@@ -38,7 +38,7 @@ pub enum ControlError {
     #[error("cannot start the guardian process that restores the system if smtlab dies: {0}")]
     Guardian(io::Error),
     // The cause is shown in the message and is not a `source`, so it is printed once.
-    #[error("{what}: writing {value:?} to {} failed: {error}", .path.display())]
+    #[error("{what}: writing {value:?} to {} failed: {error}", smtlab_model::quote::path(.path))]
     Write {
         what: String,
         path: PathBuf,
@@ -46,9 +46,9 @@ pub enum ControlError {
         error: io::Error,
     },
     // The cause is shown in the message and is not a `source`, so it is printed once.
-    #[error("cannot read {}: {error}", .path.display())]
+    #[error("cannot read {}: {error}", smtlab_model::quote::path(.path))]
     Read { path: PathBuf, error: io::Error },
-    #[error("{}: {reason}", .path.display())]
+    #[error("{}: {reason}", smtlab_model::quote::path(.path))]
     Parse { path: PathBuf, reason: String },
     #[error("could not restore {0}")]
     Restore(String),

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::ControlError;
 use crate::guardian::{Guardian, Plan};
 use crate::signals::{self, Watcher};
-use crate::state::{self, SmtControl, SmtState};
+use crate::state::{self, SmtControl, SmtSnapshot};
 use crate::sysfs::Sysfs;
 
 /// The state a guard puts back: SMT control (when it could be switched) and the online
@@ -18,7 +18,7 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn of(state: &SmtState) -> Snapshot {
+    fn of(state: &SmtSnapshot) -> Snapshot {
         Snapshot {
             control: state.control.clone().filter(SmtControl::switchable),
             online: state
@@ -135,7 +135,7 @@ impl Default for Protection {
 /// ```
 pub struct SmtSwitch {
     shared: Arc<Shared>,
-    original: SmtState,
+    original: SmtSnapshot,
     protection: Protection,
     watcher: Option<Watcher>,
     /// Whether anything was written since the snapshot (or the last restore).
@@ -168,12 +168,12 @@ impl SmtSwitch {
     }
 
     /// The state found when the guard was made (what it restores).
-    pub fn original(&self) -> &SmtState {
+    pub fn original(&self) -> &SmtSnapshot {
         &self.original
     }
 
     /// The state now.
-    pub fn state(&self) -> Result<SmtState, ControlError> {
+    pub fn state(&self) -> Result<SmtSnapshot, ControlError> {
         state::read(&self.shared.sysfs)
     }
 

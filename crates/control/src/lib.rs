@@ -53,5 +53,5 @@ pub mod sysfs;
 pub use error::ControlError;
 pub use guard::{SmtSwitch, switch_refusal, uniprocessor, uniprocessor_plan};
 pub use irq::IrqSteer;
-pub use state::{CoreThreads, SmtControl, SmtState};
+pub use state::{CoreThreads, SmtControl, SmtSnapshot};
 pub use sysfs::Sysfs;

@@ -70,7 +70,7 @@ pub struct CoreThreads {
 
 /// What the kernel says about SMT and CPU hotplug right now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SmtState {
+pub struct SmtSnapshot {
     /// `smt/control`; `None` where the file does not exist.
     pub control: Option<SmtControl>,
     /// `smt/active`: whether any core has more than one thread online.
@@ -85,7 +85,7 @@ pub struct SmtState {
     pub cores: Vec<CoreThreads>,
 }
 
-impl SmtState {
+impl SmtSnapshot {
     /// Least and most threads online on one core; `None` without cores.
     pub fn threads_per_core(&self) -> Option<(usize, usize)> {
         let min = self.cores.iter().map(|c| c.cpus.len()).min()?;
@@ -104,7 +104,7 @@ impl SmtState {
 
 /// Reads `smt/control`, `smt/active`, the online and present CPUs and the siblings of
 /// every online CPU.
-pub fn read(sysfs: &Sysfs) -> Result<SmtState, ControlError> {
+pub fn read(sysfs: &Sysfs) -> Result<SmtSnapshot, ControlError> {
     let control = sysfs
         .read(&sysfs.control_path())?
         .map(|s| SmtControl::parse(&s));
@@ -187,7 +187,7 @@ pub fn read(sysfs: &Sysfs) -> Result<SmtState, ControlError> {
         set.insert(cpu);
         cores.push(set);
     }
-    Ok(SmtState {
+    Ok(SmtSnapshot {
         control,
         active,
         online: online.to_vec(),

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use smtlab_fixtures::bounded;
+
 use smtlab_counters::{
     CounterSource, FakeSource, PerfCounters, PerfOptions, availability, fake_values, measure,
 };
@@ -308,7 +310,10 @@ fn real_inherited_counts_include_a_child_thread() {
     let opts = PerfOptions::events(&[E::PageFaults]);
     let mut c = PerfCounters::open(thread_target(true), &opts).unwrap();
     let (_, v) = measure(&mut c, || {
-        std::thread::spawn(|| touch_fresh_pages(N)).join().unwrap()
+        bounded::join(
+            std::thread::spawn(|| touch_fresh_pages(N)),
+            "the page toucher",
+        )
     })
     .unwrap();
     let faults = v.count(E::PageFaults, CountMode::User).unwrap();
@@ -399,7 +404,7 @@ fn proc_stat_sampler_sees_a_busy_loop_on_cpu0() {
         },
     )
     .unwrap();
-    std::thread::spawn(|| {
+    let busy = std::thread::spawn(|| {
         pin_to(0);
         let end = std::time::Instant::now() + Duration::from_millis(800);
         let mut x = 0u64;
@@ -409,9 +414,8 @@ fn proc_stat_sampler_sees_a_busy_loop_on_cpu0() {
             }
         }
         std::hint::black_box(x);
-    })
-    .join()
-    .unwrap();
+    });
+    bounded::join(busy, "the busy loop");
     let series = sampler.stop().unwrap();
     assert!(
         series.intervals.len() >= 6,
@@ -550,20 +554,24 @@ fn syscall_cpu_time_of_a_blocked_read_is_small_and_its_wall_time_large() {
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
     let (rd, wr) = (fds[0], fds[1]);
     let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    // The writer writes only once the traced read is about to run. When tracing is
+    // refused the closure never runs and `go` is dropped unsent: the writer then
+    // returns without writing instead of waiting for ever.
     let writer = std::thread::spawn(move || {
-        wait_go.recv().unwrap();
+        wait_go.recv_timeout(bounded::HELPER_DEADLINE).ok()?;
         std::thread::sleep(WAIT);
         // SAFETY: `wr` is the pipe's open write end; the buffer is one valid byte.
-        unsafe { libc::write(wr, b"x".as_ptr().cast(), 1) }
+        Some(unsafe { libc::write(wr, b"x".as_ptr().cast(), 1) })
     });
     let mut byte = [0u8; 1];
-    let traced = trace(thread_target(false), || {
+    let traced = trace(thread_target(false), move || {
         go.send(()).unwrap();
         // SAFETY: `rd` is the pipe's open read end; `byte` is a writable buffer of 1.
         let n = unsafe { libc::read(rd, byte.as_mut_ptr().cast(), 1) };
         assert_eq!(n, 1);
     });
-    assert_eq!(writer.join().unwrap(), 1);
+    let wrote = bounded::join(writer, "the pipe writer");
+    assert_eq!(wrote, traced.is_ok().then_some(1));
     // SAFETY: both ends are open and closed once, here.
     unsafe {
         libc::close(rd);
@@ -602,7 +610,7 @@ fn syscall_cpu_time_of_a_blocked_read_is_small_and_its_wall_time_large() {
 fn syscall_trace_follows_children_with_inherit() {
     const N: usize = 5_000;
     let p = match trace(thread_target(true), || {
-        std::thread::spawn(|| getppid_loop(N)).join().unwrap();
+        bounded::join(std::thread::spawn(|| getppid_loop(N)), "the getppid thread");
     }) {
         Ok(p) => p,
         Err(reason) => {
@@ -625,12 +633,11 @@ fn syscall_trace_of_a_cpu_set() {
     const N: usize = 5_000;
     let cpus = CpuSet::from_iter([0]);
     let p = match trace(CounterTarget::Cpus { cpus }, || {
-        std::thread::spawn(|| {
+        let pinned = std::thread::spawn(|| {
             pin_to(0);
             getppid_loop(N);
-        })
-        .join()
-        .unwrap();
+        });
+        bounded::join(pinned, "the pinned getppid thread");
     }) {
         Ok(p) => p,
         Err(reason) => {
@@ -770,7 +777,7 @@ fn irq_time_by_vector_on_cpu0() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     });
-    sleeper.join().unwrap();
+    bounded::join(sleeper, "the sleeper");
     let p = running.stop().unwrap();
     assert!(p.duration_ns >= 300_000_000, "{}", p.duration_ns);
     assert!(!p.traced.is_empty());

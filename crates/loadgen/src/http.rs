@@ -1,5 +1,8 @@
 //! The HTTP side: requests rendered once, and an incremental response parser that
-//! checks what it reads against what the request expects.
+//! checks what it reads against what the request expects. The head's syntax is
+//! httparse's (the parser under hyper, fuzzed upstream); the body's framing (length,
+//! chunks, the end of the connection) and what counts as an error are here, with a
+//! property test that feeds arbitrary bytes split anywhere.
 
 use std::sync::Arc;
 
@@ -116,6 +119,8 @@ pub fn render(spec: &RequestSpec, host: &str, keep_alive: bool) -> Rendered {
 
 /// Longest response head accepted.
 const MAX_HEAD: usize = 16 * 1024;
+/// Most header fields a response may carry.
+const MAX_FIELDS: usize = 64;
 
 /// Where a response stands after some bytes were fed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,17 +201,12 @@ impl Response {
         let body = if self.in_body {
             data.len()
         } else {
-            let from = self.head.len().saturating_sub(3);
             self.head.extend_from_slice(data);
-            let Some(end) = find_head_end(&self.head[from..]).map(|p| p + from) else {
-                if self.head.len() > MAX_HEAD {
-                    return Feed::Error(ErrorKind::Malformed);
-                }
-                return Feed::NeedMore;
+            let end = match self.parse_head() {
+                Ok(Some(end)) => end,
+                Ok(None) => return Feed::NeedMore,
+                Err(kind) => return Feed::Error(kind),
             };
-            if let Err(kind) = self.parse_head(end) {
-                return Feed::Error(kind);
-            }
             self.in_body = true;
             let body = self.head.len() - end;
             if self.chunked {
@@ -321,31 +321,37 @@ impl Response {
         }
     }
 
-    fn parse_head(&mut self, end: usize) -> Result<(), ErrorKind> {
-        let text = std::str::from_utf8(&self.head[..end]).map_err(|_| ErrorKind::Malformed)?;
-        let mut lines = text.split("\r\n");
-        let status_line = lines.next().unwrap_or("");
-        let mut parts = status_line.splitn(3, ' ');
-        let version = parts.next().unwrap_or("");
-        let http10 = match version {
-            "HTTP/1.1" => false,
-            "HTTP/1.0" => true,
-            _ => return Err(ErrorKind::Malformed),
+    /// Parses the head buffered so far: its length once complete, `None` before.
+    fn parse_head(&mut self) -> Result<Option<usize>, ErrorKind> {
+        let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+        let mut resp = httparse::Response::new(&mut fields);
+        let end = match resp.parse(&self.head) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) if self.head.len() > MAX_HEAD => {
+                return Err(ErrorKind::Malformed);
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return Err(ErrorKind::Malformed),
         };
-        let status: u16 = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .filter(|s| (100..1000).contains(s))
-            .ok_or(ErrorKind::Malformed)?;
+        let (Some(version), Some(status)) = (resp.version, resp.code) else {
+            return Err(ErrorKind::Malformed);
+        };
+        if end > MAX_HEAD || !(100..1000).contains(&status) {
+            return Err(ErrorKind::Malformed);
+        }
         self.status = status;
-        self.close = http10;
+        self.close = version == 0;
         let mut unknown_encoding = false;
-        for line in lines {
-            let Some((name, value)) = line.split_once(':') else {
-                continue;
-            };
-            let value = value.trim();
+        for h in resp.headers.iter() {
+            let value = std::str::from_utf8(h.value)
+                .map_err(|_| ErrorKind::Malformed)?
+                .trim_matches([' ', '\t']);
+            let name = h.name;
             if name.eq_ignore_ascii_case("content-length") {
+                // Digits only (RFC 9110 section 8.6): `+5` is no length.
+                if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(ErrorKind::Malformed);
+                }
                 let n = value.parse().map_err(|_| ErrorKind::Malformed)?;
                 self.content_length = Some(n);
             } else if name.eq_ignore_ascii_case("connection") {
@@ -372,7 +378,7 @@ impl Response {
         if self.chunked {
             // The chunks say where the body ends; a Content-Length beside them is ignored.
             self.content_length = None;
-            return Ok(());
+            return Ok(Some(end));
         }
         if let (Some(want), Some(got)) = (self.expect, self.content_length)
             && want != got
@@ -383,12 +389,8 @@ impl Response {
             // Without a length only the end of the connection ends the body.
             self.close = true;
         }
-        Ok(())
+        Ok(Some(end))
     }
-}
-
-fn find_head_end(b: &[u8]) -> Option<usize> {
-    b.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }
 
 #[cfg(test)]
@@ -469,6 +471,73 @@ mod tests {
         assert_eq!(parse(&[r], Some(4)), Feed::Error(ErrorKind::WrongLength));
         let c = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx";
         assert_eq!(parse(&[c], None), Feed::Done { keep: false });
+    }
+
+    use proptest::prelude::*;
+
+    /// Split and whole feeds answer alike, except where the split ends right after a
+    /// complete response: the bytes after it are then the next read's, not this
+    /// response's extra bytes.
+    fn same_but_for_what_follows(split: Feed, whole: Feed) -> Result<(), TestCaseError> {
+        let follows =
+            matches!(split, Feed::Done { .. }) && whole == Feed::Error(ErrorKind::WrongLength);
+        prop_assert!(
+            split == whole || follows,
+            "split {:?}, whole {:?}",
+            split,
+            whole
+        );
+        Ok(())
+    }
+
+    proptest! {
+        /// Whatever bytes arrive, split wherever the reads split them, the parser
+        /// answers the same without panicking.
+        #[test]
+        fn any_bytes_split_anywhere_parse_alike(
+            buf in prop::collection::vec(any::<u8>(), 0..400),
+            cut in any::<prop::sample::Index>(),
+            expect in prop::option::of(0u64..64),
+        ) {
+            let cut = cut.index(buf.len() + 1);
+            let (a, b) = buf.split_at(cut);
+            same_but_for_what_follows(parse(&[a, b], expect), parse(&[&buf], expect))?;
+        }
+
+        /// A response head followed by any body bytes, split anywhere, parses alike.
+        #[test]
+        fn a_good_head_then_any_bytes_split_anywhere(
+            body in prop::collection::vec(any::<u8>(), 0..200),
+            cut in any::<prop::sample::Index>(),
+            chunked in any::<bool>(),
+        ) {
+            let head: &[u8] = if chunked {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            } else {
+                b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n"
+            };
+            let mut full = head.to_vec();
+            full.extend_from_slice(&body);
+            let cut = cut.index(full.len() + 1);
+            let (a, b) = full.split_at(cut);
+            same_but_for_what_follows(parse(&[a, b], None), parse(&[&full], None))?;
+        }
+    }
+
+    #[test]
+    fn content_length_is_digits_only_and_bare_lf_heads_parse() {
+        for v in ["+5", "-5", "5, 5", " "] {
+            let r = format!("HTTP/1.1 200 OK\r\nContent-Length: {v}\r\n\r\nhello");
+            assert_eq!(
+                parse(&[r.as_bytes()], None),
+                Feed::Error(ErrorKind::Malformed),
+                "{v:?}"
+            );
+        }
+        let lf = b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok";
+        assert_eq!(parse(&[lf], Some(2)), Feed::Done { keep: true });
+        let nul = b"HTTP/1.1 200 OK\r\nX: a\0b\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(parse(&[nul], None), Feed::Error(ErrorKind::Malformed));
     }
 
     #[test]

@@ -314,6 +314,89 @@ pub fn wait_readable(fd: RawFd, timeout_ms: libc::c_int) -> bool {
     unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
 }
 
+/// What a wait on a connected socket saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    /// Nothing within the wait.
+    Quiet,
+    /// Bytes to read, the other end still open.
+    Readable,
+    /// The other end closed (its writing half at least) or reset the connection.
+    HungUp,
+}
+
+/// Waits at most `timeout` (to the nanosecond) for the other end of socket `fd` to send
+/// or hang up. A close is seen even behind unread bytes (`POLLRDHUP`), which a `peek`
+/// is not.
+pub fn wait_peer(fd: RawFd, timeout: Duration) -> io::Result<PeerState> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `pfd` and `ts` are live for the call, one entry is passed, no signal mask.
+    let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(PeerState::Quiet)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(
+        if pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            PeerState::HungUp
+        } else if pfd.revents & libc::POLLIN != 0 {
+            PeerState::Readable
+        } else {
+            PeerState::Quiet
+        },
+    )
+}
+
+/// Raises this process's soft limit of open files to its hard limit; the soft limit
+/// after.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live rlimit the kernel fills.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `raised` is a live rlimit the kernel reads; raising the soft limit up
+        // to the hard one needs no privilege.
+        check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) })?;
+        lim = raised;
+    }
+    Ok(lim.rlim_cur)
+}
+
+/// This process's soft limit of open files (`ulimit -n`).
+pub fn open_file_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live rlimit the kernel fills.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    Ok(lim.rlim_cur)
+}
+
+/// How many files this process has open now.
+pub fn open_files() -> io::Result<u64> {
+    Ok(std::fs::read_dir("/proc/self/fd")?.count() as u64)
+}
+
 /// Shuts both directions of socket `fd` down: a thread blocked reading or writing on it
 /// (or accepting, for a listener) wakes with an error or end of file.
 pub fn shutdown(fd: RawFd) {

@@ -47,7 +47,7 @@ pub use bench::{BenchInfo, Direction, ParamInfo, ReportSection, SampleRecord, Su
 pub use cpuset::{CpuListError, CpuSet};
 pub use disturbance::Disturbance;
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
-pub use result::{CellResult, ConfigError, Round, RunConfig};
+pub use result::{AtLimit, CellResult, ConfigError, LimitKind, Round, RunConfig};
 pub use run::{
     CellKey, CellRecord, Environment, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };

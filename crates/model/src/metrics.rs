@@ -254,3 +254,28 @@ pub mod nfs {
         }
     }
 }
+
+/// Written by a sample whose figure reached a limit of the measurement rather than of
+/// the system measured: the metric's value is the limit, in the benchmark's unit, and
+/// the figure is then only a bound ([`crate::result::AtLimit`]). Every benchmark
+/// writes the one of its kind; the runner and the outputs read them here.
+pub mod limit {
+    /// The end of a search's range (a rate search that met its target at its highest
+    /// rate).
+    pub const RANGE_END: &str = "at_limit_range_end";
+    /// A ceiling the user configured (web-capacity's `max_conns`).
+    pub const CEILING: &str = "at_limit_ceiling";
+    /// What the load generator itself could offer (its threads saturated, requests it
+    /// could not send in time).
+    pub const LOAD_GENERATOR: &str = "at_limit_load_generator";
+}
+
+/// Written by the fork rows (`fork-exit`, `fork-exec`, `fork-sh`): the size of the
+/// process that forks, read from its own `/proc/self/status` and `/proc/self/maps` after
+/// each sample. Fork time grows with it, so a fork figure is read beside it.
+pub mod fork {
+    /// Metric: the forking process's resident set (`VmRSS`), in bytes.
+    pub const FORKING_RSS_BYTES: &str = "forking_rss_bytes";
+    /// Metric: the forking process's memory mappings (lines of its maps).
+    pub const FORKING_MAPPINGS: &str = "forking_mappings";
+}

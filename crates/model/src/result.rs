@@ -66,6 +66,88 @@ impl std::fmt::Display for StopReason {
     }
 }
 
+/// Which limit of the measurement a figure reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The end of a search's range.
+    RangeEnd,
+    /// A ceiling the settings set (a parameter such as `max_conns`).
+    Ceiling,
+    /// What the load generator could offer.
+    LoadGenerator,
+}
+
+impl LimitKind {
+    /// The metric a sample writes for this kind ([`crate::metrics::limit`]).
+    pub fn metric(self) -> &'static str {
+        use crate::metrics::limit;
+        match self {
+            LimitKind::RangeEnd => limit::RANGE_END,
+            LimitKind::Ceiling => limit::CEILING,
+            LimitKind::LoadGenerator => limit::LOAD_GENERATOR,
+        }
+    }
+
+    /// `range end`, `ceiling`, `load generator's limit`: how outputs name it.
+    pub fn words(self) -> &'static str {
+        match self {
+            LimitKind::RangeEnd => "search range end",
+            LimitKind::Ceiling => "configured ceiling",
+            LimitKind::LoadGenerator => "load generator's limit",
+        }
+    }
+
+    const ALL: [LimitKind; 3] = [
+        LimitKind::RangeEnd,
+        LimitKind::Ceiling,
+        LimitKind::LoadGenerator,
+    ];
+}
+
+/// A cell whose figure reached a limit of the measurement in some of its samples (a
+/// search's range end, a configured ceiling, the load generator's own limit): the
+/// system could do at least (or, for lower-is-better figures, at most) this much, and
+/// how much more is unknown. Such a figure is shown as a bound and never makes a
+/// speed-up or an answer (`verdict`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AtLimit {
+    pub kind: LimitKind,
+    /// The limit, in the benchmark's unit.
+    pub limit: f64,
+    /// Measured samples that reached it.
+    pub samples: usize,
+}
+
+impl AtLimit {
+    /// The limit the samples report ([`crate::metrics::limit`]); the first kind found,
+    /// in the order range end, ceiling, load generator. `None` when no sample reached
+    /// one.
+    pub fn of_samples(samples: &[SampleRecord]) -> Option<AtLimit> {
+        LimitKind::ALL.into_iter().find_map(|kind| {
+            let hits: Vec<f64> = samples
+                .iter()
+                .filter_map(|s| s.metrics.get(kind.metric()).copied())
+                .collect();
+            let limit = hits.first().copied()?;
+            Some(AtLimit {
+                kind,
+                limit,
+                samples: hits.len(),
+            })
+        })
+    }
+
+    /// `at least 64 (configured ceiling)`; `at most` for lower-is-better figures.
+    pub fn bound_text(&self, direction: crate::Direction, value: &str) -> String {
+        let side = match direction {
+            crate::Direction::Higher => "at least",
+            crate::Direction::Lower => "at most",
+        };
+        format!("{side} {value} ({})", self.kind.words())
+    }
+}
+
 /// A measured cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellResult {
@@ -101,6 +183,11 @@ pub struct CellResult {
     pub wall_ns: u64,
     /// The settings the cell was measured with.
     pub config: RunConfig,
+    /// The figure reached a limit of the measurement ([`AtLimit`]): it is a bound.
+    /// `None` in results stored before it was kept (read again from the samples by
+    /// [`CellResult::limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_limit: Option<AtLimit>,
     /// When the cell was measured in several rounds (`--repeat`), one entry per round
     /// in order; `samples` and `summary` then pool all rounds, and `calibration` and
     /// `warmup` are the first round's. Empty for a single round.
@@ -136,6 +223,12 @@ pub const UNSTEADY_HALF_WIDTHS: f64 = 3.0;
 pub const UNSTEADY_CV: f64 = 0.25;
 
 impl CellResult {
+    /// The limit the figure reached ([`AtLimit`]), as recorded or, for results stored
+    /// before it was, as its samples say.
+    pub fn limit(&self) -> Option<AtLimit> {
+        self.at_limit.or_else(|| AtLimit::of_samples(&self.samples))
+    }
+
     /// Why this cell's figure would likely not repeat, in a few words; `None` when it is
     /// steady. The reasons, in order: its rounds (`--repeat`) disagree beyond their own
     /// 95% intervals (two rounds' intervals do not overlap); its level drifted during the

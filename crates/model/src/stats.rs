@@ -245,13 +245,59 @@ impl GeoMeanCi {
 /// ratio lies (it includes 1 when the runs are not shown to differ). `None` when empty
 /// or when a ratio is not positive and finite.
 pub fn geomean_ci(ratios: &[f64]) -> Option<GeoMeanCi> {
+    geomean_ci_with(ratios, &Extra::NONE)
+}
+
+/// A variance added to an estimate's own, known to `df` degrees of freedom (`None`:
+/// taken as known): what runs of one setup differ by beyond their intervals.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Extra {
+    pub variance: f64,
+    pub df: Option<f64>,
+}
+
+impl Extra {
+    pub const NONE: Extra = Extra {
+        variance: 0.0,
+        df: None,
+    };
+}
+
+/// Degrees of freedom above which Student's t is the normal distribution to 4 digits;
+/// a variance taken as known has these.
+const DF_KNOWN: f64 = 1e6;
+
+/// Welch-Satterthwaite's degrees of freedom of `v + extra.variance`, `v` known to `df`.
+/// A part taken as known raises them above `df`, so a few rows' geometric mean can get
+/// a smaller t quantile with the part added than without it.
+fn satterthwaite(v: f64, df: f64, extra: &Extra) -> f64 {
+    let x = extra.variance.max(0.0);
+    let extra_df = extra.df.unwrap_or(DF_KNOWN).max(1.0);
+    let den = v * v / df.max(1.0) + x * x / extra_df;
+    if den <= 0.0 {
+        return DF_KNOWN;
+    }
+    ((v + x).powi(2) / den).min(DF_KNOWN)
+}
+
+/// [`geomean_ci`] with `extra` added to the variance of the mean of the logarithms (a
+/// random-effects combination: `var = s^2/n + extra`, degrees of freedom by
+/// Welch-Satterthwaite), for a level every ratio shares that the ratios' own scatter
+/// cannot see (two runs' machine-wide difference).
+pub fn geomean_ci_with(ratios: &[f64], extra: &Extra) -> Option<GeoMeanCi> {
     if ratios.is_empty() || !ratios.iter().all(|r| r.is_finite() && *r > 0.0) {
         return None;
     }
     let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
     let m = mean(&logs)?;
-    let (lo, hi) = match ci95_half_width(&logs) {
-        Some(hw) => (Some((m - hw).exp()), Some((m + hw).exp())),
+    let n = logs.len() as f64;
+    let (lo, hi) = match stddev(&logs) {
+        Some(sd) => {
+            let v = sd * sd / n;
+            let df = satterthwaite(v, n - 1.0, extra);
+            let hw = t_critical_95(df)? * (v + extra.variance.max(0.0)).sqrt();
+            (Some((m - hw).exp()), Some((m + hw).exp()))
+        }
         None => (None, None),
     };
     Some(GeoMeanCi {
@@ -318,6 +364,43 @@ pub fn between_variance(y: &[f64], v: &[f64]) -> Option<f64> {
         return Some(0.0);
     }
     Some(((q - (k - 1) as f64) / c).max(0.0))
+}
+
+/// A speed-up tested on the log scale with `extra` added to its own variance: `y` the
+/// log of the ratio, `v` its squared standard error (delta method) with `df` degrees
+/// of freedom. The interval is `exp(y -/+ t * sqrt(v + extra))` and the p-value that
+/// of `y / sqrt(v + extra)`, both with Welch-Satterthwaite's degrees of freedom.
+pub fn log_ratio_test(y: f64, v: f64, df: f64, extra: &Extra) -> Option<(Ratio, f64)> {
+    let total = v.max(0.0) + extra.variance.max(0.0);
+    if !y.is_finite() || !total.is_finite() {
+        return None;
+    }
+    let df = satterthwaite(v.max(0.0), df, extra);
+    if total == 0.0 {
+        let r = y.exp();
+        let p = if y == 0.0 { 1.0 } else { 0.0 };
+        return Some((
+            Ratio {
+                ratio: r,
+                ci95_low: Some(r),
+                ci95_high: Some(r),
+                ci95_half_width_delta: Some(0.0),
+                df: Some(df),
+            },
+            p,
+        ));
+    }
+    let se = total.sqrt();
+    let t = t_critical_95(df)?;
+    let r = y.exp();
+    let ratio = Ratio {
+        ratio: r,
+        ci95_low: Some((y - t * se).exp()),
+        ci95_high: Some((y + t * se).exp()),
+        ci95_half_width_delta: Some(t * se * r),
+        df: Some(df),
+    };
+    Some((ratio, t_p_value(y / se, df)?))
 }
 
 /// Holm's step-down adjustment of `p` (family-wise error rate): sorted ascending, the
@@ -468,11 +551,14 @@ pub enum Significance {
     /// `CellResult::unsteady_reason`): the figure would not repeat, so it is called
     /// neither faster nor slower.
     Unsteady,
+    /// A side's figure reached a limit of the measurement (`CellResult::limit`): it is
+    /// a bound, not a level, so no ratio of it is a speed-up.
+    AtLimit,
 }
 
 impl Significance {
     /// `faster`, `slower`, `not significant at 95%`, `interval unbounded`, `n=1, no
-    /// interval`, `unsteady`.
+    /// interval`, `unsteady`, `at a limit`.
     pub fn words(self) -> &'static str {
         match self {
             Significance::Faster => "faster",
@@ -481,6 +567,7 @@ impl Significance {
             Significance::Unbounded => "interval unbounded",
             Significance::NoInterval => "n=1, no interval",
             Significance::Unsteady => "unsteady",
+            Significance::AtLimit => "at a limit",
         }
     }
 
@@ -490,7 +577,10 @@ impl Significance {
         match self {
             Significance::Faster | Significance::Slower => Some(true),
             Significance::NotSignificant => Some(false),
-            Significance::Unbounded | Significance::NoInterval | Significance::Unsteady => None,
+            Significance::Unbounded
+            | Significance::NoInterval
+            | Significance::Unsteady
+            | Significance::AtLimit => None,
         }
     }
 }

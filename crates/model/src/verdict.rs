@@ -18,7 +18,11 @@
 //!   beyond their own interval ([`crate::CellResult::unsteady_reason`]) or either cell
 //!   is disturbed (steal or other processes took more than 2% of its CPUs' time,
 //!   [`crate::CellResult::disturbed_reason`]): such a cell's figure would not repeat or
-//!   is not its own, so it is called neither faster nor slower.
+//!   is not its own, so it is called neither faster nor slower; and `at a limit` when
+//!   either cell's figure reached a limit of the measurement
+//!   ([`crate::CellResult::limit`]: a search's range end, a configured ceiling, the
+//!   load generator's own limit), which makes it a bound and its ratio no speed-up.
+//!   A cell at a limit is named first: its figure is no level at all.
 //! * the p-value is Welch's test of equal means ([`stats::welch_p_value`]), for outputs
 //!   that correct for many comparisons at once (`compare`).
 //!
@@ -44,6 +48,10 @@ pub struct Verdict {
     /// `all: disturbed: steal 4.2%`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
+    /// Which cell reached a limit, naming it and the limit (`1c1t: at least 64
+    /// (configured ceiling)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_limit: Option<String>,
     /// Welch's two-sided p-value for equal means; `None` with one sample on a side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_value: Option<f64>,
@@ -78,7 +86,19 @@ pub fn verdict_named(first: &CellRecord, second: &CellRecord, names: [&str; 2]) 
         .filter_map(|(c, name)| c.result.hold_back_reason().map(|w| format!("{name}: {w}")))
         .collect();
     let unsteady = (!reasons.is_empty()).then(|| reasons.join(", "));
-    let significance = if unsteady.is_some() {
+    let limits: Vec<String> = [first, second]
+        .iter()
+        .zip(names)
+        .filter_map(|(c, name)| {
+            let l = c.result.limit()?;
+            let value = l.limit.to_string();
+            Some(format!("{name}: {}", l.bound_text(c.direction, &value)))
+        })
+        .collect();
+    let at_limit = (!limits.is_empty()).then(|| limits.join(", "));
+    let significance = if at_limit.is_some() {
+        Significance::AtLimit
+    } else if unsteady.is_some() {
         Significance::Unsteady
     } else {
         speedup.significance()
@@ -87,6 +107,7 @@ pub fn verdict_named(first: &CellRecord, second: &CellRecord, names: [&str; 2]) 
         speedup,
         significance,
         unsteady,
+        at_limit,
         p_value: stats::welch_p_value(a, b),
     })
 }
@@ -145,9 +166,33 @@ impl PairKind {
         }
     }
 
+    /// The pairs whose ratio is a yield of SMT, in the yield tables' column order.
+    pub const YIELDS: [PairKind; 3] = [
+        PairKind::SmtYield,
+        PairKind::DualCoreSmtGain,
+        PairKind::MachineSmtGain,
+    ];
+
     /// Whether `other` adds SMT siblings to `base` (all but [`PairKind::SecondCore`]).
     pub fn is_smt(self) -> bool {
         self != PairKind::SecondCore
+    }
+
+    /// What the pair's ratio is called: `SMT yield`, `dual-core SMT gain`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            PairKind::SmtYield => "SMT yield",
+            PairKind::DualCoreSmtGain => "dual-core SMT gain",
+            PairKind::MachineSmtGain => "machine SMT gain",
+            PairKind::HalfMachineSmtGain => "half-machine SMT gain",
+            PairKind::SecondCore => "second core",
+        }
+    }
+
+    /// Column heading, `other/base`: `1c2t/1c1t`.
+    pub fn heading(self) -> String {
+        let (base, other) = self.placements();
+        format!("{other}/{base}")
     }
 }
 

@@ -589,7 +589,7 @@ mod tests {
     /// Runs `f` on a fresh thread so tests that pin do not leave the test harness's
     /// worker threads pinned.
     fn on_fresh_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-        thread::spawn(f).join().unwrap()
+        smtlab_fixtures::bounded::join(thread::spawn(f), "a test thread")
     }
 
     #[test]
@@ -719,7 +719,7 @@ mod tests {
             })
             .collect();
         for (cpu, h) in handles {
-            let (name, seen, mask) = h.join().unwrap();
+            let (name, seen, mask) = smtlab_fixtures::bounded::join(h, "a test thread");
             assert_eq!(name.as_deref(), Some(format!("pinned-{cpu}").as_str()));
             assert_eq!(seen, set(&[cpu]));
             assert_eq!(mask, set(&[cpu]));
@@ -729,10 +729,8 @@ mod tests {
     #[test]
     fn spawn_pinned_none_leaves_the_thread_unpinned() {
         let inherited = get_affinity(0).unwrap();
-        let mask = spawn_pinned(None, "free", || get_affinity(0).unwrap())
-            .unwrap()
-            .join()
-            .unwrap();
+        let h = spawn_pinned(None, "free", || get_affinity(0).unwrap()).unwrap();
+        let mask = smtlab_fixtures::bounded::join(h, "the unpinned thread");
         assert_eq!(mask, inherited);
     }
 
@@ -805,7 +803,7 @@ mod tests {
         let verified = verify_process_affinity(child.id(), &set(&[1]));
         let wrong = verify_process_affinity(child.id(), &set(&[0]));
         child.kill().unwrap();
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "a test child");
         verified.unwrap();
         let wrong = wrong.unwrap_err();
         assert!(matches!(wrong, PinError::Mismatch { .. }), "{wrong:?}");
@@ -880,7 +878,10 @@ mod tests {
                 .unwrap()
             })
             .collect();
-        let got: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let got: Vec<_> = handles
+            .into_iter()
+            .map(|h| smtlab_fixtures::bounded::join(h, "a test thread"))
+            .collect();
         assert_eq!(got, [Some(5), Some(17), Some(63)]);
         let mut pinned: Vec<CpuSet> = fake.calls().into_iter().map(|(_, s)| s).collect();
         pinned.sort();

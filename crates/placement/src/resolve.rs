@@ -37,116 +37,37 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
     // When a cpuset or affinity mask hides CPUs, errors say so and give the machine's
     // total, or the user would hunt for SMT that the machine does have.
     let restricted = topo.allowed_cpus.is_some() && usable != topo.cpus;
-    let scoped = |here: String, total: String| {
-        if restricted && here != total {
-            format!("{here} among the CPUs this process may use ({usable}), {total} in total")
-        } else {
-            here
-        }
+    let scope = Scope {
+        topo,
+        usable,
+        restricted,
+        label,
     };
+    let usable = &scope.usable;
 
     if usable.is_empty() && spec.kind != PlacementKind::Os {
-        return Err(PlacementError::Unsatisfiable {
-            placement: label,
-            needs: "at least one CPU".into(),
-            has: "no online CPU this process may use".into(),
-        });
+        return Err(scope.unsatisfiable(
+            "at least one CPU".into(),
+            "no online CPU this process may use".into(),
+        ));
     }
 
-    // The uniprocessor placement takes the CPU 1c1t takes; leaving the others offline
-    // is the caller's part (smtlab_control), around the measurement.
-    let kind = match &spec.kind {
-        PlacementKind::Uniprocessor => PlacementKind::Grid {
-            cores: 1,
-            threads_per_core: 1,
-        },
-        // Half the usable cores (their first half in core order), the other half left
-        // for a server's clients: a grid of that many cores.
-        PlacementKind::HalfCores { threads_per_core } => {
-            let cores = slots(topo, &usable).len();
-            if cores < 2 {
-                return Err(PlacementError::Unsatisfiable {
-                    placement: label,
-                    needs: "at least 2 cores (half for the workload, half for its clients)".into(),
-                    has: scoped(
-                        plural(cores, "core"),
-                        plural(slots(topo, &topo.cpus).len(), "core"),
-                    ),
-                });
-            }
-            PlacementKind::Grid {
-                cores: (cores / 2) as u32,
-                threads_per_core: *threads_per_core,
-            }
-        }
-        other => other.clone(),
-    };
-    let chosen: Vec<Slot> = match &kind {
+    let chosen: Vec<Slot> = match scope.as_grid(&spec.kind)? {
         PlacementKind::Grid {
             cores,
             threads_per_core,
-        } => {
-            let (n, m) = (*cores as usize, *threads_per_core as usize);
-            let all = slots(topo, &usable);
-            let max_threads = all.iter().map(|s| s.cpus.len()).max().unwrap_or(0);
-            if m > max_threads {
-                return Err(PlacementError::Unsatisfiable {
-                    placement: label,
-                    needs: format!("{m} threads per core"),
-                    has: describe_threads(topo, &all, restricted.then_some(&usable)),
-                });
-            }
-            let fitting: Vec<Slot> = all.iter().filter(|s| s.cpus.len() >= m).cloned().collect();
-            // On hybrid machines every grid starts with the SMT-capable cores, so that
-            // 1c1t and 1c2t run on the same kind of core and their ratio is SMT's alone.
-            let (widest, narrower): (Vec<Slot>, Vec<Slot>) = fitting
-                .into_iter()
-                .partition(|s| s.cpus.len() == max_threads);
-            let fitting: Vec<Slot> = widest.into_iter().chain(narrower).collect();
-            if fitting.len() < n {
-                let whole = slots(topo, &topo.cpus);
-                let (needs, has) = if m == 1 {
-                    (
-                        plural(n, "core"),
-                        scoped(fitting.len().to_string(), whole.len().to_string()),
-                    )
-                } else {
-                    let whole_fitting = whole.iter().filter(|s| s.cpus.len() >= m).count();
-                    let describe = |fitting: usize, of: usize| {
-                        format!("{} (of {})", such_cores(fitting), plural(of, "core"))
-                    };
-                    (
-                        format!("{} with {m} threads each", plural(n, "core")),
-                        scoped(
-                            describe(fitting.len(), all.len()),
-                            describe(whole_fitting, whole.len()),
-                        ),
-                    )
-                };
-                return Err(PlacementError::Unsatisfiable {
-                    placement: label,
-                    needs,
-                    has,
-                });
-            }
-            let mut chosen = order_cores(fitting, spec.core_order);
-            chosen.truncate(n);
-            for slot in &mut chosen {
-                slot.cpus.truncate(m);
-            }
-            chosen
-        }
-        PlacementKind::All => order_cores(slots(topo, &usable), spec.core_order),
+        } => scope.grid(cores as usize, threads_per_core as usize, spec.core_order)?,
+        PlacementKind::All => order_cores(slots(topo, usable), spec.core_order),
         PlacementKind::Cores => {
-            let mut chosen = order_cores(slots(topo, &usable), spec.core_order);
+            let mut chosen = order_cores(slots(topo, usable), spec.core_order);
             for slot in &mut chosen {
                 slot.cpus.truncate(1);
             }
             chosen
         }
         PlacementKind::Cpus { cpus } => {
-            check_available(cpus, topo, &usable, &label)?;
-            order_cores(slots(topo, cpus), spec.core_order)
+            check_available(&cpus, topo, usable, &scope.label)?;
+            order_cores(slots(topo, &cpus), spec.core_order)
         }
         // Unpinned: no CPUs, and the counts say nothing was chosen.
         PlacementKind::Os => vec![],
@@ -167,6 +88,122 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
         cpu_order: spec.cpu_order,
         core_kinds: kinds_of(topo, &chosen),
     })
+}
+
+/// What a placement is resolved against: the machine, the CPUs this process may use,
+/// and the placement's name for errors.
+struct Scope<'a> {
+    topo: &'a Topology,
+    usable: CpuSet,
+    /// A cpuset or affinity mask hides some of the online CPUs.
+    restricted: bool,
+    label: String,
+}
+
+impl Scope<'_> {
+    /// What the usable CPUs have, and the machine's total when a mask hides some.
+    fn scoped(&self, here: String, total: String) -> String {
+        if self.restricted && here != total {
+            format!(
+                "{here} among the CPUs this process may use ({}), {total} in total",
+                self.usable
+            )
+        } else {
+            here
+        }
+    }
+
+    fn unsatisfiable(&self, needs: String, has: String) -> PlacementError {
+        PlacementError::Unsatisfiable {
+            placement: self.label.clone(),
+            needs,
+            has,
+        }
+    }
+
+    /// `kind`, with the placements that are grids under another name mapped to theirs.
+    fn as_grid(&self, kind: &PlacementKind) -> Result<PlacementKind, PlacementError> {
+        Ok(match kind {
+            // The uniprocessor placement takes the CPU 1c1t takes; leaving the others
+            // offline is the caller's part (smtlab_control), around the measurement.
+            PlacementKind::Uniprocessor => PlacementKind::Grid {
+                cores: 1,
+                threads_per_core: 1,
+            },
+            // Half the usable cores (their first half in core order), the other half left
+            // for a server's clients: a grid of that many cores.
+            PlacementKind::HalfCores { threads_per_core } => {
+                let cores = slots(self.topo, &self.usable).len();
+                if cores < 2 {
+                    return Err(self.unsatisfiable(
+                        "at least 2 cores (half for the workload, half for its clients)".into(),
+                        self.scoped(
+                            plural(cores, "core"),
+                            plural(slots(self.topo, &self.topo.cpus).len(), "core"),
+                        ),
+                    ));
+                }
+                PlacementKind::Grid {
+                    cores: (cores / 2) as u32,
+                    threads_per_core: *threads_per_core,
+                }
+            }
+            other => other.clone(),
+        })
+    }
+
+    /// `n` cores with `m` threads each, SMT-capable cores first.
+    fn grid(&self, n: usize, m: usize, order: CoreOrder) -> Result<Vec<Slot>, PlacementError> {
+        let all = slots(self.topo, &self.usable);
+        let max_threads = all.iter().map(|s| s.cpus.len()).max().unwrap_or(0);
+        if m > max_threads {
+            return Err(self.unsatisfiable(
+                format!("{m} threads per core"),
+                describe_threads(self.topo, &all, self.restricted.then_some(&self.usable)),
+            ));
+        }
+        let fitting: Vec<Slot> = all.iter().filter(|s| s.cpus.len() >= m).cloned().collect();
+        // On hybrid machines every grid starts with the SMT-capable cores, so that
+        // 1c1t and 1c2t run on the same kind of core and their ratio is SMT's alone.
+        let (widest, narrower): (Vec<Slot>, Vec<Slot>) = fitting
+            .into_iter()
+            .partition(|s| s.cpus.len() == max_threads);
+        let fitting: Vec<Slot> = widest.into_iter().chain(narrower).collect();
+        if fitting.len() < n {
+            return Err(self.too_few_cores(n, m, fitting.len(), all.len()));
+        }
+        let mut chosen = order_cores(fitting, order);
+        chosen.truncate(n);
+        for slot in &mut chosen {
+            slot.cpus.truncate(m);
+        }
+        Ok(chosen)
+    }
+
+    /// The error of a grid of `n` cores with `m` threads where `fitting` of the `usable`
+    /// cores have that many.
+    fn too_few_cores(&self, n: usize, m: usize, fitting: usize, usable: usize) -> PlacementError {
+        let whole = slots(self.topo, &self.topo.cpus);
+        let (needs, has) = if m == 1 {
+            (
+                plural(n, "core"),
+                self.scoped(fitting.to_string(), whole.len().to_string()),
+            )
+        } else {
+            let whole_fitting = whole.iter().filter(|s| s.cpus.len() >= m).count();
+            let describe = |fitting: usize, of: usize| {
+                format!("{} (of {})", such_cores(fitting), plural(of, "core"))
+            };
+            (
+                format!("{} with {m} threads each", plural(n, "core")),
+                self.scoped(
+                    describe(fitting, usable),
+                    describe(whole_fitting, whole.len()),
+                ),
+            )
+        };
+        self.unsatisfiable(needs, has)
+    }
 }
 
 /// The distinct kinds of the chosen cores in order of first use; empty when the topology

@@ -317,7 +317,7 @@ fn live_machine_placements_pin_where_they_say() {
             })
             .collect();
         for h in handles {
-            let (wanted, running) = h.join().unwrap();
+            let (wanted, running) = smtlab_fixtures::bounded::join(h, "a pinned thread");
             assert_eq!(running, wanted, "{}", r.name);
             pinned_any = true;
         }

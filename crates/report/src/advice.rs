@@ -55,10 +55,15 @@ pub struct Figure {
     pub value: f64,
     pub ci95_low: Option<f64>,
     pub ci95_high: Option<f64>,
-    /// Why a cell behind the figure would not repeat (its samples or rounds disagree).
+    /// Why a cell behind the figure would not repeat (its samples or rounds disagree),
+    /// or, starting [`AT_LIMIT`], which cell's figure reached a limit of the
+    /// measurement and is a bound: either way the figure leans neither way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
 }
+
+/// How [`Figure::unsteady`] starts for a figure at a limit.
+pub const AT_LIMIT: &str = "at a limit: ";
 
 /// Where a figure's interval lies against its break-even point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,8 +99,22 @@ impl Figure {
     /// The speed-up of a [`Verdict`], unsteady when the verdict says so.
     pub fn from_verdict(v: &Verdict) -> Self {
         Figure {
-            unsteady: v.unsteady.clone(),
+            // A figure at a limit is a bound: like an unsteady one it leans neither way.
+            unsteady: v
+                .at_limit
+                .as_ref()
+                .map(|l| format!("{AT_LIMIT}{l}"))
+                .or_else(|| v.unsteady.clone()),
             ..Figure::from_ratio(&v.speedup)
+        }
+    }
+
+    /// What follows a figure that leans neither way whatever its interval.
+    fn flag(&self) -> &'static str {
+        match &self.unsteady {
+            Some(why) if why.starts_with(AT_LIMIT) => " at a limit",
+            Some(_) => " unsteady",
+            None => "",
         }
     }
 
@@ -118,18 +137,14 @@ impl Figure {
             (Some(lo), Some(hi)) => format!("{} [{}, {}]", p(self.value), p(lo), p(hi)),
             _ => format!("{} (no interval)", p(self.value)),
         };
-        if self.unsteady.is_some() {
-            s.push_str(" unsteady");
-        }
+        s.push_str(self.flag());
         s
     }
 
     /// A ratio as `1.300x [1.250, 1.350]`.
     pub fn times(&self) -> String {
         let mut s = crate::fmt::ratio_ci(self.value, self.ci95_low, self.ci95_high);
-        if self.unsteady.is_some() {
-            s.push_str(" unsteady");
-        }
+        s.push_str(self.flag());
         s
     }
 
@@ -140,9 +155,7 @@ impl Figure {
             (Some(lo), Some(hi)) => format!("{} [{}, {}] {unit}", n(self.value), n(lo), n(hi)),
             _ => format!("{} {unit}", n(self.value)),
         };
-        if self.unsteady.is_some() {
-            s.push_str(" unsteady");
-        }
+        s.push_str(self.flag());
         s
     }
 }
@@ -296,6 +309,10 @@ pub struct Evidence {
     pub partners: Vec<Partnered>,
     #[serde(default)]
     pub headroom: Option<Headroom>,
+    /// Placements planned and not measured, each with why (`2c1t was not measured:
+    /// ...`), from [`add_unmeasured`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured: Vec<String>,
     /// The workload's own figure on `1c1t` (mean with its 95% interval), for scale.
     #[serde(default)]
     pub baseline: Option<Baseline>,
@@ -491,12 +508,18 @@ pub fn decide(e: &Evidence) -> Advice {
             );
         }
         let Some(f) = &e.second_core else {
+            // The side that was not measured is the cause; without SMT siblings there
+            // was no other to measure.
+            let because = match e.unmeasured.first() {
+                Some(why) => format!("{why} (and the machine shows no SMT siblings)"),
+                None => "the machine shows no SMT siblings".into(),
+            };
             return advice(
                 Recommendation::NoSmt,
                 "no SMT here (one placement measured: nothing to compare)".into(),
                 None,
                 Vec::new(),
-                "the machine shows no SMT siblings".into(),
+                because,
                 reasons,
             );
         };
@@ -780,7 +803,9 @@ pub fn decide(e: &Evidence) -> Advice {
 mod evidence;
 mod formats;
 
-pub use evidence::{advise_run, evidence, headroom, offered_rate, sweep_side, workload_name};
+pub use evidence::{
+    add_unmeasured, advise_run, evidence, headroom, offered_rate, sweep_side, workload_name,
+};
 pub(crate) use formats::section;
 pub use formats::{AdviceDoc, behind_words, json, markdown, text};
 

@@ -34,13 +34,21 @@
 //!   only when all its rows share one unit and direction (a mean of GB/s and ns means
 //!   nothing).
 //! * Two runs taken at different times differ by more than each cell's interval says:
-//!   other load on the machine, its frequency, where memory landed. How much more is
-//!   estimated from the steady rows (DerSimonian and Laird's between-row variance of the
-//!   log speed-ups, [`stats::between_variance`]) and printed as `between-run scatter`.
-//!   It also holds the rows' real differences, so it is not taken out of the row tests
-//!   (a comparison of SMT off and on would lose every row); read a row called different
-//!   by less than the scatter with it in mind. In an A/A comparison it is the machine's
-//!   own run-to-run noise.
+//!   the instance is new (where its memory landed), the machine's speed and other load
+//!   differ. A row is faster or slower only beyond what runs of the **same setup**
+//!   differ by: its test is on the log of the speed-up with the between-run variance
+//!   of [`crate::between`] added to its own (`var = var_within + var_between`, Student's
+//!   t with Welch-Satterthwaite's degrees of freedom), and the headline's interval adds
+//!   the part every row of a run shares. Which estimate was used (stored repeats of this
+//!   setup, the runs' rounds, or the documented default floor) is printed with the
+//!   figures (`between runs (...)`) and carried in the JSON (`between_runs`);
+//!   `compare --between-runs none` leaves it out (each cell's Fieller interval alone).
+//! * How much the rows of these two runs scatter beyond their own intervals is also
+//!   shown (DerSimonian and Laird's between-row variance of the log speed-ups,
+//!   [`stats::between_variance`], `between-run scatter`). It holds the rows' real
+//!   differences as well, so it is shown, not used (a comparison of SMT off and on
+//!   would lose every row); in an A/A comparison it is the machine's own run-to-run
+//!   noise, and well above the estimate in use it says the estimate is too small.
 //! * Counters (`--counters`): for a cell counted in both runs, the figures measured on
 //!   both sides (CPU time, context switches and page faults per unit of work where the
 //!   unit is the same; instructions per unit, CPI and LLC MPKI where both had a PMU) are
@@ -57,6 +65,7 @@ use smtlab_model::stats::{Ratio, Significance};
 use smtlab_model::verdict::{Verdict, verdict_named};
 use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
 
+use crate::between::{BetweenRuns, Choice};
 use crate::counters::Headline;
 use crate::fmt::{num, params, text_table, utc};
 
@@ -152,14 +161,22 @@ pub struct CompareRow {
     pub speedup: Option<f64>,
     /// `(speedup - 1) * 100`.
     pub speedup_pct: Option<f64>,
-    /// The speed-up with its 95% interval ([`stats::speedup`]).
+    /// The speed-up with its 95% interval ([`stats::speedup`]): this pair of cells
+    /// alone, within the two runs.
     pub interval: Option<Ratio>,
+    /// The speed-up with its 95% interval once the between-run variance is added
+    /// ([`crate::between`]): what decides faster or slower. `None` without an interval,
+    /// for an unsteady row, or with `--between-runs none` (then `interval` decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_with_between: Option<Ratio>,
     /// The verdict after the correction for the number of rows: `faster`/`slower`
     /// only when the interval excludes 1 and the adjusted p-value is at most 0.05;
     /// `unsteady` when a cell is (see the module documentation).
     pub significance: Option<Significance>,
-    /// Welch's two-sided p-value for equal means, before the correction for the number
-    /// of rows. `None` for an unsteady row (not tested) or a side with one sample.
+    /// The two-sided p-value of the row's test (the log speed-up against the within-run
+    /// and between-run variance; Welch's test of equal means with `--between-runs none`),
+    /// before the correction for the number of rows. `None` for an unsteady row (not
+    /// tested) or a side with one sample.
     pub p_value: Option<f64>,
     /// `p_value` adjusted by Benjamini and Hochberg's method over all rows with one.
     pub p_adjusted: Option<f64>,
@@ -239,12 +256,24 @@ impl CompareRow {
         self.significance.and_then(Significance::significant)
     }
 
+    /// Whether the row cannot be compared (a cell is unsteady): then it is neither
+    /// faster nor slower and stays out of the geometric means. The one place that says.
+    pub fn not_comparable(&self) -> bool {
+        self.unsteady.is_some()
+    }
+
+    /// The interval that decides: with the between-run variance where it was added.
+    pub fn deciding_interval(&self) -> Option<Ratio> {
+        self.interval_with_between.or(self.interval)
+    }
+
     /// The row's verdict (figure, interval and corrected words).
     pub fn verdict(&self) -> Option<Verdict> {
         Some(Verdict {
-            speedup: self.interval?,
+            speedup: self.deciding_interval()?,
             significance: self.significance?,
             unsteady: self.unsteady.clone(),
+            at_limit: None,
             p_value: self.p_value,
         })
     }
@@ -347,8 +376,11 @@ pub struct Comparison {
     /// How much the steady rows' speed-ups scatter between the two runs beyond their
     /// own intervals, as a relative standard deviation (`0.05`: about 5%): the machine's
     /// run-to-run noise plus the rows' real differences. `None` below two steady rows
-    /// with intervals.
+    /// with intervals. Shown, not used in the tests.
     pub between_runs_scatter: Option<f64>,
+    /// The between-run variance added to the row tests and the headline, and where it
+    /// came from.
+    pub between_runs: BetweenRuns,
 }
 
 impl GroupMean {
@@ -411,8 +443,16 @@ fn group_rank(g: &str, seen: &[String]) -> usize {
         .unwrap_or_else(|| GROUP_ORDER.len() + seen.iter().position(|x| x == g).unwrap_or(0))
 }
 
-/// Compares run B against run A (see the module documentation for the rules).
+/// Compares run B against run A (see the module documentation for the rules), with the
+/// between-run variance from A's and B's own rounds, or else the default floor.
 pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
+    let between = BetweenRuns::choose(Choice::Auto, a, b, &[])
+        .unwrap_or_else(|_| BetweenRuns::default_floor());
+    compare_with(a, b, between)
+}
+
+/// Compares run B against run A with `between` as the between-run variance.
+pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Comparison {
     let ia = index(a);
     let ib = index(b);
     let mut rows = Vec::new();
@@ -448,7 +488,7 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
         tests.push(log_ratio(ca, cb));
         rows.push(row(ca, cb));
     }
-    let between_runs_scatter = correct_for_rows(&mut rows, &tests);
+    let between_runs_scatter = correct_for_rows(&mut rows, &tests, &between);
     let mut seen_b = BTreeMap::new();
     for cb in &b.cells {
         let k = key(cb);
@@ -477,10 +517,10 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
         .iter()
         .map(|g| {
             let members: Vec<&CompareRow> = rows.iter().filter(|r| &r.group == g).collect();
-            group_mean(g, &members)
+            group_mean(g, &members, &between)
         })
         .collect();
-    let overall = group_mean("overall", &rows.iter().collect::<Vec<_>>());
+    let overall = group_mean("overall", &rows.iter().collect::<Vec<_>>(), &between);
     Comparison {
         a: RunLabel::of(&a.run),
         b: RunLabel::of(&b.run),
@@ -491,6 +531,7 @@ pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
         missing,
         correction: "benjamini-hochberg".into(),
         between_runs_scatter,
+        between_runs: between,
     }
 }
 
@@ -517,22 +558,32 @@ fn log_ratio(ca: &CellRecord, cb: &CellRecord) -> Option<(f64, f64, f64)> {
     Some((y, ua + ub, df))
 }
 
-/// The row tests (see the module documentation): Benjamini and Hochberg's correction
-/// of the steady rows' p-values (Welch's), after which a row stays faster or slower only
-/// when its adjusted p-value is at most 0.05; and the scatter between the runs beyond
-/// the rows' own errors, estimated from the steady rows ([`stats::between_variance`]),
-/// returned as a relative standard deviation. `tests[i]` is [`log_ratio`] of `rows[i]`.
-fn correct_for_rows(rows: &mut [CompareRow], tests: &[Option<(f64, f64, f64)>]) -> Option<f64> {
-    let steady = |i: usize| rows[i].unsteady.is_none() && rows[i].speedup.is_some();
+/// The row tests (see the module documentation): each steady row's log speed-up tested
+/// with `between`'s variance added to its own, then Benjamini and Hochberg's correction
+/// of the p-values, after which a row stays faster or slower only when its adjusted
+/// p-value is at most 0.05; and the scatter between the runs beyond the rows' own
+/// errors, estimated from the steady rows ([`stats::between_variance`]), returned as a
+/// relative standard deviation. `tests[i]` is [`log_ratio`] of `rows[i]`.
+fn correct_for_rows(
+    rows: &mut [CompareRow],
+    tests: &[Option<(f64, f64, f64)>],
+    between: &BetweenRuns,
+) -> Option<f64> {
+    let steady = |i: usize| !rows[i].not_comparable() && rows[i].speedup.is_some();
     let with_errors: Vec<(f64, f64)> = (0..rows.len())
         .filter(|&i| steady(i))
         .filter_map(|i| tests.get(i).copied().flatten().map(|(y, v, _)| (y, v)))
         .collect();
     let (ys, vs): (Vec<f64>, Vec<f64>) = with_errors.iter().copied().unzip();
     let scatter = stats::between_variance(&ys, &vs).map(f64::sqrt);
-    for r in rows.iter_mut().filter(|r| r.unsteady.is_some()) {
+    for r in rows.iter_mut().filter(|r| r.not_comparable()) {
         // An unsteady row is not tested: it is neither faster nor slower.
         r.p_value = None;
+    }
+    if between.source != crate::between::Source::None {
+        for (r, t) in rows.iter_mut().zip(tests) {
+            add_between(r, *t, between);
+        }
     }
     let idx: Vec<usize> = (0..rows.len())
         .filter(|&i| rows[i].p_value.is_some())
@@ -550,6 +601,23 @@ fn correct_for_rows(rows: &mut [CompareRow], tests: &[Option<(f64, f64, f64)>]) 
         }
     }
     scatter
+}
+
+/// A steady row's test with the between-run variance added: its interval, p-value and
+/// words from [`stats::log_ratio_test`]. A row without a test is left as it is.
+fn add_between(r: &mut CompareRow, test: Option<(f64, f64, f64)>, between: &BetweenRuns) {
+    if r.not_comparable() {
+        return;
+    }
+    let Some((y, v, df)) = test else {
+        return;
+    };
+    let Some((ratio, p)) = stats::log_ratio_test(y, v, df, &between.row_extra(&r.group)) else {
+        return;
+    };
+    r.interval_with_between = Some(ratio);
+    r.significance = Some(ratio.significance());
+    r.p_value = Some(p);
 }
 
 fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
@@ -577,6 +645,7 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
         speedup,
         speedup_pct: speedup.map(|s| (s - 1.0) * 100.0),
         interval,
+        interval_with_between: None,
         significance: v.as_ref().map(|v| v.significance),
         p_value: v.as_ref().and_then(|v| v.p_value),
         p_adjusted: None,
@@ -585,12 +654,12 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
     }
 }
 
-fn group_mean(group: &str, rows: &[&CompareRow]) -> GroupMean {
+fn group_mean(group: &str, rows: &[&CompareRow], between: &BetweenRuns) -> GroupMean {
     let with_ratio = || rows.iter().filter(|r| r.speedup.is_some());
-    let unsteady = with_ratio().filter(|r| r.unsteady.is_some()).count();
-    let used: Vec<&&CompareRow> = with_ratio().filter(|r| r.unsteady.is_none()).collect();
+    let unsteady = with_ratio().filter(|r| r.not_comparable()).count();
+    let used: Vec<&&CompareRow> = with_ratio().filter(|r| !r.not_comparable()).collect();
     let ratios: Vec<f64> = used.iter().filter_map(|r| r.speedup).collect();
-    let gm = stats::geomean_ci(&ratios);
+    let gm = stats::geomean_ci_with(&ratios, &between.headline_extra());
     let uniform = used.first().filter(|f| {
         used.iter()
             .all(|r| r.unit == f.unit && r.direction == f.direction)
@@ -617,7 +686,7 @@ fn group_mean(group: &str, rows: &[&CompareRow]) -> GroupMean {
     }
 }
 
-fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
+pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
     let (ea, eb) = (&a.environment, &b.environment);
     let shape = |m: &RunMeta| Some(crate::html::shape(&m.topology));
     let fields: [(&str, Option<String>, Option<String>); 11] = [
@@ -682,7 +751,7 @@ pub fn compare_table(c: &Comparison) -> String {
     if !c.rows.is_empty() {
         out.push_str(&format!("overall: {}\n", c.overall.headline()));
     }
-    if let Some(line) = scatter_line(c) {
+    for line in scatter_line(c).into_iter().chain([c.between_runs.line()]) {
         out.push_str(&line);
         out.push('\n');
     }
@@ -814,11 +883,13 @@ pub fn scatter_line(c: &Comparison) -> Option<String> {
 }
 
 /// How to read a comparison, in one paragraph (the text table's and the terminal's).
-pub const LEGEND: &str = "speed-up of B over A: ratio of means, 95% CI (Fieller), above 1 = \
+pub const LEGEND: &str = "speed-up of B over A: ratio of means, 95% CI with the between-run \
+     variance added (Fieller's within the runs alone with --between-runs none), above 1 = \
      B better (for lower-is-better units too); faster/slower: the CI excludes 1 and \
      survives the correction for the number of rows (Benjamini-Hochberg); unsteady: a \
      cell's samples (CV over 25%, drift) or rounds disagree, left out of the means; overall: geometric mean \
-     of the steady rows, 95% CI, no difference when it includes 1";
+     of the steady rows, 95% CI with a whole run's between-run shift added, no difference \
+     when it includes 1";
 
 /// The comparison as JSON (`serde` of [`Comparison`]).
 pub fn compare_json(c: &Comparison) -> String {

@@ -18,7 +18,7 @@ use smtlab_model::counters::{CellCounters, CountMode, CounterEvent, CounterValue
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::fmt::num;
-use crate::yields::YieldKind;
+use smtlab_model::verdict::PairKind;
 
 /// How a ratio is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -136,13 +136,11 @@ fn why_missing(v: &CounterValues, event: CounterEvent) -> String {
         .map_or_else(String::new, str::to_string)
 }
 
+/// Omitted lines so far: the reason, the labels not shown for it, the events not counted.
+type OmittedLines = Vec<(String, Vec<String>, Vec<String>)>;
+
 /// Adds `label` to the omitted line for `reason`, naming the missing events once.
-fn omit(
-    lines: &mut Vec<(String, Vec<String>, Vec<String>)>,
-    reason: String,
-    label: &str,
-    events: &[CounterEvent],
-) {
+fn omit(lines: &mut OmittedLines, reason: String, label: &str, events: &[CounterEvent]) {
     let slot = match lines.iter().position(|(r, _, _)| *r == reason) {
         Some(i) => i,
         None => {
@@ -174,9 +172,56 @@ pub fn record_ratios(c: &CellRecord) -> Option<CellRatios> {
 /// [`cell_ratios`] with the machine's peak DRAM bandwidth, when known.
 pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) -> CellRatios {
     let v = &c.values;
-    let all = CountMode::All;
     let mut ratios = Vec::new();
-    let mut lines: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+    let mut lines: OmittedLines = Vec::new();
+    defined_ratios(v, &mut ratios, &mut lines);
+    named_per_kilo_instruction(v, &mut ratios);
+    if let Some(w) = c
+        .work
+        .as_ref()
+        .filter(|w| w.amount.is_finite() && w.amount > 0.0)
+    {
+        per_unit_ratios(v, &w.unit, w.amount, &mut ratios, &mut lines);
+    }
+    let (topdown, topdown_unavailable) = match level1(v) {
+        Ok(t) => (Some(t), None),
+        // Only worth a line when top-down events were asked for.
+        Err(e) if asked_for_topdown(v) => (None, Some(e.to_string())),
+        Err(_) => (None, None),
+    };
+    let (dram, dram_unavailable) = match dram_bandwidth(v, dram_peak_gb_per_s) {
+        Ok(b) => (Some(b), None),
+        Err(e) if asked_for_dram(v) => (None, Some(e.0)),
+        Err(_) => (None, None),
+    };
+    CellRatios {
+        ratios,
+        omitted: omitted_text(lines),
+        topdown,
+        topdown_unavailable,
+        dram,
+        dram_unavailable,
+        multiplexed: v
+            .named_multiplexed()
+            .into_iter()
+            .map(|(n, f)| (n.to_string(), f))
+            .collect(),
+    }
+}
+
+/// A ratio shown as a plain number.
+fn plain(key: String, label: String, value: f64) -> RatioValue {
+    RatioValue {
+        key,
+        label,
+        kind: RatioKind::Plain,
+        value,
+    }
+}
+
+/// The ratios of [`defs`], or an omitted line naming the missing counters.
+fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut OmittedLines) {
+    let all = CountMode::All;
     for d in defs() {
         match ratio(v, d.num, d.den, all) {
             Some(x) => ratios.push(RatioValue {
@@ -194,78 +239,78 @@ pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) 
                     Some(e) => why_missing(v, *e),
                     None => "a zero denominator".into(),
                 };
-                omit(&mut lines, reason, d.label, &missing);
+                omit(lines, reason, d.label, &missing);
             }
         }
     }
-    // Named events per 1000 instructions, where instructions were counted.
+}
+
+/// Named events per 1000 instructions, where instructions were counted.
+fn named_per_kilo_instruction(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
+    let Some(i) = v
+        .count(CounterEvent::Instructions, CountMode::All)
+        .filter(|i| *i > 0.0)
+    else {
+        return;
+    };
     for r in &v.named {
-        if let (Some(x), Some(_)) = (r.value(), v.count(CounterEvent::Instructions, all))
-            && let Some(i) = v
-                .count(CounterEvent::Instructions, all)
-                .filter(|i| *i > 0.0)
-        {
-            ratios.push(RatioValue {
-                key: format!("{}_pki", r.name),
-                label: format!("{} per 1000 instructions", r.name),
-                kind: RatioKind::Plain,
-                value: 1000.0 * x / i,
-            });
+        if let Some(x) = r.value() {
+            ratios.push(plain(
+                format!("{}_pki", r.name),
+                format!("{} per 1000 instructions", r.name),
+                1000.0 * x / i,
+            ));
         }
     }
-    // Cost per unit of work.
-    if let Some(w) = c
-        .work
-        .as_ref()
-        .filter(|w| w.amount.is_finite() && w.amount > 0.0)
-    {
-        let unit = &w.unit;
-        for (key, label, e) in [
-            (
-                "instructions_per_unit",
-                "instructions",
-                CounterEvent::Instructions,
-            ),
-            ("cycles_per_unit", "cycles", CounterEvent::Cycles),
-            ("cpu_ns_per_unit", "CPU ns", CounterEvent::TaskClock),
-            (
-                "llc_misses_per_unit",
-                "LLC misses",
-                CounterEvent::LlcReadMisses,
-            ),
-            (
-                "branch_misses_per_unit",
-                "branch misses",
-                CounterEvent::BranchMisses,
-            ),
-        ] {
-            match v.count(e, all) {
-                Some(x) => ratios.push(RatioValue {
-                    key: key.into(),
-                    label: format!("{label}/{unit}"),
-                    kind: RatioKind::Plain,
-                    value: x / w.amount,
-                }),
-                None => omit(
-                    &mut lines,
-                    why_missing(v, e),
-                    &format!("{label}/{unit}"),
-                    &[e],
-                ),
-            }
-        }
-        for r in v.named.iter().filter(|r| !is_topdown(&r.name)) {
-            if let Some(x) = r.value() {
-                ratios.push(RatioValue {
-                    key: format!("{}_per_unit", r.name),
-                    label: format!("{} per {unit}", r.name),
-                    kind: RatioKind::Plain,
-                    value: x / w.amount,
-                });
-            }
+}
+
+/// Cost per unit of work: `amount` units of `unit` were done.
+fn per_unit_ratios(
+    v: &CounterValues,
+    unit: &str,
+    amount: f64,
+    ratios: &mut Vec<RatioValue>,
+    lines: &mut OmittedLines,
+) {
+    for (key, label, e) in [
+        (
+            "instructions_per_unit",
+            "instructions",
+            CounterEvent::Instructions,
+        ),
+        ("cycles_per_unit", "cycles", CounterEvent::Cycles),
+        ("cpu_ns_per_unit", "CPU ns", CounterEvent::TaskClock),
+        (
+            "llc_misses_per_unit",
+            "LLC misses",
+            CounterEvent::LlcReadMisses,
+        ),
+        (
+            "branch_misses_per_unit",
+            "branch misses",
+            CounterEvent::BranchMisses,
+        ),
+    ] {
+        let label = format!("{label}/{unit}");
+        match v.count(e, CountMode::All) {
+            Some(x) => ratios.push(plain(key.into(), label, x / amount)),
+            None => omit(lines, why_missing(v, e), &label, &[e]),
         }
     }
-    let omitted = lines
+    for r in v.named.iter().filter(|r| !is_topdown(&r.name)) {
+        if let Some(x) = r.value() {
+            ratios.push(plain(
+                format!("{}_per_unit", r.name),
+                format!("{} per {unit}", r.name),
+                x / amount,
+            ));
+        }
+    }
+}
+
+/// One line per omitted reason: the labels not shown and the events not counted.
+fn omitted_text(lines: OmittedLines) -> Vec<String> {
+    lines
         .into_iter()
         .map(|(reason, labels, names)| {
             if names.is_empty() {
@@ -284,31 +329,7 @@ pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) 
                 )
             }
         })
-        .collect();
-    let (topdown, topdown_unavailable) = match level1(v) {
-        Ok(t) => (Some(t), None),
-        // Only worth a line when top-down events were asked for.
-        Err(e) if asked_for_topdown(v) => (None, Some(e.to_string())),
-        Err(_) => (None, None),
-    };
-    let (dram, dram_unavailable) = match dram_bandwidth(v, dram_peak_gb_per_s) {
-        Ok(b) => (Some(b), None),
-        Err(e) if asked_for_dram(v) => (None, Some(e.0)),
-        Err(_) => (None, None),
-    };
-    CellRatios {
-        ratios,
-        omitted,
-        topdown,
-        topdown_unavailable,
-        dram,
-        dram_unavailable,
-        multiplexed: v
-            .named_multiplexed()
-            .into_iter()
-            .map(|(n, f)| (n.to_string(), f))
-            .collect(),
-    }
+        .collect()
 }
 
 /// Top-down inputs are shares of slots, shown as top-down, not per instruction or unit.
@@ -435,8 +456,8 @@ impl RatioGroup {
     /// The changes of every ratio both placements of an SMT pair have.
     pub fn changes(&self) -> Vec<SmtChange> {
         let mut out = Vec::new();
-        for kind in YieldKind::ALL {
-            let (smt, base) = kind.placements();
+        for kind in PairKind::YIELDS {
+            let (base, smt) = kind.placements();
             let find = |n: &str| self.placements.iter().find(|(p, _)| p == n).map(|(_, r)| r);
             let (Some(b), Some(s)) = (find(base), find(smt)) else {
                 continue;

@@ -9,7 +9,7 @@
 //!   state, and the topology the firmware shows the kernel (sockets, cores, online and
 //!   offline CPUs, threads per core).
 //! * **Pool**: one CPU model, one workload (benchmark, parameters and conditions) and
-//!   one yield ([`YieldKind`]: `1c2t/1c1t`, `2c2t/2c1t`, `all/cores`, as
+//!   one yield ([`PairKind`]: `1c2t/1c1t`, `2c2t/2c1t`, `all/cores`, as
 //!   [`smt_yields`] computes it within a run). Each host contributes one value, from
 //!   its latest run holding the pair, so a host measured ten times does not outweigh
 //!   one measured once. A pair whose SMT side left the siblings idle (single-threaded)
@@ -33,7 +33,9 @@ use smtlab_model::RunResults;
 use smtlab_model::stats::{MAD_NORMAL_SCALE, MEDIAN_CI_MIN_N, mad, median, median_ci95};
 
 use crate::advice::{Recommendation, advise_run, workload_name};
-use crate::yields::{YieldKind, smt_yields};
+use smtlab_model::verdict::PairKind;
+
+use crate::yields::smt_yields;
 
 mod formats;
 
@@ -156,7 +158,8 @@ pub struct Pool {
     pub workload: String,
     pub benchmark: String,
     pub params: BTreeMap<String, String>,
-    pub kind: YieldKind,
+    #[serde(serialize_with = "crate::yields::serialize_kind")]
+    pub kind: PairKind,
     /// `1c2t/1c1t`.
     pub placements: String,
     pub median: f64,
@@ -257,40 +260,81 @@ type PoolKey = (String, String, BTreeMap<String, String>, usize);
 pub fn fleet(runs: &[RunResults]) -> Fleet {
     let mut order: Vec<&RunResults> = runs.iter().collect();
     order.sort_by_key(|r| (r.run.started_unix_s, r.run.id));
-    let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
-    let mut pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>> = BTreeMap::new();
-    let mut advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>> = BTreeMap::new();
-    let mut model_hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut notes = Vec::new();
-    let mut no_yield: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in &order {
+    let mut g = Gathered::default();
+    for r in order {
+        g.add(r);
+    }
+    let notes = no_yield_notes(g.no_yield);
+    let models = models(g.model_hosts, g.pooled, g.advised);
+    Fleet {
+        schema: FLEET_SCHEMA.into(),
+        runs: runs.len(),
+        hosts: g.hosts.into_values().collect(),
+        models,
+        interval_rule: interval_rule(),
+        outlier_rule: outlier_rule(),
+        notes,
+    }
+}
+
+/// What [`fleet`] gathers from the runs, oldest first, so a later run replaces an earlier one.
+#[derive(Default)]
+struct Gathered {
+    hosts: BTreeMap<String, Host>,
+    pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>>,
+    advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>>,
+    model_hosts: BTreeMap<String, Vec<String>>,
+    /// Runs without an SMT yield, by reason.
+    no_yield: BTreeMap<String, Vec<String>>,
+}
+
+impl Gathered {
+    fn add(&mut self, r: &RunResults) {
         let host = host_of(r);
         let fp = Fingerprint::of(r);
         let model = model_of(&fp);
-        let h = hosts.entry(host.clone()).or_insert_with(|| Host {
+        let h = self.hosts.entry(host.clone()).or_insert_with(|| Host {
             host: host.clone(),
             runs: Vec::new(),
             fingerprint: fp.clone(),
         });
         h.runs.push(r.run.id);
         h.fingerprint = fp.clone();
-        let mh = model_hosts.entry(model.clone()).or_default();
+        let mh = self.model_hosts.entry(model.clone()).or_default();
         if !mh.contains(&host) {
             mh.push(host.clone());
         }
-        let rows = smt_yields(r);
+        let any = self.add_yields(r, &host, &model, &fp);
+        self.add_advice(r, &host, &model);
+        if !any {
+            let why = crate::yields::no_yields_reason(r)
+                .unwrap_or_else(|| "every pair was single-threaded (no yield)".into());
+            self.no_yield
+                .entry(why)
+                .or_default()
+                .push(format!("run {} ({host})", r.run.id));
+        }
+    }
+
+    /// Adds the run's SMT yields to their pools; false when it had none.
+    fn add_yields(&mut self, r: &RunResults, host: &str, model: &str, fp: &Fingerprint) -> bool {
         let mut any = false;
-        for row in &rows {
-            for (i, kind) in YieldKind::ALL.iter().enumerate() {
+        for row in &smt_yields(r) {
+            for (i, kind) in PairKind::YIELDS.iter().enumerate() {
                 let Some(y) = row.get(*kind).filter(|y| !y.idle_sibling) else {
                     continue;
                 };
                 any = true;
-                let key = (model.clone(), row.benchmark.clone(), row.params.clone(), i);
-                pooled.entry(key).or_default().insert(
-                    host.clone(),
+                let key = (
+                    model.to_string(),
+                    row.benchmark.clone(),
+                    row.params.clone(),
+                    i,
+                );
+                self.pooled.entry(key).or_default().insert(
+                    host.to_string(),
                     HostYield {
-                        host: host.clone(),
+                        host: host.to_string(),
                         run: r.run.id,
                         value: y.ratio.ratio,
                         ci95_low: y.ratio.ci95_low,
@@ -303,30 +347,30 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
                 );
             }
         }
+        any
+    }
+
+    fn add_advice(&mut self, r: &RunResults, host: &str, model: &str) {
         for a in advise_run(r) {
-            advised
-                .entry((model.clone(), a.workload.clone()))
+            self.advised
+                .entry((model.to_string(), a.workload.clone()))
                 .or_default()
                 .insert(
-                    host.clone(),
+                    host.to_string(),
                     HostAdvice {
-                        host: host.clone(),
+                        host: host.to_string(),
                         run: r.run.id,
                         recommendation: a.recommendation,
                         answer: a.answer.clone(),
                     },
                 );
         }
-        if !any {
-            let why = crate::yields::no_yields_reason(r)
-                .unwrap_or_else(|| "every pair was single-threaded (no yield)".into());
-            no_yield
-                .entry(why)
-                .or_default()
-                .push(format!("run {} ({host})", r.run.id));
-        }
     }
-    // One note per reason, not per run: a fleet without SMT would list every host.
+}
+
+/// One note per reason, not per run: a fleet without SMT would list every host.
+fn no_yield_notes(no_yield: BTreeMap<String, Vec<String>>) -> Vec<String> {
+    let mut notes = Vec::new();
     for (why, runs) in no_yield {
         let shown: Vec<&str> = runs.iter().take(NOTE_RUNS).map(String::as_str).collect();
         let more = runs.len().saturating_sub(NOTE_RUNS);
@@ -345,6 +389,15 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
             }
         ));
     }
+    notes
+}
+
+/// Each CPU model with its hosts, its pools and its tally of advice.
+fn models(
+    model_hosts: BTreeMap<String, Vec<String>>,
+    pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>>,
+    advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>>,
+) -> Vec<Model> {
     let mut models: BTreeMap<String, Model> = model_hosts
         .into_iter()
         .map(|(m, hosts)| {
@@ -360,7 +413,7 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
         })
         .collect();
     for ((model, benchmark, params, kind), by_host) in pooled {
-        let kind = YieldKind::ALL[kind];
+        let kind = PairKind::YIELDS[kind];
         if let Some(p) = pool(benchmark, params, kind, by_host.into_values().collect())
             && let Some(m) = models.get_mut(&model)
         {
@@ -387,22 +440,14 @@ pub fn fleet(runs: &[RunResults]) -> Fleet {
         m.pools
             .sort_by(|a, b| (&a.workload, a.kind as usize).cmp(&(&b.workload, b.kind as usize)));
     }
-    Fleet {
-        schema: FLEET_SCHEMA.into(),
-        runs: runs.len(),
-        hosts: hosts.into_values().collect(),
-        models: models.into_values().collect(),
-        interval_rule: interval_rule(),
-        outlier_rule: outlier_rule(),
-        notes,
-    }
+    models.into_values().collect()
 }
 
 /// The pool of one workload and yield over its hosts' values.
 fn pool(
     benchmark: String,
     params: BTreeMap<String, String>,
-    kind: YieldKind,
+    kind: PairKind,
     mut hosts: Vec<HostYield>,
 ) -> Option<Pool> {
     hosts.sort_by(|a, b| a.value.total_cmp(&b.value).then(a.host.cmp(&b.host)));
@@ -450,7 +495,7 @@ fn pool(
             }
         }
     }
-    let (s, b) = kind.placements();
+    let (b, s) = kind.placements();
     Some(Pool {
         workload: workload_name(&benchmark, &params),
         benchmark,

@@ -119,12 +119,14 @@ pub fn speedup(r: &Ratio) -> String {
 
 /// A [`Verdict`] as every output prints it: [`speedup`]'s figure and interval with the
 /// verdict's words, which say `unsteady` (and why) where a cell would not repeat:
-/// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: CV 31%)`.
+/// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: CV 31%)`,
+/// `1.000x [1.000, 1.000] at a limit (1c1t: at least 64 (configured ceiling))`.
 pub fn verdict(v: &Verdict) -> String {
     let r = &v.speedup;
-    let words = match &v.unsteady {
-        Some(why) => format!("unsteady ({why})"),
-        None => v.significance.words().to_string(),
+    let words = match (&v.at_limit, &v.unsteady) {
+        (Some(which), _) => format!("at a limit ({which})"),
+        (None, Some(why)) => format!("unsteady ({why})"),
+        (None, None) => v.significance.words().to_string(),
     };
     format!("{} {words}", ratio_ci(r.ratio, r.ci95_low, r.ci95_high))
 }
@@ -155,6 +157,10 @@ pub fn gain(v: &Verdict) -> String {
         _ => format!("{g} ({})", r.significance().words()),
     };
     match (&v.unsteady, v.significance) {
+        _ if v.at_limit.is_some() => s.push_str(&format!(
+            ", no speed-up: a figure at a limit: {}",
+            v.at_limit.as_deref().unwrap_or_default()
+        )),
         (Some(why), _) => s.push_str(&format!(", unsteady: {why}")),
         (None, Significance::NotSignificant) => s.push_str(", not significant at 95%"),
         _ => {}
@@ -172,6 +178,7 @@ pub fn significance_short(s: Significance) -> &'static str {
         Significance::NoInterval => "n=1",
         Significance::Unbounded => "unbounded",
         Significance::Unsteady => "unsteady",
+        Significance::AtLimit => "at limit",
     }
 }
 
@@ -299,9 +306,86 @@ pub fn text_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> Str
     t.render()
 }
 
+/// A cell's figure as the bound it is, where it reached a limit of the measurement:
+/// `at least 64 connections (configured ceiling)`.
+pub fn at_limit(cell: &smtlab_model::CellRecord) -> Option<String> {
+    let l = cell.result.limit()?;
+    Some(l.bound_text(cell.direction, &format!("{} {}", short(l.limit), cell.unit)))
+}
+
+/// The size of the process a fork row forked from, as its samples state it (the
+/// largest): `forking process 1.9 MiB resident, 52 mappings`.
+pub fn fork_size(cell: &smtlab_model::CellRecord) -> Option<String> {
+    use smtlab_model::metrics::fork;
+    let most = |name: &str| {
+        cell.result
+            .samples
+            .iter()
+            .filter_map(|s| s.metrics.get(name).copied())
+            .reduce(f64::max)
+    };
+    let rss = most(fork::FORKING_RSS_BYTES)?;
+    let maps = most(fork::FORKING_MAPPINGS)
+        .map(|m| format!(", {m:.0} mappings"))
+        .unwrap_or_default();
+    Some(format!(
+        "forking process {:.1} MiB resident{maps}",
+        rss / (1u64 << 20) as f64
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cell whose samples carry `metrics`.
+    fn cell_with(metrics: &[(&str, f64)], unit: &str) -> smtlab_model::CellRecord {
+        let sample = smtlab_model::SampleRecord {
+            value: 64.0,
+            iterations: 1,
+            elapsed_ns: 1,
+            work: 64.0,
+            cpu_ns: None,
+            start_spread_ns: None,
+            cpus: Vec::new(),
+            metrics: metrics.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        };
+        smtlab_model::CellRecord {
+            benchmark: "b".into(),
+            group: "g".into(),
+            unit: unit.into(),
+            direction: smtlab_model::Direction::Higher,
+            params: Default::default(),
+            conditions: Default::default(),
+            placement_spec: "1c1t".into(),
+            placement: crate::testutil::placement("1c1t", "1c1t", 1, 1),
+            result: crate::testutil::result(vec![sample; 3], &[64.0, 64.0, 64.0]),
+            counters: None,
+        }
+    }
+
+    #[test]
+    fn limits_and_fork_sizes_are_said_with_the_figure() {
+        use smtlab_model::metrics::{fork, limit};
+        let c = cell_with(&[(limit::CEILING, 64.0)], "connections");
+        assert_eq!(
+            at_limit(&c).as_deref(),
+            Some("at least 64 connections (configured ceiling)")
+        );
+        assert_eq!(fork_size(&c), None);
+        let c = cell_with(
+            &[
+                (fork::FORKING_RSS_BYTES, 3.0 * 1048576.0),
+                (fork::FORKING_MAPPINGS, 52.0),
+            ],
+            "ns",
+        );
+        assert_eq!(at_limit(&c), None);
+        assert_eq!(
+            fork_size(&c).as_deref(),
+            Some("forking process 3.0 MiB resident, 52 mappings")
+        );
+    }
 
     #[test]
     fn numbers_keep_four_significant_digits() {

@@ -155,8 +155,8 @@ fn topdown_figure(g: &RatioGroup) -> Markup {
 /// in percentage points.
 fn topdown_moves(with: &[(&String, &CellRatios)]) -> Markup {
     let mut lines = Vec::new();
-    for kind in crate::yields::YieldKind::ALL {
-        let (smt, base) = kind.placements();
+    for kind in smtlab_model::verdict::PairKind::YIELDS {
+        let (base, smt) = kind.placements();
         let find = |n: &str| {
             with.iter()
                 .find(|(p, _)| p.as_str() == n)

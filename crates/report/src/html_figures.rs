@@ -218,7 +218,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
 
 /// Per-event series that come in (A, B) pairs timed from the same start, with what each
 /// one measures and the figure of van Tol 2011 it re-creates.
-const PAIRS: [(&str, &str, &str, &str, &str); 3] = [
+const PAIRS: [Pair; 3] = [
     (
         threads::CREATE_RETURN_NS,
         threads::THREAD_START_NS,
@@ -253,9 +253,44 @@ fn pct_of(sorted: &[f64], p: f64) -> f64 {
 
 /// The `latency` section: one block per benchmark and parameters.
 pub fn latency(p: &mut String, r: &RunResults) -> bool {
-    // Cells with a known pair, grouped by (benchmark, params) in run order.
+    let (order, groups) = latency_groups(r);
+    if order.is_empty() {
+        return false;
+    }
+    p.push_str(
+        "<section id=\"latency\"><h2>Latency distributions</h2><p>Every timed event of the \
+         thread benchmarks: for each time, the cumulative distribution of the placements on \
+         shared axes (the share of events at or below a time), with the median (circle), \
+         99th percentile (square) and maximum (triangle) marked, and the same figures in \
+         the table below. A curve to the left is faster; a long flat top is a slow tail. \
+         Axes are logarithmic where the times span two decades or more.</p>",
+    );
+    for k in order {
+        latency_block(p, &k, &groups[&k]);
+    }
+    p.push_str("</section>");
+    true
+}
+
+/// One entry of [`PAIRS`]: series A, series B, their labels, the caption.
+type Pair = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
+/// Cells with their index in [`PAIRS`].
+type PairCells<'a> = [(&'a CellRecord, usize)];
+
+/// Cells with their index in [`PAIRS`], by benchmark and parameters.
+type LatencyGroups<'a> = BTreeMap<Key, Vec<(&'a CellRecord, usize)>>;
+
+/// Cells with a known pair, grouped by (benchmark, params), the keys in run order.
+fn latency_groups(r: &RunResults) -> (Vec<Key>, LatencyGroups<'_>) {
     let mut order: Vec<Key> = Vec::new();
-    let mut groups: BTreeMap<Key, Vec<(&CellRecord, usize)>> = BTreeMap::new();
+    let mut groups: LatencyGroups<'_> = BTreeMap::new();
     for c in &r.cells {
         let s = &c.result.series;
         let Some(i) = PAIRS
@@ -271,169 +306,175 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
         }
         v.push((c, i));
     }
-    if order.is_empty() {
-        return false;
-    }
-    p.push_str(
-        "<section id=\"latency\"><h2>Latency distributions</h2><p>Every timed event of the \
-         thread benchmarks: for each time, the cumulative distribution of the placements on \
-         shared axes (the share of events at or below a time), with the median (circle), \
-         99th percentile (square) and maximum (triangle) marked, and the same figures in \
-         the table below. A curve to the left is faster; a long flat top is a slow tail. \
-         Axes are logarithmic where the times span two decades or more.</p>",
-    );
-    for k in order {
-        let cells = &groups[&k];
-        let pair = PAIRS[cells[0].1];
-        let (ka, kb, la, lb, caption) = pair;
-        p.push_str(&html! { h3 { (k.0) " " code { (params(&k.1)) } } }.into_string());
-        p.push_str("<div class=\"charts\">");
-        let all: Vec<f64> = cells
+    (order, groups)
+}
+
+/// The block of one benchmark and parameters: charts, table of marks, scatters.
+fn latency_block(p: &mut String, k: &Key, cells: &PairCells<'_>) {
+    let pair = PAIRS[cells[0].1];
+    let (ka, kb, ..) = pair;
+    p.push_str(&html! { h3 { (k.0) " " code { (params(&k.1)) } } }.into_string());
+    let all: Vec<f64> = cells
+        .iter()
+        .flat_map(|(c, _)| {
+            [ka, kb]
+                .into_iter()
+                .flat_map(|key| c.result.series.get(key).into_iter().flatten().copied())
+        })
+        .collect();
+    let col = Column::for_values("ns", &all);
+    cdf_charts(p, cells, pair, &col, Scale::auto(&all));
+    // The table's decimals follow the values it shows (medians and up), not the
+    // fastest single event the chart's axis had to cover.
+    let shown: Vec<f64> = cells
+        .iter()
+        .flat_map(|(c, _)| [ka, kb].into_iter().filter_map(|k| c.result.series.get(k)))
+        .filter_map(|v| stats::median(v))
+        .collect();
+    let col = col.decimals_for(&shown);
+    let notes = marks_table(p, cells, pair, &col);
+    let words = html! {
+        p class="sub" { (pair.4) }
+        @for n in &notes { p class="caption" { (n) } }
+    };
+    p.push_str(&words.into_string());
+    scatters(p, cells, pair, &col);
+}
+
+/// The cumulative distribution of A and of B, the placements on shared axes.
+fn cdf_charts(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column, scale: Scale) {
+    let (ka, kb, la, lb, _) = pair;
+    p.push_str("<div class=\"charts\">");
+    for (key, label) in [(ka, la), (kb, lb)] {
+        let fmt = |v: f64| col.with_unit(v * col.divisor);
+        let dists: Vec<Dist<'_>> = cells
             .iter()
-            .flat_map(|(c, _)| {
-                [ka, kb]
-                    .into_iter()
-                    .flat_map(|key| c.result.series.get(key).into_iter().flatten().copied())
+            .filter_map(|(c, _)| {
+                let v = c.result.series.get(key)?;
+                Some(Dist {
+                    name: c.placement.name.clone(),
+                    values: v.iter().map(|x| x / col.divisor).collect(),
+                    fmt: &fmt,
+                })
             })
             .collect();
-        let col = Column::for_values("ns", &all);
-        let scale = Scale::auto(&all);
-        for (key, label) in [(ka, la), (kb, lb)] {
-            let fmt = |v: f64| col.with_unit(v * col.divisor);
-            let dists: Vec<Dist<'_>> = cells
+        let subtitle = format!(
+            "{} events per placement",
+            dists
                 .iter()
-                .filter_map(|(c, _)| {
-                    let v = c.result.series.get(key)?;
-                    Some(Dist {
-                        name: c.placement.name.clone(),
-                        values: v.iter().map(|x| x / col.divisor).collect(),
-                        fmt: &fmt,
-                    })
-                })
-                .collect();
-            let subtitle = format!(
-                "{} events per placement",
-                dists
-                    .iter()
-                    .map(|d| d.values.len().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" / ")
-            );
-            if let Some(s) = svg::cdf_chart(label, &subtitle, &col.unit, &dists, scale) {
-                p.push_str("<figure>");
-                p.push_str(&s);
-                p.push_str("</figure>");
-            }
-        }
-        p.push_str("</div>");
-        // The table of marks, and the headline value beside the per-event figures.
-        let u = &col.unit;
-        let head = html! {
-            tr {
-                th { "placement" } th { "CPUs" } th { "time" } th { "events" }
-                th { "median (" (u) ")" } th { "p99 (" (u) ")" } th { "max (" (u) ")" }
-                th { "mean (" (u) ")" } th { "cell value (" (u) ")" }
-            }
-        };
-        p.push_str("<table>");
-        p.push_str(&head.into_string());
-        let mut notes: Vec<String> = Vec::new();
-        // The table's decimals follow the values it shows (medians and up), not the
-        // fastest single event the chart's axis had to cover.
-        let shown: Vec<f64> = cells
-            .iter()
-            .flat_map(|(c, _)| [ka, kb].into_iter().filter_map(|k| c.result.series.get(k)))
-            .filter_map(|v| stats::median(v))
-            .collect();
-        let col = col.decimals_for(&shown);
-        for (c, _) in cells {
-            for (key, label) in [(ka, la), (kb, lb)] {
-                let Some(v) = c.result.series.get(key) else {
-                    continue;
-                };
-                let mut sorted: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-                if sorted.is_empty() {
-                    continue;
-                }
-                sorted.sort_by(f64::total_cmp);
-                let med = pct_of(&sorted, 50.0);
-                let mean = stats::mean(&sorted).unwrap_or(f64::NAN);
-                // The cell's value is the per-sample mean of the B series where that is
-                // what the benchmark reports; it is shown on the B row.
-                let value = (key == kb).then(|| headline(c).0);
-                let row = html! {
-                    tr {
-                        td { (c.placement.name) }
-                        td { code { (cpus(&c.placement.cpus)) } }
-                        td { (label) }
-                        td class="num" { (sorted.len()) }
-                        td class="num" { (col.num(med)) }
-                        td class="num" { (col.num(pct_of(&sorted, 99.0))) }
-                        td class="num" { (col.num(sorted[sorted.len() - 1])) }
-                        td class="num" { (col.num(mean)) }
-                        td class="num" { (value.map(|v| col.num(v)).unwrap_or_else(|| "-".into())) }
-                    }
-                };
-                p.push_str(&row.into_string());
-                if let Some(v) = value
-                    && med > 0.0
-                    && (v / med - 1.0).abs() > 0.2
-                {
-                    notes.push(format!(
-                        "{}: the cell's value {} is the median over {} samples of each \
-                         sample's mean time per event, while the curve's median is {} over \
-                         single events. They differ because the distribution is skewed: a \
-                         mean is pulled up by the slow events (per-event mean {}, p99 {}), \
-                         a median is not.",
-                        c.placement.name,
-                        scaled("ns", v),
-                        c.result.summary.n,
-                        scaled("ns", med),
-                        scaled("ns", mean),
-                        scaled("ns", pct_of(&sorted, 99.0))
-                    ));
-                }
-            }
-        }
-        p.push_str("</table>");
-        let words = html! {
-            p class="sub" { (caption) }
-            @for n in &notes { p class="caption" { (n) } }
-        };
-        p.push_str(&words.into_string());
-        // Per-placement scatters of A against B, collapsed: useful, but long.
-        let _ = write!(
-            p,
-            "<details><summary>A against B per event, by placement ({} chart{})</summary>\
-             <div class=\"charts\">",
-            cells.len(),
-            if cells.len() == 1 { "" } else { "s" }
+                .map(|d| d.values.len().to_string())
+                .collect::<Vec<_>>()
+                .join(" / ")
         );
-        for (c, _) in cells {
-            let (Some(a), Some(b)) = (c.result.series.get(ka), c.result.series.get(kb)) else {
+        if let Some(s) = svg::cdf_chart(label, &subtitle, &col.unit, &dists, scale) {
+            p.push_str("<figure>");
+            p.push_str(&s);
+            p.push_str("</figure>");
+        }
+    }
+    p.push_str("</div>");
+}
+
+/// The table of marks, and the headline value beside the per-event figures; returns
+/// the notes on cells whose value is far from the curve's median.
+fn marks_table(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) -> Vec<String> {
+    let (ka, kb, la, lb, _) = pair;
+    let u = &col.unit;
+    let head = html! {
+        tr {
+            th { "placement" } th { "CPUs" } th { "time" } th { "events" }
+            th { "median (" (u) ")" } th { "p99 (" (u) ")" } th { "max (" (u) ")" }
+            th { "mean (" (u) ")" } th { "cell value (" (u) ")" }
+        }
+    };
+    p.push_str("<table>");
+    p.push_str(&head.into_string());
+    let mut notes: Vec<String> = Vec::new();
+    for (c, _) in cells {
+        for (key, label) in [(ka, la), (kb, lb)] {
+            let Some(v) = c.result.series.get(key) else {
                 continue;
             };
-            let pts: Vec<(f64, f64)> = a
-                .iter()
-                .zip(b)
-                .map(|(x, y)| (x / col.divisor, y / col.divisor))
-                .collect();
-            let title = format!("{} on CPUs {}", c.placement.name, cpus(&c.placement.cpus));
-            if let Some(s) = svg::scatter(
-                &title,
-                &format!("{la} ({})", col.unit),
-                &format!("{lb} ({})", col.unit),
-                &pts,
-                true,
-                4000,
-            ) {
-                p.push_str(&s);
+            let mut sorted: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+            if sorted.is_empty() {
+                continue;
+            }
+            sorted.sort_by(f64::total_cmp);
+            let med = pct_of(&sorted, 50.0);
+            let mean = stats::mean(&sorted).unwrap_or(f64::NAN);
+            // The cell's value is the per-sample mean of the B series where that is
+            // what the benchmark reports; it is shown on the B row.
+            let value = (key == kb).then(|| headline(c).0);
+            let row = html! {
+                tr {
+                    td { (c.placement.name) }
+                    td { code { (cpus(&c.placement.cpus)) } }
+                    td { (label) }
+                    td class="num" { (sorted.len()) }
+                    td class="num" { (col.num(med)) }
+                    td class="num" { (col.num(pct_of(&sorted, 99.0))) }
+                    td class="num" { (col.num(sorted[sorted.len() - 1])) }
+                    td class="num" { (col.num(mean)) }
+                    td class="num" { (value.map(|v| col.num(v)).unwrap_or_else(|| "-".into())) }
+                }
+            };
+            p.push_str(&row.into_string());
+            if let Some(v) = value
+                && med > 0.0
+                && (v / med - 1.0).abs() > 0.2
+            {
+                notes.push(format!(
+                    "{}: the cell's value {} is the median over {} samples of each \
+                     sample's mean time per event, while the curve's median is {} over \
+                     single events. They differ because the distribution is skewed: a \
+                     mean is pulled up by the slow events (per-event mean {}, p99 {}), \
+                     a median is not.",
+                    c.placement.name,
+                    scaled("ns", v),
+                    c.result.summary.n,
+                    scaled("ns", med),
+                    scaled("ns", mean),
+                    scaled("ns", pct_of(&sorted, 99.0))
+                ));
             }
         }
-        p.push_str("</div></details>");
     }
-    p.push_str("</section>");
-    true
+    p.push_str("</table>");
+    notes
+}
+
+/// Per-placement scatters of A against B, collapsed: useful, but long.
+fn scatters(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) {
+    let (ka, kb, la, lb, _) = pair;
+    let _ = write!(
+        p,
+        "<details><summary>A against B per event, by placement ({} chart{})</summary>\
+         <div class=\"charts\">",
+        cells.len(),
+        if cells.len() == 1 { "" } else { "s" }
+    );
+    for (c, _) in cells {
+        let (Some(a), Some(b)) = (c.result.series.get(ka), c.result.series.get(kb)) else {
+            continue;
+        };
+        let pts: Vec<(f64, f64)> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x / col.divisor, y / col.divisor))
+            .collect();
+        let title = format!("{} on CPUs {}", c.placement.name, cpus(&c.placement.cpus));
+        if let Some(s) = svg::scatter(
+            &title,
+            &format!("{la} ({})", col.unit),
+            &format!("{lb} ({})", col.unit),
+            &pts,
+            true,
+            4000,
+        ) {
+            p.push_str(&s);
+        }
+    }
+    p.push_str("</div></details>");
 }
 
 #[cfg(test)]

@@ -54,6 +54,7 @@
 //! cells say "not measured"; a section without data says so in one line.
 
 pub mod advice;
+pub mod between;
 pub mod compare;
 pub mod compare_html;
 pub mod corun;
@@ -82,10 +83,11 @@ pub mod units;
 pub mod utilisation;
 pub mod yields;
 
+pub use between::BetweenRuns;
 pub use compare::{
     CompareRow, Comparison, CounterPair, GroupMean, MissingCell, Side, Statistic, compare,
-    compare_json, compare_table,
+    compare_json, compare_table, compare_with,
 };
 pub use compare_html::{compare_html, compare_markdown};
 pub use html::html;
-pub use yields::{Yield, YieldKind, YieldRow, no_yields_reason, smt_yields, yield_table};
+pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};

@@ -129,6 +129,55 @@ fn shared_bands(t: &Topology, cores: &[&Core]) -> Vec<Vec<Bar>> {
 /// A box of cores (a package, or the cores in no package), laid out and drawn at
 /// `(x, y)`; returns the markup and the box's size.
 fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (String, f64, f64) {
+    let rows = core_rows(cores);
+    let private_n = cores
+        .iter()
+        .map(|c| private_caches(t, c).len())
+        .max()
+        .unwrap_or(0) as f64;
+    let core_h = HEAD + private_n * (BAR_H + 3.0) + PU_H + PAD;
+    let mut inner = String::new();
+    let mut cy = y + HEAD + 4.0;
+    let mut width: f64 = 0.0;
+    // Bars already drawn on an earlier row: one cache or node that reaches several rows
+    // is drawn on each, but labelled as continued (dashed) after the first, so that two
+    // rows never read as two nodes.
+    let mut drawn: Vec<String> = Vec::new();
+    for row in &rows {
+        // Core x positions in this row.
+        let mut xs = Vec::new();
+        let mut cx = x + PAD;
+        for c in row {
+            xs.push(cx);
+            cx += core_width(c) + GAP;
+        }
+        width = width.max(cx - GAP - x + PAD);
+        for band in &shared_bands(t, row) {
+            for bar in band {
+                shared_bar(&mut inner, row, &xs, bar, cy, &mut drawn);
+            }
+            cy += BAR_H + 4.0;
+        }
+        for (c, &kx) in row.iter().zip(&xs) {
+            core_box(&mut inner, t, c, kx, cy, core_h);
+        }
+        cy += core_h + GAP;
+    }
+    let h = cy - y + PAD - GAP;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<rect x="{x}" y="{y}" width="{width}" height="{h}" fill="{C_PACKAGE}" stroke="#4a5561"/><text x="{}" y="{}" font-weight="bold">{}</text>"##,
+        x + 5.0,
+        y + 14.0,
+        esc(title)
+    );
+    s.push_str(&inner);
+    (s, width, h)
+}
+
+/// `cores` in rows no wider than [`MAX_ROW_PX`].
+fn core_rows<'a>(cores: &[&'a Core]) -> Vec<Vec<&'a Core>> {
     let mut rows: Vec<Vec<&Core>> = vec![Vec::new()];
     let mut row_w = 0.0;
     for c in cores {
@@ -145,123 +194,96 @@ fn group_box(t: &Topology, title: &str, cores: &[&Core], x: f64, y: f64) -> (Str
         let per_row = cores.len().div_ceil(rows.len());
         rows = cores.chunks(per_row).map(<[&Core]>::to_vec).collect();
     }
-    let private_n = cores
+    rows
+}
+
+/// One shared cache or node over the cores of `row` it covers (at `xs`), at height `cy`.
+fn shared_bar(
+    inner: &mut String,
+    row: &[&Core],
+    xs: &[f64],
+    bar: &Bar,
+    cy: f64,
+    drawn: &mut Vec<String>,
+) {
+    let covered: Vec<usize> = row
         .iter()
-        .map(|c| private_caches(t, c).len())
-        .max()
-        .unwrap_or(0) as f64;
-    let core_h = HEAD + private_n * (BAR_H + 3.0) + PU_H + PAD;
-    let mut inner = String::new();
-    let mut cy = y + HEAD + 4.0;
-    let mut width: f64 = 0.0;
-    // Bars already drawn on an earlier row: one cache or node that reaches several rows
-    // is drawn on each, but labelled as continued (dashed) after the first, so that two
-    // rows never read as two nodes.
-    let mut drawn: Vec<String> = Vec::new();
-    for row in &rows {
-        let bands = shared_bands(t, row);
-        // Core x positions in this row.
-        let mut xs = Vec::new();
-        let mut cx = x + PAD;
-        for c in row {
-            xs.push(cx);
-            cx += core_width(c) + GAP;
-        }
-        width = width.max(cx - GAP - x + PAD);
-        for band in &bands {
-            for bar in band {
-                let covered: Vec<usize> = row
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| !c.cpus.intersection(&bar.cpus).is_empty())
-                    .map(|(i, _)| i)
-                    .collect();
-                let (Some(&a), Some(&b)) = (covered.first(), covered.last()) else {
-                    continue;
-                };
-                let (bx, bw) = (xs[a], xs[b] + core_width(row[b]) - xs[a]);
-                let id = format!("{} {}", bar.label, bar.cpus.to_list_string());
-                let (label, dash) = if drawn.contains(&id) {
-                    (
-                        format!("{} (continued)", bar.label),
-                        r#" stroke-dasharray="4 3""#,
-                    )
-                } else {
-                    drawn.push(id);
-                    (bar.label.clone(), "")
-                };
-                let _ = write!(
-                    inner,
-                    r##"<rect x="{bx}" y="{cy}" width="{bw}" height="{BAR_H}" fill="{}" stroke="#7b8794"{dash}/><text x="{}" y="{}">{}</text>"##,
-                    bar.fill,
-                    bx + 4.0,
-                    cy + 13.0,
-                    esc(&label)
-                );
-            }
-            cy += BAR_H + 4.0;
-        }
-        for (c, &kx) in row.iter().zip(&xs) {
-            let w = core_width(c);
-            // Kind names (`base-1900MHz`) do not fit a core box: they go in the hover
-            // title and in a note below the picture.
-            let kind = c
-                .kind
-                .as_deref()
-                .map(|k| format!(", {k}"))
-                .unwrap_or_default();
-            let _ = write!(
-                inner,
-                r##"<rect x="{kx}" y="{cy}" width="{w}" height="{core_h}" fill="{C_CORE}" stroke="#6b7785"><title>Core {id}{}</title></rect><text x="{}" y="{}">Core {id}</text>"##,
-                esc(&kind),
-                kx + 4.0,
-                cy + 13.0,
-                id = c.id,
-            );
-            let mut py = cy + HEAD;
-            for cache in private_caches(t, c) {
-                let _ = write!(
-                    inner,
-                    r##"<rect x="{}" y="{py}" width="{}" height="{BAR_H}" fill="{C_CACHE}" stroke="#7b8794"/><text x="{}" y="{}">{}</text>"##,
-                    kx + PAD,
-                    w - 2.0 * PAD,
-                    kx + PAD + 4.0,
-                    py + 13.0,
-                    esc(&cache_label(cache))
-                );
-                py += BAR_H + 3.0;
-            }
-            let py = cy + core_h - PAD - PU_H;
-            let smt = c.cpus.len() > 1;
-            for (i, cpu) in c.cpus.iter().enumerate() {
-                let px = kx + PAD + i as f64 * (PU_W + 4.0);
-                let _ = write!(
-                    inner,
-                    r##"<rect x="{px}" y="{py}" width="{PU_W}" height="{PU_H}" fill="{}" stroke="#555555"><title>CPU {cpu}{}</title></rect><text x="{}" y="{}" text-anchor="middle">CPU {cpu}</text>"##,
-                    if smt { C_PU_SMT } else { C_PU },
-                    if smt {
-                        format!(", SMT sibling of CPUs {}", c.cpus.to_list_string())
-                    } else {
-                        String::new()
-                    },
-                    px + PU_W / 2.0,
-                    py + 15.0
-                );
-            }
-        }
-        cy += core_h + GAP;
-    }
-    let h = cy - y + PAD - GAP;
-    let mut s = String::new();
+        .enumerate()
+        .filter(|(_, c)| !c.cpus.intersection(&bar.cpus).is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    let (Some(&a), Some(&b)) = (covered.first(), covered.last()) else {
+        return;
+    };
+    let (bx, bw) = (xs[a], xs[b] + core_width(row[b]) - xs[a]);
+    let id = format!("{} {}", bar.label, bar.cpus.to_list_string());
+    let (label, dash) = if drawn.contains(&id) {
+        (
+            format!("{} (continued)", bar.label),
+            r#" stroke-dasharray="4 3""#,
+        )
+    } else {
+        drawn.push(id);
+        (bar.label.clone(), "")
+    };
     let _ = write!(
-        s,
-        r##"<rect x="{x}" y="{y}" width="{width}" height="{h}" fill="{C_PACKAGE}" stroke="#4a5561"/><text x="{}" y="{}" font-weight="bold">{}</text>"##,
-        x + 5.0,
-        y + 14.0,
-        esc(title)
+        inner,
+        r##"<rect x="{bx}" y="{cy}" width="{bw}" height="{BAR_H}" fill="{}" stroke="#7b8794"{dash}/><text x="{}" y="{}">{}</text>"##,
+        bar.fill,
+        bx + 4.0,
+        cy + 13.0,
+        esc(&label)
     );
-    s.push_str(&inner);
-    (s, width, h)
+}
+
+/// One core at `(kx, cy)`: its private caches and its CPUs.
+fn core_box(inner: &mut String, t: &Topology, c: &Core, kx: f64, cy: f64, core_h: f64) {
+    let w = core_width(c);
+    // Kind names (`base-1900MHz`) do not fit a core box: they go in the hover
+    // title and in a note below the picture.
+    let kind = c
+        .kind
+        .as_deref()
+        .map(|k| format!(", {k}"))
+        .unwrap_or_default();
+    let _ = write!(
+        inner,
+        r##"<rect x="{kx}" y="{cy}" width="{w}" height="{core_h}" fill="{C_CORE}" stroke="#6b7785"><title>Core {id}{}</title></rect><text x="{}" y="{}">Core {id}</text>"##,
+        esc(&kind),
+        kx + 4.0,
+        cy + 13.0,
+        id = c.id,
+    );
+    let mut py = cy + HEAD;
+    for cache in private_caches(t, c) {
+        let _ = write!(
+            inner,
+            r##"<rect x="{}" y="{py}" width="{}" height="{BAR_H}" fill="{C_CACHE}" stroke="#7b8794"/><text x="{}" y="{}">{}</text>"##,
+            kx + PAD,
+            w - 2.0 * PAD,
+            kx + PAD + 4.0,
+            py + 13.0,
+            esc(&cache_label(cache))
+        );
+        py += BAR_H + 3.0;
+    }
+    let py = cy + core_h - PAD - PU_H;
+    let smt = c.cpus.len() > 1;
+    for (i, cpu) in c.cpus.iter().enumerate() {
+        let px = kx + PAD + i as f64 * (PU_W + 4.0);
+        let _ = write!(
+            inner,
+            r##"<rect x="{px}" y="{py}" width="{PU_W}" height="{PU_H}" fill="{}" stroke="#555555"><title>CPU {cpu}{}</title></rect><text x="{}" y="{}" text-anchor="middle">CPU {cpu}</text>"##,
+            if smt { C_PU_SMT } else { C_PU },
+            if smt {
+                format!(", SMT sibling of CPUs {}", c.cpus.to_list_string())
+            } else {
+                String::new()
+            },
+            px + PU_W / 2.0,
+            py + 15.0
+        );
+    }
 }
 
 /// The whole machine as one `<svg>` element.

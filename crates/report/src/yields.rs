@@ -34,54 +34,33 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use smtlab_model::keys::Conditions;
 use smtlab_model::stats::{Ratio, Significance};
-use smtlab_model::verdict::{idle_sibling, verdict};
+use smtlab_model::verdict::{PairKind, idle_sibling, verdict};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
 use crate::fmt::{params, text_table};
 
-/// The three placement pairs, in table column order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum YieldKind {
-    /// `1c2t / 1c1t`.
-    Smt,
-    /// `2c2t / 2c1t`.
-    DualCore,
-    /// `all / cores`.
-    Machine,
+/// The JSON word of a yield's pair ([`PairKind::YIELDS`] keep the words they have
+/// always had: `smt`, `dual_core`, `machine`).
+pub fn kind_word(kind: PairKind) -> &'static str {
+    match kind {
+        PairKind::SmtYield => "smt",
+        PairKind::DualCoreSmtGain => "dual_core",
+        PairKind::MachineSmtGain => "machine",
+        PairKind::HalfMachineSmtGain => "half_machine",
+        PairKind::SecondCore => "second_core",
+    }
 }
 
-impl YieldKind {
-    pub const ALL: [YieldKind; 3] = [YieldKind::Smt, YieldKind::DualCore, YieldKind::Machine];
-
-    /// `(with SMT, without)` placement names.
-    pub fn placements(self) -> (&'static str, &'static str) {
-        match self {
-            YieldKind::Smt => ("1c2t", "1c1t"),
-            YieldKind::DualCore => ("2c2t", "2c1t"),
-            YieldKind::Machine => ("all", "cores"),
-        }
-    }
-
-    /// Column heading, e.g. `1c2t/1c1t`.
-    pub fn heading(self) -> String {
-        let (s, b) = self.placements();
-        format!("{s}/{b}")
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            YieldKind::Smt => "SMT yield",
-            YieldKind::DualCore => "dual-core SMT gain",
-            YieldKind::Machine => "machine SMT gain",
-        }
-    }
+/// Serialises a pair as [`kind_word`].
+pub fn serialize_kind<S: serde::Serializer>(kind: &PairKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(kind_word(*kind))
 }
 
 /// One yield: a ratio of two cells of the same benchmark and parameters.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Yield {
-    pub kind: YieldKind,
+    #[serde(serialize_with = "serialize_kind")]
+    pub kind: PairKind,
     /// Placement with SMT (`1c2t`, `2c2t`, `all`).
     pub smt_placement: String,
     /// Placement without (`1c1t`, `2c1t`, `cores`).
@@ -93,6 +72,9 @@ pub struct Yield {
     /// Why a cell of the pair is unsteady, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsteady: Option<String>,
+    /// Which cell of the pair reached a limit of the measurement, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_limit: Option<String>,
     /// True for lower-is-better benchmarks: `ratio` is `base / smt`, not `smt / base`.
     pub inverted: bool,
     /// The SMT side ran one thread per core (siblings idle): the ratio compares the same
@@ -117,6 +99,7 @@ impl Yield {
             speedup: self.ratio,
             significance: self.significance,
             unsteady: self.unsteady.clone(),
+            at_limit: self.at_limit.clone(),
             p_value: None,
         }
     }
@@ -144,11 +127,12 @@ pub struct YieldRow {
 }
 
 impl YieldRow {
-    pub fn get(&self, kind: YieldKind) -> Option<&Yield> {
+    pub fn get(&self, kind: PairKind) -> Option<&Yield> {
         match kind {
-            YieldKind::Smt => self.smt.as_ref(),
-            YieldKind::DualCore => self.dual_core.as_ref(),
-            YieldKind::Machine => self.machine.as_ref(),
+            PairKind::SmtYield => self.smt.as_ref(),
+            PairKind::DualCoreSmtGain => self.dual_core.as_ref(),
+            PairKind::MachineSmtGain => self.machine.as_ref(),
+            PairKind::HalfMachineSmtGain | PairKind::SecondCore => None,
         }
     }
 }
@@ -192,8 +176,8 @@ pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
             dual_core: None,
             machine: None,
         };
-        for kind in YieldKind::ALL {
-            let (s, b) = kind.placements();
+        for kind in PairKind::YIELDS {
+            let (b, s) = kind.placements();
             let (Some(smt), Some(base)) = (find(s), find(b)) else {
                 continue;
             };
@@ -211,13 +195,14 @@ pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
                 ratio: v.speedup,
                 significance: v.significance,
                 unsteady: v.unsteady,
+                at_limit: v.at_limit,
                 inverted,
                 idle_sibling: idle_sibling(smt),
             });
             match kind {
-                YieldKind::Smt => row.smt = y,
-                YieldKind::DualCore => row.dual_core = y,
-                YieldKind::Machine => row.machine = y,
+                PairKind::SmtYield => row.smt = y,
+                PairKind::DualCoreSmtGain => row.dual_core = y,
+                _ => row.machine = y,
             }
         }
         if row.smt.is_some() || row.dual_core.is_some() || row.machine.is_some() {
@@ -263,7 +248,7 @@ pub fn yield_table(rows: &[YieldRow]) -> String {
         return "no SMT yield could be computed\n".into();
     }
     let mut header = vec!["benchmark", "params", "unit", "better"];
-    let headings: Vec<String> = YieldKind::ALL.iter().map(|k| k.heading()).collect();
+    let headings: Vec<String> = PairKind::YIELDS.iter().map(|k| k.heading()).collect();
     header.extend(headings.iter().map(String::as_str));
     let mut any_inverted = false;
     let mut any_idle = false;
@@ -278,7 +263,7 @@ pub fn yield_table(rows: &[YieldRow]) -> String {
                 r.unit.clone(),
                 if inverted { "lower*" } else { "higher" }.to_string(),
             ];
-            for k in YieldKind::ALL {
+            for k in PairKind::YIELDS {
                 any_idle |= r.get(k).is_some_and(|y| y.idle_sibling);
                 cells.push(r.get(k).map_or("-".into(), Yield::text));
             }

@@ -39,8 +39,51 @@ pub fn names() -> Vec<String> {
     all().into_iter().map(|b| b.info().name).collect()
 }
 
+/// The one-line error for a name the catalog does not hold (`what`: "benchmark",
+/// "workload"): the closest names by edit distance when any is close, else where the
+/// list is, never the whole catalog in one line.
+pub fn unknown(what: &str, name: &str) -> String {
+    let shown = smtlab_model::quote::quoted(name);
+    let close = closest(name, &names());
+    if close.is_empty() {
+        format!("unknown {what} {shown}; `smtlab list` shows them all")
+    } else {
+        format!(
+            "unknown {what} {shown}; did you mean {}?",
+            close.join(" or ")
+        )
+    }
+}
+
+/// Up to three of `known` within a small edit distance of `name` (a third of its
+/// length, at least 2), closest first; a name that `name` is a part of counts too.
+fn closest(name: &str, known: &[String]) -> Vec<String> {
+    let limit = (name.chars().count() / 3).max(2);
+    let mut near: Vec<(usize, &String)> = known
+        .iter()
+        .filter_map(|k| {
+            let d = strsim::damerau_levenshtein(name, k);
+            let part = name.len() >= 3 && k.contains(name);
+            (d <= limit || part).then_some((if part { d.min(limit) } else { d }, k))
+        })
+        .collect();
+    near.sort();
+    near.into_iter().take(3).map(|(_, k)| k.clone()).collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_mistyped_name_gets_the_closest_names_and_a_far_one_the_list_command() {
+        let typo = super::unknown("benchmark", "intops");
+        assert!(typo.contains("did you mean int-ops?"), "{typo}");
+        let swapped = super::unknown("benchmark", "mem-raed");
+        assert!(swapped.contains("mem-read"), "{swapped}");
+        let far = super::unknown("benchmark", "zzzzzzzzzz");
+        assert!(far.ends_with("`smtlab list` shows them all"), "{far}");
+        assert!(!far.contains("int-ops"), "{far}");
+    }
+
     #[test]
     fn no_benchmark_declares_a_parameter_named_like_a_condition() {
         // Conditions are stored flat beside the parameters (`smtlab_model::keys`).

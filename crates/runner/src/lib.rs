@@ -60,6 +60,7 @@ pub mod config;
 pub mod counting;
 pub mod disturb;
 pub mod error;
+pub mod eta;
 pub mod experiment;
 pub mod machine;
 mod measure;
@@ -75,7 +76,7 @@ pub use smtlab_bench::value;
 pub use smtlab_model::stats;
 /// The benchmarks that commands build (a user's command, a co-run pair, an open-loop
 /// job) live with the workloads; re-exported here for the engine's callers.
-pub use smtlab_workloads::{corun, exec, utilisation};
+pub use smtlab_workloads::{corun, exec, scratch, utilisation};
 
 pub use clock::{Clock, FakeClock, Monotonic, Overheads, measure_overheads};
 pub use config::RunConfig;

@@ -362,6 +362,7 @@ impl<'a> Measurement<'a> {
         let summary = stats::summarize(values).expect("at least one sample was taken");
         let cfg = self.cell.cfg;
         let result = CellResult {
+            at_limit: smtlab_model::AtLimit::of_samples(&self.samples),
             iterations: self.calibration.iterations,
             calibration: self.calibration,
             warmup: self.warmup,

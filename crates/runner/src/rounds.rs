@@ -52,6 +52,7 @@ pub fn pool(rounds: Vec<CellResult>) -> Option<CellResult> {
     }
     let values: Vec<f64> = out.samples.iter().map(|s| s.value).collect();
     out.summary = stats::summarize(&values)?;
+    out.at_limit = smtlab_model::AtLimit::of_samples(&out.samples);
     if out.cpu_rate.is_some() {
         // Only rates have a CPU rate, and for a rate `value = work / elapsed / scale`,
         // so `work / cpu / scale` is `value * elapsed / cpu`.

@@ -119,14 +119,13 @@ fn real_counters_follow_a_worker_started_after_them() {
     let cpus = smtlab_placement::pin::get_affinity(0).unwrap();
     let mut c = CellCounting::begin(&setup, &cpus, None);
     c.resume();
-    std::thread::spawn(|| {
+    let busy = std::thread::spawn(|| {
         let mut x = 0u64;
         for i in 0..5_000_000u64 {
             x = std::hint::black_box(x.wrapping_add(i));
         }
-    })
-    .join()
-    .unwrap();
+    });
+    smtlab_fixtures::bounded::join(busy, "the busy loop");
     c.pause();
     c.stop(Some(Work {
         amount: 1.0,

@@ -12,13 +12,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The file exists but does not start with SQLite's header.
-    #[error("{} is not an SQLite database", path.display())]
+    #[error("{} is not an SQLite database", smtlab_model::quote::path(path))]
     NotSqlite { path: PathBuf },
 
     /// A valid SQLite database that some other program wrote.
     #[error(
         "{} is not an smtlab results database (application_id {application_id:#010x}, expected {expected:#010x}{detail})",
-        path.display()
+        smtlab_model::quote::path(path)
     )]
     Foreign {
         path: PathBuf,
@@ -31,7 +31,7 @@ pub enum StoreError {
     /// Written by a later smtlab whose schema this build does not know.
     #[error(
         "{} was written by a newer smtlab (schema {found}, this build reads up to {supported})",
-        path.display()
+        smtlab_model::quote::path(path)
     )]
     Newer {
         path: PathBuf,
@@ -40,35 +40,47 @@ pub enum StoreError {
     },
 
     /// `Store::open_existing` on a path that does not exist.
-    #[error("{} does not exist (no results have been recorded there yet)", path.display())]
+    #[error(
+        "{} does not exist (no results have been recorded there yet)",
+        smtlab_model::quote::path(path)
+    )]
     Missing { path: PathBuf },
 
     /// A read-only command on a file that holds nothing yet (zero bytes, or an SQLite
     /// database without tables).
-    #[error("{} is empty: no results have been recorded there yet", path.display())]
+    #[error(
+        "{} is empty: no results have been recorded there yet",
+        smtlab_model::quote::path(path)
+    )]
     Empty { path: PathBuf },
 
     /// The path names something other than a regular file (a device such as
     /// `/dev/null`, a FIFO, a directory): SQLite would write its journal beside it.
-    #[error("{} is not a regular file (expected a results database file, e.g. results.db)", path.display())]
+    #[error(
+        "{} is not a regular file (expected a results database file, e.g. results.db)",
+        smtlab_model::quote::path(path)
+    )]
     NotAFile { path: PathBuf },
 
     /// Creating the directory that should hold the database failed.
-    #[error("cannot create directory {} for the results database", dir.display())]
+    #[error(
+        "cannot create directory {} for the results database",
+        smtlab_model::quote::path(dir)
+    )]
     CreateDir {
         dir: PathBuf,
         source: std::io::Error,
     },
 
     /// Reading the file's header failed.
-    #[error("cannot read {}", path.display())]
+    #[error("cannot read {}", smtlab_model::quote::path(path))]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
 
     /// SQLite refused an operation. `context` says what smtlab was doing.
-    #[error("{}: {context}", path.display())]
+    #[error("{}: {context}", smtlab_model::quote::path(path))]
     Sqlite {
         path: PathBuf,
         context: String,
@@ -77,7 +89,7 @@ pub enum StoreError {
 
     /// PostgreSQL refused an operation, or the server could not be reached. `path` is
     /// the database URL without its password; `context` says what smtlab was doing.
-    #[error("{}: {context}", path.display())]
+    #[error("{}: {context}", smtlab_model::quote::path(path))]
     Postgres {
         path: PathBuf,
         context: String,
@@ -85,7 +97,7 @@ pub enum StoreError {
     },
 
     /// A row holds something this build cannot decode (bad JSON, an unknown status).
-    #[error("{}: {context}: {detail}", path.display())]
+    #[error("{}: {context}: {detail}", smtlab_model::quote::path(path))]
     Corrupt {
         path: PathBuf,
         context: String,
@@ -93,7 +105,7 @@ pub enum StoreError {
     },
 
     /// The requested run is not in the database.
-    #[error("{}: no run {wanted}; {existing}", path.display())]
+    #[error("{}: no run {wanted}; {existing}", smtlab_model::quote::path(path))]
     NoSuchRun {
         path: PathBuf,
         /// The selector as the user wrote it (`12`, `-3`, `latest`).
@@ -105,13 +117,13 @@ pub enum StoreError {
     /// A run selector that is neither a keyword nor a number.
     #[error(
         "{}: {input:?} does not name a run (expected latest, last, an id such as 12, or -1 for the latest, -2 for the one before)",
-        path.display()
+        smtlab_model::quote::path(path)
     )]
     BadRunSelector { path: PathBuf, input: String },
 
     /// A write that was refused: a non-finite number (JSON cannot carry it), or one
     /// that contradicts what is stored (marking a measured cell skipped).
-    #[error("{}: {detail}", path.display())]
+    #[error("{}: {detail}", smtlab_model::quote::path(path))]
     Invalid { path: PathBuf, detail: String },
 }
 

@@ -5,8 +5,10 @@
 //!
 //! * [`Store`] is one SQLite database file (bundled SQLite, no system library), or a
 //!   PostgreSQL database shared by many hosts when the `--db` value is a
-//!   `postgresql://` or `postgres://` URL: the same API and tables either way, chosen in
-//!   `store/backend.rs`. A run is written as it is measured: [`Store::create_run`] stores the environment and the
+//!   `postgresql://` or `postgres://` URL: the same API and tables either way. Every
+//!   statement is written once against a small SQL seam (`store/sql.rs`); only opening,
+//!   the DDL, migrations and PostgreSQL's advisory lock are per database. A run is
+//!   written as it is measured: [`Store::create_run`] stores the environment and the
 //!   plan, [`Store::save_cell`] stores each finished cell in its own transaction, and
 //!   [`Store::finish_run`] closes it. A run killed half way keeps every saved cell;
 //!   [`Store::pending_cells`] says what `--resume` still has to measure.

@@ -97,7 +97,7 @@ fn check_core_sets(sets: &[(u32, CpuSet, PathBuf)]) -> Result<(), TopologyError>
                     reason: format!(
                         "CPU {sibling}'s core set {{{theirs}}} leaves out CPU {cpu}, which \
                          {} names as its sibling (expected siblings to name each other)",
-                        path.display()
+                        smtlab_model::quote::path(path)
                     ),
                 });
             }
@@ -199,10 +199,52 @@ impl Level {
 
 pub(crate) fn scan(cpu_dir: &Path, amd_compute_units: bool) -> Result<CpuScan, TopologyError> {
     let existing = existing_cpus(cpu_dir)?;
+    let cpus = online_cpus(cpu_dir, &existing)?;
+    let mut s = Scanner {
+        cpu_dir,
+        online: &cpus,
+        cores: Level::default(),
+        clusters: Level::default(),
+        dies: Level::default(),
+        packages: Level::default(),
+        threads_own_core: if amd_compute_units {
+            ThreadsOwnCore::Undecided
+        } else {
+            ThreadsOwnCore::No
+        },
+        saw_set_files: false,
+        core_sets: Vec::new(),
+    };
+    for i in cpus.iter() {
+        s.add_cpu(i)?;
+    }
+    if !s.saw_set_files {
+        let first = cpus.first().unwrap_or(0);
+        return Err(TopologyError::Missing {
+            path: cpu_dir.join(format!("cpu{first}/topology")),
+            expected: "core_cpus or thread_siblings (and package_cpus or core_siblings) \
+                       in the CPUs' topology directories"
+                .into(),
+        });
+    }
+    check_core_sets(&s.core_sets)?;
+    let (cores, clusters, dies, packages) =
+        (s.cores.objs, s.clusters.objs, s.dies.objs, s.packages.objs);
+    Ok(CpuScan {
+        existing,
+        cpus,
+        cores,
+        clusters,
+        dies,
+        packages,
+    })
+}
+
+/// The CPUs of `existing` that are online and have a topology directory.
+fn online_cpus(cpu_dir: &Path, existing: &CpuSet) -> Result<CpuSet, TopologyError> {
     // An empty global list would make every CPU offline; the per-CPU files then know
     // better, as on kernels that lack the global file altogether.
     let global_online = read_list(&cpu_dir.join("online"))?.filter(|s| !s.is_empty());
-
     let mut cpus = CpuSet::new();
     for cpu in existing.iter() {
         let dir = cpu_dir.join(format!("cpu{cpu}"));
@@ -223,59 +265,30 @@ pub(crate) fn scan(cpu_dir: &Path, amd_compute_units: bool) -> Result<CpuScan, T
             ),
         });
     }
+    Ok(cpus)
+}
 
-    let mut cores = Level::default();
-    let mut clusters = Level::default();
-    let mut dies = Level::default();
-    let mut packages = Level::default();
-    let mut threads_own_core = if amd_compute_units {
-        ThreadsOwnCore::Undecided
-    } else {
-        ThreadsOwnCore::No
-    };
-    let mut saw_set_files = false;
-    let mut core_sets = Vec::new();
+/// What [`scan`] gathers from the online CPUs' topology directories, CPU by CPU.
+struct Scanner<'a> {
+    cpu_dir: &'a Path,
+    online: &'a CpuSet,
+    cores: Level,
+    clusters: Level,
+    dies: Level,
+    packages: Level,
+    threads_own_core: ThreadsOwnCore,
+    saw_set_files: bool,
+    core_sets: Vec<(u32, CpuSet, PathBuf)>,
+}
 
-    let online = &cpus;
-    for i in online.iter() {
-        let topo = cpu_dir.join(format!("cpu{i}/topology"));
-        let mut not_first_core = false;
-        let mut not_first_cluster = false;
-        let mut not_first_die = false;
-
-        if let Some((set, path)) = core_set_named(&topo)? {
-            saw_set_files = true;
-            let coreset = set.intersection(online);
-            core_sets.push((i, coreset.clone(), path));
-            let mut my_core_id = None;
-            if coreset.len() > 1 && threads_own_core == ThreadsOwnCore::Undecided {
-                let mine = read_id(&topo.join("core_id"));
-                let sibling = coreset.iter().find(|&c| c != i);
-                let theirs = sibling
-                    .and_then(|s| read_id(&cpu_dir.join(format!("cpu{s}/topology/core_id"))));
-                threads_own_core = if mine == theirs {
-                    ThreadsOwnCore::No
-                } else {
-                    ThreadsOwnCore::Yes
-                };
-                my_core_id = Some(mine);
-            }
-            if coreset.first() != Some(i) {
-                not_first_core = true;
-                not_first_cluster = true;
-                not_first_die = true;
-            }
-            let per_thread = threads_own_core != ThreadsOwnCore::No;
-            if !not_first_core || per_thread {
-                let id = my_core_id.unwrap_or_else(|| read_id(&topo.join("core_id")));
-                let cpus = if per_thread {
-                    std::iter::once(i).collect()
-                } else {
-                    coreset
-                };
-                cores.insert(Obj { id, cpus });
-            }
-        }
+impl Scanner<'_> {
+    /// Adds the objects that online CPU `i` is the first CPU of.
+    fn add_cpu(&mut self, i: u32) -> Result<(), TopologyError> {
+        let online = self.online;
+        let topo = self.cpu_dir.join(format!("cpu{i}/topology"));
+        let not_first_core = self.add_core(i, &topo)?;
+        let mut not_first_cluster = not_first_core;
+        let mut not_first_die = not_first_core;
 
         let mut cluster = None;
         if !not_first_core
@@ -308,43 +321,61 @@ pub(crate) fn scan(cpu_dir: &Path, amd_compute_units: bool) -> Result<CpuScan, T
         }
 
         if !not_first_die && let Some(set) = package_set(&topo)? {
-            saw_set_files = true;
+            self.saw_set_files = true;
             let set = set.intersection(online);
             if cluster.as_ref() == Some(&set) {
                 cluster = None;
             }
             if set.first() == Some(i) {
                 let id = read_id(&topo.join("physical_package_id"));
-                packages.insert(Obj { id, cpus: set });
+                self.packages.insert(Obj { id, cpus: set });
             }
         }
 
         if let Some(cpus) = cluster {
             let id = read_id(&topo.join("cluster_id"));
-            clusters.insert(Obj { id, cpus });
+            self.clusters.insert(Obj { id, cpus });
         }
         if let Some(cpus) = die {
             let id = read_id(&topo.join("die_id"));
-            dies.insert(Obj { id, cpus });
+            self.dies.insert(Obj { id, cpus });
         }
+        Ok(())
     }
 
-    if !saw_set_files {
-        let first = cpus.first().unwrap_or(0);
-        return Err(TopologyError::Missing {
-            path: cpu_dir.join(format!("cpu{first}/topology")),
-            expected: "core_cpus or thread_siblings (and package_cpus or core_siblings) \
-                       in the CPUs' topology directories"
-                .into(),
-        });
+    /// Adds CPU `i`'s core (or, where threads own their core, the thread); true when
+    /// `i` is not the first CPU of its core.
+    fn add_core(&mut self, i: u32, topo: &Path) -> Result<bool, TopologyError> {
+        let Some((set, path)) = core_set_named(topo)? else {
+            return Ok(false);
+        };
+        self.saw_set_files = true;
+        let coreset = set.intersection(self.online);
+        self.core_sets.push((i, coreset.clone(), path));
+        let mut my_core_id = None;
+        if coreset.len() > 1 && self.threads_own_core == ThreadsOwnCore::Undecided {
+            let mine = read_id(&topo.join("core_id"));
+            let sibling = coreset.iter().find(|&c| c != i);
+            let theirs = sibling
+                .and_then(|s| read_id(&self.cpu_dir.join(format!("cpu{s}/topology/core_id"))));
+            self.threads_own_core = if mine == theirs {
+                ThreadsOwnCore::No
+            } else {
+                ThreadsOwnCore::Yes
+            };
+            my_core_id = Some(mine);
+        }
+        let not_first_core = coreset.first() != Some(i);
+        let per_thread = self.threads_own_core != ThreadsOwnCore::No;
+        if !not_first_core || per_thread {
+            let id = my_core_id.unwrap_or_else(|| read_id(&topo.join("core_id")));
+            let cpus = if per_thread {
+                std::iter::once(i).collect()
+            } else {
+                coreset
+            };
+            self.cores.insert(Obj { id, cpus });
+        }
+        Ok(not_first_core)
     }
-    check_core_sets(&core_sets)?;
-    Ok(CpuScan {
-        existing,
-        cpus,
-        cores: cores.objs,
-        clusters: clusters.objs,
-        dies: dies.objs,
-        packages: packages.objs,
-    })
 }

@@ -44,17 +44,17 @@ use crate::cpus::Obj;
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
     /// A file or directory the discovery needs does not exist.
-    #[error("{path}: not found; expected {expected}")]
+    #[error("{}: not found; expected {expected}", smtlab_model::quote::path(.path))]
     Missing { path: PathBuf, expected: String },
     /// A file or directory exists but could not be read.
     /// The cause is shown in the message and is not a `source`, so it is printed once.
-    #[error("{path}: cannot read: {error}")]
+    #[error("{}: cannot read: {error}", smtlab_model::quote::path(.path))]
     Io {
         path: PathBuf,
         error: std::io::Error,
     },
     /// A file holds something the kernel never writes there.
-    #[error("{path}: {reason}")]
+    #[error("{}: {reason}", smtlab_model::quote::path(.path))]
     Invalid { path: PathBuf, reason: String },
 }
 

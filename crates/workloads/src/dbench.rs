@@ -282,12 +282,17 @@ impl DbenchInstance {
             what,
             error: e,
         };
-        let dir = TempDir::new(base, "smtlab-dbench-")
-            .map_err(|e| io(format!("make a directory under {}", base.display()), e))?;
+        let dir = TempDir::new(base, "smtlab-dbench-").map_err(|e| {
+            io(
+                format!("make a directory under {}", smtlab_model::quote::path(base)),
+                e,
+            )
+        })?;
         let mut workers = Clients::with_capacity(clients);
         for i in 0..clients {
             let root = dir.path().join(format!("client{i}"));
-            std::fs::create_dir(&root).map_err(|e| io(format!("create {}", root.display()), e))?;
+            std::fs::create_dir(&root)
+                .map_err(|e| io(format!("create {}", smtlab_model::quote::path(&root)), e))?;
             let (tx, rx) = mpsc::channel::<Work>();
             let load = load.clone();
             let h = crate::net::spawn_on(cpus, format!("dbench-{i}"), move || {

@@ -40,6 +40,7 @@ pub mod net;
 pub mod nfs;
 pub mod scratch;
 pub mod sdet;
+#[cfg(feature = "trade")]
 pub mod trade;
 pub mod utilisation;
 pub mod web;
@@ -90,6 +91,7 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     v.extend(db::benchmarks());
     v.extend(sdet::benchmarks());
     v.push(Box::new(mix::Mix));
+    #[cfg(feature = "trade")]
     v.push(Box::new(trade::AppTrade));
     v.push(Box::new(nfs::NfsSfs));
     v

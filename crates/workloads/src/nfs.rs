@@ -375,7 +375,7 @@ impl Benchmark for NfsSfs {
         let export = dir.path().join("export");
         std::fs::create_dir(&export).map_err(|e| BenchError::Io {
             bench: NAME.into(),
-            what: format!("create {}", export.display()),
+            what: format!("create {}", smtlab_model::quote::path(&export)),
             error: e,
         })?;
         let (server, target, netns) = match cfg.server {
@@ -507,7 +507,8 @@ impl Clients {
                     move || {
                         // A thread that cannot join runs no job: its load reports the error.
                         let joined = ns.as_ref().map_or(Ok(()), |p| {
-                            kernel::join_netns(p).map_err(|e| format!("join {}: {e}", p.display()))
+                            kernel::join_netns(p)
+                                .map_err(|e| format!("join {}: {e}", smtlab_model::quote::path(p)))
                         });
                         for job in rx {
                             if joined.is_ok() {

@@ -395,6 +395,9 @@ impl Instance for SdetInstance {
                 .arg(((u * 5) % SCRIPTS).to_string())
                 .arg(self.dir.path().join(format!("users/u{u}")))
                 .current_dir(self.dir.path())
+                // The compilers' temporary files (`cc*.s`) go with the scratch
+                // directory, also when a killed smtlab leaves it to the next one's sweep.
+                .env("TMPDIR", self.dir.path())
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(err_file);

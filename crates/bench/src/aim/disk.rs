@@ -112,17 +112,7 @@ impl Benchmark for Disk {
             ));
         }
         let blocks = size / block;
-        let parent = match p.get_str("dir")? {
-            "" => std::env::temp_dir(),
-            d => PathBuf::from(d),
-        };
-        let dir = Scratch::create(&parent).map_err(|e| {
-            io(
-                self.name,
-                format!("create a directory in {}", parent.display()),
-                e,
-            )
-        })?;
+        let dir = Scratch::in_dir_param(self.name, p)?;
         let name = self.name;
         let fill = |path: &Path, seed: u64| -> Result<File, BenchError> {
             let f = OpenOptions::new()
@@ -130,15 +120,22 @@ impl Benchmark for Disk {
                 .write(true)
                 .create_new(true)
                 .open(path)
-                .map_err(|e| io(name, format!("create {}", path.display()), e))?;
+                .map_err(|e| {
+                    io(
+                        name,
+                        format!("create {}", smtlab_model::quote::path(path)),
+                        e,
+                    )
+                })?;
             let mut buf = vec![0u8; block as usize];
             for b in 0..blocks {
                 stamp(&mut buf, b, seed);
-                f.write_all_at(&buf, b * block)
-                    .map_err(|e| io(name, format!("fill {}", path.display()), e))?;
+                f.write_all_at(&buf, b * block).map_err(|e| {
+                    io(name, format!("fill {}", smtlab_model::quote::path(path)), e)
+                })?;
             }
             f.sync_all()
-                .map_err(|e| io(name, format!("sync {}", path.display()), e))?;
+                .map_err(|e| io(name, format!("sync {}", smtlab_model::quote::path(path)), e))?;
             Ok(f)
         };
         let src = fill(&dir.0.join("src"), 0)?;
@@ -152,10 +149,13 @@ impl Benchmark for Disk {
             if self.sync {
                 o.custom_flags(libc::O_SYNC);
             }
-            Some(
-                o.open(&path)
-                    .map_err(|e| io(name, format!("open {}", path.display()), e))?,
-            )
+            Some(o.open(&path).map_err(|e| {
+                io(
+                    name,
+                    format!("open {}", smtlab_model::quote::path(&path)),
+                    e,
+                )
+            })?)
         };
         let tmpfs = is_tmpfs(&dir.0);
         Ok(Box::new(DiskInstance {
@@ -309,6 +309,22 @@ pub(super) struct Scratch(pub(super) PathBuf);
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Scratch {
+    /// A scratch directory in the `dir` parameter's directory (the temporary directory
+    /// when it is empty), or the error naming `bench` and the directory.
+    pub(super) fn in_dir_param(bench: &str, p: &crate::Params) -> Result<Scratch, BenchError> {
+        let parent = match p.get_str("dir")? {
+            "" => std::env::temp_dir(),
+            d => PathBuf::from(d),
+        };
+        Scratch::create(&parent).map_err(|e| {
+            let what = format!(
+                "create a directory in {}",
+                smtlab_model::quote::path(&parent)
+            );
+            io(bench, what, e)
+        })
+    }
+
     pub(super) fn create(parent: &Path) -> std::io::Result<Scratch> {
         let dir = parent.join(format!(
             "smtlab-aim-{}-{}",

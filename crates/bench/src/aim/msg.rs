@@ -112,111 +112,7 @@ impl Benchmark for Msg {
                 &format!("8 to {max} bytes"),
             ));
         }
-        let e = |what: &str| {
-            let what = what.to_string();
-            move |err| io_err(name, what, err)
-        };
-        let mut fifo_dir = None;
-        let (mine, theirs): (Endpoint, Endpoint) = match self.kind {
-            Kind::Pipe => {
-                let pipe = || -> Result<(File, File), BenchError> {
-                    let mut fds = [0; 2];
-                    // SAFETY: pipe2 writes two descriptors into the array we own.
-                    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-                        return Err(io_err(name, "pipe", io::Error::last_os_error()));
-                    }
-                    // SAFETY: both descriptors are fresh and owned by nothing else.
-                    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
-                };
-                let (to_r, to_w) = pipe()?;
-                let (from_r, from_w) = pipe()?;
-                (
-                    Endpoint::stream(Box::new(from_r), Box::new(to_w)),
-                    Endpoint::stream(Box::new(to_r), Box::new(from_w)),
-                )
-            }
-            Kind::Fifo => {
-                let dir = std::env::temp_dir().join(format!(
-                    "smtlab-aim-fifo-{}-{}",
-                    std::process::id(),
-                    crate::clock::now_ns()
-                ));
-                std::fs::create_dir(&dir).map_err(e("create the FIFO directory"))?;
-                fifo_dir = Some(RemoveDir(dir.clone()));
-                let open = |p: &PathBuf| -> Result<File, BenchError> {
-                    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
-                        .expect("no NUL in a temporary path");
-                    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-                    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-                        return Err(io_err(name, "mkfifo", io::Error::last_os_error()));
-                    }
-                    // Read-write, so opening does not wait for the other end.
-                    OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .open(p)
-                        .map_err(|err| io_err(name, "open a FIFO", err))
-                };
-                let (to_echo, from_echo) = (dir.join("to"), dir.join("from"));
-                let (a, b) = (open(&to_echo)?, open(&from_echo)?);
-                let (a2, b2) = (
-                    a.try_clone().map_err(e("dup"))?,
-                    b.try_clone().map_err(e("dup"))?,
-                );
-                (
-                    Endpoint::stream(Box::new(b), Box::new(a)),
-                    Endpoint::stream(Box::new(a2), Box::new(b2)),
-                )
-            }
-            Kind::Stream => {
-                let (a, b) = UnixStream::pair().map_err(e("socketpair"))?;
-                a.set_read_timeout(Some(TIMEOUT))
-                    .map_err(e("set a timeout"))?;
-                (
-                    Endpoint::stream(Box::new(a.try_clone().map_err(e("dup"))?), Box::new(a)),
-                    Endpoint::stream(Box::new(b.try_clone().map_err(e("dup"))?), Box::new(b)),
-                )
-            }
-            Kind::Dgram => {
-                let (a, b) = UnixDatagram::pair().map_err(e("socketpair"))?;
-                a.set_read_timeout(Some(TIMEOUT))
-                    .map_err(e("set a timeout"))?;
-                (
-                    Endpoint::Dgram(Box::new(UnixDgram(a))),
-                    Endpoint::Dgram(Box::new(UnixDgram(b))),
-                )
-            }
-            Kind::Tcp => {
-                let l = TcpListener::bind(("127.0.0.1", 0)).map_err(e("listen on loopback"))?;
-                let a = TcpStream::connect(l.local_addr().map_err(e("local address"))?)
-                    .map_err(e("connect over loopback"))?;
-                let (b, _) = l.accept().map_err(e("accept"))?;
-                for s in [&a, &b] {
-                    s.set_nodelay(true).map_err(e("set TCP_NODELAY"))?;
-                }
-                a.set_read_timeout(Some(TIMEOUT))
-                    .map_err(e("set a timeout"))?;
-                (
-                    Endpoint::stream(Box::new(a.try_clone().map_err(e("dup"))?), Box::new(a)),
-                    Endpoint::stream(Box::new(b.try_clone().map_err(e("dup"))?), Box::new(b)),
-                )
-            }
-            Kind::Udp => {
-                let a = UdpSocket::bind(("127.0.0.1", 0)).map_err(e("bind UDP"))?;
-                let b = UdpSocket::bind(("127.0.0.1", 0)).map_err(e("bind UDP"))?;
-                a.connect(b.local_addr().map_err(e("local address"))?)
-                    .map_err(e("connect UDP"))?;
-                b.connect(a.local_addr().map_err(e("local address"))?)
-                    .map_err(e("connect UDP"))?;
-                a.set_read_timeout(Some(TIMEOUT))
-                    .map_err(e("set a timeout"))?;
-                (
-                    Endpoint::Dgram(Box::new(Udp(a))),
-                    Endpoint::Dgram(Box::new(Udp(b))),
-                )
-            }
-            Kind::Shm => unreachable!("handled above"),
-        };
+        let (mine, theirs, fifo_dir) = endpoints(name, self.kind)?;
         let size = size as usize;
         let echo = pin::spawn_pinned(echo_cpu, "smtlab-aim-echo", move || {
             let mut theirs = theirs;
@@ -230,7 +126,7 @@ impl Benchmark for Msg {
                 }
             }
         })
-        .map_err(e("start the echo thread"))?;
+        .map_err(on_err(name, "start the echo thread"))?;
         Ok(Box::new(MsgInstance {
             name,
             cpu,
@@ -242,6 +138,140 @@ impl Benchmark for Msg {
             _fifo_dir: fifo_dir,
         }))
     }
+}
+
+/// The error of benchmark `name` failing to `what`.
+fn on_err(name: &'static str, what: &'static str) -> impl FnOnce(io::Error) -> BenchError {
+    move |err| io_err(name, what, err)
+}
+
+/// The two ends of a `kind` channel, this thread's and the echo thread's, and the
+/// directory of a FIFO pair (removed when dropped).
+fn endpoints(
+    name: &'static str,
+    kind: Kind,
+) -> Result<(Endpoint, Endpoint, Option<RemoveDir>), BenchError> {
+    let e = |what: &'static str| on_err(name, what);
+    let (mine, theirs) = match kind {
+        Kind::Pipe => pipe_ends(name)?,
+        Kind::Fifo => {
+            let (mine, theirs, dir) = fifo_ends(name)?;
+            return Ok((mine, theirs, Some(dir)));
+        }
+        Kind::Stream => {
+            let (a, b) = UnixStream::pair().map_err(e("socketpair"))?;
+            a.set_read_timeout(Some(TIMEOUT))
+                .map_err(e("set a timeout"))?;
+            (
+                Endpoint::stream(Box::new(a.try_clone().map_err(e("dup"))?), Box::new(a)),
+                Endpoint::stream(Box::new(b.try_clone().map_err(e("dup"))?), Box::new(b)),
+            )
+        }
+        Kind::Dgram => {
+            let (a, b) = UnixDatagram::pair().map_err(e("socketpair"))?;
+            a.set_read_timeout(Some(TIMEOUT))
+                .map_err(e("set a timeout"))?;
+            (
+                Endpoint::Dgram(Box::new(UnixDgram(a))),
+                Endpoint::Dgram(Box::new(UnixDgram(b))),
+            )
+        }
+        Kind::Tcp => tcp_ends(name)?,
+        Kind::Udp => udp_ends(name)?,
+        Kind::Shm => unreachable!("shared memory has no endpoints"),
+    };
+    Ok((mine, theirs, None))
+}
+
+/// Two pipes, one each way.
+fn pipe_ends(name: &'static str) -> Result<(Endpoint, Endpoint), BenchError> {
+    let pipe = || -> Result<(File, File), BenchError> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array we own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io_err(name, "pipe", io::Error::last_os_error()));
+        }
+        // SAFETY: both descriptors are fresh and owned by nothing else.
+        Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+    };
+    let (to_r, to_w) = pipe()?;
+    let (from_r, from_w) = pipe()?;
+    Ok((
+        Endpoint::stream(Box::new(from_r), Box::new(to_w)),
+        Endpoint::stream(Box::new(to_r), Box::new(from_w)),
+    ))
+}
+
+/// Two FIFOs, one each way, in a fresh temporary directory.
+fn fifo_ends(name: &'static str) -> Result<(Endpoint, Endpoint, RemoveDir), BenchError> {
+    let e = |what: &'static str| on_err(name, what);
+    let dir = std::env::temp_dir().join(format!(
+        "smtlab-aim-fifo-{}-{}",
+        std::process::id(),
+        crate::clock::now_ns()
+    ));
+    std::fs::create_dir(&dir).map_err(e("create the FIFO directory"))?;
+    let fifo_dir = RemoveDir(dir.clone());
+    let open = |p: &PathBuf| -> Result<File, BenchError> {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .expect("no NUL in a temporary path");
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+            return Err(io_err(name, "mkfifo", io::Error::last_os_error()));
+        }
+        // Read-write, so opening does not wait for the other end.
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(p)
+            .map_err(|err| io_err(name, "open a FIFO", err))
+    };
+    let (to_echo, from_echo) = (dir.join("to"), dir.join("from"));
+    let (a, b) = (open(&to_echo)?, open(&from_echo)?);
+    let (a2, b2) = (
+        a.try_clone().map_err(e("dup"))?,
+        b.try_clone().map_err(e("dup"))?,
+    );
+    Ok((
+        Endpoint::stream(Box::new(b), Box::new(a)),
+        Endpoint::stream(Box::new(a2), Box::new(b2)),
+        fifo_dir,
+    ))
+}
+
+/// Both ends of one TCP connection over loopback.
+fn tcp_ends(name: &'static str) -> Result<(Endpoint, Endpoint), BenchError> {
+    let e = |what: &'static str| on_err(name, what);
+    let l = TcpListener::bind(("127.0.0.1", 0)).map_err(e("listen on loopback"))?;
+    let a = TcpStream::connect(l.local_addr().map_err(e("local address"))?)
+        .map_err(e("connect over loopback"))?;
+    let (b, _) = l.accept().map_err(e("accept"))?;
+    for s in [&a, &b] {
+        s.set_nodelay(true).map_err(e("set TCP_NODELAY"))?;
+    }
+    a.set_read_timeout(Some(TIMEOUT))
+        .map_err(e("set a timeout"))?;
+    Ok((
+        Endpoint::stream(Box::new(a.try_clone().map_err(e("dup"))?), Box::new(a)),
+        Endpoint::stream(Box::new(b.try_clone().map_err(e("dup"))?), Box::new(b)),
+    ))
+}
+
+/// Two UDP sockets on loopback, connected to each other.
+fn udp_ends(name: &'static str) -> Result<(Endpoint, Endpoint), BenchError> {
+    let e = |what: &'static str| on_err(name, what);
+    let a = UdpSocket::bind(("127.0.0.1", 0)).map_err(e("bind UDP"))?;
+    let b = UdpSocket::bind(("127.0.0.1", 0)).map_err(e("bind UDP"))?;
+    a.connect(b.local_addr().map_err(e("local address"))?)
+        .map_err(e("connect UDP"))?;
+    b.connect(a.local_addr().map_err(e("local address"))?)
+        .map_err(e("connect UDP"))?;
+    a.set_read_timeout(Some(TIMEOUT))
+        .map_err(e("set a timeout"))?;
+    Ok((
+        Endpoint::Dgram(Box::new(Udp(a))),
+        Endpoint::Dgram(Box::new(Udp(b))),
+    ))
 }
 
 fn word(buf: &[u8]) -> u64 {

@@ -27,7 +27,6 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 
 use smtlab_model::BenchInfo;
 
@@ -183,18 +182,7 @@ impl Benchmark for Sys {
         let p = ctx.params;
         let declared = |k: &str| self.info().params.iter().any(|i| i.name == k);
         let scratch = if declared("dir") {
-            let parent = match p.get_str("dir")? {
-                "" => std::env::temp_dir(),
-                d => PathBuf::from(d),
-            };
-            let s = Scratch::create(&parent).map_err(|e| {
-                io(
-                    name,
-                    format!("create a directory in {}", parent.display()),
-                    e,
-                )
-            })?;
-            Some(s)
+            Some(Scratch::in_dir_param(name, p)?)
         } else {
             None
         };
@@ -470,10 +458,18 @@ impl SysInstance {
                 let dir = &self._scratch.as_ref().expect("a directory").0;
                 for n in self.names.iter().take(iterations as usize) {
                     let path = dir.join(n.to_str().expect("ascii"));
-                    let meta = std::fs::metadata(&path)
-                        .map_err(|e| io(name, format!("stat {}", path.display()), e))?;
+                    let meta = std::fs::metadata(&path).map_err(|e| {
+                        io(
+                            name,
+                            format!("stat {}", smtlab_model::quote::path(&path)),
+                            e,
+                        )
+                    })?;
                     if meta.len() != 0 {
-                        return Err(check(name, format!("{} is not empty", path.display())));
+                        return Err(check(
+                            name,
+                            format!("{} is not empty", smtlab_model::quote::path(&path)),
+                        ));
                     }
                 }
             }

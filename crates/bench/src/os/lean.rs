@@ -323,7 +323,10 @@ impl LeanInstance {
         };
         let mut child = cmd.spawn().map_err(|e| BenchError::Io {
             bench: bench.into(),
-            what: format!("start the measurement process {}", program.display()),
+            what: format!(
+                "start the measurement process {}",
+                smtlab_model::quote::path(program)
+            ),
             error: e,
         })?;
         let (Some(to_child), Some(from_child), stderr) =

@@ -359,11 +359,20 @@ impl TempFile {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| io_error(bench, format!("create {}", path.display()), e))?;
+            .map_err(|e| {
+                io_error(
+                    bench,
+                    format!("create {}", smtlab_model::quote::path(&path)),
+                    e,
+                )
+            })?;
         let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
             check_failed(
                 bench,
-                format!("temporary path {} contains a NUL byte", path.display()),
+                format!(
+                    "temporary path {} contains a NUL byte",
+                    smtlab_model::quote::path(&path)
+                ),
             )
         })?;
         Ok(TempFile { path, c_path, file })

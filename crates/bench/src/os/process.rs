@@ -12,6 +12,12 @@
 //!   How many processes this is depends on the shell: dash and bash exec the last
 //!   command of `-c` in place, so usually one fork and two execs.
 //!
+//! Fork time grows with the forking process's size, so every sample states it: the
+//! metrics `forking_rss_bytes` (its `VmRSS`) and `forking_mappings` (its mappings), read
+//! from its own `/proc/self` after the timed loop. `grow_mb=N` makes the forking
+//! process hold N MiB more of touched memory, to match another tool's process (lmbench's
+//! `lat_proc` forks a process larger than the lean measurement process).
+//!
 //! A missing `/bin/true` or `/bin/sh` is an `Unsupported` error at prepare time; we do not
 //! substitute another program, since the figure depends on what is executed.
 //!
@@ -40,6 +46,11 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::BenchInfo;
 
 const TRUE: &str = "/bin/true";
+/// The parameter that grows the forking process.
+const GROW_MB: &str = "grow_mb";
+/// The most `grow_mb` takes: more would measure the copy of page tables alone.
+const MAX_GROW_MB: u64 = 65_536;
+const PAGE_BYTES: usize = 4096;
 const SH: &str = "/bin/sh";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +97,14 @@ impl Benchmark for Fork {
                 "lmbench lat_proc shell",
             ),
         };
-        info(self.kind.name(), description, origin, vec![])
+        let grow = crate::params::declare(
+            GROW_MB,
+            "0",
+            None,
+            "MiB of touched memory the forking process holds on top of its own (fork copies \
+             its page tables): match another tool's process size",
+        );
+        info(self.kind.name(), description, origin, vec![grow])
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
@@ -135,6 +153,14 @@ impl Fork {
                 })
             }
         };
+        let grow_mb = ctx
+            .params
+            .get_u64_in(GROW_MB, 0..=MAX_GROW_MB, "MiB from 0 to 65536")?;
+        // Touched page by page, so it is resident and its page tables exist to be copied.
+        let mut grown = vec![0u8; grow_mb as usize * (1 << 20)];
+        for page in grown.chunks_mut(PAGE_BYTES) {
+            page[0] = 1;
+        }
         let cpus = Cpus::of(ctx.placement);
         // With one CPU the child already inherits the right mask; re-pinning would only
         // add a system call.
@@ -150,6 +176,7 @@ impl Fork {
             program,
             mailbox: Mailbox::new(name)?,
             last_pid: None,
+            _grown: grown,
         })
     }
 }
@@ -178,6 +205,27 @@ struct ForkInstance {
     mailbox: Mailbox,
     /// The most recent child, for tests that check it was reaped.
     last_pid: Option<libc::pid_t>,
+    /// `grow_mb` of touched memory, held while the instance lives.
+    _grown: Vec<u8>,
+}
+
+/// The forking process's resident bytes and mapping count, from its own `/proc/self`;
+/// `None` for a figure the kernel does not show.
+fn own_size() -> (Option<f64>, Option<f64>) {
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| vm_rss_bytes(&s));
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .ok()
+        .map(|m| m.lines().count() as f64);
+    (rss, maps)
+}
+
+/// `VmRSS:    1234 kB` of a status file, in bytes.
+fn vm_rss_bytes(status: &str) -> Option<f64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024.0)
 }
 
 /// A child's life: pin, report the CPU when asked, exec or exit. Async-signal-safe only.
@@ -281,6 +329,16 @@ impl Instance for ForkInstance {
             }
             s.cpus.push(child_cpu);
         }
+        let (rss, maps) = own_size();
+        use smtlab_model::metrics::fork;
+        for (metric, v) in [
+            (fork::FORKING_RSS_BYTES, rss),
+            (fork::FORKING_MAPPINGS, maps),
+        ] {
+            if let Some(v) = v {
+                s.metrics.insert(metric.into(), v);
+            }
+        }
         Ok(s)
     }
 }
@@ -314,6 +372,37 @@ mod tests {
         for kind in [Kind::Exit, Kind::Exec, Kind::Shell] {
             check(kind, &[0, 1]);
         }
+    }
+
+    /// Every sample states the forking process's size, and `grow_mb` grows it by
+    /// about that much resident memory.
+    #[test]
+    fn samples_state_the_forking_process_size_and_grow_mb_grows_it() {
+        let b = Fork { kind: Kind::Exit };
+        let rss = |grow: &str| {
+            let mut info = b.info();
+            for p in &mut info.params {
+                if p.name == GROW_MB {
+                    p.default = grow.into();
+                }
+            }
+            let mut inst = testutil::with_ctx(&info, &[0], |ctx| b.instance(ctx).unwrap());
+            let s = inst.sample(2).unwrap();
+            assert!(s.metrics[smtlab_model::metrics::fork::FORKING_MAPPINGS] > 1.0);
+            s.metrics[smtlab_model::metrics::fork::FORKING_RSS_BYTES]
+        };
+        let small = rss("0");
+        let grown = rss("64");
+        assert!(small > 0.0);
+        assert!(
+            grown - small > 48.0 * (1 << 20) as f64,
+            "{small} -> {grown} bytes"
+        );
+        assert_eq!(
+            vm_rss_bytes("Name: x\nVmRSS:\t  1500 kB\n"),
+            Some(1_536_000.0)
+        );
+        assert_eq!(vm_rss_bytes("Name: x\n"), None);
     }
 
     #[test]

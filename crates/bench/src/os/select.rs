@@ -109,7 +109,10 @@ impl Select {
                     if fd < 0 {
                         return Err(last_os_error(
                             name,
-                            format!("dup a descriptor of {}", file.path.display()),
+                            format!(
+                                "dup a descriptor of {}",
+                                smtlab_model::quote::path(&file.path)
+                            ),
                         ));
                     }
                     // SAFETY: fd is a fresh descriptor nobody else owns.

@@ -176,7 +176,10 @@ impl Instance for SimpleInstance {
                 time_loop(self.cpu, iterations, || {
                     // SAFETY: a NUL-terminated path and a valid stat buffer.
                     if unsafe { libc::stat(t.c_path.as_ptr(), &mut st) } != 0 {
-                        return Err(last_os_error(name, format!("stat {}", t.path.display())));
+                        return Err(last_os_error(
+                            name,
+                            format!("stat {}", smtlab_model::quote::path(&t.path)),
+                        ));
                     }
                     Ok(())
                 })
@@ -188,7 +191,10 @@ impl Instance for SimpleInstance {
                 time_loop(self.cpu, iterations, || {
                     // SAFETY: an open descriptor and a valid stat buffer.
                     if unsafe { libc::fstat(fd, &mut st) } != 0 {
-                        return Err(last_os_error(name, format!("fstat {}", t.path.display())));
+                        return Err(last_os_error(
+                            name,
+                            format!("fstat {}", smtlab_model::quote::path(&t.path)),
+                        ));
                     }
                     Ok(())
                 })
@@ -197,11 +203,17 @@ impl Instance for SimpleInstance {
                 // SAFETY: a NUL-terminated path; the descriptor is closed right away.
                 let fd = unsafe { libc::open(t.c_path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
                 if fd < 0 {
-                    return Err(last_os_error(name, format!("open {}", t.path.display())));
+                    return Err(last_os_error(
+                        name,
+                        format!("open {}", smtlab_model::quote::path(&t.path)),
+                    ));
                 }
                 // SAFETY: closing the descriptor just opened, once.
                 if unsafe { libc::close(fd) } != 0 {
-                    return Err(last_os_error(name, format!("close {}", t.path.display())));
+                    return Err(last_os_error(
+                        name,
+                        format!("close {}", smtlab_model::quote::path(&t.path)),
+                    ));
                 }
                 Ok(())
             }),

@@ -8,7 +8,6 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use smtlab_control::guard::Protection;
 use smtlab_report::advice;
 use smtlab_runner::experiment::{advise as exp, corun, smt};
 use smtlab_runner::machine::Machine;
@@ -18,7 +17,7 @@ use crate::args::AdviseArgs;
 use crate::output::emit;
 use crate::render;
 use crate::settings::advise::{PENALTY_SAMPLES, headroom_curve};
-use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, StoreSink};
+use crate::sink::{Measuring, NewRun, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
@@ -54,15 +53,43 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         notes: s.notes.clone(),
         plan: s.plan(headroom),
     };
-    let printer = |shown: crate::sink::Shown<'_>| match render::advice::cell_line(shown) {
-        Some(line) if text => emit(&line),
-        _ => Ok(()),
+    // The plan and its time first, then each cell's line and the time left as it ends
+    // (a latency sweep's cells, planned from the capacity measured, come on top).
+    let estimate = {
+        let engine = measuring.engine();
+        let how = smtlab_runner::plan::Measuring {
+            interleave: engine.interleave,
+            repeat: engine.repeat,
+            client_rule: engine.client_rule.clone(),
+        };
+        let catalog = smtlab_runner::catalog::all();
+        smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
+    };
+    crate::term::note_fit(&format!("plan: {} cells", estimate.cells()));
+    for line in render::plan::summary(&estimate) {
+        crate::term::note_fit(&line);
+    }
+    let mut progress = crate::live::progress::Progress::new(&estimate);
+    let printer = move |shown: crate::sink::Shown<'_>| {
+        progress.cell_done(&shown);
+        match render::advice::cell_line(shown) {
+            Some(line) if text => emit(&line),
+            _ => Ok(()),
+        }
     };
     let mut sink = StoreSink::begin(&s.db, run, printer)?;
     let groups = s.throughput_groups();
     let engine = measuring.engine();
-    let mut ended =
-        smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+    let measure = |groups, sink: &mut StoreSink<'_>| {
+        smt::measure_groups(
+            &engine,
+            crate::settings::Stop::protection(),
+            &s.topo,
+            groups,
+            sink,
+        )
+    };
+    let mut ended = measure(groups, &mut sink)?;
     if let (Ended::Complete, Some(pct)) = (ended, &s.sweep) {
         // The rates come from the capacity just measured, so the sweep's cells are not
         // in the run's plan.
@@ -84,9 +111,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
             }
         }
         // With SMT switched, the sweep is SMT on's (both sides need the siblings).
-        let on: &[bool] = if s.states.is_empty() { &[] } else { &[true] };
+        let on: &[smt::SmtState] = if s.states.is_empty() {
+            &[]
+        } else {
+            &[smt::SmtState::On]
+        };
         let groups = smt::turns(groups, on);
-        ended = smt::measure_groups(&engine, Protection::default(), &s.topo, groups, &mut sink)?;
+        ended = measure(groups, &mut sink)?;
     }
     if let (Ended::Complete, Some(plan)) = (ended, &s.penalty) {
         if args.penalty {
@@ -112,14 +143,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         let _ = sink.finish(false, args.db.db.as_deref());
         bail!("{}", reason.strip_prefix("exec: ").unwrap_or(&reason));
     }
-    let sink = sink.finish(stopped, args.db.db.as_deref())?;
-    if stopped {
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    let sink = sink.finish(stopped.is_some(), args.db.db.as_deref())?;
+    if let Some(code) = stopped {
+        return Ok(code);
     }
-    let answers: Vec<advice::Advice> = advice::evidence(&sink.cells, s.smt())
-        .iter()
-        .map(advice::decide)
-        .collect();
+    let mut evidence = advice::evidence(&sink.cells, s.smt());
+    advice::add_unmeasured(&mut evidence, &sink.skipped);
+    let answers: Vec<advice::Advice> = evidence.iter().map(advice::decide).collect();
     if answers.is_empty() {
         bail!("nothing measured to advise on: every placement was skipped");
     }

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use smtlab_loadgen::remote::{AgentConfig, AgentLimits, AllowList, serve};
+use smtlab_loadgen::remote::{AgentConfig, AgentLimits, AllowList, raise_open_file_limit, serve};
 
 use crate::args::AgentArgs;
 
@@ -23,6 +23,10 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     if a.max_connections == 0 {
         anyhow::bail!("--max-connections 0: expected at least 1");
     }
+    // The loads' connections need descriptors: as many as the hard limit allows. A load
+    // that still does not fit is refused at prepare, in one line to its coordinator.
+    let open_files =
+        raise_open_file_limit().context("cannot raise the open-file limit (RLIMIT_NOFILE)")?;
     let listener = TcpListener::bind(a.listen).with_context(|| format!("--listen {}", a.listen))?;
     let cfg = AgentConfig {
         token: a.token.clone(),
@@ -45,11 +49,13 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         let _ = out.flush();
     };
     say(&format!(
-        "smtlab agent: listening on {}; load threads on CPUs {}; load allowed to {}; loads of at most {} s",
+        "smtlab agent: listening on {}; load threads on CPUs {}; load allowed to {}; loads of at most {} s \
+         and {} connections; open-file limit {open_files}",
         listener.local_addr().unwrap_or(a.listen),
         cpus.to_list_string(),
         cfg.allow,
-        a.max_seconds
+        a.max_seconds,
+        a.max_connections
     ));
     serve(
         listener,
@@ -57,5 +63,5 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         &stop,
         Arc::new(move |event| say(&format!("smtlab agent: {event}"))),
     )
-    .context("accepting coordinators")
+    .context("starting the agent")
 }

@@ -4,11 +4,10 @@
 //! ([`smtlab_runner::experiment::smt::measure_groups`]), shown as they are measured and
 //! summed up ([`crate::live::bench`]).
 
-use std::sync::atomic::AtomicBool;
+use std::process::ExitCode;
 
 use anyhow::Result;
 use smtlab_bench::Params;
-use smtlab_control::guard::Protection;
 use smtlab_model::BenchInfo;
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
@@ -17,7 +16,7 @@ use crate::args::BenchArgs;
 use crate::live::bench::{BenchPrinter, summary};
 use crate::settings::{self, unix_now_s};
 
-pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
+pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // Everything is checked before anything is printed or measured.
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let s = settings::bench::bench(args, machine)?;
@@ -42,8 +41,8 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
         .map(|(_, i, p)| (i.clone(), p.clone()))
         .collect();
     let mut printer = BenchPrinter::new(&s, args, &headings, text);
-    let stop = AtomicBool::new(false);
-    let mut engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), &stop);
+    let stop = settings::Stop::on_signals()?;
+    let mut engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), stop.flag());
     engine.client_rule = crate::settings::client_rule(&args.client);
     engine.repeat = args.repeat as usize;
     engine.interleave = args.interleave;
@@ -52,12 +51,18 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
     let groups = smt::turns(s.groups(), &s.states);
     smt::measure_groups(
         &engine,
-        Protection::default(),
+        settings::Stop::protection(),
         &s.topo,
         groups,
         &mut printer,
     )?;
-    let measured = printer.finish()?;
+    // A stopped session's cells are shown as any others; what failed because of the
+    // stop is not the workload's failure.
+    let measured = match stop.settle(printer.finish(), |_| false)? {
+        Ok(m) => m,
+        Err(code) => return Ok(code),
+    };
+    let n_cells = measured.0.len();
     summary(s, args, text, measured, |s, cells, skipped| {
         crate::sink::finished_run(
             None,
@@ -69,5 +74,10 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<()> {
             cells,
             skipped,
         )
-    })
+    })?;
+    if stop.signalled() {
+        crate::term::note_fit(&stop.interrupted_line(n_cells));
+        return Ok(stop.exit_code());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -15,7 +15,7 @@ use crate::args::CorunArgs;
 use crate::output::{emit, json_text};
 use crate::render::corun as text;
 use crate::settings::corun_settings;
-use crate::sink::{INTERRUPTED_EXIT, Shown, measure_corun};
+use crate::sink::{Shown, measure_corun};
 
 #[derive(Serialize)]
 struct MatrixJson<'a> {
@@ -41,8 +41,8 @@ pub fn run(args: &CorunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         false => emit(&lines.next(shown)),
     };
     let (sink, stopped) = measure_corun(machine, &s, &args.common, "corun", &plan, printer)?;
-    if stopped {
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    if let Some(code) = stopped {
+        return Ok(code);
     }
     if json {
         emit(&json_text(&MatrixJson {

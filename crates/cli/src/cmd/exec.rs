@@ -15,10 +15,9 @@
 //! figure and sign for the same pair. The verdict lines are
 //! [`crate::verdict`]'s, which `bench` prints too.
 
-use std::sync::atomic::AtomicBool;
+use std::process::ExitCode;
 
 use anyhow::Result;
-use smtlab_control::guard::Protection;
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
 
@@ -27,7 +26,7 @@ use crate::live::exec::{ExecPrinter, summary};
 use crate::output::emit;
 use crate::settings::{self, unix_now_s};
 
-pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<()> {
+pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let s = settings::exec::exec(args, machine)?;
     // JSON or Markdown on standard output take the place of the table and verdict.
@@ -52,20 +51,39 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<()> {
     // Each placement is a group of its own: measured one after the other, and per
     // placement the SMT states take turns.
     let groups = smt::turns(s.groups(args.warmup as usize), &s.states);
-    let stop = AtomicBool::new(false);
-    let mut engine = Engine::new(machine, &s.config, s.counting.as_ref(), &stop);
+    let stop = settings::Stop::on_signals()?;
+    let mut engine = Engine::new(machine, &s.config, s.counting.as_ref(), stop.flag());
     // One placement after the other, as the runs of a command are usually long; a
     // command has no client side.
     engine.interleave = false;
     let mut printer = ExecPrinter::new(&s, args, text);
     smt::measure_groups(
         &engine,
-        Protection::default(),
+        settings::Stop::protection(),
         &s.topo,
         groups,
         &mut printer,
     )?;
-    let measured = printer.finish()?;
+    // A run the stop made fail is not the command's failure; the cells measured before
+    // the stop are shown and stored (the run marked interrupted), and nothing is stored
+    // when there are none.
+    let measured = match stop.settle(printer.finish(), |m| m.0.is_empty())? {
+        Ok(m) => m,
+        Err(code) => return Ok(code),
+    };
+    let n_cells = measured.0.len();
     let environment = machine.environment(&s.topo, &settings::tool());
-    summary(s, args, text, measured, (started, environment))
+    summary(
+        s,
+        args,
+        text,
+        measured,
+        (started, environment),
+        stop.signalled(),
+    )?;
+    if stop.signalled() {
+        crate::term::note_fit(&stop.interrupted_line(n_cells));
+        return Ok(stop.exit_code());
+    }
+    Ok(ExitCode::SUCCESS)
 }

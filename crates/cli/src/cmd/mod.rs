@@ -33,18 +33,17 @@ mod utilisation;
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let ok = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     crate::term::init(&cli.term);
+    // Scratch directories of every kind that a killed smtlab left behind go now, not
+    // only when the next cell of their kind makes one.
+    smtlab_runner::scratch::sweep_stale(&std::env::temp_dir());
     // The one machine every command measures on, reads and switches.
     let host = crate::settings::Host::new(cli.fake_machine.as_deref())?;
     let machine = host.machine();
-    // Commands that start processes or write scratch directories and have no stop flag
-    // of their own (`run`, `corun`, `penalty` and `util` have one and end the cell
-    // cleanly): on SIGINT, SIGTERM, SIGHUP
-    // or SIGQUIT their process trees are killed and their scratch directories removed
-    // before they die of the signal.
-    if matches!(
-        cli.command,
-        Command::Bench(_) | Command::Exec(_) | Command::Load(_)
-    ) {
+    // A command that starts processes or writes scratch directories and has no stop
+    // flag of its own (the measuring commands have `settings::Stop` and end the cell
+    // cleanly): on SIGINT, SIGTERM, SIGHUP or SIGQUIT its process trees are killed and
+    // its scratch directories removed before it dies of the signal.
+    if matches!(cli.command, Command::Load(_)) {
         smtlab_control::signals::clean_up_on_signals(smtlab_bench::process::clean_up)
             .context("cannot install the signal handlers")?;
     }
@@ -52,12 +51,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Topo(a) => ok(topo::run(&a, machine)),
         Command::Placements(a) => placements::run(&a, machine),
         Command::List(a) => ok(list::run(&a)),
-        Command::Bench(a) => ok(bench::run(&a, machine)),
+        Command::Bench(a) => bench::run(&a, machine),
         Command::Run(a) => run::run(&a, machine),
         Command::Runs(a) => ok(runs::runs(&a)),
         Command::Report(a) => ok(report::report(&a)),
         Command::Compare(a) => ok(compare::compare(&a)),
-        Command::Exec(a) => ok(exec::run(&a, machine)),
+        Command::Exec(a) => exec::run(&a, machine),
         Command::Smt(a) => ok(smt::run(&a, machine)),
         Command::Load(a) => ok(load::run(&a)),
         Command::Agent(a) => ok(agent::run(&a)),

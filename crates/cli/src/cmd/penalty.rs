@@ -15,7 +15,7 @@ use crate::args::PenaltyArgs;
 use crate::output::{emit, json_text};
 use crate::render::corun as text;
 use crate::settings::penalty_settings;
-use crate::sink::{INTERRUPTED_EXIT, Shown, measure_corun};
+use crate::sink::{Shown, measure_corun};
 
 #[derive(Serialize)]
 struct PenaltyJson<'a> {
@@ -43,8 +43,8 @@ pub fn run(args: &PenaltyArgs, machine: &dyn Machine) -> Result<ExitCode> {
         _ => Ok(()),
     };
     let (sink, stopped) = measure_corun(machine, &s, &args.common, "penalty", &plan, printer)?;
-    if stopped {
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    if let Some(code) = stopped {
+        return Ok(code);
     }
     let pen = view::penalties(&sink.cells, &task.name());
     if json {

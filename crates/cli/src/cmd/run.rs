@@ -7,7 +7,6 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use smtlab_control::guard::Protection;
 use smtlab_runner::experiment::{Engine, plan::groups_of, smt};
 use smtlab_runner::machine::Machine;
 use smtlab_store::Store;
@@ -35,7 +34,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let (run_id, meta, pending, lease) =
         settings::run::begin(&mut store, fresh, args, &topo, machine)?;
     let counting = machine.counting_for(&meta.config)?;
-    start_notes(
+    let estimate = start_notes(
         run_id,
         &meta,
         &pending,
@@ -48,21 +47,19 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     if let Some(note) = smtlab_runner::disturb::steal_note(machine) {
         crate::term::note_fit(&format!("note: {note}"));
     }
-    let stop = settings::stop_flag()?;
-    let bar = crate::term::progress_bar(pending.len() as u64, false);
+    let stop = settings::Stop::on_signals()?;
+    // The time left is the plan's, in the bar's message (see `RunSaver`).
+    let bar = crate::term::progress_bar_planned(pending.len() as u64);
     let catalog = smtlab_runner::catalog::all();
     let (groups, missing) = groups_of(&pending, &catalog, &topo);
-    let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args);
+    let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args, &estimate);
     // How the cells are measured; a resumed run goes on as it was started.
-    let mut engine = Engine::new(machine, &meta.config, counting.as_ref(), &stop);
+    let mut engine = Engine::new(machine, &meta.config, counting.as_ref(), stop.flag());
     engine.client_rule = crate::settings::client_rule(&args.client);
     (engine.interleave, engine.repeat) = measuring_of(&meta);
     // The stop flag ends the session and the SMT switch restores then (its guardian
     // should smtlab be killed).
-    let protection = Protection {
-        guardian: true,
-        signals: false,
-    };
+    let protection = settings::Stop::protection();
     let measured = match missing.iter().try_for_each(|m| saver.skip(m)) {
         Err(()) => Ok(smtlab_runner::session::Ended::Stopped),
         Ok(()) => smt::measure_groups(&engine, protection, &topo, groups, &mut saver),
@@ -71,7 +68,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     end(
         saver,
         measured,
-        stop.load(std::sync::atomic::Ordering::Relaxed),
+        stop.signalled().then(|| stop.exit_code()),
         args,
     )
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
-use smtlab_control::{SmtState, SmtSwitch, Sysfs};
+use smtlab_control::{SmtSnapshot, SmtSwitch, Sysfs};
 
 use crate::args::{SmtArgs, SmtWord};
 use crate::output::{emit, json_text};
@@ -16,7 +16,7 @@ use crate::render::smt::{control_word, cores_line, describe, list};
 struct StateJson<'a> {
     schema: &'static str,
     #[serde(flatten)]
-    state: &'a SmtState,
+    state: &'a SmtSnapshot,
     offline: Vec<u32>,
 }
 
@@ -62,21 +62,23 @@ pub fn run(args: &SmtArgs, machine: &dyn smtlab_runner::machine::Machine) -> Res
         if !(secs.is_finite() && secs >= 0.0) {
             bail!("--hold {secs}: expected a number of seconds, 0 or more");
         }
-        eprintln!("{summary}\nholding for {secs} s, then back to {was} (Ctrl-C puts it back now)");
+        crate::term::stderr_line(&format!(
+            "{summary}\nholding for {secs} s, then back to {was} (Ctrl-C puts it back now)"
+        ));
         std::thread::sleep(Duration::from_secs_f64(secs));
         switch.finish()?;
-        eprintln!("SMT back to {was}");
+        crate::term::stderr_line(&format!("SMT back to {was}"));
         return Ok(());
     }
     if let Some((program, rest)) = args.command.split_first() {
-        eprintln!("{summary}; running `{}`", args.command.join(" "));
+        crate::term::stderr_line(&format!("{summary}; running `{}`", args.command.join(" ")));
         let status = std::process::Command::new(program)
             .args(rest)
             .status()
             .with_context(|| format!("cannot run {program:?}"));
         // Restore before reporting how the command ended.
         switch.finish()?;
-        eprintln!("SMT back to {was}");
+        crate::term::stderr_line(&format!("SMT back to {was}"));
         let status = status?;
         if !status.success() {
             bail!("command `{}` ended with {status}", args.command.join(" "));

@@ -11,8 +11,13 @@ pub fn run(args: &TopoArgs, machine: &dyn smtlab_runner::machine::Machine) -> Re
     let topo = load_topology(&args.sysfs, machine)?;
     if let Some(path) = &args.svg {
         std::fs::write(path, render::topo::svg(&topo))
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+            .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
+        crate::term::stderr_line(&format!("wrote {}", smtlab_model::quote::path(path)));
+    }
+    if args.probe_siblings {
+        let window = std::time::Duration::from_millis(args.probe_ms);
+        let figures = smtlab_runner::experiment::siblings::probe(&topo, window)?;
+        return emit(&render::topo::sibling_probe(&topo, &figures, args.json));
     }
     if args.json {
         return emit(&json_text(&topo)?);

@@ -16,7 +16,7 @@ use smtlab_runner::machine::Machine;
 use crate::args::UtilArgs;
 use crate::output::{emit, json_text};
 use crate::settings::{UtilSettings, util_settings};
-use crate::sink::{INTERRUPTED_EXIT, Measuring, NewRun, Shown, StoreSink};
+use crate::sink::{Measuring, NewRun, Shown, StoreSink};
 
 pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let UtilSettings {
@@ -72,9 +72,9 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         &mut sink,
     )?;
     let stopped = measuring.stopped(ended);
-    let sink = sink.finish(stopped, args.db.as_deref())?;
-    if stopped {
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+    let sink = sink.finish(stopped.is_some(), args.db.as_deref())?;
+    if let Some(code) = stopped {
+        return Ok(code);
     }
     let points = view::curve(&sink.cells);
     if args.json {

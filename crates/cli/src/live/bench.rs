@@ -102,7 +102,8 @@ impl BenchPrinter<'_> {
     fn heading_for(&mut self, key: &CellKey) {
         let this = (key.benchmark.clone(), key.flat_params());
         let bench_params = smt::bench_params(key);
-        let smt = smt::state_of(key).map(|on| smt::state_label(Some(on)));
+        let state = smt::state_of(key);
+        let smt = state.is_on().map(|_| state.name());
         if self.heading_for.as_ref() == Some(&this) {
             return;
         }

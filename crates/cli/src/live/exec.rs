@@ -31,7 +31,7 @@ pub struct ExecPrinter {
     /// Placements a state of SMT could not give (`1c2t` with SMT off).
     skipped: Vec<SkippedCell>,
     /// The SMT state of the placements shown last.
-    shown_state: Option<bool>,
+    shown_state: Option<smt::SmtState>,
     error: Option<anyhow::Error>,
 }
 
@@ -67,9 +67,9 @@ impl ExecPrinter {
 impl SessionObserver for ExecPrinter {
     fn cell_started(&mut self, key: &CellKey) {
         let state = smt::state_of(key);
-        if self.text && state.is_some() && state != self.shown_state {
-            self.shown_state = state;
-            let line = format!("with SMT {}:\n", smt::state_label(state));
+        if self.text && state.is_on().is_some() && Some(state) != self.shown_state {
+            self.shown_state = Some(state);
+            let line = format!("with SMT {}:\n", state.name());
             if let Err(e) = self.bar.suspend(|| emit(&line)) {
                 self.error.get_or_insert(e);
             }
@@ -126,7 +126,7 @@ impl SessionObserver for ExecPrinter {
 
     fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
         // A placement the SMT state cannot give (`1c2t` with SMT off) is left out.
-        if smt::state_of(&cell.key).is_some() && cell.reason.starts_with("with SMT ") {
+        if smt::state_of(&cell.key).is_on().is_some() && cell.reason.starts_with("with SMT ") {
             crate::term::note_with(
                 &self.bar,
                 &format!("note: {} skipped: {}", cell.key.placement, cell.reason),
@@ -163,13 +163,14 @@ pub fn header(s: &Exec, args: &ExecArgs) -> String {
 }
 
 /// The summary after the runs: the verdict (or the SMT off-vs-on table), then the run
-/// stored and its Markdown and JSON.
+/// stored (as interrupted when a signal stopped it) and its Markdown and JSON.
 pub fn summary(
     s: Exec,
     args: &ExecArgs,
     text: bool,
     (cells, skipped): (Vec<CellRecord>, Vec<SkippedCell>),
     (started, environment): (u64, Environment),
+    interrupted: bool,
 ) -> Result<()> {
     let lines = if s.states.len() == 2 {
         if text {
@@ -189,7 +190,7 @@ pub fn summary(
     if cells.len() == 1 {
         notes.push("one placement only: no yield to compute".into());
     }
-    let results = crate::sink::finished_run(
+    let mut results = crate::sink::finished_run(
         Some("exec"),
         started,
         environment,
@@ -199,6 +200,9 @@ pub fn summary(
         cells,
         skipped,
     );
+    if interrupted {
+        results.run.status = smtlab_model::RunStatus::Interrupted;
+    }
     let mut store = Store::open(&s.db)?;
     let id = store.import_run(&results)?;
     crate::term::note_fit(&crate::sink::saved_line(id, &s.db, args.db.db.as_deref()));

@@ -4,4 +4,5 @@
 
 pub mod bench;
 pub mod exec;
+pub mod progress;
 pub mod run;

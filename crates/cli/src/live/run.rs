@@ -20,6 +20,9 @@ use smtlab_runner::session::Ended;
 
 use crate::settings::run::estimate_of;
 use crate::settings::unix_now_s;
+use smtlab_runner::eta::Eta;
+use smtlab_runner::plan::Estimate;
+use std::time::Instant;
 
 use crate::args::RunArgs;
 use crate::render;
@@ -53,16 +56,18 @@ pub struct RunSaver<'a> {
     pub measured: usize,
     pub skipped: usize,
     pub error: Option<anyhow::Error>,
+    /// The time left, from the plan and the pace of the cells done so far.
+    eta: Eta,
+    started: Instant,
 }
 
 impl SessionObserver for RunSaver<'_> {
     fn cell_started(&mut self, key: &CellKey) {
-        self.bar
-            .set_message(format!("{} {}", key.benchmark, key.placement));
+        self.show(format!("{} {}", key.benchmark, key.placement));
     }
 
     fn sample(&mut self, key: &CellKey, _round: usize, index: usize) {
-        self.bar.set_message(format!(
+        self.show(format!(
             "{} {} (sample {})",
             key.benchmark,
             key.placement,
@@ -121,7 +126,7 @@ impl SessionObserver for RunSaver<'_> {
             );
         }
         self.measured += 1;
-        self.bar.inc(1);
+        self.cell_done(&cell.key());
         ControlFlow::Continue(())
     }
 
@@ -137,7 +142,7 @@ impl SessionObserver for RunSaver<'_> {
             return ControlFlow::Break(());
         }
         self.skipped += 1;
-        self.bar.inc(1);
+        self.cell_done(&s.key);
         ControlFlow::Continue(())
     }
 }
@@ -161,10 +166,6 @@ pub fn db_flag(args: &RunArgs) -> String {
         .unwrap_or_default()
 }
 
-/// Exit code of a run stopped by Ctrl-C or another signal (128 + SIGINT, as shells
-/// report Ctrl-C).
-const INTERRUPTED_EXIT: u8 = 130;
-
 /// `--dry-run`: what a new run would measure, take and hold, and nothing stored.
 pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCode> {
     let e = estimate_of(&meta.plan, meta, topo, args);
@@ -176,7 +177,7 @@ pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCo
 }
 
 /// What the run will measure, take and hold, said before it starts, with what this
-/// machine and its benchmarks leave out.
+/// machine and its benchmarks leave out; the estimate it said, for the time left.
 #[allow(clippy::too_many_arguments)]
 pub fn start_notes(
     run_id: i64,
@@ -187,12 +188,12 @@ pub fn start_notes(
     args: &RunArgs,
     db: &Path,
     counting: Option<&CountingSetup>,
-) {
+) -> Estimate {
     crate::term::note_fit(&format!(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
-        db.display()
+        smtlab_model::quote::path(db)
     ));
     for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
         crate::term::note_fit(&format!("note: {note}"));
@@ -220,15 +221,18 @@ pub fn start_notes(
             }
         }
     }
+    e
 }
 
 impl<'a> RunSaver<'a> {
+    /// `estimate`: the plan of the cells this invocation measures, for the time left.
     pub fn new(
         store: &'a mut Store,
         run_id: i64,
         lease: Lease,
         bar: &'a ProgressBar,
         args: &RunArgs,
+        estimate: &Estimate,
     ) -> Self {
         // JSON or Markdown on standard output take the place of the cell lines.
         let lines = !args.json
@@ -245,7 +249,29 @@ impl<'a> RunSaver<'a> {
             measured: 0,
             skipped: 0,
             error: None,
+            eta: Eta::new(estimate),
+            started: Instant::now(),
         }
+    }
+
+    fn elapsed_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// The bar's message, after the time left.
+    fn show(&self, what: String) {
+        let left = self.eta.remaining_ns(self.elapsed_ns());
+        let sep = if what.is_empty() { "" } else { " · " };
+        self.bar.set_message(format!(
+            "{} left{sep}{what}",
+            render::plan::duration_text(left)
+        ));
+    }
+
+    fn cell_done(&mut self, key: &CellKey) {
+        self.eta.cell_done(key, self.elapsed_ns());
+        self.bar.inc(1);
+        self.show(String::new());
     }
 
     /// A cell that cannot be measured; `Err` when the run must stop.
@@ -257,12 +283,12 @@ impl<'a> RunSaver<'a> {
     }
 }
 
-/// Marks the run finished or interrupted (`stopped`: a signal), says so and how to go
+/// Marks the run finished or interrupted (`stopped`: a signal's exit code), says so and how to go
 /// on, and prints it as stored (`--json`, `--export-markdown`).
 pub fn end(
     saver: RunSaver<'_>,
     measured: Result<Ended, ExperimentError>,
-    stopped: bool,
+    stopped: Option<ExitCode>,
     args: &RunArgs,
 ) -> Result<ExitCode> {
     // The lease is held until the run's status is written, then released.
@@ -287,15 +313,15 @@ pub fn end(
             db_flag(args)
         )));
     }
-    if stopped {
+    if let Some(code) = stopped {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
         print_stored(store, run_id, args)?;
-        eprintln!(
+        crate::term::stderr_line(&format!(
             "interrupted: {n_measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
             db_flag(args)
-        );
+        ));
         drop(lease);
-        return Ok(ExitCode::from(INTERRUPTED_EXIT));
+        return Ok(code);
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);

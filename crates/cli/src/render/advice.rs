@@ -110,8 +110,9 @@ pub fn answers(
         if path.as_os_str() == "-" {
             emit(&md)?;
         } else {
-            std::fs::write(path, md).with_context(|| format!("cannot write {}", path.display()))?;
-            crate::term::note(&format!("wrote {}", path.display()));
+            std::fs::write(path, md)
+                .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
+            crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
         }
     }
     let md_stdout = args

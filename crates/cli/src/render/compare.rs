@@ -15,7 +15,10 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
     if !c.rows.is_empty() {
         head.push_str(&format!("overall: {}\n", c.overall.headline()));
     }
-    if let Some(line) = smtlab_report::compare::scatter_line(c) {
+    for line in smtlab_report::compare::scatter_line(c)
+        .into_iter()
+        .chain([c.between_runs.line()])
+    {
         head.push_str(&line);
         head.push('\n');
     }

@@ -210,7 +210,7 @@ pub fn util_state_line(
 ) -> String {
     fit(&format!(
         "SMT {}: open-loop load on {} (CPUs {}), {} steps of {} ms per rate, {} us jobs",
-        smtlab_runner::experiment::smt::state_label(state),
+        state.name(),
         placed.name,
         placed.cpu_set().to_list_string(),
         args.samples,

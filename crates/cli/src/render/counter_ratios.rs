@@ -47,8 +47,8 @@ pub fn smt_change_lines(cells: &[&CellRecord]) -> Vec<String> {
         out.push(format!("counters {smt}/{base}: {}", parts.join(", ")));
     }
     // How the sibling moved each top-down category, in percentage points.
-    for kind in smtlab_report::YieldKind::ALL {
-        let (smt, base) = kind.placements();
+    for kind in smtlab_model::verdict::PairKind::YIELDS {
+        let (base, smt) = kind.placements();
         let find = |n: &str| {
             g.placements
                 .iter()

@@ -47,60 +47,7 @@ pub fn runs_table(list: &[RunListing], layout: Layout) -> String {
 /// The run's facts, then each benchmark's cells with ratios to its first placement.
 /// Fitted to a width, each cell's spread and speed-up go on a line under it.
 pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> String {
-    let run = &results.run;
-    let env = &run.environment;
-    let mut out = format!(
-        "run {}  {}  {}  suite {}  {} cells measured, {} skipped\n",
-        run.id,
-        utc(run.started_unix_s),
-        format!("{:?}", run.status).to_lowercase(),
-        run.suite.as_deref().unwrap_or("-"),
-        results.cells.len(),
-        results.skipped.len()
-    );
-    if let Some(l) = label {
-        out.push_str(&format!("label: {l}\n"));
-    }
-    out.push_str(&format!(
-        "{} on {} ({}), kernel {}, SMT control {}\n",
-        env.hostname.as_deref().unwrap_or("unknown host"),
-        env.cpu_model.as_deref().unwrap_or("unknown CPU"),
-        super::topo::verdict(&run.topology),
-        env.kernel.as_deref().unwrap_or("?"),
-        env.smt_control.as_deref().unwrap_or("absent"),
-    ));
-    for n in &run.notes {
-        out.push_str(&format!("note: {n}\n"));
-    }
-    // Said once for the run, not under every cell.
-    let mut said: Vec<String> = Vec::new();
-    for c in results.cells.iter().filter_map(|c| c.counters.as_ref()) {
-        let lines = [
-            c.hardware_unavailable.clone(),
-            c.syscalls_unavailable
-                .as_ref()
-                .map(|r| format!("kernel time by system call not measured: {r}")),
-            c.irqs_unavailable
-                .as_ref()
-                .map(|r| format!("interrupt time by vector not measured: {r}")),
-        ];
-        for line in lines.into_iter().flatten() {
-            if !said.contains(&line) {
-                said.push(line);
-            }
-        }
-    }
-    for line in super::counter_ratios::named_unavailable_lines(
-        results.cells.iter().filter_map(|c| c.counters.as_ref()),
-    ) {
-        if !said.contains(&line) {
-            said.push(line);
-        }
-    }
-    for line in said {
-        out.push_str(&format!("note: {line}\n"));
-    }
-    let mut out = wrap(&out, layout);
+    let mut out = wrap(&run_facts(results, label), layout);
     // The answer first: one recommendation per workload.
     let answers = smtlab_report::advice::advise_run(results);
     if !answers.is_empty() {
@@ -134,28 +81,7 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
         out.push_str("\nworkload figures (means over samples)\n");
         out.push_str(&t.render_to(layout));
     }
-    let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
-    for c in &results.cells {
-        match groups.iter_mut().find(|g| g[0].same_variant(c)) {
-            Some(g) => g.push(c),
-            None => groups.push(vec![c]),
-        }
-    }
-    for g in groups {
-        let params = smtlab_report::fmt::param_words(&g[0].flat_params());
-        out.push_str(&wrap(
-            format!(
-                "\n{} ({}, {} is better)  {}",
-                g[0].benchmark,
-                g[0].unit,
-                g[0].direction.as_str(),
-                params.join(" ")
-            )
-            .trim_end(),
-            layout,
-        ));
-        out.push_str(&cells_table(&g, layout));
-    }
+    out.push_str(&cell_groups(results, layout));
     for s in &results.skipped {
         out.push_str(&wrap(
             // The line says `skipped` itself.
@@ -172,6 +98,92 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
             ),
             layout,
         ));
+    }
+    out
+}
+
+/// The run's header lines and its notes, unwrapped.
+fn run_facts(results: &RunResults, label: Option<&str>) -> String {
+    let run = &results.run;
+    let env = &run.environment;
+    let mut out = format!(
+        "run {}  {}  {}  suite {}  {} cells measured, {} skipped\n",
+        run.id,
+        utc(run.started_unix_s),
+        format!("{:?}", run.status).to_lowercase(),
+        run.suite.as_deref().unwrap_or("-"),
+        results.cells.len(),
+        results.skipped.len()
+    );
+    if let Some(l) = label {
+        out.push_str(&format!("label: {l}\n"));
+    }
+    out.push_str(&format!(
+        "{} on {} ({}), kernel {}, SMT control {}\n",
+        env.hostname.as_deref().unwrap_or("unknown host"),
+        env.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        super::topo::verdict(&run.topology),
+        env.kernel.as_deref().unwrap_or("?"),
+        env.smt_control.as_deref().unwrap_or("absent"),
+    ));
+    for n in &run.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    for line in counter_notes(results) {
+        out.push_str(&format!("note: {line}\n"));
+    }
+    out
+}
+
+/// What the cells could not count, each said once for the run, not under every cell.
+fn counter_notes(results: &RunResults) -> Vec<String> {
+    let counters = || results.cells.iter().filter_map(|c| c.counters.as_ref());
+    let mut said: Vec<String> = Vec::new();
+    let per_cell = counters().flat_map(|c| {
+        [
+            c.hardware_unavailable.clone(),
+            c.syscalls_unavailable
+                .as_ref()
+                .map(|r| format!("kernel time by system call not measured: {r}")),
+            c.irqs_unavailable
+                .as_ref()
+                .map(|r| format!("interrupt time by vector not measured: {r}")),
+        ]
+        .into_iter()
+        .flatten()
+    });
+    for line in per_cell.chain(super::counter_ratios::named_unavailable_lines(counters())) {
+        if !said.contains(&line) {
+            said.push(line);
+        }
+    }
+    said
+}
+
+/// Each benchmark-and-parameters group under its heading, in run order.
+fn cell_groups(results: &RunResults, layout: Layout) -> String {
+    let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
+    for c in &results.cells {
+        match groups.iter_mut().find(|g| g[0].same_variant(c)) {
+            Some(g) => g.push(c),
+            None => groups.push(vec![c]),
+        }
+    }
+    let mut out = String::new();
+    for g in groups {
+        let params = smtlab_report::fmt::param_words(&g[0].flat_params());
+        out.push_str(&wrap(
+            format!(
+                "\n{} ({}, {} is better)  {}",
+                g[0].benchmark,
+                g[0].unit,
+                g[0].direction.as_str(),
+                params.join(" ")
+            )
+            .trim_end(),
+            layout,
+        ));
+        out.push_str(&cells_table(&g, layout));
     }
     out
 }
@@ -234,14 +246,14 @@ fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
 /// The yields with each ratio on a line of its own under its benchmark: three ratios
 /// with intervals and verdicts do not fit 80 columns side by side.
 fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
-    use smtlab_report::YieldKind;
+    use smtlab_model::verdict::PairKind;
     let mut t = Table::new(["benchmark", "params", "unit", "better"]).shrink(1);
     let mut any_inverted = false;
     let mut any_idle = false;
     for r in rows {
         let inverted = r.direction == smtlab_model::Direction::Lower;
         any_inverted |= inverted;
-        let detail: Vec<String> = YieldKind::ALL
+        let detail: Vec<String> = PairKind::YIELDS
             .iter()
             .map(|&k| {
                 any_idle |= r.get(k).is_some_and(|y| y.idle_sibling);

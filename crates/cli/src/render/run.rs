@@ -43,6 +43,8 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         let ratio = cell.result.calibration.linearity_ratio.unwrap_or(f64::NAN);
         format!("calibration failed: time(2n) = {ratio:.2} x 2 time(n), value not trusted")
     });
+    let limit = smtlab_report::fmt::at_limit(cell);
+    let fork_size = smtlab_report::fmt::fork_size(cell);
     let params = params_text(&cell.flat_params());
     if narrow(layout) {
         let what = if s.n < 2 {
@@ -67,11 +69,13 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         let full_params = (params.chars().count() > 16).then(|| params.clone());
         let flags: Vec<String> = [
             full_params,
+            limit,
             rounds,
             not_converged,
             unsteady,
             disturbed,
             calibration,
+            fork_size,
         ]
         .into_iter()
         .flatten()
@@ -98,11 +102,13 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
             format!("{} +- {:.1}%, n={}", num(s.mean), 100.0 * s.ci95_rel, s.n)
         },
         [
+            limit.map(|l| format!(", {l}")),
             rounds.map(|r| format!(" {r}")),
             not_converged.map(|n| format!(", {n}")),
             unsteady.map(|u| format!(", {u}")),
             disturbed.map(|d| format!(", {d}")),
             calibration.map(|c| format!(", {c}")),
+            fork_size.map(|f| format!(", {f}")),
         ]
         .into_iter()
         .flatten()

@@ -1,10 +1,10 @@
 //! `smtlab smt`'s text: the SMT and CPU hotplug state, and the one-line summary of a
 //! switch.
 
-use smtlab_control::{SmtControl, SmtState};
+use smtlab_control::{SmtControl, SmtSnapshot};
 use smtlab_model::CpuSet;
 
-pub fn control_word(state: &SmtState) -> &str {
+pub fn control_word(state: &SmtSnapshot) -> &str {
     state.control.as_ref().map_or("absent", SmtControl::as_str)
 }
 
@@ -15,7 +15,7 @@ pub fn list(cpus: &[u32]) -> String {
     cpus.iter().copied().collect::<CpuSet>().to_list_string()
 }
 
-pub fn cores_line(state: &SmtState) -> String {
+pub fn cores_line(state: &SmtSnapshot) -> String {
     match state.threads_per_core() {
         None => "no cores online".into(),
         Some((lo, hi)) if lo == hi => format!(
@@ -27,7 +27,7 @@ pub fn cores_line(state: &SmtState) -> String {
     }
 }
 
-pub fn describe(state: &SmtState) -> String {
+pub fn describe(state: &SmtSnapshot) -> String {
     let control = match &state.control {
         None => "absent (no smt/control: kernel before 4.19 or without CONFIG_HOTPLUG_SMT)".into(),
         Some(SmtControl::On) => "on (switch with `smtlab smt off`, as root)".into(),

@@ -351,3 +351,72 @@ pub fn verdict(topo: &Topology) -> String {
     };
     format!("{shape}; {smt}{notes}")
 }
+
+/// `topo --probe-siblings`: one line per pair with its slowdown and what the topology
+/// says, then the pairs that contradict it (or that none does); or the same as JSON.
+pub fn sibling_probe(
+    topo: &Topology,
+    figures: &[smtlab_runner::experiment::siblings::PairFigure],
+    json: bool,
+) -> String {
+    use smtlab_runner::experiment::siblings::{SIBLING_SLOWDOWN, findings};
+    let first = topo.cpus.iter().next().unwrap_or(0);
+    let found = findings(figures);
+    if json {
+        let pairs: Vec<serde_json::Value> = figures
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "cpus": [first, f.cpu],
+                    "slowdown": f.slowdown,
+                    "same_core_in_topology": f.same_core_in_topology,
+                    "behaves_as_siblings": f.behaves_as_siblings(),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "sibling_slowdown": SIBLING_SLOWDOWN,
+            "pairs": pairs,
+            "hidden_siblings": found.iter().filter(|f| f.hidden_sibling).map(|f| f.figure.cpu).collect::<Vec<_>>(),
+            "siblings_not_sharing": found.iter().filter(|f| !f.hidden_sibling).map(|f| f.figure.cpu).collect::<Vec<_>>(),
+        });
+        return format!("{v:#}\n");
+    }
+    let mut out = format!(
+        "pair probing: CPU {first} with each other CPU; slowdown = CPU {first}'s kernel time paired / alone (siblings from {SIBLING_SLOWDOWN:.2}x)\n"
+    );
+    for f in figures {
+        out.push_str(&format!(
+            "  CPU {first} + CPU {:<4} {:.2}x  {}, topology: {}\n",
+            f.cpu,
+            f.slowdown,
+            if f.behaves_as_siblings() {
+                "behaves as siblings"
+            } else {
+                "behaves as separate cores"
+            },
+            if f.same_core_in_topology {
+                "same core"
+            } else {
+                "separate cores"
+            }
+        ));
+    }
+    if found.is_empty() {
+        out.push_str("every pair behaves as the topology says\n");
+    }
+    for f in &found {
+        out.push_str(&if f.hidden_sibling {
+            format!(
+                "hidden siblings: CPUs {first} and {} behave as sharing a core ({:.2}x) where the topology says separate cores\n",
+                f.figure.cpu, f.figure.slowdown
+            )
+        } else {
+            format!(
+                "CPUs {first} and {} are siblings in the topology but behave as separate cores ({:.2}x)\n",
+                f.figure.cpu, f.figure.slowdown
+            )
+        });
+    }
+    out
+}

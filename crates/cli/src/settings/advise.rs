@@ -28,7 +28,7 @@ pub struct Advise {
     /// The placements compared (`1c1t`, `1c2t`, `2c1t`; with SMT switched, `all` too).
     pub specs: Vec<String>,
     /// SMT states to switch through (empty: the state found).
-    pub states: Vec<bool>,
+    pub states: Vec<smtlab_model::keys::SmtState>,
     /// The single-thread cost or the partners, when asked and measurable here.
     pub penalty: Option<corun_exp::CorunPlan>,
     /// A server's latency sweep: the shares of each baseline's capacity offered, in
@@ -61,7 +61,12 @@ impl Advise {
             plan.extend(p.iter().flatten().map(|c| c.key.clone()));
         }
         if let Some(curve) = headroom {
-            plan.extend(util::plan(curve, &[None], None, &self.topo));
+            plan.extend(util::plan(
+                curve,
+                &[util::SmtState::AsFound],
+                None,
+                &self.topo,
+            ));
         }
         plan
     }

@@ -22,7 +22,7 @@ pub struct Bench {
     pub placements: Vec<ResolvedPlacement>,
     /// Placements this machine cannot give, with the reason (reported, not measured).
     pub unmeasured: Vec<(String, String)>,
-    pub states: Vec<bool>,
+    pub states: Vec<smtlab_model::keys::SmtState>,
     pub cfg: RunConfig,
     pub counting: Option<CountingSetup>,
     /// Notes on what this machine or these benchmarks leave out.

@@ -19,7 +19,7 @@ pub struct Exec {
     pub topo: Topology,
     pub specs: Vec<String>,
     pub placements: Vec<ResolvedPlacement>,
-    pub states: Vec<bool>,
+    pub states: Vec<smtlab_model::keys::SmtState>,
     pub config: RunConfig,
     pub counting: Option<CountingSetup>,
     pub db: std::path::PathBuf,
@@ -32,7 +32,6 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     if argv.is_empty() || argv[0].is_empty() {
         bail!("no command given: smtlab exec [OPTIONS] -- CMD ARGS");
     }
-    check_program(&argv[0])?;
     let reps = args.reps as usize;
     let topo = super::topology(machine)?;
     let (specs, note) = if args.placements.is_empty() {
@@ -112,6 +111,9 @@ pub(crate) fn command_bench(
     warmup: u32,
     reps: usize,
 ) -> Result<(CommandBench, RunConfig)> {
+    // A typo fails here, before anything is printed, measured or stored (`exec` and
+    // `advise -- CMD` alike).
+    check_program(argv.first().map_or("", String::as_str))?;
     let value = match throughput {
         Some(p) => ExecValue::Throughput(throughput_regex(p)?),
         None => ExecValue::WallTime,

@@ -231,16 +231,16 @@ fn split_values(text: &str) -> Vec<String> {
 
 /// `plan` with each benchmark and parameter set's cells once per SMT state, the states
 /// taking turns group by group.
-fn smt_plan(plan: Vec<CellKey>, states: &[bool]) -> Vec<CellKey> {
+fn smt_plan(plan: Vec<CellKey>, states: &[smt::SmtState]) -> Vec<CellKey> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < plan.len() {
         let same = |k: &CellKey| k.benchmark == plan[i].benchmark && k.params == plan[i].params;
         let n = plan[i..].iter().take_while(|k| same(k)).count();
-        for &on in states {
+        for &state in states {
             for k in &plan[i..i + n] {
                 let mut k = k.clone();
-                smt::set_state(&mut k, Some(on));
+                smt::set_state(&mut k, state);
                 out.push(k);
             }
         }
@@ -428,13 +428,14 @@ mod tests {
             placement: p.into(),
         };
         let plan = vec![key("a", "1c1t"), key("a", "2c1t"), key("b", "1c1t")];
-        let got: Vec<(String, String, String)> = smt_plan(plan, &[false, true])
-            .into_iter()
-            .map(|k| {
-                let state = smt::state_label(smt::state_of(&k)).to_string();
-                (k.benchmark, k.placement, state)
-            })
-            .collect();
+        let got: Vec<(String, String, String)> =
+            smt_plan(plan, &[smt::SmtState::Off, smt::SmtState::On])
+                .into_iter()
+                .map(|k| {
+                    let state = smt::state_of(&k).name().to_string();
+                    (k.benchmark, k.placement, state)
+                })
+                .collect();
         let want = [
             ("a", "1c1t", "off"),
             ("a", "2c1t", "off"),

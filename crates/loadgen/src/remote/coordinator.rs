@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use smtlab_placement::Token;
 
-use super::proto::{self, FromAgent, LoadSpec, RecvError, ToAgent, Wire, WireReport};
+use super::auth::{self, Role};
+use super::proto::{self, FromAgent, LoadSpec, RecvError, Refusal, ToAgent, Wire, WireReport};
 use crate::LoadConfig;
 use crate::http::{ErrorKind, RequestSpec};
 use crate::stats::LoadReport;
@@ -90,6 +91,13 @@ pub enum RemoteError {
     },
     #[error("agent {addr}: {reason}")]
     Agent { addr: String, reason: String },
+    #[error(
+        "agent {addr} did not prove it holds this coordinator's token (a wrong token on one \
+         side, or not an smtlab agent): nothing more was sent to it"
+    )]
+    Unproved { addr: String },
+    #[error("request refused before it was sent: {0}")]
+    Request(String),
     #[error("agent {addr}: protocol error {during}: {what}")]
     Protocol {
         addr: String,
@@ -99,18 +107,38 @@ pub enum RemoteError {
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The handshake from hello to welcome, in all.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 const PINGS: usize = 8;
+/// The widest clock offset accepted: an agent whose clock is further off is broken (or
+/// lying), and its start instants and report times would be meaningless.
+const MAX_CLOCK_OFFSET: Duration = Duration::from_secs(86_400);
+/// Timing slack in the checks of an agent's times: scheduling, and clocks that run at
+/// rates a little apart.
+const TIME_SLACK_NS: u64 = 5_000_000;
 
 struct Agent {
     info: AgentInfo,
     wire: Wire,
+    /// When the clock offset was measured: two clocks drift apart after it.
+    offset_at_unix_ns: u64,
 }
 
 impl Agent {
     fn recv(&mut self, timeout: Duration, during: &'static str) -> Result<FromAgent, RemoteError> {
+        self.recv_by(Instant::now() + timeout, timeout, during)
+    }
+
+    /// The next message by `deadline` (of `timeout`, for the message).
+    fn recv_by(
+        &mut self,
+        deadline: Instant,
+        timeout: Duration,
+        during: &'static str,
+    ) -> Result<FromAgent, RemoteError> {
         let addr = || self.info.addr.clone();
-        match self.wire.recv::<FromAgent>(Some(timeout)) {
+        match self.wire.recv_by::<FromAgent>(Some(deadline)) {
             Ok(FromAgent::Refused { reason }) => Err(RemoteError::Refused {
                 addr: addr(),
                 reason,
@@ -243,48 +271,16 @@ impl Remote {
                 cfg.connections
             )));
         }
-        let share =
-            |total: u64, i: usize| total / n as u64 + u64::from((i as u64) < total % n as u64);
-        let wire_requests: Vec<proto::WireRequest> = requests.iter().map(Into::into).collect();
-        let mut targets = Vec::with_capacity(n);
-        for (i, a) in self.agents.iter_mut().enumerate() {
-            let conns = share(cfg.connections as u64, i) as usize;
-            let (target, host) = if cfg.addr.ip().is_unspecified() {
-                let t = SocketAddr::new(a.info.local_ip, cfg.addr.port());
-                (t, t.to_string())
-            } else {
-                (cfg.addr, cfg.host.clone())
-            };
-            let spec = LoadSpec {
-                target,
-                host,
-                connections: conns,
-                threads: if cfg.threads == 0 {
-                    0
-                } else {
-                    (share(cfg.threads as u64, i) as usize).max(1)
-                },
-                duration_ns: cfg.duration.as_nanos() as u64,
-                warmup_ns: cfg.warmup.as_nanos() as u64,
-                timeout_ns: cfg.timeout.as_nanos() as u64,
-                rate_per_s: cfg
-                    .rate_per_s
-                    .map(|r| r * conns as f64 / cfg.connections as f64),
-                conn_bits_per_s: cfg.conn_bits_per_s,
-                keep_alive: cfg.keep_alive,
-                max_requests: share(cfg.max_requests, i).max(1),
-                seed: cfg.seed.wrapping_add(i as u64 * 104_729),
-                busy_poll_ns: cfg.busy_poll.as_nanos() as u64,
-                requests: wire_requests.clone(),
-                weights: weights.to_vec(),
-            };
-            a.send(
-                &ToAgent::Prepare {
-                    spec: Box::new(spec),
-                },
-                "preparing a load",
-            )?;
-            targets.push((target, conns));
+        let specs: Vec<LoadSpec> = (0..n)
+            .map(|i| self.spec_for(cfg, requests, weights, i))
+            .collect();
+        for spec in &specs {
+            spec.check_requests()
+                .map_err(|e| RemoteError::Request(e.0))?;
+        }
+        for (a, spec) in self.agents.iter_mut().zip(&specs) {
+            let spec = Box::new(spec.clone());
+            a.send(&ToAgent::Prepare { spec }, "preparing a load")?;
         }
         for a in &mut self.agents {
             match a.recv(REPLY_TIMEOUT, "preparing a load")? {
@@ -304,13 +300,77 @@ impl Remote {
         let wait =
             cfg.duration + cfg.warmup + cfg.timeout + REPLY_TIMEOUT + Duration::from_nanos(lead_ns);
         let mut parts = Vec::with_capacity(n);
-        for a in &mut self.agents {
-            match a.recv(wait, "during a load")? {
-                FromAgent::Done { report } => parts.push(*report),
+        for (a, spec) in self.agents.iter_mut().zip(&specs) {
+            let report = match a.recv(wait, "during a load")? {
+                FromAgent::Done { report } => *report,
                 m => return Err(a.unexpected("during a load", &m)),
+            };
+            let checked = report
+                .check(spec)
+                .and_then(|()| check_times(&report, spec, a, start, proto::unix_ns()));
+            if let Err(what) = checked {
+                return Err(RemoteError::Protocol {
+                    addr: a.info.addr.clone(),
+                    during: "reading a load's report",
+                    what: what.0,
+                });
             }
+            parts.push(report);
         }
-        let merged = merge(&parts).map_err(|what| RemoteError::Protocol {
+        self.report(&parts, &specs)
+    }
+
+    /// Agent `i`'s share of `cfg`: connections, threads, rate and request limit shared
+    /// out.
+    fn spec_for(
+        &self,
+        cfg: &LoadConfig,
+        requests: &[RequestSpec],
+        weights: &[f64],
+        i: usize,
+    ) -> LoadSpec {
+        let n = self.agents.len();
+        let share =
+            |total: u64, i: usize| total / n as u64 + u64::from((i as u64) < total % n as u64);
+        let conns = share(cfg.connections as u64, i) as usize;
+        let (target, host) = if cfg.addr.ip().is_unspecified() {
+            let t = SocketAddr::new(self.agents[i].info.local_ip, cfg.addr.port());
+            (t, t.to_string())
+        } else {
+            (cfg.addr, cfg.host.clone())
+        };
+        LoadSpec {
+            target,
+            host,
+            connections: conns,
+            threads: if cfg.threads == 0 {
+                0
+            } else {
+                (share(cfg.threads as u64, i) as usize).max(1)
+            },
+            duration_ns: cfg.duration.as_nanos() as u64,
+            warmup_ns: cfg.warmup.as_nanos() as u64,
+            timeout_ns: cfg.timeout.as_nanos() as u64,
+            rate_per_s: cfg
+                .rate_per_s
+                .map(|r| r * conns as f64 / cfg.connections as f64),
+            conn_bits_per_s: cfg.conn_bits_per_s,
+            keep_alive: cfg.keep_alive,
+            max_requests: share(cfg.max_requests, i).max(1),
+            seed: cfg.seed.wrapping_add(i as u64 * 104_729),
+            busy_poll_ns: cfg.busy_poll.as_nanos() as u64,
+            requests: requests.iter().map(Into::into).collect(),
+            weights: weights.to_vec(),
+        }
+    }
+
+    /// The checked reports as one, with each agent's share and when it started.
+    fn report(
+        &self,
+        parts: &[WireReport],
+        specs: &[LoadSpec],
+    ) -> Result<RemoteReport, RemoteError> {
+        let merged = merge(parts).map_err(|what| RemoteError::Protocol {
             addr: self.agents[0].info.addr.clone(),
             during: "merging the loads",
             what,
@@ -321,14 +381,12 @@ impl Remote {
             .map(|(p, a)| i128::from(p.started_unix_ns) - i128::from(a.info.clock_offset_ns))
             .collect();
         let first = starts.iter().copied().min().unwrap_or(0);
-        let mut agents = Vec::with_capacity(n);
-        for (((p, a), (target, connections)), s) in
-            parts.iter().zip(&self.agents).zip(targets).zip(&starts)
-        {
+        let mut agents = Vec::with_capacity(parts.len());
+        for (((p, a), spec), s) in parts.iter().zip(&self.agents).zip(specs).zip(&starts) {
             agents.push(AgentRun {
                 addr: a.info.addr.clone(),
-                target,
-                connections,
+                target: spec.target,
+                connections: spec.connections,
                 requests: p.requests,
                 window_ns: p.window_ns,
                 errors: p.error_kinds().map_err(|what| RemoteError::Protocol {
@@ -348,6 +406,41 @@ impl Remote {
     }
 }
 
+/// Whether an agent's times fit this host's clock: it started at the instant it was
+/// told (to within the round trip the offset was measured with), and its load (warm-up
+/// and window) ended before its report arrived at `received_unix_ns`.
+fn check_times(
+    r: &WireReport,
+    spec: &LoadSpec,
+    agent: &Agent,
+    start_unix_ns: u64,
+    received_unix_ns: u64,
+) -> Result<(), Refusal> {
+    let info = &agent.info;
+    let started = i128::from(r.started_unix_ns) - i128::from(info.clock_offset_ns);
+    let run_ns = u128::from(spec.warmup_ns) + u128::from(r.window_ns);
+    // Clocks that run apart by 0.1% at most (10 times a poor quartz's rate), since the
+    // offset was measured (a connection may serve many loads) and over the load.
+    let since_offset_ns = received_unix_ns.saturating_sub(agent.offset_at_unix_ns);
+    let drift = ((u128::from(since_offset_ns) + run_ns) / 1000) as i128;
+    let err = i128::from(info.rtt_ns / 2 + TIME_SLACK_NS) + drift;
+    if started < i128::from(start_unix_ns) - err {
+        return proto::refuse(format!(
+            "started {:.3} ms before the start instant (the clock offset was measured to {:.3} ms)",
+            (i128::from(start_unix_ns) - started) as f64 / 1e6,
+            err as f64 / 1e6
+        ));
+    }
+    let ended = started + run_ns as i128;
+    if ended > i128::from(received_unix_ns) + err {
+        return proto::refuse(format!(
+            "a load said to end {:.3} ms after its report arrived",
+            (ended - i128::from(received_unix_ns)) as f64 / 1e6
+        ));
+    }
+    Ok(())
+}
+
 fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
     let fail = |error: String| RemoteError::Connect {
         addr: addr.to_string(),
@@ -361,7 +454,8 @@ fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
     let stream =
         TcpStream::connect_timeout(&sock, CONNECT_TIMEOUT).map_err(|e| fail(e.to_string()))?;
     let local_ip = stream.local_addr().map_err(|e| fail(e.to_string()))?.ip();
-    let wire = Wire::new(stream).map_err(|e| fail(e.to_string()))?;
+    let wire =
+        Wire::new(stream, proto::MAX_HANDSHAKE_LINE_BYTES).map_err(|e| fail(e.to_string()))?;
     let mut agent = Agent {
         info: AgentInfo {
             addr: addr.to_string(),
@@ -372,68 +466,154 @@ fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
             rtt_ns: 0,
         },
         wire,
+        offset_at_unix_ns: 0,
     };
-    agent.send(
-        &ToAgent::Hello {
-            version: proto::VERSION,
-            token: token.secret().to_string(),
-        },
-        "at hello",
-    )?;
-    match agent.recv(REPLY_TIMEOUT, "at hello")? {
-        FromAgent::Welcome { version, cpus } if version == proto::VERSION => agent.info.cpus = cpus,
-        m => return Err(agent.unexpected("at hello", &m)),
+    handshake(&mut agent, token)?;
+    agent.wire.set_max_line_bytes(proto::MAX_LINE_BYTES);
+    let (rtt, offset) = clock_offset(&mut agent)?;
+    agent.info.rtt_ns = rtt;
+    agent.info.clock_offset_ns = offset;
+    agent.offset_at_unix_ns = proto::unix_ns();
+    Ok(agent)
+}
+
+/// Hello with a fresh nonce; the agent's proof checked before this coordinator proves
+/// the token in turn (so an impostor learns nothing of it); the agent's CPUs.
+fn handshake(agent: &mut Agent, token: &Token) -> Result<(), RemoteError> {
+    const DURING: &str = "at hello";
+    let addr = agent.info.addr.clone();
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    let ours = auth::nonce().map_err(|e| RemoteError::Connect {
+        addr: addr.clone(),
+        error: e.to_string(),
+    })?;
+    let hello = ToAgent::Hello {
+        version: proto::VERSION,
+        nonce: auth::encode(&ours),
+    };
+    agent.send(&hello, DURING)?;
+    let (theirs, proof) = match agent.recv_by(deadline, HANDSHAKE_TIMEOUT, DURING) {
+        Ok(FromAgent::Challenge {
+            version,
+            nonce,
+            proof,
+        }) if version == proto::VERSION => (nonce, proof),
+        Ok(m) => return Err(agent.unexpected(DURING, &m)),
+        // An agent of protocol 1 cannot read this hello and says so in its terms.
+        Err(RemoteError::Refused { addr, reason }) if reason.contains("missing field `token`") => {
+            return Err(RemoteError::Refused {
+                addr,
+                reason: format!(
+                    "it speaks an older protocol (1); this coordinator speaks {}: run the same \
+                     smtlab release on both hosts",
+                    proto::VERSION
+                ),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let theirs =
+        auth::decode_nonce(&theirs, "the agent's nonce").map_err(|e| RemoteError::Protocol {
+            addr: addr.clone(),
+            during: DURING,
+            what: e.to_string(),
+        })?;
+    // A proof over this coordinator's own nonce is a reflection, not a proof.
+    if theirs == ours || !auth::verify(token, Role::Agent, &ours, &theirs, &proof) {
+        return Err(RemoteError::Unproved { addr });
     }
-    // NTP's estimate: the agent read its clock half-way through the round trip; the
-    // exchange with the shortest trip bounds the error best.
-    let mut best: Option<(u64, i64)> = None;
+    let proof = auth::prove(token, Role::Coordinator, &ours, &theirs);
+    agent.send(&ToAgent::Proof { proof }, DURING)?;
+    match agent.recv_by(deadline, HANDSHAKE_TIMEOUT, DURING)? {
+        FromAgent::Welcome { cpus } => agent.info.cpus = cpus,
+        m => return Err(agent.unexpected(DURING, &m)),
+    }
+    Ok(())
+}
+
+/// The agent's wall clock minus this host's and the round trip it was measured with.
+/// NTP's estimate: the agent read its clock half-way through the round trip; the
+/// exchange with the shortest trip bounds the error best. Every exchange must agree with
+/// it to within their round trips (a clock that jumps, or an agent that makes its
+/// readings up, does not), and the offset must be under a day.
+fn clock_offset(agent: &mut Agent) -> Result<(u64, i64), RemoteError> {
+    const DURING: &str = "measuring its clock";
+    let mut pings = Vec::with_capacity(PINGS);
     for _ in 0..PINGS {
         let t0 = proto::unix_ns();
-        agent.send(&ToAgent::Ping, "measuring its clock")?;
-        let FromAgent::Pong { unix_ns } = agent.recv(REPLY_TIMEOUT, "measuring its clock")? else {
+        agent.send(&ToAgent::Ping, DURING)?;
+        let FromAgent::Pong { unix_ns } = agent.recv(REPLY_TIMEOUT, DURING)? else {
             return Err(RemoteError::Protocol {
-                addr: addr.to_string(),
-                during: "measuring its clock",
+                addr: agent.info.addr.clone(),
+                during: DURING,
                 what: "expected pong".into(),
             });
         };
         let t1 = proto::unix_ns();
         let rtt = t1.saturating_sub(t0);
-        let offset = (i128::from(unix_ns) - (i128::from(t0) + i128::from(t1)) / 2) as i64;
-        if best.is_none_or(|(r, _)| rtt < r) {
-            best = Some((rtt, offset));
+        let offset = i128::from(unix_ns) - (i128::from(t0) + i128::from(t1)) / 2;
+        pings.push((rtt, offset));
+    }
+    let (rtt, offset) = pings.iter().copied().min_by_key(|p| p.0).unwrap_or((0, 0));
+    let bad = |what: String| RemoteError::Protocol {
+        addr: agent.info.addr.clone(),
+        during: DURING,
+        what,
+    };
+    if offset.unsigned_abs() > MAX_CLOCK_OFFSET.as_nanos() {
+        return Err(bad(format!(
+            "its clock is {:.0} s away from this host's (more than a day): set its clock",
+            offset as f64 / 1e9
+        )));
+    }
+    for &(r, o) in &pings {
+        let within = i128::from(r / 2 + rtt / 2 + TIME_SLACK_NS);
+        if (o - offset).abs() > within {
+            return Err(bad(format!(
+                "clock readings {:.3} ms apart over round trips of {:.3} ms",
+                (o - offset).abs() as f64 / 1e6,
+                r as f64 / 1e6
+            )));
         }
     }
-    let (rtt, offset) = best.unwrap_or((0, 0));
-    agent.info.rtt_ns = rtt;
-    agent.info.clock_offset_ns = offset;
-    Ok(agent)
+    Ok((rtt, offset as i64))
 }
 
 /// The agents' reports as one: counts added, histograms added (exact: the merged
 /// percentiles are those of one histogram of every sample), the window the longest,
 /// connections numbered on after the previous agent's.
 pub(crate) fn merge(parts: &[WireReport]) -> Result<LoadReport, String> {
+    fn add(a: &mut u64, b: u64) -> Result<(), &'static str> {
+        *a = a.checked_add(b).ok_or("counts that overflow when added")?;
+        Ok(())
+    }
     let mut r = LoadReport::empty();
-    let mut first_conn = 0;
+    let mut first_conn = 0usize;
     for p in parts {
         r.window_ns = r.window_ns.max(p.window_ns);
-        r.requests += p.requests;
-        r.bytes += p.bytes;
-        r.body_bytes += p.body_bytes;
-        r.connects += p.connects;
-        r.unanswered += p.unanswered;
-        r.unsent += p.unsent;
+        add(&mut r.requests, p.requests)?;
+        add(&mut r.bytes, p.bytes)?;
+        add(&mut r.body_bytes, p.body_bytes)?;
+        add(&mut r.connects, p.connects)?;
+        add(&mut r.unanswered, p.unanswered)?;
+        add(&mut r.unsent, p.unsent)?;
         r.latency
             .add(p.latency()?)
             .map_err(|e| format!("histogram out of range: {e:?}"))?;
         for (k, v) in p.error_kinds()? {
-            *r.errors.entry(k).or_default() += v;
+            add(r.errors.entry(k).or_default(), v)?;
         }
         for &(k, v) in &p.bad_statuses {
-            *r.bad_statuses.entry(k).or_default() += v;
+            add(r.bad_statuses.entry(k).or_default(), v)?;
         }
-        let next = first_conn + p.conns.iter().map(|c| c.conn + 1).max().unwrap_or(0);
+        let next = p
+            .conns
+            .iter()
+            .map(|c| c.conn.saturating_add(1))
+            .max()
+            .unwrap_or(0)
+            .checked_add(first_conn)
+            .ok_or("connection numbers that overflow")?;
         r.conns.extend(p.conns.iter().cloned().map(|mut c| {
             c.conn += first_conn;
             c

@@ -9,8 +9,9 @@ use std::time::Duration;
 use smtlab_placement::Token;
 
 use super::coordinator::merge;
-use super::proto::WireReport;
+use super::proto::{FromAgent, LoadSpec, ToAgent, Wire, WireReport};
 use super::*;
+use super::{auth, proto};
 use crate::stats::{LoadReport, histogram};
 use crate::tests::{Behaviour, serve as test_server};
 use crate::{LoadConfig, RequestSpec, Rng};
@@ -90,10 +91,15 @@ fn merged_percentiles_equal_those_of_the_union_of_all_samples() {
     );
 }
 
-const TOKEN: &str = "a-token-of-enough-length";
+/// The longest a test waits for an agent's answer: a test fails rather than hangs.
+const REPLY: Duration = Duration::from_secs(20);
 
-struct TestAgent {
-    addr: String,
+pub(super) const TOKEN: &str = "a-token-of-enough-length";
+
+pub(super) struct TestAgent {
+    pub(super) addr: String,
+    /// What the agent told, a line per event.
+    events: Arc<std::sync::Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -107,7 +113,17 @@ impl Drop for TestAgent {
     }
 }
 
-fn agent(allow: &str) -> TestAgent {
+pub(super) fn agent(allow: &str) -> TestAgent {
+    agent_with(
+        allow,
+        AgentLimits {
+            max_duration: Duration::from_secs(5),
+            ..AgentLimits::default()
+        },
+    )
+}
+
+fn agent_with(allow: &str, limits: AgentLimits) -> TestAgent {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let stop = Arc::new(AtomicBool::new(false));
@@ -115,17 +131,18 @@ fn agent(allow: &str) -> TestAgent {
         token: Token::new(TOKEN).unwrap(),
         allow: AllowList::parse(allow).unwrap(),
         cpus: Vec::new(),
-        limits: AgentLimits {
-            max_duration: Duration::from_secs(5),
-            ..AgentLimits::default()
-        },
+        limits,
     };
     let stop2 = stop.clone();
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let events2 = events.clone();
     let thread = std::thread::spawn(move || {
-        serve(listener, cfg, &stop2, Arc::new(|_| {})).unwrap();
+        let on_event = move |e: AgentEvent| events2.lock().unwrap().push(e.to_string());
+        serve(listener, cfg, &stop2, Arc::new(on_event)).unwrap();
     });
     TestAgent {
         addr,
+        events,
         stop,
         thread: Some(thread),
     }
@@ -192,7 +209,7 @@ fn a_wrong_token_is_refused() {
     let e = Remote::connect(std::slice::from_ref(&a.addr), &wrong)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("refused") && e.contains("wrong token"), "{e}");
+    assert!(e.contains("wrong token") && e.contains(&a.addr), "{e}");
     assert!(!e.contains('\n'), "{e}");
 }
 
@@ -248,62 +265,6 @@ fn allow_lists_parse_and_refuse_everything_nets() {
 }
 
 #[test]
-fn an_agent_stops_its_load_when_the_coordinator_goes() {
-    use super::proto::{FromAgent, ToAgent, Wire, unix_ns};
-    let server = test_server(Behaviour::Good(10));
-    let a = agent("127.0.0.1");
-    let mut wire = Wire::new(std::net::TcpStream::connect(&a.addr).unwrap()).unwrap();
-    wire.send(&ToAgent::Hello {
-        version: super::proto::VERSION,
-        token: TOKEN.into(),
-    })
-    .unwrap();
-    assert!(matches!(
-        wire.recv(None).unwrap(),
-        FromAgent::Welcome { .. }
-    ));
-    let spec = super::proto::LoadSpec {
-        target: server.addr,
-        host: "x".into(),
-        connections: 2,
-        threads: 1,
-        duration_ns: 4_000_000_000,
-        warmup_ns: 0,
-        timeout_ns: 1_000_000_000,
-        rate_per_s: None,
-        conn_bits_per_s: None,
-        keep_alive: true,
-        max_requests: u64::MAX,
-        seed: 1,
-        busy_poll_ns: 0,
-        requests: vec![(&RequestSpec::get("/")).into()],
-        weights: vec![1.0],
-    };
-    wire.send(&ToAgent::Prepare {
-        spec: Box::new(spec),
-    })
-    .unwrap();
-    assert!(matches!(wire.recv(None).unwrap(), FromAgent::Ready { .. }));
-    wire.send(&ToAgent::Start {
-        at_unix_ns: unix_ns(),
-    })
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let during = server.served.load(Ordering::SeqCst);
-    assert!(during > 0, "the load ran");
-    drop(wire);
-    // The agent notices within 50 ms and the load threads within another 50 ms.
-    std::thread::sleep(Duration::from_millis(400));
-    let after_stop = server.served.load(Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        server.served.load(Ordering::SeqCst),
-        after_stop,
-        "load went on after the coordinator left (4 s load)"
-    );
-}
-
-#[test]
 fn errors_are_counted_per_agent_and_summed() {
     let server = test_server(Behaviour::Status500);
     let (a, b) = (agent("127.0.0.1"), agent("127.0.0.1"));
@@ -324,4 +285,643 @@ fn errors_are_counted_per_agent_and_summed() {
         Some(r.merged.error_count())
     );
     assert_eq!(r.merged.requests, 0);
+}
+
+// ---- Hostile peers --------------------------------------------------------------
+
+/// A connection to agent `addr` that has done the handshake of protocol 2 by hand.
+fn raw_coordinator(addr: &str) -> Wire {
+    let mut wire = Wire::new(
+        std::net::TcpStream::connect(addr).unwrap(),
+        proto::MAX_LINE_BYTES,
+    )
+    .unwrap();
+    let ours = auth::nonce().unwrap();
+    wire.send(&ToAgent::Hello {
+        version: proto::VERSION,
+        nonce: auth::encode(&ours),
+    })
+    .unwrap();
+    let FromAgent::Challenge { nonce, proof, .. } =
+        wire.recv(Some(Duration::from_secs(5))).unwrap()
+    else {
+        panic!("expected a challenge");
+    };
+    let token = Token::new(TOKEN).unwrap();
+    let theirs = auth::decode_nonce(&nonce, "nonce").unwrap();
+    assert!(auth::verify(
+        &token,
+        auth::Role::Agent,
+        &ours,
+        &theirs,
+        &proof
+    ));
+    let proof = auth::prove(&token, auth::Role::Coordinator, &ours, &theirs);
+    wire.send(&ToAgent::Proof { proof }).unwrap();
+    assert!(matches!(
+        wire.recv(Some(Duration::from_secs(5))).unwrap(),
+        FromAgent::Welcome { .. }
+    ));
+    wire
+}
+
+pub(super) fn spec_to(target: std::net::SocketAddr, duration_ms: u64) -> LoadSpec {
+    LoadSpec {
+        target,
+        host: "x".into(),
+        connections: 2,
+        threads: 1,
+        duration_ns: duration_ms * 1_000_000,
+        warmup_ns: 0,
+        timeout_ns: 1_000_000_000,
+        rate_per_s: None,
+        conn_bits_per_s: None,
+        keep_alive: true,
+        max_requests: u64::MAX,
+        seed: 1,
+        busy_poll_ns: 0,
+        requests: vec![(&RequestSpec::get("/")).into()],
+        weights: vec![1.0],
+    }
+}
+
+/// The first line the agent sends on `s`, or "" if it closes first (at most `secs`).
+fn first_line(s: &mut std::net::TcpStream, secs: u64) -> String {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 512];
+    while !got.contains(&b'\n') {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Prepares a 4 s load on `wire`, starts it `ahead` from now, lets it run `run_ms`, then
+/// does `leave`; how long after `leave` the server's count stopped growing (up to 2 s).
+fn stop_delay(leave: impl FnOnce(Wire), ahead_ms: u64, run_ms: u64) -> (u64, Duration) {
+    let server = test_server(Behaviour::Good(10));
+    let a = agent("127.0.0.1");
+    let mut wire = raw_coordinator(&a.addr);
+    wire.send(&ToAgent::Prepare {
+        spec: Box::new(spec_to(server.addr, 4_000)),
+    })
+    .unwrap();
+    assert!(matches!(
+        wire.recv(Some(REPLY)).unwrap(),
+        FromAgent::Ready { .. }
+    ));
+    wire.send(&ToAgent::Start {
+        at_unix_ns: proto::unix_ns() + ahead_ms * 1_000_000,
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(run_ms));
+    let before = server.served.load(Ordering::SeqCst);
+    let left = std::time::Instant::now();
+    leave(wire);
+    // The last time the count grew, sampled every 5 ms for 2 s.
+    let (mut last, mut last_grew) = (server.served.load(Ordering::SeqCst), Duration::ZERO);
+    while left.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = server.served.load(Ordering::SeqCst);
+        if now != last {
+            (last, last_grew) = (now, left.elapsed());
+        }
+    }
+    (before, last_grew)
+}
+
+#[test]
+fn the_load_stops_when_the_coordinator_closes() {
+    let (during, delay) = stop_delay(drop, 0, 300);
+    assert!(during > 0, "the load ran");
+    // 100 ms by design (a 50 ms tick of the load threads); more only on a loaded host.
+    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+}
+
+#[test]
+fn the_load_stops_when_the_coordinator_sends_a_stray_byte_and_closes() {
+    use std::io::Write;
+    let (during, delay) = stop_delay(
+        |w| {
+            let _ = w.stream().write_all(b"{");
+            drop(w);
+        },
+        0,
+        300,
+    );
+    assert!(during > 0, "the load ran");
+    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+}
+
+#[test]
+fn the_load_stops_when_the_coordinator_only_half_closes() {
+    let (during, delay) = stop_delay(
+        |w| {
+            let _ = w.stream().shutdown(std::net::Shutdown::Write);
+            std::thread::sleep(Duration::from_secs(3));
+        },
+        0,
+        300,
+    );
+    assert!(during > 0, "the load ran");
+    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+}
+
+#[test]
+fn a_load_whose_coordinator_leaves_before_its_start_never_starts() {
+    let (before, _) = stop_delay(drop, 1_000, 50);
+    assert_eq!(before, 0);
+    let server = test_server(Behaviour::Good(10));
+    let a = agent("127.0.0.1");
+    let mut wire = raw_coordinator(&a.addr);
+    wire.send(&ToAgent::Prepare {
+        spec: Box::new(spec_to(server.addr, 4_000)),
+    })
+    .unwrap();
+    assert!(matches!(
+        wire.recv(Some(REPLY)).unwrap(),
+        FromAgent::Ready { .. }
+    ));
+    wire.send(&ToAgent::Start {
+        at_unix_ns: proto::unix_ns() + 500_000_000,
+    })
+    .unwrap();
+    drop(wire);
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert_eq!(
+        server.served.load(Ordering::SeqCst),
+        0,
+        "a load started after its coordinator left"
+    );
+}
+
+#[test]
+fn slow_unproved_connections_hold_no_slot_and_end_at_the_handshake_deadline() {
+    use std::io::Write;
+    let a = agent_with(
+        "127.0.0.1",
+        AgentLimits {
+            max_coordinators: 2,
+            handshake_timeout: Duration::from_millis(800),
+            ..AgentLimits::default()
+        },
+    );
+    // Four peers that send a space every 100 ms: each read is quick, the whole is not.
+    let mut slow: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&a.addr).unwrap())
+        .collect();
+    let t0 = std::time::Instant::now();
+    for _ in 0..5 {
+        for s in &mut slow {
+            let _ = s.write_all(b" ");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // More slow peers than coordinator slots, and a coordinator still gets in.
+    let token = Token::new(TOKEN).unwrap();
+    Remote::connect(std::slice::from_ref(&a.addr), &token).unwrap();
+    for s in &mut slow {
+        let _ = s.write_all(b" ");
+        let line = first_line(s, 3);
+        assert!(
+            line.contains("no proof of the token within 0.8 s"),
+            "{line:?}"
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn a_long_line_before_the_proof_is_refused_at_4_kib() {
+    use std::io::Write;
+    let a = agent("127.0.0.1");
+    let mut s = std::net::TcpStream::connect(&a.addr).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    // 64 KiB of no newline: the agent refuses after 4 KiB (writes past that may fail).
+    let _ = s.write_all(&vec![b'x'; 64 << 10]);
+    let line = first_line(&mut s, 3);
+    assert!(line.contains("longer than 4096 bytes"), "{line:?}");
+}
+
+#[test]
+fn connections_beyond_the_handshake_bound_are_closed_and_the_bound_comes_back() {
+    let a = agent_with(
+        "127.0.0.1",
+        AgentLimits {
+            max_handshakes: 3,
+            ..AgentLimits::default()
+        },
+    );
+    let held: Vec<std::net::TcpStream> = (0..3)
+        .map(|_| std::net::TcpStream::connect(&a.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut extra = std::net::TcpStream::connect(&a.addr).unwrap();
+    let t0 = std::time::Instant::now();
+    assert_eq!(first_line(&mut extra, 3), "");
+    assert!(t0.elapsed() < Duration::from_secs(1), "closed at once");
+    // A flood beyond the bound is told in one line, not a line each.
+    for _ in 0..30 {
+        let mut s = std::net::TcpStream::connect(&a.addr).unwrap();
+        assert_eq!(first_line(&mut s, 3), "");
+    }
+    let told = a.events.lock().unwrap().clone();
+    let closed: Vec<&String> = told
+        .iter()
+        .filter(|e| e.contains("closed unread"))
+        .collect();
+    assert_eq!(closed.len(), 1, "{told:?}");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
+    let token = Token::new(TOKEN).unwrap();
+    Remote::connect(std::slice::from_ref(&a.addr), &token).unwrap();
+}
+
+#[test]
+fn a_coordinator_of_protocol_1_is_told_the_versions_in_one_line() {
+    use std::io::Write;
+    let a = agent("127.0.0.1");
+    let mut s = std::net::TcpStream::connect(&a.addr).unwrap();
+    let hello = format!("{{\"msg\":\"hello\",\"version\":1,\"token\":\"{TOKEN}\"}}\n");
+    s.write_all(hello.as_bytes()).unwrap();
+    let line = first_line(&mut s, 3);
+    assert!(
+        line.contains("refused") && line.contains("protocol version 1; this agent speaks 2"),
+        "{line:?}"
+    );
+}
+
+/// A listener that plays an agent: answers hello with `challenge` (given the
+/// coordinator's nonce) and keeps every byte the coordinator sent.
+fn fake_agent(
+    challenge: impl Fn(&auth::Nonce) -> Vec<String> + Send + 'static,
+) -> (String, std::thread::JoinHandle<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let h = std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let (s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut hello = String::new();
+        r.read_line(&mut hello).unwrap();
+        let Ok(ToAgent::Hello { nonce, .. }) = serde_json::from_str(&hello) else {
+            panic!("{hello}");
+        };
+        let theirs = auth::decode_nonce(&nonce, "nonce").unwrap();
+        let mut w = s;
+        for line in challenge(&theirs) {
+            w.write_all(line.as_bytes()).unwrap();
+            w.write_all(b"\n").unwrap();
+        }
+        let mut rest = Vec::new();
+        let _ = r.read_to_end(&mut rest);
+        [hello.into_bytes(), rest].concat()
+    });
+    (addr, h)
+}
+
+#[test]
+fn a_fake_agent_learns_nothing_of_the_token() {
+    let (addr, h) = fake_agent(|_| {
+        let nonce = auth::encode(&auth::nonce().unwrap());
+        vec![format!(
+            r#"{{"msg":"challenge","version":2,"nonce":"{nonce}","proof":"{}"}}"#,
+            auth::encode(&[7u8; 32])
+        )]
+    });
+    let e = Remote::connect(&[addr], &Token::new(TOKEN).unwrap()).unwrap_err();
+    assert!(matches!(e, RemoteError::Unproved { .. }), "{e}");
+    let sent = String::from_utf8(h.join().unwrap()).unwrap();
+    assert!(!sent.contains(TOKEN), "{sent}");
+    // The hello and nothing else: no proof of the coordinator's for it to replay.
+    assert_eq!(sent.lines().count(), 1, "{sent}");
+    assert!(!sent.contains("proof"), "{sent}");
+}
+
+#[test]
+fn a_wrong_proof_is_refused_and_the_agent_never_sends_the_token() {
+    let a = agent("127.0.0.1");
+    let mut wire = Wire::new(
+        std::net::TcpStream::connect(&a.addr).unwrap(),
+        proto::MAX_LINE_BYTES,
+    )
+    .unwrap();
+    let ours = auth::nonce().unwrap();
+    wire.send(&ToAgent::Hello {
+        version: proto::VERSION,
+        nonce: auth::encode(&ours),
+    })
+    .unwrap();
+    let challenge = wire
+        .recv_line(Some(std::time::Instant::now() + REPLY))
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&challenge).contains(TOKEN));
+    let FromAgent::Challenge { nonce, .. } = serde_json::from_slice(&challenge).unwrap() else {
+        panic!()
+    };
+    let theirs = auth::decode_nonce(&nonce, "nonce").unwrap();
+    // The agent's own proof sent back is no proof of a coordinator's.
+    let wrong = Token::new("another-token-of-length").unwrap();
+    for proof in [
+        auth::prove(
+            &Token::new(TOKEN).unwrap(),
+            auth::Role::Agent,
+            &ours,
+            &theirs,
+        ),
+        auth::prove(&wrong, auth::Role::Coordinator, &ours, &theirs),
+    ] {
+        let mut w = Wire::new(
+            std::net::TcpStream::connect(&a.addr).unwrap(),
+            proto::MAX_LINE_BYTES,
+        )
+        .unwrap();
+        w.send(&ToAgent::Hello {
+            version: proto::VERSION,
+            nonce: auth::encode(&ours),
+        })
+        .unwrap();
+        let _ = w
+            .recv_line(Some(std::time::Instant::now() + REPLY))
+            .unwrap();
+        // A proof for another connection's nonces, whichever it is, fails here too.
+        w.send(&ToAgent::Proof { proof }).unwrap();
+        match w.recv::<FromAgent>(Some(REPLY)).unwrap() {
+            FromAgent::Refused { reason } => assert_eq!(reason, "wrong token"),
+            m => panic!("{m:?}"),
+        }
+    }
+}
+
+#[test]
+fn forged_requests_are_refused_by_the_coordinator_and_the_agent() {
+    let server = test_server(Behaviour::Good(10));
+    let a = agent("127.0.0.1");
+    let token = Token::new(TOKEN).unwrap();
+    let mut forged = vec![
+        RequestSpec::get("/"),
+        RequestSpec::get("/a b"),
+        RequestSpec::get("/x\r\nX: y"),
+        RequestSpec::get("/"),
+        RequestSpec::get("/"),
+    ];
+    forged[0].method = "SET k v\r\nQUIT\r\n".into();
+    forged[3].headers = vec!["X-A: b\r\nInjected: 1".into()];
+    forged[4].headers = vec!["Bad Name: b".into()];
+    for spec in &forged {
+        let mut remote = Remote::connect(std::slice::from_ref(&a.addr), &token).unwrap();
+        let e = remote
+            .run(
+                &load_to(server.addr, 1, 100),
+                std::slice::from_ref(spec),
+                &[1.0],
+            )
+            .unwrap_err();
+        assert!(matches!(e, RemoteError::Request(_)), "{e}");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        // The agent refuses it on its own too.
+        let mut wire = raw_coordinator(&a.addr);
+        let mut s = spec_to(server.addr, 100);
+        s.requests = vec![spec.into()];
+        wire.send(&ToAgent::Prepare { spec: Box::new(s) }).unwrap();
+        match wire.recv::<FromAgent>(Some(REPLY)).unwrap() {
+            FromAgent::Failed { reason } => assert!(!reason.contains('\n'), "{reason}"),
+            m => panic!("{m:?}"),
+        }
+    }
+    let mut wire = raw_coordinator(&a.addr);
+    let mut s = spec_to(server.addr, 100);
+    s.host = "h\r\nX: 1".into();
+    wire.send(&ToAgent::Prepare { spec: Box::new(s) }).unwrap();
+    assert!(matches!(
+        wire.recv::<FromAgent>(Some(REPLY)).unwrap(),
+        FromAgent::Failed { .. }
+    ));
+    assert_eq!(server.served.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_load_beyond_the_descriptors_free_is_refused_in_one_line() {
+    let server = test_server(Behaviour::Good(10));
+    let a = agent_with(
+        "127.0.0.1",
+        AgentLimits {
+            max_open_files: 100,
+            ..AgentLimits::default()
+        },
+    );
+    let mut wire = raw_coordinator(&a.addr);
+    let mut s = spec_to(server.addr, 100);
+    s.connections = 30_000;
+    wire.send(&ToAgent::Prepare { spec: Box::new(s) }).unwrap();
+    match wire.recv::<FromAgent>(Some(REPLY)).unwrap() {
+        FromAgent::Failed { reason } => assert!(reason.contains("open-file limit"), "{reason}"),
+        m => panic!("{m:?}"),
+    }
+    // One that fits still runs.
+    let mut remote =
+        Remote::connect(std::slice::from_ref(&a.addr), &Token::new(TOKEN).unwrap()).unwrap();
+    let r = remote
+        .run(
+            &load_to(server.addr, 2, 100),
+            &[RequestSpec::get("/")],
+            &[1.0],
+        )
+        .unwrap();
+    assert!(r.merged.requests > 0);
+}
+
+#[test]
+fn connections_are_accepted_when_they_arrive_not_on_a_tick() {
+    let a = agent("127.0.0.1");
+    let mut waits: Vec<Duration> = (0..15)
+        .map(|_| {
+            let t0 = std::time::Instant::now();
+            let mut s = std::net::TcpStream::connect(&a.addr).unwrap();
+            use std::io::Write;
+            s.write_all(b"{\"msg\":\"nope\"}\n").unwrap();
+            let line = first_line(&mut s, 3);
+            assert!(line.contains("expected hello first"), "{line}");
+            t0.elapsed()
+        })
+        .collect();
+    waits.sort();
+    // A 50 ms accept tick makes the median wait about 25 ms.
+    assert!(waits[7] < Duration::from_millis(10), "{waits:?}");
+}
+
+/// A report as a real 1 s load of 2 connections could send, 1000 requests of 100 bytes.
+fn plausible_report() -> (WireReport, LoadSpec) {
+    let mut r = report_of(&vec![100_000; 1000]);
+    r.bytes = 100_000;
+    r.body_bytes = 50_000;
+    r.conns = (0..2)
+        .map(|c| crate::stats::ConnStats {
+            conn: c,
+            requests: 500,
+            bytes: 50_000,
+            body_bytes: 25_000,
+            errors: 0,
+            paced_ns: 0,
+            paced_bytes: 0,
+        })
+        .collect();
+    let mut spec = spec_to("127.0.0.1:1".parse().unwrap(), 1_000);
+    spec.connections = 2;
+    (WireReport::from_report(&r, 0).unwrap(), spec)
+}
+
+#[test]
+fn impossible_reports_are_refused() {
+    let (good, spec) = plausible_report();
+    good.check(&spec).unwrap();
+    type Break = fn(&mut WireReport);
+    let broken: [(&str, Break); 8] = [
+        ("u64-max requests", |r| r.requests = u64::MAX),
+        ("a window of u64-max", |r| r.window_ns = u64::MAX),
+        ("requests without a window", |r| r.window_ns = 0),
+        ("u64-max errors", |r| {
+            r.errors.insert("timeout".into(), u64::MAX);
+        }),
+        ("more unanswered than connections", |r| r.unanswered = 3),
+        ("bodies larger than the bytes", |r| {
+            r.body_bytes = r.bytes + 1;
+        }),
+        ("totals that the connections do not add to", |r| {
+            r.conns[0].requests = 1;
+        }),
+        ("bad statuses beyond the errors", |r| {
+            r.bad_statuses = vec![(500, 7)];
+        }),
+    ];
+    for (what, f) in broken {
+        let mut r = good.clone();
+        f(&mut r);
+        let e = r.check(&spec).unwrap_err();
+        assert!(e.0.starts_with("an impossible report"), "{what}: {e}");
+    }
+    // Over what the duration and connections allow: 2 connections, 1 s, 10^7 requests.
+    let mut spec2 = spec.clone();
+    spec2.connections = 2;
+    let mut many = report_of(&vec![100; 10_000]);
+    many.requests = 10_000_000;
+    let r = WireReport::from_report(&many, 0).unwrap();
+    assert!(r.check(&spec2).is_err());
+    // Counts that would overflow when added are refused by the merge, not wrapped.
+    let mut huge = good.clone();
+    huge.requests = u64::MAX - 10;
+    assert!(merge(&[good.clone(), huge]).is_err());
+}
+
+/// An agent that proves the token, then answers pings and a load as `answer` says.
+fn lying_agent(
+    pong: fn() -> u64,
+    done: fn(&LoadSpec) -> WireReport,
+) -> (String, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let h = std::thread::spawn(move || {
+        let (s, _) = l.accept().unwrap();
+        let mut w = Wire::new(s, proto::MAX_LINE_BYTES).unwrap();
+        let token = Token::new(TOKEN).unwrap();
+        let Ok(ToAgent::Hello { nonce, .. }) = w.recv(Some(Duration::from_secs(5))) else {
+            return;
+        };
+        let theirs = auth::decode_nonce(&nonce, "n").unwrap();
+        let ours = auth::nonce().unwrap();
+        let proof = auth::prove(&token, auth::Role::Agent, &theirs, &ours);
+        let nonce = auth::encode(&ours);
+        let _ = w.send(&FromAgent::Challenge {
+            version: 2,
+            nonce,
+            proof,
+        });
+        let mut spec = None;
+        while let Ok(m) = w.recv::<ToAgent>(Some(Duration::from_secs(5))) {
+            let reply = match m {
+                ToAgent::Proof { .. } => FromAgent::Welcome { cpus: vec![] },
+                ToAgent::Ping => FromAgent::Pong { unix_ns: pong() },
+                ToAgent::Prepare { spec: s } => {
+                    spec = Some(s);
+                    FromAgent::Ready { threads: 1 }
+                }
+                ToAgent::Start { .. } => FromAgent::Done {
+                    report: Box::new(done(spec.as_ref().unwrap())),
+                },
+                ToAgent::Hello { .. } => return,
+            };
+            if w.send(&reply).is_err() {
+                return;
+            }
+        }
+    });
+    (addr, h)
+}
+
+#[test]
+fn a_coordinator_refuses_an_agent_that_lies() {
+    let token = Token::new(TOKEN).unwrap();
+    // A clock 56 years off.
+    let (addr, h) = lying_agent(|| 0, |_| plausible_report().0);
+    let e = Remote::connect(&[addr], &token).unwrap_err().to_string();
+    assert!(e.contains("more than a day"), "{e}");
+    h.join().unwrap();
+    // Counts of u64::MAX, and 10 requests in a window of 10^18 ns.
+    type Lie = fn(&LoadSpec) -> WireReport;
+    let lies: [(Lie, &str); 4] = [
+        // A start 10 s before the start instant, and one 5 s after the report was sent.
+        (
+            |_| {
+                let mut r = plausible_report().0;
+                r.started_unix_ns = proto::unix_ns() - 10_000_000_000;
+                r
+            },
+            "before the start instant",
+        ),
+        (
+            |_| {
+                let mut r = plausible_report().0;
+                r.started_unix_ns = proto::unix_ns() + 5_000_000_000;
+                r
+            },
+            "after its report arrived",
+        ),
+        (
+            |_| {
+                let mut r = plausible_report().0;
+                r.requests = u64::MAX;
+                r
+            },
+            "impossible report",
+        ),
+        (
+            |_| {
+                let mut r =
+                    WireReport::from_report(&report_of(&[1000; 10]), proto::unix_ns()).unwrap();
+                r.window_ns = 1_000_000_000_000_000_000;
+                r
+            },
+            "impossible report",
+        ),
+    ];
+    for (lie, expected) in lies {
+        let (addr, h) = lying_agent(proto::unix_ns, lie);
+        let mut remote = Remote::connect(&[addr], &token).unwrap();
+        let e = remote
+            .run(
+                &load_to("127.0.0.1:1".parse().unwrap(), 2, 1000),
+                &[RequestSpec::get("/")],
+                &[1.0],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(expected), "{e}");
+        drop(remote);
+        h.join().unwrap();
+    }
 }

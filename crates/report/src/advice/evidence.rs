@@ -54,6 +54,21 @@ pub fn headroom(cells: &[CellRecord]) -> Option<Headroom> {
     })
 }
 
+/// Adds to each workload's evidence the placements it planned and could not measure,
+/// with the reason (`2c1t: no CPU is left for the client side`), so an answer that
+/// lacks a side names why rather than guessing.
+pub fn add_unmeasured(evidence: &mut [Evidence], skipped: &[smtlab_model::SkippedCell]) {
+    for s in skipped {
+        let name = workload_name(&s.key.benchmark, &s.key.params);
+        if let Some(e) = evidence.iter_mut().find(|e| e.workload == name) {
+            e.unmeasured.push(format!(
+                "{} was not measured: {}",
+                s.key.placement, s.reason
+            ));
+        }
+    }
+}
+
 /// The evidence of every workload among `cells` measured on at least two of the
 /// placements the advice compares (or co-run), in order of first appearance; `smt`:
 /// whether the machine has SMT. Utilisation steps are left out (they have no workload).
@@ -509,8 +524,7 @@ fn partners(cells: &[&CellRecord], a: &str) -> Vec<Partnered> {
 
 /// Every workload's advice among a run's cells.
 pub fn advise_run(r: &RunResults) -> Vec<Advice> {
-    evidence(&r.cells, r.run.topology.smt_visible())
-        .iter()
-        .map(decide)
-        .collect()
+    let mut e = evidence(&r.cells, r.run.topology.smt_visible());
+    add_unmeasured(&mut e, &r.skipped);
+    e.iter().map(decide).collect()
 }

@@ -9,6 +9,36 @@ fn fig(value: f64, low: f64, high: f64) -> Figure {
     Figure::new(value, low, high)
 }
 
+/// A workload whose `2c1t` was skipped on a machine without SMT: the answer names the
+/// skip's reason, not the machine's lack of siblings alone.
+#[test]
+fn a_side_not_measured_is_named_with_its_reason() {
+    let mut e = vec![Evidence {
+        workload: "web-static".into(),
+        smt: false,
+        ..Evidence::default()
+    }];
+    let skipped = smtlab_model::SkippedCell {
+        key: smtlab_model::CellKey {
+            benchmark: "web-static".into(),
+            params: Default::default(),
+            conditions: Default::default(),
+            placement: "2c1t".into(),
+        },
+        reason: "no CPU is left for the client side".into(),
+    };
+    let plain = decide(&e[0]);
+    assert_eq!(plain.because, "the machine shows no SMT siblings");
+    add_unmeasured(&mut e, &[skipped]);
+    let a = decide(&e[0]);
+    assert!(
+        a.because
+            .starts_with("2c1t was not measured: no CPU is left for the client side"),
+        "{}",
+        a.because
+    );
+}
+
 fn smt_machine() -> Evidence {
     Evidence {
         workload: "server".into(),

@@ -228,10 +228,18 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
     } else {
         format!("no ({})", c.result.stop_reason)
     };
+    // A figure at a limit is a bound; a fork figure goes with the forking process's size.
+    let notes: Vec<String> = [crate::fmt::at_limit(c), crate::fmt::fork_size(c)]
+        .into_iter()
+        .flatten()
+        .collect();
     html! {
         tr {
             td { code { (params(&c.flat_params())) } }
-            td { (placement_label(c)) }
+            td {
+                (placement_label(c))
+                @if !notes.is_empty() { br; small { (notes.join("; ")) } }
+            }
             td { code { (cpus(&c.placement.cpus)) } }
             td class="num" { (col.num(s.median)) }
             td class="num" { (col.range(s.p25, s.p75)) }

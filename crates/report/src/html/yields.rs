@@ -11,7 +11,9 @@ use super::scaling::headline;
 use crate::fmt::{params, times};
 use crate::svg;
 use crate::units::Column;
-use crate::yields::{YieldKind, no_yields_reason, smt_yields};
+use smtlab_model::verdict::PairKind;
+
+use crate::yields::{no_yields_reason, smt_yields};
 
 /// The `exec` section: what the placements did for the user's own command
 /// (`smtlab exec`), as the one verdict ([`smtlab_model::verdict`]) of each placement
@@ -155,7 +157,7 @@ pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
     // One scale for every strip, so that they can be compared down a column.
     let bounds: Vec<f64> = rows
         .iter()
-        .flat_map(|row| YieldKind::ALL.iter().filter_map(|k| row.get(*k)))
+        .flat_map(|row| PairKind::YIELDS.iter().filter_map(|k| row.get(*k)))
         .filter(|y| !y.idle_sibling)
         .flat_map(|y| [Some(y.ratio.ratio), y.ratio.ci95_low, y.ratio.ci95_high])
         .flatten()
@@ -182,7 +184,7 @@ pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
             table {
                 tr {
                     th { "benchmark" } th { "params" } th { "unit" } th { "better" }
-                    @for k in YieldKind::ALL {
+                    @for k in PairKind::YIELDS {
                         th { (k.name()) (BR) span class="sub" { (k.heading()) } }
                     }
                 }
@@ -197,7 +199,7 @@ pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
                                 Direction::Lower => b { "lower" },
                             }
                         }
-                        @for k in YieldKind::ALL {
+                        @for k in PairKind::YIELDS {
                             @match row.get(k) {
                                 Some(y) => (ratio_cell(y, range)),
                                 None => td class="muted" { "not measured" },

@@ -5,7 +5,7 @@
 
 use maud::{Markup, html};
 use smtlab_model::stats;
-use smtlab_model::verdict::{self, Verdict};
+use smtlab_model::verdict::{self, PairKind, Verdict};
 use smtlab_model::{CellRecord, RunResults};
 
 use super::cells::{mean_column, placements};
@@ -13,15 +13,14 @@ use super::rows::Row;
 use crate::fmt::times;
 use crate::html::BR;
 use crate::units::Column;
-use crate::yields::YieldKind;
 
 /// The pairs a workload table shows: the papers' two SMT speed-ups.
-const PAIRS: [YieldKind; 2] = [YieldKind::Smt, YieldKind::DualCore];
+const PAIRS: [PairKind; 2] = [PairKind::SmtYield, PairKind::DualCoreSmtGain];
 
 /// The verdict on a pair among `cells` (one parameter set): the one verdict, or `None`
 /// when a side is missing or both sides ran on the same CPUs.
-fn pair_speedup(cells: &[&CellRecord], kind: YieldKind) -> Option<Verdict> {
-    let (s, b) = kind.placements();
+fn pair_speedup(cells: &[&CellRecord], kind: PairKind) -> Option<Verdict> {
+    let (b, s) = kind.placements();
     let smt = cells.iter().find(|c| c.placement.name == s)?;
     let base = cells.iter().find(|c| c.placement.name == b)?;
     if smt.placement.cpu_set() == base.placement.cpu_set() {
@@ -105,7 +104,7 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
     let places = placements(&all);
     let one_unit = all.iter().all(|c| c.unit == all[0].unit);
     let table_col = one_unit.then(|| mean_column(&all));
-    let kinds: Vec<YieldKind> = PAIRS
+    let kinds: Vec<PairKind> = PAIRS
         .into_iter()
         .filter(|k| rows.iter().any(|r| pair_speedup(&r.cells, *k).is_some()))
         .collect();

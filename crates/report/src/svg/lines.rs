@@ -14,6 +14,33 @@ pub fn line_chart(
     series: &[Series],
     opt: &LineOptions,
 ) -> Option<String> {
+    let plot = line_plot(x_label, y_label, series, opt)?;
+    let mut s = plot.open(title, subtitle);
+    reference_lines(&mut s, &plot, opt);
+    // Point labels placed so far, as (x0, x1, y0, y1) boxes.
+    let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
+    for (i, se) in series.iter().enumerate() {
+        series_line(&mut s, &plot, i, se, opt, &mut placed);
+    }
+    // Legend, right of the plot: one swatch and name per series.
+    let lx = plot.w - plot.right + 14.0;
+    for (i, se) in series.iter().enumerate() {
+        let y = plot.top + 8.0 + 18.0 * i as f64;
+        let _ = write!(
+            s,
+            r#"<path d="M{lx} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+            color(i),
+            lx + 24.0,
+            y + 4.0,
+            esc(&shorten(&se.name, 22))
+        );
+    }
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// The geometry of a line chart: axes over every drawable point and its interval.
+fn line_plot(x_label: &str, y_label: &str, series: &[Series], opt: &LineOptions) -> Option<Plot> {
     let pts = || series.iter().flat_map(|s| s.points.iter());
     let (xl, xh) = extent(
         pts()
@@ -31,7 +58,7 @@ pub fn line_chart(
         // rather than pulling the axis below it.
         yl = 0.0;
     }
-    let plot = Plot {
+    Some(Plot {
         w: 640.0,
         h: 340.0,
         left: 64.0,
@@ -44,10 +71,12 @@ pub fn line_chart(
             (Scale::Linear, _) => Axis::fit(x_label, xl.min(0.0), xh, Scale::Linear, opt.x_integer),
         },
         y: Axis::fit(y_label, yl, yh, opt.y_scale, false),
-    };
-    let mut s = plot.open(title, subtitle);
-    // Reference lines first, under the data; labels alternate in height so that
-    // neighbouring lines (L1d and L1i) do not print on top of each other.
+    })
+}
+
+/// Reference lines, drawn first, under the data; labels alternate in height so that
+/// neighbouring lines (L1d and L1i) do not print on top of each other.
+fn reference_lines(s: &mut String, plot: &Plot, opt: &LineOptions) {
     for (i, (v, label)) in opt.vlines.iter().enumerate() {
         if !plot.x.drawable(*v) || *v < plot.x.min || *v > plot.x.max {
             continue;
@@ -63,127 +92,138 @@ pub fn line_chart(
             esc(label)
         );
     }
-    // Point labels placed so far, as (x0, x1, y0, y1) boxes.
-    let mut placed: Vec<(f64, f64, f64, f64)> = Vec::new();
-    for (i, se) in series.iter().enumerate() {
-        let c = color(i);
-        let mut pts: Vec<&Point> = se
-            .points
+}
+
+/// Series `i`: its line, markers, error bars and point labels.
+fn series_line(
+    s: &mut String,
+    plot: &Plot,
+    i: usize,
+    se: &Series,
+    opt: &LineOptions,
+    placed: &mut Vec<(f64, f64, f64, f64)>,
+) {
+    let c = color(i);
+    let mut pts: Vec<&Point> = se
+        .points
+        .iter()
+        .filter(|p| p.x.is_finite() && plot.y.drawable(p.y))
+        .collect();
+    // Stable sort: points sharing an x keep their order, and the first of them (the
+    // first measured) carries the line; the others are dodged sideways a few pixels
+    // so that each marker and error bar stays visible and hoverable.
+    pts.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let dodge = dodges(&pts);
+    let on_line: Vec<&&Point> = pts
+        .iter()
+        .zip(&dodge)
+        .filter(|(_, d)| **d == 0.0)
+        .map(|(p, _)| p)
+        .collect();
+    if on_line.len() >= 2 {
+        let d: Vec<String> = on_line
             .iter()
-            .filter(|p| p.x.is_finite() && plot.y.drawable(p.y))
+            .enumerate()
+            .map(|(j, p)| {
+                let cmd = if j == 0 { 'M' } else { 'L' };
+                format!("{cmd}{} {}", r1(plot.px(p.x)), r1(plot.py(p.y)))
+            })
             .collect();
-        // Stable sort: points sharing an x keep their order, and the first of them (the
-        // first measured) carries the line; the others are dodged sideways a few pixels
-        // so that each marker and error bar stays visible and hoverable.
-        pts.sort_by(|a, b| a.x.total_cmp(&b.x));
-        let mut dodge = vec![0.0; pts.len()];
-        let mut j = 0;
-        while j < pts.len() {
-            let k = pts[j..].iter().take_while(|p| p.x == pts[j].x).count();
-            for (m, d) in dodge[j..j + k].iter_mut().enumerate() {
-                // 0, -7, +7, -14, +14, ... pixels.
-                let step = m.div_ceil(2) as f64 * 7.0;
-                *d = if m % 2 == 1 { -step } else { step };
-            }
-            j += k;
-        }
-        let on_line: Vec<&&Point> = pts
-            .iter()
-            .zip(&dodge)
-            .filter(|(_, d)| **d == 0.0)
-            .map(|(p, _)| p)
-            .collect();
-        if on_line.len() >= 2 {
-            let d: Vec<String> = on_line
-                .iter()
-                .enumerate()
-                .map(|(j, p)| {
-                    let cmd = if j == 0 { 'M' } else { 'L' };
-                    format!("{cmd}{} {}", r1(plot.px(p.x)), r1(plot.py(p.y)))
-                })
-                .collect();
-            let _ = write!(
-                s,
-                r#"<path d="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
-                d.join("")
-            );
-        }
-        for (p, dx) in pts.iter().zip(&dodge) {
-            let (x, y) = (r1(plot.px(p.x) + dx), r1(plot.py(p.y)));
-            let clip = |v: f64| v.clamp(plot.y.min, plot.y.max);
-            if let (Some(lo), Some(hi)) = (p.lo.map(clip), p.hi.map(clip))
-                && plot.y.drawable(lo)
-                && plot.y.drawable(hi)
-            {
-                let (a, b) = (r1(plot.py(lo)), r1(plot.py(hi)));
-                let _ = write!(
-                    s,
-                    r#"<path d="M{x} {a}V{b}M{} {a}h8M{} {b}h8" stroke="{c}" fill="none"/>"#,
-                    x - 4.0,
-                    x - 4.0
-                );
-            }
-            let _ = write!(
-                s,
-                r##"<circle cx="{x}" cy="{y}" r="3.5" fill="{c}" stroke="#ffffff"><title>{}</title></circle>"##,
-                esc(&p.tip)
-            );
-            if opt.point_labels
-                && let Some(l) = &p.label
-            {
-                // Near the right edge the label goes left of the point, off the legend.
-                let width = label_width(l);
-                let (lx, anchor, x0) = if x > plot.w - plot.right - 30.0 {
-                    (x - 5.0, "end", x - 5.0 - width)
-                } else {
-                    (x + 5.0, "start", x + 5.0)
-                };
-                // Even series above the point, odd ones below, on a white halo, so that
-                // two lines meeting at a point keep both labels readable; a label that
-                // would touch one already placed moves further out until it is clear.
-                const ABOVE: [f64; 4] = [-6.0, -17.0, -28.0, -39.0];
-                const BELOW: [f64; 4] = [13.0, 24.0, 35.0, 46.0];
-                let (near, far) = if i % 2 == 0 {
-                    (ABOVE, BELOW)
-                } else {
-                    (BELOW, ABOVE)
-                };
-                let clear = |dy: f64| {
-                    let (y0, y1) = (y + dy - 9.0, y + dy + 2.0);
-                    !placed
-                        .iter()
-                        .any(|&(a0, a1, b0, b1)| x0 < a1 && a0 < x0 + width && y0 < b1 && b0 < y1)
-                };
-                let dy = near
-                    .into_iter()
-                    .chain(far)
-                    .find(|&dy| clear(dy))
-                    .unwrap_or(near[0]);
-                placed.push((x0, x0 + width, y + dy - 9.0, y + dy + 2.0));
-                let _ = write!(
-                    s,
-                    r##"<text x="{lx}" y="{}" text-anchor="{anchor}" fill="{c}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
-                    y + dy,
-                    esc(l)
-                );
-            }
-        }
-    }
-    // Legend, right of the plot: one swatch and name per series.
-    let lx = plot.w - plot.right + 14.0;
-    for (i, se) in series.iter().enumerate() {
-        let y = plot.top + 8.0 + 18.0 * i as f64;
         let _ = write!(
             s,
-            r#"<path d="M{lx} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
-            color(i),
-            lx + 24.0,
-            y + 4.0,
-            esc(&shorten(&se.name, 22))
+            r#"<path d="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+            d.join("")
         );
     }
-    s.push_str("</svg>");
-    Some(s)
+    for (p, dx) in pts.iter().zip(&dodge) {
+        let (x, y) = (r1(plot.px(p.x) + dx), r1(plot.py(p.y)));
+        let clip = |v: f64| v.clamp(plot.y.min, plot.y.max);
+        if let (Some(lo), Some(hi)) = (p.lo.map(clip), p.hi.map(clip))
+            && plot.y.drawable(lo)
+            && plot.y.drawable(hi)
+        {
+            let (a, b) = (r1(plot.py(lo)), r1(plot.py(hi)));
+            let _ = write!(
+                s,
+                r#"<path d="M{x} {a}V{b}M{} {a}h8M{} {b}h8" stroke="{c}" fill="none"/>"#,
+                x - 4.0,
+                x - 4.0
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<circle cx="{x}" cy="{y}" r="3.5" fill="{c}" stroke="#ffffff"><title>{}</title></circle>"##,
+            esc(&p.tip)
+        );
+        if opt.point_labels
+            && let Some(l) = &p.label
+        {
+            point_label(s, plot, i, (x, y), l, placed);
+        }
+    }
+}
+
+/// Sideways pixel offsets of points sorted by x: 0 for the first at each x, then
+/// -7, +7, -14, +14, ...
+fn dodges(pts: &[&Point]) -> Vec<f64> {
+    let mut dodge = vec![0.0; pts.len()];
+    let mut j = 0;
+    while j < pts.len() {
+        let k = pts[j..].iter().take_while(|p| p.x == pts[j].x).count();
+        for (m, d) in dodge[j..j + k].iter_mut().enumerate() {
+            let step = m.div_ceil(2) as f64 * 7.0;
+            *d = if m % 2 == 1 { -step } else { step };
+        }
+        j += k;
+    }
+    dodge
+}
+
+/// The label of a point of series `i` drawn at `(x, y)`, clear of those `placed`.
+fn point_label(
+    s: &mut String,
+    plot: &Plot,
+    i: usize,
+    (x, y): (f64, f64),
+    l: &str,
+    placed: &mut Vec<(f64, f64, f64, f64)>,
+) {
+    // Near the right edge the label goes left of the point, off the legend.
+    let width = label_width(l);
+    let (lx, anchor, x0) = if x > plot.w - plot.right - 30.0 {
+        (x - 5.0, "end", x - 5.0 - width)
+    } else {
+        (x + 5.0, "start", x + 5.0)
+    };
+    // Even series above the point, odd ones below, on a white halo, so that
+    // two lines meeting at a point keep both labels readable; a label that
+    // would touch one already placed moves further out until it is clear.
+    const ABOVE: [f64; 4] = [-6.0, -17.0, -28.0, -39.0];
+    const BELOW: [f64; 4] = [13.0, 24.0, 35.0, 46.0];
+    let (near, far) = if i.is_multiple_of(2) {
+        (ABOVE, BELOW)
+    } else {
+        (BELOW, ABOVE)
+    };
+    let clear = |dy: f64| {
+        let (y0, y1) = (y + dy - 9.0, y + dy + 2.0);
+        !placed
+            .iter()
+            .any(|&(a0, a1, b0, b1)| x0 < a1 && a0 < x0 + width && y0 < b1 && b0 < y1)
+    };
+    let dy = near
+        .into_iter()
+        .chain(far)
+        .find(|&dy| clear(dy))
+        .unwrap_or(near[0]);
+    placed.push((x0, x0 + width, y + dy - 9.0, y + dy + 2.0));
+    let _ = write!(
+        s,
+        r##"<text x="{lx}" y="{}" text-anchor="{anchor}" fill="{}" font-size="9.5" stroke="#ffffff" stroke-width="3" paint-order="stroke">{}</text>"##,
+        y + dy,
+        color(i),
+        esc(l)
+    );
 }
 
 /// Scatter of `(x, y)` points; with `diagonal` both axes share one range and the line

@@ -217,6 +217,7 @@ pub fn cell(
             start_spread_ns: None,
             wall_ns: 200_000_000,
             config: RunConfig::default(),
+            at_limit: None,
             rounds: Vec::new(),
             disturbance: None,
         },

@@ -136,9 +136,8 @@ impl Subject {
     /// for unset ones when `quick`).
     pub fn catalog(name: &str, given: &[String], quick: bool) -> Result<Subject, ExperimentError> {
         let Some(bench) = crate::catalog::find(name) else {
-            return Err(ExperimentError::input(format!(
-                "unknown workload {name:?}; available: {}",
-                crate::catalog::names().join(", ")
+            return Err(ExperimentError::input(crate::catalog::unknown(
+                "workload", name,
             )));
         };
         let params = Params::resolve(&bench.info(), given, quick)
@@ -493,7 +492,14 @@ pub fn measure_headroom(
     sink: &mut dyn SessionObserver,
 ) -> Result<Ended, ExperimentError> {
     let (spec, placement) = super::utilisation::placement(None, topo)?;
-    super::utilisation::measure_curve(engine, curve, None, topo, (&spec, &placement), sink)
+    super::utilisation::measure_curve(
+        engine,
+        curve,
+        super::smt::SmtState::AsFound,
+        topo,
+        (&spec, &placement),
+        sink,
+    )
 }
 
 #[cfg(test)]

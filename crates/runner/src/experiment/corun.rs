@@ -54,9 +54,9 @@ impl Workload {
         defaults: &[(&str, &str)],
     ) -> Result<Workload, ExperimentError> {
         let Some(bench) = crate::catalog::find(name) else {
-            return Err(ExperimentError::input(format!(
-                "unknown benchmark {name:?}; available: {}",
-                crate::catalog::names().join(", ")
+            return Err(ExperimentError::input(crate::catalog::unknown(
+                "benchmark",
+                name,
             )));
         };
         let info = bench.info();

@@ -22,68 +22,46 @@ use super::{Engine, ExperimentError};
 use crate::machine::Machine;
 use crate::session::{CellPlan, Ended, Group, SessionObserver};
 
-/// An SMT state to measure in: on, off, or `None` for the state found (not switched).
-pub type SmtState = Option<bool>;
-
-/// What a state is called in the keys and on screen.
-pub fn state_label(state: SmtState) -> &'static str {
-    match state {
-        Some(true) => "on",
-        Some(false) => "off",
-        None => "as found",
-    }
-}
+/// The one SMT state of a cell (on, off, or as found), from the model.
+pub use smtlab_model::keys::SmtState;
 
 /// The states `--smt` asks for, in the order given (`both` is `off,on`; a list may be
 /// one argument or several).
-pub fn parse_states(given: &[String]) -> Result<Vec<bool>, ExperimentError> {
-    let word = |on: bool| state_label(Some(on));
+pub fn parse_states(given: &[String]) -> Result<Vec<SmtState>, ExperimentError> {
     let mut out = Vec::new();
     for s in given.iter().flat_map(|g| g.split(',')) {
-        let add: &[bool] = match s.trim() {
-            "off" => &[false],
-            "on" => &[true],
-            "both" => &[false, true],
+        let add: &[SmtState] = match s.trim() {
+            "off" => &[SmtState::Off],
+            "on" => &[SmtState::On],
+            "both" => &[SmtState::Off, SmtState::On],
             other => {
                 return Err(ExperimentError::input(format!(
                     "--smt {other:?}: expected off, on, both, off,on or on,off"
                 )));
             }
         };
-        for &on in add {
-            if out.contains(&on) {
+        for &state in add {
+            if out.contains(&state) {
                 return Err(ExperimentError::input(format!(
                     "--smt {}: SMT {} given twice",
                     given.join(","),
-                    word(on)
+                    state.name()
                 )));
             }
-            out.push(on);
+            out.push(state);
         }
     }
     Ok(out)
 }
 
-/// The SMT state `key` was measured in; `None` for a cell measured as found.
+/// The SMT state `key` was measured in (as found where its key names none).
 pub fn state_of(key: &CellKey) -> SmtState {
-    match key.smt() {
-        Some(smtlab_model::keys::SmtState::On) => Some(true),
-        Some(smtlab_model::keys::SmtState::Off) => Some(false),
-        _ => None,
-    }
-}
-
-/// The state as the cell keys hold it.
-pub fn condition(state: SmtState) -> smtlab_model::keys::SmtState {
-    state.map_or(
-        smtlab_model::keys::SmtState::AsFound,
-        smtlab_model::keys::SmtState::from_on,
-    )
+    key.smt().unwrap_or(SmtState::AsFound)
 }
 
 /// Keys `key` with the SMT state it is measured in.
 pub fn set_state(key: &mut CellKey, state: SmtState) {
-    key.set_smt(Some(condition(state)));
+    key.set_smt(Some(state));
 }
 
 /// The benchmark's own parameters of `key` (its conditions, such as the SMT state, are
@@ -92,10 +70,10 @@ pub fn bench_params(key: &CellKey) -> BTreeMap<String, String> {
     key.params.clone()
 }
 
-/// `cell` keyed with the SMT state `on`, its placement not yet resolved in that state.
-pub fn cell_in<'a>(cell: &CellPlan<'a>, on: bool) -> CellPlan<'a> {
+/// `cell` keyed with the SMT state `state`, its placement not yet resolved in that state.
+pub fn cell_in<'a>(cell: &CellPlan<'a>, state: SmtState) -> CellPlan<'a> {
     let mut key = cell.key.clone();
-    set_state(&mut key, Some(on));
+    set_state(&mut key, state);
     CellPlan {
         bench: cell.bench,
         info: cell.info.clone(),
@@ -109,21 +87,24 @@ pub fn cell_in<'a>(cell: &CellPlan<'a>, on: bool) -> CellPlan<'a> {
 
 /// Every group once per state in `states`, the states taking turns group by group
 /// (`states` empty: the groups as they are, measured in the state found).
-pub fn turns<'a>(groups: Vec<Group<'a>>, states: &[bool]) -> Vec<Group<'a>> {
+pub fn turns<'a>(groups: Vec<Group<'a>>, states: &[SmtState]) -> Vec<Group<'a>> {
     if states.is_empty() {
         return groups;
     }
     let mut out = Vec::new();
     for group in &groups {
-        for &on in states {
-            out.push(group.iter().map(|c| cell_in(c, on)).collect());
+        for &state in states {
+            out.push(group.iter().map(|c| cell_in(c, state)).collect());
         }
     }
     out
 }
 
 /// The SMT states of `states` that can be measured here, or why none can be.
-pub fn switchable(machine: &dyn Machine, states: &[bool]) -> Result<Vec<bool>, NotSwitchable> {
+pub fn switchable(
+    machine: &dyn Machine,
+    states: &[SmtState],
+) -> Result<Vec<SmtState>, NotSwitchable> {
     match (states.is_empty(), machine.switch_refusal()) {
         (false, Some(why)) => Err(NotSwitchable(why)),
         _ => Ok(states.to_vec()),
@@ -148,7 +129,7 @@ pub fn in_states<T>(
     let mut ended = Ended::Complete;
     for item in items {
         let st = state(&item);
-        let Some(on) = st else {
+        let Some(on) = st.is_on() else {
             ended = turn(item, st, Ok(found))?;
             if ended == Ended::Stopped {
                 break;
@@ -167,7 +148,7 @@ pub fn in_states<T>(
         let entered = match (&mut switch, &refusal) {
             (Some(sw), _) => sw
                 .set(on)
-                .map_err(|e| format!("cannot switch SMT {}: {e}", state_label(st)))
+                .map_err(|e| format!("cannot switch SMT {}: {e}", st.name()))
                 .and_then(|()| machine.topology().map_err(|e| e.to_string())),
             (None, why) => Err(why.clone().unwrap_or_default()),
         };
@@ -194,7 +175,7 @@ pub fn measure_groups(
     groups: Vec<Group<'_>>,
     sink: &mut dyn SessionObserver,
 ) -> Result<Ended, ExperimentError> {
-    let state = |g: &Group<'_>| g.first().and_then(|c| state_of(&c.key));
+    let state = |g: &Group<'_>| g.first().map_or(SmtState::AsFound, |c| state_of(&c.key));
     in_states(
         engine.machine,
         protection,
@@ -207,8 +188,8 @@ pub fn measure_groups(
                 Err(why) => return Ok(skip_all(&group, st, &why, sink)),
             };
             let group = match st {
-                None => group,
-                Some(_) => resolve_in(group, st, topo),
+                SmtState::AsFound => group,
+                SmtState::On | SmtState::Off => resolve_in(group, st, topo),
             };
             Ok(engine.run(topo, vec![group], sink))
         },
@@ -222,7 +203,7 @@ pub fn resolve_in<'a>(group: Group<'a>, st: SmtState, topo: &Topology) -> Group<
         .map(|mut c| {
             c.placement = smtlab_placement::parse(&c.key.placement)
                 .and_then(|spec| smtlab_placement::resolve(&spec, topo))
-                .map_err(|e| format!("with SMT {}: {e}", state_label(st)));
+                .map_err(|e| format!("with SMT {}: {e}", st.name()));
             c
         })
         .collect()
@@ -232,7 +213,7 @@ fn skip_all(group: &Group<'_>, st: SmtState, why: &str, sink: &mut dyn SessionOb
     for c in group {
         let skipped = SkippedCell {
             key: c.key.clone(),
-            reason: format!("with SMT {}: {why}", state_label(st)),
+            reason: format!("with SMT {}: {why}", st.name()),
         };
         if sink.skipped(&skipped) == ControlFlow::Break(()) {
             return Ended::Stopped;
@@ -291,7 +272,11 @@ mod tests {
     fn states_take_turns_per_item_with_the_topology_of_each_and_the_state_is_restored() {
         let (_d, m) = machine("turns");
         let found = m.topology().unwrap();
-        let items = vec![("a", Some(false)), ("a", Some(true)), ("b", None)];
+        let items = vec![
+            ("a", SmtState::Off),
+            ("a", SmtState::On),
+            ("b", SmtState::AsFound),
+        ];
         let mut seen = Vec::new();
         let ended = in_states(
             &m,
@@ -309,9 +294,9 @@ mod tests {
         assert_eq!(
             seen,
             [
-                ("a", Some(false), "off".to_string(), 1),
-                ("a", Some(true), "on".to_string(), 2),
-                ("b", None, "on".to_string(), 2),
+                ("a", SmtState::Off, "off".to_string(), 1),
+                ("a", SmtState::On, "on".to_string(), 2),
+                ("b", SmtState::AsFound, "on".to_string(), 2),
             ]
         );
         assert_eq!(control(&m), "on");
@@ -321,7 +306,7 @@ mod tests {
     fn an_error_or_a_stop_mid_run_restores_the_state() {
         let (_d, m) = machine("stop");
         let found = m.topology().unwrap();
-        let items = vec![Some(false), Some(true)];
+        let items = vec![SmtState::Off, SmtState::On];
         let err = in_states(
             &m,
             quiet(),
@@ -360,7 +345,7 @@ mod tests {
             &m,
             quiet(),
             &found,
-            vec![Some(false)],
+            vec![SmtState::Off],
             |s| *s,
             |_, _, topo| {
                 reasons.push(topo.unwrap_err());
@@ -374,9 +359,12 @@ mod tests {
     #[test]
     fn states_parse_in_order_and_refuse_repeats_and_typos() {
         let s = |v: &[&str]| parse_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
-        assert_eq!(s(&["both"]).unwrap(), vec![false, true]);
-        assert_eq!(s(&["on", " off"]).unwrap(), vec![true, false]);
-        assert_eq!(s(&["on,off"]).unwrap(), vec![true, false]);
+        assert_eq!(s(&["both"]).unwrap(), vec![SmtState::Off, SmtState::On]);
+        assert_eq!(
+            s(&["on", " off"]).unwrap(),
+            vec![SmtState::On, SmtState::Off]
+        );
+        assert_eq!(s(&["on,off"]).unwrap(), vec![SmtState::On, SmtState::Off]);
         assert!(
             s(&["both", "on"])
                 .unwrap_err()
@@ -399,12 +387,12 @@ mod tests {
             conditions: Default::default(),
             placement: "1c1t".into(),
         };
-        assert_eq!(state_of(&key), None);
-        set_state(&mut key, Some(false));
-        assert_eq!(state_of(&key), Some(false));
+        assert_eq!(state_of(&key), SmtState::AsFound);
+        set_state(&mut key, SmtState::Off);
+        assert_eq!(state_of(&key), SmtState::Off);
         assert_eq!(bench_params(&key).len(), 1);
-        set_state(&mut key, None);
-        assert_eq!(state_of(&key), None);
-        assert_eq!(key.smt(), Some(smtlab_model::keys::SmtState::AsFound));
+        set_state(&mut key, SmtState::AsFound);
+        assert_eq!(state_of(&key), SmtState::AsFound);
+        assert_eq!(key.smt(), Some(SmtState::AsFound));
     }
 }

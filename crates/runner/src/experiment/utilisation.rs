@@ -176,9 +176,9 @@ pub fn plan(
     for &state in states {
         let spec = match (asked, state) {
             (Some(s), _) => s.to_string(),
-            (None, Some(true)) => "1c2t".into(),
-            (None, Some(false)) => "1c1t".into(),
-            (None, None) => placement(None, found).map(|(s, _)| s).unwrap_or_default(),
+            (None, SmtState::On) => "1c2t".into(),
+            (None, SmtState::Off) => "1c1t".into(),
+            (None, SmtState::AsFound) => placement(None, found).map(|(s, _)| s).unwrap_or_default(),
         };
         for (label, _) in step_labels(curve.steps) {
             keys.push(step_key(label, state, curve, &spec));
@@ -187,15 +187,7 @@ pub fn plan(
     keys
 }
 
-pub use super::smt::{SmtState, state_label};
-
-/// Parses `--smt off,on` into the states to measure, in order ([`super::smt::parse_states`]).
-pub fn parse_states(asked: &[String]) -> Result<Vec<SmtState>, ExperimentError> {
-    Ok(super::smt::parse_states(asked)?
-        .into_iter()
-        .map(Some)
-        .collect())
-}
+pub use super::smt::{SmtState, parse_states};
 
 /// Measures the curve in each state, switched in turn ([`super::smt::in_states`]: SMT
 /// put back however it ends); `started` hears of each state before it is measured with
@@ -223,7 +215,7 @@ pub fn measure_states(
         items,
         |s| *s,
         |state, _, topo| {
-            let label = state_label(state);
+            let label = state.name();
             let topo =
                 topo.map_err(|why| ExperimentError::input(format!("with SMT {label}: {why}")))?;
             let (spec, placed) = placement(asked_placement, topo)
@@ -244,7 +236,7 @@ mod tests {
     #[test]
     fn states_parse_in_order_and_refuse_repeats_and_typos() {
         let s = |v: &[&str]| parse_states(&v.iter().map(|x| x.to_string()).collect::<Vec<_>>());
-        assert_eq!(s(&["off", " on"]).unwrap(), vec![Some(false), Some(true)]);
+        assert_eq!(s(&["off", " on"]).unwrap(), vec![Smt::Off, Smt::On]);
         assert!(s(&["on", "on"]).unwrap_err().to_string().contains("twice"));
         assert!(
             s(&["maybe"])
@@ -252,7 +244,7 @@ mod tests {
                 .to_string()
                 .contains("expected off")
         );
-        assert_eq!(state_label(None), "as found");
+        assert_eq!(Smt::AsFound.name(), "as found");
     }
 
     #[test]
@@ -263,7 +255,7 @@ mod tests {
             step: Duration::from_millis(50),
             job: Duration::from_micros(200),
         };
-        let keys = plan(curve, &[Some(false), Some(true)], None, &topo);
+        let keys = plan(curve, &[Smt::Off, Smt::On], None, &topo);
         assert_eq!(keys.len(), 10);
         let rates: Vec<String> = keys[..5]
             .iter()
@@ -276,11 +268,8 @@ mod tests {
         );
         assert_eq!(keys[7].smt(), Some(Smt::On));
         assert_eq!(keys[7].params["job_us"], "200");
-        assert_eq!(
-            keys[0],
-            step_key(OfferedRate::Max, Some(false), curve, "1c1t")
-        );
-        let found = plan(curve, &[None], None, &topo);
+        assert_eq!(keys[0], step_key(OfferedRate::Max, Smt::Off, curve, "1c1t"));
+        let found = plan(curve, &[Smt::AsFound], None, &topo);
         assert_eq!(found[0].placement, "1c2t");
         assert_eq!(found[0].smt(), Some(Smt::AsFound));
         assert_eq!(found[0].params.len(), 1, "only job_us is a parameter");
@@ -338,7 +327,7 @@ mod tests {
             step: Duration::from_millis(50),
             job: Duration::from_micros(50),
         };
-        let states = [Some(false), Some(true)];
+        let states = [Smt::Off, Smt::On];
         let mut started = Vec::new();
         let mut kept = Kept::default();
         let control = || {
@@ -364,8 +353,8 @@ mod tests {
         assert_eq!(
             started,
             [
-                (Some(false), vec![0], "off".to_string()),
-                (Some(true), vec![0], "on".to_string())
+                (Smt::Off, vec![0], "off".to_string()),
+                (Smt::On, vec![0], "on".to_string())
             ]
         );
         assert!(kept.1.is_empty(), "{:?}", kept.1);

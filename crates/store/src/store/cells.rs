@@ -3,8 +3,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use rusqlite::types::ToSql;
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_from_iter};
 use serde::{Deserialize, Serialize};
 use smtlab_model::result::{Calibration, Round, Warmup};
 use smtlab_model::{
@@ -12,52 +10,34 @@ use smtlab_model::{
 };
 
 use super::codec::*;
-use super::runs::*;
-use super::{Fail, SqliteStore, Step};
+use super::sql::{Row, Sql, Value, args};
+use super::{Fail, Step, Store};
 use crate::error::Result;
 
-impl SqliteStore {
-    /// Stores one finished cell (the cell, its samples, summaries and series) in one
-    /// transaction: after this returns the cell survives the process being killed.
+impl Store {
+    /// Stores one finished cell (the cell, its samples, summaries, rounds and series) in
+    /// one transaction: after this returns the cell survives the process being killed.
     ///
     /// A cell whose key (benchmark, parameters, planned placement) is already stored in
     /// the run replaces it, and a skipped entry with that key is removed: a key is
     /// measured or skipped, never both. Non-finite numbers are refused (JSON cannot
     /// carry them, so the run could not be exported).
     pub fn save_cell(&mut self, run_id: i64, cell: &CellRecord) -> Result<()> {
-        let r = (|| -> Step<()> {
-            check_cell_finite(cell).map_err(|e| Fail::Invalid(e.to_string()))?;
-            let tx = self.begin()?;
-            insert_cell(&tx, run_id, cell)?;
-            tx.commit()?;
-            Ok(())
-        })();
-        r.map_err(|e| {
-            self.fail(
-                &format!("saving cell {} in run {run_id}", describe_key(&cell.key())),
-                e,
-            )
-        })
+        let doing = format!("saving cell {} in run {run_id}", describe_key(&cell.key()));
+        if let Err(e) = check_cell_finite(cell) {
+            return Err(self.fail(&doing, Fail::Invalid(e.to_string())));
+        }
+        self.write(&doing, |db| insert_cell(db, run_id, cell))
     }
 
     /// Records that a cell could not be measured. Replaces an earlier skip of the same
     /// key; refuses a key that is already measured.
     pub fn save_skipped(&mut self, run_id: i64, skipped: &SkippedCell) -> Result<()> {
-        let r = (|| -> Step<()> {
-            let tx = self.begin()?;
-            insert_skipped(&tx, run_id, skipped)?;
-            tx.commit()?;
-            Ok(())
-        })();
-        r.map_err(|e| {
-            self.fail(
-                &format!(
-                    "saving skipped cell {} in run {run_id}",
-                    describe_key(&skipped.key)
-                ),
-                e,
-            )
-        })
+        let doing = format!(
+            "saving skipped cell {} in run {run_id}",
+            describe_key(&skipped.key)
+        );
+        self.write(&doing, |db| insert_skipped(db, run_id, skipped))
     }
 }
 
@@ -174,29 +154,64 @@ pub(crate) fn check_config_finite(c: &RunConfig) -> std::result::Result<(), NotF
     }
 }
 
-pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) -> Step<()> {
-    if !run_exists(tx, run_id)? {
+pub(crate) fn run_exists(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
+    Ok(db
+        .query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])?
+        .is_some())
+}
+
+/// The cell key in a row's first three columns (benchmark, params, placement); `what`
+/// names the params column in errors.
+pub(crate) fn key_of(r: &Row, what: &str) -> Step<CellKey> {
+    let (params, conditions) = key_params_from_json(r.text(1)?, what)?;
+    Ok(CellKey {
+        benchmark: r.get(0)?,
+        params,
+        conditions,
+        placement: r.get(2)?,
+    })
+}
+
+/// A cell key's values in the order the statements below bind them (`?1` to `?4`):
+/// run, benchmark, params, placement.
+fn key_args<'a>(
+    run_id: i64,
+    benchmark: &'a str,
+    params: &'a str,
+    placement: &'a str,
+) -> [Value<'a>; 4] {
+    [
+        run_id.into(),
+        benchmark.into(),
+        params.into(),
+        placement.into(),
+    ]
+}
+
+pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> Step<()> {
+    if !run_exists(db, run_id)? {
         return Err(Fail::NoRun(run_id));
     }
     let params_json = key_params_json(&cell.params, &cell.conditions)?;
-    let key = params![run_id, cell.benchmark, params_json, cell.placement_spec];
-    // ON DELETE CASCADE removes the old samples, summaries and series with it.
-    tx.execute(
+    let key = key_args(run_id, &cell.benchmark, &params_json, &cell.placement_spec);
+    // ON DELETE CASCADE removes the old samples, summaries, rounds and series with it.
+    db.execute(
         "DELETE FROM cells WHERE run_id = ?1 AND benchmark = ?2 AND params = ?3
                              AND placement_spec = ?4",
-        key,
+        &key,
     )?;
-    tx.execute(
+    db.execute(
         "DELETE FROM skipped WHERE run_id = ?1 AND benchmark = ?2 AND params = ?3
                                AND placement = ?4",
-        key,
+        &key,
     )?;
-    let position: Option<i64> = tx.query_row(
-        "SELECT min(position) FROM plan WHERE run_id = ?1 AND benchmark = ?2
+    let position: Option<i64> = db
+        .query_one(
+            "SELECT min(position) FROM plan WHERE run_id = ?1 AND benchmark = ?2
                                              AND params = ?3 AND placement = ?4",
-        key,
-        |r| r.get(0),
-    )?;
+            &key,
+        )?
+        .get(0)?;
     let r = &cell.result;
     let facts = CellFacts {
         calibration: r.calibration.clone(),
@@ -207,63 +222,60 @@ pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) 
         config: r.config.clone(),
         disturbance: r.disturbance.clone(),
     };
-    tx.execute(
-        "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
-                            placement_spec, placement_name, cpus, placement, converged,
-                            stop_reason, iterations, wall_ns, facts, counters)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-        params![
-            run_id,
-            position,
-            cell.benchmark,
-            cell.group,
-            cell.unit,
-            direction_text(cell.direction),
-            params_json,
-            cell.placement_spec,
-            cell.placement.name,
-            cell.placement.cpu_set().to_list_string(),
-            to_json(&cell.placement)?,
-            r.converged,
-            stop_text(r.stop_reason),
-            r.iterations,
-            r.wall_ns,
-            to_json(&facts)?,
-            cell.counters.as_ref().map(to_json).transpose()?,
-        ],
-    )?;
-    let cell_id = tx.last_insert_rowid();
+    let cell_id: i64 = db
+        .query_one(
+            "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
+                                placement_spec, placement_name, cpus, placement, converged,
+                                stop_reason, iterations, wall_ns, facts, counters)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+             RETURNING id",
+            args![
+                run_id,
+                position,
+                cell.benchmark.as_str(),
+                cell.group.as_str(),
+                cell.unit.as_str(),
+                cell.direction.as_str(),
+                params_json.as_str(),
+                cell.placement_spec.as_str(),
+                cell.placement.name.as_str(),
+                cell.placement.cpu_set().to_list_string(),
+                to_json(&cell.placement)?,
+                r.converged,
+                enum_text(r.stop_reason)?,
+                r.iterations,
+                r.wall_ns,
+                to_json(&facts)?,
+                cell.counters.as_ref().map(to_json).transpose()?,
+            ],
+        )?
+        .get(0)?;
 
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO samples (cell_id, idx, value, iterations, elapsed_ns, work, cpu_ns,
-                              start_spread_ns, cpus, metrics)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?;
     for (i, s) in r.samples.iter().enumerate() {
         let metrics = if s.metrics.is_empty() {
             None
         } else {
             Some(to_json(&s.metrics)?)
         };
-        stmt.execute(params![
-            cell_id,
-            i,
-            s.value,
-            s.iterations,
-            s.elapsed_ns,
-            s.work,
-            s.cpu_ns,
-            s.start_spread_ns,
-            to_json(&s.cpus)?,
-            metrics,
-        ])?;
+        db.execute(
+            "INSERT INTO samples (cell_id, idx, value, iterations, elapsed_ns, work, cpu_ns,
+                                  start_spread_ns, cpus, metrics)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            args![
+                cell_id,
+                i,
+                s.value,
+                s.iterations,
+                s.elapsed_ns,
+                s.work,
+                s.cpu_ns,
+                s.start_spread_ns,
+                to_json(&s.cpus)?,
+                metrics,
+            ],
+        )?;
     }
 
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO summaries (cell_id, kind, n, mean, median, min, max, p25, p75, stddev,
-                                ci95_half_width, ci95_rel)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-    )?;
     let summaries = [
         ("value", Some(&r.summary)),
         ("cpu_rate", r.cpu_rate.as_ref()),
@@ -271,43 +283,54 @@ pub(crate) fn insert_cell(tx: &Transaction<'_>, run_id: i64, cell: &CellRecord) 
     ];
     for (kind, s) in summaries {
         let Some(s) = s else { continue };
-        let key = params![cell_id, kind];
-        stmt.execute(params_from_iter(key.iter().chain(&summary_values(s))))?;
+        let mut values: Vec<Value<'_>> = vec![cell_id.into(), kind.into()];
+        values.extend(summary_values(s));
+        db.execute(
+            "INSERT INTO summaries (cell_id, kind, n, mean, median, min, max, p25, p75, stddev,
+                                    ci95_half_width, ci95_rel)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            &values,
+        )?;
     }
 
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO rounds (cell_id, idx, iterations, converged, wall_ns, n, mean, median, min,
-                             max, p25, p75, stddev, ci95_half_width, ci95_rel)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )?;
     for (i, round) in r.rounds.iter().enumerate() {
-        let head = params![cell_id, i, round.iterations, round.converged, round.wall_ns];
-        let values = summary_values(&round.summary);
-        stmt.execute(params_from_iter(head.iter().chain(&values)))?;
+        let mut values: Vec<Value<'_>> = vec![
+            cell_id.into(),
+            i.into(),
+            round.iterations.into(),
+            round.converged.into(),
+            round.wall_ns.into(),
+        ];
+        values.extend(summary_values(&round.summary));
+        db.execute(
+            "INSERT INTO rounds (cell_id, idx, iterations, converged, wall_ns, n, mean, median,
+                                 min, max, p25, p75, stddev, ci95_half_width, ci95_rel)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            &values,
+        )?;
     }
 
-    let mut stmt =
-        tx.prepare_cached("INSERT INTO series (cell_id, name, n, data) VALUES (?1, ?2, ?3, ?4)")?;
     for (name, values) in &r.series {
-        stmt.execute(params![cell_id, name, values.len(), encode_series(values)])?;
+        db.execute(
+            "INSERT INTO series (cell_id, name, n, data) VALUES (?1, ?2, ?3, ?4)",
+            args![cell_id, name, values.len(), encode_series(values)],
+        )?;
     }
     Ok(())
 }
 
-pub(crate) fn insert_skipped(tx: &Transaction<'_>, run_id: i64, s: &SkippedCell) -> Step<()> {
-    if !run_exists(tx, run_id)? {
+pub(crate) fn insert_skipped(db: &mut dyn Sql, run_id: i64, s: &SkippedCell) -> Step<()> {
+    if !run_exists(db, run_id)? {
         return Err(Fail::NoRun(run_id));
     }
     let params_json = key_params_json(&s.key.params, &s.key.conditions)?;
-    let key = params![run_id, s.key.benchmark, params_json, s.key.placement];
-    let measured = tx
-        .query_row(
+    let key = key_args(run_id, &s.key.benchmark, &params_json, &s.key.placement);
+    let measured = db
+        .query_opt(
             "SELECT 1 FROM cells WHERE run_id = ?1 AND benchmark = ?2 AND params = ?3
                                    AND placement_spec = ?4",
-            key,
-            |_| Ok(()),
-        )
-        .optional()?
+            &key,
+        )?
         .is_some();
     if measured {
         return Err(Fail::Conflict(
@@ -315,115 +338,108 @@ pub(crate) fn insert_skipped(tx: &Transaction<'_>, run_id: i64, s: &SkippedCell)
                 .into(),
         ));
     }
-    tx.execute(
+    db.execute(
         "DELETE FROM skipped WHERE run_id = ?1 AND benchmark = ?2 AND params = ?3
                                AND placement = ?4",
-        key,
+        &key,
     )?;
-    tx.execute(
+    let mut values = key.to_vec();
+    values.push(s.reason.as_str().into());
+    db.execute(
         "INSERT INTO skipped (run_id, benchmark, params, placement, reason)
          VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![
-            run_id,
-            s.key.benchmark,
-            params_json,
-            s.key.placement,
-            s.reason
-        ],
+        &values,
     )?;
     Ok(())
 }
 
-pub(crate) fn stored_cell_keys(conn: &Connection, run_id: i64) -> Step<HashSet<CellKey>> {
-    let mut stmt = conn
-        .prepare_cached("SELECT benchmark, params, placement_spec FROM cells WHERE run_id = ?1")?;
-    let mut rows = stmt.query([run_id])?;
-    let mut out = HashSet::new();
-    while let Some(r) = rows.next()? {
-        let (params, conditions) = key_params_from_json(&r.get::<_, String>(1)?, "cells.params")?;
-        out.insert(CellKey {
-            benchmark: r.get(0)?,
-            params,
-            conditions,
-            placement: r.get(2)?,
-        });
-    }
-    Ok(out)
+pub(crate) fn stored_cell_keys(db: &mut dyn Sql, run_id: i64) -> Step<HashSet<CellKey>> {
+    db.query(
+        "SELECT benchmark, params, placement_spec FROM cells WHERE run_id = ?1",
+        args![run_id],
+    )?
+    .iter()
+    .map(|r| key_of(r, "cells.params"))
+    .collect()
 }
 
-pub(crate) fn load_skipped(conn: &Connection, run_id: i64) -> Step<Vec<(CellKey, String)>> {
-    let mut stmt = conn.prepare_cached(
+pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, String)>> {
+    db.query(
         "SELECT benchmark, params, placement, reason FROM skipped WHERE run_id = ?1 ORDER BY id",
-    )?;
-    let mut rows = stmt.query([run_id])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let (params, conditions) = key_params_from_json(&r.get::<_, String>(1)?, "skipped.params")?;
-        let key = CellKey {
-            benchmark: r.get(0)?,
-            params,
-            conditions,
-            placement: r.get(2)?,
-        };
-        out.push((key, r.get(3)?));
-    }
-    Ok(out)
+        args![run_id],
+    )?
+    .iter()
+    .map(|r| Ok((key_of(r, "skipped.params")?, r.get(3)?)))
+    .collect()
 }
 
+/// Every cell of a run. The rows below the cells are fetched once per table for the
+/// whole run rather than once per cell: a 300-cell run is a handful of statements, not
+/// a thousand (round trips, for PostgreSQL).
+///
 /// `version` is the file's schema: a file opened read-only is not upgraded, so columns
 /// and tables added since are read as absent.
-pub(crate) fn load_cells(conn: &Connection, run_id: i64, version: i64) -> Step<Vec<CellRecord>> {
+pub(crate) fn load_cells(db: &mut dyn Sql, run_id: i64, version: i64) -> Step<Vec<CellRecord>> {
     let counters = if version >= 2 { "counters" } else { "NULL" };
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT id, benchmark, group_name, unit, direction, params, placement_spec, placement,
-                converged, stop_reason, iterations, wall_ns, facts, {counters}
-         FROM cells WHERE run_id = ?1 ORDER BY id"
-    ))?;
-    let mut rows = stmt.query([run_id])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
+    let rows = db.query(
+        &format!(
+            "SELECT id, benchmark, group_name, unit, direction, params, placement_spec,
+                    placement, converged, stop_reason, iterations, wall_ns, facts, {counters}
+             FROM cells WHERE run_id = ?1 ORDER BY id"
+        ),
+        args![run_id],
+    )?;
+    let mut samples = load_samples(db, run_id)?;
+    let mut summaries = load_summaries(db, run_id)?;
+    let mut rounds = if version >= 3 {
+        load_rounds(db, run_id)?
+    } else {
+        BTreeMap::new()
+    };
+    let mut series = load_series(db, run_id)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
         let cell_id: i64 = r.get(0)?;
         let at = |col: &str| format!("cell {cell_id}: {col}");
-        let facts: CellFacts = from_json(&r.get::<_, String>(12)?, &at("facts"))?;
-        let counters = match r.get::<_, Option<String>>(13)? {
-            Some(text) => Some(from_json(&text, &at("counters"))?),
+        let facts: CellFacts = from_json(r.text(12)?, &at("facts"))?;
+        let counters = match r.opt_text(13)? {
+            Some(text) => Some(from_json(text, &at("counters"))?),
             None => None,
         };
-        let mut summaries = load_summaries(conn, cell_id)?;
-        let summary = summaries.remove("value").ok_or_else(|| {
+        let mut sums = summaries.remove(&cell_id).unwrap_or_default();
+        let summary = sums.remove("value").ok_or_else(|| {
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
         })?;
-        let (params, conditions) = key_params_from_json(&r.get::<_, String>(5)?, &at("params"))?;
+        let (params, conditions) = key_params_from_json(r.text(5)?, &at("params"))?;
+        let cell_samples = samples.remove(&cell_id).unwrap_or_default();
         out.push(CellRecord {
             benchmark: r.get(1)?,
             group: r.get(2)?,
             unit: r.get(3)?,
-            direction: parse_direction(&r.get::<_, String>(4)?)?,
+            direction: parse_enum(r.text(4)?, "direction")?,
             params,
             conditions,
             placement_spec: r.get(6)?,
-            placement: from_json(&r.get::<_, String>(7)?, &at("placement"))?,
+            placement: from_json(r.text(7)?, &at("placement"))?,
             result: CellResult {
+                // The limit a figure reached is kept in its samples' metrics.
+                at_limit: smtlab_model::AtLimit::of_samples(&cell_samples),
                 iterations: r.get(10)?,
                 calibration: facts.calibration,
                 warmup: facts.warmup,
                 clock_cost_ns: facts.clock_cost_ns,
                 loop_cost_ns_per_iter: facts.loop_cost_ns_per_iter,
                 subtracted_ns_per_sample: facts.subtracted_ns_per_sample,
-                samples: load_samples(conn, cell_id)?,
+                samples: cell_samples,
                 summary,
                 converged: r.get(8)?,
-                stop_reason: parse_stop(&r.get::<_, String>(9)?)?,
-                cpu_rate: summaries.remove("cpu_rate"),
-                series: load_series(conn, cell_id)?,
-                start_spread_ns: summaries.remove("start_spread_ns"),
+                stop_reason: parse_enum(r.text(9)?, "stop reason")?,
+                cpu_rate: sums.remove("cpu_rate"),
+                series: series.remove(&cell_id).unwrap_or_default(),
+                start_spread_ns: sums.remove("start_spread_ns"),
                 wall_ns: r.get(11)?,
                 config: facts.config,
-                rounds: if version >= 3 {
-                    load_rounds(conn, cell_id)?
-                } else {
-                    Vec::new()
-                },
+                rounds: rounds.remove(&cell_id).unwrap_or_default(),
                 disturbance: facts.disturbance,
             },
             counters,
@@ -432,52 +448,79 @@ pub(crate) fn load_cells(conn: &Connection, run_id: i64, version: i64) -> Step<V
     Ok(out)
 }
 
-pub(crate) fn load_samples(conn: &Connection, cell_id: i64) -> Step<Vec<SampleRecord>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT value, iterations, elapsed_ns, work, cpu_ns, start_spread_ns, cpus, metrics
-         FROM samples WHERE cell_id = ?1 ORDER BY idx",
+/// Rows of a table below `cells`, of every cell of a run: `columns` of `table` (alias
+/// `t`), each row's `cell_id` first.
+fn per_cell(
+    db: &mut dyn Sql,
+    table: &str,
+    columns: &str,
+    order: &str,
+    run_id: i64,
+) -> Step<Vec<Row>> {
+    db.query(
+        &format!(
+            "SELECT t.cell_id, {columns} FROM {table} t JOIN cells c ON c.id = t.cell_id
+             WHERE c.run_id = ?1 ORDER BY t.cell_id{order}"
+        ),
+        args![run_id],
+    )
+}
+
+fn load_samples(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, Vec<SampleRecord>>> {
+    let rows = per_cell(
+        db,
+        "samples",
+        "t.value, t.iterations, t.elapsed_ns, t.work, t.cpu_ns, t.start_spread_ns, t.cpus,
+         t.metrics",
+        ", t.idx",
+        run_id,
     )?;
-    let mut rows = stmt.query([cell_id])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let what = |col: &str| format!("cell {cell_id} sample {}: {col}", out.len());
-        let metrics = match r.get::<_, Option<String>>(7)? {
-            Some(text) => from_json(&text, &what("metrics"))?,
+    let mut out: BTreeMap<i64, Vec<SampleRecord>> = BTreeMap::new();
+    for r in rows {
+        let cell_id: i64 = r.get(0)?;
+        let list = out.entry(cell_id).or_default();
+        let what = |col: &str| format!("cell {cell_id} sample {}: {col}", list.len());
+        let metrics = match r.opt_text(8)? {
+            Some(text) => from_json(text, &what("metrics"))?,
             None => BTreeMap::new(),
         };
-        out.push(SampleRecord {
-            value: r.get(0)?,
-            iterations: r.get(1)?,
-            elapsed_ns: r.get(2)?,
-            work: r.get(3)?,
-            cpu_ns: r.get(4)?,
-            start_spread_ns: r.get(5)?,
-            cpus: from_json(&r.get::<_, String>(6)?, &what("cpus"))?,
+        let sample = SampleRecord {
+            value: r.get(1)?,
+            iterations: r.get(2)?,
+            elapsed_ns: r.get(3)?,
+            work: r.get(4)?,
+            cpu_ns: r.get(5)?,
+            start_spread_ns: r.get(6)?,
+            cpus: from_json(r.text(7)?, &what("cpus"))?,
             metrics,
-        });
+        };
+        list.push(sample);
     }
     Ok(out)
 }
 
-/// The summary columns' values in the order the `summaries` and `rounds` tables hold
-/// them (`n, mean, median, min, max, p25, p75, stddev, ci95_half_width, ci95_rel`).
-fn summary_values(s: &Summary) -> [&dyn ToSql; 10] {
+/// The summary columns, in the order the `summaries` and `rounds` tables hold them.
+const SUMMARY_COLUMNS: &str =
+    "t.n, t.mean, t.median, t.min, t.max, t.p25, t.p75, t.stddev, t.ci95_half_width, t.ci95_rel";
+
+/// A summary's values in [`SUMMARY_COLUMNS`] order.
+fn summary_values(s: &Summary) -> [Value<'static>; 10] {
     [
-        &s.n,
-        &s.mean,
-        &s.median,
-        &s.min,
-        &s.max,
-        &s.p25,
-        &s.p75,
-        &s.stddev,
-        &s.ci95_half_width,
-        &s.ci95_rel,
+        s.n.into(),
+        s.mean.into(),
+        s.median.into(),
+        s.min.into(),
+        s.max.into(),
+        s.p25.into(),
+        s.p75.into(),
+        s.stddev.into(),
+        s.ci95_half_width.into(),
+        s.ci95_rel.into(),
     ]
 }
 
-/// A summary read from the columns starting at `first`, in [`summary_values`] order.
-fn summary_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Summary> {
+/// A summary read from the columns starting at `first`, in [`SUMMARY_COLUMNS`] order.
+fn summary_at(r: &Row, first: usize) -> Step<Summary> {
     Ok(Summary {
         n: r.get(first)?,
         mean: r.get(first + 1)?,
@@ -492,43 +535,38 @@ fn summary_at(r: &Row<'_>, first: usize) -> rusqlite::Result<Summary> {
     })
 }
 
-pub(crate) fn load_summaries(conn: &Connection, cell_id: i64) -> Step<BTreeMap<String, Summary>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT kind, n, mean, median, min, max, p25, p75, stddev, ci95_half_width, ci95_rel
-         FROM summaries WHERE cell_id = ?1",
-    )?;
-    let rows = stmt.query_map([cell_id], |r| {
-        Ok((r.get::<_, String>(0)?, summary_at(r, 1)?))
-    })?;
-    Ok(rows.collect::<std::result::Result<_, _>>()?)
+fn load_summaries(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, BTreeMap<String, Summary>>> {
+    let columns = format!("t.kind, {SUMMARY_COLUMNS}");
+    let mut out: BTreeMap<i64, BTreeMap<String, Summary>> = BTreeMap::new();
+    for r in per_cell(db, "summaries", &columns, "", run_id)? {
+        out.entry(r.get(0)?)
+            .or_default()
+            .insert(r.get(1)?, summary_at(&r, 2)?);
+    }
+    Ok(out)
 }
 
-pub(crate) fn load_rounds(conn: &Connection, cell_id: i64) -> Step<Vec<Round>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT iterations, converged, wall_ns, n, mean, median, min, max, p25, p75, stddev,
-                ci95_half_width, ci95_rel
-         FROM rounds WHERE cell_id = ?1 ORDER BY idx",
-    )?;
-    let rows = stmt.query_map([cell_id], |r| {
-        Ok(Round {
-            iterations: r.get(0)?,
-            converged: r.get(1)?,
-            wall_ns: r.get(2)?,
-            summary: summary_at(r, 3)?,
-        })
-    })?;
-    Ok(rows.collect::<std::result::Result<_, _>>()?)
+fn load_rounds(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, Vec<Round>>> {
+    let columns = format!("t.iterations, t.converged, t.wall_ns, {SUMMARY_COLUMNS}");
+    let mut out: BTreeMap<i64, Vec<Round>> = BTreeMap::new();
+    for r in per_cell(db, "rounds", &columns, ", t.idx", run_id)? {
+        out.entry(r.get(0)?).or_default().push(Round {
+            iterations: r.get(1)?,
+            converged: r.get(2)?,
+            wall_ns: r.get(3)?,
+            summary: summary_at(&r, 4)?,
+        });
+    }
+    Ok(out)
 }
 
-pub(crate) fn load_series(conn: &Connection, cell_id: i64) -> Step<BTreeMap<String, Vec<f64>>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT name, n, data FROM series WHERE cell_id = ?1 ORDER BY name")?;
-    let mut rows = stmt.query([cell_id])?;
-    let mut out = BTreeMap::new();
-    while let Some(r) = rows.next()? {
-        let name: String = r.get(0)?;
-        let n: usize = r.get(1)?;
-        let blob: Vec<u8> = r.get(2)?;
+fn load_series(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, BTreeMap<String, Vec<f64>>>> {
+    let mut out: BTreeMap<i64, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+    for r in per_cell(db, "series", "t.name, t.n, t.data", ", t.name", run_id)? {
+        let cell_id: i64 = r.get(0)?;
+        let name: String = r.get(1)?;
+        let n: usize = r.get(2)?;
+        let blob: Vec<u8> = r.get(3)?;
         let values = decode_series(&blob)
             .filter(|v| v.len() == n)
             .ok_or_else(|| {
@@ -537,7 +575,7 @@ pub(crate) fn load_series(conn: &Connection, cell_id: i64) -> Step<BTreeMap<Stri
                     blob.len()
                 ))
             })?;
-        out.insert(name, values);
+        out.entry(cell_id).or_default().insert(name, values);
     }
     Ok(out)
 }

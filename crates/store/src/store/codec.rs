@@ -2,11 +2,10 @@
 //! messages.
 
 use serde::{Serialize, de::DeserializeOwned};
-use smtlab_model::result::StopReason;
 use std::collections::BTreeMap;
 
+use smtlab_model::CellKey;
 use smtlab_model::keys::Conditions;
-use smtlab_model::{CellKey, Direction, RunStatus};
 
 use super::{Fail, Step};
 
@@ -92,50 +91,19 @@ pub(crate) fn key_params_from_json(
     Ok((params, conditions))
 }
 
-pub(crate) fn status_text(s: RunStatus) -> &'static str {
-    match s {
-        RunStatus::Running => "running",
-        RunStatus::Finished => "finished",
-        RunStatus::Interrupted => "interrupted",
+/// An enum as its column holds it: its serde name (`running`, `max_samples`), as every
+/// version has written it.
+pub(crate) fn enum_text<T: Serialize>(v: T) -> Step<String> {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => Ok(s),
+        _ => Err(Fail::Invalid("a value without a name to store".into())),
     }
 }
 
-pub(crate) fn parse_status(s: &str) -> Step<RunStatus> {
-    Ok(match s {
-        "running" => RunStatus::Running,
-        "finished" => RunStatus::Finished,
-        "interrupted" => RunStatus::Interrupted,
-        _ => return Err(Fail::Decode(format!("unknown run status {s:?}"))),
-    })
-}
-
-pub(crate) fn direction_text(d: Direction) -> &'static str {
-    d.as_str()
-}
-
-pub(crate) fn parse_direction(s: &str) -> Step<Direction> {
-    Ok(match s {
-        "higher" => Direction::Higher,
-        "lower" => Direction::Lower,
-        _ => return Err(Fail::Decode(format!("unknown direction {s:?}"))),
-    })
-}
-
-pub(crate) fn stop_text(s: StopReason) -> &'static str {
-    match s {
-        StopReason::Converged => "converged",
-        StopReason::MaxSamples => "max_samples",
-        StopReason::TimeBudget => "time_budget",
-    }
-}
-
-pub(crate) fn parse_stop(s: &str) -> Step<StopReason> {
-    Ok(match s {
-        "converged" => StopReason::Converged,
-        "max_samples" => StopReason::MaxSamples,
-        "time_budget" => StopReason::TimeBudget,
-        _ => return Err(Fail::Decode(format!("unknown stop reason {s:?}"))),
-    })
+/// An enum column read back; `what` names it in the error (`run status`).
+pub(crate) fn parse_enum<T: DeserializeOwned>(s: &str, what: &str) -> Step<T> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| Fail::Decode(format!("unknown {what} {s:?}")))
 }
 
 /// Series are stored as raw little-endian f64: exact, and an eighth of the JSON size for
@@ -171,6 +139,7 @@ pub(crate) fn describe_key(key: &CellKey) -> String {
 mod tests {
     use super::*;
     use smtlab_model::result::StopReason;
+    use smtlab_model::{Direction, RunStatus};
 
     #[test]
     fn run_keys_are_32_hex_digits_new_ones_unique_derived_ones_stable() {
@@ -205,28 +174,31 @@ mod tests {
     }
 
     #[test]
-    fn enum_texts_match_the_serde_names() {
-        for s in [
-            RunStatus::Running,
-            RunStatus::Finished,
-            RunStatus::Interrupted,
+    fn enum_columns_hold_the_names_every_version_wrote() {
+        for (status, text) in [
+            (RunStatus::Running, "running"),
+            (RunStatus::Finished, "finished"),
+            (RunStatus::Interrupted, "interrupted"),
         ] {
-            assert_eq!(serde_json::to_value(s).unwrap(), status_text(s));
-            assert_eq!(parse_status(status_text(s)).unwrap(), s);
+            assert_eq!(enum_text(status).unwrap(), text);
+            assert_eq!(parse_enum::<RunStatus>(text, "run status").unwrap(), status);
+        }
+        for (stop, text) in [
+            (StopReason::Converged, "converged"),
+            (StopReason::MaxSamples, "max_samples"),
+            (StopReason::TimeBudget, "time_budget"),
+        ] {
+            assert_eq!(enum_text(stop).unwrap(), text);
+            assert_eq!(parse_enum::<StopReason>(text, "stop reason").unwrap(), stop);
         }
         for d in [Direction::Higher, Direction::Lower] {
-            assert_eq!(serde_json::to_value(d).unwrap(), direction_text(d));
-            assert_eq!(parse_direction(direction_text(d)).unwrap(), d);
+            assert_eq!(enum_text(d).unwrap(), d.as_str());
+            assert_eq!(parse_enum::<Direction>(d.as_str(), "direction").unwrap(), d);
         }
-        for s in [
-            StopReason::Converged,
-            StopReason::MaxSamples,
-            StopReason::TimeBudget,
-        ] {
-            assert_eq!(serde_json::to_value(s).unwrap(), stop_text(s));
-            assert_eq!(parse_stop(stop_text(s)).unwrap(), s);
-        }
-        assert!(parse_status("paused").is_err());
+        let Err(Fail::Decode(why)) = parse_enum::<RunStatus>("paused", "run status") else {
+            panic!("an unknown status read")
+        };
+        assert_eq!(why, "unknown run status \"paused\"");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!   the holder is on this host and its pid is gone (it was killed: `kill -9`, a crash,
 //!   an out-of-memory kill). The new holder is told whose lease it took over.
 //!
-//! The lease is released (its row deleted) when the [`SqliteLease`] is dropped. A process that
+//! The lease is released (its row deleted) when the [`Lease`] is dropped. A process that
 //! dies without dropping it leaves a row that the next process on the same host takes
 //! over at once (dead pid), and one on another host after [`LEASE_STALE_AFTER`].
 //!
@@ -19,14 +19,14 @@
 //! nor across pid namespaces that share a host name (containers), where a lease then
 //! lasts until its heartbeat is stale.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
-
-use super::{Fail, SqliteStore, sql_error};
+use super::codec::new_uid;
+use super::sql::{Sql, args};
+use super::{Db, Fail, Step, Store, error};
 use crate::error::StoreError;
 
 /// How often the holder's background thread renews its heartbeat. Each renewal is one
@@ -75,76 +75,78 @@ pub enum LeaseError {
     Store(#[from] StoreError),
 }
 
-/// The right to measure into one run; see the module documentation. Released on drop.
+/// The right to measure into one run; see the module documentation. Released (its row
+/// deleted) on drop. See the `lease` notes in `SCHEMA.md`.
 #[derive(Debug)]
-pub(crate) struct SqliteLease {
+pub struct Lease {
     run_id: i64,
+    /// The database, for messages.
     path: PathBuf,
     token: String,
-    conn: Connection,
+    /// The lease's own connection: the store's may be inside a transaction when the
+    /// holder renews.
+    db: Db,
     takeover: Option<LeaseHolder>,
     stop: Option<mpsc::Sender<()>>,
     beat: Option<JoinHandle<()>>,
 }
 
-impl SqliteStore {
+impl Store {
+    /// Takes the lease on `run_id` for this process: refused with [`LeaseError::Held`]
+    /// while another process's lease is live; a stale one is taken over and
+    /// [`Lease::takeover_note`] says so.
+    pub fn lease_run(&mut self, run_id: i64) -> Result<Lease, LeaseError> {
+        self.lease_run_as(run_id, std::process::id(), &this_host())
+    }
+
     /// [`lease_run`](Self::lease_run) for a given pid and host (tests stand in for
     /// other processes and machines with it).
-    pub fn lease_run_as(
-        &mut self,
-        run_id: i64,
-        pid: u32,
-        host: &str,
-    ) -> Result<SqliteLease, LeaseError> {
-        let path = self.path().to_path_buf();
-        let token = format!("{pid}-{}-{}", now_ms(), std::ptr::from_ref(self) as usize);
+    pub fn lease_run_as(&mut self, run_id: i64, pid: u32, host: &str) -> Result<Lease, LeaseError> {
+        let token = format!("{pid}-{host}-{}", new_uid(now_ms()));
         let doing = format!("leasing run {run_id}");
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| sql_error(&path, &doing, e))?;
-        let exists = tx
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
-            .optional()
-            .map_err(|e| sql_error(&path, &doing, e))?
-            .is_some();
-        if !exists {
-            drop(tx);
-            return Err(self.fail(&doing, Fail::NoRun(run_id)).into());
-        }
         let now = now_ms();
-        let current = holder(&tx, run_id, now).map_err(|e| sql_error(&path, &doing, e))?;
-        let takeover = match current {
-            Some((h, _)) if is_live(&h) => return Err(LeaseError::Held { run_id, holder: h }),
-            other => other.map(|(h, _)| h),
-        };
-        tx.execute(
-            "INSERT OR REPLACE INTO leases
-                 (run_id, pid, host, token, acquired_unix_ms, heartbeat_unix_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-            params![run_id, pid, host, token, now],
-        )
-        .map_err(|e| sql_error(&path, &doing, e))?;
-        tx.commit().map_err(|e| sql_error(&path, &doing, e))?;
-
-        let conn = lease_connection(&path).map_err(|e| sql_error(&path, &doing, e))?;
-        let (stop, beat) = match lease_connection(&path) {
-            Ok(c) => {
+        let got = self.write(&doing, |db| {
+            // The run's row, locked: another host leasing it now waits for this one.
+            if !lock_run(db, run_id)? {
+                return Err(Fail::NoRun(run_id));
+            }
+            let takeover = match holder(db, run_id, now)? {
+                Some((h, _)) if is_live(&h) => return Ok(Err(h)),
+                other => other.map(|(h, _)| h),
+            };
+            db.execute(
+                "INSERT INTO leases (run_id, pid, host, token, acquired_unix_ms, heartbeat_unix_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                 ON CONFLICT (run_id) DO UPDATE SET pid = excluded.pid, host = excluded.host,
+                     token = excluded.token, acquired_unix_ms = excluded.acquired_unix_ms,
+                     heartbeat_unix_ms = excluded.heartbeat_unix_ms",
+                args![run_id, pid, host, token.as_str(), now],
+            )?;
+            Ok(Ok(takeover))
+        })?;
+        let takeover = got.map_err(|holder| LeaseError::Held { run_id, holder })?;
+        let path = self.path.clone();
+        let db = self
+            .db
+            .reconnect(&path)
+            .map_err(|e| error(&path, &doing, e))?;
+        let (stop, beat) = match self.db.reconnect(&path) {
+            Ok(mut c) => {
                 let (tx, rx) = mpsc::channel();
                 let token = token.clone();
                 let beat = std::thread::Builder::new()
                     .name(format!("lease-run-{run_id}"))
-                    .spawn(move || heartbeats(&c, run_id, &token, &rx))
+                    .spawn(move || heartbeats(&mut c, run_id, &token, &rx))
                     .ok();
                 (Some(tx), beat)
             }
             Err(_) => (None, None),
         };
-        Ok(SqliteLease {
+        Ok(Lease {
             run_id,
             path,
             token,
-            conn,
+            db,
             takeover,
             stop,
             beat,
@@ -153,19 +155,13 @@ impl SqliteStore {
 
     /// Who holds the lease on `run_id` now, if anyone (live or stale).
     pub fn lease_holder(&self, run_id: i64) -> crate::Result<Option<LeaseHolder>> {
-        holder(&self.conn, run_id, now_ms())
-            .map(|h| h.map(|(h, _)| h))
-            .map_err(|e| {
-                sql_error(
-                    self.path(),
-                    &format!("reading the lease of run {run_id}"),
-                    e,
-                )
-            })
+        self.read(&format!("reading the lease of run {run_id}"), |db| {
+            Ok(holder(db, run_id, now_ms())?.map(|(h, _)| h))
+        })
     }
 }
 
-impl SqliteLease {
+impl Lease {
     pub fn run_id(&self) -> i64 {
         self.run_id
     }
@@ -175,49 +171,55 @@ impl SqliteLease {
         self.takeover.as_ref()
     }
 
+    /// One line for the user when a stale lease was taken over: whose, and why it
+    /// counted as stale.
+    pub fn takeover_note(&self) -> Option<String> {
+        let h = self.takeover.as_ref()?;
+        let why = if h.host == this_host() && !pid_alive(h.pid) {
+            "the process is gone".to_string()
+        } else {
+            format!("no heartbeat for {} s", h.heartbeat_age_ms / 1000)
+        };
+        Some(format!(
+            "run {} was leased by pid {} on {} ({why}); this process takes it over",
+            self.run_id, h.pid, h.host
+        ))
+    }
+
     /// Renews the heartbeat now and checks the lease is still this process's; call it
     /// after each finished cell. The background thread renews it in between.
     pub fn heartbeat(&mut self) -> Result<(), LeaseError> {
         let now = now_ms();
-        let doing = format!("renewing the lease of run {}", self.run_id);
-        let n = renew(&self.conn, self.run_id, &self.token, now)
-            .map_err(|e| sql_error(&self.path, &doing, e))?;
-        if n == 1 {
-            return Ok(());
-        }
-        match holder(&self.conn, self.run_id, now).map_err(|e| sql_error(&self.path, &doing, e))? {
-            Some((h, _)) => Err(LeaseError::Lost {
-                run_id: self.run_id,
-                holder: h,
-            }),
-            None => Err(LeaseError::Gone {
-                run_id: self.run_id,
-            }),
-        }
+        let (run_id, token) = (self.run_id, self.token.as_str());
+        let r = self.db.autocommit(|db| {
+            if renew(db, run_id, token, now)? == 1 {
+                return Ok(Ok(()));
+            }
+            Ok(Err(match holder(db, run_id, now)? {
+                Some((holder, _)) => LeaseError::Lost { run_id, holder },
+                None => LeaseError::Gone { run_id },
+            }))
+        });
+        let doing = format!("renewing the lease of run {run_id}");
+        r.map_err(|e| error(&self.path, &doing, e))?
     }
 }
 
-impl Drop for SqliteLease {
+impl Drop for Lease {
     fn drop(&mut self) {
         drop(self.stop.take());
         if let Some(t) = self.beat.take() {
             let _ = t.join();
         }
         // Only our own row: a process that took the lease over keeps its own.
-        let _ = self.conn.execute(
-            "DELETE FROM leases WHERE run_id = ?1 AND token = ?2",
-            params![self.run_id, self.token],
-        );
+        let (run_id, token) = (self.run_id, self.token.as_str());
+        let _ = self.db.autocommit(|db| {
+            db.execute(
+                "DELETE FROM leases WHERE run_id = ?1 AND token = ?2",
+                args![run_id, token],
+            )
+        });
     }
-}
-
-fn lease_connection(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(Duration::from_secs(10))?;
-    Ok(conn)
 }
 
 /// Makes the calling thread run only on CPU time nobody else wants (`SCHED_IDLE`): the
@@ -226,67 +228,58 @@ fn lease_connection(path: &Path) -> rusqlite::Result<Connection> {
 /// gets a sliver of a busy CPU, far more than a renewal needs within
 /// [`LEASE_STALE_AFTER`]. Best effort: where the kernel refuses, the thread runs as
 /// before.
-pub(crate) fn yield_to_measurements() {
+fn yield_to_measurements() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pid 0 is the calling thread, and `param` is a valid sched_param that
     // outlives the call.
     let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
 
-fn heartbeats(conn: &Connection, run_id: i64, token: &str, stop: &mpsc::Receiver<()>) {
+fn heartbeats(db: &mut Db, run_id: i64, token: &str, stop: &mpsc::Receiver<()>) {
     yield_to_measurements();
-    // A failed renewal (database busy for long) is retried at the next tick; the
-    // holder's own `heartbeat` reports a lease that is really lost.
+    // A failed renewal (database busy or unreachable for a while) is retried at the next
+    // tick; the holder's own `heartbeat` reports a lease that is really lost.
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(LEASE_HEARTBEAT) {
-        if let Ok(0) = renew(conn, run_id, token, now_ms()) {
+        if let Ok(0) = db.autocommit(|db| renew(db, run_id, token, now_ms())) {
             return;
         }
     }
 }
 
-fn renew(conn: &Connection, run_id: i64, token: &str, now: u64) -> rusqlite::Result<usize> {
-    conn.execute(
+fn renew(db: &mut dyn Sql, run_id: i64, token: &str, now: u64) -> Step<u64> {
+    db.execute(
         "UPDATE leases SET heartbeat_unix_ms = ?3 WHERE run_id = ?1 AND token = ?2",
-        params![run_id, token, now],
+        args![run_id, token, now],
     )
+}
+
+/// Whether the run exists, its row locked until the transaction ends where the
+/// dialect locks rows (see [`Sql::for_update`]).
+pub(crate) fn lock_run(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
+    let sql = format!("SELECT 1 FROM runs WHERE id = ?1{}", db.for_update());
+    Ok(db.query_opt(&sql, args![run_id])?.is_some())
 }
 
 /// The lease row of `run_id` and its token.
 pub(crate) fn holder(
-    conn: &Connection,
+    db: &mut dyn Sql,
     run_id: i64,
     now: u64,
-) -> rusqlite::Result<Option<(LeaseHolder, String)>> {
-    conn.query_row(
+) -> Step<Option<(LeaseHolder, String)>> {
+    let Some(r) = db.query_opt(
         "SELECT pid, host, heartbeat_unix_ms, token FROM leases WHERE run_id = ?1",
-        [run_id],
-        |r| {
-            let beat: u64 = r.get(2)?;
-            Ok((
-                LeaseHolder {
-                    pid: r.get(0)?,
-                    host: r.get(1)?,
-                    heartbeat_age_ms: now.saturating_sub(beat),
-                },
-                r.get(3)?,
-            ))
-        },
-    )
-    .optional()
-}
-
-/// One line for the user when a stale lease was taken over: whose, and why it counted
-/// as stale.
-pub(crate) fn takeover_note(run_id: i64, h: &LeaseHolder) -> Option<String> {
-    let why = if h.host == this_host() && !pid_alive(h.pid) {
-        "the process is gone".to_string()
-    } else {
-        format!("no heartbeat for {} s", h.heartbeat_age_ms / 1000)
+        args![run_id],
+    )?
+    else {
+        return Ok(None);
     };
-    Some(format!(
-        "run {run_id} was leased by pid {} on {} ({why}); this process takes it over",
-        h.pid, h.host
-    ))
+    let beat: u64 = r.get(2)?;
+    let h = LeaseHolder {
+        pid: r.get(0)?,
+        host: r.get(1)?,
+        heartbeat_age_ms: now.saturating_sub(beat),
+    };
+    Ok(Some((h, r.get(3)?)))
 }
 
 pub(crate) fn is_live(h: &LeaseHolder) -> bool {

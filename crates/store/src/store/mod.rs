@@ -1,48 +1,164 @@
-//! [`SqliteStore`]: opening (and recognising) a results database, writing a run as it is
-//! measured, and reading runs back. One file per concern: [`open`] (recognising the
-//! file, the schema and its migrations), [`runs`], [`cells`], [`lease`] (one process
-//! measures a run at a time), [`codec`] (column encodings).
+//! [`Store`]: one API over the two places results live, chosen by what `--db` names: a
+//! `postgresql://` or `postgres://` URL is a PostgreSQL database, anything else an
+//! SQLite file. Every statement is written once, against the [`sql`] seam; only
+//! opening (recognising the database, the DDL, migrations, PostgreSQL's advisory lock)
+//! is per dialect, in [`sqlite`] and [`pg`]. One file per concern: [`runs`], [`cells`],
+//! [`lease`] (one process measures a run at a time), [`codec`] (column encodings).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::TransactionBehavior;
 
-mod backend;
 mod cells;
 mod codec;
 mod lease;
-mod open;
 mod pg;
 mod runs;
+pub(crate) mod sql;
+mod sqlite;
 
-pub use backend::{Lease, PushReport, Store};
-pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, LeaseError, LeaseHolder, this_host};
-use runs::describe_ids;
+pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
 pub use runs::{BadLabel, RunListing, check_label};
 
 use crate::error::{Result, StoreError};
+use runs::describe_ids;
+use sql::{Lite, Pg, Sql};
 
-/// An open results database. One `SqliteStore` is one SQLite connection; several processes
-/// may open the same file (a report reading while a run writes is fine: WAL mode).
+/// An open results store: an SQLite file or a PostgreSQL database.
 ///
-/// Durability: WAL with `synchronous=FULL`. Either WAL setting keeps every committed
-/// cell when the process is killed (`kill -9`, a crash): the commit is in the WAL file
-/// before `save_cell` returns. NORMAL can lose the last commits on a power cut or kernel
-/// panic, and smtlab provokes exactly those on some machines (switching SMT off, taking
-/// CPUs offline). FULL costs one fsync per finished cell, milliseconds against cells
-/// that last seconds.
+/// SQLite (the default): one file per host, WAL with `synchronous=FULL`. Either WAL
+/// setting keeps every committed cell when the process is killed (`kill -9`, a crash):
+/// the commit is in the WAL file before `save_cell` returns. NORMAL can lose the last
+/// commits on a power cut or kernel panic, and smtlab provokes exactly those on some
+/// machines (switching SMT off, taking CPUs offline). FULL costs one fsync per finished
+/// cell, milliseconds against cells that last seconds. Several processes may open the
+/// same file (a report reading while a run writes is fine: WAL mode).
+///
+/// PostgreSQL: one database shared by many hosts, each write one transaction, ids from
+/// sequences (see `SCHEMA.md`). Either way a run is written as it is measured and one
+/// process measures a run at a time ([`Store::lease_run`]).
 #[derive(Debug)]
-pub(crate) struct SqliteStore {
-    conn: Connection,
+pub struct Store {
+    db: Db,
+    /// The database file, or the PostgreSQL URL without its password: what messages
+    /// name.
     path: PathBuf,
-    /// The file's schema version: [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), except for
-    /// an older file opened read-only, which is read as it is.
+    /// Which SQLite schema version's columns the tables hold:
+    /// [`SCHEMA_VERSION`](crate::SCHEMA_VERSION), except for an older file opened
+    /// read-only, which is read as it is. PostgreSQL's schema holds them all.
     version: i64,
 }
 
-/// Why an internal step failed, before the public wrapper adds the file and context.
+/// A connection to either database.
+pub(crate) enum Db {
+    Sqlite(rusqlite::Connection),
+    // Boxed: the PostgreSQL client and its settings are several times an SQLite handle.
+    // In a `RefCell` because the client needs `&mut` even to read, and reading methods
+    // take `&self` (a store is used from one thread at a time).
+    Pg(Box<RefCell<PgConn>>),
+}
+
+/// A PostgreSQL session, the settings to open another one (for leases), and the
+/// statements it has prepared.
+pub(crate) struct PgConn {
+    client: postgres::Client,
+    config: postgres::Config,
+    statements: HashMap<String, postgres::Statement>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Db::Sqlite(c) => c.fmt(f),
+            Db::Pg(_) => f.write_str("PostgreSQL session"),
+        }
+    }
+}
+
+impl Db {
+    /// Runs `f` on a consistent view: SQLite reads as it always does (each statement its
+    /// own snapshot); PostgreSQL in one read-only, repeatable-read transaction, so a
+    /// writer saving a cell meanwhile is seen whole or not at all.
+    fn read<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Step<T> {
+        match self {
+            Db::Sqlite(c) => f(&mut Lite(c)),
+            Db::Pg(pg) => {
+                let pg = &mut *pg.borrow_mut();
+                let tx = pg
+                    .client
+                    .build_transaction()
+                    .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()?;
+                in_pg_transaction(tx, &mut pg.statements, f)
+            }
+        }
+    }
+
+    /// Runs `f` in one write transaction, committed when it returns `Ok`. SQLite's takes
+    /// the write lock up front: a deferred one that upgrades later can fail with
+    /// SQLITE_BUSY at once, without the busy timeout helping.
+    fn write<T>(&mut self, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Step<T> {
+        match self {
+            Db::Sqlite(c) => {
+                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let out = f(&mut Lite(&tx))?;
+                tx.commit()?;
+                Ok(out)
+            }
+            Db::Pg(pg) => {
+                let pg = pg.get_mut();
+                let tx = pg.client.transaction()?;
+                in_pg_transaction(tx, &mut pg.statements, f)
+            }
+        }
+    }
+
+    /// Runs `f` outside an explicit transaction: each statement commits alone.
+    fn autocommit<T>(&mut self, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Step<T> {
+        match self {
+            Db::Sqlite(c) => f(&mut Lite(c)),
+            Db::Pg(pg) => {
+                let pg = pg.get_mut();
+                f(&mut Pg {
+                    client: &mut pg.client,
+                    statements: &mut pg.statements,
+                })
+            }
+        }
+    }
+
+    /// Another connection to the same database (`path`: the SQLite file), for a lease.
+    fn reconnect(&self, path: &Path) -> Step<Db> {
+        match self {
+            Db::Sqlite(_) => Ok(Db::Sqlite(sqlite::lease_connection(path)?)),
+            Db::Pg(pg) => {
+                let conn = pg::connect(&pg.borrow().config, false)?;
+                Ok(Db::Pg(Box::new(RefCell::new(conn))))
+            }
+        }
+    }
+}
+
+/// Runs `f` in the PostgreSQL transaction `tx`, committed when it returns `Ok`.
+fn in_pg_transaction<T>(
+    mut tx: postgres::Transaction<'_>,
+    statements: &mut std::collections::HashMap<String, postgres::Statement>,
+    f: impl FnOnce(&mut dyn Sql) -> Step<T>,
+) -> Step<T> {
+    let out = f(&mut Pg {
+        client: &mut tx,
+        statements,
+    })?;
+    tx.commit()?;
+    Ok(out)
+}
+
+/// Why an internal step failed, before the store adds the database and context.
 #[derive(Debug)]
-enum Fail {
+pub(crate) enum Fail {
     Sql(rusqlite::Error),
     Pg(postgres::Error),
     /// A stored value this build cannot read back.
@@ -65,67 +181,205 @@ impl From<postgres::Error> for Fail {
     }
 }
 
-type Step<T> = std::result::Result<T, Fail>;
+pub(crate) type Step<T> = std::result::Result<T, Fail>;
 
-impl SqliteStore {
-    /// Write transactions take the write lock up front: a deferred one that upgrades
-    /// later can fail with SQLITE_BUSY at once, without the busy timeout helping.
-    fn begin(&mut self) -> rusqlite::Result<Transaction<'_>> {
-        self.conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Create the store when it is missing, upgrade an older schema.
+    Create,
+    /// As `Create`, but a missing file, or a database without smtlab's schema, is an
+    /// error.
+    Existing,
+    /// Read only: nothing is created or upgraded, and nothing can be written.
+    ReadOnly,
+}
+
+/// What [`Store::push_to`] did with each run of the source, by the source's ids.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushReport {
+    /// `(id in the source, id in the target)` of each run stored now.
+    pub pushed: Vec<(i64, i64)>,
+    /// Runs the target already held (the same run key): left as they are.
+    pub present: Vec<i64>,
+    /// Runs a live process is still measuring: not pushed (push them when they end).
+    pub running: Vec<i64>,
+}
+
+impl Store {
+    fn open_as(target: &Path, mode: Mode) -> Result<Store> {
+        match target.to_str().filter(|s| pg::is_postgres_url(s)) {
+            Some(url) => pg::open(url, mode),
+            None => sqlite::open(target, mode),
+        }
+    }
+
+    /// Opens the store `target` names, creating it (the file and its directory, or the
+    /// schema in an existing PostgreSQL database) when it holds nothing yet, and
+    /// upgrading an older schema.
+    ///
+    /// A zero-length file counts as empty and is initialised: SQLite itself treats it
+    /// as an empty database, and it is what `touch` or a first open that was killed
+    /// before its first write leaves behind.
+    pub fn open(target: impl AsRef<Path>) -> Result<Store> {
+        Self::open_as(target.as_ref(), Mode::Create)
+    }
+
+    /// Like [`open`](Self::open), but a missing file, or a PostgreSQL database without
+    /// smtlab's schema, is an error, where creating an empty store would hide a wrong
+    /// `--db`. It still upgrades an older schema.
+    pub fn open_existing(target: impl AsRef<Path>) -> Result<Store> {
+        Self::open_as(target.as_ref(), Mode::Existing)
+    }
+
+    /// Checks, before any time is spent measuring, that `target` can take results: an
+    /// existing file must be an smtlab database this build reads (it is upgraded), a
+    /// PostgreSQL database must be reachable (its schema is created). A missing file
+    /// passes: it is created once there is something to store.
+    pub fn check_target(target: impl AsRef<Path>) -> Result<()> {
+        let target = target.as_ref();
+        if target.to_str().is_some_and(pg::is_postgres_url) {
+            drop(Self::open(target)?);
+        } else if target.exists() {
+            drop(Self::open_existing(target)?);
+        }
+        Ok(())
+    }
+
+    /// Opens a store for reading only (`runs`, `report`, `compare`, the source of
+    /// `push`): nothing is created, upgraded or changed. An SQLite file is opened
+    /// read-only (see the SQLite notes in `SCHEMA.md`) and a file of an older schema is
+    /// read as it is; a PostgreSQL session is set read-only, so the server refuses any
+    /// write.
+    pub fn open_read_only(target: impl AsRef<Path>) -> Result<Store> {
+        Self::open_as(target.as_ref(), Mode::ReadOnly)
+    }
+
+    /// The database file, or the PostgreSQL URL without its password: what messages
+    /// name.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether this store is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.db, Db::Pg(_))
+    }
+
+    /// Checks the store is sound: SQLite's `integrity_check`; for PostgreSQL, which
+    /// checks its own pages, that every cell has its summary (what a half-written run
+    /// would break; transactions make one impossible, and this says so).
+    pub fn check_integrity(&self) -> Result<()> {
+        let pg = self.is_postgres();
+        let problems = self.read("checking integrity", |db| {
+            if pg {
+                let bad: i64 = db
+                    .query_one(
+                        "SELECT count(*) FROM cells c
+                         WHERE NOT EXISTS (SELECT 1 FROM summaries s
+                                           WHERE s.cell_id = c.id AND s.kind = 'value')",
+                        &[],
+                    )?
+                    .get(0)?;
+                return Ok(if bad == 0 {
+                    Vec::new()
+                } else {
+                    vec![format!("{bad} cells have no value summary")]
+                });
+            }
+            let lines = db.query("PRAGMA integrity_check", &[])?;
+            let lines: Vec<String> = lines.iter().map(|r| r.get(0)).collect::<Step<_>>()?;
+            Ok(if lines == ["ok"] { Vec::new() } else { lines })
+        })?;
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(StoreError::Corrupt {
+            path: self.path.clone(),
+            context: "integrity check failed".into(),
+            detail: problems.into_iter().take(3).collect::<Vec<_>>().join("; "),
+        })
+    }
+
+    /// Copies this store's runs into `target` (`smtlab push`): each run not yet there
+    /// (by its key, [`run_uid`](Self::run_uid)) is stored whole, with its label, in one
+    /// transaction; runs already there are left as they are, so pushing twice stores
+    /// each run once, and two hosts pushing the same run at once store it once. Runs a
+    /// live process is still measuring are left out.
+    pub fn push_to(&self, target: &mut Store) -> Result<PushReport> {
+        let mut report = PushReport::default();
+        for run in self.list_runs()? {
+            if run.status == smtlab_model::RunStatus::Running {
+                report.running.push(run.id);
+                continue;
+            }
+            let uid = self.run_uid(run.id)?;
+            let results = self.load_run(run.id)?;
+            let doing = format!("storing pushed run {uid}");
+            match target.import_keyed(&results, &uid, run.label.as_deref(), &doing)? {
+                Some(id) => report.pushed.push((run.id, id)),
+                None => report.present.push(run.id),
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs `f` on a consistent view of the store (see [`Db::read`]).
+    fn read<T>(&self, doing: &str, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Result<T> {
+        // The borrow of the connection ends before `fail`, which may query again.
+        let r = self.db.read(f);
+        r.map_err(|e| self.fail(doing, e))
+    }
+
+    /// Runs `f` in one write transaction (see [`Db::write`]).
+    fn write<T>(&mut self, doing: &str, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Result<T> {
+        let r = self.db.write(f);
+        r.map_err(|e| self.fail(doing, e))
     }
 
     fn run_ids(&self) -> Result<Vec<i64>> {
-        let r = (|| -> Step<Vec<i64>> {
-            let mut stmt = self.conn.prepare("SELECT id FROM runs ORDER BY id")?;
-            let ids = stmt.query_map([], |r| r.get(0))?;
-            Ok(ids.collect::<std::result::Result<_, _>>()?)
-        })();
-        r.map_err(|e| self.fail("listing runs", e))
+        self.read("listing runs", |db| {
+            let rows = db.query("SELECT id FROM runs ORDER BY id", &[])?;
+            rows.iter().map(|r| r.get(0)).collect()
+        })
     }
 
-    /// Adds the file and what we were doing to an internal failure.
+    /// Adds the database and what we were doing to an internal failure; a missing run
+    /// says which runs exist.
     fn fail(&self, context: &str, e: Fail) -> StoreError {
-        let path = self.path.clone();
         match e {
-            Fail::Sql(e) => sql_error(&path, context, e),
-            Fail::Pg(e) => pg::pg_error(&path, context, e),
-            Fail::Decode(detail) => StoreError::Corrupt {
-                path,
-                context: context.to_string(),
-                detail,
-            },
-            Fail::Invalid(detail) | Fail::Conflict(detail) => StoreError::Invalid {
-                path,
-                detail: format!("{context}: {detail}"),
-            },
             Fail::NoRun(id) => StoreError::NoSuchRun {
-                path,
+                path: self.path.clone(),
                 wanted: id.to_string(),
                 existing: match self.run_ids() {
                     Ok(ids) => describe_ids(&ids),
                     Err(_) => "the runs it holds could not be listed".into(),
                 },
             },
+            e => error(&self.path, context, e),
         }
     }
 }
 
-fn sql_error(path: &Path, context: &str, e: rusqlite::Error) -> StoreError {
-    use rusqlite::ErrorCode;
-    match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => StoreError::NotSqlite {
-            path: path.to_path_buf(),
-        },
-        Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
-            path: path.to_path_buf(),
+/// An internal failure as the error users see, naming the database `path`.
+pub(crate) fn error(path: &Path, context: &str, e: Fail) -> StoreError {
+    let path = path.to_path_buf();
+    match e {
+        Fail::Sql(e) => sqlite::sql_error(&path, context, e),
+        Fail::Pg(e) => pg::pg_error(&path, context, e),
+        Fail::Decode(detail) => StoreError::Corrupt {
+            path,
             context: context.to_string(),
-            detail: format!("the file is damaged ({e})"),
+            detail,
         },
-        _ => StoreError::Sqlite {
-            path: path.to_path_buf(),
-            context: context.to_string(),
-            source: crate::error::SqlError(e),
+        Fail::Invalid(detail) | Fail::Conflict(detail) => StoreError::Invalid {
+            path,
+            detail: format!("{context}: {detail}"),
+        },
+        Fail::NoRun(id) => StoreError::NoSuchRun {
+            path,
+            wanted: id.to_string(),
+            existing: "the runs it holds were not listed".into(),
         },
     }
 }

@@ -4,14 +4,12 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use smtlab_model::{
-    CellKey, Environment, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
-};
+use smtlab_model::{CellKey, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell};
 
 use super::cells::*;
 use super::codec::*;
-use super::{Fail, SqliteStore, Step, lease};
+use super::sql::{Sql, args};
+use super::{Fail, Step, Store, lease};
 use crate::error::{Result, StoreError};
 
 /// One line of `smtlab runs`: what a run is without loading its cells.
@@ -34,17 +32,14 @@ pub struct RunListing {
     pub label: Option<String>,
 }
 
-impl SqliteStore {
+impl Store {
     /// Stores a new run (its meta data and plan) and returns its id. `meta.id` is
     /// ignored; `status` and `finished_unix_s` are stored as given.
     pub fn create_run(&mut self, meta: &RunMeta) -> Result<i64> {
-        let r = (|| -> Step<i64> {
-            let tx = self.begin()?;
-            let id = insert_run(&tx, meta, &new_uid(meta.started_unix_s), None)?;
-            tx.commit()?;
-            Ok(id)
-        })();
-        r.map_err(|e| self.fail("storing a new run", e))
+        self.write("storing a new run", |db| {
+            insert_run(db, meta, &new_uid(meta.started_unix_s), None)?
+                .ok_or_else(|| Fail::Conflict("a fresh run key is already taken".into()))
+        })
     }
 
     /// Sets a run's final status and end time.
@@ -60,17 +55,16 @@ impl SqliteStore {
     /// Marks a run that stopped early (Ctrl-C, an error) as interrupted, so `--resume`
     /// finds it. A run already finished keeps its status.
     pub fn mark_interrupted(&mut self, run_id: i64) -> Result<()> {
-        let r = (|| -> Step<()> {
-            let n = self.conn.execute(
+        self.write(&format!("marking run {run_id} interrupted"), |db| {
+            let n = db.execute(
                 "UPDATE runs SET status = 'interrupted' WHERE id = ?1 AND status != 'finished'",
-                [run_id],
+                args![run_id],
             )?;
-            if n == 0 && !run_exists(&self.conn, run_id)? {
+            if n == 0 && !run_exists(db, run_id)? {
                 return Err(Fail::NoRun(run_id));
             }
             Ok(())
-        })();
-        r.map_err(|e| self.fail(&format!("marking run {run_id} interrupted"), e))
+        })
     }
 
     /// Marks a run as running again (and not finished), for `--resume`.
@@ -85,116 +79,92 @@ impl SqliteStore {
         finished_unix_s: Option<u64>,
         doing: &str,
     ) -> Result<()> {
-        let r = (|| -> Step<()> {
-            let n = self.conn.execute(
+        self.write(&format!("{doing} run {run_id}"), |db| {
+            let n = db.execute(
                 "UPDATE runs SET status = ?2, finished_unix_s = ?3 WHERE id = ?1",
-                params![run_id, status_text(status), finished_unix_s],
+                args![run_id, enum_text(status)?, finished_unix_s],
             )?;
             if n == 0 {
                 return Err(Fail::NoRun(run_id));
             }
             Ok(())
-        })();
-        r.map_err(|e| self.fail(&format!("{doing} run {run_id}"), e))
+        })
     }
 
     /// Stores a whole run (e.g. one read from results JSON) in one transaction and
     /// returns its new id. Loading it gives back `results` with `run.id` set to the id.
+    /// It gets a new run key: importing the same JSON twice stores two runs.
     pub fn import_run(&mut self, results: &RunResults) -> Result<i64> {
-        let r = (|| -> Step<i64> {
-            for cell in &results.cells {
-                check_cell_finite(cell).map_err(|e| {
-                    Fail::Invalid(format!("cell {}: {e}", describe_key(&cell.key())))
-                })?;
-            }
-            let tx = self.begin()?;
-            let uid = new_uid(results.run.started_unix_s);
-            let id = insert_run(&tx, &results.run, &uid, None)?;
-            for cell in &results.cells {
-                insert_cell(&tx, id, cell)?;
-            }
-            for s in &results.skipped {
-                insert_skipped(&tx, id, s)?;
-            }
-            tx.commit()?;
-            Ok(id)
-        })();
-        r.map_err(|e| self.fail("importing a run", e))
+        let uid = new_uid(results.run.started_unix_s);
+        let doing = "importing a run";
+        self.import_keyed(results, &uid, None, doing)?
+            .ok_or_else(|| {
+                self.fail(
+                    doing,
+                    Fail::Conflict(format!("a fresh run key {uid} is already taken")),
+                )
+            })
     }
 
-    /// Stores a run pushed from another database under its key `uid` (with its label),
-    /// in one transaction; `None` when a run with that key is already here, which is
-    /// then left as it is.
+    /// Stores a run under its key `uid` (with its label), in one transaction; `None`
+    /// when a run with that key is already here, which is then left as it is (also
+    /// when another host stores it at the same moment).
     pub(crate) fn import_keyed(
         &mut self,
         results: &RunResults,
         uid: &str,
         label: Option<&str>,
+        doing: &str,
     ) -> Result<Option<i64>> {
-        let r = (|| -> Step<Option<i64>> {
+        self.write(doing, |db| {
             for cell in &results.cells {
                 check_cell_finite(cell).map_err(|e| {
                     Fail::Invalid(format!("cell {}: {e}", describe_key(&cell.key())))
                 })?;
             }
-            let tx = self.begin()?;
-            let present = tx
-                .query_row("SELECT id FROM runs WHERE uid = ?1", [uid], |r| {
-                    r.get::<_, i64>(0)
-                })
-                .optional()?;
-            if present.is_some() {
+            let Some(id) = insert_run(db, &results.run, uid, label)? else {
                 return Ok(None);
-            }
-            let id = insert_run(&tx, &results.run, uid, label)?;
+            };
             for cell in &results.cells {
-                insert_cell(&tx, id, cell)?;
+                insert_cell(db, id, cell)?;
             }
             for s in &results.skipped {
-                insert_skipped(&tx, id, s)?;
+                insert_skipped(db, id, s)?;
             }
-            tx.commit()?;
             Ok(Some(id))
-        })();
-        r.map_err(|e| self.fail(&format!("storing pushed run {uid}"), e))
+        })
     }
 
-    /// The run's key (see [`crate::SCHEMA_VERSION`] 6). A file of an older schema opened
-    /// read-only has none stored; its key is derived as the upgrade would store it.
-    pub(crate) fn run_uid(&self, run_id: i64) -> Result<String> {
-        let r = (|| -> Step<String> {
-            let uid = if self.version >= 6 { "uid" } else { "NULL" };
-            let row = self
-                .conn
-                .query_row(
+    /// The run's key: 32 hex digits that name it in every store it is pushed to (see
+    /// [`crate::SCHEMA_VERSION`] 6). A file of an older schema opened read-only has none
+    /// stored; its key is derived as the upgrade would store it.
+    pub fn run_uid(&self, run_id: i64) -> Result<String> {
+        let uid = if self.version >= 6 { "uid" } else { "NULL" };
+        self.read(&format!("reading the key of run {run_id}"), |db| {
+            let r = db
+                .query_opt(
                     &format!(
                         "SELECT {uid}, hostname, started_unix_s, command_line, environment
                          FROM runs WHERE id = ?1"
                     ),
-                    [run_id],
-                    |r| {
-                        Ok((
-                            r.get::<_, Option<String>>(0)?,
-                            r.get::<_, Option<String>>(1)?,
-                            r.get::<_, i64>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, String>(4)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let (uid, host, started, cmd, env) = row.ok_or(Fail::NoRun(run_id))?;
-            Ok(uid.unwrap_or_else(|| derived_uid(run_id, host.as_deref(), started, &cmd, &env)))
-        })();
-        r.map_err(|e| self.fail(&format!("reading the key of run {run_id}"), e))
+                    args![run_id],
+                )?
+                .ok_or(Fail::NoRun(run_id))?;
+            if let Some(uid) = r.get(0)? {
+                return Ok(uid);
+            }
+            let host = r.opt_text(1)?;
+            Ok(derived_uid(run_id, host, r.get(2)?, r.text(3)?, r.text(4)?))
+        })
     }
 
     /// Loads a whole run: meta data, plan, every cell with its samples, and skips.
     pub fn load_run(&self, run_id: i64) -> Result<RunResults> {
-        let r = (|| -> Step<RunResults> {
-            let run = load_meta(&self.conn, run_id)?;
-            let cells = load_cells(&self.conn, run_id, self.version)?;
-            let skipped = load_skipped(&self.conn, run_id)?
+        let version = self.version;
+        self.read(&format!("loading run {run_id}"), |db| {
+            let run = load_meta(db, run_id)?;
+            let cells = load_cells(db, run_id, version)?;
+            let skipped = load_skipped(db, run_id)?
                 .into_iter()
                 .map(|(key, reason)| SkippedCell { key, reason })
                 .collect();
@@ -205,33 +175,34 @@ impl SqliteStore {
                 skipped,
                 benchmarks: Vec::new(),
             })
-        })();
-        r.map_err(|e| self.fail(&format!("loading run {run_id}"), e))
+        })
     }
 
     /// Every run, oldest first.
     pub fn list_runs(&self) -> Result<Vec<RunListing>> {
-        let r = (|| -> Step<Vec<RunListing>> {
-            let mut stmt = self.conn.prepare(&format!(
-                "SELECT r.id, r.started_unix_s, r.finished_unix_s, r.status, r.suite,
-                        r.hostname, r.cpu_model,
-                        (SELECT count(*) FROM cells c WHERE c.run_id = r.id),
-                        (SELECT count(*) FROM skipped s WHERE s.run_id = r.id),
-                        (SELECT count(*) FROM plan p WHERE p.run_id = r.id),
-                        {label}
-                 FROM runs r ORDER BY r.id",
-                label = self.label_column()
-            ))?;
-            let mut rows = stmt.query([])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                let status: String = row.get(3)?;
-                let id: i64 = row.get(0)?;
+        let label = self.label_column();
+        self.read("listing runs", |db| {
+            let rows = db.query(
+                &format!(
+                    "SELECT r.id, r.started_unix_s, r.finished_unix_s, r.status, r.suite,
+                            r.hostname, r.cpu_model,
+                            (SELECT count(*) FROM cells c WHERE c.run_id = r.id),
+                            (SELECT count(*) FROM skipped s WHERE s.run_id = r.id),
+                            (SELECT count(*) FROM plan p WHERE p.run_id = r.id),
+                            {label}
+                     FROM runs r ORDER BY r.id"
+                ),
+                &[],
+            )?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                let id = row.get(0)?;
+                let status = parse_enum(row.text(3)?, "run status")?;
                 out.push(RunListing {
                     id,
                     started_unix_s: row.get(1)?,
                     finished_unix_s: row.get(2)?,
-                    status: effective_status(&self.conn, id, parse_status(&status)?),
+                    status: effective_status(db, id, status),
                     suite: row.get(4)?,
                     hostname: row.get(5)?,
                     cpu_model: row.get(6)?,
@@ -242,27 +213,23 @@ impl SqliteStore {
                 });
             }
             Ok(out)
-        })();
-        r.map_err(|e| self.fail("listing runs", e))
+        })
     }
 
     /// The newest run's id, `None` when there are no runs.
     pub fn latest_run_id(&self) -> Result<Option<i64>> {
-        self.conn
-            .query_row("SELECT max(id) FROM runs", [], |r| r.get(0))
-            .map_err(|e| self.fail("finding the latest run", e.into()))
+        self.read("finding the latest run", |db| {
+            db.query_one("SELECT max(id) FROM runs", &[])?.get(0)
+        })
     }
 
     /// The newest run that is not finished (running when its process died, or
     /// interrupted), for `--resume`.
     pub fn latest_unfinished_run(&self) -> Result<Option<i64>> {
-        self.conn
-            .query_row(
-                "SELECT max(id) FROM runs WHERE status != 'finished'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.fail("finding the latest unfinished run", e.into()))
+        self.read("finding the latest unfinished run", |db| {
+            db.query_one("SELECT max(id) FROM runs WHERE status != 'finished'", &[])?
+                .get(0)
+        })
     }
 
     /// Turns what a user typed into a run id:
@@ -279,20 +246,20 @@ impl SqliteStore {
         }
         resolve_selector(&self.path, selector, &self.run_ids()?)
     }
+
     /// The run carrying `label`, `None` when no run does. Labels cannot look like run
     /// selectors (see [`check_label`]), so this never shadows an id.
     fn run_by_label(&self, label: &str) -> Result<Option<i64>> {
         if self.version < 5 || check_label(label).is_err() {
             return Ok(None);
         }
-        let r = (|| -> Step<Vec<i64>> {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT id FROM runs WHERE label = ?1 ORDER BY id")?;
-            let ids = stmt.query_map([label], |r| r.get(0))?;
-            Ok(ids.collect::<std::result::Result<_, _>>()?)
-        })();
-        let ids = r.map_err(|e| self.fail(&format!("finding the run labelled {label:?}"), e))?;
+        let ids = self.read(&format!("finding the run labelled {label:?}"), |db| {
+            let rows = db.query(
+                "SELECT id FROM runs WHERE label = ?1 ORDER BY id",
+                args![label],
+            )?;
+            rows.iter().map(|r| r.get(0)).collect::<Step<Vec<i64>>>()
+        })?;
         one_labelled(&self.path, label, &ids)
     }
 
@@ -303,14 +270,12 @@ impl SqliteStore {
 
     /// The run's label, `None` when it has none.
     pub fn run_label(&self, run_id: i64) -> Result<Option<String>> {
-        let r = (|| -> Step<Option<String>> {
-            let sql = format!("SELECT {} FROM runs r WHERE r.id = ?1", self.label_column());
-            self.conn
-                .query_row(&sql, [run_id], |r| r.get(0))
-                .optional()?
-                .ok_or(Fail::NoRun(run_id))
-        })();
-        r.map_err(|e| self.fail(&format!("reading the label of run {run_id}"), e))
+        let sql = format!("SELECT {} FROM runs r WHERE r.id = ?1", self.label_column());
+        self.read(&format!("reading the label of run {run_id}"), |db| {
+            db.query_opt(&sql, args![run_id])?
+                .ok_or(Fail::NoRun(run_id))?
+                .get(0)
+        })
     }
 
     /// Names a run (`None` removes the name). The label must pass [`check_label`].
@@ -321,17 +286,16 @@ impl SqliteStore {
                 detail: e.to_string(),
             })?;
         }
-        let r = (|| -> Step<()> {
-            let n = self.conn.execute(
+        self.write(&format!("labelling run {run_id}"), |db| {
+            let n = db.execute(
                 "UPDATE runs SET label = ?1 WHERE id = ?2",
-                params![label, run_id],
+                args![label, run_id],
             )?;
             if n == 0 {
                 return Err(Fail::NoRun(run_id));
             }
             Ok(())
-        })();
-        r.map_err(|e| self.fail(&format!("labelling run {run_id}"), e))
+        })
     }
 
     /// Deletes runs with everything stored under them (plan, cells, samples, summaries,
@@ -340,13 +304,13 @@ impl SqliteStore {
     /// holder died) does not protect the run. Unknown ids are refused too.
     pub fn delete_runs(&mut self, run_ids: &[i64]) -> Result<()> {
         let now = lease::now_ms();
-        let r = (|| -> Step<()> {
-            let tx = self.begin()?;
+        self.write("deleting runs", |db| {
             for &id in run_ids {
-                if !run_exists(&tx, id)? {
+                // Locked: a lease cannot be taken on it until this transaction ends.
+                if !lease::lock_run(db, id)? {
                     return Err(Fail::NoRun(id));
                 }
-                if let Some((h, _)) = lease::holder(&tx, id, now)?
+                if let Some((h, _)) = lease::holder(db, id, now)?
                     && lease::is_live(&h)
                 {
                     return Err(Fail::Conflict(format!(
@@ -356,35 +320,28 @@ impl SqliteStore {
                 }
             }
             for &id in run_ids {
-                tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
+                db.execute("DELETE FROM runs WHERE id = ?1", args![id])?;
             }
-            tx.commit()?;
             Ok(())
-        })();
-        r.map_err(|e| self.fail("deleting runs", e))
+        })
     }
 
     /// The cells of a run's plan that are neither measured nor skipped, in plan order:
     /// what `--resume` still has to do.
     pub fn pending_cells(&self, run_id: i64) -> Result<Vec<CellKey>> {
-        let r = (|| -> Step<Vec<CellKey>> {
-            let plan = load_plan(&self.conn, run_id)?;
-            if plan.is_empty() && !run_exists(&self.conn, run_id)? {
+        self.read(&format!("listing pending cells of run {run_id}"), |db| {
+            let plan = load_plan(db, run_id)?;
+            if plan.is_empty() && !run_exists(db, run_id)? {
                 return Err(Fail::NoRun(run_id));
             }
-            let mut done: HashSet<CellKey> = stored_cell_keys(&self.conn, run_id)?;
-            done.extend(
-                load_skipped(&self.conn, run_id)?
-                    .into_iter()
-                    .map(|(k, _)| k),
-            );
+            let mut done: HashSet<CellKey> = stored_cell_keys(db, run_id)?;
+            done.extend(load_skipped(db, run_id)?.into_iter().map(|(k, _)| k));
             Ok(plan.into_iter().filter(|k| !done.contains(k)).collect())
-        })();
-        r.map_err(|e| self.fail(&format!("listing pending cells of run {run_id}"), e))
+        })
     }
 }
 
-/// What [`resolve_run`](SqliteStore::resolve_run) does once labels are looked up: a
+/// What [`resolve_run`](Store::resolve_run) does once labels are looked up: a
 /// keyword, an id, or a count back from the newest of `ids` (sorted).
 pub(crate) fn resolve_selector(path: &Path, selector: &str, ids: &[i64]) -> Result<i64> {
     let s = selector.trim();
@@ -476,13 +433,6 @@ pub struct BadLabel {
     pub why: &'static str,
 }
 
-pub(crate) fn run_exists(conn: &Connection, run_id: i64) -> Step<bool> {
-    Ok(conn
-        .query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
 /// `runs 1-4,7 exist`, `run 3 exists`, `it holds no runs yet`.
 pub(crate) fn describe_ids(ids: &[i64]) -> String {
     match ids {
@@ -508,55 +458,34 @@ pub(crate) fn describe_ids(ids: &[i64]) -> String {
     }
 }
 
-/// Gives every run of a file upgraded to schema 6 its key ([`derived_uid`]).
-pub(crate) fn fill_uids(conn: &Connection) -> Step<()> {
-    let mut stmt = conn.prepare(
-        "SELECT id, hostname, started_unix_s, command_line, environment FROM runs
-         WHERE uid IS NULL",
-    )?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-            ))
-        })?
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    for (id, host, started, cmd, env) in rows {
-        let uid = derived_uid(id, host.as_deref(), started, &cmd, &env);
-        conn.execute("UPDATE runs SET uid = ?1 WHERE id = ?2", params![uid, id])?;
-    }
-    Ok(())
-}
-
+/// Inserts a run and its plan; `None` when a run with key `uid` is already stored.
 pub(crate) fn insert_run(
-    tx: &Transaction<'_>,
+    db: &mut dyn Sql,
     meta: &RunMeta,
     uid: &str,
     label: Option<&str>,
-) -> Step<i64> {
+) -> Step<Option<i64>> {
     check_config_finite(&meta.config).map_err(|e| Fail::Invalid(e.to_string()))?;
     let env = &meta.environment;
-    tx.execute(
+    let row = db.query_opt(
         "INSERT INTO runs (started_unix_s, finished_unix_s, status, suite, command_line,
                            tool_version, git_commit, hostname, kernel, cpu_model, smt_control,
                            environment, topology, config, notes, uid, label)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-        params![
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+         ON CONFLICT (uid) DO NOTHING
+         RETURNING id",
+        args![
             meta.started_unix_s,
             meta.finished_unix_s,
-            status_text(meta.status),
-            meta.suite,
+            enum_text(meta.status)?,
+            meta.suite.as_deref(),
             to_json(&meta.command_line)?,
-            env.tool_version,
-            env.git_commit,
-            env.hostname,
-            env.kernel,
-            env.cpu_model,
-            env.smt_control,
+            env.tool_version.as_str(),
+            env.git_commit.as_deref(),
+            env.hostname.as_deref(),
+            env.kernel.as_deref(),
+            env.cpu_model.as_deref(),
+            env.smt_control.as_deref(),
             to_json(env)?,
             to_json(&meta.topology)?,
             to_json(&meta.config)?,
@@ -565,31 +494,32 @@ pub(crate) fn insert_run(
             label,
         ],
     )?;
-    let id = tx.last_insert_rowid();
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO plan (run_id, position, benchmark, params, placement)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
+    let Some(row) = row else { return Ok(None) };
+    let id: i64 = row.get(0)?;
     for (pos, key) in meta.plan.iter().enumerate() {
-        stmt.execute(params![
-            id,
-            pos,
-            key.benchmark,
-            key_params_json(&key.params, &key.conditions)?,
-            key.placement
-        ])?;
+        db.execute(
+            "INSERT INTO plan (run_id, position, benchmark, params, placement)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            args![
+                id,
+                pos,
+                key.benchmark.as_str(),
+                key_params_json(&key.params, &key.conditions)?,
+                key.placement.as_str(),
+            ],
+        )?;
     }
-    Ok(id)
+    Ok(Some(id))
 }
 
 /// A run stored as running that no live process measures (no lease, or a stale one)
 /// is read as interrupted: it was killed, or stopped by a disk too full to take even
 /// its status. `--resume` goes on with it either way.
-fn effective_status(conn: &Connection, run_id: i64, stored: RunStatus) -> RunStatus {
+fn effective_status(db: &mut dyn Sql, run_id: i64, stored: RunStatus) -> RunStatus {
     if stored != RunStatus::Running {
         return stored;
     }
-    match lease::holder(conn, run_id, lease::now_ms()) {
+    match lease::holder(db, run_id, lease::now_ms()) {
         Ok(Some((h, _))) if lease::is_live(&h) => RunStatus::Running,
         Ok(_) => RunStatus::Interrupted,
         // An older file without leases: as stored.
@@ -597,62 +527,40 @@ fn effective_status(conn: &Connection, run_id: i64, stored: RunStatus) -> RunSta
     }
 }
 
-pub(crate) fn load_meta(conn: &Connection, run_id: i64) -> Step<RunMeta> {
-    let row = conn
-        .query_row(
-            "SELECT started_unix_s, finished_unix_s, status, suite, command_line, environment,
-                    topology, config, notes
-             FROM runs WHERE id = ?1",
-            [run_id],
-            |r| {
-                Ok((
-                    r.get::<_, u64>(0)?,
-                    r.get::<_, Option<u64>>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
-                    r.get::<_, String>(8)?,
-                ))
-            },
-        )
-        .optional()?;
-    let Some((started, finished, status, suite, cmd, env, topo, config, notes)) = row else {
+fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
+    let Some(r) = db.query_opt(
+        "SELECT started_unix_s, finished_unix_s, status, suite, command_line, environment,
+                topology, config, notes
+         FROM runs WHERE id = ?1",
+        args![run_id],
+    )?
+    else {
         return Err(Fail::NoRun(run_id));
     };
+    let status = parse_enum(r.text(2)?, "run status")?;
     Ok(RunMeta {
         id: run_id,
-        started_unix_s: started,
-        finished_unix_s: finished,
-        status: effective_status(conn, run_id, parse_status(&status)?),
-        command_line: from_json(&cmd, "runs.command_line")?,
-        suite,
-        environment: from_json::<Environment>(&env, "runs.environment")?,
-        topology: from_json(&topo, "runs.topology")?,
-        config: from_json(&config, "runs.config")?,
-        plan: load_plan(conn, run_id)?,
-        notes: from_json(&notes, "runs.notes")?,
+        started_unix_s: r.get(0)?,
+        finished_unix_s: r.get(1)?,
+        status: effective_status(db, run_id, status),
+        command_line: from_json(r.text(4)?, "runs.command_line")?,
+        suite: r.get(3)?,
+        environment: from_json(r.text(5)?, "runs.environment")?,
+        topology: from_json(r.text(6)?, "runs.topology")?,
+        config: from_json(r.text(7)?, "runs.config")?,
+        plan: load_plan(db, run_id)?,
+        notes: from_json(r.text(8)?, "runs.notes")?,
     })
 }
 
-pub(crate) fn load_plan(conn: &Connection, run_id: i64) -> Step<Vec<CellKey>> {
-    let mut stmt = conn.prepare_cached(
+pub(crate) fn load_plan(db: &mut dyn Sql, run_id: i64) -> Step<Vec<CellKey>> {
+    db.query(
         "SELECT benchmark, params, placement FROM plan WHERE run_id = ?1 ORDER BY position",
-    )?;
-    let mut rows = stmt.query([run_id])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let (params, conditions) = key_params_from_json(&r.get::<_, String>(1)?, "plan.params")?;
-        out.push(CellKey {
-            benchmark: r.get(0)?,
-            params,
-            conditions,
-            placement: r.get(2)?,
-        });
-    }
-    Ok(out)
+        args![run_id],
+    )?
+    .iter()
+    .map(|r| key_of(r, "plan.params"))
+    .collect()
 }
 
 #[cfg(test)]

@@ -17,6 +17,33 @@ mod testdata;
 // The PostgreSQL backend, against a server each test starts.
 mod pg;
 
+// The cases below that take a `Backend` run against SQLite and PostgreSQL.
+mod backends;
+use backends::Backend;
+
+backends::cases! {
+    a_run_written_cell_by_cell_loads_back_identical,
+    pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order,
+    a_key_is_measured_or_skipped_never_both,
+    non_finite_numbers_are_refused_with_the_field_named,
+    writes_to_an_unknown_run_name_the_runs_that_exist,
+    run_selectors,
+    a_read_only_store_refuses_writes,
+    a_label_names_a_run_while_it_is_unambiguous,
+    deleting_runs_takes_everything_under_them_and_spares_the_others,
+    a_run_measured_by_a_live_process_is_not_deleted,
+    typed_conditions_are_stored_flat_as_before_and_come_back_typed,
+    rows_written_before_conditions_were_typed_read_them_typed_and_resume,
+    pushing_a_file_twice_into_another_stores_each_run_once,
+    a_second_lease_on_a_live_run_is_refused_naming_the_holder,
+    a_stale_lease_is_taken_over_with_a_note,
+    a_lease_is_released_on_drop_and_notices_being_taken_over,
+    an_imported_run_loads_back_identical,
+    repeat_rounds_survive_the_round_trip,
+    two_stores_on_one_file_see_each_other,
+    a_damaged_row_is_reported_with_the_cell_it_is_in,
+}
+
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("results.db");
@@ -34,26 +61,23 @@ fn raw(path: &Path) -> rusqlite::Connection {
 
 // ---- round trips ----------------------------------------------------------------------
 
-#[test]
-fn an_imported_run_loads_back_identical() {
-    let (_dir, path) = temp_db();
+fn an_imported_run_loads_back_identical(b: &Backend) {
     let original = testdata::results(0);
-    let id = Store::open(&path).unwrap().import_run(&original).unwrap();
+    let id = b.open().import_run(&original).unwrap();
     // A fresh connection, so nothing can come from a cache.
-    let store = Store::open_existing(&path).unwrap();
+    let store = Store::open_existing(&b.target).unwrap();
     assert_eq!(store.load_run(id).unwrap(), with_id(original, id));
     store.check_integrity().unwrap();
 }
 
-#[test]
-fn a_run_written_cell_by_cell_loads_back_identical() {
-    let (_dir, path) = temp_db();
+fn a_run_written_cell_by_cell_loads_back_identical(b: &Backend) {
+    let path = b.target.as_str();
     let expected = testdata::results(0);
     let mut meta = expected.run.clone();
     meta.status = RunStatus::Running;
     meta.finished_unix_s = None;
 
-    let mut store = Store::open(&path).unwrap();
+    let mut store = Store::open(path).unwrap();
     let id = store.create_run(&meta).unwrap();
     // Running while a live process holds its lease; interrupted without one.
     assert_eq!(
@@ -77,7 +101,7 @@ fn a_run_written_cell_by_cell_loads_back_identical() {
     drop(lease);
     drop(store);
 
-    let store = Store::open(&path).unwrap();
+    let store = Store::open(path).unwrap();
     assert_eq!(store.load_run(id).unwrap(), with_id(expected, id));
 }
 
@@ -408,9 +432,7 @@ fn a_version_2_file_gains_the_rounds_table_and_keeps_its_runs() {
     store.check_integrity().unwrap();
 }
 
-#[test]
-fn repeat_rounds_survive_the_round_trip() {
-    let (_dir, path) = temp_db();
+fn repeat_rounds_survive_the_round_trip(b: &Backend) {
     let original = testdata::results(0);
     let rounds = &original.cells[1].result.rounds;
     assert_eq!(
@@ -418,22 +440,19 @@ fn repeat_rounds_survive_the_round_trip() {
         2,
         "the fixture has a cell measured in two rounds"
     );
-    let id = Store::open(&path).unwrap().import_run(&original).unwrap();
-    let loaded = Store::open_existing(&path).unwrap().load_run(id).unwrap();
-    assert_eq!(&loaded.cells[1].result.rounds, rounds);
-    let n: i64 = raw(&path)
-        .query_row("SELECT count(*) FROM rounds", [], |r| r.get(0))
+    let id = b.open().import_run(&original).unwrap();
+    let loaded = Store::open_existing(&b.target)
+        .unwrap()
+        .load_run(id)
         .unwrap();
-    assert_eq!(n, 2);
+    assert_eq!(&loaded.cells[1].result.rounds, rounds);
+    assert_eq!(b.count("SELECT count(*) FROM rounds"), 2);
     // Replacing the cell replaces its rounds (no orphans).
-    let mut store = Store::open(&path).unwrap();
+    let mut store = b.open();
     let mut again = original.cells[1].clone();
     again.result.rounds.truncate(1);
     store.save_cell(id, &again).unwrap();
-    let n: i64 = raw(&path)
-        .query_row("SELECT count(*) FROM rounds", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(b.count("SELECT count(*) FROM rounds"), 1);
 }
 
 #[test]
@@ -531,11 +550,9 @@ fn open_creates_directories_and_open_existing_does_not() {
     Store::open_existing(&nested).unwrap();
 }
 
-#[test]
-fn two_stores_on_one_file_see_each_other() {
-    let (_dir, path) = temp_db();
-    let mut writer = Store::open(&path).unwrap();
-    let reader = Store::open_existing(&path).unwrap();
+fn two_stores_on_one_file_see_each_other(b: &Backend) {
+    let mut writer = b.open();
+    let reader = Store::open_existing(&b.target).unwrap();
     let id = writer.import_run(&testdata::results(0)).unwrap();
     assert_eq!(reader.latest_run_id().unwrap(), Some(id));
 }
@@ -567,16 +584,15 @@ fn running_meta(plan: Vec<CellKey>) -> smtlab_model::RunMeta {
     meta
 }
 
-#[test]
-fn pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order() {
-    let (_dir, path) = temp_db();
+fn pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order(b: &Backend) {
+    let path = b.target.as_str();
     let plan = vec![
         key("mem-read", "1c1t"),
         key("mem-read", "1c2t"),
         key("mem-read", "2c1t"),
         key("mem-read", "2c2t"),
     ];
-    let mut store = Store::open(&path).unwrap();
+    let mut store = Store::open(path).unwrap();
     let id = store.create_run(&running_meta(plan.clone())).unwrap();
     let lease = store.lease_run(id).unwrap();
     assert_eq!(store.pending_cells(id).unwrap(), plan);
@@ -632,11 +648,10 @@ fn pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order() {
     assert_eq!(order, ["2c1t", "1c1t", "1c2t"]);
 }
 
-#[test]
-fn a_key_is_measured_or_skipped_never_both() {
-    let (_dir, path) = temp_db();
+fn a_key_is_measured_or_skipped_never_both(b: &Backend) {
+    let path = b.target.as_str();
     let k = key("syscall", "1c1t");
-    let mut store = Store::open(&path).unwrap();
+    let mut store = Store::open(path).unwrap();
     let id = store.create_run(&running_meta(vec![k.clone()])).unwrap();
     let skip = SkippedCell {
         key: k.clone(),
@@ -668,10 +683,9 @@ fn a_key_is_measured_or_skipped_never_both() {
     assert!(err.to_string().contains("already measured"), "{err}");
 }
 
-#[test]
-fn non_finite_numbers_are_refused_with_the_field_named() {
-    let (_dir, path) = temp_db();
-    let mut store = Store::open(&path).unwrap();
+fn non_finite_numbers_are_refused_with_the_field_named(b: &Backend) {
+    let path = b.target.as_str();
+    let mut store = Store::open(path).unwrap();
     let mut results = testdata::results(0);
     let id = store.create_run(&results.run).unwrap();
     let cell = &mut results.cells[2];
@@ -680,7 +694,7 @@ fn non_finite_numbers_are_refused_with_the_field_named() {
         .insert("wake_ns".into(), f64::NAN);
     let err = store.save_cell(id, cell).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+    assert!(msg.starts_with(&path.to_string()), "{msg}");
     assert!(msg.contains("samples[1].metrics.wake_ns is NaN"), "{msg}");
     assert!(store.load_run(id).unwrap().cells.is_empty());
 
@@ -707,31 +721,26 @@ fn non_finite_numbers_are_refused_with_the_field_named() {
     );
 }
 
-#[test]
-fn writes_to_an_unknown_run_name_the_runs_that_exist() {
-    let (_dir, path) = temp_db();
-    let mut store = Store::open(&path).unwrap();
+fn writes_to_an_unknown_run_name_the_runs_that_exist(b: &Backend) {
+    let path = b.target.as_str();
+    let mut store = Store::open(path).unwrap();
     let err = store.load_run(5).unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!("{}: no run 5; it holds no runs yet", path.display())
+        format!("{path}: no run 5; it holds no runs yet")
     );
     let results = testdata::results(0);
     store.import_run(&results).unwrap();
     let err = store.save_cell(5, &results.cells[0]).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        format!("{}: no run 5; run 1 exists", path.display())
-    );
+    assert_eq!(err.to_string(), format!("{path}: no run 5; run 1 exists"));
     assert!(store.finish_run(5, RunStatus::Finished, 0).is_err());
     assert!(store.mark_interrupted(5).is_err());
     assert!(store.pending_cells(5).is_err());
 }
 
-#[test]
-fn run_selectors() {
-    let (_dir, path) = temp_db();
-    let mut store = Store::open(&path).unwrap();
+fn run_selectors(b: &Backend) {
+    let path = b.target.as_str();
+    let mut store = Store::open(path).unwrap();
     let err = store.resolve_run("latest").unwrap_err();
     assert!(
         err.to_string()
@@ -756,10 +765,7 @@ fn run_selectors() {
         assert_eq!(store.resolve_run(sel).unwrap(), want, "{sel}");
     }
     let err = store.resolve_run("9").unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        format!("{}: no run 9; runs 1-3 exist", path.display())
-    );
+    assert_eq!(err.to_string(), format!("{path}: no run 9; runs 1-3 exist"));
     assert!(
         store
             .resolve_run("-4")
@@ -783,25 +789,21 @@ fn run_selectors() {
     );
 }
 
-#[test]
-fn a_damaged_row_is_reported_with_the_cell_it_is_in() {
-    let (_dir, path) = temp_db();
-    let id = Store::open(&path)
-        .unwrap()
-        .import_run(&testdata::results(0))
-        .unwrap();
-    raw(&path)
-        .execute_batch("UPDATE cells SET facts = '{' WHERE id = 2")
-        .unwrap();
-    let err = Store::open(&path).unwrap().load_run(id).unwrap_err();
+fn a_damaged_row_is_reported_with_the_cell_it_is_in(b: &Backend) {
+    let id = b.open().import_run(&testdata::results(0)).unwrap();
+    b.exec("UPDATE cells SET facts = '{' WHERE id = 2");
+    let err = b.open().load_run(id).unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains("loading run 1: cell 2: facts"), "{msg}");
-
-    raw(&path)
-        .execute_batch("PRAGMA ignore_check_constraints = ON; UPDATE runs SET status = 'paused'")
-        .unwrap();
-    let err = Store::open(&path).unwrap().list_runs().unwrap_err();
+    // A status the CHECK constraint would refuse, as a damaged file holds it.
+    b.exec(if b.is_postgres() {
+        "ALTER TABLE runs DROP CONSTRAINT runs_status_check;
+         UPDATE runs SET status = 'paused'"
+    } else {
+        "PRAGMA ignore_check_constraints = ON; UPDATE runs SET status = 'paused'"
+    });
+    let err = b.open().list_runs().unwrap_err();
     assert!(
         err.to_string().contains("unknown run status \"paused\""),
         "{err}"
@@ -917,7 +919,7 @@ fn kill_writer_and_check(delay: Duration) {
     }
     std::thread::sleep(delay);
     child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
 
     let (run_id, saved) = read_log();
     let run_id = run_id.expect("the writer logged its run id");
@@ -1137,12 +1139,11 @@ fn read_only_opening_of_missing_and_empty_files_is_an_error_that_creates_nothing
     assert_eq!(fs::read(&empty).unwrap(), b"");
 }
 
-#[test]
-fn a_read_only_store_refuses_writes() {
-    let (_dir, path) = temp_db();
+fn a_read_only_store_refuses_writes(b: &Backend) {
+    let path = b.target.as_str();
     let original = testdata::results(0);
-    Store::open(&path).unwrap().import_run(&original).unwrap();
-    let mut store = Store::open_read_only(&path).unwrap();
+    Store::open(path).unwrap().import_run(&original).unwrap();
+    let mut store = Store::open_read_only(path).unwrap();
     assert!(store.import_run(&original).is_err());
     assert_eq!(store.list_runs().unwrap().len(), 1);
 }
@@ -1156,39 +1157,26 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// A lease row as another process would have left it.
-fn foreign_lease(path: &Path, run_id: i64, pid: u32, host: &str, age: Duration) {
-    raw(path)
-        .execute(
-            "INSERT OR REPLACE INTO leases VALUES (?1, ?2, ?3, 'other', ?4, ?4)",
-            rusqlite::params![run_id, pid, host, now_ms() - age.as_millis() as i64],
-        )
-        .unwrap();
-}
-
 fn a_dead_pid() -> u32 {
     let mut child = Command::new("true").spawn().unwrap();
     let pid = child.id();
-    child.wait().unwrap();
+    smtlab_fixtures::bounded::wait(&mut child, "the child process");
     pid
 }
 
-fn leased_db() -> (tempfile::TempDir, PathBuf, i64) {
-    let (dir, path) = temp_db();
-    let id = Store::open(&path)
-        .unwrap()
-        .create_run(&running_meta(vec![key("null-syscall", "1c1t")]))
-        .unwrap();
-    (dir, path, id)
+/// A run in `b` that nobody leases.
+fn unleased_run(b: &Backend) -> i64 {
+    let meta = running_meta(vec![key("null-syscall", "1c1t")]);
+    b.open().create_run(&meta).unwrap()
 }
 
-#[test]
-fn a_second_lease_on_a_live_run_is_refused_naming_the_holder() {
-    let (_dir, path, id) = leased_db();
-    let mut first = Store::open(&path).unwrap();
+fn a_second_lease_on_a_live_run_is_refused_naming_the_holder(b: &Backend) {
+    let id = unleased_run(b);
+    let path = b.target.as_str();
+    let mut first = Store::open(path).unwrap();
     let lease = first.lease_run(id).unwrap();
     assert!(lease.takeover_note().is_none());
-    let mut second = Store::open(&path).unwrap();
+    let mut second = Store::open(path).unwrap();
     let err = second.lease_run(id).unwrap_err();
     let msg = err.to_string();
     assert!(
@@ -1203,18 +1191,18 @@ fn a_second_lease_on_a_live_run_is_refused_naming_the_holder() {
     assert_eq!(msg.lines().count(), 1);
     // A live holder on another machine is refused as well.
     drop(lease);
-    foreign_lease(&path, id, 1, "elsewhere", Duration::from_secs(2));
+    b.foreign_lease(id, 1, "elsewhere", Duration::from_secs(2));
     let msg = second.lease_run(id).unwrap_err().to_string();
     assert!(msg.contains("pid 1 on elsewhere"), "{msg}");
 }
 
-#[test]
-fn a_stale_lease_is_taken_over_with_a_note() {
-    let (_dir, path, id) = leased_db();
-    let mut store = Store::open(&path).unwrap();
+fn a_stale_lease_is_taken_over_with_a_note(b: &Backend) {
+    let id = unleased_run(b);
+    let path = b.target.as_str();
+    let mut store = Store::open(path).unwrap();
     // Same host, the process is gone (killed): stale at once.
     let dead = a_dead_pid();
-    foreign_lease(&path, id, dead, &smtlab_store::this_host(), Duration::ZERO);
+    b.foreign_lease(id, dead, &smtlab_store::this_host(), Duration::ZERO);
     let lease = store.lease_run(id).unwrap();
     let note = lease.takeover_note().expect("a takeover is told");
     assert!(
@@ -1224,7 +1212,7 @@ fn a_stale_lease_is_taken_over_with_a_note() {
     drop(lease);
     // Another host, no heartbeat for longer than the limit.
     let old = smtlab_store::LEASE_STALE_AFTER + Duration::from_secs(60);
-    foreign_lease(&path, id, 1, "elsewhere", old);
+    b.foreign_lease(id, 1, "elsewhere", old);
     let lease = store.lease_run(id).unwrap();
     let note = lease.takeover_note().unwrap();
     assert!(
@@ -1237,10 +1225,10 @@ fn a_stale_lease_is_taken_over_with_a_note() {
     );
 }
 
-#[test]
-fn a_lease_is_released_on_drop_and_notices_being_taken_over() {
-    let (_dir, path, id) = leased_db();
-    let mut store = Store::open(&path).unwrap();
+fn a_lease_is_released_on_drop_and_notices_being_taken_over(b: &Backend) {
+    let id = unleased_run(b);
+    let path = b.target.as_str();
+    let mut store = Store::open(path).unwrap();
     let mut lease = store.lease_run(id).unwrap();
     lease.heartbeat().unwrap();
     drop(lease);
@@ -1251,7 +1239,7 @@ fn a_lease_is_released_on_drop_and_notices_being_taken_over() {
         "a released lease is no takeover"
     );
     // Someone decided it was stale and took it.
-    foreign_lease(&path, id, 1, "elsewhere", Duration::ZERO);
+    b.foreign_lease(id, 1, "elsewhere", Duration::ZERO);
     let err = lease.heartbeat().unwrap_err();
     assert!(
         err.to_string().contains("taken over by pid 1 on elsewhere"),
@@ -1268,10 +1256,9 @@ fn a_lease_is_released_on_drop_and_notices_being_taken_over() {
 
 // ---- labels and deletion ------------------------------------------------------------
 
-#[test]
-fn a_label_names_a_run_while_it_is_unambiguous() {
-    let (_dir, path) = temp_db();
-    let mut store = Store::open(&path).unwrap();
+fn a_label_names_a_run_while_it_is_unambiguous(b: &Backend) {
+    let path = b.target.as_str();
+    let mut store = Store::open(path).unwrap();
     let a = store.import_run(&testdata::results(0)).unwrap();
     let b = store.import_run(&testdata::results(0)).unwrap();
     store.set_run_label(a, Some("smt off")).unwrap();
@@ -1321,20 +1308,17 @@ fn a_version_4_file_gains_labels_and_reads_without_them_when_read_only() {
     assert_eq!(store.resolve_run("before").unwrap(), id);
 }
 
-#[test]
-fn deleting_runs_takes_everything_under_them_and_spares_the_others() {
-    let (_dir, path) = temp_db();
-    let mut store = Store::open(&path).unwrap();
+fn deleting_runs_takes_everything_under_them_and_spares_the_others(db: &Backend) {
+    let mut store = db.open();
     let a = store.import_run(&testdata::results(0)).unwrap();
     let b = store.import_run(&testdata::results(0)).unwrap();
     let count = |table: &str, run: i64| -> i64 {
-        let sql = match table {
+        db.count(&match table {
             "samples" | "summaries" | "series" | "rounds" => format!(
-                "SELECT count(*) FROM {table} WHERE cell_id IN (SELECT id FROM cells WHERE run_id = ?1)"
+                "SELECT count(*) FROM {table} WHERE cell_id IN (SELECT id FROM cells WHERE run_id = {run})"
             ),
-            _ => format!("SELECT count(*) FROM {table} WHERE run_id = ?1"),
-        };
-        raw(&path).query_row(&sql, [run], |r| r.get(0)).unwrap()
+            _ => format!("SELECT count(*) FROM {table} WHERE run_id = {run}"),
+        })
     };
     let tables = [
         "cells",
@@ -1372,14 +1356,13 @@ fn deleting_runs_takes_everything_under_them_and_spares_the_others() {
     store.check_integrity().unwrap();
 }
 
-#[test]
-fn a_run_measured_by_a_live_process_is_not_deleted() {
-    let (_dir, path) = temp_db();
-    let mut store = Store::open(&path).unwrap();
+fn a_run_measured_by_a_live_process_is_not_deleted(b: &Backend) {
+    let path = b.target.as_str();
+    let mut store = Store::open(path).unwrap();
     let a = store.import_run(&testdata::results(0)).unwrap();
     let b = store.import_run(&testdata::results(0)).unwrap();
     let lease = store.lease_run(a).unwrap();
-    let mut other = Store::open(&path).unwrap();
+    let mut other = Store::open(path).unwrap();
     let err = other.delete_runs(&[b, a]).unwrap_err().to_string();
     assert!(
         err.contains(&format!(
@@ -1400,10 +1383,8 @@ fn a_run_measured_by_a_live_process_is_not_deleted() {
 
 // ---- cell conditions ------------------------------------------------------------------
 
-#[test]
-fn typed_conditions_are_stored_flat_as_before_and_come_back_typed() {
+fn typed_conditions_are_stored_flat_as_before_and_come_back_typed(b: &Backend) {
     use smtlab_model::keys::{Conditions, Form, OfferedRate, SmtState};
-    let (_dir, path) = temp_db();
     let mut results = testdata::results(0);
     results.cells[0].conditions = Conditions::smt(SmtState::On);
     results.cells[1].conditions = Conditions {
@@ -1414,50 +1395,43 @@ fn typed_conditions_are_stored_flat_as_before_and_come_back_typed() {
     results.run.plan = results.cells.iter().map(CellRecord::key).collect();
     results.skipped[0].key.conditions.rate = Some(OfferedRate::Percent(50));
     results.run.plan.push(results.skipped[0].key.clone());
-    let id = Store::open(&path).unwrap().import_run(&results).unwrap();
+    let id = b.open().import_run(&results).unwrap();
     assert_eq!(
-        Store::open_existing(&path).unwrap().load_run(id).unwrap(),
+        Store::open_existing(&b.target)
+            .unwrap()
+            .load_run(id)
+            .unwrap(),
         with_id(results.clone(), id)
     );
     // The column holds what versions before typed conditions wrote and read.
-    let conn = raw(&path);
-    let column = |sql: &str| -> Vec<String> {
-        let mut stmt = conn.prepare(sql).unwrap();
-        stmt.query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
-    let cells = column("SELECT params FROM cells ORDER BY id");
+    let cells = b.texts("SELECT params FROM cells ORDER BY id");
     assert_eq!(cells[0], r#"{"size":"1GiB","smt":"on"}"#);
     assert_eq!(
         cells[1],
         r#"{"corun_form":"sibling","corun_partner":"int-ops","size":"1GiB"}"#
     );
-    let skipped = column("SELECT params FROM skipped");
+    let skipped = b.texts("SELECT params FROM skipped");
     assert_eq!(skipped, [r#"{"rate_pct":"50","size":"1GiB"}"#]);
 }
 
-#[test]
-fn rows_written_before_conditions_were_typed_read_them_typed_and_resume() {
+fn rows_written_before_conditions_were_typed_read_them_typed_and_resume(db: &Backend) {
     use smtlab_model::keys::{Form, OfferedRate, SmtState};
-    let (_dir, path) = temp_db();
     let mut results = testdata::results(0);
     // An interrupted run: the last planned cell was not measured.
     results.run.status = RunStatus::Interrupted;
     let pending = results.cells.pop().unwrap().key();
-    let id = Store::open(&path).unwrap().import_run(&results).unwrap();
+    let id = db.open().import_run(&results).unwrap();
     // Rewrite rows as an older smtlab stored them: conditions among the parameters.
-    let conn = raw(&path);
-    conn.execute_batch(
+    db.exec(
         r#"UPDATE cells SET params = '{"size":"1GiB","smt":"on"}' WHERE id = 1;
            UPDATE plan SET params = '{"size":"1GiB","smt":"on"}' WHERE position = 0;
            UPDATE cells SET params = '{"corun_form":"cores","corun_partner":"none","rate_pct":"max","size":"1GiB"}' WHERE id = 2;
            UPDATE plan SET params = '{"corun_form":"cores","corun_partner":"none","rate_pct":"max","size":"1GiB"}' WHERE position = 1;"#,
-    )
-    .unwrap();
-    drop(conn);
-    let loaded = Store::open_existing(&path).unwrap().load_run(id).unwrap();
+    );
+    let loaded = Store::open_existing(&db.target)
+        .unwrap()
+        .load_run(id)
+        .unwrap();
     let (a, b) = (&loaded.cells[0], &loaded.cells[1]);
     assert_eq!(a.smt(), Some(SmtState::On));
     assert_eq!(a.params, BTreeMap::from([("size".into(), "1GiB".into())]));
@@ -1468,17 +1442,17 @@ fn rows_written_before_conditions_were_typed_read_them_typed_and_resume() {
     assert_eq!(loaded.run.plan[0], a.key());
     assert_eq!(loaded.run.plan[1], b.key());
     // What `run --resume` measures: the plan less what is stored, old rows matched.
-    let store = Store::open(&path).unwrap();
+    let store = db.open();
     assert_eq!(store.pending_cells(id).unwrap(), vec![pending]);
 }
 
 // ---- push ----------------------------------------------------------------------------
 
-#[test]
-fn pushing_a_file_twice_into_another_stores_each_run_once() {
-    let (_dir, from) = temp_db();
+fn pushing_a_file_twice_into_another_stores_each_run_once(from: &Backend) {
+    // From either backend into a file (`pg::pushing_twice_stores_each_run_once` pushes
+    // into PostgreSQL).
     let (_dir2, to) = temp_db();
-    let mut src = Store::open(&from).unwrap();
+    let mut src = from.open();
     let a = src.import_run(&testdata::results(0)).unwrap();
     let b = src.import_run(&testdata::results(0)).unwrap();
     src.set_run_label(a, Some("smt on")).unwrap();

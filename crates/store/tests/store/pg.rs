@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use smtlab_fixtures::require;
 use smtlab_model::{RunResults, RunStatus};
-use smtlab_store::{LeaseError, PG_SCHEMA_VERSION, Store, StoreError};
+use smtlab_store::{PG_SCHEMA_VERSION, Store, StoreError};
 use smtlab_workloads::db::pg::{DB_USER, PgInstall, PgServer, PgSettings};
 
 use super::{temp_db, testdata, with_id};
@@ -50,6 +50,13 @@ pub fn server() -> Option<Pg> {
         url,
         _server: server,
     })
+}
+
+/// A connection of a test's own, in the store's namespace.
+pub fn client(url: &str) -> postgres::Client {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    c.batch_execute("SET search_path TO smtlab").unwrap();
+    c
 }
 
 /// `SELECT count(*)` of a table in the store's namespace.
@@ -107,65 +114,9 @@ fn a_run_lives_in_postgresql_as_in_sqlite() {
     let id = store.import_run(&original).unwrap();
     assert_eq!(store.load_run(id).unwrap(), with_id(original.clone(), id));
     store.check_integrity().unwrap();
-
-    // Written cell by cell, with a lease, a skip, an interruption and a resume.
-    let mut meta = original.run.clone();
-    meta.status = RunStatus::Running;
-    meta.finished_unix_s = None;
-    let run = store.create_run(&meta).unwrap();
-    assert_eq!(store.pending_cells(run).unwrap(), original.run.plan);
-    let mut lease = store.lease_run(run).unwrap();
-    assert_eq!(store.load_run(run).unwrap().run.status, RunStatus::Running);
-    // A second process is refused while the lease is live.
-    let mut other = Store::open(&pg.url).unwrap();
-    assert!(matches!(
-        other.lease_run_as(run, 1, "elsewhere").unwrap_err(),
-        LeaseError::Held { .. }
-    ));
-    store.save_cell(run, &original.cells[0]).unwrap();
-    lease.heartbeat().unwrap();
-    store.save_skipped(run, &original.skipped[0]).unwrap();
-    drop(lease);
-    assert_eq!(store.lease_holder(run).unwrap(), None);
-    store.mark_interrupted(run).unwrap();
-    assert_eq!(store.latest_unfinished_run().unwrap(), Some(run));
-    let done = [original.cells[0].key(), original.skipped[0].key.clone()];
-    let expected: Vec<_> = original
-        .run
-        .plan
-        .iter()
-        .filter(|k| !done.contains(k))
-        .cloned()
-        .collect();
-    assert_eq!(store.pending_cells(run).unwrap(), expected);
-    store.reopen_run(run).unwrap();
-    let _lease = store.lease_run(run).unwrap();
-    for cell in &original.cells[1..] {
-        store.save_cell(run, cell).unwrap();
-    }
-    for s in &original.skipped[1..] {
-        store.save_skipped(run, s).unwrap();
-    }
-    store
-        .finish_run(
-            run,
-            original.run.status,
-            original.run.finished_unix_s.unwrap(),
-        )
-        .unwrap();
-    drop(_lease);
-    assert_eq!(store.load_run(run).unwrap(), with_id(original.clone(), run));
-    assert!(store.pending_cells(run).unwrap().is_empty());
-
-    // Listing, selectors and labels.
-    let listed = store.list_runs().unwrap();
-    assert_eq!(listed.iter().map(|r| r.id).collect::<Vec<_>>(), [id, run]);
-    assert_eq!(listed[1].cells_done, original.cells.len());
-    assert_eq!(store.resolve_run("latest").unwrap(), run);
-    assert_eq!(store.resolve_run("-2").unwrap(), id);
-    store.set_run_label(id, Some("smt off")).unwrap();
-    assert_eq!(store.resolve_run("smt off").unwrap(), id);
-    assert_eq!(store.run_label(id).unwrap().as_deref(), Some("smt off"));
+    // Writing cell by cell, leases, resuming, listing and labels: the cases of
+    // `backends::cases!`, which run here too.
+    store.import_run(&original).unwrap();
     let err = store.resolve_run("99").unwrap_err().to_string();
     assert!(err.contains("no run 99"), "{err}");
     assert!(!err.contains('\n'), "{err}");
@@ -275,7 +226,7 @@ fn concurrent_writers_lose_and_mix_no_rows() {
         .collect();
     let written: Vec<(i64, RunResults)> = handles
         .into_iter()
-        .flat_map(|h| h.join().expect("a writer panicked"))
+        .flat_map(|h| smtlab_fixtures::bounded::join(h, "a writer"))
         .collect();
 
     let store = Store::open_read_only(&pg.url).unwrap();
@@ -346,7 +297,10 @@ fn pushing_twice_stores_each_run_once() {
             })
         })
         .collect();
-    let stored: usize = pushers.into_iter().map(|h| h.join().unwrap()).sum();
+    let stored: usize = pushers
+        .into_iter()
+        .map(|h| smtlab_fixtures::bounded::join(h, "a pusher"))
+        .sum();
     assert_eq!(stored, 1);
     assert_eq!(count(&pg.url, "runs"), 3);
 }

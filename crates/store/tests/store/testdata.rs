@@ -163,6 +163,7 @@ fn cell(c: CellSpec<'_>, config: &RunConfig) -> CellRecord {
             start_spread_ns: None,
             wall_ns: 61_234_567,
             config: config.clone(),
+            at_limit: None,
             rounds: Vec::new(),
             disturbance: None,
         },

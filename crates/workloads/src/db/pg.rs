@@ -304,7 +304,10 @@ impl PgServer {
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
-            .map_err(io_err(format!("create {}", dir.display())))?;
+            .map_err(io_err(format!(
+                "create {}",
+                smtlab_model::quote::path(&dir)
+            )))?;
         let mut server = PgServer {
             dir,
             port: 0,
@@ -326,7 +329,10 @@ impl PgServer {
         fs::write(self.dir.join("owner"), owner_stamp(std::process::id()))
             .map_err(io_err("write the owner file"))?;
         let sock = self.dir.join("sock");
-        fs::create_dir(&sock).map_err(io_err(format!("create {}", sock.display())))?;
+        fs::create_dir(&sock).map_err(io_err(format!(
+            "create {}",
+            smtlab_model::quote::path(&sock)
+        )))?;
         if let Some(u) = run_as {
             for p in [&self.dir, &sock] {
                 std::os::unix::fs::chown(p, Some(u.uid), Some(u.gid)).map_err(io_err(format!(
@@ -349,7 +355,7 @@ impl PgServer {
         let mut f = fs::OpenOptions::new()
             .append(true)
             .open(&conf)
-            .map_err(io_err(format!("open {}", conf.display())))?;
+            .map_err(io_err(format!("open {}", smtlab_model::quote::path(&conf))))?;
         writeln!(f, "\n# smtlab")
             .and_then(|_| {
                 settings
@@ -357,7 +363,10 @@ impl PgServer {
                     .iter()
                     .try_for_each(|l| writeln!(f, "{l}"))
             })
-            .map_err(io_err(format!("write {}", conf.display())))?;
+            .map_err(io_err(format!(
+                "write {}",
+                smtlab_model::quote::path(&conf)
+            )))?;
         drop(f);
 
         let log_path = self.dir.join("postgres.log");
@@ -558,14 +567,16 @@ fn start_time(pid: u32) -> Option<u64> {
 
 fn owner_alive(dir: &Path, prefix: &str) -> bool {
     let Ok(text) = fs::read_to_string(dir.join("owner")) else {
-        // No stamp yet: the owner may be between mkdir and writing it; trust the name.
-        return dir
+        // No stamp yet: the owner may be between mkdir and writing it; trust the pid in
+        // the name (`PREFIX[kind-]PID-N`). A name without one is not a scratch
+        // directory: kept, as if its owner lived.
+        let pid = dir
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_prefix(prefix))
-            .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+            .and_then(|n| n.rsplit('-').nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        return pid.is_none_or(|pid| Path::new(&format!("/proc/{pid}")).exists());
     };
     let mut it = text.split_whitespace().map(|t| t.parse::<u64>().ok());
     match (it.next().flatten(), it.next().flatten()) {
@@ -944,7 +955,7 @@ mod tests {
             .and_then(|t| t.parse().ok());
         assert!(alive(pid));
         child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        smtlab_fixtures::bounded::wait(&mut child, "a test child");
         // The postmaster dies with its owner (PR_SET_PDEATHSIG), its children with it.
         wait_until("the postmaster to die", || !alive(pid));
         wait_until("every server process to end", || {

@@ -273,152 +273,178 @@ fn parse_op(w: &[String]) -> Result<(Op, bool), LineError> {
         });
     }
     let expect_ok = status == "NT_STATUS_OK";
-    let want = |n: usize, form: &'static str| -> Result<(), LineError> {
-        if args.len() == n {
+    let op = Call { name, args }.op()?;
+    Ok((op, expect_ok))
+}
+
+/// One operation's name and arguments, status removed.
+struct Call<'a> {
+    name: &'a String,
+    args: &'a [String],
+}
+
+impl Call<'_> {
+    /// Checks that there are `n` arguments, of the form `form`.
+    fn want(&self, n: usize, form: &'static str) -> Result<(), LineError> {
+        if self.args.len() == n {
             Ok(())
         } else {
             Err(LineError::Arguments {
-                name: name.clone(),
+                name: self.name.clone(),
                 n,
                 form,
-                found: args.len(),
+                found: self.args.len(),
             })
         }
-    };
-    let op = match name.as_str() {
-        "NTCreateX" => {
-            want(4, "path options disposition handle")?;
-            Op::NtCreateX {
-                path: args[0].clone(),
-                options: small(&args[1], "create options")?,
-                disposition: small(&args[2], "create disposition")?,
-                handle: small(&args[3], "handle")?,
-            }
-        }
-        "Close" => {
-            want(1, "handle")?;
-            Op::Close {
-                handle: small(&args[0], "handle")?,
-            }
-        }
-        "ReadX" | "WriteX" => {
-            want(4, "handle offset size returned-size")?;
-            let (handle, offset, size, ret) = (
-                small(&args[0], "handle")?,
-                number(&args[1], "offset")?,
-                small(&args[2], "size")?,
-                small(&args[3], "returned size")?,
-            );
-            if size > 16 << 20 {
-                return Err(LineError::TooBig {
-                    name: name.clone(),
-                    size,
-                });
-            }
-            if name == "ReadX" {
-                Op::ReadX {
-                    handle,
-                    offset,
-                    size,
-                    ret,
-                }
-            } else {
-                Op::WriteX {
-                    handle,
-                    offset,
-                    size,
-                    ret,
+    }
+
+    fn op(&self) -> Result<Op, LineError> {
+        let (name, args) = (self.name.as_str(), self.args);
+        Ok(match name {
+            "NTCreateX" => {
+                self.want(4, "path options disposition handle")?;
+                Op::NtCreateX {
+                    path: args[0].clone(),
+                    options: small(&args[1], "create options")?,
+                    disposition: small(&args[2], "create disposition")?,
+                    handle: small(&args[3], "handle")?,
                 }
             }
-        }
-        "Unlink" => {
-            // dbench 4 adds the attribute mask; older files omit it.
-            if args.is_empty() || args.len() > 2 {
-                return Err(LineError::Unlink(args.len()));
-            }
-            Op::Unlink {
-                path: args[0].clone(),
-            }
-        }
-        "Rename" => {
-            want(2, "old-path new-path")?;
-            Op::Rename {
-                from: args[0].clone(),
-                to: args[1].clone(),
-            }
-        }
-        "Mkdir" | "Rmdir" | "Deltree" => {
-            want(1, "path")?;
-            let path = args[0].clone();
-            match name.as_str() {
-                "Mkdir" => Op::Mkdir { path },
-                "Rmdir" => Op::Rmdir { path },
-                _ => Op::Deltree { path },
-            }
-        }
-        "QUERY_PATH_INFORMATION" => {
-            want(2, "path level")?;
-            small(&args[1], "level")?;
-            Op::QueryPath {
-                path: args[0].clone(),
-            }
-        }
-        "QUERY_FILE_INFORMATION" | "SET_FILE_INFORMATION" => {
-            want(2, "handle level")?;
-            let handle = small(&args[0], "handle")?;
-            small(&args[1], "level")?;
-            if name.starts_with("Q") {
-                Op::QueryFile { handle }
-            } else {
-                Op::SetFileInfo { handle }
-            }
-        }
-        "QUERY_FS_INFORMATION" => {
-            want(1, "level")?;
-            small(&args[0], "level")?;
-            Op::QueryFs
-        }
-        "FIND_FIRST" => {
-            want(4, "pattern level max-count count")?;
-            small(&args[1], "level")?;
-            Op::FindFirst {
-                pattern: args[0].clone(),
-                max: small(&args[2], "max count")?,
-                count: small(&args[3], "count")?,
-            }
-        }
-        "Flush" => {
-            want(1, "handle")?;
-            Op::Flush {
-                handle: small(&args[0], "handle")?,
-            }
-        }
-        "LockX" | "UnlockX" => {
-            want(3, "handle offset size")?;
-            let (handle, offset, size) = (
-                small(&args[0], "handle")?,
-                number(&args[1], "offset")?,
-                number(&args[2], "size")?,
-            );
-            if name == "LockX" {
-                Op::LockX {
-                    handle,
-                    offset,
-                    size,
-                }
-            } else {
-                Op::UnlockX {
-                    handle,
-                    offset,
-                    size,
+            "Close" | "Flush" => {
+                self.want(1, "handle")?;
+                let handle = small(&args[0], "handle")?;
+                if name == "Close" {
+                    Op::Close { handle }
+                } else {
+                    Op::Flush { handle }
                 }
             }
+            "ReadX" | "WriteX" => self.read_write()?,
+            "LockX" | "UnlockX" => self.lock()?,
+            "Unlink" => {
+                // dbench 4 adds the attribute mask; older files omit it.
+                if args.is_empty() || args.len() > 2 {
+                    return Err(LineError::Unlink(args.len()));
+                }
+                Op::Unlink {
+                    path: args[0].clone(),
+                }
+            }
+            "Rename" => {
+                self.want(2, "old-path new-path")?;
+                Op::Rename {
+                    from: args[0].clone(),
+                    to: args[1].clone(),
+                }
+            }
+            "Mkdir" | "Rmdir" | "Deltree" => {
+                self.want(1, "path")?;
+                let path = args[0].clone();
+                match name {
+                    "Mkdir" => Op::Mkdir { path },
+                    "Rmdir" => Op::Rmdir { path },
+                    _ => Op::Deltree { path },
+                }
+            }
+            _ => self.query()?,
+        })
+    }
+
+    /// `ReadX` or `WriteX`.
+    fn read_write(&self) -> Result<Op, LineError> {
+        let args = self.args;
+        self.want(4, "handle offset size returned-size")?;
+        let (handle, offset, size, ret) = (
+            small(&args[0], "handle")?,
+            number(&args[1], "offset")?,
+            small(&args[2], "size")?,
+            small(&args[3], "returned size")?,
+        );
+        if size > 16 << 20 {
+            return Err(LineError::TooBig {
+                name: self.name.clone(),
+                size,
+            });
         }
-        other => {
-            return Err(LineError::Unknown(other.to_string()));
-        }
-    };
-    Ok((op, expect_ok))
+        Ok(if self.name == "ReadX" {
+            Op::ReadX {
+                handle,
+                offset,
+                size,
+                ret,
+            }
+        } else {
+            Op::WriteX {
+                handle,
+                offset,
+                size,
+                ret,
+            }
+        })
+    }
+
+    /// `LockX` or `UnlockX`.
+    fn lock(&self) -> Result<Op, LineError> {
+        let args = self.args;
+        self.want(3, "handle offset size")?;
+        let (handle, offset, size) = (
+            small(&args[0], "handle")?,
+            number(&args[1], "offset")?,
+            number(&args[2], "size")?,
+        );
+        Ok(if self.name == "LockX" {
+            Op::LockX {
+                handle,
+                offset,
+                size,
+            }
+        } else {
+            Op::UnlockX {
+                handle,
+                offset,
+                size,
+            }
+        })
+    }
+
+    /// The information calls and directory search; any other name is unknown.
+    fn query(&self) -> Result<Op, LineError> {
+        let (name, args) = (self.name.as_str(), self.args);
+        Ok(match name {
+            "QUERY_PATH_INFORMATION" => {
+                self.want(2, "path level")?;
+                small(&args[1], "level")?;
+                Op::QueryPath {
+                    path: args[0].clone(),
+                }
+            }
+            "QUERY_FILE_INFORMATION" | "SET_FILE_INFORMATION" => {
+                self.want(2, "handle level")?;
+                let handle = small(&args[0], "handle")?;
+                small(&args[1], "level")?;
+                if name.starts_with("Q") {
+                    Op::QueryFile { handle }
+                } else {
+                    Op::SetFileInfo { handle }
+                }
+            }
+            "QUERY_FS_INFORMATION" => {
+                self.want(1, "level")?;
+                small(&args[0], "level")?;
+                Op::QueryFs
+            }
+            "FIND_FIRST" => {
+                self.want(4, "pattern level max-count count")?;
+                small(&args[1], "level")?;
+                Op::FindFirst {
+                    pattern: args[0].clone(),
+                    max: small(&args[2], "max count")?,
+                    count: small(&args[3], "count")?,
+                }
+            }
+            other => return Err(LineError::Unknown(other.to_string())),
+        })
+    }
 }
 
 /// Parses the text of a load file called `name` (used in error messages).

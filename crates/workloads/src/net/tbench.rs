@@ -347,7 +347,7 @@ mod tests {
         let mut buf = Vec::new();
         let e = exchange(&mut conn, &mut buf, 50, 40).unwrap_err();
         assert!(e.contains("lost sync"), "{e}");
-        server.join().unwrap();
+        smtlab_fixtures::bounded::join(server, "a test thread");
         // The real server answers exactly what was asked.
         let srv = Server::start(&CpuSet::new()).unwrap();
         let mut conn = TcpStream::connect(srv.acceptor.addr).unwrap();

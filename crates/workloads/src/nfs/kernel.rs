@@ -80,9 +80,9 @@ pub fn why_not_at(proc: &Path, modules: &Path, root: bool) -> Option<String> {
                 dir.display()
             )
         } else if dir.is_dir() {
-            format!("no nfsd module in {}", dir.display())
+            format!("no nfsd module in {}", smtlab_model::quote::path(&dir))
         } else {
-            format!("no {} (no kernel modules)", dir.display())
+            format!("no {} (no kernel modules)", smtlab_model::quote::path(&dir))
         };
         return Some(format!(
             "kernel has no nfsd: 'nfsd' is not in {}; {why}",

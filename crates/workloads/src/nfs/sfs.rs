@@ -541,53 +541,78 @@ async fn one_op(
     let i = st.rng.below(u64::from(shape.dirs)) as u32;
     let j = st.rng.below(u64::from(shape.files_per_dir)) as u32;
     let (dir, files, link) = &h.dirs[i as usize];
-    let file = &files[j as usize];
     let chunks = u64::from(shape.file_bytes.div_ceil(TRANSFER_BYTES)).max(1);
     let offset = st.rng.below(chunks) * u64::from(TRANSFER_BYTES);
     let count = (u64::from(shape.file_bytes).saturating_sub(offset)).min(u64::from(TRANSFER_BYTES));
-    let e = |what: &str| {
-        let what = what.to_string();
-        move |err: nfs3_client::RpcError| format!("{what}: {err}")
+    let p = Pick {
+        i,
+        j,
+        dir,
+        file: &files[j as usize],
+        link: link.as_ref(),
+        offset,
+        count,
     };
+    answered_op(c, op, h, shape, &p, st, r).await
+}
+
+/// What one operation acts on: directory `i`, its file `j`, and a transfer's range.
+struct Pick<'a> {
+    i: u32,
+    j: u32,
+    dir: &'a nfs_fh3,
+    file: &'a nfs_fh3,
+    link: Option<&'a nfs_fh3>,
+    offset: u64,
+    count: u64,
+}
+
+/// The text of a failed call of `what`.
+fn rpc_err(what: &'static str) -> impl FnOnce(nfs3_client::RpcError) -> LoadError {
+    move |err| format!("{what}: {err}")
+}
+
+/// The operations whose answer is checked; the others go to [`status_op`].
+async fn answered_op(
+    c: &mut Client,
+    op: Op,
+    h: &Handles,
+    shape: Shape,
+    p: &Pick<'_>,
+    st: &mut ClientState,
+    r: &mut LoadResult,
+) -> Result<bool, LoadError> {
     match op {
-        Op::Lookup => {
-            lookup(c, dir, &format!("f{j}"))
-                .await?
-                .ok_or_else(|| format!("LOOKUP d{i}/f{j}: not found"))?;
-        }
         Op::Read => {
             let ok = status(
                 "READ",
                 c.read(&READ3args {
-                    file: file.clone(),
-                    offset,
-                    count: count as u32,
+                    file: p.file.clone(),
+                    offset: p.offset,
+                    count: p.count as u32,
                 })
                 .await
-                .map_err(e("READ"))?,
+                .map_err(rpc_err("READ"))?,
             )?;
             r.bytes_read += ok.data.len() as u64;
-            let want: Vec<u8> = (offset..offset + count).map(|o| pattern(i, j, o)).collect();
-            return Ok(ok.data.as_ref() == want.as_slice());
-        }
-        Op::Write => {
-            let data: Vec<u8> = (offset..offset + count).map(|o| pattern(i, j, o)).collect();
-            write_at(c, file, &data, offset, stable_how::UNSTABLE).await?;
-            r.bytes_written += count;
+            let want: Vec<u8> = (p.offset..p.offset + p.count)
+                .map(|o| pattern(p.i, p.j, o))
+                .collect();
+            Ok(ok.data.as_ref() == want.as_slice())
         }
         Op::Getattr => {
             let ok = status(
                 "GETATTR",
                 c.getattr(&GETATTR3args {
-                    object: file.clone(),
+                    object: p.file.clone(),
                 })
                 .await
-                .map_err(e("GETATTR"))?,
+                .map_err(rpc_err("GETATTR"))?,
             )?;
-            return Ok(ok.obj_attributes.size == u64::from(shape.file_bytes));
+            Ok(ok.obj_attributes.size == u64::from(shape.file_bytes))
         }
         Op::Readlink => {
-            let Some(link) = link else {
+            let Some(link) = p.link else {
                 return Err("READLINK chosen without a symlink".into());
             };
             let ok = status(
@@ -596,38 +621,68 @@ async fn one_op(
                     symlink: link.clone(),
                 })
                 .await
-                .map_err(e("READLINK"))?,
+                .map_err(rpc_err("READLINK"))?,
             )?;
-            return Ok(ok.data.as_ref() == b"f0");
+            Ok(ok.data.as_ref() == b"f0")
         }
         Op::Readdir => {
             let ok = status(
                 "READDIR",
                 c.readdir(&READDIR3args {
-                    dir: dir.clone(),
+                    dir: p.dir.clone(),
                     cookie: 0,
                     cookieverf: n::cookieverf3::default(),
                     count: 4096,
                 })
                 .await
-                .map_err(e("READDIR"))?,
+                .map_err(rpc_err("READDIR"))?,
             )?;
-            return Ok(!ok.reply.entries.0.is_empty());
+            Ok(!ok.reply.entries.0.is_empty())
         }
         Op::Readdirplus => {
             let ok = status(
                 "READDIRPLUS",
                 c.readdirplus(&READDIRPLUS3args {
-                    dir: dir.clone(),
+                    dir: p.dir.clone(),
                     cookie: 0,
                     cookieverf: n::cookieverf3::default(),
                     dircount: 4096,
                     maxcount: 16384,
                 })
                 .await
-                .map_err(e("READDIRPLUS"))?,
+                .map_err(rpc_err("READDIRPLUS"))?,
             )?;
-            return Ok(!ok.reply.entries.0.is_empty());
+            Ok(!ok.reply.entries.0.is_empty())
+        }
+        _ => {
+            status_op(c, op, h, p, st, r).await?;
+            Ok(true)
+        }
+    }
+}
+
+/// The operations that only have to succeed.
+async fn status_op(
+    c: &mut Client,
+    op: Op,
+    h: &Handles,
+    p: &Pick<'_>,
+    st: &mut ClientState,
+    r: &mut LoadResult,
+) -> Result<(), LoadError> {
+    match op {
+        Op::Lookup => {
+            let (i, j) = (p.i, p.j);
+            lookup(c, p.dir, &format!("f{j}"))
+                .await?
+                .ok_or_else(|| format!("LOOKUP d{i}/f{j}: not found"))?;
+        }
+        Op::Write => {
+            let data: Vec<u8> = (p.offset..p.offset + p.count)
+                .map(|o| pattern(p.i, p.j, o))
+                .collect();
+            write_at(c, p.file, &data, p.offset, stable_how::UNSTABLE).await?;
+            r.bytes_written += p.count;
         }
         Op::Create => {
             let w = &h.client_dirs[st.k as usize];
@@ -637,27 +692,7 @@ async fn one_op(
             create(c, w, &n).await?;
             st.created.push(n);
         }
-        Op::Remove => {
-            let w = &h.client_dirs[st.k as usize];
-            // The stock first, then what this client created; none left: nothing to do
-            // but count it as a lookup of the directory's first name.
-            let n = st.created.pop().unwrap_or_else(|| "s0".into());
-            let r = c
-                .remove(&REMOVE3args {
-                    object: diropargs3 {
-                        dir: w.clone(),
-                        name: name(&n),
-                    },
-                })
-                .await
-                .map_err(e("REMOVE"))?;
-            match r {
-                Nfs3Result::Ok(_) => {}
-                // The stock's s0 already went: the directory has no such name, as asked.
-                Nfs3Result::Err((n::nfsstat3::NFS3ERR_NOENT, _)) if n == "s0" => {}
-                Nfs3Result::Err((s, _)) => return Err(format!("REMOVE {n}: {s:?}")),
-            }
-        }
+        Op::Remove => remove_one(c, &h.client_dirs[st.k as usize], st).await?,
         Op::Fsstat => {
             status(
                 "FSSTAT",
@@ -665,14 +700,14 @@ async fn one_op(
                     fsroot: h.root.clone(),
                 })
                 .await
-                .map_err(e("FSSTAT"))?,
+                .map_err(rpc_err("FSSTAT"))?,
             )?;
         }
         Op::Setattr => {
             status(
                 "SETATTR",
                 c.setattr(&SETATTR3args {
-                    object: file.clone(),
+                    object: p.file.clone(),
                     new_attributes: sattr3 {
                         mtime: n::set_mtime::SET_TO_SERVER_TIME,
                         ..sattr3::default()
@@ -680,34 +715,59 @@ async fn one_op(
                     guard: Nfs3Option::None,
                 })
                 .await
-                .map_err(e("SETATTR"))?,
+                .map_err(rpc_err("SETATTR"))?,
             )?;
         }
         Op::Access => {
             status(
                 "ACCESS",
                 c.access(&ACCESS3args {
-                    object: file.clone(),
+                    object: p.file.clone(),
                     access: 0x1 | 0x4,
                 })
                 .await
-                .map_err(e("ACCESS"))?,
+                .map_err(rpc_err("ACCESS"))?,
             )?;
         }
         Op::Commit => {
             status(
                 "COMMIT",
                 c.commit(&COMMIT3args {
-                    file: file.clone(),
+                    file: p.file.clone(),
                     offset: 0,
                     count: 0,
                 })
                 .await
-                .map_err(e("COMMIT"))?,
+                .map_err(rpc_err("COMMIT"))?,
             )?;
         }
+        Op::Read | Op::Getattr | Op::Readlink | Op::Readdir | Op::Readdirplus => {
+            unreachable!("{op:?} is answered in answered_op")
+        }
     }
-    Ok(true)
+    Ok(())
+}
+
+/// Removes a name from the client's directory `w`.
+async fn remove_one(c: &mut Client, w: &nfs_fh3, st: &mut ClientState) -> Result<(), LoadError> {
+    // The stock first, then what this client created; none left: nothing to do
+    // but count it as a lookup of the directory's first name.
+    let n = st.created.pop().unwrap_or_else(|| "s0".into());
+    let r = c
+        .remove(&REMOVE3args {
+            object: diropargs3 {
+                dir: w.clone(),
+                name: name(&n),
+            },
+        })
+        .await
+        .map_err(rpc_err("REMOVE"))?;
+    match r {
+        Nfs3Result::Ok(_) => Ok(()),
+        // The stock's s0 already went: the directory has no such name, as asked.
+        Nfs3Result::Err((n::nfsstat3::NFS3ERR_NOENT, _)) if n == "s0" => Ok(()),
+        Nfs3Result::Err((s, _)) => Err(format!("REMOVE {n}: {s:?}")),
+    }
 }
 
 /// One client's load: connects, waits on `start` with the others, then runs the mix

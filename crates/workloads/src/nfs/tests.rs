@@ -49,7 +49,7 @@ impl TestServer {
             rt.shutdown_timeout(Duration::from_secs(1));
         });
         TestServer {
-            port: port_rx.recv().unwrap(),
+            port: smtlab_fixtures::bounded::recv(&port_rx, "the test server's port"),
             _stop: stop_tx,
             thread: Some(thread),
         }
@@ -418,33 +418,31 @@ fn a_file_whose_contents_changed_fails_the_sample() {
     let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
     // Overwrite the one file with zeros behind the load's back.
     let (t, file) = (target.clone(), handles.dirs[0].1[0].clone());
-    clients
-        .run_on(0, move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
+    let overwritten = clients.run_on(0, move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut c = Nfs3ConnectionBuilderForTest::connect(&t).await;
+            let zeros = vec![0u8; 8192];
+            let r = c
+                .write(&nfs3_client::nfs3_types::nfs3::WRITE3args {
+                    file,
+                    offset: 0,
+                    count: 8192,
+                    stable: nfs3_client::nfs3_types::nfs3::stable_how::FILE_SYNC,
+                    data: nfs3_client::nfs3_types::xdr_codec::Opaque::borrowed(&zeros),
+                })
+                .await
                 .unwrap();
-            rt.block_on(async {
-                let mut c = Nfs3ConnectionBuilderForTest::connect(&t).await;
-                let zeros = vec![0u8; 8192];
-                let r = c
-                    .write(&nfs3_client::nfs3_types::nfs3::WRITE3args {
-                        file,
-                        offset: 0,
-                        count: 8192,
-                        stable: nfs3_client::nfs3_types::nfs3::stable_how::FILE_SYNC,
-                        data: nfs3_client::nfs3_types::xdr_codec::Opaque::borrowed(&zeros),
-                    })
-                    .await
-                    .unwrap();
-                assert!(matches!(
-                    r,
-                    nfs3_client::nfs3_types::nfs3::Nfs3Result::Ok(_)
-                ));
-            });
-        })
-        .recv()
-        .unwrap();
+            assert!(matches!(
+                r,
+                nfs3_client::nfs3_types::nfs3::Nfs3Result::Ok(_)
+            ));
+        });
+    });
+    smtlab_fixtures::bounded::recv(&overwritten, "the overwrite");
     let r = run_load(
         &clients,
         &target,

@@ -20,11 +20,15 @@
 //! when the client goes away, the connection times out or the server stops.
 //!
 //! All serve only the file set's URLs (a table lookup after [`super::request::parse`]
-//! refused every odd spelling), answer malformed requests with 400, close connections
+//! refused every odd spelling), answer malformed requests with 400 as soon as they are
+//! seen malformed (HTTP/0.9 and bytes that are not HTTP included) and close,
+//! answer `Expect: 100-continue` before reading the body, close connections
 //! whose request head is not complete within the idle timeout (slowloris), that sit
 //! idle that long, or that do not take a whole response within it (a client that stops
-//! reading, or reads a little now and then; reset rather than closed, so the unsent
-//! bytes go too), hold no buffer for an idle connection, and stop (closing every
+//! reading, or reads a little now and then, also one that pipelines many requests: the
+//! threads and processes servers start a response's deadline anew only once the client
+//! has taken everything sent before; reset rather than closed, so the unsent bytes go
+//! too), hold no buffer for an idle connection, and stop (closing every
 //! connection) when dropped.
 //!
 //! One file a server (`builtin/event.rs`, `threads.rs`, `processes.rs`, `seda.rs`); the blocking
@@ -83,7 +87,8 @@ impl Docs {
 pub struct ServerOpts {
     /// The per-connection deadline: a connection whose request head is not complete
     /// within this long of when it was awaited, or whose response has not all gone out
-    /// within this long of its start, is closed.
+    /// within this long of its start (of when the client last had taken everything sent,
+    /// for a pipelining client), is closed.
     pub idle_timeout: Duration,
     /// Most open connections (event: per loop; threads: threads).
     pub max_conns: usize,
@@ -115,6 +120,14 @@ fn error_response(r: Reject) -> Vec<u8> {
     let mut v = response_head(status, reason, reason.len() as u64, false);
     v.extend_from_slice(reason.as_bytes());
     v
+}
+
+/// Whether `100 Continue` is due now for `req`, with `buffered` bytes of the connection
+/// read: its client waits for it before it sends the body, and none of the body has
+/// come. Every read brings at least a byte, so this holds on one read only and the
+/// interim response goes out once.
+fn owes_continue(req: &Request, buffered: usize) -> bool {
+    req.expect_continue && req.content_length > 0 && buffered == req.head_len
 }
 
 /// What to send for a parsed request: a head and maybe a file.

@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
-use smtlab_loadgen::{ClientPool, LoadConfig, Mix};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, Params, RawSample};
+use smtlab_loadgen::{ClientPool, LoadConfig, Mix, RequestSpec};
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::builtin::{Docs, EventServer, ServerOpts, ThreadServer};
@@ -168,10 +168,13 @@ impl Benchmark for WebCapacity {
                     Some("0.4"),
                     "measured seconds per search step (plus a quarter of it as warm-up)",
                 ),
+                // Quick's bound as the default's: one core of a 16-CPU machine carried more
+                // than 64 paced connections, and a search that stops at its bound
+                // measures the bound (the cell is then marked at a limit).
                 p(
                     "max_conns",
                     "4096",
-                    Some("64"),
+                    Some("4096"),
                     "the search's upper bound on connections",
                 ),
                 p("rate_kbit", "400", None, "pace of every connection, kbit/s"),
@@ -208,7 +211,72 @@ impl Benchmark for WebCapacity {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let prm = ctx.params;
+        let s = Settings::read(ctx.params)?;
+        let client = ctx.client_side(NAME)?;
+        // Agents on other hosts (`--client-hosts`) are reached first: the server listens
+        // where they reach this host.
+        let (set, pool, opts) = if let Some(agents) = client.remote_clients() {
+            super::remote_server_ok(NAME, &s.server)?;
+            let (remote, opts) = super::connect_agents(NAME, agents)?;
+            (
+                super::warm_file_set(NAME, s.dataset)?,
+                Clients::Agents(remote),
+                opts,
+            )
+        } else {
+            let (set, pool) =
+                super::files_and_clients(NAME, client, s.dataset, client.cpus().len())?;
+            (set, Clients::Here(pool), ServerOpts::default())
+        };
+        let running = start_server(&s.server, &set, &ctx.placement.cpus, opts)?;
+        // nginx has no dynamic module here: it gets the static requests only.
+        let (specs, weights, dynamic_share) = request_mix(&set, s.server != "nginx");
+        let (driver, addr) = match pool {
+            Clients::Here(pool) => {
+                let addr = running.addr();
+                let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
+                    .map_err(|e| unsupported(e.to_string()))?;
+                let mix = Arc::new(mix);
+                (Driver::Local { pool, mix }, addr)
+            }
+            Clients::Agents(remote) => (
+                Driver::Remote {
+                    remote,
+                    specs,
+                    weights,
+                },
+                super::remote_target(&running),
+            ),
+        };
+        let mut cfg = LoadConfig::new(addr, 1, Duration::from_secs_f64(s.step));
+        cfg.warmup = Duration::from_secs_f64(s.step / 4.0);
+        cfg.conn_bits_per_s = Some(s.rate * 1000.0);
+        cfg.keep_alive = true;
+        cfg.timeout = Duration::from_secs(10);
+        Ok(Box::new(CapacityInstance {
+            cfg,
+            driver,
+            running: Some(running),
+            _set: set,
+            max_conns: s.max_conns,
+            conform_bps: s.conform * 1000.0,
+            dynamic_share,
+        }))
+    }
+}
+
+/// The checked parameters of a capacity search.
+struct Settings {
+    server: String,
+    dataset: u64,
+    step: f64,
+    max_conns: usize,
+    rate: f64,
+    conform: f64,
+}
+
+impl Settings {
+    fn read(prm: &Params) -> Result<Settings, BenchError> {
         let server = prm.get_str("server")?.to_string();
         if !SERVERS.contains(&server.as_str()) || server == "cmd" {
             return Err(bad(
@@ -235,121 +303,98 @@ impl Benchmark for WebCapacity {
                 "a rate above 0 and at most rate_kbit",
             ));
         }
-        let client = ctx.client_side(NAME)?;
-        let unsupported = |reason: String| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason,
-        };
-        let io = |what: &'static str| {
-            move |e: std::io::Error| BenchError::Io {
-                bench: NAME.into(),
-                what: what.into(),
-                error: e,
-            }
-        };
-        // Agents on other hosts (`--client-hosts`) are reached first: the server listens
-        // where they reach this host.
-        let (set, pool, opts) = if let Some(agents) = client.remote_clients() {
-            super::remote_server_ok(NAME, &server)?;
-            let (remote, opts) = super::connect_agents(NAME, agents)?;
-            (
-                super::warm_file_set(NAME, dataset)?,
-                Clients::Agents(remote),
-                opts,
-            )
-        } else {
-            let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
-            (set, Clients::Here(pool), ServerOpts::default())
-        };
-        let cpus = &ctx.placement.cpus;
-        let ip = opts.bind_ip;
-        // nginx has no dynamic module here: it gets the static requests only.
-        let with_dynamic = server != "nginx";
-        let docs = || -> Result<Docs, BenchError> {
-            let log = set.root().join("post.log");
-            Ok(Docs::from_set(&set)
-                .with_dynamic(Dynamic::new(&log).map_err(io("creating the post log"))?))
-        };
-        let running = match server.as_str() {
-            "event" => Running::Event(
-                EventServer::start(docs()?, cpus, opts).map_err(io("starting the event server"))?,
-            ),
-            "threads" => Running::Threads(
-                ThreadServer::start(docs()?, cpus, opts)
-                    .map_err(io("starting the threads server"))?,
-            ),
-            "processes" => Running::Processes(
-                super::builtin::ProcessServer::start(docs()?, cpus, opts, super::PROCESSES)
-                    .map_err(io("starting the processes server"))?,
-            ),
-            "seda" => Running::Seda(
-                super::builtin::SedaServer::start(docs()?, cpus, opts)
-                    .map_err(io("starting the seda server"))?,
-            ),
-            "nginx" => Running::Real(
-                real::find("nginx", "")
-                    .and_then(|prog| real::RealServer::nginx_on(&prog, set.root(), cpus, ip))
-                    .map_err(|e| unsupported(e.to_string()))?,
-            ),
-            "apache-prefork" | "apache-event" => {
-                let mpm = if server == "apache-prefork" {
-                    real::Mpm::Prefork
-                } else {
-                    real::Mpm::Event
-                };
-                Running::Real(
-                    real::find("apache2", "")
-                        .and_then(|prog| {
-                            real::RealServer::apache_on(&prog, set.root(), cpus, mpm, true, ip)
-                        })
-                        .map_err(|e| unsupported(e.to_string()))?,
-                )
-            }
-            other => return Err(bad("server", other, &SERVERS.join(", "))),
-        };
-        let (mut specs, mut weights) = set.requests();
-        let mut dynamic_share = 0.0;
-        if with_dynamic {
-            for w in &mut weights {
-                *w *= dynamic::STATIC_SHARE;
-            }
-            let (ds, dw) = dynamic::requests();
-            specs.extend(ds);
-            weights.extend(dw);
-            dynamic_share = 1.0 - dynamic::STATIC_SHARE;
-        }
-        let (driver, addr) = match pool {
-            Clients::Here(pool) => {
-                let addr = running.addr();
-                let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
-                    .map_err(|e| unsupported(e.to_string()))?;
-                let mix = Arc::new(mix);
-                (Driver::Local { pool, mix }, addr)
-            }
-            Clients::Agents(remote) => (
-                Driver::Remote {
-                    remote,
-                    specs,
-                    weights,
-                },
-                super::remote_target(&running),
-            ),
-        };
-        let mut cfg = LoadConfig::new(addr, 1, Duration::from_secs_f64(step));
-        cfg.warmup = Duration::from_secs_f64(step / 4.0);
-        cfg.conn_bits_per_s = Some(rate * 1000.0);
-        cfg.keep_alive = true;
-        cfg.timeout = Duration::from_secs(10);
-        Ok(Box::new(CapacityInstance {
-            cfg,
-            driver,
-            running: Some(running),
-            _set: set,
+        Ok(Settings {
+            server,
+            dataset,
+            step,
             max_conns,
-            conform_bps: conform * 1000.0,
-            dynamic_share,
-        }))
+            rate,
+            conform,
+        })
     }
+}
+
+fn unsupported(reason: String) -> BenchError {
+    BenchError::Unsupported {
+        bench: NAME.into(),
+        reason,
+    }
+}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> BenchError {
+    move |e: std::io::Error| BenchError::Io {
+        bench: NAME.into(),
+        what: what.into(),
+        error: e,
+    }
+}
+
+/// Starts `server` on `cpus`, serving `set`.
+fn start_server(
+    server: &str,
+    set: &FileSet,
+    cpus: &[u32],
+    opts: ServerOpts,
+) -> Result<Running, BenchError> {
+    let ip = opts.bind_ip;
+    let docs = || -> Result<Docs, BenchError> {
+        let log = set.root().join("post.log");
+        Ok(Docs::from_set(set)
+            .with_dynamic(Dynamic::new(&log).map_err(io("creating the post log"))?))
+    };
+    Ok(match server {
+        "event" => Running::Event(
+            EventServer::start(docs()?, cpus, opts).map_err(io("starting the event server"))?,
+        ),
+        "threads" => Running::Threads(
+            ThreadServer::start(docs()?, cpus, opts).map_err(io("starting the threads server"))?,
+        ),
+        "processes" => Running::Processes(
+            super::builtin::ProcessServer::start(docs()?, cpus, opts, super::PROCESSES)
+                .map_err(io("starting the processes server"))?,
+        ),
+        "seda" => Running::Seda(
+            super::builtin::SedaServer::start(docs()?, cpus, opts)
+                .map_err(io("starting the seda server"))?,
+        ),
+        "nginx" => Running::Real(
+            real::find("nginx", "")
+                .and_then(|prog| real::RealServer::nginx_on(&prog, set.root(), cpus, ip))
+                .map_err(|e| unsupported(e.to_string()))?,
+        ),
+        "apache-prefork" | "apache-event" => {
+            let mpm = if server == "apache-prefork" {
+                real::Mpm::Prefork
+            } else {
+                real::Mpm::Event
+            };
+            Running::Real(
+                real::find("apache2", "")
+                    .and_then(|prog| {
+                        real::RealServer::apache_on(&prog, set.root(), cpus, mpm, true, ip)
+                    })
+                    .map_err(|e| unsupported(e.to_string()))?,
+            )
+        }
+        other => return Err(bad("server", other, &SERVERS.join(", "))),
+    })
+}
+
+/// The requests of `set`, with the dynamic ones `with_dynamic`, their weights, and the
+/// dynamic share.
+fn request_mix(set: &FileSet, with_dynamic: bool) -> (Vec<RequestSpec>, Vec<f64>, f64) {
+    let (mut specs, mut weights) = set.requests();
+    let mut dynamic_share = 0.0;
+    if with_dynamic {
+        for w in &mut weights {
+            *w *= dynamic::STATIC_SHARE;
+        }
+        let (ds, dw) = dynamic::requests();
+        specs.extend(ds);
+        weights.extend(dw);
+        dynamic_share = 1.0 - dynamic::STATIC_SHARE;
+    }
+    (specs, weights, dynamic_share)
 }
 
 struct CapacityInstance {
@@ -407,6 +452,13 @@ impl Instance for CapacityInstance {
             smtlab_model::metrics::web::CAPPED.into(),
             f64::from(u8::from(result.capped)),
         );
+        if result.capped {
+            // `max_conns` conformed: the capacity is at least that, how much more unknown.
+            metrics.insert(
+                smtlab_model::metrics::limit::CEILING.into(),
+                result.capacity as f64,
+            );
+        }
         metrics.insert("steps".into(), result.curve.len() as f64);
         metrics.insert(smtlab_model::metrics::web::REQUESTS.into(), requests as f64);
         metrics.insert("bytes".into(), bytes as f64);

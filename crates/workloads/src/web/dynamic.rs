@@ -175,6 +175,7 @@ mod tests {
             query: String::new(),
             keep_alive: true,
             content_length: 0,
+            expect_continue: false,
             cookie: cookie.map(Into::into),
             head_len: 0,
         }

@@ -93,7 +93,10 @@ impl FileSet {
     pub fn generate(dirs: u32) -> io::Result<FileSet> {
         let root = crate::scratch::ScratchDir::make(&std::env::temp_dir(), DIR_PREFIX).map_err(
             |(what, dir, e)| {
-                io::Error::new(e.kind(), format!("cannot {what} {}: {e}", dir.display()))
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot {what} {}: {e}", smtlab_model::quote::path(&dir)),
+                )
             },
         )?;
         let mut files = Vec::new();

@@ -105,7 +105,7 @@ pub enum ServerError {
         pkg: &'static str,
         param: &'static str,
     },
-    #[error("no Apache module directory (with mod_mpm_prefork.so) found for {}", .program.display())]
+    #[error("no Apache module directory (with mod_mpm_prefork.so) found for {}", smtlab_model::quote::path(.program))]
     NoApacheModules { program: PathBuf },
     #[error(
         "server=cmd needs --param cmd='YOUR SERVER COMMAND' (with {{port}} where it takes its port, or --param port=N)"
@@ -224,8 +224,9 @@ fn apache_modules(program: &Path) -> Result<PathBuf, ServerError> {
 fn open_up(root: &Path) -> Result<(), ServerError> {
     use std::os::unix::fs::PermissionsExt;
     let set = |p: &Path, mode: u32| {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
-            .map_err(io_error(format!("cannot make {} readable", p.display())))
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(io_error(
+            format!("cannot make {} readable", smtlab_model::quote::path(p)),
+        ))
     };
     set(root, 0o755)?;
     for entry in std::fs::read_dir(root).map_err(ServerError::Os)? {
@@ -556,7 +557,7 @@ fn tempdir() -> Result<ScratchDir, ServerError> {
     let dir =
         ScratchDir::make(&std::env::temp_dir(), DIR_PREFIX).map_err(|(what, dir, error)| {
             ServerError::Io {
-                what: format!("cannot {what} {}", dir.display()),
+                what: format!("cannot {what} {}", smtlab_model::quote::path(&dir)),
                 error,
             }
         })?;

@@ -324,6 +324,10 @@ impl Instance for SloInstance {
         let capacity = result.capacity as f64 * RATE_UNIT_PER_S;
         let mut metrics = BTreeMap::new();
         metrics.insert("capped".into(), f64::from(u8::from(result.capped)));
+        if result.capped {
+            // `max_rate` met the target: the search's range ended, not the server.
+            metrics.insert(smtlab_model::metrics::limit::RANGE_END.into(), capacity);
+        }
         metrics.insert("steps".into(), result.curve.len() as f64);
         metrics.insert("errors".into(), errors as f64);
         metrics.insert("slo_ns".into(), self.slo.max_ns as f64);

@@ -179,6 +179,58 @@ fn built_in_servers_serve_nothing_outside_the_file_set() {
     std::fs::remove_file(&secret).unwrap();
 }
 
+/// Sends `req` without ending the connection and reads until the server closes it:
+/// the answer and how long it took.
+fn answer_within(addr: SocketAddr, req: &[u8], limit: Duration) -> (Vec<u8>, Duration) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let start = Instant::now();
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    (out, start.elapsed())
+}
+
+#[test]
+fn built_in_servers_answer_the_rfc_9112_corner_cases_at_once() {
+    let set = FileSet::generate(1).unwrap();
+    let url = &set.files[0].url;
+    // Far below the 10 s idle timeout that used to be the only answer.
+    let prompt = Duration::from_secs(2);
+    for kind in ["event", "threads", "processes", "seda"] {
+        let server = start_server(kind, &set, &server_cpus(), ServerOpts::default()).unwrap();
+        let addr = server.addr();
+        for bad in [
+            format!("GET {url}\r\n").into_bytes(),
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec(),
+            b"hello\r\n".to_vec(),
+            format!("POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello")
+                .into_bytes(),
+            format!("GET {url} HTTP/1.1\r\nHost: x\r\nX-Nul: a\0b\r\n\r\n").into_bytes(),
+        ] {
+            let (resp, took) = answer_within(addr, &bad, prompt * 3);
+            assert_eq!(status(&resp), 400, "{kind}: {bad:?}");
+            assert!(took <= prompt, "{kind}: {bad:?} answered after {took:?}");
+        }
+        // Expect: 100-continue gets its interim response before the body is sent.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(prompt)).unwrap();
+        let head = format!(
+            "POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        let mut interim = [0u8; 25];
+        s.read_exact(&mut interim)
+            .unwrap_or_else(|e| panic!("{kind}: no 100 Continue: {e}"));
+        assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n", "{kind}");
+        s.write_all(b"hello").unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        // A static file takes no POST: the final answer follows the interim one.
+        assert_eq!(status(&rest), 405, "{kind}");
+    }
+}
+
 fn rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     s.lines()
@@ -385,8 +437,71 @@ fn slow_readers_starve_the_processes_server_no_longer_than_the_timeout() {
     );
     let waited = start.elapsed();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    trickle.join().unwrap();
+    smtlab_fixtures::bounded::join(trickle, "the trickling reader");
     eprintln!("a request behind {PROCESSES} slow readers waited {waited:?}");
+    assert_eq!(status(&resp), 200);
+    assert!(waited <= timeout + Duration::from_secs(1), "{waited:?}");
+}
+
+/// A client that pipelines 50 GETs for the biggest file and never reads a byte.
+fn pipeline_and_stop_reading(addr: SocketAddr, url: &str) -> TcpStream {
+    let mut s = small_window(addr);
+    let one = format!("GET {url} HTTP/1.1\r\nHost: x\r\n\r\n");
+    s.write_all(one.repeat(50).as_bytes()).unwrap();
+    s
+}
+
+#[test]
+fn a_pipelining_client_that_stops_reading_is_closed_at_the_deadline() {
+    let set = FileSet::generate(1).unwrap();
+    let big = set.files.iter().max_by_key(|f| f.size).unwrap();
+    let timeout = Duration::from_secs(1);
+    let opts = ServerOpts {
+        idle_timeout: timeout,
+        ..ServerOpts::default()
+    };
+    let bound = timeout + Duration::from_secs(1);
+    for kind in ["event", "threads", "processes", "seda"] {
+        let server = start_server(kind, &set, &server_cpus(), opts).unwrap();
+        let s = pipeline_and_stop_reading(server.addr(), &big.url);
+        let start = Instant::now();
+        while established(&s) && start.elapsed() < bound * 4 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let held = start.elapsed();
+        eprintln!("{kind}: a pipelining non-reader closed after {held:?}");
+        assert!(
+            held <= bound,
+            "{kind} held a pipelining non-reader {held:?}"
+        );
+    }
+}
+
+#[test]
+fn pipelining_non_readers_starve_the_processes_server_no_longer_than_the_deadline() {
+    let set = FileSet::generate(1).unwrap();
+    let big = set.files.iter().max_by_key(|f| f.size).unwrap();
+    let small = set.files.iter().min_by_key(|f| f.size).unwrap();
+    let timeout = Duration::from_secs(1);
+    let opts = ServerOpts {
+        idle_timeout: timeout,
+        ..ServerOpts::default()
+    };
+    let server = start_server("processes", &set, &server_cpus(), opts).unwrap();
+    let addr = server.addr();
+    // One such client per worker takes every worker.
+    let stuck: Vec<TcpStream> = (0..PROCESSES)
+        .map(|_| pipeline_and_stop_reading(addr, &big.url))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    let resp = raw(
+        addr,
+        format!("GET {} HTTP/1.0\r\n\r\n", small.url).as_bytes(),
+    );
+    let waited = start.elapsed();
+    drop(stuck);
+    eprintln!("a request behind {PROCESSES} pipelining non-readers waited {waited:?}");
     assert_eq!(status(&resp), 200);
     assert!(waited <= timeout + Duration::from_secs(1), "{waited:?}");
 }
@@ -547,6 +662,9 @@ fn web_capacity_searches_on_the_built_in_servers_with_the_dynamic_mix() {
         let cap = s.metrics["capacity_conns"];
         assert!((1.0..=8.0).contains(&cap), "{server}: {:?}", s.metrics);
         assert_eq!(s.metrics["capped"] == 1.0, cap == 8.0);
+        // The ceiling, where reached, is the figure's limit mark.
+        let ceiling = s.metrics.get(smtlab_model::metrics::limit::CEILING);
+        assert_eq!(ceiling, (cap == 8.0).then_some(&8.0), "{server}");
         assert_eq!(s.metrics["errors"], 0.0, "{server}");
         assert_eq!(s.work, cap * s.elapsed_ns as f64 / 1e9);
         assert!((s.metrics["dynamic_share"] - 0.3).abs() < 1e-9);

@@ -8,7 +8,11 @@ use std::time::Instant;
 use smtlab_loadgen::sys;
 
 use super::super::request;
-use super::{Docs, ServerOpts, error_response, reply};
+use super::{Docs, ServerOpts, error_response, owes_continue, reply};
+
+/// Most bytes one `sendfile` call is asked for: within one call the kernel waits for
+/// the client once per piece of its own, each wait with the whole send timeout.
+const SENDFILE_PIECE_BYTES: usize = 64 * 1024;
 
 /// Sends all of `data` on a blocking socket by `deadline`: each call may block only
 /// for what is left of it (`SO_SNDTIMEO` alone would start again with every partial
@@ -66,18 +70,55 @@ fn time_left(fd: RawFd, deadline: Instant) -> bool {
     true
 }
 
+/// When the client must have taken every byte sent to it. A response's deadline starts
+/// anew only when the client has taken all of the previous ones; a client that
+/// pipelines requests and stops reading would otherwise get a fresh deadline with each
+/// response the kernel still finds room for (the receiver squeezes its queue to open
+/// its window a little now and then), and hold the connection for many of them.
+#[derive(Debug, Default)]
+struct Owed {
+    by: Option<Instant>,
+}
+
+impl Owed {
+    /// The deadline of the response about to start.
+    fn response_deadline(&mut self, fd: RawFd, opts: ServerOpts) -> Instant {
+        let by = match self.by {
+            Some(by) if unsent(fd) => by,
+            _ => Instant::now() + opts.idle_timeout,
+        };
+        self.by = Some(by);
+        by
+    }
+
+    /// `deadline`, or sooner if bytes sent are still unread and owed by then.
+    fn cap(&self, fd: RawFd, deadline: Instant) -> Instant {
+        match self.by {
+            Some(by) if unsent(fd) => deadline.min(by),
+            _ => deadline,
+        }
+    }
+}
+
 /// One connection of the threaded server; the fd is closed by the caller. The
 /// connection's deadline: each request head must arrive, and each response go out,
 /// within the idle timeout, however the client trickles its bytes or reads ours.
 pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];
+    let mut owed = Owed::default();
     loop {
-        // The whole head must arrive within the idle timeout, however it trickles in.
-        let deadline = Instant::now() + opts.idle_timeout;
+        // The whole head must arrive within the idle timeout, however it trickles in,
+        // and no later than the client owes us the taking of what we sent.
+        let deadline = owed.cap(fd, Instant::now() + opts.idle_timeout);
         let req = loop {
             match request::parse(&buf) {
                 Ok(Some(r)) if buf.len() >= r.head_len + r.content_length as usize => break Ok(r),
+                Ok(Some(r)) if owes_continue(&r, buf.len()) => {
+                    if !write_all(fd, request::CONTINUE, 0, deadline) {
+                        return;
+                    }
+                }
                 Ok(_) => {}
                 Err(rej) => break Err(rej),
             }
@@ -114,7 +155,7 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
         let used = req.head_len + req.content_length as usize;
         let r = reply(docs, &req, &buf[req.head_len..used]);
         buf.drain(..used);
-        let deadline = Instant::now() + opts.idle_timeout;
+        let deadline = owed.response_deadline(fd, opts);
         let more = if r.file.is_some() { libc::MSG_MORE } else { 0 };
         if !write_all(fd, &r.head, more, deadline) {
             return;
@@ -125,7 +166,11 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
                 if !time_left(fd, deadline) {
                     return;
                 }
-                let left = (*size - off as u64) as usize;
+                // In pieces: one sendfile call goes on for as long as the client's
+                // kernel takes a few bytes now and then (it squeezes its queue to open
+                // its window), past the send timeout; the deadline is checked between
+                // pieces.
+                let left = ((*size - off as u64) as usize).min(SENDFILE_PIECE_BYTES);
                 if !matches!(sys::sendfile(fd, f.as_raw_fd(), &mut off, left), Ok(1..)) {
                     abort_if_timed_out(fd);
                     return;

@@ -17,7 +17,8 @@ use smtlab_loadgen::sys;
 
 use super::conn::{abort_on_close, unsent};
 use super::{
-    Docs, Reply, ServerOpts, dynamic_reply, error_response, listener_reuseport, now_ns, reply,
+    Docs, Reply, ServerOpts, dynamic_reply, error_response, listener_reuseport, now_ns,
+    owes_continue, reply,
 };
 
 /// The event-driven server.
@@ -426,6 +427,11 @@ impl EventLoop {
             Ok(Some(req)) => {
                 let used = req.head_len + req.content_length as usize;
                 if c.buf.len() < used {
+                    if owes_continue(&req, c.buf.len()) {
+                        // 25 bytes on a connection with nothing else in flight: the
+                        // send buffer has room, and a client gone needs no answer.
+                        let _ = sys::send(c.fd, request::CONTINUE, 0);
+                    }
                     return;
                 }
                 if self.docs.dynamic.is_some() && Dynamic::is_cgi(&req) {

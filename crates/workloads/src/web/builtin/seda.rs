@@ -35,7 +35,7 @@ use smtlab_loadgen::sys;
 
 use super::super::request::{self, Request};
 use super::conn::{abort_on_close, unsent};
-use super::{Docs, ServerOpts, error_response, reply, response_head};
+use super::{Docs, ServerOpts, error_response, owes_continue, reply, response_head};
 
 /// The stages, in a request's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -467,7 +467,15 @@ fn after_read(mut c: Conn, closed: bool) -> Next {
             Next::Send(c)
         }
         Ok(_) if closed => Next::Close(c),
-        Ok(_) => Next::Park(c, false),
+        Ok(Some(r)) => {
+            if owes_continue(&r, c.buf.len()) {
+                // 25 bytes on a connection with nothing else in flight: the send
+                // buffer has room, and a client gone needs no answer.
+                let _ = sys::send(c.fd.as_raw_fd(), request::CONTINUE, 0);
+            }
+            Next::Park(c, false)
+        }
+        Ok(None) => Next::Park(c, false),
     }
 }
 

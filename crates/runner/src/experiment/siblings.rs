@@ -1,0 +1,185 @@
+//! Hidden siblings: paper 002's pair probing (section 3: two threads, one on processor
+//! 0 and one on each other processor in turn, show which processors share a core's
+//! units whatever the numbering says). A thread on CPU 0 and one on CPU k run the same
+//! contended kernel (independent integer chains that keep a core's ALUs busy) at once;
+//! the slowdown of CPU 0's thread against running alone is the pair's figure. SMT
+//! siblings share those units and slow each other markedly; separate cores do not.
+//! A virtual machine often hides siblings (every vCPU its own "core"), and a pair that
+//! behaves as siblings where the topology says separate cores is reported, as is the
+//! converse.
+//!
+//! The decision ([`findings`]) is a pure function of the figures, tested with seeded
+//! ones; [`probe`] measures them on this machine's CPUs.
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use smtlab_model::Topology;
+use smtlab_placement::pin::{PinError, pin_current_thread_to};
+
+/// A slowdown at or above this behaves as sharing a core: SMT siblings running this
+/// kernel together slow each other by 1.5-2x, separate cores by a few percent.
+pub const SIBLING_SLOWDOWN: f64 = 1.25;
+/// Repetitions of each measurement: the smallest slowdown is kept, since other load on
+/// a shared machine only ever adds to it.
+const REPEATS: usize = 3;
+
+/// One pair's figure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairFigure {
+    /// The CPU paired with CPU 0 (the first probed CPU).
+    pub cpu: u32,
+    /// CPU 0's kernel time paired over alone: 1.0 is no interference.
+    pub slowdown: f64,
+    /// The topology puts the two CPUs in one core.
+    pub same_core_in_topology: bool,
+}
+
+impl PairFigure {
+    /// The pair behaves as sharing a core.
+    pub fn behaves_as_siblings(&self) -> bool {
+        self.slowdown >= SIBLING_SLOWDOWN
+    }
+}
+
+/// A pair whose behaviour contradicts the topology.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finding {
+    pub figure: PairFigure,
+    /// `true`: behaves as siblings, the topology says separate cores (hidden siblings);
+    /// `false`: the topology says siblings, they behave as separate cores.
+    pub hidden_sibling: bool,
+}
+
+/// The pairs whose behaviour contradicts the topology, in the order given.
+pub fn findings(figures: &[PairFigure]) -> Vec<Finding> {
+    figures
+        .iter()
+        .filter(|f| f.behaves_as_siblings() != f.same_core_in_topology)
+        .map(|f| Finding {
+            figure: *f,
+            hidden_sibling: f.behaves_as_siblings(),
+        })
+        .collect()
+}
+
+/// Why a probe could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("pair probing needs at least two CPUs; this machine has {0}")]
+    TooFewCpus(usize),
+    #[error("cannot pin a probe thread: {0}")]
+    Pin(#[from] PinError),
+}
+
+/// Kernel operations done in `window` on the calling thread: four independent
+/// multiply-add chains, so the core's integer units, not one chain's latency, bound it.
+fn kernel_ops(window: Duration) -> u64 {
+    let mut x = [1u64, 2, 3, 4];
+    let start = Instant::now();
+    let mut ops = 0u64;
+    while start.elapsed() < window {
+        for _ in 0..4096 {
+            for v in &mut x {
+                *v = v
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+            }
+        }
+        x = std::hint::black_box(x);
+        ops += 4096 * 4;
+    }
+    ops
+}
+
+/// Operations on `first` in `window`, alone or with `second` running the same kernel.
+fn ops_on(first: u32, second: Option<u32>, window: Duration) -> Result<u64, ProbeError> {
+    let barrier = Arc::new(Barrier::new(1 + usize::from(second.is_some())));
+    let partner = second.map(|cpu| {
+        let b = barrier.clone();
+        std::thread::spawn(move || -> Result<(), PinError> {
+            pin_current_thread_to(cpu)?;
+            b.wait();
+            kernel_ops(window);
+            Ok(())
+        })
+    });
+    let mine = std::thread::spawn(move || -> Result<u64, PinError> {
+        pin_current_thread_to(first)?;
+        barrier.wait();
+        Ok(kernel_ops(window))
+    });
+    let ops = mine.join().expect("the probe thread does not panic")?;
+    if let Some(p) = partner {
+        p.join().expect("the probe thread does not panic")?;
+    }
+    Ok(ops)
+}
+
+/// Pairs the first of the topology's CPUs with every other, `window` per measurement.
+pub fn probe(topo: &Topology, window: Duration) -> Result<Vec<PairFigure>, ProbeError> {
+    let cpus: Vec<u32> = topo.cpus.iter().collect();
+    let [first, rest @ ..] = cpus.as_slice() else {
+        return Err(ProbeError::TooFewCpus(0));
+    };
+    if rest.is_empty() {
+        return Err(ProbeError::TooFewCpus(1));
+    }
+    let mut out = Vec::new();
+    for &k in rest {
+        let mut best = f64::INFINITY;
+        for _ in 0..REPEATS {
+            let alone = ops_on(*first, None, window)? as f64;
+            let paired = ops_on(*first, Some(k), window)?.max(1) as f64;
+            best = best.min(alone / paired);
+        }
+        out.push(PairFigure {
+            cpu: k,
+            slowdown: best,
+            same_core_in_topology: topo.core_of(*first).is_some_and(|c| c.cpus.contains(k)),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(cpu: u32, slowdown: f64, same: bool) -> PairFigure {
+        PairFigure {
+            cpu,
+            slowdown,
+            same_core_in_topology: same,
+        }
+    }
+
+    /// A VM of four vCPUs each its "own core", where vCPUs 0 and 2 share a physical
+    /// core: CPU 2 is found as a hidden sibling, the others are as the topology says.
+    #[test]
+    fn a_pair_that_slows_like_siblings_across_cores_is_a_hidden_sibling() {
+        let figures = [
+            fig(1, 1.03, false),
+            fig(2, 1.71, false),
+            fig(3, 0.99, false),
+        ];
+        let f = findings(&figures);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].figure.cpu, 2);
+        assert!(f[0].hidden_sibling);
+    }
+
+    #[test]
+    fn siblings_that_do_not_interfere_and_agreeing_pairs() {
+        // The topology's own siblings behaving as such: nothing to report.
+        assert!(findings(&[fig(1, 1.8, true), fig(2, 1.02, false)]).is_empty());
+        // Siblings in the topology that run as separate cores (the fake machine's CPUs
+        // on a host without SMT): reported the other way round.
+        let f = findings(&[fig(1, 1.01, true)]);
+        assert_eq!(f.len(), 1);
+        assert!(!f[0].hidden_sibling);
+        // The threshold itself counts as sharing.
+        assert!(fig(1, SIBLING_SLOWDOWN, false).behaves_as_siblings());
+        assert!(!fig(1, SIBLING_SLOWDOWN - 0.01, false).behaves_as_siblings());
+    }
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# estimate-vs-time.sh: holds `smtlab run --dry-run`'s time estimate against the measured
+# wall time of the same run on this machine: the estimate ("about") should be within
+# TOLERANCE of the run's wall time, and the run should take no longer than the bound
+# ("at most").
+#
+# Usage: scripts/estimate-vs-time.sh [RUN ARGS...]    (default: --suite quick)
+# Environment:
+#   SMTLAB=path   smtlab binary (default: target/release/smtlab, built if missing)
+#   TOLERANCE=f   accepted relative difference of estimate and wall time (default 0.25)
+# Prints the estimate, the bound, the wall time and their ratio. Exit status: 0 within
+# the tolerance, 1 outside, 2 if smtlab fails.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOLERANCE=${TOLERANCE:-0.25}
+SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
+die() {
+    echo "estimate-vs-time: $*" >&2
+    exit 2
+}
+if [[ ! -x "$SMTLAB" ]]; then
+    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
+fi
+[[ $# -gt 0 ]] || set -- --suite quick
+
+# `12.3 s`, `4m 10s` or `1h 02m` in seconds.
+seconds() {
+    awk -v t="$1" 'BEGIN {
+        if (t ~ /h/) { split(t, a, /h */); sub(/m/, "", a[2]); print a[1] * 3600 + a[2] * 60 }
+        else if (t ~ /m/) { split(t, a, /m */); sub(/s/, "", a[2]); print a[1] * 60 + a[2] }
+        else { sub(/ *s/, "", t); print t + 0 } }'
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$SMTLAB" run "$@" --dry-run >"$tmp/plan.txt" 2>&1 || die "the dry run failed: $(tail -1 "$tmp/plan.txt")"
+line=$(grep -m1 '^time: about' "$tmp/plan.txt") || die "no time line in the dry run"
+about=$(sed -E 's/^time: about ([^,]+), at most ([^(]+) \(.*/\1/' <<<"$line")
+most=$(sed -E 's/^time: about ([^,]+), at most ([^(]+) \(.*/\2/' <<<"$line")
+start=$(date +%s.%N)
+"$SMTLAB" run "$@" --db "$tmp/results.db" >"$tmp/run.txt" 2>&1 || die "the run failed: $(tail -1 "$tmp/run.txt")"
+end=$(date +%s.%N)
+awk -v a="$(seconds "$about")" -v m="$(seconds "$most")" -v s="$start" -v e="$end" -v tol="$TOLERANCE" 'BEGIN {
+    w = e - s
+    printf "estimate %.1f s, bound %.1f s, measured %.1f s: estimate/measured %.2f\n", a, m, w, a / w
+    if (w > m) printf "the run took longer than its bound\n"
+    exit ((a / w > 1 + tol || a / w < 1 - tol || w > m) ? 1 : 0) }'
