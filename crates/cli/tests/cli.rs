@@ -600,7 +600,12 @@ mod catalog {
             .assert()
             .failure()
             .stderr(predicate::str::contains("unknown benchmark \"nope\""))
-            .stderr(predicate::str::contains("mem-read"));
+            .stderr(predicate::str::contains("`smtlab list` shows them all"));
+        smtlab()
+            .args(["bench", "mem-raed"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("did you mean mem-read"));
         smtlab()
             .args(["bench", "select-tcp", "--param", "fd=3"])
             .assert()

@@ -302,6 +302,19 @@ pub fn sendfile(
     check_len(unsafe { libc::sendfile(fd, file, offset, count) })
 }
 
+/// Waits at most `timeout` for socket `fd` to have room to send; whether it has (an
+/// error or a hang-up counts as room: the send that follows says what it is).
+pub fn wait_writable(fd: RawFd, timeout: Duration) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `pfd` is a live pollfd and one entry is passed.
+    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
+}
+
 /// Waits at most `timeout_ms` for `fd` to have something to read (or a connection to
 /// accept); whether it has.
 pub fn wait_readable(fd: RawFd, timeout_ms: libc::c_int) -> bool {

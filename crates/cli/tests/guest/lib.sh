@@ -195,7 +195,7 @@ smt_both_checks() {
   wait_for $C/smt/control off 300 || fail "run --smt: SMT never went off"
   kill -TERM "$pid"
   wait "$pid"
-  check "run --smt SIGTERM: interrupted" 130 "$?"
+  check "run --smt SIGTERM: interrupted (128 + SIGTERM)" 143 "$?"
   check "run --smt SIGTERM: control restored" on "$(cat $C/smt/control)"
   check "run --smt SIGTERM: online restored" "$all" "$(cat $C/online)"
 

@@ -10,8 +10,7 @@ use smtlab_loadgen::sys;
 use super::super::request;
 use super::{Docs, ServerOpts, error_response, owes_continue, reply};
 
-/// Most bytes one `sendfile` call is asked for: within one call the kernel waits for
-/// the client once per piece of its own, each wait with the whole send timeout.
+/// Most bytes one `sendfile` call is asked for.
 const SENDFILE_PIECE_BYTES: usize = 64 * 1024;
 
 /// Sends all of `data` on a blocking socket by `deadline`: each call may block only
@@ -29,6 +28,42 @@ fn write_all(fd: RawFd, mut data: &[u8], flags: i32, deadline: Instant) -> bool 
                 abort_if_timed_out(fd);
                 return false;
             }
+        }
+    }
+    true
+}
+
+/// Sends `size` bytes of `file` by `deadline`. A blocking `sendfile` waits with the
+/// whole send timeout each time the client's kernel opens its window a little (it
+/// squeezes its queue now and then), so a client that stops reading could hold it for
+/// several timeouts; here the socket is non-blocking for the file, and each piece waits
+/// for room for at most what is left until the deadline.
+fn send_file(fd: RawFd, file: RawFd, size: u64, deadline: Instant) -> bool {
+    if sys::set_nonblocking(fd, true).is_err() {
+        return false;
+    }
+    let sent = send_file_by(fd, file, size, deadline);
+    let _ = sys::set_nonblocking(fd, false);
+    sent
+}
+
+fn send_file_by(fd: RawFd, file: RawFd, size: u64, deadline: Instant) -> bool {
+    let mut off: libc::off_t = 0;
+    while (off as u64) < size {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || !sys::wait_writable(fd, left) {
+            abort_on_close(fd);
+            return false;
+        }
+        let piece = ((size - off as u64) as usize).min(SENDFILE_PIECE_BYTES);
+        match sys::sendfile(fd, file, &mut off, piece) {
+            Ok(1..) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            _ => return false,
         }
     }
     true
@@ -161,20 +196,8 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
             return;
         }
         if let Some((f, size)) = &r.file {
-            let mut off: libc::off_t = 0;
-            while (off as u64) < *size {
-                if !time_left(fd, deadline) {
-                    return;
-                }
-                // In pieces: one sendfile call goes on for as long as the client's
-                // kernel takes a few bytes now and then (it squeezes its queue to open
-                // its window), past the send timeout; the deadline is checked between
-                // pieces.
-                let left = ((*size - off as u64) as usize).min(SENDFILE_PIECE_BYTES);
-                if !matches!(sys::sendfile(fd, f.as_raw_fd(), &mut off, left), Ok(1..)) {
-                    abort_if_timed_out(fd);
-                    return;
-                }
+            if !send_file(fd, f.as_raw_fd(), *size, deadline) {
+                return;
             }
         }
         if !r.keep_alive {
