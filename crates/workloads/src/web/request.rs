@@ -1,7 +1,8 @@
 //! Requests as the built-in servers read them: strict, bounded, and unable to name
 //! anything outside the file set. The syntax is httparse's (the parser under hyper,
 //! fuzzed upstream); the meaning of the fields, the path check and the limits are here,
-//! and a property test below throws arbitrary bytes at them.
+//! and the tests below throw arbitrary bytes at them and replay the seeds of
+//! `corpus/http-request/` (`scripts/fuzz.sh` runs them longer).
 
 /// The interim response to `Expect: 100-continue`, sent before the body is read.
 pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -300,6 +301,18 @@ mod tests {
         assert!(p("GET /a HTTP/1.0\r\n\r\n").unwrap().is_some());
         // An empty Host is allowed: the target has no authority (RFC 9110 section 7.2).
         assert!(p("GET /a HTTP/1.1\r\nHOST:\r\n\r\n").unwrap().is_some());
+    }
+
+    /// The seeds of `corpus/http-request/` (real clients' heads, odd-but-valid ones,
+    /// attacks) each get the answer their name says: `ok`, `partial` or the status.
+    #[test]
+    fn the_corpus_gets_its_answers() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/http-request");
+        smtlab_fixtures::corpus::replay(&dir, |bytes| match parse(bytes) {
+            Ok(Some(_)) => "ok".into(),
+            Ok(None) => "partial".into(),
+            Err(r) => r.status().0.to_string(),
+        });
     }
 
     use proptest::prelude::*;
