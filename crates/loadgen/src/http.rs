@@ -2,7 +2,8 @@
 //! checks what it reads against what the request expects. The head's syntax is
 //! httparse's (the parser under hyper, fuzzed upstream); the body's framing (length,
 //! chunks, the end of the connection) and what counts as an error are here, with a
-//! property test that feeds arbitrary bytes split anywhere.
+//! property test that feeds arbitrary bytes split anywhere and a replay of the seeds of
+//! `corpus/http-response/` (`scripts/fuzz.sh` runs them longer).
 
 use std::sync::Arc;
 
@@ -522,6 +523,32 @@ mod tests {
             let (a, b) = full.split_at(cut);
             same_but_for_what_follows(parse(&[a, b], None), parse(&[&full], None))?;
         }
+    }
+
+    /// The seeds of `corpus/http-response/` (heads as nginx and Apache send them,
+    /// chunked bodies, 1xx, malformed and cut responses), each fed whole and followed by
+    /// the end of the connection, get the answer their name says.
+    #[test]
+    fn the_corpus_gets_its_answers() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/http-response");
+        smtlab_fixtures::corpus::replay(&dir, |bytes| match parse(&[bytes], None) {
+            Feed::Done { keep: true } => "done-keep".into(),
+            Feed::Done { keep: false } => "done-close".into(),
+            Feed::NeedMore => "need-more".into(),
+            Feed::Error(kind) => kebab(&format!("{kind:?}")),
+        });
+    }
+
+    /// `ShortBody` as `short-body`.
+    fn kebab(name: &str) -> String {
+        let mut out = String::new();
+        for c in name.chars() {
+            if c.is_ascii_uppercase() && !out.is_empty() {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Property tests of what a peer can send: the agent's handshake against arbitrary and
 //! near-valid first lines, the line reader against arbitrary chunks, and the checks of
 //! an agent's report against arbitrary counts. A few dozen cases each in the normal
-//! tests; `scripts/fuzz-agent.sh` runs many more (`PROPTEST_CASES`). A failing case is
-//! kept under `proptest-regressions/` and replayed first on every later run.
+//! tests; `scripts/fuzz.sh` runs many more (`PROPTEST_CASES`). A failing case is kept
+//! under `proptest-regressions/` and replayed first on every later run; the seeds of
+//! `corpus/agent/` are replayed by every run.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -106,6 +107,30 @@ fn reports() -> impl Strategy<Value = WireReport> {
 
 fn spec() -> LoadSpec {
     super::tests::spec_to("127.0.0.1:1".parse().unwrap(), 1_000)
+}
+
+/// The seeds of `corpus/agent/` (what coordinators, old and fake peers and attackers
+/// send first), each sent to a live agent, get the answers their name says: the kinds
+/// of the agent's lines (`challenge`, `refused`, `challenge-refused`) or `silent`; never
+/// a welcome, never the token.
+#[test]
+fn the_corpus_gets_its_answers() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/agent");
+    smtlab_fixtures::corpus::replay(&dir, |bytes| {
+        let kinds: Vec<&str> = agent_answers(bytes)
+            .iter()
+            .map(|l| match serde_json::from_str::<FromAgent>(l) {
+                Ok(FromAgent::Challenge { .. }) if !l.contains(TOKEN) => "challenge",
+                Ok(FromAgent::Refused { .. }) if !l.contains(TOKEN) => "refused",
+                _ => "other",
+            })
+            .collect();
+        if kinds.is_empty() {
+            "silent".into()
+        } else {
+            kinds.join("-")
+        }
+    });
 }
 
 proptest! {

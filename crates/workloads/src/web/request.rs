@@ -1,7 +1,8 @@
 //! Requests as the built-in servers read them: strict, bounded, and unable to name
 //! anything outside the file set. The syntax is httparse's (the parser under hyper,
 //! fuzzed upstream); the meaning of the fields, the path check and the limits are here,
-//! and a property test below throws arbitrary bytes at them.
+//! and the tests below throw arbitrary bytes at them and replay the seeds of
+//! `corpus/http-request/` (`scripts/fuzz.sh` runs them longer).
 
 /// The interim response to `Expect: 100-continue`, sent before the body is read.
 pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -113,6 +114,8 @@ struct Fields {
     content_length: Option<u64>,
     expect_continue: bool,
     cookie: Option<String>,
+    /// Host field lines seen.
+    hosts: usize,
 }
 
 impl Fields {
@@ -122,6 +125,7 @@ impl Fields {
             content_length: None,
             expect_continue: false,
             cookie: None,
+            hosts: 0,
         };
         for h in headers {
             // httparse has refused control bytes (NUL, CR, LF) in values already.
@@ -155,7 +159,14 @@ impl Fields {
                 f.expect_continue = http11;
             } else if name.eq_ignore_ascii_case("cookie") {
                 f.cookie = Some(value.to_string());
+            } else if name.eq_ignore_ascii_case("host") {
+                f.hosts += 1;
             }
+        }
+        // RFC 9112 section 3.2: an HTTP/1.1 request without Host, and any request with
+        // more than one, is answered 400 (HTTP/1.0 clients may leave it out).
+        if f.hosts > 1 || (http11 && f.hosts == 0) {
+            return Err(Reject::Bad);
         }
         Ok(f)
     }
@@ -234,7 +245,7 @@ mod tests {
         let r = p("GET /a?x=1 HTTP/1.0\r\n\r\n").unwrap().unwrap();
         assert!(!r.keep_alive);
         assert_eq!(r.query, "x=1");
-        let r = p("POST /p HTTP/1.1\r\nContent-Length: 5\r\nCookie: u=3\r\n\r\n")
+        let r = p("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nCookie: u=3\r\n\r\n")
             .unwrap()
             .unwrap();
         assert_eq!((r.content_length, r.cookie.as_deref()), (5, Some("u=3")));
@@ -255,9 +266,10 @@ mod tests {
 
     #[test]
     fn expect_100_continue_is_seen_and_other_expectations_refused() {
-        let r = p("POST /p HTTP/1.1\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let r =
+            p("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+                .unwrap()
+                .unwrap();
         assert!(r.expect_continue);
         // HTTP/1.0 clients do not wait for it (RFC 9110 section 10.1.1).
         let r = p("POST /p HTTP/1.0\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
@@ -265,9 +277,42 @@ mod tests {
             .unwrap();
         assert!(!r.expect_continue);
         assert_eq!(
-            p("GET / HTTP/1.1\r\nExpect: tea\r\n\r\n"),
+            p("GET / HTTP/1.1\r\nHost: x\r\nExpect: tea\r\n\r\n"),
             Err(Reject::Expectation)
         );
+    }
+
+    #[test]
+    fn http_1_1_needs_exactly_one_host_and_http_1_0_at_most_one() {
+        // RFC 9112 section 3.2.
+        assert_eq!(p("GET /a HTTP/1.1\r\n\r\n"), Err(Reject::Bad));
+        assert_eq!(
+            p("GET /a HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n"),
+            Err(Reject::Bad)
+        );
+        assert_eq!(
+            p("GET /a HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n"),
+            Err(Reject::Bad)
+        );
+        assert_eq!(
+            p("GET /a HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n"),
+            Err(Reject::Bad)
+        );
+        assert!(p("GET /a HTTP/1.0\r\n\r\n").unwrap().is_some());
+        // An empty Host is allowed: the target has no authority (RFC 9110 section 7.2).
+        assert!(p("GET /a HTTP/1.1\r\nHOST:\r\n\r\n").unwrap().is_some());
+    }
+
+    /// The seeds of `corpus/http-request/` (real clients' heads, odd-but-valid ones,
+    /// attacks) each get the answer their name says: `ok`, `partial` or the status.
+    #[test]
+    fn the_corpus_gets_its_answers() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/http-request");
+        smtlab_fixtures::corpus::replay(&dir, |bytes| match parse(bytes) {
+            Ok(Some(_)) => "ok".into(),
+            Ok(None) => "partial".into(),
+            Err(r) => r.status().0.to_string(),
+        });
     }
 
     use proptest::prelude::*;
@@ -296,7 +341,7 @@ mod tests {
         /// Anything after a well-formed request line also gets an answer.
         #[test]
         fn a_request_line_then_any_bytes(tail in prop::collection::vec(any::<u8>(), 0..300)) {
-            let mut buf = b"GET /a HTTP/1.1\r\n".to_vec();
+            let mut buf = b"GET /a HTTP/1.1\r\nHost: x\r\n".to_vec();
             buf.extend_from_slice(&tail);
             let _ = parse(&buf);
         }
@@ -305,7 +350,7 @@ mod tests {
         /// "not complete yet", never an error.
         #[test]
         fn well_formed_requests_round_trip((method, path, fields) in well_formed()) {
-            let mut text = format!("{method} {path}?q=1 HTTP/1.1\r\n");
+            let mut text = format!("{method} {path}?q=1 HTTP/1.1\r\nHost: x\r\n");
             for (n, v) in &fields {
                 text.push_str(&format!("{n}: {v}\r\n"));
             }
@@ -346,14 +391,14 @@ mod tests {
             "/a\\b",
             "/a%5cb",
         ] {
-            let r = p(&format!("GET {path} HTTP/1.1\r\n\r\n"));
+            let r = p(&format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
             assert!(
                 matches!(r, Err(Reject::NotFound | Reject::Bad)),
                 "{path}: {r:?}"
             );
         }
         for path in ["etc/passwd", "/a%00b", "/a%zz", "/a%2"] {
-            let r = p(&format!("GET {path} HTTP/1.1\r\n\r\n"));
+            let r = p(&format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
             assert_eq!(r, Err(Reject::Bad), "{path}");
         }
     }
@@ -362,29 +407,36 @@ mod tests {
     fn malformed_requests() {
         assert_eq!(p("GET /\r\n\r\n"), Err(Reject::Bad));
         assert_eq!(p("GET / HTTP/2.0\r\n\r\n"), Err(Reject::Bad));
-        assert_eq!(p("GET  / HTTP/1.1\r\n\r\n"), Err(Reject::Bad));
-        assert_eq!(p("DELETE / HTTP/1.1\r\n\r\n"), Err(Reject::Method));
-        assert_eq!(p("GET / HTTP/1.1\r\nBad header\r\n\r\n"), Err(Reject::Bad));
+        assert_eq!(p("GET  / HTTP/1.1\r\nHost: x\r\n\r\n"), Err(Reject::Bad));
         assert_eq!(
-            p("POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n"),
+            p("DELETE / HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Err(Reject::Method)
+        );
+        assert_eq!(
+            p("GET / HTTP/1.1\r\nHost: x\r\nBad header\r\n\r\n"),
+            Err(Reject::Bad)
+        );
+        assert_eq!(
+            p("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n"),
             Err(Reject::TooLarge)
         );
         assert_eq!(
-            p("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            p("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"),
             Err(Reject::Bad)
         );
         // Two different lengths: which one ends the body?
         assert_eq!(
-            p("POST /p HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
+            p("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
             Err(Reject::Bad)
         );
-        let same = p("POST /p HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
+        let same =
+            p("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
         assert_eq!(same.unwrap().unwrap().content_length, 5);
         // A bare CR inside a line.
         assert_eq!(p("GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n"), Err(Reject::Bad));
         // Content-Length is digits only (RFC 9110 section 8.6).
         for v in ["+5", "-5", "5, 5", "0x5", " ", "5 5"] {
-            let text = format!("POST /p HTTP/1.1\r\nContent-Length: {v}\r\n\r\n");
+            let text = format!("POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: {v}\r\n\r\n");
             assert_eq!(p(&text), Err(Reject::Bad), "{v:?}");
         }
         // Control bytes in a field: NUL, a bare CR, DEL.
@@ -392,9 +444,15 @@ mod tests {
             let text = format!("GET / HTTP/1.1\r\nHost: {v}\r\n\r\n");
             assert_eq!(p(&text), Err(Reject::Bad), "{v:?}");
         }
-        assert_eq!(p("GET / HTTP/1.1\r\nX\0: 1\r\n\r\n"), Err(Reject::Bad));
+        assert_eq!(
+            p("GET / HTTP/1.1\r\nHost: x\r\nX\0: 1\r\n\r\n"),
+            Err(Reject::Bad)
+        );
         let long = "x".repeat(MAX_HEAD + 10);
         assert_eq!(p(&long), Err(Reject::TooLarge));
-        assert_eq!(parse(b"GET /\xff HTTP/1.1\r\n\r\n"), Err(Reject::Bad));
+        assert_eq!(
+            parse(b"GET /\xff HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Err(Reject::Bad)
+        );
     }
 }

@@ -207,11 +207,21 @@ fn built_in_servers_answer_the_rfc_9112_corner_cases_at_once() {
             format!("POST {url} HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello")
                 .into_bytes(),
             format!("GET {url} HTTP/1.1\r\nHost: x\r\nX-Nul: a\0b\r\n\r\n").into_bytes(),
+            // RFC 9112 section 3.2: HTTP/1.1 without Host, or two Hosts.
+            format!("GET {url} HTTP/1.1\r\n\r\n").into_bytes(),
+            format!("GET {url} HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n").into_bytes(),
         ] {
             let (resp, took) = answer_within(addr, &bad, prompt * 3);
             assert_eq!(status(&resp), 400, "{kind}: {bad:?}");
             assert!(took <= prompt, "{kind}: {bad:?} answered after {took:?}");
         }
+        // HTTP/1.0 may leave Host out.
+        let (resp, _) = answer_within(
+            addr,
+            format!("GET {url} HTTP/1.0\r\n\r\n").as_bytes(),
+            prompt,
+        );
+        assert_eq!(status(&resp), 200, "{kind}");
         // Expect: 100-continue gets its interim response before the body is sent.
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(prompt)).unwrap();
