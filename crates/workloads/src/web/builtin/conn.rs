@@ -195,10 +195,10 @@ pub(super) fn serve_blocking(fd: RawFd, docs: &Docs, opts: ServerOpts) {
         if !write_all(fd, &r.head, more, deadline) {
             return;
         }
-        if let Some((f, size)) = &r.file {
-            if !send_file(fd, f.as_raw_fd(), *size, deadline) {
-                return;
-            }
+        if let Some((f, size)) = &r.file
+            && !send_file(fd, f.as_raw_fd(), *size, deadline)
+        {
+            return;
         }
         if !r.keep_alive {
             return;
