@@ -2098,7 +2098,11 @@ mod failed_work {
         assert!(err.contains("No space left on device"), "{err}");
         assert!(err.contains("no throughput reported"), "{err}");
         // "N of M operations failed": a real count, at least one.
-        let n: u64 = err
+        let error_line = err
+            .lines()
+            .find(|l| l.starts_with("smtlab: error:"))
+            .unwrap_or_default();
+        let n: u64 = error_line
             .split(" of ")
             .next()
             .and_then(|s| s.rsplit(' ').next())
