@@ -94,7 +94,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, Reject> {
         _ => return Err(Reject::Method),
     };
     let (raw_path, query) = target.split_once('?').unwrap_or((target, ""));
-    let path = clean_path(raw_path)?;
+    let path = clean_path(origin_path(raw_path))?;
     let fields = Fields::read(req.headers, version == 1)?;
     Ok(Some(Request {
         method,
@@ -106,6 +106,24 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, Reject> {
         cookie: fields.cookie,
         head_len,
     }))
+}
+
+/// The path of a request target: the absolute form (`http://host/a`, which a server
+/// must accept: RFC 9112 section 3.2.2) as its path (`/a`, `/` where it has none);
+/// anything else as it is, for [`clean_path`] to judge.
+fn origin_path(target: &str) -> &str {
+    let scheme_end = ["http://", "https://"].iter().find_map(|scheme| {
+        let head = target.get(..scheme.len())?;
+        head.eq_ignore_ascii_case(scheme).then_some(scheme.len())
+    });
+    let Some(start) = scheme_end else {
+        return target;
+    };
+    let rest = &target[start..];
+    match rest.find('/') {
+        Some(i) => &rest[i..],
+        None => "/",
+    }
 }
 
 /// What the header fields say.
@@ -280,6 +298,29 @@ mod tests {
             p("GET / HTTP/1.1\r\nHost: x\r\nExpect: tea\r\n\r\n"),
             Err(Reject::Expectation)
         );
+    }
+
+    #[test]
+    fn the_absolute_form_is_served_as_its_path() {
+        let p = |t: &str| parse(format!("GET {t} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        for (target, path, query) in [
+            ("http://x/dir00001/class1_3", "/dir00001/class1_3", ""),
+            ("HTTP://x:8080/a?q=1", "/a", "q=1"),
+            ("https://x", "/", ""),
+            ("http://x?q=2", "/", "q=2"),
+        ] {
+            let r = p(target).unwrap().unwrap();
+            assert_eq!(
+                (r.path.as_str(), r.query.as_str()),
+                (path, query),
+                "{target}"
+            );
+        }
+        for target in ["ftp://x/a", "http:/a"] {
+            assert_eq!(p(target), Err(Reject::Bad), "{target}");
+        }
+        // The path is judged as any other: no spelling leaves the document root.
+        assert_eq!(p("http://x/../etc/passwd"), Err(Reject::NotFound));
     }
 
     #[test]
