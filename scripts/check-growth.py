@@ -15,7 +15,7 @@ import sys
 from collections import defaultdict
 
 RESULT_STRING_CEILING = 142
-REPEATED_PLACES_CEILING = 65
+REPEATED_PLACES_CEILING = 63
 WINDOW = 6
 
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")

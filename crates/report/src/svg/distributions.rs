@@ -219,14 +219,7 @@ pub fn cdf_chart(
     let lx = plot.w - plot.right + 14.0;
     let mut y = plot.top + 8.0;
     for (i, d) in dists.iter().enumerate() {
-        let _ = write!(
-            s,
-            r#"<path d="M{lx} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
-            color(i),
-            lx + 24.0,
-            y + 4.0,
-            esc(&shorten(&d.name, 22))
-        );
+        legend_row(&mut s, lx, y, i, &d.name);
         y += 18.0;
     }
     let _ = write!(

@@ -26,14 +26,7 @@ pub fn line_chart(
     let lx = plot.w - plot.right + 14.0;
     for (i, se) in series.iter().enumerate() {
         let y = plot.top + 8.0 + 18.0 * i as f64;
-        let _ = write!(
-            s,
-            r#"<path d="M{lx} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
-            color(i),
-            lx + 24.0,
-            y + 4.0,
-            esc(&shorten(&se.name, 22))
-        );
+        legend_row(&mut s, lx, y, i, &se.name);
     }
     s.push_str("</svg>");
     Some(s)

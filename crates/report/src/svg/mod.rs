@@ -33,6 +33,18 @@ pub fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
+/// One legend row at (`x`, `y`): series `i`'s swatch and its name, shortened.
+fn legend_row(s: &mut String, x: f64, y: f64, i: usize, name: &str) {
+    let _ = write!(
+        s,
+        r#"<path d="M{x} {y}h18" stroke="{}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
+        color(i),
+        x + 24.0,
+        y + 4.0,
+        esc(&shorten(name, 22))
+    );
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scale {
     Linear,

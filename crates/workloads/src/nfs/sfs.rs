@@ -742,7 +742,7 @@ async fn status_op(
             )?;
         }
         Op::Read | Op::Getattr | Op::Readlink | Op::Readdir | Op::Readdirplus => {
-            unreachable!("{op:?} is answered in answered_op")
+            return Err(format!("{op:?}: its answer is checked, not only its status"));
         }
     }
     Ok(())

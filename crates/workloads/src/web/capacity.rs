@@ -137,8 +137,18 @@ pub struct WebCapacity;
 
 use smtlab_bench::params::declare as p;
 
-fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
+/// The one-line error of a parameter whose value is not what `expected` says.
+pub(super) fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
     ParamError::value(name, value.to_string(), expected).into()
+}
+
+/// `step`: measured seconds per search step, 0.05 to 600.
+pub(super) fn step_seconds(prm: &Params) -> Result<f64, BenchError> {
+    let step = prm.get_f64("step")?;
+    if !(0.05..=600.0).contains(&step) {
+        return Err(bad("step", step, "seconds between 0.05 and 600"));
+    }
+    Ok(step)
 }
 
 impl Benchmark for WebCapacity {
@@ -286,10 +296,7 @@ impl Settings {
             ));
         }
         let dataset = prm.get_bytes("dataset")?;
-        let step = prm.get_f64("step")?;
-        if !(0.05..=600.0).contains(&step) {
-            return Err(bad("step", step, "seconds between 0.05 and 600"));
-        }
+        let step = step_seconds(prm)?;
         let max_conns = prm.get_u64("max_conns")? as usize;
         if !(1..=50_000).contains(&max_conns) {
             return Err(bad("max_conns", max_conns, "1 to 50000"));

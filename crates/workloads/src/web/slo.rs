@@ -26,12 +26,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::params::declare as p;
-use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_loadgen::{LoadConfig, LoadReport};
 use smtlab_model::slo::Slo;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
-use super::capacity::search;
+use super::capacity::{bad, search, step_seconds};
 use super::fileset::FileSet;
 use super::{AgentTally, Custom, Driver, Loaded, Running};
 
@@ -54,10 +54,6 @@ fn met(slo: &Slo, offered_per_s: f64, r: &LoadReport) -> bool {
 }
 fn percentile_ns(r: &LoadReport, pct: f64) -> u64 {
     r.latency.value_at_quantile(pct / 100.0)
-}
-
-fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
-    ParamError::value(name, value.to_string(), expected).into()
 }
 
 pub struct WebSlo;
@@ -154,10 +150,7 @@ impl Benchmark for WebSlo {
         let text = prm.get_str("slo")?;
         let slo = Slo::parse(text).map_err(|_| bad("slo", text, "pNN=TIME, e.g. p99=5ms"))?;
         let dataset = prm.get_bytes("dataset")?;
-        let step = prm.get_f64("step")?;
-        if !(0.05..=600.0).contains(&step) {
-            return Err(bad("step", step, "seconds between 0.05 and 600"));
-        }
+        let step = step_seconds(prm)?;
         let conns = prm.get_u64("conns")? as usize;
         if !(1..=10_000).contains(&conns) {
             return Err(bad("conns", conns, "1 to 10000"));
