@@ -62,6 +62,7 @@ mkdir -p "$WORK/html"
 head -c 4096 /dev/urandom >"$WORK/html/f4k"
 chmod 644 "$WORK/html/f4k"
 head -c 24 /dev/urandom | base64 >"$WORK/token"
+chmod 600 "$WORK/token"   # the agent refuses a token others can read
 USER_LINE=""
 [ "$(id -u)" = 0 ] && USER_LINE="user nobody nogroup;"
 MASK=$(python3 -c "print(format(1<<$SERVER_CPU,'b'))")
