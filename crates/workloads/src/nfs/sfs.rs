@@ -742,7 +742,9 @@ async fn status_op(
             )?;
         }
         Op::Read | Op::Getattr | Op::Readlink | Op::Readdir | Op::Readdirplus => {
-            return Err(format!("{op:?}: its answer is checked, not only its status"));
+            return Err(format!(
+                "{op:?}: its answer is checked, not only its status"
+            ));
         }
     }
     Ok(())
