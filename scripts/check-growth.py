@@ -5,6 +5,8 @@
 2. Repeated code: runs of WINDOW consecutive substantial lines (whitespace-normalised,
    braces, blank lines, comments and `use` lines left out) that appear in more than one
    place. The number of such repeated places may not rise above its ceiling.
+3. Long functions: a `fn` whose body spans more than LONG_FUNCTION_LINES lines. Their
+   number may not rise above its ceiling.
 
 Run from the repository root. `--print` lists what is counted. When a clean-up brings a
 figure down, lower its ceiling here in the same change so it cannot creep back.
@@ -17,7 +19,10 @@ from collections import defaultdict
 RESULT_STRING_CEILING = 142
 REPEATED_PLACES_CEILING = 63
 WINDOW = 6
+LONG_FUNCTION_LINES = 120
+LONG_FUNCTIONS_CEILING = 10
 
+FN_START = re.compile(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(async )?(unsafe )?fn (\w+)")
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")
 TRIVIAL = re.compile(r"^(\}|\{|\)|\];?|\);?|\},?|\)\)?;?|\}\)?;?|else \{|\} else \{|Ok\(\(\)\)|None|_ => \{\}|)$")
 
@@ -46,11 +51,31 @@ def substantial(line):
     return text
 
 
+def long_functions(path):
+    """(line, name, length) of each function in the file's production part longer than
+    LONG_FUNCTION_LINES: from its `fn` line to the first `}` at the same indent."""
+    lines = list(production_lines(path))
+    found = []
+    for i, (number, line) in enumerate(lines):
+        start = FN_START.match(line)
+        if not start or line.rstrip().endswith(";"):
+            continue
+        close = start.group(1) + "}"
+        for end_number, end_line in lines[i + 1 :]:
+            if end_line.rstrip() == close:
+                if end_number - number + 1 > LONG_FUNCTION_LINES:
+                    found.append((number, start.group(7), end_number - number + 1))
+                break
+    return found
+
+
 def main():
     show = "--print" in sys.argv
     result_string = []
     windows = defaultdict(list)
+    long = []
     for path in sorted(production_files()):
+        long += [f"{path}:{n}: fn {name}: {length} lines" for n, name, length in long_functions(path)]
         kept = []
         for number, line in production_lines(path):
             if RESULT_STRING.search(line):
@@ -72,12 +97,14 @@ def main():
                 places.add((path, line))
     if show:
         print("\n".join(result_string))
+        print("\n".join(long))
         for group in repeated:
             print("repeated: " + ", ".join(f"{p}:{n}" for p, n in group))
     failed = False
     for what, count, ceiling in (
         ("Result<_, String> in production code", len(result_string), RESULT_STRING_CEILING),
         ("places repeating another's code", len(places), REPEATED_PLACES_CEILING),
+        (f"functions over {LONG_FUNCTION_LINES} lines", len(long), LONG_FUNCTIONS_CEILING),
     ):
         print(f"{what}: {count} (ceiling {ceiling})")
         if count > ceiling:
