@@ -175,6 +175,11 @@ pub struct ClientArgs {
     /// its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
+    /// Reach the agents over TLS 1.3 (agents started with `--tls`): the agent's key is
+    /// derived from the token, so only an agent holding it completes the handshake, and
+    /// nothing after it travels in the clear. See docs/security.md.
+    #[arg(long, requires = "client_hosts")]
+    pub client_tls: bool,
 }
 
 /// A token file: readable by its owner alone (a token others can read is no secret),
@@ -670,6 +675,11 @@ pub struct LoadArgs {
     /// The file holding the agents' token (readable by its owner alone: chmod 600).
     #[arg(long, value_name = "FILE", value_parser = parse_token_file, requires = "client_hosts")]
     pub client_token: Option<smtlab_placement::Token>,
+    /// Reach the agents over TLS 1.3 (agents started with `--tls`): the agent's key is
+    /// derived from the token, so only an agent holding it completes the handshake, and
+    /// nothing after it travels in the clear. See docs/security.md.
+    #[arg(long, requires = "client_hosts")]
+    pub client_tls: bool,
 }
 
 #[derive(Debug, Args)]
@@ -697,6 +707,11 @@ pub struct AgentArgs {
     /// Most connections in one load.
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     pub max_connections: usize,
+    /// Take coordinators over TLS 1.3 only (they connect with `--client-tls`): the
+    /// agent's key is derived from the token, so a coordinator holding the token knows
+    /// the one key to accept, and nothing after the handshake travels in the clear.
+    #[arg(long)]
+    pub tls: bool,
 }
 
 fn parse_gbps(s: &str) -> Result<f64, String> {

@@ -420,6 +420,7 @@ pub fn client_rule(args: &crate::args::ClientArgs) -> smtlab_placement::ClientRu
         return ClientRule::Remote(smtlab_placement::RemoteClients {
             hosts: args.client_hosts.clone(),
             token: token.clone(),
+            tls: args.client_tls,
         });
     }
     match (&args.client_cpus, args.client_siblings) {

@@ -724,13 +724,18 @@ struct LoopbackAgent {
 
 impl LoopbackAgent {
     fn start(files: u32) -> LoopbackAgent {
+        LoopbackAgent::start_with(files, "")
+    }
+
+    /// An agent with `flags` added to its command line (`--tls`).
+    fn start_with(files: u32, flags: &str) -> LoopbackAgent {
         let dir = tempfile::tempdir().unwrap();
         let token = dir.path().join("token");
         write_secret(&token, &format!("{TOKEN}\n"));
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "ulimit -n {files} && exec \"$0\" agent --listen 127.0.0.1:0 --token \"$1\""
+                "ulimit -n {files} && exec \"$0\" agent --listen 127.0.0.1:0 --token \"$1\" {flags}"
             ))
             .arg(smtlab())
             .arg(&token)
@@ -781,14 +786,18 @@ impl Drop for LoopbackAgent {
 #[test]
 fn an_agent_out_of_descriptors_keeps_serving_and_refuses_what_cannot_fit() {
     let mut agent = LoopbackAgent::start(48);
-    // More connections than descriptors: accept fails with EMFILE for a while.
-    let held: Vec<std::net::TcpStream> = (0..60)
-        .filter_map(|_| {
-            std::net::TcpStream::connect_timeout(
-                &agent.addr.parse().unwrap(),
-                Duration::from_secs(2),
-            )
-            .ok()
+    // More connections than descriptors: accept fails with EMFILE for a while. They
+    // come from eight addresses of loopback, as the agent takes at most 8 unproved
+    // connections from one.
+    let to: std::net::SocketAddr = agent.addr.parse().unwrap();
+    let held: Vec<socket2::Socket> = (0..64)
+        .filter_map(|i| {
+            let s =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+            let from: std::net::SocketAddr = format!("127.0.0.{}:0", 2 + i % 8).parse().unwrap();
+            s.bind(&from.into()).ok()?;
+            s.connect_timeout(&to.into(), Duration::from_secs(2)).ok()?;
+            Some(s)
         })
         .collect();
     std::thread::sleep(Duration::from_millis(700));
@@ -834,4 +843,65 @@ fn a_token_file_others_can_read_is_refused() {
         err.contains("mode 644") && err.contains("chmod 600"),
         "{err}"
     );
+}
+
+/// A server on loopback answering every request head with an empty 200, until the test
+/// ends; its address.
+fn empty_200_server() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                let mut b = [0u8; 4096];
+                while let Ok(n @ 1..) = conn.read(&mut b) {
+                    got.extend_from_slice(&b[..n]);
+                    while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        got.drain(..end + 4);
+                        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+                        if conn.write_all(ok).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn load_over_tls_runs_with_client_tls_and_is_told_to_use_it_without() {
+    let agent = LoopbackAgent::start_with(1024, "--tls");
+    let server = empty_200_server();
+    let load = |tls: bool| {
+        let mut cmd = Command::new(smtlab());
+        cmd.args([
+            "load",
+            &format!("http://{server}/x"),
+            "-c",
+            "2",
+            "-d",
+            "0.5",
+        ])
+        .args(["--client-hosts", &agent.addr, "--client-token"])
+        .arg(&agent.token);
+        if tls {
+            cmd.arg("--client-tls");
+        }
+        cmd.output().unwrap()
+    };
+    let out = load(true);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("requests"), "{}", text(&out));
+    let out = load(false);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--client-tls"), "{err}");
+    let lines = agent.lines.lock().unwrap().join("");
+    assert!(lines.contains("TLS"), "{lines}");
 }

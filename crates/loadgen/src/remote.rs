@@ -24,6 +24,10 @@
 //!    percentiles are those of one histogram of every agent's samples, never an average
 //!    of percentiles.
 //!
+//! With TLS ([`tls`]: `smtlab agent --tls`, `--client-tls`) the same protocol runs inside
+//! TLS 1.3, the agent's key derived from the token, so only an agent that holds the token
+//! completes the handshake and nothing after it travels in the clear.
+//!
 //! Safety (docs/security.md): an agent sends load only to the addresses its
 //! [`AllowList`] names (or, with an empty list, to this host's own, as `smtlab load`
 //! does), bounds every load in time, connections, requests and descriptors
@@ -35,10 +39,12 @@ mod allow;
 mod auth;
 mod coordinator;
 pub(crate) mod proto;
+mod tls;
 
 pub use agent::{AgentConfig, AgentEvent, AgentLimits, raise_open_file_limit, serve};
 pub use allow::AllowList;
 pub use coordinator::{AgentInfo, AgentRun, Remote, RemoteError, RemoteReport};
+pub use tls::{Channel, TlsError};
 
 #[cfg(test)]
 mod fuzz;

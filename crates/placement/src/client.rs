@@ -34,6 +34,8 @@ pub struct RemoteClients {
     /// `host:port` of each agent, in the order given.
     pub hosts: Vec<String>,
     pub token: Token,
+    /// Connect to them over TLS (`--client-tls`; agents started with `--tls`).
+    pub tls: bool,
 }
 
 /// A shared secret between agents and their coordinator; never shown.
@@ -310,6 +312,7 @@ mod tests {
         let rule = ClientRule::Remote(RemoteClients {
             hosts: vec!["10.0.0.2:7400".into()],
             token: Token::new("0123456789abcdefXYZ").unwrap(),
+            tls: false,
         });
         assert!(
             client_cpus(&t, &placed(&t, "2c1t"), &rule)

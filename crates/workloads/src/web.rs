@@ -561,7 +561,8 @@ pub(crate) fn connect_agents(
     bench: &str,
     agents: &smtlab_placement::RemoteClients,
 ) -> Result<(Remote, ServerOpts), BenchError> {
-    let remote = Remote::connect(&agents.hosts, &agents.token)
+    let channel = smtlab_loadgen::remote::Channel::tls_if(agents.tls);
+    let remote = Remote::connect(&agents.hosts, &agents.token, channel)
         .map_err(|e| unsupported(bench, e.to_string()))?;
     let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
     let opts = ServerOpts {

@@ -9,7 +9,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use smtlab_loadgen::remote::{AgentConfig, AgentLimits, AllowList, raise_open_file_limit, serve};
+use smtlab_loadgen::remote::{
+    AgentConfig, AgentLimits, AllowList, Channel, raise_open_file_limit, serve,
+};
 
 use crate::args::AgentArgs;
 
@@ -37,6 +39,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             max_connections: a.max_connections,
             ..AgentLimits::default()
         },
+        channel: Channel::tls_if(a.tls),
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -50,12 +53,16 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     };
     say(&format!(
         "smtlab agent: listening on {}; load threads on CPUs {}; load allowed to {}; loads of at most {} s \
-         and {} connections; open-file limit {open_files}",
+         and {} connections; open-file limit {open_files}; {}",
         listener.local_addr().unwrap_or(a.listen),
         cpus.to_list_string(),
         cfg.allow,
         a.max_seconds,
-        a.max_connections
+        a.max_connections,
+        match cfg.channel {
+            Channel::Tls => "TLS only (its key derived from the token)",
+            Channel::Plain => "no TLS (--tls to require it)",
+        }
     ));
     serve(
         listener,

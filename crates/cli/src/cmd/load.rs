@@ -4,7 +4,7 @@
 
 use anyhow::{Result, anyhow, bail};
 use smtlab_loadgen::Pinning;
-use smtlab_loadgen::remote::{AgentInfo, Remote};
+use smtlab_loadgen::remote::{AgentInfo, Channel, Remote};
 
 use crate::args::LoadArgs;
 use crate::render::load::{agents_json, agents_text, json, text};
@@ -18,7 +18,8 @@ pub fn run(a: &LoadArgs) -> Result<()> {
     } = crate::settings::load::load(a)?;
     let (report, remote) = match &a.client_token {
         Some(token) if !a.client_hosts.is_empty() => {
-            let mut agents = Remote::connect(&a.client_hosts, token).map_err(|e| anyhow!("{e}"))?;
+            let mut agents = Remote::connect(&a.client_hosts, token, Channel::tls_if(a.client_tls))
+                .map_err(|e| anyhow!("{e}"))?;
             let infos: Vec<AgentInfo> = agents.agents().into_iter().cloned().collect();
             let r = agents
                 .run(&cfg, &[request], &[1.0])

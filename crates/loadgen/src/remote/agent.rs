@@ -7,11 +7,12 @@
 //! [`proto::MAX_HANDSHAKE_LINE_BYTES`], and at most [`AgentLimits::max_handshakes`] such
 //! connections are served at once (more are closed at accept).
 
+use std::collections::HashMap;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use smtlab_placement::Token;
@@ -21,6 +22,7 @@ use super::auth::{self, Role};
 use super::proto::{
     self, FromAgent, Greeting, LoadSpec, RecvError, Refusal, ToAgent, Wire, WireReport,
 };
+use super::tls::{self, Channel, TlsError, TlsStream};
 use crate::sys::{self, PeerState};
 use crate::{ClientPool, LoadConfig, Mix, Pinning, RequestSpec};
 
@@ -32,6 +34,8 @@ pub struct AgentConfig {
     /// Its load threads' CPUs (thread i on `cpus[i % len]`); empty: unpinned.
     pub cpus: Vec<u32>,
     pub limits: AgentLimits,
+    /// TLS: coordinators must connect with TLS, and nothing else is taken.
+    pub channel: Channel,
 }
 
 /// What one load of a coordinator may ask for at most, and what unproved connections
@@ -50,6 +54,9 @@ pub struct AgentLimits {
     pub idle_timeout: Duration,
     /// Connections that have not proved the token yet, at once; more are closed at once.
     pub max_handshakes: usize,
+    /// Of those, from one address: so that one host cannot hold every place and lock
+    /// out a coordinator elsewhere.
+    pub max_handshakes_per_host: usize,
     /// The time a connection has, from its accept, to prove the token: one deadline for
     /// every line of the handshake.
     pub handshake_timeout: Duration,
@@ -67,6 +74,7 @@ impl Default for AgentLimits {
             max_coordinators: 16,
             idle_timeout: Duration::from_secs(3600),
             max_handshakes: 64,
+            max_handshakes_per_host: 8,
             handshake_timeout: Duration::from_secs(5),
             max_open_files: 0,
         }
@@ -163,8 +171,12 @@ type OnEvent = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 /// What the connections of one agent share.
 struct Shared {
     cfg: AgentConfig,
+    /// With [`Channel::Tls`]: the agent's side of TLS, keyed by the token.
+    tls: Option<Arc<rustls::ServerConfig>>,
     on_event: OnEvent,
     handshakes: Arc<AtomicUsize>,
+    /// Unproved connections per peer address (none kept at zero).
+    handshakes_by_host: Arc<Mutex<HashMap<IpAddr, usize>>>,
     coordinators: Arc<AtomicUsize>,
     files: Arc<FileBudget>,
 }
@@ -190,6 +202,43 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One of the places of one peer address, given back when dropped.
+struct HostSlot {
+    hosts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl HostSlot {
+    fn take(
+        hosts: &Arc<Mutex<HashMap<IpAddr, usize>>>,
+        ip: IpAddr,
+        most: usize,
+    ) -> Option<HostSlot> {
+        let mut held = hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(ip).or_insert(0);
+        if *n >= most {
+            return None;
+        }
+        *n += 1;
+        Some(HostSlot {
+            hosts: hosts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for HostSlot {
+    fn drop(&mut self) {
+        let mut held = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
+        }
     }
 }
 
@@ -258,10 +307,16 @@ pub fn serve(
     if cfg.limits.max_open_files > 0 {
         total = total.min(cfg.limits.max_open_files);
     }
+    let tls = match cfg.channel {
+        Channel::Plain => None,
+        Channel::Tls => Some(tls::server_config(&cfg.token).map_err(io::Error::other)?),
+    };
     let shared = Arc::new(Shared {
         cfg,
+        tls,
         on_event,
         handshakes: Arc::new(AtomicUsize::new(0)),
+        handshakes_by_host: Arc::new(Mutex::new(HashMap::new())),
         coordinators: Arc::new(AtomicUsize::new(0)),
         files: Arc::new(FileBudget {
             limit,
@@ -311,7 +366,15 @@ pub fn serve(
 /// Whether it was admitted: one beyond the bound is closed unread, nothing spent on it.
 fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> bool {
     let accepted = Instant::now();
-    let Some(slot) = Slot::take(&shared.handshakes, shared.cfg.limits.max_handshakes) else {
+    let limits = &shared.cfg.limits;
+    let Some(host) = HostSlot::take(
+        &shared.handshakes_by_host,
+        peer.ip(),
+        limits.max_handshakes_per_host,
+    ) else {
+        return false;
+    };
+    let Some(slot) = Slot::take(&shared.handshakes, limits.max_handshakes) else {
         return false;
     };
     let sh = shared.clone();
@@ -323,7 +386,7 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> bool {
                 stream,
                 peer,
                 accepted + sh.cfg.limits.handshake_timeout,
-                slot,
+                (slot, host),
             );
             (sh.on_event)(event);
         });
@@ -351,9 +414,11 @@ impl ClosedUnread {
             (shared.on_event)(AgentEvent::Refused {
                 peer,
                 reason: format!(
-                    "closed unread: {} connections proving the token already \
-                     ({} closed so since the last such line)",
-                    shared.cfg.limits.max_handshakes, self.since_told
+                    "closed unread: too many connections proving the token (at most {} in \
+                     all, {} from one address; {} closed so since the last such line)",
+                    shared.cfg.limits.max_handshakes,
+                    shared.cfg.limits.max_handshakes_per_host,
+                    self.since_told
                 ),
             });
             *self = ClosedUnread {
@@ -371,17 +436,16 @@ fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     deadline: Instant,
-    handshake: Slot,
+    handshake: (Slot, HostSlot),
 ) -> AgentEvent {
     let lost = AgentEvent::Lost {
         peer,
         during_load: false,
     };
-    if stream.set_nonblocking(false).is_err() {
-        return lost;
-    }
-    let Ok(mut wire) = Wire::new(stream, proto::MAX_HANDSHAKE_LINE_BYTES) else {
-        return lost;
+    let mut wire = match open(sh, stream, deadline) {
+        Ok(wire) => wire,
+        Err(None) => return lost,
+        Err(Some(reason)) => return AgentEvent::Refused { peer, reason },
     };
     if let Err(e) = prove(&mut wire, &sh.cfg, deadline) {
         return match e {
@@ -406,6 +470,58 @@ fn connection(
     }
     (sh.on_event)(AgentEvent::Accepted { peer });
     coordinator(&mut wire, peer, sh)
+}
+
+/// The wire of a new connection: in TLS when the agent takes TLS only (its handshake by
+/// `deadline`). `Err(None)`: the connection was lost; `Err(Some(why))`: it was refused.
+fn open(sh: &Shared, stream: TcpStream, deadline: Instant) -> Result<Wire, Option<String>> {
+    stream.set_nonblocking(false).map_err(|_| None)?;
+    let first = first_byte(&stream, deadline);
+    let Some(config) = &sh.tls else {
+        let mut wire = Wire::new(stream, proto::MAX_HANDSHAKE_LINE_BYTES).map_err(|_| None)?;
+        if first == Some(TLS_HANDSHAKE_RECORD) {
+            // A TLS coordinator reads this as no TLS at all, and says so at once.
+            let reason = "a TLS hello: this agent runs without --tls";
+            return Err(Some(refuse_line(&mut wire, reason)));
+        }
+        return Ok(wire);
+    };
+    if first == Some(b'{') {
+        // A coordinator in the clear reads this line; it would not understand an alert.
+        let mut wire = Wire::new(stream, proto::MAX_HANDSHAKE_LINE_BYTES).map_err(|_| None)?;
+        let reason = "this agent takes TLS only (it runs with --tls): add --client-tls";
+        return Err(Some(refuse_line(&mut wire, reason)));
+    }
+    Wire::prepare(&stream).map_err(|_| None)?;
+    match TlsStream::accept(stream, config.clone(), deadline) {
+        Ok(tls) => Wire::tls(tls, proto::MAX_HANDSHAKE_LINE_BYTES).map_err(|_| None),
+        Err(TlsError::Handshake(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(None),
+        Err(e) => Err(Some(e.to_string())),
+    }
+}
+
+/// The first byte of a TLS connection: a record of the handshake (RFC 8446, 5.1).
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// The first byte a connection sends by `deadline`, left unread; `None` if none came.
+fn first_byte(stream: &TcpStream, deadline: Instant) -> Option<u8> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    stream
+        .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+        .ok()?;
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first) {
+        Ok(1) => Some(first[0]),
+        _ => None,
+    }
+}
+
+/// Sends a refusal on a wire that has not proved anything; the refusal's words.
+fn refuse_line(wire: &mut Wire, reason: &str) -> String {
+    let _ = wire.send(&FromAgent::Refused {
+        reason: reason.into(),
+    });
+    reason.to_string()
 }
 
 fn refuse(wire: &mut Wire, peer: SocketAddr, reason: String) -> AgentEvent {
@@ -683,7 +799,7 @@ enum Seen {
 
 /// Watches the coordinator's connection until `finished()` (looked at every 10 ms, and
 /// at `until` if sooner): a close or any byte from the coordinator ends the watch at once.
-fn watch(wire: &Wire, until: Option<Instant>, finished: impl Fn() -> bool) -> Seen {
+fn watch(wire: &mut Wire, until: Option<Instant>, finished: impl Fn() -> bool) -> Seen {
     if wire.has_pending() {
         return Seen::Spoke;
     }
@@ -706,7 +822,7 @@ fn watch(wire: &Wire, until: Option<Instant>, finished: impl Fn() -> bool) -> Se
 /// Waits for the start instant, runs the load, and watches the coordinator's connection
 /// all the while: if it closes, or the coordinator sends anything, the load is not
 /// started or is stopped (within the load threads' 50 ms tick).
-fn run(wire: &Wire, pool: &ClientPool, p: Prepared, at_unix_ns: u64) -> Ran {
+fn run(wire: &mut Wire, pool: &ClientPool, p: Prepared, at_unix_ns: u64) -> Ran {
     let Prepared { mut load, mix, .. } = p;
     let now = proto::unix_ns();
     if at_unix_ns > now + MAX_START_AHEAD.as_nanos() as u64 {

@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smtlab_placement::Token;
 
 use super::auth::{self, Role};
 use super::proto::{self, FromAgent, LoadSpec, RecvError, Refusal, ToAgent, Wire, WireReport};
+use super::tls::{self, Channel, TlsStream};
 use crate::LoadConfig;
 use crate::http::{ErrorKind, RequestSpec};
 use crate::stats::LoadReport;
@@ -96,6 +98,11 @@ pub enum RemoteError {
          side, or not an smtlab agent): nothing more was sent to it"
     )]
     Unproved { addr: String },
+    #[error(
+        "agent {addr}: TLS: {error} (is the agent started with --tls, and with the same \
+         token?)"
+    )]
+    Tls { addr: String, error: String },
     #[error("request refused before it was sent: {0}")]
     Request(String),
     #[error("agent {addr}: protocol error {during}: {what}")]
@@ -206,15 +213,26 @@ impl std::fmt::Debug for Remote {
 }
 
 impl Remote {
-    /// Connects to every agent of `hosts` (`host:port`), says hello with `token` and
-    /// measures each one's clock offset.
-    pub fn connect(hosts: &[String], token: &Token) -> Result<Remote, RemoteError> {
+    /// Connects to every agent of `hosts` (`host:port`), over TLS when `channel` says
+    /// so, says hello with `token` and measures each one's clock offset.
+    pub fn connect(
+        hosts: &[String],
+        token: &Token,
+        channel: Channel,
+    ) -> Result<Remote, RemoteError> {
         if hosts.is_empty() {
             return Err(RemoteError::Config("names no agent".into()));
         }
+        let tls = match channel {
+            Channel::Plain => None,
+            Channel::Tls => Some(
+                tls::client_config(token)
+                    .map_err(|e| RemoteError::Config(format!("cannot set up TLS: {e}")))?,
+            ),
+        };
         let mut agents = Vec::with_capacity(hosts.len());
         for addr in hosts {
-            agents.push(connect_one(addr, token)?);
+            agents.push(connect_one(addr, token, tls.as_ref())?);
         }
         Ok(Remote {
             agents,
@@ -441,7 +459,11 @@ fn check_times(
     Ok(())
 }
 
-fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
+fn connect_one(
+    addr: &str,
+    token: &Token,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<Agent, RemoteError> {
     let fail = |error: String| RemoteError::Connect {
         addr: addr.to_string(),
         error,
@@ -454,8 +476,20 @@ fn connect_one(addr: &str, token: &Token) -> Result<Agent, RemoteError> {
     let stream =
         TcpStream::connect_timeout(&sock, CONNECT_TIMEOUT).map_err(|e| fail(e.to_string()))?;
     let local_ip = stream.local_addr().map_err(|e| fail(e.to_string()))?.ip();
-    let wire =
-        Wire::new(stream, proto::MAX_HANDSHAKE_LINE_BYTES).map_err(|e| fail(e.to_string()))?;
+    let wire = match tls {
+        None => Wire::new(stream, proto::MAX_HANDSHAKE_LINE_BYTES),
+        Some(config) => {
+            let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+            let tls = TlsStream::connect(stream, config.clone(), deadline).map_err(|e| {
+                RemoteError::Tls {
+                    addr: addr.to_string(),
+                    error: e.to_string(),
+                }
+            })?;
+            Wire::tls(tls, proto::MAX_HANDSHAKE_LINE_BYTES)
+        }
+    }
+    .map_err(|e| fail(e.to_string()))?;
     let mut agent = Agent {
         info: AgentInfo {
             addr: addr.to_string(),

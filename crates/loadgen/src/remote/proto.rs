@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use serde::{Deserialize, Serialize};
 
+use super::tls::TlsStream;
 use crate::http::{ErrorKind, RequestSpec};
 use crate::stats::{ConnStats, LoadReport};
 
@@ -446,7 +447,7 @@ impl WireReport {
 
 /// One end of the connection: the stream and the bytes read past the last line.
 pub struct Wire {
-    stream: TcpStream,
+    stream: Conn,
     /// Bytes read but not yet returned as a line; never more than `max_line_bytes` + 1.
     pending: Vec<u8>,
     max_line_bytes: usize,
@@ -468,20 +469,70 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The buffer kept between lines, at most: a long line's memory is returned after it.
 const KEEP_BYTES: usize = 64 << 10;
 
+/// The connection a wire reads and writes: plain TCP, or TLS over it.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+        }
+    }
+}
+
 impl Wire {
     /// A wire that reads lines of at most `max_line_bytes` (the newline included).
     pub fn new(stream: TcpStream, max_line_bytes: usize) -> io::Result<Wire> {
+        Wire::prepare(&stream)?;
+        Ok(Wire::over(Conn::Plain(stream), max_line_bytes))
+    }
+
+    /// A wire over a TCP stream whose TLS handshake is done.
+    pub fn tls(stream: TlsStream, max_line_bytes: usize) -> io::Result<Wire> {
+        Wire::prepare(stream.tcp())?;
+        Ok(Wire::over(Conn::Tls(Box::new(stream)), max_line_bytes))
+    }
+
+    /// Small messages leave at once, and a peer that does not read fails a write in time.
+    pub fn prepare(stream: &TcpStream) -> io::Result<()> {
         stream.set_nodelay(true)?;
-        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-        Ok(Wire {
+        stream.set_write_timeout(Some(WRITE_TIMEOUT))
+    }
+
+    fn over(stream: Conn, max_line_bytes: usize) -> Wire {
+        Wire {
             stream,
             pending: Vec::new(),
             max_line_bytes,
-        })
+        }
     }
 
+    /// The TCP stream under the wire (its timeouts, its descriptor, its shutdown).
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        match &self.stream {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => s.tcp(),
+        }
     }
 
     /// Lines longer than this are refused from now on (the limit after authentication
@@ -490,9 +541,13 @@ impl Wire {
         self.max_line_bytes = max_line_bytes;
     }
 
-    /// Whether bytes of a next message were read already.
-    pub fn has_pending(&self) -> bool {
+    /// Whether bytes of a next message were read already (TLS records included).
+    pub fn has_pending(&mut self) -> bool {
         !self.pending.is_empty()
+            || match &mut self.stream {
+                Conn::Plain(_) => false,
+                Conn::Tls(s) => s.has_pending(),
+            }
     }
 
     pub fn send<T: Serialize>(&mut self, msg: &T) -> io::Result<()> {
@@ -552,7 +607,7 @@ impl Wire {
                 }
                 None => None,
             };
-            self.stream
+            self.stream()
                 .set_read_timeout(timeout)
                 .map_err(RecvError::Io)?;
             // Never more than one byte past the limit: what tells a line too long.
@@ -563,7 +618,9 @@ impl Wire {
                 Err(e) => match e.kind() {
                     io::ErrorKind::Interrupted => {}
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {}
-                    io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted => {
+                    io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::UnexpectedEof => {
                         return Err(RecvError::Closed);
                     }
                     _ => return Err(RecvError::Io(e)),

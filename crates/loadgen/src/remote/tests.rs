@@ -11,7 +11,7 @@ use smtlab_placement::Token;
 use super::coordinator::merge;
 use super::proto::{FromAgent, LoadSpec, ToAgent, Wire, WireReport};
 use super::*;
-use super::{auth, proto};
+use super::{auth, proto, tls};
 use crate::stats::{LoadReport, histogram};
 use crate::tests::{Behaviour, serve as test_server};
 use crate::{LoadConfig, RequestSpec, Rng};
@@ -124,6 +124,10 @@ pub(super) fn agent(allow: &str) -> TestAgent {
 }
 
 fn agent_with(allow: &str, limits: AgentLimits) -> TestAgent {
+    agent_on(allow, limits, Channel::Plain)
+}
+
+fn agent_on(allow: &str, limits: AgentLimits, channel: Channel) -> TestAgent {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let stop = Arc::new(AtomicBool::new(false));
@@ -132,6 +136,7 @@ fn agent_with(allow: &str, limits: AgentLimits) -> TestAgent {
         allow: AllowList::parse(allow).unwrap(),
         cpus: Vec::new(),
         limits,
+        channel,
     };
     let stop2 = stop.clone();
     let events = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -159,7 +164,8 @@ fn two_agents_run_one_load_and_their_counts_add_up() {
     let server = test_server(Behaviour::Good(100));
     let (a, b) = (agent("127.0.0.1"), agent("127.0.0.0/8"));
     let token = Token::new(TOKEN).unwrap();
-    let mut remote = Remote::connect(&[a.addr.clone(), b.addr.clone()], &token).unwrap();
+    let mut remote =
+        Remote::connect(&[a.addr.clone(), b.addr.clone()], &token, Channel::Plain).unwrap();
     assert_eq!(remote.agents().len(), 2);
     // Loopback: one clock, so the offset is within the round trip.
     for info in remote.agents() {
@@ -206,7 +212,7 @@ fn two_agents_run_one_load_and_their_counts_add_up() {
 fn a_wrong_token_is_refused() {
     let a = agent("127.0.0.1");
     let wrong = Token::new("another-token-of-length").unwrap();
-    let e = Remote::connect(std::slice::from_ref(&a.addr), &wrong)
+    let e = Remote::connect(std::slice::from_ref(&a.addr), &wrong, Channel::Plain)
         .unwrap_err()
         .to_string();
     assert!(e.contains("wrong token") && e.contains(&a.addr), "{e}");
@@ -217,8 +223,12 @@ fn a_wrong_token_is_refused() {
 fn a_target_outside_the_allow_list_gets_no_load() {
     let server = test_server(Behaviour::Good(10));
     let a = agent("10.99.0.0/16");
-    let mut remote =
-        Remote::connect(std::slice::from_ref(&a.addr), &Token::new(TOKEN).unwrap()).unwrap();
+    let mut remote = Remote::connect(
+        std::slice::from_ref(&a.addr),
+        &Token::new(TOKEN).unwrap(),
+        Channel::Plain,
+    )
+    .unwrap();
     let e = remote
         .run(
             &load_to(server.addr, 1, 100),
@@ -236,8 +246,12 @@ fn a_target_outside_the_allow_list_gets_no_load() {
 fn an_agent_bounds_a_load_in_time() {
     let server = test_server(Behaviour::Good(10));
     let a = agent("127.0.0.1");
-    let mut remote =
-        Remote::connect(std::slice::from_ref(&a.addr), &Token::new(TOKEN).unwrap()).unwrap();
+    let mut remote = Remote::connect(
+        std::slice::from_ref(&a.addr),
+        &Token::new(TOKEN).unwrap(),
+        Channel::Plain,
+    )
+    .unwrap();
     let e = remote
         .run(
             &load_to(server.addr, 1, 60_000),
@@ -269,7 +283,8 @@ fn errors_are_counted_per_agent_and_summed() {
     let server = test_server(Behaviour::Status500);
     let (a, b) = (agent("127.0.0.1"), agent("127.0.0.1"));
     let token = Token::new(TOKEN).unwrap();
-    let mut remote = Remote::connect(&[a.addr.clone(), b.addr.clone()], &token).unwrap();
+    let mut remote =
+        Remote::connect(&[a.addr.clone(), b.addr.clone()], &token, Channel::Plain).unwrap();
     let r = remote
         .run(
             &load_to(server.addr, 2, 200),
@@ -291,11 +306,23 @@ fn errors_are_counted_per_agent_and_summed() {
 
 /// A connection to agent `addr` that has done the handshake of protocol 2 by hand.
 fn raw_coordinator(addr: &str) -> Wire {
-    let mut wire = Wire::new(
-        std::net::TcpStream::connect(addr).unwrap(),
-        proto::MAX_LINE_BYTES,
-    )
-    .unwrap();
+    raw_coordinator_on(addr, Channel::Plain)
+}
+
+fn raw_coordinator_on(addr: &str, channel: Channel) -> Wire {
+    raw_coordinator_over(std::net::TcpStream::connect(addr).unwrap(), channel)
+}
+
+fn raw_coordinator_over(stream: std::net::TcpStream, channel: Channel) -> Wire {
+    let mut wire = match channel {
+        Channel::Plain => Wire::new(stream, proto::MAX_LINE_BYTES).unwrap(),
+        Channel::Tls => {
+            let config = tls::client_config(&Token::new(TOKEN).unwrap()).unwrap();
+            let deadline = std::time::Instant::now() + REPLY;
+            let stream = tls::TlsStream::connect(stream, config, deadline).unwrap();
+            Wire::tls(stream, proto::MAX_LINE_BYTES).unwrap()
+        }
+    };
     let ours = auth::nonce().unwrap();
     wire.send(&ToAgent::Hello {
         version: proto::VERSION,
@@ -363,9 +390,22 @@ fn first_line(s: &mut std::net::TcpStream, secs: u64) -> String {
 /// Prepares a 4 s load on `wire`, starts it `ahead` from now, lets it run `run_ms`, then
 /// does `leave`; how long after `leave` the server's count stopped growing (up to 2 s).
 fn stop_delay(leave: impl FnOnce(Wire), ahead_ms: u64, run_ms: u64) -> (u64, Duration) {
+    stop_delay_on(Channel::Plain, leave, ahead_ms, run_ms)
+}
+
+fn stop_delay_on(
+    channel: Channel,
+    leave: impl FnOnce(Wire),
+    ahead_ms: u64,
+    run_ms: u64,
+) -> (u64, Duration) {
     let server = test_server(Behaviour::Good(10));
-    let a = agent("127.0.0.1");
-    let mut wire = raw_coordinator(&a.addr);
+    let limits = AgentLimits {
+        max_duration: Duration::from_secs(5),
+        ..AgentLimits::default()
+    };
+    let a = agent_on("127.0.0.1", limits, channel);
+    let mut wire = raw_coordinator_on(&a.addr, channel);
     wire.send(&ToAgent::Prepare {
         spec: Box::new(spec_to(server.addr, 4_000)),
     })
@@ -483,7 +523,7 @@ fn slow_unproved_connections_hold_no_slot_and_end_at_the_handshake_deadline() {
     }
     // More slow peers than coordinator slots, and a coordinator still gets in.
     let token = Token::new(TOKEN).unwrap();
-    Remote::connect(std::slice::from_ref(&a.addr), &token).unwrap();
+    Remote::connect(std::slice::from_ref(&a.addr), &token, Channel::Plain).unwrap();
     for s in &mut slow {
         let _ = s.write_all(b" ");
         let line = first_line(s, 3);
@@ -538,7 +578,37 @@ fn connections_beyond_the_handshake_bound_are_closed_and_the_bound_comes_back() 
     drop(held);
     std::thread::sleep(Duration::from_millis(200));
     let token = Token::new(TOKEN).unwrap();
-    Remote::connect(std::slice::from_ref(&a.addr), &token).unwrap();
+    Remote::connect(std::slice::from_ref(&a.addr), &token, Channel::Plain).unwrap();
+}
+
+#[test]
+fn one_host_cannot_hold_every_handshake_place() {
+    let a = agent_with(
+        "127.0.0.1",
+        AgentLimits {
+            max_handshakes_per_host: 3,
+            ..AgentLimits::default()
+        },
+    );
+    let held: Vec<std::net::TcpStream> = (0..3)
+        .map(|_| std::net::TcpStream::connect(&a.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut extra = std::net::TcpStream::connect(&a.addr).unwrap();
+    assert_eq!(first_line(&mut extra, 3), "", "a fourth from 127.0.0.1");
+    // Another address of this host is another host to the agent: it gets in.
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: std::net::SocketAddr = "127.0.0.2:0".parse().unwrap();
+    other.bind(&from.into()).unwrap();
+    let to: std::net::SocketAddr = a.addr.parse().unwrap();
+    other.connect(&to.into()).unwrap();
+    let mut wire = raw_coordinator_over(other.into(), Channel::Plain);
+    wire.send(&ToAgent::Ping).unwrap();
+    assert!(matches!(
+        wire.recv(Some(REPLY)).unwrap(),
+        FromAgent::Pong { .. }
+    ));
+    drop(held);
 }
 
 #[test]
@@ -594,7 +664,7 @@ fn a_fake_agent_learns_nothing_of_the_token() {
             auth::encode(&[7u8; 32])
         )]
     });
-    let e = Remote::connect(&[addr], &Token::new(TOKEN).unwrap()).unwrap_err();
+    let e = Remote::connect(&[addr], &Token::new(TOKEN).unwrap(), Channel::Plain).unwrap_err();
     assert!(matches!(e, RemoteError::Unproved { .. }), "{e}");
     let sent = String::from_utf8(h.join().unwrap()).unwrap();
     assert!(!sent.contains(TOKEN), "{sent}");
@@ -674,7 +744,8 @@ fn forged_requests_are_refused_by_the_coordinator_and_the_agent() {
     forged[3].headers = vec!["X-A: b\r\nInjected: 1".into()];
     forged[4].headers = vec!["Bad Name: b".into()];
     for spec in &forged {
-        let mut remote = Remote::connect(std::slice::from_ref(&a.addr), &token).unwrap();
+        let mut remote =
+            Remote::connect(std::slice::from_ref(&a.addr), &token, Channel::Plain).unwrap();
         let e = remote
             .run(
                 &load_to(server.addr, 1, 100),
@@ -724,8 +795,12 @@ fn a_load_beyond_the_descriptors_free_is_refused_in_one_line() {
         m => panic!("{m:?}"),
     }
     // One that fits still runs.
-    let mut remote =
-        Remote::connect(std::slice::from_ref(&a.addr), &Token::new(TOKEN).unwrap()).unwrap();
+    let mut remote = Remote::connect(
+        std::slice::from_ref(&a.addr),
+        &Token::new(TOKEN).unwrap(),
+        Channel::Plain,
+    )
+    .unwrap();
     let r = remote
         .run(
             &load_to(server.addr, 2, 100),
@@ -868,7 +943,9 @@ fn a_coordinator_refuses_an_agent_that_lies() {
     let token = Token::new(TOKEN).unwrap();
     // A clock 56 years off.
     let (addr, h) = lying_agent(|| 0, |_| plausible_report().0);
-    let e = Remote::connect(&[addr], &token).unwrap_err().to_string();
+    let e = Remote::connect(&[addr], &token, Channel::Plain)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("more than a day"), "{e}");
     h.join().unwrap();
     // Counts of u64::MAX, and 10 requests in a window of 10^18 ns.
@@ -911,7 +988,7 @@ fn a_coordinator_refuses_an_agent_that_lies() {
     ];
     for (lie, expected) in lies {
         let (addr, h) = lying_agent(proto::unix_ns, lie);
-        let mut remote = Remote::connect(&[addr], &token).unwrap();
+        let mut remote = Remote::connect(&[addr], &token, Channel::Plain).unwrap();
         let e = remote
             .run(
                 &load_to("127.0.0.1:1".parse().unwrap(), 2, 1000),
@@ -924,4 +1001,190 @@ fn a_coordinator_refuses_an_agent_that_lies() {
         drop(remote);
         h.join().unwrap();
     }
+}
+
+// ---- TLS ------------------------------------------------------------------------
+
+fn tls_agent() -> TestAgent {
+    let limits = AgentLimits {
+        max_duration: Duration::from_secs(5),
+        handshake_timeout: Duration::from_secs(2),
+        ..AgentLimits::default()
+    };
+    agent_on("127.0.0.1", limits, Channel::Tls)
+}
+
+/// A TCP relay to `to` for one connection, keeping every byte that passes either way.
+struct Relay {
+    addr: String,
+    seen: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Relay {
+    fn to(to: &str) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (to, kept) = (to.to_string(), seen.clone());
+        std::thread::spawn(move || {
+            let Ok((inside, _)) = listener.accept() else {
+                return;
+            };
+            let outside = std::net::TcpStream::connect(&to).unwrap();
+            let pipe = |mut from: std::net::TcpStream, mut into: std::net::TcpStream| {
+                let kept = kept.clone();
+                std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut b = [0u8; 4096];
+                    while let Ok(n @ 1..) = from.read(&mut b) {
+                        kept.lock().unwrap().extend_from_slice(&b[..n]);
+                        if into.write_all(&b[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = into.shutdown(std::net::Shutdown::Write);
+                })
+            };
+            let up = pipe(inside.try_clone().unwrap(), outside.try_clone().unwrap());
+            let down = pipe(outside, inside);
+            let _ = (up.join(), down.join());
+        });
+        Relay { addr, seen }
+    }
+
+    fn saw(&self, text: &str) -> bool {
+        let seen = self.seen.lock().unwrap();
+        seen.windows(text.len()).any(|w| w == text.as_bytes())
+    }
+}
+
+/// One load through a relay that keeps the control connection's bytes; the relay.
+fn load_through_relay(channel: Channel) -> Relay {
+    let server = test_server(Behaviour::Good(100));
+    let a = match channel {
+        Channel::Plain => agent("127.0.0.1"),
+        Channel::Tls => tls_agent(),
+    };
+    let relay = Relay::to(&a.addr);
+    let token = Token::new(TOKEN).unwrap();
+    let mut remote = Remote::connect(std::slice::from_ref(&relay.addr), &token, channel).unwrap();
+    let r = remote
+        .run(
+            &load_to(server.addr, 3, 200),
+            &[RequestSpec::get("/a-path-to-look-for")],
+            &[1.0],
+        )
+        .unwrap();
+    assert!(
+        r.merged.requests > 0 && r.merged.error_count() == 0,
+        "{r:?}"
+    );
+    drop(remote);
+    relay
+}
+
+#[test]
+fn over_tls_a_load_runs_and_nothing_of_the_protocol_is_in_the_clear() {
+    let plain = load_through_relay(Channel::Plain);
+    let tls = load_through_relay(Channel::Tls);
+    // The words a listener on the path reads without TLS, and cannot with it.
+    for word in [
+        "hello",
+        "challenge",
+        "welcome",
+        "prepare",
+        "a-path-to-look-for",
+    ] {
+        assert!(plain.saw(word), "the plain relay should see {word:?}");
+        assert!(!tls.saw(word), "{word:?} crossed in the clear over TLS");
+    }
+    assert!(tls.seen.lock().unwrap().len() > 1000);
+}
+
+#[test]
+fn over_tls_an_agent_with_another_token_fails_the_handshake() {
+    let a = tls_agent();
+    let wrong = Token::new("another-token-of-length").unwrap();
+    let e = Remote::connect(std::slice::from_ref(&a.addr), &wrong, Channel::Tls).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, RemoteError::Tls { .. }), "{e:?}");
+    assert!(text.contains("not the one this token gives"), "{text}");
+    assert!(!text.contains('\n'), "{text}");
+}
+
+#[test]
+fn a_tls_agent_tells_a_coordinator_in_the_clear_to_use_tls() {
+    let a = tls_agent();
+    let token = Token::new(TOKEN).unwrap();
+    let began = std::time::Instant::now();
+    let e = Remote::connect(std::slice::from_ref(&a.addr), &token, Channel::Plain)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--client-tls") && e.contains(&a.addr), "{e}");
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+#[test]
+fn a_tls_coordinator_fails_at_once_against_an_agent_in_the_clear() {
+    let a = agent("127.0.0.1");
+    let token = Token::new(TOKEN).unwrap();
+    let began = std::time::Instant::now();
+    let e = Remote::connect(std::slice::from_ref(&a.addr), &token, Channel::Tls).unwrap_err();
+    assert!(matches!(e, RemoteError::Tls { .. }), "{e:?}");
+    assert!(e.to_string().contains("--tls"), "{e}");
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+#[test]
+fn over_tls_the_load_stops_when_the_coordinator_closes_or_speaks() {
+    let (during, delay) = stop_delay_on(Channel::Tls, drop, 0, 300);
+    assert!(during > 0, "the load ran");
+    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+    let (during, delay) = stop_delay_on(
+        Channel::Tls,
+        |mut w| {
+            let _ = w.send(&ToAgent::Ping);
+            std::thread::sleep(Duration::from_secs(3));
+        },
+        0,
+        300,
+    );
+    assert!(during > 0, "the load ran");
+    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+}
+
+#[test]
+fn over_tls_a_silent_or_half_hello_ends_at_the_handshake_deadline() {
+    use std::io::Write;
+    let a = tls_agent();
+    let mut silent = std::net::TcpStream::connect(&a.addr).unwrap();
+    let mut half = std::net::TcpStream::connect(&a.addr).unwrap();
+    // The first bytes of a TLS record header, then nothing.
+    half.write_all(&[0x16, 0x03, 0x01]).unwrap();
+    let began = std::time::Instant::now();
+    for s in [&mut silent, &mut half] {
+        assert_eq!(first_line(s, 10), "");
+    }
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_millis(1_500) && took < Duration::from_secs(5),
+        "{took:?} for a 2 s deadline"
+    );
+    assert!(
+        a.events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("did not finish in time")),
+        "{:?}",
+        a.events.lock().unwrap()
+    );
 }
