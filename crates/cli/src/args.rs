@@ -335,6 +335,11 @@ pub struct BenchArgs {
     /// standard output, in place of the tables).
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
+    /// Also store the cells, each as it is measured, as a run (suite `bench`) in this
+    /// results database (a file, or postgresql://user@host/db), for `report` and
+    /// `compare`. Without it `bench` stores nothing.
+    #[arg(long, value_name = "FILE|URL")]
+    pub db: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -35,59 +35,137 @@ pub struct NewRun {
     pub plan: Vec<CellKey>,
 }
 
-/// Saves each cell as it is measured and hands it to the printer.
+/// Saves each cell as it is measured, keeps it for the summary, and hands it to the
+/// printer. The one place a measuring command's cells are kept.
 pub struct StoreSink<'p> {
-    store: Store,
-    path: PathBuf,
+    place: Place,
+    /// The run in the store; 0 while none was created.
     pub run_id: i64,
-    lease: Lease,
+    /// When the sink was made: the run's start, also when it is created later.
+    started_unix_s: u64,
     printer: Box<dyn FnMut(Shown<'_>) -> Result<()> + 'p>,
     pub cells: Vec<CellRecord>,
     pub skipped: Vec<SkippedCell>,
     error: Option<anyhow::Error>,
 }
 
+/// Where the cells go.
+enum Place {
+    /// Nowhere: kept in memory only (`bench` without `--db`).
+    Memory,
+    /// The store at `path`, where the run is created with its first cell (so a command
+    /// that fails before any cell stores nothing).
+    Pending { path: PathBuf, run: Box<NewRun> },
+    /// The run, created.
+    Store(Box<Open>),
+}
+
+/// A run created in a store.
+struct Open {
+    store: Store,
+    path: PathBuf,
+    lease: Lease,
+}
+
 impl<'p> StoreSink<'p> {
-    /// Creates the run in the store at `path` (created if missing).
+    /// Creates the run in the store at `path` (created if missing) now.
     pub fn begin(
         path: &Path,
         run: NewRun,
         printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
     ) -> Result<Self> {
-        let mut store = Store::open(path)?;
-        let meta = RunMeta {
-            id: 0,
+        let mut sink = StoreSink::lazy(path, run, printer);
+        sink.open()?;
+        Ok(sink)
+    }
+
+    /// The run is created in the store at `path` with its first cell, if any.
+    pub fn lazy(
+        path: &Path,
+        run: NewRun,
+        printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
+    ) -> Self {
+        StoreSink::at(
+            Place::Pending {
+                path: path.to_path_buf(),
+                run: Box::new(run),
+            },
+            printer,
+        )
+    }
+
+    /// Cells kept for the summary, and stored nowhere.
+    pub fn memory(printer: impl FnMut(Shown<'_>) -> Result<()> + 'p) -> Self {
+        StoreSink::at(Place::Memory, printer)
+    }
+
+    fn at(place: Place, printer: impl FnMut(Shown<'_>) -> Result<()> + 'p) -> Self {
+        StoreSink {
+            place,
+            run_id: 0,
             started_unix_s: unix_now_s(),
-            finished_unix_s: None,
-            status: RunStatus::Running,
-            command_line: std::env::args().collect(),
-            suite: Some(run.suite.into()),
-            environment: run.environment,
-            topology: run.topology,
-            config: run.config,
-            plan: run.plan,
-            notes: run.notes,
-        };
-        let run_id = store.create_run(&meta)?;
-        let lease = store.lease_run(run_id)?;
-        Ok(StoreSink {
-            store,
-            path: path.to_path_buf(),
-            run_id,
-            lease,
             printer: Box::new(printer),
             cells: Vec::new(),
             skipped: Vec::new(),
             error: None,
+        }
+    }
+
+    /// The open store, its lease and the run's id, the run created first if it is
+    /// pending; `None` in memory.
+    fn open(&mut self) -> Result<Option<(&mut Store, &mut Lease, i64)>> {
+        if let Place::Pending { path, run } = &self.place {
+            let mut store = Store::open(path)?;
+            let run = run.as_ref();
+            let meta = RunMeta {
+                id: 0,
+                started_unix_s: self.started_unix_s,
+                finished_unix_s: None,
+                status: RunStatus::Running,
+                command_line: std::env::args().collect(),
+                suite: Some(run.suite.into()),
+                environment: run.environment.clone(),
+                topology: run.topology.clone(),
+                config: run.config.clone(),
+                plan: run.plan.clone(),
+                notes: run.notes.clone(),
+            };
+            self.run_id = store.create_run(&meta)?;
+            let lease = store.lease_run(self.run_id)?;
+            self.place = Place::Store(Box::new(Open {
+                store,
+                path: path.clone(),
+                lease,
+            }));
+        }
+        Ok(match &mut self.place {
+            Place::Store(open) => Some((&mut open.store, &mut open.lease, self.run_id)),
+            _ => None,
         })
+    }
+
+    /// The run as stored, once a cell was saved.
+    pub fn stored(&mut self) -> Result<Option<smtlab_model::RunResults>> {
+        let id = self.run_id;
+        match &mut self.place {
+            Place::Store(open) => Ok(Some(open.store.load_run(id)?)),
+            _ => Ok(None),
+        }
     }
 
     /// Marks the run finished, or interrupted when `stopped`, and says where it is
     /// (`db_arg`: the `--db` given, repeated in the hint). An error a save or the
-    /// printer met ends it here.
+    /// printer met ends it here. A run never created (no cell, or in memory) is left so.
     pub fn finish(mut self, stopped: bool, db_arg: Option<&Path>) -> Result<Self> {
+        let Place::Store(open) = &mut self.place else {
+            return match self.error.take() {
+                Some(e) => Err(e),
+                None => Ok(self),
+            };
+        };
+        let Open { store, path, .. } = open.as_mut();
         if let Some(e) = self.error.take() {
-            let _ = self.store.mark_interrupted(self.run_id);
+            let _ = store.mark_interrupted(self.run_id);
             return Err(e);
         }
         let status = if stopped {
@@ -95,18 +173,51 @@ impl<'p> StoreSink<'p> {
         } else {
             RunStatus::Finished
         };
-        self.store.finish_run(self.run_id, status, unix_now_s())?;
+        store.finish_run(self.run_id, status, unix_now_s())?;
         if stopped {
             crate::term::note_fit(&format!(
                 "interrupted: {} cells saved in run {} in {}",
                 self.cells.len(),
                 self.run_id,
-                smtlab_model::quote::path(&self.path)
+                smtlab_model::quote::path(path)
             ));
         } else {
-            crate::term::note_fit(&saved_line(self.run_id, &self.path, db_arg));
+            crate::term::note_fit(&saved_line(self.run_id, path, db_arg));
         }
         Ok(self)
+    }
+
+    /// What a measuring command goes on with once its session ended and its printer
+    /// finished (`shown`): this sink, or the exit code when a signal stopped it with
+    /// nothing to show (with `empty_ends`, no cell measured is nothing). A failure that is
+    /// not the stop's is the command's error; either way a run cut short stays, marked
+    /// interrupted.
+    pub fn settle(
+        self,
+        stop: &crate::settings::Stop,
+        shown: Result<()>,
+        empty_ends: bool,
+    ) -> Result<std::result::Result<Self, std::process::ExitCode>> {
+        let empty = empty_ends && self.cells.is_empty();
+        match stop.settle(shown, |()| empty) {
+            Ok(Ok(())) => Ok(Ok(self)),
+            Ok(Err(code)) => {
+                self.abandon();
+                Ok(Err(code))
+            }
+            Err(e) => {
+                self.abandon();
+                Err(e)
+            }
+        }
+    }
+
+    /// Marks a created run interrupted, as a command that failed leaves it: what was
+    /// measured before the failure stays.
+    pub fn abandon(mut self) {
+        if let Place::Store(open) = &mut self.place {
+            let _ = open.store.mark_interrupted(self.run_id);
+        }
     }
 
     fn fail(&mut self, e: anyhow::Error) -> ControlFlow<()> {
@@ -118,11 +229,16 @@ impl<'p> StoreSink<'p> {
 impl SessionObserver for StoreSink<'_> {
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
         let cell = m.record;
-        if let Err(e) = self.store.save_cell(self.run_id, cell) {
-            return self.fail(e.into());
-        }
-        if let Err(e) = self.lease.heartbeat() {
-            return self.fail(e.into());
+        let saved = self.open().and_then(|open| match open {
+            Some((store, lease, id)) => {
+                store.save_cell(id, cell)?;
+                lease.heartbeat()?;
+                Ok(())
+            }
+            None => Ok(()),
+        });
+        if let Err(e) = saved {
+            return self.fail(e);
         }
         if let Some(note) = m.counters_note {
             crate::term::note_fit(&format!(
@@ -138,8 +254,12 @@ impl SessionObserver for StoreSink<'_> {
     }
 
     fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
-        if let Err(e) = self.store.save_skipped(self.run_id, s) {
-            return self.fail(e.into());
+        let saved = self.open().and_then(|open| match open {
+            Some((store, _, id)) => Ok(store.save_skipped(id, s)?),
+            None => Ok(()),
+        });
+        if let Err(e) = saved {
+            return self.fail(e);
         }
         if let Err(e) = (self.printer)(Shown::Skipped(s)) {
             return self.fail(e);

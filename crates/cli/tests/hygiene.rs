@@ -137,3 +137,93 @@ fn an_exec_stopped_by_a_signal_blames_nothing_and_stores_nothing_unmeasured() {
     assert!(!err.contains("error"), "{err}");
     assert!(!db.exists(), "an empty run was stored: {err}");
 }
+
+/// The runs of `report --json` and `runs --json` for the store at `db`.
+fn stored(db: &Path) -> (serde_json::Value, serde_json::Value) {
+    let json = |args: &[&str]| {
+        let out = smtlab().args(args).arg("--db").arg(db).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    (json(&["runs", "--json"]), json(&["report", "--json"]))
+}
+
+#[test]
+fn an_exec_keeps_each_placement_as_it_is_measured_when_a_later_one_is_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("r.db");
+    let (count, second) = (tmp.path().join("count"), tmp.path().join("second"));
+    // Two quick runs on the first placement, then the second placement's run waits.
+    let script = format!(
+        "echo x >> {c}; if [ $(wc -l < {c}) -gt 2 ]; then touch {s}; sleep 30; fi",
+        c = count.display(),
+        s = second.display()
+    );
+    let child = smtlab()
+        .args(["exec", "--reps", "2", "--warmup", "0"])
+        .args(["--placements", "1c1t,2c1t", "--db"])
+        .arg(&db)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !second.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no second placement"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Before the stop, the first placement is in the store already.
+    let (runs, report) = stored(&db);
+    assert_eq!(runs[0]["status"], "running", "{runs}");
+    assert_eq!(report["cells"].as_array().unwrap().len(), 1, "{report}");
+    // SAFETY: kill(2) on our own child's pid, not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = bounded::output(child, "the stopped exec");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    let (runs, report) = stored(&db);
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    assert_eq!(runs[0]["suite"], "exec", "{runs}");
+    assert_eq!(report["cells"][0]["placement"]["name"], "1c1t", "{report}");
+}
+
+#[test]
+fn bench_stores_each_cell_with_db_and_nothing_without() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("r.db");
+    let bench = |db: Option<&Path>| {
+        let mut cmd = smtlab();
+        cmd.args(["bench", "null-syscall", "-p", "1c1t,2c1t", "--quick"])
+            .args(["--max-samples", "3", "--json"])
+            .env("SMTLAB_DB", tmp.path().join("default.db"));
+        if let Some(db) = db {
+            cmd.arg("--db").arg(db);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (json, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (json, err) = bench(Some(&db));
+    assert_eq!(json["run"]["id"], 1, "{json}");
+    assert!(err.contains("saved as run 1"), "{err}");
+    let (runs, report) = stored(&db);
+    assert_eq!(runs[0]["suite"], "bench", "{runs}");
+    assert_eq!(runs[0]["status"], "finished", "{runs}");
+    assert_eq!(report["cells"].as_array().unwrap().len(), 2, "{report}");
+    // The stored cells are the ones shown, figure for figure.
+    for i in 0..2 {
+        assert_eq!(
+            report["cells"][i]["result"]["summary"]["mean"],
+            json["cells"][i]["result"]["summary"]["mean"]
+        );
+    }
+    let (json, err) = bench(None);
+    assert_eq!(json["run"]["id"], 0, "{json}");
+    assert!(!err.contains("saved as run"), "{err}");
+    assert!(!tmp.path().join("default.db").exists());
+}

@@ -99,6 +99,7 @@ pub fn window_text(repeat: usize, interleaved: bool) -> String {
 }
 
 /// A measured cell, as the observer receives it.
+#[derive(Clone, Copy)]
 pub struct Measured<'a> {
     pub record: &'a CellRecord,
     /// Why the cell has no counters although they were asked for.
@@ -115,6 +116,49 @@ pub trait SessionObserver {
     fn measured(&mut self, cell: Measured<'_>) -> ControlFlow<()>;
     /// A cell could not be measured; `Break` stops the session.
     fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()>;
+}
+
+/// Two observers in turn, the first first (a store, then what shows the cell): each cell
+/// reaches the second only if the first goes on, so a cell the first refuses (or failed
+/// to save) is neither shown nor kept by the second. Nest pairs for more.
+impl<A: SessionObserver, B: SessionObserver> SessionObserver for (A, B) {
+    fn cell_started(&mut self, key: &CellKey) {
+        self.0.cell_started(key);
+        self.1.cell_started(key);
+    }
+
+    fn sample(&mut self, key: &CellKey, round: usize, index: usize) {
+        self.0.sample(key, round, index);
+        self.1.sample(key, round, index);
+    }
+
+    fn measured(&mut self, cell: Measured<'_>) -> ControlFlow<()> {
+        self.0.measured(cell)?;
+        self.1.measured(cell)
+    }
+
+    fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
+        self.0.skipped(cell)?;
+        self.1.skipped(cell)
+    }
+}
+
+impl<T: SessionObserver + ?Sized> SessionObserver for &mut T {
+    fn cell_started(&mut self, key: &CellKey) {
+        (**self).cell_started(key);
+    }
+
+    fn sample(&mut self, key: &CellKey, round: usize, index: usize) {
+        (**self).sample(key, round, index);
+    }
+
+    fn measured(&mut self, cell: Measured<'_>) -> ControlFlow<()> {
+        (**self).measured(cell)
+    }
+
+    fn skipped(&mut self, cell: &SkippedCell) -> ControlFlow<()> {
+        (**self).skipped(cell)
+    }
 }
 
 /// Why a session ended early.

@@ -2,23 +2,28 @@
 //! every placement to the first (the SMT yield when the first is `1c1t` and another is
 //! `1c2t`). Settings ([`crate::settings::bench`]), then the cells in their SMT states
 //! ([`smtlab_runner::experiment::smt::measure_groups`]), shown as they are measured and
-//! summed up ([`crate::live::bench`]).
+//! summed up ([`crate::live::bench`]); with `--db`, stored as they are measured.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use smtlab_bench::Params;
-use smtlab_model::BenchInfo;
+use smtlab_model::{BenchInfo, Environment};
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
+use smtlab_runner::session::Group;
 
 use crate::args::BenchArgs;
 use crate::live::bench::{BenchPrinter, summary};
 use crate::settings::{self, unix_now_s};
+use crate::sink::{NewRun, StoreSink};
 
 pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // Everything is checked before anything is printed or measured.
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    if let Some(db) = &args.db {
+        smtlab_store::Store::check_target(db)?;
+    }
     let s = settings::bench::bench(args, machine)?;
     for note in s.notes.iter().cloned().chain(
         (!args.json)
@@ -49,35 +54,42 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // The SMT states take turns per benchmark and parameter set, so a drift of the
     // machine's speed falls on both states rather than on one whole pass.
     let groups = smt::turns(s.groups(), &s.states);
+    // With --db each cell is stored as it is measured (suite `bench`); the printer sees
+    // it first, so a benchmark that fails ends the command before it is stored.
+    let mut sink = match &args.db {
+        Some(db) => StoreSink::lazy(db, new_run(&s, &env, &groups), |_| Ok(())),
+        None => StoreSink::memory(|_| Ok(())),
+    };
     smt::measure_groups(
         &engine,
         settings::Stop::protection(),
         &s.topo,
         groups,
-        &mut printer,
+        &mut (&mut printer, &mut sink),
     )?;
     // A stopped session's cells are shown as any others; what failed because of the
     // stop is not the workload's failure.
-    let measured = match stop.settle(printer.finish(), |_| false)? {
-        Ok(m) => m,
+    let sink = match sink.settle(&stop, printer.finish(), false)? {
+        Ok(k) => k,
         Err(code) => return Ok(code),
     };
-    let n_cells = measured.0.len();
-    summary(s, args, text, measured, |s, cells, skipped| {
-        crate::sink::finished_run(
-            None,
-            started,
-            env,
-            s.topo,
-            s.cfg,
-            Vec::new(),
-            cells,
-            skipped,
-        )
-    })?;
+    let n_cells = sink.cells.len();
+    summary(s, args, text, sink, (started, env, stop.signalled()))?;
     if stop.signalled() {
         crate::term::note_fit(&stop.interrupted_line(n_cells));
         return Ok(stop.exit_code());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run `bench --db` stores the cells of `groups` in: suite `bench`.
+fn new_run(s: &settings::bench::Bench, env: &Environment, groups: &[Group<'_>]) -> NewRun {
+    NewRun {
+        suite: "bench",
+        environment: env.clone(),
+        topology: s.topo.clone(),
+        config: s.cfg.clone(),
+        notes: s.notes.clone(),
+        plan: groups.iter().flatten().map(|c| c.key.clone()).collect(),
+    }
 }

@@ -1,6 +1,6 @@
 //! `smtlab exec -- CMD ARGS`: the user's own program under each placement, repeated,
-//! with the SMT yield and a plain-language verdict; stored as a run (suite `exec`) so
-//! `report` and `compare` work on it.
+//! with the SMT yield and a plain-language verdict; stored as a run (suite `exec`), each
+//! placement as it is measured, so `report` and `compare` work on it.
 //!
 //! The command is a benchmark like any other (`smtlab_runner::exec::CommandBench`, which
 //! explains how a run is pinned, watched, timed and cleaned up), measured by the same
@@ -18,13 +18,16 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
+use smtlab_model::CellKey;
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
+use smtlab_runner::session::Group;
 
 use crate::args::ExecArgs;
 use crate::live::exec::{ExecPrinter, summary};
 use crate::output::emit;
-use crate::settings::{self, unix_now_s};
+use crate::settings;
+use crate::sink::{NewRun, StoreSink};
 
 pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
@@ -47,7 +50,6 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     if text {
         emit(&crate::live::exec::header(&s, args))?;
     }
-    let started = unix_now_s();
     // Each placement is a group of its own: measured one after the other, and per
     // placement the SMT states take turns.
     let groups = smt::turns(s.groups(args.warmup as usize), &s.states);
@@ -57,33 +59,44 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // command has no client side.
     engine.interleave = false;
     let mut printer = ExecPrinter::new(&s, args, text);
+    // Each cell is stored as it is measured; the printer sees it first, so a failed
+    // run ends the command before it is stored.
+    let mut sink = StoreSink::lazy(&s.db, new_run(&s, machine, &groups), |_| Ok(()));
     smt::measure_groups(
         &engine,
         settings::Stop::protection(),
         &s.topo,
         groups,
-        &mut printer,
+        &mut (&mut printer, &mut sink),
     )?;
     // A run the stop made fail is not the command's failure; the cells measured before
-    // the stop are shown and stored (the run marked interrupted), and nothing is stored
-    // when there are none.
-    let measured = match stop.settle(printer.finish(), |m| m.0.is_empty())? {
-        Ok(m) => m,
+    // the stop are shown and stored (the run marked interrupted).
+    let sink = match sink.settle(&stop, printer.finish(), true)? {
+        Ok(k) => k,
         Err(code) => return Ok(code),
     };
-    let n_cells = measured.0.len();
-    let environment = machine.environment(&s.topo, &settings::tool());
-    summary(
-        s,
-        args,
-        text,
-        measured,
-        (started, environment),
-        stop.signalled(),
-    )?;
+    let n_cells = sink.cells.len();
+    summary(&s, args, text, sink, stop.signalled())?;
     if stop.signalled() {
         crate::term::note_fit(&stop.interrupted_line(n_cells));
         return Ok(stop.exit_code());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run the cells of `groups` go to: suite `exec`, created with its first cell.
+fn new_run(s: &settings::exec::Exec, machine: &dyn Machine, groups: &[Group<'_>]) -> NewRun {
+    let plan: Vec<CellKey> = groups.iter().flatten().map(|c| c.key.clone()).collect();
+    let mut notes = s.notes.clone();
+    if plan.len() == 1 {
+        notes.push("one placement only: no yield to compute".into());
+    }
+    NewRun {
+        suite: "exec",
+        environment: machine.environment(&s.topo, &settings::tool()),
+        topology: s.topo.clone(),
+        config: s.config.clone(),
+        notes,
+        plan,
+    }
 }

@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use anyhow::{Result, bail};
 use serde::Serialize;
 use smtlab_bench::Params;
-use smtlab_model::{BenchInfo, CellKey, CellRecord, RunResults, SkippedCell};
+use smtlab_model::{BenchInfo, CellKey, CellRecord, Environment, RunResults, SkippedCell};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::session::{Measured, SessionObserver, param_map};
 use smtlab_runner::stats::{Ratio, ratio};
@@ -16,6 +16,7 @@ use crate::args::BenchArgs;
 use crate::output::{emit, json_text};
 use crate::render;
 use crate::settings::bench::Bench;
+use crate::sink::StoreSink;
 
 #[derive(Debug, Serialize)]
 pub struct Comparison {
@@ -35,8 +36,8 @@ struct BenchOutput<'a> {
     comparisons: &'a [Comparison],
 }
 
-/// Prints `bench`'s tables as cells are measured and keeps the cells for JSON and the
-/// comparisons.
+/// Prints `bench`'s tables as cells are measured (the cells are kept by the sink beside
+/// it, [`crate::sink::StoreSink`]).
 pub struct BenchPrinter<'a> {
     /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
     bar: indicatif::ProgressBar,
@@ -51,10 +52,9 @@ pub struct BenchPrinter<'a> {
     json: bool,
     several: bool,
     params: &'a [(BenchInfo, Params)],
-    cells: Vec<CellRecord>,
-    skipped: Vec<SkippedCell>,
-    /// Index in `cells` of the current benchmark's first cell (the ratios' baseline).
-    first_of_bench: usize,
+    /// The cells of the benchmark shown last, its first the rows' baseline: for its
+    /// details.
+    current: Vec<CellRecord>,
     /// The benchmark and parameters whose heading was printed last.
     heading_for: Option<(String, std::collections::BTreeMap<String, String>)>,
     /// Why a single-benchmark run failed.
@@ -74,10 +74,7 @@ impl BenchPrinter<'_> {
     /// The measurement details of the benchmark whose rows were printed last.
     fn flush_details(&mut self) {
         if self.heading_for.is_some() && !self.json {
-            let text = render::bench::details(
-                &self.cells[self.first_of_bench..],
-                render::table::Layout::term(),
-            );
+            let text = render::bench::details(&self.current, render::table::Layout::term());
             self.out(&text);
         }
     }
@@ -109,7 +106,7 @@ impl BenchPrinter<'_> {
         }
         self.flush_details();
         self.heading_for = Some(this);
-        self.first_of_bench = self.cells.len();
+        self.current.clear();
         if !self.json
             && let Some((info, params)) = self
                 .params
@@ -155,11 +152,11 @@ impl SessionObserver for BenchPrinter<'_> {
 
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
         self.cell_done(&m.record.key());
-        let cell = m.record.clone();
+        let cell = m.record;
         self.heading_for(&cell.key());
         if !self.json {
-            let baseline = self.cells.get(self.first_of_bench);
-            let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
+            let baseline = self.current.first();
+            let mut text = render::bench::row(cell, baseline, render::table::Layout::term());
             if let Some(c) = &cell.counters {
                 text.push_str(&render::table::wrap(
                     &format!("  counters: {}", smtlab_report::counters::line(c)),
@@ -167,8 +164,8 @@ impl SessionObserver for BenchPrinter<'_> {
                 ));
             }
             for l in [
-                smtlab_report::mix::line(&cell),
-                smtlab_report::load_points::lines(&cell),
+                smtlab_report::mix::line(cell),
+                smtlab_report::load_points::lines(cell),
             ]
             .into_iter()
             .flatten()
@@ -189,7 +186,7 @@ impl SessionObserver for BenchPrinter<'_> {
                 ),
             );
         }
-        self.cells.push(cell);
+        self.current.push(cell.clone());
         if self.write_error.is_some() {
             return ControlFlow::Break(());
         }
@@ -212,7 +209,6 @@ impl SessionObserver for BenchPrinter<'_> {
             let text = format!("  skipped on {}: {}\n", cell.key.placement, cell.reason);
             self.out(&text);
         }
-        self.skipped.push(cell.clone());
         ControlFlow::Continue(())
     }
 }
@@ -240,17 +236,15 @@ impl<'a> BenchPrinter<'a> {
             json: !text,
             several: s.benches.len() > 1 || !s.states.is_empty(),
             params: headings,
-            cells: Vec::new(),
-            skipped: Vec::new(),
-            first_of_bench: 0,
+            current: Vec::new(),
             heading_for: None,
             error: None,
             write_error: None,
         }
     }
 
-    /// Ends the live output: the cells and skipped cells, or the error that ended it.
-    pub fn finish(mut self) -> Result<(Vec<CellRecord>, Vec<SkippedCell>)> {
+    /// Ends the live output; the error that ended it, if one did.
+    pub fn finish(mut self) -> Result<()> {
         self.bar.finish_and_clear();
         self.flush_details();
         if let Some(e) = self.write_error.take() {
@@ -259,50 +253,28 @@ impl<'a> BenchPrinter<'a> {
         if let Some(e) = self.error.take() {
             bail!(e);
         }
-        Ok((self.cells, self.skipped))
+        Ok(())
     }
 }
 
 /// The summary after the cells: the SMT off-vs-on table and the verdicts (`text`), the
-/// placements this machine could not give as skipped cells, then Markdown and JSON.
+/// placements this machine could not give as skipped cells, where the run was stored
+/// (with `--db`), then Markdown and JSON.
 pub fn summary(
     s: Bench,
     args: &BenchArgs,
     text: bool,
-    (cells, mut skipped): (Vec<CellRecord>, Vec<SkippedCell>),
-    results: impl FnOnce(Bench, Vec<CellRecord>, Vec<SkippedCell>) -> RunResults,
+    mut sink: StoreSink<'_>,
+    (started, env, stopped): (u64, Environment, bool),
 ) -> Result<()> {
-    let comparisons = compare(&cells);
     if text {
-        // The details end with a blank line; the SMT off vs on table does not.
-        let mut apart = false;
-        if s.states.len() == 2 {
-            let table = smtlab_report::smt_states::text(&cells);
-            apart = !table.is_empty();
-            emit(&table)?;
-        }
-        let mut lines = crate::verdict::bench(&cells);
-        if !s.unmeasured.is_empty() {
-            let names: Vec<String> = s.unmeasured.iter().map(|(p, _)| p.clone()).collect();
-            lines.push(crate::verdict::unmeasured(
-                &names,
-                s.topo.smt.control.as_deref(),
-            ));
-        }
-        if !lines.is_empty() {
-            if apart {
-                emit("\n")?;
-            }
-            for l in &lines {
-                emit(&render::table::wrap(l, render::table::Layout::term()))?;
-            }
-        }
+        verdicts(&s, &sink.cells)?;
     }
     // The SMT placements this machine cannot give are in the results as skipped cells,
     // with the reason, like any other cell that could not be measured.
     for (_, info, params) in &s.sets {
         for (spec, reason) in &s.unmeasured {
-            skipped.push(SkippedCell {
+            let _ = sink.skipped(&SkippedCell {
                 key: CellKey {
                     benchmark: info.name.clone(),
                     params: param_map(params),
@@ -313,16 +285,56 @@ pub fn summary(
             });
         }
     }
+    let sink = sink.finish(stopped, args.db.as_deref())?;
     if let Some(path) = &args.export_markdown {
-        crate::output::export_markdown(path, &cells)?;
+        crate::output::export_markdown(path, &sink.cells)?;
     }
     if args.json {
-        let results = results(s, cells, skipped);
+        let comparisons = compare(&sink.cells);
+        let mut results = crate::sink::finished_run(
+            None,
+            started,
+            env,
+            s.topo,
+            s.cfg,
+            Vec::new(),
+            sink.cells,
+            sink.skipped,
+        );
+        results.run.id = sink.run_id;
         let out = BenchOutput {
             results: &results,
             comparisons: &comparisons,
         };
         return emit(&json_text(&out)?);
+    }
+    Ok(())
+}
+
+/// The SMT off vs on table and the verdict lines.
+fn verdicts(s: &Bench, cells: &[CellRecord]) -> Result<()> {
+    // The details end with a blank line; the SMT off vs on table does not.
+    let mut apart = false;
+    if s.states.len() == 2 {
+        let table = smtlab_report::smt_states::text(cells);
+        apart = !table.is_empty();
+        emit(&table)?;
+    }
+    let mut lines = crate::verdict::bench(cells);
+    if !s.unmeasured.is_empty() {
+        let names: Vec<String> = s.unmeasured.iter().map(|(p, _)| p.clone()).collect();
+        lines.push(crate::verdict::unmeasured(
+            &names,
+            s.topo.smt.control.as_deref(),
+        ));
+    }
+    if !lines.is_empty() {
+        if apart {
+            emit("\n")?;
+        }
+        for l in &lines {
+            emit(&render::table::wrap(l, render::table::Layout::term()))?;
+        }
     }
     Ok(())
 }

@@ -1,23 +1,25 @@
 //! What `exec` shows while the command runs under each placement (a row per placement
 //! with its CPU time and counters), and its summary: the verdict or the SMT off-vs-on
-//! table, the run stored (suite `exec`), Markdown and JSON.
+//! table, where the run was stored (suite `exec`, cell by cell: [`crate::sink`]),
+//! Markdown and JSON.
 
 use std::ops::ControlFlow;
 
 use anyhow::Result;
 use smtlab_model::stats;
-use smtlab_model::{CellKey, CellRecord, Environment, SkippedCell};
+use smtlab_model::{CellKey, CellRecord, SkippedCell};
 use smtlab_runner::exec::{ExecValue, shell_join};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::session::{Measured, SessionObserver};
-use smtlab_store::Store;
 
 use crate::args::ExecArgs;
 use crate::output::emit;
 use crate::render;
 use crate::settings::exec::Exec;
+use crate::sink::StoreSink;
 
-/// Prints each placement's row as it is measured; the first failure ends the command.
+/// Prints each placement's row as it is measured; the first failure ends the command
+/// (before the cell reaches the store: a failed run is not a skipped cell).
 pub struct ExecPrinter {
     /// Progress on standard error (hidden when not a terminal, with --quiet or --json).
     bar: indicatif::ProgressBar,
@@ -27,9 +29,8 @@ pub struct ExecPrinter {
     runs_per_cell: usize,
     /// Placements finished, so the bar stands at their runs whatever the session said.
     done_cells: usize,
-    cells: Vec<CellRecord>,
-    /// Placements a state of SMT could not give (`1c2t` with SMT off).
-    skipped: Vec<SkippedCell>,
+    /// The first placement measured: the rows' ratios are to it.
+    baseline: Option<CellRecord>,
     /// The SMT state of the placements shown last.
     shown_state: Option<smt::SmtState>,
     error: Option<anyhow::Error>,
@@ -47,19 +48,18 @@ impl ExecPrinter {
             reps,
             done_cells: 0,
             runs_per_cell,
-            cells: Vec::new(),
-            skipped: Vec::new(),
+            baseline: None,
             shown_state: None,
             error: None,
         }
     }
 
-    /// Ends the live output: the cells measured and skipped, or the error that ended it.
-    pub fn finish(self) -> Result<(Vec<CellRecord>, Vec<SkippedCell>)> {
+    /// Ends the live output; the error that ended it, if one did.
+    pub fn finish(self) -> Result<()> {
         self.bar.finish_and_clear();
         match self.error {
             Some(e) => Err(e),
-            None => Ok((self.cells, self.skipped)),
+            None => Ok(()),
         }
     }
 }
@@ -90,9 +90,9 @@ impl SessionObserver for ExecPrinter {
         self.done_cells += 1;
         self.bar
             .set_position((self.done_cells * self.runs_per_cell) as u64);
-        let cell = m.record.clone();
-        let baseline = self.cells.first();
-        let mut text = render::bench::row(&cell, baseline, render::table::Layout::term());
+        let cell = m.record;
+        let mut text =
+            render::bench::row(cell, self.baseline.as_ref(), render::table::Layout::term());
         let cpu: Vec<f64> = cell
             .result
             .samples
@@ -120,7 +120,7 @@ impl SessionObserver for ExecPrinter {
             self.error = Some(e);
             return ControlFlow::Break(());
         }
-        self.cells.push(cell);
+        self.baseline.get_or_insert_with(|| cell.clone());
         ControlFlow::Continue(())
     }
 
@@ -131,10 +131,9 @@ impl SessionObserver for ExecPrinter {
                 &self.bar,
                 &format!("note: {} skipped: {}", cell.key.placement, cell.reason),
             );
-            self.skipped.push(cell.clone());
             return ControlFlow::Continue(());
         }
-        // Nothing is stored when a run fails: the reason is the command's error, which
+        // A failed run is not stored as a cell: the reason is the command's error, which
         // already says which run of which placement failed.
         let reason = cell.reason.strip_prefix("exec: ").unwrap_or(&cell.reason);
         let reason = match reason.rfind(" (during ") {
@@ -162,23 +161,23 @@ pub fn header(s: &Exec, args: &ExecArgs) -> String {
     render::table::wrap(&line, layout) + &render::bench::header_line(layout)
 }
 
-/// The summary after the runs: the verdict (or the SMT off-vs-on table), then the run
-/// stored (as interrupted when a signal stopped it) and its Markdown and JSON.
+/// The summary after the runs: the verdict (or the SMT off-vs-on table), then where
+/// the run was stored (as interrupted when a signal stopped it), its Markdown and JSON.
 pub fn summary(
-    s: Exec,
+    s: &Exec,
     args: &ExecArgs,
     text: bool,
-    (cells, skipped): (Vec<CellRecord>, Vec<SkippedCell>),
-    (started, environment): (u64, Environment),
+    sink: StoreSink<'_>,
     interrupted: bool,
 ) -> Result<()> {
+    let cells = &sink.cells;
     let lines = if s.states.len() == 2 {
         if text {
-            emit(&smtlab_report::smt_states::text(&cells))?;
+            emit(&smtlab_report::smt_states::text(cells))?;
         }
         Vec::new()
     } else {
-        crate::verdict::command(&cells, s.topo.smt_visible())
+        crate::verdict::command(cells, s.topo.smt_visible())
     };
     if text && !lines.is_empty() {
         emit("\n")?;
@@ -186,27 +185,10 @@ pub fn summary(
             emit(&render::table::wrap(l, render::table::Layout::term()))?;
         }
     }
-    let mut notes = s.notes;
-    if cells.len() == 1 {
-        notes.push("one placement only: no yield to compute".into());
-    }
-    let mut results = crate::sink::finished_run(
-        Some("exec"),
-        started,
-        environment,
-        s.topo,
-        s.config,
-        notes,
-        cells,
-        skipped,
-    );
-    if interrupted {
-        results.run.status = smtlab_model::RunStatus::Interrupted;
-    }
-    let mut store = Store::open(&s.db)?;
-    let id = store.import_run(&results)?;
-    crate::term::note_fit(&crate::sink::saved_line(id, &s.db, args.db.db.as_deref()));
-    let stored = store.load_run(id)?;
+    let mut sink = sink.finish(interrupted, args.db.db.as_deref())?;
+    let Some(stored) = sink.stored()? else {
+        return Ok(());
+    };
     if let Some(path) = &args.export_markdown {
         crate::output::export_markdown(path, &stored.cells)?;
     }
