@@ -269,6 +269,26 @@ impl SessionObserver for StoreSink<'_> {
     }
 }
 
+/// Measures `groups` in their SMT states (restored after, also when killed), each cell
+/// shown by `printer` first and then kept (and stored) by `sink`: a cell the printer
+/// refuses (a failed run) ends the session before it is kept. The sink after.
+pub fn measure_shown<'p>(
+    engine: &smtlab_runner::experiment::Engine<'_>,
+    topo: &Topology,
+    groups: Vec<smtlab_runner::session::Group<'_>>,
+    printer: &mut dyn SessionObserver,
+    mut sink: StoreSink<'p>,
+) -> Result<StoreSink<'p>> {
+    smtlab_runner::experiment::smt::measure_groups(
+        engine,
+        crate::settings::Stop::protection(),
+        topo,
+        groups,
+        &mut (printer, &mut sink),
+    )?;
+    Ok(sink)
+}
+
 /// A co-run plan (`corun`, `penalty`) measured into a new run of `suite`, each cell
 /// saved and shown by `printer`; the sink with every cell, and the exit code when a
 /// signal stopped it.
@@ -305,8 +325,9 @@ pub struct Measuring<'m> {
     pub machine: &'m dyn smtlab_runner::machine::Machine,
     pub cfg: RunConfig,
     pub counting: Option<smtlab_runner::counting::CountingSetup>,
-    /// Where server workloads' client sides go (`--client-cpus`).
-    pub client_rule: smtlab_placement::ClientRule,
+    /// Interleaving, rounds and where server workloads' client sides go
+    /// (`--client-cpus`).
+    pub how: smtlab_runner::plan::Measuring,
     stop: crate::settings::Stop,
 }
 
@@ -330,20 +351,23 @@ impl<'m> Measuring<'m> {
             machine,
             cfg,
             counting,
-            client_rule: Default::default(),
+            how: smtlab_runner::plan::Measuring {
+                interleave: true,
+                repeat: 1,
+                client_rule: Default::default(),
+            },
             stop: crate::settings::Stop::on_signals()?,
         })
     }
 
     pub fn engine(&self) -> smtlab_runner::experiment::Engine<'_> {
-        let mut engine = smtlab_runner::experiment::Engine::new(
+        smtlab_runner::experiment::Engine::new(
             self.machine,
             &self.cfg,
             self.counting.as_ref(),
             self.stop.flag(),
-        );
-        engine.client_rule = self.client_rule.clone();
-        engine
+        )
+        .measuring(self.how.clone())
     }
 
     /// The exit code when a session that ended so was stopped by a signal (not by its

@@ -44,7 +44,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         emit(&render::bench::header_line(render::table::Layout::term()))?;
     }
     let mut measuring = Measuring::new(machine, s.cfg.clone(), args.json)?;
-    measuring.client_rule = crate::settings::client_rule(&args.client_cpus);
+    measuring.how.client_rule = crate::settings::client_rule(&args.client_cpus);
     let run = NewRun {
         suite: "advise",
         environment: machine.environment(&s.topo, &crate::settings::tool()),
@@ -57,11 +57,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // (a latency sweep's cells, planned from the capacity measured, come on top).
     let estimate = {
         let engine = measuring.engine();
-        let how = smtlab_runner::plan::Measuring {
-            interleave: engine.interleave,
-            repeat: engine.repeat,
-            client_rule: engine.client_rule.clone(),
-        };
+        let how = engine.how.clone();
         let catalog = smtlab_runner::catalog::all();
         smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
     };

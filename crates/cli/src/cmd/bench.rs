@@ -16,7 +16,7 @@ use smtlab_runner::session::Group;
 use crate::args::BenchArgs;
 use crate::live::bench::{BenchPrinter, summary};
 use crate::settings::{self, unix_now_s};
-use crate::sink::{NewRun, StoreSink};
+use crate::sink::{NewRun, StoreSink, measure_shown};
 
 pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // Everything is checked before anything is printed or measured.
@@ -47,26 +47,23 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
         .collect();
     let mut printer = BenchPrinter::new(&s, args, &headings, text);
     let stop = settings::Stop::on_signals()?;
-    let mut engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), stop.flag());
-    engine.client_rule = crate::settings::client_rule(&args.client);
-    engine.repeat = args.repeat as usize;
-    engine.interleave = args.interleave;
+    let engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), stop.flag()).measuring(
+        smtlab_runner::plan::Measuring {
+            interleave: args.interleave,
+            repeat: args.repeat as usize,
+            client_rule: crate::settings::client_rule(&args.client),
+        },
+    );
     // The SMT states take turns per benchmark and parameter set, so a drift of the
     // machine's speed falls on both states rather than on one whole pass.
     let groups = smt::turns(s.groups(), &s.states);
     // With --db each cell is stored as it is measured (suite `bench`); the printer sees
     // it first, so a benchmark that fails ends the command before it is stored.
-    let mut sink = match &args.db {
+    let sink = match &args.db {
         Some(db) => StoreSink::lazy(db, new_run(&s, &env, &groups), |_| Ok(())),
         None => StoreSink::memory(|_| Ok(())),
     };
-    smt::measure_groups(
-        &engine,
-        settings::Stop::protection(),
-        &s.topo,
-        groups,
-        &mut (&mut printer, &mut sink),
-    )?;
+    let sink = measure_shown(&engine, &s.topo, groups, &mut printer, sink)?;
     // A stopped session's cells are shown as any others; what failed because of the
     // stop is not the workload's failure.
     let sink = match sink.settle(&stop, printer.finish(), false)? {

@@ -27,7 +27,7 @@ use crate::args::ExecArgs;
 use crate::live::exec::{ExecPrinter, summary};
 use crate::output::emit;
 use crate::settings;
-use crate::sink::{NewRun, StoreSink};
+use crate::sink::{NewRun, StoreSink, measure_shown};
 
 pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
@@ -54,21 +54,20 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // placement the SMT states take turns.
     let groups = smt::turns(s.groups(args.warmup as usize), &s.states);
     let stop = settings::Stop::on_signals()?;
-    let mut engine = Engine::new(machine, &s.config, s.counting.as_ref(), stop.flag());
     // One placement after the other, as the runs of a command are usually long; a
     // command has no client side.
-    engine.interleave = false;
+    let engine = Engine::new(machine, &s.config, s.counting.as_ref(), stop.flag()).measuring(
+        smtlab_runner::plan::Measuring {
+            interleave: false,
+            repeat: 1,
+            client_rule: Default::default(),
+        },
+    );
     let mut printer = ExecPrinter::new(&s, args, text);
     // Each cell is stored as it is measured; the printer sees it first, so a failed
     // run ends the command before it is stored.
-    let mut sink = StoreSink::lazy(&s.db, new_run(&s, machine, &groups), |_| Ok(()));
-    smt::measure_groups(
-        &engine,
-        settings::Stop::protection(),
-        &s.topo,
-        groups,
-        &mut (&mut printer, &mut sink),
-    )?;
+    let sink = StoreSink::lazy(&s.db, new_run(&s, machine, &groups), |_| Ok(()));
+    let sink = measure_shown(&engine, &s.topo, groups, &mut printer, sink)?;
     // A run the stop made fail is not the command's failure; the cells measured before
     // the stop are shown and stored (the run marked interrupted).
     let sink = match sink.settle(&stop, printer.finish(), true)? {

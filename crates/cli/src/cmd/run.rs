@@ -54,9 +54,8 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let (groups, missing) = groups_of(&pending, &catalog, &topo);
     let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args, &estimate);
     // How the cells are measured; a resumed run goes on as it was started.
-    let mut engine = Engine::new(machine, &meta.config, counting.as_ref(), stop.flag());
-    engine.client_rule = crate::settings::client_rule(&args.client);
-    (engine.interleave, engine.repeat) = measuring_of(&meta);
+    let engine = Engine::new(machine, &meta.config, counting.as_ref(), stop.flag())
+        .measuring(measuring_of(&meta, args));
     // The stop flag ends the session and the SMT switch restores then (its guardian
     // should smtlab be killed).
     let protection = settings::Stop::protection();

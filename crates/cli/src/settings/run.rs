@@ -14,24 +14,27 @@ use crate::args::{RunArgs, SuiteArg};
 
 /// The runner's estimate of `cells` of the run `meta` on this machine.
 pub fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Estimate {
-    let (interleave, repeat) = measuring_of(meta);
     let catalog = smtlab_runner::catalog::all();
-    let measuring = Measuring {
-        interleave,
-        repeat,
-        client_rule: crate::settings::client_rule(&args.client),
-    };
-    estimate(cells, &catalog, topo, &meta.config, measuring)
+    estimate(
+        cells,
+        &catalog,
+        topo,
+        &meta.config,
+        measuring_of(meta, args),
+    )
 }
 
-/// Whether a run interleaves and how many rounds it measures, as its stored settings
-/// say, so `--resume` measures the rest the same way. Runs stored before these settings
-/// were kept have them only in their command line (`--no-interleave`, `--repeat N`).
-pub fn measuring_of(meta: &RunMeta) -> (bool, usize) {
+/// How a run is measured: whether it interleaves and how many rounds, as its stored
+/// settings say, so `--resume` measures the rest the same way (runs stored before these
+/// settings were kept have them only in their command line: `--no-interleave`,
+/// `--repeat N`), and where client sides go (`args`).
+pub fn measuring_of(meta: &RunMeta, args: &RunArgs) -> Measuring {
     let (line_interleave, line_repeat) = measuring_of_command_line(&meta.command_line);
-    let interleave = meta.config.interleave.unwrap_or(line_interleave);
-    let repeat = meta.config.repeat.unwrap_or(line_repeat).max(1);
-    (interleave, repeat)
+    Measuring {
+        interleave: meta.config.interleave.unwrap_or(line_interleave),
+        repeat: meta.config.repeat.unwrap_or(line_repeat).max(1),
+        client_rule: crate::settings::client_rule(&args.client),
+    }
 }
 
 /// The measuring settings of a run stored before its config kept them.
@@ -466,14 +469,19 @@ mod tests {
         meta.command_line = ["smtlab", "run", "--no-interleave", "--repeat", "3"]
             .map(String::from)
             .to_vec();
+        let args = run_args(&[]);
+        let of = |meta: &RunMeta| {
+            let m = measuring_of(meta, &args);
+            (m.interleave, m.repeat)
+        };
         // Stored before the settings were kept: the command line says them.
-        assert_eq!(measuring_of(&meta), (false, 3));
+        assert_eq!(of(&meta), (false, 3));
         // Kept in the config: the config wins over whatever the command line says.
         meta.config.interleave = Some(true);
         meta.config.repeat = Some(2);
-        assert_eq!(measuring_of(&meta), (true, 2));
+        assert_eq!(of(&meta), (true, 2));
         meta.command_line = vec!["smtlab".into(), "run".into()];
         meta.config.interleave = Some(false);
-        assert_eq!(measuring_of(&meta), (false, 2));
+        assert_eq!(of(&meta), (false, 2));
     }
 }

@@ -497,9 +497,11 @@ mod tests {
         let stop = AtomicBool::new(false);
         let engine = Engine {
             machine: &crate::machine::RealMachine,
-            client_rule: Default::default(),
-            repeat: 1,
-            interleave: true,
+            how: crate::plan::Measuring {
+                interleave: true,
+                repeat: 1,
+                client_rule: Default::default(),
+            },
             cfg: &cfg,
             clock: &Monotonic,
             counting: None,

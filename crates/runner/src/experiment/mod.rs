@@ -28,6 +28,7 @@ use crate::config::RunConfig;
 use crate::counting::CountingSetup;
 use crate::error::RunError;
 use crate::machine::Machine;
+use crate::plan::Measuring;
 use crate::session::{Counting, Ended, Group, Session, SessionObserver};
 
 /// How an experiment measures: the machine and the settings every one of its sessions
@@ -41,12 +42,9 @@ pub struct Engine<'a> {
     pub counting: Option<Counting<'a>>,
     /// Set by a signal handler to stop; cells in progress are not recorded.
     pub stop: &'a AtomicBool,
-    /// Where a benchmark's client side runs.
-    pub client_rule: ClientRule,
-    /// Rounds per cell, each from a fresh instance (at least 1).
-    pub repeat: usize,
-    /// Take the samples of a group's cells in turn.
-    pub interleave: bool,
+    /// Interleaving, rounds per cell and where a benchmark's client side runs: the
+    /// same settings a run's estimate is made with.
+    pub how: Measuring,
 }
 
 impl<'a> Engine<'a> {
@@ -68,10 +66,17 @@ impl<'a> Engine<'a> {
                 backend: machine.counting_backend(),
             }),
             stop,
-            client_rule: ClientRule::default(),
-            repeat: 1,
-            interleave: true,
+            how: Measuring {
+                interleave: true,
+                repeat: 1,
+                client_rule: ClientRule::default(),
+            },
         }
+    }
+
+    /// This engine measuring as `how` says.
+    pub fn measuring(self, how: Measuring) -> Engine<'a> {
+        Engine { how, ..self }
     }
 
     /// Measures `groups` on `topo`, each cell in the system state it needs.
@@ -85,10 +90,10 @@ impl<'a> Engine<'a> {
             topo,
             cfg: self.cfg,
             clock: self.clock,
-            client_rule: self.client_rule.clone(),
+            client_rule: self.how.client_rule.clone(),
             counting: self.counting,
-            repeat: self.repeat,
-            interleave: self.interleave,
+            repeat: self.how.repeat.max(1),
+            interleave: self.how.interleave,
             stop: self.stop,
             system: Some(self.machine),
         }
