@@ -13,9 +13,7 @@
 //! `perf_event_paranoid` -1), the error is [`CounterError::Unavailable`] with one line.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perf_event_open_sys::bindings as b;
@@ -24,7 +22,7 @@ use smtlab_model::counters::CountMode;
 use smtlab_model::counters::irqs::{IrqKind, IrqProfile, IrqStat};
 
 use crate::error::{CounterError, Needs, classify};
-use crate::ring::{RingBuffer, page_size};
+use crate::ring::{Drainer, RingBuffer, monotonic_ns, page_size, read_int};
 use crate::sys::{self, PerfFd};
 use crate::tracefs::{self, Tracepoint};
 
@@ -248,21 +246,17 @@ impl IrqTracer {
             }
         }
         let start_ns = monotonic_ns();
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = Arc::clone(&stop);
         let IrqTracer {
             cpus,
             streams,
             layout,
         } = self;
-        let thread = std::thread::Builder::new()
-            .name("smtlab-irqtrace".into())
-            .spawn(move || drain(streams, &layout, &thread_stop))
-            .map_err(|e| CounterError::io("spawn the irq trace drainer thread", e))?;
+        let drainer = Drainer::spawn("irq trace", "smtlab-irqtrace", move |stop| {
+            drain(streams, &layout, stop)
+        })?;
         Ok(RunningIrqTrace {
             cpus,
-            stop,
-            thread: Some(thread),
+            drainer,
             start_ns,
         })
     }
@@ -271,8 +265,7 @@ impl IrqTracer {
 /// Tracing in progress; [`RunningIrqTrace::stop`] returns the profile.
 pub struct RunningIrqTrace {
     cpus: CpuSet,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<(Collected, Vec<String>)>>,
+    drainer: Drainer<(Collected, Vec<String>)>,
     start_ns: u64,
 }
 
@@ -286,41 +279,15 @@ impl std::fmt::Debug for RunningIrqTrace {
 
 impl RunningIrqTrace {
     /// Disables the tracepoints, drains what is left and pairs the records.
-    pub fn stop(mut self) -> Result<IrqProfile, CounterError> {
+    pub fn stop(self) -> Result<IrqProfile, CounterError> {
         let end_ns = monotonic_ns();
-        self.stop.store(true, Ordering::Release);
-        let thread = self
-            .thread
-            .take()
-            .ok_or_else(|| CounterError::State("irq trace already stopped".into()))?;
-        let (collected, traced) = thread
-            .join()
-            .map_err(|_| CounterError::State("the irq trace drainer thread panicked".into()))?;
+        let (collected, traced) = self.drainer.finish()?;
         Ok(collected.into_profile(
             self.cpus.clone(),
             end_ns.saturating_sub(self.start_ns),
             traced,
         ))
     }
-}
-
-impl Drop for RunningIrqTrace {
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.stop.store(true, Ordering::Release);
-            let _ = t.join();
-        }
-    }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn drain(
@@ -375,16 +342,6 @@ struct Collected {
     lost: u64,
 }
 
-fn read_i64(raw: &[u8], (off, size): (usize, usize)) -> Option<i64> {
-    let bytes = raw.get(off..off + size)?;
-    Some(match size {
-        2 => i64::from(u16::from_ne_bytes(bytes.try_into().ok()?)),
-        4 => i64::from(i32::from_ne_bytes(bytes.try_into().ok()?)),
-        8 => i64::from_ne_bytes(bytes.try_into().ok()?),
-        _ => return None,
-    })
-}
-
 /// A `__data_loc char[]` field: a u32 whose low 16 bits are the string's offset in the
 /// raw record and high 16 bits its length (with the NUL).
 fn data_loc(raw: &[u8], (off, _): (usize, usize)) -> Option<String> {
@@ -416,14 +373,14 @@ impl Collected {
                 let Some(raw) = rec.get(20..20 + size as usize) else {
                     return;
                 };
-                let Some(id) = read_i64(raw, (0, 2)) else {
+                let Some(id) = read_int(raw, (0, 2)) else {
                     return;
                 };
                 let Some(p) = layout.points.get(&(id as u64)) else {
                     return;
                 };
                 let vector = match p.field {
-                    Ok(f) => match read_i64(raw, f) {
+                    Ok(f) => match read_int(raw, f) {
                         Some(v) => v,
                         None => return,
                     },

@@ -22,6 +22,81 @@ pub(crate) struct RingBuffer {
 // a `drain` call), so moving it to another thread (the drainer) is sound.
 unsafe impl Send for RingBuffer {}
 
+/// The thread that empties a tracer's rings until it is told to stop, and what it
+/// collected: stopped and joined when dropped too, so no drainer outlives its tracer.
+pub(crate) struct Drainer<T> {
+    /// What it drains, in its errors (`irq trace`, `syscall trace`).
+    what: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<T>>,
+}
+
+impl<T: Send + 'static> Drainer<T> {
+    /// Starts `drain` on a thread named `name`; it should return soon after the flag it
+    /// is given is set.
+    pub(crate) fn spawn(
+        what: &'static str,
+        name: &str,
+        drain: impl FnOnce(&std::sync::atomic::AtomicBool) -> T + Send + 'static,
+    ) -> Result<Drainer<T>, crate::CounterError> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread_stop = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || drain(&thread_stop))
+            .map_err(|e| crate::CounterError::io(format!("spawn the {what} drainer thread"), e))?;
+        Ok(Drainer {
+            what,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the drainer; what it collected.
+    pub(crate) fn finish(mut self) -> Result<T, crate::CounterError> {
+        self.stop.store(true, Ordering::Release);
+        let what = self.what;
+        let thread = self
+            .thread
+            .take()
+            .ok_or_else(|| crate::CounterError::State(format!("{what} already stopped")))?;
+        thread
+            .join()
+            .map_err(|_| crate::CounterError::State(format!("the {what} drainer thread panicked")))
+    }
+}
+
+impl<T> Drop for Drainer<T> {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.stop.store(true, Ordering::Release);
+            let _ = t.join();
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock the tracepoints' records are stamped with.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The signed integer field of a raw tracepoint record at `(offset, size)`.
+pub(crate) fn read_int(raw: &[u8], (off, size): (usize, usize)) -> Option<i64> {
+    let bytes = raw.get(off..off + size)?;
+    Some(match size {
+        2 => i64::from(u16::from_ne_bytes(bytes.try_into().ok()?)),
+        4 => i64::from(i32::from_ne_bytes(bytes.try_into().ok()?)),
+        8 => i64::from_ne_bytes(bytes.try_into().ok()?),
+        _ => return None,
+    })
+}
+
 pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

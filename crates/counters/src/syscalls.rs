@@ -25,9 +25,7 @@
 //! error is [`CounterError::Unavailable`] with one line to print after "skipped: ".
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perf_event_open_sys::bindings as b;
@@ -36,7 +34,7 @@ use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
 use smtlab_model::counters::{CountMode, CounterTarget};
 
 use crate::error::{CounterError, Needs, classify};
-use crate::ring::{RingBuffer, page_size};
+use crate::ring::{Drainer, RingBuffer, monotonic_ns, page_size, read_int};
 use crate::sys::{self, PerfFd};
 use crate::syscall_names;
 use crate::tracefs::{self, Tracepoint};
@@ -271,7 +269,6 @@ impl SyscallTracer {
 
     /// Enables the tracepoints and starts draining their buffers.
     pub fn start(self) -> Result<RunningTrace, CounterError> {
-        let stop = Arc::new(AtomicBool::new(false));
         let start_ns = monotonic_ns();
         for s in &self.streams {
             s.enter
@@ -292,19 +289,14 @@ impl SyscallTracer {
             options,
             switches,
         } = self;
-        let thread_stop = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("smtlab-systrace".into())
-            .spawn(move || {
-                let mut c = drain_loop(streams, layout, options.drain_interval, &thread_stop);
-                c.switches = switches;
-                c
-            })
-            .map_err(|e| CounterError::io("spawn the syscall trace drainer thread", e))?;
+        let drainer = Drainer::spawn("syscall trace", "smtlab-systrace", move |stop| {
+            let mut c = drain_loop(streams, layout, options.drain_interval, stop);
+            c.switches = switches;
+            c
+        })?;
         Ok(RunningTrace {
             target,
-            stop,
-            thread: Some(thread),
+            drainer,
             start_ns,
         })
     }
@@ -313,8 +305,7 @@ impl SyscallTracer {
 /// Tracing in progress; [`RunningTrace::stop`] returns the profile.
 pub struct RunningTrace {
     target: CounterTarget,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Collected>>,
+    drainer: Drainer<Collected>,
     start_ns: u64,
 }
 
@@ -328,40 +319,14 @@ impl std::fmt::Debug for RunningTrace {
 
 impl RunningTrace {
     /// Disables the tracepoints, drains what is left and pairs the records.
-    pub fn stop(mut self) -> Result<SyscallProfile, CounterError> {
+    pub fn stop(self) -> Result<SyscallProfile, CounterError> {
         let end_ns = monotonic_ns();
-        self.stop.store(true, Ordering::Release);
-        let thread = self
-            .thread
-            .take()
-            .ok_or_else(|| CounterError::State("syscall trace already stopped".into()))?;
-        let collected = thread
-            .join()
-            .map_err(|_| CounterError::State("the syscall trace drainer thread panicked".into()))?;
+        let collected = self.drainer.finish()?;
         if let Some(e) = collected.error {
             return Err(e);
         }
         Ok(collected.into_profile(self.target.clone(), end_ns.saturating_sub(self.start_ns)))
     }
-}
-
-impl Drop for RunningTrace {
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.stop.store(true, Ordering::Release);
-            let _ = t.join();
-        }
-    }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn gettid() -> u32 {
@@ -418,16 +383,6 @@ struct Collected {
     lost: u64,
     switches: bool,
     error: Option<CounterError>,
-}
-
-fn read_int(raw: &[u8], (off, size): (usize, usize)) -> Option<i64> {
-    let bytes = raw.get(off..off + size)?;
-    Some(match size {
-        2 => i64::from(u16::from_ne_bytes(bytes.try_into().ok()?)),
-        4 => i64::from(i32::from_ne_bytes(bytes.try_into().ok()?)),
-        8 => i64::from_ne_bytes(bytes.try_into().ok()?),
-        _ => return None,
-    })
 }
 
 impl Collected {
