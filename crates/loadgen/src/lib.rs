@@ -148,6 +148,12 @@ impl Rng {
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
+
+    /// Below `n` (0 when `n` is 0); the modulo's bias is negligible for the small `n`
+    /// of a workload's choices.
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
 }
 
 /// The requests a load sends, rendered for its connection mode, and how often each.

@@ -811,12 +811,7 @@ pub fn sample_from(r: &LoadReport) -> Result<RawSample, BenchError> {
         r.body_bytes as f64 / r.requests as f64,
     );
     metrics.insert(m::ERRORS.into(), 0.0);
-    metrics.insert(m::LATENCY_P50_NS.into(), p.p50_ns as f64);
-    metrics.insert(m::LATENCY_P90_NS.into(), p.p90_ns as f64);
-    metrics.insert(m::LATENCY_P99_NS.into(), p.p99_ns as f64);
-    metrics.insert(m::LATENCY_P999_NS.into(), p.p999_ns as f64);
-    metrics.insert(m::LATENCY_MAX_NS.into(), p.max_ns as f64);
-    metrics.insert("latency_mean_ns".into(), p.mean_ns);
+    crate::web::latency_metrics(&mut metrics, &p);
     Ok(RawSample {
         elapsed_ns: r.window_ns,
         work: r.requests as f64,

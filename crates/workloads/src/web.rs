@@ -623,6 +623,14 @@ impl Loaded {
             Loaded::Remote(r) => &r.merged,
         }
     }
+
+    /// The load's report, its agents' parts (if any) added to `tally` first.
+    pub(crate) fn tallied(&self, tally: &mut AgentTally) -> &LoadReport {
+        if let Loaded::Remote(r) = self {
+            tally.add(r);
+        }
+        self.report()
+    }
 }
 
 impl Driver {
@@ -779,6 +787,19 @@ impl Drop for WebInstance {
     }
 }
 
+/// The latency percentiles, maximum and mean of a load as a sample's metrics.
+pub(crate) fn latency_metrics(
+    metrics: &mut std::collections::BTreeMap<String, f64>,
+    p: &smtlab_loadgen::Percentiles,
+) {
+    metrics.insert(m::LATENCY_P50_NS.into(), p.p50_ns as f64);
+    metrics.insert(m::LATENCY_P90_NS.into(), p.p90_ns as f64);
+    metrics.insert(m::LATENCY_P99_NS.into(), p.p99_ns as f64);
+    metrics.insert(m::LATENCY_P999_NS.into(), p.p999_ns as f64);
+    metrics.insert(m::LATENCY_MAX_NS.into(), p.max_ns as f64);
+    metrics.insert("latency_mean_ns".into(), p.mean_ns);
+}
+
 /// A sample from one load: value from body bytes; errors fail the sample, so a cell
 /// with errors says so instead of reporting throughput.
 pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
@@ -809,12 +830,7 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
     );
     metrics.insert(m::ERRORS.into(), errors as f64);
     metrics.insert(m::CONNECTS.into(), r.connects as f64);
-    metrics.insert(m::LATENCY_P50_NS.into(), p.p50_ns as f64);
-    metrics.insert(m::LATENCY_P90_NS.into(), p.p90_ns as f64);
-    metrics.insert(m::LATENCY_P99_NS.into(), p.p99_ns as f64);
-    metrics.insert(m::LATENCY_P999_NS.into(), p.p999_ns as f64);
-    metrics.insert(m::LATENCY_MAX_NS.into(), p.max_ns as f64);
-    metrics.insert("latency_mean_ns".into(), p.mean_ns);
+    latency_metrics(&mut metrics, &p);
     // The distribution at 1% steps (and 99.9%), for plots.
     let mut q: Vec<f64> = (1..100)
         .map(|i| r.latency.value_at_quantile(i as f64 / 100.0) as f64)

@@ -26,6 +26,7 @@ use nfs3_client::nfs3_types::nfs3::{
 use nfs3_client::nfs3_types::rpc::{auth_unix, opaque_auth};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
 use nfs3_client::{Nfs3Client, Nfs3ConnectionBuilder};
+use smtlab_loadgen::Rng;
 
 use super::udp::{Conn, Transport};
 
@@ -489,34 +490,17 @@ impl Pacer {
     }
 }
 
-/// A small generator for the mix's choices (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-
-    fn op(&mut self) -> Op {
-        let total: f64 = MIX.iter().map(|(_, w)| w).sum();
-        let mut u = (self.next() >> 11) as f64 / (1u64 << 53) as f64 * total;
-        for (op, w) in MIX {
-            if u < w {
-                return op;
-            }
-            u -= w;
+/// The next operation of the mix, by its weights.
+fn next_op(rng: &mut Rng) -> Op {
+    let total: f64 = MIX.iter().map(|(_, w)| w).sum();
+    let mut u = rng.next_f64() * total;
+    for (op, w) in MIX {
+        if u < w {
+            return op;
         }
-        Op::Lookup
+        u -= w;
     }
+    Op::Lookup
 }
 
 /// One client's state across its operations.
@@ -826,7 +810,7 @@ pub fn client_load(
         seed,
         created: Vec::new(),
         next_name: 0,
-        rng: Rng((seed.wrapping_add(u64::from(k) * 7919)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+        rng: Rng::new(seed.wrapping_add(u64::from(k) * 7919)),
     };
     // The stock, for removes.
     st.created.extend((0..STOCK).map(|s| format!("s{s}")));
@@ -845,9 +829,9 @@ pub fn client_load(
                 // waits for the slot.
                 std::thread::sleep(at.saturating_sub(t0.elapsed()));
             }
-            let mut op = st.rng.op();
+            let mut op = next_op(&mut st.rng);
             while op == Op::Readlink && !links {
-                op = st.rng.op();
+                op = next_op(&mut st.rng);
             }
             let started = Instant::now();
             match one_op(c, op, h, shape, &mut st, &mut r).await {
@@ -897,11 +881,11 @@ mod tests {
     fn the_mix_is_sfs_3_0s_and_choices_follow_it() {
         let total: f64 = MIX.iter().map(|(_, w)| w).sum();
         assert_eq!(total, 99.0);
-        let mut rng = Rng(12345);
+        let mut rng = Rng::new(12345);
         let mut counts = [0u32; 13];
         let n = 200_000;
         for _ in 0..n {
-            counts[rng.op().index()] += 1;
+            counts[next_op(&mut rng).index()] += 1;
         }
         for (k, (op, w)) in MIX.iter().enumerate() {
             let got = f64::from(counts[k]) / f64::from(n) * 100.0;
@@ -957,7 +941,7 @@ mod tests {
         // Answers of varied lengths, some far longer than the interval: every start is
         // at or after the client is free, and by any time the starts are at most the
         // slots due by then.
-        let mut rng = Rng(99);
+        let mut rng = Rng::new(99);
         let interval = ms(10);
         let mut p = Pacer::new(interval, ms(5));
         let mut now = Duration::ZERO;

@@ -433,10 +433,7 @@ impl Instance for CapacityInstance {
                     bench: NAME.into(),
                     reason,
                 })?;
-            if let Loaded::Remote(r) = &loaded {
-                tally.add(r);
-            }
-            let r = loaded.report();
+            let r = loaded.tallied(&mut tally);
             requests += r.requests;
             bytes += r.bytes;
             errors += r.error_count();

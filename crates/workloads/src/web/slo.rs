@@ -33,7 +33,7 @@ use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::capacity::{bad, search, step_seconds};
 use super::fileset::FileSet;
-use super::{AgentTally, Custom, Driver, Loaded, Running};
+use super::{AgentTally, Custom, Driver, Running};
 
 const NAME: &str = "web-slo";
 /// The search's rate unit: rates are multiples of it.
@@ -286,10 +286,7 @@ impl Instance for SloInstance {
                 bench: NAME.into(),
                 reason,
             })?;
-            if let Loaded::Remote(r) = &loaded {
-                tally.add(r);
-            }
-            let r = loaded.report();
+            let r = loaded.tallied(&mut tally);
             errors += r.error_count();
             if first.is_none() {
                 first = Some(format!(
