@@ -114,6 +114,20 @@ fn db_fail(e: impl std::fmt::Display) -> Failure {
 
 type Reply<T> = Result<T, Failure>;
 
+/// The one row a query found, or 404 saying what is `missing`.
+fn found(
+    row: Result<Option<tokio_postgres::Row>, tokio_postgres::Error>,
+    missing: impl FnOnce() -> String,
+) -> Reply<tokio_postgres::Row> {
+    row.map_err(db_fail)?
+        .ok_or_else(|| Failure(StatusCode::NOT_FOUND, missing()))
+}
+
+/// `sql` prepared on `c`, once per connection (the connection's statement cache).
+async fn prepared(c: &deadpool_postgres::Object, sql: &str) -> Reply<tokio_postgres::Statement> {
+    c.prepare_cached(sql).await.map_err(db_fail)
+}
+
 async fn client(state: &AppState) -> Reply<deadpool_postgres::Object> {
     state.pool.get().await.map_err(db_fail)
 }
@@ -131,10 +145,7 @@ struct LoginQuery {
 
 async fn login(State(s): State<Arc<AppState>>, Query(q): Query<LoginQuery>) -> Reply<Response> {
     let c = client(&s).await?;
-    let st = c
-        .prepare_cached("UPDATE account SET logins = logins + 1 WHERE id = $1")
-        .await
-        .map_err(db_fail)?;
+    let st = prepared(&c, "UPDATE account SET logins = logins + 1 WHERE id = $1").await?;
     if c.execute(&st, &[&q.uid]).await.map_err(db_fail)? == 0 {
         return Err(Failure(
             StatusCode::NOT_FOUND,
@@ -161,17 +172,14 @@ async fn quote(
 ) -> Reply<Json<serde_json::Value>> {
     s.session(&headers)?;
     let c = client(&s).await?;
-    let st = c
-        .prepare_cached(
-            "SELECT symbol, company, price_cents, open_cents, volume FROM quote WHERE symbol = $1",
-        )
-        .await
-        .map_err(db_fail)?;
-    let row = c
-        .query_opt(&st, &[&q.s])
-        .await
-        .map_err(db_fail)?
-        .ok_or_else(|| Failure(StatusCode::NOT_FOUND, format!("no quote {}", q.s)))?;
+    let st = prepared(
+        &c,
+        "SELECT symbol, company, price_cents, open_cents, volume FROM quote WHERE symbol = $1",
+    )
+    .await?;
+    let row = found(c.query_opt(&st, &[&q.s]).await, || {
+        format!("no quote {}", q.s)
+    })?;
     let (price, open): (i64, i64) = (row.get(2), row.get(3));
     Ok(Json(json!({
         "symbol": row.get::<_, String>(0),
@@ -187,28 +195,25 @@ async fn quote(
 async fn home(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Reply<Html<String>> {
     let uid = s.session(&headers)?;
     let c = client(&s).await?;
-    let acct = c
-        .prepare_cached("SELECT name, cash_cents, logins FROM account WHERE id = $1")
-        .await
-        .map_err(db_fail)?;
-    let value = c
-        .prepare_cached(
-            "SELECT count(*), coalesce(sum(h.quantity * q.price_cents), 0)::bigint \
+    let acct = prepared(
+        &c,
+        "SELECT name, cash_cents, logins FROM account WHERE id = $1",
+    )
+    .await?;
+    let value = prepared(
+        &c,
+        "SELECT count(*), coalesce(sum(h.quantity * q.price_cents), 0)::bigint \
              FROM holding h JOIN quote q ON q.symbol = h.symbol WHERE h.account_id = $1",
-        )
-        .await
-        .map_err(db_fail)?;
-    let market = c
-        .prepare_cached(
-            "SELECT symbol, price_cents, open_cents FROM quote WHERE symbol = ANY($1) ORDER BY symbol",
-        )
-        .await
-        .map_err(db_fail)?;
-    let a = c
-        .query_opt(&acct, &[&uid])
-        .await
-        .map_err(db_fail)?
-        .ok_or_else(|| Failure(StatusCode::NOT_FOUND, format!("no account {uid}")))?;
+    )
+    .await?;
+    let market = prepared(
+        &c,
+        "SELECT symbol, price_cents, open_cents FROM quote WHERE symbol = ANY($1) ORDER BY symbol",
+    )
+    .await?;
+    let a = found(c.query_opt(&acct, &[&uid]).await, || {
+        format!("no account {uid}")
+    })?;
     let v = c.query_one(&value, &[&uid]).await.map_err(db_fail)?;
     let symbols: Vec<String> = (0..SYMBOLS_PER_USER)
         .map(|j| {
@@ -250,13 +255,12 @@ async fn home(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Reply<Html<
 async fn portfolio(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Reply<Html<String>> {
     let uid = s.session(&headers)?;
     let c = client(&s).await?;
-    let st = c
-        .prepare_cached(
-            "SELECT h.symbol, h.quantity, q.price_cents, q.open_cents FROM holding h \
+    let st = prepared(
+        &c,
+        "SELECT h.symbol, h.quantity, q.price_cents, q.open_cents FROM holding h \
              JOIN quote q ON q.symbol = h.symbol WHERE h.account_id = $1 ORDER BY h.symbol",
-        )
-        .await
-        .map_err(db_fail)?;
+    )
+    .await?;
     let rows = c.query(&st, &[&uid]).await.map_err(db_fail)?;
     let mut page = String::with_capacity(2048);
     page.push_str(
@@ -291,22 +295,20 @@ async fn account(
 ) -> Reply<Json<serde_json::Value>> {
     let uid = s.session(&headers)?;
     let c = client(&s).await?;
-    let acct = c
-        .prepare_cached("SELECT name, cash_cents, opening_cents FROM account WHERE id = $1")
-        .await
-        .map_err(db_fail)?;
-    let orders = c
-        .prepare_cached(
-            "SELECT id, symbol, kind, quantity, price_cents FROM orders \
+    let acct = prepared(
+        &c,
+        "SELECT name, cash_cents, opening_cents FROM account WHERE id = $1",
+    )
+    .await?;
+    let orders = prepared(
+        &c,
+        "SELECT id, symbol, kind, quantity, price_cents FROM orders \
              WHERE account_id = $1 ORDER BY id DESC LIMIT 5",
-        )
-        .await
-        .map_err(db_fail)?;
-    let a = c
-        .query_opt(&acct, &[&uid])
-        .await
-        .map_err(db_fail)?
-        .ok_or_else(|| Failure(StatusCode::NOT_FOUND, format!("no account {uid}")))?;
+    )
+    .await?;
+    let a = found(c.query_opt(&acct, &[&uid]).await, || {
+        format!("no account {uid}")
+    })?;
     let last: Vec<serde_json::Value> = c
         .query(&orders, &[&uid])
         .await
@@ -358,45 +360,40 @@ async fn buy(
     let uid = s.session(&headers)?;
     check_shares(o.q)?;
     let mut c = client(&s).await?;
-    let lock_quote = c
-        .prepare_cached("SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE")
-        .await
-        .map_err(db_fail)?;
-    let pay = c
-        .prepare_cached(
-            "UPDATE account SET cash_cents = cash_cents - $2 WHERE id = $1 AND cash_cents >= $2 \
+    let lock_quote = prepared(
+        &c,
+        "SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE",
+    )
+    .await?;
+    let pay = prepared(
+        &c,
+        "UPDATE account SET cash_cents = cash_cents - $2 WHERE id = $1 AND cash_cents >= $2 \
              RETURNING cash_cents",
-        )
-        .await
-        .map_err(db_fail)?;
-    let hold = c
-        .prepare_cached(
-            "INSERT INTO holding (account_id, symbol, quantity, opening_quantity) \
+    )
+    .await?;
+    let hold = prepared(
+        &c,
+        "INSERT INTO holding (account_id, symbol, quantity, opening_quantity) \
              VALUES ($1, $2, $3, 0) ON CONFLICT (account_id, symbol) \
              DO UPDATE SET quantity = holding.quantity + EXCLUDED.quantity",
-        )
-        .await
-        .map_err(db_fail)?;
-    let order = c
-        .prepare_cached(
-            "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
+    )
+    .await?;
+    let order = prepared(
+        &c,
+        "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
              VALUES ($1, $2, 'b', $3, $4) RETURNING id",
-        )
-        .await
-        .map_err(db_fail)?;
-    let tick = c
-        .prepare_cached(
-            "UPDATE quote SET price_cents = price_cents + 1, volume = volume + $2 WHERE symbol = $1",
-        )
-        .await
-        .map_err(db_fail)?;
+    )
+    .await?;
+    let tick = prepared(
+        &c,
+        "UPDATE quote SET price_cents = price_cents + 1, volume = volume + $2 WHERE symbol = $1",
+    )
+    .await?;
     let tx = c.transaction().await.map_err(db_fail)?;
-    let price: i64 = tx
-        .query_opt(&lock_quote, &[&o.s])
-        .await
-        .map_err(db_fail)?
-        .ok_or_else(|| Failure(StatusCode::NOT_FOUND, format!("no quote {}", o.s)))?
-        .get(0);
+    let price: i64 = found(tx.query_opt(&lock_quote, &[&o.s]).await, || {
+        format!("no quote {}", o.s)
+    })?
+    .get(0);
     let cost = o.q * price;
     let cash: i64 = tx
         .query_opt(&pay, &[&uid, &cost])
@@ -430,59 +427,52 @@ async fn sell(
     let uid = s.session(&headers)?;
     check_shares(o.q)?;
     let mut c = client(&s).await?;
-    let lock_quote = c
-        .prepare_cached("SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE")
-        .await
-        .map_err(db_fail)?;
-    let lock_account = c
-        .prepare_cached("SELECT cash_cents FROM account WHERE id = $1 FOR UPDATE")
-        .await
-        .map_err(db_fail)?;
-    let lock_holding = c
-        .prepare_cached(
-            "SELECT quantity FROM holding WHERE account_id = $1 AND symbol = $2 FOR UPDATE",
-        )
-        .await
-        .map_err(db_fail)?;
-    let unhold = c
-        .prepare_cached(
-            "UPDATE holding SET quantity = quantity - $3 WHERE account_id = $1 AND symbol = $2",
-        )
-        .await
-        .map_err(db_fail)?;
-    let credit = c
-        .prepare_cached(
-            "UPDATE account SET cash_cents = cash_cents + $2 WHERE id = $1 RETURNING cash_cents",
-        )
-        .await
-        .map_err(db_fail)?;
-    let order = c
-        .prepare_cached(
-            "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
+    let lock_quote = prepared(
+        &c,
+        "SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE",
+    )
+    .await?;
+    let lock_account = prepared(
+        &c,
+        "SELECT cash_cents FROM account WHERE id = $1 FOR UPDATE",
+    )
+    .await?;
+    let lock_holding = prepared(
+        &c,
+        "SELECT quantity FROM holding WHERE account_id = $1 AND symbol = $2 FOR UPDATE",
+    )
+    .await?;
+    let unhold = prepared(
+        &c,
+        "UPDATE holding SET quantity = quantity - $3 WHERE account_id = $1 AND symbol = $2",
+    )
+    .await?;
+    let credit = prepared(
+        &c,
+        "UPDATE account SET cash_cents = cash_cents + $2 WHERE id = $1 RETURNING cash_cents",
+    )
+    .await?;
+    let order = prepared(
+        &c,
+        "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
              VALUES ($1, $2, 's', $3, $4) RETURNING id",
-        )
-        .await
-        .map_err(db_fail)?;
-    let tick = c
-        .prepare_cached(
-            "UPDATE quote SET price_cents = greatest(100, price_cents - 1), volume = volume + $2 \
+    )
+    .await?;
+    let tick = prepared(
+        &c,
+        "UPDATE quote SET price_cents = greatest(100, price_cents - 1), volume = volume + $2 \
              WHERE symbol = $1",
-        )
-        .await
-        .map_err(db_fail)?;
+    )
+    .await?;
     let tx = c.transaction().await.map_err(db_fail)?;
-    let price: i64 = tx
-        .query_opt(&lock_quote, &[&o.s])
-        .await
-        .map_err(db_fail)?
-        .ok_or_else(|| Failure(StatusCode::NOT_FOUND, format!("no quote {}", o.s)))?
-        .get(0);
-    let cash: i64 = tx
-        .query_opt(&lock_account, &[&uid])
-        .await
-        .map_err(db_fail)?
-        .ok_or_else(|| Failure(StatusCode::NOT_FOUND, format!("no account {uid}")))?
-        .get(0);
+    let price: i64 = found(tx.query_opt(&lock_quote, &[&o.s]).await, || {
+        format!("no quote {}", o.s)
+    })?
+    .get(0);
+    let cash: i64 = found(tx.query_opt(&lock_account, &[&uid]).await, || {
+        format!("no account {uid}")
+    })?
+    .get(0);
     let held: i64 = tx
         .query_opt(&lock_holding, &[&uid, &o.s])
         .await
