@@ -350,6 +350,24 @@ fn check_shares(q: i64) -> Reply<()> {
     }
 }
 
+/// What every order starts with: the session's user, the number of shares checked, a
+/// connection, and the statement that locks a quote.
+async fn order_start(
+    s: &AppState,
+    headers: &HeaderMap,
+    shares: i64,
+) -> Reply<(i32, deadpool_postgres::Object, tokio_postgres::Statement)> {
+    let uid = s.session(headers)?;
+    check_shares(shares)?;
+    let c = client(s).await?;
+    let lock_quote = prepared(
+        &c,
+        "SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE",
+    )
+    .await?;
+    Ok((uid, c, lock_quote))
+}
+
 /// Buys `q` shares in one transaction; locks are taken quote, account, holding in both
 /// buy and sell, so two orders never wait on each other in a cycle.
 async fn buy(
@@ -357,14 +375,7 @@ async fn buy(
     headers: HeaderMap,
     Query(o): Query<OrderQuery>,
 ) -> Reply<Json<serde_json::Value>> {
-    let uid = s.session(&headers)?;
-    check_shares(o.q)?;
-    let mut c = client(&s).await?;
-    let lock_quote = prepared(
-        &c,
-        "SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE",
-    )
-    .await?;
+    let (uid, mut c, lock_quote) = order_start(&s, &headers, o.q).await?;
     let pay = prepared(
         &c,
         "UPDATE account SET cash_cents = cash_cents - $2 WHERE id = $1 AND cash_cents >= $2 \
@@ -424,14 +435,7 @@ async fn sell(
     headers: HeaderMap,
     Query(o): Query<OrderQuery>,
 ) -> Reply<Json<serde_json::Value>> {
-    let uid = s.session(&headers)?;
-    check_shares(o.q)?;
-    let mut c = client(&s).await?;
-    let lock_quote = prepared(
-        &c,
-        "SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE",
-    )
-    .await?;
+    let (uid, mut c, lock_quote) = order_start(&s, &headers, o.q).await?;
     let lock_account = prepared(
         &c,
         "SELECT cash_cents FROM account WHERE id = $1 FOR UPDATE",
