@@ -99,22 +99,6 @@ pub fn device_irqs(root: &Path, dev: &str) -> Vec<u32> {
     irqs.into_iter().collect()
 }
 
-/// A CPU set as an RPS mask: hexadecimal, 32-bit groups separated by commas, as the
-/// kernel prints `rps_cpus`.
-pub fn hex_mask(cpus: &CpuSet) -> String {
-    let top = cpus.iter().max().unwrap_or(0);
-    let mut words = vec![0u32; top as usize / 32 + 1];
-    for c in cpus.iter() {
-        words[c as usize / 32] |= 1 << (c % 32);
-    }
-    words
-        .iter()
-        .rev()
-        .map(|w| format!("{w:08x}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// What steering `devices` to `cpus` under `sysfs`'s root would write, with the values
 /// found now; an error when a device does not exist. Empty when nothing can be steered
 /// (no interrupts, a kernel without RPS).
@@ -157,7 +141,7 @@ pub fn plan(
                 files.push(SteerFile {
                     path,
                     before,
-                    value: hex_mask(cpus),
+                    value: cpus.to_mask_string(),
                 });
             }
         }
@@ -359,8 +343,8 @@ mod tests {
     #[test]
     fn masks_are_written_as_the_kernel_prints_them() {
         let set = |v: &[u32]| v.iter().copied().collect::<CpuSet>();
-        assert_eq!(hex_mask(&set(&[1])), "00000002");
-        assert_eq!(hex_mask(&set(&[0, 33])), "00000002,00000001");
+        assert_eq!(set(&[1]).to_mask_string(), "00000002");
+        assert_eq!(set(&[0, 33]).to_mask_string(), "00000002,00000001");
     }
 
     #[test]
