@@ -141,6 +141,9 @@ impl<'a> Engine<'a> {
     /// Runs the load for the plan's duration and returns what was counted.
     pub fn run(mut self) -> io::Result<ThreadReport> {
         let end_ns = self.plan.duration_ns;
+        // Time spent waiting for events (asleep, or spinning on empty polls): the rest of
+        // the load was the loop's own work on events.
+        let mut waited_ns = 0u64;
         for i in 0..self.conns.len() {
             let due = self.conns[i].next_due_ns;
             if self.plan.rate_per_s.is_some() && due > 0 {
@@ -190,7 +193,11 @@ impl<'a> Engine<'a> {
             if now < poll_until {
                 wait_ns = 0;
             }
+            let before = now_ns(self.origin);
             let n = sys::wait(self.epfd.as_raw_fd(), &mut events, wait_ns)?;
+            // A wait that brought nothing makes its whole turn of the loop a wait (a
+            // busy poll spins through such turns); one that brought events, its own time.
+            waited_ns += now_ns(self.origin) - if n == 0 { now } else { before };
             if n > 0 && self.plan.busy_poll_ns > 0 {
                 poll_until = now_ns(self.origin) + self.plan.busy_poll_ns;
             }
@@ -227,6 +234,7 @@ impl<'a> Engine<'a> {
         }
         let mut report = std::mem::replace(&mut self.report, ThreadReport::new());
         report.window_ns = elapsed.saturating_sub(self.plan.warmup_ns);
+        report.busy = Some((elapsed.saturating_sub(waited_ns), elapsed));
         report.conns = self.conns.iter().map(|c| c.stats.clone()).collect();
         Ok(report)
     }

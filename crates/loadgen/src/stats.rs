@@ -66,6 +66,9 @@ pub(crate) struct ThreadReport {
     pub errors: BTreeMap<ErrorKind, u64>,
     pub bad_statuses: BTreeMap<u16, u64>,
     pub conns: Vec<ConnStats>,
+    /// The thread's time not waiting for events over its whole load, warm-up
+    /// included, and that load's length.
+    pub busy: Option<(u64, u64)>,
 }
 
 impl ThreadReport {
@@ -80,6 +83,7 @@ impl ThreadReport {
             errors: BTreeMap::new(),
             bad_statuses: BTreeMap::new(),
             conns: Vec::new(),
+            busy: None,
         }
     }
 
@@ -131,7 +135,17 @@ pub struct LoadReport {
     pub bad_statuses: BTreeMap<u16, u64>,
     pub latency: Histogram<u64>,
     pub conns: Vec<ConnStats>,
+    /// The share of their time the load threads spent not waiting for events (their
+    /// own work, or waiting for a CPU), over the whole load, their mean: near 1, the
+    /// load generator itself was the limit, as the server left it nothing to wait for.
+    /// Time spent spinning on empty polls (`busy_poll`) is waiting. `None` when not
+    /// known (agents that do not say).
+    pub client_busy: Option<f64>,
 }
+
+/// From this share of their time not waiting, load threads are taken to be saturated:
+/// the load generator, not the server, set the figure.
+pub const CLIENT_SATURATED: f64 = 0.9;
 
 impl LoadReport {
     /// A report of no load: nothing counted, an empty histogram; what merges start from.
@@ -148,12 +162,21 @@ impl LoadReport {
             bad_statuses: BTreeMap::new(),
             latency: histogram(),
             conns: Vec::new(),
+            client_busy: None,
         }
     }
 
     pub(crate) fn merge(parts: Vec<ThreadReport>) -> LoadReport {
         let mut r = LoadReport::empty();
         let mut answered = 0;
+        let busy: Vec<f64> = parts
+            .iter()
+            .map(|p| p.busy.map(|(busy, wall)| busy as f64 / wall.max(1) as f64))
+            .collect::<Option<_>>()
+            .unwrap_or_default();
+        if !busy.is_empty() {
+            r.client_busy = Some(busy.iter().sum::<f64>() / busy.len() as f64);
+        }
         for p in parts {
             r.window_ns = r.window_ns.max(p.window_ns);
             r.connects += p.connects;
@@ -186,6 +209,12 @@ impl LoadReport {
 
     pub fn error_count(&self) -> u64 {
         self.errors.values().sum()
+    }
+
+    /// The load threads were saturated ([`CLIENT_SATURATED`]): what was measured is
+    /// what this load generator could do, and the server could do at least as much.
+    pub fn client_saturated(&self) -> bool {
+        self.client_busy.is_some_and(|b| b >= CLIENT_SATURATED)
     }
 
     pub fn seconds(&self) -> f64 {

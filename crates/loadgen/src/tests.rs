@@ -394,3 +394,39 @@ fn weighted_mix_follows_its_weights() {
     assert!((share - 0.75).abs() < 0.02, "{share}");
     assert!(Mix::weighted(&specs, &[0.0, 0.0], "h", true).is_err());
 }
+
+#[test]
+fn a_client_waiting_on_a_stalled_server_is_not_saturated_busy_polling_or_not() {
+    // Spinning on empty polls is waiting too.
+    for poll_us in [0, 200] {
+        // The server stalls once, at its first request: a server each.
+        let srv = serve(Behaviour::Stall {
+            after_ms: 0,
+            stall_ms: 400,
+        });
+        let mut cfg = LoadConfig::new(srv.addr, 2, Duration::from_millis(500));
+        cfg.threads = 1;
+        cfg.busy_poll = Duration::from_micros(poll_us);
+        let r = load(&cfg, None);
+        let busy = r.client_busy.expect("a thread's busy time is known");
+        assert!((0.0..0.5).contains(&busy), "busy poll {poll_us} us: {busy}");
+        assert!(!r.client_saturated());
+    }
+}
+
+#[test]
+fn load_threads_busy_all_their_time_are_the_limit_and_half_busy_ones_are_not() {
+    let part = |cpu_ns: u64, wall_ns: u64| {
+        let mut t = crate::stats::ThreadReport::new();
+        t.busy = Some((cpu_ns, wall_ns));
+        t
+    };
+    let r = LoadReport::merge(vec![part(99, 100), part(95, 100)]);
+    assert!((r.client_busy.unwrap() - 0.97).abs() < 1e-9);
+    assert!(r.client_saturated());
+    let r = LoadReport::merge(vec![part(99, 100), part(20, 100)]);
+    assert!(!r.client_saturated(), "{:?}", r.client_busy);
+    // One thread that did not say: nothing is known of the others' either.
+    let r = LoadReport::merge(vec![part(99, 100), crate::stats::ThreadReport::new()]);
+    assert_eq!(r.client_busy, None);
+}

@@ -812,6 +812,7 @@ pub fn sample_from(r: &LoadReport) -> Result<RawSample, BenchError> {
     );
     metrics.insert(m::ERRORS.into(), 0.0);
     crate::web::latency_metrics(&mut metrics, &p);
+    crate::web::client_limit(&mut metrics, r, r.requests_per_s());
     Ok(RawSample {
         elapsed_ns: r.window_ns,
         work: r.requests as f64,

@@ -800,6 +800,22 @@ pub(crate) fn latency_metrics(
     metrics.insert("latency_mean_ns".into(), p.mean_ns);
 }
 
+/// How busy the load threads were, and, when they were saturated, `value` (the
+/// sample's figure, in the benchmark's unit) as the load generator's limit: the server
+/// could do at least as much ([`smtlab_model::metrics::limit`]).
+pub(crate) fn client_limit(
+    metrics: &mut std::collections::BTreeMap<String, f64>,
+    r: &LoadReport,
+    value: f64,
+) {
+    if let Some(busy) = r.client_busy {
+        metrics.insert(m::CLIENT_BUSY.into(), busy);
+    }
+    if r.client_saturated() {
+        metrics.insert(smtlab_model::metrics::limit::LOAD_GENERATOR.into(), value);
+    }
+}
+
 /// A sample from one load: value from body bytes; errors fail the sample, so a cell
 /// with errors says so instead of reporting throughput.
 pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
@@ -831,6 +847,7 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
     metrics.insert(m::ERRORS.into(), errors as f64);
     metrics.insert(m::CONNECTS.into(), r.connects as f64);
     latency_metrics(&mut metrics, &p);
+    client_limit(&mut metrics, r, r.body_bytes as f64 / r.seconds());
     // The distribution at 1% steps (and 99.9%), for plots.
     let mut q: Vec<f64> = (1..100)
         .map(|i| r.latency.value_at_quantile(i as f64 / 100.0) as f64)

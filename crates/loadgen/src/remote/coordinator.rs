@@ -622,6 +622,11 @@ pub(crate) fn merge(parts: &[WireReport]) -> Result<LoadReport, String> {
         Ok(())
     }
     let mut r = LoadReport::empty();
+    // The agents' load threads' mean share of time on a CPU, when every agent says.
+    let busy: Option<Vec<f64>> = parts.iter().map(|p| p.client_busy).collect();
+    r.client_busy = busy
+        .filter(|b| !b.is_empty())
+        .map(|b| b.iter().sum::<f64>() / b.len() as f64);
     let mut first_conn = 0usize;
     for p in parts {
         r.window_ns = r.window_ns.max(p.window_ns);

@@ -265,6 +265,9 @@ pub struct WireReport {
     /// The latency histogram, HdrHistogram's V2 encoding in base64.
     pub latency_v2: String,
     pub conns: Vec<ConnStats>,
+    /// [`LoadReport::client_busy`]: the agent's load threads' share of time not waiting.
+    #[serde(default)]
+    pub client_busy: Option<f64>,
 }
 
 impl WireReport {
@@ -290,6 +293,7 @@ impl WireReport {
             bad_statuses: r.bad_statuses.iter().map(|(k, v)| (*k, *v)).collect(),
             latency_v2: base64::engine::general_purpose::STANDARD.encode(bytes),
             conns: r.conns.clone(),
+            client_busy: r.client_busy,
         })
     }
 
@@ -312,7 +316,16 @@ impl WireReport {
             .values()
             .try_fold(0u64, |a, &v| a.checked_add(v))
             .ok_or("error counts overflow")?;
-        let checks: [(bool, String); 7] = [
+        let checks: [(bool, String); 8] = [
+            (
+                // A thread on a CPU all the time is 1; a little over is clock skew.
+                self.client_busy
+                    .is_none_or(|b| b.is_finite() && (0.0..=1.5).contains(&b)),
+                format!(
+                    "load threads busy {:?} of their time: expected 0 to 1",
+                    self.client_busy
+                ),
+            ),
             (
                 self.window_ns <= longest_window_ns,
                 format!(

@@ -33,6 +33,7 @@ fn report_of(latencies: &[u64]) -> LoadReport {
         bad_statuses: BTreeMap::new(),
         latency: h,
         conns: Vec::new(),
+        client_busy: None,
     }
 }
 
@@ -856,8 +857,14 @@ fn impossible_reports_are_refused() {
     let (good, spec) = plausible_report();
     good.check(&spec).unwrap();
     type Break = fn(&mut WireReport);
-    let broken: [(&str, Break); 8] = [
+    let broken: [(&str, Break); 10] = [
         ("u64-max requests", |r| r.requests = u64::MAX),
+        ("load threads busy 7 times their time", |r| {
+            r.client_busy = Some(7.0);
+        }),
+        ("a busy share that is no number", |r| {
+            r.client_busy = Some(f64::NAN);
+        }),
         ("a window of u64-max", |r| r.window_ns = u64::MAX),
         ("requests without a window", |r| r.window_ns = 0),
         ("u64-max errors", |r| {
@@ -887,6 +894,11 @@ fn impossible_reports_are_refused() {
     many.requests = 10_000_000;
     let r = WireReport::from_report(&many, 0).unwrap();
     assert!(r.check(&spec2).is_err());
+    // The agents' busy shares are averaged, and known only when every agent says.
+    let (mut a, mut b) = (good.clone(), good.clone());
+    (a.client_busy, b.client_busy) = (Some(0.9), Some(1.0));
+    assert!((merge(&[a.clone(), b]).unwrap().client_busy.unwrap() - 0.95).abs() < 1e-9);
+    assert_eq!(merge(&[a, good.clone()]).unwrap().client_busy, None);
     // Counts that would overflow when added are refused by the merge, not wrapped.
     let mut huge = good.clone();
     huge.requests = u64::MAX - 10;

@@ -1242,3 +1242,43 @@ fn the_seda_server_runs_each_stage_on_threads_of_its_own_and_copies_every_byte()
         "stage threads outlive the server: {left:?}"
     );
 }
+
+#[test]
+fn a_sample_whose_load_threads_were_saturated_is_a_bound_of_the_load_generator() {
+    use smtlab_model::metrics::limit;
+    // A server answering each request head with an empty 200.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let srv = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else {
+            return;
+        };
+        let (mut got, mut b) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n @ 1..) = conn.read(&mut b) {
+            got.extend_from_slice(&b[..n]);
+            while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                got.drain(..end + 4);
+                let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                if conn.write_all(ok).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let mut cfg = LoadConfig::new(srv, 1, Duration::from_millis(100));
+    cfg.max_requests = 20;
+    let mix = Arc::new(Mix::single(
+        smtlab_loadgen::RequestSpec::get("/"),
+        "h",
+        true,
+    ));
+    let mut r = smtlab_loadgen::run(&cfg, mix, Pinning::Unpinned).unwrap();
+    r.client_busy = Some(0.4);
+    let s = sample_from("web-static", &r).unwrap();
+    assert_eq!(s.metrics.get("client_busy"), Some(&0.4));
+    assert!(!s.metrics.contains_key(limit::LOAD_GENERATOR));
+    r.client_busy = Some(0.97);
+    let s = sample_from("web-static", &r).unwrap();
+    let bound = s.metrics[limit::LOAD_GENERATOR];
+    assert!((bound - s.work / (s.elapsed_ns as f64 / 1e9)).abs() < 1e-6 * bound);
+}
