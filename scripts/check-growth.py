@@ -20,7 +20,7 @@ RESULT_STRING_CEILING = 137
 REPEATED_PLACES_CEILING = 63
 WINDOW = 6
 LONG_FUNCTION_LINES = 120
-LONG_FUNCTIONS_CEILING = 1
+LONG_FUNCTIONS_CEILING = 0
 
 FN_START = re.compile(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(async )?(unsafe )?fn (\w+)")
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")
