@@ -11,7 +11,7 @@
 //! 2. counting (`--counters`), opened on the cell's own thread before the benchmark is
 //!    prepared, so the workers it starts inherit the counters;
 //! 3. `prepare`, then calibration, warm-up and samples until convergence
-//!    ([`Measurement`]), the counters enabled around each measured sample only;
+//!    ([`Measurement`](crate::measure::Measurement)), the counters enabled around each measured sample only;
 //! 4. with `repeat > 1`, further rounds from fresh instances, pooled
 //!    ([`crate::rounds::pool`]); every round reaches the record (`CellResult::rounds`);
 //! 5. one extra sample with syscall tracing (where available), then the instance is
@@ -38,6 +38,10 @@
 //! time). Every instance of the group stays prepared meanwhile, so their memory and idle
 //! threads coexist, and each sample starts with the caches another cell left: harmless
 //! for samples of milliseconds, worth knowing for tiny cache-resident working sets.
+//!
+//! Each cell's thread is a worker (`cell`) that answers the group's commands (`group`)
+//! and gives a typed reason ([`CellError`]) for a cell it cannot measure; the reason's
+//! text is the skip's.
 //!
 //! The session never prints. Stopping (Ctrl-C, a signal) is one flag, [`Session::stop`]:
 //! the cells in progress end at their next event and are not recorded.
