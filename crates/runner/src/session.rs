@@ -11,7 +11,8 @@
 //! 2. counting (`--counters`), opened on the cell's own thread before the benchmark is
 //!    prepared, so the workers it starts inherit the counters;
 //! 3. `prepare`, then calibration, warm-up and samples until convergence
-//!    ([`Measurement`](crate::measure::Measurement)), the counters enabled around each measured sample only;
+//!    ([`Measurement`](crate::measure::Measurement)), the counters enabled around each
+//!    measured sample only;
 //! 4. with `repeat > 1`, further rounds from fresh instances, pooled
 //!    ([`crate::rounds::pool`]); every round reaches the record (`CellResult::rounds`);
 //! 5. one extra sample with syscall tracing (where available), then the instance is
