@@ -76,13 +76,27 @@ pub struct CellPlan<'a> {
     /// Benchmark, parameters and placement as written (`1c2t`, `cpus=0,4`).
     pub key: CellKey,
     /// The placement resolved on this machine, or why it cannot be.
-    pub placement: Result<ResolvedPlacement, String>,
+    pub placement: Result<ResolvedPlacement, Unplaced>,
     /// What one unit of a sample's `work` is for per-unit counter costs, and how many
     /// of them make one: `None` for the benchmark's unit (`op`, or `byte` for
     /// bandwidths).
     pub work_unit: Option<(String, f64)>,
     /// Exactly this many warm-up samples instead of the configured warm-up time.
     pub warmup_samples: Option<usize>,
+}
+
+/// Why a cell's placement cannot be had on this machine: the reason its skip carries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unplaced {
+    #[error("{0}")]
+    Placement(#[from] smtlab_placement::PlacementError),
+    /// Not in the SMT state the run switched to (its topology read again there).
+    // Not a `source`: the message says it already, so it is printed once.
+    #[error("with SMT {state}: {error}")]
+    InState {
+        state: &'static str,
+        error: smtlab_placement::PlacementError,
+    },
 }
 
 /// Cells measured together (interleaved, when the session interleaves).

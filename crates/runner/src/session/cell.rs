@@ -16,7 +16,7 @@ use smtlab_model::{Disturbance, ResolvedPlacement};
 use smtlab_placement::ClientRule;
 use smtlab_placement::irq;
 
-use super::{CellPlan, Session, StopObserver, sampled_cpus, spare_cpu, window_text};
+use super::{CellPlan, Session, StopObserver, Unplaced, sampled_cpus, spare_cpu, window_text};
 use crate::client::NoClientCpus;
 use crate::counting::CellCounting;
 use crate::disturb::Probe;
@@ -30,7 +30,7 @@ use crate::result::CellResult;
 pub enum CellError {
     /// The placement cannot be resolved on this machine.
     #[error("{0}")]
-    Placement(String),
+    Placement(Unplaced),
     #[error("cannot start a measuring thread: {0}")]
     Spawn(std::io::Error),
     #[error("the measuring thread ended early")]
@@ -578,6 +578,23 @@ mod tests {
                 .to_string()
                 .starts_with("irq=sibling: nothing to steer for lo, veth0: no interrupts"),
             "{nothing}"
+        );
+        let needs = smtlab_placement::PlacementError::Unsatisfiable {
+            placement: "1c2t".into(),
+            needs: "2 threads per core".into(),
+            has: "1".into(),
+        };
+        let off = CellError::Placement(Unplaced::InState {
+            state: "off",
+            error: needs.clone(),
+        });
+        assert_eq!(
+            off.to_string(),
+            "with SMT off: 1c2t needs 2 threads per core; this machine has 1"
+        );
+        assert_eq!(
+            CellError::Placement(needs.into()).to_string(),
+            "1c2t needs 2 threads per core; this machine has 1"
         );
         for e in [malformed, none, nothing] {
             assert!(!e.to_string().contains('\n'));
