@@ -16,11 +16,11 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 142
-REPEATED_PLACES_CEILING = 43
+RESULT_STRING_CEILING = 136
+REPEATED_PLACES_CEILING = 41
 WINDOW = 6
 LONG_FUNCTION_LINES = 120
-LONG_FUNCTIONS_CEILING = 10
+LONG_FUNCTIONS_CEILING = 0
 
 FN_START = re.compile(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(async )?(unsafe )?fn (\w+)")
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")

@@ -200,6 +200,37 @@ unsafe fn watch(
     // its own descriptors, stack buffers of the sizes passed, and NUL-terminated paths
     // prepared before the fork; no allocation, no locks.
     unsafe {
+        let pidfd = detach(write_fd, parent);
+        let (fd, pidfd) = quiet_descriptors(read_fd, pidfd);
+        let mut heard = Heard {
+            groups: [0; MAX_GROUPS],
+            count: 0,
+            buf: [0u8; 8],
+            have: 0,
+        };
+        listen(fd, pidfd, &mut heard);
+        undo(&heard.groups[..heard.count], plan);
+        libc::_exit(0)
+    }
+}
+
+/// What the guardian has heard from smtlab: the process groups to kill, and the part of
+/// a record read so far. A stack value: the guardian allocates nothing.
+struct Heard {
+    groups: [libc::pid_t; MAX_GROUPS],
+    count: usize,
+    buf: [u8; 8],
+    have: usize,
+}
+
+/// Leaves smtlab's session and its signals, and opens a pidfd on smtlab (`parent`):
+/// -2 where smtlab died before it was taken, below 0 where there is none.
+///
+/// # Safety
+/// In the forked guardian only, `write_fd` its copy of the pipe's write end.
+unsafe fn detach(write_fd: libc::c_int, parent: libc::pid_t) -> libc::c_int {
+    // SAFETY: system calls on the guardian's own descriptors and signal dispositions.
+    unsafe {
         libc::close(write_fd);
         libc::setsid();
         for sig in [
@@ -216,15 +247,27 @@ unsafe fn watch(
         }
         // smtlab's exit, seen even while a forked child of it holds the pipe open.
         let pidfd = libc::syscall(libc::SYS_pidfd_open, parent, 0) as libc::c_int;
-        let pidfd = if pidfd >= 0 && libc::getppid() != parent {
+        if pidfd >= 0 && libc::getppid() != parent {
             // smtlab died before the pidfd was taken: the pidfd may name another process.
             libc::close(pidfd);
             -2
         } else {
             pidfd
-        };
-        // Move the descriptors above 0-2 (they may have landed there if smtlab's were
-        // closed), then point 0-2 at /dev/null and close everything else.
+        }
+    }
+}
+
+/// Moves the pipe's read end and the pidfd above 0-2 (they may have landed there if
+/// smtlab's were closed), then points 0-2 at /dev/null and closes everything else.
+///
+/// # Safety
+/// In the forked guardian only.
+unsafe fn quiet_descriptors(
+    read_fd: libc::c_int,
+    pidfd: libc::c_int,
+) -> (libc::c_int, libc::c_int) {
+    // SAFETY: system calls on the guardian's own descriptors and a static path.
+    unsafe {
         let fd = above_stdio(read_fd);
         let pidfd = if pidfd >= 0 {
             above_stdio(pidfd)
@@ -238,12 +281,19 @@ unsafe fn watch(
             }
         }
         close_all_but(fd, pidfd);
+        (fd, pidfd)
+    }
+}
 
-        let mut groups: [libc::pid_t; MAX_GROUPS] = [0; MAX_GROUPS];
-        let mut count = 0usize;
-        let mut buf = [0u8; 8];
-        let mut have = 0usize;
-        let mut quit = false;
+/// Reads smtlab's records from `fd` until smtlab is gone (its `pidfd` or the pipe's end
+/// says so); exits at once, undoing nothing, on a quit record.
+///
+/// # Safety
+/// In the forked guardian only, `fd` the pipe's read end.
+unsafe fn listen(fd: libc::c_int, pidfd: libc::c_int, heard: &mut Heard) {
+    // SAFETY: poll on a stack array of the length passed, fcntl and reads on the
+    // guardian's own descriptors.
+    unsafe {
         let mut dead = pidfd == -2;
         while !dead {
             let mut fds = [
@@ -271,42 +321,63 @@ unsafe fn watch(
                 // Take what smtlab said before it died without waiting for more.
                 libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK);
             }
-            if fds[0].revents != 0 || dead {
-                loop {
-                    let n = libc::read(fd, buf.as_mut_ptr().add(have).cast(), 8 - have);
-                    if n > 0 {
-                        have += n as usize;
-                        if have == 8 {
-                            have = 0;
-                            match buf[0] {
-                                OP_QUIT => quit = true,
-                                OP_ADD => add(&mut groups, &mut count, arg(&buf)),
-                                OP_DEL => del(&mut groups, &mut count, arg(&buf)),
-                                _ => {}
-                            }
-                        }
-                        if dead {
-                            continue;
-                        }
-                        break;
-                    }
-                    let errno = *libc::__errno_location();
-                    if n < 0 && errno == libc::EINTR {
-                        continue;
-                    }
-                    // End of file: every write end is closed. A read error other than
-                    // "nothing more now" cannot be waited out either.
-                    if n == 0 || (n < 0 && errno != libc::EAGAIN) {
-                        dead = true;
-                    }
-                    break;
-                }
-            }
-            if quit {
-                libc::_exit(0);
+            if (fds[0].revents != 0 || dead) && read_records(fd, heard, dead) {
+                dead = true;
             }
         }
-        for &g in &groups[..count] {
+    }
+}
+
+/// Reads what is there of smtlab's records (one read, or all of them once `dead`) and
+/// acts on each whole one; true when the pipe says smtlab is gone.
+///
+/// # Safety
+/// In the forked guardian only, `fd` the pipe's read end.
+unsafe fn read_records(fd: libc::c_int, heard: &mut Heard, dead: bool) -> bool {
+    // SAFETY: reads into the rest of a stack buffer, never past its 8 bytes.
+    unsafe {
+        loop {
+            let n = libc::read(
+                fd,
+                heard.buf.as_mut_ptr().add(heard.have).cast(),
+                8 - heard.have,
+            );
+            if n > 0 {
+                heard.have += n as usize;
+                if heard.have == 8 {
+                    heard.have = 0;
+                    match heard.buf[0] {
+                        OP_QUIT => libc::_exit(0),
+                        OP_ADD => add(&mut heard.groups, &mut heard.count, arg(&heard.buf)),
+                        OP_DEL => del(&mut heard.groups, &mut heard.count, arg(&heard.buf)),
+                        _ => {}
+                    }
+                }
+                if dead {
+                    continue;
+                }
+                return false;
+            }
+            let errno = *libc::__errno_location();
+            if n < 0 && errno == libc::EINTR {
+                continue;
+            }
+            // End of file: every write end is closed. A read error other than
+            // "nothing more now" cannot be waited out either.
+            return n == 0 || (n < 0 && errno != libc::EAGAIN);
+        }
+    }
+}
+
+/// smtlab is gone: kills its announced process groups and its cgroup tree, and writes
+/// back what the plan restores.
+///
+/// # Safety
+/// In the forked guardian only.
+unsafe fn undo(groups: &[libc::pid_t], plan: &Plan) {
+    // SAFETY: kills and writes with NUL-terminated paths prepared before the fork.
+    unsafe {
+        for &g in groups {
             if g > 1 {
                 libc::killpg(g, libc::SIGKILL);
             }
@@ -324,7 +395,6 @@ unsafe fn watch(
                 libc::close(f);
             }
         }
-        libc::_exit(0)
     }
 }
 

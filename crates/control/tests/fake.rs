@@ -202,6 +202,40 @@ fn the_guardian_restores_when_its_pipe_closes_without_a_word() {
     assert_eq!(online(&sysfs, 1), "1");
 }
 
+/// A process group of its own running `sleep`, for the guardian to kill or leave.
+fn sleeper() -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn an_abandoned_guardian_kills_the_groups_it_tracks_and_only_those() {
+    use std::os::unix::process::ExitStatusExt;
+    let (_d, sysfs) = tree(Some("on"), 1);
+    let plan = plan_for(&[(sysfs.control_path(), "on")]);
+    let g = Guardian::spawn(&plan).unwrap();
+    let (mut tracked, mut forgotten) = (sleeper(), sleeper());
+    g.track_group(tracked.id() as i32);
+    g.track_group(forgotten.id() as i32);
+    g.untrack_group(forgotten.id() as i32);
+    fs::write(sysfs.control_path(), "off").unwrap();
+    g.abandon();
+    let status = smtlab_fixtures::bounded::wait(&mut tracked, "the tracked sleeper");
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    assert_eq!(
+        forgotten.try_wait().unwrap(),
+        None,
+        "the untracked group was killed"
+    );
+    assert_eq!(read(&sysfs.control_path()), "on");
+    forgotten.kill().unwrap();
+    forgotten.wait().unwrap();
+}
+
 #[test]
 fn a_dismissed_guardian_writes_nothing() {
     let (_d, sysfs) = tree(Some("on"), 1);

@@ -160,6 +160,25 @@ fn colour(v: &str) -> &'static str {
 /// A line of the bar chart and table: a group heading (no row) or a row with its interval.
 type Line<'a> = (String, Option<&'a CompareRow>, Option<(f64, f64)>);
 
+/// The bar chart's geometry: a label column, the plot, one row per line.
+const LABEL_W: f64 = 300.0;
+const PLOT_W: f64 = 440.0;
+const ROW_H: f64 = 20.0;
+const TOP: f64 = 48.0;
+
+/// Where the bars' values go across the plot: `m` is the log of the widest ratio shown.
+struct Scale {
+    m: f64,
+    /// The chart's height.
+    h: f64,
+}
+
+impl Scale {
+    fn x(&self, v: f64) -> f64 {
+        LABEL_W + (v.ln() + self.m) / (2.0 * self.m) * PLOT_W
+    }
+}
+
 fn bars(rows: &[Line<'_>]) -> Option<String> {
     let vals: Vec<f64> = rows
         .iter()
@@ -181,25 +200,44 @@ fn bars(rows: &[Line<'_>]) -> Option<String> {
         .collect();
     let m = (speedups.iter().map(|v| v.ln().abs()).fold(0.0f64, f64::max) * 1.15)
         .clamp(1.1f64.ln(), 8f64.ln());
-    let _ = &vals;
-    let (label_w, plot_w, row_h, top) = (300.0, 440.0, 20.0, 48.0);
-    let w = label_w + plot_w + 90.0;
-    let h = top + rows.len() as f64 * row_h + 30.0;
-    let x = |v: f64| label_w + (v.ln() + m) / (2.0 * m) * plot_w;
-    let one = x(1.0);
+    let (label_w, top) = (LABEL_W, TOP);
+    let w = LABEL_W + PLOT_W + 90.0;
+    let h = TOP + rows.len() as f64 * ROW_H + 30.0;
+    let scale = Scale { m, h };
     let mut s = String::new();
     let _ = write!(
         s,
         r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="speed-up of B over A per benchmark" font-family="sans-serif" font-size="11"><rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/><text x="{label_w}" y="14" font-size="13" font-weight="bold">Speed-up of B over A (log scale; right of 1 = B better)</text>"##
     );
-    // Ticks at round ratios inside the range; 1 first, and a label only where it
-    // does not touch one already placed (0.9, 1 and 1.1 crowd on a wide range).
+    ticks(&mut s, &scale);
+    for (i, (label, row, ci)) in rows.iter().enumerate() {
+        let y = top + i as f64 * ROW_H;
+        match row {
+            None => {
+                let _ = write!(
+                    s,
+                    r#"<text x="4" y="{}" font-weight="bold">{}</text>"#,
+                    y + 14.0,
+                    esc(label)
+                );
+            }
+            Some(r) => bar(&mut s, &scale, y, label, r, *ci),
+        }
+    }
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// Ticks at round ratios inside the range; 1 first, and a label only where it does not
+/// touch one already placed (0.9, 1 and 1.1 crowd on a wide range).
+fn ticks(s: &mut String, scale: &Scale) {
+    let (top, h, m) = (TOP, scale.h, scale.m);
     let mut placed: Vec<f64> = Vec::new();
     for t in [1.0f64, 0.125, 0.25, 0.5, 0.8, 0.9, 1.1, 1.25, 2.0, 4.0, 8.0] {
         if t.ln().abs() > m {
             continue;
         }
-        let tx = (x(t) * 10.0).round() / 10.0;
+        let tx = (scale.x(t) * 10.0).round() / 10.0;
         let _ = write!(
             s,
             r##"<path d="M{tx} {top}V{}" stroke="{}" {}/>"##,
@@ -222,86 +260,80 @@ fn bars(rows: &[Line<'_>]) -> Option<String> {
             );
         }
     }
-    for (i, (label, row, ci)) in rows.iter().enumerate() {
-        let y = top + i as f64 * row_h;
-        let Some(r) = row else {
-            let _ = write!(
-                s,
-                r#"<text x="4" y="{}" font-weight="bold">{}</text>"#,
-                y + 14.0,
-                esc(label)
-            );
-            continue;
+}
+
+/// One row's label, bar (with an arrow where it passes the range), whisker and figure,
+/// at height `y`.
+fn bar(s: &mut String, scale: &Scale, y: f64, label: &str, r: &CompareRow, ci: Option<(f64, f64)>) {
+    let (m, label_w) = (scale.m, LABEL_W);
+    let x = |v: f64| scale.x(v);
+    let one = x(1.0);
+    let _ = write!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="end" fill="#222222">{}</text>"##,
+        label_w - 8.0,
+        y + 14.0,
+        esc(&shorten(label, 46))
+    );
+    let Some(v) = r.speedup else {
+        let _ = write!(
+            s,
+            r##"<text x="{one}" y="{}" fill="#777777">no speed-up (a value is not positive)</text>"##,
+            y + 14.0
+        );
+        return;
+    };
+    let col = colour(verdict(r, ci));
+    // A bar beyond the range (past 8x) stops at the plot's edge with an arrow, so it
+    // never runs into the labels; its figure is written beside it as for every bar.
+    let vc = v.clamp((-m).exp(), m.exp());
+    let (x0, x1) = (one.min(x(vc)), one.max(x(vc)));
+    if vc != v {
+        let (edge, tip_x) = if v > vc {
+            (x1, x1 + 6.0)
+        } else {
+            (x0, x0 - 6.0)
         };
         let _ = write!(
             s,
-            r##"<text x="{}" y="{}" text-anchor="end" fill="#222222">{}</text>"##,
-            label_w - 8.0,
-            y + 14.0,
-            esc(&shorten(label, 46))
-        );
-        let Some(v) = r.speedup else {
-            let _ = write!(
-                s,
-                r##"<text x="{one}" y="{}" fill="#777777">no speed-up (a value is not positive)</text>"##,
-                y + 14.0
-            );
-            continue;
-        };
-        let col = colour(verdict(r, *ci));
-        // A bar beyond the range (past 8x) stops at the plot's edge with an arrow, so it
-        // never runs into the labels; its figure is written beside it as for every bar.
-        let vc = v.clamp((-m).exp(), m.exp());
-        let (x0, x1) = (one.min(x(vc)), one.max(x(vc)));
-        if vc != v {
-            let (edge, tip_x) = if v > vc {
-                (x1, x1 + 6.0)
-            } else {
-                (x0, x0 - 6.0)
-            };
-            let _ = write!(
-                s,
-                r#"<path d="M{edge:.1} {}L{tip_x:.1} {}L{edge:.1} {}Z" fill="{col}"/>"#,
-                y + 3.0,
-                y + 10.0,
-                y + 17.0
-            );
-        }
-        let tip = format!(
-            "{label}: {} ({}){}",
-            times(v),
-            pct(v),
-            ci.map(|(lo, hi)| format!(", 95% interval [{}, {}]", times(lo), times(hi)))
-                .unwrap_or_default()
-        );
-        let _ = write!(
-            s,
-            r#"<rect x="{:.1}" y="{}" width="{:.1}" height="12" fill="{col}" fill-opacity="0.75"><title>{}</title></rect>"#,
-            x0,
-            y + 4.0,
-            (x1 - x0).max(1.0),
-            esc(&tip)
-        );
-        if let Some((lo, hi)) = ci {
-            let (a, b) = (x(lo.max((-m).exp())), x(hi.min(m.exp())));
-            let _ = write!(
-                s,
-                r##"<path d="M{a:.1} {}H{b:.1}M{a:.1} {}v8M{b:.1} {}v8" stroke="#222222" fill="none"/>"##,
-                y + 10.0,
-                y + 6.0,
-                y + 6.0
-            );
-        }
-        let _ = write!(
-            s,
-            r##"<text x="{}" y="{}" fill="#222222">{}</text>"##,
-            label_w + plot_w + 6.0,
-            y + 14.0,
-            esc(&pct(v))
+            r#"<path d="M{edge:.1} {}L{tip_x:.1} {}L{edge:.1} {}Z" fill="{col}"/>"#,
+            y + 3.0,
+            y + 10.0,
+            y + 17.0
         );
     }
-    s.push_str("</svg>");
-    Some(s)
+    let tip = format!(
+        "{label}: {} ({}){}",
+        times(v),
+        pct(v),
+        ci.map(|(lo, hi)| format!(", 95% interval [{}, {}]", times(lo), times(hi)))
+            .unwrap_or_default()
+    );
+    let _ = write!(
+        s,
+        r#"<rect x="{:.1}" y="{}" width="{:.1}" height="12" fill="{col}" fill-opacity="0.75"><title>{}</title></rect>"#,
+        x0,
+        y + 4.0,
+        (x1 - x0).max(1.0),
+        esc(&tip)
+    );
+    if let Some((lo, hi)) = ci {
+        let (a, b) = (x(lo.max((-m).exp())), x(hi.min(m.exp())));
+        let _ = write!(
+            s,
+            r##"<path d="M{a:.1} {}H{b:.1}M{a:.1} {}v8M{b:.1} {}v8" stroke="#222222" fill="none"/>"##,
+            y + 10.0,
+            y + 6.0,
+            y + 6.0
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<text x="{}" y="{}" fill="#222222">{}</text>"##,
+        LABEL_W + PLOT_W + 6.0,
+        y + 14.0,
+        esc(&pct(v))
+    );
 }
 
 fn geomean_cells(g: &GroupMean) -> (String, String) {
@@ -707,6 +739,30 @@ mod tests {
                 (x, w)
             })
             .collect()
+    }
+
+    #[test]
+    fn a_heading_a_row_without_speed_up_and_a_whisker_each_drawn() {
+        let (with, mut without) = (row(1.2), row(1.0));
+        without.speedup = None;
+        let lines: Vec<Line<'_>> = vec![
+            ("compute".into(), None, None),
+            ("with".into(), Some(&with), Some((1.1, 1.3))),
+            ("without".into(), Some(&without), None),
+        ];
+        let svg = bars(&lines).unwrap();
+        assert!(
+            svg.contains(r#"font-weight="bold">compute</text>"#),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("no speed-up (a value is not positive)"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches(r##"stroke="#222222" fill="none""##).count(), 1);
+        assert!(svg.contains("95% interval [1.100, 1.300]"), "{svg}");
+        // Row 3 of 3 ends the chart: 48 + 3 * 20 + 30.
+        assert!(svg.contains(r#"height="138""#), "{svg}");
     }
 
     #[test]

@@ -430,7 +430,12 @@ fn skipped_cells_say_why_and_the_others_are_measured() {
         s.interleave = interleave;
         let mut group = plan(&a, &ps);
         group.push(CellPlan {
-            placement: Err("placement 1c2t needs SMT".into()),
+            placement: Err(smtlab_placement::PlacementError::Unsatisfiable {
+                placement: "1c2t".into(),
+                needs: "SMT".into(),
+                has: "none".into(),
+            }
+            .into()),
             key: CellKey {
                 benchmark: "a".into(),
                 params: Default::default(),
@@ -443,7 +448,10 @@ fn skipped_cells_say_why_and_the_others_are_measured() {
         s.run(vec![group], &mut out);
         assert_eq!(out.order, ["a p0", "a p1 skipped", "a 1c2t skipped"]);
         assert!(out.skipped[0].reason.contains("cannot run on p1"));
-        assert_eq!(out.skipped[1].reason, "placement 1c2t needs SMT");
+        assert_eq!(
+            out.skipped[1].reason,
+            "1c2t needs SMT; this machine has none"
+        );
     }
 }
 

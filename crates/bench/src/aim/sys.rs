@@ -320,134 +320,173 @@ impl SysInstance {
     }
 
     fn op(&self, i: u64) -> Result<f64, BenchError> {
-        let name = self.kind.name();
-        let dirfd = self.dirfd();
-        let pick = |i: u64| &self.names[(i % self.names.len() as u64) as usize];
         match self.kind {
-            Kind::CreatClose => {
-                // SAFETY: a NUL-terminated name relative to our open directory.
-                let fd = unsafe {
-                    libc::openat(
-                        dirfd,
-                        pick(i).as_ptr(),
-                        libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC,
-                        0o600,
-                    )
-                };
-                if fd < 0 {
-                    return Err(os_err(name, "creat"));
-                }
-                // SAFETY: closing the descriptor just opened, used nowhere else.
-                unsafe { libc::close(fd) };
-            }
-            Kind::Page => {
-                let bytes = self.pages * self.page;
-                let p = Self::map(name, bytes)?;
-                let mut sum = 0u64;
-                for k in 0..self.pages {
-                    // SAFETY: `k * page` is inside the mapping of `pages` pages.
-                    unsafe {
-                        let at = p.add((k * self.page) as usize);
-                        std::ptr::write_volatile(at, (k + 1) as u8);
-                        sum += u64::from(std::ptr::read_volatile(at));
-                    }
-                }
-                Self::unmap(name, p, bytes)?;
-                let want: u64 = (1..=self.pages).map(|k| k % 256).sum();
-                if sum != want {
-                    return Err(check(name, format!("pages read back {sum}, wrote {want}")));
-                }
-            }
-            Kind::Brk => {
-                let p = Self::map(name, self.size)?;
-                Self::unmap(name, std::hint::black_box(p), self.size)?;
-            }
-            Kind::Jmp => {
-                let depth = std::hint::black_box(self.depth);
-                let r = std::panic::catch_unwind(|| dive(depth, i));
-                match r {
-                    Err(payload) => match payload.downcast::<Goto>() {
-                        Ok(g) if g.0 == i => {}
-                        Ok(g) => {
-                            return Err(check(name, format!("goto {i} arrived as goto {}", g.0)));
-                        }
-                        Err(_) => return Err(check(name, "a foreign panic arrived")),
-                    },
-                    Ok(v) => return Err(check(name, format!("the dive returned {v}"))),
-                }
-            }
-            Kind::Link => {
-                let (file, link) = (c"file", c"link");
-                // SAFETY: NUL-terminated names relative to our open directory.
-                if unsafe { libc::linkat(dirfd, file.as_ptr(), dirfd, link.as_ptr(), 0) } != 0 {
-                    return Err(os_err(name, "link"));
-                }
-                // SAFETY: as above.
-                if unsafe { libc::unlinkat(dirfd, link.as_ptr(), 0) } != 0 {
-                    return Err(os_err(name, "unlink"));
-                }
-            }
-            Kind::DirSearch => {
-                let want = pick(i.wrapping_mul(7919)).to_bytes();
-                // A fresh descriptor per search: reading the directory from its start.
-                // SAFETY: "." relative to our open directory, a NUL-terminated name.
-                let fd = unsafe {
-                    libc::openat(dirfd, c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY)
-                };
-                if fd < 0 {
-                    return Err(os_err(name, "open the directory"));
-                }
-                // SAFETY: `fd` is an open directory descriptor; fdopendir takes it over.
-                let d = unsafe { libc::fdopendir(fd) };
-                if d.is_null() {
-                    // SAFETY: fdopendir failed, so `fd` is still ours to close.
-                    unsafe { libc::close(fd) };
-                    return Err(os_err(name, "fdopendir"));
-                }
-                let mut found = false;
-                loop {
-                    // SAFETY: `d` is an open directory stream.
-                    let e = unsafe { libc::readdir(d) };
-                    if e.is_null() {
-                        break;
-                    }
-                    // SAFETY: readdir returns an entry with a NUL-terminated name, valid
-                    // until the next readdir on `d`.
-                    let n = unsafe { std::ffi::CStr::from_ptr((*e).d_name.as_ptr()) };
-                    if n.to_bytes() == want {
-                        found = true;
-                        break;
-                    }
-                }
-                // SAFETY: closing the stream opened above (and its descriptor).
-                unsafe { libc::closedir(d) };
-                if !found {
-                    return Err(check(
-                        name,
-                        format!(
-                            "{} not found in the directory",
-                            String::from_utf8_lossy(want)
-                        ),
-                    ));
-                }
-            }
-            Kind::DirLookup => {
-                let k = i % self.names.len() as u64;
-                // SAFETY: stat is plain data; all zeroes is valid.
-                let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                // SAFETY: a NUL-terminated name relative to our directory; `st` ours.
-                if unsafe { libc::fstatat(dirfd, pick(k).as_ptr(), &mut st, 0) } != 0 {
-                    return Err(os_err(name, "fstatat"));
-                }
-                if st.st_size as u64 != k % 512 {
-                    return Err(check(
-                        name,
-                        format!("f{k} has {} bytes, expected {}", st.st_size, k % 512),
-                    ));
-                }
-            }
+            Kind::CreatClose => self.creat_close(i)?,
+            Kind::Page => self.touch_pages()?,
+            Kind::Brk => self.brk()?,
+            Kind::Jmp => self.jmp(i)?,
+            Kind::Link => self.link()?,
+            Kind::DirSearch => self.dir_search(i)?,
+            Kind::DirLookup => self.dir_lookup(i)?,
         }
         Ok(1.0)
+    }
+
+    /// Name `i` of the directory's, round the list.
+    fn pick(&self, i: u64) -> &std::ffi::CString {
+        &self.names[(i % self.names.len() as u64) as usize]
+    }
+
+    /// Creates (truncates) one of the names and closes it.
+    fn creat_close(&self, i: u64) -> Result<(), BenchError> {
+        let name = self.kind.name();
+        let dirfd = self.dirfd();
+        // SAFETY: a NUL-terminated name relative to our open directory.
+        let fd = unsafe {
+            libc::openat(
+                dirfd,
+                self.pick(i).as_ptr(),
+                libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            return Err(os_err(name, "creat"));
+        }
+        // SAFETY: closing the descriptor just opened, used nowhere else.
+        unsafe { libc::close(fd) };
+        Ok(())
+    }
+
+    /// Maps pages, touches each once, reads them back and unmaps them.
+    fn touch_pages(&self) -> Result<(), BenchError> {
+        let name = self.kind.name();
+        let bytes = self.pages * self.page;
+        let p = Self::map(name, bytes)?;
+        let mut sum = 0u64;
+        for k in 0..self.pages {
+            // SAFETY: `k * page` is inside the mapping of `pages` pages.
+            unsafe {
+                let at = p.add((k * self.page) as usize);
+                std::ptr::write_volatile(at, (k + 1) as u8);
+                sum += u64::from(std::ptr::read_volatile(at));
+            }
+        }
+        Self::unmap(name, p, bytes)?;
+        let want: u64 = (1..=self.pages).map(|k| k % 256).sum();
+        if sum != want {
+            return Err(check(name, format!("pages read back {sum}, wrote {want}")));
+        }
+        Ok(())
+    }
+
+    /// Maps and unmaps `size` bytes (what `brk` growth and shrink cost).
+    fn brk(&self) -> Result<(), BenchError> {
+        let name = self.kind.name();
+        let p = Self::map(name, self.size)?;
+        Self::unmap(name, std::hint::black_box(p), self.size)?;
+        Ok(())
+    }
+
+    /// Unwinds `depth` frames at once, carrying `i` (a long jump).
+    fn jmp(&self, i: u64) -> Result<(), BenchError> {
+        let name = self.kind.name();
+        let depth = std::hint::black_box(self.depth);
+        let r = std::panic::catch_unwind(|| dive(depth, i));
+        match r {
+            Err(payload) => match payload.downcast::<Goto>() {
+                Ok(g) if g.0 == i => {}
+                Ok(g) => {
+                    return Err(check(name, format!("goto {i} arrived as goto {}", g.0)));
+                }
+                Err(_) => return Err(check(name, "a foreign panic arrived")),
+            },
+            Ok(v) => return Err(check(name, format!("the dive returned {v}"))),
+        }
+        Ok(())
+    }
+
+    /// Links a name to the file and unlinks it.
+    fn link(&self) -> Result<(), BenchError> {
+        let name = self.kind.name();
+        let dirfd = self.dirfd();
+        let (file, link) = (c"file", c"link");
+        // SAFETY: NUL-terminated names relative to our open directory.
+        if unsafe { libc::linkat(dirfd, file.as_ptr(), dirfd, link.as_ptr(), 0) } != 0 {
+            return Err(os_err(name, "link"));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::unlinkat(dirfd, link.as_ptr(), 0) } != 0 {
+            return Err(os_err(name, "unlink"));
+        }
+        Ok(())
+    }
+
+    /// Reads the directory from its start until a name turns up.
+    fn dir_search(&self, i: u64) -> Result<(), BenchError> {
+        let name = self.kind.name();
+        let dirfd = self.dirfd();
+        let want = self.pick(i.wrapping_mul(7919)).to_bytes();
+        // A fresh descriptor per search: reading the directory from its start.
+        // SAFETY: "." relative to our open directory, a NUL-terminated name.
+        let fd = unsafe { libc::openat(dirfd, c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+        if fd < 0 {
+            return Err(os_err(name, "open the directory"));
+        }
+        // SAFETY: `fd` is an open directory descriptor; fdopendir takes it over.
+        let d = unsafe { libc::fdopendir(fd) };
+        if d.is_null() {
+            // SAFETY: fdopendir failed, so `fd` is still ours to close.
+            unsafe { libc::close(fd) };
+            return Err(os_err(name, "fdopendir"));
+        }
+        let mut found = false;
+        loop {
+            // SAFETY: `d` is an open directory stream.
+            let e = unsafe { libc::readdir(d) };
+            if e.is_null() {
+                break;
+            }
+            // SAFETY: readdir returns an entry with a NUL-terminated name, valid
+            // until the next readdir on `d`.
+            let n = unsafe { std::ffi::CStr::from_ptr((*e).d_name.as_ptr()) };
+            if n.to_bytes() == want {
+                found = true;
+                break;
+            }
+        }
+        // SAFETY: closing the stream opened above (and its descriptor).
+        unsafe { libc::closedir(d) };
+        if !found {
+            return Err(check(
+                name,
+                format!(
+                    "{} not found in the directory",
+                    String::from_utf8_lossy(want)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Looks one name up and checks its size.
+    fn dir_lookup(&self, i: u64) -> Result<(), BenchError> {
+        let name = self.kind.name();
+        let dirfd = self.dirfd();
+        let k = i % self.names.len() as u64;
+        // SAFETY: stat is plain data; all zeroes is valid.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated name relative to our directory; `st` ours.
+        if unsafe { libc::fstatat(dirfd, self.pick(k).as_ptr(), &mut st, 0) } != 0 {
+            return Err(os_err(name, "fstatat"));
+        }
+        if st.st_size as u64 != k % 512 {
+            return Err(check(
+                name,
+                format!("f{k} has {} bytes, expected {}", st.st_size, k % 512),
+            ));
+        }
+        Ok(())
     }
 
     /// What a sample leaves behind, checked.

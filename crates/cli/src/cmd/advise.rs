@@ -9,14 +9,15 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use smtlab_report::advice;
+use smtlab_runner::experiment::utilisation::Curve;
 use smtlab_runner::experiment::{advise as exp, corun, smt};
 use smtlab_runner::machine::Machine;
-use smtlab_runner::session::Ended;
+use smtlab_runner::session::{Ended, Group};
 
 use crate::args::AdviseArgs;
 use crate::output::emit;
 use crate::render;
-use crate::settings::advise::{PENALTY_SAMPLES, headroom_curve};
+use crate::settings::advise::{Advise, PENALTY_SAMPLES, headroom_curve};
 use crate::sink::{Measuring, NewRun, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
@@ -32,16 +33,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     }
     let headroom = args.headroom.then(|| headroom_curve(args.quick));
     if text {
-        let penalty = s.penalty.as_ref().map(|_| args.partners);
-        let (name, states) = (s.subject.name(), !s.states.is_empty());
-        emit(&render::advice::header(
-            &name,
-            &s.specs,
-            states,
-            s.sweep.as_deref(),
-            penalty,
-        ))?;
-        emit(&render::bench::header_line(render::table::Layout::term()))?;
+        header(args, &s)?;
     }
     let mut measuring = Measuring::new(machine, s.cfg.clone(), args.json)?;
     measuring.how.client_rule = crate::settings::client_rule(&args.client_cpus);
@@ -55,12 +47,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     };
     // The plan and its time first, then each cell's line and the time left as it ends
     // (a latency sweep's cells, planned from the capacity measured, come on top).
-    let estimate = {
-        let engine = measuring.engine();
-        let how = engine.how.clone();
-        let catalog = smtlab_runner::catalog::all();
-        smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
-    };
+    let estimate = estimate(&measuring, &run, &s);
     crate::term::note_fit(&format!("plan: {} cells", estimate.cells()));
     for line in render::plan::summary(&estimate) {
         crate::term::note_fit(&line);
@@ -74,6 +61,40 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
         }
     };
     let mut sink = StoreSink::begin(&s.db, run, printer)?;
+    let ended = measure(args, &s, &mut measuring, headroom, &mut sink)?;
+    answer(args, &s, &measuring, ended, sink)
+}
+
+/// What the command measures, above the cells' lines.
+fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
+    let penalty = s.penalty.as_ref().map(|_| args.partners);
+    let (name, states) = (s.subject.name(), !s.states.is_empty());
+    emit(&render::advice::header(
+        &name,
+        &s.specs,
+        states,
+        s.sweep.as_deref(),
+        penalty,
+    ))?;
+    emit(&render::bench::header_line(render::table::Layout::term()))
+}
+
+/// The run's cells and their time, as the engine will measure them.
+fn estimate(measuring: &Measuring<'_>, run: &NewRun, s: &Advise) -> smtlab_runner::plan::Estimate {
+    let how = measuring.how.clone();
+    let catalog = smtlab_runner::catalog::all();
+    smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
+}
+
+/// Measures the throughput cells, then (each only while nothing stopped) the latency
+/// sweep, the single-thread cost or partners, and the headroom.
+fn measure(
+    args: &AdviseArgs,
+    s: &Advise,
+    measuring: &mut Measuring<'_>,
+    headroom: Option<Curve>,
+    sink: &mut StoreSink<'_>,
+) -> Result<Ended> {
     let groups = s.throughput_groups();
     let engine = measuring.engine();
     let measure = |groups, sink: &mut StoreSink<'_>| {
@@ -85,35 +106,10 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
             sink,
         )
     };
-    let mut ended = measure(groups, &mut sink)?;
+    let mut ended = measure(groups, sink)?;
     if let (Ended::Complete, Some(pct)) = (ended, &s.sweep) {
-        // The rates come from the capacity just measured, so the sweep's cells are not
-        // in the run's plan.
-        let mut groups = Vec::new();
-        for (base, other) in exp::sweep_sides(&s.specs) {
-            match exp::capacity_per_s(&sink.cells, &s.subject, &base) {
-                Some(cap) => {
-                    let rates = exp::sweep_rates(cap, pct);
-                    groups.extend(exp::sweep_groups(
-                        &s.subject,
-                        (&base, &other),
-                        &rates,
-                        &s.topo,
-                    ));
-                }
-                None => crate::term::note_fit(&format!(
-                    "note: no latency sweep on {base} and {other}: no capacity was measured on {base}"
-                )),
-            }
-        }
-        // With SMT switched, the sweep is SMT on's (both sides need the siblings).
-        let on: &[smt::SmtState] = if s.states.is_empty() {
-            &[]
-        } else {
-            &[smt::SmtState::On]
-        };
-        let groups = smt::turns(groups, on);
-        ended = measure(groups, &mut sink)?;
+        let groups = sweep_groups(s, &sink.cells, pct);
+        ended = measure(groups, sink)?;
     }
     if let (Ended::Complete, Some(plan)) = (ended, &s.penalty) {
         if args.penalty {
@@ -121,13 +117,57 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
             measuring.cfg.min_samples = PENALTY_SAMPLES;
             measuring.cfg.max_samples = PENALTY_SAMPLES;
         }
-        ended = corun::measure(&measuring.engine(), &s.topo, plan, &mut sink);
+        ended = corun::measure(&measuring.engine(), &s.topo, plan, sink);
     }
     if let (Ended::Complete, Some(curve)) = (ended, headroom) {
         (measuring.cfg.min_samples, measuring.cfg.max_samples) = (3, 3);
         measuring.cfg.warmup_ns = 0;
-        ended = exp::measure_headroom(&measuring.engine(), &s.topo, curve, &mut sink)?;
+        ended = exp::measure_headroom(&measuring.engine(), &s.topo, curve, sink)?;
     }
+    Ok(ended)
+}
+
+/// The latency sweep's cells, at rates from the capacity just measured on each base
+/// (so they are not in the run's plan).
+fn sweep_groups<'a>(
+    s: &'a Advise,
+    cells: &[smtlab_model::CellRecord],
+    pct: &[f64],
+) -> Vec<Group<'a>> {
+    let mut groups = Vec::new();
+    for (base, other) in exp::sweep_sides(&s.specs) {
+        match exp::capacity_per_s(cells, &s.subject, &base) {
+            Some(cap) => {
+                let rates = exp::sweep_rates(cap, pct);
+                groups.extend(exp::sweep_groups(
+                    &s.subject,
+                    (&base, &other),
+                    &rates,
+                    &s.topo,
+                ));
+            }
+            None => crate::term::note_fit(&format!(
+                "note: no latency sweep on {base} and {other}: no capacity was measured on {base}"
+            )),
+        }
+    }
+    // With SMT switched, the sweep is SMT on's (both sides need the siblings).
+    let on: &[smt::SmtState] = if s.states.is_empty() {
+        &[]
+    } else {
+        &[smt::SmtState::On]
+    };
+    smt::turns(groups, on)
+}
+
+/// Closes the run and renders the answers, or the command's failure, or the stop.
+fn answer(
+    args: &AdviseArgs,
+    s: &Advise,
+    measuring: &Measuring<'_>,
+    ended: Ended,
+    sink: StoreSink<'_>,
+) -> Result<ExitCode> {
     let stopped = measuring.stopped(ended);
     // A command that cannot run at all is an error of the command, not an answer.
     let command = matches!(

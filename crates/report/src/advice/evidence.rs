@@ -90,167 +90,48 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
             continue;
         }
         seen.push(key.clone());
-        let mine: Vec<&CellRecord> = cells
-            .iter()
-            .copied()
-            .filter(|o| {
-                o.benchmark == key.0
-                    && workload_params(o) == key.1
-                    && crate::corun::form_of(o).is_none()
-                    && offered_rate(o).is_none()
-            })
-            .collect();
-        let find = |name: &str, state: Option<&str>| {
-            mine.iter().copied().find(|o| {
-                o.placement_spec == name
-                    && match state {
-                        Some(s) => o.smt().map(|x| x.name()) == Some(s),
-                        None => o.smt().is_none_or(|x| x.name() != "off"),
-                    }
-            })
-        };
-        let pair = |kind: PairKind| {
-            let (b, o) = kind.placements();
-            let (base, other) = (find(b, None)?, find(o, None)?);
-            if base.placement.cpu_set() == other.placement.cpu_set() {
-                return None;
-            }
-            verdict(base, other).map(|v| (Figure::from_verdict(&v), other))
-        };
-        let mut e = Evidence {
-            workload: workload_name(&key.0, &key.1),
-            smt,
-            ..Evidence::default()
-        };
-        if let Some((f, smt_cell)) = pair(PairKind::SmtYield) {
-            e.idle_sibling = idle_sibling(smt_cell);
-            e.sibling_gain = Some(f);
-        }
-        match pair(PairKind::SecondCore) {
-            // One thread ran on the two cores: the second had nothing to do, so the
-            // ratio is no measure of what a core adds.
-            Some((_, two)) if two.result.cpus_used() == Some(1) => e.single_threaded = true,
-            other => e.second_core = other.map(|(f, _)| f),
-        }
-        if let (Some(core2), Some(sib)) = (find("2c1t", None), find("1c2t", None))
-            && sib.placement.threads_per_core >= 2
-        {
-            e.sibling_vs_core = verdict(core2, sib).map(|v| Figure::from_verdict(&v));
-        }
-        // The whole machine: SMT on over off on `all`, else `all` over `cores`.
-        let states = find("all", Some("off")).zip(find("all", Some("on")));
-        // A server's, switched: half the cores, one thread each with SMT off against
-        // all their threads with it on (`all` would leave its clients no CPU).
-        let half_states = || {
-            let off = find(&format!("{HALF_CORES}1t"), Some("off"))?;
-            let on = mine.iter().copied().find(|o| {
-                o.placement_spec.starts_with(HALF_CORES)
-                    && o.placement.threads_per_core >= 2
-                    && o.smt().map(|x| x.name()) == Some("on")
-            })?;
-            Some((off, on))
-        };
-        let states = match states {
-            Some(s) => Some(s),
-            None => half_states().inspect(|(_, on)| {
-                e.machine_half = Some(on.placement_spec.clone());
-            }),
-        };
-        e.machine_switched = states.is_some();
-        e.machine_gain = match states {
-            Some((off, on)) => verdict(off, on).map(|v| Figure::from_verdict(&v)),
-            None => pair(PairKind::MachineSmtGain).map(|(f, _)| f),
-        };
-        if e.machine_gain.is_none() && !e.machine_switched {
-            // A server's whole-machine question: half the cores with one thread and
-            // with all of them, its clients on the other half.
-            let one = format!("{HALF_CORES}1t");
-            let half = find(&one, None).zip(mine.iter().copied().find(|o| {
-                o.placement_spec.starts_with(HALF_CORES)
-                    && o.placement_spec != one
-                    && o.placement.threads_per_core >= 2
-                    && o.smt().is_none_or(|x| x.name() != "off")
-            }));
-            if let Some((base, other)) = half
-                && let Some(v) = verdict(base, other)
-            {
-                e.machine_gain = Some(Figure::from_verdict(&v));
-                e.machine_half = Some(other.placement_spec.clone());
-            }
-        }
-        if e.machine_gain.is_some() && !e.smt {
-            // Switched on for the run: the machine has SMT, even if off as found.
-            e.smt = true;
-        }
-        let base = find("1c1t", Some("off")).or_else(|| find("1c1t", None));
-        e.baseline = base.map(|c| {
-            let s = &c.result.summary;
-            let steady = c.result.hold_back_reason();
-            Baseline {
-                placement: c.placement_spec.clone(),
-                figure: Figure {
-                    value: s.mean,
-                    ci95_low: (s.n > 1).then_some(s.mean - s.ci95_half_width),
-                    ci95_high: (s.n > 1).then_some(s.mean + s.ci95_half_width),
-                    unsteady: steady,
-                },
-                unit: c.unit.clone(),
-            }
-        });
-        if let (Some(b), Some(o)) = (base, find("1c2t", None)) {
-            e.latency = latency_at_load(b, o);
-        }
-        e.latency_sweeps = latency_sweeps(&cells, &key.0, &key.1);
-        if let Some(slo) = key.1.get(SLO_PARAM) {
-            // A capacity at a latency target: its SMT comparison is the capacity's.
-            let switched = e.machine_switched && e.machine_gain.is_some();
-            let on_over_off = e
-                .machine_gain
-                .take()
-                .or_else(|| (!e.idle_sibling).then(|| e.sibling_gain.clone()).flatten());
-            e.sibling_gain = None;
-            if let Some(f) = on_over_off {
-                e.capacity = Some(Capacity {
-                    target: slo_words(slo),
-                    on_over_off: f,
-                    switched,
-                });
-            }
-        }
-        e.penalty = worst_penalty(&cells, &key.0);
-        e.partners = partners(&cells, &key.0);
-        // On `1c1t` alone (no SMT, no second core for it) the answer says what it can.
-        let measured = e.sibling_gain.is_some()
-            || e.second_core.is_some()
-            || e.single_threaded
-            || e.machine_gain.is_some()
-            || e.capacity.is_some()
-            || e.penalty.is_some()
-            || !e.partners.is_empty()
-            || (e.baseline.is_some() && !e.smt);
-        if measured {
+        let e = workload_evidence(&cells, &key.0, &key.1, smt);
+        if measured(&e) {
             out.push(e);
         }
     }
     // A workload measured on `1c1t` alone is worth a row only when nothing in the run
     // compares (a server whose other placements left no CPU for its client); beside
     // compared workloads it is a sweep's point, not a question.
-    let compared = |e: &Evidence| {
-        e.second_core.is_some()
-            || e.sibling_gain.is_some()
-            || e.machine_gain.is_some()
-            || e.capacity.is_some()
-            || e.penalty.is_some()
-            || !e.partners.is_empty()
-    };
     if out.iter().any(compared) {
         out.retain(compared);
     }
     for e in &mut out {
         e.headroom.clone_from(&room);
     }
-    // Workloads measured only in co-runs (a penalty run) get their answer too.
-    for c in &cells {
+    add_co_run_only(&cells, &mut seen, &mut out, smt);
+    out
+}
+
+/// Whether `e` answers anything: on `1c1t` alone (no SMT, no second core for it) the
+/// answer says what it can.
+fn measured(e: &Evidence) -> bool {
+    e.single_threaded || compared(e) || (e.baseline.is_some() && !e.smt)
+}
+
+/// Whether `e` compares two placements, states or partners.
+fn compared(e: &Evidence) -> bool {
+    e.second_core.is_some()
+        || e.sibling_gain.is_some()
+        || e.machine_gain.is_some()
+        || e.capacity.is_some()
+        || e.penalty.is_some()
+        || !e.partners.is_empty()
+}
+
+/// Workloads measured only in co-runs (a penalty run) get their answer too.
+fn add_co_run_only(
+    cells: &[&CellRecord],
+    seen: &mut Vec<(String, BTreeMap<String, String>)>,
+    out: &mut Vec<Evidence>,
+    smt: bool,
+) {
+    for c in cells {
         if crate::corun::form_of(c).is_none()
             || out
                 .iter()
@@ -265,15 +146,194 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         let e = Evidence {
             workload: workload_name(&c.benchmark, &workload_params(c)),
             smt,
-            penalty: worst_penalty(&cells, &c.benchmark),
-            partners: partners(&cells, &c.benchmark),
+            penalty: worst_penalty(cells, &c.benchmark),
+            partners: partners(cells, &c.benchmark),
             ..Evidence::default()
         };
         if e.penalty.is_some() || !e.partners.is_empty() {
             out.push(e);
         }
     }
-    out
+}
+
+/// A workload's own cells: neither co-runs nor points of a latency sweep.
+struct Mine<'c> {
+    cells: Vec<&'c CellRecord>,
+}
+
+impl<'c> Mine<'c> {
+    fn of(cells: &[&'c CellRecord], bench: &str, params: &BTreeMap<String, String>) -> Self {
+        let cells = cells
+            .iter()
+            .copied()
+            .filter(|o| {
+                o.benchmark == bench
+                    && workload_params(o) == *params
+                    && crate::corun::form_of(o).is_none()
+                    && offered_rate(o).is_none()
+            })
+            .collect();
+        Mine { cells }
+    }
+
+    /// The cell on placement `name` in SMT `state` (`None`: any but off).
+    fn find(&self, name: &str, state: Option<&str>) -> Option<&'c CellRecord> {
+        self.cells.iter().copied().find(|o| {
+            o.placement_spec == name
+                && match state {
+                    Some(s) => o.smt().map(|x| x.name()) == Some(s),
+                    None => o.smt().is_none_or(|x| x.name() != "off"),
+                }
+        })
+    }
+
+    /// The first cell on half the cores with two or more threads each that `state` admits.
+    fn half_smt(&self, state: impl Fn(&CellRecord) -> bool) -> Option<&'c CellRecord> {
+        self.cells.iter().copied().find(|o| {
+            o.placement_spec.starts_with(HALF_CORES)
+                && o.placement.threads_per_core >= 2
+                && state(o)
+        })
+    }
+
+    /// The speed-up of a pair of placements on different CPUs, and its other cell.
+    fn pair(&self, kind: PairKind) -> Option<(Figure, &'c CellRecord)> {
+        let (b, o) = kind.placements();
+        let (base, other) = (self.find(b, None)?, self.find(o, None)?);
+        if base.placement.cpu_set() == other.placement.cpu_set() {
+            return None;
+        }
+        verdict(base, other).map(|v| (Figure::from_verdict(&v), other))
+    }
+}
+
+/// The evidence of workload `bench` with `params` among `cells`.
+fn workload_evidence(
+    cells: &[&CellRecord],
+    bench: &str,
+    params: &BTreeMap<String, String>,
+    smt: bool,
+) -> Evidence {
+    let mine = Mine::of(cells, bench, params);
+    let mut e = Evidence {
+        workload: workload_name(bench, params),
+        smt,
+        ..Evidence::default()
+    };
+    add_core_pairs(&mut e, &mine);
+    add_machine_gain(&mut e, &mine);
+    if e.machine_gain.is_some() && !e.smt {
+        // Switched on for the run: the machine has SMT, even if off as found.
+        e.smt = true;
+    }
+    let base = mine
+        .find("1c1t", Some("off"))
+        .or_else(|| mine.find("1c1t", None));
+    e.baseline = base.map(baseline);
+    if let (Some(b), Some(o)) = (base, mine.find("1c2t", None)) {
+        e.latency = latency_at_load(b, o);
+    }
+    e.latency_sweeps = latency_sweeps(cells, bench, params);
+    if let Some(slo) = params.get(SLO_PARAM) {
+        add_capacity(&mut e, slo);
+    }
+    e.penalty = worst_penalty(cells, bench);
+    e.partners = partners(cells, bench);
+    e
+}
+
+/// What the sibling adds, what a second core adds, and the one against the other.
+fn add_core_pairs(e: &mut Evidence, mine: &Mine<'_>) {
+    if let Some((f, smt_cell)) = mine.pair(PairKind::SmtYield) {
+        e.idle_sibling = idle_sibling(smt_cell);
+        e.sibling_gain = Some(f);
+    }
+    match mine.pair(PairKind::SecondCore) {
+        // One thread ran on the two cores: the second had nothing to do, so the
+        // ratio is no measure of what a core adds.
+        Some((_, two)) if two.result.cpus_used() == Some(1) => e.single_threaded = true,
+        other => e.second_core = other.map(|(f, _)| f),
+    }
+    if let (Some(core2), Some(sib)) = (mine.find("2c1t", None), mine.find("1c2t", None))
+        && sib.placement.threads_per_core >= 2
+    {
+        e.sibling_vs_core = verdict(core2, sib).map(|v| Figure::from_verdict(&v));
+    }
+}
+
+/// The whole machine: SMT on over off on `all`, else half the cores switched (a
+/// server's), else `all` over `cores`, else half the cores with one thread against all
+/// of theirs.
+fn add_machine_gain(e: &mut Evidence, mine: &Mine<'_>) {
+    let one = format!("{HALF_CORES}1t");
+    let states = mine
+        .find("all", Some("off"))
+        .zip(mine.find("all", Some("on")));
+    // A server's, switched: half the cores, one thread each with SMT off against
+    // all their threads with it on (`all` would leave its clients no CPU).
+    let half_states = || {
+        let off = mine.find(&one, Some("off"))?;
+        let on = mine.half_smt(|o| o.smt().map(|x| x.name()) == Some("on"))?;
+        Some((off, on))
+    };
+    let states = match states {
+        Some(s) => Some(s),
+        None => half_states().inspect(|(_, on)| {
+            e.machine_half = Some(on.placement_spec.clone());
+        }),
+    };
+    e.machine_switched = states.is_some();
+    e.machine_gain = match states {
+        Some((off, on)) => verdict(off, on).map(|v| Figure::from_verdict(&v)),
+        None => mine.pair(PairKind::MachineSmtGain).map(|(f, _)| f),
+    };
+    if e.machine_gain.is_some() || e.machine_switched {
+        return;
+    }
+    // A server's whole-machine question: half the cores with one thread and with all
+    // of them, its clients on the other half.
+    let half = mine.find(&one, None).zip(
+        mine.half_smt(|o| o.placement_spec != one && o.smt().is_none_or(|x| x.name() != "off")),
+    );
+    if let Some((base, other)) = half
+        && let Some(v) = verdict(base, other)
+    {
+        e.machine_gain = Some(Figure::from_verdict(&v));
+        e.machine_half = Some(other.placement_spec.clone());
+    }
+}
+
+/// The workload's own figure on `c`, for scale.
+fn baseline(c: &CellRecord) -> Baseline {
+    let s = &c.result.summary;
+    Baseline {
+        placement: c.placement_spec.clone(),
+        figure: Figure {
+            value: s.mean,
+            ci95_low: (s.n > 1).then_some(s.mean - s.ci95_half_width),
+            ci95_high: (s.n > 1).then_some(s.mean + s.ci95_half_width),
+            unsteady: c.result.hold_back_reason(),
+        },
+        unit: c.unit.clone(),
+    }
+}
+
+/// A capacity at a latency target (`slo`): its SMT comparison is the capacity's, in
+/// place of the throughput.
+fn add_capacity(e: &mut Evidence, slo: &str) {
+    let switched = e.machine_switched && e.machine_gain.is_some();
+    let on_over_off = e
+        .machine_gain
+        .take()
+        .or_else(|| (!e.idle_sibling).then(|| e.sibling_gain.clone()).flatten());
+    e.sibling_gain = None;
+    if let Some(f) = on_over_off {
+        e.capacity = Some(Capacity {
+            target: slo_words(slo),
+            on_over_off: f,
+            switched,
+        });
+    }
 }
 
 /// The p99 latencies of a server's samples on `base` and `other` (every sample of both
@@ -527,4 +587,64 @@ pub fn advise_run(r: &RunResults) -> Vec<Advice> {
     let mut e = evidence(&r.cells, r.run.topology.smt_visible());
     add_unmeasured(&mut e, &r.skipped);
     e.iter().map(decide).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(value: f64) -> Figure {
+        Figure::new(value, value - 0.05, value + 0.05)
+    }
+
+    #[test]
+    fn a_latency_target_takes_the_machine_gain_else_the_siblings_as_its_capacity() {
+        let mut e = Evidence {
+            machine_gain: Some(fig(1.2)),
+            machine_switched: true,
+            sibling_gain: Some(fig(1.1)),
+            ..Evidence::default()
+        };
+        add_capacity(&mut e, "p99=5ms");
+        let c = e.capacity.as_ref().expect("a capacity");
+        assert_eq!(c.on_over_off, fig(1.2));
+        assert!(c.switched);
+        assert_eq!((e.machine_gain, e.sibling_gain), (None, None));
+        let mut e = Evidence {
+            sibling_gain: Some(fig(1.1)),
+            ..Evidence::default()
+        };
+        add_capacity(&mut e, "p99=5ms");
+        let c = e.capacity.as_ref().expect("a capacity");
+        assert_eq!((c.on_over_off.value, c.switched), (1.1, false));
+        // A sibling left idle measures no capacity with SMT.
+        let mut e = Evidence {
+            sibling_gain: Some(fig(1.1)),
+            idle_sibling: true,
+            ..Evidence::default()
+        };
+        add_capacity(&mut e, "p99=5ms");
+        assert_eq!((e.capacity, e.sibling_gain), (None, None));
+    }
+
+    #[test]
+    fn one_placement_alone_answers_only_without_smt() {
+        let baseline = Some(Baseline {
+            placement: "1c1t".into(),
+            figure: fig(10.0),
+            unit: "op/s".into(),
+        });
+        let mut e = Evidence {
+            baseline,
+            ..Evidence::default()
+        };
+        assert!(measured(&e) && !compared(&e));
+        e.smt = true;
+        assert!(!measured(&e));
+        e.partners.push(Partnered {
+            partner: "int-ops".into(),
+            figure: fig(1.3),
+        });
+        assert!(measured(&e) && compared(&e));
+    }
 }

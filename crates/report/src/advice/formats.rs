@@ -133,14 +133,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             ]);
         }
         if !a.reasons.is_empty() {
-            for line in t
-                .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
-                .lines()
-            {
-                out.push_str("  ");
-                out.push_str(line.trim_end());
-                out.push('\n');
-            }
+            push_indented(&mut out, &t, width);
         }
         for s in &a.latency_sweeps {
             out.push_str(&crate::table::wrap(
@@ -151,17 +144,22 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             for r in sweep_rows(s) {
                 t.row(r);
             }
-            for line in t
-                .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
-                .lines()
-            {
-                out.push_str("  ");
-                out.push_str(line.trim_end());
-                out.push('\n');
-            }
+            push_indented(&mut out, &t, width);
         }
     }
     out
+}
+
+/// Appends `t` indented by two columns, fitted to `width` in all.
+fn push_indented(out: &mut String, t: &crate::table::Table, width: usize) {
+    for line in t
+        .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
+        .lines()
+    {
+        out.push_str("  ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
 }
 
 /// The advice as Markdown: one row per workload, then each workload's figures.

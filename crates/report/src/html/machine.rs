@@ -193,10 +193,42 @@ fn kv(key: &str, value: Option<&str>) -> Markup {
 }
 
 pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let m = &r.run;
+    let t = &r.run.topology;
+    let notes = notes(r);
+    let section = html! {
+        section id="machine" {
+            h2 { "Machine" }
+            @if !notes.is_empty() {
+                ul class="notes" { @for n in &notes { li { (n) } } }
+            }
+            div class="charts" {
+                div {
+                    h3 { "Environment" }
+                    (environment(&r.run))
+                }
+                div {
+                    h3 { "Topology" }
+                    (topology(t))
+                    (caches(t))
+                }
+            }
+            details open="open" {
+                summary {
+                    "Topology picture: packages, NUMA nodes, caches, cores and their CPUs \
+                     (SMT siblings shaded)"
+                }
+                div class="scroll" { (PreEscaped(crate::topo_svg::topology_svg(t))) }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
+    Ok(())
+}
+
+/// The machine's environment and the run's command and sampling, as a key-value table.
+fn environment(m: &smtlab_model::RunMeta) -> Markup {
     let e = &m.environment;
     let t = &m.topology;
-    let notes = notes(r);
     let smt = match (&e.smt_control, t.smt.active) {
         (Some(c), Some(a)) => Some(format!("{c} (active: {a})")),
         (Some(c), None) => Some(c.clone()),
@@ -206,8 +238,39 @@ pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
         Some(g) => format!("{} ({g})", e.tool_version),
         None => e.tool_version.clone(),
     };
-    let c = &m.config;
-    let sampling = format!(
+    html! {
+        table class="kv" {
+            (kv("host", e.hostname.as_deref()))
+            (kv("kernel", e.kernel.as_deref()))
+            (kv("CPU", e.cpu_model.as_deref().or(t.cpu_model.as_deref())))
+            (kv("vendor", t.vendor.as_deref()))
+            (kv("microcode", e.microcode.as_deref()))
+            (kv("SMT control", smt.as_deref().or(Some("absent"))))
+            (kv("governor", e.governor.as_deref()))
+            (kv("boost / turbo", e.boost.as_deref()))
+            (kv("clocksource", e.clocksource.as_deref()))
+            (kv("perf_event_paranoid",
+                e.perf_event_paranoid.map(|v| v.to_string()).as_deref()))
+            (kv("virtualisation", Some(
+                e.virtualization
+                    .as_deref()
+                    .or(t.virtualization.as_deref())
+                    .unwrap_or("none detected"))))
+            (kv("tool version", Some(&version)))
+            tr {
+                th { "command line" }
+                td { code { (smtlab_model::run::shell_join(&m.command_line)) } }
+            }
+            (kv("started", Some(&utc(m.started_unix_s))))
+            (kv("finished", m.finished_unix_s.map(utc).as_deref()))
+            (kv("sampling", Some(&sampling(&m.config))))
+        }
+    }
+}
+
+/// How the run sampled: counts, sample length, interval target, warm-up and limits.
+fn sampling(c: &smtlab_model::RunConfig) -> String {
+    format!(
         "{}-{} samples of ~{} ms, CI target {}% of the mean, warm-up {} ms, {}{}{}",
         c.min_samples,
         c.max_samples,
@@ -225,100 +288,58 @@ pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
             n => format!(" (cells with long samples, such as workloads: at least {n})"),
         },
         if c.quick { " (quick preset)" } else { "" }
-    );
+    )
+}
+
+/// The first few SMT sibling sets (`{0,4} {1,5} and 2 more`); none without siblings.
+fn sibling_sets(t: &Topology) -> Option<String> {
     let siblings: Vec<String> = t
         .cores()
         .filter(|c| c.cpus.len() > 1)
         .take(4)
         .map(|c| format!("{{{}}}", c.cpus))
         .collect();
-    let sibling_sets = (!siblings.is_empty()).then(|| {
+    (!siblings.is_empty()).then(|| {
         let more = t.cores().filter(|c| c.cpus.len() > 1).count() - siblings.len();
         let mut s = siblings.join(" ");
         if more > 0 {
             let _ = write!(s, " and {more} more");
         }
         s
-    });
-    let section = html! {
-        section id="machine" {
-            h2 { "Machine" }
-            @if !notes.is_empty() {
-                ul class="notes" { @for n in &notes { li { (n) } } }
+    })
+}
+
+/// The topology's shape, CPUs, siblings, core kinds and NUMA nodes, as a key-value table.
+fn topology(t: &Topology) -> Markup {
+    html! {
+        table class="kv" {
+            (kv("shape", Some(&shape(t))))
+            (kv("online CPUs", Some(&t.cpus.to_string())))
+            @if !t.offline_cpus.is_empty() {
+                (kv("offline CPUs", Some(&t.offline_cpus.to_string())))
             }
-            div class="charts" {
-                div {
-                    h3 { "Environment" }
-                    table class="kv" {
-                        (kv("host", e.hostname.as_deref()))
-                        (kv("kernel", e.kernel.as_deref()))
-                        (kv("CPU", e.cpu_model.as_deref().or(t.cpu_model.as_deref())))
-                        (kv("vendor", t.vendor.as_deref()))
-                        (kv("microcode", e.microcode.as_deref()))
-                        (kv("SMT control", smt.as_deref().or(Some("absent"))))
-                        (kv("governor", e.governor.as_deref()))
-                        (kv("boost / turbo", e.boost.as_deref()))
-                        (kv("clocksource", e.clocksource.as_deref()))
-                        (kv("perf_event_paranoid",
-                            e.perf_event_paranoid.map(|v| v.to_string()).as_deref()))
-                        (kv("virtualisation", Some(
-                            e.virtualization
-                                .as_deref()
-                                .or(t.virtualization.as_deref())
-                                .unwrap_or("none detected"))))
-                        (kv("tool version", Some(&version)))
-                        tr {
-                            th { "command line" }
-                            td { code { (smtlab_model::run::shell_join(&m.command_line)) } }
-                        }
-                        (kv("started", Some(&utc(m.started_unix_s))))
-                        (kv("finished", m.finished_unix_s.map(utc).as_deref()))
-                        (kv("sampling", Some(&sampling)))
-                    }
-                }
-                div {
-                    h3 { "Topology" }
-                    table class="kv" {
-                        (kv("shape", Some(&shape(t))))
-                        (kv("online CPUs", Some(&t.cpus.to_string())))
-                        @if !t.offline_cpus.is_empty() {
-                            (kv("offline CPUs", Some(&t.offline_cpus.to_string())))
-                        }
-                        @if let Some(a) = &t.allowed_cpus {
-                            (kv("allowed CPUs", Some(&a.to_string())))
-                        }
-                        @if let Some(s) = &sibling_sets {
-                            (kv("SMT sibling sets", Some(s)))
-                        }
-                        @for k in &t.core_kinds {
-                            (kv(&format!("core kind {}", k.name),
-                                Some(&format!("CPUs {} (from {})", k.cpus, k.source))))
-                        }
-                        @for n in &t.numa_nodes {
-                            (kv(&format!("NUMA node {}", n.id), Some(&format!(
-                                "CPUs {}{}",
-                                n.cpus,
-                                n.memory_bytes.map(|b| format!(", {}", bytes(b))).unwrap_or_default()
-                            ))))
-                        }
-                        @if t.numa_nodes.is_empty() {
-                            (kv("NUMA", Some("no nodes reported")))
-                        }
-                    }
-                    (caches(t))
-                }
+            @if let Some(a) = &t.allowed_cpus {
+                (kv("allowed CPUs", Some(&a.to_string())))
             }
-            details open="open" {
-                summary {
-                    "Topology picture: packages, NUMA nodes, caches, cores and their CPUs \
-                     (SMT siblings shaded)"
-                }
-                div class="scroll" { (PreEscaped(crate::topo_svg::topology_svg(t))) }
+            @if let Some(s) = &sibling_sets(t) {
+                (kv("SMT sibling sets", Some(s)))
+            }
+            @for k in &t.core_kinds {
+                (kv(&format!("core kind {}", k.name),
+                    Some(&format!("CPUs {} (from {})", k.cpus, k.source))))
+            }
+            @for n in &t.numa_nodes {
+                (kv(&format!("NUMA node {}", n.id), Some(&format!(
+                    "CPUs {}{}",
+                    n.cpus,
+                    n.memory_bytes.map(|b| format!(", {}", bytes(b))).unwrap_or_default()
+                ))))
+            }
+            @if t.numa_nodes.is_empty() {
+                (kv("NUMA", Some("no nodes reported")))
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    }
 }
 
 fn caches(t: &Topology) -> Markup {
@@ -345,5 +366,43 @@ fn caches(t: &Topology) -> Markup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_sibling_sets_are_named_and_the_rest_counted() {
+        let six = smtlab_fixtures::build::intel(1, 6, 2);
+        let sets = sibling_sets(&six).expect("siblings");
+        assert_eq!(sets.matches('{').count(), 4, "{sets}");
+        assert!(sets.ends_with("} and 2 more"), "{sets}");
+        let two = smtlab_fixtures::build::intel(1, 2, 2);
+        assert!(!sibling_sets(&two).unwrap().contains("more"));
+        let none = smtlab_fixtures::build::one_cpu_per_core(&[0, 1]);
+        assert_eq!(sibling_sets(&none), None);
+    }
+
+    #[test]
+    fn sampling_says_the_limits_the_run_had() {
+        let h = smtlab_fixtures::fleet::FakeHost::new("h1", "Xeon", 1.2);
+        let mut c = smtlab_fixtures::fleet::run(&h).run.config;
+        c.max_cell_ns = u64::MAX;
+        c.long_min_samples = 0;
+        c.quick = true;
+        let s = sampling(&c);
+        assert!(s.ends_with("no time limit per cell (quick preset)"), "{s}");
+        c.max_cell_ns = 30_000_000_000;
+        c.long_min_samples = 5;
+        c.quick = false;
+        let s = sampling(&c);
+        assert!(
+            s.ends_with(
+                "at most 30 s per cell (cells with long samples, such as workloads: at least 5)"
+            ),
+            "{s}"
+        );
     }
 }

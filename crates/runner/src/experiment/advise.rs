@@ -33,7 +33,7 @@ use super::corun::Workload;
 use super::{Engine, ExperimentError};
 use crate::exec::CommandBench;
 pub use crate::exec::served::ServedCommand;
-use crate::session::{CellPlan, Ended, SessionObserver, param_map};
+use crate::session::{CellPlan, Ended, SessionObserver, Unplaced, param_map};
 
 /// The user's command with an optional preparation (`make clean`) run before each run,
 /// outside the timed part, on whatever CPUs the system gives it.
@@ -335,7 +335,7 @@ pub fn throughput_group<'a>(
             },
             placement: smtlab_placement::parse(spec)
                 .and_then(|p| smtlab_placement::resolve(&p, topo))
-                .map_err(|e| e.to_string()),
+                .map_err(Unplaced::from),
             work_unit: command.then(|| ("run".to_string(), 1.0)),
             warmup_samples,
         })
@@ -464,7 +464,7 @@ pub fn sweep_groups<'a>(
                     },
                     placement: smtlab_placement::parse(spec)
                         .and_then(|p| smtlab_placement::resolve(&p, topo))
-                        .map_err(|e| e.to_string()),
+                        .map_err(Unplaced::from),
                     work_unit: None,
                     warmup_samples: None,
                 })
@@ -545,7 +545,7 @@ mod tests {
         let group = throughput_group(&subject, &["1c1t".into(), "1c2t".into()], &topo, None);
         assert!(group[0].placement.is_ok());
         let why = group[1].placement.as_ref().unwrap_err();
-        assert!(!why.is_empty());
+        assert!(!why.to_string().is_empty());
         assert_eq!(group[1].key.benchmark, "int-ops");
         assert!(Subject::catalog("no-such", &[], true).is_err());
         assert!(Subject::catalog("int-ops", &["nope=1".into()], true).is_err());

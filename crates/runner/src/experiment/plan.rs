@@ -5,7 +5,7 @@ use smtlab_bench::Benchmark;
 use smtlab_model::{CellKey, SkippedCell, Topology};
 
 use super::smt::params_of;
-use crate::session::{CellPlan, Group};
+use crate::session::{CellPlan, Group, Unplaced};
 
 /// The groups of `keys`, their benchmarks found in `catalog` and their placements
 /// resolved on `topo`; the cells whose benchmark this build lacks are skipped with the
@@ -27,7 +27,7 @@ pub fn groups_of<'a>(
         };
         let placement = smtlab_placement::parse(&key.placement)
             .and_then(|spec| smtlab_placement::resolve(&spec, topo))
-            .map_err(|e| e.to_string());
+            .map_err(Unplaced::from);
         let cell = CellPlan {
             bench: bench.as_ref(),
             info: bench.info(),

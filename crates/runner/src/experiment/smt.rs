@@ -20,7 +20,7 @@ use smtlab_model::{CellKey, SkippedCell, Topology};
 
 use super::{Engine, ExperimentError};
 use crate::machine::Machine;
-use crate::session::{CellPlan, Ended, Group, SessionObserver};
+use crate::session::{CellPlan, Ended, Group, SessionObserver, Unplaced};
 
 /// The one SMT state of a cell (on, off, or as found), from the model.
 pub use smtlab_model::keys::SmtState;
@@ -203,7 +203,10 @@ pub fn resolve_in<'a>(group: Group<'a>, st: SmtState, topo: &Topology) -> Group<
         .map(|mut c| {
             c.placement = smtlab_placement::parse(&c.key.placement)
                 .and_then(|spec| smtlab_placement::resolve(&spec, topo))
-                .map_err(|e| format!("with SMT {}: {e}", st.name()));
+                .map_err(|error| Unplaced::InState {
+                    state: st.name(),
+                    error,
+                });
             c
         })
         .collect()

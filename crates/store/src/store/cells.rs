@@ -193,7 +193,24 @@ pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> S
         return Err(Fail::NoRun(run_id));
     }
     let params_json = key_params_json(&cell.params, &cell.conditions)?;
-    let key = key_args(run_id, &cell.benchmark, &params_json, &cell.placement_spec);
+    let position = replace_key(db, run_id, cell, &params_json)?;
+    let cell_id = insert_cell_row(db, run_id, position, cell, &params_json)?;
+    let r = &cell.result;
+    insert_samples(db, cell_id, r)?;
+    insert_summaries(db, cell_id, r)?;
+    insert_rounds(db, cell_id, r)?;
+    insert_series(db, cell_id, r)
+}
+
+/// Removes what the run holds under the cell's key (a cell measured again, or a skip it
+/// replaces) and returns the key's place in the run's plan.
+fn replace_key(
+    db: &mut dyn Sql,
+    run_id: i64,
+    cell: &CellRecord,
+    params_json: &str,
+) -> Step<Option<i64>> {
+    let key = key_args(run_id, &cell.benchmark, params_json, &cell.placement_spec);
     // ON DELETE CASCADE removes the old samples, summaries, rounds and series with it.
     db.execute(
         "DELETE FROM cells WHERE run_id = ?1 AND benchmark = ?2 AND params = ?3
@@ -205,13 +222,22 @@ pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> S
                                AND placement = ?4",
         &key,
     )?;
-    let position: Option<i64> = db
-        .query_one(
-            "SELECT min(position) FROM plan WHERE run_id = ?1 AND benchmark = ?2
+    db.query_one(
+        "SELECT min(position) FROM plan WHERE run_id = ?1 AND benchmark = ?2
                                              AND params = ?3 AND placement = ?4",
-            &key,
-        )?
-        .get(0)?;
+        &key,
+    )?
+    .get(0)
+}
+
+/// The cell's own row, with its facts and counters; its id.
+fn insert_cell_row(
+    db: &mut dyn Sql,
+    run_id: i64,
+    position: Option<i64>,
+    cell: &CellRecord,
+    params_json: &str,
+) -> Step<i64> {
     let r = &cell.result;
     let facts = CellFacts {
         calibration: r.calibration.clone(),
@@ -222,35 +248,37 @@ pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> S
         config: r.config.clone(),
         disturbance: r.disturbance.clone(),
     };
-    let cell_id: i64 = db
-        .query_one(
-            "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
+    db.query_one(
+        "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
                                 placement_spec, placement_name, cpus, placement, converged,
                                 stop_reason, iterations, wall_ns, facts, counters)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
              RETURNING id",
-            args![
-                run_id,
-                position,
-                cell.benchmark.as_str(),
-                cell.group.as_str(),
-                cell.unit.as_str(),
-                cell.direction.as_str(),
-                params_json.as_str(),
-                cell.placement_spec.as_str(),
-                cell.placement.name.as_str(),
-                cell.placement.cpu_set().to_list_string(),
-                to_json(&cell.placement)?,
-                r.converged,
-                enum_text(r.stop_reason)?,
-                r.iterations,
-                r.wall_ns,
-                to_json(&facts)?,
-                cell.counters.as_ref().map(to_json).transpose()?,
-            ],
-        )?
-        .get(0)?;
+        args![
+            run_id,
+            position,
+            cell.benchmark.as_str(),
+            cell.group.as_str(),
+            cell.unit.as_str(),
+            cell.direction.as_str(),
+            params_json,
+            cell.placement_spec.as_str(),
+            cell.placement.name.as_str(),
+            cell.placement.cpu_set().to_list_string(),
+            to_json(&cell.placement)?,
+            r.converged,
+            enum_text(r.stop_reason)?,
+            r.iterations,
+            r.wall_ns,
+            to_json(&facts)?,
+            cell.counters.as_ref().map(to_json).transpose()?,
+        ],
+    )?
+    .get(0)
+}
 
+/// Each sample with its metrics.
+fn insert_samples(db: &mut dyn Sql, cell_id: i64, r: &CellResult) -> Step<()> {
     for (i, s) in r.samples.iter().enumerate() {
         let metrics = if s.metrics.is_empty() {
             None
@@ -275,7 +303,11 @@ pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> S
             ],
         )?;
     }
+    Ok(())
+}
 
+/// The summaries of the cell's values, CPU rate and start spread, where it has them.
+fn insert_summaries(db: &mut dyn Sql, cell_id: i64, r: &CellResult) -> Step<()> {
     let summaries = [
         ("value", Some(&r.summary)),
         ("cpu_rate", r.cpu_rate.as_ref()),
@@ -292,7 +324,11 @@ pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> S
             &values,
         )?;
     }
+    Ok(())
+}
 
+/// Each round with its summary.
+fn insert_rounds(db: &mut dyn Sql, cell_id: i64, r: &CellResult) -> Step<()> {
     for (i, round) in r.rounds.iter().enumerate() {
         let mut values: Vec<Value<'_>> = vec![
             cell_id.into(),
@@ -309,7 +345,11 @@ pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> S
             &values,
         )?;
     }
+    Ok(())
+}
 
+/// The cell's series, encoded.
+fn insert_series(db: &mut dyn Sql, cell_id: i64, r: &CellResult) -> Step<()> {
     for (name, values) in &r.series {
         db.execute(
             "INSERT INTO series (cell_id, name, n, data) VALUES (?1, ?2, ?3, ?4)",
