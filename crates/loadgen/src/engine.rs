@@ -141,9 +141,11 @@ impl<'a> Engine<'a> {
     /// Runs the load for the plan's duration and returns what was counted.
     pub fn run(mut self) -> io::Result<ThreadReport> {
         let end_ns = self.plan.duration_ns;
-        // Time spent waiting for events (asleep, or spinning on empty polls): the rest of
-        // the load was the loop's own work on events.
-        let mut waited_ns = 0u64;
+        // The thread's CPU time, less what it spent spinning on empty polls
+        // (`busy_poll`): what is left is its work on the load. Time it was kept off its
+        // CPU (a CPU shared with the server) is not work: the generator was not the limit.
+        let cpu_start_ns = sys::thread_cpu_ns();
+        let mut spun_ns = 0u64;
         for i in 0..self.conns.len() {
             let due = self.conns[i].next_due_ns;
             if self.plan.rate_per_s.is_some() && due > 0 {
@@ -193,11 +195,11 @@ impl<'a> Engine<'a> {
             if now < poll_until {
                 wait_ns = 0;
             }
-            let before = now_ns(self.origin);
             let n = sys::wait(self.epfd.as_raw_fd(), &mut events, wait_ns)?;
-            // A wait that brought nothing makes its whole turn of the loop a wait (a
-            // busy poll spins through such turns); one that brought events, its own time.
-            waited_ns += now_ns(self.origin) - if n == 0 { now } else { before };
+            if n == 0 && wait_ns == 0 {
+                // A turn of a busy poll that found nothing: spinning, not work.
+                spun_ns += now_ns(self.origin) - now;
+            }
             if n > 0 && self.plan.busy_poll_ns > 0 {
                 poll_until = now_ns(self.origin) + self.plan.busy_poll_ns;
             }
@@ -234,7 +236,8 @@ impl<'a> Engine<'a> {
         }
         let mut report = std::mem::replace(&mut self.report, ThreadReport::new());
         report.window_ns = elapsed.saturating_sub(self.plan.warmup_ns);
-        report.busy = Some((elapsed.saturating_sub(waited_ns), elapsed));
+        let cpu_ns = sys::thread_cpu_ns().saturating_sub(cpu_start_ns);
+        report.busy = Some((cpu_ns.saturating_sub(spun_ns), elapsed));
         report.conns = self.conns.iter().map(|c| c.stats.clone()).collect();
         Ok(report)
     }

@@ -66,8 +66,8 @@ pub(crate) struct ThreadReport {
     pub errors: BTreeMap<ErrorKind, u64>,
     pub bad_statuses: BTreeMap<u16, u64>,
     pub conns: Vec<ConnStats>,
-    /// The thread's time not waiting for events over its whole load, warm-up
-    /// included, and that load's length.
+    /// The thread's CPU time spent on the load (not spinning on empty polls) over its
+    /// whole load, warm-up included, and that load's length.
     pub busy: Option<(u64, u64)>,
 }
 
@@ -135,16 +135,16 @@ pub struct LoadReport {
     pub bad_statuses: BTreeMap<u16, u64>,
     pub latency: Histogram<u64>,
     pub conns: Vec<ConnStats>,
-    /// The share of their time the load threads spent not waiting for events (their
-    /// own work, or waiting for a CPU), over the whole load, their mean: near 1, the
-    /// load generator itself was the limit, as the server left it nothing to wait for.
-    /// Time spent spinning on empty polls (`busy_poll`) is waiting. `None` when not
-    /// known (agents that do not say).
+    /// The share of their time the load threads spent on a CPU working on the load,
+    /// over the whole load, their mean: near 1, the load generator itself was the limit,
+    /// as the server left it nothing to wait for. Spinning on empty polls (`busy_poll`)
+    /// is not work, nor is time kept off the CPU (a CPU shared with the server).
+    /// `None` when not known (agents that do not say).
     pub client_busy: Option<f64>,
 }
 
-/// From this share of their time not waiting, load threads are taken to be saturated:
-/// the load generator, not the server, set the figure.
+/// From this share of their time working on a CPU, load threads are taken to be
+/// saturated: the load generator, not the server, set the figure.
 pub const CLIENT_SATURATED: f64 = 0.9;
 
 impl LoadReport {

@@ -126,8 +126,9 @@ pub mod web {
     pub const REQUESTS: &str = "requests";
     /// Metric: TCP connections opened in the sample.
     pub const CONNECTS: &str = "connects";
-    /// Metric: the load threads' share of their time not waiting for events (their
-    /// mean); near 1 the load generator, not the server, set the figure.
+    /// Metric: the load threads' share of their time on a CPU working on the load (their
+    /// mean; spinning on empty polls left out); near 1 the load generator, not the
+    /// server, set the figure.
     pub const CLIENT_BUSY: &str = "client_busy";
     /// Parameter (not a metric) of an open loop's offered rate, requests per second (0:
     /// closed loop): `web-static rate=R`, the points of `advise`'s latency sweep.

@@ -265,7 +265,7 @@ pub struct WireReport {
     /// The latency histogram, HdrHistogram's V2 encoding in base64.
     pub latency_v2: String,
     pub conns: Vec<ConnStats>,
-    /// [`LoadReport::client_busy`]: the agent's load threads' share of time not waiting.
+    /// [`LoadReport::client_busy`]: the agent's load threads' share of time working.
     #[serde(default)]
     pub client_busy: Option<f64>,
 }
