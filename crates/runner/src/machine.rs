@@ -119,6 +119,17 @@ pub trait Machine: Sync {
     /// The environment the measurements run in (DESIGN rule 11), stored with the run.
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment;
 
+    /// Paper 002's pair probing on this machine's CPUs
+    /// ([`crate::experiment::siblings::probe`]), `window` per measurement; `None` where
+    /// the CPUs cannot be probed (a machine described by files).
+    fn probe_siblings(
+        &self,
+        _topo: &Topology,
+        _window: std::time::Duration,
+    ) -> Option<Vec<crate::experiment::siblings::PairFigure>> {
+        None
+    }
+
     /// Each CPU's time since boot (`proc/stat` under [`Machine::root`]), for what
     /// disturbed a cell ([`crate::disturb`]) and the steal note at a run's start; `None`
     /// where it cannot be read or parsed.
@@ -243,6 +254,14 @@ impl Machine for RealMachine {
 
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment {
         capture(topo, tool)
+    }
+
+    fn probe_siblings(
+        &self,
+        topo: &Topology,
+        window: std::time::Duration,
+    ) -> Option<Vec<crate::experiment::siblings::PairFigure>> {
+        crate::experiment::siblings::probe(topo, window).ok()
     }
 }
 

@@ -44,7 +44,11 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         &db,
         counting.as_ref(),
     );
-    if let Some(note) = smtlab_runner::disturb::steal_note(machine) {
+    let notes = [
+        smtlab_runner::disturb::steal_note(machine),
+        smtlab_runner::experiment::siblings::start_note(machine, &topo),
+    ];
+    for note in notes.into_iter().flatten() {
         crate::term::note_fit(&format!("note: {note}"));
     }
     let stop = settings::Stop::on_signals()?;

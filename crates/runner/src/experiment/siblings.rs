@@ -116,6 +116,43 @@ fn ops_on(first: u32, second: Option<u32>, window: Duration) -> Result<u64, Prob
     Ok(ops)
 }
 
+/// The window of each measurement of [`start_note`]'s quick probe.
+pub const QUICK_WINDOW: Duration = Duration::from_millis(10);
+/// The most CPUs [`start_note`] pairs with the first (a second or so in all).
+pub const QUICK_PAIRS: usize = 16;
+
+/// The line a run starts with on a virtual machine that shows no SMT but has CPUs that
+/// behave as siblings (a quick probe of the first CPU with up to [`QUICK_PAIRS`]
+/// others), or `None`: on bare metal (its topology is the hardware's), where SMT is
+/// visible, where the CPUs cannot be probed, or where every pair behaves as the
+/// topology says.
+pub fn start_note(machine: &dyn crate::machine::Machine, topo: &Topology) -> Option<String> {
+    if topo.virtualization.is_none() || topo.smt_visible() {
+        return None;
+    }
+    let mut probed = topo.clone();
+    probed.cpus = topo.cpus.iter().take(QUICK_PAIRS + 1).collect();
+    let figures = machine.probe_siblings(&probed, QUICK_WINDOW)?;
+    hidden_note(&findings(&figures), topo.cpus.iter().next()?)
+}
+
+/// One line naming the pairs of `findings` that behave as siblings the topology hides.
+pub fn hidden_note(findings: &[Finding], first: u32) -> Option<String> {
+    let hidden: Vec<String> = findings
+        .iter()
+        .filter(|f| f.hidden_sibling)
+        .map(|f| format!("{} ({:.2}x)", f.figure.cpu, f.figure.slowdown))
+        .collect();
+    (!hidden.is_empty()).then(|| {
+        format!(
+            "CPU {first} and CPU {} slow each other as SMT siblings do, though this virtual \
+             machine's topology shows separate cores: placements by the topology may share \
+             cores (`smtlab topo --probe-siblings` probes every pair)",
+            hidden.join(", ")
+        )
+    })
+}
+
 /// Pairs the first of the topology's CPUs with every other, `window` per measurement.
 pub fn probe(topo: &Topology, window: Duration) -> Result<Vec<PairFigure>, ProbeError> {
     let cpus: Vec<u32> = topo.cpus.iter().collect();
@@ -181,5 +218,30 @@ mod tests {
         // The threshold itself counts as sharing.
         assert!(fig(1, SIBLING_SLOWDOWN, false).behaves_as_siblings());
         assert!(!fig(1, SIBLING_SLOWDOWN - 0.01, false).behaves_as_siblings());
+    }
+
+    #[test]
+    fn the_start_note_names_hidden_siblings_only() {
+        let found = findings(&[fig(1, 1.05, false), fig(2, 1.8, false), fig(3, 1.02, true)]);
+        let note = hidden_note(&found, 0).unwrap();
+        assert!(
+            note.starts_with("CPU 0 and CPU 2 (1.80x) slow each other"),
+            "{note}"
+        );
+        assert!(!note.contains("CPU 3") && !note.contains(", 3"), "{note}");
+        assert_eq!(hidden_note(&findings(&[fig(1, 1.0, false)]), 0), None);
+    }
+
+    #[test]
+    fn no_probe_on_bare_metal_or_a_machine_of_files() {
+        let mut topo = smtlab_fixtures::build::one_cpu_per_core(&[0, 1, 2, 3]);
+        // Bare metal: the topology is the hardware's, and nothing is probed.
+        topo.virtualization = None;
+        assert_eq!(start_note(&crate::machine::RealMachine, &topo), None);
+        // A virtual machine described by files cannot be probed.
+        topo.virtualization = Some("kvm".into());
+        let dir = tempfile::tempdir().unwrap();
+        let fake = crate::machine::FakeMachine::at(dir.path()).unwrap();
+        assert_eq!(start_note(&fake, &topo), None);
     }
 }
