@@ -1871,7 +1871,7 @@ mod store {
                 .to_string()
         };
         let in_table = found(&exec, "2c1t");
-        let in_verdict = found(&exec, "2 cores / 1 core (2c1t / 1c1t): ");
+        let in_verdict = found(&exec, "2 cores vs 1 (2c1t/1c1t): ");
         assert_eq!(in_table, in_verdict, "{exec}");
         let report = stdout_of(
             smtlab()

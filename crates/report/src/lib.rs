@@ -39,6 +39,9 @@
 //! * [`svg`]: the small chart library behind the page. The pages' markup is built with
 //!   `maud`, which escapes every interpolated value.
 //! * [`export`]: `smtlab.results/1` JSON and one-row-per-cell CSV (`report --json/--csv`).
+//! * [`text`]: the verdicts `exec` and `bench` print under their cells (the SMT pairs
+//!   each benchmark's cells form, the speed-up and the gain of each), in the words the
+//!   advice and the page use.
 //! * [`table`]: the one text-table engine (aligned columns, fitted to a width without
 //!   cutting a number), used by the text reports and the terminal; [`fmt::ratio_ci`] is
 //!   the one way a ratio is written (`1.250x [1.210, 1.290]`).
@@ -78,6 +81,7 @@ pub mod svg;
 pub mod table;
 #[cfg(test)]
 mod testutil;
+pub mod text;
 pub mod topo_svg;
 pub mod units;
 pub mod utilisation;

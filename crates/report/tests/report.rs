@@ -1190,7 +1190,7 @@ fn exec_report_has_its_verdict_and_no_empty_section() {
     let verdict = section(&page, "exec");
     // 1.0 s against 0.8 s: 1.25x faster with SMT, interval above 1.
     assert!(
-        verdict.contains("SMT (a second thread on the same core) gives +25.0%"),
+        verdict.contains("SMT (a second thread on the same core) gives +25% [+24%, +26%]"),
         "{verdict}"
     );
     assert!(!verdict.contains("not significant"));

@@ -108,6 +108,20 @@ fn mark(says: Says) -> &'static str {
     }
 }
 
+/// `t` fitted to `width` less an indent of two spaces, each line indented.
+fn indented(t: &crate::table::Table, width: usize) -> String {
+    let mut out = String::new();
+    for line in t
+        .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
+        .lines()
+    {
+        out.push_str("  ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// The terminal summary: per workload the answer, why, then each figure (its interval,
 /// which way it points, `*` where the answer rests on it), fitted to `width`.
 pub fn text(advice: &[Advice], width: usize) -> String {
@@ -125,22 +139,24 @@ pub fn text(advice: &[Advice], width: usize) -> String {
         ));
         let mut t = crate::table::Table::new(["", "figure (95% CI)", "says", "measured"]).shrink(3);
         for r in &a.reasons {
-            t.row([
-                if r.deciding { "*" } else { "" }.to_string(),
-                r.shown.clone(),
-                mark(r.says).to_string(),
-                r.what.clone(),
-            ]);
+            // What the interval says (`not significant at 95%`, `unsteady (why)`) goes
+            // under the row, so the figures keep their column at 80 characters.
+            let (figure, words) = match r.shown.split_once("] ") {
+                Some((figure, words)) => (format!("{figure}]"), Some(words.to_string())),
+                None => (r.shown.clone(), None),
+            };
+            t.row_with_detail(
+                [
+                    if r.deciding { "*" } else { "" }.to_string(),
+                    figure,
+                    mark(r.says).to_string(),
+                    r.what.clone(),
+                ],
+                words.map_or(String::new(), |w| format!("   {w}")),
+            );
         }
         if !a.reasons.is_empty() {
-            for line in t
-                .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
-                .lines()
-            {
-                out.push_str("  ");
-                out.push_str(line.trim_end());
-                out.push('\n');
-            }
+            out.push_str(&indented(&t, width));
         }
         for s in &a.latency_sweeps {
             out.push_str(&crate::table::wrap(
@@ -151,14 +167,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             for r in sweep_rows(s) {
                 t.row(r);
             }
-            for line in t
-                .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
-                .lines()
-            {
-                out.push_str("  ");
-                out.push_str(line.trim_end());
-                out.push('\n');
-            }
+            out.push_str(&indented(&t, width));
         }
     }
     out

@@ -75,8 +75,10 @@ fn verdict_group(cells: &[&CellRecord], ps: &BTreeMap<String, String>) -> Markup
                 // cells' own unit (mean times for a command), as the terminal prints it.
                 @if let Some(v) = smtlab_model::verdict::verdict(base, c) {
                     li {
-                        b { (verdict_subject(base, c)) " " (crate::fmt::pct(v.speedup.ratio)) }
-                        ": " (times(v.speedup.ratio)) "x" (verdict_interval(&v))
+                        // The gain and the verdict in the words `exec` and `advise` use.
+                        @let q = &v.speedup;
+                        b { (verdict_subject(base, c)) " " (crate::fmt::gain_ci(q.ratio, q.ci95_low, q.ci95_high)) }
+                        ": " (crate::fmt::verdict(&v))
                         " for this command on this machine; " (c.placement.name) " "
                         (col.with_unit(headline(c).0)) " vs " (base.placement.name) " "
                         (col.with_unit(headline(base).0)) "."
@@ -95,27 +97,6 @@ fn verdict_subject(base: &CellRecord, c: &CellRecord) -> String {
         ("1c1t", "1c2t") => "SMT (a second thread on the same core) gives".to_string(),
         ("1c1t", "2c1t") => "a second core gives".to_string(),
         (b, o) => format!("{o} against {b} gives"),
-    }
-}
-
-fn verdict_interval(v: &smtlab_model::verdict::Verdict) -> String {
-    let q = &v.speedup;
-    match (q.ci95_low, q.ci95_high, &v.unsteady) {
-        (Some(lo), Some(hi), Some(why)) => format!(
-            " (95% interval {} to {}x: unsteady, {why})",
-            times(lo),
-            times(hi)
-        ),
-        (Some(lo), Some(hi), None) if lo > 1.0 || hi < 1.0 => {
-            format!(" (95% interval {} to {}x)", times(lo), times(hi))
-        }
-        (Some(lo), Some(hi), None) => format!(
-            " (95% interval {} to {}x: not significant at 95%)",
-            times(lo),
-            times(hi)
-        ),
-        (_, _, Some(why)) => format!(" (no interval: too few runs; unsteady, {why})"),
-        _ => " (no interval: too few runs)".into(),
     }
 }
 
