@@ -16,7 +16,7 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 142
+RESULT_STRING_CEILING = 134
 REPEATED_PLACES_CEILING = 61
 WINDOW = 6
 LONG_FUNCTION_LINES = 120

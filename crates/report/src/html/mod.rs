@@ -78,54 +78,72 @@ nav a{display:inline-block;margin:2px 12px 2px 0}}\
 details:not([open])>*{display:block}summary{list-style:none;font-weight:600}\
 figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text-decoration:none}}";
 
-/// A section writer: writes the section, or returns why there is nothing to show
-/// (writing nothing); an empty reason leaves the section out without a word.
-type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
+/// A section writer.
+#[derive(Clone, Copy)]
+enum SectionFn {
+    /// Writes the section, or returns why there is nothing to show (writing nothing),
+    /// which the page names under its header.
+    Named(fn(&mut String, &RunResults) -> Result<(), String>),
+    /// The section, or `None` where the run has nothing for it: a workload section of a
+    /// run without such cells is left out without a word, since naming six absent
+    /// workload kinds would crowd the header of every run.
+    Optional(fn(&RunResults) -> Option<String>),
+}
+use SectionFn::{Named, Optional};
 
 /// The sections in page order: id, navigation name, writer.
 const SECTIONS: [(&str, &str, SectionFn); 20] = [
     // The answer (keep SMT on / turn it off) leads: the machine details come after it.
-    ("advice", "Answer", crate::advice::section),
+    ("advice", "Answer", Named(crate::advice::section)),
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
-    ("exec", "Verdict", yields::exec_verdict),
-    ("machine", "Machine", machine::machine),
-    ("smt-yield", "SMT yield", yields::smt_yield),
-    ("smt-states", "SMT off vs on", crate::smt_states::section),
-    ("scaling", "Scaling", scaling::scaling),
-    ("sweeps", "Working-set sweeps", scaling::sweeps),
-    ("latency", "Latency distributions", scaling::latency),
-    ("os-latency", "OS latencies", tables::os_latency),
+    ("exec", "Verdict", Named(yields::exec_verdict)),
+    ("machine", "Machine", Named(machine::machine)),
+    ("smt-yield", "SMT yield", Named(yields::smt_yield)),
+    (
+        "smt-states",
+        "SMT off vs on",
+        Named(crate::smt_states::section),
+    ),
+    ("scaling", "Scaling", Named(scaling::scaling)),
+    ("sweeps", "Working-set sweeps", Named(scaling::sweeps)),
+    ("latency", "Latency distributions", Named(scaling::latency)),
+    ("os-latency", "OS latencies", Named(tables::os_latency)),
     (
         "workload-smt",
         "SMT gain per workload",
-        crate::html_workloads::chart1,
+        Optional(crate::html_workloads::chart1),
     ),
-    ("web", "Web servers", crate::html_workloads::web),
+    ("web", "Web servers", Optional(crate::html_workloads::web)),
     (
         "workload-tables",
         "Speed-up tables",
-        crate::html_workloads::tables,
+        Optional(crate::html_workloads::tables),
     ),
-    ("aim", "AIM9 rows", crate::html_workloads::aim),
-    ("task-pool", "Task pool", crate::html_workloads::task_pool),
-    ("mix", "Multiprogrammed mix", crate::mix::section),
-    ("oltp", "OLTP and SDET", crate::html_workloads::oltp),
-    ("counters", "Counters", crate::html_counters::section),
-    ("corun", "Co-running workloads", corun),
-    ("cells", "All cells", tables::cells),
-    ("skipped", "Skipped", tables::skipped),
+    ("aim", "AIM9 rows", Optional(crate::html_workloads::aim)),
+    (
+        "task-pool",
+        "Task pool",
+        Optional(crate::html_workloads::task_pool),
+    ),
+    ("mix", "Multiprogrammed mix", Optional(crate::mix::section)),
+    (
+        "oltp",
+        "OLTP and SDET",
+        Optional(crate::html_workloads::oltp),
+    ),
+    ("counters", "Counters", Named(crate::html_counters::section)),
+    ("corun", "Co-running workloads", Optional(corun)),
+    ("cells", "All cells", Named(tables::cells)),
+    ("skipped", "Skipped", Named(tables::skipped)),
 ];
 
 /// Co-run matrices, single-thread penalties and the utilisation curve, for the runs of
 /// `smtlab corun`, `penalty` and `util`.
-fn corun(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let before = p.len();
-    crate::corun::section(p, r);
-    if p.len() == before {
-        // Left out silently: most runs are not co-runs, and need not say so.
-        return Err(String::new());
-    }
-    Ok(())
+fn corun(r: &RunResults) -> Option<String> {
+    let mut p = String::new();
+    crate::corun::section(&mut p, r);
+    // Left out silently: most runs are not co-runs, and need not say so.
+    (!p.is_empty()).then_some(p)
 }
 
 /// The whole page. Sections without data are left out and named in one line under the
@@ -137,16 +155,22 @@ pub fn html(results: &RunResults) -> String {
     let mut shown: Vec<(&str, &str)> = Vec::new();
     let mut absent: Vec<String> = Vec::new();
     for (id, name, f) in &SECTIONS {
-        let mut s = String::new();
-        match f(&mut s, results) {
-            Ok(()) => {
-                body.push_str(&s);
-                shown.push((id, name));
+        let section = match f {
+            Named(f) => {
+                let mut s = String::new();
+                match f(&mut s, results) {
+                    Ok(()) => Some(s),
+                    Err(why) => {
+                        absent.push(format!("{name}: {why}"));
+                        None
+                    }
+                }
             }
-            // A workload section of a run without such cells is left out silently:
-            // naming six absent workload kinds would crowd the header of every run.
-            Err(why) if why.is_empty() => {}
-            Err(why) => absent.push(format!("{name}: {why}")),
+            Optional(f) => f(results),
+        };
+        if let Some(s) = section {
+            body.push_str(&s);
+            shown.push((id, name));
         }
     }
     // Sections are chosen by the benchmarks' catalog entries; a benchmark without one

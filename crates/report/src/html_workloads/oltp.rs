@@ -9,7 +9,7 @@ use super::bench_block::bench_blocks;
 /// The benchmarks whose catalog entry puts them in the OLTP section (`oltp-pg`,
 /// `oltp-sqlite` and `sdet` today), in catalog order: the value per placement and the
 /// speed-ups.
-pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn oltp(r: &RunResults) -> Option<String> {
     let present: Vec<&str> = r
         .benchmarks
         .iter()
@@ -18,8 +18,10 @@ pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
         .filter(|b| r.cells.iter().any(|c| c.benchmark == *b))
         .collect();
     if present.is_empty() {
-        return Err(String::new());
+        return None;
     }
+    let mut out = String::new();
+    let p = &mut out;
     p.push_str(
         "<section id=\"oltp\"><h2>OLTP and SDET</h2><p>Transactions per second of the \
          database loads and scripts per hour of the multi-user shell load, per placement \
@@ -62,5 +64,5 @@ pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
         p.push_str(&page.into_string());
     }
     p.push_str("</section>");
-    Ok(())
+    Some(out)
 }

@@ -11,11 +11,13 @@ use crate::fmt::{params, times};
 use crate::yields::smt_yields;
 
 /// Paper 004 Chart 1: the `1c2t/1c1t` speed-up per workload.
-pub(crate) fn chart1(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn chart1(r: &RunResults) -> Option<String> {
     let cells = cells_of(r, |c| is_workload(r, c));
     if cells.is_empty() {
-        return Err(String::new());
+        return None;
     }
+    let mut out = String::new();
+    let p = &mut out;
     p.push_str("<section id=\"workload-smt\"><h2>SMT gain per workload</h2>");
     let rows: Vec<_> = smt_yields(r)
         .into_iter()
@@ -26,7 +28,7 @@ pub(crate) fn chart1(p: &mut String, r: &RunResults) -> Result<(), String> {
     if rows.is_empty() {
         no_pairs_line(p, r);
         p.push_str("</section>");
-        return Ok(());
+        return Some(out);
     }
     p.push_str(
         "<p>The throughput improvement with SMT per workload (paper 004 Chart 1): the \
@@ -67,5 +69,5 @@ pub(crate) fn chart1(p: &mut String, r: &RunResults) -> Result<(), String> {
         ),
     );
     p.push_str("</section>");
-    Ok(())
+    Some(out)
 }

@@ -16,11 +16,13 @@ use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.
-pub(crate) fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
     let cells = cells_in(r, |s| *s == ReportSection::TaskPool);
     if cells.is_empty() {
-        return Err(String::new());
+        return None;
     }
+    let mut out = String::new();
+    let p = &mut out;
     p.push_str(
         "<section id=\"task-pool\"><h2>Task pool</h2><p>Paper 002 Figs 15-16: a task tree \
          (FFT or block matrix multiply) run by a pool of workers sharing one queue, \
@@ -82,7 +84,7 @@ pub(crate) fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
         no_pairs_line(p, r);
     }
     p.push_str("</section>");
-    Ok(())
+    Some(out)
 }
 
 /// Tasks per second and tree run time of one kind of work against the number of

@@ -21,13 +21,15 @@ use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
 /// Paper 000: web servers.
-pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn web(r: &RunResults) -> Option<String> {
     let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
     let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
     let remote = remote_groups(r);
     if stat.is_empty() && cap.is_empty() && remote.is_empty() {
-        return Err(String::new());
+        return None;
     }
+    let mut out = String::new();
+    let p = &mut out;
     p.push_str("<section id=\"web\"><h2>Web servers</h2>");
     let mut any_pair = false;
     if !stat.is_empty() {
@@ -70,7 +72,7 @@ pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
         p.push_str(&list.into_string());
     }
     p.push_str("</section>");
-    Ok(())
+    Some(out)
 }
 
 /// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and
