@@ -42,6 +42,9 @@
 //! * [`text`]: the verdicts `exec` and `bench` print under their cells (the SMT pairs
 //!   each benchmark's cells form, the speed-up and the gain of each), in the words the
 //!   advice and the page use.
+//! * [`glossary`]: the words the report gives a meaning of its own (`unsteady`,
+//!   `disturbed`, `at a limit`, the SMT yield, `2 cores vs 1`, the 95% interval), each
+//!   defined once on the page and in the Markdown, linked from where they are used.
 //! * [`table`]: the one text-table engine (aligned columns, fitted to a width without
 //!   cutting a number), used by the text reports and the terminal; [`fmt::ratio_ci`] is
 //!   the one way a ratio is written (`1.250x [1.210, 1.290]`).
@@ -66,6 +69,7 @@ pub mod counters;
 pub mod export;
 pub mod fleet;
 pub mod fmt;
+pub mod glossary;
 pub mod html;
 mod html_counter_ratios;
 mod html_counters;

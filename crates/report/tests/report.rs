@@ -832,7 +832,7 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
         "instructions/op: {sec}"
     );
     assert!(
-        sec.contains("getppid 200.0 us / 250.0 us"),
+        sec.contains("getppid 200.0 µs / 250.0 µs"),
         "syscalls: {sec}"
     );
     // 30 us of NET_RX in 3 ms on one CPU: 1.00%.
@@ -1221,8 +1221,14 @@ fn markdown_table_snapshot() {
 fn markdown_has_one_row_per_cell_with_a_baseline_per_group() {
     let results = demo();
     let md = smtlab_report::markdown::cells(&results.cells);
-    let lines: Vec<&str> = md.lines().collect();
+    // The table, then the words it uses, each defined once.
+    let lines: Vec<&str> = md.lines().take_while(|l| l.starts_with('|')).collect();
     assert_eq!(lines.len(), 2 + results.cells.len());
+    let words = &md[lines.iter().map(|l| l.len() + 1).sum::<usize>()..];
+    assert!(
+        words.starts_with("\n**Words used here**\n\n- **"),
+        "{words}"
+    );
     let columns = lines[0].matches('|').count();
     for l in &lines {
         assert_eq!(

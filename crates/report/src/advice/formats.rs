@@ -224,6 +224,8 @@ pub fn markdown(advice: &[Advice]) -> String {
             }
         }
     }
+    let words = crate::glossary::markdown(&out);
+    out.push_str(&words);
     out
 }
 
@@ -348,7 +350,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             h2 { "The answer: should SMT be on?" }
             p {
                 "One row per workload: the recommendation, the measured figures it rests on \
-                 (each with its 95% interval) and a strip of the deciding one (dot: the figure; \
+                 (each with its " (crate::glossary::link(crate::glossary::Term::Interval)) ") and a strip of the deciding one (dot: the figure; \
                  bar: its interval; dashed line: no change; green: toward SMT on, red: toward \
                  off, grey: the interval includes no change, so it decides nothing). The \
                  machine and every cell follow below."

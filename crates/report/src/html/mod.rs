@@ -67,6 +67,8 @@ details{margin:6px 0}\
 summary{cursor:pointer;padding:3px 0}\
 .caption{background:#eef6fb;border-left:4px solid #0072b2;padding:6px 10px;font-size:13px;max-width:980px}\
 ul.verdict{font-size:15px}\
+#glossary dt{font-weight:600;margin-top:6px}#glossary dd{margin:0 0 4px 18px;max-width:760px}\
+a.term{color:inherit;text-decoration:underline dotted}\
 figcaption{color:#555;font-size:12px;max-width:760px}\
 code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:12.5px}\
 svg.strip{vertical-align:middle;margin-left:6px}\
@@ -188,6 +190,11 @@ pub fn html(results: &RunResults) -> String {
                 "their cells are"
             }
         ));
+    }
+    // Every word with a meaning of its own that the page uses, defined once at its end.
+    if let Some(words) = crate::glossary::section(&body) {
+        body.push_str(&words.into_string());
+        shown.push(("glossary", "Words"));
     }
     let page = page(
         &format!("smtlab report: {host}"),

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::glossary::{Term, link};
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
@@ -111,11 +112,11 @@ fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
     let r = &y.ratio;
     // The interval and the verdict's words as every other output prints them.
     let words = match &y.unsteady {
-        Some(why) => format!("unsteady ({why})"),
-        None => y.significance.words().to_string(),
+        Some(why) => html! { (link(Term::Unsteady)) " (" (why) ")" },
+        None => html! { (y.significance.words()) },
     };
     let ci = match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("[{}, {}] {words}", times(lo), times(hi)),
+        (Some(lo), Some(hi)) => html! { "[" (times(lo)) ", " (times(hi)) "] " (words) },
         _ => words,
     };
     html! {
@@ -152,15 +153,12 @@ pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
         section id="smt-yield" {
             h2 { "SMT yield" }
             p {
-                "Each yield is the ratio of the means of two placements of the same benchmark \
-                 and parameters, with Fieller's 95% confidence interval. Above 1 is better with \
-                 SMT. For lower-is-better benchmarks (marked " b { "lower" } ") the ratio is \
-                 inverted, value(base) / value(SMT), so above 1 still means faster with SMT. \
-                 The strip shows the interval against 1: green when entirely above, red when \
-                 entirely below. " b { "unsteady" } ": a cell's samples or rounds disagree \
-                 beyond their interval, so the ratio is called neither faster nor slower. "
-                b { "single-threaded" } ": the benchmark ran one thread per core whatever the \
-                 placement, so 1c2t is 1c1t with an idle sibling and there is no yield."
+                "Each " (link(Term::Yield)) " with its " (link(Term::Interval)) ", per \
+                 benchmark and parameters; for lower-is-better benchmarks (marked " b { "lower" }
+                ") the ratio is inverted, value(base) / value(SMT), so above 1 still means \
+                 faster with SMT. The strip shows the interval against 1: green when entirely \
+                 above, red when entirely below. Also: " (link(Term::Unsteady)) ", "
+                (link(Term::SingleThreaded)) "."
             }
             table {
                 tr {
