@@ -1710,6 +1710,7 @@ fn compare_pairs_a_run_stored_before_a_parameter_existed() {
     let mut info = common::entry("web-static", Default::default(), None);
     for (name, default) in [("server", "event"), ("irq", "none")] {
         info.params.push(smtlab_model::ParamInfo {
+            departs: Vec::new(),
             name: name.into(),
             default: default.into(),
             quick: None,

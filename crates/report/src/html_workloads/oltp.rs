@@ -27,20 +27,14 @@ pub(crate) fn oltp(r: &RunResults) -> Option<String> {
          database loads and scripts per hour of the multi-user shell load, per placement \
          (mean ± 95% CI), with the SMT speed-ups.</p>",
     );
-    // Which NFS server a cell measured is in its parameters; the user-space one is said
-    // in words too, as it is not what paper 004 measured.
-    let user_nfs = r.cells.iter().any(|c| {
-        c.benchmark == "nfs-sfs" && c.params.get("server").map(String::as_str) == Some("user")
-    });
-    let origin = |b: &str| {
-        if b == "nfs-sfs" && user_nfs {
-            "server=user: smtlab's user-space NFSv3 server, not the kernel's nfsd that paper \
-             004 measured"
-        } else {
-            ""
-        }
-    };
-    bench_blocks(p, r, present.iter().map(|b| (*b, origin(b))));
+    // A parameter value with which a benchmark is not what its origin measured (its
+    // catalog entry says which) is said beside its table.
+    let notes: Vec<String> = present.iter().map(|b| departures(r, b)).collect();
+    bench_blocks(
+        p,
+        r,
+        present.iter().zip(&notes).map(|(b, n)| (*b, n.as_str())),
+    );
     // Peak searches (nfs-sfs search=peak): each cell's curve of load points.
     let curves: Vec<_> = r
         .cells
@@ -65,4 +59,25 @@ pub(crate) fn oltp(r: &RunResults) -> Option<String> {
     }
     p.push_str("</section>");
     Some(out)
+}
+
+/// `bench`'s parameter values among the run's cells with which it departs from its
+/// origin ([`smtlab_model::ParamInfo::departs`]), as `server=user: NOTE`; empty for none.
+fn departures(r: &RunResults, bench: &str) -> String {
+    let Some(info) = r.info(bench) else {
+        return String::new();
+    };
+    let mut notes = Vec::new();
+    for param in &info.params {
+        for d in &param.departs {
+            let used = r
+                .cells
+                .iter()
+                .any(|c| c.benchmark == bench && c.params.get(&param.name) == Some(&d.value));
+            if used {
+                notes.push(format!("{}={}: {}", param.name, d.value, d.note));
+            }
+        }
+    }
+    notes.join("; ")
 }
