@@ -162,6 +162,15 @@ impl Figure {
         )
     }
 
+    /// The words [`Figure::pct`] writes after the interval (`not significant at 95%`,
+    /// `unsteady (why)`), if any: a narrow table puts them under the figure's row.
+    pub fn words_text(&self) -> Option<String> {
+        let bare = crate::fmt::gain_ci(self.value, self.ci95_low, self.ci95_high);
+        let full = self.pct();
+        let words = full.strip_prefix(&bare)?.trim();
+        (!words.is_empty()).then(|| words.to_string())
+    }
+
     /// A ratio as `1.300x [1.250, 1.350]`.
     pub fn times(&self) -> String {
         let mut s = crate::fmt::ratio_ci(self.value, self.ci95_low, self.ci95_high);
@@ -823,12 +832,14 @@ pub fn decide(e: &Evidence) -> Advice {
 
 mod evidence;
 mod formats;
+mod scaling;
 
 pub use evidence::{
     add_unmeasured, advise_run, evidence, headroom, offered_rate, sweep_side, workload_name,
 };
 pub(crate) use formats::section;
 pub use formats::{AdviceDoc, behind_words, json, markdown, text};
+pub use scaling::{Scaling, WholeMachine, scaling, text as scaling_text};
 
 #[cfg(test)]
 mod tests;

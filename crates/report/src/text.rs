@@ -144,7 +144,11 @@ pub fn bench(cells: &[CellRecord]) -> Vec<String> {
 /// `cell`'s benchmark with those of `params` whose values tell it apart from the other
 /// cells of the same benchmark (`web-static server=cmd`): the whole parameter set
 /// would bury the name under the values every cell shares.
-fn subject(cell: &CellRecord, params: &BTreeMap<String, String>, cells: &[CellRecord]) -> String {
+pub(crate) fn subject(
+    cell: &CellRecord,
+    params: &BTreeMap<String, String>,
+    cells: &[CellRecord],
+) -> String {
     let differing: Vec<String> = params
         .iter()
         .filter(|(k, v)| {

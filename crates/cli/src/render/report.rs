@@ -51,8 +51,15 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
     // The answer first: one recommendation per workload.
     let answers = smtlab_report::advice::advise_run(results);
     if !answers.is_empty() {
-        out.push_str("\nShould SMT be on? (* marks the figures the answer rests on)\n");
-        out.push_str(&super::advice::summary(&answers, layout)[1..]);
+        let topo = &results.run.topology;
+        let scaling =
+            smtlab_report::advice::scaling(&results.cells, topo.smt_visible(), topo.cpus.len());
+        out.push_str(if super::advice::without_smt(&answers, &scaling) {
+            "\nShould SMT be on?\n"
+        } else {
+            "\nShould SMT be on? (* marks the figures the answer rests on)\n"
+        });
+        out.push_str(&super::advice::summary(&answers, &scaling, layout)[1..]);
     }
     let yields = smtlab_report::smt_yields(results);
     if yields.is_empty() {

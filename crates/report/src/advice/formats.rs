@@ -141,10 +141,13 @@ pub fn text(advice: &[Advice], width: usize) -> String {
         for r in &a.reasons {
             // What the interval says (`not significant at 95%`, `unsteady (why)`) goes
             // under the row, so the figures keep their column at 80 characters.
-            let (figure, words) = match r.shown.split_once("] ") {
-                Some((figure, words)) => (format!("{figure}]"), Some(words.to_string())),
-                None => (r.shown.clone(), None),
-            };
+            let words = r.figure.words_text();
+            let figure = words
+                .as_ref()
+                .and_then(|w| r.shown.strip_suffix(&format!(" {w}")))
+                .unwrap_or(&r.shown)
+                .to_string();
+            let words = words.filter(|_| figure != r.shown);
             t.row_with_detail(
                 [
                     if r.deciding { "*" } else { "" }.to_string(),
@@ -334,6 +337,26 @@ fn strip(a: &Advice) -> Option<String> {
     ))
 }
 
+/// The answer on a machine without SMT, said once, with each workload's scaling
+/// ([`super::scaling`]); `None` where the answers speak of SMT or carry a latency sweep,
+/// which the answer table shows.
+fn without_smt(r: &RunResults, answers: &[Advice]) -> Option<maud::Markup> {
+    let plain = answers
+        .iter()
+        .all(|a| a.recommendation == Recommendation::NoSmt && a.latency_sweeps.is_empty());
+    let topo = &r.run.topology;
+    let rows = super::scaling(&r.cells, topo.smt_visible() || !plain, topo.cpus.len());
+    if rows.is_empty() {
+        return None;
+    }
+    Some(maud::html! {
+        section id="advice" {
+            h2 { "The answer: no SMT here" }
+            (super::scaling::html(&rows))
+        }
+    })
+}
+
 /// The report's first section (`id="advice"`): one row per workload with its answer,
 /// the figures it rests on and a strip of the deciding figure with its interval; or why
 /// the run has no answer.
@@ -344,6 +367,10 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             "no workload measured on the placements the answer needs (1c1t with 1c2t or 2c1t, or in co-runs)"
                 .into(),
         );
+    }
+    if let Some(layout) = without_smt(r, &answers) {
+        p.push_str(&layout.into_string());
+        return Ok(());
     }
     let section = maud::html! {
         section id="advice" {
