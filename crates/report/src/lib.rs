@@ -97,5 +97,5 @@ pub use compare::{
     compare_json, compare_table, compare_with,
 };
 pub use compare_html::{compare_html, compare_markdown};
-pub use html::html;
+pub use html::{html, html_labelled};
 pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};
