@@ -977,7 +977,10 @@ mod runs {
             .success();
         let report = std::fs::read_to_string(&report).unwrap();
         assert!(report.contains("<h1>smtlab report: after ("), "{report}");
-        assert!(report.contains(", labelled <code>after</code>,"), "{report}");
+        assert!(
+            report.contains(", labelled <code>after</code>,"),
+            "{report}"
+        );
         let page = dir.path().join("compare.html");
         smtlab()
             .args(["compare", "1", "2", "-o"])

@@ -120,7 +120,7 @@ pub fn speedup(r: &Ratio) -> String {
 /// What a comparison's interval says, in the words every output uses beside its figure:
 /// `at a limit (WHY)` where a figure is a bound, `unsteady (WHY)` where a cell would not
 /// repeat, else the significance's words (`faster`, `not significant at 95%`, ...).
-fn verdict_words(
+pub fn verdict_words(
     significance: Significance,
     unsteady: Option<&str>,
     at_limit: Option<&str>,

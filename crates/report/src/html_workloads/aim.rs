@@ -35,12 +35,6 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
     let p = &mut out;
     // The paper's order (the catalog's), then run order for rows the catalog lacks.
     cells.sort_by_key(|c| aim_row(r, &c.benchmark).map_or(usize::MAX, |(i, ..)| i));
-    p.push_str(
-        "<section id=\"aim\"><h2>AIM9 rows (Vianney 2003, Table 2)</h2><p>Paper 001 Table \
-         2's layout: a row per AIM9 test in the paper's order, named as AIM9 names it and \
-         with what it counts, its throughput per placement in its own unit (mean ± 95% CI), \
-         and the SMT speed-ups.</p>",
-    );
     let mut rows: Vec<Row<'_>> = Vec::new();
     for c in &cells {
         let ps = params(&c.flat_params());
@@ -80,7 +74,15 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
             None => absent.push(row),
         }
     }
-    let tail = html! {
+    let section = html! {
+        section id="aim" {
+        h2 { "AIM9 rows (Vianney 2003, Table 2)" }
+        p {
+            "Paper 001 Table 2's layout: a row per AIM9 test in the paper's order, named as \
+             AIM9 names it and with what it counts, its throughput per placement in its own \
+             unit (mean ± 95% CI), and the SMT speed-ups."
+        }
+        (maud::PreEscaped(out))
         @if !skipped.is_empty() {
             p class="muted" { "Rows of the paper's table that could not run here:" }
             ul class="muted" { @for s in &skipped { li { (s) } } }
@@ -90,8 +92,7 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
                 "Rows of the paper's table not measured in this run: " (absent.join(", ")) "."
             }
         }
+        }
     };
-    p.push_str(&tail.into_string());
-    p.push_str("</section>");
-    Some(out)
+    Some(section.into_string())
 }

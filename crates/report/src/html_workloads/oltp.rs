@@ -20,18 +20,12 @@ pub(crate) fn oltp(r: &RunResults) -> Option<String> {
     if present.is_empty() {
         return None;
     }
-    let mut out = String::new();
-    let p = &mut out;
-    p.push_str(
-        "<section id=\"oltp\"><h2>OLTP and SDET</h2><p>Transactions per second of the \
-         database loads and scripts per hour of the multi-user shell load, per placement \
-         (mean ± 95% CI), with the SMT speed-ups.</p>",
-    );
     // A parameter value with which a benchmark is not what its origin measured (its
     // catalog entry says which) is said beside its table.
     let notes: Vec<String> = present.iter().map(|b| departures(r, b)).collect();
+    let mut blocks = String::new();
     bench_blocks(
-        p,
+        &mut blocks,
         r,
         present.iter().zip(&notes).map(|(b, n)| (*b, n.as_str())),
     );
@@ -42,23 +36,29 @@ pub(crate) fn oltp(r: &RunResults) -> Option<String> {
         .filter(|c| present.contains(&c.benchmark.as_str()))
         .filter_map(|c| crate::load_points::table(c).map(|t| (c, t)))
         .collect();
-    if !curves.is_empty() {
-        let page = maud::html! {
-            h3 { "Load points of the peak searches" }
+    let section = maud::html! {
+        section id="oltp" {
+            h2 { "OLTP and SDET" }
             p {
-                "SPEC SFS's curve: per load point the requested and the achieved operations \
-                 per second and the response times (mean over samples); a sample's value is \
-                 the highest achieved rate among its points within the response-time limit."
+                "Transactions per second of the database loads and scripts per hour of the \
+                 multi-user shell load, per placement (mean ± 95% CI), with the SMT speed-ups."
             }
-            @for (c, t) in &curves {
-                h4 { (c.benchmark) " " (crate::fmt::params(&c.flat_params())) " on " (c.placement.name) }
-                (t)
+            (maud::PreEscaped(blocks))
+            @if !curves.is_empty() {
+                h3 { "Load points of the peak searches" }
+                p {
+                    "SPEC SFS's curve: per load point the requested and the achieved operations \
+                     per second and the response times (mean over samples); a sample's value is \
+                     the highest achieved rate among its points within the response-time limit."
+                }
+                @for (c, t) in &curves {
+                    h4 { (c.benchmark) " " (crate::fmt::params(&c.flat_params())) " on " (c.placement.name) }
+                    (t)
+                }
             }
-        };
-        p.push_str(&page.into_string());
-    }
-    p.push_str("</section>");
-    Some(out)
+        }
+    };
+    Some(section.into_string())
 }
 
 /// `bench`'s parameter values among the run's cells with which it departs from its

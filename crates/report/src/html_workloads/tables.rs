@@ -21,13 +21,18 @@ pub(crate) fn tables(r: &RunResults) -> Option<String> {
     if present.is_empty() {
         return None;
     }
-    let mut p = String::from(
-        "<section id=\"workload-tables\"><h2>Speed-up tables</h2><p>Paper 001's layout: a \
-         row per value of the swept parameter, the value per placement (mean ± 95% CI), the \
-         SMT speed-ups (ratio of the means with Fieller's 95% interval; above 1 is better \
-         with SMT) and their geometric mean.</p>",
-    );
-    bench_blocks(&mut p, r, present);
-    p.push_str("</section>");
-    Some(p)
+    let mut blocks = String::new();
+    bench_blocks(&mut blocks, r, present);
+    let section = maud::html! {
+        section id="workload-tables" {
+            h2 { "Speed-up tables" }
+            p {
+                "Paper 001's layout: a row per value of the swept parameter, the value per \
+                 placement (mean ± 95% CI), the SMT speed-ups (ratio of the means with \
+                 Fieller's 95% interval; above 1 is better with SMT) and their geometric mean."
+            }
+            (maud::PreEscaped(blocks))
+        }
+    };
+    Some(section.into_string())
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use maud::html;
+use maud::{PreEscaped, html};
 use smtlab_model::metrics::web as m;
 use smtlab_model::stats;
 use smtlab_model::{CellRecord, ReportSection, RunResults};
@@ -30,7 +30,6 @@ pub(crate) fn web(r: &RunResults) -> Option<String> {
     }
     let mut out = String::new();
     let p = &mut out;
-    p.push_str("<section id=\"web\"><h2>Web servers</h2>");
     let mut any_pair = false;
     if !stat.is_empty() {
         any_pair |= web_static(p, &stat, main_param(r, &stat));
@@ -71,8 +70,8 @@ pub(crate) fn web(r: &RunResults) -> Option<String> {
         };
         p.push_str(&list.into_string());
     }
-    p.push_str("</section>");
-    Some(out)
+    let section = html! { section id="web" { h2 { "Web servers" } (PreEscaped(out)) } };
+    Some(section.into_string())
 }
 
 /// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and
