@@ -176,9 +176,15 @@ pub fn gain_words(
 ) -> String {
     let figure = gain_ci(ratio, lo, hi);
     match (significance, unsteady, at_limit) {
-        (Significance::Faster | Significance::Slower | Significance::NoInterval, None, None) => {
-            figure
-        }
+        // The sign says faster or slower; `(no interval)` says the rest.
+        (
+            Significance::Faster
+            | Significance::Slower
+            | Significance::NoInterval
+            | Significance::Unbounded,
+            None,
+            None,
+        ) => figure,
         _ => format!(
             "{figure} {}",
             verdict_words(significance, unsteady, at_limit)
