@@ -257,18 +257,25 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
     if order.is_empty() {
         return false;
     }
-    p.push_str(
-        "<section id=\"latency\"><h2>Latency distributions</h2><p>Every timed event of the \
-         thread benchmarks: for each time, the cumulative distribution of the placements on \
-         shared axes (the share of events at or below a time), with the median (circle), \
-         99th percentile (square) and maximum (triangle) marked, and the same figures in \
-         the table below. A curve to the left is faster; a long flat top is a slow tail. \
-         Axes are logarithmic where the times span two decades or more.</p>",
-    );
+    let mut blocks = String::new();
     for k in order {
-        latency_block(p, &k, &groups[&k]);
+        latency_block(&mut blocks, &k, &groups[&k]);
     }
-    p.push_str("</section>");
+    let section = maud::html! {
+        section id="latency" {
+            h2 { "Latency distributions" }
+            p {
+                "Every timed event of the thread benchmarks: for each time, the cumulative \
+                 distribution of the placements on shared axes (the share of events at or \
+                 below a time), with the median (circle), 99th percentile (square) and maximum \
+                 (triangle) marked, and the same figures in the table below. A curve to the \
+                 left is faster; a long flat top is a slow tail. Axes are logarithmic where the \
+                 times span two decades or more."
+            }
+            (maud::PreEscaped(blocks))
+        }
+    };
+    p.push_str(&section.into_string());
     true
 }
 
