@@ -839,7 +839,9 @@ pub use evidence::{
 };
 pub(crate) use formats::section;
 pub use formats::{AdviceDoc, behind_words, json, markdown, text};
-pub use scaling::{Scaling, WholeMachine, scaling, text as scaling_text};
+pub use scaling::{
+    Scaling, WholeMachine, markdown as scaling_markdown, scaling, text as scaling_text,
+};
 
 #[cfg(test)]
 mod tests;

@@ -121,7 +121,11 @@ pub fn answers(
     use anyhow::Context;
     let emit = crate::output::emit;
     if let Some(path) = &args.export_markdown {
-        let md = advice::markdown(answers);
+        let md = if without_smt(answers, scaling) {
+            advice::scaling_markdown(scaling)
+        } else {
+            advice::markdown(answers)
+        };
         if path.as_os_str() == "-" {
             emit(&md)?;
         } else {

@@ -175,6 +175,28 @@ pub fn text(rows: &[Scaling], width: usize) -> String {
     out
 }
 
+/// The answer without SMT as Markdown: the line said once, a row per workload with
+/// its figures in full, then the words they use.
+pub fn markdown(rows: &[Scaling]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut out = format!(
+        "{}\n\n| workload | 1 core | 2 cores | whole machine |\n|---|---|---|---|\n",
+        NO_SMT.replacen("no SMT", "No SMT", 1)
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            cell(&r.workload),
+            cell(&r.one_core),
+            cell(&r.two_cores_text()),
+            cell(&r.whole_machine_text())
+        ));
+    }
+    let words = crate::glossary::markdown(&out);
+    out.push_str(&words);
+    out
+}
+
 /// The page's answer without SMT: the line said once, then a row per workload.
 pub(super) fn html(rows: &[Scaling]) -> maud::Markup {
     maud::html! {
@@ -237,6 +259,13 @@ mod tests {
             "{text}"
         );
         // Two cores are the whole of a two-CPU machine.
+        let md = markdown(&rows);
+        assert_eq!(md.to_lowercase().matches("no smt").count(), 1, "{md}");
+        assert!(
+            md.contains("| int-ops | 1.000 [0.9752, 1.025] GOPS | +100% ["),
+            "{md}"
+        );
+        assert!(md.contains("**Words used here**"), "{md}");
         let rows = scaling(&cells[3..], false, 2);
         assert_eq!(rows[0].whole_machine_text(), "= 2 cores");
     }
