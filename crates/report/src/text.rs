@@ -45,7 +45,7 @@ fn pair_lines(kind: PairKind, p: &Pair, subject: &str) -> Vec<String> {
     let v = match p {
         Pair::IdleSibling => {
             return vec![format!(
-                "{name} ({smt} / {base}): none: {subject} is single-threaded, so placement does \
+                "{name} ({smt}/{base}): none: {subject} is single-threaded, so placement does \
                  not change the work ({smt} = {base} with an idle sibling)"
             )];
         }
@@ -53,12 +53,12 @@ fn pair_lines(kind: PairKind, p: &Pair, subject: &str) -> Vec<String> {
     };
     if kind == PairKind::SmtYield {
         vec![
-            format!("{name} ({smt} / {base}): {}", ratio_text(v)),
+            format!("{name} ({smt}/{base}): {}", ratio_text(v)),
             format!("SMT gives {} for {subject} on this machine", gain_text(v)),
         ]
     } else {
         vec![format!(
-            "{name} ({smt} / {base}): {}: {}",
+            "{name} ({smt}/{base}): {}: {}",
             ratio_text(v),
             gain_text(v)
         )]
@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(
             bench(&cells),
             vec![
-                format!("SMT yield (1c2t / 1c1t): {}", crate::fmt::verdict(&r)),
+                format!("SMT yield (1c2t/1c1t): {}", crate::fmt::verdict(&r)),
                 format!("SMT gives {} for int-ops on this machine", gain_text(&r)),
             ]
         );
@@ -320,7 +320,7 @@ mod tests {
         assert_eq!(
             bench(&cells),
             vec![format!(
-                "dual-core SMT gain (2c2t / 2c1t): {}: {}",
+                "dual-core SMT gain (2c2t/2c1t): {}: {}",
                 crate::fmt::verdict(&r),
                 gain_text(&r)
             )]
@@ -378,7 +378,7 @@ mod tests {
         let lines = bench(&cells);
         assert_eq!(lines.len(), 6, "{lines:?}");
         assert_eq!(lines[0], "int-ops threads=1:");
-        assert!(lines[1].starts_with("  SMT yield (1c2t / 1c1t): "));
+        assert!(lines[1].starts_with("  SMT yield (1c2t/1c1t): "));
         assert!(lines[2].contains("for int-ops threads=1 on this machine"));
         assert_eq!(lines[3], "int-ops threads=2:");
         assert!(lines[4].contains(" slower"), "{}", lines[4]);
@@ -439,7 +439,7 @@ mod tests {
         assert_eq!(
             lines,
             vec![
-                "SMT yield (1c2t / 1c1t): none: null-syscall is single-threaded, so placement \
+                "SMT yield (1c2t/1c1t): none: null-syscall is single-threaded, so placement \
                  does not change the work (1c2t = 1c1t with an idle sibling)"
                     .to_string()
             ]
