@@ -651,7 +651,7 @@ fn html_without_data_says_not_measured() {
     let absent = &page[page.find("id=\"absent\"").unwrap()..];
     let absent = &absent[..absent.find("</details>").unwrap()];
     for reason in [
-        "SMT yield: no SMT yield: no cell was measured",
+        "SMT yield: no cell was measured",
         "Scaling: no compute or memory benchmark",
         "Latency distributions: no per-event times",
         "OS latencies: no os benchmark",
