@@ -86,3 +86,25 @@ fn without_smt_the_answer_says_so_once_and_shows_how_each_workload_scales() {
     assert_eq!(text.matches("no SMT").count(), 1, "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
+
+#[test]
+fn every_word_the_page_links_is_defined_once_on_it() {
+    let mut no_smt = demo();
+    no_smt.run.topology = smtlab_fixtures::build::one_cpu_per_core(&[0, 1, 2, 3]);
+    for r in [demo(), no_smt] {
+        let page = smtlab_report::html(&r);
+        let links: std::collections::BTreeSet<&str> = page
+            .split("href=\"#term-")
+            .skip(1)
+            .filter_map(|s| s.split('"').next())
+            .collect();
+        assert!(!links.is_empty());
+        for id in links {
+            assert_eq!(
+                page.matches(&format!("<dt id=\"term-{id}\">")).count(),
+                1,
+                "term-{id}"
+            );
+        }
+    }
+}
