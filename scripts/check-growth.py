@@ -16,7 +16,7 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 136
+RESULT_STRING_CEILING = 128
 REPEATED_PLACES_CEILING = 41
 WINDOW = 6
 LONG_FUNCTION_LINES = 120

@@ -83,6 +83,7 @@ const SLEEP_US_DEFAULT: &str = "100";
 impl Benchmark for Idle {
     fn info(&self) -> BenchInfo {
         let mut params = vec![ParamInfo {
+            departs: Vec::new(),
             name: "threads".into(),
             default: "auto".into(),
             quick: None,
@@ -90,6 +91,7 @@ impl Benchmark for Idle {
         }];
         if *self == Idle::Kernel {
             params.push(ParamInfo {
+                departs: Vec::new(),
                 name: "sleep".into(),
                 default: SLEEP_US_DEFAULT.into(),
                 quick: None,

@@ -269,6 +269,7 @@ fn split_pair<'a>(info: &BenchInfo, text: &'a str) -> Result<(&'a str, &'a str),
 /// of `default`.
 pub fn declare(name: &str, default: &str, quick: Option<&str>, help: &str) -> ParamInfo {
     ParamInfo {
+        departs: Vec::new(),
         name: name.into(),
         default: default.into(),
         quick: quick.map(Into::into),
@@ -376,6 +377,7 @@ mod tests {
             description: String::new(),
             origin: String::new(),
             params: vec![ParamInfo {
+                departs: Vec::new(),
                 name: "size".into(),
                 default: "64MiB".into(),
                 quick: Some("4MiB".into()),
@@ -417,6 +419,7 @@ mod tests {
     fn two_params() -> BenchInfo {
         let mut info = info();
         info.params.push(ParamInfo {
+            departs: Vec::new(),
             name: "threads".into(),
             default: "1".into(),
             quick: None,

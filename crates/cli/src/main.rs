@@ -13,7 +13,6 @@ mod render;
 mod settings;
 mod sink;
 mod term;
-mod verdict;
 
 fn main() -> ExitCode {
     // The os benchmarks' measurement process, when smtlab-os-child is not installed beside

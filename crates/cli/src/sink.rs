@@ -436,7 +436,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::verdict::tests::cell;
+    use smtlab_fixtures::build::cell;
 
     #[test]
     fn a_finished_run_plans_its_measured_cells_then_its_skipped_ones() {

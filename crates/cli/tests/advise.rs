@@ -172,7 +172,17 @@ fn advise_a_catalog_workload_answers_what_the_machine_allows_and_stores_the_run(
     let progress_at = stderr.find("[1/").expect("a progress line");
     assert!(time_at < progress_at, "{stderr}");
     let md = std::fs::read_to_string(&md).unwrap();
-    assert!(md.contains(a["answer"].as_str().unwrap()), "{md}");
+    if machine.smt() {
+        assert!(md.contains(a["answer"].as_str().unwrap()), "{md}");
+    } else {
+        // Said once, then how the workload scales, with the deciding figure.
+        assert_eq!(md.matches("No SMT").count(), 1, "{md}");
+        for r in a["reasons"].as_array().unwrap() {
+            if r["deciding"] == true {
+                assert!(md.contains(r["shown"].as_str().unwrap()), "{md}");
+            }
+        }
+    }
     // The cells went to the store as a run of suite `advise`.
     let run = serde_json::from_str::<Value>(&stdout).unwrap()["run"]
         .as_i64()
@@ -199,25 +209,35 @@ fn advise_a_catalog_workload_answers_what_the_machine_allows_and_stores_the_run(
 
 #[test]
 fn advise_prints_the_answer_within_80_columns() {
-    let machine = Machine::Here;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("r.db");
-    let out = advise(&machine, &db, &["int-ops", "--quick"]);
-    let (stdout, _) = ok(&out);
-    let summary = stdout
-        .split("\nint-ops ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no answer block: {stdout}"));
-    assert!(summary.contains("  answer: "), "{stdout}");
-    assert!(summary.contains("  because "), "{stdout}");
-    for l in summary.lines() {
-        assert!(l.chars().count() <= 80, "{l:?}");
-    }
-    if !machine.smt() {
-        assert!(
-            summary.contains("answer: no SMT here (2 cores vs 1: "),
-            "{stdout}"
-        );
+    for machine in [Machine::Here, Machine::fake()] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let out = advise(&machine, &db, &["int-ops", "--quick"]);
+        let (stdout, _) = ok(&out);
+        let summary = &stdout[stdout.find("\n\n").expect("a blank line before the answer")..];
+        for l in summary.lines() {
+            assert!(l.chars().count() <= 80, "{l:?}");
+        }
+        if machine.smt() {
+            let block = summary
+                .split("\nint-ops ")
+                .nth(1)
+                .unwrap_or_else(|| panic!("no answer block: {stdout}"));
+            assert!(block.contains("  answer: "), "{stdout}");
+            assert!(block.contains("  because "), "{stdout}");
+        } else {
+            // Said once, then how the workload scales: 1 core, 2 cores, the machine.
+            assert_eq!(summary.matches("no SMT").count(), 1, "{stdout}");
+            assert!(summary.contains("\nworkload "), "{stdout}");
+            let row = summary
+                .lines()
+                .find(|l| l.starts_with("int-ops "))
+                .unwrap_or_else(|| panic!("no row for int-ops: {stdout}"));
+            assert!(row.contains(" GOPS "), "{row}");
+            if machine.cores() >= 2 {
+                assert!(row.contains("% ["), "the gain of 2 cores: {row}");
+            }
+        }
     }
 }
 

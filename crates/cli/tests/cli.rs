@@ -729,7 +729,7 @@ mod runs {
         assert!(page.contains("<li>Latency distributions: no per-event times"));
         // Without SMT there is no yield: the section is named at the top with the reason.
         assert!(
-            page.contains("id=\"smt-yield\"") || page.contains("<li>SMT yield: no SMT yield"),
+            page.contains("id=\"smt-yield\"") || page.contains("<li>SMT yield: "),
             "SMT yield neither drawn nor explained"
         );
 
@@ -956,14 +956,31 @@ mod runs {
     fn compare_writes_a_page_and_markdown() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("r.db");
-        for _ in 0..2 {
+        for label in ["before", "after"] {
             smtlab()
                 .args(["run", "--suite", "quick", "--bench", "null-syscall"])
-                .args(["--placements", "1c1t"])
+                .args(["--placements", "1c1t", "--label", label])
                 .args(db_arg(&db))
                 .assert()
                 .success();
         }
+        // The names the runs were given lead their lines and the report's header.
+        let text = stdout_of(smtlab().args(["compare", "1", "2"]).args(db_arg(&db)));
+        assert!(text.starts_with("A: before: "), "{text}");
+        assert!(text.contains("\nB: after: "), "{text}");
+        let report = dir.path().join("report.html");
+        smtlab()
+            .args(["report", "after", "-o"])
+            .arg(&report)
+            .args(db_arg(&db))
+            .assert()
+            .success();
+        let report = std::fs::read_to_string(&report).unwrap();
+        assert!(report.contains("<h1>smtlab report: after ("), "{report}");
+        assert!(
+            report.contains(", labelled <code>after</code>,"),
+            "{report}"
+        );
         let page = dir.path().join("compare.html");
         smtlab()
             .args(["compare", "1", "2", "-o"])
@@ -974,6 +991,7 @@ mod runs {
         let html = std::fs::read_to_string(&page).unwrap();
         assert!(html.starts_with("<!DOCTYPE html>"));
         assert!(html.contains("null-syscall") && html.contains("id=\"environments\""));
+        assert!(html.contains("before: "), "the runs' names on the page");
         let md = stdout_of(
             smtlab()
                 .args(["compare", "1", "2", "--markdown"])
@@ -1871,7 +1889,7 @@ mod store {
                 .to_string()
         };
         let in_table = found(&exec, "2c1t");
-        let in_verdict = found(&exec, "2 cores / 1 core (2c1t / 1c1t): ");
+        let in_verdict = found(&exec, "2 cores vs 1 (2c1t/1c1t): ");
         assert_eq!(in_table, in_verdict, "{exec}");
         let report = stdout_of(
             smtlab()

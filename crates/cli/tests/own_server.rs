@@ -99,7 +99,7 @@ fn your_own_web_server_gets_the_smt_verdict_and_leaves_nothing_behind() {
     );
     if smt_here() {
         assert!(
-            stdout.contains("SMT yield (1c2t / 1c1t): "),
+            stdout.contains("SMT yield (1c2t/1c1t): "),
             "verdict: {stdout}"
         );
         assert!(

@@ -44,6 +44,21 @@ pub struct ParamInfo {
     /// Value used by quick runs (`--quick`), when it differs from the default.
     pub quick: Option<String>,
     pub help: String,
+    /// Values with which the benchmark is no longer what its `origin` measured, each
+    /// with what differs: the report says so beside its cells, reading this rather than
+    /// knowing benchmarks by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub departs: Vec<Departure>,
+}
+
+/// A parameter value with which a benchmark departs from its origin
+/// ([`ParamInfo::departs`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Departure {
+    pub value: String,
+    /// What differs, in a few words: `smtlab's user-space NFSv3 server, not the
+    /// kernel's nfsd that paper 004 measured`.
+    pub note: String,
 }
 
 /// The section of the report that presents a benchmark's cells, beyond the sections

@@ -43,7 +43,9 @@ pub mod topology;
 pub mod unit;
 pub mod verdict;
 
-pub use bench::{BenchInfo, Direction, ParamInfo, ReportSection, SampleRecord, Summary, ValueKind};
+pub use bench::{
+    BenchInfo, Departure, Direction, ParamInfo, ReportSection, SampleRecord, Summary, ValueKind,
+};
 pub use cpuset::{CpuListError, CpuSet};
 pub use disturbance::Disturbance;
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};

@@ -40,11 +40,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use smtlab_model::keys::Form;
-use smtlab_model::stats::Ratio;
+use smtlab_model::stats::{Ratio, Significance};
 use smtlab_model::verdict::{PairKind, Verdict, idle_sibling, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
-use crate::fmt::{params as params_text, signed_pct};
+use crate::fmt::params as params_text;
 
 /// The schema of the advice JSON (`smtlab advise --json`).
 pub const ADVICE_SCHEMA: &str = "smtlab.advice/1";
@@ -109,12 +109,29 @@ impl Figure {
         }
     }
 
+    /// What the figure's interval says, as a verdict's words: a figure at a limit or
+    /// unsteady, a ratio whose interval includes 1 (not significant).
+    fn words(&self) -> (Significance, Option<&str>, Option<&str>) {
+        let at_limit = self
+            .unsteady
+            .as_deref()
+            .and_then(|w| w.strip_prefix(AT_LIMIT));
+        let unsteady = self.unsteady.as_deref().filter(|_| at_limit.is_none());
+        let significance = match (self.ci95_low, self.ci95_high) {
+            (Some(lo), _) if lo > 1.0 => Significance::Faster,
+            (_, Some(hi)) if hi < 1.0 => Significance::Slower,
+            (Some(_), Some(_)) => Significance::NotSignificant,
+            _ => Significance::NoInterval,
+        };
+        (significance, unsteady, at_limit)
+    }
+
     /// What follows a figure that leans neither way whatever its interval.
-    fn flag(&self) -> &'static str {
-        match &self.unsteady {
-            Some(why) if why.starts_with(AT_LIMIT) => " at a limit",
-            Some(_) => " unsteady",
-            None => "",
+    fn flag(&self) -> String {
+        match self.words() {
+            (_, _, Some(which)) => format!(" at a limit ({which})"),
+            (_, Some(why), None) => format!(" unsteady ({why})"),
+            _ => String::new(),
         }
     }
 
@@ -130,21 +147,34 @@ impl Figure {
         }
     }
 
-    /// A ratio as a change in percent with its interval: `+30% [+25%, +35%]`.
+    /// A ratio as a change in percent with its interval and what the interval says, as
+    /// every gain is written ([`crate::fmt::gain_words`]): `+30% [+25%, +35%]`,
+    /// `+13% [-6.2%, +39%] not significant at 95%`.
     pub fn pct(&self) -> String {
-        let p = |r: f64| signed_pct((r - 1.0) * 100.0);
-        let mut s = match (self.ci95_low, self.ci95_high) {
-            (Some(lo), Some(hi)) => format!("{} [{}, {}]", p(self.value), p(lo), p(hi)),
-            _ => format!("{} (no interval)", p(self.value)),
-        };
-        s.push_str(self.flag());
-        s
+        let (significance, unsteady, at_limit) = self.words();
+        crate::fmt::gain_words(
+            self.value,
+            self.ci95_low,
+            self.ci95_high,
+            significance,
+            unsteady,
+            at_limit,
+        )
+    }
+
+    /// The words [`Figure::pct`] writes after the interval (`not significant at 95%`,
+    /// `unsteady (why)`), if any: a narrow table puts them under the figure's row.
+    pub fn words_text(&self) -> Option<String> {
+        let bare = crate::fmt::gain_ci(self.value, self.ci95_low, self.ci95_high);
+        let full = self.pct();
+        let words = full.strip_prefix(&bare)?.trim();
+        (!words.is_empty()).then(|| words.to_string())
     }
 
     /// A ratio as `1.300x [1.250, 1.350]`.
     pub fn times(&self) -> String {
         let mut s = crate::fmt::ratio_ci(self.value, self.ci95_low, self.ci95_high);
-        s.push_str(self.flag());
+        s.push_str(&self.flag());
         s
     }
 
@@ -155,7 +185,7 @@ impl Figure {
             (Some(lo), Some(hi)) => format!("{} [{}, {}] {unit}", n(self.value), n(lo), n(hi)),
             _ => format!("{} {unit}", n(self.value)),
         };
-        s.push_str(self.flag());
+        s.push_str(&self.flag());
         s
     }
 }
@@ -422,12 +452,16 @@ pub fn decide(e: &Evidence) -> Advice {
 mod evidence;
 mod formats;
 mod rules;
+mod scaling;
 
 pub use evidence::{
     add_unmeasured, advise_run, evidence, headroom, offered_rate, sweep_side, workload_name,
 };
 pub(crate) use formats::section;
 pub use formats::{AdviceDoc, behind_words, json, markdown, text};
+pub use scaling::{
+    Scaling, WholeMachine, markdown as scaling_markdown, scaling, text as scaling_text,
+};
 
 #[cfg(test)]
 mod tests;

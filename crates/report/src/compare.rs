@@ -106,6 +106,9 @@ pub struct RunLabel {
     pub id: i64,
     pub hostname: Option<String>,
     pub started: String,
+    /// The name the user gave the run (`run --label`), where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub label: String,
 }
 
@@ -127,7 +130,17 @@ impl RunLabel {
             hostname: meta.environment.hostname.clone(),
             label: format!("{host}{id}, started {started}"),
             started,
+            name: None,
         }
+    }
+
+    /// The run with the name the user gave it (the store keeps it beside the results),
+    /// which leads its line: `baseline: host run 3, started ...`.
+    pub fn named(&mut self, name: Option<String>) {
+        if let Some(n) = &name {
+            self.label = format!("{n}: {}", self.label);
+        }
+        self.name = name;
     }
 }
 

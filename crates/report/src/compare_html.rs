@@ -377,6 +377,12 @@ svg,tr{break-inside:avoid}h2{break-after:avoid}}";
 pub fn compare_html(a: &RunResults, b: &RunResults, c: &Comparison) -> String {
     let mut sections = String::with_capacity(32 * 1024);
     compare_sections(&mut sections, a, b, c);
+    // Every word with a meaning of its own that the page uses, defined once at its end;
+    // the footer always links `unsteady`.
+    let used = format!("{sections} {}", crate::glossary::Term::Unsteady.word());
+    if let Some(words) = crate::glossary::section(&used) {
+        sections.push_str(&words.into_string());
+    }
     let page = crate::html::page(
         &format!("smtlab compare: {} vs {}", c.a.label, c.b.label),
         CSS,
@@ -393,9 +399,9 @@ pub fn compare_html(a: &RunResults, b: &RunResults, c: &Comparison) -> String {
                      95% interval of that ratio with the between-run variance added (the \
                      estimate named under Geometric means), and a difference is called \
                      significant only when the interval excludes 1 and the correction for the \
-                     number of rows (Benjamini-Hochberg, 5% false discoveries) keeps it. \
-                     Unsteady cells (samples or rounds that disagree beyond their interval) \
-                     are called neither and are left out of the geometric means, whose 95% \
+                     number of rows (Benjamini-Hochberg, 5% false discoveries) keeps it. "
+                    (crate::glossary::link(crate::glossary::Term::Unsteady))
+                    " cells are called neither and are left out of the geometric means, whose 95% \
                      interval is Student's t on the logarithms of the ratios with a whole \
                      run's between-run shift added. A value that was not measured in both \
                      runs is listed as missing."
@@ -675,8 +681,8 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
          mean A/B when lower is better. Interval: 95% of that ratio with the between-run \
          variance added. \
          Significant: the interval excludes 1 and the correction for the number of rows \
-         (Benjamini-Hochberg, 5% false discoveries) keeps the difference. Unsteady: a cell's samples or rounds disagree beyond their \
-         interval. Geometric means: steady rows, 95% interval by Student's t on the \
+         (Benjamini-Hochberg, 5% false discoveries) keeps the difference. Unsteady cells \
+         are called neither (see the words below). Geometric means: steady rows, 95% interval by Student's t on the \
          logarithms with a whole run's between-run shift added; no difference when it \
          includes 1.\n",
     );
@@ -687,6 +693,8 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
             c.missing.len()
         );
     }
+    let words = crate::glossary::markdown(&out);
+    out.push_str(&words);
     out
 }
 

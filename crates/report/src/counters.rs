@@ -88,7 +88,7 @@ pub fn duration_ns(ns: f64) -> String {
     } else if a >= 1e6 {
         format!("{} ms", num(ns / 1e6))
     } else if a >= 1e3 {
-        format!("{} us", num(ns / 1e3))
+        format!("{} µs", num(ns / 1e3))
     } else {
         format!("{} ns", num(ns))
     }
@@ -281,7 +281,7 @@ mod tests {
         let l = line(&c);
         assert_eq!(
             l,
-            "task-clock 12.35 ms, 1 context switch, 21 page faults; 12.35 us CPU/op"
+            "task-clock 12.35 ms, 1 context switch, 21 page faults; 12.35 µs CPU/op"
         );
         assert!(!l.contains("CPI") && !l.contains("migration"), "{l}");
     }

@@ -117,17 +117,28 @@ pub fn speedup(r: &Ratio) -> String {
     )
 }
 
+/// What a comparison's interval says, in the words every output uses beside its figure:
+/// `at a limit (WHY)` where a figure is a bound, `unsteady (WHY)` where a cell would not
+/// repeat, else the significance's words (`faster`, `not significant at 95%`, ...).
+pub fn verdict_words(
+    significance: Significance,
+    unsteady: Option<&str>,
+    at_limit: Option<&str>,
+) -> String {
+    match (at_limit, unsteady) {
+        (Some(which), _) => format!("at a limit ({which})"),
+        (None, Some(why)) => format!("unsteady ({why})"),
+        (None, None) => significance.words().to_string(),
+    }
+}
+
 /// A [`Verdict`] as every output prints it: [`speedup`]'s figure and interval with the
 /// verdict's words, which say `unsteady` (and why) where a cell would not repeat:
 /// `1.250x [1.210, 1.290] faster`, `1.048x [0.610, 1.601] unsteady (1c2t: CV 31%)`,
 /// `1.000x [1.000, 1.000] at a limit (1c1t: at least 64 (configured ceiling))`.
 pub fn verdict(v: &Verdict) -> String {
     let r = &v.speedup;
-    let words = match (&v.at_limit, &v.unsteady) {
-        (Some(which), _) => format!("at a limit ({which})"),
-        (None, Some(why)) => format!("unsteady ({why})"),
-        (None, None) => v.significance.words().to_string(),
-    };
+    let words = verdict_words(v.significance, v.unsteady.as_deref(), v.at_limit.as_deref());
     format!("{} {words}", ratio_ci(r.ratio, r.ci95_low, r.ci95_high))
 }
 
@@ -141,31 +152,59 @@ pub fn signed_pct(p: f64) -> String {
     }
 }
 
-/// A [`Verdict`] as a gain in plain words: `+18% (95% CI +15% to +21%)`, with
-/// `, not significant at 95%` when the interval includes 1 and `, unsteady: WHY` when a
-/// cell would not repeat; `+5.0% (n=1, no interval)` without an interval. The sign is
-/// [`Verdict::gain_pct`]'s, the same as [`verdict`]'s ratio above or below 1.
+/// A ratio as a change in percent with its 95% interval, the one way a gain is written:
+/// `+18% [+15%, +21%]`, or `+5.0% (no interval)` where there is none.
+pub fn gain_ci(ratio: f64, lo: Option<f64>, hi: Option<f64>) -> String {
+    let p = |r: f64| signed_pct((r - 1.0) * 100.0);
+    match (lo, hi) {
+        (Some(lo), Some(hi)) => format!("{} [{}, {}]", p(ratio), p(lo), p(hi)),
+        _ => format!("{} (no interval)", p(ratio)),
+    }
+}
+
+/// A gain ([`gain_ci`]) with the words its interval allows, as [`verdict`] words the
+/// ratio, less `faster`/`slower`, which the sign says: `+18% [+15%, +21%]`,
+/// `+0.4% [-1.0%, +2.0%] not significant at 95%`, `+27% [-27%, +147%] unsteady (2c1t:
+/// CV 27%)`, `+0.0% [+0.0%, +0.0%] at a limit (WHICH)`.
+pub fn gain_words(
+    ratio: f64,
+    lo: Option<f64>,
+    hi: Option<f64>,
+    significance: Significance,
+    unsteady: Option<&str>,
+    at_limit: Option<&str>,
+) -> String {
+    let figure = gain_ci(ratio, lo, hi);
+    match (significance, unsteady, at_limit) {
+        // The sign says faster or slower; `(no interval)` says the rest.
+        (
+            Significance::Faster
+            | Significance::Slower
+            | Significance::NoInterval
+            | Significance::Unbounded,
+            None,
+            None,
+        ) => figure,
+        _ => format!(
+            "{figure} {}",
+            verdict_words(significance, unsteady, at_limit)
+        ),
+    }
+}
+
+/// A [`Verdict`] as a gain in plain words ([`gain_words`]): `+18% [+15%, +21%]`,
+/// `+0.4% [-1.0%, +2.0%] not significant at 95%`. The sign is [`Verdict::gain_pct`]'s,
+/// the same as [`verdict`]'s ratio above or below 1.
 pub fn gain(v: &Verdict) -> String {
     let r = &v.speedup;
-    let g = signed_pct(v.gain_pct());
-    let mut s = match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!(
-            "{g} (95% CI {} to {})",
-            signed_pct((lo - 1.0) * 100.0),
-            signed_pct((hi - 1.0) * 100.0)
-        ),
-        _ => format!("{g} ({})", r.significance().words()),
-    };
-    match (&v.unsteady, v.significance) {
-        _ if v.at_limit.is_some() => s.push_str(&format!(
-            ", no speed-up: a figure at a limit: {}",
-            v.at_limit.as_deref().unwrap_or_default()
-        )),
-        (Some(why), _) => s.push_str(&format!(", unsteady: {why}")),
-        (None, Significance::NotSignificant) => s.push_str(", not significant at 95%"),
-        _ => {}
-    }
-    s
+    gain_words(
+        r.ratio,
+        r.ci95_low,
+        r.ci95_high,
+        v.significance,
+        v.unsteady.as_deref(),
+        v.at_limit.as_deref(),
+    )
 }
 
 /// The speed-up's verdict alone, for a narrow column: `faster`, `slower`, `no` (the

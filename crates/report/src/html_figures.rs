@@ -17,7 +17,7 @@ use smtlab_model::metrics::threads;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use maud::html;
+use maud::{PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
@@ -133,14 +133,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
     if groups.is_empty() {
         return false;
     }
-    p.push_str(
-        "<section id=\"sweeps\"><h2>Working-set sweeps</h2><p>A benchmark measured at \
-         several working-set sizes: one curve per placement over the size (log scale), \
-         with this machine's data cache sizes from the run's topology as dashed lines. \
-         Where a curve steps up past a line, the working set has left that cache. Points: \
-         median with p25-p75 for latency, mean with 95% CI for throughput.</p>\
-         <div class=\"charts\">",
-    );
+    let mut charts: Vec<Option<String>> = Vec::new();
     let lines = cache_lines(&r.run.topology);
     for ((bench, ps), cs) in groups {
         let first = cs[0];
@@ -206,13 +199,32 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
         }
         let better = format!("{} is better", first.direction.as_str());
         let y_label = format!("{} ({better})", col.unit);
-        p.push_str("<figure>");
-        if let Some(s) = svg::line_chart(&title, &better, "working set", &y_label, &series, &opt) {
-            p.push_str(&s);
-        }
-        p.push_str("</figure>");
+        charts.push(svg::line_chart(
+            &title,
+            &better,
+            "working set",
+            &y_label,
+            &series,
+            &opt,
+        ));
     }
-    p.push_str("</div></section>");
+    let section = html! {
+        section id="sweeps" {
+            h2 { "Working-set sweeps" }
+            p {
+                "A benchmark measured at several working-set sizes: one curve per placement \
+                 over the size (log scale), with this machine's data cache sizes from the \
+                 run's topology as dashed lines. Where a curve steps up past a line, the \
+                 working set has left that cache. Points: median with p25-p75 for latency, \
+                 mean with 95% CI for throughput."
+            }
+            div class="charts" {
+                // A figure per benchmark, empty where nothing could be drawn.
+                @for s in charts { figure { @if let Some(s) = s { (PreEscaped(s)) } } }
+            }
+        }
+    };
+    p.push_str(&section.into_string());
     true
 }
 
@@ -257,18 +269,25 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
     if order.is_empty() {
         return false;
     }
-    p.push_str(
-        "<section id=\"latency\"><h2>Latency distributions</h2><p>Every timed event of the \
-         thread benchmarks: for each time, the cumulative distribution of the placements on \
-         shared axes (the share of events at or below a time), with the median (circle), \
-         99th percentile (square) and maximum (triangle) marked, and the same figures in \
-         the table below. A curve to the left is faster; a long flat top is a slow tail. \
-         Axes are logarithmic where the times span two decades or more.</p>",
-    );
+    let mut blocks = String::new();
     for k in order {
-        latency_block(p, &k, &groups[&k]);
+        latency_block(&mut blocks, &k, &groups[&k]);
     }
-    p.push_str("</section>");
+    let section = maud::html! {
+        section id="latency" {
+            h2 { "Latency distributions" }
+            p {
+                "Every timed event of the thread benchmarks: for each time, the cumulative \
+                 distribution of the placements on shared axes (the share of events at or \
+                 below a time), with the median (circle), 99th percentile (square) and maximum \
+                 (triangle) marked, and the same figures in the table below. A curve to the \
+                 left is faster; a long flat top is a slow tail. Axes are logarithmic where the \
+                 times span two decades or more."
+            }
+            (maud::PreEscaped(blocks))
+        }
+    };
+    p.push_str(&section.into_string());
     true
 }
 
@@ -344,7 +363,7 @@ fn latency_block(p: &mut String, k: &Key, cells: &PairCells<'_>) {
 /// The cumulative distribution of A and of B, the placements on shared axes.
 fn cdf_charts(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column, scale: Scale) {
     let (ka, kb, la, lb, _) = pair;
-    p.push_str("<div class=\"charts\">");
+    let mut charts: Vec<String> = Vec::new();
     for (key, label) in [(ka, la), (kb, lb)] {
         let fmt = |v: f64| col.with_unit(v * col.divisor);
         let dists: Vec<Dist<'_>> = cells
@@ -366,13 +385,10 @@ fn cdf_charts(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column, s
                 .collect::<Vec<_>>()
                 .join(" / ")
         );
-        if let Some(s) = svg::cdf_chart(label, &subtitle, &col.unit, &dists, scale) {
-            p.push_str("<figure>");
-            p.push_str(&s);
-            p.push_str("</figure>");
-        }
+        charts.extend(svg::cdf_chart(label, &subtitle, &col.unit, &dists, scale));
     }
-    p.push_str("</div>");
+    let div = html! { div class="charts" { @for s in charts { figure { (PreEscaped(s)) } } } };
+    p.push_str(&div.into_string());
 }
 
 /// The table of marks, and the headline value beside the per-event figures; returns
@@ -387,8 +403,7 @@ fn marks_table(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) 
             th { "mean (" (u) ")" } th { "cell value (" (u) ")" }
         }
     };
-    p.push_str("<table>");
-    p.push_str(&head.into_string());
+    let mut rows: Vec<maud::Markup> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     for (c, _) in cells {
         for (key, label) in [(ka, la), (kb, lb)] {
@@ -418,7 +433,7 @@ fn marks_table(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) 
                     td class="num" { (value.map(|v| col.num(v)).unwrap_or_else(|| "-".into())) }
                 }
             };
-            p.push_str(&row.into_string());
+            rows.push(row);
             if let Some(v) = value
                 && med > 0.0
                 && (v / med - 1.0).abs() > 0.2
@@ -439,20 +454,14 @@ fn marks_table(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) 
             }
         }
     }
-    p.push_str("</table>");
+    p.push_str(&html! { table { (head) @for r in rows { (r) } } }.into_string());
     notes
 }
 
 /// Per-placement scatters of A against B, collapsed: useful, but long.
 fn scatters(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) {
     let (ka, kb, la, lb, _) = pair;
-    let _ = write!(
-        p,
-        "<details><summary>A against B per event, by placement ({} chart{})</summary>\
-         <div class=\"charts\">",
-        cells.len(),
-        if cells.len() == 1 { "" } else { "s" }
-    );
+    let mut charts: Vec<String> = Vec::new();
     for (c, _) in cells {
         let (Some(a), Some(b)) = (c.result.series.get(ka), c.result.series.get(kb)) else {
             continue;
@@ -471,10 +480,19 @@ fn scatters(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) {
             true,
             4000,
         ) {
-            p.push_str(&s);
+            charts.push(s);
         }
     }
-    p.push_str("</div></details>");
+    let details = html! {
+        details {
+            summary {
+                "A against B per event, by placement (" (cells.len()) " chart"
+                (if cells.len() == 1 { "" } else { "s" }) ")"
+            }
+            div class="charts" { @for s in charts { (PreEscaped(s)) } }
+        }
+    };
+    p.push_str(&details.into_string());
 }
 
 #[cfg(test)]

@@ -39,6 +39,12 @@
 //! * [`svg`]: the small chart library behind the page. The pages' markup is built with
 //!   `maud`, which escapes every interpolated value.
 //! * [`export`]: `smtlab.results/1` JSON and one-row-per-cell CSV (`report --json/--csv`).
+//! * [`text`]: the verdicts `exec` and `bench` print under their cells (the SMT pairs
+//!   each benchmark's cells form, the speed-up and the gain of each), in the words the
+//!   advice and the page use.
+//! * [`glossary`]: the words the report gives a meaning of its own (`unsteady`,
+//!   `disturbed`, `at a limit`, the SMT yield, `2 cores vs 1`, the 95% interval), each
+//!   defined once on the page and in the Markdown, linked from where they are used.
 //! * [`table`]: the one text-table engine (aligned columns, fitted to a width without
 //!   cutting a number), used by the text reports and the terminal; [`fmt::ratio_ci`] is
 //!   the one way a ratio is written (`1.250x [1.210, 1.290]`).
@@ -63,6 +69,7 @@ pub mod counters;
 pub mod export;
 pub mod fleet;
 pub mod fmt;
+pub mod glossary;
 pub mod html;
 mod html_counter_ratios;
 mod html_counters;
@@ -78,6 +85,7 @@ pub mod svg;
 pub mod table;
 #[cfg(test)]
 mod testutil;
+pub mod text;
 pub mod topo_svg;
 pub mod units;
 pub mod utilisation;
@@ -89,5 +97,5 @@ pub use compare::{
     compare_json, compare_table, compare_with,
 };
 pub use compare_html::{compare_html, compare_markdown};
-pub use html::html;
+pub use html::{html, html_labelled};
 pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};

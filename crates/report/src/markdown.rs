@@ -67,5 +67,10 @@ pub fn cells(cells: &[CellRecord]) -> String {
         }
         out.push('\n');
     }
+    // The words the table uses, each defined once; an empty table uses none.
+    if !cells.is_empty() {
+        let words = crate::glossary::markdown(&out);
+        out.push_str(&words);
+    }
     out
 }

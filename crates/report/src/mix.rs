@@ -85,7 +85,7 @@ pub fn line(cell: &CellRecord) -> Option<String> {
 
 /// The `mix` section: per parameter set, a table of each program's progress per
 /// placement, and the weighted speedup.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(r: &RunResults) -> Option<String> {
     let cells: Vec<&CellRecord> = r
         .cells
         .iter()
@@ -95,8 +95,10 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
         })
         .collect();
     if cells.is_empty() {
-        return Err(String::new());
+        return None;
     }
+    let mut out = String::new();
+    let p = &mut out;
     // Groups of cells with the same programs (and other parameters).
     let mut groups: Vec<(String, Vec<&CellRecord>)> = Vec::new();
     for c in &cells {
@@ -150,7 +152,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
         }
     };
     p.push_str(&page.into_string());
-    Ok(())
+    Some(out)
 }
 
 #[cfg(test)]

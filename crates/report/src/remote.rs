@@ -74,7 +74,7 @@ pub fn remote_clients(c: &CellRecord) -> Option<RemoteClients> {
 /// LAN), milliseconds above (`1.250 ms`).
 pub fn ms(ns: f64) -> String {
     if ns.abs() < 1e6 {
-        format!("{:.1} us", ns / 1e3)
+        format!("{:.1} µs", ns / 1e3)
     } else {
         format!("{:.3} ms", ns / 1e6)
     }

@@ -67,7 +67,7 @@ fn steps(p: &Parsed) -> Vec<(f64, String)> {
     match p.family {
         Family::Time => vec![
             (1e-9, "ns".into()),
-            (1e-6, "us".into()),
+            (1e-6, "µs".into()),
             (1e-3, "ms".into()),
             (1.0, "s".into()),
         ],
@@ -258,7 +258,7 @@ mod tests {
         assert_eq!((c.unit.as_str(), c.decimals), ("ns", 1));
         let c = Column::for_values("s", &[0.02049, 0.02213]);
         assert_eq!(c.with_unit(0.02049), "20.5 ms");
-        assert_eq!(scaled("ns", 69_700.0), "69.7 us");
+        assert_eq!(scaled("ns", 69_700.0), "69.7 µs");
     }
 
     #[test]
@@ -282,7 +282,7 @@ mod tests {
         let vals = [950.0, 1_200.0, 15_000.0];
         let c = Column::for_values("ns", &vals);
         let texts: Vec<String> = vals.iter().map(|v| c.num(*v)).collect();
-        assert_eq!(c.unit, "us");
+        assert_eq!(c.unit, "µs");
         assert_eq!(texts, ["0.950", "1.200", "15.000"]);
         assert_eq!(Column::for_values("ns", &[]).unit, "ns");
         assert_eq!(c.num(f64::NAN), "-");

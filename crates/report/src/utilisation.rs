@@ -263,20 +263,19 @@ pub fn section(p: &mut String, r: &RunResults) {
     if points.is_empty() {
         return;
     }
-    p.push_str("<section id=\"utilisation\"><h2>Reported utilisation against capacity</h2>");
-    p.push_str(
-        "<p>A CPU-bound load offered at fixed rates. Where the line lies above the diagonal, \
-         the CPUs look busier than the share of the maximum they deliver; below it, \
-         \"50% busy\" leaves less than half the capacity unused.</p>",
-    );
-    if let Some(svg) = chart(&points) {
-        let _ = write!(p, "<figure>{svg}</figure>");
-    }
-    let _ = write!(
-        p,
-        "<div class=\"scroll\">{}</div></section>",
-        curve_html(&points).into_string()
-    );
+    let section = maud::html! {
+        section id="utilisation" {
+            h2 { "Reported utilisation against capacity" }
+            p {
+                "A CPU-bound load offered at fixed rates. Where the line lies above the \
+                 diagonal, the CPUs look busier than the share of the maximum they deliver; \
+                 below it, \"50% busy\" leaves less than half the capacity unused."
+            }
+            @if let Some(svg) = chart(&points) { figure { (maud::PreEscaped(svg)) } }
+            div class="scroll" { (curve_html(&points)) }
+        }
+    };
+    p.push_str(&section.into_string());
 }
 
 #[cfg(test)]

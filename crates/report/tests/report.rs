@@ -651,7 +651,7 @@ fn html_without_data_says_not_measured() {
     let absent = &page[page.find("id=\"absent\"").unwrap()..];
     let absent = &absent[..absent.find("</details>").unwrap()];
     for reason in [
-        "SMT yield: no SMT yield: no cell was measured",
+        "SMT yield: no cell was measured",
         "Scaling: no compute or memory benchmark",
         "Latency distributions: no per-event times",
         "OS latencies: no os benchmark",
@@ -832,7 +832,7 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
         "instructions/op: {sec}"
     );
     assert!(
-        sec.contains("getppid 200.0 us / 250.0 us"),
+        sec.contains("getppid 200.0 µs / 250.0 µs"),
         "syscalls: {sec}"
     );
     // 30 us of NET_RX in 3 ms on one CPU: 1.00%.
@@ -1190,7 +1190,7 @@ fn exec_report_has_its_verdict_and_no_empty_section() {
     let verdict = section(&page, "exec");
     // 1.0 s against 0.8 s: 1.25x faster with SMT, interval above 1.
     assert!(
-        verdict.contains("SMT (a second thread on the same core) gives +25.0%"),
+        verdict.contains("SMT (a second thread on the same core) gives +25% [+24%, +26%]"),
         "{verdict}"
     );
     assert!(!verdict.contains("not significant"));
@@ -1221,8 +1221,14 @@ fn markdown_table_snapshot() {
 fn markdown_has_one_row_per_cell_with_a_baseline_per_group() {
     let results = demo();
     let md = smtlab_report::markdown::cells(&results.cells);
-    let lines: Vec<&str> = md.lines().collect();
+    // The table, then the words it uses, each defined once.
+    let lines: Vec<&str> = md.lines().take_while(|l| l.starts_with('|')).collect();
     assert_eq!(lines.len(), 2 + results.cells.len());
+    let words = &md[lines.iter().map(|l| l.len() + 1).sum::<usize>()..];
+    assert!(
+        words.starts_with("\n**Words used here**\n\n- **"),
+        "{words}"
+    );
     let columns = lines[0].matches('|').count();
     for l in &lines {
         assert_eq!(
@@ -1704,6 +1710,7 @@ fn compare_pairs_a_run_stored_before_a_parameter_existed() {
     let mut info = common::entry("web-static", Default::default(), None);
     for (name, default) in [("server", "event"), ("irq", "none")] {
         info.params.push(smtlab_model::ParamInfo {
+            departs: Vec::new(),
             name: name.into(),
             default: default.into(),
             quick: None,

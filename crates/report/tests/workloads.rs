@@ -359,3 +359,32 @@ fn a_peak_search_shows_its_load_points_in_its_section() {
     );
     assert!(oltp.contains("within the limit (40.00 ms)"), "{oltp}");
 }
+
+#[test]
+fn a_parameter_value_that_departs_from_the_origin_is_said_by_the_catalog_entry() {
+    // Whatever the benchmark is called: the entry's parameter says which value departs.
+    let mut r = renamed(workloads_demo(), "sdet", "shell-users", true);
+    let note = |r: &smtlab_model::RunResults| {
+        section(&smtlab_report::html(r), "oltp").contains("mode=toy: not the measured one")
+    };
+    let entry = r
+        .benchmarks
+        .iter_mut()
+        .find(|b| b.name == "shell-users")
+        .unwrap();
+    entry.params.push(smtlab_model::ParamInfo {
+        departs: vec![smtlab_model::Departure {
+            value: "toy".into(),
+            note: "not the measured one".into(),
+        }],
+        name: "mode".into(),
+        default: "real".into(),
+        quick: None,
+        help: "real or toy".into(),
+    });
+    assert!(!note(&r), "no cell ran with mode=toy");
+    for c in r.cells.iter_mut().filter(|c| c.benchmark == "shell-users") {
+        c.params.insert("mode".into(), "toy".into());
+    }
+    assert!(note(&r));
+}

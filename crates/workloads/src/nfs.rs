@@ -238,14 +238,22 @@ impl Benchmark for NfsSfs {
                 .into(),
             origin: "paper 004 s4 (SPEC SFS97_R1 V3.0)".into(),
             params: vec![
-                param(
-                    "server",
-                    "kernel",
-                    // The quick form runs on any Linux (CI's kernels have no nfsd).
-                    Some("user"),
-                    "kernel: the kernel's nfsd (paper 004's); user: smtlab's user-space \
-                     NFSv3 server on the placement, for kernels without nfsd (not nfsd)",
-                ),
+                smtlab_model::ParamInfo {
+                    departs: vec![smtlab_model::Departure {
+                        value: "user".into(),
+                        note: "smtlab's user-space NFSv3 server, not the kernel's nfsd that \
+                               paper 004 measured"
+                            .into(),
+                    }],
+                    ..param(
+                        "server",
+                        "kernel",
+                        // The quick form runs on any Linux (CI's kernels have no nfsd).
+                        Some("user"),
+                        "kernel: the kernel's nfsd (paper 004's); user: smtlab's user-space \
+                         NFSv3 server on the placement, for kernels without nfsd (not nfsd)",
+                    )
+                },
                 param(
                     "clients",
                     "8",

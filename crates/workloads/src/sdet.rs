@@ -142,6 +142,7 @@ impl Benchmark for Sdet {
                 .into(),
             origin: "paper 004 s4 (SDET)".into(),
             params: vec![ParamInfo {
+                departs: Vec::new(),
                 name: "users".into(),
                 default: "auto".into(),
                 quick: Some("2".into()),

@@ -53,6 +53,7 @@ impl Compute {
 fn params() -> Vec<ParamInfo> {
     vec![
         ParamInfo {
+            departs: Vec::new(),
             name: "threads".into(),
             default: "auto".into(),
             quick: None,
@@ -61,6 +62,7 @@ fn params() -> Vec<ParamInfo> {
                 .into(),
         },
         ParamInfo {
+            departs: Vec::new(),
             name: "seed".into(),
             default: "1".into(),
             quick: None,

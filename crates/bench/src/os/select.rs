@@ -73,6 +73,7 @@ impl Benchmark for Select {
             description,
             origin,
             vec![ParamInfo {
+                departs: Vec::new(),
                 name: "fds".into(),
                 default: "10".into(),
                 quick: None,

@@ -73,6 +73,7 @@ impl Benchmark for PthreadCreate {
              when the placement has one CPU).",
             "paper 002 s6.1",
             vec![ParamInfo {
+                departs: Vec::new(),
                 name: "mode".into(),
                 default: "joinable".into(),
                 quick: None,

@@ -96,6 +96,7 @@ fn bench_info(
 /// The `events` parameter of the distribution benchmarks (hand-off, condition variable).
 fn events_param() -> ParamInfo {
     ParamInfo {
+        departs: Vec::new(),
         name: "events".into(),
         default: "200".into(),
         quick: Some("50".into()),

@@ -189,6 +189,7 @@ fn answer(
     if answers.is_empty() {
         bail!("nothing measured to advise on: every placement was skipped");
     }
-    render::advice::answers(args, sink.run_id, &s.notes, &answers)?;
+    let scaling = advice::scaling(&sink.cells, s.smt(), s.topo.cpus.len());
+    render::advice::answers(args, sink.run_id, &s.notes, &answers, &scaling)?;
     Ok(ExitCode::SUCCESS)
 }

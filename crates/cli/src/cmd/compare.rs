@@ -10,7 +10,7 @@ use smtlab_store::Store;
 use crate::args::{BetweenArg, CompareArgs};
 use crate::output::{emit, write_file};
 use crate::render;
-use crate::settings::stored::{db_path, load};
+use crate::settings::stored::{db_path, label_of, load};
 
 /// The most stored runs read as repeats of A's or B's setup (the newest first).
 const MAX_REPEATS: usize = 20;
@@ -31,7 +31,10 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
         Vec::new()
     };
     let between = BetweenRuns::choose(choice, &a, &b, &repeat_sets(&a, &b, &stored))?;
-    let cmp = smtlab_report::compare_with(&a, &b, between);
+    let mut cmp = smtlab_report::compare_with(&a, &b, between);
+    // The names the user gave the runs lead their lines in every form.
+    cmp.a.named(label_of(&args.a, &args.db.db, a.run.id));
+    cmp.b.named(label_of(&args.b, &args.db.db, b.run.id));
     if let Some(path) = &args.output {
         return write_file(path, smtlab_report::compare_html(&a, &b, &cmp).as_bytes());
     }

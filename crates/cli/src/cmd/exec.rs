@@ -13,7 +13,7 @@
 //! Fieller 95% interval, so above 1 always means faster and `bench`, `report` (HTML
 //! included), the JSON's `speedups`, the Markdown table and `compare` print the same
 //! figure and sign for the same pair. The verdict lines are
-//! [`crate::verdict`]'s, which `bench` prints too.
+//! [`smtlab_report::text`]'s, which `bench` prints too, in the words `advise` uses.
 
 use std::process::ExitCode;
 

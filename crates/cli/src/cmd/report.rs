@@ -24,14 +24,15 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         }
         write_file(path, &csv)?;
     }
+    let label = || label_of(&args.run, &args.db.db, results.run.id);
     let bytes = if args.json {
         smtlab_report::export::json(&results)
     } else if args.csv {
         smtlab_report::export::csv(&results)
     } else if args.output.is_some() {
-        smtlab_report::html(&results).into_bytes()
+        smtlab_report::html_labelled(&results, label().as_deref()).into_bytes()
     } else {
-        let label = label_of(&args.run, &args.db.db, results.run.id);
+        let label = label();
         let extra = smtlab_report::smt_states::text(&results.cells)
             + &crate::render::corun::summary_text(&results);
         return emit(

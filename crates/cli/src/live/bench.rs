@@ -320,10 +320,10 @@ fn verdicts(s: &Bench, cells: &[CellRecord]) -> Result<()> {
         apart = !table.is_empty();
         emit(&table)?;
     }
-    let mut lines = crate::verdict::bench(cells);
+    let mut lines = smtlab_report::text::bench(cells);
     if !s.unmeasured.is_empty() {
         let names: Vec<String> = s.unmeasured.iter().map(|(p, _)| p.clone()).collect();
-        lines.push(crate::verdict::unmeasured(
+        lines.push(smtlab_report::text::unmeasured(
             &names,
             s.topo.smt.control.as_deref(),
         ));

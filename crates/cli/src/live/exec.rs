@@ -177,7 +177,7 @@ pub fn summary(
         }
         Vec::new()
     } else {
-        crate::verdict::command(cells, s.topo.smt_visible())
+        smtlab_report::text::command(cells, s.topo.smt_visible())
     };
     if text && !lines.is_empty() {
         emit("\n")?;
@@ -198,4 +198,105 @@ pub fn summary(
         )))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_fixtures::build::cell;
+    use smtlab_model::stats::{self, Significance};
+    use smtlab_model::verdict::verdict;
+    use smtlab_model::{CellRecord, Direction};
+
+    /// An `exec` cell (times in seconds, lower is better) of `./work` on `placement`.
+    fn exec_cell(placement: &str, times_s: &[f64]) -> CellRecord {
+        let mut c = cell("exec", &[("command", "./work")], placement, times_s);
+        c.group = "exec".into();
+        c.unit = "s".into();
+        c.direction = Direction::Lower;
+        c
+    }
+
+    #[test]
+    fn every_output_gives_one_verdict_on_a_skewed_run() {
+        // 2c1t's runs are faster but for one slow one: the medians favour 2c1t, the
+        // mean time (total time, i.e. throughput over all runs) favours 1c1t, and the
+        // mean of per-run rates 1/t favours 2c1t. The sign depends on the definition,
+        // so every output must use the same one.
+        let base_t = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95];
+        let two_t = [9.5, 9.6, 9.4, 9.5, 9.55, 13.0];
+        let s = |v: &[f64]| stats::summarize(v).unwrap();
+        let rates = |v: &[f64]| s(&v.iter().map(|t| 1.0 / t).collect::<Vec<_>>()).mean;
+        assert!(s(&two_t).median < s(&base_t).median);
+        assert!(s(&two_t).mean > s(&base_t).mean);
+        assert!(rates(&two_t) > rates(&base_t));
+        let cells = vec![exec_cell("1c1t", &base_t), exec_cell("2c1t", &two_t)];
+        let v = verdict(&cells[0], &cells[1]).unwrap();
+        assert!(v.speedup.ratio < 1.0 && v.gain_pct() < 0.0, "{v:?}");
+        assert_eq!(v.significance, Significance::NotSignificant);
+        let ratio = smtlab_report::fmt::times(v.speedup.ratio);
+        let pct = smtlab_report::fmt::pct(v.speedup.ratio);
+        assert_eq!((ratio.as_str(), pct.as_str()), ("0.991", "-0.9%"));
+
+        // Terminal (exec's verdict lines).
+        let lines = smtlab_report::text::command(&cells, false);
+        assert_eq!(
+            lines[0],
+            format!(
+                "2 cores vs 1 (2c1t/1c1t): {}",
+                smtlab_report::fmt::verdict(&v)
+            )
+        );
+        assert!(lines[1].starts_with("2 cores give -0.9% ["), "{}", lines[1]);
+
+        // The stored run: HTML, JSON, Markdown.
+        let mut run = crate::render::testdata::results(1);
+        run.cells = cells.clone();
+        run.skipped.clear();
+        run.describe(smtlab_runner::catalog::infos());
+        let html = smtlab_report::html(&run);
+        let exec = &html[html.find("<section id=\"exec\">").unwrap()..];
+        let exec = &exec[..exec.find("</section>").unwrap()];
+        let q = &v.speedup;
+        let gain = smtlab_report::fmt::gain_ci(q.ratio, q.ci95_low, q.ci95_high);
+        assert!(gain.starts_with(&format!("{pct} [")), "{gain}");
+        assert!(
+            exec.contains(&format!(
+                "gives {gain}</b>: {}",
+                smtlab_report::fmt::verdict(&v)
+            )),
+            "{exec}"
+        );
+        assert!(exec.contains("not significant at 95%"), "{exec}");
+        assert!(!exec.contains("+0."), "the page shows a gain: {exec}");
+        let md = smtlab_report::markdown::cells(&run.cells);
+        assert!(md.contains(&smtlab_report::fmt::verdict(&v)), "{md}");
+        let json: serde_json::Value =
+            serde_json::from_slice(&smtlab_report::export::json(&run)).unwrap();
+        let sp = &json["speedups"][0];
+        assert_eq!(sp["kind"], "second_core");
+        assert_eq!(
+            (sp["base"].as_str(), sp["other"].as_str()),
+            (Some("1c1t"), Some("2c1t"))
+        );
+        assert_eq!(
+            sp["verdict"]["speedup"]["ratio"].as_f64(),
+            Some(v.speedup.ratio)
+        );
+        assert_eq!(sp["verdict"]["significance"], "not_significant");
+        // The file still loads as a run.
+        let back: smtlab_model::RunResults =
+            serde_json::from_slice(&smtlab_report::export::json(&run)).unwrap();
+        assert_eq!(back.cells, run.cells);
+
+        // compare: run B holds 2c1t's samples where A holds 1c1t's. Read with the cells'
+        // own intervals alone, it is the same verdict (across runs, compare adds what
+        // runs of one setup differ by: `between`).
+        let mut b = run.clone();
+        b.cells[0].result = cells[1].result.clone();
+        let c = smtlab_report::compare::compare_with(&run, &b, smtlab_report::BetweenRuns::none());
+        let row = c.rows.iter().find(|r| r.placement == "1c1t").unwrap();
+        assert_eq!(row.speedup, Some(v.speedup.ratio));
+        assert_eq!(row.significance, Some(v.significance));
+        assert_eq!(row.speedup_text(), smtlab_report::fmt::verdict(&v));
+    }
 }

@@ -8,9 +8,23 @@ use super::table::Layout;
 /// Width used when the output is not a terminal.
 const DEFAULT_WIDTH: usize = 80;
 
-/// A blank line, then each workload's answer, why, and its figures.
-pub fn summary(answers: &[Advice], layout: Layout) -> String {
+/// Whether the answers are shown as the scaling without SMT: every one `no SMT here`,
+/// none with a latency sweep, and a scaling measured.
+pub fn without_smt(answers: &[Advice], scaling: &[advice::Scaling]) -> bool {
+    !scaling.is_empty()
+        && answers.iter().all(|a| {
+            a.recommendation == advice::Recommendation::NoSmt && a.latency_sweeps.is_empty()
+        })
+}
+
+/// A blank line, then each workload's answer, why, and its figures; without SMT
+/// (`scaling` not empty, every answer `no SMT here`, no latency sweep), that said once
+/// and each workload's scaling instead.
+pub fn summary(answers: &[Advice], scaling: &[advice::Scaling], layout: Layout) -> String {
     let width = layout.width.unwrap_or(DEFAULT_WIDTH);
+    if without_smt(answers, scaling) {
+        return format!("\n{}", advice::scaling_text(scaling, width));
+    }
     format!("\n{}", advice::text(answers, width))
 }
 
@@ -102,11 +116,16 @@ pub fn answers(
     run_id: i64,
     notes: &[String],
     answers: &[Advice],
+    scaling: &[advice::Scaling],
 ) -> anyhow::Result<()> {
     use anyhow::Context;
     let emit = crate::output::emit;
     if let Some(path) = &args.export_markdown {
-        let md = advice::markdown(answers);
+        let md = if without_smt(answers, scaling) {
+            advice::scaling_markdown(scaling)
+        } else {
+            advice::markdown(answers)
+        };
         if path.as_os_str() == "-" {
             emit(&md)?;
         } else {
@@ -122,7 +141,7 @@ pub fn answers(
     if args.json {
         emit(&advice::json(run_id, notes, answers))?;
     } else if !md_stdout {
-        emit(&summary(answers, Layout::term()))?;
+        emit(&summary(answers, scaling, Layout::term()))?;
     }
     Ok(())
 }
@@ -150,7 +169,7 @@ mod tests {
             second_core: Some(Figure::new(1.96, 1.9, 2.02)),
             ..Evidence::default()
         });
-        let text = summary(&[on, none], Layout::fixed(60));
+        let text = summary(&[on, none], &[], Layout::fixed(60));
         for l in text.lines() {
             assert!(l.chars().count() <= 60, "{l:?}");
         }
@@ -161,6 +180,7 @@ mod tests {
         );
         // Without a terminal width: 80 columns.
         let plain = summary(
+            &[],
             &[],
             Layout {
                 width: None,

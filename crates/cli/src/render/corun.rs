@@ -209,7 +209,7 @@ pub fn util_state_line(
     args: &crate::args::UtilArgs,
 ) -> String {
     fit(&format!(
-        "SMT {}: open-loop load on {} (CPUs {}), {} steps of {} ms per rate, {} us jobs",
+        "SMT {}: open-loop load on {} (CPUs {}), {} steps of {} ms per rate, {} µs jobs",
         state.name(),
         placed.name,
         placed.cpu_set().to_list_string(),

@@ -13,7 +13,7 @@ fn ms(ns: u64) -> String {
     } else if v >= 1.0 {
         format!("{v:.2} ms")
     } else {
-        format!("{:.1} us", ns as f64 / 1e3)
+        format!("{:.1} µs", ns as f64 / 1e3)
     }
 }
 
@@ -41,7 +41,7 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
     let poll = if cfg.busy_poll.is_zero() {
         String::new()
     } else {
-        format!(", polling {} us", cfg.busy_poll.as_micros())
+        format!(", polling {} µs", cfg.busy_poll.as_micros())
     };
     let p = r.percentiles();
     let mut s = format!(

@@ -50,13 +50,22 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
     let mut out = wrap(&run_facts(results, label), layout);
     // The answer first: one recommendation per workload.
     let answers = smtlab_report::advice::advise_run(results);
+    let topo = &results.run.topology;
+    let scaling =
+        smtlab_report::advice::scaling(&results.cells, topo.smt_visible(), topo.cpus.len());
+    // Without SMT the answer says so once; the yields then have nothing to add.
+    let said = !answers.is_empty() && super::advice::without_smt(&answers, &scaling);
     if !answers.is_empty() {
-        out.push_str("\nShould SMT be on? (* marks the figures the answer rests on)\n");
-        out.push_str(&super::advice::summary(&answers, layout)[1..]);
+        out.push_str(if said {
+            "\nShould SMT be on?\n"
+        } else {
+            "\nShould SMT be on? (* marks the figures the answer rests on)\n"
+        });
+        out.push_str(&super::advice::summary(&answers, &scaling, layout)[1..]);
     }
     let yields = smtlab_report::smt_yields(results);
     if yields.is_empty() {
-        if let Some(why) = smtlab_report::no_yields_reason(results) {
+        if let Some(why) = smtlab_report::no_yields_reason(results).filter(|_| !said) {
             out.push_str(&wrap(&format!("\nSMT yield: {why}"), layout));
         }
     } else {

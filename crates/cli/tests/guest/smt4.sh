@@ -10,7 +10,7 @@ smtlab bench int-ops --quick -p 1c1t -p 1c2t >/tmp/b.out 2>&1 \
 smtlab run --suite quick --bench null-syscall --placements 1c1t,1c2t --db /tmp/run.db >/tmp/r.out 2>&1 \
   && ok "run --suite quick on null-syscall, 1c1t and 1c2t" || { fail "run --suite quick"; tail -n 5 /tmp/r.out; }
 smtlab exec --placements 1c1t,1c2t --reps 2 --warmup 0 --db /tmp/exec.db -- true >/tmp/e.out 2>&1 \
-  && grep -q 'SMT yield (1c2t / 1c1t)' /tmp/e.out && ok "exec -- true on 1c1t and 1c2t" || { fail "exec"; tail -n 5 /tmp/e.out; }
+  && grep -q 'SMT yield (1c2t/1c1t)' /tmp/e.out && ok "exec -- true on 1c1t and 1c2t" || { fail "exec"; tail -n 5 /tmp/e.out; }
 corun_checks
 smt_both_checks
 advise_checks

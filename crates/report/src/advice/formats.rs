@@ -108,6 +108,20 @@ fn mark(says: Says) -> &'static str {
     }
 }
 
+/// `t` fitted to `width` less an indent of two spaces, each line indented.
+fn indented(t: &crate::table::Table, width: usize) -> String {
+    let mut out = String::new();
+    for line in t
+        .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
+        .lines()
+    {
+        out.push_str("  ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// The terminal summary: per workload the answer, why, then each figure (its interval,
 /// which way it points, `*` where the answer rests on it), fitted to `width`.
 pub fn text(advice: &[Advice], width: usize) -> String {
@@ -125,15 +139,27 @@ pub fn text(advice: &[Advice], width: usize) -> String {
         ));
         let mut t = crate::table::Table::new(["", "figure (95% CI)", "says", "measured"]).shrink(3);
         for r in &a.reasons {
-            t.row([
-                if r.deciding { "*" } else { "" }.to_string(),
-                r.shown.clone(),
-                mark(r.says).to_string(),
-                r.what.clone(),
-            ]);
+            // What the interval says (`not significant at 95%`, `unsteady (why)`) goes
+            // under the row, so the figures keep their column at 80 characters.
+            let words = r.figure.words_text();
+            let figure = words
+                .as_ref()
+                .and_then(|w| r.shown.strip_suffix(&format!(" {w}")))
+                .unwrap_or(&r.shown)
+                .to_string();
+            let words = words.filter(|_| figure != r.shown);
+            t.row_with_detail(
+                [
+                    if r.deciding { "*" } else { "" }.to_string(),
+                    figure,
+                    mark(r.says).to_string(),
+                    r.what.clone(),
+                ],
+                words.map_or(String::new(), |w| format!("   {w}")),
+            );
         }
         if !a.reasons.is_empty() {
-            push_indented(&mut out, &t, width);
+            out.push_str(&indented(&t, width));
         }
         for s in &a.latency_sweeps {
             out.push_str(&crate::table::wrap(
@@ -144,22 +170,10 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             for r in sweep_rows(s) {
                 t.row(r);
             }
-            push_indented(&mut out, &t, width);
+            out.push_str(&indented(&t, width));
         }
     }
     out
-}
-
-/// Appends `t` indented by two columns, fitted to `width` in all.
-fn push_indented(out: &mut String, t: &crate::table::Table, width: usize) {
-    for line in t
-        .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
-        .lines()
-    {
-        out.push_str("  ");
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
 }
 
 /// The advice as Markdown: one row per workload, then each workload's figures.
@@ -213,6 +227,8 @@ pub fn markdown(advice: &[Advice]) -> String {
             }
         }
     }
+    let words = crate::glossary::markdown(&out);
+    out.push_str(&words);
     out
 }
 
@@ -321,6 +337,26 @@ fn strip(a: &Advice) -> Option<String> {
     ))
 }
 
+/// The answer on a machine without SMT, said once, with each workload's scaling
+/// ([`super::scaling`]); `None` where the answers speak of SMT or carry a latency sweep,
+/// which the answer table shows.
+fn without_smt(r: &RunResults, answers: &[Advice]) -> Option<maud::Markup> {
+    let plain = answers
+        .iter()
+        .all(|a| a.recommendation == Recommendation::NoSmt && a.latency_sweeps.is_empty());
+    let topo = &r.run.topology;
+    let rows = super::scaling(&r.cells, topo.smt_visible() || !plain, topo.cpus.len());
+    if rows.is_empty() {
+        return None;
+    }
+    Some(maud::html! {
+        section id="advice" {
+            h2 { "The answer: no SMT here" }
+            (super::scaling::html(&rows))
+        }
+    })
+}
+
 /// The report's first section (`id="advice"`): one row per workload with its answer,
 /// the figures it rests on and a strip of the deciding figure with its interval; or why
 /// the run has no answer.
@@ -332,12 +368,16 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                 .into(),
         );
     }
+    if let Some(layout) = without_smt(r, &answers) {
+        p.push_str(&layout.into_string());
+        return Ok(());
+    }
     let section = maud::html! {
         section id="advice" {
             h2 { "The answer: should SMT be on?" }
             p {
                 "One row per workload: the recommendation, the measured figures it rests on \
-                 (each with its 95% interval) and a strip of the deciding one (dot: the figure; \
+                 (each with its " (crate::glossary::link(crate::glossary::Term::Interval)) ") and a strip of the deciding one (dot: the figure; \
                  bar: its interval; dashed line: no change; green: toward SMT on, red: toward \
                  off, grey: the interval includes no change, so it decides nothing). The \
                  machine and every cell follow below."

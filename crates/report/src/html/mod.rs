@@ -67,6 +67,8 @@ details{margin:6px 0}\
 summary{cursor:pointer;padding:3px 0}\
 .caption{background:#eef6fb;border-left:4px solid #0072b2;padding:6px 10px;font-size:13px;max-width:980px}\
 ul.verdict{font-size:15px}\
+#glossary dt{font-weight:600;margin-top:6px}#glossary dd{margin:0 0 4px 18px;max-width:760px}\
+a.term{color:inherit;text-decoration:underline dotted}\
 figcaption{color:#555;font-size:12px;max-width:760px}\
 code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:12.5px}\
 svg.strip{vertical-align:middle;margin-left:6px}\
@@ -78,75 +80,105 @@ nav a{display:inline-block;margin:2px 12px 2px 0}}\
 details:not([open])>*{display:block}summary{list-style:none;font-weight:600}\
 figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text-decoration:none}}";
 
-/// A section writer: writes the section, or returns why there is nothing to show
-/// (writing nothing); an empty reason leaves the section out without a word.
-type SectionFn = fn(&mut String, &RunResults) -> Result<(), String>;
+/// A section writer.
+#[derive(Clone, Copy)]
+enum SectionFn {
+    /// Writes the section, or returns why there is nothing to show (writing nothing),
+    /// which the page names under its header.
+    Named(fn(&mut String, &RunResults) -> Result<(), String>),
+    /// The section, or `None` where the run has nothing for it: a workload section of a
+    /// run without such cells is left out without a word, since naming six absent
+    /// workload kinds would crowd the header of every run.
+    Optional(fn(&RunResults) -> Option<String>),
+}
+use SectionFn::{Named, Optional};
 
 /// The sections in page order: id, navigation name, writer.
 const SECTIONS: [(&str, &str, SectionFn); 20] = [
     // The answer (keep SMT on / turn it off) leads: the machine details come after it.
-    ("advice", "Answer", crate::advice::section),
+    ("advice", "Answer", Named(crate::advice::section)),
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
-    ("exec", "Verdict", yields::exec_verdict),
-    ("machine", "Machine", machine::machine),
-    ("smt-yield", "SMT yield", yields::smt_yield),
-    ("smt-states", "SMT off vs on", crate::smt_states::section),
-    ("scaling", "Scaling", scaling::scaling),
-    ("sweeps", "Working-set sweeps", scaling::sweeps),
-    ("latency", "Latency distributions", scaling::latency),
-    ("os-latency", "OS latencies", tables::os_latency),
+    ("exec", "Verdict", Named(yields::exec_verdict)),
+    ("machine", "Machine", Named(machine::machine)),
+    ("smt-yield", "SMT yield", Named(yields::smt_yield)),
+    (
+        "smt-states",
+        "SMT off vs on",
+        Named(crate::smt_states::section),
+    ),
+    ("scaling", "Scaling", Named(scaling::scaling)),
+    ("sweeps", "Working-set sweeps", Named(scaling::sweeps)),
+    ("latency", "Latency distributions", Named(scaling::latency)),
+    ("os-latency", "OS latencies", Named(tables::os_latency)),
     (
         "workload-smt",
         "SMT gain per workload",
-        crate::html_workloads::chart1,
+        Optional(crate::html_workloads::chart1),
     ),
-    ("web", "Web servers", crate::html_workloads::web),
+    ("web", "Web servers", Optional(crate::html_workloads::web)),
     (
         "workload-tables",
         "Speed-up tables",
-        crate::html_workloads::tables,
+        Optional(crate::html_workloads::tables),
     ),
-    ("aim", "AIM9 rows", crate::html_workloads::aim),
-    ("task-pool", "Task pool", crate::html_workloads::task_pool),
-    ("mix", "Multiprogrammed mix", crate::mix::section),
-    ("oltp", "OLTP and SDET", crate::html_workloads::oltp),
-    ("counters", "Counters", crate::html_counters::section),
-    ("corun", "Co-running workloads", corun),
-    ("cells", "All cells", tables::cells),
-    ("skipped", "Skipped", tables::skipped),
+    ("aim", "AIM9 rows", Optional(crate::html_workloads::aim)),
+    (
+        "task-pool",
+        "Task pool",
+        Optional(crate::html_workloads::task_pool),
+    ),
+    ("mix", "Multiprogrammed mix", Optional(crate::mix::section)),
+    (
+        "oltp",
+        "OLTP and SDET",
+        Optional(crate::html_workloads::oltp),
+    ),
+    ("counters", "Counters", Named(crate::html_counters::section)),
+    ("corun", "Co-running workloads", Optional(corun)),
+    ("cells", "All cells", Named(tables::cells)),
+    ("skipped", "Skipped", Named(tables::skipped)),
 ];
 
 /// Co-run matrices, single-thread penalties and the utilisation curve, for the runs of
 /// `smtlab corun`, `penalty` and `util`.
-fn corun(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let before = p.len();
-    crate::corun::section(p, r);
-    if p.len() == before {
-        // Left out silently: most runs are not co-runs, and need not say so.
-        return Err(String::new());
-    }
-    Ok(())
+fn corun(r: &RunResults) -> Option<String> {
+    let mut p = String::new();
+    crate::corun::section(&mut p, r);
+    // Left out silently: most runs are not co-runs, and need not say so.
+    (!p.is_empty()).then_some(p)
 }
 
 /// The whole page. Sections without data are left out and named in one line under the
 /// header with the reason, so the page has no empty sections.
 pub fn html(results: &RunResults) -> String {
+    html_labelled(results, None)
+}
+
+/// [`html`] of a run the user named (`run --label`; the store keeps the name beside the
+/// results): the name leads the page's title and header.
+pub fn html_labelled(results: &RunResults, label: Option<&str>) -> String {
     let env = &results.run.environment;
     let host = env.hostname.as_deref().unwrap_or("unknown host");
     let mut body = String::with_capacity(64 * 1024);
     let mut shown: Vec<(&str, &str)> = Vec::new();
     let mut absent: Vec<String> = Vec::new();
     for (id, name, f) in &SECTIONS {
-        let mut s = String::new();
-        match f(&mut s, results) {
-            Ok(()) => {
-                body.push_str(&s);
-                shown.push((id, name));
+        let section = match f {
+            Named(f) => {
+                let mut s = String::new();
+                match f(&mut s, results) {
+                    Ok(()) => Some(s),
+                    Err(why) => {
+                        absent.push(format!("{name}: {why}"));
+                        None
+                    }
+                }
             }
-            // A workload section of a run without such cells is left out silently:
-            // naming six absent workload kinds would crowd the header of every run.
-            Err(why) if why.is_empty() => {}
-            Err(why) => absent.push(format!("{name}: {why}")),
+            Optional(f) => f(results),
+        };
+        if let Some(s) = section {
+            body.push_str(&s);
+            shown.push((id, name));
         }
     }
     // Sections are chosen by the benchmarks' catalog entries; a benchmark without one
@@ -165,11 +197,20 @@ pub fn html(results: &RunResults) -> String {
             }
         ));
     }
+    // Every word with a meaning of its own that the page uses, defined once at its end.
+    if let Some(words) = crate::glossary::section(&body) {
+        body.push_str(&words.into_string());
+        shown.push(("glossary", "Words"));
+    }
+    let title = match label {
+        Some(l) => format!("smtlab report: {l} ({host})"),
+        None => format!("smtlab report: {host}"),
+    };
     let page = page(
-        &format!("smtlab report: {host}"),
+        &title,
         CSS,
         html! {
-                (header(results, &shown, &absent))
+                (header(results, label, &shown, &absent))
                 (PreEscaped(wrap_tables(&body)))
                 footer {
                     "Generated by smtlab-report " (env!("CARGO_PKG_VERSION")) " from "
@@ -231,7 +272,12 @@ pub(crate) fn wrap_tables(body: &str) -> String {
         .replace("</table>", "</table></div>")
 }
 
-fn header(r: &RunResults, shown: &[(&str, &str)], absent: &[String]) -> Markup {
+fn header(
+    r: &RunResults,
+    label: Option<&str>,
+    shown: &[(&str, &str)],
+    absent: &[String],
+) -> Markup {
     let m = &r.run;
     let host = m.environment.hostname.as_deref().unwrap_or("unknown host");
     let status = match m.status {
@@ -245,9 +291,14 @@ fn header(r: &RunResults, shown: &[(&str, &str)], absent: &[String]) -> Markup {
         .collect();
     html! {
         header {
-            h1 { "smtlab report: " (host) }
+            h1 {
+                "smtlab report: "
+                @if let Some(l) = label { (l) " (" (host) ")" } @else { (host) }
+            }
             p class="muted" {
-                "run" @if m.id > 0 { " " (m.id) } " started " (utc(m.started_unix_s)) ", "
+                "run" @if m.id > 0 { " " (m.id) }
+                @if let Some(l) = label { ", labelled " code { (l) } ","  }
+                " started " (utc(m.started_unix_s)) ", "
                 (status) "; " (r.cells.len()) " cells measured, " (r.skipped.len()) " skipped"
                 @if let Some(s) = &m.suite { "; suite " (s) }
             }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::glossary::{Term, link};
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
@@ -75,8 +76,10 @@ fn verdict_group(cells: &[&CellRecord], ps: &BTreeMap<String, String>) -> Markup
                 // cells' own unit (mean times for a command), as the terminal prints it.
                 @if let Some(v) = smtlab_model::verdict::verdict(base, c) {
                     li {
-                        b { (verdict_subject(base, c)) " " (crate::fmt::pct(v.speedup.ratio)) }
-                        ": " (times(v.speedup.ratio)) "x" (verdict_interval(&v))
+                        // The gain and the verdict in the words `exec` and `advise` use.
+                        @let q = &v.speedup;
+                        b { (verdict_subject(base, c)) " " (crate::fmt::gain_ci(q.ratio, q.ci95_low, q.ci95_high)) }
+                        ": " (crate::fmt::verdict(&v))
                         " for this command on this machine; " (c.placement.name) " "
                         (col.with_unit(headline(c).0)) " vs " (base.placement.name) " "
                         (col.with_unit(headline(base).0)) "."
@@ -98,27 +101,6 @@ fn verdict_subject(base: &CellRecord, c: &CellRecord) -> String {
     }
 }
 
-fn verdict_interval(v: &smtlab_model::verdict::Verdict) -> String {
-    let q = &v.speedup;
-    match (q.ci95_low, q.ci95_high, &v.unsteady) {
-        (Some(lo), Some(hi), Some(why)) => format!(
-            " (95% interval {} to {}x: unsteady, {why})",
-            times(lo),
-            times(hi)
-        ),
-        (Some(lo), Some(hi), None) if lo > 1.0 || hi < 1.0 => {
-            format!(" (95% interval {} to {}x)", times(lo), times(hi))
-        }
-        (Some(lo), Some(hi), None) => format!(
-            " (95% interval {} to {}x: not significant at 95%)",
-            times(lo),
-            times(hi)
-        ),
-        (_, _, Some(why)) => format!(" (no interval: too few runs; unsteady, {why})"),
-        _ => " (no interval: too few runs)".into(),
-    }
-}
-
 fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
     if y.idle_sibling {
         return html! {
@@ -130,11 +112,11 @@ fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
     let r = &y.ratio;
     // The interval and the verdict's words as every other output prints them.
     let words = match &y.unsteady {
-        Some(why) => format!("unsteady ({why})"),
-        None => y.significance.words().to_string(),
+        Some(why) => html! { (link(Term::Unsteady)) " (" (why) ")" },
+        None => html! { (y.significance.words()) },
     };
     let ci = match (r.ci95_low, r.ci95_high) {
-        (Some(lo), Some(hi)) => format!("[{}, {}] {words}", times(lo), times(hi)),
+        (Some(lo), Some(hi)) => html! { "[" (times(lo)) ", " (times(hi)) "] " (words) },
         _ => words,
     };
     html! {
@@ -149,10 +131,8 @@ fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
 pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
     let rows = smt_yields(r);
     if rows.is_empty() {
-        return Err(format!(
-            "no SMT yield: {}",
-            no_yields_reason(r).unwrap_or_default()
-        ));
+        // Named under the header as `SMT yield: WHY`: the reason alone.
+        return Err(no_yields_reason(r).unwrap_or_else(|| "none measured".into()));
     }
     // One scale for every strip, so that they can be compared down a column.
     let bounds: Vec<f64> = rows
@@ -171,15 +151,12 @@ pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
         section id="smt-yield" {
             h2 { "SMT yield" }
             p {
-                "Each yield is the ratio of the means of two placements of the same benchmark \
-                 and parameters, with Fieller's 95% confidence interval. Above 1 is better with \
-                 SMT. For lower-is-better benchmarks (marked " b { "lower" } ") the ratio is \
-                 inverted, value(base) / value(SMT), so above 1 still means faster with SMT. \
-                 The strip shows the interval against 1: green when entirely above, red when \
-                 entirely below. " b { "unsteady" } ": a cell's samples or rounds disagree \
-                 beyond their interval, so the ratio is called neither faster nor slower. "
-                b { "single-threaded" } ": the benchmark ran one thread per core whatever the \
-                 placement, so 1c2t is 1c1t with an idle sibling and there is no yield."
+                "Each " (link(Term::Yield)) " with its " (link(Term::Interval)) ", per \
+                 benchmark and parameters; for lower-is-better benchmarks (marked " b { "lower" }
+                ") the ratio is inverted, value(base) / value(SMT), so above 1 still means \
+                 faster with SMT. The strip shows the interval against 1: green when entirely \
+                 above, red when entirely below. Also: " (link(Term::Unsteady)) ", "
+                (link(Term::SingleThreaded)) "."
             }
             table {
                 tr {

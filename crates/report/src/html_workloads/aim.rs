@@ -26,19 +26,15 @@ fn aim_row<'a>(r: &'a RunResults, bench: &str) -> Option<(usize, &'a str, &'a st
 }
 
 /// Paper 001 Table 2: a row per AIM9 benchmark.
-pub(crate) fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn aim(r: &RunResults) -> Option<String> {
     let mut cells = cells_in(r, ReportSection::is_aim);
     if cells.is_empty() {
-        return Err(String::new());
+        return None;
     }
+    let mut out = String::new();
+    let p = &mut out;
     // The paper's order (the catalog's), then run order for rows the catalog lacks.
     cells.sort_by_key(|c| aim_row(r, &c.benchmark).map_or(usize::MAX, |(i, ..)| i));
-    p.push_str(
-        "<section id=\"aim\"><h2>AIM9 rows (Vianney 2003, Table 2)</h2><p>Paper 001 Table \
-         2's layout: a row per AIM9 test in the paper's order, named as AIM9 names it and \
-         with what it counts, its throughput per placement in its own unit (mean ± 95% CI), \
-         and the SMT speed-ups.</p>",
-    );
     let mut rows: Vec<Row<'_>> = Vec::new();
     for c in &cells {
         let ps = params(&c.flat_params());
@@ -78,7 +74,15 @@ pub(crate) fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
             None => absent.push(row),
         }
     }
-    let tail = html! {
+    let section = html! {
+        section id="aim" {
+        h2 { "AIM9 rows (Vianney 2003, Table 2)" }
+        p {
+            "Paper 001 Table 2's layout: a row per AIM9 test in the paper's order, named as \
+             AIM9 names it and with what it counts, its throughput per placement in its own \
+             unit (mean ± 95% CI), and the SMT speed-ups."
+        }
+        (maud::PreEscaped(out))
         @if !skipped.is_empty() {
             p class="muted" { "Rows of the paper's table that could not run here:" }
             ul class="muted" { @for s in &skipped { li { (s) } } }
@@ -88,8 +92,7 @@ pub(crate) fn aim(p: &mut String, r: &RunResults) -> Result<(), String> {
                 "Rows of the paper's table not measured in this run: " (absent.join(", ")) "."
             }
         }
+        }
     };
-    p.push_str(&tail.into_string());
-    p.push_str("</section>");
-    Ok(())
+    Some(section.into_string())
 }

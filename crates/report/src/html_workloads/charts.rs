@@ -13,9 +13,12 @@ use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
 pub(super) fn figure(p: &mut String, svg: Option<String>) {
-    if let Some(s) = svg {
-        let _ = write!(p, "<figure>{s}</figure>");
-    }
+    p.push_str(&figure_of(svg).into_string());
+}
+
+/// A chart in a `figure`; nothing where there is no chart.
+pub(super) fn figure_of(svg: Option<String>) -> maud::Markup {
+    maud::html! { @if let Some(s) = svg { figure { (maud::PreEscaped(s)) } } }
 }
 
 /// The value against the swept parameter, one line per placement; `None` with fewer

@@ -9,7 +9,7 @@ use super::bench_block::bench_blocks;
 /// The benchmarks whose catalog entry puts them in the OLTP section (`oltp-pg`,
 /// `oltp-sqlite` and `sdet` today), in catalog order: the value per placement and the
 /// speed-ups.
-pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn oltp(r: &RunResults) -> Option<String> {
     let present: Vec<&str> = r
         .benchmarks
         .iter()
@@ -18,27 +18,17 @@ pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
         .filter(|b| r.cells.iter().any(|c| c.benchmark == *b))
         .collect();
     if present.is_empty() {
-        return Err(String::new());
+        return None;
     }
-    p.push_str(
-        "<section id=\"oltp\"><h2>OLTP and SDET</h2><p>Transactions per second of the \
-         database loads and scripts per hour of the multi-user shell load, per placement \
-         (mean ± 95% CI), with the SMT speed-ups.</p>",
+    // A parameter value with which a benchmark is not what its origin measured (its
+    // catalog entry says which) is said beside its table.
+    let notes: Vec<String> = present.iter().map(|b| departures(r, b)).collect();
+    let mut blocks = String::new();
+    bench_blocks(
+        &mut blocks,
+        r,
+        present.iter().zip(&notes).map(|(b, n)| (*b, n.as_str())),
     );
-    // Which NFS server a cell measured is in its parameters; the user-space one is said
-    // in words too, as it is not what paper 004 measured.
-    let user_nfs = r.cells.iter().any(|c| {
-        c.benchmark == "nfs-sfs" && c.params.get("server").map(String::as_str) == Some("user")
-    });
-    let origin = |b: &str| {
-        if b == "nfs-sfs" && user_nfs {
-            "server=user: smtlab's user-space NFSv3 server, not the kernel's nfsd that paper \
-             004 measured"
-        } else {
-            ""
-        }
-    };
-    bench_blocks(p, r, present.iter().map(|b| (*b, origin(b))));
     // Peak searches (nfs-sfs search=peak): each cell's curve of load points.
     let curves: Vec<_> = r
         .cells
@@ -46,21 +36,48 @@ pub(crate) fn oltp(p: &mut String, r: &RunResults) -> Result<(), String> {
         .filter(|c| present.contains(&c.benchmark.as_str()))
         .filter_map(|c| crate::load_points::table(c).map(|t| (c, t)))
         .collect();
-    if !curves.is_empty() {
-        let page = maud::html! {
-            h3 { "Load points of the peak searches" }
+    let section = maud::html! {
+        section id="oltp" {
+            h2 { "OLTP and SDET" }
             p {
-                "SPEC SFS's curve: per load point the requested and the achieved operations \
-                 per second and the response times (mean over samples); a sample's value is \
-                 the highest achieved rate among its points within the response-time limit."
+                "Transactions per second of the database loads and scripts per hour of the \
+                 multi-user shell load, per placement (mean ± 95% CI), with the SMT speed-ups."
             }
-            @for (c, t) in &curves {
-                h4 { (c.benchmark) " " (crate::fmt::params(&c.flat_params())) " on " (c.placement.name) }
-                (t)
+            (maud::PreEscaped(blocks))
+            @if !curves.is_empty() {
+                h3 { "Load points of the peak searches" }
+                p {
+                    "SPEC SFS's curve: per load point the requested and the achieved operations \
+                     per second and the response times (mean over samples); a sample's value is \
+                     the highest achieved rate among its points within the response-time limit."
+                }
+                @for (c, t) in &curves {
+                    h4 { (c.benchmark) " " (crate::fmt::params(&c.flat_params())) " on " (c.placement.name) }
+                    (t)
+                }
             }
-        };
-        p.push_str(&page.into_string());
+        }
+    };
+    Some(section.into_string())
+}
+
+/// `bench`'s parameter values among the run's cells with which it departs from its
+/// origin ([`smtlab_model::ParamInfo::departs`]), as `server=user: NOTE`; empty for none.
+fn departures(r: &RunResults, bench: &str) -> String {
+    let Some(info) = r.info(bench) else {
+        return String::new();
+    };
+    let mut notes = Vec::new();
+    for param in &info.params {
+        for d in &param.departs {
+            let used = r
+                .cells
+                .iter()
+                .any(|c| c.benchmark == bench && c.params.get(&param.name) == Some(&d.value));
+            if used {
+                notes.push(format!("{}={}: {}", param.name, d.value, d.note));
+            }
+        }
     }
-    p.push_str("</section>");
-    Ok(())
+    notes.join("; ")
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::CellRecord;
 
-use crate::fmt::{esc, params};
+use crate::fmt::params;
 use crate::html_figures::parse_size;
 
 /// One row of a workload table: a label, an x value for the chart, the row's cells.
@@ -51,10 +51,8 @@ pub(super) fn fixed_params(cells: &[&CellRecord], keys: &[String]) -> String {
     if fixed.is_empty() {
         return String::new();
     }
-    format!(
-        "<p class=\"sub\">other parameters: <code>{}</code></p>",
-        esc(&params(&fixed))
-    )
+    let line = maud::html! { p class="sub" { "other parameters: " code { (params(&fixed)) } } };
+    line.into_string()
 }
 
 fn param_x(v: &str) -> Option<f64> {

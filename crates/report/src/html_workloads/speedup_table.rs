@@ -46,7 +46,12 @@ pub fn no_pairs_reason(r: &RunResults) -> String {
 }
 
 pub(super) fn no_pairs_line(p: &mut String, r: &RunResults) {
-    p.push_str(&html! { p class="muted no-smt" { (no_pairs_reason(r)) } }.into_string());
+    p.push_str(&no_pairs(r).into_string());
+}
+
+/// The one line a section gives where the run has no SMT pairs.
+pub(super) fn no_pairs(r: &RunResults) -> Markup {
+    html! { p class="muted no-smt" { (no_pairs_reason(r)) } }
 }
 
 /// A speed-up table cell: the ratio, its interval and what the verdict says, as
@@ -54,10 +59,8 @@ pub(super) fn no_pairs_line(p: &mut String, r: &RunResults) {
 /// repeat).
 fn speedup_td(v: &Verdict) -> Markup {
     let r = &v.speedup;
-    let words = match &v.unsteady {
-        Some(why) => format!("unsteady ({why})"),
-        None => v.significance.words().to_string(),
-    };
+    let words =
+        crate::fmt::verdict_words(v.significance, v.unsteady.as_deref(), v.at_limit.as_deref());
     html! {
         td class="yield" {
             (times(r.ratio)) "x" (BR)

@@ -8,7 +8,7 @@ use super::bench_block::bench_blocks;
 /// Paper 001 Tables 3-6 and the netperf-style rows of paper 004: every benchmark of the
 /// run whose catalog entry asks for a speed-up table, in catalog order, with the table
 /// it re-creates.
-pub(crate) fn tables(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn tables(r: &RunResults) -> Option<String> {
     let present: Vec<(&str, &str)> = r
         .benchmarks
         .iter()
@@ -19,15 +19,20 @@ pub(crate) fn tables(p: &mut String, r: &RunResults) -> Result<(), String> {
         .filter(|(b, _)| r.cells.iter().any(|c| c.benchmark == *b))
         .collect();
     if present.is_empty() {
-        return Err(String::new());
+        return None;
     }
-    p.push_str(
-        "<section id=\"workload-tables\"><h2>Speed-up tables</h2><p>Paper 001's layout: a \
-         row per value of the swept parameter, the value per placement (mean ± 95% CI), the \
-         SMT speed-ups (ratio of the means with Fieller's 95% interval; above 1 is better \
-         with SMT) and their geometric mean.</p>",
-    );
-    bench_blocks(p, r, present);
-    p.push_str("</section>");
-    Ok(())
+    let mut blocks = String::new();
+    bench_blocks(&mut blocks, r, present);
+    let section = maud::html! {
+        section id="workload-tables" {
+            h2 { "Speed-up tables" }
+            p {
+                "Paper 001's layout: a row per value of the swept parameter, the value per \
+                 placement (mean ± 95% CI), the SMT speed-ups (ratio of the means with \
+                 Fieller's 95% interval; above 1 is better with SMT) and their geometric mean."
+            }
+            (maud::PreEscaped(blocks))
+        }
+    };
+    Some(section.into_string())
 }

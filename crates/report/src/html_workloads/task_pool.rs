@@ -2,7 +2,7 @@
 //! one task tree against the number of workers, per kind of work and queue, CAS retries
 //! and lock contention per task, and the SMT speed-ups.
 
-use maud::html;
+use maud::{PreEscaped, html};
 use smtlab_model::metrics::task_pool as m;
 use smtlab_model::{CellRecord, ReportSection, RunResults};
 
@@ -16,18 +16,13 @@ use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.
-pub(crate) fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
     let cells = cells_in(r, |s| *s == ReportSection::TaskPool);
     if cells.is_empty() {
-        return Err(String::new());
+        return None;
     }
-    p.push_str(
-        "<section id=\"task-pool\"><h2>Task pool</h2><p>Paper 002 Figs 15-16: a task tree \
-         (FFT or block matrix multiply) run by a pool of workers sharing one queue, \
-         lock-free (CAS) or mutex-guarded: tasks per second and the run time of one tree \
-         against the number of workers, a pair of charts per kind of work and a line per \
-         queue and threads per core.</p>",
-    );
+    let mut out = String::new();
+    let p = &mut out;
     let col = mean_column(&cells);
     // One pair of charts per kind of work (paper 002 Fig 15 is the FFT, Fig 16 the
     // matrix multiply): their rates differ by orders of magnitude.
@@ -38,16 +33,16 @@ pub(crate) fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
             works.push(w);
         }
     }
-    p.push_str("<div class=\"charts\">");
+    let mut charts = String::new();
     for work in works {
         let of_work: Vec<&CellRecord> = cells
             .iter()
             .copied()
             .filter(|c| param_or(c, "work", "fft") == work)
             .collect();
-        task_pool_charts(p, &of_work, work);
+        task_pool_charts(&mut charts, &of_work, work);
     }
-    p.push_str("</div>");
+    p.push_str(&html! { div class="charts" { (PreEscaped(charts)) } }.into_string());
     let table = html! {
         table {
             tr {
@@ -75,14 +70,25 @@ pub(crate) fn task_pool(p: &mut String, r: &RunResults) -> Result<(), String> {
         }
     };
     p.push_str(&table.into_string());
-    p.push_str("<h3>Tasks per second per placement, SMT speed-ups</h3>");
+    p.push_str(&html! { h3 { "Tasks per second per placement, SMT speed-ups" } }.into_string());
     let (keys, rows) = rows_by_params(&cells, main_param(r, &cells));
     p.push_str(&fixed_params(&cells, &keys));
     if !speedup_table(p, &row_head(&keys), &rows) {
         no_pairs_line(p, r);
     }
-    p.push_str("</section>");
-    Ok(())
+    let section = html! {
+        section id="task-pool" {
+            h2 { "Task pool" }
+            p {
+                "Paper 002 Figs 15-16: a task tree (FFT or block matrix multiply) run by a \
+                 pool of workers sharing one queue, lock-free (CAS) or mutex-guarded: tasks \
+                 per second and the run time of one tree against the number of workers, a \
+                 pair of charts per kind of work and a line per queue and threads per core."
+            }
+            (PreEscaped(out))
+        }
+    };
+    Some(section.into_string())
 }
 
 /// Tasks per second and tree run time of one kind of work against the number of

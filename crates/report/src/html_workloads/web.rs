@@ -4,9 +4,8 @@
 //! cells that were not measured.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
-use maud::html;
+use maud::{PreEscaped, html};
 use smtlab_model::metrics::web as m;
 use smtlab_model::stats;
 use smtlab_model::{CellRecord, ReportSection, RunResults};
@@ -15,20 +14,21 @@ use super::cells::{cells_in, main_param, metric, metric_sum, placements};
 use super::charts::{Bar, figure, hbars, placement_color, value_bars};
 use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
 use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
-use crate::fmt::{esc, num, params, short};
+use crate::fmt::{num, params, short};
 use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
 /// Paper 000: web servers.
-pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn web(r: &RunResults) -> Option<String> {
     let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
     let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
     let remote = remote_groups(r);
     if stat.is_empty() && cap.is_empty() && remote.is_empty() {
-        return Err(String::new());
+        return None;
     }
-    p.push_str("<section id=\"web\"><h2>Web servers</h2>");
+    let mut out = String::new();
+    let p = &mut out;
     let mut any_pair = false;
     if !stat.is_empty() {
         any_pair |= web_static(p, &stat, main_param(r, &stat));
@@ -69,24 +69,18 @@ pub(crate) fn web(p: &mut String, r: &RunResults) -> Result<(), String> {
         };
         p.push_str(&list.into_string());
     }
-    p.push_str("</section>");
-    Ok(())
+    let section = html! { section id="web" { h2 { "Web servers" } (PreEscaped(out)) } };
+    Some(section.into_string())
 }
 
 /// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and
 /// placement, the speed-ups and the latency table; whether it had a speed-up.
 fn web_static(p: &mut String, stat: &[&CellRecord], main: Option<&str>) -> bool {
     let name = stat[0].benchmark.as_str();
-    let _ = write!(
-        p,
-        "<h3>Static load ({})</h3><p>Paper 000 Figs 1-6: the response bandwidth \
-         of each server on each placement (mean with 95% CI) and its requests per \
-         second, then the SMT speed-ups per server.</p><div class=\"charts\">",
-        esc(name)
-    );
+    let mut charts = String::new();
     let keys = swept_keys(stat, main);
     value_figure(
-        p,
+        &mut charts,
         stat,
         &keys,
         &format!("{name} bandwidth"),
@@ -111,7 +105,7 @@ fn web_static(p: &mut String, stat: &[&CellRecord], main: Option<&str>) -> bool 
             })
             .collect();
         figure(
-            p,
+            &mut charts,
             hbars(
                 &format!("{name} requests per second"),
                 "per server and placement, mean over samples",
@@ -121,7 +115,16 @@ fn web_static(p: &mut String, stat: &[&CellRecord], main: Option<&str>) -> bool 
             ),
         );
     }
-    p.push_str("</div>");
+    let head = html! {
+        h3 { "Static load (" (name) ")" }
+        p {
+            "Paper 000 Figs 1-6: the response bandwidth of each server on each placement \
+             (mean with 95% CI) and its requests per second, then the SMT speed-ups per \
+             server."
+        }
+        div class="charts" { (PreEscaped(charts)) }
+    };
+    p.push_str(&head.into_string());
     let any_pair = speedup_part(
         p,
         stat,
@@ -137,18 +140,10 @@ fn web_static(p: &mut String, stat: &[&CellRecord], main: Option<&str>) -> bool 
 /// whether it had a speed-up.
 fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool {
     let name = cap[0].benchmark.as_str();
-    let _ = write!(
-        p,
-        "<h3>Capacity ({})</h3><p>Paper 000 Figs 20-21: the most simultaneous \
-         connections of which 95% get their conforming bandwidth without errors, per \
-         server and placement. The curve shows the conforming share at each connection \
-         count the search tried; the capacity is the last count at or above 95%.</p>\
-         <div class=\"charts\">",
-        esc(name)
-    );
+    let mut charts = String::new();
     let keys = swept_keys(cap, main);
     value_figure(
-        p,
+        &mut charts,
         cap,
         &keys,
         name,
@@ -184,7 +179,7 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool
         })
         .collect();
     figure(
-        p,
+        &mut charts,
         svg::line_chart(
             "Conformance curve",
             "share of connections getting 320 kbit/s",
@@ -198,7 +193,17 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool
             },
         ),
     );
-    p.push_str("</div>");
+    let head = html! {
+        h3 { "Capacity (" (name) ")" }
+        p {
+            "Paper 000 Figs 20-21: the most simultaneous connections of which 95% get their \
+             conforming bandwidth without errors, per server and placement. The curve shows \
+             the conforming share at each connection count the search tried; the capacity is \
+             the last count at or above 95%."
+        }
+        div class="charts" { (PreEscaped(charts)) }
+    };
+    p.push_str(&head.into_string());
     let any_pair = speedup_part(
         p,
         cap,
@@ -239,7 +244,7 @@ fn speedup_part(
     main: Option<&str>,
 ) -> bool {
     let (_, rows) = rows_by_params(cells, main);
-    let _ = write!(p, "<h3>{heading}</h3>");
+    p.push_str(&html! { h3 { (heading) } }.into_string());
     p.push_str(&fixed_params(cells, keys));
     speedup_table(p, &row_head(keys), &rows)
 }
