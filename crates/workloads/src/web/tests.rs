@@ -261,6 +261,12 @@ fn nofile_limit() -> u64 {
 
 #[test]
 fn ten_thousand_idle_connections_cost_little_and_the_server_still_serves() {
+    // The process's memory is measured: no other test may run in it meanwhile.
+    if !smtlab_fixtures::bounded::alone(
+        "web::tests::ten_thousand_idle_connections_cost_little_and_the_server_still_serves",
+    ) {
+        return;
+    }
     // Both ends of every connection live in this process.
     let want = 10_000u64.min(nofile_limit().saturating_sub(200) / 2) as usize;
     if want < 1000 {
@@ -377,6 +383,12 @@ fn held_for(addr: SocketAddr, url: &str, reads: bool, limit: Duration) -> Durati
 
 #[test]
 fn a_slow_reader_is_closed_within_the_timeout_on_every_built_in_server() {
+    // Times are measured: no other test's threads may share the CPUs meanwhile.
+    if !smtlab_fixtures::bounded::alone(
+        "web::tests::a_slow_reader_is_closed_within_the_timeout_on_every_built_in_server",
+    ) {
+        return;
+    }
     let set = FileSet::generate(1).unwrap();
     let big = set.files.iter().max_by_key(|f| f.size).unwrap();
     let timeout = Duration::from_secs(1);
