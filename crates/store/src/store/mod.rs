@@ -13,12 +13,14 @@ use rusqlite::TransactionBehavior;
 
 mod cells;
 mod codec;
+mod fleet;
 mod lease;
 mod pg;
 mod runs;
 pub(crate) mod sql;
 mod sqlite;
 
+pub use fleet::{FleetQuery, FleetScan};
 pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
 pub use runs::{BadLabel, RunListing, check_label};
 

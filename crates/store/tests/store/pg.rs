@@ -353,3 +353,39 @@ fn a_300_cell_run_is_pushed_whole() {
         count(&pg.url, "series"),
     );
 }
+
+/// A database of PostgreSQL schema 1 (before `runs_by_host` and `runs.host_id`) is read
+/// as it is by a read-only session, and upgraded to the current schema by the next writer.
+#[test]
+fn a_schema_1_database_is_read_as_it_is_and_gains_host_ids_on_upgrade() {
+    let Some(pg) = server() else { return };
+    let results = with_id(testdata::results(0), 0);
+    Store::open(&pg.url).unwrap().import_run(&results).unwrap();
+    sql(
+        &pg.url,
+        "DROP INDEX smtlab.runs_by_host; DROP INDEX smtlab.runs_by_host_id;
+         ALTER TABLE smtlab.runs DROP COLUMN host_id; UPDATE smtlab.schema_version SET version = 1",
+    );
+    let mut n = 0;
+    Store::open_read_only(&pg.url)
+        .unwrap()
+        .fleet_runs(&smtlab_store::FleetQuery::default(), |_, _| n += 1)
+        .unwrap();
+    assert_eq!(n, 1);
+    drop(Store::open(&pg.url).unwrap());
+    let mut c = client(&pg.url);
+    let version: i64 = c
+        .query_one("SELECT max(version) FROM smtlab.schema_version", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, PG_SCHEMA_VERSION);
+    let index: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = 'smtlab'
+             AND indexname IN ('runs_by_host', 'runs_by_host_id')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(index, 2);
+}
