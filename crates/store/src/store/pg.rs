@@ -14,6 +14,9 @@
 //!   cannot change the database even by mistake, and never create the schema.
 //! * Connections have a connect timeout (10 s unless the URL sets `connect_timeout`) and
 //!   a lock timeout, so an unreachable or stuck server gives an error, not a hang.
+//! * A server busy for a moment (refusing connections, out of connection slots, a
+//!   transaction losing a serialization or deadlock conflict) is asked again with
+//!   backoff and jitter (`retry.rs`).
 //!
 //! Messages name the URL without its password.
 
@@ -88,7 +91,8 @@ pub(crate) fn connect(
     config: &Config,
     read_only: bool,
 ) -> std::result::Result<PgConn, postgres::Error> {
-    let mut client = config.connect(NoTls)?;
+    // A server with no connection slot left, or not accepting yet, is asked again.
+    let mut client = super::retry::retrying(|| config.connect(NoTls), super::retry::transient)?;
     client.batch_execute(SESSION_SQL)?;
     if read_only {
         client.batch_execute("SET default_transaction_read_only = on")?;
