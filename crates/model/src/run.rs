@@ -41,6 +41,9 @@ pub struct Environment {
 /// How the host id of a run on an emulated machine (`--fake-machine`) starts.
 pub const EMULATED_HOST_ID_PREFIX: &str = "fake-";
 
+/// How the CPU model (and hostname) of a run on an emulated machine starts.
+pub const EMULATED_MODEL_PREFIX: &str = "smtlab fake machine";
+
 impl Environment {
     /// Whether the run was made on an emulated machine (`--fake-machine`), whose figures
     /// say nothing about a real host: its host id says so, or, in runs made before host
@@ -52,7 +55,7 @@ impl Environment {
             || self
                 .cpu_model
                 .as_deref()
-                .is_some_and(|m| m.starts_with("smtlab fake machine"))
+                .is_some_and(|m| m.starts_with(EMULATED_MODEL_PREFIX))
     }
 }
 

@@ -362,7 +362,9 @@ impl Gathered {
         let fp = Fingerprint::of(r);
         let mut model = model_of(&fp);
         // An emulated machine's figures are never pooled with real hosts of its model.
-        if r.run.environment.is_emulated() && !model.starts_with("smtlab fake machine") {
+        if r.run.environment.is_emulated()
+            && !model.starts_with(smtlab_model::EMULATED_MODEL_PREFIX)
+        {
             model.push_str(" (emulated: --fake-machine)");
         }
         let h = self.hosts.entry(host.clone()).or_insert_with(|| Host {

@@ -205,6 +205,8 @@ mod tests {
         let env = m.environment(&t, &Tool::default());
         // Its host id is never the real host's: the fleet keeps it apart.
         assert!(env.is_emulated());
+        // Runs from before host ids are told by their CPU model.
+        assert!(FAKE_NAME.starts_with(smtlab_model::EMULATED_MODEL_PREFIX));
         assert_ne!(env.host_id, super::super::host_id());
         assert!(env.hostname.unwrap().contains("fake machine"));
         assert!(env.cpu_model.unwrap().contains("fake machine"));
