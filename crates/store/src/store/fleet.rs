@@ -1,8 +1,9 @@
-//! What `smtlab fleet` reads: each host's latest runs, chosen in SQL (a window over the
-//! `runs_by_host` index), then loaded a batch of runs at a time, one statement per table
-//! per batch, and handed over one run at a time. The cost follows the number of hosts
-//! (times the runs pooled per host), not the number of runs stored: a host measured a
-//! hundred times is ranked in the index and loaded once.
+//! What `smtlab fleet` reads: each host's latest runs, chosen in SQL (a window ranking
+//! each host's runs by start time, over the `runs` rows alone), then loaded a batch of
+//! runs at a time, one statement per table per batch, and handed over one run at a time.
+//! The cost follows the number of hosts (times the runs pooled per host), not the number
+//! of runs stored: a host measured a hundred times is ranked a hundred times (one small
+//! row each) and loaded once.
 
 use smtlab_model::{RESULTS_SCHEMA, RunResults, SkippedCell};
 
@@ -52,8 +53,9 @@ fn host_key(version: i64) -> &'static str {
 }
 
 impl Store {
-    /// Hands `each` the runs `q` selects, with their host's key (see `host_key`), oldest first (by start time, then id): for each
-    /// host, its latest `q.runs_per_host` runs holding at least one cell, started since
+    /// Hands `each` the runs `q` selects, with their host's key (see `host_key`), oldest
+    /// first (by start time, then id): for each host, its latest `q.runs_per_host` runs
+    /// holding at least one cell, started since
     /// `q.since_unix_s`, on a CPU model containing `q.cpu_model`. Runs a live process is
     /// measuring are left out and counted. Cells come with their samples, summaries and
     /// rounds, not their series (nothing the fleet shows reads them). Everything is read
