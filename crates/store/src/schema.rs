@@ -19,10 +19,10 @@ pub const APPLICATION_ID: u32 = 0x534d_544c;
 /// * 6: `runs.uid` (a key that names the run in every database it is pushed to:
 ///   `smtlab push` stores a run once however often it is pushed). Runs of older files
 ///   get one derived from what they hold when the file is upgraded.
-/// * 7: the index `runs_by_host` (`smtlab fleet` picks each host's latest runs from it).
-/// * 8: `runs.host_id` (the machine's stable id, `Environment::host_id`), NULL in runs
-///   made before it was recorded.
-pub const SCHEMA_VERSION: i64 = 8;
+/// * 7: `runs.host_id` (the machine's stable id, `Environment::host_id`), NULL in runs
+///   made before it was recorded, and the index `runs_by_host` on `(hostname, host_id)`
+///   (`smtlab fleet` finds the one id a hostname's runs carry with it).
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// `(version, SQL)`: the SQL that turns a file of `version - 1` into `version`. A file
 /// of version v gets every migration above v, in order, in one transaction with the
@@ -47,28 +47,19 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
             uid_index_sql!()
         ),
     ),
-    (7, host_index_sql!()),
     (
-        8,
+        7,
         concat!(
             "ALTER TABLE runs ADD COLUMN host_id TEXT;  -- the machine's stable id, NULL when unknown\n",
-            host_id_index_sql!()
+            host_index_sql!()
         ),
     ),
 ];
 
-/// The index that finds the host id other runs of a hostname carry, new in version 8.
-macro_rules! host_id_index_sql {
-    () => {
-        "CREATE INDEX IF NOT EXISTS runs_by_host_id ON runs (hostname, host_id);\n"
-    };
-}
-use host_id_index_sql;
-
-/// The index `smtlab fleet` ranks each host's runs by, new in version 7.
+/// The index that finds the host id the runs of a hostname carry, new in version 7.
 macro_rules! host_index_sql {
     () => {
-        "CREATE INDEX IF NOT EXISTS runs_by_host ON runs (hostname, started_unix_s, id);\n"
+        "CREATE INDEX IF NOT EXISTS runs_by_host ON runs (hostname, host_id);\n"
     };
 }
 use host_index_sql;
@@ -253,7 +244,6 @@ CREATE INDEX IF NOT EXISTS skipped_by_run ON skipped (run_id);
 "#,
     uid_index_sql!(),
     host_index_sql!(),
-    host_id_index_sql!(),
     rounds_sql!(),
     leases_sql!()
 );
@@ -262,22 +252,17 @@ CREATE INDEX IF NOT EXISTS skipped_by_run ON skipped (run_id);
 /// history, which starts with everything SQLite's version 6 holds.
 ///
 /// * 1: the first PostgreSQL schema.
-/// * 2: the index `runs_by_host` (SQLite's version 7).
-/// * 3: `runs.host_id` and its index (SQLite's version 8).
-pub const PG_SCHEMA_VERSION: i64 = 3;
+/// * 2: `runs.host_id` and the index `runs_by_host` (SQLite's version 7).
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 /// `(version, SQL)` as [`MIGRATIONS`], for PostgreSQL: run in order, in one transaction
 /// that holds [`PG_LOCK_KEY`], so that many hosts opening a new database at once
 /// create or upgrade it once.
-pub const PG_MIGRATIONS: &[(i64, &str)] = &[(2, PG_HOST_INDEX_SQL), (3, PG_HOST_ID_SQL)];
+pub const PG_MIGRATIONS: &[(i64, &str)] = &[(2, PG_HOST_ID_SQL)];
 
-/// PostgreSQL's `runs.host_id` (version 3).
+/// PostgreSQL's `runs.host_id` and `runs_by_host` (version 2).
 const PG_HOST_ID_SQL: &str = "ALTER TABLE smtlab.runs ADD COLUMN host_id TEXT;
-CREATE INDEX IF NOT EXISTS runs_by_host_id ON smtlab.runs (hostname, host_id);";
-
-/// PostgreSQL's `runs_by_host` (version 2).
-const PG_HOST_INDEX_SQL: &str =
-    "CREATE INDEX IF NOT EXISTS runs_by_host ON smtlab.runs (hostname, started_unix_s, id);";
+CREATE INDEX IF NOT EXISTS runs_by_host ON smtlab.runs (hostname, host_id);";
 
 /// SQLite's schema version whose columns and tables a PostgreSQL schema of `pg_version`
 /// holds: the first PostgreSQL schema held everything of SQLite's 6, and each version
@@ -421,8 +406,7 @@ CREATE TABLE smtlab.skipped (
     reason     TEXT   NOT NULL
 );
 CREATE INDEX skipped_by_run ON smtlab.skipped (run_id);
-CREATE INDEX runs_by_host ON smtlab.runs (hostname, started_unix_s, id);
-CREATE INDEX runs_by_host_id ON smtlab.runs (hostname, host_id);
+CREATE INDEX runs_by_host ON smtlab.runs (hostname, host_id);
 
 CREATE TABLE smtlab.leases (
     run_id             BIGINT PRIMARY KEY REFERENCES smtlab.runs(id) ON DELETE CASCADE,

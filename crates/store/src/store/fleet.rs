@@ -42,7 +42,7 @@ const BATCH_RUNS: usize = 50;
 /// run without one (made before ids were recorded), the one id the other runs of its
 /// hostname carry, if they carry exactly one; else its hostname, or `run N`.
 fn host_key(version: i64) -> &'static str {
-    if version >= 8 {
+    if version >= 7 {
         "COALESCE(r.host_id,
                   (SELECT CASE WHEN count(DISTINCT o.host_id) = 1 THEN max(o.host_id) END
                    FROM runs o WHERE o.hostname = r.hostname),
@@ -70,20 +70,22 @@ impl Store {
             let (filter, mut params) = conditions(q);
             let live = live_running(db, &filter, &params)?;
             let key = host_key(version);
+            // The key is worked out once per run (`keyed`), then each host's runs ranked.
             let mut sql = format!(
                 "SELECT id, host FROM (
-                   SELECT r.id, r.started_unix_s, {key} AS host,
-                          ROW_NUMBER() OVER (PARTITION BY {key}
-                                             ORDER BY r.started_unix_s DESC, r.id DESC) AS rank
-                   FROM runs r
-                   WHERE {filter}
-                     AND EXISTS (SELECT 1 FROM cells c WHERE c.run_id = r.id)"
+                   SELECT id, started_unix_s, host,
+                          ROW_NUMBER() OVER (PARTITION BY host
+                                             ORDER BY started_unix_s DESC, id DESC) AS rank
+                   FROM (SELECT r.id, r.started_unix_s, {key} AS host
+                         FROM runs r
+                         WHERE {filter}
+                           AND EXISTS (SELECT 1 FROM cells c WHERE c.run_id = r.id)"
             );
             for id in &live {
                 params.push(Value::Int(*id));
                 sql.push_str(&format!(" AND r.id != ?{}", params.len()));
             }
-            sql.push_str(") ranked");
+            sql.push_str(") keyed) ranked");
             if let Some(n) = q.runs_per_host {
                 params.push(Value::from(n));
                 sql.push_str(&format!(" WHERE rank <= ?{}", params.len()));

@@ -1301,7 +1301,7 @@ fn a_version_4_file_gains_labels_and_reads_without_them_when_read_only() {
     let conn = raw(&path);
     conn.execute_batch(
         "DROP INDEX runs_by_uid; ALTER TABLE runs DROP COLUMN uid;
-         DROP INDEX runs_by_host; DROP INDEX runs_by_host_id; ALTER TABLE runs DROP COLUMN host_id;
+         DROP INDEX runs_by_host; ALTER TABLE runs DROP COLUMN host_id;
          ALTER TABLE runs DROP COLUMN label; PRAGMA user_version = 4;",
     )
     .unwrap();
