@@ -109,6 +109,14 @@ pub struct FleetArgs {
     /// Only runs whose CPU model contains TEXT (case-insensitive).
     #[arg(long, value_name = "TEXT")]
     pub cpu_model: Option<String>,
+    /// Pool each host's latest N runs (default 1; with --since alone, every run since).
+    /// A host's value for a workload comes from the latest of them holding it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub runs_per_host: Option<u64>,
+    /// Only runs started within DURATION before now: seconds, or a number with s, m, h
+    /// or d (30d, 12h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_since)]
+    pub since: Option<std::time::Duration>,
     /// Print the smtlab.fleet/1 JSON document.
     #[arg(long)]
     pub json: bool,
@@ -724,6 +732,23 @@ fn parse_gbps(s: &str) -> Result<f64, String> {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
         _ => Err(format!("expected a positive number of GB/s, found `{s}`")),
     }
+}
+
+/// `30d`, `12h`, `90m`, `45s` or `45` (seconds): a look-back for `fleet --since`.
+fn parse_since(s: &str) -> Result<std::time::Duration, String> {
+    let expected =
+        || format!("{s:?} is not a duration; expected a number of seconds, or 30d, 12h, 90m");
+    let (num, unit_s) = match s.trim().char_indices().last() {
+        Some((i, 'd')) => (&s.trim()[..i], 86_400),
+        Some((i, 'h')) => (&s.trim()[..i], 3_600),
+        Some((i, 'm')) => (&s.trim()[..i], 60),
+        Some((i, 's')) => (&s.trim()[..i], 1),
+        _ => (s.trim(), 1),
+    };
+    let n: u64 = num.parse().map_err(|_| expected())?;
+    n.checked_mul(unit_s)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(expected)
 }
 
 fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {

@@ -660,6 +660,32 @@ mod runs {
         v.as_array().unwrap().clone()
     }
 
+    /// A run whose every cell is skipped (c2c-latency needs two CPUs, `1c1t` has one)
+    /// stored nothing: it fails, and stays interrupted for `--resume`.
+    #[test]
+    fn a_run_that_stores_no_cell_fails_and_is_not_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let out = smtlab()
+            .args(["run", "--suite", "quick", "--bench", "c2c-latency"])
+            .args(["--placements", "1c1t"])
+            .args(db_arg(&db))
+            .assert()
+            .failure()
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains("run 1 stored no cell (1 skipped"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("finished"), "{stderr}");
+        let runs = listing(&db);
+        assert_eq!(runs[0]["status"], "interrupted");
+        assert_eq!(runs[0]["cells_done"], 0);
+        assert_eq!(runs[0]["cells_skipped"], 1);
+    }
+
     #[test]
     fn quick_suite_end_to_end_with_exports() {
         let dir = tempfile::tempdir().unwrap();

@@ -143,6 +143,51 @@ fn fleet_pools_pushed_runs_per_cpu_model_and_names_the_outlier_host() {
     assert!(html.starts_with("<!DOCTYPE html>") && html.contains("a7 0.950x"));
 }
 
+/// `--runs-per-host` and `--since` choose which runs are pooled; a bad duration is one line.
+#[test]
+fn fleet_pools_more_runs_per_host_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared.db");
+    let mut store = Store::open(&shared).unwrap();
+    for f in host_files(dir.path()) {
+        for r in Store::open_read_only(&f).unwrap().list_runs().unwrap() {
+            let run = Store::open_read_only(&f).unwrap().load_run(r.id).unwrap();
+            store.import_run(&run).unwrap();
+        }
+    }
+    // An older run of a1, whose yield only `--runs-per-host 2` reaches.
+    let mut old = FakeHost::new("a1", A, 2.0);
+    old.started_unix_s -= 3600;
+    store.import_run(&run(&old)).unwrap();
+    drop(store);
+    let runs_of = |extra: &[&str]| -> u64 {
+        let v: Value = serde_json::from_str(&stdout_of(
+            smtlab()
+                .args(["fleet", "--json"])
+                .args(extra)
+                .arg("--db")
+                .arg(&shared),
+        ))
+        .unwrap();
+        v["runs"].as_u64().unwrap()
+    };
+    assert_eq!(runs_of(&[]), 10);
+    assert_eq!(runs_of(&["--runs-per-host", "2"]), 11);
+    // The fixture's runs started long ago: none in the last hour.
+    assert_eq!(runs_of(&["--since", "1h"]), 0);
+    assert_eq!(runs_of(&["--since", "100000d"]), 11);
+    let out = smtlab()
+        .args(["fleet", "--since", "3x", "--db"])
+        .arg(&shared)
+        .assert()
+        .failure()
+        .get_output()
+        .stderr
+        .clone();
+    let err = String::from_utf8(out).unwrap();
+    assert!(err.contains("\"3x\" is not a duration"), "{err}");
+}
+
 #[test]
 fn fleet_reads_a_postgresql_store_that_hosts_pushed_to() {
     let Some((_server, url)) = common::pg_server("fleet over PostgreSQL") else {

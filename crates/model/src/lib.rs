@@ -51,7 +51,8 @@ pub use disturbance::Disturbance;
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use result::{AtLimit, CellResult, ConfigError, LimitKind, Round, RunConfig};
 pub use run::{
-    CellKey, CellRecord, Environment, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
+    CellKey, CellRecord, EMULATED_HOST_ID_PREFIX, EMULATED_MODEL_PREFIX, Environment,
+    RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };
 pub use topology::{
     Cache, CacheType, Core, CoreKind, NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA, Topology,

@@ -30,6 +30,33 @@ pub struct Environment {
     pub clocksource: Option<String>,
     pub perf_event_paranoid: Option<i32>,
     pub online_cpus: String,
+    /// A stable id of the machine, unlike its hostname (which two machines may share):
+    /// 16 hex digits of SHA-256 of `/etc/machine-id`, else of the DMI product UUID;
+    /// `fake-` and the real machine's id for a run on a fake machine. Absent in runs
+    /// made before it was recorded, and where neither source could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_id: Option<String>,
+}
+
+/// How the host id of a run on an emulated machine (`--fake-machine`) starts.
+pub const EMULATED_HOST_ID_PREFIX: &str = "fake-";
+
+/// How the CPU model (and hostname) of a run on an emulated machine starts.
+pub const EMULATED_MODEL_PREFIX: &str = "smtlab fake machine";
+
+impl Environment {
+    /// Whether the run was made on an emulated machine (`--fake-machine`), whose figures
+    /// say nothing about a real host: its host id says so, or, in runs made before host
+    /// ids, its CPU model (the fake machine's own name).
+    pub fn is_emulated(&self) -> bool {
+        self.host_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with(EMULATED_HOST_ID_PREFIX))
+            || self
+                .cpu_model
+                .as_deref()
+                .is_some_and(|m| m.starts_with(EMULATED_MODEL_PREFIX))
+    }
 }
 
 /// One cell to measure: benchmark x parameters x conditions x placement (as the user

@@ -4,7 +4,10 @@
 //! [`fleet`] is a pure function from runs to a [`Fleet`]; [`text`], [`json`] and
 //! [`html`] write it. The rules, so that a figure can be checked by hand:
 //!
-//! * **Host**: a run's hostname (`run N` for a run without one). A host's
+//! * **Host**: a run's host id (a hash of the machine's id, [`host_key`]), else its
+//!   hostname (`run N` for a run without one); shown by hostname, with the start of the
+//!   id where two hosts share one. Runs on an emulated machine (`--fake-machine`) are
+//!   their own CPU model, never pooled with real hosts. A host's
 //!   **fingerprint** is read from its runs: CPU model, microcode, kernel, SMT control
 //!   state, and the topology the firmware shows the kernel (sockets, cores, online and
 //!   offline CPUs, threads per core).
@@ -260,21 +263,82 @@ type PoolKey = (String, String, BTreeMap<String, String>, usize);
 pub fn fleet(runs: &[RunResults]) -> Fleet {
     let mut order: Vec<&RunResults> = runs.iter().collect();
     order.sort_by_key(|r| (r.run.started_unix_s, r.run.id));
-    let mut g = Gathered::default();
+    let mut g = FleetBuilder::default();
     for r in order {
         g.add(r);
     }
-    let notes = no_yield_notes(g.no_yield);
-    let models = models(g.model_hosts, g.pooled, g.advised);
-    Fleet {
-        schema: FLEET_SCHEMA.into(),
-        runs: runs.len(),
-        hosts: g.hosts.into_values().collect(),
-        models,
-        interval_rule: interval_rule(),
-        outlier_rule: outlier_rule(),
-        notes,
+    g.finish()
+}
+
+/// The fleet view built one run at a time, oldest first (by start time, then id), so
+/// that a later run replaces an earlier one and no more than one run need be held:
+/// what `smtlab fleet` does as the store hands it each host's latest runs.
+#[derive(Default)]
+pub struct FleetBuilder {
+    runs: usize,
+    g: Gathered,
+}
+
+impl FleetBuilder {
+    /// Adds a run later than (or as late as) every run added so far, of the host
+    /// [`host_key`] names.
+    pub fn add(&mut self, r: &RunResults) {
+        self.add_as(r, &host_key(r));
     }
+
+    /// As [`add`](Self::add), for the host `key` (the store's, which also gives a run
+    /// without a host id the one its hostname's other runs carry).
+    pub fn add_as(&mut self, r: &RunResults, key: &str) {
+        self.runs += 1;
+        self.g.add(r, key);
+    }
+
+    pub fn finish(self) -> Fleet {
+        let mut g = self.g;
+        let names = display_names(&g.names);
+        g.rename(&names);
+        let notes = no_yield_notes(g.no_yield);
+        let models = models(g.model_hosts, g.pooled, g.advised);
+        let mut hosts: Vec<Host> = g.hosts.into_values().collect();
+        hosts.sort_by(|a, b| a.host.cmp(&b.host));
+        Fleet {
+            schema: FLEET_SCHEMA.into(),
+            runs: self.runs,
+            hosts,
+            models,
+            interval_rule: interval_rule(),
+            outlier_rule: outlier_rule(),
+            notes,
+        }
+    }
+}
+
+/// What tells a run's host from another: its host id, else its hostname, else `run N`.
+pub fn host_key(r: &RunResults) -> String {
+    match r.run.environment.host_id.as_deref() {
+        Some(id) if !id.is_empty() => id.to_string(),
+        _ => host_of(r),
+    }
+}
+
+/// Each host key's name as shown: its hostname, with the start of its id in brackets
+/// where two keys share one hostname (`web1 [3f2a9c1d]`).
+fn display_names(names: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut per_name: BTreeMap<&str, usize> = BTreeMap::new();
+    for name in names.values() {
+        *per_name.entry(name.as_str()).or_insert(0) += 1;
+    }
+    names
+        .iter()
+        .map(|(key, name)| {
+            let shown = if per_name[name.as_str()] > 1 && key != name {
+                format!("{name} [{}]", key.chars().take(8).collect::<String>())
+            } else {
+                name.clone()
+            };
+            (key.clone(), shown)
+        })
+        .collect()
 }
 
 /// What [`fleet`] gathers from the runs, oldest first, so a later run replaces an earlier one.
@@ -284,15 +348,25 @@ struct Gathered {
     pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>>,
     advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>>,
     model_hosts: BTreeMap<String, Vec<String>>,
-    /// Runs without an SMT yield, by reason.
-    no_yield: BTreeMap<String, Vec<String>>,
+    /// Runs without an SMT yield, by reason: `(run id, host key)`.
+    no_yield: BTreeMap<String, Vec<(i64, String)>>,
+    /// Each host key's hostname.
+    names: BTreeMap<String, String>,
 }
 
 impl Gathered {
-    fn add(&mut self, r: &RunResults) {
-        let host = host_of(r);
+    /// Gathers under host keys; [`Gathered::rename`] turns them into the names shown.
+    fn add(&mut self, r: &RunResults, host: &str) {
+        let host = host.to_string();
+        self.names.insert(host.clone(), host_of(r));
         let fp = Fingerprint::of(r);
-        let model = model_of(&fp);
+        let mut model = model_of(&fp);
+        // An emulated machine's figures are never pooled with real hosts of its model.
+        if r.run.environment.is_emulated()
+            && !model.starts_with(smtlab_model::EMULATED_MODEL_PREFIX)
+        {
+            model.push_str(" (emulated: --fake-machine)");
+        }
         let h = self.hosts.entry(host.clone()).or_insert_with(|| Host {
             host: host.clone(),
             runs: Vec::new(),
@@ -309,10 +383,35 @@ impl Gathered {
         if !any {
             let why = crate::yields::no_yields_reason(r)
                 .unwrap_or_else(|| "every pair was single-threaded (no yield)".into());
-            self.no_yield
-                .entry(why)
-                .or_default()
-                .push(format!("run {} ({host})", r.run.id));
+            self.no_yield.entry(why).or_default().push((r.run.id, host));
+        }
+    }
+
+    /// Every host key replaced by its name in `names`.
+    fn rename(&mut self, names: &BTreeMap<String, String>) {
+        let name = |key: &str| names.get(key).cloned().unwrap_or_else(|| key.to_string());
+        for h in self.hosts.values_mut() {
+            h.host = name(&h.host);
+        }
+        for by_host in self.pooled.values_mut() {
+            for y in by_host.values_mut() {
+                y.host = name(&y.host);
+            }
+        }
+        for by_host in self.advised.values_mut() {
+            for a in by_host.values_mut() {
+                a.host = name(&a.host);
+            }
+        }
+        for hosts in self.model_hosts.values_mut() {
+            for h in hosts.iter_mut() {
+                *h = name(h);
+            }
+        }
+        for runs in self.no_yield.values_mut() {
+            for (_, h) in runs.iter_mut() {
+                *h = name(h);
+            }
         }
     }
 
@@ -369,10 +468,14 @@ impl Gathered {
 }
 
 /// One note per reason, not per run: a fleet without SMT would list every host.
-fn no_yield_notes(no_yield: BTreeMap<String, Vec<String>>) -> Vec<String> {
+fn no_yield_notes(no_yield: BTreeMap<String, Vec<(i64, String)>>) -> Vec<String> {
     let mut notes = Vec::new();
     for (why, runs) in no_yield {
-        let shown: Vec<&str> = runs.iter().take(NOTE_RUNS).map(String::as_str).collect();
+        let shown: Vec<String> = runs
+            .iter()
+            .take(NOTE_RUNS)
+            .map(|(id, host)| format!("run {id} ({host})"))
+            .collect();
         let more = runs.len().saturating_sub(NOTE_RUNS);
         notes.push(format!(
             "{} without an SMT yield ({why}): {}{}",
@@ -421,7 +524,8 @@ fn models(
         }
     }
     for ((model, workload), by_host) in advised {
-        let hosts: Vec<HostAdvice> = by_host.into_values().collect();
+        let mut hosts: Vec<HostAdvice> = by_host.into_values().collect();
+        hosts.sort_by(|a, b| a.host.cmp(&b.host));
         let mut counts = BTreeMap::new();
         for h in &hosts {
             *counts

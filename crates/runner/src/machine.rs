@@ -279,6 +279,20 @@ fn cpuinfo_field(name: &str) -> Option<String> {
     })
 }
 
+/// This machine's stable id ([`Environment::host_id`]): 16 hex digits of SHA-256 of
+/// `/etc/machine-id`, else of the DMI product UUID (readable by root only), so that
+/// neither is stored as it is (`machine-id` is meant to stay private). `None` when
+/// neither can be read.
+pub fn host_id() -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let source = read("/etc/machine-id").or_else(|| read("/sys/class/dmi/id/product_uuid"))?;
+    let digest = Sha256::new()
+        .chain_update(b"smtlab-host\0")
+        .chain_update(source.as_bytes())
+        .finalize();
+    Some(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// This machine's environment, read from /proc and /sys: every field is read, never
 /// guessed; what cannot be read is `None`.
 fn capture(topo: &Topology, tool: &Tool) -> Environment {
@@ -306,5 +320,27 @@ fn capture(topo: &Topology, tool: &Tool) -> Environment {
         perf_event_paranoid: read("/proc/sys/kernel/perf_event_paranoid")
             .and_then(|s| s.parse().ok()),
         online_cpus: topo.cpus.to_list_string(),
+        host_id: host_id(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the machine has an id, the run carries its hash, never the id itself, and
+    /// the same hash each time.
+    #[test]
+    fn the_host_id_is_a_stable_hash_of_the_machine_id() {
+        let Some(raw) = read("/etc/machine-id").or_else(|| read("/sys/class/dmi/id/product_uuid"))
+        else {
+            assert_eq!(host_id(), None);
+            return;
+        };
+        let id = host_id().expect("an id where the machine has one");
+        assert_eq!(id.len(), 16);
+        assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert!(!raw.contains(&id), "{id} is not the raw id");
+        assert_eq!(host_id().as_deref(), Some(id.as_str()));
     }
 }

@@ -39,8 +39,8 @@ pub use schema::{
     SCHEMA_SQL, SCHEMA_VERSION,
 };
 pub use store::{
-    BadLabel, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, PushReport,
-    RunListing, Store, check_label, this_host,
+    BadLabel, FleetQuery, FleetScan, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError,
+    LeaseHolder, PushReport, RunListing, Store, check_label, this_host,
 };
 
 /// Where results go unless the user says otherwise, in this order:

@@ -19,7 +19,10 @@ pub const APPLICATION_ID: u32 = 0x534d_544c;
 /// * 6: `runs.uid` (a key that names the run in every database it is pushed to:
 ///   `smtlab push` stores a run once however often it is pushed). Runs of older files
 ///   get one derived from what they hold when the file is upgraded.
-pub const SCHEMA_VERSION: i64 = 6;
+/// * 7: `runs.host_id` (the machine's stable id, `Environment::host_id`), NULL in runs
+///   made before it was recorded, and the index `runs_by_host` on `(hostname, host_id)`
+///   (`smtlab fleet` finds the one id a hostname's runs carry with it).
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// `(version, SQL)`: the SQL that turns a file of `version - 1` into `version`. A file
 /// of version v gets every migration above v, in order, in one transaction with the
@@ -44,7 +47,22 @@ pub const MIGRATIONS: &[(i64, &str)] = &[
             uid_index_sql!()
         ),
     ),
+    (
+        7,
+        concat!(
+            "ALTER TABLE runs ADD COLUMN host_id TEXT;  -- the machine's stable id, NULL when unknown\n",
+            host_index_sql!()
+        ),
+    ),
 ];
+
+/// The index that finds the host id the runs of a hostname carry, new in version 7.
+macro_rules! host_index_sql {
+    () => {
+        "CREATE INDEX IF NOT EXISTS runs_by_host ON runs (hostname, host_id);\n"
+    };
+}
+use host_index_sql;
 
 /// The index that makes a run key unique, new in version 6. The upgrade gives the runs
 /// already in the file their keys in the same transaction (`codec::derived_uid`).
@@ -134,7 +152,8 @@ CREATE TABLE IF NOT EXISTS runs (
     config           TEXT    NOT NULL,        -- JSON RunConfig
     notes            TEXT    NOT NULL,        -- JSON array of strings
     label            TEXT,                    -- the user's name for the run (smtlab run --label)
-    uid              TEXT                     -- the run's key wherever it is pushed (32 hex digits)
+    uid              TEXT,                    -- the run's key wherever it is pushed (32 hex digits)
+    host_id          TEXT                     -- the machine's stable id (Environment.host_id)
 );
 
 -- Every planned cell in measuring order; plan minus cells minus skipped = what --resume runs.
@@ -224,6 +243,7 @@ CREATE TABLE IF NOT EXISTS skipped (
 CREATE INDEX IF NOT EXISTS skipped_by_run ON skipped (run_id);
 "#,
     uid_index_sql!(),
+    host_index_sql!(),
     rounds_sql!(),
     leases_sql!()
 );
@@ -232,12 +252,24 @@ CREATE INDEX IF NOT EXISTS skipped_by_run ON skipped (run_id);
 /// history, which starts with everything SQLite's version 6 holds.
 ///
 /// * 1: the first PostgreSQL schema.
-pub const PG_SCHEMA_VERSION: i64 = 1;
+/// * 2: `runs.host_id` and the index `runs_by_host` (SQLite's version 7).
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 /// `(version, SQL)` as [`MIGRATIONS`], for PostgreSQL: run in order, in one transaction
 /// that holds [`PG_LOCK_KEY`], so that many hosts opening a new database at once
 /// create or upgrade it once.
-pub const PG_MIGRATIONS: &[(i64, &str)] = &[];
+pub const PG_MIGRATIONS: &[(i64, &str)] = &[(2, PG_HOST_ID_SQL)];
+
+/// PostgreSQL's `runs.host_id` and `runs_by_host` (version 2).
+const PG_HOST_ID_SQL: &str = "ALTER TABLE smtlab.runs ADD COLUMN host_id TEXT;
+CREATE INDEX IF NOT EXISTS runs_by_host ON smtlab.runs (hostname, host_id);";
+
+/// SQLite's schema version whose columns and tables a PostgreSQL schema of `pg_version`
+/// holds: the first PostgreSQL schema held everything of SQLite's 6, and each version
+/// since adds what one SQLite version added.
+pub const fn sqlite_equivalent(pg_version: i64) -> i64 {
+    pg_version + 5
+}
 
 /// The transaction-scoped advisory lock (`pg_advisory_xact_lock`) taken while the
 /// schema is created or upgraded: `SMTL` in ASCII.
@@ -273,7 +305,8 @@ CREATE TABLE smtlab.runs (
     topology         TEXT    NOT NULL,
     config           TEXT    NOT NULL,
     notes            TEXT    NOT NULL,
-    label            TEXT
+    label            TEXT,
+    host_id          TEXT
 );
 
 CREATE TABLE smtlab.plan (
@@ -373,6 +406,7 @@ CREATE TABLE smtlab.skipped (
     reason     TEXT   NOT NULL
 );
 CREATE INDEX skipped_by_run ON smtlab.skipped (run_id);
+CREATE INDEX runs_by_host ON smtlab.runs (hostname, host_id);
 
 CREATE TABLE smtlab.leases (
     run_id             BIGINT PRIMARY KEY REFERENCES smtlab.runs(id) ON DELETE CASCADE,

@@ -1,9 +1,11 @@
-//! `smtlab fleet`: every run of a results database (typically the PostgreSQL database
-//! many hosts push to) pooled per CPU model and workload (`smtlab_report::fleet`).
+//! `smtlab fleet`: the runs of a results database (typically the PostgreSQL database
+//! many hosts push to) pooled per CPU model and workload (`smtlab_report::fleet`). The
+//! store picks each host's latest runs and hands them over one at a time
+//! ([`Store::fleet_runs`]), so the cost follows the hosts, not the runs stored.
 
 use anyhow::Result;
-use smtlab_model::RunStatus;
-use smtlab_store::Store;
+use smtlab_report::fleet::FleetBuilder;
+use smtlab_store::{FleetQuery, Store};
 
 use crate::args::FleetArgs;
 use crate::output::{emit, write_file};
@@ -11,40 +13,32 @@ use crate::settings::stored::db_path;
 
 pub fn run(args: &FleetArgs) -> Result<()> {
     let store = Store::open_read_only(db_path(&args.db.db))?;
-    let want = args.cpu_model.as_deref().map(str::to_lowercase);
-    let mut runs = Vec::new();
-    let mut running = 0usize;
-    for l in store.list_runs()? {
-        if let Some(w) = &want {
-            let model = l.cpu_model.as_deref().unwrap_or("").to_lowercase();
-            if !model.contains(w.as_str()) {
-                continue;
-            }
-        }
-        // A run still being measured would pool a half-measured host; its finished
-        // cells count once it ends (or is cut short).
-        if l.status == RunStatus::Running {
-            running += 1;
-            continue;
-        }
-        if l.cells_done == 0 {
-            continue;
-        }
-        runs.push(store.load_run(l.id)?);
-    }
-    if running > 0 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let query = FleetQuery {
+        // `--since` alone pools every run since; otherwise each host's latest one.
+        runs_per_host: match (args.runs_per_host, args.since) {
+            (Some(n), _) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            (None, Some(_)) => None,
+            (None, None) => Some(1),
+        },
+        since_unix_s: args.since.map(|d| now.saturating_sub(d.as_secs())),
+        cpu_model: args.cpu_model.clone(),
+    };
+    let mut builder = FleetBuilder::default();
+    let scan = store.fleet_runs(&query, |host, r| builder.add_as(&r, host))?;
+    if scan.running > 0 {
         crate::term::note_fit(&format!(
-            "note: {running} run(s) still being measured left out"
+            "note: {} run(s) still being measured left out",
+            scan.running
         ));
     }
-    let f = smtlab_report::fleet::fleet(&runs);
+    let f = builder.finish();
     let text = if args.json {
         smtlab_report::fleet::json(&f)
     } else if args.output.is_some() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
         smtlab_report::fleet::html(&f, now)
     } else {
         let width = crate::term::get().width.unwrap_or(usize::MAX);

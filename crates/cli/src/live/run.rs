@@ -323,6 +323,17 @@ pub fn end(
         drop(lease);
         return Ok(code);
     }
+    // A run that stored no cell measured nothing: it failed, whatever the reason (every
+    // cell skipped, every load agent lost). It stays interrupted, to be resumed.
+    if store.cells_stored(run_id)? == 0 {
+        store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
+        drop(lease);
+        anyhow::bail!(
+            "run {run_id} stored no cell ({skipped} skipped, each with its reason above); it is \
+             marked interrupted; try again with: smtlab run --resume {run_id}{}",
+            db_flag(args)
+        );
+    }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);
     print_stored(store, run_id, args)?;

@@ -160,3 +160,70 @@ fn runs_without_a_yield_are_one_note_per_reason() {
     // Their hosts are counted under their model, with no pool of their own.
     assert_eq!(f.models[0].hosts.len(), 9);
 }
+
+/// A run of `name` with host id `id` (or none), yield `y`, started `t`.
+fn run_of_host(name: &str, id: Option<&str>, y: f64, t: u64, run_id: i64) -> RunResults {
+    let mut h = FakeHost::new(name, A, y);
+    h.started_unix_s = t;
+    let mut r = run(&h);
+    r.run.id = run_id;
+    r.run.environment.host_id = id.map(str::to_string);
+    r
+}
+
+#[test]
+fn two_machines_with_one_hostname_are_two_hosts_shown_apart() {
+    let f = fleet(&[
+        run_of_host("web1", Some("3f2a9c1d00000000"), 1.2, 100, 1),
+        run_of_host("web1", Some("77aa000000000000"), 1.1, 100, 2),
+        run_of_host("web2", Some("1234000000000000"), 1.3, 100, 3),
+        // The same machine again, later: it replaces its first run, not the other web1.
+        run_of_host("web1", Some("3f2a9c1d00000000"), 1.25, 200, 4),
+    ]);
+    let names: Vec<&str> = f.hosts.iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(names, ["web1 [3f2a9c1d]", "web1 [77aa0000]", "web2"]);
+    let smt = &f.models[0].pools[0];
+    assert_eq!(smt.hosts.len(), 3);
+    let first = smt
+        .hosts
+        .iter()
+        .find(|h| h.host == "web1 [3f2a9c1d]")
+        .unwrap();
+    assert!((first.value - 1.25).abs() < 1e-9, "{}", first.value);
+    assert_eq!(f.models[0].advice[0].hosts.len(), 3);
+}
+
+#[test]
+fn a_fake_machine_run_is_never_pooled_with_real_hosts() {
+    let mut fake = run_of_host("web1", Some("fake-3f2a9c1d00000000"), 0.5, 300, 3);
+    fake.run.environment.cpu_model = Some(A.into());
+    let f = fleet(&[
+        run_of_host("web1", Some("3f2a9c1d00000000"), 1.2, 100, 1),
+        run_of_host("web2", Some("1234000000000000"), 1.3, 100, 2),
+        fake,
+    ]);
+    let models: Vec<&str> = f.models.iter().map(|m| m.cpu_model.as_str()).collect();
+    assert_eq!(
+        models,
+        [
+            "Demo Xeon A @ 2.0GHz",
+            "Demo Xeon A @ 2.0GHz (emulated: --fake-machine)"
+        ]
+    );
+    assert_eq!(f.models[0].pools[0].hosts.len(), 2);
+    assert!(f.models[0].pools[0].hosts.iter().all(|h| h.value > 1.0));
+    assert_eq!(f.models[1].pools[0].hosts.len(), 1);
+}
+
+#[test]
+fn runs_without_a_host_id_count_by_hostname() {
+    // An old store: no ids. Hosts are their hostnames, as before.
+    let f = fleet(&[
+        run_of_host("a", None, 1.2, 100, 1),
+        run_of_host("a", None, 1.3, 200, 2),
+        run_of_host("b", None, 1.1, 100, 3),
+    ]);
+    let names: Vec<&str> = f.hosts.iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(f.hosts[0].runs, [1, 2]);
+}

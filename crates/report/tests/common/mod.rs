@@ -240,6 +240,7 @@ pub fn environment() -> Environment {
         clocksource: Some("tsc".into()),
         perf_event_paranoid: Some(2),
         online_cpus: "0-7".into(),
+        host_id: None,
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use smtlab_control::Sysfs;
 use smtlab_model::counters::{ClassStatus, CounterAvailability, CounterEvent};
-use smtlab_model::{Environment, Topology};
+use smtlab_model::{EMULATED_HOST_ID_PREFIX, Environment, Topology};
 
 use super::{Machine, Tool};
 use crate::clock::{Clock, FakeClock, Monotonic};
@@ -112,6 +112,11 @@ impl Machine for FakeMachine {
             clocksource: None,
             perf_event_paranoid: None,
             online_cpus: topo.cpus.to_list_string(),
+            // Never the real host's id: an emulated run is no measurement of this host.
+            host_id: Some(format!(
+                "{EMULATED_HOST_ID_PREFIX}{}",
+                super::host_id().unwrap_or_else(|| "unknown".into())
+            )),
         }
     }
 }
@@ -198,6 +203,11 @@ mod tests {
         assert_eq!(m.topology().unwrap().cpus.to_vec(), [0, 1]);
         // Its environment says it is fake wherever it names the machine.
         let env = m.environment(&t, &Tool::default());
+        // Its host id is never the real host's: the fleet keeps it apart.
+        assert!(env.is_emulated());
+        // Runs from before host ids are told by their CPU model.
+        assert!(FAKE_NAME.starts_with(smtlab_model::EMULATED_MODEL_PREFIX));
+        assert_ne!(env.host_id, super::super::host_id());
         assert!(env.hostname.unwrap().contains("fake machine"));
         assert!(env.cpu_model.unwrap().contains("fake machine"));
         std::fs::remove_dir_all(&dir).unwrap();

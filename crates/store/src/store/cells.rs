@@ -413,6 +413,28 @@ pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, 
     .collect()
 }
 
+/// Which runs' cells to load: one run, or several at once (`fleet`), and whether their
+/// series come too (nothing `fleet` shows reads them).
+pub(crate) struct CellFilter<'a> {
+    /// A condition on `c.run_id` (the cells table is `c`): `c.run_id = ?1`, or
+    /// `c.run_id IN (?1, ?2, ...)`.
+    pub(crate) condition: String,
+    pub(crate) args: &'a [Value<'a>],
+    pub(crate) series: bool,
+}
+
+impl<'a> CellFilter<'a> {
+    /// The cells of the runs `ids` (bound as `args`), with their series when `series`.
+    pub(crate) fn runs(args: &'a [Value<'a>], series: bool) -> CellFilter<'a> {
+        let marks: Vec<String> = (1..=args.len()).map(|i| format!("?{i}")).collect();
+        CellFilter {
+            condition: format!("c.run_id IN ({})", marks.join(", ")),
+            args,
+            series,
+        }
+    }
+}
+
 /// Every cell of a run. The rows below the cells are fetched once per table for the
 /// whole run rather than once per cell: a 300-cell run is a handful of statements, not
 /// a thousand (round trips, for PostgreSQL).
@@ -420,24 +442,42 @@ pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, 
 /// `version` is the file's schema: a file opened read-only is not upgraded, so columns
 /// and tables added since are read as absent.
 pub(crate) fn load_cells(db: &mut dyn Sql, run_id: i64, version: i64) -> Step<Vec<CellRecord>> {
-    let counters = if version >= 2 { "counters" } else { "NULL" };
+    let ids = [Value::Int(run_id)];
+    let mut by_run = load_cells_of(db, &CellFilter::runs(&ids, true), version)?;
+    Ok(by_run.remove(&run_id).unwrap_or_default())
+}
+
+/// The cells of the runs `filter` names, by run id, each run's in the order they were
+/// saved; as [`load_cells`], one statement per table for all of them.
+pub(crate) fn load_cells_of(
+    db: &mut dyn Sql,
+    filter: &CellFilter<'_>,
+    version: i64,
+) -> Step<BTreeMap<i64, Vec<CellRecord>>> {
+    let counters = if version >= 2 { "c.counters" } else { "NULL" };
     let rows = db.query(
         &format!(
-            "SELECT id, benchmark, group_name, unit, direction, params, placement_spec,
-                    placement, converged, stop_reason, iterations, wall_ns, facts, {counters}
-             FROM cells WHERE run_id = ?1 ORDER BY id"
+            "SELECT c.id, c.benchmark, c.group_name, c.unit, c.direction, c.params,
+                    c.placement_spec, c.placement, c.converged, c.stop_reason, c.iterations,
+                    c.wall_ns, c.facts, {counters}, c.run_id
+             FROM cells c WHERE {} ORDER BY c.id",
+            filter.condition
         ),
-        args![run_id],
+        filter.args,
     )?;
-    let mut samples = load_samples(db, run_id)?;
-    let mut summaries = load_summaries(db, run_id)?;
+    let mut samples = load_samples(db, filter)?;
+    let mut summaries = load_summaries(db, filter)?;
     let mut rounds = if version >= 3 {
-        load_rounds(db, run_id)?
+        load_rounds(db, filter)?
     } else {
         BTreeMap::new()
     };
-    let mut series = load_series(db, run_id)?;
-    let mut out = Vec::with_capacity(rows.len());
+    let mut series = if filter.series {
+        load_series(db, filter)?
+    } else {
+        BTreeMap::new()
+    };
+    let mut out: BTreeMap<i64, Vec<CellRecord>> = BTreeMap::new();
     for r in rows {
         let cell_id: i64 = r.get(0)?;
         let at = |col: &str| format!("cell {cell_id}: {col}");
@@ -452,7 +492,7 @@ pub(crate) fn load_cells(db: &mut dyn Sql, run_id: i64, version: i64) -> Step<Ve
         })?;
         let (params, conditions) = key_params_from_json(r.text(5)?, &at("params"))?;
         let cell_samples = samples.remove(&cell_id).unwrap_or_default();
-        out.push(CellRecord {
+        out.entry(r.get(14)?).or_default().push(CellRecord {
             benchmark: r.get(1)?,
             group: r.get(2)?,
             unit: r.get(3)?,
@@ -488,32 +528,36 @@ pub(crate) fn load_cells(db: &mut dyn Sql, run_id: i64, version: i64) -> Step<Ve
     Ok(out)
 }
 
-/// Rows of a table below `cells`, of every cell of a run: `columns` of `table` (alias
-/// `t`), each row's `cell_id` first.
+/// Rows of a table below `cells`, of every cell of the runs `filter` names: `columns`
+/// of `table` (alias `t`), each row's `cell_id` first.
 fn per_cell(
     db: &mut dyn Sql,
     table: &str,
     columns: &str,
     order: &str,
-    run_id: i64,
+    filter: &CellFilter<'_>,
 ) -> Step<Vec<Row>> {
     db.query(
         &format!(
             "SELECT t.cell_id, {columns} FROM {table} t JOIN cells c ON c.id = t.cell_id
-             WHERE c.run_id = ?1 ORDER BY t.cell_id{order}"
+             WHERE {} ORDER BY t.cell_id{order}",
+            filter.condition
         ),
-        args![run_id],
+        filter.args,
     )
 }
 
-fn load_samples(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, Vec<SampleRecord>>> {
+fn load_samples(
+    db: &mut dyn Sql,
+    filter: &CellFilter<'_>,
+) -> Step<BTreeMap<i64, Vec<SampleRecord>>> {
     let rows = per_cell(
         db,
         "samples",
         "t.value, t.iterations, t.elapsed_ns, t.work, t.cpu_ns, t.start_spread_ns, t.cpus,
          t.metrics",
         ", t.idx",
-        run_id,
+        filter,
     )?;
     let mut out: BTreeMap<i64, Vec<SampleRecord>> = BTreeMap::new();
     for r in rows {
@@ -575,10 +619,13 @@ fn summary_at(r: &Row, first: usize) -> Step<Summary> {
     })
 }
 
-fn load_summaries(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, BTreeMap<String, Summary>>> {
+fn load_summaries(
+    db: &mut dyn Sql,
+    filter: &CellFilter<'_>,
+) -> Step<BTreeMap<i64, BTreeMap<String, Summary>>> {
     let columns = format!("t.kind, {SUMMARY_COLUMNS}");
     let mut out: BTreeMap<i64, BTreeMap<String, Summary>> = BTreeMap::new();
-    for r in per_cell(db, "summaries", &columns, "", run_id)? {
+    for r in per_cell(db, "summaries", &columns, "", filter)? {
         out.entry(r.get(0)?)
             .or_default()
             .insert(r.get(1)?, summary_at(&r, 2)?);
@@ -586,10 +633,10 @@ fn load_summaries(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, BTreeMap<
     Ok(out)
 }
 
-fn load_rounds(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, Vec<Round>>> {
+fn load_rounds(db: &mut dyn Sql, filter: &CellFilter<'_>) -> Step<BTreeMap<i64, Vec<Round>>> {
     let columns = format!("t.iterations, t.converged, t.wall_ns, {SUMMARY_COLUMNS}");
     let mut out: BTreeMap<i64, Vec<Round>> = BTreeMap::new();
-    for r in per_cell(db, "rounds", &columns, ", t.idx", run_id)? {
+    for r in per_cell(db, "rounds", &columns, ", t.idx", filter)? {
         out.entry(r.get(0)?).or_default().push(Round {
             iterations: r.get(1)?,
             converged: r.get(2)?,
@@ -600,9 +647,12 @@ fn load_rounds(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, Vec<Round>>>
     Ok(out)
 }
 
-fn load_series(db: &mut dyn Sql, run_id: i64) -> Step<BTreeMap<i64, BTreeMap<String, Vec<f64>>>> {
+fn load_series(
+    db: &mut dyn Sql,
+    filter: &CellFilter<'_>,
+) -> Step<BTreeMap<i64, BTreeMap<String, Vec<f64>>>> {
     let mut out: BTreeMap<i64, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
-    for r in per_cell(db, "series", "t.name, t.n, t.data", ", t.name", run_id)? {
+    for r in per_cell(db, "series", "t.name, t.n, t.data", ", t.name", filter)? {
         let cell_id: i64 = r.get(0)?;
         let name: String = r.get(1)?;
         let n: usize = r.get(2)?;

@@ -13,12 +13,15 @@ use rusqlite::TransactionBehavior;
 
 mod cells;
 mod codec;
+mod fleet;
 mod lease;
 mod pg;
+mod retry;
 mod runs;
 pub(crate) mod sql;
 mod sqlite;
 
+pub use fleet::{FleetQuery, FleetScan};
 pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
 pub use runs::{BadLabel, RunListing, check_label};
 
@@ -99,8 +102,10 @@ impl Db {
 
     /// Runs `f` in one write transaction, committed when it returns `Ok`. SQLite's takes
     /// the write lock up front: a deferred one that upgrades later can fail with
-    /// SQLITE_BUSY at once, without the busy timeout helping.
-    fn write<T>(&mut self, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Step<T> {
+    /// SQLITE_BUSY at once, without the busy timeout helping. PostgreSQL's is run again
+    /// whole when it loses a serialization or deadlock conflict (see [`retry`]): it was
+    /// rolled back, so `f` starts over on a clean slate.
+    fn write<T>(&mut self, mut f: impl FnMut(&mut dyn Sql) -> Step<T>) -> Step<T> {
         match self {
             Db::Sqlite(c) => {
                 let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -110,8 +115,13 @@ impl Db {
             }
             Db::Pg(pg) => {
                 let pg = pg.get_mut();
-                let tx = pg.client.transaction()?;
-                in_pg_transaction(tx, &mut pg.statements, f)
+                retry::retrying(
+                    || {
+                        let tx = pg.client.transaction()?;
+                        in_pg_transaction(tx, &mut pg.statements, &mut f)
+                    },
+                    |e| matches!(e, Fail::Pg(e) if retry::transient(e)),
+                )
             }
         }
     }
@@ -332,7 +342,7 @@ impl Store {
     }
 
     /// Runs `f` in one write transaction (see [`Db::write`]).
-    fn write<T>(&mut self, doing: &str, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Result<T> {
+    fn write<T>(&mut self, doing: &str, f: impl FnMut(&mut dyn Sql) -> Step<T>) -> Result<T> {
         let r = self.db.write(f);
         r.map_err(|e| self.fail(doing, e))
     }

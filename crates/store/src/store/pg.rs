@@ -14,6 +14,9 @@
 //!   cannot change the database even by mistake, and never create the schema.
 //! * Connections have a connect timeout (10 s unless the URL sets `connect_timeout`) and
 //!   a lock timeout, so an unreachable or stuck server gives an error, not a hang.
+//! * A server busy for a moment (refusing connections, out of connection slots, a
+//!   transaction losing a serialization or deadlock conflict) is asked again with
+//!   backoff and jitter (`retry.rs`).
 //!
 //! Messages name the URL without its password.
 
@@ -26,7 +29,9 @@ use postgres::{Client, Config, GenericClient, NoTls};
 
 use super::{Db, Fail, Mode, PgConn, Step, Store, error};
 use crate::error::{PgError, Result, StoreError};
-use crate::schema::{PG_LOCK_KEY, PG_MIGRATIONS, PG_SCHEMA_SQL, PG_SCHEMA_VERSION, SCHEMA_VERSION};
+use crate::schema::{
+    PG_LOCK_KEY, PG_MIGRATIONS, PG_SCHEMA_SQL, PG_SCHEMA_VERSION, SCHEMA_VERSION, sqlite_equivalent,
+};
 
 /// Whether a `--db` value names a PostgreSQL database (`postgresql://...` or
 /// `postgres://...`) rather than a file.
@@ -37,9 +42,13 @@ pub(crate) fn is_postgres_url(target: &str) -> bool {
 /// Seconds to wait for a connection unless the URL says otherwise.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Per-session settings: the namespace, and bounded waits for locks (another host's
-/// transaction lasts milliseconds; a minute only passes when something is stuck).
-const SESSION_SQL: &str = "SET search_path TO smtlab; SET lock_timeout = '60s';";
+/// Per-session settings: the namespace, bounded waits for locks (another host's
+/// transaction lasts milliseconds; a minute only passes when something is stuck), and
+/// a plan per execution of each prepared statement: a generic plan, made without the
+/// values, reads a run's cells by scanning whole tables once they are large (every
+/// statement here selects a few runs' rows, and planning it costs microseconds).
+const SESSION_SQL: &str =
+    "SET search_path TO smtlab; SET lock_timeout = '60s'; SET plan_cache_mode = force_custom_plan;";
 
 /// `postgresql://user:secret@host/db?password=x` as `postgresql://user:***@host/db?password=***`.
 pub(crate) fn redact(url: &str) -> String {
@@ -82,7 +91,8 @@ pub(crate) fn connect(
     config: &Config,
     read_only: bool,
 ) -> std::result::Result<PgConn, postgres::Error> {
-    let mut client = config.connect(NoTls)?;
+    // A server with no connection slot left, or not accepting yet, is asked again.
+    let mut client = super::retry::retrying(|| config.connect(NoTls), super::retry::transient)?;
     client.batch_execute(SESSION_SQL)?;
     if read_only {
         client.batch_execute("SET default_transaction_read_only = on")?;
@@ -157,11 +167,15 @@ pub(crate) fn open(url: &str, mode: Mode) -> Result<Store> {
             initialise(client).map_err(|e| error(&path, "creating the schema", e))?;
         }
     }
-    // PostgreSQL's first schema already holds every column of SQLite's latest.
+    // A read-only session reads an older schema as it is, like an old SQLite file.
+    let version = match (found, mode) {
+        (Some(v), Mode::ReadOnly) => sqlite_equivalent(v),
+        _ => SCHEMA_VERSION,
+    };
     Ok(Store {
         db: Db::Pg(Box::new(RefCell::new(conn))),
         path,
-        version: SCHEMA_VERSION,
+        version,
     })
 }
 

@@ -326,6 +326,20 @@ impl Store {
         })
     }
 
+    /// How many measured cells a run holds.
+    pub fn cells_stored(&self, run_id: i64) -> Result<usize> {
+        self.read(&format!("counting the cells of run {run_id}"), |db| {
+            if !run_exists(db, run_id)? {
+                return Err(Fail::NoRun(run_id));
+            }
+            db.query_one(
+                "SELECT count(*) FROM cells WHERE run_id = ?1",
+                args![run_id],
+            )?
+            .get(0)
+        })
+    }
+
     /// The cells of a run's plan that are neither measured nor skipped, in plan order:
     /// what `--resume` still has to do.
     pub fn pending_cells(&self, run_id: i64) -> Result<Vec<CellKey>> {
@@ -470,8 +484,9 @@ pub(crate) fn insert_run(
     let row = db.query_opt(
         "INSERT INTO runs (started_unix_s, finished_unix_s, status, suite, command_line,
                            tool_version, git_commit, hostname, kernel, cpu_model, smt_control,
-                           environment, topology, config, notes, uid, label)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                           environment, topology, config, notes, uid, label, host_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18)
          ON CONFLICT (uid) DO NOTHING
          RETURNING id",
         args![
@@ -492,6 +507,7 @@ pub(crate) fn insert_run(
             to_json(&meta.notes)?,
             uid,
             label,
+            env.host_id.as_deref(),
         ],
     )?;
     let Some(row) = row else { return Ok(None) };
@@ -527,7 +543,7 @@ fn effective_status(db: &mut dyn Sql, run_id: i64, stored: RunStatus) -> RunStat
     }
 }
 
-fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
+pub(crate) fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
     let Some(r) = db.query_opt(
         "SELECT started_unix_s, finished_unix_s, status, suite, command_line, environment,
                 topology, config, notes

@@ -21,6 +21,10 @@ mod pg;
 mod backends;
 use backends::Backend;
 
+// `Store::fleet_runs`, on both backends.
+mod fleet;
+use fleet::*;
+
 backends::cases! {
     a_run_written_cell_by_cell_loads_back_identical,
     pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order,
@@ -42,6 +46,9 @@ backends::cases! {
     repeat_rounds_survive_the_round_trip,
     two_stores_on_one_file_see_each_other,
     a_damaged_row_is_reported_with_the_cell_it_is_in,
+    the_fleet_reads_each_hosts_latest_runs_and_leaves_out_live_ones,
+    the_fleet_loads_runs_whole_but_for_their_series,
+    the_fleet_tells_hosts_apart_by_their_id_and_old_runs_by_their_hostname,
 }
 
 fn temp_db() -> (tempfile::TempDir, PathBuf) {
@@ -1294,6 +1301,7 @@ fn a_version_4_file_gains_labels_and_reads_without_them_when_read_only() {
     let conn = raw(&path);
     conn.execute_batch(
         "DROP INDEX runs_by_uid; ALTER TABLE runs DROP COLUMN uid;
+         DROP INDEX runs_by_host; ALTER TABLE runs DROP COLUMN host_id;
          ALTER TABLE runs DROP COLUMN label; PRAGMA user_version = 4;",
     )
     .unwrap();

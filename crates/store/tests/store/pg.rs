@@ -353,3 +353,101 @@ fn a_300_cell_run_is_pushed_whole() {
         count(&pg.url, "series"),
     );
 }
+
+/// A database of PostgreSQL schema 1 (before `runs.host_id` and `runs_by_host`) is read
+/// as it is by a read-only session, and upgraded to the current schema by the next writer.
+#[test]
+fn a_schema_1_database_is_read_as_it_is_and_gains_host_ids_on_upgrade() {
+    let Some(pg) = server() else { return };
+    let results = with_id(testdata::results(0), 0);
+    Store::open(&pg.url).unwrap().import_run(&results).unwrap();
+    sql(
+        &pg.url,
+        "DROP INDEX smtlab.runs_by_host; ALTER TABLE smtlab.runs DROP COLUMN host_id;
+         UPDATE smtlab.schema_version SET version = 1",
+    );
+    let mut n = 0;
+    Store::open_read_only(&pg.url)
+        .unwrap()
+        .fleet_runs(&smtlab_store::FleetQuery::default(), |_, _| n += 1)
+        .unwrap();
+    assert_eq!(n, 1);
+    drop(Store::open(&pg.url).unwrap());
+    let mut c = client(&pg.url);
+    let version: i64 = c
+        .query_one("SELECT max(version) FROM smtlab.schema_version", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, PG_SCHEMA_VERSION);
+    let index: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = 'smtlab'
+             AND indexname = 'runs_by_host'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(index, 1);
+}
+
+/// A server with every connection slot taken answers `too many clients` (53300): the
+/// store waits and asks again, and gets in once a slot frees; a database that does not
+/// exist is no reason to wait.
+#[test]
+fn a_full_server_is_asked_again_until_a_slot_frees() {
+    let install = match PgInstall::find() {
+        Ok(i) => i,
+        Err(e) => {
+            require::skip(&format!("PostgreSQL retry test: {e}"));
+            return;
+        }
+    };
+    let settings = PgSettings {
+        port: 0,
+        shared_buffers_bytes: 16 << 20,
+        max_connections: 3,
+        fsync: false,
+        synchronous_commit: false,
+        extra: vec!["superuser_reserved_connections = 0".into()],
+    };
+    let server = PgServer::start(&install, &settings, None).expect("start PostgreSQL");
+    let sock = server
+        .socket_dir()
+        .display()
+        .to_string()
+        .replace('/', "%2F");
+    let url = format!("postgresql://{DB_USER}@{sock}:{}/postgres", server.port());
+    drop(Store::open(&url).unwrap());
+    let mut held: Vec<postgres::Client> = (0..3)
+        .map(|_| postgres::Client::connect(&url, postgres::NoTls).unwrap())
+        .collect();
+    let Err(full) = postgres::Client::connect(&url, postgres::NoTls) else {
+        panic!("a fourth connection to a server of three");
+    };
+    assert_eq!(
+        full.code(),
+        Some(&postgres::error::SqlState::TOO_MANY_CONNECTIONS),
+        "{full}"
+    );
+    let freed = held.pop().unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        drop(freed);
+    });
+    let t = Instant::now();
+    let mut store = Store::open(&url).expect("in once a slot frees");
+    assert!(
+        t.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        t.elapsed()
+    );
+    store.import_run(&testdata::results(0)).unwrap();
+    release.join().unwrap();
+    drop(store);
+    drop(held);
+
+    let t = Instant::now();
+    let missing = url.replace("/postgres", "/no_such_database");
+    assert!(Store::open(&missing).is_err());
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}

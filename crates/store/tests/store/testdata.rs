@@ -409,6 +409,7 @@ pub fn results(run_id: i64) -> RunResults {
                 clocksource: Some("tsc".into()),
                 perf_event_paranoid: Some(2),
                 online_cpus: "0-3".into(),
+                host_id: None,
             },
             topology: topology(),
             config,
