@@ -735,9 +735,13 @@ fn parse_gbps(s: &str) -> Result<f64, String> {
 }
 
 /// `30d`, `12h`, `90m`, `45s` or `45` (seconds): a look-back for `fleet --since`.
-fn parse_since(s: &str) -> Result<std::time::Duration, String> {
-    let expected =
-        || format!("{s:?} is not a duration; expected a number of seconds, or 30d, 12h, 90m");
+/// A `--since` that is not a duration.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a duration; expected a number of seconds, or 30d, 12h, 90m")]
+pub struct BadDuration(String);
+
+fn parse_since(s: &str) -> Result<std::time::Duration, BadDuration> {
+    let expected = || BadDuration(s.to_string());
     let (num, unit_s) = match s.trim().char_indices().last() {
         Some((i, 'd')) => (&s.trim()[..i], 86_400),
         Some((i, 'h')) => (&s.trim()[..i], 3_600),
