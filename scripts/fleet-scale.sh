@@ -5,14 +5,20 @@
 #
 #   scripts/fleet-scale.sh [HOSTS]        (default 1000)
 #
-# Builds the smtlab binary and the fleet_store example (debug profile) first. Needs
-# sqlite3, psql, initdb and pg_ctl on PATH for the PostgreSQL rows (skipped without).
+# Builds the smtlab binary and the fleet_store example first, in the debug profile, or
+# optimised with PROFILE=release (the figures a user sees). Needs sqlite3, psql, initdb
+# and pg_ctl on PATH for the PostgreSQL rows (skipped without).
 set -euo pipefail
 hosts=${1:-1000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
-cargo build -q -p smtlab --bin smtlab --example fleet_store
-smtlab=$target/debug/smtlab
+profile=${PROFILE:-debug}
+case "$profile" in
+    debug) cargo build -q -p smtlab --bin smtlab --example fleet_store ;;
+    release) cargo build -q --release -p smtlab --bin smtlab --example fleet_store ;;
+    *) echo "PROFILE=$profile: expected debug or release" >&2; exit 2 ;;
+esac
+smtlab=$target/$profile/smtlab
 work=$(mktemp -d)
 pgdata=$work/pg
 as=()
@@ -25,7 +31,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "building $hosts hosts x 1 run (SQLite)..." >&2
-"$target/debug/examples/fleet_store" "$work/x1.db" "$hosts"
+"$target/$profile/examples/fleet_store" "$work/x1.db" "$hosts"
 cp "$work/x1.db" "$work/x10.db"
 echo "copying each run 9 times (SQLite)..." >&2
 sed 's/COPIES/10/g' "$root/scripts/fleet-scale.sql" | sqlite3 "$work/x10.db"
