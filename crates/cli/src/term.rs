@@ -180,24 +180,7 @@ fn terminal_columns() -> Option<usize> {
     (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
 
-/// SGR styles used by the renderers; each is empty when colour is off, so widths are
-/// computed on the plain text and the escapes wrapped around it afterwards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
-    Bold,
-    Dim,
-}
-
-pub fn paint(text: &str, style: Style, color: bool) -> String {
-    if !color || text.is_empty() {
-        return text.to_string();
-    }
-    let code = match style {
-        Style::Bold => "1",
-        Style::Dim => "2",
-    };
-    format!("\x1b[{code}m{text}\x1b[0m")
-}
+pub use smtlab_report::table::{Style, paint};
 
 #[cfg(test)]
 mod tests {

@@ -453,6 +453,31 @@ pub struct SmtChange {
 }
 
 impl RatioGroup {
+    /// How the sibling moved each top-down category, one line per SMT pair measured
+    /// among the placements `with` (`1c2t vs 1c1t: retiring -3.1 pt, ...`): the SMT
+    /// placement's share minus the base's, in percentage points.
+    pub fn topdown_moves(with: &[(&String, &CellRatios)]) -> Vec<String> {
+        let mut lines = Vec::new();
+        for kind in smtlab_model::verdict::PairKind::YIELDS {
+            let (base, smt) = kind.placements();
+            let find = |n: &str| {
+                with.iter()
+                    .find(|(p, _)| p.as_str() == n)
+                    .and_then(|(_, r)| r.topdown.as_ref())
+            };
+            if let (Some(b), Some(s)) = (find(base), find(smt)) {
+                let parts: Vec<String> = b
+                    .categories()
+                    .iter()
+                    .zip(s.categories())
+                    .map(|((name, x), (_, y))| format!("{name} {:+.1} pt", 100.0 * (y - x)))
+                    .collect();
+                lines.push(format!("{smt} vs {base}: {}", parts.join(", ")));
+            }
+        }
+        lines
+    }
+
     /// The changes of every ratio both placements of an SMT pair have.
     pub fn changes(&self) -> Vec<SmtChange> {
         let mut out = Vec::new();

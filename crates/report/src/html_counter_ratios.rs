@@ -154,25 +154,7 @@ fn topdown_figure(g: &RatioGroup) -> Markup {
 /// How the sibling moves each category: the SMT placement's share minus the base's,
 /// in percentage points.
 fn topdown_moves(with: &[(&String, &CellRatios)]) -> Markup {
-    let mut lines = Vec::new();
-    for kind in smtlab_model::verdict::PairKind::YIELDS {
-        let (base, smt) = kind.placements();
-        let find = |n: &str| {
-            with.iter()
-                .find(|(p, _)| p.as_str() == n)
-                .and_then(|(_, r)| r.topdown.as_ref())
-        };
-        if let (Some(b), Some(s)) = (find(base), find(smt)) {
-            let parts: Vec<String> = b
-                .categories()
-                .iter()
-                .zip(s.categories())
-                .map(|((name, x), (_, y))| format!("{name} {:+.1} pt", 100.0 * (y - x)))
-                .collect();
-            lines.push(format!("{smt} vs {base}: {}", parts.join(", ")));
-        }
-    }
-    html! { @for l in lines { p { (l) } } }
+    html! { @for l in RatioGroup::topdown_moves(with) { p { (l) } } }
 }
 
 fn dram_figure(r: &RunResults, g: &RatioGroup) -> Markup {

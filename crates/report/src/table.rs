@@ -42,13 +42,14 @@ impl Layout {
 }
 
 /// The two terminal styles the tables use; nothing when colour is off.
-#[derive(Clone, Copy)]
-enum Style {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
     Bold,
     Dim,
 }
 
-fn paint(text: &str, style: Style, color: bool) -> String {
+/// `text` in `style` when `color`, else as it is.
+pub fn paint(text: &str, style: Style, color: bool) -> String {
     if !color || text.is_empty() {
         return text.to_string();
     }

@@ -47,23 +47,9 @@ pub fn smt_change_lines(cells: &[&CellRecord]) -> Vec<String> {
         out.push(format!("counters {smt}/{base}: {}", parts.join(", ")));
     }
     // How the sibling moved each top-down category, in percentage points.
-    for kind in smtlab_model::verdict::PairKind::YIELDS {
-        let (base, smt) = kind.placements();
-        let find = |n: &str| {
-            g.placements
-                .iter()
-                .find(|(p, _)| p == n)
-                .and_then(|(_, r)| r.topdown.as_ref())
-        };
-        if let (Some(b), Some(s)) = (find(base), find(smt)) {
-            let parts: Vec<String> = b
-                .categories()
-                .iter()
-                .zip(s.categories())
-                .map(|((name, x), (_, y))| format!("{name} {:+.1} pt", 100.0 * (y - x)))
-                .collect();
-            out.push(format!("top-down {smt} vs {base}: {}", parts.join(", ")));
-        }
+    let with: Vec<_> = g.placements.iter().map(|(p, r)| (p, r)).collect();
+    for line in RatioGroup::topdown_moves(&with) {
+        out.push(format!("top-down {line}"));
     }
     out
 }
