@@ -300,7 +300,7 @@ pub fn measure_corun<'p>(
     plan: &CorunPlan,
     printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
 ) -> Result<(StoreSink<'p>, Option<std::process::ExitCode>)> {
-    let measuring = Measuring::new(machine, s.cfg.clone(), common.json)?;
+    let measuring = MeasuringSetup::new(machine, s.cfg.clone(), common.json)?;
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
     let run = NewRun {
         suite,
@@ -321,7 +321,7 @@ pub fn measure_corun<'p>(
 
 /// How an experiment measures here: the machine, its settings, counting (`--counters`)
 /// and the stop flag every signal sets.
-pub struct Measuring<'m> {
+pub struct MeasuringSetup<'m> {
     pub machine: &'m dyn smtlab_runner::machine::Machine,
     pub cfg: RunConfig,
     pub counting: Option<smtlab_runner::counting::CountingSetup>,
@@ -331,7 +331,7 @@ pub struct Measuring<'m> {
     stop: crate::settings::Stop,
 }
 
-impl<'m> Measuring<'m> {
+impl<'m> MeasuringSetup<'m> {
     /// Probes counting when `cfg.counters` asks for it (its notes said unless `quiet`)
     /// and installs the stop flag.
     pub fn new(
@@ -347,7 +347,7 @@ impl<'m> Measuring<'m> {
                 crate::term::note_fit(&format!("note: {line}"));
             }
         }
-        Ok(Measuring {
+        Ok(MeasuringSetup {
             machine,
             cfg,
             counting,

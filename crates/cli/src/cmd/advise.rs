@@ -18,7 +18,7 @@ use crate::args::AdviseArgs;
 use crate::output::emit;
 use crate::render;
 use crate::settings::advise::{Advise, PENALTY_SAMPLES, headroom_curve};
-use crate::sink::{Measuring, NewRun, StoreSink};
+use crate::sink::{MeasuringSetup, NewRun, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
@@ -35,7 +35,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     if text {
         header(args, &s)?;
     }
-    let mut measuring = Measuring::new(machine, s.cfg.clone(), args.json)?;
+    let mut measuring = MeasuringSetup::new(machine, s.cfg.clone(), args.json)?;
     measuring.how.client_rule = crate::settings::client_rule(&args.client_cpus);
     let run = NewRun {
         suite: "advise",
@@ -80,7 +80,11 @@ fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
 }
 
 /// The run's cells and their time, as the engine will measure them.
-fn estimate(measuring: &Measuring<'_>, run: &NewRun, s: &Advise) -> smtlab_runner::plan::Estimate {
+fn estimate(
+    measuring: &MeasuringSetup<'_>,
+    run: &NewRun,
+    s: &Advise,
+) -> smtlab_runner::plan::Estimate {
     let how = measuring.how.clone();
     let catalog = smtlab_runner::catalog::all();
     smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
@@ -91,7 +95,7 @@ fn estimate(measuring: &Measuring<'_>, run: &NewRun, s: &Advise) -> smtlab_runne
 fn measure(
     args: &AdviseArgs,
     s: &Advise,
-    measuring: &mut Measuring<'_>,
+    measuring: &mut MeasuringSetup<'_>,
     headroom: Option<Curve>,
     sink: &mut StoreSink<'_>,
 ) -> Result<Ended> {
@@ -164,7 +168,7 @@ fn sweep_groups<'a>(
 fn answer(
     args: &AdviseArgs,
     s: &Advise,
-    measuring: &Measuring<'_>,
+    measuring: &MeasuringSetup<'_>,
     ended: Ended,
     sink: StoreSink<'_>,
 ) -> Result<ExitCode> {

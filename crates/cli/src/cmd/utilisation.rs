@@ -16,7 +16,7 @@ use smtlab_runner::machine::Machine;
 use crate::args::UtilArgs;
 use crate::output::{emit, json_text};
 use crate::settings::{UtilSettings, util_settings};
-use crate::sink::{Measuring, NewRun, Shown, StoreSink};
+use crate::sink::{MeasuringSetup, NewRun, Shown, StoreSink};
 
 pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let UtilSettings {
@@ -29,7 +29,7 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
     for n in &notes {
         crate::term::note_fit(&format!("note: {n}"));
     }
-    let measuring = Measuring::new(machine, cfg.clone(), args.json)?;
+    let measuring = MeasuringSetup::new(machine, cfg.clone(), args.json)?;
     let curve = Curve {
         steps: args.steps,
         step: Duration::from_millis(args.step_ms),

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
+use smtlab_model::CellRecord;
 use smtlab_model::keys::Form;
-use smtlab_model::{CellRecord, Direction, ResolvedPlacement};
 
 use super::*;
 
@@ -224,28 +224,14 @@ fn cell(bench: &str, placement: &str, extra: &[(&str, &str)], values: &[f64]) ->
         .collect();
     // Conditions given as their flat names (`smt=on`) become typed, as stored rows do.
     let conditions = smtlab_model::keys::Conditions::take_from(&mut params);
-    CellRecord {
-        benchmark: bench.into(),
-        group: "compute".into(),
-        unit: "GOPS".into(),
-        direction: Direction::Higher,
+    smtlab_fixtures::build::cell_of(
+        bench,
         params,
         conditions,
-        placement_spec: placement.into(),
-        placement: ResolvedPlacement {
-            name: placement.into(),
-            spec: placement.into(),
-            cpus: (0..cores * threads).collect(),
-            cores,
-            threads_per_core: threads,
-            packages: 1,
-            core_order: Default::default(),
-            cpu_order: Default::default(),
-            core_kinds: Vec::new(),
-        },
-        result: crate::testutil::result(Vec::new(), values),
-        counters: None,
-    }
+        placement,
+        (cores, threads),
+        values,
+    )
 }
 
 #[test]
