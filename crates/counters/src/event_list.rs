@@ -24,7 +24,9 @@
 //! perf tool, not a library), so it is parsed here in a few lines.
 
 use smtlab_model::counters::named::{EventEncoding, NamedUnavailable};
-use smtlab_model::counters::topdown::{INTEL_PERF_METRICS, INTEL_SLOT_FORMULA};
+use smtlab_model::counters::topdown::{
+    INTEL_PERF_METRICS, INTEL_SLOT_FORMULA, TOPDOWN_CORRECTIONS,
+};
 use smtlab_model::counters::{CountMode, CounterEvent};
 
 use crate::model_events::{self, PAPER_EVENTS, Uarch};
@@ -495,20 +497,29 @@ fn resolve_topdown(
         );
         return Ok(());
     };
+    let perf_metrics = names[0] == INTEL_PERF_METRICS[0];
     for n in names {
-        resolve_spec(
-            &Spec {
-                text: n.into(),
-                pmu: None,
-                body: n.into(),
-                mode: spec.mode,
-            },
-            tree,
-            group,
-            r,
-        )?;
+        resolve_spec(&named_spec(n, spec), tree, group, r)?;
+    }
+    // The perf-metric corrections, each alone: the slots group holds only topdown events.
+    let uarch = tree.cpu.and_then(Uarch::of);
+    if perf_metrics {
+        for (i, n) in TOPDOWN_CORRECTIONS.iter().enumerate() {
+            if uarch.is_some_and(|u| model_events::lookup(n, u).is_some()) {
+                resolve_spec(&named_spec(n, spec), tree, solo_group(group, i), r)?;
+            }
+        }
     }
     Ok(())
+}
+
+fn named_spec(name: &str, like: &Spec) -> Spec {
+    Spec {
+        text: name.into(),
+        pmu: None,
+        body: name.into(),
+        mode: like.mode,
+    }
 }
 
 /// Intel's memory-controller CAS counts (every `uncore_imc*` PMU's `cas_count_read` and

@@ -74,6 +74,7 @@ mod events;
 pub mod irqs;
 pub mod model_events;
 pub mod perf;
+pub mod perf_stat;
 pub mod pmu;
 pub mod procstat;
 mod ring;

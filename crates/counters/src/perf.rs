@@ -137,6 +137,11 @@ fn modes_for(event: CounterEvent, split: bool) -> &'static [CountMode] {
     }
 }
 
+/// A recorded target was counted elsewhere: there is nothing here to open.
+pub(crate) fn recorded() -> CounterError {
+    CounterError::State("counts read from a file cannot be counted again".into())
+}
+
 fn needs(target: &CounterTarget, mode: CountMode) -> Needs {
     match (target, mode) {
         (CounterTarget::Cpus { .. }, _) => Needs::CpuWide,
@@ -156,6 +161,7 @@ impl PerfCounters {
     ) -> Result<PerfCounters, CounterError> {
         let (pid, cpus, inherit): (i32, Vec<i32>, bool) = match &target {
             CounterTarget::Thread { tid, inherit } => (*tid, vec![-1], *inherit),
+            CounterTarget::Recorded => return Err(recorded()),
             CounterTarget::Cpus { cpus } => {
                 if cpus.is_empty() {
                     return Err(CounterError::State(

@@ -193,6 +193,7 @@ impl SyscallTracer {
         let (pid, cpus, inherit) = match &target {
             CounterTarget::Thread { tid, inherit } => (*tid, online_cpus()?, *inherit),
             CounterTarget::Cpus { cpus } => (-1, cpus.clone(), false),
+            CounterTarget::Recorded => return Err(crate::perf::recorded()),
         };
         if cpus.is_empty() {
             return Err(CounterError::State(

@@ -367,6 +367,8 @@ pub enum CounterTarget {
     Thread { tid: i32, inherit: bool },
     /// Everything that runs on these CPUs (CPU-wide counting), summed over the CPUs.
     Cpus { cpus: CpuSet },
+    /// Counted elsewhere and read back from a file (`perf stat` output).
+    Recorded,
 }
 
 impl fmt::Display for CounterTarget {
@@ -387,6 +389,7 @@ impl fmt::Display for CounterTarget {
                 )
             }
             CounterTarget::Cpus { cpus } => write!(f, "cpus {}", cpus.to_list_string()),
+            CounterTarget::Recorded => f.write_str("recorded by perf stat"),
         }
     }
 }

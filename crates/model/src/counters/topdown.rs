@@ -6,7 +6,10 @@
 //! * **Intel perf metrics** (Ice Lake and later: the kernel's `slots` and
 //!   `topdown-retiring`, `topdown-bad-spec`, `topdown-fe-bound`, `topdown-be-bound`).
 //!   Each metric event reads as its share of `slots`; the shares are the metric counts
-//!   over their sum. Per thread, also with SMT on.
+//!   over their sum, corrected as the kernel's metric tables and pmu-tools correct them
+//!   where the events were counted (`uop-drop-slots` off front-end bound,
+//!   `clears-slots` onto back-end bound on Ice Lake-SP, bad speculation the rest).
+//!   Per thread, also with SMT on.
 //! * **Intel slot formula** (Skylake and before: `topdown-total-slots`,
 //!   `topdown-slots-issued`, `topdown-slots-retired`, `topdown-fetch-bubbles`,
 //!   `topdown-recovery-bubbles`, each with the kernel's `.scale`):
@@ -65,6 +68,12 @@ pub const INTEL_PERF_METRICS: [&str; 5] = [
     "topdown-fe-bound",
     "topdown-be-bound",
 ];
+
+/// Events that correct the perf-metric shares where counted (Ice Lake and later), as
+/// the kernel's metric tables and pmu-tools do: uops dropped after delivery (slots)
+/// come off front-end bound; pipeline clears (slots, Ice Lake-SP only) go to back-end
+/// bound; bad speculation is what is left, never below zero.
+pub const TOPDOWN_CORRECTIONS: [&str; 2] = ["uop-drop-slots", "clears-slots"];
 
 /// The kernel's names on Skylake and earlier.
 pub const INTEL_SLOT_FORMULA: [&str; 5] = [
@@ -177,17 +186,25 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
         TopdownMethod::IntelPerfMetrics => {
             let (slots, ret, bad, fe, be) = (x[0], x[1], x[2], x[3], x[4]);
             let sum = ret + bad + fe + be;
-            if sum <= 0.0 {
+            if sum <= 0.0 || slots <= 0.0 {
                 return Err(zero());
             }
+            let [dropped, clears] = TOPDOWN_CORRECTIONS.map(|n| v.named_value(n));
+            let frontend = fe / sum - dropped.unwrap_or(0.0) / slots;
+            let backend = be / sum + clears.unwrap_or(0.0) / slots;
+            let bad_speculation = if dropped.is_none() && clears.is_none() {
+                bad / sum
+            } else {
+                (1.0 - frontend - backend - ret / sum).max(0.0)
+            };
             Ok(Topdown {
                 method,
                 scope: "thread".into(),
                 slots,
                 retiring: ret / sum,
-                bad_speculation: bad / sum,
-                frontend_bound: fe / sum,
-                backend_bound: be / sum,
+                bad_speculation,
+                frontend_bound: frontend,
+                backend_bound: backend,
                 smt_contention: None,
             })
         }
