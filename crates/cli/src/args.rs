@@ -100,6 +100,40 @@ pub enum Command {
     /// CPU model and workload, median with its 95% interval, outlier hosts named, and
     /// the advice counted over hosts: `fleet --db postgresql://user@host/db`.
     Fleet(FleetArgs),
+    /// Counts recorded elsewhere: `counters import perf-stat.csv --cpu-model zen4` derives
+    /// smtlab's ratios and top-down from `perf stat -x,` or `perf stat -j` output.
+    Counters(CountersArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CountersArgs {
+    #[command(subcommand)]
+    pub command: CountersCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CountersCommand {
+    /// Read `perf stat -x,` CSV or `perf stat -j` JSON recorded on any machine and print
+    /// smtlab's ratios, top-down level 1 and per-event rates, as `bench --counters` does.
+    Import(CountersImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CountersImportArgs {
+    /// The recorded output (`-` for standard input).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The microarchitecture that counted it, for vendor event names whose meaning
+    /// depends on it: skylake-sp, icelake-sp, sapphire-rapids, granite-rapids, zen2,
+    /// zen3, zen4, zen5.
+    #[arg(long, value_name = "UARCH", value_parser = smtlab_counters::model_events::Uarch::parse)]
+    pub cpu_model: Option<smtlab_counters::model_events::Uarch>,
+    /// Print JSON (smtlab.counters-import/1: the counts read and what was derived).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV: one `key,label,value` row per figure.
+    #[arg(long)]
+    pub csv: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1297,6 +1297,74 @@ mod counters {
             .clone();
         assert!(String::from_utf8(text).unwrap().contains("CPU ns/op"));
     }
+
+    /// Zen 4 counts as `perf stat -x,` writes them, per CPU: summed, the cycles scaled
+    /// into dispatch slots by the table, top-down by the kernel's Zen 4 formulas.
+    const ZEN4_PERF_STAT: &str = "# perf stat -x, -A\n\
+        CPU0,1000000,,ls_not_halted_cyc,1000,100.00,,\n\
+        CPU1,1000000,,ls_not_halted_cyc,1000,100.00,,\n\
+        CPU0,4800000,,ex_ret_ops,1000,100.00,,\n\
+        CPU0,6000000,,de_src_op_disp.all,1000,100.00,,\n\
+        CPU0,2400000,,de_no_dispatch_per_slot.no_ops_from_frontend,1000,100.00,,\n\
+        CPU0,3000000,,de_no_dispatch_per_slot.backend_stalls,1000,100.00,,\n\
+        CPU0,600000,,de_no_dispatch_per_slot.smt_contention,1000,100.00,,\n\
+        CPU0,4000000,,instructions:u,1000,100.00,,\n";
+
+    #[test]
+    fn counters_import_derives_top_down_from_recorded_perf_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("zen4.csv");
+        std::fs::write(&file, ZEN4_PERF_STAT).unwrap();
+        let v = json_of(
+            smtlab()
+                .args(["counters", "import", "--json", "--cpu-model", "zen4"])
+                .arg(&file),
+        );
+        assert_eq!(v["schema"], "smtlab.counters-import/1");
+        let t = &v["ratios"]["topdown"];
+        // 12 M dispatch slots: 2 M cycles x 6.
+        assert_eq!(t["slots"].as_f64(), Some(12e6));
+        for (key, want) in [
+            ("retiring", 0.4),
+            ("bad_speculation", 0.1),
+            ("frontend_bound", 0.2),
+            ("backend_bound", 0.25),
+            ("smt_contention", 0.05),
+        ] {
+            let got = t[key].as_f64().unwrap();
+            assert!((got - want).abs() < 1e-12, "{key}: {got}, expected {want}");
+        }
+        let text = stdout_of(
+            smtlab()
+                .args(["counters", "import", "--cpu-model", "Zen 4"])
+                .arg(&file),
+        );
+        assert!(text.contains("SMT contention 5.0%"), "{text}");
+        let csv = stdout_of(
+            smtlab()
+                .args(["counters", "import", "--csv", "--cpu-model", "zen4"])
+                .arg(&file),
+        );
+        assert!(csv.starts_with("key,label,value\n"), "{csv}");
+        assert!(
+            csv.contains("topdown_smt_contention,SMT contention,0.05"),
+            "{csv}"
+        );
+        // Without the model, cycles cannot become slots (6 per cycle on Zen 4, 8 on Zen 5).
+        let out = smtlab()
+            .args(["counters", "import"])
+            .arg(&file)
+            .assert()
+            .failure();
+        let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("zen4.csv")
+                && err.contains("ls_not_halted_cyc")
+                && err.contains("--cpu-model"),
+            "{err}"
+        );
+    }
 }
 
 mod exec {

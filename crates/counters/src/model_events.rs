@@ -80,6 +80,36 @@ impl Uarch {
         }
     }
 
+    /// The kernel's directory of event lists for it (tools/perf/pmu-events/arch/x86).
+    pub fn kernel_list(self) -> &'static str {
+        match self {
+            Uarch::SkylakeSp => "skylakex",
+            Uarch::IceLakeSp => "icelakex",
+            Uarch::SapphireRapids => "sapphirerapids",
+            Uarch::GraniteRapids => "graniterapids",
+            Uarch::Zen2 => "amdzen2",
+            Uarch::Zen3 => "amdzen3",
+            Uarch::Zen4 => "amdzen4",
+            Uarch::Zen5 => "amdzen5",
+        }
+    }
+
+    /// A microarchitecture by its label or the kernel's list name, any case, spaces
+    /// and hyphens ignored (`zen4`, `Sapphire Rapids`, `icelakex`).
+    pub fn parse(text: &str) -> Result<Uarch, UnknownUarch> {
+        let key = |s: &str| -> String {
+            s.chars()
+                .filter(char::is_ascii_alphanumeric)
+                .map(|c| c.to_ascii_lowercase())
+                .collect()
+        };
+        let want = key(text);
+        Uarch::ALL
+            .into_iter()
+            .find(|u| key(u.label()) == want || u.kernel_list() == want)
+            .ok_or_else(|| UnknownUarch(text.to_string()))
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Uarch::SkylakeSp => "Skylake-SP",
@@ -93,6 +123,14 @@ impl Uarch {
         }
     }
 }
+
+/// A `--cpu-model` that names no microarchitecture of the table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown CPU model {0:?} (expected one of: skylake-sp, icelake-sp, sapphire-rapids, \
+     granite-rapids, zen2, zen3, zen4, zen5)"
+)]
+pub struct UnknownUarch(pub String);
 
 /// One event on some microarchitectures.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -502,6 +540,15 @@ mod tests {
             Some(8.0)
         );
         assert_eq!(lookup("clears-slots", IceLakeSp).unwrap().scale, Some(5.0));
+        assert_eq!(Uarch::parse("Zen 4"), Ok(Zen4));
+        assert_eq!(Uarch::parse("sapphire-rapids"), Ok(SapphireRapids));
+        assert_eq!(Uarch::parse("icelakex"), Ok(IceLakeSp));
+        assert!(
+            Uarch::parse("pentium4")
+                .unwrap_err()
+                .to_string()
+                .contains("zen5")
+        );
         assert!(lookup("clears-slots", SapphireRapids).is_none());
     }
 }

@@ -47,6 +47,9 @@ pub enum ImportError {
     NeedsModel { event: String, uarchs: String },
 }
 
+/// What is wrong with one line, before its number is known.
+struct BadLine(String);
+
 /// One line of perf's output: an event's count (`None`: not counted or not supported).
 #[derive(Debug, Clone, PartialEq)]
 struct Row {
@@ -77,7 +80,7 @@ pub fn import(text: &str, uarch: Option<Uarch>) -> Result<CounterValues, ImportE
         match parsed {
             Ok(Some(r)) => rows.push(r),
             Ok(None) => {}
-            Err(what) => return Err(ImportError::Line { line: i + 1, what }),
+            Err(BadLine(what)) => return Err(ImportError::Line { line: i + 1, what }),
         }
     }
     if rows.is_empty() {
@@ -95,7 +98,7 @@ fn is_value(s: &str) -> bool {
 }
 
 /// A CSV line; `None` for lines that carry no count (perf's metric-only lines).
-fn csv_row(line: &str, sep: char) -> Result<Option<Row>, String> {
+fn csv_row(line: &str, sep: char) -> Result<Option<Row>, BadLine> {
     let f: Vec<&str> = line.split(sep).map(str::trim).collect();
     // Prefix fields (time stamp, CPU, core, thread) come before the value; the event
     // is the first non-numeric, non-empty field two places after a value.
@@ -106,9 +109,9 @@ fn csv_row(line: &str, sep: char) -> Result<Option<Row>, String> {
         return if f.iter().any(|x| is_value(x)) {
             Ok(None)
         } else {
-            Err(format!(
+            Err(BadLine(format!(
                 "expected `value,unit,event,...` as `perf stat -x,` writes it, found {line:?}"
-            ))
+            )))
         };
     };
     let value = f[i].parse::<f64>().ok();
@@ -132,9 +135,9 @@ fn json_number(v: Option<&serde_json::Value>) -> Option<f64> {
 }
 
 /// A `perf stat -j` line; `None` for metric-only objects (no `event`).
-fn json_row(line: &str) -> Result<Option<Row>, String> {
+fn json_row(line: &str) -> Result<Option<Row>, BadLine> {
     let o: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+        serde_json::from_str(line).map_err(|e| BadLine(format!("not a JSON object: {e}")))?;
     let Some(event) = o.get("event").and_then(|e| e.as_str()) else {
         return Ok(None);
     };

@@ -12,20 +12,6 @@ use std::path::{Path, PathBuf};
 
 use smtlab_counters::model_events::{MODEL_EVENTS, Uarch};
 
-/// The kernel's directory for each microarchitecture of the table.
-fn kernel_dir(u: Uarch) -> &'static str {
-    match u {
-        Uarch::SkylakeSp => "skylakex",
-        Uarch::IceLakeSp => "icelakex",
-        Uarch::SapphireRapids => "sapphirerapids",
-        Uarch::GraniteRapids => "graniterapids",
-        Uarch::Zen2 => "amdzen2",
-        Uarch::Zen3 => "amdzen3",
-        Uarch::Zen4 => "amdzen4",
-        Uarch::Zen5 => "amdzen5",
-    }
-}
-
 fn lists_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os("SMTLAB_PMU_EVENTS")?);
     dir.join("mapfile.csv").is_file().then_some(dir)
@@ -107,7 +93,7 @@ fn every_table_encoding_is_the_kernels() {
     let mut checked = 0;
     let mut wrong = Vec::new();
     for u in Uarch::ALL {
-        let lists = events_of(&dir.join(kernel_dir(u)));
+        let lists = events_of(&dir.join(u.kernel_list()));
         for row in MODEL_EVENTS.iter().filter(|r| r.uarchs.contains(&u)) {
             let Some(e) = lists.get(row.vendor_name) else {
                 wrong.push(format!(

@@ -430,6 +430,26 @@ pub fn ratio_lines(r: &CellRatios) -> Vec<String> {
     out
 }
 
+/// Every figure of one set of counts as CSV, one `key,label,value` row each: the
+/// ratios, then the top-down shares (`topdown_retiring`, ...) and DRAM bandwidth.
+pub fn import_csv(r: &CellRatios) -> Vec<u8> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(["key", "label", "value"]);
+    for x in &r.ratios {
+        let _ = w.write_record([x.key.as_str(), x.label.as_str(), &x.value.to_string()]);
+    }
+    for (label, share) in r.topdown.iter().flat_map(|t| t.categories()) {
+        // The keys of the run CSV's columns (`topdown_frontend_bound`).
+        let key = format!("topdown_{}", label.replace('-', "").replace(' ', "_"));
+        let key = key.to_ascii_lowercase();
+        let _ = w.write_record([key.as_str(), label, &share.to_string()]);
+    }
+    if let Some(b) = &r.dram {
+        let _ = w.write_record(["dram_gb_per_s", "DRAM GB/s", &b.gb_per_s.to_string()]);
+    }
+    w.into_inner().unwrap_or_default()
+}
+
 /// One benchmark and parameter set: its placements' ratios and the SMT pairs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RatioGroup {

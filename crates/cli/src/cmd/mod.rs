@@ -14,6 +14,7 @@ mod bench;
 mod compare;
 mod completions;
 mod corun;
+mod counters;
 mod exec;
 mod fleet;
 mod list;
@@ -68,6 +69,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Push(a) => ok(push::run(&a)),
         Command::Advise(a) => advise::run(&a, machine),
         Command::Fleet(a) => ok(fleet::run(&a)),
+        Command::Counters(a) => ok(counters::run(&a)),
     };
     // What was killed because a command or server left it running (a daemon).
     for line in smtlab_bench::process::take_notes() {
