@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Holds smtlab's counter formulas against the published ones, with no PMU needed.
+
+The same counts go to smtlab (`smtlab counters import --json`, as `perf stat -x,`
+would have written them: split over CPUs, some multiplexed) and to two references:
+
+* pmu-tools' top-down models (toplev's `*_ratios.py`, Intel), evaluated node by node;
+* the Linux kernel's perf metric tables (`tools/perf/pmu-events/arch/x86/<uarch>/*.json`),
+  evaluated with a small evaluator of their expression language.
+
+A share (top-down) may differ by at most 0.1 percentage point, a ratio (IPC, CPI, MPKI)
+by at most 0.1%. Prints one row per microarchitecture, figure and reference; exits 1 on
+any difference over the limit. Called by scripts/check-formulas.sh, which fetches the
+references.
+
+    check_formulas.py SMTLAB PMU_TOOLS_DIR KERNEL_X86_DIR [--trials N]
+"""
+
+import argparse
+import glob
+import importlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+SHARE_LIMIT = 0.001  # 0.1 percentage point
+RATIO_LIMIT = 0.001  # 0.1 %
+
+# smtlab's --cpu-model, pmu-tools' model module, the kernel's list directory.
+UARCHS = {
+    "skylake-sp": ("skx_server_ratios", "skylakex"),
+    "icelake-sp": ("icx_server_ratios", "icelakex"),
+    "sapphire-rapids": ("spr_server_ratios", "sapphirerapids"),
+    "granite-rapids": ("gnr_server_ratios", "graniterapids"),
+    "zen3": (None, "amdzen3"),
+    "zen4": (None, "amdzen4"),
+    "zen5": (None, "amdzen5"),
+}
+
+TOPDOWN = ["retiring", "bad_speculation", "frontend_bound", "backend_bound"]
+
+
+def synthetic(uarch, rng):
+    """One plausible set of counts, by the names perf prints for `-e NAME`."""
+    cycles = rng.uniform(1e8, 5e9)
+    inst = cycles * rng.uniform(0.2, 3.5)
+    c = {"cycles": cycles, "instructions": inst}
+    if uarch == "skylake-sp":
+        slots = 4 * cycles
+        retired = slots * rng.uniform(0.1, 0.7)
+        issued = retired * rng.uniform(1.0, 1.3)
+        recovery = cycles * rng.uniform(0.0, 0.05)
+        fetch = (slots - issued) * rng.uniform(0.0, 0.6)
+        c.update({
+            "topdown-total-slots": slots,
+            "topdown-slots-issued": issued,
+            "topdown-slots-retired": retired,
+            "topdown-fetch-bubbles": fetch,
+            "topdown-recovery-bubbles": 4 * recovery,
+            "l2_rqsts.miss": inst * rng.uniform(0.0, 0.05),
+        })
+    elif uarch in ("icelake-sp", "sapphire-rapids", "granite-rapids"):
+        width = 5 if uarch == "icelake-sp" else 6
+        slots = width * cycles
+        parts = [rng.uniform(0.05, 1.0) for _ in range(4)]
+        total = sum(parts)
+        for name, p in zip(["topdown-retiring", "topdown-bad-spec",
+                            "topdown-fe-bound", "topdown-be-bound"], parts):
+            # Each metric reads as its share of slots, in slots (the kernel's 8-bit
+            # fractions do not sum to exactly 1).
+            c[name] = slots * p / total * rng.uniform(0.98, 1.02)
+        c["slots"] = slots
+        c["int_misc.uop_dropping"] = slots * rng.uniform(0.0, 0.02)
+        if uarch == "icelake-sp":
+            c["int_misc.clears_count"] = cycles * rng.uniform(0.0, 0.005)
+            c["l2_rqsts.all_demand_miss"] = inst * rng.uniform(0.0, 0.05)
+        else:
+            c["l2_rqsts.miss"] = inst * rng.uniform(0.0, 0.05)
+    else:
+        width = {"zen3": None, "zen4": 6, "zen5": 8}[uarch]
+        c["l2_cache_req_stat.ic_dc_miss_in_l2"] = inst * rng.uniform(0.0, 0.05)
+        if width:
+            slots = width * cycles
+            ret = slots * rng.uniform(0.1, 0.6)
+            c.update({
+                "ls_not_halted_cyc": cycles,
+                "ex_ret_ops": ret,
+                "de_src_op_disp.all": ret * rng.uniform(1.0, 1.3),
+                "de_no_dispatch_per_slot.no_ops_from_frontend": slots * rng.uniform(0, 0.3),
+                "de_no_dispatch_per_slot.backend_stalls": slots * rng.uniform(0, 0.3),
+                "de_no_dispatch_per_slot.smt_contention": slots * rng.uniform(0, 0.2),
+            })
+    return c
+
+
+def perf_stat_csv(counts, rng):
+    """The counts as `perf stat -x, -A` writes them: per CPU, some multiplexed (perf
+    prints the scaled value and the running share)."""
+    lines = ["# synthetic perf stat -x, -A"]
+    for name, value in counts.items():
+        first = value * rng.uniform(0.2, 0.8)
+        for cpu, part in ((0, first), (1, value - first)):
+            pct = rng.choice([100.0, 100.0, 62.5, 50.0])
+            lines.append(f"CPU{cpu},{part:.6f},,{name},1000000,{pct:.2f},,")
+    return "\n".join(lines) + "\n"
+
+
+def smtlab_figures(smtlab, uarch, csv):
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+        f.write(csv)
+        path = f.name
+    try:
+        out = subprocess.run([smtlab, "counters", "import", "--json", "--cpu-model", uarch, path],
+                             check=True, capture_output=True, text=True).stdout
+    finally:
+        os.unlink(path)
+    r = json.loads(out)["ratios"]
+    figs = {}
+    t = r.get("topdown") or {}
+    for k in TOPDOWN + ["smt_contention"]:
+        if t.get(k) is not None:
+            figs[k] = t[k]
+    for x in r["ratios"]:
+        if x["key"] in ("ipc", "cpi", "l2-misses_pki"):
+            figs[x["key"]] = x["value"]
+    return figs
+
+
+# ---- pmu-tools ----------------------------------------------------------------
+
+def pmu_tools_figures(module, uarch, c):
+    """Level 1 and IPC/CPI from toplev's model, fed the same counts."""
+    m = importlib.import_module(module)
+    m.smt_enabled = False
+    if hasattr(m, "topdown_use_fixed"):
+        m.topdown_use_fixed = True  # the perf-metrics path, as the kernel counts it
+    ev_of = {
+        "INST_RETIRED.ANY": c["instructions"],
+        "CPU_CLK_UNHALTED.THREAD": c["cycles"],
+    }
+    if uarch == "skylake-sp":
+        ev_of.update({
+            "IDQ_UOPS_NOT_DELIVERED.CORE": c["topdown-fetch-bubbles"],
+            "UOPS_ISSUED.ANY": c["topdown-slots-issued"],
+            "UOPS_RETIRED.RETIRE_SLOTS": c["topdown-slots-retired"],
+            "INT_MISC.RECOVERY_CYCLES": c["topdown-recovery-bubbles"] / 4,
+        })
+    else:
+        ev_of.update({
+            "TOPDOWN.SLOTS": c["slots"],
+            "PERF_METRICS.RETIRING": c["topdown-retiring"],
+            "PERF_METRICS.BAD_SPECULATION": c["topdown-bad-spec"],
+            "PERF_METRICS.FRONTEND_BOUND": c["topdown-fe-bound"],
+            "PERF_METRICS.BACKEND_BOUND": c["topdown-be-bound"],
+            "INT_MISC.UOP_DROPPING": c["int_misc.uop_dropping"],
+            "INT_MISC.CLEARS_COUNT": c.get("int_misc.clears_count", 0.0),
+        })
+
+    def EV(name, level):
+        if name not in ev_of:
+            raise KeyError(f"pmu-tools asks for {name}, which the check does not feed")
+        return ev_of[name]
+
+    class Runner:
+        def __init__(self):
+            self.nodes = {}
+
+        def run(self, n):
+            self.nodes[n.name] = n
+
+        def __getattr__(self, _name):
+            return lambda *a, **k: None
+
+    r = Runner()
+    m.Setup(r)
+    for n in r.nodes.values():  # what toplev sets before a level-1 node is computed
+        n.errcount = 0
+        if not hasattr(n, "thresh"):
+            n.thresh = False
+    figs = {}
+    for key, node in [("frontend_bound", "Frontend_Bound"), ("backend_bound", "Backend_Bound"),
+                      ("retiring", "Retiring"), ("bad_speculation", "Bad_Speculation")]:
+        figs[key] = r.nodes[node].compute(EV)
+    figs["ipc"] = m.IPC(None, EV, 0)
+    figs["cpi"] = m.CPI(None, EV, 0)
+    return figs
+
+
+# ---- the kernel's metric tables -----------------------------------------------
+
+def kernel_metrics(directory):
+    out = {}
+    for f in glob.glob(os.path.join(directory, "*.json")):
+        with open(f) as fh:
+            for e in json.load(fh):
+                if isinstance(e, dict) and "MetricName" in e:
+                    out[e["MetricName"].lower()] = e["MetricExpr"]
+    return out
+
+
+TOKEN = re.compile(r"(?<![0-9.])(?:\\.|[A-Za-z_#])(?:\\.|[A-Za-z0-9_.#])*(?::[a-zA-Z]+)?")
+KEYWORDS = {"if", "else", "min", "max", "d_ratio", "and", "or", "not"}
+
+
+def kernel_eval(name, metrics, counts, depth=0):
+    """A metric of the kernel's tables: event and metric names become lookups, the rest
+    (arithmetic, `a if c else b`, min, max, d_ratio) is Python's own syntax."""
+    if depth > 20:
+        raise RecursionError(name)
+    expr = metrics[name.lower()]
+
+    def lookup(token):
+        plain = token.replace("\\", "")
+        low = plain.lower()
+        if low in KEYWORDS:
+            return plain
+        return f"V({low!r})"
+
+    def value(low):
+        # Counted per thread with SMT off: not core-wide, no sibling.
+        if low in ("#smt_on", "#core_wide"):
+            return {"#smt_on": 0, "#core_wide": 1}[low]
+        if low in metrics:
+            return kernel_eval(low, metrics, counts, depth + 1)
+        if low in counts:
+            return counts[low]
+        raise KeyError(f"{name} needs {low}, which the check does not feed")
+
+    # Lazily: `a if c else b` looks up only the branch taken.
+    py = TOKEN.sub(lambda mo: lookup(mo.group(0)), expr)
+    return eval(py, {"__builtins__": {}},
+                {"V": value, "min": min, "max": max,
+                 "d_ratio": lambda a, b: a / b if b else 0.0})
+
+
+def kernel_figures(kdir, uarch, c):
+    metrics = kernel_metrics(kdir)
+    low = {k.lower(): v for k, v in c.items()}
+    # The kernel's tables name events by the vendor's names.
+    low.update({
+        "inst_retired.any": c["instructions"],
+        "cpu_clk_unhalted.thread": c["cycles"],
+    })
+    if uarch == "skylake-sp":
+        low.update({
+            "idq_uops_not_delivered.core": c["topdown-fetch-bubbles"],
+            "uops_issued.any": c["topdown-slots-issued"],
+            "uops_retired.retire_slots": c["topdown-slots-retired"],
+            "int_misc.recovery_cycles": c["topdown-recovery-bubbles"] / 4,
+        })
+    elif "slots" in c:
+        low["topdown.slots"] = c["slots"]
+    figs = {}
+    if uarch.startswith("zen"):
+        names = {k: k for k in TOPDOWN + ["smt_contention"]}
+    else:
+        names = {k: "tma_" + k for k in TOPDOWN}
+        names.update({"ipc": "tma_info_thread_ipc", "cpi": "tma_info_thread_cpi"})
+        if "l2_rqsts.miss" in low:
+            names["l2-misses_pki"] = "tma_info_memory_l2mpki_all"
+    for key, metric in names.items():
+        if metric in metrics:
+            figs[key] = kernel_eval(metric, metrics, low)
+    return figs
+
+
+# ---- comparison ---------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("smtlab")
+    ap.add_argument("pmu_tools")
+    ap.add_argument("kernel")
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    sys.path.insert(0, a.pmu_tools)
+    rng = random.Random(a.seed)
+    worst = {}  # (uarch, figure, reference) -> (max difference, limit kind, cases)
+    for uarch, (module, kdir) in UARCHS.items():
+        for _ in range(a.trials):
+            c = synthetic(uarch, rng)
+            ours = smtlab_figures(a.smtlab, uarch, perf_stat_csv(c, rng))
+            refs = {"kernel " + kdir: kernel_figures(os.path.join(a.kernel, kdir), uarch, c)}
+            if module:
+                refs["pmu-tools " + module] = pmu_tools_figures(module, uarch, c)
+            for ref, theirs in refs.items():
+                for fig, want in theirs.items():
+                    got = ours.get(fig)
+                    share = fig in TOPDOWN or fig == "smt_contention"
+                    if got is None:
+                        diff = float("inf")
+                    elif share:
+                        diff = abs(got - want)
+                    else:
+                        diff = abs(got - want) / abs(want) if want else abs(got)
+                    key = (uarch, fig, ref)
+                    prev = worst.get(key, (0.0, share, 0))
+                    worst[key] = (max(prev[0], diff), share, prev[2] + 1)
+    failed = 0
+    print(f"{'microarchitecture':<17} {'figure':<16} {'reference':<34} {'cases':>5} "
+          f"{'max difference':>16}  result")
+    for (uarch, fig, ref), (diff, share, n) in sorted(worst.items()):
+        limit = SHARE_LIMIT if share else RATIO_LIMIT
+        shown = f"{100 * diff:.4f} pt" if share else f"{100 * diff:.4f} %"
+        ok = diff <= limit
+        failed += not ok
+        print(f"{uarch:<17} {fig:<16} {ref:<34} {n:>5} {shown:>16}  {'ok' if ok else 'DIFFERS'}")
+    for uarch, (_, kdir) in UARCHS.items():
+        if not any(k[0] == uarch for k in worst):
+            print(f"{uarch:<17} (nothing: neither reference defines a figure smtlab derives on "
+                  f"{uarch})")
+    print(f"\n{len(worst) - failed} of {len(worst)} (figure, reference) pairs within "
+          f"0.1 pt / 0.1%" + (f"; {failed} differ" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
