@@ -238,7 +238,9 @@ fn push(r: &mut Resolved, e: ResolvedEvent) {
 }
 
 fn no_core_pmu() -> String {
-    "no core PMU (`cpu`) among the kernel's PMUs: this machine exposes no hardware counters".into()
+    "no core PMU (`cpu`) among the kernel's PMUs: this machine exposes no hardware counters \
+     (a VM needs its hypervisor to pass a virtual PMU through)"
+        .into()
 }
 
 fn resolve_spec(

@@ -185,8 +185,9 @@ pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) 
     }
     let (topdown, topdown_unavailable) = match level1(v) {
         Ok(t) => (Some(t), None),
-        // Only worth a line when top-down events were asked for.
-        Err(e) if asked_for_topdown(v) => (None, Some(e.to_string())),
+        // Only worth a line when top-down events were asked for; when the keyword
+        // itself could not be resolved, its reason is the one to give.
+        Err(e) if asked_for_topdown(v) => (None, Some(topdown_reason(v).unwrap_or(e.to_string()))),
         Err(_) => (None, None),
     };
     let (dram, dram_unavailable) = match dram_bandwidth(v, dram_peak_gb_per_s) {
@@ -351,6 +352,14 @@ fn asked_for_topdown(v: &CounterValues) -> bool {
             .any(|r| r.name.contains("topdown") || r.name.contains("dispatch"))
 }
 
+/// Why `--events topdown` resolved to nothing on this machine, if it did.
+fn topdown_reason(v: &CounterValues) -> Option<String> {
+    v.named_unavailable
+        .iter()
+        .find(|u| u.name == "topdown")
+        .map(|u| format!("top-down not computed: {}", u.reason))
+}
+
 fn asked_for_dram(v: &CounterValues) -> bool {
     v.named_unavailable
         .iter()
@@ -369,7 +378,10 @@ pub fn terminal_parts(c: &CellCounters) -> Vec<String> {
             && x.key != "instructions_per_unit"
     });
     if c.hardware_unavailable.is_some() {
+        // The note about missing hardware counters, and the one about each event that
+        // could not be counted, already said why.
         r.omitted.clear();
+        r.topdown_unavailable = None;
     }
     // Events that were never asked for need no excuse in the terminal.
     r.omitted.retain(|l| !l.ends_with(" not counted"));
@@ -701,5 +713,23 @@ pub(crate) mod tests {
         assert!((ipc.change + 0.5).abs() < 1e-12);
         let l1d = ch.iter().find(|c| c.key == "l1d_miss_rate").unwrap();
         assert_eq!(l1d.change, 0.0);
+    }
+
+    /// `--events topdown` on a machine without a core PMU: the line gives that reason,
+    /// never "ask for --events topdown".
+    #[test]
+    fn topdown_asked_for_but_impossible_says_why() {
+        let mut c = counted(&[(CounterEvent::TaskClock, 1000)], None);
+        c.values
+            .named_unavailable
+            .push(smtlab_model::counters::NamedUnavailable {
+                name: "topdown".into(),
+                reason: "no core PMU".into(),
+            });
+        let r = cell_ratios(&c);
+        assert_eq!(
+            r.topdown_unavailable.as_deref(),
+            Some("top-down not computed: no core PMU")
+        );
     }
 }
