@@ -32,6 +32,9 @@ use smtlab_model::counters::{CountMode, CounterEvent};
 use crate::model_events::{self, PAPER_EVENTS, Uarch};
 use crate::pmu::{Pmu, PmuTree};
 
+/// The pseudo-PMU name a `system:name` tracepoint spec is parsed under.
+const TRACEPOINT: &str = "tracepoint";
+
 /// A malformed `--events` list.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("--events: {0}")]
@@ -52,6 +55,8 @@ pub struct ResolvedEvent {
     pub cpus: Option<Vec<u32>>,
     /// Events with the same group number are opened as one perf group.
     pub group: u32,
+    /// A tracepoint filter (`reason == 4`), set on each descriptor after it opens.
+    pub filter: Option<String>,
 }
 
 /// What a list resolved to on one machine.
@@ -143,6 +148,8 @@ fn parse_spec(text: &str, group_mode: Option<CountMode>) -> Result<Spec, EventLi
             )));
         }
         (Some(pmu.to_string()), body.to_string(), mods)
+    } else if crate::kernel_causes::is_tracepoint(text) {
+        (Some(TRACEPOINT.to_string()), text.to_string(), "")
     } else {
         match text.split_once(':') {
             Some((name, mods)) => (None, name.to_string(), mods),
@@ -249,6 +256,13 @@ fn resolve_spec(
     group: u32,
     r: &mut Resolved,
 ) -> Result<(), EventListError> {
+    if spec.pmu.as_deref() == Some(TRACEPOINT) {
+        match crate::kernel_causes::tracepoint(&spec.text, &spec.body, None, group) {
+            Ok(e) => push(r, e),
+            Err(why) => lack(r, &spec.text, why.0),
+        }
+        return Ok(());
+    }
     if let Some(pmu) = &spec.pmu {
         return resolve_raw(spec, pmu, tree, group, r);
     }
@@ -256,6 +270,16 @@ fn resolve_spec(
     match name.to_ascii_lowercase().as_str() {
         "topdown" => return resolve_topdown(spec, tree, group, r),
         "dram" => return resolve_dram(spec, tree, group, r),
+        "kernel" => {
+            // Each alone: a software counter cannot lead a group of tracepoints.
+            for (name, resolved) in crate::kernel_causes::all(|i| solo_group(group, i)) {
+                match resolved {
+                    Ok(e) => push(r, e),
+                    Err(why) => lack(r, name, why.0),
+                }
+            }
+            return Ok(());
+        }
         "model" => {
             // Each alone: six events in one group would need six free counters at once,
             // and a group that never fits is never counted.
@@ -342,6 +366,7 @@ fn alias_event(
         unit: alias.unit.clone(),
         cpus: first.cpumask.clone(),
         group,
+        filter: None,
     })
 }
 
@@ -394,6 +419,7 @@ fn resolve_raw(
             unit: alias.and_then(|a| a.unit.clone()),
             cpus: instances[0].cpumask.clone(),
             group,
+            filter: None,
         },
     );
     Ok(())
@@ -461,6 +487,7 @@ fn resolve_model(
             unit: None,
             cpus: None,
             group,
+            filter: None,
         },
     );
     Ok(())

@@ -72,6 +72,7 @@ pub mod error;
 pub mod event_list;
 mod events;
 pub mod irqs;
+mod kernel_causes;
 pub mod model_events;
 pub mod perf;
 pub mod perf_stat;

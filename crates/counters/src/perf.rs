@@ -255,7 +255,12 @@ impl PerfCounters {
                         None
                     };
                     let mut attr = sys::named_attr(enc, e.mode, inherit);
-                    match sys::open(&mut attr, pid, cpu, lead) {
+                    let opened =
+                        sys::open(&mut attr, pid, cpu, lead).and_then(|fd| match &e.filter {
+                            Some(f) => fd.set_filter(f).map(|()| fd),
+                            None => Ok(fd),
+                        });
+                    match opened {
                         Ok(fd) => fds.push((fd, lead.is_none())),
                         Err(errno) => {
                             if matches!(errno, libc::EMFILE | libc::ENFILE | libc::ESRCH) {

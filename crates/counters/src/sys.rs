@@ -135,6 +135,21 @@ impl PerfFd {
         )
     }
 
+    /// Sets a tracepoint filter (`reason == 4`); the errno when the kernel refuses it.
+    pub(crate) fn set_filter(&self, filter: &str) -> Result<(), i32> {
+        let text = std::ffi::CString::new(filter).map_err(|_| libc::EINVAL)?;
+        // SAFETY: ioctl on a perf fd we own; the kernel only reads the NUL-terminated
+        // string, which lives until the call returns.
+        let ret = unsafe { sys::ioctls::SET_FILTER(self.raw(), text.as_ptr().cast_mut()) };
+        if ret < 0 {
+            Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Sends this event's samples into `target`'s ring buffer (same CPU required).
     pub(crate) fn set_output(&self, target: &PerfFd) -> io::Result<()> {
         // SAFETY: ioctl on two perf fds we own; the argument is a descriptor number.

@@ -672,6 +672,7 @@ fn named_event(
         unit: None,
         cpus: None,
         group,
+        filter: None,
     }
 }
 
@@ -751,6 +752,41 @@ fn events_resolved_on_this_machine_are_counted_or_explained() {
     }
     for r in &v.named {
         println!("counted: {} = {:?} ({})", r.name, r.value(), r.source);
+    }
+}
+
+/// `--events kernel` on this thread while it touches fresh pages: the page-fault
+/// tracepoint and the software minor-fault counter both see every page, and agree;
+/// where tracefs is out of reach each tracepoint says why in one line.
+#[test]
+fn kernel_causes_count_the_faults_of_fresh_pages() {
+    const N: usize = 500;
+    let resolved = smtlab_counters::resolve("kernel", &smtlab_counters::PmuTree::system()).unwrap();
+    let mut opts = PerfOptions::events(&[]);
+    opts.named = resolved.events.clone();
+    let mut c = PerfCounters::open(thread_target(false), &opts).unwrap();
+    let (_, v) = measure(&mut c, || touch_fresh_pages(N)).unwrap();
+    let minor = v.named_value("minor-faults").expect("minor-faults counted");
+    assert!(minor >= N as f64, "minor faults {minor} < {N}");
+    let user = v.named_value("faults-user");
+    let unavailable = resolved.unavailable.iter().chain(&v.named_unavailable);
+    match user {
+        Some(user) => {
+            assert!(user >= N as f64, "user faults {user} < {N}");
+            // Every fault is user or kernel mode, and minor or major.
+            let kernel = v.named_value("faults-kernel").unwrap_or(0.0);
+            let major = v.named_value("major-faults").unwrap_or(0.0);
+            assert!(
+                ((user + kernel) - (minor + major)).abs() <= 2.0,
+                "user {user} + kernel {kernel} vs minor {minor} + major {major}"
+            );
+        }
+        None => {
+            for u in unavailable {
+                assert!(!u.reason.contains('\n'), "{}", u.reason);
+            }
+            smtlab_fixtures::require::skip("page-fault tracepoints (tracefs, root)");
+        }
     }
 }
 

@@ -338,7 +338,6 @@ fn zen2_and_granite_rapids_rows_encode_on_their_pmu_layout() {
                 ("uops-issued", 0x01ae),
                 ("uops-retired", 0x02c2),
                 ("machine-clears", 0x0104_01c3),
-                ("store-buffer-stalls", 0x08a2),
                 ("4k-aliasing", 0x0403),
             ][..],
         ),
