@@ -175,6 +175,7 @@ pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) 
     let mut ratios = Vec::new();
     let mut lines: OmittedLines = Vec::new();
     defined_ratios(v, &mut ratios, &mut lines);
+    mode_and_level_ratios(v, &mut ratios);
     named_per_kilo_instruction(v, &mut ratios);
     if let Some(w) = c
         .work
@@ -243,6 +244,46 @@ fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut O
                 omit(lines, reason, d.label, &missing);
             }
         }
+    }
+}
+
+/// What the split counts show beside the totals (paper 003 Tables 2 and 5, paper 004
+/// Charts 3-7): IPC in user and in kernel mode, misses per 1000 instructions at each
+/// cache and TLB level and for branches, cycles per retired uop. Only where counted:
+/// the events' absence is already said once for the totals.
+fn mode_and_level_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
+    use CounterEvent as E;
+    for (mode, key, label) in [
+        (CountMode::User, "ipc_user", "IPC (user)"),
+        (CountMode::Kernel, "ipc_kernel", "IPC (kernel)"),
+    ] {
+        if let Some(x) = ratio(v, E::Instructions, E::Cycles, mode) {
+            ratios.push(plain(key.into(), label.into(), x));
+        }
+    }
+    let Some(inst) = v
+        .count(E::Instructions, CountMode::All)
+        .filter(|i| *i > 0.0)
+    else {
+        return;
+    };
+    let levels = MISS_PAIRS.iter().map(|p| (p.label, p.misses));
+    for (label, misses) in levels.chain([("branch", E::BranchMisses)]) {
+        if let Some(m) = v.count(misses, CountMode::All) {
+            ratios.push(plain(
+                format!("{}_mpki", label.to_ascii_lowercase()),
+                format!("{label} misses per 1000 instructions"),
+                1000.0 * m / inst,
+            ));
+        }
+    }
+    let uops = v.named_value("uops-retired").filter(|u| *u > 0.0);
+    if let (Some(c), Some(u)) = (v.count(E::Cycles, CountMode::All), uops) {
+        ratios.push(plain(
+            "cycles_per_uop".into(),
+            "cycles per uop".into(),
+            c / u,
+        ));
     }
 }
 
@@ -374,6 +415,8 @@ pub fn terminal_parts(c: &CellCounters) -> Vec<String> {
     r.ratios.retain(|x| {
         x.key != "cpi"
             && x.key != "ipc"
+            && x.key != "llc_mpki"
+            && x.key != "branch_mpki"
             && x.key != "cpu_ns_per_unit"
             && x.key != "instructions_per_unit"
     });
@@ -731,5 +774,45 @@ pub(crate) mod tests {
             r.topdown_unavailable.as_deref(),
             Some("top-down not computed: no core PMU")
         );
+    }
+
+    /// IPC per privilege mode, misses per 1000 instructions per level, cycles per uop:
+    /// each from its own counts, absent where they were not counted.
+    #[test]
+    fn mode_level_and_uop_ratios() {
+        let mut c = counted(
+            &[
+                (CounterEvent::Cycles, 3000),
+                (CounterEvent::Instructions, 2000),
+                (CounterEvent::L1dReadMisses, 40),
+            ],
+            None,
+        );
+        let v = &mut c.values;
+        v.set(CounterEvent::Cycles, CountMode::User, Reading::exact(1000));
+        v.set(
+            CounterEvent::Instructions,
+            CountMode::User,
+            Reading::exact(1500),
+        );
+        let r = cell_ratios(&c);
+        assert_eq!(r.get("ipc_user").map(|x| x.value), Some(1.5));
+        assert!(r.get("ipc_kernel").is_none(), "kernel mode was not counted");
+        assert_eq!(r.get("l1d_mpki").map(|x| x.value), Some(20.0));
+        assert!(r.get("llc_mpki").is_none());
+        assert!(r.get("cycles_per_uop").is_none());
+        c.values.named.push(smtlab_model::counters::NamedReading {
+            name: "uops-retired".into(),
+            source: "test".into(),
+            encodings: vec![],
+            mode: CountMode::All,
+            scale: None,
+            unit: None,
+            scope: "thread".into(),
+            reading: Reading::exact(2500),
+            parts: 1,
+        });
+        let r = cell_ratios(&c);
+        assert_eq!(r.get("cycles_per_uop").map(|x| x.value), Some(1.2));
     }
 }
