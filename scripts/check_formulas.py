@@ -49,6 +49,15 @@ def synthetic(uarch, rng):
     cycles = rng.uniform(1e8, 5e9)
     inst = cycles * rng.uniform(0.2, 3.5)
     c = {"cycles": cycles, "instructions": inst}
+    if not uarch.startswith("zen"):
+        # Reference clocks: the core's (both threads' on Skylake, any=1) and those this
+        # thread ran alone.
+        ref = cycles * rng.uniform(0.3, 1.0)
+        c["cpu_clk_unhalted.one_thread_active"] = ref * rng.uniform(0.0, 1.0)
+        if uarch == "skylake-sp":
+            c["cpu_clk_unhalted.ref_xclk_any"] = 2 * ref
+        else:
+            c["cpu_clk_unhalted.ref_distributed"] = ref
     if uarch == "skylake-sp":
         slots = 4 * cycles
         retired = slots * rng.uniform(0.1, 0.7)
@@ -125,7 +134,7 @@ def smtlab_figures(smtlab, uarch, csv):
         if t.get(k) is not None:
             figs[k] = t[k]
     for x in r["ratios"]:
-        if x["key"] in ("ipc", "cpi", "l2-misses_pki"):
+        if x["key"] in ("ipc", "cpi", "l2-misses_pki", "smt_2t_share"):
             figs[x["key"]] = x["value"]
     return figs
 
@@ -187,6 +196,13 @@ def pmu_tools_figures(module, uarch, c):
         figs[key] = r.nodes[node].compute(EV)
     figs["ipc"] = m.IPC(None, EV, 0)
     figs["cpi"] = m.CPI(None, EV, 0)
+    # Both threads' share is only defined with SMT on.
+    m.smt_enabled = True
+    ev_of["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE"] = c["cpu_clk_unhalted.one_thread_active"]
+    ev_of["CPU_CLK_UNHALTED.REF_XCLK_ANY"] = c.get("cpu_clk_unhalted.ref_xclk_any", 0.0)
+    ev_of["CPU_CLK_UNHALTED.REF_DISTRIBUTED"] = c.get("cpu_clk_unhalted.ref_distributed", 0.0)
+    figs["smt_2t_share"] = m.SMT_2T_Utilization(None, EV, 0)
+    m.smt_enabled = False
     return figs
 
 
@@ -206,7 +222,7 @@ TOKEN = re.compile(r"(?<![0-9.])(?:\\.|[A-Za-z_#])(?:\\.|[A-Za-z0-9_.#])*(?::[a-
 KEYWORDS = {"if", "else", "min", "max", "d_ratio", "and", "or", "not"}
 
 
-def kernel_eval(name, metrics, counts, depth=0):
+def kernel_eval(name, metrics, counts, depth=0, smt_on=0):
     """A metric of the kernel's tables: event and metric names become lookups, the rest
     (arithmetic, `a if c else b`, min, max, d_ratio) is Python's own syntax."""
     if depth > 20:
@@ -221,11 +237,11 @@ def kernel_eval(name, metrics, counts, depth=0):
         return f"V({low!r})"
 
     def value(low):
-        # Counted per thread with SMT off: not core-wide, no sibling.
+        # Counted per thread, SMT off unless the metric is about SMT.
         if low in ("#smt_on", "#core_wide"):
-            return {"#smt_on": 0, "#core_wide": 1}[low]
+            return {"#smt_on": smt_on, "#core_wide": 1}[low]
         if low in metrics:
-            return kernel_eval(low, metrics, counts, depth + 1)
+            return kernel_eval(low, metrics, counts, depth + 1, smt_on)
         if low in counts:
             return counts[low]
         raise KeyError(f"{name} needs {low}, which the check does not feed")
@@ -262,9 +278,10 @@ def kernel_figures(kdir, uarch, c):
         names.update({"ipc": "tma_info_thread_ipc", "cpi": "tma_info_thread_cpi"})
         if "l2_rqsts.miss" in low:
             names["l2-misses_pki"] = "tma_info_memory_l2mpki_all"
+        names["smt_2t_share"] = "tma_info_system_smt_2t_utilization"
     for key, metric in names.items():
         if metric in metrics:
-            figs[key] = kernel_eval(metric, metrics, low)
+            figs[key] = kernel_eval(metric, metrics, low, smt_on=int(key == "smt_2t_share"))
     return figs
 
 
@@ -291,7 +308,7 @@ def main():
             for ref, theirs in refs.items():
                 for fig, want in theirs.items():
                     got = ours.get(fig)
-                    share = fig in TOPDOWN or fig == "smt_contention"
+                    share = fig in TOPDOWN or fig in ("smt_contention", "smt_2t_share")
                     if got is None:
                         diff = float("inf")
                     elif share:

@@ -13,7 +13,10 @@
 //! * a built-in model-specific event (`l2-misses`, `machine-clears`, or the vendor's
 //!   name such as `l2_rqsts.miss`), picked for this CPU's family and model;
 //! * a keyword: `topdown` (level-1 events for this CPU, one group), `dram` (memory
-//!   controller CAS counts), `model` (every built-in event for this CPU);
+//!   controller CAS counts), `model` (every built-in event for this CPU), `smt` (the
+//!   clocks of the share of time both SMT threads ran), `kernel` (kernel work by cause,
+//!   [`crate::kernel_causes`]);
+//! * a tracepoint `system:name` (`lock:contention_end`), counted on the tasks;
 //! * a group `{a,b,c}`, opened together so the kernel schedules its events at once.
 //!
 //! Modifiers after `:` (or after the closing `/`): `u` (user only), `k` (kernel only).
@@ -31,6 +34,10 @@ use smtlab_model::counters::{CountMode, CounterEvent};
 
 use crate::model_events::{self, PAPER_EVENTS, Uarch};
 use crate::pmu::{Pmu, PmuTree};
+
+/// What `--events smt` counts: the time this thread ran alone and the core's reference
+/// clocks, whose ratio is the share of time both SMT threads ran (Intel).
+const SMT_EVENTS: [&str; 2] = ["one-thread-active", "core-ref-clocks"];
 
 /// The pseudo-PMU name a `system:name` tracepoint spec is parsed under.
 const TRACEPOINT: &str = "tracepoint";
@@ -270,6 +277,13 @@ fn resolve_spec(
     match name.to_ascii_lowercase().as_str() {
         "topdown" => return resolve_topdown(spec, tree, group, r),
         "dram" => return resolve_dram(spec, tree, group, r),
+        "smt" => {
+            // One group: the share is a ratio of the two over the same time.
+            for n in SMT_EVENTS {
+                resolve_spec(&named_spec(n, spec), tree, group, r)?;
+            }
+            return Ok(());
+        }
         "kernel" => {
             // Each alone: a software counter cannot lead a group of tracepoints.
             for (name, resolved) in crate::kernel_causes::all(|i| solo_group(group, i)) {

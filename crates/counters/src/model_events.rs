@@ -270,6 +270,32 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         terms: "event=0x0d,umask=0x01,edge=1,cmask=1",
         scale: Some(5.0),
     },
+    // How much of the time both SMT threads of the core ran (pmu-tools' and the
+    // kernel's SMT_2T_Utilization): 1 - one-thread-active / core reference clocks.
+    // Skylake-SP counts the core's reference clocks with any=1 (both threads), halved
+    // by the scale; later cores distribute them between the active threads.
+    row(
+        "one-thread-active",
+        "reference clocks this thread ran while its sibling was halted",
+        "CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE",
+        INTEL_ALL,
+        "event=0x3c,umask=0x02",
+    ),
+    ModelEvent {
+        name: "core-ref-clocks",
+        what: "the core's reference clocks, per thread (any thread, halved)",
+        vendor_name: "CPU_CLK_UNHALTED.REF_XCLK_ANY",
+        uarchs: &[SkylakeSp],
+        terms: "event=0x3c,umask=0x01,any=1",
+        scale: Some(0.5),
+    },
+    row(
+        "core-ref-clocks",
+        "the core's reference clocks, distributed between its active threads",
+        "CPU_CLK_UNHALTED.REF_DISTRIBUTED",
+        &[IceLakeSp, SapphireRapids, GraniteRapids],
+        "event=0x3c,umask=0x08",
+    ),
     // AMD.
     row(
         "l2-misses",

@@ -1,7 +1,7 @@
 //! Every row of the built-in model-event table held against the Linux kernel's own perf
 //! event lists (tools/perf/pmu-events/arch/x86/<uarch>/*.json): for each
 //! microarchitecture a row claims, the vendor's event name is in that list with the
-//! same event code, unit mask, counter mask, edge and invert bits as the row's terms.
+//! same event code, unit mask, counter mask, edge, invert and any-thread bits as the row's terms.
 //!
 //! The lists are not in this repository: `scripts/kernel-pmu-events.sh` fetches them
 //! from Debian's kernel source package and prints the directory, which the test reads
@@ -40,6 +40,7 @@ fn kernel_fields(e: &serde_json::Value) -> BTreeMap<&'static str, u64> {
         ("cmask", number(e.get("CounterMask"))),
         ("edge", number(e.get("EdgeDetect"))),
         ("inv", number(e.get("Invert"))),
+        ("any", number(e.get("AnyThread"))),
     ])
 }
 
@@ -51,6 +52,7 @@ fn term_fields(terms: &str) -> BTreeMap<&'static str, u64> {
         ("cmask", 0),
         ("edge", 0),
         ("inv", 0),
+        ("any", 0),
     ]);
     for t in terms.split(',') {
         let (k, v) = t.split_once('=').unwrap_or((t, "1"));

@@ -358,3 +358,46 @@ fn zen2_and_granite_rapids_rows_encode_on_their_pmu_layout() {
         }
     }
 }
+
+/// `smt` counts the two clocks of the both-threads share in one group (Skylake-SP's
+/// core clocks with any=1, halved); `topdown` on Ice Lake-SP adds the perf-metric
+/// corrections, each in a group of its own beside the slots group.
+#[test]
+fn smt_share_clocks_and_topdown_corrections() {
+    let skx = resolve("smt", &tree("skylake-sp")).unwrap();
+    // event 0x3c, umask 0x01, any (bit 21); and umask 0x02.
+    core_configs(
+        &skx,
+        &[
+            ("core-ref-clocks", 0x20_013c),
+            ("one-thread-active", 0x023c),
+        ],
+    );
+    assert_eq!(event(&skx, "core-ref-clocks").scale, Some(0.5));
+    assert_eq!(
+        event(&skx, "core-ref-clocks").group,
+        event(&skx, "one-thread-active").group
+    );
+    let icx = resolve("smt,topdown", &tree("icelake-sp")).unwrap();
+    // event 0x0d umask 0x10; event 0x0d umask 0x01 with edge (bit 18) and cmask 1.
+    core_configs(
+        &icx,
+        &[
+            ("core-ref-clocks", 0x083c),
+            ("uop-drop-slots", 0x100d),
+            ("clears-slots", 0x0104_010d),
+        ],
+    );
+    assert_eq!(event(&icx, "clears-slots").scale, Some(5.0));
+    let slots_group = event(&icx, "slots").group;
+    for n in ["uop-drop-slots", "clears-slots"] {
+        assert_ne!(
+            event(&icx, n).group,
+            slots_group,
+            "{n} apart from the slots group"
+        );
+    }
+    let spr = resolve("topdown", &tree("sapphire-rapids")).unwrap();
+    core_configs(&spr, &[("uop-drop-slots", 0x10ad)]);
+    assert!(spr.events.iter().all(|e| e.name != "clears-slots"));
+}

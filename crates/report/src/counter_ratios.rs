@@ -261,21 +261,15 @@ fn mode_and_level_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
             ratios.push(plain(key.into(), label.into(), x));
         }
     }
-    let Some(inst) = v
-        .count(E::Instructions, CountMode::All)
-        .filter(|i| *i > 0.0)
-    else {
-        return;
-    };
-    let levels = MISS_PAIRS.iter().map(|p| (p.label, p.misses));
-    for (label, misses) in levels.chain([("branch", E::BranchMisses)]) {
-        if let Some(m) = v.count(misses, CountMode::All) {
-            ratios.push(plain(
-                format!("{}_mpki", label.to_ascii_lowercase()),
-                format!("{label} misses per 1000 instructions"),
-                1000.0 * m / inst,
-            ));
-        }
+    // SMT-aware: the share of the core's time both threads ran (Intel).
+    let core_ref = v.named_value("core-ref-clocks").filter(|c| *c > 0.0);
+    if let (Some(one), Some(core)) = (v.named_value("one-thread-active"), core_ref) {
+        ratios.push(RatioValue {
+            key: "smt_2t_share".into(),
+            label: "time both SMT threads ran".into(),
+            kind: RatioKind::Share,
+            value: 1.0 - one / core,
+        });
     }
     let uops = v.named_value("uops-retired").filter(|u| *u > 0.0);
     if let (Some(c), Some(u)) = (v.count(E::Cycles, CountMode::All), uops) {
@@ -284,6 +278,27 @@ fn mode_and_level_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
             "cycles per uop".into(),
             c / u,
         ));
+    }
+    per_level_mpki(v, ratios);
+}
+
+/// Misses per 1000 instructions at each cache and TLB level and for branches.
+fn per_level_mpki(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
+    let Some(inst) = v
+        .count(CounterEvent::Instructions, CountMode::All)
+        .filter(|i| *i > 0.0)
+    else {
+        return;
+    };
+    let levels = MISS_PAIRS.iter().map(|p| (p.label, p.misses));
+    for (label, misses) in levels.chain([("branch", CounterEvent::BranchMisses)]) {
+        if let Some(m) = v.count(misses, CountMode::All) {
+            ratios.push(plain(
+                format!("{}_mpki", label.to_ascii_lowercase()),
+                format!("{label} misses per 1000 instructions"),
+                1000.0 * m / inst,
+            ));
+        }
     }
 }
 
