@@ -71,6 +71,58 @@ pub fn clock_cost_ns() -> f64 {
     best
 }
 
+/// The core clock in GHz, measured: a chain of dependent integer additions retires
+/// one per cycle on every x86-64 and AArch64 core (each waits for the previous result,
+/// so nothing overlaps), so additions per nanosecond are cycles per nanosecond. The
+/// fastest of a few batches is kept (interrupts and preemption only slow a batch
+/// down). It is the clock the core ran at while measured (turbo included), not the
+/// nominal one; about 20 ms. `None` on other architectures.
+pub fn core_clock_ghz() -> Option<f64> {
+    const BATCHES: usize = 9;
+    const LOOPS: u64 = 20_000;
+    let mut best: f64 = 0.0;
+    for _ in 0..BATCHES {
+        let t0 = now_ns();
+        let adds = add_chain(LOOPS)?;
+        let ns = now_ns().saturating_sub(t0);
+        if ns > 0 {
+            best = best.max(adds as f64 / ns as f64);
+        }
+    }
+    (best > 0.0).then_some(best)
+}
+
+/// Runs `loops` (at least 1) x 64 dependent additions; returns how many ran. The loop
+/// is inside the assembly so that its counter, a second chain that runs beside the
+/// first, is all the overhead there is, whatever the build's optimisation.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn add_chain(loops: u64) -> Option<u64> {
+    let loops = loops.max(1);
+    let mut x: u64 = 0;
+    // SAFETY: arithmetic and a backward branch on two registers the block owns; no
+    // memory, no stack; the flags are clobbered (the default without
+    // `preserves_flags`). `n` starts at 1 or more, so the loop ends.
+    unsafe {
+        #[cfg(target_arch = "x86_64")]
+        std::arch::asm!(
+            "2:", ".rept 64", "add {x}, 1", ".endr", "dec {n}", "jnz 2b",
+            x = inout(reg) x, n = inout(reg) loops => _, options(nomem, nostack),
+        );
+        #[cfg(target_arch = "aarch64")]
+        std::arch::asm!(
+            "2:", ".rept 64", "add {x}, {x}, #1", ".endr", "subs {n}, {n}, #1", "b.ne 2b",
+            x = inout(reg) x, n = inout(reg) loops => _, options(nomem, nostack),
+        );
+    }
+    std::hint::black_box(x);
+    Some(loops * 64)
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn add_chain(_loops: u64) -> Option<u64> {
+    None
+}
+
 /// A monotonic nanosecond clock.
 pub trait Clock: Send + Sync {
     fn now_ns(&self) -> u64;
@@ -153,5 +205,16 @@ mod tests {
         c.advance(5);
         assert_eq!(c.now_ns(), 125);
         assert!(Monotonic.now_ns() > 0);
+    }
+
+    /// The measured clock is a plausible core clock (0.4 to 7 GHz) and does not move
+    /// much between two measurements taken back to back.
+    #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn core_clock_is_plausible_and_repeatable() {
+        let a = core_clock_ghz().unwrap();
+        let b = core_clock_ghz().unwrap();
+        assert!((0.4..7.0).contains(&a), "{a} GHz");
+        assert!((a / b - 1.0).abs() < 0.25, "{a} then {b} GHz");
     }
 }

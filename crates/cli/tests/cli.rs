@@ -767,10 +767,16 @@ mod runs {
             .get_output()
             .stdout
             .clone();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("null-syscall (ns, lower is better)"));
+        // The run measured the core clock; time figures read in cycles at it.
+        let ghz = json["run"]["environment"]["core_clock_ghz"]
+            .as_f64()
+            .unwrap();
+        assert!((0.4..7.0).contains(&ghz), "{ghz} GHz");
         assert!(
-            String::from_utf8(text)
-                .unwrap()
-                .contains("null-syscall (ns, lower is better)")
+            text.contains(&format!("median in cycles at {ghz:.3} GHz: 1c1t ")),
+            "{text}"
         );
     }
 

@@ -36,6 +36,13 @@ pub struct Environment {
     /// made before it was recorded, and where neither source could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_id: Option<String>,
+    /// The core clock the run measured, in GHz: a chain of dependent integer additions
+    /// (one per cycle) timed on the clock the benchmarks use; the clock the core really
+    /// ran at, turbo included. Time figures read in cycles with it (papers 000 and 002
+    /// give cycles). `None` before it was recorded, on a fake machine and where it
+    /// cannot be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_clock_ghz: Option<f64>,
 }
 
 /// How the host id of a run on an emulated machine (`--fake-machine`) starts.

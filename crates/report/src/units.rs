@@ -219,6 +219,20 @@ impl Column {
 }
 
 /// One value with the unit its own magnitude calls for: `2.04 ms`.
+/// A time figure in core cycles at the measured clock (`unit` a time unit such as
+/// `ns`); `None` for other units. Papers 000 and 002 give latencies in cycles.
+pub fn cycles(unit: &str, v: f64, core_clock_ghz: f64) -> Option<f64> {
+    match Unit::parse(unit) {
+        Unit::Time(seconds) => Some(v * seconds * 1e9 * core_clock_ghz),
+        _ => None,
+    }
+}
+
+/// How the core clock was found, for the places that show it.
+pub fn core_clock_text(ghz: f64) -> String {
+    format!("{ghz:.3} GHz (measured: dependent integer additions, one per cycle)")
+}
+
 pub fn scaled(unit: &str, v: f64) -> String {
     Column::for_values(unit, &[v]).with_unit(v)
 }
@@ -286,5 +300,13 @@ mod tests {
         assert_eq!(texts, ["0.950", "1.200", "15.000"]);
         assert_eq!(Column::for_values("ns", &[]).unit, "ns");
         assert_eq!(c.num(f64::NAN), "-");
+    }
+
+    #[test]
+    fn time_figures_read_in_cycles_at_the_measured_clock() {
+        let near = |x: Option<f64>, want: f64| x.is_some_and(|x| (x - want).abs() < 1e-9);
+        assert!(near(cycles("ns", 100.0, 3.0), 300.0));
+        assert!(near(cycles("us", 2.0, 2.5), 5000.0));
+        assert_eq!(cycles("GB/s", 2.0, 2.5), None);
     }
 }

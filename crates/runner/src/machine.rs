@@ -321,6 +321,7 @@ fn capture(topo: &Topology, tool: &Tool) -> Environment {
             .and_then(|s| s.parse().ok()),
         online_cpus: topo.cpus.to_list_string(),
         host_id: host_id(),
+        core_clock_ghz: smtlab_bench::clock::core_clock_ghz(),
     }
 }
 

@@ -135,6 +135,12 @@ fn run_facts(results: &RunResults, label: Option<&str>) -> String {
         env.kernel.as_deref().unwrap_or("?"),
         env.smt_control.as_deref().unwrap_or("absent"),
     ));
+    if let Some(ghz) = env.core_clock_ghz {
+        out.push_str(&format!(
+            "core clock {}\n",
+            smtlab_report::units::core_clock_text(ghz)
+        ));
+    }
     for n in &run.notes {
         out.push_str(&format!("note: {n}\n"));
     }
@@ -193,8 +199,28 @@ fn cell_groups(results: &RunResults, layout: Layout) -> String {
             layout,
         ));
         out.push_str(&cells_table(&g, layout));
+        if let Some(line) = cycles_line(&g, results.run.environment.core_clock_ghz) {
+            out.push_str(&wrap(&line, layout));
+        }
     }
     out
+}
+
+/// A time figure's medians in core cycles at the run's measured clock (papers 000 and
+/// 002 give latencies in cycles); `None` for other units or without the clock.
+fn cycles_line(g: &[&CellRecord], ghz: Option<f64>) -> Option<String> {
+    let ghz = ghz?;
+    let parts: Vec<String> = g
+        .iter()
+        .map(|c| {
+            let x = smtlab_report::units::cycles(&c.unit, c.result.summary.median, ghz)?;
+            Some(format!("{} {}", c.placement.name, num(x)))
+        })
+        .collect::<Option<_>>()?;
+    Some(format!(
+        "  median in cycles at {ghz:.3} GHz: {}",
+        parts.join(", ")
+    ))
 }
 
 /// One benchmark-and-parameters group: its placements, the first the baseline.

@@ -241,6 +241,7 @@ pub fn environment() -> Environment {
         perf_event_paranoid: Some(2),
         online_cpus: "0-7".into(),
         host_id: None,
+        core_clock_ghz: None,
     }
 }
 

@@ -117,6 +117,7 @@ impl Machine for FakeMachine {
                 "{EMULATED_HOST_ID_PREFIX}{}",
                 super::host_id().unwrap_or_else(|| "unknown".into())
             )),
+            core_clock_ghz: None,
         }
     }
 }

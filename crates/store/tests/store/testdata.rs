@@ -410,6 +410,7 @@ pub fn results(run_id: i64) -> RunResults {
                 perf_event_paranoid: Some(2),
                 online_cpus: "0-3".into(),
                 host_id: None,
+                core_clock_ghz: None,
             },
             topology: topology(),
             config,
