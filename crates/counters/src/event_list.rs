@@ -13,7 +13,8 @@
 //! * a built-in model-specific event (`l2-misses`, `machine-clears`, or the vendor's
 //!   name such as `l2_rqsts.miss`), picked for this CPU's family and model;
 //! * a keyword: `topdown` (level-1 events for this CPU, one group), `dram` (memory
-//!   controller CAS counts), `model` (every built-in event for this CPU), `smt` (the
+//!   controller CAS counts), `model` (the papers' built-in events for this CPU), `mix`
+//!   (the instruction mix: loads, stores, branches by kind), `smt` (the
 //!   clocks of the share of time both SMT threads ran), `kernel` (kernel work by cause,
 //!   [`crate::kernel_causes`]);
 //! * a tracepoint `system:name` (`lock:contention_end`), counted on the tasks;
@@ -32,7 +33,7 @@ use smtlab_model::counters::topdown::{
 };
 use smtlab_model::counters::{CountMode, CounterEvent};
 
-use crate::model_events::{self, PAPER_EVENTS, Uarch};
+use crate::model_events::{self, MIX_EVENTS, PAPER_EVENTS, Uarch};
 use crate::pmu::{Pmu, PmuTree};
 
 /// What `--events smt` counts: the time this thread ran alone and the core's reference
@@ -294,10 +295,15 @@ fn resolve_spec(
             }
             return Ok(());
         }
-        "model" => {
+        "model" | "mix" => {
             // Each alone: six events in one group would need six free counters at once,
             // and a group that never fits is never counted.
-            for (i, n) in PAPER_EVENTS.iter().enumerate() {
+            let names: &[&str] = if name.eq_ignore_ascii_case("mix") {
+                &MIX_EVENTS
+            } else {
+                &PAPER_EVENTS
+            };
+            for (i, n) in names.iter().enumerate() {
                 resolve_spec(
                     &Spec {
                         text: (*n).into(),

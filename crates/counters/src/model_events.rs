@@ -296,6 +296,64 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         &[IceLakeSp, SapphireRapids, GraniteRapids],
         "event=0x3c,umask=0x08",
     ),
+    // The instruction mix (paper 003 Tables 2 and 5): retired loads, stores and
+    // branches by kind.
+    row(
+        "loads",
+        "retired load instructions",
+        "MEM_INST_RETIRED.ALL_LOADS",
+        INTEL_ALL,
+        "event=0xd0,umask=0x81",
+    ),
+    row(
+        "stores",
+        "retired store instructions",
+        "MEM_INST_RETIRED.ALL_STORES",
+        INTEL_ALL,
+        "event=0xd0,umask=0x82",
+    ),
+    row(
+        "branches-conditional",
+        "retired conditional branches",
+        "BR_INST_RETIRED.CONDITIONAL",
+        &[SkylakeSp],
+        "event=0xc4,umask=0x01",
+    ),
+    row(
+        "branches-conditional",
+        "retired conditional branches",
+        "BR_INST_RETIRED.COND",
+        &[IceLakeSp, SapphireRapids, GraniteRapids],
+        "event=0xc4,umask=0x11",
+    ),
+    row(
+        "branches-taken",
+        "retired taken branches",
+        "BR_INST_RETIRED.NEAR_TAKEN",
+        INTEL_ALL,
+        "event=0xc4,umask=0x20",
+    ),
+    row(
+        "calls",
+        "retired near calls",
+        "BR_INST_RETIRED.NEAR_CALL",
+        INTEL_ALL,
+        "event=0xc4,umask=0x02",
+    ),
+    row(
+        "returns",
+        "retired near returns",
+        "BR_INST_RETIRED.NEAR_RETURN",
+        INTEL_ALL,
+        "event=0xc4,umask=0x08",
+    ),
+    row(
+        "branches-indirect",
+        "retired indirect branches",
+        "BR_INST_RETIRED.INDIRECT",
+        &[IceLakeSp, SapphireRapids, GraniteRapids],
+        "event=0xc4,umask=0x80",
+    ),
     // AMD.
     row(
         "l2-misses",
@@ -366,6 +424,50 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         &[Zen5],
         "event=0xae,umask=0x04",
     ),
+    // The instruction mix on AMD: loads and stores as dispatched (AMD counts no
+    // retired loads and stores), branches as retired.
+    row(
+        "loads",
+        "dispatched loads (not only retired ones)",
+        "LS_DISPATCH.LD_DISPATCH",
+        &[Zen2, Zen3, Zen4, Zen5],
+        "event=0x29,umask=0x01",
+    ),
+    row(
+        "stores",
+        "dispatched stores (not only retired ones)",
+        "LS_DISPATCH.STORE_DISPATCH",
+        &[Zen2, Zen3, Zen4, Zen5],
+        "event=0x29,umask=0x02",
+    ),
+    row(
+        "branches-conditional",
+        "retired conditional branches",
+        "EX_RET_COND",
+        &[Zen2, Zen3, Zen4, Zen5],
+        "event=0xd1",
+    ),
+    row(
+        "branches-taken",
+        "retired taken branches",
+        "EX_RET_BRN_TKN",
+        &[Zen2, Zen3, Zen4, Zen5],
+        "event=0xc4",
+    ),
+    row(
+        "returns",
+        "retired near returns",
+        "EX_RET_NEAR_RET",
+        &[Zen2, Zen3, Zen4, Zen5],
+        "event=0xc8",
+    ),
+    row(
+        "branches-indirect",
+        "retired indirect branches",
+        "EX_RET_IND_BRCH_INSTR",
+        &[Zen3, Zen4, Zen5],
+        "event=0xcc",
+    ),
     // AMD dispatch slots for top-down (Zen 4: 6 slots per cycle, Zen 5: 8).
     ModelEvent {
         name: "total_dispatch_slots",
@@ -427,6 +529,17 @@ pub const NOWHERE: &[(&str, &str)] = &[(
     "64K aliasing conflicts are a Pentium 4 (NetBurst) event of paper 000; no later \
      Intel or AMD core counts them (4k-aliasing is the nearest on Intel)",
 )];
+
+/// The names `mix` expands to: the instruction mix.
+pub const MIX_EVENTS: [&str; 7] = [
+    "loads",
+    "stores",
+    "branches-conditional",
+    "branches-taken",
+    "branches-indirect",
+    "calls",
+    "returns",
+];
 
 /// The names `model` expands to: the papers' events.
 pub const PAPER_EVENTS: [&str; 7] = [

@@ -397,6 +397,17 @@ fn smt_share_clocks_and_topdown_corrections() {
             "{n} apart from the slots group"
         );
     }
+    // The instruction mix, each event alone.
+    let mix = resolve("mix", &tree("icelake-sp")).unwrap();
+    core_configs(
+        &mix,
+        &[
+            ("loads", 0x81d0),
+            ("branches-conditional", 0x11c4),
+            ("calls", 0x02c4),
+        ],
+    );
+    assert_eq!(mix.events.len(), 7);
     let spr = resolve("topdown", &tree("sapphire-rapids")).unwrap();
     core_configs(&spr, &[("uop-drop-slots", 0x10ad)]);
     assert!(spr.events.iter().all(|e| e.name != "clears-slots"));
