@@ -55,6 +55,6 @@ pub use run::{
     RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };
 pub use topology::{
-    Cache, CacheType, Core, CoreKind, NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA, Topology,
+    Cache, CacheType, Core, CoreKind, NumaNode, Package, SmtInfo, TOPOLOGY_SCHEMA, Tlb, Topology,
 };
 pub use unit::Unit;

@@ -31,6 +31,10 @@ pub struct Topology {
     pub numa_nodes: Vec<NumaNode>,
     pub smt: SmtInfo,
     pub caches: Vec<Cache>,
+    /// The TLBs of the CPU smtlab runs on, from CPUID (x86-64, the running system only;
+    /// a saved tree has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tlbs: Vec<Tlb>,
     /// Kinds of cores on hybrid machines (P/E cores, big.LITTLE); empty when uniform.
     pub core_kinds: Vec<CoreKind>,
     /// CPU model name from /proc/cpuinfo, when it says.
@@ -106,6 +110,22 @@ pub struct Cache {
     pub ways: Option<u32>,
     /// Online CPUs sharing this cache instance.
     pub cpus: CpuSet,
+}
+
+/// One TLB as CPUID describes it (paper 000 Table 1 lists the TLBs beside the caches).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tlb {
+    /// 1 for the first level, 2 for the second (shared by instructions and data on
+    /// most cores).
+    pub level: u8,
+    #[serde(rename = "type")]
+    pub tlb_type: CacheType,
+    /// The page sizes its entries hold (`4K`, `2M/4M`, `1G`).
+    pub pages: String,
+    pub entries: u32,
+    /// `None` for a fully associative TLB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ways: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,6 +239,7 @@ mod tests {
                 active: None,
             },
             caches: vec![l3_8mib((0..4).collect()), l3_8mib((4..6).collect())],
+            tlbs: vec![],
             core_kinds: vec![],
             cpu_model: None,
             vendor: None,

@@ -470,6 +470,7 @@ mod tests {
                 active: Some(true),
             },
             caches,
+            tlbs: vec![],
             core_kinds: vec![],
             cpu_model: Some("Test <CPU>".into()),
             vendor: None,

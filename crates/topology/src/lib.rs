@@ -31,6 +31,7 @@ mod cpus;
 mod kinds;
 mod numa;
 mod sysfs;
+mod tlbs;
 mod virt;
 
 use std::path::{Path, PathBuf};
@@ -131,6 +132,8 @@ pub fn discover(root: &Path) -> Result<Topology, TopologyError> {
         numa_nodes: numa::scan(root, &scan.cpus)?,
         smt,
         caches: caches::scan(&cpu_dir, &scan.cpus)?,
+        // CPUID describes the CPU this runs on: only the running system's tree.
+        tlbs: if live { tlbs::read() } else { Vec::new() },
         cpu_model: cpuinfo.as_ref().and_then(|c| c.model(arch)),
         vendor: cpuinfo.as_ref().and_then(|c| c.vendor(arch)),
         virtualization: virt::detect(root, live, cpuinfo.as_ref()),

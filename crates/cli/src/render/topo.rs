@@ -72,6 +72,21 @@ pub fn tables(topo: &Topology) -> String {
         out.push('\n');
         out.push_str(&caches(topo));
     }
+    if !topo.tlbs.is_empty() {
+        out.push('\n');
+        let mut t = Table::new(["TLB", "Pages", "Entries", "Ways"]);
+        for x in &topo.tlbs {
+            let kind = format!("{:?}", x.tlb_type).to_lowercase();
+            let ways = x.ways.map_or("full".to_string(), |w| w.to_string());
+            t.row([
+                format!("L{} {kind}", x.level),
+                x.pages.clone(),
+                x.entries.to_string(),
+                ways,
+            ]);
+        }
+        out.push_str(&t.render_to(Layout::term()));
+    }
     if !topo.numa_nodes.is_empty() {
         out.push('\n');
         let mut t = Table::new(["NUMA node", "CPUs", "Memory"]);

@@ -210,6 +210,7 @@ pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
                     h3 { "Topology" }
                     (topology(t))
                     (caches(t))
+                    (tlbs(t))
                 }
             }
             details open="open" {
@@ -338,6 +339,25 @@ fn topology(t: &Topology) -> Markup {
             }
             @if t.numa_nodes.is_empty() {
                 (kv("NUMA", Some("no nodes reported")))
+            }
+        }
+    }
+}
+
+/// The TLBs CPUID gave (paper 000 Table 1); nothing where there are none.
+fn tlbs(t: &Topology) -> Markup {
+    html! {
+        @if !t.tlbs.is_empty() {
+            table {
+                tr { th { "TLB" } th { "pages" } th { "entries" } th { "ways" } }
+                @for x in &t.tlbs {
+                    tr {
+                        td { "L" (x.level) " " (format!("{:?}", x.tlb_type).to_lowercase()) }
+                        td { (x.pages) }
+                        td class="num" { (x.entries) }
+                        td class="num" { (x.ways.map_or("full".to_string(), |w| w.to_string())) }
+                    }
+                }
             }
         }
     }

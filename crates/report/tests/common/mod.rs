@@ -115,6 +115,7 @@ pub fn topology() -> Topology {
             active: Some(true),
         },
         caches,
+        tlbs: vec![],
         core_kinds: vec![],
         cpu_model: Some("Demo CPU 4C/8T @ 3.0GHz".into()),
         vendor: Some("GenuineIntel".into()),

@@ -66,6 +66,7 @@ pub fn topology() -> Topology {
             ways: None,
             cpus: (0..4).collect(),
         }],
+        tlbs: vec![],
         core_kinds: vec![],
         cpu_model: Some("Example CPU @ 3.00GHz".into()),
         vendor: Some("GenuineIntel".into()),
