@@ -8,7 +8,10 @@ use std::sync::mpsc;
 
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::{BenchContext, Instance, ParamError};
+use smtlab_control::coresched::CoreSchedError;
 use smtlab_control::{ControlError, IrqSteer};
+use smtlab_model::keys::CookieScope;
+use smtlab_model::metrics::coresched::{FORCEIDLE_NS, FORCEIDLE_SHARE};
 use smtlab_model::counters::CellCounters;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
@@ -44,6 +47,9 @@ pub enum CellError {
     Run(#[from] RunError),
     #[error("no prepared instance")]
     NotPrepared,
+    /// The workload's processes could not be given their cookie.
+    #[error("{0}")]
+    Cookie(#[from] CoreSchedError),
     #[error("the round was not finished")]
     Unfinished,
 }
@@ -58,6 +64,10 @@ pub enum SetupError {
     Machine(#[from] MachineError),
     #[error("{0}")]
     Irq(#[from] IrqError),
+    #[error("{0}")]
+    Cookie(#[from] CoreSchedError),
+    #[error("a core-scheduling cookie needs the machine, and this run changes nothing on it")]
+    CookieWithoutMachine,
 }
 
 /// Why a cell's network interrupts could not be steered as its `irq` parameter asks.
@@ -176,7 +186,8 @@ fn set_up(
         (Err(e), _) => return unchanged(e.into()),
         (_, Err(e)) => return unchanged(e.into()),
     };
-    match steer_irqs(session, plan, placement, client.as_ref()) {
+    let steered = steer_irqs(session, plan, placement, client.as_ref()).map_err(SetupError::from);
+    match steered.and_then(|irqs| thread_cookie(session, plan).map(|()| irqs)) {
         Ok(irqs) => (
             Ok(client),
             Held {
@@ -185,13 +196,48 @@ fn set_up(
             },
         ),
         Err(e) => (
-            Err(e.into()),
+            Err(e),
             Held {
                 _irqs: None,
                 _state: state,
             },
         ),
     }
+}
+
+/// A cell keyed with a cookie per thread: the cell's thread gets one before the
+/// workload starts (after its client side, which stays apart), so every task the
+/// workload starts inherits it; it dies with them and with this thread.
+fn thread_cookie(session: &Session<'_>, plan: &CellPlan<'_>) -> Result<(), SetupError> {
+    let Some(scope) = plan.key.conditions.cookie else {
+        return Ok(());
+    };
+    let machine = session.system.ok_or(SetupError::CookieWithoutMachine)?;
+    if scope == CookieScope::Thread {
+        machine.create_cookie(0, scope)?;
+    }
+    Ok(())
+}
+
+/// A cell keyed with a cookie per process or process group: once the workload is
+/// prepared, each process it started (per process), or its first one's group (per
+/// group), gets a cookie of its own; a workload of smtlab's threads has none to give.
+fn process_cookies(session: &Session<'_>, plan: &CellPlan<'_>) -> Result<(), CoreSchedError> {
+    let (Some(scope), Some(machine)) = (plan.key.conditions.cookie, session.system) else {
+        return Ok(());
+    };
+    if scope == CookieScope::Thread {
+        return Ok(());
+    }
+    let children = machine.own_children();
+    if children.is_empty() {
+        return Err(CoreSchedError::NoProcess { scope });
+    }
+    let take = if scope == CookieScope::ProcessGroup { 1 } else { children.len() };
+    for pid in children.into_iter().take(take) {
+        machine.create_cookie(pid, scope)?;
+    }
+    Ok(())
 }
 
 /// Steers the network interrupts of a cell whose benchmark declares the `irq`
@@ -380,13 +426,21 @@ impl<'a> Worker<'a> {
             topology: self.session.topo,
             client: self.client.as_ref(),
         };
-        let prepared = self.plan.bench.prepare(&ctx);
+        let prepared = self
+            .plan
+            .bench
+            .prepare(&ctx)
+            .map_err(CellError::Prepare)
+            .and_then(|inst| {
+                process_cookies(self.session, self.plan)?;
+                Ok(inst)
+            });
         if prepared.is_err()
             && let Some(c) = self.counting.as_mut()
         {
             c.idle();
         }
-        Ok((prepared.map_err(CellError::Prepare)?, threads_before))
+        Ok((prepared?, threads_before))
     }
 
     /// Calibration and warm-up of `inst`; the threads started since `threads_before`
@@ -449,6 +503,7 @@ impl<'a> Worker<'a> {
         if let Some(p) = self.probe.as_mut() {
             p.open();
         }
+        let idle_before = self.forced_idle();
         if let Some(c) = self.counting.as_mut() {
             c.working();
             c.resume();
@@ -462,11 +517,39 @@ impl<'a> Worker<'a> {
             p.close();
         }
         let after = m.samples_taken();
+        if after > before {
+            self.record_forced_idle(m, idle_before);
+        }
         let done = r?;
         Ok(StepInfo {
             done,
             sample: (after > before).then(|| after - 1),
         })
+    }
+
+    /// The forced idle charged so far, on a cell of a security mode (where it is a
+    /// figure beside the cell's own).
+    fn forced_idle(&self) -> Option<u64> {
+        self.plan.key.conditions.security()?;
+        self.session.system?.forced_idle_ns()
+    }
+
+    /// The sample just taken gets the forced idle since `before`, in nanoseconds and as
+    /// a share of the placement's CPU time in it.
+    fn record_forced_idle(&self, m: &mut Measurement<'_>, before: Option<u64>) {
+        let (Some(before), Some(now)) = (before, self.forced_idle()) else {
+            return;
+        };
+        let cpus = self.placement.cpus.len().max(1) as f64;
+        let Some(sample) = m.last_sample_mut() else {
+            return;
+        };
+        let ns = now.saturating_sub(before) as f64;
+        sample.metrics.insert(FORCEIDLE_NS.into(), ns);
+        if sample.elapsed_ns > 0 {
+            let share = ns / (sample.elapsed_ns as f64 * cpus);
+            sample.metrics.insert(FORCEIDLE_SHARE.into(), share);
+        }
     }
 
     /// Counts no more, traces one extra sample where it can, and hands back the
