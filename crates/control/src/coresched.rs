@@ -18,7 +18,9 @@ use smtlab_model::keys::CookieScope;
 pub enum CoreSchedError {
     /// `EINVAL` to `PR_SCHED_CORE`: a kernel built without `CONFIG_SCHED_CORE` (or
     /// older than 5.14).
-    #[error("no core scheduling here: this kernel has no CONFIG_SCHED_CORE (prctl PR_SCHED_CORE: EINVAL)")]
+    #[error(
+        "no core scheduling here: this kernel has no CONFIG_SCHED_CORE (prctl PR_SCHED_CORE: EINVAL)"
+    )]
     NoKernelSupport,
     /// `ENODEV`: the machine has no SMT (or it is off), so there is no sibling to
     /// protect.
@@ -32,7 +34,7 @@ pub enum CoreSchedError {
     },
     /// A per-process or per-group cookie on a workload that started no process.
     #[error(
-        "a cookie per {scope} needs the workload's own processes, and it runs in smtlab's threads: use the thread scope"
+        "a cookie per {scope} needs processes the workload keeps from its start, and it has none (it runs in smtlab's threads, or starts a process per sample): use --security thread, whose cookie they inherit"
     )]
     NoProcess { scope: CookieScope },
 }
@@ -122,7 +124,10 @@ pub fn parse_forceidle_ns(sched: &str) -> Option<u64> {
         return None;
     }
     let ns_part: u64 = format!("{frac:0<6}").parse().ok()?;
-    ms.parse::<u64>().ok()?.checked_mul(1_000_000)?.checked_add(ns_part)
+    ms.parse::<u64>()
+        .ok()?
+        .checked_mul(1_000_000)?
+        .checked_add(ns_part)
 }
 
 /// The forced idle charged to every task of `pids` (each `proc/PID/task/*/sched` under
@@ -189,7 +194,10 @@ nr_switches                                  :                  120
         assert_eq!(parse_forceidle_ns(SCHED), Some(12_000_345));
         let short = "core_forceidle_sum : 3.5\n";
         assert_eq!(parse_forceidle_ns(short), Some(3_500_000));
-        assert_eq!(parse_forceidle_ns("core_forceidle_sum : 7\n"), Some(7_000_000));
+        assert_eq!(
+            parse_forceidle_ns("core_forceidle_sum : 7\n"),
+            Some(7_000_000)
+        );
     }
 
     #[test]

@@ -23,8 +23,9 @@ pub mod coresched {
     /// Metric: forced idle charged to smtlab's tasks and their children's during the
     /// sample (the growth of their `core_forceidle_sum`), in nanoseconds.
     pub const FORCEIDLE_NS: &str = "core_forceidle_ns";
-    /// Metric: [`FORCEIDLE_NS`] over the CPU time the placement had in the sample (its
-    /// wall time times its CPUs): the share of it a sibling stood forced idle.
+    /// Metric: [`FORCEIDLE_NS`] over the CPU time the placement had around the sample
+    /// (the time between the two readings times its CPUs): the share of it a sibling
+    /// stood forced idle.
     pub const FORCEIDLE_SHARE: &str = "core_forceidle_share";
 }
 

@@ -116,8 +116,7 @@ pub fn security(cells: &[CellRecord], skipped: &[SkippedCell]) -> Vec<SecurityAd
 fn skip_reason(workload: &str, mode: SecurityMode, skipped: &[SkippedCell]) -> Option<String> {
     skipped.iter().find_map(|s| {
         let name = workload_name(&s.key.benchmark, &s.key.params);
-        (s.key.conditions.security() == Some(mode) && name == workload)
-            .then(|| s.reason.clone())
+        (s.key.conditions.security() == Some(mode) && name == workload).then(|| s.reason.clone())
     })
 }
 
@@ -161,7 +160,11 @@ fn answer(
         off_vs_on.as_ref(),
         coresched_vs_off.as_ref(),
     );
-    let unit = slot.values().next().map(|c| c.unit.clone()).unwrap_or_default();
+    let unit = slot
+        .values()
+        .next()
+        .map(|c| c.unit.clone())
+        .unwrap_or_default();
     SecurityAdvice {
         workload,
         load: rate.map_or_else(|| "full".into(), |r| format!("light ({r}/s offered)")),
@@ -222,11 +225,16 @@ fn metric_mean(c: &CellRecord, name: &str, scale: f64) -> Option<Figure> {
 }
 
 /// What a protection costs against `smt-on`, as a share of its throughput, then the
-/// figure as every gain is written: `12% (-12% [-15%, -9.0%])`.
-fn cost(f: Option<&Figure>) -> String {
+/// figure as every gain is written: `core scheduling costs 12% (-12% [-15%, -9.0%])`;
+/// or that it was not measured.
+fn cost(what: &str, f: Option<&Figure>) -> String {
     match f {
-        Some(f) => format!("{} ({})", crate::fmt::pct2(100.0 * (1.0 - f.value)), f.pct()),
-        None => "an unmeasured share".into(),
+        Some(f) => format!(
+            "{what} costs {} ({})",
+            crate::fmt::pct2(100.0 * (1.0 - f.value)),
+            f.pct()
+        ),
+        None => format!("{what} was not measured"),
     }
 }
 
@@ -236,17 +244,23 @@ fn line(
     off: Option<&Figure>,
     cs_vs_off: Option<&Figure>,
 ) -> String {
-    let costs = format!("core scheduling costs {} here, SMT off {}", cost(cs), cost(off));
+    let costs = format!(
+        "{} here, {}",
+        cost("core scheduling", cs),
+        cost("SMT off", off)
+    );
     let between = cs_vs_off.map(|f| f.pct()).unwrap_or_default();
     match choice {
-        Choice::CoreScheduling => format!("{costs}: choose core scheduling ({between} over SMT off)"),
-        Choice::SmtOff => format!("{costs}: choose SMT off (core scheduling {between} against it)"),
+        Choice::CoreScheduling => {
+            format!("{costs}: choose core scheduling ({between} over SMT off)")
+        }
+        Choice::SmtOff => {
+            format!("{costs}: choose SMT off (core scheduling {between} against it)")
+        }
         Choice::Either => format!(
             "{costs}: either; they do not differ at 95% (core scheduling {between} against SMT off)"
         ),
-        Choice::CannotTell => {
-            format!("{costs}: cannot tell (core scheduling and SMT off were not both measured)")
-        }
+        Choice::CannotTell => format!("{costs}: cannot tell"),
     }
 }
 

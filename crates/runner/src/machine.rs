@@ -233,7 +233,9 @@ pub trait Machine: Sync {
         let tid = unsafe { libc::gettid() } as u32;
         let text = std::fs::read_to_string(proc.join(format!("self/task/{tid}/children")));
         let text = text.unwrap_or_default();
-        text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
     }
 
     /// Puts the system into the state `placement` needs for one cell (`1c1t-up`: every

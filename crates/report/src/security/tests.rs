@@ -100,12 +100,19 @@ fn a_skipped_mode_says_why_and_nothing_is_chosen() {
     let a = &security(&cells, &skipped)[0];
     assert_eq!(a.choice, Choice::CannotTell);
     assert!(
-        a.modes[1].skipped.as_deref().unwrap().contains("CONFIG_SCHED_CORE"),
+        a.modes[1]
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("CONFIG_SCHED_CORE"),
         "{:?}",
         a.modes[1]
     );
     let md = markdown(std::slice::from_ref(a));
-    assert!(md.contains("| coresched | not measured: no core scheduling here"), "{md}");
+    assert!(
+        md.contains("| coresched | not measured: no core scheduling here"),
+        "{md}"
+    );
     // Cells of no security mode are no answer.
     let plain = smtlab_fixtures::build::cell_of(
         "int-ops",

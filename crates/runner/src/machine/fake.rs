@@ -164,14 +164,14 @@ impl Machine for FakeMachine {
         }
         let (task, who) = match pid {
             // SAFETY: gettid has no arguments and cannot fail.
-            0 => (Task::Thread(unsafe { libc::gettid() } as u32), "thread".into()),
+            0 => (
+                Task::Thread(unsafe { libc::gettid() } as u32),
+                "thread".into(),
+            ),
             p => (Task::Process(p), p.to_string()),
         };
         self.log_cookie(&format!("create {who} {scope}"))
-            .map_err(|source| CoreSchedError::Refused {
-                what: who,
-                source,
-            })?;
+            .map_err(|source| CoreSchedError::Refused { what: who, source })?;
         let mut cookies = self.cookies.lock().unwrap_or_else(|e| e.into_inner());
         cookies.push((task, Instant::now()));
         Ok(())
@@ -194,7 +194,9 @@ impl Machine for FakeMachine {
         let tid = unsafe { libc::gettid() } as u32;
         let path = format!("/proc/self/task/{tid}/children");
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
     }
 
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment {
@@ -334,7 +336,11 @@ mod tests {
         assert!(during >= 4_000_000, "a quarter of 20 ms at least: {during}");
         done_tx.send(()).unwrap();
         t.join().unwrap();
-        assert_eq!(m.forced_idle_ns(), Some(0), "the cookie died with its thread");
+        assert_eq!(
+            m.forced_idle_ns(),
+            Some(0),
+            "the cookie died with its thread"
+        );
         let log = std::fs::read_to_string(dir.join(CORE_SCHED_LOG)).unwrap();
         assert_eq!(log, "create thread thread\n");
         std::fs::write(dir.join(CORE_SCHED_FILE), "EINVAL\n").unwrap();
@@ -342,7 +348,10 @@ mod tests {
         assert!(e.to_string().contains("CONFIG_SCHED_CORE"), "{e}");
         std::fs::write(dir.join(CORE_SCHED_FILE), "").unwrap();
         std::fs::write(dir.join("sys/devices/system/cpu/smt/active"), "0\n").unwrap();
-        assert!(matches!(m.core_sched_refusal(), Some(CoreSchedError::NoSmt)));
+        assert!(matches!(
+            m.core_sched_refusal(),
+            Some(CoreSchedError::NoSmt)
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

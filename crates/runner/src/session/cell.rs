@@ -10,11 +10,11 @@ use smtlab_bench::client::ClientSide;
 use smtlab_bench::{BenchContext, Instance, ParamError};
 use smtlab_control::coresched::CoreSchedError;
 use smtlab_control::{ControlError, IrqSteer};
-use smtlab_model::keys::CookieScope;
-use smtlab_model::metrics::coresched::{FORCEIDLE_NS, FORCEIDLE_SHARE};
 use smtlab_model::counters::CellCounters;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
+use smtlab_model::keys::CookieScope;
+use smtlab_model::metrics::coresched::{FORCEIDLE_NS, FORCEIDLE_SHARE};
 use smtlab_model::{Disturbance, ResolvedPlacement};
 use smtlab_placement::ClientRule;
 use smtlab_placement::irq;
@@ -233,7 +233,11 @@ fn process_cookies(session: &Session<'_>, plan: &CellPlan<'_>) -> Result<(), Cor
     if children.is_empty() {
         return Err(CoreSchedError::NoProcess { scope });
     }
-    let take = if scope == CookieScope::ProcessGroup { 1 } else { children.len() };
+    let take = if scope == CookieScope::ProcessGroup {
+        1
+    } else {
+        children.len()
+    };
     for pid in children.into_iter().take(take) {
         machine.create_cookie(pid, scope)?;
     }
@@ -503,7 +507,9 @@ impl<'a> Worker<'a> {
         if let Some(p) = self.probe.as_mut() {
             p.open();
         }
-        let idle_before = self.forced_idle();
+        let idle_before = self
+            .forced_idle()
+            .map(|ns| (ns, self.session.clock.now_ns()));
         if let Some(c) = self.counting.as_mut() {
             c.working();
             c.resume();
@@ -527,28 +533,32 @@ impl<'a> Worker<'a> {
         })
     }
 
-    /// The forced idle charged so far, on a cell of a security mode (where it is a
-    /// figure beside the cell's own).
+    /// The forced idle charged so far, on a cell with a core-scheduling cookie (where it
+    /// is a figure beside the cell's own; without one, nothing of smtlab's is forced
+    /// idle).
     fn forced_idle(&self) -> Option<u64> {
-        self.plan.key.conditions.security()?;
+        self.plan.key.conditions.cookie?;
         self.session.system?.forced_idle_ns()
     }
 
-    /// The sample just taken gets the forced idle since `before`, in nanoseconds and as
-    /// a share of the placement's CPU time in it.
-    fn record_forced_idle(&self, m: &mut Measurement<'_>, before: Option<u64>) {
-        let (Some(before), Some(now)) = (before, self.forced_idle()) else {
+    /// The sample just taken gets the forced idle since `before` (its count and the
+    /// clock then), in nanoseconds and as a share of the placement's CPU time between
+    /// the two readings.
+    fn record_forced_idle(&self, m: &mut Measurement<'_>, before: Option<(u64, u64)>) {
+        let (Some((idle_then, then_ns)), Some(idle_now)) = (before, self.forced_idle()) else {
             return;
         };
+        let window_ns = self.session.clock.now_ns().saturating_sub(then_ns) as f64;
         let cpus = self.placement.cpus.len().max(1) as f64;
         let Some(sample) = m.last_sample_mut() else {
             return;
         };
-        let ns = now.saturating_sub(before) as f64;
+        let ns = idle_now.saturating_sub(idle_then) as f64;
         sample.metrics.insert(FORCEIDLE_NS.into(), ns);
-        if sample.elapsed_ns > 0 {
-            let share = ns / (sample.elapsed_ns as f64 * cpus);
-            sample.metrics.insert(FORCEIDLE_SHARE.into(), share);
+        if window_ns > 0.0 {
+            sample
+                .metrics
+                .insert(FORCEIDLE_SHARE.into(), ns / (window_ns * cpus));
         }
     }
 
