@@ -779,3 +779,49 @@ fn advise_security_without_core_scheduling_says_so_once_and_skips_those_cells() 
     assert!(cookies(&f).is_empty());
     f.assert_restored();
 }
+
+#[test]
+fn advise_security_with_partners_gives_each_tenant_a_cookie_of_its_own() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["advise", "int-ops", "--security", "--partners", "--quick"])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["schema"], "smtlab.security/1", "{v}");
+    let answers = v["answers"].as_array().unwrap();
+    let tenants: Vec<&Value> = answers
+        .iter()
+        .filter(|a| {
+            a["workload"]
+                .as_str()
+                .unwrap()
+                .contains("distrusting tenants")
+        })
+        .collect();
+    assert_eq!(tenants.len(), 5, "one per default partner: {v}");
+    for a in &tenants {
+        let modes = a["modes"].as_array().unwrap();
+        assert!(modes.iter().all(|m| m.get("skipped").is_none()), "{a}");
+        assert!(modes[1]["forced_idle_share"]["value"].as_f64().unwrap() > 0.0);
+    }
+    // The whole machine's cookie, then per pair the measured tenant's (its cell thread)
+    // and its partner's threads', each by thread id.
+    let made = cookies(&f);
+    let own = made.iter().filter(|l| *l == "create thread thread").count();
+    assert_eq!(own, 6, "{made:?}");
+    assert!(made.len() > own, "the partners' cookies: {made:?}");
+    // SMT off for each group that needs it, and back on for the next.
+    let journal = f.journal();
+    assert_eq!(journal.len(), 12, "{journal:?}");
+    assert!(
+        journal
+            .chunks(2)
+            .all(|c| c == ["smt/control off", "smt/control on"]),
+        "{journal:?}"
+    );
+    f.assert_restored();
+}

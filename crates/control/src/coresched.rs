@@ -37,6 +37,9 @@ pub enum CoreSchedError {
         "a cookie per {scope} needs processes the workload keeps from its start, and it has none (it runs in smtlab's threads, or starts a process per sample): use --security thread, whose cookie they inherit"
     )]
     NoProcess { scope: CookieScope },
+    /// A tenant pair whose partner started no thread on its CPU to give a cookie to.
+    #[error("no thread of the partner found pinned to CPU {cpu} to give a cookie of its own")]
+    NoPartner { cpu: u32 },
 }
 
 /// The kernel's `PIDTYPE_*` for `scope` (the values of `PR_SCHED_CORE_SCOPE_*`).
@@ -148,6 +151,34 @@ pub fn forceidle_of(proc: &Path, pids: &[u32]) -> Option<u64> {
     sum
 }
 
+/// The threads listed in `task_dir` (`proc/self/task`) pinned to `cpu` alone: a
+/// co-run partner's, which are pinned to the sibling before they run anything.
+pub fn threads_on(task_dir: &Path, cpu: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(task_dir) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&tid| pinned_to(tid, cpu))
+        .collect()
+}
+
+/// Whether thread `tid`'s affinity is `cpu` and nothing else.
+fn pinned_to(tid: u32, cpu: u32) -> bool {
+    // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity writes at most its
+    // size into it and reports a thread that is gone as an error.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes owned by this frame.
+    if unsafe { libc::sched_getaffinity(tid as libc::pid_t, size, &mut set) } != 0 {
+        return false;
+    }
+    let max = (size * 8) as u32;
+    // SAFETY: CPU_ISSET and CPU_COUNT read the set within its size (cpu < max).
+    unsafe { cpu < max && libc::CPU_ISSET(cpu as usize, &set) && libc::CPU_COUNT(&set) == 1 }
+}
+
 /// This process and its descendants (through `proc/self/task/*/children`, where the
 /// kernel has them): the tasks a cell's workload can be among.
 pub fn own_tree(proc: &Path) -> Vec<u32> {
@@ -224,6 +255,35 @@ nr_switches                                  :                  120
         assert_eq!(forceidle_of(&dir, &[99]), None);
         assert_eq!(children(&dir, 10), [20]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_thread_pinned_to_one_cpu_is_found_by_it() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no arguments and cannot fail.
+            let tid = unsafe { libc::gettid() } as u32;
+            // SAFETY: a zeroed set with CPU 0 added, passed with its size.
+            let pinned = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            };
+            tx.send((tid, pinned)).unwrap();
+            let _ = done_rx.recv();
+        });
+        let (tid, pinned) = rx.recv().unwrap();
+        let found = threads_on(Path::new("/proc/self/task"), 0);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        if pinned {
+            assert!(found.contains(&tid), "{tid} in {found:?}");
+        }
+        // The test's own thread is not pinned to CPU 0 alone.
+        // SAFETY: gettid has no arguments and cannot fail.
+        let me = unsafe { libc::gettid() } as u32;
+        assert!(!pinned_to(me, 0) || found.contains(&me));
     }
 
     #[test]

@@ -81,10 +81,20 @@ pub struct SecurityAdvice {
 /// The workload and load a cell answers for: its name without the offered rate, and
 /// the rate.
 fn workload_of(c: &CellRecord) -> (String, Option<String>) {
-    let mut params = c.params.clone();
+    named(&c.benchmark, &c.params, c.conditions.partner.as_deref())
+}
+
+/// A workload's name without its offered rate (a tenant pair's with its partner), and
+/// the rate.
+fn named(
+    benchmark: &str,
+    params: &BTreeMap<String, String>,
+    partner: Option<&str>,
+) -> (String, Option<String>) {
+    let mut params = params.clone();
     let rate = params.remove(RATE_PARAM).filter(|r| r != "0");
-    let mut name = workload_name(&c.benchmark, &params);
-    if let Some(p) = &c.conditions.partner {
+    let mut name = workload_name(benchmark, &params);
+    if let Some(p) = partner {
         name.push_str(&format!(" beside {p} (distrusting tenants)"));
     }
     (name, rate)
@@ -108,21 +118,25 @@ pub fn security(cells: &[CellRecord], skipped: &[SkippedCell]) -> Vec<SecurityAd
         }
     }
     by.into_iter()
-        .map(|((workload, rate), slot)| answer(workload, rate, &slot, skipped))
+        .map(|(w, slot)| answer(w, &slot, skipped))
         .collect()
 }
 
-/// Why `mode` of `workload` was skipped, from `skipped`.
-fn skip_reason(workload: &str, mode: SecurityMode, skipped: &[SkippedCell]) -> Option<String> {
+/// Why `mode` of workload `w` was skipped, from `skipped`.
+fn skip_reason(
+    w: &(String, Option<String>),
+    mode: SecurityMode,
+    skipped: &[SkippedCell],
+) -> Option<String> {
     skipped.iter().find_map(|s| {
-        let name = workload_name(&s.key.benchmark, &s.key.params);
-        (s.key.conditions.security() == Some(mode) && name == workload).then(|| s.reason.clone())
+        let k = &s.key;
+        let name = named(&k.benchmark, &k.params, k.conditions.partner.as_deref());
+        (k.conditions.security() == Some(mode) && name == *w).then(|| s.reason.clone())
     })
 }
 
 fn answer(
-    workload: String,
-    rate: Option<String>,
+    w: (String, Option<String>),
     slot: &BTreeMap<SecurityMode, &CellRecord>,
     skipped: &[SkippedCell],
 ) -> SecurityAdvice {
@@ -136,7 +150,7 @@ fn answer(
                 p99_ms: None,
                 forced_idle_share: None,
                 skipped: Some(
-                    skip_reason(&workload, *m, skipped).unwrap_or_else(|| "not measured".into()),
+                    skip_reason(&w, *m, skipped).unwrap_or_else(|| "not measured".into()),
                 ),
             },
         })
@@ -165,6 +179,7 @@ fn answer(
         .next()
         .map(|c| c.unit.clone())
         .unwrap_or_default();
+    let (workload, rate) = w;
     SecurityAdvice {
         workload,
         load: rate.map_or_else(|| "full".into(), |r| format!("light ({r}/s offered)")),
@@ -229,6 +244,8 @@ fn metric_mean(c: &CellRecord, name: &str, scale: f64) -> Option<Figure> {
 /// or that it was not measured.
 fn cost(what: &str, f: Option<&Figure>) -> String {
     match f {
+        // Faster than no protection (noise, or less contention): no cost to speak of.
+        Some(f) if f.value > 1.0 => format!("{what} costs nothing ({} against SMT on)", f.pct()),
         Some(f) => format!(
             "{what} costs {} ({})",
             crate::fmt::pct2(100.0 * (1.0 - f.value)),

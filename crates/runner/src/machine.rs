@@ -225,6 +225,12 @@ pub trait Machine: Sync {
         coresched::forceidle_of(&proc, &coresched::own_tree(&proc))
     }
 
+    /// This process's threads pinned to `cpu` alone (a co-run partner's, for a cookie
+    /// of its own).
+    fn own_threads_on(&self, cpu: u32) -> Vec<u32> {
+        coresched::threads_on(&self.root().join("proc/self/task"), cpu)
+    }
+
     /// The processes the calling thread started (a cell's workload's, after it is
     /// prepared), for a cookie per process or per process group.
     fn own_children(&self) -> Vec<u32> {

@@ -71,11 +71,9 @@ fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
     if let Some(sec) = &s.security {
         let (on, off) = (&sec.specs.0, &sec.specs.1);
         let scope = sec.scope.name();
-        return emit(&render::advice::security_header(
-            &s.subject.name(),
-            scope,
-            (on, off),
-        ));
+        let tenants = sec.tenants.is_some();
+        let header = render::advice::security_header(&s.subject.name(), scope, (on, off), tenants);
+        return emit(&header);
     }
     let penalty = s.penalty.as_ref().map(|_| args.partners);
     let (name, states) = (s.subject.name(), !s.states.is_empty());
@@ -174,19 +172,19 @@ fn measure_security(
             &engine, protection, &s.topo, groups, sink,
         )?)
     };
-    let ended = measure(s.throughput_groups(), sink)?;
-    if ended != Ended::Complete || !s.subject.sweepable() {
-        return Ok(ended);
-    }
-    match smtlab_runner::experiment::security::light_rate(&sink.cells, &s.subject) {
-        Some(rate) => measure(s.security_groups(sec, Some(rate)), sink),
-        None => {
-            crate::term::note_fit(
+    let mut ended = measure(s.throughput_groups(), sink)?;
+    if ended == Ended::Complete && s.subject.sweepable() {
+        match smtlab_runner::experiment::security::light_rate(&sink.cells, &s.subject) {
+            Some(rate) => ended = measure(s.security_groups(sec, Some(rate)), sink)?,
+            None => crate::term::note_fit(
                 "note: no light load: SMT off served no requests to take a share of",
-            );
-            Ok(ended)
+            ),
         }
     }
+    if let (Ended::Complete, Some(plan)) = (ended, &sec.tenants) {
+        ended = measure(corun::cell_plans(plan), sink)?;
+    }
+    Ok(ended)
 }
 
 /// The latency sweep's cells, at rates from the capacity just measured on each base

@@ -118,10 +118,20 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
 }
 
 /// What `advise --security` measures, above the cells' lines.
-pub fn security_header(subject: &str, scope: &str, (on, off): (&str, &str)) -> String {
+pub fn security_header(
+    subject: &str,
+    scope: &str,
+    (on, off): (&str, &str),
+    tenants: bool,
+) -> String {
+    let tenants = if tenants {
+        "; then, one thread, beside each partner on its sibling as distrusting tenants (a cookie each), and sharing one CPU with SMT off"
+    } else {
+        ""
+    };
     super::table::wrap(
         &format!(
-            "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}; forced idle recorded with each sample"
+            "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}{tenants}; forced idle recorded with each sample"
         ),
         Layout::term(),
     )

@@ -47,6 +47,9 @@ pub struct Security {
     pub specs: (String, String),
     /// Why core scheduling cannot run here: its cells are skipped with this reason.
     pub refusal: Option<smtlab_control::coresched::CoreSchedError>,
+    /// With `--partners`: the workload, one thread, beside each partner as distrusting
+    /// tenants, in each mode.
+    pub tenants: Option<corun_exp::CorunPlan>,
 }
 
 impl Advise {
@@ -79,7 +82,8 @@ impl Advise {
             .flatten()
             .map(|c| c.key.clone())
             .collect();
-        if let Some(p) = &self.penalty {
+        let tenants = self.security.as_ref().and_then(|s| s.tenants.as_ref());
+        for p in self.penalty.iter().chain(tenants) {
             plan.extend(p.iter().flatten().map(|c| c.key.clone()));
         }
         if let Some(curve) = headroom {
@@ -118,7 +122,10 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         notes.clear();
         specs = switched_specs(&topo, subject.server(), &mut notes);
     }
-    let security = security(args, machine, &topo, &subject, &mut notes)?;
+    let mut security = security(args, machine, &topo, &subject, &mut notes)?;
+    if let (Some(sec), true) = (security.as_mut(), args.partners) {
+        sec.tenants = tenant_plan(&subject, &topo, &mut notes)?;
+    }
     let mut sweep = sweep(args, &subject)?.filter(|_| security.is_none());
     if sweep.is_some() && exp::sweep_sides(&specs).is_empty() {
         // Nothing to compare the latency on: no SMT pair measured.
@@ -130,7 +137,8 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         sweep = None;
     }
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
-    let sibling = match (&pair.sibling, args.penalty || args.partners) {
+    let pairs = (args.penalty || args.partners) && args.security.is_none();
+    let sibling = match (&pair.sibling, pairs) {
         (Ok(cpu), true) => Some(*cpu),
         (Err(why), true) => {
             let what = if args.penalty {
@@ -194,7 +202,33 @@ fn security(
         scope,
         specs: sec::specs(topo, subject.server()),
         refusal,
+        tenants: None,
     }))
+}
+
+/// `--security --partners`: the tenant pairs on this machine's first core and its
+/// sibling, or a note on why there are none.
+fn tenant_plan(
+    subject: &Subject,
+    topo: &Topology,
+    notes: &mut Vec<String>,
+) -> Result<Option<corun_exp::CorunPlan>> {
+    let pair = smtlab_runner::corun::cpu_pair(topo).map_err(anyhow::Error::msg)?;
+    let sibling = match &pair.sibling {
+        Ok(cpu) => *cpu,
+        Err(why) => {
+            notes.push(format!("distrusting tenants not measured: {why}"));
+            return Ok(None);
+        }
+    };
+    let task = subject.penalty_task()?;
+    let partners = exp::default_partners()?;
+    Ok(Some(sec::tenant_plan(
+        &task,
+        &partners,
+        (pair.cpu, sibling),
+        topo,
+    )))
 }
 
 /// The placements compared with SMT switched off and on: the SMT pairs and the whole

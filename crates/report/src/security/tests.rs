@@ -49,7 +49,8 @@ fn the_cheaper_protection_is_chosen_with_both_costs_in_the_line() {
     assert_eq!((a.workload.as_str(), a.load.as_str()), ("int-ops", "full"));
     assert_eq!(a.choice, Choice::CoreScheduling);
     assert!(
-        a.line.starts_with("core scheduling costs 10") && a.line.contains("SMT off 40% (-40% ["),
+        a.line.starts_with("core scheduling costs 10")
+            && a.line.contains("SMT off costs 40% (-40% ["),
         "{}",
         a.line
     );

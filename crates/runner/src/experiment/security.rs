@@ -7,17 +7,28 @@
 //! (the session's cell worker). A server with an open-loop rate is also measured at a
 //! light load: a share of the capacity SMT off served ([`light_rate`]).
 //!
+//! Distrusting tenants ([`tenant_plan`]): the workload, one thread, beside each partner
+//! on its SMT sibling with nothing between them (`smt-on`), each in a cookie of its own
+//! (`coresched`: the cell's thread gets one before the workload starts, the partner's
+//! threads theirs once started), and with SMT off, the two sharing the one CPU left of
+//! the core (`smt-off`, placement `corun-shared`).
+//!
 //! Where the kernel has no core scheduling, the `coresched` cells are not measured:
 //! [`without_coresched`] takes them out with one reason for all.
 
 use smtlab_control::coresched::CoreSchedError;
-use smtlab_model::keys::{CookieScope, SecurityMode};
+use smtlab_model::keys::{Conditions, CookieScope, Form, SecurityMode};
 use smtlab_model::metrics::web::REQUESTS_PER_S;
 use smtlab_model::{CellRecord, SkippedCell, Topology};
 use smtlab_placement::HALF_CORES_PREFIX;
 
 use super::advise::{RATE_PARAM, Subject, throughput_group};
+use super::corun::{CorunPlan, Workload};
+use crate::corun::placement_of;
 use crate::session::{CellPlan, Group};
+
+/// The placement of a tenant pair with SMT off: both on the core's one CPU left.
+pub const SHARED: &str = "corun-shared";
 
 /// The share of SMT off's capacity a light load offers, in percent.
 pub const LIGHT_PCT: f64 = 25.0;
@@ -119,6 +130,40 @@ pub fn light_rate(cells: &[CellRecord], subject: &Subject) -> Option<f64> {
     Some((capacity * LIGHT_PCT / 100.0).round().max(1.0))
 }
 
+/// The tenant pairs: for each of `partners`, `task` on `cpu` beside it on `sibling` as
+/// `smt-on` and `coresched` (a cookie each), one group, then both on `cpu` with SMT off.
+pub fn tenant_plan(
+    task: &Workload,
+    partners: &[Workload],
+    (cpu, sibling): (u32, u32),
+    topo: &Topology,
+) -> CorunPlan {
+    let mut plan = Vec::new();
+    for b in partners {
+        let name = b.name();
+        let pair = |mode: SecurityMode, cpus: Vec<u32>| {
+            let mut c = super::corun::cell(task, Some(b), &name, Form::Sibling, cpus, None, topo);
+            // A tenant's cookie is its cell thread's, inherited by what it starts.
+            c.key.conditions = Conditions {
+                form: Some(Form::Sibling),
+                partner: Some(name.clone()),
+                ..mode.conditions(CookieScope::Thread)
+            };
+            c.corun.partner_reference = false;
+            c
+        };
+        plan.push(vec![
+            pair(SecurityMode::SmtOn, vec![cpu, sibling]),
+            pair(SecurityMode::CoreSched, vec![cpu, sibling]),
+        ]);
+        let mut off = pair(SecurityMode::SmtOff, vec![cpu, cpu]);
+        off.key.placement = SHARED.into();
+        off.placement = placement_of(SHARED, &[cpu, cpu], topo);
+        plan.push(vec![off]);
+    }
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +233,26 @@ mod tests {
         assert_eq!(
             skipped[0].key.conditions.security(),
             Some(SecurityMode::CoreSched)
+        );
+    }
+
+    #[test]
+    fn tenants_are_the_pair_on_siblings_with_and_without_cookies_then_on_one_cpu() {
+        let topo = smtlab_fixtures::build::intel(1, 2, 2);
+        let task = Workload::catalog("int-ops", &[], &[("threads", "1")]).unwrap();
+        let b = Workload::catalog("mem-read", &[], &[("threads", "1")]).unwrap();
+        let plan = tenant_plan(&task, &[b], (0, 1), &topo);
+        assert_eq!(plan.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1]);
+        let on = &plan[0][1];
+        assert_eq!(on.key.conditions.security(), Some(SecurityMode::CoreSched));
+        assert_eq!(on.key.conditions.form, Some(Form::Sibling));
+        assert_eq!(on.key.conditions.partner.as_deref(), Some("mem-read"));
+        assert_eq!(on.placement.cpus, [0, 1]);
+        let off = &plan[1][0];
+        assert_eq!(off.key.conditions.security(), Some(SecurityMode::SmtOff));
+        assert_eq!(
+            (off.key.placement.as_str(), off.placement.cpus.as_slice()),
+            (SHARED, &[0, 0][..])
         );
     }
 

@@ -188,6 +188,11 @@ impl Machine for FakeMachine {
         Some(ns as u64)
     }
 
+    /// The work runs on this host: its threads are the host's.
+    fn own_threads_on(&self, cpu: u32) -> Vec<u32> {
+        smtlab_control::coresched::threads_on(Path::new("/proc/self/task"), cpu)
+    }
+
     /// The work runs on this host: its children are the host's.
     fn own_children(&self) -> Vec<u32> {
         // SAFETY: gettid has no arguments and cannot fail.

@@ -219,6 +219,41 @@ fn thread_cookie(session: &Session<'_>, plan: &CellPlan<'_>) -> Result<(), Setup
     Ok(())
 }
 
+/// The machine and the partner's CPU of a co-run cell of distrusting tenants (a cookie
+/// on its sibling form): the partner gets a cookie of its own.
+fn tenant_cpu<'m>(
+    session: &Session<'m>,
+    plan: &CellPlan<'_>,
+    placement: &ResolvedPlacement,
+) -> Option<(&'m dyn crate::machine::Machine, u32)> {
+    let c = &plan.key.conditions;
+    if c.cookie.is_none() || c.form != Some(smtlab_model::keys::Form::Sibling) {
+        return None;
+    }
+    Some((session.system?, *placement.cpus.get(1)?))
+}
+
+/// Each thread the partner started on its CPU (those pinned there since `before`) gets
+/// a cookie of its own, so it never shares the core with the measured tenant; they
+/// take that CPU in turn, so one cookie each costs nothing a shared one would not.
+fn partner_cookies(
+    machine: &dyn crate::machine::Machine,
+    cpu: u32,
+    before: &[u32],
+) -> Result<(), CoreSchedError> {
+    let started: Vec<u32> = machine
+        .own_threads_on(cpu)
+        .into_iter()
+        .filter(|t| !before.contains(t))
+        .collect();
+    if started.is_empty() {
+        return Err(CoreSchedError::NoPartner { cpu });
+    }
+    started
+        .into_iter()
+        .try_for_each(|tid| machine.create_cookie(tid, CookieScope::Thread))
+}
+
 /// A cell keyed with a cookie per process or process group: once the workload is
 /// prepared, each process it started (per process), or its first one's group (per
 /// group), gets a cookie of its own; a workload of smtlab's threads has none to give.
@@ -430,6 +465,8 @@ impl<'a> Worker<'a> {
             topology: self.session.topo,
             client: self.client.as_ref(),
         };
+        let partner = tenant_cpu(self.session, self.plan, &self.placement);
+        let before = partner.map(|(m, cpu)| m.own_threads_on(cpu));
         let prepared = self
             .plan
             .bench
@@ -437,6 +474,9 @@ impl<'a> Worker<'a> {
             .map_err(CellError::Prepare)
             .and_then(|inst| {
                 process_cookies(self.session, self.plan)?;
+                if let (Some((m, cpu)), Some(before)) = (partner, &before) {
+                    partner_cookies(m, cpu, before)?;
+                }
                 Ok(inst)
             });
         if prepared.is_err()
