@@ -335,5 +335,34 @@ pub fn markdown(answers: &[SecurityAdvice]) -> String {
     out
 }
 
+/// The report's section (`id="security"`) of a run with security-mode cells (`advise
+/// --security`): per workload and load, each mode's figures and the answer; `None` for
+/// other runs, which need not say so.
+pub fn section(r: &smtlab_model::RunResults) -> Option<String> {
+    let answers = security(&r.cells, &r.skipped);
+    if answers.is_empty() {
+        return None;
+    }
+    let html = maud::html! {
+        section id="security" {
+            h2 { "The price of SMT safety" }
+            p {
+                "Each workload with SMT on and nothing between the siblings (smt-on), with its                  tasks in a core-scheduling cookie of their own (coresched: a sibling with                  nothing of the same cookie to run stands forced idle), and with SMT off, each                  figure with its " (crate::glossary::link(crate::glossary::Term::Interval)) ";                  then which protection costs less here."
+            }
+            @for a in &answers {
+                h3 { (a.workload) " at " (a.load) " load" }
+                table {
+                    tr { th { "mode" } th { "figures" } }
+                    @for m in &a.modes {
+                        tr { td { (m.mode) } td { (mode_text(m, &a.unit)) } }
+                    }
+                }
+                p { strong { (a.line) } }
+            }
+        }
+    };
+    Some(html.into_string())
+}
+
 #[cfg(test)]
 mod tests;

@@ -140,3 +140,21 @@ fn a_light_load_is_answered_apart_from_the_full_one() {
     assert_eq!(a[1].load, "light (250/s offered)");
     assert_eq!(a[1].workload, a[0].workload);
 }
+
+#[test]
+fn the_report_has_a_section_only_for_runs_with_security_cells() {
+    let host = smtlab_fixtures::fleet::FakeHost::new("h", "cpu", 1.2);
+    let mut r = smtlab_fixtures::fleet::run(&host);
+    r.cells = vec![
+        cell(SecurityMode::SmtOn, &ON, 0.0),
+        cell(SecurityMode::CoreSched, &CHEAP, 0.2),
+        cell(SecurityMode::SmtOff, &DEAR, 0.0),
+    ];
+    let html = section(&r).unwrap();
+    assert!(html.contains(r#"<section id="security">"#), "{html}");
+    assert!(html.contains("choose core scheduling"), "{html}");
+    let page = crate::html::html(&r);
+    assert!(page.contains(r#"id="security""#));
+    r.cells.retain(|c| c.conditions.security().is_none());
+    assert!(section(&r).is_none());
+}
