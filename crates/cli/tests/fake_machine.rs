@@ -825,3 +825,42 @@ fn advise_security_with_partners_gives_each_tenant_a_cookie_of_its_own() {
     );
     f.assert_restored();
 }
+
+#[test]
+fn kill_9_mid_coresched_cell_leaves_no_process_with_a_cookie_behind() {
+    let f = Fake::new();
+    let mut child = f
+        .smtlab()
+        .args(["advise", "null-syscall", "--security=process", "--db"])
+        .arg(f.db())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut pid = None;
+    wait_until("the workload's process given a cookie", || {
+        pid = cookies(&f).iter().find_map(|l| {
+            l.strip_prefix("create ")?
+                .strip_suffix(" process")?
+                .parse::<u32>()
+                .ok()
+        });
+        pid.is_some()
+    });
+    let pid = pid.unwrap();
+    // SIGKILL: no chance to clean up; the guardian kills what smtlab started.
+    child.kill().unwrap();
+    let status = smtlab_fixtures::bounded::wait(&mut child, "the smtlab process");
+    assert!(!status.success());
+    wait_until("the process with the cookie gone", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+    });
+    wait_until("SMT as found", || {
+        f.cpu_file("smt/control") == "on" && f.cpu_file("cpu1/online") == "1"
+    });
+}
