@@ -118,7 +118,8 @@ pub fn light_rate(cells: &[CellRecord], subject: &Subject) -> Option<f64> {
     let cell = cells.iter().find(|c| {
         c.benchmark == subject.name()
             && c.conditions.security() == Some(SecurityMode::SmtOff)
-            && !c.params.contains_key(RATE_PARAM)
+            // The closed loop's cell (`rate=0`), not a light load's.
+            && c.params.get(RATE_PARAM).is_none_or(|r| r == "0")
     })?;
     let xs: Vec<f64> = cell
         .result
@@ -254,6 +255,53 @@ mod tests {
             (off.key.placement.as_str(), off.placement.cpus.as_slice()),
             (SHARED, &[0, 0][..])
         );
+    }
+
+    #[test]
+    fn the_light_load_is_a_quarter_of_what_smt_off_served() {
+        let subject = Subject::catalog("web-static", &[], true).unwrap();
+        let (_, params) = (
+            0,
+            throughput_group(
+                &subject,
+                &["1c1t".into()],
+                &smtlab_fixtures::build::intel(1, 2, 2),
+                None,
+            )[0]
+            .key
+            .params
+            .clone(),
+        );
+        let served = |mode: SecurityMode, per_s: f64| {
+            let mut c = smtlab_fixtures::build::cell_of(
+                "web-static",
+                params.clone(),
+                mode.conditions(CookieScope::Thread),
+                "1c1t",
+                (1, 1),
+                &[1.0, 1.0],
+            );
+            c.result.samples = [per_s, per_s + 2.0]
+                .iter()
+                .map(|r| smtlab_model::SampleRecord {
+                    value: 1.0,
+                    iterations: 1,
+                    elapsed_ns: 1,
+                    work: 1.0,
+                    cpu_ns: None,
+                    start_spread_ns: None,
+                    cpus: vec![0],
+                    metrics: [(REQUESTS_PER_S.to_string(), *r)].into(),
+                })
+                .collect();
+            c
+        };
+        let cells = [
+            served(SecurityMode::SmtOn, 4000.0),
+            served(SecurityMode::SmtOff, 999.0),
+        ];
+        assert_eq!(light_rate(&cells, &subject), Some(250.0));
+        assert_eq!(light_rate(&cells[..1], &subject), None);
     }
 
     #[test]
