@@ -10,7 +10,9 @@
 //! Core scheduling is chosen when that figure's whole interval is above 1, SMT off when
 //! it is below; an interval that includes 1 chooses neither ("either"), and a mode not
 //! measured leaves nothing to choose ("cannot tell"). Workloads measured at an offered
-//! rate (a server's light load) are answered apart from their full load.
+//! rate (a server's light load) are answered apart from their full load, by their p99
+//! (the same rule on the p99's speed-up, lower better): at a rate every mode carries,
+//! throughput cannot tell them apart.
 
 use std::collections::BTreeMap;
 
@@ -155,9 +157,14 @@ fn answer(
             },
         })
         .collect();
+    // At an offered rate every mode serves the same load: its p99 tells them apart.
+    let light = w.1.is_some();
     let ratio = |a: SecurityMode, b: SecurityMode| {
-        let v = verdict(slot.get(&a)?, slot.get(&b)?)?;
-        Some(Figure::from_verdict(&v))
+        let (a, b) = (slot.get(&a)?, slot.get(&b)?);
+        match light {
+            true => p99_ratio(a, b),
+            false => verdict(a, b).map(|v| Figure::from_verdict(&v)),
+        }
     };
     let coresched_vs_on = ratio(SecurityMode::SmtOn, SecurityMode::CoreSched);
     let off_vs_on = ratio(SecurityMode::SmtOn, SecurityMode::SmtOff);
@@ -168,12 +175,15 @@ fn answer(
         Some(Lean::Neither) => Choice::Either,
         None => Choice::CannotTell,
     };
-    let line = line(
+    let mut line = line(
         choice,
         coresched_vs_on.as_ref(),
         off_vs_on.as_ref(),
         coresched_vs_off.as_ref(),
     );
+    if light {
+        line.insert_str(0, "by p99 at this load: ");
+    }
     let unit = slot
         .values()
         .next()
@@ -217,6 +227,22 @@ fn row(mode: SecurityMode, c: &CellRecord) -> ModeRow {
         forced_idle_share: metric_mean(c, FORCEIDLE_SHARE, 1.0),
         skipped: None,
     }
+}
+
+/// `b`'s p99 against `a`'s as a speed-up (above 1: `b` answers sooner), from the two
+/// cells' samples' p99 with the one speed-up of [`stats::speedup`].
+fn p99_ratio(a: &CellRecord, b: &CellRecord) -> Option<Figure> {
+    let p99 = |c: &CellRecord| {
+        let xs: Vec<f64> = c
+            .result
+            .samples
+            .iter()
+            .filter_map(|s| s.metrics.get(LATENCY_P99_NS).copied())
+            .collect();
+        stats::summarize(&xs)
+    };
+    let r = stats::speedup(&p99(a)?, &p99(b)?, smtlab_model::Direction::Lower)?;
+    Some(Figure::from_ratio(&r))
 }
 
 /// The mean of a per-sample metric times `scale`, with its interval.

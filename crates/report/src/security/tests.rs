@@ -158,3 +158,32 @@ fn the_report_has_a_section_only_for_runs_with_security_cells() {
     r.cells.retain(|c| c.conditions.security().is_none());
     assert!(section(&r).is_none());
 }
+
+#[test]
+fn a_light_load_is_decided_by_its_p99() {
+    let at_rate = |mode: SecurityMode, p99_ms: f64| {
+        let mut c = cell(mode, &ON, 0.0);
+        c.params.insert(RATE_PARAM.into(), "250".into());
+        for (i, s) in c.result.samples.iter_mut().enumerate() {
+            let ns = (p99_ms + 0.01 * i as f64) * 1e6;
+            s.metrics.insert(LATENCY_P99_NS.into(), ns);
+        }
+        c
+    };
+    let cells = [
+        at_rate(SecurityMode::SmtOn, 1.0),
+        at_rate(SecurityMode::CoreSched, 1.2),
+        at_rate(SecurityMode::SmtOff, 2.0),
+    ];
+    let a = &security(&cells, &[])[0];
+    assert_eq!(a.load, "light (250/s offered)");
+    assert_eq!(a.choice, Choice::CoreScheduling, "{}", a.line);
+    assert!(
+        a.line
+            .starts_with("by p99 at this load: core scheduling costs"),
+        "{}",
+        a.line
+    );
+    let p99 = a.modes[2].p99_ms.as_ref().unwrap();
+    assert!((p99.value - 2.02).abs() < 1e-9, "{p99:?}");
+}
