@@ -864,3 +864,32 @@ fn kill_9_mid_coresched_cell_leaves_no_process_with_a_cookie_behind() {
         f.cpu_file("smt/control") == "on" && f.cpu_file("cpu1/online") == "1"
     });
 }
+
+#[test]
+fn advise_security_with_smt_off_as_found_switches_it_on_for_the_cookie_and_back_off() {
+    let f = Fake::new();
+    ok(f.smtlab().args(["smt", "off"]).output().unwrap());
+    assert_eq!(f.cpu_file("smt/control"), "off");
+    let v = json(
+        f.smtlab()
+            .args([
+                "advise",
+                "int-ops",
+                "--security",
+                "--quick",
+                "--json",
+                "--db",
+            ])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let modes = security_modes(&v);
+    // No SMT as found (ENODEV) is no refusal where SMT can be switched on.
+    assert!(
+        modes.iter().all(|m| m.get("skipped").is_none()),
+        "{modes:?}"
+    );
+    assert_eq!(cookies(&f), ["create thread thread"]);
+    assert_eq!(f.cpu_file("smt/control"), "off", "the state found put back");
+}

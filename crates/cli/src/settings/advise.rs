@@ -194,7 +194,12 @@ fn security(
     let Some(scope) = smtlab_model::keys::CookieScope::parse(word) else {
         bail!("--security {word}: expected thread, process or pgroup");
     };
-    let refusal = machine.core_sched_refusal();
+    // SMT off as found answers ENODEV; the coresched cells switch it on first.
+    let refusal = machine.core_sched_refusal().filter(|e| {
+        !(matches!(e, smtlab_control::coresched::CoreSchedError::NoSmt)
+            && topo.smt.control.as_deref() == Some("off")
+            && machine.switch_refusal().is_none())
+    });
     if let Some(why) = &refusal {
         notes.push(format!("coresched cells skipped: {why}"));
     }
