@@ -373,7 +373,11 @@ pub fn section(r: &smtlab_model::RunResults) -> Option<String> {
         section id="security" {
             h2 { "The price of SMT safety" }
             p {
-                "Each workload with SMT on and nothing between the siblings (smt-on), with its                  tasks in a core-scheduling cookie of their own (coresched: a sibling with                  nothing of the same cookie to run stands forced idle), and with SMT off, each                  figure with its " (crate::glossary::link(crate::glossary::Term::Interval)) ";                  then which protection costs less here."
+                "Each workload with SMT on and nothing between the siblings (smt-on), with its \
+                 tasks in a core-scheduling cookie of their own (coresched: a sibling with \
+                 nothing of the same cookie to run stands forced idle), and with SMT off, each \
+                 figure with its " (crate::glossary::link(crate::glossary::Term::Interval)) "; \
+                 then which protection costs less here."
             }
             @for a in &answers {
                 h3 { (a.workload) " at " (a.load) " load" }

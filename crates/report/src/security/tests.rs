@@ -153,6 +153,10 @@ fn the_report_has_a_section_only_for_runs_with_security_cells() {
     let html = section(&r).unwrap();
     assert!(html.contains(r#"<section id="security">"#), "{html}");
     assert!(html.contains("choose core scheduling"), "{html}");
+    assert!(
+        !html.contains("  "),
+        "no runs of spaces in the text: {html}"
+    );
     let page = crate::html::html(&r);
     assert!(page.contains(r#"id="security""#));
     r.cells.retain(|c| c.conditions.security().is_none());
