@@ -122,6 +122,10 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         notes.clear();
         specs = switched_specs(&topo, subject.server(), &mut notes);
     }
+    if args.security.is_some() {
+        // Its own placements: what the SMT question could not answer here is not its.
+        notes.clear();
+    }
     let mut security = security(args, machine, &topo, &subject, &mut notes)?;
     if let (Some(sec), true) = (security.as_mut(), args.partners) {
         sec.tenants = tenant_plan(&subject, &topo, &mut notes)?;
