@@ -640,3 +640,256 @@ fn topo_probe_siblings_reports_each_pair_with_its_figure() {
     assert!(text.contains("CPU 0 + CPU 1"), "{text}");
     assert!(text.contains("topology: same core"), "{text}");
 }
+
+/// The cookies the fake kernel made (`create thread|PID SCOPE` lines).
+fn cookies(f: &Fake) -> Vec<String> {
+    let text = fs::read_to_string(f.tree().join("coresched.log")).unwrap_or_default();
+    text.lines().map(String::from).collect()
+}
+
+/// `advise --security` as JSON; the answers' first workload.
+fn security_modes(v: &Value) -> Vec<Value> {
+    assert_eq!(v["schema"], "smtlab.security/1", "{v}");
+    let answers = v["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 1, "{v}");
+    answers[0]["modes"].as_array().unwrap().clone()
+}
+
+#[test]
+fn advise_security_measures_each_mode_with_its_cookie_and_forced_idle_and_restores_smt() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args([
+                "advise",
+                "int-ops",
+                "--security",
+                "--quick",
+                "--json",
+                "--db",
+            ])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let modes = security_modes(&v);
+    let names: Vec<&str> = modes.iter().map(|m| m["mode"].as_str().unwrap()).collect();
+    assert_eq!(names, ["smt-on", "coresched", "smt-off"]);
+    for m in &modes {
+        assert!(m["value"]["value"].as_f64().is_some(), "{m}");
+    }
+    // Only the cookie's cell had a sibling forced idle: the fake's quarter of its
+    // tasks' time, over the two CPUs of `all`.
+    let idle = modes[1]["forced_idle_share"]["value"].as_f64().unwrap();
+    assert!(idle > 0.0 && idle <= 0.25, "{idle}");
+    assert!(modes[0].get("forced_idle_share").is_none(), "{}", modes[0]);
+    let line = v["answers"][0]["line"].as_str().unwrap();
+    assert!(line.starts_with("core scheduling costs"), "{line}");
+    assert!(line.contains("SMT off costs"), "{line}");
+    // One cookie, on the cell's thread, and SMT off then back on.
+    assert_eq!(cookies(&f), ["create thread thread"]);
+    assert_eq!(f.journal(), ["smt/control off", "smt/control on"]);
+    f.assert_restored();
+}
+
+#[test]
+fn advise_security_per_process_gives_the_workloads_process_its_own_cookie() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["advise", "null-syscall", "--security=process", "--quick"])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let modes = security_modes(&v);
+    assert!(modes[1].get("skipped").is_none(), "{}", modes[1]);
+    let made = cookies(&f);
+    assert!(!made.is_empty(), "a cookie per round at least");
+    for line in &made {
+        let pid = line
+            .strip_prefix("create ")
+            .and_then(|l| l.strip_suffix(" process"))
+            .unwrap_or_else(|| panic!("{line}"));
+        let pid: u32 = pid.parse().unwrap();
+        assert_ne!(pid, std::process::id());
+        // The measuring process ended with its cell: its cookie with it.
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} outlived smtlab"
+        );
+    }
+    // A workload that keeps no process of its own cannot have a cookie per process.
+    let v = json(
+        f.smtlab()
+            .args([
+                "advise",
+                "int-ops",
+                "--security=pgroup",
+                "--quick",
+                "--json",
+                "--db",
+            ])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let why = security_modes(&v)[1]["skipped"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("use --security thread"), "{why}");
+}
+
+#[test]
+fn advise_security_without_core_scheduling_says_so_once_and_skips_those_cells() {
+    let f = Fake::new();
+    fs::create_dir_all(f.tree()).unwrap();
+    fs::write(f.tree().join("core_sched"), "EINVAL\n").unwrap();
+    let out = ok(f
+        .smtlab()
+        .args([
+            "advise",
+            "int-ops",
+            "--security",
+            "--quick",
+            "--json",
+            "--db",
+        ])
+        .arg(f.db())
+        .output()
+        .unwrap());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let notes: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("CONFIG_SCHED_CORE"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{err}");
+    assert!(
+        notes[0].starts_with("note: coresched cells skipped"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let modes = security_modes(&v);
+    let why = modes[1]["skipped"].as_str().unwrap();
+    assert!(why.contains("CONFIG_SCHED_CORE"), "{why}");
+    assert!(modes[0]["value"]["value"].as_f64().is_some());
+    assert_eq!(v["answers"][0]["choice"], "cannot_tell");
+    assert!(cookies(&f).is_empty());
+    f.assert_restored();
+}
+
+#[test]
+fn advise_security_with_partners_gives_each_tenant_a_cookie_of_its_own() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["advise", "int-ops", "--security", "--partners", "--quick"])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["schema"], "smtlab.security/1", "{v}");
+    let answers = v["answers"].as_array().unwrap();
+    let tenants: Vec<&Value> = answers
+        .iter()
+        .filter(|a| {
+            a["workload"]
+                .as_str()
+                .unwrap()
+                .contains("distrusting tenants")
+        })
+        .collect();
+    assert_eq!(tenants.len(), 5, "one per default partner: {v}");
+    for a in &tenants {
+        let modes = a["modes"].as_array().unwrap();
+        assert!(modes.iter().all(|m| m.get("skipped").is_none()), "{a}");
+        assert!(modes[1]["forced_idle_share"]["value"].as_f64().unwrap() > 0.0);
+    }
+    // The whole machine's cookie, then per pair the measured tenant's (its cell thread)
+    // and its partner's threads', each by thread id.
+    let made = cookies(&f);
+    let own = made.iter().filter(|l| *l == "create thread thread").count();
+    assert_eq!(own, 6, "{made:?}");
+    assert!(made.len() > own, "the partners' cookies: {made:?}");
+    // SMT off for each group that needs it, and back on for the next.
+    let journal = f.journal();
+    assert_eq!(journal.len(), 12, "{journal:?}");
+    assert!(
+        journal
+            .chunks(2)
+            .all(|c| c == ["smt/control off", "smt/control on"]),
+        "{journal:?}"
+    );
+    f.assert_restored();
+}
+
+#[test]
+fn kill_9_mid_coresched_cell_leaves_no_process_with_a_cookie_behind() {
+    let f = Fake::new();
+    let mut child = f
+        .smtlab()
+        .args(["advise", "null-syscall", "--security=process", "--db"])
+        .arg(f.db())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut pid = None;
+    wait_until("the workload's process given a cookie", || {
+        pid = cookies(&f).iter().find_map(|l| {
+            l.strip_prefix("create ")?
+                .strip_suffix(" process")?
+                .parse::<u32>()
+                .ok()
+        });
+        pid.is_some()
+    });
+    let pid = pid.unwrap();
+    // SIGKILL: no chance to clean up; the guardian kills what smtlab started.
+    child.kill().unwrap();
+    let status = smtlab_fixtures::bounded::wait(&mut child, "the smtlab process");
+    assert!(!status.success());
+    wait_until("the process with the cookie gone", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+    });
+    wait_until("SMT as found", || {
+        f.cpu_file("smt/control") == "on" && f.cpu_file("cpu1/online") == "1"
+    });
+}
+
+#[test]
+fn advise_security_with_smt_off_as_found_switches_it_on_for_the_cookie_and_back_off() {
+    let f = Fake::new();
+    ok(f.smtlab().args(["smt", "off"]).output().unwrap());
+    assert_eq!(f.cpu_file("smt/control"), "off");
+    let v = json(
+        f.smtlab()
+            .args([
+                "advise",
+                "int-ops",
+                "--security",
+                "--quick",
+                "--json",
+                "--db",
+            ])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let modes = security_modes(&v);
+    // No SMT as found (ENODEV) is no refusal where SMT can be switched on.
+    assert!(
+        modes.iter().all(|m| m.get("skipped").is_none()),
+        "{modes:?}"
+    );
+    assert_eq!(cookies(&f), ["create thread thread"]);
+    assert_eq!(f.cpu_file("smt/control"), "off", "the state found put back");
+}

@@ -36,10 +36,14 @@
 //! processing on the serving thread's SMT sibling or on another core) goes through a
 //! guard of its own, [`IrqSteer`] ([`irq`]), protected the same three ways.
 //!
+//! Core scheduling ([`coresched`]) changes nothing to put back: a workload's cookie
+//! belongs to its tasks and dies with them.
+//!
 //! [`fork`] is the one place smtlab forks (the guardian here, the os benchmarks' children
 //! and the built-in processes server above): what a child of a multithreaded process may
 //! do, said once.
 
+pub mod coresched;
 pub mod emulation;
 pub mod error;
 pub mod fork;

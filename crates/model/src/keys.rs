@@ -1,6 +1,8 @@
 //! The conditions a cell was measured under that are the runner's, not the benchmark's:
 //! the SMT state (`--smt off,on`, utilisation curves), the co-run form and partner of
-//! `corun`/`penalty` cells, and the offered rate of a utilisation step. They are typed
+//! `corun`/`penalty` cells, the offered rate of a utilisation step, and the
+//! core-scheduling cookie of a security-mode cell ([`CookieScope`], [`SecurityMode`]:
+//! `smt-on`, `coresched`, `smt-off` are the SMT state plus the cookie). They are typed
 //! fields of the cell key ([`Conditions`], `CellKey::conditions`), so writers and readers
 //! agree by type rather than by a string both must spell alike.
 //!
@@ -24,8 +26,16 @@ pub const PARTNER_PARAM: &str = "corun_partner";
 pub const RATE_PARAM: &str = "rate_pct";
 /// Stored/flat name of [`Conditions::smt`].
 pub const SMT_PARAM: &str = "smt";
+/// Stored/flat name of [`Conditions::cookie`].
+pub const COOKIE_PARAM: &str = "core_cookie";
 /// Every reserved flat name, for checks that a benchmark declares none of them.
-pub const RESERVED_PARAMS: [&str; 4] = [SMT_PARAM, FORM_PARAM, PARTNER_PARAM, RATE_PARAM];
+pub const RESERVED_PARAMS: [&str; 5] = [
+    SMT_PARAM,
+    FORM_PARAM,
+    PARTNER_PARAM,
+    RATE_PARAM,
+    COOKIE_PARAM,
+];
 
 /// Where the partner runs relative to the measured workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -107,6 +117,98 @@ impl SmtState {
     }
 }
 
+/// Which of the workload's tasks one core-scheduling cookie covers: the kernel's
+/// `PIDTYPE_*` of `prctl(PR_SCHED_CORE, PR_SCHED_CORE_CREATE, pid, type)`. Tasks of
+/// one cookie may share a core; a task of another cookie (or of none) never runs on its
+/// sibling at the same time, which is then forced idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CookieScope {
+    /// `PIDTYPE_PID`: the cell's own thread, before the workload starts; every thread
+    /// and process the workload then starts inherits that one cookie.
+    Thread,
+    /// `PIDTYPE_TGID`: each process the workload started, its threads together.
+    Process,
+    /// `PIDTYPE_PGID`: the workload's process group, all of it in one cookie.
+    ProcessGroup,
+}
+
+impl CookieScope {
+    pub const ALL: [CookieScope; 3] = [
+        CookieScope::Thread,
+        CookieScope::Process,
+        CookieScope::ProcessGroup,
+    ];
+
+    /// `thread`, `process`, `pgroup`: the word keys and `--security` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            CookieScope::Thread => "thread",
+            CookieScope::Process => "process",
+            CookieScope::ProcessGroup => "pgroup",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<CookieScope> {
+        CookieScope::ALL.into_iter().find(|s| s.name() == text)
+    }
+}
+
+impl fmt::Display for CookieScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What protects a workload from its SMT sibling: nothing (`smt-on`), core scheduling
+/// (`coresched`: SMT on, the workload in a cookie of its own) or no sibling at all
+/// (`smt-off`). Not a condition of its own: read from the SMT state and the cookie
+/// ([`Conditions::security`]), so one vocabulary keys both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SecurityMode {
+    SmtOn,
+    CoreSched,
+    SmtOff,
+}
+
+impl SecurityMode {
+    pub const ALL: [SecurityMode; 3] = [
+        SecurityMode::SmtOn,
+        SecurityMode::CoreSched,
+        SecurityMode::SmtOff,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityMode::SmtOn => "smt-on",
+            SecurityMode::CoreSched => "coresched",
+            SecurityMode::SmtOff => "smt-off",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SecurityMode> {
+        SecurityMode::ALL.into_iter().find(|m| m.name() == text)
+    }
+
+    /// The conditions a cell of this mode is keyed with (`scope`: the cookie's, for
+    /// `coresched`).
+    pub fn conditions(self, scope: CookieScope) -> Conditions {
+        match self {
+            SecurityMode::SmtOn => Conditions::smt(SmtState::On),
+            SecurityMode::CoreSched => Conditions {
+                cookie: Some(scope),
+                ..Conditions::smt(SmtState::On)
+            },
+            SecurityMode::SmtOff => Conditions::smt(SmtState::Off),
+        }
+    }
+}
+
+impl fmt::Display for SecurityMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The load a utilisation step offered: the maximum, or a share of it in percent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum OfferedRate {
@@ -169,6 +271,7 @@ macro_rules! text_serde {
 }
 text_serde!(SmtState, "on, off or as found");
 text_serde!(OfferedRate, "max or a whole percentage");
+text_serde!(CookieScope, "thread, process or pgroup");
 
 /// The runner's conditions of a cell; every field is `None` for a plain benchmark cell.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -186,6 +289,10 @@ pub struct Conditions {
     /// The load offered in a utilisation step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<OfferedRate>,
+    /// The core-scheduling cookie the workload ran in (a `coresched` cell; on a co-run
+    /// cell, each side in a cookie of its own: distrusting tenants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie: Option<CookieScope>,
 }
 
 impl Conditions {
@@ -198,6 +305,27 @@ impl Conditions {
         Conditions {
             smt: Some(state),
             ..Conditions::default()
+        }
+    }
+
+    /// The security mode these conditions are one of: `None` where the SMT state was
+    /// not switched (nor a cookie asked for).
+    pub fn security(&self) -> Option<SecurityMode> {
+        match (self.smt, self.cookie) {
+            (_, Some(_)) => Some(SecurityMode::CoreSched),
+            (Some(SmtState::On), None) => Some(SecurityMode::SmtOn),
+            (Some(SmtState::Off), None) => Some(SecurityMode::SmtOff),
+            _ => None,
+        }
+    }
+
+    /// The same conditions without the SMT state and cookie: what pairs the cells of
+    /// one workload across security modes.
+    pub fn without_security(&self) -> Conditions {
+        Conditions {
+            smt: None,
+            cookie: None,
+            ..self.clone()
         }
     }
 
@@ -225,6 +353,9 @@ impl Conditions {
         }
         if let Some(s) = self.smt {
             out.push((SMT_PARAM, s.name().to_string()));
+        }
+        if let Some(c) = self.cookie {
+            out.push((COOKIE_PARAM, c.name().to_string()));
         }
         out
     }
@@ -256,6 +387,7 @@ impl Conditions {
             form: take(params, FORM_PARAM, Form::parse),
             partner: take(params, PARTNER_PARAM, |p| Some(p.to_string())),
             rate: take(params, RATE_PARAM, OfferedRate::parse),
+            cookie: take(params, COOKIE_PARAM, CookieScope::parse),
         }
     }
 
@@ -266,6 +398,7 @@ impl Conditions {
             form: self.form.or(other.form),
             partner: self.partner.or(other.partner),
             rate: self.rate.or(other.rate),
+            cookie: self.cookie.or(other.cookie),
         }
     }
 }
@@ -302,10 +435,12 @@ mod tests {
             form: Some(Form::Sibling),
             partner: Some("int-ops".into()),
             rate: Some(OfferedRate::Percent(50)),
+            cookie: Some(CookieScope::ProcessGroup),
         };
         let params: BTreeMap<String, String> = [("size".to_string(), "4KiB".to_string())].into();
         let mut flat = c.flatten(&params);
-        assert_eq!(flat.len(), 5);
+        assert_eq!(flat.len(), 6);
+        assert_eq!(flat[COOKIE_PARAM], "pgroup");
         assert_eq!(flat[SMT_PARAM], "as found");
         assert_eq!(Conditions::take_from(&mut flat), c);
         assert_eq!(flat, params);
@@ -353,6 +488,29 @@ mod tests {
         assert_eq!(k.conditions.form, Some(Form::Sibling));
         assert_eq!(k.conditions.partner.as_deref(), Some("mem-read"));
         assert!(k.params.is_empty());
+    }
+
+    #[test]
+    fn security_modes_are_the_smt_state_and_the_cookie() {
+        for m in SecurityMode::ALL {
+            assert_eq!(SecurityMode::parse(m.name()), Some(m));
+            let c = m.conditions(CookieScope::Process);
+            assert_eq!(c.security(), Some(m));
+            assert_eq!(c.without_security(), Conditions::default());
+        }
+        assert_eq!(SecurityMode::parse("smt"), None);
+        assert_eq!(Conditions::smt(SmtState::AsFound).security(), None);
+        assert_eq!(Conditions::default().security(), None);
+        let c = SecurityMode::CoreSched.conditions(CookieScope::Thread);
+        assert_eq!(c.smt, Some(SmtState::On));
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"smt":"on","cookie":"thread"}"#
+        );
+        for s in CookieScope::ALL {
+            assert_eq!(CookieScope::parse(s.name()), Some(s));
+        }
+        assert_eq!(CookieScope::parse("cgroup"), None);
     }
 
     #[test]

@@ -17,6 +17,18 @@ pub mod corun {
     pub const RUN_NS: &str = "run_ns";
 }
 
+/// Written beside the figures of every cell of a security mode (`advise --security`):
+/// what core scheduling cost during the sample.
+pub mod coresched {
+    /// Metric: forced idle charged to smtlab's tasks and their children's during the
+    /// sample (the growth of their `core_forceidle_sum`), in nanoseconds.
+    pub const FORCEIDLE_NS: &str = "core_forceidle_ns";
+    /// Metric: [`FORCEIDLE_NS`] over the CPU time the placement had around the sample
+    /// (the time between the two readings times its CPUs): the share of it a sibling
+    /// stood forced idle.
+    pub const FORCEIDLE_SHARE: &str = "core_forceidle_share";
+}
+
 /// Written by a multiprogrammed mix (`mix`, paper 003 section 2.3): for each program of
 /// the mix, in the order given, its throughput in the mix, alone (each in the program's
 /// unit), and its progress (the ratio of work per second: 1 is as fast as alone), each

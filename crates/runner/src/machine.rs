@@ -20,7 +20,11 @@
 //! * the **steering of a network device's interrupts** for a cell
 //!   ([`Machine::steer_irqs`]: `/proc/irq/N/smp_affinity_list` and the receive queues'
 //!   `rps_cpus` under its root), through the control crate's [`IrqSteer`] guard, which
-//!   writes the old values back when dropped, on signals and after SIGKILL.
+//!   writes the old values back when dropped, on signals and after SIGKILL;
+//! * **core scheduling** for a `coresched` cell: whether the kernel has it
+//!   ([`Machine::core_sched_refusal`]), a cookie for the workload's tasks
+//!   ([`Machine::create_cookie`]; it dies with them) and the forced idle it cost
+//!   ([`Machine::forced_idle_ns`]).
 //!
 //! A new fact about the machine that the engine needs goes here: a method of the trait,
 //! read from [`Machine::root`] for both machines (or faked by [`FakeMachine`]), so no
@@ -31,9 +35,11 @@ mod fake;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use smtlab_control::coresched::{self, CoreSchedError};
 use smtlab_control::guard::Protection;
 use smtlab_control::{ControlError, IrqSteer, SmtSwitch, Sysfs};
 use smtlab_model::counters::os_time::CpuTicks;
+use smtlab_model::keys::CookieScope;
 use smtlab_model::{Environment, ResolvedPlacement, Topology};
 use smtlab_topology::TopologyError;
 
@@ -197,6 +203,45 @@ pub trait Machine: Sync {
         cpus: &smtlab_model::CpuSet,
     ) -> Result<IrqSteer, ControlError> {
         IrqSteer::apply(self.sysfs(), devices, cpus, Protection::default())
+    }
+
+    /// Why core scheduling cannot run here (a kernel without `CONFIG_SCHED_CORE`, no
+    /// SMT siblings online), if it cannot.
+    fn core_sched_refusal(&self) -> Option<CoreSchedError> {
+        coresched::refusal()
+    }
+
+    /// A new core-scheduling cookie for `pid` (0: the calling thread) and, per `scope`,
+    /// its thread group or process group; what they start later inherits it.
+    fn create_cookie(&self, pid: u32, scope: CookieScope) -> Result<(), CoreSchedError> {
+        coresched::create(pid, scope)
+    }
+
+    /// The forced idle charged so far to this process's tasks and its descendants'
+    /// (`core_forceidle_sum` under [`Machine::root`]'s `proc`), in nanoseconds; `None`
+    /// where no task shows it (no `CONFIG_SCHED_CORE`, schedstats off).
+    fn forced_idle_ns(&self) -> Option<u64> {
+        let proc = self.root().join("proc");
+        coresched::forceidle_of(&proc, &coresched::own_tree(&proc))
+    }
+
+    /// This process's threads pinned to `cpu` alone (a co-run partner's, for a cookie
+    /// of its own).
+    fn own_threads_on(&self, cpu: u32) -> Vec<u32> {
+        coresched::threads_on(&self.root().join("proc/self/task"), cpu)
+    }
+
+    /// The processes the calling thread started (a cell's workload's, after it is
+    /// prepared), for a cookie per process or per process group.
+    fn own_children(&self) -> Vec<u32> {
+        let proc = self.root().join("proc");
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() } as u32;
+        let text = std::fs::read_to_string(proc.join(format!("self/task/{tid}/children")));
+        let text = text.unwrap_or_default();
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
     }
 
     /// Puts the system into the state `placement` needs for one cell (`1c1t-up`: every

@@ -250,6 +250,12 @@ impl<'a> Measurement<'a> {
         self.samples.len()
     }
 
+    /// The last measured sample, for figures read around it (the forced idle of a
+    /// security-mode cell).
+    pub fn last_sample_mut(&mut self) -> Option<&mut smtlab_model::SampleRecord> {
+        self.samples.last_mut()
+    }
+
     /// Whether [`Measurement::step`] has nothing left to do.
     pub fn done(&self) -> bool {
         self.stop_reason.is_some()

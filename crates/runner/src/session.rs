@@ -64,6 +64,7 @@ use crate::machine::Machine;
 use crate::observer::{Event, Observer};
 
 mod cell;
+mod cookie;
 mod group;
 
 pub use cell::{CellError, IrqError, SetupError};

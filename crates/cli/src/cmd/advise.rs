@@ -3,7 +3,8 @@
 //! cells in each SMT state, the single-thread cost or partners and the headroom through
 //! the experiment layer, each cell saved as it is measured ([`crate::sink`], a run of
 //! suite `advise`), then the decision ([`smtlab_report::advice`]) rendered as text, JSON
-//! or Markdown ([`crate::render::advice`]).
+//! or Markdown ([`crate::render::advice`]). With `--security`, the security modes in
+//! place of the throughput cells, and their answer ([`smtlab_report::security`]).
 
 use std::process::ExitCode;
 
@@ -67,6 +68,13 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
 
 /// What the command measures, above the cells' lines.
 fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
+    if let Some(sec) = &s.security {
+        let (on, off) = (&sec.specs.0, &sec.specs.1);
+        let scope = sec.scope.name();
+        let tenants = sec.tenants.is_some();
+        let header = render::advice::security_header(&s.subject.name(), scope, (on, off), tenants);
+        return emit(&header);
+    }
     let penalty = s.penalty.as_ref().map(|_| args.partners);
     let (name, states) = (s.subject.name(), !s.states.is_empty());
     emit(&render::advice::header(
@@ -99,6 +107,9 @@ fn measure(
     headroom: Option<Curve>,
     sink: &mut StoreSink<'_>,
 ) -> Result<Ended> {
+    if let Some(sec) = &s.security {
+        return measure_security(s, sec, measuring, sink);
+    }
     let groups = s.throughput_groups();
     let engine = measuring.engine();
     let measure = |groups, sink: &mut StoreSink<'_>| {
@@ -127,6 +138,51 @@ fn measure(
         (measuring.cfg.min_samples, measuring.cfg.max_samples) = (3, 3);
         measuring.cfg.warmup_ns = 0;
         ended = exp::measure_headroom(&measuring.engine(), &s.topo, curve, sink)?;
+    }
+    Ok(ended)
+}
+
+/// The security modes at full load, then (a server with an open loop, while nothing
+/// stopped) at a light load; the `coresched` cells skipped with the one reason where
+/// the kernel cannot run them.
+fn measure_security(
+    s: &Advise,
+    sec: &crate::settings::advise::Security,
+    measuring: &mut MeasuringSetup<'_>,
+    sink: &mut StoreSink<'_>,
+) -> Result<Ended> {
+    use smtlab_runner::session::SessionObserver;
+    let engine = measuring.engine();
+    let measure = |groups: Vec<Group<'_>>, sink: &mut StoreSink<'_>| -> Result<Ended> {
+        let groups = match &sec.refusal {
+            Some(why) => {
+                let (kept, skipped) =
+                    smtlab_runner::experiment::security::without_coresched(groups, why);
+                for x in &skipped {
+                    if sink.skipped(x).is_break() {
+                        return Ok(Ended::Stopped);
+                    }
+                }
+                kept
+            }
+            None => groups,
+        };
+        let protection = crate::settings::Stop::protection();
+        Ok(smt::measure_groups(
+            &engine, protection, &s.topo, groups, sink,
+        )?)
+    };
+    let mut ended = measure(s.throughput_groups(), sink)?;
+    if ended == Ended::Complete && s.subject.sweepable() {
+        match smtlab_runner::experiment::security::light_rate(&sink.cells, &s.subject) {
+            Some(rate) => ended = measure(s.security_groups(sec, Some(rate)), sink)?,
+            None => crate::term::note_fit(
+                "note: no light load: SMT off served no requests to take a share of",
+            ),
+        }
+    }
+    if let (Ended::Complete, Some(plan)) = (ended, &sec.tenants) {
+        ended = measure(corun::cell_plans(plan), sink)?;
     }
     Ok(ended)
 }
@@ -187,6 +243,9 @@ fn answer(
     if let Some(code) = stopped {
         return Ok(code);
     }
+    if s.security.is_some() {
+        return security_answer(args, &sink);
+    }
     let mut evidence = advice::evidence(&sink.cells, s.smt());
     advice::add_unmeasured(&mut evidence, &sink.skipped);
     let answers: Vec<advice::Advice> = evidence.iter().map(advice::decide).collect();
@@ -195,5 +254,32 @@ fn answer(
     }
     let scaling = advice::scaling(&sink.cells, s.smt(), s.topo.cpus.len());
     render::advice::answers(args, sink.run_id, &s.notes, &answers, &scaling)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--security`'s answer: per workload and load, each mode's figures and the choice.
+fn security_answer(args: &AdviseArgs, sink: &StoreSink<'_>) -> Result<ExitCode> {
+    use smtlab_report::security;
+    let answers = security::security(&sink.cells, &sink.skipped);
+    if answers.is_empty() {
+        bail!("nothing measured to advise on: every security mode was skipped");
+    }
+    if let Some(path) = &args.export_markdown {
+        let md = security::markdown(&answers);
+        if path.as_os_str() == "-" {
+            return emit(&md).map(|()| ExitCode::SUCCESS);
+        }
+        crate::output::write_file(path, md.as_bytes())?;
+    }
+    if args.json {
+        let doc = serde_json::json!({
+            "schema": security::SECURITY_SCHEMA,
+            "run_id": sink.run_id,
+            "answers": answers,
+        });
+        emit(&crate::output::json_text(&doc)?)?;
+    } else {
+        emit(&security::text(&answers).join("\n"))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -91,6 +91,11 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
                 Layout::term(),
             ))
         }
+        Shown::Measured(c) if let Some(mode) = c.conditions.security() => Some(format!(
+            "  {mode} on {}: {}\n",
+            c.placement_spec,
+            smtlab_report::fmt::mean_ci(&c.result.summary)
+        )),
         Shown::Measured(c) => match c.conditions.rate {
             Some(rate) => Some(format!(
                 "headroom step {rate}: {} {}\n",
@@ -103,10 +108,33 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
             None => None,
         },
         Shown::Skipped(s) => Some(super::table::wrap(
-            &format!("  {}: skipped: {}", s.key.placement, s.reason),
+            &match s.key.conditions.security() {
+                Some(mode) => format!("  {mode} on {}: skipped: {}", s.key.placement, s.reason),
+                None => format!("  {}: skipped: {}", s.key.placement, s.reason),
+            },
             Layout::term(),
         )),
     }
+}
+
+/// What `advise --security` measures, above the cells' lines.
+pub fn security_header(
+    subject: &str,
+    scope: &str,
+    (on, off): (&str, &str),
+    tenants: bool,
+) -> String {
+    let tenants = if tenants {
+        "; then, one thread, beside each partner on its sibling as distrusting tenants (a cookie each), and sharing one CPU with SMT off"
+    } else {
+        ""
+    };
+    super::table::wrap(
+        &format!(
+            "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}{tenants}; forced idle recorded with each sample"
+        ),
+        Layout::term(),
+    )
 }
 
 /// The answers in the form asked: Markdown (to a file, or standard output with `-`),

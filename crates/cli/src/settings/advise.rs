@@ -1,14 +1,15 @@
 //! The settings of `smtlab advise`, settled once before anything is measured: the
 //! subject (a catalog workload or your command), the machine and the placements the
 //! answer compares, the SMT states to switch through, the single-thread cost or partner
-//! plan, the cells' plan as stored, and the notes on what this machine cannot do.
+//! plan, the security modes (`--security`), the cells' plan as stored, and the notes on
+//! what this machine cannot do.
 
 use anyhow::{Result, bail};
 use smtlab_model::keys::Form;
 use smtlab_model::{CellKey, RunConfig, Topology};
 use smtlab_runner::experiment::advise::{self as exp, PreparedCommand, Subject};
 use smtlab_runner::experiment::corun::{self as corun_exp, Workload};
-use smtlab_runner::experiment::{smt, utilisation as util};
+use smtlab_runner::experiment::{security as sec, smt, utilisation as util};
 use smtlab_runner::machine::Machine;
 use smtlab_runner::session::CellPlan;
 
@@ -34,7 +35,21 @@ pub struct Advise {
     /// A server's latency sweep: the shares of each baseline's capacity offered, in
     /// percent (`None`: not measured: no server under smtlab's load, or `--no-sweep`).
     pub sweep: Option<Vec<f64>>,
+    /// The security modes (`--security`), measured in place of the throughput cells.
+    pub security: Option<Security>,
     pub notes: Vec<String>,
+}
+
+/// What `--security` measures here.
+pub struct Security {
+    pub scope: smtlab_model::keys::CookieScope,
+    /// The placements of the SMT-on modes and of SMT off.
+    pub specs: (String, String),
+    /// Why core scheduling cannot run here: its cells are skipped with this reason.
+    pub refusal: Option<smtlab_control::coresched::CoreSchedError>,
+    /// With `--partners`: the workload, one thread, beside each partner as distrusting
+    /// tenants, in each mode.
+    pub tenants: Option<corun_exp::CorunPlan>,
 }
 
 impl Advise {
@@ -43,10 +58,20 @@ impl Advise {
         self.topo.smt_visible() || !self.states.is_empty()
     }
 
-    /// The throughput cells, one group per SMT state.
+    /// The throughput cells, one group per SMT state (with `--security`, the modes'
+    /// groups at full load).
     pub fn throughput_groups(&self) -> Vec<Vec<CellPlan<'_>>> {
+        if let Some(s) = &self.security {
+            return self.security_groups(s, None);
+        }
         let group = exp::throughput_group(&self.subject, &self.specs, &self.topo, self.warmup);
         smt::turns(vec![group], &self.states)
+    }
+
+    /// The security modes' groups, at the open-loop `rate` where given (light load).
+    pub fn security_groups(&self, s: &Security, rate: Option<f64>) -> Vec<Vec<CellPlan<'_>>> {
+        let specs = (s.specs.0.as_str(), s.specs.1.as_str());
+        sec::groups(&self.subject, s.scope, specs, &self.topo, self.warmup, rate)
     }
 
     /// Every cell as the run's plan stores it, in measuring order.
@@ -57,7 +82,8 @@ impl Advise {
             .flatten()
             .map(|c| c.key.clone())
             .collect();
-        if let Some(p) = &self.penalty {
+        let tenants = self.security.as_ref().and_then(|s| s.tenants.as_ref());
+        for p in self.penalty.iter().chain(tenants) {
             plan.extend(p.iter().flatten().map(|c| c.key.clone()));
         }
         if let Some(curve) = headroom {
@@ -96,7 +122,15 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         notes.clear();
         specs = switched_specs(&topo, subject.server(), &mut notes);
     }
-    let mut sweep = sweep(args, &subject)?;
+    if args.security.is_some() {
+        // Its own placements: what the SMT question could not answer here is not its.
+        notes.clear();
+    }
+    let mut security = security(args, machine, &topo, &subject, &mut notes)?;
+    if let (Some(sec), true) = (security.as_mut(), args.partners) {
+        sec.tenants = tenant_plan(&subject, &topo, &mut notes)?;
+    }
+    let mut sweep = sweep(args, &subject)?.filter(|_| security.is_none());
     if sweep.is_some() && exp::sweep_sides(&specs).is_empty() {
         // Nothing to compare the latency on: no SMT pair measured.
         if args.sweep.is_some() {
@@ -107,7 +141,8 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         sweep = None;
     }
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
-    let sibling = match (&pair.sibling, args.penalty || args.partners) {
+    let pairs = (args.penalty || args.partners) && args.security.is_none();
+    let sibling = match (&pair.sibling, pairs) {
         (Ok(cpu), true) => Some(*cpu),
         (Err(why), true) => {
             let what = if args.penalty {
@@ -143,8 +178,66 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
         states,
         penalty,
         sweep,
+        security,
         notes,
     })
+}
+
+/// `--security`: the cookie's scope, the placements, and why core scheduling cannot run
+/// here (one note for all its cells).
+fn security(
+    args: &AdviseArgs,
+    machine: &dyn Machine,
+    topo: &Topology,
+    subject: &Subject,
+    notes: &mut Vec<String>,
+) -> Result<Option<Security>> {
+    let Some(word) = &args.security else {
+        return Ok(None);
+    };
+    let Some(scope) = smtlab_model::keys::CookieScope::parse(word) else {
+        bail!("--security {word}: expected thread, process or pgroup");
+    };
+    // SMT off as found answers ENODEV; the coresched cells switch it on first.
+    let refusal = machine.core_sched_refusal().filter(|e| {
+        !(matches!(e, smtlab_control::coresched::CoreSchedError::NoSmt)
+            && topo.smt.control.as_deref() == Some("off")
+            && machine.switch_refusal().is_none())
+    });
+    if let Some(why) = &refusal {
+        notes.push(format!("coresched cells skipped: {why}"));
+    }
+    Ok(Some(Security {
+        scope,
+        specs: sec::specs(topo, subject.server()),
+        refusal,
+        tenants: None,
+    }))
+}
+
+/// `--security --partners`: the tenant pairs on this machine's first core and its
+/// sibling, or a note on why there are none.
+fn tenant_plan(
+    subject: &Subject,
+    topo: &Topology,
+    notes: &mut Vec<String>,
+) -> Result<Option<corun_exp::CorunPlan>> {
+    let pair = smtlab_runner::corun::cpu_pair(topo).map_err(anyhow::Error::msg)?;
+    let sibling = match &pair.sibling {
+        Ok(cpu) => *cpu,
+        Err(why) => {
+            notes.push(format!("distrusting tenants not measured: {why}"));
+            return Ok(None);
+        }
+    };
+    let task = subject.penalty_task()?;
+    let partners = exp::default_partners()?;
+    Ok(Some(sec::tenant_plan(
+        &task,
+        &partners,
+        (pair.cpu, sibling),
+        topo,
+    )))
 }
 
 /// The placements compared with SMT switched off and on: the SMT pairs and the whole

@@ -94,11 +94,12 @@ enum SectionFn {
 use SectionFn::{Named, Optional};
 
 /// The sections in page order: id, navigation name, writer.
-const SECTIONS: [(&str, &str, SectionFn); 20] = [
+const SECTIONS: [(&str, &str, SectionFn); 21] = [
     // The answer (keep SMT on / turn it off) leads: the machine details come after it.
     ("advice", "Answer", Named(crate::advice::section)),
     // The verdict of `smtlab exec` is the answer the reader came for: it goes first.
     ("exec", "Verdict", Named(yields::exec_verdict)),
+    ("security", "SMT safety", Optional(crate::security::section)),
     ("machine", "Machine", Named(machine::machine)),
     ("smt-yield", "SMT yield", Named(yields::smt_yield)),
     (

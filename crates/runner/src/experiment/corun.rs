@@ -230,7 +230,7 @@ pub struct CorunCell {
 /// The cells of a plan, in groups measured interleaved.
 pub type CorunPlan = Vec<Vec<CorunCell>>;
 
-fn cell(
+pub(crate) fn cell(
     a: &Workload,
     partner: Option<&Workload>,
     partner_name: &str,
@@ -360,8 +360,14 @@ pub fn measure(
     plan: &CorunPlan,
     sink: &mut dyn SessionObserver,
 ) -> Ended {
-    let groups: Vec<Group<'_>> = plan
-        .iter()
+    // The session measures a group at a time and drops its instances (and so stops
+    // every partner) before the next group starts.
+    engine.run(topo, cell_plans(plan), sink)
+}
+
+/// The plan's groups as session cells, their placements the plan's CPUs.
+pub fn cell_plans(plan: &CorunPlan) -> Vec<Group<'_>> {
+    plan.iter()
         .map(|g| {
             g.iter()
                 .map(|c| CellPlan {
@@ -375,10 +381,7 @@ pub fn measure(
                 })
                 .collect()
         })
-        .collect();
-    // The session measures a group at a time and drops its instances (and so stops
-    // every partner) before the next group starts.
-    engine.run(topo, groups, sink)
+        .collect()
 }
 
 #[cfg(test)]

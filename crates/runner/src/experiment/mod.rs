@@ -2,8 +2,10 @@
 //! through the one engine, [`Session`]. A co-run group ([`corun`]: a workload alone and
 //! next to a partner on its SMT sibling or on another core), a utilisation curve
 //! ([`utilisation`]: an open-loop load at shares of its measured maximum, in each SMT
-//! state) and what an SMT recommendation needs ([`advise`]: the workload on `1c1t`,
-//! `1c2t` and `2c1t`, the user's command with an untimed preparation) are built here as ordinary [`CellPlan`]s whose keys carry their conditions
+//! state), what an SMT recommendation needs ([`advise`]: the workload on `1c1t`,
+//! `1c2t` and `2c1t`, the user's command with an untimed preparation) and the security
+//! modes ([`security`]: SMT on, core scheduling, SMT off; distrusting tenants) are built
+//! here as ordinary [`CellPlan`]s whose keys carry their conditions
 //! ([`smtlab_model::keys`]), so they get what every session gives: counters around each
 //! cell's own samples, the stop flag, interleaving, and each cell pushed to the caller's
 //! sink ([`SessionObserver`]) as soon as it is done, so it is saved per cell.
@@ -13,6 +15,7 @@
 pub mod advise;
 pub mod corun;
 pub mod plan;
+pub mod security;
 pub mod siblings;
 pub mod smt;
 pub mod utilisation;

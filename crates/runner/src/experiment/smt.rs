@@ -196,11 +196,15 @@ pub fn measure_groups(
     )
 }
 
-/// `group` with its placements resolved on `topo`, the topology of state `st`.
+/// `group` with its placements resolved on `topo`, the topology of state `st`; a
+/// co-run cell keeps the CPUs its plan gave it.
 pub fn resolve_in<'a>(group: Group<'a>, st: SmtState, topo: &Topology) -> Group<'a> {
     group
         .into_iter()
         .map(|mut c| {
+            if c.key.conditions.form.is_some() {
+                return c;
+            }
             c.placement = smtlab_placement::parse(&c.key.placement)
                 .and_then(|spec| smtlab_placement::resolve(&spec, topo))
                 .map_err(|error| Unplaced::InState {

@@ -11,10 +11,21 @@
 //! `proc/interrupts`, `proc/irq/N/smp_affinity_list` reading `0-1`), so `irq=` steering
 //! writes into the tree (and its journal) and the restores can be checked; the load
 //! itself runs over this host's loopback.
+//!
+//! Its kernel has core scheduling: a cookie is recorded, not made ([`CORE_SCHED_LOG`]
+//! lists each, `create thread|PID SCOPE`), and a task with one is said to have kept
+//! its sibling forced idle a quarter of the time since, while it lives
+//! ([`FAKE_FORCEIDLE_SHARE`]). A file [`CORE_SCHED_FILE`] at the root saying `EINVAL` or
+//! `ENODEV` makes it a kernel without `CONFIG_SCHED_CORE` or without SMT; with SMT off
+//! it answers `ENODEV` as the kernel does.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use smtlab_control::coresched::CoreSchedError;
+use smtlab_model::keys::CookieScope;
 
 use smtlab_control::Sysfs;
 use smtlab_model::counters::{ClassStatus, CounterAvailability, CounterEvent};
@@ -34,10 +45,38 @@ const FAKE_COUNTS: [(CounterEvent, u64); 3] = [
     (CounterEvent::TaskClock, 1_000_000),
 ];
 
+/// The file at the root of the tree listing the cookies the fake kernel made.
+pub const CORE_SCHED_LOG: &str = "coresched.log";
+/// The file at the root of the tree that, saying `EINVAL` or `ENODEV`, takes core
+/// scheduling away from the fake kernel.
+pub const CORE_SCHED_FILE: &str = "core_sched";
+/// The share of a cookie's life the fake kernel says a sibling stood forced idle.
+pub const FAKE_FORCEIDLE_SHARE: f64 = 0.25;
+
 /// A fake machine with SMT siblings (see the module documentation).
 pub struct FakeMachine {
     root: PathBuf,
     backend: FakeBackend,
+    /// Each task given a cookie (a host thread or process id) and when.
+    cookies: Mutex<Vec<(Task, Instant)>>,
+}
+
+/// A task of the host a fake cookie was given to.
+#[derive(Debug, Clone, Copy)]
+enum Task {
+    Thread(u32),
+    Process(u32),
+}
+
+impl Task {
+    /// Whether it still runs on this host (a cookie dies with its task).
+    fn alive(self) -> bool {
+        let pid = std::process::id();
+        match self {
+            Task::Thread(t) => Path::new(&format!("/proc/{pid}/task/{t}")).exists(),
+            Task::Process(p) => Path::new(&format!("/proc/{p}")).exists(),
+        }
+    }
 }
 
 impl FakeMachine {
@@ -52,7 +91,17 @@ impl FakeMachine {
         Ok(FakeMachine {
             root: root.to_path_buf(),
             backend: FakeBackend::new(values, None, Arc::new(FakeClock::new(0, 1))),
+            cookies: Mutex::new(Vec::new()),
         })
+    }
+
+    fn log_cookie(&self, line: &str) -> io::Result<()> {
+        use std::io::Write;
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join(CORE_SCHED_LOG))?;
+        writeln!(log, "{line}")
     }
 }
 
@@ -95,6 +144,64 @@ impl Machine for FakeMachine {
 
     fn counting_backend(&self) -> &dyn CountingBackend {
         &self.backend
+    }
+
+    fn core_sched_refusal(&self) -> Option<CoreSchedError> {
+        let said = std::fs::read_to_string(self.root.join(CORE_SCHED_FILE)).unwrap_or_default();
+        let active = self.root.join("sys/devices/system/cpu/smt/active");
+        let smt_off = std::fs::read_to_string(active).is_ok_and(|s| s.trim() == "0");
+        match said.trim() {
+            "EINVAL" => Some(CoreSchedError::NoKernelSupport),
+            "ENODEV" => Some(CoreSchedError::NoSmt),
+            _ if smt_off => Some(CoreSchedError::NoSmt),
+            _ => None,
+        }
+    }
+
+    fn create_cookie(&self, pid: u32, scope: CookieScope) -> Result<(), CoreSchedError> {
+        if let Some(why) = self.core_sched_refusal() {
+            return Err(why);
+        }
+        let (task, who) = match pid {
+            // SAFETY: gettid has no arguments and cannot fail.
+            0 => (
+                Task::Thread(unsafe { libc::gettid() } as u32),
+                "thread".into(),
+            ),
+            p => (Task::Process(p), p.to_string()),
+        };
+        self.log_cookie(&format!("create {who} {scope}"))
+            .map_err(|source| CoreSchedError::Refused { what: who, source })?;
+        let mut cookies = self.cookies.lock().unwrap_or_else(|e| e.into_inner());
+        cookies.push((task, Instant::now()));
+        Ok(())
+    }
+
+    /// A quarter of the life so far of every task with a cookie that still runs.
+    fn forced_idle_ns(&self) -> Option<u64> {
+        let cookies = self.cookies.lock().unwrap_or_else(|e| e.into_inner());
+        let ns = cookies
+            .iter()
+            .filter(|(t, _)| t.alive())
+            .map(|(_, since)| since.elapsed().as_nanos() as f64 * FAKE_FORCEIDLE_SHARE)
+            .sum::<f64>();
+        Some(ns as u64)
+    }
+
+    /// The work runs on this host: its threads are the host's.
+    fn own_threads_on(&self, cpu: u32) -> Vec<u32> {
+        smtlab_control::coresched::threads_on(Path::new("/proc/self/task"), cpu)
+    }
+
+    /// The work runs on this host: its children are the host's.
+    fn own_children(&self) -> Vec<u32> {
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() } as u32;
+        let path = format!("/proc/self/task/{tid}/children");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
     }
 
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment {
@@ -211,6 +318,46 @@ mod tests {
         assert_ne!(env.host_id, super::super::host_id());
         assert!(env.hostname.unwrap().contains("fake machine"));
         assert!(env.cpu_model.unwrap().contains("fake machine"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_fake_kernel_records_cookies_and_their_forced_idle_dies_with_the_task() {
+        let dir = std::env::temp_dir().join(format!("smtlab-fake-cs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let m = std::sync::Arc::new(FakeMachine::at(&dir).unwrap());
+        assert!(m.core_sched_refusal().is_none());
+        assert_eq!(m.forced_idle_ns(), Some(0));
+        let m2 = m.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            m2.create_cookie(0, CookieScope::Thread).unwrap();
+            tx.send(()).unwrap();
+            let _ = done_rx.recv();
+        });
+        rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let during = m.forced_idle_ns().unwrap();
+        assert!(during >= 4_000_000, "a quarter of 20 ms at least: {during}");
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        assert_eq!(
+            m.forced_idle_ns(),
+            Some(0),
+            "the cookie died with its thread"
+        );
+        let log = std::fs::read_to_string(dir.join(CORE_SCHED_LOG)).unwrap();
+        assert_eq!(log, "create thread thread\n");
+        std::fs::write(dir.join(CORE_SCHED_FILE), "EINVAL\n").unwrap();
+        let e = m.create_cookie(0, CookieScope::Thread).unwrap_err();
+        assert!(e.to_string().contains("CONFIG_SCHED_CORE"), "{e}");
+        std::fs::write(dir.join(CORE_SCHED_FILE), "").unwrap();
+        std::fs::write(dir.join("sys/devices/system/cpu/smt/active"), "0\n").unwrap();
+        assert!(matches!(
+            m.core_sched_refusal(),
+            Some(CoreSchedError::NoSmt)
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -8,14 +8,17 @@ use std::sync::mpsc;
 
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::{BenchContext, Instance, ParamError};
+use smtlab_control::coresched::CoreSchedError;
 use smtlab_control::{ControlError, IrqSteer};
 use smtlab_model::counters::CellCounters;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
+use smtlab_model::metrics::coresched::{FORCEIDLE_NS, FORCEIDLE_SHARE};
 use smtlab_model::{Disturbance, ResolvedPlacement};
 use smtlab_placement::ClientRule;
 use smtlab_placement::irq;
 
+use super::cookie::{partner_cookies, process_cookies, tenant_cpu, thread_cookie};
 use super::{CellPlan, Session, StopObserver, Unplaced, sampled_cpus, spare_cpu, window_text};
 use crate::client::NoClientCpus;
 use crate::counting::CellCounting;
@@ -44,6 +47,9 @@ pub enum CellError {
     Run(#[from] RunError),
     #[error("no prepared instance")]
     NotPrepared,
+    /// The workload's processes could not be given their cookie.
+    #[error("{0}")]
+    Cookie(#[from] CoreSchedError),
     #[error("the round was not finished")]
     Unfinished,
 }
@@ -58,6 +64,10 @@ pub enum SetupError {
     Machine(#[from] MachineError),
     #[error("{0}")]
     Irq(#[from] IrqError),
+    #[error("{0}")]
+    Cookie(#[from] CoreSchedError),
+    #[error("a core-scheduling cookie needs the machine, and this run changes nothing on it")]
+    CookieWithoutMachine,
 }
 
 /// Why a cell's network interrupts could not be steered as its `irq` parameter asks.
@@ -176,7 +186,8 @@ fn set_up(
         (Err(e), _) => return unchanged(e.into()),
         (_, Err(e)) => return unchanged(e.into()),
     };
-    match steer_irqs(session, plan, placement, client.as_ref()) {
+    let steered = steer_irqs(session, plan, placement, client.as_ref()).map_err(SetupError::from);
+    match steered.and_then(|irqs| thread_cookie(session, plan).map(|()| irqs)) {
         Ok(irqs) => (
             Ok(client),
             Held {
@@ -185,7 +196,7 @@ fn set_up(
             },
         ),
         Err(e) => (
-            Err(e.into()),
+            Err(e),
             Held {
                 _irqs: None,
                 _state: state,
@@ -380,13 +391,26 @@ impl<'a> Worker<'a> {
             topology: self.session.topo,
             client: self.client.as_ref(),
         };
-        let prepared = self.plan.bench.prepare(&ctx);
+        let partner = tenant_cpu(self.session, self.plan, &self.placement);
+        let before = partner.map(|(m, cpu)| m.own_threads_on(cpu));
+        let prepared = self
+            .plan
+            .bench
+            .prepare(&ctx)
+            .map_err(CellError::Prepare)
+            .and_then(|inst| {
+                process_cookies(self.session, self.plan)?;
+                if let (Some((m, cpu)), Some(before)) = (partner, &before) {
+                    partner_cookies(m, cpu, before)?;
+                }
+                Ok(inst)
+            });
         if prepared.is_err()
             && let Some(c) = self.counting.as_mut()
         {
             c.idle();
         }
-        Ok((prepared.map_err(CellError::Prepare)?, threads_before))
+        Ok((prepared?, threads_before))
     }
 
     /// Calibration and warm-up of `inst`; the threads started since `threads_before`
@@ -449,6 +473,9 @@ impl<'a> Worker<'a> {
         if let Some(p) = self.probe.as_mut() {
             p.open();
         }
+        let idle_before = self
+            .forced_idle()
+            .map(|ns| (ns, self.session.clock.now_ns()));
         if let Some(c) = self.counting.as_mut() {
             c.working();
             c.resume();
@@ -462,11 +489,43 @@ impl<'a> Worker<'a> {
             p.close();
         }
         let after = m.samples_taken();
+        if after > before {
+            self.record_forced_idle(m, idle_before);
+        }
         let done = r?;
         Ok(StepInfo {
             done,
             sample: (after > before).then(|| after - 1),
         })
+    }
+
+    /// The forced idle charged so far, on a cell with a core-scheduling cookie (where it
+    /// is a figure beside the cell's own; without one, nothing of smtlab's is forced
+    /// idle).
+    fn forced_idle(&self) -> Option<u64> {
+        self.plan.key.conditions.cookie?;
+        self.session.system?.forced_idle_ns()
+    }
+
+    /// The sample just taken gets the forced idle since `before` (its count and the
+    /// clock then), in nanoseconds and as a share of the placement's CPU time between
+    /// the two readings.
+    fn record_forced_idle(&self, m: &mut Measurement<'_>, before: Option<(u64, u64)>) {
+        let (Some((idle_then, then_ns)), Some(idle_now)) = (before, self.forced_idle()) else {
+            return;
+        };
+        let window_ns = self.session.clock.now_ns().saturating_sub(then_ns) as f64;
+        let cpus = self.placement.cpus.len().max(1) as f64;
+        let Some(sample) = m.last_sample_mut() else {
+            return;
+        };
+        let ns = idle_now.saturating_sub(idle_then) as f64;
+        sample.metrics.insert(FORCEIDLE_NS.into(), ns);
+        if window_ns > 0.0 {
+            sample
+                .metrics
+                .insert(FORCEIDLE_SHARE.into(), ns / (window_ns * cpus));
+        }
     }
 
     /// Counts no more, traces one extra sample where it can, and hands back the

@@ -1,0 +1,302 @@
+//! Linux core scheduling (`CONFIG_SCHED_CORE`): a cookie on a set of tasks, so that
+//! only tasks of one cookie share a core at a time; a sibling with nothing of the same
+//! cookie to run is *forced idle*. smtlab gives a workload's tasks a cookie of their
+//! own for a `coresched` cell ([`create`]) and reads what it cost from each task's
+//! `core_forceidle_sum` in `/proc/PID/sched` ([`parse_forceidle_ns`]).
+//!
+//! Nothing needs putting back: a cookie belongs to its tasks and dies with them, and
+//! every task a cell starts ends with the cell (its thread, its children's process
+//! group and cgroup, killed by the guardian should smtlab die).
+
+use std::io;
+use std::path::Path;
+
+use smtlab_model::keys::CookieScope;
+
+/// Why a cookie could not be made (or core scheduling cannot run here).
+#[derive(Debug, thiserror::Error)]
+pub enum CoreSchedError {
+    /// `EINVAL` to `PR_SCHED_CORE`: a kernel built without `CONFIG_SCHED_CORE` (or
+    /// older than 5.14).
+    #[error(
+        "no core scheduling here: this kernel has no CONFIG_SCHED_CORE (prctl PR_SCHED_CORE: EINVAL)"
+    )]
+    NoKernelSupport,
+    /// `ENODEV`: the machine has no SMT (or it is off), so there is no sibling to
+    /// protect.
+    #[error("no core scheduling here: no SMT siblings online (prctl PR_SCHED_CORE: ENODEV)")]
+    NoSmt,
+    #[error("cannot give {what} a core-scheduling cookie: {source}")]
+    Refused {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A per-process or per-group cookie on a workload that started no process.
+    #[error(
+        "a cookie per {scope} needs processes the workload keeps from its start, and it has none (it runs in smtlab's threads, or starts a process per sample): use --security thread, whose cookie they inherit"
+    )]
+    NoProcess { scope: CookieScope },
+    /// A tenant pair whose partner started no thread on its CPU to give a cookie to.
+    #[error("no thread of the partner found pinned to CPU {cpu} to give a cookie of its own")]
+    NoPartner { cpu: u32 },
+}
+
+/// The kernel's `PIDTYPE_*` for `scope` (the values of `PR_SCHED_CORE_SCOPE_*`).
+fn pid_type(scope: CookieScope) -> libc::c_ulong {
+    let t = match scope {
+        CookieScope::Thread => libc::PR_SCHED_CORE_SCOPE_THREAD,
+        CookieScope::Process => libc::PR_SCHED_CORE_SCOPE_THREAD_GROUP,
+        CookieScope::ProcessGroup => libc::PR_SCHED_CORE_SCOPE_PROCESS_GROUP,
+    };
+    t as libc::c_ulong
+}
+
+/// `prctl(PR_SCHED_CORE, cmd, pid, type, arg)`, its errno typed.
+fn sched_core(
+    cmd: libc::c_int,
+    pid: u32,
+    scope: CookieScope,
+    arg: libc::c_ulong,
+) -> Result<(), io::Error> {
+    // SAFETY: PR_SCHED_CORE takes plain integers (for GET, `arg` is the address of a
+    // u64 the caller owns for the call); the kernel checks the pid and the type.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SCHED_CORE,
+            cmd as libc::c_ulong,
+            pid as libc::c_ulong,
+            pid_type(scope),
+            arg,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `EINVAL` and `ENODEV` as the two refusals of the machine, anything else as is.
+fn typed(what: impl FnOnce() -> String, e: io::Error) -> CoreSchedError {
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => CoreSchedError::NoKernelSupport,
+        Some(libc::ENODEV) => CoreSchedError::NoSmt,
+        _ => CoreSchedError::Refused {
+            what: what(),
+            source: e,
+        },
+    }
+}
+
+/// Why core scheduling cannot run here, found by asking for this thread's cookie
+/// (`PR_SCHED_CORE_GET` fails with `EINVAL` or `ENODEV` as a creation would).
+pub fn refusal() -> Option<CoreSchedError> {
+    let mut cookie: u64 = 0;
+    let addr = &mut cookie as *mut u64 as libc::c_ulong;
+    sched_core(libc::PR_SCHED_CORE_GET, 0, CookieScope::Thread, addr)
+        .err()
+        .map(|e| typed(|| "this thread".into(), e))
+}
+
+/// A new cookie for `pid` (0: the calling thread) and, per `scope`, its thread group
+/// or process group. Tasks started afterwards inherit it.
+pub fn create(pid: u32, scope: CookieScope) -> Result<(), CoreSchedError> {
+    sched_core(libc::PR_SCHED_CORE_CREATE, pid, scope, 0).map_err(|e| {
+        typed(
+            || match pid {
+                0 => "the cell's thread".to_string(),
+                p => format!("process {p} ({scope})"),
+            },
+            e,
+        )
+    })
+}
+
+/// `core_forceidle_sum` of one `/proc/PID/sched` text in nanoseconds: the time the task
+/// ran while a sibling was forced idle for it. The kernel prints it in milliseconds with
+/// six decimals (`12.345678`); `None` where the line is absent (no `CONFIG_SCHED_CORE`,
+/// or schedstats off: `kernel.sched_schedstats=0`) or malformed.
+pub fn parse_forceidle_ns(sched: &str) -> Option<u64> {
+    let value = sched.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().ends_with("core_forceidle_sum").then(|| v.trim())
+    })?;
+    let (ms, frac) = value.split_once('.').unwrap_or((value, "0"));
+    if frac.is_empty() || frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let ns_part: u64 = format!("{frac:0<6}").parse().ok()?;
+    ms.parse::<u64>()
+        .ok()?
+        .checked_mul(1_000_000)?
+        .checked_add(ns_part)
+}
+
+/// The forced idle charged to every task of `pids` (each `proc/PID/task/*/sched` under
+/// `proc`), summed; `None` where no task shows the line.
+pub fn forceidle_of(proc: &Path, pids: &[u32]) -> Option<u64> {
+    let mut sum = None;
+    for pid in pids {
+        let Ok(tasks) = std::fs::read_dir(proc.join(pid.to_string()).join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let text = std::fs::read_to_string(t.path().join("sched")).unwrap_or_default();
+            if let Some(ns) = parse_forceidle_ns(&text) {
+                sum = Some(sum.unwrap_or(0) + ns);
+            }
+        }
+    }
+    sum
+}
+
+/// The threads listed in `task_dir` (`proc/self/task`) pinned to `cpu` alone: a
+/// co-run partner's, which are pinned to the sibling before they run anything.
+pub fn threads_on(task_dir: &Path, cpu: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(task_dir) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&tid| pinned_to(tid, cpu))
+        .collect()
+}
+
+/// Whether thread `tid`'s affinity is `cpu` and nothing else.
+fn pinned_to(tid: u32, cpu: u32) -> bool {
+    // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity writes at most its
+    // size into it and reports a thread that is gone as an error.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes owned by this frame.
+    if unsafe { libc::sched_getaffinity(tid as libc::pid_t, size, &mut set) } != 0 {
+        return false;
+    }
+    let max = (size * 8) as u32;
+    // SAFETY: CPU_ISSET and CPU_COUNT read the set within its size (cpu < max).
+    unsafe { cpu < max && libc::CPU_ISSET(cpu as usize, &set) && libc::CPU_COUNT(&set) == 1 }
+}
+
+/// This process and its descendants (through `proc/self/task/*/children`, where the
+/// kernel has them): the tasks a cell's workload can be among.
+pub fn own_tree(proc: &Path) -> Vec<u32> {
+    let mut out = vec![std::process::id()];
+    let mut i = 0;
+    while i < out.len() && out.len() < 4096 {
+        out.extend(children(proc, out[i]));
+        i += 1;
+    }
+    out
+}
+
+/// The children of every thread of `pid`.
+pub fn children(proc: &Path, pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(proc.join(pid.to_string()).join("task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHED: &str = "\
+smtlab (4242, #threads: 3)
+-------------------------------------------------------------------
+se.exec_start                                :      12345678.123456
+se.sum_exec_runtime                          :          1234.567890
+stats.core_forceidle_sum                     :            12.000345
+nr_switches                                  :                  120
+";
+
+    #[test]
+    fn forced_idle_reads_in_nanoseconds() {
+        assert_eq!(parse_forceidle_ns(SCHED), Some(12_000_345));
+        let short = "core_forceidle_sum : 3.5\n";
+        assert_eq!(parse_forceidle_ns(short), Some(3_500_000));
+        assert_eq!(
+            parse_forceidle_ns("core_forceidle_sum : 7\n"),
+            Some(7_000_000)
+        );
+    }
+
+    #[test]
+    fn a_missing_or_malformed_line_is_no_figure_not_zero() {
+        assert_eq!(parse_forceidle_ns("se.exec_start : 1.0\n"), None);
+        assert_eq!(parse_forceidle_ns("core_forceidle_sum : -1.0\n"), None);
+        assert_eq!(parse_forceidle_ns("core_forceidle_sum : 1.x\n"), None);
+        assert_eq!(parse_forceidle_ns("core_forceidle_sum : 1.1234567\n"), None);
+        assert_eq!(parse_forceidle_ns(""), None);
+    }
+
+    #[test]
+    fn the_sum_covers_every_task_of_every_process_given() {
+        let dir = std::env::temp_dir().join(format!("smtlab-fi-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (pid, tid, ms) in [(10, 10, "1.000000"), (10, 11, "2.5"), (20, 20, "0.000001")] {
+            let t = dir.join(format!("{pid}/task/{tid}"));
+            std::fs::create_dir_all(&t).unwrap();
+            std::fs::write(t.join("sched"), format!("core_forceidle_sum : {ms}\n")).unwrap();
+        }
+        std::fs::write(dir.join("10/task/10/children"), "20 \n").unwrap();
+        assert_eq!(forceidle_of(&dir, &[10, 20]), Some(3_500_001));
+        assert_eq!(forceidle_of(&dir, &[10]), Some(3_500_000));
+        assert_eq!(forceidle_of(&dir, &[99]), None);
+        assert_eq!(children(&dir, 10), [20]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_thread_pinned_to_one_cpu_is_found_by_it() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no arguments and cannot fail.
+            let tid = unsafe { libc::gettid() } as u32;
+            // SAFETY: a zeroed set with CPU 0 added, passed with its size.
+            let pinned = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            };
+            tx.send((tid, pinned)).unwrap();
+            let _ = done_rx.recv();
+        });
+        let (tid, pinned) = rx.recv().unwrap();
+        let found = threads_on(Path::new("/proc/self/task"), 0);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        if pinned {
+            assert!(found.contains(&tid), "{tid} in {found:?}");
+        }
+        // The test's own thread is not pinned to CPU 0 alone.
+        // SAFETY: gettid has no arguments and cannot fail.
+        let me = unsafe { libc::gettid() } as u32;
+        assert!(!pinned_to(me, 0) || found.contains(&me));
+    }
+
+    #[test]
+    fn the_refusals_of_the_kernel_read_as_one_line_each() {
+        let e = typed(String::new, io::Error::from_raw_os_error(libc::EINVAL));
+        assert!(e.to_string().contains("CONFIG_SCHED_CORE"), "{e}");
+        let e = typed(String::new, io::Error::from_raw_os_error(libc::ENODEV));
+        assert!(e.to_string().contains("no SMT"), "{e}");
+        let e = typed(|| "x".into(), io::Error::from_raw_os_error(libc::EPERM));
+        assert!(e.to_string().starts_with("cannot give x"), "{e}");
+        // This machine: either core scheduling works, or one of the typed refusals.
+        if let Some(e) = refusal() {
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! A cell's core-scheduling cookies (`coresched` cells of `advise --security`): the
+//! cell's thread before the workload starts (a cookie per thread, inherited by what the
+//! workload starts), the workload's processes once prepared (per process or process
+//! group), and a distrusting tenant's partner threads (a cookie each). Nothing is put
+//! back: a cookie dies with its tasks, which end with the cell.
+
+use smtlab_control::coresched::CoreSchedError;
+use smtlab_model::ResolvedPlacement;
+use smtlab_model::keys::{CookieScope, Form};
+
+use super::cell::SetupError;
+use super::{CellPlan, Session};
+use crate::machine::Machine;
+
+/// A cell keyed with a cookie per thread: the cell's thread gets one before the
+/// workload starts (after its client side, which stays apart), so every task the
+/// workload starts inherits it; it dies with them and with this thread.
+pub(super) fn thread_cookie(session: &Session<'_>, plan: &CellPlan<'_>) -> Result<(), SetupError> {
+    let Some(scope) = plan.key.conditions.cookie else {
+        return Ok(());
+    };
+    let machine = session.system.ok_or(SetupError::CookieWithoutMachine)?;
+    if scope == CookieScope::Thread {
+        machine.create_cookie(0, scope)?;
+    }
+    Ok(())
+}
+
+/// The machine and the partner's CPU of a co-run cell of distrusting tenants (a cookie
+/// on its sibling form): the partner gets a cookie of its own.
+pub(super) fn tenant_cpu<'m>(
+    session: &Session<'m>,
+    plan: &CellPlan<'_>,
+    placement: &ResolvedPlacement,
+) -> Option<(&'m dyn Machine, u32)> {
+    let c = &plan.key.conditions;
+    if c.cookie.is_none() || c.form != Some(Form::Sibling) {
+        return None;
+    }
+    Some((session.system?, *placement.cpus.get(1)?))
+}
+
+/// Each thread the partner started on its CPU (those pinned there since `before`) gets
+/// a cookie of its own, so it never shares the core with the measured tenant; they
+/// take that CPU in turn, so one cookie each costs nothing a shared one would not.
+pub(super) fn partner_cookies(
+    machine: &dyn Machine,
+    cpu: u32,
+    before: &[u32],
+) -> Result<(), CoreSchedError> {
+    let started: Vec<u32> = machine
+        .own_threads_on(cpu)
+        .into_iter()
+        .filter(|t| !before.contains(t))
+        .collect();
+    if started.is_empty() {
+        return Err(CoreSchedError::NoPartner { cpu });
+    }
+    started
+        .into_iter()
+        .try_for_each(|tid| machine.create_cookie(tid, CookieScope::Thread))
+}
+
+/// A cell keyed with a cookie per process or process group: once the workload is
+/// prepared, each process it started (per process), or its first one's group (per
+/// group), gets a cookie of its own; a workload of smtlab's threads has none to give.
+pub(super) fn process_cookies(
+    session: &Session<'_>,
+    plan: &CellPlan<'_>,
+) -> Result<(), CoreSchedError> {
+    let (Some(scope), Some(machine)) = (plan.key.conditions.cookie, session.system) else {
+        return Ok(());
+    };
+    if scope == CookieScope::Thread {
+        return Ok(());
+    }
+    let children = machine.own_children();
+    if children.is_empty() {
+        return Err(CoreSchedError::NoProcess { scope });
+    }
+    let take = if scope == CookieScope::ProcessGroup {
+        1
+    } else {
+        children.len()
+    };
+    for pid in children.into_iter().take(take) {
+        machine.create_cookie(pid, scope)?;
+    }
+    Ok(())
+}
