@@ -80,6 +80,7 @@ pub mod html_workloads;
 pub mod load_points;
 pub mod markdown;
 pub mod mix;
+pub mod predict;
 pub mod smt_states;
 pub mod svg;
 pub mod table;

@@ -1,0 +1,358 @@
+//! `smtlab predict`: co-run interference predicted from rulers, from stored cells.
+//!
+//! A *ruler* is a small stressor pressing one shared resource. Each workload W gets a
+//! *profile* per co-run form: its *sensitivity* to each ruler (W's slowdown beside the
+//! ruler) and its *contentiousness* (the ruler's slowdown beside W), both ratios with
+//! Fieller 95% intervals measured as `corun` measures a pair ([`crate::corun::slowdown`]).
+//! The [`model`] predicts A's slowdown beside B from A's sensitivities and B's
+//! contentiousness, fitted on a few measured workload pairs; [`validate`] holds it
+//! against pairs measured but kept out of the fit. The JSON of it all is
+//! `smtlab.profile/1` ([`ProfileDoc`]), which a scheduler can read.
+//!
+//! The runner plans the cells; what this module is handed is, for every measured pair,
+//! the keys of its cells ([`PairKeys`]), so two rulers built on one benchmark (an L1 and
+//! an L2 footprint, both `mem-latency`) are never taken for each other.
+
+pub mod model;
+pub mod text;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+use smtlab_model::keys::Form;
+use smtlab_model::stats::Ratio;
+use smtlab_model::{CellKey, CellRecord, Direction};
+
+use crate::corun::{partner_slowdown, slowdown};
+use model::{Model, Prediction};
+use validate::Validation;
+
+/// The schema name of the profile JSON.
+pub const PROFILE_SCHEMA: &str = "smtlab.profile/1";
+
+/// The cells of one measured pair: A alone, and A beside B in each form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairKeys {
+    pub a: String,
+    pub b: String,
+    /// B's direction (higher or lower is better), for its slowdown beside A.
+    pub b_direction: Direction,
+    pub alone: CellKey,
+    pub co: Vec<(Form, CellKey)>,
+}
+
+/// One measured pair in one form: A's slowdown beside B and B's beside A (from B's
+/// samples inside A's, against B alone in windows interleaved with them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairMeasure {
+    pub a: String,
+    pub b: String,
+    pub form: Form,
+    pub slowdown: Option<Ratio>,
+    pub partner_slowdown: Option<Ratio>,
+}
+
+fn find<'c>(cells: &'c [CellRecord], key: &CellKey) -> Option<&'c CellRecord> {
+    cells.iter().find(|c| c.key() == *key)
+}
+
+/// The measured pairs of `keys` among `cells`, one per pair and form; a pair whose
+/// cells were not measured (skipped, stopped) has no figures.
+pub fn measure_pairs(cells: &[CellRecord], keys: &[PairKeys]) -> Vec<PairMeasure> {
+    let mut out = Vec::new();
+    for k in keys {
+        let alone = find(cells, &k.alone);
+        for (form, key) in &k.co {
+            let co = find(cells, key);
+            out.push(PairMeasure {
+                a: k.a.clone(),
+                b: k.b.clone(),
+                form: *form,
+                slowdown: alone.zip(co).and_then(|(al, co)| {
+                    slowdown(&al.result.summary, &co.result.summary, co.direction)
+                }),
+                partner_slowdown: co.and_then(|c| partner_slowdown(&c.result, k.b_direction)),
+            });
+        }
+    }
+    out
+}
+
+/// A ruler as planned: its short name, the resource it presses, and the benchmark and
+/// parameters that make it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RulerSpec {
+    pub name: String,
+    pub resource: String,
+    pub workload: String,
+}
+
+/// A ruler's own pressure: its figure alone (in its unit) with the 95% half-width, from
+/// its alone cells, and the spec it was made from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ruler {
+    #[serde(flatten)]
+    pub spec: RulerSpec,
+    pub unit: Option<String>,
+    pub alone: Option<f64>,
+    pub alone_ci95_half_width: Option<f64>,
+    pub alone_n: Option<usize>,
+}
+
+/// Each ruler with its pressure, read from the first measured alone cell of the pairs
+/// where it is the measured workload.
+pub fn rulers(specs: &[RulerSpec], cells: &[CellRecord], keys: &[PairKeys]) -> Vec<Ruler> {
+    specs
+        .iter()
+        .map(|spec| {
+            let alone = keys
+                .iter()
+                .filter(|k| k.a == spec.name)
+                .find_map(|k| find(cells, &k.alone));
+            Ruler {
+                spec: spec.clone(),
+                unit: alone.map(|c| c.unit.clone()),
+                alone: alone.map(|c| c.result.summary.mean),
+                alone_ci95_half_width: alone.map(|c| c.result.summary.ci95_half_width),
+                alone_n: alone.map(|c| c.result.summary.n),
+            }
+        })
+        .collect()
+}
+
+/// A workload's figures against one ruler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RulerFigures {
+    pub ruler: String,
+    /// The workload's slowdown beside the ruler.
+    pub sensitivity: Option<Ratio>,
+    /// The ruler's slowdown beside the workload.
+    pub contentiousness: Option<Ratio>,
+}
+
+/// A workload's profile in one form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub workload: String,
+    pub form: Form,
+    pub rulers: Vec<RulerFigures>,
+}
+
+impl Profile {
+    fn sensitivities(&self) -> Option<Vec<f64>> {
+        self.rulers
+            .iter()
+            .map(|r| r.sensitivity.map(|s| s.ratio))
+            .collect()
+    }
+    fn contentiousness(&self) -> Option<Vec<f64>> {
+        self.rulers
+            .iter()
+            .map(|r| r.contentiousness.map(|s| s.ratio))
+            .collect()
+    }
+}
+
+fn slowdown_of(measures: &[PairMeasure], a: &str, b: &str, form: Form) -> Option<Ratio> {
+    measures
+        .iter()
+        .find(|m| m.a == a && m.b == b && m.form == form)
+        .and_then(|m| m.slowdown)
+}
+
+/// The profile of each workload in each form: `sens` holds the pairs of a workload
+/// beside a ruler, `cont` those of a ruler beside a workload.
+pub fn profiles(
+    workloads: &[String],
+    rulers: &[String],
+    forms: &[Form],
+    sens: &[PairMeasure],
+    cont: &[PairMeasure],
+) -> Vec<Profile> {
+    let mut out = Vec::new();
+    for &form in forms {
+        for w in workloads {
+            let figures = rulers
+                .iter()
+                .map(|r| RulerFigures {
+                    ruler: r.clone(),
+                    sensitivity: slowdown_of(sens, w, r, form),
+                    contentiousness: slowdown_of(cont, r, w, form),
+                })
+                .collect();
+            out.push(Profile {
+                workload: w.clone(),
+                form,
+                rulers: figures,
+            });
+        }
+    }
+    out
+}
+
+/// The features of A beside B in `form`; `None` where a figure is missing.
+pub fn pair_features(profiles: &[Profile], a: &str, b: &str, form: Form) -> Option<Vec<f64>> {
+    let of = |w: &str| profiles.iter().find(|p| p.workload == w && p.form == form);
+    Some(model::features(
+        &of(a)?.sensitivities()?,
+        &of(b)?.contentiousness()?,
+    ))
+}
+
+/// Measured slowdowns of ordered pairs in `form`: A beside B from each pair, and B
+/// beside A from the partner's side where the two differ.
+pub fn ordered(measures: &[PairMeasure], form: Form) -> Vec<(String, String, f64)> {
+    let mut out = Vec::new();
+    for m in measures.iter().filter(|m| m.form == form) {
+        if let Some(s) = m.slowdown {
+            out.push((m.a.clone(), m.b.clone(), s.ratio));
+        }
+        if let Some(s) = m.partner_slowdown.filter(|_| m.a != m.b) {
+            out.push((m.b.clone(), m.a.clone(), s.ratio));
+        }
+    }
+    out
+}
+
+/// The model of one form, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormModel {
+    pub form: Form,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<Model>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_fitted: Option<String>,
+}
+
+/// Fits the model of `form` on the measured training pairs.
+pub fn fit_form(
+    profiles: &[Profile],
+    rulers: &[String],
+    training: &[PairMeasure],
+    form: Form,
+) -> FormModel {
+    let obs: Vec<model::Observation> = ordered(training, form)
+        .into_iter()
+        .filter_map(|(a, b, s)| {
+            Some(model::Observation {
+                features: pair_features(profiles, &a, &b, form)?,
+                slowdown: s,
+            })
+        })
+        .collect();
+    match model::fit(rulers, &obs) {
+        Ok(m) => FormModel {
+            form,
+            model: Some(m),
+            not_fitted: None,
+        },
+        Err(e) => FormModel {
+            form,
+            model: None,
+            not_fitted: Some(e.to_string()),
+        },
+    }
+}
+
+/// A predicted entry of the matrix: A's slowdown beside B and the pair's combined speed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictedPair {
+    pub a: String,
+    pub b: String,
+    pub form: Form,
+    pub slowdown: Prediction,
+    pub combined_speed: Prediction,
+}
+
+/// Every ordered pair of `workloads` predicted by `model` in its form.
+pub fn predict_all(
+    model: &FormModel,
+    profiles: &[Profile],
+    workloads: &[String],
+) -> Vec<PredictedPair> {
+    let Some(m) = &model.model else {
+        return Vec::new();
+    };
+    let form = model.form;
+    let one = |a: &str, b: &str| Some(m.predict(&pair_features(profiles, a, b, form)?));
+    let mut out = Vec::new();
+    for a in workloads {
+        for b in workloads {
+            let (Some(ab), Some(ba)) = (one(a, b), one(b, a)) else {
+                continue;
+            };
+            out.push(PredictedPair {
+                a: a.clone(),
+                b: b.clone(),
+                form,
+                slowdown: ab,
+                combined_speed: model::combined(&ab, &ba),
+            });
+        }
+    }
+    out
+}
+
+/// What the runner planned, as this module needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanKeys {
+    pub workloads: Vec<String>,
+    pub rulers: Vec<RulerSpec>,
+    pub forms: Vec<Form>,
+    /// Each workload beside each ruler.
+    pub sensitivity: Vec<PairKeys>,
+    /// Each ruler beside each workload.
+    pub contentiousness: Vec<PairKeys>,
+    pub training: Vec<PairKeys>,
+    pub held_out: Vec<PairKeys>,
+}
+
+/// The whole result of a `predict` run: `smtlab.profile/1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileDoc {
+    pub schema: String,
+    pub run: i64,
+    pub forms: Vec<Form>,
+    pub rulers: Vec<Ruler>,
+    pub profiles: Vec<Profile>,
+    pub training: Vec<PairMeasure>,
+    pub models: Vec<FormModel>,
+    pub predictions: Vec<PredictedPair>,
+    pub validation: Vec<Validation>,
+}
+
+/// Profiles, models, predictions and validation of a `predict` run from its cells.
+pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
+    let names: Vec<String> = plan.rulers.iter().map(|r| r.name.clone()).collect();
+    let sens = measure_pairs(cells, &plan.sensitivity);
+    let cont = measure_pairs(cells, &plan.contentiousness);
+    let profiles = profiles(&plan.workloads, &names, &plan.forms, &sens, &cont);
+    let training = measure_pairs(cells, &plan.training);
+    let held_out = measure_pairs(cells, &plan.held_out);
+    let models: Vec<FormModel> = plan
+        .forms
+        .iter()
+        .map(|&f| fit_form(&profiles, &names, &training, f))
+        .collect();
+    let predictions = models
+        .iter()
+        .flat_map(|m| predict_all(m, &profiles, &plan.workloads))
+        .collect();
+    let validation = models
+        .iter()
+        .filter_map(|m| validate::validate(m, &profiles, &held_out))
+        .collect();
+    ProfileDoc {
+        schema: PROFILE_SCHEMA.into(),
+        run,
+        forms: plan.forms.clone(),
+        rulers: rulers(&plan.rulers, cells, &plan.contentiousness),
+        profiles,
+        training,
+        models,
+        predictions,
+        validation,
+    }
+}
+
+#[cfg(test)]
+mod tests;
