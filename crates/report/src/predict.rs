@@ -10,8 +10,7 @@
 //! `smtlab.profile/1` ([`ProfileDoc`]), which a scheduler can read.
 //!
 //! The runner plans the cells; what this module is handed is, for every measured pair,
-//! the keys of its cells ([`PairKeys`]), so two rulers built on one benchmark (an L1 and
-//! an L2 footprint, both `mem-latency`) are never taken for each other.
+//! the keys of its cells ([`PairKeys`], [`PlanKeys`]).
 
 pub mod model;
 pub mod text;
@@ -19,8 +18,9 @@ pub mod validate;
 
 use serde::{Deserialize, Serialize};
 use smtlab_model::keys::Form;
+pub use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
 use smtlab_model::stats::Ratio;
-use smtlab_model::{CellKey, CellRecord, Direction};
+use smtlab_model::{CellKey, CellRecord};
 
 use crate::corun::{partner_slowdown, slowdown};
 use model::{Model, Prediction};
@@ -28,17 +28,6 @@ use validate::Validation;
 
 /// The schema name of the profile JSON.
 pub const PROFILE_SCHEMA: &str = "smtlab.profile/1";
-
-/// The cells of one measured pair: A alone, and A beside B in each form.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PairKeys {
-    pub a: String,
-    pub b: String,
-    /// B's direction (higher or lower is better), for its slowdown beside A.
-    pub b_direction: Direction,
-    pub alone: CellKey,
-    pub co: Vec<(Form, CellKey)>,
-}
 
 /// One measured pair in one form: A's slowdown beside B and B's beside A (from B's
 /// samples inside A's, against B alone in windows interleaved with them).
@@ -75,15 +64,6 @@ pub fn measure_pairs(cells: &[CellRecord], keys: &[PairKeys]) -> Vec<PairMeasure
         }
     }
     out
-}
-
-/// A ruler as planned: its short name, the resource it presses, and the benchmark and
-/// parameters that make it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RulerSpec {
-    pub name: String,
-    pub resource: String,
-    pub workload: String,
 }
 
 /// A ruler's own pressure: its figure alone (in its unit) with the 95% half-width, from
@@ -290,20 +270,6 @@ pub fn predict_all(
         }
     }
     out
-}
-
-/// What the runner planned, as this module needs it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PlanKeys {
-    pub workloads: Vec<String>,
-    pub rulers: Vec<RulerSpec>,
-    pub forms: Vec<Form>,
-    /// Each workload beside each ruler.
-    pub sensitivity: Vec<PairKeys>,
-    /// Each ruler beside each workload.
-    pub contentiousness: Vec<PairKeys>,
-    pub training: Vec<PairKeys>,
-    pub held_out: Vec<PairKeys>,
 }
 
 /// The whole result of a `predict` run: `smtlab.profile/1`.
