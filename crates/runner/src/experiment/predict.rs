@@ -48,7 +48,10 @@ impl Ruler {
         RulerSpec {
             name: self.name.into(),
             resource: self.resource.into(),
-            workload: format!("{} {}", self.workload.name(), params.join(" ")),
+            workload: std::iter::once(self.workload.name())
+                .chain(params)
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }
@@ -259,15 +262,29 @@ fn choose(n: usize, choice: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
         all.swap(i, j);
     }
     let total = all.len();
-    let train = choice
-        .train
-        .unwrap_or_else(|| n.max(2).min(total.saturating_sub(choice.validate)));
-    if train == 0 || choice.validate + train > total {
-        return Err(ExperimentError::input(format!(
-            "--train {train} and --validate {}: expected at least 1 pair to fit on and at most {total} pairs in all ({n} workloads make {total} pairs of two, a workload with itself included)",
-            choice.validate
-        )));
-    }
+    let left = total.saturating_sub(choice.validate);
+    let what = format!("{n} workloads make {total} pairs of two, a workload with itself included");
+    let train = match choice.train {
+        None if left == 0 => {
+            return Err(ExperimentError::input(format!(
+                "--validate {}: leaves no pair to fit the model on ({what})",
+                choice.validate
+            )));
+        }
+        None => n.max(2).min(left),
+        Some(0) => {
+            return Err(ExperimentError::input(
+                "--train 0: expected at least 1 pair to fit the model on",
+            ));
+        }
+        Some(t) if t > left => {
+            return Err(ExperimentError::input(format!(
+                "--train {t} and --validate {}: expected at most {total} pairs in all ({what})",
+                choice.validate
+            )));
+        }
+        Some(t) => t,
+    };
     let held_out = all[..choice.validate].to_vec();
     let training = all[choice.validate..choice.validate + train].to_vec();
     Ok((training, held_out))

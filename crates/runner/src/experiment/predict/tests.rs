@@ -168,7 +168,8 @@ fn the_choice_is_seeded_and_bounded() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.starts_with("--train 8 and --validate 3:") && e.contains("4 workloads make 10 pairs"),
+        e.starts_with("--train 8 and --validate 3: expected at most 10 pairs")
+            && e.contains("4 workloads make 10 pairs"),
         "{e}"
     );
     assert!(

@@ -1,0 +1,94 @@
+//! Text of `predict`: the cost before it measures, then the rulers, profiles, models,
+//! predicted matrices and validation (written by `smtlab_report::predict::text`).
+
+use smtlab_model::RunConfig;
+use smtlab_model::keys::Form;
+use smtlab_report::predict::{ProfileDoc, text};
+use smtlab_runner::experiment::predict::{Cost, Ruler};
+
+use crate::render::table::{Layout, wrap};
+
+fn fit(text: &str) -> String {
+    wrap(text, Layout::term())
+}
+
+/// What the plan measures and what it costs against the whole matrix, before anything
+/// runs: the `--dry-run` answer and the header of a run.
+pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
+    let forms_text = crate::render::corun::forms_text(forms);
+    let (n, r, k) = (c.workloads, c.rulers, c.cells_per_pair);
+    let budget_s = cfg.max_cell_ns as f64 / 1e9;
+    let mut out = fit(&format!(
+        "predict: {n} workloads, {r} rulers, each pair as A alone and A beside B ({forms_text}): {k} cells a pair"
+    ));
+    out.push_str(&fit(&format!(
+        "  profiles: {n} x {r} + {r} x {n} = {} pairs; training: {} pairs; held out: {} pairs{}",
+        c.profile_pairs,
+        c.training_pairs,
+        c.held_out_pairs,
+        match c.shared_pairs {
+            0 => String::new(),
+            s => format!("; {s} measured once for two roles"),
+        }
+    )));
+    out.push_str(&fit(&format!(
+        "  cost: {} cells (about {:.0} s at most, {} s a cell), against {} cells for the whole {n} x {n} matrix",
+        c.cells,
+        c.cells as f64 * budget_s,
+        smtlab_report::fmt::short(budget_s),
+        c.matrix_cells
+    )));
+    out.push_str(&fit(&format!(
+        "  (profiles grow as 2 x N x R, the matrix as N x N: profiles cost fewer cells from N > {} workloads on)",
+        2 * r
+    )));
+    out
+}
+
+/// The rulers as planned, for `--dry-run`.
+pub fn planned_rulers(rulers: &[Ruler]) -> String {
+    let mut out = String::new();
+    for r in rulers {
+        let s = r.spec();
+        out.push_str(&fit(&format!(
+            "  ruler {}: {} ({})",
+            s.name, s.resource, s.workload
+        )));
+    }
+    out
+}
+
+/// The summary after the cells: rulers, then per form the profiles, the model, the
+/// predicted matrix, the combined speeds and the validation.
+pub fn summary(doc: &ProfileDoc) -> String {
+    let mut out = fit("\nRulers, each alone (its own pressure) [95% CI]:");
+    out.push_str(&text::rulers(&doc.rulers));
+    for &form in &doc.forms {
+        out.push_str(&fit(&format!(
+            "\nProfiles, {}: sensitivity = the workload's slowdown beside the ruler; contentiousness = the ruler's slowdown beside the workload [95% CI]:",
+            form.label()
+        )));
+        out.push_str(&text::profiles(&doc.profiles, form));
+        if let Some(m) = doc.models.iter().find(|m| m.form == form) {
+            out.push_str(&fit(&format!("\n{}", text::model(m))));
+        }
+        let matrix = text::matrix(&doc.predictions, form);
+        if !matrix.is_empty() {
+            out.push_str(&fit(
+                "Predicted slowdown of the workload (row) beside the partner (column) [95% prediction interval]:",
+            ));
+            out.push_str(&matrix);
+            for l in text::combined(&doc.predictions, form) {
+                out.push_str(&fit(&format!("  {l}")));
+            }
+        }
+        if let Some(v) = doc.validation.iter().find(|v| v.form == form) {
+            out.push_str(&fit(&format!(
+                "\nValidation, {}: held-out pairs measured, against the prediction and two naive baselines:",
+                form.label()
+            )));
+            out.push_str(&text::validation(v));
+        }
+    }
+    out
+}
