@@ -201,6 +201,72 @@ fn corun_measures_the_sibling_form() {
 }
 
 #[test]
+fn predict_profiles_fits_and_validates_in_both_forms_and_stores_every_cell() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["predict", "--quick", "--cmd", "t=true", "--cmd", "c=:"])
+            .args(["--rulers", "int,syscall", "--train", "2", "--validate", "1"])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["schema"], "smtlab.profile/1");
+    // One core of two siblings: the sibling form only (the other-core form needs a
+    // second core, and says so in a note).
+    assert_eq!(v["forms"], serde_json::json!(["sibling"]));
+    // A profile per workload, each with both rulers' figures measured.
+    let profiles = v["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2, "{v}");
+    for p in profiles {
+        let rulers = p["rulers"].as_array().unwrap();
+        let names: Vec<&str> = rulers
+            .iter()
+            .map(|r| r["ruler"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["int", "syscall"]);
+        for r in rulers {
+            assert!(r["sensitivity"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
+            assert!(r["contentiousness"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+    // Each ruler's own pressure, stated in its unit.
+    assert_eq!(v["rulers"][0]["unit"], "GOPS");
+    assert!(v["rulers"][1]["alone"].as_f64().unwrap() > 0.0);
+    // The model, fitted on the measured pairs; the held-out pair checked against it and
+    // both naive baselines.
+    for m in v["models"].as_array().unwrap() {
+        assert!(m["model"]["weights"].as_array().unwrap().len() == 2, "{m}");
+    }
+    let validation = v["validation"].as_array().unwrap();
+    assert_eq!(validation.len(), 1, "{v}");
+    for val in validation {
+        assert!(!val["checked"].as_array().unwrap().is_empty(), "{val}");
+        for s in ["model", "no_interference", "mean_slowdown"] {
+            assert!(val[s]["mae_points"].as_f64().unwrap() >= 0.0, "{val}");
+        }
+    }
+    // Every ordered pair predicted, with its combined speed.
+    assert_eq!(v["predictions"].as_array().unwrap().len(), 4, "{v}");
+
+    // Every cell stored as measured: 11 pairs (8 profile, 2 training, 1 held out) of
+    // two cells, A alone and A beside B on the sibling.
+    let run = json(
+        f.smtlab()
+            .args(["report", "latest", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run["run"]["suite"], "predict");
+    let stored = run["cells"].as_array().unwrap().len() + run["skipped"].as_array().unwrap().len();
+    assert_eq!(stored, 22);
+    let partners = serde_json::to_string(&run["cells"]).unwrap();
+    assert!(partners.contains("ruler:syscall") && partners.contains("\"sibling\""));
+}
+
+#[test]
 fn util_measures_a_curve_with_smt_off_and_on_and_restores_smt() {
     let f = Fake::new();
     let v = json(
