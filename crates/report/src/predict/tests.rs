@@ -278,4 +278,10 @@ fn the_text_shows_intervals_and_scores() {
         "{v}"
     );
     assert!(text::profiles(&doc.profiles, Form::Sibling).is_empty());
+    let combined = text::combined(&doc.predictions, Form::Cores);
+    assert_eq!(combined.len(), 6, "{combined:?}"); // the unordered pairs of three
+    assert!(
+        combined[0].starts_with("w1 + w1: combined speed 1.8"),
+        "{combined:?}"
+    );
 }

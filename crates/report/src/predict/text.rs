@@ -8,7 +8,7 @@ use smtlab_model::stats::Ratio;
 use super::model::Prediction;
 use super::validate::{DIRECTION_THRESHOLD, Score, Validation};
 use super::{FormModel, PredictedPair, Profile, Ruler};
-use crate::fmt::{num, pm, ratio_ci, text_table};
+use crate::fmt::{num, pm, ratio_ci, text_table, times};
 
 fn ratio(r: Option<&Ratio>) -> String {
     r.map_or("-".into(), |r| ratio_ci(r.ratio, r.ci95_low, r.ci95_high))
@@ -135,11 +135,16 @@ pub fn combined(pairs: &[PredictedPair], form: Form) -> Vec<String> {
         .iter()
         .filter(|p| p.form == form && p.a <= p.b)
         .map(|p| {
+            let c = &p.combined_speed;
+            let interval = match (c.low, c.high) {
+                (Some(lo), Some(hi)) => format!(" [{}, {}]", times(lo), times(hi)),
+                _ => " (no interval)".into(),
+            };
             format!(
-                "{} + {}: combined speed {} (predicted)",
+                "{} + {}: combined speed {}{interval} (predicted)",
                 p.a,
                 p.b,
-                prediction(&p.combined_speed)
+                times(c.value)
             )
         })
         .collect()
