@@ -11,11 +11,14 @@
 //! slowdown(A beside B) = 1 + sum_r w_r * x_r
 //! ```
 //!
-//! fitted by least squares on the measured pairs. With fewer pairs than rulers the
-//! weights are not all determined, so the fit is a ridge regression pulled towards one
+//! fitted by least squares on the measured pairs. With few pairs the weights are not all
+//! determined, or only noisily, so the fit is a ridge regression pulled towards one
 //! common weight `w0` (the least-squares weight of `sum_r x_r`): `w` minimises
-//! `|y - X w|^2 + lambda |w - w0|^2`, `lambda` a small share ([`RIDGE_SHARE`]) of the
-//! mean diagonal of `X'X`; a direction no pair informs keeps `w0`.
+//! `|y - X w|^2 + lambda |w - w0|^2`, a direction no pair informs keeping `w0`.
+//! `lambda` is the share of the mean diagonal of `X'X` among [`RIDGE_SHARES`] whose
+//! leave-one-out error (`sum (e_i / (1 - h_i))^2`, `w0` held fixed) is smallest: few
+//! or noisy pairs get a model close to the one common weight, many clean pairs one
+//! weight per ruler.
 //!
 //! The prediction interval comes from the residuals: `s^2 = RSS / df` with
 //! `df = pairs - trace(H)` (the hat matrix's trace, the effective number of weights),
@@ -25,10 +28,10 @@
 use serde::{Deserialize, Serialize};
 use smtlab_model::stats;
 
-/// Share of the mean diagonal of `X'X` used as the ridge penalty: small enough that
-/// weights the pairs determine move by about 1%, large enough that the system is
-/// always solvable.
-pub const RIDGE_SHARE: f64 = 0.01;
+/// Ridge penalties tried, as shares of the mean diagonal of `X'X`: from 1% (weights
+/// the pairs determine move by about 1%) to 100 times it (all weights near the common
+/// one). The fit keeps the one with the smallest leave-one-out error.
+pub const RIDGE_SHARES: [f64; 5] = [0.01, 0.1, 1.0, 10.0, 100.0];
 /// Smallest penalty, for training pairs whose features are all zero.
 const RIDGE_FLOOR: f64 = 1e-12;
 
@@ -148,11 +151,8 @@ fn common_weight(obs: &[Observation]) -> f64 {
     if sxx > 0.0 { sxy / sxx } else { 0.0 }
 }
 
-/// Fits the model on measured pairs, one feature per ruler of `rulers`.
-pub fn fit(rulers: &[String], obs: &[Observation]) -> Result<Model, FitError> {
-    let r = rulers.len();
-    check(r, obs)?;
-    let w0 = common_weight(obs);
+/// `X'X` and `X'y` of the pairs (y: the slowdown less 1).
+fn normal_equations(r: usize, obs: &[Observation]) -> (Vec<Vec<f64>>, Vec<f64>) {
     let mut gram = vec![vec![0.0; r]; r];
     let mut rhs = vec![0.0; r];
     for o in obs {
@@ -163,22 +163,90 @@ pub fn fit(rulers: &[String], obs: &[Observation]) -> Result<Model, FitError> {
                 .for_each(|(g, xj)| *g += xi * xj);
         }
     }
-    let trace: f64 = (0..r).map(|i| gram[i][i]).sum();
-    let lambda = (RIDGE_SHARE * trace / r.max(1) as f64).max(RIDGE_FLOOR);
-    for i in 0..r {
-        gram[i][i] += lambda;
-        rhs[i] += lambda * w0;
+    (gram, rhs)
+}
+
+/// One ridge fit: the weights, `(X'X + lambda I)^-1`, each pair's residual and leverage.
+struct Ridge {
+    weights: Vec<f64>,
+    inverse: Vec<Vec<f64>>,
+    residuals: Vec<f64>,
+    leverages: Vec<f64>,
+}
+
+fn ridge(
+    gram: &[Vec<f64>],
+    rhs: &[f64],
+    lambda: f64,
+    w0: f64,
+    obs: &[Observation],
+) -> Option<Ridge> {
+    let mut a = gram.to_vec();
+    let mut b = rhs.to_vec();
+    for (i, (row, bi)) in a.iter_mut().zip(&mut b).enumerate() {
+        row[i] += lambda;
+        *bi += lambda * w0;
     }
-    let inverse = invert(&gram).ok_or(FitError::Singular)?;
-    let weights = mat_vec(&inverse, &rhs);
-    let (rss, leverage) = obs.iter().fold((0.0, 0.0), |(rss, lev), o| {
-        let e = o.slowdown - 1.0 - dot(&weights, &o.features);
-        (
-            rss + e * e,
-            lev + dot(&o.features, &mat_vec(&inverse, &o.features)),
-        )
-    });
-    let df = obs.len() as f64 - leverage;
+    let inverse = invert(&a)?;
+    let weights = mat_vec(&inverse, &b);
+    let residuals = obs
+        .iter()
+        .map(|o| o.slowdown - 1.0 - dot(&weights, &o.features))
+        .collect();
+    let leverages = obs
+        .iter()
+        .map(|o| dot(&o.features, &mat_vec(&inverse, &o.features)))
+        .collect();
+    Some(Ridge {
+        weights,
+        inverse,
+        residuals,
+        leverages,
+    })
+}
+
+impl Ridge {
+    /// The leave-one-out prediction error sum of squares, `sum (e_i / (1 - h_i))^2`
+    /// (the common weight held fixed); infinite where a pair decides its own fit.
+    fn press(&self) -> f64 {
+        self.residuals
+            .iter()
+            .zip(&self.leverages)
+            .map(|(e, h)| {
+                if *h < 1.0 - 1e-9 {
+                    (e / (1.0 - h)).powi(2)
+                } else {
+                    f64::INFINITY
+                }
+            })
+            .sum()
+    }
+}
+
+/// Fits the model on measured pairs, one feature per ruler of `rulers`, with the ridge
+/// penalty of [`RIDGE_SHARES`] that predicts left-out pairs best.
+pub fn fit(rulers: &[String], obs: &[Observation]) -> Result<Model, FitError> {
+    let r = rulers.len();
+    check(r, obs)?;
+    let w0 = common_weight(obs);
+    let (gram, rhs) = normal_equations(r, obs);
+    let scale = (0..r).map(|i| gram[i][i]).sum::<f64>() / r.max(1) as f64;
+    let fits: Vec<(f64, Ridge)> = RIDGE_SHARES
+        .iter()
+        .filter_map(|share| {
+            let lambda = (share * scale).max(RIDGE_FLOOR);
+            Some((lambda, ridge(&gram, &rhs, lambda, w0, obs)?))
+        })
+        .collect();
+    // The smallest leave-one-out error; where none is finite, the strongest penalty.
+    let best = fits
+        .iter()
+        .filter(|(_, f)| f.press().is_finite())
+        .min_by(|x, y| x.1.press().total_cmp(&y.1.press()))
+        .or(fits.last());
+    let (lambda, fitted) = best.ok_or(FitError::Singular)?;
+    let rss: f64 = fitted.residuals.iter().map(|e| e * e).sum();
+    let df = obs.len() as f64 - fitted.leverages.iter().sum::<f64>();
     let (residual_sd, df) = if df >= 1.0 {
         (Some((rss / df).sqrt()), Some(df))
     } else {
@@ -186,14 +254,14 @@ pub fn fit(rulers: &[String], obs: &[Observation]) -> Result<Model, FitError> {
     };
     Ok(Model {
         rulers: rulers.to_vec(),
-        weights,
+        weights: fitted.weights.clone(),
         common_weight: w0,
-        ridge_lambda: lambda,
+        ridge_lambda: *lambda,
         training_pairs: obs.len(),
         mean_slowdown: obs.iter().map(|o| o.slowdown).sum::<f64>() / obs.len() as f64,
         residual_sd,
         df,
-        inverse_gram: inverse,
+        inverse_gram: fitted.inverse.clone(),
     })
 }
 

@@ -158,3 +158,31 @@ fn the_combined_speed_takes_both_directions() {
     assert!((c.low.unwrap() - (0.4 + 0.8)).abs() < 1e-12);
     assert!((c.high.unwrap() - (1.0 / 1.5 + 1.25)).abs() < 1e-12);
 }
+
+/// The mean diagonal of `X'X`: the unit of the ridge penalty.
+fn penalty_unit(obs: &[Observation]) -> f64 {
+    let r = obs[0].features.len();
+    obs.iter()
+        .map(|o| o.features.iter().map(|x| x * x).sum::<f64>())
+        .sum::<f64>()
+        / r as f64
+}
+
+#[test]
+fn few_noisy_pairs_choose_a_strong_penalty_and_many_clean_ones_a_weak_one() {
+    // Every ruler matters alike: the one common weight is the right model, and six
+    // noisy pairs cannot tell four weights apart.
+    let few = pairs(&mut Rng(5), 6, &[1.0; 4], 0.05);
+    let m = fit(&names(4), &few).unwrap();
+    assert!(m.ridge_lambda >= penalty_unit(&few), "{m:?}");
+    let spread = m
+        .weights
+        .iter()
+        .map(|w| (w - m.common_weight).abs())
+        .fold(0.0, f64::max);
+    assert!(spread < 0.5, "{m:?}");
+    // Many clean pairs of distinct weights: the weakest penalty.
+    let many = pairs(&mut Rng(6), 80, &[0.2, 2.0, 1.0, 0.5], 0.001);
+    let m = fit(&names(4), &many).unwrap();
+    assert!(m.ridge_lambda <= 0.011 * penalty_unit(&many), "{m:?}");
+}
