@@ -19,7 +19,7 @@ pub mod validate;
 use serde::{Deserialize, Serialize};
 use smtlab_model::keys::Form;
 pub use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
-use smtlab_model::stats::Ratio;
+use smtlab_model::stats::{self, Ratio};
 use smtlab_model::{CellKey, CellRecord};
 
 use crate::corun::{partner_slowdown, slowdown};
@@ -38,10 +38,54 @@ pub struct PairMeasure {
     pub form: Form,
     pub slowdown: Option<Ratio>,
     pub partner_slowdown: Option<Ratio>,
+    /// Why its figures are held back from the profiles, the fit and the validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doubt: Option<String>,
+}
+
+impl PairMeasure {
+    /// A's slowdown, unless held back.
+    fn usable(&self) -> Option<Ratio> {
+        self.slowdown.filter(|_| self.doubt.is_none())
+    }
 }
 
 fn find<'c>(cells: &'c [CellRecord], key: &CellKey) -> Option<&'c CellRecord> {
     cells.iter().find(|c| c.key() == *key)
+}
+
+/// Samples shorter than this share of the reference's were cut short: the cell's
+/// budget ran out while calibrating (a partner whose one sample is long, say a stream
+/// over a large buffer), so fixed costs dominate its figure.
+pub const CUT_SHORT_SHARE: f64 = 0.1;
+
+fn median_elapsed_ns(c: &CellRecord) -> Option<f64> {
+    let v: Vec<f64> = c
+        .result
+        .samples
+        .iter()
+        .map(|s| s.elapsed_ns as f64)
+        .collect();
+    stats::median(&v)
+}
+
+/// Why a pair's figures are held back: a cell that may not repeat or not be its own
+/// (unsteady, disturbed), or co-run samples cut far shorter than the reference's.
+pub fn doubt(alone: &CellRecord, co: &CellRecord) -> Option<String> {
+    if let Some(why) = alone.result.hold_back_reason() {
+        return Some(format!("alone: {why}"));
+    }
+    if let Some(why) = co.result.hold_back_reason() {
+        return Some(format!("beside: {why}"));
+    }
+    let (a, c) = (median_elapsed_ns(alone)?, median_elapsed_ns(co)?);
+    (c < CUT_SHORT_SHARE * a).then(|| {
+        format!(
+            "samples cut short ({:.0} µs beside against {:.0} µs alone)",
+            c / 1e3,
+            a / 1e3
+        )
+    })
 }
 
 /// The measured pairs of `keys` among `cells`, one per pair and form; a pair whose
@@ -52,14 +96,16 @@ pub fn measure_pairs(cells: &[CellRecord], keys: &[PairKeys]) -> Vec<PairMeasure
         let alone = find(cells, &k.alone);
         for (form, key) in &k.co {
             let co = find(cells, key);
+            let both = alone.zip(co);
             out.push(PairMeasure {
                 a: k.a.clone(),
                 b: k.b.clone(),
                 form: *form,
-                slowdown: alone.zip(co).and_then(|(al, co)| {
+                slowdown: both.and_then(|(al, co)| {
                     slowdown(&al.result.summary, &co.result.summary, co.direction)
                 }),
                 partner_slowdown: co.and_then(|c| partner_slowdown(&c.result, k.b_direction)),
+                doubt: both.and_then(|(al, co)| doubt(al, co)),
             });
         }
     }
@@ -118,16 +164,14 @@ pub struct Profile {
 }
 
 impl Profile {
-    fn sensitivities(&self) -> Option<Vec<f64>> {
+    /// Each ruler's figure (`None` where not measured or held back).
+    fn figures(&self, sensitivity: bool) -> Vec<Option<f64>> {
         self.rulers
             .iter()
-            .map(|r| r.sensitivity.map(|s| s.ratio))
-            .collect()
-    }
-    fn contentiousness(&self) -> Option<Vec<f64>> {
-        self.rulers
-            .iter()
-            .map(|r| r.contentiousness.map(|s| s.ratio))
+            .map(|r| match sensitivity {
+                true => r.sensitivity.map(|s| s.ratio),
+                false => r.contentiousness.map(|s| s.ratio),
+            })
             .collect()
     }
 }
@@ -136,7 +180,7 @@ fn slowdown_of(measures: &[PairMeasure], a: &str, b: &str, form: Form) -> Option
     measures
         .iter()
         .find(|m| m.a == a && m.b == b && m.form == form)
-        .and_then(|m| m.slowdown)
+        .and_then(PairMeasure::usable)
 }
 
 /// The profile of each workload in each form: `sens` holds the pairs of a workload
@@ -169,20 +213,38 @@ pub fn profiles(
     out
 }
 
-/// The features of A beside B in `form`; `None` where a figure is missing.
-pub fn pair_features(profiles: &[Profile], a: &str, b: &str, form: Form) -> Option<Vec<f64>> {
+/// The features of A beside B in `form`, and the rulers for which A's sensitivity or
+/// B's contentiousness is missing (not measured, or held back): such a ruler adds
+/// nothing (its feature is 0). `None` where A or B has no profile.
+pub fn pair_features(
+    profiles: &[Profile],
+    a: &str,
+    b: &str,
+    form: Form,
+) -> Option<(Vec<f64>, Vec<String>)> {
     let of = |w: &str| profiles.iter().find(|p| p.workload == w && p.form == form);
-    Some(model::features(
-        &of(a)?.sensitivities()?,
-        &of(b)?.contentiousness()?,
-    ))
+    let (pa, pb) = (of(a)?, of(b)?);
+    let (sens, cont) = (pa.figures(true), pb.figures(false));
+    let mut unknown = Vec::new();
+    let (mut s, mut c) = (Vec::new(), Vec::new());
+    for ((x, y), r) in sens.iter().zip(&cont).zip(&pa.rulers) {
+        if x.is_none() || y.is_none() {
+            unknown.push(r.ruler.clone());
+        }
+        s.push(x.zip(*y).map_or(1.0, |(x, _)| x));
+        c.push(x.zip(*y).map_or(1.0, |(_, y)| y));
+    }
+    Some((model::features(&s, &c), unknown))
 }
 
 /// Measured slowdowns of ordered pairs in `form`: A beside B from each pair, and B
 /// beside A from the partner's side where the two differ.
 pub fn ordered(measures: &[PairMeasure], form: Form) -> Vec<(String, String, f64)> {
     let mut out = Vec::new();
-    for m in measures.iter().filter(|m| m.form == form) {
+    for m in measures
+        .iter()
+        .filter(|m| m.form == form && m.doubt.is_none())
+    {
         if let Some(s) = m.slowdown {
             out.push((m.a.clone(), m.b.clone(), s.ratio));
         }
@@ -214,7 +276,7 @@ pub fn fit_form(
         .into_iter()
         .filter_map(|(a, b, s)| {
             Some(model::Observation {
-                features: pair_features(profiles, &a, &b, form)?,
+                features: pair_features(profiles, &a, &b, form)?.0,
                 slowdown: s,
             })
         })
@@ -241,6 +303,9 @@ pub struct PredictedPair {
     pub form: Form,
     pub slowdown: Prediction,
     pub combined_speed: Prediction,
+    /// Rulers without a figure for this pair (either direction), which add nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
 }
 
 /// Every ordered pair of `workloads` predicted by `model` in its form.
@@ -253,19 +318,28 @@ pub fn predict_all(
         return Vec::new();
     };
     let form = model.form;
-    let one = |a: &str, b: &str| Some(m.predict(&pair_features(profiles, a, b, form)?));
+    let one = |a: &str, b: &str| {
+        let (x, unknown) = pair_features(profiles, a, b, form)?;
+        Some((m.predict(&x), unknown))
+    };
     let mut out = Vec::new();
     for a in workloads {
         for b in workloads {
-            let (Some(ab), Some(ba)) = (one(a, b), one(b, a)) else {
+            let (Some((ab, mut unknown)), Some((ba, back))) = (one(a, b), one(b, a)) else {
                 continue;
             };
+            unknown.extend(
+                back.into_iter()
+                    .filter(|r| !unknown.contains(r))
+                    .collect::<Vec<_>>(),
+            );
             out.push(PredictedPair {
                 a: a.clone(),
                 b: b.clone(),
                 form,
                 slowdown: ab,
                 combined_speed: model::combined(&ab, &ba),
+                unknown,
             });
         }
     }
@@ -281,6 +355,8 @@ pub struct ProfileDoc {
     pub rulers: Vec<Ruler>,
     pub profiles: Vec<Profile>,
     pub training: Vec<PairMeasure>,
+    /// Pairs of every role whose figures were held back, with the reason.
+    pub held_back: Vec<PairMeasure>,
     pub models: Vec<FormModel>,
     pub predictions: Vec<PredictedPair>,
     pub validation: Vec<Validation>,
@@ -307,6 +383,12 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         .iter()
         .filter_map(|m| validate::validate(m, &profiles, &held_out))
         .collect();
+    let held_back = [&sens, &cont, &training, &held_out]
+        .into_iter()
+        .flatten()
+        .filter(|m| m.doubt.is_some())
+        .cloned()
+        .collect();
     ProfileDoc {
         schema: PROFILE_SCHEMA.into(),
         run,
@@ -314,6 +396,7 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         rulers: rulers(&plan.rulers, cells, &plan.contentiousness),
         profiles,
         training,
+        held_back,
         models,
         predictions,
         validation,

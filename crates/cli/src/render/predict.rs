@@ -63,6 +63,16 @@ pub fn planned_rulers(rulers: &[Ruler]) -> String {
 pub fn summary(doc: &ProfileDoc) -> String {
     let mut out = fit("\nRulers, each alone (its own pressure) [95% CI]:");
     out.push_str(&text::rulers(&doc.rulers));
+    let held_back = text::held_back(&doc.held_back);
+    if !held_back.is_empty() {
+        out.push_str(&fit(&format!(
+            "\n{} pairs held back from the profiles, the fit and the validation:",
+            held_back.len()
+        )));
+        for l in held_back {
+            out.push_str(&fit(&format!("  {l}")));
+        }
+    }
     for &form in &doc.forms {
         out.push_str(&fit(&format!(
             "\nProfiles, {}: sensitivity = the workload's slowdown beside the ruler; contentiousness = the ruler's slowdown beside the workload [95% CI]:",
@@ -78,6 +88,9 @@ pub fn summary(doc: &ProfileDoc) -> String {
                 "Predicted slowdown of the workload (row) beside the partner (column) [95% prediction interval]:",
             ));
             out.push_str(&matrix);
+            if let Some(note) = text::unknown_note(&doc.predictions, form) {
+                out.push_str(&fit(&note));
+            }
             for l in text::combined(&doc.predictions, form) {
                 out.push_str(&fit(&format!("  {l}")));
             }

@@ -229,9 +229,60 @@ fn unmeasured_cells_leave_gaps_not_figures() {
     let doc = analyse(&plan, &cells, 1);
     let p = doc.profiles.iter().find(|p| p.workload == "w1").unwrap();
     assert!(p.rulers[0].contentiousness.is_none());
-    // Pairs with w1 as the partner cannot be predicted; the others still are.
-    assert!(!doc.predictions.iter().any(|p| p.b == "w1" || p.a == "w1"));
-    assert!(doc.predictions.iter().any(|p| p.a == "w2" && p.b == "w3"));
+    // Pairs with w1 on either side are predicted without that ruler, and say so; the
+    // others use every ruler.
+    let of = |a: &str, b: &str| {
+        doc.predictions
+            .iter()
+            .find(|p| p.a == a && p.b == b)
+            .unwrap()
+    };
+    assert_eq!(of("w2", "w1").unknown, ["small"]);
+    assert_eq!(of("w1", "w2").unknown, ["small"]);
+    assert!(of("w2", "w3").unknown.is_empty());
+    let matrix = text::matrix(&doc.predictions, Form::Cores);
+    assert_eq!(matrix.matches(" *").count(), 5, "{matrix}"); // row and column of w1
+    let note = text::unknown_note(&doc.predictions, Form::Cores).unwrap();
+    assert!(note.contains("without a figure of small"), "{note}");
+    // w2 beside w1 without the small ruler: only the large one's feature counts.
+    let x = model::features(&[1.0, truth(1).0[1]], &[1.0, truth(0).1[1]]);
+    let m = doc.models[0].model.as_ref().unwrap();
+    assert!((of("w2", "w1").slowdown.value - m.predict(&x).value).abs() < 1e-12);
+}
+
+/// The cells of `pairs` in `plan` whose co-run samples are `share` as long.
+fn shorten(cells: &mut [CellRecord], keys: &[PairKeys], share: f64) {
+    for k in keys {
+        let c = cells.iter_mut().find(|c| c.key() == k.co[0].1).unwrap();
+        for s in &mut c.result.samples {
+            s.elapsed_ns = (s.elapsed_ns as f64 * share) as u64;
+        }
+    }
+}
+
+#[test]
+fn pairs_cut_short_are_held_back_from_profiles_fit_and_validation() {
+    let (plan, mut cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[(1, 2)]);
+    // w3's sensitivity to "large" and one training pair: samples a twentieth as long.
+    shorten(&mut cells, &plan.sensitivity[5..6], 0.05);
+    shorten(&mut cells, &plan.training[..1], 0.05);
+    let doc = analyse(&plan, &cells, 1);
+    assert_eq!(doc.held_back.len(), 2, "{:?}", doc.held_back);
+    let why = doc.held_back[0].doubt.as_deref().unwrap();
+    assert!(why.starts_with("samples cut short ("), "{why}");
+    let lines = text::held_back(&doc.held_back);
+    assert!(
+        lines[0].starts_with("w3 beside large, cores: samples cut short"),
+        "{lines:?}"
+    );
+    let p = doc.profiles.iter().find(|p| p.workload == "w3").unwrap();
+    assert!(p.rulers[1].sensitivity.is_none() && p.rulers[0].sensitivity.is_some());
+    // Three training pairs less the one held back: three ordered observations.
+    assert_eq!(doc.models[0].model.as_ref().unwrap().training_pairs, 3);
+    // A tenth or more of the reference's length is kept.
+    let (plan, mut cells) = demo(&[(0, 1)], &[]);
+    shorten(&mut cells, &plan.training, 0.2);
+    assert!(analyse(&plan, &cells, 1).held_back.is_empty());
 }
 
 #[test]

@@ -7,7 +7,7 @@ use smtlab_model::stats::Ratio;
 
 use super::model::Prediction;
 use super::validate::{DIRECTION_THRESHOLD, Score, Validation};
-use super::{FormModel, PredictedPair, Profile, Ruler};
+use super::{FormModel, PairMeasure, PredictedPair, Profile, Ruler};
 use crate::fmt::{num, pm, ratio_ci, text_table, times};
 
 fn ratio(r: Option<&Ratio>) -> String {
@@ -114,7 +114,10 @@ pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
         pairs
             .iter()
             .find(|p| p.form == form && p.a == a && p.b == b)
-            .map_or("-".into(), |p| prediction(&p.slowdown))
+            .map_or("-".into(), |p| {
+                let mark = if p.unknown.is_empty() { "" } else { " *" };
+                format!("{}{mark}", prediction(&p.slowdown))
+            })
     };
     let rows: Vec<Vec<String>> = names
         .iter()
@@ -127,6 +130,40 @@ pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
     let mut head = vec!["predicted \\ partner"];
     head.extend(names.iter().copied());
     table(&head, &rows)
+}
+
+/// The footnote of [`matrix`]'s `*`: the rulers some entries were predicted without.
+pub fn unknown_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
+    let mut rulers: Vec<&str> = Vec::new();
+    for p in pairs.iter().filter(|p| p.form == form) {
+        for r in &p.unknown {
+            if !rulers.contains(&r.as_str()) {
+                rulers.push(r);
+            }
+        }
+    }
+    (!rulers.is_empty()).then(|| {
+        format!(
+            "* predicted without a figure of {} (not measured or held back; it adds nothing)",
+            rulers.join(", ")
+        )
+    })
+}
+
+/// Each pair whose figures were held back, with the reason.
+pub fn held_back(measures: &[PairMeasure]) -> Vec<String> {
+    measures
+        .iter()
+        .map(|m| {
+            format!(
+                "{} beside {}, {}: {}",
+                m.a,
+                m.b,
+                m.form.name(),
+                m.doubt.as_deref().unwrap_or("-")
+            )
+        })
+        .collect()
 }
 
 /// The combined speed of each unordered pair of one form, predicted.

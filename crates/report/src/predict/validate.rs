@@ -91,7 +91,7 @@ pub fn validate(
     let checked: Vec<Checked> = ordered(held_out, model.form)
         .into_iter()
         .filter_map(|(a, b, measured)| {
-            let x = pair_features(profiles, &a, &b, model.form)?;
+            let (x, _) = pair_features(profiles, &a, &b, model.form)?;
             Some(Checked {
                 predicted: m.predict(&x),
                 a,
