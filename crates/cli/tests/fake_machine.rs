@@ -216,7 +216,15 @@ fn predict_profiles_fits_and_validates_in_both_forms_and_stores_every_cell() {
     // One core of two siblings: the sibling form only (the other-core form needs a
     // second core, and says so in a note).
     assert_eq!(v["forms"], serde_json::json!(["sibling"]));
-    // A profile per workload, each with both rulers' figures measured.
+    // A profile per workload, each with both rulers' figures measured, or held back
+    // with the reason (a cell disturbed by the host's other load, say).
+    let held_back = |a: &Value, b: &Value| {
+        v["held_back"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["a"] == *a && m["b"] == *b && m["doubt"].is_string())
+    };
     let profiles = v["profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2, "{v}");
     for p in profiles {
@@ -226,21 +234,35 @@ fn predict_profiles_fits_and_validates_in_both_forms_and_stores_every_cell() {
             .map(|r| r["ruler"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["int", "syscall"]);
+        let w = &p["workload"];
         for r in rulers {
-            assert!(r["sensitivity"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
-            assert!(r["contentiousness"]["ratio"].as_f64().unwrap() > 0.0, "{p}");
+            let ruler = &r["ruler"];
+            let sens = r["sensitivity"]["ratio"].as_f64();
+            assert!(sens.is_some_and(|x| x > 0.0) || held_back(w, ruler), "{v}");
+            let cont = r["contentiousness"]["ratio"].as_f64();
+            assert!(cont.is_some_and(|x| x > 0.0) || held_back(ruler, w), "{v}");
         }
     }
     // Each ruler's own pressure, stated in its unit.
     assert_eq!(v["rulers"][0]["unit"], "GOPS");
     assert!(v["rulers"][1]["alone"].as_f64().unwrap() > 0.0);
-    // The model, fitted on the measured pairs; the held-out pair checked against it and
-    // both naive baselines.
-    for m in v["models"].as_array().unwrap() {
-        assert!(m["model"]["weights"].as_array().unwrap().len() == 2, "{m}");
-    }
+    // The model, fitted on the measured pairs (unless the host's other load disturbed
+    // every one of them, which the held-back list then says); the held-out pair checked
+    // against it and both naive baselines.
+    let model = &v["models"][0];
+    let fitted = model["model"]["weights"].as_array().map(Vec::len);
+    let all_held_back = v["training"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["doubt"].is_string());
+    assert!(
+        fitted == Some(2) || (fitted.is_none() && all_held_back),
+        "{v}"
+    );
     let validation = v["validation"].as_array().unwrap();
-    assert_eq!(validation.len(), 1, "{v}");
+    let checkable = fitted.is_some() && v["held_back"].as_array().unwrap().len() < 11;
+    assert!(validation.len() == 1 || !checkable, "{v}");
     for val in validation {
         assert!(!val["checked"].as_array().unwrap().is_empty(), "{val}");
         for s in ["model", "no_interference", "mean_slowdown"] {
@@ -248,7 +270,8 @@ fn predict_profiles_fits_and_validates_in_both_forms_and_stores_every_cell() {
         }
     }
     // Every ordered pair predicted, with its combined speed.
-    assert_eq!(v["predictions"].as_array().unwrap().len(), 4, "{v}");
+    let predicted = v["predictions"].as_array().unwrap().len();
+    assert!(predicted == 4 || fitted.is_none(), "{v}");
 
     // Every cell stored as measured: 11 pairs (8 profile, 2 training, 1 held out) of
     // two cells, A alone and A beside B on the sibling.

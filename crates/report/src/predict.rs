@@ -69,13 +69,15 @@ fn median_elapsed_ns(c: &CellRecord) -> Option<f64> {
     stats::median(&v)
 }
 
-/// Why a pair's figures are held back: a cell that may not repeat or not be its own
-/// (unsteady, disturbed), or co-run samples cut far shorter than the reference's.
+/// Why a pair's figures are held back: a cell whose figure is not its own (disturbed:
+/// steal or other processes on its CPUs), or co-run samples cut far shorter than the
+/// reference's. An unsteady cell is kept: its wide interval says what it is worth, and
+/// the fit's residuals carry its noise into the prediction interval.
 pub fn doubt(alone: &CellRecord, co: &CellRecord) -> Option<String> {
-    if let Some(why) = alone.result.hold_back_reason() {
+    if let Some(why) = alone.result.disturbed_reason() {
         return Some(format!("alone: {why}"));
     }
-    if let Some(why) = co.result.hold_back_reason() {
+    if let Some(why) = co.result.disturbed_reason() {
         return Some(format!("beside: {why}"));
     }
     let (a, c) = (median_elapsed_ns(alone)?, median_elapsed_ns(co)?);

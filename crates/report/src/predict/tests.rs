@@ -336,3 +336,23 @@ fn the_text_shows_intervals_and_scores() {
         "{combined:?}"
     );
 }
+
+#[test]
+fn a_disturbed_cell_holds_its_pair_back() {
+    let (plan, mut cells) = demo(&[(0, 1), (0, 2)], &[]);
+    let co = &plan.training[0].co[0].1;
+    let cell = cells.iter_mut().find(|c| c.key() == *co).unwrap();
+    cell.result.disturbance = Some(smtlab_model::Disturbance {
+        windows: 3,
+        window_ns: 3_000_000_000,
+        cpus: 2,
+        tick_ns: 10_000_000,
+        steal_ns: 600_000_000,
+        foreign_ns: None,
+        smtlab_other_ns: None,
+    });
+    let doc = analyse(&plan, &cells, 1);
+    let why = doc.held_back[0].doubt.as_deref().unwrap();
+    assert!(why.starts_with("beside: disturbed: steal"), "{why}");
+    assert_eq!(doc.models[0].model.as_ref().unwrap().training_pairs, 2);
+}
