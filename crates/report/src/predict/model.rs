@@ -279,7 +279,8 @@ impl Model {
         };
         Prediction {
             value: slowdown,
-            low: half.map(|h| slowdown - h),
+            // A slowdown is positive, whatever the linear interval says.
+            low: half.map(|h| (slowdown - h).max(0.0)),
             high: half.map(|h| slowdown + h),
         }
     }
