@@ -27,6 +27,11 @@ pub struct RulerSpec {
     pub name: String,
     pub resource: String,
     pub workload: String,
+    /// For the cache footprint rulers (a random chase over one cache's size), their
+    /// order from the smallest cache: each must be slower per load than the one before,
+    /// or its footprint did not leave the smaller cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint_rank: Option<u8>,
 }
 
 /// The pairs of a `predict` plan by role.

@@ -147,6 +147,34 @@ pub fn rulers(specs: &[RulerSpec], cells: &[CellRecord], keys: &[PairKeys]) -> V
         .collect()
 }
 
+/// The check of the footprint rulers' own figures: each chase over a larger cache is
+/// slower per load than the one over the smaller, beyond both intervals. One line per
+/// step, saying whether it holds.
+pub fn footprint_checks(rulers: &[Ruler]) -> Vec<String> {
+    let mut chain: Vec<&Ruler> = rulers
+        .iter()
+        .filter(|r| r.spec.footprint_rank.is_some() && r.alone.is_some())
+        .collect();
+    chain.sort_by_key(|r| r.spec.footprint_rank);
+    chain
+        .windows(2)
+        .map(|w| {
+            let (lo, hi) = (w[0], w[1]);
+            let top = |r: &Ruler| r.alone.unwrap_or(0.0) + r.alone_ci95_half_width.unwrap_or(0.0);
+            let bottom =
+                |r: &Ruler| r.alone.unwrap_or(0.0) - r.alone_ci95_half_width.unwrap_or(0.0);
+            let (a, b) = (&lo.spec.name, &hi.spec.name);
+            if bottom(hi) > top(lo) {
+                format!("{b} is slower per load than {a}: its footprint leaves the smaller cache")
+            } else {
+                format!(
+                    "{b} is not clearly slower per load than {a}: its footprint may not leave the smaller cache, so its column may press what {a}'s does"
+                )
+            }
+        })
+        .collect()
+}
+
 /// A workload's figures against one ruler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RulerFigures {
@@ -355,6 +383,8 @@ pub struct ProfileDoc {
     pub run: i64,
     pub forms: Vec<Form>,
     pub rulers: Vec<Ruler>,
+    /// The footprint rulers' own check ([`footprint_checks`]).
+    pub ruler_checks: Vec<String>,
     pub profiles: Vec<Profile>,
     pub training: Vec<PairMeasure>,
     /// Pairs of every role whose figures were held back, with the reason.
@@ -391,11 +421,13 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         .filter(|m| m.doubt.is_some())
         .cloned()
         .collect();
+    let rulers = rulers(&plan.rulers, cells, &plan.contentiousness);
     ProfileDoc {
         schema: PROFILE_SCHEMA.into(),
         run,
         forms: plan.forms.clone(),
-        rulers: rulers(&plan.rulers, cells, &plan.contentiousness),
+        ruler_checks: footprint_checks(&rulers),
+        rulers,
         profiles,
         training,
         held_back,

@@ -63,6 +63,9 @@ pub fn planned_rulers(rulers: &[Ruler]) -> String {
 pub fn summary(doc: &ProfileDoc) -> String {
     let mut out = fit("\nRulers, each alone (its own pressure) [95% CI]:");
     out.push_str(&text::rulers(&doc.rulers));
+    for l in &doc.ruler_checks {
+        out.push_str(&fit(&format!("  check: {l}")));
+    }
     let held_back = text::held_back(&doc.held_back);
     if !held_back.is_empty() {
         out.push_str(&fit(&format!(

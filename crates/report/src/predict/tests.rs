@@ -132,6 +132,7 @@ fn demo(training: &[(usize, usize)], held_out: &[(usize, usize)]) -> (PlanKeys, 
                 name: r.label.into(),
                 resource: "cache".into(),
                 workload: format!("footprint size={}", r.size),
+                footprint_rank: None,
             })
             .collect(),
         forms: vec![Form::Cores],
@@ -355,4 +356,45 @@ fn a_disturbed_cell_holds_its_pair_back() {
     let why = doc.held_back[0].doubt.as_deref().unwrap();
     assert!(why.starts_with("beside: disturbed: steal"), "{why}");
     assert_eq!(doc.models[0].model.as_ref().unwrap().training_pairs, 2);
+}
+
+fn footprint(name: &str, rank: u8, alone: f64, half_width: f64) -> Ruler {
+    Ruler {
+        spec: RulerSpec {
+            name: name.into(),
+            resource: "cache".into(),
+            workload: "mem-latency".into(),
+            footprint_rank: Some(rank),
+        },
+        unit: Some("ns".into()),
+        alone: Some(alone),
+        alone_ci95_half_width: Some(half_width),
+        alone_n: Some(5),
+    }
+}
+
+#[test]
+fn footprint_rulers_are_checked_to_step_up_per_cache() {
+    let rulers = [
+        footprint("llc", 3, 40.0, 2.0),
+        footprint("l1d", 1, 1.0, 0.1),
+        footprint("l2", 2, 4.0, 0.5),
+    ];
+    let lines = footprint_checks(&rulers);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("l2 is slower per load than l1d"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("llc is slower per load than l2"),
+        "{lines:?}"
+    );
+    // An L2 chase no slower than the L1D's, within their intervals: said.
+    let flat = [footprint("l1d", 1, 1.0, 0.1), footprint("l2", 2, 1.15, 0.1)];
+    let lines = footprint_checks(&flat);
+    assert!(
+        lines[0].starts_with("l2 is not clearly slower per load than l1d"),
+        "{lines:?}"
+    );
 }

@@ -52,6 +52,12 @@ impl Ruler {
                 .chain(params)
                 .collect::<Vec<_>>()
                 .join(" "),
+            footprint_rank: match self.name {
+                "l1d" => Some(1),
+                "l2" => Some(2),
+                "llc" => Some(3),
+                _ => None,
+            },
         }
     }
 }
