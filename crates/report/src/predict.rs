@@ -387,6 +387,8 @@ pub struct ProfileDoc {
     pub ruler_checks: Vec<String>,
     pub profiles: Vec<Profile>,
     pub training: Vec<PairMeasure>,
+    /// The held-out pairs measured for the validation (held back ones included).
+    pub held_out: Vec<PairMeasure>,
     /// Pairs of every role whose figures were held back, with the reason.
     pub held_back: Vec<PairMeasure>,
     pub models: Vec<FormModel>,
@@ -430,6 +432,7 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         rulers,
         profiles,
         training,
+        held_out,
         held_back,
         models,
         predictions,

@@ -98,12 +98,21 @@ pub fn summary(doc: &ProfileDoc) -> String {
                 out.push_str(&fit(&format!("  {l}")));
             }
         }
-        if let Some(v) = doc.validation.iter().find(|v| v.form == form) {
-            out.push_str(&fit(&format!(
-                "\nValidation, {}: held-out pairs measured, against the prediction and two naive baselines:",
-                form.label()
-            )));
-            out.push_str(&text::validation(v));
+        match doc.validation.iter().find(|v| v.form == form) {
+            Some(v) => {
+                out.push_str(&fit(&format!(
+                    "\nValidation, {}: held-out pairs measured, against the prediction and two naive baselines:",
+                    form.label()
+                )));
+                out.push_str(&text::validation(v));
+            }
+            None if doc.held_out.iter().any(|m| m.form == form) => {
+                out.push_str(&fit(&format!(
+                    "\nValidation, {}: no held-out pair could be checked (no model, or every one held back or not measured)",
+                    form.label()
+                )));
+            }
+            None => {}
         }
     }
     out
