@@ -44,7 +44,7 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
     if !json {
         emit(&text::cost(&plan.cost, &s.forms, &s.cfg))?;
     }
-    let mut lines = MatrixLines::default();
+    let mut lines = MatrixLines::named(text::cell_names(&plan.keys));
     let printer = |shown: Shown<'_>| match json {
         true => Ok(()),
         false => emit(&lines.next(shown)),

@@ -1,8 +1,11 @@
 //! Text of `predict`: the cost before it measures, then the rulers, profiles, models,
 //! predicted matrices and validation (written by `smtlab_report::predict::text`).
 
-use smtlab_model::RunConfig;
+use std::collections::BTreeMap;
+
 use smtlab_model::keys::Form;
+use smtlab_model::predict::PlanKeys;
+use smtlab_model::{CellKey, RunConfig};
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
@@ -43,6 +46,32 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
         2 * r
     )));
     out
+}
+
+/// The names each cell's line shows: a ruler by its name with its benchmark
+/// (`l1d (mem-latency)`), a workload by its own.
+pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
+    let shown = |label: &str, key: &CellKey| match keys.rulers.iter().any(|r| r.name == label) {
+        true => format!("ruler {label} ({})", key.benchmark),
+        false => label.to_string(),
+    };
+    let roles = [
+        &keys.sensitivity,
+        &keys.contentiousness,
+        &keys.training,
+        &keys.held_out,
+    ];
+    let mut names = BTreeMap::new();
+    for k in roles.into_iter().flatten() {
+        let b = match keys.rulers.iter().any(|r| r.name == k.b) {
+            true => format!("ruler {}", k.b),
+            false => k.b.clone(),
+        };
+        for key in std::iter::once(&k.alone).chain(k.co.iter().map(|(_, c)| c)) {
+            names.insert(key.clone(), (shown(&k.a, key), b.clone()));
+        }
+    }
+    names
 }
 
 /// The rulers as planned, for `--dry-run`.
@@ -116,4 +145,56 @@ pub fn summary(doc: &ProfileDoc) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_model::Direction;
+    use smtlab_model::predict::{PairKeys, RulerSpec};
+
+    use super::*;
+
+    fn key(bench: &str, partner: &str) -> CellKey {
+        CellKey {
+            benchmark: bench.into(),
+            params: Default::default(),
+            conditions: smtlab_model::keys::Conditions {
+                partner: Some(partner.into()),
+                ..Default::default()
+            },
+            placement: "corun-alone".into(),
+        }
+    }
+
+    #[test]
+    fn cells_show_rulers_by_name_and_workloads_by_theirs() {
+        let pair = |a: &str, b: &str, bench: &str, partner: &str| PairKeys {
+            a: a.into(),
+            b: b.into(),
+            b_direction: Direction::Higher,
+            alone: key(bench, partner),
+            co: vec![],
+        };
+        let keys = PlanKeys {
+            rulers: vec![RulerSpec {
+                name: "l1d".into(),
+                resource: "L1D".into(),
+                workload: "mem-latency size=32768".into(),
+                footprint_rank: Some(1),
+            }],
+            sensitivity: vec![pair("w", "l1d", "mem-read", "ruler:l1d")],
+            contentiousness: vec![pair("l1d", "w", "mem-latency", "w")],
+            ..PlanKeys::default()
+        };
+        let names = cell_names(&keys);
+        let of = |bench, partner| names[&key(bench, partner)].clone();
+        assert_eq!(
+            of("mem-read", "ruler:l1d"),
+            ("w".into(), "ruler l1d".into())
+        );
+        assert_eq!(
+            of("mem-latency", "w"),
+            ("ruler l1d (mem-latency)".into(), "w".into())
+        );
+    }
 }
