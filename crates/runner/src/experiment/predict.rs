@@ -259,16 +259,35 @@ impl Builder<'_> {
 type Pairs = Vec<(usize, usize)>;
 
 /// The unordered workload pairs (a workload with itself included) in an order the
-/// seed shuffles: the first `validate` are held out, the next `train` fitted on.
-fn choose(n: usize, choice: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
-    let mut all: Vec<(usize, usize)> = (0..n).flat_map(|i| (i..n).map(move |j| (i, j))).collect();
+/// seed shuffles: the first `validate` of those `may_hold_out` allows are held out, the
+/// next `train` of the rest fitted on. `rulers_among` names the workloads that are
+/// rulers themselves, for the error when too few pairs may be held out.
+fn choose(
+    n: usize,
+    choice: Choice,
+    may_hold_out: impl Fn(usize, usize) -> bool,
+    rulers_among: &[String],
+) -> Result<(Pairs, Pairs), ExperimentError> {
+    let mut all: Pairs = (0..n).flat_map(|i| (i..n).map(move |j| (i, j))).collect();
     let mut state = choice.seed;
     for i in (1..all.len()).rev() {
         let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
         all.swap(i, j);
     }
+    let (eligible, mut rest): (Pairs, Pairs) = all.iter().partition(|&&(i, j)| may_hold_out(i, j));
+    if eligible.len() < choice.validate {
+        return Err(ExperimentError::input(format!(
+            "--validate {}: only {} pairs can be held out; a pair with a workload that is a ruler itself ({}) is measured by the profiles, not predicted",
+            choice.validate,
+            eligible.len(),
+            rulers_among.join(", ")
+        )));
+    }
+    let held_out = eligible[..choice.validate].to_vec();
+    rest.extend(&eligible[choice.validate..]);
+    rest.sort_by_key(|p| all.iter().position(|q| q == p));
     let total = all.len();
-    let left = total.saturating_sub(choice.validate);
+    let left = rest.len();
     let what = format!("{n} workloads make {total} pairs of two, a workload with itself included");
     let train = match choice.train {
         None if left == 0 => {
@@ -291,9 +310,14 @@ fn choose(n: usize, choice: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
         }
         Some(t) => t,
     };
-    let held_out = all[..choice.validate].to_vec();
-    let training = all[choice.validate..choice.validate + train].to_vec();
-    Ok((training, held_out))
+    Ok((rest[..train].to_vec(), held_out))
+}
+
+/// Whether a workload is one of the rulers (the same benchmark and parameters).
+fn is_ruler(w: &Workload, rulers: &[Ruler]) -> bool {
+    rulers.iter().any(|r| {
+        r.workload.name() == w.name() && param_map(&r.workload.params) == param_map(&w.params)
+    })
 }
 
 /// The plan of a `predict` run: profiles of `workloads` against `rulers`, then the
@@ -306,7 +330,19 @@ pub fn plan(
     topo: &Topology,
     choice: Choice,
 ) -> Result<PredictPlan, ExperimentError> {
-    let (training, held_out) = choose(workloads.len(), choice)?;
+    let ruler_like: Vec<bool> = workloads.iter().map(|w| is_ruler(w, rulers)).collect();
+    let named: Vec<String> = workloads
+        .iter()
+        .zip(&ruler_like)
+        .filter(|(_, r)| **r)
+        .map(|(w, _)| w.name())
+        .collect();
+    let (training, held_out) = choose(
+        workloads.len(),
+        choice,
+        |i, j| !ruler_like[i] && !ruler_like[j],
+        &named,
+    )?;
     let mut b = Builder {
         forms,
         pair,

@@ -123,77 +123,86 @@ fn a_ruler_that_is_also_a_workload_is_measured_once() {
     assert_eq!(keys.len(), p.cost.cells);
 }
 
+fn choose4(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
+    choose(4, c, |_, _| true, &[])
+}
+fn choose2(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
+    choose(2, c, |_, _| true, &[])
+}
+fn choose1(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
+    choose(1, c, |_, _| true, &[])
+}
+
+#[test]
+fn pairs_with_a_workload_that_is_a_ruler_are_never_held_out() {
+    let t = topo();
+    let (pair, forms) = two_forms(&t);
+    // int-ops with one thread is the "int" ruler; fp-ops and null-syscall are not
+    // rulers here: three pairs of them may be held out.
+    let ws = [
+        workload("int-ops"),
+        workload("fp-ops"),
+        workload("null-syscall"),
+    ];
+    let (rs, _) = rulers(&["int".into(), "llc".into()], &t, 0).unwrap();
+    let choice = Choice {
+        train: Some(3),
+        validate: 3,
+        seed: 4,
+    };
+    let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    assert_eq!(p.keys.held_out.len(), 3);
+    assert!(
+        p.keys
+            .held_out
+            .iter()
+            .all(|k| k.a != "int-ops" && k.b != "int-ops")
+    );
+    // Training pairs may have it.
+    assert_eq!(p.keys.training.len(), 3);
+    let four = Choice {
+        validate: 4,
+        ..choice
+    };
+    let e = plan(&ws, &rs, &forms, &pair, &t, four)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.starts_with("--validate 4: only 3 pairs can be held out; a pair with a workload that is a ruler itself (int-ops)"),
+        "{e}"
+    );
+}
+
 #[test]
 fn the_choice_is_seeded_and_bounded() {
-    let a = choose(
-        4,
-        Choice {
-            train: None,
-            validate: 3,
-            seed: 9,
-        },
-    )
-    .unwrap();
-    let b = choose(
-        4,
-        Choice {
-            train: None,
-            validate: 3,
-            seed: 9,
-        },
-    )
-    .unwrap();
-    assert_eq!(a, b);
+    let c = |train, validate, seed| Choice {
+        train,
+        validate,
+        seed,
+    };
+    let a = choose4(c(None, 3, 9)).unwrap();
+    assert_eq!(a, choose4(c(None, 3, 9)).unwrap());
     // As many training pairs as workloads by default.
     assert_eq!((a.0.len(), a.1.len()), (4, 3));
-    let c = choose(
-        4,
-        Choice {
-            train: None,
-            validate: 3,
-            seed: 10,
-        },
-    )
-    .unwrap();
-    assert_ne!(a, c, "another seed, another choice");
+    assert_ne!(
+        a,
+        choose4(c(None, 3, 10)).unwrap(),
+        "another seed, another choice"
+    );
     // Four workloads make ten pairs.
-    let e = choose(
-        4,
-        Choice {
-            train: Some(8),
-            validate: 3,
-            seed: 1,
-        },
-    )
-    .unwrap_err()
-    .to_string();
+    let e = choose4(c(Some(8), 3, 1)).unwrap_err().to_string();
     assert!(
         e.starts_with("--train 8 and --validate 3: expected at most 10 pairs")
             && e.contains("4 workloads make 10 pairs"),
         "{e}"
     );
+    let e = choose1(c(None, 1, 1)).unwrap_err().to_string();
     assert!(
-        choose(
-            1,
-            Choice {
-                train: None,
-                validate: 1,
-                seed: 1
-            }
-        )
-        .is_err()
+        e.starts_with("--validate 1: leaves no pair to fit the model on"),
+        "{e}"
     );
-    assert_eq!(
-        choose(
-            1,
-            Choice {
-                train: None,
-                validate: 0,
-                seed: 1
-            }
-        )
-        .unwrap()
-        .0,
-        [(0, 0)]
-    );
+    let e = choose2(c(Some(0), 1, 1)).unwrap_err().to_string();
+    assert!(e.starts_with("--train 0"), "{e}");
+    assert_eq!(choose1(c(None, 0, 1)).unwrap().0, [(0, 0)]);
 }
