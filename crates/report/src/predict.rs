@@ -16,6 +16,8 @@ pub mod model;
 pub mod text;
 pub mod validate;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use smtlab_model::keys::Form;
 pub use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
@@ -50,8 +52,9 @@ impl PairMeasure {
     }
 }
 
-fn find<'c>(cells: &'c [CellRecord], key: &CellKey) -> Option<&'c CellRecord> {
-    cells.iter().find(|c| c.key() == *key)
+/// The cells by their key, looked up once per pair.
+fn index(cells: &[CellRecord]) -> BTreeMap<CellKey, &CellRecord> {
+    cells.iter().map(|c| (c.key(), c)).collect()
 }
 
 /// Samples shorter than this share of the reference's were cut short: the cell's
@@ -93,11 +96,12 @@ pub fn doubt(alone: &CellRecord, co: &CellRecord) -> Option<String> {
 /// The measured pairs of `keys` among `cells`, one per pair and form; a pair whose
 /// cells were not measured (skipped, stopped) has no figures.
 pub fn measure_pairs(cells: &[CellRecord], keys: &[PairKeys]) -> Vec<PairMeasure> {
+    let cells = index(cells);
     let mut out = Vec::new();
     for k in keys {
-        let alone = find(cells, &k.alone);
+        let alone = cells.get(&k.alone).copied();
         for (form, key) in &k.co {
-            let co = find(cells, key);
+            let co = cells.get(key).copied();
             let both = alone.zip(co);
             out.push(PairMeasure {
                 a: k.a.clone(),
@@ -129,13 +133,14 @@ pub struct Ruler {
 /// Each ruler with its pressure, read from the first measured alone cell of the pairs
 /// where it is the measured workload.
 pub fn rulers(specs: &[RulerSpec], cells: &[CellRecord], keys: &[PairKeys]) -> Vec<Ruler> {
+    let cells = index(cells);
     specs
         .iter()
         .map(|spec| {
             let alone = keys
                 .iter()
                 .filter(|k| k.a == spec.name)
-                .find_map(|k| find(cells, &k.alone));
+                .find_map(|k| cells.get(&k.alone).copied());
             Ruler {
                 spec: spec.clone(),
                 unit: alone.map(|c| c.unit.clone()),
