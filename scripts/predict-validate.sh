@@ -7,13 +7,14 @@
 # The workloads are none of the rulers (a pair with a ruler is measured by the profiles,
 # not predicted), memory-bound ones among them: a write stream, a copy stream and a
 # chase over 4x the last-level cache, two AIM9 arithmetic loops, stat(2), and four
-# commands over a 64 MiB file (gzip, sha256sum, sort, xz). Ten workloads make 55 pairs;
+# commands over an 8 MiB file (gzip, sha256sum, sort, xz). Ten workloads make 55 pairs;
 # 24 are held out and 16 fitted on.
 #
 # Usage: scripts/predict-validate.sh [PREDICT ARGS...]   (e.g. --forms cores, --quick)
 # Environment:
 #   SMTLAB=path   smtlab binary (default: target/release/smtlab, built if missing)
 #   DB=path       results database (default: a temporary one)
+#   VALIDATE=n    held-out pairs (default 24); TRAIN=n training pairs (default 16)
 # Prints the validation of each form. Exit status: 0 every form meets the targets, 1 one
 # does not, 2 if smtlab fails.
 set -euo pipefail
@@ -31,14 +32,14 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 DB=${DB:-$tmp/predict.db}
-head -c $((64 << 20)) /dev/urandom | base64 >"$tmp/data"
+head -c $((6 << 20)) /dev/urandom | base64 >"$tmp/data"
 
 "$SMTLAB" predict mem-write mem-copy mem-latency aim-add-double aim-add-long stat \
     --cmd "gzip=gzip -c $tmp/data >/dev/null" \
     --cmd "sha256=sha256sum $tmp/data >/dev/null" \
     --cmd "sort=sort $tmp/data >/dev/null" \
     --cmd "xz=xz -1 -c $tmp/data >/dev/null" \
-    --validate 24 --train 16 --json --db "$DB" "$@" >"$tmp/profile.json" ||
+    --validate "${VALIDATE:-24}" --train "${TRAIN:-16}" --json --db "$DB" "$@" >"$tmp/profile.json" ||
     die "smtlab predict failed"
 
 python3 - "$tmp/profile.json" <<'EOF'
