@@ -71,57 +71,67 @@ fn cache_bytes(topo: &Topology, level: u8, cpu: u32) -> Option<u64> {
         .find_map(|c| c.size_bytes)
 }
 
+/// A cache size a ruler needs and the topology does not give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the topology gives no {0} size")]
+struct NoCacheSize(&'static str);
+
 /// A ruler's definition: name, resource, benchmark, and its parameters on this
-/// machine (or why it has none).
-type Def = (
-    &'static str,
-    &'static str,
-    &'static str,
-    Result<Vec<(&'static str, String)>, String>,
-);
+/// machine (or the size it lacks).
+struct Def {
+    name: &'static str,
+    resource: &'static str,
+    bench: &'static str,
+    params: Result<Vec<(&'static str, String)>, NoCacheSize>,
+}
 
 fn definitions(topo: &Topology, cpu: u32) -> Vec<Def> {
-    let sized = |level: u8, what: &str, part: u64| {
-        cache_bytes(topo, level, cpu)
+    let sized = |bytes: Option<u64>, what: &'static str, part: u64| {
+        bytes
             .map(|b| vec![("size", (b / part).to_string())])
-            .ok_or_else(|| format!("the topology gives no {what} size"))
+            .ok_or(NoCacheSize(what))
     };
+    let def = |name, resource, bench, params| Def {
+        name,
+        resource,
+        bench,
+        params,
+    };
+    let (l1, l2) = (cache_bytes(topo, 1, cpu), cache_bytes(topo, 2, cpu));
     vec![
-        ("int", "integer ALU", "int-ops", Ok(vec![])),
-        ("fp", "floating-point units", "fp-ops", Ok(vec![])),
-        (
+        def("int", "integer ALU", "int-ops", Ok(vec![])),
+        def("fp", "floating-point units", "fp-ops", Ok(vec![])),
+        def(
             "load-store",
             "load/store ports (copy inside the L1D)",
             "mem-copy",
-            sized(1, "L1D", 2),
+            sized(l1, "L1D", 2),
         ),
-        (
+        def(
             "l1d",
             "L1D footprint (random chase)",
             "mem-latency",
-            sized(1, "L1D", 1),
+            sized(l1, "L1D", 1),
         ),
-        (
+        def(
             "l2",
             "L2 footprint (random chase)",
             "mem-latency",
-            sized(2, "L2", 1),
+            sized(l2, "L2", 1),
         ),
-        (
+        def(
             "llc",
             "last-level cache footprint (random chase)",
             "mem-latency",
-            topo.llc_bytes()
-                .map(|b| vec![("size", b.to_string())])
-                .ok_or_else(|| "the topology gives no last-level cache size".to_string()),
+            sized(topo.llc_bytes(), "last-level cache", 1),
         ),
-        (
+        def(
             "dram",
             "DRAM bandwidth (stream over 4x the LLC)",
             "mem-read",
             Ok(vec![("size", "auto".into())]),
         ),
-        (
+        def(
             "syscall",
             "kernel entry and exit (system-call loop)",
             "null-syscall",
@@ -150,7 +160,10 @@ pub fn rulers(
     cpu: u32,
 ) -> Result<(Vec<Ruler>, Vec<String>), ExperimentError> {
     let defs = definitions(topo, cpu);
-    if let Some(bad) = asked.iter().find(|a| !defs.iter().any(|d| d.0 == a.trim())) {
+    if let Some(bad) = asked
+        .iter()
+        .find(|a| !defs.iter().any(|d| d.name == a.trim()))
+    {
         return Err(ExperimentError::input(format!(
             "--rulers {bad:?}: unknown ruler; expected some of {}",
             RULERS.join(", ")
@@ -158,7 +171,13 @@ pub fn rulers(
     }
     let mut out = Vec::new();
     let mut notes = Vec::new();
-    for (name, resource, bench, params) in defs {
+    for Def {
+        name,
+        resource,
+        bench,
+        params,
+    } in defs
+    {
         if !asked.is_empty() && !asked.iter().any(|a| a.trim() == name) {
             continue;
         }
