@@ -290,6 +290,35 @@ fn predict_profiles_fits_and_validates_in_both_forms_and_stores_every_cell() {
 }
 
 #[test]
+fn predict_leaves_out_the_rulers_the_fake_topology_cannot_size() {
+    let f = Fake::new();
+    let out = ok(f
+        .smtlab()
+        .args([
+            "predict",
+            "--dry-run",
+            "--rulers",
+            "l1d,int",
+            "--cmd",
+            "t=true",
+        ])
+        .output()
+        .unwrap());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The fake tree gives no cache sizes: the L1D chase cannot be sized, and says so.
+    assert!(
+        stderr.contains("note: ruler l1d left out: the topology gives no L1D size"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("1 workload, 1 ruler,"), "{stdout}");
+    assert!(stdout.contains("ruler int: integer ALU"), "{stdout}");
+    assert!(!stdout.contains("ruler l1d"), "{stdout}");
+    // Nothing was measured, nothing switched.
+    assert!(f.journal().is_empty());
+}
+
+#[test]
 fn util_measures_a_curve_with_smt_off_and_on_and_restores_smt() {
     let f = Fake::new();
     let v = json(

@@ -15,6 +15,11 @@ fn fit(text: &str) -> String {
     wrap(text, Layout::term())
 }
 
+/// `1 pair`, `3 pairs`.
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 /// What the plan measures and what it costs against the whole matrix, before anything
 /// runs: the `--dry-run` answer and the header of a run.
 pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
@@ -22,13 +27,15 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
     let (n, r, k) = (c.workloads, c.rulers, c.cells_per_pair);
     let budget_s = cfg.max_cell_ns as f64 / 1e9;
     let mut out = fit(&format!(
-        "predict: {n} workloads, {r} rulers, each pair as A alone and A beside B ({forms_text}): {k} cells a pair"
+        "predict: {}, {}, each pair as A alone and A beside B ({forms_text}): {k} cells a pair",
+        count(n, "workload"),
+        count(r, "ruler")
     ));
     out.push_str(&fit(&format!(
-        "  profiles: {n} x {r} + {r} x {n} = {} pairs; training: {} pairs; held out: {} pairs{}",
-        c.profile_pairs,
-        c.training_pairs,
-        c.held_out_pairs,
+        "  profiles: {n} x {r} + {r} x {n} = {}; training: {}; held out: {}{}",
+        count(c.profile_pairs, "pair"),
+        count(c.training_pairs, "pair"),
+        count(c.held_out_pairs, "pair"),
         match c.shared_pairs {
             0 => String::new(),
             s => format!("; {s} measured once for two roles"),
