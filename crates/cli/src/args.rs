@@ -86,6 +86,10 @@ pub enum Command {
     Corun(CorunArgs),
     /// Single-thread penalty: a fixed piece of work alone and next to each hog.
     Penalty(PenaltyArgs),
+    /// Co-run interference predicted from rulers: each workload beside a few calibrated
+    /// stressors (N x R + R x N pairs instead of N x N), a model fitted on a few measured
+    /// pairs, `--validate K` held-out pairs to check it.
+    Predict(PredictArgs),
     /// Reported CPU utilisation against capacity: an open-loop load at fixed rates.
     Util(UtilArgs),
     /// Copy the runs of a results database into a shared one:
@@ -808,6 +812,28 @@ pub struct CorunArgs {
     pub cmds: Vec<String>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    #[command(flatten)]
+    pub workloads: CorunArgs,
+    /// Rulers to profile against, comma-separated (default all: int, fp, load-store,
+    /// l1d, l2, llc, dram, syscall; those the topology cannot size are left out).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub rulers: Vec<String>,
+    /// Workload pairs measured to fit the model on (default: as many as workloads).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub train: Option<u64>,
+    /// Workload pairs measured but kept out of the fit, to check the predictions.
+    #[arg(long, default_value_t = 0, value_name = "K", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub validate: u64,
+    /// Seed of the choice of training and held-out pairs.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Say what it would measure and what that costs against the whole matrix, then stop.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -171,6 +171,83 @@ fn only_the_sibling_form_without_smt_is_a_one_line_error() {
 }
 
 #[test]
+fn predict_states_its_cost_and_measures_nothing_on_a_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = smtlab()
+        .args(["predict", "--dry-run", "--cmd", "t=true", "--cmd", "c=:"])
+        .args([
+            "--rulers",
+            "int,syscall",
+            "--validate",
+            "1",
+            "--forms",
+            "cores",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("2 cells a pair"), "{flat}");
+    assert!(flat.contains("profiles: 2 x 2 + 2 x 2 = 8 pairs"), "{flat}");
+    // Two workloads make three pairs: one held out, the other two fitted on.
+    assert!(
+        flat.contains("training: 2 pairs; held out: 1 pair"),
+        "{flat}"
+    );
+    assert!(flat.contains("cost: 22 cells"), "{flat}");
+    assert!(
+        flat.contains("against 8 cells for the whole 2 x 2 matrix"),
+        "{flat}"
+    );
+    assert!(flat.contains("ruler syscall: kernel entry"), "{flat}");
+    assert!(!db.exists(), "a dry run stores nothing");
+}
+
+#[test]
+fn predict_measures_profiles_here_and_stores_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = smtlab()
+        .args([
+            "predict", "--quick", "--json", "--cmd", "t=true", "--cmd", "c=:",
+        ])
+        .args(["--rulers", "syscall", "--train", "1", "--validate", "1"])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "smtlab.profile/1");
+    let forms = if smt_here() { 2 } else { 1 };
+    assert_eq!(v["forms"].as_array().unwrap().len(), forms);
+    assert!(
+        v["forms"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("cores"))
+    );
+    assert_eq!(v["profiles"].as_array().unwrap().len(), 2 * forms);
+    assert_eq!(v["rulers"][0]["name"], "syscall");
+    assert_eq!(v["rulers"][0]["unit"], "ns");
+    // Pairs: 2 x 1 + 1 x 2 profile, 1 training, 1 held out; A alone and one per form.
+    let json = smtlab()
+        .args(["report", "latest", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let run: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(run["run"]["suite"], "predict");
+    let stored = run["cells"].as_array().unwrap().len() + run["skipped"].as_array().unwrap().len();
+    assert_eq!(stored, 6 * (1 + forms));
+}
+
+#[test]
 fn bad_input_is_a_one_line_error() {
     for args in [
         vec!["corun", "no-such-bench"],
@@ -181,6 +258,26 @@ fn bad_input_is_a_one_line_error() {
         vec!["corun", "--cmd", "x=true", "--cmd", "x=true"],
         vec!["penalty", "--hogs", "no-such-hog"],
         vec!["penalty", "--run-ms", "0"],
+        vec!["predict", "--rulers", "no-such-ruler", "--cmd", "t=true"],
+        vec![
+            "predict",
+            "--validate",
+            "4",
+            "--cmd",
+            "t=true",
+            "--cmd",
+            "c=:",
+        ],
+        vec![
+            "predict",
+            "--train",
+            "3",
+            "--validate",
+            "1",
+            "--cmd",
+            "t=true",
+        ],
+        vec!["predict", "no-such-bench"],
     ] {
         let out = smtlab().args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -201,6 +201,124 @@ fn corun_measures_the_sibling_form() {
 }
 
 #[test]
+fn predict_profiles_fits_and_validates_in_both_forms_and_stores_every_cell() {
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["predict", "--quick", "--cmd", "t=true", "--cmd", "c=:"])
+            .args(["--rulers", "int,syscall", "--train", "2", "--validate", "1"])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["schema"], "smtlab.profile/1");
+    // One core of two siblings: the sibling form only (the other-core form needs a
+    // second core, and says so in a note).
+    assert_eq!(v["forms"], serde_json::json!(["sibling"]));
+    // A profile per workload, each with both rulers' figures measured, or held back
+    // with the reason (a cell disturbed by the host's other load, say).
+    let held_back = |a: &Value, b: &Value| {
+        v["held_back"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["a"] == *a && m["b"] == *b && m["doubt"].is_string())
+    };
+    let profiles = v["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2, "{v}");
+    for p in profiles {
+        let rulers = p["rulers"].as_array().unwrap();
+        let names: Vec<&str> = rulers
+            .iter()
+            .map(|r| r["ruler"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["int", "syscall"]);
+        let w = &p["workload"];
+        for r in rulers {
+            let ruler = &r["ruler"];
+            let sens = r["sensitivity"]["ratio"].as_f64();
+            assert!(sens.is_some_and(|x| x > 0.0) || held_back(w, ruler), "{v}");
+            let cont = r["contentiousness"]["ratio"].as_f64();
+            assert!(cont.is_some_and(|x| x > 0.0) || held_back(ruler, w), "{v}");
+        }
+    }
+    // Each ruler's own pressure, stated in its unit.
+    assert_eq!(v["rulers"][0]["unit"], "GOPS");
+    assert!(v["rulers"][1]["alone"].as_f64().unwrap() > 0.0);
+    // The model, fitted on the measured pairs (unless the host's other load disturbed
+    // every one of them, which the held-back list then says); the held-out pair checked
+    // against it and both naive baselines.
+    let model = &v["models"][0];
+    let fitted = model["model"]["weights"].as_array().map(Vec::len);
+    let all_held_back = v["training"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["doubt"].is_string());
+    assert!(
+        fitted == Some(2) || (fitted.is_none() && all_held_back),
+        "{v}"
+    );
+    let validation = v["validation"].as_array().unwrap();
+    let checkable = fitted.is_some() && v["held_back"].as_array().unwrap().len() < 11;
+    assert!(validation.len() == 1 || !checkable, "{v}");
+    for val in validation {
+        assert!(!val["checked"].as_array().unwrap().is_empty(), "{val}");
+        for s in ["model", "no_interference", "mean_slowdown"] {
+            assert!(val[s]["mae_points"].as_f64().unwrap() >= 0.0, "{val}");
+        }
+    }
+    // Every ordered pair predicted, with its combined speed.
+    let predicted = v["predictions"].as_array().unwrap().len();
+    assert!(predicted == 4 || fitted.is_none(), "{v}");
+
+    // Every cell stored as measured: 11 pairs (8 profile, 2 training, 1 held out) of
+    // two cells, A alone and A beside B on the sibling.
+    let run = json(
+        f.smtlab()
+            .args(["report", "latest", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(run["run"]["suite"], "predict");
+    let stored = run["cells"].as_array().unwrap().len() + run["skipped"].as_array().unwrap().len();
+    assert_eq!(stored, 22);
+    let partners = serde_json::to_string(&run["cells"]).unwrap();
+    assert!(partners.contains("ruler:syscall") && partners.contains("\"sibling\""));
+}
+
+#[test]
+fn predict_leaves_out_the_rulers_the_fake_topology_cannot_size() {
+    let f = Fake::new();
+    let out = ok(f
+        .smtlab()
+        .args([
+            "predict",
+            "--dry-run",
+            "--rulers",
+            "l1d,int",
+            "--cmd",
+            "t=true",
+        ])
+        .output()
+        .unwrap());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The fake tree gives no cache sizes: the L1D chase cannot be sized, and says so.
+    assert!(
+        stderr.contains("note: ruler l1d left out: the topology gives no L1D size"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("1 workload, 1 ruler,"), "{stdout}");
+    assert!(stdout.contains("ruler int: integer ALU"), "{stdout}");
+    assert!(!stdout.contains("ruler l1d"), "{stdout}");
+    // Nothing was measured, nothing switched.
+    assert!(f.journal().is_empty());
+}
+
+#[test]
 fn util_measures_a_curve_with_smt_off_and_on_and_restores_smt() {
     let f = Fake::new();
     let v = json(

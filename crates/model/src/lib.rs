@@ -13,6 +13,7 @@
 //!   measured cell holds; [`Unit`]: the unit of a value as a type; [`ReportSection`]:
 //!   which report section presents a benchmark.
 //!
+//! * [`predict`]: the cells of `smtlab predict`'s pairs by role, as the report reads them.
 //! * [`keys`]: the typed conditions of a cell (SMT state, co-run form and partner,
 //!   offered rate); [`metrics`]: the names of the metrics and series benchmarks write
 //!   and the report reads.
@@ -34,6 +35,7 @@ pub mod disturbance;
 pub mod keys;
 pub mod metrics;
 pub mod placement;
+pub mod predict;
 pub mod quote;
 pub mod result;
 pub mod run;

@@ -43,6 +43,14 @@ pub fn partner_summary(result: &CellResult) -> Option<Summary> {
     metric_summary(result, PARTNER_VALUE)
 }
 
+/// The partner's slowdown in a co-run cell: its values inside A's samples against its
+/// values alone in the windows interleaved with them ([`PARTNER_ALONE_VALUE`]); `None`
+/// where the cell has no such windows. `dir` is the partner's direction.
+pub fn partner_slowdown(result: &CellResult, dir: Direction) -> Option<Ratio> {
+    let reference = metric_summary(result, PARTNER_ALONE_VALUE)?;
+    slowdown(&reference, &partner_summary(result)?, dir)
+}
+
 fn metric_summary(result: &CellResult, key: &str) -> Option<Summary> {
     let values: Vec<f64> = result
         .samples
@@ -94,14 +102,14 @@ pub fn matrix(cells: &[CellRecord]) -> Vec<Entry> {
             let own =
                 mine.and_then(|m| slowdown(&m.result.summary, &c.result.summary, c.direction));
             let co = partner_summary(&c.result);
-            let own_reference = metric_summary(&c.result, PARTNER_ALONE_VALUE);
             let b_direction = cells.iter().find(|x| x.benchmark == b).map(|x| x.direction);
-            let partner_slowdown = match (&co, own_reference, b_direction) {
-                (Some(co), Some(reference), Some(dir)) => slowdown(&reference, co, dir),
-                _ => alone_of(b, Some(&c.benchmark))
-                    .or_else(|| alone_of(b, None))
-                    .and_then(|p| slowdown(&p.result.summary, co.as_ref()?, p.direction)),
-            };
+            let partner_slowdown = b_direction
+                .and_then(|dir| partner_slowdown(&c.result, dir))
+                .or_else(|| {
+                    alone_of(b, Some(&c.benchmark))
+                        .or_else(|| alone_of(b, None))
+                        .and_then(|p| slowdown(&p.result.summary, co.as_ref()?, p.direction))
+                });
             let combined_speed = match (&own, &partner_slowdown) {
                 (Some(x), Some(y)) if x.ratio > 0.0 && y.ratio > 0.0 => {
                     Some(1.0 / x.ratio + 1.0 / y.ratio)

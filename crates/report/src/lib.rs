@@ -81,6 +81,7 @@ pub mod load_points;
 pub mod markdown;
 pub mod mix;
 pub mod security;
+pub mod predict;
 pub mod smt_states;
 pub mod svg;
 pub mod table;

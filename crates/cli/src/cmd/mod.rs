@@ -21,6 +21,7 @@ mod list;
 mod load;
 mod penalty;
 mod placements;
+mod predict;
 mod push;
 mod report;
 mod run;
@@ -65,6 +66,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Man => ok(completions::man()),
         Command::Corun(a) => corun::run(&a, machine),
         Command::Penalty(a) => penalty::run(&a, machine),
+        Command::Predict(a) => predict::run(&a, machine),
         Command::Util(a) => utilisation::run(&a, machine),
         Command::Push(a) => ok(push::run(&a)),
         Command::Advise(a) => advise::run(&a, machine),

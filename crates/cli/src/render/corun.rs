@@ -29,10 +29,16 @@ fn ratio_line(r: &Ratio) -> String {
 /// The line of a measured matrix cell; `alone` is the reference measured in its group
 /// (the first cell), kept here for the next cells.
 pub fn matrix_cell(cell: &CellRecord, alone: &mut Option<Summary>) -> String {
-    let (form, partner) = form_of(cell).unwrap_or((Form::Alone, "?"));
+    let partner = form_of(cell).map_or("?", |(_, p)| p);
+    named_cell(cell, &cell.benchmark, partner, alone)
+}
+
+/// [`matrix_cell`] with the measured workload and its partner named `a` and `b`.
+pub fn named_cell(cell: &CellRecord, a: &str, b: &str, alone: &mut Option<Summary>) -> String {
+    let form = form_of(cell).map_or(Form::Alone, |(f, _)| f);
     let what = match form {
-        Form::Alone => format!("{} alone (beside {partner})", cell.benchmark),
-        f => format!("{} next to {partner}, {}", cell.benchmark, f.label()),
+        Form::Alone => format!("{a} alone (beside {b})"),
+        f => format!("{a} next to {b}, {}", f.label()),
     };
     let summary = &cell.result.summary;
     let slow = match (form, alone.as_ref()) {
@@ -63,12 +69,28 @@ fn fit(text: &str) -> String {
 pub struct MatrixLines {
     row: String,
     alone: Option<Summary>,
+    /// The names of the workload and partner of a cell by its key, where the cells'
+    /// own (the benchmark, the partner condition) are not the ones to show.
+    names: std::collections::BTreeMap<smtlab_model::CellKey, (String, String)>,
 }
 
 impl MatrixLines {
+    /// Lines naming each cell of `names` by the pair given there.
+    pub fn named(
+        names: std::collections::BTreeMap<smtlab_model::CellKey, (String, String)>,
+    ) -> Self {
+        MatrixLines {
+            names,
+            ..MatrixLines::default()
+        }
+    }
+
     pub fn next(&mut self, shown: Shown<'_>) -> String {
         let (name, line) = match shown {
-            Shown::Measured(c) => (&c.benchmark, matrix_cell(c, &mut self.alone)),
+            Shown::Measured(c) => match self.names.get(&c.key()) {
+                Some((a, b)) => (a, named_cell(c, a, b, &mut self.alone)),
+                None => (&c.benchmark, matrix_cell(c, &mut self.alone)),
+            },
             Shown::Skipped(k) => {
                 if k.key.conditions.form == Some(Form::Alone) {
                     self.alone = None;

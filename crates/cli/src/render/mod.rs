@@ -9,6 +9,7 @@ pub mod counter_ratios;
 pub mod load;
 pub mod placements;
 pub mod plan;
+pub mod predict;
 pub mod report;
 pub mod run;
 pub mod smt;

@@ -268,9 +268,7 @@ pub(crate) fn cell(
     }
 }
 
-/// The matrix: for each workload A and each partner B one group, A alone (its partner
-/// named B, so each co-run cell has the reference measured beside it) and A next to B
-/// in each form.
+/// The matrix: for each workload A and each partner B one group ([`pair_group`]).
 pub fn matrix_plan(
     workloads: &[Workload],
     forms: &[(Form, u32)],
@@ -280,23 +278,37 @@ pub fn matrix_plan(
     let mut groups = Vec::new();
     for a in workloads {
         for b in workloads {
-            let bname = b.name();
-            let mut group = vec![cell(
-                a,
-                None,
-                &bname,
-                Form::Alone,
-                vec![pair.cpu],
-                None,
-                topo,
-            )];
-            group.extend(forms.iter().map(|&(form, cpu)| {
-                cell(a, Some(b), &bname, form, vec![pair.cpu, cpu], None, topo)
-            }));
-            groups.push(group);
+            groups.push(pair_group(a, b, &b.name(), forms, pair, topo));
         }
     }
     groups
+}
+
+/// One group of a pair: A alone (its partner named `b_name`, so each co-run cell has
+/// the reference measured beside it) and A next to B in each form.
+pub fn pair_group(
+    a: &Workload,
+    b: &Workload,
+    b_name: &str,
+    forms: &[(Form, u32)],
+    pair: &CpuPair,
+    topo: &Topology,
+) -> Vec<CorunCell> {
+    let mut group = vec![cell(
+        a,
+        None,
+        b_name,
+        Form::Alone,
+        vec![pair.cpu],
+        None,
+        topo,
+    )];
+    group.extend(
+        forms
+            .iter()
+            .map(|&(form, cpu)| cell(a, Some(b), b_name, form, vec![pair.cpu, cpu], None, topo)),
+    );
+    group
 }
 
 /// The penalty: one group holding the task alone and next to every hog in each form,

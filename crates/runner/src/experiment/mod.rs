@@ -16,6 +16,7 @@ pub mod advise;
 pub mod corun;
 pub mod plan;
 pub mod security;
+pub mod predict;
 pub mod siblings;
 pub mod smt;
 pub mod utilisation;

@@ -1,0 +1,63 @@
+//! `smtlab predict`: co-run interference predicted from rulers. Settings (those of
+//! `corun`), then the plan of [`smtlab_runner::experiment::predict`] (profiles against
+//! the rulers, training and held-out pairs), its cost stated first (`--dry-run` stops
+//! there), then the co-run groups measured through the session, each cell saved as it
+//! is measured in a run of suite `predict`, and the analysis of
+//! [`smtlab_report::predict`]: profiles, model, predictions, validation; `--json` prints
+//! it as `smtlab.profile/1`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use smtlab_runner::experiment::corun as corun_exp;
+use smtlab_runner::experiment::predict as exp;
+use smtlab_runner::machine::Machine;
+
+use crate::args::PredictArgs;
+use crate::output::{emit, json_text};
+use crate::render::corun::MatrixLines;
+use crate::render::predict as text;
+use crate::settings::corun_settings;
+use crate::sink::{Shown, measure_corun};
+
+pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
+    let w = &args.workloads;
+    let workloads = corun_exp::matrix_workloads(&w.names, &w.cmds, &w.common.params)?;
+    let mut s = corun_settings(&w.common, machine)?;
+    let (rulers, ruler_notes) = exp::rulers(&args.rulers, &s.topo, s.pair.cpu)?;
+    s.notes.extend(ruler_notes);
+    let choice = exp::Choice {
+        train: args.train.map(|t| t as usize),
+        validate: args.validate as usize,
+        seed: args.seed,
+    };
+    let plan = exp::plan(&workloads, &rulers, &s.forms, &s.pair, &s.topo, choice)?;
+    for n in &s.notes {
+        crate::term::note_fit(&format!("note: {n}"));
+    }
+    let json = w.common.json;
+    if args.dry_run {
+        emit(&text::cost(&plan.cost, &s.forms, &s.cfg))?;
+        emit(&text::planned_rulers(&rulers))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !json {
+        emit(&text::cost(&plan.cost, &s.forms, &s.cfg))?;
+    }
+    let mut lines = MatrixLines::named(text::cell_names(&plan.keys));
+    let printer = |shown: Shown<'_>| match json {
+        true => Ok(()),
+        false => emit(&lines.next(shown)),
+    };
+    let (sink, stopped) = measure_corun(machine, &s, &w.common, "predict", &plan.groups, printer)?;
+    if let Some(code) = stopped {
+        return Ok(code);
+    }
+    let doc = smtlab_report::predict::analyse(&plan.keys, &sink.cells, sink.run_id);
+    if json {
+        emit(&json_text(&doc)?)?;
+    } else {
+        emit(&text::summary(&doc))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,449 @@
+//! `smtlab predict`: co-run interference predicted from rulers, from stored cells.
+//!
+//! A *ruler* is a small stressor pressing one shared resource. Each workload W gets a
+//! *profile* per co-run form: its *sensitivity* to each ruler (W's slowdown beside the
+//! ruler) and its *contentiousness* (the ruler's slowdown beside W), both ratios with
+//! Fieller 95% intervals measured as `corun` measures a pair ([`crate::corun::slowdown`]).
+//! The [`model`] predicts A's slowdown beside B from A's sensitivities and B's
+//! contentiousness, fitted on a few measured workload pairs; [`validate`] holds it
+//! against pairs measured but kept out of the fit. The JSON of it all is
+//! `smtlab.profile/1` ([`ProfileDoc`]), which a scheduler can read.
+//!
+//! The runner plans the cells; what this module is handed is, for every measured pair,
+//! the keys of its cells ([`PairKeys`], [`PlanKeys`]).
+
+pub mod model;
+pub mod text;
+pub mod validate;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use smtlab_model::keys::Form;
+pub use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
+use smtlab_model::stats::{self, Ratio};
+use smtlab_model::{CellKey, CellRecord};
+
+use crate::corun::{partner_slowdown, slowdown};
+use model::{Model, Prediction};
+use validate::Validation;
+
+/// The schema name of the profile JSON.
+pub const PROFILE_SCHEMA: &str = "smtlab.profile/1";
+
+/// One measured pair in one form: A's slowdown beside B and B's beside A (from B's
+/// samples inside A's, against B alone in windows interleaved with them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairMeasure {
+    pub a: String,
+    pub b: String,
+    pub form: Form,
+    pub slowdown: Option<Ratio>,
+    pub partner_slowdown: Option<Ratio>,
+    /// Why its figures are held back from the profiles, the fit and the validation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doubt: Option<String>,
+}
+
+impl PairMeasure {
+    /// A's slowdown, unless held back.
+    fn usable(&self) -> Option<Ratio> {
+        self.slowdown.filter(|_| self.doubt.is_none())
+    }
+}
+
+/// The cells by their key, looked up once per pair.
+fn index(cells: &[CellRecord]) -> BTreeMap<CellKey, &CellRecord> {
+    cells.iter().map(|c| (c.key(), c)).collect()
+}
+
+/// Samples shorter than this share of the reference's were cut short: the cell's
+/// budget ran out while calibrating (a partner whose one sample is long, say a stream
+/// over a large buffer), so fixed costs dominate its figure.
+pub const CUT_SHORT_SHARE: f64 = 0.1;
+
+fn median_elapsed_ns(c: &CellRecord) -> Option<f64> {
+    let v: Vec<f64> = c
+        .result
+        .samples
+        .iter()
+        .map(|s| s.elapsed_ns as f64)
+        .collect();
+    stats::median(&v)
+}
+
+/// Why a pair's figures are held back: a cell whose figure is not its own (disturbed:
+/// steal or other processes on its CPUs), or co-run samples cut far shorter than the
+/// reference's. An unsteady cell is kept: its wide interval says what it is worth, and
+/// the fit's residuals carry its noise into the prediction interval.
+pub fn doubt(alone: &CellRecord, co: &CellRecord) -> Option<String> {
+    if let Some(why) = alone.result.disturbed_reason() {
+        return Some(format!("alone: {why}"));
+    }
+    if let Some(why) = co.result.disturbed_reason() {
+        return Some(format!("beside: {why}"));
+    }
+    let (a, c) = (median_elapsed_ns(alone)?, median_elapsed_ns(co)?);
+    (c < CUT_SHORT_SHARE * a).then(|| {
+        format!(
+            "samples cut short ({:.0} µs beside against {:.0} µs alone)",
+            c / 1e3,
+            a / 1e3
+        )
+    })
+}
+
+/// The measured pairs of `keys` among `cells`, one per pair and form; a pair whose
+/// cells were not measured (skipped, stopped) has no figures.
+pub fn measure_pairs(cells: &[CellRecord], keys: &[PairKeys]) -> Vec<PairMeasure> {
+    let cells = index(cells);
+    let mut out = Vec::new();
+    for k in keys {
+        let alone = cells.get(&k.alone).copied();
+        for (form, key) in &k.co {
+            let co = cells.get(key).copied();
+            let both = alone.zip(co);
+            out.push(PairMeasure {
+                a: k.a.clone(),
+                b: k.b.clone(),
+                form: *form,
+                slowdown: both.and_then(|(al, co)| {
+                    slowdown(&al.result.summary, &co.result.summary, co.direction)
+                }),
+                partner_slowdown: co.and_then(|c| partner_slowdown(&c.result, k.b_direction)),
+                doubt: both.and_then(|(al, co)| doubt(al, co)),
+            });
+        }
+    }
+    out
+}
+
+/// A ruler's own pressure: its figure alone (in its unit) with the 95% half-width, from
+/// its alone cells, and the spec it was made from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ruler {
+    #[serde(flatten)]
+    pub spec: RulerSpec,
+    pub unit: Option<String>,
+    pub alone: Option<f64>,
+    pub alone_ci95_half_width: Option<f64>,
+    pub alone_n: Option<usize>,
+}
+
+/// Each ruler with its pressure, read from the first measured alone cell of the pairs
+/// where it is the measured workload.
+pub fn rulers(specs: &[RulerSpec], cells: &[CellRecord], keys: &[PairKeys]) -> Vec<Ruler> {
+    let cells = index(cells);
+    specs
+        .iter()
+        .map(|spec| {
+            let alone = keys
+                .iter()
+                .filter(|k| k.a == spec.name)
+                .find_map(|k| cells.get(&k.alone).copied());
+            Ruler {
+                spec: spec.clone(),
+                unit: alone.map(|c| c.unit.clone()),
+                alone: alone.map(|c| c.result.summary.mean),
+                alone_ci95_half_width: alone.map(|c| c.result.summary.ci95_half_width),
+                alone_n: alone.map(|c| c.result.summary.n),
+            }
+        })
+        .collect()
+}
+
+/// The check of the footprint rulers' own figures: each chase over a larger cache is
+/// slower per load than the one over the smaller, beyond both intervals. One line per
+/// step, saying whether it holds.
+pub fn footprint_checks(rulers: &[Ruler]) -> Vec<String> {
+    let mut chain: Vec<&Ruler> = rulers
+        .iter()
+        .filter(|r| r.spec.footprint_rank.is_some() && r.alone.is_some())
+        .collect();
+    chain.sort_by_key(|r| r.spec.footprint_rank);
+    chain
+        .windows(2)
+        .map(|w| {
+            let (lo, hi) = (w[0], w[1]);
+            let top = |r: &Ruler| r.alone.unwrap_or(0.0) + r.alone_ci95_half_width.unwrap_or(0.0);
+            let bottom =
+                |r: &Ruler| r.alone.unwrap_or(0.0) - r.alone_ci95_half_width.unwrap_or(0.0);
+            let (a, b) = (&lo.spec.name, &hi.spec.name);
+            if bottom(hi) > top(lo) {
+                format!("{b} is slower per load than {a}: its footprint leaves the smaller cache")
+            } else {
+                format!(
+                    "{b} is not clearly slower per load than {a}: its footprint may not leave the smaller cache, so its column may press what {a}'s does"
+                )
+            }
+        })
+        .collect()
+}
+
+/// A workload's figures against one ruler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RulerFigures {
+    pub ruler: String,
+    /// The workload's slowdown beside the ruler.
+    pub sensitivity: Option<Ratio>,
+    /// The ruler's slowdown beside the workload.
+    pub contentiousness: Option<Ratio>,
+}
+
+/// A workload's profile in one form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub workload: String,
+    pub form: Form,
+    pub rulers: Vec<RulerFigures>,
+}
+
+impl Profile {
+    /// Each ruler's figure (`None` where not measured or held back).
+    fn figures(&self, sensitivity: bool) -> Vec<Option<f64>> {
+        self.rulers
+            .iter()
+            .map(|r| match sensitivity {
+                true => r.sensitivity.map(|s| s.ratio),
+                false => r.contentiousness.map(|s| s.ratio),
+            })
+            .collect()
+    }
+}
+
+fn slowdown_of(measures: &[PairMeasure], a: &str, b: &str, form: Form) -> Option<Ratio> {
+    measures
+        .iter()
+        .find(|m| m.a == a && m.b == b && m.form == form)
+        .and_then(PairMeasure::usable)
+}
+
+/// The profile of each workload in each form: `sens` holds the pairs of a workload
+/// beside a ruler, `cont` those of a ruler beside a workload.
+pub fn profiles(
+    workloads: &[String],
+    rulers: &[String],
+    forms: &[Form],
+    sens: &[PairMeasure],
+    cont: &[PairMeasure],
+) -> Vec<Profile> {
+    let mut out = Vec::new();
+    for &form in forms {
+        for w in workloads {
+            let figures = rulers
+                .iter()
+                .map(|r| RulerFigures {
+                    ruler: r.clone(),
+                    sensitivity: slowdown_of(sens, w, r, form),
+                    contentiousness: slowdown_of(cont, r, w, form),
+                })
+                .collect();
+            out.push(Profile {
+                workload: w.clone(),
+                form,
+                rulers: figures,
+            });
+        }
+    }
+    out
+}
+
+/// The features of A beside B in `form`, and the rulers for which A's sensitivity or
+/// B's contentiousness is missing (not measured, or held back): such a ruler adds
+/// nothing (its feature is 0). `None` where A or B has no profile.
+pub fn pair_features(
+    profiles: &[Profile],
+    a: &str,
+    b: &str,
+    form: Form,
+) -> Option<(Vec<f64>, Vec<String>)> {
+    let of = |w: &str| profiles.iter().find(|p| p.workload == w && p.form == form);
+    let (pa, pb) = (of(a)?, of(b)?);
+    let (sens, cont) = (pa.figures(true), pb.figures(false));
+    let mut unknown = Vec::new();
+    let (mut s, mut c) = (Vec::new(), Vec::new());
+    for ((x, y), r) in sens.iter().zip(&cont).zip(&pa.rulers) {
+        if x.is_none() || y.is_none() {
+            unknown.push(r.ruler.clone());
+        }
+        s.push(x.zip(*y).map_or(1.0, |(x, _)| x));
+        c.push(x.zip(*y).map_or(1.0, |(_, y)| y));
+    }
+    Some((model::features(&s, &c), unknown))
+}
+
+/// Measured slowdowns of ordered pairs in `form`: A beside B from each pair, and B
+/// beside A from the partner's side where the two differ.
+pub fn ordered(measures: &[PairMeasure], form: Form) -> Vec<(String, String, f64)> {
+    let mut out = Vec::new();
+    for m in measures
+        .iter()
+        .filter(|m| m.form == form && m.doubt.is_none())
+    {
+        if let Some(s) = m.slowdown {
+            out.push((m.a.clone(), m.b.clone(), s.ratio));
+        }
+        if let Some(s) = m.partner_slowdown.filter(|_| m.a != m.b) {
+            out.push((m.b.clone(), m.a.clone(), s.ratio));
+        }
+    }
+    out
+}
+
+/// The model of one form, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FormModel {
+    pub form: Form,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<Model>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_fitted: Option<String>,
+}
+
+/// Fits the model of `form` on the measured training pairs.
+pub fn fit_form(
+    profiles: &[Profile],
+    rulers: &[String],
+    training: &[PairMeasure],
+    form: Form,
+) -> FormModel {
+    let obs: Vec<model::Observation> = ordered(training, form)
+        .into_iter()
+        .filter_map(|(a, b, s)| {
+            Some(model::Observation {
+                features: pair_features(profiles, &a, &b, form)?.0,
+                slowdown: s,
+            })
+        })
+        .collect();
+    match model::fit(rulers, &obs) {
+        Ok(m) => FormModel {
+            form,
+            model: Some(m),
+            not_fitted: None,
+        },
+        Err(e) => FormModel {
+            form,
+            model: None,
+            not_fitted: Some(e.to_string()),
+        },
+    }
+}
+
+/// A predicted entry of the matrix: A's slowdown beside B and the pair's combined speed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictedPair {
+    pub a: String,
+    pub b: String,
+    pub form: Form,
+    pub slowdown: Prediction,
+    pub combined_speed: Prediction,
+    /// Rulers without a figure for this pair (either direction), which add nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
+}
+
+/// Every ordered pair of `workloads` predicted by `model` in its form.
+pub fn predict_all(
+    model: &FormModel,
+    profiles: &[Profile],
+    workloads: &[String],
+) -> Vec<PredictedPair> {
+    let Some(m) = &model.model else {
+        return Vec::new();
+    };
+    let form = model.form;
+    let one = |a: &str, b: &str| {
+        let (x, unknown) = pair_features(profiles, a, b, form)?;
+        Some((m.predict(&x), unknown))
+    };
+    let mut out = Vec::new();
+    for a in workloads {
+        for b in workloads {
+            let (Some((ab, mut unknown)), Some((ba, back))) = (one(a, b), one(b, a)) else {
+                continue;
+            };
+            unknown.extend(
+                back.into_iter()
+                    .filter(|r| !unknown.contains(r))
+                    .collect::<Vec<_>>(),
+            );
+            out.push(PredictedPair {
+                a: a.clone(),
+                b: b.clone(),
+                form,
+                slowdown: ab,
+                combined_speed: model::combined(&ab, &ba),
+                unknown,
+            });
+        }
+    }
+    out
+}
+
+/// The whole result of a `predict` run: `smtlab.profile/1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileDoc {
+    pub schema: String,
+    pub run: i64,
+    pub forms: Vec<Form>,
+    pub rulers: Vec<Ruler>,
+    /// The footprint rulers' own check ([`footprint_checks`]).
+    pub ruler_checks: Vec<String>,
+    pub profiles: Vec<Profile>,
+    pub training: Vec<PairMeasure>,
+    /// The held-out pairs measured for the validation (held back ones included).
+    pub held_out: Vec<PairMeasure>,
+    /// Pairs of every role whose figures were held back, with the reason.
+    pub held_back: Vec<PairMeasure>,
+    pub models: Vec<FormModel>,
+    pub predictions: Vec<PredictedPair>,
+    pub validation: Vec<Validation>,
+}
+
+/// Profiles, models, predictions and validation of a `predict` run from its cells.
+pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
+    let names: Vec<String> = plan.rulers.iter().map(|r| r.name.clone()).collect();
+    let sens = measure_pairs(cells, &plan.sensitivity);
+    let cont = measure_pairs(cells, &plan.contentiousness);
+    let profiles = profiles(&plan.workloads, &names, &plan.forms, &sens, &cont);
+    let training = measure_pairs(cells, &plan.training);
+    let held_out = measure_pairs(cells, &plan.held_out);
+    let models: Vec<FormModel> = plan
+        .forms
+        .iter()
+        .map(|&f| fit_form(&profiles, &names, &training, f))
+        .collect();
+    let predictions = models
+        .iter()
+        .flat_map(|m| predict_all(m, &profiles, &plan.workloads))
+        .collect();
+    let validation = models
+        .iter()
+        .filter_map(|m| validate::validate(m, &profiles, &held_out))
+        .collect();
+    let held_back = [&sens, &cont, &training, &held_out]
+        .into_iter()
+        .flatten()
+        .filter(|m| m.doubt.is_some())
+        .cloned()
+        .collect();
+    let rulers = rulers(&plan.rulers, cells, &plan.contentiousness);
+    ProfileDoc {
+        schema: PROFILE_SCHEMA.into(),
+        run,
+        forms: plan.forms.clone(),
+        ruler_checks: footprint_checks(&rulers),
+        rulers,
+        profiles,
+        training,
+        held_out,
+        held_back,
+        models,
+        predictions,
+        validation,
+    }
+}
+
+#[cfg(test)]
+mod tests;

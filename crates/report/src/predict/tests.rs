@@ -1,0 +1,400 @@
+use std::collections::BTreeMap;
+
+use smtlab_model::keys::Conditions;
+use smtlab_model::metrics::corun::{PARTNER_ALONE_VALUE, PARTNER_VALUE};
+use smtlab_model::{CellRecord, Direction, SampleRecord};
+
+use super::*;
+
+const VALUES: [f64; 3] = [99.0, 100.0, 101.0];
+
+/// What a workload or ruler is as a cell: a benchmark and its parameters.
+#[derive(Clone)]
+struct W {
+    label: &'static str,
+    bench: &'static str,
+    size: &'static str,
+}
+
+fn key(w: &W, form: Form, partner: &str) -> CellKey {
+    CellKey {
+        benchmark: w.bench.into(),
+        params: BTreeMap::from([("size".to_string(), w.size.to_string())]),
+        conditions: Conditions {
+            form: Some(form),
+            partner: Some(partner.into()),
+            ..Default::default()
+        },
+        placement: format!("corun-{}", form.name()),
+    }
+}
+
+/// A stored cell of `key` (times, lower is better) whose values are `VALUES x scale`,
+/// its partner's values `VALUES x partner_scale` beside its own reference `VALUES`.
+fn cell(key: &CellKey, scale: f64, partner_scale: Option<f64>) -> CellRecord {
+    let samples: Vec<SampleRecord> = VALUES
+        .iter()
+        .map(|&v| SampleRecord {
+            value: v * scale,
+            iterations: 1,
+            elapsed_ns: (v * scale) as u64,
+            work: 1.0,
+            cpu_ns: None,
+            start_spread_ns: None,
+            cpus: vec![0],
+            metrics: partner_scale
+                .map(|p| {
+                    BTreeMap::from([
+                        (PARTNER_VALUE.to_string(), v * p),
+                        (PARTNER_ALONE_VALUE.to_string(), v),
+                    ])
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    let values: Vec<f64> = VALUES.iter().map(|v| v * scale).collect();
+    CellRecord {
+        benchmark: key.benchmark.clone(),
+        group: "test".into(),
+        unit: "ns".into(),
+        direction: Direction::Lower,
+        params: key.params.clone(),
+        conditions: key.conditions.clone(),
+        placement_spec: key.placement.clone(),
+        placement: crate::testutil::placement(&key.placement, "cpus:0,1", 2, 1),
+        result: crate::testutil::result(samples, &values),
+        counters: None,
+    }
+}
+
+/// The cells and keys of A beside B (cores): A slowed by `sa`, B by `sb`.
+fn pair(a: &W, b: &W, sa: f64, sb: f64, cells: &mut Vec<CellRecord>) -> PairKeys {
+    let alone = key(a, Form::Alone, b.label);
+    let co = key(a, Form::Cores, b.label);
+    cells.push(cell(&alone, 1.0, None));
+    cells.push(cell(&co, sa, Some(sb)));
+    PairKeys {
+        a: a.label.into(),
+        b: b.label.into(),
+        b_direction: Direction::Lower,
+        alone,
+        co: vec![(Form::Cores, co)],
+    }
+}
+
+const TRUE_WEIGHTS: [f64; 2] = [0.5, 2.0];
+
+fn workloads() -> [W; 3] {
+    let w = |label, size| W {
+        label,
+        bench: "work",
+        size,
+    };
+    [w("w1", "1"), w("w2", "2"), w("w3", "3")]
+}
+
+/// Sensitivity and contentiousness of each workload to the two rulers.
+fn truth(i: usize) -> ([f64; 2], [f64; 2]) {
+    [
+        ([1.1, 1.4], [1.3, 1.1]),
+        ([1.5, 1.0], [1.2, 1.5]),
+        ([1.2, 1.3], [1.0, 1.6]),
+    ][i]
+}
+
+fn true_slowdown(a: usize, b: usize) -> f64 {
+    let x = model::features(&truth(a).0, &truth(b).1);
+    1.0 + TRUE_WEIGHTS[0] * x[0] + TRUE_WEIGHTS[1] * x[1]
+}
+
+/// A plan of three workloads and two rulers made of one benchmark (footprints of two
+/// sizes), with cells measured as the true model says.
+fn demo(training: &[(usize, usize)], held_out: &[(usize, usize)]) -> (PlanKeys, Vec<CellRecord>) {
+    let ws = workloads();
+    let rulers = [
+        W {
+            label: "small",
+            bench: "footprint",
+            size: "32KiB",
+        },
+        W {
+            label: "large",
+            bench: "footprint",
+            size: "1MiB",
+        },
+    ];
+    let mut cells = Vec::new();
+    let mut plan = PlanKeys {
+        workloads: ws.iter().map(|w| w.label.to_string()).collect(),
+        rulers: rulers
+            .iter()
+            .map(|r| RulerSpec {
+                name: r.label.into(),
+                resource: "cache".into(),
+                workload: format!("footprint size={}", r.size),
+                footprint_rank: None,
+            })
+            .collect(),
+        forms: vec![Form::Cores],
+        ..Default::default()
+    };
+    for (i, w) in ws.iter().enumerate() {
+        let (sens, cont) = truth(i);
+        for (r, ruler) in rulers.iter().enumerate() {
+            plan.sensitivity
+                .push(pair(w, ruler, sens[r], cont[r], &mut cells));
+            plan.contentiousness
+                .push(pair(ruler, w, cont[r], sens[r], &mut cells));
+        }
+    }
+    let mut pairs = |list: &[(usize, usize)]| -> Vec<PairKeys> {
+        list.iter()
+            .map(|&(a, b)| {
+                let (sa, sb) = (true_slowdown(a, b), true_slowdown(b, a));
+                pair(&ws[a], &ws[b], sa, sb, &mut cells)
+            })
+            .collect()
+    };
+    plan.training = pairs(training);
+    plan.held_out = pairs(held_out);
+    (plan, cells)
+}
+
+#[test]
+fn profiles_keep_two_rulers_of_one_benchmark_apart() {
+    let (plan, cells) = demo(&[(0, 1), (0, 2)], &[]);
+    let doc = analyse(&plan, &cells, 7);
+    assert_eq!(doc.schema, PROFILE_SCHEMA);
+    let p = doc.profiles.iter().find(|p| p.workload == "w2").unwrap();
+    let sens: Vec<f64> = p
+        .rulers
+        .iter()
+        .map(|r| r.sensitivity.unwrap().ratio)
+        .collect();
+    let cont: Vec<f64> = p
+        .rulers
+        .iter()
+        .map(|r| r.contentiousness.unwrap().ratio)
+        .collect();
+    for (got, want) in sens.iter().chain(&cont).zip([1.5, 1.0, 1.2, 1.5]) {
+        assert!((got - want).abs() < 1e-9, "{sens:?} {cont:?}");
+    }
+    // Each ruler's own figure alone, with its interval.
+    let r = &doc.rulers[1];
+    assert_eq!(r.spec.name, "large");
+    assert_eq!(
+        (r.alone, r.unit.as_deref(), r.alone_n),
+        (Some(100.0), Some("ns"), Some(3))
+    );
+    assert!(r.alone_ci95_half_width.unwrap() > 0.0);
+}
+
+#[test]
+fn the_model_fitted_on_measured_pairs_predicts_held_out_pairs() {
+    let (plan, cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[(1, 2), (2, 2), (0, 0)]);
+    let doc = analyse(&plan, &cells, 1);
+    let m = doc.models[0].model.as_ref().unwrap();
+    // Five ordered training pairs (the self pair once): both weights recovered.
+    assert_eq!(m.training_pairs, 5);
+    for (w, t) in m.weights.iter().zip(TRUE_WEIGHTS) {
+        assert!((w - t).abs() < 0.05, "{:?}", m.weights);
+    }
+    // Every ordered pair of the three workloads is predicted, with its combined speed.
+    assert_eq!(doc.predictions.len(), 9);
+    let p = doc
+        .predictions
+        .iter()
+        .find(|p| p.a == "w2" && p.b == "w3")
+        .unwrap();
+    assert!(
+        (p.slowdown.value - true_slowdown(1, 2)).abs() < 0.005,
+        "{p:?}"
+    );
+    let want = 1.0 / true_slowdown(1, 2) + 1.0 / true_slowdown(2, 1);
+    assert!((p.combined_speed.value - want).abs() < 0.01, "{p:?}");
+
+    let v = &doc.validation[0];
+    assert_eq!(v.checked.len(), 4, "{v:?}");
+    assert!(v.model.mae_points < 0.5, "{v:?}");
+    assert!(v.model.mae_points < v.no_interference.mae_points);
+    assert!(v.model.mae_points < v.mean_slowdown.mae_points);
+    assert_eq!(v.model.direction_right, 1.0, "{v:?}");
+}
+
+#[test]
+fn unmeasured_cells_leave_gaps_not_figures() {
+    let (plan, mut cells) = demo(&[(0, 1)], &[(1, 2)]);
+    // The ruler "small" beside w1 was skipped: w1 has no contentiousness for it.
+    let gone = plan.contentiousness[0].co[0].1.clone();
+    cells.retain(|c| c.key() != gone);
+    let doc = analyse(&plan, &cells, 1);
+    let p = doc.profiles.iter().find(|p| p.workload == "w1").unwrap();
+    assert!(p.rulers[0].contentiousness.is_none());
+    // Pairs with w1 on either side are predicted without that ruler, and say so; the
+    // others use every ruler.
+    let of = |a: &str, b: &str| {
+        doc.predictions
+            .iter()
+            .find(|p| p.a == a && p.b == b)
+            .unwrap()
+    };
+    assert_eq!(of("w2", "w1").unknown, ["small"]);
+    assert_eq!(of("w1", "w2").unknown, ["small"]);
+    assert!(of("w2", "w3").unknown.is_empty());
+    let matrix = text::matrix(&doc.predictions, Form::Cores);
+    assert_eq!(matrix.matches(" *").count(), 5, "{matrix}"); // row and column of w1
+    let note = text::unknown_note(&doc.predictions, Form::Cores).unwrap();
+    assert!(note.contains("without a figure of small"), "{note}");
+    // w2 beside w1 without the small ruler: only the large one's feature counts.
+    let x = model::features(&[1.0, truth(1).0[1]], &[1.0, truth(0).1[1]]);
+    let m = doc.models[0].model.as_ref().unwrap();
+    assert!((of("w2", "w1").slowdown.value - m.predict(&x).value).abs() < 1e-12);
+}
+
+/// The cells of `pairs` in `plan` whose co-run samples are `share` as long.
+fn shorten(cells: &mut [CellRecord], keys: &[PairKeys], share: f64) {
+    for k in keys {
+        let c = cells.iter_mut().find(|c| c.key() == k.co[0].1).unwrap();
+        for s in &mut c.result.samples {
+            s.elapsed_ns = (s.elapsed_ns as f64 * share) as u64;
+        }
+    }
+}
+
+#[test]
+fn pairs_cut_short_are_held_back_from_profiles_fit_and_validation() {
+    let (plan, mut cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[(1, 2)]);
+    // w3's sensitivity to "large" and one training pair: samples a twentieth as long.
+    shorten(&mut cells, &plan.sensitivity[5..6], 0.05);
+    shorten(&mut cells, &plan.training[..1], 0.05);
+    let doc = analyse(&plan, &cells, 1);
+    assert_eq!(doc.held_back.len(), 2, "{:?}", doc.held_back);
+    let why = doc.held_back[0].doubt.as_deref().unwrap();
+    assert!(why.starts_with("samples cut short ("), "{why}");
+    let lines = text::held_back(&doc.held_back);
+    assert!(
+        lines[0].starts_with("w3 beside large, cores: samples cut short"),
+        "{lines:?}"
+    );
+    let p = doc.profiles.iter().find(|p| p.workload == "w3").unwrap();
+    assert!(p.rulers[1].sensitivity.is_none() && p.rulers[0].sensitivity.is_some());
+    // Three training pairs less the one held back: three ordered observations.
+    assert_eq!(doc.models[0].model.as_ref().unwrap().training_pairs, 3);
+    // A tenth or more of the reference's length is kept.
+    let (plan, mut cells) = demo(&[(0, 1)], &[]);
+    shorten(&mut cells, &plan.training, 0.2);
+    assert!(analyse(&plan, &cells, 1).held_back.is_empty());
+}
+
+#[test]
+fn without_training_pairs_the_model_says_why() {
+    let (plan, cells) = demo(&[], &[(1, 2)]);
+    let doc = analyse(&plan, &cells, 1);
+    assert_eq!(
+        doc.models[0].not_fitted.as_deref(),
+        Some("no measured pair to fit the model on")
+    );
+    assert!(doc.predictions.is_empty() && doc.validation.is_empty());
+    assert!(text::model(&doc.models[0]).contains("not fitted"));
+}
+
+#[test]
+fn scores_count_directions_beyond_five_percent() {
+    let s = validate::score(&[(1.10, 1.20), (1.00, 1.08), (1.02, 1.01), (1.3, 1.0)]).unwrap();
+    assert!((s.mae_points - (10.0 + 8.0 + 1.0 + 30.0) / 4.0).abs() < 1e-9);
+    assert_eq!(s.direction_right, 0.5);
+    assert_eq!(s.differing, 2);
+    assert_eq!(s.direction_right_differing, Some(0.5));
+    assert!(validate::score(&[]).is_none());
+}
+
+#[test]
+fn the_text_shows_intervals_and_scores() {
+    let (plan, cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[(1, 2)]);
+    let doc = analyse(&plan, &cells, 1);
+    let profiles = text::profiles(&doc.profiles, Form::Cores);
+    assert!(
+        profiles.contains("sensitivity") && profiles.contains("1.500x ["),
+        "{profiles}"
+    );
+    let matrix = text::matrix(&doc.predictions, Form::Cores);
+    assert_eq!(matrix.lines().count(), 4, "{matrix}"); // header and three rows
+    let rulers = text::rulers(&doc.rulers);
+    assert!(
+        rulers.contains("100.0 ±") && rulers.contains("(n=3)"),
+        "{rulers}"
+    );
+    let v = text::validation(&doc.validation[0]);
+    assert!(
+        v.contains("no interference") && v.contains("w2 beside w3"),
+        "{v}"
+    );
+    assert!(text::profiles(&doc.profiles, Form::Sibling).is_empty());
+    let combined = text::combined(&doc.predictions, Form::Cores);
+    assert_eq!(combined.len(), 6, "{combined:?}"); // the unordered pairs of three
+    assert!(
+        combined[0].starts_with("w1 + w1: combined speed 1.8"),
+        "{combined:?}"
+    );
+}
+
+#[test]
+fn a_disturbed_cell_holds_its_pair_back() {
+    let (plan, mut cells) = demo(&[(0, 1), (0, 2)], &[]);
+    let co = &plan.training[0].co[0].1;
+    let cell = cells.iter_mut().find(|c| c.key() == *co).unwrap();
+    cell.result.disturbance = Some(smtlab_model::Disturbance {
+        windows: 3,
+        window_ns: 3_000_000_000,
+        cpus: 2,
+        tick_ns: 10_000_000,
+        steal_ns: 600_000_000,
+        foreign_ns: None,
+        smtlab_other_ns: None,
+    });
+    let doc = analyse(&plan, &cells, 1);
+    let why = doc.held_back[0].doubt.as_deref().unwrap();
+    assert!(why.starts_with("beside: disturbed: steal"), "{why}");
+    assert_eq!(doc.models[0].model.as_ref().unwrap().training_pairs, 2);
+}
+
+fn footprint(name: &str, rank: u8, alone: f64, half_width: f64) -> Ruler {
+    Ruler {
+        spec: RulerSpec {
+            name: name.into(),
+            resource: "cache".into(),
+            workload: "mem-latency".into(),
+            footprint_rank: Some(rank),
+        },
+        unit: Some("ns".into()),
+        alone: Some(alone),
+        alone_ci95_half_width: Some(half_width),
+        alone_n: Some(5),
+    }
+}
+
+#[test]
+fn footprint_rulers_are_checked_to_step_up_per_cache() {
+    let rulers = [
+        footprint("llc", 3, 40.0, 2.0),
+        footprint("l1d", 1, 1.0, 0.1),
+        footprint("l2", 2, 4.0, 0.5),
+    ];
+    let lines = footprint_checks(&rulers);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("l2 is slower per load than l1d"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("llc is slower per load than l2"),
+        "{lines:?}"
+    );
+    // An L2 chase no slower than the L1D's, within their intervals: said.
+    let flat = [footprint("l1d", 1, 1.0, 0.1), footprint("l2", 2, 1.15, 0.1)];
+    let lines = footprint_checks(&flat);
+    assert!(
+        lines[0].starts_with("l2 is not clearly slower per load than l1d"),
+        "{lines:?}"
+    );
+}

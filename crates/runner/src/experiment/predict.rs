@@ -1,0 +1,422 @@
+//! `smtlab predict`: co-run interference predicted from rulers. The plan of cells.
+//!
+//! A *ruler* ([`Ruler`]) is a catalog benchmark with parameters that make it press one
+//! shared resource: the integer or floating-point chain of `int-ops`/`fp-ops`, a copy
+//! inside the L1D (`mem-copy`, the load/store ports), a random chase over the L1D, the
+//! L2 or the last-level cache's size (`mem-latency`: a footprint), a stream over 4x the
+//! last-level cache (`mem-read`: DRAM bandwidth) and a system-call loop
+//! (`null-syscall`: the kernel's entry path). No new loops: the kernels are the
+//! catalog's, sized from the machine's topology.
+//!
+//! Every pair is a co-run group ([`corun::pair_group`]): A alone and A beside B in each
+//! form, interleaved. The plan holds each workload beside each ruler (its
+//! sensitivity), each ruler beside each workload (its contentiousness), then a few
+//! workload pairs to fit the model on and, with `--validate K`, K held-out pairs to
+//! check it against. A pair whose cells another role already planned (a ruler that is
+//! also a workload) is measured once.
+
+use std::collections::BTreeSet;
+
+use smtlab_bench::compute::kernel::splitmix64;
+use smtlab_model::keys::Form;
+use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
+use smtlab_model::{CacheType, CellKey, Topology};
+
+use super::ExperimentError;
+use super::corun::{self, CorunPlan, Workload};
+use crate::corun::CpuPair;
+use crate::session::param_map;
+
+/// The partner name of a ruler in its cells' conditions, apart from workload names.
+pub const RULER_PREFIX: &str = "ruler:";
+
+/// A calibrated stressor: a catalog benchmark with the parameters that make it press
+/// one resource.
+pub struct Ruler {
+    pub name: &'static str,
+    pub resource: &'static str,
+    pub workload: Workload,
+}
+
+impl Ruler {
+    /// The ruler as the report names it: `mem-latency size=32768 threads=1`.
+    pub fn spec(&self) -> RulerSpec {
+        let params: Vec<String> = param_map(&self.workload.params)
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        RulerSpec {
+            name: self.name.into(),
+            resource: self.resource.into(),
+            workload: std::iter::once(self.workload.name())
+                .chain(params)
+                .collect::<Vec<_>>()
+                .join(" "),
+            footprint_rank: match self.name {
+                "l1d" => Some(1),
+                "l2" => Some(2),
+                "llc" => Some(3),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// The size of the data or unified cache of `level` that `cpu` reaches.
+fn cache_bytes(topo: &Topology, level: u8, cpu: u32) -> Option<u64> {
+    topo.caches
+        .iter()
+        .filter(|c| c.level == level && c.cache_type != CacheType::Instruction)
+        .filter(|c| c.cpus.contains(cpu))
+        .find_map(|c| c.size_bytes)
+}
+
+/// A cache size a ruler needs and the topology does not give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the topology gives no {0} size")]
+struct NoCacheSize(&'static str);
+
+/// A ruler's definition: name, resource, benchmark, and its parameters on this
+/// machine (or the size it lacks).
+struct Def {
+    name: &'static str,
+    resource: &'static str,
+    bench: &'static str,
+    params: Result<Vec<(&'static str, String)>, NoCacheSize>,
+}
+
+fn definitions(topo: &Topology, cpu: u32) -> Vec<Def> {
+    let sized = |bytes: Option<u64>, what: &'static str, part: u64| {
+        bytes
+            .map(|b| vec![("size", (b / part).to_string())])
+            .ok_or(NoCacheSize(what))
+    };
+    let def = |name, resource, bench, params| Def {
+        name,
+        resource,
+        bench,
+        params,
+    };
+    let (l1, l2) = (cache_bytes(topo, 1, cpu), cache_bytes(topo, 2, cpu));
+    vec![
+        def("int", "integer ALU", "int-ops", Ok(vec![])),
+        def("fp", "floating-point units", "fp-ops", Ok(vec![])),
+        def(
+            "load-store",
+            "load/store ports (copy inside the L1D)",
+            "mem-copy",
+            sized(l1, "L1D", 2),
+        ),
+        def(
+            "l1d",
+            "L1D footprint (random chase)",
+            "mem-latency",
+            sized(l1, "L1D", 1),
+        ),
+        def(
+            "l2",
+            "L2 footprint (random chase)",
+            "mem-latency",
+            sized(l2, "L2", 1),
+        ),
+        def(
+            "llc",
+            "last-level cache footprint (random chase)",
+            "mem-latency",
+            sized(topo.llc_bytes(), "last-level cache", 1),
+        ),
+        def(
+            "dram",
+            "DRAM bandwidth (stream over 4x the LLC)",
+            "mem-read",
+            Ok(vec![("size", "auto".into())]),
+        ),
+        def(
+            "syscall",
+            "kernel entry and exit (system-call loop)",
+            "null-syscall",
+            Ok(vec![]),
+        ),
+    ]
+}
+
+/// Every ruler's name, in the order of [`definitions`].
+pub const RULERS: [&str; 8] = [
+    "int",
+    "fp",
+    "load-store",
+    "l1d",
+    "l2",
+    "llc",
+    "dram",
+    "syscall",
+];
+
+/// The rulers asked for (all when none), one thread each, sized for the CPU `cpu` of
+/// `topo`; a ruler this machine cannot size is left out with a one-line note.
+pub fn rulers(
+    asked: &[String],
+    topo: &Topology,
+    cpu: u32,
+) -> Result<(Vec<Ruler>, Vec<String>), ExperimentError> {
+    let defs = definitions(topo, cpu);
+    if let Some(bad) = asked
+        .iter()
+        .find(|a| !defs.iter().any(|d| d.name == a.trim()))
+    {
+        return Err(ExperimentError::input(format!(
+            "--rulers {bad:?}: unknown ruler; expected some of {}",
+            RULERS.join(", ")
+        )));
+    }
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    for Def {
+        name,
+        resource,
+        bench,
+        params,
+    } in defs
+    {
+        if !asked.is_empty() && !asked.iter().any(|a| a.trim() == name) {
+            continue;
+        }
+        let params = match params {
+            Ok(p) => p,
+            Err(why) => {
+                notes.push(format!("ruler {name} left out: {why}"));
+                continue;
+            }
+        };
+        let mut defaults: Vec<(&str, &str)> = vec![("threads", "1")];
+        defaults.extend(params.iter().map(|(k, v)| (*k, v.as_str())));
+        out.push(Ruler {
+            name,
+            resource,
+            workload: Workload::catalog(bench, &[], &defaults)?,
+        });
+    }
+    if out.is_empty() {
+        return Err(ExperimentError::input(format!(
+            "no ruler can be measured here: {}",
+            notes.join("; ")
+        )));
+    }
+    Ok((out, notes))
+}
+
+/// How many workload pairs to fit on and to hold out, and the seed that picks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    /// Pairs to fit on; `None`: as many as workloads (at least 2), within what is left.
+    pub train: Option<usize>,
+    pub validate: usize,
+    pub seed: u64,
+}
+
+/// What a plan costs, against the whole matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    pub workloads: usize,
+    pub rulers: usize,
+    /// Cells per pair: A alone and one per form.
+    pub cells_per_pair: usize,
+    /// Pairs of the profiles (N x R + R x N), training and held out, as planned.
+    pub profile_pairs: usize,
+    pub training_pairs: usize,
+    pub held_out_pairs: usize,
+    /// Pairs measured once for two roles.
+    pub shared_pairs: usize,
+    /// Cells this plan measures.
+    pub cells: usize,
+    /// Cells of the whole N x N matrix.
+    pub matrix_cells: usize,
+}
+
+/// A planned `predict` run: the groups to measure, the keys of each role, the cost.
+pub struct PredictPlan {
+    pub groups: CorunPlan,
+    pub keys: PlanKeys,
+    pub cost: Cost,
+}
+
+/// Adds pair groups to a plan, each pair's cells once.
+struct Builder<'a> {
+    forms: &'a [(Form, u32)],
+    pair: &'a CpuPair,
+    topo: &'a Topology,
+    groups: CorunPlan,
+    seen: BTreeSet<CellKey>,
+    shared: usize,
+}
+
+impl Builder<'_> {
+    /// A beside B (`b_stored`: the partner's name in the cells), labelled `a`, `b`.
+    fn add(&mut self, a: (&str, &Workload), b: (&str, &Workload), b_stored: &str) -> PairKeys {
+        let group = corun::pair_group(a.1, b.1, b_stored, self.forms, self.pair, self.topo);
+        let keys = PairKeys {
+            a: a.0.into(),
+            b: b.0.into(),
+            b_direction: b.1.bench.info().direction,
+            alone: group[0].key.clone(),
+            co: group[1..]
+                .iter()
+                .filter_map(|c| Some((c.key.conditions.form?, c.key.clone())))
+                .collect(),
+        };
+        if group.iter().all(|c| self.seen.contains(&c.key)) {
+            self.shared += 1;
+        } else {
+            self.seen.extend(group.iter().map(|c| c.key.clone()));
+            self.groups.push(group);
+        }
+        keys
+    }
+}
+
+/// Workload pairs by their indices.
+type Pairs = Vec<(usize, usize)>;
+
+/// The unordered workload pairs (a workload with itself included) in an order the
+/// seed shuffles: the first `validate` of those `may_hold_out` allows are held out, the
+/// next `train` of the rest fitted on. `rulers_among` names the workloads that are
+/// rulers themselves, for the error when too few pairs may be held out.
+fn choose(
+    n: usize,
+    choice: Choice,
+    may_hold_out: impl Fn(usize, usize) -> bool,
+    rulers_among: &[String],
+) -> Result<(Pairs, Pairs), ExperimentError> {
+    let mut all: Pairs = (0..n).flat_map(|i| (i..n).map(move |j| (i, j))).collect();
+    let mut state = choice.seed;
+    for i in (1..all.len()).rev() {
+        let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
+        all.swap(i, j);
+    }
+    let (eligible, mut rest): (Pairs, Pairs) = all.iter().partition(|&&(i, j)| may_hold_out(i, j));
+    if eligible.len() < choice.validate {
+        return Err(ExperimentError::input(format!(
+            "--validate {}: only {} pairs can be held out; a pair with a workload that is a ruler itself ({}) is measured by the profiles, not predicted",
+            choice.validate,
+            eligible.len(),
+            rulers_among.join(", ")
+        )));
+    }
+    let held_out = eligible[..choice.validate].to_vec();
+    rest.extend(&eligible[choice.validate..]);
+    rest.sort_by_key(|p| all.iter().position(|q| q == p));
+    let total = all.len();
+    let left = rest.len();
+    let what = format!("{n} workloads make {total} pairs of two, a workload with itself included");
+    let train = match choice.train {
+        None if left == 0 => {
+            return Err(ExperimentError::input(format!(
+                "--validate {}: leaves no pair to fit the model on ({what})",
+                choice.validate
+            )));
+        }
+        None => n.max(2).min(left),
+        Some(0) => {
+            return Err(ExperimentError::input(
+                "--train 0: expected at least 1 pair to fit the model on",
+            ));
+        }
+        Some(t) if t > left => {
+            return Err(ExperimentError::input(format!(
+                "--train {t} and --validate {}: expected at most {total} pairs in all ({what})",
+                choice.validate
+            )));
+        }
+        Some(t) => t,
+    };
+    Ok((rest[..train].to_vec(), held_out))
+}
+
+/// Whether a workload is one of the rulers (the same benchmark and parameters).
+fn is_ruler(w: &Workload, rulers: &[Ruler]) -> bool {
+    rulers.iter().any(|r| {
+        r.workload.name() == w.name() && param_map(&r.workload.params) == param_map(&w.params)
+    })
+}
+
+/// The plan of a `predict` run: profiles of `workloads` against `rulers`, then the
+/// training and held-out pairs `choice` picks, in the forms `forms`.
+pub fn plan(
+    workloads: &[Workload],
+    rulers: &[Ruler],
+    forms: &[(Form, u32)],
+    pair: &CpuPair,
+    topo: &Topology,
+    choice: Choice,
+) -> Result<PredictPlan, ExperimentError> {
+    let ruler_like: Vec<bool> = workloads.iter().map(|w| is_ruler(w, rulers)).collect();
+    let named: Vec<String> = workloads
+        .iter()
+        .zip(&ruler_like)
+        .filter(|(_, r)| **r)
+        .map(|(w, _)| w.name())
+        .collect();
+    let (training, held_out) = choose(
+        workloads.len(),
+        choice,
+        |i, j| !ruler_like[i] && !ruler_like[j],
+        &named,
+    )?;
+    let mut b = Builder {
+        forms,
+        pair,
+        topo,
+        groups: Vec::new(),
+        seen: BTreeSet::new(),
+        shared: 0,
+    };
+    let names: Vec<String> = workloads.iter().map(Workload::name).collect();
+    let mut keys = PlanKeys {
+        workloads: names.clone(),
+        rulers: rulers.iter().map(Ruler::spec).collect(),
+        forms: forms.iter().map(|f| f.0).collect(),
+        ..PlanKeys::default()
+    };
+    for (w, name) in workloads.iter().zip(&names) {
+        for r in rulers {
+            let stored = format!("{RULER_PREFIX}{}", r.name);
+            keys.sensitivity
+                .push(b.add((name, w), (r.name, &r.workload), &stored));
+            keys.contentiousness
+                .push(b.add((r.name, &r.workload), (name, w), name));
+        }
+    }
+    let mut pairs = |list: &[(usize, usize)]| -> Vec<PairKeys> {
+        list.iter()
+            .map(|&(i, j)| {
+                b.add(
+                    (&names[i], &workloads[i]),
+                    (&names[j], &workloads[j]),
+                    &names[j],
+                )
+            })
+            .collect()
+    };
+    keys.training = pairs(&training);
+    keys.held_out = pairs(&held_out);
+    let per_pair = 1 + forms.len();
+    let cost = Cost {
+        workloads: workloads.len(),
+        rulers: rulers.len(),
+        cells_per_pair: per_pair,
+        profile_pairs: keys.sensitivity.len() + keys.contentiousness.len(),
+        training_pairs: keys.training.len(),
+        held_out_pairs: keys.held_out.len(),
+        shared_pairs: b.shared,
+        cells: b.groups.iter().map(Vec::len).sum(),
+        matrix_cells: workloads.len() * workloads.len() * per_pair,
+    };
+    Ok(PredictPlan {
+        groups: b.groups,
+        keys,
+        cost,
+    })
+}
+
+#[cfg(test)]
+mod tests;

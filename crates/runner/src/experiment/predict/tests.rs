@@ -1,0 +1,208 @@
+use super::*;
+
+fn topo() -> Topology {
+    // One package of two cores of two threads, 1 MiB L2 per core, 8 MiB L3; no L1.
+    smtlab_fixtures::build::with_caches(smtlab_fixtures::build::intel(1, 2, 2), 1 << 20, 8 << 20)
+}
+
+fn workload(name: &str) -> Workload {
+    Workload::catalog(name, &[], &[("threads", "1")]).unwrap()
+}
+
+fn two_forms(topo: &Topology) -> (CpuPair, Vec<(Form, u32)>) {
+    let pair = crate::corun::cpu_pair(topo).unwrap();
+    let (forms, notes) = corun::forms(&[], &pair).unwrap();
+    assert!(notes.is_empty());
+    (pair, forms)
+}
+
+#[test]
+fn rulers_are_sized_from_the_topology_and_the_unsizable_named() {
+    let t = topo();
+    let (rulers, notes) = rulers(&[], &t, 0).unwrap();
+    let names: Vec<&str> = rulers.iter().map(|r| r.name).collect();
+    assert_eq!(names, ["int", "fp", "l2", "llc", "dram", "syscall"]);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].starts_with("ruler load-store left out: the topology gives no L1D size"));
+    let l2 = rulers[2].spec();
+    assert_eq!(
+        l2.workload,
+        "mem-latency pages=huge seed=1 size=1048576 threads=1"
+    );
+    assert_eq!(
+        rulers[3].spec().workload,
+        "mem-latency pages=huge seed=1 size=8388608 threads=1"
+    );
+    // Every definition is listed under its name.
+    let all: Vec<&str> = definitions(&t, 0).iter().map(|d| d.name).collect();
+    assert_eq!(all, RULERS);
+}
+
+#[test]
+fn asked_rulers_only_and_unknown_ones_are_named() {
+    let t = topo();
+    let (r, _) = rulers(&["dram".into(), "int".into()], &t, 0).unwrap();
+    assert_eq!(
+        r.iter().map(|r| r.name).collect::<Vec<_>>(),
+        ["int", "dram"]
+    );
+    let e = rulers(&["l9".into()], &t, 0).err().unwrap().to_string();
+    assert!(
+        e.starts_with("--rulers \"l9\": unknown ruler; expected some of int, fp"),
+        "{e}"
+    );
+    let e = rulers(&["l1d".into()], &t, 0).err().unwrap().to_string();
+    assert!(e.contains("no ruler can be measured here"), "{e}");
+}
+
+#[test]
+fn the_plan_costs_n_by_r_twice_plus_the_chosen_pairs() {
+    let t = topo();
+    let (pair, forms) = two_forms(&t);
+    let ws = [
+        workload("mem-read"),
+        workload("mem-latency"),
+        workload("null-syscall"),
+    ];
+    let (rs, _) = rulers(&["fp".into(), "llc".into()], &t, 0).unwrap();
+    let choice = Choice {
+        train: Some(2),
+        validate: 3,
+        seed: 1,
+    };
+    let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    let c = p.cost;
+    assert_eq!((c.workloads, c.rulers, c.cells_per_pair), (3, 2, 3));
+    assert_eq!(
+        (c.profile_pairs, c.training_pairs, c.held_out_pairs),
+        (12, 2, 3)
+    );
+    assert_eq!(c.shared_pairs, 0);
+    assert_eq!(c.cells, (12 + 2 + 3) * 3);
+    assert_eq!(c.matrix_cells, 27);
+    assert_eq!(p.groups.len(), 17);
+    // Each cell planned once; the ruler is named apart from workloads as a partner.
+    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    assert_eq!(keys.len(), c.cells);
+    let s = &p.keys.sensitivity[1];
+    assert_eq!((s.a.as_str(), s.b.as_str()), ("mem-read", "llc"));
+    assert_eq!(s.alone.conditions.partner.as_deref(), Some("ruler:llc"));
+    assert_eq!(s.co.len(), 2);
+    let k = &p.keys.contentiousness[1];
+    assert_eq!(
+        k.alone.params.get("size").map(String::as_str),
+        Some("8388608")
+    );
+    // Held-out and training pairs never meet.
+    let pairs = |l: &[PairKeys]| {
+        l.iter()
+            .map(|k| (k.a.clone(), k.b.clone()))
+            .collect::<BTreeSet<_>>()
+    };
+    assert!(pairs(&p.keys.training).is_disjoint(&pairs(&p.keys.held_out)));
+}
+
+#[test]
+fn a_ruler_that_is_also_a_workload_is_measured_once() {
+    let t = topo();
+    let (pair, forms) = two_forms(&t);
+    // int-ops with one thread is the "int" ruler: beside itself, one experiment.
+    let ws = [workload("int-ops"), workload("fp-ops")];
+    let (rs, _) = rulers(&["int".into()], &t, 0).unwrap();
+    let choice = Choice {
+        train: Some(3),
+        validate: 0,
+        seed: 1,
+    };
+    let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    // int-ops as a ruler beside the workload int-ops has the same cells as the
+    // workload pair (int-ops, int-ops); so has fp-ops's contentiousness pair.
+    assert!(p.cost.shared_pairs >= 1, "{:?}", p.cost);
+    assert_eq!(p.cost.cells, p.groups.len() * 3);
+    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    assert_eq!(keys.len(), p.cost.cells);
+}
+
+fn choose4(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
+    choose(4, c, |_, _| true, &[])
+}
+fn choose2(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
+    choose(2, c, |_, _| true, &[])
+}
+fn choose1(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
+    choose(1, c, |_, _| true, &[])
+}
+
+#[test]
+fn pairs_with_a_workload_that_is_a_ruler_are_never_held_out() {
+    let t = topo();
+    let (pair, forms) = two_forms(&t);
+    // int-ops with one thread is the "int" ruler; fp-ops and null-syscall are not
+    // rulers here: three pairs of them may be held out.
+    let ws = [
+        workload("int-ops"),
+        workload("fp-ops"),
+        workload("null-syscall"),
+    ];
+    let (rs, _) = rulers(&["int".into(), "llc".into()], &t, 0).unwrap();
+    let choice = Choice {
+        train: Some(3),
+        validate: 3,
+        seed: 4,
+    };
+    let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    assert_eq!(p.keys.held_out.len(), 3);
+    assert!(
+        p.keys
+            .held_out
+            .iter()
+            .all(|k| k.a != "int-ops" && k.b != "int-ops")
+    );
+    // Training pairs may have it.
+    assert_eq!(p.keys.training.len(), 3);
+    let four = Choice {
+        validate: 4,
+        ..choice
+    };
+    let e = plan(&ws, &rs, &forms, &pair, &t, four)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.starts_with("--validate 4: only 3 pairs can be held out; a pair with a workload that is a ruler itself (int-ops)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_choice_is_seeded_and_bounded() {
+    let c = |train, validate, seed| Choice {
+        train,
+        validate,
+        seed,
+    };
+    let a = choose4(c(None, 3, 9)).unwrap();
+    assert_eq!(a, choose4(c(None, 3, 9)).unwrap());
+    // As many training pairs as workloads by default.
+    assert_eq!((a.0.len(), a.1.len()), (4, 3));
+    assert_ne!(
+        a,
+        choose4(c(None, 3, 10)).unwrap(),
+        "another seed, another choice"
+    );
+    // Four workloads make ten pairs.
+    let e = choose4(c(Some(8), 3, 1)).unwrap_err().to_string();
+    assert!(
+        e.starts_with("--train 8 and --validate 3: expected at most 10 pairs")
+            && e.contains("4 workloads make 10 pairs"),
+        "{e}"
+    );
+    let e = choose1(c(None, 1, 1)).unwrap_err().to_string();
+    assert!(
+        e.starts_with("--validate 1: leaves no pair to fit the model on"),
+        "{e}"
+    );
+    let e = choose2(c(Some(0), 1, 1)).unwrap_err().to_string();
+    assert!(e.starts_with("--train 0"), "{e}");
+    assert_eq!(choose1(c(None, 0, 1)).unwrap().0, [(0, 0)]);
+}
