@@ -15,8 +15,8 @@
 pub mod advise;
 pub mod corun;
 pub mod plan;
-pub mod security;
 pub mod predict;
+pub mod security;
 pub mod siblings;
 pub mod smt;
 pub mod utilisation;
