@@ -193,3 +193,34 @@ fn an_unreachable_database_is_a_one_line_error_naming_it_without_its_password() 
     );
     assert!(!err.contains("secret"), "{err}");
 }
+
+#[test]
+fn a_password_in_the_url_is_never_printed_or_stored() {
+    let Some((_server, url)) = common::pg_server("PostgreSQL password redaction") else {
+        return;
+    };
+    // The throw-away server trusts its socket, so any password gets in.
+    let with_password = url.replacen("smtlab@", "smtlab:s3cret-pw@", 1);
+    assert_ne!(with_password, url);
+    let out = smtlab()
+        .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+        .args(["--placements", "1c1t", "--db", &with_password])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("run 1 finished"), "{stderr}");
+    assert!(
+        !stderr.contains("s3cret-pw") && stderr.contains(":***@"),
+        "{stderr}"
+    );
+    let report = stdout_of(smtlab().args(["report", "latest", "--json", "--db", &url]));
+    assert!(!report.contains("s3cret-pw"), "{report}");
+    assert!(
+        report.contains("smtlab:***@"),
+        "the command line as stored: {report}"
+    );
+    let runs = stdout_of(smtlab().args(["runs", "--db", &with_password]));
+    assert!(!runs.contains("s3cret-pw"), "{runs}");
+}

@@ -16,6 +16,7 @@ mod codec;
 mod fleet;
 mod lease;
 mod pg;
+mod pgconf;
 mod retry;
 mod runs;
 pub(crate) mod sql;
@@ -23,6 +24,8 @@ mod sqlite;
 
 pub use fleet::{FleetQuery, FleetScan};
 pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
+pub use pg::{command_line, redact_arg};
+pub use pgconf::SettingsError;
 pub use runs::{BadLabel, RunListing, check_label};
 
 use crate::error::{Result, StoreError};
@@ -67,7 +70,7 @@ pub(crate) enum Db {
 /// statements it has prepared.
 pub(crate) struct PgConn {
     client: postgres::Client,
-    config: postgres::Config,
+    connector: pgconf::Connector,
     statements: HashMap<String, postgres::Statement>,
 }
 
@@ -145,7 +148,7 @@ impl Db {
         match self {
             Db::Sqlite(_) => Ok(Db::Sqlite(sqlite::lease_connection(path)?)),
             Db::Pg(pg) => {
-                let conn = pg::connect(&pg.borrow().config, false)?;
+                let conn = pg::connect(&pg.borrow().connector, false)?;
                 Ok(Db::Pg(Box::new(RefCell::new(conn))))
             }
         }

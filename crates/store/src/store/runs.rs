@@ -472,6 +472,13 @@ pub(crate) fn describe_ids(ids: &[i64]) -> String {
     }
 }
 
+fn redacted(command_line: &[String]) -> Vec<String> {
+    command_line
+        .iter()
+        .map(|a| super::pg::redact_arg(a))
+        .collect()
+}
+
 /// Inserts a run and its plan; `None` when a run with key `uid` is already stored.
 pub(crate) fn insert_run(
     db: &mut dyn Sql,
@@ -494,7 +501,8 @@ pub(crate) fn insert_run(
             meta.finished_unix_s,
             enum_text(meta.status)?,
             meta.suite.as_deref(),
-            to_json(&meta.command_line)?,
+            // A run pushed from an older store may still hold a password.
+            to_json(&redacted(&meta.command_line))?,
             env.tool_version.as_str(),
             env.git_commit.as_deref(),
             env.hostname.as_deref(),

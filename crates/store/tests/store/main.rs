@@ -17,6 +17,9 @@ mod testdata;
 // The PostgreSQL backend, against a server each test starts.
 mod pg;
 
+// Passwords from a password file, and TLS with each sslmode, against such a server.
+mod pgauth;
+
 // The cases below that take a `Backend` run against SQLite and PostgreSQL.
 mod backends;
 use backends::Backend;
