@@ -175,6 +175,10 @@ pub struct PushArgs {
     /// still being measured).
     #[arg(long)]
     pub json: bool,
+    /// Say which runs would be copied and which are already there, and copy nothing
+    /// (the target is opened read-only; a target that holds nothing yet is not created).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,9 +5,9 @@
 //! is per dialect, in [`sqlite`] and [`pg`]. One file per concern: [`runs`], [`cells`],
 //! [`lease`] (one process measures a run at a time), [`codec`] (column encodings).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::TransactionBehavior;
 
@@ -60,17 +60,28 @@ pub struct Store {
 /// A connection to either database.
 pub(crate) enum Db {
     Sqlite(rusqlite::Connection),
-    // Boxed: the PostgreSQL client and its settings are several times an SQLite handle.
-    // In a `RefCell` because the client needs `&mut` even to read, and reading methods
-    // take `&self` (a store is used from one thread at a time).
-    Pg(Box<RefCell<PgConn>>),
+    // One session per process, shared by the store, its run's lease and the lease's
+    // heartbeat thread: a thousand hosts measuring at once then hold a thousand
+    // connections, not three thousand. Behind a mutex because the client needs `&mut`
+    // even to read and the heartbeat renews from its own thread; each transaction holds
+    // it whole, so a renewal waits for a cell's save (milliseconds) and never lands
+    // inside it.
+    Pg(Arc<Mutex<PgConn>>),
 }
 
-/// A PostgreSQL session, the settings to open another one (for leases), and the
-/// statements it has prepared.
+/// The shared session, even if a thread panicked holding it: every use is a whole
+/// transaction or statement, so an unwound one left nothing half done (the server rolled
+/// back an unfinished transaction when its `Transaction` was dropped).
+fn session(pg: &Mutex<PgConn>) -> MutexGuard<'_, PgConn> {
+    pg.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A PostgreSQL session and the statements it has prepared.
 pub(crate) struct PgConn {
     client: postgres::Client,
-    connector: pgconf::Connector,
+    /// Whether every transaction is read-only (the session says so too; a pooler may
+    /// hand the next transaction another session).
+    read_only: bool,
     statements: HashMap<String, postgres::Statement>,
 }
 
@@ -91,7 +102,7 @@ impl Db {
         match self {
             Db::Sqlite(c) => f(&mut Lite(c)),
             Db::Pg(pg) => {
-                let pg = &mut *pg.borrow_mut();
+                let pg = &mut *session(pg);
                 let tx = pg
                     .client
                     .build_transaction()
@@ -117,11 +128,11 @@ impl Db {
                 Ok(out)
             }
             Db::Pg(pg) => {
-                let pg = pg.get_mut();
+                let pg = &mut *session(pg);
                 retry::retrying(
                     || {
-                        let tx = pg.client.transaction()?;
-                        in_pg_transaction(tx, &mut pg.statements, &mut f)
+                        let tx = pg.client.build_transaction().read_only(pg.read_only);
+                        in_pg_transaction(tx.start()?, &mut pg.statements, &mut f)
                     },
                     |e| matches!(e, Fail::Pg(e) if retry::transient(e)),
                 )
@@ -129,28 +140,27 @@ impl Db {
         }
     }
 
-    /// Runs `f` outside an explicit transaction: each statement commits alone.
+    /// Runs `f` (a lease's few statements) at once: SQLite outside an explicit
+    /// transaction, each statement committing alone; PostgreSQL in one short
+    /// transaction, tried once (a lease's next heartbeat is its retry).
     fn autocommit<T>(&mut self, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Step<T> {
         match self {
             Db::Sqlite(c) => f(&mut Lite(c)),
             Db::Pg(pg) => {
-                let pg = pg.get_mut();
-                f(&mut Pg {
-                    client: &mut pg.client,
-                    statements: &mut pg.statements,
-                })
+                let pg = &mut *session(pg);
+                let tx = pg.client.transaction()?;
+                in_pg_transaction(tx, &mut pg.statements, f)
             }
         }
     }
 
-    /// Another connection to the same database (`path`: the SQLite file), for a lease.
-    fn reconnect(&self, path: &Path) -> Step<Db> {
+    /// A handle for a lease: another connection to the SQLite file `path` (SQLite
+    /// connections cost nothing and the store's may be inside a transaction), or the
+    /// same PostgreSQL session.
+    fn for_lease(&self, path: &Path) -> Step<Db> {
         match self {
             Db::Sqlite(_) => Ok(Db::Sqlite(sqlite::lease_connection(path)?)),
-            Db::Pg(pg) => {
-                let conn = pg::connect(&pg.borrow().connector, false)?;
-                Ok(Db::Pg(Box::new(RefCell::new(conn))))
-            }
+            Db::Pg(pg) => Ok(Db::Pg(Arc::clone(pg))),
         }
     }
 }
@@ -161,6 +171,7 @@ fn in_pg_transaction<T>(
     statements: &mut std::collections::HashMap<String, postgres::Statement>,
     f: impl FnOnce(&mut dyn Sql) -> Step<T>,
 ) -> Step<T> {
+    tx.batch_execute(&pg::settings_sql(true))?;
     let out = f(&mut Pg {
         client: &mut tx,
         statements,
@@ -217,6 +228,15 @@ pub struct PushReport {
     pub present: Vec<i64>,
     /// Runs a live process is still measuring: not pushed (push them when they end).
     pub running: Vec<i64>,
+    /// Runs the target lacks, that a dry run ([`Store::push_plan`]) did not copy.
+    pub missing: Vec<i64>,
+}
+
+/// What became of one run in a push.
+enum Pushed {
+    Stored(i64),
+    Present,
+    Missing,
 }
 
 impl Store {
@@ -320,6 +340,33 @@ impl Store {
     /// each run once, and two hosts pushing the same run at once store it once. Runs a
     /// live process is still measuring are left out.
     pub fn push_to(&self, target: &mut Store) -> Result<PushReport> {
+        self.push_each(|run, uid, label| {
+            let results = self.load_run(run)?;
+            let doing = format!("storing pushed run {uid}");
+            Ok(match target.import_keyed(&results, uid, label, &doing)? {
+                Some(id) => Pushed::Stored(id),
+                None => Pushed::Present,
+            })
+        })
+    }
+
+    /// What [`push_to`](Self::push_to) would do (`push --dry-run`), writing nothing:
+    /// the runs `target` lacks are in [`PushReport::missing`]. `None`: a target that
+    /// holds nothing yet (every run would be copied).
+    pub fn push_plan(&self, target: Option<&Store>) -> Result<PushReport> {
+        self.push_each(|_, uid, _| {
+            Ok(match target {
+                Some(t) if t.holds_run(uid)? => Pushed::Present,
+                _ => Pushed::Missing,
+            })
+        })
+    }
+
+    /// Each run that is not being measured, by id, key and label, to `put`.
+    fn push_each(
+        &self,
+        mut put: impl FnMut(i64, &str, Option<&str>) -> Result<Pushed>,
+    ) -> Result<PushReport> {
         let mut report = PushReport::default();
         for run in self.list_runs()? {
             if run.status == smtlab_model::RunStatus::Running {
@@ -327,14 +374,31 @@ impl Store {
                 continue;
             }
             let uid = self.run_uid(run.id)?;
-            let results = self.load_run(run.id)?;
-            let doing = format!("storing pushed run {uid}");
-            match target.import_keyed(&results, &uid, run.label.as_deref(), &doing)? {
-                Some(id) => report.pushed.push((run.id, id)),
-                None => report.present.push(run.id),
+            match put(run.id, &uid, run.label.as_deref())? {
+                Pushed::Stored(id) => report.pushed.push((run.id, id)),
+                Pushed::Present => report.present.push(run.id),
+                Pushed::Missing => report.missing.push(run.id),
             }
         }
         Ok(report)
+    }
+
+    /// Whether a run with key `uid` is stored here.
+    fn holds_run(&self, uid: &str) -> Result<bool> {
+        if self.version < 6 {
+            // No keys stored yet: derived as an upgrade would store them.
+            for run in self.list_runs()? {
+                if self.run_uid(run.id)? == uid {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        }
+        self.read("looking up a run by its key", |db| {
+            Ok(db
+                .query_opt("SELECT 1 FROM runs WHERE uid = ?1", sql::args![uid])?
+                .is_some())
+        })
     }
 
     /// Runs `f` on a consistent view of the store (see [`Db::read`]).

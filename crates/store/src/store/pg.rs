@@ -20,7 +20,6 @@
 //!
 //! Messages name the URL without its password.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,13 +42,28 @@ pub(crate) fn is_postgres_url(target: &str) -> bool {
 /// Seconds to wait for a connection unless the URL says otherwise.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Per-session settings: the namespace, bounded waits for locks (another host's
-/// transaction lasts milliseconds; a minute only passes when something is stuck), and
-/// a plan per execution of each prepared statement: a generic plan, made without the
-/// values, reads a run's cells by scanning whole tables once they are large (every
-/// statement here selects a few runs' rows, and planning it costs microseconds).
-const SESSION_SQL: &str =
-    "SET search_path TO smtlab; SET lock_timeout = '60s'; SET plan_cache_mode = force_custom_plan;";
+/// The settings each session and each transaction runs with: the namespace, bounded
+/// waits for locks (another host's transaction lasts milliseconds; a minute only passes
+/// when something is stuck), and a plan per execution of each prepared statement: a
+/// generic plan, made without the values, reads a run's cells by scanning whole tables
+/// once they are large (every statement here selects a few runs' rows, and planning it
+/// costs microseconds).
+const SETTINGS: [(&str, &str); 3] = [
+    ("search_path", "smtlab"),
+    ("lock_timeout", "'60s'"),
+    ("plan_cache_mode", "force_custom_plan"),
+];
+
+/// [`SETTINGS`] as statements: for the session, or (`local`) for the transaction alone.
+/// Each transaction sets them again because behind a pooler in transaction mode
+/// (pgbouncer) consecutive transactions may run on different server sessions.
+pub(crate) fn settings_sql(local: bool) -> String {
+    let scope = if local { "LOCAL " } else { "" };
+    SETTINGS
+        .iter()
+        .map(|(k, v)| format!("SET {scope}{k} = {v};"))
+        .collect()
+}
 
 /// `postgresql://user:secret@host/db?password=x` as `postgresql://user:***@host/db?password=***`.
 pub(crate) fn redact(url: &str) -> String {
@@ -111,13 +125,13 @@ pub(crate) fn connect(
 ) -> std::result::Result<PgConn, postgres::Error> {
     // A server with no connection slot left, or not accepting yet, is asked again.
     let mut client = super::retry::retrying(|| connector.connect(), super::retry::transient)?;
-    client.batch_execute(SESSION_SQL)?;
+    client.batch_execute(&settings_sql(false))?;
     if read_only {
         client.batch_execute("SET default_transaction_read_only = on")?;
     }
     Ok(PgConn {
         client,
-        connector: connector.clone(),
+        read_only,
         statements: HashMap::new(),
     })
 }
@@ -198,7 +212,7 @@ pub(crate) fn open(url: &str, mode: Mode) -> Result<Store> {
         _ => SCHEMA_VERSION,
     };
     Ok(Store {
-        db: Db::Pg(Box::new(RefCell::new(conn))),
+        db: Db::Pg(std::sync::Arc::new(std::sync::Mutex::new(conn))),
         path,
         version,
     })
