@@ -44,15 +44,16 @@ fn plan(source: &Store, args: &PushArgs) -> Result<(PushReport, String)> {
 }
 
 fn json(report: &PushReport, source: &Store, to: &str, dry_run: bool) -> serde_json::Value {
-    let pushed: Vec<serde_json::Value> = report
-        .pushed
-        .iter()
-        .map(|(from, to)| serde_json::json!({ "from": from, "to": to }))
-        .collect();
+    let pairs = |ids: &[(i64, i64)]| -> Vec<serde_json::Value> {
+        ids.iter()
+            .map(|(from, to)| serde_json::json!({ "from": from, "to": to }))
+            .collect()
+    };
     let mut v = serde_json::json!({
         "from": source.path().display().to_string(),
         "to": to,
-        "pushed": pushed,
+        "pushed": pairs(&report.pushed),
+        "completed": pairs(&report.completed),
         "already_there": report.present,
         "being_measured": report.running,
     });
@@ -68,6 +69,11 @@ fn text(report: &PushReport, to: &str, dry_run: bool) -> String {
     for (from, to) in &report.pushed {
         text.push_str(&format!("run {from} -> run {to}\n"));
     }
+    for (from, to) in &report.completed {
+        text.push_str(&format!(
+            "run {from} -> run {to}: stored unfinished before, now given its missing cells\n"
+        ));
+    }
     if dry_run {
         text.push_str(&format!(
             "dry run: would push {} to {to}{}; {} already there",
@@ -81,6 +87,9 @@ fn text(report: &PushReport, to: &str, dry_run: bool) -> String {
             runs(report.pushed.len()),
             report.present.len()
         ));
+        if !report.completed.is_empty() {
+            text.push_str(&format!("; {} completed", runs(report.completed.len())));
+        }
     }
     if !report.running.is_empty() {
         text.push_str(&format!(

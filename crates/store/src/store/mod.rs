@@ -224,7 +224,11 @@ pub(crate) enum Mode {
 pub struct PushReport {
     /// `(id in the source, id in the target)` of each run stored now.
     pub pushed: Vec<(i64, i64)>,
-    /// Runs the target already held (the same run key): left as they are.
+    /// `(id in the source, id in the target)` of each run the target held unfinished
+    /// (pushed while interrupted) and that got the cells it lacked, and its status.
+    pub completed: Vec<(i64, i64)>,
+    /// Runs the target already held (the same run key) with all the source has: left
+    /// as they are.
     pub present: Vec<i64>,
     /// Runs a live process is still measuring: not pushed (push them when they end).
     pub running: Vec<i64>,
@@ -235,6 +239,7 @@ pub struct PushReport {
 /// What became of one run in a push.
 enum Pushed {
     Stored(i64),
+    Completed(i64),
     Present,
     Missing,
 }
@@ -344,8 +349,9 @@ impl Store {
             let results = self.load_run(run)?;
             let doing = format!("storing pushed run {uid}");
             Ok(match target.import_keyed(&results, uid, label, &doing)? {
-                Some(id) => Pushed::Stored(id),
-                None => Pushed::Present,
+                runs::Imported::New(id) => Pushed::Stored(id),
+                runs::Imported::Completed(id) => Pushed::Completed(id),
+                runs::Imported::Present => Pushed::Present,
             })
         })
     }
@@ -376,6 +382,7 @@ impl Store {
             let uid = self.run_uid(run.id)?;
             match put(run.id, &uid, run.label.as_deref())? {
                 Pushed::Stored(id) => report.pushed.push((run.id, id)),
+                Pushed::Completed(id) => report.completed.push((run.id, id)),
                 Pushed::Present => report.present.push(run.id),
                 Pushed::Missing => report.missing.push(run.id),
             }
