@@ -60,6 +60,9 @@ fn json(report: &PushReport, source: &Store, to: &str, dry_run: bool) -> serde_j
     if dry_run {
         v["dry_run"] = true.into();
         v["would_push"] = report.missing.clone().into();
+        // Stored unfinished there, with less than here: a push would complete them.
+        v["would_complete"] = v["completed"].take();
+        v["completed"] = serde_json::json!([]);
     }
     v
 }
@@ -70,8 +73,13 @@ fn text(report: &PushReport, to: &str, dry_run: bool) -> String {
         text.push_str(&format!("run {from} -> run {to}\n"));
     }
     for (from, to) in &report.completed {
+        let done = if dry_run {
+            "would be given"
+        } else {
+            "now given"
+        };
         text.push_str(&format!(
-            "run {from} -> run {to}: stored unfinished before, now given its missing cells\n"
+            "run {from} -> run {to}: stored unfinished there, {done} its missing cells\n"
         ));
     }
     if dry_run {
@@ -87,9 +95,10 @@ fn text(report: &PushReport, to: &str, dry_run: bool) -> String {
             runs(report.pushed.len()),
             report.present.len()
         ));
-        if !report.completed.is_empty() {
-            text.push_str(&format!("; {} completed", runs(report.completed.len())));
-        }
+    }
+    if !report.completed.is_empty() {
+        let done = if dry_run { "to complete" } else { "completed" };
+        text.push_str(&format!("; {} {done}", runs(report.completed.len())));
     }
     if !report.running.is_empty() {
         text.push_str(&format!(

@@ -232,7 +232,8 @@ pub struct PushReport {
     pub present: Vec<i64>,
     /// Runs a live process is still measuring: not pushed (push them when they end).
     pub running: Vec<i64>,
-    /// Runs the target lacks, that a dry run ([`Store::push_plan`]) did not copy.
+    /// Runs the target lacks, that a dry run ([`Store::push_plan`]) did not copy (a dry
+    /// run's `completed` are the runs a push would complete).
     pub missing: Vec<i64>,
 }
 
@@ -345,9 +346,10 @@ impl Store {
     /// each run once, and two hosts pushing the same run at once store it once. Runs a
     /// live process is still measuring are left out.
     pub fn push_to(&self, target: &mut Store) -> Result<PushReport> {
-        self.push_each(|run, uid, label| {
-            let results = self.load_run(run)?;
+        self.push_each(|run, uid| {
+            let results = self.load_run(run.id)?;
             let doing = format!("storing pushed run {uid}");
+            let label = run.label.as_deref();
             Ok(match target.import_keyed(&results, uid, label, &doing)? {
                 runs::Imported::New(id) => Pushed::Stored(id),
                 runs::Imported::Completed(id) => Pushed::Completed(id),
@@ -357,21 +359,30 @@ impl Store {
     }
 
     /// What [`push_to`](Self::push_to) would do (`push --dry-run`), writing nothing:
-    /// the runs `target` lacks are in [`PushReport::missing`]. `None`: a target that
-    /// holds nothing yet (every run would be copied).
+    /// the runs `target` lacks are in [`PushReport::missing`], the runs it holds
+    /// unfinished with fewer cells or another status than here in
+    /// [`PushReport::completed`]. `None`: a target that holds nothing yet (every run
+    /// would be copied).
     pub fn push_plan(&self, target: Option<&Store>) -> Result<PushReport> {
-        self.push_each(|_, uid, _| {
-            Ok(match target {
-                Some(t) if t.holds_run(uid)? => Pushed::Present,
-                _ => Pushed::Missing,
+        self.push_each(|run, uid| {
+            let Some((id, status, rows)) =
+                target.map(|t| t.stored_by_key(uid)).transpose()?.flatten()
+            else {
+                return Ok(Pushed::Missing);
+            };
+            let more = run.cells_done + run.cells_skipped > rows || run.status != status;
+            Ok(match status {
+                smtlab_model::RunStatus::Finished => Pushed::Present,
+                _ if more => Pushed::Completed(id),
+                _ => Pushed::Present,
             })
         })
     }
 
-    /// Each run that is not being measured, by id, key and label, to `put`.
+    /// Each run that is not being measured, with its key, to `put`.
     fn push_each(
         &self,
-        mut put: impl FnMut(i64, &str, Option<&str>) -> Result<Pushed>,
+        mut put: impl FnMut(&RunListing, &str) -> Result<Pushed>,
     ) -> Result<PushReport> {
         let mut report = PushReport::default();
         for run in self.list_runs()? {
@@ -380,7 +391,7 @@ impl Store {
                 continue;
             }
             let uid = self.run_uid(run.id)?;
-            match put(run.id, &uid, run.label.as_deref())? {
+            match put(&run, &uid)? {
                 Pushed::Stored(id) => report.pushed.push((run.id, id)),
                 Pushed::Completed(id) => report.completed.push((run.id, id)),
                 Pushed::Present => report.present.push(run.id),
@@ -390,21 +401,36 @@ impl Store {
         Ok(report)
     }
 
-    /// Whether a run with key `uid` is stored here.
-    fn holds_run(&self, uid: &str) -> Result<bool> {
-        if self.version < 6 {
+    /// The run stored under key `uid`: its id, status, and cells measured or skipped.
+    fn stored_by_key(&self, uid: &str) -> Result<Option<(i64, smtlab_model::RunStatus, usize)>> {
+        let id = if self.version < 6 {
             // No keys stored yet: derived as an upgrade would store them.
+            let mut found = None;
             for run in self.list_runs()? {
                 if self.run_uid(run.id)? == uid {
-                    return Ok(true);
+                    found = Some(run.id);
+                    break;
                 }
             }
-            return Ok(false);
-        }
-        self.read("looking up a run by its key", |db| {
-            Ok(db
-                .query_opt("SELECT 1 FROM runs WHERE uid = ?1", sql::args![uid])?
-                .is_some())
+            found
+        } else {
+            self.read("looking up a run by its key", |db| {
+                let row = db.query_opt("SELECT id FROM runs WHERE uid = ?1", sql::args![uid])?;
+                row.map(|r| r.get(0)).transpose()
+            })?
+        };
+        let Some(id) = id else { return Ok(None) };
+        self.read("reading a run's status", |db| {
+            let r = db.query_one(
+                "SELECT status,
+                        (SELECT count(*) FROM cells c WHERE c.run_id = r.id)
+                        + (SELECT count(*) FROM skipped s WHERE s.run_id = r.id)
+                 FROM runs r WHERE r.id = ?1",
+                sql::args![id],
+            )?;
+            let rows: i64 = r.get(1)?;
+            let status = codec::parse_enum(r.text(0)?, "run status")?;
+            Ok(Some((id, status, usize::try_from(rows).unwrap_or(0))))
         })
     }
 

@@ -1472,6 +1472,8 @@ fn a_run_pushed_while_interrupted_gets_the_rest_when_pushed_again(to: &Backend) 
     src.save_cell(id, &whole.cells[0]).unwrap();
     src.mark_interrupted(id).unwrap();
     let mut dst = to.open();
+    assert_eq!(src.push_plan(Some(&dst)).unwrap().missing, [id]);
+    assert_eq!(src.push_plan(None).unwrap().missing, [id]);
     let first = src.push_to(&mut dst).unwrap();
     let [(_, tid)] = first.pushed[..] else {
         panic!("{first:?}")
@@ -1486,6 +1488,13 @@ fn a_run_pushed_while_interrupted_gets_the_rest_when_pushed_again(to: &Backend) 
     }
     src.finish_run(id, RunStatus::Finished, 1_700_000_999)
         .unwrap();
+    let plan = src.push_plan(Some(&dst)).unwrap();
+    assert_eq!((plan.completed, plan.missing), (vec![(id, tid)], vec![]));
+    assert_eq!(
+        dst.cells_stored(tid).unwrap(),
+        1,
+        "a dry run writes nothing"
+    );
     let second = src.push_to(&mut dst).unwrap();
     assert_eq!(second.completed, [(id, tid)], "{second:?}");
     assert_eq!(
@@ -1494,6 +1503,7 @@ fn a_run_pushed_while_interrupted_gets_the_rest_when_pushed_again(to: &Backend) 
     );
     let third = src.push_to(&mut dst).unwrap();
     assert_eq!((third.present, third.completed), (vec![id], vec![]));
+    assert_eq!(src.push_plan(Some(&dst)).unwrap().present, [id]);
     assert_eq!(dst.list_runs().unwrap().len(), 1);
 }
 
