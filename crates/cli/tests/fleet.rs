@@ -428,12 +428,12 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
         "smtlab_timeout_s": 120,
     })
     .to_string();
-    let play = || {
+    let play_with = |extra: &str| {
         let out = std::process::Command::new("timeout")
             .args(["300", "ansible-playbook", "-i"])
             .arg(&inv)
             .arg(&playbook)
-            .args(["-e", &extra])
+            .args(["-e", extra])
             .env("ANSIBLE_LOCAL_TEMP", dir.path().join("ansible-local"))
             .env("ANSIBLE_REMOTE_TEMP", dir.path().join("ansible-remote"))
             .env("ANSIBLE_NOCOLOR", "1")
@@ -445,6 +445,7 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
         assert!(out.status.success(), "the play failed:\n{text}");
         text
     };
+    let play = || play_with(&extra);
     // h1 holds a run an earlier play left interrupted (measured under its hostname):
     // this play resumes it, measuring only what it lacks, instead of a new run.
     let h1_db = dir.path().join("h1/results.db");
@@ -516,6 +517,46 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
     ))
     .unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 4, "{runs}");
+
+    // A play stopped by smtlab_timeout_s still succeeds and pushes the interrupted runs;
+    // the next play resumes them (no new run) and its push completes them.
+    let short = serde_json::json!({
+        "smtlab_db_url": url,
+        "smtlab_exe": binary,
+        "smtlab_args": ["run", "--suite", "quick", "--bench", "null-syscall", "--placements",
+                        "1c1t", "--repeat", "30"],
+        "smtlab_timeout_s": 1,
+    })
+    .to_string();
+    let cut = play_with(&short);
+    assert!(cut.contains("stopped after 1 s"), "{cut}");
+    let runs = stdout_of(smtlab().args(["runs", "--json", "--db", &local]));
+    let runs: Value = serde_json::from_str(&runs).unwrap();
+    let interrupted = |runs: &Value| {
+        let all = runs.as_array().unwrap();
+        all.iter().filter(|r| r["status"] == "interrupted").count()
+    };
+    assert_eq!(interrupted(&runs), 2, "{runs}");
+    let resumed = play();
+    assert!(
+        resumed.contains("0 run(s) pushed, 1 completed, 2 already there"),
+        "{resumed}"
+    );
+    let runs = stdout_of(smtlab().args(["runs", "--json", "--db", &local]));
+    let runs: Value = serde_json::from_str(&runs).unwrap();
+    assert_eq!(
+        (runs.as_array().unwrap().len(), interrupted(&runs)),
+        (6, 0),
+        "{runs}"
+    );
+    assert_eq!(
+        Store::open_read_only(&h1_db)
+            .unwrap()
+            .list_runs()
+            .unwrap()
+            .len(),
+        3
+    );
     drop(server);
 }
 
