@@ -307,3 +307,46 @@ fn a_dry_run_push_says_what_it_would_copy_and_copies_nothing() {
     let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
     assert_eq!(runs.as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn the_password_file_named_by_pgpassfile_is_read() {
+    let Some((server, url)) = common::pg_server("PostgreSQL PGPASSFILE") else {
+        return;
+    };
+    // The socket directory matches as localhost; a file others can read is refused by
+    // name, which shows it was found and matched (the test server trusts its socket,
+    // so a password taken would not show).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pgpass");
+    let line = format!("localhost:{}:postgres:smtlab:pw-from-file\n", server.port());
+    std::fs::write(&file, line).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = smtlab()
+        .args(["runs", "--db", &url])
+        .env("PGPASSFILE", &file)
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("group or others can read it"), "{stderr}");
+    assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+    assert!(!stderr.contains("pw-from-file"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    smtlab()
+        .args([
+            "run",
+            "--suite",
+            "quick",
+            "--bench",
+            "null-syscall",
+            "--placements",
+            "1c1t",
+        ])
+        .args(["--db", &url])
+        .env("PGPASSFILE", &file)
+        .assert()
+        .success();
+}
