@@ -626,6 +626,43 @@ fn deploy_files_parse_and_say_what_they_run() {
     }
     kubectl_reads(&deploy.join("kubernetes/smtlab-namespace.yaml"), 2);
     check_image_files(&deploy);
+    check_schemas(&deploy.join("kubernetes"));
+}
+
+/// Every manifest, and what kustomization.yaml renders, passes the Kubernetes schemas
+/// (`kubernetes-validate --strict`: unknown fields and wrong types fail).
+fn check_schemas(dir: &Path) {
+    if !have("kubernetes-validate") {
+        require::skip("deploy manifests' schemas: kubernetes-validate is not installed");
+        return;
+    }
+    let validate = |file: &Path| {
+        let out = std::process::Command::new("kubernetes-validate")
+            .args(["--strict", "--quiet"])
+            .arg(file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {text}", file.display());
+    };
+    for file in [
+        "smtlab-namespace.yaml",
+        "smtlab-daemonset.yaml",
+        "smtlab-job.yaml",
+    ] {
+        validate(&dir.join(file));
+    }
+    if have("kubectl") {
+        let out = std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(dir)
+            .output()
+            .unwrap();
+        let rendered = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(rendered.path(), &out.stdout).unwrap();
+        validate(rendered.path());
+    }
 }
 
 /// A workload's pod: `measure` (an init container) measures into a results file on a
