@@ -2,8 +2,10 @@
 //! `postgresql://` or `postgres://` URL is a PostgreSQL database, anything else an
 //! SQLite file. Every statement is written once, against the [`sql`] seam; only
 //! opening (recognising the database, the DDL, migrations, PostgreSQL's advisory lock)
-//! is per dialect, in [`sqlite`] and [`pg`]. One file per concern: [`runs`], [`cells`],
-//! [`lease`] (one process measures a run at a time), [`codec`] (column encodings).
+//! is per dialect, in [`sqlite`] and [`pg`] ([`pgconf`]: what a PostgreSQL URL asks
+//! beyond the postgres crate, TLS and the password file). One file per concern:
+//! [`runs`], [`cells`], [`lease`] (one process measures a run at a time), [`codec`]
+//! (column encodings).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -139,8 +139,7 @@ impl PassEnv {
     }
 }
 
-/// The settings of a connection and the TLS to open it with: what reconnecting needs.
-#[derive(Clone)]
+/// The settings of a connection and the TLS to open it with: what a retry needs.
 pub(crate) struct Connector {
     config: Config,
     tls: Option<MakeRustlsConnect>,
