@@ -109,6 +109,8 @@ pub(crate) fn split_url(url: &str) -> (String, OwnParams) {
             .into_owned();
         match k {
             "sslmode" => own.sslmode = Some(v),
+            // `system` (as libpq 16 spells it): the system's roots, as when none is named.
+            "sslrootcert" if v == "system" => own.sslrootcert = None,
             "sslrootcert" => own.sslrootcert = Some(PathBuf::from(v)),
             "passfile" => own.passfile = Some(PathBuf::from(v)),
             _ => rest.push(kv),
@@ -504,6 +506,8 @@ mod tests {
         assert_eq!(own.sslrootcert, Some(PathBuf::from("/etc/ca.pem")));
         let (base, own) = split_url("postgresql://u@h/db?sslmode=disable");
         assert_eq!((base.as_str(), own.passfile), ("postgresql://u@h/db", None));
+        let (_, own) = split_url("postgresql://u@h/db?sslmode=verify-full&sslrootcert=system");
+        assert_eq!(own.sslrootcert, None);
         assert!(matches!(
             Ssl::parse(Some("allow")),
             Err(SettingsError::SslMode(m)) if m == "allow"
