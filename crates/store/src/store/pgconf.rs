@@ -2,7 +2,7 @@
 //! libpq reads it, so that a URL that works with `psql` works with smtlab:
 //!
 //! * `sslmode`: `disable` (plain), `prefer` (the default: TLS when the server offers it,
-//!   the certificate not checked), `require` (TLS or no connection; the certificate is
+//!   the certificate not checked, plain after a handshake that fails), `require` (TLS or no connection; the certificate is
 //!   checked against `sslrootcert` when one is named, as libpq does), `verify-ca` (the
 //!   certificate chains to `sslrootcert`, or to the system's roots when none is named)
 //!   and `verify-full` (that, and the certificate names the host). TLS is rustls.
@@ -145,6 +145,9 @@ impl PassEnv {
 pub(crate) struct Connector {
     config: Config,
     tls: Option<MakeRustlsConnect>,
+    /// `prefer`: a TLS handshake that fails is followed by a plain connection, as libpq
+    /// does (a server whose TLS rustls cannot speak stays reachable).
+    plain_after_tls: bool,
 }
 
 impl Connector {
@@ -172,7 +175,11 @@ impl Connector {
         {
             config.password(pw);
         }
-        Ok(Connector { config, tls })
+        Ok(Connector {
+            config,
+            tls,
+            plain_after_tls: ssl == Ssl::Prefer,
+        })
     }
 
     #[cfg(test)]
@@ -182,9 +189,17 @@ impl Connector {
 
     /// A new session (retries are the caller's).
     pub(crate) fn connect(&self) -> Result<Client, postgres::Error> {
-        match &self.tls {
-            Some(tls) => self.config.connect(tls.clone()),
-            None => self.config.connect(NoTls),
+        let Some(tls) = &self.tls else {
+            return self.config.connect(NoTls);
+        };
+        match self.config.connect(tls.clone()) {
+            // The postgres crate tells a failed handshake only by its message.
+            Err(e) if self.plain_after_tls && e.to_string() == "error performing TLS handshake" => {
+                let mut plain = self.config.clone();
+                plain.ssl_mode(SslMode::Disable);
+                plain.connect(NoTls)
+            }
+            other => other,
         }
     }
 }

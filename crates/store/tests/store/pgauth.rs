@@ -194,4 +194,27 @@ fn tls_is_used_and_checked_as_sslmode_says() {
         e.contains("sslmode=verify-everything") && e.contains("verify-full"),
         "{e}"
     );
+
+    // A server whose TLS rustls cannot speak (TLS 1.1 at most): `prefer` connects in
+    // the clear, as libpq does; `require` fails.
+    for s in [
+        "ALTER SYSTEM SET ssl_min_protocol_version = 'TLSv1'",
+        "ALTER SYSTEM SET ssl_max_protocol_version = 'TLSv1.1'",
+        "SELECT pg_reload_conf()",
+    ] {
+        sql(&pg.url, s);
+    }
+    wait_for("the server takes TLS 1.1 at most", || {
+        let mut c = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
+        let max: String = c
+            .query_one("SHOW ssl_max_protocol_version", &[])
+            .unwrap()
+            .get(0);
+        max == "TLSv1.1"
+    });
+    let e = open("sslmode=require").unwrap_err();
+    assert!(e.contains("TLS"), "{e}");
+    let store = open("sslmode=prefer").expect("prefer falls back to a plain connection");
+    assert_eq!(tls_sessions(&pg), 0);
+    drop(store);
 }
