@@ -175,10 +175,14 @@ pub struct PushArgs {
     /// file. Its schema is created on first use.
     #[arg(long, value_name = "URL")]
     pub to: PathBuf,
-    /// Print what was pushed as JSON (source and target ids, runs already there, runs
-    /// still being measured).
+    /// Print what was pushed as JSON (source and target ids, runs completed, runs
+    /// already there, runs still being measured).
     #[arg(long)]
     pub json: bool,
+    /// Say which runs would be copied and which are already there, and copy nothing
+    /// (the target is opened read-only; a target that holds nothing yet is not created).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

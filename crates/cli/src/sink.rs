@@ -122,7 +122,7 @@ impl<'p> StoreSink<'p> {
                 started_unix_s: self.started_unix_s,
                 finished_unix_s: None,
                 status: RunStatus::Running,
-                command_line: std::env::args().collect(),
+                command_line: smtlab_store::command_line(),
                 suite: Some(run.suite.into()),
                 environment: run.environment.clone(),
                 topology: run.topology.clone(),
@@ -179,7 +179,7 @@ impl<'p> StoreSink<'p> {
                 "interrupted: {} cells saved in run {} in {}",
                 self.cells.len(),
                 self.run_id,
-                smtlab_model::quote::path(path)
+                shown_db(path)
             ));
         } else {
             crate::term::note_fit(&saved_line(self.run_id, path, db_arg));
@@ -399,7 +399,7 @@ pub fn finished_run(
             started_unix_s,
             finished_unix_s: Some(unix_now_s()),
             status: RunStatus::Finished,
-            command_line: std::env::args().collect(),
+            command_line: smtlab_store::command_line(),
             suite: suite.map(Into::into),
             environment,
             topology,
@@ -422,11 +422,17 @@ pub fn finished_run(
 pub fn saved_line(id: i64, path: &Path, db_arg: Option<&Path>) -> String {
     format!(
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
-        smtlab_model::quote::path(path),
+        shown_db(path),
         db_arg
-            .map(|p| format!(" --db {}", p.display()))
+            .map(|p| format!(" --db {}", smtlab_store::redact_arg(&p.to_string_lossy())))
             .unwrap_or_default()
     )
+}
+
+/// A `--db` value as messages show it: quoted, a PostgreSQL URL without its password.
+pub fn shown_db(path: &Path) -> String {
+    let redacted = smtlab_store::redact_arg(&path.to_string_lossy());
+    smtlab_model::quote::path(Path::new(&redacted))
 }
 
 #[cfg(test)]
@@ -487,6 +493,12 @@ mod tests {
         assert_eq!(
             saved_line(3, path, Some(Path::new("x.db"))),
             "saved as run 3 in /tmp/x.db. Report: smtlab report 3 --db x.db -o report.html"
+        );
+        let url = Path::new("postgresql://u:pw@h/db");
+        assert_eq!(
+            saved_line(3, url, Some(url)),
+            "saved as run 3 in postgresql://u:***@h/db. Report: smtlab report 3 \
+             --db postgresql://u:***@h/db -o report.html"
         );
     }
 }

@@ -428,12 +428,12 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
         "smtlab_timeout_s": 120,
     })
     .to_string();
-    let play = || {
+    let play_with = |extra: &str| {
         let out = std::process::Command::new("timeout")
             .args(["300", "ansible-playbook", "-i"])
             .arg(&inv)
             .arg(&playbook)
-            .args(["-e", &extra])
+            .args(["-e", extra])
             .env("ANSIBLE_LOCAL_TEMP", dir.path().join("ansible-local"))
             .env("ANSIBLE_REMOTE_TEMP", dir.path().join("ansible-remote"))
             .env("ANSIBLE_NOCOLOR", "1")
@@ -445,8 +445,41 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
         assert!(out.status.success(), "the play failed:\n{text}");
         text
     };
+    let play = || play_with(&extra);
+    // h1 holds a run an earlier play left interrupted (measured under its hostname):
+    // this play resumes it, measuring only what it lacks, instead of a new run.
+    let h1_db = dir.path().join("h1/results.db");
+    std::fs::create_dir_all(h1_db.parent().unwrap()).unwrap();
+    let seeded = std::process::Command::new("unshare")
+        .args(["--uts", "sh", "-c", "hostname h1 && exec \"$0\" \"$@\""])
+        .arg(&binary)
+        .args([
+            "run",
+            "--suite",
+            "quick",
+            "--bench",
+            "null-syscall",
+            "--placements",
+            "1c1t",
+            "--db",
+        ])
+        .arg(&h1_db)
+        .output()
+        .unwrap();
+    assert!(
+        seeded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&seeded.stderr)
+    );
+    let mut h1 = Store::open(&h1_db).unwrap();
+    h1.reopen_run(1).unwrap();
+    h1.mark_interrupted(1).unwrap();
+    drop(h1);
     let first = play();
     assert!(first.contains("h1") && first.contains("h2"), "{first}");
+    let h1_runs = Store::open_read_only(&h1_db).unwrap().list_runs().unwrap();
+    assert_eq!(h1_runs.len(), 1, "resumed, not measured anew: {h1_runs:?}");
+    assert_eq!(h1_runs[0].status, smtlab_model::RunStatus::Finished);
 
     // Both hosts' runs, each under its own hostname, in the one store (read here over
     // the loopback address).
@@ -476,7 +509,7 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
     // Again: each host measures a new run and pushes it; the first stays stored once.
     let second = play();
     assert!(
-        second.contains("1 run(s) pushed, 1 already there"),
+        second.contains("1 run(s) pushed, 0 completed, 1 already there"),
         "{second}"
     );
     let runs: Value = serde_json::from_str(&stdout_of(
@@ -484,6 +517,46 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
     ))
     .unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 4, "{runs}");
+
+    // A play stopped by smtlab_timeout_s still succeeds and pushes the interrupted runs;
+    // the next play resumes them (no new run) and its push completes them.
+    let short = serde_json::json!({
+        "smtlab_db_url": url,
+        "smtlab_exe": binary,
+        "smtlab_args": ["run", "--suite", "quick", "--bench", "null-syscall", "--placements",
+                        "1c1t", "--repeat", "30"],
+        "smtlab_timeout_s": 1,
+    })
+    .to_string();
+    let cut = play_with(&short);
+    assert!(cut.contains("stopped after 1 s"), "{cut}");
+    let runs = stdout_of(smtlab().args(["runs", "--json", "--db", &local]));
+    let runs: Value = serde_json::from_str(&runs).unwrap();
+    let interrupted = |runs: &Value| {
+        let all = runs.as_array().unwrap();
+        all.iter().filter(|r| r["status"] == "interrupted").count()
+    };
+    assert_eq!(interrupted(&runs), 2, "{runs}");
+    let resumed = play();
+    assert!(
+        resumed.contains("0 run(s) pushed, 1 completed, 2 already there"),
+        "{resumed}"
+    );
+    let runs = stdout_of(smtlab().args(["runs", "--json", "--db", &local]));
+    let runs: Value = serde_json::from_str(&runs).unwrap();
+    assert_eq!(
+        (runs.as_array().unwrap().len(), interrupted(&runs)),
+        (6, 0),
+        "{runs}"
+    );
+    assert_eq!(
+        Store::open_read_only(&h1_db)
+            .unwrap()
+            .list_runs()
+            .unwrap()
+            .len(),
+        3
+    );
     drop(server);
 }
 
@@ -532,9 +605,10 @@ fn deploy_files_parse_and_say_what_they_run() {
     };
     for (file, kinds) in [
         (
-            "kubernetes/smtlab-daemonset.yaml",
-            &["Namespace", "Secret", "DaemonSet"][..],
+            "kubernetes/smtlab-namespace.yaml",
+            &["Namespace", "Secret"][..],
         ),
+        ("kubernetes/smtlab-daemonset.yaml", &["DaemonSet"][..]),
         ("kubernetes/smtlab-job.yaml", &["Job"][..]),
     ] {
         let path = deploy.join(file);
@@ -544,42 +618,235 @@ fn deploy_files_parse_and_say_what_they_run() {
         };
         let got: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
         assert_eq!(got, kinds, "{file}");
-        let workload = docs.last().unwrap();
-        let pod = &workload["spec"]["template"]["spec"];
-        let containers = pod["initContainers"]
-            .as_array()
-            .or(pod["containers"].as_array())
-            .unwrap();
-        let c = &containers[0];
-        let script = c["args"][0].as_str().unwrap();
-        assert!(
-            script.contains("smtlab run") && script.contains("smtlab push"),
-            "{file}: {script}"
-        );
-        assert!(script.contains("$SMTLAB_DB_URL"), "{file}");
-        let secret = &c["env"][0]["valueFrom"]["secretKeyRef"];
-        assert_eq!(secret["name"], "smtlab-db", "{file}");
-        assert_eq!(secret["key"], "url", "{file}");
-        assert_eq!(pod["hostNetwork"], true, "{file}: the run names the node");
-        if have("kubectl") {
-            let out = std::process::Command::new("kubectl")
-                .args(["label", "--local", "-o", "name", "-f"])
-                .arg(&path)
-                .arg("checked=yes")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{file}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert_eq!(
-                String::from_utf8_lossy(&out.stdout).lines().count(),
-                kinds.len(),
-                "{file}"
-            );
+        if kinds[0] == "Namespace" {
+            continue;
         }
+        check_pod(file, &docs[0]["spec"]["template"]["spec"]);
+        kubectl_reads(&path, 1);
     }
+    kubectl_reads(&deploy.join("kubernetes/smtlab-namespace.yaml"), 2);
+    check_image_files(&deploy);
+    check_schemas(&deploy.join("kubernetes"));
+}
+
+/// Every manifest, and what kustomization.yaml renders, passes the Kubernetes schemas
+/// (`kubernetes-validate --strict`: unknown fields and wrong types fail).
+fn check_schemas(dir: &Path) {
+    if !have("kubernetes-validate") {
+        require::skip("deploy manifests' schemas: kubernetes-validate is not installed");
+        return;
+    }
+    let validate = |file: &Path| {
+        let out = std::process::Command::new("kubernetes-validate")
+            .args(["--strict", "--quiet"])
+            .arg(file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {text}", file.display());
+    };
+    for file in [
+        "smtlab-namespace.yaml",
+        "smtlab-daemonset.yaml",
+        "smtlab-job.yaml",
+    ] {
+        validate(&dir.join(file));
+    }
+    if have("kubectl") {
+        let out = std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(dir)
+            .output()
+            .unwrap();
+        let rendered = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(rendered.path(), &out.stdout).unwrap();
+        validate(rendered.path());
+    }
+}
+
+/// A workload's pod: `measure` (an init container) measures into a results file on a
+/// volume that outlives the pod, through the image's measuring step; `push`, another
+/// container, pushes that file to the Secret's URL; the node's network.
+fn check_pod(file: &str, pod: &Value) {
+    let all: Vec<&Value> = [&pod["initContainers"], &pod["containers"]]
+        .iter()
+        .filter_map(|c| c.as_array())
+        .flatten()
+        .collect();
+    let named = |n: &str| *all.iter().find(|c| c["name"] == n).expect(n);
+    let measure = named("measure");
+    let push = named("push");
+    assert!(
+        pod["initContainers"][0]["name"] == "measure",
+        "{file}: measure runs first"
+    );
+    assert_eq!(
+        measure["command"][0], "/usr/local/bin/smtlab-measure",
+        "{file}"
+    );
+    let args: Vec<&str> = push["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "push",
+            "/var/lib/smtlab/results-$(SMTLAB_ROUND).db",
+            "--to",
+            "$(SMTLAB_DB_URL)"
+        ],
+        "{file}"
+    );
+    let env = |c: &Value, name: &str| {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+    };
+    let url = env(push, "SMTLAB_DB_URL").unwrap();
+    assert_eq!(
+        url["valueFrom"]["secretKeyRef"]["name"], "smtlab-db",
+        "{file}"
+    );
+    assert_eq!(url["valueFrom"]["secretKeyRef"]["key"], "url", "{file}");
+    assert_eq!(
+        env(measure, "SMTLAB_DB").unwrap()["value"],
+        "/var/lib/smtlab/results-$(SMTLAB_ROUND).db",
+        "{file}"
+    );
+    for c in [measure, push] {
+        assert_eq!(
+            c["image"], "smtlab",
+            "{file}: the name kustomization.yaml sets"
+        );
+        assert_eq!(
+            c["volumeMounts"][0]["mountPath"], "/var/lib/smtlab",
+            "{file}"
+        );
+    }
+    let volume = &pod["volumes"][0];
+    assert_eq!(
+        volume["hostPath"]["path"], "/var/lib/smtlab",
+        "{file}: outlives the pod"
+    );
+    assert_eq!(pod["hostNetwork"], true, "{file}: the run names the node");
+}
+
+/// `kubectl label --local` reads `count` objects from `path`, where kubectl is here.
+fn kubectl_reads(path: &Path, count: usize) {
+    if !have("kubectl") {
+        return;
+    }
+    let out = std::process::Command::new("kubectl")
+        .args(["label", "--local", "-o", "name", "-f"])
+        .arg(path)
+        .arg("checked=yes")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), count);
+}
+
+/// The image carries smtlab-os-child and the measuring step, the build context sends
+/// them (and little else), and kustomization.yaml sets the image of every smtlab
+/// container (rendered by `kubectl kustomize` where kubectl is here).
+fn check_image_files(deploy: &Path) {
+    let dockerfile = std::fs::read_to_string(deploy.join("kubernetes/Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains("target/release/smtlab-os-child"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("/usr/local/bin/smtlab-measure"),
+        "{dockerfile}"
+    );
+    let ignore = std::fs::read_to_string(deploy.join("../.dockerignore")).unwrap();
+    let lines: Vec<&str> = ignore.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines[0], "*", "{ignore}");
+    for kept in ["smtlab", "smtlab-os-child"] {
+        assert!(
+            lines.contains(&format!("!target/release/{kept}").as_str()),
+            "{ignore}"
+        );
+    }
+    if !have("kubectl") {
+        return;
+    }
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(deploy.join("kubernetes"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.matches("image: registry.example.com/smtlab:0.1.0")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(!text.contains("image: smtlab\n"), "{text}");
+}
+
+/// The image's measuring step (deploy/kubernetes/measure.sh) with this build's smtlab:
+/// a new run the first time, nothing the second (the round is measured), and an
+/// unfinished run resumed (its missing cells only).
+#[test]
+fn the_image_measuring_step_measures_once_and_resumes_an_unfinished_run() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/measure.sh");
+    let bin = assert_cmd::cargo::cargo_bin("smtlab");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("node/results-1.db");
+    let measure = || {
+        let out = std::process::Command::new("sh")
+            .arg(&script)
+            .env("PATH", &path)
+            .env("SMTLAB_DB", &db)
+            .env(
+                "SMTLAB_ARGS",
+                "run --suite quick --bench null-syscall --placements 1c1t",
+            )
+            .env("SMTLAB_TIMEOUT_S", "120")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        text
+    };
+    measure();
+    let again = measure();
+    assert!(again.contains("already holds this round's run"), "{again}");
+    // Left unfinished (as a pod killed mid-run leaves it): resumed, not measured anew.
+    let mut store = Store::open(&db).unwrap();
+    store.reopen_run(1).unwrap();
+    store.mark_interrupted(1).unwrap();
+    drop(store);
+    let resumed = measure();
+    assert!(resumed.contains("resuming the unfinished run"), "{resumed}");
+    let store = Store::open_read_only(&db).unwrap();
+    let runs = store.list_runs().unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].status, smtlab_model::RunStatus::Finished);
 }
 
 /// `smtlab push` of a 300-cell run (75 variants x 4 placements, 5 samples a cell) into

@@ -193,3 +193,160 @@ fn an_unreachable_database_is_a_one_line_error_naming_it_without_its_password() 
     );
     assert!(!err.contains("secret"), "{err}");
 }
+
+#[test]
+fn a_password_in_the_url_is_never_printed_or_stored() {
+    let Some((_server, url)) = common::pg_server("PostgreSQL password redaction") else {
+        return;
+    };
+    // The throw-away server trusts its socket, so any password gets in.
+    let with_password = url.replacen("smtlab@", "smtlab:s3cret-pw@", 1);
+    assert_ne!(with_password, url);
+    let out = smtlab()
+        .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+        .args(["--placements", "1c1t", "--db", &with_password])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("run 1 finished"), "{stderr}");
+    assert!(
+        !stderr.contains("s3cret-pw") && stderr.contains(":***@"),
+        "{stderr}"
+    );
+    let report = stdout_of(smtlab().args(["report", "latest", "--json", "--db", &url]));
+    assert!(!report.contains("s3cret-pw"), "{report}");
+    assert!(
+        report.contains("smtlab:***@"),
+        "the command line as stored: {report}"
+    );
+    let runs = stdout_of(smtlab().args(["runs", "--db", &with_password]));
+    assert!(!runs.contains("s3cret-pw"), "{runs}");
+}
+
+/// The most sessions named `smtlab` the server held while `args` ran.
+fn most_sessions_during(url: &str, args: &[&str]) -> i64 {
+    let mut watch = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("smtlab"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut most = 0;
+    let status = loop {
+        let n: i64 = watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'smtlab'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        most = most.max(n);
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert!(status.success(), "{args:?}: {status}");
+    most
+}
+
+#[test]
+fn a_run_holds_one_connection_to_the_database() {
+    let Some((_server, url)) = common::pg_server("PostgreSQL connections") else {
+        return;
+    };
+    let run = ["run", "--suite", "quick", "--bench", "null-syscall"];
+    let args = [
+        &run[..],
+        &["--placements", "1c1t", "--repeat", "3", "--db", &url],
+    ]
+    .concat();
+    assert_eq!(most_sessions_during(&url, &args), 1);
+}
+
+#[test]
+fn a_dry_run_push_says_what_it_would_copy_and_copies_nothing() {
+    let Some((_server, url)) = common::pg_server("PostgreSQL push --dry-run") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("r.db");
+    let measure = || {
+        smtlab()
+            .args(["run", "--suite", "quick", "--bench", "null-syscall"])
+            .args(["--placements", "1c1t", "--db"])
+            .arg(&local)
+            .assert()
+            .success();
+    };
+    let push = |to: &str, more: &[&str]| {
+        let mut cmd = smtlab();
+        cmd.arg("push").arg(&local).args(["--to", to]).args(more);
+        stdout_of(&mut cmd)
+    };
+    measure();
+    // Nothing there yet: no schema, and the dry run creates none.
+    let first: Value = serde_json::from_str(&push(&url, &["--dry-run", "--json"])).unwrap();
+    assert_eq!(first["would_push"], serde_json::json!([1]));
+    assert_eq!(first["pushed"], serde_json::json!([]));
+    smtlab().args(["runs", "--db", &url]).assert().failure();
+    let none = dir.path().join("none.db");
+    let to_file: Value =
+        serde_json::from_str(&push(none.to_str().unwrap(), &["--dry-run", "--json"])).unwrap();
+    assert_eq!(to_file["would_push"], serde_json::json!([1]));
+    assert!(!none.exists());
+    // One run there, one not: told apart, and still nothing copied.
+    push(&url, &[]);
+    measure();
+    let text = push(&url, &["--dry-run"]);
+    assert!(text.contains("dry run: would push 1 run to"), "{text}");
+    assert!(text.contains("(2); 1 already there"), "{text}");
+    let runs = json_of(smtlab().args(["runs", "--json", "--db", &url]));
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_password_file_named_by_pgpassfile_is_read() {
+    let Some((server, url)) = common::pg_server("PostgreSQL PGPASSFILE") else {
+        return;
+    };
+    // The socket directory matches as localhost; a file others can read is refused by
+    // name, which shows it was found and matched (the test server trusts its socket,
+    // so a password taken would not show).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pgpass");
+    let line = format!("localhost:{}:postgres:smtlab:pw-from-file\n", server.port());
+    std::fs::write(&file, line).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = smtlab()
+        .args(["runs", "--db", &url])
+        .env("PGPASSFILE", &file)
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("group or others can read it"), "{stderr}");
+    assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+    assert!(!stderr.contains("pw-from-file"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    smtlab()
+        .args([
+            "run",
+            "--suite",
+            "quick",
+            "--bench",
+            "null-syscall",
+            "--placements",
+            "1c1t",
+        ])
+        .args(["--db", &url])
+        .env("PGPASSFILE", &file)
+        .assert()
+        .success();
+}

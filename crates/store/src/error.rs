@@ -96,6 +96,15 @@ pub enum StoreError {
         source: PgError,
     },
 
+    /// The URL asks for a connection smtlab cannot make as asked (an unknown `sslmode`,
+    /// an unreadable `sslrootcert` or password file). `path` is the URL without its
+    /// password.
+    #[error("{}", smtlab_model::quote::path(path))]
+    Settings {
+        path: PathBuf,
+        source: crate::SettingsError,
+    },
+
     /// A row holds something this build cannot decode (bad JSON, an unknown status).
     #[error("{}: {context}: {detail}", smtlab_model::quote::path(path))]
     Corrupt {

@@ -40,7 +40,8 @@ pub use schema::{
 };
 pub use store::{
     BadLabel, FleetQuery, FleetScan, LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError,
-    LeaseHolder, PushReport, RunListing, Store, check_label, this_host,
+    LeaseHolder, PushReport, RunListing, SettingsError, Store, check_label, command_line,
+    redact_arg, this_host,
 };
 
 /// Where results go unless the user says otherwise, in this order:

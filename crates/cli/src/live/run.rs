@@ -162,7 +162,7 @@ pub fn db_flag(args: &RunArgs) -> String {
     args.db
         .db
         .as_ref()
-        .map(|p| format!(" --db {}", p.display()))
+        .map(|p| format!(" --db {}", smtlab_store::redact_arg(&p.to_string_lossy())))
         .unwrap_or_default()
 }
 
@@ -193,7 +193,7 @@ pub fn start_notes(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
-        smtlab_model::quote::path(db)
+        crate::sink::shown_db(db)
     ));
     for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
         crate::term::note_fit(&format!("note: {note}"));

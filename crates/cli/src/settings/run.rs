@@ -156,7 +156,7 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         started_unix_s: unix_now_s(),
         finished_unix_s: None,
         status: RunStatus::Running,
-        command_line: std::env::args().collect(),
+        command_line: smtlab_store::command_line(),
         suite: Some(suite.to_string()),
         environment: machine.environment(topo, &tool()),
         topology: topo.clone(),

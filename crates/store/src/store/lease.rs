@@ -83,8 +83,8 @@ pub struct Lease {
     /// The database, for messages.
     path: PathBuf,
     token: String,
-    /// The lease's own connection: the store's may be inside a transaction when the
-    /// holder renews.
+    /// The lease's own SQLite connection (the store's may be inside a transaction when
+    /// the holder renews), or the store's PostgreSQL session.
     db: Db,
     takeover: Option<LeaseHolder>,
     stop: Option<mpsc::Sender<()>>,
@@ -128,9 +128,9 @@ impl Store {
         let path = self.path.clone();
         let db = self
             .db
-            .reconnect(&path)
+            .for_lease(&path)
             .map_err(|e| error(&path, &doing, e))?;
-        let (stop, beat) = match self.db.reconnect(&path) {
+        let (stop, beat) = match self.db.for_lease(&path) {
             Ok(mut c) => {
                 let (tx, rx) = mpsc::channel();
                 let token = token.clone();

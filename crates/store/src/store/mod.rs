@@ -2,12 +2,14 @@
 //! `postgresql://` or `postgres://` URL is a PostgreSQL database, anything else an
 //! SQLite file. Every statement is written once, against the [`sql`] seam; only
 //! opening (recognising the database, the DDL, migrations, PostgreSQL's advisory lock)
-//! is per dialect, in [`sqlite`] and [`pg`]. One file per concern: [`runs`], [`cells`],
-//! [`lease`] (one process measures a run at a time), [`codec`] (column encodings).
+//! is per dialect, in [`sqlite`] and [`pg`] ([`pgconf`]: what a PostgreSQL URL asks
+//! beyond the postgres crate, TLS and the password file). One file per concern:
+//! [`runs`], [`cells`], [`lease`] (one process measures a run at a time), [`codec`]
+//! (column encodings).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::TransactionBehavior;
 
@@ -16,6 +18,7 @@ mod codec;
 mod fleet;
 mod lease;
 mod pg;
+mod pgconf;
 mod retry;
 mod runs;
 pub(crate) mod sql;
@@ -23,6 +26,8 @@ mod sqlite;
 
 pub use fleet::{FleetQuery, FleetScan};
 pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
+pub use pg::{command_line, redact_arg};
+pub use pgconf::SettingsError;
 pub use runs::{BadLabel, RunListing, check_label};
 
 use crate::error::{Result, StoreError};
@@ -57,17 +62,28 @@ pub struct Store {
 /// A connection to either database.
 pub(crate) enum Db {
     Sqlite(rusqlite::Connection),
-    // Boxed: the PostgreSQL client and its settings are several times an SQLite handle.
-    // In a `RefCell` because the client needs `&mut` even to read, and reading methods
-    // take `&self` (a store is used from one thread at a time).
-    Pg(Box<RefCell<PgConn>>),
+    // One session per process, shared by the store, its run's lease and the lease's
+    // heartbeat thread: a thousand hosts measuring at once then hold a thousand
+    // connections, not three thousand. Behind a mutex because the client needs `&mut`
+    // even to read and the heartbeat renews from its own thread; each transaction holds
+    // it whole, so a renewal waits for a cell's save (milliseconds) and never lands
+    // inside it.
+    Pg(Arc<Mutex<PgConn>>),
 }
 
-/// A PostgreSQL session, the settings to open another one (for leases), and the
-/// statements it has prepared.
+/// The shared session, even if a thread panicked holding it: every use is a whole
+/// transaction or statement, so an unwound one left nothing half done (the server rolled
+/// back an unfinished transaction when its `Transaction` was dropped).
+fn session(pg: &Mutex<PgConn>) -> MutexGuard<'_, PgConn> {
+    pg.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A PostgreSQL session and the statements it has prepared.
 pub(crate) struct PgConn {
     client: postgres::Client,
-    config: postgres::Config,
+    /// Whether every transaction is read-only (the session says so too; a pooler may
+    /// hand the next transaction another session).
+    read_only: bool,
     statements: HashMap<String, postgres::Statement>,
 }
 
@@ -88,7 +104,7 @@ impl Db {
         match self {
             Db::Sqlite(c) => f(&mut Lite(c)),
             Db::Pg(pg) => {
-                let pg = &mut *pg.borrow_mut();
+                let pg = &mut *session(pg);
                 let tx = pg
                     .client
                     .build_transaction()
@@ -114,11 +130,11 @@ impl Db {
                 Ok(out)
             }
             Db::Pg(pg) => {
-                let pg = pg.get_mut();
+                let pg = &mut *session(pg);
                 retry::retrying(
                     || {
-                        let tx = pg.client.transaction()?;
-                        in_pg_transaction(tx, &mut pg.statements, &mut f)
+                        let tx = pg.client.build_transaction().read_only(pg.read_only);
+                        in_pg_transaction(tx.start()?, &mut pg.statements, &mut f)
                     },
                     |e| matches!(e, Fail::Pg(e) if retry::transient(e)),
                 )
@@ -126,28 +142,27 @@ impl Db {
         }
     }
 
-    /// Runs `f` outside an explicit transaction: each statement commits alone.
+    /// Runs `f` (a lease's few statements) at once: SQLite outside an explicit
+    /// transaction, each statement committing alone; PostgreSQL in one short
+    /// transaction, tried once (a lease's next heartbeat is its retry).
     fn autocommit<T>(&mut self, f: impl FnOnce(&mut dyn Sql) -> Step<T>) -> Step<T> {
         match self {
             Db::Sqlite(c) => f(&mut Lite(c)),
             Db::Pg(pg) => {
-                let pg = pg.get_mut();
-                f(&mut Pg {
-                    client: &mut pg.client,
-                    statements: &mut pg.statements,
-                })
+                let pg = &mut *session(pg);
+                let tx = pg.client.transaction()?;
+                in_pg_transaction(tx, &mut pg.statements, f)
             }
         }
     }
 
-    /// Another connection to the same database (`path`: the SQLite file), for a lease.
-    fn reconnect(&self, path: &Path) -> Step<Db> {
+    /// A handle for a lease: another connection to the SQLite file `path` (SQLite
+    /// connections cost nothing and the store's may be inside a transaction), or the
+    /// same PostgreSQL session.
+    fn for_lease(&self, path: &Path) -> Step<Db> {
         match self {
             Db::Sqlite(_) => Ok(Db::Sqlite(sqlite::lease_connection(path)?)),
-            Db::Pg(pg) => {
-                let conn = pg::connect(&pg.borrow().config, false)?;
-                Ok(Db::Pg(Box::new(RefCell::new(conn))))
-            }
+            Db::Pg(pg) => Ok(Db::Pg(Arc::clone(pg))),
         }
     }
 }
@@ -158,6 +173,7 @@ fn in_pg_transaction<T>(
     statements: &mut std::collections::HashMap<String, postgres::Statement>,
     f: impl FnOnce(&mut dyn Sql) -> Step<T>,
 ) -> Step<T> {
+    tx.batch_execute(&pg::settings_sql(true))?;
     let out = f(&mut Pg {
         client: &mut tx,
         statements,
@@ -210,10 +226,25 @@ pub(crate) enum Mode {
 pub struct PushReport {
     /// `(id in the source, id in the target)` of each run stored now.
     pub pushed: Vec<(i64, i64)>,
-    /// Runs the target already held (the same run key): left as they are.
+    /// `(id in the source, id in the target)` of each run the target held unfinished
+    /// (pushed while interrupted) and that got the cells it lacked, and its status.
+    pub completed: Vec<(i64, i64)>,
+    /// Runs the target already held (the same run key) with all the source has: left
+    /// as they are.
     pub present: Vec<i64>,
     /// Runs a live process is still measuring: not pushed (push them when they end).
     pub running: Vec<i64>,
+    /// Runs the target lacks, that a dry run ([`Store::push_plan`]) did not copy (a dry
+    /// run's `completed` are the runs a push would complete).
+    pub missing: Vec<i64>,
+}
+
+/// What became of one run in a push.
+enum Pushed {
+    Stored(i64),
+    Completed(i64),
+    Present,
+    Missing,
 }
 
 impl Store {
@@ -317,6 +348,44 @@ impl Store {
     /// each run once, and two hosts pushing the same run at once store it once. Runs a
     /// live process is still measuring are left out.
     pub fn push_to(&self, target: &mut Store) -> Result<PushReport> {
+        self.push_each(|run, uid| {
+            let results = self.load_run(run.id)?;
+            let doing = format!("storing pushed run {uid}");
+            let label = run.label.as_deref();
+            Ok(match target.import_keyed(&results, uid, label, &doing)? {
+                runs::Imported::New(id) => Pushed::Stored(id),
+                runs::Imported::Completed(id) => Pushed::Completed(id),
+                runs::Imported::Present => Pushed::Present,
+            })
+        })
+    }
+
+    /// What [`push_to`](Self::push_to) would do (`push --dry-run`), writing nothing:
+    /// the runs `target` lacks are in [`PushReport::missing`], the runs it holds
+    /// unfinished with fewer cells or another status than here in
+    /// [`PushReport::completed`]. `None`: a target that holds nothing yet (every run
+    /// would be copied).
+    pub fn push_plan(&self, target: Option<&Store>) -> Result<PushReport> {
+        self.push_each(|run, uid| {
+            let Some((id, status, rows)) =
+                target.map(|t| t.stored_by_key(uid)).transpose()?.flatten()
+            else {
+                return Ok(Pushed::Missing);
+            };
+            let more = run.cells_done + run.cells_skipped > rows || run.status != status;
+            Ok(match status {
+                smtlab_model::RunStatus::Finished => Pushed::Present,
+                _ if more => Pushed::Completed(id),
+                _ => Pushed::Present,
+            })
+        })
+    }
+
+    /// Each run that is not being measured, with its key, to `put`.
+    fn push_each(
+        &self,
+        mut put: impl FnMut(&RunListing, &str) -> Result<Pushed>,
+    ) -> Result<PushReport> {
         let mut report = PushReport::default();
         for run in self.list_runs()? {
             if run.status == smtlab_model::RunStatus::Running {
@@ -324,14 +393,47 @@ impl Store {
                 continue;
             }
             let uid = self.run_uid(run.id)?;
-            let results = self.load_run(run.id)?;
-            let doing = format!("storing pushed run {uid}");
-            match target.import_keyed(&results, &uid, run.label.as_deref(), &doing)? {
-                Some(id) => report.pushed.push((run.id, id)),
-                None => report.present.push(run.id),
+            match put(&run, &uid)? {
+                Pushed::Stored(id) => report.pushed.push((run.id, id)),
+                Pushed::Completed(id) => report.completed.push((run.id, id)),
+                Pushed::Present => report.present.push(run.id),
+                Pushed::Missing => report.missing.push(run.id),
             }
         }
         Ok(report)
+    }
+
+    /// The run stored under key `uid`: its id, status, and cells measured or skipped.
+    fn stored_by_key(&self, uid: &str) -> Result<Option<(i64, smtlab_model::RunStatus, usize)>> {
+        let id = if self.version < 6 {
+            // No keys stored yet: derived as an upgrade would store them.
+            let mut found = None;
+            for run in self.list_runs()? {
+                if self.run_uid(run.id)? == uid {
+                    found = Some(run.id);
+                    break;
+                }
+            }
+            found
+        } else {
+            self.read("looking up a run by its key", |db| {
+                let row = db.query_opt("SELECT id FROM runs WHERE uid = ?1", sql::args![uid])?;
+                row.map(|r| r.get(0)).transpose()
+            })?
+        };
+        let Some(id) = id else { return Ok(None) };
+        self.read("reading a run's status", |db| {
+            let r = db.query_one(
+                "SELECT status,
+                        (SELECT count(*) FROM cells c WHERE c.run_id = r.id)
+                        + (SELECT count(*) FROM skipped s WHERE s.run_id = r.id)
+                 FROM runs r WHERE r.id = ?1",
+                sql::args![id],
+            )?;
+            let rows: i64 = r.get(1)?;
+            let status = codec::parse_enum(r.text(0)?, "run status")?;
+            Ok(Some((id, status, usize::try_from(rows).unwrap_or(0))))
+        })
     }
 
     /// Runs `f` on a consistent view of the store (see [`Db::read`]).

@@ -20,13 +20,13 @@
 //!
 //! Messages name the URL without its password.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use postgres::{Client, Config, GenericClient, NoTls};
+use postgres::{Client, Config, GenericClient};
 
+use super::pgconf::{Connector, PassEnv, split_url};
 use super::{Db, Fail, Mode, PgConn, Step, Store, error};
 use crate::error::{PgError, Result, StoreError};
 use crate::schema::{
@@ -42,13 +42,28 @@ pub(crate) fn is_postgres_url(target: &str) -> bool {
 /// Seconds to wait for a connection unless the URL says otherwise.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Per-session settings: the namespace, bounded waits for locks (another host's
-/// transaction lasts milliseconds; a minute only passes when something is stuck), and
-/// a plan per execution of each prepared statement: a generic plan, made without the
-/// values, reads a run's cells by scanning whole tables once they are large (every
-/// statement here selects a few runs' rows, and planning it costs microseconds).
-const SESSION_SQL: &str =
-    "SET search_path TO smtlab; SET lock_timeout = '60s'; SET plan_cache_mode = force_custom_plan;";
+/// The settings each session and each transaction runs with: the namespace, bounded
+/// waits for locks (another host's transaction lasts milliseconds; a minute only passes
+/// when something is stuck), and a plan per execution of each prepared statement: a
+/// generic plan, made without the values, reads a run's cells by scanning whole tables
+/// once they are large (every statement here selects a few runs' rows, and planning it
+/// costs microseconds).
+const SETTINGS: [(&str, &str); 3] = [
+    ("search_path", "smtlab"),
+    ("lock_timeout", "'60s'"),
+    ("plan_cache_mode", "force_custom_plan"),
+];
+
+/// [`SETTINGS`] as statements: for the session, or (`local`) for the transaction alone.
+/// Each transaction sets them again because behind a pooler in transaction mode
+/// (pgbouncer) consecutive transactions may run on different server sessions.
+pub(crate) fn settings_sql(local: bool) -> String {
+    let scope = if local { "LOCAL " } else { "" };
+    SETTINGS
+        .iter()
+        .map(|(k, v)| format!("SET {scope}{k} = {v};"))
+        .collect()
+}
 
 /// `postgresql://user:secret@host/db?password=x` as `postgresql://user:***@host/db?password=***`.
 pub(crate) fn redact(url: &str) -> String {
@@ -78,6 +93,23 @@ pub(crate) fn redact(url: &str) -> String {
     format!("{scheme}://{auth}{tail}")
 }
 
+/// `arg` with the password of any PostgreSQL URL in it replaced by `***`
+/// (`--db=postgresql://u:secret@h/db` as `--db=postgresql://u:***@h/db`).
+pub fn redact_arg(arg: &str) -> String {
+    match arg
+        .find("postgresql://")
+        .or_else(|| arg.find("postgres://"))
+    {
+        Some(at) => format!("{}{}", &arg[..at], redact(&arg[at..])),
+        None => arg.to_string(),
+    }
+}
+
+/// This process's arguments as a run stores them: any PostgreSQL password left out.
+pub fn command_line() -> Vec<String> {
+    std::env::args().map(|a| redact_arg(&a)).collect()
+}
+
 pub(crate) fn pg_error(target: &std::path::Path, context: &str, e: postgres::Error) -> StoreError {
     StoreError::Postgres {
         path: target.to_path_buf(),
@@ -88,18 +120,18 @@ pub(crate) fn pg_error(target: &std::path::Path, context: &str, e: postgres::Err
 
 /// A session in smtlab's namespace, read-only when asked.
 pub(crate) fn connect(
-    config: &Config,
+    connector: &Connector,
     read_only: bool,
 ) -> std::result::Result<PgConn, postgres::Error> {
     // A server with no connection slot left, or not accepting yet, is asked again.
-    let mut client = super::retry::retrying(|| config.connect(NoTls), super::retry::transient)?;
-    client.batch_execute(SESSION_SQL)?;
+    let mut client = super::retry::retrying(|| connector.connect(), super::retry::transient)?;
+    client.batch_execute(&settings_sql(false))?;
     if read_only {
         client.batch_execute("SET default_transaction_read_only = on")?;
     }
     Ok(PgConn {
         client,
-        config: config.clone(),
+        read_only,
         statements: HashMap::new(),
     })
 }
@@ -134,6 +166,7 @@ fn probe(c: &mut impl GenericClient) -> Step<Option<i64>> {
 /// unless the store is read-only, which only reads what is there.
 pub(crate) fn open(url: &str, mode: Mode) -> Result<Store> {
     let path = PathBuf::from(redact(url));
+    let (url, own) = split_url(url);
     let mut config: Config = url
         .parse()
         .map_err(|e: postgres::Error| StoreError::Invalid {
@@ -149,8 +182,14 @@ pub(crate) fn open(url: &str, mode: Mode) -> Result<Store> {
     if config.get_application_name().is_none() {
         config.application_name("smtlab");
     }
-    let mut conn =
-        connect(&config, mode == Mode::ReadOnly).map_err(|e| pg_error(&path, "connecting", e))?;
+    let connector = Connector::new(config, &own, &PassEnv::of_process()).map_err(|source| {
+        StoreError::Settings {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    let mut conn = connect(&connector, mode == Mode::ReadOnly)
+        .map_err(|e| pg_error(&path, "connecting", e))?;
     let client = &mut conn.client;
     let found = probe(client).map_err(|e| error(&path, "reading the schema version", e))?;
     match (found, mode) {
@@ -173,7 +212,7 @@ pub(crate) fn open(url: &str, mode: Mode) -> Result<Store> {
         _ => SCHEMA_VERSION,
     };
     Ok(Store {
-        db: Db::Pg(Box::new(RefCell::new(conn))),
+        db: Db::Pg(std::sync::Arc::new(std::sync::Mutex::new(conn))),
         path,
         version,
     })
@@ -235,5 +274,19 @@ mod tests {
             redact("postgresql://u:p@ss@h/db"),
             "postgresql://u:***@h/db"
         );
+    }
+
+    #[test]
+    fn arguments_lose_their_passwords() {
+        assert_eq!(
+            redact_arg("--db=postgresql://u:secret@h/db"),
+            "--db=postgresql://u:***@h/db"
+        );
+        assert_eq!(
+            redact_arg("postgres://u:secret@h/db?password=x&sslmode=require"),
+            "postgres://u:***@h/db?password=***&sslmode=require"
+        );
+        assert_eq!(redact_arg("--bench"), "--bench");
+        assert_eq!(redact_arg("results.db"), "results.db");
     }
 }

@@ -97,25 +97,27 @@ impl Store {
     pub fn import_run(&mut self, results: &RunResults) -> Result<i64> {
         let uid = new_uid(results.run.started_unix_s);
         let doing = "importing a run";
-        self.import_keyed(results, &uid, None, doing)?
-            .ok_or_else(|| {
-                self.fail(
-                    doing,
-                    Fail::Conflict(format!("a fresh run key {uid} is already taken")),
-                )
-            })
+        match self.import_keyed(results, &uid, None, doing)? {
+            Imported::New(id) => Ok(id),
+            Imported::Completed(_) | Imported::Present => Err(self.fail(
+                doing,
+                Fail::Conflict(format!("a fresh run key {uid} is already taken")),
+            )),
+        }
     }
 
-    /// Stores a run under its key `uid` (with its label), in one transaction; `None`
-    /// when a run with that key is already here, which is then left as it is (also
-    /// when another host stores it at the same moment).
+    /// Stores a run under its key `uid` (with its label), in one transaction. A run
+    /// with that key already here (also one another host stores at the same moment) is
+    /// left as it is once finished; one stored unfinished (pushed while interrupted) gets
+    /// what `results` holds beyond it: the cells and skips it lacks, and its status and
+    /// end time (see [`complete_run`]).
     pub(crate) fn import_keyed(
         &mut self,
         results: &RunResults,
         uid: &str,
         label: Option<&str>,
         doing: &str,
-    ) -> Result<Option<i64>> {
+    ) -> Result<Imported> {
         self.write(doing, |db| {
             for cell in &results.cells {
                 check_cell_finite(cell).map_err(|e| {
@@ -123,7 +125,7 @@ impl Store {
                 })?;
             }
             let Some(id) = insert_run(db, &results.run, uid, label)? else {
-                return Ok(None);
+                return complete_run(db, results, uid);
             };
             for cell in &results.cells {
                 insert_cell(db, id, cell)?;
@@ -131,7 +133,7 @@ impl Store {
             for s in &results.skipped {
                 insert_skipped(db, id, s)?;
             }
-            Ok(Some(id))
+            Ok(Imported::New(id))
         })
     }
 
@@ -472,6 +474,66 @@ pub(crate) fn describe_ids(ids: &[i64]) -> String {
     }
 }
 
+/// What storing a keyed run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Imported {
+    /// Stored as a new run, with this id.
+    New(i64),
+    /// Already here unfinished, and given what it lacked (this id).
+    Completed(i64),
+    /// Already here with everything `results` holds.
+    Present,
+}
+
+/// The run stored under `uid`, unfinished there, given the cells and skips of `results`
+/// it lacks and, once `results` is no longer running, its status and end time. A run a
+/// process resumed and finished after an interrupted push thereby arrives whole.
+fn complete_run(db: &mut dyn Sql, results: &RunResults, uid: &str) -> Step<Imported> {
+    let sql = format!(
+        "SELECT id, status FROM runs WHERE uid = ?1{}",
+        db.for_update()
+    );
+    let Some(row) = db.query_opt(&sql, args![uid])? else {
+        return Ok(Imported::Present);
+    };
+    let (id, status): (i64, String) = (row.get(0)?, row.get(1)?);
+    if status == enum_text(RunStatus::Finished)? {
+        return Ok(Imported::Present);
+    }
+    let cells = stored_cell_keys(db, id)?;
+    let skipped: HashSet<CellKey> = load_skipped(db, id)?.into_iter().map(|(k, _)| k).collect();
+    let mut added = 0;
+    for cell in results.cells.iter().filter(|c| !cells.contains(&c.key())) {
+        insert_cell(db, id, cell)?;
+        added += 1;
+    }
+    let known = |k: &CellKey| cells.contains(k) || skipped.contains(k);
+    for s in results.skipped.iter().filter(|s| !known(&s.key)) {
+        insert_skipped(db, id, s)?;
+        added += 1;
+    }
+    let run = &results.run;
+    let closes = run.status != RunStatus::Running && enum_text(run.status)? != status;
+    if closes {
+        db.execute(
+            "UPDATE runs SET status = ?2, finished_unix_s = ?3 WHERE id = ?1",
+            args![id, enum_text(run.status)?, run.finished_unix_s],
+        )?;
+    }
+    Ok(if added > 0 || closes {
+        Imported::Completed(id)
+    } else {
+        Imported::Present
+    })
+}
+
+fn redacted(command_line: &[String]) -> Vec<String> {
+    command_line
+        .iter()
+        .map(|a| super::pg::redact_arg(a))
+        .collect()
+}
+
 /// Inserts a run and its plan; `None` when a run with key `uid` is already stored.
 pub(crate) fn insert_run(
     db: &mut dyn Sql,
@@ -494,7 +556,8 @@ pub(crate) fn insert_run(
             meta.finished_unix_s,
             enum_text(meta.status)?,
             meta.suite.as_deref(),
-            to_json(&meta.command_line)?,
+            // A run pushed from an older store may still hold a password.
+            to_json(&redacted(&meta.command_line))?,
             env.tool_version.as_str(),
             env.git_commit.as_deref(),
             env.hostname.as_deref(),

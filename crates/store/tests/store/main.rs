@@ -17,6 +17,9 @@ mod testdata;
 // The PostgreSQL backend, against a server each test starts.
 mod pg;
 
+// Passwords from a password file, and TLS with each sslmode, against such a server.
+mod pgauth;
+
 // The cases below that take a `Backend` run against SQLite and PostgreSQL.
 mod backends;
 use backends::Backend;
@@ -26,6 +29,7 @@ mod fleet;
 use fleet::*;
 
 backends::cases! {
+    a_run_pushed_while_interrupted_gets_the_rest_when_pushed_again,
     a_run_written_cell_by_cell_loads_back_identical,
     pending_cells_are_the_plan_minus_done_and_skipped_in_plan_order,
     a_key_is_measured_or_skipped_never_both,
@@ -1455,6 +1459,53 @@ fn rows_written_before_conditions_were_typed_read_them_typed_and_resume(db: &Bac
 }
 
 // ---- push ----------------------------------------------------------------------------
+
+fn a_run_pushed_while_interrupted_gets_the_rest_when_pushed_again(to: &Backend) {
+    let (_dir, from) = temp_db();
+    let mut src = Store::open(&from).unwrap();
+    let whole = testdata::results(0);
+    assert!(whole.cells.len() >= 2, "the fixture has cells to split");
+    let mut meta = whole.run.clone();
+    meta.status = RunStatus::Running;
+    meta.finished_unix_s = None;
+    let id = src.create_run(&meta).unwrap();
+    src.save_cell(id, &whole.cells[0]).unwrap();
+    src.mark_interrupted(id).unwrap();
+    let mut dst = to.open();
+    assert_eq!(src.push_plan(Some(&dst)).unwrap().missing, [id]);
+    assert_eq!(src.push_plan(None).unwrap().missing, [id]);
+    let first = src.push_to(&mut dst).unwrap();
+    let [(_, tid)] = first.pushed[..] else {
+        panic!("{first:?}")
+    };
+    assert_eq!(dst.cells_stored(tid).unwrap(), 1);
+    // Resumed and finished here, then pushed again: the rest arrives, once.
+    for cell in &whole.cells[1..] {
+        src.save_cell(id, cell).unwrap();
+    }
+    for s in &whole.skipped {
+        src.save_skipped(id, s).unwrap();
+    }
+    src.finish_run(id, RunStatus::Finished, 1_700_000_999)
+        .unwrap();
+    let plan = src.push_plan(Some(&dst)).unwrap();
+    assert_eq!((plan.completed, plan.missing), (vec![(id, tid)], vec![]));
+    assert_eq!(
+        dst.cells_stored(tid).unwrap(),
+        1,
+        "a dry run writes nothing"
+    );
+    let second = src.push_to(&mut dst).unwrap();
+    assert_eq!(second.completed, [(id, tid)], "{second:?}");
+    assert_eq!(
+        dst.load_run(tid).unwrap(),
+        with_id(src.load_run(id).unwrap(), tid)
+    );
+    let third = src.push_to(&mut dst).unwrap();
+    assert_eq!((third.present, third.completed), (vec![id], vec![]));
+    assert_eq!(src.push_plan(Some(&dst)).unwrap().present, [id]);
+    assert_eq!(dst.list_runs().unwrap().len(), 1);
+}
 
 fn pushing_a_file_twice_into_another_stores_each_run_once(from: &Backend) {
     // From either backend into a file (`pg::pushing_twice_stores_each_run_once` pushes

@@ -17,7 +17,7 @@ use super::{temp_db, testdata, with_id};
 /// server and removes its directory.
 pub struct Pg {
     pub url: String,
-    _server: PgServer,
+    pub server: PgServer,
 }
 
 /// A fresh server, or `None` (with the skip line) where PostgreSQL is missing.
@@ -46,10 +46,7 @@ pub fn server() -> Option<Pg> {
         .to_string()
         .replace('/', "%2F");
     let url = format!("postgresql://{DB_USER}@{sock}:{}/postgres", server.port());
-    Some(Pg {
-        url,
-        _server: server,
-    })
+    Some(Pg { url, server })
 }
 
 /// A connection of a test's own, in the store's namespace.
