@@ -14,6 +14,7 @@ use smtlab_report::counter_ratios::{CellRatios, cell_ratios, import_csv, ratio_l
 
 use crate::args::{CountersArgs, CountersCommand, CountersImportArgs};
 use crate::output::{emit, json_text};
+use crate::render;
 
 pub fn run(args: &CountersArgs) -> Result<()> {
     match &args.command {
@@ -71,9 +72,9 @@ fn import(a: &CountersImportArgs) -> Result<()> {
     // Events the recording never asked for need no line; what perf could not count does.
     let mut shown = ratios.clone();
     shown.omitted.retain(|l| !l.ends_with(" not counted"));
+    let layout = render::table::Layout::term();
     for line in ratio_lines(&shown) {
-        out.push_str(&line);
-        out.push('\n');
+        out.push_str(&render::table::wrap(&line, layout));
     }
     emit(&out)
 }
