@@ -462,6 +462,37 @@ mod catalog {
             "{err}"
         );
         assert!(!err.contains("read: measured from"), "{err}");
+        // A run keeps the note with its results, not only on standard error.
+        let db = dir.path().join("r.db");
+        Command::new(&exe)
+            .args([
+                "run",
+                "--suite",
+                "quick",
+                "--bench",
+                "fork-exit",
+                "--placements",
+                "1c1t",
+            ])
+            .arg("--db")
+            .arg(&db)
+            .assert()
+            .success();
+        let out = Command::new(&exe)
+            .args(["report", "--json"])
+            .arg("--db")
+            .arg(&db)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let v: Value = serde_json::from_slice(&out).expect("report JSON");
+        let notes = v["run"]["notes"].to_string();
+        assert!(
+            notes.contains("fork-exit: measured from the smtlab binary itself"),
+            "{notes}"
+        );
     }
 
     #[test]

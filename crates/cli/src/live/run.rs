@@ -212,15 +212,6 @@ pub fn start_notes(
     for line in counting.iter().flat_map(|c| c.missing_lines()) {
         crate::term::note_fit(&format!("note: {line}"));
     }
-    // What a benchmark of this run leaves out here, said once.
-    for bench in smtlab_runner::catalog::all() {
-        let name = bench.info().name;
-        if pending.iter().any(|k| k.benchmark == name) {
-            for note in bench.notes() {
-                crate::term::note_fit(&format!("note: {note}"));
-            }
-        }
-    }
     e
 }
 

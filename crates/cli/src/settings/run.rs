@@ -151,6 +151,13 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
     if !states.is_empty() {
         cells = smt_plan(cells, &states);
     }
+    // What a benchmark of the plan leaves out or measures differently here (a program
+    // not installed, fork rows measured from the smtlab binary), kept with the run.
+    for b in &benches {
+        if cells.iter().any(|k| k.benchmark == b.info().name) {
+            notes.extend(b.notes());
+        }
+    }
     Ok(RunMeta {
         id: 0,
         started_unix_s: unix_now_s(),
