@@ -60,6 +60,34 @@ fn metric_summary(result: &CellResult, key: &str) -> Option<Summary> {
     stats::summarize(&values)
 }
 
+/// Samples shorter than this share of the reference's were cut short: the cell's
+/// budget ran out while calibrating (a partner whose one sample is long, say a stream
+/// over a large buffer), so fixed costs dominate its figure.
+pub const CUT_SHORT_SHARE: f64 = 0.1;
+
+fn median_elapsed_ns(c: &CellRecord) -> Option<f64> {
+    let v: Vec<f64> = c
+        .result
+        .samples
+        .iter()
+        .map(|s| s.elapsed_ns as f64)
+        .collect();
+    stats::median(&v)
+}
+
+/// Why a co-run cell's figure is not comparable with its alone reference: its samples
+/// were cut to under [`CUT_SHORT_SHARE`] of the reference's length.
+pub fn cut_short(alone: &CellRecord, co: &CellRecord) -> Option<String> {
+    let (a, c) = (median_elapsed_ns(alone)?, median_elapsed_ns(co)?);
+    (c < CUT_SHORT_SHARE * a).then(|| {
+        format!(
+            "samples cut short ({:.0} µs beside against {:.0} µs alone)",
+            c / 1e3,
+            a / 1e3
+        )
+    })
+}
+
 /// One entry of the symbiosis matrix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
@@ -79,6 +107,11 @@ pub struct Entry {
     /// alone. Above 1 the two get more done side by side than taking turns on one CPU;
     /// a point estimate from the two ratios (no interval of its own).
     pub combined_speed: Option<f64>,
+    /// Why the pair has no figures although both cells were measured: the co-run
+    /// cell's samples were cut short ([`cut_short`]), so a slowdown would be the fixed
+    /// costs of a few iterations, not the partner's effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
 }
 
 /// The matrix entries of every co-run cell, in cell order.
@@ -99,8 +132,10 @@ pub fn matrix(cells: &[CellRecord]) -> Vec<Entry> {
             }
             // The reference measured beside this cell, else any alone cell of A.
             let mine = alone_of(&c.benchmark, Some(b)).or_else(|| alone_of(&c.benchmark, None));
-            let own =
-                mine.and_then(|m| slowdown(&m.result.summary, &c.result.summary, c.direction));
+            let cut = mine.and_then(|m| cut_short(m, c));
+            let own = mine
+                .filter(|_| cut.is_none())
+                .and_then(|m| slowdown(&m.result.summary, &c.result.summary, c.direction));
             let co = partner_summary(&c.result);
             let b_direction = cells.iter().find(|x| x.benchmark == b).map(|x| x.direction);
             let partner_slowdown = b_direction
@@ -123,6 +158,7 @@ pub fn matrix(cells: &[CellRecord]) -> Vec<Entry> {
                 slowdown: own,
                 partner_slowdown,
                 combined_speed,
+                cut_short: cut,
             })
         })
         .collect()
@@ -165,9 +201,12 @@ pub fn matrix_text(entries: &[Entry], form: Form) -> String {
                 let e = entries
                     .iter()
                     .find(|e| e.form == form && &e.a == a && &e.b == b);
-                r.push(match e.and_then(|e| e.slowdown.as_ref()) {
-                    Some(s) => ratio_text(s),
-                    None => "-".into(),
+                r.push(match e {
+                    Some(e) if e.cut_short.is_some() => "cut short".into(),
+                    Some(Entry {
+                        slowdown: Some(s), ..
+                    }) => ratio_text(s),
+                    _ => "-".into(),
                 });
             }
             r

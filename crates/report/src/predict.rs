@@ -21,10 +21,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use smtlab_model::keys::Form;
 pub use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
-use smtlab_model::stats::{self, Ratio};
+use smtlab_model::stats::Ratio;
 use smtlab_model::{CellKey, CellRecord};
 
-use crate::corun::{partner_slowdown, slowdown};
+use crate::corun::{cut_short, partner_slowdown, slowdown};
 use model::{Model, Prediction};
 use validate::Validation;
 
@@ -57,21 +57,6 @@ fn index(cells: &[CellRecord]) -> BTreeMap<CellKey, &CellRecord> {
     cells.iter().map(|c| (c.key(), c)).collect()
 }
 
-/// Samples shorter than this share of the reference's were cut short: the cell's
-/// budget ran out while calibrating (a partner whose one sample is long, say a stream
-/// over a large buffer), so fixed costs dominate its figure.
-pub const CUT_SHORT_SHARE: f64 = 0.1;
-
-fn median_elapsed_ns(c: &CellRecord) -> Option<f64> {
-    let v: Vec<f64> = c
-        .result
-        .samples
-        .iter()
-        .map(|s| s.elapsed_ns as f64)
-        .collect();
-    stats::median(&v)
-}
-
 /// Why a pair's figures are held back: a cell whose figure is not its own (disturbed:
 /// steal or other processes on its CPUs), or co-run samples cut far shorter than the
 /// reference's. An unsteady cell is kept: its wide interval says what it is worth, and
@@ -83,14 +68,7 @@ pub fn doubt(alone: &CellRecord, co: &CellRecord) -> Option<String> {
     if let Some(why) = co.result.disturbed_reason() {
         return Some(format!("beside: {why}"));
     }
-    let (a, c) = (median_elapsed_ns(alone)?, median_elapsed_ns(co)?);
-    (c < CUT_SHORT_SHARE * a).then(|| {
-        format!(
-            "samples cut short ({:.0} µs beside against {:.0} µs alone)",
-            c / 1e3,
-            a / 1e3
-        )
-    })
+    cut_short(alone, co)
 }
 
 /// The measured pairs of `keys` among `cells`, one per pair and form; a pair whose

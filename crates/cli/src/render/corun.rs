@@ -138,6 +138,11 @@ pub fn matrix_tables(cells: &[CellRecord], forms: &[(Form, u32)]) -> String {
             form.label()
         )));
         out.push_str(&t);
+        for e in entries.iter().filter(|e| e.form == *form) {
+            if let Some(why) = &e.cut_short {
+                out.push_str(&fit(&format!("  {} beside {}: no figure, {why}", e.a, e.b)));
+            }
+        }
         let lines = view::combined_text(&entries, *form);
         if !lines.is_empty() {
             out.push_str(&fit(

@@ -278,3 +278,41 @@ fn penalties_compare_each_hog_with_the_task_alone() {
     assert!(t.contains("mem") && t.contains("cores"), "{t}");
     assert!(penalties(&cells, "other").is_empty());
 }
+
+/// A co-run cell whose samples were cut to a few iterations (its budget spent while a
+/// long partner sample ran) has no slowdown: its figure would be fixed costs.
+#[test]
+fn a_pair_whose_samples_were_cut_short_has_no_figure() {
+    use Direction::*;
+    let mut cells = vec![
+        cell("lat", Lower, Form::Alone, "mem", &[100.0, 101.0, 99.0], &[]),
+        cell(
+            "lat",
+            Lower,
+            Form::Sibling,
+            "mem",
+            &[170.0, 171.0],
+            &[1.0, 1.0],
+        ),
+    ];
+    for s in &mut cells[0].result.samples {
+        s.elapsed_ns = 10_000_000;
+    }
+    for s in &mut cells[1].result.samples {
+        s.elapsed_ns = 200_000;
+    }
+    let m = matrix(&cells);
+    assert!(m[0].slowdown.is_none(), "{:?}", m[0]);
+    let why = m[0].cut_short.as_deref().unwrap();
+    assert!(
+        why.starts_with("samples cut short (200 µs beside against 10000 µs alone)"),
+        "{why}"
+    );
+    assert!(matrix_text(&m, Form::Sibling).contains("cut short"));
+    // A tenth or more of the reference's length keeps its figure.
+    for s in &mut cells[1].result.samples {
+        s.elapsed_ns = 1_000_000;
+    }
+    let m = matrix(&cells);
+    assert!(m[0].cut_short.is_none() && m[0].slowdown.is_some());
+}
