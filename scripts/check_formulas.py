@@ -155,6 +155,31 @@ def smtlab_figures(smtlab, uarch, csv):
     return figs
 
 
+def vendor_counts(uarch, c):
+    """The counts by the vendor's event names, as both references ask for them: the
+    table's vendor names as they are, the kernel's aliases by what they count."""
+    v = {k.upper(): x for k, x in c.items() if "." in k}
+    v["INST_RETIRED.ANY"] = c["instructions"]
+    v["CPU_CLK_UNHALTED.THREAD"] = c["cycles"]
+    if uarch == "skylake-sp":
+        v.update({
+            "IDQ_UOPS_NOT_DELIVERED.CORE": c["topdown-fetch-bubbles"],
+            "UOPS_ISSUED.ANY": c["topdown-slots-issued"],
+            "UOPS_RETIRED.RETIRE_SLOTS": c["topdown-slots-retired"],
+            "INT_MISC.RECOVERY_CYCLES": c["topdown-recovery-bubbles"] / 4,
+        })
+    elif "slots" in c:
+        v.update({
+            "TOPDOWN.SLOTS": c["slots"],
+            "PERF_METRICS.RETIRING": c["topdown-retiring"],
+            "PERF_METRICS.BAD_SPECULATION": c["topdown-bad-spec"],
+            "PERF_METRICS.FRONTEND_BOUND": c["topdown-fe-bound"],
+            "PERF_METRICS.BACKEND_BOUND": c["topdown-be-bound"],
+            "INT_MISC.CLEARS_COUNT": c.get("int_misc.clears_count", 0.0),
+        })
+    return v
+
+
 # ---- pmu-tools ----------------------------------------------------------------
 
 def pmu_tools_figures(module, uarch, c):
@@ -163,27 +188,7 @@ def pmu_tools_figures(module, uarch, c):
     m.smt_enabled = False
     if hasattr(m, "topdown_use_fixed"):
         m.topdown_use_fixed = True  # the perf-metrics path, as the kernel counts it
-    ev_of = {
-        "INST_RETIRED.ANY": c["instructions"],
-        "CPU_CLK_UNHALTED.THREAD": c["cycles"],
-    }
-    if uarch == "skylake-sp":
-        ev_of.update({
-            "IDQ_UOPS_NOT_DELIVERED.CORE": c["topdown-fetch-bubbles"],
-            "UOPS_ISSUED.ANY": c["topdown-slots-issued"],
-            "UOPS_RETIRED.RETIRE_SLOTS": c["topdown-slots-retired"],
-            "INT_MISC.RECOVERY_CYCLES": c["topdown-recovery-bubbles"] / 4,
-        })
-    else:
-        ev_of.update({
-            "TOPDOWN.SLOTS": c["slots"],
-            "PERF_METRICS.RETIRING": c["topdown-retiring"],
-            "PERF_METRICS.BAD_SPECULATION": c["topdown-bad-spec"],
-            "PERF_METRICS.FRONTEND_BOUND": c["topdown-fe-bound"],
-            "PERF_METRICS.BACKEND_BOUND": c["topdown-be-bound"],
-            "INT_MISC.UOP_DROPPING": c["int_misc.uop_dropping"],
-            "INT_MISC.CLEARS_COUNT": c.get("int_misc.clears_count", 0.0),
-        })
+    ev_of = vendor_counts(uarch, c)
 
     def EV(name, level):
         if name not in ev_of:
@@ -216,17 +221,11 @@ def pmu_tools_figures(module, uarch, c):
     class Node:
         thresh = False
 
-    for vendor in ("MEM_INST_RETIRED.ALL_LOADS", "MEM_INST_RETIRED.ALL_STORES",
-                   "BR_INST_RETIRED.NEAR_CALL", "BR_INST_RETIRED.NEAR_TAKEN"):
-        ev_of[vendor] = c[vendor.lower()]
     for fn, what in (("IpLoad", "load"), ("IpStore", "store"), ("IpCall", "call"),
                      ("IpTB", "taken branch")):
         figs["instructions per " + what] = getattr(m, fn)(Node(), EV, 0)
     # Both threads' share is only defined with SMT on.
     m.smt_enabled = True
-    ev_of["CPU_CLK_UNHALTED.ONE_THREAD_ACTIVE"] = c["cpu_clk_unhalted.one_thread_active"]
-    ev_of["CPU_CLK_UNHALTED.REF_XCLK_ANY"] = c.get("cpu_clk_unhalted.ref_xclk_any", 0.0)
-    ev_of["CPU_CLK_UNHALTED.REF_DISTRIBUTED"] = c.get("cpu_clk_unhalted.ref_distributed", 0.0)
     figs["smt_2t_share"] = m.SMT_2T_Utilization(None, EV, 0)
     m.smt_enabled = False
     return figs
@@ -281,21 +280,9 @@ def kernel_eval(name, metrics, counts, depth=0, smt_on=0):
 
 def kernel_figures(kdir, uarch, c):
     metrics = kernel_metrics(kdir)
+    # The kernel's tables name events by the vendor's names, any case.
     low = {k.lower(): v for k, v in c.items()}
-    # The kernel's tables name events by the vendor's names.
-    low.update({
-        "inst_retired.any": c["instructions"],
-        "cpu_clk_unhalted.thread": c["cycles"],
-    })
-    if uarch == "skylake-sp":
-        low.update({
-            "idq_uops_not_delivered.core": c["topdown-fetch-bubbles"],
-            "uops_issued.any": c["topdown-slots-issued"],
-            "uops_retired.retire_slots": c["topdown-slots-retired"],
-            "int_misc.recovery_cycles": c["topdown-recovery-bubbles"] / 4,
-        })
-    elif "slots" in c:
-        low["topdown.slots"] = c["slots"]
+    low.update({k.lower(): v for k, v in vendor_counts(uarch, c).items()})
     figs = {}
     if uarch.startswith("zen"):
         names = {k: k for k in TOPDOWN + ["smt_contention"]}

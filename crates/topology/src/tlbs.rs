@@ -172,7 +172,7 @@ mod x86 {
             .filter_map(|(has, p)| has.then_some(p))
             .collect();
             let ways = d.ways() as u32;
-            let entries = ways * d.sets();
+            let entries = ways.saturating_mul(d.sets());
             let level = d.cache_level();
             let ways = (!d.is_fully_associative()).then_some(ways);
             Some(super::tlb(level, kind, &pages.join("/"), entries, ways))
