@@ -8,8 +8,10 @@
 # Environment:
 #   SMTLAB=path   smtlab binary (default: target/release/smtlab, built if missing)
 #   TOLERANCE=f   accepted relative difference of estimate and wall time (default 0.25)
-# Prints the estimate, the bound, the wall time and their ratio. Exit status: 0 within
-# the tolerance, 1 outside, 2 if smtlab fails.
+# Prints the estimate, the bound, the wall time and their ratio; then replays the live
+# time left from the run's printed cell lines against the real time left
+# (scripts/eta_replay.py). Exit status: 0 when both are within the tolerance, 1 outside,
+# 2 if smtlab fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,10 +41,21 @@ line=$(grep -m1 '^time: about' "$tmp/plan.txt") || die "no time line in the dry 
 about=$(sed -E 's/^time: about ([^,]+), at most ([^(]+) \(.*/\1/' <<<"$line")
 most=$(sed -E 's/^time: about ([^,]+), at most ([^(]+) \(.*/\2/' <<<"$line")
 start=$(date +%s.%N)
-"$SMTLAB" run "$@" --db "$tmp/results.db" >"$tmp/run.txt" 2>&1 || die "the run failed: $(tail -1 "$tmp/run.txt")"
+# Each output line with the seconds since the start, for the replay of the time left.
+python3 - "$tmp/run.txt" "$SMTLAB" run "$@" --db "$tmp/results.db" <<'EOF' || die "the run failed: $(tail -1 "$tmp/run.txt")"
+import subprocess, sys, time
+t0 = time.monotonic()
+with open(sys.argv[1], "w") as out:
+    p = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in p.stdout:
+        out.write("%.3f %s" % (time.monotonic() - t0, line))
+sys.exit(p.wait())
+EOF
 end=$(date +%s.%N)
 awk -v a="$(seconds "$about")" -v m="$(seconds "$most")" -v s="$start" -v e="$end" -v tol="$TOLERANCE" 'BEGIN {
     w = e - s
     printf "estimate %.1f s, bound %.1f s, measured %.1f s: estimate/measured %.2f\n", a, m, w, a / w
     if (w > m) printf "the run took longer than its bound\n"
-    exit ((a / w > 1 + tol || a / w < 1 - tol || w > m) ? 1 : 0) }'
+    exit ((a / w > 1 + tol || a / w < 1 - tol || w > m) ? 1 : 0) }' || status=1
+python3 "$ROOT/scripts/eta_replay.py" "$tmp/plan.txt" "$tmp/run.txt" "$TOLERANCE" || status=1
+exit "${status:-0}"

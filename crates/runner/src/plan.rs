@@ -423,18 +423,22 @@ const CALIBRATION_TARGETS: f64 =
 const CALIBRATION_SAMPLES: u64 = 6 + 2 * crate::measure::TRIALS as u64;
 /// Wall time a calibrated sample takes beyond its timed section (waking workers,
 /// measuring the loop's own cost, the session's turn-taking, a lean process's pipe):
-/// the median over a quick run's calibrated cells on a busy 2-CPU machine was 5.9 ms
-/// (quartiles 3.4 and 12 ms).
-const SAMPLE_OVERHEAD_NS: u64 = 6_000_000;
+/// over the 119 calibrated cells of a quick run on a 2-CPU machine at a load of about
+/// 3, a cell's wall time less its timed sections, per sample, had median 0.6 ms
+/// (quartiles 0.2 and 1.7 ms).
+const SAMPLE_OVERHEAD_NS: u64 = 1_000_000;
 /// The share of the samples between a cell's least and its most that a cell measured
 /// alone is expected to take: most converge at or soon after their minimum.
 const EXPECTED_EXTRA_SHARE: f64 = 0.15;
 /// What starting and ending a measured cell costs beyond its samples and its
 /// benchmark's own setup: the cell's thread, the instance's preparation (a lean
 /// measurement process started for the os rows, buffers touched), the counters'
-/// opening, saving the cell and its line. A quick run on a busy 2-CPU machine spent
-/// 14.3 s of its 98.5 s outside its 147 measured cells' own time: 97 ms a cell.
-const CELL_START_NS: u64 = 95_000_000;
+/// opening, saving the cell and its line. In the same quick run a calibrated cell
+/// took a median 12.6 ms beyond its samples and their overheads, and a group of four
+/// another 12 ms a cell between its cells (the last figure fitted after the first: a
+/// busy 2-CPU machine once took 97 ms a cell, so a loaded machine's run is longer
+/// than its estimate).
+const CELL_START_NS: u64 = 25_000_000;
 
 /// Measured samples a cell is expected to take between its least and its most:
 /// placements that take turns keep pace with the slowest of them (a converged cell goes

@@ -163,6 +163,16 @@ impl Benchmark for Mix {
         suite != smtlab_bench::Suite::Default
     }
 
+    /// A sample is K + 1 windows: the programs together, then each alone.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
+        let k = ctx.params.get_str("programs")?.split(',').count() as f64;
+        let window_s = ctx
+            .params
+            .get_duration_in("window", Duration::ZERO..=Duration::from_secs(366 * 86_400))?
+            .as_secs_f64();
+        Ok(crate::load_cost((k + 1.0) * window_s, 0.05))
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let unsupported = |reason: String| BenchError::Unsupported {
             bench: NAME.into(),

@@ -350,7 +350,13 @@ impl Benchmark for NfsSfs {
         } else {
             1.0
         };
-        Ok(crate::load_cost(d + 0.2 * loads, 2.0))
+        // Starting the kernel's nfsd takes seconds; smtlab's own server, a fraction.
+        let setup_s = if ctx.params.get_str("server")? == "user" {
+            0.3
+        } else {
+            2.0
+        };
+        Ok(crate::load_cost(d + 0.05 * loads, setup_s))
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {

@@ -167,7 +167,8 @@ impl Benchmark for Sdet {
 
     /// One iteration is a script per user, about 0.1 s of work each (a few dozen
     /// short processes) shared by the placement's CPUs: longer than the target, so the
-    /// cell takes the minimum for long samples. A rough figure for the run's estimate.
+    /// cell takes the minimum for long samples; writing the users' scripts and starting
+    /// them takes about 0.4 s a cell. A rough figure for the run's estimate.
     fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
         let width = ctx.placement.width().max(1);
         let users = match ctx.params.get_str("users")? {
@@ -175,7 +176,7 @@ impl Benchmark for Sdet {
             v => v.parse::<usize>().unwrap_or(1).max(1),
         };
         let rounds = users.div_ceil(width) as f64;
-        Ok(crate::load_cost(0.1 * rounds, 0.1))
+        Ok(crate::load_cost(0.1 * rounds, 0.4))
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

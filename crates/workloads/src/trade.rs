@@ -179,7 +179,7 @@ impl Benchmark for AppTrade {
         let users = ctx.params.get_f64("users")?;
         Ok(crate::load_cost(
             duration * 1.1 + 0.1,
-            3.0 + users / 5_000.0,
+            2.0 + users / 5_000.0,
         ))
     }
 

@@ -90,7 +90,7 @@ impl Benchmark for OltpPg {
     fn cost(&self, ctx: &BenchContext<'_>) -> Result<smtlab_bench::CellCost, BenchError> {
         let duration = crate::any_duration_s(ctx.params)?;
         let scale = ctx.params.get_f64("scale")?;
-        Ok(crate::load_cost(duration, 3.0 + 0.5 * scale))
+        Ok(crate::load_cost(duration, 1.5 + 0.3 * scale))
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {

@@ -1,0 +1,77 @@
+"""Replays a run's live time left from its printed output (used by estimate-vs-time.sh).
+
+Arguments: PLAN RUN TOLERANCE. PLAN is `smtlab run --dry-run`'s output (the table of
+groups: cells printed, expected time); RUN is the same run's output with each line
+prefixed by the seconds since its start. Each group's end (its last cell line) is fed to
+the rule of crates/runner/src/eta.rs: the plan's time of the groups still to come,
+scaled by (measured + prior) / (planned + prior) so far, the prior a tenth of the plan.
+Prints the worst relative error of that time left against the real one from a third of
+the run on; exit status 1 when it is over TOLERANCE.
+"""
+
+import re
+import sys
+
+TIME = r"((?:\d+h )?(?:\d+m )?[\d.]+ ?s|(?:\d+h )?\d+m)"
+PRIOR_SHARE = 0.1
+
+
+def seconds(text):
+    total = 0.0
+    for n, unit in re.findall(r"([\d.]+)\s*([hms])", text):
+        total += float(n) * {"h": 3600, "m": 60, "s": 1}[unit]
+    return total
+
+
+def plan_groups(path):
+    """(cells printed, expected seconds) per group of the dry run's table."""
+    row = re.compile(
+        r"^\S+\s{2,}.*?\s(?:\d+/)?(\d+)\s+[\d-]+\s+(?:-|[\d.]+ \w+)\s+" + TIME + r"\s+" + TIME + r"\s*$"
+    )
+    groups = []
+    for line in open(path, encoding="utf-8"):
+        m = row.match(line)
+        if m:
+            groups.append((int(m.group(1)), seconds(m.group(2))))
+    return groups
+
+
+def cell_ends(path):
+    """The time of each cell line (`NAME  PLACEMENT  params... median|skipped`) and of the last line."""
+    ends, last = [], 0.0
+    for line in open(path, encoding="utf-8"):
+        t, _, text = line.lstrip().partition(" ")
+        last = float(t)
+        if re.match(r"^[a-z0-9][\w.\u2026-]*\s+\S+\s{2,}\S", text):
+            ends.append(last)
+    return ends, last
+
+
+def main():
+    plan_path, run_path, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    groups = plan_groups(plan_path)
+    ends, total = cell_ends(run_path)
+    planned_cells = sum(n for n, _ in groups)
+    if not groups or planned_cells != len(ends):
+        print(f"time left: not replayed ({planned_cells} cells planned, {len(ends)} cell lines)")
+        return 0
+    planned = sum(s for _, s in groups)
+    prior = PRIOR_SHARE * planned
+    done_planned, worst, worst_at, printed = 0.0, 0.0, None, 0
+    for n, s in groups:
+        printed += n
+        done_planned += s
+        t = ends[printed - 1]
+        left = (planned - done_planned) * (t + prior) / (done_planned + prior)
+        real = total - t
+        if t >= total / 3 and real > 1:
+            err = abs(left / real - 1)
+            if err > worst:
+                worst, worst_at = err, t
+    at = f" (at {worst_at:.0f} s)" if worst_at is not None else ""
+    print(f"time left from a third of the run on: worst error {100 * worst:.0f}%{at}")
+    return 1 if worst > tol else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
