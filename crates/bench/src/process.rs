@@ -666,15 +666,6 @@ pub fn owner_stamp() -> String {
     format!("{pid} {}\n", start_time(pid).unwrap_or(0))
 }
 
-/// Whether an `owner` file's text names a process that is still running.
-pub fn stamp_alive(text: &str) -> bool {
-    let mut it = text.split_whitespace().map(|t| t.parse::<u64>().ok());
-    match (it.next().flatten(), it.next().flatten()) {
-        (Some(pid), Some(start)) => owner_alive(pid as u32, start),
-        _ => false,
-    }
-}
-
 /// The cgroup this smtlab process's trees live under, when it has one (for tests and
 /// diagnostics).
 pub fn cgroup_root() -> Option<PathBuf> {

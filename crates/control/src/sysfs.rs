@@ -53,11 +53,6 @@ impl Sysfs {
         }
     }
 
-    /// Whether this is a fake tree that emulates the kernel.
-    pub fn emulates_kernel(&self) -> bool {
-        self.emulate_kernel
-    }
-
     /// The same tree as seen by user `euid` (tests of the not-root path).
     pub fn as_user(mut self, euid: u32) -> Self {
         self.euid = euid;

@@ -382,11 +382,6 @@ impl PerfCounters {
         &self.unavailable
     }
 
-    /// Named events that are open.
-    pub fn opened_named(&self) -> Vec<&str> {
-        self.named.iter().map(|o| o.event.name.as_str()).collect()
-    }
-
     /// Named events that could not be opened, with reasons.
     pub fn named_unavailable(&self) -> &[NamedUnavailable] {
         &self.named_unavailable

@@ -263,11 +263,6 @@ impl SyscallTracer {
         })
     }
 
-    /// Whether CPU time per call will be measured (the kernel records switches).
-    pub fn cpu_time(&self) -> bool {
-        self.switches
-    }
-
     /// Enables the tracepoints and starts draining their buffers.
     pub fn start(self) -> Result<RunningTrace, CounterError> {
         let start_ns = monotonic_ns();

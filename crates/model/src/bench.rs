@@ -117,12 +117,6 @@ impl ReportSection {
         )
     }
 
-    /// A row of a paper's table: its section lists the table's rows a run did not
-    /// measure, so a reader adds every row's entry ([`crate::RunResults::describe`]).
-    pub fn is_table_row(&self) -> bool {
-        self.paper_table().is_some()
-    }
-
     /// The paper table a row belongs to (`paper 001 Table 1`), for sections that list the
     /// rows a run did not measure; `None` for sections that are not table rows.
     pub fn paper_table(&self) -> Option<&'static str> {

@@ -89,11 +89,6 @@ pub enum SmtState {
 impl SmtState {
     pub const ALL: [SmtState; 3] = [SmtState::Off, SmtState::On, SmtState::AsFound];
 
-    /// `on` / `off` from a switch's boolean.
-    pub fn from_on(on: bool) -> SmtState {
-        if on { SmtState::On } else { SmtState::Off }
-    }
-
     /// `Some(true)` for on, `Some(false)` for off, `None` for the state found.
     pub fn is_on(self) -> Option<bool> {
         match self {

@@ -111,11 +111,6 @@ impl CpuTimeFractions {
     pub fn all_user(&self) -> f64 {
         self.user + self.nice
     }
-
-    /// Idle including iowait.
-    pub fn all_idle(&self) -> f64 {
-        self.idle + self.iowait
-    }
 }
 
 /// Ticks of one CPU over some span.

@@ -102,12 +102,6 @@ impl SyscallStat {
         (self.completed > 0).then(|| self.wall_ns as f64 / self.completed as f64)
     }
 
-    /// Mean CPU time of a completed call.
-    pub fn mean_cpu_ns(&self) -> Option<f64> {
-        let cpu = self.cpu_ns?;
-        (self.completed > 0).then(|| cpu as f64 / self.completed as f64)
-    }
-
     /// CPU time where it was measured, else wall time: what "time in the call" ranks by.
     pub fn rank_ns(&self) -> u64 {
         self.cpu_ns.unwrap_or(self.wall_ns)

@@ -473,16 +473,6 @@ pub fn sweep_groups<'a>(
         .collect()
 }
 
-/// Measures the throughput group, its cells' samples in turn, each cell pushed to `sink`.
-pub fn measure_throughput(
-    engine: &Engine<'_>,
-    topo: &Topology,
-    group: Vec<CellPlan<'_>>,
-    sink: &mut dyn SessionObserver,
-) -> Ended {
-    engine.run(topo, vec![group], sink)
-}
-
 /// Measures the headroom's `curve` in the state found, on `util`'s default placement
 /// (the engine's settings: three steps per rate, no warm-up, for `advise --headroom`).
 pub fn measure_headroom(

@@ -166,11 +166,6 @@ impl Lease {
         self.run_id
     }
 
-    /// The process whose stale lease this one replaced, if any.
-    pub fn taken_over_from(&self) -> Option<&LeaseHolder> {
-        self.takeover.as_ref()
-    }
-
     /// One line for the user when a stale lease was taken over: whose, and why it
     /// counted as stale.
     pub fn takeover_note(&self) -> Option<String> {
