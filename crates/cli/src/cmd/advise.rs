@@ -53,6 +53,10 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     for line in render::plan::summary(&estimate) {
         crate::term::note_fit(&line);
     }
+    // The cells' table starts under the plan, not between the title and it.
+    if text && s.security.is_none() {
+        emit(&render::bench::header_line(render::table::Layout::term()))?;
+    }
     let mut progress = crate::live::progress::Progress::new(&estimate);
     let printer = move |shown: crate::sink::Shown<'_>| {
         progress.cell_done(&shown);
@@ -66,7 +70,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     answer(args, &s, &measuring, ended, sink)
 }
 
-/// What the command measures, above the cells' lines.
+/// What the command measures, above its plan.
 fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
     if let Some(sec) = &s.security {
         let (on, off) = (&sec.specs.0, &sec.specs.1);
@@ -83,8 +87,7 @@ fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
         states,
         s.sweep.as_deref(),
         penalty,
-    ))?;
-    emit(&render::bench::header_line(render::table::Layout::term()))
+    ))
 }
 
 /// The run's cells and their time, as the engine will measure them.

@@ -3,7 +3,7 @@
 //! answers when none does. Each rule reads a [`Ledger`]: every measured figure as a
 //! [`Reason`], in a fixed order, with where the figures that can decide sit in it.
 
-use super::{Advice, Dependence, Evidence, Figure, Lean, Reason, Recommendation, Says};
+use super::{AT_LIMIT, Advice, Dependence, Evidence, Figure, Lean, Reason, Recommendation, Says};
 
 /// The reasons shown for one workload and where the deciding candidates are among them.
 pub(super) struct Ledger<'a> {
@@ -456,13 +456,17 @@ fn depends(l: &Ledger<'_>) -> Option<Answer> {
 /// No rule answered: the throughput figure leans neither way, or there is none.
 fn cannot_tell(l: &Ledger<'_>) -> Answer {
     let (because, deciding) = match l.throughput {
-        Some(i) => (
-            format!(
-                "{}: {}, the interval includes no change",
-                l.reasons[i].what, l.reasons[i].shown
-            ),
-            vec![i],
-        ),
+        Some(i) => {
+            let r = &l.reasons[i];
+            // An unsteady figure or one at a limit may lie off break-even and still say
+            // nothing: name that, not an interval it does not have.
+            let why = match r.figure.unsteady.as_deref() {
+                Some(u) if u.starts_with(AT_LIMIT) => "a bound, not a measurement",
+                Some(_) => "it would not repeat",
+                None => "the interval includes no change",
+            };
+            (format!("{}: {}, {why}", r.what, r.shown), vec![i])
+        }
         None if l.e.idle_sibling => (
             "one thread: its sibling stays idle, so SMT neither helps nor costs it alone".into(),
             Vec::new(),

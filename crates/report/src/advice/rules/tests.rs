@@ -223,6 +223,35 @@ fn cannot_tell_says_why_nothing_decided() {
     );
 }
 
+/// An unsteady figure off break-even decides nothing because it would not repeat, not
+/// because of its interval; a figure at a limit, because it is a bound.
+#[test]
+fn cannot_tell_names_an_unsteady_or_bounded_figure_as_such() {
+    let mut loss = f(LOSS);
+    loss.unsteady = Some("1c1t: CV 46%".into());
+    let e = Evidence {
+        sibling_gain: Some(loss.clone()),
+        ..smt()
+    };
+    let a = cannot_tell(&Ledger::new(&e));
+    assert!(
+        a.because.ends_with(", it would not repeat"),
+        "{}",
+        a.because
+    );
+    loss.unsteady = Some(format!("{AT_LIMIT}1c2t reached max_conns"));
+    let e = Evidence {
+        sibling_gain: Some(loss),
+        ..smt()
+    };
+    let a = cannot_tell(&Ledger::new(&e));
+    assert!(
+        a.because.ends_with(", a bound, not a measurement"),
+        "{}",
+        a.because
+    );
+}
+
 #[test]
 fn the_machine_figure_is_named_by_what_it_compares() {
     let mut e = Evidence {
