@@ -276,6 +276,9 @@ pub struct Capacity {
     pub switched: bool,
 }
 
+/// How the reason of a partner predicted, not measured, names the run it comes from.
+pub const PREDICTED: &str = "predicted by predict run";
+
 /// A figure measured beside one partner, or predicted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Partnered {

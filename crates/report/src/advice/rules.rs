@@ -3,7 +3,7 @@
 //! answers when none does. Each rule reads a [`Ledger`]: every measured figure as a
 //! [`Reason`], in a fixed order, with where the figures that can decide sit in it.
 
-use super::{Advice, Dependence, Evidence, Figure, Lean, Reason, Recommendation, Says};
+use super::{Advice, Dependence, Evidence, Figure, Lean, PREDICTED, Reason, Recommendation, Says};
 
 /// The reasons shown for one workload and where the deciding candidates are among them.
 pub(super) struct Ledger<'a> {
@@ -172,14 +172,14 @@ impl<'a> Ledger<'a> {
         l
     }
 
-    /// Partners predicted, not measured: shown as context, never deciding (also where
+    /// Partners predicted, not measured ([`PREDICTED`] in their reason): shown as context, never deciding (also where
     /// this machine has no SMT sibling to measure them on).
     fn add_predicted_partners(&mut self) {
         for p in &self.e.partners {
             if let Some(run) = p.predicted_by_run {
                 let f = &p.figure;
                 let what = format!(
-                    "core shared with {} (pair/serial), predicted by predict run {run}, not measured",
+                    "core shared with {} (pair/serial), {PREDICTED} {run}, not measured",
                     p.partner
                 );
                 self.push(reason(&what, f, f.times(), Says::Context));
