@@ -61,6 +61,11 @@ pub struct RawSample {
     /// Per-event latencies for distribution plots (`create_return_ns`, `thread_start_ns`),
     /// each a list of nanoseconds.
     pub series: BTreeMap<String, Vec<f64>>,
+    /// Wall time the sample spent waiting on work that is not its own (a co-run
+    /// partner finishing its sample, which may be far longer than this sample): the
+    /// runner does not charge it to the cell's budget, up to a few budgets more.
+    #[serde(default)]
+    pub waited_ns: u64,
 }
 
 /// Everything a benchmark may look at when it prepares.

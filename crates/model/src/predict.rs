@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::keys::Form;
-use crate::{CellKey, Direction};
+use crate::{CacheType, CellKey, Direction, Topology};
 
 /// The cells of one measured pair: A alone, and A beside B in each form.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,4 +46,131 @@ pub struct PlanKeys {
     pub contentiousness: Vec<PairKeys>,
     pub training: Vec<PairKeys>,
     pub held_out: Vec<PairKeys>,
+}
+
+/// The partner name of a ruler in its cells' conditions, apart from workload names.
+pub const RULER_PREFIX: &str = "ruler:";
+
+/// A cache size a ruler needs and the topology does not give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the topology gives no {0} size")]
+pub struct NoCacheSize(pub &'static str);
+
+/// A ruler's definition: name, resource, catalog benchmark, and the parameters that
+/// make it press its resource on one machine (or the cache size it lacks). The runner
+/// builds the ruler from it; the report finds a stored ruler's cells by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulerDef {
+    pub name: &'static str,
+    pub resource: &'static str,
+    pub bench: &'static str,
+    pub params: Result<Vec<(&'static str, String)>, NoCacheSize>,
+}
+
+impl RulerDef {
+    /// The footprint rulers' order from the smallest cache (see [`RulerSpec`]).
+    pub fn footprint_rank(&self) -> Option<u8> {
+        match self.name {
+            "l1d" => Some(1),
+            "l2" => Some(2),
+            "llc" => Some(3),
+            _ => None,
+        }
+    }
+
+    /// Whether a cell of `bench` with `params` is this ruler: the same benchmark, one
+    /// thread and the ruler's parameters (the catalog's defaults may come on top).
+    pub fn matches(
+        &self,
+        bench: &str,
+        params: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        let Ok(own) = &self.params else {
+            return false;
+        };
+        bench == self.bench
+            && params.get("threads").map(String::as_str) == Some("1")
+            && own.iter().all(|(k, v)| params.get(*k) == Some(v))
+    }
+}
+
+/// Every ruler's name, in the order of [`ruler_definitions`].
+pub const RULERS: [&str; 8] = [
+    "int",
+    "fp",
+    "load-store",
+    "l1d",
+    "l2",
+    "llc",
+    "dram",
+    "syscall",
+];
+
+/// The size of the data or unified cache of `level` that `cpu` reaches.
+fn cache_bytes(topo: &Topology, level: u8, cpu: u32) -> Option<u64> {
+    topo.caches
+        .iter()
+        .filter(|c| c.level == level && c.cache_type != CacheType::Instruction)
+        .filter(|c| c.cpus.contains(cpu))
+        .find_map(|c| c.size_bytes)
+}
+
+/// Every ruler sized for the CPU `cpu` of `topo`: the integer or floating-point chain of
+/// `int-ops`/`fp-ops`, a copy inside the L1D (`mem-copy`, the load/store ports), a random
+/// chase over the L1D, the L2 or the last-level cache's size (`mem-latency`: a
+/// footprint), a stream over 4x the last-level cache (`mem-read`: DRAM bandwidth) and a
+/// system-call loop (`null-syscall`: the kernel's entry path).
+pub fn ruler_definitions(topo: &Topology, cpu: u32) -> Vec<RulerDef> {
+    let sized = |bytes: Option<u64>, what: &'static str, part: u64| {
+        bytes
+            .map(|b| vec![("size", (b / part).to_string())])
+            .ok_or(NoCacheSize(what))
+    };
+    let def = |name, resource, bench, params| RulerDef {
+        name,
+        resource,
+        bench,
+        params,
+    };
+    let (l1, l2) = (cache_bytes(topo, 1, cpu), cache_bytes(topo, 2, cpu));
+    vec![
+        def("int", "integer ALU", "int-ops", Ok(vec![])),
+        def("fp", "floating-point units", "fp-ops", Ok(vec![])),
+        def(
+            "load-store",
+            "load/store ports (copy inside the L1D)",
+            "mem-copy",
+            sized(l1, "L1D", 2),
+        ),
+        def(
+            "l1d",
+            "L1D footprint (random chase)",
+            "mem-latency",
+            sized(l1, "L1D", 1),
+        ),
+        def(
+            "l2",
+            "L2 footprint (random chase)",
+            "mem-latency",
+            sized(l2, "L2", 1),
+        ),
+        def(
+            "llc",
+            "last-level cache footprint (random chase)",
+            "mem-latency",
+            sized(topo.llc_bytes(), "last-level cache", 1),
+        ),
+        def(
+            "dram",
+            "DRAM bandwidth (stream over 4x the LLC)",
+            "mem-read",
+            Ok(vec![("size", "auto".into())]),
+        ),
+        def(
+            "syscall",
+            "kernel entry and exit (system-call loop)",
+            "null-syscall",
+            Ok(vec![]),
+        ),
+    ]
 }

@@ -276,11 +276,18 @@ pub struct Capacity {
     pub switched: bool,
 }
 
-/// A figure measured beside one partner.
+/// How the reason of a partner predicted, not measured, names the run it comes from.
+pub const PREDICTED: &str = "predicted by predict run";
+
+/// A figure measured beside one partner, or predicted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Partnered {
     pub partner: String,
     pub figure: Figure,
+    /// Not measured: predicted by the model of this stored `predict` run, the interval
+    /// its 95% prediction interval. Shown, never deciding the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_by_run: Option<i64>,
 }
 
 /// Reported utilisation against what the machine can still do (paper 004 section 7).
@@ -455,7 +462,8 @@ mod rules;
 mod scaling;
 
 pub use evidence::{
-    add_unmeasured, advise_run, evidence, headroom, offered_rate, sweep_side, workload_name,
+    add_predicted_partners, add_unmeasured, advise_run, evidence, headroom, offered_rate,
+    sweep_side, workload_name,
 };
 pub(crate) use formats::section;
 pub use formats::{AdviceDoc, behind_words, json, markdown, text};

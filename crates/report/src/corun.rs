@@ -259,6 +259,13 @@ pub fn significant(r: &Ratio) -> bool {
 /// The matrix of one form as an SVG heatmap (grey where the interval includes 1);
 /// `None` when the form has no entries.
 pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
+    let title = format!("slowdown of the measured workload (row), {}", form.label());
+    heatmap(entries, form, &title, "95% interval")
+}
+
+/// [`heatmap_svg`] under `title`, its brackets being `interval` (`95% prediction
+/// interval` for a predicted matrix).
+pub fn heatmap(entries: &[Entry], form: Form, title: &str, interval: &str) -> Option<String> {
     let (rows, cols) = axes(entries, form);
     if rows.is_empty() {
         return None;
@@ -273,10 +280,11 @@ pub fn heatmap_svg(entries: &[Entry], form: Form) -> Option<String> {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
          font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\
          <title>{}</title>\
-         <text x=\"10\" y=\"18\" font-weight=\"600\">slowdown of the measured workload (row), {}</text>\
-         <text x=\"10\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: 95% interval; grey: it includes 1</text>",
-        esc(&format!("co-run slowdowns, {}", form.label())),
-        esc(form.label())
+         <text x=\"10\" y=\"18\" font-weight=\"600\">{}</text>\
+         <text x=\"10\" y=\"34\" fill=\"#666\">above 1: slower than alone; brackets: {}; grey: it includes 1</text>",
+        esc(title),
+        esc(title),
+        esc(interval)
     );
     for (j, b) in cols.iter().enumerate() {
         let x = left + cw * j as f64 + cw / 2.0;
@@ -462,6 +470,10 @@ pub fn penalty_text(p: &[Penalty]) -> crate::table::Table {
 pub fn section(p: &mut String, r: &RunResults) {
     crate::utilisation::section(p, r);
     if !r.cells.iter().any(|c| form_of(c).is_some()) {
+        return;
+    }
+    if let Some(doc) = crate::predict::stored::analyse_run(r) {
+        p.push_str(&crate::predict::html::section(&doc, &matrix(&r.cells)));
         return;
     }
     let entries = matrix(&r.cells);

@@ -26,6 +26,10 @@
 //!   hosts agreeing almost exactly (MAD near 0) do not make a 1% difference an outlier.
 //!   Each outlier is shown with the fingerprint fields in which it differs from most
 //!   hosts of its pool (a different microcode or kernel is the usual suspect).
+//! * **Profiles**: a host's latest `predict` run gives its workloads' sensitivity and
+//!   contentiousness per ruler and form ([`crate::predict::stored`]); each figure is
+//!   pooled per CPU model like a yield (one value per host, the same median, interval
+//!   and outliers), so a scheduler can read one profile per CPU model.
 //! * **Advice**: each host's recommendation ([`crate::advice::advise_run`]) for each
 //!   workload, from its latest run with advice for it, counted per CPU model.
 
@@ -36,6 +40,7 @@ use smtlab_model::RunResults;
 use smtlab_model::stats::{MAD_NORMAL_SCALE, MEDIAN_CI_MIN_N, mad, median, median_ci95};
 
 use crate::advice::{Recommendation, advise_run, workload_name};
+use smtlab_model::keys::Form;
 use smtlab_model::verdict::PairKind;
 
 use crate::yields::smt_yields;
@@ -154,17 +159,9 @@ pub struct HostYield {
     fingerprint: Fingerprint,
 }
 
-/// One CPU model x workload x yield.
+/// The hosts' values of one pool and what they make: median, interval, outliers.
 #[derive(Debug, Clone, Serialize)]
-pub struct Pool {
-    /// `benchmark params` as the advice names workloads.
-    pub workload: String,
-    pub benchmark: String,
-    pub params: BTreeMap<String, String>,
-    #[serde(serialize_with = "crate::yields::serialize_kind")]
-    pub kind: PairKind,
-    /// `1c2t/1c1t`.
-    pub placements: String,
+pub struct Spread {
     pub median: f64,
     /// The order-statistic interval of the median; `None` below 6 hosts.
     pub ci_low: Option<f64>,
@@ -181,10 +178,46 @@ pub struct Pool {
     pub hosts: Vec<HostYield>,
 }
 
-impl Pool {
+impl Spread {
     pub fn outliers(&self) -> impl Iterator<Item = &HostYield> {
         self.hosts.iter().filter(|h| h.outlier)
     }
+}
+
+/// One CPU model x workload x yield.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pool {
+    /// `benchmark params` as the advice names workloads.
+    pub workload: String,
+    pub benchmark: String,
+    pub params: BTreeMap<String, String>,
+    #[serde(serialize_with = "crate::yields::serialize_kind")]
+    pub kind: PairKind,
+    /// `1c2t/1c1t`.
+    pub placements: String,
+    #[serde(flatten)]
+    pub spread: Spread,
+}
+
+impl std::ops::Deref for Pool {
+    type Target = Spread;
+    fn deref(&self) -> &Spread {
+        &self.spread
+    }
+}
+
+/// One CPU model x workload x form x ruler: a profile figure of `smtlab predict`
+/// pooled over the hosts, each host's from its latest `predict` run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfilePool {
+    pub workload: String,
+    pub form: Form,
+    pub ruler: String,
+    /// `sensitivity` (the workload's slowdown beside the ruler) or `contentiousness`
+    /// (the ruler's beside the workload).
+    pub figure: &'static str,
+    #[serde(flatten)]
+    pub spread: Spread,
 }
 
 /// One host's advice for a workload.
@@ -212,6 +245,9 @@ pub struct Model {
     /// Hosts with at least one run on this model.
     pub hosts: Vec<String>,
     pub pools: Vec<Pool>,
+    /// The `predict` profiles of its hosts, pooled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<ProfilePool>,
     pub advice: Vec<AdviceTally>,
 }
 
@@ -258,6 +294,8 @@ fn model_of(fp: &Fingerprint) -> String {
 const NOTE_RUNS: usize = 5;
 
 type PoolKey = (String, String, BTreeMap<String, String>, usize);
+/// CPU model, workload, form, ruler, figure.
+type ProfileKey = (String, String, Form, String, &'static str);
 
 /// The fleet view of `runs` (any order; each host's latest run wins per workload).
 pub fn fleet(runs: &[RunResults]) -> Fleet {
@@ -298,7 +336,7 @@ impl FleetBuilder {
         let names = display_names(&g.names);
         g.rename(&names);
         let notes = no_yield_notes(g.no_yield);
-        let models = models(g.model_hosts, g.pooled, g.advised);
+        let models = models(g.model_hosts, g.pooled, g.profiled, g.advised);
         let mut hosts: Vec<Host> = g.hosts.into_values().collect();
         hosts.sort_by(|a, b| a.host.cmp(&b.host));
         Fleet {
@@ -346,6 +384,7 @@ fn display_names(names: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 struct Gathered {
     hosts: BTreeMap<String, Host>,
     pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>>,
+    profiled: BTreeMap<ProfileKey, BTreeMap<String, HostYield>>,
     advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>>,
     model_hosts: BTreeMap<String, Vec<String>>,
     /// Runs without an SMT yield, by reason: `(run id, host key)`.
@@ -378,7 +417,7 @@ impl Gathered {
         if !mh.contains(&host) {
             mh.push(host.clone());
         }
-        let any = self.add_yields(r, &host, &model, &fp);
+        let any = self.add_yields(r, &host, &model, &fp) | self.add_profiles(r, &host, &model, &fp);
         self.add_advice(r, &host, &model);
         if !any {
             let why = crate::yields::no_yields_reason(r)
@@ -393,7 +432,7 @@ impl Gathered {
         for h in self.hosts.values_mut() {
             h.host = name(&h.host);
         }
-        for by_host in self.pooled.values_mut() {
+        for by_host in self.pooled.values_mut().chain(self.profiled.values_mut()) {
             for y in by_host.values_mut() {
                 y.host = name(&y.host);
             }
@@ -449,6 +488,48 @@ impl Gathered {
         any
     }
 
+    /// Adds the profiles of a `predict` run to their pools; false when it is none.
+    fn add_profiles(&mut self, r: &RunResults, host: &str, model: &str, fp: &Fingerprint) -> bool {
+        let Some(doc) = crate::predict::stored::analyse_run(r) else {
+            return false;
+        };
+        let mut any = false;
+        for p in &doc.profiles {
+            for f in &p.rulers {
+                let sides = [
+                    ("sensitivity", f.sensitivity),
+                    ("contentiousness", f.contentiousness),
+                ];
+                for (figure, ratio) in sides {
+                    let Some(ratio) = ratio else { continue };
+                    any = true;
+                    let key = (
+                        model.to_string(),
+                        p.workload.clone(),
+                        p.form,
+                        f.ruler.clone(),
+                        figure,
+                    );
+                    self.profiled.entry(key).or_default().insert(
+                        host.to_string(),
+                        HostYield {
+                            host: host.to_string(),
+                            run: r.run.id,
+                            value: ratio.ratio,
+                            ci95_low: ratio.ci95_low,
+                            ci95_high: ratio.ci95_high,
+                            unsteady: None,
+                            outlier: false,
+                            differs: Vec::new(),
+                            fingerprint: fp.clone(),
+                        },
+                    );
+                }
+            }
+        }
+        any
+    }
+
     fn add_advice(&mut self, r: &RunResults, host: &str, model: &str) {
         for a in advise_run(r) {
             self.advised
@@ -499,6 +580,7 @@ fn no_yield_notes(no_yield: BTreeMap<String, Vec<(i64, String)>>) -> Vec<String>
 fn models(
     model_hosts: BTreeMap<String, Vec<String>>,
     pooled: BTreeMap<PoolKey, BTreeMap<String, HostYield>>,
+    profiled: BTreeMap<ProfileKey, BTreeMap<String, HostYield>>,
     advised: BTreeMap<(String, String), BTreeMap<String, HostAdvice>>,
 ) -> Vec<Model> {
     let mut models: BTreeMap<String, Model> = model_hosts
@@ -510,6 +592,7 @@ fn models(
                     cpu_model: m,
                     hosts,
                     pools: Vec::new(),
+                    profiles: Vec::new(),
                     advice: Vec::new(),
                 },
             )
@@ -521,6 +604,19 @@ fn models(
             && let Some(m) = models.get_mut(&model)
         {
             m.pools.push(p);
+        }
+    }
+    for ((model, workload, form, ruler, figure), by_host) in profiled {
+        if let Some(spread) = spread(by_host.into_values().collect())
+            && let Some(m) = models.get_mut(&model)
+        {
+            m.profiles.push(ProfilePool {
+                workload,
+                form,
+                ruler,
+                figure,
+                spread,
+            });
         }
     }
     for ((model, workload), by_host) in advised {
@@ -552,8 +648,21 @@ fn pool(
     benchmark: String,
     params: BTreeMap<String, String>,
     kind: PairKind,
-    mut hosts: Vec<HostYield>,
+    hosts: Vec<HostYield>,
 ) -> Option<Pool> {
+    let (b, s) = kind.placements();
+    Some(Pool {
+        workload: workload_name(&benchmark, &params),
+        benchmark,
+        params,
+        kind,
+        placements: format!("{s}/{b}"),
+        spread: spread(hosts)?,
+    })
+}
+
+/// The median, interval and outliers of the hosts' values of one pool.
+fn spread(mut hosts: Vec<HostYield>) -> Option<Spread> {
     hosts.sort_by(|a, b| a.value.total_cmp(&b.value).then(a.host.cmp(&b.host)));
     let values: Vec<f64> = hosts.iter().map(|h| h.value).collect();
     let med = median(&values)?;
@@ -599,13 +708,7 @@ fn pool(
             }
         }
     }
-    let (b, s) = kind.placements();
-    Some(Pool {
-        workload: workload_name(&benchmark, &params),
-        benchmark,
-        params,
-        kind,
-        placements: format!("{s}/{b}"),
+    Some(Spread {
         median: med,
         ci_low: ci.map(|c| c.ci_low),
         ci_high: ci.map(|c| c.ci_high),

@@ -12,7 +12,9 @@
 //! The runner plans the cells; what this module is handed is, for every measured pair,
 //! the keys of its cells ([`PairKeys`], [`PlanKeys`]).
 
+pub mod html;
 pub mod model;
+pub mod stored;
 pub mod text;
 pub mod validate;
 
@@ -377,6 +379,19 @@ pub struct ProfileDoc {
     pub models: Vec<FormModel>,
     pub predictions: Vec<PredictedPair>,
     pub validation: Vec<Validation>,
+}
+
+impl ProfileDoc {
+    /// The profiled workloads, in their order.
+    pub fn workloads(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in &self.profiles {
+            if !out.contains(&p.workload) {
+                out.push(p.workload.clone());
+            }
+        }
+        out
+    }
 }
 
 /// Profiles, models, predictions and validation of a `predict` run from its cells.

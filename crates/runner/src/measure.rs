@@ -21,6 +21,11 @@ const MAX_ITERATIONS: u64 = 1 << 40;
 /// Enough for 10x steps from 1 to `MAX_ITERATIONS` plus a few proportional corrections
 /// and their confirming trials.
 const MAX_CALIBRATION_STEPS: usize = 60;
+/// How many of its budgets a cell may spend waiting on work not its own (a co-run
+/// partner's samples) without charging it: enough for a partner whose one sample lasts
+/// a good part of the budget to let the count be calibrated, bounded so a partner that
+/// never ends a sample cannot hold the run for long.
+pub const WAIT_ALLOWANCE_BUDGETS: u64 = 10;
 /// Samples behind every time calibration relies on (the chosen count's and the
 /// linearity check's): their median, so one outlier cannot choose the count.
 pub const TRIALS: usize = 3;
@@ -125,6 +130,7 @@ impl<'a> Measurement<'a> {
             clock,
             observer,
             deadline_ns: start_ns.saturating_add(cfg.max_cell_ns),
+            wait_allowance_ns: cfg.max_cell_ns.saturating_mul(WAIT_ALLOWANCE_BUDGETS),
         };
         cell.notify(
             Phase::Calibration,
@@ -407,6 +413,9 @@ struct Cell<'a> {
     clock: &'a dyn Clock,
     observer: &'a mut dyn Observer,
     deadline_ns: u64,
+    /// Wait on work not the cell's own ([`RawSample::waited_ns`]) still to be kept out
+    /// of its budget: [`WAIT_ALLOWANCE_BUDGETS`] budgets at the start.
+    wait_allowance_ns: u64,
 }
 
 impl Cell<'_> {
@@ -418,7 +427,13 @@ impl Cell<'_> {
             .instance
             .sample(iterations)
             .map_err(|error| RunError::Bench { phase, error })?;
-        Ok((raw, self.clock.now_ns().saturating_sub(t0)))
+        let wall_ns = self.clock.now_ns().saturating_sub(t0);
+        // A co-run partner's long sample would otherwise use up the budget while the
+        // count is calibrated, leaving samples of a few iterations made of fixed costs.
+        let waited_ns = raw.waited_ns.min(wall_ns).min(self.wait_allowance_ns);
+        self.wait_allowance_ns -= waited_ns;
+        self.deadline_ns = self.deadline_ns.saturating_add(waited_ns);
+        Ok((raw, wall_ns - waited_ns))
     }
 
     /// Whether something lasting `ns` would end within the budget.

@@ -32,6 +32,8 @@ struct Fake {
     requested: Arc<Mutex<Vec<u64>>>,
     /// Wall time each sample spends outside its timed section.
     untimed_ns: u64,
+    /// How much of `untimed_ns` it reports as waiting on work not its own.
+    waited_ns: u64,
 }
 
 impl Fake {
@@ -48,6 +50,7 @@ impl Fake {
             fail_on_call: None,
             requested: Arc::default(),
             untimed_ns: 0,
+            waited_ns: 0,
         }
     }
 
@@ -95,6 +98,7 @@ impl Instance for Fake {
             metrics: BTreeMap::from([("calls".to_string(), call as f64)]),
             series: BTreeMap::from([("event_ns".to_string(), vec![call as f64, 1.0])]),
             overhead_basis: self.overhead_basis,
+            waited_ns: self.waited_ns,
         })
     }
 
@@ -1005,4 +1009,38 @@ fn workload_cells_get_at_least_three_samples_quick_and_five_by_default() {
     let r = run(&mut fake, ValueKind::Rate { scale: 1.0 }, &quick, &clock);
     assert!(r.iterations > 1);
     assert!(r.samples.len() >= 3, "{}", r.samples.len());
+}
+
+#[test]
+fn a_long_wait_on_a_partner_does_not_use_up_the_budget_of_the_calibration() {
+    let quick = RunConfig {
+        known_overheads: cfg().known_overheads,
+        ..RunConfig::quick()
+    };
+    // 1 us an iteration beside a partner whose samples last 150 ms: each sample waits
+    // for the partner to finish one, 0.3 s against a 0.5 s budget.
+    let measured = |waited: bool| {
+        let clock = Arc::new(FakeClock::default());
+        let mut fake = Fake::linear(&clock, 1_000);
+        fake.untimed_ns = 300 * MS;
+        fake.waited_ns = if waited { 300 * MS } else { 0 };
+        run(&mut fake, ValueKind::TimePerOp, &quick, &clock)
+    };
+    let target = quick.target_sample_ns / 1_000;
+    // Charged to the budget, the wait leaves the count far below the target: samples
+    // of a few iterations, made of fixed costs.
+    let charged = measured(false);
+    assert!(
+        charged.iterations * 4 < target * 3,
+        "{}",
+        charged.iterations
+    );
+    // Kept out of it, the count reaches the target and the cell takes its samples.
+    let kept = measured(true);
+    assert!(
+        kept.iterations * 4 >= target * 3,
+        "{} of {target}",
+        kept.iterations
+    );
+    assert!(kept.samples.len() >= 3, "{}", kept.samples.len());
 }

@@ -508,14 +508,25 @@ pub struct CoRunInstance {
     pub partner_reference: bool,
 }
 
+/// Runs `f`, adding the time it took to `waited`.
+fn waiting<T>(waited: &mut Duration, f: impl FnOnce() -> T) -> T {
+    let t0 = Instant::now();
+    let out = f();
+    *waited += t0.elapsed();
+    out
+}
+
 impl Instance for CoRunInstance {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        // Time spent waiting for the partner to start or finish a sample, which the
+        // runner keeps out of the cell's budget (`RawSample::waited_ns`).
+        let mut waited = Duration::ZERO;
         if let Some(p) = &self.partner {
-            p.begin()?;
+            waiting(&mut waited, || p.begin())?;
         }
         let sampled = self.a.sample(iterations);
         let window = match &self.partner {
-            Some(p) => Some(p.end()?),
+            Some(p) => Some(waiting(&mut waited, || p.end())?),
             None => None,
         };
         let mut raw = sampled?;
@@ -531,13 +542,14 @@ impl Instance for CoRunInstance {
             }
         }
         if let (Some(p), true) = (&self.partner, self.partner_reference) {
-            p.begin()?;
+            waiting(&mut waited, || p.begin())?;
             std::thread::sleep(Duration::from_nanos(raw.elapsed_ns));
-            let solo = p.end()?;
+            let solo = waiting(&mut waited, || p.end())?;
             if let Some(m) = stats::mean(&solo.values) {
                 raw.metrics.insert(PARTNER_ALONE_VALUE.into(), m);
             }
         }
+        raw.waited_ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
         Ok(raw)
     }
 

@@ -251,6 +251,9 @@ fn answer(
     }
     let mut evidence = advice::evidence(&sink.cells, s.smt());
     advice::add_unmeasured(&mut evidence, &sink.skipped);
+    if args.partners {
+        predicted_partners(s, sink.run_id, &mut evidence)?;
+    }
     let answers: Vec<advice::Advice> = evidence.iter().map(advice::decide).collect();
     if answers.is_empty() {
         bail!("nothing measured to advise on: every placement was skipped");
@@ -258,6 +261,55 @@ fn answer(
     let scaling = advice::scaling(&sink.cells, s.smt(), s.topo.cpus.len());
     render::advice::answers(args, sink.run_id, &s.notes, &answers, &scaling)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--partners`: the partners this run did not measure (no SMT sibling here, a pair
+/// skipped or held back), predicted by the latest finished `predict` run of this CPU
+/// model in the database, marked as predicted; one note for those neither measured nor
+/// predicted.
+fn predicted_partners(s: &Advise, run_id: i64, evidence: &mut [advice::Evidence]) -> Result<()> {
+    let names: Vec<String> = exp::default_partners()?.iter().map(|w| w.name()).collect();
+    let measured = |e: &advice::Evidence| {
+        names
+            .iter()
+            .all(|n| e.partners.iter().any(|p| &p.partner == n))
+    };
+    if evidence.is_empty() || evidence.iter().all(measured) {
+        return Ok(());
+    }
+    let store = smtlab_store::Store::open_read_only(&s.db)?;
+    let runs = store.list_runs()?;
+    let model = runs
+        .iter()
+        .find(|r| r.id == run_id)
+        .and_then(|r| r.cpu_model.clone());
+    let latest = runs
+        .iter()
+        .filter(|r| r.suite.as_deref() == Some(smtlab_report::predict::stored::SUITE))
+        .filter(|r| r.status == smtlab_model::RunStatus::Finished && r.cpu_model == model)
+        .max_by_key(|r| (r.started_unix_s, r.id));
+    let missing = match latest {
+        Some(r) => match smtlab_report::predict::stored::analyse_run(&store.load_run(r.id)?) {
+            Some(doc) => advice::add_predicted_partners(evidence, &doc, &names),
+            None => names,
+        },
+        None => names,
+    };
+    let missing: Vec<String> = missing
+        .into_iter()
+        .filter(|n| {
+            evidence
+                .iter()
+                .any(|e| !e.partners.iter().any(|p| &p.partner == n))
+        })
+        .collect();
+    if !missing.is_empty() {
+        crate::term::note_fit(&format!(
+            "note: partners neither measured nor predicted: {} (no finished `smtlab predict` run of this CPU model profiles them in the sibling form)",
+            missing.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// `--security`'s answer: per workload and load, each mode's figures and the choice.

@@ -23,7 +23,19 @@ pub fn without_smt(answers: &[Advice], scaling: &[advice::Scaling]) -> bool {
 pub fn summary(answers: &[Advice], scaling: &[advice::Scaling], layout: Layout) -> String {
     let width = layout.width.unwrap_or(DEFAULT_WIDTH);
     if without_smt(answers, scaling) {
-        return format!("\n{}", advice::scaling_text(scaling, width));
+        let mut out = format!("\n{}", advice::scaling_text(scaling, width));
+        // Partners predicted for the sibling this machine does not have.
+        for a in answers {
+            for r in a
+                .reasons
+                .iter()
+                .filter(|r| r.what.contains(advice::PREDICTED))
+            {
+                let line = format!("{}, {}: {}", a.workload, r.what, r.shown);
+                out.push_str(&super::table::wrap(&line, layout));
+            }
+        }
+        return out;
     }
     format!("\n{}", advice::text(answers, width))
 }

@@ -543,6 +543,7 @@ fn worst_penalty(cells: &[&CellRecord], task: &str) -> Option<Partnered> {
         .map(|(hog, r)| Partnered {
             partner: hog,
             figure: Figure::from_ratio(&r),
+            predicted_by_run: None,
         })
 }
 
@@ -577,9 +578,49 @@ fn partners(cells: &[&CellRecord], a: &str) -> Vec<Partnered> {
                     ci95_high: high,
                     unsteady: None,
                 },
+                predicted_by_run: None,
             })
         })
         .collect()
+}
+
+/// Adds to each workload of `evidence` its partners among `names` that have no measured
+/// figure, predicted by `doc` (a stored `predict` run) in the sibling form: the pair's
+/// combined speed with its prediction interval, marked as predicted. Returns the
+/// partners neither measured nor predicted.
+pub fn add_predicted_partners(
+    evidence: &mut [Evidence],
+    doc: &crate::predict::ProfileDoc,
+    names: &[String],
+) -> Vec<String> {
+    let mut missing = Vec::new();
+    for e in evidence.iter_mut() {
+        let bench = e.workload.split(' ').next().unwrap_or_default().to_string();
+        for b in names {
+            if e.partners.iter().any(|p| &p.partner == b) {
+                continue;
+            }
+            let found = doc
+                .predictions
+                .iter()
+                .find(|p| p.a == bench && &p.b == b && p.form == Form::Sibling);
+            match found {
+                Some(p) => e.partners.push(Partnered {
+                    partner: b.clone(),
+                    figure: Figure {
+                        value: p.combined_speed.value,
+                        ci95_low: p.combined_speed.low,
+                        ci95_high: p.combined_speed.high,
+                        unsteady: None,
+                    },
+                    predicted_by_run: Some(doc.run),
+                }),
+                None if !missing.contains(b) => missing.push(b.clone()),
+                None => {}
+            }
+        }
+    }
+    missing
 }
 
 /// Every workload's advice among a run's cells.
@@ -644,6 +685,7 @@ mod tests {
         e.partners.push(Partnered {
             partner: "int-ops".into(),
             figure: fig(1.3),
+            predicted_by_run: None,
         });
         assert!(measured(&e) && compared(&e));
     }

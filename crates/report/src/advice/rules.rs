@@ -3,7 +3,9 @@
 //! answers when none does. Each rule reads a [`Ledger`]: every measured figure as a
 //! [`Reason`], in a fixed order, with where the figures that can decide sit in it.
 
-use super::{AT_LIMIT, Advice, Dependence, Evidence, Figure, Lean, Reason, Recommendation, Says};
+use super::{
+    AT_LIMIT, Advice, Dependence, Evidence, Figure, Lean, PREDICTED, Reason, Recommendation, Says,
+};
 
 /// The reasons shown for one workload and where the deciding candidates are among them.
 pub(super) struct Ledger<'a> {
@@ -168,7 +170,23 @@ impl<'a> Ledger<'a> {
             let r = reason("2 cores vs 1 (2c1t/1c1t)", f, f.pct(), Says::Context);
             l.second_core = Some(l.push(r));
         }
+        l.add_predicted_partners();
         l
+    }
+
+    /// Partners predicted, not measured ([`PREDICTED`] in their reason): shown as context, never deciding (also where
+    /// this machine has no SMT sibling to measure them on).
+    fn add_predicted_partners(&mut self) {
+        for p in &self.e.partners {
+            if let Some(run) = p.predicted_by_run {
+                let f = &p.figure;
+                let what = format!(
+                    "core shared with {} (pair/serial), {PREDICTED} {run}, not measured",
+                    p.partner
+                );
+                self.push(reason(&what, f, f.times(), Says::Context));
+            }
+        }
     }
 
     fn push(&mut self, r: Reason) -> usize {
@@ -208,9 +226,12 @@ impl<'a> Ledger<'a> {
             let what = format!("run time beside busy sibling ({})", p.partner);
             self.push(reason(&what, f, f.pct(), says_of(f.lean(1.0), Says::Off)))
         });
+        // Measured partners first (their positions name them); predicted ones are shown
+        // as context, never deciding.
         self.partners = e
             .partners
             .iter()
+            .take_while(|p| p.predicted_by_run.is_none())
             .map(|p| {
                 let f = &p.figure;
                 let what = format!("core shared with {} (pair/serial)", p.partner);

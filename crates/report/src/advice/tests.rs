@@ -155,6 +155,7 @@ fn a_single_thread_cost_beside_a_throughput_gain_depends_on_the_latency_target()
         penalty: Some(Partnered {
             partner: "mem-read".into(),
             figure: fig(1.40, 1.35, 1.45),
+            predicted_by_run: None,
         }),
         ..smt_machine()
     };
@@ -177,10 +178,12 @@ fn partners_on_both_sides_depend_on_the_partner_kind() {
             Partnered {
                 partner: "int-ops".into(),
                 figure: fig(1.6, 1.5, 1.7),
+                predicted_by_run: None,
             },
             Partnered {
                 partner: "mem-read".into(),
                 figure: fig(0.8, 0.75, 0.85),
+                predicted_by_run: None,
             },
         ],
         ..smt_machine()
@@ -339,6 +342,7 @@ fn co_runs_alone_decide_only_when_every_partner_agrees() {
     let p = |name: &str, f: Figure| Partnered {
         partner: name.into(),
         figure: f,
+        predicted_by_run: None,
     };
     let mut e = Evidence {
         partners: vec![
@@ -991,4 +995,52 @@ fn the_report_draws_the_sweep_with_both_sides() {
     );
     assert_eq!(svg.matches("1c1t at 900 req/s").count(), 0, "{svg}");
     assert_eq!(svg.matches("1c2t at 900 req/s").count(), 2, "{svg}");
+}
+
+#[test]
+fn partners_not_measured_are_predicted_from_a_stored_predict_run_and_marked() {
+    let host = smtlab_fixtures::fleet::FakeHost::new("h", "Demo CPU", 1.2);
+    let mut doc = crate::predict::stored::analyse_run(&crate::testutil::predict_run(&host, 1.0))
+        .expect("a predict run");
+    let wa_wa = doc
+        .predictions
+        .iter()
+        .find(|p| p.a == "wa" && p.b == "wa")
+        .cloned();
+    let measured = Partnered {
+        partner: "wb".into(),
+        figure: Figure::new(1.5, 1.4, 1.6),
+        predicted_by_run: None,
+    };
+    let mut ev = vec![Evidence {
+        workload: "wa threads=1".into(),
+        smt: true,
+        partners: vec![measured.clone()],
+        ..Evidence::default()
+    }];
+    let names = ["wb", "wa", "zz"].map(String::from);
+    // The run measured the cores form only: nothing to predict the sibling from.
+    let missing = add_predicted_partners(&mut ev, &doc, &names);
+    assert_eq!((ev[0].partners.len(), missing.len()), (1, 2));
+    for p in &mut doc.predictions {
+        p.form = Form::Sibling;
+    }
+    let missing = add_predicted_partners(&mut ev, &doc, &names);
+    assert_eq!(missing, ["zz"]);
+    assert_eq!(
+        ev[0].partners[0], measured,
+        "a measured partner stays as measured"
+    );
+    let wa = &ev[0].partners[1];
+    assert_eq!(
+        (wa.partner.as_str(), wa.predicted_by_run),
+        ("wa", Some(doc.run))
+    );
+    let want = wa_wa.unwrap().combined_speed;
+    assert_eq!(
+        (wa.figure.value, wa.figure.ci95_low, wa.figure.ci95_high),
+        (want.value, want.low, want.high)
+    );
+    let text = crate::advice::text(&[decide(&ev[0])], 200);
+    assert!(text.contains("predicted by predict run"), "{text}");
 }

@@ -106,6 +106,7 @@ pub fn text(f: &Fleet, width: usize) -> String {
                 out.push('\n');
             }
         }
+        out.push_str(&profiles_text(m, width));
         for a in &m.advice {
             let mut counts: Vec<(&String, &usize)> = a.counts.iter().collect();
             counts.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
@@ -131,6 +132,43 @@ pub fn text(f: &Fleet, width: usize) -> String {
         ),
         layout,
     ));
+    out
+}
+
+/// The model's pooled `predict` profiles: a row per workload, form, ruler and figure
+/// (hosts, median with interval, range); empty without any.
+fn profiles_text(m: &Model, width: usize) -> String {
+    if m.profiles.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new([
+        "profile",
+        "form",
+        "ruler",
+        "figure",
+        "hosts",
+        "median [95% CI]",
+        "range",
+    ])
+    .shrink(0)
+    .right(&[4]);
+    for p in &m.profiles {
+        t.row([
+            p.workload.clone(),
+            p.form.name().into(),
+            p.ruler.clone(),
+            p.figure.into(),
+            p.spread.hosts.len().to_string(),
+            ratio_ci(p.spread.median, p.spread.ci_low, p.spread.ci_high),
+            format!("{}-{}", times(p.spread.min), times(p.spread.max)),
+        ]);
+    }
+    let mut out = String::from("  predict profiles over hosts (slowdowns, above 1: slower):\n");
+    for line in t.render_to(Layout::fixed(width.saturating_sub(2))).lines() {
+        out.push_str("  ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
     out
 }
 

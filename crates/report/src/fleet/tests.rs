@@ -227,3 +227,36 @@ fn runs_without_a_host_id_count_by_hostname() {
     assert_eq!(names, ["a", "b"]);
     assert_eq!(f.hosts[0].runs, [1, 2]);
 }
+
+#[test]
+fn predict_profiles_pool_per_cpu_model_one_value_per_host() {
+    let hosts = [("p1", 1.0), ("p2", 1.2), ("p3", 0.8)];
+    let runs: Vec<RunResults> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, (name, pressure))| {
+            let mut r = crate::testutil::predict_run(&FakeHost::new(name, A, 1.2), *pressure);
+            r.run.id = i as i64 + 1;
+            r
+        })
+        .collect();
+    let f = fleet(&runs);
+    assert_eq!(f.models.len(), 1);
+    let m = &f.models[0];
+    assert!(m.pools.is_empty(), "a predict run has no SMT yield");
+    // wa and wb, two rulers, two figures each, in the cores form.
+    assert_eq!(m.profiles.len(), 8);
+    let p = m
+        .profiles
+        .iter()
+        .find(|p| p.workload == "wa" && p.ruler == "int" && p.figure == "sensitivity")
+        .unwrap();
+    assert_eq!(p.spread.hosts.len(), 3);
+    // wa beside int is the first pair: 1 + pressure / 10 on each host; the median is p1's.
+    assert!((p.spread.median - 1.1).abs() < 1e-9, "{}", p.spread.median);
+    assert!((p.spread.min - 1.08).abs() < 1e-9 && (p.spread.max - 1.12).abs() < 1e-9);
+    assert!(f.notes.is_empty(), "{:?}", f.notes);
+    let text = text(&f, 120);
+    assert!(text.contains("predict profiles over hosts"), "{text}");
+    assert!(json(&f).contains("\"contentiousness\""));
+}

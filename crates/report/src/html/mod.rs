@@ -58,6 +58,7 @@ tr.sep td{border:none;height:6px}\
 ul.notes{background:#fff8e5;border-left:4px solid #e69f00;padding:8px 8px 8px 28px;max-width:980px}\
 .charts{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start}\
 .charts>div,.charts>figure{min-width:0;max-width:100%}\
+.side{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}.side>figure{flex:1 1 0;min-width:380px}\
 table.kv td code{white-space:pre-wrap;word-break:break-all}\
 #skipped td code{white-space:normal;overflow-wrap:anywhere}#skipped td:last-child{min-width:16em}\
 figure{margin:0;max-width:100%}\

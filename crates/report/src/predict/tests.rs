@@ -398,3 +398,60 @@ fn footprint_rulers_are_checked_to_step_up_per_cache() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_stored_run_gives_back_its_pairs_by_role_and_its_model() {
+    let host = smtlab_fixtures::fleet::FakeHost::new("h", "Demo CPU", 1.2);
+    let r = crate::testutil::predict_run(&host, 1.0);
+    let keys = stored::plan_keys(&r).expect("a predict run");
+    assert_eq!(keys.workloads, ["wa", "wb"]);
+    let names: Vec<&str> = keys.rulers.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["int", "dram"]);
+    assert_eq!(keys.rulers[1].workload, "mem-read size=auto threads=1");
+    assert_eq!(keys.forms, [Form::Cores]);
+    let ab = |p: &PairKeys| (p.a.clone(), p.b.clone());
+    let sens: Vec<_> = keys.sensitivity.iter().map(ab).collect();
+    assert_eq!(
+        sens[..2],
+        [("wa".into(), "int".into()), ("wa".into(), "dram".into())]
+    );
+    let cont: Vec<_> = keys.contentiousness.iter().map(ab).collect();
+    assert_eq!(
+        cont[..2],
+        [("int".into(), "wa".into()), ("dram".into(), "wa".into())]
+    );
+    let training: Vec<_> = keys.training.iter().map(ab).collect();
+    assert_eq!(
+        training,
+        [("wa".into(), "wb".into()), ("wb".into(), "wa".into())]
+    );
+    let doc = stored::analyse_run(&r).unwrap();
+    assert_eq!(doc.run, r.run.id);
+    // wa beside int: the first pair, 1.1x slower.
+    let s = doc.profiles[0].rulers[0].sensitivity.unwrap();
+    assert!((s.ratio - 1.1).abs() < 1e-9, "{s:?}");
+    assert!(doc.models[0].model.is_some(), "{:?}", doc.models[0]);
+    assert!(doc.held_out.is_empty() && doc.validation.is_empty());
+    // Another suite is no predict run.
+    let mut other = r.clone();
+    other.run.suite = Some("corun".into());
+    assert!(stored::plan_keys(&other).is_none());
+}
+
+#[test]
+fn the_page_of_a_predict_run_draws_the_predicted_matrix_beside_the_measured_one() {
+    let host = smtlab_fixtures::fleet::FakeHost::new("h", "Demo CPU", 1.2);
+    let r = crate::testutil::predict_run(&host, 1.0);
+    let page = crate::html::html(&r);
+    let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("{s:?} missing"));
+    assert!(
+        at("predicted slowdown of the row, partner on another core")
+            < at("measured slowdown of the row, partner on another core")
+    );
+    assert!(page.contains("class=\"side\""));
+    // wa beside wb, measured: the ninth pair, 1.9x; the ruler columns are not drawn.
+    let measured = &page[at("measured slowdown of the row")..];
+    assert!(measured.contains(">1.90<"), "{measured}");
+    assert!(!page.contains(">ruler:int<"));
+    assert!(page.contains("DRAM bandwidth"), "the rulers are listed");
+}

@@ -19,16 +19,15 @@ use std::collections::BTreeSet;
 
 use smtlab_bench::compute::kernel::splitmix64;
 use smtlab_model::keys::Form;
-use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
-use smtlab_model::{CacheType, CellKey, Topology};
+use smtlab_model::predict::{
+    PairKeys, PlanKeys, RULER_PREFIX, RulerDef, RulerSpec, ruler_definitions,
+};
+use smtlab_model::{CellKey, Topology};
 
 use super::ExperimentError;
 use super::corun::{self, CorunPlan, Workload};
 use crate::corun::CpuPair;
 use crate::session::param_map;
-
-/// The partner name of a ruler in its cells' conditions, apart from workload names.
-pub const RULER_PREFIX: &str = "ruler:";
 
 /// A calibrated stressor: a catalog benchmark with the parameters that make it press
 /// one resource.
@@ -36,6 +35,7 @@ pub struct Ruler {
     pub name: &'static str,
     pub resource: &'static str,
     pub workload: Workload,
+    footprint_rank: Option<u8>,
 }
 
 impl Ruler {
@@ -52,105 +52,12 @@ impl Ruler {
                 .chain(params)
                 .collect::<Vec<_>>()
                 .join(" "),
-            footprint_rank: match self.name {
-                "l1d" => Some(1),
-                "l2" => Some(2),
-                "llc" => Some(3),
-                _ => None,
-            },
+            footprint_rank: self.footprint_rank,
         }
     }
 }
 
-/// The size of the data or unified cache of `level` that `cpu` reaches.
-fn cache_bytes(topo: &Topology, level: u8, cpu: u32) -> Option<u64> {
-    topo.caches
-        .iter()
-        .filter(|c| c.level == level && c.cache_type != CacheType::Instruction)
-        .filter(|c| c.cpus.contains(cpu))
-        .find_map(|c| c.size_bytes)
-}
-
-/// A cache size a ruler needs and the topology does not give.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the topology gives no {0} size")]
-struct NoCacheSize(&'static str);
-
-/// A ruler's definition: name, resource, benchmark, and its parameters on this
-/// machine (or the size it lacks).
-struct Def {
-    name: &'static str,
-    resource: &'static str,
-    bench: &'static str,
-    params: Result<Vec<(&'static str, String)>, NoCacheSize>,
-}
-
-fn definitions(topo: &Topology, cpu: u32) -> Vec<Def> {
-    let sized = |bytes: Option<u64>, what: &'static str, part: u64| {
-        bytes
-            .map(|b| vec![("size", (b / part).to_string())])
-            .ok_or(NoCacheSize(what))
-    };
-    let def = |name, resource, bench, params| Def {
-        name,
-        resource,
-        bench,
-        params,
-    };
-    let (l1, l2) = (cache_bytes(topo, 1, cpu), cache_bytes(topo, 2, cpu));
-    vec![
-        def("int", "integer ALU", "int-ops", Ok(vec![])),
-        def("fp", "floating-point units", "fp-ops", Ok(vec![])),
-        def(
-            "load-store",
-            "load/store ports (copy inside the L1D)",
-            "mem-copy",
-            sized(l1, "L1D", 2),
-        ),
-        def(
-            "l1d",
-            "L1D footprint (random chase)",
-            "mem-latency",
-            sized(l1, "L1D", 1),
-        ),
-        def(
-            "l2",
-            "L2 footprint (random chase)",
-            "mem-latency",
-            sized(l2, "L2", 1),
-        ),
-        def(
-            "llc",
-            "last-level cache footprint (random chase)",
-            "mem-latency",
-            sized(topo.llc_bytes(), "last-level cache", 1),
-        ),
-        def(
-            "dram",
-            "DRAM bandwidth (stream over 4x the LLC)",
-            "mem-read",
-            Ok(vec![("size", "auto".into())]),
-        ),
-        def(
-            "syscall",
-            "kernel entry and exit (system-call loop)",
-            "null-syscall",
-            Ok(vec![]),
-        ),
-    ]
-}
-
-/// Every ruler's name, in the order of [`definitions`].
-pub const RULERS: [&str; 8] = [
-    "int",
-    "fp",
-    "load-store",
-    "l1d",
-    "l2",
-    "llc",
-    "dram",
-    "syscall",
-];
+pub use smtlab_model::predict::RULERS;
 
 /// The rulers asked for (all when none), one thread each, sized for the CPU `cpu` of
 /// `topo`; a ruler this machine cannot size is left out with a one-line note.
@@ -159,7 +66,7 @@ pub fn rulers(
     topo: &Topology,
     cpu: u32,
 ) -> Result<(Vec<Ruler>, Vec<String>), ExperimentError> {
-    let defs = definitions(topo, cpu);
+    let defs = ruler_definitions(topo, cpu);
     if let Some(bad) = asked
         .iter()
         .find(|a| !defs.iter().any(|d| d.name == a.trim()))
@@ -171,13 +78,14 @@ pub fn rulers(
     }
     let mut out = Vec::new();
     let mut notes = Vec::new();
-    for Def {
-        name,
-        resource,
-        bench,
-        params,
-    } in defs
-    {
+    for def in defs {
+        let footprint_rank = def.footprint_rank();
+        let RulerDef {
+            name,
+            resource,
+            bench,
+            params,
+        } = def;
         if !asked.is_empty() && !asked.iter().any(|a| a.trim() == name) {
             continue;
         }
@@ -194,6 +102,7 @@ pub fn rulers(
             name,
             resource,
             workload: Workload::catalog(bench, &[], &defaults)?,
+            footprint_rank,
         });
     }
     if out.is_empty() {

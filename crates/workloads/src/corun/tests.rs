@@ -120,7 +120,17 @@ fn the_partner_runs_only_inside_a_sample_and_reports_its_own_samples() {
         fixed: None,
         partner_reference: true,
     };
+    let t = Instant::now();
     let raw = inst.sample(3).unwrap();
+    // The waits for the partner to start and end its samples are stated, apart from
+    // A's own time and the reference window (as long as A's sample).
+    let wall = t.elapsed().as_nanos() as u64;
+    assert!(raw.waited_ns > 0, "{}", raw.waited_ns);
+    assert!(
+        raw.waited_ns + 2 * raw.elapsed_ns <= wall,
+        "{} {wall}",
+        raw.waited_ns
+    );
     // The sample in progress when A started is not counted; at least the following
     // ones that ended before A did are.
     let n = raw.metrics[PARTNER_SAMPLES];

@@ -19,6 +19,7 @@ fn partner(name: &str, f: Figure) -> Partnered {
     Partnered {
         partner: name.into(),
         figure: f,
+        predicted_by_run: None,
     }
 }
 
@@ -276,4 +277,29 @@ fn the_machine_figure_is_named_by_what_it_compares() {
         what(&e),
         "speed-up, half the machine (half-cores-2t/half-cores-1t)"
     );
+}
+
+#[test]
+fn a_predicted_partner_is_shown_and_never_decides() {
+    let mut e = Evidence {
+        machine_gain: Some(f(LOSS)),
+        machine_switched: true,
+        ..smt()
+    };
+    let mut predicted = partner("b", f(GAIN));
+    predicted.predicted_by_run = Some(7);
+    e.partners = vec![partner("a", f(LOSS)), predicted];
+    let l = Ledger::new(&e);
+    // Only the measured one splits nothing: throughput says off and so does a.
+    assert_eq!(l.partners.len(), 1);
+    assert_eq!(
+        throughput_off(&l).map(|a| a.recommendation),
+        Some(Recommendation::TurnOff)
+    );
+    let shown = l
+        .reasons
+        .iter()
+        .find(|r| r.what.contains("predicted by predict run 7"))
+        .expect("the predicted partner is shown");
+    assert_eq!((shown.says, shown.deciding), (Says::Context, false));
 }

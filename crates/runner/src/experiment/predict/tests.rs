@@ -34,7 +34,7 @@ fn rulers_are_sized_from_the_topology_and_the_unsizable_named() {
         "mem-latency pages=huge seed=1 size=8388608 threads=1"
     );
     // Every definition is listed under its name.
-    let all: Vec<&str> = definitions(&t, 0).iter().map(|d| d.name).collect();
+    let all: Vec<&str> = ruler_definitions(&t, 0).iter().map(|d| d.name).collect();
     assert_eq!(all, RULERS);
 }
 
