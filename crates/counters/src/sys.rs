@@ -159,6 +159,16 @@ impl PerfFd {
         )
     }
 
+    /// The kernel's id of this event, as sample records carry it.
+    pub(crate) fn id(&self) -> io::Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: ioctl on a perf fd we own; the kernel writes one u64 to `id`, which
+        // lives across the call.
+        let ret = unsafe { sys::ioctls::ID(self.raw(), &mut id) };
+        check(ret, "PERF_EVENT_IOC_ID")?;
+        Ok(id)
+    }
+
     /// Reads `(value, time_enabled, time_running)` of a counting event opened with
     /// [`counting_attr`]'s read format.
     pub(crate) fn read_counting(&self) -> io::Result<(u64, u64, u64)> {
