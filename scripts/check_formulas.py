@@ -43,7 +43,7 @@ UARCHS = {
 
 TOPDOWN = ["retiring", "bad_speculation", "frontend_bound", "backend_bound"]
 # Shares beside level 1: the memory part of back-end bound (level 2), AMD's SMT contention.
-SHARES = TOPDOWN + ["backend_memory", "smt_contention", "smt_2t_share"]
+SHARES = TOPDOWN + ["backend_memory", "smt_contention", "smt_2t_share", "dram_bus_utilisation"]
 
 # smtlab's instruction-mix names, and what the kernel's `tma_info_inst_mix_ip*` divides by.
 MIX = {"loads": "load", "stores": "store", "calls": "call", "branches-taken": "taken branch"}
@@ -65,6 +65,15 @@ def synthetic(uarch, rng):
             c["cpu_clk_unhalted.ref_xclk_any"] = 2 * ref
         else:
             c["cpu_clk_unhalted.ref_distributed"] = ref
+    # Memory-controller CAS commands over perf's wall time (DRAM bandwidth).
+    c["duration_time"] = rng.uniform(0.5, 20.0) * 1e9
+    rd, wr = (c["duration_time"] * rng.uniform(0.0, 0.3) for _ in range(2))
+    if uarch in ("zen4", "zen5"):
+        clk = c["duration_time"] * rng.uniform(1.0, 3.0)
+        c.update({"umc_cas_cmd.rd": rd, "umc_cas_cmd.wr": wr, "umc_cas_cmd.all": rd + wr,
+                  "umc_mem_clk": clk, "umc_data_slot_clks.all": 2 * clk * rng.uniform(0, 1)})
+    elif not uarch.startswith("zen"):
+        c.update({"unc_m_cas_count.rd": rd, "unc_m_cas_count.wr": wr})
     if uarch.startswith("zen"):
         mix = {"loads": "ls_dispatch.ld_dispatch", "stores": "ls_dispatch.store_dispatch"}
     else:
@@ -165,6 +174,13 @@ def smtlab_figures(smtlab, uarch, csv):
     for k in TOPDOWN + ["smt_contention", "backend_memory"]:
         if t.get(k) is not None:
             figs[k] = t[k]
+    d = r.get("dram")
+    if d:
+        figs["dram_gb_per_s"] = d["gb_per_s"]
+        figs["dram_read_mb_per_s"] = d["read_bytes"] / d["window_s"] / 1e6
+        figs["dram_write_mb_per_s"] = d["write_bytes"] / d["window_s"] / 1e6
+        if d.get("bus_utilisation") is not None:
+            figs["dram_bus_utilisation"] = d["bus_utilisation"]
     for x in r["ratios"]:
         if x["key"] in ("ipc", "cpi", "l2-misses_pki", "smt_2t_share"):
             figs[x["key"]] = x["value"]
@@ -308,13 +324,18 @@ def kernel_figures(kdir, uarch, c):
     # The kernel's tables name events by the vendor's names, any case.
     low = {k.lower(): v for k, v in c.items()}
     low.update({k.lower(): v for k, v in vendor_counts(uarch, c).items()})
+    low["duration_time"] = c["duration_time"] / 1e9  # seconds in the kernel's metrics
     figs = {}
     if uarch.startswith("zen"):
         names = {k: k for k in TOPDOWN + ["smt_contention"]}
         names["backend_memory"] = "backend_bound_memory"
+        names.update({"dram_read_mb_per_s": "umc_mem_read_bandwidth",
+                      "dram_write_mb_per_s": "umc_mem_write_bandwidth",
+                      "dram_bus_utilisation": "umc_data_bus_utilization"})
     else:
         names = {k: "tma_" + k for k in TOPDOWN}
         names["backend_memory"] = "tma_memory_bound"
+        names["dram_gb_per_s"] = "tma_info_system_dram_bw_use"
         names.update({"ipc": "tma_info_thread_ipc", "cpi": "tma_info_thread_cpi"})
         if "l2_rqsts.miss" in low:
             names["l2-misses_pki"] = "tma_info_memory_l2mpki_all"

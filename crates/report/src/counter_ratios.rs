@@ -420,7 +420,7 @@ fn topdown_reason(v: &CounterValues) -> Option<String> {
 fn asked_for_dram(v: &CounterValues) -> bool {
     v.named_unavailable
         .iter()
-        .any(|u| u.name == "dram" || u.name.contains("cas_count"))
+        .any(|u| u.name == "dram" || u.name.contains("cas_count") || u.name.contains("cas_cmd"))
 }
 
 /// The ratio text the terminal adds to a cell's counters line: what `line` does not
@@ -492,6 +492,9 @@ pub fn ratio_lines(r: &CellRatios) -> Vec<String> {
             b.share_of_peak
                 .map(|s| format!(", {:.1}% of peak", 100.0 * s))
                 .unwrap_or_default()
+                + &b.bus_utilisation
+                    .map(|u| format!(", data bus {:.1}% busy (measured)", 100.0 * u))
+                    .unwrap_or_default()
         ));
     }
     if !r.multiplexed.is_empty() {
