@@ -28,8 +28,11 @@ use crate::ring::{self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_s
 use crate::sys::{self, PerfFd};
 use crate::tracefs;
 
-/// Data pages per CPU: a fault's two records take about 80 bytes.
-const PAGES: usize = 256;
+/// Data pages per CPU (4 MiB with 4 KiB pages, as the syscall tracer's default): a
+/// fault's two records take about 80 bytes, so a buffer holds about 50,000 faults
+/// between drains, and the drainer may get no CPU for a while when the traced threads
+/// outnumber the CPUs. Records that do not fit are counted in `lost_records`.
+const PAGES: usize = 1024;
 /// `PERF_COUNT_SW_*`.
 const SW_TASK_CLOCK: u64 = 1;
 const SW_MINOR_FAULTS: u64 = 5;
