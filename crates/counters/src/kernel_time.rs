@@ -139,20 +139,7 @@ fn sample_attr(type_: u32, config: u64, inherit: bool, raw: bool) -> sys::Attr {
     if raw {
         sample_type |= b::PERF_SAMPLE_RAW;
     }
-    let mut a = sys::Attr {
-        size: std::mem::size_of::<sys::Attr>() as u32,
-        type_,
-        config,
-        sample_type: sample_type as u64,
-        clockid: libc::CLOCK_MONOTONIC,
-        ..sys::Attr::default()
-    };
-    a.__bindgen_anon_1.sample_period = 1;
-    a.set_disabled(1);
-    a.set_inherit(u64::from(inherit));
-    // Tracepoints and fault events fire in the kernel: excluding it would record nothing.
-    sys::set_mode(&mut a, CountMode::All);
-    a.set_use_clockid(1);
+    let mut a = sys::sampling_attr(type_, config, sample_type.into(), inherit);
     a.set_sample_id_all(1);
     a
 }
@@ -376,12 +363,7 @@ enum What {
     SwitchIn,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    time: u64,
-    tid: u32,
-    what: What,
-}
+type Rec = ring::Rec<What>;
 
 /// What one task has open: a fault (and whether taken in user mode) and its lock
 /// waits, outermost first.
@@ -465,13 +447,7 @@ impl Sink for Collected {
     }
 
     fn settle(&mut self, horizon: Option<u64>) {
-        self.pending.sort_by_key(|r| r.time);
-        let cut = match horizon {
-            Some(h) => self.pending.partition_point(|r| r.time <= h),
-            None => self.pending.len(),
-        };
-        let ready: Vec<Rec> = self.pending.drain(..cut).collect();
-        for r in ready {
+        for r in ring::ready(&mut self.pending, horizon) {
             self.apply(r);
         }
     }

@@ -356,3 +356,22 @@ pub(crate) fn drain_loop(
         }
     }
 }
+
+/// One parsed record of a traced task: when, which task, what happened.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rec<W> {
+    pub time: u64,
+    pub tid: u32,
+    pub what: W,
+}
+
+/// The records of `pending` up to `horizon` (all of them with `None`), in time order,
+/// taken out; records with equal times keep their buffer order (a stable sort).
+pub(crate) fn ready<W>(pending: &mut Vec<Rec<W>>, horizon: Option<u64>) -> Vec<Rec<W>> {
+    pending.sort_by_key(|r| r.time);
+    let cut = match horizon {
+        Some(h) => pending.partition_point(|r| r.time <= h),
+        None => pending.len(),
+    };
+    pending.drain(..cut).collect()
+}

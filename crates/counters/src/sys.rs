@@ -31,6 +31,27 @@ pub(crate) fn counting_attr(type_: u32, config: u64, mode: CountMode, inherit: b
     a
 }
 
+/// A sampling attribute for the tracers: every occurrence (`sample_period` 1) with
+/// `sample_type`, stamped with `CLOCK_MONOTONIC` so records of different CPUs merge in
+/// order, disabled until started, nothing excluded (tracepoints fire in the kernel:
+/// excluding kernel mode would record nothing).
+pub(crate) fn sampling_attr(type_: u32, config: u64, sample_type: u64, inherit: bool) -> Attr {
+    let mut a = Attr {
+        size: std::mem::size_of::<Attr>() as u32,
+        type_,
+        config,
+        sample_type,
+        clockid: libc::CLOCK_MONOTONIC,
+        ..Attr::default()
+    };
+    a.__bindgen_anon_1.sample_period = 1;
+    a.set_disabled(1);
+    a.set_inherit(u64::from(inherit));
+    set_mode(&mut a, CountMode::All);
+    a.set_use_clockid(1);
+    a
+}
+
 /// A counting attribute for an encoded named event: type and all three config words.
 pub(crate) fn named_attr(
     enc: &smtlab_model::counters::named::EventEncoding,

@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use perf_event_open_sys::bindings as b;
 use smtlab_model::CpuSet;
+use smtlab_model::counters::CounterTarget;
 use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
-use smtlab_model::counters::{CountMode, CounterTarget};
 
 use crate::error::{CounterError, Needs, classify};
 use crate::ring::{
@@ -124,20 +124,13 @@ fn sample_attr(
     buffer_bytes: usize,
     switches: bool,
 ) -> sys::Attr {
-    let mut a = sys::Attr {
-        size: std::mem::size_of::<sys::Attr>() as u32,
-        type_: b::PERF_TYPE_TRACEPOINT,
-        config: tracepoint_id,
-        sample_type: (b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW) as u64,
-        clockid: libc::CLOCK_MONOTONIC,
-        ..sys::Attr::default()
-    };
-    a.__bindgen_anon_1.sample_period = 1;
-    a.set_disabled(1);
-    a.set_inherit(u64::from(inherit));
-    // Tracepoints fire in the kernel: excluding kernel mode would record nothing.
-    sys::set_mode(&mut a, CountMode::All);
-    a.set_use_clockid(1);
+    let sample_type = b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW;
+    let mut a = sys::sampling_attr(
+        b::PERF_TYPE_TRACEPOINT,
+        tracepoint_id,
+        sample_type.into(),
+        inherit,
+    );
     if switches {
         a.set_context_switch(1);
         // The switch records then end with { u32 pid, tid; u64 time }.
@@ -346,12 +339,7 @@ enum What {
 }
 
 /// One parsed record.
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    time: u64,
-    tid: u32,
-    what: What,
-}
+type Rec = ring::Rec<What>;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Acc {
@@ -452,14 +440,7 @@ impl Collected {
 
     /// Pairs pending records up to `horizon` (all of them with `None`) in time order.
     fn settle(&mut self, horizon: Option<u64>) {
-        // Stable: records with equal times keep their buffer order.
-        self.pending.sort_by_key(|r| r.time);
-        let cut = match horizon {
-            Some(h) => self.pending.partition_point(|r| r.time <= h),
-            None => self.pending.len(),
-        };
-        let ready: Vec<Rec> = self.pending.drain(..cut).collect();
-        for r in ready {
+        for r in ring::ready(&mut self.pending, horizon) {
             match r.what {
                 What::Enter(nr) => {
                     self.stats.entry(nr).or_default().calls += 1;

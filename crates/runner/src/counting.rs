@@ -170,7 +170,7 @@ enum TraceCmd {
 struct Traced {
     syscalls: Option<SyscallProfile>,
     irqs: Result<IrqProfile, String>,
-    kernel_time: Result<KernelTimeProfile, String>,
+    kernel_time: Result<KernelTimeProfile, CounterError>,
 }
 
 impl Traced {
@@ -178,7 +178,7 @@ impl Traced {
         Traced {
             syscalls: None,
             irqs: Err(why.into()),
-            kernel_time: Err(why.into()),
+            kernel_time: Err(CounterError::Unavailable(why.into())),
         }
     }
 }
@@ -211,7 +211,7 @@ impl TraceControl {
                 };
                 // Opened with the syscall tracer, before the benchmark starts its
                 // tasks, so they inherit it.
-                let kernel_time = KernelTimeTracer::open(tid, true).map_err(|e| reason(&e));
+                let kernel_time = KernelTimeTracer::open(tid, true);
                 let _ = ack_tx.send(Ok(()));
                 if !matches!(rx.recv(), Ok(TraceCmd::Start)) {
                     return Ok(Traced::none("not traced"));
@@ -219,7 +219,7 @@ impl TraceControl {
                 let irqs = IrqTracer::open(&cpus)
                     .and_then(IrqTracer::start)
                     .map_err(|e| reason(&e));
-                let kernel_time = kernel_time.and_then(|k| k.start().map_err(|e| reason(&e)));
+                let kernel_time = kernel_time.and_then(KernelTimeTracer::start);
                 let running = tracer.start().map_err(|e| reason(&e));
                 let running = match running {
                     Ok(r) => {
@@ -233,7 +233,7 @@ impl TraceControl {
                 };
                 let _ = rx.recv();
                 let irqs = irqs.and_then(|r| r.stop().map_err(|e| reason(&e)));
-                let kernel_time = kernel_time.and_then(|r| r.stop().map_err(|e| reason(&e)));
+                let kernel_time = kernel_time.and_then(|r| r.stop());
                 running
                     .stop()
                     .map(|p| Traced {
@@ -294,10 +294,10 @@ impl Drop for TraceControl {
 }
 
 /// A traced profile, or why there is none, as the two fields a cell keeps.
-fn split<T>(r: Result<T, String>) -> (Option<T>, Option<String>) {
+fn split<T, E: std::fmt::Display>(r: Result<T, E>) -> (Option<T>, Option<String>) {
     match r {
         Ok(p) => (Some(p), None),
-        Err(why) => (None, Some(why)),
+        Err(why) => (None, Some(why.to_string())),
     }
 }
 
