@@ -42,6 +42,8 @@ UARCHS = {
 }
 
 TOPDOWN = ["retiring", "bad_speculation", "frontend_bound", "backend_bound"]
+# Shares beside level 1: the memory part of back-end bound (level 2), AMD's SMT contention.
+SHARES = TOPDOWN + ["backend_memory", "smt_contention", "smt_2t_share", "dram_bus_utilisation"]
 
 # smtlab's instruction-mix names, and what the kernel's `tma_info_inst_mix_ip*` divides by.
 MIX = {"loads": "load", "stores": "store", "calls": "call", "branches-taken": "taken branch"}
@@ -63,6 +65,15 @@ def synthetic(uarch, rng):
             c["cpu_clk_unhalted.ref_xclk_any"] = 2 * ref
         else:
             c["cpu_clk_unhalted.ref_distributed"] = ref
+    # Memory-controller CAS commands over perf's wall time (DRAM bandwidth).
+    c["duration_time"] = rng.uniform(0.5, 20.0) * 1e9
+    rd, wr = (c["duration_time"] * rng.uniform(0.0, 0.3) for _ in range(2))
+    if uarch in ("zen4", "zen5"):
+        clk = c["duration_time"] * rng.uniform(1.0, 3.0)
+        c.update({"umc_cas_cmd.rd": rd, "umc_cas_cmd.wr": wr, "umc_cas_cmd.all": rd + wr,
+                  "umc_mem_clk": clk, "umc_data_slot_clks.all": 2 * clk * rng.uniform(0, 1)})
+    elif not uarch.startswith("zen"):
+        c.update({"unc_m_cas_count.rd": rd, "unc_m_cas_count.wr": wr})
     if uarch.startswith("zen"):
         mix = {"loads": "ls_dispatch.ld_dispatch", "stores": "ls_dispatch.store_dispatch"}
     else:
@@ -84,6 +95,18 @@ def synthetic(uarch, rng):
             "topdown-recovery-bubbles": 4 * recovery,
             "l2_rqsts.miss": inst * rng.uniform(0.0, 0.05),
         })
+    if uarch in ("skylake-sp", "icelake-sp"):
+        # The cycles behind memory bound (level 2) on cores without the perf metric.
+        total = cycles * rng.uniform(0.1, 0.6)
+        c.update({
+            "cycle_activity.stalls_total": total,
+            "cycle_activity.stalls_mem_any": total * rng.uniform(0.0, 1.0),
+            "exe_activity.bound_on_stores": cycles * rng.uniform(0.0, 0.05),
+            "exe_activity.1_ports_util": cycles * rng.uniform(0.0, 0.2),
+            "exe_activity.2_ports_util": cycles * rng.uniform(0.0, 0.2),
+        })
+    if uarch == "skylake-sp":
+        pass
     elif uarch in ("icelake-sp", "sapphire-rapids", "granite-rapids"):
         width = 5 if uarch == "icelake-sp" else 6
         slots = width * cycles
@@ -95,6 +118,9 @@ def synthetic(uarch, rng):
             # fractions do not sum to exactly 1).
             c[name] = slots * p / total * rng.uniform(0.98, 1.02)
         c["slots"] = slots
+        if uarch != "icelake-sp":
+            # Level 2: memory bound, a part of back-end bound.
+            c["topdown-mem-bound"] = c["topdown-be-bound"] * rng.uniform(0.1, 0.9)
         c["int_misc.uop_dropping"] = slots * rng.uniform(0.0, 0.02)
         if uarch == "icelake-sp":
             c["int_misc.clears_count"] = cycles * rng.uniform(0.0, 0.005)
@@ -115,6 +141,9 @@ def synthetic(uarch, rng):
                 "de_no_dispatch_per_slot.backend_stalls": slots * rng.uniform(0, 0.3),
                 "de_no_dispatch_per_slot.smt_contention": slots * rng.uniform(0, 0.2),
             })
+            stalls = cycles * rng.uniform(0.1, 0.5)
+            c["ex_no_retire.not_complete"] = stalls
+            c["ex_no_retire.load_not_complete"] = stalls * rng.uniform(0.0, 1.0)
     return c
 
 
@@ -142,9 +171,16 @@ def smtlab_figures(smtlab, uarch, csv):
     r = json.loads(out)["ratios"]
     figs = {}
     t = r.get("topdown") or {}
-    for k in TOPDOWN + ["smt_contention"]:
+    for k in TOPDOWN + ["smt_contention", "backend_memory"]:
         if t.get(k) is not None:
             figs[k] = t[k]
+    d = r.get("dram")
+    if d:
+        figs["dram_gb_per_s"] = d["gb_per_s"]
+        figs["dram_read_mb_per_s"] = d["read_bytes"] / d["window_s"] / 1e6
+        figs["dram_write_mb_per_s"] = d["write_bytes"] / d["window_s"] / 1e6
+        if d.get("bus_utilisation") is not None:
+            figs["dram_bus_utilisation"] = d["bus_utilisation"]
     for x in r["ratios"]:
         if x["key"] in ("ipc", "cpi", "l2-misses_pki", "smt_2t_share"):
             figs[x["key"]] = x["value"]
@@ -175,6 +211,7 @@ def vendor_counts(uarch, c):
             "PERF_METRICS.BAD_SPECULATION": c["topdown-bad-spec"],
             "PERF_METRICS.FRONTEND_BOUND": c["topdown-fe-bound"],
             "PERF_METRICS.BACKEND_BOUND": c["topdown-be-bound"],
+            "PERF_METRICS.MEMORY_BOUND": c.get("topdown-mem-bound", 0.0),
             "INT_MISC.CLEARS_COUNT": c.get("int_misc.clears_count", 0.0),
         })
     return v
@@ -215,6 +252,10 @@ def pmu_tools_figures(module, uarch, c):
     for key, node in [("frontend_bound", "Frontend_Bound"), ("backend_bound", "Backend_Bound"),
                       ("retiring", "Retiring"), ("bad_speculation", "Bad_Speculation")]:
         figs[key] = r.nodes[node].compute(EV)
+    try:
+        figs["backend_memory"] = r.nodes["Memory_Bound"].compute(EV)
+    except KeyError:
+        pass  # toplev's model asks for an event this check does not feed
     figs["ipc"] = m.IPC(None, EV, 0)
     figs["cpi"] = m.CPI(None, EV, 0)
     # The mix, as instructions per event; the functions set a threshold on `self`.
@@ -283,11 +324,18 @@ def kernel_figures(kdir, uarch, c):
     # The kernel's tables name events by the vendor's names, any case.
     low = {k.lower(): v for k, v in c.items()}
     low.update({k.lower(): v for k, v in vendor_counts(uarch, c).items()})
+    low["duration_time"] = c["duration_time"] / 1e9  # seconds in the kernel's metrics
     figs = {}
     if uarch.startswith("zen"):
         names = {k: k for k in TOPDOWN + ["smt_contention"]}
+        names["backend_memory"] = "backend_bound_memory"
+        names.update({"dram_read_mb_per_s": "umc_mem_read_bandwidth",
+                      "dram_write_mb_per_s": "umc_mem_write_bandwidth",
+                      "dram_bus_utilisation": "umc_data_bus_utilization"})
     else:
         names = {k: "tma_" + k for k in TOPDOWN}
+        names["backend_memory"] = "tma_memory_bound"
+        names["dram_gb_per_s"] = "tma_info_system_dram_bw_use"
         names.update({"ipc": "tma_info_thread_ipc", "cpi": "tma_info_thread_cpi"})
         if "l2_rqsts.miss" in low:
             names["l2-misses_pki"] = "tma_info_memory_l2mpki_all"
@@ -322,7 +370,7 @@ def main():
             for ref, theirs in refs.items():
                 for fig, want in theirs.items():
                     got = ours.get(fig)
-                    share = fig in TOPDOWN or fig in ("smt_contention", "smt_2t_share")
+                    share = fig in SHARES
                     if got is None:
                         diff = float("inf")
                     elif share:

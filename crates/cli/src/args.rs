@@ -138,6 +138,11 @@ pub struct CountersImportArgs {
     /// Print CSV: one `key,label,value` row per figure.
     #[arg(long)]
     pub csv: bool,
+    /// The same work recorded alone on its core (1c1t): FILE is then the thread with
+    /// its SMT sibling busy (1c2t), and its loss against ALONE is attributed to
+    /// front-end, back-end memory and core, bad speculation and SMT contention.
+    #[arg(long, value_name = "ALONE")]
+    pub against: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

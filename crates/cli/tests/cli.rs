@@ -1404,6 +1404,88 @@ mod counters {
             "{err}"
         );
     }
+
+    /// `perf stat -x, -A` lines of `counts` (name, value), split over two CPUs.
+    fn perf_stat(counts: &[(&str, f64)]) -> String {
+        let mut out = String::from("# perf stat -x, -A\n");
+        for (name, value) in counts {
+            out.push_str(&format!("CPU0,{},,{name},1000,100.00,,\n", value * 0.25));
+            out.push_str(&format!("CPU1,{},,{name},1000,100.00,,\n", value * 0.75));
+        }
+        out
+    }
+
+    /// Ice Lake-like perf metrics by hand (the model's unit test, in millions): alone
+    /// 1 M cycles, 5 M slots; with the sibling 1.6 M cycles and half the core's slots.
+    /// Loss 37.5%: SMT contention +50 pt, back-end core -7.5, memory -2.5, front-end
+    /// -2.5; the parts add to the loss. A second recording of other work (retiring per
+    /// instruction doubled) fails the sum check in one line.
+    #[test]
+    fn counters_import_against_attributes_the_1c2t_loss() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = |x: f64| x * 1e6;
+        let alone = dir.path().join("1c1t.csv");
+        let smt = dir.path().join("1c2t.csv");
+        let other = dir.path().join("other.csv");
+        let common = |cycles, fe, be, mem, ret, bad| {
+            vec![
+                ("cycles", m(cycles)),
+                ("instructions", m(1.0)),
+                (
+                    "slots",
+                    m(5.0 * cycles) * if cycles > 1.0 { 0.5 } else { 1.0 },
+                ),
+                ("topdown-retiring", m(ret)),
+                ("topdown-bad-spec", m(bad)),
+                ("topdown-fe-bound", m(fe)),
+                ("topdown-be-bound", m(be)),
+                ("topdown-mem-bound", m(mem)),
+            ]
+        };
+        std::fs::write(&alone, perf_stat(&common(1.0, 1.0, 2.0, 1.2, 1.5, 0.5))).unwrap();
+        std::fs::write(&smt, perf_stat(&common(1.6, 0.8, 1.2, 1.0, 1.5, 0.5))).unwrap();
+        std::fs::write(&other, perf_stat(&common(1.6, 0.5, 0.5, 0.25, 3.0, 0.0))).unwrap();
+        let v = json_of(
+            smtlab()
+                .args(["counters", "import", "--json"])
+                .arg(&smt)
+                .arg("--against")
+                .arg(&alone),
+        );
+        let l = &v["smt_loss"];
+        let loss = l["measured_loss"].as_f64().unwrap();
+        assert!((loss - 0.375).abs() < 1e-9, "{l}");
+        assert!(
+            (l["slot_share"].as_f64().unwrap() - 0.5).abs() < 1e-9,
+            "{l}"
+        );
+        let parts = l["parts"].as_array().unwrap();
+        let sum: f64 = parts.iter().map(|p| p[1].as_f64().unwrap()).sum();
+        assert!((sum - loss).abs() <= 0.02, "parts {sum} vs loss {loss}");
+        assert_eq!(parts[3][0], "backend_core");
+        assert!((parts[3][1].as_f64().unwrap() + 0.075).abs() < 1e-9, "{l}");
+        let text = stdout_of(
+            smtlab()
+                .args(["counters", "import"])
+                .arg(&smt)
+                .arg("--against")
+                .arg(&alone),
+        );
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains("37.5% lost"), "{text}");
+        assert!(words.contains("SMT contention +50.0 pt"), "{text}");
+        assert!(words.contains("back-end memory 25.0%, core 5.0%"), "{text}");
+        let out = smtlab()
+            .args(["counters", "import"])
+            .arg(&other)
+            .arg("--against")
+            .arg(&alone)
+            .assert()
+            .failure();
+        let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("same work"), "{err}");
+    }
 }
 
 mod exec {

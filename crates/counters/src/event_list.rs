@@ -571,8 +571,9 @@ fn named_spec(name: &str, like: &Spec) -> Spec {
     }
 }
 
-/// Intel's memory-controller CAS counts (every `uncore_imc*` PMU's `cas_count_read` and
-/// `cas_count_write`, each summed over the controllers).
+/// The memory controllers' CAS counts: Intel's (every `uncore_imc*` PMU's
+/// `cas_count_read` and `cas_count_write`, each summed over the controllers), else AMD's
+/// UMCs' ([`resolve_umc`]).
 fn resolve_dram(
     spec: &Spec,
     tree: &PmuTree,
@@ -601,19 +602,72 @@ fn resolve_dram(
         push(r, e);
     }
     if !found {
+        found = resolve_umc(spec, tree, group, r)?;
+    }
+    if !found {
         let why = if tree
             .pmus
             .iter()
             .any(|p| p.name.starts_with("amd_df") || p.name.starts_with("amd_umc"))
         {
-            "the kernel's amd_df/amd_umc PMUs have no byte aliases; pass their raw terms \
-             (amd_df/event=...,umask=.../) with a scale"
+            "the kernel's amd_df PMU has no byte aliases and this CPU has no amd_umc PMU \
+             (Zen 4 and later); pass amd_df's raw terms (amd_df/event=...,umask=.../) with \
+             a scale"
         } else {
             "no memory-controller PMU (uncore_imc*) on this machine"
         };
         lack(r, "dram", format!("DRAM bandwidth not measured: {why}"));
     }
     Ok(())
+}
+
+/// AMD Zen 4 and later: CAS commands of every `amd_umc_N` PMU, reads and writes, as the
+/// kernel's `umc_cas_cmd.rd` and `.wr` (event 0x0a, read/write mask 1 and 2; 64 bytes
+/// each). `false` without such PMUs.
+fn resolve_umc(
+    spec: &Spec,
+    tree: &PmuTree,
+    group: u32,
+    r: &mut Resolved,
+) -> Result<bool, EventListError> {
+    let umcs = tree.instances("amd_umc");
+    let Some(first) = umcs.first() else {
+        return Ok(false);
+    };
+    for (nth, (name, terms)) in [
+        ("umc_cas_cmd.rd", "event=0x0a,rdwrmask=1"),
+        ("umc_cas_cmd.wr", "event=0x0a,rdwrmask=2"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let encodings = umcs
+            .iter()
+            .map(|p| {
+                p.encode(terms)
+                    .map_err(|e| EventListError(format!("`{}` ({name}): {e}", spec.text)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        push(
+            r,
+            ResolvedEvent {
+                name: name.into(),
+                source: format!(
+                    "{terms} on {} amd_umc PMUs (the kernel's {name})",
+                    umcs.len()
+                ),
+                encodings,
+                mode: spec.mode,
+                scale: None,
+                unit: None,
+                cpus: first.cpumask.clone(),
+                // Uncore PMUs count CPU-wide; never a group with the per-task events.
+                group: solo_group(group, 100 + nth),
+                filter: None,
+            },
+        );
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

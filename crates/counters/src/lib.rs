@@ -31,6 +31,10 @@
 //!   network, process, memory, other).
 //! * **interrupt tracing** ([`IrqTracer`]): the `irq` and `irq_vectors` tracepoints
 //!   CPU-wide, paired per CPU into count and exclusive CPU time per vector.
+//! * **kernel time by cause** ([`KernelTimeTracer`]): page faults (their entry
+//!   tracepoint to the kernel's minor/major fault event) and contended kernel locks
+//!   (`lock:contention_begin`/`end`) per task, CPU and wall time, with the traced
+//!   tasks' task clock for their share.
 //!
 //! Nothing here prints or guesses. What cannot be measured comes back as a one-line
 //! reason: per event in `CounterValues::unavailable` ("not supported on this machine
@@ -73,6 +77,7 @@ pub mod event_list;
 mod events;
 pub mod irqs;
 mod kernel_causes;
+pub mod kernel_time;
 pub mod model_events;
 pub mod perf;
 pub mod perf_stat;
@@ -89,6 +94,7 @@ pub use availability::{availability, hypervisor_vendor, missing_lines};
 pub use error::{CounterError, FailureKind, perf_event_paranoid};
 pub use event_list::{EventListError, Resolved, ResolvedEvent, resolve};
 pub use irqs::{IrqTracer, RunningIrqTrace};
+pub use kernel_time::{KernelTimeTracer, RunningKernelTime};
 pub use perf::{PerfCounters, PerfOptions};
 pub use pmu::{CpuId, PmuTree};
 pub use procstat::{ProcStatError, ProcStatSampler, SamplerOptions};

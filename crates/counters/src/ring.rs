@@ -217,3 +217,161 @@ impl Drop for RingBuffer {
         }
     }
 }
+
+/// A context-switch record's task, time and direction: `(tid, time, switched_out)`.
+/// The traced events ask for `context_switch` with `sample_id_all` and a sample type
+/// that starts with `TID | TIME`, so the trailer begins `{ u32 pid, tid; u64 time }`
+/// and names the task whose switch it is (the kernel writes it in that task's context,
+/// going out or coming in).
+pub(crate) fn parse_switch(rec: &[u8]) -> Option<(u32, u64, bool)> {
+    use perf_event_open_sys::bindings as b;
+    let u32_at = |o: usize| Some(u32::from_ne_bytes(rec.get(o..o + 4)?.try_into().ok()?));
+    let kind = u32_at(0)?;
+    // { header, [u32 next_prev_pid, next_prev_tid,] u32 pid, tid, u64 time }
+    let at = match kind {
+        b::PERF_RECORD_SWITCH => 8,
+        b::PERF_RECORD_SWITCH_CPU_WIDE => 16,
+        _ => return None,
+    };
+    let misc = u16::from_ne_bytes(rec.get(4..6)?.try_into().ok()?);
+    let tid = u32_at(at + 4)?;
+    let time = u64::from_ne_bytes(rec.get(at + 8..at + 16)?.try_into().ok()?);
+    Some((
+        tid,
+        time,
+        u32::from(misc) & b::PERF_RECORD_MISC_SWITCH_OUT != 0,
+    ))
+}
+
+/// A stretch of a task's time between two tracepoints (a system call, a fault, a
+/// lock wait), with the time the task was switched out inside it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stretch {
+    pub began: u64,
+    /// Time switched out so far, closed stretches only.
+    off_ns: u64,
+    /// When the task was switched out, while it is.
+    off_since: Option<u64>,
+    pub switched: bool,
+}
+
+impl Stretch {
+    pub(crate) fn new(began: u64) -> Stretch {
+        Stretch {
+            began,
+            off_ns: 0,
+            off_since: None,
+            switched: false,
+        }
+    }
+
+    pub(crate) fn switch_out(&mut self, at: u64) {
+        if self.off_since.is_none() {
+            self.off_since = Some(at);
+            self.switched = true;
+        }
+    }
+
+    pub(crate) fn switch_in(&mut self, at: u64) {
+        if let Some(since) = self.off_since.take() {
+            self.off_ns += at.saturating_sub(since);
+        }
+    }
+
+    /// `(wall, cpu)` nanoseconds if it ends at `end`. A switch-in never seen (a lost
+    /// record) leaves its stretch open: it is not taken off, so CPU time errs high,
+    /// never negative.
+    pub(crate) fn close(&self, end: u64) -> (u64, u64) {
+        let wall = end.saturating_sub(self.began);
+        (wall, wall.saturating_sub(self.off_ns))
+    }
+}
+
+/// Margin behind "now" before records are paired: writing a record takes
+/// microseconds, so anything older than this is already in its buffer.
+pub(crate) const HORIZON_NS: u64 = 2_000_000;
+
+/// How often a drainer pairs records; in between it only copies them out.
+const SETTLE_NS: u64 = 50_000_000;
+
+/// What a tracer's drainer does with its rings.
+pub(crate) trait Sink {
+    /// One record (header included).
+    fn record(&mut self, rec: &[u8]);
+    /// Pairs what was recorded up to `horizon` (everything with `None`) in time order.
+    fn settle(&mut self, horizon: Option<u64>);
+}
+
+/// Empties `rings` into `sink` until `stop` is set, waking when a ring's `poll_fds`
+/// entry is readable or every `interval`; then calls `disable`, drains the rest and
+/// settles everything. Freeing buffer space is urgent, pairing is not: records are
+/// paired only every 50 ms, and only those older than [`HORIZON_NS`], by when every
+/// CPU's buffer holds everything written before them.
+pub(crate) fn drain_loop(
+    rings: &mut [RingBuffer],
+    poll_fds: &[std::os::fd::RawFd],
+    interval: std::time::Duration,
+    stop: &std::sync::atomic::AtomicBool,
+    mut disable: impl FnMut(),
+    sink: &mut impl Sink,
+) {
+    let mut pollfds: Vec<libc::pollfd> = poll_fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let timeout_ms = interval.as_millis().clamp(1, 1000) as libc::c_int;
+    let mut last_settle = monotonic_ns();
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if stopping {
+            disable();
+        }
+        let now = monotonic_ns();
+        for r in rings.iter_mut() {
+            r.drain(|rec| sink.record(rec));
+        }
+        if stopping {
+            sink.settle(None);
+            return;
+        }
+        if now.saturating_sub(last_settle) >= SETTLE_NS {
+            sink.settle(Some(now.saturating_sub(HORIZON_NS)));
+            last_settle = now;
+        }
+        for p in &mut pollfds {
+            p.revents = 0;
+        }
+        // SAFETY: `pollfds` is a valid array of pollfd for the call; the caller keeps
+        // the descriptors open while this runs.
+        unsafe {
+            libc::poll(
+                pollfds.as_mut_ptr(),
+                pollfds.len() as libc::nfds_t,
+                timeout_ms,
+            );
+        }
+    }
+}
+
+/// One parsed record of a traced task: when, which task, what happened.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rec<W> {
+    pub time: u64,
+    pub tid: u32,
+    pub what: W,
+}
+
+/// The records of `pending` up to `horizon` (all of them with `None`), in time order,
+/// taken out; records with equal times keep their buffer order (a stable sort).
+pub(crate) fn ready<W>(pending: &mut Vec<Rec<W>>, horizon: Option<u64>) -> Vec<Rec<W>> {
+    pending.sort_by_key(|r| r.time);
+    let cut = match horizon {
+        Some(h) => pending.partition_point(|r| r.time <= h),
+        None => pending.len(),
+    };
+    pending.drain(..cut).collect()
+}

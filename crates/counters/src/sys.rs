@@ -31,6 +31,27 @@ pub(crate) fn counting_attr(type_: u32, config: u64, mode: CountMode, inherit: b
     a
 }
 
+/// A sampling attribute for the tracers: every occurrence (`sample_period` 1) with
+/// `sample_type`, stamped with `CLOCK_MONOTONIC` so records of different CPUs merge in
+/// order, disabled until started, nothing excluded (tracepoints fire in the kernel:
+/// excluding kernel mode would record nothing).
+pub(crate) fn sampling_attr(type_: u32, config: u64, sample_type: u64, inherit: bool) -> Attr {
+    let mut a = Attr {
+        size: std::mem::size_of::<Attr>() as u32,
+        type_,
+        config,
+        sample_type,
+        clockid: libc::CLOCK_MONOTONIC,
+        ..Attr::default()
+    };
+    a.__bindgen_anon_1.sample_period = 1;
+    a.set_disabled(1);
+    a.set_inherit(u64::from(inherit));
+    set_mode(&mut a, CountMode::All);
+    a.set_use_clockid(1);
+    a
+}
+
 /// A counting attribute for an encoded named event: type and all three config words.
 pub(crate) fn named_attr(
     enc: &smtlab_model::counters::named::EventEncoding,
@@ -157,6 +178,16 @@ impl PerfFd {
             unsafe { sys::ioctls::SET_OUTPUT(self.raw(), target.raw()) },
             "PERF_EVENT_IOC_SET_OUTPUT",
         )
+    }
+
+    /// The kernel's id of this event, as sample records carry it.
+    pub(crate) fn id(&self) -> io::Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: ioctl on a perf fd we own; the kernel writes one u64 to `id`, which
+        // lives across the call.
+        let ret = unsafe { sys::ioctls::ID(self.raw(), &mut id) };
+        check(ret, "PERF_EVENT_IOC_ID")?;
+        Ok(id)
     }
 
     /// Reads `(value, time_enabled, time_running)` of a counting event opened with

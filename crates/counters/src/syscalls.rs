@@ -25,16 +25,18 @@
 //! error is [`CounterError::Unavailable`] with one line to print after "skipped: ".
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use perf_event_open_sys::bindings as b;
 use smtlab_model::CpuSet;
+use smtlab_model::counters::CounterTarget;
 use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
-use smtlab_model::counters::{CountMode, CounterTarget};
 
 use crate::error::{CounterError, Needs, classify};
-use crate::ring::{Drainer, RingBuffer, monotonic_ns, page_size, read_int};
+use crate::ring::{
+    self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch, read_int,
+};
 use crate::sys::{self, PerfFd};
 use crate::syscall_names;
 use crate::tracefs::{self, Tracepoint};
@@ -122,20 +124,13 @@ fn sample_attr(
     buffer_bytes: usize,
     switches: bool,
 ) -> sys::Attr {
-    let mut a = sys::Attr {
-        size: std::mem::size_of::<sys::Attr>() as u32,
-        type_: b::PERF_TYPE_TRACEPOINT,
-        config: tracepoint_id,
-        sample_type: (b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW) as u64,
-        clockid: libc::CLOCK_MONOTONIC,
-        ..sys::Attr::default()
-    };
-    a.__bindgen_anon_1.sample_period = 1;
-    a.set_disabled(1);
-    a.set_inherit(u64::from(inherit));
-    // Tracepoints fire in the kernel: excluding kernel mode would record nothing.
-    sys::set_mode(&mut a, CountMode::All);
-    a.set_use_clockid(1);
+    let sample_type = b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW;
+    let mut a = sys::sampling_attr(
+        b::PERF_TYPE_TRACEPOINT,
+        tracepoint_id,
+        sample_type.into(),
+        inherit,
+    );
     if switches {
         a.set_context_switch(1);
         // The switch records then end with { u32 pid, tid; u64 time }.
@@ -146,7 +141,7 @@ fn sample_attr(
     a
 }
 
-fn online_cpus() -> Result<CpuSet, CounterError> {
+pub(crate) fn online_cpus() -> Result<CpuSet, CounterError> {
     let path = "/sys/devices/system/cpu/online";
     let text =
         std::fs::read_to_string(path).map_err(|e| CounterError::io(format!("read {path}"), e))?;
@@ -339,12 +334,7 @@ enum What {
 }
 
 /// One parsed record.
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    time: u64,
-    tid: u32,
-    what: What,
-}
+type Rec = ring::Rec<What>;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Acc {
@@ -360,12 +350,7 @@ struct Acc {
 #[derive(Debug, Clone, Copy)]
 struct InCall {
     nr: i64,
-    entered: u64,
-    /// Time switched out so far, closed stretches only.
-    off_ns: u64,
-    /// When the thread was switched out, while it is.
-    off_since: Option<u64>,
-    switched: bool,
+    stretch: Stretch,
 }
 
 /// What the drainer thread accumulates.
@@ -392,28 +377,17 @@ impl Collected {
             rec.get(o..o + 8)
                 .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
         };
-        let misc = rec
-            .get(4..6)
-            .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]));
-        match u32_at(0) {
-            Some(t) if t == b::PERF_RECORD_SWITCH || t == b::PERF_RECORD_SWITCH_CPU_WIDE => {
-                // { header, [u32 next_prev_pid, next_prev_tid,] u32 pid, tid, u64 time }:
-                // the trailer names the task whose switch it is (the kernel writes it in
-                // that task's context, going out or coming in).
-                let at = if t == b::PERF_RECORD_SWITCH { 8 } else { 16 };
-                let (Some(tid), Some(time)) = (u32_at(at + 4), u64_at(at + 8)) else {
-                    return;
-                };
-                if tid == ignore_tid {
-                    return;
-                }
-                let out = u32::from(misc) & b::PERF_RECORD_MISC_SWITCH_OUT != 0;
+        if let Some((tid, time, out)) = parse_switch(rec) {
+            if tid != ignore_tid {
                 self.pending.push(Rec {
                     time,
                     tid,
                     what: if out { What::SwitchOut } else { What::SwitchIn },
                 });
             }
+            return;
+        }
+        match u32_at(0) {
             Some(t) if t == b::PERF_RECORD_LOST => {
                 // { header, u64 id, u64 lost }
                 self.lost += u64_at(16).unwrap_or(0);
@@ -461,23 +435,13 @@ impl Collected {
 
     /// Pairs pending records up to `horizon` (all of them with `None`) in time order.
     fn settle(&mut self, horizon: Option<u64>) {
-        // Stable: records with equal times keep their buffer order.
-        self.pending.sort_by_key(|r| r.time);
-        let cut = match horizon {
-            Some(h) => self.pending.partition_point(|r| r.time <= h),
-            None => self.pending.len(),
-        };
-        let ready: Vec<Rec> = self.pending.drain(..cut).collect();
-        for r in ready {
+        for r in ring::ready(&mut self.pending, horizon) {
             match r.what {
                 What::Enter(nr) => {
                     self.stats.entry(nr).or_default().calls += 1;
                     let call = InCall {
                         nr,
-                        entered: r.time,
-                        off_ns: 0,
-                        off_since: None,
-                        switched: false,
+                        stretch: Stretch::new(r.time),
                     };
                     if self.in_flight.insert(r.tid, call).is_some() {
                         // The previous call of this thread never exited (exit_group, or
@@ -486,16 +450,14 @@ impl Collected {
                     }
                 }
                 What::Exit(nr) => match self.in_flight.remove(&r.tid) {
-                    Some(c) if c.nr == nr && r.time >= c.entered => {
+                    Some(c) if c.nr == nr && r.time >= c.stretch.began => {
                         let a = self.stats.entry(nr).or_default();
-                        let wall = r.time - c.entered;
+                        let (wall, cpu) = c.stretch.close(r.time);
                         a.completed += 1;
                         a.wall_ns += wall;
                         a.max_wall_ns = a.max_wall_ns.max(wall);
-                        // A switch-in never seen (a lost record) leaves its stretch open:
-                        // it is not taken off, so CPU time errs high, never negative.
-                        a.cpu_ns += wall.saturating_sub(c.off_ns);
-                        a.switched_out += u64::from(c.switched);
+                        a.cpu_ns += cpu;
+                        a.switched_out += u64::from(c.stretch.switched);
                     }
                     Some(_) => {
                         self.unfinished += 1;
@@ -504,18 +466,13 @@ impl Collected {
                     None => self.unmatched_exits += 1,
                 },
                 What::SwitchOut => {
-                    if let Some(c) = self.in_flight.get_mut(&r.tid)
-                        && c.off_since.is_none()
-                    {
-                        c.off_since = Some(r.time);
-                        c.switched = true;
+                    if let Some(c) = self.in_flight.get_mut(&r.tid) {
+                        c.stretch.switch_out(r.time);
                     }
                 }
                 What::SwitchIn => {
-                    if let Some(c) = self.in_flight.get_mut(&r.tid)
-                        && let Some(since) = c.off_since.take()
-                    {
-                        c.off_ns += r.time.saturating_sub(since);
+                    if let Some(c) = self.in_flight.get_mut(&r.tid) {
+                        c.stretch.switch_in(r.time);
                     }
                 }
             }
@@ -560,67 +517,52 @@ impl Collected {
     }
 }
 
-/// Margin behind "now" before records are paired: writing a record takes
-/// microseconds, so anything older than this is already in its buffer.
-const HORIZON_NS: u64 = 2_000_000;
+/// The drainer's sink: records parsed with the layout, the drainer's own left out.
+struct Drain<'a> {
+    c: &'a mut Collected,
+    layout: &'a Layout,
+    me: u32,
+}
 
-/// How often the drainer pairs records; in between it only copies them out.
-const SETTLE_NS: u64 = 50_000_000;
+impl Sink for Drain<'_> {
+    fn record(&mut self, rec: &[u8]) {
+        self.c.record(rec, self.layout, self.me);
+    }
+    fn settle(&mut self, horizon: Option<u64>) {
+        self.c.settle(horizon);
+    }
+}
 
 fn drain_loop(
-    mut streams: Vec<CpuStream>,
+    streams: Vec<CpuStream>,
     layout: Layout,
     interval: Duration,
     stop: &AtomicBool,
 ) -> Collected {
-    let me = gettid();
     let mut c = Collected::default();
-    let mut pollfds: Vec<libc::pollfd> = streams
-        .iter()
-        .map(|s| libc::pollfd {
-            fd: s.enter.raw(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let timeout_ms = interval.as_millis().clamp(1, 1000) as libc::c_int;
-    let mut last_settle = monotonic_ns();
-    loop {
-        let stopping = stop.load(Ordering::Acquire);
-        if stopping {
-            for s in &streams {
-                if let Err(e) = s.enter.disable(false).and_then(|_| s.exit.disable(false)) {
-                    c.error = Some(CounterError::io("disable raw_syscalls events", e));
-                }
+    let (mut rings, fds): (Vec<RingBuffer>, Vec<(PerfFd, PerfFd)>) = streams
+        .into_iter()
+        .map(|s| (s.ring, (s.enter, s.exit)))
+        .unzip();
+    let poll: Vec<_> = fds.iter().map(|(enter, _)| enter.raw()).collect();
+    let mut error = None;
+    let disable = || {
+        for (enter, exit) in &fds {
+            if let Err(e) = enter.disable(false).and_then(|_| exit.disable(false)) {
+                error = Some(CounterError::io("disable raw_syscalls events", e));
             }
         }
-        let now = monotonic_ns();
-        for s in &mut streams {
-            s.ring.drain(|rec| c.record(rec, &layout, me));
-        }
-        if stopping {
-            c.settle(None);
-            return c;
-        }
-        // Freeing buffer space is urgent, pairing is not: pair (sort and match) only
-        // every SETTLE_NS, so a busy drainer spends its time copying records out.
-        if now.saturating_sub(last_settle) >= SETTLE_NS {
-            c.settle(Some(now.saturating_sub(HORIZON_NS)));
-            last_settle = now;
-        }
-        for p in &mut pollfds {
-            p.revents = 0;
-        }
-        // SAFETY: `pollfds` is a valid array of pollfd for the call; the fds stay
-        // open because `streams` lives until the function returns.
-        unsafe {
-            libc::poll(
-                pollfds.as_mut_ptr(),
-                pollfds.len() as libc::nfds_t,
-                timeout_ms,
-            );
-        }
+    };
+    let mut sink = Drain {
+        c: &mut c,
+        layout: &layout,
+        me: gettid(),
+    };
+    ring::drain_loop(&mut rings, &poll, interval, stop, disable, &mut sink);
+    if error.is_some() {
+        c.error = error;
     }
+    c
 }
 
 #[cfg(test)]

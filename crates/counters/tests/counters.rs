@@ -841,3 +841,101 @@ fn irq_time_by_vector_on_cpu0() {
             .join(", ")
     );
 }
+
+// ---- kernel time by cause -------------------------------------------------------------
+
+/// Runs `work` on a new thread traced (with inherit) by a [`KernelTimeTracer`] opened
+/// from this one, so the tracer's drainer is neither traced nor in the task clock;
+/// `Err` is the reason it cannot trace here.
+fn trace_kernel_time(
+    work: impl FnOnce() + Send + 'static,
+) -> Result<smtlab_model::counters::kernel_time::KernelTimeProfile, String> {
+    use smtlab_counters::KernelTimeTracer;
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<bool>();
+    let traced = std::thread::spawn(move || {
+        tid_tx.send(smtlab_placement::pin::gettid()).unwrap();
+        if go_rx.recv() == Ok(true) {
+            work();
+        }
+    });
+    let tid = bounded::recv(&tid_rx, "the traced thread's id");
+    let tracer = match KernelTimeTracer::open(tid, true) {
+        Ok(t) => t,
+        Err(CounterError::Unavailable(reason)) => {
+            go_tx.send(false).unwrap();
+            bounded::join(traced, "the traced thread");
+            return Err(reason);
+        }
+        Err(e) => panic!("kernel-cause tracer failed for a reason other than availability: {e}"),
+    };
+    let running = tracer.start().unwrap();
+    go_tx.send(true).unwrap();
+    bounded::join(traced, "the traced thread");
+    Ok(running.stop().unwrap())
+}
+
+/// Four times as many threads as CPUs map, touch and unmap fresh pages of one process:
+/// every touch is a minor fault in user mode, and `mmap`/`munmap` take the process's
+/// `mmap_lock` for writing while others want it; with more threads than CPUs a holder
+/// is sometimes preempted, so waiters sleep (the kernel traces a wait once spinning
+/// gave up). Faults and waits have time, and each is below the traced tasks' CPU time.
+#[test]
+fn kernel_time_of_faults_and_lock_waits_is_within_the_cpu_time() {
+    let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+    let threads = (4 * cpus).clamp(8, 64);
+    // Many small mappings: waits come with mmap/munmap calls, faults with pages.
+    const ROUNDS: usize = 2000;
+    const PAGES: usize = 2;
+    let p = match trace_kernel_time(move || {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..ROUNDS {
+                        touch_fresh_pages(PAGES);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            bounded::join(w, "a faulting thread");
+        }
+    }) {
+        Ok(p) => p,
+        Err(reason) => {
+            assert!(!reason.contains('\n'), "{reason}");
+            smtlab_fixtures::require::skip(&format!("kernel-cause tracing: {reason}"));
+            return;
+        }
+    };
+    println!("{p:#?}");
+    let task_cpu = p.task_cpu_ns.expect("task clock read");
+    assert!(task_cpu > 0);
+    if p.unavailable.iter().any(|u| u.starts_with("faults")) {
+        smtlab_fixtures::require::skip("page-fault tracepoints");
+    } else {
+        let faults = p.faults().expect("faults timed");
+        let n = (threads * ROUNDS * PAGES) as u64;
+        assert!(faults.completed >= n, "{} faults < {n}", faults.completed);
+        let cpu = faults.cpu_ns.expect("switches traced");
+        assert!(cpu > 0 && cpu <= faults.wall_ns, "{faults:?}");
+        assert!(
+            cpu < task_cpu,
+            "fault CPU {cpu} ns >= task clock {task_cpu} ns"
+        );
+    }
+    if p.unavailable.iter().any(|u| u.starts_with("lock")) {
+        smtlab_fixtures::require::skip("lock contention tracepoints");
+    } else {
+        let locks = p
+            .find(smtlab_model::counters::kernel_time::KernelCause::LockWait)
+            .expect("some mmap_lock wait with four times as many threads as CPUs");
+        let cpu = locks.cpu_ns.expect("switches traced");
+        assert!(locks.completed > 0 && locks.wall_ns > 0, "{locks:?}");
+        assert!(
+            cpu < task_cpu,
+            "lock CPU {cpu} ns >= task clock {task_cpu} ns"
+        );
+    }
+    assert_eq!(p.lost_records, 0);
+}

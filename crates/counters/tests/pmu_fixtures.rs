@@ -229,7 +229,7 @@ fn zen3_lacks_dispatch_slots_and_byte_aliases() {
         "topdown",
         "no top-down events for AMD family 0x19 model 0x1",
     );
-    absent(&r, "dram", "amd_df/amd_umc PMUs have no byte aliases");
+    absent(&r, "dram", "this CPU has no amd_umc PMU");
     // DF events by raw terms: the 12-bit event select is split over bits 0-7, 32-35
     // and 59-60 (event 0x7 umask 0x38: local DRAM read beats of channel 0).
     let df = resolve("amd_df/event=0x07,umask=0x38/", &tree("zen3")).unwrap();
@@ -263,7 +263,13 @@ fn zen4_dispatch_slots_and_wide_df_formats() {
     );
     assert_eq!(event(&r, "total_dispatch_slots").scale, Some(6.0));
     absent(&r, "machine-clears", "not offered on Zen 4");
-    absent(&r, "dram", "no byte aliases");
+    // DRAM from the four UMCs: event 0x0a in bits 0-7, the read/write mask in 8-9.
+    for (name, config) in [("umc_cas_cmd.rd", 0x10a), ("umc_cas_cmd.wr", 0x20a)] {
+        let e = event(&r, name);
+        assert_eq!(e.encodings.len(), 4, "{name}: one per amd_umc PMU");
+        assert!(e.encodings.iter().all(|x| x.config == config), "{name}");
+        assert!(e.cpus.is_some(), "{name} counts CPU-wide");
+    }
     // Zen 4's DF umask is 12 bits: 8-15 then 24-27.
     let df = resolve("amd_df/event=0x107,umask=0x138/", &tree("zen4")).unwrap();
     assert_eq!(
@@ -306,6 +312,9 @@ fn zen5_store_queue_stalls_eight_wide_slots_and_twelve_umcs() {
             "{name}"
         );
     }
+    // `dram`: read and write CAS commands summed over the twelve UMCs.
+    assert_eq!(event(&r, "umc_cas_cmd.rd").encodings.len(), 12);
+    assert_eq!(event(&r, "umc_cas_cmd.wr").encodings[11].config, 0x20a);
     let umc = resolve("amd_umc_11/event=0x14,rdwrmask=0x1/", &tree("zen5")).unwrap();
     assert_eq!(umc.events[0].encodings[0].config, 0x0114);
     assert_eq!(umc.events[0].encodings[0].type_, 25);

@@ -39,8 +39,10 @@ pub mod bandwidth;
 pub mod cell;
 pub mod derived;
 pub mod irqs;
+pub mod kernel_time;
 pub mod named;
 pub mod os_time;
+pub mod smt_loss;
 pub mod syscalls;
 pub mod topdown;
 

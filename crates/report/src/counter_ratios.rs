@@ -13,6 +13,7 @@
 use serde::Serialize;
 use smtlab_model::counters::bandwidth::{DramBandwidth, dram_bandwidth};
 use smtlab_model::counters::derived::{MISS_PAIRS, ratio};
+use smtlab_model::counters::smt_loss::{LossPart, SmtLoss};
 use smtlab_model::counters::topdown::{Topdown, level1};
 use smtlab_model::counters::{CellCounters, CountMode, CounterEvent, CounterValues};
 use smtlab_model::{CellRecord, RunResults};
@@ -419,7 +420,7 @@ fn topdown_reason(v: &CounterValues) -> Option<String> {
 fn asked_for_dram(v: &CounterValues) -> bool {
     v.named_unavailable
         .iter()
-        .any(|u| u.name == "dram" || u.name.contains("cas_count"))
+        .any(|u| u.name == "dram" || u.name.contains("cas_count") || u.name.contains("cas_cmd"))
 }
 
 /// The ratio text the terminal adds to a cell's counters line: what `line` does not
@@ -464,8 +465,18 @@ pub fn ratio_lines(r: &CellRatios) -> Vec<String> {
             .iter()
             .map(|(n, x)| format!("{n} {:.1}%", 100.0 * x))
             .collect();
+        let split = t
+            .backend_memory
+            .map(|m| {
+                format!(
+                    " (back-end memory {:.1}%, core {:.1}%)",
+                    100.0 * m,
+                    100.0 * (t.backend_bound - m).max(0.0)
+                )
+            })
+            .unwrap_or_default();
         out.push(format!(
-            "top-down level 1 ({}; {}): {}",
+            "top-down level 1 ({}; {}): {}{split}",
             t.method.label(),
             t.scope,
             parts.join(", ")
@@ -481,6 +492,9 @@ pub fn ratio_lines(r: &CellRatios) -> Vec<String> {
             b.share_of_peak
                 .map(|s| format!(", {:.1}% of peak", 100.0 * s))
                 .unwrap_or_default()
+                + &b.bus_utilisation
+                    .map(|u| format!(", data bus {:.1}% busy (measured)", 100.0 * u))
+                    .unwrap_or_default()
         ));
     }
     if !r.multiplexed.is_empty() {
@@ -514,10 +528,83 @@ pub fn import_csv(r: &CellRatios) -> Vec<u8> {
         let key = key.to_ascii_lowercase();
         let _ = w.write_record([key.as_str(), label, &share.to_string()]);
     }
+    if let Some((t, m)) = r
+        .topdown
+        .as_ref()
+        .and_then(|t| Some((t, t.backend_memory?)))
+    {
+        let core = (t.backend_bound - m).max(0.0);
+        let _ = w.write_record(["topdown_backend_memory", "back-end memory", &m.to_string()]);
+        let _ = w.write_record(["topdown_backend_core", "back-end core", &core.to_string()]);
+    }
     if let Some(b) = &r.dram {
         let _ = w.write_record(["dram_gb_per_s", "DRAM GB/s", &b.gb_per_s.to_string()]);
     }
     w.into_inner().unwrap_or_default()
+}
+
+/// The 1c2t loss's attribution (`counters import --against`) in the terminal's words.
+pub fn loss_lines(l: &SmtLoss) -> Vec<String> {
+    let pt = |x: f64| format!("{:+.1} pt", 100.0 * x);
+    let parts: Vec<String> = l
+        .parts
+        .iter()
+        .map(|(p, x)| format!("{} {}", p.label(), pt(*x)))
+        .collect();
+    let mut out = vec![
+        format!(
+            "1c2t loss against 1c1t: IPC {:.3} alone, {:.3} with the sibling: {:.1}% lost",
+            l.ipc_alone,
+            l.ipc_smt,
+            100.0 * l.measured_loss
+        ),
+        format!(
+            "thread's share of the core's issue slots with the sibling: {:.1}% ({}; {})",
+            100.0 * l.slot_share,
+            l.method.label(),
+            l.scope
+        ),
+        format!("loss by cause: {}", parts.join(", ")),
+        format!(
+            "the parts add to {:.1} pt of the {:.1} pt lost (residual {}: retiring's change \
+             and slots no category holds; limit 2 pt)",
+            100.0 * l.sum(),
+            100.0 * l.measured_loss,
+            pt(l.residual)
+        ),
+    ];
+    if let Some(why) = &l.backend_not_split {
+        out.push(format!("back-end not split: {why}"));
+    }
+    out
+}
+
+/// The attribution as `key,label,value` rows (no header: they follow the ratios').
+pub fn loss_csv(l: &SmtLoss) -> Vec<u8> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    let mut row = |key: String, label: &str, value: f64| {
+        let _ = w.write_record([key.as_str(), label, &value.to_string()]);
+    };
+    row("smt_loss".into(), "1c2t loss against 1c1t", l.measured_loss);
+    row(
+        "smt_slot_share".into(),
+        "thread's share of the core's issue slots",
+        l.slot_share,
+    );
+    for (p, x) in &l.parts {
+        row(format!("smt_loss_{}", json_key(*p)), p.label(), *x);
+    }
+    row("smt_loss_residual".into(), "residual", l.residual);
+    w.into_inner().unwrap_or_default()
+}
+
+fn json_key(p: LossPart) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// One benchmark and parameter set: its placements' ratios and the SMT pairs.

@@ -230,6 +230,15 @@ pub fn line(c: &CellCounters) -> String {
             ));
         }
     }
+    if let Some(p) = &c.kernel_time {
+        let parts = p.summary_parts(duration_ns);
+        if !parts.is_empty() {
+            out.push_str(&format!(
+                "; kernel by cause (traced extra sample): {}",
+                parts.join(", ")
+            ));
+        }
+    }
     if let Some(p) = &c.irqs {
         let kinds: Vec<String> = p
             .by_kind()

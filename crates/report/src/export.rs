@@ -40,9 +40,10 @@ fn disturbance_values(cell: Option<&CellRecord>) -> Vec<String> {
 
 /// The OS-time columns after the ratios: the `/proc/stat` split of the cell's CPUs
 /// (`os_phase` says whether over the steady state or the whole cell; fractions of
-/// `os_ticks`), and kernel time by system call of the traced sample as CPU and wall
-/// time.
-const OS_COLUMNS: [&str; 11] = [
+/// `os_ticks`), kernel time by system call of the traced sample as CPU and wall
+/// time, and its kernel time in page faults and contended-lock waits as CPU time and
+/// as a percentage of the traced tasks' CPU time.
+const OS_COLUMNS: [&str; 15] = [
     "os_phase",
     "os_ticks",
     "os_user",
@@ -54,6 +55,10 @@ const OS_COLUMNS: [&str; 11] = [
     "os_steal",
     "syscall_cpu_ns",
     "syscall_wall_ns",
+    "fault_cpu_ns",
+    "fault_cpu_pct",
+    "lock_wait_cpu_ns",
+    "lock_wait_cpu_pct",
 ];
 
 fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
@@ -81,6 +86,22 @@ fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
             .unwrap_or_default(),
     );
     out.push(sys.map(|s| s.wall_ns().to_string()).unwrap_or_default());
+    let causes = k.kernel_time.as_ref();
+    let faults = causes.and_then(|p| p.faults());
+    let locks = causes.and_then(|p| {
+        p.find(smtlab_model::counters::kernel_time::KernelCause::LockWait)
+            .copied()
+    });
+    for stat in [faults, locks] {
+        let cpu = stat.and_then(|s| s.cpu_ns);
+        out.push(cpu.map(|c| c.to_string()).unwrap_or_default());
+        out.push(
+            cpu.zip(causes)
+                .and_then(|(c, p)| p.share(c))
+                .map(|f| format!("{:.3}", 100.0 * f))
+                .unwrap_or_default(),
+        );
+    }
     out
 }
 
@@ -365,8 +386,8 @@ mod tests {
             csv_columns()[35..50],
             crate::counter_ratios::CSV_RATIO_COLUMNS
         );
-        assert_eq!(csv_columns()[50..61], OS_COLUMNS);
-        assert_eq!(csv_columns()[61..], DISTURBANCE_COLUMNS);
+        assert_eq!(csv_columns()[50..65], OS_COLUMNS);
+        assert_eq!(csv_columns()[65..], DISTURBANCE_COLUMNS);
         let mut results = testdata::results(7);
         let i = results
             .cells

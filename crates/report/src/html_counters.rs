@@ -317,6 +317,69 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     }
 }
 
+/// Kernel time by cause (page faults, contended kernel locks) of the traced tasks over
+/// the extra sample, CPU and wall time and the share of their CPU time; one line where
+/// it was not traced.
+fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+    use smtlab_model::counters::kernel_time::KernelCause;
+    let head = html! { h3 { "Kernel time by cause: page faults and lock waits" } };
+    let traced: Vec<_> = cells
+        .iter()
+        .filter_map(|(c, k)| Some((c, k, k.kernel_time.as_ref()?)))
+        .collect();
+    if traced.is_empty() {
+        let why = cells
+            .iter()
+            .find_map(|(_, k)| k.kernel_time_unavailable.clone())
+            .unwrap_or_else(|| "not traced".into());
+        return html! { (head) p { "Not measured: " (why) "." } };
+    }
+    html! {
+        (head)
+        p {
+            "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end. CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
+        }
+        table {
+            tr {
+                th { "cell" } th { "cause" } th { "count" } th { "CPU time" }
+                th { "share of CPU time" } th { "wall time" } th { "mean wall" }
+            }
+            @for (c, _, p) in &traced {
+                @if p.causes.is_empty() {
+                    tr { td { (label(c)) } td colspan="6" class="muted" { "no fault or lock wait traced" } }
+                }
+                @for s in &p.causes {
+                    tr {
+                        td { (label(c)) }
+                        td { (s.cause) }
+                        td class="num" { (s.completed) }
+                        td class="num" { (opt(s.cpu_ns.map(|x| x as f64), duration_ns)) }
+                        td class="num" {
+                            (opt(s.cpu_ns.and_then(|x| p.share(x)), |f| format!("{:.2}%", 100.0 * f)))
+                        }
+                        td class="num" { (duration_ns(s.wall_ns as f64)) }
+                        td class="num" { (opt(s.mean_wall_ns(), duration_ns)) }
+                    }
+                }
+                @for u in &p.unavailable {
+                    tr { td { (label(c)) } td colspan="6" class="muted" { "not traced: " (u) } }
+                }
+                @if p.lost_records > 0 {
+                    tr {
+                        td { (label(c)) }
+                        td colspan="6" class="bad" {
+                            (p.lost_records) " trace records lost: counts are lower bounds"
+                        }
+                    }
+                }
+            }
+        }
+        @if traced.iter().any(|(_, _, p)| p.find(KernelCause::LockWait).is_none() && p.unavailable.is_empty()) {
+            p class="muted" { "A cell without a lock-wait row waited for no contended kernel lock." }
+        }
+    }
+}
+
 /// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
 /// extra sample as the system calls; one line where it was not traced.
 fn irqs(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
@@ -459,6 +522,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
             @if hardware { (cpi_stacks(&cells)) }
             (os_time(&cells))
             (syscalls(&cells))
+            (kernel_time(&cells))
             (irqs(&cells))
         }
     };

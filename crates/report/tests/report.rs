@@ -785,8 +785,34 @@ fn counters(pmu: bool) -> smtlab_model::counters::CellCounters {
             unmatched: 0,
             lost_records: 0,
         });
+        use smtlab_model::counters::kernel_time::{CauseTime, KernelCause, KernelTimeProfile};
+        let cause = |cause, completed, wall_ns, cpu_ns| CauseTime {
+            cause,
+            completed,
+            wall_ns,
+            max_wall_ns: wall_ns / completed,
+            cpu_ns: Some(cpu_ns),
+        };
+        c.kernel_time = Some(Box::new(KernelTimeProfile {
+            target: CounterTarget::Thread {
+                tid: 0,
+                inherit: true,
+            },
+            duration_ns: 3_000_000,
+            task_cpu_ns: Some(4_000_000),
+            causes: vec![
+                cause(KernelCause::FaultUserMinor, 500, 1_200_000, 1_000_000),
+                cause(KernelCause::LockWait, 3, 90_000, 20_000),
+            ],
+            unfinished: 0,
+            unmatched_ends: 0,
+            lost_records: 0,
+            switches_traced: true,
+            unavailable: vec![],
+        }));
     } else {
         c.syscalls_unavailable = Some("tracefs is not mounted".into());
+        c.kernel_time_unavailable = Some("tracefs is not mounted".into());
     }
     c
 }
@@ -842,6 +868,21 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
         "irq share: {sec}"
     );
     assert!(sec.contains("<th>CPU time</th>") && sec.contains("<th>wall time</th>"));
+    // 1 ms of fault CPU time of 4 ms task clock: 25.00%; 20 us of lock waits: 0.50%.
+    let causes = &sec[sec
+        .find("Kernel time by cause")
+        .expect("kernel time by cause")..];
+    let causes = &causes[..causes.find("</table>").unwrap()];
+    assert!(causes.contains("<td>user minor faults</td>"), "{causes}");
+    assert!(
+        causes.contains(r#"<td class="num">25.00%</td>"#),
+        "{causes}"
+    );
+    assert!(causes.contains(r#"<td class="num">0.50%</td>"#), "{causes}");
+    assert!(
+        causes.contains(r#"<td class="num">2.400 µs</td>"#),
+        "mean wall: {causes}"
+    );
     // Only cycles and instructions were counted: the CPI stack shows the measured CPI and
     // dashes for the miss events, and no sum or remainder built from missing counts.
     assert!(sec.contains("CPI stack (non-overlapped estimate)"), "{sec}");

@@ -46,7 +46,9 @@
 //! takes one extra sample after the window with tracing on
 //! ([`CellCounting::trace`]); the profile says so in
 //! [`CellCounters::syscalls_window`]. The tracepoints are opened (not enabled) before
-//! the benchmark is prepared, so the workers inherit them.
+//! the benchmark is prepared, so the workers inherit them. The same extra sample
+//! traces interrupts on the placement's CPUs and the kernel time by cause (page
+//! faults, contended kernel locks: [`KernelTimeTracer`]) of the same tasks.
 //!
 //! Nothing here fails a cell: what cannot be measured becomes a one-line reason in the
 //! result, and an error while counting is returned by [`CellCounting::finish`] for the
@@ -58,13 +60,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smtlab_counters::{
-    CounterError, CounterSource, EventListError, IrqTracer, PerfCounters, PerfOptions, PmuTree,
-    ProcStatSampler, ResolvedEvent, SamplerOptions, SyscallTracer, TraceOptions,
+    CounterError, CounterSource, EventListError, IrqTracer, KernelTimeTracer, PerfCounters,
+    PerfOptions, PmuTree, ProcStatSampler, ResolvedEvent, SamplerOptions, SyscallTracer,
+    TraceOptions,
 };
 use smtlab_model::CpuSet;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
 use smtlab_model::counters::irqs::IrqProfile;
+use smtlab_model::counters::kernel_time::KernelTimeProfile;
 use smtlab_model::counters::named::NamedUnavailable;
 use smtlab_model::counters::os_time::OsTimeSeries;
 use smtlab_model::counters::syscalls::SyscallProfile;
@@ -160,9 +164,24 @@ enum TraceCmd {
     Stop,
 }
 
-/// What the traced sample gave: the syscall profile, and the interrupt profile of the
-/// placement's CPUs or why there is none.
-type Traced = (Option<SyscallProfile>, Result<IrqProfile, String>);
+/// What the traced sample gave: the syscall profile, the interrupt profile of the
+/// placement's CPUs and the kernel time by cause, each of the last two or why there is
+/// none.
+struct Traced {
+    syscalls: Option<SyscallProfile>,
+    irqs: Result<IrqProfile, String>,
+    kernel_time: Result<KernelTimeProfile, CounterError>,
+}
+
+impl Traced {
+    fn none(why: &str) -> Traced {
+        Traced {
+            syscalls: None,
+            irqs: Err(why.into()),
+            kernel_time: Err(CounterError::Unavailable(why.into())),
+        }
+    }
+}
 
 /// The syscall tracer lives on its own thread, started before any counter is opened, so
 /// neither it nor the buffer drainers it and the interrupt tracer spawn are inherited by
@@ -187,16 +206,20 @@ impl TraceControl {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = ack_tx.send(Err(reason(&e)));
-                        return Ok((None, Err(reason(&e))));
+                        return Ok(Traced::none(&reason(&e)));
                     }
                 };
+                // Opened with the syscall tracer, before the benchmark starts its
+                // tasks, so they inherit it.
+                let kernel_time = KernelTimeTracer::open(tid, true);
                 let _ = ack_tx.send(Ok(()));
                 if !matches!(rx.recv(), Ok(TraceCmd::Start)) {
-                    return Ok((None, Err("not traced".into())));
+                    return Ok(Traced::none("not traced"));
                 }
                 let irqs = IrqTracer::open(&cpus)
                     .and_then(IrqTracer::start)
                     .map_err(|e| reason(&e));
+                let kernel_time = kernel_time.and_then(KernelTimeTracer::start);
                 let running = tracer.start().map_err(|e| reason(&e));
                 let running = match running {
                     Ok(r) => {
@@ -210,9 +233,14 @@ impl TraceControl {
                 };
                 let _ = rx.recv();
                 let irqs = irqs.and_then(|r| r.stop().map_err(|e| reason(&e)));
+                let kernel_time = kernel_time.and_then(|r| r.stop());
                 running
                     .stop()
-                    .map(|p| (Some(p), irqs))
+                    .map(|p| Traced {
+                        syscalls: Some(p),
+                        irqs,
+                        kernel_time,
+                    })
                     .map_err(|e| reason(&e))
             })
             .map_err(|e| format!("cannot start the syscall tracer thread: {e}"))?;
@@ -253,7 +281,7 @@ impl TraceControl {
             Some(t) => t
                 .join()
                 .map_err(|_| "the syscall tracer thread panicked".to_string())?,
-            None => Ok((None, Err("not traced".into()))),
+            None => Ok(Traced::none("not traced")),
         }
     }
 }
@@ -262,6 +290,14 @@ impl Drop for TraceControl {
     fn drop(&mut self) {
         let _ = self.tx.send(TraceCmd::Stop);
         let _ = self.join();
+    }
+}
+
+/// A traced profile, or why there is none, as the two fields a cell keeps.
+fn split<T, E: std::fmt::Display>(r: Result<T, E>) -> (Option<T>, Option<String>) {
+    match r {
+        Ok(p) => (Some(p), None),
+        Err(why) => (None, Some(why.to_string())),
     }
 }
 
@@ -417,6 +453,8 @@ pub struct CellCounting {
     syscalls_unavailable: Option<String>,
     irqs: Option<IrqProfile>,
     irqs_unavailable: Option<String>,
+    kernel_time: Option<Box<KernelTimeProfile>>,
+    kernel_time_unavailable: Option<String>,
     counters: Option<Box<dyn CounterSource>>,
     started: bool,
     running: bool,
@@ -479,8 +517,10 @@ impl CellCounting {
             syscalls: None,
             syscalls_window: None,
             irqs_unavailable: syscalls_unavailable.clone(),
+            kernel_time_unavailable: syscalls_unavailable.clone(),
             syscalls_unavailable,
             irqs: None,
+            kernel_time: None,
             counters,
             started: false,
             running: false,
@@ -634,30 +674,38 @@ impl CellCounting {
         };
         if let Err(r) = t.start() {
             self.irqs_unavailable = Some(r.clone());
+            self.kernel_time_unavailable = Some(r.clone());
             self.syscalls_unavailable = Some(r);
             return;
         }
         let ran = work();
         let profile = t.stop();
         match (ran, profile) {
-            (Ok(()), Ok((Some(p), irqs))) => {
+            (
+                Ok(()),
+                Ok(Traced {
+                    syscalls: Some(p),
+                    irqs,
+                    kernel_time,
+                }),
+            ) => {
                 self.syscalls = Some(p);
                 self.syscalls_window = Some(window.to_string());
-                match irqs {
-                    Ok(i) => {
-                        self.irqs = Some(i);
-                        self.irqs_unavailable = None;
-                    }
-                    Err(r) => self.irqs_unavailable = Some(r),
-                }
+                (self.irqs, self.irqs_unavailable) = split(irqs);
+                (self.kernel_time, self.kernel_time_unavailable) = split(kernel_time.map(Box::new));
             }
-            (Ok(()), Ok((None, _))) => {
+            (Ok(()), Ok(Traced { syscalls: None, .. })) => {
                 self.syscalls_unavailable = Some("the syscall trace was not started".into());
             }
             (Err(e), _) => {
-                self.syscalls_unavailable = Some(format!("the traced extra sample failed: {e}"));
+                let why = format!("the traced extra sample failed: {e}");
+                self.kernel_time_unavailable = Some(why.clone());
+                self.syscalls_unavailable = Some(why);
             }
-            (_, Err(r)) => self.syscalls_unavailable = Some(r),
+            (_, Err(r)) => {
+                self.kernel_time_unavailable = Some(r.clone());
+                self.syscalls_unavailable = Some(r);
+            }
         }
     }
 
@@ -695,6 +743,14 @@ impl CellCounting {
         c.syscalls = self.syscalls.take();
         c.syscalls_window = self.syscalls_window.take();
         c.irqs = self.irqs.take();
+        c.kernel_time = self.kernel_time.take();
+        c.kernel_time_unavailable = if c.kernel_time.is_some() {
+            None
+        } else {
+            self.kernel_time_unavailable
+                .take()
+                .or_else(|| Some("no traced sample was taken".into()))
+        };
         c.irqs_unavailable = if c.irqs.is_some() {
             None
         } else {

@@ -8,9 +8,12 @@ use std::io::Read;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smtlab_counters::model_events::Uarch;
-use smtlab_model::counters::CellCounters;
+use smtlab_model::counters::smt_loss::{SmtLoss, attribute};
+use smtlab_model::counters::{CellCounters, CounterValues};
 use smtlab_model::quote;
-use smtlab_report::counter_ratios::{CellRatios, cell_ratios, import_csv, ratio_lines};
+use smtlab_report::counter_ratios::{
+    CellRatios, cell_ratios, import_csv, loss_csv, loss_lines, ratio_lines,
+};
 
 use crate::args::{CountersArgs, CountersCommand, CountersImportArgs};
 use crate::output::{emit, json_text};
@@ -30,6 +33,11 @@ struct Imported<'a> {
     cpu_model: Option<&'static str>,
     counters: &'a CellCounters,
     ratios: &'a CellRatios,
+    /// With `--against`: the file it was held against and the loss's attribution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    against: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    smt_loss: Option<&'a SmtLoss>,
 }
 
 fn read(path: &std::path::Path) -> Result<String> {
@@ -43,23 +51,42 @@ fn read(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", quote::path(path)))
 }
 
+fn read_values(path: &std::path::Path, a: &CountersImportArgs) -> Result<CounterValues> {
+    let text = read(path)?;
+    smtlab_counters::perf_stat::import(&text, a.cpu_model).with_context(|| quote::path(path))
+}
+
 fn import(a: &CountersImportArgs) -> Result<()> {
-    let text = read(&a.file)?;
-    let values = smtlab_counters::perf_stat::import(&text, a.cpu_model)
-        .with_context(|| quote::path(&a.file))?;
+    let values = read_values(&a.file, a)?;
+    let loss =
+        match &a.against {
+            Some(alone) => Some(attribute(&read_values(alone, a)?, &values).with_context(
+                || format!("{} against {}", quote::path(&a.file), quote::path(alone)),
+            )?),
+            None => None,
+        };
     let counters = CellCounters::new(format!("recorded in {}", a.file.display()), values, None);
     let ratios = cell_ratios(&counters);
+    let checked = loss.as_ref().map(SmtLoss::check).transpose();
     if a.json {
-        return emit(&json_text(&Imported {
+        emit(&json_text(&Imported {
             schema: "smtlab.counters-import/1",
             file: a.file.display().to_string(),
             cpu_model: a.cpu_model.map(Uarch::label),
             counters: &counters,
             ratios: &ratios,
-        })?);
+            against: a.against.as_ref().map(|p| p.display().to_string()),
+            smt_loss: loss.as_ref(),
+        })?)?;
+        return checked.map(drop).map_err(Into::into);
     }
     if a.csv {
-        return emit(&String::from_utf8_lossy(&import_csv(&ratios)));
+        let mut bytes = import_csv(&ratios);
+        if let Some(l) = &loss {
+            bytes.extend(loss_csv(l));
+        }
+        emit(&String::from_utf8_lossy(&bytes))?;
+        return checked.map(drop).map_err(Into::into);
     }
     let mut out = format!(
         "{} events read from {}{}\n",
@@ -76,5 +103,11 @@ fn import(a: &CountersImportArgs) -> Result<()> {
     for line in ratio_lines(&shown) {
         out.push_str(&render::table::wrap(&line, layout));
     }
-    emit(&out)
+    if let Some(l) = &loss {
+        for line in loss_lines(l) {
+            out.push_str(&render::table::wrap(&line, layout));
+        }
+    }
+    emit(&out)?;
+    checked.map(drop).map_err(Into::into)
 }

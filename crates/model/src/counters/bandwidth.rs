@@ -6,7 +6,15 @@
 //! `6.103515625e-5` (= 64 / 2^20) with `.unit` `MiB`. So the bytes come from the
 //! named events' own scale and unit where they have one, else 64 bytes per CAS for
 //! events named like CAS counts. The window is the events' own enabled time, which is
-//! exactly the counted stretches (the counters are paused between samples).
+//! exactly the counted stretches (the counters are paused between samples), or, in a
+//! `perf stat` recording that has it, `duration_time` (the wall time perf counted over).
+//!
+//! AMD Zen 4 and 5 count CAS commands in their UMCs (the kernel's `amd_umc` PMUs,
+//! `umc_cas_cmd.rd` and `.wr`, event 0x0a with the read/write mask): 64 bytes each, as
+//! the kernel's `umc_mem_read_bandwidth` and `umc_mem_write_bandwidth` compute them. With
+//! `umc_data_slot_clks.all` and `umc_mem_clk` the data bus's utilisation is measured
+//! too: busy data slots (two per memory clock) over the clocks, as the kernel's
+//! `umc_data_bus_utilization`.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +40,10 @@ pub struct DramBandwidth {
     pub share_of_peak: Option<f64>,
     /// The events summed, for the reader.
     pub events: Vec<String>,
+    /// AMD UMC: the share of the data bus's slots that moved data, measured
+    /// (`umc_data_slot_clks.all / 2 / umc_mem_clk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus_utilisation: Option<f64>,
 }
 
 /// Whether a named event counts memory reads or writes at the controller.
@@ -40,7 +52,8 @@ fn direction(name: &str) -> Option<bool> {
     // The kernel's aliases (cas_count_read/write) and the vendors' names
     // (unc_m_cas_count.rd/.wr) both end in the direction.
     let base = n.rsplit('/').find(|s| !s.is_empty()).unwrap_or(&n);
-    if !base.contains("cas_count") {
+    // AMD's UMC names (umc_cas_cmd.rd/.wr) too; `.all` is their sum, not a direction.
+    if !base.contains("cas_count") && !base.contains("cas_cmd") {
         return None;
     }
     if base.ends_with("read") || base.ends_with(".rd") || base.ends_with(".all_rd") {
@@ -111,9 +124,16 @@ fn bandwidth_text(v: &CounterValues, peak_gb_per_s: Option<f64>) -> Result<DramB
                 .into(),
         });
     }
+    // perf's own wall time where a recording has it: uncore counts cover all of it.
+    let window = v.named_value("duration_time").map(|ns| ns / 1e9).or(window);
     let window_s = window
         .filter(|w| *w > 0.0)
         .ok_or("DRAM bandwidth not computed: the CAS counters were never enabled")?;
+    let bus_utilisation = v
+        .named_value("umc_data_slot_clks.all")
+        .zip(v.named_value("umc_mem_clk"))
+        .filter(|(_, clk)| *clk > 0.0)
+        .map(|(slots, clk)| slots / 2.0 / clk);
     let gb_per_s = (read + write) / window_s / 1e9;
     let peak = peak_gb_per_s.filter(|p| p.is_finite() && *p > 0.0);
     Ok(DramBandwidth {
@@ -124,6 +144,7 @@ fn bandwidth_text(v: &CounterValues, peak_gb_per_s: Option<f64>) -> Result<DramB
         peak_gb_per_s: peak,
         share_of_peak: peak.map(|p| gb_per_s / p),
         events,
+        bus_utilisation,
     })
 }
 
@@ -192,6 +213,34 @@ mod tests {
         assert_eq!(b.window_s, 2.0);
         assert!((b.gb_per_s - 2.4).abs() < 1e-9);
         assert!((b.share_of_peak.unwrap() - 0.1).abs() < 1e-9);
+    }
+
+    /// Zen 4's UMC names as `perf stat` writes them, by hand: 10e6 read and 5e6 write
+    /// CAS commands (`.all`, their sum, is not counted twice) over perf's 1.5 s
+    /// `duration_time` (not the 1 s the counters ran): 0.96 GB / 1.5 s = 0.64 GB/s; 600e6
+    /// busy data slots of 1e9 memory clocks (two slots each): 30% of the bus.
+    #[test]
+    fn amd_umc_cas_commands_by_hand() {
+        let mut v = CounterValues::new(CounterTarget::Thread {
+            tid: 0,
+            inherit: true,
+        });
+        for (name, raw) in [
+            ("umc_cas_cmd.rd", 10_000_000),
+            ("umc_cas_cmd.wr", 5_000_000),
+            ("umc_cas_cmd.all", 15_000_000),
+            ("duration_time", 1_500_000_000),
+            ("umc_data_slot_clks.all", 600_000_000),
+            ("umc_mem_clk", 1_000_000_000),
+        ] {
+            v.named.push(cas(name, raw, 1_000_000_000, false));
+        }
+        let b = dram_bandwidth(&v, None).unwrap();
+        assert_eq!((b.read_bytes, b.write_bytes), (640e6, 320e6));
+        assert_eq!(b.window_s, 1.5);
+        assert!((b.gb_per_s - 0.64).abs() < 1e-12, "{}", b.gb_per_s);
+        assert_eq!(b.bus_utilisation, Some(0.3));
+        assert_eq!(b.events, ["umc_cas_cmd.rd", "umc_cas_cmd.wr"]);
     }
 
     #[test]

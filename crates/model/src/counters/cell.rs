@@ -66,6 +66,13 @@ pub struct CellCounters {
     /// Why there is no `irqs` profile (not root, no irq tracepoints, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irqs_unavailable: Option<String>,
+    /// Kernel time by cause (page faults, lock waits) of the traced tasks, over the
+    /// same extra sample as `syscalls` (`syscalls_window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_time: Option<Box<super::kernel_time::KernelTimeProfile>>,
+    /// Why there is no `kernel_time` profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_time_unavailable: Option<String>,
 }
 
 impl CellCounters {
@@ -86,6 +93,8 @@ impl CellCounters {
             syscalls_unavailable: None,
             irqs: None,
             irqs_unavailable: None,
+            kernel_time: None,
+            kernel_time_unavailable: None,
         }
     }
 

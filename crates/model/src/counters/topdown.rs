@@ -111,6 +111,10 @@ pub struct Topdown {
     /// AMD only: slots lost to the SMT sibling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smt_contention: Option<f64>,
+    /// The part of back-end bound stalled on memory (level 2), where its events were
+    /// counted ([`memory_bound`]); the rest of back-end bound is core bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_memory: Option<f64>,
 }
 
 impl Topdown {
@@ -126,6 +130,51 @@ impl Topdown {
             out.push(("SMT contention", s));
         }
         out
+    }
+}
+
+/// Intel before Sapphire Rapids (Skylake-SP, Ice Lake-SP): the events of the memory
+/// share of back-end bound, by their vendor names.
+pub const INTEL_MEMORY_BOUND: [&str; 5] = [
+    "cycle_activity.stalls_mem_any",
+    "exe_activity.bound_on_stores",
+    "cycle_activity.stalls_total",
+    "exe_activity.1_ports_util",
+    "exe_activity.2_ports_util",
+];
+
+/// AMD Zen 4 and 5: retirement stalled on a load, of all retirement stalls.
+pub const AMD_MEMORY_BOUND: [&str; 2] = [
+    "ex_no_retire.load_not_complete",
+    "ex_no_retire.not_complete",
+];
+
+/// The memory-bound share of all slots (level 2), as the kernel's metric tables
+/// compute `tma_memory_bound` and `backend_bound_memory`, from whichever events were
+/// counted: Sapphire Rapids and later, the `topdown-mem-bound` perf metric over the
+/// level-1 metrics' sum; Skylake-SP and Ice Lake-SP, back-end bound times the cycles
+/// stalled on memory or stores over the cycles the back end stalled or used few ports
+/// ([`INTEL_MEMORY_BOUND`]); AMD Zen 4/5, back-end bound times the retirement stalls
+/// on a load ([`AMD_MEMORY_BOUND`]). `None` without them.
+pub fn memory_bound(v: &CounterValues, t: &Topdown) -> Option<f64> {
+    match t.method {
+        TopdownMethod::IntelPerfMetrics | TopdownMethod::IntelSlotFormula => {
+            if t.method == TopdownMethod::IntelPerfMetrics
+                && let Some(mem) = v.named_value("topdown-mem-bound")
+            {
+                let level1 = values(v, &INTEL_PERF_METRICS[1..]).ok()?;
+                let sum: f64 = level1.iter().sum();
+                return (sum > 0.0).then(|| mem / sum);
+            }
+            let x = values(v, &INTEL_MEMORY_BOUND).ok()?;
+            let (mem, stores, total, one_port, two_ports) = (x[0], x[1], x[2], x[3], x[4]);
+            let cycles = total + one_port + t.retiring * two_ports + stores;
+            (cycles > 0.0).then(|| (mem + stores) / cycles * t.backend_bound)
+        }
+        TopdownMethod::AmdDispatchSlots => {
+            let x = values(v, &AMD_MEMORY_BOUND).ok()?;
+            Some(if x[1] > 0.0 { x[0] / x[1] } else { 0.0 } * t.backend_bound)
+        }
     }
 }
 
@@ -161,7 +210,11 @@ fn level1_text(v: &CounterValues) -> Result<Topdown, String> {
     ] {
         let names = method.events();
         match values(v, names) {
-            Ok(x) => return compute(v, method, &x),
+            Ok(x) => {
+                let mut t = compute(v, method, &x)?;
+                t.backend_memory = memory_bound(v, &t);
+                return Ok(t);
+            }
             Err(missing) if missing.len() < names.len() => {
                 tried.push(format!("{} lacks {}", method.label(), missing.join(", ")));
             }
@@ -206,6 +259,7 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
                 frontend_bound: frontend,
                 backend_bound: backend,
                 smt_contention: None,
+                backend_memory: None,
             })
         }
         TopdownMethod::IntelSlotFormula => {
@@ -237,6 +291,7 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
                 frontend_bound: fe,
                 backend_bound: 1.0 - fe - bad - ret,
                 smt_contention: None,
+                backend_memory: None,
             })
         }
         TopdownMethod::AmdDispatchSlots => {
@@ -253,6 +308,7 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
                 frontend_bound: fe / slots,
                 backend_bound: be / slots,
                 smt_contention: Some(smt / slots),
+                backend_memory: None,
             })
         }
     }

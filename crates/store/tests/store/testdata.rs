@@ -249,6 +249,7 @@ pub fn counters() -> CellCounters {
     });
     c.steady_from_ns = Some(90_000_000);
     c.syscalls_unavailable = Some("tracefs is not mounted".into());
+    c.kernel_time_unavailable = Some("tracefs is not mounted".into());
     c
 }
 
