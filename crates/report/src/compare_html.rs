@@ -508,7 +508,28 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
         }
     };
     p.push_str(&body.into_string());
+    p.push_str(&overlays(a, b).into_string());
     p.push_str(&missing(c).into_string());
+}
+
+/// A's and B's scaling curves on one chart per workload and placement (as `fleet`
+/// draws hosts), where both measured it at two thread counts or more.
+fn overlays(a: &RunResults, b: &RunResults) -> Markup {
+    let name = |side: &str, r: &RunResults| match r.run.environment.hostname.as_deref() {
+        Some(h) if !h.is_empty() => format!("{side} ({h})"),
+        _ => side.to_string(),
+    };
+    let curves = crate::fleet::overlay_curves(&[(name("A", a), a), (name("B", b), b)]);
+    let svgs: Vec<String> = curves.iter().filter_map(crate::fleet::curve_svg).collect();
+    html! {
+        @if !svgs.is_empty() {
+            section id="overlays" {
+                h2 { "A and B on one chart" }
+                p { "Throughput against threads, A's and B's lines together (paper 002 compares machines so)." }
+                @for s in &svgs { figure { (PreEscaped(s)) } }
+            }
+        }
+    }
 }
 
 /// One group's geometric mean, its interval and its verdict.
@@ -729,6 +750,28 @@ mod tests {
             unsteady: None,
             counters: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_and_b_scaling_curves_share_one_chart() {
+        use smtlab_fixtures::fleet::{FakeHost, run_of};
+        let a = run_of(&FakeHost::new("old", "Demo Xeon A", 1.1), &["1", "2", "4"]);
+        let b = run_of(&FakeHost::new("new", "Demo EPYC B", 1.3), &["1", "2", "4"]);
+        let c = crate::compare::compare(&a, &b);
+        let mut page = String::new();
+        compare_sections(&mut page, &a, &b, &c);
+        assert!(page.contains("A and B on one chart"), "{page}");
+        // One chart per placement, each with both lines in its legend.
+        assert_eq!(page.matches("aria-label=\"int-ops on ").count(), 4);
+        assert!(page.contains(">A (old)</text>") && page.contains(">B (new)</text>"));
+        // Cells without a thread count draw nothing.
+        let (a1, b1) = (
+            smtlab_fixtures::fleet::run(&FakeHost::new("old", "X", 1.1)),
+            smtlab_fixtures::fleet::run(&FakeHost::new("new", "X", 1.2)),
+        );
+        let mut page = String::new();
+        compare_sections(&mut page, &a1, &b1, &crate::compare::compare(&a1, &b1));
+        assert!(!page.contains("A and B on one chart"));
     }
 
     /// The x and width of every bar.

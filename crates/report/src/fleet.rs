@@ -44,7 +44,7 @@ mod formats;
 mod overlay;
 
 pub use formats::{html, json, text};
-pub use overlay::{Curve, CurveLine, CurvePoint};
+pub use overlay::{Curve, CurveLine, CurvePoint, scaling_svg as curve_svg};
 
 /// The schema of `smtlab fleet --json`.
 pub const FLEET_SCHEMA: &str = "smtlab.fleet/1";
@@ -410,6 +410,20 @@ impl FleetBuilder {
             curves,
         }
     }
+}
+
+/// Each run's scaling curves, named as given (`compare`'s A and B), on one chart per
+/// workload and placement that two of them or more measured at two thread counts or more.
+pub fn overlay_curves(runs: &[(String, &RunResults)]) -> Vec<Curve> {
+    let mut g = overlay::Gather::default();
+    let mut names = BTreeMap::new();
+    for (name, r) in runs {
+        g.add(r, name, &model_of(&Fingerprint::of(r)));
+        names.insert(name.clone(), name.clone());
+    }
+    let mut curves = g.finish(&names);
+    curves.retain(|c| c.lines.len() >= 2);
+    curves
 }
 
 /// What tells a run's host from another: its host id, else its hostname, else `run N`.

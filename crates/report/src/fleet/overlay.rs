@@ -185,8 +185,8 @@ pub struct CurvePoint {
     pub ci_high: Option<f64>,
 }
 
-/// A curve's chart.
-pub(super) fn scaling_svg(c: &Curve) -> Option<String> {
+/// A curve's chart, every line on it.
+pub fn scaling_svg(c: &Curve) -> Option<String> {
     let series: Vec<Series> = c
         .lines
         .iter()
