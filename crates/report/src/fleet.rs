@@ -157,8 +157,9 @@ pub struct HostYield {
     /// (`microcode 0x2a (most: 0x2b)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differs: Vec<String>,
+    /// Shared by the host's values in every pool (a run gives dozens).
     #[serde(skip)]
-    fingerprint: Fingerprint,
+    fingerprint: std::rc::Rc<Fingerprint>,
 }
 
 /// One CPU model x workload x yield.
@@ -536,6 +537,7 @@ impl Gathered {
     /// Adds the run's SMT yields to their pools; false when it had none.
     fn add_yields(&mut self, r: &RunResults, host: &str, model: &str, fp: &Fingerprint) -> bool {
         let mut any = false;
+        let fp = std::rc::Rc::new(fp.clone());
         for row in &smt_yields(r) {
             for (i, kind) in PairKind::YIELDS.iter().enumerate() {
                 let Some(y) = row.get(*kind).filter(|y| !y.idle_sibling) else {
@@ -559,7 +561,7 @@ impl Gathered {
                         unsteady: y.unsteady.clone(),
                         outlier: false,
                         differs: Vec::new(),
-                        fingerprint: fp.clone(),
+                        fingerprint: std::rc::Rc::clone(&fp),
                     },
                 );
             }
