@@ -160,6 +160,13 @@ pub struct FleetArgs {
     /// or d (30d, 12h).
     #[arg(long, value_name = "DURATION", value_parser = parse_since)]
     pub since: Option<std::time::Duration>,
+    /// How many hosts should have reported: fewer is said, with how many never did.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub expect: Option<u64>,
+    /// The hosts that should have reported: one host name or host id per line (`#`
+    /// comments), or an Ansible INI inventory; those that never did are named.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
     /// Print the smtlab.fleet/1 JSON document.
     #[arg(long)]
     pub json: bool,

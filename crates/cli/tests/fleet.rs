@@ -207,6 +207,70 @@ fn fleet_reads_a_postgresql_store_that_hosts_pushed_to() {
     check_fleet_json(&v);
 }
 
+/// `--inventory` (an Ansible INI inventory) and `--expect`: the hosts that never
+/// reported, named; an inventory that cannot be read or names none is one line.
+#[test]
+fn fleet_names_the_inventory_hosts_that_never_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared.db");
+    for f in &host_files(dir.path()) {
+        smtlab()
+            .arg("push")
+            .arg(f)
+            .arg("--to")
+            .arg(&shared)
+            .assert()
+            .success();
+    }
+    let inv = dir.path().join("hosts.ini");
+    std::fs::write(
+        &inv,
+        "[a]\na[1:7]\na8 ansible_host=10.0.0.8\n[a:vars]\nx=1\n[b]\nb1\nb2\n",
+    )
+    .unwrap();
+    let text = stdout_of(
+        smtlab()
+            .args(["fleet", "--expect", "11", "--inventory"])
+            .arg(&inv)
+            .arg("--db")
+            .arg(&shared)
+            .env("COLUMNS", "200"),
+    );
+    assert!(
+        text.contains("expected 11 hosts, 10 reported; never reported (1): a8"),
+        "{text}"
+    );
+    let v: Value = serde_json::from_str(&stdout_of(
+        smtlab()
+            .args(["fleet", "--json", "--inventory"])
+            .arg(&inv)
+            .arg("--db")
+            .arg(&shared),
+    ))
+    .unwrap();
+    assert_eq!(v["expected"], 10);
+    assert_eq!(v["missing"], serde_json::json!(["a8"]));
+    for bad in [dir.path().join("none.ini"), {
+        let empty = dir.path().join("empty.ini");
+        std::fs::write(&empty, "# nothing\n").unwrap();
+        empty
+    }] {
+        let out = smtlab()
+            .args(["fleet", "--inventory"])
+            .arg(&bad)
+            .arg("--db")
+            .arg(&shared)
+            .assert()
+            .failure()
+            .get_output()
+            .stderr
+            .clone();
+        let err = String::from_utf8(out).unwrap();
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("--inventory") && err.contains(".ini"), "{err}");
+    }
+}
+
 #[test]
 fn fleet_of_a_missing_database_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -31,6 +31,7 @@
 pub mod bench;
 pub mod counters;
 pub mod cpuset;
+pub mod digest;
 pub mod disturbance;
 pub mod keys;
 pub mod metrics;
@@ -49,6 +50,7 @@ pub use bench::{
     BenchInfo, Departure, Direction, ParamInfo, ReportSection, SampleRecord, Summary, ValueKind,
 };
 pub use cpuset::{CpuListError, CpuSet};
+pub use digest::SampleDigest;
 pub use disturbance::Disturbance;
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use result::{AtLimit, CellResult, ConfigError, LimitKind, Round, RunConfig};

@@ -152,6 +152,9 @@ pub mod web {
     pub const UNSENT: &str = "unsent";
     /// Metric: smtlab agents that sent the load (`--client-hosts`); absent for a local load.
     pub const AGENTS: &str = "agents";
+    /// Metric: agents named but lost (unreachable, or gone during a load) before this
+    /// sample's load, which the others sent; absent when none was.
+    pub const AGENTS_LOST: &str = "agents_lost";
     /// Metric: latest agent start minus earliest, by the measured host's clock.
     pub const AGENTS_START_SPREAD_NS: &str = "agents_start_spread_ns";
 

@@ -271,14 +271,43 @@ impl CellResult {
         Some(format!("disturbed: {why}"))
     }
 
-    /// Why the cell's figure may not repeat or not be its own: [`Self::unsteady_reason`]
-    /// and [`Self::disturbed_reason`] together. What keeps a comparison from calling it
-    /// faster or slower.
+    /// Why the cell's load came from fewer hosts than asked (`load from 1 of 2 agents:
+    /// 1 lost`): a load agent was lost and the others sent its share, which may have
+    /// made them the limit. `None` when every agent sent load in every sample.
+    pub fn agents_lost_reason(&self) -> Option<String> {
+        use crate::metrics::web;
+        let lost = self
+            .samples
+            .iter()
+            .filter_map(|s| s.metrics.get(web::AGENTS_LOST).copied())
+            .fold(0.0_f64, f64::max);
+        if lost < 1.0 {
+            return None;
+        }
+        // The fewest agents any sample's load came from.
+        let left = self
+            .samples
+            .iter()
+            .filter_map(|s| s.metrics.get(web::AGENTS).copied())
+            .fold(f64::INFINITY, f64::min);
+        Some(format!(
+            "load from {left:.0} of {:.0} agents: {lost:.0} lost",
+            left + lost
+        ))
+    }
+
+    /// Why the cell's figure may not repeat or not be its own: [`Self::unsteady_reason`],
+    /// [`Self::disturbed_reason`] and [`Self::agents_lost_reason`] together. What keeps
+    /// a comparison from calling it faster or slower.
     pub fn hold_back_reason(&self) -> Option<String> {
-        let reasons: Vec<String> = [self.unsteady_reason(), self.disturbed_reason()]
-            .into_iter()
-            .flatten()
-            .collect();
+        let reasons: Vec<String> = [
+            self.unsteady_reason(),
+            self.disturbed_reason(),
+            self.agents_lost_reason(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         (!reasons.is_empty()).then(|| reasons.join(", "))
     }
 

@@ -508,7 +508,84 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
         }
     };
     p.push_str(&body.into_string());
+    p.push_str(&overlays(a, b).into_string());
     p.push_str(&missing(c).into_string());
+}
+
+/// A's and B's scaling curves on one chart per workload and placement (as `fleet`
+/// draws hosts), where both measured it at two thread counts or more.
+fn overlays(a: &RunResults, b: &RunResults) -> Markup {
+    let name = |side: &str, r: &RunResults| match r.run.environment.hostname.as_deref() {
+        Some(h) if !h.is_empty() => format!("{side} ({h})"),
+        _ => side.to_string(),
+    };
+    let (na, nb) = (name("A", a), name("B", b));
+    let curves = crate::fleet::overlay_curves(&[(na.clone(), a), (nb.clone(), b)]);
+    let svgs: Vec<String> = curves.iter().filter_map(crate::fleet::curve_svg).collect();
+    let cdfs = event_cdfs(a, b, &na, &nb);
+    html! {
+        @if !svgs.is_empty() || !cdfs.is_empty() {
+            section id="overlays" {
+                h2 { "A and B on one chart" }
+                @if !svgs.is_empty() {
+                    p { "Throughput against threads, A's and B's lines together (paper 002 compares machines so)." }
+                    @for s in &svgs { figure { (PreEscaped(s)) } }
+                }
+                @if !cdfs.is_empty() {
+                    p { "The events of a cell measured in both runs (thread creation, wake-ups, requests), A's and B's distributions together." }
+                    @for s in cdfs.iter().take(MAX_EVENT_CHARTS) { figure { (PreEscaped(s)) } }
+                    @if cdfs.len() > MAX_EVENT_CHARTS {
+                        p { (cdfs.len() - MAX_EVENT_CHARTS) " more cells with events are not drawn." }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Event distributions drawn at most (a quick suite has dozens of cells with events).
+const MAX_EVENT_CHARTS: usize = 24;
+
+/// For each cell measured in both runs, each of its per-event series both runs hold
+/// (10 events or more on each side): A's and B's cumulative distributions on one chart.
+fn event_cdfs(a: &RunResults, b: &RunResults, na: &str, nb: &str) -> Vec<String> {
+    let fmt = |v: f64| crate::fmt::short(v);
+    let mut out = Vec::new();
+    for ca in &a.cells {
+        let key = ca.key();
+        let Some(cb) = b.cells.iter().find(|c| c.key() == key) else {
+            continue;
+        };
+        for (name, va) in &ca.result.series {
+            let Some(vb) = cb.result.series.get(name) else {
+                continue;
+            };
+            if va.len() < 10 || vb.len() < 10 {
+                continue;
+            }
+            let all: Vec<f64> = va.iter().chain(vb).copied().collect();
+            let dists = [(na, va), (nb, vb)].map(|(n, v)| crate::svg::Dist {
+                name: n.to_string(),
+                values: v.clone(),
+                fmt: &fmt,
+            });
+            let title = format!(
+                "{} {} on {}: {name}",
+                ca.benchmark,
+                params(&ca.params),
+                ca.placement_spec
+            );
+            let sub = format!("{} / {} events", va.len(), vb.len());
+            out.extend(crate::svg::cdf_chart(
+                &title,
+                &sub,
+                name,
+                &dists,
+                crate::svg::Scale::auto(&all),
+            ));
+        }
+    }
+    out
 }
 
 /// One group's geometric mean, its interval and its verdict.
@@ -729,6 +806,42 @@ mod tests {
             unsteady: None,
             counters: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_and_b_scaling_curves_share_one_chart() {
+        use smtlab_fixtures::fleet::{FakeHost, run_of};
+        let a = run_of(&FakeHost::new("old", "Demo Xeon A", 1.1), &["1", "2", "4"]);
+        let b = run_of(&FakeHost::new("new", "Demo EPYC B", 1.3), &["1", "2", "4"]);
+        let c = crate::compare::compare(&a, &b);
+        let mut page = String::new();
+        compare_sections(&mut page, &a, &b, &c);
+        assert!(page.contains("A and B on one chart"), "{page}");
+        // One chart per placement, each with both lines in its legend.
+        assert_eq!(page.matches("aria-label=\"int-ops on ").count(), 4);
+        assert!(page.contains(">A (old)</text>") && page.contains(">B (new)</text>"));
+        // A cell's events in both runs: their distributions on one chart.
+        let (mut ea, mut eb) = (a.clone(), b.clone());
+        ea.cells[0]
+            .result
+            .series
+            .insert("create_ns".into(), (1..=40).map(f64::from).collect());
+        eb.cells[0]
+            .result
+            .series
+            .insert("create_ns".into(), (5..=60).map(f64::from).collect());
+        let mut page = String::new();
+        compare_sections(&mut page, &ea, &eb, &crate::compare::compare(&ea, &eb));
+        assert!(page.contains("create_ns"));
+        assert!(page.contains("40 / 56 events"), "the two sides' counts");
+        // Cells without a thread count draw nothing.
+        let (a1, b1) = (
+            smtlab_fixtures::fleet::run(&FakeHost::new("old", "X", 1.1)),
+            smtlab_fixtures::fleet::run(&FakeHost::new("new", "X", 1.2)),
+        );
+        let mut page = String::new();
+        compare_sections(&mut page, &a1, &b1, &crate::compare::compare(&a1, &b1));
+        assert!(!page.contains("A and B on one chart"));
     }
 
     /// The x and width of every bar.

@@ -46,8 +46,10 @@ use smtlab_model::verdict::PairKind;
 use crate::yields::smt_yields;
 
 mod formats;
+mod overlay;
 
 pub use formats::{html, json, text};
+pub use overlay::{Curve, CurveLine, CurvePoint, scaling_svg as curve_svg};
 
 /// The schema of `smtlab fleet --json`.
 pub const FLEET_SCHEMA: &str = "smtlab.fleet/1";
@@ -131,7 +133,12 @@ impl Fingerprint {
 /// One host: its runs and its fingerprint (from its latest run).
 #[derive(Debug, Clone, Serialize)]
 pub struct Host {
+    /// As shown: its hostname, with the start of its id where two hosts share one.
     pub host: String,
+    /// Its hostname as the runs give it.
+    pub hostname: String,
+    /// What tells it apart ([`host_key`]): its host id, else its hostname.
+    pub key: String,
     /// Store ids of its runs, oldest first.
     pub runs: Vec<i64>,
     pub fingerprint: Fingerprint,
@@ -155,8 +162,9 @@ pub struct HostYield {
     /// (`microcode 0x2a (most: 0x2b)`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differs: Vec<String>,
+    /// Shared by the host's values in every pool (a run gives dozens).
     #[serde(skip)]
-    fingerprint: Fingerprint,
+    fingerprint: std::rc::Rc<Fingerprint>,
 }
 
 /// The hosts' values of one pool and what they make: median, interval, outliers.
@@ -263,6 +271,94 @@ pub struct Fleet {
     /// Runs that gave nothing to pool, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// How many hosts were expected to report (`--expect`, or the inventory's
+    /// hosts); `None` when nothing was said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<usize>,
+    /// The inventory's hosts that never reported ([`Fleet::expect`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// Workloads' throughput against threads, several hosts on one chart.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curves: Vec<Curve>,
+}
+
+impl Fleet {
+    /// Sets the hosts expected to report: `inventory`'s (host names or ids, see
+    /// [`parse_inventory`]), at least `count` of them. An inventory entry reported when
+    /// a host's hostname or host key is it, or its host id starts with it (8 characters
+    /// or more); those that did not are [`Fleet::missing`].
+    pub fn expect(&mut self, inventory: &[String], count: Option<usize>) {
+        let reported = |entry: &str| {
+            self.hosts.iter().any(|h| {
+                h.hostname.eq_ignore_ascii_case(entry)
+                    || h.key == entry
+                    || (entry.len() >= 8 && h.key.starts_with(entry))
+            })
+        };
+        self.missing = inventory.iter().filter(|e| !reported(e)).cloned().collect();
+        let listed = (!inventory.is_empty()).then_some(inventory.len());
+        self.expected = match (listed, count) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Expected hosts that never reported: those named ([`Fleet::missing`]), or, for a
+    /// count alone, how many fewer hosts reported than expected.
+    pub fn never_reported(&self) -> usize {
+        let short = self.expected.unwrap_or(0).saturating_sub(self.hosts.len());
+        short.max(self.missing.len())
+    }
+}
+
+/// The hosts of an inventory file: one host name or host id per line; blank lines and
+/// `#` or `;` comments are skipped. An Ansible INI inventory reads as well: `[group]`
+/// headers are skipped, as are the lines of `[group:vars]` and `[group:children]`
+/// sections, and a host line's variables (`web1 ansible_host=10.0.0.1`); a numeric
+/// range (`web[01:20]`) names each host of it. Each host once, in file order.
+pub fn parse_inventory(text: &str) -> Vec<String> {
+    let mut hosts: Vec<String> = Vec::new();
+    let mut in_hosts = true;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_hosts = !section.contains(':');
+            continue;
+        }
+        if !in_hosts {
+            continue;
+        }
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        for h in expand_range(name) {
+            if !hosts.contains(&h) {
+                hosts.push(h);
+            }
+        }
+    }
+    hosts
+}
+
+/// `web[01:03]` as `web01`, `web02`, `web03` (Ansible's numeric range, its width kept);
+/// any other name as itself.
+fn expand_range(name: &str) -> Vec<String> {
+    let parts = name.split_once('[').and_then(|(head, rest)| {
+        let (range, tail) = rest.split_once(']')?;
+        let (a, b) = range.split_once(':')?;
+        let (lo, hi) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
+        (lo <= hi && hi - lo < 100_000).then_some((head, a.len(), lo, hi, tail))
+    });
+    match parts {
+        Some((head, width, lo, hi, tail)) => (lo..=hi)
+            .map(|i| format!("{head}{i:0width$}{tail}"))
+            .collect(),
+        None => vec![name.to_string()],
+    }
 }
 
 /// A recommendation in a few words, as the tally counts it.
@@ -335,6 +431,7 @@ impl FleetBuilder {
         let mut g = self.g;
         let names = display_names(&g.names);
         g.rename(&names);
+        let curves = std::mem::take(&mut g.overlay).finish(&names);
         let notes = no_yield_notes(g.no_yield);
         let models = models(g.model_hosts, g.pooled, g.profiled, g.advised);
         let mut hosts: Vec<Host> = g.hosts.into_values().collect();
@@ -347,8 +444,25 @@ impl FleetBuilder {
             interval_rule: interval_rule(),
             outlier_rule: outlier_rule(),
             notes,
+            expected: None,
+            missing: Vec::new(),
+            curves,
         }
     }
+}
+
+/// Each run's scaling curves, named as given (`compare`'s A and B), on one chart per
+/// workload and placement that two of them or more measured at two thread counts or more.
+pub fn overlay_curves(runs: &[(String, &RunResults)]) -> Vec<Curve> {
+    let mut g = overlay::Gather::default();
+    let mut names = BTreeMap::new();
+    for (name, r) in runs {
+        g.add(r, name, &model_of(&Fingerprint::of(r)));
+        names.insert(name.clone(), name.clone());
+    }
+    let mut curves = g.finish(&names);
+    curves.retain(|c| c.lines.len() >= 2);
+    curves
 }
 
 /// What tells a run's host from another: its host id, else its hostname, else `run N`.
@@ -391,6 +505,8 @@ struct Gathered {
     no_yield: BTreeMap<String, Vec<(i64, String)>>,
     /// Each host key's hostname.
     names: BTreeMap<String, String>,
+    /// Each host's scaling curves.
+    overlay: overlay::Gather,
 }
 
 impl Gathered {
@@ -408,6 +524,8 @@ impl Gathered {
         }
         let h = self.hosts.entry(host.clone()).or_insert_with(|| Host {
             host: host.clone(),
+            hostname: host_of(r),
+            key: host.clone(),
             runs: Vec::new(),
             fingerprint: fp.clone(),
         });
@@ -417,6 +535,7 @@ impl Gathered {
         if !mh.contains(&host) {
             mh.push(host.clone());
         }
+        self.overlay.add(r, &host, &model);
         let any = self.add_yields(r, &host, &model, &fp) | self.add_profiles(r, &host, &model, &fp);
         self.add_advice(r, &host, &model);
         if !any {
@@ -457,6 +576,7 @@ impl Gathered {
     /// Adds the run's SMT yields to their pools; false when it had none.
     fn add_yields(&mut self, r: &RunResults, host: &str, model: &str, fp: &Fingerprint) -> bool {
         let mut any = false;
+        let fp = std::rc::Rc::new(fp.clone());
         for row in &smt_yields(r) {
             for (i, kind) in PairKind::YIELDS.iter().enumerate() {
                 let Some(y) = row.get(*kind).filter(|y| !y.idle_sibling) else {
@@ -480,7 +600,7 @@ impl Gathered {
                         unsteady: y.unsteady.clone(),
                         outlier: false,
                         differs: Vec::new(),
-                        fingerprint: fp.clone(),
+                        fingerprint: std::rc::Rc::clone(&fp),
                     },
                 );
             }
@@ -493,6 +613,7 @@ impl Gathered {
         let Some(doc) = crate::predict::stored::analyse_run(r) else {
             return false;
         };
+        let fp = std::rc::Rc::new(fp.clone());
         let mut any = false;
         for p in &doc.profiles {
             for f in &p.rulers {

@@ -562,7 +562,9 @@ pub(crate) fn connect_agents(
     agents: &smtlab_placement::RemoteClients,
 ) -> Result<(Remote, ServerOpts), BenchError> {
     let channel = smtlab_loadgen::remote::Channel::tls_if(agents.tls);
-    let remote = Remote::connect(&agents.hosts, &agents.token, channel)
+    // An agent lost (at the start of a cell or during it) leaves its share to the
+    // others; the samples say how many were lost, and the cell is marked.
+    let remote = Remote::connect_surviving(&agents.hosts, &agents.token, channel)
         .map_err(|e| unsupported(bench, e.to_string()))?;
     let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
     let opts = ServerOpts {
@@ -698,6 +700,9 @@ impl AgentTally {
     pub(crate) fn insert_into(&self, remote: &Remote, metrics: &mut BTreeMap<String, f64>) {
         let infos = remote.agents();
         metrics.insert(m::AGENTS.into(), infos.len() as f64);
+        if !remote.lost().is_empty() {
+            metrics.insert(m::AGENTS_LOST.into(), remote.lost().len() as f64);
+        }
         metrics.insert(
             m::AGENTS_START_SPREAD_NS.into(),
             self.start_spread_ns as f64,
@@ -758,6 +763,11 @@ pub fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, Be
     sample
         .metrics
         .insert(m::AGENTS.into(), r.agents.len() as f64);
+    if !r.lost.is_empty() {
+        sample
+            .metrics
+            .insert(m::AGENTS_LOST.into(), r.lost.len() as f64);
+    }
     sample
         .metrics
         .insert(m::AGENTS_START_SPREAD_NS.into(), r.start_spread_ns as f64);

@@ -12,6 +12,11 @@ use crate::output::{emit, write_file};
 use crate::settings::stored::db_path;
 
 pub fn run(args: &FleetArgs) -> Result<()> {
+    // The inventory is checked before the store is opened.
+    let inventory = match &args.inventory {
+        Some(path) => inventory(path)?,
+        None => Vec::new(),
+    };
     let store = Store::open_read_only(db_path(&args.db.db))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -35,7 +40,13 @@ pub fn run(args: &FleetArgs) -> Result<()> {
             scan.running
         ));
     }
-    let f = builder.finish();
+    let mut f = builder.finish();
+    if args.inventory.is_some() || args.expect.is_some() {
+        let count = args
+            .expect
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        f.expect(&inventory, count);
+    }
     let text = if args.json {
         smtlab_report::fleet::json(&f)
     } else if args.output.is_some() {
@@ -48,4 +59,20 @@ pub fn run(args: &FleetArgs) -> Result<()> {
         Some(path) => write_file(path, text.as_bytes()),
         None => emit(&text),
     }
+}
+
+/// The hosts of `--inventory FILE`; a file that cannot be read or names none is a
+/// one-line error naming it.
+fn inventory(path: &std::path::Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--inventory {}: {e}", path.display()))?;
+    let hosts = smtlab_report::fleet::parse_inventory(&text);
+    if hosts.is_empty() {
+        anyhow::bail!(
+            "--inventory {}: names no host (expected one host name or id per line, or an \
+             Ansible INI inventory)",
+            path.display()
+        );
+    }
+    Ok(hosts)
 }

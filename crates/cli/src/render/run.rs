@@ -37,6 +37,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         .unsteady()
         .map(|d| format!("unsteady: moved {:.1}% during the cell", 100.0 * d));
     let disturbed = cell.result.disturbed_reason();
+    let agents_lost = cell.result.agents_lost_reason();
     // Measurement rule 2: a value whose time did not grow with its iterations (after
     // the calibration was redone) is not a plain headline.
     let calibration = (cell.result.calibration.linear == Some(false)).then(|| {
@@ -74,6 +75,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
             not_converged,
             unsteady,
             disturbed,
+            agents_lost,
             calibration,
             fork_size,
         ]
@@ -107,6 +109,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
             not_converged.map(|n| format!(", {n}")),
             unsteady.map(|u| format!(", {u}")),
             disturbed.map(|d| format!(", {d}")),
+            agents_lost.map(|a| format!(", {a}")),
             calibration.map(|c| format!(", {c}")),
             fork_size.map(|f| format!(", {f}")),
         ]

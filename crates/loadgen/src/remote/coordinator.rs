@@ -65,6 +65,9 @@ pub struct RemoteReport {
     pub agents: Vec<AgentRun>,
     /// Latest agent start minus earliest, by this host's clock (after the offsets).
     pub start_spread_ns: u64,
+    /// The agents named but lost before this load (their share went to the others),
+    /// each with why.
+    pub lost: Vec<String>,
 }
 
 impl RemoteReport {
@@ -111,6 +114,20 @@ pub enum RemoteError {
         during: &'static str,
         what: String,
     },
+}
+
+impl RemoteError {
+    /// The agent this error says is gone (unreachable, closed, silent): its share of a
+    /// load can go to the others. `None` for what the others would meet too (a wrong
+    /// token, a refused load, a bad request).
+    pub fn lost_agent(&self) -> Option<&str> {
+        match self {
+            RemoteError::Connect { addr, .. }
+            | RemoteError::Lost { addr, .. }
+            | RemoteError::Timeout { addr, .. } => Some(addr),
+            _ => None,
+        }
+    }
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -199,6 +216,13 @@ pub struct Remote {
     agents: Vec<Agent>,
     /// Set when a load failed half-way: the connections may be out of step.
     broken: Option<RemoteError>,
+    /// Kept to reach the surviving agents again after one is lost.
+    token: Token,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    /// Whether a lost agent's share goes to the others ([`Remote::connect_surviving`]).
+    survive: bool,
+    /// The agents named but lost, each with why.
+    lost: Vec<RemoteError>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -214,11 +238,32 @@ impl std::fmt::Debug for Remote {
 
 impl Remote {
     /// Connects to every agent of `hosts` (`host:port`), over TLS when `channel` says
-    /// so, says hello with `token` and measures each one's clock offset.
+    /// so, says hello with `token` and measures each one's clock offset. Every agent
+    /// must answer, and stay: a lost agent fails the load.
     pub fn connect(
         hosts: &[String],
         token: &Token,
         channel: Channel,
+    ) -> Result<Remote, RemoteError> {
+        Remote::open(hosts, token, channel, false)
+    }
+
+    /// As [`Remote::connect`], but an agent that cannot be reached, or is lost during
+    /// a load, leaves its share to the others ([`Remote::lost`] says which, and the
+    /// loads' reports too); it fails only when no agent is left.
+    pub fn connect_surviving(
+        hosts: &[String],
+        token: &Token,
+        channel: Channel,
+    ) -> Result<Remote, RemoteError> {
+        Remote::open(hosts, token, channel, true)
+    }
+
+    fn open(
+        hosts: &[String],
+        token: &Token,
+        channel: Channel,
+        survive: bool,
     ) -> Result<Remote, RemoteError> {
         if hosts.is_empty() {
             return Err(RemoteError::Config("names no agent".into()));
@@ -230,14 +275,37 @@ impl Remote {
                     .map_err(|e| RemoteError::Config(format!("cannot set up TLS: {e}")))?,
             ),
         };
-        let mut agents = Vec::with_capacity(hosts.len());
-        for addr in hosts {
-            agents.push(connect_one(addr, token, tls.as_ref())?);
-        }
-        Ok(Remote {
-            agents,
+        let mut remote = Remote {
+            agents: Vec::with_capacity(hosts.len()),
             broken: None,
-        })
+            token: token.clone(),
+            tls,
+            survive,
+            lost: Vec::new(),
+        };
+        remote.reach(hosts)?;
+        Ok(remote)
+    }
+
+    /// Connects to `hosts`; one that is gone is lost when surviving, else an error.
+    /// An error too when no agent answers.
+    fn reach(&mut self, hosts: &[String]) -> Result<(), RemoteError> {
+        for addr in hosts {
+            match connect_one(addr, &self.token, self.tls.as_ref()) {
+                Ok(a) => self.agents.push(a),
+                Err(e) if self.survive && e.lost_agent().is_some() => self.lost.push(e),
+                Err(e) => return Err(e),
+            }
+        }
+        match self.lost.last() {
+            Some(e) if self.agents.is_empty() => Err(e.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The agents named but lost (unreachable, or gone during a load), each with why.
+    pub fn lost(&self) -> &[RemoteError] {
+        &self.lost
     }
 
     pub fn agents(&self) -> Vec<&AgentInfo> {
@@ -267,13 +335,39 @@ impl Remote {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
-        let r = self.run_inner(cfg, requests, weights);
-        if let Err(e) = &r
-            && !matches!(e, RemoteError::Config(_))
-        {
-            self.broken = Some(e.clone());
+        loop {
+            let e = match self.run_inner(cfg, requests, weights) {
+                Ok(mut r) => {
+                    r.lost = self.lost.iter().map(ToString::to_string).collect();
+                    return Ok(r);
+                }
+                Err(e) => e,
+            };
+            if matches!(e, RemoteError::Config(_)) {
+                return Err(e);
+            }
+            let Some(gone) = e.lost_agent().filter(|_| self.survive).map(str::to_string) else {
+                self.broken = Some(e.clone());
+                return Err(e);
+            };
+            // The others may be mid-load, out of step: reached again afresh (closing
+            // a connection stops an agent's load), and the load run again by them.
+            let survivors: Vec<String> = self
+                .agents
+                .drain(..)
+                .map(|a| a.info.addr)
+                .filter(|a| *a != gone)
+                .collect();
+            self.lost.push(e.clone());
+            if survivors.is_empty() {
+                self.broken = Some(e.clone());
+                return Err(e);
+            }
+            if let Err(e) = self.reach(&survivors) {
+                self.broken = Some(e.clone());
+                return Err(e);
+            }
         }
-        r
     }
 
     fn run_inner(
@@ -420,6 +514,7 @@ impl Remote {
             merged,
             agents,
             start_spread_ns: spread as u64,
+            lost: Vec::new(),
         })
     }
 }

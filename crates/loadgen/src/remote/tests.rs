@@ -210,6 +210,46 @@ fn two_agents_run_one_load_and_their_counts_add_up() {
 }
 
 #[test]
+fn an_agent_that_is_gone_leaves_its_share_to_the_others_when_surviving() {
+    let server = test_server(Behaviour::Good(100));
+    let a = agent("127.0.0.1");
+    // An address nothing listens on any more: an agent that was killed.
+    let gone = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let token = Token::new(TOKEN).unwrap();
+    let hosts = [a.addr.clone(), gone.clone()];
+    let e = Remote::connect(&hosts, &token, Channel::Plain)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&gone) && e.contains("cannot connect"), "{e}");
+    let mut remote = Remote::connect_surviving(&hosts, &token, Channel::Plain).unwrap();
+    assert_eq!(remote.agents().len(), 1);
+    assert_eq!(remote.lost().len(), 1);
+    assert_eq!(remote.lost()[0].lost_agent(), Some(gone.as_str()));
+    let r = remote
+        .run(
+            &load_to(server.addr, 4, 200),
+            &[RequestSpec::get("/x")],
+            &[1.0],
+        )
+        .unwrap();
+    // The whole load from the one left, and the report says one was lost.
+    assert_eq!(r.agents.len(), 1);
+    assert_eq!(r.agents[0].connections, 4);
+    assert!(r.agents[0].requests > 0, "{r:?}");
+    assert_eq!(r.lost.len(), 1);
+    assert!(r.lost[0].contains(&gone), "{:?}", r.lost);
+    // None left: an error naming the agent, not an empty load.
+    let e = Remote::connect_surviving(std::slice::from_ref(&gone), &token, Channel::Plain)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&gone), "{e}");
+}
+
+#[test]
 fn a_wrong_token_is_refused() {
     let a = agent("127.0.0.1");
     let wrong = Token::new("another-token-of-length").unwrap();

@@ -9,6 +9,7 @@ const HALF_CORES: &str = "half-cores-";
 
 /// The cells' workloads: benchmark and parameters (the conditions experiments add are
 /// apart from them).
+/// (`evidence` groups cells by `c.params` itself, without this copy: keep the two alike.)
 fn workload_params(c: &CellRecord) -> BTreeMap<String, String> {
     c.params.clone()
 }
@@ -80,17 +81,28 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
         .collect();
     let mut out: Vec<Evidence> = Vec::new();
     let mut seen: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-    for c in &cells {
-        // A point of a latency sweep belongs to its workload's evidence.
+    // Each workload's own cells, gathered in one pass (`smtlab fleet` asks this of
+    // every host's run): neither co-runs nor points of a latency sweep, which belong
+    // to their workload's evidence otherwise.
+    let mut own: BTreeMap<(&str, &BTreeMap<String, String>), Vec<&CellRecord>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for c in cells.iter().copied() {
         if crate::corun::form_of(c).is_some() || offered_rate(c).is_some() {
             continue;
         }
-        let key = (c.benchmark.clone(), workload_params(c));
-        if seen.contains(&key) {
-            continue;
+        let key = (c.benchmark.as_str(), &c.params);
+        let list = own.entry(key).or_default();
+        if list.is_empty() {
+            order.push(key);
         }
-        seen.push(key.clone());
-        let e = workload_evidence(&cells, &key.0, &key.1, smt);
+        list.push(c);
+    }
+    for key in order {
+        let mine = Mine {
+            cells: own.remove(&key).unwrap_or_default(),
+        };
+        let e = workload_evidence(&cells, mine, key.0, key.1, smt);
+        seen.push((key.0.to_string(), key.1.clone()));
         if measured(&e) {
             out.push(e);
         }
@@ -162,20 +174,6 @@ struct Mine<'c> {
 }
 
 impl<'c> Mine<'c> {
-    fn of(cells: &[&'c CellRecord], bench: &str, params: &BTreeMap<String, String>) -> Self {
-        let cells = cells
-            .iter()
-            .copied()
-            .filter(|o| {
-                o.benchmark == bench
-                    && workload_params(o) == *params
-                    && crate::corun::form_of(o).is_none()
-                    && offered_rate(o).is_none()
-            })
-            .collect();
-        Mine { cells }
-    }
-
     /// The cell on placement `name` in SMT `state` (`None`: any but off).
     fn find(&self, name: &str, state: Option<&str>) -> Option<&'c CellRecord> {
         self.cells.iter().copied().find(|o| {
@@ -207,14 +205,14 @@ impl<'c> Mine<'c> {
     }
 }
 
-/// The evidence of workload `bench` with `params` among `cells`.
+/// The evidence of workload `bench` with `params` among `cells`; `mine`: its own cells.
 fn workload_evidence(
     cells: &[&CellRecord],
+    mine: Mine<'_>,
     bench: &str,
     params: &BTreeMap<String, String>,
     smt: bool,
 ) -> Evidence {
-    let mine = Mine::of(cells, bench, params);
     let mut e = Evidence {
         workload: workload_name(bench, params),
         smt,

@@ -40,7 +40,7 @@ fn fingerprint_summary(f: &Fleet, m: &Model) -> String {
         .join("; ")
 }
 
-fn plural(n: usize, one: &str) -> String {
+pub(super) fn plural(n: usize, one: &str) -> String {
     if n == 1 {
         format!("1 {one}")
     } else {
@@ -63,6 +63,9 @@ pub fn text(f: &Fleet, width: usize) -> String {
         ),
         layout,
     ));
+    if let Some(line) = never_reported_line(f) {
+        out.push_str(&wrap(&line, layout));
+    }
     if f.models.is_empty() {
         out.push_str("no runs in this store\n");
     }
@@ -172,6 +175,89 @@ fn profiles_text(m: &Model, width: usize) -> String {
     out
 }
 
+/// Hosts named in a line before "and N more".
+const MISSING_SHOWN: usize = 20;
+
+/// `expected 12 hosts, 10 reported; never reported (2): web3, web9`; `None` when no
+/// host was expected.
+fn never_reported_line(f: &Fleet) -> Option<String> {
+    let expected = f.expected?;
+    let mut line = format!(
+        "expected {}, {} reported",
+        plural(expected, "host"),
+        f.hosts.len()
+    );
+    let n = f.never_reported();
+    if n == 0 {
+        line.push_str("; every expected host reported");
+        return Some(line);
+    }
+    line.push_str(&format!("; never reported ({n})"));
+    if !f.missing.is_empty() {
+        let shown: Vec<&str> = f
+            .missing
+            .iter()
+            .take(MISSING_SHOWN)
+            .map(String::as_str)
+            .collect();
+        line.push_str(&format!(": {}", shown.join(", ")));
+        let more = f.missing.len().saturating_sub(MISSING_SHOWN);
+        if more > 0 {
+            line.push_str(&format!(" and {more} more"));
+        }
+    }
+    Some(line)
+}
+
+/// Charts of one kind shown on the page before "and N more".
+const CHARTS_SHOWN: usize = 24;
+
+/// Every workload's scaling curves over the fleet's hosts, and each yield held by two
+/// CPU models or more as cumulative curves over their hosts.
+fn overlays(f: &Fleet) -> Markup {
+    let scaling: Vec<String> = f
+        .curves
+        .iter()
+        .filter_map(super::overlay::scaling_svg)
+        .collect();
+    // (workload, yield) -> each model's hosts' values.
+    type PerModel = Vec<(String, Vec<f64>)>;
+    let mut by_pool: BTreeMap<(String, String), PerModel> = BTreeMap::new();
+    for m in &f.models {
+        for p in &m.pools {
+            by_pool
+                .entry((p.workload.clone(), p.placements.clone()))
+                .or_default()
+                .push((
+                    m.cpu_model.clone(),
+                    p.hosts.iter().map(|h| h.value).collect(),
+                ));
+        }
+    }
+    let cdfs: Vec<String> = by_pool
+        .iter()
+        .filter_map(|((w, k), per)| super::overlay::yield_cdf_svg(w, k, per))
+        .collect();
+    let more = |n: usize| n.saturating_sub(CHARTS_SHOWN);
+    maud_html! {
+        @if !scaling.is_empty() {
+            section {
+                h2 { "Scaling across hosts" }
+                p class="muted" { "Throughput against threads, the hosts on one chart (each host's latest run)." }
+                @for svg in scaling.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
+                @if more(scaling.len()) > 0 { p class="muted" { (more(scaling.len())) " more in the JSON (" code { "curves" } ")." } }
+            }
+        }
+        @if !cdfs.is_empty() {
+            section {
+                h2 { "Yields across CPU models" }
+                @for svg in cdfs.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
+                @if more(cdfs.len()) > 0 { p class="muted" { (more(cdfs.len())) " more in the JSON (" code { "models[].pools" } ")." } }
+            }
+        }
+    }
+}
+
 fn capital(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
@@ -202,7 +288,8 @@ table{border-collapse:collapse;margin:8px 0 16px}\
 th,td{border:1px solid #d5d5d5;padding:3px 8px;text-align:left;vertical-align:middle}\
 th{background:#eef2f7;font-weight:600}\
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
-td.bad{color:#b03000}\
+td.bad,p.bad{color:#b03000}\
+figure{margin:8px 0 16px}figure svg{max-width:100%;height:auto}\
 .muted{color:#666}";
 
 /// A strip chart of a pool: one dot per host on the value axis (outliers in red), the
@@ -251,6 +338,9 @@ pub fn html(f: &Fleet, generated_unix_s: u64) -> String {
                 (plural(f.hosts.len(), "host")) ", " (plural(f.runs, "run")) ", "
                 (plural(f.models.len(), "CPU model")) "; generated " (utc(generated_unix_s))
                 " (" code { (f.schema) } ")"
+            }
+            @if let Some(line) = never_reported_line(f) {
+                p class=(if f.never_reported() > 0 { "bad" } else { "muted" }) { (line) }
             }
         }
         @for m in &f.models {
@@ -309,6 +399,7 @@ pub fn html(f: &Fleet, generated_unix_s: u64) -> String {
                 }
             }
         }
+        (overlays(f))
         @if !f.notes.is_empty() {
             ul { @for n in &f.notes { li { (n) } } }
         }

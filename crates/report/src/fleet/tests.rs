@@ -260,3 +260,113 @@ fn predict_profiles_pool_per_cpu_model_one_value_per_host() {
     assert!(text.contains("predict profiles over hosts"), "{text}");
     assert!(json(&f).contains("\"contentiousness\""));
 }
+
+#[test]
+fn an_inventory_reads_plain_lists_and_ansible_ini() {
+    let inv = parse_inventory(
+        "# the fleet\na1 ansible_host=10.0.0.1\n[web]\na[2:3]\nweb[08:10]\n; old\nzz9\n\n\
+         [web:vars]\nhttp_port=80\n[all:children]\nweb\n[db]\nb1\nb9\na1\n",
+    );
+    assert_eq!(
+        inv,
+        [
+            "a1", "a2", "a3", "web08", "web09", "web10", "zz9", "b1", "b9"
+        ]
+    );
+    assert!(parse_inventory("# nothing\n\n[web:vars]\nx=1\n").is_empty());
+}
+
+#[test]
+fn hosts_expected_but_never_reported_are_named_in_every_output() {
+    let mut f = fleet(&runs());
+    assert_eq!(f.hosts.len(), 9);
+    let inv = parse_inventory("a1\na2\nzz9\nb1\nb9\n");
+    f.expect(&inv, Some(12));
+    assert_eq!(f.missing, ["zz9", "b9"]);
+    assert_eq!(f.expected, Some(12));
+    // Twelve expected, nine reported: three never did, two of them named.
+    assert_eq!(f.never_reported(), 3);
+    let line = "expected 12 hosts, 9 reported; never reported (3): zz9, b9";
+    let t = text(&f, 200);
+    assert!(t.contains(line), "{t}");
+    let j: serde_json::Value = serde_json::from_str(&json(&f)).unwrap();
+    assert_eq!(j["expected"], 12);
+    assert_eq!(j["missing"], serde_json::json!(["zz9", "b9"]));
+    assert!(html(&f, 0).contains(line));
+
+    let mut all = fleet(&runs());
+    all.expect(&[], Some(9));
+    assert_eq!(all.never_reported(), 0);
+    assert!(text(&all, 200).contains("every expected host reported"));
+    // Nothing expected: nothing said.
+    let none = fleet(&runs());
+    assert!(!text(&none, 200).contains("expected"));
+    assert!(serde_json::from_str::<serde_json::Value>(&json(&none)).unwrap()["missing"].is_null());
+}
+
+/// Hosts `(name, model, yield)`, each one run of `int-ops` at 1, 2 and 4 threads.
+fn scaling_runs(hosts: &[(&str, &str, f64)]) -> Vec<RunResults> {
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(i, (name, model, y))| {
+            let mut r =
+                smtlab_fixtures::fleet::run_of(&FakeHost::new(name, model, *y), &["1", "2", "4"]);
+            r.run.id = i as i64 + 1;
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn a_few_hosts_scaling_curves_share_one_chart_and_models_yields_one_cdf() {
+    let f = fleet(&scaling_runs(&[
+        ("x1", A, 1.2),
+        ("x2", A, 1.1),
+        ("y1", B, 1.3),
+    ]));
+    // One curve per placement, each with every host's line through 1, 2 and 4 threads.
+    assert_eq!(f.curves.len(), 4);
+    let c = f.curves.iter().find(|c| c.placement == "1c2t").unwrap();
+    assert!(c.per_host);
+    let names: Vec<&str> = c.lines.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["x1", "x2", "y1"]);
+    let x1 = &c.lines[0];
+    let threads: Vec<u64> = x1.points.iter().map(|p| p.threads).collect();
+    assert_eq!(threads, [1, 2, 4]);
+    // int-ops on 1c2t: the fixture's 10 x the host's yield.
+    assert!((x1.points[0].value - 12.0).abs() < 1e-9, "{x1:?}");
+    let page = html(&f, 0);
+    assert!(page.contains("Scaling across hosts"), "{page}");
+    // Each host named in a chart's legend, the two models in a yield's CDF.
+    for n in ["x1", "x2", "y1"] {
+        assert!(page.contains(&format!(">{n}</text>")), "{n}");
+    }
+    assert!(page.contains("Yields across CPU models"));
+    assert!(page.contains(&format!("{B} (1 host)")), "{page}");
+}
+
+#[test]
+fn many_hosts_are_drawn_as_each_models_median_with_its_interval() {
+    let mut hosts: Vec<(String, &str, f64)> = (0..12)
+        .map(|i| (format!("a{i:02}"), A, 1.0 + i as f64 / 100.0))
+        .collect();
+    hosts.push(("b1".into(), B, 1.3));
+    let hosts: Vec<(&str, &str, f64)> =
+        hosts.iter().map(|(n, m, y)| (n.as_str(), *m, *y)).collect();
+    let f = fleet(&scaling_runs(&hosts));
+    let c = f.curves.iter().find(|c| c.placement == "1c2t").unwrap();
+    assert!(!c.per_host);
+    assert_eq!(c.lines.len(), 2);
+    let a = c.lines.iter().find(|l| l.name.starts_with(A)).unwrap();
+    assert_eq!(a.hosts, 12);
+    // The median of 10 x 1.00 .. 10 x 1.11, with an interval around it.
+    let p = &a.points[0];
+    assert!((p.value - 10.55).abs() < 1e-9, "{p:?}");
+    assert!(
+        p.ci_low.unwrap() < p.value && p.value < p.ci_high.unwrap(),
+        "{p:?}"
+    );
+    let b = c.lines.iter().find(|l| l.name.starts_with(B)).unwrap();
+    assert!(b.points[0].ci_low.is_none(), "one host has no interval");
+}

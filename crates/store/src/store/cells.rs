@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde::{Deserialize, Serialize};
 use smtlab_model::result::{Calibration, Round, Warmup};
 use smtlab_model::{
-    CellKey, CellRecord, CellResult, RunConfig, SampleRecord, SkippedCell, Summary,
+    CellKey, CellRecord, CellResult, RunConfig, SampleDigest, SampleRecord, SkippedCell, Summary,
 };
 
 use super::codec::*;
@@ -53,6 +53,10 @@ pub(crate) struct CellFacts {
     /// Absent in cells saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) disturbance: Option<smtlab_model::Disturbance>,
+    /// The samples in brief, for readers that load none (`fleet`); absent in cells
+    /// saved before it was kept, whose samples such a reader loads instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) digest: Option<SampleDigest>,
 }
 
 /// Every float a cell stores must be finite: SQLite turns NaN into NULL and JSON has
@@ -247,6 +251,7 @@ fn insert_cell_row(
         subtracted_ns_per_sample: r.subtracted_ns_per_sample,
         config: r.config.clone(),
         disturbance: r.disturbance.clone(),
+        digest: Some(SampleDigest::of(&r.samples)),
     };
     db.query_one(
         "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
@@ -414,13 +419,17 @@ pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, 
 }
 
 /// Which runs' cells to load: one run, or several at once (`fleet`), and whether their
-/// series come too (nothing `fleet` shows reads them).
+/// samples and series come too (`fleet` reads neither: each cell's digest stands for
+/// its samples).
 pub(crate) struct CellFilter<'a> {
     /// A condition on `c.run_id` (the cells table is `c`): `c.run_id = ?1`, or
     /// `c.run_id IN (?1, ?2, ...)`.
     pub(crate) condition: String,
     pub(crate) args: &'a [Value<'a>],
     pub(crate) series: bool,
+    /// The samples' rows; else each cell's digest ([`SampleDigest::samples`]), and the
+    /// rows only for cells saved before digests were kept.
+    pub(crate) samples: bool,
 }
 
 impl<'a> CellFilter<'a> {
@@ -431,6 +440,15 @@ impl<'a> CellFilter<'a> {
             condition: format!("c.run_id IN ({})", marks.join(", ")),
             args,
             series,
+            samples: true,
+        }
+    }
+
+    /// [`CellFilter::runs`] without series, with digests for samples.
+    pub(crate) fn digests(args: &'a [Value<'a>]) -> CellFilter<'a> {
+        CellFilter {
+            samples: false,
+            ..CellFilter::runs(args, false)
         }
     }
 }
@@ -465,7 +483,21 @@ pub(crate) fn load_cells_of(
         ),
         filter.args,
     )?;
-    let mut samples = load_samples(db, filter)?;
+    let all_facts: Vec<CellFacts> = rows
+        .iter()
+        .map(|r| {
+            let cell_id: i64 = r.get(0)?;
+            from_json(r.text(12)?, &format!("cell {cell_id}: facts"))
+        })
+        .collect::<Step<_>>()?;
+    // The samples' rows when asked for, or when a cell has no digest to stand for them
+    // (saved before digests were kept).
+    let rows_needed = filter.samples || all_facts.iter().any(|f| f.digest.is_none());
+    let mut samples = if rows_needed {
+        load_samples(db, filter)?
+    } else {
+        BTreeMap::new()
+    };
     let mut summaries = load_summaries(db, filter)?;
     let mut rounds = if version >= 3 {
         load_rounds(db, filter)?
@@ -478,10 +510,9 @@ pub(crate) fn load_cells_of(
         BTreeMap::new()
     };
     let mut out: BTreeMap<i64, Vec<CellRecord>> = BTreeMap::new();
-    for r in rows {
+    for (r, mut facts) in rows.into_iter().zip(all_facts) {
         let cell_id: i64 = r.get(0)?;
         let at = |col: &str| format!("cell {cell_id}: {col}");
-        let facts: CellFacts = from_json(r.text(12)?, &at("facts"))?;
         let counters = match r.opt_text(13)? {
             Some(text) => Some(from_json(text, &at("counters"))?),
             None => None,
@@ -491,7 +522,10 @@ pub(crate) fn load_cells_of(
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
         })?;
         let (params, conditions) = key_params_from_json(r.text(5)?, &at("params"))?;
-        let cell_samples = samples.remove(&cell_id).unwrap_or_default();
+        let cell_samples = match facts.digest.take().filter(|_| !filter.samples) {
+            Some(d) => d.samples(),
+            None => samples.remove(&cell_id).unwrap_or_default(),
+        };
         out.entry(r.get(14)?).or_default().push(CellRecord {
             benchmark: r.get(1)?,
             group: r.get(2)?,

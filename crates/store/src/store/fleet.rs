@@ -8,7 +8,7 @@
 use smtlab_model::{RESULTS_SCHEMA, RunResults, SkippedCell};
 
 use super::cells::{CellFilter, load_cells_of, load_skipped};
-use super::runs::load_meta;
+use super::runs::load_meta_with;
 use super::sql::{Sql, Value};
 use super::{Step, Store, lease};
 use crate::error::Result;
@@ -57,8 +57,10 @@ impl Store {
     /// first (by start time, then id): for each host, its latest `q.runs_per_host` runs
     /// holding at least one cell, started since
     /// `q.since_unix_s`, on a CPU model containing `q.cpu_model`. Runs a live process is
-    /// measuring are left out and counted. Cells come with their samples, summaries and
-    /// rounds, not their series (nothing the fleet shows reads them). Everything is read
+    /// measuring are left out and counted. Cells come with their summaries, rounds and
+    /// the samples their digests hold (`SampleDigest`: values, the widest CPUs and
+    /// the few metrics the fleet reads), never the samples' rows (but for cells saved
+    /// before digests were kept), their series or the runs' plans. Everything is read
     /// in one consistent view (one read-only transaction in PostgreSQL).
     pub fn fleet_runs(
         &self,
@@ -165,13 +167,14 @@ fn live_running(db: &mut dyn Sql, filter: &str, params: &[Value<'_>]) -> Step<Ve
     Ok(live)
 }
 
-/// The runs `ids`, whole but for their series, in the order of `ids`.
+/// The runs `ids`, each cell's samples from its digest, no series and no plan, in the
+/// order of `ids`.
 fn load_batch(db: &mut dyn Sql, ids: &[i64], version: i64) -> Step<Vec<RunResults>> {
     let args: Vec<Value<'_>> = ids.iter().map(|id| Value::Int(*id)).collect();
-    let mut cells = load_cells_of(db, &CellFilter::runs(&args, false), version)?;
+    let mut cells = load_cells_of(db, &CellFilter::digests(&args), version)?;
     let mut out = Vec::with_capacity(ids.len());
     for &id in ids {
-        let run = load_meta(db, id)?;
+        let run = load_meta_with(db, id, false)?;
         let skipped = load_skipped(db, id)?
             .into_iter()
             .map(|(key, reason)| SkippedCell { key, reason })

@@ -607,6 +607,12 @@ fn effective_status(db: &mut dyn Sql, run_id: i64, stored: RunStatus) -> RunStat
 }
 
 pub(crate) fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
+    load_meta_with(db, run_id, true)
+}
+
+/// As [`load_meta`], with the run's plan (its planned cells) only when `plan`: the
+/// fleet reads none.
+pub(crate) fn load_meta_with(db: &mut dyn Sql, run_id: i64, plan: bool) -> Step<RunMeta> {
     let Some(r) = db.query_opt(
         "SELECT started_unix_s, finished_unix_s, status, suite, command_line, environment,
                 topology, config, notes
@@ -627,7 +633,11 @@ pub(crate) fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
         environment: from_json(r.text(5)?, "runs.environment")?,
         topology: from_json(r.text(6)?, "runs.topology")?,
         config: from_json(r.text(7)?, "runs.config")?,
-        plan: load_plan(db, run_id)?,
+        plan: if plan {
+            load_plan(db, run_id)?
+        } else {
+            Vec::new()
+        },
         notes: from_json(r.text(8)?, "runs.notes")?,
     })
 }

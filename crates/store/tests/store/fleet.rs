@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use smtlab_fixtures::fleet::{FakeHost, run};
-use smtlab_model::{RunResults, RunStatus};
+use smtlab_model::{RunResults, RunStatus, SampleDigest};
 use smtlab_store::{FleetQuery, Store, this_host};
 
 use super::backends::Backend;
@@ -97,7 +97,7 @@ pub fn the_fleet_reads_each_hosts_latest_runs_and_leaves_out_live_ones(b: &Backe
     assert_eq!(picked(&store, &model("epyc")).0.len(), 2);
 }
 
-pub fn the_fleet_loads_runs_whole_but_for_their_series(b: &Backend) {
+pub fn the_fleet_reads_cell_digests_never_samples_or_series(b: &Backend) {
     let mut store = b.open();
     let mut original = super::testdata::results(0);
     original.run.environment.hostname = Some("h".into());
@@ -107,15 +107,65 @@ pub fn the_fleet_loads_runs_whole_but_for_their_series(b: &Backend) {
         expected.cells.iter().any(|c| !c.result.series.is_empty()),
         "the fixture has series to leave out"
     );
+    expected.run.plan.clear();
     for c in &mut expected.cells {
         c.result.series.clear();
+        c.result.samples = SampleDigest::of(&c.result.samples).samples();
     }
+    // Without the samples', series' and plan's rows the fleet reads the same: it never
+    // reads them.
+    b.exec("DELETE FROM samples");
+    b.exec("DELETE FROM series");
+    b.exec("DELETE FROM plan");
+    let fleet_of = |target: &str| {
+        let mut got = Vec::new();
+        Store::open_read_only(target)
+            .unwrap()
+            .fleet_runs(&FleetQuery::default(), |_, r| got.push(r))
+            .unwrap();
+        got
+    };
+    assert_eq!(fleet_of(&b.target), [expected]);
+}
+
+/// A cell saved before digests were kept has its samples' rows read instead, and the
+/// fleet view made of it is the same as from a digest.
+#[test]
+fn a_cell_without_a_digest_has_its_samples_read() {
+    let (_dir, path) = super::temp_db();
+    let mut store = Store::open(&path).unwrap();
+    store.import_run(&run_at("a", "Xeon", 100)).unwrap();
+    let with = picked_runs(&store);
+    let conn = super::raw(&path);
+    let n = conn
+        .execute(
+            "UPDATE cells SET facts = json_remove(facts, '$.digest')",
+            [],
+        )
+        .unwrap();
+    assert!(n > 0);
+    drop(conn);
+    let without = picked_runs(&Store::open_read_only(&path).unwrap());
+    assert_ne!(with, without, "the samples' rows hold more than the digest");
+    // What the fleet reads of a cell is the same from either.
+    let read = |runs: &[RunResults]| -> Vec<_> {
+        runs.iter()
+            .flat_map(|r| &r.cells)
+            .map(|c| {
+                let r = &c.result;
+                (r.values(), r.cpus_used(), r.limit(), r.hold_back_reason())
+            })
+            .collect()
+    };
+    assert_eq!(read(&with), read(&without));
+}
+
+fn picked_runs(store: &Store) -> Vec<RunResults> {
     let mut got = Vec::new();
-    let reader = Store::open_read_only(&b.target).unwrap();
-    reader
+    store
         .fleet_runs(&FleetQuery::default(), |_, r| got.push(r))
         .unwrap();
-    assert_eq!(got, [expected]);
+    got
 }
 
 /// A file of schema 6 (before `runs.host_id` and `runs_by_host`) is read as it is, and

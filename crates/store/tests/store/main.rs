@@ -51,7 +51,7 @@ backends::cases! {
     two_stores_on_one_file_see_each_other,
     a_damaged_row_is_reported_with_the_cell_it_is_in,
     the_fleet_reads_each_hosts_latest_runs_and_leaves_out_live_ones,
-    the_fleet_loads_runs_whole_but_for_their_series,
+    the_fleet_reads_cell_digests_never_samples_or_series,
     the_fleet_tells_hosts_apart_by_their_id_and_old_runs_by_their_hostname,
 }
 

@@ -1,0 +1,256 @@
+//! Several hosts on one chart (paper 002's Figs 3-4 and 8-9, which compare machines):
+//! each workload's throughput against its thread count, one line per host (per CPU
+//! model, the median host, where the fleet has more hosts than a chart can tell
+//! apart), and each yield's spread over the hosts of every CPU model as cumulative
+//! distributions. Drawn with the report's own charts ([`crate::svg`]).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use smtlab_model::stats::{median, median_ci95};
+use smtlab_model::{CellRecord, RunResults};
+
+use crate::svg::{self, Dist, LineOptions, Point, Scale, Series};
+
+/// Most lines on one chart before hosts are drawn per CPU model (the legend's colours
+/// repeat beyond it).
+pub const MAX_HOST_LINES: usize = 8;
+
+/// The parameter a scaling curve runs along.
+const THREADS: &str = "threads";
+
+/// A workload's curve key: benchmark, its parameters and conditions without `threads`,
+/// placement.
+type CurveKey = (String, BTreeMap<String, String>, String);
+
+/// One host's curve: its CPU model, the unit, and the mean at each thread count.
+#[derive(Debug, Clone)]
+struct HostCurve {
+    model: String,
+    unit: String,
+    points: BTreeMap<u64, f64>,
+}
+
+/// Each host's scaling curves, gathered from its latest run holding each.
+#[derive(Debug, Default)]
+pub(super) struct Gather {
+    curves: BTreeMap<CurveKey, BTreeMap<String, HostCurve>>,
+}
+
+impl Gather {
+    /// The curves of `r` (host key `host`, CPU model `model`): its cells with a numeric
+    /// `threads` parameter, replacing the host's earlier curve of each workload.
+    pub(super) fn add(&mut self, r: &RunResults, host: &str, model: &str) {
+        let mut mine: BTreeMap<CurveKey, HostCurve> = BTreeMap::new();
+        for c in &r.cells {
+            let Some((key, threads)) = curve_point(c) else {
+                continue;
+            };
+            mine.entry(key)
+                .or_insert_with(|| HostCurve {
+                    model: model.to_string(),
+                    unit: c.unit.clone(),
+                    points: BTreeMap::new(),
+                })
+                .points
+                .insert(threads, c.result.summary.mean);
+        }
+        for (key, curve) in mine.into_iter().filter(|(_, c)| c.points.len() >= 2) {
+            self.curves
+                .entry(key)
+                .or_default()
+                .insert(host.to_string(), curve);
+        }
+    }
+
+    /// The curves drawn: per host where a workload has at most [`MAX_HOST_LINES`]
+    /// hosts, else per CPU model (the hosts' median at each thread count, with its
+    /// order-statistic interval from 6 hosts). `names`: each host key's name as shown.
+    pub(super) fn finish(self, names: &BTreeMap<String, String>) -> Vec<Curve> {
+        let mut out = Vec::new();
+        for ((benchmark, params, placement), by_host) in self.curves {
+            let Some(unit) = by_host.values().next().map(|c| c.unit.clone()) else {
+                continue;
+            };
+            let per_host = by_host.len() <= MAX_HOST_LINES;
+            let lines = if per_host {
+                by_host
+                    .iter()
+                    .map(|(key, c)| CurveLine {
+                        name: names.get(key).cloned().unwrap_or_else(|| key.clone()),
+                        hosts: 1,
+                        points: c
+                            .points
+                            .iter()
+                            .map(|(&x, &y)| CurvePoint {
+                                threads: x,
+                                value: y,
+                                ci_low: None,
+                                ci_high: None,
+                            })
+                            .collect(),
+                    })
+                    .collect()
+            } else {
+                model_lines(&by_host)
+            };
+            out.push(Curve {
+                benchmark,
+                params,
+                placement,
+                unit,
+                per_host,
+                lines,
+            });
+        }
+        out
+    }
+}
+
+/// The curve a cell is a point of, and its thread count.
+fn curve_point(c: &CellRecord) -> Option<(CurveKey, u64)> {
+    let threads = c.params.get(THREADS)?.parse::<u64>().ok()?;
+    let mut params = c.flat_params();
+    params.remove(THREADS);
+    let v = c.result.summary.mean;
+    (v.is_finite() && c.result.summary.n > 0).then(|| {
+        (
+            (c.benchmark.clone(), params, c.placement_spec.clone()),
+            threads,
+        )
+    })
+}
+
+/// One line per CPU model: the median over its hosts at each thread count.
+fn model_lines(by_host: &BTreeMap<String, HostCurve>) -> Vec<CurveLine> {
+    let mut per_model: BTreeMap<&str, (usize, BTreeMap<u64, Vec<f64>>)> = BTreeMap::new();
+    for c in by_host.values() {
+        let m = per_model.entry(c.model.as_str()).or_default();
+        m.0 += 1;
+        for (&x, &y) in &c.points {
+            m.1.entry(x).or_default().push(y);
+        }
+    }
+    per_model
+        .into_iter()
+        .map(|(model, (hosts, xs))| CurveLine {
+            // The legend shortens long names: the model alone, the count in `hosts`.
+            name: model.to_string(),
+            hosts,
+            points: xs
+                .into_iter()
+                .filter_map(|(x, ys)| {
+                    let ci = median_ci95(&ys);
+                    Some(CurvePoint {
+                        threads: x,
+                        value: median(&ys)?,
+                        ci_low: ci.map(|c| c.ci_low),
+                        ci_high: ci.map(|c| c.ci_high),
+                    })
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// A workload's throughput against its thread count on several hosts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Curve {
+    pub benchmark: String,
+    /// Parameters and conditions but `threads`.
+    pub params: BTreeMap<String, String>,
+    pub placement: String,
+    pub unit: String,
+    /// One line per host (else one per CPU model).
+    pub per_host: bool,
+    pub lines: Vec<CurveLine>,
+}
+
+/// One host's line, or one CPU model's median line.
+#[derive(Debug, Clone, Serialize)]
+pub struct CurveLine {
+    pub name: String,
+    /// Hosts behind the line.
+    pub hosts: usize,
+    pub points: Vec<CurvePoint>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CurvePoint {
+    pub threads: u64,
+    pub value: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci_high: Option<f64>,
+}
+
+/// A curve's chart, every line on it.
+pub fn scaling_svg(c: &Curve) -> Option<String> {
+    let series: Vec<Series> = c
+        .lines
+        .iter()
+        .map(|l| Series {
+            name: l.name.clone(),
+            points: l
+                .points
+                .iter()
+                .map(|p| Point {
+                    x: p.threads as f64,
+                    y: p.value,
+                    lo: p.ci_low,
+                    hi: p.ci_high,
+                    tip: format!(
+                        "{}: {} threads, {:.4} {}",
+                        l.name, p.threads, p.value, c.unit
+                    ),
+                    label: None,
+                })
+                .collect(),
+        })
+        .collect();
+    let mut title = format!("{} on {}", c.benchmark, c.placement);
+    if !c.params.is_empty() {
+        let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        title.push_str(&format!(" ({})", params.join(" ")));
+    }
+    let subtitle = if c.per_host {
+        "one line per host".to_string()
+    } else {
+        "one line per CPU model: the median host, with its 95% interval".to_string()
+    };
+    let opt = LineOptions {
+        y_zero: true,
+        x_integer: true,
+        ..LineOptions::default()
+    };
+    svg::line_chart(&title, &subtitle, "threads", &c.unit, &series, &opt)
+}
+
+/// A yield's spread over the hosts of each CPU model, one cumulative curve per model.
+/// `None` with fewer than two models holding it.
+pub(super) fn yield_cdf_svg(
+    workload: &str,
+    placements: &str,
+    per_model: &[(String, Vec<f64>)],
+) -> Option<String> {
+    if per_model.len() < 2 {
+        return None;
+    }
+    let fmt = |v: f64| format!("{v:.3}x");
+    let dists: Vec<Dist<'_>> = per_model
+        .iter()
+        .map(|(m, vs)| Dist {
+            name: format!("{m} ({})", super::formats::plural(vs.len(), "host")),
+            values: vs.clone(),
+            fmt: &fmt,
+        })
+        .collect();
+    svg::cdf_chart(
+        &format!("{workload}: {placements} over hosts"),
+        "share of each CPU model's hosts at or below a yield (above 1: better with SMT)",
+        "SMT yield",
+        &dists,
+        Scale::Linear,
+    )
+}
