@@ -113,6 +113,65 @@ pub fn create(pid: u32, scope: CookieScope) -> Result<(), CoreSchedError> {
     })
 }
 
+/// The cookie of thread `tid` (`PR_SCHED_CORE_GET`): 0 for none, else an opaque value
+/// the kernel derives from it, the same for every task sharing the cookie.
+pub fn cookie_of(tid: u32) -> Result<u64, CoreSchedError> {
+    let mut cookie: u64 = 0;
+    let addr = &mut cookie as *mut u64 as libc::c_ulong;
+    sched_core(libc::PR_SCHED_CORE_GET, tid, CookieScope::Thread, addr)
+        .map_err(|e| typed(|| format!("thread {tid}"), e))?;
+    Ok(cookie)
+}
+
+/// A task that holds a core-scheduling cookie.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CookiedTask {
+    pub pid: u32,
+    pub tid: u32,
+    /// The thread's name (`comm`).
+    pub comm: String,
+    pub cookie: u64,
+}
+
+/// Every task under `proc` that holds a cookie, and how many tasks could not be asked
+/// (gone meanwhile, or another user's without the right to trace them); the refusal
+/// where the kernel has no core scheduling.
+pub fn cookied_tasks(proc: &Path) -> Result<(Vec<CookiedTask>, usize), CoreSchedError> {
+    if let Some(why) = refusal() {
+        return Err(why);
+    }
+    let ids = |dir: &Path| -> Vec<u32> {
+        let mut v: Vec<u32> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    };
+    let (mut found, mut unasked) = (Vec::new(), 0);
+    for pid in ids(proc) {
+        let task_dir = proc.join(pid.to_string()).join("task");
+        for tid in ids(&task_dir) {
+            match cookie_of(tid) {
+                Ok(0) => {}
+                Ok(cookie) => found.push(CookiedTask {
+                    pid,
+                    tid,
+                    comm: std::fs::read_to_string(task_dir.join(tid.to_string()).join("comm"))
+                        .map(|c| c.trim_end().to_string())
+                        .unwrap_or_default(),
+                    cookie,
+                }),
+                Err(_) => unasked += 1,
+            }
+        }
+    }
+    Ok((found, unasked))
+}
+
 /// `core_forceidle_sum` of one `/proc/PID/sched` text in nanoseconds: the time the task
 /// ran while a sibling was forced idle for it. The kernel prints it in milliseconds with
 /// six decimals (`12.345678`); `None` where the line is absent (no `CONFIG_SCHED_CORE`,
