@@ -76,7 +76,7 @@ pub fn parse(text: &str) -> Result<PlacementSpec, PlacementError> {
     if one_cpu && (core_order.is_some() || cpu_order.is_some()) {
         return Err(invalid(
             trimmed,
-            &format!(
+            format!(
                 "{base} is one CPU, so it takes no /compact, /scatter, /spread, /siblings or /linear"
             ),
         ));
