@@ -72,6 +72,10 @@ while [ $# -gt 0 ]; do
     *) script="$1"; shift ;;
   esac
 done
+case "$kernel" in
+  sched-core|up|debian) ;;
+  *) die "unknown kernel $kernel (expected sched-core, up or debian)" ;;
+esac
 
 # --- the kernel ------------------------------------------------------------------
 # The modules the kernel NFS server needs: nfsd and what it depends on, followed
@@ -185,7 +189,7 @@ build_kernel() {
   started=$SECONDS
   echo "smt-vm: building the $name guest kernel from $(basename "$tarball") into $dir" >&2
   mkdir -p "$b/src" "$b/obj"
-  tar -xJf "$tarball" -C "$b/src" --strip-components=1
+  nice -n 19 tar -xJf "$tarball" -C "$b/src" --strip-components=1
   # Low priority throughout: the build machine is shared.
   local mk=(nice -n 19 make -s -C "$b/src" O="$b/obj")
   # shellcheck disable=SC2046
@@ -225,7 +229,6 @@ prepare_kernel() {
     sched-core|up)
       build_kernel "$kernel"
       kernel_image="$(built_kernel_dir "$kernel")/vmlinuz"; kernel_modules="${kernel_image%/vmlinuz}/modules" ;;
-    *) die "unknown kernel $kernel (expected sched-core, up or debian)" ;;
   esac
 }
 

@@ -37,6 +37,13 @@ pub enum CoreSchedError {
         "a cookie per {scope} needs processes the workload keeps from its start, and it has none (it runs in smtlab's threads, or starts a process per sample): use --security thread, whose cookie they inherit"
     )]
     NoProcess { scope: CookieScope },
+    /// A cookie per process group where the workload's processes are in smtlab's own
+    /// group: the kernel would give it to smtlab, the shell that started it and all
+    /// they start afterwards, which would then keep it beyond the cell.
+    #[error(
+        "a cookie per pgroup needs a workload whose processes lead a group of their own, and this one's are in smtlab's own (the cookie would cover smtlab, the shell that started it and all they start later): use --security process or thread"
+    )]
+    SharedProcessGroup,
     /// A tenant pair whose partner started no thread on its CPU to give a cookie to.
     #[error("no thread of the partner found pinned to CPU {cpu} to give a cookie of its own")]
     NoPartner { cpu: u32 },
@@ -121,6 +128,18 @@ pub fn cookie_of(tid: u32) -> Result<u64, CoreSchedError> {
     sched_core(libc::PR_SCHED_CORE_GET, tid, CookieScope::Thread, addr)
         .map_err(|e| typed(|| format!("thread {tid}"), e))?;
     Ok(cookie)
+}
+
+/// Whether process `pid` is in this process's own process group (`/proc/PID/stat`).
+pub fn in_own_process_group(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which may itself hold spaces and parentheses:
+    // state, ppid, pgrp.
+    let pgrp = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(2)?.parse::<i32>().ok());
+    // SAFETY: getpgrp has no preconditions and cannot fail.
+    pgrp == Some(unsafe { libc::getpgrp() })
 }
 
 /// A task that holds a core-scheduling cookie.
@@ -343,6 +362,12 @@ nr_switches                                  :                  120
         // SAFETY: gettid has no arguments and cannot fail.
         let me = unsafe { libc::gettid() } as u32;
         assert!(!pinned_to(me, 0) || found.contains(&me));
+    }
+
+    #[test]
+    fn this_process_is_in_its_own_group_and_no_process_is() {
+        assert!(in_own_process_group(std::process::id()));
+        assert!(!in_own_process_group(u32::MAX));
     }
 
     #[test]
