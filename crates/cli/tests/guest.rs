@@ -35,8 +35,8 @@ struct Guest {
     numa_nodes: usize,
     /// Give the guest the kernel NFS server (`smt-vm.sh --nfsd`).
     nfsd: bool,
-    /// The guest kernel (`smt-vm.sh --kernel`): `sched-core`, built with core
-    /// scheduling, or `up`, built without SMP.
+    /// The guest kernel (`smt-vm.sh --kernel`): `debian`, Debian's cloud kernel;
+    /// `sched-core`, built with core scheduling; or `up`, built without SMP.
     kernel: &'static str,
     /// The limit for the guest's boot, script and power-off (`smt-vm.sh --timeout`).
     timeout_s: u32,
@@ -574,7 +574,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 1,
             nfsd: false,
-            kernel: "sched-core",
+            kernel: "debian",
             timeout_s: 360,
         },
         &Guest {
@@ -585,7 +585,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 2,
             nfsd: false,
-            kernel: "sched-core",
+            kernel: "debian",
             timeout_s: 360,
         },
         &Guest {
@@ -596,7 +596,7 @@ fn smt_guests() {
             threads_per_core: 4,
             numa_nodes: 1,
             nfsd: false,
-            kernel: "sched-core",
+            kernel: "debian",
             timeout_s: 360,
         },
         &Guest {
@@ -607,7 +607,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 1,
             nfsd: true,
-            kernel: "sched-core",
+            kernel: "debian",
             timeout_s: 360,
         },
     ]);
