@@ -640,8 +640,7 @@ fn uniprocessor_kernel_guest() {
         packages: 1,
         cores: 1,
         threads_per_core: 1,
-        // No CONFIG_NUMA without SMP: no node directory.
-        numa_nodes: 0,
+        numa_nodes: 1,
         nfsd: false,
         kernel: "up",
         timeout_s: 360,

@@ -506,11 +506,12 @@ up_kernel_checks() {
   esac
   smtlab topo --json | grep -q '"uniprocessor_kernel": true' \
     && ok "up: smtlab topo sees a uniprocessor kernel" || fail "up: topo --json has no uniprocessor_kernel"
+  # The table cuts the name to its column; the line under it gives it whole.
   smtlab bench null-syscall --quick -p 1t-up-kernel >/tmp/upk.out 2>&1 \
-    && grep -q '^1t-up-kernel ' /tmp/upk.out \
+    && grep -q '^1t-up-kernel: ' /tmp/upk.out \
     && ok "up: bench null-syscall on 1t-up-kernel" || { fail "up: bench null-syscall"; tail -n 5 /tmp/upk.out; }
   smtlab bench int-ops --quick -p 1c1t-up >/tmp/upk2.out 2>&1 \
-    && grep -q '^1t-up-kernel ' /tmp/upk2.out \
+    && grep -q '^1t-up-kernel: ' /tmp/upk2.out \
     && ok "up: 1c1t-up is 1t-up-kernel here" || { fail "up: bench -p 1c1t-up"; tail -n 5 /tmp/upk2.out; }
   check "up: the one CPU still online" 0 "$(cat $C/online)"
   smtlab bench web-static --quick -p 1t-up-kernel --client-cpus 0 --client-share --json \
