@@ -17,7 +17,8 @@
 #              (scripts/kernel-source.sh) with scripts/guest-kernel.config, which has
 #              CONFIG_SCHED_CORE and schedstats for the core scheduling tests;
 #              up: the same without CONFIG_SMP (scripts/guest-kernel-up.config on top),
-#              a uniprocessor kernel, booted on one CPU whatever --topo says
+#              a uniprocessor kernel, which uses one CPU whatever --topo offers
+#              (give it --topo 1s1c1t)
 #   --topo     1s2c2t (default: 1 socket, 2 cores, 2 threads each = 4 CPUs),
 #              2s2c2t (2 sockets x 2 cores x 2 threads = 8 CPUs, one NUMA node per socket),
 #              1s1c4t (1 core with 4 threads), 1s1c1t (one CPU)
@@ -41,7 +42,8 @@
 # first build of the sched-core kernel (6.12.117) took 2981 s of wall time but only
 # 12 minutes of CPU time (10m16s user, 1m55s system) at nice -n 19, make -j2, on two
 # CPUs kept busy by other builds (on two idle CPUs, some 6 minutes: an estimate from
-# the CPU time, not measured). SMTVM_BUILD_JOBS sets -j. Debian's kernel is downloaded
+# the CPU time, not measured); the up kernel 1427 s, with the same CPU time.
+# SMTVM_BUILD_JOBS sets -j. Debian's kernel is downloaded
 # with `apt-get download` with the modules `--nfsd` needs (in modules/ there, their
 # modules.dep made by busybox depmod).
 set -euo pipefail
@@ -70,7 +72,7 @@ while [ $# -gt 0 ]; do
     --check-kernel) check_only=1; shift ;;
     --kernel) kernel="$2"; shift 2 ;;
     --nfsd) nfsd=1; shift ;;
-    -h|--help) sed -n '2,46p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) script="$1"; shift ;;
   esac
