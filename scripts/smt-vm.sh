@@ -7,12 +7,21 @@
 # nothing (every instruction is emulated); use it to check behaviour only.
 #
 # Usage:
-#   scripts/smt-vm.sh [--topo NAME] [--bin SMTLAB] [--timeout SECS] [--add FILE] [--nfsd] SCRIPT
-#   scripts/smt-vm.sh --fetch-kernel        # download and unpack the kernel only
+#   scripts/smt-vm.sh [--kernel NAME] [--topo NAME] [--bin SMTLAB] [--timeout SECS] [--add FILE] [--nfsd] SCRIPT
+#   scripts/smt-vm.sh [--kernel NAME] --fetch-kernel   # build (or download) the kernel only
+#   scripts/smt-vm.sh [--kernel NAME] --check-kernel   # exit 0 when it is in the cache
 #
+#   --kernel   debian (default): Debian's cloud kernel image, downloaded (no
+#              CONFIG_SCHED_CORE);
+#              sched-core: built here from Debian's kernel source
+#              (scripts/kernel-source.sh) with scripts/guest-kernel.config, which has
+#              CONFIG_SCHED_CORE and schedstats for the core scheduling tests;
+#              up: the same without CONFIG_SMP (scripts/guest-kernel-up.config on top),
+#              a uniprocessor kernel, which uses one CPU whatever --topo offers
+#              (give it --topo 1s1c1t)
 #   --topo     1s2c2t (default: 1 socket, 2 cores, 2 threads each = 4 CPUs),
 #              2s2c2t (2 sockets x 2 cores x 2 threads = 8 CPUs, one NUMA node per socket),
-#              1s1c4t (1 core with 4 threads)
+#              1s1c4t (1 core with 4 threads), 1s1c1t (one CPU)
 #   --bin      the smtlab binary to put in the guest as /bin/smtlab (default
 #              target/debug/smtlab); its shared libraries come along (ldd)
 #   --add      another file to put in the guest's /bin (repeatable)
@@ -26,10 +35,17 @@
 # Exit status: the script's own, 124 when the guest did not finish in time, 125 when
 # the guest could not be started (no QEMU, no kernel: the reason is printed).
 #
-# Needs qemu-system-x86, busybox-static and cpio; the kernel (Debian's cloud kernel
-# image) is downloaded with `apt-get download` into the cache directory
-# ($SMTVM_CACHE, default target/smt-vm in the repository) the first time, with the
-# modules `--nfsd` needs (in modules/ there, their modules.dep made by busybox depmod).
+# Needs qemu-system-x86, busybox-static and cpio. The built kernels need a C toolchain,
+# make, flex, bison, bc, libelf-dev and libssl-dev, and are kept in the cache directory
+# ($SMTVM_CACHE, default target/smt-vm in the repository) under built/NAME-KEY, KEY a
+# hash of the config files and the source version, so a second run reuses them. The
+# first build of the sched-core kernel (6.12.117) took 2981 s of wall time but only
+# 12 minutes of CPU time (10m16s user, 1m55s system) at nice -n 19, make -j2, on two
+# CPUs kept busy by other builds (on two idle CPUs, some 6 minutes: an estimate from
+# the CPU time, not measured); the up kernel 1427 s, with the same CPU time.
+# SMTVM_BUILD_JOBS sets -j. Debian's kernel is downloaded
+# with `apt-get download` with the modules `--nfsd` needs (in modules/ there, their
+# modules.dep made by busybox depmod).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -40,7 +56,9 @@ timeout_s=240
 adds=()
 script=
 fetch_only=0
+check_only=0
 nfsd=0
+kernel=debian
 
 die() { echo "smt-vm: $*" >&2; exit 125; }
 
@@ -51,12 +69,18 @@ while [ $# -gt 0 ]; do
     --add) adds+=("$2"); shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --fetch-kernel) fetch_only=1; shift ;;
+    --check-kernel) check_only=1; shift ;;
+    --kernel) kernel="$2"; shift 2 ;;
     --nfsd) nfsd=1; shift ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) script="$1"; shift ;;
   esac
 done
+case "$kernel" in
+  sched-core|up|debian) ;;
+  *) die "unknown kernel $kernel (expected sched-core, up or debian)" ;;
+esac
 
 # --- the kernel ------------------------------------------------------------------
 # The modules the kernel NFS server needs: nfsd and what it depends on, followed
@@ -88,7 +112,8 @@ copy_modules() {
   /bin/busybox depmod -b "$base" "$release"
 }
 
-fetch_kernel() {
+# Debian's cloud kernel (`--kernel debian`): no CONFIG_SCHED_CORE.
+fetch_debian_kernel() {
   [ -s "$cache/vmlinuz" ] && [ -s "$cache/kernel-package" ] \
     && [ -n "$(find "$cache/modules/lib/modules" -name modules.dep 2>/dev/null)" ] && return 0
   command -v apt-get >/dev/null || die "no kernel in $cache and no apt-get to download one"
@@ -118,9 +143,112 @@ fetch_kernel() {
   rm -rf "$dl"
 }
 
-fetch_kernel
+
+# A kernel built from Debian's kernel source (scripts/kernel-source.sh) with
+# scripts/guest-kernel.config, and for `up` scripts/guest-kernel-up.config on top. Kept
+# in $cache/built/NAME-KEY, KEY a hash of the config files, the source version and
+# this recipe, so a changed fragment or a newer source builds a new one.
+kernel_fragments() {
+  case "$1" in
+    sched-core) echo "$repo/scripts/guest-kernel.config" ;;
+    up) echo "$repo/scripts/guest-kernel.config $repo/scripts/guest-kernel-up.config" ;;
+  esac
+}
+# $1: the kernel's name; prints its cache directory (empty when the source is not fetched).
+built_kernel_dir() {
+  local tarball version key
+  tarball="$("$repo/scripts/kernel-source.sh" --cached 2>/dev/null)" || return 0
+  version="$(cat "${tarball%.tar.xz}.version")"
+  # shellcheck disable=SC2046
+  key="$( { echo "recipe 1: tinyconfig, merge_config.sh, olddefconfig; $(basename "$tarball") $version"
+            cat $(kernel_fragments "$1"); } | sha256sum | cut -c1-16)"
+  echo "$cache/built/$1-$key"
+}
+# The symbols the fragments ask for, the later file winning, that .config ($1) lacks.
+config_missing() {
+  # shellcheck disable=SC2046
+  sed -n 's/^\(CONFIG_[A-Z0-9_]*=.*\)$/\1/p; s/^# \(CONFIG_[A-Z0-9_]*\) is not set$/\1=n/p' \
+    $(kernel_fragments "$2") | awk -F= '{ want[$1] = $0 } END { for (k in want) print want[k] }' \
+    | while IFS= read -r line; do
+        sym="${line%%=*}"
+        case "$line" in
+          *=n) grep -qE "^$sym=[ym]" "$1" && echo "$sym is set" ;;
+          *) grep -qxF "$line" "$1" || echo "$line" ;;
+        esac
+      done
+}
+build_kernel() {
+  local name="$1" dir tarball b release started
+  dir="$(built_kernel_dir "$name")"
+  [ -n "$dir" ] && [ -s "$dir/vmlinuz" ] && return 0
+  tarball="$("$repo/scripts/kernel-source.sh")" || die "cannot fetch the kernel source (scripts/kernel-source.sh)"
+  dir="$(built_kernel_dir "$name")"
+  for t in make gcc flex bison bc; do
+    command -v "$t" >/dev/null || die "building the $name kernel needs $t (apt-get install build-essential flex bison bc libelf-dev libssl-dev)"
+  done
+  mkdir -p "$cache/built"
+  b="$(mktemp -d "$cache/build.XXXXXX")"
+  # A build stopped half way leaves nothing: the next run starts afresh.
+  trap 'rm -rf "$b"' EXIT
+  trap 'exit 130' INT TERM
+  started=$SECONDS
+  echo "smt-vm: building the $name guest kernel from $(basename "$tarball") into $dir" >&2
+  mkdir -p "$b/src" "$b/obj"
+  nice -n 19 tar -xJf "$tarball" -C "$b/src" --strip-components=1
+  # Low priority throughout: the build machine is shared.
+  local mk=(nice -n 19 make -s -C "$b/src" O="$b/obj")
+  # shellcheck disable=SC2046
+  if ! { "${mk[@]}" tinyconfig \
+         && "$b/src/scripts/kconfig/merge_config.sh" -m -O "$b/obj" "$b/obj/.config" $(kernel_fragments "$name") \
+         && "${mk[@]}" olddefconfig; } >"$b/config.log" 2>&1; then
+    tail -n 20 "$b/config.log" >&2; die "configuring the $name kernel failed"
+  fi
+  local missing
+  missing="$(config_missing "$b/obj/.config" "$name")"
+  # shellcheck disable=SC2086
+  [ -z "$missing" ] || die "the $name kernel's .config lacks what its fragments ask: $(echo $missing)"
+  if ! "${mk[@]}" -j"${SMTVM_BUILD_JOBS:-2}" bzImage modules >"$b/build.log" 2>&1 \
+     || ! "${mk[@]}" INSTALL_MOD_PATH="$b/mods" INSTALL_MOD_STRIP=1 DEPMOD=true \
+          modules_install >>"$b/build.log" 2>&1; then
+    tail -n 30 "$b/build.log" >&2; die "building the $name kernel failed"
+  fi
+  release="$(cat "$b/obj/include/config/kernel.release")"
+  mkdir -p "$b/out"
+  if grep -qx 'CONFIG_NFSD=m' "$b/obj/.config"; then
+    copy_modules "$b/mods" "$release" "$b/out/modules" || die "cannot gather the $name kernel's nfsd modules"
+  fi
+  cp "$b/obj/arch/x86/boot/bzImage" "$b/out/vmlinuz"
+  cp "$b/obj/.config" "$b/out/config"
+  echo "$release" >"$b/out/release"
+  rm -rf "$dir"
+  mv "$b/out" "$dir"
+  rm -rf "$b"
+  trap - EXIT
+  echo "smt-vm: built the $name kernel $release in $((SECONDS - started)) s" >&2
+}
+
+# Sets kernel_image and kernel_modules for $kernel, fetching or building it first.
+prepare_kernel() {
+  case "$kernel" in
+    debian) fetch_debian_kernel; kernel_image="$cache/vmlinuz"; kernel_modules="$cache/modules" ;;
+    sched-core|up)
+      build_kernel "$kernel"
+      kernel_image="$(built_kernel_dir "$kernel")/vmlinuz"; kernel_modules="${kernel_image%/vmlinuz}/modules" ;;
+  esac
+}
+
+if [ "$check_only" = 1 ]; then
+  case "$kernel" in
+    debian) img="$cache/vmlinuz" ;;
+    *) d="$(built_kernel_dir "$kernel")"; img="${d:-$cache/built/$kernel-?}/vmlinuz" ;;
+  esac
+  [ -s "$img" ] && { echo "$img"; exit 0; }
+  echo "smt-vm: no $kernel kernel in $cache (scripts/smt-vm.sh --kernel $kernel --fetch-kernel)" >&2
+  exit 1
+fi
+prepare_kernel
 if [ "$fetch_only" = 1 ]; then
-  echo "kernel: $cache/vmlinuz ($(cat "$cache/kernel-package" 2>/dev/null || echo unknown))"
+  echo "kernel: $kernel_image ($kernel)"
   exit 0
 fi
 
@@ -146,7 +274,8 @@ case "$topo" in
                 -numa node,nodeid=0,memdev=m0 -numa node,nodeid=1,memdev=m1
                 -numa cpu,node-id=0,socket-id=0 -numa cpu,node-id=1,socket-id=1) ;;
   1s1c4t) smp=(-smp 4,sockets=1,cores=1,threads=4) ; numa=() ;;
-  *) die "unknown topology $topo (expected 1s2c2t, 2s2c2t or 1s1c4t)" ;;
+  1s1c1t) smp=(-smp 1) ; numa=() ;;
+  *) die "unknown topology $topo (expected 1s2c2t, 2s2c2t, 1s1c4t or 1s1c1t)" ;;
 esac
 
 # --- the initramfs ---------------------------------------------------------------
@@ -168,7 +297,8 @@ for f in "${adds[@]}"; do cp "$f" "$root/bin/"; done
 if [ "$nfsd" = 1 ]; then
   for f in "${nfs_programs[@]}"; do cp "$f" "$root/usr/sbin/"; done
   mkdir -p "$root/lib/modules"
-  cp -r "$cache"/modules/lib/modules/. "$root/lib/modules/"
+  [ -d "$kernel_modules/lib/modules" ] || die "--nfsd: the $kernel kernel has no nfsd module"
+  cp -r "$kernel_modules"/lib/modules/. "$root/lib/modules/"
   # libtirpc reads its transports from netconfig and the port of "sunrpc" from
   # services; rpcbind runs as _rpc.
   cp /etc/netconfig "$root/etc/netconfig"
@@ -209,7 +339,7 @@ chmod +x "$root/init"
 # Intel model: under TCG the AMD models show no SMT siblings.
 timeout --kill-after=5 "$timeout_s" qemu-system-x86_64 \
   -accel tcg -cpu Skylake-Server -m 512 "${smp[@]}" "${numa[@]}" \
-  -kernel "$cache/vmlinuz" -initrd "$work/initrd.gz" \
+  -kernel "$kernel_image" -initrd "$work/initrd.gz" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off" \
   -display none -monitor none -serial "file:$work/console" -no-reboot \
   </dev/null >"$work/qemu.log" 2>&1 &

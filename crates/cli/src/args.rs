@@ -659,6 +659,11 @@ pub struct SmtArgs {
     /// Print the smtlab.smt/1 JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// List the tasks that hold a core-scheduling cookie (`PR_SCHED_CORE_GET` on each;
+    /// root sees every user's), or why this kernel has no core scheduling; with --json
+    /// the smtlab.cookies/1 object.
+    #[arg(long, conflicts_with = "switch")]
+    pub cookies: bool,
     /// Run CMD with SMT switched, then put back the state found.
     #[arg(last = true, value_name = "CMD", requires = "switch")]
     pub command: Vec<String>,

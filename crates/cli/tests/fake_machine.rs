@@ -861,6 +861,28 @@ fn advise_security_per_process_gives_the_workloads_process_its_own_cookie() {
 }
 
 #[test]
+fn advise_security_per_group_refuses_smtlabs_own_process_group() {
+    // null-syscall's measuring process stays in smtlab's group: a cookie for that group
+    // would cover smtlab, the shell that started it and all they start later.
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["advise", "null-syscall", "--security=pgroup", "--quick"])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let why = security_modes(&v)[1]["skipped"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_string();
+    assert!(why.contains("smtlab's own"), "{why}");
+    assert!(cookies(&f).is_empty(), "{:?}", cookies(&f));
+    f.assert_restored();
+}
+
+#[test]
 fn advise_security_without_core_scheduling_says_so_once_and_skips_those_cells() {
     let f = Fake::new();
     fs::create_dir_all(f.tree()).unwrap();

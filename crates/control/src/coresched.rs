@@ -37,6 +37,13 @@ pub enum CoreSchedError {
         "a cookie per {scope} needs processes the workload keeps from its start, and it has none (it runs in smtlab's threads, or starts a process per sample): use --security thread, whose cookie they inherit"
     )]
     NoProcess { scope: CookieScope },
+    /// A cookie per process group where the workload's processes are in smtlab's own
+    /// group: the kernel would give it to smtlab, the shell that started it and all
+    /// they start afterwards, which would then keep it beyond the cell.
+    #[error(
+        "a cookie per pgroup needs a workload whose processes lead a group of their own, and this one's are in smtlab's own (the cookie would cover smtlab, the shell that started it and all they start later): use --security process or thread"
+    )]
+    SharedProcessGroup,
     /// A tenant pair whose partner started no thread on its CPU to give a cookie to.
     #[error("no thread of the partner found pinned to CPU {cpu} to give a cookie of its own")]
     NoPartner { cpu: u32 },
@@ -111,6 +118,77 @@ pub fn create(pid: u32, scope: CookieScope) -> Result<(), CoreSchedError> {
             e,
         )
     })
+}
+
+/// The cookie of thread `tid` (`PR_SCHED_CORE_GET`): 0 for none, else an opaque value
+/// the kernel derives from it, the same for every task sharing the cookie.
+pub fn cookie_of(tid: u32) -> Result<u64, CoreSchedError> {
+    let mut cookie: u64 = 0;
+    let addr = &mut cookie as *mut u64 as libc::c_ulong;
+    sched_core(libc::PR_SCHED_CORE_GET, tid, CookieScope::Thread, addr)
+        .map_err(|e| typed(|| format!("thread {tid}"), e))?;
+    Ok(cookie)
+}
+
+/// Whether process `pid` is in this process's own process group (`/proc/PID/stat`).
+pub fn in_own_process_group(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which may itself hold spaces and parentheses:
+    // state, ppid, pgrp.
+    let pgrp = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(2)?.parse::<i32>().ok());
+    // SAFETY: getpgrp has no preconditions and cannot fail.
+    pgrp == Some(unsafe { libc::getpgrp() })
+}
+
+/// A task that holds a core-scheduling cookie.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CookiedTask {
+    pub pid: u32,
+    pub tid: u32,
+    /// The thread's name (`comm`).
+    pub comm: String,
+    pub cookie: u64,
+}
+
+/// Every task under `proc` that holds a cookie, and how many tasks could not be asked
+/// (gone meanwhile, or another user's without the right to trace them); the refusal
+/// where the kernel has no core scheduling.
+pub fn cookied_tasks(proc: &Path) -> Result<(Vec<CookiedTask>, usize), CoreSchedError> {
+    if let Some(why) = refusal() {
+        return Err(why);
+    }
+    let ids = |dir: &Path| -> Vec<u32> {
+        let mut v: Vec<u32> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    };
+    let (mut found, mut unasked) = (Vec::new(), 0);
+    for pid in ids(proc) {
+        let task_dir = proc.join(pid.to_string()).join("task");
+        for tid in ids(&task_dir) {
+            match cookie_of(tid) {
+                Ok(0) => {}
+                Ok(cookie) => found.push(CookiedTask {
+                    pid,
+                    tid,
+                    comm: std::fs::read_to_string(task_dir.join(tid.to_string()).join("comm"))
+                        .map(|c| c.trim_end().to_string())
+                        .unwrap_or_default(),
+                    cookie,
+                }),
+                Err(_) => unasked += 1,
+            }
+        }
+    }
+    Ok((found, unasked))
 }
 
 /// `core_forceidle_sum` of one `/proc/PID/sched` text in nanoseconds: the time the task
@@ -284,6 +362,12 @@ nr_switches                                  :                  120
         // SAFETY: gettid has no arguments and cannot fail.
         let me = unsafe { libc::gettid() } as u32;
         assert!(!pinned_to(me, 0) || found.contains(&me));
+    }
+
+    #[test]
+    fn this_process_is_in_its_own_group_and_no_process_is() {
+        assert!(in_own_process_group(std::process::id()));
+        assert!(!in_own_process_group(u32::MAX));
     }
 
     #[test]

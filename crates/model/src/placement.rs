@@ -34,10 +34,17 @@ pub enum PlacementKind {
     /// offline through CPU hotplug while it is measured: the closest a running SMP
     /// kernel gets to paper 000's uniprocessor kernel.
     Uniprocessor,
+    /// `1t-up-kernel`: one thread on the one CPU of a kernel built without
+    /// `CONFIG_SMP` ([`crate::Topology::uniprocessor_kernel`]), paper 000's own 1T-UP.
+    /// On such a kernel `1c1t` and `1c1t-up` are this placement and take its name.
+    UniprocessorKernel,
 }
 
 /// The canonical name of [`PlacementKind::Uniprocessor`].
 pub const UNIPROCESSOR_NAME: &str = "1c1t-up";
+
+/// The canonical name of [`PlacementKind::UniprocessorKernel`].
+pub const UP_KERNEL_NAME: &str = "1t-up-kernel";
 
 /// Which cores a `NcMt` placement takes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -44,6 +44,11 @@ pub struct Topology {
     /// Hypervisor we run under (`KVM`, `VMware`, ...), `unknown` when only the CPU's
     /// `hypervisor` flag says the machine is virtual, `None` when nothing says so.
     pub virtualization: Option<String>,
+    /// The kernel was built without `CONFIG_SMP`: its version string (`uname -v`,
+    /// `/proc/sys/kernel/version`) has no `SMP`. One CPU, and none of the SMP kernel's
+    /// locking: paper 000's 1T-UP, which the `1t-up-kernel` placement names.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uniprocessor_kernel: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -244,6 +249,7 @@ mod tests {
             cpu_model: None,
             vendor: None,
             virtualization: None,
+            uniprocessor_kernel: false,
         };
         assert_eq!(t.core_count(), 3);
         assert_eq!(t.core_of(5).unwrap().cpus.to_vec(), vec![4, 5]);

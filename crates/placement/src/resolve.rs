@@ -27,7 +27,11 @@ struct Slot {
 /// Errors when the machine lacks what the spec asks for; the message names the placement
 /// and says what the machine has. `os` always resolves, to an empty CPU list.
 pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacement, PlacementError> {
-    let name = canonical_name(spec);
+    let mut name = canonical_name(spec);
+    if topo.uniprocessor_kernel && one_cpu(&spec.kind) {
+        // Nothing to take offline: the kernel itself is paper 000's 1T-UP.
+        name = smtlab_model::placement::UP_KERNEL_NAME.to_string();
+    }
     let label = if spec.text.is_empty() || spec.text == name {
         name.clone()
     } else {
@@ -71,7 +75,9 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
         }
         // Unpinned: no CPUs, and the counts say nothing was chosen.
         PlacementKind::Os => vec![],
-        PlacementKind::Uniprocessor | PlacementKind::HalfCores { .. } => {
+        PlacementKind::Uniprocessor
+        | PlacementKind::UniprocessorKernel
+        | PlacementKind::HalfCores { .. } => {
             unreachable!("mapped to a grid above")
         }
     };
@@ -88,6 +94,19 @@ pub fn resolve(spec: &PlacementSpec, topo: &Topology) -> Result<ResolvedPlacemen
         cpu_order: spec.cpu_order,
         core_kinds: kinds_of(topo, &chosen),
     })
+}
+
+/// The placements of one CPU that a uniprocessor kernel makes its own 1T-UP.
+fn one_cpu(kind: &PlacementKind) -> bool {
+    matches!(
+        kind,
+        PlacementKind::Uniprocessor
+            | PlacementKind::UniprocessorKernel
+            | PlacementKind::Grid {
+                cores: 1,
+                threads_per_core: 1,
+            }
+    )
 }
 
 /// What a placement is resolved against: the machine, the CPUs this process may use,
@@ -127,6 +146,17 @@ impl Scope<'_> {
             // The uniprocessor placement takes the CPU 1c1t takes; leaving the others
             // offline is the caller's part (smtlab_control), around the measurement.
             PlacementKind::Uniprocessor => PlacementKind::Grid {
+                cores: 1,
+                threads_per_core: 1,
+            },
+            PlacementKind::UniprocessorKernel if !self.topo.uniprocessor_kernel => {
+                return Err(self.unsatisfiable(
+                    "a kernel built without CONFIG_SMP".into(),
+                    "an SMP kernel (`SMP` in uname -v: 1c1t-up takes the other CPUs offline instead)"
+                        .into(),
+                ));
+            }
+            PlacementKind::UniprocessorKernel => PlacementKind::Grid {
                 cores: 1,
                 threads_per_core: 1,
             },
@@ -533,6 +563,30 @@ mod tests {
                 .unwrap()
                 .is_uniprocessor()
         );
+    }
+
+    #[test]
+    fn a_uniprocessor_kernel_names_its_one_cpu_1t_up_kernel() {
+        let smp = adjacent(1, 1, 1);
+        let why = err("1t-up-kernel", &smp);
+        assert!(
+            why.starts_with("1t-up-kernel needs a kernel built without CONFIG_SMP"),
+            "{why}"
+        );
+        assert_eq!(resolve(&parse("1c1t").unwrap(), &smp).unwrap().name, "1c1t");
+        let mut up = smp.clone();
+        up.uniprocessor_kernel = true;
+        for spec in ["1t-up-kernel", "1c1t", "1T-UP"] {
+            let r = resolve(&parse(spec).unwrap(), &up).unwrap();
+            assert_eq!(
+                (r.name.as_str(), r.cpus.as_slice()),
+                ("1t-up-kernel", &[0][..]),
+                "{spec}"
+            );
+            // No CPU to take offline: the kernel has no other.
+            assert!(!r.is_uniprocessor(), "{spec}");
+        }
+        assert_eq!(resolve(&parse("os").unwrap(), &up).unwrap().name, "os");
     }
 
     #[test]

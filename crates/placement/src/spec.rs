@@ -7,7 +7,7 @@ use crate::PlacementError;
 
 /// What [`parse`] accepts, as quoted in its error messages.
 pub const EXPECTED: &str = "NcMt (1c1t, 1c2t, 2c1t, 2c2t, ...), 1T, 2T, 2P, 4T, all, cores, \
-     half-cores-Mt (half-cores-1t, half-cores-2t), cpus=LIST, os or 1c1t-up (1T-UP), optionally followed by /compact|/scatter and /spread|/siblings|/linear";
+     half-cores-Mt (half-cores-1t, half-cores-2t), cpus=LIST, os, 1c1t-up (1T-UP) or 1t-up-kernel, optionally followed by /compact|/scatter and /spread|/siblings|/linear";
 
 /// Largest core or thread count accepted: no machine has more CPUs than the CPU-list
 /// parser accepts, and capping here keeps later arithmetic far from overflow.
@@ -69,10 +69,16 @@ pub fn parse(text: &str) -> Result<PlacementSpec, PlacementError> {
             }
         }
     }
-    if kind == PlacementKind::Uniprocessor && (core_order.is_some() || cpu_order.is_some()) {
+    let one_cpu = matches!(
+        kind,
+        PlacementKind::Uniprocessor | PlacementKind::UniprocessorKernel
+    );
+    if one_cpu && (core_order.is_some() || cpu_order.is_some()) {
         return Err(invalid(
             trimmed,
-            "1c1t-up is one CPU, so it takes no /compact, /scatter, /spread, /siblings or /linear",
+            format!(
+                "{base} is one CPU, so it takes no /compact, /scatter, /spread, /siblings or /linear"
+            ),
         ));
     }
     if kind == PlacementKind::Os && (core_order.is_some() || cpu_order.is_some()) {
@@ -105,6 +111,7 @@ pub fn canonical_name(spec: &PlacementSpec) -> String {
         PlacementKind::Cpus { cpus } => format!("cpus={}", cpus.to_list_string()),
         PlacementKind::Os => "os".to_string(),
         PlacementKind::Uniprocessor => smtlab_model::placement::UNIPROCESSOR_NAME.to_string(),
+        PlacementKind::UniprocessorKernel => smtlab_model::placement::UP_KERNEL_NAME.to_string(),
     };
     if spec.core_order != CoreOrder::default() {
         name.push_str(&format!("/{}", spec.core_order));
@@ -129,6 +136,7 @@ fn parse_base(base: &str, input: &str) -> Result<PlacementKind, PlacementError> 
         "cores" => return Ok(PlacementKind::Cores),
         "os" => return Ok(PlacementKind::Os),
         "1c1t-up" | "1t-up" => return Ok(PlacementKind::Uniprocessor),
+        "1t-up-kernel" => return Ok(PlacementKind::UniprocessorKernel),
         _ => {}
     }
     if let Some(rest) = base.strip_prefix(HALF_CORES_PREFIX) {
@@ -357,6 +365,12 @@ mod tests {
         assert_eq!(parse("1t-up").unwrap().kind, PlacementKind::Uniprocessor);
         let msg = parse("1T-UP/scatter").unwrap_err().to_string();
         assert!(msg.contains("takes no /compact"), "{msg}");
+        assert_eq!(
+            parse("1t-up-kernel").unwrap().kind,
+            PlacementKind::UniprocessorKernel
+        );
+        let msg = parse("1t-up-kernel/linear").unwrap_err().to_string();
+        assert!(msg.contains("1t-up-kernel is one CPU"), "{msg}");
     }
 
     #[test]
@@ -365,8 +379,8 @@ mod tests {
         assert_eq!(
             msg,
             "unknown placement \"3x\": expected NcMt (1c1t, 1c2t, 2c1t, 2c2t, ...), 1T, 2T, 2P, \
-             4T, all, cores, half-cores-Mt (half-cores-1t, half-cores-2t), cpus=LIST, os or \
-             1c1t-up (1T-UP), optionally followed by /compact|/scatter and /spread|/siblings|/linear"
+             4T, all, cores, half-cores-Mt (half-cores-1t, half-cores-2t), cpus=LIST, os, \
+             1c1t-up (1T-UP) or 1t-up-kernel, optionally followed by /compact|/scatter and /spread|/siblings|/linear"
         );
         for bad in [
             "", "  ", "c1t", "1ct", "1c", "2c2", "3T", "1c-1t", "+1c1t", "1c1t1", "nope",

@@ -475,6 +475,7 @@ mod tests {
             cpu_model: Some("Test <CPU>".into()),
             vendor: None,
             virtualization: None,
+            uniprocessor_kernel: false,
         }
     }
 

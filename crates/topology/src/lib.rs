@@ -137,11 +137,21 @@ pub fn discover(root: &Path) -> Result<Topology, TopologyError> {
         cpu_model: cpuinfo.as_ref().and_then(|c| c.model(arch)),
         vendor: cpuinfo.as_ref().and_then(|c| c.vendor(arch)),
         virtualization: virt::detect(root, live, cpuinfo.as_ref()),
+        uniprocessor_kernel: sysfs::read_trimmed(&root.join("proc/sys/kernel/version"))
+            .is_some_and(|v| uniprocessor_kernel(&v)),
         cpus: scan.cpus,
         packages,
         cores_without_package,
         core_kinds,
     })
+}
+
+/// Whether a kernel version string (`#1 SMP PREEMPT_DYNAMIC Debian ...`) is a
+/// uniprocessor kernel's: the kernel's build writes `SMP` into it exactly when
+/// `CONFIG_SMP` is set. One CPU online or possible is no sign: an SMP kernel booted on
+/// one CPU, or with the others offline, still runs its SMP code.
+fn uniprocessor_kernel(version: &str) -> bool {
+    !version.is_empty() && !version.split_whitespace().any(|w| w == "SMP")
 }
 
 /// hwloc learns the architecture from uname on the running system and from
@@ -223,6 +233,17 @@ fn assemble(scan: &cpus::CpuScan, kinds: &[CoreKind]) -> (Vec<Package>, Vec<Core
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_a_version_without_smp_is_a_uniprocessor_kernel() {
+        use super::uniprocessor_kernel as up;
+        assert!(!up("#1 SMP PREEMPT_DYNAMIC Debian 6.12.117-1 (2026-01-01)"));
+        assert!(!up("#1 SMP Thu Jan  1 00:00:00 UTC 2026"));
+        assert!(up("#1 Thu Jan  1 00:00:00 UTC 2026"));
+        assert!(up("#2 PREEMPT_DYNAMIC Thu Jan  1 00:00:00 UTC 2026"));
+        // An unreadable version says nothing.
+        assert!(!up(""));
+    }
+
     use super::*;
     use smtlab_model::CpuSet;
     use std::fs;

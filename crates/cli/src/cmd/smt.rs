@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
+use smtlab_control::coresched::CookiedTask;
 use smtlab_control::{SmtSnapshot, SmtSwitch, Sysfs};
 
 use crate::args::{SmtArgs, SmtWord};
@@ -25,6 +26,9 @@ pub fn run(args: &SmtArgs, machine: &dyn smtlab_runner::machine::Machine) -> Res
         Some(dir) => Sysfs::at(dir),
         None => machine.sysfs(),
     };
+    if args.cookies {
+        return cookies(machine, args.json);
+    }
     let Some(word) = args.switch else {
         let state = smtlab_control::state::read(&sysfs)?;
         if args.json {
@@ -87,4 +91,110 @@ pub fn run(args: &SmtArgs, machine: &dyn smtlab_runner::machine::Machine) -> Res
     }
     switch.keep();
     emit(&format!("{summary}\n"))
+}
+
+#[derive(Serialize)]
+struct CookiesJson<'a> {
+    schema: &'static str,
+    available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<String>,
+    tasks: &'a [CookiedTask],
+    /// Tasks that could not be asked (gone meanwhile, or not ours to trace).
+    unasked: usize,
+}
+
+/// `smtlab smt --cookies`: the tasks holding a core-scheduling cookie, so that what a
+/// `coresched` cell gave out can be seen to end with it.
+fn cookies(machine: &dyn smtlab_runner::machine::Machine, json: bool) -> Result<()> {
+    let found = smtlab_control::coresched::cookied_tasks(&machine.root().join("proc"));
+    let (tasks, unasked, refusal) = match found {
+        Ok((tasks, unasked)) => (tasks, unasked, None),
+        Err(why) => (Vec::new(), 0, Some(why.to_string())),
+    };
+    if json {
+        return emit(&json_text(&CookiesJson {
+            schema: "smtlab.cookies/1",
+            available: refusal.is_none(),
+            refusal,
+            tasks: &tasks,
+            unasked,
+        })?);
+    }
+    emit(&render_cookies(&tasks, unasked, refusal.as_deref()))
+}
+
+fn render_cookies(tasks: &[CookiedTask], unasked: usize, refusal: Option<&str>) -> String {
+    if let Some(why) = refusal {
+        return format!("core scheduling: unavailable: {why}\n");
+    }
+    let mut distinct: Vec<u64> = tasks.iter().map(|t| t.cookie).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut out = match tasks.len() {
+        0 => "core scheduling: no task holds a cookie".to_string(),
+        n => format!(
+            "core scheduling: {n} task{} hold{} {} cookie{}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" },
+            distinct.len(),
+            if distinct.len() == 1 { "" } else { "s" }
+        ),
+    };
+    if unasked > 0 {
+        out.push_str(&format!(
+            " ({unasked} tasks not asked: gone, or not ours to trace)"
+        ));
+    }
+    out.push('\n');
+    if !tasks.is_empty() {
+        out.push_str(&format!(
+            "{:>8} {:>8} {:>20}  COMM\n",
+            "PID", "TID", "COOKIE"
+        ));
+    }
+    for t in tasks {
+        out.push_str(&format!(
+            "{:>8} {:>8} {:>20}  {}\n",
+            t.pid, t.tid, t.cookie, t.comm
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(tid: u32, cookie: u64) -> CookiedTask {
+        CookiedTask {
+            pid: 10,
+            tid,
+            comm: "smtlab".into(),
+            cookie,
+        }
+    }
+
+    #[test]
+    fn cookies_are_counted_by_task_and_by_cookie() {
+        let text = render_cookies(&[task(10, 7), task(11, 7), task(12, 9)], 0, None);
+        assert!(
+            text.starts_with("core scheduling: 3 tasks hold 2 cookies\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("      10       12                    9  smtlab"),
+            "{text}"
+        );
+        let text = render_cookies(&[], 2, None);
+        assert!(
+            text.starts_with("core scheduling: no task holds a cookie (2 tasks not asked"),
+            "{text}"
+        );
+        let text = render_cookies(&[], 0, Some("no core scheduling here: x"));
+        assert_eq!(
+            text,
+            "core scheduling: unavailable: no core scheduling here: x\n"
+        );
+    }
 }

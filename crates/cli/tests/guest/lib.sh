@@ -388,3 +388,138 @@ nfs_checks() {
   check "nfs kill -9: the next cell on nfsd runs" 0 "$rc"
   [ "$rc" = 0 ] || tail -n 5 /tmp/nfsk.out
 }
+
+# Core scheduling (issue: the price of SMT safety), on a kernel built with
+# CONFIG_SCHED_CORE (smt-vm.sh's default kernel). `smtlab smt --cookies` is the
+# observer: the kernel's own answer (PR_SCHED_CORE_GET) for every task.
+cookies_line() { smtlab smt --cookies 2>&1 | head -n1; }
+# Polls the cookies until /tmp/watch.stop exists; each sighting as "TASKS COOKIES" in $1.
+watch_cookies() {
+  : >"$1"
+  while [ ! -e /tmp/watch.stop ]; do
+    cookies_line | awk '$3 ~ /^[0-9]+$/ { print $3, $6 }' >>"$1"
+    sleep 0.1
+  done
+}
+# Runs the command given with the cookie watcher beside it; the most cookies seen at
+# once in $seen_cookies, the most tasks in $seen_tasks, its status in $rc.
+watched() {
+  rm -f /tmp/watch.stop
+  watch_cookies /tmp/watch.out &
+  wpid=$!
+  "$@"
+  rc=$?
+  touch /tmp/watch.stop
+  wait "$wpid"
+  seen_tasks=$(cut -d' ' -f1 /tmp/watch.out | sort -n | tail -n1)
+  seen_cookies=$(cut -d' ' -f2 /tmp/watch.out | sort -n | tail -n1)
+  seen_tasks=${seen_tasks:-0}
+  seen_cookies=${seen_cookies:-0}
+}
+# advise --security=SCOPE on WORKLOAD, as section security-NAME: $1 name, $2 workload,
+# $3 scope, $4 whether tasks must hold a cookie during the run (yes|no), the rest more
+# options.
+security_cell() {
+  name=$1 workload=$2 scope=$3 held=$4
+  shift 4
+  watched smtlab advise "$workload" --quick --security="$scope" "$@" --json \
+    --db "/tmp/sec-$name.db" >"/tmp/sec-$name.json" 2>"/tmp/sec-$name.err"
+  check "security $name: advise exit" 0 "$rc"
+  [ "$rc" = 0 ] || tail -n 5 "/tmp/sec-$name.err"
+  if [ "$held" = yes ]; then
+    [ "$seen_tasks" -gt 0 ] && ok "security $name: tasks held a cookie during the run ($seen_tasks tasks, $seen_cookies cookies at most)" \
+      || fail "security $name: no task was seen holding a cookie"
+  else
+    check "security $name: no task held a cookie during the run" 0 "$seen_tasks"
+  fi
+  check "security $name: no cookie left after the run" "core scheduling: no task holds a cookie" "$(cookies_line)"
+  check "security $name: control restored" on "$(cat $C/smt/control)"
+  check "security $name: online restored" "$all" "$(cat $C/online)"
+  section "security-$name"
+  cat "/tmp/sec-$name.json"
+  section "cookies-$name"
+  echo "$seen_tasks $seen_cookies"
+  section checks
+}
+security_checks() {
+  all=$(cat $C/online)
+  check "cookies: none before" "core scheduling: no task holds a cookie" "$(cookies_line)"
+  # Without schedstats the kernel keeps no forced idle: no figure, not a zero.
+  echo 0 >/proc/sys/kernel/sched_schedstats
+  security_cell thread-nostats int-ops thread yes
+  echo 1 >/proc/sys/kernel/sched_schedstats
+  # The workload's one thread on CPU 0 and a task of no cookie busy on its sibling,
+  # CPU 1: whenever the workload runs, CPU 1 must stand idle rather than run that task
+  # beside the cookie, and the kernel charges the workload for it.
+  taskset 2 sh -c 'while :; do :; done' &
+  busy=$!
+  security_cell thread int-ops thread yes --param threads=1
+  kill "$busy"
+  wait "$busy" 2>/dev/null
+  security_cell process null-syscall process yes
+  # null-syscall's measuring process is in smtlab's own process group, which is the
+  # script's: a cookie for it would stay with this shell. The cell is skipped instead.
+  security_cell pgroup null-syscall pgroup no
+  # Two tenants on the siblings of one core, a cookie each.
+  security_cell partners int-ops thread yes --partners
+  [ "$seen_cookies" -ge 2 ] && ok "security partners: two cookies held at once ($seen_cookies)" \
+    || fail "security partners: at most $seen_cookies cookie held at once"
+  security_killed
+}
+# kill -9 in the middle of a coresched cell: the guardian ends the tasks that held the
+# cookie, and puts SMT back.
+security_killed() {
+  smtlab advise null-syscall --security=process --db /tmp/seck.db >/dev/null 2>&1 &
+  pid=$!
+  i=0
+  while [ "$i" -lt 1200 ] && ! cookies_line | grep -q '^core scheduling: [0-9]'; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  held=$(smtlab smt --cookies 2>/dev/null | awk 'NR > 2 { print $1 }' | sort -u | tr '\n' ' ')
+  [ -n "$held" ] && ok "security kill -9: processes held a cookie before the kill ($held)" \
+    || fail "security kill -9: no cookie seen before the kill"
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  i=0
+  while [ "$i" -lt 100 ] && [ "$(cookies_line)" != "core scheduling: no task holds a cookie" ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  check "security kill -9: no cookie left" "core scheduling: no task holds a cookie" "$(cookies_line)"
+  left=""
+  for p in $held; do [ -d "/proc/$p" ] && left="$left $p"; done
+  check "security kill -9: the processes that held it gone" "" "$left"
+  wait_for $C/smt/control on 100
+  check "security kill -9: control restored" on "$(cat $C/smt/control)"
+  check "security kill -9: online restored" "$all" "$(cat $C/online)"
+}
+
+# A kernel built without CONFIG_SMP (smt-vm.sh --kernel up): smtlab sees it, names its
+# one CPU 1t-up-kernel (1c1t and 1c1t-up too, with no CPU to take offline), and measures
+# a micro-benchmark and a server there, the server's load generator on the same CPU
+# (the guest has no other: --client-cpus 0 --client-share).
+up_kernel_checks() {
+  case " $(uname -v) " in
+    *" SMP "*) fail "up: the kernel says SMP: $(uname -v)" ;;
+    *) ok "up: uname -v has no SMP ($(uname -v))" ;;
+  esac
+  smtlab topo --json | grep -q '"uniprocessor_kernel": true' \
+    && ok "up: smtlab topo sees a uniprocessor kernel" || fail "up: topo --json has no uniprocessor_kernel"
+  # The table cuts the name to its column; the line under it gives it whole.
+  smtlab bench null-syscall --quick -p 1t-up-kernel >/tmp/upk.out 2>&1 \
+    && grep -q '^1t-up-kernel: ' /tmp/upk.out \
+    && ok "up: bench null-syscall on 1t-up-kernel" || { fail "up: bench null-syscall"; tail -n 5 /tmp/upk.out; }
+  smtlab bench int-ops --quick -p 1c1t-up >/tmp/upk2.out 2>&1 \
+    && grep -q '^1t-up-kernel: ' /tmp/upk2.out \
+    && ok "up: 1c1t-up is 1t-up-kernel here" || { fail "up: bench -p 1c1t-up"; tail -n 5 /tmp/upk2.out; }
+  check "up: the one CPU still online" 0 "$(cat $C/online)"
+  smtlab bench web-static --quick -p 1t-up-kernel --client-cpus 0 --client-share --json \
+    >/tmp/upw.json 2>/tmp/upw.err
+  rc=$?
+  check "up: bench web-static on 1t-up-kernel exit" 0 "$rc"
+  [ "$rc" = 0 ] || tail -n 5 /tmp/upw.err
+  section up-web
+  cat /tmp/upw.json
+  section checks
+}

@@ -120,6 +120,7 @@ pub fn topology() -> Topology {
         cpu_model: Some("Demo CPU 4C/8T @ 3.0GHz".into()),
         vendor: Some("GenuineIntel".into()),
         virtualization: None,
+        uniprocessor_kernel: false,
     }
 }
 

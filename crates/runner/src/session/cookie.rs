@@ -78,6 +78,13 @@ pub(super) fn process_cookies(
     if children.is_empty() {
         return Err(CoreSchedError::NoProcess { scope });
     }
+    // A group cookie on smtlab's own group would outlive the cell in the shell that
+    // started smtlab and in all it starts later.
+    if scope == CookieScope::ProcessGroup
+        && smtlab_control::coresched::in_own_process_group(children[0])
+    {
+        return Err(CoreSchedError::SharedProcessGroup);
+    }
     let take = if scope == CookieScope::ProcessGroup {
         1
     } else {

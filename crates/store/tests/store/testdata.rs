@@ -71,6 +71,7 @@ pub fn topology() -> Topology {
         cpu_model: Some("Example CPU @ 3.00GHz".into()),
         vendor: Some("GenuineIntel".into()),
         virtualization: None,
+        uniprocessor_kernel: false,
     }
 }
 
