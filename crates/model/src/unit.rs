@@ -173,6 +173,16 @@ impl<'de> Deserialize<'de> for Unit {
     }
 }
 
+/// `1 thread`, `2 threads`: a count with its noun (regular plurals), worded one way by
+/// every crate.
+pub fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

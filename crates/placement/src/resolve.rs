@@ -1,6 +1,7 @@
 //! Resolution of a [`PlacementSpec`] against a [`Topology`]: which cores, which CPUs, and
 //! in which order threads receive them. The rules are documented at the crate root.
 
+use smtlab_model::unit::plural;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use smtlab_model::{
@@ -494,14 +495,6 @@ fn cpus_are(set: &CpuSet) -> String {
         format!("CPU {set} is")
     } else {
         format!("CPUs {set} are")
-    }
-}
-
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
     }
 }
 

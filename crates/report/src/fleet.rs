@@ -319,6 +319,7 @@ impl Fleet {
 /// range (`web[01:20]`) names each host of it. Each host once, in file order.
 pub fn parse_inventory(text: &str) -> Vec<String> {
     let mut hosts: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut in_hosts = true;
     for line in text.lines() {
         let line = line.trim();
@@ -335,8 +336,9 @@ pub fn parse_inventory(text: &str) -> Vec<String> {
         let Some(name) = line.split_whitespace().next() else {
             continue;
         };
+        // A set beside the list: a range may name 100,000 hosts.
         for h in expand_range(name) {
-            if !hosts.contains(&h) {
+            if seen.insert(h.clone()) {
                 hosts.push(h);
             }
         }

@@ -134,11 +134,10 @@ fn render_cookies(tasks: &[CookiedTask], unasked: usize, refusal: Option<&str>) 
     let mut out = match tasks.len() {
         0 => "core scheduling: no task holds a cookie".to_string(),
         n => format!(
-            "core scheduling: {n} task{} hold{} {} cookie{}",
-            if n == 1 { "" } else { "s" },
+            "core scheduling: {} hold{} {}",
+            crate::render::plural(n, "task"),
             if n == 1 { "s" } else { "" },
-            distinct.len(),
-            if distinct.len() == 1 { "" } else { "s" }
+            crate::render::plural(distinct.len(), "cookie")
         ),
     };
     if unasked > 0 {

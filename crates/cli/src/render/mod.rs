@@ -18,14 +18,7 @@ pub mod topo;
 
 pub use smtlab_report::fmt::bytes;
 
-/// `1 thread`, `2 threads`.
-pub fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("{n} {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
+pub use smtlab_model::unit::plural;
 
 // The store's deterministic run, for the snapshots of the live output.
 #[cfg(test)]

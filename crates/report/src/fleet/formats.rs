@@ -40,13 +40,7 @@ fn fingerprint_summary(f: &Fleet, m: &Model) -> String {
         .join("; ")
 }
 
-pub(super) fn plural(n: usize, one: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {one}s")
-    }
-}
+pub(super) use smtlab_model::unit::plural;
 
 /// The fleet view for the terminal, fitted to `width` columns: per CPU model its
 /// hosts' fingerprints, one row per workload and yield (hosts, median with interval,
