@@ -176,3 +176,21 @@ fn parameter_errors_come_back_as_parameter_errors() {
     );
     assert!(e.to_string().contains("fds"), "{e}");
 }
+
+/// A Ctrl-C or `timeout` signals smtlab's process group; the measurement process is
+/// outside it, so it cannot die of the stop before smtlab has seen it (which would
+/// record a failed cell in place of a stopped one).
+#[test]
+fn the_measurement_process_leads_its_own_process_group() {
+    if !have_cpus(&[0]) {
+        return;
+    }
+    let mut inst = start("read");
+    inst.sample(10).unwrap();
+    let pid = inst.pid();
+    // SAFETY: getpgid reads process groups; no preconditions.
+    let (child, ours) = unsafe { (libc::getpgid(pid), libc::getpgid(0)) };
+    assert_eq!(child, pid, "the child leads its group");
+    assert_ne!(child, ours);
+    inst.sample(10).unwrap();
+}

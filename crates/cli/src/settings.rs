@@ -50,7 +50,14 @@ impl Stop {
             flag: Arc::default(),
             signal: Arc::default(),
         };
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+        let stops = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+        // The flag is set in the handler itself, before any measuring thread's call
+        // the signal interrupts returns: a failure it causes is then seen as the stop.
+        for sig in stops {
+            signal_hook::flag::register(sig, stop.flag.clone())
+                .context("cannot install the signal handlers")?;
+        }
+        let mut signals = signal_hook::iterator::Signals::new(stops)
             .context("cannot install the signal handlers")?;
         let seen = stop.clone();
         std::thread::Builder::new()

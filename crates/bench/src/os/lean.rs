@@ -308,9 +308,16 @@ impl LeanInstance {
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // SAFETY: the closure runs between fork and exec and only makes the
-        // async-signal-safe calls prctl and getppid.
+        // async-signal-safe calls setpgid, prctl and getppid.
         unsafe {
             cmd.pre_exec(move || {
+                // Its own process group: a Ctrl-C or `timeout` signals smtlab's group,
+                // and a child dying of it before smtlab's stop flag is set would be
+                // recorded as a failed cell, not a stopped one (and never resumed).
+                // smtlab ends it on a stop; the death signal below if smtlab dies.
+                if libc::setpgid(0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
