@@ -164,7 +164,7 @@ pub struct FleetArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub expect: Option<u64>,
     /// The hosts that should have reported: one host name or host id per line (`#`
-    /// comments), or an Ansible INI inventory; those that never did are named.
+    /// comments), or an Ansible INI or YAML inventory; those that never did are named.
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
     /// Print the smtlab.fleet/1 JSON document.

@@ -284,10 +284,10 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Sets the hosts expected to report: `inventory`'s (host names or ids, see
-    /// [`parse_inventory`]), at least `count` of them. An inventory entry reported when
-    /// a host's hostname or host key is it, or its host id starts with it (8 characters
-    /// or more); those that did not are [`Fleet::missing`].
+    /// Sets the hosts expected to report: `inventory`'s (host names or ids), at least
+    /// `count` of them. An inventory entry reported when a host's hostname or host key
+    /// is it, or its host id starts with it (8 characters or more); those that did not
+    /// are [`Fleet::missing`].
     pub fn expect(&mut self, inventory: &[String], count: Option<usize>) {
         let reported = |entry: &str| {
             self.hosts.iter().any(|h| {
@@ -309,57 +309,6 @@ impl Fleet {
     pub fn never_reported(&self) -> usize {
         let short = self.expected.unwrap_or(0).saturating_sub(self.hosts.len());
         short.max(self.missing.len())
-    }
-}
-
-/// The hosts of an inventory file: one host name or host id per line; blank lines and
-/// `#` or `;` comments are skipped. An Ansible INI inventory reads as well: `[group]`
-/// headers are skipped, as are the lines of `[group:vars]` and `[group:children]`
-/// sections, and a host line's variables (`web1 ansible_host=10.0.0.1`); a numeric
-/// range (`web[01:20]`) names each host of it. Each host once, in file order.
-pub fn parse_inventory(text: &str) -> Vec<String> {
-    let mut hosts: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut in_hosts = true;
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            in_hosts = !section.contains(':');
-            continue;
-        }
-        if !in_hosts {
-            continue;
-        }
-        let Some(name) = line.split_whitespace().next() else {
-            continue;
-        };
-        // A set beside the list: a range may name 100,000 hosts.
-        for h in expand_range(name) {
-            if seen.insert(h.clone()) {
-                hosts.push(h);
-            }
-        }
-    }
-    hosts
-}
-
-/// `web[01:03]` as `web01`, `web02`, `web03` (Ansible's numeric range, its width kept);
-/// any other name as itself.
-fn expand_range(name: &str) -> Vec<String> {
-    let parts = name.split_once('[').and_then(|(head, rest)| {
-        let (range, tail) = rest.split_once(']')?;
-        let (a, b) = range.split_once(':')?;
-        let (lo, hi) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
-        (lo <= hi && hi - lo < 100_000).then_some((head, a.len(), lo, hi, tail))
-    });
-    match parts {
-        Some((head, width, lo, hi, tail)) => (lo..=hi)
-            .map(|i| format!("{head}{i:0width$}{tail}"))
-            .collect(),
-        None => vec![name.to_string()],
     }
 }
 

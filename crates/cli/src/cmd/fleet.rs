@@ -11,6 +11,8 @@ use crate::args::FleetArgs;
 use crate::output::{emit, write_file};
 use crate::settings::stored::db_path;
 
+mod inventory;
+
 pub fn run(args: &FleetArgs) -> Result<()> {
     // The inventory is checked before the store is opened.
     let inventory = match &args.inventory {
@@ -66,11 +68,12 @@ pub fn run(args: &FleetArgs) -> Result<()> {
 fn inventory(path: &std::path::Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("--inventory {}: {e}", path.display()))?;
-    let hosts = smtlab_report::fleet::parse_inventory(&text);
+    let hosts = inventory::parse(&text)
+        .map_err(|e| anyhow::anyhow!("--inventory {}: {e}", path.display()))?;
     if hosts.is_empty() {
         anyhow::bail!(
             "--inventory {}: names no host (expected one host name or id per line, or an \
-             Ansible INI inventory)",
+             Ansible INI or YAML inventory)",
             path.display()
         );
     }
