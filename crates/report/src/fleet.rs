@@ -164,7 +164,7 @@ pub struct HostYield {
     pub differs: Vec<String>,
     /// Shared by the host's values in every pool (a run gives dozens).
     #[serde(skip)]
-    fingerprint: std::rc::Rc<Fingerprint>,
+    fingerprint: std::sync::Arc<Fingerprint>,
 }
 
 /// The hosts' values of one pool and what they make: median, interval, outliers.
@@ -527,7 +527,7 @@ impl Gathered {
     /// Adds the run's SMT yields to their pools; false when it had none.
     fn add_yields(&mut self, r: &RunResults, host: &str, model: &str, fp: &Fingerprint) -> bool {
         let mut any = false;
-        let fp = std::rc::Rc::new(fp.clone());
+        let fp = std::sync::Arc::new(fp.clone());
         for row in &smt_yields(r) {
             for (i, kind) in PairKind::YIELDS.iter().enumerate() {
                 let Some(y) = row.get(*kind).filter(|y| !y.idle_sibling) else {
@@ -551,7 +551,7 @@ impl Gathered {
                         unsteady: y.unsteady.clone(),
                         outlier: false,
                         differs: Vec::new(),
-                        fingerprint: std::rc::Rc::clone(&fp),
+                        fingerprint: std::sync::Arc::clone(&fp),
                     },
                 );
             }
@@ -564,7 +564,7 @@ impl Gathered {
         let Some(doc) = crate::predict::stored::analyse_run(r) else {
             return false;
         };
-        let fp = std::rc::Rc::new(fp.clone());
+        let fp = std::sync::Arc::new(fp.clone());
         let mut any = false;
         for p in &doc.profiles {
             for f in &p.rulers {

@@ -4,8 +4,9 @@
 //! ([`Store::fleet_runs`]), so the cost follows the hosts, not the runs stored.
 
 use anyhow::Result;
-use smtlab_report::fleet::FleetBuilder;
-use smtlab_store::{FleetQuery, Store};
+use smtlab_model::RunResults;
+use smtlab_report::fleet::{Fleet, FleetBuilder};
+use smtlab_store::{FleetQuery, FleetScan, Store};
 
 use crate::args::FleetArgs;
 use crate::output::{emit, write_file};
@@ -34,15 +35,13 @@ pub fn run(args: &FleetArgs) -> Result<()> {
         since_unix_s: args.since.map(|d| now.saturating_sub(d.as_secs())),
         cpu_model: args.cpu_model.clone(),
     };
-    let mut builder = FleetBuilder::default();
-    let scan = store.fleet_runs(&query, |host, r| builder.add_as(&r, host))?;
+    let (scan, mut f) = pool(&store, &query)?;
     if scan.running > 0 {
         crate::term::note_fit(&format!(
             "note: {} run(s) still being measured left out",
             scan.running
         ));
     }
-    let mut f = builder.finish();
     if args.inventory.is_some() || args.expect.is_some() {
         let count = args
             .expect
@@ -62,6 +61,34 @@ pub fn run(args: &FleetArgs) -> Result<()> {
         None => emit(&text),
     }
 }
+
+/// The runs `query` selects, pooled as they are read: the store decodes a batch while
+/// another thread pools the one before (and drops it), so the reading and the pooling
+/// overlap.
+fn pool(store: &Store, query: &FleetQuery) -> Result<(FleetScan, Fleet)> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(String, RunResults)>(RUNS_IN_FLIGHT);
+    std::thread::scope(|s| {
+        let pooler = std::thread::Builder::new()
+            .name("smtlab-fleet-pool".into())
+            .spawn_scoped(s, move || {
+                let mut builder = FleetBuilder::default();
+                for (host, run) in rx {
+                    builder.add_as(&run, &host);
+                }
+                builder.finish()
+            })?;
+        // A send fails only once the pooler is gone, whose panic is passed on below.
+        let scan = store.fleet_runs(query, |host, r| drop(tx.send((host.to_string(), r))));
+        drop(tx);
+        let fleet = pooler
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Ok((scan?, fleet))
+    })
+}
+
+/// Runs read ahead of the pooling: one store batch, so memory stays bounded.
+const RUNS_IN_FLIGHT: usize = 50;
 
 /// The hosts of `--inventory FILE`; a file that cannot be read or names none is a
 /// one-line error naming it.
