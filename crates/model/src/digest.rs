@@ -2,8 +2,9 @@
 //! thousands of runs) need of them, kept with the cell when it is saved. The fleet view
 //! reads a cell's values (its steadiness: drift, spread), the CPUs its work ran on
 //! (single-threaded or not), and a few metrics (a limit reached, lost load agents, a
-//! server's served rate, errors and latency percentiles, a co-run partner's values);
-//! nothing else of a sample.
+//! server's served rate, errors and latency percentiles, a co-run partner's values),
+//! and each per-event series' distribution in brief (several hosts' distributions on
+//! one chart); nothing else of a sample.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +44,26 @@ pub struct SampleDigest {
     /// of it in order, `None` where a sample lacks it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metrics: BTreeMap<String, Vec<Option<f64>>>,
+    /// Each per-event series in brief ([`series_in_brief`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub series: BTreeMap<String, Vec<f64>>,
+}
+
+/// Points a series is kept at in a digest: every percentile, 0 to 100.
+pub const SERIES_POINTS: usize = 101;
+
+/// A per-event series in brief: the events themselves, sorted, up to
+/// [`SERIES_POINTS`] of them; beyond, its percentiles 0, 1, ..., 100. Either way a
+/// cumulative distribution drawn through the points is the series' own (to a
+/// percentile); the event count is not kept.
+pub fn series_in_brief(events: &[f64]) -> Vec<f64> {
+    let sorted = crate::stats::sorted(events);
+    if sorted.len() <= SERIES_POINTS {
+        return sorted;
+    }
+    (0..SERIES_POINTS)
+        .filter_map(|p| crate::stats::percentile_of_sorted(&sorted, p as f64))
+        .collect()
 }
 
 impl SampleDigest {
@@ -72,7 +93,18 @@ impl SampleDigest {
             values: samples.iter().map(|s| s.value).collect(),
             widest_cpus,
             metrics,
+            series: BTreeMap::new(),
         }
+    }
+
+    /// The digest with `series` (a cell's per-event series) kept in brief.
+    pub fn with_series(mut self, series: &BTreeMap<String, Vec<f64>>) -> SampleDigest {
+        self.series = series
+            .iter()
+            .filter(|(_, events)| !events.is_empty())
+            .map(|(name, events)| (name.clone(), series_in_brief(events)))
+            .collect();
+        self
     }
 
     /// The samples as far as the digest holds them: each with its value and its digest
@@ -157,5 +189,23 @@ mod tests {
             crate::AtLimit::of_samples(&samples)
         );
         assert!(SampleDigest::of(&[]).samples().is_empty());
+    }
+
+    #[test]
+    fn a_series_is_kept_whole_up_to_a_hundred_and_one_events_then_as_percentiles() {
+        let few: Vec<f64> = (0..50).rev().map(f64::from).collect();
+        let many: Vec<f64> = (0..10_000).rev().map(f64::from).collect();
+        let series = BTreeMap::from([
+            ("few".to_string(), few.clone()),
+            ("many".to_string(), many),
+            ("none".to_string(), Vec::new()),
+        ]);
+        let d = SampleDigest::of(&[]).with_series(&series);
+        assert_eq!(d.series["few"], crate::stats::sorted(&few));
+        let m = &d.series["many"];
+        assert_eq!(m.len(), SERIES_POINTS);
+        assert_eq!((m[0], m[50], m[100]), (0.0, 4999.5, 9999.0));
+        assert!(m.windows(2).all(|w| w[0] <= w[1]));
+        assert!(!d.series.contains_key("none"));
     }
 }

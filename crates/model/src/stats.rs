@@ -621,7 +621,7 @@ fn relative(half_width: f64, mean: f64) -> f64 {
     }
 }
 
-fn sorted(xs: &[f64]) -> Vec<f64> {
+pub(crate) fn sorted(xs: &[f64]) -> Vec<f64> {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     v

@@ -520,9 +520,17 @@ fn overlays(a: &RunResults, b: &RunResults) -> Markup {
         _ => side.to_string(),
     };
     let (na, nb) = (name("A", a), name("B", b));
-    let curves = crate::fleet::overlay_curves(&[(na.clone(), a), (nb.clone(), b)]);
-    let svgs: Vec<String> = curves.iter().filter_map(crate::fleet::curve_svg).collect();
-    let cdfs = event_cdfs(a, b, &na, &nb);
+    let o = crate::fleet::overlays(&[(na, a), (nb, b)]);
+    let svgs: Vec<String> = o
+        .curves
+        .iter()
+        .filter_map(crate::fleet::curve_svg)
+        .collect();
+    let cdfs: Vec<String> = o
+        .distributions
+        .iter()
+        .filter_map(crate::fleet::distribution_svg)
+        .collect();
     html! {
         @if !svgs.is_empty() || !cdfs.is_empty() {
             section id="overlays" {
@@ -545,48 +553,6 @@ fn overlays(a: &RunResults, b: &RunResults) -> Markup {
 
 /// Event distributions drawn at most (a quick suite has dozens of cells with events).
 const MAX_EVENT_CHARTS: usize = 24;
-
-/// For each cell measured in both runs, each of its per-event series both runs hold
-/// (10 events or more on each side): A's and B's cumulative distributions on one chart.
-fn event_cdfs(a: &RunResults, b: &RunResults, na: &str, nb: &str) -> Vec<String> {
-    let fmt = |v: f64| crate::fmt::short(v);
-    let mut out = Vec::new();
-    for ca in &a.cells {
-        let key = ca.key();
-        let Some(cb) = b.cells.iter().find(|c| c.key() == key) else {
-            continue;
-        };
-        for (name, va) in &ca.result.series {
-            let Some(vb) = cb.result.series.get(name) else {
-                continue;
-            };
-            if va.len() < 10 || vb.len() < 10 {
-                continue;
-            }
-            let all: Vec<f64> = va.iter().chain(vb).copied().collect();
-            let dists = [(na, va), (nb, vb)].map(|(n, v)| crate::svg::Dist {
-                name: n.to_string(),
-                values: v.clone(),
-                fmt: &fmt,
-            });
-            let title = format!(
-                "{} {} on {}: {name}",
-                ca.benchmark,
-                params(&ca.params),
-                ca.placement_spec
-            );
-            let sub = format!("{} / {} events", va.len(), vb.len());
-            out.extend(crate::svg::cdf_chart(
-                &title,
-                &sub,
-                name,
-                &dists,
-                crate::svg::Scale::auto(&all),
-            ));
-        }
-    }
-    out
-}
 
 /// One group's geometric mean, its interval and its verdict.
 fn geomean_row(g: &GroupMean) -> Markup {
@@ -832,8 +798,11 @@ mod tests {
             .insert("create_ns".into(), (5..=60).map(f64::from).collect());
         let mut page = String::new();
         compare_sections(&mut page, &ea, &eb, &crate::compare::compare(&ea, &eb));
-        assert!(page.contains("create_ns"));
-        assert!(page.contains("40 / 56 events"), "the two sides' counts");
+        let chart = page
+            .split("<svg")
+            .find(|svg| svg.contains(": create_ns"))
+            .expect("a chart of the events");
+        assert!(chart.contains(">A (old)</text>") && chart.contains(">B (new)</text>"));
         // Cells without a thread count draw nothing.
         let (a1, b1) = (
             smtlab_fixtures::fleet::run(&FakeHost::new("old", "X", 1.1)),

@@ -49,7 +49,10 @@ mod formats;
 mod overlay;
 
 pub use formats::{html, json, text};
-pub use overlay::{Curve, CurveLine, CurvePoint, scaling_svg as curve_svg};
+pub use overlay::{
+    Curve, CurveLine, CurvePoint, Distribution, DistributionLine, Overlays, distribution_svg,
+    scaling_svg as curve_svg,
+};
 
 /// The schema of `smtlab fleet --json`.
 pub const FLEET_SCHEMA: &str = "smtlab.fleet/1";
@@ -281,6 +284,10 @@ pub struct Fleet {
     /// Workloads' throughput against threads, several hosts on one chart.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub curves: Vec<Curve>,
+    /// Per-event series (thread creation, wake-ups, requests), several hosts' cumulative
+    /// distributions on one chart.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub distributions: Vec<Distribution>,
 }
 
 impl Fleet {
@@ -382,7 +389,7 @@ impl FleetBuilder {
         let mut g = self.g;
         let names = display_names(&g.names);
         g.rename(&names);
-        let curves = std::mem::take(&mut g.overlay).finish(&names);
+        let overlays = std::mem::take(&mut g.overlay).finish(&names);
         let notes = no_yield_notes(g.no_yield);
         let models = models(g.model_hosts, g.pooled, g.profiled, g.advised);
         let mut hosts: Vec<Host> = g.hosts.into_values().collect();
@@ -397,23 +404,25 @@ impl FleetBuilder {
             notes,
             expected: None,
             missing: Vec::new(),
-            curves,
+            curves: overlays.curves,
+            distributions: overlays.distributions,
         }
     }
 }
 
-/// Each run's scaling curves, named as given (`compare`'s A and B), on one chart per
-/// workload and placement that two of them or more measured at two thread counts or more.
-pub fn overlay_curves(runs: &[(String, &RunResults)]) -> Vec<Curve> {
+/// Each run's scaling curves and event distributions, named as given (`compare`'s A
+/// and B), on one chart per workload and placement (and series) that two of them or
+/// more measured (at two thread counts or more, for a curve).
+pub fn overlays(runs: &[(String, &RunResults)]) -> Overlays {
     let mut g = overlay::Gather::default();
     let mut names = BTreeMap::new();
     for (name, r) in runs {
         g.add(r, name, &model_of(&Fingerprint::of(r)));
         names.insert(name.clone(), name.clone());
     }
-    let mut curves = g.finish(&names);
-    curves.retain(|c| c.lines.len() >= 2);
-    curves
+    let mut o = g.finish(&names);
+    o.curves.retain(|c| c.lines.len() >= 2);
+    o
 }
 
 /// What tells a run's host from another: its host id, else its hostname, else `run N`.

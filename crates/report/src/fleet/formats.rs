@@ -232,6 +232,11 @@ fn overlays(f: &Fleet) -> Markup {
         .iter()
         .filter_map(|((w, k), per)| super::overlay::yield_cdf_svg(w, k, per))
         .collect();
+    let events: Vec<String> = f
+        .distributions
+        .iter()
+        .filter_map(super::overlay::distribution_svg)
+        .collect();
     let more = |n: usize| n.saturating_sub(CHARTS_SHOWN);
     maud_html! {
         @if !scaling.is_empty() {
@@ -240,6 +245,14 @@ fn overlays(f: &Fleet) -> Markup {
                 p class="muted" { "Throughput against threads, the hosts on one chart (each host's latest run)." }
                 @for svg in scaling.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
                 @if more(scaling.len()) > 0 { p class="muted" { (more(scaling.len())) " more in the JSON (" code { "curves" } ")." } }
+            }
+        }
+        @if !events.is_empty() {
+            section {
+                h2 { "Events across hosts" }
+                p class="muted" { "Each host's per-event times (thread creation, wake-ups, requests) as one cumulative distribution, the hosts on one chart." }
+                @for svg in events.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
+                @if more(events.len()) > 0 { p class="muted" { (more(events.len())) " more in the JSON (" code { "distributions" } ")." } }
             }
         }
         @if !cdfs.is_empty() {

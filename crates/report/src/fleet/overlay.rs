@@ -1,8 +1,10 @@
 //! Several hosts on one chart (paper 002's Figs 3-4 and 8-9, which compare machines):
 //! each workload's throughput against its thread count, one line per host (per CPU
 //! model, the median host, where the fleet has more hosts than a chart can tell
-//! apart), and each yield's spread over the hosts of every CPU model as cumulative
-//! distributions. Drawn with the report's own charts ([`crate::svg`]).
+//! apart); each per-event series (thread creation, wake-ups, requests) as one
+//! cumulative distribution per host (or per CPU model, its median host); and each
+//! yield's spread over the hosts of every CPU model as cumulative distributions.
+//! Drawn with the report's own charts ([`crate::svg`]).
 
 use std::collections::BTreeMap;
 
@@ -31,10 +33,32 @@ struct HostCurve {
     points: BTreeMap<u64, f64>,
 }
 
-/// Each host's scaling curves, gathered from its latest run holding each.
+/// A per-event series' key: benchmark, parameters and conditions, placement, series.
+type EventKey = (String, BTreeMap<String, String>, String, String);
+
+/// Events a series needs to be drawn: fewer make a staircase, not a distribution.
+const MIN_EVENTS: usize = 10;
+
+/// One host's events of a series, in brief (`series_in_brief`), and its CPU model.
+#[derive(Debug, Clone)]
+struct HostEvents {
+    model: String,
+    points: Vec<f64>,
+}
+
+/// Each host's scaling curves and event distributions, gathered from its latest run
+/// holding each.
 #[derive(Debug, Default)]
 pub(super) struct Gather {
     curves: BTreeMap<CurveKey, BTreeMap<String, HostCurve>>,
+    events: BTreeMap<EventKey, BTreeMap<String, HostEvents>>,
+}
+
+/// What [`Gather::finish`] draws.
+#[derive(Debug, Default)]
+pub struct Overlays {
+    pub curves: Vec<Curve>,
+    pub distributions: Vec<Distribution>,
 }
 
 impl Gather {
@@ -61,50 +85,87 @@ impl Gather {
                 .or_default()
                 .insert(host.to_string(), curve);
         }
+        for c in &r.cells {
+            for (name, events) in c
+                .result
+                .series
+                .iter()
+                .filter(|(_, e)| e.len() >= MIN_EVENTS)
+            {
+                let key = (
+                    c.benchmark.clone(),
+                    c.flat_params(),
+                    c.placement_spec.clone(),
+                    name.clone(),
+                );
+                let points = smtlab_model::digest::series_in_brief(events);
+                self.events.entry(key).or_default().insert(
+                    host.to_string(),
+                    HostEvents {
+                        model: model.to_string(),
+                        points,
+                    },
+                );
+            }
+        }
     }
 
-    /// The curves drawn: per host where a workload has at most [`MAX_HOST_LINES`]
-    /// hosts, else per CPU model (the hosts' median at each thread count, with its
-    /// order-statistic interval from 6 hosts). `names`: each host key's name as shown.
-    pub(super) fn finish(self, names: &BTreeMap<String, String>) -> Vec<Curve> {
-        let mut out = Vec::new();
-        for ((benchmark, params, placement), by_host) in self.curves {
-            let Some(unit) = by_host.values().next().map(|c| c.unit.clone()) else {
-                continue;
-            };
-            let per_host = by_host.len() <= MAX_HOST_LINES;
-            let lines = if per_host {
-                by_host
-                    .iter()
-                    .map(|(key, c)| CurveLine {
-                        name: names.get(key).cloned().unwrap_or_else(|| key.clone()),
-                        hosts: 1,
-                        points: c
-                            .points
-                            .iter()
-                            .map(|(&x, &y)| CurvePoint {
-                                threads: x,
-                                value: y,
-                                ci_low: None,
-                                ci_high: None,
-                            })
-                            .collect(),
-                    })
-                    .collect()
-            } else {
-                model_lines(&by_host)
-            };
-            out.push(Curve {
-                benchmark,
-                params,
-                placement,
-                unit,
-                per_host,
-                lines,
-            });
+    /// The curves and distributions drawn: per host where a workload has at most
+    /// [`MAX_HOST_LINES`] hosts, else per CPU model (for curves, the hosts' median at
+    /// each thread count, with its order-statistic interval from 6 hosts; for
+    /// distributions, the hosts' median at each percentile). `names`: each host key's
+    /// name as shown.
+    pub(super) fn finish(self, names: &BTreeMap<String, String>) -> Overlays {
+        let distributions = distributions(self.events, names);
+        Overlays {
+            curves: curves(self.curves, names),
+            distributions,
         }
-        out
     }
+}
+
+/// The scaling curves of [`Gather::finish`].
+fn curves(
+    gathered: BTreeMap<CurveKey, BTreeMap<String, HostCurve>>,
+    names: &BTreeMap<String, String>,
+) -> Vec<Curve> {
+    let mut out = Vec::new();
+    for ((benchmark, params, placement), by_host) in gathered {
+        let Some(unit) = by_host.values().next().map(|c| c.unit.clone()) else {
+            continue;
+        };
+        let per_host = by_host.len() <= MAX_HOST_LINES;
+        let lines = if per_host {
+            by_host
+                .iter()
+                .map(|(key, c)| CurveLine {
+                    name: names.get(key).cloned().unwrap_or_else(|| key.clone()),
+                    hosts: 1,
+                    points: c
+                        .points
+                        .iter()
+                        .map(|(&x, &y)| CurvePoint {
+                            threads: x,
+                            value: y,
+                            ci_low: None,
+                            ci_high: None,
+                        })
+                        .collect(),
+                })
+                .collect()
+        } else {
+            model_lines(&by_host)
+        };
+        out.push(Curve {
+            benchmark,
+            params,
+            placement,
+            unit,
+            per_host,
+            lines,
+        });
+    }
+    out
 }
 
 /// The curve a cell is a point of, and its thread count.
@@ -183,6 +244,126 @@ pub struct CurvePoint {
     pub ci_low: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ci_high: Option<f64>,
+}
+
+/// The event distributions of [`Gather::finish`]: each series two hosts or more hold.
+fn distributions(
+    gathered: BTreeMap<EventKey, BTreeMap<String, HostEvents>>,
+    names: &BTreeMap<String, String>,
+) -> Vec<Distribution> {
+    let mut out = Vec::new();
+    for ((benchmark, params, placement, series), by_host) in gathered {
+        if by_host.len() < 2 {
+            continue;
+        }
+        let per_host = by_host.len() <= MAX_HOST_LINES;
+        let lines = if per_host {
+            by_host
+                .iter()
+                .map(|(key, h)| DistributionLine {
+                    name: names.get(key).cloned().unwrap_or_else(|| key.clone()),
+                    hosts: 1,
+                    points: h.points.clone(),
+                })
+                .collect()
+        } else {
+            model_distributions(&by_host)
+        };
+        out.push(Distribution {
+            benchmark,
+            params,
+            placement,
+            series,
+            per_host,
+            lines,
+        });
+    }
+    out
+}
+
+/// One distribution per CPU model: at each percentile, the median of its hosts'.
+fn model_distributions(by_host: &BTreeMap<String, HostEvents>) -> Vec<DistributionLine> {
+    let mut per_model: BTreeMap<&str, Vec<Vec<f64>>> = BTreeMap::new();
+    for h in by_host.values() {
+        // At the percentiles, so that hosts with few events line up with the rest.
+        let at = |p: usize| smtlab_model::stats::percentile(&h.points, p as f64);
+        let points = (0..smtlab_model::digest::SERIES_POINTS)
+            .filter_map(at)
+            .collect();
+        per_model.entry(h.model.as_str()).or_default().push(points);
+    }
+    per_model
+        .into_iter()
+        .map(|(model, hosts)| DistributionLine {
+            name: model.to_string(),
+            hosts: hosts.len(),
+            points: (0..smtlab_model::digest::SERIES_POINTS)
+                .filter_map(|i| {
+                    median(
+                        &hosts
+                            .iter()
+                            .filter_map(|h| h.get(i).copied())
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// A per-event series on several hosts: one cumulative distribution per host (or per
+/// CPU model).
+#[derive(Debug, Clone, Serialize)]
+pub struct Distribution {
+    pub benchmark: String,
+    /// Parameters and conditions.
+    pub params: BTreeMap<String, String>,
+    pub placement: String,
+    /// The series' name (`create_to_run_ns`, ...).
+    pub series: String,
+    /// One line per host (else one per CPU model).
+    pub per_host: bool,
+    pub lines: Vec<DistributionLine>,
+}
+
+/// One host's events, or one CPU model's median host's, in brief: the events
+/// themselves, sorted, up to 101 of them, else the percentiles 0 to 100.
+#[derive(Debug, Clone, Serialize)]
+pub struct DistributionLine {
+    pub name: String,
+    /// Hosts behind the line.
+    pub hosts: usize,
+    pub points: Vec<f64>,
+}
+
+/// A distribution's chart, every line on it.
+pub fn distribution_svg(d: &Distribution) -> Option<String> {
+    let fmt = |v: f64| crate::fmt::short(v);
+    let dists: Vec<Dist<'_>> = d
+        .lines
+        .iter()
+        .map(|l| Dist {
+            name: l.name.clone(),
+            values: l.points.clone(),
+            fmt: &fmt,
+        })
+        .collect();
+    let all: Vec<f64> = d
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().copied())
+        .collect();
+    let mut title = format!("{} on {}: {}", d.benchmark, d.placement, d.series);
+    if !d.params.is_empty() {
+        let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        title.push_str(&format!(" ({})", params.join(" ")));
+    }
+    let subtitle = if d.per_host {
+        "one line per host"
+    } else {
+        "one line per CPU model: its hosts' median at each percentile"
+    };
+    svg::cdf_chart(&title, subtitle, &d.series, &dists, Scale::auto(&all))
 }
 
 /// A curve's chart, every line on it.

@@ -355,3 +355,58 @@ fn many_hosts_are_drawn_as_each_models_median_with_its_interval() {
     let b = c.lines.iter().find(|l| l.name.starts_with(B)).unwrap();
     assert!(b.points[0].ci_low.is_none(), "one host has no interval");
 }
+
+/// `scaling_runs` with a per-event series on every cell: host `i`'s events are
+/// `1000 * (i + 1)` plus 0 to 499, 500 events, one run each.
+fn event_runs(hosts: &[(&str, &str, f64)]) -> Vec<RunResults> {
+    let mut runs = scaling_runs(hosts);
+    for (i, r) in runs.iter_mut().enumerate() {
+        let base = 1000.0 * (i as f64 + 1.0);
+        for c in &mut r.cells {
+            let events = (0..500).map(|e| base + f64::from(e)).collect();
+            c.result.series.insert("create_ns".into(), events);
+        }
+    }
+    runs
+}
+
+#[test]
+fn a_few_hosts_events_share_one_chart_and_many_are_drawn_per_model() {
+    let f = fleet(&event_runs(&[
+        ("x1", A, 1.2),
+        ("x2", A, 1.1),
+        ("y1", B, 1.3),
+    ]));
+    let d = f
+        .distributions
+        .iter()
+        .find(|d| d.placement == "1c2t" && d.params.get("threads").map(String::as_str) == Some("1"))
+        .unwrap();
+    assert!(d.per_host);
+    assert_eq!(d.series, "create_ns");
+    let names: Vec<&str> = d.lines.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["x1", "x2", "y1"]);
+    // 500 events kept as the percentiles 0..=100: x2's run from 2000 to 2499.
+    let x2 = &d.lines[1].points;
+    assert_eq!((x2.len(), x2[0], x2[100]), (101, 2000.0, 2499.0));
+    let page = html(&f, 0);
+    assert!(page.contains("Events across hosts"), "{page}");
+    assert!(page.contains("int-ops on 1c2t: create_ns"), "{page}");
+    assert!(json(&f).contains("\"distributions\""));
+
+    // Twelve hosts of A and one of B: A's line is its hosts' median at each percentile.
+    let mut hosts: Vec<(String, &str, f64)> =
+        (0..12).map(|i| (format!("a{i:02}"), A, 1.1)).collect();
+    hosts.push(("b1".into(), B, 1.3));
+    let hosts: Vec<(&str, &str, f64)> =
+        hosts.iter().map(|(n, m, y)| (n.as_str(), *m, *y)).collect();
+    let f = fleet(&event_runs(&hosts));
+    let d = &f.distributions[0];
+    assert!(!d.per_host);
+    let a = d.lines.iter().find(|l| l.name.starts_with(A)).unwrap();
+    assert_eq!(a.hosts, 12);
+    // Hosts 1..=12 start at 1000..12000: the median host's minimum is 6500.
+    assert_eq!(a.points[0], 6500.0);
+    let b = d.lines.iter().find(|l| l.name.starts_with(B)).unwrap();
+    assert_eq!((b.hosts, b.points[0]), (1, 13000.0));
+}

@@ -251,7 +251,7 @@ fn insert_cell_row(
         subtracted_ns_per_sample: r.subtracted_ns_per_sample,
         config: r.config.clone(),
         disturbance: r.disturbance.clone(),
-        digest: Some(SampleDigest::of(&r.samples)),
+        digest: Some(SampleDigest::of(&r.samples).with_series(&r.series)),
     };
     db.query_one(
         "INSERT INTO cells (run_id, position, benchmark, group_name, unit, direction, params,
@@ -420,7 +420,7 @@ pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, 
 
 /// Which runs' cells to load: one run, or several at once (`fleet`), and whether their
 /// samples and series come too (`fleet` reads neither: each cell's digest stands for
-/// its samples).
+/// its samples, and its series in brief for its series).
 pub(crate) struct CellFilter<'a> {
     /// A condition on `c.run_id` (the cells table is `c`): `c.run_id = ?1`, or
     /// `c.run_id IN (?1, ?2, ...)`.
@@ -522,9 +522,13 @@ pub(crate) fn load_cells_of(
             Fail::Decode(format!("cell {cell_id}: its 'value' summary is missing"))
         })?;
         let (params, conditions) = key_params_from_json(r.text(5)?, &at("params"))?;
-        let cell_samples = match facts.digest.take().filter(|_| !filter.samples) {
-            Some(d) => d.samples(),
-            None => samples.remove(&cell_id).unwrap_or_default(),
+        // Without the series' rows, the digest's series in brief stand for them.
+        let (cell_samples, brief_series) = match facts.digest.take().filter(|_| !filter.samples) {
+            Some(d) => (d.samples(), d.series),
+            None => (
+                samples.remove(&cell_id).unwrap_or_default(),
+                BTreeMap::new(),
+            ),
         };
         out.entry(r.get(14)?).or_default().push(CellRecord {
             benchmark: r.get(1)?,
@@ -549,7 +553,7 @@ pub(crate) fn load_cells_of(
                 converged: r.get(8)?,
                 stop_reason: parse_enum(r.text(9)?, "stop reason")?,
                 cpu_rate: sums.remove("cpu_rate"),
-                series: series.remove(&cell_id).unwrap_or_default(),
+                series: series.remove(&cell_id).unwrap_or(brief_series),
                 start_spread_ns: sums.remove("start_spread_ns"),
                 wall_ns: r.get(11)?,
                 config: facts.config,

@@ -60,8 +60,9 @@ impl Store {
     /// measuring are left out and counted. Cells come with their summaries, rounds and
     /// the samples their digests hold (`SampleDigest`: values, the widest CPUs and
     /// the few metrics the fleet reads), never the samples' rows (but for cells saved
-    /// before digests were kept), their series or the runs' plans. Everything is read
-    /// in one consistent view (one read-only transaction in PostgreSQL).
+    /// before digests were kept), their series (but for their digests' series in
+    /// brief) or the runs' plans. Everything is read in one consistent view (one
+    /// read-only transaction in PostgreSQL).
     pub fn fleet_runs(
         &self,
         q: &FleetQuery,
@@ -167,7 +168,7 @@ fn live_running(db: &mut dyn Sql, filter: &str, params: &[Value<'_>]) -> Step<Ve
     Ok(live)
 }
 
-/// The runs `ids`, each cell's samples from its digest, no series and no plan, in the
+/// The runs `ids`, each cell's samples and series from its digest, no plan, in the
 /// order of `ids`.
 fn load_batch(db: &mut dyn Sql, ids: &[i64], version: i64) -> Step<Vec<RunResults>> {
     let args: Vec<Value<'_>> = ids.iter().map(|id| Value::Int(*id)).collect();

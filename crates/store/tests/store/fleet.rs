@@ -109,11 +109,13 @@ pub fn the_fleet_reads_cell_digests_never_samples_or_series(b: &Backend) {
     );
     expected.run.plan.clear();
     for c in &mut expected.cells {
-        c.result.series.clear();
+        for events in c.result.series.values_mut() {
+            *events = smtlab_model::digest::series_in_brief(events);
+        }
         c.result.samples = SampleDigest::of(&c.result.samples).samples();
     }
     // Without the samples', series' and plan's rows the fleet reads the same: it never
-    // reads them.
+    // reads them (each series comes in brief from the digest).
     b.exec("DELETE FROM samples");
     b.exec("DELETE FROM series");
     b.exec("DELETE FROM plan");
