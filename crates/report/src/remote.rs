@@ -2,9 +2,9 @@
 //! errors and its clock, read back from the samples' agent metrics, for the terminal
 //! and the HTML page alike.
 
-use smtlab_model::CellRecord;
 use smtlab_model::metrics::web as m;
 use smtlab_model::stats;
+use smtlab_model::{CellRecord, SampleRecord};
 
 /// One agent over a cell's samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,30 +29,41 @@ pub struct RemoteClients {
     pub agents: Vec<AgentFigures>,
     /// The widest start spread of any sample (latest agent start minus earliest).
     pub start_spread_max_ns: f64,
+    /// Agents lost during the cell (`agents` are those left).
+    pub lost: usize,
+    /// The samples the figures come from: all, or those since the last loss.
+    pub samples: usize,
 }
 
-fn values(c: &CellRecord, key: &str) -> Vec<f64> {
-    c.result
+/// The cell's agents; `None` for a cell whose load ran on this host. Where agents were
+/// lost mid-cell, the agents left are numbered afresh from the loss on, so the figures
+/// come from the samples of the last set of agents only (those with the most lost).
+pub fn remote_clients(c: &CellRecord) -> Option<RemoteClients> {
+    let lost_in = |s: &SampleRecord| s.metrics.get(m::AGENTS_LOST).copied().unwrap_or(0.0);
+    let lost = c.result.samples.iter().map(lost_in).fold(0.0f64, f64::max);
+    let last: Vec<&SampleRecord> = c
+        .result
         .samples
         .iter()
-        .filter_map(|s| s.metrics.get(key).copied())
-        .collect()
-}
-
-/// The cell's agents; `None` for a cell whose load ran on this host.
-pub fn remote_clients(c: &CellRecord) -> Option<RemoteClients> {
-    let n = values(c, m::AGENTS).into_iter().fold(0.0f64, f64::max) as usize;
+        .filter(|s| lost_in(s) == lost)
+        .collect();
+    let values = |key: &str| -> Vec<f64> {
+        last.iter()
+            .filter_map(|s| s.metrics.get(key).copied())
+            .collect()
+    };
+    let n = values(m::AGENTS).into_iter().fold(0.0f64, f64::max) as usize;
     if n == 0 {
         return None;
     }
     let mut agents: Vec<AgentFigures> = (0..n)
         .map(|i| AgentFigures {
             index: i,
-            requests_per_s: stats::mean(&values(c, &m::agent_requests_per_s(i))).unwrap_or(0.0),
+            requests_per_s: stats::mean(&values(&m::agent_requests_per_s(i))).unwrap_or(0.0),
             share: 0.0,
-            errors: values(c, &m::agent_errors(i)).iter().sum(),
-            clock_offset_ns: stats::mean(&values(c, &m::agent_clock_offset_ns(i))).unwrap_or(0.0),
-            rtt_ns: stats::mean(&values(c, &m::agent_rtt_ns(i))).unwrap_or(0.0),
+            errors: values(&m::agent_errors(i)).iter().sum(),
+            clock_offset_ns: stats::mean(&values(&m::agent_clock_offset_ns(i))).unwrap_or(0.0),
+            rtt_ns: stats::mean(&values(&m::agent_rtt_ns(i))).unwrap_or(0.0),
         })
         .collect();
     let total: f64 = agents.iter().map(|a| a.requests_per_s).sum();
@@ -61,12 +72,14 @@ pub fn remote_clients(c: &CellRecord) -> Option<RemoteClients> {
             a.share = a.requests_per_s / total;
         }
     }
-    let start_spread_max_ns = values(c, m::AGENTS_START_SPREAD_NS)
+    let start_spread_max_ns = values(m::AGENTS_START_SPREAD_NS)
         .into_iter()
         .fold(0.0f64, f64::max);
     Some(RemoteClients {
         agents,
         start_spread_max_ns,
+        lost: lost as usize,
+        samples: last.len(),
     })
 }
 
@@ -109,9 +122,22 @@ pub fn agent_text(a: &AgentFigures) -> String {
 pub fn line(r: &RemoteClients) -> String {
     let agents: Vec<String> = r.agents.iter().map(agent_text).collect();
     format!(
-        "{} agents, started within {}: {}",
-        r.agents.len(),
+        "{}, started within {}: {}",
+        heading(r),
         ms(r.start_spread_max_ns),
         agents.join("; ")
+    )
+}
+
+/// `2 agents`, or after a loss `1 agent left (1 lost; its 3 samples since)`.
+pub fn heading(r: &RemoteClients) -> String {
+    let n = smtlab_model::unit::plural(r.agents.len(), "agent");
+    if r.lost == 0 {
+        return n;
+    }
+    format!(
+        "{n} left ({} lost; figures from the {} since)",
+        r.lost,
+        smtlab_model::unit::plural(r.samples, "sample")
     )
 }

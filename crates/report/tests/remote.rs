@@ -75,3 +75,32 @@ fn agents_line_and_html_table_snapshots() {
     assert_eq!(table.matches("<tr>").count(), 1 + 2 * r.cells.len());
     insta::assert_snapshot!("html_agents_table", table);
 }
+
+/// Agent 0 lost after the first sample: the one left is agent 0 of the samples after,
+/// so the figures are those samples' alone and the line says so.
+#[test]
+fn after_a_lost_agent_the_figures_are_the_agents_left_since_the_loss() {
+    let r = smtlab_fixtures::remote_web_run();
+    let mut c = r.cells[0].clone();
+    let first = c.result.samples[0].metrics.clone();
+    let left_rps = first[&m::agent_requests_per_s(1)];
+    for s in c.result.samples.iter_mut().skip(1) {
+        s.metrics.retain(|k, _| !k.starts_with("agent"));
+        s.metrics.insert(m::AGENTS.into(), 1.0);
+        s.metrics.insert(m::AGENTS_LOST.into(), 1.0);
+        s.metrics.insert(m::AGENTS_START_SPREAD_NS.into(), 0.0);
+        s.metrics.insert(m::agent_requests_per_s(0), 2.0 * left_rps);
+    }
+    let since = c.result.samples.len() - 1;
+    let a = remote_clients(&c).unwrap();
+    assert_eq!((a.agents.len(), a.lost, a.samples), (1, 1, since));
+    assert_eq!(a.agents[0].requests_per_s, 2.0 * left_rps);
+    assert_eq!(a.agents[0].share, 1.0);
+    let l = line(&a);
+    assert!(
+        l.starts_with(&format!(
+            "1 agent left (1 lost; figures from the {since} samples since)"
+        )),
+        "{l}"
+    );
+}

@@ -207,13 +207,13 @@ pub fn agents_json(infos: &[AgentInfo], r: &RemoteReport) -> serde_json::Value {
 /// line and a line per agent, else one line; indented, newline-terminated. `None` for
 /// a cell loaded from this host.
 pub fn cell_agents(cell: &smtlab_model::CellRecord, layout: Layout) -> Option<String> {
-    use smtlab_report::remote::{agent_text, line, ms, remote_clients};
+    use smtlab_report::remote::{agent_text, heading, line, ms, remote_clients};
     let r = remote_clients(cell)?;
     if layout.width.is_some_and(|w| w < 120) {
         let mut out = wrap(
             &format!(
-                "  {} agents, started within {}:",
-                r.agents.len(),
+                "  {}, started within {}:",
+                heading(&r),
                 ms(r.start_spread_max_ns)
             ),
             layout,

@@ -374,7 +374,10 @@ fn agents_table(p: &mut String, groups: &[(Vec<&CellRecord>, Vec<String>)]) {
                 @for (i, a) in r.agents.iter().enumerate() {
                     tr {
                         @if i == 0 {
-                            td rowspan=(r.agents.len()) { (label) }
+                            td rowspan=(r.agents.len()) {
+                                (label)
+                                @if r.lost > 0 { br; span class="bad" { (crate::remote::heading(r)) } }
+                            }
                             td class="num" rowspan=(r.agents.len()) { (ms(r.start_spread_max_ns)) }
                         }
                         td class="num" { "#" (a.index) }
