@@ -861,9 +861,10 @@ fn advise_security_per_process_gives_the_workloads_process_its_own_cookie() {
 }
 
 #[test]
-fn advise_security_per_group_refuses_smtlabs_own_process_group() {
-    // null-syscall's measuring process stays in smtlab's group: a cookie for that group
-    // would cover smtlab, the shell that started it and all they start later.
+fn advise_security_per_group_gives_the_measuring_process_group_its_cookie_never_smtlabs() {
+    // null-syscall's measuring process leads a group of its own (so that a Ctrl-C to
+    // smtlab's group reaches smtlab first): the cookie covers that group, never smtlab's,
+    // which holds smtlab, the shell that started it and all they start later.
     let f = Fake::new();
     let v = json(
         f.smtlab()
@@ -873,12 +874,20 @@ fn advise_security_per_group_refuses_smtlabs_own_process_group() {
             .output()
             .unwrap(),
     );
-    let why = security_modes(&v)[1]["skipped"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{v}"))
-        .to_string();
-    assert!(why.contains("smtlab's own"), "{why}");
-    assert!(cookies(&f).is_empty(), "{:?}", cookies(&f));
+    assert!(security_modes(&v)[1].get("skipped").is_none(), "{v}");
+    // SAFETY: getpgid(0) reads this process's group; smtlab ran in it.
+    let ours = unsafe { libc::getpgid(0) };
+    let made = cookies(&f);
+    assert!(!made.is_empty(), "a cookie per round at least");
+    for line in &made {
+        let pgid: i32 = line
+            .strip_prefix("create ")
+            .and_then(|l| l.strip_suffix(" pgroup"))
+            .unwrap_or_else(|| panic!("{line}"))
+            .parse()
+            .unwrap();
+        assert_ne!(pgid, ours, "{line}");
+    }
     f.assert_restored();
 }
 
