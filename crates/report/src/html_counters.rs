@@ -519,7 +519,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                 }
             }
             (crate::html_counter_ratios::figures(r))
-            @if hardware { (cpi_stacks(&cells)) }
+            @if hardware { (cpi_stacks(r, &cells)) }
             (os_time(&cells))
             (syscalls(&cells))
             (kernel_time(&cells))
@@ -562,46 +562,89 @@ fn counter_cells(k: &CellCounters, hardware: bool, clock_col: &Column, cpu_col: 
     }
 }
 
-/// Paper 000 Fig 19: event counts x assumed penalties, beside the measured CPI. Only the
-/// cells with cycles and instructions; components whose event was not counted show a dash
-/// and leave the sum and the remainder out rather than counting them as zero.
-fn cpi_stacks(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
-    use smtlab_model::counters::CountMode;
-    use smtlab_model::counters::derived::{CpiPenalties, cpi_stack};
-    let penalties = CpiPenalties::default();
+/// Paper 000 Fig 19: each counted event x the cycles it costs / instructions, and the
+/// residual, which add to the measured CPI ([`smtlab_model::counters::cpi_stack`]), at
+/// the latencies the run measured where it has a `mem-latency` sweep
+/// ([`crate::cpi_latencies`]).
+fn cpi_stacks(r: &RunResults, cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+    use smtlab_model::counters::cpi_stack::{PART_KEYS, cpi_stack};
+    let latencies = crate::cpi_latencies::measured(r);
     let stacks: Vec<_> = cells
         .iter()
-        .map(|(c, k)| (c, cpi_stack(&k.values, CountMode::All, &penalties)))
-        .filter(|(_, s)| s.measured_cpi.is_some())
+        .filter_map(|(c, k)| Some((c, cpi_stack(&k.values, &latencies)?)))
         .collect();
     if stacks.is_empty() {
         return html! {};
     }
+    // The columns of the parts some cell counted, with their labels.
+    let columns: Vec<(&str, String)> = PART_KEYS
+        .iter()
+        .filter_map(|key| {
+            let label = stacks.iter().find_map(|(_, s)| s.part(key))?.label.clone();
+            Some((*key, label))
+        })
+        .collect();
+    let levels = [
+        ("L1", &latencies.l1),
+        ("L2", &latencies.l2),
+        ("LLC", &latencies.llc),
+        ("DRAM", &latencies.dram),
+    ];
     html! {
-        h3 { "CPI stack (non-overlapped estimate), as in Ruan et al., SIGMETRICS 2005" }
+        h3 { "CPI stack (non-overlapped), as in Ruan et al., SIGMETRICS 2005" }
         p {
-            "Each component is event count x an assumed penalty in cycles / instructions; the \
-             remainder is base CPI plus what the events do not explain (negative when the \
-             penalties overlap)."
+            "Each part is an event's count x the cycles one occurrence costs / instructions: \
+             memory misses at the step from one level's latency to the next's, TLB misses at \
+             a page walk, store-buffer stalls as counted cycles, mispredicts and machine \
+             clears at top-down's bad-speculation cycles split by their counts where top-down \
+             was counted. The parts and other/base add to the measured CPI; other/base is \
+             the cycles of retiring instructions and every stall not counted, negative when \
+             the out-of-order core overlapped the penalties. Each cell says each part's \
+             cycles per event and where they came from."
+        }
+        ul class="notes" {
+            @for (name, l) in levels {
+                li {
+                    (name) " " (num(l.cycles)) " cycles: "
+                    @match &l.measured {
+                        Some(m) => (m),
+                        None => "assumed (the run has no mem-latency chase inside this level \
+                                  on 1c1t, or no measured core clock)",
+                    }
+                }
+            }
+            li {
+                "page walk " (num(latencies.page_walk_cycles)) " cycles, mispredict "
+                (num(latencies.mispredict_cycles)) ", machine clear "
+                (num(latencies.machine_clear_cycles)) ": assumed where top-down does not \
+                 measure them"
+            }
         }
         table {
             tr {
                 th { "benchmark" } th { "placement" } th { "measured CPI" }
-                @for pen in &penalties.penalties {
-                    th { (pen.label) " (" (num(pen.cycles)) " cycles)" }
-                }
-                th { "estimated sum" } th { "remainder" }
+                @for (_, label) in &columns { th { (label) } }
+                th { "other/base" }
             }
-            @for (c, s) in stacks {
+            @for (c, s) in &stacks {
                 tr {
                     td { (c.benchmark) }
                     td { (c.placement.name) }
-                    td class="num" { (opt(s.measured_cpi, num)) }
-                    @for comp in &s.components {
-                        td class="num" { (opt(comp.cpi, num)) }
+                    td class="num" { (num(s.measured_cpi)) }
+                    @for (key, _) in &columns {
+                        td class="num" {
+                            @match s.part(key) {
+                                Some(p) => {
+                                    (num(p.cpi))
+                                    " " span class="sub" {
+                                        "(" (num(p.penalty_cycles)) " cycles, " (p.source.label()) ")"
+                                    }
+                                },
+                                None => span class="muted" { "not counted" },
+                            }
+                        }
                     }
-                    td class="num" { (opt(s.estimated_cpi, num)) }
-                    td class="num" { (opt(s.other_cpi, num)) }
+                    td class="num" { (num(s.other_cpi)) }
                 }
             }
         }
