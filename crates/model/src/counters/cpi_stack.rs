@@ -15,9 +15,13 @@
 //! * pipeline clears: branch mispredicts and machine clears (the model table's
 //!   `machine-clears`). Where top-down level 1 was counted with both events, the
 //!   bad-speculation cycles (its share of slots times the cycles) are split between them
-//!   by their counts, as the kernel's `tma_branch_mispredicts` and `tma_machine_clears`
-//!   and pmu-tools' level 2 split them, and the penalty per event is what that gives;
-//!   otherwise each is charged an assumed penalty, stated;
+//!   as the kernel's `tma_branch_mispredicts` and `tma_machine_clears` and pmu-tools'
+//!   level 2 split them (by the `topdown-br-mispredict` perf metric on Sapphire Rapids
+//!   and later, by the two counts before), and the penalty per event is what that
+//!   gives; otherwise each is charged an assumed penalty, stated. `scripts/check-formulas.sh`
+//!   holds the two shares against both references; the memory, TLB and store-buffer
+//!   parts have no reference formula (neither reference charges counts at latencies:
+//!   their memory nodes are stall cycles), so they rest on the unit tests' arithmetic;
 //! * store-buffer stalls (the model table's `store-buffer-stalls`), already in cycles.
 //!
 //! The parts and the residual add to the measured CPI exactly: the residual
@@ -28,7 +32,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::topdown::level1;
+use super::topdown::{INTEL_PERF_METRICS, TopdownMethod, level1};
 use super::{CountMode, CounterEvent, CounterValues};
 
 /// The latency of one level of the memory hierarchy, in core cycles.
@@ -138,7 +142,7 @@ pub struct BadLatencies(pub String);
 pub enum PenaltySource {
     /// Latencies this machine measured (`mem-latency`, core clock).
     Measured,
-    /// Top-down bad speculation split by counts.
+    /// Top-down's bad-speculation cycles, split between mispredicts and clears.
     Topdown,
     /// The event counts cycles itself.
     Cycles,
@@ -150,7 +154,7 @@ impl PenaltySource {
     pub fn label(self) -> &'static str {
         match self {
             PenaltySource::Measured => "measured latency",
-            PenaltySource::Topdown => "top-down bad speculation split by count",
+            PenaltySource::Topdown => "top-down bad speculation",
             PenaltySource::Cycles => "counted in cycles",
             PenaltySource::Assumed => "assumed",
         }
@@ -345,10 +349,11 @@ pub fn cpi_stack(v: &CounterValues, l: &Latencies) -> Option<CpiStack> {
     })
 }
 
-/// The cycles a mispredict and a machine clear cost, and where each figure came from.
-/// With top-down level 1 and both counts, the bad-speculation cycles split by count
-/// (the kernel's and pmu-tools' `Mispred_Clears_Fraction`); the assumed penalties
-/// otherwise.
+/// The cycles a mispredict and a machine clear cost, and where each figure came from:
+/// top-down's bad-speculation cycles (its share of slots times the cycles: slots are
+/// the width times the cycles) split between the two as the kernel's
+/// `tma_branch_mispredicts` / `tma_machine_clears` and pmu-tools' level 2 split them,
+/// over each event's count; the assumed penalties without top-down or the counts.
 fn clear_penalties(
     v: &CounterValues,
     l: &Latencies,
@@ -358,24 +363,51 @@ fn clear_penalties(
         (l.mispredict_cycles, PenaltySource::Assumed),
         (l.machine_clear_cycles, PenaltySource::Assumed),
     );
-    let (Ok(t), Some(m), Some(c)) = (
-        level1(v),
+    let (Some(m), Some(c)) = (
         v.count(CounterEvent::BranchMisses, CountMode::All),
         v.named_value("machine-clears"),
     ) else {
         return assumed;
     };
-    if m + c <= 0.0 {
+    let Some((mispredict_share, clear_share)) = bad_speculation_split(v, m, c) else {
         return assumed;
-    }
-    // Bad speculation is a share of slots; slots are the width times the cycles, so
-    // the share times the cycles is the cycles it cost, and each event's share of the
-    // count takes that share of them: per event, the same penalty for both.
-    let per_event = t.bad_speculation * cycles / (m + c);
+    };
+    let per = |share: f64, n: f64, fallback: f64| {
+        if n > 0.0 {
+            (share * cycles / n, PenaltySource::Topdown)
+        } else {
+            (fallback, PenaltySource::Assumed)
+        }
+    };
     (
-        (per_event, PenaltySource::Topdown),
-        (per_event, PenaltySource::Topdown),
+        per(mispredict_share, m, l.mispredict_cycles),
+        per(clear_share, c, l.machine_clear_cycles),
     )
+}
+
+/// Top-down bad speculation's two parts, as shares of slots: mispredicts and machine
+/// clears. Sapphire Rapids and later count the mispredicts' share (the
+/// `topdown-br-mispredict` perf metric over the level-1 metrics' sum), and clears are
+/// the rest of bad speculation, never below zero; earlier cores split bad speculation
+/// by the counts `m` and `c` (the references' `Mispred_Clears_Fraction`).
+fn bad_speculation_split(v: &CounterValues, m: f64, c: f64) -> Option<(f64, f64)> {
+    let t = level1(v).ok()?;
+    if t.method == TopdownMethod::IntelPerfMetrics
+        && let Some(br) = v.named_value("topdown-br-mispredict")
+    {
+        let sum: f64 = INTEL_PERF_METRICS[1..]
+            .iter()
+            .map(|n| v.named_value(n))
+            .sum::<Option<f64>>()?;
+        let share = (sum > 0.0).then(|| br / sum)?;
+        return Some((share, (t.bad_speculation - share).max(0.0)));
+    }
+    if t.method == TopdownMethod::AmdDispatchSlots || m + c <= 0.0 {
+        // AMD's resteers are not the clears counted here: no split.
+        return None;
+    }
+    let mispredicts = t.bad_speculation * m / (m + c);
+    Some((mispredicts, (t.bad_speculation - mispredicts).max(0.0)))
 }
 
 #[cfg(test)]
@@ -512,6 +544,37 @@ mod tests {
         assert!((b.cpi - 0.3).abs() < 1e-12);
         assert!((part(&s, "machine_clears").cpi - 0.05).abs() < 1e-12);
         assert!((s.sum() - 2.0).abs() < 1e-12);
+    }
+
+    /// Sapphire Rapids' perf metrics: 6000 slots over 1000 cycles, level 1 metrics
+    /// 3000/600/1200/1200 (sum 6000: bad speculation 10%); the mispredict metric 480
+    /// slots = 8%, so mispredicts cost 80 cycles and clears the rest, 2% = 20: 40 and
+    /// 2 events, 2 and 10 cycles each.
+    #[test]
+    fn perf_metrics_give_the_mispredict_share_and_clears_the_rest() {
+        use CounterEvent as E;
+        let v = values(
+            &[
+                (E::Cycles, 1000),
+                (E::Instructions, 800),
+                (E::BranchMisses, 40),
+            ],
+            &[
+                ("machine-clears", 2),
+                ("slots", 6000),
+                ("topdown-retiring", 3000),
+                ("topdown-bad-spec", 600),
+                ("topdown-fe-bound", 1200),
+                ("topdown-be-bound", 1200),
+                ("topdown-br-mispredict", 480),
+            ],
+        );
+        let s = cpi_stack(&v, &Latencies::assumed()).unwrap();
+        let b = part(&s, "branch_mispredict");
+        assert!((b.penalty_cycles - 2.0).abs() < 1e-12, "{b:?}");
+        let c = part(&s, "machine_clears");
+        assert!((c.penalty_cycles - 10.0).abs() < 1e-12, "{c:?}");
+        assert!((b.cpi + c.cpi - 100.0 / 800.0).abs() < 1e-12);
     }
 
     #[test]
