@@ -909,5 +909,27 @@ fn kernel_time_of_faults_and_lock_waits_is_within_the_cpu_time() {
             "lock CPU {cpu} ns >= task clock {task_cpu} ns"
         );
     }
+    // Each munmap of touched pages flushes the TLB of every other CPU running a thread
+    // of the process: a shootdown that interrupts a traced thread there.
+    if p.unavailable.iter().any(|u| u.starts_with("TLB")) {
+        smtlab_fixtures::require::skip("TLB shootdown tracepoints");
+    } else if cpus < 2 {
+        smtlab_fixtures::require::skip("TLB shootdowns: one CPU sends none");
+    } else {
+        let tlb = p
+            .find(smtlab_model::counters::kernel_time::KernelCause::TlbShootdownReceived)
+            .expect("shootdowns received with threads of one process unmapping on every CPU");
+        assert!(tlb.completed > 0 && tlb.wall_ns > 0, "{tlb:?}");
+        assert_eq!(
+            tlb.cpu_ns,
+            Some(tlb.wall_ns),
+            "an interrupt is not switched out"
+        );
+        assert!(
+            tlb.wall_ns < task_cpu,
+            "shootdown time {} ns >= task clock {task_cpu} ns",
+            tlb.wall_ns
+        );
+    }
     assert_eq!(p.lost_records, 0);
 }

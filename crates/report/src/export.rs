@@ -41,9 +41,9 @@ fn disturbance_values(cell: Option<&CellRecord>) -> Vec<String> {
 /// The OS-time columns after the ratios: the `/proc/stat` split of the cell's CPUs
 /// (`os_phase` says whether over the steady state or the whole cell; fractions of
 /// `os_ticks`), kernel time by system call of the traced sample as CPU and wall
-/// time, and its kernel time in page faults and contended-lock waits as CPU time and
-/// as a percentage of the traced tasks' CPU time.
-const OS_COLUMNS: [&str; 15] = [
+/// time, and its kernel time in page faults, contended-lock waits and TLB shootdowns
+/// received as CPU time and as a percentage of the traced tasks' CPU time.
+const OS_COLUMNS: [&str; 17] = [
     "os_phase",
     "os_ticks",
     "os_user",
@@ -59,6 +59,8 @@ const OS_COLUMNS: [&str; 15] = [
     "fault_cpu_pct",
     "lock_wait_cpu_ns",
     "lock_wait_cpu_pct",
+    "tlb_shootdown_cpu_ns",
+    "tlb_shootdown_cpu_pct",
 ];
 
 fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
@@ -88,11 +90,11 @@ fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
     out.push(sys.map(|s| s.wall_ns().to_string()).unwrap_or_default());
     let causes = k.kernel_time.as_ref();
     let faults = causes.and_then(|p| p.faults());
-    let locks = causes.and_then(|p| {
-        p.find(smtlab_model::counters::kernel_time::KernelCause::LockWait)
-            .copied()
-    });
-    for stat in [faults, locks] {
+    let find = |cause| causes.and_then(|p| p.find(cause).copied());
+    use smtlab_model::counters::kernel_time::KernelCause;
+    let locks = find(KernelCause::LockWait);
+    let tlb = find(KernelCause::TlbShootdownReceived);
+    for stat in [faults, locks, tlb] {
         let cpu = stat.and_then(|s| s.cpu_ns);
         out.push(cpu.map(|c| c.to_string()).unwrap_or_default());
         out.push(
@@ -387,8 +389,8 @@ mod tests {
             csv_columns()[35..60],
             crate::counter_ratios::CSV_RATIO_COLUMNS
         );
-        assert_eq!(csv_columns()[60..75], OS_COLUMNS);
-        assert_eq!(csv_columns()[75..], DISTURBANCE_COLUMNS);
+        assert_eq!(csv_columns()[60..77], OS_COLUMNS);
+        assert_eq!(csv_columns()[77..], DISTURBANCE_COLUMNS);
         let mut results = testdata::results(7);
         let i = results
             .cells

@@ -317,12 +317,13 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     }
 }
 
-/// Kernel time by cause (page faults, contended kernel locks) of the traced tasks over
+/// Kernel time by cause (page faults, contended kernel locks, TLB shootdowns received)
+/// of the traced tasks over
 /// the extra sample, CPU and wall time and the share of their CPU time; one line where
 /// it was not traced.
 fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     use smtlab_model::counters::kernel_time::KernelCause;
-    let head = html! { h3 { "Kernel time by cause: page faults and lock waits" } };
+    let head = html! { h3 { "Kernel time by cause: page faults, lock waits and TLB shootdowns" } };
     let traced: Vec<_> = cells
         .iter()
         .filter_map(|(c, k)| Some((c, k, k.kernel_time.as_ref()?)))
@@ -337,7 +338,10 @@ fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     html! {
         (head)
         p {
-            "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end. CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
+            "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end; TLB shootdowns received from the \
+             function-call interrupt's entry to its exit where the kernel flushed the TLB \
+             for another CPU inside it (tlb:tlb_flush, remote shootdown; the sender's wait \
+             has no end tracepoint and is not timed). CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
         }
         table {
             tr {
@@ -346,7 +350,7 @@ fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
             }
             @for (c, _, p) in &traced {
                 @if p.causes.is_empty() {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "no fault or lock wait traced" } }
+                    tr { td { (label(c)) } td colspan="6" class="muted" { "no fault, lock wait or TLB shootdown traced" } }
                 }
                 @for s in &p.causes {
                     tr {
