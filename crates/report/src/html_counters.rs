@@ -654,3 +654,56 @@ fn cpi_stacks(r: &RunResults, cells: &[(&CellRecord, &CellCounters)]) -> Markup 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use smtlab_model::counters::{
+        CellCounters, CountMode, CounterEvent as E, CounterTarget, CounterValues, Reading,
+    };
+
+    /// A run with a chase sweep (L2 at 512 KiB: 4.5 ns, LLC at 16 MiB: 18 ns, at 2 GHz:
+    /// 9 and 36 cycles) and one counted cell: its L2 misses are charged the measured
+    /// step, 27 cycles (100 x 27 / 1000 instructions = 2.7), and the table says where
+    /// each latency came from.
+    #[test]
+    fn cpi_stack_charges_the_runs_measured_latencies() {
+        let mut r =
+            crate::testutil::sweep_run(&[(16384.0, 1.2), (524_288.0, 4.5), (16_777_216.0, 18.0)]);
+        r.run.environment.core_clock_ghz = Some(2.0);
+        let mut v = CounterValues::new(CounterTarget::Thread {
+            tid: 0,
+            inherit: true,
+        });
+        v.set(E::Cycles, CountMode::All, Reading::exact(5000));
+        v.set(E::Instructions, CountMode::All, Reading::exact(1000));
+        v.named.push(smtlab_model::counters::NamedReading {
+            name: "l2-misses".into(),
+            source: "test".into(),
+            encodings: vec![],
+            mode: CountMode::All,
+            scale: None,
+            unit: None,
+            scope: "thread".into(),
+            reading: Reading::exact(100),
+            parts: 1,
+        });
+        r.cells[0].counters = Some(CellCounters::new("w", v, None));
+        let cells: Vec<_> = r
+            .cells
+            .iter()
+            .filter_map(|c| Some((c, c.counters.as_ref()?)))
+            .collect();
+        let html = super::cpi_stacks(&r, &cells).into_string();
+        assert!(
+            html.contains("2.700 <span class=\"sub\">(27.00 cycles, measured latency)</span>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("L2 9.000 cycles: mem-latency 512 KiB on 1c1t"),
+            "{html}"
+        );
+        assert!(html.contains("DRAM 250.0 cycles: assumed"), "{html}");
+        // 5 - 2.7 = 2.3 cycles per instruction left for other/base.
+        assert!(html.contains("<td class=\"num\">2.300</td>"), "{html}");
+    }
+}
