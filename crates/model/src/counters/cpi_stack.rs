@@ -24,6 +24,11 @@
 //!   their memory nodes are stall cycles), so they rest on the unit tests' arithmetic;
 //! * store-buffer stalls (the model table's `store-buffer-stalls`), already in cycles.
 //!
+//! Each part is only as exact as its event: `l2-misses` counts prefetches' misses too
+//! on Skylake-SP and Sapphire Rapids (`L2_RQSTS.MISS`; demand misses only on Ice
+//! Lake-SP and AMD), and the stack charges them as if a load waited for each, so there
+//! the L2 part is an upper bound, as every part is when the core overlaps misses.
+//!
 //! The parts and the residual add to the measured CPI exactly: the residual
 //! ("other/base") is the measured CPI less the parts, the cycles of retiring
 //! instructions plus every stall no counted event explains, including the parts whose
