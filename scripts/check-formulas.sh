@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Holds smtlab's counter formulas (top-down level 1 and memory bound, IPC, CPI, L2 MPKI, the share of
-# time both SMT threads ran, the instruction mix, DRAM bandwidth) against
+# time both SMT threads ran, the instruction mix, DRAM bandwidth, the CPI stack's split of
+# bad speculation into branch mispredicts and machine clears) against
 # pmu-tools' toplev models and the Linux kernel's perf metric tables, for Skylake-SP,
 # Ice Lake-SP, Sapphire Rapids, Granite Rapids and Zen 3/4/5, with no PMU needed: the
 # same counts (synthetic, written as `perf stat -x, -A` writes them) go to

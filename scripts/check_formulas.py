@@ -43,7 +43,10 @@ UARCHS = {
 
 TOPDOWN = ["retiring", "bad_speculation", "frontend_bound", "backend_bound"]
 # Shares beside level 1: the memory part of back-end bound (level 2), AMD's SMT contention.
-SHARES = TOPDOWN + ["backend_memory", "smt_contention", "smt_2t_share", "dram_bus_utilisation"]
+SHARES = TOPDOWN + ["backend_memory", "smt_contention", "smt_2t_share", "dram_bus_utilisation",
+                    "branch_mispredicts", "machine_clears"]
+# The CPI stack's pipeline-clear parts as shares of the cycles (level 2 of bad speculation).
+CLEARS = {"branch_mispredict": "branch_mispredicts", "machine_clears": "machine_clears"}
 
 # smtlab's instruction-mix names, and what the kernel's `tma_info_inst_mix_ip*` divides by.
 MIX = {"loads": "load", "stores": "store", "calls": "call", "branches-taken": "taken branch"}
@@ -81,6 +84,11 @@ def synthetic(uarch, rng):
                "calls": "br_inst_retired.near_call", "branches-taken": "br_inst_retired.near_taken"}
     for vendor in mix.values():
         c[vendor] = inst * rng.uniform(0.01, 0.4)
+    if not uarch.startswith("zen"):
+        # Pipeline clears: mispredicts and machine clears (the CPI stack's split of bad
+        # speculation).
+        c["branch-misses"] = inst * rng.uniform(0.0, 0.02)
+        c["machine_clears.count"] = c["branch-misses"] * rng.uniform(0.0, 0.5)
     if uarch == "skylake-sp":
         slots = 4 * cycles
         retired = slots * rng.uniform(0.1, 0.7)
@@ -119,8 +127,10 @@ def synthetic(uarch, rng):
             c[name] = slots * p / total * rng.uniform(0.98, 1.02)
         c["slots"] = slots
         if uarch != "icelake-sp":
-            # Level 2: memory bound, a part of back-end bound.
+            # Level 2: memory bound, a part of back-end bound; mispredicts, a part of bad
+            # speculation (at times a little more than it, as the 8-bit metrics allow).
             c["topdown-mem-bound"] = c["topdown-be-bound"] * rng.uniform(0.1, 0.9)
+            c["topdown-br-mispredict"] = c["topdown-bad-spec"] * rng.uniform(0.0, 1.05)
         c["int_misc.uop_dropping"] = slots * rng.uniform(0.0, 0.02)
         if uarch == "icelake-sp":
             c["int_misc.clears_count"] = cycles * rng.uniform(0.0, 0.005)
@@ -181,6 +191,10 @@ def smtlab_figures(smtlab, uarch, csv):
         figs["dram_write_mb_per_s"] = d["write_bytes"] / d["window_s"] / 1e6
         if d.get("bus_utilisation") is not None:
             figs["dram_bus_utilisation"] = d["bus_utilisation"]
+    s = r.get("cpi_stack") or {}
+    for p in s.get("parts", []):
+        if p["key"] in CLEARS and p["source"] == "topdown":
+            figs[CLEARS[p["key"]]] = p["cpi"] / s["measured_cpi"]
     for x in r["ratios"]:
         if x["key"] in ("ipc", "cpi", "l2-misses_pki", "smt_2t_share"):
             figs[x["key"]] = x["value"]
@@ -196,6 +210,8 @@ def vendor_counts(uarch, c):
     table's vendor names as they are, the kernel's aliases by what they count."""
     v = {k.upper(): x for k, x in c.items() if "." in k}
     v["INST_RETIRED.ANY"] = c["instructions"]
+    if "branch-misses" in c:
+        v["BR_MISP_RETIRED.ALL_BRANCHES"] = c["branch-misses"]
     v["CPU_CLK_UNHALTED.THREAD"] = c["cycles"]
     if uarch == "skylake-sp":
         v.update({
@@ -212,6 +228,7 @@ def vendor_counts(uarch, c):
             "PERF_METRICS.FRONTEND_BOUND": c["topdown-fe-bound"],
             "PERF_METRICS.BACKEND_BOUND": c["topdown-be-bound"],
             "PERF_METRICS.MEMORY_BOUND": c.get("topdown-mem-bound", 0.0),
+            "PERF_METRICS.BRANCH_MISPREDICTS": c.get("topdown-br-mispredict", 0.0),
             "INT_MISC.CLEARS_COUNT": c.get("int_misc.clears_count", 0.0),
         })
     return v
@@ -252,10 +269,12 @@ def pmu_tools_figures(module, uarch, c):
     for key, node in [("frontend_bound", "Frontend_Bound"), ("backend_bound", "Backend_Bound"),
                       ("retiring", "Retiring"), ("bad_speculation", "Bad_Speculation")]:
         figs[key] = r.nodes[node].compute(EV)
-    try:
-        figs["backend_memory"] = r.nodes["Memory_Bound"].compute(EV)
-    except KeyError:
-        pass  # toplev's model asks for an event this check does not feed
+    for key, node in (("backend_memory", "Memory_Bound"), ("branch_mispredicts", "Branch_Mispredicts"),
+                      ("machine_clears", "Machine_Clears")):
+        try:
+            figs[key] = r.nodes[node].compute(EV)
+        except KeyError:
+            pass  # toplev's model asks for an event this check does not feed
     figs["ipc"] = m.IPC(None, EV, 0)
     figs["cpi"] = m.CPI(None, EV, 0)
     # The mix, as instructions per event; the functions set a threshold on `self`.
@@ -335,6 +354,8 @@ def kernel_figures(kdir, uarch, c):
     else:
         names = {k: "tma_" + k for k in TOPDOWN}
         names["backend_memory"] = "tma_memory_bound"
+        names.update({"branch_mispredicts": "tma_branch_mispredicts",
+                      "machine_clears": "tma_machine_clears"})
         names["dram_gb_per_s"] = "tma_info_system_dram_bw_use"
         names.update({"ipc": "tma_info_thread_ipc", "cpi": "tma_info_thread_cpi"})
         if "l2_rqsts.miss" in low:

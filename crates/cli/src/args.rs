@@ -143,6 +143,12 @@ pub struct CountersImportArgs {
     /// front-end, back-end memory and core, bad speculation and SMT contention.
     #[arg(long, value_name = "ALONE")]
     pub against: Option<PathBuf>,
+    /// Load-to-use latencies in core cycles measured on the machine that recorded
+    /// FILE, for the CPI stack: `l2=14,llc=48,dram=310` (levels l1, l2, llc, dram;
+    /// `smtlab report` of a `mem-latency` sweep there gives them). Levels not given
+    /// are charged assumed latencies, and the stack says which.
+    #[arg(long, value_name = "LEVEL=CYCLES,...", value_parser = smtlab_model::counters::cpi_stack::Latencies::given)]
+    pub latencies: Option<smtlab_model::counters::cpi_stack::Latencies>,
 }
 
 #[derive(Debug, Args)]

@@ -1415,6 +1415,95 @@ mod counters {
         out
     }
 
+    /// The CPI stack from a Skylake-SP recording, by hand: 1 M cycles, 0.5 M
+    /// instructions (CPI 2), latencies given as L1 5, L2 15, LLC 45, DRAM 245 cycles.
+    /// L1D misses 10 k x 10 = 0.2 per instruction, L2 misses 2 k x 30 = 0.12, LLC misses
+    /// 500 x 200 = 0.2; top-down bad speculation (1.2 M - 1 M + 0.4 M) / 4 M = 15% of
+    /// the cycles, 150 k, split 3:1 between 3 k mispredicts and 1 k machine clears (37.5
+    /// cycles each): 0.225 and 0.075; 50 k store-buffer cycles 0.1; other/base 1.08.
+    #[test]
+    fn counters_import_cpi_stack_from_model_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("skx.csv");
+        let counts = [
+            ("cycles", 1e6),
+            ("instructions", 5e5),
+            ("L1-dcache-load-misses", 1e4),
+            ("l2_rqsts.miss", 2e3),
+            ("LLC-load-misses", 500.0),
+            ("branch-misses", 3e3),
+            ("machine_clears.count", 1e3),
+            ("resource_stalls.sb", 5e4),
+            ("topdown-total-slots", 4e6),
+            ("topdown-slots-issued", 1.2e6),
+            ("topdown-slots-retired", 1e6),
+            ("topdown-fetch-bubbles", 8e5),
+            ("topdown-recovery-bubbles", 4e5),
+        ];
+        std::fs::write(&file, perf_stat(&counts)).unwrap();
+        let args = [
+            "counters",
+            "import",
+            "--cpu-model",
+            "skylake-sp",
+            "--latencies",
+            "l1=5,l2=15,llc=45,dram=245",
+        ];
+        let v = json_of(smtlab().args(args).arg("--json").arg(&file));
+        let s = &v["ratios"]["cpi_stack"];
+        let part = |key: &str| {
+            s["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["key"] == key)
+                .unwrap_or_else(|| panic!("{key} in {s}"))
+                .clone()
+        };
+        for (key, want, source) in [
+            ("l1d_miss", 0.2, "measured"),
+            ("l2_miss", 0.12, "measured"),
+            ("llc_miss", 0.2, "measured"),
+            ("branch_mispredict", 0.225, "topdown"),
+            ("machine_clears", 0.075, "topdown"),
+            ("store_buffer", 0.1, "cycles"),
+        ] {
+            let p = part(key);
+            let got = p["cpi"].as_f64().unwrap();
+            assert!((got - want).abs() < 1e-9, "{key}: {got}, expected {want}");
+            assert_eq!(p["source"], source, "{key}");
+        }
+        let clear = part("machine_clears")["penalty_cycles"].as_f64().unwrap();
+        assert!((clear - 37.5).abs() < 1e-9, "{clear}");
+        let other = s["other_cpi"].as_f64().unwrap();
+        assert!((other - 1.08).abs() < 1e-9, "{s}");
+        let text = stdout_of(smtlab().args(args).arg(&file));
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains("CPI stack 2.000 = L1D miss to L2 0.2000"),
+            "{text}"
+        );
+        assert!(words.contains("other/base 1.080"), "{text}");
+        let csv = stdout_of(smtlab().args(args).arg("--csv").arg(&file));
+        assert!(
+            csv.contains("\ncpi_stack_other,CPI stack: other/base,1.08"),
+            "{csv}"
+        );
+        // Levels not given are assumed, and say so.
+        let v = json_of(smtlab().args(&args[..4]).arg("--json").arg(&file));
+        assert_eq!(
+            v["ratios"]["cpi_stack"]["parts"][0]["source"], "assumed",
+            "{v}"
+        );
+        let out = smtlab()
+            .args(["counters", "import", "--latencies", "l3=40"])
+            .arg(&file)
+            .assert()
+            .failure();
+        let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+        assert!(err.contains("bad latencies \"l3=40\""), "{err}");
+    }
+
     /// Ice Lake-like perf metrics by hand (the model's unit test, in millions): alone
     /// 1 M cycles, 5 M slots; with the sibling 1.6 M cycles and half the core's slots.
     /// Loss 37.5%: SMT contention +50 pt, back-end core -7.5, memory -2.5, front-end

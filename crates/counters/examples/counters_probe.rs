@@ -9,7 +9,7 @@ use smtlab_counters::{
     missing_lines,
 };
 use smtlab_model::CpuSet;
-use smtlab_model::counters::derived::{CpiPenalties, Work, derive};
+use smtlab_model::counters::derived::{Work, derive};
 use smtlab_model::counters::os_time::StartupSplit;
 use smtlab_model::counters::{CountMode, CounterTarget};
 
@@ -100,12 +100,7 @@ fn main() {
         amount: calls as f64,
         unit: "call".into(),
     };
-    let d = derive(
-        &values,
-        CountMode::All,
-        &CpiPenalties::default(),
-        Some(&work),
-    );
+    let d = derive(&values, CountMode::All, Some(&work));
     println!(
         "cpi {:?}  cpu ns per call {:?}",
         d.cpi,

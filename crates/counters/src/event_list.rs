@@ -29,7 +29,8 @@
 
 use smtlab_model::counters::named::{EventEncoding, NamedUnavailable};
 use smtlab_model::counters::topdown::{
-    INTEL_PERF_METRICS, INTEL_SLOT_FORMULA, TOPDOWN_CORRECTIONS,
+    AMD_MEMORY_BOUND, INTEL_MEMORY_BOUND, INTEL_PERF_METRICS, INTEL_SLOT_FORMULA,
+    TOPDOWN_CORRECTIONS,
 };
 use smtlab_model::counters::{CountMode, CounterEvent};
 
@@ -547,20 +548,38 @@ fn resolve_topdown(
         return Ok(());
     };
     let perf_metrics = names[0] == INTEL_PERF_METRICS[0];
-    for n in names {
+    // Level 2 where the PMU has its perf metrics (Sapphire Rapids and later): in the
+    // slots group, as the kernel requires.
+    let level2: Vec<&str> = TOPDOWN_LEVEL2_METRICS
+        .into_iter()
+        .filter(|n| perf_metrics && pmu.alias(n).is_some())
+        .collect();
+    for n in names.iter().chain(&level2) {
         resolve_spec(&named_spec(n, spec), tree, group, r)?;
     }
-    // The perf-metric corrections, each alone: the slots group holds only topdown events.
+    // The perf-metric corrections, and the events of memory bound where the PMU has no
+    // metric for it, each alone: the slots group holds only topdown events.
     let uarch = tree.cpu.and_then(Uarch::of);
+    let mut alone: Vec<&str> = Vec::new();
     if perf_metrics {
-        for (i, n) in TOPDOWN_CORRECTIONS.iter().enumerate() {
-            if uarch.is_some_and(|u| model_events::lookup(n, u).is_some()) {
-                resolve_spec(&named_spec(n, spec), tree, solo_group(group, i), r)?;
-            }
-        }
+        alone.extend(TOPDOWN_CORRECTIONS);
+    }
+    if !level2.contains(&"topdown-mem-bound") {
+        alone.extend(INTEL_MEMORY_BOUND);
+        alone.extend(AMD_MEMORY_BOUND);
+    }
+    let offered = alone
+        .into_iter()
+        .filter(|n| uarch.is_some_and(|u| model_events::lookup(n, u).is_some()));
+    for (i, n) in offered.enumerate() {
+        resolve_spec(&named_spec(n, spec), tree, solo_group(group, i), r)?;
     }
     Ok(())
 }
+
+/// Level-2 perf metrics counted with level 1 where the PMU offers them: back-end memory
+/// bound, and branch mispredicts' share of bad speculation (the CPI stack's split).
+const TOPDOWN_LEVEL2_METRICS: [&str; 2] = ["topdown-mem-bound", "topdown-br-mispredict"];
 
 fn named_spec(name: &str, like: &Spec) -> Spec {
     Spec {

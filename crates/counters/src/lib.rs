@@ -12,7 +12,7 @@
 //!   multiplexing is scaled (`raw * enabled / running`) and shown, never hidden.
 //!   Results are [`CounterValues`](smtlab_model::counters::CounterValues) from the
 //!   model crate; CPI, MPKI, miss ratios, cost per unit of work and the CPI stack are
-//!   pure functions there (`smtlab_model::counters::derived`), so the report can
+//!   pure functions there (`smtlab_model::counters::derived`, `cpi_stack`), so the report can
 //!   compute them from stored results. [`FakeSource`] scripts counts for tests.
 //! * **named events** (`--events`, [`resolve`]): perf-style names resolved against the
 //!   kernel's PMU descriptions ([`PmuTree`], [`pmu`]: `type`, `format/` bit ranges,

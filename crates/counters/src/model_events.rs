@@ -1,6 +1,8 @@
 //! A small built-in table of model-specific core events that the SMT papers use and
 //! the kernel has no alias for: L2 misses, uops issued and retired, machine clears,
-//! store-buffer stalls, 4K aliasing, and AMD's dispatch-slot events for top-down.
+//! store-buffer stalls, 4K aliasing, AMD's dispatch-slot events for top-down, and the
+//! stall-cycle events behind top-down level 2's back-end memory bound where the PMU has
+//! no metric for it.
 //!
 //! Each row gives smtlab's portable name (`l2-misses`, the same on every CPU), the
 //! vendor's name for the event on that microarchitecture, and its terms, which are
@@ -296,6 +298,51 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         &[IceLakeSp, SapphireRapids, GraniteRapids],
         "event=0x3c,umask=0x08",
     ),
+    // Top-down level 2 on cores without its perf metric: the cycles behind back-end
+    // memory bound, as the kernel's `tma_memory_bound` and pmu-tools compute it on
+    // Skylake-SP and Ice Lake-SP (Sapphire Rapids and later count `topdown-mem-bound`).
+    row(
+        "cycle_activity.stalls_mem_any",
+        "execution stall cycles with a memory load outstanding",
+        "CYCLE_ACTIVITY.STALLS_MEM_ANY",
+        &[SkylakeSp, IceLakeSp],
+        "event=0xa3,umask=0x14,cmask=20",
+    ),
+    row(
+        "cycle_activity.stalls_total",
+        "execution stall cycles",
+        "CYCLE_ACTIVITY.STALLS_TOTAL",
+        &[SkylakeSp, IceLakeSp],
+        "event=0xa3,umask=0x04,cmask=4",
+    ),
+    row(
+        "exe_activity.bound_on_stores",
+        "cycles the store buffer was full and nothing else stalled",
+        "EXE_ACTIVITY.BOUND_ON_STORES",
+        &[SkylakeSp],
+        "event=0xa6,umask=0x40",
+    ),
+    row(
+        "exe_activity.bound_on_stores",
+        "cycles the store buffer was full and nothing else stalled",
+        "EXE_ACTIVITY.BOUND_ON_STORES",
+        &[IceLakeSp],
+        "event=0xa6,umask=0x40,cmask=2",
+    ),
+    row(
+        "exe_activity.1_ports_util",
+        "cycles one execution port was used",
+        "EXE_ACTIVITY.1_PORTS_UTIL",
+        &[SkylakeSp, IceLakeSp],
+        "event=0xa6,umask=0x02",
+    ),
+    row(
+        "exe_activity.2_ports_util",
+        "cycles two execution ports were used",
+        "EXE_ACTIVITY.2_PORTS_UTIL",
+        &[SkylakeSp, IceLakeSp],
+        "event=0xa6,umask=0x04",
+    ),
     // The instruction mix (paper 003 Tables 2 and 5): retired loads, stores and
     // branches by kind.
     row(
@@ -512,6 +559,22 @@ pub const MODEL_EVENTS: &[ModelEvent] = &[
         "DE_NO_DISPATCH_PER_SLOT.BACKEND_STALLS",
         &[Zen4, Zen5],
         "event=0x1a0,umask=0x1e",
+    ),
+    // Back-end memory bound on Zen 4/5 (the kernel's `backend_bound_memory`): of the
+    // cycles retirement stalled on an incomplete op, those on a load.
+    row(
+        "ex_no_retire.not_complete",
+        "cycles retirement stalled on an op not complete",
+        "EX_NO_RETIRE.NOT_COMPLETE",
+        &[Zen4, Zen5],
+        "event=0xd6,umask=0x02",
+    ),
+    row(
+        "ex_no_retire.load_not_complete",
+        "cycles retirement stalled on a load not complete",
+        "EX_NO_RETIRE.LOAD_NOT_COMPLETE",
+        &[Zen4, Zen5],
+        "event=0xd6,umask=0xa2",
     ),
     row(
         "de_no_dispatch_per_slot.smt_contention",

@@ -421,3 +421,67 @@ fn smt_share_clocks_and_topdown_corrections() {
     core_configs(&spr, &[("uop-drop-slots", 0x10ad)]);
     assert!(spr.events.iter().all(|e| e.name != "clears-slots"));
 }
+
+/// `topdown` counts level 2's back-end memory bound live where the PMU has its events:
+/// Sapphire Rapids' `topdown-mem-bound` perf metric (and `topdown-br-mispredict`, the
+/// CPI stack's split) in the slots group; on Skylake-SP and Ice Lake-SP the stall-cycle
+/// events, on Zen 4 and 5 the retirement-stall events, each alone. Encodings by hand
+/// from the kernel's lists: event | umask << 8 | cmask << 24.
+#[test]
+fn topdown_counts_backend_memory_bound_live() {
+    let spr = resolve("topdown", &tree("sapphire-rapids")).unwrap();
+    let slots = event(&spr, "slots").group;
+    for n in ["topdown-mem-bound", "topdown-br-mispredict"] {
+        assert_eq!(event(&spr, n).group, slots, "{n} in the slots group");
+    }
+    assert!(
+        spr.events
+            .iter()
+            .all(|e| !e.name.starts_with("cycle_activity"))
+    );
+    for (machine, bound_on_stores) in [("skylake-sp", 0x40a6), ("icelake-sp", 0x0200_40a6)] {
+        let r = resolve("topdown", &tree(machine)).unwrap();
+        core_configs(
+            &r,
+            &[
+                ("cycle_activity.stalls_mem_any", 0x1400_14a3),
+                ("cycle_activity.stalls_total", 0x0400_04a3),
+                ("exe_activity.bound_on_stores", bound_on_stores),
+                ("exe_activity.1_ports_util", 0x02a6),
+                ("exe_activity.2_ports_util", 0x04a6),
+            ],
+        );
+        let level1 = r
+            .events
+            .iter()
+            .find(|e| e.name == "slots" || e.name == "topdown-total-slots")
+            .expect("level 1")
+            .group;
+        let groups: Vec<u32> = smtlab_model::counters::topdown::INTEL_MEMORY_BOUND
+            .iter()
+            .map(|n| event(&r, n).group)
+            .collect();
+        assert!(!groups.contains(&level1), "{machine}: apart from level 1");
+        let mut unique = groups.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), groups.len(), "{machine}: each alone");
+    }
+    for machine in ["zen4", "zen5"] {
+        let r = resolve("topdown", &tree(machine)).unwrap();
+        core_configs(
+            &r,
+            &[
+                ("ex_no_retire.not_complete", 0x02d6),
+                ("ex_no_retire.load_not_complete", 0xa2d6),
+            ],
+        );
+    }
+    // Zen 3 has no top-down at all, and so no level 2.
+    let zen3 = resolve("topdown", &tree("zen3")).unwrap();
+    assert!(
+        zen3.events
+            .iter()
+            .all(|e| !e.name.starts_with("ex_no_retire"))
+    );
+}

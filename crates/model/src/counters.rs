@@ -6,8 +6,11 @@
 //! * [`CounterValues`]: one measurement (per event a [`EventReading`] with user, kernel
 //!   and/or combined [`Reading`]s, plus the [`UnavailableEvent`]s and their reasons).
 //! * [`derived`]: pure functions from counts to CPI/IPC, MPKI, miss ratios, cost per
-//!   unit of work and a non-overlapped CPI stack (paper 000 Fig 19). Every derived
-//!   value is an `Option`: `None` whenever an input was not measured.
+//!   unit of work. Every derived value is an `Option`: `None` whenever an input was
+//!   not measured.
+//! * [`cpi_stack`]: the CPI stack (paper 000 Fig 19) from the generic and model-table
+//!   events, at this machine's measured latencies where known, adding to the measured
+//!   CPI with a stated residual.
 //! * [`os_time`]: `/proc/stat` time split (user, system, irq, softirq, idle, ...) over
 //!   a run, with start-up vs steady state (paper 003 Figs 1, 5).
 //! * [`syscalls`]: kernel time by system call and by group (paper 003 Fig 7), as CPU
@@ -37,6 +40,7 @@ pub use named::{NamedReading, NamedUnavailable};
 
 pub mod bandwidth;
 pub mod cell;
+pub mod cpi_stack;
 pub mod derived;
 pub mod irqs;
 pub mod kernel_time;

@@ -12,6 +12,7 @@
 
 use serde::Serialize;
 use smtlab_model::counters::bandwidth::{DramBandwidth, dram_bandwidth};
+use smtlab_model::counters::cpi_stack::{CpiStack, Latencies, PART_KEYS, cpi_stack};
 use smtlab_model::counters::derived::{MISS_PAIRS, ratio};
 use smtlab_model::counters::smt_loss::{LossPart, SmtLoss};
 use smtlab_model::counters::topdown::{Topdown, level1};
@@ -65,6 +66,10 @@ pub struct CellRatios {
     pub dram: Option<DramBandwidth>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dram_unavailable: Option<String>,
+    /// The CPI stack, where cycles, instructions and at least one part's event were
+    /// counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpi_stack: Option<CpiStack>,
     /// Named events that were multiplexed, with `enabled / running`.
     pub multiplexed: Vec<(String, f64)>,
 }
@@ -158,20 +163,29 @@ fn omit(lines: &mut OmittedLines, reason: String, label: &str, events: &[Counter
     }
 }
 
-/// The ratios of one cell's counters.
-pub fn cell_ratios(c: &CellCounters) -> CellRatios {
-    cell_ratios_with_peak(c, None)
+/// The ratios of one cell's counters, its CPI stack at `latencies`.
+pub fn cell_ratios(c: &CellCounters, latencies: &Latencies) -> CellRatios {
+    cell_ratios_with_peak(c, None, latencies)
 }
 
 /// The ratios of a recorded cell, DRAM bandwidth as a share of the peak it was measured
-/// with (`--dram-peak`).
-pub fn record_ratios(c: &CellRecord) -> Option<CellRatios> {
+/// with (`--dram-peak`), the CPI stack at its run's latencies
+/// ([`crate::cpi_latencies::measured`]).
+pub fn record_ratios(c: &CellRecord, latencies: &Latencies) -> Option<CellRatios> {
     let k = c.counters.as_ref()?;
-    Some(cell_ratios_with_peak(k, c.result.config.dram_peak_gb_per_s))
+    Some(cell_ratios_with_peak(
+        k,
+        c.result.config.dram_peak_gb_per_s,
+        latencies,
+    ))
 }
 
 /// [`cell_ratios`] with the machine's peak DRAM bandwidth, when known.
-pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) -> CellRatios {
+pub fn cell_ratios_with_peak(
+    c: &CellCounters,
+    dram_peak_gb_per_s: Option<f64>,
+    latencies: &Latencies,
+) -> CellRatios {
     let v = &c.values;
     let mut ratios = Vec::new();
     let mut lines: OmittedLines = Vec::new();
@@ -204,6 +218,7 @@ pub fn cell_ratios_with_peak(c: &CellCounters, dram_peak_gb_per_s: Option<f64>) 
         topdown_unavailable,
         dram,
         dram_unavailable,
+        cpi_stack: cpi_stack(v, latencies),
         multiplexed: v
             .named_multiplexed()
             .into_iter()
@@ -426,8 +441,8 @@ fn asked_for_dram(v: &CounterValues) -> bool {
 /// The ratio text the terminal adds to a cell's counters line: what `line` does not
 /// already show (it has CPI and IPC), and the omitted reasons unless the one note about
 /// missing hardware counters already said it.
-pub fn terminal_parts(c: &CellCounters) -> Vec<String> {
-    let mut r = cell_ratios(c);
+pub fn terminal_parts(c: &CellCounters, latencies: &Latencies) -> Vec<String> {
+    let mut r = cell_ratios(c, latencies);
     r.ratios.retain(|x| {
         x.key != "cpi"
             && x.key != "ipc"
@@ -497,6 +512,9 @@ pub fn ratio_lines(r: &CellRatios) -> Vec<String> {
                     .unwrap_or_default()
         ));
     }
+    if let Some(s) = &r.cpi_stack {
+        out.push(cpi_stack_line(s));
+    }
     if !r.multiplexed.is_empty() {
         let m: Vec<String> = r
             .multiplexed
@@ -512,6 +530,38 @@ pub fn ratio_lines(r: &CellRatios) -> Vec<String> {
     out.extend(r.topdown_unavailable.iter().cloned());
     out.extend(r.dram_unavailable.iter().cloned());
     out
+}
+
+/// The CPI stack in one line: `CPI stack 2.000 = L1D miss to L2 0.1200 (100 x 12
+/// cycles, assumed) + ... + other/base 1.420`, and the parts not counted.
+pub fn cpi_stack_line(s: &CpiStack) -> String {
+    let parts: Vec<String> = s
+        .parts
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} ({} x {} cycles, {})",
+                p.label,
+                num(p.cpi),
+                num(p.count),
+                num(p.penalty_cycles),
+                p.source.label()
+            )
+        })
+        .collect();
+    let mut line = format!(
+        "CPI stack {} = {} + other/base {}",
+        num(s.measured_cpi),
+        parts.join(" + "),
+        num(s.other_cpi)
+    );
+    if !s.not_counted.is_empty() {
+        line.push_str(&format!(
+            " (other/base holds what was not counted: {})",
+            s.not_counted.join(", ")
+        ));
+    }
+    line
 }
 
 /// Every figure of one set of counts as CSV, one `key,label,value` row each: the
@@ -539,6 +589,23 @@ pub fn import_csv(r: &CellRatios) -> Vec<u8> {
     }
     if let Some(b) = &r.dram {
         let _ = w.write_record(["dram_gb_per_s", "DRAM GB/s", &b.gb_per_s.to_string()]);
+    }
+    if let Some(s) = &r.cpi_stack {
+        for p in &s.parts {
+            let key = format!("cpi_stack_{}", p.key);
+            let label = format!(
+                "CPI stack: {} ({} cycles each, {})",
+                p.label,
+                p.penalty_cycles,
+                p.source.label()
+            );
+            let _ = w.write_record([key.as_str(), &label, &p.cpi.to_string()]);
+        }
+        let _ = w.write_record([
+            "cpi_stack_other",
+            "CPI stack: other/base",
+            &s.other_cpi.to_string(),
+        ]);
     }
     w.into_inner().unwrap_or_default()
 }
@@ -685,9 +752,10 @@ impl RatioGroup {
 
 /// The counted cells of a run grouped by benchmark and parameters.
 pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
+    let latencies = crate::cpi_latencies::measured(r);
     let mut out: Vec<RatioGroup> = Vec::new();
     for c in &r.cells {
-        let Some(ratios) = record_ratios(c) else {
+        let Some(ratios) = record_ratios(c, &latencies) else {
             continue;
         };
         match out
@@ -710,8 +778,10 @@ pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
     out
 }
 
-/// The CSV columns this module adds, in order.
-pub const CSV_RATIO_COLUMNS: [&str; 15] = [
+/// The CSV columns this module adds, in order: the ratios, top-down, DRAM, the CPI
+/// stack's parts (`cpi_stack_<part>`, [`PART_KEYS`]) and its residual, the omitted
+/// reasons.
+pub const CSV_RATIO_COLUMNS: [&str; 25] = [
     "cpi",
     "ipc",
     "l1i_miss_rate",
@@ -726,12 +796,23 @@ pub const CSV_RATIO_COLUMNS: [&str; 15] = [
     "topdown_backend_bound",
     "dram_gb_per_s",
     "dram_share_of_peak",
+    "cpi_stack_l1d_miss",
+    "cpi_stack_l1i_miss",
+    "cpi_stack_l2_miss",
+    "cpi_stack_llc_miss",
+    "cpi_stack_dtlb_miss",
+    "cpi_stack_itlb_miss",
+    "cpi_stack_branch_mispredict",
+    "cpi_stack_machine_clears",
+    "cpi_stack_store_buffer",
+    "cpi_stack_other",
     "ratios_omitted",
 ];
 
-/// A cell's values for [`CSV_RATIO_COLUMNS`] (empty where not measured).
-pub fn csv_values(cell: Option<&CellRecord>) -> Vec<String> {
-    let Some(r) = cell.and_then(record_ratios) else {
+/// A cell's values for [`CSV_RATIO_COLUMNS`] (empty where not measured), the CPI stack
+/// at its run's `latencies`.
+pub fn csv_values(cell: Option<&CellRecord>, latencies: &Latencies) -> Vec<String> {
+    let Some(r) = cell.and_then(|c| record_ratios(c, latencies)) else {
         return vec![String::new(); CSV_RATIO_COLUMNS.len()];
     };
     let s = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or_default();
@@ -746,6 +827,11 @@ pub fn csv_values(cell: Option<&CellRecord>) -> Vec<String> {
     out.push(s(t.map(|t| t.backend_bound)));
     out.push(s(r.dram.as_ref().map(|b| b.gb_per_s)));
     out.push(s(r.dram.as_ref().and_then(|b| b.share_of_peak)));
+    let stack = r.cpi_stack.as_ref();
+    for key in PART_KEYS {
+        out.push(s(stack.and_then(|t| t.part(key)).map(|p| p.cpi)));
+    }
+    out.push(s(stack.map(|t| t.other_cpi)));
     out.push(r.omitted.join("; "));
     out
 }
@@ -755,6 +841,10 @@ pub(crate) mod tests {
     use super::*;
     use smtlab_model::counters::derived::Work;
     use smtlab_model::counters::{CounterTarget, Reading, UnavailableEvent};
+
+    fn cell_ratios_t(c: &CellCounters) -> CellRatios {
+        cell_ratios(c, &Latencies::assumed())
+    }
 
     pub(crate) fn counted(counts: &[(CounterEvent, u64)], work: Option<f64>) -> CellCounters {
         let mut v = CounterValues::new(CounterTarget::Thread {
@@ -799,7 +889,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_ratio_by_hand() {
-        let r = cell_ratios(&counted(&full(1), Some(100.0)));
+        let r = cell_ratios_t(&counted(&full(1), Some(100.0)));
         let v = |k: &str| r.get(k).unwrap_or_else(|| panic!("{k}")).value;
         assert_eq!(v("cpi"), 1.5);
         assert_eq!(v("ipc"), 2000.0 / 3000.0);
@@ -827,7 +917,7 @@ pub(crate) mod tests {
                 reason: "not supported on this machine (ENOENT)".into(),
             });
         }
-        let r = cell_ratios(&c);
+        let r = cell_ratios_t(&c);
         assert_eq!(
             r.ratios.iter().map(|x| x.key.as_str()).collect::<Vec<_>>(),
             ["cpu_ns_per_unit"]
@@ -845,8 +935,8 @@ pub(crate) mod tests {
             benchmark: "b".into(),
             params: Default::default(),
             placements: vec![
-                ("1c1t".into(), cell_ratios(&counted(&full(1), None))),
-                ("1c2t".into(), cell_ratios(&counted(&full(2), None))),
+                ("1c1t".into(), cell_ratios_t(&counted(&full(1), None))),
+                ("1c2t".into(), cell_ratios_t(&counted(&full(2), None))),
             ],
             smt_changes: Vec::new(),
         };
@@ -871,7 +961,7 @@ pub(crate) mod tests {
                 name: "topdown".into(),
                 reason: "no core PMU".into(),
             });
-        let r = cell_ratios(&c);
+        let r = cell_ratios_t(&c);
         assert_eq!(
             r.topdown_unavailable.as_deref(),
             Some("top-down not computed: no core PMU")
@@ -897,7 +987,7 @@ pub(crate) mod tests {
             CountMode::User,
             Reading::exact(1500),
         );
-        let r = cell_ratios(&c);
+        let r = cell_ratios_t(&c);
         assert_eq!(r.get("ipc_user").map(|x| x.value), Some(1.5));
         assert!(r.get("ipc_kernel").is_none(), "kernel mode was not counted");
         assert_eq!(r.get("l1d_mpki").map(|x| x.value), Some(20.0));
@@ -914,7 +1004,7 @@ pub(crate) mod tests {
             reading: Reading::exact(2500),
             parts: 1,
         });
-        let r = cell_ratios(&c);
+        let r = cell_ratios_t(&c);
         assert_eq!(r.get("cycles_per_uop").map(|x| x.value), Some(1.2));
     }
 }

@@ -9,6 +9,7 @@
 //! only where the machine has a PMU.
 
 use serde::Serialize;
+use smtlab_model::counters::cpi_stack::Latencies;
 use smtlab_model::counters::derived::{cpi, ipc, per_kilo_instruction};
 use smtlab_model::counters::os_time::CpuTimeFractions;
 use smtlab_model::counters::{CellCounters, CountMode, CounterEvent};
@@ -139,8 +140,10 @@ pub fn os_summary(c: &CellCounters) -> Option<(&'static str, u64, CpuTimeFractio
 /// One line of what was counted for a cell, e.g. `task-clock 12.35 ms, 3 context
 /// switches, 0 migrations, 21 page faults; 2023 ns CPU/op; CPUs 0: user 52% system
 /// 45% ...`. Hardware figures (CPI, IPC, MPKI, instructions per unit) appear only when
-/// they were counted; the reason they were not is said once elsewhere.
-pub fn line(c: &CellCounters) -> String {
+/// they were counted; the reason they were not is said once elsewhere. The CPI stack
+/// charges `latencies` (the run's measured ones, [`crate::cpi_latencies::measured`], or
+/// the assumed ones while a run is being measured).
+pub fn line(c: &CellCounters, latencies: &Latencies) -> String {
     let h = Headline::of(c);
     let mut parts: Vec<String> = Vec::new();
     if let Some(t) = h.task_clock_ns {
@@ -194,7 +197,7 @@ pub fn line(c: &CellCounters) -> String {
     if let Some(m) = h.multiplexed_list() {
         out.push_str(&format!(" (multiplexed, scaled: {m})"));
     }
-    for part in crate::counter_ratios::terminal_parts(c) {
+    for part in crate::counter_ratios::terminal_parts(c, latencies) {
         out.push_str(&format!("; {part}"));
     }
     if let Some((label, ticks, f)) = os_summary(c) {
@@ -287,7 +290,7 @@ mod tests {
                 unit: "op".into(),
             }),
         );
-        let l = line(&c);
+        let l = line(&c, &Latencies::assumed());
         assert_eq!(
             l,
             "task-clock 12.35 ms, 1 context switch, 21 page faults; 12.35 µs CPU/op"
@@ -307,7 +310,7 @@ mod tests {
             ]),
             None,
         );
-        let l = line(&c);
+        let l = line(&c, &Latencies::assumed());
         assert!(l.contains("CPI 1.500, IPC 0.6667, LLC MPKI 2.000"), "{l}");
     }
 }

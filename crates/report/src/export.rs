@@ -41,9 +41,9 @@ fn disturbance_values(cell: Option<&CellRecord>) -> Vec<String> {
 /// The OS-time columns after the ratios: the `/proc/stat` split of the cell's CPUs
 /// (`os_phase` says whether over the steady state or the whole cell; fractions of
 /// `os_ticks`), kernel time by system call of the traced sample as CPU and wall
-/// time, and its kernel time in page faults and contended-lock waits as CPU time and
-/// as a percentage of the traced tasks' CPU time.
-const OS_COLUMNS: [&str; 15] = [
+/// time, and its kernel time in page faults, contended-lock waits and TLB shootdowns
+/// received as CPU time and as a percentage of the traced tasks' CPU time.
+const OS_COLUMNS: [&str; 17] = [
     "os_phase",
     "os_ticks",
     "os_user",
@@ -59,6 +59,8 @@ const OS_COLUMNS: [&str; 15] = [
     "fault_cpu_pct",
     "lock_wait_cpu_ns",
     "lock_wait_cpu_pct",
+    "tlb_shootdown_cpu_ns",
+    "tlb_shootdown_cpu_pct",
 ];
 
 fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
@@ -88,11 +90,11 @@ fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
     out.push(sys.map(|s| s.wall_ns().to_string()).unwrap_or_default());
     let causes = k.kernel_time.as_ref();
     let faults = causes.and_then(|p| p.faults());
-    let locks = causes.and_then(|p| {
-        p.find(smtlab_model::counters::kernel_time::KernelCause::LockWait)
-            .copied()
-    });
-    for stat in [faults, locks] {
+    let find = |cause| causes.and_then(|p| p.find(cause).copied());
+    use smtlab_model::counters::kernel_time::KernelCause;
+    let locks = find(KernelCause::LockWait);
+    let tlb = find(KernelCause::TlbShootdownReceived);
+    for stat in [faults, locks, tlb] {
         let cpu = stat.and_then(|s| s.cpu_ns);
         out.push(cpu.map(|c| c.to_string()).unwrap_or_default());
         out.push(
@@ -271,10 +273,11 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
     // Writing records to a Vec cannot fail (no I/O, rows of equal length), so the
     // results are ignored rather than unwrapped.
     let _ = w.write_record(csv_columns());
+    let latencies = crate::cpi_latencies::measured(results);
     for cell in &results.cells {
         let mut r = row(results.run.id, cell).to_vec();
         r.extend(extra(results, Some(cell), None));
-        r.extend(crate::counter_ratios::csv_values(Some(cell)));
+        r.extend(crate::counter_ratios::csv_values(Some(cell), &latencies));
         r.extend(os_values(Some(cell)));
         r.extend(disturbance_values(Some(cell)));
         let _ = w.write_record(r);
@@ -287,7 +290,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         r[3] = params_text(&k.flat_params());
         r[4] = k.placement.clone();
         r.extend(extra(results, None, Some(&skip.reason)));
-        r.extend(crate::counter_ratios::csv_values(None));
+        r.extend(crate::counter_ratios::csv_values(None, &latencies));
         r.extend(os_values(None));
         r.extend(disturbance_values(None));
         let _ = w.write_record(r);
@@ -383,11 +386,11 @@ mod tests {
     fn csv_and_json_carry_the_counter_ratios() {
         use smtlab_model::counters::{CountMode, CounterEvent, Reading};
         assert_eq!(
-            csv_columns()[35..50],
+            csv_columns()[35..60],
             crate::counter_ratios::CSV_RATIO_COLUMNS
         );
-        assert_eq!(csv_columns()[50..65], OS_COLUMNS);
-        assert_eq!(csv_columns()[65..], DISTURBANCE_COLUMNS);
+        assert_eq!(csv_columns()[60..77], OS_COLUMNS);
+        assert_eq!(csv_columns()[77..], DISTURBANCE_COLUMNS);
         let mut results = testdata::results(7);
         let i = results
             .cells
@@ -405,6 +408,12 @@ mod tests {
             CountMode::All,
             Reading::exact(2000),
         );
+        // 10 mispredicts x 20 assumed cycles over 2000 instructions: 0.1 of the CPI 1.5.
+        k.values.set(
+            CounterEvent::BranchMisses,
+            CountMode::All,
+            Reading::exact(10),
+        );
         let text = String::from_utf8(csv(&results)).unwrap();
         let mut rd = csv::Reader::from_reader(text.as_bytes());
         let row = rd.records().nth(i).unwrap().unwrap();
@@ -413,7 +422,10 @@ mod tests {
             ("1.5", &*(2000.0f64 / 3000.0).to_string())
         );
         assert_eq!(&row[37], "", "L1I not counted");
-        assert!(row[49].contains("L1I miss rate"), "{}", &row[49]);
+        assert_eq!(csv_columns()[55], "cpi_stack_branch_mispredict");
+        assert_eq!((&row[55], &row[58]), ("0.1", "1.4"));
+        assert_eq!(&row[49], "", "no L1D miss counted: no stack part");
+        assert!(row[59].contains("L1I miss rate"), "{}", &row[59]);
         let doc: serde_json::Value = serde_json::from_slice(&json(&results)).unwrap();
         let groups = doc["counter_ratios"].as_array().expect("counter_ratios");
         let cpi = groups
@@ -423,6 +435,13 @@ mod tests {
             .find(|r| r["key"] == "cpi")
             .expect("cpi in the JSON");
         assert_eq!(cpi["value"], 1.5);
+        let stack = groups
+            .iter()
+            .flat_map(|g| g["placements"].as_array().unwrap())
+            .find_map(|p| p[1].get("cpi_stack"))
+            .expect("cpi_stack in the JSON");
+        assert_eq!(stack["parts"][0]["key"], "branch_mispredict");
+        assert_eq!(stack["other_cpi"], 1.4);
     }
 
     #[test]

@@ -317,12 +317,13 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     }
 }
 
-/// Kernel time by cause (page faults, contended kernel locks) of the traced tasks over
+/// Kernel time by cause (page faults, contended kernel locks, TLB shootdowns received)
+/// of the traced tasks over
 /// the extra sample, CPU and wall time and the share of their CPU time; one line where
 /// it was not traced.
 fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     use smtlab_model::counters::kernel_time::KernelCause;
-    let head = html! { h3 { "Kernel time by cause: page faults and lock waits" } };
+    let head = html! { h3 { "Kernel time by cause: page faults, lock waits and TLB shootdowns" } };
     let traced: Vec<_> = cells
         .iter()
         .filter_map(|(c, k)| Some((c, k, k.kernel_time.as_ref()?)))
@@ -337,7 +338,10 @@ fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
     html! {
         (head)
         p {
-            "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end. CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
+            "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end; TLB shootdowns received from the \
+             function-call interrupt's entry to its exit where the kernel flushed the TLB \
+             for another CPU inside it (tlb:tlb_flush, remote shootdown; the sender's wait \
+             has no end tracepoint and is not timed). CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
         }
         table {
             tr {
@@ -346,7 +350,7 @@ fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
             }
             @for (c, _, p) in &traced {
                 @if p.causes.is_empty() {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "no fault or lock wait traced" } }
+                    tr { td { (label(c)) } td colspan="6" class="muted" { "no fault, lock wait or TLB shootdown traced" } }
                 }
                 @for s in &p.causes {
                     tr {
@@ -519,7 +523,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                 }
             }
             (crate::html_counter_ratios::figures(r))
-            @if hardware { (cpi_stacks(&cells)) }
+            @if hardware { (cpi_stacks(r, &cells)) }
             (os_time(&cells))
             (syscalls(&cells))
             (kernel_time(&cells))
@@ -562,48 +566,144 @@ fn counter_cells(k: &CellCounters, hardware: bool, clock_col: &Column, cpu_col: 
     }
 }
 
-/// Paper 000 Fig 19: event counts x assumed penalties, beside the measured CPI. Only the
-/// cells with cycles and instructions; components whose event was not counted show a dash
-/// and leave the sum and the remainder out rather than counting them as zero.
-fn cpi_stacks(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
-    use smtlab_model::counters::CountMode;
-    use smtlab_model::counters::derived::{CpiPenalties, cpi_stack};
-    let penalties = CpiPenalties::default();
+/// Paper 000 Fig 19: each counted event x the cycles it costs / instructions, and the
+/// residual, which add to the measured CPI ([`smtlab_model::counters::cpi_stack`]), at
+/// the latencies the run measured where it has a `mem-latency` sweep
+/// ([`crate::cpi_latencies`]).
+fn cpi_stacks(r: &RunResults, cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+    use smtlab_model::counters::cpi_stack::{PART_KEYS, cpi_stack};
+    let latencies = crate::cpi_latencies::measured(r);
     let stacks: Vec<_> = cells
         .iter()
-        .map(|(c, k)| (c, cpi_stack(&k.values, CountMode::All, &penalties)))
-        .filter(|(_, s)| s.measured_cpi.is_some())
+        .filter_map(|(c, k)| Some((c, cpi_stack(&k.values, &latencies)?)))
         .collect();
     if stacks.is_empty() {
         return html! {};
     }
+    // The columns of the parts some cell counted, with their labels.
+    let columns: Vec<(&str, String)> = PART_KEYS
+        .iter()
+        .filter_map(|key| {
+            let label = stacks.iter().find_map(|(_, s)| s.part(key))?.label.clone();
+            Some((*key, label))
+        })
+        .collect();
+    let levels = [
+        ("L1", &latencies.l1),
+        ("L2", &latencies.l2),
+        ("LLC", &latencies.llc),
+        ("DRAM", &latencies.dram),
+    ];
     html! {
-        h3 { "CPI stack (non-overlapped estimate), as in Ruan et al., SIGMETRICS 2005" }
+        h3 { "CPI stack (non-overlapped), as in Ruan et al., SIGMETRICS 2005" }
         p {
-            "Each component is event count x an assumed penalty in cycles / instructions; the \
-             remainder is base CPI plus what the events do not explain (negative when the \
-             penalties overlap)."
+            "Each part is an event's count x the cycles one occurrence costs / instructions: \
+             memory misses at the step from one level's latency to the next's, TLB misses at \
+             a page walk, store-buffer stalls as counted cycles, mispredicts and machine \
+             clears at top-down's bad-speculation cycles split by their counts where top-down \
+             was counted. The parts and other/base add to the measured CPI; other/base is \
+             the cycles of retiring instructions and every stall not counted, negative when \
+             the out-of-order core overlapped the penalties. Each cell says each part's \
+             cycles per event and where they came from."
+        }
+        ul class="notes" {
+            @for (name, l) in levels {
+                li {
+                    (name) " " (num(l.cycles)) " cycles: "
+                    @match &l.measured {
+                        Some(m) => (m),
+                        None => "assumed (the run has no mem-latency chase inside this level \
+                                  on 1c1t, or no measured core clock)",
+                    }
+                }
+            }
+            li {
+                "page walk " (num(latencies.page_walk_cycles)) " cycles, mispredict "
+                (num(latencies.mispredict_cycles)) ", machine clear "
+                (num(latencies.machine_clear_cycles)) ": assumed where top-down does not \
+                 measure them"
+            }
         }
         table {
             tr {
                 th { "benchmark" } th { "placement" } th { "measured CPI" }
-                @for pen in &penalties.penalties {
-                    th { (pen.label) " (" (num(pen.cycles)) " cycles)" }
-                }
-                th { "estimated sum" } th { "remainder" }
+                @for (_, label) in &columns { th { (label) } }
+                th { "other/base" }
             }
-            @for (c, s) in stacks {
+            @for (c, s) in &stacks {
                 tr {
                     td { (c.benchmark) }
                     td { (c.placement.name) }
-                    td class="num" { (opt(s.measured_cpi, num)) }
-                    @for comp in &s.components {
-                        td class="num" { (opt(comp.cpi, num)) }
+                    td class="num" { (num(s.measured_cpi)) }
+                    @for (key, _) in &columns {
+                        td class="num" {
+                            @match s.part(key) {
+                                Some(p) => {
+                                    (num(p.cpi))
+                                    " " span class="sub" {
+                                        "(" (num(p.penalty_cycles)) " cycles, " (p.source.label()) ")"
+                                    }
+                                },
+                                None => span class="muted" { "not counted" },
+                            }
+                        }
                     }
-                    td class="num" { (opt(s.estimated_cpi, num)) }
-                    td class="num" { (opt(s.other_cpi, num)) }
+                    td class="num" { (num(s.other_cpi)) }
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use smtlab_model::counters::{
+        CellCounters, CountMode, CounterEvent as E, CounterTarget, CounterValues, Reading,
+    };
+
+    /// A run with a chase sweep (L2 at 512 KiB: 4.5 ns, LLC at 16 MiB: 18 ns, at 2 GHz:
+    /// 9 and 36 cycles) and one counted cell: its L2 misses are charged the measured
+    /// step, 27 cycles (100 x 27 / 1000 instructions = 2.7), and the table says where
+    /// each latency came from.
+    #[test]
+    fn cpi_stack_charges_the_runs_measured_latencies() {
+        let mut r =
+            crate::testutil::sweep_run(&[(16384.0, 1.2), (524_288.0, 4.5), (16_777_216.0, 18.0)]);
+        r.run.environment.core_clock_ghz = Some(2.0);
+        let mut v = CounterValues::new(CounterTarget::Thread {
+            tid: 0,
+            inherit: true,
+        });
+        v.set(E::Cycles, CountMode::All, Reading::exact(5000));
+        v.set(E::Instructions, CountMode::All, Reading::exact(1000));
+        v.named.push(smtlab_model::counters::NamedReading {
+            name: "l2-misses".into(),
+            source: "test".into(),
+            encodings: vec![],
+            mode: CountMode::All,
+            scale: None,
+            unit: None,
+            scope: "thread".into(),
+            reading: Reading::exact(100),
+            parts: 1,
+        });
+        r.cells[0].counters = Some(CellCounters::new("w", v, None));
+        let cells: Vec<_> = r
+            .cells
+            .iter()
+            .filter_map(|c| Some((c, c.counters.as_ref()?)))
+            .collect();
+        let html = super::cpi_stacks(&r, &cells).into_string();
+        assert!(
+            html.contains("2.700 <span class=\"sub\">(27.00 cycles, measured latency)</span>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("L2 9.000 cycles: mem-latency 512 KiB on 1c1t"),
+            "{html}"
+        );
+        assert!(html.contains("DRAM 250.0 cycles: assumed"), "{html}");
+        // 5 - 2.7 = 2.3 cycles per instruction left for other/base.
+        assert!(html.contains("<td class=\"num\">2.300</td>"), "{html}");
     }
 }

@@ -66,6 +66,7 @@ pub mod compare_html;
 pub mod corun;
 pub mod counter_ratios;
 pub mod counters;
+pub mod cpi_latencies;
 pub mod export;
 pub mod fleet;
 pub mod fmt;

@@ -107,3 +107,52 @@ pub fn predict_run(
         .collect();
     r
 }
+
+/// A run whose machine has L1d 32 KiB, L2 1 MiB and L3 32 MiB, with one `mem-latency`
+/// cell on `1c1t` (one thread) per `(working set in bytes, median ns)`; no core clock.
+pub fn sweep_run(points: &[(f64, f64)]) -> smtlab_model::RunResults {
+    use std::collections::BTreeMap;
+
+    use smtlab_model::{Cache, CacheType, CellRecord, CpuSet, Direction};
+
+    let host = smtlab_fixtures::fleet::FakeHost::new("h", "cpu", 1.2);
+    let mut r = smtlab_fixtures::fleet::run(&host);
+    r.run.environment.core_clock_ghz = None;
+    r.run.topology.caches = [
+        (1, CacheType::Data, 32u64 << 10),
+        (2, CacheType::Unified, 1 << 20),
+    ]
+    .into_iter()
+    .chain([(3, CacheType::Unified, 32 << 20)])
+    .map(|(level, cache_type, b)| Cache {
+        level,
+        cache_type,
+        size_bytes: Some(b),
+        line_bytes: None,
+        ways: None,
+        cpus: [0u32, 1].into_iter().collect::<CpuSet>(),
+    })
+    .collect();
+    r.cells = points
+        .iter()
+        .map(|&(bytes, ns)| {
+            let values = [ns, ns, ns];
+            CellRecord {
+                benchmark: "mem-latency".into(),
+                group: "memory".into(),
+                unit: "ns".into(),
+                direction: Direction::Lower,
+                params: BTreeMap::from([
+                    ("size".to_string(), format!("{bytes}")),
+                    ("threads".to_string(), "1".to_string()),
+                ]),
+                conditions: Default::default(),
+                placement_spec: "1c1t".into(),
+                placement: placement("1c1t", "1c1t", 1, 1),
+                result: result(Vec::new(), &values),
+                counters: None,
+            }
+        })
+        .collect();
+    r
+}

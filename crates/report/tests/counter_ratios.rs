@@ -174,7 +174,10 @@ fn json_and_terminal_carry_the_same_figures() {
     assert_eq!(one.get("instructions_per_unit").unwrap().value, 2.0);
     let t = one.topdown.as_ref().unwrap();
     assert_eq!((t.retiring, t.frontend_bound), (0.4, 0.2));
-    let line = smtlab_report::counters::line(r.cells[1].counters.as_ref().unwrap());
+    let line = smtlab_report::counters::line(
+        r.cells[1].counters.as_ref().unwrap(),
+        &smtlab_model::counters::cpi_stack::Latencies::assumed(),
+    );
     assert!(
         line.contains("top-down level 1 (Intel slots and perf metrics; thread)"),
         "{line}"

@@ -883,16 +883,9 @@ fn html_counters_section_shows_what_was_counted_and_nothing_else() {
         causes.contains(r#"<td class="num">2.400 µs</td>"#),
         "mean wall: {causes}"
     );
-    // Only cycles and instructions were counted: the CPI stack shows the measured CPI and
-    // dashes for the miss events, and no sum or remainder built from missing counts.
-    assert!(sec.contains("CPI stack (non-overlapped estimate)"), "{sec}");
-    let stack = &sec[sec.find("CPI stack").unwrap()..];
-    let stack = &stack[..stack.find("</table>").unwrap()];
-    assert!(stack.contains(r#"<td class="num">3.000</td>"#), "{stack}");
-    assert!(
-        !stack.contains("<td class=\"num\">0</td>"),
-        "no zero for an uncounted event: {stack}"
-    );
+    // Only cycles and instructions were counted: no part of the CPI stack was, so no
+    // stack is drawn (it would be the CPI alone, or zeros for what was not counted).
+    assert!(!sec.contains("CPI stack"), "{sec}");
     assert!(sec.contains("one extra sample of 1000 iterations"), "{sec}");
     assert!(
         !sec.contains("tracefs"),

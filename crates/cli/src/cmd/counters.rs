@@ -8,6 +8,7 @@ use std::io::Read;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use smtlab_counters::model_events::Uarch;
+use smtlab_model::counters::cpi_stack::Latencies;
 use smtlab_model::counters::smt_loss::{SmtLoss, attribute};
 use smtlab_model::counters::{CellCounters, CounterValues};
 use smtlab_model::quote;
@@ -66,7 +67,8 @@ fn import(a: &CountersImportArgs) -> Result<()> {
             None => None,
         };
     let counters = CellCounters::new(format!("recorded in {}", a.file.display()), values, None);
-    let ratios = cell_ratios(&counters);
+    let latencies = a.latencies.clone().unwrap_or_else(Latencies::assumed);
+    let ratios = cell_ratios(&counters, &latencies);
     let checked = loss.as_ref().map(SmtLoss::check).transpose();
     if a.json {
         emit(&json_text(&Imported {

@@ -159,7 +159,7 @@ impl SessionObserver for BenchPrinter<'_> {
             let mut text = render::bench::row(cell, baseline, render::table::Layout::term());
             if let Some(c) = &cell.counters {
                 text.push_str(&render::table::wrap(
-                    &format!("  counters: {}", smtlab_report::counters::line(c)),
+                    &format!("  counters: {}", super::counters_line(c)),
                     render::table::Layout::term(),
                 ));
             }

@@ -107,7 +107,7 @@ impl SessionObserver for ExecPrinter {
         }
         if let Some(c) = &cell.counters {
             text.push_str(&render::table::wrap(
-                &format!("  counters: {}", smtlab_report::counters::line(c)),
+                &format!("  counters: {}", super::counters_line(c)),
                 render::table::Layout::term(),
             ));
         }

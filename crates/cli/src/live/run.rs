@@ -94,7 +94,7 @@ impl SessionObserver for RunSaver<'_> {
                 say(
                     self.bar,
                     render::table::wrap(
-                        &format!("  counters: {}", smtlab_report::counters::line(c)),
+                        &format!("  counters: {}", super::counters_line(c)),
                         render::table::Layout::term(),
                     )
                     .trim_end()

@@ -5,11 +5,12 @@
 
 use smtlab_model::CellRecord;
 use smtlab_model::counters::CellCounters;
+use smtlab_model::counters::cpi_stack::Latencies;
 use smtlab_report::counter_ratios::{RatioGroup, record_ratios};
 
 /// The SMT-change lines of one benchmark-and-parameters group (empty without counters
 /// on both placements of a pair).
-pub fn smt_change_lines(cells: &[&CellRecord]) -> Vec<String> {
+pub fn smt_change_lines(cells: &[&CellRecord], latencies: &Latencies) -> Vec<String> {
     let Some(first) = cells.first() else {
         return Vec::new();
     };
@@ -18,7 +19,7 @@ pub fn smt_change_lines(cells: &[&CellRecord]) -> Vec<String> {
         params: first.params.clone(),
         placements: cells
             .iter()
-            .filter_map(|c| record_ratios(c).map(|r| (c.placement.name.clone(), r)))
+            .filter_map(|c| record_ratios(c, latencies).map(|r| (c.placement.name.clone(), r)))
             .collect(),
         smt_changes: Vec::new(),
     };
@@ -130,7 +131,7 @@ mod tests {
             ),
             ("1c1t", "1c2t")
         );
-        let lines = smt_change_lines(&cells);
+        let lines = smt_change_lines(&cells, &Latencies::assumed());
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert_eq!(
             lines[1],

@@ -1,5 +1,6 @@
 //! Terminal views of stored runs: the list of runs and one run's summary.
 
+use smtlab_model::counters::cpi_stack::Latencies;
 use smtlab_model::{CellRecord, RunResults};
 use smtlab_store::RunListing;
 
@@ -177,6 +178,7 @@ fn counter_notes(results: &RunResults) -> Vec<String> {
 
 /// Each benchmark-and-parameters group under its heading, in run order.
 fn cell_groups(results: &RunResults, layout: Layout) -> String {
+    let latencies = smtlab_report::cpi_latencies::measured(results);
     let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
     for c in &results.cells {
         match groups.iter_mut().find(|g| g[0].same_variant(c)) {
@@ -198,7 +200,7 @@ fn cell_groups(results: &RunResults, layout: Layout) -> String {
             .trim_end(),
             layout,
         ));
-        out.push_str(&cells_table(&g, layout));
+        out.push_str(&cells_table(&g, &latencies, layout));
         if let Some(line) = cycles_line(&g, results.run.environment.core_clock_ghz) {
             out.push_str(&wrap(&line, layout));
         }
@@ -224,7 +226,7 @@ fn cycles_line(g: &[&CellRecord], ghz: Option<f64>) -> Option<String> {
 }
 
 /// One benchmark-and-parameters group: its placements, the first the baseline.
-fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
+fn cells_table(g: &[&CellRecord], latencies: &Latencies, layout: Layout) -> String {
     let wide = layout.width.is_none();
     let mut headers = vec!["placement", "cpus", "median", "mean +- 95% CI", "n", "conv"];
     if wide {
@@ -261,7 +263,7 @@ fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
             detail = format!("vs first: {vs}");
         }
         if let Some(k) = &c.counters {
-            counters.push((i, smtlab_report::counters::line(k)));
+            counters.push((i, smtlab_report::counters::line(k, latencies)));
         }
         t.row_with_detail(cells, detail);
     }
@@ -272,7 +274,7 @@ fn cells_table(g: &[&CellRecord], layout: Layout) -> String {
             layout,
         ));
     }
-    for line in super::counter_ratios::smt_change_lines(g) {
+    for line in super::counter_ratios::smt_change_lines(g, latencies) {
         out.push_str(&wrap(&format!("  {line}"), layout));
     }
     out

@@ -9,12 +9,8 @@
 //!   Charts 3-7 use per-instruction rates; paper 000 Figs 9-13 use ratios).
 //! * Cost per unit of work: instructions, cycles, CPU ns per operation, request or byte
 //!   (paper 000 Table 4, instructions per byte).
-//! * Non-overlapped CPI stack (paper 000 Fig 19): each miss event's count times a
-//!   penalty in cycles, divided by instructions, shown beside the measured CPI. The
-//!   remainder "other/base" is measured CPI minus the sum of the components: the cycles
-//!   of retiring instructions plus every stall the events do not explain. A negative
-//!   remainder means the penalties overlapped (the out-of-order core hid them) or are
-//!   set too high; that is information, not an error, so it is kept.
+//!
+//! The CPI stack is [`super::cpi_stack`]'s.
 
 use serde::{Deserialize, Serialize};
 
@@ -116,110 +112,6 @@ pub fn kernel_share(v: &CounterValues, event: CounterEvent) -> Option<f64> {
     (k + u > 0.0).then(|| k / (k + u))
 }
 
-/// Cycles one occurrence of an event costs when nothing overlaps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CpiPenalty {
-    pub event: CounterEvent,
-    /// Short label for the stack (`L1D miss`).
-    pub label: String,
-    pub cycles: f64,
-}
-
-/// The penalties of a CPI stack. The defaults are rough figures for a recent x86
-/// server core (L2 hit about 12 cycles, DRAM about 200 cycles beyond the LLC, a page
-/// walk about 20, a mispredicted branch about 20, the figures paper 000 Table 2 also
-/// uses for TLBs and branches). Replace them with this machine's own latencies (the
-/// memory-latency benchmark measures them) for a better estimate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CpiPenalties {
-    pub penalties: Vec<CpiPenalty>,
-}
-
-impl Default for CpiPenalties {
-    fn default() -> Self {
-        let p = |event, label: &str, cycles| CpiPenalty {
-            event,
-            label: label.to_string(),
-            cycles,
-        };
-        CpiPenalties {
-            penalties: vec![
-                p(CounterEvent::L1dReadMisses, "L1D miss", 12.0),
-                p(CounterEvent::L1iReadMisses, "L1I miss", 12.0),
-                p(CounterEvent::LlcReadMisses, "LLC miss", 200.0),
-                p(CounterEvent::DtlbReadMisses, "DTLB miss", 20.0),
-                p(CounterEvent::ItlbReadMisses, "ITLB miss", 20.0),
-                p(CounterEvent::BranchMisses, "branch mispredict", 20.0),
-            ],
-        }
-    }
-}
-
-/// One bar segment of the CPI stack.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CpiComponent {
-    pub event: CounterEvent,
-    pub label: String,
-    pub penalty_cycles: f64,
-    /// Scaled event count; `None` when not measured.
-    pub count: Option<f64>,
-    /// `count * penalty / instructions`; `None` when either input is missing.
-    pub cpi: Option<f64>,
-}
-
-/// A non-overlapped CPI stack beside the measured CPI (paper 000 Fig 19).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CpiStack {
-    pub mode: CountMode,
-    /// cycles / instructions.
-    pub measured_cpi: Option<f64>,
-    pub components: Vec<CpiComponent>,
-    /// Sum of the components; `None` unless every component was measured, because a
-    /// partial sum would silently present a missing event as zero cycles.
-    pub estimated_cpi: Option<f64>,
-    /// `measured_cpi - estimated_cpi`: base CPI plus unexplained stalls, negative when
-    /// the penalties overlap. `None` unless both sides are complete.
-    pub other_cpi: Option<f64>,
-    /// Events with a penalty that were not measured in this mode.
-    pub missing: Vec<CounterEvent>,
-}
-
-/// Builds the non-overlapped CPI stack of `v` in `mode`.
-pub fn cpi_stack(v: &CounterValues, mode: CountMode, penalties: &CpiPenalties) -> CpiStack {
-    let instructions = v
-        .count(CounterEvent::Instructions, mode)
-        .filter(|&i| i > 0.0);
-    let components: Vec<CpiComponent> = penalties
-        .penalties
-        .iter()
-        .map(|p| {
-            let count = v.count(p.event, mode);
-            CpiComponent {
-                event: p.event,
-                label: p.label.clone(),
-                penalty_cycles: p.cycles,
-                count,
-                cpi: count.zip(instructions).map(|(c, i)| c * p.cycles / i),
-            }
-        })
-        .collect();
-    let missing: Vec<CounterEvent> = components
-        .iter()
-        .filter(|c| c.count.is_none())
-        .map(|c| c.event)
-        .collect();
-    let estimated_cpi = components.iter().map(|c| c.cpi).sum::<Option<f64>>();
-    let measured_cpi = cpi(v, mode);
-    CpiStack {
-        mode,
-        measured_cpi,
-        other_cpi: measured_cpi.zip(estimated_cpi).map(|(m, e)| m - e),
-        estimated_cpi,
-        components,
-        missing,
-    }
-}
-
 /// An amount of work to normalise by: `amount` `unit`s (`requests`, `bytes`, `ops`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Work {
@@ -281,16 +173,10 @@ pub struct DerivedMetrics {
     pub kernel_instruction_share: Option<f64>,
     pub kernel_cycle_share: Option<f64>,
     pub work: Option<WorkCost>,
-    pub cpi_stack: CpiStack,
 }
 
 /// Computes every metric of `v` in `mode`.
-pub fn derive(
-    v: &CounterValues,
-    mode: CountMode,
-    penalties: &CpiPenalties,
-    work: Option<&Work>,
-) -> DerivedMetrics {
+pub fn derive(v: &CounterValues, mode: CountMode, work: Option<&Work>) -> DerivedMetrics {
     DerivedMetrics {
         mode,
         cpi: cpi(v, mode),
@@ -321,7 +207,6 @@ pub fn derive(
         kernel_instruction_share: kernel_share(v, CounterEvent::Instructions),
         kernel_cycle_share: kernel_share(v, CounterEvent::Cycles),
         work: work.map(|w| work_cost(v, mode, w)),
-        cpi_stack: cpi_stack(v, mode, penalties),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Kernel time by cause (paper 003 Figs 2-4 and 6): how long the traced tasks spent in
-//! page faults and waiting for contended kernel locks, as a share of their CPU time,
+//! page faults, waiting for contended kernel locks and flushing their TLB for another
+//! CPU, as a share of their CPU time,
 //! beside the system-call profile ([`super::syscalls`]) and over the same traced extra
 //! sample.
 //!
@@ -14,6 +15,15 @@
 //! * **Lock waits**: `lock:contention_begin` to `contention_end` of the same lock and
 //!   task (Linux 5.19 and later); a lock waited for while another wait of the same task
 //!   is open (a mutex's wait-queue spinlock) counts inside the outer wait only.
+//! * **TLB shootdowns received**: a function-call interrupt that hit a traced task
+//!   (`irq_vectors:call_function_entry`/`_exit`, or `call_function_single_*`) and in
+//!   which the kernel flushed the TLB for another CPU (`tlb:tlb_flush` with reason
+//!   `TLB_REMOTE_SHOOTDOWN`): the handler's whole run, entry to exit, which is the CPU
+//!   time the shootdown took from the task (an interrupt is never switched out, so CPU
+//!   and wall time are the same). Other function calls queued on the same interrupt run
+//!   inside it and count with it. The sender's side is counted (`--events kernel`,
+//!   `tlb-shootdowns-sent`), not timed: the kernel traces when it sends the interrupts,
+//!   but nothing when the acknowledgements it then waits for have all come back.
 //!
 //! Each time comes twice, like a system call's: **CPU time** (`cpu_ns`, the wall time
 //! less every stretch the task was switched out: a major fault sleeping on I/O, a
@@ -43,15 +53,18 @@ pub enum KernelCause {
     FaultKernelMajor,
     /// Waiting for a contended kernel lock (spinning or sleeping).
     LockWait,
+    /// A TLB flush another CPU asked for, in the interrupt that brought the request.
+    TlbShootdownReceived,
 }
 
 impl KernelCause {
-    pub const ALL: [KernelCause; 5] = [
+    pub const ALL: [KernelCause; 6] = [
         KernelCause::FaultUserMinor,
         KernelCause::FaultUserMajor,
         KernelCause::FaultKernelMinor,
         KernelCause::FaultKernelMajor,
         KernelCause::LockWait,
+        KernelCause::TlbShootdownReceived,
     ];
 
     /// The fault cause for a fault taken in user (`user`) or kernel mode, minor or major.
@@ -65,7 +78,13 @@ impl KernelCause {
     }
 
     pub fn is_fault(self) -> bool {
-        self != KernelCause::LockWait
+        matches!(
+            self,
+            KernelCause::FaultUserMinor
+                | KernelCause::FaultUserMajor
+                | KernelCause::FaultKernelMinor
+                | KernelCause::FaultKernelMajor
+        )
     }
 }
 
@@ -77,6 +96,7 @@ impl fmt::Display for KernelCause {
             KernelCause::FaultKernelMinor => "kernel minor faults",
             KernelCause::FaultKernelMajor => "kernel major faults",
             KernelCause::LockWait => "lock waits",
+            KernelCause::TlbShootdownReceived => "TLB shootdowns received",
         })
     }
 }
@@ -165,7 +185,12 @@ impl KernelTimeProfile {
         let mut out = Vec::new();
         let faults = self.faults();
         let locks = self.find(KernelCause::LockWait).copied();
-        for (what, stat) in [("faults", faults), ("lock waits", locks)] {
+        let tlb = self.find(KernelCause::TlbShootdownReceived).copied();
+        for (what, stat) in [
+            ("faults", faults),
+            ("lock waits", locks),
+            ("TLB shootdowns received", tlb),
+        ] {
             let Some(s) = stat else { continue };
             let share = s
                 .cpu_ns
@@ -217,6 +242,7 @@ mod tests {
                 stat(KernelCause::FaultUserMinor, 4, 400, 400),
                 stat(KernelCause::FaultKernelMajor, 1, 3000, 200),
                 stat(KernelCause::LockWait, 2, 500, 100),
+                stat(KernelCause::TlbShootdownReceived, 3, 240, 240),
             ],
             unfinished: 0,
             unmatched_ends: 0,
@@ -226,13 +252,15 @@ mod tests {
         };
         let f = p.faults().unwrap();
         assert_eq!((f.completed, f.wall_ns, f.cpu_ns), (5, 3400, Some(600)));
+        assert!(!KernelCause::TlbShootdownReceived.is_fault());
         assert_eq!(p.share(600), Some(0.075));
         let parts = p.summary_parts(|ns| format!("{ns}ns"));
         assert_eq!(
             parts,
             [
                 "faults x5 CPU 600ns, 7.50% of CPU time (wall 3400ns)",
-                "lock waits x2 CPU 100ns, 1.25% of CPU time (wall 500ns)"
+                "lock waits x2 CPU 100ns, 1.25% of CPU time (wall 500ns)",
+                "TLB shootdowns received x3 CPU 240ns, 3.00% of CPU time (wall 240ns)"
             ]
         );
         let json = serde_json::to_string(&p).unwrap();
