@@ -408,6 +408,28 @@ pub(crate) fn stored_cell_keys(db: &mut dyn Sql, run_id: i64) -> Step<HashSet<Ce
     .collect()
 }
 
+/// The skipped cells of the runs `ids`, in one statement: per run, in order.
+pub(crate) fn load_skipped_of(
+    db: &mut dyn Sql,
+    ids: &[Value<'_>],
+) -> Step<BTreeMap<i64, Vec<(CellKey, String)>>> {
+    let marks: Vec<String> = (1..=ids.len()).map(|i| format!("?{i}")).collect();
+    let rows = db.query(
+        &format!(
+            "SELECT benchmark, params, placement, reason, run_id FROM skipped
+             WHERE run_id IN ({}) ORDER BY id",
+            marks.join(", ")
+        ),
+        ids,
+    )?;
+    let mut out: BTreeMap<i64, Vec<(CellKey, String)>> = BTreeMap::new();
+    for r in &rows {
+        let cell = (key_of(r, "skipped.params")?, r.get(3)?);
+        out.entry(r.get(4)?).or_default().push(cell);
+    }
+    Ok(out)
+}
+
 pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, String)>> {
     db.query(
         "SELECT benchmark, params, placement, reason FROM skipped WHERE run_id = ?1 ORDER BY id",

@@ -5,12 +5,14 @@
 //! of runs stored: a host measured a hundred times is ranked a hundred times (one small
 //! row each) and loaded once.
 
-use smtlab_model::{RESULTS_SCHEMA, RunResults, SkippedCell};
+use smtlab_model::{RESULTS_SCHEMA, RunMeta, RunResults, SkippedCell};
 
-use super::cells::{CellFilter, load_cells_of, load_skipped};
-use super::runs::load_meta_with;
+use std::collections::BTreeMap;
+
+use super::cells::{CellFilter, load_cells_of, load_skipped_of};
+use super::runs::load_metas;
 use super::sql::{Sql, Value};
-use super::{Step, Store, lease};
+use super::{Fail, Step, Store, lease};
 use crate::error::Result;
 
 /// Which runs `smtlab fleet` pools.
@@ -169,14 +171,21 @@ fn live_running(db: &mut dyn Sql, filter: &str, params: &[Value<'_>]) -> Step<Ve
 }
 
 /// The runs `ids`, each cell's samples and series from its digest, no plan, in the
-/// order of `ids`.
+/// order of `ids`: one statement per table for the whole batch.
 fn load_batch(db: &mut dyn Sql, ids: &[i64], version: i64) -> Step<Vec<RunResults>> {
     let args: Vec<Value<'_>> = ids.iter().map(|id| Value::Int(*id)).collect();
     let mut cells = load_cells_of(db, &CellFilter::digests(&args), version)?;
+    let mut metas: BTreeMap<i64, RunMeta> = load_metas(db, &args)?
+        .into_iter()
+        .map(|m| (m.id, m))
+        .collect();
+    let mut skipped = load_skipped_of(db, &args)?;
     let mut out = Vec::with_capacity(ids.len());
     for &id in ids {
-        let run = load_meta_with(db, id, false)?;
-        let skipped = load_skipped(db, id)?
+        let run = metas.remove(&id).ok_or(Fail::NoRun(id))?;
+        let skipped = skipped
+            .remove(&id)
+            .unwrap_or_default()
             .into_iter()
             .map(|(key, reason)| SkippedCell { key, reason })
             .collect();

@@ -8,7 +8,7 @@ use smtlab_model::{CellKey, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, Skip
 
 use super::cells::*;
 use super::codec::*;
-use super::sql::{Sql, args};
+use super::sql::{Sql, Value, args};
 use super::{Fail, Step, Store, lease};
 use crate::error::{Result, StoreError};
 
@@ -610,36 +610,52 @@ pub(crate) fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
     load_meta_with(db, run_id, true)
 }
 
-/// As [`load_meta`], with the run's plan (its planned cells) only when `plan`: the
-/// fleet reads none.
+/// As [`load_meta`], with the run's plan (its planned cells) only when `plan`.
 pub(crate) fn load_meta_with(db: &mut dyn Sql, run_id: i64, plan: bool) -> Step<RunMeta> {
-    let Some(r) = db.query_opt(
-        "SELECT started_unix_s, finished_unix_s, status, suite, command_line, environment,
-                topology, config, notes
-         FROM runs WHERE id = ?1",
-        args![run_id],
-    )?
-    else {
-        return Err(Fail::NoRun(run_id));
-    };
-    let status = parse_enum(r.text(2)?, "run status")?;
-    Ok(RunMeta {
-        id: run_id,
-        started_unix_s: r.get(0)?,
-        finished_unix_s: r.get(1)?,
-        status: effective_status(db, run_id, status),
-        command_line: from_json(r.text(4)?, "runs.command_line")?,
-        suite: r.get(3)?,
-        environment: from_json(r.text(5)?, "runs.environment")?,
-        topology: from_json(r.text(6)?, "runs.topology")?,
-        config: from_json(r.text(7)?, "runs.config")?,
-        plan: if plan {
-            load_plan(db, run_id)?
-        } else {
-            Vec::new()
-        },
-        notes: from_json(r.text(8)?, "runs.notes")?,
-    })
+    let mut meta = load_metas_where(db, "id = ?1", args![run_id])?
+        .pop()
+        .ok_or(Fail::NoRun(run_id))?;
+    if plan {
+        meta.plan = load_plan(db, run_id)?;
+    }
+    Ok(meta)
+}
+
+/// The runs `ids` without their plans (the fleet reads none), in one statement, by id.
+pub(crate) fn load_metas(db: &mut dyn Sql, ids: &[Value<'_>]) -> Step<Vec<RunMeta>> {
+    let marks: Vec<String> = (1..=ids.len()).map(|i| format!("?{i}")).collect();
+    load_metas_where(db, &format!("id IN ({})", marks.join(", ")), ids)
+}
+
+/// The runs matching `condition` (on `runs`), without plans, by id.
+fn load_metas_where(db: &mut dyn Sql, condition: &str, args: &[Value<'_>]) -> Step<Vec<RunMeta>> {
+    let rows = db.query(
+        &format!(
+            "SELECT id, started_unix_s, finished_unix_s, status, suite, command_line,
+                    environment, topology, config, notes
+             FROM runs WHERE {condition} ORDER BY id"
+        ),
+        args,
+    )?;
+    rows.iter()
+        .map(|r| {
+            let id: i64 = r.get(0)?;
+            let status = parse_enum(r.text(3)?, "run status")?;
+            Ok(RunMeta {
+                id,
+                started_unix_s: r.get(1)?,
+                finished_unix_s: r.get(2)?,
+                status: effective_status(db, id, status),
+                command_line: from_json(r.text(5)?, "runs.command_line")?,
+                suite: r.get(4)?,
+                environment: from_json(r.text(6)?, "runs.environment")?,
+                topology: from_json(r.text(7)?, "runs.topology")?,
+                config: from_json(r.text(8)?, "runs.config")?,
+                plan: Vec::new(),
+                notes: from_json(r.text(9)?, "runs.notes")?,
+            })
+        })
+        .collect()
 }
 
 pub(crate) fn load_plan(db: &mut dyn Sql, run_id: i64) -> Step<Vec<CellKey>> {
