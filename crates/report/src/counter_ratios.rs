@@ -993,17 +993,12 @@ pub(crate) mod tests {
         assert_eq!(r.get("l1d_mpki").map(|x| x.value), Some(20.0));
         assert!(r.get("llc_mpki").is_none());
         assert!(r.get("cycles_per_uop").is_none());
-        c.values.named.push(smtlab_model::counters::NamedReading {
-            name: "uops-retired".into(),
-            source: "test".into(),
-            encodings: vec![],
-            mode: CountMode::All,
-            scale: None,
-            unit: None,
-            scope: "thread".into(),
-            reading: Reading::exact(2500),
-            parts: 1,
-        });
+        c.values
+            .named
+            .push(smtlab_model::counters::NamedReading::counted(
+                "uops-retired",
+                2500,
+            ));
         let r = cell_ratios_t(&c);
         assert_eq!(r.get("cycles_per_uop").map(|x| x.value), Some(1.2));
     }

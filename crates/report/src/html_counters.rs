@@ -676,17 +676,10 @@ mod tests {
         });
         v.set(E::Cycles, CountMode::All, Reading::exact(5000));
         v.set(E::Instructions, CountMode::All, Reading::exact(1000));
-        v.named.push(smtlab_model::counters::NamedReading {
-            name: "l2-misses".into(),
-            source: "test".into(),
-            encodings: vec![],
-            mode: CountMode::All,
-            scale: None,
-            unit: None,
-            scope: "thread".into(),
-            reading: Reading::exact(100),
-            parts: 1,
-        });
+        v.named.push(smtlab_model::counters::NamedReading::counted(
+            "l2-misses",
+            100,
+        ));
         r.cells[0].counters = Some(CellCounters::new("w", v, None));
         let cells: Vec<_> = r
             .cells

@@ -110,17 +110,8 @@ mod tests {
                 .iter()
                 .zip([100].iter().chain(&shares))
             {
-                v.named.push(smtlab_model::counters::NamedReading {
-                    name: (*name).into(),
-                    source: "test".into(),
-                    encodings: vec![],
-                    mode: CountMode::All,
-                    scale: None,
-                    unit: None,
-                    scope: "thread".into(),
-                    reading: Reading::exact(*x),
-                    parts: 1,
-                });
+                v.named
+                    .push(smtlab_model::counters::NamedReading::counted(name, *x));
             }
         }
         let cells: Vec<&CellRecord> = results.cells[..2].iter().collect();

@@ -429,17 +429,7 @@ mod tests {
             v.set(e, CountMode::All, Reading::exact(c));
         }
         for &(n, c) in named {
-            v.named.push(NamedReading {
-                name: n.into(),
-                source: "test".into(),
-                encodings: vec![],
-                mode: CountMode::All,
-                scale: None,
-                unit: None,
-                scope: "thread".into(),
-                reading: Reading::exact(c),
-                parts: 1,
-            });
+            v.named.push(NamedReading::counted(n, c));
         }
         v
     }

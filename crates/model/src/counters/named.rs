@@ -79,6 +79,22 @@ fn one() -> u32 {
 }
 
 impl NamedReading {
+    /// `count` of `name`, counted all the time on the thread, with no encoding or
+    /// scale: a count given rather than read from a PMU (tests, worked examples).
+    pub fn counted(name: &str, count: u64) -> NamedReading {
+        NamedReading {
+            name: name.into(),
+            source: "given".into(),
+            encodings: Vec::new(),
+            mode: CountMode::All,
+            scale: None,
+            unit: None,
+            scope: "thread".into(),
+            reading: Reading::exact(count),
+            parts: 1,
+        }
+    }
+
     /// The count scaled for multiplexing and by `.scale`; `None` when it never ran.
     pub fn value(&self) -> Option<f64> {
         Some(self.reading.scaled? * self.scale.unwrap_or(1.0))

@@ -322,8 +322,8 @@ pub struct TopdownUnavailable(pub String);
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::counters::CounterTarget;
     use crate::counters::named::NamedReading;
-    use crate::counters::{CountMode, CounterTarget, Reading};
 
     /// Values with named events counted exactly (scale as given).
     pub(crate) fn named(counts: &[(&str, u64, Option<f64>)]) -> CounterValues {
@@ -333,15 +333,8 @@ pub(crate) mod tests {
         });
         for &(name, raw, scale) in counts {
             v.named.push(NamedReading {
-                name: name.into(),
-                source: "test".into(),
-                encodings: vec![],
-                mode: CountMode::All,
                 scale,
-                unit: None,
-                scope: "thread".into(),
-                reading: Reading::exact(raw),
-                parts: 1,
+                ..NamedReading::counted(name, raw)
             });
         }
         v
