@@ -372,6 +372,48 @@ fn bench_1c1t_up_takes_cpu_1_offline_for_the_cell_and_brings_it_back() {
     f.assert_restored();
 }
 
+#[test]
+fn on_a_uniprocessor_kernel_1c1t_and_1t_up_kernel_are_measured_once() {
+    let f = Fake::new();
+    ok(f.smtlab().args(["topo"]).output().unwrap());
+    // The kernel's version string without `SMP`: a kernel built without CONFIG_SMP.
+    fs::create_dir_all(f.tree().join("proc/sys/kernel")).unwrap();
+    fs::write(
+        f.tree().join("proc/sys/kernel/version"),
+        "#1 PREEMPT_DYNAMIC Sun Nov 29 12:56:01 UTC 2026\n",
+    )
+    .unwrap();
+    let out = ok(f
+        .smtlab()
+        .args(["bench", "int-ops", "-p", "1c1t,1t-up-kernel", "--quick"])
+        .args(["--max-samples", "3", "--json"])
+        .output()
+        .unwrap());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(placements(&v, None), ["1t-up-kernel"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1t-up-kernel: the same placement as 1c1t here (1t-up-kernel), measured once"),
+        "{err}"
+    );
+    // Nothing taken offline: the kernel has one CPU to give.
+    assert!(f.journal().is_empty(), "{:?}", f.journal());
+    ok(f.smtlab()
+        .args(["run", "--suite", "quick", "--bench", "int-ops"])
+        .args(["--placements", "1t-up-kernel,1c1t-up,1c1t", "--db"])
+        .arg(f.db())
+        .output()
+        .unwrap());
+    let v = json(
+        f.smtlab()
+            .args(["report", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, None), ["1t-up-kernel"]);
+}
+
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
