@@ -373,6 +373,34 @@ fn bench_1c1t_up_takes_cpu_1_offline_for_the_cell_and_brings_it_back() {
 }
 
 #[test]
+fn a_server_on_1c1t_up_runs_with_its_client_on_the_same_cpu_only() {
+    let f = Fake::new();
+    let bench = |client: &[&str]| {
+        f.smtlab()
+            .args(["bench", "web-static", "-p", "1c1t-up", "--quick"])
+            .args(["--max-samples", "3", "--json"])
+            .args(client)
+            .output()
+            .unwrap()
+    };
+    // A client on CPU 1 would be taken offline with it: the cell is refused.
+    let out = bench(&["--client-cpus", "1"]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("1c1t-up leaves no CPU online for the client side"),
+        "{text}"
+    );
+    assert!(f.journal().is_empty(), "{:?}", f.journal());
+    // Sharing the placement's one CPU, it needs no other.
+    let v = json(bench(&["--client-cpus", "0", "--client-share"]));
+    assert_eq!(placements(&v, None), ["1c1t-up"]);
+    assert!(v["cells"][0]["result"]["summary"]["mean"].as_f64().unwrap() > 0.0);
+    assert_eq!(f.journal(), ["cpu1/online 0", "cpu1/online 1"]);
+    f.assert_restored();
+}
+
+#[test]
 fn on_a_uniprocessor_kernel_1c1t_and_1t_up_kernel_are_measured_once() {
     let f = Fake::new();
     ok(f.smtlab().args(["topo"]).output().unwrap());
@@ -412,6 +440,8 @@ fn on_a_uniprocessor_kernel_1c1t_and_1t_up_kernel_are_measured_once() {
             .unwrap(),
     );
     assert_eq!(placements(&v, None), ["1t-up-kernel"]);
+    // Keyed by that name, so `compare` never takes it for an SMP kernel's 1c1t.
+    assert_eq!(v["cells"][0]["placement_spec"], "1t-up-kernel");
 }
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {

@@ -309,8 +309,9 @@ pub fn standard_placements(
 /// `texts` without those that resolve on `topo` to the placement of one listed before
 /// them, and a line for each left out: on a uniprocessor kernel `1c1t`, `1c1t-up` and
 /// `1t-up-kernel` are one placement, which a run measures once rather than as two cells
-/// of one name. A text that does not parse or resolve stays, for its caller to refuse or
-/// skip.
+/// of one name, and which is then written `1t-up-kernel` (so its cells are never taken
+/// for an SMP kernel's `1c1t` by `compare`). A text that does not parse or resolve
+/// stays, for its caller to refuse or skip.
 pub fn distinct(texts: &[String], topo: &Topology) -> (Vec<String>, Vec<String>) {
     let mut kept: Vec<String> = Vec::new();
     let mut names: Vec<(String, String)> = Vec::new();
@@ -325,8 +326,14 @@ pub fn distinct(texts: &[String], topo: &Topology) -> (Vec<String>, Vec<String>)
                 "{text}: the same placement as {first} here ({name}), measured once"
             )),
             None => {
+                kept.push(
+                    if placement.name == smtlab_model::placement::UP_KERNEL_NAME {
+                        placement.name.clone()
+                    } else {
+                        text.clone()
+                    },
+                );
                 names.push((placement.name, text.clone()));
-                kept.push(text.clone());
             }
         }
     }
@@ -615,7 +622,7 @@ mod tests {
         let mut up = adjacent(1, 1, 1);
         up.uniprocessor_kernel = true;
         let (kept, left_out) = distinct(&texts(&["1c1t", "1t-up-kernel", "1T-UP", "os"]), &up);
-        assert_eq!(kept, ["1c1t", "os"]);
+        assert_eq!(kept, ["1t-up-kernel", "os"]);
         assert_eq!(
             left_out,
             [
