@@ -12,10 +12,11 @@
 //! --nfsd`: nfsd's modules and nfs-kernel-server's programs from this machine), runs
 //! `nfs-sfs` on the kernel's nfsd on 1c1t and 1c2t, its threads pinned to the core, over
 //! UDP and with the peak search, and leaves no nfsd thread, daemon or mount behind, also
-//! after kill -9.
+//! after kill -9. Every SMT guest boots the kernel `scripts/smt-vm.sh` builds with core
+//! scheduling (`--kernel sched-core`); the uniprocessor guest its build without SMP.
 //!
-//! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernel
-//! (`scripts/smt-vm.sh --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`
+//! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernels
+//! (`scripts/smt-vm.sh [--kernel up] --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`
 //! or `SMTLAB_REQUIRE_TOOLS=1` (CI sets both, so there a missing piece fails).
 //! `SMTLAB_GUEST_TESTS=skip` skips them.
 
@@ -35,8 +36,9 @@ struct Guest {
     numa_nodes: usize,
     /// Give the guest the kernel NFS server (`smt-vm.sh --nfsd`).
     nfsd: bool,
-    /// The guest kernel (`smt-vm.sh --kernel`): `debian`, Debian's cloud kernel;
-    /// `sched-core`, built with core scheduling; or `up`, built without SMP.
+    /// The guest kernel (`smt-vm.sh --kernel`): `sched-core`, built from Debian's
+    /// kernel source with core scheduling (every SMT guest's); `up`, the same built
+    /// without SMP; or `debian`, Debian's cloud kernel.
     kernel: &'static str,
     /// The limit for the guest's boot, script and power-off (`smt-vm.sh --timeout`).
     timeout_s: u32,
@@ -678,7 +680,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 1,
             nfsd: false,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
         &Guest {
@@ -689,7 +691,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 2,
             nfsd: false,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
         &Guest {
@@ -700,7 +702,7 @@ fn smt_guests() {
             threads_per_core: 4,
             numa_nodes: 1,
             nfsd: false,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
         &Guest {
@@ -711,7 +713,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 1,
             nfsd: true,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
     ]);
