@@ -933,9 +933,10 @@ fn advise_security_per_process_gives_the_workloads_process_its_own_cookie() {
 }
 
 #[test]
-fn advise_security_per_group_refuses_smtlabs_own_process_group() {
-    // null-syscall's measuring process stays in smtlab's group: a cookie for that group
-    // would cover smtlab, the shell that started it and all they start later.
+fn advise_security_per_group_gives_the_measuring_processs_own_group_a_cookie() {
+    // null-syscall's measuring process leads a process group of its own (not smtlab's,
+    // whose cookie would stay with the shell that started smtlab): that group gets the
+    // cookie, once per instance.
     let f = Fake::new();
     let v = json(
         f.smtlab()
@@ -945,12 +946,23 @@ fn advise_security_per_group_refuses_smtlabs_own_process_group() {
             .output()
             .unwrap(),
     );
-    let why = security_modes(&v)[1]["skipped"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{v}"))
-        .to_string();
-    assert!(why.contains("smtlab's own"), "{why}");
-    assert!(cookies(&f).is_empty(), "{:?}", cookies(&f));
+    let modes = security_modes(&v);
+    assert!(modes[1].get("skipped").is_none(), "{}", modes[1]);
+    let made = cookies(&f);
+    assert!(!made.is_empty(), "a cookie per round at least");
+    for line in &made {
+        let pid: u32 = line
+            .strip_prefix("create ")
+            .and_then(|l| l.strip_suffix(" pgroup"))
+            .unwrap_or_else(|| panic!("{line}"))
+            .parse()
+            .unwrap();
+        assert_ne!(pid, std::process::id());
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} outlived smtlab"
+        );
+    }
     f.assert_restored();
 }
 

@@ -410,17 +410,6 @@ fn check_security(s: &BTreeMap<String, String>) -> Result<(), String> {
             if names != ["smt-on", "coresched", "smt-off"] {
                 return Err(format!("security {name}: modes {names:?}"));
             }
-            if name == "pgroup" {
-                // null-syscall's process is in smtlab's own group: no cookie for it.
-                let why = modes
-                    .get(1)
-                    .and_then(|m| m["skipped"].as_str())
-                    .unwrap_or("");
-                if !why.contains("smtlab's own") {
-                    return Err(format!("security pgroup: coresched not skipped: {a}"));
-                }
-                continue;
-            }
             for m in modes {
                 if m.get("skipped").is_some() || m["value"]["value"].as_f64().is_none() {
                     return Err(format!("security {name}: {} not measured: {m}", m["mode"]));
