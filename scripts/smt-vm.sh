@@ -11,14 +11,13 @@
 #   scripts/smt-vm.sh [--kernel NAME] --fetch-kernel   # build (or download) the kernel only
 #   scripts/smt-vm.sh [--kernel NAME] --check-kernel   # exit 0 when it is in the cache
 #
-#   --kernel   debian (default): Debian's cloud kernel image, downloaded (no
-#              CONFIG_SCHED_CORE);
-#              sched-core: built here from Debian's kernel source
+#   --kernel   sched-core (default): built here from Debian's kernel source
 #              (scripts/kernel-source.sh) with scripts/guest-kernel.config, which has
 #              CONFIG_SCHED_CORE and schedstats for the core scheduling tests;
 #              up: the same without CONFIG_SMP (scripts/guest-kernel-up.config on top),
 #              a uniprocessor kernel, which uses one CPU whatever --topo offers
-#              (give it --topo 1s1c1t)
+#              (give it --topo 1s1c1t);
+#              debian: Debian's cloud kernel image, downloaded (no CONFIG_SCHED_CORE)
 #   --topo     1s2c2t (default: 1 socket, 2 cores, 2 threads each = 4 CPUs),
 #              2s2c2t (2 sockets x 2 cores x 2 threads = 8 CPUs, one NUMA node per socket),
 #              1s1c4t (1 core with 4 threads), 1s1c1t (one CPU)
@@ -39,10 +38,10 @@
 # make, flex, bison, bc, libelf-dev and libssl-dev, and are kept in the cache directory
 # ($SMTVM_CACHE, default target/smt-vm in the repository) under built/NAME-KEY, KEY a
 # hash of the config files and the source version, so a second run reuses them. The
-# first build of the sched-core kernel (6.12.117) took 2981 s of wall time but only
-# 12 minutes of CPU time (10m16s user, 1m55s system) at nice -n 19, make -j2, on two
-# CPUs kept busy by other builds (on two idle CPUs, some 6 minutes: an estimate from
-# the CPU time, not measured); the up kernel 1427 s, with the same CPU time.
+# first build of the sched-core kernel (6.12.117) took 2349 s of wall time at nice -n
+# 19, make -j2, on two CPUs kept busy by other builds, and the up kernel 2108 s beside
+# it; a build optimised for size took 12 minutes of CPU time (10m16s user, 1m55s
+# system), so on two idle CPUs some 6 to 8 minutes (an estimate, not measured).
 # SMTVM_BUILD_JOBS sets -j. Debian's kernel is downloaded
 # with `apt-get download` with the modules `--nfsd` needs (in modules/ there, their
 # modules.dep made by busybox depmod).
@@ -58,7 +57,7 @@ script=
 fetch_only=0
 check_only=0
 nfsd=0
-kernel=debian
+kernel=sched-core
 
 die() { echo "smt-vm: $*" >&2; exit 125; }
 
@@ -72,7 +71,7 @@ while [ $# -gt 0 ]; do
     --check-kernel) check_only=1; shift ;;
     --kernel) kernel="$2"; shift 2 ;;
     --nfsd) nfsd=1; shift ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) script="$1"; shift ;;
   esac

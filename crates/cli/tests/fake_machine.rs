@@ -372,6 +372,78 @@ fn bench_1c1t_up_takes_cpu_1_offline_for_the_cell_and_brings_it_back() {
     f.assert_restored();
 }
 
+#[test]
+fn a_server_on_1c1t_up_runs_with_its_client_on_the_same_cpu_only() {
+    let f = Fake::new();
+    let bench = |client: &[&str]| {
+        f.smtlab()
+            .args(["bench", "web-static", "-p", "1c1t-up", "--quick"])
+            .args(["--max-samples", "3", "--json"])
+            .args(client)
+            .output()
+            .unwrap()
+    };
+    // A client on CPU 1 would be taken offline with it: the cell is refused.
+    let out = bench(&["--client-cpus", "1"]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("1c1t-up leaves no CPU online for the client side"),
+        "{text}"
+    );
+    assert!(f.journal().is_empty(), "{:?}", f.journal());
+    // Sharing the placement's one CPU, it needs no other.
+    let v = json(bench(&["--client-cpus", "0", "--client-share"]));
+    assert_eq!(placements(&v, None), ["1c1t-up"]);
+    assert!(v["cells"][0]["result"]["summary"]["mean"].as_f64().unwrap() > 0.0);
+    assert_eq!(f.journal(), ["cpu1/online 0", "cpu1/online 1"]);
+    f.assert_restored();
+}
+
+#[test]
+fn on_a_uniprocessor_kernel_1c1t_and_1t_up_kernel_are_measured_once() {
+    let f = Fake::new();
+    ok(f.smtlab().args(["topo"]).output().unwrap());
+    // The kernel's version string without `SMP`: a kernel built without CONFIG_SMP.
+    fs::create_dir_all(f.tree().join("proc/sys/kernel")).unwrap();
+    fs::write(
+        f.tree().join("proc/sys/kernel/version"),
+        "#1 PREEMPT_DYNAMIC Sun Nov 29 12:56:01 UTC 2026\n",
+    )
+    .unwrap();
+    let out = ok(f
+        .smtlab()
+        .args(["bench", "int-ops", "-p", "1c1t,1t-up-kernel", "--quick"])
+        .args(["--max-samples", "3", "--json"])
+        .output()
+        .unwrap());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(placements(&v, None), ["1t-up-kernel"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1t-up-kernel: the same placement as 1c1t here (1t-up-kernel), measured once"),
+        "{err}"
+    );
+    // Nothing taken offline: the kernel has one CPU to give.
+    assert!(f.journal().is_empty(), "{:?}", f.journal());
+    ok(f.smtlab()
+        .args(["run", "--suite", "quick", "--bench", "int-ops"])
+        .args(["--placements", "1t-up-kernel,1c1t-up,1c1t", "--db"])
+        .arg(f.db())
+        .output()
+        .unwrap());
+    let v = json(
+        f.smtlab()
+            .args(["report", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(placements(&v, None), ["1t-up-kernel"]);
+    // Keyed by that name, so `compare` never takes it for an SMP kernel's 1c1t.
+    assert_eq!(v["cells"][0]["placement_spec"], "1t-up-kernel");
+}
+
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -887,6 +959,11 @@ fn advise_security_per_group_gives_the_measuring_process_group_its_cookie_never_
             .parse()
             .unwrap();
         assert_ne!(pgid, ours, "{line}");
+        // The group's leader ended with its cell, and its cookie with it.
+        assert!(
+            !Path::new(&format!("/proc/{pgid}")).exists(),
+            "{pgid} outlived smtlab"
+        );
     }
     f.assert_restored();
 }

@@ -12,10 +12,11 @@
 //! --nfsd`: nfsd's modules and nfs-kernel-server's programs from this machine), runs
 //! `nfs-sfs` on the kernel's nfsd on 1c1t and 1c2t, its threads pinned to the core, over
 //! UDP and with the peak search, and leaves no nfsd thread, daemon or mount behind, also
-//! after kill -9.
+//! after kill -9. Every SMT guest boots the kernel `scripts/smt-vm.sh` builds with core
+//! scheduling (`--kernel sched-core`); the uniprocessor guest its build without SMP.
 //!
-//! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernel
-//! (`scripts/smt-vm.sh --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`
+//! Skipped, with the reason printed, where QEMU, busybox, cpio or the guest kernels
+//! (`scripts/smt-vm.sh [--kernel up] --fetch-kernel`) are missing, unless `SMTLAB_GUEST_TESTS=require`
 //! or `SMTLAB_REQUIRE_TOOLS=1` (CI sets both, so there a missing piece fails).
 //! `SMTLAB_GUEST_TESTS=skip` skips them.
 
@@ -35,8 +36,9 @@ struct Guest {
     numa_nodes: usize,
     /// Give the guest the kernel NFS server (`smt-vm.sh --nfsd`).
     nfsd: bool,
-    /// The guest kernel (`smt-vm.sh --kernel`): `debian`, Debian's cloud kernel;
-    /// `sched-core`, built with core scheduling; or `up`, built without SMP.
+    /// The guest kernel (`smt-vm.sh --kernel`): `sched-core`, built from Debian's
+    /// kernel source with core scheduling (every SMT guest's); `up`, the same built
+    /// without SMP; or `debian`, Debian's cloud kernel.
     kernel: &'static str,
     /// The limit for the guest's boot, script and power-off (`smt-vm.sh --timeout`).
     timeout_s: u32,
@@ -85,8 +87,9 @@ fn nfs_programs_missing() -> Option<String> {
         .map(|p| format!("{p} not found (apt-get install nfs-kernel-server)"))
 }
 
-/// Runs one guest and checks its output; the error holds the guest's output.
-fn run(g: &Guest) -> Result<(), String> {
+/// Runs one guest and checks its output, giving its sections; the error holds the
+/// guest's output.
+fn run(g: &Guest) -> Result<BTreeMap<String, String>, String> {
     let started = Instant::now();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guest");
     let mut cmd = Command::new(repo().join("scripts/smt-vm.sh"));
@@ -146,10 +149,104 @@ fn run(g: &Guest) -> Result<(), String> {
         .and_then(|()| check_nfs(&sections))
         .and_then(|()| check_security(&sections))
         .and_then(|()| check_up_web(&sections))
+        .and_then(|()| check_compare_run(&sections))
     {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(sections),
         Err(why) => fail(why),
     }
+}
+
+/// The `smp-run` or `up-run` section (when the guest ran one): `report --json` of a run
+/// of null-syscall and web-static, one cell of each per placement, named as the
+/// kernel names them (`1t-up-kernel` once on the uniprocessor kernel, though the run
+/// listed 1c1t too).
+fn check_compare_run(s: &BTreeMap<String, String>) -> Result<(), String> {
+    for (name, want) in [
+        ("smp-run", &["1c1t", "1c1t-up", "1c2t"][..]),
+        ("up-run", &["1t-up-kernel"][..]),
+    ] {
+        let Some(text) = s.get(name) else { continue };
+        let run: Value =
+            serde_json::from_str(text).map_err(|e| format!("{name}: report --json: {e}"))?;
+        for bench in ["null-syscall", "web-static"] {
+            let mut names: Vec<&str> = run["cells"]
+                .as_array()
+                .ok_or(format!("{name}: no cells"))?
+                .iter()
+                .filter(|c| c["benchmark"] == bench)
+                .filter_map(|c| c["placement"]["name"].as_str())
+                .collect();
+            names.sort_unstable();
+            if names != want {
+                return Err(format!(
+                    "{name}: {bench}'s cells on {names:?}, expected {want:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `smtlab compare` of the SMP kernel's run and the uniprocessor kernel's (the guests'
+/// `smp-run` and `up-run` sections, as results JSON files): paper 000's 2T vs 1T-UP,
+/// each workload's `1t-up-kernel` cell beside the SMP kernel's 1c2t, 1c1t-up and 1c1t,
+/// each with a speed-up over it.
+fn check_up_beside_smp(
+    smp: &BTreeMap<String, String>,
+    up: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?;
+    let mut files = Vec::new();
+    for (name, s) in [("smp-run", smp), ("up-run", up)] {
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, s.get(name).ok_or(format!("no {name} section"))?)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        files.push(path);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_smtlab"))
+        .arg("compare")
+        .args(&files)
+        .args(["--json", "--db"])
+        .arg(dir.path().join("none.db"))
+        .output()
+        .map_err(|e| format!("smtlab compare: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "smtlab compare: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("compare --json: {e}"))?;
+    let rows = v["up_kernel"]
+        .as_array()
+        .ok_or(format!("compare: no up_kernel rows: {text}"))?;
+    let mut benches: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r["benchmark"].as_str())
+        .collect();
+    benches.sort_unstable();
+    if benches != ["null-syscall", "web-static"] {
+        return Err(format!("compare: up_kernel rows for {benches:?}"));
+    }
+    for r in rows {
+        let beside: Vec<&str> = r["beside"]
+            .as_array()
+            .map(|b| b.iter().filter_map(|p| p["placement"].as_str()).collect())
+            .unwrap_or_default();
+        let ratios = r["beside"].as_array().is_some_and(|b| {
+            b.iter().all(|p| {
+                p["verdict"]["speedup"]["ratio"]
+                    .as_f64()
+                    .is_some_and(|x| x > 0.0)
+            })
+        });
+        if r["up_kernel_in"] != "B" || beside != ["1c2t", "1c1t-up", "1c1t"] || !ratios {
+            return Err(format!("compare: up_kernel row {r}"));
+        }
+    }
+    Ok(())
 }
 
 /// The guest kernel's sibling list of each CPU (the `siblings` section).
@@ -530,21 +627,30 @@ fn grid(spec: &str) -> (usize, usize) {
     (c.parse().unwrap(), t.parse().unwrap())
 }
 
-fn guests(which: &[&Guest]) {
+/// Whether guests with these kernels can run here; says why not, and fails where they
+/// are required.
+fn may_run(kernels: &[&str]) -> bool {
     let mode = std::env::var("SMTLAB_GUEST_TESTS").unwrap_or_default();
     if mode == "skip" {
         eprintln!("skipped: SMTLAB_GUEST_TESTS=skip");
-        return;
+        return false;
     }
-    let mut kernels: Vec<&str> = which.iter().map(|g| g.kernel).collect();
-    kernels.dedup();
-    if let Some(why) = missing(&kernels) {
+    if let Some(why) = missing(kernels) {
         // SMTLAB_REQUIRE_TOOLS=1 (every tool-dependent test must run) requires them too.
         assert!(
             mode != "require" && !smtlab_fixtures::require::required(),
             "guest tests required but cannot run: {why}"
         );
         eprintln!("skipped: {why}");
+        return false;
+    }
+    true
+}
+
+fn guests(which: &[&Guest]) {
+    let mut kernels: Vec<&str> = which.iter().map(|g| g.kernel).collect();
+    kernels.dedup();
+    if !may_run(&kernels) {
         return;
     }
     let errors: Vec<String> = which.iter().filter_map(|g| run(g).err()).collect();
@@ -563,7 +669,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 1,
             nfsd: false,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
         &Guest {
@@ -574,7 +680,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 2,
             nfsd: false,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
         &Guest {
@@ -585,7 +691,7 @@ fn smt_guests() {
             threads_per_core: 4,
             numa_nodes: 1,
             nfsd: false,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
         &Guest {
@@ -596,7 +702,7 @@ fn smt_guests() {
             threads_per_core: 2,
             numa_nodes: 1,
             nfsd: true,
-            kernel: "debian",
+            kernel: "sched-core",
             timeout_s: 360,
         },
     ]);
@@ -620,10 +726,22 @@ fn coresched_guest() {
     }]);
 }
 
-/// Paper 000's 1T-UP on a kernel built without `CONFIG_SMP`, one CPU.
+/// Paper 000's 1T-UP on a kernel built without `CONFIG_SMP`, one CPU, and its runs set
+/// beside the SMP kernel's 1c2t, 1c1t-up and 1c1t by `smtlab compare`.
 #[test]
 fn uniprocessor_kernel_guest() {
-    guests(&[&Guest {
+    let smp = Guest {
+        topo: "1s2c2t",
+        script: "upsmp4.sh",
+        packages: 1,
+        cores: 2,
+        threads_per_core: 2,
+        numa_nodes: 1,
+        nfsd: false,
+        kernel: "sched-core",
+        timeout_s: 600,
+    };
+    let up = Guest {
         topo: "1s1c1t",
         script: "up1.sh",
         packages: 1,
@@ -632,6 +750,14 @@ fn uniprocessor_kernel_guest() {
         numa_nodes: 1,
         nfsd: false,
         kernel: "up",
-        timeout_s: 360,
-    }]);
+        timeout_s: 600,
+    };
+    if !may_run(&["sched-core", "up"]) {
+        return;
+    }
+    let result = run(&smp).and_then(|s| Ok((s, run(&up)?)));
+    let (smp, up) = result.unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = check_up_beside_smp(&smp, &up) {
+        panic!("{e}");
+    }
 }

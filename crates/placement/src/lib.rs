@@ -82,7 +82,7 @@ pub mod runtime;
 mod spec;
 
 pub use client::{ClientError, ClientRule, RemoteClients, Token, client_cpus};
-pub use resolve::{resolve, standard_placements};
+pub use resolve::{distinct, resolve, standard_placements};
 pub use smtlab_model::{
     CoreOrder, CpuOrder, CpuSet, PlacementKind, PlacementSpec, ResolvedPlacement, Topology,
 };

@@ -306,6 +306,40 @@ pub fn standard_placements(
         .collect()
 }
 
+/// `texts` without those that resolve on `topo` to the placement of one listed before
+/// them, and a line for each left out: on a uniprocessor kernel `1c1t`, `1c1t-up` and
+/// `1t-up-kernel` are one placement, which a run measures once rather than as two cells
+/// of one name, and which is then written `1t-up-kernel` (so its cells are never taken
+/// for an SMP kernel's `1c1t` by `compare`). A text that does not parse or resolve
+/// stays, for its caller to refuse or skip.
+pub fn distinct(texts: &[String], topo: &Topology) -> (Vec<String>, Vec<String>) {
+    let mut kept: Vec<String> = Vec::new();
+    let mut names: Vec<(String, String)> = Vec::new();
+    let mut left_out = Vec::new();
+    for text in texts {
+        let Ok(placement) = parse(text).and_then(|spec| resolve(&spec, topo)) else {
+            kept.push(text.clone());
+            continue;
+        };
+        match names.iter().find(|(name, _)| *name == placement.name) {
+            Some((name, first)) => left_out.push(format!(
+                "{text}: the same placement as {first} here ({name}), measured once"
+            )),
+            None => {
+                kept.push(
+                    if placement.name == smtlab_model::placement::UP_KERNEL_NAME {
+                        placement.name.clone()
+                    } else {
+                        text.clone()
+                    },
+                );
+                names.push((placement.name, text.clone()));
+            }
+        }
+    }
+    (kept, left_out)
+}
+
 /// Online CPUs this process may run on.
 pub(crate) fn usable_cpus(topo: &Topology) -> CpuSet {
     match &topo.allowed_cpus {
@@ -580,6 +614,29 @@ mod tests {
             assert!(!r.is_uniprocessor(), "{spec}");
         }
         assert_eq!(resolve(&parse("os").unwrap(), &up).unwrap().name, "os");
+    }
+
+    #[test]
+    fn placements_of_one_name_are_listed_once() {
+        let texts = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let mut up = adjacent(1, 1, 1);
+        up.uniprocessor_kernel = true;
+        let (kept, left_out) = distinct(&texts(&["1c1t", "1t-up-kernel", "1T-UP", "os"]), &up);
+        assert_eq!(kept, ["1t-up-kernel", "os"]);
+        assert_eq!(
+            left_out,
+            [
+                "1t-up-kernel: the same placement as 1c1t here (1t-up-kernel), measured once",
+                "1T-UP: the same placement as 1c1t here (1t-up-kernel), measured once",
+            ]
+        );
+        // On an SMP kernel they are three placements; what does not resolve stays.
+        let smp = adjacent(1, 2, 2);
+        let asked = texts(&["1c1t", "1c1t-up", "1c2t", "1t-up-kernel", "9c1t", "bogus"]);
+        let (kept, left_out) = distinct(&asked, &smp);
+        assert_eq!((kept, left_out.len()), (asked, 0));
+        let (kept, _) = distinct(&texts(&["1c2t", "1c2t/compact"]), &smp);
+        assert_eq!(kept, ["1c2t"]);
     }
 
     #[test]

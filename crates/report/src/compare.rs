@@ -394,6 +394,11 @@ pub struct Comparison {
     /// The between-run variance added to the row tests and the headline, and where it
     /// came from.
     pub between_runs: BetweenRuns,
+    /// Paper 000's 2T vs 1T-UP where one run was measured on a uniprocessor kernel
+    /// ([`crate::compare_up`]): its `1t-up-kernel` cells beside the other run's `1c2t`,
+    /// `1c1t-up` and `1c1t`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub up_kernel: Vec<crate::compare_up::UpKernelRow>,
 }
 
 impl GroupMean {
@@ -545,6 +550,7 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
         correction: "benjamini-hochberg".into(),
         between_runs_scatter,
         between_runs: between,
+        up_kernel: crate::compare_up::up_kernel_rows(a, b),
     }
 }
 
@@ -854,6 +860,7 @@ pub fn compare_table(c: &Comparison) -> String {
             &[4, 5, 6],
         ));
     }
+    out.push_str(&crate::compare_up::up_kernel_text(&c.up_kernel));
     if !c.missing.is_empty() {
         out.push_str("\nmeasured in one run only:\n");
         for m in &c.missing {

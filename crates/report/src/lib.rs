@@ -63,6 +63,7 @@ pub mod advice;
 pub mod between;
 pub mod compare;
 pub mod compare_html;
+pub mod compare_up;
 pub mod corun;
 pub mod counter_ratios;
 pub mod counters;

@@ -245,17 +245,17 @@ pub trait Machine: Sync {
     }
 
     /// Puts the system into the state `placement` needs for one cell (`1c1t-up`: every
-    /// other CPU offline) until the guard drops; `client_side`: the benchmark needs a
-    /// CPU for its client, which a uniprocessor cannot give.
+    /// other CPU offline) until the guard drops; `client_elsewhere`: the cell's client
+    /// runs on a CPU outside the placement, which a uniprocessor cannot keep online.
     fn enter_cell(
         &self,
         placement: &ResolvedPlacement,
-        client_side: bool,
+        client_elsewhere: bool,
     ) -> Result<CellGuard, MachineError> {
         if !placement.is_uniprocessor() {
             return Ok(CellGuard::Unchanged);
         }
-        if client_side {
+        if client_elsewhere {
             return Err(MachineError::NoClientCpu {
                 placement: placement.name.clone(),
             });

@@ -228,7 +228,13 @@ impl Session<'_> {
             // Rounds of several placements take turns even when their samples do not;
             // either way every instance of the group lives at once, unless that would
             // hold more memory than the run allows.
-            let together = (self.interleave || self.repeat > 1) && !self.too_big_together(&group);
+            // `1c1t-up` keeps the other CPUs offline while its instance lives, which
+            // the group's other placements need: such a group takes one cell at a time.
+            let offline = group
+                .iter()
+                .any(|c| c.placement.as_ref().is_ok_and(|p| p.is_uniprocessor()));
+            let together =
+                (self.interleave || self.repeat > 1) && !offline && !self.too_big_together(&group);
             let ended = if together {
                 self.measure_together(group, observer)
             } else {

@@ -83,6 +83,7 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
             out.push_str(&t.render_to(layout));
         }
     }
+    out.push_str(&smtlab_report::compare_up::up_kernel_text(&c.up_kernel));
     if !c.missing.is_empty() {
         out.push_str("\nmeasured in one run only:\n");
         for m in &c.missing {

@@ -55,6 +55,8 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     } else {
         super::split_placements(&args.placements)
     };
+    // On a uniprocessor kernel 1c1t, 1c1t-up and 1t-up-kernel are one placement.
+    let (asked, same) = smtlab_placement::distinct(&asked, &topo);
     // Resolve every placement before measuring anything: a typo should not cost a run.
     let (specs, placements, unmeasured) = resolve_placements(&asked, &topo, args.smt.is_empty())?;
     if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
@@ -79,7 +81,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     cfg.counter_events = args.events.clone();
     cfg.dram_peak_gb_per_s = args.dram_peak;
     let counting = machine.counting_for(&cfg)?;
-    let mut notes = Vec::new();
+    let mut notes = same;
     if !args.json {
         notes.extend(counting.iter().flat_map(CountingSetup::missing_lines));
         if !topo.smt_visible() && args.smt.is_empty() {

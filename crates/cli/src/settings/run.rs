@@ -92,6 +92,9 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         for p in &list {
             smtlab_placement::parse(p)?;
         }
+        // On a uniprocessor kernel 1c1t, 1c1t-up and 1t-up-kernel are one placement.
+        let (list, same) = smtlab_placement::distinct(&list, topo);
+        notes.extend(same);
         list
     };
     let mut config = match suite {

@@ -15,7 +15,6 @@ use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
 use smtlab_model::metrics::coresched::{FORCEIDLE_NS, FORCEIDLE_SHARE};
 use smtlab_model::{Disturbance, ResolvedPlacement};
-use smtlab_placement::ClientRule;
 use smtlab_placement::irq;
 
 use super::cookie::{partner_cookies, process_cookies, tenant_cpu, thread_cookie};
@@ -165,13 +164,15 @@ fn set_up(
 ) -> (Result<Option<ClientSide>, SetupError>, Held) {
     let client =
         crate::client::client_for(plan.bench, session.topo, placement, &session.client_rule);
+    // `1c1t-up` may take every other CPU offline unless the client runs on one: a
+    // client on other hosts has no CPU here, and one sharing the placement's CPU
+    // (`--client-cpus 0 --client-share`) needs no other.
+    let client_elsewhere = match &client {
+        Ok(Some(c)) => c.cpus().iter().any(|cpu| !placement.cpus.contains(&cpu)),
+        _ => false,
+    };
     let state = match session.system {
-        Some(machine) => machine
-            // A client on other hosts needs no CPU here: `1c1t-up` may take them all.
-            .enter_cell(
-                placement,
-                plan.bench.client_side() && !matches!(session.client_rule, ClientRule::Remote(_)),
-            ),
+        Some(machine) => machine.enter_cell(placement, client_elsewhere),
         None => Ok(CellGuard::Unchanged),
     };
     let unchanged = |e: SetupError| {
