@@ -441,6 +441,7 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
             }
         };
         p.push_str(&none.into_string());
+        p.push_str(&up_kernel(c).into_string());
         p.push_str(&missing(c).into_string());
         return;
     }
@@ -509,7 +510,57 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
     };
     p.push_str(&body.into_string());
     p.push_str(&overlays(a, b).into_string());
+    p.push_str(&up_kernel(c).into_string());
     p.push_str(&missing(c).into_string());
+}
+
+/// Paper 000's 2T vs 1T-UP ([`crate::compare_up`]): each workload's `1t-up-kernel` cell
+/// and the SMP kernel's placements beside it, as the text gives them.
+fn up_kernel(c: &Comparison) -> Markup {
+    use smtlab_model::placement::UP_KERNEL_NAME;
+    if c.up_kernel.is_empty() {
+        return html! {};
+    }
+    html! {
+        section id="up-kernel" {
+            h2 { "2T vs 1T-UP (paper 000)" }
+            p {
+                "The SMP kernel's placements over the uniprocessor kernel's " code { (UP_KERNEL_NAME) }
+                " cell of the same workload: the ratio of the means, above 1 better than "
+                code { (UP_KERNEL_NAME) } ", with its 95% interval within the two runs (not what \
+                 runs of one setup differ by)."
+            }
+            div class="scroll" {
+                table {
+                    tr {
+                        th { "benchmark" } th { "params" } th { "unit" } th { "placement" }
+                        th { "mean" } th { "over " (UP_KERNEL_NAME) }
+                    }
+                    @for r in &c.up_kernel {
+                        tr class="group" {
+                            td { (r.benchmark) } td { code { (params(&r.params)) } } td { (r.unit) }
+                            td { (UP_KERNEL_NAME) " (" (side(r.up_kernel_in)) ")" }
+                            td class="num" { (crate::fmt::num(r.up_kernel)) } td {}
+                        }
+                        @for pair in &r.beside {
+                            tr {
+                                td {} td {} td {} td { (pair.placement) }
+                                td class="num" { (crate::fmt::num(pair.value)) }
+                                td class="num" { (pair.verdict.as_ref().map_or("-".into(), crate::fmt::verdict)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn side(s: Side) -> &'static str {
+    match s {
+        Side::A => "A",
+        Side::B => "B",
+    }
 }
 
 /// A's and B's scaling curves on one chart per workload and placement (as `fleet`
@@ -626,12 +677,7 @@ fn missing(c: &Comparison) -> Markup {
                             td { (m.benchmark) }
                             td { code { (params(&m.params)) } }
                             td { (m.placement) }
-                            td {
-                                @match m.only_in {
-                                    Side::A => "A",
-                                    Side::B => "B",
-                                }
-                            }
+                            td { (side(m.only_in)) }
                             td {
                                 (m.other_skipped.as_deref().unwrap_or("not planned or not reached"))
                             }
@@ -654,6 +700,43 @@ fn md(s: &str) -> String {
         .replace('\n', " ")
 }
 
+/// [`up_kernel`] as a Markdown table; empty without rows.
+fn up_kernel_markdown(c: &Comparison) -> String {
+    use smtlab_model::placement::UP_KERNEL_NAME;
+    if c.up_kernel.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\n**2T vs 1T-UP (paper 000)**: the SMP kernel's placements over the uniprocessor \
+         kernel's `{UP_KERNEL_NAME}` (above 1 = better, 95% interval within the two runs).\n\n\
+         | benchmark | params | placement | mean | over {UP_KERNEL_NAME} |\n|---|---|---|--:|--:|\n"
+    );
+    for r in &c.up_kernel {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {UP_KERNEL_NAME} ({}) | {} | |",
+            md(&r.benchmark),
+            md(&params(&r.params)),
+            side(r.up_kernel_in),
+            md(&crate::fmt::num(r.up_kernel))
+        );
+        for pair in &r.beside {
+            let v = pair
+                .verdict
+                .as_ref()
+                .map_or("-".into(), crate::fmt::verdict);
+            let _ = writeln!(
+                out,
+                "| | | {} | {} | {} |",
+                md(&pair.placement),
+                md(&crate::fmt::num(pair.value)),
+                md(&v)
+            );
+        }
+    }
+    out
+}
+
 /// The comparison as GitHub-flavoured Markdown: who A and B are, the environment facts
 /// that differ, one table row per cell with the speed-up and its interval, and the
 /// geometric means; `c` is the comparison of `a` and `b`.
@@ -674,6 +757,7 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
     }
     if c.rows.is_empty() {
         out.push_str("No cell was measured in both runs.\n");
+        out.push_str(&up_kernel_markdown(c));
         return out;
     }
     out.push_str(
@@ -729,6 +813,7 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
          logarithms with a whole run's between-run shift added; no difference when it \
          includes 1.\n",
     );
+    out.push_str(&up_kernel_markdown(c));
     if !c.missing.is_empty() {
         let _ = writeln!(
             out,
@@ -811,6 +896,51 @@ mod tests {
         let mut page = String::new();
         compare_sections(&mut page, &a1, &b1, &crate::compare::compare(&a1, &b1));
         assert!(!page.contains("A and B on one chart"));
+    }
+
+    #[test]
+    fn a_uniprocessor_kernels_run_is_set_beside_the_smp_kernels_on_the_page() {
+        use smtlab_fixtures::build::cell_of;
+        let run_of = |cells: Vec<smtlab_model::CellRecord>| {
+            let host = smtlab_fixtures::fleet::FakeHost::new("h", "cpu", 1.2);
+            let mut r = smtlab_fixtures::fleet::run(&host);
+            r.cells = cells;
+            r.skipped.clear();
+            r
+        };
+        let on = |name: &str, threads: u32, values: &[f64]| {
+            let none = Default::default();
+            cell_of(
+                "int-ops",
+                none,
+                Default::default(),
+                name,
+                (1, threads),
+                values,
+            )
+        };
+        let smp = run_of(vec![
+            on("1c2t", 2, &[15.0, 15.2, 14.8]),
+            on("1c1t", 1, &[9.0, 9.1, 8.9]),
+        ]);
+        let up = run_of(vec![on("1t-up-kernel", 1, &[10.0, 10.1, 9.9])]);
+        let c = crate::compare::compare(&smp, &up);
+        let mut page = String::new();
+        compare_sections(&mut page, &smp, &up, &c);
+        let at = page.find("2T vs 1T-UP (paper 000)").expect("the section");
+        let section = &page[at..];
+        assert!(section.contains("1t-up-kernel (B)"), "{section}");
+        assert!(
+            section.contains("<td>1c2t</td>") && section.contains("1.500x"),
+            "{section}"
+        );
+        let md = compare_markdown(&smp, &up, &c);
+        assert!(md.contains("| int-ops | - | 1t-up-kernel (B) |"), "{md}");
+        assert!(md.contains("| | | 1c2t |"), "{md}");
+        // Without a uniprocessor kernel's run, no section.
+        let mut page = String::new();
+        compare_sections(&mut page, &smp, &smp, &crate::compare::compare(&smp, &smp));
+        assert!(!page.contains("2T vs 1T-UP"));
     }
 
     /// The x and width of every bar.
