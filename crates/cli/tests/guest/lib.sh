@@ -458,7 +458,7 @@ security_checks() {
   wait "$busy" 2>/dev/null
   security_cell process null-syscall process yes
   # null-syscall's measuring process leads a process group of its own (not smtlab's,
-  # which is this script's): the cookie covers that group and ends with it.
+  # which is this shell's): that group gets the cookie.
   security_cell pgroup null-syscall pgroup yes
   # Two tenants on the siblings of one core, a cookie each.
   security_cell partners int-ops thread yes --partners
@@ -521,5 +521,20 @@ up_kernel_checks() {
   [ "$rc" = 0 ] || tail -n 5 /tmp/upw.err
   section up-web
   cat /tmp/upw.json
+  section checks
+}
+
+# The runs `smtlab compare` sets side by side for paper 000's 2T vs 1T-UP: the same
+# workloads on the SMP kernel's 1c1t, 1c1t-up and 1c2t and on the uniprocessor
+# kernel's one CPU, the load generator sharing CPU 0 in every cell (on the
+# uniprocessor kernel there is no other). $1: the section, $2: the placements.
+compare_run() {
+  smtlab run --suite quick --bench null-syscall,web-static --placements "$2" \
+    --client-cpus 0 --client-share --db "/tmp/$1.db" >"/tmp/$1.out" 2>&1
+  rc=$?
+  check "$1: run exit" 0 "$rc"
+  [ "$rc" = 0 ] || tail -n 5 "/tmp/$1.out"
+  section "$1"
+  smtlab report --json --db "/tmp/$1.db" || fail "$1: report --json exited with $?"
   section checks
 }
