@@ -340,6 +340,16 @@ pub enum Side {
     B,
 }
 
+impl Side {
+    /// `A` or `B`, as every output names the runs.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Side::A => "A",
+            Side::B => "B",
+        }
+    }
+}
+
 /// A cell measured in only one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MissingCell {
@@ -355,10 +365,7 @@ impl MissingCell {
     /// `  NAME PARAMS on PLACEMENT: only in A`, with why the other run skipped it when it
     /// says: a line of the "measured in one run only" list, without its newline.
     pub fn line(&self) -> String {
-        let side = match self.only_in {
-            Side::A => "only in A",
-            Side::B => "only in B",
-        };
+        let side = format!("only in {}", self.only_in.letter());
         let mut line = format!(
             "  {} {} on {}: {side}",
             self.benchmark,

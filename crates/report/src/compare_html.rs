@@ -19,7 +19,7 @@ use smtlab_model::{RunMeta, RunResults};
 
 use maud::{Markup, PreEscaped, html};
 
-use crate::compare::{CompareRow, Comparison, GroupMean, Side};
+use crate::compare::{CompareRow, Comparison, GroupMean};
 use crate::fmt::{esc, params, pct, shorten, times};
 use crate::html::BR;
 use crate::units::Column;
@@ -539,7 +539,7 @@ fn up_kernel(c: &Comparison) -> Markup {
                     @for r in &c.up_kernel {
                         tr class="group" {
                             td { (r.benchmark) } td { code { (params(&r.params)) } } td { (r.unit) }
-                            td { (UP_KERNEL_NAME) " (" (side(r.up_kernel_in)) ")" }
+                            td { (UP_KERNEL_NAME) " (" (r.up_kernel_in.letter()) ")" }
                             td class="num" { (crate::fmt::num(r.up_kernel)) } td {}
                         }
                         @for pair in &r.beside {
@@ -553,13 +553,6 @@ fn up_kernel(c: &Comparison) -> Markup {
                 }
             }
         }
-    }
-}
-
-fn side(s: Side) -> &'static str {
-    match s {
-        Side::A => "A",
-        Side::B => "B",
     }
 }
 
@@ -677,7 +670,7 @@ fn missing(c: &Comparison) -> Markup {
                             td { (m.benchmark) }
                             td { code { (params(&m.params)) } }
                             td { (m.placement) }
-                            td { (side(m.only_in)) }
+                            td { (m.only_in.letter()) }
                             td {
                                 (m.other_skipped.as_deref().unwrap_or("not planned or not reached"))
                             }
@@ -717,7 +710,7 @@ fn up_kernel_markdown(c: &Comparison) -> String {
             "| {} | {} | {UP_KERNEL_NAME} ({}) | {} | |",
             md(&r.benchmark),
             md(&params(&r.params)),
-            side(r.up_kernel_in),
+            r.up_kernel_in.letter(),
             md(&crate::fmt::num(r.up_kernel))
         );
         for pair in &r.beside {

@@ -118,10 +118,7 @@ pub fn up_kernel_text(rows: &[UpKernelRow]) -> String {
     ];
     let mut body: Vec<Vec<String>> = Vec::new();
     for r in rows {
-        let side = match r.up_kernel_in {
-            Side::A => "A",
-            Side::B => "B",
-        };
+        let side = r.up_kernel_in.letter();
         body.push(vec![
             r.benchmark.clone(),
             crate::fmt::params(&r.params),
