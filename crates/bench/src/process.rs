@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use smtlab_control::cgroup;
 use smtlab_control::guardian::{Guardian, Plan};
 
 /// Prefix of the cgroup of one smtlab process (`smtlab-PID-STARTTIME`).
@@ -92,24 +93,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Where the cgroup v2 hierarchy is mounted and this process's cgroup in it.
-fn own_cgroup_dir() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    // Fields: id parent major:minor root mountpoint options ... - fstype source ...
-    let mount = mounts.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2")
-            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-    })?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(mount.join(path.trim().trim_start_matches('/')))
-}
-
 /// Makes `smtlab-PID-START` under this process's cgroup, after removing the ones whose
 /// process is gone. `None` where cgroups cannot be made.
 fn make_cgroup_root() -> Option<CgroupRoot> {
-    let parent = own_cgroup_dir()?;
+    let parent = cgroup::dir_of(Path::new("/proc"), "self")?;
     sweep_stale_cgroups(&parent);
     let pid = std::process::id();
     let dir = parent.join(format!("{CGROUP_PREFIX}{pid}-{}", start_time(pid)?));
@@ -199,10 +186,9 @@ fn kill_cgroup(dir: &Path) {
 
 /// The processes in cgroup `dir` (not below it).
 fn cgroup_pids(dir: &Path) -> Vec<libc::pid_t> {
-    std::fs::read_to_string(dir.join("cgroup.procs"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    cgroup::procs(dir)
+        .into_iter()
+        .map(|p| p as libc::pid_t)
         .collect()
 }
 
@@ -666,10 +652,15 @@ pub fn owner_stamp() -> String {
     format!("{pid} {}\n", start_time(pid).unwrap_or(0))
 }
 
-/// The cgroup this smtlab process's trees live under, when it has one (for tests and
-/// diagnostics).
+/// The cgroup this smtlab process's trees live under, when it has one.
 pub fn cgroup_root() -> Option<PathBuf> {
     lifetime().cgroup.as_ref().map(|c| c.dir.clone())
+}
+
+/// [`cgroup_root`] where it was already made (a program was started), without making
+/// it: where smtlab's children's forced idle is read.
+pub fn cgroup_root_made() -> Option<&'static Path> {
+    LIFETIME.get()?.cgroup.as_ref().map(|c| c.dir.as_path())
 }
 
 /// The guardian's pid (for tests).

@@ -1020,16 +1020,17 @@ pub struct AdviseArgs {
     #[arg(long)]
     pub no_sweep: bool,
     /// The price of SMT safety: the workload with SMT on, with core scheduling (its
-    /// tasks in a cookie of their own, per `thread`, `process` or `pgroup`) and with SMT
-    /// off, the forced idle core scheduling cost, and which protection costs less here
-    /// (a server also at a light load; with --partners, also each partner beside it on
-    /// its sibling as a distrusting tenant). Switches SMT: needs root [default: thread].
+    /// tasks in a cookie of their own, per `thread`, `process`, `pgroup` or `cgroup`)
+    /// and with SMT off, the forced idle core scheduling cost, and which protection
+    /// costs less here (a server also at a light load; with --partners, also each
+    /// partner beside it on its sibling as a distrusting tenant). Switches SMT (and
+    /// schedstats on, to count forced idle): needs root [default: thread].
     #[arg(
         long,
         value_name = "SCOPE",
         num_args = 0..=1,
         default_missing_value = "thread",
-        value_parser = clap::builder::PossibleValuesParser::new(["thread", "process", "pgroup"]),
+        value_parser = clap::builder::PossibleValuesParser::new(["thread", "process", "pgroup", "cgroup"]),
         conflicts_with_all = ["smt", "penalty", "headroom", "sweep"]
     )]
     pub security: Option<String>,

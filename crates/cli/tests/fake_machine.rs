@@ -55,6 +55,8 @@ impl Fake {
         assert_eq!(self.cpu_file("smt/control"), "on");
         assert_eq!(self.cpu_file("cpu1/online"), "1");
         assert_eq!(self.cpu_file("smt/active"), "1");
+        let schedstats = self.tree().join("proc/sys/kernel/sched_schedstats");
+        assert_eq!(fs::read_to_string(schedstats).unwrap().trim(), "0");
     }
 }
 
@@ -876,9 +878,19 @@ fn advise_security_measures_each_mode_with_its_cookie_and_forced_idle_and_restor
     let line = v["answers"][0]["line"].as_str().unwrap();
     assert!(line.starts_with("core scheduling costs"), "{line}");
     assert!(line.contains("SMT off costs"), "{line}");
-    // One cookie, on the cell's thread, and SMT off then back on.
+    // One cookie, on the cell's thread, and SMT off then back on; schedstats on for
+    // every mode, so that the kernel counts forced idle, and back off after.
     assert_eq!(cookies(&f), ["create thread thread"]);
-    assert_eq!(f.journal(), ["smt/control off", "smt/control on"]);
+    let schedstats = "proc/sys/kernel/sched_schedstats";
+    assert_eq!(
+        f.journal(),
+        [
+            format!("{schedstats} 1"),
+            "smt/control off".into(),
+            "smt/control on".into(),
+            format!("{schedstats} 0"),
+        ]
+    );
     f.assert_restored();
 }
 
@@ -968,6 +980,59 @@ fn advise_security_per_group_gives_the_measuring_process_group_its_cookie_never_
     f.assert_restored();
 }
 
+/// Whether this process may make a cgroup (v2) below its own, as smtlab does for what it
+/// starts.
+fn can_make_cgroups() -> bool {
+    let proc = Path::new("/proc");
+    let Some(own) = smtlab_control::cgroup::dir_of(proc, "self") else {
+        return false;
+    };
+    let probe = own.join(format!("fake-machine-test-{}", std::process::id()));
+    let made = fs::create_dir(&probe).is_ok();
+    let _ = fs::remove_dir(&probe);
+    made
+}
+
+#[test]
+fn advise_security_per_cgroup_gives_the_measuring_process_cgroup_its_cookie_never_smtlabs() {
+    // The measuring process of the os rows enters the cgroup smtlab makes for what it
+    // starts: the cookie covers that cgroup's processes. Where no cgroup can be made,
+    // the process stays in smtlab's own, and the cell is skipped saying so.
+    let f = Fake::new();
+    let v = json(
+        f.smtlab()
+            .args(["advise", "null-syscall", "--security=cgroup", "--quick"])
+            .args(["--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let coresched = &security_modes(&v)[1];
+    let made = cookies(&f);
+    if !can_make_cgroups() {
+        let why = coresched["skipped"].as_str().unwrap_or_default();
+        assert!(why.contains("a cgroup of their own"), "{coresched}");
+        assert!(made.is_empty(), "{made:?}");
+        return;
+    }
+    assert!(coresched.get("skipped").is_none(), "{v}");
+    assert!(!made.is_empty(), "a cookie per round at least");
+    for line in &made {
+        let pid: u32 = line
+            .strip_prefix("create ")
+            .and_then(|l| l.strip_suffix(" cgroup"))
+            .unwrap_or_else(|| panic!("{line}"))
+            .parse()
+            .unwrap();
+        assert_ne!(pid, std::process::id(), "{line}");
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} outlived smtlab"
+        );
+    }
+    f.assert_restored();
+}
+
 #[test]
 fn advise_security_without_core_scheduling_says_so_once_and_skips_those_cells() {
     let f = Fake::new();
@@ -1040,11 +1105,15 @@ fn advise_security_with_partners_gives_each_tenant_a_cookie_of_its_own() {
     let own = made.iter().filter(|l| *l == "create thread thread").count();
     assert_eq!(own, 6, "{made:?}");
     assert!(made.len() > own, "the partners' cookies: {made:?}");
-    // SMT off for each group that needs it, and back on for the next.
+    // SMT off for each group that needs it, and back on for the next; schedstats on
+    // around them all.
     let journal = f.journal();
-    assert_eq!(journal.len(), 12, "{journal:?}");
+    assert_eq!(journal.len(), 14, "{journal:?}");
+    let schedstats = "proc/sys/kernel/sched_schedstats";
+    assert_eq!(journal[0], format!("{schedstats} 1"));
+    assert_eq!(journal[13], format!("{schedstats} 0"));
     assert!(
-        journal
+        journal[1..13]
             .chunks(2)
             .all(|c| c == ["smt/control off", "smt/control on"]),
         "{journal:?}"

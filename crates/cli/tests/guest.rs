@@ -385,11 +385,26 @@ fn check_nfs_cells(
 
 /// The `security-NAME` sections (when the guest ran them): `advise --security --json`
 /// on a kernel with core scheduling. Every mode measured, none skipped; forced idle
-/// recorded for the `coresched` cell only, and only with schedstats on (`thread`, one
-/// thread beside a task of no cookie busy on its sibling: above zero); the partners as
-/// distrusting tenants,
-/// each pair's `coresched` cell forcing a sibling idle.
+/// recorded for the `coresched` cell only, schedstats off as found too (`thread` and
+/// `cgroup`, one thread or process beside a task of no cookie busy on its sibling: above
+/// zero); the partners as distrusting tenants, each pair's `coresched` cell forcing a
+/// sibling idle.
 fn check_security(s: &BTreeMap<String, String>) -> Result<(), String> {
+    let ran: Vec<&str> = s
+        .keys()
+        .filter_map(|k| k.strip_prefix("security-"))
+        .collect();
+    let every = [
+        "cgroup",
+        "partners",
+        "pgroup",
+        "process",
+        "thread",
+        "thread-schedstats-off",
+    ];
+    if !ran.is_empty() && ran != every {
+        return Err(format!("security cells {ran:?}, expected {every:?}"));
+    }
     for (name, text) in s
         .iter()
         .filter_map(|(k, v)| Some((k.strip_prefix("security-")?, v)))
@@ -427,8 +442,7 @@ fn check_security(s: &BTreeMap<String, String>) -> Result<(), String> {
                 .contains("distrusting tenants");
             let coresched = idle(&modes[1]);
             let good = match name {
-                "thread-nostats" => coresched.is_none(),
-                "thread" => coresched.is_some_and(|x| x > 0.0),
+                "thread" | "cgroup" => coresched.is_some_and(|x| x > 0.0),
                 _ if tenants => coresched.is_some_and(|x| x > 0.0),
                 _ => coresched.is_some_and(|x| x >= 0.0),
             };

@@ -13,6 +13,10 @@ use std::path::Path;
 
 use smtlab_model::keys::CookieScope;
 
+use crate::error::ControlError;
+use crate::sysfs::Sysfs;
+use crate::writes::FileWrite;
+
 /// Why a cookie could not be made (or core scheduling cannot run here).
 #[derive(Debug, thiserror::Error)]
 pub enum CoreSchedError {
@@ -44,16 +48,24 @@ pub enum CoreSchedError {
         "a cookie per pgroup needs a workload whose processes lead a group of their own, and this one's are in smtlab's own (the cookie would cover smtlab, the shell that started it and all they start later): use --security process or thread"
     )]
     SharedProcessGroup,
+    /// A cookie per cgroup where a workload's process is in smtlab's own cgroup (no
+    /// cgroup v2 to make one for it, or no right to): the cookie would cover smtlab and
+    /// whatever else shares that cgroup.
+    #[error(
+        "a cookie per cgroup needs the workload's processes in a cgroup of their own, and process {pid} is in smtlab's own (no cgroup v2 mounted, or no right to make one; the cookie would cover smtlab and all that shares its cgroup): use --security process or thread"
+    )]
+    SharedCgroup { pid: u32 },
     /// A tenant pair whose partner started no thread on its CPU to give a cookie to.
     #[error("no thread of the partner found pinned to CPU {cpu} to give a cookie of its own")]
     NoPartner { cpu: u32 },
 }
 
-/// The kernel's `PIDTYPE_*` for `scope` (the values of `PR_SCHED_CORE_SCOPE_*`).
+/// The kernel's `PIDTYPE_*` for a prctl on `scope` (the values of
+/// `PR_SCHED_CORE_SCOPE_*`); a cgroup's cookie goes to each of its processes whole.
 fn pid_type(scope: CookieScope) -> libc::c_ulong {
     let t = match scope {
         CookieScope::Thread => libc::PR_SCHED_CORE_SCOPE_THREAD,
-        CookieScope::Process => libc::PR_SCHED_CORE_SCOPE_THREAD_GROUP,
+        CookieScope::Process | CookieScope::Cgroup => libc::PR_SCHED_CORE_SCOPE_THREAD_GROUP,
         CookieScope::ProcessGroup => libc::PR_SCHED_CORE_SCOPE_PROCESS_GROUP,
     };
     t as libc::c_ulong
@@ -106,9 +118,12 @@ pub fn refusal() -> Option<CoreSchedError> {
         .map(|e| typed(|| "this thread".into(), e))
 }
 
-/// A new cookie for `pid` (0: the calling thread) and, per `scope`, its thread group
-/// or process group. Tasks started afterwards inherit it.
+/// A new cookie for `pid` (0: the calling thread) and, per `scope`, its thread group,
+/// process group or cgroup ([`share_with_cgroup`]). Tasks started afterwards inherit it.
 pub fn create(pid: u32, scope: CookieScope) -> Result<(), CoreSchedError> {
+    if scope == CookieScope::Cgroup {
+        return share_with_cgroup(Path::new("/proc"), pid);
+    }
     sched_core(libc::PR_SCHED_CORE_CREATE, pid, scope, 0).map_err(|e| {
         typed(
             || match pid {
@@ -117,6 +132,53 @@ pub fn create(pid: u32, scope: CookieScope) -> Result<(), CoreSchedError> {
             },
             e,
         )
+    })
+}
+
+/// How many times the processes of a cgroup are listed again for any that appeared
+/// while the cookie was given (forked by one not yet given it, which then lacks it).
+const CGROUP_PASSES: usize = 16;
+
+/// One new cookie for every process of the cgroup `pid` is in, made by a thread that
+/// exists for it alone (`PR_SCHED_CORE_CREATE` on itself, `SHARE_TO` each process, so
+/// the cookie lives on only in them). A process that already holds a cookie was given
+/// its cgroup's by an earlier call of the same cell: nothing to do.
+fn share_with_cgroup(proc: &Path, pid: u32) -> Result<(), CoreSchedError> {
+    if cookie_of(pid)? != 0 {
+        return Ok(());
+    }
+    let dir = match crate::cgroup::dir_of(proc, &pid.to_string()) {
+        Some(d) if !in_own_cgroup(proc, pid) => d,
+        _ => return Err(CoreSchedError::SharedCgroup { pid }),
+    };
+    let share = move || -> Result<(), CoreSchedError> {
+        sched_core(libc::PR_SCHED_CORE_CREATE, 0, CookieScope::Thread, 0)
+            .map_err(|e| typed(|| "the cgroup's cookie thread".into(), e))?;
+        let mut given: Vec<u32> = Vec::new();
+        for _ in 0..CGROUP_PASSES {
+            let new: Vec<u32> = crate::cgroup::procs(&dir)
+                .into_iter()
+                .filter(|p| !given.contains(p))
+                .collect();
+            if new.is_empty() {
+                return Ok(());
+            }
+            for p in new {
+                match sched_core(libc::PR_SCHED_CORE_SHARE_TO, p, CookieScope::Cgroup, 0) {
+                    // Gone meanwhile: nothing of it left to protect.
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    r => r.map_err(|e| typed(|| format!("process {p} (cgroup)"), e))?,
+                }
+                given.push(p);
+            }
+        }
+        Ok(())
+    };
+    std::thread::spawn(share).join().unwrap_or_else(|_| {
+        Err(CoreSchedError::Refused {
+            what: format!("process {pid}'s cgroup"),
+            source: io::Error::other("the thread giving the cookie panicked"),
+        })
     })
 }
 
@@ -140,6 +202,13 @@ pub fn in_own_process_group(pid: u32) -> bool {
         .and_then(|i| stat[i + 1..].split_whitespace().nth(2)?.parse::<i32>().ok());
     // SAFETY: getpgrp has no preconditions and cannot fail.
     pgrp == Some(unsafe { libc::getpgrp() })
+}
+
+/// Whether process `pid` is in this process's own cgroup (v2), or in none smtlab can
+/// tell apart from it (no cgroup v2 mounted).
+pub fn in_own_cgroup(proc: &Path, pid: u32) -> bool {
+    let theirs = crate::cgroup::dir_of(proc, &pid.to_string());
+    theirs.is_none() || theirs == crate::cgroup::dir_of(proc, "self")
 }
 
 /// A task that holds a core-scheduling cookie.
@@ -227,6 +296,52 @@ pub fn forceidle_of(proc: &Path, pids: &[u32]) -> Option<u64> {
         }
     }
     sum
+}
+
+/// Where the kernel says whether it accounts forced idle, under `proc`.
+const SCHEDSTATS: &str = "sys/kernel/sched_schedstats";
+
+/// Whether the kernel accounts forced idle (`sys/kernel/sched_schedstats` under `proc`
+/// says 1); without, `cpu.stat` still shows a count, which stays 0.
+pub fn schedstats_on(proc: &Path) -> bool {
+    std::fs::read_to_string(proc.join(SCHEDSTATS)).is_ok_and(|v| v.trim() == "1")
+}
+
+/// The write that switches schedstats on under `sysfs`'s root (`kernel.sched_schedstats`,
+/// so the kernel counts forced idle), with the value to put back; `None` where it is on
+/// already, or absent (a kernel without `CONFIG_SCHEDSTATS`).
+pub fn schedstats_write(sysfs: &Sysfs) -> Result<Option<FileWrite>, ControlError> {
+    let path = sysfs.root().join("proc").join(SCHEDSTATS);
+    Ok(sysfs
+        .read(&path)?
+        .filter(|before| before.trim() != "1")
+        .map(|before| FileWrite {
+            path,
+            before,
+            value: "1".into(),
+        }))
+}
+
+/// The forced idle charged so far to this process's tasks and its descendants', in
+/// nanoseconds: those in `cgroup` (smtlab's cgroup for the programs it starts) through
+/// its `cpu.stat`, which keeps the count of tasks that ended; the rest through each
+/// task's `sched`. `None` with schedstats off, or where nothing shows a count.
+pub fn forced_idle_ns(proc: &Path, cgroup: Option<&Path>) -> Option<u64> {
+    if !schedstats_on(proc) {
+        return None;
+    }
+    let tree = own_tree(proc);
+    let Some((dir, in_cgroup)) = cgroup.and_then(|d| Some((d, crate::cgroup::force_idle_ns(d)?)))
+    else {
+        return forceidle_of(proc, &tree);
+    };
+    let outside: Vec<u32> = tree
+        .into_iter()
+        .filter(|p| {
+            !crate::cgroup::dir_of(proc, &p.to_string()).is_some_and(|d| d.starts_with(dir))
+        })
+        .collect();
+    Some(forceidle_of(proc, &outside).unwrap_or(0) + in_cgroup)
 }
 
 /// The threads listed in `task_dir` (`proc/self/task`) pinned to `cpu` alone: a
@@ -333,6 +448,45 @@ nr_switches                                  :                  120
         assert_eq!(forceidle_of(&dir, &[99]), None);
         assert_eq!(children(&dir, 10), [20]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn children_in_smtlabs_cgroup_count_through_it_and_nothing_counts_without_schedstats() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proc, cg) = (dir.path().join("proc"), dir.path().join("cg"));
+        let me = std::process::id();
+        let write = |rel: String, text: &str| {
+            let path = proc.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("sys/kernel/sched_schedstats".into(), "1\n");
+        let mount = format!("41 31 0:38 / {} rw - cgroup2 cgroup2 rw\n", cg.display());
+        write("self/mountinfo".into(), &mount);
+        write("self/cgroup".into(), "0::/user\n");
+        write(
+            format!("{me}/task/{me}/sched"),
+            "core_forceidle_sum : 1.0\n",
+        );
+        write(format!("{me}/task/{me}/children"), "20 21");
+        // 20 is in smtlab's cgroup for its children, 21 (started elsewhere) is not.
+        write("20/cgroup".into(), "0::/user/smtlab-1-2/g0\n");
+        write("20/task/20/sched".into(), "core_forceidle_sum : 2.0\n");
+        write("21/cgroup".into(), "0::/user\n");
+        write("21/task/21/sched".into(), "core_forceidle_sum : 0.5\n");
+        let root = cg.join("user/smtlab-1-2");
+        std::fs::create_dir_all(&root).unwrap();
+        // The cgroup's count holds 20's 2 ms and 3 ms of tasks that ended.
+        std::fs::write(root.join("cpu.stat"), "core_sched.force_idle_usec 5000\n").unwrap();
+        assert_eq!(forced_idle_ns(&proc, Some(&root)), Some(6_500_000));
+        assert_eq!(forced_idle_ns(&proc, None), Some(3_500_000));
+        write("sys/kernel/sched_schedstats".into(), "0\n");
+        assert_eq!(forced_idle_ns(&proc, Some(&root)), None);
+        assert!(in_own_cgroup(&proc, 21) && !in_own_cgroup(&proc, 20));
+        assert!(
+            in_own_cgroup(&proc, 99),
+            "no cgroup known: not one of its own"
+        );
     }
 
     #[test]

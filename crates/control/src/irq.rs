@@ -13,40 +13,24 @@
 //!   This applies to every device, loopback and veth included, so it is what steers the
 //!   network work of smtlab's loopback workloads.
 //!
-//! [`IrqSteer`] reads every such file of the devices, writes the target CPUs into them,
-//! and writes the values it found back when dropped, on SIGINT/SIGTERM (a signal
-//! watcher, [`crate::signals`]) and after SIGKILL (the [`crate::guardian`] process, told
-//! the old values before the first write, as for SMT control). A kernel that refuses a
-//! write (a kernel-managed interrupt answers `EIO`) fails the whole steering: what was
-//! written is put back, and the error names the file.
+//! [`steer`] reads every such file of the devices and writes the target CPUs into them
+//! through a [`FileWrites`] guard, which writes the values it found back when dropped, on
+//! SIGINT/SIGTERM and after SIGKILL. A kernel that refuses a write (a kernel-managed
+//! interrupt answers `EIO`) fails the whole steering: what was written is put back, and
+//! the error names the file.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use smtlab_model::CpuSet;
 
 use crate::error::ControlError;
 use crate::guard::Protection;
-use crate::guardian::{Guardian, Plan};
-use crate::signals::{self, Watcher};
 use crate::sysfs::Sysfs;
+use crate::writes::{FileWrite, FileWrites};
 
-/// One file that steers part of a device's receive work.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SteerFile {
-    pub path: PathBuf,
-    /// What it read before any change (what is written back).
-    pub before: String,
-    /// What steering writes.
-    pub value: String,
-}
-
-/// The kind of a [`SteerFile`], by its path.
-impl SteerFile {
-    /// Whether this is a hardware interrupt's affinity (else an RPS mask).
-    pub fn is_irq(&self) -> bool {
-        self.path.iter().any(|c| c == "irq")
-    }
+/// Whether a steered file is a hardware interrupt's affinity (else an RPS mask).
+pub fn is_irq(file: &FileWrite) -> bool {
+    file.path.iter().any(|c| c == "irq")
 }
 
 /// The hardware interrupts of network device `dev` under `root`, ascending.
@@ -106,7 +90,7 @@ pub fn plan(
     sysfs: &Sysfs,
     devices: &[String],
     cpus: &CpuSet,
-) -> Result<Vec<SteerFile>, ControlError> {
+) -> Result<Vec<FileWrite>, ControlError> {
     let root = sysfs.root();
     let mut files = Vec::new();
     for dev in devices {
@@ -120,7 +104,7 @@ pub fn plan(
         for irq in device_irqs(root, dev) {
             let path = root.join(format!("proc/irq/{irq}/smp_affinity_list"));
             if let Some(before) = sysfs.read(&path)? {
-                files.push(SteerFile {
+                files.push(FileWrite {
                     path,
                     before,
                     value: cpus.to_list_string(),
@@ -138,7 +122,7 @@ pub fn plan(
         queues.sort();
         for path in queues {
             if let Some(before) = sysfs.read(&path)? {
-                files.push(SteerFile {
+                files.push(FileWrite {
                     path,
                     before,
                     value: cpus.to_mask_string(),
@@ -149,156 +133,16 @@ pub fn plan(
     Ok(files)
 }
 
-struct Shared {
+/// Steers `devices` to `cpus` under the protection asked for until the guard drops; an
+/// error, with every write undone, when a file cannot be written.
+pub fn steer(
     sysfs: Sysfs,
-    files: Vec<SteerFile>,
-    /// Held while writing, so a signal's restore never interleaves with a change.
-    guardian: Mutex<Option<Guardian>>,
-}
-
-impl Shared {
-    /// Writes every file's old value back; what failed, if anything.
-    fn restore(&self) -> Result<(), ControlError> {
-        let mut failed = Vec::new();
-        for f in &self.files {
-            let now = self.sysfs.read(&f.path).ok().flatten();
-            if now.as_deref() != Some(f.before.as_str())
-                && let Err(e) = self
-                    .sysfs
-                    .write("restoring interrupt steering", &f.path, &f.before)
-            {
-                failed.push(e.to_string());
-            }
-        }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(ControlError::Restore(failed.join("; ")))
-        }
-    }
-}
-
-/// A device's receive work steered to chosen CPUs until dropped (see the module
-/// documentation for every way the old values come back).
-pub struct IrqSteer {
-    shared: Arc<Shared>,
-    _watcher: Option<Watcher>,
-    restored: bool,
-}
-
-impl std::fmt::Debug for IrqSteer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IrqSteer")
-            .field("files", &self.shared.files)
-            .finish()
-    }
-}
-
-impl IrqSteer {
-    /// Steers `devices` to `cpus` under the protection asked for; an error, with every
-    /// write undone, when a file cannot be written.
-    pub fn apply(
-        sysfs: Sysfs,
-        devices: &[String],
-        cpus: &CpuSet,
-        protection: Protection,
-    ) -> Result<IrqSteer, ControlError> {
-        let files = plan(&sysfs, devices, cpus)?;
-        if let Some(first) = files.first() {
-            sysfs.check_root("steering network interrupts", &first.path)?;
-        }
-        let guardian = if protection.guardian && !files.is_empty() {
-            let mut plan = Plan::default();
-            for f in &files {
-                plan.push(&f.path, &f.before);
-            }
-            Some(Guardian::spawn(&plan).map_err(ControlError::Guardian)?)
-        } else {
-            None
-        };
-        let shared = Arc::new(Shared {
-            sysfs,
-            files,
-            guardian: Mutex::new(guardian),
-        });
-        let watcher = if protection.signals && !shared.files.is_empty() {
-            let s = Arc::clone(&shared);
-            Some(signals::watch(move || {
-                let mut guardian = s.guardian.lock().unwrap_or_else(|e| e.into_inner());
-                if s.restore().is_ok()
-                    && let Some(g) = guardian.take()
-                {
-                    g.dismiss();
-                }
-                // Nothing may change the files any more: the lock stays held.
-                std::mem::forget(guardian);
-            })?)
-        } else {
-            None
-        };
-        let steer = IrqSteer {
-            shared,
-            _watcher: watcher,
-            restored: false,
-        };
-        let written = {
-            let _held = steer
-                .shared
-                .guardian
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            steer.shared.files.iter().try_for_each(|f| {
-                steer
-                    .shared
-                    .sysfs
-                    .write("steering network interrupts", &f.path, &f.value)
-            })
-        };
-        if let Err(e) = written {
-            // Dropping restores what was written.
-            let _ = steer.finish();
-            return Err(e);
-        }
-        Ok(steer)
-    }
-
-    /// The files steered (empty when the devices have nothing to steer).
-    pub fn files(&self) -> &[SteerFile] {
-        &self.shared.files
-    }
-
-    /// Writes the old values back now, and reports what could not be.
-    pub fn finish(mut self) -> Result<(), ControlError> {
-        self.restore()
-    }
-
-    fn restore(&mut self) -> Result<(), ControlError> {
-        if self.restored {
-            return Ok(());
-        }
-        self.restored = true;
-        let mut guardian = self
-            .shared
-            .guardian
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let r = self.shared.restore();
-        if let Some(g) = guardian.take() {
-            // Restored: the guardian goes quietly; otherwise it tries once more.
-            if r.is_ok() {
-                g.dismiss();
-            } else {
-                g.abandon();
-            }
-        }
-        r
-    }
-}
-
-impl Drop for IrqSteer {
-    fn drop(&mut self) {
-        let _ = self.restore();
-    }
+    devices: &[String],
+    cpus: &CpuSet,
+    protection: Protection,
+) -> Result<FileWrites, ControlError> {
+    let files = plan(&sysfs, devices, cpus)?;
+    FileWrites::apply(sysfs, "steering network interrupts", files, protection)
 }
 
 #[cfg(test)]
@@ -362,10 +206,9 @@ mod tests {
                 .trim()
                 .to_string()
         };
-        let s =
-            IrqSteer::apply(sysfs.clone(), &["eth0".into(), "lo".into()], &cpus, quiet).unwrap();
+        let s = steer(sysfs.clone(), &["eth0".into(), "lo".into()], &cpus, quiet).unwrap();
         assert_eq!(s.files().len(), 6, "{s:?}");
-        assert_eq!(s.files().iter().filter(|f| f.is_irq()).count(), 3);
+        assert_eq!(s.files().iter().filter(|f| is_irq(f)).count(), 3);
         assert_eq!(read("proc/irq/25/smp_affinity_list"), "2");
         assert_eq!(read("proc/irq/30/smp_affinity_list"), "0-3");
         assert_eq!(read("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000004");
@@ -375,10 +218,10 @@ mod tests {
         assert_eq!(read("sys/class/net/lo/queues/rx-0/rps_cpus"), "0");
         assert_eq!(read("sys/class/net/eth0/queues/rx-0/rps_cpus"), "00000000");
         // A device that is not there is named.
-        let e = IrqSteer::apply(sysfs.clone(), &["veth9".into()], &cpus, quiet).unwrap_err();
+        let e = steer(sysfs.clone(), &["veth9".into()], &cpus, quiet).unwrap_err();
         assert!(e.to_string().contains("veth9"), "{e}");
         // Not root on the real machine: refused before any write.
-        let e = IrqSteer::apply(sysfs.as_user(1000), &["lo".into()], &cpus, quiet).unwrap_err();
+        let e = steer(sysfs.as_user(1000), &["lo".into()], &cpus, quiet).unwrap_err();
         assert!(e.to_string().contains("needs root"), "{e}");
         assert_eq!(read("sys/class/net/lo/queues/rx-0/rps_cpus"), "0");
     }
@@ -395,30 +238,12 @@ mod tests {
             signals: false,
         };
         let sysfs = Sysfs::emulating_kernel(d.path());
-        let e = IrqSteer::apply(sysfs, &["eth0".into()], &cpus, quiet).unwrap_err();
+        let e = steer(sysfs, &["eth0".into()], &cpus, quiet).unwrap_err();
         assert!(
             e.to_string().contains("proc/irq/25/smp_affinity_list"),
             "{e}"
         );
         let a = std::fs::read_to_string(d.path().join("proc/irq/24/smp_affinity_list")).unwrap();
         assert_eq!(a.trim(), "0-3");
-    }
-
-    #[test]
-    fn the_guardian_writes_the_old_values_back_when_the_process_is_gone() {
-        let d = tree();
-        let cpus: CpuSet = [3].into_iter().collect();
-        let guarded = Protection {
-            guardian: true,
-            signals: false,
-        };
-        let s = IrqSteer::apply(Sysfs::at(d.path()), &["lo".into()], &cpus, guarded).unwrap();
-        let rps = d.path().join("sys/class/net/lo/queues/rx-0/rps_cpus");
-        assert_eq!(std::fs::read_to_string(&rps).unwrap().trim(), "00000008");
-        // As if smtlab died: the guardian's pipe closes without a word.
-        let g = s.shared.guardian.lock().unwrap().take().unwrap();
-        std::mem::forget(s);
-        g.abandon();
-        assert_eq!(std::fs::read_to_string(&rps).unwrap().trim(), "0");
     }
 }

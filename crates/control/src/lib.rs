@@ -34,7 +34,9 @@
 //!
 //! Network interrupt steering (paper 004 s3: a device's interrupts and receive
 //! processing on the serving thread's SMT sibling or on another core) goes through a
-//! guard of its own, [`IrqSteer`] ([`irq`]), protected the same three ways.
+//! [`FileWrites`] guard ([`irq`], [`writes`]), protected the same three ways, as is
+//! `kernel.sched_schedstats`, which a core-scheduling cell needs on to count forced
+//! idle ([`coresched::schedstats_on`]).
 //!
 //! Core scheduling ([`coresched`]) changes nothing to put back: a workload's cookie
 //! belongs to its tasks and dies with them.
@@ -43,6 +45,7 @@
 //! and the built-in processes server above): what a child of a multithreaded process may
 //! do, said once.
 
+pub mod cgroup;
 pub mod coresched;
 pub mod emulation;
 pub mod error;
@@ -53,9 +56,10 @@ pub mod irq;
 pub mod signals;
 pub mod state;
 pub mod sysfs;
+pub mod writes;
 
 pub use error::ControlError;
 pub use guard::{SmtSwitch, switch_refusal, uniprocessor, uniprocessor_plan};
-pub use irq::IrqSteer;
 pub use state::{CoreThreads, SmtControl, SmtSnapshot};
 pub use sysfs::Sysfs;
+pub use writes::FileWrites;

@@ -125,21 +125,27 @@ pub enum CookieScope {
     Process,
     /// `PIDTYPE_PGID`: the workload's process group, all of it in one cookie.
     ProcessGroup,
+    /// Every process of each cgroup the workload's processes are in (the cgroup smtlab
+    /// makes for what it starts), one cookie per cgroup: its processes that left their
+    /// process group included.
+    Cgroup,
 }
 
 impl CookieScope {
-    pub const ALL: [CookieScope; 3] = [
+    pub const ALL: [CookieScope; 4] = [
         CookieScope::Thread,
         CookieScope::Process,
         CookieScope::ProcessGroup,
+        CookieScope::Cgroup,
     ];
 
-    /// `thread`, `process`, `pgroup`: the word keys and `--security` use.
+    /// `thread`, `process`, `pgroup`, `cgroup`: the word keys and `--security` use.
     pub fn name(self) -> &'static str {
         match self {
             CookieScope::Thread => "thread",
             CookieScope::Process => "process",
             CookieScope::ProcessGroup => "pgroup",
+            CookieScope::Cgroup => "cgroup",
         }
     }
 
@@ -266,7 +272,7 @@ macro_rules! text_serde {
 }
 text_serde!(SmtState, "on, off or as found");
 text_serde!(OfferedRate, "max or a whole percentage");
-text_serde!(CookieScope, "thread, process or pgroup");
+text_serde!(CookieScope, "thread, process, pgroup or cgroup");
 
 /// The runner's conditions of a cell; every field is `None` for a plain benchmark cell.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -505,7 +511,7 @@ mod tests {
         for s in CookieScope::ALL {
             assert_eq!(CookieScope::parse(s.name()), Some(s));
         }
-        assert_eq!(CookieScope::parse("cgroup"), None);
+        assert_eq!(CookieScope::parse("cgroups"), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //!   brings them back when dropped;
 //! * the **steering of a network device's interrupts** for a cell
 //!   ([`Machine::steer_irqs`]: `/proc/irq/N/smp_affinity_list` and the receive queues'
-//!   `rps_cpus` under its root), through the control crate's [`IrqSteer`] guard, which
+//!   `rps_cpus` under its root), through the control crate's [`FileWrites`] guard, which
 //!   writes the old values back when dropped, on signals and after SIGKILL;
 //! * **core scheduling** for a `coresched` cell: whether the kernel has it
 //!   ([`Machine::core_sched_refusal`]), a cookie for the workload's tasks
@@ -37,7 +37,7 @@ use std::path::Path;
 
 use smtlab_control::coresched::{self, CoreSchedError};
 use smtlab_control::guard::Protection;
-use smtlab_control::{ControlError, IrqSteer, SmtSwitch, Sysfs};
+use smtlab_control::{ControlError, FileWrites, SmtSwitch, Sysfs};
 use smtlab_model::counters::os_time::CpuTicks;
 use smtlab_model::keys::CookieScope;
 use smtlab_model::{Environment, ResolvedPlacement, Topology};
@@ -201,8 +201,8 @@ pub trait Machine: Sync {
         &self,
         devices: &[String],
         cpus: &smtlab_model::CpuSet,
-    ) -> Result<IrqSteer, ControlError> {
-        IrqSteer::apply(self.sysfs(), devices, cpus, Protection::default())
+    ) -> Result<FileWrites, ControlError> {
+        smtlab_control::irq::steer(self.sysfs(), devices, cpus, Protection::default())
     }
 
     /// Why core scheduling cannot run here (a kernel without `CONFIG_SCHED_CORE`, no
@@ -217,12 +217,26 @@ pub trait Machine: Sync {
         coresched::create(pid, scope)
     }
 
-    /// The forced idle charged so far to this process's tasks and its descendants'
-    /// (`core_forceidle_sum` under [`Machine::root`]'s `proc`), in nanoseconds; `None`
-    /// where no task shows it (no `CONFIG_SCHED_CORE`, schedstats off).
+    /// Switches `kernel.sched_schedstats` on (under [`Machine::root`]) until the guard
+    /// drops, so that the kernel counts forced idle; `None` where it is on already or
+    /// the kernel has none. Put back on signals and after SIGKILL too.
+    fn count_forced_idle(&self) -> Result<Option<FileWrites>, ControlError> {
+        let sysfs = self.sysfs();
+        let Some(write) = coresched::schedstats_write(&sysfs)? else {
+            return Ok(None);
+        };
+        let what = "counting forced idle (kernel.sched_schedstats)";
+        FileWrites::apply(sysfs, what, vec![write], Protection::default()).map(Some)
+    }
+
+    /// The forced idle charged so far to this process's tasks and its descendants', in
+    /// nanoseconds: through smtlab's cgroup for its children where it has one (ended
+    /// tasks' included), else each task's `core_forceidle_sum` under
+    /// [`Machine::root`]'s `proc`; `None` without it (no `CONFIG_SCHED_CORE`, schedstats
+    /// off).
     fn forced_idle_ns(&self) -> Option<u64> {
         let proc = self.root().join("proc");
-        coresched::forceidle_of(&proc, &coresched::own_tree(&proc))
+        coresched::forced_idle_ns(&proc, smtlab_bench::process::cgroup_root_made())
     }
 
     /// This process's threads pinned to `cpu` alone (a co-run partner's, for a cookie

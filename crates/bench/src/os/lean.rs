@@ -40,7 +40,6 @@
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
@@ -305,29 +304,11 @@ impl LeanInstance {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: getpid has no preconditions.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: the closure runs between fork and exec and only makes the
-        // async-signal-safe calls setpgid, prctl and getppid.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Its own process group: a Ctrl-C or `timeout` signals smtlab's group,
-                // and a child dying of it before smtlab's stop flag is set would be
-                // recorded as a failed cell, not a stopped one (and never resumed).
-                // smtlab ends it on a stop; the death signal below if smtlab dies.
-                if libc::setpgid(0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The parent may have died before the death signal was armed.
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::other("the parent exited"));
-                }
-                Ok(())
-            })
-        };
+        // Its own process group: a Ctrl-C or `timeout` signals smtlab's group, and a
+        // child dying of it before smtlab's stop flag is set would be recorded as a
+        // failed cell, not a stopped one (and never resumed). smtlab ends it on a stop,
+        // the death signal if smtlab dies, and its guardian through smtlab's cgroup.
+        crate::process::tie_to_parent(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| BenchError::Io {
             bench: bench.into(),
             what: format!(

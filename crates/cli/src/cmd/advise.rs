@@ -155,6 +155,15 @@ fn measure_security(
     sink: &mut StoreSink<'_>,
 ) -> Result<Ended> {
     use smtlab_runner::session::SessionObserver;
+    // The kernel counts forced idle only with schedstats on: on for every mode's cells
+    // alike (it costs the scheduler a little), put back after.
+    let _schedstats = match sec.refusal {
+        Some(_) => None,
+        None => measuring.machine.count_forced_idle().unwrap_or_else(|e| {
+            crate::term::note_fit(&format!("note: forced idle not counted: {e}"));
+            None
+        }),
+    };
     let engine = measuring.engine();
     let measure = |groups: Vec<Group<'_>>, sink: &mut StoreSink<'_>| -> Result<Ended> {
         let groups = match &sec.refusal {

@@ -196,7 +196,7 @@ fn security(
         return Ok(None);
     };
     let Some(scope) = smtlab_model::keys::CookieScope::parse(word) else {
-        bail!("--security {word}: expected thread, process or pgroup");
+        bail!("--security {word}: expected thread, process, pgroup or cgroup");
     };
     // SMT off as found answers ENODEV; the coresched cells switch it on first.
     let refusal = machine.core_sched_refusal().filter(|e| {

@@ -444,9 +444,11 @@ security_cell() {
 security_checks() {
   all=$(cat $C/online)
   check "cookies: none before" "core scheduling: no task holds a cookie" "$(cookies_line)"
-  # Without schedstats the kernel keeps no forced idle: no figure, not a zero.
+  # Without schedstats the kernel keeps no forced idle: smtlab switches them on for the
+  # run, and back off after.
   echo 0 >/proc/sys/kernel/sched_schedstats
-  security_cell thread-nostats int-ops thread yes
+  security_cell thread-schedstats-off int-ops thread yes
+  check "security: schedstats back off" 0 "$(cat /proc/sys/kernel/sched_schedstats)"
   echo 1 >/proc/sys/kernel/sched_schedstats
   # The workload's one thread on CPU 0 and a task of no cookie busy on its sibling,
   # CPU 1: whenever the workload runs, CPU 1 must stand idle rather than run that task
@@ -460,6 +462,14 @@ security_checks() {
   # null-syscall's measuring process leads a process group of its own (not smtlab's,
   # which is this shell's): that group gets the cookie.
   security_cell pgroup null-syscall pgroup yes
+  # The measuring process in the cgroup smtlab makes for what it starts, on CPU 0, and a
+  # task of no cookie busy on CPU 1: the cgroup's cookie keeps CPU 1 idle, and its
+  # cpu.stat charges the cgroup for it.
+  taskset 2 sh -c 'while :; do :; done' &
+  busy=$!
+  security_cell cgroup null-syscall cgroup yes
+  kill "$busy"
+  wait "$busy" 2>/dev/null
   # Two tenants on the siblings of one core, a cookie each.
   security_cell partners int-ops thread yes --partners
   [ "$seen_cookies" -ge 2 ] && ok "security partners: two cookies held at once ($seen_cookies)" \

@@ -17,7 +17,9 @@
 //! its sibling forced idle a quarter of the time since, while it lives
 //! ([`FAKE_FORCEIDLE_SHARE`]). A file [`CORE_SCHED_FILE`] at the root saying `EINVAL` or
 //! `ENODEV` makes it a kernel without `CONFIG_SCHED_CORE` or without SMT; with SMT off
-//! it answers `ENODEV` as the kernel does.
+//! it answers `ENODEV` as the kernel does. Its `proc/sys/kernel/sched_schedstats` reads
+//! 0, as most kernels' do, so a `--security` run's switch on and back shows in the
+//! journal.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -273,6 +275,8 @@ fn build_tree(root: &Path) -> io::Result<()> {
         interrupts.push_str(&format!(" {irq}:  0  0  PCI-MSIX-edge  {name}\n"));
     }
     write(root.join("proc/interrupts"), &interrupts)?;
+    // Off, as on most kernels: a core-scheduling run switches it on and back.
+    write(root.join("proc/sys/kernel/sched_schedstats"), "0\n")?;
     let mut cpuinfo = String::new();
     for c in 0..2 {
         cpuinfo.push_str(&format!(

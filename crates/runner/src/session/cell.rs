@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::{BenchContext, Instance, ParamError};
 use smtlab_control::coresched::CoreSchedError;
-use smtlab_control::{ControlError, IrqSteer};
+use smtlab_control::{ControlError, FileWrites};
 use smtlab_model::counters::CellCounters;
 use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
@@ -130,7 +130,7 @@ type Threads = BTreeSet<u32>;
 /// What a cell changes around it for its life; dropping it puts the interrupts back,
 /// then restores the machine's state.
 struct Held {
-    _irqs: Option<IrqSteer>,
+    _irqs: Option<FileWrites>,
     _state: CellGuard,
 }
 
@@ -216,7 +216,7 @@ fn steer_irqs(
     plan: &CellPlan<'_>,
     placement: &ResolvedPlacement,
     client: Option<&ClientSide>,
-) -> Result<Option<IrqSteer>, IrqError> {
+) -> Result<Option<FileWrites>, IrqError> {
     if !plan.info.params.iter().any(|p| p.name == irq::PARAM) {
         return Ok(None);
     }

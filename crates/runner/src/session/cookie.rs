@@ -1,10 +1,10 @@
 //! A cell's core-scheduling cookies (`coresched` cells of `advise --security`): the
 //! cell's thread before the workload starts (a cookie per thread, inherited by what the
-//! workload starts), the workload's processes once prepared (per process or process
-//! group), and a distrusting tenant's partner threads (a cookie each). Nothing is put
+//! workload starts), the workload's processes once prepared (per process, process
+//! group or cgroup), and a distrusting tenant's partner threads (a cookie each). Nothing is put
 //! back: a cookie dies with its tasks, which end with the cell.
 
-use smtlab_control::coresched::CoreSchedError;
+use smtlab_control::coresched::{self, CoreSchedError};
 use smtlab_model::ResolvedPlacement;
 use smtlab_model::keys::{CookieScope, Form};
 
@@ -61,9 +61,10 @@ pub(super) fn partner_cookies(
         .try_for_each(|tid| machine.create_cookie(tid, CookieScope::Thread))
 }
 
-/// A cell keyed with a cookie per process or process group: once the workload is
-/// prepared, each process it started (per process), or its first one's group (per
-/// group), gets a cookie of its own; a workload of smtlab's threads has none to give.
+/// A cell keyed with a cookie per process, process group or cgroup: once the workload
+/// is prepared, each process it started (per process), its first one's group (per
+/// group) or each one's cgroup with every process in it (per cgroup) gets a cookie of
+/// its own; a workload of smtlab's threads has none to give.
 pub(super) fn process_cookies(
     session: &Session<'_>,
     plan: &CellPlan<'_>,
@@ -79,12 +80,19 @@ pub(super) fn process_cookies(
         return Err(CoreSchedError::NoProcess { scope });
     }
     // A group cookie on smtlab's own group would outlive the cell in the shell that
-    // started smtlab and in all it starts later.
-    if scope == CookieScope::ProcessGroup
-        && smtlab_control::coresched::in_own_process_group(children[0])
-    {
+    // started smtlab and in all it starts later; one on smtlab's cgroup would cover it
+    // and all that shares the cgroup.
+    if scope == CookieScope::ProcessGroup && coresched::in_own_process_group(children[0]) {
         return Err(CoreSchedError::SharedProcessGroup);
     }
+    let proc = std::path::Path::new("/proc");
+    if let Some(&pid) = children
+        .iter()
+        .find(|&&p| scope == CookieScope::Cgroup && coresched::in_own_cgroup(proc, p))
+    {
+        return Err(CoreSchedError::SharedCgroup { pid });
+    }
+    // One cookie for a group; a cgroup's is given once, to all its processes.
     let take = if scope == CookieScope::ProcessGroup {
         1
     } else {
