@@ -414,8 +414,9 @@ def recorded_counts(text):
 
 
 def recorded_rows(smtlab, kernel):
-    """(file, figure, kernel's value, smtlab's value) for every top-down share the
-    kernel's table for the recording's CPU defines from the events it recorded."""
+    """(file, figure, kernel's value, smtlab's value) for every top-down share (level 1,
+    SMT contention, back-end memory bound) the kernel's table for the recording's CPU
+    or smtlab derives from the events it recorded."""
     for path in sorted(glob.glob(os.path.join(RECORDED, "*.csv"))):
         name = os.path.basename(path)
         cpu = next((v for k, v in RECORDED_CPUS.items() if name.startswith(k)), None)
@@ -428,23 +429,20 @@ def recorded_rows(smtlab, kernel):
         metrics = kernel_metrics(os.path.join(kernel, kdir))
         counts = recorded_counts(text)
         zen = uarch.startswith("zen")
-        rows = []
-        for key in TOPDOWN + (["smt_contention"] if zen else []):
-            metric = key if zen else "tma_" + key
+        names = {k: k if zen else "tma_" + k for k in TOPDOWN + ["smt_contention"]}
+        names["backend_memory"] = "backend_bound_memory" if zen else "tma_memory_bound"
+        for key, metric in names.items():
             if metric not in metrics:
                 continue
-            if key == "smt_contention" and "de_no_dispatch_per_slot.smt_contention" not in counts:
-                continue  # not asked for in that run: neither side has the share
             try:
                 want = kernel_eval(metric, metrics, counts, smt_on=smt_on)
             except KeyError:
-                # The table's formula needs an event the run did not record: a failure,
-                # not a skip, so a changed table cannot pass unseen.
-                want = None
-            rows.append((name, key, want, ours.get(key)))
-        # A run that recorded no top-down events (`-ddd`) has nothing for either side.
-        if any(want is not None or got is not None for _, _, want, got in rows):
-            yield from rows
+                want = None  # the run did not record an event the table's formula needs
+            got = ours.get(key)
+            # A figure neither side has (no top-down events in a `-ddd` run, no
+            # smt_contention asked for) is no row; one side alone is a failure.
+            if want is not None or got is not None:
+                yield name, key, want, got
 
 
 # ---- comparison ---------------------------------------------------------------
