@@ -5,8 +5,10 @@
 # pmu-tools' toplev models and the Linux kernel's perf metric tables, for Skylake-SP,
 # Ice Lake-SP, Sapphire Rapids, Granite Rapids and Zen 3/4/5, with no PMU needed: the
 # same counts (synthetic, written as `perf stat -x, -A` writes them) go to
-# `smtlab counters import` and to each reference. Fails on a difference over 0.1
-# percentage point (shares) or 0.1% (ratios).
+# `smtlab counters import` and to each reference; so do the counts `perf stat` recorded
+# on real Sapphire Rapids, Tiger Lake, Skylake and Zen 4 machines (crates/cli/tests/recorded/), to
+# the kernel's tables. Fails on a difference over 0.1 percentage point (shares) or 0.1%
+# (ratios).
 #
 #   scripts/check-formulas.sh               # 200 count sets per microarchitecture
 #   TRIALS=20 scripts/check-formulas.sh

@@ -9,7 +9,13 @@ would have written them: split over CPUs, some multiplexed) and to two reference
   evaluated with a small evaluator of their expression language.
 
 A share (top-down) may differ by at most 0.1 percentage point, a ratio (IPC, CPI, MPKI)
-by at most 0.1%. Prints one row per microarchitecture, figure and reference; exits 1 on
+by at most 0.1%.
+
+Besides the synthetic counts, the counts `perf stat` recorded on real machines
+(crates/cli/tests/recorded/, one file per run; see its README) go to smtlab and to the
+kernel's tables for their CPU: Sapphire Rapids, Tiger Lake, Skylake with SMT on, Zen 4. (Those
+files also carry the figures perf printed beside the counts; `cargo test -p smtlab
+--test recorded_counts` holds smtlab against those.) Prints one row per microarchitecture, figure and reference; exits 1 on
 any difference over the limit. Called by scripts/check-formulas.sh, which fetches the
 references.
 
@@ -368,6 +374,77 @@ def kernel_figures(kdir, uarch, c):
     return figs
 
 
+# ---- counts recorded on real machines ----------------------------------------
+
+RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "cli",
+                        "tests", "recorded")
+# A recording's file-name prefix: smtlab's --cpu-model, the kernel's table, SMT on.
+# smtlab has no Tiger Lake; it reads Tiger Lake's runs as Ice Lake-SP, the same core
+# generation with the same level-1 formula. The Ice Lake-class CPU (icl-) is not named.
+RECORDED_CPUS = {"spr-": ("sapphire-rapids", "sapphirerapids", 0),
+                 "tgl-": ("icelake-sp", "tigerlake", 0),
+                 "skl-": ("skylake-sp", "skylakex", 1),
+                 "zen4-": ("zen4", "amdzen4", 0)}
+# perf's spelling of an event in a metric's terms, and the event the tables name: the
+# recovery cycles' edges are the clears count (the same code, mask, counter mask, edge).
+RECORDED_ALIASES = {"int_misc.recovery_cycles,cmask=1,edge": "int_misc.clears_count"}
+MODIFIERS = set("ukhHGpPSDIWe")
+
+
+def recorded_counts(text):
+    """A recording's counts by lower-case event name, modifiers dropped, the lines of one
+    event (perf's `-M` counts it once per metric group) averaged, as smtlab reads them."""
+    lines = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        f = line.split(";" if ";" in line else ",")
+        try:
+            value = float(f[0])
+        except ValueError:
+            continue
+        event = f[2]
+        if "/" in event:
+            event = event.split("/")[1]
+        elif ":" in event and set(event.rsplit(":", 1)[1]) <= MODIFIERS:
+            event = event.rsplit(":", 1)[0]
+        event = RECORDED_ALIASES.get(event.lower(), event.lower())
+        lines.setdefault(event, []).append(value)
+    return {k: sum(v) / len(v) for k, v in lines.items()}
+
+
+def recorded_rows(smtlab, kernel):
+    """(file, figure, kernel's value, smtlab's value) for every top-down share (level 1,
+    SMT contention, back-end memory bound) the kernel's table for the recording's CPU
+    or smtlab derives from the events it recorded."""
+    for path in sorted(glob.glob(os.path.join(RECORDED, "*.csv"))):
+        name = os.path.basename(path)
+        cpu = next((v for k, v in RECORDED_CPUS.items() if name.startswith(k)), None)
+        if cpu is None:
+            continue
+        uarch, kdir, smt_on = cpu
+        with open(path) as fh:
+            text = fh.read()
+        ours = smtlab_figures(smtlab, uarch, text)
+        metrics = kernel_metrics(os.path.join(kernel, kdir))
+        counts = recorded_counts(text)
+        zen = uarch.startswith("zen")
+        names = {k: k if zen else "tma_" + k for k in TOPDOWN + ["smt_contention"]}
+        names["backend_memory"] = "backend_bound_memory" if zen else "tma_memory_bound"
+        for key, metric in names.items():
+            if metric not in metrics:
+                continue
+            try:
+                want = kernel_eval(metric, metrics, counts, smt_on=smt_on)
+            except KeyError:
+                want = None  # the run did not record an event the table's formula needs
+            got = ours.get(key)
+            # A figure neither side has (no top-down events in a `-ddd` run, no
+            # smt_contention asked for) is no row; one side alone is a failure.
+            if want is not None or got is not None:
+                yield name, key, want, got
+
+
 # ---- comparison ---------------------------------------------------------------
 
 def main():
@@ -401,18 +478,23 @@ def main():
                     key = (uarch, fig, ref)
                     prev = worst.get(key, (0.0, share, 0))
                     worst[key] = (max(prev[0], diff), share, prev[2] + 1)
+    for name, fig, want, got in recorded_rows(a.smtlab, a.kernel):
+        diff = float("inf") if got is None or want is None else abs(got - want)
+        key = ("recorded " + name.removesuffix(".csv"), fig, "kernel (real counts)")
+        prev = worst.get(key, (0.0, True, 0))
+        worst[key] = (max(prev[0], diff), True, prev[2] + 1)
     failed = 0
-    print(f"{'microarchitecture':<17} {'figure':<28} {'reference':<34} {'cases':>5} "
+    print(f"{'microarchitecture':<34} {'figure':<28} {'reference':<34} {'cases':>5} "
           f"{'max difference':>16}  result")
     for (uarch, fig, ref), (diff, share, n) in sorted(worst.items()):
         limit = SHARE_LIMIT if share else RATIO_LIMIT
         shown = f"{100 * diff:.4f} pt" if share else f"{100 * diff:.4f} %"
         ok = diff <= limit
         failed += not ok
-        print(f"{uarch:<17} {fig:<28} {ref:<34} {n:>5} {shown:>16}  {'ok' if ok else 'DIFFERS'}")
+        print(f"{uarch:<34} {fig:<28} {ref:<34} {n:>5} {shown:>16}  {'ok' if ok else 'DIFFERS'}")
     for uarch, (_, kdir) in UARCHS.items():
         if not any(k[0] == uarch for k in worst):
-            print(f"{uarch:<17} (nothing: neither reference defines a figure smtlab derives on "
+            print(f"{uarch:<34} (nothing: neither reference defines a figure smtlab derives on "
                   f"{uarch})")
     print(f"\n{len(worst) - failed} of {len(worst)} (figure, reference) pairs within "
           f"0.1 pt / 0.1%" + (f"; {failed} differ" if failed else ""))

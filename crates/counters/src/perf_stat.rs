@@ -12,14 +12,20 @@
 //!
 //! perf prints counts already scaled for multiplexing; the reading keeps that value and
 //! rebuilds the raw count and enabled time from the running share, so the multiplexing
-//! shows as it does for smtlab's own counts. Lines for the same event (per CPU, per
-//! interval, per thread) are summed. `task-clock` in milliseconds becomes nanoseconds.
+//! shows as it does for smtlab's own counts. Lines for the same event under different
+//! prefixes (per CPU, per interval, per thread) are summed; lines for the same event
+//! under the same prefix are one count measured more than once (`perf stat -M` puts
+//! `ls_not_halted_cyc` or `cycles` in every metric's group, each line perf's own
+//! estimate of the whole run) and are averaged. `task-clock` in milliseconds becomes
+//! nanoseconds.
 //!
 //! Names: perf's generic names become [`CounterEvent`]s (`cycles:u` in user mode);
 //! vendor names in smtlab's table ([`crate::model_events`]) become smtlab's portable
 //! names with the table's scale (`ls_not_halted_cyc` on Zen 4 is
 //! `total_dispatch_slots`, six per cycle), which needs the microarchitecture when the
-//! rows differ between them; every other name is kept as written.
+//! rows differ between them; perf's metric-table spellings of the kernel's events
+//! ([`PERF_SPELLINGS`]: `TOPDOWN.SLOTS` for `slots`) become those events; every other
+//! name is kept as written.
 
 use std::collections::BTreeMap;
 
@@ -50,9 +56,59 @@ pub enum ImportError {
 /// What is wrong with one line, before its number is known.
 struct BadLine(String);
 
+/// Names perf prints for events smtlab knows by another name, with the kernel event's
+/// scale: the metric tables' spellings (`perf stat` with no events, `-M`, `--topdown`
+/// on perf 6.x) of the kernel's `slots`; Ice Lake and Tiger Lake's spelling of
+/// pipeline clears (the recovery cycles' edges, the encoding of
+/// `INT_MISC.CLEARS_COUNT`); and Skylake's `TopdownL1` events with SMT on, which are
+/// the kernel's slot-formula events (`topdown-total-slots` is the core's cycles,
+/// `any=1`, two slots a thread's cycle; `topdown-recovery-bubbles` likewise). Matched
+/// without case. A name the table also knows keeps its table rows as well.
+pub const PERF_SPELLINGS: [(&str, &str, Option<f64>); 8] = [
+    ("TOPDOWN.SLOTS", "slots", None),
+    (
+        "INT_MISC.RECOVERY_CYCLES,cmask=1,edge",
+        "INT_MISC.CLEARS_COUNT",
+        None,
+    ),
+    (
+        "INT_MISC.RECOVERY_CYCLES,cmask=1,edge=1",
+        "INT_MISC.CLEARS_COUNT",
+        None,
+    ),
+    (
+        "CPU_CLK_UNHALTED.THREAD_ANY",
+        "topdown-total-slots",
+        Some(2.0),
+    ),
+    (
+        "INT_MISC.RECOVERY_CYCLES_ANY",
+        "topdown-recovery-bubbles",
+        Some(2.0),
+    ),
+    ("UOPS_ISSUED.ANY", "topdown-slots-issued", None),
+    ("UOPS_RETIRED.RETIRE_SLOTS", "topdown-slots-retired", None),
+    ("IDQ_UOPS_NOT_DELIVERED.CORE", "topdown-fetch-bubbles", None),
+];
+
+/// perf's other names for its generic events (`perf list` shows `cpu-cycles OR
+/// cycles`); perf 6.x prints `cpu-cycles` where older perf printed `cycles`.
+const GENERIC_ALIASES: [(&str, &str); 7] = [
+    ("cpu-cycles", "cycles"),
+    ("branch-instructions", "branches"),
+    ("idle-cycles-frontend", "stalled-cycles-frontend"),
+    ("idle-cycles-backend", "stalled-cycles-backend"),
+    ("faults", "page-faults"),
+    ("cs", "context-switches"),
+    ("migrations", "cpu-migrations"),
+];
+
 /// One line of perf's output: an event's count (`None`: not counted or not supported).
 #[derive(Debug, Clone, PartialEq)]
 struct Row {
+    /// What comes before the value (time stamp, CPU, core, thread), joined: lines of one
+    /// event under different prefixes are different counts, under one prefix the same.
+    prefix: String,
     event: String,
     value: Option<f64>,
     unit: String,
@@ -116,6 +172,7 @@ fn csv_row(line: &str, sep: char) -> Result<Option<Row>, BadLine> {
     };
     let value = f[i].parse::<f64>().ok();
     Ok(Some(Row {
+        prefix: f[..i].join(","),
         event: f[i + 2].to_string(),
         value,
         unit: f[i + 1].to_string(),
@@ -142,7 +199,13 @@ fn json_row(line: &str) -> Result<Option<Row>, BadLine> {
         return Ok(None);
     };
     let value = json_number(o.get("counter-value"));
+    let prefix = ["interval", "cpu", "core", "socket", "die", "node", "thread"]
+        .iter()
+        .filter_map(|k| o.get(*k).map(|x| format!("{k}={x}")))
+        .collect::<Vec<_>>()
+        .join(",");
     Ok(Some(Row {
+        prefix,
         event: event.to_string(),
         value,
         unit: o
@@ -161,11 +224,13 @@ fn json_row(line: &str) -> Result<Option<Row>, BadLine> {
     }))
 }
 
-/// Sums the lines of each event (per CPU, per interval), in first-seen order.
+/// One count per event, in first-seen order: the repeats of an event under one prefix
+/// averaged ([`average_repeats`]), then its lines under different prefixes (per CPU,
+/// per interval, per thread) summed.
 fn merge(rows: Vec<Row>) -> Vec<Row> {
     let mut order: Vec<String> = Vec::new();
     let mut by: BTreeMap<String, Row> = BTreeMap::new();
-    for r in rows {
+    for r in average_repeats(rows) {
         match by.get_mut(&r.event) {
             None => {
                 order.push(r.event.clone());
@@ -176,10 +241,7 @@ fn merge(rows: Vec<Row>) -> Vec<Row> {
                     (Some(a), Some(b)) => Some(a + b),
                     (a, b) => a.or(b),
                 };
-                acc.running_ns = match (acc.running_ns, r.running_ns) {
-                    (Some(a), Some(b)) => Some(a + b),
-                    (a, b) => a.or(b),
-                };
+                acc.running_ns = add_opt(acc.running_ns, r.running_ns);
                 acc.percent_running = match (acc.percent_running, r.percent_running) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -190,13 +252,60 @@ fn merge(rows: Vec<Row>) -> Vec<Row> {
     order.into_iter().filter_map(|e| by.remove(&e)).collect()
 }
 
+fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
+/// One row per (prefix, event): an event counted in several groups of one run (`perf
+/// stat -M` gives each metric its own group, each with its own `ls_not_halted_cyc`)
+/// is one quantity measured several times, each line perf's estimate of the whole run,
+/// so the counted lines are averaged; their running times add up, as does their share
+/// of the run (at most all of it). Summing them would count the run's cycles once per
+/// group.
+fn average_repeats(rows: Vec<Row>) -> Vec<Row> {
+    let mut out: Vec<(Row, usize)> = Vec::new();
+    for r in rows {
+        let same = out
+            .iter_mut()
+            .find(|(o, _)| o.prefix == r.prefix && o.event == r.event);
+        let Some((acc, n)) = same else {
+            let n = usize::from(r.value.is_some());
+            out.push((r, n));
+            continue;
+        };
+        let Some(value) = r.value else { continue };
+        acc.value = Some(acc.value.unwrap_or(0.0) + value);
+        acc.running_ns = add_opt(acc.running_ns, r.running_ns);
+        acc.percent_running = match (acc.percent_running, r.percent_running) {
+            (Some(a), Some(b)) => Some((a + b).min(100.0)),
+            (a, b) => a.or(b),
+        };
+        acc.missing = None;
+        *n += 1;
+    }
+    out.into_iter()
+        .map(|(mut r, n)| {
+            if n > 1 {
+                r.value = r.value.map(|v| v / n as f64);
+            }
+            r
+        })
+        .collect()
+}
+
 /// The event's name without its PMU and modifiers, and the privilege mode they ask
 /// for: `cpu/cycles/u` and `cycles:u` are `("cycles", User)`.
 fn split_name(event: &str) -> (String, CountMode) {
     let (name, modifiers) = if event.contains('/') {
         // `pmu/name/mods`: the middle part; raw terms (`cpu/event=0x3c/`) stay whole.
+        // A named event with terms after it (`cpu/NAME,cmask=1,edge/u`) is named too.
         match event.split('/').collect::<Vec<_>>().as_slice() {
-            [_, inner, mods] if !inner.contains('=') => (inner.to_string(), *mods),
+            [_, inner, mods] if !inner.split(',').next().unwrap_or("").contains('=') => {
+                (inner.to_string(), *mods)
+            }
             _ => (event.to_string(), ""),
         }
     } else {
@@ -229,7 +338,12 @@ fn reading(value: f64, running_ns: Option<u64>, percent: Option<f64>) -> Reading
 
 fn add(v: &mut CounterValues, row: Row, uarch: Option<Uarch>) -> Result<(), ImportError> {
     let (name, mode) = split_name(&row.event);
-    let generic = name.parse::<CounterEvent>().ok();
+    let generic = GENERIC_ALIASES
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(&name))
+        .map_or(name.as_str(), |(_, perf)| perf)
+        .parse::<CounterEvent>()
+        .ok();
     let Some(value) = row.value else {
         let reason = format!("{} in the recorded run", row.missing.unwrap_or_default());
         match generic {
@@ -252,16 +366,37 @@ fn add(v: &mut CounterValues, row: Row, uarch: Option<Uarch>) -> Result<(), Impo
         v.set(event, mode, r);
         return Ok(());
     }
-    let rows = table_rows(&name, uarch)?;
-    if rows.is_empty() {
-        v.named.push(named(
+    let spelling = PERF_SPELLINGS
+        .iter()
+        .find(|(perf, _, _)| perf.eq_ignore_ascii_case(&name));
+    let mut rows = table_rows(&name, uarch)?;
+    match spelling {
+        // The kernel's event, and the table's rows for either name.
+        Some(&(_, kernel, scale)) => {
+            let source = format!("recorded by perf stat as {}", row.event);
+            v.named.push(named(
+                kernel.to_string(),
+                &source,
+                scale,
+                mode,
+                r,
+                &row.unit,
+            ));
+            for e in table_rows(kernel, uarch)? {
+                if !rows.iter().any(|x| x.name == e.name) {
+                    rows.push(e);
+                }
+            }
+        }
+        None if rows.is_empty() => v.named.push(named(
             name,
             "recorded by perf stat",
             None,
             mode,
             r,
             &row.unit,
-        ));
+        )),
+        None => {}
     }
     for e in rows {
         let source = format!("recorded by perf stat as {}", row.event);
@@ -375,6 +510,50 @@ mod tests {
         assert_eq!(
             v.count(CounterEvent::Instructions, CountMode::All),
             Some(400.0)
+        );
+    }
+
+    #[test]
+    fn one_event_in_several_groups_is_averaged_then_summed_per_cpu() {
+        // `perf stat -M -A`: cycles in two metric groups on each of two CPUs.
+        let text = "CPU0,1000,,ls_not_halted_cyc,10,50.00,,\n\
+                    CPU0,1010,,ls_not_halted_cyc,10,50.00,,\n\
+                    CPU1,500,,ls_not_halted_cyc,10,50.00,,\n\
+                    CPU1,<not counted>,,ls_not_halted_cyc,0,0.00,,\n";
+        let v = import(text, Some(Uarch::Zen4)).unwrap();
+        // (1000 + 1010) / 2 + 500 cycles, 6 slots each.
+        assert_eq!(v.named_value("total_dispatch_slots"), Some(6.0 * 1505.0));
+        let no_prefix = "100,,cycles,10,50.00,,\n300,,cycles,10,50.00,,\n";
+        let v = import(no_prefix, None).unwrap();
+        assert_eq!(v.count(CounterEvent::Cycles, CountMode::All), Some(200.0));
+        let c = v.get(CounterEvent::Cycles).unwrap().all.unwrap();
+        assert!(!c.multiplexed(), "two halves of the run make all of it");
+    }
+
+    #[test]
+    fn perfs_other_spellings_become_the_kernels_events() {
+        let text = "998790;;TOPDOWN.SLOTS:u;;100.00;;\n\
+                    3434;;cpu/INT_MISC.RECOVERY_CYCLES,cmask=1,edge/u;;100.00;;\n\
+                    2402;;CPU_CLK_UNHALTED.THREAD_ANY;;100.00;;\n\
+                    860;;UOPS_ISSUED.ANY;;100.00;;\n\
+                    287017;;cpu-cycles:u;;100.00;;\n";
+        let v = import(text, Some(Uarch::IceLakeSp)).unwrap();
+        assert_eq!(v.named_value("slots"), Some(998790.0));
+        assert_eq!(v.named_value("clears-slots"), Some(5.0 * 3434.0));
+        assert_eq!(v.named_value("topdown-total-slots"), Some(2.0 * 2402.0));
+        assert_eq!(v.named_value("topdown-slots-issued"), Some(860.0));
+        assert_eq!(v.named_value("uops-issued"), Some(860.0));
+        assert_eq!(
+            v.count(CounterEvent::Cycles, CountMode::User),
+            Some(287017.0)
+        );
+        // Terms after a named event keep it named; raw terms stay whole.
+        assert_eq!(
+            split_name("cpu/de_no_dispatch_per_slot.no_ops_from_frontend,cmask=0x6/"),
+            (
+                "de_no_dispatch_per_slot.no_ops_from_frontend,cmask=0x6".into(),
+                CountMode::All
+            )
         );
     }
 

@@ -21,9 +21,10 @@
 //!   front-end = `de_no_dispatch_per_slot.no_ops_from_frontend`, back-end =
 //!   `de_no_dispatch_per_slot.backend_stalls`, retiring = `ex_ret_ops`, bad
 //!   speculation = `de_src_op_disp.all - ex_ret_ops`, and SMT contention =
-//!   `de_no_dispatch_per_slot.smt_contention` (slots this thread lost to its sibling),
-//!   each over the dispatch slots (`total_dispatch_slots`: `ls_not_halted_cyc` times
-//!   the dispatch width, 6 on Zen 4 and 8 on Zen 5, as the event's scale). Per thread.
+//!   `de_no_dispatch_per_slot.smt_contention` (slots this thread lost to its sibling;
+//!   only where counted), each over the dispatch slots (`total_dispatch_slots`:
+//!   `ls_not_halted_cyc` times the dispatch width, 6 on Zen 4 and 8 on Zen 5, as the
+//!   event's scale). Per thread.
 //!
 //! Nothing is guessed: without the events of one method the answer is a one-line
 //! reason naming what is missing.
@@ -48,6 +49,16 @@ impl TopdownMethod {
             TopdownMethod::IntelPerfMetrics => &INTEL_PERF_METRICS,
             TopdownMethod::IntelSlotFormula => &INTEL_SLOT_FORMULA,
             TopdownMethod::AmdDispatchSlots => &AMD_DISPATCH_SLOTS,
+        }
+    }
+
+    /// The events the split cannot do without: all of [`Self::events`] but AMD's
+    /// `smt_contention`, which perf's `-M` runs often leave out (`-M
+    /// frontend_bound,backend_bound,...`) and which only adds the SMT contention share.
+    pub fn required(self) -> &'static [&'static str] {
+        match self {
+            TopdownMethod::AmdDispatchSlots => &AMD_DISPATCH_SLOTS[..5],
+            other => other.events(),
         }
     }
 
@@ -208,7 +219,7 @@ fn level1_text(v: &CounterValues) -> Result<Topdown, String> {
         TopdownMethod::IntelSlotFormula,
         TopdownMethod::AmdDispatchSlots,
     ] {
-        let names = method.events();
+        let names = method.required();
         match values(v, names) {
             Ok(x) => {
                 let mut t = compute(v, method, &x)?;
@@ -295,7 +306,8 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
             })
         }
         TopdownMethod::AmdDispatchSlots => {
-            let (slots, ret_ops, disp, fe, be, smt) = (x[0], x[1], x[2], x[3], x[4], x[5]);
+            let (slots, ret_ops, disp, fe, be) = (x[0], x[1], x[2], x[3], x[4]);
+            let smt = v.named_value(AMD_DISPATCH_SLOTS[5]);
             if slots <= 0.0 {
                 return Err(zero());
             }
@@ -307,7 +319,7 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
                 bad_speculation: (disp - ret_ops) / slots,
                 frontend_bound: fe / slots,
                 backend_bound: be / slots,
-                smt_contention: Some(smt / slots),
+                smt_contention: smt.map(|s| s / slots),
                 backend_memory: None,
             })
         }
@@ -405,6 +417,21 @@ pub(crate) mod tests {
         assert_eq!(t.backend_bound, 0.3);
         assert_eq!(t.smt_contention, Some(0.1));
         assert_eq!(t.categories().len(), 5);
+    }
+
+    #[test]
+    fn amd_without_smt_contention_has_no_smt_share() {
+        let v = named(&[
+            ("total_dispatch_slots", 100, Some(6.0)),
+            ("ex_ret_ops", 240, None),
+            ("de_src_op_disp.all", 300, None),
+            ("de_no_dispatch_per_slot.no_ops_from_frontend", 60, None),
+            ("de_no_dispatch_per_slot.backend_stalls", 180, None),
+        ]);
+        let t = level1(&v).unwrap();
+        assert_eq!((t.retiring, t.backend_bound), (0.4, 0.3));
+        assert_eq!(t.smt_contention, None);
+        assert_eq!(t.categories().len(), 4);
     }
 
     #[test]
