@@ -22,7 +22,11 @@ pub fn mount_point(proc: &Path) -> Option<PathBuf> {
 
 /// The directory of the cgroup v2 that process `pid` (a number, or `self`) is in.
 pub fn dir_of(proc: &Path, pid: &str) -> Option<PathBuf> {
-    let mount = mount_point(proc)?;
+    dir_under(&mount_point(proc)?, proc, pid)
+}
+
+/// [`dir_of`] with the hierarchy's mount point already known (for many processes).
+pub fn dir_under(mount: &Path, proc: &Path, pid: &str) -> Option<PathBuf> {
     let own = std::fs::read_to_string(proc.join(pid).join("cgroup")).ok()?;
     let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
     Some(mount.join(path.trim().trim_start_matches('/')))

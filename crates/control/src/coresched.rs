@@ -331,14 +331,17 @@ pub fn forced_idle_ns(proc: &Path, cgroup: Option<&Path>) -> Option<u64> {
         return None;
     }
     let tree = own_tree(proc);
-    let Some((dir, in_cgroup)) = cgroup.and_then(|d| Some((d, crate::cgroup::force_idle_ns(d)?)))
+    let counted = |d: &Path| Some((d.to_path_buf(), crate::cgroup::force_idle_ns(d)?));
+    let (Some((dir, in_cgroup)), Some(mount)) =
+        (cgroup.and_then(counted), crate::cgroup::mount_point(proc))
     else {
         return forceidle_of(proc, &tree);
     };
     let outside: Vec<u32> = tree
         .into_iter()
         .filter(|p| {
-            !crate::cgroup::dir_of(proc, &p.to_string()).is_some_and(|d| d.starts_with(dir))
+            let theirs = crate::cgroup::dir_under(&mount, proc, &p.to_string());
+            !theirs.is_some_and(|d| d.starts_with(&dir))
         })
         .collect();
     Some(forceidle_of(proc, &outside).unwrap_or(0) + in_cgroup)
