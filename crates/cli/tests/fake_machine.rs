@@ -1143,7 +1143,10 @@ fn kill_9_mid_coresched_cell_leaves_no_process_with_a_cookie_behind() {
         pid.is_some()
     });
     let pid = pid.unwrap();
-    // SIGKILL: no chance to clean up; the guardian kills what smtlab started.
+    let schedstats = f.tree().join("proc/sys/kernel/sched_schedstats");
+    assert_eq!(fs::read_to_string(&schedstats).unwrap().trim(), "1");
+    // SIGKILL: no chance to clean up; the guardian kills what smtlab started, and
+    // writes back what it changed.
     child.kill().unwrap();
     let status = smtlab_fixtures::bounded::wait(&mut child, "the smtlab process");
     assert!(!status.success());
@@ -1157,6 +1160,9 @@ fn kill_9_mid_coresched_cell_leaves_no_process_with_a_cookie_behind() {
     });
     wait_until("SMT as found", || {
         f.cpu_file("smt/control") == "on" && f.cpu_file("cpu1/online") == "1"
+    });
+    wait_until("schedstats as found", || {
+        fs::read_to_string(&schedstats).is_ok_and(|v| v.trim() == "0")
     });
 }
 
