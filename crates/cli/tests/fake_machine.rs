@@ -980,6 +980,29 @@ fn advise_security_per_group_gives_the_measuring_process_group_its_cookie_never_
     f.assert_restored();
 }
 
+#[test]
+fn advise_security_in_the_terminal_fits_the_width_and_ends_its_last_line() {
+    let f = Fake::new();
+    let out = ok(f
+        .smtlab()
+        .args(["advise", "null-syscall", "--security", "--quick", "--db"])
+        .arg(f.db())
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.ends_with('\n'), "{text:?}");
+    let answer = text.lines().skip_while(|l| !l.ends_with(" load:"));
+    let lines: Vec<&str> = answer.collect();
+    assert!(
+        lines.iter().any(|l| l.trim_start().starts_with("-> ")),
+        "{text}"
+    );
+    for l in &lines {
+        assert!(l.chars().count() <= 80, "over 80 columns: {l:?}");
+    }
+}
+
 /// Whether this process may make a cgroup (v2) below its own, as smtlab does for what it
 /// starts.
 fn can_make_cgroups() -> bool {

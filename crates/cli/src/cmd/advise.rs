@@ -343,7 +343,7 @@ fn security_answer(args: &AdviseArgs, sink: &StoreSink<'_>) -> Result<ExitCode> 
         });
         emit(&crate::output::json_text(&doc)?)?;
     } else {
-        emit(&security::text(&answers).join("\n"))?;
+        emit(&render::advice::security_answer(&answers))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -149,6 +149,13 @@ pub fn security_header(
     )
 }
 
+/// `advise --security`'s answer for the terminal: each workload and load, its modes'
+/// lines and the choice, fitted to the width, under a blank line as the summary is.
+pub fn security_answer(answers: &[smtlab_report::security::SecurityAdvice]) -> String {
+    let text = smtlab_report::security::text(answers).join("\n");
+    format!("\n{}", super::table::wrap(&text, Layout::term()))
+}
+
 /// The answers in the form asked: Markdown (to a file, or standard output with `-`),
 /// JSON, or the terminal summary.
 pub fn answers(
