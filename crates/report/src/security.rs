@@ -267,11 +267,16 @@ fn metric_mean(c: &CellRecord, name: &str, scale: f64) -> Option<Figure> {
 
 /// What a protection costs against `smt-on`, as a share of its throughput, then the
 /// figure as every gain is written: `core scheduling costs 12% (-12% [-15%, -9.0%])`;
-/// or that it was not measured.
+/// nothing where it was faster or its interval holds no change; or that it was not
+/// measured.
 fn cost(what: &str, f: Option<&Figure>) -> String {
+    let no_change = |f: &Figure| matches!((f.ci95_low, f.ci95_high), (Some(lo), Some(hi)) if lo <= 1.0 && hi >= 1.0);
     match f {
-        // Faster than no protection (noise, or less contention): no cost to speak of.
-        Some(f) if f.value > 1.0 => format!("{what} costs nothing ({} against SMT on)", f.pct()),
+        // Faster than no protection (noise, or less contention), or not told apart from
+        // it: no cost to speak of.
+        Some(f) if f.value > 1.0 || no_change(f) => {
+            format!("{what} costs nothing ({} against SMT on)", f.pct())
+        }
         Some(f) => format!(
             "{what} costs {} ({})",
             crate::fmt::pct2(100.0 * (1.0 - f.value)),

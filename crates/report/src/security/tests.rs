@@ -37,6 +37,22 @@ const CHEAP: [f64; 5] = [90.0, 91.0, 89.0, 90.5, 89.5];
 const DEAR: [f64; 5] = [60.0, 61.0, 59.0, 60.5, 59.5];
 
 #[test]
+fn a_cost_whose_interval_holds_no_change_is_no_cost() {
+    let near = [99.0, 101.5, 98.0, 100.0, 99.5];
+    let cells = [
+        cell(SecurityMode::SmtOn, &ON, 0.0),
+        cell(SecurityMode::CoreSched, &near, 0.2),
+        cell(SecurityMode::SmtOff, &DEAR, 0.0),
+    ];
+    let line = &security(&cells, &[])[0].line;
+    assert!(
+        line.starts_with("core scheduling costs nothing (-0."),
+        "{line}"
+    );
+    assert!(line.contains("not significant"), "{line}");
+}
+
+#[test]
 fn the_cheaper_protection_is_chosen_with_both_costs_in_the_line() {
     let cells = [
         cell(SecurityMode::SmtOn, &ON, 0.0),
