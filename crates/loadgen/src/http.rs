@@ -57,8 +57,9 @@ impl ErrorKind {
     }
 }
 
-/// One request a load may send, before it is rendered for a connection mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One request a load may send, before it is rendered for a connection mode; on the
+/// wire to an agent as it is (checked there by `RequestSpec::check`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RequestSpec {
     pub method: String,
     /// Path and query, starting with `/`.
