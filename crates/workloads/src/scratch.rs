@@ -29,10 +29,12 @@ impl ScratchDir {
     /// Sweeps the stale `prefix*` directories under `parent`, then makes a new one;
     /// errors name `bench` and the directory.
     pub fn create(bench: &str, parent: &Path, prefix: &str) -> Result<ScratchDir, BenchError> {
-        Self::make(parent, prefix).map_err(|(what, dir, e)| BenchError::Io {
-            bench: bench.into(),
-            what: format!("{what} {}", smtlab_model::quote::path(&dir)),
-            error: e,
+        Self::make(parent, prefix).map_err(|(what, dir, e)| {
+            crate::io_err(
+                bench,
+                format!("{what} {}", smtlab_model::quote::path(&dir)),
+                e,
+            )
         })
     }
 

@@ -34,7 +34,9 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use super::common::{Acceptor, check_err, ensure_nofile, io_err, spawn_on, thread_limits};
+use crate::{check_err, io_err};
+
+use super::common::{Acceptor, ensure_nofile, spawn_on, thread_limits};
 
 const NAME: &str = "chat";
 /// room, sender, sequence: the smallest message that can carry its own identity.
