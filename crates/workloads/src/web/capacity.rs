@@ -21,11 +21,10 @@
 //! merged, so the conforming share counts every agent's connections.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
-use smtlab_loadgen::{ClientPool, LoadConfig, Mix, RequestSpec};
+use smtlab_loadgen::{LoadConfig, RequestSpec};
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::dynamic;
@@ -93,24 +92,8 @@ pub fn search<E>(
 }
 
 /// One step of the search: `n` paced connections for `base`'s duration after its
-/// warm-up; the fraction that conformed, and the load's report.
-pub fn conforming_fraction(
-    pool: &ClientPool,
-    base: &LoadConfig,
-    mix: &Arc<Mix>,
-    n: usize,
-    conform_bps: f64,
-) -> Result<(f64, smtlab_loadgen::LoadReport), smtlab_loadgen::LoadError> {
-    let mut cfg = base.clone();
-    cfg.connections = n;
-    cfg.threads = pool.threads().min(n);
-    cfg.seed = n as u64;
-    let r = pool.run(&cfg, mix.clone())?;
-    Ok((r.conforming(conform_bps) as f64 / n as f64, r))
-}
-
-/// [`conforming_fraction`] from a [`Driver`]: local client threads or remote agents
-/// (their reports merged, so every agent's connections are counted).
+/// warm-up, from local client threads or remote agents (their reports merged, so every
+/// agent's connections are counted); the fraction that conformed, and the load.
 fn driven_fraction(
     driver: &mut Driver,
     base: &LoadConfig,
@@ -385,6 +368,8 @@ impl Instance for CapacityInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smtlab_loadgen::{ClientPool, Mix};
+    use std::sync::Arc;
 
     fn limit(l: usize) -> impl FnMut(usize) -> Result<f64, ()> {
         move |n| {
@@ -486,11 +471,12 @@ mod tests {
             "h",
             true,
         ));
+        let mut driver = Driver::Local { pool, mix };
         let mut cfg = LoadConfig::new(addr, 1, Duration::from_millis(800));
         cfg.warmup = Duration::from_millis(200);
         cfg.conn_bits_per_s = Some(400_000.0);
         let r = search(2, 64, 0.95, |n| {
-            conforming_fraction(&pool, &cfg, &mix, n, 320_000.0).map(|(f, _)| f)
+            driven_fraction(&mut driver, &cfg, n, 320_000.0).map(|(f, _)| f)
         })
         .unwrap();
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
