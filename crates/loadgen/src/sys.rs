@@ -419,17 +419,6 @@ pub fn shutdown(fd: RawFd) {
 }
 
 /// A new epoll instance, closed on exec.
-/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1() takes no pointers; a negative result is checked.
     let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
