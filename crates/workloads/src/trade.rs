@@ -284,13 +284,13 @@ impl Benchmark for AppTrade {
             load,
             mix: Arc::new(mix),
             pool,
-            app: Some(app),
+            app,
             db_config,
             last,
             workers,
             pool_size,
             db_same: cfg.db_same,
-            db: Some(db),
+            db,
             seed: 1,
         }))
     }
@@ -670,25 +670,18 @@ fn build_mix(scale: &Scale, sessions: &[String], host: &str) -> Result<Mix, Benc
 }
 
 struct TradeInstance {
+    // Dropped first and in this order: the application stops before its database.
+    app: App,
+    db: Database,
     load: LoadConfig,
     mix: Arc<Mix>,
     pool: ClientPool,
-    // Dropped in this order: the application stops before its database.
-    app: Option<App>,
     db_config: smtlab_trade::DbConfig,
     last: Audit,
     workers: usize,
     pool_size: usize,
     db_same: bool,
-    db: Option<Database>,
     seed: u64,
-}
-
-impl Drop for TradeInstance {
-    fn drop(&mut self) {
-        self.app.take();
-        self.db.take();
-    }
 }
 
 impl Instance for TradeInstance {
@@ -699,11 +692,8 @@ impl Instance for TradeInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
         self.load.seed = self.seed;
-        let app = self
-            .app
-            .as_ref()
-            .ok_or_else(|| check("no application".into()))?;
-        let db_pid = self.db.as_ref().and_then(Database::pid);
+        let app = &self.app;
+        let db_pid = self.db.pid();
         let app0 = app.cpu_ns();
         let db0 = db_pid.map_or(0, tree_cpu_ns);
         let r = self

@@ -604,7 +604,7 @@ impl Drop for ChatClients {
 
 pub struct ChatInstance {
     // Clients go first: closing them lets the server's threads end.
-    clients: Option<ChatClients>,
+    clients: ChatClients,
     server: ChatServer,
     shape: ChatShape,
     broken: Option<String>,
@@ -639,7 +639,7 @@ impl ChatInstance {
             }
         };
         Ok(ChatInstance {
-            clients: Some(clients),
+            clients,
             server,
             shape,
             broken: None,
@@ -653,7 +653,7 @@ impl ChatInstance {
             return Err(check_err(NAME, e.clone()));
         }
         let shape = self.shape;
-        let clients = self.clients.as_ref().expect("clients live until drop");
+        let clients = &self.clients;
         let receivers = shape.connections() as usize;
         let bytes0 = clients.bytes_received.load(Ordering::Relaxed);
         let msgs0 = clients.messages_received.load(Ordering::Relaxed);
@@ -762,12 +762,6 @@ impl Instance for ChatInstance {
 
     fn fixed_iterations(&self) -> Option<u64> {
         Some(1)
-    }
-}
-
-impl Drop for ChatInstance {
-    fn drop(&mut self) {
-        self.clients.take();
     }
 }
 

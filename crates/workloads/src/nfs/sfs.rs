@@ -14,7 +14,7 @@
 //! process, starts its operations at scheduled times, its share of a requested rate).
 
 use std::net::IpAddr;
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use nfs3_client::nfs3_types::nfs3::{
@@ -859,9 +859,6 @@ pub fn merge(parts: Vec<LoadResult>) -> LoadResult {
     }
     all
 }
-
-/// Shared, read-only across the clients of a load.
-pub type SharedHandles = Arc<Handles>;
 
 #[cfg(test)]
 mod tests {
