@@ -174,19 +174,14 @@ const MAX_CHUNK: u64 = 1 << 40;
 impl Response {
     /// Starts a response to a request that expects `expect` body bytes.
     pub fn reset(&mut self, expect: Option<u64>) {
-        self.head.clear();
-        self.in_body = false;
-        self.status = 0;
-        self.content_length = None;
-        self.body_bytes = 0;
-        self.total_bytes = 0;
-        self.close = false;
-        self.expect = expect;
-        self.chunked = false;
-        self.chunk = Chunk::Size;
-        self.csize = 0;
-        self.csize_seen = false;
-        self.cext = false;
+        // The head's buffer is kept, its capacity reused.
+        let mut head = std::mem::take(&mut self.head);
+        head.clear();
+        *self = Response {
+            head,
+            expect,
+            ..Response::default()
+        };
     }
 
     /// Whether any byte of the response arrived.

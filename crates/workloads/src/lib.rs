@@ -75,6 +75,22 @@ pub(crate) fn bad_param(name: &str, value: impl ToString, expected: &str) -> Ben
     smtlab_bench::ParamError::value(name, value.to_string(), expected).into()
 }
 
+/// Parameter `name`, one of `choices`' words, as the value that word stands for.
+pub(crate) fn one_of<T: Copy>(
+    p: &smtlab_bench::Params,
+    name: &str,
+    choices: &[(&str, T)],
+) -> Result<T, BenchError> {
+    let v = p.get_str(name)?;
+    match choices.iter().find(|(word, _)| *word == v) {
+        Some(&(_, t)) => Ok(t),
+        None => {
+            let words: Vec<&str> = choices.iter().map(|(word, _)| *word).collect();
+            Err(bad_param(name, v, &words.join(" or ")))
+        }
+    }
+}
+
 /// Parameter `name`, an integer from `lo` to `hi`.
 pub(crate) fn bounded(
     p: &smtlab_bench::Params,

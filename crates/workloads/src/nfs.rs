@@ -124,16 +124,12 @@ impl Config {
                 "1 byte to 64MiB",
             ));
         }
-        let server = match p.get_str("server")? {
-            "kernel" => ServerKind::Kernel,
-            "user" => ServerKind::User,
-            v => return Err(crate::bad_param("server", v, "kernel or user")),
-        };
-        let udp = match p.get_str("transport")? {
-            "tcp" => false,
-            "udp" => true,
-            v => return Err(crate::bad_param("transport", v, "tcp or udp")),
-        };
+        let server = crate::one_of(
+            p,
+            "server",
+            &[("kernel", ServerKind::Kernel), ("user", ServerKind::User)],
+        )?;
+        let udp = crate::one_of(p, "transport", &[("tcp", false), ("udp", true)])?;
         if udp && server == ServerKind::User {
             return Err(crate::bad_param(
                 "transport",
@@ -156,11 +152,7 @@ impl Config {
                 }
             },
         };
-        let search = match p.get_str("search")? {
-            "off" => Search::Off,
-            "peak" => Search::Peak,
-            v => return Err(crate::bad_param("search", v, "off or peak")),
-        };
+        let search = crate::one_of(p, "search", &[("off", Search::Off), ("peak", Search::Peak)])?;
         let points = bounded("points", 1, u64::from(MAX_POINTS))?;
         let duration = p.get_duration_in(
             "duration",

@@ -347,11 +347,7 @@ impl Config {
             }
             v => return Err(crate::bad_param("server", v, "builtin or cmd")),
         };
-        let db_same = match p.get_str("db")? {
-            "same" => true,
-            "apart" => false,
-            v => return Err(crate::bad_param("db", v, "same or apart")),
-        };
+        let db_same = crate::one_of(p, "db", &[("same", true), ("apart", false)])?;
         let bounded = |name: &str, lo: u64, hi: u64| crate::bounded(p, name, lo, hi);
         let users = bounded("users", 1, 100_000)? as u32;
         let symbols = bounded(

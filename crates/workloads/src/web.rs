@@ -356,13 +356,7 @@ impl Benchmark for WebStatic {
                 Duration::from_millis(50)..=Duration::from_secs(3600),
             )?
             .as_secs_f64();
-        let keep_alive = match p.get_str("keepalive")? {
-            "yes" => true,
-            "no" => false,
-            v => {
-                return Err(smtlab_bench::ParamError::value("keepalive", v, "yes or no").into());
-            }
-        };
+        let keep_alive = crate::one_of(p, "keepalive", &[("yes", true), ("no", false)])?;
         let rate = p.get_f64(m::RATE_PARAM)?;
         if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
             return Err(smtlab_bench::ParamError::value(

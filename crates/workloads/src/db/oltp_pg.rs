@@ -177,11 +177,7 @@ pub struct Config {
 }
 
 fn on_off(p: &Params, name: &str) -> Result<bool, BenchError> {
-    match p.get_str(name)? {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        v => Err(crate::bad_param(name, v, "on or off")),
-    }
+    crate::one_of(p, name, &[("on", true), ("off", false)])
 }
 
 impl Config {
