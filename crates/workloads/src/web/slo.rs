@@ -31,7 +31,7 @@ use smtlab_model::slo::Slo;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::capacity::{search, step_seconds};
-use super::{AgentTally, Custom, Served};
+use super::{AgentTally, Custom, Loaded, Served};
 
 const NAME: &str = "web-slo";
 /// The search's rate unit: rates are multiples of it.
@@ -210,17 +210,23 @@ struct SloInstance {
 }
 
 impl SloInstance {
-    /// One open-loop step at `rate`: its latency figures, the value the rate served.
-    fn one_step(&mut self, rate: f64) -> Result<RawSample, BenchError> {
+    /// One open-loop load at `rate` with `seed`: its settings and what it counted.
+    fn open_loop(&mut self, rate: f64, seed: u64) -> Result<(LoadConfig, Loaded), BenchError> {
         let mut cfg = self.cfg.clone();
         cfg.rate_per_s = Some(rate);
-        self.seed += 1;
-        cfg.seed = self.seed;
+        cfg.seed = seed;
         let loaded = self
             .served
             .driver
             .run(&cfg)
             .map_err(|reason| crate::check_err(NAME, reason))?;
+        Ok((cfg, loaded))
+    }
+
+    /// One open-loop step at `rate`: its latency figures, the value the rate served.
+    fn one_step(&mut self, rate: f64) -> Result<RawSample, BenchError> {
+        self.seed += 1;
+        let (cfg, loaded) = self.open_loop(rate, self.seed)?;
         let r = loaded.report();
         let mut s = super::open_loop_sample(rate, &cfg, r);
         // The value is requests per second served (req/s, as the capacity is).
@@ -243,14 +249,7 @@ impl Instance for SloInstance {
         let start = (START_PER_S / RATE_UNIT_PER_S) as usize;
         let result = search(start, self.max_units, 1.0, |units| {
             let rate = units as f64 * RATE_UNIT_PER_S;
-            let mut cfg = self.cfg.clone();
-            cfg.rate_per_s = Some(rate);
-            cfg.seed = units as u64;
-            let loaded = self
-                .served
-                .driver
-                .run(&cfg)
-                .map_err(|reason| crate::check_err(NAME, reason))?;
+            let (_, loaded) = self.open_loop(rate, units as u64)?;
             let r = loaded.tallied(&mut tally);
             errors += r.error_count();
             if first.is_none() {
