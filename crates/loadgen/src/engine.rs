@@ -144,7 +144,7 @@ impl<'a> Engine<'a> {
         // The thread's CPU time, less what it spent spinning on empty polls
         // (`busy_poll`): what is left is its work on the load. Time it was kept off its
         // CPU (a CPU shared with the server) is not work: the generator was not the limit.
-        let cpu_start_ns = sys::thread_cpu_ns();
+        let cpu_start_ns = smtlab_bench::clock::thread_cpu_ns();
         let mut spun_ns = 0u64;
         for i in 0..self.conns.len() {
             let due = self.conns[i].next_due_ns;
@@ -236,7 +236,7 @@ impl<'a> Engine<'a> {
         }
         let mut report = std::mem::replace(&mut self.report, ThreadReport::new());
         report.window_ns = elapsed.saturating_sub(self.plan.warmup_ns);
-        let cpu_ns = sys::thread_cpu_ns().saturating_sub(cpu_start_ns);
+        let cpu_ns = smtlab_bench::clock::thread_cpu_ns().saturating_sub(cpu_start_ns);
         report.busy = Some((cpu_ns.saturating_sub(spun_ns), elapsed));
         report.conns = self.conns.iter().map(|c| c.stats.clone()).collect();
         Ok(report)

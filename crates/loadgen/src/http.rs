@@ -57,8 +57,9 @@ impl ErrorKind {
     }
 }
 
-/// One request a load may send, before it is rendered for a connection mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One request a load may send, before it is rendered for a connection mode; on the
+/// wire to an agent as it is (checked there by `RequestSpec::check`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RequestSpec {
     pub method: String,
     /// Path and query, starting with `/`.
@@ -173,19 +174,14 @@ const MAX_CHUNK: u64 = 1 << 40;
 impl Response {
     /// Starts a response to a request that expects `expect` body bytes.
     pub fn reset(&mut self, expect: Option<u64>) {
-        self.head.clear();
-        self.in_body = false;
-        self.status = 0;
-        self.content_length = None;
-        self.body_bytes = 0;
-        self.total_bytes = 0;
-        self.close = false;
-        self.expect = expect;
-        self.chunked = false;
-        self.chunk = Chunk::Size;
-        self.csize = 0;
-        self.csize_seen = false;
-        self.cext = false;
+        // The head's buffer is kept, its capacity reused.
+        let mut head = std::mem::take(&mut self.head);
+        head.clear();
+        *self = Response {
+            head,
+            expect,
+            ..Response::default()
+        };
     }
 
     /// Whether any byte of the response arrived.

@@ -9,65 +9,13 @@
 //! kept is closed on every error path.
 
 use std::io;
-use std::net::{SocketAddr, SocketAddrV4, TcpListener};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// The backlog of smtlab's listeners: std's 128 makes a burst of a thousand connects
 /// wait for SYN retransmissions.
 pub const BACKLOG: libc::c_int = 4096;
-
-/// `a` as the kernel takes it in `bind` and `connect`: port and address in network
-/// byte order.
-pub fn sockaddr_in(a: &SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(a.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    }
-}
-
-/// `addr` (IPv4 or IPv6) as the kernel takes it, with the length of the part filled in.
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain integers and bytes: all zeroes is a valid value.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr
-            // type, so a sockaddr_in fits at its start.
-            unsafe {
-                std::ptr::write(
-                    std::ptr::from_mut(&mut storage).cast::<libc::sockaddr_in>(),
-                    sockaddr_in(a),
-                );
-            }
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for a sockaddr_in6.
-            unsafe {
-                std::ptr::write(
-                    std::ptr::from_mut(&mut storage).cast::<libc::sockaddr_in6>(),
-                    sin6,
-                );
-            }
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
-}
 
 /// `Ok` for a system call's result of 0 or more, else the error it set.
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -195,17 +143,10 @@ pub fn set_nonblocking(fd: RawFd, nonblocking: bool) -> io::Result<()> {
 /// Connects `fd` to `addr`. A non-blocking socket gives `EINPROGRESS`, which the caller
 /// takes as the start of the connect.
 pub fn connect(fd: RawFd, addr: &SocketAddr) -> io::Result<()> {
-    let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds the address and `len` is the size of the part filled in;
-    // the kernel only reads it.
-    check(unsafe {
-        libc::connect(
-            fd,
-            std::ptr::from_ref(&storage).cast::<libc::sockaddr>(),
-            len,
-        )
-    })
-    .map(drop)
+    let a = socket2::SockAddr::from(*addr);
+    // SAFETY: `a` holds the address and `a.len()` is the size of the part filled in; the
+    // kernel only reads it.
+    check(unsafe { libc::connect(fd, a.as_ptr().cast::<libc::sockaddr>(), a.len()) }).map(drop)
 }
 
 /// A listening TCP socket on `addr` with a backlog of [`BACKLOG`], closed on exec; with
@@ -222,16 +163,9 @@ pub fn tcp_listener(
             set_option(fd.as_raw_fd(), libc::SOL_SOCKET, opt, one)?;
         }
     }
-    let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds the address and `len` is the size of the part filled in;
-    // the kernel only reads it.
-    check(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            std::ptr::from_ref(&storage).cast::<libc::sockaddr>(),
-            len,
-        )
-    })?;
+    let a = socket2::SockAddr::from(*addr);
+    // SAFETY: as in `connect`.
+    check(unsafe { libc::bind(fd.as_raw_fd(), a.as_ptr().cast::<libc::sockaddr>(), a.len()) })?;
     // SAFETY: listen() takes no pointers.
     check(unsafe { libc::listen(fd.as_raw_fd(), BACKLOG) })?;
     Ok(TcpListener::from(fd))
@@ -419,17 +353,6 @@ pub fn shutdown(fd: RawFd) {
 }
 
 /// A new epoll instance, closed on exec.
-/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), in nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1() takes no pointers; a negative result is checked.
     let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;

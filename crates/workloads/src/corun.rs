@@ -260,11 +260,7 @@ impl Partner {
             std::thread::Builder::new()
                 .name(format!("partner-{name}"))
                 .spawn(move || partner_loop(&shared, &info, prepare, &iterations))
-                .map_err(|source| BenchError::Io {
-                    bench: name.clone(),
-                    what: "cannot start the partner thread".into(),
-                    error: source,
-                })?
+                .map_err(|source| crate::io_err(&name, "cannot start the partner thread", source))?
         };
         let mut partner = Partner {
             name,
@@ -287,10 +283,7 @@ impl Partner {
     }
 
     fn failure(&self, reason: String) -> BenchError {
-        BenchError::Unsupported {
-            bench: self.name.clone(),
-            reason: format!("as the partner: {reason}"),
-        }
+        crate::unsupported(&self.name, format!("as the partner: {reason}"))
     }
 
     /// Iterations per partner sample, from its calibration.
@@ -460,10 +453,7 @@ impl Benchmark for CoRun {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let bench = self.a.info().name;
-        let unsupported = |reason: String| BenchError::Unsupported {
-            bench: bench.clone(),
-            reason,
-        };
+        let unsupported = |reason: String| crate::unsupported(&bench, reason);
         let &cpu = ctx
             .placement
             .cpus

@@ -20,9 +20,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
+use smtlab_bench::Benchmark;
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::process::tie_to_parent;
-use smtlab_bench::{BenchError, Benchmark, ParamError};
 use smtlab_model::CpuSet;
 use smtlab_placement::pin::CommandPinExt;
 
@@ -58,10 +58,6 @@ pub(crate) fn tps_info(
         main_param: Some(main_param.into()),
         report: smtlab_model::ReportSection::Oltp,
     }
-}
-
-pub(crate) fn param_err(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(ParamError::value(name, value, expected))
 }
 
 type Job = (Command, mpsc::SyncSender<io::Result<Output>>);

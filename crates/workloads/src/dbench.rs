@@ -82,10 +82,7 @@ pub fn load_for(bench: &str, spec: &str) -> Result<Arc<LoadFile>, BenchError> {
     } else {
         load::read(Path::new(&path))
     };
-    let f = Arc::new(parsed.map_err(|e| BenchError::Unsupported {
-        bench: bench.into(),
-        reason: e.to_string(),
-    })?);
+    let f = Arc::new(parsed.map_err(|e| crate::unsupported(bench, e.to_string()))?);
     if let Ok(mut c) = CACHE.lock() {
         c.push((path, f.clone()));
     }
@@ -181,22 +178,6 @@ impl Benchmark for Dbench {
     }
 }
 
-/// A scratch directory, stamped with its owner, removed with everything in it when
-/// dropped or on a signal, swept by the next smtlab when a killed one left it.
-pub struct TempDir(crate::scratch::ScratchDir);
-
-impl TempDir {
-    pub fn new(base: &Path, prefix: &str) -> std::io::Result<TempDir> {
-        crate::scratch::ScratchDir::make(base, prefix)
-            .map(TempDir)
-            .map_err(|(_, _, e)| e)
-    }
-
-    pub fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
 /// What a client thread is handed per sample: the time to stop at and where to send
 /// its stats (or why it failed).
 pub(crate) type Work = (u64, mpsc::Sender<Result<Stats, String>>);
@@ -227,10 +208,7 @@ impl Clients {
     /// Lets every client replay for `duration_ns` from now and merges what they did;
     /// returns it with the time from the start until the last client finished.
     pub(crate) fn sample(&self, bench: &str, duration_ns: u64) -> Result<(Stats, u64), BenchError> {
-        let check = |reason: String| BenchError::Check {
-            bench: bench.into(),
-            reason,
-        };
+        let check = |reason: String| crate::check_err(bench, reason);
         let (tx, rx) = mpsc::channel();
         let t0 = now_ns();
         let end = t0 + duration_ns;
@@ -266,7 +244,7 @@ pub struct DbenchInstance {
     duration_ns: u64,
     load_name: String,
     // Last: removed after the clients have stopped.
-    dir: TempDir,
+    dir: crate::scratch::ScratchDir,
 }
 
 impl DbenchInstance {
@@ -277,17 +255,8 @@ impl DbenchInstance {
         cpus: &smtlab_model::CpuSet,
         duration_ns: u64,
     ) -> Result<DbenchInstance, BenchError> {
-        let io = |what: String, e| BenchError::Io {
-            bench: NAME.into(),
-            what,
-            error: e,
-        };
-        let dir = TempDir::new(base, "smtlab-dbench-").map_err(|e| {
-            io(
-                format!("make a directory under {}", smtlab_model::quote::path(base)),
-                e,
-            )
-        })?;
+        let io = |what: String, e| crate::io_err(NAME, what, e);
+        let dir = crate::scratch::ScratchDir::create(NAME, base, "smtlab-dbench-")?;
         let mut workers = Clients::with_capacity(clients);
         for i in 0..clients {
             let root = dir.path().join(format!("client{i}"));
@@ -326,28 +295,28 @@ impl Instance for DbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
         if total.bytes() == 0 {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(crate::check_err(
+                NAME,
+                format!(
                     "no ReadX or WriteX completed in {} ms of {}; lengthen duration",
                     self.duration_ns / 1_000_000,
                     self.load_name
                 ),
-            });
+            ));
         }
         // Failed work is no throughput: a full disk fails every WriteX at once, which
         // would otherwise read as a very fast disk.
         if total.failures > 0 {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(crate::check_err(
+                NAME,
+                format!(
                     "{} of {} operations failed that succeeded in {} (first: {}); no throughput reported",
                     total.failures,
                     total.ops,
                     self.load_name,
                     total.first_failure.as_deref().unwrap_or("unknown"),
                 ),
-            });
+            ));
         }
         let mut raw = load_sample(&mut total, elapsed_ns, self.clients.len());
         raw.metrics

@@ -150,10 +150,9 @@ impl Instance for CommandInstance {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
         let mut sample = RawSample::default();
         for _ in 0..iterations.max(1) {
-            let run = self.run_once().map_err(|reason| BenchError::Unsupported {
-                bench: "exec".into(),
-                reason,
-            })?;
+            let run = self
+                .run_once()
+                .map_err(|reason| crate::unsupported("exec", reason))?;
             sample.elapsed_ns += run.elapsed_ns;
             sample.cpu_ns = match (sample.cpu_ns, run.cpu_ns) {
                 (Some(a), Some(b)) => Some(a + b),

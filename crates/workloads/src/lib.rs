@@ -29,7 +29,7 @@
 //! | [`corun`] | a workload with a partner on another CPU | `smtlab corun`, `smtlab penalty` |
 //! | [`utilisation`] | an open-loop job offered at fixed rates | `smtlab util` |
 
-use smtlab_bench::Benchmark;
+use smtlab_bench::{BenchError, Benchmark};
 
 pub mod corun;
 pub mod db;
@@ -44,6 +44,66 @@ pub mod sdet;
 pub mod trade;
 pub mod utilisation;
 pub mod web;
+
+/// The error of `bench` failing at `what` with an I/O error.
+pub(crate) fn io_err(bench: &str, what: impl Into<String>, error: std::io::Error) -> BenchError {
+    BenchError::Io {
+        bench: bench.into(),
+        what: what.into(),
+        error,
+    }
+}
+
+/// The error of a sample of `bench` whose result check failed: `reason`.
+pub(crate) fn check_err(bench: &str, reason: impl Into<String>) -> BenchError {
+    BenchError::Check {
+        bench: bench.into(),
+        reason: reason.into(),
+    }
+}
+
+/// The error of `bench` that cannot run here: `reason`.
+pub(crate) fn unsupported(bench: &str, reason: impl Into<String>) -> BenchError {
+    BenchError::Unsupported {
+        bench: bench.into(),
+        reason: reason.into(),
+    }
+}
+
+/// The one-line error of parameter `name` whose `value` is not what `expected` says.
+pub(crate) fn bad_param(name: &str, value: impl ToString, expected: &str) -> BenchError {
+    smtlab_bench::ParamError::value(name, value.to_string(), expected).into()
+}
+
+/// Parameter `name`, one of `choices`' words, as the value that word stands for.
+pub(crate) fn one_of<T: Copy>(
+    p: &smtlab_bench::Params,
+    name: &str,
+    choices: &[(&str, T)],
+) -> Result<T, BenchError> {
+    let v = p.get_str(name)?;
+    match choices.iter().find(|(word, _)| *word == v) {
+        Some(&(_, t)) => Ok(t),
+        None => {
+            let words: Vec<&str> = choices.iter().map(|(word, _)| *word).collect();
+            Err(bad_param(name, v, &words.join(" or ")))
+        }
+    }
+}
+
+/// Parameter `name`, an integer from `lo` to `hi`.
+pub(crate) fn bounded(
+    p: &smtlab_bench::Params,
+    name: &str,
+    lo: u64,
+    hi: u64,
+) -> Result<u64, BenchError> {
+    let v = p.get_u64(name)?;
+    if !(lo..=hi).contains(&v) {
+        return Err(bad_param(name, v, &format!("{lo} to {hi}")));
+    }
+    Ok(v)
+}
 
 /// What a workload cell costs the plan ([`Benchmark::cost`]): fixed samples of
 /// `sample_s` seconds and `setup_s` seconds of preparing (servers, data sets). A rough

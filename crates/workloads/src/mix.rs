@@ -174,10 +174,7 @@ impl Benchmark for Mix {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let unsupported = |reason: String| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason,
-        };
+        let unsupported = |reason: String| crate::unsupported(NAME, reason);
         if ctx.placement.cpus.is_empty() {
             return Err(unsupported(
                 "a mix needs a pinned placement (each program on its CPU)".into(),
@@ -259,13 +256,13 @@ impl MixInstance {
             let w = self.programs[i].partner.end()?;
             let span = w.span_ns();
             if w.values.is_empty() || span == 0 || w.work.is_nan() || w.work <= 0.0 {
-                return Err(BenchError::Unsupported {
-                    bench: NAME.into(),
-                    reason: format!(
+                return Err(crate::unsupported(
+                    NAME,
+                    format!(
                         "{} finished no sample in 20 windows of {:?}: give a longer window=",
                         self.programs[i].name, self.window
                     ),
-                });
+                ));
             }
             out.push(w.work / (span as f64 / 1e9));
         }
@@ -301,13 +298,13 @@ impl Instance for MixInstance {
         let mut total = 0.0;
         for (i, p) in self.programs.iter().enumerate() {
             let Some(pr) = progress(in_mix[i], alone[i]) else {
-                return Err(BenchError::Check {
-                    bench: NAME.into(),
-                    reason: format!(
+                return Err(crate::check_err(
+                    NAME,
+                    format!(
                         "{}: no progress from {} in the mix and {} alone",
                         p.name, in_mix[i], alone[i]
                     ),
-                });
+                ));
             };
             total += pr;
             let m = &mut raw.metrics;

@@ -51,9 +51,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use smtlab_bench::client::ClientSide;
-use smtlab_bench::{
-    BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
-};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::metrics::nfs::{self as keys, PointField};
 use smtlab_model::{BenchInfo, Direction, ReportSection, Topology, ValueKind};
 
@@ -70,13 +68,7 @@ pub const NAME: &str = "nfs-sfs";
 /// The `nfs-sfs` workload.
 pub struct NfsSfs;
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> smtlab_model::ParamInfo {
-    smtlab_bench::params::declare(name, default, quick, help)
-}
-
-fn value_err(name: &str, value: impl Into<String>, expected: &str) -> BenchError {
-    BenchError::Param(ParamError::value(name, value, expected))
-}
+use smtlab_bench::params::declare as param;
 
 /// Which NFS server a cell measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,34 +113,25 @@ pub struct Config {
 
 impl Config {
     pub fn from_params(p: &smtlab_bench::Params) -> Result<Config, BenchError> {
-        let bounded = |name: &str, lo: u64, hi: u64| -> Result<u32, BenchError> {
-            let v = p.get_u64(name)?;
-            if (lo..=hi).contains(&v) {
-                Ok(v as u32)
-            } else {
-                Err(value_err(name, v.to_string(), &format!("{lo} to {hi}")))
-            }
+        let bounded = |name: &str, lo: u64, hi: u64| {
+            Ok::<_, BenchError>(crate::bounded(p, name, lo, hi)? as u32)
         };
         let file_bytes = p.get_bytes("file_size")?;
         if !(1..=(64 << 20)).contains(&file_bytes) {
-            return Err(value_err(
+            return Err(crate::bad_param(
                 "file_size",
                 p.get_str("file_size")?,
                 "1 byte to 64MiB",
             ));
         }
-        let server = match p.get_str("server")? {
-            "kernel" => ServerKind::Kernel,
-            "user" => ServerKind::User,
-            v => return Err(value_err("server", v, "kernel or user")),
-        };
-        let udp = match p.get_str("transport")? {
-            "tcp" => false,
-            "udp" => true,
-            v => return Err(value_err("transport", v, "tcp or udp")),
-        };
+        let server = crate::one_of(
+            p,
+            "server",
+            &[("kernel", ServerKind::Kernel), ("user", ServerKind::User)],
+        )?;
+        let udp = crate::one_of(p, "transport", &[("tcp", false), ("udp", true)])?;
         if udp && server == ServerKind::User {
-            return Err(value_err(
+            return Err(crate::bad_param(
                 "transport",
                 "udp",
                 "tcp with server=user (smtlab's user-space NFS server speaks TCP only; \
@@ -160,7 +143,7 @@ impl Config {
             v => match v.parse::<f64>() {
                 Ok(r) if r.is_finite() && r > 0.0 && r <= 10_000_000.0 => Some(r),
                 _ => {
-                    return Err(value_err(
+                    return Err(crate::bad_param(
                         "rate",
                         v,
                         "empty (back to back) or operations per second above 0 and up to \
@@ -169,11 +152,7 @@ impl Config {
                 }
             },
         };
-        let search = match p.get_str("search")? {
-            "off" => Search::Off,
-            "peak" => Search::Peak,
-            v => return Err(value_err("search", v, "off or peak")),
-        };
+        let search = crate::one_of(p, "search", &[("off", Search::Off), ("peak", Search::Peak)])?;
         let points = bounded("points", 1, u64::from(MAX_POINTS))?;
         let duration = p.get_duration_in(
             "duration",
@@ -181,14 +160,14 @@ impl Config {
         )?;
         if search == Search::Peak {
             if let Some(r) = rate {
-                return Err(value_err(
+                return Err(crate::bad_param(
                     "rate",
-                    r.to_string(),
+                    r,
                     "empty with search=peak (the search requests its own rates)",
                 ));
             }
             if duration / (points + 1) < MIN_POINT {
-                return Err(value_err(
+                return Err(crate::bad_param(
                     "duration",
                     p.get_str("duration")?,
                     &format!(
@@ -378,19 +357,19 @@ impl Benchmark for NfsSfs {
         if cfg.server == ServerKind::Kernel
             && let Some(why) = kernel::why_not()
         {
-            return Err(BenchError::Unsupported {
-                bench: NAME.into(),
-                reason: format!(
-                    "{why} (server=user measures smtlab's user-space NFS server instead)"
-                ),
-            });
+            return Err(crate::unsupported(
+                NAME,
+                format!("{why} (server=user measures smtlab's user-space NFS server instead)"),
+            ));
         }
         let dir = crate::scratch::ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-nfs-")?;
         let export = dir.path().join("export");
-        std::fs::create_dir(&export).map_err(|e| BenchError::Io {
-            bench: NAME.into(),
-            what: format!("create {}", smtlab_model::quote::path(&export)),
-            error: e,
+        std::fs::create_dir(&export).map_err(|e| {
+            crate::io_err(
+                NAME,
+                format!("create {}", smtlab_model::quote::path(&export)),
+                e,
+            )
         })?;
         let (server, target, netns) = match cfg.server {
             ServerKind::Kernel => {
@@ -401,10 +380,7 @@ impl Benchmark for NfsSfs {
                     cfg.udp,
                     &ctx.placement.cpu_set(),
                 )
-                .map_err(|reason| BenchError::Unsupported {
-                    bench: NAME.into(),
-                    reason,
-                })?;
+                .map_err(|reason| crate::unsupported(NAME, reason))?;
                 let target = Target {
                     ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
                     // Known ports: the client needs no portmapper.
@@ -436,12 +412,13 @@ impl Benchmark for NfsSfs {
                 } else {
                     ctx.placement.cpus.len()
                 };
-                let u =
-                    user::UserNfs::start(&export, &cpus, workers).map_err(|e| BenchError::Io {
-                        bench: NAME.into(),
-                        what: "start the user-space NFS server".into(),
-                        error: std::io::Error::other(e),
-                    })?;
+                let u = user::UserNfs::start(&export, &cpus, workers).map_err(|e| {
+                    crate::io_err(
+                        NAME,
+                        "start the user-space NFS server",
+                        std::io::Error::other(e),
+                    )
+                })?;
                 let target = Target {
                     ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
                     // MOUNT and NFS on the one port.
@@ -462,7 +439,7 @@ impl Benchmark for NfsSfs {
             target,
             handles: Arc::new(handles),
             clients,
-            server: Some(server),
+            server,
             _dir: dir,
             seed: 1,
         }))
@@ -531,11 +508,7 @@ impl Clients {
                         }
                     },
                 )
-                .map_err(|e| BenchError::Io {
-                    bench: NAME.into(),
-                    what: "start a client thread".into(),
-                    error: e,
-                })?;
+                .map_err(|e| crate::io_err(NAME, "start a client thread", e))?;
             pool.senders.push(tx);
             pool.handles.push(h);
         }
@@ -612,10 +585,7 @@ pub fn run_load(
 }
 
 fn check(reason: String) -> BenchError {
-    BenchError::Check {
-        bench: NAME.into(),
-        reason,
-    }
+    crate::check_err(NAME, reason)
 }
 
 /// A load's failures and wrong contents, which fail the sample whatever its speed.
@@ -751,23 +721,16 @@ pub fn choose_peak(points: &[Point], limit: Duration) -> Result<usize, String> {
     })
 }
 
+/// Its fields drop in order: the clients end before their server, and the server stops
+/// before its export goes.
 struct NfsInstance {
     cfg: Config,
     target: Target,
     handles: Arc<Handles>,
     clients: Clients,
-    // Dropped before the directory: the server stops, then its export goes.
-    server: Option<Server>,
+    server: Server,
     _dir: crate::scratch::ScratchDir,
     seed: u64,
-}
-
-impl Drop for NfsInstance {
-    fn drop(&mut self) {
-        // The clients end before their server.
-        self.senders_done();
-        self.server.take();
-    }
 }
 
 impl NfsInstance {
@@ -779,7 +742,7 @@ impl NfsInstance {
         rate: Option<f64>,
     ) -> Result<(LoadResult, u64), BenchError> {
         self.seed += 1;
-        let cpu0 = self.server.as_ref().map_or(0, Server::cpu_ns);
+        let cpu0 = self.server.cpu_ns();
         let r = run_load(
             &self.clients,
             &self.target,
@@ -789,7 +752,7 @@ impl NfsInstance {
             self.seed,
             rate,
         )?;
-        let cpu = self.server.as_ref().map_or(0, Server::cpu_ns);
+        let cpu = self.server.cpu_ns();
         Ok((r, cpu.saturating_sub(cpu0)))
     }
 
@@ -844,16 +807,6 @@ impl NfsInstance {
         }
         Ok(s)
     }
-
-    fn senders_done(&mut self) {
-        drop(std::mem::replace(
-            &mut self.clients,
-            Clients {
-                senders: Vec::new(),
-                handles: Vec::new(),
-            },
-        ));
-    }
 }
 
 impl Instance for NfsInstance {
@@ -879,10 +832,8 @@ impl Instance for NfsInstance {
             Search::Peak => self.peak()?,
         };
         // The server's threads: nfsd's kernel threads, or the user-space server's.
-        s.metrics.insert(
-            "server_threads".into(),
-            self.server.as_ref().map_or(0, Server::threads) as f64,
-        );
+        s.metrics
+            .insert("server_threads".into(), self.server.threads() as f64);
         if let Some(n) = self.target.transport.retransmits() {
             s.metrics.insert(
                 "udp_retransmits".into(),

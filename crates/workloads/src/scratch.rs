@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use smtlab_bench::BenchError;
 use smtlab_bench::process::{Registered, register_dir};
 
-use crate::db::pg::{owner_stamp, sweep_stale_dirs};
+use crate::db::pg::sweep_stale_dirs;
+use smtlab_bench::process::owner_stamp;
 
 /// A private directory under a parent, removed with everything in it when dropped.
 #[derive(Debug)]
@@ -29,10 +30,12 @@ impl ScratchDir {
     /// Sweeps the stale `prefix*` directories under `parent`, then makes a new one;
     /// errors name `bench` and the directory.
     pub fn create(bench: &str, parent: &Path, prefix: &str) -> Result<ScratchDir, BenchError> {
-        Self::make(parent, prefix).map_err(|(what, dir, e)| BenchError::Io {
-            bench: bench.into(),
-            what: format!("{what} {}", smtlab_model::quote::path(&dir)),
-            error: e,
+        Self::make(parent, prefix).map_err(|(what, dir, e)| {
+            crate::io_err(
+                bench,
+                format!("{what} {}", smtlab_model::quote::path(&dir)),
+                e,
+            )
         })
     }
 
@@ -53,7 +56,7 @@ impl ScratchDir {
             _registered: Some(register_dir(&dir)),
         };
         std::fs::create_dir(&dir).map_err(|e| ("create", dir.clone(), e))?;
-        std::fs::write(dir.join("owner"), owner_stamp(std::process::id()))
+        std::fs::write(dir.join("owner"), owner_stamp())
             .map_err(|e| ("write the owner file in", dir.clone(), e))?;
         Ok(guard)
     }

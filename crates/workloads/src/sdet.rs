@@ -195,10 +195,7 @@ impl Benchmark for Sdet {
         };
         let found = Found::on_path(&path_dirs());
         if found.sh.is_none() {
-            return Err(BenchError::Unsupported {
-                bench: NAME.into(),
-                reason: "no sh on PATH".into(),
-            });
+            return Err(crate::unsupported(NAME, "no sh on PATH"));
         }
         let dir = ScratchDir::create(NAME, &std::env::temp_dir(), DIR_PREFIX)?;
         let setup = write_tree(dir.path(), &found, users, now_ns())
@@ -214,11 +211,7 @@ impl Benchmark for Sdet {
 }
 
 fn io_err(what: &str, e: std::io::Error) -> BenchError {
-    BenchError::Io {
-        bench: NAME.into(),
-        what: what.into(),
-        error: e,
-    }
+    crate::io_err(NAME, what, e)
 }
 
 fn path_dirs() -> Vec<PathBuf> {
@@ -424,19 +417,16 @@ impl Instance for SdetInstance {
         let end = now_ns();
         drop(groups);
         if let Some(f) = failures.first() {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!("a script failed: {f}"),
-            });
+            return Err(crate::check_err(NAME, format!("a script failed: {f}")));
         }
         for u in 0..self.users {
             let log = fs::read_to_string(self.dir.path().join(format!("users/u{u}/log")))
                 .unwrap_or_default();
             if log.lines().count() as u64 != n {
-                return Err(BenchError::Check {
-                    bench: NAME.into(),
-                    reason: format!("user {u} completed {} of {n} scripts", log.lines().count()),
-                });
+                return Err(crate::check_err(
+                    NAME,
+                    format!("user {u} completed {} of {n} scripts", log.lines().count()),
+                ));
             }
         }
         let mut s = RawSample {

@@ -37,9 +37,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smtlab_bench::client::ClientSide;
-use smtlab_bench::{
-    BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample, Suite, SweepCell,
-};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning, RequestSpec};
 use smtlab_model::metrics::web as m;
 use smtlab_model::{BenchInfo, CpuSet, Direction, ReportSection, Topology, ValueKind};
@@ -92,9 +90,7 @@ enum Op {
 /// The `app-trade` workload.
 pub struct AppTrade;
 
-fn param(name: &str, default: &str, quick: Option<&str>, help: &str) -> smtlab_model::ParamInfo {
-    smtlab_bench::params::declare(name, default, quick, help)
-}
+use smtlab_bench::params::declare as param;
 
 impl Benchmark for AppTrade {
     fn info(&self) -> BenchInfo {
@@ -251,12 +247,8 @@ impl Benchmark for AppTrade {
                 let root = ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-trade-")?;
                 let url = format!("postgresql://{DB_USER}@127.0.0.1:{}/postgres", db.port());
                 let text = cmd.replace("{db}", &url);
-                let server = RealServer::custom(&text, *port, root.path(), &cpus).map_err(|e| {
-                    BenchError::Unsupported {
-                        bench: NAME.into(),
-                        reason: e.to_string(),
-                    }
-                })?;
+                let server = RealServer::custom(&text, *port, root.path(), &cpus)
+                    .map_err(|e| crate::unsupported(NAME, e.to_string()))?;
                 App::Cmd {
                     server,
                     _root: root,
@@ -272,10 +264,7 @@ impl Benchmark for AppTrade {
         }
         .clamp(1, cfg.conns);
         let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
-            BenchError::Unsupported {
-                bench: NAME.into(),
-                reason: format!("cannot start the client threads: {e}"),
-            }
+            crate::unsupported(NAME, format!("cannot start the client threads: {e}"))
         })?;
         let mut load = LoadConfig::new(addr, cfg.conns, cfg.duration);
         load.threads = threads;
@@ -295,13 +284,13 @@ impl Benchmark for AppTrade {
             load,
             mix: Arc::new(mix),
             pool,
-            app: Some(app),
+            app,
             db_config,
             last,
             workers,
             pool_size,
             db_same: cfg.db_same,
-            db: Some(db),
+            db,
             seed: 1,
         }))
     }
@@ -328,10 +317,6 @@ pub enum Server {
     Cmd { cmd: String, port: u16 },
 }
 
-fn value_err(name: &str, value: impl Into<String>, expected: &str) -> BenchError {
-    BenchError::Param(ParamError::value(name, value, expected))
-}
-
 impl Config {
     pub fn from_params(p: &smtlab_bench::Params) -> Result<Config, BenchError> {
         let server = match p.get_str("server")? {
@@ -339,46 +324,31 @@ impl Config {
             "cmd" => {
                 let port = p.get_u64("port")?;
                 let port = u16::try_from(port).map_err(|_| {
-                    value_err(
-                        "port",
-                        port.to_string(),
-                        "a TCP port, 1 to 65535 (0: {port} in cmd)",
-                    )
+                    crate::bad_param("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)")
                 })?;
                 let cmd = p.get_str("cmd")?.to_string();
                 // Checked before any server starts, as the web lab's server=cmd is.
                 if cmd.trim().is_empty() {
-                    return Err(BenchError::Unsupported {
-                        bench: NAME.into(),
-                        reason: RealServerError::NoCommand.to_string().replace(
+                    return Err(crate::unsupported(
+                        NAME,
+                        RealServerError::NoCommand.to_string().replace(
                             "YOUR SERVER COMMAND",
                             "YOUR APP --listen 127.0.0.1:{port} --db {db}",
                         ),
-                    });
+                    ));
                 }
                 if port == 0 && !cmd.contains("{port}") {
-                    return Err(BenchError::Unsupported {
-                        bench: NAME.into(),
-                        reason: RealServerError::NoPort { cmd }.to_string(),
-                    });
+                    return Err(crate::unsupported(
+                        NAME,
+                        RealServerError::NoPort { cmd }.to_string(),
+                    ));
                 }
                 Server::Cmd { cmd, port }
             }
-            v => return Err(value_err("server", v, "builtin or cmd")),
+            v => return Err(crate::bad_param("server", v, "builtin or cmd")),
         };
-        let db_same = match p.get_str("db")? {
-            "same" => true,
-            "apart" => false,
-            v => return Err(value_err("db", v, "same or apart")),
-        };
-        let bounded = |name: &str, lo: u64, hi: u64| -> Result<u64, BenchError> {
-            let v = p.get_u64(name)?;
-            if (lo..=hi).contains(&v) {
-                Ok(v)
-            } else {
-                Err(value_err(name, v.to_string(), &format!("{lo} to {hi}")))
-            }
-        };
+        let db_same = crate::one_of(p, "db", &[("same", true), ("apart", false)])?;
+        let bounded = |name: &str, lo: u64, hi: u64| crate::bounded(p, name, lo, hi);
         let users = bounded("users", 1, 100_000)? as u32;
         let symbols = bounded(
             "symbols",
@@ -409,37 +379,24 @@ impl Config {
 }
 
 fn check(reason: String) -> BenchError {
-    BenchError::Check {
-        bench: NAME.into(),
-        reason,
-    }
+    crate::check_err(NAME, reason)
 }
 
 fn pg_err(e: PgError) -> BenchError {
     match e {
-        PgError::NotInstalled | PgError::NoUser => BenchError::Unsupported {
-            bench: NAME.into(),
-            reason: e.to_string(),
-        },
-        e => BenchError::Io {
-            bench: NAME.into(),
-            what: "PostgreSQL".into(),
-            error: std::io::Error::other(e.to_string()),
-        },
+        PgError::NotInstalled | PgError::NoUser => crate::unsupported(NAME, e.to_string()),
+        e => crate::io_err(NAME, "PostgreSQL", std::io::Error::other(e.to_string())),
     }
 }
 
 fn trade_err(e: smtlab_trade::TradeError) -> BenchError {
     match e {
-        smtlab_trade::TradeError::Config(s) => BenchError::Unsupported {
-            bench: NAME.into(),
-            reason: s,
-        },
-        e => BenchError::Io {
-            bench: NAME.into(),
-            what: "the trade application".into(),
-            error: std::io::Error::other(e.to_string()),
-        },
+        smtlab_trade::TradeError::Config(s) => crate::unsupported(NAME, s),
+        e => crate::io_err(
+            NAME,
+            "the trade application",
+            std::io::Error::other(e.to_string()),
+        ),
     }
 }
 
@@ -509,11 +466,7 @@ impl KeptServer {
                     }
                 }
             })
-            .map_err(|e| BenchError::Io {
-                bench: NAME.into(),
-                what: "start the database thread on the client CPUs".into(),
-                error: e,
-            })?;
+            .map_err(|e| crate::io_err(NAME, "start the database thread on the client CPUs", e))?;
         let mut kept = KeptServer {
             port: 0,
             pid: None,
@@ -615,11 +568,7 @@ fn login_all(addr: SocketAddr, users: u32) -> Result<Vec<String>, BenchError> {
     (0..users)
         .map(|u| {
             let (status, body) = http_call(addr, "POST", &format!("/login?uid={u}"), None)
-                .map_err(|e| BenchError::Io {
-                    bench: NAME.into(),
-                    what: format!("log user {u} in at {addr}"),
-                    error: e,
-                })?;
+                .map_err(|e| crate::io_err(NAME, format!("log user {u} in at {addr}"), e))?;
             if status != 200 {
                 return Err(check(format!(
                     "POST /login?uid={u} answered {status}: {}",
@@ -717,25 +666,18 @@ fn build_mix(scale: &Scale, sessions: &[String], host: &str) -> Result<Mix, Benc
 }
 
 struct TradeInstance {
+    // Dropped first and in this order: the application stops before its database.
+    app: App,
+    db: Database,
     load: LoadConfig,
     mix: Arc<Mix>,
     pool: ClientPool,
-    // Dropped in this order: the application stops before its database.
-    app: Option<App>,
     db_config: smtlab_trade::DbConfig,
     last: Audit,
     workers: usize,
     pool_size: usize,
     db_same: bool,
-    db: Option<Database>,
     seed: u64,
-}
-
-impl Drop for TradeInstance {
-    fn drop(&mut self) {
-        self.app.take();
-        self.db.take();
-    }
 }
 
 impl Instance for TradeInstance {
@@ -746,11 +688,8 @@ impl Instance for TradeInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
         self.load.seed = self.seed;
-        let app = self
-            .app
-            .as_ref()
-            .ok_or_else(|| check("no application".into()))?;
-        let db_pid = self.db.as_ref().and_then(Database::pid);
+        let app = &self.app;
+        let db_pid = self.db.pid();
         let app0 = app.cpu_ns();
         let db0 = db_pid.map_or(0, tree_cpu_ns);
         let r = self

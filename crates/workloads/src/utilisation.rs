@@ -174,10 +174,10 @@ impl Benchmark for OpenLoop {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         if ctx.placement.cpus.is_empty() {
-            return Err(BenchError::Unsupported {
-                bench: NAME.into(),
-                reason: "needs a pinned placement (its CPUs' /proc/stat time is the point)".into(),
-            });
+            return Err(crate::unsupported(
+                NAME,
+                "needs a pinned placement (its CPUs' /proc/stat time is the point)",
+            ));
         }
         Ok(Box::new(OpenLoopInstance {
             cpus: ctx.placement.cpus.clone(),
@@ -207,10 +207,7 @@ impl OpenLoopInstance {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .read()
-            .map_err(|reason| BenchError::Unsupported {
-                bench: NAME.into(),
-                reason,
-            })
+            .map_err(|reason| crate::unsupported(NAME, reason))
     }
 
     /// Runs one step; returns the jobs completed inside it and its length.
@@ -273,10 +270,8 @@ impl Instance for OpenLoopInstance {
             elapsed += e;
         }
         let after = self.read_ticks()?;
-        let b = breakdown(&before, &after, &self.cpus).map_err(|e| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason: e.0,
-        })?;
+        let b =
+            breakdown(&before, &after, &self.cpus).map_err(|e| crate::unsupported(NAME, e.0))?;
         let mut metrics = BTreeMap::from([
             (USER.to_string(), b.user),
             (SYSTEM.to_string(), b.system),

@@ -126,36 +126,50 @@ pub fn start_server_with(
     opts: ServerOpts,
     custom: &Custom,
 ) -> Result<Running, StartError> {
+    start_serving(kind, set, false, cpus, opts, custom)
+}
+
+/// [`start_server_with`], serving `web-capacity`'s dynamic requests too when `dynamic`
+/// (in process on the built-in servers, logging posts to `post.log` in the file set;
+/// as CGI scripts on Apache).
+pub(crate) fn start_serving(
+    kind: &str,
+    set: &FileSet,
+    dynamic: bool,
+    cpus: &[u32],
+    opts: ServerOpts,
+    custom: &Custom,
+) -> Result<Running, StartError> {
     let ip = opts.bind_ip;
+    let docs = || -> std::io::Result<Docs> {
+        let docs = Docs::from_set(set);
+        if !dynamic {
+            return Ok(docs);
+        }
+        Ok(docs.with_dynamic(dynamic::Dynamic::new(&set.root().join("post.log"))?))
+    };
+    let built_in = |kind: &'static str| move |error| StartError::BuiltIn { kind, error };
     match kind {
         "cmd" => Ok(
             real::RealServer::custom(&custom.cmd, custom.port, set.root(), cpus)
                 .map(Running::Real)?,
         ),
-        "event" => EventServer::start(Docs::from_set(set), cpus, opts)
+        "event" => docs()
+            .and_then(|d| EventServer::start(d, cpus, opts))
             .map(Running::Event)
-            .map_err(|error| StartError::BuiltIn {
-                kind: "event",
-                error,
-            }),
-        "threads" => ThreadServer::start(Docs::from_set(set), cpus, opts)
+            .map_err(built_in("event")),
+        "threads" => docs()
+            .and_then(|d| ThreadServer::start(d, cpus, opts))
             .map(Running::Threads)
-            .map_err(|error| StartError::BuiltIn {
-                kind: "threads",
-                error,
-            }),
-        "processes" => builtin::ProcessServer::start(Docs::from_set(set), cpus, opts, PROCESSES)
+            .map_err(built_in("threads")),
+        "processes" => docs()
+            .and_then(|d| builtin::ProcessServer::start(d, cpus, opts, PROCESSES))
             .map(Running::Processes)
-            .map_err(|error| StartError::BuiltIn {
-                kind: "processes",
-                error,
-            }),
-        "seda" => builtin::SedaServer::start(Docs::from_set(set), cpus, opts)
+            .map_err(built_in("processes")),
+        "seda" => docs()
+            .and_then(|d| builtin::SedaServer::start(d, cpus, opts))
             .map(Running::Seda)
-            .map_err(|error| StartError::BuiltIn {
-                kind: "seda",
-                error,
-            }),
+            .map_err(built_in("seda")),
         "nginx" => Ok(real::RealServer::nginx_on(
             &real::find("nginx", &custom.nginx)?,
             set.root(),
@@ -171,7 +185,7 @@ pub fn start_server_with(
             };
             let program = real::find("apache2", &custom.apache)?;
             Ok(
-                real::RealServer::apache_on(&program, set.root(), cpus, mpm, false, ip)
+                real::RealServer::apache_on(&program, set.root(), cpus, mpm, dynamic, ip)
                     .map(Running::Real)?,
             )
         }
@@ -342,13 +356,7 @@ impl Benchmark for WebStatic {
                 Duration::from_millis(50)..=Duration::from_secs(3600),
             )?
             .as_secs_f64();
-        let keep_alive = match p.get_str("keepalive")? {
-            "yes" => true,
-            "no" => false,
-            v => {
-                return Err(smtlab_bench::ParamError::value("keepalive", v, "yes or no").into());
-            }
-        };
+        let keep_alive = crate::one_of(p, "keepalive", &[("yes", true), ("no", false)])?;
         let rate = p.get_f64(m::RATE_PARAM)?;
         if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
             return Err(smtlab_bench::ParamError::value(
@@ -372,57 +380,47 @@ impl Benchmark for WebStatic {
             apache: p.get_str("apache")?.to_string(),
         };
         let client = ctx.client_side(NAME)?;
-        if let Some(agents) = client.remote_clients() {
-            if rate > 0.0 {
-                // The agents of web-static run closed loops; a sample under `rate=`
-                // would not be one (web-slo's steps are open loops on the agents).
-                return Err(BenchError::Unsupported {
-                    bench: NAME.into(),
-                    reason: "rate= (an open-loop offered rate) with --client-hosts: \
-                             web-static's agents run closed loops only"
-                        .into(),
-                });
-            }
-            return remote_instance(
-                ctx, agents, &server, conns, dataset, duration, keep_alive, &custom,
-            );
+        let remote = client.remote_clients().is_some();
+        if remote && rate > 0.0 {
+            // The agents of web-static run closed loops; a sample under `rate=` would
+            // not be one (web-slo's steps are open loops on the agents).
+            return Err(crate::unsupported(
+                NAME,
+                "rate= (an open-loop offered rate) with --client-hosts: \
+                 web-static's agents run closed loops only",
+            ));
         }
-        let threads = match p.get_u64("threads")? as usize {
+        // 0: one per client CPU here; each agent runs one thread per CPU it was given.
+        let threads = p.get_u64("threads")? as usize;
+        let local_threads = match threads {
             0 => client.cpus().len(),
             n => n,
         }
         .min(conns);
-
-        let (set, pool) = files_and_clients(NAME, client, dataset, threads)?;
-        // The server starts last, after the counters were opened (by the runner, before
-        // prepare), so they count its threads and processes.
-        let (running, mix) = serve_files(
+        let served = serve(
+            ctx,
             NAME,
             &server,
-            &set,
-            &ctx.placement.cpus,
             &custom,
+            dataset,
+            local_threads,
             keep_alive,
+            false,
         )?;
-        let addr = running.addr();
-        let mut cfg = LoadConfig::new(addr, conns, Duration::from_secs_f64(duration));
-        cfg.threads = threads;
+        let mut cfg = LoadConfig::new(served.addr, conns, Duration::from_secs_f64(duration));
+        cfg.threads = if remote { threads } else { local_threads };
         cfg.keep_alive = keep_alive;
         // Connections ramp up in the first moments of a sample: not counted.
         cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
         cfg.timeout = Duration::from_secs(10);
         cfg.rate_per_s = (rate > 0.0).then_some(rate);
-        if client_cores_apart(client.cpus(), &ctx.placement.cpus, ctx.topology) {
+        // The agents have their hosts to themselves.
+        if remote || client_cores_apart(client.cpus(), &ctx.placement.cpus, ctx.topology) {
             cfg.busy_poll = CLIENT_BUSY_POLL;
         }
         Ok(Box::new(WebInstance {
             cfg,
-            driver: Driver::Local {
-                pool,
-                mix: Arc::new(mix),
-            },
-            running: Some(running),
-            _set: set,
+            served,
             seed: 1,
         }))
     }
@@ -433,45 +431,85 @@ impl Benchmark for WebStatic {
 /// server, so the server's CPUs do not spend time waking the client.
 pub(crate) const CLIENT_BUSY_POLL: Duration = Duration::from_micros(50);
 
-/// The file set of `dataset` bytes, generated and read into the page cache, and
-/// `threads` load threads started pinned on the client's CPUs: what a load of the web
-/// lab needs before its server starts. Errors name `bench`.
-pub(crate) fn files_and_clients(
-    bench: &str,
-    client: &smtlab_bench::client::ClientSide,
-    dataset: u64,
-    threads: usize,
-) -> Result<(FileSet, ClientPool), BenchError> {
-    let set = warm_file_set(bench, dataset)?;
-    let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
-        BenchError::Unsupported {
-            bench: bench.into(),
-            reason: format!("cannot start the client threads: {e}"),
-        }
-    })?;
-    Ok((set, pool))
+/// What a web load needs before its first sample: its file set, its server and where
+/// its load comes from.
+/// Its fields drop in order: the server stops, then the load's clients and files go.
+pub(crate) struct Served {
+    pub(crate) _running: Running,
+    pub(crate) driver: Driver,
+    pub(crate) _set: FileSet,
+    /// Where the load goes: the server's address, or the unspecified address for agents
+    /// ([`remote_target`]).
+    pub(crate) addr: SocketAddr,
 }
 
-/// Starts `server` (a built-in one, nginx, Apache or the user's `cmd`) on `cpus`
-/// serving `set`, and the request mix of the set's files addressed to it.
-pub(crate) fn serve_files(
+/// Where a web load's requests come from, known before the server starts.
+enum Clients {
+    Here(ClientPool),
+    Agents(Remote),
+}
+
+/// Sets up a web load of `bench`: the agents of `--client-hosts` reached first (the
+/// server then listens where they reach this host), or else `threads` load threads
+/// started pinned on the client's CPUs; the file set of `dataset` bytes generated and
+/// read into the page cache; then `server` started on the placement (after the
+/// counters were opened, by the runner before prepare, so they count its threads and
+/// processes) and its requests (`dynamic`: with web-capacity's dynamic share).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn serve(
+    ctx: &BenchContext<'_>,
     bench: &str,
     server: &str,
-    set: &FileSet,
-    cpus: &[u32],
     custom: &Custom,
+    dataset: u64,
+    threads: usize,
     keep_alive: bool,
-) -> Result<(Running, Mix), BenchError> {
-    let unsupported = |reason: String| BenchError::Unsupported {
-        bench: bench.into(),
-        reason,
+    dynamic: bool,
+) -> Result<Served, BenchError> {
+    let client = ctx.client_side(bench)?;
+    let agents = match client.remote_clients() {
+        Some(agents) => {
+            remote_server_ok(bench, server)?;
+            Some(connect_agents(bench, agents)?)
+        }
+        None => None,
     };
-    let running = start_server_with(server, set, cpus, ServerOpts::default(), custom)
-        .map_err(|e| unsupported(e.to_string()))?;
-    let (specs, weights) = set.requests();
-    let mix = Mix::weighted(&specs, &weights, &running.addr().to_string(), keep_alive)
-        .map_err(|e| unsupported(e.to_string()))?;
-    Ok((running, mix))
+    let set = warm_file_set(bench, dataset)?;
+    let (clients, opts) = match agents {
+        Some((remote, opts)) => (Clients::Agents(remote), opts),
+        None => {
+            let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
+                crate::unsupported(bench, format!("cannot start the client threads: {e}"))
+            })?;
+            (Clients::Here(pool), ServerOpts::default())
+        }
+    };
+    let running = start_serving(server, &set, dynamic, &ctx.placement.cpus, opts, custom)
+        .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+    let (specs, weights) = capacity::request_mix(&set, dynamic);
+    let (driver, addr) = match clients {
+        Clients::Agents(remote) => (
+            Driver::Remote {
+                remote,
+                specs,
+                weights,
+            },
+            remote_target(&running),
+        ),
+        Clients::Here(pool) => {
+            let addr = running.addr();
+            let mix = Mix::weighted(&specs, &weights, &addr.to_string(), keep_alive)
+                .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+            let mix = Arc::new(mix);
+            (Driver::Local { pool, mix }, addr)
+        }
+    };
+    Ok(Served {
+        _running: running,
+        driver,
+        _set: set,
+        addr,
+    })
 }
 
 /// Whether no client CPU shares a core with a server CPU: only then may the client
@@ -487,64 +525,11 @@ pub(crate) fn client_cores_apart(
     })
 }
 
-/// `web-static` with its load from smtlab agents on other hosts (`--client-hosts`):
-/// the agents are reached first, so the server listens on the address they reach this
-/// host through (every address when they reach it through different ones): a built-in
-/// server, nginx or Apache.
-#[allow(clippy::too_many_arguments)]
-fn remote_instance(
-    ctx: &BenchContext<'_>,
-    agents: &smtlab_placement::RemoteClients,
-    server: &str,
-    conns: usize,
-    dataset: u64,
-    duration: f64,
-    keep_alive: bool,
-    custom: &Custom,
-) -> Result<Box<dyn Instance>, BenchError> {
-    remote_server_ok(NAME, server)?;
-    let (remote, opts) = connect_agents(NAME, agents)?;
-    let set = warm_file_set(NAME, dataset)?;
-    let running = start_server_with(server, &set, &ctx.placement.cpus, opts, custom)
-        .map_err(|e| unsupported(NAME, e.to_string()))?;
-    let (specs, weights) = set.requests();
-    let mut cfg = LoadConfig::new(
-        remote_target(&running),
-        conns,
-        Duration::from_secs_f64(duration),
-    );
-    // 0: each agent runs one thread per CPU it was given.
-    cfg.threads = ctx.params.get_u64("threads")? as usize;
-    cfg.keep_alive = keep_alive;
-    cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
-    cfg.timeout = Duration::from_secs(10);
-    // The agents have their hosts to themselves.
-    cfg.busy_poll = CLIENT_BUSY_POLL;
-    Ok(Box::new(WebInstance {
-        cfg,
-        driver: Driver::Remote {
-            remote,
-            specs,
-            weights,
-        },
-        running: Some(running),
-        _set: set,
-        seed: 1,
-    }))
-}
-
-fn unsupported(bench: &str, reason: String) -> BenchError {
-    BenchError::Unsupported {
-        bench: bench.into(),
-        reason,
-    }
-}
-
 /// Refuses the servers that cannot take load from other hosts: `seda` and the user's
 /// `cmd` listen on loopback only.
 pub(crate) fn remote_server_ok(bench: &str, server: &str) -> Result<(), BenchError> {
     if matches!(server, "seda" | "cmd") {
-        return Err(unsupported(
+        return Err(crate::unsupported(
             bench,
             format!(
                 "server={server} with --client-hosts: it listens on loopback only (event, \
@@ -565,7 +550,7 @@ pub(crate) fn connect_agents(
     // An agent lost (at the start of a cell or during it) leaves its share to the
     // others; the samples say how many were lost, and the cell is marked.
     let remote = Remote::connect_surviving(&agents.hosts, &agents.token, channel)
-        .map_err(|e| unsupported(bench, e.to_string()))?;
+        .map_err(|e| crate::unsupported(bench, e.to_string()))?;
     let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
     let opts = ServerOpts {
         bind_ip: remote.common_local_ip().unwrap_or(any),
@@ -576,13 +561,7 @@ pub(crate) fn connect_agents(
 
 /// The file set of `dataset` bytes, generated and read into the page cache.
 pub(crate) fn warm_file_set(bench: &str, dataset: u64) -> Result<FileSet, BenchError> {
-    let io = |what: &'static str| {
-        move |e: std::io::Error| BenchError::Io {
-            bench: bench.into(),
-            what: what.into(),
-            error: e,
-        }
-    };
+    let io = |what: &'static str| move |e: std::io::Error| crate::io_err(bench, what, e);
     let set =
         FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
     set.warm()
@@ -726,8 +705,9 @@ impl AgentTally {
 }
 
 /// A sample from a load the agents ran: [`sample_from`] on the merged report, with the
-/// requests per second summed over the agents, and each agent's share and errors.
-pub fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, BenchError> {
+/// requests per second summed over the agents (each agent's share and errors are
+/// [`AgentTally`]'s to add).
+fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, BenchError> {
     if r.merged.error_count() > 0 {
         let per_agent: Vec<String> = r
             .agents
@@ -746,55 +726,27 @@ pub fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, Be
                 format!("agent {}: {errors}", a.addr)
             })
             .collect();
-        return Err(BenchError::Check {
-            bench: bench.into(),
-            reason: format!(
+        return Err(crate::check_err(
+            bench,
+            format!(
                 "{} requests failed beside {} good ones ({}); no throughput reported",
                 r.merged.error_count(),
                 r.merged.requests,
                 per_agent.join("; ")
             ),
-        });
+        ));
     }
     let mut sample = sample_from(bench, &r.merged)?;
     sample
         .metrics
         .insert(m::REQUESTS_PER_S.into(), r.requests_per_s_summed());
-    sample
-        .metrics
-        .insert(m::AGENTS.into(), r.agents.len() as f64);
-    if !r.lost.is_empty() {
-        sample
-            .metrics
-            .insert(m::AGENTS_LOST.into(), r.lost.len() as f64);
-    }
-    sample
-        .metrics
-        .insert(m::AGENTS_START_SPREAD_NS.into(), r.start_spread_ns as f64);
-    for (i, a) in r.agents.iter().enumerate() {
-        sample
-            .metrics
-            .insert(m::agent_requests_per_s(i), a.requests_per_s());
-        sample
-            .metrics
-            .insert(m::agent_errors(i), a.error_count() as f64);
-    }
     Ok(sample)
 }
 
 struct WebInstance {
     cfg: LoadConfig,
-    driver: Driver,
-    // Dropped before the file set: the server stops, then its files go.
-    running: Option<Running>,
-    _set: FileSet,
+    served: Served,
     seed: u64,
-}
-
-impl Drop for WebInstance {
-    fn drop(&mut self) {
-        self.running.take();
-    }
 }
 
 /// The latency percentiles, maximum and mean of a load as a sample's metrics.
@@ -831,20 +783,20 @@ pub(crate) fn client_limit(
 pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
     let errors = r.error_count();
     if errors > 0 {
-        return Err(BenchError::Check {
-            bench: bench.into(),
-            reason: format!(
+        return Err(crate::check_err(
+            bench,
+            format!(
                 "{errors} requests failed beside {} good ones ({}); no throughput reported",
                 r.requests,
                 r.errors_line()
             ),
-        });
+        ));
     }
     if r.requests == 0 || r.window_ns == 0 {
-        return Err(BenchError::Check {
-            bench: bench.into(),
-            reason: "no response completed in the sample".into(),
-        });
+        return Err(crate::check_err(
+            bench,
+            "no response completed in the sample",
+        ));
     }
     let p = r.percentiles();
     let mut metrics = BTreeMap::new();
@@ -919,13 +871,11 @@ impl Instance for WebInstance {
         self.seed += 1;
         self.cfg.seed = self.seed;
         let loaded = self
+            .served
             .driver
             .run(&self.cfg)
-            .map_err(|reason| BenchError::Check {
-                bench: NAME.into(),
-                reason,
-            })?;
-        match (&loaded, self.driver.remote()) {
+            .map_err(|reason| crate::check_err(NAME, reason))?;
+        match (&loaded, self.served.driver.remote()) {
             (Loaded::Remote(r), Some(remote)) => {
                 let mut sample = sample_from_remote(NAME, r)?;
                 let mut tally = AgentTally::default();

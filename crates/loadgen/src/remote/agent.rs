@@ -24,7 +24,7 @@ use super::proto::{
 };
 use super::tls::{self, Channel, TlsError, TlsStream};
 use crate::sys::{self, PeerState};
-use crate::{ClientPool, LoadConfig, Mix, Pinning, RequestSpec};
+use crate::{ClientPool, LoadConfig, Mix, Pinning};
 
 /// What an agent accepts.
 #[derive(Debug, Clone)]
@@ -742,8 +742,7 @@ fn prepare(
     }
     // A connection each, and an epoll instance per thread.
     let files = files.reserve(spec.connections as u64 + threads as u64)?;
-    let requests: Vec<RequestSpec> = spec.requests.iter().cloned().map(Into::into).collect();
-    let mix = Mix::weighted(&requests, &spec.weights, &spec.host, spec.keep_alive)
+    let mix = Mix::weighted(&spec.requests, &spec.weights, &spec.host, spec.keep_alive)
         .map_err(|e| e.to_string())?;
     let mut load = LoadConfig::new(
         spec.target,

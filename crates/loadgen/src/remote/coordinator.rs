@@ -471,7 +471,7 @@ impl Remote {
             max_requests: share(cfg.max_requests, i).max(1),
             seed: cfg.seed.wrapping_add(i as u64 * 104_729),
             busy_poll_ns: cfg.busy_poll.as_nanos() as u64,
-            requests: requests.iter().map(Into::into).collect(),
+            requests: requests.to_vec(),
             weights: weights.to_vec(),
         }
     }

@@ -3,7 +3,7 @@
 //! end proved the token, then [`MAX_COORDINATOR_LINE_BYTES`] (to an agent) or
 //! [`MAX_LINE_BYTES`] (to a coordinator: a report); every line has one deadline, however
 //! its bytes trickle in. Also here: what a request must be to go on the wire
-//! ([`WireRequest::check`]) and what a report must be to be believed
+//! ([`RequestSpec::check`]) and what a report must be to be believed
 //! ([`WireReport::check`]).
 
 use std::collections::BTreeMap;
@@ -110,45 +110,11 @@ pub struct LoadSpec {
     pub max_requests: u64,
     pub seed: u64,
     pub busy_poll_ns: u64,
-    pub requests: Vec<WireRequest>,
+    pub requests: Vec<RequestSpec>,
     pub weights: Vec<f64>,
 }
 
-/// A [`RequestSpec`] on the wire.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WireRequest {
-    pub method: String,
-    pub path: String,
-    pub headers: Vec<String>,
-    pub body: Vec<u8>,
-    pub expect_body_len: Option<u64>,
-}
-
-impl From<&RequestSpec> for WireRequest {
-    fn from(r: &RequestSpec) -> Self {
-        WireRequest {
-            method: r.method.clone(),
-            path: r.path.clone(),
-            headers: r.headers.clone(),
-            body: r.body.clone(),
-            expect_body_len: r.expect_body_len,
-        }
-    }
-}
-
-impl From<WireRequest> for RequestSpec {
-    fn from(r: WireRequest) -> Self {
-        RequestSpec {
-            method: r.method,
-            path: r.path,
-            headers: r.headers,
-            body: r.body,
-            expect_body_len: r.expect_body_len,
-        }
-    }
-}
-
-impl WireRequest {
+impl RequestSpec {
     /// Whether this request can go on the wire as it is, or the one-line reason: a
     /// method that is a token (RFC 9110 9.1), a request target of visible ASCII (RFC
     /// 9112 3.2), headers `NAME: VALUE` with a token for a name and a field value (RFC
@@ -239,10 +205,10 @@ pub fn quote(text: &str) -> String {
 }
 
 impl LoadSpec {
-    /// Whether the requests and the host can go on the wire ([`WireRequest::check`]).
+    /// Whether the requests and the host can go on the wire ([`RequestSpec::check`]).
     pub fn check_requests(&self) -> Result<(), Refusal> {
         check_host(&self.host)?;
-        self.requests.iter().try_for_each(WireRequest::check)
+        self.requests.iter().try_for_each(RequestSpec::check)
     }
 }
 

@@ -408,7 +408,7 @@ pub(super) fn spec_to(target: std::net::SocketAddr, duration_ms: u64) -> LoadSpe
         max_requests: u64::MAX,
         seed: 1,
         busy_poll_ns: 0,
-        requests: vec![(&RequestSpec::get("/")).into()],
+        requests: vec![RequestSpec::get("/")],
         weights: vec![1.0],
     }
 }
@@ -799,7 +799,7 @@ fn forged_requests_are_refused_by_the_coordinator_and_the_agent() {
         // The agent refuses it on its own too.
         let mut wire = raw_coordinator(&a.addr);
         let mut s = spec_to(server.addr, 100);
-        s.requests = vec![spec.into()];
+        s.requests = vec![spec.clone()];
         wire.send(&ToAgent::Prepare { spec: Box::new(s) }).unwrap();
         match wire.recv::<FromAgent>(Some(REPLY)).unwrap() {
             FromAgent::Failed { reason } => assert!(!reason.contains('\n'), "{reason}"),

@@ -84,11 +84,7 @@ struct ShellInstance {
 
 impl ShellInstance {
     fn run_once(&self) -> Result<(), BenchError> {
-        let io = |what: &str, source| BenchError::Io {
-            bench: self.cmd.name.clone(),
-            what: what.to_string(),
-            error: source,
-        };
+        let io = |what: &str, source| crate::io_err(&self.cmd.name, what.to_string(), source);
         let mut c = Command::new("/bin/sh");
         c.arg("-c")
             .arg(&self.cmd.command)
@@ -104,10 +100,10 @@ impl ShellInstance {
             .wait()
             .map_err(|e| io("cannot wait for the command", e))?;
         if !status.success() {
-            return Err(BenchError::Check {
-                bench: self.cmd.name.clone(),
-                reason: format!("`{}` failed ({status})", self.cmd.command),
-            });
+            return Err(crate::check_err(
+                &self.cmd.name,
+                format!("`{}` failed ({status})", self.cmd.command),
+            ));
         }
         Ok(())
     }

@@ -10,7 +10,7 @@ use smtlab_model::{BenchInfo, Topology};
 
 use super::pg::{PgError, PgInstall, PgServer, PgSettings};
 use super::pgbench::{self, Mode, Target};
-use super::{ClientRunner, param, param_err, tps_info};
+use super::{ClientRunner, param, tps_info};
 
 pub const NAME: &str = "oltp-pg";
 
@@ -177,37 +177,33 @@ pub struct Config {
 }
 
 fn on_off(p: &Params, name: &str) -> Result<bool, BenchError> {
-    match p.get_str(name)? {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        v => Err(param_err(name, v, "on or off")),
-    }
+    crate::one_of(p, name, &[("on", true), ("off", false)])
 }
 
 impl Config {
     pub fn from_params(p: &Params) -> Result<Config, BenchError> {
         let mode = p.get_str("mode")?;
-        let mode =
-            Mode::parse(mode).ok_or_else(|| param_err("mode", mode, "tpcb or select-only"))?;
+        let mode = Mode::parse(mode)
+            .ok_or_else(|| crate::bad_param("mode", mode, "tpcb or select-only"))?;
         let positive = |name: &str| -> Result<u64, BenchError> {
             let v = p.get_u64(name)?;
             if v == 0 {
-                return Err(param_err(name, "0", "a positive integer"));
+                return Err(crate::bad_param(name, "0", "a positive integer"));
             }
             Ok(v)
         };
         let clients = positive("clients")?;
         if clients > 10_000 {
-            return Err(param_err("clients", &clients.to_string(), "at most 10000"));
+            return Err(crate::bad_param("clients", clients, "at most 10000"));
         }
         let threads = match p.get_str("threads")? {
             "auto" => None,
             _ => {
                 let t = positive("threads")?;
                 if t > clients {
-                    return Err(param_err(
+                    return Err(crate::bad_param(
                         "threads",
-                        &t.to_string(),
+                        t,
                         "at most clients (pgbench needs a connection per thread)",
                     ));
                 }
@@ -218,14 +214,13 @@ impl Config {
         let unix = match connect {
             "tcp" => false,
             "unix" => true,
-            v => return Err(param_err("connect", v, "tcp or unix")),
+            v => return Err(crate::bad_param("connect", v, "tcp or unix")),
         };
         let port = p.get_u64("port")?;
-        let port =
-            u16::try_from(port).map_err(|_| param_err("port", &port.to_string(), "0..65535"))?;
+        let port = u16::try_from(port).map_err(|_| crate::bad_param("port", port, "0..65535"))?;
         let shared_buffers_bytes = p.get_bytes("shared_buffers")?;
         if shared_buffers_bytes < (128 << 10) {
-            return Err(param_err(
+            return Err(crate::bad_param(
                 "shared_buffers",
                 p.get_str("shared_buffers")?,
                 "at least 128KiB",
@@ -241,7 +236,7 @@ impl Config {
                     std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(86_400),
                 )?;
                 if d.subsec_nanos() != 0 {
-                    return Err(param_err(
+                    return Err(crate::bad_param(
                         "duration",
                         p.get_str("duration")?,
                         "whole seconds (pgbench -T), e.g. 1s or 10s",
@@ -260,29 +255,18 @@ impl Config {
 }
 
 fn unsupported(reason: &str) -> BenchError {
-    BenchError::Unsupported {
-        bench: NAME.into(),
-        reason: reason.into(),
-    }
+    crate::unsupported(NAME, reason)
 }
 
 fn pg_err(e: PgError) -> BenchError {
     match e {
         PgError::NotInstalled | PgError::NoUser => unsupported(&e.to_string()),
-        e => BenchError::Io {
-            bench: NAME.into(),
-            what: "PostgreSQL".into(),
-            error: std::io::Error::other(e.to_string()),
-        },
+        e => crate::io_err(NAME, "PostgreSQL", std::io::Error::other(e.to_string())),
     }
 }
 
 fn io_err(what: &str, source: std::io::Error) -> BenchError {
-    BenchError::Io {
-        bench: NAME.into(),
-        what: what.into(),
-        error: source,
-    }
+    crate::io_err(NAME, what, source)
 }
 
 struct PgInstance {
@@ -322,23 +306,23 @@ impl Instance for PgInstance {
             pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout)).map_err(pg_err)?;
         // Failed transactions are failed work: no TPS beside them.
         if let Some(failed) = summary.failed.filter(|&f| f > 0) {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(crate::check_err(
+                NAME,
+                format!(
                     "{failed} of {} transactions failed in {} s; no throughput reported",
                     failed + summary.transactions,
                     self.cfg.duration_s
                 ),
-            });
+            ));
         }
         if summary.tps <= 0.0 || summary.transactions == 0 {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(crate::check_err(
+                NAME,
+                format!(
                     "pgbench completed no transaction in {} s",
                     self.cfg.duration_s
                 ),
-            });
+            ));
         }
         let mut lat = pgbench::take_log_latencies(&self.log_prefix)
             .map_err(|e| io_err("read pgbench's transaction log", e))?;

@@ -32,7 +32,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use smtlab_bench::process::{ChildGroup, tie_to_parent};
+use smtlab_bench::process::{
+    ChildGroup, owner_alive as owner_alive_since, owner_stamp, tie_to_parent,
+};
 use smtlab_model::CpuSet;
 use smtlab_placement::pin::CommandPinExt;
 
@@ -326,8 +328,7 @@ impl PgServer {
         cpus: Option<&CpuSet>,
         run_as: Option<&RunAs>,
     ) -> Result<(), PgError> {
-        fs::write(self.dir.join("owner"), owner_stamp(std::process::id()))
-            .map_err(io_err("write the owner file"))?;
+        fs::write(self.dir.join("owner"), owner_stamp()).map_err(io_err("write the owner file"))?;
         let sock = self.dir.join("sock");
         fs::create_dir(&sock).map_err(io_err(format!(
             "create {}",
@@ -552,19 +553,6 @@ pub fn free_port() -> io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// `pid starttime`: a pid alone can be reused after smtlab dies.
-pub(crate) fn owner_stamp(pid: u32) -> String {
-    format!("{pid} {}\n", start_time(pid).unwrap_or(0))
-}
-
-/// Field 22 of `/proc/PID/stat`: start time in clock ticks since boot.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses; fields resume after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
 fn owner_alive(dir: &Path, prefix: &str) -> bool {
     let Ok(text) = fs::read_to_string(dir.join("owner")) else {
         // No stamp yet: the owner may be between mkdir and writing it; trust the pid in
@@ -580,7 +568,7 @@ fn owner_alive(dir: &Path, prefix: &str) -> bool {
     };
     let mut it = text.split_whitespace().map(|t| t.parse::<u64>().ok());
     match (it.next().flatten(), it.next().flatten()) {
-        (Some(pid), Some(start)) => start_time(pid as u32).is_some_and(|s| s == start),
+        (Some(pid), Some(start)) => owner_alive_since(pid as u32, start),
         _ => false,
     }
 }
@@ -741,7 +729,7 @@ mod tests {
             .path()
             .join(format!("{DIR_PREFIX}{}-0", std::process::id()));
         fs::create_dir(&live).unwrap();
-        fs::write(live.join("owner"), owner_stamp(std::process::id())).unwrap();
+        fs::write(live.join("owner"), owner_stamp()).unwrap();
         // A start time that cannot be ours: the owner "died" and its pid was reused.
         let reused = t
             .path()

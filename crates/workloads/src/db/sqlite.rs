@@ -30,7 +30,7 @@ use smtlab_model::{BenchInfo, Topology};
 use crate::scratch::ScratchDir;
 
 use super::pgbench::Mode;
-use super::{param, param_err, tps_info};
+use super::{param, tps_info};
 
 pub const NAME: &str = "oltp-sqlite";
 const DIR_PREFIX: &str = "smtlab-sqlite-";
@@ -78,15 +78,15 @@ impl Benchmark for OltpSqlite {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
         let mode = p.get_str("mode")?;
-        let mode =
-            Mode::parse(mode).ok_or_else(|| param_err("mode", mode, "tpcb or select-only"))?;
+        let mode = Mode::parse(mode)
+            .ok_or_else(|| crate::bad_param("mode", mode, "tpcb or select-only"))?;
         let scale = p.get_u64("scale")?;
         if !(1..=1000).contains(&scale) {
-            return Err(param_err("scale", &scale.to_string(), "1 to 1000"));
+            return Err(crate::bad_param("scale", scale, "1 to 1000"));
         }
         let sync = p.get_str("synchronous")?;
         if !["off", "normal", "full"].contains(&sync) {
-            return Err(param_err("synchronous", sync, "off, normal or full"));
+            return Err(crate::bad_param("synchronous", sync, "off, normal or full"));
         }
         let threads = threads_param(NAME, ctx)?;
         let dir = ScratchDir::create(NAME, &std::env::temp_dir(), DIR_PREFIX)?;
@@ -123,11 +123,7 @@ impl Benchmark for OltpSqlite {
 }
 
 fn sql_err(what: &str, e: rusqlite::Error) -> BenchError {
-    BenchError::Io {
-        bench: NAME.into(),
-        what: what.into(),
-        error: std::io::Error::other(e.to_string()),
-    }
+    crate::io_err(NAME, what, std::io::Error::other(e.to_string()))
 }
 
 /// SQLite's own busy handler sleeps (1, 2, 5, 10 ms ...) while another connection
@@ -195,10 +191,10 @@ fn check_sums(conn: &Connection, want: i64, queries: &[(&str, &str)]) -> Result<
             .query_row(q, [], |r| r.get(0))
             .map_err(|e| sql_err("check the balances", e))?;
         if got != want {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!("{label} is {got}; the committed transactions give {want}"),
-            });
+            return Err(crate::check_err(
+                NAME,
+                format!("{label} is {got}; the committed transactions give {want}"),
+            ));
         }
     }
     Ok(())

@@ -34,7 +34,9 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use super::common::{Acceptor, check_err, ensure_nofile, io_err, spawn_on, thread_limits};
+use crate::{check_err, io_err};
+
+use super::common::{Acceptor, ensure_nofile, spawn_on, thread_limits};
 
 const NAME: &str = "chat";
 /// room, sender, sequence: the smallest message that can carry its own identity.
@@ -602,7 +604,7 @@ impl Drop for ChatClients {
 
 pub struct ChatInstance {
     // Clients go first: closing them lets the server's threads end.
-    clients: Option<ChatClients>,
+    clients: ChatClients,
     server: ChatServer,
     shape: ChatShape,
     broken: Option<String>,
@@ -637,7 +639,7 @@ impl ChatInstance {
             }
         };
         Ok(ChatInstance {
-            clients: Some(clients),
+            clients,
             server,
             shape,
             broken: None,
@@ -651,7 +653,7 @@ impl ChatInstance {
             return Err(check_err(NAME, e.clone()));
         }
         let shape = self.shape;
-        let clients = self.clients.as_ref().expect("clients live until drop");
+        let clients = &self.clients;
         let receivers = shape.connections() as usize;
         let bytes0 = clients.bytes_received.load(Ordering::Relaxed);
         let msgs0 = clients.messages_received.load(Ordering::Relaxed);
@@ -760,12 +762,6 @@ impl Instance for ChatInstance {
 
     fn fixed_iterations(&self) -> Option<u64> {
         Some(1)
-    }
-}
-
-impl Drop for ChatInstance {
-    fn drop(&mut self) {
-        self.clients.take();
     }
 }
 

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use smtlab_bench::BenchError;
+
+use crate::io_err;
 use smtlab_model::CpuSet;
 use smtlab_placement::pin::pin_current_thread;
 
@@ -16,21 +18,6 @@ use smtlab_placement::pin::pin_current_thread;
 /// few counters, so 128 KiB is ample, and 4,000 threads then reserve 512 MiB of address
 /// space rather than 8 GiB.
 pub const SMALL_STACK: usize = 128 << 10;
-
-pub fn io_err(bench: &str, what: impl Into<String>, source: io::Error) -> BenchError {
-    BenchError::Io {
-        bench: bench.into(),
-        what: what.into(),
-        error: source,
-    }
-}
-
-pub fn check_err(bench: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::Check {
-        bench: bench.into(),
-        reason: reason.into(),
-    }
-}
 
 /// A TCP listener on 127.0.0.1, a free port, with a backlog of 4096 (std's 128 makes a
 /// burst of a thousand connects wait for SYN retransmissions).

@@ -37,9 +37,9 @@ use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::stats::percentile_of_sorted;
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 
-use super::common::{
-    check_err, ci99_rel, io_err, loopback_listener, shutdown_listener, spawn_on, thread_cpu_ns,
-};
+use crate::{check_err, io_err};
+
+use super::common::{ci99_rel, loopback_listener, shutdown_listener, spawn_on, thread_cpu_ns};
 
 /// netperf's `-I 99,5`: the interval's full width within 5%, i.e. +-2.5%.
 pub const CI_TARGET_REL: f64 = 0.025;

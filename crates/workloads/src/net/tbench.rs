@@ -25,7 +25,9 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use super::common::{Acceptor, check_err, io_err, spawn_on};
+use crate::{check_err, io_err};
+
+use super::common::{Acceptor, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
 use crate::dbench::{

@@ -14,7 +14,7 @@
 //! process, starts its operations at scheduled times, its share of a requested rate).
 
 use std::net::IpAddr;
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use nfs3_client::nfs3_types::nfs3::{
@@ -556,6 +556,14 @@ fn rpc_err(what: &'static str) -> impl FnOnce(nfs3_client::RpcError) -> LoadErro
     move |err| format!("{what}: {err}")
 }
 
+/// The answer of RPC `$call` of procedure `$what`, returning its failure or a status
+/// other than OK as the text of a failed `$what`.
+macro_rules! call {
+    ($what:literal, $call:expr) => {
+        status($what, $call.await.map_err(rpc_err($what))?)?
+    };
+}
+
 /// The operations whose answer is checked; the others go to [`status_op`].
 async fn answered_op(
     c: &mut Client,
@@ -568,16 +576,14 @@ async fn answered_op(
 ) -> Result<bool, LoadError> {
     match op {
         Op::Read => {
-            let ok = status(
+            let ok = call!(
                 "READ",
                 c.read(&READ3args {
                     file: p.file.clone(),
                     offset: p.offset,
                     count: p.count as u32,
                 })
-                .await
-                .map_err(rpc_err("READ"))?,
-            )?;
+            );
             r.bytes_read += ok.data.len() as u64;
             let want: Vec<u8> = (p.offset..p.offset + p.count)
                 .map(|o| pattern(p.i, p.j, o))
@@ -585,32 +591,28 @@ async fn answered_op(
             Ok(ok.data.as_ref() == want.as_slice())
         }
         Op::Getattr => {
-            let ok = status(
+            let ok = call!(
                 "GETATTR",
                 c.getattr(&GETATTR3args {
                     object: p.file.clone(),
                 })
-                .await
-                .map_err(rpc_err("GETATTR"))?,
-            )?;
+            );
             Ok(ok.obj_attributes.size == u64::from(shape.file_bytes))
         }
         Op::Readlink => {
             let Some(link) = p.link else {
                 return Err("READLINK chosen without a symlink".into());
             };
-            let ok = status(
+            let ok = call!(
                 "READLINK",
                 c.readlink(&READLINK3args {
                     symlink: link.clone(),
                 })
-                .await
-                .map_err(rpc_err("READLINK"))?,
-            )?;
+            );
             Ok(ok.data.as_ref() == b"f0")
         }
         Op::Readdir => {
-            let ok = status(
+            let ok = call!(
                 "READDIR",
                 c.readdir(&READDIR3args {
                     dir: p.dir.clone(),
@@ -618,13 +620,11 @@ async fn answered_op(
                     cookieverf: n::cookieverf3::default(),
                     count: 4096,
                 })
-                .await
-                .map_err(rpc_err("READDIR"))?,
-            )?;
+            );
             Ok(!ok.reply.entries.0.is_empty())
         }
         Op::Readdirplus => {
-            let ok = status(
+            let ok = call!(
                 "READDIRPLUS",
                 c.readdirplus(&READDIRPLUS3args {
                     dir: p.dir.clone(),
@@ -633,9 +633,7 @@ async fn answered_op(
                     dircount: 4096,
                     maxcount: 16384,
                 })
-                .await
-                .map_err(rpc_err("READDIRPLUS"))?,
-            )?;
+            );
             Ok(!ok.reply.entries.0.is_empty())
         }
         _ => {
@@ -678,17 +676,15 @@ async fn status_op(
         }
         Op::Remove => remove_one(c, &h.client_dirs[st.k as usize], st).await?,
         Op::Fsstat => {
-            status(
+            call!(
                 "FSSTAT",
                 c.fsstat(&FSSTAT3args {
                     fsroot: h.root.clone(),
                 })
-                .await
-                .map_err(rpc_err("FSSTAT"))?,
-            )?;
+            );
         }
         Op::Setattr => {
-            status(
+            call!(
                 "SETATTR",
                 c.setattr(&SETATTR3args {
                     object: p.file.clone(),
@@ -698,32 +694,26 @@ async fn status_op(
                     },
                     guard: Nfs3Option::None,
                 })
-                .await
-                .map_err(rpc_err("SETATTR"))?,
-            )?;
+            );
         }
         Op::Access => {
-            status(
+            call!(
                 "ACCESS",
                 c.access(&ACCESS3args {
                     object: p.file.clone(),
                     access: 0x1 | 0x4,
                 })
-                .await
-                .map_err(rpc_err("ACCESS"))?,
-            )?;
+            );
         }
         Op::Commit => {
-            status(
+            call!(
                 "COMMIT",
                 c.commit(&COMMIT3args {
                     file: p.file.clone(),
                     offset: 0,
                     count: 0,
                 })
-                .await
-                .map_err(rpc_err("COMMIT"))?,
-            )?;
+            );
         }
         Op::Read | Op::Getattr | Op::Readlink | Op::Readdir | Op::Readdirplus => {
             return Err(format!(
@@ -869,9 +859,6 @@ pub fn merge(parts: Vec<LoadResult>) -> LoadResult {
     }
     all
 }
-
-/// Shared, read-only across the clients of a load.
-pub type SharedHandles = Arc<Handles>;
 
 #[cfg(test)]
 mod tests {

@@ -21,17 +21,15 @@
 //! merged, so the conforming share counts every agent's connections.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, ParamError, Params, RawSample};
-use smtlab_loadgen::{ClientPool, LoadConfig, Mix, RequestSpec};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
+use smtlab_loadgen::{LoadConfig, RequestSpec};
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
-use super::builtin::{Docs, EventServer, ServerOpts, ThreadServer};
-use super::dynamic::{self, Dynamic};
+use super::dynamic;
 use super::fileset::FileSet;
-use super::{AgentTally, Driver, Loaded, Running, SERVERS, real};
+use super::{AgentTally, Driver, Loaded, SERVERS, Served};
 
 const NAME: &str = "web-capacity";
 
@@ -94,24 +92,8 @@ pub fn search<E>(
 }
 
 /// One step of the search: `n` paced connections for `base`'s duration after its
-/// warm-up; the fraction that conformed, and the load's report.
-pub fn conforming_fraction(
-    pool: &ClientPool,
-    base: &LoadConfig,
-    mix: &Arc<Mix>,
-    n: usize,
-    conform_bps: f64,
-) -> Result<(f64, smtlab_loadgen::LoadReport), smtlab_loadgen::LoadError> {
-    let mut cfg = base.clone();
-    cfg.connections = n;
-    cfg.threads = pool.threads().min(n);
-    cfg.seed = n as u64;
-    let r = pool.run(&cfg, mix.clone())?;
-    Ok((r.conforming(conform_bps) as f64 / n as f64, r))
-}
-
-/// [`conforming_fraction`] from a [`Driver`]: local client threads or remote agents
-/// (their reports merged, so every agent's connections are counted).
+/// warm-up, from local client threads or remote agents (their reports merged, so every
+/// agent's connections are counted); the fraction that conformed, and the load.
 fn driven_fraction(
     driver: &mut Driver,
     base: &LoadConfig,
@@ -127,26 +109,19 @@ fn driven_fraction(
     Ok((f, loaded))
 }
 
-/// Where the steps' load comes from, known before the server starts.
-enum Clients {
-    Here(ClientPool),
-    Agents(smtlab_loadgen::remote::Remote),
-}
-
 pub struct WebCapacity;
 
 use smtlab_bench::params::declare as p;
-
-/// The one-line error of a parameter whose value is not what `expected` says.
-pub(super) fn bad(name: &str, value: impl ToString, expected: &str) -> BenchError {
-    ParamError::value(name, value.to_string(), expected).into()
-}
 
 /// `step`: measured seconds per search step, 0.05 to 600.
 pub(super) fn step_seconds(prm: &Params) -> Result<f64, BenchError> {
     let step = prm.get_f64("step")?;
     if !(0.05..=600.0).contains(&step) {
-        return Err(bad("step", step, "seconds between 0.05 and 600"));
+        return Err(crate::bad_param(
+            "step",
+            step,
+            "seconds between 0.05 and 600",
+        ));
     }
     Ok(step)
 }
@@ -223,51 +198,26 @@ impl Benchmark for WebCapacity {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let s = Settings::read(ctx.params)?;
         let client = ctx.client_side(NAME)?;
-        // Agents on other hosts (`--client-hosts`) are reached first: the server listens
-        // where they reach this host.
-        let (set, pool, opts) = if let Some(agents) = client.remote_clients() {
-            super::remote_server_ok(NAME, &s.server)?;
-            let (remote, opts) = super::connect_agents(NAME, agents)?;
-            (
-                super::warm_file_set(NAME, s.dataset)?,
-                Clients::Agents(remote),
-                opts,
-            )
-        } else {
-            let (set, pool) =
-                super::files_and_clients(NAME, client, s.dataset, client.cpus().len())?;
-            (set, Clients::Here(pool), ServerOpts::default())
-        };
-        let running = start_server(&s.server, &set, &ctx.placement.cpus, opts)?;
         // nginx has no dynamic module here: it gets the static requests only.
-        let (specs, weights, dynamic_share) = request_mix(&set, s.server != "nginx");
-        let (driver, addr) = match pool {
-            Clients::Here(pool) => {
-                let addr = running.addr();
-                let mix = Mix::weighted(&specs, &weights, &addr.to_string(), true)
-                    .map_err(|e| unsupported(e.to_string()))?;
-                let mix = Arc::new(mix);
-                (Driver::Local { pool, mix }, addr)
-            }
-            Clients::Agents(remote) => (
-                Driver::Remote {
-                    remote,
-                    specs,
-                    weights,
-                },
-                super::remote_target(&running),
-            ),
+        let dynamic = s.server != "nginx";
+        let threads = client.cpus().len();
+        let custom = super::Custom::default();
+        let served = super::serve(
+            ctx, NAME, &s.server, &custom, s.dataset, threads, true, dynamic,
+        )?;
+        let dynamic_share = if dynamic {
+            1.0 - dynamic::STATIC_SHARE
+        } else {
+            0.0
         };
-        let mut cfg = LoadConfig::new(addr, 1, Duration::from_secs_f64(s.step));
+        let mut cfg = LoadConfig::new(served.addr, 1, Duration::from_secs_f64(s.step));
         cfg.warmup = Duration::from_secs_f64(s.step / 4.0);
         cfg.conn_bits_per_s = Some(s.rate * 1000.0);
         cfg.keep_alive = true;
         cfg.timeout = Duration::from_secs(10);
         Ok(Box::new(CapacityInstance {
             cfg,
-            driver,
-            running: Some(running),
-            _set: set,
+            served,
             max_conns: s.max_conns,
             conform_bps: s.conform * 1000.0,
             dynamic_share,
@@ -289,7 +239,7 @@ impl Settings {
     fn read(prm: &Params) -> Result<Settings, BenchError> {
         let server = prm.get_str("server")?.to_string();
         if !SERVERS.contains(&server.as_str()) || server == "cmd" {
-            return Err(bad(
+            return Err(crate::bad_param(
                 "server",
                 &server,
                 "event, threads, processes, nginx, apache-prefork or apache-event (your own server: web-static server=cmd)",
@@ -299,12 +249,12 @@ impl Settings {
         let step = step_seconds(prm)?;
         let max_conns = prm.get_u64("max_conns")? as usize;
         if !(1..=50_000).contains(&max_conns) {
-            return Err(bad("max_conns", max_conns, "1 to 50000"));
+            return Err(crate::bad_param("max_conns", max_conns, "1 to 50000"));
         }
         let rate = prm.get_f64("rate_kbit")?;
         let conform = prm.get_f64("conform_kbit")?;
         if !(rate > 0.0 && conform > 0.0 && conform <= rate) {
-            return Err(bad(
+            return Err(crate::bad_param(
                 "conform_kbit",
                 conform,
                 "a rate above 0 and at most rate_kbit",
@@ -321,77 +271,9 @@ impl Settings {
     }
 }
 
-fn unsupported(reason: String) -> BenchError {
-    BenchError::Unsupported {
-        bench: NAME.into(),
-        reason,
-    }
-}
-
-fn io(what: &'static str) -> impl Fn(std::io::Error) -> BenchError {
-    move |e: std::io::Error| BenchError::Io {
-        bench: NAME.into(),
-        what: what.into(),
-        error: e,
-    }
-}
-
-/// Starts `server` on `cpus`, serving `set`.
-fn start_server(
-    server: &str,
-    set: &FileSet,
-    cpus: &[u32],
-    opts: ServerOpts,
-) -> Result<Running, BenchError> {
-    let ip = opts.bind_ip;
-    let docs = || -> Result<Docs, BenchError> {
-        let log = set.root().join("post.log");
-        Ok(Docs::from_set(set)
-            .with_dynamic(Dynamic::new(&log).map_err(io("creating the post log"))?))
-    };
-    Ok(match server {
-        "event" => Running::Event(
-            EventServer::start(docs()?, cpus, opts).map_err(io("starting the event server"))?,
-        ),
-        "threads" => Running::Threads(
-            ThreadServer::start(docs()?, cpus, opts).map_err(io("starting the threads server"))?,
-        ),
-        "processes" => Running::Processes(
-            super::builtin::ProcessServer::start(docs()?, cpus, opts, super::PROCESSES)
-                .map_err(io("starting the processes server"))?,
-        ),
-        "seda" => Running::Seda(
-            super::builtin::SedaServer::start(docs()?, cpus, opts)
-                .map_err(io("starting the seda server"))?,
-        ),
-        "nginx" => Running::Real(
-            real::find("nginx", "")
-                .and_then(|prog| real::RealServer::nginx_on(&prog, set.root(), cpus, ip))
-                .map_err(|e| unsupported(e.to_string()))?,
-        ),
-        "apache-prefork" | "apache-event" => {
-            let mpm = if server == "apache-prefork" {
-                real::Mpm::Prefork
-            } else {
-                real::Mpm::Event
-            };
-            Running::Real(
-                real::find("apache2", "")
-                    .and_then(|prog| {
-                        real::RealServer::apache_on(&prog, set.root(), cpus, mpm, true, ip)
-                    })
-                    .map_err(|e| unsupported(e.to_string()))?,
-            )
-        }
-        other => return Err(bad("server", other, &SERVERS.join(", "))),
-    })
-}
-
-/// The requests of `set`, with the dynamic ones `with_dynamic`, their weights, and the
-/// dynamic share.
-fn request_mix(set: &FileSet, with_dynamic: bool) -> (Vec<RequestSpec>, Vec<f64>, f64) {
+/// The requests of `set` and their weights, with the dynamic ones `with_dynamic`.
+pub(super) fn request_mix(set: &FileSet, with_dynamic: bool) -> (Vec<RequestSpec>, Vec<f64>) {
     let (mut specs, mut weights) = set.requests();
-    let mut dynamic_share = 0.0;
     if with_dynamic {
         for w in &mut weights {
             *w *= dynamic::STATIC_SHARE;
@@ -399,25 +281,16 @@ fn request_mix(set: &FileSet, with_dynamic: bool) -> (Vec<RequestSpec>, Vec<f64>
         let (ds, dw) = dynamic::requests();
         specs.extend(ds);
         weights.extend(dw);
-        dynamic_share = 1.0 - dynamic::STATIC_SHARE;
     }
-    (specs, weights, dynamic_share)
+    (specs, weights)
 }
 
 struct CapacityInstance {
     cfg: LoadConfig,
-    driver: Driver,
-    running: Option<Running>,
-    _set: FileSet,
+    served: Served,
     max_conns: usize,
     conform_bps: f64,
     dynamic_share: f64,
-}
-
-impl Drop for CapacityInstance {
-    fn drop(&mut self) {
-        self.running.take();
-    }
 }
 
 impl Instance for CapacityInstance {
@@ -428,11 +301,9 @@ impl Instance for CapacityInstance {
         let mut errors = 0u64;
         let mut tally = AgentTally::default();
         let result = search(8, self.max_conns, 0.95, |n| {
-            let (f, loaded) = driven_fraction(&mut self.driver, &self.cfg, n, self.conform_bps)
-                .map_err(|reason| BenchError::Check {
-                    bench: NAME.into(),
-                    reason,
-                })?;
+            let (f, loaded) =
+                driven_fraction(&mut self.served.driver, &self.cfg, n, self.conform_bps)
+                    .map_err(|reason| crate::check_err(NAME, reason))?;
             let r = loaded.tallied(&mut tally);
             requests += r.requests;
             bytes += r.bytes;
@@ -441,14 +312,14 @@ impl Instance for CapacityInstance {
         })?;
         let elapsed_ns = started.elapsed().as_nanos().max(1) as u64;
         if result.capacity == 0 {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(crate::check_err(
+                NAME,
+                format!(
                     "not even {} connections conformed ({} errors over the search)",
                     result.curve.first().map_or(0, |c| c.0),
                     errors
                 ),
-            });
+            ));
         }
         let mut metrics = BTreeMap::new();
         metrics.insert("capacity_conns".into(), result.capacity as f64);
@@ -468,7 +339,7 @@ impl Instance for CapacityInstance {
         metrics.insert("bytes".into(), bytes as f64);
         metrics.insert(smtlab_model::metrics::web::ERRORS.into(), errors as f64);
         metrics.insert("dynamic_share".into(), self.dynamic_share);
-        if let Some(remote) = self.driver.remote() {
+        if let Some(remote) = self.served.driver.remote() {
             tally.insert_into(remote, &mut metrics);
         }
         let mut series = BTreeMap::new();
@@ -497,6 +368,8 @@ impl Instance for CapacityInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smtlab_loadgen::{ClientPool, Mix};
+    use std::sync::Arc;
 
     fn limit(l: usize) -> impl FnMut(usize) -> Result<f64, ()> {
         move |n| {
@@ -598,11 +471,12 @@ mod tests {
             "h",
             true,
         ));
+        let mut driver = Driver::Local { pool, mix };
         let mut cfg = LoadConfig::new(addr, 1, Duration::from_millis(800));
         cfg.warmup = Duration::from_millis(200);
         cfg.conn_bits_per_s = Some(400_000.0);
         let r = search(2, 64, 0.95, |n| {
-            conforming_fraction(&pool, &cfg, &mix, n, 320_000.0).map(|(f, _)| f)
+            driven_fraction(&mut driver, &cfg, n, 320_000.0).map(|(f, _)| f)
         })
         .unwrap();
         stop.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -442,39 +442,26 @@ impl RealServer {
         root: &Path,
         cpus: &[u32],
     ) -> Result<RealServer, ServerError> {
-        if cmd.trim().is_empty() {
-            return Err(ServerError::NoCommand);
-        }
-        if port == 0 && !cmd.contains("{port}") {
-            return Err(ServerError::NoPort {
-                cmd: cmd.to_string(),
-            });
-        }
-        open_up(root)?;
-        let dir = tempdir()?;
-        let port = if port == 0 { free_port()? } else { port };
-        let text = cmd
-            .replace("{port}", &port.to_string())
-            .replace("{root}", &root.display().to_string());
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c").arg(format!("exec {text}")).current_dir(root);
-        start(
-            c,
-            dir,
-            probe_addr(LOOPBACK, port),
-            cpus,
-            "your server",
-            probe,
-        )
+        RealServer::custom_in(cmd, port, Some(root), cpus, probe)
     }
-}
 
-impl RealServer {
     /// The user's own server of any protocol (`smtlab advise --server CMD --client
     /// CMD`: a database and its load tool): `cmd` run by `sh` on `cpus` in a scratch
     /// directory of its own, `{port}` filled in (a free port when `port` is 0), ready
     /// when its port accepts a TCP connection.
     pub fn custom_tcp(cmd: &str, port: u16, cpus: &[u32]) -> Result<RealServer, ServerError> {
+        RealServer::custom_in(cmd, port, None, cpus, accepts)
+    }
+
+    /// `cmd` run by `sh` on `cpus` in `root` (`None`: its scratch directory), `{port}`
+    /// and `{root}` filled in, up when `ready` says so.
+    fn custom_in(
+        cmd: &str,
+        port: u16,
+        root: Option<&Path>,
+        cpus: &[u32],
+        ready: fn(SocketAddr) -> bool,
+    ) -> Result<RealServer, ServerError> {
         if cmd.trim().is_empty() {
             return Err(ServerError::NoCommand);
         }
@@ -483,21 +470,21 @@ impl RealServer {
                 cmd: cmd.to_string(),
             });
         }
-        let dir = tempdir()?;
+        if let Some(root) = root {
+            open_up(root)?;
+        }
+        let scratch = tempdir()?;
         let port = if port == 0 { free_port()? } else { port };
-        let text = cmd.replace("{port}", &port.to_string());
+        let mut text = cmd.replace("{port}", &port.to_string());
+        if let Some(root) = root {
+            text = text.replace("{root}", &root.display().to_string());
+        }
         let mut c = Command::new("/bin/sh");
         c.arg("-c")
             .arg(format!("exec {text}"))
-            .current_dir(dir.path());
-        start(
-            c,
-            dir,
-            probe_addr(LOOPBACK, port),
-            cpus,
-            "your server",
-            accepts,
-        )
+            .current_dir(root.unwrap_or(scratch.path()));
+        let addr = probe_addr(LOOPBACK, port);
+        start(c, scratch, addr, cpus, "your server", ready)
     }
 }
 

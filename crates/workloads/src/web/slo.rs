@@ -22,7 +22,6 @@
 //! sample carries each agent's requests per second over the search.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::params::declare as p;
@@ -31,9 +30,8 @@ use smtlab_loadgen::{LoadConfig, LoadReport};
 use smtlab_model::slo::Slo;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
-use super::capacity::{bad, search, step_seconds};
-use super::fileset::FileSet;
-use super::{AgentTally, Custom, Driver, Running};
+use super::capacity::{search, step_seconds};
+use super::{AgentTally, Custom, Loaded, Served};
 
 const NAME: &str = "web-slo";
 /// The search's rate unit: rates are multiples of it.
@@ -148,16 +146,17 @@ impl Benchmark for WebSlo {
         let prm = ctx.params;
         let server = prm.get_str("server")?.to_string();
         let text = prm.get_str("slo")?;
-        let slo = Slo::parse(text).map_err(|_| bad("slo", text, "pNN=TIME, e.g. p99=5ms"))?;
+        let slo = Slo::parse(text)
+            .map_err(|_| crate::bad_param("slo", text, "pNN=TIME, e.g. p99=5ms"))?;
         let dataset = prm.get_bytes("dataset")?;
         let step = step_seconds(prm)?;
         let conns = prm.get_u64("conns")? as usize;
         if !(1..=10_000).contains(&conns) {
-            return Err(bad("conns", conns, "1 to 10000"));
+            return Err(crate::bad_param("conns", conns, "1 to 10000"));
         }
         let max_rate = prm.get_f64("max_rate")?;
         if !(START_PER_S..=10_000_000.0).contains(&max_rate) {
-            return Err(bad(
+            return Err(crate::bad_param(
                 "max_rate",
                 max_rate,
                 "400 to 10000000 requests per second",
@@ -165,7 +164,7 @@ impl Benchmark for WebSlo {
         }
         let rate = prm.get_f64(smtlab_model::metrics::web::RATE_PARAM)?;
         if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
-            return Err(bad(
+            return Err(crate::bad_param(
                 smtlab_model::metrics::web::RATE_PARAM,
                 rate,
                 "0 (search) or 1 to 10000000 requests per second",
@@ -174,52 +173,24 @@ impl Benchmark for WebSlo {
         let port = prm.get_u64("port")?;
         let custom = Custom {
             cmd: prm.get_str("cmd")?.to_string(),
-            port: u16::try_from(port)
-                .map_err(|_| bad("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)"))?,
+            port: u16::try_from(port).map_err(|_| {
+                crate::bad_param("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)")
+            })?,
             nginx: String::new(),
             apache: String::new(),
         };
         let client = ctx.client_side(NAME)?;
-        let (set, running, driver, addr) = if let Some(agents) = client.remote_clients() {
-            // Load from agents on other hosts: the server listens where they reach it.
-            super::remote_server_ok(NAME, &server)?;
-            let (remote, opts) = super::connect_agents(NAME, agents)?;
-            let set = super::warm_file_set(NAME, dataset)?;
-            let running =
-                super::start_server_with(&server, &set, &ctx.placement.cpus, opts, &custom)
-                    .map_err(|e| super::unsupported(NAME, e.to_string()))?;
-            let (specs, weights) = set.requests();
-            let addr = super::remote_target(&running);
-            let driver = Driver::Remote {
-                remote,
-                specs,
-                weights,
-            };
-            (set, running, driver, addr)
-        } else {
-            let (set, pool) = super::files_and_clients(NAME, client, dataset, client.cpus().len())?;
-            // The server starts last, after the counters were opened (by the runner,
-            // before prepare), so they count its threads and processes.
-            let (running, mix) =
-                super::serve_files(NAME, &server, &set, &ctx.placement.cpus, &custom, true)?;
-            let addr = running.addr();
-            let driver = Driver::Local {
-                pool,
-                mix: Arc::new(mix),
-            };
-            (set, running, driver, addr)
-        };
-        let mut cfg = LoadConfig::new(addr, conns, Duration::from_secs_f64(step));
+        let threads = client.cpus().len();
+        let served = super::serve(ctx, NAME, &server, &custom, dataset, threads, true, false)?;
+        let mut cfg = LoadConfig::new(served.addr, conns, Duration::from_secs_f64(step));
         cfg.warmup = Duration::from_secs_f64(step / 4.0);
         // Agents: 0, one thread per agent CPU.
-        cfg.threads = driver.threads().min(conns);
+        cfg.threads = served.driver.threads().min(conns);
         cfg.keep_alive = true;
         cfg.timeout = Duration::from_secs(10);
         Ok(Box::new(SloInstance {
             cfg,
-            driver,
-            running: Some(running),
-            _set: set,
+            served,
             slo,
             max_units: (max_rate / RATE_UNIT_PER_S) as usize,
             rate: (rate > 0.0).then_some(rate),
@@ -230,9 +201,7 @@ impl Benchmark for WebSlo {
 
 struct SloInstance {
     cfg: LoadConfig,
-    driver: Driver,
-    running: Option<Running>,
-    _set: FileSet,
+    served: Served,
     slo: Slo,
     max_units: usize,
     /// One open-loop step at this rate instead of the search.
@@ -240,23 +209,24 @@ struct SloInstance {
     seed: u64,
 }
 
-impl Drop for SloInstance {
-    fn drop(&mut self) {
-        self.running.take();
-    }
-}
-
 impl SloInstance {
-    /// One open-loop step at `rate`: its latency figures, the value the rate served.
-    fn one_step(&mut self, rate: f64) -> Result<RawSample, BenchError> {
+    /// One open-loop load at `rate` with `seed`: its settings and what it counted.
+    fn open_loop(&mut self, rate: f64, seed: u64) -> Result<(LoadConfig, Loaded), BenchError> {
         let mut cfg = self.cfg.clone();
         cfg.rate_per_s = Some(rate);
+        cfg.seed = seed;
+        let loaded = self
+            .served
+            .driver
+            .run(&cfg)
+            .map_err(|reason| crate::check_err(NAME, reason))?;
+        Ok((cfg, loaded))
+    }
+
+    /// One open-loop step at `rate`: its latency figures, the value the rate served.
+    fn one_step(&mut self, rate: f64) -> Result<RawSample, BenchError> {
         self.seed += 1;
-        cfg.seed = self.seed;
-        let loaded = self.driver.run(&cfg).map_err(|reason| BenchError::Check {
-            bench: NAME.into(),
-            reason,
-        })?;
+        let (cfg, loaded) = self.open_loop(rate, self.seed)?;
         let r = loaded.report();
         let mut s = super::open_loop_sample(rate, &cfg, r);
         // The value is requests per second served (req/s, as the capacity is).
@@ -279,13 +249,7 @@ impl Instance for SloInstance {
         let start = (START_PER_S / RATE_UNIT_PER_S) as usize;
         let result = search(start, self.max_units, 1.0, |units| {
             let rate = units as f64 * RATE_UNIT_PER_S;
-            let mut cfg = self.cfg.clone();
-            cfg.rate_per_s = Some(rate);
-            cfg.seed = units as u64;
-            let loaded = self.driver.run(&cfg).map_err(|reason| BenchError::Check {
-                bench: NAME.into(),
-                reason,
-            })?;
+            let (_, loaded) = self.open_loop(rate, units as u64)?;
             let r = loaded.tallied(&mut tally);
             errors += r.error_count();
             if first.is_none() {
@@ -303,13 +267,13 @@ impl Instance for SloInstance {
         })?;
         let elapsed_ns = started.elapsed().as_nanos().max(1) as u64;
         if result.capacity == 0 {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(crate::check_err(
+                NAME,
+                format!(
                     "even {START_PER_S} requests/s missed the target: {}",
                     first.unwrap_or_default()
                 ),
-            });
+            ));
         }
         let capacity = result.capacity as f64 * RATE_UNIT_PER_S;
         let mut metrics = BTreeMap::new();
@@ -321,7 +285,7 @@ impl Instance for SloInstance {
         metrics.insert("steps".into(), result.curve.len() as f64);
         metrics.insert("errors".into(), errors as f64);
         metrics.insert("slo_ns".into(), self.slo.max_ns as f64);
-        if let Some(remote) = self.driver.remote() {
+        if let Some(remote) = self.served.driver.remote() {
             tally.insert_into(remote, &mut metrics);
         }
         let mut series = BTreeMap::new();
