@@ -20,6 +20,7 @@ use smtlab_model::{RunMeta, RunResults};
 use maud::{Markup, PreEscaped, html};
 
 use crate::compare::{CompareRow, Comparison, GroupMean};
+use crate::compare_up::UpKernelRow;
 use crate::fmt::{esc, params, pct, shorten, times};
 use crate::html::BR;
 use crate::units::Column;
@@ -108,7 +109,7 @@ fn row_label(r: &CompareRow, all: &[CompareRow]) -> String {
 /// The row's corrected verdict as a colour class: better or worse only where
 /// [`compare()`] calls B faster or slower (interval and the correction for the number
 /// of rows agree).
-fn verdict(r: &CompareRow, _ci: Option<(f64, f64)>) -> &'static str {
+fn verdict(r: &CompareRow) -> &'static str {
     match r.significance {
         Some(Significance::Faster) => "better",
         Some(Significance::Slower) => "worse",
@@ -283,7 +284,7 @@ fn bar(s: &mut String, scale: &Scale, y: f64, label: &str, r: &CompareRow, ci: O
         );
         return;
     };
-    let col = colour(verdict(r, ci));
+    let col = colour(verdict(r));
     // A bar beyond the range (past 8x) stops at the plot's edge with an arrow, so it
     // never runs into the labels; its figure is written beside it as for every bar.
     let vc = v.clamp((-m).exp(), m.exp());
@@ -536,18 +537,12 @@ fn up_kernel(c: &Comparison) -> Markup {
                         th { "benchmark" } th { "params" } th { "unit" } th { "placement" }
                         th { "mean" } th { "over " (UP_KERNEL_NAME) }
                     }
-                    @for r in &c.up_kernel {
-                        tr class="group" {
-                            td { (r.benchmark) } td { code { (params(&r.params)) } } td { (r.unit) }
-                            td { (UP_KERNEL_NAME) " (" (r.up_kernel_in.letter()) ")" }
-                            td class="num" { (crate::fmt::num(r.up_kernel)) } td {}
-                        }
-                        @for pair in &r.beside {
-                            tr {
-                                td {} td {} td {} td { (pair.placement) }
-                                td class="num" { (crate::fmt::num(pair.value)) }
-                                td class="num" { (pair.verdict.as_ref().map_or("-".into(), crate::fmt::verdict)) }
-                            }
+                    @for [bench, params, unit, placement, mean, over] in c.up_kernel.iter().flat_map(UpKernelRow::lines) {
+                        // Each workload's first line (its benchmark named) is its `1t-up-kernel` cell.
+                        tr class=[(!bench.is_empty()).then_some("group")] {
+                            td { (bench) } td { @if !bench.is_empty() { code { (params) } } } td { (unit) }
+                            td { (placement) } td class="num" { (mean) }
+                            @if over.is_empty() { td {} } @else { td class="num" { (over) } }
                         }
                     }
                 }
@@ -622,7 +617,7 @@ fn geomean_row(g: &GroupMean) -> Markup {
 
 /// One row of the speed-up table.
 fn speedup_row(r: &CompareRow, ci: Option<(f64, f64)>, col: &Column) -> Markup {
-    let v = verdict(r, ci);
+    let v = verdict(r);
     html! {
         tr {
             td { (r.benchmark) }
@@ -693,6 +688,19 @@ fn md(s: &str) -> String {
         .replace('\n', " ")
 }
 
+/// A Markdown table row of `cells`, each escaped; an empty cell stays `| |`.
+fn md_row<S: AsRef<str>>(cells: impl IntoIterator<Item = S>) -> String {
+    let mut row = String::from("|");
+    for c in cells {
+        match md(c.as_ref()) {
+            c if c.is_empty() => row.push_str(" |"),
+            c => row.push_str(&format!(" {c} |")),
+        }
+    }
+    row.push('\n');
+    row
+}
+
 /// [`up_kernel`] as a Markdown table; empty without rows.
 fn up_kernel_markdown(c: &Comparison) -> String {
     use smtlab_model::placement::UP_KERNEL_NAME;
@@ -704,28 +712,10 @@ fn up_kernel_markdown(c: &Comparison) -> String {
          kernel's `{UP_KERNEL_NAME}` (above 1 = better, 95% interval within the two runs).\n\n\
          | benchmark | params | placement | mean | over {UP_KERNEL_NAME} |\n|---|---|---|--:|--:|\n"
     );
-    for r in &c.up_kernel {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {UP_KERNEL_NAME} ({}) | {} | |",
-            md(&r.benchmark),
-            md(&params(&r.params)),
-            r.up_kernel_in.letter(),
-            md(&crate::fmt::num(r.up_kernel))
-        );
-        for pair in &r.beside {
-            let v = pair
-                .verdict
-                .as_ref()
-                .map_or("-".into(), crate::fmt::verdict);
-            let _ = writeln!(
-                out,
-                "| | | {} | {} | {} |",
-                md(&pair.placement),
-                md(&crate::fmt::num(pair.value)),
-                md(&v)
-            );
-        }
+    for [bench, params, _unit, placement, mean, over] in
+        c.up_kernel.iter().flat_map(UpKernelRow::lines)
+    {
+        out.push_str(&md_row([bench, params, placement, mean, over]));
     }
     out
 }
@@ -744,7 +734,7 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
     if !diffs.is_empty() {
         out.push_str("| differs | A | B |\n|---|---|---|\n");
         for ((k, x), (_, y)) in diffs {
-            let _ = writeln!(out, "| {} | {} | {} |", md(k), md(x), md(y));
+            out.push_str(&md_row([*k, x, y]));
         }
         out.push('\n');
     }
@@ -762,34 +752,26 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
         for r in c.rows.iter().filter(|r| r.group == g.group) {
             let col = &cols[&(r.benchmark.clone(), r.unit.clone())];
             let ci = speedup_interval(r);
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                md(&r.group),
-                md(&r.benchmark),
-                md(&params(&r.params)),
-                md(&r.placement),
-                md(&col.with_unit(r.a)),
-                md(&col.with_unit(r.b)),
-                r.speedup.map(pct).unwrap_or_else(|| "-".into()),
-                ci.map(|(lo, hi)| format!("[{}, {}]", times(lo), times(hi)))
-                    .unwrap_or_else(|| "-".into()),
-                md(&significant_words(r).replace("- (n < 2)", "-"))
-            );
+            let dash = || "-".to_string();
+            out.push_str(&md_row([
+                r.group.clone(),
+                r.benchmark.clone(),
+                params(&r.params),
+                r.placement.clone(),
+                col.with_unit(r.a),
+                col.with_unit(r.b),
+                r.speedup.map_or_else(dash, pct),
+                ci.map_or_else(dash, |(lo, hi)| format!("[{}, {}]", times(lo), times(hi))),
+                significant_words(r).replace("- (n < 2)", "-"),
+            ]));
         }
     }
     out.push_str(
         "\n| geometric mean | rows | unsteady (left out) | speed-up [95% interval] |\n|---|--:|--:|--:|\n",
     );
     for g in c.groups.iter().chain([&c.overall]) {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} |",
-            md(&g.group),
-            g.rows,
-            g.unsteady,
-            md(&geomean_text(g))
-        );
+        let (rows, unsteady) = (g.rows.to_string(), g.unsteady.to_string());
+        out.push_str(&md_row([&g.group, &rows, &unsteady, &geomean_text(g)]));
     }
     let _ = writeln!(out, "\n**Overall: {}**", md(&c.overall.headline()));
     if let Some(l) = crate::compare::scatter_line(c) {

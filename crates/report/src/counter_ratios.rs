@@ -92,21 +92,16 @@ struct Def {
 /// The ratios in report order: CPI, IPC, the five miss rates, branch mispredictions.
 fn defs() -> Vec<Def> {
     use CounterEvent as E;
+    let def = |key, label, kind, num, den| Def {
+        key,
+        label,
+        kind,
+        num,
+        den,
+    };
     let mut out = vec![
-        Def {
-            key: "cpi",
-            label: "CPI",
-            kind: RatioKind::Plain,
-            num: E::Cycles,
-            den: E::Instructions,
-        },
-        Def {
-            key: "ipc",
-            label: "IPC",
-            kind: RatioKind::Plain,
-            num: E::Instructions,
-            den: E::Cycles,
-        },
+        def("cpi", "CPI", RatioKind::Plain, E::Cycles, E::Instructions),
+        def("ipc", "IPC", RatioKind::Plain, E::Instructions, E::Cycles),
     ];
     for (p, key, label) in [
         (&MISS_PAIRS[1], "l1i_miss_rate", "L1I miss rate"),
@@ -115,21 +110,16 @@ fn defs() -> Vec<Def> {
         (&MISS_PAIRS[4], "itlb_miss_rate", "iTLB miss rate"),
         (&MISS_PAIRS[3], "dtlb_miss_rate", "dTLB miss rate"),
     ] {
-        out.push(Def {
-            key,
-            label,
-            kind: RatioKind::Share,
-            num: p.misses,
-            den: p.accesses,
-        });
+        out.push(def(key, label, RatioKind::Share, p.misses, p.accesses));
     }
-    out.push(Def {
-        key: "branch_miss_rate",
-        label: "branch misprediction rate",
-        kind: RatioKind::Share,
-        num: E::BranchMisses,
-        den: E::Branches,
-    });
+    let branches = ("branch_miss_rate", "branch misprediction rate");
+    out.push(def(
+        branches.0,
+        branches.1,
+        RatioKind::Share,
+        E::BranchMisses,
+        E::Branches,
+    ));
     out
 }
 
@@ -242,11 +232,9 @@ fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut O
     let all = CountMode::All;
     for d in defs() {
         match ratio(v, d.num, d.den, all) {
-            Some(x) => ratios.push(RatioValue {
-                key: d.key.into(),
-                label: d.label.into(),
+            Some(value) => ratios.push(RatioValue {
                 kind: d.kind,
-                value: x,
+                ..plain(d.key.into(), d.label.into(), value)
             }),
             None => {
                 let missing: Vec<CounterEvent> = [d.num, d.den]
@@ -280,11 +268,14 @@ fn mode_and_level_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
     // SMT-aware: the share of the core's time both threads ran (Intel).
     let core_ref = v.named_value("core-ref-clocks").filter(|c| *c > 0.0);
     if let (Some(one), Some(core)) = (v.named_value("one-thread-active"), core_ref) {
+        let share = plain(
+            "smt_2t_share".into(),
+            "time both SMT threads ran".into(),
+            1.0 - one / core,
+        );
         ratios.push(RatioValue {
-            key: "smt_2t_share".into(),
-            label: "time both SMT threads ran".into(),
             kind: RatioKind::Share,
-            value: 1.0 - one / core,
+            ..share
         });
     }
     let uops = v.named_value("uops-retired").filter(|u| *u > 0.0);
@@ -386,20 +377,13 @@ fn omitted_text(lines: OmittedLines) -> Vec<String> {
     lines
         .into_iter()
         .map(|(reason, labels, names)| {
-            if names.is_empty() {
-                format!("{} not shown: {reason}", labels.join(", "))
-            } else if reason.is_empty() {
-                format!(
-                    "{} not shown: {} not counted",
-                    labels.join(", "),
-                    names.join(", ")
-                )
-            } else {
-                format!(
-                    "{} not shown: {} not counted ({reason})",
-                    labels.join(", "),
-                    names.join(", ")
-                )
+            let labels = labels.join(", ");
+            match (names.join(", "), reason) {
+                (names, reason) if names.is_empty() => format!("{labels} not shown: {reason}"),
+                (names, reason) if reason.is_empty() => {
+                    format!("{labels} not shown: {names} not counted")
+                }
+                (names, reason) => format!("{labels} not shown: {names} not counted ({reason})"),
             }
         })
         .collect()
@@ -443,14 +427,15 @@ fn asked_for_dram(v: &CounterValues) -> bool {
 /// missing hardware counters already said it.
 pub fn terminal_parts(c: &CellCounters, latencies: &Latencies) -> Vec<String> {
     let mut r = cell_ratios(c, latencies);
-    r.ratios.retain(|x| {
-        x.key != "cpi"
-            && x.key != "ipc"
-            && x.key != "llc_mpki"
-            && x.key != "branch_mpki"
-            && x.key != "cpu_ns_per_unit"
-            && x.key != "instructions_per_unit"
-    });
+    let shown = [
+        "cpi",
+        "ipc",
+        "llc_mpki",
+        "branch_mpki",
+        "cpu_ns_per_unit",
+        "instructions_per_unit",
+    ];
+    r.ratios.retain(|x| !shown.contains(&x.key.as_str()));
     if c.hardware_unavailable.is_some() {
         // The note about missing hardware counters, and the one about each event that
         // could not be counted, already said why.
