@@ -108,20 +108,6 @@ fn mark(says: Says) -> &'static str {
     }
 }
 
-/// `t` fitted to `width` less an indent of two spaces, each line indented.
-fn indented(t: &crate::table::Table, width: usize) -> String {
-    let mut out = String::new();
-    for line in t
-        .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
-        .lines()
-    {
-        out.push_str("  ");
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 /// The terminal summary: per workload the answer, why, then each figure (its interval,
 /// which way it points, `*` where the answer rests on it), fitted to `width`.
 pub fn text(advice: &[Advice], width: usize) -> String {
@@ -159,7 +145,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             );
         }
         if !a.reasons.is_empty() {
-            out.push_str(&indented(&t, width));
+            out.push_str(&t.indented(width));
         }
         for s in &a.latency_sweeps {
             out.push_str(&crate::table::wrap(
@@ -170,7 +156,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             for r in sweep_rows(s) {
                 t.row(r);
             }
-            out.push_str(&indented(&t, width));
+            out.push_str(&t.indented(width));
         }
     }
     out
