@@ -174,21 +174,62 @@ fn phase_cells(name: &str, ph: &PhaseTimes) -> Markup {
     }
 }
 
-fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+/// A counted cell with one of its traced parts.
+type With<'a, T> = Vec<(&'a CellRecord, &'a CellCounters, &'a T)>;
+
+/// The cells that hold a part (`part`), or else the heading `head` with why none does:
+/// the first reason a cell gives (`unavailable`), else `none`.
+fn with_part<'a, T>(
+    cells: &[(&'a CellRecord, &'a CellCounters)],
+    head: &Markup,
+    part: impl Fn(&'a CellCounters) -> Option<&'a T>,
+    unavailable: impl Fn(&'a CellCounters) -> Option<&'a String>,
+    none: &str,
+) -> Result<With<'a, T>, Markup> {
+    let with: With<'a, T> = cells
+        .iter()
+        .filter_map(|&(c, k)| Some((c, k, part(k)?)))
+        .collect();
+    if with.is_empty() {
+        let why = cells
+            .iter()
+            .find_map(|(_, k)| unavailable(k))
+            .map_or(none, String::as_str);
+        return Err(html! { (head) p { "Not measured: " (why) "." } });
+    }
+    Ok(with)
+}
+
+/// The row that says a cell's trace lost records, where it did.
+fn lost_row(c: &CellRecord, lost_records: u64) -> Markup {
+    html! {
+        @if lost_records > 0 {
+            tr {
+                td { (label(c)) }
+                td colspan="6" class="bad" { (lost_records) " trace records lost: counts are lower bounds" }
+            }
+        }
+    }
+}
+
+fn os_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head = html! {
         h3 {
             "OS time of the placement's CPUs (the user/kernel/idle breakdown of Redstone et \
              al., ASPLOS 2000)"
         }
     };
-    let with: Vec<_> = cells.iter().filter(|(_, k)| k.os_time.is_some()).collect();
-    if with.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.os_time_unavailable.clone())
-            .unwrap_or_else(|| "not sampled".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
+    let part = |k: &'a CellCounters| k.os_time.as_ref();
+    let with = match with_part(
+        cells,
+        &head,
+        part,
+        |k| k.os_time_unavailable.as_ref(),
+        "not sampled",
+    ) {
+        Ok(with) => with,
+        Err(none) => return none,
+    };
     html! {
         (head)
         p {
@@ -210,8 +251,8 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 @for (name, _) in PARTS { th { (name) } }
                 th {}
             }
-            @for (c, k) in &with {
-                @if let (Some(series), Some(ph)) = (&k.os_time, k.os_phases()) {
+            @for (c, k, series) in &with {
+                @if let Some(ph) = k.os_phases() {
                     // A cell shorter than one sampling interval has no interval of its own
                     // in one of the phases: then only the whole cell is shown, not a
                     // mislabelled phase.
@@ -234,25 +275,26 @@ fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 }
             }
         }
-        @for (c, k) in &with {
-            @if let Some(series) = &k.os_time {
-                h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
-                (PreEscaped(time_series_chart(series, k.steady_from_ns)))
-            }
+        @for (c, k, series) in &with {
+            h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
+            (PreEscaped(time_series_chart(series, k.steady_from_ns)))
         }
     }
 }
 
-fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+fn syscalls<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head = html! { h3 { "Kernel time by system call (Redstone et al., ASPLOS 2000)" } };
-    let traced: Vec<_> = cells.iter().filter(|(_, k)| k.syscalls.is_some()).collect();
-    if traced.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.syscalls_unavailable.clone())
-            .unwrap_or_else(|| "not traced".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
+    let part = |k: &'a CellCounters| k.syscalls.as_ref();
+    let traced = match with_part(
+        cells,
+        &head,
+        part,
+        |k| k.syscalls_unavailable.as_ref(),
+        "not traced",
+    ) {
+        Ok(traced) => traced,
+        Err(none) => return none,
+    };
     html! {
         (head)
         p {
@@ -268,49 +310,31 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 th { "cell" } th { "traced over" } th { "group" } th { "calls" }
                 th { "CPU time" } th { "wall time" } th { "top calls (CPU / wall)" }
             }
-            @for (c, k) in traced {
-                @if let Some(s) = &k.syscalls {
-                    @let groups = s.by_group();
-                    @if groups.is_empty() {
+            @for (c, k, s) in traced {
+                @let groups = s.by_group();
+                @if groups.is_empty() {
+                    tr { td { (label(c)) } td colspan="6" class="muted" { "no system call traced" } }
+                } @else {
+                    @for g in groups {
+                        @let top: Vec<String> = s.syscalls.iter().filter(|x| x.group == g.group).take(3)
+                            .map(|x| format!(
+                                "{} {} / {}",
+                                x.label(),
+                                x.cpu_ns.map_or("-".to_string(), |c| duration_ns(c as f64)),
+                                duration_ns(x.wall_ns as f64)
+                            ))
+                            .collect();
                         tr {
                             td { (label(c)) }
-                            td colspan="6" class="muted" { "no system call traced" }
-                        }
-                    } @else {
-                        @for g in groups {
-                            @let top: Vec<String> = s
-                                .syscalls
-                                .iter()
-                                .filter(|x| x.group == g.group)
-                                .take(3)
-                                .map(|x| format!(
-                                    "{} {} / {}",
-                                    x.label(),
-                                    x.cpu_ns.map_or("-".to_string(), |c| duration_ns(c as f64)),
-                                    duration_ns(x.wall_ns as f64)
-                                ))
-                                .collect();
-                            tr {
-                                td { (label(c)) }
-                                td { (k.syscalls_window.as_deref().unwrap_or("-")) }
-                                td { (g.group) }
-                                td class="num" { (g.calls) }
-                                td class="num" {
-                                    (opt(g.cpu_ns.map(|c| c as f64), duration_ns))
-                                }
-                                td class="num" { (duration_ns(g.wall_ns as f64)) }
-                                td { (top.join(", ")) }
-                            }
-                        }
-                        @if s.lost_records > 0 {
-                            tr {
-                                td { (label(c)) }
-                                td colspan="6" class="bad" {
-                                    (s.lost_records) " trace records lost: counts are lower bounds"
-                                }
-                            }
+                            td { (k.syscalls_window.as_deref().unwrap_or("-")) }
+                            td { (g.group) }
+                            td class="num" { (g.calls) }
+                            td class="num" { (opt(g.cpu_ns.map(|c| c as f64), duration_ns)) }
+                            td class="num" { (duration_ns(g.wall_ns as f64)) }
+                            td { (top.join(", ")) }
                         }
                     }
+                    (lost_row(c, s.lost_records))
                 }
             }
         }
@@ -321,20 +345,15 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
 /// of the traced tasks over
 /// the extra sample, CPU and wall time and the share of their CPU time; one line where
 /// it was not traced.
-fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+fn kernel_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     use smtlab_model::counters::kernel_time::KernelCause;
     let head = html! { h3 { "Kernel time by cause: page faults, lock waits and TLB shootdowns" } };
-    let traced: Vec<_> = cells
-        .iter()
-        .filter_map(|(c, k)| Some((c, k, k.kernel_time.as_ref()?)))
-        .collect();
-    if traced.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.kernel_time_unavailable.clone())
-            .unwrap_or_else(|| "not traced".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
+    let part = |k: &'a CellCounters| k.kernel_time.as_ref();
+    let unavailable = |k: &'a CellCounters| k.kernel_time_unavailable.as_ref();
+    let traced = match with_part(cells, &head, part, unavailable, "not traced") {
+        Ok(traced) => traced,
+        Err(none) => return none,
+    };
     html! {
         (head)
         p {
@@ -368,14 +387,7 @@ fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 @for u in &p.unavailable {
                     tr { td { (label(c)) } td colspan="6" class="muted" { "not traced: " (u) } }
                 }
-                @if p.lost_records > 0 {
-                    tr {
-                        td { (label(c)) }
-                        td colspan="6" class="bad" {
-                            (p.lost_records) " trace records lost: counts are lower bounds"
-                        }
-                    }
-                }
+                (lost_row(c, p.lost_records))
             }
         }
         @if traced.iter().any(|(_, _, p)| p.find(KernelCause::LockWait).is_none() && p.unavailable.is_empty()) {
@@ -386,17 +398,20 @@ fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
 
 /// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
 /// extra sample as the system calls; one line where it was not traced.
-fn irqs(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+fn irqs<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head =
         html! { h3 { "Interrupt time by vector (hard interrupts, system vectors, softirqs)" } };
-    let traced: Vec<_> = cells.iter().filter(|(_, k)| k.irqs.is_some()).collect();
-    if traced.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.irqs_unavailable.clone())
-            .unwrap_or_else(|| "not traced".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
+    let part = |k: &'a CellCounters| k.irqs.as_ref();
+    let traced = match with_part(
+        cells,
+        &head,
+        part,
+        |k| k.irqs_unavailable.as_ref(),
+        "not traced",
+    ) {
+        Ok(traced) => traced,
+        Err(none) => return none,
+    };
     html! {
         (head)
         p {
@@ -410,36 +425,22 @@ fn irqs(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                 th { "cell" } th { "CPUs" } th { "kind" } th { "vector" } th { "count" }
                 th { "CPU time" } th { "share" }
             }
-            @for (c, k) in traced {
-                @if let Some(p) = &k.irqs {
-                    @if p.stats.is_empty() {
-                        tr {
-                            td { (label(c)) }
-                            td colspan="6" class="muted" { "no interrupt traced" }
-                        }
-                    }
-                    @for s in p.stats.iter().take(8) {
-                        tr {
-                            td { (label(c)) }
-                            td { code { (p.cpus.to_list_string()) } }
-                            td { (s.kind) }
-                            td { (s.label()) }
-                            td class="num" { (s.count) }
-                            td class="num" { (duration_ns(s.cpu_ns as f64)) }
-                            td class="num" {
-                                (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x)))
-                            }
-                        }
-                    }
-                    @if p.lost_records > 0 {
-                        tr {
-                            td { (label(c)) }
-                            td colspan="6" class="bad" {
-                                (p.lost_records) " trace records lost: counts are lower bounds"
-                            }
-                        }
+            @for (c, _, p) in traced {
+                @if p.stats.is_empty() {
+                    tr { td { (label(c)) } td colspan="6" class="muted" { "no interrupt traced" } }
+                }
+                @for s in p.stats.iter().take(8) {
+                    tr {
+                        td { (label(c)) }
+                        td { code { (p.cpus.to_list_string()) } }
+                        td { (s.kind) }
+                        td { (s.label()) }
+                        td class="num" { (s.count) }
+                        td class="num" { (duration_ns(s.cpu_ns as f64)) }
+                        td class="num" { (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x))) }
                     }
                 }
+                (lost_row(c, p.lost_records))
             }
         }
     }
@@ -455,37 +456,25 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     if cells.is_empty() {
         return Err("not recorded (use --counters)".into());
     }
-    let mut notes: Vec<&str> = Vec::new();
+    // Each distinct note and counting window once, in order.
+    let (mut notes, mut windows): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
     for (_, k) in &cells {
-        if let Some(h) = &k.hardware_unavailable
-            && !notes.contains(&h.as_str())
-        {
-            notes.push(h);
-        }
-    }
-    let mut windows: Vec<&str> = Vec::new();
-    for (_, k) in &cells {
-        if !windows.contains(&k.window.as_str()) {
-            windows.push(&k.window);
+        for (list, item) in [
+            (&mut notes, k.hardware_unavailable.as_deref()),
+            (&mut windows, Some(&k.window)),
+        ] {
+            if let Some(item) = item.filter(|i| !list.contains(i)) {
+                list.push(item);
+            }
         }
     }
     let hardware = cells.iter().any(|(_, k)| k.has_hardware());
     // One unit and one number of decimals down each time column.
     let heads: Vec<Headline> = cells.iter().map(|(_, k)| Headline::of(k)).collect();
-    let clock_col = Column::for_values(
-        "ns",
-        &heads
-            .iter()
-            .filter_map(|h| h.task_clock_ns)
-            .collect::<Vec<_>>(),
-    );
-    let cpu_col = Column::for_values(
-        "ns",
-        &heads
-            .iter()
-            .filter_map(|h| h.cpu_ns_per_unit)
-            .collect::<Vec<_>>(),
-    );
+    let column = |f: fn(&Headline) -> Option<f64>| {
+        Column::for_values("ns", &heads.iter().filter_map(f).collect::<Vec<_>>())
+    };
+    let (clock_col, cpu_col) = (column(|h| h.task_clock_ns), column(|h| h.cpu_ns_per_unit));
     let section = html! {
         section id="counters" {
             h2 { "Performance counters and OS time" }

@@ -21,6 +21,7 @@ use maud::{PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
+use crate::html::scaling::headline;
 use crate::svg::{self, Dist, LineOptions, Point, Scale, Series};
 use crate::units::{Column, scaled, size};
 
@@ -84,20 +85,6 @@ pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
             (sizes.len() >= 3).then_some((k, cs))
         })
         .collect()
-}
-
-/// The value a cell is drawn by, with its error bar (mean and 95% CI when higher is
-/// better, median and p25-p75 when lower is).
-fn headline(c: &CellRecord) -> (f64, f64, f64) {
-    let s = &c.result.summary;
-    match c.direction {
-        Direction::Higher => (
-            s.mean,
-            s.mean - s.ci95_half_width,
-            s.mean + s.ci95_half_width,
-        ),
-        Direction::Lower => (s.median, s.p25, s.p75),
-    }
 }
 
 /// One line per cache level and type with a known size: `L1d 32 KiB`, `L2 1 MiB`,

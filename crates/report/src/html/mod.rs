@@ -23,7 +23,7 @@ use smtlab_model::{RunResults, RunStatus};
 use crate::fmt::utc;
 
 pub(crate) mod machine;
-mod scaling;
+pub(crate) mod scaling;
 mod tables;
 mod yields;
 
