@@ -177,27 +177,25 @@ fn phase_cells(name: &str, ph: &PhaseTimes) -> Markup {
 /// A counted cell with one of its traced parts.
 type With<'a, T> = Vec<(&'a CellRecord, &'a CellCounters, &'a T)>;
 
-/// The cells that hold a part (`part`), or else the heading `head` with why none does:
-/// the first reason a cell gives (`unavailable`), else `none`.
-fn with_part<'a, T>(
+/// A traced part's heading `head`, then `body` of the cells that hold the part (the
+/// first of `part`'s pair), or else why none does: the first reason a cell gives (the
+/// second), else `none`.
+fn traced<'a, T: 'a>(
     cells: &[(&'a CellRecord, &'a CellCounters)],
-    head: &Markup,
-    part: impl Fn(&'a CellCounters) -> Option<&'a T>,
-    unavailable: impl Fn(&'a CellCounters) -> Option<&'a String>,
+    head: Markup,
     none: &str,
-) -> Result<With<'a, T>, Markup> {
+    part: impl Fn(&'a CellCounters) -> (&'a Option<T>, &'a Option<String>),
+    body: impl FnOnce(With<'a, T>) -> Markup,
+) -> Markup {
     let with: With<'a, T> = cells
         .iter()
-        .filter_map(|&(c, k)| Some((c, k, part(k)?)))
+        .filter_map(|&(c, k)| Some((c, k, part(k).0.as_ref()?)))
         .collect();
     if with.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| unavailable(k))
-            .map_or(none, String::as_str);
-        return Err(html! { (head) p { "Not measured: " (why) "." } });
+        let why = cells.iter().find_map(|(_, k)| part(k).1.as_deref());
+        return html! { (head) p { "Not measured: " (why.unwrap_or(none)) "." } };
     }
-    Ok(with)
+    html! { (head) (body(with)) }
 }
 
 /// The row that says a cell's trace lost records, where it did.
@@ -219,126 +217,108 @@ fn os_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
              al., ASPLOS 2000)"
         }
     };
-    let part = |k: &'a CellCounters| k.os_time.as_ref();
-    let with = match with_part(
-        cells,
-        &head,
-        part,
-        |k| k.os_time_unavailable.as_ref(),
-        "not sampled",
-    ) {
-        Ok(with) => with,
-        Err(none) => return none,
-    };
-    html! {
-        (head)
-        p {
-            "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
-             over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
-             calibrating and warming up; steady state is the counted window. Where cells \
-             took turns on the same CPUs, only this cell's own stretches were sampled. \
-             Below the table, each cell's time series: one column per sampling \
-             interval. Colours: "
-            @for (i, (name, col)) in PARTS.iter().enumerate() {
-                @if i > 0 { ", " }
-                span style={ "color:" (color(*col)) } { (PreEscaped("&#9632;")) } " " (name)
+    let part = |k: &'a CellCounters| (&k.os_time, &k.os_time_unavailable);
+    traced(cells, head, "not sampled", part, |with| {
+        html! {
+            p {
+                "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
+                 over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
+                 calibrating and warming up; steady state is the counted window. Where cells \
+                 took turns on the same CPUs, only this cell's own stretches were sampled. \
+                 Below the table, each cell's time series: one column per sampling \
+                 interval. Colours: "
+                @for (i, (name, col)) in PARTS.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    span style={ "color:" (color(*col)) } { (PreEscaped("&#9632;")) } " " (name)
+                }
+                "."
             }
-            "."
-        }
-        table {
-            tr {
-                th { "cell" } th { "CPUs" } th { "phase" } th { "duration" } th { "ticks" }
-                @for (name, _) in PARTS { th { (name) } }
-                th {}
-            }
-            @for (c, k, series) in &with {
-                @if let Some(ph) = k.os_phases() {
-                    // A cell shorter than one sampling interval has no interval of its own
-                    // in one of the phases: then only the whole cell is shown, not a
-                    // mislabelled phase.
-                    @let total = series.total();
-                    @let phases: Vec<(&str, &PhaseTimes)> =
-                        if ph.startup.intervals > 0 && ph.steady.intervals > 0 {
-                            vec![("start-up", &ph.startup), ("steady state", &ph.steady)]
-                        } else {
-                            vec![("whole cell", &total)]
-                        };
-                    @for (i, (name, t)) in phases.iter().enumerate() {
-                        tr {
-                            @if i == 0 {
-                                td rowspan=(phases.len()) { (label(c)) }
-                                td rowspan=(phases.len()) { code { (series.cpus.to_list_string()) } }
+            table {
+                tr {
+                    th { "cell" } th { "CPUs" } th { "phase" } th { "duration" } th { "ticks" }
+                    @for (name, _) in PARTS { th { (name) } }
+                    th {}
+                }
+                @for (c, k, series) in &with {
+                    @if let Some(ph) = k.os_phases() {
+                        // A cell shorter than one sampling interval has no interval of its own
+                        // in one of the phases: then only the whole cell is shown, not a
+                        // mislabelled phase.
+                        @let total = series.total();
+                        @let phases: Vec<(&str, &PhaseTimes)> =
+                            if ph.startup.intervals > 0 && ph.steady.intervals > 0 {
+                                vec![("start-up", &ph.startup), ("steady state", &ph.steady)]
+                            } else {
+                                vec![("whole cell", &total)]
+                            };
+                        @for (i, (name, t)) in phases.iter().enumerate() {
+                            tr {
+                                @if i == 0 {
+                                    td rowspan=(phases.len()) { (label(c)) }
+                                    td rowspan=(phases.len()) { code { (series.cpus.to_list_string()) } }
+                                }
+                                (phase_cells(name, t))
                             }
-                            (phase_cells(name, t))
                         }
                     }
                 }
             }
+            @for (c, k, series) in &with {
+                h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
+                (PreEscaped(time_series_chart(series, k.steady_from_ns)))
+            }
         }
-        @for (c, k, series) in &with {
-            h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
-            (PreEscaped(time_series_chart(series, k.steady_from_ns)))
-        }
-    }
+    })
 }
 
 fn syscalls<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head = html! { h3 { "Kernel time by system call (Redstone et al., ASPLOS 2000)" } };
-    let part = |k: &'a CellCounters| k.syscalls.as_ref();
-    let traced = match with_part(
-        cells,
-        &head,
-        part,
-        |k| k.syscalls_unavailable.as_ref(),
-        "not traced",
-    ) {
-        Ok(traced) => traced,
-        Err(none) => return none,
-    };
-    html! {
-        (head)
-        p {
-            "Kernel time of the system calls by group, as CPU time (entry to exit less \
-             the time the thread was switched out inside the call) and as wall time \
-             (entry to exit: a blocking call counts its wait), with the three calls of \
-             most CPU time. Traced on one extra sample or run after the counted window: \
-             tracing costs about half a microsecond per call, so it is kept out of the \
-             measured samples."
-        }
-        table {
-            tr {
-                th { "cell" } th { "traced over" } th { "group" } th { "calls" }
-                th { "CPU time" } th { "wall time" } th { "top calls (CPU / wall)" }
+    let part = |k: &'a CellCounters| (&k.syscalls, &k.syscalls_unavailable);
+    traced(cells, head, "not traced", part, |traced| {
+        html! {
+            p {
+                "Kernel time of the system calls by group, as CPU time (entry to exit less \
+                 the time the thread was switched out inside the call) and as wall time \
+                 (entry to exit: a blocking call counts its wait), with the three calls of \
+                 most CPU time. Traced on one extra sample or run after the counted window: \
+                 tracing costs about half a microsecond per call, so it is kept out of the \
+                 measured samples."
             }
-            @for (c, k, s) in traced {
-                @let groups = s.by_group();
-                @if groups.is_empty() {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "no system call traced" } }
-                } @else {
-                    @for g in groups {
-                        @let top: Vec<String> = s.syscalls.iter().filter(|x| x.group == g.group).take(3)
-                            .map(|x| format!(
-                                "{} {} / {}",
-                                x.label(),
-                                x.cpu_ns.map_or("-".to_string(), |c| duration_ns(c as f64)),
-                                duration_ns(x.wall_ns as f64)
-                            ))
-                            .collect();
-                        tr {
-                            td { (label(c)) }
-                            td { (k.syscalls_window.as_deref().unwrap_or("-")) }
-                            td { (g.group) }
-                            td class="num" { (g.calls) }
-                            td class="num" { (opt(g.cpu_ns.map(|c| c as f64), duration_ns)) }
-                            td class="num" { (duration_ns(g.wall_ns as f64)) }
-                            td { (top.join(", ")) }
+            table {
+                tr {
+                    th { "cell" } th { "traced over" } th { "group" } th { "calls" }
+                    th { "CPU time" } th { "wall time" } th { "top calls (CPU / wall)" }
+                }
+                @for (c, k, s) in traced {
+                    @let groups = s.by_group();
+                    @if groups.is_empty() {
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "no system call traced" } }
+                    } @else {
+                        @for g in groups {
+                            @let top: Vec<String> = s.syscalls.iter().filter(|x| x.group == g.group).take(3)
+                                .map(|x| format!(
+                                    "{} {} / {}",
+                                    x.label(),
+                                    x.cpu_ns.map_or("-".to_string(), |c| duration_ns(c as f64)),
+                                    duration_ns(x.wall_ns as f64)
+                                ))
+                                .collect();
+                            tr {
+                                td { (label(c)) }
+                                td { (k.syscalls_window.as_deref().unwrap_or("-")) }
+                                td { (g.group) }
+                                td class="num" { (g.calls) }
+                                td class="num" { (opt(g.cpu_ns.map(|c| c as f64), duration_ns)) }
+                                td class="num" { (duration_ns(g.wall_ns as f64)) }
+                                td { (top.join(", ")) }
+                            }
                         }
+                        (lost_row(c, s.lost_records))
                     }
-                    (lost_row(c, s.lost_records))
                 }
             }
         }
-    }
+    })
 }
 
 /// Kernel time by cause (page faults, contended kernel locks, TLB shootdowns received)
@@ -348,52 +328,48 @@ fn syscalls<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
 fn kernel_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     use smtlab_model::counters::kernel_time::KernelCause;
     let head = html! { h3 { "Kernel time by cause: page faults, lock waits and TLB shootdowns" } };
-    let part = |k: &'a CellCounters| k.kernel_time.as_ref();
-    let unavailable = |k: &'a CellCounters| k.kernel_time_unavailable.as_ref();
-    let traced = match with_part(cells, &head, part, unavailable, "not traced") {
-        Ok(traced) => traced,
-        Err(none) => return none,
-    };
-    html! {
-        (head)
-        p {
-            "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end; TLB shootdowns received from the \
-             function-call interrupt's entry to its exit where the kernel flushed the TLB \
-             for another CPU inside it (tlb:tlb_flush, remote shootdown; the sender's wait \
-             has no end tracepoint and is not timed). CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
-        }
-        table {
-            tr {
-                th { "cell" } th { "cause" } th { "count" } th { "CPU time" }
-                th { "share of CPU time" } th { "wall time" } th { "mean wall" }
+    let part = |k: &'a CellCounters| (&k.kernel_time, &k.kernel_time_unavailable);
+    traced(cells, head, "not traced", part, |traced| {
+        html! {
+            p {
+                "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end; TLB shootdowns received from the \
+                 function-call interrupt's entry to its exit where the kernel flushed the TLB \
+                 for another CPU inside it (tlb:tlb_flush, remote shootdown; the sender's wait \
+                 has no end tracepoint and is not timed). CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
             }
-            @for (c, _, p) in &traced {
-                @if p.causes.is_empty() {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "no fault, lock wait or TLB shootdown traced" } }
+            table {
+                tr {
+                    th { "cell" } th { "cause" } th { "count" } th { "CPU time" }
+                    th { "share of CPU time" } th { "wall time" } th { "mean wall" }
                 }
-                @for s in &p.causes {
-                    tr {
-                        td { (label(c)) }
-                        td { (s.cause) }
-                        td class="num" { (s.completed) }
-                        td class="num" { (opt(s.cpu_ns.map(|x| x as f64), duration_ns)) }
-                        td class="num" {
-                            (opt(s.cpu_ns.and_then(|x| p.share(x)), |f| format!("{:.2}%", 100.0 * f)))
-                        }
-                        td class="num" { (duration_ns(s.wall_ns as f64)) }
-                        td class="num" { (opt(s.mean_wall_ns(), duration_ns)) }
+                @for (c, _, p) in &traced {
+                    @if p.causes.is_empty() {
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "no fault, lock wait or TLB shootdown traced" } }
                     }
+                    @for s in &p.causes {
+                        tr {
+                            td { (label(c)) }
+                            td { (s.cause) }
+                            td class="num" { (s.completed) }
+                            td class="num" { (opt(s.cpu_ns.map(|x| x as f64), duration_ns)) }
+                            td class="num" {
+                                (opt(s.cpu_ns.and_then(|x| p.share(x)), |f| format!("{:.2}%", 100.0 * f)))
+                            }
+                            td class="num" { (duration_ns(s.wall_ns as f64)) }
+                            td class="num" { (opt(s.mean_wall_ns(), duration_ns)) }
+                        }
+                    }
+                    @for u in &p.unavailable {
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "not traced: " (u) } }
+                    }
+                    (lost_row(c, p.lost_records))
                 }
-                @for u in &p.unavailable {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "not traced: " (u) } }
-                }
-                (lost_row(c, p.lost_records))
+            }
+            @if traced.iter().any(|(_, _, p)| p.find(KernelCause::LockWait).is_none() && p.unavailable.is_empty()) {
+                p class="muted" { "A cell without a lock-wait row waited for no contended kernel lock." }
             }
         }
-        @if traced.iter().any(|(_, _, p)| p.find(KernelCause::LockWait).is_none() && p.unavailable.is_empty()) {
-            p class="muted" { "A cell without a lock-wait row waited for no contended kernel lock." }
-        }
-    }
+    })
 }
 
 /// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
@@ -401,49 +377,40 @@ fn kernel_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
 fn irqs<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head =
         html! { h3 { "Interrupt time by vector (hard interrupts, system vectors, softirqs)" } };
-    let part = |k: &'a CellCounters| k.irqs.as_ref();
-    let traced = match with_part(
-        cells,
-        &head,
-        part,
-        |k| k.irqs_unavailable.as_ref(),
-        "not traced",
-    ) {
-        Ok(traced) => traced,
-        Err(none) => return none,
-    };
-    html! {
-        (head)
-        p {
-            "CPU time in each interrupt vector on the placement's CPUs (every task's, \
-             traced CPU-wide over the same extra sample as the system calls), exclusive \
-             of the interrupts nested inside it; the share is of the traced CPUs' time. \
-             The eight costliest vectors per cell."
-        }
-        table {
-            tr {
-                th { "cell" } th { "CPUs" } th { "kind" } th { "vector" } th { "count" }
-                th { "CPU time" } th { "share" }
+    let part = |k: &'a CellCounters| (&k.irqs, &k.irqs_unavailable);
+    traced(cells, head, "not traced", part, |traced| {
+        html! {
+            p {
+                "CPU time in each interrupt vector on the placement's CPUs (every task's, \
+                 traced CPU-wide over the same extra sample as the system calls), exclusive \
+                 of the interrupts nested inside it; the share is of the traced CPUs' time. \
+                 The eight costliest vectors per cell."
             }
-            @for (c, _, p) in traced {
-                @if p.stats.is_empty() {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "no interrupt traced" } }
+            table {
+                tr {
+                    th { "cell" } th { "CPUs" } th { "kind" } th { "vector" } th { "count" }
+                    th { "CPU time" } th { "share" }
                 }
-                @for s in p.stats.iter().take(8) {
-                    tr {
-                        td { (label(c)) }
-                        td { code { (p.cpus.to_list_string()) } }
-                        td { (s.kind) }
-                        td { (s.label()) }
-                        td class="num" { (s.count) }
-                        td class="num" { (duration_ns(s.cpu_ns as f64)) }
-                        td class="num" { (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x))) }
+                @for (c, _, p) in traced {
+                    @if p.stats.is_empty() {
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "no interrupt traced" } }
                     }
+                    @for s in p.stats.iter().take(8) {
+                        tr {
+                            td { (label(c)) }
+                            td { code { (p.cpus.to_list_string()) } }
+                            td { (s.kind) }
+                            td { (s.label()) }
+                            td class="num" { (s.count) }
+                            td class="num" { (duration_ns(s.cpu_ns as f64)) }
+                            td class="num" { (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x))) }
+                        }
+                    }
+                    (lost_row(c, p.lost_records))
                 }
-                (lost_row(c, p.lost_records))
             }
         }
-    }
+    })
 }
 
 /// The section; `Err` with the reason (and nothing written) when no cell was counted.
