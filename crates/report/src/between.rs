@@ -326,10 +326,16 @@ fn plural(n: usize) -> &'static str {
 /// positive mean and two samples or more.
 fn log_level(c: &CellRecord) -> Option<(f64, f64)> {
     let s = &c.result.summary;
-    if c.result.unsteady_reason().is_some() || s.n < 2 || s.mean <= 0.0 || !s.mean.is_finite() {
+    if c.result.unsteady_reason().is_some() || !s.mean.is_finite() {
         return None;
     }
-    Some((s.mean.ln(), (s.stddev / s.mean).powi(2) / s.n as f64))
+    level(s)
+}
+
+/// A summary's log mean and its squared relative standard error; `None` below two
+/// samples or for a mean that is not positive.
+fn level(s: &smtlab_model::Summary) -> Option<(f64, f64)> {
+    (s.n >= 2 && s.mean > 0.0).then(|| (s.mean.ln(), (s.stddev / s.mean).powi(2) / s.n as f64))
 }
 
 /// The variance of a cell's round means (logs) beyond their own errors, and its degrees
@@ -338,14 +344,7 @@ fn log_level(c: &CellRecord) -> Option<(f64, f64)> {
 /// agree and understate the variance.
 fn round_excess(c: &CellRecord) -> Option<(f64, usize)> {
     let rounds = &c.result.rounds;
-    let levels: Vec<(f64, f64)> = rounds
-        .iter()
-        .filter(|r| r.summary.n >= 2 && r.summary.mean > 0.0)
-        .map(|r| {
-            let s = &r.summary;
-            (s.mean.ln(), (s.stddev / s.mean).powi(2) / s.n as f64)
-        })
-        .collect();
+    let levels: Vec<(f64, f64)> = rounds.iter().filter_map(|r| level(&r.summary)).collect();
     if levels.len() < 2 {
         return None;
     }

@@ -204,43 +204,39 @@ pub fn chart(points: &[UtilPoint]) -> Option<String> {
             states.push(&p.smt);
         }
     }
-    let mut series: Vec<Series> = states
-        .iter()
-        .map(|s| Series {
+    let mut series: Vec<Series> =
+        states
+            .iter()
+            .map(|s| {
+                Series {
             name: format!("SMT {s}"),
             points: points
                 .iter()
                 .filter(|p| p.smt == *s && p.busy().is_finite())
                 .filter_map(|p| {
                     let r = p.of_max?;
-                    Some(Point {
-                        x: 100.0 * r.ratio,
-                        y: 100.0 * p.busy(),
-                        lo: None,
-                        hi: None,
-                        tip: format!(
+                    Some(Point::new(100.0 * r.ratio, 100.0 * p.busy(), (None, None), format!(
                             "SMT {s}, offered {}: {:.1}% of the maximum done, {:.1}% reported busy",
                             p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%")),
                             100.0 * r.ratio,
                             100.0 * p.busy()
-                        ),
-                        label: None,
-                    })
+                        )))
                 })
                 .collect(),
-        })
-        .collect();
+        }
+            })
+            .collect();
     series.push(Series {
         name: "busy = capacity used".into(),
         points: [0.0, 100.0]
             .iter()
-            .map(|&v| Point {
-                x: v,
-                y: v,
-                lo: None,
-                hi: None,
-                tip: "where reported busy time would equal the share of capacity used".into(),
-                label: None,
+            .map(|&v| {
+                Point::new(
+                    v,
+                    v,
+                    (None, None),
+                    "where reported busy time would equal the share of capacity used".into(),
+                )
             })
             .collect(),
     });

@@ -235,12 +235,6 @@ pub fn no_yields_reason(results: &RunResults) -> Option<String> {
     )
 }
 
-/// `1.234x [1.200, 1.270] faster`: [`crate::fmt::speedup`], the one format of a
-/// speed-up.
-pub fn ratio_text(r: &Ratio) -> String {
-    crate::fmt::speedup(r)
-}
-
 /// The yields as a plain-text table, one row per benchmark and parameter set, with a
 /// legend saying how to read it.
 pub fn yield_table(rows: &[YieldRow]) -> String {

@@ -250,18 +250,16 @@ pub(super) fn sweep_chart(workload: &str, s: &LatencySweep) -> Option<String> {
                     let x = p.sides.iter().find(|x| &x.placement == side)?;
                     let f = if pct == "p99" { &x.p99_ms } else { &x.p50_ms };
                     let f = f.as_ref()?;
-                    Some(Point {
-                        x: p.offered_per_s,
-                        y: f.value,
-                        lo: f.ci95_low,
-                        hi: f.ci95_high,
-                        tip: format!(
+                    Some(Point::new(
+                        p.offered_per_s,
+                        f.value,
+                        (f.ci95_low, f.ci95_high),
+                        format!(
                             "{side} at {:.0} req/s offered: {pct} {} ms",
                             p.offered_per_s,
                             ms(f, true)
                         ),
-                        label: None,
-                    })
+                    ))
                 })
                 .collect();
             if !points.is_empty() {

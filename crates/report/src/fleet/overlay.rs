@@ -376,16 +376,16 @@ pub fn scaling_svg(c: &Curve) -> Option<String> {
             points: l
                 .points
                 .iter()
-                .map(|p| Point {
-                    x: p.threads as f64,
-                    y: p.value,
-                    lo: p.ci_low,
-                    hi: p.ci_high,
-                    tip: format!(
-                        "{}: {} threads, {:.4} {}",
-                        l.name, p.threads, p.value, c.unit
-                    ),
-                    label: None,
+                .map(|p| {
+                    Point::new(
+                        p.threads as f64,
+                        p.value,
+                        (p.ci_low, p.ci_high),
+                        format!(
+                            "{}: {} threads, {:.4} {}",
+                            l.name, p.threads, p.value, c.unit
+                        ),
+                    )
                 })
                 .collect(),
         })

@@ -41,18 +41,16 @@ pub(super) fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Optio
                 .filter_map(|r| {
                     let c = r.cells.iter().find(|c| c.placement.name == pl)?;
                     let (y, ci) = scaled_mean(c, &col);
-                    Some(Point {
-                        x: r.x?,
+                    Some(Point::new(
+                        r.x?,
                         y,
-                        lo: ci.map(|c| c.0),
-                        hi: ci.map(|c| c.1),
-                        tip: format!(
+                        (ci.map(|c| c.0), ci.map(|c| c.1)),
+                        format!(
                             "{} on {pl}: {}",
                             r.label,
                             col.with_unit(c.result.summary.mean)
                         ),
-                        label: None,
-                    })
+                    ))
                 })
                 .collect(),
             name: pl,

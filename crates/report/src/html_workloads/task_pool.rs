@@ -118,19 +118,17 @@ fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
                     .filter_map(|c| {
                         let x = workers(c)?;
                         let (y, ci) = f(c)?;
-                        Some(Point {
+                        Some(Point::new(
                             x,
                             y,
-                            lo: ci.map(|c| c.0),
-                            hi: ci.map(|c| c.1),
-                            tip: format!(
+                            (ci.map(|c| c.0), ci.map(|c| c.1)),
+                            format!(
                                 "{work} {n}, {} workers on {}: {}",
                                 short(x),
                                 c.placement.name,
                                 num(y)
                             ),
-                            label: None,
-                        })
+                        ))
                     })
                     .collect();
                 points.sort_by(|a, b| a.x.total_cmp(&b.x));

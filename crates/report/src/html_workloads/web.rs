@@ -162,14 +162,12 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool
                 .into_iter()
                 .filter_map(|(n, fs)| {
                     let f = stats::mean(&fs)? * 100.0;
-                    Some(Point {
-                        x: n as f64,
-                        y: f,
-                        lo: None,
-                        hi: None,
-                        tip: format!("{n} connections: {}% conforming", short(f)),
-                        label: None,
-                    })
+                    Some(Point::new(
+                        n as f64,
+                        f,
+                        (None, None),
+                        format!("{n} connections: {}% conforming", short(f)),
+                    ))
                 })
                 .collect();
             Some(Series {
