@@ -505,12 +505,7 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
         missing.push(MissingCell::of(cb, Side::B, a));
     }
     // Stable sort keeps A's order within a group.
-    let mut seen_groups: Vec<String> = Vec::new();
-    for r in &rows {
-        if !seen_groups.contains(&r.group) {
-            seen_groups.push(r.group.clone());
-        }
-    }
+    let seen_groups = crate::first_seen(rows.iter().map(|r| r.group.clone()));
     rows.sort_by_key(|r| group_rank(&r.group, &seen_groups));
     let mut groups_in_order: Vec<String> = seen_groups.clone();
     groups_in_order.sort_by_key(|g| group_rank(g, &seen_groups));

@@ -166,17 +166,9 @@ pub fn matrix(cells: &[CellRecord]) -> Vec<Entry> {
 
 /// Row and column names of the matrix of `form`, in first-seen order.
 fn axes(entries: &[Entry], form: Form) -> (Vec<String>, Vec<String>) {
-    let mut rows: Vec<String> = Vec::new();
-    let mut cols: Vec<String> = Vec::new();
-    for e in entries.iter().filter(|e| e.form == form) {
-        if !rows.contains(&e.a) {
-            rows.push(e.a.clone());
-        }
-        if !cols.contains(&e.b) {
-            cols.push(e.b.clone());
-        }
-    }
-    (rows, cols)
+    let of_form = || entries.iter().filter(|e| e.form == form);
+    let rows = crate::first_seen(of_form().map(|e| e.a.clone()));
+    (rows, crate::first_seen(of_form().map(|e| e.b.clone())))
 }
 
 fn ratio_text(r: &Ratio) -> String {

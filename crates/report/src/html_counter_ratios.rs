@@ -284,21 +284,13 @@ pub fn figures(r: &RunResults) -> Markup {
         .iter()
         .filter_map(|c| c.counters.as_ref())
         .all(|k| k.hardware_unavailable.is_some());
-    let mut omitted: Vec<String> = Vec::new();
-    for g in &gs {
-        for (_, x) in &g.placements {
-            let ratio_lines = if no_pmu { &[][..] } else { &x.omitted[..] };
-            for l in ratio_lines
-                .iter()
-                .chain(&x.topdown_unavailable)
-                .chain(&x.dram_unavailable)
-            {
-                if !omitted.contains(l) {
-                    omitted.push(l.clone());
-                }
-            }
-        }
-    }
+    let omitted = crate::first_seen(gs.iter().flat_map(|g| &g.placements).flat_map(|(_, x)| {
+        let ratio_lines = if no_pmu { &[][..] } else { &x.omitted[..] };
+        ratio_lines
+            .iter()
+            .chain(&x.topdown_unavailable)
+            .chain(&x.dram_unavailable)
+    }));
     html! {
         h3 { "What the counters say: ratios per placement and their SMT change" }
         p {

@@ -103,3 +103,15 @@ pub use compare::{
 pub use compare_html::{compare_html, compare_markdown};
 pub use html::{html, html_labelled};
 pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};
+
+/// `items` without repeats, each where it first appears: the order rows and columns
+/// take in every table that follows the run.
+pub(crate) fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}

@@ -198,12 +198,7 @@ fn of_max(p: &UtilPoint) -> String {
 /// Reported busy % against achieved % of the maximum, one line per SMT state, with the
 /// diagonal where the two would agree.
 pub fn chart(points: &[UtilPoint]) -> Option<String> {
-    let mut states: Vec<&str> = Vec::new();
-    for p in points {
-        if !states.contains(&p.smt.as_str()) {
-            states.push(&p.smt);
-        }
-    }
+    let states = crate::first_seen(points.iter().map(|p| p.smt.as_str()));
     let mut series: Vec<Series> =
         states
             .iter()

@@ -38,20 +38,9 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
         return Err("no os benchmark".into());
     }
     // Columns: placements in first-appearance order.
-    let mut cols: Vec<&str> = Vec::new();
-    for c in &os {
-        if !cols.contains(&c.placement.name.as_str()) {
-            cols.push(&c.placement.name);
-        }
-    }
+    let cols = crate::first_seen(os.iter().map(|c| c.placement.name.as_str()));
     // Rows: (benchmark, params) in the paper's order (the catalog's), then run order.
-    let mut rows: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
-    for c in &os {
-        let k = (c.benchmark.as_str(), c.flat_params());
-        if !rows.contains(&k) {
-            rows.push(k);
-        }
-    }
+    let mut rows = crate::first_seen(os.iter().map(|c| (c.benchmark.as_str(), c.flat_params())));
     rows.sort_by_key(|(b, _)| os_row(r, b).map_or(usize::MAX, |(i, ..)| i));
     let missing: Vec<&str> = r
         .benchmarks
@@ -150,12 +139,7 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
     if r.cells.is_empty() {
         return Err("no cell was measured".into());
     }
-    let mut order: Vec<&str> = Vec::new();
-    for c in &r.cells {
-        if !order.contains(&c.benchmark.as_str()) {
-            order.push(&c.benchmark);
-        }
-    }
+    let order = crate::first_seen(r.cells.iter().map(|c| c.benchmark.as_str()));
     let section = html! {
         section id="cells" {
             h2 { "All cells" }

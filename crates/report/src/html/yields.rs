@@ -32,13 +32,7 @@ pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String>
     if cells.is_empty() {
         return Err("no smtlab exec command".into());
     }
-    let mut order: Vec<BTreeMap<String, String>> = Vec::new();
-    for c in &cells {
-        let ps = c.flat_params();
-        if !order.contains(&ps) {
-            order.push(ps);
-        }
-    }
+    let order = crate::first_seen(cells.iter().map(|c| c.flat_params()));
     let section = html! {
         section id="exec" {
             h2 { "Verdict" }

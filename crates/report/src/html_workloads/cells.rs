@@ -32,17 +32,11 @@ pub(super) fn main_param<'a>(r: &'a RunResults, cells: &[&CellRecord]) -> Option
 
 /// Placements of `cells`, in [`ORDER`] then run order.
 pub(super) fn placements(cells: &[&CellRecord]) -> Vec<String> {
-    let mut v: Vec<String> = ORDER
+    let known = ORDER
         .iter()
-        .filter(|p| cells.iter().any(|c| c.placement.name == **p))
-        .map(|p| p.to_string())
-        .collect();
-    for c in cells {
-        if !v.contains(&c.placement.name) {
-            v.push(c.placement.name.clone());
-        }
-    }
-    v
+        .filter(|p| cells.iter().any(|c| c.placement.name == **p));
+    let all = known.map(|p| p.to_string());
+    crate::first_seen(all.chain(cells.iter().map(|c| c.placement.name.clone())))
 }
 
 fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {

@@ -26,13 +26,7 @@ pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
     let col = mean_column(&cells);
     // One pair of charts per kind of work (paper 002 Fig 15 is the FFT, Fig 16 the
     // matrix multiply): their rates differ by orders of magnitude.
-    let mut works: Vec<&str> = Vec::new();
-    for c in &cells {
-        let w = param_or(c, "work", "fft");
-        if !works.contains(&w) {
-            works.push(w);
-        }
-    }
+    let works = crate::first_seen(cells.iter().map(|c| param_or(c, "work", "fft")));
     let mut charts = String::new();
     for work in works {
         let of_work: Vec<&CellRecord> = cells
@@ -101,12 +95,7 @@ fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
             c.placement.threads_per_core
         )
     };
-    let mut names: Vec<String> = Vec::new();
-    for c in cells {
-        if !names.contains(&name(c)) {
-            names.push(name(c));
-        }
-    }
+    let names = crate::first_seen(cells.iter().map(|c| name(c)));
     type Y = Option<(f64, Option<(f64, f64)>)>;
     let series_of = |f: &dyn Fn(&CellRecord) -> Y| -> Vec<Series> {
         names

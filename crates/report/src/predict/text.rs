@@ -106,12 +106,12 @@ pub fn model(m: &FormModel) -> String {
 /// The predicted matrix of one form: rows the measured workload, columns the partner,
 /// each entry the predicted slowdown with its 95% prediction interval.
 pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for p in pairs.iter().filter(|p| p.form == form) {
-        if !names.contains(&p.a.as_str()) {
-            names.push(&p.a);
-        }
-    }
+    let names = crate::first_seen(
+        pairs
+            .iter()
+            .filter(|p| p.form == form)
+            .map(|p| p.a.as_str()),
+    );
     if names.is_empty() {
         return String::new();
     }
@@ -139,14 +139,8 @@ pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
 
 /// The footnote of [`matrix`]'s `*`: the rulers some entries were predicted without.
 pub fn unknown_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
-    let mut rulers: Vec<&str> = Vec::new();
-    for p in pairs.iter().filter(|p| p.form == form) {
-        for r in &p.unknown {
-            if !rulers.contains(&r.as_str()) {
-                rulers.push(r);
-            }
-        }
-    }
+    let of_form = pairs.iter().filter(|p| p.form == form);
+    let rulers = crate::first_seen(of_form.flat_map(|p| p.unknown.iter().map(String::as_str)));
     (!rulers.is_empty()).then(|| {
         format!(
             "* predicted without a figure of {} (not measured or held back; it adds nothing)",
