@@ -86,14 +86,7 @@ pub fn line(cell: &CellRecord) -> Option<String> {
 /// The `mix` section: per parameter set, a table of each program's progress per
 /// placement, and the weighted speedup.
 pub(crate) fn section(r: &RunResults) -> Option<String> {
-    let cells: Vec<&CellRecord> = r
-        .cells
-        .iter()
-        .filter(|c| {
-            r.info(&c.benchmark)
-                .is_some_and(|i| i.report == ReportSection::Mix)
-        })
-        .collect();
+    let cells = crate::html_workloads::cells::cells_in(r, |s| *s == ReportSection::Mix);
     if cells.is_empty() {
         return None;
     }

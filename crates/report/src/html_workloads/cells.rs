@@ -10,18 +10,18 @@ use crate::units::Column;
 /// Placement columns in this order; others follow in run order.
 const ORDER: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
 
-pub(super) fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
+pub(crate) fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
     r.cells.iter().filter(|c| pick(c)).collect()
 }
 
 /// The cells of the benchmarks whose report section `pick` accepts (by the run's
 /// catalog entries, never by name).
-pub(super) fn cells_in(r: &RunResults, pick: impl Fn(&ReportSection) -> bool) -> Vec<&CellRecord> {
+pub(crate) fn cells_in(r: &RunResults, pick: impl Fn(&ReportSection) -> bool) -> Vec<&CellRecord> {
     cells_of(r, |c| section(r, c).is_some_and(&pick))
 }
 
 /// The report section of `c`'s benchmark, when the run carries its catalog entry.
-pub(super) fn section<'a>(r: &'a RunResults, c: &CellRecord) -> Option<&'a ReportSection> {
+pub(crate) fn section<'a>(r: &'a RunResults, c: &CellRecord) -> Option<&'a ReportSection> {
     r.info(&c.benchmark).map(|i| &i.report)
 }
 
