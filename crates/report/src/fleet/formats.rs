@@ -403,8 +403,5 @@ pub fn html(f: &Fleet, generated_unix_s: u64) -> String {
                 (capital(&f.outlier_rule)) "." }
         }
     };
-    let page = crate::html::page("smtlab fleet", CSS, body);
-    let mut p = crate::html::xml_safe(page.into_string());
-    p.push('\n');
-    p
+    crate::html::page("smtlab fleet", CSS, body)
 }
