@@ -164,6 +164,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
 
 /// The advice as Markdown: one row per workload, then each workload's figures.
 pub fn markdown(advice: &[Advice]) -> String {
+    use crate::markdown::row_of;
     let cell = |s: &str| s.replace('|', "\\|");
     let mut out = String::from("| workload | recommendation | deciding figures |\n|---|---|---|\n");
     for a in advice {
@@ -171,12 +172,8 @@ pub fn markdown(advice: &[Advice]) -> String {
             .deciding()
             .map(|r| format!("{}: {}", r.what, r.shown))
             .collect();
-        out.push_str(&format!(
-            "| {} | **{}** | {} |\n",
-            cell(&a.workload),
-            cell(&a.answer),
-            cell(&deciding.join("; "))
-        ));
+        let answer = format!("**{}**", a.answer);
+        out.push_str(&row_of([&a.workload, &answer, &deciding.join("; ")]));
     }
     for a in advice.iter().filter(|a| !a.reasons.is_empty()) {
         out.push_str(&format!(
@@ -196,20 +193,14 @@ pub fn markdown(advice: &[Advice]) -> String {
             } else {
                 says
             };
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                cell(&r.shown),
-                says,
-                cell(&r.what)
-            ));
+            out.push_str(&row_of([&r.shown, &says, &r.what]));
         }
         for s in &a.latency_sweeps {
             out.push_str(&format!("\n{}\n\n", cell(&sweep_title(s))));
-            out.push_str(&format!("| {} |\n", SWEEP_HEAD.join(" | ")));
+            out.push_str(&row_of(SWEEP_HEAD));
             out.push_str("|---|---|---|---|---|---|\n");
             for r in sweep_rows(s) {
-                let r: Vec<String> = r.iter().map(|x| cell(x)).collect();
-                out.push_str(&format!("| {} |\n", r.join(" | ")));
+                out.push_str(&row_of(r));
             }
         }
     }

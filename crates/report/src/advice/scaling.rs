@@ -178,19 +178,17 @@ pub fn text(rows: &[Scaling], width: usize) -> String {
 /// The answer without SMT as Markdown: the line said once, a row per workload with
 /// its figures in full, then the words they use.
 pub fn markdown(rows: &[Scaling]) -> String {
-    let cell = |s: &str| s.replace('|', "\\|");
     let mut out = format!(
         "{}\n\n| workload | 1 core | 2 cores | whole machine |\n|---|---|---|---|\n",
         NO_SMT.replacen("no SMT", "No SMT", 1)
     );
     for r in rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
-            cell(&r.workload),
-            cell(&r.one_core),
-            cell(&r.two_cores_text()),
-            cell(&r.whole_machine_text())
-        ));
+        out.push_str(&crate::markdown::row_of([
+            &r.workload,
+            &r.one_core,
+            &r.two_cores_text(),
+            &r.whole_machine_text(),
+        ]));
     }
     let words = crate::glossary::markdown(&out);
     out.push_str(&words);
