@@ -357,11 +357,8 @@ pub fn at_limit(cell: &smtlab_model::CellRecord) -> Option<String> {
 pub fn fork_size(cell: &smtlab_model::CellRecord) -> Option<String> {
     use smtlab_model::metrics::fork;
     let most = |name: &str| {
-        cell.result
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(name).copied())
-            .reduce(f64::max)
+        let values = crate::html_workloads::cells::metric_values(cell, name);
+        values.into_iter().reduce(f64::max)
     };
     let rss = most(fork::FORKING_RSS_BYTES)?;
     let maps = most(fork::FORKING_MAPPINGS)

@@ -6,9 +6,10 @@
 
 use maud::html;
 use smtlab_model::metrics::mix as keys;
-use smtlab_model::{CellRecord, ReportSection, RunResults, stats};
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
 use crate::fmt::{mean_ci, num, params};
+use crate::html_workloads::cells::metric;
 
 /// One program of a mix cell, its figures averaged over the cell's samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,16 +37,7 @@ pub fn programs(cell: &CellRecord) -> Vec<Program> {
         }
     }
     names.sort();
-    let mean = |i: usize, name: &str, field: &str| {
-        let k = keys::key(i, name, field);
-        let v: Vec<f64> = cell
-            .result
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(&k).copied())
-            .collect();
-        stats::mean(&v)
-    };
+    let mean = |i: usize, name: &str, field: &str| metric(cell, &keys::key(i, name, field));
     names
         .into_iter()
         .filter_map(|(i, name)| {

@@ -47,13 +47,7 @@ impl UtilPoint {
 }
 
 fn metric_mean(c: &CellRecord, key: &str) -> f64 {
-    let v: Vec<f64> = c
-        .result
-        .samples
-        .iter()
-        .filter_map(|s| s.metrics.get(key).copied())
-        .collect();
-    stats::mean(&v).unwrap_or(f64::NAN)
+    crate::html_workloads::cells::metric(c, key).unwrap_or(f64::NAN)
 }
 
 /// The curve points of every open-loop cell, per SMT state in cell order.

@@ -39,7 +39,8 @@ pub(super) fn placements(cells: &[&CellRecord]) -> Vec<String> {
     crate::first_seen(all.chain(cells.iter().map(|c| c.placement.name.clone())))
 }
 
-fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {
+/// The values of metric `key` over the samples that carry it.
+pub(crate) fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {
     c.result
         .samples
         .iter()
@@ -48,7 +49,7 @@ fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {
 }
 
 /// Mean over the samples that carry `key`; `None` when none does.
-pub(super) fn metric(c: &CellRecord, key: &str) -> Option<f64> {
+pub(crate) fn metric(c: &CellRecord, key: &str) -> Option<f64> {
     stats::mean(&metric_values(c, key))
 }
 
