@@ -738,29 +738,27 @@ impl RatioGroup {
 /// The counted cells of a run grouped by benchmark and parameters.
 pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
     let latencies = crate::cpi_latencies::measured(r);
-    let mut out: Vec<RatioGroup> = Vec::new();
-    for c in &r.cells {
-        let Some(ratios) = record_ratios(c, &latencies) else {
-            continue;
+    let counted = r
+        .cells
+        .iter()
+        .filter_map(|c| Some((c, record_ratios(c, &latencies)?)));
+    // The conditions too (`smt=on`): each SMT state is a group of its own.
+    let by = |(c, _): &(&CellRecord, CellRatios)| (c.benchmark.clone(), c.flat_params());
+    let groups = crate::grouped(counted, by).into_iter();
+    let group = |((benchmark, params), cells): (_, Vec<(&CellRecord, CellRatios)>)| {
+        let mut g = RatioGroup {
+            benchmark,
+            params,
+            placements: cells
+                .into_iter()
+                .map(|(c, x)| (c.placement.name.clone(), x))
+                .collect(),
+            smt_changes: Vec::new(),
         };
-        match out
-            .iter_mut()
-            .find(|g| g.benchmark == c.benchmark && g.params == c.flat_params())
-        {
-            Some(g) => g.placements.push((c.placement.name.clone(), ratios)),
-            None => out.push(RatioGroup {
-                benchmark: c.benchmark.clone(),
-                // The conditions too (`smt=on`): each SMT state is a group of its own.
-                params: c.flat_params(),
-                placements: vec![(c.placement.name.clone(), ratios)],
-                smt_changes: Vec::new(),
-            }),
-        }
-    }
-    for g in &mut out {
         g.smt_changes = g.changes();
-    }
-    out
+        g
+    };
+    groups.map(group).collect()
 }
 
 /// The CSV columns this module adds, in order: the ratios, top-down, DRAM, the CPI

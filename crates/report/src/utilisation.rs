@@ -99,7 +99,9 @@ fn pct(x: f64) -> String {
 /// by kind on a line of its own below each row.
 pub fn curve_text(points: &[UtilPoint]) -> String {
     let mut out = String::new();
-    for (i, (state, placement, rows)) in by_state(points).into_iter().enumerate() {
+    // The points of each SMT state and placement, in order.
+    let by_state = crate::grouped(points, |p| (p.smt.as_str(), p.placement.as_str()));
+    for (i, ((state, placement), rows)) in by_state.into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
@@ -159,21 +161,6 @@ pub fn curve_html(points: &[UtilPoint]) -> maud::Markup {
             }
         }
     }
-}
-
-/// The points of each SMT state and placement, in order.
-fn by_state(points: &[UtilPoint]) -> Vec<(&str, &str, Vec<&UtilPoint>)> {
-    let mut groups: Vec<(&str, &str, Vec<&UtilPoint>)> = Vec::new();
-    for p in points {
-        match groups
-            .iter_mut()
-            .find(|(s, pl, _)| *s == p.smt && *pl == p.placement)
-        {
-            Some((_, _, v)) => v.push(p),
-            None => groups.push((&p.smt, &p.placement, vec![p])),
-        }
-    }
-    groups
 }
 
 fn offered(p: &UtilPoint) -> String {

@@ -28,19 +28,15 @@ pub const SUITE: &str = "predict";
 type PairId = (String, BTreeMap<String, String>, String);
 
 /// The cells of each pair, in first-seen order.
-fn pairs(cells: &[CellRecord]) -> Vec<(PairId, Vec<&CellRecord>)> {
-    let mut out: Vec<(PairId, Vec<&CellRecord>)> = Vec::new();
-    for c in cells {
-        let Some((_, partner)) = form_of(c) else {
-            continue;
-        };
-        let id = (c.benchmark.clone(), c.params.clone(), partner.to_string());
-        match out.iter_mut().find(|(i, _)| *i == id) {
-            Some((_, list)) => list.push(c),
-            None => out.push((id, vec![c])),
-        }
-    }
-    out
+fn pairs<'a>(cells: &'a [CellRecord]) -> Vec<(PairId, Vec<&'a CellRecord>)> {
+    let corun = cells.iter().filter_map(|c| Some((c, form_of(c)?.1)));
+    let pairs = crate::grouped(corun, |(c, partner)| {
+        (c.benchmark.clone(), c.params.clone(), partner.to_string())
+    });
+    let cells_of = |(id, list): (PairId, Vec<(&'a CellRecord, &str)>)| {
+        (id, list.into_iter().map(|(c, _)| c).collect())
+    };
+    pairs.into_iter().map(cells_of).collect()
 }
 
 /// The keys of one pair, labelled `a` beside `b`; `None` without its alone cell.
