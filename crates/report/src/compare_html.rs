@@ -238,7 +238,7 @@ fn ticks(s: &mut String, scale: &Scale) {
         if t.ln().abs() > m {
             continue;
         }
-        let tx = (scale.x(t) * 10.0).round() / 10.0;
+        let tx = crate::svg::r1(scale.x(t));
         let _ = write!(
             s,
             r##"<path d="M{tx} {top}V{}" stroke="{}" {}/>"##,

@@ -84,23 +84,12 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
     // Each workload's own cells, gathered in one pass (`smtlab fleet` asks this of
     // every host's run): neither co-runs nor points of a latency sweep, which belong
     // to their workload's evidence otherwise.
-    let mut own: BTreeMap<(&str, &BTreeMap<String, String>), Vec<&CellRecord>> = BTreeMap::new();
-    let mut order = Vec::new();
-    for c in cells.iter().copied() {
-        if crate::corun::form_of(c).is_some() || offered_rate(c).is_some() {
-            continue;
-        }
-        let key = (c.benchmark.as_str(), &c.params);
-        let list = own.entry(key).or_default();
-        if list.is_empty() {
-            order.push(key);
-        }
-        list.push(c);
-    }
-    for key in order {
-        let mine = Mine {
-            cells: own.remove(&key).unwrap_or_default(),
-        };
+    let plain = cells
+        .iter()
+        .copied()
+        .filter(|c| crate::corun::form_of(c).is_none() && offered_rate(c).is_none());
+    for (key, mine) in crate::grouped(plain, |c| (c.benchmark.as_str(), &c.params)) {
+        let mine = Mine { cells: mine };
         let e = workload_evidence(&cells, mine, key.0, key.1, smt);
         seen.push((key.0.to_string(), key.1.clone()));
         if measured(&e) {

@@ -9,7 +9,7 @@ use smtlab_model::CellRecord;
 use super::cells::{mean_column, placements, scaled_mean};
 use super::rows::Row;
 use crate::fmt::esc;
-use crate::svg::{self, LineOptions, Point, Series};
+use crate::svg::{self, LineOptions, Point, Series, r1};
 use crate::units::Column;
 
 pub(super) fn figure(p: &mut String, svg: Option<String>) {
@@ -64,18 +64,15 @@ pub(super) fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Optio
             .get(x_label)
             .is_some_and(|v| v.parse::<f64>().is_err())
     });
-    let opt = if bytes {
-        LineOptions {
-            y_zero: true,
-            x_scale: svg::Scale::Log,
-            x_bytes: true,
-            ..LineOptions::default()
-        }
-    } else {
-        LineOptions {
-            y_zero: true,
-            ..LineOptions::default()
-        }
+    let opt = LineOptions {
+        y_zero: true,
+        x_scale: if bytes {
+            svg::Scale::Log
+        } else {
+            svg::Scale::Linear
+        },
+        x_bytes: bytes,
+        ..LineOptions::default()
     };
     svg::line_chart(
         title,
@@ -95,10 +92,6 @@ pub(super) struct Bar {
     pub(super) hi: Option<f64>,
     pub(super) color: usize,
     pub(super) text: String,
-}
-
-fn r1(v: f64) -> f64 {
-    (v * 10.0).round() / 10.0
 }
 
 /// Horizontal bars from `base` (0 for throughput; 1 for speed-ups, with a dashed line

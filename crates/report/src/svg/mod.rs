@@ -380,7 +380,7 @@ fn axis_title(a: &Axis) -> String {
 }
 
 /// One decimal place is plenty for pixels and keeps the markup small.
-fn r1(v: f64) -> f64 {
+pub(crate) fn r1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
