@@ -56,11 +56,7 @@ fn environment(m: &RunMeta) -> Vec<(&'static str, String)> {
     let e = &m.environment;
     let t = &m.topology;
     let or = |v: Option<&str>| v.unwrap_or("unknown").to_string();
-    let smt = match (&e.smt_control, t.smt.active) {
-        (Some(c), Some(a)) => format!("{c} (active: {a})"),
-        (Some(c), None) => c.clone(),
-        (None, _) => or(t.smt.control.as_deref()),
-    };
+    let smt = crate::html::machine::smt_control(m).unwrap_or_else(|| "unknown".into());
     vec![
         ("host", or(e.hostname.as_deref())),
         (

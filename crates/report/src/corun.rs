@@ -19,7 +19,7 @@ use smtlab_model::{CellRecord, CellResult, Direction, RunResults, Summary};
 
 use maud::{PreEscaped, html};
 
-use crate::fmt::{esc, num, text_table};
+use crate::fmt::{esc, num};
 
 pub use smtlab_model::keys::Form;
 pub use smtlab_model::metrics::corun::{PARTNER_ALONE_VALUE, PARTNER_VALUE, RUN_NS};
@@ -183,30 +183,18 @@ pub fn matrix_text(entries: &[Entry], form: Form) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut header: Vec<String> = vec!["measured \\ partner".into()];
-    header.extend(cols.iter().cloned());
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|a| {
-            let mut r = vec![a.clone()];
-            for b in &cols {
-                let e = entries
-                    .iter()
-                    .find(|e| e.form == form && &e.a == a && &e.b == b);
-                r.push(match e {
-                    Some(e) if e.cut_short.is_some() => "cut short".into(),
-                    Some(Entry {
-                        slowdown: Some(s), ..
-                    }) => ratio_text(s),
-                    _ => "-".into(),
-                });
-            }
-            r
-        })
-        .collect();
-    let head: Vec<&str> = header.iter().map(String::as_str).collect();
-    let right: Vec<usize> = (1..head.len()).collect();
-    text_table(&head, &table, &right)
+    crate::fmt::matrix_table("measured \\ partner", &rows, &cols, |a, b| {
+        match entries
+            .iter()
+            .find(|e| e.form == form && e.a == a && e.b == b)
+        {
+            Some(e) if e.cut_short.is_some() => "cut short".into(),
+            Some(Entry {
+                slowdown: Some(s), ..
+            }) => ratio_text(s),
+            _ => "-".into(),
+        }
+    })
 }
 
 /// Pairs of one form whose combined speed was measured, as text lines.

@@ -124,17 +124,7 @@ pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
                 format!("{}{mark}", prediction(&p.slowdown))
             })
     };
-    let rows: Vec<Vec<String>> = names
-        .iter()
-        .map(|a| {
-            let mut r = vec![a.to_string()];
-            r.extend(names.iter().map(|b| entry(a, b)));
-            r
-        })
-        .collect();
-    let mut head = vec!["predicted \\ partner"];
-    head.extend(names.iter().copied());
-    table(&head, &rows)
+    crate::fmt::matrix_table("predicted \\ partner", &names, &names, entry)
 }
 
 /// The footnote of [`matrix`]'s `*`: the rulers some entries were predicted without.
