@@ -85,14 +85,7 @@ pub(crate) fn section(r: &RunResults) -> Option<String> {
     let mut out = String::new();
     let p = &mut out;
     // Groups of cells with the same programs (and other parameters).
-    let mut groups: Vec<(String, Vec<&CellRecord>)> = Vec::new();
-    for c in &cells {
-        let label = params(&c.flat_params());
-        match groups.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, g)) => g.push(c),
-            None => groups.push((label, vec![c])),
-        }
-    }
+    let groups = crate::grouped(cells.iter().copied(), |c| params(&c.flat_params()));
     let page = html! {
         section id="mix" {
             h2 { "Multiprogrammed mix (Redstone 2000, section 2.3)" }
