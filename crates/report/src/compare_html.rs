@@ -441,13 +441,9 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
     }
     // Bars and the table.
     let mut lines: Vec<Line<'_>> = Vec::new();
-    let mut by_group: BTreeMap<&str, Vec<&CompareRow>> = BTreeMap::new();
-    for r in &c.rows {
-        by_group.entry(&r.group).or_default().push(r);
-    }
     for g in &c.groups {
         lines.push((g.group.clone(), None, None));
-        for r in by_group.get(g.group.as_str()).into_iter().flatten() {
+        for r in c.rows.iter().filter(|r| r.group == g.group) {
             lines.push((row_label(r, &c.rows), Some(r), speedup_interval(r)));
         }
     }
