@@ -11,7 +11,7 @@ use maud::{Markup, PreEscaped, html};
 use smtlab_model::RunResults;
 use smtlab_model::counters::bandwidth::{DramBandwidth, correlation};
 
-use crate::counter_ratios::{CellRatios, RatioGroup, RatioKind, groups};
+use crate::counter_ratios::{CellRatios, RatioGroup, groups};
 use crate::fmt::{num, params};
 use crate::svg::color;
 
@@ -80,18 +80,13 @@ fn change_text(change: f64) -> String {
 
 fn ratio_figures(g: &RatioGroup) -> Markup {
     // Every ratio key some placement has, in first-seen order.
-    let mut keys: Vec<(&str, &str, RatioKind)> = Vec::new();
-    for (_, r) in &g.placements {
-        for x in &r.ratios {
-            if !keys.iter().any(|(k, _, _)| *k == x.key) {
-                keys.push((&x.key, &x.label, x.kind));
-            }
-        }
-    }
+    let all = g.placements.iter().flat_map(|(_, r)| &r.ratios);
+    let keys = crate::grouped(all, |x| x.key.as_str());
     html! {
         table {
             tr { th { "ratio" } th { "per placement" } th { "SMT change" } }
-            @for (key, label, _) in &keys {
+            @for (key, of_key) in &keys {
+                @let label = &of_key[0].label;
                 @let rows: Vec<(String, f64, String)> = g.placements.iter().filter_map(|(p, r)| {
                     r.get(key).map(|x| (p.clone(), x.value, x.text()))
                 }).collect();

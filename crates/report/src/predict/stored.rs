@@ -66,18 +66,17 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
     }
     let pairs = pairs(&r.cells);
     // The workloads: each one's benchmark and parameters, from its pairs beside rulers.
-    let mut workloads: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-    let mut used: Vec<String> = Vec::new();
-    for ((bench, params, partner), _) in &pairs {
-        if let Some(ruler) = partner.strip_prefix(RULER_PREFIX) {
-            if !workloads.iter().any(|(b, _)| b == bench) {
-                workloads.push((bench.clone(), params.clone()));
-            }
-            if !used.iter().any(|u| u == ruler) {
-                used.push(ruler.to_string());
-            }
-        }
-    }
+    let beside_rulers = || {
+        pairs
+            .iter()
+            .filter_map(|((b, p, partner), _)| Some((b, p, partner.strip_prefix(RULER_PREFIX)?)))
+    };
+    let workloads: Vec<(String, BTreeMap<String, String>)> =
+        crate::grouped(beside_rulers(), |w| w.0)
+            .into_iter()
+            .map(|(bench, of_bench)| (bench.clone(), of_bench[0].1.clone()))
+            .collect();
+    let used = crate::first_seen(beside_rulers().map(|(_, _, ruler)| ruler));
     if workloads.is_empty() {
         return None;
     }
@@ -89,7 +88,7 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
         .unwrap_or(0);
     let defs: Vec<RulerDef> = ruler_definitions(&r.run.topology, cpu)
         .into_iter()
-        .filter(|d| used.iter().any(|u| u == d.name))
+        .filter(|d| used.contains(&d.name))
         .collect();
     let ruler_of = |bench: &str, params: &BTreeMap<String, String>| {
         defs.iter().find(|d| d.matches(bench, params))
