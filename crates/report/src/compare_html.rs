@@ -417,11 +417,7 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
             table {
                 tr { th {} th { "A" } th { "B" } }
                 @for ((k, va), (_, vb)) in environment(&a.run).into_iter().zip(environment(&b.run)) {
-                    @if va != vb && k != "started" {
-                        tr class="diff" { th { (k) } td { (va) } td { (vb) } }
-                    } @else {
-                        tr { th { (k) } td { (va) } td { (vb) } }
-                    }
+                    tr class=[(va != vb && k != "started").then_some("diff")] { th { (k) } td { (va) } td { (vb) } }
                 }
             }
         }

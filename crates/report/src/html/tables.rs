@@ -139,7 +139,7 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
     if r.cells.is_empty() {
         return Err("no cell was measured".into());
     }
-    let order = crate::first_seen(r.cells.iter().map(|c| c.benchmark.as_str()));
+    let by_benchmark = crate::grouped(&r.cells, |c| c.benchmark.as_str());
     let section = html! {
         section id="cells" {
             h2 { "All cells" }
@@ -148,8 +148,8 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
                  has one unit and one number format per column. Red: the cell did not reach \
                  its CI target."
             }
-            @for bench in order {
-                (bench_cells(r, bench))
+            @for (bench, cs) in &by_benchmark {
+                (bench_cells(bench, cs))
             }
         }
     };
@@ -158,8 +158,7 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
 }
 
 /// One benchmark's cells in a closed `details`, one unit per column.
-fn bench_cells(r: &RunResults, bench: &str) -> Markup {
-    let cs: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == bench).collect();
+fn bench_cells(bench: &str, cs: &[&CellRecord]) -> Markup {
     let first = cs[0];
     let vals: Vec<f64> = cs
         .iter()
@@ -188,7 +187,7 @@ fn bench_cells(r: &RunResults, bench: &str) -> Markup {
                     th { "mean ± 95% CI (" (u) ")" } th { "CI" } th { "min (" (u) ")" }
                     th { "n" } th { "converged" }
                 }
-                @for c in &cs {
+                @for c in cs {
                     (cell_row(c, &col))
                 }
             }
@@ -231,11 +230,7 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
             td class="num" { (rel) }
             td class="num" { (col.num(s.min)) }
             td class="num" { (s.n) }
-            @if c.result.met_target() {
-                td { (conv) }
-            } @else {
-                td class="bad" { (conv) }
-            }
+            td class=[(!c.result.met_target()).then_some("bad")] { (conv) }
         }
     }
 }
