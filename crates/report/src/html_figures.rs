@@ -22,7 +22,7 @@ use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats
 
 use crate::fmt::{cpus, params};
 use crate::html::scaling::headline;
-use crate::svg::{self, Dist, LineOptions, Point, Scale, Series};
+use crate::svg::{self, Dist, LineOptions, Point, Scale, Series, pct_of};
 use crate::units::{Column, scaled, size};
 
 /// A byte size as the benchmarks write it: `4096`, `4k`, `32KiB`, `64M`, `1GiB`, `2MB`.
@@ -236,11 +236,6 @@ const PAIRS: [Pair; 3] = [
          the waiter returns from pthread_cond_wait (van Tol 2011, Figs 12-14).",
     ),
 ];
-
-fn pct_of(sorted: &[f64], p: f64) -> f64 {
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 /// The `latency` section: one block per benchmark and parameters.
 pub fn latency(p: &mut String, r: &RunResults) -> bool {

@@ -20,6 +20,7 @@ mod lines;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use distributions::pct_of;
 pub use distributions::{Dist, cdf_chart, histogram};
 pub use lines::{ci_strip, line_chart, scatter};
 
