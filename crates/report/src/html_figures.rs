@@ -151,10 +151,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
                 }),
             }
         }
-        let ys: Vec<f64> = series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.y))
-            .collect();
+        let ys = Series::all_y(&series);
         let opt = LineOptions {
             y_zero: first.direction == Direction::Higher,
             // Latency across caches and DRAM spans one to two decades: a log axis keeps

@@ -202,10 +202,7 @@ fn scaling_figure(
     } else {
         ", one thread per CPU"
     });
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.y))
-        .collect();
+    let ys = Series::all_y(&series);
     let opt = LineOptions {
         y_zero: first.direction == Direction::Higher,
         x_integer: true,

@@ -418,6 +418,16 @@ pub struct Series {
     pub points: Vec<Point>,
 }
 
+impl Series {
+    /// The y values of every point of `series`, for choosing the y axis's scale.
+    pub fn all_y(series: &[Series]) -> Vec<f64> {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.y))
+            .collect()
+    }
+}
+
 /// Options of [`line_chart`]; by default none of them (linear axes).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LineOptions {
