@@ -82,13 +82,7 @@ pub fn scaling(cells: &[CellRecord], smt: bool, machine_cpus: usize) -> Vec<Scal
             _ => WholeMachine::NotMeasured,
         };
         let s = &one.result.summary;
-        let ci = (s.n >= 2).then_some(s.ci95_half_width);
-        let figure = Figure {
-            value: s.mean,
-            ci95_low: ci.map(|h| s.mean - h),
-            ci95_high: ci.map(|h| s.mean + h),
-            unsteady: one.result.unsteady_reason(),
-        };
+        let figure = Figure::of_mean(s, one.result.unsteady_reason());
         out.push(Scaling {
             workload,
             short: crate::text::subject(one, &one.params, cells),
