@@ -251,14 +251,10 @@ impl BetweenRuns {
             return None;
         }
         let floor = Self::default_floor();
-        let mut cell_sd = BTreeMap::new();
-        for (g, (sum, n)) in &acc.cell {
-            cell_sd.insert(g.clone(), (sum / *n as f64).max(0.0).sqrt());
-        }
         let ids: Vec<String> = acc.runs.iter().map(|id| id.to_string()).collect();
         Some(BetweenRuns {
             source: Source::StoredRepeats,
-            cell_sd,
+            cell_sd: sd_per_group(&acc.cell),
             cell_sd_other: floor.cell_sd_other,
             run_sd: (acc.common / acc.run_df as f64).max(0.0).sqrt(),
             cell_df: Some(acc.cell_df as f64),
@@ -299,10 +295,7 @@ impl BetweenRuns {
         let df: usize = per_group.values().map(|p| p.1).sum();
         Some(BetweenRuns {
             source: Source::Rounds,
-            cell_sd: per_group
-                .iter()
-                .map(|(g, (s, n))| (g.clone(), (s / *n as f64).max(0.0).sqrt()))
-                .collect(),
+            cell_sd: sd_per_group(&per_group),
             cell_sd_other: floor.cell_sd_other,
             run_sd: floor.run_sd,
             cell_df: Some(df as f64),
@@ -316,6 +309,14 @@ impl BetweenRuns {
             ),
         })
     }
+}
+
+/// Each group's standard deviation from its summed variance and count (a negative
+/// estimate, noise larger than the spread, is none).
+fn sd_per_group(sums: &BTreeMap<String, (f64, usize)>) -> BTreeMap<String, f64> {
+    let sd =
+        |(g, (sum, n)): (&String, &(f64, usize))| (g.clone(), (sum / *n as f64).max(0.0).sqrt());
+    sums.iter().map(sd).collect()
 }
 
 fn plural(n: usize) -> &'static str {
