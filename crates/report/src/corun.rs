@@ -461,12 +461,8 @@ pub fn section(p: &mut String, r: &RunResults) {
         .into_iter()
         .filter_map(|form| heatmap_svg(&entries, form).map(|svg| (form, svg)))
         .collect();
-    let mut tasks: Vec<&str> = Vec::new();
-    for c in &r.cells {
-        if form_of(c).is_some() && !tasks.contains(&c.benchmark.as_str()) {
-            tasks.push(&c.benchmark);
-        }
-    }
+    let corun = r.cells.iter().filter(|c| form_of(c).is_some());
+    let tasks = crate::first_seen(corun.map(|c| c.benchmark.as_str()));
     let penalty_tables: Vec<(&str, maud::Markup)> = if r.run.suite.as_deref() == Some("penalty") {
         tasks
             .into_iter()

@@ -132,26 +132,9 @@ fn why_missing(v: &CounterValues, event: CounterEvent) -> String {
         .map_or_else(String::new, str::to_string)
 }
 
-/// Omitted lines so far: the reason, the labels not shown for it, the events not counted.
-type OmittedLines = Vec<(String, Vec<String>, Vec<String>)>;
-
-/// Adds `label` to the omitted line for `reason`, naming the missing events once.
-fn omit(lines: &mut OmittedLines, reason: String, label: &str, events: &[CounterEvent]) {
-    let slot = match lines.iter().position(|(r, _, _)| *r == reason) {
-        Some(i) => i,
-        None => {
-            lines.push((reason, Vec::new(), Vec::new()));
-            lines.len() - 1
-        }
-    };
-    let (_, labels, names) = &mut lines[slot];
-    labels.push(label.to_string());
-    for e in events {
-        if !names.contains(&e.name().to_string()) {
-            names.push(e.name().to_string());
-        }
-    }
-}
+/// What is not shown so far, one entry per label: why, the label, the events not
+/// counted ([`omitted_text`] makes one line per reason of them).
+type OmittedLines = Vec<(String, String, Vec<CounterEvent>)>;
 
 /// The ratios of one cell's counters, its CPI stack at `latencies`.
 pub fn cell_ratios(c: &CellCounters, latencies: &Latencies) -> CellRatios {
@@ -245,7 +228,7 @@ fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut O
                     Some(e) => why_missing(v, *e),
                     None => "a zero denominator".into(),
                 };
-                omit(lines, reason, d.label, &missing);
+                lines.push((reason, d.label.into(), missing));
             }
         }
     }
@@ -358,7 +341,7 @@ fn per_unit_ratios(
         let label = format!("{label}/{unit}");
         match v.count(e, CountMode::All) {
             Some(x) => ratios.push(plain(key.into(), label, x / amount)),
-            None => omit(lines, why_missing(v, e), &label, &[e]),
+            None => lines.push((why_missing(v, e), label, vec![e])),
         }
     }
     for r in v.named.iter().filter(|r| !is_topdown(&r.name)) {
@@ -374,10 +357,13 @@ fn per_unit_ratios(
 
 /// One line per omitted reason: the labels not shown and the events not counted.
 fn omitted_text(lines: OmittedLines) -> Vec<String> {
-    lines
+    crate::grouped(lines, |(reason, _, _)| reason.clone())
         .into_iter()
-        .map(|(reason, labels, names)| {
+        .map(|(reason, of_reason)| {
+            let labels: Vec<&str> = of_reason.iter().map(|(_, l, _)| l.as_str()).collect();
             let labels = labels.join(", ");
+            let events = of_reason.iter().flat_map(|(_, _, e)| e);
+            let names = crate::first_seen(events.map(|e| e.name()));
             match (names.join(", "), reason) {
                 (names, reason) if names.is_empty() => format!("{labels} not shown: {reason}"),
                 (names, reason) if reason.is_empty() => {
