@@ -507,14 +507,10 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
     // Stable sort keeps A's order within a group.
     let seen_groups = crate::first_seen(rows.iter().map(|r| r.group.clone()));
     rows.sort_by_key(|r| group_rank(&r.group, &seen_groups));
-    let mut groups_in_order: Vec<String> = seen_groups.clone();
-    groups_in_order.sort_by_key(|g| group_rank(g, &seen_groups));
-    let groups = groups_in_order
-        .iter()
-        .map(|g| {
-            let members: Vec<&CompareRow> = rows.iter().filter(|r| &r.group == g).collect();
-            group_mean(g, &members, &between)
-        })
+    // The sorted rows' groups, in that order.
+    let groups = crate::grouped(&rows, |r| r.group.as_str())
+        .into_iter()
+        .map(|(g, members)| group_mean(g, &members, &between))
         .collect();
     let overall = group_mean("overall", &rows.iter().collect::<Vec<_>>(), &between);
     Comparison {
