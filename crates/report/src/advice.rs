@@ -87,6 +87,17 @@ impl Figure {
         }
     }
 
+    /// A mean with its 95% interval (none below two samples).
+    pub fn of_mean(s: &smtlab_model::Summary, unsteady: Option<String>) -> Self {
+        let ci = (s.n > 1).then_some(s.ci95_half_width);
+        Figure {
+            value: s.mean,
+            ci95_low: ci.map(|h| s.mean - h),
+            ci95_high: ci.map(|h| s.mean + h),
+            unsteady,
+        }
+    }
+
     pub fn from_ratio(r: &Ratio) -> Self {
         Figure {
             value: r.ratio,

@@ -251,14 +251,10 @@ impl BetweenRuns {
             return None;
         }
         let floor = Self::default_floor();
-        let mut cell_sd = BTreeMap::new();
-        for (g, (sum, n)) in &acc.cell {
-            cell_sd.insert(g.clone(), (sum / *n as f64).max(0.0).sqrt());
-        }
         let ids: Vec<String> = acc.runs.iter().map(|id| id.to_string()).collect();
         Some(BetweenRuns {
             source: Source::StoredRepeats,
-            cell_sd,
+            cell_sd: sd_per_group(&acc.cell),
             cell_sd_other: floor.cell_sd_other,
             run_sd: (acc.common / acc.run_df as f64).max(0.0).sqrt(),
             cell_df: Some(acc.cell_df as f64),
@@ -299,10 +295,7 @@ impl BetweenRuns {
         let df: usize = per_group.values().map(|p| p.1).sum();
         Some(BetweenRuns {
             source: Source::Rounds,
-            cell_sd: per_group
-                .iter()
-                .map(|(g, (s, n))| (g.clone(), (s / *n as f64).max(0.0).sqrt()))
-                .collect(),
+            cell_sd: sd_per_group(&per_group),
             cell_sd_other: floor.cell_sd_other,
             run_sd: floor.run_sd,
             cell_df: Some(df as f64),
@@ -318,6 +311,14 @@ impl BetweenRuns {
     }
 }
 
+/// Each group's standard deviation from its summed variance and count (a negative
+/// estimate, noise larger than the spread, is none).
+fn sd_per_group(sums: &BTreeMap<String, (f64, usize)>) -> BTreeMap<String, f64> {
+    let sd =
+        |(g, (sum, n)): (&String, &(f64, usize))| (g.clone(), (sum / *n as f64).max(0.0).sqrt());
+    sums.iter().map(sd).collect()
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -326,10 +327,16 @@ fn plural(n: usize) -> &'static str {
 /// positive mean and two samples or more.
 fn log_level(c: &CellRecord) -> Option<(f64, f64)> {
     let s = &c.result.summary;
-    if c.result.unsteady_reason().is_some() || s.n < 2 || s.mean <= 0.0 || !s.mean.is_finite() {
+    if c.result.unsteady_reason().is_some() || !s.mean.is_finite() {
         return None;
     }
-    Some((s.mean.ln(), (s.stddev / s.mean).powi(2) / s.n as f64))
+    level(s)
+}
+
+/// A summary's log mean and its squared relative standard error; `None` below two
+/// samples or for a mean that is not positive.
+fn level(s: &smtlab_model::Summary) -> Option<(f64, f64)> {
+    (s.n >= 2 && s.mean > 0.0).then(|| (s.mean.ln(), (s.stddev / s.mean).powi(2) / s.n as f64))
 }
 
 /// The variance of a cell's round means (logs) beyond their own errors, and its degrees
@@ -338,14 +345,7 @@ fn log_level(c: &CellRecord) -> Option<(f64, f64)> {
 /// agree and understate the variance.
 fn round_excess(c: &CellRecord) -> Option<(f64, usize)> {
     let rounds = &c.result.rounds;
-    let levels: Vec<(f64, f64)> = rounds
-        .iter()
-        .filter(|r| r.summary.n >= 2 && r.summary.mean > 0.0)
-        .map(|r| {
-            let s = &r.summary;
-            (s.mean.ln(), (s.stddev / s.mean).powi(2) / s.n as f64)
-        })
-        .collect();
+    let levels: Vec<(f64, f64)> = rounds.iter().filter_map(|r| level(&r.summary)).collect();
     if levels.len() < 2 {
         return None;
     }

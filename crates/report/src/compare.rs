@@ -214,45 +214,31 @@ pub struct CounterPair {
 
 /// The counter figures both cells measured (see the module documentation).
 fn counter_pairs(ca: &CellRecord, cb: &CellRecord) -> Vec<CounterPair> {
+    type Figure = fn(&Headline) -> Option<f64>;
     let (Some(ka), Some(kb)) = (&ca.counters, &cb.counters) else {
         return Vec::new();
     };
     let (ha, hb) = (Headline::of(ka), Headline::of(kb));
+    // Per unit of work only where both sides did the same unit.
     let same_unit = ha.unit.is_some() && ha.unit == hb.unit;
     let unit = ha.unit.clone().unwrap_or_default();
-    let mut figures: Vec<(String, Option<f64>, Option<f64>)> = Vec::new();
-    if same_unit {
-        figures.extend([
-            (
-                format!("CPU ns/{unit}"),
-                ha.cpu_ns_per_unit,
-                hb.cpu_ns_per_unit,
-            ),
-            (
-                format!("context switches/{unit}"),
-                ha.context_switches_per_unit,
-                hb.context_switches_per_unit,
-            ),
-            (
-                format!("page faults/{unit}"),
-                ha.page_faults_per_unit,
-                hb.page_faults_per_unit,
-            ),
-            (
-                format!("instructions/{unit}"),
-                ha.instructions_per_unit,
-                hb.instructions_per_unit,
-            ),
-        ]);
-    }
-    figures.extend([
-        ("CPI".to_string(), ha.cpi, hb.cpi),
-        ("LLC MPKI".to_string(), ha.llc_mpki, hb.llc_mpki),
-    ]);
-    figures
+    let per_unit: [(&str, Figure); 4] = [
+        ("CPU ns", |h| h.cpu_ns_per_unit),
+        ("context switches", |h| h.context_switches_per_unit),
+        ("page faults", |h| h.page_faults_per_unit),
+        ("instructions", |h| h.instructions_per_unit),
+    ];
+    let rates: [(String, Figure); 2] = [
+        ("CPI".into(), |h| h.cpi),
+        ("LLC MPKI".into(), |h| h.llc_mpki),
+    ];
+    per_unit
         .into_iter()
-        .filter_map(|(metric, a, b)| {
-            let (a, b) = (a?, b?);
+        .filter(|_| same_unit)
+        .map(|(name, f)| (format!("{name}/{unit}"), f))
+        .chain(rates)
+        .filter_map(|(metric, f)| {
+            let (a, b) = (f(&ha)?, f(&hb)?);
             Some(CounterPair {
                 metric,
                 a,
@@ -362,6 +348,23 @@ pub struct MissingCell {
 }
 
 impl MissingCell {
+    /// Cell `c`, measured only on side `only_in`, with why `other` skipped it.
+    fn of(c: &CellRecord, only_in: Side, other: &RunResults) -> Self {
+        let skipped = other.skipped.iter().find(|s| {
+            s.key.benchmark == c.benchmark
+                && s.key.params == c.params
+                && s.key.conditions == c.conditions
+                && s.key.placement == c.placement_spec
+        });
+        MissingCell {
+            benchmark: c.benchmark.clone(),
+            params: c.flat_params(),
+            placement: c.placement_spec.clone(),
+            only_in,
+            other_skipped: skipped.map(|s| s.reason.clone()),
+        }
+    }
+
     /// `  NAME PARAMS on PLACEMENT: only in A`, with why the other run skipped it when it
     /// says: a line of the "measured in one run only" list, without its newline.
     pub fn line(&self) -> String {
@@ -483,67 +486,31 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
     let mut rows = Vec::new();
     let mut tests = Vec::new();
     let mut missing = Vec::new();
-    let mut seen_a = BTreeMap::new();
-    let skipped_reason = |r: &RunResults, c: &CellRecord| {
-        r.skipped
-            .iter()
-            .find(|s| {
-                s.key.benchmark == c.benchmark
-                    && s.key.params == c.params
-                    && s.key.conditions == c.conditions
-                    && s.key.placement == c.placement_spec
-            })
-            .map(|s| s.reason.clone())
-    };
-    for ca in &a.cells {
-        let k = key(ca);
-        if seen_a.insert(k, ()).is_some() {
-            continue;
-        }
-        let Some(cb) = ib.get(&k) else {
-            missing.push(MissingCell {
-                benchmark: ca.benchmark.clone(),
-                params: ca.flat_params(),
-                placement: ca.placement_spec.clone(),
-                only_in: Side::A,
-                other_skipped: skipped_reason(b, ca),
-            });
+    // A key's first cell is the one its index holds; later ones are skipped.
+    let first = |i: &BTreeMap<Key<'_>, &CellRecord>, c: &CellRecord| std::ptr::eq(i[&key(c)], c);
+    for ca in a.cells.iter().filter(|c| first(&ia, c)) {
+        let Some(cb) = ib.get(&key(ca)) else {
+            missing.push(MissingCell::of(ca, Side::A, b));
             continue;
         };
         tests.push(log_ratio(ca, cb));
         rows.push(row(ca, cb));
     }
     let between_runs_scatter = correct_for_rows(&mut rows, &tests, &between);
-    let mut seen_b = BTreeMap::new();
-    for cb in &b.cells {
-        let k = key(cb);
-        if seen_b.insert(k, ()).is_some() || ia.contains_key(&k) {
-            continue;
-        }
-        missing.push(MissingCell {
-            benchmark: cb.benchmark.clone(),
-            params: cb.flat_params(),
-            placement: cb.placement_spec.clone(),
-            only_in: Side::B,
-            other_skipped: skipped_reason(a, cb),
-        });
+    for cb in b
+        .cells
+        .iter()
+        .filter(|c| first(&ib, c) && !ia.contains_key(&key(c)))
+    {
+        missing.push(MissingCell::of(cb, Side::B, a));
     }
     // Stable sort keeps A's order within a group.
-    let mut seen_groups: Vec<String> = Vec::new();
-    for r in &rows {
-        if !seen_groups.contains(&r.group) {
-            seen_groups.push(r.group.clone());
-        }
-    }
+    let seen_groups = crate::first_seen(rows.iter().map(|r| r.group.clone()));
     rows.sort_by_key(|r| group_rank(&r.group, &seen_groups));
-    let mut groups_in_order: Vec<String> = seen_groups.clone();
-    groups_in_order.sort_by_key(|g| group_rank(g, &seen_groups));
-    let groups = groups_in_order
-        .iter()
-        .map(|g| {
-            let members: Vec<&CompareRow> = rows.iter().filter(|r| &r.group == g).collect();
-            group_mean(g, &members, &between)
-        })
+    // The sorted rows' groups, in that order.
+    let groups = crate::grouped(&rows, |r| r.group.as_str())
+        .into_iter()
+        .map(|(g, members)| group_mean(g, &members, &between))
         .collect();
     let overall = group_mean("overall", &rows.iter().collect::<Vec<_>>(), &between);
     Comparison {
@@ -713,45 +680,28 @@ fn group_mean(group: &str, rows: &[&CompareRow], between: &BetweenRuns) -> Group
 }
 
 pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
-    let (ea, eb) = (&a.environment, &b.environment);
-    let shape = |m: &RunMeta| Some(crate::html::shape(&m.topology));
-    let fields: [(&str, Option<String>, Option<String>); 11] = [
-        ("hostname", ea.hostname.clone(), eb.hostname.clone()),
-        ("cpu_model", ea.cpu_model.clone(), eb.cpu_model.clone()),
-        ("topology", shape(a), shape(b)),
-        ("kernel", ea.kernel.clone(), eb.kernel.clone()),
-        ("microcode", ea.microcode.clone(), eb.microcode.clone()),
-        (
-            "smt_control",
-            ea.smt_control.clone(),
-            eb.smt_control.clone(),
-        ),
-        ("governor", ea.governor.clone(), eb.governor.clone()),
-        ("boost", ea.boost.clone(), eb.boost.clone()),
-        (
-            "clocksource",
-            ea.clocksource.clone(),
-            eb.clocksource.clone(),
-        ),
-        (
-            "virtualization",
-            ea.virtualization.clone(),
-            eb.virtualization.clone(),
-        ),
-        (
-            "tool_version",
-            Some(ea.tool_version.clone()),
-            Some(eb.tool_version.clone()),
-        ),
+    type Field = fn(&RunMeta) -> Option<String>;
+    let fields: [(&str, Field); 11] = [
+        ("hostname", |m| m.environment.hostname.clone()),
+        ("cpu_model", |m| m.environment.cpu_model.clone()),
+        ("topology", |m| Some(crate::html::shape(&m.topology))),
+        ("kernel", |m| m.environment.kernel.clone()),
+        ("microcode", |m| m.environment.microcode.clone()),
+        ("smt_control", |m| m.environment.smt_control.clone()),
+        ("governor", |m| m.environment.governor.clone()),
+        ("boost", |m| m.environment.boost.clone()),
+        ("clocksource", |m| m.environment.clocksource.clone()),
+        ("virtualization", |m| m.environment.virtualization.clone()),
+        ("tool_version", |m| Some(m.environment.tool_version.clone())),
     ];
     fields
         .into_iter()
-        .filter(|(_, x, y)| x != y)
-        .map(|(f, x, y)| EnvDiff {
-            field: f.into(),
-            a: x,
-            b: y,
+        .map(|(field, get)| EnvDiff {
+            field: field.into(),
+            a: get(a),
+            b: get(b),
         })
+        .filter(|d| d.a != d.b)
         .collect()
 }
 
@@ -829,28 +779,18 @@ pub fn compare_table(c: &Comparison) -> String {
         let mut body: Vec<Vec<String>> = Vec::new();
         for r in counted {
             for (i, k) in r.counters.iter().enumerate() {
-                let first = i == 0;
-                body.push(vec![
-                    if first {
-                        r.benchmark.clone()
-                    } else {
-                        String::new()
-                    },
-                    if first {
-                        params(&r.params)
-                    } else {
-                        String::new()
-                    },
-                    if first {
-                        r.placement.clone()
-                    } else {
-                        String::new()
-                    },
+                // The cell is named on its first figure only.
+                let mut row = match i {
+                    0 => vec![r.benchmark.clone(), params(&r.params), r.placement.clone()],
+                    _ => vec![String::new(); 3],
+                };
+                row.extend([
                     k.metric.clone(),
                     num(k.a),
                     num(k.b),
                     k.ratio.map_or("-".into(), |x| format!("{}x", num(x))),
                 ]);
+                body.push(row);
             }
         }
         out.push_str(&text_table(

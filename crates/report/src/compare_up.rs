@@ -116,30 +116,42 @@ pub fn up_kernel_text(rows: &[UpKernelRow]) -> String {
         "mean",
         "over 1t-up-kernel",
     ];
-    let mut body: Vec<Vec<String>> = Vec::new();
-    for r in rows {
-        let side = r.up_kernel_in.letter();
-        body.push(vec![
-            r.benchmark.clone(),
-            crate::fmt::params(&r.params),
-            r.unit.clone(),
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .flat_map(UpKernelRow::lines)
+        .map(Vec::from)
+        .collect();
+    out.push_str(&crate::fmt::text_table(&header, &body, &[4]));
+    out
+}
+
+impl UpKernelRow {
+    /// The row's lines as every output lays them out: benchmark, params, unit,
+    /// placement, mean and the ratio over `1t-up-kernel`; first the `1t-up-kernel`
+    /// cell (its run named, no ratio), then each placement beside it (the first three
+    /// columns empty).
+    pub fn lines(&self) -> Vec<[String; 6]> {
+        let side = self.up_kernel_in.letter();
+        let mut lines = vec![[
+            self.benchmark.clone(),
+            crate::fmt::params(&self.params),
+            self.unit.clone(),
             format!("{UP_KERNEL_NAME} ({side})"),
-            crate::fmt::num(r.up_kernel),
+            crate::fmt::num(self.up_kernel),
             String::new(),
-        ]);
-        for p in &r.beside {
-            body.push(vec![
+        ]];
+        lines.extend(self.beside.iter().map(|p| {
+            [
                 String::new(),
                 String::new(),
                 String::new(),
                 p.placement.clone(),
                 crate::fmt::num(p.value),
                 p.verdict.as_ref().map_or("-".into(), crate::fmt::verdict),
-            ]);
-        }
+            ]
+        }));
+        lines
     }
-    out.push_str(&crate::fmt::text_table(&header, &body, &[4]));
-    out
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use smtlab_model::{CellRecord, CellResult, Direction, RunResults, Summary};
 
 use maud::{PreEscaped, html};
 
-use crate::fmt::{esc, num, text_table};
+use crate::fmt::{esc, num};
 
 pub use smtlab_model::keys::Form;
 pub use smtlab_model::metrics::corun::{PARTNER_ALONE_VALUE, PARTNER_VALUE, RUN_NS};
@@ -166,17 +166,9 @@ pub fn matrix(cells: &[CellRecord]) -> Vec<Entry> {
 
 /// Row and column names of the matrix of `form`, in first-seen order.
 fn axes(entries: &[Entry], form: Form) -> (Vec<String>, Vec<String>) {
-    let mut rows: Vec<String> = Vec::new();
-    let mut cols: Vec<String> = Vec::new();
-    for e in entries.iter().filter(|e| e.form == form) {
-        if !rows.contains(&e.a) {
-            rows.push(e.a.clone());
-        }
-        if !cols.contains(&e.b) {
-            cols.push(e.b.clone());
-        }
-    }
-    (rows, cols)
+    let of_form = || entries.iter().filter(|e| e.form == form);
+    let rows = crate::first_seen(of_form().map(|e| e.a.clone()));
+    (rows, crate::first_seen(of_form().map(|e| e.b.clone())))
 }
 
 fn ratio_text(r: &Ratio) -> String {
@@ -191,30 +183,18 @@ pub fn matrix_text(entries: &[Entry], form: Form) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut header: Vec<String> = vec!["measured \\ partner".into()];
-    header.extend(cols.iter().cloned());
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|a| {
-            let mut r = vec![a.clone()];
-            for b in &cols {
-                let e = entries
-                    .iter()
-                    .find(|e| e.form == form && &e.a == a && &e.b == b);
-                r.push(match e {
-                    Some(e) if e.cut_short.is_some() => "cut short".into(),
-                    Some(Entry {
-                        slowdown: Some(s), ..
-                    }) => ratio_text(s),
-                    _ => "-".into(),
-                });
-            }
-            r
-        })
-        .collect();
-    let head: Vec<&str> = header.iter().map(String::as_str).collect();
-    let right: Vec<usize> = (1..head.len()).collect();
-    text_table(&head, &table, &right)
+    crate::fmt::matrix_table("measured \\ partner", &rows, &cols, |a, b| {
+        match entries
+            .iter()
+            .find(|e| e.form == form && e.a == a && e.b == b)
+        {
+            Some(e) if e.cut_short.is_some() => "cut short".into(),
+            Some(Entry {
+                slowdown: Some(s), ..
+            }) => ratio_text(s),
+            _ => "-".into(),
+        }
+    })
 }
 
 /// Pairs of one form whose combined speed was measured, as text lines.
@@ -481,12 +461,8 @@ pub fn section(p: &mut String, r: &RunResults) {
         .into_iter()
         .filter_map(|form| heatmap_svg(&entries, form).map(|svg| (form, svg)))
         .collect();
-    let mut tasks: Vec<&str> = Vec::new();
-    for c in &r.cells {
-        if form_of(c).is_some() && !tasks.contains(&c.benchmark.as_str()) {
-            tasks.push(&c.benchmark);
-        }
-    }
+    let corun = r.cells.iter().filter(|c| form_of(c).is_some());
+    let tasks = crate::first_seen(corun.map(|c| c.benchmark.as_str()));
     let penalty_tables: Vec<(&str, maud::Markup)> = if r.run.suite.as_deref() == Some("penalty") {
         tasks
             .into_iter()

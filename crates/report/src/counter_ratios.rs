@@ -92,21 +92,16 @@ struct Def {
 /// The ratios in report order: CPI, IPC, the five miss rates, branch mispredictions.
 fn defs() -> Vec<Def> {
     use CounterEvent as E;
+    let def = |key, label, kind, num, den| Def {
+        key,
+        label,
+        kind,
+        num,
+        den,
+    };
     let mut out = vec![
-        Def {
-            key: "cpi",
-            label: "CPI",
-            kind: RatioKind::Plain,
-            num: E::Cycles,
-            den: E::Instructions,
-        },
-        Def {
-            key: "ipc",
-            label: "IPC",
-            kind: RatioKind::Plain,
-            num: E::Instructions,
-            den: E::Cycles,
-        },
+        def("cpi", "CPI", RatioKind::Plain, E::Cycles, E::Instructions),
+        def("ipc", "IPC", RatioKind::Plain, E::Instructions, E::Cycles),
     ];
     for (p, key, label) in [
         (&MISS_PAIRS[1], "l1i_miss_rate", "L1I miss rate"),
@@ -115,21 +110,16 @@ fn defs() -> Vec<Def> {
         (&MISS_PAIRS[4], "itlb_miss_rate", "iTLB miss rate"),
         (&MISS_PAIRS[3], "dtlb_miss_rate", "dTLB miss rate"),
     ] {
-        out.push(Def {
-            key,
-            label,
-            kind: RatioKind::Share,
-            num: p.misses,
-            den: p.accesses,
-        });
+        out.push(def(key, label, RatioKind::Share, p.misses, p.accesses));
     }
-    out.push(Def {
-        key: "branch_miss_rate",
-        label: "branch misprediction rate",
-        kind: RatioKind::Share,
-        num: E::BranchMisses,
-        den: E::Branches,
-    });
+    let branches = ("branch_miss_rate", "branch misprediction rate");
+    out.push(def(
+        branches.0,
+        branches.1,
+        RatioKind::Share,
+        E::BranchMisses,
+        E::Branches,
+    ));
     out
 }
 
@@ -142,26 +132,9 @@ fn why_missing(v: &CounterValues, event: CounterEvent) -> String {
         .map_or_else(String::new, str::to_string)
 }
 
-/// Omitted lines so far: the reason, the labels not shown for it, the events not counted.
-type OmittedLines = Vec<(String, Vec<String>, Vec<String>)>;
-
-/// Adds `label` to the omitted line for `reason`, naming the missing events once.
-fn omit(lines: &mut OmittedLines, reason: String, label: &str, events: &[CounterEvent]) {
-    let slot = match lines.iter().position(|(r, _, _)| *r == reason) {
-        Some(i) => i,
-        None => {
-            lines.push((reason, Vec::new(), Vec::new()));
-            lines.len() - 1
-        }
-    };
-    let (_, labels, names) = &mut lines[slot];
-    labels.push(label.to_string());
-    for e in events {
-        if !names.contains(&e.name().to_string()) {
-            names.push(e.name().to_string());
-        }
-    }
-}
+/// What is not shown so far, one entry per label: why, the label, the events not
+/// counted ([`omitted_text`] makes one line per reason of them).
+type OmittedLines = Vec<(String, String, Vec<CounterEvent>)>;
 
 /// The ratios of one cell's counters, its CPI stack at `latencies`.
 pub fn cell_ratios(c: &CellCounters, latencies: &Latencies) -> CellRatios {
@@ -242,11 +215,9 @@ fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut O
     let all = CountMode::All;
     for d in defs() {
         match ratio(v, d.num, d.den, all) {
-            Some(x) => ratios.push(RatioValue {
-                key: d.key.into(),
-                label: d.label.into(),
+            Some(value) => ratios.push(RatioValue {
                 kind: d.kind,
-                value: x,
+                ..plain(d.key.into(), d.label.into(), value)
             }),
             None => {
                 let missing: Vec<CounterEvent> = [d.num, d.den]
@@ -257,7 +228,7 @@ fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut O
                     Some(e) => why_missing(v, *e),
                     None => "a zero denominator".into(),
                 };
-                omit(lines, reason, d.label, &missing);
+                lines.push((reason, d.label.into(), missing));
             }
         }
     }
@@ -280,11 +251,14 @@ fn mode_and_level_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
     // SMT-aware: the share of the core's time both threads ran (Intel).
     let core_ref = v.named_value("core-ref-clocks").filter(|c| *c > 0.0);
     if let (Some(one), Some(core)) = (v.named_value("one-thread-active"), core_ref) {
+        let share = plain(
+            "smt_2t_share".into(),
+            "time both SMT threads ran".into(),
+            1.0 - one / core,
+        );
         ratios.push(RatioValue {
-            key: "smt_2t_share".into(),
-            label: "time both SMT threads ran".into(),
             kind: RatioKind::Share,
-            value: 1.0 - one / core,
+            ..share
         });
     }
     let uops = v.named_value("uops-retired").filter(|u| *u > 0.0);
@@ -367,7 +341,7 @@ fn per_unit_ratios(
         let label = format!("{label}/{unit}");
         match v.count(e, CountMode::All) {
             Some(x) => ratios.push(plain(key.into(), label, x / amount)),
-            None => omit(lines, why_missing(v, e), &label, &[e]),
+            None => lines.push((why_missing(v, e), label, vec![e])),
         }
     }
     for r in v.named.iter().filter(|r| !is_topdown(&r.name)) {
@@ -383,23 +357,19 @@ fn per_unit_ratios(
 
 /// One line per omitted reason: the labels not shown and the events not counted.
 fn omitted_text(lines: OmittedLines) -> Vec<String> {
-    lines
+    crate::grouped(lines, |(reason, _, _)| reason.clone())
         .into_iter()
-        .map(|(reason, labels, names)| {
-            if names.is_empty() {
-                format!("{} not shown: {reason}", labels.join(", "))
-            } else if reason.is_empty() {
-                format!(
-                    "{} not shown: {} not counted",
-                    labels.join(", "),
-                    names.join(", ")
-                )
-            } else {
-                format!(
-                    "{} not shown: {} not counted ({reason})",
-                    labels.join(", "),
-                    names.join(", ")
-                )
+        .map(|(reason, of_reason)| {
+            let labels: Vec<&str> = of_reason.iter().map(|(_, l, _)| l.as_str()).collect();
+            let labels = labels.join(", ");
+            let events = of_reason.iter().flat_map(|(_, _, e)| e);
+            let names = crate::first_seen(events.map(|e| e.name()));
+            match (names.join(", "), reason) {
+                (names, reason) if names.is_empty() => format!("{labels} not shown: {reason}"),
+                (names, reason) if reason.is_empty() => {
+                    format!("{labels} not shown: {names} not counted")
+                }
+                (names, reason) => format!("{labels} not shown: {names} not counted ({reason})"),
             }
         })
         .collect()
@@ -443,14 +413,15 @@ fn asked_for_dram(v: &CounterValues) -> bool {
 /// missing hardware counters already said it.
 pub fn terminal_parts(c: &CellCounters, latencies: &Latencies) -> Vec<String> {
     let mut r = cell_ratios(c, latencies);
-    r.ratios.retain(|x| {
-        x.key != "cpi"
-            && x.key != "ipc"
-            && x.key != "llc_mpki"
-            && x.key != "branch_mpki"
-            && x.key != "cpu_ns_per_unit"
-            && x.key != "instructions_per_unit"
-    });
+    let shown = [
+        "cpi",
+        "ipc",
+        "llc_mpki",
+        "branch_mpki",
+        "cpu_ns_per_unit",
+        "instructions_per_unit",
+    ];
+    r.ratios.retain(|x| !shown.contains(&x.key.as_str()));
     if c.hardware_unavailable.is_some() {
         // The note about missing hardware counters, and the one about each event that
         // could not be counted, already said why.
@@ -753,29 +724,27 @@ impl RatioGroup {
 /// The counted cells of a run grouped by benchmark and parameters.
 pub fn groups(r: &RunResults) -> Vec<RatioGroup> {
     let latencies = crate::cpi_latencies::measured(r);
-    let mut out: Vec<RatioGroup> = Vec::new();
-    for c in &r.cells {
-        let Some(ratios) = record_ratios(c, &latencies) else {
-            continue;
+    let counted = r
+        .cells
+        .iter()
+        .filter_map(|c| Some((c, record_ratios(c, &latencies)?)));
+    // The conditions too (`smt=on`): each SMT state is a group of its own.
+    let by = |(c, _): &(&CellRecord, CellRatios)| (c.benchmark.clone(), c.flat_params());
+    let groups = crate::grouped(counted, by).into_iter();
+    let group = |((benchmark, params), cells): (_, Vec<(&CellRecord, CellRatios)>)| {
+        let mut g = RatioGroup {
+            benchmark,
+            params,
+            placements: cells
+                .into_iter()
+                .map(|(c, x)| (c.placement.name.clone(), x))
+                .collect(),
+            smt_changes: Vec::new(),
         };
-        match out
-            .iter_mut()
-            .find(|g| g.benchmark == c.benchmark && g.params == c.flat_params())
-        {
-            Some(g) => g.placements.push((c.placement.name.clone(), ratios)),
-            None => out.push(RatioGroup {
-                benchmark: c.benchmark.clone(),
-                // The conditions too (`smt=on`): each SMT state is a group of its own.
-                params: c.flat_params(),
-                placements: vec![(c.placement.name.clone(), ratios)],
-                smt_changes: Vec::new(),
-            }),
-        }
-    }
-    for g in &mut out {
         g.smt_changes = g.changes();
-    }
-    out
+        g
+    };
+    groups.map(group).collect()
 }
 
 /// The CSV columns this module adds, in order: the ratios, top-down, DRAM, the CPI

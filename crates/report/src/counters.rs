@@ -168,32 +168,23 @@ pub fn line(c: &CellCounters, latencies: &Latencies) -> String {
         parts.join(", ")
     };
     let unit = h.unit.as_deref().unwrap_or("unit");
-    let mut per: Vec<String> = Vec::new();
-    if let Some(x) = h.cpu_ns_per_unit {
-        per.push(format!("{} CPU/{unit}", duration_ns(x)));
-    }
-    if let Some(x) = h.instructions_per_unit {
-        per.push(format!("{} instructions/{unit}", num(x)));
-    }
-    if !per.is_empty() {
-        out.push_str(&format!("; {}", per.join(", ")));
-    }
-    let mut hw: Vec<String> = Vec::new();
-    if let Some(x) = h.cpi {
-        hw.push(format!("CPI {}", num(x)));
-    }
-    if let Some(x) = h.ipc {
-        hw.push(format!("IPC {}", num(x)));
-    }
-    if let Some(x) = h.llc_mpki {
-        hw.push(format!("LLC MPKI {}", num(x)));
-    }
-    if let Some(x) = h.branch_mpki {
-        hw.push(format!("branch MPKI {}", num(x)));
-    }
-    if !hw.is_empty() {
-        out.push_str(&format!("; {}", hw.join(", ")));
-    }
+    let per = [
+        h.cpu_ns_per_unit
+            .map(|x| format!("{} CPU/{unit}", duration_ns(x))),
+        h.instructions_per_unit
+            .map(|x| format!("{} instructions/{unit}", num(x))),
+    ];
+    add_parts(&mut out, "", per.into_iter().flatten().collect());
+    let hw = [
+        ("CPI", h.cpi),
+        ("IPC", h.ipc),
+        ("LLC MPKI", h.llc_mpki),
+        ("branch MPKI", h.branch_mpki),
+    ];
+    let hw = hw
+        .into_iter()
+        .filter_map(|(name, x)| Some(format!("{name} {}", num(x?))));
+    add_parts(&mut out, "", hw.collect());
     if let Some(m) = h.multiplexed_list() {
         out.push_str(&format!(" (multiplexed, scaled: {m})"));
     }
@@ -212,51 +203,40 @@ pub fn line(c: &CellCounters, latencies: &Latencies) -> String {
         ));
     }
     if let Some(s) = &c.syscalls {
-        let groups: Vec<String> = s
-            .by_group()
-            .iter()
-            .filter(|g| g.wall_ns > 0)
-            .map(|g| match g.cpu_ns {
-                Some(cpu) => format!(
-                    "{} CPU {} (wall {})",
-                    g.group,
-                    duration_ns(cpu as f64),
-                    duration_ns(g.wall_ns as f64)
-                ),
-                None => format!("{} wall {}", g.group, duration_ns(g.wall_ns as f64)),
-            })
-            .collect();
-        if !groups.is_empty() {
-            out.push_str(&format!(
-                "; syscalls (traced extra sample): {}",
-                groups.join(", ")
-            ));
-        }
+        let groups = s.by_group().into_iter().filter(|g| g.wall_ns > 0).map(|g| {
+            let wall = duration_ns(g.wall_ns as f64);
+            match g.cpu_ns {
+                Some(cpu) => format!("{} CPU {} (wall {wall})", g.group, duration_ns(cpu as f64)),
+                None => format!("{} wall {wall}", g.group),
+            }
+        });
+        add_parts(
+            &mut out,
+            "syscalls (traced extra sample): ",
+            groups.collect(),
+        );
     }
     if let Some(p) = &c.kernel_time {
         let parts = p.summary_parts(duration_ns);
-        if !parts.is_empty() {
-            out.push_str(&format!(
-                "; kernel by cause (traced extra sample): {}",
-                parts.join(", ")
-            ));
-        }
+        add_parts(&mut out, "kernel by cause (traced extra sample): ", parts);
     }
     if let Some(p) = &c.irqs {
-        let kinds: Vec<String> = p
-            .by_kind()
-            .iter()
-            .map(|(k, n, ns)| format!("{k} {} x{n}", duration_ns(*ns as f64)))
-            .collect();
-        if !kinds.is_empty() {
-            out.push_str(&format!(
-                "; interrupts on CPUs {} (traced extra sample): {}",
-                p.cpus.to_list_string(),
-                kinds.join(", ")
-            ));
-        }
+        let kinds = p.by_kind().into_iter();
+        let kinds = kinds.map(|(k, n, ns)| format!("{k} {} x{n}", duration_ns(ns as f64)));
+        let head = format!(
+            "interrupts on CPUs {} (traced extra sample): ",
+            p.cpus.to_list_string()
+        );
+        add_parts(&mut out, &head, kinds.collect());
     }
     out
+}
+
+/// Adds `; HEAD PART, PART, ...` to a counters line, nothing without parts.
+fn add_parts(out: &mut String, head: &str, parts: Vec<String>) {
+    if !parts.is_empty() {
+        out.push_str(&format!("; {head}{}", parts.join(", ")));
+    }
 }
 
 #[cfg(test)]

@@ -40,19 +40,18 @@ fn chases(r: &RunResults) -> Vec<(f64, &CellRecord)> {
 
 /// The smallest data (or unified) cache of each level, by level.
 fn level_sizes(r: &RunResults) -> Vec<(u8, f64)> {
-    let mut out: Vec<(u8, f64)> = Vec::new();
-    for c in &r.run.topology.caches {
-        let Some(b) = c
-            .size_bytes
-            .filter(|_| c.cache_type != CacheType::Instruction)
-        else {
-            continue;
-        };
-        match out.iter_mut().find(|(l, _)| *l == c.level) {
-            Some((_, s)) => *s = s.min(b as f64),
-            None => out.push((c.level, b as f64)),
-        }
-    }
+    let caches = r.run.topology.caches.iter();
+    let sized = caches.filter(|c| c.cache_type != CacheType::Instruction);
+    let sized = sized.filter_map(|c| Some((c.level, c.size_bytes? as f64)));
+    let mut out: Vec<(u8, f64)> = crate::grouped(sized, |(l, _)| *l)
+        .into_iter()
+        .map(|(l, sizes)| {
+            (
+                l,
+                sizes.into_iter().map(|s| s.1).fold(f64::INFINITY, f64::min),
+            )
+        })
+        .collect();
     out.sort_by_key(|(l, _)| *l);
     out
 }

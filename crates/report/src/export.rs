@@ -81,13 +81,10 @@ fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
         ],
         None => vec![String::new(); 9],
     };
+    let text = |x: Option<u64>| x.map(|v| v.to_string()).unwrap_or_default();
     let sys = k.syscalls.as_ref();
-    out.push(
-        sys.and_then(|s| s.cpu_ns())
-            .map(|x| x.to_string())
-            .unwrap_or_default(),
-    );
-    out.push(sys.map(|s| s.wall_ns().to_string()).unwrap_or_default());
+    out.push(text(sys.and_then(|s| s.cpu_ns())));
+    out.push(text(sys.map(|s| s.wall_ns())));
     let causes = k.kernel_time.as_ref();
     let faults = causes.and_then(|p| p.faults());
     let find = |cause| causes.and_then(|p| p.find(cause).copied());
@@ -96,7 +93,7 @@ fn os_values(cell: Option<&CellRecord>) -> Vec<String> {
     let tlb = find(KernelCause::TlbShootdownReceived);
     for stat in [faults, locks, tlb] {
         let cpu = stat.and_then(|s| s.cpu_ns);
-        out.push(cpu.map(|c| c.to_string()).unwrap_or_default());
+        out.push(text(cpu));
         out.push(
             cpu.zip(causes)
                 .and_then(|(c, p)| p.share(c))

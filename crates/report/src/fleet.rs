@@ -170,6 +170,29 @@ pub struct HostYield {
     fingerprint: std::sync::Arc<Fingerprint>,
 }
 
+impl HostYield {
+    /// `host`'s value `ratio` from run `r`, not yet judged an outlier.
+    fn new(
+        host: &str,
+        r: &RunResults,
+        ratio: &smtlab_model::stats::Ratio,
+        unsteady: Option<String>,
+        fingerprint: &std::sync::Arc<Fingerprint>,
+    ) -> Self {
+        HostYield {
+            host: host.to_string(),
+            run: r.run.id,
+            value: ratio.ratio,
+            ci95_low: ratio.ci95_low,
+            ci95_high: ratio.ci95_high,
+            unsteady,
+            outlier: false,
+            differs: Vec::new(),
+            fingerprint: std::sync::Arc::clone(fingerprint),
+        }
+    }
+}
+
 /// The hosts' values of one pool and what they make: median, interval, outliers.
 #[derive(Debug, Clone, Serialize)]
 pub struct Spread {
@@ -549,20 +572,11 @@ impl Gathered {
                     row.params.clone(),
                     i,
                 );
-                self.pooled.entry(key).or_default().insert(
-                    host.to_string(),
-                    HostYield {
-                        host: host.to_string(),
-                        run: r.run.id,
-                        value: y.ratio.ratio,
-                        ci95_low: y.ratio.ci95_low,
-                        ci95_high: y.ratio.ci95_high,
-                        unsteady: y.unsteady.clone(),
-                        outlier: false,
-                        differs: Vec::new(),
-                        fingerprint: std::sync::Arc::clone(&fp),
-                    },
-                );
+                let value = HostYield::new(host, r, &y.ratio, y.unsteady.clone(), &fp);
+                self.pooled
+                    .entry(key)
+                    .or_default()
+                    .insert(host.to_string(), value);
             }
         }
         any
@@ -591,20 +605,11 @@ impl Gathered {
                         f.ruler.clone(),
                         figure,
                     );
-                    self.profiled.entry(key).or_default().insert(
-                        host.to_string(),
-                        HostYield {
-                            host: host.to_string(),
-                            run: r.run.id,
-                            value: ratio.ratio,
-                            ci95_low: ratio.ci95_low,
-                            ci95_high: ratio.ci95_high,
-                            unsteady: None,
-                            outlier: false,
-                            differs: Vec::new(),
-                            fingerprint: fp.clone(),
-                        },
-                    );
+                    let value = HostYield::new(host, r, &ratio, None, &fp);
+                    self.profiled
+                        .entry(key)
+                        .or_default()
+                        .insert(host.to_string(), value);
                 }
             }
         }
@@ -638,21 +643,15 @@ fn no_yield_notes(no_yield: BTreeMap<String, Vec<(i64, String)>>) -> Vec<String>
             .take(NOTE_RUNS)
             .map(|(id, host)| format!("run {id} ({host})"))
             .collect();
-        let more = runs.len().saturating_sub(NOTE_RUNS);
-        notes.push(format!(
-            "{} without an SMT yield ({why}): {}{}",
-            if runs.len() == 1 {
-                "1 run".to_string()
-            } else {
-                format!("{} runs", runs.len())
-            },
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ));
+        let count = match runs.len() {
+            1 => "1 run".to_string(),
+            n => format!("{n} runs"),
+        };
+        let mut note = format!("{count} without an SMT yield ({why}): {}", shown.join(", "));
+        if runs.len() > NOTE_RUNS {
+            note.push_str(&format!(" and {} more", runs.len() - NOTE_RUNS));
+        }
+        notes.push(note);
     }
     notes
 }
@@ -706,7 +705,7 @@ fn models(
         let mut counts = BTreeMap::new();
         for h in &hosts {
             *counts
-                .entry(recommendation_words(h.recommendation).to_string())
+                .entry(recommendation_words(h.recommendation).into())
                 .or_insert(0) += 1;
         }
         if let Some(m) = models.get_mut(&model) {
@@ -749,16 +748,9 @@ fn spread(mut hosts: Vec<HostYield>) -> Option<Spread> {
     let med = median(&values)?;
     let dev = mad(&values)?;
     let ci = median_ci95(&values);
-    let (outlier_low, outlier_high) = if hosts.len() >= OUTLIER_MIN_HOSTS {
-        let spread = (MAD_NORMAL_SCALE * dev).max(OUTLIER_FLOOR_REL * med.abs());
-        (
-            Some(med - OUTLIER_MADS * spread),
-            Some(med + OUTLIER_MADS * spread),
-        )
-    } else {
-        (None, None)
-    };
-    if let (Some(lo), Some(hi)) = (outlier_low, outlier_high) {
+    let fence = (MAD_NORMAL_SCALE * dev).max(OUTLIER_FLOOR_REL * med.abs()) * OUTLIER_MADS;
+    let fences = (hosts.len() >= OUTLIER_MIN_HOSTS).then_some((med - fence, med + fence));
+    if let Some((lo, hi)) = fences {
         // The most common value of each fingerprint field among the pool's hosts.
         let mut common: Vec<BTreeMap<String, usize>> = vec![BTreeMap::new(); 4];
         for h in &hosts {
@@ -797,8 +789,8 @@ fn spread(mut hosts: Vec<HostYield>) -> Option<Spread> {
         min: values[0],
         max: values[values.len() - 1],
         mad: dev,
-        outlier_low,
-        outlier_high,
+        outlier_low: fences.map(|f| f.0),
+        outlier_high: fences.map(|f| f.1),
         hosts,
     })
 }

@@ -345,6 +345,29 @@ pub fn text_table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> Str
     t.render()
 }
 
+/// A matrix as a text table: a row per `rows` name, a column per `cols` name (headed
+/// `corner` above the row names), each entry `entry(row, column)`, right-aligned.
+pub fn matrix_table<S: AsRef<str>>(
+    corner: &str,
+    rows: &[S],
+    cols: &[S],
+    entry: impl Fn(&str, &str) -> String,
+) -> String {
+    let mut head = vec![corner];
+    head.extend(cols.iter().map(AsRef::as_ref));
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|a| {
+            let a = a.as_ref();
+            let mut r = vec![a.to_string()];
+            r.extend(cols.iter().map(|b| entry(a, b.as_ref())));
+            r
+        })
+        .collect();
+    let right: Vec<usize> = (1..head.len()).collect();
+    text_table(&head, &body, &right)
+}
+
 /// A cell's figure as the bound it is, where it reached a limit of the measurement:
 /// `at least 64 connections (configured ceiling)`.
 pub fn at_limit(cell: &smtlab_model::CellRecord) -> Option<String> {
@@ -357,11 +380,8 @@ pub fn at_limit(cell: &smtlab_model::CellRecord) -> Option<String> {
 pub fn fork_size(cell: &smtlab_model::CellRecord) -> Option<String> {
     use smtlab_model::metrics::fork;
     let most = |name: &str| {
-        cell.result
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(name).copied())
-            .reduce(f64::max)
+        let values = crate::html_workloads::cells::metric_values(cell, name);
+        values.into_iter().reduce(f64::max)
     };
     let rss = most(fork::FORKING_RSS_BYTES)?;
     let maps = most(fork::FORKING_MAPPINGS)

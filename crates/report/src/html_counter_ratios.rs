@@ -9,9 +9,9 @@ use std::fmt::Write;
 
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::RunResults;
-use smtlab_model::counters::bandwidth::correlation;
+use smtlab_model::counters::bandwidth::{DramBandwidth, correlation};
 
-use crate::counter_ratios::{CellRatios, RatioGroup, RatioKind, groups};
+use crate::counter_ratios::{CellRatios, RatioGroup, groups};
 use crate::fmt::{num, params};
 use crate::svg::color;
 
@@ -80,18 +80,13 @@ fn change_text(change: f64) -> String {
 
 fn ratio_figures(g: &RatioGroup) -> Markup {
     // Every ratio key some placement has, in first-seen order.
-    let mut keys: Vec<(&str, &str, RatioKind)> = Vec::new();
-    for (_, r) in &g.placements {
-        for x in &r.ratios {
-            if !keys.iter().any(|(k, _, _)| *k == x.key) {
-                keys.push((&x.key, &x.label, x.kind));
-            }
-        }
-    }
+    let all = g.placements.iter().flat_map(|(_, r)| &r.ratios);
+    let keys = crate::grouped(all, |x| x.key.as_str());
     html! {
         table {
             tr { th { "ratio" } th { "per placement" } th { "SMT change" } }
-            @for (key, label, _) in &keys {
+            @for (key, of_key) in &keys {
+                @let label = &of_key[0].label;
                 @let rows: Vec<(String, f64, String)> = g.placements.iter().filter_map(|(p, r)| {
                     r.get(key).map(|x| (p.clone(), x.value, x.text()))
                 }).collect();
@@ -158,11 +153,10 @@ fn topdown_moves(with: &[(&String, &CellRatios)]) -> Markup {
 }
 
 fn dram_figure(r: &RunResults, g: &RatioGroup) -> Markup {
-    let with: Vec<(&String, &CellRatios)> = g
+    let with: Vec<(&String, &DramBandwidth)> = g
         .placements
         .iter()
-        .filter(|(_, x)| x.dram.is_some())
-        .map(|(p, x)| (p, x))
+        .filter_map(|(p, x)| Some((p, x.dram.as_ref()?)))
         .collect();
     if with.is_empty() {
         return html! {};
@@ -170,11 +164,10 @@ fn dram_figure(r: &RunResults, g: &RatioGroup) -> Markup {
     // Throughput (the cell's mean) against bandwidth across placements (paper 000 s3.5).
     let mut xs = Vec::new();
     let mut ys = Vec::new();
-    for (p, x) in &with {
+    for (p, b) in &with {
         if let Some(c) = r.cells.iter().find(|c| {
             c.benchmark == g.benchmark && c.flat_params() == g.params && c.placement.name == **p
-        }) && let Some(b) = &x.dram
-        {
+        }) {
             xs.push(c.result.summary.mean);
             ys.push(b.gb_per_s);
         }
@@ -184,18 +177,16 @@ fn dram_figure(r: &RunResults, g: &RatioGroup) -> Markup {
         h4 { "DRAM bandwidth (memory-controller CAS counts x 64 bytes)" }
         table {
             tr { th { "placement" } th { "GB/s" } th { "read GB" } th { "write GB" } th { "share of peak" } }
-            @for (p, x) in &with {
-                @if let Some(b) = &x.dram {
-                    tr {
-                        td { (p) }
-                        td class="num" { (num(b.gb_per_s)) }
-                        td class="num" { (num(b.read_bytes / 1e9)) }
-                        td class="num" { (num(b.write_bytes / 1e9)) }
-                        td class="num" {
-                            @match b.share_of_peak {
-                                Some(s) => (format!("{:.1}%", 100.0 * s)),
-                                None => span class="muted" { "peak not known" },
-                            }
+            @for (p, b) in &with {
+                tr {
+                    td { (p) }
+                    td class="num" { (num(b.gb_per_s)) }
+                    td class="num" { (num(b.read_bytes / 1e9)) }
+                    td class="num" { (num(b.write_bytes / 1e9)) }
+                    td class="num" {
+                        @match b.share_of_peak {
+                            Some(s) => (format!("{:.1}%", 100.0 * s)),
+                            None => span class="muted" { "peak not known" },
                         }
                     }
                 }
@@ -217,17 +208,10 @@ fn named_table(r: &RunResults) -> Markup {
         .filter_map(|c| c.counters.as_ref().map(|k| (c, k)))
         .flat_map(|(c, k)| k.values.named.iter().map(move |n| (c, n)))
         .collect();
-    let missing: Vec<(String, String)> = {
-        let mut m: Vec<(String, String)> = Vec::new();
-        for c in r.cells.iter().filter_map(|c| c.counters.as_ref()) {
-            for u in &c.values.named_unavailable {
-                if !m.iter().any(|(n, _)| *n == u.name) {
-                    m.push((u.name.clone(), u.reason.clone()));
-                }
-            }
-        }
-        m
-    };
+    // Each event not counted once, with the first reason given.
+    let unavailable = r.cells.iter().filter_map(|c| c.counters.as_ref());
+    let unavailable = unavailable.flat_map(|k| &k.values.named_unavailable);
+    let missing = crate::grouped(unavailable, |u| u.name.clone());
     if rows.is_empty() && missing.is_empty() {
         return html! {};
     }
@@ -265,7 +249,7 @@ fn named_table(r: &RunResults) -> Markup {
         }
         @if !missing.is_empty() {
             ul class="notes" {
-                @for (n, why) in &missing { li { code { (n) } ": " (why) } }
+                @for (n, why) in &missing { li { code { (n) } ": " (why[0].reason) } }
             }
         }
     }
@@ -284,21 +268,13 @@ pub fn figures(r: &RunResults) -> Markup {
         .iter()
         .filter_map(|c| c.counters.as_ref())
         .all(|k| k.hardware_unavailable.is_some());
-    let mut omitted: Vec<String> = Vec::new();
-    for g in &gs {
-        for (_, x) in &g.placements {
-            let ratio_lines = if no_pmu { &[][..] } else { &x.omitted[..] };
-            for l in ratio_lines
-                .iter()
-                .chain(&x.topdown_unavailable)
-                .chain(&x.dram_unavailable)
-            {
-                if !omitted.contains(l) {
-                    omitted.push(l.clone());
-                }
-            }
-        }
-    }
+    let omitted = crate::first_seen(gs.iter().flat_map(|g| &g.placements).flat_map(|(_, x)| {
+        let ratio_lines = if no_pmu { &[][..] } else { &x.omitted[..] };
+        ratio_lines
+            .iter()
+            .chain(&x.topdown_unavailable)
+            .chain(&x.dram_unavailable)
+    }));
     html! {
         h3 { "What the counters say: ratios per placement and their SMT change" }
         p {

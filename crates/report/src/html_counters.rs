@@ -174,115 +174,128 @@ fn phase_cells(name: &str, ph: &PhaseTimes) -> Markup {
     }
 }
 
-fn os_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+/// A counted cell with one of its traced parts.
+type With<'a, T> = Vec<(&'a CellRecord, &'a CellCounters, &'a T)>;
+
+/// A traced part's heading `head`, then `body` of the cells that hold the part (the
+/// first of `part`'s pair), or else why none does: the first reason a cell gives (the
+/// second), else `none`.
+fn traced<'a, T: 'a>(
+    cells: &[(&'a CellRecord, &'a CellCounters)],
+    head: Markup,
+    none: &str,
+    part: impl Fn(&'a CellCounters) -> (&'a Option<T>, &'a Option<String>),
+    body: impl FnOnce(With<'a, T>) -> Markup,
+) -> Markup {
+    let with: With<'a, T> = cells
+        .iter()
+        .filter_map(|&(c, k)| Some((c, k, part(k).0.as_ref()?)))
+        .collect();
+    if with.is_empty() {
+        let why = cells.iter().find_map(|(_, k)| part(k).1.as_deref());
+        return html! { (head) p { "Not measured: " (why.unwrap_or(none)) "." } };
+    }
+    html! { (head) (body(with)) }
+}
+
+/// The row that says a cell's trace lost records, where it did.
+fn lost_row(c: &CellRecord, lost_records: u64) -> Markup {
+    html! {
+        @if lost_records > 0 {
+            tr {
+                td { (label(c)) }
+                td colspan="6" class="bad" { (lost_records) " trace records lost: counts are lower bounds" }
+            }
+        }
+    }
+}
+
+fn os_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head = html! {
         h3 {
             "OS time of the placement's CPUs (the user/kernel/idle breakdown of Redstone et \
              al., ASPLOS 2000)"
         }
     };
-    let with: Vec<_> = cells.iter().filter(|(_, k)| k.os_time.is_some()).collect();
-    if with.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.os_time_unavailable.clone())
-            .unwrap_or_else(|| "not sampled".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
-    html! {
-        (head)
-        p {
-            "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
-             over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
-             calibrating and warming up; steady state is the counted window. Where cells \
-             took turns on the same CPUs, only this cell's own stretches were sampled. \
-             Below the table, each cell's time series: one column per sampling \
-             interval. Colours: "
-            @for (i, (name, col)) in PARTS.iter().enumerate() {
-                @if i > 0 { ", " }
-                span style={ "color:" (color(*col)) } { (PreEscaped("&#9632;")) } " " (name)
+    let part = |k: &'a CellCounters| (&k.os_time, &k.os_time_unavailable);
+    traced(cells, head, "not sampled", part, |with| {
+        html! {
+            p {
+                "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
+                 over the CPUs; few ticks mean coarse fractions). Start-up is preparing, \
+                 calibrating and warming up; steady state is the counted window. Where cells \
+                 took turns on the same CPUs, only this cell's own stretches were sampled. \
+                 Below the table, each cell's time series: one column per sampling \
+                 interval. Colours: "
+                @for (i, (name, col)) in PARTS.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    span style={ "color:" (color(*col)) } { (PreEscaped("&#9632;")) } " " (name)
+                }
+                "."
             }
-            "."
-        }
-        table {
-            tr {
-                th { "cell" } th { "CPUs" } th { "phase" } th { "duration" } th { "ticks" }
-                @for (name, _) in PARTS { th { (name) } }
-                th {}
-            }
-            @for (c, k) in &with {
-                @if let (Some(series), Some(ph)) = (&k.os_time, k.os_phases()) {
-                    // A cell shorter than one sampling interval has no interval of its own
-                    // in one of the phases: then only the whole cell is shown, not a
-                    // mislabelled phase.
-                    @let total = series.total();
-                    @let phases: Vec<(&str, &PhaseTimes)> =
-                        if ph.startup.intervals > 0 && ph.steady.intervals > 0 {
-                            vec![("start-up", &ph.startup), ("steady state", &ph.steady)]
-                        } else {
-                            vec![("whole cell", &total)]
-                        };
-                    @for (i, (name, t)) in phases.iter().enumerate() {
-                        tr {
-                            @if i == 0 {
-                                td rowspan=(phases.len()) { (label(c)) }
-                                td rowspan=(phases.len()) { code { (series.cpus.to_list_string()) } }
+            table {
+                tr {
+                    th { "cell" } th { "CPUs" } th { "phase" } th { "duration" } th { "ticks" }
+                    @for (name, _) in PARTS { th { (name) } }
+                    th {}
+                }
+                @for (c, k, series) in &with {
+                    @if let Some(ph) = k.os_phases() {
+                        // A cell shorter than one sampling interval has no interval of its own
+                        // in one of the phases: then only the whole cell is shown, not a
+                        // mislabelled phase.
+                        @let total = series.total();
+                        @let phases: Vec<(&str, &PhaseTimes)> =
+                            if ph.startup.intervals > 0 && ph.steady.intervals > 0 {
+                                vec![("start-up", &ph.startup), ("steady state", &ph.steady)]
+                            } else {
+                                vec![("whole cell", &total)]
+                            };
+                        @for (i, (name, t)) in phases.iter().enumerate() {
+                            tr {
+                                @if i == 0 {
+                                    td rowspan=(phases.len()) { (label(c)) }
+                                    td rowspan=(phases.len()) { code { (series.cpus.to_list_string()) } }
+                                }
+                                (phase_cells(name, t))
                             }
-                            (phase_cells(name, t))
                         }
                     }
                 }
             }
-        }
-        @for (c, k) in &with {
-            @if let Some(series) = &k.os_time {
+            @for (c, k, series) in &with {
                 h4 { (label(c)) ", CPUs " code { (series.cpus.to_list_string()) } " over time" }
                 (PreEscaped(time_series_chart(series, k.steady_from_ns)))
             }
         }
-    }
+    })
 }
 
-fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+fn syscalls<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head = html! { h3 { "Kernel time by system call (Redstone et al., ASPLOS 2000)" } };
-    let traced: Vec<_> = cells.iter().filter(|(_, k)| k.syscalls.is_some()).collect();
-    if traced.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.syscalls_unavailable.clone())
-            .unwrap_or_else(|| "not traced".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
-    html! {
-        (head)
-        p {
-            "Kernel time of the system calls by group, as CPU time (entry to exit less \
-             the time the thread was switched out inside the call) and as wall time \
-             (entry to exit: a blocking call counts its wait), with the three calls of \
-             most CPU time. Traced on one extra sample or run after the counted window: \
-             tracing costs about half a microsecond per call, so it is kept out of the \
-             measured samples."
-        }
-        table {
-            tr {
-                th { "cell" } th { "traced over" } th { "group" } th { "calls" }
-                th { "CPU time" } th { "wall time" } th { "top calls (CPU / wall)" }
+    let part = |k: &'a CellCounters| (&k.syscalls, &k.syscalls_unavailable);
+    traced(cells, head, "not traced", part, |traced| {
+        html! {
+            p {
+                "Kernel time of the system calls by group, as CPU time (entry to exit less \
+                 the time the thread was switched out inside the call) and as wall time \
+                 (entry to exit: a blocking call counts its wait), with the three calls of \
+                 most CPU time. Traced on one extra sample or run after the counted window: \
+                 tracing costs about half a microsecond per call, so it is kept out of the \
+                 measured samples."
             }
-            @for (c, k) in traced {
-                @if let Some(s) = &k.syscalls {
+            table {
+                tr {
+                    th { "cell" } th { "traced over" } th { "group" } th { "calls" }
+                    th { "CPU time" } th { "wall time" } th { "top calls (CPU / wall)" }
+                }
+                @for (c, k, s) in traced {
                     @let groups = s.by_group();
                     @if groups.is_empty() {
-                        tr {
-                            td { (label(c)) }
-                            td colspan="6" class="muted" { "no system call traced" }
-                        }
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "no system call traced" } }
                     } @else {
                         @for g in groups {
-                            @let top: Vec<String> = s
-                                .syscalls
-                                .iter()
-                                .filter(|x| x.group == g.group)
-                                .take(3)
+                            @let top: Vec<String> = s.syscalls.iter().filter(|x| x.group == g.group).take(3)
                                 .map(|x| format!(
                                     "{} {} / {}",
                                     x.label(),
@@ -295,128 +308,92 @@ fn syscalls(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                                 td { (k.syscalls_window.as_deref().unwrap_or("-")) }
                                 td { (g.group) }
                                 td class="num" { (g.calls) }
-                                td class="num" {
-                                    (opt(g.cpu_ns.map(|c| c as f64), duration_ns))
-                                }
+                                td class="num" { (opt(g.cpu_ns.map(|c| c as f64), duration_ns)) }
                                 td class="num" { (duration_ns(g.wall_ns as f64)) }
                                 td { (top.join(", ")) }
                             }
                         }
-                        @if s.lost_records > 0 {
-                            tr {
-                                td { (label(c)) }
-                                td colspan="6" class="bad" {
-                                    (s.lost_records) " trace records lost: counts are lower bounds"
-                                }
-                            }
-                        }
+                        (lost_row(c, s.lost_records))
                     }
                 }
             }
         }
-    }
+    })
 }
 
 /// Kernel time by cause (page faults, contended kernel locks, TLB shootdowns received)
 /// of the traced tasks over
 /// the extra sample, CPU and wall time and the share of their CPU time; one line where
 /// it was not traced.
-fn kernel_time(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+fn kernel_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     use smtlab_model::counters::kernel_time::KernelCause;
     let head = html! { h3 { "Kernel time by cause: page faults, lock waits and TLB shootdowns" } };
-    let traced: Vec<_> = cells
-        .iter()
-        .filter_map(|(c, k)| Some((c, k, k.kernel_time.as_ref()?)))
-        .collect();
-    if traced.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.kernel_time_unavailable.clone())
-            .unwrap_or_else(|| "not traced".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
-    html! {
-        (head)
-        p {
-            "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end; TLB shootdowns received from the \
-             function-call interrupt's entry to its exit where the kernel flushed the TLB \
-             for another CPU inside it (tlb:tlb_flush, remote shootdown; the sender's wait \
-             has no end tracepoint and is not timed). CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
-        }
-        table {
-            tr {
-                th { "cell" } th { "cause" } th { "count" } th { "CPU time" }
-                th { "share of CPU time" } th { "wall time" } th { "mean wall" }
+    let part = |k: &'a CellCounters| (&k.kernel_time, &k.kernel_time_unavailable);
+    traced(cells, head, "not traced", part, |traced| {
+        html! {
+            p {
+                "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end; TLB shootdowns received from the \
+                 function-call interrupt's entry to its exit where the kernel flushed the TLB \
+                 for another CPU inside it (tlb:tlb_flush, remote shootdown; the sender's wait \
+                 has no end tracepoint and is not timed). CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
             }
-            @for (c, _, p) in &traced {
-                @if p.causes.is_empty() {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "no fault, lock wait or TLB shootdown traced" } }
+            table {
+                tr {
+                    th { "cell" } th { "cause" } th { "count" } th { "CPU time" }
+                    th { "share of CPU time" } th { "wall time" } th { "mean wall" }
                 }
-                @for s in &p.causes {
-                    tr {
-                        td { (label(c)) }
-                        td { (s.cause) }
-                        td class="num" { (s.completed) }
-                        td class="num" { (opt(s.cpu_ns.map(|x| x as f64), duration_ns)) }
-                        td class="num" {
-                            (opt(s.cpu_ns.and_then(|x| p.share(x)), |f| format!("{:.2}%", 100.0 * f)))
-                        }
-                        td class="num" { (duration_ns(s.wall_ns as f64)) }
-                        td class="num" { (opt(s.mean_wall_ns(), duration_ns)) }
+                @for (c, _, p) in &traced {
+                    @if p.causes.is_empty() {
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "no fault, lock wait or TLB shootdown traced" } }
                     }
-                }
-                @for u in &p.unavailable {
-                    tr { td { (label(c)) } td colspan="6" class="muted" { "not traced: " (u) } }
-                }
-                @if p.lost_records > 0 {
-                    tr {
-                        td { (label(c)) }
-                        td colspan="6" class="bad" {
-                            (p.lost_records) " trace records lost: counts are lower bounds"
+                    @for s in &p.causes {
+                        tr {
+                            td { (label(c)) }
+                            td { (s.cause) }
+                            td class="num" { (s.completed) }
+                            td class="num" { (opt(s.cpu_ns.map(|x| x as f64), duration_ns)) }
+                            td class="num" {
+                                (opt(s.cpu_ns.and_then(|x| p.share(x)), |f| format!("{:.2}%", 100.0 * f)))
+                            }
+                            td class="num" { (duration_ns(s.wall_ns as f64)) }
+                            td class="num" { (opt(s.mean_wall_ns(), duration_ns)) }
                         }
                     }
+                    @for u in &p.unavailable {
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "not traced: " (u) } }
+                    }
+                    (lost_row(c, p.lost_records))
                 }
             }
+            @if traced.iter().any(|(_, _, p)| p.find(KernelCause::LockWait).is_none() && p.unavailable.is_empty()) {
+                p class="muted" { "A cell without a lock-wait row waited for no contended kernel lock." }
+            }
         }
-        @if traced.iter().any(|(_, _, p)| p.find(KernelCause::LockWait).is_none() && p.unavailable.is_empty()) {
-            p class="muted" { "A cell without a lock-wait row waited for no contended kernel lock." }
-        }
-    }
+    })
 }
 
 /// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
 /// extra sample as the system calls; one line where it was not traced.
-fn irqs(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
+fn irqs<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     let head =
         html! { h3 { "Interrupt time by vector (hard interrupts, system vectors, softirqs)" } };
-    let traced: Vec<_> = cells.iter().filter(|(_, k)| k.irqs.is_some()).collect();
-    if traced.is_empty() {
-        let why = cells
-            .iter()
-            .find_map(|(_, k)| k.irqs_unavailable.clone())
-            .unwrap_or_else(|| "not traced".into());
-        return html! { (head) p { "Not measured: " (why) "." } };
-    }
-    html! {
-        (head)
-        p {
-            "CPU time in each interrupt vector on the placement's CPUs (every task's, \
-             traced CPU-wide over the same extra sample as the system calls), exclusive \
-             of the interrupts nested inside it; the share is of the traced CPUs' time. \
-             The eight costliest vectors per cell."
-        }
-        table {
-            tr {
-                th { "cell" } th { "CPUs" } th { "kind" } th { "vector" } th { "count" }
-                th { "CPU time" } th { "share" }
+    let part = |k: &'a CellCounters| (&k.irqs, &k.irqs_unavailable);
+    traced(cells, head, "not traced", part, |traced| {
+        html! {
+            p {
+                "CPU time in each interrupt vector on the placement's CPUs (every task's, \
+                 traced CPU-wide over the same extra sample as the system calls), exclusive \
+                 of the interrupts nested inside it; the share is of the traced CPUs' time. \
+                 The eight costliest vectors per cell."
             }
-            @for (c, k) in traced {
-                @if let Some(p) = &k.irqs {
+            table {
+                tr {
+                    th { "cell" } th { "CPUs" } th { "kind" } th { "vector" } th { "count" }
+                    th { "CPU time" } th { "share" }
+                }
+                @for (c, _, p) in traced {
                     @if p.stats.is_empty() {
-                        tr {
-                            td { (label(c)) }
-                            td colspan="6" class="muted" { "no interrupt traced" }
-                        }
+                        tr { td { (label(c)) } td colspan="6" class="muted" { "no interrupt traced" } }
                     }
                     @for s in p.stats.iter().take(8) {
                         tr {
@@ -426,23 +403,14 @@ fn irqs(cells: &[(&CellRecord, &CellCounters)]) -> Markup {
                             td { (s.label()) }
                             td class="num" { (s.count) }
                             td class="num" { (duration_ns(s.cpu_ns as f64)) }
-                            td class="num" {
-                                (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x)))
-                            }
+                            td class="num" { (opt(p.share(s.cpu_ns), |x| format!("{:.2}%", 100.0 * x))) }
                         }
                     }
-                    @if p.lost_records > 0 {
-                        tr {
-                            td { (label(c)) }
-                            td colspan="6" class="bad" {
-                                (p.lost_records) " trace records lost: counts are lower bounds"
-                            }
-                        }
-                    }
+                    (lost_row(c, p.lost_records))
                 }
             }
         }
-    }
+    })
 }
 
 /// The section; `Err` with the reason (and nothing written) when no cell was counted.
@@ -455,37 +423,25 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
     if cells.is_empty() {
         return Err("not recorded (use --counters)".into());
     }
-    let mut notes: Vec<&str> = Vec::new();
+    // Each distinct note and counting window once, in order.
+    let (mut notes, mut windows): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
     for (_, k) in &cells {
-        if let Some(h) = &k.hardware_unavailable
-            && !notes.contains(&h.as_str())
-        {
-            notes.push(h);
-        }
-    }
-    let mut windows: Vec<&str> = Vec::new();
-    for (_, k) in &cells {
-        if !windows.contains(&k.window.as_str()) {
-            windows.push(&k.window);
+        for (list, item) in [
+            (&mut notes, k.hardware_unavailable.as_deref()),
+            (&mut windows, Some(&k.window)),
+        ] {
+            if let Some(item) = item.filter(|i| !list.contains(i)) {
+                list.push(item);
+            }
         }
     }
     let hardware = cells.iter().any(|(_, k)| k.has_hardware());
     // One unit and one number of decimals down each time column.
     let heads: Vec<Headline> = cells.iter().map(|(_, k)| Headline::of(k)).collect();
-    let clock_col = Column::for_values(
-        "ns",
-        &heads
-            .iter()
-            .filter_map(|h| h.task_clock_ns)
-            .collect::<Vec<_>>(),
-    );
-    let cpu_col = Column::for_values(
-        "ns",
-        &heads
-            .iter()
-            .filter_map(|h| h.cpu_ns_per_unit)
-            .collect::<Vec<_>>(),
-    );
+    let column = |f: fn(&Headline) -> Option<f64>| {
+        Column::for_values("ns", &heads.iter().filter_map(f).collect::<Vec<_>>())
+    };
+    let (clock_col, cpu_col) = (column(|h| h.task_clock_ns), column(|h| h.cpu_ns_per_unit));
     let section = html! {
         section id="counters" {
             h2 { "Performance counters and OS time" }

@@ -21,7 +21,8 @@ use maud::{PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
-use crate::svg::{self, Dist, LineOptions, Point, Scale, Series};
+use crate::html::scaling::headline;
+use crate::svg::{self, Dist, LineOptions, Point, Scale, Series, pct_of};
 use crate::units::{Column, scaled, size};
 
 /// A byte size as the benchmarks write it: `4096`, `4k`, `32KiB`, `64M`, `1GiB`, `2MB`.
@@ -50,30 +51,22 @@ type Key = (String, BTreeMap<String, String>);
 /// or more distinct parseable `size` values. Keyed by (benchmark, parameters without
 /// `size`), in run order.
 pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
-    let mut order: Vec<Key> = Vec::new();
-    let mut groups: BTreeMap<Key, Vec<&CellRecord>> = BTreeMap::new();
-    for c in &r.cells {
-        let Some(sz) = c.params.get("size") else {
-            continue;
-        };
-        // A workload's message size is not a working set: its sweep is drawn with the
-        // workload's own section.
-        if parse_size(sz).is_none() || crate::html_workloads::is_workload(r, c) {
-            continue;
-        }
+    // A workload's message size is not a working set: its sweep is drawn with the
+    // workload's own section.
+    let sized = r.cells.iter().filter(|c| {
+        c.params
+            .get("size")
+            .is_some_and(|sz| parse_size(sz).is_some())
+            && !crate::html_workloads::is_workload(r, c)
+    });
+    let without_size = |c: &&CellRecord| {
         let mut ps = c.flat_params();
         ps.remove("size");
-        let k = (c.benchmark.clone(), ps);
-        let v = groups.entry(k.clone()).or_default();
-        if v.is_empty() {
-            order.push(k);
-        }
-        v.push(c);
-    }
-    order
+        (c.benchmark.clone(), ps)
+    };
+    crate::grouped(sized, without_size)
         .into_iter()
-        .filter_map(|k| {
-            let cs = groups.remove(&k)?;
+        .filter_map(|(k, cs)| {
             let mut sizes: Vec<u64> = cs
                 .iter()
                 .filter_map(|c| parse_size(&c.params["size"]))
@@ -84,20 +77,6 @@ pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
             (sizes.len() >= 3).then_some((k, cs))
         })
         .collect()
-}
-
-/// The value a cell is drawn by, with its error bar (mean and 95% CI when higher is
-/// better, median and p25-p75 when lower is).
-fn headline(c: &CellRecord) -> (f64, f64, f64) {
-    let s = &c.result.summary;
-    match c.direction {
-        Direction::Higher => (
-            s.mean,
-            s.mean - s.ci95_half_width,
-            s.mean + s.ci95_half_width,
-        ),
-        Direction::Lower => (s.median, s.p25, s.p75),
-    }
 }
 
 /// One line per cache level and type with a known size: `L1d 32 KiB`, `L2 1 MiB`,
@@ -172,10 +151,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
                 }),
             }
         }
-        let ys: Vec<f64> = series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.y))
-            .collect();
+        let ys = Series::all_y(&series);
         let opt = LineOptions {
             y_zero: first.direction == Direction::Higher,
             // Latency across caches and DRAM spans one to two decades: a log axis keeps
@@ -258,20 +234,15 @@ const PAIRS: [Pair; 3] = [
     ),
 ];
 
-fn pct_of(sorted: &[f64], p: f64) -> f64 {
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 /// The `latency` section: one block per benchmark and parameters.
 pub fn latency(p: &mut String, r: &RunResults) -> bool {
-    let (order, groups) = latency_groups(r);
-    if order.is_empty() {
+    let groups = latency_groups(r);
+    if groups.is_empty() {
         return false;
     }
     let mut blocks = String::new();
-    for k in order {
-        latency_block(&mut blocks, &k, &groups[&k]);
+    for (k, cells) in groups {
+        latency_block(&mut blocks, &k, &cells);
     }
     let section = maud::html! {
         section id="latency" {
@@ -303,29 +274,15 @@ type Pair = (
 /// Cells with their index in [`PAIRS`].
 type PairCells<'a> = [(&'a CellRecord, usize)];
 
-/// Cells with their index in [`PAIRS`], by benchmark and parameters.
-type LatencyGroups<'a> = BTreeMap<Key, Vec<(&'a CellRecord, usize)>>;
-
 /// Cells with a known pair, grouped by (benchmark, params), the keys in run order.
-fn latency_groups(r: &RunResults) -> (Vec<Key>, LatencyGroups<'_>) {
-    let mut order: Vec<Key> = Vec::new();
-    let mut groups: LatencyGroups<'_> = BTreeMap::new();
-    for c in &r.cells {
+fn latency_groups(r: &RunResults) -> Vec<(Key, Vec<(&CellRecord, usize)>)> {
+    let paired = r.cells.iter().filter_map(|c| {
         let s = &c.result.series;
-        let Some(i) = PAIRS
-            .iter()
-            .position(|(a, b, ..)| s.get(*a).is_some_and(|v| !v.is_empty()) && s.contains_key(*b))
-        else {
-            continue;
-        };
-        let k = (c.benchmark.clone(), c.flat_params());
-        let v = groups.entry(k.clone()).or_default();
-        if v.is_empty() {
-            order.push(k);
-        }
-        v.push((c, i));
-    }
-    (order, groups)
+        let has =
+            |(a, b, ..): &Pair| s.get(*a).is_some_and(|v| !v.is_empty()) && s.contains_key(*b);
+        Some((c, PAIRS.iter().position(has)?))
+    });
+    crate::grouped(paired, |(c, _)| (c.benchmark.clone(), c.flat_params()))
 }
 
 /// The block of one benchmark and parameters: charts, table of marks, scatters.

@@ -103,3 +103,34 @@ pub use compare::{
 pub use compare_html::{compare_html, compare_markdown};
 pub use html::{html, html_labelled};
 pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};
+
+/// `items` grouped by `key`: the groups in the order their first item appears, each
+/// group's items in theirs (looked up by key, so a run's thousand cells stay cheap).
+pub(crate) fn grouped<K: Ord + Clone, T>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> K,
+) -> Vec<(K, Vec<T>)> {
+    let mut index = std::collections::BTreeMap::new();
+    let mut groups: Vec<(K, Vec<T>)> = Vec::new();
+    for item in items {
+        let k = key(&item);
+        let i = *index.entry(k.clone()).or_insert_with(|| {
+            groups.push((k, Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(item);
+    }
+    groups
+}
+
+/// `items` without repeats, each where it first appears: the order rows and columns
+/// take in every table that follows the run.
+pub(crate) fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}

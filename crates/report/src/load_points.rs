@@ -10,6 +10,7 @@ use smtlab_model::metrics::nfs::{self as keys, PointField};
 use smtlab_model::{CellRecord, stats};
 
 use crate::fmt::num;
+use crate::html_workloads::cells::metric_values;
 
 /// One load point of a cell, its figures averaged over the samples that have it.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,14 +45,7 @@ pub fn curve(cell: &CellRecord) -> Vec<PointFigures> {
     indices
         .into_iter()
         .filter_map(|i| {
-            let values = |f: PointField| -> Vec<f64> {
-                let k = keys::point_key(i, f);
-                cell.result
-                    .samples
-                    .iter()
-                    .filter_map(|s| s.metrics.get(&k).copied())
-                    .collect()
-            };
+            let values = |f: PointField| metric_values(cell, &keys::point_key(i, f));
             let count = |f: PointField| values(f).iter().filter(|&&v| v == 1.0).count();
             let requested = values(PointField::RequestedOpsPerS);
             Some(PointFigures {

@@ -9,6 +9,15 @@ use smtlab_model::verdict::verdict;
 
 use crate::fmt::{num, params, pm};
 
+/// A table row of `cells` (`| a | b |` and a newline), a pipe in a cell escaped.
+pub(crate) fn row_of<S: AsRef<str>>(cells: impl IntoIterator<Item = S>) -> String {
+    let cells: Vec<String> = cells
+        .into_iter()
+        .map(|c| c.as_ref().replace('|', "\\|"))
+        .collect();
+    format!("| {} |\n", cells.join(" | "))
+}
+
 /// Pure: same cells, same text. Cells keep their order; each benchmark-and-parameters
 /// group's first cell is the baseline of its group's speed-ups.
 pub fn cells(cells: &[CellRecord]) -> String {
@@ -59,13 +68,7 @@ pub fn cells(cells: &[CellRecord]) -> String {
             s.n.to_string(),
             up,
         ];
-        out.push('|');
-        for cell in row {
-            out.push(' ');
-            out.push_str(&cell.replace('|', "\\|"));
-            out.push_str(" |");
-        }
-        out.push('\n');
+        out.push_str(&row_of(row));
     }
     // The words the table uses, each defined once; an empty table uses none.
     if !cells.is_empty() {

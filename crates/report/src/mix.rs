@@ -6,9 +6,10 @@
 
 use maud::html;
 use smtlab_model::metrics::mix as keys;
-use smtlab_model::{CellRecord, ReportSection, RunResults, stats};
+use smtlab_model::{CellRecord, ReportSection, RunResults};
 
 use crate::fmt::{mean_ci, num, params};
+use crate::html_workloads::cells::metric;
 
 /// One program of a mix cell, its figures averaged over the cell's samples.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,16 +37,7 @@ pub fn programs(cell: &CellRecord) -> Vec<Program> {
         }
     }
     names.sort();
-    let mean = |i: usize, name: &str, field: &str| {
-        let k = keys::key(i, name, field);
-        let v: Vec<f64> = cell
-            .result
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(&k).copied())
-            .collect();
-        stats::mean(&v)
-    };
+    let mean = |i: usize, name: &str, field: &str| metric(cell, &keys::key(i, name, field));
     names
         .into_iter()
         .filter_map(|(i, name)| {
@@ -86,28 +78,14 @@ pub fn line(cell: &CellRecord) -> Option<String> {
 /// The `mix` section: per parameter set, a table of each program's progress per
 /// placement, and the weighted speedup.
 pub(crate) fn section(r: &RunResults) -> Option<String> {
-    let cells: Vec<&CellRecord> = r
-        .cells
-        .iter()
-        .filter(|c| {
-            r.info(&c.benchmark)
-                .is_some_and(|i| i.report == ReportSection::Mix)
-        })
-        .collect();
+    let cells = crate::html_workloads::cells::cells_in(r, |s| *s == ReportSection::Mix);
     if cells.is_empty() {
         return None;
     }
     let mut out = String::new();
     let p = &mut out;
     // Groups of cells with the same programs (and other parameters).
-    let mut groups: Vec<(String, Vec<&CellRecord>)> = Vec::new();
-    for c in &cells {
-        let label = params(&c.flat_params());
-        match groups.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, g)) => g.push(c),
-            None => groups.push((label, vec![c])),
-        }
-    }
+    let groups = crate::grouped(cells.iter().copied(), |c| params(&c.flat_params()));
     let page = html! {
         section id="mix" {
             h2 { "Multiprogrammed mix (Redstone 2000, section 2.3)" }

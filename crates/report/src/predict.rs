@@ -384,13 +384,7 @@ pub struct ProfileDoc {
 impl ProfileDoc {
     /// The profiled workloads, in their order.
     pub fn workloads(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for p in &self.profiles {
-            if !out.contains(&p.workload) {
-                out.push(p.workload.clone());
-            }
-        }
-        out
+        crate::first_seen(self.profiles.iter().map(|p| p.workload.clone()))
     }
 }
 

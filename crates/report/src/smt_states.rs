@@ -46,7 +46,6 @@ fn state(c: &CellRecord) -> Option<SmtState> {
 /// geometric mean of the speed-ups per group (in the order groups first appear).
 pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
     let mut rows = Vec::new();
-    let mut ratios: Vec<(String, Vec<f64>)> = Vec::new();
     for off in cells.iter().filter(|c| state(c) == Some(SmtState::Off)) {
         let Some(on) = cells.iter().find(|c| {
             state(c) == Some(SmtState::On)
@@ -60,21 +59,19 @@ pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
         let Some(v) = verdict(off, on) else {
             continue;
         };
-        let r = v.speedup;
-        match ratios.iter_mut().find(|(g, _)| *g == off.group) {
-            Some((_, v)) => v.push(r.ratio),
-            None => ratios.push((off.group.clone(), vec![r.ratio])),
-        }
         rows.push(Row {
             off,
             on,
-            speedup: r,
+            speedup: v.speedup,
             verdict: v,
         });
     }
-    let means = ratios
+    let by_group = crate::grouped(&rows, |r| r.off.group.clone());
+    let means = by_group
         .into_iter()
-        .filter_map(|(g, v)| geomean(&v).map(|m| (g, m)))
+        .filter_map(|(g, rs)| {
+            geomean(&rs.iter().map(|r| r.speedup.ratio).collect::<Vec<_>>()).map(|m| (g, m))
+        })
         .collect();
     (rows, means)
 }

@@ -114,6 +114,21 @@ impl Table {
         self.render_to(Layout::plain())
     }
 
+    /// The table fitted to `width` less an indent of two spaces, each line indented
+    /// (a table under a heading line).
+    pub fn indented(&self, width: usize) -> String {
+        let mut out = String::new();
+        for line in self
+            .render_to(Layout::fixed(width.saturating_sub(2)))
+            .lines()
+        {
+            out.push_str("  ");
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+
     pub fn render_to(&self, layout: impl Into<Layout>) -> String {
         let layout: Layout = layout.into();
         let ncols = self.headers.len();

@@ -99,30 +99,22 @@ fn shared_bands(t: &Topology, cores: &[&Core]) -> Vec<Vec<Bar>> {
             bands.push(band);
         }
     }
-    let mut levels: Vec<(u8, u8)> = t
-        .caches
-        .iter()
-        .filter(|c| !cores.iter().any(|k| c.cpus.is_subset(&k.cpus)))
-        .filter(|c| !c.cpus.intersection(&all).is_empty())
-        .map(|c| (c.level, c.cache_type as u8))
-        .collect();
-    levels.sort_by(|a, b| b.cmp(a));
-    levels.dedup();
-    for (level, ty) in levels {
-        let band: Vec<Bar> = t
-            .caches
-            .iter()
-            .filter(|c| c.level == level && c.cache_type as u8 == ty)
-            .filter(|c| !cores.iter().any(|k| c.cpus.is_subset(&k.cpus)))
-            .filter(|c| !c.cpus.intersection(&all).is_empty())
-            .map(|c| Bar {
-                label: cache_label(c),
-                cpus: c.cpus.clone(),
-                fill: C_CACHE,
-            })
-            .collect();
-        bands.push(band);
-    }
+    // Caches over more than one of these cores, a band per level and type, highest first.
+    let shared = t.caches.iter().filter(|c| {
+        !cores.iter().any(|k| c.cpus.is_subset(&k.cpus)) && !c.cpus.intersection(&all).is_empty()
+    });
+    let mut levels = crate::grouped(shared, |c| std::cmp::Reverse((c.level, c.cache_type as u8)));
+    levels.sort_by_key(|(level, _)| *level);
+    let bar = |c: &Cache| Bar {
+        label: cache_label(c),
+        cpus: c.cpus.clone(),
+        fill: C_CACHE,
+    };
+    bands.extend(
+        levels
+            .into_iter()
+            .map(|(_, caches)| caches.into_iter().map(bar).collect()),
+    );
     bands
 }
 

@@ -139,14 +139,10 @@ impl Column {
         let divisor = factor / p.to_base;
         let smallest = mags.first().map(|m| m / factor).unwrap_or(1.0);
         // Whole bytes have no decimals.
-        let decimals = if (p.family == Family::Bytes && factor == 1.0) || smallest >= 100.0 {
+        let decimals = if p.family == Family::Bytes && factor == 1.0 {
             0
-        } else if smallest >= 10.0 {
-            1
-        } else if smallest >= 1.0 {
-            2
         } else {
-            3
+            decimals_above(smallest)
         };
         Column {
             divisor,
@@ -163,17 +159,12 @@ impl Column {
             .filter(|v| v.is_finite() && **v != 0.0)
             .map(|v| v.abs() / self.divisor)
             .fold(f64::INFINITY, f64::min);
-        let decimals = if !smallest.is_finite() || smallest >= 100.0 {
-            0
-        } else if smallest >= 10.0 {
-            1
-        } else if smallest >= 1.0 {
-            2
-        } else {
-            3
-        };
         Column {
-            decimals,
+            decimals: if smallest.is_finite() {
+                decimals_above(smallest)
+            } else {
+                0
+            },
             ..self.clone()
         }
     }
@@ -215,6 +206,17 @@ impl Column {
     /// `lo-hi` in this column's format.
     pub fn range(&self, lo: f64, hi: f64) -> String {
         format!("{}-{}", self.num(lo), self.num(hi))
+    }
+}
+
+/// Decimals for a column whose smallest value is `smallest` (in the column's unit):
+/// none from 100 up, then one more per decade down to three below 1.
+fn decimals_above(smallest: f64) -> usize {
+    match smallest {
+        s if s >= 100.0 => 0,
+        s if s >= 10.0 => 1,
+        s if s >= 1.0 => 2,
+        _ => 3,
     }
 }
 

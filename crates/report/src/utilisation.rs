@@ -47,13 +47,7 @@ impl UtilPoint {
 }
 
 fn metric_mean(c: &CellRecord, key: &str) -> f64 {
-    let v: Vec<f64> = c
-        .result
-        .samples
-        .iter()
-        .filter_map(|s| s.metrics.get(key).copied())
-        .collect();
-    stats::mean(&v).unwrap_or(f64::NAN)
+    crate::html_workloads::cells::metric(c, key).unwrap_or(f64::NAN)
 }
 
 /// The curve points of every open-loop cell, per SMT state in cell order.
@@ -105,7 +99,9 @@ fn pct(x: f64) -> String {
 /// by kind on a line of its own below each row.
 pub fn curve_text(points: &[UtilPoint]) -> String {
     let mut out = String::new();
-    for (i, (state, placement, rows)) in by_state(points).into_iter().enumerate() {
+    // The points of each SMT state and placement, in order.
+    let by_state = crate::grouped(points, |p| (p.smt.as_str(), p.placement.as_str()));
+    for (i, ((state, placement), rows)) in by_state.into_iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
@@ -167,21 +163,6 @@ pub fn curve_html(points: &[UtilPoint]) -> maud::Markup {
     }
 }
 
-/// The points of each SMT state and placement, in order.
-fn by_state(points: &[UtilPoint]) -> Vec<(&str, &str, Vec<&UtilPoint>)> {
-    let mut groups: Vec<(&str, &str, Vec<&UtilPoint>)> = Vec::new();
-    for p in points {
-        match groups
-            .iter_mut()
-            .find(|(s, pl, _)| *s == p.smt && *pl == p.placement)
-        {
-            Some((_, _, v)) => v.push(p),
-            None => groups.push((&p.smt, &p.placement, vec![p])),
-        }
-    }
-    groups
-}
-
 fn offered(p: &UtilPoint) -> String {
     p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%"))
 }
@@ -198,49 +179,40 @@ fn of_max(p: &UtilPoint) -> String {
 /// Reported busy % against achieved % of the maximum, one line per SMT state, with the
 /// diagonal where the two would agree.
 pub fn chart(points: &[UtilPoint]) -> Option<String> {
-    let mut states: Vec<&str> = Vec::new();
-    for p in points {
-        if !states.contains(&p.smt.as_str()) {
-            states.push(&p.smt);
-        }
-    }
-    let mut series: Vec<Series> = states
-        .iter()
-        .map(|s| Series {
+    let states = crate::first_seen(points.iter().map(|p| p.smt.as_str()));
+    let mut series: Vec<Series> =
+        states
+            .iter()
+            .map(|s| {
+                Series {
             name: format!("SMT {s}"),
             points: points
                 .iter()
                 .filter(|p| p.smt == *s && p.busy().is_finite())
                 .filter_map(|p| {
                     let r = p.of_max?;
-                    Some(Point {
-                        x: 100.0 * r.ratio,
-                        y: 100.0 * p.busy(),
-                        lo: None,
-                        hi: None,
-                        tip: format!(
+                    Some(Point::new(100.0 * r.ratio, 100.0 * p.busy(), (None, None), format!(
                             "SMT {s}, offered {}: {:.1}% of the maximum done, {:.1}% reported busy",
                             p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%")),
                             100.0 * r.ratio,
                             100.0 * p.busy()
-                        ),
-                        label: None,
-                    })
+                        )))
                 })
                 .collect(),
-        })
-        .collect();
+        }
+            })
+            .collect();
     series.push(Series {
         name: "busy = capacity used".into(),
         points: [0.0, 100.0]
             .iter()
-            .map(|&v| Point {
-                x: v,
-                y: v,
-                lo: None,
-                hi: None,
-                tip: "where reported busy time would equal the share of capacity used".into(),
-                label: None,
+            .map(|&v| {
+                Point::new(
+                    v,
+                    v,
+                    (None, None),
+                    "where reported busy time would equal the share of capacity used".into(),
+                )
             })
             .collect(),
     });

@@ -145,25 +145,17 @@ impl YieldRow {
 pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
     // (benchmark, params) in first-appearance order, each with its cells by placement.
     type Variant<'a> = (&'a str, &'a BTreeMap<String, String>, &'a Conditions);
-    let mut order: Vec<Variant<'_>> = Vec::new();
-    let mut by_key: BTreeMap<Variant<'_>, Vec<&CellRecord>> = BTreeMap::new();
     // An open loop at an offered rate (`rate=R`, a latency sweep's point) serves what
     // it is offered on every placement that keeps up: its ratio is no yield.
-    for c in results
+    let cells = results
         .cells
         .iter()
-        .filter(|c| crate::advice::offered_rate(c).is_none())
-    {
-        let k = (c.benchmark.as_str(), &c.params, &c.conditions);
-        let v = by_key.entry(k).or_default();
-        if v.is_empty() {
-            order.push(k);
-        }
-        v.push(c);
+        .filter(|c| crate::advice::offered_rate(c).is_none());
+    fn variant<'a>(c: &&'a CellRecord) -> Variant<'a> {
+        (&c.benchmark, &c.params, &c.conditions)
     }
     let mut rows = Vec::new();
-    for k in order {
-        let cells = &by_key[&k];
+    for (_, cells) in crate::grouped(cells, variant) {
         let first = cells[0];
         let find = |name: &str| cells.iter().copied().find(|c| c.placement.name == name);
         let mut row = YieldRow {
@@ -233,12 +225,6 @@ pub fn no_yields_reason(results: &RunResults) -> Option<String> {
          2c2t, cores and all)"
             .into(),
     )
-}
-
-/// `1.234x [1.200, 1.270] faster`: [`crate::fmt::speedup`], the one format of a
-/// speed-up.
-pub fn ratio_text(r: &Ratio) -> String {
-    crate::fmt::speedup(r)
 }
 
 /// The yields as a plain-text table, one row per benchmark and parameter set, with a

@@ -84,23 +84,12 @@ pub fn evidence(cells: &[CellRecord], smt: bool) -> Vec<Evidence> {
     // Each workload's own cells, gathered in one pass (`smtlab fleet` asks this of
     // every host's run): neither co-runs nor points of a latency sweep, which belong
     // to their workload's evidence otherwise.
-    let mut own: BTreeMap<(&str, &BTreeMap<String, String>), Vec<&CellRecord>> = BTreeMap::new();
-    let mut order = Vec::new();
-    for c in cells.iter().copied() {
-        if crate::corun::form_of(c).is_some() || offered_rate(c).is_some() {
-            continue;
-        }
-        let key = (c.benchmark.as_str(), &c.params);
-        let list = own.entry(key).or_default();
-        if list.is_empty() {
-            order.push(key);
-        }
-        list.push(c);
-    }
-    for key in order {
-        let mine = Mine {
-            cells: own.remove(&key).unwrap_or_default(),
-        };
+    let plain = cells
+        .iter()
+        .copied()
+        .filter(|c| crate::corun::form_of(c).is_none() && offered_rate(c).is_none());
+    for (key, mine) in crate::grouped(plain, |c| (c.benchmark.as_str(), &c.params)) {
+        let mine = Mine { cells: mine };
         let e = workload_evidence(&cells, mine, key.0, key.1, smt);
         seen.push((key.0.to_string(), key.1.clone()));
         if measured(&e) {
@@ -303,15 +292,9 @@ fn add_machine_gain(e: &mut Evidence, mine: &Mine<'_>) {
 
 /// The workload's own figure on `c`, for scale.
 fn baseline(c: &CellRecord) -> Baseline {
-    let s = &c.result.summary;
     Baseline {
         placement: c.placement_spec.clone(),
-        figure: Figure {
-            value: s.mean,
-            ci95_low: (s.n > 1).then_some(s.mean - s.ci95_half_width),
-            ci95_high: (s.n > 1).then_some(s.mean + s.ci95_half_width),
-            unsteady: c.result.hold_back_reason(),
-        },
+        figure: Figure::of_mean(&c.result.summary, c.result.hold_back_reason()),
         unit: c.unit.clone(),
     }
 }
@@ -338,33 +321,19 @@ fn add_capacity(e: &mut Evidence, slo: &str) {
 /// carries one), as [`LatencyAtLoad`].
 fn latency_at_load(base: &CellRecord, other: &CellRecord) -> Option<LatencyAtLoad> {
     let p99 = |c: &CellRecord| {
-        let xs: Vec<f64> = c
-            .result
-            .samples
-            .iter()
-            .filter_map(|s| {
-                s.metrics
-                    .get(smtlab_model::metrics::web::LATENCY_P99_NS)
-                    .copied()
-            })
-            .collect();
+        let xs = crate::html_workloads::cells::metric_values(
+            c,
+            smtlab_model::metrics::web::LATENCY_P99_NS,
+        );
         if xs.is_empty() || xs.len() != c.result.samples.len() {
             return None;
         }
         smtlab_model::stats::summarize(&xs)
     };
     let (b, o) = (p99(base)?, p99(other)?);
-    let ms = 1e6;
-    let base_ms = Figure {
-        value: b.mean / ms,
-        // A latency is never below zero, whatever a wide interval of three samples says.
-        ci95_low: (b.n > 1).then_some((b.mean - b.ci95_half_width).max(0.0) / ms),
-        ci95_high: (b.n > 1).then_some((b.mean + b.ci95_half_width) / ms),
-        unsteady: None,
-    };
     Some(LatencyAtLoad {
         placements: (base.placement_spec.clone(), other.placement_spec.clone()),
-        base_ms,
+        base_ms: ms_figure(&b),
         ratio: smtlab_model::stats::ratio(&o, &b).map(|r| Figure::from_ratio(&r)),
     })
 }
@@ -387,14 +356,19 @@ fn without_rate(params: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 
 /// The mean of `xs` (nanoseconds) in milliseconds with its 95% interval, never below 0.
 fn mean_ms(xs: &[f64]) -> Option<Figure> {
-    let s = smtlab_model::stats::summarize(xs)?;
+    smtlab_model::stats::summarize(xs).map(|s| ms_figure(&s))
+}
+
+/// A summary of nanoseconds in milliseconds with its 95% interval: a latency is never
+/// below zero, whatever a wide interval of three samples says.
+fn ms_figure(s: &smtlab_model::Summary) -> Figure {
     let ms = 1e6;
-    Some(Figure {
+    Figure {
         value: s.mean / ms,
         ci95_low: (s.n > 1).then_some((s.mean - s.ci95_half_width).max(0.0) / ms),
         ci95_high: (s.n > 1).then_some((s.mean + s.ci95_half_width) / ms),
         unsteady: None,
-    })
+    }
 }
 
 /// One side of a sweep at `offered` requests per second: what `c`'s samples served and,
@@ -426,8 +400,7 @@ pub fn sweep_side(c: &CellRecord, offered: f64) -> SweepSide {
         if !kept_up {
             return None;
         }
-        let xs: Vec<f64> = samples.iter().filter_map(|s| metric(s, k)).collect();
-        mean_ms(&xs)
+        mean_ms(&crate::html_workloads::cells::metric_values(c, k))
     };
     SweepSide {
         placement: c.placement_spec.clone(),

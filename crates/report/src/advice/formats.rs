@@ -108,20 +108,6 @@ fn mark(says: Says) -> &'static str {
     }
 }
 
-/// `t` fitted to `width` less an indent of two spaces, each line indented.
-fn indented(t: &crate::table::Table, width: usize) -> String {
-    let mut out = String::new();
-    for line in t
-        .render_to(crate::table::Layout::fixed(width.saturating_sub(2)))
-        .lines()
-    {
-        out.push_str("  ");
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 /// The terminal summary: per workload the answer, why, then each figure (its interval,
 /// which way it points, `*` where the answer rests on it), fitted to `width`.
 pub fn text(advice: &[Advice], width: usize) -> String {
@@ -159,7 +145,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             );
         }
         if !a.reasons.is_empty() {
-            out.push_str(&indented(&t, width));
+            out.push_str(&t.indented(width));
         }
         for s in &a.latency_sweeps {
             out.push_str(&crate::table::wrap(
@@ -170,7 +156,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
             for r in sweep_rows(s) {
                 t.row(r);
             }
-            out.push_str(&indented(&t, width));
+            out.push_str(&t.indented(width));
         }
     }
     out
@@ -178,6 +164,7 @@ pub fn text(advice: &[Advice], width: usize) -> String {
 
 /// The advice as Markdown: one row per workload, then each workload's figures.
 pub fn markdown(advice: &[Advice]) -> String {
+    use crate::markdown::row_of;
     let cell = |s: &str| s.replace('|', "\\|");
     let mut out = String::from("| workload | recommendation | deciding figures |\n|---|---|---|\n");
     for a in advice {
@@ -185,12 +172,8 @@ pub fn markdown(advice: &[Advice]) -> String {
             .deciding()
             .map(|r| format!("{}: {}", r.what, r.shown))
             .collect();
-        out.push_str(&format!(
-            "| {} | **{}** | {} |\n",
-            cell(&a.workload),
-            cell(&a.answer),
-            cell(&deciding.join("; "))
-        ));
+        let answer = format!("**{}**", a.answer);
+        out.push_str(&row_of([&a.workload, &answer, &deciding.join("; ")]));
     }
     for a in advice.iter().filter(|a| !a.reasons.is_empty()) {
         out.push_str(&format!(
@@ -210,20 +193,14 @@ pub fn markdown(advice: &[Advice]) -> String {
             } else {
                 says
             };
-            out.push_str(&format!(
-                "| {} | {} | {} |\n",
-                cell(&r.shown),
-                says,
-                cell(&r.what)
-            ));
+            out.push_str(&row_of([&r.shown, &says, &r.what]));
         }
         for s in &a.latency_sweeps {
             out.push_str(&format!("\n{}\n\n", cell(&sweep_title(s))));
-            out.push_str(&format!("| {} |\n", SWEEP_HEAD.join(" | ")));
+            out.push_str(&row_of(SWEEP_HEAD));
             out.push_str("|---|---|---|---|---|---|\n");
             for r in sweep_rows(s) {
-                let r: Vec<String> = r.iter().map(|x| cell(x)).collect();
-                out.push_str(&format!("| {} |\n", r.join(" | ")));
+                out.push_str(&row_of(r));
             }
         }
     }
@@ -264,18 +241,16 @@ pub(super) fn sweep_chart(workload: &str, s: &LatencySweep) -> Option<String> {
                     let x = p.sides.iter().find(|x| &x.placement == side)?;
                     let f = if pct == "p99" { &x.p99_ms } else { &x.p50_ms };
                     let f = f.as_ref()?;
-                    Some(Point {
-                        x: p.offered_per_s,
-                        y: f.value,
-                        lo: f.ci95_low,
-                        hi: f.ci95_high,
-                        tip: format!(
+                    Some(Point::new(
+                        p.offered_per_s,
+                        f.value,
+                        (f.ci95_low, f.ci95_high),
+                        format!(
                             "{side} at {:.0} req/s offered: {pct} {} ms",
                             p.offered_per_s,
                             ms(f, true)
                         ),
-                        label: None,
-                    })
+                    ))
                 })
                 .collect();
             if !points.is_empty() {

@@ -82,13 +82,7 @@ pub fn scaling(cells: &[CellRecord], smt: bool, machine_cpus: usize) -> Vec<Scal
             _ => WholeMachine::NotMeasured,
         };
         let s = &one.result.summary;
-        let ci = (s.n >= 2).then_some(s.ci95_half_width);
-        let figure = Figure {
-            value: s.mean,
-            ci95_low: ci.map(|h| s.mean - h),
-            ci95_high: ci.map(|h| s.mean + h),
-            unsteady: one.result.unsteady_reason(),
-        };
+        let figure = Figure::of_mean(s, one.result.unsteady_reason());
         out.push(Scaling {
             workload,
             short: crate::text::subject(one, &one.params, cells),
@@ -178,19 +172,17 @@ pub fn text(rows: &[Scaling], width: usize) -> String {
 /// The answer without SMT as Markdown: the line said once, a row per workload with
 /// its figures in full, then the words they use.
 pub fn markdown(rows: &[Scaling]) -> String {
-    let cell = |s: &str| s.replace('|', "\\|");
     let mut out = format!(
         "{}\n\n| workload | 1 core | 2 cores | whole machine |\n|---|---|---|---|\n",
         NO_SMT.replacen("no SMT", "No SMT", 1)
     );
     for r in rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
-            cell(&r.workload),
-            cell(&r.one_core),
-            cell(&r.two_cores_text()),
-            cell(&r.whole_machine_text())
-        ));
+        out.push_str(&crate::markdown::row_of([
+            &r.workload,
+            &r.one_core,
+            &r.two_cores_text(),
+            &r.whole_machine_text(),
+        ]));
     }
     let words = crate::glossary::markdown(&out);
     out.push_str(&words);

@@ -97,11 +97,7 @@ pub fn text(f: &Fleet, width: usize) -> String {
                     .collect();
                 t.row_with_detail(row, outliers.join("\n"));
             }
-            for line in t.render_to(Layout::fixed(width.saturating_sub(2))).lines() {
-                out.push_str("  ");
-                out.push_str(line.trim_end());
-                out.push('\n');
-            }
+            out.push_str(&t.indented(width));
         }
         out.push_str(&profiles_text(m, width));
         for a in &m.advice {
@@ -160,13 +156,10 @@ fn profiles_text(m: &Model, width: usize) -> String {
             format!("{}-{}", times(p.spread.min), times(p.spread.max)),
         ]);
     }
-    let mut out = String::from("  predict profiles over hosts (slowdowns, above 1: slower):\n");
-    for line in t.render_to(Layout::fixed(width.saturating_sub(2))).lines() {
-        out.push_str("  ");
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    format!(
+        "  predict profiles over hosts (slowdowns, above 1: slower):\n{}",
+        t.indented(width)
+    )
 }
 
 /// Hosts named in a line before "and N more".
@@ -188,12 +181,7 @@ fn never_reported_line(f: &Fleet) -> Option<String> {
     }
     line.push_str(&format!("; never reported ({n})"));
     if !f.missing.is_empty() {
-        let shown: Vec<&str> = f
-            .missing
-            .iter()
-            .take(MISSING_SHOWN)
-            .map(String::as_str)
-            .collect();
+        let shown = &f.missing[..f.missing.len().min(MISSING_SHOWN)];
         line.push_str(&format!(": {}", shown.join(", ")));
         let more = f.missing.len().saturating_sub(MISSING_SHOWN);
         if more > 0 {
@@ -415,8 +403,5 @@ pub fn html(f: &Fleet, generated_unix_s: u64) -> String {
                 (capital(&f.outlier_rule)) "." }
         }
     };
-    let page = crate::html::page("smtlab fleet", CSS, body);
-    let mut p = crate::html::xml_safe(page.into_string());
-    p.push('\n');
-    p
+    crate::html::page("smtlab fleet", CSS, body)
 }

@@ -136,23 +136,15 @@ fn curves(
         };
         let per_host = by_host.len() <= MAX_HOST_LINES;
         let lines = if per_host {
-            by_host
-                .iter()
-                .map(|(key, c)| CurveLine {
-                    name: names.get(key).cloned().unwrap_or_else(|| key.clone()),
-                    hosts: 1,
-                    points: c
-                        .points
-                        .iter()
-                        .map(|(&x, &y)| CurvePoint {
-                            threads: x,
-                            value: y,
-                            ci_low: None,
-                            ci_high: None,
-                        })
-                        .collect(),
-                })
-                .collect()
+            host_lines(&by_host, names, |c| {
+                let point = |(&threads, &value): (&u64, &f64)| CurvePoint {
+                    threads,
+                    value,
+                    ci_low: None,
+                    ci_high: None,
+                };
+                c.points.iter().map(point).collect()
+            })
         } else {
             model_lines(&by_host)
         };
@@ -227,13 +219,37 @@ pub struct Curve {
     pub lines: Vec<CurveLine>,
 }
 
-/// One host's line, or one CPU model's median line.
+/// One host's line, or one CPU model's median line: of a curve ([`CurveLine`]) or of a
+/// distribution ([`DistributionLine`]).
 #[derive(Debug, Clone, Serialize)]
-pub struct CurveLine {
+pub struct Line<P> {
     pub name: String,
     /// Hosts behind the line.
     pub hosts: usize,
-    pub points: Vec<CurvePoint>,
+    pub points: Vec<P>,
+}
+
+/// A curve's line: the mean (or the hosts' median) at each thread count.
+pub type CurveLine = Line<CurvePoint>;
+
+/// One host's events, or one CPU model's median host's, in brief: the events
+/// themselves, sorted, up to 101 of them, else the percentiles 0 to 100.
+pub type DistributionLine = Line<f64>;
+
+/// One line per host, each its name as shown (`names`), its points by `points`.
+fn host_lines<H, P>(
+    by_host: &BTreeMap<String, H>,
+    names: &BTreeMap<String, String>,
+    points: impl Fn(&H) -> Vec<P>,
+) -> Vec<Line<P>> {
+    by_host
+        .iter()
+        .map(|(key, h)| Line {
+            name: names.get(key).cloned().unwrap_or_else(|| key.clone()),
+            hosts: 1,
+            points: points(h),
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -258,14 +274,7 @@ fn distributions(
         }
         let per_host = by_host.len() <= MAX_HOST_LINES;
         let lines = if per_host {
-            by_host
-                .iter()
-                .map(|(key, h)| DistributionLine {
-                    name: names.get(key).cloned().unwrap_or_else(|| key.clone()),
-                    hosts: 1,
-                    points: h.points.clone(),
-                })
-                .collect()
+            host_lines(&by_host, names, |h| h.points.clone())
         } else {
             model_distributions(&by_host)
         };
@@ -326,16 +335,6 @@ pub struct Distribution {
     pub lines: Vec<DistributionLine>,
 }
 
-/// One host's events, or one CPU model's median host's, in brief: the events
-/// themselves, sorted, up to 101 of them, else the percentiles 0 to 100.
-#[derive(Debug, Clone, Serialize)]
-pub struct DistributionLine {
-    pub name: String,
-    /// Hosts behind the line.
-    pub hosts: usize,
-    pub points: Vec<f64>,
-}
-
 /// A distribution's chart, every line on it.
 pub fn distribution_svg(d: &Distribution) -> Option<String> {
     let fmt = |v: f64| crate::fmt::short(v);
@@ -376,16 +375,16 @@ pub fn scaling_svg(c: &Curve) -> Option<String> {
             points: l
                 .points
                 .iter()
-                .map(|p| Point {
-                    x: p.threads as f64,
-                    y: p.value,
-                    lo: p.ci_low,
-                    hi: p.ci_high,
-                    tip: format!(
-                        "{}: {} threads, {:.4} {}",
-                        l.name, p.threads, p.value, c.unit
-                    ),
-                    label: None,
+                .map(|p| {
+                    Point::new(
+                        p.threads as f64,
+                        p.value,
+                        (p.ci_low, p.ci_high),
+                        format!(
+                            "{}: {} threads, {:.4} {}",
+                            l.name, p.threads, p.value, c.unit
+                        ),
+                    )
                 })
                 .collect(),
         })

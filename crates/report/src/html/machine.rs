@@ -226,15 +226,21 @@ pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
     Ok(())
 }
 
+/// The SMT control state when the run started, with whether SMT was active
+/// (`on (active: true)`), else the topology's control file.
+pub(crate) fn smt_control(m: &smtlab_model::RunMeta) -> Option<String> {
+    match (&m.environment.smt_control, m.topology.smt.active) {
+        (Some(c), Some(a)) => Some(format!("{c} (active: {a})")),
+        (Some(c), None) => Some(c.clone()),
+        (None, _) => m.topology.smt.control.clone(),
+    }
+}
+
 /// The machine's environment and the run's command and sampling, as a key-value table.
 fn environment(m: &smtlab_model::RunMeta) -> Markup {
     let e = &m.environment;
     let t = &m.topology;
-    let smt = match (&e.smt_control, t.smt.active) {
-        (Some(c), Some(a)) => Some(format!("{c} (active: {a})")),
-        (Some(c), None) => Some(c.clone()),
-        (None, _) => t.smt.control.clone(),
-    };
+    let smt = smt_control(m);
     let version = match &e.git_commit {
         Some(g) => format!("{} ({g})", e.tool_version),
         None => e.tool_version.clone(),

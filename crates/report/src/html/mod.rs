@@ -23,7 +23,7 @@ use smtlab_model::{RunResults, RunStatus};
 use crate::fmt::utc;
 
 pub(crate) mod machine;
-mod scaling;
+pub(crate) mod scaling;
 mod tables;
 mod yields;
 
@@ -208,7 +208,7 @@ pub fn html_labelled(results: &RunResults, label: Option<&str>) -> String {
         Some(l) => format!("smtlab report: {l} ({host})"),
         None => format!("smtlab report: {host}"),
     };
-    let page = page(
+    page(
         &title,
         CSS,
         html! {
@@ -228,16 +228,14 @@ pub fn html_labelled(results: &RunResults, label: Option<&str>) -> String {
                      multithreading)."
                 }
         },
-    );
-    let mut p = xml_safe(page.into_string());
-    p.push('\n');
-    p
+    )
 }
 
 /// A whole page: the doctype, the head with `title` and the inline style sheet `css`,
-/// and `body`. The report and the comparison page share it.
-pub(crate) fn page(title: &str, css: &str, body: Markup) -> Markup {
-    html! {
+/// and `body`, safe for XML ([`xml_safe`]) and ending in a newline. The report, the
+/// comparison and the fleet page share it.
+pub(crate) fn page(title: &str, css: &str, body: Markup) -> String {
+    let page = html! {
         (PreEscaped("<!DOCTYPE html>\n"))
         html lang="en" {
             head {
@@ -248,7 +246,10 @@ pub(crate) fn page(title: &str, css: &str, body: Markup) -> Markup {
             }
             body { (body) }
         }
-    }
+    };
+    let mut p = xml_safe(page.into_string());
+    p.push('\n');
+    p
 }
 
 /// The page with every control character other than tab and newline replaced by U+FFFD:

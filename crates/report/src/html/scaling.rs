@@ -107,21 +107,14 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
     // (one point per placement) and explicit counts (one line per mapping) apart, as
     // their lines mean different things.
     type ChartKey = (String, BTreeMap<String, String>, bool);
-    let mut order: Vec<ChartKey> = Vec::new();
-    let mut groups: BTreeMap<ChartKey, Vec<&CellRecord>> = BTreeMap::new();
-    for c in cells {
+    let mut groups = crate::grouped(cells, |c| -> ChartKey {
         let mut ps = c.flat_params();
         let explicit = ps.remove("threads").is_some_and(|t| t != "auto");
-        let k = (c.benchmark.clone(), ps, explicit);
-        let v = groups.entry(k.clone()).or_default();
-        if v.is_empty() {
-            order.push(k);
-        }
-        v.push(c);
-    }
+        (c.benchmark.clone(), ps, explicit)
+    });
     // One point shows no scaling: such charts are left out.
-    order.retain(|k| groups[k].len() > 1);
-    if order.is_empty() {
+    groups.retain(|(_, cs)| cs.len() > 1);
+    if groups.is_empty() {
         return Err("no compute or memory benchmark at two or more thread counts".into());
     }
     let section = html! {
@@ -141,8 +134,8 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
                  goes through the first."
             }
             div class="charts" {
-                @for k in &order {
-                    (scaling_figure(k, &groups[k]))
+                @for (k, cs) in &groups {
+                    (scaling_figure(k, cs))
                 }
             }
         }
@@ -209,10 +202,7 @@ fn scaling_figure(
     } else {
         ", one thread per CPU"
     });
-    let ys: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.y))
-        .collect();
+    let ys = Series::all_y(&series);
     let opt = LineOptions {
         y_zero: first.direction == Direction::Higher,
         x_integer: true,

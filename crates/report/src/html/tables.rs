@@ -38,20 +38,9 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
         return Err("no os benchmark".into());
     }
     // Columns: placements in first-appearance order.
-    let mut cols: Vec<&str> = Vec::new();
-    for c in &os {
-        if !cols.contains(&c.placement.name.as_str()) {
-            cols.push(&c.placement.name);
-        }
-    }
+    let cols = crate::first_seen(os.iter().map(|c| c.placement.name.as_str()));
     // Rows: (benchmark, params) in the paper's order (the catalog's), then run order.
-    let mut rows: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
-    for c in &os {
-        let k = (c.benchmark.as_str(), c.flat_params());
-        if !rows.contains(&k) {
-            rows.push(k);
-        }
-    }
+    let mut rows = crate::first_seen(os.iter().map(|c| (c.benchmark.as_str(), c.flat_params())));
     rows.sort_by_key(|(b, _)| os_row(r, b).map_or(usize::MAX, |(i, ..)| i));
     let missing: Vec<&str> = r
         .benchmarks
@@ -150,12 +139,7 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
     if r.cells.is_empty() {
         return Err("no cell was measured".into());
     }
-    let mut order: Vec<&str> = Vec::new();
-    for c in &r.cells {
-        if !order.contains(&c.benchmark.as_str()) {
-            order.push(&c.benchmark);
-        }
-    }
+    let by_benchmark = crate::grouped(&r.cells, |c| c.benchmark.as_str());
     let section = html! {
         section id="cells" {
             h2 { "All cells" }
@@ -164,8 +148,8 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
                  has one unit and one number format per column. Red: the cell did not reach \
                  its CI target."
             }
-            @for bench in order {
-                (bench_cells(r, bench))
+            @for (bench, cs) in &by_benchmark {
+                (bench_cells(bench, cs))
             }
         }
     };
@@ -174,8 +158,7 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
 }
 
 /// One benchmark's cells in a closed `details`, one unit per column.
-fn bench_cells(r: &RunResults, bench: &str) -> Markup {
-    let cs: Vec<&CellRecord> = r.cells.iter().filter(|c| c.benchmark == bench).collect();
+fn bench_cells(bench: &str, cs: &[&CellRecord]) -> Markup {
     let first = cs[0];
     let vals: Vec<f64> = cs
         .iter()
@@ -204,7 +187,7 @@ fn bench_cells(r: &RunResults, bench: &str) -> Markup {
                     th { "mean ± 95% CI (" (u) ")" } th { "CI" } th { "min (" (u) ")" }
                     th { "n" } th { "converged" }
                 }
-                @for c in &cs {
+                @for c in cs {
                     (cell_row(c, &col))
                 }
             }
@@ -247,11 +230,7 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
             td class="num" { (rel) }
             td class="num" { (col.num(s.min)) }
             td class="num" { (s.n) }
-            @if c.result.met_target() {
-                td { (conv) }
-            } @else {
-                td class="bad" { (conv) }
-            }
+            td class=[(!c.result.met_target()).then_some("bad")] { (conv) }
         }
     }
 }

@@ -21,24 +21,11 @@ use crate::yields::{no_yields_reason, smt_yields};
 /// over the first, with its Fieller 95% interval, in one sentence per placement: the
 /// same figure and sign as the terminal's.
 pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
-    let cells: Vec<&CellRecord> = r
-        .cells
-        .iter()
-        .filter(|c| {
-            r.info(&c.benchmark)
-                .is_some_and(|i| i.report == ReportSection::Exec)
-        })
-        .collect();
+    let cells = crate::html_workloads::cells::cells_in(r, |s| *s == ReportSection::Exec);
     if cells.is_empty() {
         return Err("no smtlab exec command".into());
     }
-    let mut order: Vec<BTreeMap<String, String>> = Vec::new();
-    for c in &cells {
-        let ps = c.flat_params();
-        if !order.contains(&ps) {
-            order.push(ps);
-        }
-    }
+    let order = crate::first_seen(cells.iter().map(|c| c.flat_params()));
     let section = html! {
         section id="exec" {
             h2 { "Verdict" }

@@ -35,27 +35,26 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
     let p = &mut out;
     // The paper's order (the catalog's), then run order for rows the catalog lacks.
     cells.sort_by_key(|c| aim_row(r, &c.benchmark).map_or(usize::MAX, |(i, ..)| i));
-    let mut rows: Vec<Row<'_>> = Vec::new();
-    for c in &cells {
+    let label = |c: &&smtlab_model::CellRecord| {
         let ps = params(&c.flat_params());
         let name = match aim_row(r, &c.benchmark) {
             Some((_, row, label)) => format!("{row}: {label} ({})", c.benchmark),
             None => c.benchmark.clone(),
         };
-        let label = if ps == "-" {
+        if ps == "-" {
             name
         } else {
             format!("{name} {ps}")
-        };
-        match rows.iter_mut().find(|r| r.label == label) {
-            Some(row) => row.cells.push(c),
-            None => rows.push(Row {
-                label,
-                x: None,
-                cells: vec![c],
-            }),
         }
-    }
+    };
+    let rows: Vec<Row<'_>> = crate::grouped(cells.iter().copied(), label)
+        .into_iter()
+        .map(|(label, cells)| Row {
+            label,
+            x: None,
+            cells,
+        })
+        .collect();
     if !speedup_table(p, "AIM9 row", &rows) {
         no_pairs_line(p, r);
     }

@@ -70,16 +70,11 @@ fn shape_table(p: &mut String, cells: &[&CellRecord]) {
         (chat::MESSAGES_RECEIVED, "messages received"),
         (chat::MESSAGES_TOTAL, "total messages"),
     ];
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    for c in cells {
-        let row: Vec<String> = columns
-            .iter()
-            .map(|(k, _)| metric(c, k).map_or("-".into(), |v| format!("{v:.0}")))
-            .collect();
-        if row[1] != "-" && row[3] != "-" && !rows.contains(&row) {
-            rows.push(row);
-        }
-    }
+    let row = |c: &&CellRecord| -> Vec<String> {
+        let figure = |(k, _): &(&str, &str)| metric(c, k).map_or("-".into(), |v| format!("{v:.0}"));
+        columns.iter().map(figure).collect()
+    };
+    let rows = crate::first_seen(cells.iter().map(row).filter(|r| r[1] != "-" && r[3] != "-"));
     if rows.is_empty() {
         return;
     }
@@ -96,16 +91,11 @@ fn shape_table(p: &mut String, cells: &[&CellRecord]) {
 /// CPU time per unit of work the workload recorded itself (`server_cpu_us_per_tx`) or
 /// the counters measured (`--counters`), per cell; nothing when neither exists.
 fn per_unit_table(p: &mut String, cells: &[&CellRecord]) {
-    let mut own: Vec<String> = Vec::new();
-    for c in cells {
-        for s in &c.result.samples {
-            for k in s.metrics.keys() {
-                if k.contains("cpu") && k.contains("_per_") && !own.contains(k) {
-                    own.push(k.clone());
-                }
-            }
-        }
-    }
+    let keys = cells
+        .iter()
+        .flat_map(|c| &c.result.samples)
+        .flat_map(|s| s.metrics.keys());
+    let own = crate::first_seen(keys.filter(|k| k.contains("cpu") && k.contains("_per_")));
     let heads: Vec<Option<Headline>> = cells
         .iter()
         .map(|c| c.counters.as_ref().map(Headline::of))

@@ -10,18 +10,18 @@ use crate::units::Column;
 /// Placement columns in this order; others follow in run order.
 const ORDER: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
 
-pub(super) fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
+pub(crate) fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
     r.cells.iter().filter(|c| pick(c)).collect()
 }
 
 /// The cells of the benchmarks whose report section `pick` accepts (by the run's
 /// catalog entries, never by name).
-pub(super) fn cells_in(r: &RunResults, pick: impl Fn(&ReportSection) -> bool) -> Vec<&CellRecord> {
+pub(crate) fn cells_in(r: &RunResults, pick: impl Fn(&ReportSection) -> bool) -> Vec<&CellRecord> {
     cells_of(r, |c| section(r, c).is_some_and(&pick))
 }
 
 /// The report section of `c`'s benchmark, when the run carries its catalog entry.
-pub(super) fn section<'a>(r: &'a RunResults, c: &CellRecord) -> Option<&'a ReportSection> {
+pub(crate) fn section<'a>(r: &'a RunResults, c: &CellRecord) -> Option<&'a ReportSection> {
     r.info(&c.benchmark).map(|i| &i.report)
 }
 
@@ -32,20 +32,15 @@ pub(super) fn main_param<'a>(r: &'a RunResults, cells: &[&CellRecord]) -> Option
 
 /// Placements of `cells`, in [`ORDER`] then run order.
 pub(super) fn placements(cells: &[&CellRecord]) -> Vec<String> {
-    let mut v: Vec<String> = ORDER
+    let known = ORDER
         .iter()
-        .filter(|p| cells.iter().any(|c| c.placement.name == **p))
-        .map(|p| p.to_string())
-        .collect();
-    for c in cells {
-        if !v.contains(&c.placement.name) {
-            v.push(c.placement.name.clone());
-        }
-    }
-    v
+        .filter(|p| cells.iter().any(|c| c.placement.name == **p));
+    let all = known.map(|p| p.to_string());
+    crate::first_seen(all.chain(cells.iter().map(|c| c.placement.name.clone())))
 }
 
-fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {
+/// The values of metric `key` over the samples that carry it.
+pub(crate) fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {
     c.result
         .samples
         .iter()
@@ -54,7 +49,7 @@ fn metric_values(c: &CellRecord, key: &str) -> Vec<f64> {
 }
 
 /// Mean over the samples that carry `key`; `None` when none does.
-pub(super) fn metric(c: &CellRecord, key: &str) -> Option<f64> {
+pub(crate) fn metric(c: &CellRecord, key: &str) -> Option<f64> {
     stats::mean(&metric_values(c, key))
 }
 

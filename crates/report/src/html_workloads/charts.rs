@@ -9,7 +9,7 @@ use smtlab_model::CellRecord;
 use super::cells::{mean_column, placements, scaled_mean};
 use super::rows::Row;
 use crate::fmt::esc;
-use crate::svg::{self, LineOptions, Point, Series};
+use crate::svg::{self, LineOptions, Point, Series, r1};
 use crate::units::Column;
 
 pub(super) fn figure(p: &mut String, svg: Option<String>) {
@@ -41,18 +41,16 @@ pub(super) fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Optio
                 .filter_map(|r| {
                     let c = r.cells.iter().find(|c| c.placement.name == pl)?;
                     let (y, ci) = scaled_mean(c, &col);
-                    Some(Point {
-                        x: r.x?,
+                    Some(Point::new(
+                        r.x?,
                         y,
-                        lo: ci.map(|c| c.0),
-                        hi: ci.map(|c| c.1),
-                        tip: format!(
+                        (ci.map(|c| c.0), ci.map(|c| c.1)),
+                        format!(
                             "{} on {pl}: {}",
                             r.label,
                             col.with_unit(c.result.summary.mean)
                         ),
-                        label: None,
-                    })
+                    ))
                 })
                 .collect(),
             name: pl,
@@ -66,18 +64,15 @@ pub(super) fn sweep_chart(title: &str, x_label: &str, rows: &[Row<'_>]) -> Optio
             .get(x_label)
             .is_some_and(|v| v.parse::<f64>().is_err())
     });
-    let opt = if bytes {
-        LineOptions {
-            y_zero: true,
-            x_scale: svg::Scale::Log,
-            x_bytes: true,
-            ..LineOptions::default()
-        }
-    } else {
-        LineOptions {
-            y_zero: true,
-            ..LineOptions::default()
-        }
+    let opt = LineOptions {
+        y_zero: true,
+        x_scale: if bytes {
+            svg::Scale::Log
+        } else {
+            svg::Scale::Linear
+        },
+        x_bytes: bytes,
+        ..LineOptions::default()
     };
     svg::line_chart(
         title,
@@ -97,10 +92,6 @@ pub(super) struct Bar {
     pub(super) hi: Option<f64>,
     pub(super) color: usize,
     pub(super) text: String,
-}
-
-fn r1(v: f64) -> f64 {
-    (v * 10.0).round() / 10.0
 }
 
 /// Horizontal bars from `base` (0 for throughput; 1 for speed-ups, with a dashed line

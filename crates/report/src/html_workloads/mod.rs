@@ -30,7 +30,7 @@
 
 mod aim;
 mod bench_block;
-mod cells;
+pub(crate) mod cells;
 mod charts;
 mod oltp;
 mod rows;

@@ -20,14 +20,11 @@ pub(super) struct Row<'a> {
 /// state, say) count as parameters here.
 pub(super) fn swept_keys(cells: &[&CellRecord], main: Option<&str>) -> Vec<String> {
     let flat: Vec<BTreeMap<String, String>> = cells.iter().map(|c| c.flat_params()).collect();
-    let mut keys: Vec<String> = Vec::new();
-    for c in &flat {
-        for (k, v) in c {
-            if !keys.contains(k) && flat.iter().any(|d| d.get(k) != Some(v)) {
-                keys.push(k.clone());
-            }
-        }
-    }
+    let varying = flat
+        .iter()
+        .flatten()
+        .filter(|(k, v)| flat.iter().any(|d| d.get(*k) != Some(v)));
+    let mut keys = crate::first_seen(varying.map(|(k, _)| k.clone()));
     if keys.is_empty()
         && let Some(k) = main.filter(|k| cells.first().is_some_and(|c| c.params.contains_key(*k)))
     {

@@ -26,20 +26,8 @@ pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
     let col = mean_column(&cells);
     // One pair of charts per kind of work (paper 002 Fig 15 is the FFT, Fig 16 the
     // matrix multiply): their rates differ by orders of magnitude.
-    let mut works: Vec<&str> = Vec::new();
-    for c in &cells {
-        let w = param_or(c, "work", "fft");
-        if !works.contains(&w) {
-            works.push(w);
-        }
-    }
     let mut charts = String::new();
-    for work in works {
-        let of_work: Vec<&CellRecord> = cells
-            .iter()
-            .copied()
-            .filter(|c| param_or(c, "work", "fft") == work)
-            .collect();
+    for (work, of_work) in crate::grouped(cells.iter().copied(), |c| param_or(c, "work", "fft")) {
         task_pool_charts(&mut charts, &of_work, work);
     }
     p.push_str(&html! { div class="charts" { (PreEscaped(charts)) } }.into_string());
@@ -101,36 +89,28 @@ fn task_pool_charts(p: &mut String, cells: &[&CellRecord], work: &str) {
             c.placement.threads_per_core
         )
     };
-    let mut names: Vec<String> = Vec::new();
-    for c in cells {
-        if !names.contains(&name(c)) {
-            names.push(name(c));
-        }
-    }
+    let lines = crate::grouped(cells.iter().copied(), |c| name(c));
     type Y = Option<(f64, Option<(f64, f64)>)>;
     let series_of = |f: &dyn Fn(&CellRecord) -> Y| -> Vec<Series> {
-        names
+        lines
             .iter()
-            .map(|n| {
-                let mut points: Vec<Point> = cells
+            .map(|(n, of_line)| {
+                let mut points: Vec<Point> = of_line
                     .iter()
-                    .filter(|c| &name(c) == n)
                     .filter_map(|c| {
                         let x = workers(c)?;
                         let (y, ci) = f(c)?;
-                        Some(Point {
+                        Some(Point::new(
                             x,
                             y,
-                            lo: ci.map(|c| c.0),
-                            hi: ci.map(|c| c.1),
-                            tip: format!(
+                            (ci.map(|c| c.0), ci.map(|c| c.1)),
+                            format!(
                                 "{work} {n}, {} workers on {}: {}",
                                 short(x),
                                 c.placement.name,
                                 num(y)
                             ),
-                            label: None,
-                        })
+                        ))
                     })
                     .collect();
                 points.sort_by(|a, b| a.x.total_cmp(&b.x));

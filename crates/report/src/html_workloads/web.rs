@@ -162,14 +162,12 @@ fn web_capacity(p: &mut String, cap: &[&CellRecord], main: Option<&str>) -> bool
                 .into_iter()
                 .filter_map(|(n, fs)| {
                     let f = stats::mean(&fs)? * 100.0;
-                    Some(Point {
-                        x: n as f64,
-                        y: f,
-                        lo: None,
-                        hi: None,
-                        tip: format!("{n} connections: {}% conforming", short(f)),
-                        label: None,
-                    })
+                    Some(Point::new(
+                        n as f64,
+                        f,
+                        (None, None),
+                        format!("{n} connections: {}% conforming", short(f)),
+                    ))
                 })
                 .collect();
             Some(Series {
@@ -320,24 +318,18 @@ fn latency_table(p: &mut String, cells: &[&CellRecord], keys: &[String]) {
 /// The cells loaded by remote agents, of any workload (`web-slo` has no section of its
 /// own), per benchmark in run order, each with the parameters its benchmark sweeps.
 fn remote_groups(r: &RunResults) -> Vec<(Vec<&CellRecord>, Vec<String>)> {
-    let mut groups: Vec<(Vec<&CellRecord>, Vec<String>)> = Vec::new();
-    for c in r
+    let remote = r
         .cells
         .iter()
-        .filter(|c| crate::remote::remote_clients(c).is_some())
-    {
-        match groups
-            .iter_mut()
-            .find(|(g, _)| g[0].benchmark == c.benchmark)
-        {
-            Some((g, _)) => g.push(c),
-            None => groups.push((vec![c], Vec::new())),
-        }
-    }
-    for (cells, keys) in &mut groups {
-        *keys = swept_keys(cells, main_param(r, cells));
-    }
-    groups
+        .filter(|c| crate::remote::remote_clients(c).is_some());
+    let by_benchmark = crate::grouped(remote, |c| c.benchmark.as_str());
+    by_benchmark
+        .into_iter()
+        .map(|(_, cells)| {
+            let keys = swept_keys(&cells, main_param(r, &cells));
+            (cells, keys)
+        })
+        .collect()
 }
 
 fn agents_table(p: &mut String, groups: &[(Vec<&CellRecord>, Vec<String>)]) {

@@ -28,19 +28,15 @@ pub const SUITE: &str = "predict";
 type PairId = (String, BTreeMap<String, String>, String);
 
 /// The cells of each pair, in first-seen order.
-fn pairs(cells: &[CellRecord]) -> Vec<(PairId, Vec<&CellRecord>)> {
-    let mut out: Vec<(PairId, Vec<&CellRecord>)> = Vec::new();
-    for c in cells {
-        let Some((_, partner)) = form_of(c) else {
-            continue;
-        };
-        let id = (c.benchmark.clone(), c.params.clone(), partner.to_string());
-        match out.iter_mut().find(|(i, _)| *i == id) {
-            Some((_, list)) => list.push(c),
-            None => out.push((id, vec![c])),
-        }
-    }
-    out
+fn pairs<'a>(cells: &'a [CellRecord]) -> Vec<(PairId, Vec<&'a CellRecord>)> {
+    let corun = cells.iter().filter_map(|c| Some((c, form_of(c)?.1)));
+    let pairs = crate::grouped(corun, |(c, partner)| {
+        (c.benchmark.clone(), c.params.clone(), partner.to_string())
+    });
+    let cells_of = |(id, list): (PairId, Vec<(&'a CellRecord, &str)>)| {
+        (id, list.into_iter().map(|(c, _)| c).collect())
+    };
+    pairs.into_iter().map(cells_of).collect()
 }
 
 /// The keys of one pair, labelled `a` beside `b`; `None` without its alone cell.
@@ -70,18 +66,17 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
     }
     let pairs = pairs(&r.cells);
     // The workloads: each one's benchmark and parameters, from its pairs beside rulers.
-    let mut workloads: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-    let mut used: Vec<String> = Vec::new();
-    for ((bench, params, partner), _) in &pairs {
-        if let Some(ruler) = partner.strip_prefix(RULER_PREFIX) {
-            if !workloads.iter().any(|(b, _)| b == bench) {
-                workloads.push((bench.clone(), params.clone()));
-            }
-            if !used.iter().any(|u| u == ruler) {
-                used.push(ruler.to_string());
-            }
-        }
-    }
+    let beside_rulers = || {
+        pairs
+            .iter()
+            .filter_map(|((b, p, partner), _)| Some((b, p, partner.strip_prefix(RULER_PREFIX)?)))
+    };
+    let workloads: Vec<(String, BTreeMap<String, String>)> =
+        crate::grouped(beside_rulers(), |w| w.0)
+            .into_iter()
+            .map(|(bench, of_bench)| (bench.clone(), of_bench[0].1.clone()))
+            .collect();
+    let used = crate::first_seen(beside_rulers().map(|(_, _, ruler)| ruler));
     if workloads.is_empty() {
         return None;
     }
@@ -93,7 +88,7 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
         .unwrap_or(0);
     let defs: Vec<RulerDef> = ruler_definitions(&r.run.topology, cpu)
         .into_iter()
-        .filter(|d| used.iter().any(|u| u == d.name))
+        .filter(|d| used.contains(&d.name))
         .collect();
     let ruler_of = |bench: &str, params: &BTreeMap<String, String>| {
         defs.iter().find(|d| d.matches(bench, params))

@@ -106,12 +106,12 @@ pub fn model(m: &FormModel) -> String {
 /// The predicted matrix of one form: rows the measured workload, columns the partner,
 /// each entry the predicted slowdown with its 95% prediction interval.
 pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for p in pairs.iter().filter(|p| p.form == form) {
-        if !names.contains(&p.a.as_str()) {
-            names.push(&p.a);
-        }
-    }
+    let names = crate::first_seen(
+        pairs
+            .iter()
+            .filter(|p| p.form == form)
+            .map(|p| p.a.as_str()),
+    );
     if names.is_empty() {
         return String::new();
     }
@@ -124,29 +124,13 @@ pub fn matrix(pairs: &[PredictedPair], form: Form) -> String {
                 format!("{}{mark}", prediction(&p.slowdown))
             })
     };
-    let rows: Vec<Vec<String>> = names
-        .iter()
-        .map(|a| {
-            let mut r = vec![a.to_string()];
-            r.extend(names.iter().map(|b| entry(a, b)));
-            r
-        })
-        .collect();
-    let mut head = vec!["predicted \\ partner"];
-    head.extend(names.iter().copied());
-    table(&head, &rows)
+    crate::fmt::matrix_table("predicted \\ partner", &names, &names, entry)
 }
 
 /// The footnote of [`matrix`]'s `*`: the rulers some entries were predicted without.
 pub fn unknown_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
-    let mut rulers: Vec<&str> = Vec::new();
-    for p in pairs.iter().filter(|p| p.form == form) {
-        for r in &p.unknown {
-            if !rulers.contains(&r.as_str()) {
-                rulers.push(r);
-            }
-        }
-    }
+    let of_form = pairs.iter().filter(|p| p.form == form);
+    let rulers = crate::first_seen(of_form.flat_map(|p| p.unknown.iter().map(String::as_str)));
     (!rulers.is_empty()).then(|| {
         format!(
             "* predicted without a figure of {} (not measured or held back; it adds nothing)",

@@ -163,10 +163,6 @@ pub fn cdf_chart(
         },
     };
     let mut s = plot.open(title, subtitle);
-    let q = |v: &[f64], p: f64| -> f64 {
-        let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
-        v[i.min(v.len() - 1)]
-    };
     for (i, (d, v)) in dists.iter().zip(&sorted).enumerate() {
         if v.is_empty() {
             continue;
@@ -186,7 +182,7 @@ pub fn cdf_chart(
             r#"<path d="{path}" fill="none" stroke="{c}" stroke-width="2"/>"#
         );
         for (p, shape) in [(50.0, 'o'), (99.0, 's'), (100.0, 't')] {
-            let val = if p == 100.0 { v[n - 1] } else { q(v, p) };
+            let val = if p == 100.0 { v[n - 1] } else { pct_of(v, p) };
             let (x, y) = (r1(plot.px(val)), r1(plot.py(p)));
             let what = match shape {
                 'o' => "median",
@@ -240,6 +236,12 @@ pub fn cdf_chart(
     );
     s.push_str("</svg>");
     Some(s)
+}
+
+/// The `p`th percentile of `sorted` (not empty): the nearest rank.
+pub(crate) fn pct_of(sorted: &[f64], p: f64) -> f64 {
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
 }
 
 /// Four significant digits with SI suffix, for a value quoted in a subtitle.

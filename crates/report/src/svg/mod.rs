@@ -20,6 +20,7 @@ mod lines;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use distributions::pct_of;
 pub use distributions::{Dist, cdf_chart, histogram};
 pub use lines::{ci_strip, line_chart, scatter};
 
@@ -45,8 +46,9 @@ fn legend_row(s: &mut String, x: f64, y: f64, i: usize, name: &str) {
     );
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Scale {
+    #[default]
     Linear,
     /// Base 10; only positive values are drawn.
     Log,
@@ -379,7 +381,7 @@ fn axis_title(a: &Axis) -> String {
 }
 
 /// One decimal place is plenty for pixels and keeps the markup small.
-fn r1(v: f64) -> f64 {
+pub(crate) fn r1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
 }
 
@@ -396,14 +398,38 @@ pub struct Point {
     pub label: Option<String>,
 }
 
+impl Point {
+    /// A point with its error bar (`lo`..`hi`, where known), unlabelled.
+    pub fn new(x: f64, y: f64, (lo, hi): (Option<f64>, Option<f64>), tip: String) -> Point {
+        Point {
+            x,
+            y,
+            lo,
+            hi,
+            tip,
+            label: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     pub name: String,
     pub points: Vec<Point>,
 }
 
-/// Options of [`line_chart`].
-#[derive(Debug, Clone, PartialEq)]
+impl Series {
+    /// The y values of every point of `series`, for choosing the y axis's scale.
+    pub fn all_y(series: &[Series]) -> Vec<f64> {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.y))
+            .collect()
+    }
+}
+
+/// Options of [`line_chart`]; by default none of them (linear axes).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct LineOptions {
     /// Start the y axis at zero (throughput: a gain should look as big as it is).
     pub y_zero: bool,
@@ -418,18 +444,4 @@ pub struct LineOptions {
     pub vlines: Vec<(f64, String)>,
     /// Write each point's [`Point::label`] beside it.
     pub point_labels: bool,
-}
-
-impl Default for LineOptions {
-    fn default() -> Self {
-        LineOptions {
-            y_zero: false,
-            x_integer: false,
-            y_scale: Scale::Linear,
-            x_scale: Scale::Linear,
-            x_bytes: false,
-            vlines: Vec::new(),
-            point_labels: false,
-        }
-    }
 }
