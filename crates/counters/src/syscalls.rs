@@ -36,6 +36,7 @@ use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
 use crate::error::{CounterError, Needs, classify};
 use crate::ring::{
     self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch, read_int,
+    u32_at, u64_at,
 };
 use crate::sys::{self, PerfFd};
 use crate::syscall_names;
@@ -369,14 +370,6 @@ struct Collected {
 impl Collected {
     /// Parses one ring-buffer record (header included).
     fn record(&mut self, rec: &[u8], layout: &Layout, ignore_tid: u32) {
-        let u32_at = |o: usize| {
-            rec.get(o..o + 4)
-                .map(|b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
-        };
-        let u64_at = |o: usize| {
-            rec.get(o..o + 8)
-                .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-        };
         if let Some((tid, time, out)) = parse_switch(rec) {
             if tid != ignore_tid {
                 self.pending.push(Rec {
@@ -387,14 +380,15 @@ impl Collected {
             }
             return;
         }
-        match u32_at(0) {
+        match u32_at(rec, 0) {
             Some(t) if t == b::PERF_RECORD_LOST => {
                 // { header, u64 id, u64 lost }
-                self.lost += u64_at(16).unwrap_or(0);
+                self.lost += u64_at(rec, 16).unwrap_or(0);
             }
             Some(t) if t == b::PERF_RECORD_SAMPLE => {
                 // { header, u32 pid, u32 tid, u64 time, u32 raw_size, raw[raw_size] }
-                let (Some(tid), Some(time), Some(raw_size)) = (u32_at(12), u64_at(16), u32_at(24))
+                let (Some(tid), Some(time), Some(raw_size)) =
+                    (u32_at(rec, 12), u64_at(rec, 16), u32_at(rec, 24))
                 else {
                     return;
                 };
