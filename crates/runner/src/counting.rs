@@ -387,13 +387,7 @@ pub struct Perf;
 
 impl CountingBackend for Perf {
     fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
-        let target = CounterTarget::Thread {
-            tid: 0,
-            inherit: true,
-        };
-        PerfCounters::open(target, &PerfOptions::all())
-            .map(|c| Box::new(c) as Box<dyn CounterSource>)
-            .map_err(|e| e.to_string())
+        self.open_counters_named(&[])
     }
 
     fn open_counters_named(
@@ -744,27 +738,13 @@ impl CellCounting {
         c.syscalls_window = self.syscalls_window.take();
         c.irqs = self.irqs.take();
         c.kernel_time = self.kernel_time.take();
-        c.kernel_time_unavailable = if c.kernel_time.is_some() {
-            None
-        } else {
-            self.kernel_time_unavailable
-                .take()
-                .or_else(|| Some("no traced sample was taken".into()))
+        // Why a traced profile is missing: its own reason, else that none was traced.
+        let why = |got: bool, reason: Option<String>| {
+            (!got).then(|| reason.unwrap_or_else(|| "no traced sample was taken".into()))
         };
-        c.irqs_unavailable = if c.irqs.is_some() {
-            None
-        } else {
-            self.irqs_unavailable
-                .take()
-                .or_else(|| Some("no traced sample was taken".into()))
-        };
-        c.syscalls_unavailable = if c.syscalls.is_some() {
-            None
-        } else {
-            self.syscalls_unavailable
-                .take()
-                .or_else(|| Some("no traced sample was taken".into()))
-        };
+        c.kernel_time_unavailable = why(c.kernel_time.is_some(), self.kernel_time_unavailable);
+        c.irqs_unavailable = why(c.irqs.is_some(), self.irqs_unavailable);
+        c.syscalls_unavailable = why(c.syscalls.is_some(), self.syscalls_unavailable);
         Ok(c)
     }
 }
