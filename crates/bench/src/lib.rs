@@ -146,10 +146,10 @@ pub trait Benchmark: Send + Sync {
     /// Whether `suite` measures this benchmark at all (a long workload may stay out of
     /// `quick`). Its cells are its parameters at the suite's values (`ParamInfo::quick`
     /// in `quick`, the defaults otherwise) on every placement of the run, plus
-    /// [`Benchmark::sweep`].
+    /// [`Benchmark::sweep`]. By default every suite but `quick` for AIM9's rows (they are
+    /// many and each adds little to a first look), every suite for the rest.
     fn in_suite(&self, suite: Suite) -> bool {
-        let _ = suite;
-        true
+        suite != Suite::Quick || !self.info().report.is_aim()
     }
 
     /// The extra cells `suite` measures beyond the base cells: the papers' sweeps (thread

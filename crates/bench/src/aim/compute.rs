@@ -41,10 +41,6 @@ fn primes_by_division(limit: u64) -> u64 {
 pub struct Sieve;
 
 impl Benchmark for Sieve {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-sieve",
@@ -115,10 +111,6 @@ impl Instance for SieveInstance {
 pub struct Sort;
 
 impl Benchmark for Sort {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-sort",
@@ -184,10 +176,6 @@ impl Instance for SortInstance {
 pub struct Series;
 
 impl Benchmark for Series {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-series",
@@ -252,10 +240,6 @@ impl Instance for SeriesInstance {
 pub struct RamCopy;
 
 impl Benchmark for RamCopy {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-ram-copy",
@@ -320,10 +304,6 @@ const SCRIPT: &str = "s=0; for i in 1 2 3 4 5 6 7 8 9 10; do s=$((s + i)); done\
                       echo \"$s $n\"\n";
 
 impl Benchmark for Shell {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             self.name,

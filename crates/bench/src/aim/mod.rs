@@ -159,12 +159,6 @@ fn table2_index(info: &BenchInfo) -> usize {
     }
 }
 
-/// The AIM rows are many and each adds little to a first look: they stay out of the
-/// quick suite.
-fn in_suite(suite: crate::Suite) -> bool {
-    suite != crate::Suite::Quick
-}
-
 fn info(
     name: &str,
     unit: &str,

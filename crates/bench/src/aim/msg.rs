@@ -57,10 +57,6 @@ const QUIT: u64 = u64::MAX;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Benchmark for Msg {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let what = match self.kind {
             Kind::Pipe => "a message through an anonymous pipe to an echo thread and back",

@@ -70,10 +70,6 @@ impl Kind {
 }
 
 impl Benchmark for Rtns {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let name = self.kind.name();
         let (unit, row, what, params) = match self.kind {

@@ -94,10 +94,6 @@ fn dir_param() -> smtlab_model::ParamInfo {
 }
 
 impl Benchmark for Sys {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let name = self.kind.name();
         match self.kind {
@@ -602,10 +598,6 @@ impl OsRow {
 }
 
 impl Benchmark for OsRow {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let r = self.row;
         let params = self.os().map(|b| b.info().params).unwrap_or_default();
