@@ -53,10 +53,9 @@ impl Benchmark for Sieve {
         )
     }
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let limit = ctx.params.get_u64("limit")?;
-        if !(2..=100_000_000).contains(&limit) {
-            return Err(bad("limit", &limit.to_string(), "2 to 100000000"));
-        }
+        let limit = ctx
+            .params
+            .get_u64_in("limit", 2..=100_000_000, "2 to 100000000")?;
         Ok(Box::new(SieveInstance {
             cpu: ctx.placement.cpu_for_thread(0),
             want: primes_by_division(limit),
@@ -123,10 +122,9 @@ impl Benchmark for Sort {
         )
     }
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let n = ctx.params.get_u64("n")?;
-        if !(1..=100_000_000).contains(&n) {
-            return Err(bad("n", &n.to_string(), "1 to 100000000"));
-        }
+        let n = ctx
+            .params
+            .get_u64_in("n", 1..=100_000_000, "1 to 100000000")?;
         let mut r = crate::clock::now_ns() | 1;
         let input: Vec<u64> = (0..n)
             .map(|_| {

@@ -149,10 +149,7 @@ impl Benchmark for Rtns {
         let mut block = 0;
         match self.kind {
             Kind::Array => {
-                n = p.get_u64("n")? as usize;
-                if !(2..=512).contains(&n) {
-                    return Err(bad("n", &n.to_string(), "2 to 512"));
-                }
+                n = p.get_u64_in("n", 2..=512, "2 to 512")? as usize;
             }
             Kind::MemBlock => {
                 block = p.get_bytes("block")? as usize;

@@ -183,11 +183,7 @@ impl Benchmark for Sys {
             None
         };
         let files = if declared("files") {
-            let f = p.get_u64("files")?;
-            if !(1..=100_000).contains(&f) {
-                return Err(bad("files", &f.to_string(), "1 to 100000"));
-            }
-            f
+            p.get_u64_in("files", 1..=100_000, "1 to 100000")?
         } else {
             16
         };
@@ -215,13 +211,7 @@ impl Benchmark for Sys {
             }
         }
         let (pages, size, depth) = match self.kind {
-            Kind::Page => {
-                let n = p.get_u64("pages")?;
-                if !(1..=65_536).contains(&n) {
-                    return Err(bad("pages", &n.to_string(), "1 to 65536"));
-                }
-                (n, 0, 0)
-            }
+            Kind::Page => (p.get_u64_in("pages", 1..=65_536, "1 to 65536")?, 0, 0),
             Kind::Brk => {
                 let n = p.get_bytes("size")?;
                 if !(1..=(1 << 30)).contains(&n) {
@@ -229,13 +219,7 @@ impl Benchmark for Sys {
                 }
                 (0, n, 0)
             }
-            Kind::Jmp => {
-                let n = p.get_u64("depth")?;
-                if !(1..=1000).contains(&n) {
-                    return Err(bad("depth", &n.to_string(), "1 to 1000"));
-                }
-                (0, 0, n)
-            }
+            Kind::Jmp => (0, 0, p.get_u64_in("depth", 1..=1000, "1 to 1000")?),
             _ => (0, 0, 0),
         };
         // SAFETY: sysconf takes a constant and returns a value.

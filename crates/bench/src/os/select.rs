@@ -90,15 +90,9 @@ impl Benchmark for Select {
 impl Select {
     fn instance(&self, ctx: &BenchContext<'_>) -> Result<SelectInstance, BenchError> {
         let name = self.kind.name();
-        let n = ctx.params.get_u64("fds")?;
-        if !(1..=MAX_FDS).contains(&n) {
-            return Err(crate::ParamError::value(
-                "fds",
-                n.to_string(),
-                format!("a count from 1 to {MAX_FDS}"),
-            )
-            .into());
-        }
+        let n =
+            ctx.params
+                .get_u64_in("fds", 1..=MAX_FDS, &format!("a count from 1 to {MAX_FDS}"))?;
         let resources = match self.kind {
             Kind::File => {
                 let file = TempFile::create(name)?;

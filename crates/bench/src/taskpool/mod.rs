@@ -142,10 +142,7 @@ impl Benchmark for TaskPool {
         let prm = ctx.params;
         let seed = now_ns() | 1;
         // Every parameter is checked, also those of the other tree.
-        let log2 = prm.get_u64("fft_log2")?;
-        if log2 > 22 {
-            return Err(bad("fft_log2", &log2.to_string(), "0 to 22"));
-        }
+        let log2 = prm.get_u64_in("fft_log2", 0..=22, "0 to 22")?;
         let leaf = prm.get_u64("fft_leaf")?;
         if leaf == 0 || !leaf.is_power_of_two() || leaf > 1 << log2 {
             return Err(bad(
@@ -155,10 +152,7 @@ impl Benchmark for TaskPool {
             ));
         }
         let n = prm.get_u64("matmul_n")? as usize;
-        let depth = prm.get_u64("matmul_depth")?;
-        if depth > 6 {
-            return Err(bad("matmul_depth", &depth.to_string(), "0 to 6"));
-        }
+        let depth = prm.get_u64_in("matmul_depth", 0..=6, "0 to 6")?;
         if n == 0 || !n.is_multiple_of(1 << depth) {
             return Err(bad(
                 "matmul_n",

@@ -108,15 +108,11 @@ fn events_param() -> ParamInfo {
 
 /// Reads and range-checks `events`.
 fn events_from(params: &Params) -> Result<u64, ParamError> {
-    let n = params.get_u64("events")?;
-    if n == 0 || n > MAX_EVENTS {
-        return Err(ParamError::value(
-            "events",
-            n.to_string(),
-            format!("an integer from 1 to {MAX_EVENTS}"),
-        ));
-    }
-    Ok(n)
+    params.get_u64_in(
+        "events",
+        1..=MAX_EVENTS,
+        &format!("an integer from 1 to {MAX_EVENTS}"),
+    )
 }
 
 /// Cost of one iteration of an empty counted loop that the optimiser cannot remove.
