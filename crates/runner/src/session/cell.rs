@@ -426,7 +426,7 @@ impl<'a> Worker<'a> {
         'a: 'm,
     {
         let (plan, session) = (self.plan, self.session);
-        let begun = Measurement::begin_with_warmup(
+        let begun = Measurement::begin(
             inst,
             &plan.info,
             session.cfg,
