@@ -25,7 +25,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::{Cpus, TempFile, info, last_os_error, time_loop};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
-use smtlab_model::{BenchInfo, ParamInfo};
+use smtlab_model::BenchInfo;
 
 /// Most descriptors a sample may select on; lmbench's default (200).
 const MAX_FDS: u64 = 200;
@@ -72,13 +72,12 @@ impl Benchmark for Select {
             self.kind.name(),
             description,
             origin,
-            vec![ParamInfo {
-                departs: Vec::new(),
-                name: "fds".into(),
-                default: "10".into(),
-                quick: None,
-                help: format!("descriptors selected on, 1 to {MAX_FDS} (paper 001: 10)"),
-            }],
+            vec![crate::params::declare(
+                "fds",
+                "10",
+                None,
+                &format!("descriptors selected on, 1 to {MAX_FDS} (paper 001: 10)"),
+            )],
         )
     }
 

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::{bench_info, clock_cost_ns, mean, now_ns, sum_ns, this_cpu};
 use crate::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
@@ -72,13 +72,12 @@ impl Benchmark for PthreadCreate {
              for the A-vs-B scatter. Parent on placement CPU 0, child on CPU 1 (CPU 0 \
              when the placement has one CPU).",
             "paper 002 s6.1",
-            vec![ParamInfo {
-                departs: Vec::new(),
-                name: "mode".into(),
-                default: "joinable".into(),
-                quick: None,
-                help: "joinable (joined after each creation) or detached".into(),
-            }],
+            vec![crate::params::declare(
+                "mode",
+                "joinable",
+                None,
+                "joinable (joined after each creation) or detached",
+            )],
         )
     }
 

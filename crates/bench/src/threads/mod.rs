@@ -95,15 +95,13 @@ fn bench_info(
 
 /// The `events` parameter of the distribution benchmarks (hand-off, condition variable).
 fn events_param() -> ParamInfo {
-    ParamInfo {
-        departs: Vec::new(),
-        name: "events".into(),
-        default: "200".into(),
-        quick: Some("50".into()),
-        help: "hand-offs per sample; each one is timed and kept in the series \
-               (paper 002 used 10^5 in total: repeat samples or raise this)"
-            .into(),
-    }
+    crate::params::declare(
+        "events",
+        "200",
+        Some("50"),
+        "hand-offs per sample; each one is timed and kept in the series \
+               (paper 002 used 10^5 in total: repeat samples or raise this)",
+    )
 }
 
 /// Reads and range-checks `events`.
