@@ -84,10 +84,8 @@ impl<'a> BenchContext<'a> {
     /// The client side that `bench`, a server workload, drives its load from; without
     /// one, the cell is unsupported with [`client::NEEDS_CLIENT_SIDE`] as the reason.
     pub fn client_side(&self, bench: &str) -> Result<&'a client::ClientSide, BenchError> {
-        self.client.ok_or_else(|| BenchError::Unsupported {
-            bench: bench.into(),
-            reason: client::NEEDS_CLIENT_SIDE.into(),
-        })
+        self.client
+            .ok_or_else(|| BenchError::unsupported(bench, client::NEEDS_CLIENT_SIDE))
     }
 }
 
@@ -110,6 +108,28 @@ pub enum BenchError {
     Pin(#[from] smtlab_placement::pin::PinError),
     #[error("{bench}: result check failed: {reason}")]
     Check { bench: String, reason: String },
+}
+
+/// The variants built from anything string-like, as most call sites have it.
+impl BenchError {
+    pub fn unsupported(bench: impl Into<String>, reason: impl Into<String>) -> BenchError {
+        let (bench, reason) = (bench.into(), reason.into());
+        BenchError::Unsupported { bench, reason }
+    }
+
+    pub fn io(
+        bench: impl Into<String>,
+        what: impl Into<String>,
+        error: std::io::Error,
+    ) -> BenchError {
+        let (bench, what) = (bench.into(), what.into());
+        BenchError::Io { bench, what, error }
+    }
+
+    pub fn check(bench: impl Into<String>, reason: impl Into<String>) -> BenchError {
+        let (bench, reason) = (bench.into(), reason.into());
+        BenchError::Check { bench, reason }
+    }
 }
 
 /// One experiment of the catalog.

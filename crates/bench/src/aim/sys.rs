@@ -574,9 +574,11 @@ impl OsRow {
         };
         all.into_iter()
             .find(|b| b.info().name == self.row.os)
-            .ok_or_else(|| BenchError::Unsupported {
-                bench: self.row.name.into(),
-                reason: format!("the os benchmark {} is missing", self.row.os),
+            .ok_or_else(|| {
+                BenchError::unsupported(
+                    self.row.name,
+                    format!("the os benchmark {} is missing", self.row.os),
+                )
             })
     }
 }

@@ -267,11 +267,7 @@ impl Pool {
         for (i, &cpu) in cpus.iter().enumerate() {
             let sh = Arc::clone(&pool.shared);
             let t = pin::spawn_pinned(cpu, format!("smtlab-pool-{i}"), move || worker(&sh, i))
-                .map_err(|e| BenchError::Io {
-                    bench: NAME.into(),
-                    what: format!("start worker {i}"),
-                    error: e,
-                })?;
+                .map_err(|e| BenchError::io(NAME, format!("start worker {i}"), e))?;
             pool.threads.push(t);
         }
         Ok(pool)
@@ -385,10 +381,7 @@ impl Instance for Pool {
         let trees = iterations.max(1);
         let workers = self.threads.len();
         if self.threads.iter().any(|t| t.is_finished()) {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: "a worker thread exited".into(),
-            });
+            return Err(BenchError::check(NAME, "a worker thread exited"));
         }
         sh.done.store(false, Ordering::Release);
         sh.trees_left.store(trees, Ordering::Release);
@@ -419,15 +412,14 @@ impl Instance for Pool {
         let executed = sh.executed.load(Ordering::Relaxed);
         let expected = trees * sh.work.nodes() as u64;
         if executed != expected {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!("{executed} tasks ran, {expected} were due"),
-            });
+            return Err(BenchError::check(
+                NAME,
+                format!("{executed} tasks ran, {expected} were due"),
+            ));
         }
-        sh.work.check().map_err(|reason| BenchError::Check {
-            bench: NAME.into(),
-            reason,
-        })?;
+        sh.work
+            .check()
+            .map_err(|reason| BenchError::check(NAME, reason))?;
         cpus.sort_unstable();
         let elapsed_ns = end.saturating_sub(start).max(1);
         let retries = sh.retries.load(Ordering::Relaxed) + mine.retries;

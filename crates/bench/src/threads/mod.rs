@@ -189,10 +189,10 @@ fn wait_until(abort: &AtomicBool, mut ready: impl FnMut() -> bool) -> Result<(),
 fn wait_failed(bench: &str, what: &str, e: WaitError) -> Option<BenchError> {
     match e {
         WaitError::Aborted => None,
-        WaitError::TimedOut => Some(BenchError::Check {
-            bench: bench.into(),
-            reason: format!("{what} did not happen within {} s", WAIT_TIMEOUT.as_secs()),
-        }),
+        WaitError::TimedOut => Some(BenchError::check(
+            bench,
+            format!("{what} did not happen within {} s", WAIT_TIMEOUT.as_secs()),
+        )),
     }
 }
 
@@ -270,10 +270,10 @@ fn first_error<T>(
         }
     }
     if aborted {
-        return Err(BenchError::Check {
-            bench: bench.into(),
-            reason: "a measurement thread stopped without saying why".into(),
-        });
+        return Err(BenchError::check(
+            bench,
+            "a measurement thread stopped without saying why",
+        ));
     }
     Ok(out)
 }
@@ -312,10 +312,10 @@ fn run_pair<A: Send, B: Send>(
     match (a, b) {
         (Ok(a), Ok(b)) => Ok((a, b)),
         (Err(Some(e)), _) | (_, Err(Some(e))) => Err(e),
-        _ => Err(BenchError::Check {
-            bench: bench.into(),
-            reason: "a measurement thread stopped without saying why".into(),
-        }),
+        _ => Err(BenchError::check(
+            bench,
+            "a measurement thread stopped without saying why",
+        )),
     }
 }
 
@@ -326,20 +326,16 @@ fn joined<T>(
     r: std::thread::Result<Result<T, Option<BenchError>>>,
 ) -> Result<T, Option<BenchError>> {
     r.unwrap_or_else(|_| {
-        Err(Some(BenchError::Check {
-            bench: bench.into(),
-            reason: format!("the {who} thread panicked"),
-        }))
+        Err(Some(BenchError::check(
+            bench,
+            format!("the {who} thread panicked"),
+        )))
     })
 }
 
 /// Error for a thread that could not be started.
 fn spawn_error(bench: &str, who: &str, source: io::Error) -> BenchError {
-    BenchError::Io {
-        bench: bench.into(),
-        what: format!("starting the {who} thread"),
-        error: source,
-    }
+    BenchError::io(bench, format!("starting the {who} thread"), source)
 }
 
 /// Watches one thread's scheduler state through `/proc/self/task/TID/stat`, to confirm

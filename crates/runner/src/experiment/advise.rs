@@ -89,10 +89,8 @@ impl Instance for PreparedInstance {
 
 /// Runs `prep` through `/bin/sh -c` to completion; a failure names it and its status.
 fn run_preparation(prep: &str) -> Result<(), BenchError> {
-    let fail = |reason: String| BenchError::Unsupported {
-        bench: "exec".into(),
-        reason: format!("--prepare `{prep}` {reason}"),
-    };
+    let fail =
+        |reason: String| BenchError::unsupported("exec", format!("--prepare `{prep}` {reason}"));
     let out = Command::new("/bin/sh")
         .arg("-c")
         .arg(prep)
