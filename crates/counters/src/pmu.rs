@@ -140,24 +140,6 @@ pub struct Pmu {
     pub caps: BTreeMap<String, String>,
 }
 
-/// Parses a CPU list such as `0,28` or `0-3,8`.
-fn cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a || b - a > 65_536 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
-}
-
 /// A number in a term: hex with `0x`, else decimal.
 pub fn parse_number(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -217,7 +199,8 @@ impl Pmu {
         }
         let cpumask = fs::read_to_string(dir.join("cpumask"))
             .ok()
-            .and_then(|t| cpu_list(&t))
+            .and_then(|t| smtlab_model::CpuSet::parse_list(&t).ok())
+            .map(|c| c.to_vec())
             .filter(|c| !c.is_empty());
         let caps = files(&dir.join("caps"))
             .into_iter()
@@ -537,15 +520,12 @@ mod tests {
     }
 
     #[test]
-    fn cpuinfo_and_cpu_lists() {
+    fn cpuinfo() {
         let id =
             CpuId::from_cpuinfo("vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n")
                 .unwrap();
         assert_eq!(id.vendor, Vendor::Amd);
         assert_eq!((id.family, id.model), (0x19, 0x11));
         assert_eq!(id.to_string(), "AMD family 0x19 model 0x11");
-        assert_eq!(cpu_list("0,28\n"), Some(vec![0, 28]));
-        assert_eq!(cpu_list("0-2,8"), Some(vec![0, 1, 2, 8]));
-        assert_eq!(cpu_list("x"), None);
     }
 }
