@@ -185,13 +185,7 @@ impl Benchmark for TaskPool {
             other => return Err(bad("queue", other, "cas or mutex")),
         };
         let workers = match prm.get_str("workers")? {
-            "auto" => {
-                if ctx.placement.pinned() {
-                    ctx.placement.width()
-                } else {
-                    std::thread::available_parallelism().map_or(1, |n| n.get())
-                }
-            }
+            "auto" => crate::workers::default_threads(ctx.placement, None),
             v => match v.parse::<usize>() {
                 Ok(n) if (1..=4096).contains(&n) => n,
                 _ => return Err(bad("workers", v, "auto or 1 to 4096")),
