@@ -321,10 +321,6 @@ impl RunningTrace {
     }
 }
 
-fn gettid() -> u32 {
-    smtlab_placement::pin::gettid() as u32
-}
-
 /// What one parsed record says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum What {
@@ -550,7 +546,7 @@ fn drain_loop(
     let mut sink = Drain {
         c: &mut c,
         layout: &layout,
-        me: gettid(),
+        me: smtlab_placement::pin::gettid() as u32,
     };
     ring::drain_loop(&mut rings, &poll, interval, stop, disable, &mut sink);
     if error.is_some() {

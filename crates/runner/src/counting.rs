@@ -305,12 +305,6 @@ fn reason(e: &CounterError) -> String {
     e.to_string()
 }
 
-/// The thread id of the calling thread.
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
-
 /// A running `/proc/stat` sampler, behind a trait so tests can fake it.
 pub trait OsSampler: Send {
     /// Ends sampling and returns the series.
@@ -491,7 +485,7 @@ impl CellCounting {
         let (trace, syscalls_unavailable) = match &setup.availability.syscall_tracing.reason {
             Some(r) => (None, Some(r.clone())),
             None if !backend.can_trace() => (None, Some("not traced here".to_string())),
-            None => match TraceControl::open(gettid(), cpus.clone()) {
+            None => match TraceControl::open(smtlab_placement::pin::gettid(), cpus.clone()) {
                 Ok(t) => (Some(t), None),
                 Err(r) => (None, Some(r)),
             },

@@ -48,12 +48,6 @@ pub fn read_task_schedstats(task_dir: &Path) -> Option<BTreeMap<u32, u64>> {
     Some(out)
 }
 
-/// The thread id of the calling thread.
-pub fn current_tid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() as u32 }
-}
-
 /// The line a run starts with on a machine whose hypervisor steals time from its CPUs
 /// (steal since boot in `/proc/stat`); `None` where there is none or it cannot be read.
 pub fn steal_note(machine: &dyn Machine) -> Option<String> {
@@ -192,7 +186,7 @@ impl<'a> Probe<'a> {
             clock,
             cpus,
             tick_ns: machine.tick_ns(),
-            measuring: BTreeSet::from([current_tid()]),
+            measuring: BTreeSet::from([smtlab_placement::pin::gettid() as u32]),
             open: None,
             round: Stretch::default(),
             total: None,

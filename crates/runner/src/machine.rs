@@ -153,13 +153,7 @@ pub trait Machine: Sync {
 
     /// One `proc/stat` tick in nanoseconds (USER_HZ; 10 ms on every usual kernel).
     fn tick_ns(&self) -> u64 {
-        // SAFETY: sysconf only reads a constant of the system.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        if hz > 0 {
-            1_000_000_000 / hz as u64
-        } else {
-            10_000_000
-        }
+        1_000_000_000 / smtlab_counters::procstat::user_hz()
     }
 
     /// The topology as it is now (again after every change of SMT state).
@@ -249,8 +243,7 @@ pub trait Machine: Sync {
     /// prepared), for a cookie per process or per process group.
     fn own_children(&self) -> Vec<u32> {
         let proc = self.root().join("proc");
-        // SAFETY: gettid has no arguments and cannot fail.
-        let tid = unsafe { libc::gettid() } as u32;
+        let tid = smtlab_placement::pin::gettid();
         let text = std::fs::read_to_string(proc.join(format!("self/task/{tid}/children")));
         let text = text.unwrap_or_default();
         text.split_whitespace()
