@@ -7,7 +7,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::os::fd::FromRawFd;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -182,13 +181,8 @@ fn endpoints(
 /// Two pipes, one each way.
 fn pipe_ends(name: &'static str) -> Result<(Endpoint, Endpoint), BenchError> {
     let pipe = || -> Result<(File, File), BenchError> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into the array we own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io_err(name, "pipe", io::Error::last_os_error()));
-        }
-        // SAFETY: both descriptors are fresh and owned by nothing else.
-        Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+        let (r, w) = smtlab_control::fork::pipe().map_err(on_err(name, "pipe"))?;
+        Ok((r.into(), w.into()))
     };
     let (to_r, to_w) = pipe()?;
     let (from_r, from_w) = pipe()?;
