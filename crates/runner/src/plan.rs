@@ -237,9 +237,10 @@ fn plan_params(
     }
 }
 
-/// A benchmark's parameters as a cell key holds them, for [`Benchmark::cost`] and
-/// `prepare`.
-fn params_of(key: &CellKey) -> Params {
+/// A benchmark's parameters as a cell key holds them (its conditions, such as the SMT
+/// state, left out), for [`Benchmark::cost`] and `prepare`: what a resumed run measures a
+/// stored cell with.
+pub fn params_of(key: &CellKey) -> Params {
     Params::from_pairs(
         key.params
             .iter()

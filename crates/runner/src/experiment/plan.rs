@@ -4,7 +4,7 @@
 use smtlab_bench::Benchmark;
 use smtlab_model::{CellKey, SkippedCell, Topology};
 
-use super::smt::params_of;
+use crate::plan::params_of;
 use crate::session::{CellPlan, Group, Unplaced};
 
 /// The groups of `keys`, their benchmarks found in `catalog` and their placements

@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use smtlab_bench::Params;
 use smtlab_control::guard::Protection;
 use smtlab_model::{CellKey, SkippedCell, Topology};
 
@@ -227,12 +226,6 @@ fn skip_all(group: &Group<'_>, st: SmtState, why: &str, sink: &mut dyn SessionOb
         }
     }
     Ended::Complete
-}
-
-/// Parameters of a cell from its key (the SMT state left out): what a resumed run
-/// measures a stored cell with.
-pub fn params_of(key: &CellKey) -> Params {
-    Params::from_pairs(bench_params(key).into_iter().collect::<Vec<_>>())
 }
 
 /// Why SMT cannot be switched on this machine (not root, no smt/control, ...).
