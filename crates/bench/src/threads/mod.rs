@@ -402,12 +402,9 @@ fn confirm_sleeping(state: &mut Option<TaskState>) -> bool {
     }
 }
 
+/// The mean of `xs`, 0 when empty.
 fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
+    smtlab_model::stats::mean(xs).unwrap_or(0.0)
 }
 
 /// `later - earlier` in ns as a signed float: cross-thread intervals can in principle
