@@ -174,8 +174,7 @@ impl IrqTracer {
         // A pair the kernel refuses on the first CPU is left out (some kernels allow
         // the irq events but not the architecture's vectors); none left: one line.
         if let Some(first) = cpus.iter().next() {
-            let cpu_i = i32::try_from(first)
-                .map_err(|_| CounterError::State(format!("CPU number {first} is out of range")))?;
+            let cpu_i = sys::cpu_arg(first)?;
             let mut refused: Option<i32> = None;
             let ids: Vec<u64> = layout.points.keys().copied().collect();
             for id in ids {
@@ -204,8 +203,7 @@ impl IrqTracer {
         }
         let mut streams = Vec::new();
         for cpu in cpus.iter() {
-            let cpu_i = i32::try_from(cpu)
-                .map_err(|_| CounterError::State(format!("CPU number {cpu} is out of range")))?;
+            let cpu_i = sys::cpu_arg(cpu)?;
             let mut events: Vec<PerfFd> = Vec::new();
             for &id in layout.points.keys() {
                 let fd = sys::open(&mut attr(id), -1, cpu_i, None).map_err(|errno| {

@@ -247,8 +247,7 @@ impl KernelTimeTracer {
         let mut streams = Vec::new();
         let mut kinds = HashMap::new();
         for (i, cpu) in cpus.iter().enumerate() {
-            let cpu_i = i32::try_from(cpu)
-                .map_err(|_| CounterError::State(format!("CPU number {cpu} is out of range")))?;
+            let cpu_i = sys::cpu_arg(cpu)?;
             let leader = match sys::open(&mut leader_attr(inherit, switches), tid, cpu_i, None) {
                 // EINVAL: a kernel before 4.3 has no context-switch records.
                 Err(libc::EINVAL) if i == 0 => {

@@ -201,8 +201,7 @@ impl SyscallTracer {
         // Decided on the first CPU, so every CPU's stream records the same things.
         let mut switches = true;
         for (i, cpu) in cpus.iter().enumerate() {
-            let cpu_i = i32::try_from(cpu)
-                .map_err(|_| CounterError::State(format!("CPU number {cpu} is out of range")))?;
+            let cpu_i = sys::cpu_arg(cpu)?;
             if i == 0 {
                 let mut attr = sample_attr(layout.enter.id, inherit, pages * page_size(), true);
                 // EINVAL: a kernel before 4.3 has no context-switch records.
