@@ -204,9 +204,8 @@ pub fn resolve_in<'a>(group: Group<'a>, st: SmtState, topo: &Topology) -> Group<
             if c.key.conditions.form.is_some() {
                 return c;
             }
-            c.placement = smtlab_placement::parse(&c.key.placement)
-                .and_then(|spec| smtlab_placement::resolve(&spec, topo))
-                .map_err(|error| Unplaced::InState {
+            c.placement =
+                crate::plan::placed(&c.key.placement, topo).map_err(|error| Unplaced::InState {
                     state: st.name(),
                     error,
                 });
