@@ -205,8 +205,8 @@ impl TraceControl {
                 let tracer = match SyscallTracer::open(target, TraceOptions::default()) {
                     Ok(t) => t,
                     Err(e) => {
-                        let _ = ack_tx.send(Err(reason(&e)));
-                        return Ok(Traced::none(&reason(&e)));
+                        let _ = ack_tx.send(Err(e.to_string()));
+                        return Ok(Traced::none(&e.to_string()));
                     }
                 };
                 // Opened with the syscall tracer, before the benchmark starts its
@@ -218,21 +218,13 @@ impl TraceControl {
                 }
                 let irqs = IrqTracer::open(&cpus)
                     .and_then(IrqTracer::start)
-                    .map_err(|e| reason(&e));
+                    .map_err(|e| e.to_string());
                 let kernel_time = kernel_time.and_then(KernelTimeTracer::start);
-                let running = tracer.start().map_err(|e| reason(&e));
-                let running = match running {
-                    Ok(r) => {
-                        let _ = ack_tx.send(Ok(()));
-                        r
-                    }
-                    Err(e) => {
-                        let _ = ack_tx.send(Err(e.clone()));
-                        return Err(e);
-                    }
-                };
+                let started = tracer.start().map_err(|e| e.to_string());
+                let _ = ack_tx.send(started.as_ref().map(|_| ()).map_err(Clone::clone));
+                let running = started?;
                 let _ = rx.recv();
-                let irqs = irqs.and_then(|r| r.stop().map_err(|e| reason(&e)));
+                let irqs = irqs.and_then(|r| r.stop().map_err(|e| e.to_string()));
                 let kernel_time = kernel_time.and_then(|r| r.stop());
                 running
                     .stop()
@@ -241,7 +233,7 @@ impl TraceControl {
                         irqs,
                         kernel_time,
                     })
-                    .map_err(|e| reason(&e))
+                    .map_err(|e| e.to_string())
             })
             .map_err(|e| format!("cannot start the syscall tracer thread: {e}"))?;
         let mut control = TraceControl {
@@ -299,10 +291,6 @@ fn split<T, E: std::fmt::Display>(r: Result<T, E>) -> (Option<T>, Option<String>
         Ok(p) => (Some(p), None),
         Err(why) => (None, Some(why.to_string())),
     }
-}
-
-fn reason(e: &CounterError) -> String {
-    e.to_string()
 }
 
 /// A running `/proc/stat` sampler, behind a trait so tests can fake it.
