@@ -30,7 +30,7 @@ pub fn availability() -> CounterAvailability {
         };
         let reason = try_open(event, mode, 0, -1)
             .err()
-            .map(|errno| classify(errno, needs).1);
+            .map(|errno| classify(errno, needs));
         events.push(EventStatus {
             event,
             available: reason.is_none(),
@@ -58,14 +58,14 @@ pub fn availability() -> CounterAvailability {
         Ok(()) => ClassStatus::yes(),
         Err(errno) => ClassStatus::no(format!(
             "kernel-mode counting: {}",
-            classify(errno, Needs::Kernel).1
+            classify(errno, Needs::Kernel)
         )),
     };
     let cpu_wide = match try_open(CounterEvent::TaskClock, CountMode::All, -1, 0) {
         Ok(()) => ClassStatus::yes(),
         Err(errno) => ClassStatus::no(format!(
             "CPU-wide counting: {}",
-            classify(errno, Needs::CpuWide).1
+            classify(errno, Needs::CpuWide)
         )),
     };
     let syscall_tracing = match crate::syscalls::probe() {

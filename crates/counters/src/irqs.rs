@@ -197,7 +197,7 @@ impl IrqTracer {
                 let errno = refused.unwrap_or(libc::EINVAL);
                 return Err(CounterError::Unavailable(format!(
                     "irq tracepoints CPU-wide: {}",
-                    classify(errno, Needs::RawTracepoint).1
+                    classify(errno, Needs::RawTracepoint)
                 )));
             }
         }
@@ -209,7 +209,7 @@ impl IrqTracer {
                 let fd = sys::open(&mut attr(id), -1, cpu_i, None).map_err(|errno| {
                     CounterError::Unavailable(format!(
                         "irq tracepoint {id} on cpu {cpu}: {}",
-                        classify(errno, Needs::RawTracepoint).1
+                        classify(errno, Needs::RawTracepoint)
                     ))
                 })?;
                 events.push(fd);

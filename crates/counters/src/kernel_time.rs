@@ -204,10 +204,7 @@ fn open_error(what: &str, errno: i32) -> CounterError {
     if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
         CounterError::open(what.to_string(), errno, Needs::RawTracepoint)
     } else {
-        CounterError::Unavailable(format!(
-            "{what}: {}",
-            classify(errno, Needs::RawTracepoint).1
-        ))
+        CounterError::Unavailable(format!("{what}: {}", classify(errno, Needs::RawTracepoint)))
     }
 }
 

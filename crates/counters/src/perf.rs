@@ -256,7 +256,7 @@ impl PerfCounters {
                                     needs,
                                 ));
                             }
-                            let (_, mut reason) = classify(errno, needs);
+                            let mut reason = classify(errno, needs);
                             if cpu >= 0 {
                                 reason = format!("{reason} on cpu {cpu}");
                             }
@@ -333,7 +333,7 @@ impl PerfCounters {
                             needs(&self.target, mode),
                         ));
                     }
-                    let (_, mut reason) = classify(errno, needs(&self.target, mode));
+                    let mut reason = classify(errno, needs(&self.target, mode));
                     if cpu >= 0 && cpus.len() > 1 {
                         reason = format!("{reason} on cpu {cpu}");
                     }

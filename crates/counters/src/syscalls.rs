@@ -80,7 +80,7 @@ pub fn probe() -> Result<(), CounterError> {
 fn open_reason(errno: i32) -> String {
     format!(
         "raw_syscalls tracepoints: {}",
-        classify(errno, Needs::RawTracepoint).1
+        classify(errno, Needs::RawTracepoint)
     )
 }
 
