@@ -464,24 +464,18 @@ impl CellCounting {
         sampler_cpu: Option<u32>,
     ) -> CellCounting {
         let (sampler, os_time_unavailable) =
-            match backend.start_os_sampler(cpus, setup.os_interval, sampler_cpu) {
-                Ok(s) => (Some(s), None),
-                Err(e) => (None, Some(e)),
-            };
+            split(backend.start_os_sampler(cpus, setup.os_interval, sampler_cpu));
         let clock = backend.clock();
         let sampler_t0_ns = clock.now_ns();
         let (trace, syscalls_unavailable) = match &setup.availability.syscall_tracing.reason {
             Some(r) => (None, Some(r.clone())),
             None if !backend.can_trace() => (None, Some("not traced here".to_string())),
-            None => match TraceControl::open(smtlab_placement::pin::gettid(), cpus.clone()) {
-                Ok(t) => (Some(t), None),
-                Err(r) => (None, Some(r)),
-            },
+            None => split(TraceControl::open(
+                smtlab_placement::pin::gettid(),
+                cpus.clone(),
+            )),
         };
-        let (counters, error) = match backend.open_counters_named(&setup.events) {
-            Ok(c) => (Some(c), None),
-            Err(e) => (None, Some(CountingError::Open(e))),
-        };
+        let (counters, error) = split(backend.open_counters_named(&setup.events));
         CellCounting {
             hardware_unavailable: setup.availability.hardware.reason.clone(),
             sampler,
@@ -504,7 +498,7 @@ impl CellCounting {
             values: None,
             work_unit: None,
             work: None,
-            error,
+            error: error.map(CountingError::Open),
             named_unavailable: setup.events_unavailable.clone(),
             os_on_demand: false,
         }
