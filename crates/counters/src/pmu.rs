@@ -10,11 +10,9 @@
 //!   with optional `<alias>.scale` (a factor) and `<alias>.unit` (`MiB`, `Joules`).
 //! * `<pmu>/cpumask`: for uncore PMUs, the CPUs to open the event on (one per socket
 //!   or die); such events count CPU-wide, not per task.
-//! * `<pmu>/caps/*`: capabilities (`pmu_name`, `branches`, `max_precise`).
 //!
 //! A tree can be read from any directory, so tests read saved trees of real machines.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
@@ -137,7 +135,6 @@ pub struct Pmu {
     /// CPUs to count on for a PMU that counts per socket or die (uncore); `None` for a
     /// PMU that counts per task (the core PMU, software, tracepoints).
     pub cpumask: Option<Vec<u32>>,
-    pub caps: BTreeMap<String, String>,
 }
 
 /// A number in a term: hex with `0x`, else decimal.
@@ -202,17 +199,12 @@ impl Pmu {
             .and_then(|t| smtlab_model::CpuSet::parse_list(&t).ok())
             .map(|c| c.to_vec())
             .filter(|c| !c.is_empty());
-        let caps = files(&dir.join("caps"))
-            .into_iter()
-            .map(|(n, t)| (n, t.trim().to_string()))
-            .collect();
         Ok(Pmu {
             name,
             type_,
             formats,
             aliases,
             cpumask,
-            caps,
         })
     }
 
@@ -457,7 +449,6 @@ mod tests {
                 unit: None,
             }],
             cpumask: None,
-            caps: BTreeMap::new(),
         }
     }
 
