@@ -177,20 +177,18 @@ impl Benchmark for Sys {
         let name = self.kind.name();
         let p = ctx.params;
         let declared = |k: &str| self.info().params.iter().any(|i| i.name == k);
-        let scratch = if declared("dir") {
-            Some(Scratch::in_dir_param(name, p)?)
-        } else {
-            None
-        };
+        let scratch = declared("dir")
+            .then(|| Scratch::in_dir_param(name, p))
+            .transpose()?;
         let files = if declared("files") {
             p.get_u64_in("files", 1..=100_000, "1 to 100000")?
         } else {
             16
         };
-        let dirfd = match &scratch {
-            Some(s) => Some(File::open(&s.0).map_err(|e| io(name, "open the directory", e))?),
-            None => None,
-        };
+        let dirfd = scratch.as_ref().map(|s| File::open(&s.0));
+        let dirfd = dirfd
+            .transpose()
+            .map_err(|e| io(name, "open the directory", e))?;
         let names: Vec<CString> = (0..files)
             .map(|i| CString::new(format!("f{i}")).expect("no NUL"))
             .collect();
