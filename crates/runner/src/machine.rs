@@ -242,13 +242,7 @@ pub trait Machine: Sync {
     /// The processes the calling thread started (a cell's workload's, after it is
     /// prepared), for a cookie per process or per process group.
     fn own_children(&self) -> Vec<u32> {
-        let proc = self.root().join("proc");
-        let tid = smtlab_placement::pin::gettid();
-        let text = std::fs::read_to_string(proc.join(format!("self/task/{tid}/children")));
-        let text = text.unwrap_or_default();
-        text.split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
+        children_of_this_thread(&self.root().join("proc"))
     }
 
     /// Puts the system into the state `placement` needs for one cell (`1c1t-up`: every
@@ -375,6 +369,16 @@ fn capture(topo: &Topology, tool: &Tool) -> Environment {
         host_id: host_id(),
         core_clock_ghz: smtlab_bench::clock::core_clock_ghz(),
     }
+}
+
+/// The children the calling thread started, from `PROC/self/task/TID/children`.
+pub(crate) fn children_of_this_thread(proc: &Path) -> Vec<u32> {
+    let tid = smtlab_placement::pin::gettid();
+    let text = std::fs::read_to_string(proc.join(format!("self/task/{tid}/children")));
+    let text = text.unwrap_or_default();
+    text.split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 #[cfg(test)]

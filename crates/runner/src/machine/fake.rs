@@ -196,12 +196,7 @@ impl Machine for FakeMachine {
 
     /// The work runs on this host: its children are the host's.
     fn own_children(&self) -> Vec<u32> {
-        let tid = smtlab_placement::pin::gettid();
-        let path = format!("/proc/self/task/{tid}/children");
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        text.split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
+        super::children_of_this_thread(Path::new("/proc"))
     }
 
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment {
