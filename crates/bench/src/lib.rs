@@ -267,13 +267,9 @@ impl std::fmt::Display for Suite {
 impl std::str::FromStr for Suite {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "quick" => Ok(Suite::Quick),
-            "default" => Ok(Suite::Default),
-            "full" => Ok(Suite::Full),
-            other => Err(format!(
-                "unknown suite {other:?}: expected quick, default or full"
-            )),
-        }
+        [Suite::Quick, Suite::Default, Suite::Full]
+            .into_iter()
+            .find(|suite| suite.name() == s)
+            .ok_or_else(|| format!("unknown suite {s:?}: expected quick, default or full"))
     }
 }
