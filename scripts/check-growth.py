@@ -16,7 +16,7 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 128
+RESULT_STRING_CEILING = 127
 REPEATED_PLACES_CEILING = 31
 WINDOW = 6
 LONG_FUNCTION_LINES = 120

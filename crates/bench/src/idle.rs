@@ -17,7 +17,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use crate::workers::{WorkerPool, WorkerState, threads_param};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite};
@@ -82,21 +82,19 @@ const SLEEP_US_DEFAULT: &str = "100";
 
 impl Benchmark for Idle {
     fn info(&self) -> BenchInfo {
-        let mut params = vec![ParamInfo {
-            departs: Vec::new(),
-            name: "threads".into(),
-            default: "auto".into(),
-            quick: None,
-            help: "threads; auto = one per CPU of the placement".into(),
-        }];
+        let mut params = vec![crate::params::declare(
+            "threads",
+            "auto",
+            None,
+            "threads; auto = one per CPU of the placement",
+        )];
         if *self == Idle::Kernel {
-            params.push(ParamInfo {
-                departs: Vec::new(),
-                name: "sleep".into(),
-                default: SLEEP_US_DEFAULT.into(),
-                quick: None,
-                help: "microseconds of one sleep (1 to 1000000)".into(),
-            });
+            params.push(crate::params::declare(
+                "sleep",
+                SLEEP_US_DEFAULT,
+                None,
+                "microseconds of one sleep (1 to 1000000)",
+            ));
         }
         BenchInfo {
             name: self.name().into(),

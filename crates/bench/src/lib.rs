@@ -84,10 +84,8 @@ impl<'a> BenchContext<'a> {
     /// The client side that `bench`, a server workload, drives its load from; without
     /// one, the cell is unsupported with [`client::NEEDS_CLIENT_SIDE`] as the reason.
     pub fn client_side(&self, bench: &str) -> Result<&'a client::ClientSide, BenchError> {
-        self.client.ok_or_else(|| BenchError::Unsupported {
-            bench: bench.into(),
-            reason: client::NEEDS_CLIENT_SIDE.into(),
-        })
+        self.client
+            .ok_or_else(|| BenchError::unsupported(bench, client::NEEDS_CLIENT_SIDE))
     }
 }
 
@@ -110,6 +108,28 @@ pub enum BenchError {
     Pin(#[from] smtlab_placement::pin::PinError),
     #[error("{bench}: result check failed: {reason}")]
     Check { bench: String, reason: String },
+}
+
+/// The variants built from anything string-like, as most call sites have it.
+impl BenchError {
+    pub fn unsupported(bench: impl Into<String>, reason: impl Into<String>) -> BenchError {
+        let (bench, reason) = (bench.into(), reason.into());
+        BenchError::Unsupported { bench, reason }
+    }
+
+    pub fn io(
+        bench: impl Into<String>,
+        what: impl Into<String>,
+        error: std::io::Error,
+    ) -> BenchError {
+        let (bench, what) = (bench.into(), what.into());
+        BenchError::Io { bench, what, error }
+    }
+
+    pub fn check(bench: impl Into<String>, reason: impl Into<String>) -> BenchError {
+        let (bench, reason) = (bench.into(), reason.into());
+        BenchError::Check { bench, reason }
+    }
 }
 
 /// One experiment of the catalog.
@@ -146,10 +166,10 @@ pub trait Benchmark: Send + Sync {
     /// Whether `suite` measures this benchmark at all (a long workload may stay out of
     /// `quick`). Its cells are its parameters at the suite's values (`ParamInfo::quick`
     /// in `quick`, the defaults otherwise) on every placement of the run, plus
-    /// [`Benchmark::sweep`].
+    /// [`Benchmark::sweep`]. By default every suite but `quick` for AIM9's rows (they are
+    /// many and each adds little to a first look), every suite for the rest.
     fn in_suite(&self, suite: Suite) -> bool {
-        let _ = suite;
-        true
+        suite != Suite::Quick || !self.info().report.is_aim()
     }
 
     /// The extra cells `suite` measures beyond the base cells: the papers' sweeps (thread
@@ -247,13 +267,9 @@ impl std::fmt::Display for Suite {
 impl std::str::FromStr for Suite {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "quick" => Ok(Suite::Quick),
-            "default" => Ok(Suite::Default),
-            "full" => Ok(Suite::Full),
-            other => Err(format!(
-                "unknown suite {other:?}: expected quick, default or full"
-            )),
-        }
+        [Suite::Quick, Suite::Default, Suite::Full]
+            .into_iter()
+            .find(|suite| suite.name() == s)
+            .ok_or_else(|| format!("unknown suite {s:?}: expected quick, default or full"))
     }
 }

@@ -118,10 +118,15 @@ fn make_cgroup_root() -> Option<CgroupRoot> {
 /// Field 22 of `/proc/PID/stat`: start time in clock ticks since boot (a pid alone can
 /// be reused).
 pub fn start_time(pid: u32) -> Option<u64> {
+    stat_of(pid)?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// `/proc/PID/stat` as the command name and the fields after it (from the state on).
+fn stat_of(pid: impl std::fmt::Display) -> Option<(String, String)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses; fields resume after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let (head, rest) = stat.rsplit_once(')')?;
+    Some((head.split_once('(')?.1.to_string(), rest.to_string()))
 }
 
 /// Whether the process `pid` that started at `start` is still running.
@@ -213,12 +218,8 @@ fn wait_removed(dirs: &[PathBuf]) -> bool {
 
 /// The state letter and command name of process `pid` (`None`: gone).
 fn state_and_name(pid: libc::pid_t) -> Option<(char, String)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let name = stat.get(open + 1..close)?.to_string();
-    let state = stat.get(close + 2..)?.chars().next()?;
-    Some((state, name))
+    let (name, rest) = stat_of(pid)?;
+    Some((rest.trim_start().chars().next()?, name))
 }
 
 /// Every process whose process group is `pgid` (a scan of `/proc`).
@@ -229,12 +230,7 @@ pub fn group_pids(pgid: libc::pid_t) -> Vec<libc::pid_t> {
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<libc::pid_t>().ok())
         .filter(|&pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    let rest = &s[s.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(2)?.parse::<libc::pid_t>().ok()
-                })
+            stat_of(pid).and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse().ok())
                 == Some(pgid)
         })
         .collect()

@@ -134,10 +134,10 @@ pub fn threads_param(bench: &str, ctx: &BenchContext<'_>) -> Result<usize, Bench
     };
     let n = default_threads(ctx.placement, requested);
     if n == 0 {
-        return Err(BenchError::Unsupported {
-            bench: bench.into(),
-            reason: format!("placement {} has no CPUs to run on", ctx.placement.name),
-        });
+        return Err(BenchError::unsupported(
+            bench,
+            format!("placement {} has no CPUs to run on", ctx.placement.name),
+        ));
     }
     Ok(n)
 }
@@ -271,13 +271,13 @@ impl WorkerPool {
     {
         let n = default_threads(placement, threads);
         if n == 0 || n > MAX_THREADS {
-            return Err(BenchError::Unsupported {
-                bench: bench.into(),
-                reason: format!(
+            return Err(BenchError::unsupported(
+                bench,
+                format!(
                     "{n} worker threads on placement {}: expected 1 to {MAX_THREADS}",
                     placement.name
                 ),
-            });
+            ));
         }
         let cpus_available = if placement.pinned() {
             placement.width()
@@ -321,11 +321,11 @@ impl WorkerPool {
                     join: Some(join),
                 }),
                 Err(source) => {
-                    return Err(BenchError::Io {
-                        bench: bench.into(),
-                        what: format!("spawning worker thread {i} of {n}"),
-                        error: source,
-                    });
+                    return Err(BenchError::io(
+                        bench,
+                        format!("spawning worker thread {i} of {n}"),
+                        source,
+                    ));
                 }
             }
         }
@@ -400,10 +400,10 @@ impl WorkerPool {
             match r {
                 Some(Ok(rep)) => ok.push(rep),
                 Some(Err(reason)) => {
-                    return Err(BenchError::Check {
-                        bench: self.bench.clone(),
-                        reason: format!("worker {i}: {reason}"),
-                    });
+                    return Err(BenchError::check(
+                        self.bench.clone(),
+                        format!("worker {i}: {reason}"),
+                    ));
                 }
                 None => return Err(self.dead_worker()),
             }
@@ -448,10 +448,7 @@ impl WorkerPool {
     }
 
     fn dead_worker(&self) -> BenchError {
-        BenchError::Check {
-            bench: self.bench.clone(),
-            reason: "a worker thread exited unexpectedly".into(),
-        }
+        BenchError::check(self.bench.clone(), "a worker thread exited unexpectedly")
     }
 }
 
@@ -504,10 +501,10 @@ fn worker_main<S, F>(
         Err(p) => {
             let _ = ready.send((
                 index,
-                Err(BenchError::Check {
+                Err(BenchError::check(
                     bench,
-                    reason: format!("worker {index} panicked in setup: {}", panic_text(&*p)),
-                }),
+                    format!("worker {index} panicked in setup: {}", panic_text(&*p)),
+                )),
             ));
             return;
         }
@@ -726,10 +723,7 @@ pub(crate) mod tests {
         let p = placement(&test_cpus());
         let e = WorkerPool::start::<Spin, _>("test", &p, Some(2), |i| {
             if i == 1 {
-                Err(BenchError::Unsupported {
-                    bench: "test".into(),
-                    reason: "worker 1 cannot".into(),
-                })
+                Err(BenchError::unsupported("test", "worker 1 cannot"))
             } else {
                 Ok(spin(i))
             }

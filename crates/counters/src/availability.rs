@@ -5,7 +5,7 @@ use smtlab_model::counters::{
     ClassStatus, CountMode, CounterAvailability, CounterEvent, EventClass, EventStatus,
 };
 
-use crate::error::{FailureKind, Needs, classify, perf_event_paranoid};
+use crate::error::{Needs, classify, perf_event_paranoid};
 use crate::perf::open_counting;
 
 /// Opens `event` on the calling thread (`cpu` -1) or CPU-wide (`pid` -1) the way
@@ -23,27 +23,18 @@ pub fn availability() -> CounterAvailability {
     for event in CounterEvent::ALL {
         // The mode each event is counted in by default: user mode where the split
         // applies (allowed at every paranoid level), else everything.
-        let mode = if event.splits_by_privilege() {
-            CountMode::User
+        let (mode, needs) = if event.splits_by_privilege() {
+            (CountMode::User, Needs::User)
         } else {
-            CountMode::All
+            (CountMode::All, Needs::Kernel)
         };
-        let needs = if mode == CountMode::User {
-            Needs::User
-        } else {
-            Needs::Kernel
-        };
-        events.push(match try_open(event, mode, 0, -1) {
-            Ok(()) => EventStatus {
-                event,
-                available: true,
-                reason: None,
-            },
-            Err(errno) => EventStatus {
-                event,
-                available: false,
-                reason: Some(classify(errno, needs).1),
-            },
+        let reason = try_open(event, mode, 0, -1)
+            .err()
+            .map(|errno| classify(errno, needs));
+        events.push(EventStatus {
+            event,
+            available: reason.is_none(),
+            reason,
         });
     }
 
@@ -67,14 +58,14 @@ pub fn availability() -> CounterAvailability {
         Ok(()) => ClassStatus::yes(),
         Err(errno) => ClassStatus::no(format!(
             "kernel-mode counting: {}",
-            classify(errno, Needs::Kernel).1
+            classify(errno, Needs::Kernel)
         )),
     };
     let cpu_wide = match try_open(CounterEvent::TaskClock, CountMode::All, -1, 0) {
         Ok(()) => ClassStatus::yes(),
         Err(errno) => ClassStatus::no(format!(
             "CPU-wide counting: {}",
-            classify(errno, Needs::CpuWide).1
+            classify(errno, Needs::CpuWide)
         )),
     };
     let syscall_tracing = match crate::syscalls::probe() {
@@ -132,30 +123,18 @@ fn hardware_reason(event: &str, reason: &str, software_ok: bool) -> String {
         .rsplit_once('(')
         .map(|(_, e)| e.trim_end_matches(')').to_string())
         .unwrap_or_default();
-    let kind = if reason.starts_with("not supported") {
-        FailureKind::NotSupported
-    } else if reason.starts_with("permission") {
-        FailureKind::Permission
-    } else {
-        FailureKind::Other
-    };
-    match kind {
-        FailureKind::NotSupported => {
-            let why = match (hypervisor_vendor(), has_cpu_pmu()) {
-                (Some(v), false) => format!("this {v} guest exposes no PMU"),
-                (Some(v), true) => {
-                    format!("this {v} guest's PMU does not provide the generic events")
-                }
-                (None, false) => {
-                    "the kernel has no CPU PMU driver (no /sys/bus/event_source/devices/cpu)"
-                        .to_string()
-                }
-                (None, true) => "the CPU's PMU does not provide the generic events".to_string(),
-            };
-            format!("hardware counters not supported: {why} ({event}: {errno}){tail}")
-        }
-        _ => format!("hardware counters unavailable: {event}: {reason}{tail}"),
+    if !reason.starts_with("not supported") {
+        return format!("hardware counters unavailable: {event}: {reason}{tail}");
     }
+    let why = match (hypervisor_vendor(), has_cpu_pmu()) {
+        (Some(v), false) => format!("this {v} guest exposes no PMU"),
+        (Some(v), true) => format!("this {v} guest's PMU does not provide the generic events"),
+        (None, false) => {
+            "the kernel has no CPU PMU driver (no /sys/bus/event_source/devices/cpu)".to_string()
+        }
+        (None, true) => "the CPU's PMU does not provide the generic events".to_string(),
+    };
+    format!("hardware counters not supported: {why} ({event}: {errno}){tail}")
 }
 
 /// Whether sysfs lists a CPU PMU (`cpu`, or `cpu_core`/`cpu_atom` on hybrid Intel,

@@ -6,20 +6,6 @@ use std::path::PathBuf;
 
 use crate::sys::errno_name;
 
-/// Why `perf_event_open` refused, in the terms a user can act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// ENOENT, EOPNOTSUPP, ENODEV: the machine (CPU, PMU driver, hypervisor) does not
-    /// provide the event.
-    NotSupported,
-    /// EACCES, EPERM: `perf_event_paranoid` or missing capabilities.
-    Permission,
-    /// EINVAL, E2BIG: the kernel rejects the attribute combination.
-    BadAttribute,
-    /// Anything else (EMFILE, ESRCH, EBUSY, ...).
-    Other,
-}
-
 /// What an event needs from `perf_event_paranoid` when not root: it decides which
 /// sysctl value the permission message suggests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,45 +41,31 @@ pub fn perf_event_paranoid() -> Option<i32> {
         .ok()
 }
 
-/// Classifies an errno from `perf_event_open` and words the reason.
-pub(crate) fn classify(errno: i32, needs: Needs) -> (FailureKind, String) {
+/// Words the reason `perf_event_open` failed with `errno`, in the terms a user can act on.
+pub(crate) fn classify(errno: i32, needs: Needs) -> String {
     let name = errno_name(errno);
     match errno {
-        libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV => (
-            FailureKind::NotSupported,
-            format!("not supported on this machine ({name})"),
-        ),
+        // The machine (CPU, PMU driver, hypervisor) does not provide the event.
+        libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV => {
+            format!("not supported on this machine ({name})")
+        }
         libc::EACCES | libc::EPERM => {
             let paranoid =
                 perf_event_paranoid().map_or_else(|| "unreadable".to_string(), |p| p.to_string());
-            (
-                FailureKind::Permission,
-                format!(
-                    "permission: perf_event_paranoid is {paranoid}; run as root or `sysctl kernel.perf_event_paranoid={}` ({name})",
-                    needs.sysctl_value()
-                ),
+            format!(
+                "permission: perf_event_paranoid is {paranoid}; run as root or `sysctl kernel.perf_event_paranoid={}` ({name})",
+                needs.sysctl_value()
             )
         }
-        libc::EINVAL | libc::E2BIG => (
-            FailureKind::BadAttribute,
-            format!("bad attribute: the kernel rejects this event's settings ({name})"),
-        ),
-        libc::EMFILE | libc::ENFILE => (
-            FailureKind::Other,
-            format!("out of file descriptors ({name}); raise `ulimit -n`"),
-        ),
-        libc::ESRCH => (
-            FailureKind::Other,
-            format!("no such thread or process ({name})"),
-        ),
-        libc::EBUSY => (
-            FailureKind::Other,
-            format!("counter busy: another user holds it exclusively ({name})"),
-        ),
-        _ => (
-            FailureKind::Other,
-            format!("{name}: {}", io::Error::from_raw_os_error(errno)),
-        ),
+        libc::EINVAL | libc::E2BIG => {
+            format!("bad attribute: the kernel rejects this event's settings ({name})")
+        }
+        libc::EMFILE | libc::ENFILE => {
+            format!("out of file descriptors ({name}); raise `ulimit -n`")
+        }
+        libc::ESRCH => format!("no such thread or process ({name})"),
+        libc::EBUSY => format!("counter busy: another user holds it exclusively ({name})"),
+        _ => format!("{name}: {}", io::Error::from_raw_os_error(errno)),
     }
 }
 
@@ -104,7 +76,6 @@ pub enum CounterError {
     #[error("perf_event_open {what}: {reason}")]
     Open {
         what: String,
-        kind: FailureKind,
         errno: i32,
         reason: String,
     },
@@ -133,10 +104,9 @@ impl CounterError {
     }
 
     pub(crate) fn open(what: impl Into<String>, errno: i32, needs: Needs) -> CounterError {
-        let (kind, reason) = classify(errno, needs);
+        let reason = classify(errno, needs);
         CounterError::Open {
             what: what.into(),
-            kind,
             errno,
             reason,
         }
@@ -150,21 +120,18 @@ mod tests {
     #[test]
     fn errno_classes_match_the_design() {
         for e in [libc::ENOENT, libc::EOPNOTSUPP, libc::ENODEV] {
-            let (k, msg) = classify(e, Needs::User);
-            assert_eq!(k, FailureKind::NotSupported);
+            let msg = classify(e, Needs::User);
             assert!(msg.starts_with("not supported on this machine"), "{msg}");
         }
         for e in [libc::EACCES, libc::EPERM] {
-            let (k, msg) = classify(e, Needs::CpuWide);
-            assert_eq!(k, FailureKind::Permission);
+            let msg = classify(e, Needs::CpuWide);
             assert!(
                 msg.starts_with("permission: perf_event_paranoid is "),
                 "{msg}"
             );
             assert!(msg.contains("sysctl kernel.perf_event_paranoid=0"), "{msg}");
         }
-        let (k, msg) = classify(libc::EINVAL, Needs::User);
-        assert_eq!(k, FailureKind::BadAttribute);
+        let msg = classify(libc::EINVAL, Needs::User);
         assert!(msg.starts_with("bad attribute"), "{msg}");
     }
 }

@@ -22,7 +22,7 @@ use smtlab_model::counters::CountMode;
 use smtlab_model::counters::irqs::{IrqKind, IrqProfile, IrqStat};
 
 use crate::error::{CounterError, Needs, classify};
-use crate::ring::{Drainer, RingBuffer, monotonic_ns, page_size, read_int};
+use crate::ring::{Drainer, RingBuffer, monotonic_ns, page_size, read_int, u32_at, u64_at};
 use crate::sys::{self, PerfFd};
 use crate::tracefs::{self, Tracepoint};
 
@@ -174,8 +174,7 @@ impl IrqTracer {
         // A pair the kernel refuses on the first CPU is left out (some kernels allow
         // the irq events but not the architecture's vectors); none left: one line.
         if let Some(first) = cpus.iter().next() {
-            let cpu_i = i32::try_from(first)
-                .map_err(|_| CounterError::State(format!("CPU number {first} is out of range")))?;
+            let cpu_i = sys::cpu_arg(first)?;
             let mut refused: Option<i32> = None;
             let ids: Vec<u64> = layout.points.keys().copied().collect();
             for id in ids {
@@ -198,20 +197,19 @@ impl IrqTracer {
                 let errno = refused.unwrap_or(libc::EINVAL);
                 return Err(CounterError::Unavailable(format!(
                     "irq tracepoints CPU-wide: {}",
-                    classify(errno, Needs::RawTracepoint).1
+                    classify(errno, Needs::RawTracepoint)
                 )));
             }
         }
         let mut streams = Vec::new();
         for cpu in cpus.iter() {
-            let cpu_i = i32::try_from(cpu)
-                .map_err(|_| CounterError::State(format!("CPU number {cpu} is out of range")))?;
+            let cpu_i = sys::cpu_arg(cpu)?;
             let mut events: Vec<PerfFd> = Vec::new();
             for &id in layout.points.keys() {
                 let fd = sys::open(&mut attr(id), -1, cpu_i, None).map_err(|errno| {
                     CounterError::Unavailable(format!(
                         "irq tracepoint {id} on cpu {cpu}: {}",
-                        classify(errno, Needs::RawTracepoint).1
+                        classify(errno, Needs::RawTracepoint)
                     ))
                 })?;
                 events.push(fd);
@@ -345,7 +343,7 @@ struct Collected {
 /// A `__data_loc char[]` field: a u32 whose low 16 bits are the string's offset in the
 /// raw record and high 16 bits its length (with the NUL).
 fn data_loc(raw: &[u8], (off, _): (usize, usize)) -> Option<String> {
-    let loc = u32::from_ne_bytes(raw.get(off..off + 4)?.try_into().ok()?);
+    let loc = u32_at(raw, off)?;
     let (start, len) = ((loc & 0xffff) as usize, (loc >> 16) as usize);
     let bytes = raw.get(start..start + len)?;
     let text = bytes.split(|&b| b == 0).next()?;
@@ -354,20 +352,11 @@ fn data_loc(raw: &[u8], (off, _): (usize, usize)) -> Option<String> {
 
 impl Collected {
     fn record(&mut self, cpu: u32, rec: &[u8], layout: &Layout) {
-        let u32_at = |o: usize| {
-            rec.get(o..o + 4)
-                .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        let u64_at = |o: usize| {
-            rec.get(o..o + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_ne_bytes)
-        };
-        match u32_at(0) {
-            Some(t) if t == b::PERF_RECORD_LOST => self.lost += u64_at(16).unwrap_or(0),
+        match u32_at(rec, 0) {
+            Some(t) if t == b::PERF_RECORD_LOST => self.lost += u64_at(rec, 16).unwrap_or(0),
             Some(t) if t == b::PERF_RECORD_SAMPLE => {
                 // { header, u64 time, u32 raw_size, raw[raw_size] }
-                let (Some(time), Some(size)) = (u64_at(8), u32_at(16)) else {
+                let (Some(time), Some(size)) = (u64_at(rec, 8), u32_at(rec, 16)) else {
                     return;
                 };
                 let Some(raw) = rec.get(20..20 + size as usize) else {

@@ -30,7 +30,9 @@ use smtlab_model::counters::kernel_time::{CauseTime, KernelCause, KernelTimeProf
 use smtlab_model::counters::{CountMode, CounterTarget};
 
 use crate::error::{CounterError, Needs, classify};
-use crate::ring::{self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int};
+use crate::ring::{
+    self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int, u32_at, u64_at,
+};
 use crate::sys::{self, PerfFd};
 use crate::tracefs;
 
@@ -202,10 +204,7 @@ fn open_error(what: &str, errno: i32) -> CounterError {
     if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
         CounterError::open(what.to_string(), errno, Needs::RawTracepoint)
     } else {
-        CounterError::Unavailable(format!(
-            "{what}: {}",
-            classify(errno, Needs::RawTracepoint).1
-        ))
+        CounterError::Unavailable(format!("{what}: {}", classify(errno, Needs::RawTracepoint)))
     }
 }
 
@@ -245,8 +244,7 @@ impl KernelTimeTracer {
         let mut streams = Vec::new();
         let mut kinds = HashMap::new();
         for (i, cpu) in cpus.iter().enumerate() {
-            let cpu_i = i32::try_from(cpu)
-                .map_err(|_| CounterError::State(format!("CPU number {cpu} is out of range")))?;
+            let cpu_i = sys::cpu_arg(cpu)?;
             let leader = match sys::open(&mut leader_attr(inherit, switches), tid, cpu_i, None) {
                 // EINVAL: a kernel before 4.3 has no context-switch records.
                 Err(libc::EINVAL) if i == 0 => {
@@ -458,8 +456,6 @@ struct Collected {
 
 impl Sink for Collected {
     fn record(&mut self, rec: &[u8]) {
-        let u32_at = |o: usize| Some(u32::from_ne_bytes(rec.get(o..o + 4)?.try_into().ok()?));
-        let u64_at = |o: usize| Some(u64::from_ne_bytes(rec.get(o..o + 8)?.try_into().ok()?));
         if let Some((tid, time, out)) = ring::parse_switch(rec) {
             if tid != self.me {
                 let what = if out { What::SwitchOut } else { What::SwitchIn };
@@ -467,12 +463,14 @@ impl Sink for Collected {
             }
             return;
         }
-        match u32_at(0) {
+        match u32_at(rec, 0) {
             // { header, u64 id, u64 lost }
-            Some(b::PERF_RECORD_LOST) => self.lost += u64_at(16).unwrap_or(0),
+            Some(b::PERF_RECORD_LOST) => self.lost += u64_at(rec, 16).unwrap_or(0),
             // { header, u64 identifier, u32 pid, tid, u64 time, [u32 size, raw] }
             Some(b::PERF_RECORD_SAMPLE) => {
-                let (Some(id), Some(tid), Some(time)) = (u64_at(8), u32_at(20), u64_at(24)) else {
+                let (Some(id), Some(tid), Some(time)) =
+                    (u64_at(rec, 8), u32_at(rec, 20), u64_at(rec, 24))
+                else {
                     return;
                 };
                 let Some(&kind) = self.kinds.get(&id) else {

@@ -91,7 +91,7 @@ pub mod syscalls;
 mod tracefs;
 
 pub use availability::{availability, hypervisor_vendor, missing_lines};
-pub use error::{CounterError, FailureKind, perf_event_paranoid};
+pub use error::{CounterError, perf_event_paranoid};
 pub use event_list::{EventListError, Resolved, ResolvedEvent, resolve};
 pub use irqs::{IrqTracer, RunningIrqTrace};
 pub use kernel_time::{KernelTimeTracer, RunningKernelTime};

@@ -35,35 +35,25 @@ pub struct PerfOptions {
 impl PerfOptions {
     /// Every event smtlab knows, split into user and kernel.
     pub fn all() -> PerfOptions {
-        PerfOptions {
-            events: CounterEvent::ALL.to_vec(),
-            split_user_kernel: true,
-            named: Vec::new(),
-        }
+        PerfOptions::events(&CounterEvent::ALL)
     }
 
     /// Only the software events (they work everywhere perf_event exists).
     pub fn software() -> PerfOptions {
-        PerfOptions {
-            events: CounterEvent::ALL
-                .into_iter()
-                .filter(|e| e.class() == EventClass::Software)
-                .collect(),
-            split_user_kernel: true,
-            named: Vec::new(),
-        }
+        PerfOptions::of_class(EventClass::Software)
     }
 
     /// Only the hardware events.
     pub fn hardware() -> PerfOptions {
-        PerfOptions {
-            events: CounterEvent::ALL
-                .into_iter()
-                .filter(|e| e.class() == EventClass::Hardware)
-                .collect(),
-            split_user_kernel: true,
-            named: Vec::new(),
-        }
+        PerfOptions::of_class(EventClass::Hardware)
+    }
+
+    fn of_class(class: EventClass) -> PerfOptions {
+        let events: Vec<CounterEvent> = CounterEvent::ALL
+            .into_iter()
+            .filter(|e| e.class() == class)
+            .collect();
+        PerfOptions::events(&events)
     }
 
     pub fn events(events: &[CounterEvent]) -> PerfOptions {
@@ -170,11 +160,7 @@ impl PerfCounters {
                 }
                 let list = cpus
                     .iter()
-                    .map(|c| {
-                        i32::try_from(c).map_err(|_| {
-                            CounterError::State(format!("CPU number {c} is out of range"))
-                        })
-                    })
+                    .map(sys::cpu_arg)
                     .collect::<Result<Vec<_>, _>>()?;
                 (-1, list, false)
             }
@@ -270,7 +256,7 @@ impl PerfCounters {
                                     needs,
                                 ));
                             }
-                            let (_, mut reason) = classify(errno, needs);
+                            let mut reason = classify(errno, needs);
                             if cpu >= 0 {
                                 reason = format!("{reason} on cpu {cpu}");
                             }
@@ -347,7 +333,7 @@ impl PerfCounters {
                             needs(&self.target, mode),
                         ));
                     }
-                    let (_, mut reason) = classify(errno, needs(&self.target, mode));
+                    let mut reason = classify(errno, needs(&self.target, mode));
                     if cpu >= 0 && cpus.len() > 1 {
                         reason = format!("{reason} on cpu {cpu}");
                     }

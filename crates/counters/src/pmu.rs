@@ -10,11 +10,9 @@
 //!   with optional `<alias>.scale` (a factor) and `<alias>.unit` (`MiB`, `Joules`).
 //! * `<pmu>/cpumask`: for uncore PMUs, the CPUs to open the event on (one per socket
 //!   or die); such events count CPU-wide, not per task.
-//! * `<pmu>/caps/*`: capabilities (`pmu_name`, `branches`, `max_precise`).
 //!
 //! A tree can be read from any directory, so tests read saved trees of real machines.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
@@ -137,25 +135,6 @@ pub struct Pmu {
     /// CPUs to count on for a PMU that counts per socket or die (uncore); `None` for a
     /// PMU that counts per task (the core PMU, software, tracepoints).
     pub cpumask: Option<Vec<u32>>,
-    pub caps: BTreeMap<String, String>,
-}
-
-/// Parses a CPU list such as `0,28` or `0-3,8`.
-fn cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a || b - a > 65_536 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
 }
 
 /// A number in a term: hex with `0x`, else decimal.
@@ -217,19 +196,15 @@ impl Pmu {
         }
         let cpumask = fs::read_to_string(dir.join("cpumask"))
             .ok()
-            .and_then(|t| cpu_list(&t))
+            .and_then(|t| smtlab_model::CpuSet::parse_list(&t).ok())
+            .map(|c| c.to_vec())
             .filter(|c| !c.is_empty());
-        let caps = files(&dir.join("caps"))
-            .into_iter()
-            .map(|(n, t)| (n, t.trim().to_string()))
-            .collect();
         Ok(Pmu {
             name,
             type_,
             formats,
             aliases,
             cpumask,
-            caps,
         })
     }
 
@@ -474,7 +449,6 @@ mod tests {
                 unit: None,
             }],
             cpumask: None,
-            caps: BTreeMap::new(),
         }
     }
 
@@ -537,15 +511,12 @@ mod tests {
     }
 
     #[test]
-    fn cpuinfo_and_cpu_lists() {
+    fn cpuinfo() {
         let id =
             CpuId::from_cpuinfo("vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n")
                 .unwrap();
         assert_eq!(id.vendor, Vendor::Amd);
         assert_eq!((id.family, id.model), (0x19, 0x11));
         assert_eq!(id.to_string(), "AMD family 0x19 model 0x11");
-        assert_eq!(cpu_list("0,28\n"), Some(vec![0, 28]));
-        assert_eq!(cpu_list("0-2,8"), Some(vec![0, 1, 2, 8]));
-        assert_eq!(cpu_list("x"), None);
     }
 }

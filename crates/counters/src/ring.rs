@@ -86,6 +86,16 @@ pub(crate) fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The native-endian `u32` at byte `o` of a ring record.
+pub(crate) fn u32_at(rec: &[u8], o: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(rec.get(o..o + 4)?.try_into().ok()?))
+}
+
+/// The native-endian `u64` at byte `o` of a ring record.
+pub(crate) fn u64_at(rec: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(rec.get(o..o + 8)?.try_into().ok()?))
+}
+
 /// The signed integer field of a raw tracepoint record at `(offset, size)`.
 pub(crate) fn read_int(raw: &[u8], (off, size): (usize, usize)) -> Option<i64> {
     let bytes = raw.get(off..off + size)?;
@@ -225,8 +235,7 @@ impl Drop for RingBuffer {
 /// going out or coming in).
 pub(crate) fn parse_switch(rec: &[u8]) -> Option<(u32, u64, bool)> {
     use perf_event_open_sys::bindings as b;
-    let u32_at = |o: usize| Some(u32::from_ne_bytes(rec.get(o..o + 4)?.try_into().ok()?));
-    let kind = u32_at(0)?;
+    let kind = u32_at(rec, 0)?;
     // { header, [u32 next_prev_pid, next_prev_tid,] u32 pid, tid, u64 time }
     let at = match kind {
         b::PERF_RECORD_SWITCH => 8,
@@ -234,8 +243,8 @@ pub(crate) fn parse_switch(rec: &[u8]) -> Option<(u32, u64, bool)> {
         _ => return None,
     };
     let misc = u16::from_ne_bytes(rec.get(4..6)?.try_into().ok()?);
-    let tid = u32_at(at + 4)?;
-    let time = u64::from_ne_bytes(rec.get(at + 8..at + 16)?.try_into().ok()?);
+    let tid = u32_at(rec, at + 4)?;
+    let time = u64_at(rec, at + 8)?;
     Some((
         tid,
         time,

@@ -83,6 +83,12 @@ pub(crate) struct PerfFd {
     fd: OwnedFd,
 }
 
+/// `cpu` as `perf_event_open`'s CPU argument.
+pub(crate) fn cpu_arg(cpu: u32) -> Result<i32, crate::CounterError> {
+    i32::try_from(cpu)
+        .map_err(|_| crate::CounterError::State(format!("CPU number {cpu} is out of range")))
+}
+
 /// `perf_event_open(attr, pid, cpu, group, PERF_FLAG_FD_CLOEXEC)`; the error is the
 /// raw errno so callers can classify it.
 pub(crate) fn open(

@@ -36,6 +36,7 @@ use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
 use crate::error::{CounterError, Needs, classify};
 use crate::ring::{
     self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch, read_int,
+    u32_at, u64_at,
 };
 use crate::sys::{self, PerfFd};
 use crate::syscall_names;
@@ -79,7 +80,7 @@ pub fn probe() -> Result<(), CounterError> {
 fn open_reason(errno: i32) -> String {
     format!(
         "raw_syscalls tracepoints: {}",
-        classify(errno, Needs::RawTracepoint).1
+        classify(errno, Needs::RawTracepoint)
     )
 }
 
@@ -200,8 +201,7 @@ impl SyscallTracer {
         // Decided on the first CPU, so every CPU's stream records the same things.
         let mut switches = true;
         for (i, cpu) in cpus.iter().enumerate() {
-            let cpu_i = i32::try_from(cpu)
-                .map_err(|_| CounterError::State(format!("CPU number {cpu} is out of range")))?;
+            let cpu_i = sys::cpu_arg(cpu)?;
             if i == 0 {
                 let mut attr = sample_attr(layout.enter.id, inherit, pages * page_size(), true);
                 // EINVAL: a kernel before 4.3 has no context-switch records.
@@ -320,10 +320,6 @@ impl RunningTrace {
     }
 }
 
-fn gettid() -> u32 {
-    smtlab_placement::pin::gettid() as u32
-}
-
 /// What one parsed record says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum What {
@@ -369,14 +365,6 @@ struct Collected {
 impl Collected {
     /// Parses one ring-buffer record (header included).
     fn record(&mut self, rec: &[u8], layout: &Layout, ignore_tid: u32) {
-        let u32_at = |o: usize| {
-            rec.get(o..o + 4)
-                .map(|b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
-        };
-        let u64_at = |o: usize| {
-            rec.get(o..o + 8)
-                .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-        };
         if let Some((tid, time, out)) = parse_switch(rec) {
             if tid != ignore_tid {
                 self.pending.push(Rec {
@@ -387,14 +375,15 @@ impl Collected {
             }
             return;
         }
-        match u32_at(0) {
+        match u32_at(rec, 0) {
             Some(t) if t == b::PERF_RECORD_LOST => {
                 // { header, u64 id, u64 lost }
-                self.lost += u64_at(16).unwrap_or(0);
+                self.lost += u64_at(rec, 16).unwrap_or(0);
             }
             Some(t) if t == b::PERF_RECORD_SAMPLE => {
                 // { header, u32 pid, u32 tid, u64 time, u32 raw_size, raw[raw_size] }
-                let (Some(tid), Some(time), Some(raw_size)) = (u32_at(12), u64_at(16), u32_at(24))
+                let (Some(tid), Some(time), Some(raw_size)) =
+                    (u32_at(rec, 12), u64_at(rec, 16), u32_at(rec, 24))
                 else {
                     return;
                 };
@@ -556,7 +545,7 @@ fn drain_loop(
     let mut sink = Drain {
         c: &mut c,
         layout: &layout,
-        me: gettid(),
+        me: smtlab_placement::pin::gettid() as u32,
     };
     ring::drain_loop(&mut rings, &poll, interval, stop, disable, &mut sink);
     if error.is_some() {

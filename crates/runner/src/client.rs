@@ -15,32 +15,22 @@ pub fn client_for(
     placement: &ResolvedPlacement,
     rule: &ClientRule,
 ) -> Result<Option<ClientSide>, NoClientCpus> {
-    client_text(bench, topo, placement, rule).map_err(NoClientCpus)
-}
-
-/// The work of [`client_for`], its reason as text.
-fn client_text(
-    bench: &dyn Benchmark,
-    topo: &Topology,
-    placement: &ResolvedPlacement,
-    rule: &ClientRule,
-) -> Result<Option<ClientSide>, String> {
     if !bench.client_side() {
         return Ok(None);
     }
     if let ClientRule::Remote(remote) = rule {
         if !bench.remote_clients() {
-            return Err(format!(
+            return Err(NoClientCpus(format!(
                 "--client-hosts: {} runs its client side on this host only (remote agents drive the web workloads)",
                 bench.info().name
-            ));
+            )));
         }
         return Ok(Some(ClientSide::remote(remote.clone())));
     }
-    let cpus = client_cpus(topo, placement, rule).map_err(|e| e.to_string())?;
+    let cpus = client_cpus(topo, placement, rule).map_err(|e| NoClientCpus(e.to_string()))?;
     ClientSide::start(cpus)
         .map(Some)
-        .map_err(|e| format!("cannot start the client side: {e}"))
+        .map_err(|e| NoClientCpus(format!("cannot start the client side: {e}")))
 }
 
 /// Why a benchmark's client side cannot be placed or started; the cell is skipped with it.

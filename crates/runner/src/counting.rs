@@ -205,8 +205,8 @@ impl TraceControl {
                 let tracer = match SyscallTracer::open(target, TraceOptions::default()) {
                     Ok(t) => t,
                     Err(e) => {
-                        let _ = ack_tx.send(Err(reason(&e)));
-                        return Ok(Traced::none(&reason(&e)));
+                        let _ = ack_tx.send(Err(e.to_string()));
+                        return Ok(Traced::none(&e.to_string()));
                     }
                 };
                 // Opened with the syscall tracer, before the benchmark starts its
@@ -218,21 +218,13 @@ impl TraceControl {
                 }
                 let irqs = IrqTracer::open(&cpus)
                     .and_then(IrqTracer::start)
-                    .map_err(|e| reason(&e));
+                    .map_err(|e| e.to_string());
                 let kernel_time = kernel_time.and_then(KernelTimeTracer::start);
-                let running = tracer.start().map_err(|e| reason(&e));
-                let running = match running {
-                    Ok(r) => {
-                        let _ = ack_tx.send(Ok(()));
-                        r
-                    }
-                    Err(e) => {
-                        let _ = ack_tx.send(Err(e.clone()));
-                        return Err(e);
-                    }
-                };
+                let started = tracer.start().map_err(|e| e.to_string());
+                let _ = ack_tx.send(started.as_ref().map(|_| ()).map_err(Clone::clone));
+                let running = started?;
                 let _ = rx.recv();
-                let irqs = irqs.and_then(|r| r.stop().map_err(|e| reason(&e)));
+                let irqs = irqs.and_then(|r| r.stop().map_err(|e| e.to_string()));
                 let kernel_time = kernel_time.and_then(|r| r.stop());
                 running
                     .stop()
@@ -241,7 +233,7 @@ impl TraceControl {
                         irqs,
                         kernel_time,
                     })
-                    .map_err(|e| reason(&e))
+                    .map_err(|e| e.to_string())
             })
             .map_err(|e| format!("cannot start the syscall tracer thread: {e}"))?;
         let mut control = TraceControl {
@@ -299,16 +291,6 @@ fn split<T, E: std::fmt::Display>(r: Result<T, E>) -> (Option<T>, Option<String>
         Ok(p) => (Some(p), None),
         Err(why) => (None, Some(why.to_string())),
     }
-}
-
-fn reason(e: &CounterError) -> String {
-    e.to_string()
-}
-
-/// The thread id of the calling thread.
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
 /// A running `/proc/stat` sampler, behind a trait so tests can fake it.
@@ -387,13 +369,7 @@ pub struct Perf;
 
 impl CountingBackend for Perf {
     fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
-        let target = CounterTarget::Thread {
-            tid: 0,
-            inherit: true,
-        };
-        PerfCounters::open(target, &PerfOptions::all())
-            .map(|c| Box::new(c) as Box<dyn CounterSource>)
-            .map_err(|e| e.to_string())
+        self.open_counters_named(&[])
     }
 
     fn open_counters_named(
@@ -488,24 +464,18 @@ impl CellCounting {
         sampler_cpu: Option<u32>,
     ) -> CellCounting {
         let (sampler, os_time_unavailable) =
-            match backend.start_os_sampler(cpus, setup.os_interval, sampler_cpu) {
-                Ok(s) => (Some(s), None),
-                Err(e) => (None, Some(e)),
-            };
+            split(backend.start_os_sampler(cpus, setup.os_interval, sampler_cpu));
         let clock = backend.clock();
         let sampler_t0_ns = clock.now_ns();
         let (trace, syscalls_unavailable) = match &setup.availability.syscall_tracing.reason {
             Some(r) => (None, Some(r.clone())),
             None if !backend.can_trace() => (None, Some("not traced here".to_string())),
-            None => match TraceControl::open(gettid(), cpus.clone()) {
-                Ok(t) => (Some(t), None),
-                Err(r) => (None, Some(r)),
-            },
+            None => split(TraceControl::open(
+                smtlab_placement::pin::gettid(),
+                cpus.clone(),
+            )),
         };
-        let (counters, error) = match backend.open_counters_named(&setup.events) {
-            Ok(c) => (Some(c), None),
-            Err(e) => (None, Some(CountingError::Open(e))),
-        };
+        let (counters, error) = split(backend.open_counters_named(&setup.events));
         CellCounting {
             hardware_unavailable: setup.availability.hardware.reason.clone(),
             sampler,
@@ -528,7 +498,7 @@ impl CellCounting {
             values: None,
             work_unit: None,
             work: None,
-            error,
+            error: error.map(CountingError::Open),
             named_unavailable: setup.events_unavailable.clone(),
             os_on_demand: false,
         }
@@ -744,27 +714,13 @@ impl CellCounting {
         c.syscalls_window = self.syscalls_window.take();
         c.irqs = self.irqs.take();
         c.kernel_time = self.kernel_time.take();
-        c.kernel_time_unavailable = if c.kernel_time.is_some() {
-            None
-        } else {
-            self.kernel_time_unavailable
-                .take()
-                .or_else(|| Some("no traced sample was taken".into()))
+        // Why a traced profile is missing: its own reason, else that none was traced.
+        let why = |got: bool, reason: Option<String>| {
+            (!got).then(|| reason.unwrap_or_else(|| "no traced sample was taken".into()))
         };
-        c.irqs_unavailable = if c.irqs.is_some() {
-            None
-        } else {
-            self.irqs_unavailable
-                .take()
-                .or_else(|| Some("no traced sample was taken".into()))
-        };
-        c.syscalls_unavailable = if c.syscalls.is_some() {
-            None
-        } else {
-            self.syscalls_unavailable
-                .take()
-                .or_else(|| Some("no traced sample was taken".into()))
-        };
+        c.kernel_time_unavailable = why(c.kernel_time.is_some(), self.kernel_time_unavailable);
+        c.irqs_unavailable = why(c.irqs.is_some(), self.irqs_unavailable);
+        c.syscalls_unavailable = why(c.syscalls.is_some(), self.syscalls_unavailable);
         Ok(c)
     }
 }

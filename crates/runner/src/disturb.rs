@@ -29,29 +29,13 @@ use crate::machine::Machine;
 /// first field of each thread's `schedstat`. Threads that end while being read are left
 /// out; `None` when the directory cannot be read.
 pub fn read_task_schedstats(task_dir: &Path) -> Option<BTreeMap<u32, u64>> {
-    let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(task_dir).ok()?.flatten() {
-        let Some(tid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
-            continue;
-        };
-        if let Some(ns) = text.split_whitespace().next().and_then(|f| f.parse().ok()) {
-            out.insert(tid, ns);
-        }
-    }
-    Some(out)
-}
-
-/// The thread id of the calling thread.
-pub fn current_tid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() as u32 }
+    let tasks = std::fs::read_dir(task_dir).ok()?;
+    let schedstat = |entry: std::fs::DirEntry| {
+        let tid = entry.file_name().to_str()?.parse().ok()?;
+        let text = std::fs::read_to_string(entry.path().join("schedstat")).ok()?;
+        Some((tid, text.split_whitespace().next()?.parse().ok()?))
+    };
+    Some(tasks.flatten().filter_map(schedstat).collect())
 }
 
 /// The line a run starts with on a machine whose hypervisor steals time from its CPUs
@@ -192,7 +176,7 @@ impl<'a> Probe<'a> {
             clock,
             cpus,
             tick_ns: machine.tick_ns(),
-            measuring: BTreeSet::from([current_tid()]),
+            measuring: BTreeSet::from([smtlab_placement::pin::gettid() as u32]),
             open: None,
             round: Stretch::default(),
             total: None,

@@ -153,13 +153,7 @@ pub trait Machine: Sync {
 
     /// One `proc/stat` tick in nanoseconds (USER_HZ; 10 ms on every usual kernel).
     fn tick_ns(&self) -> u64 {
-        // SAFETY: sysconf only reads a constant of the system.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        if hz > 0 {
-            1_000_000_000 / hz as u64
-        } else {
-            10_000_000
-        }
+        1_000_000_000 / smtlab_counters::procstat::user_hz()
     }
 
     /// The topology as it is now (again after every change of SMT state).
@@ -248,14 +242,7 @@ pub trait Machine: Sync {
     /// The processes the calling thread started (a cell's workload's, after it is
     /// prepared), for a cookie per process or per process group.
     fn own_children(&self) -> Vec<u32> {
-        let proc = self.root().join("proc");
-        // SAFETY: gettid has no arguments and cannot fail.
-        let tid = unsafe { libc::gettid() } as u32;
-        let text = std::fs::read_to_string(proc.join(format!("self/task/{tid}/children")));
-        let text = text.unwrap_or_default();
-        text.split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
+        children_of_this_thread(&self.root().join("proc"))
     }
 
     /// Puts the system into the state `placement` needs for one cell (`1c1t-up`: every
@@ -382,6 +369,16 @@ fn capture(topo: &Topology, tool: &Tool) -> Environment {
         host_id: host_id(),
         core_clock_ghz: smtlab_bench::clock::core_clock_ghz(),
     }
+}
+
+/// The children the calling thread started, from `PROC/self/task/TID/children`.
+pub(crate) fn children_of_this_thread(proc: &Path) -> Vec<u32> {
+    let tid = smtlab_placement::pin::gettid();
+    let text = std::fs::read_to_string(proc.join(format!("self/task/{tid}/children")));
+    let text = text.unwrap_or_default();
+    text.split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub fn measure(
     clock: &dyn Clock,
     observer: &mut dyn Observer,
 ) -> Result<CellResult, RunError> {
-    let mut m = Measurement::begin(instance, info, cfg, clock, observer)?;
+    let mut m = Measurement::begin(instance, info, cfg, clock, observer, None)?;
     while !m.step()? {}
     m.finish()
 }
@@ -99,20 +99,9 @@ pub struct Measurement<'a> {
 }
 
 impl<'a> Measurement<'a> {
-    /// Overheads, calibration and warm-up.
+    /// Overheads, calibration and warm-up: `cfg.warmup_ns` of warm-up samples, or
+    /// exactly `warmup_samples` of them (0 allowed) when given (`exec --warmup N`).
     pub fn begin(
-        instance: &'a mut dyn Instance,
-        info: &'a BenchInfo,
-        cfg: &'a RunConfig,
-        clock: &'a dyn Clock,
-        observer: &'a mut dyn Observer,
-    ) -> Result<Self, RunError> {
-        Self::begin_with_warmup(instance, info, cfg, clock, observer, None)
-    }
-
-    /// As [`Measurement::begin`], with exactly `warmup_samples` warm-up samples (0
-    /// allowed) instead of `cfg.warmup_ns` of them, when given (`exec --warmup N`).
-    pub fn begin_with_warmup(
         instance: &'a mut dyn Instance,
         info: &'a BenchInfo,
         cfg: &'a RunConfig,

@@ -110,6 +110,14 @@ pub fn plan_given(
     plan_with(suite, benches, placements, None, given, topo)
 }
 
+/// `spec` parsed and resolved on `topo`.
+pub fn placed(
+    spec: &str,
+    topo: &Topology,
+) -> Result<ResolvedPlacement, smtlab_placement::PlacementError> {
+    smtlab_placement::parse(spec).and_then(|p| smtlab_placement::resolve(&p, topo))
+}
+
 /// The placements of a server workload among the standard `placements`: `cores` and
 /// `all` take every core and leave its clients no CPU, so they become `half-cores-1t`
 /// and `half-cores-Kt` (K: the most threads a core has here), half the cores with one
@@ -118,12 +126,7 @@ pub fn plan_given(
 /// in the list (on four cores or fewer, `2c1t`, `1c1t`) or not at all is left out, and
 /// `cores` or `all` stays.
 pub fn server_placements(placements: &[String], topo: &Topology) -> Vec<String> {
-    let cpus = |spec: &str| {
-        smtlab_placement::parse(spec)
-            .and_then(|p| smtlab_placement::resolve(&p, topo))
-            .ok()
-            .map(|r| r.cpu_set())
-    };
+    let cpus = |spec: &str| placed(spec, topo).ok().map(|r| r.cpu_set());
     let taken: Vec<_> = placements.iter().filter_map(|p| cpus(p)).collect();
     let most = topo.smt.threads_per_core_max.max(1);
     let mut out: Vec<String> = Vec::new();
@@ -237,9 +240,10 @@ fn plan_params(
     }
 }
 
-/// A benchmark's parameters as a cell key holds them, for [`Benchmark::cost`] and
-/// `prepare`.
-fn params_of(key: &CellKey) -> Params {
+/// A benchmark's parameters as a cell key holds them (its conditions, such as the SMT
+/// state, left out), for [`Benchmark::cost`] and `prepare`: what a resumed run measures a
+/// stored cell with.
+pub fn params_of(key: &CellKey) -> Params {
     Params::from_pairs(
         key.params
             .iter()
@@ -520,8 +524,7 @@ pub fn estimate(
         let bench = benches.iter().find(|b| b.info().name == key.benchmark);
         let cost = match bench {
             None => Err(format!("no benchmark {:?} in this build", key.benchmark)),
-            Some(bench) => smtlab_placement::parse(&key.placement)
-                .and_then(|spec| smtlab_placement::resolve(&spec, topo))
+            Some(bench) => placed(&key.placement, topo)
                 .map_err(|e| e.to_string())
                 .and_then(|placement| {
                     if bench.client_side() {

@@ -98,10 +98,6 @@ impl Arith {
 }
 
 impl Benchmark for Arith {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let row = format!("{}_{}", self.op.word(), self.ty.word());
         let (unit, how) = match (self.op, self.ty) {

@@ -34,10 +34,6 @@ impl Calls {
 }
 
 impl Benchmark for Calls {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let row = match self.args {
             0 => "fun_cal".to_string(),

@@ -41,10 +41,6 @@ fn primes_by_division(limit: u64) -> u64 {
 pub struct Sieve;
 
 impl Benchmark for Sieve {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-sieve",
@@ -57,10 +53,9 @@ impl Benchmark for Sieve {
         )
     }
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let limit = ctx.params.get_u64("limit")?;
-        if !(2..=100_000_000).contains(&limit) {
-            return Err(bad("limit", &limit.to_string(), "2 to 100000000"));
-        }
+        let limit = ctx
+            .params
+            .get_u64_in("limit", 2..=100_000_000, "2 to 100000000")?;
         Ok(Box::new(SieveInstance {
             cpu: ctx.placement.cpu_for_thread(0),
             want: primes_by_division(limit),
@@ -115,10 +110,6 @@ impl Instance for SieveInstance {
 pub struct Sort;
 
 impl Benchmark for Sort {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-sort",
@@ -131,10 +122,9 @@ impl Benchmark for Sort {
         )
     }
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let n = ctx.params.get_u64("n")?;
-        if !(1..=100_000_000).contains(&n) {
-            return Err(bad("n", &n.to_string(), "1 to 100000000"));
-        }
+        let n = ctx
+            .params
+            .get_u64_in("n", 1..=100_000_000, "1 to 100000000")?;
         let mut r = crate::clock::now_ns() | 1;
         let input: Vec<u64> = (0..n)
             .map(|_| {
@@ -184,10 +174,6 @@ impl Instance for SortInstance {
 pub struct Series;
 
 impl Benchmark for Series {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-series",
@@ -252,10 +238,6 @@ impl Instance for SeriesInstance {
 pub struct RamCopy;
 
 impl Benchmark for RamCopy {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             "aim-ram-copy",
@@ -320,10 +302,6 @@ const SCRIPT: &str = "s=0; for i in 1 2 3 4 5 6 7 8 9 10; do s=$((s + i)); done\
                       echo \"$s $n\"\n";
 
 impl Benchmark for Shell {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         info(
             self.name,

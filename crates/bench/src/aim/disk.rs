@@ -57,10 +57,6 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 }
 
 impl Benchmark for Disk {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let what = match (self.op, self.random) {
             (Op::Read, true) => "random block reads",

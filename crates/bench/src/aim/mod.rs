@@ -159,12 +159,6 @@ fn table2_index(info: &BenchInfo) -> usize {
     }
 }
 
-/// The AIM rows are many and each adds little to a first look: they stay out of the
-/// quick suite.
-fn in_suite(suite: crate::Suite) -> bool {
-    suite != crate::Suite::Quick
-}
-
 fn info(
     name: &str,
     unit: &str,
@@ -201,18 +195,11 @@ fn bad(name: &str, value: &str, expected: &str) -> BenchError {
 }
 
 fn io(bench: &str, what: impl Into<String>, source: std::io::Error) -> BenchError {
-    BenchError::Io {
-        bench: bench.into(),
-        what: what.into(),
-        error: source,
-    }
+    BenchError::io(bench, what, source)
 }
 
 fn check(bench: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::Check {
-        bench: bench.into(),
-        reason: reason.into(),
-    }
+    BenchError::check(bench, reason)
 }
 
 /// Times `iterations` calls of `op` on the calling thread pinned to `cpu`; `op`

@@ -7,7 +7,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::os::fd::FromRawFd;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -16,6 +15,7 @@ use std::time::Duration;
 use smtlab_model::BenchInfo;
 use smtlab_placement::pin;
 
+use super::disk::Scratch;
 use super::{bad, check, info, io as io_err, param, timed};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
@@ -57,10 +57,6 @@ const QUIT: u64 = u64::MAX;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Benchmark for Msg {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let what = match self.kind {
             Kind::Pipe => "a message through an anonymous pipe to an echo thread and back",
@@ -150,7 +146,7 @@ fn on_err(name: &'static str, what: &'static str) -> impl FnOnce(io::Error) -> B
 fn endpoints(
     name: &'static str,
     kind: Kind,
-) -> Result<(Endpoint, Endpoint, Option<RemoveDir>), BenchError> {
+) -> Result<(Endpoint, Endpoint, Option<Scratch>), BenchError> {
     let e = |what: &'static str| on_err(name, what);
     let (mine, theirs) = match kind {
         Kind::Pipe => pipe_ends(name)?,
@@ -186,13 +182,8 @@ fn endpoints(
 /// Two pipes, one each way.
 fn pipe_ends(name: &'static str) -> Result<(Endpoint, Endpoint), BenchError> {
     let pipe = || -> Result<(File, File), BenchError> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into the array we own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io_err(name, "pipe", io::Error::last_os_error()));
-        }
-        // SAFETY: both descriptors are fresh and owned by nothing else.
-        Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+        let (r, w) = smtlab_control::fork::pipe().map_err(on_err(name, "pipe"))?;
+        Ok((r.into(), w.into()))
     };
     let (to_r, to_w) = pipe()?;
     let (from_r, from_w) = pipe()?;
@@ -203,15 +194,11 @@ fn pipe_ends(name: &'static str) -> Result<(Endpoint, Endpoint), BenchError> {
 }
 
 /// Two FIFOs, one each way, in a fresh temporary directory.
-fn fifo_ends(name: &'static str) -> Result<(Endpoint, Endpoint, RemoveDir), BenchError> {
+fn fifo_ends(name: &'static str) -> Result<(Endpoint, Endpoint, Scratch), BenchError> {
     let e = |what: &'static str| on_err(name, what);
-    let dir = std::env::temp_dir().join(format!(
-        "smtlab-aim-fifo-{}-{}",
-        std::process::id(),
-        crate::clock::now_ns()
-    ));
-    std::fs::create_dir(&dir).map_err(e("create the FIFO directory"))?;
-    let fifo_dir = RemoveDir(dir.clone());
+    let fifo_dir =
+        Scratch::create(&std::env::temp_dir()).map_err(e("create the FIFO directory"))?;
+    let dir = &fifo_dir.0;
     let open = |p: &PathBuf| -> Result<File, BenchError> {
         let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
             .expect("no NUL in a temporary path");
@@ -352,13 +339,6 @@ impl Endpoint {
     }
 }
 
-struct RemoveDir(PathBuf);
-impl Drop for RemoveDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 struct MsgInstance {
     name: &'static str,
     cpu: Option<u32>,
@@ -367,7 +347,7 @@ struct MsgInstance {
     out: Vec<u8>,
     back: Vec<u8>,
     seq: u64,
-    _fifo_dir: Option<RemoveDir>,
+    _fifo_dir: Option<Scratch>,
 }
 
 impl Instance for MsgInstance {

@@ -70,10 +70,6 @@ impl Kind {
 }
 
 impl Benchmark for Rtns {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let name = self.kind.name();
         let (unit, row, what, params) = match self.kind {
@@ -153,10 +149,7 @@ impl Benchmark for Rtns {
         let mut block = 0;
         match self.kind {
             Kind::Array => {
-                n = p.get_u64("n")? as usize;
-                if !(2..=512).contains(&n) {
-                    return Err(bad("n", &n.to_string(), "2 to 512"));
-                }
+                n = p.get_u64_in("n", 2..=512, "2 to 512")? as usize;
             }
             Kind::MemBlock => {
                 block = p.get_bytes("block")? as usize;
@@ -195,34 +188,25 @@ struct RtnsInstance {
     crc_want: u32,
 }
 
+/// Eight steps of the bitwise CRC-32 (reflected polynomial 0xEDB88320) on `c`.
+fn crc_byte(mut c: u32) -> u32 {
+    for _ in 0..8 {
+        c = if c & 1 == 1 {
+            0xEDB8_8320 ^ (c >> 1)
+        } else {
+            c >> 1
+        };
+    }
+    c
+}
+
 fn crc_table() -> [u32; 256] {
-    std::array::from_fn(|i| {
-        let mut c = i as u32;
-        for _ in 0..8 {
-            c = if c & 1 == 1 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-        c
-    })
+    std::array::from_fn(|i| crc_byte(i as u32))
 }
 
 /// CRC-32 one bit at a time: the reference for the table-driven loop.
 fn crc_bitwise(data: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in data {
-        c ^= u32::from(b);
-        for _ in 0..8 {
-            c = if c & 1 == 1 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
+    !data.iter().fold(!0u32, |c, &b| crc_byte(c ^ u32::from(b)))
 }
 
 /// Rotation about z by `t` and a translation, and its inverse.

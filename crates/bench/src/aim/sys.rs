@@ -94,10 +94,6 @@ fn dir_param() -> smtlab_model::ParamInfo {
 }
 
 impl Benchmark for Sys {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let name = self.kind.name();
         match self.kind {
@@ -181,24 +177,18 @@ impl Benchmark for Sys {
         let name = self.kind.name();
         let p = ctx.params;
         let declared = |k: &str| self.info().params.iter().any(|i| i.name == k);
-        let scratch = if declared("dir") {
-            Some(Scratch::in_dir_param(name, p)?)
-        } else {
-            None
-        };
+        let scratch = declared("dir")
+            .then(|| Scratch::in_dir_param(name, p))
+            .transpose()?;
         let files = if declared("files") {
-            let f = p.get_u64("files")?;
-            if !(1..=100_000).contains(&f) {
-                return Err(bad("files", &f.to_string(), "1 to 100000"));
-            }
-            f
+            p.get_u64_in("files", 1..=100_000, "1 to 100000")?
         } else {
             16
         };
-        let dirfd = match &scratch {
-            Some(s) => Some(File::open(&s.0).map_err(|e| io(name, "open the directory", e))?),
-            None => None,
-        };
+        let dirfd = scratch.as_ref().map(|s| File::open(&s.0));
+        let dirfd = dirfd
+            .transpose()
+            .map_err(|e| io(name, "open the directory", e))?;
         let names: Vec<CString> = (0..files)
             .map(|i| CString::new(format!("f{i}")).expect("no NUL"))
             .collect();
@@ -219,13 +209,7 @@ impl Benchmark for Sys {
             }
         }
         let (pages, size, depth) = match self.kind {
-            Kind::Page => {
-                let n = p.get_u64("pages")?;
-                if !(1..=65_536).contains(&n) {
-                    return Err(bad("pages", &n.to_string(), "1 to 65536"));
-                }
-                (n, 0, 0)
-            }
+            Kind::Page => (p.get_u64_in("pages", 1..=65_536, "1 to 65536")?, 0, 0),
             Kind::Brk => {
                 let n = p.get_bytes("size")?;
                 if !(1..=(1 << 30)).contains(&n) {
@@ -233,13 +217,7 @@ impl Benchmark for Sys {
                 }
                 (0, n, 0)
             }
-            Kind::Jmp => {
-                let n = p.get_u64("depth")?;
-                if !(1..=1000).contains(&n) {
-                    return Err(bad("depth", &n.to_string(), "1 to 1000"));
-                }
-                (0, 0, n)
-            }
+            Kind::Jmp => (0, 0, p.get_u64_in("depth", 1..=1000, "1 to 1000")?),
             _ => (0, 0, 0),
         };
         // SAFETY: sysconf takes a constant and returns a value.
@@ -594,18 +572,16 @@ impl OsRow {
         };
         all.into_iter()
             .find(|b| b.info().name == self.row.os)
-            .ok_or_else(|| BenchError::Unsupported {
-                bench: self.row.name.into(),
-                reason: format!("the os benchmark {} is missing", self.row.os),
+            .ok_or_else(|| {
+                BenchError::unsupported(
+                    self.row.name,
+                    format!("the os benchmark {} is missing", self.row.os),
+                )
             })
     }
 }
 
 impl Benchmark for OsRow {
-    fn in_suite(&self, suite: crate::Suite) -> bool {
-        super::in_suite(suite)
-    }
-
     fn info(&self) -> BenchInfo {
         let r = self.row;
         let params = self.os().map(|b| b.info().params).unwrap_or_default();

@@ -52,24 +52,20 @@ impl Compute {
 
 fn params() -> Vec<ParamInfo> {
     vec![
-        ParamInfo {
-            departs: Vec::new(),
-            name: "threads".into(),
-            default: "auto".into(),
-            quick: None,
-            help: "worker threads; auto = one per CPU of the placement (thread i runs on \
-                   the placement's CPU i mod width)"
-                .into(),
-        },
-        ParamInfo {
-            departs: Vec::new(),
-            name: "seed".into(),
-            default: "1".into(),
-            quick: None,
-            help: "seed of the per-thread inputs (they are derived at run time so the \
-                   compiler cannot precompute the chain)"
-                .into(),
-        },
+        crate::params::declare(
+            "threads",
+            "auto",
+            None,
+            "worker threads; auto = one per CPU of the placement (thread i runs on \
+                   the placement's CPU i mod width)",
+        ),
+        crate::params::declare(
+            "seed",
+            "1",
+            None,
+            "seed of the per-thread inputs (they are derived at run time so the \
+                   compiler cannot precompute the chain)",
+        ),
     ]
 }
 

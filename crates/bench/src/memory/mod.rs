@@ -173,13 +173,13 @@ fn mem_available() -> Option<u64> {
 fn check_memory(bench: &str, threads: usize, per_thread: u64) -> Result<(), BenchError> {
     let total = per_thread.saturating_mul(threads as u64);
     match mem_available() {
-        Some(avail) if total as f64 > 0.9 * avail as f64 => Err(BenchError::Unsupported {
-            bench: bench.into(),
-            reason: format!(
+        Some(avail) if total as f64 > 0.9 * avail as f64 => Err(BenchError::unsupported(
+            bench,
+            format!(
                 "needs {total} bytes ({threads} threads x {per_thread} bytes) but only \
                  {avail} bytes are available; lower size or threads"
             ),
-        }),
+        )),
         _ => Ok(()),
     }
 }
@@ -322,10 +322,7 @@ impl Benchmark for Bandwidth {
         let bench = name.to_string();
         let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
             StreamWorker::new(stream, isa, bytes, pages, 0x00C0_FFEE ^ i as u64).map_err(|reason| {
-                BenchError::Unsupported {
-                    bench: bench.clone(),
-                    reason: format!("worker {i}: {reason}"),
-                }
+                BenchError::unsupported(bench.clone(), format!("worker {i}: {reason}"))
             })
         })?;
         Ok(Box::new(PoolInstance {
@@ -399,10 +396,8 @@ impl Benchmark for Latency {
         check_memory(name, threads, bytes + 8 * lines as u64)?;
         let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
             let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            Chase::with_pages(bytes, seed, pages).map_err(|reason| BenchError::Unsupported {
-                bench: name.into(),
-                reason: format!("worker {i}: {reason}"),
-            })
+            Chase::with_pages(bytes, seed, pages)
+                .map_err(|reason| BenchError::unsupported(name, format!("worker {i}: {reason}")))
         })?;
         Ok(Box::new(PoolInstance {
             pool,

@@ -29,10 +29,8 @@ impl ChildPin {
     /// The mask of `cpu`, or `None` when there is nothing to pin to (`os` placement).
     pub(super) fn to(bench: &str, cpu: Option<u32>) -> Result<Option<ChildPin>, BenchError> {
         let Some(cpu) = cpu else { return Ok(None) };
-        let mask = CpuMask::of_cpu(cpu).map_err(|e| BenchError::Unsupported {
-            bench: bench.into(),
-            reason: e.to_string(),
-        })?;
+        let mask =
+            CpuMask::of_cpu(cpu).map_err(|e| BenchError::unsupported(bench, e.to_string()))?;
         Ok(Some(ChildPin { cpu, mask }))
     }
 
@@ -143,12 +141,11 @@ pub(super) fn check_children_reapable(bench: &str) -> Result<(), BenchError> {
     // SAFETY: a null new action only reads the current one into `old`.
     let r = unsafe { libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut old) };
     if r == 0 && (old.sa_sigaction == libc::SIG_IGN || old.sa_flags & libc::SA_NOCLDWAIT != 0) {
-        return Err(BenchError::Unsupported {
-            bench: bench.into(),
-            reason: "SIGCHLD is ignored in this process, so the kernel reaps children \
-                     itself and their exit cannot be waited for"
-                .into(),
-        });
+        return Err(BenchError::unsupported(
+            bench,
+            "SIGCHLD is ignored in this process, so the kernel reaps children \
+                     itself and their exit cannot be waited for",
+        ));
     }
     Ok(())
 }
@@ -188,7 +185,7 @@ impl Mailbox {
             ));
         }
         let ptr = std::ptr::NonNull::new(p.cast::<MailboxData>())
-            .ok_or_else(|| super::check_failed(bench, "mmap returned a null page"))?;
+            .ok_or_else(|| BenchError::check(bench, "mmap returned a null page"))?;
         // The page arrives zero-filled, which is a valid MailboxData (atomics of 0).
         let m = Mailbox { ptr };
         m.get().cpu.store(-1, Ordering::Relaxed);

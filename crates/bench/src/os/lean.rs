@@ -135,10 +135,7 @@ impl Benchmark for Lean {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let bench = self.inner.info().name;
         let Some(program) = program() else {
-            return Err(BenchError::Unsupported {
-                bench,
-                reason: NO_PROGRAM.into(),
-            });
+            return Err(BenchError::unsupported(bench, NO_PROGRAM));
         };
         Ok(Box::new(LeanInstance::start(program, &bench, ctx)?))
     }
@@ -258,26 +255,26 @@ impl WireError {
                 value,
                 expected,
             } => ParamError::value(name, value, expected).into(),
-            WireError::Unsupported { bench, reason } => BenchError::Unsupported { bench, reason },
+            WireError::Unsupported { bench, reason } => BenchError::unsupported(bench, reason),
             WireError::Io {
                 bench,
                 what,
                 errno,
                 message,
-            } => BenchError::Io {
+            } => BenchError::io(
                 bench,
                 what,
-                error: match errno {
+                match errno {
                     Some(n) => std::io::Error::from_raw_os_error(n),
                     None => std::io::Error::other(message),
                 },
-            },
-            WireError::Check { bench, reason } => BenchError::Check { bench, reason },
-            WireError::Other { text } => BenchError::Io {
-                bench: bench.into(),
-                what: "in the measurement process".into(),
-                error: std::io::Error::other(text),
-            },
+            ),
+            WireError::Check { bench, reason } => BenchError::check(bench, reason),
+            WireError::Other { text } => BenchError::io(
+                bench,
+                "in the measurement process",
+                std::io::Error::other(text),
+            ),
         }
     }
 }
@@ -309,23 +306,25 @@ impl LeanInstance {
         // failed cell, not a stopped one (and never resumed). smtlab ends it on a stop,
         // the death signal if smtlab dies, and its guardian through smtlab's cgroup.
         crate::process::tie_to_parent(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| BenchError::Io {
-            bench: bench.into(),
-            what: format!(
-                "start the measurement process {}",
-                smtlab_model::quote::path(program)
-            ),
-            error: e,
+        let mut child = cmd.spawn().map_err(|e| {
+            BenchError::io(
+                bench,
+                format!(
+                    "start the measurement process {}",
+                    smtlab_model::quote::path(program)
+                ),
+                e,
+            )
         })?;
         let (Some(to_child), Some(from_child), stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(BenchError::Check {
-                bench: bench.into(),
-                reason: "the measurement process has no pipes".into(),
-            });
+            return Err(BenchError::check(
+                bench,
+                "the measurement process has no pipes",
+            ));
         };
         let mut inst = LeanInstance {
             bench: bench.into(),
@@ -383,10 +382,10 @@ impl LeanInstance {
     }
 
     fn protocol_error(&self, what: &str) -> BenchError {
-        BenchError::Check {
-            bench: self.bench.clone(),
-            reason: format!("the measurement process (pid {}) sent {what}", self.pid()),
-        }
+        BenchError::check(
+            self.bench.clone(),
+            format!("the measurement process (pid {}) sent {what}", self.pid()),
+        )
     }
 
     /// The error for a child that stopped answering: reaps it (killing it after
@@ -400,11 +399,11 @@ impl LeanInstance {
         };
         let last = self.stderr.take().and_then(last_line);
         let detail = last.map(|l| format!(" ({l})")).unwrap_or_default();
-        BenchError::Io {
-            bench: self.bench.clone(),
-            what: format!("the measurement process (pid {pid}) stopped answering"),
-            error: std::io::Error::other(format!("it {how}{detail}")),
-        }
+        BenchError::io(
+            self.bench.clone(),
+            format!("the measurement process (pid {pid}) stopped answering"),
+            std::io::Error::other(format!("it {how}{detail}")),
+        )
     }
 }
 
@@ -542,10 +541,10 @@ fn prepare(
         .into_iter()
         .find(|b| b.info().name == bench)
     else {
-        return Err(BenchError::Unsupported {
-            bench: bench.into(),
-            reason: "not an os benchmark this measurement process knows".into(),
-        });
+        return Err(BenchError::unsupported(
+            bench,
+            "not an os benchmark this measurement process knows",
+        ));
     };
     let params = Params::from_pairs(params);
     b.prepare(&BenchContext {
@@ -652,10 +651,7 @@ mod tests {
 
     #[test]
     fn errors_cross_the_pipe_as_the_same_kind() {
-        let e = BenchError::Unsupported {
-            bench: "fork-exec".into(),
-            reason: "no /bin/true".into(),
-        };
+        let e = BenchError::unsupported("fork-exec", "no /bin/true");
         let wire: WireError =
             serde_json::from_str(&serde_json::to_string(&WireError::of(&e)).unwrap()).unwrap();
         assert!(matches!(
@@ -665,11 +661,11 @@ mod tests {
         let e: BenchError = ParamError::value("fds", "0", "a count from 1 to 200").into();
         let back = WireError::of(&e).into_error("select-file");
         assert_eq!(back.to_string(), e.to_string());
-        let e = BenchError::Io {
-            bench: "read".into(),
-            what: "read 1 byte from /dev/zero".into(),
-            error: std::io::Error::from_raw_os_error(libc::EBADF),
-        };
+        let e = BenchError::io(
+            "read",
+            "read 1 byte from /dev/zero",
+            std::io::Error::from_raw_os_error(libc::EBADF),
+        );
         assert_eq!(
             WireError::of(&e).into_error("read").to_string(),
             e.to_string()

@@ -172,23 +172,8 @@ fn info(name: &str, description: &str, origin: &str, params: Vec<ParamInfo>) -> 
     }
 }
 
-fn io_error(bench: &str, what: impl Into<String>, source: std::io::Error) -> BenchError {
-    BenchError::Io {
-        bench: bench.into(),
-        what: what.into(),
-        error: source,
-    }
-}
-
 fn last_os_error(bench: &str, what: impl Into<String>) -> BenchError {
-    io_error(bench, what, std::io::Error::last_os_error())
-}
-
-fn check_failed(bench: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::Check {
-        bench: bench.into(),
-        reason: reason.into(),
-    }
+    BenchError::io(bench, what, std::io::Error::last_os_error())
 }
 
 /// What every timed loop here costs besides its operations, measured once per process:
@@ -360,14 +345,14 @@ impl TempFile {
             .create_new(true)
             .open(&path)
             .map_err(|e| {
-                io_error(
+                BenchError::io(
                     bench,
                     format!("create {}", smtlab_model::quote::path(&path)),
                     e,
                 )
             })?;
         let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
-            check_failed(
+            BenchError::check(
                 bench,
                 format!(
                     "temporary path {} contains a NUL byte",

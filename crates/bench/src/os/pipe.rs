@@ -26,7 +26,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::child::{self, ChildPin};
-use super::{Cpus, check_failed, info, last_os_error, retry_eintr, time_loop};
+use super::{Cpus, info, last_os_error, retry_eintr, time_loop};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::BenchInfo;
 
@@ -67,7 +67,7 @@ struct PipeInstance {
 }
 
 fn pipe_pair() -> Result<(OwnedFd, OwnedFd), BenchError> {
-    smtlab_control::fork::pipe().map_err(|e| super::io_error(NAME, "create a pipe", e))
+    smtlab_control::fork::pipe().map_err(|e| BenchError::io(NAME, "create a pipe", e))
 }
 
 /// The child's whole life: pin, then echo until end of file. Async-signal-safe only.
@@ -124,7 +124,7 @@ fn exchange(wr: i32, rd: i32, pid: libc::pid_t, token: u32) -> Result<u32, Bench
     // SAFETY: as above.
     let n = retry_eintr(|| unsafe { libc::read(rd, (&mut answer as *mut u32).cast(), 4) });
     if n == 0 {
-        return Err(check_failed(
+        return Err(BenchError::check(
             NAME,
             format!("the echo child (pid {pid}) exited"),
         ));
@@ -147,7 +147,7 @@ impl PipeInstance {
         let bound = child::fd_bound();
         // SAFETY: echo_child only makes raw system calls with values computed above.
         let pid = unsafe { child::fork_with(|| echo_child(pin.as_ref(), rd, wr, bound)) }
-            .map_err(|e| super::io_error(NAME, "fork the echo child", e))?;
+            .map_err(|e| BenchError::io(NAME, "fork the echo child", e))?;
         drop(down_rd);
         drop(up_wr);
         let mut clock: libc::clockid_t = 0;
@@ -167,7 +167,7 @@ impl PipeInstance {
         if let Some(p) = &pin
             && cpu != p.cpu()
         {
-            return Err(check_failed(
+            return Err(BenchError::check(
                 NAME,
                 format!(
                     "the echo child runs on CPU {cpu}, not on CPU {} it pinned itself to",
@@ -193,7 +193,10 @@ impl PipeInstance {
     fn ask_cpu(&self) -> Result<u32, BenchError> {
         let cpu = self.exchange(REPORT_CPU)?;
         if cpu == REPORT_CPU {
-            return Err(check_failed(NAME, "the echo child could not read its CPU"));
+            return Err(BenchError::check(
+                NAME,
+                "the echo child could not read its CPU",
+            ));
         }
         Ok(cpu)
     }
@@ -220,7 +223,7 @@ impl Instance for PipeInstance {
             seq = (seq + 1) & 0x7fff_ffff;
             let echo = exchange(wr, rd, pid, seq)?;
             if echo != seq {
-                return Err(check_failed(
+                return Err(BenchError::check(
                     NAME,
                     format!("sent token {seq} to the echo child, got {echo} back"),
                 ));

@@ -41,7 +41,7 @@ use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering;
 
 use super::child::{self, ChildPin, Mailbox};
-use super::{Cpus, check_failed, info, time_loop};
+use super::{Cpus, info, time_loop};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::BenchInfo;
 
@@ -116,14 +116,14 @@ fn executable(bench: &str, path: &str) -> Result<CString, BenchError> {
     let c = CString::new(path).expect("program paths are constants without NUL");
     // SAFETY: a NUL-terminated path.
     if unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0 {
-        return Err(BenchError::Unsupported {
-            bench: bench.into(),
-            reason: format!(
+        return Err(BenchError::unsupported(
+            bench,
+            format!(
                 "{path} is not an executable file here ({}); the benchmark runs exactly that \
                  program",
                 std::io::Error::last_os_error()
             ),
-        });
+        ));
     }
     Ok(c)
 }
@@ -284,25 +284,25 @@ impl Instance for ForkInstance {
             // SAFETY: run_child only makes raw system calls, atomic stores to the shared
             // page, execve with arrays built above, and _exit.
             let pid = unsafe { child::fork_with(|| run_child(pin, mailbox, exec)) }
-                .map_err(|e| super::io_error(name, "fork", e))?;
+                .map_err(|e| BenchError::io(name, "fork", e))?;
             last_pid = Some(pid);
             let exit = child::wait_child(pid)
-                .map_err(|e| super::io_error(name, format!("wait for child {pid}"), e))?;
+                .map_err(|e| BenchError::io(name, format!("wait for child {pid}"), e))?;
             children_cpu_ns += exit.cpu_ns;
             match exit.code() {
                 Some(0) => Ok(()),
-                Some(child::EXIT_PIN_FAILED) => Err(check_failed(
+                Some(child::EXIT_PIN_FAILED) => Err(BenchError::check(
                     name,
                     format!(
                         "child {pid} could not pin itself to CPU {}",
                         pin.map_or(0, |p| p.cpu())
                     ),
                 )),
-                Some(child::EXIT_EXEC_FAILED) if !program.is_empty() => Err(check_failed(
+                Some(child::EXIT_EXEC_FAILED) if !program.is_empty() => Err(BenchError::check(
                     name,
                     format!("child {pid} could not execute {program}"),
                 )),
-                _ => Err(check_failed(
+                _ => Err(BenchError::check(
                     name,
                     format!("child {pid} ended with {}", exit.describe()),
                 )),
@@ -316,13 +316,16 @@ impl Instance for ForkInstance {
         if iterations > 0 {
             let reported = mailbox.cpu.load(Ordering::Relaxed);
             let Ok(child_cpu) = u32::try_from(reported) else {
-                return Err(check_failed(name, "the last child did not report its CPU"));
+                return Err(BenchError::check(
+                    name,
+                    "the last child did not report its CPU",
+                ));
             };
             let expected = self.pin.as_ref().map(|p| p.cpu()).or(self.cpus.parent);
             if let Some(want) = expected
                 && child_cpu != want
             {
-                return Err(check_failed(
+                return Err(BenchError::check(
                     name,
                     format!("a child ran on CPU {child_cpu}, not on CPU {want} as placed"),
                 ));

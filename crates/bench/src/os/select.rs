@@ -25,7 +25,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::{Cpus, TempFile, info, last_os_error, time_loop};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
-use smtlab_model::{BenchInfo, ParamInfo};
+use smtlab_model::BenchInfo;
 
 /// Most descriptors a sample may select on; lmbench's default (200).
 const MAX_FDS: u64 = 200;
@@ -72,13 +72,12 @@ impl Benchmark for Select {
             self.kind.name(),
             description,
             origin,
-            vec![ParamInfo {
-                departs: Vec::new(),
-                name: "fds".into(),
-                default: "10".into(),
-                quick: None,
-                help: format!("descriptors selected on, 1 to {MAX_FDS} (paper 001: 10)"),
-            }],
+            vec![crate::params::declare(
+                "fds",
+                "10",
+                None,
+                &format!("descriptors selected on, 1 to {MAX_FDS} (paper 001: 10)"),
+            )],
         )
     }
 
@@ -90,15 +89,9 @@ impl Benchmark for Select {
 impl Select {
     fn instance(&self, ctx: &BenchContext<'_>) -> Result<SelectInstance, BenchError> {
         let name = self.kind.name();
-        let n = ctx.params.get_u64("fds")?;
-        if !(1..=MAX_FDS).contains(&n) {
-            return Err(crate::ParamError::value(
-                "fds",
-                n.to_string(),
-                format!("a count from 1 to {MAX_FDS}"),
-            )
-            .into());
-        }
+        let n =
+            ctx.params
+                .get_u64_in("fds", 1..=MAX_FDS, &format!("a count from 1 to {MAX_FDS}"))?;
         let resources = match self.kind {
             Kind::File => {
                 let file = TempFile::create(name)?;
@@ -141,20 +134,20 @@ impl Select {
 fn tcp_connections(name: &str, n: usize) -> Result<Resources, BenchError> {
     let loopback = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
     let listener = TcpListener::bind(loopback)
-        .map_err(|e| super::io_error(name, "bind a TCP listener on 127.0.0.1:0", e))?;
+        .map_err(|e| BenchError::io(name, "bind a TCP listener on 127.0.0.1:0", e))?;
     let addr = listener
         .local_addr()
-        .map_err(|e| super::io_error(name, "read the listener's address", e))?;
+        .map_err(|e| BenchError::io(name, "read the listener's address", e))?;
     let mut clients = Vec::with_capacity(n);
     let mut peers = Vec::with_capacity(n);
     for _ in 0..n {
         // The handshake completes in the kernel's backlog, so connect returns before
         // accept and one thread suffices.
         let c = TcpStream::connect(addr)
-            .map_err(|e| super::io_error(name, format!("connect to {addr}"), e))?;
+            .map_err(|e| BenchError::io(name, format!("connect to {addr}"), e))?;
         let (p, _) = listener
             .accept()
-            .map_err(|e| super::io_error(name, format!("accept on {addr}"), e))?;
+            .map_err(|e| BenchError::io(name, format!("accept on {addr}"), e))?;
         clients.push(c);
         peers.push(p);
     }
@@ -194,14 +187,14 @@ impl FdSet {
         let mut max = -1;
         for &fd in fds {
             if fd < 0 || fd as usize >= libc::FD_SETSIZE {
-                return Err(BenchError::Unsupported {
-                    bench: name.into(),
-                    reason: format!(
+                return Err(BenchError::unsupported(
+                    name,
+                    format!(
                         "descriptor {fd} is beyond select's limit of {} (FD_SETSIZE); \
                          this process has too many files open",
                         libc::FD_SETSIZE
                     ),
-                });
+                ));
             }
             // SAFETY: 0 <= fd < FD_SETSIZE, checked above.
             unsafe { libc::FD_SET(fd, &mut set) };
@@ -247,7 +240,7 @@ impl Instance for SelectInstance {
                 return Err(last_os_error(name, "select"));
             }
             if r != prepared.count {
-                return Err(super::check_failed(
+                return Err(BenchError::check(
                     name,
                     format!(
                         "select reported {r} of {} descriptors ready for writing",

@@ -27,7 +27,7 @@
 use std::cell::Cell;
 use std::sync::Mutex;
 
-use super::{Cpus, LoopCost, PinGuard, check_failed, info, last_os_error, run_timed, time_loop};
+use super::{Cpus, LoopCost, PinGuard, info, last_os_error, run_timed, time_loop};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::BenchInfo;
 use smtlab_placement::pin;
@@ -118,7 +118,7 @@ impl Unblocked {
             libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, &mut old)
         };
         if r != 0 {
-            return Err(super::io_error(
+            return Err(BenchError::io(
                 bench,
                 "unblock SIGUSR1",
                 std::io::Error::from_raw_os_error(r),
@@ -244,7 +244,7 @@ impl SignalInstance {
         let after = CAUGHT.with(Cell::get);
         let count = after.wrapping_sub(before);
         if count != iterations {
-            return Err(check_failed(
+            return Err(BenchError::check(
                 name,
                 format!(
                     "sent {iterations} SIGUSR1 to this thread but the handler ran {count} times"

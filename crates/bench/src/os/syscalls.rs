@@ -105,7 +105,7 @@ impl Simple {
                 .read(!write)
                 .write(write)
                 .open(path)
-                .map_err(|e| super::io_error(name, format!("open {path}"), e))?;
+                .map_err(|e| BenchError::io(name, format!("open {path}"), e))?;
             Ok(Target::Device { path, file })
         };
         let target = match self.kind {

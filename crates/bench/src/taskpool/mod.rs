@@ -142,10 +142,7 @@ impl Benchmark for TaskPool {
         let prm = ctx.params;
         let seed = now_ns() | 1;
         // Every parameter is checked, also those of the other tree.
-        let log2 = prm.get_u64("fft_log2")?;
-        if log2 > 22 {
-            return Err(bad("fft_log2", &log2.to_string(), "0 to 22"));
-        }
+        let log2 = prm.get_u64_in("fft_log2", 0..=22, "0 to 22")?;
         let leaf = prm.get_u64("fft_leaf")?;
         if leaf == 0 || !leaf.is_power_of_two() || leaf > 1 << log2 {
             return Err(bad(
@@ -155,10 +152,7 @@ impl Benchmark for TaskPool {
             ));
         }
         let n = prm.get_u64("matmul_n")? as usize;
-        let depth = prm.get_u64("matmul_depth")?;
-        if depth > 6 {
-            return Err(bad("matmul_depth", &depth.to_string(), "0 to 6"));
-        }
+        let depth = prm.get_u64_in("matmul_depth", 0..=6, "0 to 6")?;
         if n == 0 || !n.is_multiple_of(1 << depth) {
             return Err(bad(
                 "matmul_n",
@@ -191,13 +185,7 @@ impl Benchmark for TaskPool {
             other => return Err(bad("queue", other, "cas or mutex")),
         };
         let workers = match prm.get_str("workers")? {
-            "auto" => {
-                if ctx.placement.pinned() {
-                    ctx.placement.width()
-                } else {
-                    std::thread::available_parallelism().map_or(1, |n| n.get())
-                }
-            }
+            "auto" => crate::workers::default_threads(ctx.placement, None),
             v => match v.parse::<usize>() {
                 Ok(n) if (1..=4096).contains(&n) => n,
                 _ => return Err(bad("workers", v, "auto or 1 to 4096")),
@@ -273,11 +261,7 @@ impl Pool {
         for (i, &cpu) in cpus.iter().enumerate() {
             let sh = Arc::clone(&pool.shared);
             let t = pin::spawn_pinned(cpu, format!("smtlab-pool-{i}"), move || worker(&sh, i))
-                .map_err(|e| BenchError::Io {
-                    bench: NAME.into(),
-                    what: format!("start worker {i}"),
-                    error: e,
-                })?;
+                .map_err(|e| BenchError::io(NAME, format!("start worker {i}"), e))?;
             pool.threads.push(t);
         }
         Ok(pool)
@@ -391,10 +375,7 @@ impl Instance for Pool {
         let trees = iterations.max(1);
         let workers = self.threads.len();
         if self.threads.iter().any(|t| t.is_finished()) {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: "a worker thread exited".into(),
-            });
+            return Err(BenchError::check(NAME, "a worker thread exited"));
         }
         sh.done.store(false, Ordering::Release);
         sh.trees_left.store(trees, Ordering::Release);
@@ -425,15 +406,14 @@ impl Instance for Pool {
         let executed = sh.executed.load(Ordering::Relaxed);
         let expected = trees * sh.work.nodes() as u64;
         if executed != expected {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!("{executed} tasks ran, {expected} were due"),
-            });
+            return Err(BenchError::check(
+                NAME,
+                format!("{executed} tasks ran, {expected} were due"),
+            ));
         }
-        sh.work.check().map_err(|reason| BenchError::Check {
-            bench: NAME.into(),
-            reason,
-        })?;
+        sh.work
+            .check()
+            .map_err(|reason| BenchError::check(NAME, reason))?;
         cpus.sort_unstable();
         let elapsed_ns = end.saturating_sub(start).max(1);
         let retries = sh.retries.load(Ordering::Relaxed) + mine.retries;

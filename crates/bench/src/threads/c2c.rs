@@ -72,22 +72,21 @@ impl Benchmark for C2cLatency {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.placement;
         if !p.pinned() {
-            return Err(BenchError::Unsupported {
-                bench: NAME.into(),
-                reason: "needs pinned CPUs to name the pairs; the os placement pins \
-                         nothing (use e.g. all or cores)"
-                    .into(),
-            });
+            return Err(BenchError::unsupported(
+                NAME,
+                "needs pinned CPUs to name the pairs; the os placement pins \
+                         nothing (use e.g. all or cores)",
+            ));
         }
         if p.width() < 2 {
-            return Err(BenchError::Unsupported {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(BenchError::unsupported(
+                NAME,
+                format!(
                     "needs at least 2 CPUs to measure between, but placement {} has only \
                      CPU {}; use e.g. 2c1t, 1c2t or all",
                     p.name, p.cpus[0]
                 ),
-            });
+            ));
         }
         let mut pairs = Vec::new();
         for &a in &p.cpus {
@@ -121,13 +120,13 @@ impl Instance for C2cInstance {
         for &(a, b, rel) in &self.pairs {
             let (ns, ran) = bounce(a, b, n)?;
             if ran != [a, b] {
-                return Err(BenchError::Check {
-                    bench: NAME.into(),
-                    reason: format!(
+                return Err(BenchError::check(
+                    NAME,
+                    format!(
                         "threads pinned to CPUs {a} and {b} ran on {} and {}",
                         ran[0], ran[1]
                     ),
-                });
+                ));
             }
             for (slot, &cpu) in seen.iter_mut().zip(&self.cpus) {
                 if cpu == a || cpu == b {

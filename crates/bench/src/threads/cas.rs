@@ -103,10 +103,10 @@ impl Instance for CasInstance {
         let total = n * threads as u64;
         let got = word.load(Ordering::Relaxed);
         if got != total {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!("the shared word reached {got}, expected {total}"),
-            });
+            return Err(BenchError::check(
+                NAME,
+                format!("the shared word reached {got}, expected {total}"),
+            ));
         }
         let first_start = outs.iter().map(|o| o.start).min().unwrap_or(0);
         let last_start = outs.iter().map(|o| o.start).max().unwrap_or(0);

@@ -171,11 +171,7 @@ fn run_condvar(
     cpus: [Option<u32>; 2],
     n: u64,
 ) -> Result<Events, BenchError> {
-    let io = |what: &str, source| BenchError::Io {
-        bench: bench.into(),
-        what: what.into(),
-        error: source,
-    };
+    let io = |what: &str, source| BenchError::io(bench, what, source);
     let sh = Shared {
         bench,
         mutex: PMutex::new().map_err(|e| io("pthread_mutex_init", e))?,

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::{bench_info, clock_cost_ns, mean, now_ns, sum_ns, this_cpu};
 use crate::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
@@ -72,13 +72,12 @@ impl Benchmark for PthreadCreate {
              for the A-vs-B scatter. Parent on placement CPU 0, child on CPU 1 (CPU 0 \
              when the placement has one CPU).",
             "paper 002 s6.1",
-            vec![ParamInfo {
-                departs: Vec::new(),
-                name: "mode".into(),
-                default: "joinable".into(),
-                quick: None,
-                help: "joinable (joined after each creation) or detached".into(),
-            }],
+            vec![crate::params::declare(
+                "mode",
+                "joinable",
+                None,
+                "joinable (joined after each creation) or detached",
+            )],
         )
     }
 
@@ -202,11 +201,8 @@ impl Attr {
     /// Attributes for the children; the bool says whether the affinity is in them (else
     /// the child must pin itself).
     fn new(mode: Mode, cpu: Option<u32>) -> Result<(Self, bool), BenchError> {
-        let io = |what: &str, rc: i32| BenchError::Io {
-            bench: NAME.into(),
-            what: what.into(),
-            error: std::io::Error::from_raw_os_error(rc),
-        };
+        let io =
+            |what: &str, rc: i32| BenchError::io(NAME, what, std::io::Error::from_raw_os_error(rc));
         // SAFETY: pthread_attr_init initialises the zeroed storage before any other use.
         let mut attr = Attr(unsafe { std::mem::zeroed() });
         // SAFETY: `attr.0` is valid writable storage for a pthread_attr_t.
@@ -243,21 +239,18 @@ impl Drop for Attr {
 /// Puts CPU affinity into the attributes (glibc); Ok(true) when done.
 #[cfg(target_env = "gnu")]
 fn set_attr_affinity(attr: &mut libc::pthread_attr_t, cpu: u32) -> Result<bool, BenchError> {
-    let mask =
-        smtlab_placement::pin::CpuMask::of_cpu(cpu).map_err(|e| BenchError::Unsupported {
-            bench: NAME.into(),
-            reason: e.to_string(),
-        })?;
+    let mask = smtlab_placement::pin::CpuMask::of_cpu(cpu)
+        .map_err(|e| BenchError::unsupported(NAME, e.to_string()))?;
     // SAFETY: `attr` is initialised and the mask is valid for the size passed; glibc
     // copies it into the attributes. The kernel's mask layout is an array of
     // `unsigned long`, the same bits `cpu_set_t` holds, of whatever length is needed.
     let rc = unsafe { libc::pthread_attr_setaffinity_np(attr, mask.bytes(), mask.as_ptr().cast()) };
     if rc != 0 {
-        return Err(BenchError::Io {
-            bench: NAME.into(),
-            what: format!("pthread_attr_setaffinity_np to CPU {cpu}"),
-            error: std::io::Error::from_raw_os_error(rc),
-        });
+        return Err(BenchError::io(
+            NAME,
+            format!("pthread_attr_setaffinity_np to CPU {cpu}"),
+            std::io::Error::from_raw_os_error(rc),
+        ));
     }
     Ok(true)
 }
@@ -281,12 +274,8 @@ pub(crate) fn run_creations(
             .name("smtlab-creator".into())
             .spawn_scoped(s, || creator(mode, parent_cpu, child_cpu, n))
             .map_err(|e| super::spawn_error(NAME, "creator", e))?;
-        h.join().unwrap_or_else(|_| {
-            Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: "the creator thread panicked".into(),
-            })
-        })
+        h.join()
+            .unwrap_or_else(|_| Err(BenchError::check(NAME, "the creator thread panicked")))
     })
 }
 
@@ -325,42 +314,42 @@ fn creator(
         if rc != 0 {
             // SAFETY: no thread was created, so the reference made for it is still ours.
             drop(unsafe { Arc::from_raw(arg as *const SharedSlot) });
-            return Err(BenchError::Io {
-                bench: NAME.into(),
-                what: format!("pthread_create (creation {} of {n})", run.tids.len() + 1),
-                error: std::io::Error::from_raw_os_error(rc),
-            });
+            return Err(BenchError::io(
+                NAME,
+                format!("pthread_create (creation {} of {n})", run.tids.len() + 1),
+                std::io::Error::from_raw_os_error(rc),
+            ));
         }
         if mode == Mode::Joinable {
             // SAFETY: `thread` is a joinable thread created above and not yet joined.
             let rc = unsafe { libc::pthread_join(thread, std::ptr::null_mut()) };
             if rc != 0 {
-                return Err(BenchError::Io {
-                    bench: NAME.into(),
-                    what: "pthread_join".into(),
-                    error: std::io::Error::from_raw_os_error(rc),
-                });
+                return Err(BenchError::io(
+                    NAME,
+                    "pthread_join",
+                    std::io::Error::from_raw_os_error(rc),
+                ));
             }
         }
         super::wait_until(&never, || slot.done.load(Ordering::Acquire)).map_err(|_| {
-            BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            BenchError::check(
+                NAME,
+                format!(
                     "a created thread did not run within {} s",
                     super::WAIT_TIMEOUT.as_secs()
                 ),
-            }
+            )
         })?;
         let started = slot.start_ns.load(Ordering::Relaxed);
         let cpu = slot.cpu.load(Ordering::Relaxed);
         if child_cpu.is_some_and(|want| want != cpu) {
-            return Err(BenchError::Check {
-                bench: NAME.into(),
-                reason: format!(
+            return Err(BenchError::check(
+                NAME,
+                format!(
                     "a thread created for CPU {} ran on CPU {cpu}",
                     child_cpu.unwrap_or_default()
                 ),
-            });
+            ));
         }
         run.child_cpu = cpu;
         run.tids.push(slot.tid.load(Ordering::Relaxed));
@@ -386,13 +375,13 @@ fn wait_exited(tids: &[libc::pid_t]) -> Result<(), BenchError> {
         let path = format!("/proc/self/task/{tid}");
         while std::path::Path::new(&path).exists() {
             if start.elapsed() > BUDGET {
-                return Err(BenchError::Check {
-                    bench: NAME.into(),
-                    reason: format!(
+                return Err(BenchError::check(
+                    NAME,
+                    format!(
                         "detached thread {tid} had not exited {} s after it finished",
                         BUDGET.as_secs()
                     ),
-                });
+                ));
             }
             std::thread::yield_now();
         }

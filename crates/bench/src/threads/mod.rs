@@ -95,28 +95,22 @@ fn bench_info(
 
 /// The `events` parameter of the distribution benchmarks (hand-off, condition variable).
 fn events_param() -> ParamInfo {
-    ParamInfo {
-        departs: Vec::new(),
-        name: "events".into(),
-        default: "200".into(),
-        quick: Some("50".into()),
-        help: "hand-offs per sample; each one is timed and kept in the series \
-               (paper 002 used 10^5 in total: repeat samples or raise this)"
-            .into(),
-    }
+    crate::params::declare(
+        "events",
+        "200",
+        Some("50"),
+        "hand-offs per sample; each one is timed and kept in the series \
+               (paper 002 used 10^5 in total: repeat samples or raise this)",
+    )
 }
 
 /// Reads and range-checks `events`.
 fn events_from(params: &Params) -> Result<u64, ParamError> {
-    let n = params.get_u64("events")?;
-    if n == 0 || n > MAX_EVENTS {
-        return Err(ParamError::value(
-            "events",
-            n.to_string(),
-            format!("an integer from 1 to {MAX_EVENTS}"),
-        ));
-    }
-    Ok(n)
+    params.get_u64_in(
+        "events",
+        1..=MAX_EVENTS,
+        &format!("an integer from 1 to {MAX_EVENTS}"),
+    )
 }
 
 /// Cost of one iteration of an empty counted loop that the optimiser cannot remove.
@@ -195,10 +189,10 @@ fn wait_until(abort: &AtomicBool, mut ready: impl FnMut() -> bool) -> Result<(),
 fn wait_failed(bench: &str, what: &str, e: WaitError) -> Option<BenchError> {
     match e {
         WaitError::Aborted => None,
-        WaitError::TimedOut => Some(BenchError::Check {
-            bench: bench.into(),
-            reason: format!("{what} did not happen within {} s", WAIT_TIMEOUT.as_secs()),
-        }),
+        WaitError::TimedOut => Some(BenchError::check(
+            bench,
+            format!("{what} did not happen within {} s", WAIT_TIMEOUT.as_secs()),
+        )),
     }
 }
 
@@ -276,10 +270,10 @@ fn first_error<T>(
         }
     }
     if aborted {
-        return Err(BenchError::Check {
-            bench: bench.into(),
-            reason: "a measurement thread stopped without saying why".into(),
-        });
+        return Err(BenchError::check(
+            bench,
+            "a measurement thread stopped without saying why",
+        ));
     }
     Ok(out)
 }
@@ -318,10 +312,10 @@ fn run_pair<A: Send, B: Send>(
     match (a, b) {
         (Ok(a), Ok(b)) => Ok((a, b)),
         (Err(Some(e)), _) | (_, Err(Some(e))) => Err(e),
-        _ => Err(BenchError::Check {
-            bench: bench.into(),
-            reason: "a measurement thread stopped without saying why".into(),
-        }),
+        _ => Err(BenchError::check(
+            bench,
+            "a measurement thread stopped without saying why",
+        )),
     }
 }
 
@@ -332,20 +326,16 @@ fn joined<T>(
     r: std::thread::Result<Result<T, Option<BenchError>>>,
 ) -> Result<T, Option<BenchError>> {
     r.unwrap_or_else(|_| {
-        Err(Some(BenchError::Check {
-            bench: bench.into(),
-            reason: format!("the {who} thread panicked"),
-        }))
+        Err(Some(BenchError::check(
+            bench,
+            format!("the {who} thread panicked"),
+        )))
     })
 }
 
 /// Error for a thread that could not be started.
 fn spawn_error(bench: &str, who: &str, source: io::Error) -> BenchError {
-    BenchError::Io {
-        bench: bench.into(),
-        what: format!("starting the {who} thread"),
-        error: source,
-    }
+    BenchError::io(bench, format!("starting the {who} thread"), source)
 }
 
 /// Watches one thread's scheduler state through `/proc/self/task/TID/stat`, to confirm
@@ -412,12 +402,9 @@ fn confirm_sleeping(state: &mut Option<TaskState>) -> bool {
     }
 }
 
+/// The mean of `xs`, 0 when empty.
 fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
+    smtlab_model::stats::mean(xs).unwrap_or(0.0)
 }
 
 /// `later - earlier` in ns as a signed float: cross-thread intervals can in principle

@@ -82,10 +82,10 @@ impl Instance for UncontendedInstance {
                 .spawn_scoped(s, move || lock_loop(cpu, n))
                 .map_err(|e| spawn_error(UNCONTENDED, "locking", e))?;
             h.join().unwrap_or_else(|_| {
-                Err(BenchError::Check {
-                    bench: UNCONTENDED.into(),
-                    reason: "the locking thread panicked".into(),
-                })
+                Err(BenchError::check(
+                    UNCONTENDED,
+                    "the locking thread panicked",
+                ))
             })
         })?;
         let mut s = RawSample {
@@ -103,11 +103,8 @@ impl Instance for UncontendedInstance {
 
 fn lock_loop(cpu: Option<u32>, n: u64) -> Result<(u64, u32), BenchError> {
     super::pin(cpu)?;
-    let m = PMutex::new().map_err(|source| BenchError::Io {
-        bench: UNCONTENDED.into(),
-        what: "pthread_mutex_init".into(),
-        error: source,
-    })?;
+    let m = PMutex::new()
+        .map_err(|source| BenchError::io(UNCONTENDED, "pthread_mutex_init", source))?;
     let mut count = 0u64;
     let t0 = now_ns();
     for _ in 0..n {
@@ -119,10 +116,10 @@ fn lock_loop(cpu: Option<u32>, n: u64) -> Result<(u64, u32), BenchError> {
     }
     let t1 = now_ns();
     if count != n {
-        return Err(BenchError::Check {
-            bench: UNCONTENDED.into(),
-            reason: format!("the counter reached {count}, expected {n}"),
-        });
+        return Err(BenchError::check(
+            UNCONTENDED,
+            format!("the counter reached {count}, expected {n}"),
+        ));
     }
     Ok((t1.saturating_sub(t0), this_cpu()))
 }
@@ -168,14 +165,14 @@ pub(super) fn two_thread_cpus(
 ) -> Result<[Option<u32>; 2], BenchError> {
     match ctx.placement.width() {
         0 => Ok([None, None]),
-        1 => Err(BenchError::Unsupported {
-            bench: bench.into(),
-            reason: format!(
+        1 => Err(BenchError::unsupported(
+            bench,
+            format!(
                 "needs 2 CPUs (one for the {first}, one for the {second}) but placement {} \
                  has only CPU {}; use e.g. 2c1t, 1c2t or os (unpinned)",
                 ctx.placement.name, ctx.placement.cpus[0]
             ),
-        }),
+        )),
         _ => Ok([cpu_of(ctx, 0), cpu_of(ctx, 1)]),
     }
 }
@@ -244,11 +241,8 @@ pub(super) struct Events {
 
 fn run_handoff(cpus: [Option<u32>; 2], n: u64) -> Result<Events, BenchError> {
     let sh = Shared {
-        mutex: PMutex::new().map_err(|source| BenchError::Io {
-            bench: HANDOFF.into(),
-            what: "pthread_mutex_init".into(),
-            error: source,
-        })?,
+        mutex: PMutex::new()
+            .map_err(|source| BenchError::io(HANDOFF, "pthread_mutex_init", source))?,
         go: CachePadded::new(AtomicU64::new(0)),
         about: CachePadded::new(AtomicU64::new(0)),
         done: CachePadded::new(AtomicU64::new(0)),

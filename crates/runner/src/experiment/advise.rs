@@ -89,10 +89,8 @@ impl Instance for PreparedInstance {
 
 /// Runs `prep` through `/bin/sh -c` to completion; a failure names it and its status.
 fn run_preparation(prep: &str) -> Result<(), BenchError> {
-    let fail = |reason: String| BenchError::Unsupported {
-        bench: "exec".into(),
-        reason: format!("--prepare `{prep}` {reason}"),
-    };
+    let fail =
+        |reason: String| BenchError::unsupported("exec", format!("--prepare `{prep}` {reason}"));
     let out = Command::new("/bin/sh")
         .arg("-c")
         .arg(prep)
@@ -333,9 +331,7 @@ pub fn throughput_group<'a>(
                 conditions: Default::default(),
                 placement: spec.clone(),
             },
-            placement: smtlab_placement::parse(spec)
-                .and_then(|p| smtlab_placement::resolve(&p, topo))
-                .map_err(Unplaced::from),
+            placement: crate::plan::placed(spec, topo).map_err(Unplaced::from),
             work_unit: command.then(|| ("run".to_string(), 1.0)),
             warmup_samples,
         })
@@ -462,9 +458,7 @@ pub fn sweep_groups<'a>(
                         conditions: Default::default(),
                         placement: spec.to_string(),
                     },
-                    placement: smtlab_placement::parse(spec)
-                        .and_then(|p| smtlab_placement::resolve(&p, topo))
-                        .map_err(Unplaced::from),
+                    placement: crate::plan::placed(spec, topo).map_err(Unplaced::from),
                     work_unit: None,
                     warmup_samples: None,
                 })

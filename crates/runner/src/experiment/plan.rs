@@ -4,7 +4,7 @@
 use smtlab_bench::Benchmark;
 use smtlab_model::{CellKey, SkippedCell, Topology};
 
-use super::smt::params_of;
+use crate::plan::{params_of, placed};
 use crate::session::{CellPlan, Group, Unplaced};
 
 /// The groups of `keys`, their benchmarks found in `catalog` and their placements
@@ -25,9 +25,7 @@ pub fn groups_of<'a>(
             });
             continue;
         };
-        let placement = smtlab_placement::parse(&key.placement)
-            .and_then(|spec| smtlab_placement::resolve(&spec, topo))
-            .map_err(Unplaced::from);
+        let placement = placed(&key.placement, topo).map_err(Unplaced::from);
         let cell = CellPlan {
             bench: bench.as_ref(),
             info: bench.info(),

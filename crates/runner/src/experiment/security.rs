@@ -41,12 +41,7 @@ pub fn specs(topo: &Topology, server: bool) -> (String, String) {
     if !server {
         return ("all".into(), "all".into());
     }
-    let resolves = |spec: &str| {
-        smtlab_placement::parse(spec)
-            .and_then(|p| smtlab_placement::resolve(&p, topo))
-            .ok()
-            .map(|r| r.cpu_set())
-    };
+    let resolves = |spec: &str| crate::plan::placed(spec, topo).ok().map(|r| r.cpu_set());
     let one = format!("{HALF_CORES_PREFIX}1t");
     let half = resolves(&one);
     let own = half.is_some() && half != resolves("1c1t") && half != resolves("2c1t");

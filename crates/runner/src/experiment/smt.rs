@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use smtlab_bench::Params;
 use smtlab_control::guard::Protection;
 use smtlab_model::{CellKey, SkippedCell, Topology};
 
@@ -205,9 +204,8 @@ pub fn resolve_in<'a>(group: Group<'a>, st: SmtState, topo: &Topology) -> Group<
             if c.key.conditions.form.is_some() {
                 return c;
             }
-            c.placement = smtlab_placement::parse(&c.key.placement)
-                .and_then(|spec| smtlab_placement::resolve(&spec, topo))
-                .map_err(|error| Unplaced::InState {
+            c.placement =
+                crate::plan::placed(&c.key.placement, topo).map_err(|error| Unplaced::InState {
                     state: st.name(),
                     error,
                 });
@@ -227,12 +225,6 @@ fn skip_all(group: &Group<'_>, st: SmtState, why: &str, sink: &mut dyn SessionOb
         }
     }
     Ended::Complete
-}
-
-/// Parameters of a cell from its key (the SMT state left out): what a resumed run
-/// measures a stored cell with.
-pub fn params_of(key: &CellKey) -> Params {
-    Params::from_pairs(bench_params(key).into_iter().collect::<Vec<_>>())
 }
 
 /// Why SMT cannot be switched on this machine (not root, no smt/control, ...).

@@ -165,9 +165,8 @@ impl Machine for FakeMachine {
             return Err(why);
         }
         let (task, who) = match pid {
-            // SAFETY: gettid has no arguments and cannot fail.
             0 => (
-                Task::Thread(unsafe { libc::gettid() } as u32),
+                Task::Thread(smtlab_placement::pin::gettid() as u32),
                 "thread".into(),
             ),
             p => (Task::Process(p), p.to_string()),
@@ -197,13 +196,7 @@ impl Machine for FakeMachine {
 
     /// The work runs on this host: its children are the host's.
     fn own_children(&self) -> Vec<u32> {
-        // SAFETY: gettid has no arguments and cannot fail.
-        let tid = unsafe { libc::gettid() } as u32;
-        let path = format!("/proc/self/task/{tid}/children");
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        text.split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
+        super::children_of_this_thread(Path::new("/proc"))
     }
 
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment {

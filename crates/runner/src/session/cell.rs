@@ -188,22 +188,16 @@ fn set_up(
         (_, Err(e)) => return unchanged(e.into()),
     };
     let steered = steer_irqs(session, plan, placement, client.as_ref()).map_err(SetupError::from);
-    match steered.and_then(|irqs| thread_cookie(session, plan).map(|()| irqs)) {
-        Ok(irqs) => (
-            Ok(client),
-            Held {
-                _irqs: irqs,
-                _state: state,
-            },
-        ),
-        Err(e) => (
-            Err(e),
-            Held {
-                _irqs: None,
-                _state: state,
-            },
-        ),
-    }
+    let (client, irqs) = match steered.and_then(|irqs| thread_cookie(session, plan).map(|()| irqs))
+    {
+        Ok(irqs) => (Ok(client), irqs),
+        Err(e) => (Err(e), None),
+    };
+    let held = Held {
+        _irqs: irqs,
+        _state: state,
+    };
+    (client, held)
 }
 
 /// Steers the network interrupts of a cell whose benchmark declares the `irq`
@@ -426,7 +420,7 @@ impl<'a> Worker<'a> {
         'a: 'm,
     {
         let (plan, session) = (self.plan, self.session);
-        let begun = Measurement::begin_with_warmup(
+        let begun = Measurement::begin(
             inst,
             &plan.info,
             session.cfg,
