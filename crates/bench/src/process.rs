@@ -35,7 +35,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -277,6 +277,29 @@ fn hook(cmd: &mut Command, procs: Option<libc::c_int>) {
 pub fn tie_to_parent(cmd: &mut Command) -> &mut Command {
     let lt = lifetime();
     hook(cmd, lt.cgroup.as_ref().map(|c| c.procs.as_raw_fd()));
+    cmd
+}
+
+/// Whether the OS rows' measuring process enters this smtlab's cgroup (see
+/// [`measuring_processes_in_cgroup`]).
+static MEASURING_IN_CGROUP: AtomicBool = AtomicBool::new(false);
+
+/// From now on, the OS rows' measuring process enters this smtlab's cgroup as every
+/// other program it starts does: for a run that gives a cookie per cgroup, in every mode
+/// alike. Elsewhere it stays in smtlab's own cgroup, as a reference tool's process
+/// would: each cgroup level costs every context switch (about 2% of pipe-latency on a
+/// 2-CPU VM).
+pub fn measuring_processes_in_cgroup() {
+    MEASURING_IN_CGROUP.store(true, Ordering::Relaxed);
+}
+
+/// [`tie_to_parent`] for the OS rows' measuring process: into this smtlab's cgroup only
+/// where [`measuring_processes_in_cgroup`] asked for it.
+pub fn tie_measuring_process(cmd: &mut Command) -> &mut Command {
+    if MEASURING_IN_CGROUP.load(Ordering::Relaxed) {
+        return tie_to_parent(cmd);
+    }
+    hook(cmd, None);
     cmd
 }
 

@@ -192,5 +192,9 @@ fn the_measurement_process_leads_its_own_process_group() {
     let (child, ours) = unsafe { (libc::getpgid(pid), libc::getpgid(0)) };
     assert_eq!(child, pid, "the child leads its group");
     assert_ne!(child, ours);
+    // It stays in this process's cgroup, as a reference tool's process would: a cgroup
+    // level of its own would cost each of its context switches.
+    let cgroup = |p: &str| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap();
+    assert_eq!(cgroup(&pid.to_string()), cgroup("self"));
     inst.sample(10).unwrap();
 }

@@ -304,8 +304,8 @@ impl LeanInstance {
         // Its own process group: a Ctrl-C or `timeout` signals smtlab's group, and a
         // child dying of it before smtlab's stop flag is set would be recorded as a
         // failed cell, not a stopped one (and never resumed). smtlab ends it on a stop,
-        // the death signal if smtlab dies, and its guardian through smtlab's cgroup.
-        crate::process::tie_to_parent(&mut cmd);
+        // the death signal if smtlab dies.
+        crate::process::tie_measuring_process(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| {
             BenchError::io(
                 bench,

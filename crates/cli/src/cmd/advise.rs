@@ -157,6 +157,11 @@ fn measure_security(
     use smtlab_runner::session::SessionObserver;
     // The kernel counts forced idle only with schedstats on: on for every mode's cells
     // alike (it costs the scheduler a little), put back after.
+    // A cookie per cgroup needs the measuring process of the os rows in smtlab's
+    // cgroup: there in every mode, so that none pays the cgroup's cost alone.
+    if sec.scope == smtlab_model::keys::CookieScope::Cgroup {
+        smtlab_bench::process::measuring_processes_in_cgroup();
+    }
     let _schedstats = match sec.refusal {
         Some(_) => None,
         None => measuring.machine.count_forced_idle().unwrap_or_else(|e| {
