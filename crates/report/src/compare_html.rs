@@ -548,12 +548,12 @@ fn overlays(a: &RunResults, b: &RunResults) -> Markup {
     let svgs: Vec<String> = o
         .curves
         .iter()
-        .filter_map(crate::fleet::curve_svg)
+        .filter_map(|c| crate::fleet::curve_svg(c, "run"))
         .collect();
     let cdfs: Vec<String> = o
         .distributions
         .iter()
-        .filter_map(crate::fleet::distribution_svg)
+        .filter_map(|d| crate::fleet::distribution_svg(d, "run"))
         .collect();
     html! {
         @if !svgs.is_empty() || !cdfs.is_empty() {

@@ -200,7 +200,7 @@ fn overlays(f: &Fleet) -> Markup {
     let scaling: Vec<String> = f
         .curves
         .iter()
-        .filter_map(super::overlay::scaling_svg)
+        .filter_map(|c| super::overlay::scaling_svg(c, "host"))
         .collect();
     // (workload, yield) -> each model's hosts' values.
     type PerModel = Vec<(String, Vec<f64>)>;
@@ -223,7 +223,7 @@ fn overlays(f: &Fleet) -> Markup {
     let events: Vec<String> = f
         .distributions
         .iter()
-        .filter_map(super::overlay::distribution_svg)
+        .filter_map(|d| super::overlay::distribution_svg(d, "host"))
         .collect();
     let more = |n: usize| n.saturating_sub(CHARTS_SHOWN);
     maud_html! {

@@ -335,8 +335,9 @@ pub struct Distribution {
     pub lines: Vec<DistributionLine>,
 }
 
-/// A distribution's chart, every line on it.
-pub fn distribution_svg(d: &Distribution) -> Option<String> {
+/// A distribution's chart, every line on it; `line_of` says what one line is when
+/// each stands for one of the runs given (`host` in a fleet, `run` in a compare).
+pub fn distribution_svg(d: &Distribution, line_of: &str) -> Option<String> {
     let fmt = |v: f64| crate::fmt::short(v);
     let dists: Vec<Dist<'_>> = d
         .lines
@@ -358,15 +359,15 @@ pub fn distribution_svg(d: &Distribution) -> Option<String> {
         title.push_str(&format!(" ({})", params.join(" ")));
     }
     let subtitle = if d.per_host {
-        "one line per host"
+        format!("one line per {line_of}")
     } else {
-        "one line per CPU model: its hosts' median at each percentile"
+        "one line per CPU model: its hosts' median at each percentile".to_string()
     };
-    svg::cdf_chart(&title, subtitle, &d.series, &dists, Scale::auto(&all))
+    svg::cdf_chart(&title, &subtitle, &d.series, &dists, Scale::auto(&all))
 }
 
-/// A curve's chart, every line on it.
-pub fn scaling_svg(c: &Curve) -> Option<String> {
+/// A curve's chart, every line on it; `line_of` as for [`distribution_svg`].
+pub fn scaling_svg(c: &Curve, line_of: &str) -> Option<String> {
     let series: Vec<Series> = c
         .lines
         .iter()
@@ -395,7 +396,7 @@ pub fn scaling_svg(c: &Curve) -> Option<String> {
         title.push_str(&format!(" ({})", params.join(" ")));
     }
     let subtitle = if c.per_host {
-        "one line per host".to_string()
+        format!("one line per {line_of}")
     } else {
         "one line per CPU model: the median host, with its 95% interval".to_string()
     };

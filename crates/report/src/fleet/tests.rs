@@ -371,6 +371,17 @@ fn event_runs(hosts: &[(&str, &str, f64)]) -> Vec<RunResults> {
 }
 
 #[test]
+fn a_line_is_a_host_in_a_fleet_and_a_run_in_a_compare() {
+    let runs = event_runs(&[("x1", A, 1.2), ("y1", B, 1.3)]);
+    let page = html(&fleet(&runs), 0);
+    assert!(page.contains("one line per host"), "{page}");
+    let c = crate::compare(&runs[0], &runs[1]);
+    let page = crate::compare_html(&runs[0], &runs[1], &c);
+    assert!(page.contains("one line per run"), "{page}");
+    assert!(!page.contains("one line per host"), "{page}");
+}
+
+#[test]
 fn a_few_hosts_events_share_one_chart_and_many_are_drawn_per_model() {
     let f = fleet(&event_runs(&[
         ("x1", A, 1.2),
