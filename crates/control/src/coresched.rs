@@ -147,8 +147,9 @@ fn share_with_cgroup(proc: &Path, pid: u32) -> Result<(), CoreSchedError> {
     if cookie_of(pid)? != 0 {
         return Ok(());
     }
+    let own = crate::cgroup::dir_of(proc, "self");
     let dir = match crate::cgroup::dir_of(proc, &pid.to_string()) {
-        Some(d) if !in_own_cgroup(proc, pid) => d,
+        Some(d) if Some(&d) != own.as_ref() => d,
         _ => return Err(CoreSchedError::SharedCgroup { pid }),
     };
     let share = move || -> Result<(), CoreSchedError> {

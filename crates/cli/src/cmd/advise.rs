@@ -164,10 +164,7 @@ fn measure_security(
     }
     let _schedstats = match sec.refusal {
         Some(_) => None,
-        None => measuring.machine.count_forced_idle().unwrap_or_else(|e| {
-            crate::term::note_fit(&format!("note: forced idle not counted: {e}"));
-            None
-        }),
+        None => forced_idle_counted(measuring.machine),
     };
     let engine = measuring.engine();
     let measure = |groups: Vec<Group<'_>>, sink: &mut StoreSink<'_>| -> Result<Ended> {
@@ -202,6 +199,22 @@ fn measure_security(
         ended = measure(corun::cell_plans(plan), sink)?;
     }
     Ok(ended)
+}
+
+/// schedstats on for the run, so the kernel counts forced idle (the guard puts them
+/// back); where they stay off, one note says why and the cells carry no such figure.
+fn forced_idle_counted(machine: &dyn Machine) -> Option<smtlab_control::FileWrites> {
+    let why = match machine.count_forced_idle() {
+        Ok(Some(guard)) => return Some(guard),
+        Err(e) => e.to_string(),
+        // On already, or a kernel without them.
+        Ok(None) if smtlab_control::coresched::schedstats_on(&machine.root().join("proc")) => {
+            return None;
+        }
+        Ok(None) => "this kernel has no kernel.sched_schedstats (CONFIG_SCHEDSTATS)".into(),
+    };
+    crate::term::note_fit(&format!("note: forced idle not counted: {why}"));
+    None
 }
 
 /// The latency sweep's cells, at rates from the capacity just measured on each base
