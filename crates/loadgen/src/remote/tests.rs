@@ -494,12 +494,16 @@ fn stop_delay_on(
     (before, last_grew)
 }
 
+/// How soon after the coordinator goes the served count must stop growing: 100 ms by
+/// design (a 50 ms tick of the load threads), more only on a loaded host. A load that
+/// did not stop grows for the whole 2 s watched.
+const STOPPED: Duration = Duration::from_secs(1);
+
 #[test]
 fn the_load_stops_when_the_coordinator_closes() {
     let (during, delay) = stop_delay(drop, 0, 300);
     assert!(during > 0, "the load ran");
-    // 100 ms by design (a 50 ms tick of the load threads); more only on a loaded host.
-    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+    assert!(delay < STOPPED, "{delay:?} (4 s load)");
 }
 
 #[test]
@@ -514,7 +518,7 @@ fn the_load_stops_when_the_coordinator_sends_a_stray_byte_and_closes() {
         300,
     );
     assert!(during > 0, "the load ran");
-    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+    assert!(delay < STOPPED, "{delay:?} (4 s load)");
 }
 
 #[test]
@@ -528,7 +532,7 @@ fn the_load_stops_when_the_coordinator_only_half_closes() {
         300,
     );
     assert!(during > 0, "the load ran");
-    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+    assert!(delay < STOPPED, "{delay:?} (4 s load)");
 }
 
 #[test]
@@ -874,6 +878,20 @@ fn a_load_beyond_the_descriptors_free_is_refused_in_one_line() {
 #[test]
 fn connections_are_accepted_when_they_arrive_not_on_a_tick() {
     let a = agent("127.0.0.1");
+    // A 50 ms accept tick makes the median wait about 25 ms in every round; a busy host
+    // can slow one round, not three.
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        let median = median_accept_wait(&a);
+        if median < Duration::from_millis(10) {
+            return;
+        }
+        rounds.push(median);
+    }
+    panic!("median waits {rounds:?}");
+}
+
+fn median_accept_wait(a: &TestAgent) -> Duration {
     let mut waits: Vec<Duration> = (0..15)
         .map(|_| {
             let t0 = std::time::Instant::now();
@@ -886,8 +904,7 @@ fn connections_are_accepted_when_they_arrive_not_on_a_tick() {
         })
         .collect();
     waits.sort();
-    // A 50 ms accept tick makes the median wait about 25 ms.
-    assert!(waits[7] < Duration::from_millis(10), "{waits:?}");
+    waits[7]
 }
 
 /// A report as a real 1 s load of 2 connections could send, 1000 requests of 100 bytes.
@@ -1218,7 +1235,7 @@ fn a_tls_coordinator_fails_at_once_against_an_agent_in_the_clear() {
 fn over_tls_the_load_stops_when_the_coordinator_closes_or_speaks() {
     let (during, delay) = stop_delay_on(Channel::Tls, drop, 0, 300);
     assert!(during > 0, "the load ran");
-    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+    assert!(delay < STOPPED, "{delay:?} (4 s load)");
     let (during, delay) = stop_delay_on(
         Channel::Tls,
         |mut w| {
@@ -1229,7 +1246,7 @@ fn over_tls_the_load_stops_when_the_coordinator_closes_or_speaks() {
         300,
     );
     assert!(during > 0, "the load ran");
-    assert!(delay < Duration::from_millis(500), "{delay:?} (4 s load)");
+    assert!(delay < STOPPED, "{delay:?} (4 s load)");
 }
 
 #[test]
