@@ -173,6 +173,15 @@ fn parse_set(
     })
 }
 
+/// `N` of a directory entry named `{prefix}N` (`cpu3`, `index2`, `node1`): digits only.
+pub(crate) fn numbered(name: &std::ffi::OsStr, prefix: &str) -> Option<u32> {
+    let digits = name.to_str()?.strip_prefix(prefix)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// Parses a cache size as sysfs writes it (`32K`, `8192K`) and as some architectures or
 /// hand-made trees do (`1M`, `2G`, a bare number of KiB as hwloc assumes).
 pub(crate) fn parse_size_bytes(s: &str) -> Option<u64> {
