@@ -144,6 +144,7 @@ fn attr(id: u64) -> sys::Attr {
 }
 
 /// One CPU's events, the first owning the ring buffer.
+#[derive(Debug)]
 struct CpuStream {
     cpu: u32,
     events: Vec<PerfFd>,
@@ -151,19 +152,11 @@ struct CpuStream {
 }
 
 /// The interrupt tracepoints opened on some CPUs, not yet enabled.
+#[derive(Debug)]
 pub struct IrqTracer {
     cpus: CpuSet,
     streams: Vec<CpuStream>,
     layout: Layout,
-}
-
-impl std::fmt::Debug for IrqTracer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IrqTracer")
-            .field("cpus", &self.cpus)
-            .field("traced", &self.layout.traced)
-            .finish()
-    }
 }
 
 impl IrqTracer {
@@ -261,18 +254,11 @@ impl IrqTracer {
 }
 
 /// Tracing in progress; [`RunningIrqTrace::stop`] returns the profile.
+#[derive(Debug)]
 pub struct RunningIrqTrace {
     cpus: CpuSet,
     drainer: Drainer<(Collected, Vec<String>)>,
     start_ns: u64,
-}
-
-impl std::fmt::Debug for RunningIrqTrace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningIrqTrace")
-            .field("cpus", &self.cpus)
-            .finish()
-    }
 }
 
 impl RunningIrqTrace {

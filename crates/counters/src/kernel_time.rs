@@ -209,12 +209,14 @@ fn open_error(what: &str, errno: i32) -> CounterError {
 }
 
 /// One CPU's events (the leader first) and the ring they write into.
+#[derive(Debug)]
 struct CpuStream {
     events: Vec<PerfFd>,
     ring: RingBuffer,
 }
 
 /// Fault and lock tracing opened on a task (and its later children), not yet enabled.
+#[derive(Debug)]
 pub struct KernelTimeTracer {
     target: CounterTarget,
     streams: Vec<CpuStream>,
@@ -223,15 +225,6 @@ pub struct KernelTimeTracer {
     lock_addr: (usize, usize),
     unavailable: Vec<String>,
     switches: bool,
-}
-
-impl std::fmt::Debug for KernelTimeTracer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelTimeTracer")
-            .field("target", &self.target)
-            .field("cpus", &self.streams.len())
-            .finish()
-    }
 }
 
 impl KernelTimeTracer {
@@ -337,20 +330,13 @@ impl KernelTimeTracer {
 }
 
 /// Tracing in progress; [`RunningKernelTime::stop`] returns the profile.
+#[derive(Debug)]
 pub struct RunningKernelTime {
     target: CounterTarget,
     drainer: Drainer<(Collected, Option<u64>)>,
     start_ns: u64,
     unavailable: Vec<String>,
     switches: bool,
-}
-
-impl std::fmt::Debug for RunningKernelTime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningKernelTime")
-            .field("target", &self.target)
-            .finish()
-    }
 }
 
 impl RunningKernelTime {

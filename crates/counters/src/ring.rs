@@ -10,6 +10,7 @@ use perf_event_open_sys::bindings::perf_event_mmap_page;
 
 use crate::sys::PerfFd;
 
+#[derive(Debug)]
 pub(crate) struct RingBuffer {
     base: NonNull<u8>,
     map_len: usize,
@@ -24,6 +25,7 @@ unsafe impl Send for RingBuffer {}
 
 /// The thread that empties a tracer's rings until it is told to stop, and what it
 /// collected: stopped and joined when dropped too, so no drainer outlives its tracer.
+#[derive(Debug)]
 pub(crate) struct Drainer<T> {
     /// What it drains, in its errors (`irq trace`, `syscall trace`).
     what: &'static str,

@@ -153,6 +153,7 @@ pub(crate) fn online_cpus() -> Result<CpuSet, CounterError> {
 }
 
 /// One CPU's pair of events and the ring buffer both write into.
+#[derive(Debug)]
 struct CpuStream {
     enter: PerfFd,
     exit: PerfFd,
@@ -160,6 +161,7 @@ struct CpuStream {
 }
 
 /// Tracepoints opened but not yet enabled.
+#[derive(Debug)]
 pub struct SyscallTracer {
     target: CounterTarget,
     streams: Vec<CpuStream>,
@@ -167,15 +169,6 @@ pub struct SyscallTracer {
     options: TraceOptions,
     /// Whether the kernel accepted the context-switch records (CPU time per call).
     switches: bool,
-}
-
-impl std::fmt::Debug for SyscallTracer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SyscallTracer")
-            .field("target", &self.target)
-            .field("cpus", &self.streams.len())
-            .finish()
-    }
 }
 
 impl SyscallTracer {
@@ -294,18 +287,11 @@ impl SyscallTracer {
 }
 
 /// Tracing in progress; [`RunningTrace::stop`] returns the profile.
+#[derive(Debug)]
 pub struct RunningTrace {
     target: CounterTarget,
     drainer: Drainer<Collected>,
     start_ns: u64,
-}
-
-impl std::fmt::Debug for RunningTrace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningTrace")
-            .field("target", &self.target)
-            .finish()
-    }
 }
 
 impl RunningTrace {
