@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use perf_event_open_sys::bindings as b;
 use smtlab_model::CpuSet;
-use smtlab_model::counters::CountMode;
 use smtlab_model::counters::irqs::{IrqKind, IrqProfile, IrqStat};
 
 use crate::error::{CounterError, Needs, classify};
@@ -126,18 +125,8 @@ impl Layout {
 }
 
 fn attr(id: u64) -> sys::Attr {
-    let mut a = sys::Attr {
-        size: std::mem::size_of::<sys::Attr>() as u32,
-        type_: b::PERF_TYPE_TRACEPOINT,
-        config: id,
-        sample_type: (b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW) as u64,
-        clockid: libc::CLOCK_MONOTONIC,
-        ..sys::Attr::default()
-    };
-    a.__bindgen_anon_1.sample_period = 1;
-    a.set_disabled(1);
-    sys::set_mode(&mut a, CountMode::All);
-    a.set_use_clockid(1);
+    let sample_type = b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW;
+    let mut a = sys::sampling_attr(b::PERF_TYPE_TRACEPOINT, id, sample_type.into(), false);
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = (PAGES * page_size() / 4) as u32;
     a

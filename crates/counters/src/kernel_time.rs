@@ -29,7 +29,7 @@ use perf_event_open_sys::bindings as b;
 use smtlab_model::counters::kernel_time::{CauseTime, KernelCause, KernelTimeProfile};
 use smtlab_model::counters::{CountMode, CounterTarget};
 
-use crate::error::{CounterError, Needs, classify};
+use crate::error::{CounterError, open_error};
 use crate::ring::{
     self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int, u32_at, u64_at,
 };
@@ -200,14 +200,6 @@ fn leader_attr(inherit: bool, switches: bool) -> sys::Attr {
     a
 }
 
-fn open_error(what: &str, errno: i32) -> CounterError {
-    if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
-        CounterError::open(what.to_string(), errno, Needs::RawTracepoint)
-    } else {
-        CounterError::Unavailable(format!("{what}: {}", classify(errno, Needs::RawTracepoint)))
-    }
-}
-
 /// One CPU's events (the leader first) and the ring they write into.
 #[derive(Debug)]
 struct CpuStream {
@@ -246,7 +238,7 @@ impl KernelTimeTracer {
                 }
                 other => other,
             }
-            .map_err(|errno| open_error(&format!("kernel-cause trace on cpu {cpu}"), errno))?;
+            .map_err(|errno| open_error(format!("kernel-cause trace on cpu {cpu}"), errno, None))?;
             let ring = RingBuffer::map(&leader, PAGES).map_err(|e| {
                 CounterError::Unavailable(format!(
                     "mmap of the perf ring buffer ({PAGES} pages) on cpu {cpu}: {e}; raise kernel.perf_event_mlock_kb or run as root"
@@ -256,11 +248,15 @@ impl KernelTimeTracer {
             for s in &layout.sources {
                 let mut attr = sample_attr(s.type_, s.config, inherit, s.raw);
                 let fd = sys::open(&mut attr, tid, cpu_i, None).map_err(|errno| {
-                    open_error(&format!("{:?} event on cpu {cpu}", s.kind), errno)
+                    open_error(format!("{:?} event on cpu {cpu}", s.kind), errno, None)
                 })?;
                 if let Some(f) = s.filter {
                     fd.set_filter(f).map_err(|errno| {
-                        open_error(&format!("filter {f:?} of {:?} on cpu {cpu}", s.kind), errno)
+                        open_error(
+                            format!("filter {f:?} of {:?} on cpu {cpu}", s.kind),
+                            errno,
+                            None,
+                        )
                     })?;
                 }
                 fd.set_output(&events[0])
@@ -299,14 +295,7 @@ impl KernelTimeTracer {
             .iter()
             .flat_map(|s| &s.events)
             .chain(&self.clock);
-        for fd in fds.clone() {
-            fd.reset(false)
-                .map_err(|e| CounterError::io("reset the kernel-cause events", e))?;
-        }
-        for fd in fds {
-            fd.enable(false)
-                .map_err(|e| CounterError::io("enable the kernel-cause events", e))?;
-        }
+        sys::reset_then_enable(fds, "the kernel-cause events")?;
         let KernelTimeTracer {
             target,
             streams,

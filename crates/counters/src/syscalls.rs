@@ -33,7 +33,7 @@ use smtlab_model::CpuSet;
 use smtlab_model::counters::CounterTarget;
 use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
 
-use crate::error::{CounterError, Needs, classify};
+use crate::error::{CounterError, Needs, classify, open_error};
 use crate::ring::{
     self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch, read_int,
     u32_at, u64_at,
@@ -205,15 +205,8 @@ impl SyscallTracer {
             let open = |id: u64, pages: usize, switches: bool| {
                 let mut attr = sample_attr(id, inherit, pages * page_size(), switches);
                 sys::open(&mut attr, pid, cpu_i, None).map_err(|errno| {
-                    if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
-                        CounterError::open(
-                            format!("raw_syscalls on {target} cpu {cpu}"),
-                            errno,
-                            Needs::RawTracepoint,
-                        )
-                    } else {
-                        CounterError::Unavailable(open_reason(errno))
-                    }
+                    let what = format!("raw_syscalls on {target} cpu {cpu}");
+                    open_error(what, errno, Some("raw_syscalls tracepoints"))
                 })
             };
             let enter = open(layout.enter.id, pages, switches)?;
@@ -254,18 +247,8 @@ impl SyscallTracer {
     /// Enables the tracepoints and starts draining their buffers.
     pub fn start(self) -> Result<RunningTrace, CounterError> {
         let start_ns = monotonic_ns();
-        for s in &self.streams {
-            s.enter
-                .reset(false)
-                .and_then(|_| s.exit.reset(false))
-                .map_err(|e| CounterError::io("reset raw_syscalls events", e))?;
-        }
-        for s in &self.streams {
-            s.enter
-                .enable(false)
-                .and_then(|_| s.exit.enable(false))
-                .map_err(|e| CounterError::io("enable raw_syscalls events", e))?;
-        }
+        let fds = self.streams.iter().flat_map(|s| [&s.enter, &s.exit]);
+        sys::reset_then_enable(fds, "raw_syscalls events")?;
         let SyscallTracer {
             target,
             streams,
