@@ -325,14 +325,7 @@ where
     let handle = thread::Builder::new()
         .name(name.into())
         .spawn(pinned_body(affinity, cpu, tx, f))?;
-    match confirm(rx) {
-        Ok(()) => Ok(handle),
-        Err(e) => {
-            // The thread has already stopped (or is stopping) without running `f`.
-            let _ = handle.join();
-            Err(e)
-        }
-    }
+    confirmed(handle, rx, |h| drop(h.join()))
 }
 
 /// [`spawn_pinned`] for `std::thread::scope`, so workers can borrow the benchmark's
@@ -366,14 +359,7 @@ where
     let handle = thread::Builder::new()
         .name(name.into())
         .spawn_scoped(scope, pinned_body(affinity, cpu, tx, f))?;
-    match confirm(rx) {
-        Ok(()) => Ok(handle),
-        Err(e) => {
-            // Joining marks the unwind as handled, so the scope does not panic at its end.
-            let _ = handle.join();
-            Err(e)
-        }
-    }
+    confirmed(handle, rx, |h| drop(h.join()))
 }
 
 /// Marker payload of a thread that ended because its pin failed.
@@ -404,13 +390,25 @@ where
     }
 }
 
-fn confirm(rx: mpsc::Receiver<Result<(), PinError>>) -> io::Result<()> {
-    match rx.recv() {
+/// `handle` once its thread reports its pin. A thread whose pin failed has stopped (or
+/// is stopping) without running its work: it is joined, which for a scoped thread also
+/// marks its unwind as handled, so the scope does not panic at its end.
+fn confirmed<H>(
+    handle: H,
+    rx: mpsc::Receiver<Result<(), PinError>>,
+    join: impl FnOnce(H),
+) -> io::Result<H> {
+    let reported = match rx.recv() {
         Ok(result) => result.map_err(io::Error::from),
         Err(_) => Err(io::Error::other(
             "pinned thread ended before reporting its pin",
         )),
+    };
+    if let Err(e) = reported {
+        join(handle);
+        return Err(e);
     }
+    Ok(handle)
 }
 
 /// Pinning for child processes.
