@@ -52,7 +52,7 @@ struct Point {
     field: Result<(usize, usize), i64>,
     /// `__data_loc` of the action name (irq_handler_entry only).
     name: Option<(usize, usize)>,
-    /// Index of its pair in [`Layout::traced`].
+    /// Index of its pair among those [`Layout::read`] found (only to drop both halves).
     pair: usize,
 }
 
@@ -171,10 +171,6 @@ impl IrqTracer {
                 .collect();
             layout.points.retain(|_, p| whole.contains(&p.pair));
             layout.traced = whole.iter().map(|&i| layout.traced[i].clone()).collect();
-            // Re-index the pairs kept.
-            for p in layout.points.values_mut() {
-                p.pair = whole.iter().position(|&i| i == p.pair).unwrap_or(0);
-            }
             if layout.points.is_empty() {
                 let errno = refused.unwrap_or(libc::EINVAL);
                 return Err(CounterError::Unavailable(format!(
