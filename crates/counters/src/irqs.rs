@@ -227,11 +227,13 @@ impl IrqTracer {
             streams,
             layout,
         } = self;
+        let traced = layout.traced.clone();
         let drainer = Drainer::spawn("irq trace", "smtlab-irqtrace", move |stop| {
             drain(streams, &layout, stop)
         })?;
         Ok(RunningIrqTrace {
             cpus,
+            traced,
             drainer,
             start_ns,
         })
@@ -242,7 +244,9 @@ impl IrqTracer {
 #[derive(Debug)]
 pub struct RunningIrqTrace {
     cpus: CpuSet,
-    drainer: Drainer<(Collected, Vec<String>)>,
+    /// The tracepoint pairs opened.
+    traced: Vec<String>,
+    drainer: Drainer<Collected>,
     start_ns: u64,
 }
 
@@ -250,20 +254,13 @@ impl RunningIrqTrace {
     /// Disables the tracepoints, drains what is left and pairs the records.
     pub fn stop(self) -> Result<IrqProfile, CounterError> {
         let end_ns = monotonic_ns();
-        let (collected, traced) = self.drainer.finish()?;
-        Ok(collected.into_profile(
-            self.cpus.clone(),
-            end_ns.saturating_sub(self.start_ns),
-            traced,
-        ))
+        let duration_ns = end_ns.saturating_sub(self.start_ns);
+        let collected = self.drainer.finish()?;
+        Ok(collected.into_profile(self.cpus, duration_ns, self.traced))
     }
 }
 
-fn drain(
-    mut streams: Vec<CpuStream>,
-    layout: &Layout,
-    stop: &AtomicBool,
-) -> (Collected, Vec<String>) {
+fn drain(mut streams: Vec<CpuStream>, layout: &Layout, stop: &AtomicBool) -> Collected {
     let mut c = Collected::default();
     loop {
         let stopping = stop.load(Ordering::Acquire);
@@ -279,7 +276,7 @@ fn drain(
             s.ring.drain(|rec| c.record(cpu, rec, layout));
         }
         if stopping {
-            return (c, layout.traced.clone());
+            return c;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
