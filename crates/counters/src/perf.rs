@@ -10,7 +10,7 @@
 
 use smtlab_model::counters::named::{NamedReading, NamedUnavailable};
 use smtlab_model::counters::{
-    CountMode, CounterEvent, CounterTarget, CounterValues, EventClass, Reading, UnavailableEvent,
+    CountMode, CounterEvent, CounterTarget, CounterValues, Reading, UnavailableEvent,
 };
 
 use crate::event_list::ResolvedEvent;
@@ -36,24 +36,6 @@ impl PerfOptions {
     /// Every event smtlab knows, split into user and kernel.
     pub fn all() -> PerfOptions {
         PerfOptions::events(&CounterEvent::ALL)
-    }
-
-    /// Only the software events (they work everywhere perf_event exists).
-    pub fn software() -> PerfOptions {
-        PerfOptions::of_class(EventClass::Software)
-    }
-
-    /// Only the hardware events.
-    pub fn hardware() -> PerfOptions {
-        PerfOptions::of_class(EventClass::Hardware)
-    }
-
-    fn of_class(class: EventClass) -> PerfOptions {
-        let events: Vec<CounterEvent> = CounterEvent::ALL
-            .into_iter()
-            .filter(|e| e.class() == class)
-            .collect();
-        PerfOptions::events(&events)
     }
 
     pub fn events(events: &[CounterEvent]) -> PerfOptions {
