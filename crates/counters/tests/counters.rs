@@ -53,7 +53,7 @@ fn approx(a: Option<f64>, b: f64) -> bool {
 
 #[test]
 fn fake_source_cpi_mpki_and_ratios_are_exact() {
-    let mut src = FakeSource::with_counts(&full_counts());
+    let mut src = FakeSource::new(fake_values(&full_counts()));
     let (ret, v) = measure(&mut src, || 42).unwrap();
     assert_eq!(ret, 42);
     assert_eq!((src.starts, src.stops), (1, 1));

@@ -11,7 +11,7 @@
 //!   before it runs the work (pinning the parent and letting the child inherit would move
 //!   the parent), and return only once the pin is confirmed.
 //! * Child processes: [`CommandPinExt::pin_to`] on `std::process::Command` pins between
-//!   fork and exec; [`verify_process_affinity`] checks a running process.
+//!   fork and exec.
 //!
 //! The OS boundary is the [`Affinity`] trait, which [`SystemAffinity`] implements with the
 //! kernel's calls; the free functions use it.
@@ -199,16 +199,6 @@ pub fn pin_current_thread_to(cpu: u32) -> Result<(), PinError> {
 /// The CPU the calling thread is running on right now.
 pub fn current_cpu() -> Option<u32> {
     SystemAffinity.current_cpu()
-}
-
-/// Checks that process (or thread) `pid` may run on exactly `cpus`, e.g. a child started
-/// with [`CommandPinExt::pin_to`] or a server started by someone else and pinned by pid.
-pub fn verify_process_affinity(pid: u32, cpus: &CpuSet) -> Result<(), PinError> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| PinError::Get {
-        tid: libc::pid_t::MAX,
-        error: io::Error::from_raw_os_error(libc::ESRCH),
-    })?;
-    SystemAffinity.verify(pid, cpus)
 }
 
 /// Spawns a thread named `name` that pins itself to `cpu` (verified) before running `f`;
@@ -688,8 +678,8 @@ mod tests {
             .unwrap()
             .spawn()
             .unwrap();
-        let verified = verify_process_affinity(child.id(), &set(&[1]));
-        let wrong = verify_process_affinity(child.id(), &set(&[0]));
+        let verified = SystemAffinity.verify(child.id() as i32, &set(&[1]));
+        let wrong = SystemAffinity.verify(child.id() as i32, &set(&[0]));
         child.kill().unwrap();
         smtlab_fixtures::bounded::wait(&mut child, "a test child");
         verified.unwrap();
@@ -724,7 +714,7 @@ mod tests {
     #[test]
     fn verifying_a_missing_process_names_it() {
         // pid_max is at most 2^22, so this pid cannot exist.
-        let e = verify_process_affinity(1 << 30, &set(&[0])).unwrap_err();
+        let e = SystemAffinity.verify(1 << 30, &set(&[0])).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("thread/process 1073741824"), "{msg}");
         assert!(matches!(e, PinError::Get { .. }));
