@@ -31,7 +31,8 @@ use smtlab_model::counters::{CountMode, CounterTarget};
 
 use crate::error::{CounterError, open_error};
 use crate::ring::{
-    self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int, u32_at, u64_at,
+    self, CpuStream, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int, u32_at,
+    u64_at,
 };
 use crate::sys::{self, PerfFd};
 use crate::tracefs;
@@ -200,13 +201,6 @@ fn leader_attr(inherit: bool, switches: bool) -> sys::Attr {
     a
 }
 
-/// One CPU's events (the leader first) and the ring they write into.
-#[derive(Debug)]
-struct CpuStream {
-    events: Vec<PerfFd>,
-    ring: RingBuffer,
-}
-
 /// Fault and lock tracing opened on a task (and its later children), not yet enabled.
 #[derive(Debug)]
 pub struct KernelTimeTracer {
@@ -348,28 +342,14 @@ fn drain(
     lock_addr: (usize, usize),
     stop: &AtomicBool,
 ) -> (Collected, Option<u64>) {
-    let (mut rings, events): (Vec<RingBuffer>, Vec<Vec<PerfFd>>) =
-        streams.into_iter().map(|s| (s.ring, s.events)).unzip();
-    let poll: Vec<_> = events.iter().map(|e| e[0].raw()).collect();
-    let disable = || {
-        for fd in events.iter().flatten().chain(&clock) {
-            let _ = fd.disable(false);
-        }
-    };
     let mut c = Collected {
         kinds,
         lock_addr,
         me: smtlab_placement::pin::gettid() as u32,
         ..Collected::default()
     };
-    ring::drain_loop(
-        &mut rings,
-        &poll,
-        Duration::from_millis(5),
-        stop,
-        disable,
-        &mut c,
-    );
+    let interval = Duration::from_millis(5);
+    let _ = ring::drain_loop(streams, clock.as_ref(), interval, stop, &mut c);
     let task_cpu_ns = clock
         .as_ref()
         .and_then(|fd| fd.read_counting().ok())

@@ -35,10 +35,10 @@ use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
 
 use crate::error::{CounterError, Needs, classify, open_error};
 use crate::ring::{
-    self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch, read_int,
-    u32_at, u64_at,
+    self, CpuStream, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch,
+    read_int, u32_at, u64_at,
 };
-use crate::sys::{self, PerfFd};
+use crate::sys;
 use crate::syscall_names;
 use crate::tracefs::{self, Tracepoint};
 
@@ -152,14 +152,6 @@ pub(crate) fn online_cpus() -> Result<CpuSet, CounterError> {
     })
 }
 
-/// One CPU's pair of events and the ring buffer both write into.
-#[derive(Debug)]
-struct CpuStream {
-    enter: PerfFd,
-    exit: PerfFd,
-    ring: RingBuffer,
-}
-
 /// Tracepoints opened but not yet enabled.
 #[derive(Debug)]
 pub struct SyscallTracer {
@@ -233,7 +225,10 @@ impl SyscallTracer {
                     e,
                 )
             })?;
-            streams.push(CpuStream { enter, exit, ring });
+            streams.push(CpuStream {
+                events: vec![enter, exit],
+                ring,
+            });
         }
         Ok(SyscallTracer {
             target,
@@ -247,7 +242,7 @@ impl SyscallTracer {
     /// Enables the tracepoints and starts draining their buffers.
     pub fn start(self) -> Result<RunningTrace, CounterError> {
         let start_ns = monotonic_ns();
-        let fds = self.streams.iter().flat_map(|s| [&s.enter, &s.exit]);
+        let fds = self.streams.iter().flat_map(|s| &s.events);
         sys::reset_then_enable(fds, "raw_syscalls events")?;
         let SyscallTracer {
             target,
@@ -498,27 +493,13 @@ fn drain_loop(
     stop: &AtomicBool,
 ) -> Collected {
     let mut c = Collected::default();
-    let (mut rings, fds): (Vec<RingBuffer>, Vec<(PerfFd, PerfFd)>) = streams
-        .into_iter()
-        .map(|s| (s.ring, (s.enter, s.exit)))
-        .unzip();
-    let poll: Vec<_> = fds.iter().map(|(enter, _)| enter.raw()).collect();
-    let mut error = None;
-    let disable = || {
-        for (enter, exit) in &fds {
-            if let Err(e) = enter.disable(false).and_then(|_| exit.disable(false)) {
-                error = Some(CounterError::io("disable raw_syscalls events", e));
-            }
-        }
-    };
     let mut sink = Drain {
         c: &mut c,
         layout: &layout,
         me: smtlab_placement::pin::gettid() as u32,
     };
-    ring::drain_loop(&mut rings, &poll, interval, stop, disable, &mut sink);
-    if error.is_some() {
-        c.error = error;
+    if let Err(e) = ring::drain_loop(streams, None, interval, stop, &mut sink) {
+        c.error = Some(CounterError::io("disable raw_syscalls events", e));
     }
     c
 }
