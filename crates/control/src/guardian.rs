@@ -15,8 +15,7 @@
 //! clients, the user's commands), see `smtlab_bench::process`:
 //!
 //! * process groups, announced and retired one by one with [`Guardian::track_group`] /
-//!   [`Guardian::untrack_group`] (or from the child itself before it execs, with
-//!   [`announce_group_from_child`]): each gets SIGKILL;
+//!   [`Guardian::untrack_group`]: each gets SIGKILL;
 //! * a cgroup (v2) given in the [`Plan`]: every process in it or in a cgroup below it is
 //!   killed (`cgroup.kill`, or each pid of `cgroup.procs` on kernels without it), then
 //!   the cgroups are removed. A cgroup also holds processes that left their process group
@@ -108,12 +107,6 @@ impl Guardian {
         self.pid as u32
     }
 
-    /// The write end of the guardian's pipe, for [`announce_group_from_child`] in a
-    /// child between fork and exec (it is close-on-exec).
-    pub fn pipe_fd(&self) -> libc::c_int {
-        self.write_fd
-    }
-
     /// Process group `pgid` is killed if smtlab dies.
     pub fn track_group(&self, pgid: libc::pid_t) {
         send(self.write_fd, OP_ADD, pgid);
@@ -173,20 +166,6 @@ fn send(fd: libc::c_int, op: u8, arg: i32) {
     let r = record(op, arg);
     // SAFETY: an 8-byte write (atomic on a pipe) from a valid buffer.
     unsafe { libc::write(fd, r.as_ptr().cast(), r.len()) };
-}
-
-/// From a child between fork and exec: tells the guardian behind `fd` (its
-/// [`Guardian::pipe_fd`]) that the child's own process group is to be killed if smtlab
-/// dies, before the child runs a single instruction of its program.
-///
-/// # Safety
-/// Async-signal-safe (getpgrp and one write); `fd` must be a guardian's pipe.
-pub unsafe fn announce_group_from_child(fd: libc::c_int) {
-    // SAFETY: getpgrp and a write from a stack buffer, as the caller promises `fd`.
-    unsafe {
-        let r = record(OP_ADD, libc::getpgrp());
-        libc::write(fd, r.as_ptr().cast(), r.len());
-    }
 }
 
 /// The guardian's whole life. Async-signal-safe calls only; never returns.

@@ -28,11 +28,6 @@ use crate::guard::Protection;
 use crate::sysfs::Sysfs;
 use crate::writes::{FileWrite, FileWrites};
 
-/// Whether a steered file is a hardware interrupt's affinity (else an RPS mask).
-pub fn is_irq(file: &FileWrite) -> bool {
-    file.path.iter().any(|c| c == "irq")
-}
-
 /// The hardware interrupts of network device `dev` under `root`, ascending.
 pub fn device_irqs(root: &Path, dev: &str) -> Vec<u32> {
     let mut irqs = std::collections::BTreeSet::new();
@@ -208,7 +203,11 @@ mod tests {
         };
         let s = steer(sysfs.clone(), &["eth0".into(), "lo".into()], &cpus, quiet).unwrap();
         assert_eq!(s.files().len(), 6, "{s:?}");
-        assert_eq!(s.files().iter().filter(|f| is_irq(f)).count(), 3);
+        let irqs = s
+            .files()
+            .iter()
+            .filter(|f| f.path.iter().any(|c| c == "irq"));
+        assert_eq!(irqs.count(), 3);
         assert_eq!(read("proc/irq/25/smp_affinity_list"), "2");
         assert_eq!(read("proc/irq/30/smp_affinity_list"), "0-3");
         assert_eq!(read("sys/class/net/eth0/queues/rx-1/rps_cpus"), "00000004");

@@ -1,5 +1,7 @@
 //! Reading the SMT and CPU hotplug state.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use smtlab_model::CpuSet;
 
@@ -108,82 +110,46 @@ pub fn read(sysfs: &Sysfs) -> Result<SmtSnapshot, ControlError> {
     let control = sysfs
         .read(&sysfs.control_path())?
         .map(|s| SmtControl::parse(&s));
-    let active = match sysfs.read(&sysfs.active_path())? {
-        None => None,
-        Some(s) => Some(match s.as_str() {
-            "1" => true,
-            "0" => false,
-            _ => {
-                return Err(ControlError::Parse {
-                    path: sysfs.active_path(),
-                    reason: format!("reads {}, expected 0 or 1", smtlab_model::quote::quoted(&s)),
-                });
-            }
-        }),
-    };
+    let active = sysfs.read(&sysfs.active_path())?;
+    let active = active
+        .map(|s| zero_or_one(sysfs.active_path(), &s))
+        .transpose()?;
     let numbers = sysfs.cpu_numbers()?;
     let mut hotpluggable = Vec::new();
     let mut online_by_file = CpuSet::new();
     for &cpu in &numbers {
         let path = sysfs.online_path(cpu);
-        match sysfs.read(&path)? {
-            // No online file: the kernel keeps this CPU online (often CPU 0). An empty
-            // one (saved trees keep the name without the content) says nothing either;
-            // it is read as online, as hwloc and smtlab topo do.
-            None => {
-                online_by_file.insert(cpu);
-            }
-            Some(v) if v.is_empty() => {
-                online_by_file.insert(cpu);
-            }
-            Some(v) => {
-                hotpluggable.push(cpu);
-                match v.as_str() {
-                    "1" => {
-                        online_by_file.insert(cpu);
-                    }
-                    "0" => {}
-                    _ => {
-                        return Err(ControlError::Parse {
-                            path,
-                            reason: format!(
-                                "reads {}, expected 0 or 1",
-                                smtlab_model::quote::quoted(&v)
-                            ),
-                        });
-                    }
-                }
-            }
+        // No online file: the kernel keeps this CPU online (often CPU 0). An empty one
+        // (saved trees keep the name without the content) says nothing either; it is
+        // read as online, as hwloc and smtlab topo do.
+        let v = sysfs.read(&path)?.unwrap_or_default();
+        if !v.is_empty() {
+            hotpluggable.push(cpu);
+        }
+        if v.is_empty() || zero_or_one(path, &v)? {
+            online_by_file.insert(cpu);
         }
     }
     // The per-CPU files first: they are what smtlab writes (and all a fake tree changes);
     // the `online` list is the fallback for trees without cpuN directories.
     let online = if numbers.is_empty() {
-        list_file(sysfs, "online")?.unwrap_or_default()
+        read_list(sysfs, sysfs.cpu_dir().join("online"))?.unwrap_or_default()
     } else {
         online_by_file
     };
-    let present = list_file(sysfs, "present")?.unwrap_or_else(|| numbers.iter().copied().collect());
+    let present = read_list(sysfs, sysfs.cpu_dir().join("present"))?
+        .unwrap_or_else(|| numbers.iter().copied().collect());
     let mut cores: Vec<CpuSet> = Vec::new();
     for cpu in online.iter() {
         if cores.iter().any(|c| c.contains(cpu)) {
             continue;
         }
         let topo = sysfs.cpu_dir().join(format!("cpu{cpu}/topology"));
-        let siblings = match sysfs.read(&topo.join("thread_siblings_list"))? {
-            Some(s) => Some((topo.join("thread_siblings_list"), s)),
-            None => sysfs
-                .read(&topo.join("core_cpus_list"))?
-                .map(|s| (topo.join("core_cpus_list"), s)),
+        let siblings = match read_list(sysfs, topo.join("thread_siblings_list"))? {
+            Some(set) => Some(set),
+            None => read_list(sysfs, topo.join("core_cpus_list"))?,
         };
-        let mut set = match siblings {
-            Some((path, text)) => CpuSet::parse_list(&text).map_err(|e| ControlError::Parse {
-                path,
-                reason: e.to_string(),
-            })?,
-            None => CpuSet::new(),
-        };
-        set = set.intersection(&online);
+        let mut set = siblings.unwrap_or_default().intersection(&online);
         set.insert(cpu);
         cores.push(set);
     }
@@ -200,15 +166,30 @@ pub fn read(sysfs: &Sysfs) -> Result<SmtSnapshot, ControlError> {
     })
 }
 
-fn list_file(sysfs: &Sysfs, name: &str) -> Result<Option<CpuSet>, ControlError> {
-    let path = sysfs.cpu_dir().join(name);
-    match sysfs.read(&path)? {
-        None => Ok(None),
-        Some(text) => CpuSet::parse_list(&text)
-            .map(Some)
-            .map_err(|e| ControlError::Parse {
-                path,
-                reason: e.to_string(),
-            }),
+/// `1` or `0` (read from `path`) as true or false.
+fn zero_or_one(path: PathBuf, text: &str) -> Result<bool, ControlError> {
+    match text {
+        "1" => Ok(true),
+        "0" => Ok(false),
+        _ => Err(ControlError::Parse {
+            path,
+            reason: format!(
+                "reads {}, expected 0 or 1",
+                smtlab_model::quote::quoted(text)
+            ),
+        }),
     }
+}
+
+/// The CPU list in `path`; `None` when the file does not exist.
+fn read_list(sysfs: &Sysfs, path: PathBuf) -> Result<Option<CpuSet>, ControlError> {
+    let Some(text) = sysfs.read(&path)? else {
+        return Ok(None);
+    };
+    CpuSet::parse_list(&text)
+        .map(Some)
+        .map_err(|e| ControlError::Parse {
+            path,
+            reason: e.to_string(),
+        })
 }

@@ -113,6 +113,18 @@ impl CounterError {
     }
 }
 
+/// A tracer's open refused with `errno`: a missing task or a descriptor limit is an
+/// error about what was opened (`what`); anything else says tracing is unavailable, in
+/// a line that starts with `unavailable` (else `what`).
+pub(crate) fn open_error(what: String, errno: i32, unavailable: Option<&str>) -> CounterError {
+    if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
+        CounterError::open(what, errno, Needs::RawTracepoint)
+    } else {
+        let head = unavailable.unwrap_or(&what);
+        CounterError::Unavailable(format!("{head}: {}", classify(errno, Needs::RawTracepoint)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,29 @@ pub struct ResolvedEvent {
     pub filter: Option<String>,
 }
 
+impl ResolvedEvent {
+    /// A per-task event with no scale, unit or filter.
+    pub(crate) fn new(
+        name: impl Into<String>,
+        source: String,
+        encodings: Vec<EventEncoding>,
+        mode: CountMode,
+        group: u32,
+    ) -> ResolvedEvent {
+        ResolvedEvent {
+            name: name.into(),
+            source,
+            encodings,
+            mode,
+            scale: None,
+            unit: None,
+            cpus: None,
+            group,
+            filter: None,
+        }
+    }
+}
+
 /// What a list resolved to on one machine.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Resolved {
@@ -126,23 +149,22 @@ fn split_top(list: &str) -> Result<Vec<String>, EventListError> {
 }
 
 fn modifiers(text: &str, mods: &str) -> Result<CountMode, EventListError> {
-    let (mut u, mut k) = (false, false);
-    for c in mods.chars() {
-        match c {
-            'u' => u = true,
-            'k' => k = true,
-            _ => {
-                return Err(EventListError(format!(
-                    "`{text}`: modifier `{c}` not supported (expected u or k)"
-                )));
-            }
-        }
+    if let Some(c) = mods.chars().find(|c| !"uk".contains(*c)) {
+        return Err(EventListError(format!(
+            "`{text}`: modifier `{c}` not supported (expected u or k)"
+        )));
     }
-    Ok(match (u, k) {
+    Ok(mode_of(mods))
+}
+
+/// The privilege mode perf's modifier letters ask for: `u` alone user, `k` alone
+/// kernel, else both.
+pub(crate) fn mode_of(mods: &str) -> CountMode {
+    match (mods.contains('u'), mods.contains('k')) {
         (true, false) => CountMode::User,
         (false, true) => CountMode::Kernel,
         _ => CountMode::All,
-    })
+    }
 }
 
 fn parse_spec(text: &str, group_mode: Option<CountMode>) -> Result<Spec, EventListError> {
@@ -305,17 +327,7 @@ fn resolve_spec(
                 &PAPER_EVENTS
             };
             for (i, n) in names.iter().enumerate() {
-                resolve_spec(
-                    &Spec {
-                        text: (*n).into(),
-                        pmu: None,
-                        body: (*n).into(),
-                        mode: spec.mode,
-                    },
-                    tree,
-                    solo_group(group, i),
-                    r,
-                )?;
+                resolve_spec(&named_spec(n, spec), tree, solo_group(group, i), r)?;
             }
             return Ok(());
         }
@@ -391,6 +403,20 @@ fn alias_event(
     })
 }
 
+/// `terms` encoded on each of `pmus`; an error starts with `what` (the item).
+fn encode_all(
+    pmus: &[&Pmu],
+    terms: &str,
+    what: &str,
+) -> Result<Vec<EventEncoding>, EventListError> {
+    pmus.iter()
+        .map(|p| {
+            p.encode(terms)
+                .map_err(|e| EventListError(format!("{what}: {e}")))
+        })
+        .collect()
+}
+
 fn resolve_raw(
     spec: &Spec,
     pmu: &str,
@@ -417,13 +443,7 @@ fn resolve_raw(
         );
         return Ok(());
     }
-    let encodings = instances
-        .iter()
-        .map(|p| {
-            p.encode(body)
-                .map_err(|e| EventListError(format!("`{}`: {e}", spec.text)))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let encodings = encode_all(&instances, body, &format!("`{}`", spec.text))?;
     let alias = bare.then(|| instances[0].alias(body)).flatten();
     push(
         r,
@@ -497,20 +517,10 @@ fn resolve_model(
     let enc = pmu
         .encode(row.terms)
         .map_err(|e| EventListError(format!("`{}` ({}): {e}", spec.text, row.vendor_name)))?;
-    push(
-        r,
-        ResolvedEvent {
-            name: row.name.to_string(),
-            source: format!("built-in table ({}: {})", uarch.label(), row.vendor_name),
-            encodings: vec![enc],
-            mode: spec.mode,
-            scale: row.scale,
-            unit: None,
-            cpus: None,
-            group,
-            filter: None,
-        },
-    );
+    let source = format!("built-in table ({}: {})", uarch.label(), row.vendor_name);
+    let mut e = ResolvedEvent::new(row.name, source, vec![enc], spec.mode, group);
+    e.scale = row.scale;
+    push(r, e);
     Ok(())
 }
 
@@ -660,31 +670,16 @@ fn resolve_umc(
     .into_iter()
     .enumerate()
     {
-        let encodings = umcs
-            .iter()
-            .map(|p| {
-                p.encode(terms)
-                    .map_err(|e| EventListError(format!("`{}` ({name}): {e}", spec.text)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        push(
-            r,
-            ResolvedEvent {
-                name: name.into(),
-                source: format!(
-                    "{terms} on {} amd_umc PMUs (the kernel's {name})",
-                    umcs.len()
-                ),
-                encodings,
-                mode: spec.mode,
-                scale: None,
-                unit: None,
-                cpus: first.cpumask.clone(),
-                // Uncore PMUs count CPU-wide; never a group with the per-task events.
-                group: solo_group(group, 100 + nth),
-                filter: None,
-            },
+        let encodings = encode_all(&umcs, terms, &format!("`{}` ({name})", spec.text))?;
+        let source = format!(
+            "{terms} on {} amd_umc PMUs (the kernel's {name})",
+            umcs.len()
         );
+        // Uncore PMUs count CPU-wide; never a group with the per-task events.
+        let group = solo_group(group, 100 + nth);
+        let mut e = ResolvedEvent::new(name, source, encodings, spec.mode, group);
+        e.cpus = first.cpumask.clone();
+        push(r, e);
     }
     Ok(true)
 }

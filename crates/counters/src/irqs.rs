@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use perf_event_open_sys::bindings as b;
 use smtlab_model::CpuSet;
-use smtlab_model::counters::CountMode;
 use smtlab_model::counters::irqs::{IrqKind, IrqProfile, IrqStat};
 
 use crate::error::{CounterError, Needs, classify};
@@ -53,7 +52,7 @@ struct Point {
     field: Result<(usize, usize), i64>,
     /// `__data_loc` of the action name (irq_handler_entry only).
     name: Option<(usize, usize)>,
-    /// Index of its pair in [`Layout::traced`].
+    /// Index of its pair among those [`Layout::read`] found (only to drop both halves).
     pair: usize,
 }
 
@@ -126,24 +125,15 @@ impl Layout {
 }
 
 fn attr(id: u64) -> sys::Attr {
-    let mut a = sys::Attr {
-        size: std::mem::size_of::<sys::Attr>() as u32,
-        type_: b::PERF_TYPE_TRACEPOINT,
-        config: id,
-        sample_type: (b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW) as u64,
-        clockid: libc::CLOCK_MONOTONIC,
-        ..sys::Attr::default()
-    };
-    a.__bindgen_anon_1.sample_period = 1;
-    a.set_disabled(1);
-    sys::set_mode(&mut a, CountMode::All);
-    a.set_use_clockid(1);
+    let sample_type = b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_RAW;
+    let mut a = sys::sampling_attr(b::PERF_TYPE_TRACEPOINT, id, sample_type.into(), false);
     a.set_watermark(1);
     a.__bindgen_anon_2.wakeup_watermark = (PAGES * page_size() / 4) as u32;
     a
 }
 
 /// One CPU's events, the first owning the ring buffer.
+#[derive(Debug)]
 struct CpuStream {
     cpu: u32,
     events: Vec<PerfFd>,
@@ -151,19 +141,11 @@ struct CpuStream {
 }
 
 /// The interrupt tracepoints opened on some CPUs, not yet enabled.
+#[derive(Debug)]
 pub struct IrqTracer {
     cpus: CpuSet,
     streams: Vec<CpuStream>,
     layout: Layout,
-}
-
-impl std::fmt::Debug for IrqTracer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IrqTracer")
-            .field("cpus", &self.cpus)
-            .field("traced", &self.layout.traced)
-            .finish()
-    }
 }
 
 impl IrqTracer {
@@ -189,10 +171,6 @@ impl IrqTracer {
                 .collect();
             layout.points.retain(|_, p| whole.contains(&p.pair));
             layout.traced = whole.iter().map(|&i| layout.traced[i].clone()).collect();
-            // Re-index the pairs kept.
-            for p in layout.points.values_mut() {
-                p.pair = whole.iter().position(|&i| i == p.pair).unwrap_or(0);
-            }
             if layout.points.is_empty() {
                 let errno = refused.unwrap_or(libc::EINVAL);
                 return Err(CounterError::Unavailable(format!(
@@ -249,11 +227,13 @@ impl IrqTracer {
             streams,
             layout,
         } = self;
+        let traced = layout.traced.clone();
         let drainer = Drainer::spawn("irq trace", "smtlab-irqtrace", move |stop| {
             drain(streams, &layout, stop)
         })?;
         Ok(RunningIrqTrace {
             cpus,
+            traced,
             drainer,
             start_ns,
         })
@@ -261,38 +241,26 @@ impl IrqTracer {
 }
 
 /// Tracing in progress; [`RunningIrqTrace::stop`] returns the profile.
+#[derive(Debug)]
 pub struct RunningIrqTrace {
     cpus: CpuSet,
-    drainer: Drainer<(Collected, Vec<String>)>,
+    /// The tracepoint pairs opened.
+    traced: Vec<String>,
+    drainer: Drainer<Collected>,
     start_ns: u64,
-}
-
-impl std::fmt::Debug for RunningIrqTrace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningIrqTrace")
-            .field("cpus", &self.cpus)
-            .finish()
-    }
 }
 
 impl RunningIrqTrace {
     /// Disables the tracepoints, drains what is left and pairs the records.
     pub fn stop(self) -> Result<IrqProfile, CounterError> {
         let end_ns = monotonic_ns();
-        let (collected, traced) = self.drainer.finish()?;
-        Ok(collected.into_profile(
-            self.cpus.clone(),
-            end_ns.saturating_sub(self.start_ns),
-            traced,
-        ))
+        let duration_ns = end_ns.saturating_sub(self.start_ns);
+        let collected = self.drainer.finish()?;
+        Ok(collected.into_profile(self.cpus, duration_ns, self.traced))
     }
 }
 
-fn drain(
-    mut streams: Vec<CpuStream>,
-    layout: &Layout,
-    stop: &AtomicBool,
-) -> (Collected, Vec<String>) {
+fn drain(mut streams: Vec<CpuStream>, layout: &Layout, stop: &AtomicBool) -> Collected {
     let mut c = Collected::default();
     loop {
         let stopping = stop.load(Ordering::Acquire);
@@ -308,7 +276,7 @@ fn drain(
             s.ring.drain(|rec| c.record(cpu, rec, layout));
         }
         if stopping {
-            return (c, layout.traced.clone());
+            return c;
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -18,6 +18,7 @@
 //! tracepoint where a fault ends), so the figures are per operation, never a share of
 //! CPU time.
 
+use smtlab_model::counters::CountMode;
 use smtlab_model::counters::named::EventEncoding;
 
 use crate::event_list::ResolvedEvent;
@@ -100,20 +101,14 @@ pub(crate) fn tracepoint(
             other => other.to_string(),
         })
     })?;
-    Ok(ResolvedEvent {
-        name: name.to_string(),
-        source: match filter {
-            Some(f) => format!("tracepoint {tracepoint} if {f}"),
-            None => format!("tracepoint {tracepoint}"),
-        },
-        encodings: vec![encoding("tracepoint", PERF_TYPE_TRACEPOINT, tp.id)],
-        mode: smtlab_model::counters::CountMode::All,
-        scale: None,
-        unit: None,
-        cpus: None,
-        group,
-        filter: filter.map(str::to_string),
-    })
+    let source = match filter {
+        Some(f) => format!("tracepoint {tracepoint} if {f}"),
+        None => format!("tracepoint {tracepoint}"),
+    };
+    let encoding = encoding("tracepoint", PERF_TYPE_TRACEPOINT, tp.id);
+    let mut e = ResolvedEvent::new(name, source, vec![encoding], CountMode::All, group);
+    e.filter = filter.map(str::to_string);
+    Ok(e)
 }
 
 fn encoding(pmu: &str, type_: u32, config: u64) -> EventEncoding {
@@ -135,17 +130,13 @@ pub(crate) fn all(
         .enumerate()
         .map(|(i, (name, source))| {
             let resolved = match source {
-                Source::Software(config) => Ok(ResolvedEvent {
-                    name: (*name).to_string(),
-                    source: "software counter".into(),
-                    encodings: vec![encoding("software", PERF_TYPE_SOFTWARE, *config)],
-                    mode: smtlab_model::counters::CountMode::All,
-                    scale: None,
-                    unit: None,
-                    cpus: None,
-                    group: group(i),
-                    filter: None,
-                }),
+                Source::Software(config) => Ok(ResolvedEvent::new(
+                    *name,
+                    "software counter".into(),
+                    vec![encoding("software", PERF_TYPE_SOFTWARE, *config)],
+                    CountMode::All,
+                    group(i),
+                )),
                 Source::Tracepoint(tp, filter) => tracepoint(name, tp, *filter, group(i)),
             };
             (*name, resolved)

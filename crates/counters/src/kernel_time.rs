@@ -29,9 +29,10 @@ use perf_event_open_sys::bindings as b;
 use smtlab_model::counters::kernel_time::{CauseTime, KernelCause, KernelTimeProfile};
 use smtlab_model::counters::{CountMode, CounterTarget};
 
-use crate::error::{CounterError, Needs, classify};
+use crate::error::{CounterError, open_error};
 use crate::ring::{
-    self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int, u32_at, u64_at,
+    self, CpuStream, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int, u32_at,
+    u64_at,
 };
 use crate::sys::{self, PerfFd};
 use crate::tracefs;
@@ -200,21 +201,8 @@ fn leader_attr(inherit: bool, switches: bool) -> sys::Attr {
     a
 }
 
-fn open_error(what: &str, errno: i32) -> CounterError {
-    if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
-        CounterError::open(what.to_string(), errno, Needs::RawTracepoint)
-    } else {
-        CounterError::Unavailable(format!("{what}: {}", classify(errno, Needs::RawTracepoint)))
-    }
-}
-
-/// One CPU's events (the leader first) and the ring they write into.
-struct CpuStream {
-    events: Vec<PerfFd>,
-    ring: RingBuffer,
-}
-
 /// Fault and lock tracing opened on a task (and its later children), not yet enabled.
+#[derive(Debug)]
 pub struct KernelTimeTracer {
     target: CounterTarget,
     streams: Vec<CpuStream>,
@@ -223,15 +211,6 @@ pub struct KernelTimeTracer {
     lock_addr: (usize, usize),
     unavailable: Vec<String>,
     switches: bool,
-}
-
-impl std::fmt::Debug for KernelTimeTracer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelTimeTracer")
-            .field("target", &self.target)
-            .field("cpus", &self.streams.len())
-            .finish()
-    }
 }
 
 impl KernelTimeTracer {
@@ -253,7 +232,7 @@ impl KernelTimeTracer {
                 }
                 other => other,
             }
-            .map_err(|errno| open_error(&format!("kernel-cause trace on cpu {cpu}"), errno))?;
+            .map_err(|errno| open_error(format!("kernel-cause trace on cpu {cpu}"), errno, None))?;
             let ring = RingBuffer::map(&leader, PAGES).map_err(|e| {
                 CounterError::Unavailable(format!(
                     "mmap of the perf ring buffer ({PAGES} pages) on cpu {cpu}: {e}; raise kernel.perf_event_mlock_kb or run as root"
@@ -263,11 +242,15 @@ impl KernelTimeTracer {
             for s in &layout.sources {
                 let mut attr = sample_attr(s.type_, s.config, inherit, s.raw);
                 let fd = sys::open(&mut attr, tid, cpu_i, None).map_err(|errno| {
-                    open_error(&format!("{:?} event on cpu {cpu}", s.kind), errno)
+                    open_error(format!("{:?} event on cpu {cpu}", s.kind), errno, None)
                 })?;
                 if let Some(f) = s.filter {
                     fd.set_filter(f).map_err(|errno| {
-                        open_error(&format!("filter {f:?} of {:?} on cpu {cpu}", s.kind), errno)
+                        open_error(
+                            format!("filter {f:?} of {:?} on cpu {cpu}", s.kind),
+                            errno,
+                            None,
+                        )
                     })?;
                 }
                 fd.set_output(&events[0])
@@ -306,14 +289,7 @@ impl KernelTimeTracer {
             .iter()
             .flat_map(|s| &s.events)
             .chain(&self.clock);
-        for fd in fds.clone() {
-            fd.reset(false)
-                .map_err(|e| CounterError::io("reset the kernel-cause events", e))?;
-        }
-        for fd in fds {
-            fd.enable(false)
-                .map_err(|e| CounterError::io("enable the kernel-cause events", e))?;
-        }
+        sys::reset_then_enable(fds, "the kernel-cause events")?;
         let KernelTimeTracer {
             target,
             streams,
@@ -337,20 +313,13 @@ impl KernelTimeTracer {
 }
 
 /// Tracing in progress; [`RunningKernelTime::stop`] returns the profile.
+#[derive(Debug)]
 pub struct RunningKernelTime {
     target: CounterTarget,
     drainer: Drainer<(Collected, Option<u64>)>,
     start_ns: u64,
     unavailable: Vec<String>,
     switches: bool,
-}
-
-impl std::fmt::Debug for RunningKernelTime {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningKernelTime")
-            .field("target", &self.target)
-            .finish()
-    }
 }
 
 impl RunningKernelTime {
@@ -373,28 +342,14 @@ fn drain(
     lock_addr: (usize, usize),
     stop: &AtomicBool,
 ) -> (Collected, Option<u64>) {
-    let (mut rings, events): (Vec<RingBuffer>, Vec<Vec<PerfFd>>) =
-        streams.into_iter().map(|s| (s.ring, s.events)).unzip();
-    let poll: Vec<_> = events.iter().map(|e| e[0].raw()).collect();
-    let disable = || {
-        for fd in events.iter().flatten().chain(&clock) {
-            let _ = fd.disable(false);
-        }
-    };
     let mut c = Collected {
         kinds,
         lock_addr,
         me: smtlab_placement::pin::gettid() as u32,
         ..Collected::default()
     };
-    ring::drain_loop(
-        &mut rings,
-        &poll,
-        Duration::from_millis(5),
-        stop,
-        disable,
-        &mut c,
-    );
+    let interval = Duration::from_millis(5);
+    let _ = ring::drain_loop(streams, clock.as_ref(), interval, stop, &mut c);
     let task_cpu_ns = clock
         .as_ref()
         .and_then(|fd| fd.read_counting().ok())

@@ -84,16 +84,7 @@ impl Uarch {
 
     /// The kernel's directory of event lists for it (tools/perf/pmu-events/arch/x86).
     pub fn kernel_list(self) -> &'static str {
-        match self {
-            Uarch::SkylakeSp => "skylakex",
-            Uarch::IceLakeSp => "icelakex",
-            Uarch::SapphireRapids => "sapphirerapids",
-            Uarch::GraniteRapids => "graniterapids",
-            Uarch::Zen2 => "amdzen2",
-            Uarch::Zen3 => "amdzen3",
-            Uarch::Zen4 => "amdzen4",
-            Uarch::Zen5 => "amdzen5",
-        }
+        NAMES[self as usize].1
     }
 
     /// A microarchitecture by its label or the kernel's list name, any case, spaces
@@ -113,18 +104,22 @@ impl Uarch {
     }
 
     pub fn label(self) -> &'static str {
-        match self {
-            Uarch::SkylakeSp => "Skylake-SP",
-            Uarch::IceLakeSp => "Ice Lake-SP",
-            Uarch::SapphireRapids => "Sapphire Rapids",
-            Uarch::GraniteRapids => "Granite Rapids",
-            Uarch::Zen2 => "Zen 2",
-            Uarch::Zen3 => "Zen 3",
-            Uarch::Zen4 => "Zen 4",
-            Uarch::Zen5 => "Zen 5",
-        }
+        NAMES[self as usize].0
     }
 }
+
+/// Each microarchitecture's label and the kernel's name of its event list, in the
+/// order of [`Uarch`]'s variants.
+const NAMES: [(&str, &str); 8] = [
+    ("Skylake-SP", "skylakex"),
+    ("Ice Lake-SP", "icelakex"),
+    ("Sapphire Rapids", "sapphirerapids"),
+    ("Granite Rapids", "graniterapids"),
+    ("Zen 2", "amdzen2"),
+    ("Zen 3", "amdzen3"),
+    ("Zen 4", "amdzen4"),
+    ("Zen 5", "amdzen5"),
+];
 
 /// A `--cpu-model` that names no microarchitecture of the table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

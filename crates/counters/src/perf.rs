@@ -10,7 +10,7 @@
 
 use smtlab_model::counters::named::{NamedReading, NamedUnavailable};
 use smtlab_model::counters::{
-    CountMode, CounterEvent, CounterTarget, CounterValues, EventClass, Reading, UnavailableEvent,
+    CountMode, CounterEvent, CounterTarget, CounterValues, Reading, UnavailableEvent,
 };
 
 use crate::event_list::ResolvedEvent;
@@ -36,24 +36,6 @@ impl PerfOptions {
     /// Every event smtlab knows, split into user and kernel.
     pub fn all() -> PerfOptions {
         PerfOptions::events(&CounterEvent::ALL)
-    }
-
-    /// Only the software events (they work everywhere perf_event exists).
-    pub fn software() -> PerfOptions {
-        PerfOptions::of_class(EventClass::Software)
-    }
-
-    /// Only the hardware events.
-    pub fn hardware() -> PerfOptions {
-        PerfOptions::of_class(EventClass::Hardware)
-    }
-
-    fn of_class(class: EventClass) -> PerfOptions {
-        let events: Vec<CounterEvent> = CounterEvent::ALL
-            .into_iter()
-            .filter(|e| e.class() == class)
-            .collect();
-        PerfOptions::events(&events)
     }
 
     pub fn events(events: &[CounterEvent]) -> PerfOptions {
@@ -436,35 +418,15 @@ impl CounterSource for PerfCounters {
     fn read(&mut self) -> Result<CounterValues, CounterError> {
         let mut values = CounterValues::new(self.target.clone());
         for o in &self.opened {
-            let mut total: Option<Reading> = None;
-            for (fd, _) in &o.fds {
-                let (raw, enabled, running) = fd.read_counting().map_err(|e| {
-                    CounterError::io(
-                        format!("read {} ({}) on {}", o.event, o.mode, self.target),
-                        e,
-                    )
-                })?;
-                let r = Reading::new(raw, enabled, running);
-                total = Some(match total {
-                    Some(t) => t.sum(&r),
-                    None => r,
-                });
-            }
-            if let Some(t) = total {
+            let what = || format!("read {} ({}) on {}", o.event, o.mode, self.target);
+            if let Some(t) = read_sum(&o.fds, what)? {
                 values.set(o.event, o.mode, t);
             }
         }
         values.unavailable = self.unavailable.clone();
         for o in &self.named {
-            let mut total: Option<Reading> = None;
-            for (fd, _) in &o.fds {
-                let (raw, enabled, running) = fd.read_counting().map_err(|e| {
-                    CounterError::io(format!("read {} on {}", o.event.name, o.scope), e)
-                })?;
-                let r = Reading::new(raw, enabled, running);
-                total = Some(total.map_or(r, |t| t.sum(&r)));
-            }
-            if let Some(reading) = total {
+            let what = || format!("read {} on {}", o.event.name, o.scope);
+            if let Some(reading) = read_sum(&o.fds, what)? {
                 values.named.push(NamedReading {
                     name: o.event.name.clone(),
                     source: o.event.source.clone(),
@@ -481,4 +443,21 @@ impl CounterSource for PerfCounters {
         values.named_unavailable = self.named_unavailable.clone();
         Ok(values)
     }
+}
+
+/// The counts of `fds` summed, each scaled by its own enabled/running ratio; `None`
+/// without descriptors. `what` says what was read, in errors.
+fn read_sum(
+    fds: &[(PerfFd, bool)],
+    what: impl Fn() -> String,
+) -> Result<Option<Reading>, CounterError> {
+    let mut total: Option<Reading> = None;
+    for (fd, _) in fds {
+        let (raw, enabled, running) = fd
+            .read_counting()
+            .map_err(|e| CounterError::io(what(), e))?;
+        let r = Reading::new(raw, enabled, running);
+        total = Some(total.map_or(r, |t| t.sum(&r)));
+    }
+    Ok(total)
 }

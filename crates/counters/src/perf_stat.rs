@@ -314,14 +314,7 @@ fn split_name(event: &str) -> (String, CountMode) {
             _ => (event.to_string(), ""),
         }
     };
-    let user = modifiers.contains('u');
-    let kernel = modifiers.contains('k');
-    let mode = match (user, kernel) {
-        (true, false) => CountMode::User,
-        (false, true) => CountMode::Kernel,
-        _ => CountMode::All,
-    };
-    (name, mode)
+    (name, crate::event_list::mode_of(modifiers))
 }
 
 /// The reading perf's scaled value stands for.
@@ -370,67 +363,40 @@ fn add(v: &mut CounterValues, row: Row, uarch: Option<Uarch>) -> Result<(), Impo
         .iter()
         .find(|(perf, _, _)| perf.eq_ignore_ascii_case(&name));
     let mut rows = table_rows(&name, uarch)?;
+    let source = format!("recorded by perf stat as {}", row.event);
+    // (name, source, scale) of each reading to keep.
+    let mut keep: Vec<(String, &str, Option<f64>)> = Vec::new();
     match spelling {
         // The kernel's event, and the table's rows for either name.
         Some(&(_, kernel, scale)) => {
-            let source = format!("recorded by perf stat as {}", row.event);
-            v.named.push(named(
-                kernel.to_string(),
-                &source,
-                scale,
-                mode,
-                r,
-                &row.unit,
-            ));
+            keep.push((kernel.to_string(), &source, scale));
             for e in table_rows(kernel, uarch)? {
                 if !rows.iter().any(|x| x.name == e.name) {
                     rows.push(e);
                 }
             }
         }
-        None if rows.is_empty() => v.named.push(named(
-            name,
-            "recorded by perf stat",
-            None,
-            mode,
-            r,
-            &row.unit,
-        )),
+        None if rows.is_empty() => keep.push((name, "recorded by perf stat", None)),
         None => {}
     }
-    for e in rows {
-        let source = format!("recorded by perf stat as {}", row.event);
-        v.named.push(named(
-            e.name.to_string(),
-            &source,
-            e.scale,
+    keep.extend(
+        rows.iter()
+            .map(|e| (e.name.to_string(), source.as_str(), e.scale)),
+    );
+    for (name, source, scale) in keep {
+        v.named.push(NamedReading {
+            name,
+            source: source.to_string(),
+            encodings: Vec::new(),
             mode,
-            r,
-            &row.unit,
-        ));
+            scale,
+            unit: (!row.unit.is_empty()).then(|| row.unit.clone()),
+            scope: "recorded".into(),
+            reading: r,
+            parts: 1,
+        });
     }
     Ok(())
-}
-
-fn named(
-    name: String,
-    source: &str,
-    scale: Option<f64>,
-    mode: CountMode,
-    reading: Reading,
-    unit: &str,
-) -> NamedReading {
-    NamedReading {
-        name,
-        source: source.to_string(),
-        encodings: Vec::new(),
-        mode,
-        scale,
-        unit: (!unit.is_empty()).then(|| unit.to_string()),
-        scope: "recorded".into(),
-        reading,
-        parts: 1,
-    }
 }
 
 /// The table rows a vendor name stands for on `uarch` (or on every microarchitecture

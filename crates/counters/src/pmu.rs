@@ -47,16 +47,11 @@ pub struct FormatField {
 impl FormatField {
     /// Parses a format file's content (`config:0-7,32-35`, `config1:0-63`, `config:21`).
     pub fn parse(name: &str, text: &str) -> Result<FormatField, PmuError> {
-        Self::parse_text(name, text).map_err(PmuError)
-    }
-
-    /// The work of the public function above, its reason as text.
-    fn parse_text(name: &str, text: &str) -> Result<FormatField, String> {
         let bad = || {
-            format!(
+            PmuError(format!(
                 "format `{name}`: expected `config[12]:LO-HI,...`, found `{}`",
                 text.trim()
-            )
+            ))
         };
         let (word, bits) = text.trim().split_once(':').ok_or_else(bad)?;
         let word = match word {
@@ -91,13 +86,13 @@ impl FormatField {
 
     /// Writes `value` into `words` (config, config1, config2), spreading its low bits
     /// over the ranges in order; `Err` when it does not fit.
-    fn apply(&self, value: u64, words: &mut [u64; 3]) -> Result<(), String> {
+    fn apply(&self, value: u64, words: &mut [u64; 3]) -> Result<(), PmuError> {
         let width = self.width();
         if width < 64 && value >> width != 0 {
-            return Err(format!(
+            return Err(PmuError(format!(
                 "value {value:#x} of `{}` does not fit its {width} bits",
                 self.name
-            ));
+            )));
         }
         let mut v = value;
         for r in &self.ranges {
@@ -149,30 +144,25 @@ pub fn parse_number(s: &str) -> Option<u64> {
 impl Pmu {
     /// Reads one PMU directory. `Err` names the file that is missing or malformed.
     pub fn read(dir: &Path) -> Result<Pmu, PmuError> {
-        Self::read_text(dir).map_err(PmuError)
-    }
-
-    /// The work of the public function above, its reason as text.
-    fn read_text(dir: &Path) -> Result<Pmu, String> {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let type_path = dir.join("type");
-        let type_text =
-            fs::read_to_string(&type_path).map_err(|e| format!("{}: {e}", type_path.display()))?;
+        let type_text = fs::read_to_string(&type_path)
+            .map_err(|e| PmuError(format!("{}: {e}", type_path.display())))?;
         let type_: u32 = type_text.trim().parse().map_err(|_| {
-            format!(
+            PmuError(format!(
                 "{}: expected a number, found `{}`",
                 type_path.display(),
                 type_text.trim()
-            )
+            ))
         })?;
         let mut formats = Vec::new();
         for (fname, text) in files(&dir.join("format")) {
             formats.push(
                 FormatField::parse(&fname, &text)
-                    .map_err(|e| format!("{}: {e}", dir.join("format").display()))?,
+                    .map_err(|e| PmuError(format!("{}: {e}", dir.join("format").display())))?,
             );
         }
         let event_files = files(&dir.join("events"));
@@ -222,11 +212,6 @@ impl Pmu {
     /// `config=0x1234`) through this PMU's format files. A term without a value is 1
     /// (`edge`, `any`), or the PMU's alias of that name. `Err` is one line naming the term.
     pub fn encode(&self, terms: &str) -> Result<EventEncoding, PmuError> {
-        self.encode_text(terms).map_err(PmuError)
-    }
-
-    /// The work of the public function above, its reason as text.
-    fn encode_text(&self, terms: &str) -> Result<EventEncoding, String> {
         let mut words = [0u64; 3];
         self.encode_into(terms, &mut words, 0)?;
         Ok(EventEncoding {
@@ -238,7 +223,7 @@ impl Pmu {
         })
     }
 
-    fn encode_into(&self, terms: &str, words: &mut [u64; 3], depth: u32) -> Result<(), String> {
+    fn encode_into(&self, terms: &str, words: &mut [u64; 3], depth: u32) -> Result<(), PmuError> {
         for term in terms.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (key, value) = match term.split_once('=') {
                 Some((k, v)) => (k.trim(), Some(v.trim())),
@@ -255,13 +240,15 @@ impl Pmu {
             let value = match value {
                 None => 1,
                 Some("?") => {
-                    return Err(format!(
+                    return Err(PmuError(format!(
                         "term `{key}` of {} needs a value (the alias leaves it as `?`)",
                         self.name
-                    ));
+                    )));
                 }
                 Some(v) => parse_number(v).ok_or_else(|| {
-                    format!("term `{term}`: expected a number (decimal or 0x hex)")
+                    PmuError(format!(
+                        "term `{term}`: expected a number (decimal or 0x hex)"
+                    ))
                 })?,
             };
             let whole = match key {
@@ -280,7 +267,7 @@ impl Pmu {
                 Some(f) => f.apply(value, words)?,
                 None => {
                     let known: Vec<&str> = self.formats.iter().map(|f| f.name.as_str()).collect();
-                    return Err(format!(
+                    return Err(PmuError(format!(
                         "unknown term `{key}` for PMU {} (its format has: {})",
                         self.name,
                         if known.is_empty() {
@@ -288,7 +275,7 @@ impl Pmu {
                         } else {
                             known.join(", ")
                         }
-                    ));
+                    )));
                 }
             }
         }

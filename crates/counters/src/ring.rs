@@ -10,6 +10,7 @@ use perf_event_open_sys::bindings::perf_event_mmap_page;
 
 use crate::sys::PerfFd;
 
+#[derive(Debug)]
 pub(crate) struct RingBuffer {
     base: NonNull<u8>,
     map_len: usize,
@@ -24,6 +25,7 @@ unsafe impl Send for RingBuffer {}
 
 /// The thread that empties a tracer's rings until it is told to stop, and what it
 /// collected: stopped and joined when dropped too, so no drainer outlives its tracer.
+#[derive(Debug)]
 pub(crate) struct Drainer<T> {
     /// What it drains, in its errors (`irq trace`, `syscall trace`).
     what: &'static str,
@@ -311,41 +313,55 @@ pub(crate) trait Sink {
     fn settle(&mut self, horizon: Option<u64>);
 }
 
-/// Empties `rings` into `sink` until `stop` is set, waking when a ring's `poll_fds`
-/// entry is readable or every `interval`; then calls `disable`, drains the rest and
-/// settles everything. Freeing buffer space is urgent, pairing is not: records are
-/// paired only every 50 ms, and only those older than [`HORIZON_NS`], by when every
-/// CPU's buffer holds everything written before them.
+/// One CPU's events of a tracer, the first owning the ring buffer the others write into.
+#[derive(Debug)]
+pub(crate) struct CpuStream {
+    pub(crate) events: Vec<PerfFd>,
+    pub(crate) ring: RingBuffer,
+}
+
+/// Empties the streams' rings into `sink` until `stop` is set, waking when a ring's
+/// owner is readable or every `interval`; then disables every event (and
+/// `also_disable`), drains the rest and settles everything; the last error a disable
+/// gave. Freeing buffer space is urgent, pairing is not: records are paired only every
+/// 50 ms, and only those older than [`HORIZON_NS`], by when every CPU's buffer holds
+/// everything written before them.
 pub(crate) fn drain_loop(
-    rings: &mut [RingBuffer],
-    poll_fds: &[std::os::fd::RawFd],
+    streams: Vec<CpuStream>,
+    also_disable: Option<&PerfFd>,
     interval: std::time::Duration,
     stop: &std::sync::atomic::AtomicBool,
-    mut disable: impl FnMut(),
     sink: &mut impl Sink,
-) {
-    let mut pollfds: Vec<libc::pollfd> = poll_fds
+) -> io::Result<()> {
+    let (mut rings, events): (Vec<RingBuffer>, Vec<Vec<PerfFd>>) =
+        streams.into_iter().map(|s| (s.ring, s.events)).unzip();
+    let mut pollfds: Vec<libc::pollfd> = events
         .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
+        .map(|e| libc::pollfd {
+            fd: e[0].raw(),
             events: libc::POLLIN,
             revents: 0,
         })
         .collect();
     let timeout_ms = interval.as_millis().clamp(1, 1000) as libc::c_int;
     let mut last_settle = monotonic_ns();
+    let mut disabled = Ok(());
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if stopping {
-            disable();
+            for fd in events.iter().flatten().chain(also_disable) {
+                if let Err(e) = fd.disable(false) {
+                    disabled = Err(e);
+                }
+            }
         }
         let now = monotonic_ns();
-        for r in rings.iter_mut() {
+        for r in &mut rings {
             r.drain(|rec| sink.record(rec));
         }
         if stopping {
             sink.settle(None);
-            return;
+            return disabled;
         }
         if now.saturating_sub(last_settle) >= SETTLE_NS {
             sink.settle(Some(now.saturating_sub(HORIZON_NS)));
@@ -354,8 +370,8 @@ pub(crate) fn drain_loop(
         for p in &mut pollfds {
             p.revents = 0;
         }
-        // SAFETY: `pollfds` is a valid array of pollfd for the call; the caller keeps
-        // the descriptors open while this runs.
+        // SAFETY: `pollfds` is a valid array of pollfd for the call; the descriptors
+        // stay open (owned by `events`) while this runs.
         unsafe {
             libc::poll(
                 pollfds.as_mut_ptr(),

@@ -76,11 +76,6 @@ impl FakeSource {
             running: false,
         }
     }
-
-    /// A source reading exact (unmultiplexed) counts in [`CountMode::All`].
-    pub fn with_counts(counts: &[(CounterEvent, u64)]) -> FakeSource {
-        FakeSource::new(fake_values(counts))
-    }
 }
 
 /// The target fakes report: the calling thread.

@@ -119,6 +119,9 @@ pub(crate) fn open(
     })
 }
 
+/// `perf-event-open-sys`'s ioctls with an integer argument.
+type Ioctl = unsafe fn(libc::c_int, libc::c_uint) -> libc::c_int;
+
 fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
     if ret < 0 {
         let e = io::Error::last_os_error();
@@ -128,38 +131,30 @@ fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
     }
 }
 
-fn group_flag(group: bool) -> libc::c_uint {
-    if group { b::PERF_IOC_FLAG_GROUP } else { 0 }
-}
-
 impl PerfFd {
     pub(crate) fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
+    /// One of the ioctls that take `PERF_IOC_FLAG_GROUP` (with `group`: every event of
+    /// this one's group) or 0.
+    fn flag_ioctl(&self, ioctl: Ioctl, name: &str, group: bool) -> io::Result<()> {
+        let flag = if group { b::PERF_IOC_FLAG_GROUP } else { 0 };
+        // SAFETY: ioctl on a perf fd we own, with an integer argument.
+        check(unsafe { ioctl(self.raw(), flag) }, name)
+    }
+
     /// Enables the event (and with `group`, every event of its group).
     pub(crate) fn enable(&self, group: bool) -> io::Result<()> {
-        // SAFETY: ioctl on a perf fd we own, with an integer argument.
-        check(
-            unsafe { sys::ioctls::ENABLE(self.raw(), group_flag(group)) },
-            "PERF_EVENT_IOC_ENABLE",
-        )
+        self.flag_ioctl(sys::ioctls::ENABLE, "PERF_EVENT_IOC_ENABLE", group)
     }
 
     pub(crate) fn disable(&self, group: bool) -> io::Result<()> {
-        // SAFETY: ioctl on a perf fd we own, with an integer argument.
-        check(
-            unsafe { sys::ioctls::DISABLE(self.raw(), group_flag(group)) },
-            "PERF_EVENT_IOC_DISABLE",
-        )
+        self.flag_ioctl(sys::ioctls::DISABLE, "PERF_EVENT_IOC_DISABLE", group)
     }
 
     pub(crate) fn reset(&self, group: bool) -> io::Result<()> {
-        // SAFETY: ioctl on a perf fd we own, with an integer argument.
-        check(
-            unsafe { sys::ioctls::RESET(self.raw(), group_flag(group)) },
-            "PERF_EVENT_IOC_RESET",
-        )
+        self.flag_ioctl(sys::ioctls::RESET, "PERF_EVENT_IOC_RESET", group)
     }
 
     /// Sets a tracepoint filter (`reason == 4`); the errno when the kernel refuses it.
@@ -220,6 +215,22 @@ impl PerfFd {
         }
         Ok((buf[0], buf[1], buf[2]))
     }
+}
+
+/// Resets every event, then enables them all; `what` names them in errors.
+pub(crate) fn reset_then_enable<'a>(
+    fds: impl Iterator<Item = &'a PerfFd> + Clone,
+    what: &str,
+) -> Result<(), crate::CounterError> {
+    for fd in fds.clone() {
+        fd.reset(false)
+            .map_err(|e| crate::CounterError::io(format!("reset {what}"), e))?;
+    }
+    for fd in fds {
+        fd.enable(false)
+            .map_err(|e| crate::CounterError::io(format!("enable {what}"), e))?;
+    }
+    Ok(())
 }
 
 /// The errno's symbolic name for messages (`ENOENT`), or `errno N`.

@@ -33,12 +33,12 @@ use smtlab_model::CpuSet;
 use smtlab_model::counters::CounterTarget;
 use smtlab_model::counters::syscalls::{SyscallProfile, SyscallStat};
 
-use crate::error::{CounterError, Needs, classify};
+use crate::error::{CounterError, Needs, classify, open_error};
 use crate::ring::{
-    self, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch, read_int,
-    u32_at, u64_at,
+    self, CpuStream, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, parse_switch,
+    read_int, u32_at, u64_at,
 };
-use crate::sys::{self, PerfFd};
+use crate::sys;
 use crate::syscall_names;
 use crate::tracefs::{self, Tracepoint};
 
@@ -152,14 +152,8 @@ pub(crate) fn online_cpus() -> Result<CpuSet, CounterError> {
     })
 }
 
-/// One CPU's pair of events and the ring buffer both write into.
-struct CpuStream {
-    enter: PerfFd,
-    exit: PerfFd,
-    ring: RingBuffer,
-}
-
 /// Tracepoints opened but not yet enabled.
+#[derive(Debug)]
 pub struct SyscallTracer {
     target: CounterTarget,
     streams: Vec<CpuStream>,
@@ -167,15 +161,6 @@ pub struct SyscallTracer {
     options: TraceOptions,
     /// Whether the kernel accepted the context-switch records (CPU time per call).
     switches: bool,
-}
-
-impl std::fmt::Debug for SyscallTracer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SyscallTracer")
-            .field("target", &self.target)
-            .field("cpus", &self.streams.len())
-            .finish()
-    }
 }
 
 impl SyscallTracer {
@@ -212,15 +197,8 @@ impl SyscallTracer {
             let open = |id: u64, pages: usize, switches: bool| {
                 let mut attr = sample_attr(id, inherit, pages * page_size(), switches);
                 sys::open(&mut attr, pid, cpu_i, None).map_err(|errno| {
-                    if matches!(errno, libc::ESRCH | libc::EMFILE | libc::ENFILE) {
-                        CounterError::open(
-                            format!("raw_syscalls on {target} cpu {cpu}"),
-                            errno,
-                            Needs::RawTracepoint,
-                        )
-                    } else {
-                        CounterError::Unavailable(open_reason(errno))
-                    }
+                    let what = format!("raw_syscalls on {target} cpu {cpu}");
+                    open_error(what, errno, Some("raw_syscalls tracepoints"))
                 })
             };
             let enter = open(layout.enter.id, pages, switches)?;
@@ -247,7 +225,10 @@ impl SyscallTracer {
                     e,
                 )
             })?;
-            streams.push(CpuStream { enter, exit, ring });
+            streams.push(CpuStream {
+                events: vec![enter, exit],
+                ring,
+            });
         }
         Ok(SyscallTracer {
             target,
@@ -261,18 +242,8 @@ impl SyscallTracer {
     /// Enables the tracepoints and starts draining their buffers.
     pub fn start(self) -> Result<RunningTrace, CounterError> {
         let start_ns = monotonic_ns();
-        for s in &self.streams {
-            s.enter
-                .reset(false)
-                .and_then(|_| s.exit.reset(false))
-                .map_err(|e| CounterError::io("reset raw_syscalls events", e))?;
-        }
-        for s in &self.streams {
-            s.enter
-                .enable(false)
-                .and_then(|_| s.exit.enable(false))
-                .map_err(|e| CounterError::io("enable raw_syscalls events", e))?;
-        }
+        let fds = self.streams.iter().flat_map(|s| &s.events);
+        sys::reset_then_enable(fds, "raw_syscalls events")?;
         let SyscallTracer {
             target,
             streams,
@@ -294,18 +265,11 @@ impl SyscallTracer {
 }
 
 /// Tracing in progress; [`RunningTrace::stop`] returns the profile.
+#[derive(Debug)]
 pub struct RunningTrace {
     target: CounterTarget,
     drainer: Drainer<Collected>,
     start_ns: u64,
-}
-
-impl std::fmt::Debug for RunningTrace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunningTrace")
-            .field("target", &self.target)
-            .finish()
-    }
 }
 
 impl RunningTrace {
@@ -529,27 +493,13 @@ fn drain_loop(
     stop: &AtomicBool,
 ) -> Collected {
     let mut c = Collected::default();
-    let (mut rings, fds): (Vec<RingBuffer>, Vec<(PerfFd, PerfFd)>) = streams
-        .into_iter()
-        .map(|s| (s.ring, (s.enter, s.exit)))
-        .unzip();
-    let poll: Vec<_> = fds.iter().map(|(enter, _)| enter.raw()).collect();
-    let mut error = None;
-    let disable = || {
-        for (enter, exit) in &fds {
-            if let Err(e) = enter.disable(false).and_then(|_| exit.disable(false)) {
-                error = Some(CounterError::io("disable raw_syscalls events", e));
-            }
-        }
-    };
     let mut sink = Drain {
         c: &mut c,
         layout: &layout,
         me: smtlab_placement::pin::gettid() as u32,
     };
-    ring::drain_loop(&mut rings, &poll, interval, stop, disable, &mut sink);
-    if error.is_some() {
-        c.error = error;
+    if let Err(e) = ring::drain_loop(streams, None, interval, stop, &mut sink) {
+        c.error = Some(CounterError::io("disable raw_syscalls events", e));
     }
     c
 }

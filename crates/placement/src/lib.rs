@@ -22,7 +22,7 @@
 //!    use), for the runner to write (paper 004 s3).
 //! 5. [`pin`] sets and verifies affinity: the calling thread, threads spawned pinned
 //!    ([`pin::spawn_pinned`]), and child processes ([`pin::CommandPinExt::pin_to`]). The OS
-//!    calls sit behind the [`pin::Affinity`] trait, with a fake for deterministic tests.
+//!    calls sit behind the [`pin::Affinity`] trait.
 //!    With the `tokio` feature, [`runtime::PinnedRuntime`] is a tokio runtime whose worker
 //!    threads are pinned the same way (the servers that run on tokio).
 //!

@@ -11,20 +11,18 @@
 //!   before it runs the work (pinning the parent and letting the child inherit would move
 //!   the parent), and return only once the pin is confirmed.
 //! * Child processes: [`CommandPinExt::pin_to`] on `std::process::Command` pins between
-//!   fork and exec; [`verify_process_affinity`] checks a running process.
+//!   fork and exec.
 //!
-//! The OS boundary is the [`Affinity`] trait: [`SystemAffinity`] calls the kernel,
-//! [`FakeAffinity`] keeps masks in memory so callers (the runner, benchmarks) can be tested
-//! deterministically on any machine. The free functions use [`SystemAffinity`].
+//! The OS boundary is the [`Affinity`] trait, which [`SystemAffinity`] implements with the
+//! kernel's calls; the free functions use it.
 //!
 //! Masks are sized to the CPU numbers involved (not glibc's fixed 1024-bit `cpu_set_t`),
 //! so machines with more than 1024 CPUs work.
 
-use std::collections::HashMap;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{OnceLock, mpsc};
 use std::thread::{self, JoinHandle, Scope, ScopedJoinHandle};
 
 use smtlab_model::CpuSet;
@@ -162,84 +160,6 @@ impl Affinity for SystemAffinity {
     }
 }
 
-/// In-memory affinity for tests: behaves like the kernel on a machine whose online CPUs
-/// are `online` (sets are cut to the online part, and rejected when nothing is left), and
-/// records every `set` call.
-#[derive(Debug)]
-pub struct FakeAffinity {
-    online: CpuSet,
-    state: Mutex<FakeState>,
-}
-
-#[derive(Debug, Default)]
-struct FakeState {
-    masks: HashMap<libc::pid_t, CpuSet>,
-    calls: Vec<(libc::pid_t, CpuSet)>,
-}
-
-impl FakeAffinity {
-    pub fn new(online: CpuSet) -> Self {
-        Self {
-            online,
-            state: Mutex::new(FakeState::default()),
-        }
-    }
-
-    /// Every `set` call so far as (thread id, requested CPUs); tid 0 is replaced by the
-    /// caller's real thread id so calls from different threads can be told apart.
-    pub fn calls(&self) -> Vec<(libc::pid_t, CpuSet)> {
-        self.lock().calls.clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, FakeState> {
-        // A test thread that panicked while holding the lock leaves valid data behind.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn resolve_tid(tid: libc::pid_t) -> libc::pid_t {
-        if tid == 0 { gettid() } else { tid }
-    }
-}
-
-impl Affinity for FakeAffinity {
-    fn set(&self, tid: libc::pid_t, cpus: &CpuSet) -> Result<(), PinError> {
-        if cpus.is_empty() {
-            return Err(PinError::Empty);
-        }
-        if let Some(cpu) = cpus.iter().find(|&c| c > MAX_CPU) {
-            return Err(PinError::TooLarge { cpu });
-        }
-        let key = Self::resolve_tid(tid);
-        let mut state = self.lock();
-        state.calls.push((key, cpus.clone()));
-        let effective = cpus.intersection(&self.online);
-        if effective.is_empty() {
-            return Err(PinError::Set {
-                tid,
-                cpus: cpus.to_list_string(),
-                error: io::Error::from_raw_os_error(libc::EINVAL),
-            });
-        }
-        state.masks.insert(key, effective);
-        Ok(())
-    }
-
-    fn get(&self, tid: libc::pid_t) -> Result<CpuSet, PinError> {
-        let key = Self::resolve_tid(tid);
-        Ok(self
-            .lock()
-            .masks
-            .get(&key)
-            .cloned()
-            .unwrap_or_else(|| self.online.clone()))
-    }
-
-    fn current_cpu(&self) -> Option<u32> {
-        // Deterministic stand-in for the scheduler: the lowest CPU the thread may use.
-        self.get(0).ok()?.first()
-    }
-}
-
 /// The kernel thread id of the calling thread (what `perf_event_open`, `tgkill` and
 /// `/proc/PID/task/TID` take).
 pub fn gettid() -> libc::pid_t {
@@ -281,16 +201,6 @@ pub fn current_cpu() -> Option<u32> {
     SystemAffinity.current_cpu()
 }
 
-/// Checks that process (or thread) `pid` may run on exactly `cpus`, e.g. a child started
-/// with [`CommandPinExt::pin_to`] or a server started by someone else and pinned by pid.
-pub fn verify_process_affinity(pid: u32, cpus: &CpuSet) -> Result<(), PinError> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| PinError::Get {
-        tid: libc::pid_t::MAX,
-        error: io::Error::from_raw_os_error(libc::ESRCH),
-    })?;
-    SystemAffinity.verify(pid, cpus)
-}
-
 /// Spawns a thread named `name` that pins itself to `cpu` (verified) before running `f`;
 /// `None` runs unpinned (the `os` placement). Returns once the pin is confirmed, so a
 /// caller never measures a thread that runs elsewhere.
@@ -307,32 +217,11 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    spawn_pinned_with(Arc::new(SystemAffinity), cpu, name, f)
-}
-
-/// [`spawn_pinned`] through a chosen [`Affinity`] (a [`FakeAffinity`] in tests).
-pub fn spawn_pinned_with<F, T>(
-    affinity: Arc<dyn Affinity>,
-    cpu: Option<u32>,
-    name: impl Into<String>,
-    f: F,
-) -> io::Result<JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
     let (tx, rx) = mpsc::sync_channel(1);
     let handle = thread::Builder::new()
         .name(name.into())
-        .spawn(pinned_body(affinity, cpu, tx, f))?;
-    match confirm(rx) {
-        Ok(()) => Ok(handle),
-        Err(e) => {
-            // The thread has already stopped (or is stopping) without running `f`.
-            let _ = handle.join();
-            Err(e)
-        }
-    }
+        .spawn(pinned_body(cpu, tx, f))?;
+    confirmed(handle, rx, |h| drop(h.join()))
 }
 
 /// [`spawn_pinned`] for `std::thread::scope`, so workers can borrow the benchmark's
@@ -347,40 +236,17 @@ where
     F: FnOnce() -> T + Send + 'scope,
     T: Send + 'scope,
 {
-    spawn_pinned_scoped_with(scope, Arc::new(SystemAffinity), cpu, name, f)
-}
-
-/// [`spawn_pinned_scoped`] through a chosen [`Affinity`].
-pub fn spawn_pinned_scoped_with<'scope, 'env, F, T>(
-    scope: &'scope Scope<'scope, 'env>,
-    affinity: Arc<dyn Affinity>,
-    cpu: Option<u32>,
-    name: impl Into<String>,
-    f: F,
-) -> io::Result<ScopedJoinHandle<'scope, T>>
-where
-    F: FnOnce() -> T + Send + 'scope,
-    T: Send + 'scope,
-{
     let (tx, rx) = mpsc::sync_channel(1);
     let handle = thread::Builder::new()
         .name(name.into())
-        .spawn_scoped(scope, pinned_body(affinity, cpu, tx, f))?;
-    match confirm(rx) {
-        Ok(()) => Ok(handle),
-        Err(e) => {
-            // Joining marks the unwind as handled, so the scope does not panic at its end.
-            let _ = handle.join();
-            Err(e)
-        }
-    }
+        .spawn_scoped(scope, pinned_body(cpu, tx, f))?;
+    confirmed(handle, rx, |h| drop(h.join()))
 }
 
 /// Marker payload of a thread that ended because its pin failed.
 struct PinFailed;
 
 fn pinned_body<F, T>(
-    affinity: Arc<dyn Affinity>,
     cpu: Option<u32>,
     tx: mpsc::SyncSender<Result<(), PinError>>,
     f: F,
@@ -390,7 +256,7 @@ where
 {
     move || {
         let result = match cpu {
-            Some(cpu) => affinity.pin_current_to(cpu),
+            Some(cpu) => SystemAffinity.pin_current_to(cpu),
             None => Ok(()),
         };
         let failed = result.is_err();
@@ -404,13 +270,25 @@ where
     }
 }
 
-fn confirm(rx: mpsc::Receiver<Result<(), PinError>>) -> io::Result<()> {
-    match rx.recv() {
+/// `handle` once its thread reports its pin. A thread whose pin failed has stopped (or
+/// is stopping) without running its work: it is joined, which for a scoped thread also
+/// marks its unwind as handled, so the scope does not panic at its end.
+fn confirmed<H>(
+    handle: H,
+    rx: mpsc::Receiver<Result<(), PinError>>,
+    join: impl FnOnce(H),
+) -> io::Result<H> {
+    let reported = match rx.recv() {
         Ok(result) => result.map_err(io::Error::from),
         Err(_) => Err(io::Error::other(
             "pinned thread ended before reporting its pin",
         )),
+    };
+    if let Err(e) = reported {
+        join(handle);
+        return Err(e);
     }
+    Ok(handle)
 }
 
 /// Pinning for child processes.
@@ -736,7 +614,7 @@ mod tests {
 
     #[test]
     fn spawn_pinned_reports_failures_without_running_the_work() {
-        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = ran.clone();
         let e = spawn_pinned(Some(MAX_CPU), "doomed", move || {
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -800,8 +678,8 @@ mod tests {
             .unwrap()
             .spawn()
             .unwrap();
-        let verified = verify_process_affinity(child.id(), &set(&[1]));
-        let wrong = verify_process_affinity(child.id(), &set(&[0]));
+        let verified = SystemAffinity.verify(child.id() as i32, &set(&[1]));
+        let wrong = SystemAffinity.verify(child.id() as i32, &set(&[0]));
         child.kill().unwrap();
         smtlab_fixtures::bounded::wait(&mut child, "a test child");
         verified.unwrap();
@@ -836,62 +714,9 @@ mod tests {
     #[test]
     fn verifying_a_missing_process_names_it() {
         // pid_max is at most 2^22, so this pid cannot exist.
-        let e = verify_process_affinity(1 << 30, &set(&[0])).unwrap_err();
+        let e = SystemAffinity.verify(1 << 30, &set(&[0])).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("thread/process 1073741824"), "{msg}");
         assert!(matches!(e, PinError::Get { .. }));
-    }
-
-    #[test]
-    fn fake_behaves_like_the_kernel() {
-        let fake = FakeAffinity::new(set(&[0, 1, 2, 3]));
-        assert_eq!(fake.get(0).unwrap(), set(&[0, 1, 2, 3]));
-        fake.pin(0, &set(&[2])).unwrap();
-        assert_eq!(fake.current_cpu(), Some(2));
-        fake.pin_current_to(3).unwrap();
-        assert!(matches!(fake.set(0, &CpuSet::new()), Err(PinError::Empty)));
-        assert!(matches!(fake.set(0, &set(&[9])), Err(PinError::Set { .. })));
-        let e = fake.pin(0, &set(&[1, 9])).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "the calling thread was pinned to CPUs 1,9 but the kernel reports 1 \
-             (CPUs offline, absent or outside this process's cpuset are dropped)"
-        );
-        fake.pin(4242, &set(&[0])).unwrap();
-        assert_eq!(fake.get(4242).unwrap(), set(&[0]));
-        let tid = gettid();
-        let calls = fake.calls();
-        assert_eq!(calls[0], (tid, set(&[2])));
-        assert_eq!(calls.last().unwrap(), &(4242, set(&[0])));
-    }
-
-    #[test]
-    fn spawn_pinned_with_a_fake_is_deterministic() {
-        let fake = Arc::new(FakeAffinity::new((0..64).collect()));
-        let handles: Vec<_> = [5u32, 17, 63]
-            .into_iter()
-            .map(|cpu| {
-                spawn_pinned_with(fake.clone(), Some(cpu), "fake", {
-                    let fake = fake.clone();
-                    move || fake.current_cpu()
-                })
-                .unwrap()
-            })
-            .collect();
-        let got: Vec<_> = handles
-            .into_iter()
-            .map(|h| smtlab_fixtures::bounded::join(h, "a test thread"))
-            .collect();
-        assert_eq!(got, [Some(5), Some(17), Some(63)]);
-        let mut pinned: Vec<CpuSet> = fake.calls().into_iter().map(|(_, s)| s).collect();
-        pinned.sort();
-        assert_eq!(pinned, [set(&[5]), set(&[17]), set(&[63])]);
-
-        let e = spawn_pinned_with(fake.clone(), Some(99), "absent", || ()).unwrap_err();
-        assert!(e.to_string().contains("cannot pin"), "{e}");
-        thread::scope(|s| {
-            let h = spawn_pinned_scoped_with(s, fake.clone(), Some(7), "scoped", || 7).unwrap();
-            assert_eq!(h.join().unwrap(), 7);
-        });
     }
 }

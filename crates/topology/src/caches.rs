@@ -47,14 +47,7 @@ fn index_dirs(cache_dir: &Path) -> Vec<u32> {
     };
     let mut v: Vec<u32> = entries
         .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name();
-            let digits = name.to_str()?.strip_prefix("index")?.to_owned();
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            digits.parse().ok()
-        })
+        .filter_map(|e| crate::sysfs::numbered(&e.file_name(), "index"))
         .collect();
     v.sort_unstable();
     v

@@ -135,14 +135,7 @@ fn existing_cpus(cpu_dir: &Path) -> Result<CpuSet, TopologyError> {
             path: cpu_dir.to_path_buf(),
             error: source,
         })?;
-        let name = entry.file_name();
-        let Some(digits) = name.to_str().and_then(|n| n.strip_prefix("cpu")) else {
-            continue;
-        };
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(n) = digits.parse::<u32>()
+        if let Some(n) = crate::sysfs::numbered(&entry.file_name(), "cpu")
             && n <= MAX_CPU
         {
             set.insert(n);

@@ -156,12 +156,10 @@ fn frequencies(cpu_dir: &Path, cpus: &CpuSet) -> Option<Vec<CoreKind>> {
         khz(c, "cpufreq/base_frequency")
             .or_else(|| khz(c, "acpi_cppc/nominal_freq").map(|mhz| mhz * 1000))
     });
-    let max = per_cpu(cpus, |c| khz(c, "cpufreq/cpuinfo_max_freq"));
-    let (base, max) = match (base, max) {
-        (None, None) => return None,
-        (base, max) => (base, max),
-    };
-    let mut max = max;
+    let mut max = per_cpu(cpus, |c| khz(c, "cpufreq/cpuinfo_max_freq"));
+    if base.is_none() && max.is_none() {
+        return None;
+    }
     if let Some(max) = max.as_mut() {
         even_out_max(max, base.as_ref());
     }

@@ -56,17 +56,8 @@ fn node_dirs(node_dir: &Path) -> CpuSet {
     };
     entries
         .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name();
-            let digits = name.to_str()?.strip_prefix("node")?.to_owned();
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            digits
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n <= smtlab_model::cpuset::MAX_CPU)
-        })
+        .filter_map(|e| crate::sysfs::numbered(&e.file_name(), "node"))
+        .filter(|n| *n <= smtlab_model::cpuset::MAX_CPU)
         .collect()
 }
 

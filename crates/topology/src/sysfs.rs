@@ -138,23 +138,20 @@ pub(crate) fn read_cpuset(
     list_name: &str,
     mask_name: &str,
 ) -> Result<Option<CpuSet>, TopologyError> {
-    let list_path = dir.join(list_name);
-    if let Some(text) = read_opt(&list_path, SYSFS_LIMIT)? {
-        return parse_set(&list_path, &text, CpuSet::parse_list).map(Some);
+    if let Some(set) = read_list(&dir.join(list_name))? {
+        return Ok(Some(set));
     }
     let mask_path = dir.join(mask_name);
-    match read_opt(&mask_path, SYSFS_LIMIT)? {
-        Some(text) => parse_set(&mask_path, &text, CpuSet::parse_mask).map(Some),
-        None => Ok(None),
-    }
+    let text = read_opt(&mask_path, SYSFS_LIMIT)?;
+    text.map(|t| parse_set(&mask_path, &t, CpuSet::parse_mask))
+        .transpose()
 }
 
 /// Reads a file that holds a CPU list (`cpu/online`, `cpu_core/cpus`).
 pub(crate) fn read_list(path: &Path) -> Result<Option<CpuSet>, TopologyError> {
-    match read_opt(path, SYSFS_LIMIT)? {
-        Some(text) => parse_set(path, &text, CpuSet::parse_list).map(Some),
-        None => Ok(None),
-    }
+    let text = read_opt(path, SYSFS_LIMIT)?;
+    text.map(|t| parse_set(path, &t, CpuSet::parse_list))
+        .transpose()
 }
 
 fn parse_set(
@@ -171,6 +168,15 @@ fn parse_set(
         path: path.to_path_buf(),
         reason: e.to_string(),
     })
+}
+
+/// `N` of a directory entry named `{prefix}N` (`cpu3`, `index2`, `node1`): digits only.
+pub(crate) fn numbered(name: &std::ffi::OsStr, prefix: &str) -> Option<u32> {
+    let digits = name.to_str()?.strip_prefix(prefix)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Parses a cache size as sysfs writes it (`32K`, `8192K`) and as some architectures or

@@ -49,71 +49,48 @@ mod x86 {
         }
     }
 
+    /// A level's data and instruction TLBs for 4K and 2M/4M pages, from its leaf (the
+    /// L1 and L2 leaves have the same methods but no trait in common).
+    macro_rules! small_pages {
+        ($level:expr, $leaf:expr) => {{
+            let l = $leaf;
+            [
+                (
+                    CacheType::Data,
+                    "4K",
+                    l.dtlb_4k_size(),
+                    l.dtlb_4k_associativity(),
+                ),
+                (
+                    CacheType::Data,
+                    "2M/4M",
+                    l.dtlb_2m_4m_size(),
+                    l.dtlb_2m_4m_associativity(),
+                ),
+                (
+                    CacheType::Instruction,
+                    "4K",
+                    l.itlb_4k_size(),
+                    l.itlb_4k_associativity(),
+                ),
+                (
+                    CacheType::Instruction,
+                    "2M/4M",
+                    l.itlb_2m_4m_size(),
+                    l.itlb_2m_4m_associativity(),
+                ),
+            ]
+            .map(|(t, p, n, a)| super::tlb($level, t, p, u32::from(n), ways(a)))
+        }};
+    }
+
     fn amd_tlbs(cpuid: &CpuId<raw_cpuid::CpuIdReaderNative>) -> Vec<Tlb> {
         let mut out = Vec::new();
         if let Some(l1) = cpuid.get_l1_cache_and_tlb_info() {
-            out.extend(
-                [
-                    (
-                        CacheType::Data,
-                        "4K",
-                        l1.dtlb_4k_size(),
-                        l1.dtlb_4k_associativity(),
-                    ),
-                    (
-                        CacheType::Data,
-                        "2M/4M",
-                        l1.dtlb_2m_4m_size(),
-                        l1.dtlb_2m_4m_associativity(),
-                    ),
-                    (
-                        CacheType::Instruction,
-                        "4K",
-                        l1.itlb_4k_size(),
-                        l1.itlb_4k_associativity(),
-                    ),
-                    (
-                        CacheType::Instruction,
-                        "2M/4M",
-                        l1.itlb_2m_4m_size(),
-                        l1.itlb_2m_4m_associativity(),
-                    ),
-                ]
-                .into_iter()
-                .map(|(t, p, n, a)| super::tlb(1, t, p, u32::from(n), ways(a))),
-            );
+            out.extend(small_pages!(1, l1));
         }
         if let Some(l2) = cpuid.get_l2_l3_cache_and_tlb_info() {
-            out.extend(
-                [
-                    (
-                        CacheType::Data,
-                        "4K",
-                        l2.dtlb_4k_size(),
-                        l2.dtlb_4k_associativity(),
-                    ),
-                    (
-                        CacheType::Data,
-                        "2M/4M",
-                        l2.dtlb_2m_4m_size(),
-                        l2.dtlb_2m_4m_associativity(),
-                    ),
-                    (
-                        CacheType::Instruction,
-                        "4K",
-                        l2.itlb_4k_size(),
-                        l2.itlb_4k_associativity(),
-                    ),
-                    (
-                        CacheType::Instruction,
-                        "2M/4M",
-                        l2.itlb_2m_4m_size(),
-                        l2.itlb_2m_4m_associativity(),
-                    ),
-                ]
-                .into_iter()
-                .map(|(t, p, n, a)| super::tlb(2, t, p, u32::from(n), ways(a))),
-            );
+            out.extend(small_pages!(2, l2));
         }
         if let Some(g) = cpuid.get_tlb_1gb_page_info() {
             out.extend(

@@ -123,9 +123,20 @@ fn found(
         .ok_or_else(|| Failure(StatusCode::NOT_FOUND, missing()))
 }
 
-/// `sql` prepared on `c`, once per connection (the connection's statement cache).
-async fn prepared(c: &deadpool_postgres::Object, sql: &str) -> Reply<tokio_postgres::Statement> {
-    c.prepare_cached(sql).await.map_err(db_fail)
+/// Each of `sqls` prepared on `c` in order, once per connection (the connection's
+/// statement cache).
+async fn prepared<const N: usize>(
+    c: &deadpool_postgres::Object,
+    sqls: [&str; N],
+) -> Reply<[tokio_postgres::Statement; N]> {
+    let mut out = Vec::with_capacity(N);
+    for sql in sqls {
+        out.push(c.prepare_cached(sql).await.map_err(db_fail)?);
+    }
+    let Ok(all) = <[_; N]>::try_from(out) else {
+        unreachable!("one statement per query")
+    };
+    Ok(all)
 }
 
 async fn client(state: &AppState) -> Reply<deadpool_postgres::Object> {
@@ -145,7 +156,7 @@ struct LoginQuery {
 
 async fn login(State(s): State<Arc<AppState>>, Query(q): Query<LoginQuery>) -> Reply<Response> {
     let c = client(&s).await?;
-    let st = prepared(&c, "UPDATE account SET logins = logins + 1 WHERE id = $1").await?;
+    let [st] = prepared(&c, ["UPDATE account SET logins = logins + 1 WHERE id = $1"]).await?;
     if c.execute(&st, &[&q.uid]).await.map_err(db_fail)? == 0 {
         return Err(Failure(
             StatusCode::NOT_FOUND,
@@ -172,9 +183,9 @@ async fn quote(
 ) -> Reply<Json<serde_json::Value>> {
     s.session(&headers)?;
     let c = client(&s).await?;
-    let st = prepared(
+    let [st] = prepared(
         &c,
-        "SELECT symbol, company, price_cents, open_cents, volume FROM quote WHERE symbol = $1",
+        ["SELECT symbol, company, price_cents, open_cents, volume FROM quote WHERE symbol = $1"],
     )
     .await?;
     let row = found(c.query_opt(&st, &[&q.s]).await, || {
@@ -195,20 +206,14 @@ async fn quote(
 async fn home(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Reply<Html<String>> {
     let uid = s.session(&headers)?;
     let c = client(&s).await?;
-    let acct = prepared(
+    let [acct, value, market] = prepared(
         &c,
-        "SELECT name, cash_cents, logins FROM account WHERE id = $1",
-    )
-    .await?;
-    let value = prepared(
-        &c,
-        "SELECT count(*), coalesce(sum(h.quantity * q.price_cents), 0)::bigint \
-             FROM holding h JOIN quote q ON q.symbol = h.symbol WHERE h.account_id = $1",
-    )
-    .await?;
-    let market = prepared(
-        &c,
-        "SELECT symbol, price_cents, open_cents FROM quote WHERE symbol = ANY($1) ORDER BY symbol",
+        [
+            "SELECT name, cash_cents, logins FROM account WHERE id = $1",
+            "SELECT count(*), coalesce(sum(h.quantity * q.price_cents), 0)::bigint \
+                 FROM holding h JOIN quote q ON q.symbol = h.symbol WHERE h.account_id = $1",
+            "SELECT symbol, price_cents, open_cents FROM quote WHERE symbol = ANY($1) ORDER BY symbol",
+        ],
     )
     .await?;
     let a = found(c.query_opt(&acct, &[&uid]).await, || {
@@ -255,10 +260,12 @@ async fn home(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Reply<Html<
 async fn portfolio(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Reply<Html<String>> {
     let uid = s.session(&headers)?;
     let c = client(&s).await?;
-    let st = prepared(
+    let [st] = prepared(
         &c,
-        "SELECT h.symbol, h.quantity, q.price_cents, q.open_cents FROM holding h \
-             JOIN quote q ON q.symbol = h.symbol WHERE h.account_id = $1 ORDER BY h.symbol",
+        [
+            "SELECT h.symbol, h.quantity, q.price_cents, q.open_cents FROM holding h \
+                 JOIN quote q ON q.symbol = h.symbol WHERE h.account_id = $1 ORDER BY h.symbol",
+        ],
     )
     .await?;
     let rows = c.query(&st, &[&uid]).await.map_err(db_fail)?;
@@ -295,15 +302,13 @@ async fn account(
 ) -> Reply<Json<serde_json::Value>> {
     let uid = s.session(&headers)?;
     let c = client(&s).await?;
-    let acct = prepared(
+    let [acct, orders] = prepared(
         &c,
-        "SELECT name, cash_cents, opening_cents FROM account WHERE id = $1",
-    )
-    .await?;
-    let orders = prepared(
-        &c,
-        "SELECT id, symbol, kind, quantity, price_cents FROM orders \
-             WHERE account_id = $1 ORDER BY id DESC LIMIT 5",
+        [
+            "SELECT name, cash_cents, opening_cents FROM account WHERE id = $1",
+            "SELECT id, symbol, kind, quantity, price_cents FROM orders \
+                 WHERE account_id = $1 ORDER BY id DESC LIMIT 5",
+        ],
     )
     .await?;
     let a = found(c.query_opt(&acct, &[&uid]).await, || {
@@ -360,9 +365,9 @@ async fn order_start(
     let uid = s.session(headers)?;
     check_shares(shares)?;
     let c = client(s).await?;
-    let lock_quote = prepared(
+    let [lock_quote] = prepared(
         &c,
-        "SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE",
+        ["SELECT price_cents FROM quote WHERE symbol = $1 FOR UPDATE"],
     )
     .await?;
     Ok((uid, c, lock_quote))
@@ -376,28 +381,18 @@ async fn buy(
     Query(o): Query<OrderQuery>,
 ) -> Reply<Json<serde_json::Value>> {
     let (uid, mut c, lock_quote) = order_start(&s, &headers, o.q).await?;
-    let pay = prepared(
+    let [pay, hold, order, tick] = prepared(
         &c,
-        "UPDATE account SET cash_cents = cash_cents - $2 WHERE id = $1 AND cash_cents >= $2 \
-             RETURNING cash_cents",
-    )
-    .await?;
-    let hold = prepared(
-        &c,
-        "INSERT INTO holding (account_id, symbol, quantity, opening_quantity) \
-             VALUES ($1, $2, $3, 0) ON CONFLICT (account_id, symbol) \
-             DO UPDATE SET quantity = holding.quantity + EXCLUDED.quantity",
-    )
-    .await?;
-    let order = prepared(
-        &c,
-        "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
-             VALUES ($1, $2, 'b', $3, $4) RETURNING id",
-    )
-    .await?;
-    let tick = prepared(
-        &c,
-        "UPDATE quote SET price_cents = price_cents + 1, volume = volume + $2 WHERE symbol = $1",
+        [
+            "UPDATE account SET cash_cents = cash_cents - $2 WHERE id = $1 AND cash_cents >= $2 \
+                 RETURNING cash_cents",
+            "INSERT INTO holding (account_id, symbol, quantity, opening_quantity) \
+                 VALUES ($1, $2, $3, 0) ON CONFLICT (account_id, symbol) \
+                 DO UPDATE SET quantity = holding.quantity + EXCLUDED.quantity",
+            "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
+                 VALUES ($1, $2, 'b', $3, $4) RETURNING id",
+            "UPDATE quote SET price_cents = price_cents + 1, volume = volume + $2 WHERE symbol = $1",
+        ],
     )
     .await?;
     let tx = c.transaction().await.map_err(db_fail)?;
@@ -436,36 +431,18 @@ async fn sell(
     Query(o): Query<OrderQuery>,
 ) -> Reply<Json<serde_json::Value>> {
     let (uid, mut c, lock_quote) = order_start(&s, &headers, o.q).await?;
-    let lock_account = prepared(
+    let [lock_account, lock_holding, unhold, credit, order, tick] = prepared(
         &c,
-        "SELECT cash_cents FROM account WHERE id = $1 FOR UPDATE",
-    )
-    .await?;
-    let lock_holding = prepared(
-        &c,
-        "SELECT quantity FROM holding WHERE account_id = $1 AND symbol = $2 FOR UPDATE",
-    )
-    .await?;
-    let unhold = prepared(
-        &c,
-        "UPDATE holding SET quantity = quantity - $3 WHERE account_id = $1 AND symbol = $2",
-    )
-    .await?;
-    let credit = prepared(
-        &c,
-        "UPDATE account SET cash_cents = cash_cents + $2 WHERE id = $1 RETURNING cash_cents",
-    )
-    .await?;
-    let order = prepared(
-        &c,
-        "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
-             VALUES ($1, $2, 's', $3, $4) RETURNING id",
-    )
-    .await?;
-    let tick = prepared(
-        &c,
-        "UPDATE quote SET price_cents = greatest(100, price_cents - 1), volume = volume + $2 \
-             WHERE symbol = $1",
+        [
+            "SELECT cash_cents FROM account WHERE id = $1 FOR UPDATE",
+            "SELECT quantity FROM holding WHERE account_id = $1 AND symbol = $2 FOR UPDATE",
+            "UPDATE holding SET quantity = quantity - $3 WHERE account_id = $1 AND symbol = $2",
+            "UPDATE account SET cash_cents = cash_cents + $2 WHERE id = $1 RETURNING cash_cents",
+            "INSERT INTO orders (account_id, symbol, kind, quantity, price_cents) \
+                 VALUES ($1, $2, 's', $3, $4) RETURNING id",
+            "UPDATE quote SET price_cents = greatest(100, price_cents - 1), volume = volume + $2 \
+                 WHERE symbol = $1",
+        ],
     )
     .await?;
     let tx = c.transaction().await.map_err(db_fail)?;
