@@ -19,7 +19,7 @@
 //!   and the report reads.
 //! * [`stats`]: the small statistics every layer shares (mean, percentiles, Student-t
 //!   confidence intervals, geometric mean, ratios of two summaries, p-values and
-//!   Holm's correction).
+//!   Benjamini and Hochberg's correction).
 //! * [`verdict`]: the one verdict on two cells (speed-up, interval, words, unsteady
 //!   and disturbed cells, SMT pairs whose sibling was idle) that every output prints.
 //! * [`disturbance`]: what disturbed a cell (steal, other processes, smtlab's own
@@ -27,6 +27,46 @@
 //!
 //! Everything here is `serde`-serialisable so that the store, the report and other
 //! tools read the same shapes.
+
+/// An enum whose variants each have one name (`Variant = "name"`): its `ALL` (in
+/// declaration order), `name`, `parse` (exactly the name) and `Display` (the name),
+/// written from one list so they cannot disagree. After `serde_names;` each variant
+/// is also serialised as its name.
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $vis:vis enum $t:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
+    }) => {
+        $(#[$meta])* $vis enum $t { $($(#[$vmeta])* $variant,)* }
+        named_enum!(@impl $t { $($variant = $name,)* });
+    };
+    (serde_names; $(#[$meta:meta])* $vis:vis enum $t:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
+    }) => {
+        $(#[$meta])* $vis enum $t { $($(#[$vmeta])* #[serde(rename = $name)] $variant,)* }
+        named_enum!(@impl $t { $($variant = $name,)* });
+    };
+    (@impl $t:ident { $($variant:ident = $name:literal,)* }) => {
+        impl $t {
+            pub const ALL: [$t; [$($name),*].len()] = [$($t::$variant),*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($t::$variant => $name,)*
+                }
+            }
+
+            pub fn parse(text: &str) -> Option<$t> {
+                $t::ALL.into_iter().find(|v| v.name() == text)
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
 
 pub mod bench;
 pub mod counters;

@@ -43,26 +43,17 @@ pub struct Warmup {
     pub elapsed_ns: u64,
 }
 
-/// Why the runner stopped taking samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The CI half-width reached the target.
-    Converged,
-    /// `max_samples` were taken without converging.
-    MaxSamples,
-    /// The next sample would not have fitted the cell's time budget.
-    TimeBudget,
-}
-
-impl std::fmt::Display for StopReason {
-    /// How a person reads it: `converged`, `max samples`, `time budget`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            StopReason::Converged => "converged",
-            StopReason::MaxSamples => "max samples",
-            StopReason::TimeBudget => "time budget",
-        })
+named_enum! {
+    /// Why the runner stopped taking samples, named as a person reads it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum StopReason {
+        /// The CI half-width reached the target.
+        Converged = "converged",
+        /// `max_samples` were taken without converging.
+        MaxSamples = "max samples",
+        /// The next sample would not have fitted the cell's time budget.
+        TimeBudget = "time budget",
     }
 }
 

@@ -29,7 +29,7 @@
 //! * the p-value of a speed-up ([`welch_p_value`]) is Welch's two-sided t-test of equal
 //!   means, the test whose acceptance region is Fieller's interval at ratio 1; many of
 //!   them at once are corrected with Benjamini and Hochberg's method
-//!   ([`benjamini_hochberg`], what `compare` uses) or Holm's ([`holm`]).
+//!   ([`benjamini_hochberg`], what `compare` uses).
 //! * the geometric mean of several ratios with an interval ([`geomean_ci`]) is the
 //!   exponential of the mean of their logarithms and of its Student-t 95% interval
 //!   (`n - 1` degrees of freedom): the ratios are treated as a sample of benchmarks.
@@ -403,29 +403,12 @@ pub fn log_ratio_test(y: f64, v: f64, df: f64, extra: &Extra) -> Option<(Ratio, 
     Some((ratio, t_p_value(y / se, df)?))
 }
 
-/// Holm's step-down adjustment of `p` (family-wise error rate): sorted ascending, the
-/// `i`th smallest (from 0) becomes `max over j <= i of min(1, (m - j) p_(j))`; a test is
-/// significant at 95% when its adjusted value is at most 0.05. Output in input order.
-pub fn holm(p: &[f64]) -> Vec<f64> {
-    let m = p.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
-    let mut out = vec![1.0; m];
-    let mut running = 0.0f64;
-    for (rank, &i) in order.iter().enumerate() {
-        let adj = ((m - rank) as f64 * p[i]).min(1.0);
-        running = running.max(adj);
-        out[i] = running;
-    }
-    out
-}
-
 /// Benjamini and Hochberg's step-up adjustment of `p` (false discovery rate): sorted
 /// ascending, the `i`th smallest (from 1 of `m`) becomes `min over j >= i of
 /// min(1, m p_(j) / j)`; the tests whose adjusted value is at most 0.05 are
 /// significant with at most 5% of them false on average, and when no test has a real
 /// effect (an A/A comparison) the chance that any is significant is at most 5%, as with
-/// [`holm`], at much more power when many have one. Output in input order.
+/// Holm's method, at much more power when many have one. Output in input order.
 pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();
@@ -910,18 +893,6 @@ mod tests {
         let x = summarize(&[2.0, 2.0]).unwrap();
         let y = summarize(&[3.0, 3.0]).unwrap();
         assert_eq!(welch_p_value(&x, &y), Some(0.0));
-    }
-
-    #[test]
-    fn holm_steps_down_and_stays_monotone() {
-        // m = 4: sorted 0.01, 0.02, 0.03, 0.5 -> 0.04, 0.06, 0.06 (monotone), 0.5.
-        let adj = holm(&[0.03, 0.5, 0.01, 0.02]);
-        let want = [0.06, 0.5, 0.04, 0.06];
-        for (a, w) in adj.iter().zip(want) {
-            assert!(close(*a, w, 1e-12), "{adj:?}");
-        }
-        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
-        assert!(holm(&[]).is_empty());
     }
 
     #[test]
