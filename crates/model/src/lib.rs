@@ -29,42 +29,45 @@
 //! tools read the same shapes.
 
 /// An enum whose variants each have one name (`Variant = "name"`): its `ALL` (in
-/// declaration order), `name`, `parse` (exactly the name) and `Display` (the name),
-/// written from one list so they cannot disagree. After `serde_names;` each variant
-/// is also serialised as its name.
+/// declaration order), the name (`name`, or the method after `fn`), `parse` (exactly
+/// the name) and `Display` (the name), written from one list so they cannot disagree.
+/// After `serde_names;` each variant is also serialised as its name.
 macro_rules! named_enum {
-    ($(#[$meta:meta])* $vis:vis enum $t:ident {
-        $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
-    }) => {
-        $(#[$meta])* $vis enum $t { $($(#[$vmeta])* $variant,)* }
-        named_enum!(@impl $t { $($variant = $name,)* });
-    };
     (serde_names; $(#[$meta:meta])* $vis:vis enum $t:ident {
         $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
     }) => {
         $(#[$meta])* $vis enum $t { $($(#[$vmeta])* #[serde(rename = $name)] $variant,)* }
-        named_enum!(@impl $t { $($variant = $name,)* });
+        named_enum!(@impl name $t { $($variant = $name,)* });
     };
-    (@impl $t:ident { $($variant:ident = $name:literal,)* }) => {
+    (fn $f:ident; $(#[$meta:meta])* $vis:vis enum $t:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
+    }) => {
+        $(#[$meta])* $vis enum $t { $($(#[$vmeta])* $variant,)* }
+        named_enum!(@impl $f $t { $($variant = $name,)* });
+    };
+    (@impl $f:ident $t:ident { $($variant:ident = $name:literal,)* }) => {
         impl $t {
             pub const ALL: [$t; [$($name),*].len()] = [$($t::$variant),*];
 
-            pub fn name(self) -> &'static str {
+            pub fn $f(self) -> &'static str {
                 match self {
                     $($t::$variant => $name,)*
                 }
             }
 
             pub fn parse(text: &str) -> Option<$t> {
-                $t::ALL.into_iter().find(|v| v.name() == text)
+                $t::ALL.into_iter().find(|v| v.$f() == text)
             }
         }
 
         impl std::fmt::Display for $t {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.name())
+                f.write_str(self.$f())
             }
         }
+    };
+    ($($enum:tt)*) => {
+        named_enum!(fn name; $($enum)*);
     };
 }
 

@@ -57,16 +57,19 @@ named_enum! {
     }
 }
 
-/// Which limit of the measurement a figure reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimitKind {
-    /// The end of a search's range.
-    RangeEnd,
-    /// A ceiling the settings set (a parameter such as `max_conns`).
-    Ceiling,
-    /// What the load generator could offer.
-    LoadGenerator,
+named_enum! {
+    fn words;
+    /// Which limit of the measurement a figure reached, named as outputs name it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum LimitKind {
+        /// The end of a search's range.
+        RangeEnd = "search range end",
+        /// A ceiling the settings set (a parameter such as `max_conns`).
+        Ceiling = "configured ceiling",
+        /// What the load generator could offer.
+        LoadGenerator = "load generator's limit",
+    }
 }
 
 impl LimitKind {
@@ -79,21 +82,6 @@ impl LimitKind {
             LimitKind::LoadGenerator => limit::LOAD_GENERATOR,
         }
     }
-
-    /// `range end`, `ceiling`, `load generator's limit`: how outputs name it.
-    pub fn words(self) -> &'static str {
-        match self {
-            LimitKind::RangeEnd => "search range end",
-            LimitKind::Ceiling => "configured ceiling",
-            LimitKind::LoadGenerator => "load generator's limit",
-        }
-    }
-
-    const ALL: [LimitKind; 3] = [
-        LimitKind::RangeEnd,
-        LimitKind::Ceiling,
-        LimitKind::LoadGenerator,
-    ];
 }
 
 /// A cell whose figure reached a limit of the measurement in some of its samples (a

@@ -516,44 +516,33 @@ pub fn ratio(num: &Summary, den: &Summary) -> Option<Ratio> {
     Some(out)
 }
 
-/// What a speed-up's 95% interval says, in words every output uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Significance {
-    /// The whole interval is above 1: the second is better.
-    Faster,
-    /// The whole interval is below 1: the second is worse.
-    Slower,
-    /// The interval includes 1: no difference shown at 95%.
-    NotSignificant,
-    /// The denominator's own interval includes zero: the ratio is unbounded.
-    Unbounded,
-    /// A side has a single sample: no interval at all.
-    NoInterval,
-    /// A side's samples or rounds disagree beyond their own interval (see
-    /// `CellResult::unsteady_reason`): the figure would not repeat, so it is called
-    /// neither faster nor slower.
-    Unsteady,
-    /// A side's figure reached a limit of the measurement (`CellResult::limit`): it is
-    /// a bound, not a level, so no ratio of it is a speed-up.
-    AtLimit,
+named_enum! {
+    fn words;
+    /// What a speed-up's 95% interval says, in words every output uses (`words`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Significance {
+        /// The whole interval is above 1: the second is better.
+        Faster = "faster",
+        /// The whole interval is below 1: the second is worse.
+        Slower = "slower",
+        /// The interval includes 1: no difference shown at 95%.
+        NotSignificant = "not significant at 95%",
+        /// The denominator's own interval includes zero: the ratio is unbounded.
+        Unbounded = "interval unbounded",
+        /// A side has a single sample: no interval at all.
+        NoInterval = "n=1, no interval",
+        /// A side's samples or rounds disagree beyond their own interval (see
+        /// `CellResult::unsteady_reason`): the figure would not repeat, so it is called
+        /// neither faster nor slower.
+        Unsteady = "unsteady",
+        /// A side's figure reached a limit of the measurement (`CellResult::limit`): it is
+        /// a bound, not a level, so no ratio of it is a speed-up.
+        AtLimit = "at a limit",
+    }
 }
 
 impl Significance {
-    /// `faster`, `slower`, `not significant at 95%`, `interval unbounded`, `n=1, no
-    /// interval`, `unsteady`, `at a limit`.
-    pub fn words(self) -> &'static str {
-        match self {
-            Significance::Faster => "faster",
-            Significance::Slower => "slower",
-            Significance::NotSignificant => "not significant at 95%",
-            Significance::Unbounded => "interval unbounded",
-            Significance::NoInterval => "n=1, no interval",
-            Significance::Unsteady => "unsteady",
-            Significance::AtLimit => "at a limit",
-        }
-    }
-
     /// `Some(true)` when the interval excludes 1, `Some(false)` when it includes it,
     /// `None` when there is no bounded interval.
     pub fn significant(self) -> Option<bool> {
