@@ -70,14 +70,7 @@ pub fn median(xs: &[f64]) -> Option<f64> {
 /// The `p`th percentile (`p` in 0..=100, clamped) by linear interpolation between
 /// closest ranks (type 7; see the module documentation).
 pub fn percentile(xs: &[f64], p: f64) -> Option<f64> {
-    percentile_sorted(&sorted(xs), p)
-}
-
-/// [`percentile`] of values already sorted ascending, for callers that take several
-/// percentiles of one large set (a workload's per-operation latencies) and sort once.
-/// Every percentile smtlab reports, whichever workload computed it, is this definition.
-pub fn percentile_of_sorted(sorted: &[f64], p: f64) -> Option<f64> {
-    percentile_sorted(sorted, p)
+    percentile_of_sorted(&sorted(xs), p)
 }
 
 /// `1 / Φ⁻¹(3/4)`: the median absolute deviation of normal data times this is its
@@ -121,7 +114,7 @@ pub fn median_ci95(xs: &[f64]) -> Option<MedianCi> {
     }
     let tail = binom.cdf(k as u64 - 1);
     Some(MedianCi {
-        median: percentile_sorted(&s, 50.0)?,
+        median: percentile_of_sorted(&s, 50.0)?,
         ci_low: s[k - 1],
         ci_high: s[n - k],
         coverage: 1.0 - 2.0 * tail,
@@ -436,11 +429,11 @@ pub fn summarize(xs: &[f64]) -> Option<Summary> {
     Some(Summary {
         n: s.len(),
         mean,
-        median: percentile_sorted(&s, 50.0)?,
+        median: percentile_of_sorted(&s, 50.0)?,
         min: *s.first()?,
         max: *s.last()?,
-        p25: percentile_sorted(&s, 25.0)?,
-        p75: percentile_sorted(&s, 75.0)?,
+        p25: percentile_of_sorted(&s, 25.0)?,
+        p75: percentile_of_sorted(&s, 75.0)?,
         stddev,
         ci95_half_width,
         ci95_rel,
@@ -599,7 +592,10 @@ pub(crate) fn sorted(xs: &[f64]) -> Vec<f64> {
     v
 }
 
-fn percentile_sorted(s: &[f64], p: f64) -> Option<f64> {
+/// [`percentile`] of values already sorted ascending, for callers that take several
+/// percentiles of one large set (a workload's per-operation latencies) and sort once.
+/// Every percentile smtlab reports, whichever workload computed it, is this definition.
+pub fn percentile_of_sorted(s: &[f64], p: f64) -> Option<f64> {
     let last = s.len().checked_sub(1)?;
     let p = if p.is_nan() {
         50.0

@@ -309,10 +309,8 @@ impl Store {
         self.write("deleting runs", |db| {
             for &id in run_ids {
                 // Locked: a lease cannot be taken on it until this transaction ends.
-                if !lease::lock_run(db, id)? {
-                    return Err(Fail::NoRun(id));
-                }
-                if let Some((h, _)) = lease::holder(db, id, now)?
+                lease::lock_run(db, id)?;
+                if let Some(h) = lease::holder(db, id, now)?
                     && lease::is_live(&h)
                 {
                     return Err(Fail::Conflict(format!(
@@ -597,7 +595,7 @@ fn effective_status(db: &mut dyn Sql, run_id: i64, stored: RunStatus) -> RunStat
         return stored;
     }
     match lease::holder(db, run_id, lease::now_ms()) {
-        Ok(Some((h, _))) if lease::is_live(&h) => RunStatus::Running,
+        Ok(Some(h)) if lease::is_live(&h) => RunStatus::Running,
         Ok(_) => RunStatus::Interrupted,
         // An older file without leases: as stored.
         Err(_) => stored,
