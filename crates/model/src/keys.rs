@@ -253,23 +253,16 @@ impl Conditions {
     /// The conditions as flat `name=value` pairs, in the names the store and the
     /// text/CSV outputs use (module docs).
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        if let Some(f) = self.form {
-            out.push((FORM_PARAM, f.name().to_string()));
-        }
-        if let Some(p) = &self.partner {
-            out.push((PARTNER_PARAM, p.clone()));
-        }
-        if let Some(r) = self.rate {
-            out.push((RATE_PARAM, r.to_string()));
-        }
-        if let Some(s) = self.smt {
-            out.push((SMT_PARAM, s.name().to_string()));
-        }
-        if let Some(c) = self.cookie {
-            out.push((COOKIE_PARAM, c.name().to_string()));
-        }
-        out
+        [
+            (FORM_PARAM, self.form.map(|f| f.to_string())),
+            (PARTNER_PARAM, self.partner.clone()),
+            (RATE_PARAM, self.rate.map(|r| r.to_string())),
+            (SMT_PARAM, self.smt.map(|s| s.to_string())),
+            (COOKIE_PARAM, self.cookie.map(|c| c.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
     }
 
     /// `params` with the conditions added as flat pairs: how the store keeps a key
