@@ -219,10 +219,7 @@ impl Reading {
             raw: self.raw.saturating_add(other.raw),
             time_enabled_ns: self.time_enabled_ns.saturating_add(other.time_enabled_ns),
             time_running_ns: self.time_running_ns.saturating_add(other.time_running_ns),
-            scaled: match (self.scaled, other.scaled) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            },
+            scaled: self.scaled.zip(other.scaled).map(|(a, b)| a + b),
         }
     }
 }
@@ -250,10 +247,7 @@ impl EventReading {
         match mode {
             CountMode::User => self.user,
             CountMode::Kernel => self.kernel,
-            CountMode::All => self.all.or_else(|| match (self.user, self.kernel) {
-                (Some(u), Some(k)) => Some(u.sum(&k)),
-                _ => None,
-            }),
+            CountMode::All => self.all.or_else(|| Some(self.user?.sum(&self.kernel?))),
         }
     }
 

@@ -132,10 +132,7 @@ impl SyscallProfile {
                     s.calls += c.calls;
                     s.completed += c.completed;
                     s.wall_ns += c.wall_ns;
-                    s.cpu_ns = match (s.cpu_ns, c.cpu_ns) {
-                        (Some(a), Some(b)) => Some(a + b),
-                        _ => None,
-                    };
+                    s.cpu_ns = s.cpu_ns.zip(c.cpu_ns).map(|(a, b)| a + b);
                 }
                 (s.calls > 0).then_some(s)
             })
