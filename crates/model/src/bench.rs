@@ -7,21 +7,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::unit::Unit;
 
-/// Whether a larger value is better (bandwidth, operations per second) or worse (latency).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    Higher,
-    Lower,
-}
-
-impl Direction {
-    /// `higher` or `lower`: the word tables, CSV and the store use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::Higher => "higher",
-            Direction::Lower => "lower",
-        }
+named_enum! {
+    fn as_str;
+    /// Whether a larger value is better (bandwidth, operations per second) or worse
+    /// (latency), named as tables, CSV and the store name it (`as_str`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Direction {
+        Higher = "higher",
+        Lower = "lower",
     }
 }
 

@@ -58,108 +58,40 @@ pub enum EventClass {
     Software,
 }
 
-/// The events smtlab knows how to count. Serialised with perf's own names
-/// (`perf list`), so results read the same as `perf stat` output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum CounterEvent {
-    #[serde(rename = "cycles")]
-    Cycles,
-    #[serde(rename = "instructions")]
-    Instructions,
-    #[serde(rename = "ref-cycles")]
-    RefCycles,
-    #[serde(rename = "branches")]
-    Branches,
-    #[serde(rename = "branch-misses")]
-    BranchMisses,
-    #[serde(rename = "stalled-cycles-frontend")]
-    StalledCyclesFrontend,
-    #[serde(rename = "stalled-cycles-backend")]
-    StalledCyclesBackend,
-    #[serde(rename = "L1-dcache-loads")]
-    L1dReads,
-    #[serde(rename = "L1-dcache-load-misses")]
-    L1dReadMisses,
-    #[serde(rename = "L1-icache-loads")]
-    L1iReads,
-    #[serde(rename = "L1-icache-load-misses")]
-    L1iReadMisses,
-    #[serde(rename = "LLC-loads")]
-    LlcReads,
-    #[serde(rename = "LLC-load-misses")]
-    LlcReadMisses,
-    #[serde(rename = "dTLB-loads")]
-    DtlbReads,
-    #[serde(rename = "dTLB-load-misses")]
-    DtlbReadMisses,
-    #[serde(rename = "iTLB-loads")]
-    ItlbReads,
-    #[serde(rename = "iTLB-load-misses")]
-    ItlbReadMisses,
-    /// CPU time of the target in nanoseconds.
-    #[serde(rename = "task-clock")]
-    TaskClock,
-    #[serde(rename = "context-switches")]
-    ContextSwitches,
-    #[serde(rename = "cpu-migrations")]
-    CpuMigrations,
-    #[serde(rename = "page-faults")]
-    PageFaults,
+named_enum! {
+    serde_names;
+    /// The events smtlab knows how to count, hardware first, in the order reports list
+    /// them. Serialised with perf's own names (`perf list`, as [`CounterEvent::name`]
+    /// gives them: `L1-dcache-load-misses`), so results read the same as `perf stat`
+    /// output.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum CounterEvent {
+        Cycles = "cycles",
+        Instructions = "instructions",
+        RefCycles = "ref-cycles",
+        Branches = "branches",
+        BranchMisses = "branch-misses",
+        StalledCyclesFrontend = "stalled-cycles-frontend",
+        StalledCyclesBackend = "stalled-cycles-backend",
+        L1dReads = "L1-dcache-loads",
+        L1dReadMisses = "L1-dcache-load-misses",
+        L1iReads = "L1-icache-loads",
+        L1iReadMisses = "L1-icache-load-misses",
+        LlcReads = "LLC-loads",
+        LlcReadMisses = "LLC-load-misses",
+        DtlbReads = "dTLB-loads",
+        DtlbReadMisses = "dTLB-load-misses",
+        ItlbReads = "iTLB-loads",
+        ItlbReadMisses = "iTLB-load-misses",
+        /// CPU time of the target in nanoseconds.
+        TaskClock = "task-clock",
+        ContextSwitches = "context-switches",
+        CpuMigrations = "cpu-migrations",
+        PageFaults = "page-faults",
+    }
 }
 
 impl CounterEvent {
-    /// Every event, hardware first, in the order reports list them.
-    pub const ALL: [CounterEvent; 21] = [
-        CounterEvent::Cycles,
-        CounterEvent::Instructions,
-        CounterEvent::RefCycles,
-        CounterEvent::Branches,
-        CounterEvent::BranchMisses,
-        CounterEvent::StalledCyclesFrontend,
-        CounterEvent::StalledCyclesBackend,
-        CounterEvent::L1dReads,
-        CounterEvent::L1dReadMisses,
-        CounterEvent::L1iReads,
-        CounterEvent::L1iReadMisses,
-        CounterEvent::LlcReads,
-        CounterEvent::LlcReadMisses,
-        CounterEvent::DtlbReads,
-        CounterEvent::DtlbReadMisses,
-        CounterEvent::ItlbReads,
-        CounterEvent::ItlbReadMisses,
-        CounterEvent::TaskClock,
-        CounterEvent::ContextSwitches,
-        CounterEvent::CpuMigrations,
-        CounterEvent::PageFaults,
-    ];
-
-    /// perf's name for the event (`L1-dcache-load-misses`).
-    pub fn name(self) -> &'static str {
-        match self {
-            CounterEvent::Cycles => "cycles",
-            CounterEvent::Instructions => "instructions",
-            CounterEvent::RefCycles => "ref-cycles",
-            CounterEvent::Branches => "branches",
-            CounterEvent::BranchMisses => "branch-misses",
-            CounterEvent::StalledCyclesFrontend => "stalled-cycles-frontend",
-            CounterEvent::StalledCyclesBackend => "stalled-cycles-backend",
-            CounterEvent::L1dReads => "L1-dcache-loads",
-            CounterEvent::L1dReadMisses => "L1-dcache-load-misses",
-            CounterEvent::L1iReads => "L1-icache-loads",
-            CounterEvent::L1iReadMisses => "L1-icache-load-misses",
-            CounterEvent::LlcReads => "LLC-loads",
-            CounterEvent::LlcReadMisses => "LLC-load-misses",
-            CounterEvent::DtlbReads => "dTLB-loads",
-            CounterEvent::DtlbReadMisses => "dTLB-load-misses",
-            CounterEvent::ItlbReads => "iTLB-loads",
-            CounterEvent::ItlbReadMisses => "iTLB-load-misses",
-            CounterEvent::TaskClock => "task-clock",
-            CounterEvent::ContextSwitches => "context-switches",
-            CounterEvent::CpuMigrations => "cpu-migrations",
-            CounterEvent::PageFaults => "page-faults",
-        }
-    }
-
     pub fn class(self) -> EventClass {
         match self {
             CounterEvent::TaskClock
@@ -192,12 +124,6 @@ impl CounterEvent {
     }
 }
 
-impl fmt::Display for CounterEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// An event name that is not one of [`CounterEvent::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -217,26 +143,18 @@ impl FromStr for CounterEvent {
     }
 }
 
-/// Which privilege mode a count covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CountMode {
-    /// Everything: either one event counted with nothing excluded, or the sum of the
-    /// user and kernel counts.
-    All,
-    /// User mode only (counted with `exclude_kernel=1, exclude_hv=1`).
-    User,
-    /// Kernel mode only (counted with `exclude_user=1, exclude_hv=1`).
-    Kernel,
-}
-
-impl fmt::Display for CountMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CountMode::All => "all",
-            CountMode::User => "user",
-            CountMode::Kernel => "kernel",
-        })
+named_enum! {
+    /// Which privilege mode a count covers.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum CountMode {
+        /// Everything: either one event counted with nothing excluded, or the sum of the
+        /// user and kernel counts.
+        All = "all",
+        /// User mode only (counted with `exclude_kernel=1, exclude_hv=1`).
+        User = "user",
+        /// Kernel mode only (counted with `exclude_user=1, exclude_hv=1`).
+        Kernel = "kernel",
     }
 }
 
@@ -301,10 +219,7 @@ impl Reading {
             raw: self.raw.saturating_add(other.raw),
             time_enabled_ns: self.time_enabled_ns.saturating_add(other.time_enabled_ns),
             time_running_ns: self.time_running_ns.saturating_add(other.time_running_ns),
-            scaled: match (self.scaled, other.scaled) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            },
+            scaled: self.scaled.zip(other.scaled).map(|(a, b)| a + b),
         }
     }
 }
@@ -332,10 +247,7 @@ impl EventReading {
         match mode {
             CountMode::User => self.user,
             CountMode::Kernel => self.kernel,
-            CountMode::All => self.all.or_else(|| match (self.user, self.kernel) {
-                (Some(u), Some(k)) => Some(u.sum(&k)),
-                _ => None,
-            }),
+            CountMode::All => self.all.or_else(|| Some(self.user?.sum(&self.kernel?))),
         }
     }
 

@@ -133,24 +133,6 @@ impl CpuSet {
         Ok(Self(set))
     }
 
-    /// Parses either form. `0x...`, hex letters, or an element of exactly eight digits
-    /// (the kernel's mask word) make it a mask; anything else is read as a list.
-    /// Callers that know the form should call [`parse_list`](Self::parse_list) or
-    /// [`parse_mask`](Self::parse_mask) instead.
-    pub fn parse_any(input: &str) -> Result<Self, CpuListError> {
-        let s = trim_sysfs(input);
-        let looks_mask = s.starts_with("0x")
-            || s.starts_with("0X")
-            || s.chars()
-                .any(|c| c.is_ascii_hexdigit() && !c.is_ascii_digit())
-            || s.split(',').any(|w| w.len() == 8 && !w.contains('-'));
-        if looks_mask {
-            Self::parse_mask(input)
-        } else {
-            Self::parse_list(input)
-        }
-    }
-
     /// Formats in list form with ranges merged (`0-3,8,10-11`); empty set is `""`.
     pub fn to_list_string(&self) -> String {
         let mut out = String::new();
@@ -364,19 +346,6 @@ mod tests {
     }
 
     #[test]
-    fn parse_any_tells_the_forms_apart() {
-        assert_eq!(CpuSet::parse_any("0-1").unwrap(), set(&[0, 1]));
-        assert_eq!(CpuSet::parse_any("0xff").unwrap().len(), 8);
-        assert_eq!(CpuSet::parse_any("000000ff").unwrap().len(), 8);
-        // Eight-digit words are the kernel's mask words, even without hex letters.
-        assert_eq!(
-            CpuSet::parse_any("00000003,00000000").unwrap(),
-            set(&[32, 33])
-        );
-        assert_eq!(CpuSet::parse_any("00000010").unwrap(), set(&[4]));
-    }
-
-    #[test]
     fn serialises_as_a_plain_array() {
         assert_eq!(serde_json::to_string(&set(&[3, 1])).unwrap(), "[1,3]");
     }
@@ -398,7 +367,6 @@ mod tests {
         fn arbitrary_text_never_panics(t in "\\PC{0,40}") {
             let _ = CpuSet::parse_list(&t);
             let _ = CpuSet::parse_mask(&t);
-            let _ = CpuSet::parse_any(&t);
         }
 
         #[test]

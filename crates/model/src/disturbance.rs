@@ -101,11 +101,8 @@ impl Disturbance {
 
     /// Adds another stretch of windows (a later round) of the same cell.
     pub fn add(&mut self, other: &Disturbance) {
-        let opt = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a + b),
-            // A stretch that could not tell makes the whole unknown.
-            _ => None,
-        };
+        // A stretch that could not tell makes the whole unknown.
+        let opt = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a + b);
         if self.windows == 0 {
             *self = other.clone();
             return;

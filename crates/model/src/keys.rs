@@ -37,29 +37,21 @@ pub const RESERVED_PARAMS: [&str; 5] = [
     COOKIE_PARAM,
 ];
 
-/// Where the partner runs relative to the measured workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Form {
-    /// No partner: the reference.
-    Alone,
-    /// The partner on the other hardware thread of the same core.
-    Sibling,
-    /// The partner on another core: sharing caches, memory and the package, not a core.
-    Cores,
+named_enum! {
+    /// Where the partner runs relative to the measured workload.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Form {
+        /// No partner: the reference.
+        Alone = "alone",
+        /// The partner on the other hardware thread of the same core.
+        Sibling = "sibling",
+        /// The partner on another core: sharing caches, memory and the package, not a core.
+        Cores = "cores",
+    }
 }
 
 impl Form {
-    pub const ALL: [Form; 3] = [Form::Alone, Form::Sibling, Form::Cores];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Form::Alone => "alone",
-            Form::Sibling => "sibling",
-            Form::Cores => "cores",
-        }
-    }
-
     /// How tables and charts call it.
     pub fn label(self) -> &'static str {
         match self {
@@ -68,27 +60,23 @@ impl Form {
             Form::Cores => "partner on another core",
         }
     }
+}
 
-    pub fn parse(text: &str) -> Option<Form> {
-        Form::ALL.into_iter().find(|f| f.name() == text)
+named_enum! {
+    /// The SMT state a cell was measured in, named as keys, tables and JSON name it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum SmtState {
+        /// SMT switched off for the cell (`--smt off`).
+        Off = "off",
+        /// SMT switched on for the cell (`--smt on`).
+        On = "on",
+        /// Measured in the state the machine was found in, without switching (a
+        /// utilisation curve without `--smt`).
+        AsFound = "as found",
     }
 }
 
-/// The SMT state a cell was measured in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SmtState {
-    /// SMT switched off for the cell (`--smt off`).
-    Off,
-    /// SMT switched on for the cell (`--smt on`).
-    On,
-    /// Measured in the state the machine was found in, without switching (a
-    /// utilisation curve without `--smt`).
-    AsFound,
-}
-
 impl SmtState {
-    pub const ALL: [SmtState; 3] = [SmtState::Off, SmtState::On, SmtState::AsFound];
-
     /// `Some(true)` for on, `Some(false)` for off, `None` for the state found.
     pub fn is_on(self) -> Option<bool> {
         match self {
@@ -97,99 +85,44 @@ impl SmtState {
             SmtState::AsFound => None,
         }
     }
+}
 
-    /// `on`, `off`, `as found`: the word keys, tables and JSON use.
-    pub fn name(self) -> &'static str {
-        match self {
-            SmtState::Off => "off",
-            SmtState::On => "on",
-            SmtState::AsFound => "as found",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<SmtState> {
-        SmtState::ALL.into_iter().find(|s| s.name() == text)
+named_enum! {
+    /// Which of the workload's tasks one core-scheduling cookie covers: the kernel's
+    /// `PIDTYPE_*` of `prctl(PR_SCHED_CORE, PR_SCHED_CORE_CREATE, pid, type)`, named as
+    /// keys and `--security` name it. Tasks of one cookie may share a core; a task of
+    /// another cookie (or of none) never runs on its sibling at the same time, which is
+    /// then forced idle.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum CookieScope {
+        /// `PIDTYPE_PID`: the cell's own thread, before the workload starts; every thread
+        /// and process the workload then starts inherits that one cookie.
+        Thread = "thread",
+        /// `PIDTYPE_TGID`: each process the workload started, its threads together.
+        Process = "process",
+        /// `PIDTYPE_PGID`: the workload's process group, all of it in one cookie.
+        ProcessGroup = "pgroup",
+        /// Every process of each cgroup the workload's processes are in (the cgroup smtlab
+        /// makes for what it starts), one cookie per cgroup: its processes that left their
+        /// process group included.
+        Cgroup = "cgroup",
     }
 }
 
-/// Which of the workload's tasks one core-scheduling cookie covers: the kernel's
-/// `PIDTYPE_*` of `prctl(PR_SCHED_CORE, PR_SCHED_CORE_CREATE, pid, type)`. Tasks of
-/// one cookie may share a core; a task of another cookie (or of none) never runs on its
-/// sibling at the same time, which is then forced idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CookieScope {
-    /// `PIDTYPE_PID`: the cell's own thread, before the workload starts; every thread
-    /// and process the workload then starts inherits that one cookie.
-    Thread,
-    /// `PIDTYPE_TGID`: each process the workload started, its threads together.
-    Process,
-    /// `PIDTYPE_PGID`: the workload's process group, all of it in one cookie.
-    ProcessGroup,
-    /// Every process of each cgroup the workload's processes are in (the cgroup smtlab
-    /// makes for what it starts), one cookie per cgroup: its processes that left their
-    /// process group included.
-    Cgroup,
-}
-
-impl CookieScope {
-    pub const ALL: [CookieScope; 4] = [
-        CookieScope::Thread,
-        CookieScope::Process,
-        CookieScope::ProcessGroup,
-        CookieScope::Cgroup,
-    ];
-
-    /// `thread`, `process`, `pgroup`, `cgroup`: the word keys and `--security` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            CookieScope::Thread => "thread",
-            CookieScope::Process => "process",
-            CookieScope::ProcessGroup => "pgroup",
-            CookieScope::Cgroup => "cgroup",
-        }
+named_enum! {
+    /// What protects a workload from its SMT sibling: nothing (`smt-on`), core scheduling
+    /// (`coresched`: SMT on, the workload in a cookie of its own) or no sibling at all
+    /// (`smt-off`). Not a condition of its own: read from the SMT state and the cookie
+    /// ([`Conditions::security`]), so one vocabulary keys both.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum SecurityMode {
+        SmtOn = "smt-on",
+        CoreSched = "coresched",
+        SmtOff = "smt-off",
     }
-
-    pub fn parse(text: &str) -> Option<CookieScope> {
-        CookieScope::ALL.into_iter().find(|s| s.name() == text)
-    }
-}
-
-impl fmt::Display for CookieScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// What protects a workload from its SMT sibling: nothing (`smt-on`), core scheduling
-/// (`coresched`: SMT on, the workload in a cookie of its own) or no sibling at all
-/// (`smt-off`). Not a condition of its own: read from the SMT state and the cookie
-/// ([`Conditions::security`]), so one vocabulary keys both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SecurityMode {
-    SmtOn,
-    CoreSched,
-    SmtOff,
 }
 
 impl SecurityMode {
-    pub const ALL: [SecurityMode; 3] = [
-        SecurityMode::SmtOn,
-        SecurityMode::CoreSched,
-        SecurityMode::SmtOff,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SecurityMode::SmtOn => "smt-on",
-            SecurityMode::CoreSched => "coresched",
-            SecurityMode::SmtOff => "smt-off",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<SecurityMode> {
-        SecurityMode::ALL.into_iter().find(|m| m.name() == text)
-    }
-
     /// The conditions a cell of this mode is keyed with (`scope`: the cookie's, for
     /// `coresched`).
     pub fn conditions(self, scope: CookieScope) -> Conditions {
@@ -201,12 +134,6 @@ impl SecurityMode {
             },
             SecurityMode::SmtOff => Conditions::smt(SmtState::Off),
         }
-    }
-}
-
-impl fmt::Display for SecurityMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -243,12 +170,6 @@ impl fmt::Display for OfferedRate {
             OfferedRate::Max => f.write_str("max"),
             OfferedRate::Percent(p) => write!(f, "{p}"),
         }
-    }
-}
-
-impl fmt::Display for SmtState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -320,16 +241,6 @@ impl Conditions {
         }
     }
 
-    /// The same conditions without the SMT state and cookie: what pairs the cells of
-    /// one workload across security modes.
-    pub fn without_security(&self) -> Conditions {
-        Conditions {
-            smt: None,
-            cookie: None,
-            ..self.clone()
-        }
-    }
-
     /// The same conditions without the SMT state: what pairs an `off` cell with its
     /// `on` cell.
     pub fn without_smt(&self) -> Conditions {
@@ -342,23 +253,16 @@ impl Conditions {
     /// The conditions as flat `name=value` pairs, in the names the store and the
     /// text/CSV outputs use (module docs).
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        if let Some(f) = self.form {
-            out.push((FORM_PARAM, f.name().to_string()));
-        }
-        if let Some(p) = &self.partner {
-            out.push((PARTNER_PARAM, p.clone()));
-        }
-        if let Some(r) = self.rate {
-            out.push((RATE_PARAM, r.to_string()));
-        }
-        if let Some(s) = self.smt {
-            out.push((SMT_PARAM, s.name().to_string()));
-        }
-        if let Some(c) = self.cookie {
-            out.push((COOKIE_PARAM, c.name().to_string()));
-        }
-        out
+        [
+            (FORM_PARAM, self.form.map(|f| f.to_string())),
+            (PARTNER_PARAM, self.partner.clone()),
+            (RATE_PARAM, self.rate.map(|r| r.to_string())),
+            (SMT_PARAM, self.smt.map(|s| s.to_string())),
+            (COOKIE_PARAM, self.cookie.map(|c| c.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect()
     }
 
     /// `params` with the conditions added as flat pairs: how the store keeps a key
@@ -497,7 +401,6 @@ mod tests {
             assert_eq!(SecurityMode::parse(m.name()), Some(m));
             let c = m.conditions(CookieScope::Process);
             assert_eq!(c.security(), Some(m));
-            assert_eq!(c.without_security(), Conditions::default());
         }
         assert_eq!(SecurityMode::parse("smt"), None);
         assert_eq!(Conditions::smt(SmtState::AsFound).security(), None);

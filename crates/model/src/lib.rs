@@ -19,7 +19,7 @@
 //!   and the report reads.
 //! * [`stats`]: the small statistics every layer shares (mean, percentiles, Student-t
 //!   confidence intervals, geometric mean, ratios of two summaries, p-values and
-//!   Holm's correction).
+//!   Benjamini and Hochberg's correction).
 //! * [`verdict`]: the one verdict on two cells (speed-up, interval, words, unsteady
 //!   and disturbed cells, SMT pairs whose sibling was idle) that every output prints.
 //! * [`disturbance`]: what disturbed a cell (steal, other processes, smtlab's own
@@ -27,6 +27,49 @@
 //!
 //! Everything here is `serde`-serialisable so that the store, the report and other
 //! tools read the same shapes.
+
+/// An enum whose variants each have one name (`Variant = "name"`): its `ALL` (in
+/// declaration order), the name (`name`, or the method after `fn`), `parse` (exactly
+/// the name) and `Display` (the name), written from one list so they cannot disagree.
+/// After `serde_names;` each variant is also serialised as its name.
+macro_rules! named_enum {
+    (serde_names; $(#[$meta:meta])* $vis:vis enum $t:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
+    }) => {
+        $(#[$meta])* $vis enum $t { $($(#[$vmeta])* #[serde(rename = $name)] $variant,)* }
+        named_enum!(@impl name $t { $($variant = $name,)* });
+    };
+    (fn $f:ident; $(#[$meta:meta])* $vis:vis enum $t:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
+    }) => {
+        $(#[$meta])* $vis enum $t { $($(#[$vmeta])* $variant,)* }
+        named_enum!(@impl $f $t { $($variant = $name,)* });
+    };
+    (@impl $f:ident $t:ident { $($variant:ident = $name:literal,)* }) => {
+        impl $t {
+            pub const ALL: [$t; [$($name),*].len()] = [$($t::$variant),*];
+
+            pub fn $f(self) -> &'static str {
+                match self {
+                    $($t::$variant => $name,)*
+                }
+            }
+
+            pub fn parse(text: &str) -> Option<$t> {
+                $t::ALL.into_iter().find(|v| v.$f() == text)
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.$f())
+            }
+        }
+    };
+    ($($enum:tt)*) => {
+        named_enum!(fn name; $($enum)*);
+    };
+}
 
 pub mod bench;
 pub mod counters;

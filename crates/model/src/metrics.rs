@@ -210,38 +210,18 @@ pub mod nfs {
     /// Metric: the response-time limit, milliseconds.
     pub const LIMIT_MS: &str = "limit_ms";
 
-    /// One figure of a load point.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum PointField {
-        RequestedOpsPerS,
-        AchievedOpsPerS,
-        MeanResponseMs,
-        P99ResponseMs,
-        /// 1 where the point achieved at least [`KEPT_UP_SHARE`] of its requested rate.
-        KeptUp,
-        /// 1 where the point's mean response time is within the limit.
-        WithinLimit,
-    }
-
-    impl PointField {
-        pub const ALL: [PointField; 6] = [
-            PointField::RequestedOpsPerS,
-            PointField::AchievedOpsPerS,
-            PointField::MeanResponseMs,
-            PointField::P99ResponseMs,
-            PointField::KeptUp,
-            PointField::WithinLimit,
-        ];
-
-        pub fn name(self) -> &'static str {
-            match self {
-                PointField::RequestedOpsPerS => "requested_ops_per_s",
-                PointField::AchievedOpsPerS => "achieved_ops_per_s",
-                PointField::MeanResponseMs => "mean_response_ms",
-                PointField::P99ResponseMs => "p99_response_ms",
-                PointField::KeptUp => "kept_up",
-                PointField::WithinLimit => "within_limit",
-            }
+    named_enum! {
+        /// One figure of a load point.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum PointField {
+            RequestedOpsPerS = "requested_ops_per_s",
+            AchievedOpsPerS = "achieved_ops_per_s",
+            MeanResponseMs = "mean_response_ms",
+            P99ResponseMs = "p99_response_ms",
+            /// 1 where the point achieved at least [`KEPT_UP_SHARE`] of its requested rate.
+            KeptUp = "kept_up",
+            /// 1 where the point's mean response time is within the limit.
+            WithinLimit = "within_limit",
         }
     }
 
@@ -255,7 +235,7 @@ pub mod nfs {
     pub fn parse_point_key(key: &str) -> Option<(usize, PointField)> {
         let rest = key.strip_prefix("point")?;
         let (index, field) = rest.split_once('_')?;
-        let field = PointField::ALL.into_iter().find(|f| f.name() == field)?;
+        let field = PointField::parse(field)?;
         Some((index.parse().ok()?, field))
     }
 

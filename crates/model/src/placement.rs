@@ -5,8 +5,6 @@
 //! [`ResolvedPlacement`], whose `cpus` are in thread-assignment order: thread *i* of a
 //! workload runs on `cpus[i % cpus.len()]`.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::CpuSet;
@@ -46,30 +44,34 @@ pub const UNIPROCESSOR_NAME: &str = "1c1t-up";
 /// The canonical name of [`PlacementKind::UniprocessorKernel`].
 pub const UP_KERNEL_NAME: &str = "1t-up-kernel";
 
-/// Which cores a `NcMt` placement takes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CoreOrder {
-    /// Fill one package (then one NUMA node, die, cluster) before the next: cores that
-    /// share the most cache.
-    #[default]
-    Compact,
-    /// Round robin over packages: one core from each package in turn.
-    Scatter,
+named_enum! {
+    /// Which cores a `NcMt` placement takes.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum CoreOrder {
+        /// Fill one package (then one NUMA node, die, cluster) before the next: cores that
+        /// share the most cache.
+        #[default]
+        Compact = "compact",
+        /// Round robin over packages: one core from each package in turn.
+        Scatter = "scatter",
+    }
 }
 
-/// In which order the chosen CPUs receive threads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CpuOrder {
-    /// First thread of every chosen core, then second threads, ...: running fewer
-    /// threads than CPUs uses separate cores before SMT siblings.
-    #[default]
-    Spread,
-    /// All threads of one core, then the next core (sibling-adjacent).
-    Siblings,
-    /// By CPU number, as Linux numbers them (paper 002's "dumb" mapping).
-    Linear,
+named_enum! {
+    /// In which order the chosen CPUs receive threads.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum CpuOrder {
+        /// First thread of every chosen core, then second threads, ...: running fewer
+        /// threads than CPUs uses separate cores before SMT siblings.
+        #[default]
+        Spread = "spread",
+        /// All threads of one core, then the next core (sibling-adjacent).
+        Siblings = "siblings",
+        /// By CPU number, as Linux numbers them (paper 002's "dumb" mapping).
+        Linear = "linear",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,25 +136,6 @@ impl ResolvedPlacement {
 
     pub fn cpu_set(&self) -> CpuSet {
         self.cpus.iter().copied().collect()
-    }
-}
-
-impl fmt::Display for CoreOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CoreOrder::Compact => "compact",
-            CoreOrder::Scatter => "scatter",
-        })
-    }
-}
-
-impl fmt::Display for CpuOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CpuOrder::Spread => "spread",
-            CpuOrder::Siblings => "siblings",
-            CpuOrder::Linear => "linear",
-        })
     }
 }
 

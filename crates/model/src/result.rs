@@ -43,39 +43,33 @@ pub struct Warmup {
     pub elapsed_ns: u64,
 }
 
-/// Why the runner stopped taking samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The CI half-width reached the target.
-    Converged,
-    /// `max_samples` were taken without converging.
-    MaxSamples,
-    /// The next sample would not have fitted the cell's time budget.
-    TimeBudget,
-}
-
-impl std::fmt::Display for StopReason {
-    /// How a person reads it: `converged`, `max samples`, `time budget`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            StopReason::Converged => "converged",
-            StopReason::MaxSamples => "max samples",
-            StopReason::TimeBudget => "time budget",
-        })
+named_enum! {
+    /// Why the runner stopped taking samples, named as a person reads it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum StopReason {
+        /// The CI half-width reached the target.
+        Converged = "converged",
+        /// `max_samples` were taken without converging.
+        MaxSamples = "max samples",
+        /// The next sample would not have fitted the cell's time budget.
+        TimeBudget = "time budget",
     }
 }
 
-/// Which limit of the measurement a figure reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimitKind {
-    /// The end of a search's range.
-    RangeEnd,
-    /// A ceiling the settings set (a parameter such as `max_conns`).
-    Ceiling,
-    /// What the load generator could offer.
-    LoadGenerator,
+named_enum! {
+    fn words;
+    /// Which limit of the measurement a figure reached, named as outputs name it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum LimitKind {
+        /// The end of a search's range.
+        RangeEnd = "search range end",
+        /// A ceiling the settings set (a parameter such as `max_conns`).
+        Ceiling = "configured ceiling",
+        /// What the load generator could offer.
+        LoadGenerator = "load generator's limit",
+    }
 }
 
 impl LimitKind {
@@ -88,21 +82,6 @@ impl LimitKind {
             LimitKind::LoadGenerator => limit::LOAD_GENERATOR,
         }
     }
-
-    /// `range end`, `ceiling`, `load generator's limit`: how outputs name it.
-    pub fn words(self) -> &'static str {
-        match self {
-            LimitKind::RangeEnd => "search range end",
-            LimitKind::Ceiling => "configured ceiling",
-            LimitKind::LoadGenerator => "load generator's limit",
-        }
-    }
-
-    const ALL: [LimitKind; 3] = [
-        LimitKind::RangeEnd,
-        LimitKind::Ceiling,
-        LimitKind::LoadGenerator,
-    ];
 }
 
 /// A cell whose figure reached a limit of the measurement in some of its samples (a

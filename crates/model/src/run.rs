@@ -69,7 +69,7 @@ impl Environment {
 /// One cell to measure: benchmark x parameters x conditions x placement (as the user
 /// named it).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(from = "CellKeyWire")]
+#[serde(remote = "Self")]
 pub struct CellKey {
     pub benchmark: String,
     /// The benchmark's own parameters (what it is handed).
@@ -106,29 +106,28 @@ impl CellKey {
     }
 }
 
-/// A `CellKey` as JSON holds it: results written before conditions were typed carry
-/// them inside `params`, and come back typed ([`Conditions::take_from`]).
-#[derive(Deserialize)]
-struct CellKeyWire {
-    benchmark: String,
-    params: BTreeMap<String, String>,
-    #[serde(default)]
-    conditions: Conditions,
-    placement: String,
-}
-
-impl From<CellKeyWire> for CellKey {
-    fn from(w: CellKeyWire) -> CellKey {
-        let mut params = w.params;
-        let legacy = Conditions::take_from(&mut params);
-        CellKey {
-            benchmark: w.benchmark,
-            params,
-            conditions: w.conditions.or(legacy),
-            placement: w.placement,
+/// Serde for a type with `params` and `conditions`: the derived code (`remote =
+/// "Self"`), and results written before conditions were typed, which carry them inside
+/// `params`, read back typed ([`Conditions::take_from`]).
+macro_rules! conditions_serde {
+    ($($t:ty),*) => {$(
+        impl Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                Self::serialize(self, s)
+            }
         }
-    }
+
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let mut v = Self::deserialize(d)?;
+                let legacy = Conditions::take_from(&mut v.params);
+                v.conditions = std::mem::take(&mut v.conditions).or(legacy);
+                Ok(v)
+            }
+        }
+    )*};
 }
+conditions_serde!(CellKey, CellRecord);
 
 /// Whether a run is still going, finished, or was cut short (and can be resumed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,7 +165,7 @@ pub struct RunMeta {
 
 /// One measured cell with everything needed to read it on its own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "CellRecordWire")]
+#[serde(remote = "Self")]
 pub struct CellRecord {
     pub benchmark: String,
     pub group: String,
@@ -214,42 +213,6 @@ impl CellRecord {
         self.benchmark == other.benchmark
             && self.params == other.params
             && self.conditions == other.conditions
-    }
-}
-
-/// A `CellRecord` as JSON holds it (see [`CellKeyWire`]).
-#[derive(Deserialize)]
-struct CellRecordWire {
-    benchmark: String,
-    group: String,
-    unit: String,
-    direction: Direction,
-    params: BTreeMap<String, String>,
-    #[serde(default)]
-    conditions: Conditions,
-    placement_spec: String,
-    placement: ResolvedPlacement,
-    result: CellResult,
-    #[serde(default)]
-    counters: Option<CellCounters>,
-}
-
-impl From<CellRecordWire> for CellRecord {
-    fn from(w: CellRecordWire) -> CellRecord {
-        let mut params = w.params;
-        let legacy = Conditions::take_from(&mut params);
-        CellRecord {
-            benchmark: w.benchmark,
-            group: w.group,
-            unit: w.unit,
-            direction: w.direction,
-            params,
-            conditions: w.conditions.or(legacy),
-            placement_spec: w.placement_spec,
-            placement: w.placement,
-            result: w.result,
-            counters: w.counters,
-        }
     }
 }
 

@@ -29,7 +29,7 @@
 //! * the p-value of a speed-up ([`welch_p_value`]) is Welch's two-sided t-test of equal
 //!   means, the test whose acceptance region is Fieller's interval at ratio 1; many of
 //!   them at once are corrected with Benjamini and Hochberg's method
-//!   ([`benjamini_hochberg`], what `compare` uses) or Holm's ([`holm`]).
+//!   ([`benjamini_hochberg`], what `compare` uses).
 //! * the geometric mean of several ratios with an interval ([`geomean_ci`]) is the
 //!   exponential of the mean of their logarithms and of its Student-t 95% interval
 //!   (`n - 1` degrees of freedom): the ratios are treated as a sample of benchmarks.
@@ -70,14 +70,7 @@ pub fn median(xs: &[f64]) -> Option<f64> {
 /// The `p`th percentile (`p` in 0..=100, clamped) by linear interpolation between
 /// closest ranks (type 7; see the module documentation).
 pub fn percentile(xs: &[f64], p: f64) -> Option<f64> {
-    percentile_sorted(&sorted(xs), p)
-}
-
-/// [`percentile`] of values already sorted ascending, for callers that take several
-/// percentiles of one large set (a workload's per-operation latencies) and sort once.
-/// Every percentile smtlab reports, whichever workload computed it, is this definition.
-pub fn percentile_of_sorted(sorted: &[f64], p: f64) -> Option<f64> {
-    percentile_sorted(sorted, p)
+    percentile_of_sorted(&sorted(xs), p)
 }
 
 /// `1 / Φ⁻¹(3/4)`: the median absolute deviation of normal data times this is its
@@ -121,7 +114,7 @@ pub fn median_ci95(xs: &[f64]) -> Option<MedianCi> {
     }
     let tail = binom.cdf(k as u64 - 1);
     Some(MedianCi {
-        median: percentile_sorted(&s, 50.0)?,
+        median: percentile_of_sorted(&s, 50.0)?,
         ci_low: s[k - 1],
         ci_high: s[n - k],
         coverage: 1.0 - 2.0 * tail,
@@ -403,29 +396,12 @@ pub fn log_ratio_test(y: f64, v: f64, df: f64, extra: &Extra) -> Option<(Ratio, 
     Some((ratio, t_p_value(y / se, df)?))
 }
 
-/// Holm's step-down adjustment of `p` (family-wise error rate): sorted ascending, the
-/// `i`th smallest (from 0) becomes `max over j <= i of min(1, (m - j) p_(j))`; a test is
-/// significant at 95% when its adjusted value is at most 0.05. Output in input order.
-pub fn holm(p: &[f64]) -> Vec<f64> {
-    let m = p.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
-    let mut out = vec![1.0; m];
-    let mut running = 0.0f64;
-    for (rank, &i) in order.iter().enumerate() {
-        let adj = ((m - rank) as f64 * p[i]).min(1.0);
-        running = running.max(adj);
-        out[i] = running;
-    }
-    out
-}
-
 /// Benjamini and Hochberg's step-up adjustment of `p` (false discovery rate): sorted
 /// ascending, the `i`th smallest (from 1 of `m`) becomes `min over j >= i of
 /// min(1, m p_(j) / j)`; the tests whose adjusted value is at most 0.05 are
 /// significant with at most 5% of them false on average, and when no test has a real
 /// effect (an A/A comparison) the chance that any is significant is at most 5%, as with
-/// [`holm`], at much more power when many have one. Output in input order.
+/// Holm's method, at much more power when many have one. Output in input order.
 pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();
@@ -453,11 +429,11 @@ pub fn summarize(xs: &[f64]) -> Option<Summary> {
     Some(Summary {
         n: s.len(),
         mean,
-        median: percentile_sorted(&s, 50.0)?,
+        median: percentile_of_sorted(&s, 50.0)?,
         min: *s.first()?,
         max: *s.last()?,
-        p25: percentile_sorted(&s, 25.0)?,
-        p75: percentile_sorted(&s, 75.0)?,
+        p25: percentile_of_sorted(&s, 25.0)?,
+        p75: percentile_of_sorted(&s, 75.0)?,
         stddev,
         ci95_half_width,
         ci95_rel,
@@ -533,44 +509,33 @@ pub fn ratio(num: &Summary, den: &Summary) -> Option<Ratio> {
     Some(out)
 }
 
-/// What a speed-up's 95% interval says, in words every output uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Significance {
-    /// The whole interval is above 1: the second is better.
-    Faster,
-    /// The whole interval is below 1: the second is worse.
-    Slower,
-    /// The interval includes 1: no difference shown at 95%.
-    NotSignificant,
-    /// The denominator's own interval includes zero: the ratio is unbounded.
-    Unbounded,
-    /// A side has a single sample: no interval at all.
-    NoInterval,
-    /// A side's samples or rounds disagree beyond their own interval (see
-    /// `CellResult::unsteady_reason`): the figure would not repeat, so it is called
-    /// neither faster nor slower.
-    Unsteady,
-    /// A side's figure reached a limit of the measurement (`CellResult::limit`): it is
-    /// a bound, not a level, so no ratio of it is a speed-up.
-    AtLimit,
+named_enum! {
+    fn words;
+    /// What a speed-up's 95% interval says, in words every output uses (`words`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Significance {
+        /// The whole interval is above 1: the second is better.
+        Faster = "faster",
+        /// The whole interval is below 1: the second is worse.
+        Slower = "slower",
+        /// The interval includes 1: no difference shown at 95%.
+        NotSignificant = "not significant at 95%",
+        /// The denominator's own interval includes zero: the ratio is unbounded.
+        Unbounded = "interval unbounded",
+        /// A side has a single sample: no interval at all.
+        NoInterval = "n=1, no interval",
+        /// A side's samples or rounds disagree beyond their own interval (see
+        /// `CellResult::unsteady_reason`): the figure would not repeat, so it is called
+        /// neither faster nor slower.
+        Unsteady = "unsteady",
+        /// A side's figure reached a limit of the measurement (`CellResult::limit`): it is
+        /// a bound, not a level, so no ratio of it is a speed-up.
+        AtLimit = "at a limit",
+    }
 }
 
 impl Significance {
-    /// `faster`, `slower`, `not significant at 95%`, `interval unbounded`, `n=1, no
-    /// interval`, `unsteady`, `at a limit`.
-    pub fn words(self) -> &'static str {
-        match self {
-            Significance::Faster => "faster",
-            Significance::Slower => "slower",
-            Significance::NotSignificant => "not significant at 95%",
-            Significance::Unbounded => "interval unbounded",
-            Significance::NoInterval => "n=1, no interval",
-            Significance::Unsteady => "unsteady",
-            Significance::AtLimit => "at a limit",
-        }
-    }
-
     /// `Some(true)` when the interval excludes 1, `Some(false)` when it includes it,
     /// `None` when there is no bounded interval.
     pub fn significant(self) -> Option<bool> {
@@ -627,7 +592,10 @@ pub(crate) fn sorted(xs: &[f64]) -> Vec<f64> {
     v
 }
 
-fn percentile_sorted(s: &[f64], p: f64) -> Option<f64> {
+/// [`percentile`] of values already sorted ascending, for callers that take several
+/// percentiles of one large set (a workload's per-operation latencies) and sort once.
+/// Every percentile smtlab reports, whichever workload computed it, is this definition.
+pub fn percentile_of_sorted(s: &[f64], p: f64) -> Option<f64> {
     let last = s.len().checked_sub(1)?;
     let p = if p.is_nan() {
         50.0
@@ -910,18 +878,6 @@ mod tests {
         let x = summarize(&[2.0, 2.0]).unwrap();
         let y = summarize(&[3.0, 3.0]).unwrap();
         assert_eq!(welch_p_value(&x, &y), Some(0.0));
-    }
-
-    #[test]
-    fn holm_steps_down_and_stays_monotone() {
-        // m = 4: sorted 0.01, 0.02, 0.03, 0.5 -> 0.04, 0.06, 0.06 (monotone), 0.5.
-        let adj = holm(&[0.03, 0.5, 0.01, 0.02]);
-        let want = [0.06, 0.5, 0.04, 0.06];
-        for (a, w) in adj.iter().zip(want) {
-            assert!(close(*a, w, 1e-12), "{adj:?}");
-        }
-        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
-        assert!(holm(&[]).is_empty());
     }
 
     #[test]

@@ -178,23 +178,6 @@ impl Topology {
             .max_by_key(|c| (c.level, c.size_bytes))
             .and_then(|c| c.size_bytes)
     }
-
-    /// Total last-level cache across all instances (what a whole-machine memory test must exceed).
-    pub fn llc_total_bytes(&self) -> Option<u64> {
-        let level = self
-            .caches
-            .iter()
-            .filter(|c| c.cache_type != CacheType::Instruction)
-            .map(|c| c.level)
-            .max()?;
-        Some(
-            self.caches
-                .iter()
-                .filter(|c| c.level == level && c.cache_type != CacheType::Instruction)
-                .filter_map(|c| c.size_bytes)
-                .sum(),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -257,7 +240,6 @@ mod tests {
         assert_eq!(t.package_index_of(4), None);
         assert!(t.smt_visible());
         assert_eq!(t.llc_bytes(), Some(8 << 20));
-        assert_eq!(t.llc_total_bytes(), Some(16 << 20));
         let json = serde_json::to_value(&t).unwrap();
         assert_eq!(
             json["packages"][0]["cores"][1]["cpus"],

@@ -122,11 +122,6 @@ impl Unit {
             Unit::Other(_) => 1.0,
         }
     }
-
-    /// Whether the unit is a time (latencies: `ns`, `us`...).
-    pub fn is_time(&self) -> bool {
-        matches!(self, Unit::Time(_))
-    }
 }
 
 impl fmt::Display for Unit {
@@ -230,7 +225,6 @@ mod tests {
         );
         assert_eq!(Unit::parse("MPKI"), Unit::Other("MPKI".into()));
         assert_eq!(Unit::parse("tps"), Unit::Other("tps".into()));
-        assert!(Unit::parse("ms").is_time() && !Unit::parse("MB/s").is_time());
     }
 
     #[test]

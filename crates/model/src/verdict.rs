@@ -129,32 +129,26 @@ pub fn idle_sibling(smt: &CellRecord) -> bool {
     }
 }
 
-/// Which pair of placements a [`PairVerdict`] compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PairKind {
-    /// `1c2t` over `1c1t`: the SMT yield.
-    SmtYield,
-    /// `2c2t` over `2c1t`.
-    DualCoreSmtGain,
-    /// `all` over `cores`.
-    MachineSmtGain,
-    /// `half-cores-2t` over `half-cores-1t`: a server's whole-machine gain, its clients
-    /// on the other half of the cores.
-    HalfMachineSmtGain,
-    /// `2c1t` over `1c1t`: a second core, what `exec` compares without SMT.
-    SecondCore,
+named_enum! {
+    /// Which pair of placements a [`PairVerdict`] compares, named as its ratio is called.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum PairKind {
+        /// `1c2t` over `1c1t`: the SMT yield.
+        SmtYield = "SMT yield",
+        /// `2c2t` over `2c1t`.
+        DualCoreSmtGain = "dual-core SMT gain",
+        /// `all` over `cores`.
+        MachineSmtGain = "machine SMT gain",
+        /// `half-cores-2t` over `half-cores-1t`: a server's whole-machine gain, its clients
+        /// on the other half of the cores.
+        HalfMachineSmtGain = "half-machine SMT gain",
+        /// `2c1t` over `1c1t`: a second core, what `exec` compares without SMT.
+        SecondCore = "second core",
+    }
 }
 
 impl PairKind {
-    pub const ALL: [PairKind; 5] = [
-        PairKind::SmtYield,
-        PairKind::DualCoreSmtGain,
-        PairKind::MachineSmtGain,
-        PairKind::HalfMachineSmtGain,
-        PairKind::SecondCore,
-    ];
-
     /// `(base, other)` placement names: the speed-up is of `other` over `base`.
     pub fn placements(self) -> (&'static str, &'static str) {
         match self {
@@ -176,17 +170,6 @@ impl PairKind {
     /// Whether `other` adds SMT siblings to `base` (all but [`PairKind::SecondCore`]).
     pub fn is_smt(self) -> bool {
         self != PairKind::SecondCore
-    }
-
-    /// What the pair's ratio is called: `SMT yield`, `dual-core SMT gain`, ...
-    pub fn name(self) -> &'static str {
-        match self {
-            PairKind::SmtYield => "SMT yield",
-            PairKind::DualCoreSmtGain => "dual-core SMT gain",
-            PairKind::MachineSmtGain => "machine SMT gain",
-            PairKind::HalfMachineSmtGain => "half-machine SMT gain",
-            PairKind::SecondCore => "second core",
-        }
     }
 
     /// Column heading, `other/base`: `1c2t/1c1t`.

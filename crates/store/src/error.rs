@@ -139,36 +139,17 @@ pub enum StoreError {
 /// What SQLite said, as the cause of [`StoreError::Sqlite`]. rusqlite's own error
 /// returns, as its source, the bare result code whose text repeats the message
 /// (`Error code 1544: attempt to write a readonly database`); this wrapper ends the chain
-/// at the message. [`SqlError::inner`] gives the rusqlite error for matching on codes.
-#[derive(Debug)]
+/// at the message. The rusqlite error is its field, for matching on codes.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct SqlError(pub rusqlite::Error);
-
-impl SqlError {
-    pub fn inner(&self) -> &rusqlite::Error {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for SqlError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for SqlError {}
 
 /// What PostgreSQL (or the connection to it) said, as the cause of
 /// [`StoreError::Postgres`], in one line: the server's message for an error the server
-/// reported, else the client's message followed by its causes. [`PgError::inner`] gives
-/// the `postgres` error (its SQLSTATE, for instance).
+/// reported, else the client's message followed by its causes. The `postgres` error
+/// is its field (its SQLSTATE, for instance).
 #[derive(Debug)]
 pub struct PgError(pub postgres::Error);
-
-impl PgError {
-    pub fn inner(&self) -> &postgres::Error {
-        &self.0
-    }
-}
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

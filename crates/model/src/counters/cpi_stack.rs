@@ -141,28 +141,20 @@ impl Latencies {
 )]
 pub struct BadLatencies(pub String);
 
-/// Where a part's penalty came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PenaltySource {
-    /// Latencies this machine measured (`mem-latency`, core clock).
-    Measured,
-    /// Top-down's bad-speculation cycles, split between mispredicts and clears.
-    Topdown,
-    /// The event counts cycles itself.
-    Cycles,
-    /// A stated assumption ([`Latencies::assumed`]).
-    Assumed,
-}
-
-impl PenaltySource {
-    pub fn label(self) -> &'static str {
-        match self {
-            PenaltySource::Measured => "measured latency",
-            PenaltySource::Topdown => "top-down bad speculation",
-            PenaltySource::Cycles => "counted in cycles",
-            PenaltySource::Assumed => "assumed",
-        }
+named_enum! {
+    fn label;
+    /// Where a part's penalty came from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum PenaltySource {
+        /// Latencies this machine measured (`mem-latency`, core clock).
+        Measured = "measured latency",
+        /// Top-down's bad-speculation cycles, split between mispredicts and clears.
+        Topdown = "top-down bad speculation",
+        /// The event counts cycles itself.
+        Cycles = "counted in cycles",
+        /// A stated assumption ([`Latencies::assumed`]).
+        Assumed = "assumed",
     }
 }
 

@@ -26,33 +26,26 @@ pub struct MissPair {
 }
 
 /// The cache and TLB levels smtlab reports, in report order.
-pub const MISS_PAIRS: [MissPair; 5] = [
-    MissPair {
-        label: "L1D",
-        accesses: CounterEvent::L1dReads,
-        misses: CounterEvent::L1dReadMisses,
-    },
-    MissPair {
-        label: "L1I",
-        accesses: CounterEvent::L1iReads,
-        misses: CounterEvent::L1iReadMisses,
-    },
-    MissPair {
-        label: "LLC",
-        accesses: CounterEvent::LlcReads,
-        misses: CounterEvent::LlcReadMisses,
-    },
-    MissPair {
-        label: "DTLB",
-        accesses: CounterEvent::DtlbReads,
-        misses: CounterEvent::DtlbReadMisses,
-    },
-    MissPair {
-        label: "ITLB",
-        accesses: CounterEvent::ItlbReads,
-        misses: CounterEvent::ItlbReadMisses,
-    },
-];
+pub const MISS_PAIRS: [MissPair; 5] = {
+    use CounterEvent::*;
+    [
+        MissPair::new("L1D", L1dReads, L1dReadMisses),
+        MissPair::new("L1I", L1iReads, L1iReadMisses),
+        MissPair::new("LLC", LlcReads, LlcReadMisses),
+        MissPair::new("DTLB", DtlbReads, DtlbReadMisses),
+        MissPair::new("ITLB", ItlbReads, ItlbReadMisses),
+    ]
+};
+
+impl MissPair {
+    const fn new(label: &'static str, accesses: CounterEvent, misses: CounterEvent) -> MissPair {
+        MissPair {
+            label,
+            accesses,
+            misses,
+        }
+    }
+}
 
 /// `num / den` of two measured counts; `None` if either is missing or `den` is zero.
 pub fn ratio(

@@ -9,41 +9,23 @@
 //! tracepoints are not included, so the sums are a little below `/proc/stat`'s irq and
 //! softirq time, whose split is kept by kind only.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::CpuSet;
 
-/// What kind of interrupt a vector is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IrqKind {
-    /// A device interrupt line (`irq:irq_handler_entry`): `vector` is the Linux irq
-    /// number.
-    Hardirq,
-    /// An architecture system vector (`irq_vectors:*_entry` on x86: local timer,
-    /// rescheduling IPI, function-call IPIs, irq work).
-    Vector,
-    /// A softirq (`irq:softirq_entry`): `vector` is its number (1 TIMER, 3 NET_RX, ...).
-    Softirq,
-}
-
-impl IrqKind {
-    pub const ALL: [IrqKind; 3] = [IrqKind::Hardirq, IrqKind::Vector, IrqKind::Softirq];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            IrqKind::Hardirq => "hardirq",
-            IrqKind::Vector => "system vector",
-            IrqKind::Softirq => "softirq",
-        }
-    }
-}
-
-impl fmt::Display for IrqKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+named_enum! {
+    /// What kind of interrupt a vector is.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum IrqKind {
+        /// A device interrupt line (`irq:irq_handler_entry`): `vector` is the Linux irq
+        /// number.
+        Hardirq = "hardirq",
+        /// An architecture system vector (`irq_vectors:*_entry` on x86: local timer,
+        /// rescheduling IPI, function-call IPIs, irq work).
+        Vector = "system vector",
+        /// A softirq (`irq:softirq_entry`): `vector` is its number (1 TIMER, 3 NET_RX, ...).
+        Softirq = "softirq",
     }
 }
 

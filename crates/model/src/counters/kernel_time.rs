@@ -33,40 +33,31 @@
 //! The share is of the traced tasks' CPU time over the traced sample
 //! (`task_cpu_ns`, the kernel's task clock of the same tasks).
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use super::CounterTarget;
 
-/// What the kernel spent the time on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum KernelCause {
-    /// A fault taken in user mode, resolved without I/O.
-    FaultUserMinor,
-    /// A fault taken in user mode that waited for I/O (or was retried).
-    FaultUserMajor,
-    /// A fault the kernel took touching user memory (`copy_to_user`), minor.
-    FaultKernelMinor,
-    /// The same, major.
-    FaultKernelMajor,
-    /// Waiting for a contended kernel lock (spinning or sleeping).
-    LockWait,
-    /// A TLB flush another CPU asked for, in the interrupt that brought the request.
-    TlbShootdownReceived,
+named_enum! {
+    /// What the kernel spent the time on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum KernelCause {
+        /// A fault taken in user mode, resolved without I/O.
+        FaultUserMinor = "user minor faults",
+        /// A fault taken in user mode that waited for I/O (or was retried).
+        FaultUserMajor = "user major faults",
+        /// A fault the kernel took touching user memory (`copy_to_user`), minor.
+        FaultKernelMinor = "kernel minor faults",
+        /// The same, major.
+        FaultKernelMajor = "kernel major faults",
+        /// Waiting for a contended kernel lock (spinning or sleeping).
+        LockWait = "lock waits",
+        /// A TLB flush another CPU asked for, in the interrupt that brought the request.
+        TlbShootdownReceived = "TLB shootdowns received",
+    }
 }
 
 impl KernelCause {
-    pub const ALL: [KernelCause; 6] = [
-        KernelCause::FaultUserMinor,
-        KernelCause::FaultUserMajor,
-        KernelCause::FaultKernelMinor,
-        KernelCause::FaultKernelMajor,
-        KernelCause::LockWait,
-        KernelCause::TlbShootdownReceived,
-    ];
-
     /// The fault cause for a fault taken in user (`user`) or kernel mode, minor or major.
     pub fn fault(user: bool, major: bool) -> KernelCause {
         match (user, major) {
@@ -85,19 +76,6 @@ impl KernelCause {
                 | KernelCause::FaultKernelMinor
                 | KernelCause::FaultKernelMajor
         )
-    }
-}
-
-impl fmt::Display for KernelCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KernelCause::FaultUserMinor => "user minor faults",
-            KernelCause::FaultUserMajor => "user major faults",
-            KernelCause::FaultKernelMinor => "kernel minor faults",
-            KernelCause::FaultKernelMajor => "kernel major faults",
-            KernelCause::LockWait => "lock waits",
-            KernelCause::TlbShootdownReceived => "TLB shootdowns received",
-        })
     }
 }
 

@@ -14,92 +14,54 @@ use serde::{Deserialize, Serialize};
 
 use crate::CpuSet;
 
-/// Time of one CPU in USER_HZ ticks, as `/proc/stat` counts it. `user` and `nice`
-/// include guest time (the kernel adds it to both), so guest is not listed apart.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuTicks {
-    pub user: u64,
-    pub nice: u64,
-    pub system: u64,
-    pub idle: u64,
-    pub iowait: u64,
-    pub irq: u64,
-    pub softirq: u64,
-    pub steal: u64,
+/// [`CpuTicks`] and [`CpuTimeFractions`] from one list of `/proc/stat`'s fields, with
+/// the field-by-field arithmetic written once.
+macro_rules! cpu_time {
+    ($($field:ident),*) => {
+        /// Time of one CPU in USER_HZ ticks, as `/proc/stat` counts it. `user` and `nice`
+        /// include guest time (the kernel adds it to both), so guest is not listed apart.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct CpuTicks {
+            $(pub $field: u64,)*
+        }
+
+        /// [`CpuTicks`] as fractions of the elapsed ticks (they sum to 1).
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+        pub struct CpuTimeFractions {
+            $(pub $field: f64,)*
+        }
+
+        impl CpuTicks {
+            pub fn total(&self) -> u64 {
+                0 $(+ self.$field)*
+            }
+
+            /// `self - earlier`, field by field. Saturates at zero: iowait is known to go
+            /// backwards on some kernels, and a negative tick count means nothing.
+            pub fn since(&self, earlier: &CpuTicks) -> CpuTicks {
+                CpuTicks {
+                    $($field: self.$field.saturating_sub(earlier.$field),)*
+                }
+            }
+
+            pub fn add(&self, other: &CpuTicks) -> CpuTicks {
+                CpuTicks {
+                    $($field: self.$field + other.$field,)*
+                }
+            }
+
+            /// Each field as a fraction of the total; `None` when no tick elapsed.
+            pub fn fractions(&self) -> Option<CpuTimeFractions> {
+                let t = self.total();
+                (t > 0).then(|| CpuTimeFractions {
+                    $($field: self.$field as f64 / t as f64,)*
+                })
+            }
+        }
+    };
 }
 
-impl CpuTicks {
-    pub fn total(&self) -> u64 {
-        self.user
-            + self.nice
-            + self.system
-            + self.idle
-            + self.iowait
-            + self.irq
-            + self.softirq
-            + self.steal
-    }
-
-    /// `self - earlier`, field by field. Saturates at zero: iowait is known to go
-    /// backwards on some kernels, and a negative tick count means nothing.
-    pub fn since(&self, earlier: &CpuTicks) -> CpuTicks {
-        CpuTicks {
-            user: self.user.saturating_sub(earlier.user),
-            nice: self.nice.saturating_sub(earlier.nice),
-            system: self.system.saturating_sub(earlier.system),
-            idle: self.idle.saturating_sub(earlier.idle),
-            iowait: self.iowait.saturating_sub(earlier.iowait),
-            irq: self.irq.saturating_sub(earlier.irq),
-            softirq: self.softirq.saturating_sub(earlier.softirq),
-            steal: self.steal.saturating_sub(earlier.steal),
-        }
-    }
-
-    pub fn add(&self, other: &CpuTicks) -> CpuTicks {
-        CpuTicks {
-            user: self.user + other.user,
-            nice: self.nice + other.nice,
-            system: self.system + other.system,
-            idle: self.idle + other.idle,
-            iowait: self.iowait + other.iowait,
-            irq: self.irq + other.irq,
-            softirq: self.softirq + other.softirq,
-            steal: self.steal + other.steal,
-        }
-    }
-
-    /// Each field as a fraction of the total; `None` when no tick elapsed.
-    pub fn fractions(&self) -> Option<CpuTimeFractions> {
-        let t = self.total();
-        if t == 0 {
-            return None;
-        }
-        let f = |x: u64| x as f64 / t as f64;
-        Some(CpuTimeFractions {
-            user: f(self.user),
-            nice: f(self.nice),
-            system: f(self.system),
-            idle: f(self.idle),
-            iowait: f(self.iowait),
-            irq: f(self.irq),
-            softirq: f(self.softirq),
-            steal: f(self.steal),
-        })
-    }
-}
-
-/// [`CpuTicks`] as fractions of the elapsed ticks (they sum to 1).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuTimeFractions {
-    pub user: f64,
-    pub nice: f64,
-    pub system: f64,
-    pub idle: f64,
-    pub iowait: f64,
-    pub irq: f64,
-    pub softirq: f64,
-    pub steal: f64,
-}
+cpu_time!(user, nice, system, idle, iowait, irq, softirq, steal);
 
 impl CpuTimeFractions {
     /// Kernel time: system + irq + softirq.

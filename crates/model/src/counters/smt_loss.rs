@@ -45,29 +45,19 @@ use super::{CountMode, CounterEvent, CounterValues};
 /// How far the parts' sum may be from the measured loss: 2 percentage points.
 pub const SUM_LIMIT: f64 = 0.02;
 
-/// One part of the loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LossPart {
-    FrontendBound,
-    BadSpeculation,
-    /// Back-end bound, memory and core together (level 2 not counted).
-    BackendBound,
-    BackendMemory,
-    BackendCore,
-    SmtContention,
-}
-
-impl LossPart {
-    pub fn label(self) -> &'static str {
-        match self {
-            LossPart::FrontendBound => "front-end bound",
-            LossPart::BadSpeculation => "bad speculation",
-            LossPart::BackendBound => "back-end bound (memory and core not split)",
-            LossPart::BackendMemory => "back-end memory",
-            LossPart::BackendCore => "back-end core",
-            LossPart::SmtContention => "SMT contention",
-        }
+named_enum! {
+    fn label;
+    /// One part of the loss.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum LossPart {
+        FrontendBound = "front-end bound",
+        BadSpeculation = "bad speculation",
+        /// Back-end bound, memory and core together (level 2 not counted).
+        BackendBound = "back-end bound (memory and core not split)",
+        BackendMemory = "back-end memory",
+        BackendCore = "back-end core",
+        SmtContention = "SMT contention",
     }
 }
 

@@ -14,50 +14,24 @@
 //! `cpu_ns` is `None` where the kernel gave no context-switch records (before Linux
 //! 4.3) or in results stored before it was measured.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use super::CounterTarget;
 
-/// What a system call works on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SyscallGroup {
-    /// Files and file descriptors in general (read, write, open, stat, ...).
-    File,
-    /// Sockets (socket, sendto, recvfrom, accept, ...).
-    Network,
-    /// Processes, threads, signals, scheduling, waiting (clone, futex, wait4, ...).
-    Process,
-    /// Address space (mmap, munmap, brk, madvise, ...).
-    Memory,
-    Other,
-}
-
-impl SyscallGroup {
-    pub const ALL: [SyscallGroup; 5] = [
-        SyscallGroup::File,
-        SyscallGroup::Network,
-        SyscallGroup::Process,
-        SyscallGroup::Memory,
-        SyscallGroup::Other,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SyscallGroup::File => "file",
-            SyscallGroup::Network => "network",
-            SyscallGroup::Process => "process",
-            SyscallGroup::Memory => "memory",
-            SyscallGroup::Other => "other",
-        }
-    }
-}
-
-impl fmt::Display for SyscallGroup {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+named_enum! {
+    /// What a system call works on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum SyscallGroup {
+        /// Files and file descriptors in general (read, write, open, stat, ...).
+        File = "file",
+        /// Sockets (socket, sendto, recvfrom, accept, ...).
+        Network = "network",
+        /// Processes, threads, signals, scheduling, waiting (clone, futex, wait4, ...).
+        Process = "process",
+        /// Address space (mmap, munmap, brk, madvise, ...).
+        Memory = "memory",
+        Other = "other",
     }
 }
 
@@ -158,10 +132,7 @@ impl SyscallProfile {
                     s.calls += c.calls;
                     s.completed += c.completed;
                     s.wall_ns += c.wall_ns;
-                    s.cpu_ns = match (s.cpu_ns, c.cpu_ns) {
-                        (Some(a), Some(b)) => Some(a + b),
-                        _ => None,
-                    };
+                    s.cpu_ns = s.cpu_ns.zip(c.cpu_ns).map(|(a, b)| a + b);
                 }
                 (s.calls > 0).then_some(s)
             })

@@ -33,13 +33,16 @@ use serde::{Deserialize, Serialize};
 
 use super::CounterValues;
 
-/// Which events the split was computed from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TopdownMethod {
-    IntelPerfMetrics,
-    IntelSlotFormula,
-    AmdDispatchSlots,
+named_enum! {
+    fn label;
+    /// Which events the split was computed from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum TopdownMethod {
+        IntelPerfMetrics = "Intel slots and perf metrics",
+        IntelSlotFormula = "Intel slot formula (pre-Ice Lake)",
+        AmdDispatchSlots = "AMD dispatch slots (Zen 4+)",
+    }
 }
 
 impl TopdownMethod {
@@ -59,14 +62,6 @@ impl TopdownMethod {
         match self {
             TopdownMethod::AmdDispatchSlots => &AMD_DISPATCH_SLOTS[..5],
             other => other.events(),
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            TopdownMethod::IntelPerfMetrics => "Intel slots and perf metrics",
-            TopdownMethod::IntelSlotFormula => "Intel slot formula (pre-Ice Lake)",
-            TopdownMethod::AmdDispatchSlots => "AMD dispatch slots (Zen 4+)",
         }
     }
 }
@@ -214,11 +209,7 @@ pub fn level1(v: &CounterValues) -> Result<Topdown, TopdownUnavailable> {
 // The work of the public function above, its reason as text.
 fn level1_text(v: &CounterValues) -> Result<Topdown, String> {
     let mut tried: Vec<String> = Vec::new();
-    for method in [
-        TopdownMethod::IntelPerfMetrics,
-        TopdownMethod::IntelSlotFormula,
-        TopdownMethod::AmdDispatchSlots,
-    ] {
+    for method in TopdownMethod::ALL {
         let names = method.required();
         match values(v, names) {
             Ok(x) => {

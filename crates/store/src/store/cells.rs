@@ -10,7 +10,7 @@ use smtlab_model::{
 };
 
 use super::codec::*;
-use super::sql::{Row, Sql, Value, args};
+use super::sql::{Row, Sql, Value, args, in_list};
 use super::{Fail, Step, Store};
 use crate::error::Result;
 
@@ -158,10 +158,12 @@ pub(crate) fn check_config_finite(c: &RunConfig) -> std::result::Result<(), NotF
     }
 }
 
-pub(crate) fn run_exists(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
-    Ok(db
-        .query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])?
-        .is_some())
+/// `Ok` when the run is stored, else [`Fail::NoRun`].
+pub(crate) fn require_run(db: &mut dyn Sql, run_id: i64) -> Step<()> {
+    match db.query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])? {
+        Some(_) => Ok(()),
+        None => Err(Fail::NoRun(run_id)),
+    }
 }
 
 /// The cell key in a row's first three columns (benchmark, params, placement); `what`
@@ -193,9 +195,7 @@ fn key_args<'a>(
 }
 
 pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> Step<()> {
-    if !run_exists(db, run_id)? {
-        return Err(Fail::NoRun(run_id));
-    }
+    require_run(db, run_id)?;
     let params_json = key_params_json(&cell.params, &cell.conditions)?;
     let position = replace_key(db, run_id, cell, &params_json)?;
     let cell_id = insert_cell_row(db, run_id, position, cell, &params_json)?;
@@ -365,9 +365,7 @@ fn insert_series(db: &mut dyn Sql, cell_id: i64, r: &CellResult) -> Step<()> {
 }
 
 pub(crate) fn insert_skipped(db: &mut dyn Sql, run_id: i64, s: &SkippedCell) -> Step<()> {
-    if !run_exists(db, run_id)? {
-        return Err(Fail::NoRun(run_id));
-    }
+    require_run(db, run_id)?;
     let params_json = key_params_json(&s.key.params, &s.key.conditions)?;
     let key = key_args(run_id, &s.key.benchmark, &params_json, &s.key.placement);
     let measured = db
@@ -413,12 +411,11 @@ pub(crate) fn load_skipped_of(
     db: &mut dyn Sql,
     ids: &[Value<'_>],
 ) -> Step<BTreeMap<i64, Vec<(CellKey, String)>>> {
-    let marks: Vec<String> = (1..=ids.len()).map(|i| format!("?{i}")).collect();
     let rows = db.query(
         &format!(
             "SELECT benchmark, params, placement, reason, run_id FROM skipped
-             WHERE run_id IN ({}) ORDER BY id",
-            marks.join(", ")
+             WHERE run_id {} ORDER BY id",
+            in_list(ids.len())
         ),
         ids,
     )?;
@@ -431,13 +428,8 @@ pub(crate) fn load_skipped_of(
 }
 
 pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, String)>> {
-    db.query(
-        "SELECT benchmark, params, placement, reason FROM skipped WHERE run_id = ?1 ORDER BY id",
-        args![run_id],
-    )?
-    .iter()
-    .map(|r| Ok((key_of(r, "skipped.params")?, r.get(3)?)))
-    .collect()
+    let mut by_run = load_skipped_of(db, &[Value::Int(run_id)])?;
+    Ok(by_run.remove(&run_id).unwrap_or_default())
 }
 
 /// Which runs' cells to load: one run, or several at once (`fleet`), and whether their
@@ -457,9 +449,8 @@ pub(crate) struct CellFilter<'a> {
 impl<'a> CellFilter<'a> {
     /// The cells of the runs `ids` (bound as `args`), with their series when `series`.
     pub(crate) fn runs(args: &'a [Value<'a>], series: bool) -> CellFilter<'a> {
-        let marks: Vec<String> = (1..=args.len()).map(|i| format!("?{i}")).collect();
         CellFilter {
-            condition: format!("c.run_id IN ({})", marks.join(", ")),
+            condition: format!("c.run_id {}", in_list(args.len())),
             args,
             series,
             samples: true,

@@ -159,7 +159,7 @@ fn live_running(db: &mut dyn Sql, filter: &str, params: &[Value<'_>]) -> Step<Ve
         let id: i64 = r.get(0)?;
         // An older file without leases: as stored, running.
         let alive = match lease::holder(db, id, now) {
-            Ok(Some((h, _))) => lease::is_live(&h),
+            Ok(Some(h)) => lease::is_live(&h),
             Ok(None) => false,
             Err(_) => true,
         };

@@ -107,12 +107,10 @@ impl Store {
         let now = now_ms();
         let got = self.write(&doing, |db| {
             // The run's row, locked: another host leasing it now waits for this one.
-            if !lock_run(db, run_id)? {
-                return Err(Fail::NoRun(run_id));
-            }
+            lock_run(db, run_id)?;
             let takeover = match holder(db, run_id, now)? {
-                Some((h, _)) if is_live(&h) => return Ok(Err(h)),
-                other => other.map(|(h, _)| h),
+                Some(h) if is_live(&h) => return Ok(Err(h)),
+                other => other,
             };
             db.execute(
                 "INSERT INTO leases (run_id, pid, host, token, acquired_unix_ms, heartbeat_unix_ms)
@@ -156,7 +154,7 @@ impl Store {
     /// Who holds the lease on `run_id` now, if anyone (live or stale).
     pub fn lease_holder(&self, run_id: i64) -> crate::Result<Option<LeaseHolder>> {
         self.read(&format!("reading the lease of run {run_id}"), |db| {
-            Ok(holder(db, run_id, now_ms())?.map(|(h, _)| h))
+            holder(db, run_id, now_ms())
         })
     }
 }
@@ -191,7 +189,7 @@ impl Lease {
                 return Ok(Ok(()));
             }
             Ok(Err(match holder(db, run_id, now)? {
-                Some((holder, _)) => LeaseError::Lost { run_id, holder },
+                Some(holder) => LeaseError::Lost { run_id, holder },
                 None => LeaseError::Gone { run_id },
             }))
         });
@@ -248,33 +246,31 @@ fn renew(db: &mut dyn Sql, run_id: i64, token: &str, now: u64) -> Step<u64> {
     )
 }
 
-/// Whether the run exists, its row locked until the transaction ends where the
-/// dialect locks rows (see [`Sql::for_update`]).
-pub(crate) fn lock_run(db: &mut dyn Sql, run_id: i64) -> Step<bool> {
+/// The run's row locked until the transaction ends where the dialect locks rows (see
+/// [`Sql::for_update`]); [`Fail::NoRun`] when there is none.
+pub(crate) fn lock_run(db: &mut dyn Sql, run_id: i64) -> Step<()> {
     let sql = format!("SELECT 1 FROM runs WHERE id = ?1{}", db.for_update());
-    Ok(db.query_opt(&sql, args![run_id])?.is_some())
+    match db.query_opt(&sql, args![run_id])? {
+        Some(_) => Ok(()),
+        None => Err(Fail::NoRun(run_id)),
+    }
 }
 
-/// The lease row of `run_id` and its token.
-pub(crate) fn holder(
-    db: &mut dyn Sql,
-    run_id: i64,
-    now: u64,
-) -> Step<Option<(LeaseHolder, String)>> {
+/// Who holds the lease of `run_id`, if anyone.
+pub(crate) fn holder(db: &mut dyn Sql, run_id: i64, now: u64) -> Step<Option<LeaseHolder>> {
     let Some(r) = db.query_opt(
-        "SELECT pid, host, heartbeat_unix_ms, token FROM leases WHERE run_id = ?1",
+        "SELECT pid, host, heartbeat_unix_ms FROM leases WHERE run_id = ?1",
         args![run_id],
     )?
     else {
         return Ok(None);
     };
     let beat: u64 = r.get(2)?;
-    let h = LeaseHolder {
+    Ok(Some(LeaseHolder {
         pid: r.get(0)?,
         host: r.get(1)?,
         heartbeat_age_ms: now.saturating_sub(beat),
-    };
-    Ok(Some((h, r.get(3)?)))
+    }))
 }
 
 pub(crate) fn is_live(h: &LeaseHolder) -> bool {

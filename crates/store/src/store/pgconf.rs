@@ -216,24 +216,24 @@ fn client_config(ssl: Ssl, rootcert: Option<&Path>) -> Result<ClientConfig, Sett
         (Ssl::Require, Some(_)) => Ssl::VerifyCa,
         (s, _) => s,
     };
-    let verifier: Arc<dyn ServerCertVerifier> = match ssl {
-        Ssl::Disable | Ssl::Prefer | Ssl::Require => Arc::new(Unchecked(provider.clone())),
+    let chain = match ssl {
+        Ssl::Disable | Ssl::Prefer | Ssl::Require => None,
         Ssl::VerifyCa | Ssl::VerifyFull => {
             let roots = Arc::new(roots(rootcert)?);
-            let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
-                .build()
-                .map_err(SettingsError::Verifier)?;
-            match ssl {
-                Ssl::VerifyFull => webpki,
-                _ => Arc::new(AnyName(webpki)),
-            }
+            let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone());
+            Some(webpki.build().map_err(SettingsError::Verifier)?)
         }
+    };
+    let verifier = Verifier {
+        provider: provider.clone(),
+        chain,
+        check_name: ssl == Ssl::VerifyFull,
     };
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("ring supports rustls's default protocol versions")
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
+        .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth();
     Ok(config)
 }
@@ -269,53 +269,18 @@ fn roots(file: Option<&Path>) -> Result<RootCertStore, SettingsError> {
     Ok(store)
 }
 
-/// `prefer` and `require`: encrypted, whoever the server is (libpq's meaning of both).
-/// The handshake's signatures are still checked, so the session key is the server's.
+/// What the server's certificate must be. Without `chain` (`prefer` and `require`):
+/// encrypted, whoever the server is (libpq's meaning of both); with it, the chain is
+/// checked (`verify-ca`), and the name too when `check_name` (`verify-full`). The
+/// handshake's signatures are checked either way, so the session key is the server's.
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Verifier {
+    provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    check_name: bool,
 }
 
-/// `verify-ca`: the chain is checked, the name the certificate gives is not.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -324,13 +289,15 @@ impl ServerCertVerifier for AnyName {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let checked =
-            self.0
-                .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+            chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
         match checked {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -341,7 +308,8 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        let algs = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
     }
 
     fn verify_tls13_signature(
@@ -350,11 +318,14 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        let algs = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

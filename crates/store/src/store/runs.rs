@@ -8,7 +8,7 @@ use smtlab_model::{CellKey, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, Skip
 
 use super::cells::*;
 use super::codec::*;
-use super::sql::{Sql, Value, args};
+use super::sql::{Sql, Value, args, in_list};
 use super::{Fail, Step, Store, lease};
 use crate::error::{Result, StoreError};
 
@@ -60,8 +60,8 @@ impl Store {
                 "UPDATE runs SET status = 'interrupted' WHERE id = ?1 AND status != 'finished'",
                 args![run_id],
             )?;
-            if n == 0 && !run_exists(db, run_id)? {
-                return Err(Fail::NoRun(run_id));
+            if n == 0 {
+                require_run(db, run_id)?;
             }
             Ok(())
         })
@@ -309,10 +309,8 @@ impl Store {
         self.write("deleting runs", |db| {
             for &id in run_ids {
                 // Locked: a lease cannot be taken on it until this transaction ends.
-                if !lease::lock_run(db, id)? {
-                    return Err(Fail::NoRun(id));
-                }
-                if let Some((h, _)) = lease::holder(db, id, now)?
+                lease::lock_run(db, id)?;
+                if let Some(h) = lease::holder(db, id, now)?
                     && lease::is_live(&h)
                 {
                     return Err(Fail::Conflict(format!(
@@ -331,9 +329,7 @@ impl Store {
     /// How many measured cells a run holds.
     pub fn cells_stored(&self, run_id: i64) -> Result<usize> {
         self.read(&format!("counting the cells of run {run_id}"), |db| {
-            if !run_exists(db, run_id)? {
-                return Err(Fail::NoRun(run_id));
-            }
+            require_run(db, run_id)?;
             db.query_one(
                 "SELECT count(*) FROM cells WHERE run_id = ?1",
                 args![run_id],
@@ -347,8 +343,8 @@ impl Store {
     pub fn pending_cells(&self, run_id: i64) -> Result<Vec<CellKey>> {
         self.read(&format!("listing pending cells of run {run_id}"), |db| {
             let plan = load_plan(db, run_id)?;
-            if plan.is_empty() && !run_exists(db, run_id)? {
-                return Err(Fail::NoRun(run_id));
+            if plan.is_empty() {
+                require_run(db, run_id)?;
             }
             let mut done: HashSet<CellKey> = stored_cell_keys(db, run_id)?;
             done.extend(load_skipped(db, run_id)?.into_iter().map(|(k, _)| k));
@@ -599,7 +595,7 @@ fn effective_status(db: &mut dyn Sql, run_id: i64, stored: RunStatus) -> RunStat
         return stored;
     }
     match lease::holder(db, run_id, lease::now_ms()) {
-        Ok(Some((h, _))) if lease::is_live(&h) => RunStatus::Running,
+        Ok(Some(h)) if lease::is_live(&h) => RunStatus::Running,
         Ok(_) => RunStatus::Interrupted,
         // An older file without leases: as stored.
         Err(_) => stored,
@@ -623,8 +619,7 @@ pub(crate) fn load_meta_with(db: &mut dyn Sql, run_id: i64, plan: bool) -> Step<
 
 /// The runs `ids` without their plans (the fleet reads none), in one statement, by id.
 pub(crate) fn load_metas(db: &mut dyn Sql, ids: &[Value<'_>]) -> Step<Vec<RunMeta>> {
-    let marks: Vec<String> = (1..=ids.len()).map(|i| format!("?{i}")).collect();
-    load_metas_where(db, &format!("id IN ({})", marks.join(", ")), ids)
+    load_metas_where(db, &format!("id {}", in_list(ids.len())), ids)
 }
 
 /// The runs matching `condition` (on `runs`), without plans, by id.

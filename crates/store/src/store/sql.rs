@@ -182,53 +182,29 @@ impl<T: FromValue> FromValue for Option<T> {
     }
 }
 
+/// `From` for each type a statement binds, by the expression that makes its value.
 macro_rules! value_from {
-    ($($t:ty => $variant:ident),*) => {$(
-        impl From<$t> for Value<'_> {
-            fn from(v: $t) -> Self {
-                Value::$variant(v)
+    ($($t:ty => |$v:ident| $e:expr),* $(,)?) => {$(
+        impl<'a> From<$t> for Value<'a> {
+            fn from($v: $t) -> Self {
+                $e
             }
         }
     )*};
 }
 
-value_from!(i64 => Int, u64 => Uint, f64 => Real, bool => Bool);
-
-impl From<usize> for Value<'_> {
-    fn from(v: usize) -> Self {
-        Value::Uint(v as u64)
-    }
-}
-
-impl From<u32> for Value<'_> {
-    fn from(v: u32) -> Self {
-        Value::Int(i64::from(v))
-    }
-}
-
-impl<'a> From<&'a str> for Value<'a> {
-    fn from(v: &'a str) -> Self {
-        Value::Text(Cow::Borrowed(v))
-    }
-}
-
-impl<'a> From<&'a String> for Value<'a> {
-    fn from(v: &'a String) -> Self {
-        Value::Text(Cow::Borrowed(v))
-    }
-}
-
-impl From<String> for Value<'_> {
-    fn from(v: String) -> Self {
-        Value::Text(Cow::Owned(v))
-    }
-}
-
-impl From<Vec<u8>> for Value<'_> {
-    fn from(v: Vec<u8>) -> Self {
-        Value::Blob(Cow::Owned(v))
-    }
-}
+value_from!(
+    i64 => |v| Value::Int(v),
+    u64 => |v| Value::Uint(v),
+    f64 => |v| Value::Real(v),
+    bool => |v| Value::Bool(v),
+    usize => |v| Value::Uint(v as u64),
+    u32 => |v| Value::Int(i64::from(v)),
+    &'a str => |v| Value::Text(Cow::Borrowed(v)),
+    &'a String => |v| Value::Text(Cow::Borrowed(v)),
+    String => |v| Value::Text(Cow::Owned(v)),
+    Vec<u8> => |v| Value::Blob(Cow::Owned(v)),
+);
 
 impl<'a, T: Into<Value<'a>>> From<Option<T>> for Value<'a> {
     fn from(v: Option<T>) -> Self {
@@ -251,6 +227,12 @@ fn in_range(q: &str, args: &[Value<'_>]) -> Step<()> {
         }
     }
     Ok(())
+}
+
+/// `IN (?1, ?2, ...)` for `n` values.
+pub(crate) fn in_list(n: usize) -> String {
+    let marks: Vec<String> = (1..=n).map(|i| format!("?{i}")).collect();
+    format!("IN ({})", marks.join(", "))
 }
 
 /// A statement's first words, for messages.
