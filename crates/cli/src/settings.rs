@@ -301,8 +301,7 @@ pub fn corun_settings(
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(overheads(machine));
     cfg.counters = common.counters;
-    cfg.counter_events = common.events.clone();
-    cfg.dram_peak_gb_per_s = common.dram_peak;
+    common.events.apply(&mut cfg);
     Ok(CorunSettings {
         topo,
         pair,
@@ -403,6 +402,14 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
         cfg,
         notes,
     })
+}
+
+impl crate::args::EventsArgs {
+    /// Writes the events asked for into a run's settings.
+    pub fn apply(&self, cfg: &mut smtlab_model::RunConfig) {
+        cfg.counter_events = self.events.clone();
+        cfg.dram_peak_gb_per_s = self.dram_peak;
+    }
 }
 
 /// The topology of the machine, or of the saved tree given with `--sysfs`.

@@ -77,7 +77,7 @@ pub fn note_fit(text: &str) {
 fn fit_for_stderr(text: &str) -> String {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
-        crate::render::table::wrap(text, crate::render::table::Layout::term())
+        crate::render::table::fit(text)
     } else {
         text.to_string()
     }

@@ -44,7 +44,7 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
     if args.json {
         return emit(&smtlab_report::compare_json(&cmp));
     }
-    emit(&render::compare::table(&cmp, render::table::Layout::term()))
+    emit(&render::compare::table(&cmp, render::table::term_layout()))
 }
 
 /// The finished runs of the store of A's or B's setup, other than A and B: the repeats

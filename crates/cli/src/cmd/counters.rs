@@ -101,7 +101,7 @@ fn import(a: &CountersImportArgs) -> Result<()> {
     // Events the recording never asked for need no line; what perf could not count does.
     let mut shown = ratios.clone();
     shown.omitted.retain(|l| !l.ends_with(" not counted"));
-    let layout = render::table::Layout::term();
+    let layout = render::table::term_layout();
     for line in ratio_lines(&shown) {
         out.push_str(&render::table::wrap(&line, layout));
     }

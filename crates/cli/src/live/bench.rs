@@ -14,7 +14,7 @@ use smtlab_runner::stats::{Ratio, ratio};
 
 use crate::args::BenchArgs;
 use crate::output::{emit, json_text};
-use crate::render;
+use crate::render::{self, table::term_layout};
 use crate::settings::bench::Bench;
 use crate::sink::StoreSink;
 
@@ -74,7 +74,7 @@ impl BenchPrinter<'_> {
     /// The measurement details of the benchmark whose rows were printed last.
     fn flush_details(&mut self) {
         if self.heading_for.is_some() && !self.json {
-            let text = render::bench::details(&self.current, render::table::Layout::term());
+            let text = render::bench::details(&self.current, term_layout());
             self.out(&text);
         }
     }
@@ -113,7 +113,7 @@ impl BenchPrinter<'_> {
                 .iter()
                 .find(|(i, p)| i.name == key.benchmark && param_map(p) == bench_params)
         {
-            let mut text = render::bench::heading(info, params, render::table::Layout::term());
+            let mut text = render::bench::heading(info, params, term_layout());
             if let Some(state) = smt {
                 text.push_str(&format!("  with SMT {state}\n"));
             }
@@ -156,25 +156,8 @@ impl SessionObserver for BenchPrinter<'_> {
         self.heading_for(&cell.key());
         if !self.json {
             let baseline = self.current.first();
-            let mut text = render::bench::row(cell, baseline, render::table::Layout::term());
-            if let Some(c) = &cell.counters {
-                text.push_str(&render::table::wrap(
-                    &format!("  counters: {}", super::counters_line(c)),
-                    render::table::Layout::term(),
-                ));
-            }
-            for l in [
-                smtlab_report::mix::line(cell),
-                smtlab_report::load_points::lines(cell),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                text.push_str(&render::table::wrap(
-                    &format!("  {l}"),
-                    render::table::Layout::term(),
-                ));
-            }
+            let mut text = render::bench::row(cell, baseline, term_layout());
+            text.extend(super::cell_notes(cell));
             self.out(&text);
         }
         if let Some(note) = m.counters_note {
@@ -333,7 +316,7 @@ fn verdicts(s: &Bench, cells: &[CellRecord]) -> Result<()> {
             emit("\n")?;
         }
         for l in &lines {
-            emit(&render::table::wrap(l, render::table::Layout::term()))?;
+            emit(&render::table::fit(l))?;
         }
     }
     Ok(())

@@ -25,7 +25,7 @@ use smtlab_runner::plan::Estimate;
 use std::time::Instant;
 
 use crate::args::RunArgs;
-use crate::render;
+use crate::render::{self, table::term_layout};
 
 /// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
 /// the cells of its earlier invocations).
@@ -86,34 +86,9 @@ impl SessionObserver for RunSaver<'_> {
             return ControlFlow::Break(());
         }
         if self.lines {
-            say(
-                self.bar,
-                render::run::cell_line(cell, render::table::Layout::term()),
-            );
-            if let Some(c) = &cell.counters {
-                say(
-                    self.bar,
-                    render::table::wrap(
-                        &format!("  counters: {}", super::counters_line(c)),
-                        render::table::Layout::term(),
-                    )
-                    .trim_end()
-                    .to_string(),
-                );
-            }
-            for l in [
-                smtlab_report::mix::line(cell),
-                smtlab_report::load_points::lines(cell),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                say(
-                    self.bar,
-                    render::table::wrap(&format!("  {l}"), render::table::Layout::term())
-                        .trim_end()
-                        .to_string(),
-                );
+            say(self.bar, render::run::cell_line(cell, term_layout()));
+            for l in super::cell_notes(cell) {
+                say(self.bar, l.trim_end().to_string());
             }
         }
         if let Some(note) = m.counters_note {
@@ -132,10 +107,7 @@ impl SessionObserver for RunSaver<'_> {
 
     fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
         if self.lines {
-            say(
-                self.bar,
-                render::run::skipped_line(s, render::table::Layout::term()),
-            );
+            say(self.bar, render::run::skipped_line(s, term_layout()));
         }
         if let Err(e) = self.store.save_skipped(self.run_id, s) {
             self.error = Some(e.into());
@@ -172,7 +144,7 @@ pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCo
     for note in &meta.notes {
         crate::term::note_fit(&format!("note: {note}"));
     }
-    crate::output::emit(&render::plan::text(&e, render::table::Layout::term()))?;
+    crate::output::emit(&render::plan::text(&e, term_layout()))?;
     Ok(ExitCode::SUCCESS)
 }
 

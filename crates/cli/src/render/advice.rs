@@ -3,7 +3,7 @@
 
 use smtlab_report::advice::{self, Advice};
 
-use super::table::Layout;
+use super::table::{Layout, fit, term_layout};
 
 /// Width used when the output is not a terminal.
 const DEFAULT_WIDTH: usize = 80;
@@ -71,7 +71,7 @@ pub fn header(
                 None => "",
             }
         ),
-        Layout::term(),
+        term_layout(),
     )
 }
 
@@ -100,7 +100,7 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
                     c.placement_spec,
                     n(side.achieved_per_s)
                 ),
-                Layout::term(),
+                term_layout(),
             ))
         }
         Shown::Measured(c) if let Some(mode) = c.conditions.security() => Some(format!(
@@ -115,7 +115,7 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
                 c.unit
             )),
             None if smtlab_report::corun::form_of(c).is_none() => {
-                Some(super::bench::row(c, None, Layout::term()))
+                Some(super::bench::row(c, None, term_layout()))
             }
             None => None,
         },
@@ -124,7 +124,7 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
                 Some(mode) => format!("  {mode} on {}: skipped: {}", s.key.placement, s.reason),
                 None => format!("  {}: skipped: {}", s.key.placement, s.reason),
             },
-            Layout::term(),
+            term_layout(),
         )),
     }
 }
@@ -145,7 +145,7 @@ pub fn security_header(
         &format!(
             "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}{tenants}; forced idle recorded with each sample"
         ),
-        Layout::term(),
+        term_layout(),
     )
 }
 
@@ -153,7 +153,7 @@ pub fn security_header(
 /// lines and the choice, fitted to the width, under a blank line as the summary is.
 pub fn security_answer(answers: &[smtlab_report::security::SecurityAdvice]) -> String {
     let text = smtlab_report::security::text(answers).join("\n");
-    format!("\n{}", super::table::wrap(&text, Layout::term()))
+    format!("\n{}", fit(&text))
 }
 
 /// The answers in the form asked: Markdown (to a file, or standard output with `-`),
@@ -188,7 +188,7 @@ pub fn answers(
     if args.json {
         emit(&advice::json(run_id, notes, answers))?;
     } else if !md_stdout {
-        emit(&summary(answers, scaling, Layout::term()))?;
+        emit(&summary(answers, scaling, term_layout()))?;
     }
     Ok(())
 }

@@ -9,11 +9,7 @@ use smtlab_model::{CellKey, RunConfig};
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
-use crate::render::table::{Layout, wrap};
-
-fn fit(text: &str) -> String {
-    wrap(text, Layout::term())
-}
+use crate::render::table::fit;
 
 /// `1 pair`, `3 pairs`.
 fn count(n: usize, what: &str) -> String {

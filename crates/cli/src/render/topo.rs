@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::{Cache, CacheType, CpuSet, Topology};
 
-use super::table::{Layout, Table};
+use super::table::{Table, term_layout};
 use super::{bytes, plural};
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -66,7 +66,7 @@ pub fn tables(topo: &Topology) -> String {
     for (_, r) in rows {
         t.row(r);
     }
-    out.push_str(&t.render_to(Layout::term()));
+    out.push_str(&t.render_to(term_layout()));
 
     if !topo.caches.is_empty() {
         out.push('\n');
@@ -85,7 +85,7 @@ pub fn tables(topo: &Topology) -> String {
                 ways,
             ]);
         }
-        out.push_str(&t.render_to(Layout::term()));
+        out.push_str(&t.render_to(term_layout()));
     }
     if !topo.numa_nodes.is_empty() {
         out.push('\n');
@@ -98,7 +98,7 @@ pub fn tables(topo: &Topology) -> String {
             };
             t.row([n.id.to_string(), cpus, opt(n.memory_bytes.map(bytes))]);
         }
-        out.push_str(&t.render_to(Layout::term()));
+        out.push_str(&t.render_to(term_layout()));
     }
     if !topo.core_kinds.is_empty() {
         out.push('\n');
@@ -106,7 +106,7 @@ pub fn tables(topo: &Topology) -> String {
         for k in &topo.core_kinds {
             t.row([k.name.clone(), k.cpus.to_list_string(), k.source.clone()]);
         }
-        out.push_str(&t.render_to(Layout::term()));
+        out.push_str(&t.render_to(term_layout()));
     }
     out.push('\n');
     out
@@ -138,7 +138,7 @@ fn header(topo: &Topology) -> String {
     }
     t.row(["SMT", &smt_phrase(topo)]);
     // The empty header row of a key/value table is dropped.
-    t.render_to(Layout::term())
+    t.render_to(term_layout())
         .lines()
         .skip(1)
         .map(|l| format!("{l}\n"))
@@ -208,7 +208,7 @@ fn caches(topo: &Topology) -> String {
             inst.join(" "),
         ]);
     }
-    t.render_to(Layout::term())
+    t.render_to(term_layout())
 }
 
 /// lstopo-like nesting drawn in ASCII: a box per package, cores as `[cpu,cpu]` inside.

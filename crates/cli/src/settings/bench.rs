@@ -78,8 +78,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(super::overheads(machine));
     cfg.counters = args.counters;
-    cfg.counter_events = args.events.clone();
-    cfg.dram_peak_gb_per_s = args.dram_peak;
+    args.events.apply(&mut cfg);
     let counting = machine.counting_for(&cfg)?;
     let mut notes = same;
     if !args.json {

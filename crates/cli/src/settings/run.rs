@@ -103,8 +103,7 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
     };
     config.known_overheads = Some(super::overheads(machine));
     config.counters = args.counters;
-    config.counter_events = args.events.clone();
-    config.dram_peak_gb_per_s = args.dram_peak;
+    args.events.apply(&mut config);
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
     config.interleave = Some(!args.no_interleave);
     config.repeat = Some(args.repeat as usize);
