@@ -110,23 +110,25 @@ impl Stop {
         empty: impl Fn(&T) -> bool,
     ) -> Result<std::result::Result<T, std::process::ExitCode>> {
         match (finished, self.signalled()) {
-            (Ok(m), true) if empty(&m) => Ok(Err(self.end_empty())),
+            (Ok(m), true) if empty(&m) => Ok(Err(self.ended(0))),
             (Ok(m), _) => Ok(Ok(m)),
-            (Err(_), true) => Ok(Err(self.end_empty())),
+            (Err(_), true) => Ok(Err(self.ended(0))),
             (Err(e), false) => Err(e),
         }
     }
 
-    fn end_empty(&self) -> std::process::ExitCode {
-        crate::term::note_fit(&self.interrupted_line(0));
-        self.exit_code()
-    }
-
-    /// The line a stopped command ends with on standard error.
-    pub fn interrupted_line(&self, measured_cells: usize) -> String {
+    /// How a command that measured `measured_cells` ends: with success, or when a signal
+    /// stopped it, with the line saying so on standard error and [`Stop::exit_code`].
+    pub fn ended(&self, measured_cells: usize) -> std::process::ExitCode {
         let sig = self.signal.load(std::sync::atomic::Ordering::Relaxed);
+        if sig == 0 {
+            return std::process::ExitCode::SUCCESS;
+        }
         let name = signal_hook::low_level::signal_name(sig).unwrap_or("a signal");
-        format!("interrupted by {name}: {measured_cells} cells measured")
+        crate::term::note_fit(&format!(
+            "interrupted by {name}: {measured_cells} cells measured"
+        ));
+        self.exit_code()
     }
 }
 

@@ -343,9 +343,7 @@ impl<'m> MeasuringSetup<'m> {
         if let Some(setup) = &counting
             && !quiet
         {
-            for line in setup.missing_lines() {
-                crate::term::note_fit(&format!("note: {line}"));
-            }
+            crate::term::notes(setup.missing_lines());
         }
         Ok(MeasuringSetup {
             machine,

@@ -74,6 +74,13 @@ pub fn note_fit(text: &str) {
     note(fit_for_stderr(text).trim_end());
 }
 
+/// Each of `notes` as a `note:` line ([`note_fit`]).
+pub fn notes<N: std::fmt::Display>(notes: impl IntoIterator<Item = N>) {
+    for n in notes {
+        note_fit(&format!("note: {n}"));
+    }
+}
+
 fn fit_for_stderr(text: &str) -> String {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {

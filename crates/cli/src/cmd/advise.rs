@@ -22,16 +22,9 @@ use crate::settings::advise::{Advise, PENALTY_SAMPLES, headroom_curve};
 use crate::sink::{MeasuringSetup, NewRun, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
-    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
-    let text = !args.json
-        && args
-            .export_markdown
-            .as_ref()
-            .is_none_or(|p| p.as_os_str() != "-");
+    let text = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let s = crate::settings::advise::advise(args, machine)?;
-    for n in &s.notes {
-        crate::term::note_fit(&format!("note: {n}"));
-    }
+    crate::term::notes(&s.notes);
     let headroom = args.headroom.then(|| headroom_curve(args.quick));
     if text {
         header(args, &s)?;
@@ -346,12 +339,10 @@ fn security_answer(args: &AdviseArgs, sink: &StoreSink<'_>) -> Result<ExitCode> 
     if answers.is_empty() {
         bail!("nothing measured to advise on: every security mode was skipped");
     }
-    if let Some(path) = &args.export_markdown {
-        let md = security::markdown(&answers);
-        if path.as_os_str() == "-" {
-            return emit(&md).map(|()| ExitCode::SUCCESS);
-        }
-        crate::output::write_file(path, md.as_bytes())?;
+    if let Some(path) = &args.export_markdown
+        && crate::output::export(path, security::markdown(&answers).as_bytes())?
+    {
+        return Ok(ExitCode::SUCCESS);
     }
     if args.json {
         let doc = serde_json::json!({

@@ -74,8 +74,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Counters(a) => ok(counters::run(&a)),
     };
     // What was killed because a command or server left it running (a daemon).
-    for line in smtlab_bench::process::take_notes() {
-        crate::term::note_fit(&format!("note: {line}"));
-    }
+    crate::term::notes(smtlab_bench::process::take_notes());
     result
 }

@@ -141,9 +141,7 @@ pub fn db_flag(args: &RunArgs) -> String {
 /// `--dry-run`: what a new run would measure, take and hold, and nothing stored.
 pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCode> {
     let e = estimate_of(&meta.plan, meta, topo, args);
-    for note in &meta.notes {
-        crate::term::note_fit(&format!("note: {note}"));
-    }
+    crate::term::notes(&meta.notes);
     crate::output::emit(&render::plan::text(&e, term_layout()))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -167,23 +165,16 @@ pub fn start_notes(
         meta.plan.len(),
         crate::sink::shown_db(db)
     ));
-    for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
-        crate::term::note_fit(&format!("note: {note}"));
-    }
+    crate::term::notes(meta.notes.iter().cloned().chain(lease.takeover_note()));
     let e = estimate_of(pending, meta, topo, args);
     for line in render::plan::summary(&e) {
         crate::term::note_fit(&line);
     }
-    for g in e.groups.iter().filter(|g| g.apart.is_some()) {
-        crate::term::note_fit(&format!(
-            "note: {}: {}",
-            g.benchmark,
-            g.apart.as_deref().unwrap_or_default()
-        ));
-    }
-    for line in counting.iter().flat_map(|c| c.missing_lines()) {
-        crate::term::note_fit(&format!("note: {line}"));
-    }
+    let apart = e.groups.iter();
+    crate::term::notes(
+        apart.filter_map(|g| Some(format!("{}: {}", g.benchmark, g.apart.as_deref()?))),
+    );
+    crate::term::notes(counting.iter().flat_map(|c| c.missing_lines()));
     e
 }
 
@@ -194,15 +185,9 @@ impl<'a> RunSaver<'a> {
         run_id: i64,
         lease: Lease,
         bar: &'a ProgressBar,
-        args: &RunArgs,
+        lines: bool,
         estimate: &Estimate,
     ) -> Self {
-        // JSON or Markdown on standard output take the place of the cell lines.
-        let lines = !args.json
-            && args
-                .export_markdown
-                .as_ref()
-                .is_none_or(|p| p.as_os_str() != "-");
         RunSaver {
             store,
             run_id,

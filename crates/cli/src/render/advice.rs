@@ -165,26 +165,14 @@ pub fn answers(
     answers: &[Advice],
     scaling: &[advice::Scaling],
 ) -> anyhow::Result<()> {
-    use anyhow::Context;
     let emit = crate::output::emit;
-    if let Some(path) = &args.export_markdown {
-        let md = if without_smt(answers, scaling) {
-            advice::scaling_markdown(scaling)
-        } else {
-            advice::markdown(answers)
-        };
-        if path.as_os_str() == "-" {
-            emit(&md)?;
-        } else {
-            std::fs::write(path, md)
-                .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
-            crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
+    let md_stdout = match &args.export_markdown {
+        Some(path) if without_smt(answers, scaling) => {
+            crate::output::export(path, advice::scaling_markdown(scaling).as_bytes())?
         }
-    }
-    let md_stdout = args
-        .export_markdown
-        .as_ref()
-        .is_some_and(|p| p.as_os_str() == "-");
+        Some(path) => crate::output::export(path, advice::markdown(answers).as_bytes())?,
+        None => false,
+    };
     if args.json {
         emit(&advice::json(run_id, notes, answers))?;
     } else if !md_stdout {
