@@ -9,7 +9,7 @@ use crate::render;
 use crate::settings::stored::{label_of, load};
 
 pub fn report(args: &ReportArgs) -> Result<()> {
-    let results = load(&args.run, &args.db.db)?;
+    let results = load(&args.run, &args.db)?;
     if let Some(path) = &args.export_markdown
         && export(
             path,
@@ -23,7 +23,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     {
         return Ok(());
     }
-    let label = || label_of(&args.run, &args.db.db, results.run.id);
+    let label = || label_of(&args.run, &args.db, results.run.id);
     let bytes = if args.json {
         smtlab_report::export::json(&results)
     } else if args.csv {

@@ -214,14 +214,7 @@ mod tests {
             "{text}"
         );
         // Without a terminal width: 80 columns.
-        let plain = summary(
-            &[],
-            &[],
-            Layout {
-                width: None,
-                color: false,
-            },
-        );
+        let plain = summary(&[], &[], Layout::plain());
         assert_eq!(plain, "\n");
     }
 }

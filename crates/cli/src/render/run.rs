@@ -6,7 +6,7 @@ use super::bench::{fit, num};
 use super::table::{Columns, Layout, wrap};
 use crate::term::{Style, paint};
 
-fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
+pub(super) fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
     smtlab_report::fmt::param_words(params).join(" ")
 }
 
