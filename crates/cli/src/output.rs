@@ -39,6 +39,22 @@ pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Resul
     export(path, smtlab_report::markdown::cells(cells).as_bytes()).map(drop)
 }
 
+/// A stored run as `--export-markdown` (its cells, to `markdown`) and `--json`
+/// (smtlab.results/1 on standard output) ask.
+pub fn stored_run(
+    run: &smtlab_model::RunResults,
+    json: bool,
+    markdown: Option<&Path>,
+) -> Result<()> {
+    if let Some(path) = markdown {
+        export_markdown(path, &run.cells)?;
+    }
+    if json {
+        emit(&String::from_utf8_lossy(&smtlab_report::export::json(run)))?;
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to the file `path`, or to standard output when it is `-`; whether
 /// they went to standard output.
 pub fn export(path: &Path, bytes: &[u8]) -> Result<bool> {

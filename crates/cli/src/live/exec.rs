@@ -182,18 +182,10 @@ pub fn summary(
         }
     }
     let mut sink = sink.finish(interrupted, args.db.db.as_deref())?;
-    let Some(stored) = sink.stored()? else {
-        return Ok(());
-    };
-    if let Some(path) = &args.export_markdown {
-        crate::output::export_markdown(path, &stored.cells)?;
+    match sink.stored()? {
+        Some(run) => crate::output::stored_run(&run, args.json, args.export_markdown.as_deref()),
+        None => Ok(()),
     }
-    if args.json {
-        emit(&String::from_utf8_lossy(&smtlab_report::export::json(
-            &stored,
-        )))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -3,29 +3,23 @@
 //! end (the stored run as JSON or Markdown).
 
 use std::ops::ControlFlow;
-
-use indicatif::ProgressBar;
-use smtlab_model::{CellKey, SkippedCell};
-use smtlab_runner::session::{Measured, SessionObserver};
-use smtlab_store::{Lease, Store};
-
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::Result;
-use smtlab_model::{RunMeta, RunStatus, Topology};
+use indicatif::ProgressBar;
+use smtlab_model::{CellKey, RunMeta, RunStatus, SkippedCell, Topology};
 use smtlab_runner::counting::CountingSetup;
-use smtlab_runner::experiment::ExperimentError;
-use smtlab_runner::session::Ended;
-
-use crate::settings::run::estimate_of;
-use crate::settings::unix_now_s;
 use smtlab_runner::eta::Eta;
+use smtlab_runner::experiment::ExperimentError;
 use smtlab_runner::plan::Estimate;
-use std::time::Instant;
+use smtlab_runner::session::{Ended, Measured, SessionObserver};
+use smtlab_store::{Lease, Store};
 
 use crate::args::RunArgs;
 use crate::render::{self, table::term_layout};
+use crate::settings::{run::estimate_of, unix_now_s};
 
 /// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
 /// the cells of its earlier invocations).
@@ -34,14 +28,7 @@ pub fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
         return Ok(());
     }
     let results = store.load_run(run_id)?;
-    if let Some(path) = &args.export_markdown {
-        crate::output::export_markdown(path, &results.cells)?;
-    }
-    if args.json {
-        let bytes = smtlab_report::export::json(&results);
-        crate::output::emit(&String::from_utf8_lossy(&bytes))?;
-    }
-    Ok(())
+    crate::output::stored_run(&results, args.json, args.export_markdown.as_deref())
 }
 
 /// Saves each cell as it is measured, prints its line and moves the bar.
