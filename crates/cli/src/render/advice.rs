@@ -56,23 +56,20 @@ pub fn header(
             pct.join(", ")
         )
     });
-    super::table::wrap(
-        &format!(
-            "advise {subject}: {} interleaved{}{sweep}{}",
-            specs.join(", "),
-            if smt_states {
-                ", with SMT off and on"
-            } else {
-                ""
-            },
-            match penalty {
-                Some(true) => "; then the workload beside each partner on its sibling",
-                Some(false) => "; then the single-thread cost next to busy siblings",
-                None => "",
-            }
-        ),
-        term_layout(),
-    )
+    fit(&format!(
+        "advise {subject}: {} interleaved{}{sweep}{}",
+        specs.join(", "),
+        if smt_states {
+            ", with SMT off and on"
+        } else {
+            ""
+        },
+        match penalty {
+            Some(true) => "; then the workload beside each partner on its sibling",
+            Some(false) => "; then the single-thread cost next to busy siblings",
+            None => "",
+        }
+    ))
 }
 
 /// The line of a cell as it is measured: a headroom step, a throughput cell as `bench`
@@ -94,14 +91,11 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
             } else {
                 format!("not kept up{}", advice::behind_words(&side))
             };
-            Some(super::table::wrap(
-                &format!(
-                    "  {} at {rate:.0}/s offered: served {}/s, {what}",
-                    c.placement_spec,
-                    n(side.achieved_per_s)
-                ),
-                term_layout(),
-            ))
+            Some(fit(&format!(
+                "  {} at {rate:.0}/s offered: served {}/s, {what}",
+                c.placement_spec,
+                n(side.achieved_per_s)
+            )))
         }
         Shown::Measured(c) if let Some(mode) = c.conditions.security() => Some(format!(
             "  {mode} on {}: {}\n",
@@ -119,13 +113,10 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
             }
             None => None,
         },
-        Shown::Skipped(s) => Some(super::table::wrap(
-            &match s.key.conditions.security() {
-                Some(mode) => format!("  {mode} on {}: skipped: {}", s.key.placement, s.reason),
-                None => format!("  {}: skipped: {}", s.key.placement, s.reason),
-            },
-            term_layout(),
-        )),
+        Shown::Skipped(s) => Some(fit(&match s.key.conditions.security() {
+            Some(mode) => format!("  {mode} on {}: skipped: {}", s.key.placement, s.reason),
+            None => format!("  {}: skipped: {}", s.key.placement, s.reason),
+        })),
     }
 }
 
@@ -141,12 +132,9 @@ pub fn security_header(
     } else {
         ""
     };
-    super::table::wrap(
-        &format!(
-            "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}{tenants}; forced idle recorded with each sample"
-        ),
-        term_layout(),
-    )
+    fit(&format!(
+        "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}{tenants}; forced idle recorded with each sample"
+    ))
 }
 
 /// `advise --security`'s answer for the terminal: each workload and load, its modes'

@@ -85,8 +85,6 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
             ms(p.max_ns),
             ms(p.mean_ns as u64)
         ));
-    }
-    if r.requests > 0 {
         s.push_str(&format!(
             "slow       {} over 10 ms, {} over 100 ms, {} over 1 s\n",
             r.slower_than(10_000_000),
