@@ -270,6 +270,14 @@ pub fn topology(machine: &dyn Machine) -> Result<smtlab_model::Topology> {
     Ok(machine.topology()?)
 }
 
+/// The run's settings of `--quick` (short samples) or not.
+pub fn run_config(quick: bool) -> smtlab_model::RunConfig {
+    match quick {
+        true => smtlab_model::RunConfig::quick(),
+        false => smtlab_model::RunConfig::default(),
+    }
+}
+
 /// The measured overheads of the machine's clock, for the run's settings.
 pub fn overheads(machine: &dyn Machine) -> smtlab_model::result::Overheads {
     smtlab_runner::measure_overheads(machine.clock())
@@ -295,11 +303,7 @@ pub fn corun_settings(
     if let Some(db) = &common.db {
         smtlab_store::Store::check_target(db)?;
     }
-    let mut cfg = if common.quick {
-        smtlab_model::RunConfig::quick()
-    } else {
-        smtlab_model::RunConfig::default()
-    };
+    let mut cfg = run_config(common.quick);
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(overheads(machine));
     cfg.counters = common.counters;

@@ -237,16 +237,17 @@ impl SessionObserver for StoreSink<'_> {
             }
             None => Ok(()),
         });
-        if let Err(e) = saved {
-            return self.fail(e);
-        }
-        if let Some(note) = m.counters_note {
-            crate::term::note_fit(&format!(
-                "note: {} on {}: {note}",
-                cell.benchmark, cell.placement.name
-            ));
-        }
-        if let Err(e) = (self.printer)(Shown::Measured(cell)) {
+        // Shown once saved: a cell the printer never showed is not kept either.
+        let shown = saved.and_then(|()| {
+            if let Some(note) = m.counters_note {
+                crate::term::note_fit(&format!(
+                    "note: {} on {}: {note}",
+                    cell.benchmark, cell.placement.name
+                ));
+            }
+            (self.printer)(Shown::Measured(cell))
+        });
+        if let Err(e) = shown {
             return self.fail(e);
         }
         self.cells.push(cell.clone());
@@ -258,10 +259,7 @@ impl SessionObserver for StoreSink<'_> {
             Some((store, _, id)) => Ok(store.save_skipped(id, s)?),
             None => Ok(()),
         });
-        if let Err(e) = saved {
-            return self.fail(e);
-        }
-        if let Err(e) = (self.printer)(Shown::Skipped(s)) {
+        if let Err(e) = saved.and_then(|()| (self.printer)(Shown::Skipped(s))) {
             return self.fail(e);
         }
         self.skipped.push(s.clone());

@@ -101,12 +101,7 @@ pub fn row(cell: &CellRecord, baseline: Option<&CellRecord>, layout: Layout) -> 
     let cpus = if cell.placement.cpus.is_empty() {
         "unpinned".to_string()
     } else {
-        cell.placement
-            .cpus
-            .iter()
-            .copied()
-            .collect::<smtlab_model::CpuSet>()
-            .to_string()
+        cell.placement.cpu_set().to_string()
     };
     // The one verdict: above 1 = this placement better than the first.
     let verdict = baseline.and_then(|b| smtlab_model::verdict::verdict(b, cell));

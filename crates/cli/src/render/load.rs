@@ -167,11 +167,7 @@ pub fn agents_text(infos: &[AgentInfo], r: &RemoteReport) -> String {
             if info.cpus.is_empty() {
                 "unpinned".to_string()
             } else {
-                info.cpus
-                    .iter()
-                    .copied()
-                    .collect::<smtlab_model::CpuSet>()
-                    .to_list_string()
+                super::smt::list(&info.cpus)
             }
         ));
     }

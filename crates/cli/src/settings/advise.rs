@@ -405,12 +405,7 @@ fn catalog_subject(
         params.push(format!("{}={slo}", smtlab_report::advice::SLO_PARAM));
     }
     let s = Subject::catalog(name, &params, args.quick)?;
-    let cfg = if args.quick {
-        RunConfig::quick()
-    } else {
-        RunConfig::default()
-    };
-    Ok((s, cfg, None))
+    Ok((s, super::run_config(args.quick), None))
 }
 
 /// The user's command after `--`.

@@ -64,11 +64,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     }
     machine.check_uniprocessor(&placements)?;
     let states = super::switchable_states(&args.smt, &placements, &topo, machine)?;
-    let mut cfg = if args.quick {
-        RunConfig::quick()
-    } else {
-        RunConfig::default()
-    };
+    let mut cfg = super::run_config(args.quick);
     if let Some(ci) = args.ci_target {
         cfg.ci_target_rel = ci / 100.0;
     }

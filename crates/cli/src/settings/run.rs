@@ -3,7 +3,7 @@
 //! was started with, read from the store.
 
 use anyhow::{Result, bail};
-use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, Topology};
+use smtlab_model::{CellKey, RunMeta, RunStatus, Topology};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::machine::Machine;
 use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan_given, plan_standard};
@@ -97,10 +97,7 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         notes.extend(same);
         list
     };
-    let mut config = match suite {
-        Suite::Quick => RunConfig::quick(),
-        _ => RunConfig::default(),
-    };
+    let mut config = super::run_config(suite == Suite::Quick);
     config.known_overheads = Some(super::overheads(machine));
     config.counters = args.counters;
     args.events.apply(&mut config);
@@ -469,7 +466,7 @@ mod tests {
             0,
             smtlab_model::Environment::default(),
             smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
-            RunConfig::default(),
+            smtlab_model::RunConfig::default(),
             Vec::new(),
             Vec::new(),
             Vec::new(),
