@@ -130,32 +130,9 @@ pub fn decide_width(
 /// silence. Results never go through it: they are written to standard output around it
 /// with [`ProgressBar::suspend`], so `smtlab run > file` keeps every line.
 ///
-/// `len` counts what the bar's position counts (cells, runs, sample slots); `counts`
-/// shows `[pos/len]`, for units a user counts (runs, cells) and not for sample slots.
-pub fn progress_bar(len: u64, hidden: bool) -> indicatif::ProgressBar {
-    progress_bar_with(len, hidden, true)
-}
-
-pub fn progress_bar_with(len: u64, hidden: bool, counts: bool) -> indicatif::ProgressBar {
-    styled_bar(
-        len,
-        hidden,
-        if counts {
-            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
-        } else {
-            // Counted in sample slots, most cells stop early: the estimate is a bound.
-            "{bar:20} eta≤{eta:>3} {wide_msg}"
-        },
-    )
-}
-
-/// A bar of cells whose time left comes from the run's plan, not from the cells' count
-/// (cells differ a thousandfold in length): the caller writes it into the message.
-pub fn progress_bar_planned(len: u64) -> indicatif::ProgressBar {
-    styled_bar(len, false, "[{pos}/{len}] {bar:20} {wide_msg}")
-}
-
-fn styled_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
+/// `len` counts what the bar's position counts (cells, runs, sample slots); `template`
+/// is [`COUNTED`], [`SLOTS`] or [`PLANNED`].
+pub fn progress_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     if hidden || get().quiet || !stderr_is_tty() {
         return ProgressBar::hidden();
@@ -186,6 +163,14 @@ fn terminal_columns() -> Option<usize> {
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
     (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
+
+/// `[pos/len]` and the time left, for units a user counts (runs, cells).
+pub const COUNTED: &str = "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}";
+/// Counted in sample slots, most cells stop early: the estimate is a bound.
+pub const SLOTS: &str = "{bar:20} eta≤{eta:>3} {wide_msg}";
+/// Cells whose time left comes from the run's plan, not from the cells' count (cells
+/// differ a thousandfold in length): the caller writes it into the message.
+pub const PLANNED: &str = "[{pos}/{len}] {bar:20} {wide_msg}";
 
 pub use smtlab_report::table::{Style, paint};
 

@@ -52,7 +52,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     crate::term::notes(notes.into_iter().flatten());
     let stop = settings::Stop::on_signals()?;
     // The time left is the plan's, in the bar's message (see `RunSaver`).
-    let bar = crate::term::progress_bar_planned(pending.len() as u64);
+    let bar = crate::term::progress_bar(pending.len() as u64, false, crate::term::PLANNED);
     let catalog = smtlab_runner::catalog::all();
     let (groups, missing) = groups_of(&pending, &catalog, &topo);
     let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, lines, &estimate);

@@ -62,6 +62,11 @@ pub struct BenchPrinter<'a> {
     write_error: Option<anyhow::Error>,
 }
 
+/// A cell's name in the bar's bookkeeping.
+fn slot_key(key: &CellKey) -> String {
+    format!("{} {:?} {}", key.benchmark, key.params, key.placement)
+}
+
 impl BenchPrinter<'_> {
     fn out(&mut self, text: &str) {
         if self.write_error.is_none()
@@ -78,14 +83,7 @@ impl BenchPrinter<'_> {
             self.out(&text);
         }
     }
-}
 
-/// A cell's name in the bar's bookkeeping.
-fn slot_key(key: &CellKey) -> String {
-    format!("{} {:?} {}", key.benchmark, key.params, key.placement)
-}
-
-impl BenchPrinter<'_> {
     fn cell_done(&mut self, key: &CellKey) {
         self.in_flight.remove(&slot_key(key));
         self.done_cells += 1;
@@ -210,7 +208,7 @@ impl<'a> BenchPrinter<'a> {
         BenchPrinter {
             // The bar counts sample slots (each cell's most samples, every round), so it
             // moves and its ETA means something while the first cell is measured.
-            bar: crate::term::progress_bar_with(total as u64 * per_cell, args.json, false),
+            bar: crate::term::progress_bar(total as u64 * per_cell, args.json, crate::term::SLOTS),
             per_cell,
             total_cells: total,
             done_cells: 0,

@@ -43,7 +43,11 @@ impl ExecPrinter {
         let runs_per_cell = reps + args.warmup as usize;
         let cells = s.specs.len() * s.states.len().max(1);
         ExecPrinter {
-            bar: crate::term::progress_bar((cells * runs_per_cell) as u64, args.json),
+            bar: crate::term::progress_bar(
+                (cells * runs_per_cell) as u64,
+                args.json,
+                crate::term::COUNTED,
+            ),
             text,
             reps,
             done_cells: 0,

@@ -9,12 +9,8 @@ use smtlab_model::{CellKey, RunConfig};
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
+use crate::render::plural;
 use crate::render::table::fit;
-
-/// `1 pair`, `3 pairs`.
-fn count(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
-}
 
 /// What the plan measures and what it costs against the whole matrix, before anything
 /// runs: the `--dry-run` answer and the header of a run.
@@ -24,14 +20,14 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
     let budget_s = cfg.max_cell_ns as f64 / 1e9;
     let mut out = fit(&format!(
         "predict: {}, {}, each pair as A alone and A beside B ({forms_text}): {k} cells a pair",
-        count(n, "workload"),
-        count(r, "ruler")
+        plural(n, "workload"),
+        plural(r, "ruler")
     ));
     out.push_str(&fit(&format!(
         "  profiles: {n} x {r} + {r} x {n} = {}; training: {}; held out: {}{}",
-        count(c.profile_pairs, "pair"),
-        count(c.training_pairs, "pair"),
-        count(c.held_out_pairs, "pair"),
+        plural(c.profile_pairs, "pair"),
+        plural(c.training_pairs, "pair"),
+        plural(c.held_out_pairs, "pair"),
         match c.shared_pairs {
             0 => String::new(),
             s => format!("; {s} measured once for two roles"),
