@@ -84,6 +84,14 @@ impl BenchPrinter<'_> {
         }
     }
 
+    /// The bar's message: the cell in progress, then `what`.
+    fn message(&self, key: &CellKey, what: &str) {
+        let (n, total) = (self.done_cells + 1, self.total_cells);
+        let cell = format!("{} {}", key.benchmark, key.placement);
+        self.bar
+            .set_message(format!("cell {n}/{total}: {cell}{what}"));
+    }
+
     fn cell_done(&mut self, key: &CellKey) {
         self.in_flight.remove(&slot_key(key));
         self.done_cells += 1;
@@ -122,13 +130,7 @@ impl BenchPrinter<'_> {
 
 impl SessionObserver for BenchPrinter<'_> {
     fn cell_started(&mut self, key: &CellKey) {
-        self.bar.set_message(format!(
-            "cell {}/{}: {} {}",
-            self.done_cells + 1,
-            self.total_cells,
-            key.benchmark,
-            key.placement
-        ));
+        self.message(key, "");
     }
 
     fn sample(&mut self, key: &CellKey, round: usize, index: usize) {
@@ -137,15 +139,10 @@ impl SessionObserver for BenchPrinter<'_> {
         *taken = (*taken + 1).min(max);
         let pos = self.done_slots + self.in_flight.values().sum::<u64>();
         self.bar.set_position(pos);
-        self.bar.set_message(format!(
-            "cell {}/{}: {} {} (round {}, sample {})",
-            self.done_cells + 1,
-            self.total_cells,
-            key.benchmark,
-            key.placement,
-            round + 1,
-            index + 1
-        ));
+        self.message(
+            key,
+            &format!(" (round {}, sample {})", round + 1, index + 1),
+        );
     }
 
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {

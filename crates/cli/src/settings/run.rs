@@ -111,17 +111,14 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         plan_given(suite, &benches, &placements, &given, topo)
     };
     let mut states = smt_states(&args.smt)?;
+    let resolve =
+        |p: &String| smtlab_placement::parse(p).and_then(|s| smtlab_placement::resolve(&s, topo));
     // Placements none of which this machine can satisfy (and no --smt to change it)
     // would make a run of skipped cells only: an error, before anything is stored.
     if states.is_empty() && !args.placements.is_empty() {
         let refusals: Vec<String> = placements
             .iter()
-            .filter_map(|p| {
-                smtlab_placement::parse(p)
-                    .and_then(|s| smtlab_placement::resolve(&s, topo))
-                    .err()
-                    .map(|e| format!("{p}: {e}"))
-            })
+            .filter_map(|p| resolve(p).err().map(|e| format!("{p}: {e}")))
             .collect();
         if refusals.len() == placements.len() {
             bail!(
@@ -131,11 +128,10 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         }
     }
     if !states.is_empty() {
-        if placements.iter().any(|p| {
-            smtlab_placement::parse(p)
-                .and_then(|s| smtlab_placement::resolve(&s, topo))
-                .is_ok_and(|r| r.is_uniprocessor())
-        }) {
+        if placements
+            .iter()
+            .any(|p| resolve(p).is_ok_and(|r| r.is_uniprocessor()))
+        {
             bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
         }
         if let Some(why) = machine.switch_refusal() {
