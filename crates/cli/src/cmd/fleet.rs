@@ -90,10 +90,9 @@ const RUNS_IN_FLIGHT: usize = 50;
 /// The hosts of `--inventory FILE`; a file that cannot be read or names none is a
 /// one-line error naming it.
 fn inventory(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("--inventory {}: {e}", path.display()))?;
-    let hosts = inventory::parse(&text)
-        .map_err(|e| anyhow::anyhow!("--inventory {}: {e}", path.display()))?;
+    let bad = |e: &dyn std::fmt::Display| anyhow::anyhow!("--inventory {}: {e}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| bad(&e))?;
+    let hosts = inventory::parse(&text).map_err(|e| bad(&e))?;
     if hosts.is_empty() {
         anyhow::bail!(
             "--inventory {}: names no host (expected one host name or id per line, or an \

@@ -29,8 +29,7 @@ fn cache_name(c: &Cache) -> String {
 }
 
 pub fn tables(topo: &Topology) -> String {
-    let mut out = String::new();
-    out.push_str(&header(topo));
+    let mut out = header(topo);
     out.push('\n');
 
     let mut t = Table::new([
@@ -57,7 +56,7 @@ pub fn tables(topo: &Topology) -> String {
                     core.id.to_string(),
                     opt(numa_of(topo, cpu)),
                     core.cpus.to_list_string(),
-                    core.kind.clone().unwrap_or_else(|| "-".into()),
+                    opt(core.kind.as_ref()),
                 ],
             ));
         }
@@ -284,8 +283,6 @@ pub fn boxes(topo: &Topology) -> String {
     out
 }
 
-/// The closing one-liner, e.g. `2 packages x 8 cores x 2 threads = 32 CPUs; SMT on
-/// (control: on)` or `2 cores x 1 thread = 2 CPUs; no SMT visible (KVM guest)`.
 /// `smtlab topo --svg FILE`: the report's topology picture as a stand-alone SVG file.
 pub fn svg(topo: &Topology) -> String {
     format!(
@@ -294,6 +291,8 @@ pub fn svg(topo: &Topology) -> String {
     )
 }
 
+/// The closing one-liner, e.g. `2 packages x 8 cores x 2 threads = 32 CPUs; SMT on
+/// (control: on)` or `2 cores x 1 thread = 2 CPUs; no SMT visible (KVM guest)`.
 pub fn verdict(topo: &Topology) -> String {
     let npk = topo.packages.len();
     let ncores = topo.core_count();
