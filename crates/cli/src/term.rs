@@ -6,6 +6,7 @@
 //! always|never` overrides both. Width is the terminal's, else `$COLUMNS`, else 80;
 //! `--wide` lifts the limit so every table keeps its columns whole.
 
+use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use crate::args::{ColorWhen, TermArgs};
@@ -35,7 +36,7 @@ impl Default for Term {
 static TERM: OnceLock<Term> = OnceLock::new();
 
 pub fn init(args: &TermArgs) {
-    let tty = stdout_is_tty();
+    let tty = std::io::stdout().is_terminal();
     let t = Term {
         color: decide_color(args.color, std::env::var_os("NO_COLOR").is_some(), tty),
         width: decide_width(
@@ -82,7 +83,6 @@ pub fn notes<N: std::fmt::Display>(notes: impl IntoIterator<Item = N>) {
 }
 
 fn fit_for_stderr(text: &str) -> String {
-    use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
         crate::render::table::fit(text)
     } else {
@@ -134,7 +134,7 @@ pub fn decide_width(
 /// is [`COUNTED`], [`SLOTS`] or [`PLANNED`].
 pub fn progress_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    if hidden || get().quiet || !stderr_is_tty() {
+    if hidden || get().quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
@@ -144,16 +144,6 @@ pub fn progress_bar(len: u64, hidden: bool, template: &str) -> indicatif::Progre
     // sample (a placement on every CPU has no other). The bar is drawn when the
     // session reports a sample or a cell, between samples.
     bar
-}
-
-fn stderr_is_tty() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(libc::STDERR_FILENO) == 1 }
-}
-
-fn stdout_is_tty() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(libc::STDOUT_FILENO) == 1 }
 }
 
 fn terminal_columns() -> Option<usize> {
