@@ -41,7 +41,9 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     };
     // The plan and its time first, then each cell's line and the time left as it ends
     // (a latency sweep's cells, planned from the capacity measured, come on top).
-    let estimate = estimate(&measuring, &run, &s);
+    let catalog = smtlab_runner::catalog::all();
+    let how = measuring.how.clone();
+    let estimate = smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how);
     crate::term::note_fit(&format!("plan: {} cells", estimate.cells()));
     for line in render::plan::summary(&estimate) {
         crate::term::note_fit(&line);
@@ -81,17 +83,6 @@ fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
         s.sweep.as_deref(),
         penalty,
     ))
-}
-
-/// The run's cells and their time, as the engine will measure them.
-fn estimate(
-    measuring: &MeasuringSetup<'_>,
-    run: &NewRun,
-    s: &Advise,
-) -> smtlab_runner::plan::Estimate {
-    let how = measuring.how.clone();
-    let catalog = smtlab_runner::catalog::all();
-    smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
 }
 
 /// Measures the throughput cells, then (each only while nothing stopped) the latency

@@ -9,13 +9,6 @@ pub mod run;
 
 use crate::render::table::fit;
 
-/// A cell's counters line as it is measured. Its CPI stack charges the assumed
-/// latencies, each part saying so: the run's own `mem-latency` cells, which `report`
-/// reads them from, are not all in yet.
-fn counters_line(c: &smtlab_model::counters::CellCounters) -> String {
-    smtlab_report::counters::line(c, &smtlab_model::counters::cpi_stack::Latencies::assumed())
-}
-
 /// The lines under a cell's row as it is measured: its counters, instruction mix and
 /// load points, each indented and fitted to the terminal.
 pub(crate) fn cell_notes(cell: &smtlab_model::CellRecord) -> Vec<String> {
@@ -28,7 +21,13 @@ pub(crate) fn cell_notes(cell: &smtlab_model::CellRecord) -> Vec<String> {
     counters.into_iter().chain(rest).collect()
 }
 
-/// A cell's counters line as it is measured, fitted to the terminal.
+/// A cell's counters line as it is measured, fitted to the terminal. Its CPI stack
+/// charges the assumed latencies, each part saying so: the run's own `mem-latency`
+/// cells, which `report` reads them from, are not all in yet.
 pub(crate) fn counters_row(c: &smtlab_model::counters::CellCounters) -> String {
-    fit(&format!("  counters: {}", counters_line(c)))
+    let assumed = smtlab_model::counters::cpi_stack::Latencies::assumed();
+    fit(&format!(
+        "  counters: {}",
+        smtlab_report::counters::line(c, &assumed)
+    ))
 }
