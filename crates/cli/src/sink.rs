@@ -168,22 +168,19 @@ impl<'p> StoreSink<'p> {
             let _ = store.mark_interrupted(self.run_id);
             return Err(e);
         }
-        let status = if stopped {
-            RunStatus::Interrupted
-        } else {
-            RunStatus::Finished
+        let (id, n) = (self.run_id, self.cells.len());
+        let (status, line) = match stopped {
+            true => (
+                RunStatus::Interrupted,
+                format!(
+                    "interrupted: {n} cells saved in run {id} in {}",
+                    shown_db(path)
+                ),
+            ),
+            false => (RunStatus::Finished, saved_line(id, path, db_arg)),
         };
-        store.finish_run(self.run_id, status, unix_now_s())?;
-        if stopped {
-            crate::term::note_fit(&format!(
-                "interrupted: {} cells saved in run {} in {}",
-                self.cells.len(),
-                self.run_id,
-                shown_db(path)
-            ));
-        } else {
-            crate::term::note_fit(&saved_line(self.run_id, path, db_arg));
-        }
+        store.finish_run(id, status, unix_now_s())?;
+        crate::term::note_fit(&line);
         Ok(self)
     }
 
