@@ -144,19 +144,13 @@ pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
             .filter(|b| name == "all" || b.info().group == *name)
             .collect();
         if group.is_empty() {
-            out.push(find(name)?);
+            let unknown = || anyhow::anyhow!(smtlab_runner::catalog::unknown("benchmark", name));
+            out.push(smtlab_runner::catalog::find(name).ok_or_else(unknown)?);
         } else {
             out.extend(group);
         }
     }
     Ok(out)
-}
-
-fn find(name: &str) -> Result<Box<dyn Benchmark>> {
-    match smtlab_runner::catalog::find(name) {
-        Some(b) => Ok(b),
-        None => bail!("{}", smtlab_runner::catalog::unknown("benchmark", name)),
-    }
 }
 
 /// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of

@@ -30,13 +30,7 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
     let on = if cpus.is_empty() {
         "unpinned".to_string()
     } else {
-        format!(
-            "on CPUs {}",
-            cpus.iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        )
+        format!("on CPUs {}", super::cpus_in_order(cpus.iter().copied()))
     };
     let poll = if cfg.busy_poll.is_zero() {
         String::new()

@@ -20,6 +20,13 @@ pub use smtlab_report::fmt::bytes;
 
 pub use smtlab_model::unit::plural;
 
+/// Every CPU, in the order given, separated by commas (`2,0,3`): where the order
+/// matters, so a compact list (`0,2-3`) would hide it.
+pub fn cpus_in_order(cpus: impl IntoIterator<Item = u32>) -> String {
+    let cpus: Vec<String> = cpus.into_iter().map(|c| c.to_string()).collect();
+    cpus.join(",")
+}
+
 // The store's deterministic run, for the snapshots of the live output.
 #[cfg(test)]
 #[path = "../../../store/tests/store/testdata.rs"]

@@ -42,11 +42,7 @@ pub fn table(entries: &[Entry]) -> String {
                     // Ascending order says nothing beyond the set: show it compactly.
                     p.cpu_set().to_list_string()
                 } else {
-                    p.cpus
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
+                    super::cpus_in_order(p.cpus.iter().copied())
                 };
                 let name = if p.name == e.spec {
                     p.name.clone()

@@ -239,15 +239,7 @@ pub fn boxes(topo: &Topology) -> String {
         out.push_str(&"-".repeat(WIDTH - 2));
         out.push_str("+\n");
     };
-    let core_token = |cpus: &CpuSet| {
-        format!(
-            "[{}]",
-            cpus.iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        )
-    };
+    let core_token = |cpus: &CpuSet| format!("[{}]", super::cpus_in_order(cpus.iter()));
     for p in &topo.packages {
         let mut title = format!("Package {}", opt(p.id));
         let l3: Vec<String> = topo
