@@ -158,10 +158,7 @@ impl<'p> StoreSink<'p> {
     /// printer met ends it here. A run never created (no cell, or in memory) is left so.
     pub fn finish(mut self, stopped: bool, db_arg: Option<&Path>) -> Result<Self> {
         let Place::Store(open) = &mut self.place else {
-            return match self.error.take() {
-                Some(e) => Err(e),
-                None => Ok(self),
-            };
+            return self.error.take().map_or(Ok(self), Err);
         };
         let Open { store, path, .. } = open.as_mut();
         if let Some(e) = self.error.take() {

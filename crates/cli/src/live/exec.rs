@@ -61,10 +61,7 @@ impl ExecPrinter {
     /// Ends the live output; the error that ended it, if one did.
     pub fn finish(self) -> Result<()> {
         self.bar.finish_and_clear();
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.error.map_or(Ok(()), Err)
     }
 }
 
