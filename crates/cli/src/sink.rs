@@ -332,10 +332,8 @@ impl<'m> MeasuringSetup<'m> {
         quiet: bool,
     ) -> Result<Self> {
         let counting = machine.counting_for(&cfg)?;
-        if let Some(setup) = &counting
-            && !quiet
-        {
-            crate::term::notes(setup.missing_lines());
+        if !quiet {
+            crate::term::notes(counting.iter().flat_map(|c| c.missing_lines()));
         }
         Ok(MeasuringSetup {
             machine,

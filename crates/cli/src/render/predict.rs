@@ -50,7 +50,8 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
 /// The names each cell's line shows: a ruler by its name with its benchmark
 /// (`l1d (mem-latency)`), a workload by its own.
 pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
-    let shown = |label: &str, key: &CellKey| match keys.rulers.iter().any(|r| r.name == label) {
+    let is_ruler = |name: &str| keys.rulers.iter().any(|r| r.name == name);
+    let shown = |label: &str, key: &CellKey| match is_ruler(label) {
         true => format!("ruler {label} ({})", key.benchmark),
         false => label.to_string(),
     };
@@ -62,7 +63,7 @@ pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
     ];
     let mut names = BTreeMap::new();
     for k in roles.into_iter().flatten() {
-        let b = match keys.rulers.iter().any(|r| r.name == k.b) {
+        let b = match is_ruler(&k.b) {
             true => format!("ruler {}", k.b),
             false => k.b.clone(),
         };
