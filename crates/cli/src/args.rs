@@ -379,19 +379,8 @@ pub struct BenchArgs {
     /// CPUs, and kernel time by system call where tracing is permitted.
     #[arg(long)]
     pub counters: bool,
-    /// Also count these events with the counters (needs --counters), named as perf
-    /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
-    /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in
-    /// model-specific events (`l2-misses`, `uops-issued`, `uops-retired`,
-    /// `machine-clears`, `store-buffer-stalls`, `4k-aliasing`), groups `{a,b}` and the
-    /// keywords `topdown`, `dram`, `model`. An event this machine lacks is one line.
-    #[arg(long, value_name = "LIST", requires = "counters")]
-    pub events: Option<String>,
-    /// The machine's peak DRAM bandwidth in GB/s (channels x MT/s x 8 bytes / 1000,
-    /// e.g. 8 x 4800 x 8 / 1000 = 307.2 per socket), to show `--events dram` as a
-    /// share of it (bus utilisation).
-    #[arg(long, value_name = "GBPS", requires = "events", value_parser = parse_gbps)]
-    pub dram_peak: Option<f64>,
+    #[command(flatten)]
+    pub events: EventsArgs,
     /// Measure with SMT off and with SMT on in one run (`off,on`, `on,off`, `both` or
     /// one state), the states taking turns per benchmark; the state found is always put
     /// back. Needs root and a switchable smt/control, else the current state only.
@@ -445,19 +434,8 @@ pub struct RunArgs {
     /// cell (see `smtlab bench --counters`). A resumed run keeps the setting.
     #[arg(long)]
     pub counters: bool,
-    /// Also count these events with the counters (needs --counters), named as perf
-    /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
-    /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in
-    /// model-specific events (`l2-misses`, `uops-issued`, `uops-retired`,
-    /// `machine-clears`, `store-buffer-stalls`, `4k-aliasing`), groups `{a,b}` and the
-    /// keywords `topdown`, `dram`, `model`. An event this machine lacks is one line.
-    #[arg(long, value_name = "LIST", requires = "counters")]
-    pub events: Option<String>,
-    /// The machine's peak DRAM bandwidth in GB/s (channels x MT/s x 8 bytes / 1000,
-    /// e.g. 8 x 4800 x 8 / 1000 = 307.2 per socket), to show `--events dram` as a
-    /// share of it (bus utilisation).
-    #[arg(long, value_name = "GBPS", requires = "events", value_parser = parse_gbps)]
-    pub dram_peak: Option<f64>,
+    #[command(flatten)]
+    pub events: EventsArgs,
     /// Measure each benchmark's placements one after the other instead of taking their
     /// samples in turn (the default, which keeps a change of the machine's speed out of
     /// their ratios).
@@ -621,19 +599,8 @@ pub struct ExecArgs {
     /// /proc/stat time of the placement's CPUs.
     #[arg(long)]
     pub counters: bool,
-    /// Also count these events with the counters (needs --counters), named as perf
-    /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
-    /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in
-    /// model-specific events (`l2-misses`, `uops-issued`, `uops-retired`,
-    /// `machine-clears`, `store-buffer-stalls`, `4k-aliasing`), groups `{a,b}` and the
-    /// keywords `topdown`, `dram`, `model`. An event this machine lacks is one line.
-    #[arg(long, value_name = "LIST", requires = "counters")]
-    pub events: Option<String>,
-    /// The machine's peak DRAM bandwidth in GB/s (channels x MT/s x 8 bytes / 1000,
-    /// e.g. 8 x 4800 x 8 / 1000 = 307.2 per socket), to show `--events dram` as a
-    /// share of it (bus utilisation).
-    #[arg(long, value_name = "GBPS", requires = "events", value_parser = parse_gbps)]
-    pub dram_peak: Option<f64>,
+    #[command(flatten)]
+    pub events: EventsArgs,
     /// Print the run as stored (smtlab.results/1 JSON) instead of the table and verdict.
     #[arg(long)]
     pub json: bool,
@@ -907,6 +874,14 @@ pub struct CommonArgs {
     /// workload's own samples (its partner runs on another CPU, outside them).
     #[arg(long)]
     pub counters: bool,
+    #[command(flatten)]
+    pub events: EventsArgs,
+}
+
+/// `--events` and `--dram-peak`: what the counters count beyond the defaults; every
+/// command with `--counters` takes them.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
     /// Also count these events with the counters (needs --counters), named as perf
     /// takes them: sysfs aliases (`topdown-fe-bound`, `cas_count_read`), raw terms
     /// (`cpu/event=0x3c,umask=0x1,cmask=1/`, `uncore_imc/cas_count_read/`), built-in

@@ -22,26 +22,46 @@ pub fn json_text<T: serde::Serialize>(value: &T) -> Result<String> {
     Ok(s)
 }
 
-/// Refuses two outputs that both want standard output.
-pub fn check_stdout_owner(json: bool, markdown: Option<&Path>) -> Result<()> {
-    if json && markdown.is_some_and(|p| p.as_os_str() == "-") {
+/// Refuses two outputs that both want standard output; whether the text (tables, lines,
+/// summaries) has standard output, which JSON or Markdown there (`-`) take instead.
+pub fn check_stdout_owner(json: bool, markdown: Option<&Path>) -> Result<bool> {
+    let md_stdout = markdown.is_some_and(|p| p.as_os_str() == "-");
+    if json && md_stdout {
         anyhow::bail!(
             "--json and --export-markdown - both write to standard output: give --export-markdown a file"
         );
     }
-    Ok(())
+    Ok(!json && !md_stdout)
 }
 
 /// `--export-markdown`: the cells as a Markdown table, to `path` or (`-`) standard output.
 pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Result<()> {
-    let md = smtlab_report::markdown::cells(cells);
-    if path.as_os_str() == "-" {
-        return emit(&md);
+    export(path, smtlab_report::markdown::cells(cells).as_bytes()).map(drop)
+}
+
+/// A stored run as `--export-markdown` (its cells, to `markdown`) and `--json`
+/// (smtlab.results/1 on standard output) ask.
+pub fn stored_run(
+    run: &smtlab_model::RunResults,
+    json: bool,
+    markdown: Option<&Path>,
+) -> Result<()> {
+    if let Some(path) = markdown {
+        export_markdown(path, &run.cells)?;
     }
-    std::fs::write(path, md)
-        .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
-    crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
+    if json {
+        emit(&String::from_utf8_lossy(&smtlab_report::export::json(run)))?;
+    }
     Ok(())
+}
+
+/// Writes `bytes` to the file `path`, or to standard output when it is `-`; whether
+/// they went to standard output.
+pub fn export(path: &Path, bytes: &[u8]) -> Result<bool> {
+    if path.as_os_str() == "-" {
+        return emit(&String::from_utf8_lossy(bytes)).map(|()| true);
+    }
+    write_file(path, bytes).map(|()| false)
 }
 
 /// Writes `bytes` to the file `path` and says so on standard error.

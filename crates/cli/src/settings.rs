@@ -116,23 +116,25 @@ impl Stop {
         empty: impl Fn(&T) -> bool,
     ) -> Result<std::result::Result<T, std::process::ExitCode>> {
         match (finished, self.signalled()) {
-            (Ok(m), true) if empty(&m) => Ok(Err(self.end_empty())),
+            (Ok(m), true) if empty(&m) => Ok(Err(self.ended(0))),
             (Ok(m), _) => Ok(Ok(m)),
-            (Err(_), true) => Ok(Err(self.end_empty())),
+            (Err(_), true) => Ok(Err(self.ended(0))),
             (Err(e), false) => Err(e),
         }
     }
 
-    fn end_empty(&self) -> std::process::ExitCode {
-        crate::term::note_fit(&self.interrupted_line(0));
-        self.exit_code()
-    }
-
-    /// The line a stopped command ends with on standard error.
-    pub fn interrupted_line(&self, measured_cells: usize) -> String {
+    /// How a command that measured `measured_cells` ends: with success, or when a signal
+    /// stopped it, with the line saying so on standard error and [`Stop::exit_code`].
+    pub fn ended(&self, measured_cells: usize) -> std::process::ExitCode {
         let sig = self.signal.load(std::sync::atomic::Ordering::Relaxed);
+        if sig == 0 {
+            return std::process::ExitCode::SUCCESS;
+        }
         let name = signal_hook::low_level::signal_name(sig).unwrap_or("a signal");
-        format!("interrupted by {name}: {measured_cells} cells measured")
+        crate::term::note_fit(&format!(
+            "interrupted by {name}: {measured_cells} cells measured"
+        ));
+        self.exit_code()
     }
 }
 
@@ -148,19 +150,13 @@ pub fn select(names: &[String]) -> Result<Vec<Box<dyn Benchmark>>> {
             .filter(|b| name == "all" || b.info().group == *name)
             .collect();
         if group.is_empty() {
-            out.push(find(name)?);
+            let unknown = || anyhow::anyhow!(smtlab_runner::catalog::unknown("benchmark", name));
+            out.push(smtlab_runner::catalog::find(name).ok_or_else(unknown)?);
         } else {
             out.extend(group);
         }
     }
     Ok(out)
-}
-
-fn find(name: &str) -> Result<Box<dyn Benchmark>> {
-    match smtlab_runner::catalog::find(name) {
-        Some(b) => Ok(b),
-        None => bail!("{}", smtlab_runner::catalog::unknown("benchmark", name)),
-    }
 }
 
 /// `1c1t,cpus=0,4-5,2c1t` -> `1c1t`, `cpus=0,4-5`, `2c1t`: after `cpus=`, items made of
@@ -274,6 +270,14 @@ pub fn topology(machine: &dyn Machine) -> Result<smtlab_model::Topology> {
     Ok(machine.topology()?)
 }
 
+/// The run's settings of `--quick` (short samples) or not.
+pub fn run_config(quick: bool) -> smtlab_model::RunConfig {
+    match quick {
+        true => smtlab_model::RunConfig::quick(),
+        false => smtlab_model::RunConfig::default(),
+    }
+}
+
 /// The measured overheads of the machine's clock, for the run's settings.
 pub fn overheads(machine: &dyn Machine) -> smtlab_model::result::Overheads {
     smtlab_runner::measure_overheads(machine.clock())
@@ -299,16 +303,11 @@ pub fn corun_settings(
     if let Some(db) = &common.db {
         smtlab_store::Store::check_target(db)?;
     }
-    let mut cfg = if common.quick {
-        smtlab_model::RunConfig::quick()
-    } else {
-        smtlab_model::RunConfig::default()
-    };
+    let mut cfg = run_config(common.quick);
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(overheads(machine));
     cfg.counters = common.counters;
-    cfg.counter_events = common.events.clone();
-    cfg.dram_peak_gb_per_s = common.dram_peak;
+    common.events.apply(&mut cfg);
     Ok(CorunSettings {
         topo,
         pair,
@@ -409,6 +408,14 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
         cfg,
         notes,
     })
+}
+
+impl crate::args::EventsArgs {
+    /// Writes the events asked for into a run's settings.
+    pub fn apply(&self, cfg: &mut smtlab_model::RunConfig) {
+        cfg.counter_events = self.events.clone();
+        cfg.dram_peak_gb_per_s = self.dram_peak;
+    }
 }
 
 /// The topology of the machine, or of the saved tree given with `--sysfs`.

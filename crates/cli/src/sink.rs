@@ -158,32 +158,26 @@ impl<'p> StoreSink<'p> {
     /// printer met ends it here. A run never created (no cell, or in memory) is left so.
     pub fn finish(mut self, stopped: bool, db_arg: Option<&Path>) -> Result<Self> {
         let Place::Store(open) = &mut self.place else {
-            return match self.error.take() {
-                Some(e) => Err(e),
-                None => Ok(self),
-            };
+            return self.error.take().map_or(Ok(self), Err);
         };
         let Open { store, path, .. } = open.as_mut();
         if let Some(e) = self.error.take() {
             let _ = store.mark_interrupted(self.run_id);
             return Err(e);
         }
-        let status = if stopped {
-            RunStatus::Interrupted
-        } else {
-            RunStatus::Finished
+        let (id, n) = (self.run_id, self.cells.len());
+        let (status, line) = match stopped {
+            true => (
+                RunStatus::Interrupted,
+                format!(
+                    "interrupted: {n} cells saved in run {id} in {}",
+                    shown_db(path)
+                ),
+            ),
+            false => (RunStatus::Finished, saved_line(id, path, db_arg)),
         };
-        store.finish_run(self.run_id, status, unix_now_s())?;
-        if stopped {
-            crate::term::note_fit(&format!(
-                "interrupted: {} cells saved in run {} in {}",
-                self.cells.len(),
-                self.run_id,
-                shown_db(path)
-            ));
-        } else {
-            crate::term::note_fit(&saved_line(self.run_id, path, db_arg));
-        }
+        store.finish_run(id, status, unix_now_s())?;
+        crate::term::note_fit(&line);
         Ok(self)
     }
 
@@ -237,16 +231,17 @@ impl SessionObserver for StoreSink<'_> {
             }
             None => Ok(()),
         });
-        if let Err(e) = saved {
-            return self.fail(e);
-        }
-        if let Some(note) = m.counters_note {
-            crate::term::note_fit(&format!(
-                "note: {} on {}: {note}",
-                cell.benchmark, cell.placement.name
-            ));
-        }
-        if let Err(e) = (self.printer)(Shown::Measured(cell)) {
+        // Shown once saved: a cell the printer never showed is not kept either.
+        let shown = saved.and_then(|()| {
+            if let Some(note) = m.counters_note {
+                crate::term::note_fit(&format!(
+                    "note: {} on {}: {note}",
+                    cell.benchmark, cell.placement.name
+                ));
+            }
+            (self.printer)(Shown::Measured(cell))
+        });
+        if let Err(e) = shown {
             return self.fail(e);
         }
         self.cells.push(cell.clone());
@@ -258,10 +253,7 @@ impl SessionObserver for StoreSink<'_> {
             Some((store, _, id)) => Ok(store.save_skipped(id, s)?),
             None => Ok(()),
         });
-        if let Err(e) = saved {
-            return self.fail(e);
-        }
-        if let Err(e) = (self.printer)(Shown::Skipped(s)) {
+        if let Err(e) = saved.and_then(|()| (self.printer)(Shown::Skipped(s))) {
             return self.fail(e);
         }
         self.skipped.push(s.clone());
@@ -340,12 +332,8 @@ impl<'m> MeasuringSetup<'m> {
         quiet: bool,
     ) -> Result<Self> {
         let counting = machine.counting_for(&cfg)?;
-        if let Some(setup) = &counting
-            && !quiet
-        {
-            for line in setup.missing_lines() {
-                crate::term::note_fit(&format!("note: {line}"));
-            }
+        if !quiet {
+            crate::term::notes(counting.iter().flat_map(|c| c.missing_lines()));
         }
         Ok(MeasuringSetup {
             machine,

@@ -6,6 +6,7 @@
 //! always|never` overrides both. Width is the terminal's, else `$COLUMNS`, else 80;
 //! `--wide` lifts the limit so every table keeps its columns whole.
 
+use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use crate::args::{ColorWhen, TermArgs};
@@ -35,7 +36,7 @@ impl Default for Term {
 static TERM: OnceLock<Term> = OnceLock::new();
 
 pub fn init(args: &TermArgs) {
-    let tty = stdout_is_tty();
+    let tty = std::io::stdout().is_terminal();
     let t = Term {
         color: decide_color(args.color, std::env::var_os("NO_COLOR").is_some(), tty),
         width: decide_width(
@@ -74,10 +75,16 @@ pub fn note_fit(text: &str) {
     note(fit_for_stderr(text).trim_end());
 }
 
+/// Each of `notes` as a `note:` line ([`note_fit`]).
+pub fn notes<N: std::fmt::Display>(notes: impl IntoIterator<Item = N>) {
+    for n in notes {
+        note_fit(&format!("note: {n}"));
+    }
+}
+
 fn fit_for_stderr(text: &str) -> String {
-    use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
-        crate::render::table::wrap(text, crate::render::table::Layout::term())
+        crate::render::table::fit(text)
     } else {
         text.to_string()
     }
@@ -123,34 +130,11 @@ pub fn decide_width(
 /// silence. Results never go through it: they are written to standard output around it
 /// with [`ProgressBar::suspend`], so `smtlab run > file` keeps every line.
 ///
-/// `len` counts what the bar's position counts (cells, runs, sample slots); `counts`
-/// shows `[pos/len]`, for units a user counts (runs, cells) and not for sample slots.
-pub fn progress_bar(len: u64, hidden: bool) -> indicatif::ProgressBar {
-    progress_bar_with(len, hidden, true)
-}
-
-pub fn progress_bar_with(len: u64, hidden: bool, counts: bool) -> indicatif::ProgressBar {
-    styled_bar(
-        len,
-        hidden,
-        if counts {
-            "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}"
-        } else {
-            // Counted in sample slots, most cells stop early: the estimate is a bound.
-            "{bar:20} eta≤{eta:>3} {wide_msg}"
-        },
-    )
-}
-
-/// A bar of cells whose time left comes from the run's plan, not from the cells' count
-/// (cells differ a thousandfold in length): the caller writes it into the message.
-pub fn progress_bar_planned(len: u64) -> indicatif::ProgressBar {
-    styled_bar(len, false, "[{pos}/{len}] {bar:20} {wide_msg}")
-}
-
-fn styled_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
+/// `len` counts what the bar's position counts (cells, runs, sample slots); `template`
+/// is [`COUNTED`], [`SLOTS`] or [`PLANNED`].
+pub fn progress_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    if hidden || get().quiet || !stderr_is_tty() {
+    if hidden || get().quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
@@ -162,16 +146,6 @@ fn styled_bar(len: u64, hidden: bool, template: &str) -> indicatif::ProgressBar 
     bar
 }
 
-fn stderr_is_tty() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(libc::STDERR_FILENO) == 1 }
-}
-
-fn stdout_is_tty() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(libc::STDOUT_FILENO) == 1 }
-}
-
 fn terminal_columns() -> Option<usize> {
     // SAFETY: winsize is plain integers; all zeroes is a valid value.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
@@ -179,6 +153,14 @@ fn terminal_columns() -> Option<usize> {
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
     (r == 0 && ws.ws_col > 0).then_some(ws.ws_col as usize)
 }
+
+/// `[pos/len]` and the time left, for units a user counts (runs, cells).
+pub const COUNTED: &str = "[{pos}/{len}] {bar:20} eta {eta:>3} {wide_msg}";
+/// Counted in sample slots, most cells stop early: the estimate is a bound.
+pub const SLOTS: &str = "{bar:20} eta≤{eta:>3} {wide_msg}";
+/// Cells whose time left comes from the run's plan, not from the cells' count (cells
+/// differ a thousandfold in length): the caller writes it into the message.
+pub const PLANNED: &str = "[{pos}/{len}] {bar:20} {wide_msg}";
 
 pub use smtlab_report::table::{Style, paint};
 

@@ -39,7 +39,9 @@ struct Args {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let db = tokio_postgres_config(&args.db)?;
+    let url = &args.db;
+    let db = smtlab_trade::DbConfig::from_str(url)
+        .map_err(|e| format!("--db {url:?}: expected a postgresql:// URL ({e})"))?;
     if let Some(spec) = &args.load {
         let (u, s) = spec
             .split_once(':')
@@ -59,11 +61,6 @@ fn run(args: Args) -> Result<(), String> {
     loop {
         std::thread::park();
     }
-}
-
-fn tokio_postgres_config(url: &str) -> Result<smtlab_trade::DbConfig, String> {
-    smtlab_trade::DbConfig::from_str(url)
-        .map_err(|e| format!("--db {url:?}: expected a postgresql:// URL ({e})"))
 }
 
 fn main() -> ExitCode {

@@ -22,16 +22,9 @@ use crate::settings::advise::{Advise, PENALTY_SAMPLES, headroom_curve};
 use crate::sink::{MeasuringSetup, NewRun, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
-    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
-    let text = !args.json
-        && args
-            .export_markdown
-            .as_ref()
-            .is_none_or(|p| p.as_os_str() != "-");
+    let text = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let s = crate::settings::advise::advise(args, machine)?;
-    for n in &s.notes {
-        crate::term::note_fit(&format!("note: {n}"));
-    }
+    crate::term::notes(&s.notes);
     let headroom = args.headroom.then(|| headroom_curve(args.quick));
     if text {
         header(args, &s)?;
@@ -48,14 +41,16 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     };
     // The plan and its time first, then each cell's line and the time left as it ends
     // (a latency sweep's cells, planned from the capacity measured, come on top).
-    let estimate = estimate(&measuring, &run, &s);
+    let catalog = smtlab_runner::catalog::all();
+    let how = measuring.how.clone();
+    let estimate = smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how);
     crate::term::note_fit(&format!("plan: {} cells", estimate.cells()));
     for line in render::plan::summary(&estimate) {
         crate::term::note_fit(&line);
     }
     // The cells' table starts under the plan, not between the title and it.
     if text && s.security.is_none() {
-        emit(&render::bench::header_line(render::table::Layout::term()))?;
+        emit(&render::bench::header_line(render::table::term_layout()))?;
     }
     let mut progress = crate::live::progress::Progress::new(&estimate);
     let printer = move |shown: crate::sink::Shown<'_>| {
@@ -88,17 +83,6 @@ fn header(args: &AdviseArgs, s: &Advise) -> Result<()> {
         s.sweep.as_deref(),
         penalty,
     ))
-}
-
-/// The run's cells and their time, as the engine will measure them.
-fn estimate(
-    measuring: &MeasuringSetup<'_>,
-    run: &NewRun,
-    s: &Advise,
-) -> smtlab_runner::plan::Estimate {
-    let how = measuring.how.clone();
-    let catalog = smtlab_runner::catalog::all();
-    smtlab_runner::plan::estimate(&run.plan, &catalog, &s.topo, &s.cfg, how)
 }
 
 /// Measures the throughput cells, then (each only while nothing stopped) the latency
@@ -346,12 +330,10 @@ fn security_answer(args: &AdviseArgs, sink: &StoreSink<'_>) -> Result<ExitCode> 
     if answers.is_empty() {
         bail!("nothing measured to advise on: every security mode was skipped");
     }
-    if let Some(path) = &args.export_markdown {
-        let md = security::markdown(&answers);
-        if path.as_os_str() == "-" {
-            return emit(&md).map(|()| ExitCode::SUCCESS);
-        }
-        crate::output::write_file(path, md.as_bytes())?;
+    if let Some(path) = &args.export_markdown
+        && crate::output::export(path, security::markdown(&answers).as_bytes())?
+    {
+        return Ok(ExitCode::SUCCESS);
     }
     if args.json {
         let doc = serde_json::json!({

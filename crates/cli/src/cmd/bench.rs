@@ -20,26 +20,21 @@ use crate::sink::{NewRun, StoreSink, measure_shown};
 
 pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // Everything is checked before anything is printed or measured.
-    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    // The tables give way to JSON or Markdown on standard output.
+    let text = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     if let Some(db) = &args.db {
         smtlab_store::Store::check_target(db)?;
     }
     let s = settings::bench::bench(args, machine)?;
-    for note in s.notes.iter().cloned().chain(
-        (!args.json)
-            .then(|| smtlab_runner::disturb::steal_note(machine))
-            .flatten(),
-    ) {
-        crate::term::note_fit(&format!("note: {note}"));
-    }
+    crate::term::notes(
+        s.notes.iter().cloned().chain(
+            (!args.json)
+                .then(|| smtlab_runner::disturb::steal_note(machine))
+                .flatten(),
+        ),
+    );
     let env = machine.environment(&s.topo, &settings::tool());
     let started = unix_now_s();
-    // The tables give way to JSON or Markdown on standard output.
-    let md_stdout = args
-        .export_markdown
-        .as_ref()
-        .is_some_and(|p| p.as_os_str() == "-");
-    let text = !args.json && !md_stdout;
     let headings: Vec<(BenchInfo, Params)> = s
         .sets
         .iter()
@@ -72,11 +67,7 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     };
     let n_cells = sink.cells.len();
     summary(s, args, text, sink, (started, env, stop.signalled()))?;
-    if stop.signalled() {
-        crate::term::note_fit(&stop.interrupted_line(n_cells));
-        return Ok(stop.exit_code());
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(stop.ended(n_cells))
 }
 
 /// The run `bench --db` stores the cells of `groups` in: suite `bench`.

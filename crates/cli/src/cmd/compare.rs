@@ -10,14 +10,15 @@ use smtlab_store::Store;
 use crate::args::{BetweenArg, CompareArgs};
 use crate::output::{emit, write_file};
 use crate::render;
-use crate::settings::stored::{db_path, label_of, load};
+use crate::settings::db_path;
+use crate::settings::stored::{label_of, load};
 
 /// The most stored runs read as repeats of A's or B's setup (the newest first).
 const MAX_REPEATS: usize = 20;
 
 pub fn compare(args: &CompareArgs) -> Result<()> {
-    let a = load(&args.a, &args.db.db)?;
-    let b = load(&args.b, &args.db.db)?;
+    let a = load(&args.a, &args.db)?;
+    let b = load(&args.b, &args.db)?;
     let choice = match args.between_runs {
         BetweenArg::Auto => Choice::Auto,
         BetweenArg::Store => Choice::Store,
@@ -33,8 +34,8 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
     let between = BetweenRuns::choose(choice, &a, &b, &repeat_sets(&a, &b, &stored))?;
     let mut cmp = smtlab_report::compare_with(&a, &b, between);
     // The names the user gave the runs lead their lines in every form.
-    cmp.a.named(label_of(&args.a, &args.db.db, a.run.id));
-    cmp.b.named(label_of(&args.b, &args.db.db, b.run.id));
+    cmp.a.named(label_of(&args.a, &args.db, a.run.id));
+    cmp.b.named(label_of(&args.b, &args.db, b.run.id));
     if let Some(path) = &args.output {
         return write_file(path, smtlab_report::compare_html(&a, &b, &cmp).as_bytes());
     }
@@ -44,14 +45,14 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
     if args.json {
         return emit(&smtlab_report::compare_json(&cmp));
     }
-    emit(&render::compare::table(&cmp, render::table::Layout::term()))
+    emit(&render::compare::table(&cmp, render::table::term_layout()))
 }
 
 /// The finished runs of the store of A's or B's setup, other than A and B: the repeats
 /// the between-run estimate is measured from. None when the store cannot be read (A and
 /// B given as files, no database): the estimate then says what it used instead.
 fn repeats_in_store(a: &RunResults, b: &RunResults, args: &CompareArgs) -> Vec<RunResults> {
-    let Ok(store) = Store::open_read_only(db_path(&args.db.db)) else {
+    let Ok(store) = Store::open_read_only(db_path(&args.db)) else {
         return Vec::new();
     };
     let Ok(mut listed) = store.list_runs() else {

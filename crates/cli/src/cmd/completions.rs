@@ -4,22 +4,13 @@
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use crate::args::{Cli, CompletionsArgs};
-use crate::output::emit;
-
-pub fn completions(args: &CompletionsArgs) -> Result<()> {
-    emit(&completion_script(args.shell))
-}
+use crate::args::Cli;
 
 pub fn completion_script(shell: clap_complete::Shell) -> String {
     let mut cmd = Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "smtlab", &mut buf);
     String::from_utf8_lossy(&buf).into_owned()
-}
-
-pub fn man() -> Result<()> {
-    emit(&man_page()?)
 }
 
 /// The page of `smtlab` followed by one section per subcommand, as one roff document

@@ -27,9 +27,7 @@ struct MatrixJson<'a> {
 pub fn run(args: &CorunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let workloads = exp::matrix_workloads(&args.names, &args.cmds, &args.common.params)?;
     let s = corun_settings(&args.common, machine)?;
-    for n in &s.notes {
-        crate::term::note_fit(&format!("note: {n}"));
-    }
+    crate::term::notes(&s.notes);
     let json = args.common.json;
     if !json {
         emit(&text::corun_header(workloads.len(), s.pair.cpu, &s.forms))?;

@@ -101,14 +101,11 @@ fn import(a: &CountersImportArgs) -> Result<()> {
     // Events the recording never asked for need no line; what perf could not count does.
     let mut shown = ratios.clone();
     shown.omitted.retain(|l| !l.ends_with(" not counted"));
-    let layout = render::table::Layout::term();
-    for line in ratio_lines(&shown) {
-        out.push_str(&render::table::wrap(&line, layout));
-    }
-    if let Some(l) = &loss {
-        for line in loss_lines(l) {
-            out.push_str(&render::table::wrap(&line, layout));
-        }
+    for line in ratio_lines(&shown)
+        .into_iter()
+        .chain(loss.iter().flat_map(loss_lines))
+    {
+        out.push_str(&render::table::fit(&line));
     }
     emit(&out)?;
     checked.map(drop).map_err(Into::into)

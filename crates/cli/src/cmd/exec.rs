@@ -30,23 +30,16 @@ use crate::settings;
 use crate::sink::{NewRun, StoreSink, measure_shown};
 
 pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
-    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
-    let s = settings::exec::exec(args, machine)?;
     // JSON or Markdown on standard output take the place of the table and verdict.
-    let text = !args.json
-        && args
-            .export_markdown
-            .as_ref()
-            .is_none_or(|p| p.as_os_str() != "-");
-    for line in s
-        .notes
-        .iter()
-        .take(1)
-        .cloned()
-        .chain(s.counting.iter().flat_map(|c| c.missing_lines()))
-    {
-        crate::term::note_fit(&format!("note: {line}"));
-    }
+    let text = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let s = settings::exec::exec(args, machine)?;
+    crate::term::notes(
+        s.notes
+            .iter()
+            .take(1)
+            .cloned()
+            .chain(s.counting.iter().flat_map(|c| c.missing_lines())),
+    );
     if text {
         emit(&crate::live::exec::header(&s, args))?;
     }
@@ -76,11 +69,7 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     };
     let n_cells = sink.cells.len();
     summary(&s, args, text, sink, stop.signalled())?;
-    if stop.signalled() {
-        crate::term::note_fit(&stop.interrupted_line(n_cells));
-        return Ok(stop.exit_code());
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(stop.ended(n_cells))
 }
 
 /// The run the cells of `groups` go to: suite `exec`, created with its first cell.

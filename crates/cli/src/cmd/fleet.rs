@@ -10,7 +10,7 @@ use smtlab_store::{FleetQuery, FleetScan, Store};
 
 use crate::args::FleetArgs;
 use crate::output::{emit, write_file};
-use crate::settings::stored::db_path;
+use crate::settings::db_path;
 
 mod inventory;
 
@@ -20,11 +20,8 @@ pub fn run(args: &FleetArgs) -> Result<()> {
         Some(path) => inventory(path)?,
         None => Vec::new(),
     };
-    let store = Store::open_read_only(db_path(&args.db.db))?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let store = Store::open_read_only(db_path(&args.db))?;
+    let now = crate::settings::unix_now_s();
     let query = FleetQuery {
         // `--since` alone pools every run since; otherwise each host's latest one.
         runs_per_host: match (args.runs_per_host, args.since) {
@@ -93,10 +90,9 @@ const RUNS_IN_FLIGHT: usize = 50;
 /// The hosts of `--inventory FILE`; a file that cannot be read or names none is a
 /// one-line error naming it.
 fn inventory(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("--inventory {}: {e}", path.display()))?;
-    let hosts = inventory::parse(&text)
-        .map_err(|e| anyhow::anyhow!("--inventory {}: {e}", path.display()))?;
+    let bad = |e: &dyn std::fmt::Display| anyhow::anyhow!("--inventory {}: {e}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| bad(&e))?;
+    let hosts = inventory::parse(&text).map_err(|e| bad(&e))?;
     if hosts.is_empty() {
         anyhow::bail!(
             "--inventory {}: names no host (expected one host name or id per line, or an \

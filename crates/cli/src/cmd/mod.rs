@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use crate::args::{Cli, Command};
+use crate::output::emit;
 
 mod advise;
 mod agent;
@@ -62,8 +63,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Smt(a) => ok(smt::run(&a, machine)),
         Command::Load(a) => ok(load::run(&a)),
         Command::Agent(a) => ok(agent::run(&a)),
-        Command::Completions(a) => ok(completions::completions(&a)),
-        Command::Man => ok(completions::man()),
+        Command::Completions(a) => ok(emit(&completions::completion_script(a.shell))),
+        Command::Man => ok(completions::man_page().and_then(|page| emit(&page))),
         Command::Corun(a) => corun::run(&a, machine),
         Command::Penalty(a) => penalty::run(&a, machine),
         Command::Predict(a) => predict::run(&a, machine),
@@ -74,8 +75,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Counters(a) => ok(counters::run(&a)),
     };
     // What was killed because a command or server left it running (a daemon).
-    for line in smtlab_bench::process::take_notes() {
-        crate::term::note_fit(&format!("note: {line}"));
-    }
+    crate::term::notes(smtlab_bench::process::take_notes());
     result
 }

@@ -26,9 +26,7 @@ struct PenaltyJson<'a> {
 
 pub fn run(args: &PenaltyArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let (s, task, hogs) = penalty_settings(args, machine)?;
-    for n in &s.notes {
-        crate::term::note_fit(&format!("note: {n}"));
-    }
+    crate::term::notes(&s.notes);
     let fixed = match &args.cmd {
         Some(_) => 1,
         None => exp::calibrate_task(&task, (args.run_ms * 1e6) as u64, &s.pair, &s.topo)?,

@@ -43,11 +43,8 @@ pub fn run(
         emit(&out)?;
     }
     let unmet = !asked.is_empty() && entries.iter().any(|e| e.placement.is_none());
-    Ok(if unmet {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    // 1 (failure) when unmet.
+    Ok(ExitCode::from(u8::from(unmet)))
 }
 
 /// The standard set, or the user's placements. A spec that does not parse is an error of
@@ -70,17 +67,10 @@ fn entries(topo: &Topology, asked: &[String]) -> Result<Vec<Entry>> {
     };
     Ok(pairs
         .into_iter()
-        .map(|(spec, r)| match r {
-            Ok(p) => Entry {
-                spec: spec.text,
-                placement: Some(p),
-                error: None,
-            },
-            Err(e) => Entry {
-                spec: spec.text,
-                placement: None,
-                error: Some(e),
-            },
+        .map(|(spec, r)| Entry {
+            spec: spec.text,
+            error: r.as_ref().err().cloned(),
+            placement: r.ok(),
         })
         .collect())
 }

@@ -32,9 +32,7 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
         seed: args.seed,
     };
     let plan = exp::plan(&workloads, &rulers, &s.forms, &s.pair, &s.topo, choice)?;
-    for n in &s.notes {
-        crate::term::note_fit(&format!("note: {n}"));
-    }
+    crate::term::notes(&s.notes);
     let json = w.common.json;
     if args.dry_run {
         emit(&text::cost(&plan.cost, &s.forms, &s.cfg))?;

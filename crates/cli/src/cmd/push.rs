@@ -6,6 +6,7 @@ use smtlab_store::{PushReport, Store, StoreError};
 
 use crate::args::PushArgs;
 use crate::output::emit;
+use crate::render::plural;
 
 pub fn run(args: &PushArgs) -> Result<()> {
     let from = args.from.clone().unwrap_or_else(smtlab_store::default_path);
@@ -85,20 +86,23 @@ fn text(report: &PushReport, to: &str, dry_run: bool) -> String {
     if dry_run {
         text.push_str(&format!(
             "dry run: would push {} to {to}{}; {} already there",
-            runs(report.missing.len()),
+            plural(report.missing.len(), "run"),
             ids(&report.missing, " (", ")"),
             report.present.len()
         ));
     } else {
         text.push_str(&format!(
             "pushed {} to {to}; {} already there",
-            runs(report.pushed.len()),
+            plural(report.pushed.len(), "run"),
             report.present.len()
         ));
     }
     if !report.completed.is_empty() {
         let done = if dry_run { "to complete" } else { "completed" };
-        text.push_str(&format!("; {} {done}", runs(report.completed.len())));
+        text.push_str(&format!(
+            "; {} {done}",
+            plural(report.completed.len(), "run")
+        ));
     }
     if !report.running.is_empty() {
         text.push_str(&format!(
@@ -118,12 +122,4 @@ fn ids(ids: &[i64], open: &str, close: &str) -> String {
     }
     let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
     format!("{open}{}{close}", ids.join(", "))
-}
-
-fn runs(n: usize) -> String {
-    if n == 1 {
-        "1 run".into()
-    } else {
-        format!("{n} runs")
-    }
 }

@@ -4,27 +4,26 @@
 use anyhow::Result;
 
 use crate::args::ReportArgs;
-use crate::output::{emit, write_file};
+use crate::output::{emit, export, write_file};
 use crate::render;
 use crate::settings::stored::{label_of, load};
 
 pub fn report(args: &ReportArgs) -> Result<()> {
-    let results = load(&args.run, &args.db.db)?;
-    if let Some(path) = &args.export_markdown {
-        let md = smtlab_report::markdown::cells(&results.cells);
-        if path.as_os_str() == "-" {
-            return emit(&md);
-        }
-        write_file(path, md.as_bytes())?;
+    let results = load(&args.run, &args.db)?;
+    if let Some(path) = &args.export_markdown
+        && export(
+            path,
+            smtlab_report::markdown::cells(&results.cells).as_bytes(),
+        )?
+    {
+        return Ok(());
     }
-    if let Some(path) = &args.os_time_csv {
-        let csv = smtlab_report::export::os_time_csv(&results);
-        if path.as_os_str() == "-" {
-            return emit(&String::from_utf8_lossy(&csv));
-        }
-        write_file(path, &csv)?;
+    if let Some(path) = &args.os_time_csv
+        && export(path, &smtlab_report::export::os_time_csv(&results))?
+    {
+        return Ok(());
     }
-    let label = || label_of(&args.run, &args.db.db, results.run.id);
+    let label = || label_of(&args.run, &args.db, results.run.id);
     let bytes = if args.json {
         smtlab_report::export::json(&results)
     } else if args.csv {
@@ -36,7 +35,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         let extra = smtlab_report::smt_states::text(&results.cells)
             + &crate::render::corun::summary_text(&results);
         return emit(
-            &(render::report::summary(&results, label.as_deref(), render::table::Layout::term())
+            &(render::report::summary(&results, label.as_deref(), render::table::term_layout())
                 + &extra),
         );
     };

@@ -17,7 +17,8 @@ use crate::settings::{self, run::measuring_of};
 
 pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let db = crate::settings::db_path(&args.db);
-    crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    // JSON or Markdown on standard output take the place of the cell lines.
+    let lines = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
     let topo = settings::topology(machine)?;
     // Check the request before the database is created or touched.
     let fresh = match &args.resume {
@@ -48,15 +49,13 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         smtlab_runner::disturb::steal_note(machine),
         smtlab_runner::experiment::siblings::start_note(machine, &topo),
     ];
-    for note in notes.into_iter().flatten() {
-        crate::term::note_fit(&format!("note: {note}"));
-    }
+    crate::term::notes(notes.into_iter().flatten());
     let stop = settings::Stop::on_signals()?;
     // The time left is the plan's, in the bar's message (see `RunSaver`).
-    let bar = crate::term::progress_bar_planned(pending.len() as u64);
+    let bar = crate::term::progress_bar(pending.len() as u64, false, crate::term::PLANNED);
     let catalog = smtlab_runner::catalog::all();
     let (groups, missing) = groups_of(&pending, &catalog, &topo);
-    let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, args, &estimate);
+    let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, lines, &estimate);
     // How the cells are measured; a resumed run goes on as it was started.
     let engine = Engine::new(machine, &meta.config, counting.as_ref(), stop.flag())
         .measuring(measuring_of(&meta, args));

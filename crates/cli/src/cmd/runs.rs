@@ -6,13 +6,13 @@ use smtlab_store::Store;
 use crate::args::RunsArgs;
 use crate::output::emit;
 use crate::render;
-use crate::settings::stored::db_path;
+use crate::settings::db_path;
 
 pub fn runs(args: &RunsArgs) -> Result<()> {
     if !args.delete.is_empty() {
         return delete(args);
     }
-    let store = Store::open_read_only(db_path(&args.db.db))?;
+    let store = Store::open_read_only(db_path(&args.db))?;
     let list = store.list_runs()?;
     if args.json {
         return emit(&crate::output::json_text(&render::report::runs_json(
@@ -21,14 +21,14 @@ pub fn runs(args: &RunsArgs) -> Result<()> {
     }
     emit(&render::report::runs_table(
         &list,
-        render::table::Layout::term(),
+        render::table::term_layout(),
     ))
 }
 
 /// `runs --delete`: every selector resolved first (ids, `-1`, labels), then all deleted
 /// in one transaction or none.
 fn delete(args: &RunsArgs) -> Result<()> {
-    let mut store = Store::open_existing(db_path(&args.db.db))?;
+    let mut store = Store::open_existing(db_path(&args.db))?;
     let mut ids = Vec::new();
     for which in &args.delete {
         let id = store.resolve_run(which)?;

@@ -26,9 +26,7 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         cfg,
         notes,
     } = util_settings(args, machine)?;
-    for n in &notes {
-        crate::term::note_fit(&format!("note: {n}"));
-    }
+    crate::term::notes(&notes);
     let measuring = MeasuringSetup::new(machine, cfg.clone(), args.json)?;
     let curve = Curve {
         steps: args.steps,

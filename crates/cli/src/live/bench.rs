@@ -14,7 +14,7 @@ use smtlab_runner::stats::{Ratio, ratio};
 
 use crate::args::BenchArgs;
 use crate::output::{emit, json_text};
-use crate::render;
+use crate::render::{self, table::term_layout};
 use crate::settings::bench::Bench;
 use crate::sink::StoreSink;
 
@@ -62,6 +62,11 @@ pub struct BenchPrinter<'a> {
     write_error: Option<anyhow::Error>,
 }
 
+/// A cell's name in the bar's bookkeeping.
+fn slot_key(key: &CellKey) -> String {
+    format!("{} {:?} {}", key.benchmark, key.params, key.placement)
+}
+
 impl BenchPrinter<'_> {
     fn out(&mut self, text: &str) {
         if self.write_error.is_none()
@@ -74,18 +79,19 @@ impl BenchPrinter<'_> {
     /// The measurement details of the benchmark whose rows were printed last.
     fn flush_details(&mut self) {
         if self.heading_for.is_some() && !self.json {
-            let text = render::bench::details(&self.current, render::table::Layout::term());
+            let text = render::bench::details(&self.current, term_layout());
             self.out(&text);
         }
     }
-}
 
-/// A cell's name in the bar's bookkeeping.
-fn slot_key(key: &CellKey) -> String {
-    format!("{} {:?} {}", key.benchmark, key.params, key.placement)
-}
+    /// The bar's message: the cell in progress, then `what`.
+    fn message(&self, key: &CellKey, what: &str) {
+        let (n, total) = (self.done_cells + 1, self.total_cells);
+        let cell = format!("{} {}", key.benchmark, key.placement);
+        self.bar
+            .set_message(format!("cell {n}/{total}: {cell}{what}"));
+    }
 
-impl BenchPrinter<'_> {
     fn cell_done(&mut self, key: &CellKey) {
         self.in_flight.remove(&slot_key(key));
         self.done_cells += 1;
@@ -113,7 +119,7 @@ impl BenchPrinter<'_> {
                 .iter()
                 .find(|(i, p)| i.name == key.benchmark && param_map(p) == bench_params)
         {
-            let mut text = render::bench::heading(info, params, render::table::Layout::term());
+            let mut text = render::bench::heading(info, params, term_layout());
             if let Some(state) = smt {
                 text.push_str(&format!("  with SMT {state}\n"));
             }
@@ -124,13 +130,7 @@ impl BenchPrinter<'_> {
 
 impl SessionObserver for BenchPrinter<'_> {
     fn cell_started(&mut self, key: &CellKey) {
-        self.bar.set_message(format!(
-            "cell {}/{}: {} {}",
-            self.done_cells + 1,
-            self.total_cells,
-            key.benchmark,
-            key.placement
-        ));
+        self.message(key, "");
     }
 
     fn sample(&mut self, key: &CellKey, round: usize, index: usize) {
@@ -139,15 +139,10 @@ impl SessionObserver for BenchPrinter<'_> {
         *taken = (*taken + 1).min(max);
         let pos = self.done_slots + self.in_flight.values().sum::<u64>();
         self.bar.set_position(pos);
-        self.bar.set_message(format!(
-            "cell {}/{}: {} {} (round {}, sample {})",
-            self.done_cells + 1,
-            self.total_cells,
-            key.benchmark,
-            key.placement,
-            round + 1,
-            index + 1
-        ));
+        self.message(
+            key,
+            &format!(" (round {}, sample {})", round + 1, index + 1),
+        );
     }
 
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
@@ -156,25 +151,8 @@ impl SessionObserver for BenchPrinter<'_> {
         self.heading_for(&cell.key());
         if !self.json {
             let baseline = self.current.first();
-            let mut text = render::bench::row(cell, baseline, render::table::Layout::term());
-            if let Some(c) = &cell.counters {
-                text.push_str(&render::table::wrap(
-                    &format!("  counters: {}", super::counters_line(c)),
-                    render::table::Layout::term(),
-                ));
-            }
-            for l in [
-                smtlab_report::mix::line(cell),
-                smtlab_report::load_points::lines(cell),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                text.push_str(&render::table::wrap(
-                    &format!("  {l}"),
-                    render::table::Layout::term(),
-                ));
-            }
+            let mut text = render::bench::row(cell, baseline, term_layout());
+            text.extend(super::cell_notes(cell));
             self.out(&text);
         }
         if let Some(note) = m.counters_note {
@@ -227,7 +205,7 @@ impl<'a> BenchPrinter<'a> {
         BenchPrinter {
             // The bar counts sample slots (each cell's most samples, every round), so it
             // moves and its ETA means something while the first cell is measured.
-            bar: crate::term::progress_bar_with(total as u64 * per_cell, args.json, false),
+            bar: crate::term::progress_bar(total as u64 * per_cell, args.json, crate::term::SLOTS),
             per_cell,
             total_cells: total,
             done_cells: 0,
@@ -333,7 +311,7 @@ fn verdicts(s: &Bench, cells: &[CellRecord]) -> Result<()> {
             emit("\n")?;
         }
         for l in &lines {
-            emit(&render::table::wrap(l, render::table::Layout::term()))?;
+            emit(&render::table::fit(l))?;
         }
     }
     Ok(())

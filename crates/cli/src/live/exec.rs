@@ -14,7 +14,7 @@ use smtlab_runner::session::{Measured, SessionObserver};
 
 use crate::args::ExecArgs;
 use crate::output::emit;
-use crate::render;
+use crate::render::{self, table::term_layout};
 use crate::settings::exec::Exec;
 use crate::sink::StoreSink;
 
@@ -43,7 +43,11 @@ impl ExecPrinter {
         let runs_per_cell = reps + args.warmup as usize;
         let cells = s.specs.len() * s.states.len().max(1);
         ExecPrinter {
-            bar: crate::term::progress_bar((cells * runs_per_cell) as u64, args.json),
+            bar: crate::term::progress_bar(
+                (cells * runs_per_cell) as u64,
+                args.json,
+                crate::term::COUNTED,
+            ),
             text,
             reps,
             done_cells: 0,
@@ -57,10 +61,7 @@ impl ExecPrinter {
     /// Ends the live output; the error that ended it, if one did.
     pub fn finish(self) -> Result<()> {
         self.bar.finish_and_clear();
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.error.map_or(Ok(()), Err)
     }
 }
 
@@ -91,8 +92,7 @@ impl SessionObserver for ExecPrinter {
         self.bar
             .set_position((self.done_cells * self.runs_per_cell) as u64);
         let cell = m.record;
-        let mut text =
-            render::bench::row(cell, self.baseline.as_ref(), render::table::Layout::term());
+        let mut text = render::bench::row(cell, self.baseline.as_ref(), term_layout());
         let cpu: Vec<f64> = cell
             .result
             .samples
@@ -106,10 +106,7 @@ impl SessionObserver for ExecPrinter {
             ));
         }
         if let Some(c) = &cell.counters {
-            text.push_str(&render::table::wrap(
-                &format!("  counters: {}", super::counters_line(c)),
-                render::table::Layout::term(),
-            ));
+            text.push_str(&super::counters_row(c));
         }
         if let Some(n) = m.counters_note {
             crate::term::note_with(&self.bar, &format!("note: {}: {n}", cell.placement.name));
@@ -157,7 +154,7 @@ pub fn header(s: &Exec, args: &ExecArgs) -> String {
         args.reps,
         args.warmup
     );
-    let layout = render::table::Layout::term();
+    let layout = term_layout();
     render::table::wrap(&line, layout) + &render::bench::header_line(layout)
 }
 
@@ -182,22 +179,14 @@ pub fn summary(
     if text && !lines.is_empty() {
         emit("\n")?;
         for l in &lines {
-            emit(&render::table::wrap(l, render::table::Layout::term()))?;
+            emit(&render::table::fit(l))?;
         }
     }
     let mut sink = sink.finish(interrupted, args.db.db.as_deref())?;
-    let Some(stored) = sink.stored()? else {
-        return Ok(());
-    };
-    if let Some(path) = &args.export_markdown {
-        crate::output::export_markdown(path, &stored.cells)?;
+    match sink.stored()? {
+        Some(run) => crate::output::stored_run(&run, args.json, args.export_markdown.as_deref()),
+        None => Ok(()),
     }
-    if args.json {
-        emit(&String::from_utf8_lossy(&smtlab_report::export::json(
-            &stored,
-        )))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

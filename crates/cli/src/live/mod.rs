@@ -7,9 +7,27 @@ pub mod exec;
 pub mod progress;
 pub mod run;
 
-/// A cell's counters line as it is measured. Its CPI stack charges the assumed
-/// latencies, each part saying so: the run's own `mem-latency` cells, which `report`
-/// reads them from, are not all in yet.
-pub(crate) fn counters_line(c: &smtlab_model::counters::CellCounters) -> String {
-    smtlab_report::counters::line(c, &smtlab_model::counters::cpi_stack::Latencies::assumed())
+use crate::render::table::fit;
+
+/// The lines under a cell's row as it is measured: its counters, instruction mix and
+/// load points, each indented and fitted to the terminal.
+pub(crate) fn cell_notes(cell: &smtlab_model::CellRecord) -> Vec<String> {
+    let counters = cell.counters.as_ref().map(counters_row);
+    let rest = [
+        smtlab_report::mix::line(cell),
+        smtlab_report::load_points::lines(cell),
+    ];
+    let rest = rest.into_iter().flatten().map(|l| fit(&format!("  {l}")));
+    counters.into_iter().chain(rest).collect()
+}
+
+/// A cell's counters line as it is measured, fitted to the terminal. Its CPI stack
+/// charges the assumed latencies, each part saying so: the run's own `mem-latency`
+/// cells, which `report` reads them from, are not all in yet.
+pub(crate) fn counters_row(c: &smtlab_model::counters::CellCounters) -> String {
+    let assumed = smtlab_model::counters::cpi_stack::Latencies::assumed();
+    fit(&format!(
+        "  counters: {}",
+        smtlab_report::counters::line(c, &assumed)
+    ))
 }

@@ -3,29 +3,23 @@
 //! end (the stored run as JSON or Markdown).
 
 use std::ops::ControlFlow;
-
-use indicatif::ProgressBar;
-use smtlab_model::{CellKey, SkippedCell};
-use smtlab_runner::session::{Measured, SessionObserver};
-use smtlab_store::{Lease, Store};
-
 use std::path::Path;
 use std::process::ExitCode;
-
-use anyhow::Result;
-use smtlab_model::{RunMeta, RunStatus, Topology};
-use smtlab_runner::counting::CountingSetup;
-use smtlab_runner::experiment::ExperimentError;
-use smtlab_runner::session::Ended;
-
-use crate::settings::run::estimate_of;
-use crate::settings::unix_now_s;
-use smtlab_runner::eta::Eta;
-use smtlab_runner::plan::Estimate;
 use std::time::Instant;
 
+use anyhow::Result;
+use indicatif::ProgressBar;
+use smtlab_model::{CellKey, RunMeta, RunStatus, SkippedCell, Topology};
+use smtlab_runner::counting::CountingSetup;
+use smtlab_runner::eta::Eta;
+use smtlab_runner::experiment::ExperimentError;
+use smtlab_runner::plan::Estimate;
+use smtlab_runner::session::{Ended, Measured, SessionObserver};
+use smtlab_store::{Lease, Store};
+
 use crate::args::RunArgs;
-use crate::render;
+use crate::render::{self, table::term_layout};
+use crate::settings::{run::estimate_of, unix_now_s};
 
 /// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
 /// the cells of its earlier invocations).
@@ -34,14 +28,7 @@ pub fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
         return Ok(());
     }
     let results = store.load_run(run_id)?;
-    if let Some(path) = &args.export_markdown {
-        crate::output::export_markdown(path, &results.cells)?;
-    }
-    if args.json {
-        let bytes = smtlab_report::export::json(&results);
-        crate::output::emit(&String::from_utf8_lossy(&bytes))?;
-    }
-    Ok(())
+    crate::output::stored_run(&results, args.json, args.export_markdown.as_deref())
 }
 
 /// Saves each cell as it is measured, prints its line and moves the bar.
@@ -86,34 +73,9 @@ impl SessionObserver for RunSaver<'_> {
             return ControlFlow::Break(());
         }
         if self.lines {
-            say(
-                self.bar,
-                render::run::cell_line(cell, render::table::Layout::term()),
-            );
-            if let Some(c) = &cell.counters {
-                say(
-                    self.bar,
-                    render::table::wrap(
-                        &format!("  counters: {}", super::counters_line(c)),
-                        render::table::Layout::term(),
-                    )
-                    .trim_end()
-                    .to_string(),
-                );
-            }
-            for l in [
-                smtlab_report::mix::line(cell),
-                smtlab_report::load_points::lines(cell),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                say(
-                    self.bar,
-                    render::table::wrap(&format!("  {l}"), render::table::Layout::term())
-                        .trim_end()
-                        .to_string(),
-                );
+            say(self.bar, render::run::cell_line(cell, term_layout()));
+            for l in super::cell_notes(cell) {
+                say(self.bar, l.trim_end().to_string());
             }
         }
         if let Some(note) = m.counters_note {
@@ -132,10 +94,7 @@ impl SessionObserver for RunSaver<'_> {
 
     fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
         if self.lines {
-            say(
-                self.bar,
-                render::run::skipped_line(s, render::table::Layout::term()),
-            );
+            say(self.bar, render::run::skipped_line(s, term_layout()));
         }
         if let Err(e) = self.store.save_skipped(self.run_id, s) {
             self.error = Some(e.into());
@@ -169,10 +128,8 @@ pub fn db_flag(args: &RunArgs) -> String {
 /// `--dry-run`: what a new run would measure, take and hold, and nothing stored.
 pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCode> {
     let e = estimate_of(&meta.plan, meta, topo, args);
-    for note in &meta.notes {
-        crate::term::note_fit(&format!("note: {note}"));
-    }
-    crate::output::emit(&render::plan::text(&e, render::table::Layout::term()))?;
+    crate::term::notes(&meta.notes);
+    crate::output::emit(&render::plan::text(&e, term_layout()))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -195,23 +152,16 @@ pub fn start_notes(
         meta.plan.len(),
         crate::sink::shown_db(db)
     ));
-    for note in meta.notes.iter().cloned().chain(lease.takeover_note()) {
-        crate::term::note_fit(&format!("note: {note}"));
-    }
+    crate::term::notes(meta.notes.iter().cloned().chain(lease.takeover_note()));
     let e = estimate_of(pending, meta, topo, args);
     for line in render::plan::summary(&e) {
         crate::term::note_fit(&line);
     }
-    for g in e.groups.iter().filter(|g| g.apart.is_some()) {
-        crate::term::note_fit(&format!(
-            "note: {}: {}",
-            g.benchmark,
-            g.apart.as_deref().unwrap_or_default()
-        ));
-    }
-    for line in counting.iter().flat_map(|c| c.missing_lines()) {
-        crate::term::note_fit(&format!("note: {line}"));
-    }
+    let apart = e.groups.iter();
+    crate::term::notes(
+        apart.filter_map(|g| Some(format!("{}: {}", g.benchmark, g.apart.as_deref()?))),
+    );
+    crate::term::notes(counting.iter().flat_map(|c| c.missing_lines()));
     e
 }
 
@@ -222,15 +172,9 @@ impl<'a> RunSaver<'a> {
         run_id: i64,
         lease: Lease,
         bar: &'a ProgressBar,
-        args: &RunArgs,
+        lines: bool,
         estimate: &Estimate,
     ) -> Self {
-        // JSON or Markdown on standard output take the place of the cell lines.
-        let lines = !args.json
-            && args
-                .export_markdown
-                .as_ref()
-                .is_none_or(|p| p.as_os_str() != "-");
         RunSaver {
             store,
             run_id,

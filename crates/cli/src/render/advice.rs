@@ -3,7 +3,7 @@
 
 use smtlab_report::advice::{self, Advice};
 
-use super::table::Layout;
+use super::table::{Layout, fit, term_layout};
 
 /// Width used when the output is not a terminal.
 const DEFAULT_WIDTH: usize = 80;
@@ -56,23 +56,20 @@ pub fn header(
             pct.join(", ")
         )
     });
-    super::table::wrap(
-        &format!(
-            "advise {subject}: {} interleaved{}{sweep}{}",
-            specs.join(", "),
-            if smt_states {
-                ", with SMT off and on"
-            } else {
-                ""
-            },
-            match penalty {
-                Some(true) => "; then the workload beside each partner on its sibling",
-                Some(false) => "; then the single-thread cost next to busy siblings",
-                None => "",
-            }
-        ),
-        Layout::term(),
-    )
+    fit(&format!(
+        "advise {subject}: {} interleaved{}{sweep}{}",
+        specs.join(", "),
+        if smt_states {
+            ", with SMT off and on"
+        } else {
+            ""
+        },
+        match penalty {
+            Some(true) => "; then the workload beside each partner on its sibling",
+            Some(false) => "; then the single-thread cost next to busy siblings",
+            None => "",
+        }
+    ))
 }
 
 /// The line of a cell as it is measured: a headroom step, a throughput cell as `bench`
@@ -94,14 +91,11 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
             } else {
                 format!("not kept up{}", advice::behind_words(&side))
             };
-            Some(super::table::wrap(
-                &format!(
-                    "  {} at {rate:.0}/s offered: served {}/s, {what}",
-                    c.placement_spec,
-                    n(side.achieved_per_s)
-                ),
-                Layout::term(),
-            ))
+            Some(fit(&format!(
+                "  {} at {rate:.0}/s offered: served {}/s, {what}",
+                c.placement_spec,
+                n(side.achieved_per_s)
+            )))
         }
         Shown::Measured(c) if let Some(mode) = c.conditions.security() => Some(format!(
             "  {mode} on {}: {}\n",
@@ -115,17 +109,14 @@ pub fn cell_line(shown: crate::sink::Shown<'_>) -> Option<String> {
                 c.unit
             )),
             None if smtlab_report::corun::form_of(c).is_none() => {
-                Some(super::bench::row(c, None, Layout::term()))
+                Some(super::bench::row(c, None, term_layout()))
             }
             None => None,
         },
-        Shown::Skipped(s) => Some(super::table::wrap(
-            &match s.key.conditions.security() {
-                Some(mode) => format!("  {mode} on {}: skipped: {}", s.key.placement, s.reason),
-                None => format!("  {}: skipped: {}", s.key.placement, s.reason),
-            },
-            Layout::term(),
-        )),
+        Shown::Skipped(s) => Some(fit(&match s.key.conditions.security() {
+            Some(mode) => format!("  {mode} on {}: skipped: {}", s.key.placement, s.reason),
+            None => format!("  {}: skipped: {}", s.key.placement, s.reason),
+        })),
     }
 }
 
@@ -141,19 +132,16 @@ pub fn security_header(
     } else {
         ""
     };
-    super::table::wrap(
-        &format!(
-            "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}{tenants}; forced idle recorded with each sample"
-        ),
-        Layout::term(),
-    )
+    fit(&format!(
+        "advise {subject} --security: smt-on and coresched (a cookie per {scope}) on {on} interleaved, then smt-off on {off}{tenants}; forced idle recorded with each sample"
+    ))
 }
 
 /// `advise --security`'s answer for the terminal: each workload and load, its modes'
 /// lines and the choice, fitted to the width, under a blank line as the summary is.
 pub fn security_answer(answers: &[smtlab_report::security::SecurityAdvice]) -> String {
     let text = smtlab_report::security::text(answers).join("\n");
-    format!("\n{}", super::table::wrap(&text, Layout::term()))
+    format!("\n{}", fit(&text))
 }
 
 /// The answers in the form asked: Markdown (to a file, or standard output with `-`),
@@ -165,30 +153,18 @@ pub fn answers(
     answers: &[Advice],
     scaling: &[advice::Scaling],
 ) -> anyhow::Result<()> {
-    use anyhow::Context;
     let emit = crate::output::emit;
-    if let Some(path) = &args.export_markdown {
-        let md = if without_smt(answers, scaling) {
-            advice::scaling_markdown(scaling)
-        } else {
-            advice::markdown(answers)
-        };
-        if path.as_os_str() == "-" {
-            emit(&md)?;
-        } else {
-            std::fs::write(path, md)
-                .with_context(|| format!("cannot write {}", smtlab_model::quote::path(path)))?;
-            crate::term::note(&format!("wrote {}", smtlab_model::quote::path(path)));
+    let md_stdout = match &args.export_markdown {
+        Some(path) if without_smt(answers, scaling) => {
+            crate::output::export(path, advice::scaling_markdown(scaling).as_bytes())?
         }
-    }
-    let md_stdout = args
-        .export_markdown
-        .as_ref()
-        .is_some_and(|p| p.as_os_str() == "-");
+        Some(path) => crate::output::export(path, advice::markdown(answers).as_bytes())?,
+        None => false,
+    };
     if args.json {
         emit(&advice::json(run_id, notes, answers))?;
     } else if !md_stdout {
-        emit(&summary(answers, scaling, Layout::term()))?;
+        emit(&summary(answers, scaling, term_layout()))?;
     }
     Ok(())
 }
@@ -226,14 +202,7 @@ mod tests {
             "{text}"
         );
         // Without a terminal width: 80 columns.
-        let plain = summary(
-            &[],
-            &[],
-            Layout {
-                width: None,
-                color: false,
-            },
-        );
+        let plain = summary(&[], &[], Layout::plain());
         assert_eq!(plain, "\n");
     }
 }

@@ -9,12 +9,8 @@ use smtlab_model::CellRecord;
 use super::table::{Columns, Layout, wrap};
 use crate::term::{Style, paint};
 
-/// Four significant digits (all digits from a thousand up), without exponent for
-/// everyday magnitudes: `0.02412` s, `231.9` ns, `12345` ns. The report's formatter,
-/// so terminal and HTML agree.
-pub fn num(x: f64) -> String {
-    smtlab_report::fmt::num(x)
-}
+/// The report's number formatter, so terminal and HTML agree.
+pub use smtlab_report::fmt::num;
 
 /// The columns of the placement rows, on one line each (`--wide`, or a terminal wide
 /// enough for them).
@@ -105,12 +101,7 @@ pub fn row(cell: &CellRecord, baseline: Option<&CellRecord>, layout: Layout) -> 
     let cpus = if cell.placement.cpus.is_empty() {
         "unpinned".to_string()
     } else {
-        cell.placement
-            .cpus
-            .iter()
-            .copied()
-            .collect::<smtlab_model::CpuSet>()
-            .to_string()
+        cell.placement.cpu_set().to_string()
     };
     // The one verdict: above 1 = this placement better than the first.
     let verdict = baseline.and_then(|b| smtlab_model::verdict::verdict(b, cell));

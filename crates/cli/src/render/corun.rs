@@ -7,7 +7,7 @@ use smtlab_model::stats::Ratio;
 use smtlab_model::{CellRecord, RunResults, SkippedCell, Summary};
 use smtlab_report::corun::{self as view, form_of};
 
-use crate::render::table::{Layout, wrap};
+use crate::render::table::{fit, term_layout};
 use crate::sink::Shown;
 
 /// `sibling on CPU 1, cores on CPU 2`: the forms measured, for the header line.
@@ -56,11 +56,6 @@ pub fn named_cell(cell: &CellRecord, a: &str, b: &str, alone: &mut Option<Summar
         cell.unit,
         summary.n
     ))
-}
-
-/// Prose broken between words at the terminal's width (tables are fitted by their engine).
-fn fit(text: &str) -> String {
-    wrap(text, Layout::term())
 }
 
 /// The lines of the matrix as its cells arrive: a heading per measured workload, then
@@ -163,7 +158,7 @@ pub fn penalty_table(penalties: &[view::Penalty]) -> String {
         fit(
             "Run time of one piece of work next to each hog against alone (above 1: slower) [95% CI]:"
         ),
-        view::penalty_text(penalties).render_to(Layout::term())
+        view::penalty_text(penalties).render_to(term_layout())
     )
 }
 
@@ -197,7 +192,7 @@ pub fn summary_text(results: &RunResults) -> String {
                 out.push_str(&fit(&format!(
                     "Run time of {task} next to each hog against alone [95% CI]:"
                 )));
-                out.push_str(&view::penalty_text(&p).render_to(Layout::term()));
+                out.push_str(&view::penalty_text(&p).render_to(term_layout()));
             }
         }
     }

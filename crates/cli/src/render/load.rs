@@ -4,7 +4,7 @@ use smtlab_loadgen::remote::{AgentInfo, RemoteReport};
 use smtlab_loadgen::{LoadConfig, LoadReport};
 
 use crate::args::LoadArgs;
-use crate::render::table::{Layout, wrap};
+use crate::render::table::{Layout, fit, wrap};
 
 fn ms(ns: u64) -> String {
     let v = ns as f64 / 1e6;
@@ -30,13 +30,7 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
     let on = if cpus.is_empty() {
         "unpinned".to_string()
     } else {
-        format!(
-            "on CPUs {}",
-            cpus.iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        )
+        format!("on CPUs {}", super::cpus_in_order(cpus.iter().copied()))
     };
     let poll = if cfg.busy_poll.is_zero() {
         String::new()
@@ -85,8 +79,6 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
             ms(p.max_ns),
             ms(p.mean_ns as u64)
         ));
-    }
-    if r.requests > 0 {
         s.push_str(&format!(
             "slow       {} over 10 ms, {} over 100 ms, {} over 1 s\n",
             r.slower_than(10_000_000),
@@ -98,7 +90,7 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
         s.push_str("(latency counts from each request's scheduled time)\n");
     }
     // Lines longer than the terminal break between words, the rest of a line indented.
-    crate::render::table::wrap(&s, crate::render::table::Layout::term())
+    fit(&s)
 }
 
 pub fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> serde_json::Value {
@@ -169,15 +161,11 @@ pub fn agents_text(infos: &[AgentInfo], r: &RemoteReport) -> String {
             if info.cpus.is_empty() {
                 "unpinned".to_string()
             } else {
-                info.cpus
-                    .iter()
-                    .copied()
-                    .collect::<smtlab_model::CpuSet>()
-                    .to_list_string()
+                super::smt::list(&info.cpus)
             }
         ));
     }
-    crate::render::table::wrap(&s, crate::render::table::Layout::term())
+    fit(&s)
 }
 
 pub fn agents_json(infos: &[AgentInfo], r: &RemoteReport) -> serde_json::Value {

@@ -20,6 +20,13 @@ pub use smtlab_report::fmt::bytes;
 
 pub use smtlab_model::unit::plural;
 
+/// Every CPU, in the order given, separated by commas (`2,0,3`): where the order
+/// matters, so a compact list (`0,2-3`) would hide it.
+pub fn cpus_in_order(cpus: impl IntoIterator<Item = u32>) -> String {
+    let cpus: Vec<String> = cpus.into_iter().map(|c| c.to_string()).collect();
+    cpus.join(",")
+}
+
 // The store's deterministic run, for the snapshots of the live output.
 #[cfg(test)]
 #[path = "../../../store/tests/store/testdata.rs"]
@@ -85,10 +92,7 @@ mod live_tests {
         let text = bench_table(Layout::fixed(80));
         assert!(widest(&text) <= 80, "{text}");
         insta::assert_snapshot!("bench_80", text);
-        let wide = bench_table(Layout {
-            width: None,
-            color: false,
-        });
+        let wide = bench_table(Layout::plain());
         assert!(
             widest(&wide) > 80,
             "the wide form keeps every column on the row"
@@ -100,10 +104,7 @@ mod live_tests {
         let text = run_lines(Layout::fixed(80));
         assert!(widest(&text) <= 80, "{text}");
         insta::assert_snapshot!("run_80", text);
-        let wide = run_lines(Layout {
-            width: None,
-            color: false,
-        });
+        let wide = run_lines(Layout::plain());
         let r = testdata::results(1);
         assert_eq!(
             wide.lines().count(),
@@ -119,13 +120,7 @@ mod live_tests {
         assert!(!plain.contains("calibration"), "{plain}");
         cell.result.calibration.linear = Some(false);
         cell.result.calibration.linearity_ratio = Some(0.55);
-        for layout in [
-            Layout::fixed(80),
-            Layout {
-                width: None,
-                color: false,
-            },
-        ] {
+        for layout in [Layout::fixed(80), Layout::plain()] {
             let line = super::run::cell_line(&cell, layout);
             assert!(
                 line.contains("calibration failed") && line.contains("0.55"),
@@ -161,13 +156,7 @@ mod live_tests {
         assert!(widest(&details) <= 80, "{details}");
         insta::assert_snapshot!("bench_remote_details_80", details);
         // Wide: the agents on one line under the cell's.
-        let wide = super::run::cell_line(
-            &r.cells[0],
-            Layout {
-                width: None,
-                color: false,
-            },
-        );
+        let wide = super::run::cell_line(&r.cells[0], Layout::plain());
         assert_eq!(wide.lines().count(), 2, "{wide}");
         assert!(wide.lines().nth(1).unwrap().contains("#0 ") && wide.contains("#1 "));
         // A cell loaded from this host has no agents line.

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use smtlab_model::ResolvedPlacement;
 
-use super::table::{Layout, Table};
+use super::table::{Table, term_layout};
 
 /// One line of the listing: a placement and what it resolved to, or why it cannot be.
 #[derive(Debug, Serialize)]
@@ -42,11 +42,7 @@ pub fn table(entries: &[Entry]) -> String {
                     // Ascending order says nothing beyond the set: show it compactly.
                     p.cpu_set().to_list_string()
                 } else {
-                    p.cpus
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
+                    super::cpus_in_order(p.cpus.iter().copied())
                 };
                 let name = if p.name == e.spec {
                     p.name.clone()
@@ -75,7 +71,7 @@ pub fn table(entries: &[Entry]) -> String {
     }
     // A table of headers only says nothing: left out when no placement fits.
     let mut out = if entries.iter().any(|e| e.placement.is_some()) {
-        ok.render_to(Layout::term())
+        ok.render_to(term_layout())
     } else {
         String::new()
     };

@@ -19,10 +19,6 @@ pub fn duration_text(ns: u64) -> String {
     }
 }
 
-fn params_text(g: &GroupEstimate) -> String {
-    smtlab_report::fmt::param_words(&g.params).join(" ")
-}
-
 fn samples_text(g: &GroupEstimate) -> String {
     let measured: Vec<(usize, usize)> = g
         .cells
@@ -120,7 +116,7 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
         t.row_with_detail(
             [
                 g.benchmark.clone(),
-                params_text(g),
+                super::run::params_text(&g.params),
                 match skipped.len() {
                     0 => g.cells.len().to_string(),
                     n => format!("{}/{}", g.cells.len() - n, g.cells.len()),

@@ -9,16 +9,8 @@ use smtlab_model::{CellKey, RunConfig};
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
-use crate::render::table::{Layout, wrap};
-
-fn fit(text: &str) -> String {
-    wrap(text, Layout::term())
-}
-
-/// `1 pair`, `3 pairs`.
-fn count(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
-}
+use crate::render::plural;
+use crate::render::table::fit;
 
 /// What the plan measures and what it costs against the whole matrix, before anything
 /// runs: the `--dry-run` answer and the header of a run.
@@ -28,14 +20,14 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
     let budget_s = cfg.max_cell_ns as f64 / 1e9;
     let mut out = fit(&format!(
         "predict: {}, {}, each pair as A alone and A beside B ({forms_text}): {k} cells a pair",
-        count(n, "workload"),
-        count(r, "ruler")
+        plural(n, "workload"),
+        plural(r, "ruler")
     ));
     out.push_str(&fit(&format!(
         "  profiles: {n} x {r} + {r} x {n} = {}; training: {}; held out: {}{}",
-        count(c.profile_pairs, "pair"),
-        count(c.training_pairs, "pair"),
-        count(c.held_out_pairs, "pair"),
+        plural(c.profile_pairs, "pair"),
+        plural(c.training_pairs, "pair"),
+        plural(c.held_out_pairs, "pair"),
         match c.shared_pairs {
             0 => String::new(),
             s => format!("; {s} measured once for two roles"),
@@ -58,7 +50,8 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
 /// The names each cell's line shows: a ruler by its name with its benchmark
 /// (`l1d (mem-latency)`), a workload by its own.
 pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
-    let shown = |label: &str, key: &CellKey| match keys.rulers.iter().any(|r| r.name == label) {
+    let is_ruler = |name: &str| keys.rulers.iter().any(|r| r.name == name);
+    let shown = |label: &str, key: &CellKey| match is_ruler(label) {
         true => format!("ruler {label} ({})", key.benchmark),
         false => label.to_string(),
     };
@@ -70,7 +63,7 @@ pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
     ];
     let mut names = BTreeMap::new();
     for k in roles.into_iter().flatten() {
-        let b = match keys.rulers.iter().any(|r| r.name == k.b) {
+        let b = match is_ruler(&k.b) {
             true => format!("ruler {}", k.b),
             false => k.b.clone(),
         };

@@ -100,10 +100,7 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
                 super::run::skipped_line(
                     s,
                     // One line, which `wrap` then breaks between words.
-                    Layout {
-                        width: None,
-                        color: false
-                    }
+                    Layout::plain()
                 )
             ),
             layout,

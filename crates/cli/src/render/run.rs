@@ -6,7 +6,7 @@ use super::bench::{fit, num};
 use super::table::{Columns, Layout, wrap};
 use crate::term::{Style, paint};
 
-fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
+pub(super) fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
     smtlab_report::fmt::param_words(params).join(" ")
 }
 
@@ -47,6 +47,16 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
     let limit = smtlab_report::fmt::at_limit(cell);
     let fork_size = smtlab_report::fmt::fork_size(cell);
     let params = params_text(&cell.flat_params());
+    let flags = [
+        limit,
+        rounds,
+        not_converged,
+        unsteady,
+        disturbed,
+        agents_lost,
+        calibration,
+        fork_size,
+    ];
     if narrow(layout) {
         let what = if s.n < 2 {
             format!("median {} {} n={}", num(s.median), cell.unit, s.n)
@@ -68,20 +78,7 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         let mut out = line.trim_end_matches('\n').to_string();
         // Parameters cut on the line are given whole underneath.
         let full_params = (params.chars().count() > 16).then(|| params.clone());
-        let flags: Vec<String> = [
-            full_params,
-            limit,
-            rounds,
-            not_converged,
-            unsteady,
-            disturbed,
-            agents_lost,
-            calibration,
-            fork_size,
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let flags: Vec<String> = [full_params].into_iter().chain(flags).flatten().collect();
         if !flags.is_empty() {
             let detail = wrap(&format!("  {}", flags.join(", ")), layout);
             out.push('\n');
@@ -103,19 +100,12 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
         } else {
             format!("{} +- {:.1}%, n={}", num(s.mean), 100.0 * s.ci95_rel, s.n)
         },
-        [
-            limit.map(|l| format!(", {l}")),
-            rounds.map(|r| format!(" {r}")),
-            not_converged.map(|n| format!(", {n}")),
-            unsteady.map(|u| format!(", {u}")),
-            disturbed.map(|d| format!(", {d}")),
-            agents_lost.map(|a| format!(", {a}")),
-            calibration.map(|c| format!(", {c}")),
-            fork_size.map(|f| format!(", {f}")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect::<String>()
+        // The rounds (the second flag) read on from the interval: `in 3 rounds`.
+        flags
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, f)| Some(format!("{}{}", if i == 1 { " " } else { ", " }, f?)))
+            .collect::<String>()
     );
     let line = COLUMNS.line(&[&cell.benchmark, &cell.placement_spec, &params, &what]);
     let mut out = line.trim_end_matches('\n').to_string();

@@ -19,9 +19,9 @@ pub fn cores_line(state: &SmtSnapshot) -> String {
     match state.threads_per_core() {
         None => "no cores online".into(),
         Some((lo, hi)) if lo == hi => format!(
-            "{} cores x {lo} thread{} online",
+            "{} cores x {} online",
             state.cores.len(),
-            if lo == 1 { "" } else { "s" }
+            super::plural(lo, "thread")
         ),
         Some((lo, hi)) => format!("{} cores, {lo}-{hi} threads online each", state.cores.len()),
     }

@@ -2,39 +2,18 @@
 //! [`Columns`], [`wrap`]) with the terminal's [`Layout`] (width and colour as decided
 //! from the flags and the environment).
 
-pub use smtlab_report::table::{Columns, Table, wrap};
+pub use smtlab_report::table::{Columns, Layout, Table, wrap};
 
-/// How a table is drawn: the width to fit (`None`: as wide as it needs) and colour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
-    pub width: Option<usize>,
-    pub color: bool,
-}
-
-impl Layout {
-    /// The terminal's, as decided from the flags and the environment.
-    pub fn term() -> Self {
-        let t = crate::term::get();
-        Self {
-            width: t.width,
-            color: t.color,
-        }
-    }
-
-    #[cfg(test)]
-    pub fn fixed(width: usize) -> Self {
-        Self {
-            width: Some(width),
-            color: false,
-        }
+/// The terminal's layout, as decided from the flags and the environment.
+pub fn term_layout() -> Layout {
+    let t = crate::term::get();
+    Layout {
+        width: t.width,
+        color: t.color,
     }
 }
 
-impl From<Layout> for smtlab_report::table::Layout {
-    fn from(l: Layout) -> Self {
-        Self {
-            width: l.width,
-            color: l.color,
-        }
-    }
+/// Prose broken between words at the terminal's width (tables are fitted by their engine).
+pub fn fit(text: &str) -> String {
+    wrap(text, term_layout())
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use smtlab_model::{Cache, CacheType, CpuSet, Topology};
 
-use super::table::{Layout, Table};
+use super::table::{Table, term_layout};
 use super::{bytes, plural};
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -29,8 +29,7 @@ fn cache_name(c: &Cache) -> String {
 }
 
 pub fn tables(topo: &Topology) -> String {
-    let mut out = String::new();
-    out.push_str(&header(topo));
+    let mut out = header(topo);
     out.push('\n');
 
     let mut t = Table::new([
@@ -57,7 +56,7 @@ pub fn tables(topo: &Topology) -> String {
                     core.id.to_string(),
                     opt(numa_of(topo, cpu)),
                     core.cpus.to_list_string(),
-                    core.kind.clone().unwrap_or_else(|| "-".into()),
+                    opt(core.kind.as_ref()),
                 ],
             ));
         }
@@ -66,7 +65,7 @@ pub fn tables(topo: &Topology) -> String {
     for (_, r) in rows {
         t.row(r);
     }
-    out.push_str(&t.render_to(Layout::term()));
+    out.push_str(&t.render_to(term_layout()));
 
     if !topo.caches.is_empty() {
         out.push('\n');
@@ -85,7 +84,7 @@ pub fn tables(topo: &Topology) -> String {
                 ways,
             ]);
         }
-        out.push_str(&t.render_to(Layout::term()));
+        out.push_str(&t.render_to(term_layout()));
     }
     if !topo.numa_nodes.is_empty() {
         out.push('\n');
@@ -98,7 +97,7 @@ pub fn tables(topo: &Topology) -> String {
             };
             t.row([n.id.to_string(), cpus, opt(n.memory_bytes.map(bytes))]);
         }
-        out.push_str(&t.render_to(Layout::term()));
+        out.push_str(&t.render_to(term_layout()));
     }
     if !topo.core_kinds.is_empty() {
         out.push('\n');
@@ -106,7 +105,7 @@ pub fn tables(topo: &Topology) -> String {
         for k in &topo.core_kinds {
             t.row([k.name.clone(), k.cpus.to_list_string(), k.source.clone()]);
         }
-        out.push_str(&t.render_to(Layout::term()));
+        out.push_str(&t.render_to(term_layout()));
     }
     out.push('\n');
     out
@@ -138,7 +137,7 @@ fn header(topo: &Topology) -> String {
     }
     t.row(["SMT", &smt_phrase(topo)]);
     // The empty header row of a key/value table is dropped.
-    t.render_to(Layout::term())
+    t.render_to(term_layout())
         .lines()
         .skip(1)
         .map(|l| format!("{l}\n"))
@@ -208,7 +207,7 @@ fn caches(topo: &Topology) -> String {
             inst.join(" "),
         ]);
     }
-    t.render_to(Layout::term())
+    t.render_to(term_layout())
 }
 
 /// lstopo-like nesting drawn in ASCII: a box per package, cores as `[cpu,cpu]` inside.
@@ -240,15 +239,7 @@ pub fn boxes(topo: &Topology) -> String {
         out.push_str(&"-".repeat(WIDTH - 2));
         out.push_str("+\n");
     };
-    let core_token = |cpus: &CpuSet| {
-        format!(
-            "[{}]",
-            cpus.iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        )
-    };
+    let core_token = |cpus: &CpuSet| format!("[{}]", super::cpus_in_order(cpus.iter()));
     for p in &topo.packages {
         let mut title = format!("Package {}", opt(p.id));
         let l3: Vec<String> = topo
@@ -284,8 +275,6 @@ pub fn boxes(topo: &Topology) -> String {
     out
 }
 
-/// The closing one-liner, e.g. `2 packages x 8 cores x 2 threads = 32 CPUs; SMT on
-/// (control: on)` or `2 cores x 1 thread = 2 CPUs; no SMT visible (KVM guest)`.
 /// `smtlab topo --svg FILE`: the report's topology picture as a stand-alone SVG file.
 pub fn svg(topo: &Topology) -> String {
     format!(
@@ -294,6 +283,8 @@ pub fn svg(topo: &Topology) -> String {
     )
 }
 
+/// The closing one-liner, e.g. `2 packages x 8 cores x 2 threads = 32 CPUs; SMT on
+/// (control: on)` or `2 cores x 1 thread = 2 CPUs; no SMT visible (KVM guest)`.
 pub fn verdict(topo: &Topology) -> String {
     let npk = topo.packages.len();
     let ncores = topo.core_count();

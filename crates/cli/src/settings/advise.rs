@@ -268,9 +268,8 @@ fn switched_specs(topo: &Topology, server: bool, notes: &mut Vec<String>) -> Vec
         specs.push(format!("{}{k}t", smtlab_placement::HALF_CORES_PREFIX));
     } else {
         notes.push(format!(
-            "SMT off vs on of a server's whole machine is not measured here ({} core{}): half the cores would be the CPUs of 1c1t or 2c1t (it takes six cores or more), and `all` would leave its clients no CPU",
-            topo.core_count(),
-            if topo.core_count() == 1 { "" } else { "s" }
+            "SMT off vs on of a server's whole machine is not measured here ({}): half the cores would be the CPUs of 1c1t or 2c1t (it takes six cores or more), and `all` would leave its clients no CPU",
+            crate::render::plural(topo.core_count(), "core")
         ));
     }
     specs
@@ -405,12 +404,7 @@ fn catalog_subject(
         params.push(format!("{}={slo}", smtlab_report::advice::SLO_PARAM));
     }
     let s = Subject::catalog(name, &params, args.quick)?;
-    let cfg = if args.quick {
-        RunConfig::quick()
-    } else {
-        RunConfig::default()
-    };
-    Ok((s, cfg, None))
+    Ok((s, super::run_config(args.quick), None))
 }
 
 /// The user's command after `--`.

@@ -64,11 +64,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     }
     machine.check_uniprocessor(&placements)?;
     let states = super::switchable_states(&args.smt, &placements, &topo, machine)?;
-    let mut cfg = if args.quick {
-        RunConfig::quick()
-    } else {
-        RunConfig::default()
-    };
+    let mut cfg = super::run_config(args.quick);
     if let Some(ci) = args.ci_target {
         cfg.ci_target_rel = ci / 100.0;
     }
@@ -78,8 +74,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     smtlab_runner::config::validate(&cfg)?;
     cfg.known_overheads = Some(super::overheads(machine));
     cfg.counters = args.counters;
-    cfg.counter_events = args.events.clone();
-    cfg.dram_peak_gb_per_s = args.dram_peak;
+    args.events.apply(&mut cfg);
     let counting = machine.counting_for(&cfg)?;
     let mut notes = same;
     if !args.json {

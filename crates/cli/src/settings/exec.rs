@@ -56,8 +56,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
         reps,
     )?;
     config.counters = args.counters;
-    config.counter_events = args.events.clone();
-    config.dram_peak_gb_per_s = args.dram_peak;
+    args.events.apply(&mut config);
     config.known_overheads = Some(super::overheads(machine));
     let counting = machine.counting_for(&config)?;
     Ok(Exec {

@@ -3,7 +3,7 @@
 //! was started with, read from the store.
 
 use anyhow::{Result, bail};
-use smtlab_model::{CellKey, RunConfig, RunMeta, RunStatus, Topology};
+use smtlab_model::{CellKey, RunMeta, RunStatus, Topology};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::machine::Machine;
 use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan_given, plan_standard};
@@ -97,14 +97,10 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         notes.extend(same);
         list
     };
-    let mut config = match suite {
-        Suite::Quick => RunConfig::quick(),
-        _ => RunConfig::default(),
-    };
+    let mut config = super::run_config(suite == Suite::Quick);
     config.known_overheads = Some(super::overheads(machine));
     config.counters = args.counters;
-    config.counter_events = args.events.clone();
-    config.dram_peak_gb_per_s = args.dram_peak;
+    args.events.apply(&mut config);
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
     config.interleave = Some(!args.no_interleave);
     config.repeat = Some(args.repeat as usize);
@@ -115,17 +111,14 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         plan_given(suite, &benches, &placements, &given, topo)
     };
     let mut states = smt_states(&args.smt)?;
+    let resolve =
+        |p: &String| smtlab_placement::parse(p).and_then(|s| smtlab_placement::resolve(&s, topo));
     // Placements none of which this machine can satisfy (and no --smt to change it)
     // would make a run of skipped cells only: an error, before anything is stored.
     if states.is_empty() && !args.placements.is_empty() {
         let refusals: Vec<String> = placements
             .iter()
-            .filter_map(|p| {
-                smtlab_placement::parse(p)
-                    .and_then(|s| smtlab_placement::resolve(&s, topo))
-                    .err()
-                    .map(|e| format!("{p}: {e}"))
-            })
+            .filter_map(|p| resolve(p).err().map(|e| format!("{p}: {e}")))
             .collect();
         if refusals.len() == placements.len() {
             bail!(
@@ -135,11 +128,10 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         }
     }
     if !states.is_empty() {
-        if placements.iter().any(|p| {
-            smtlab_placement::parse(p)
-                .and_then(|s| smtlab_placement::resolve(&s, topo))
-                .is_ok_and(|r| r.is_uniprocessor())
-        }) {
+        if placements
+            .iter()
+            .any(|p| resolve(p).is_ok_and(|r| r.is_uniprocessor()))
+        {
             bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
         }
         if let Some(why) = machine.switch_refusal() {
@@ -470,7 +462,7 @@ mod tests {
             0,
             smtlab_model::Environment::default(),
             smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
-            RunConfig::default(),
+            smtlab_model::RunConfig::default(),
             Vec::new(),
             Vec::new(),
             Vec::new(),

@@ -2,19 +2,18 @@
 //! database by selector (`latest`, `3`, `-2`, a label), described with this build's
 //! catalog entries.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use smtlab_model::{RESULTS_SCHEMA, RunResults};
 use smtlab_store::Store;
 
-pub fn db_path(db: &Option<PathBuf>) -> PathBuf {
-    db.clone().unwrap_or_else(smtlab_store::default_path)
-}
+use super::db_path;
+use crate::args::DbArg;
 
 /// A run named by `which`: a results JSON file (`smtlab report RUN --json` output, from
 /// this machine or another) or a run of the database (`latest`, `3`, `-2`).
-pub fn load(which: &str, db: &Option<PathBuf>) -> Result<RunResults> {
+pub fn load(which: &str, db: &DbArg) -> Result<RunResults> {
     let as_file = Path::new(which);
     if which.ends_with(".json") || (as_file.is_file() && !which.chars().all(|c| c.is_ascii_digit()))
     {
@@ -41,7 +40,7 @@ pub fn load(which: &str, db: &Option<PathBuf>) -> Result<RunResults> {
 }
 
 /// The label of a stored run, for the summary's first line; none for a results file.
-pub fn label_of(which: &str, db: &Option<PathBuf>, id: i64) -> Option<String> {
+pub fn label_of(which: &str, db: &DbArg, id: i64) -> Option<String> {
     if which.ends_with(".json") || Path::new(which).is_file() {
         return None;
     }
