@@ -25,8 +25,8 @@ pub fn shape(t: &Topology) -> String {
         }
     };
     let mut s = format!(
-        "{pk} package{} x {} cores x {} thread{} = {} CPUs",
-        if pk == 1 { "" } else { "s" },
+        "{} x {} cores x {} thread{} = {} CPUs",
+        smtlab_model::unit::plural(pk, "package"),
         range(cmin as u32, cmax as u32),
         range(t.smt.threads_per_core_min, t.smt.threads_per_core_max),
         if t.smt.threads_per_core_max == 1 {
