@@ -96,12 +96,7 @@ fn cache_lines(t: &Topology) -> Vec<(f64, String)> {
             continue;
         }
         seen.push((c.level, b));
-        let ty = if c.cache_type == CacheType::Data {
-            "d"
-        } else {
-            ""
-        };
-        out.push((b as f64, format!("L{}{ty} {}", c.level, size(b as f64))));
+        out.push((b as f64, crate::topo_svg::cache_label(c)));
     }
     out
 }
