@@ -24,6 +24,7 @@ use smtlab_model::verdict::verdict;
 use smtlab_model::{CellRecord, SkippedCell, stats};
 
 use crate::advice::{Figure, Lean, workload_name};
+use crate::html_workloads::cells::metric_values;
 
 /// The schema of `smtlab advise --security --json`.
 pub const SECURITY_SCHEMA: &str = "smtlab.security/1";
@@ -232,27 +233,14 @@ fn row(mode: SecurityMode, c: &CellRecord) -> ModeRow {
 /// `b`'s p99 against `a`'s as a speed-up (above 1: `b` answers sooner), from the two
 /// cells' samples' p99 with the one speed-up of [`stats::speedup`].
 fn p99_ratio(a: &CellRecord, b: &CellRecord) -> Option<Figure> {
-    let p99 = |c: &CellRecord| {
-        let xs: Vec<f64> = c
-            .result
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(LATENCY_P99_NS).copied())
-            .collect();
-        stats::summarize(&xs)
-    };
+    let p99 = |c: &CellRecord| stats::summarize(&metric_values(c, LATENCY_P99_NS));
     let r = stats::speedup(&p99(a)?, &p99(b)?, smtlab_model::Direction::Lower)?;
     Some(Figure::from_ratio(&r))
 }
 
 /// The mean of a per-sample metric times `scale`, with its interval.
 fn metric_mean(c: &CellRecord, name: &str, scale: f64) -> Option<Figure> {
-    let xs: Vec<f64> = c
-        .result
-        .samples
-        .iter()
-        .filter_map(|s| s.metrics.get(name).map(|v| v * scale))
-        .collect();
+    let xs: Vec<f64> = metric_values(c, name).iter().map(|v| v * scale).collect();
     let mean = stats::mean(&xs)?;
     Some(match stats::ci95_half_width(&xs) {
         Some(h) => Figure::new(mean, mean - h, mean + h),
