@@ -106,22 +106,13 @@ fn named(
 /// The answers for every workload and load among `cells` measured in security modes,
 /// the modes in `skipped` with their reasons.
 pub fn security(cells: &[CellRecord], skipped: &[SkippedCell]) -> Vec<SecurityAdvice> {
-    type Slot<'a> = BTreeMap<SecurityMode, &'a CellRecord>;
-    let mut by: Vec<((String, Option<String>), Slot<'_>)> = Vec::new();
-    for c in cells {
-        let Some(mode) = c.conditions.security() else {
-            continue;
-        };
-        let w = workload_of(c);
-        match by.iter_mut().find(|(k, _)| *k == w) {
-            Some((_, slot)) => {
-                slot.insert(mode, c);
-            }
-            None => by.push((w, BTreeMap::from([(mode, c)]))),
-        }
-    }
-    by.into_iter()
-        .map(|(w, slot)| answer(w, &slot, skipped))
+    let moded = cells
+        .iter()
+        .filter_map(|c| Some((c.conditions.security()?, c)));
+    // A mode measured twice for one workload and load: its last cell counts.
+    crate::grouped(moded, |(_, c)| workload_of(c))
+        .into_iter()
+        .map(|(w, slot)| answer(w, &slot.into_iter().collect(), skipped))
         .collect()
 }
 

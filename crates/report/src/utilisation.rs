@@ -115,21 +115,10 @@ pub fn curve_text(points: &[UtilPoint]) -> String {
         ])
         .right(&[1, 2, 3, 4]);
         for p in rows {
-            let [
-                offered,
-                rate,
-                achieved,
-                of_max,
-                busy,
-                user,
-                system,
-                iowait,
-                idle,
-            ] = columns(p);
-            t.row_with_detail(
-                [offered, rate, achieved, of_max, busy],
-                format!("user {user} %, system {system} %, iowait {iowait} %, idle {idle} %"),
-            );
+            let [offered, rate, achieved, of_max, busy, shares @ ..] = columns(p);
+            let kinds = ["user", "system", "iowait", "idle"].iter().zip(&shares);
+            let detail: Vec<String> = kinds.map(|(k, v)| format!("{k} {v} %")).collect();
+            t.row_with_detail([offered, rate, achieved, of_max, busy], detail.join(", "));
         }
         out.push_str(&t.render());
     }
