@@ -12,18 +12,21 @@ use crate::units::Column;
 
 /// The OS latency table's row of `bench`: its position in the run's catalog entries
 /// (the paper's order) and its entry's label and the parameters the label assumes.
-fn os_row<'a>(r: &'a RunResults, bench: &str) -> Option<(usize, (&'a str, &'a Params))> {
-    crate::html_workloads::cells::catalog_row(r, bench, |s| match s {
-        ReportSection::OsLatency {
-            label,
-            label_params,
-        } => Some((label.as_str(), label_params)),
-        _ => None,
-    })
+fn os_row<'a>(
+    r: &'a RunResults,
+    bench: &str,
+) -> Option<(usize, &'a str, &'a BTreeMap<String, String>)> {
+    r.benchmarks
+        .iter()
+        .enumerate()
+        .find_map(|(i, b)| match &b.report {
+            ReportSection::OsLatency {
+                label,
+                label_params,
+            } if b.name == bench => Some((i, label.as_str(), label_params)),
+            _ => None,
+        })
 }
-
-/// A benchmark's parameters.
-type Params = BTreeMap<String, String>;
 
 pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
     let os: Vec<&CellRecord> = r
@@ -86,7 +89,7 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
 /// parameters where they are not the paper's.
 fn os_label(r: &RunResults, bench: &str, ps: &BTreeMap<String, String>) -> String {
     match os_row(r, bench) {
-        Some((_, (label, expected))) => {
+        Some((_, label, expected)) => {
             if ps == expected || ps.is_empty() {
                 label.to_string()
             } else {

@@ -13,11 +13,16 @@ use crate::fmt::params;
 
 /// The AIM9 row of `bench` from the run's catalog entries: its position (the paper's
 /// order), AIM9's name and what it counts.
-fn aim_row<'a>(r: &'a RunResults, bench: &str) -> Option<(usize, (&'a str, &'a str))> {
-    super::cells::catalog_row(r, bench, |s| match s {
-        ReportSection::AimRow { row, label } => Some((row.as_str(), label.as_str())),
-        _ => None,
-    })
+fn aim_row<'a>(r: &'a RunResults, bench: &str) -> Option<(usize, &'a str, &'a str)> {
+    r.benchmarks
+        .iter()
+        .enumerate()
+        .find_map(|(i, b)| match &b.report {
+            ReportSection::AimRow { row, label } if b.name == bench => {
+                Some((i, row.as_str(), label.as_str()))
+            }
+            _ => None,
+        })
 }
 
 /// Paper 001 Table 2: a row per AIM9 benchmark.
@@ -33,7 +38,7 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
     let label = |c: &&smtlab_model::CellRecord| {
         let ps = params(&c.flat_params());
         let name = match aim_row(r, &c.benchmark) {
-            Some((_, (row, label))) => format!("{row}: {label} ({})", c.benchmark),
+            Some((_, row, label)) => format!("{row}: {label} ({})", c.benchmark),
             None => c.benchmark.clone(),
         };
         if ps == "-" {

@@ -25,17 +25,6 @@ pub(crate) fn section<'a>(r: &'a RunResults, c: &CellRecord) -> Option<&'a Repor
     r.info(&c.benchmark).map(|i| &i.report)
 }
 
-/// `bench`'s position among the run's catalog entries (the papers' order) and what
-/// `pick` takes from its report section; `None` where it takes nothing.
-pub(crate) fn catalog_row<'a, T>(
-    r: &'a RunResults,
-    bench: &str,
-    pick: impl Fn(&'a ReportSection) -> Option<T>,
-) -> Option<(usize, T)> {
-    let i = r.benchmarks.iter().position(|b| b.name == bench)?;
-    Some((i, pick(&r.benchmarks[i].report)?))
-}
-
 /// The main parameter of the benchmark of `cells` (paper 001's row heading).
 pub(super) fn main_param<'a>(r: &'a RunResults, cells: &[&CellRecord]) -> Option<&'a str> {
     r.info(&cells.first()?.benchmark)?.main_param.as_deref()
