@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use smtlab_model::stats::Extra;
+use smtlab_model::unit::plural;
 use smtlab_model::{CellRecord, RunResults};
 
 /// The default relative standard deviation of one cell's level between two runs, by
@@ -260,11 +261,10 @@ impl BetweenRuns {
             cell_df: Some(acc.cell_df as f64),
             run_df: Some(acc.run_df as f64),
             basis: format!(
-                "runs {} ({} set{}; degrees of freedom: {} for the whole run's level, {} for \
+                "runs {} ({}; degrees of freedom: {} for the whole run's level, {} for \
                  a cell's); a group they lack takes the default floor's figure",
                 ids.join(", "),
-                acc.sets,
-                plural(acc.sets),
+                plural(acc.sets, "set"),
                 acc.run_df,
                 acc.cell_df,
             ),
@@ -301,10 +301,10 @@ impl BetweenRuns {
             cell_df: Some(df as f64),
             run_df: None,
             basis: format!(
-                "{cells} cell{} measured in rounds (fresh instances); the whole run's \
+                "{} measured in rounds (fresh instances); the whole run's \
                  level, which rounds of one run cannot see, is the default {:.1}%, and a \
                  group without rounds takes the default floor's figure",
-                plural(cells),
+                plural(cells, "cell"),
                 100.0 * floor.run_sd,
             ),
         })
@@ -317,10 +317,6 @@ fn sd_per_group(sums: &BTreeMap<String, (f64, usize)>) -> BTreeMap<String, f64> 
     let sd =
         |(g, (sum, n)): (&String, &(f64, usize))| (g.clone(), (sum / *n as f64).max(0.0).sqrt());
     sums.iter().map(sd).collect()
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 /// A cell's log mean and its squared relative standard error, when it is steady with a

@@ -62,6 +62,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use smtlab_model::keys::Conditions;
 use smtlab_model::stats::{Ratio, Significance};
+use smtlab_model::unit::plural;
 use smtlab_model::verdict::{Verdict, verdict_named};
 use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
 
@@ -426,17 +427,15 @@ impl GroupMean {
             _ => "one row, no interval",
         };
         let mut s = format!(
-            "{what}: {} ({}; geometric mean of {} row{}, 95% CI)",
+            "{what}: {} ({}; geometric mean of {}, 95% CI)",
             crate::fmt::ratio_ci(g, self.ci95_low, self.ci95_high),
             crate::fmt::pct(g),
-            self.rows,
-            if self.rows == 1 { "" } else { "s" }
+            plural(self.rows, "row"),
         );
         if self.unsteady > 0 {
             s.push_str(&format!(
-                "; {} unsteady row{} left out",
-                self.unsteady,
-                if self.unsteady == 1 { "" } else { "s" }
+                "; {} left out",
+                plural(self.unsteady, "unsteady row")
             ));
         }
         s

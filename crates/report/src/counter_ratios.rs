@@ -92,35 +92,36 @@ struct Def {
 /// The ratios in report order: CPI, IPC, the five miss rates, branch mispredictions.
 fn defs() -> Vec<Def> {
     use CounterEvent as E;
-    let def = |key, label, kind, num, den| Def {
-        key,
-        label,
-        kind,
-        num,
-        den,
-    };
-    let mut out = vec![
-        def("cpi", "CPI", RatioKind::Plain, E::Cycles, E::Instructions),
-        def("ipc", "IPC", RatioKind::Plain, E::Instructions, E::Cycles),
+    let pair = |i: usize| (MISS_PAIRS[i].misses, MISS_PAIRS[i].accesses);
+    let plain = [
+        ("cpi", "CPI", (E::Cycles, E::Instructions)),
+        ("ipc", "IPC", (E::Instructions, E::Cycles)),
     ];
-    for (p, key, label) in [
-        (&MISS_PAIRS[1], "l1i_miss_rate", "L1I miss rate"),
-        (&MISS_PAIRS[0], "l1d_miss_rate", "L1D miss rate"),
-        (&MISS_PAIRS[2], "llc_miss_rate", "LLC miss rate"),
-        (&MISS_PAIRS[4], "itlb_miss_rate", "iTLB miss rate"),
-        (&MISS_PAIRS[3], "dtlb_miss_rate", "dTLB miss rate"),
-    ] {
-        out.push(def(key, label, RatioKind::Share, p.misses, p.accesses));
-    }
-    let branches = ("branch_miss_rate", "branch misprediction rate");
-    out.push(def(
-        branches.0,
-        branches.1,
-        RatioKind::Share,
-        E::BranchMisses,
-        E::Branches,
-    ));
-    out
+    let shares = [
+        ("l1i_miss_rate", "L1I miss rate", pair(1)),
+        ("l1d_miss_rate", "L1D miss rate", pair(0)),
+        ("llc_miss_rate", "LLC miss rate", pair(2)),
+        ("itlb_miss_rate", "iTLB miss rate", pair(4)),
+        ("dtlb_miss_rate", "dTLB miss rate", pair(3)),
+        (
+            "branch_miss_rate",
+            "branch misprediction rate",
+            (E::BranchMisses, E::Branches),
+        ),
+    ];
+    let of_kind = |kind| {
+        move |(key, label, (num, den))| Def {
+            key,
+            label,
+            kind,
+            num,
+            den,
+        }
+    };
+    let plain = plain.into_iter().map(of_kind(RatioKind::Plain));
+    plain
+        .chain(shares.into_iter().map(of_kind(RatioKind::Share)))
+        .collect()
 }
 
 /// Why `event` has no count: the kernel's reason for one of its modes, or "not counted".
@@ -164,7 +165,7 @@ pub fn cell_ratios_with_peak(
     let mut lines: OmittedLines = Vec::new();
     defined_ratios(v, &mut ratios, &mut lines);
     mode_and_level_ratios(v, &mut ratios);
-    named_per_kilo_instruction(v, &mut ratios);
+    per_kilo_instruction(v, &mut ratios);
     if let Some(w) = c
         .work
         .as_ref()
@@ -269,11 +270,11 @@ fn mode_and_level_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
             c / u,
         ));
     }
-    per_level_mpki(v, ratios);
 }
 
-/// Misses per 1000 instructions at each cache and TLB level and for branches.
-fn per_level_mpki(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
+/// Misses per 1000 instructions at each cache and TLB level and for branches, then
+/// the named events per 1000 instructions, where instructions were counted.
+fn per_kilo_instruction(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
     let Some(inst) = v
         .count(CounterEvent::Instructions, CountMode::All)
         .filter(|i| *i > 0.0)
@@ -290,22 +291,12 @@ fn per_level_mpki(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
             ));
         }
     }
-}
-
-/// Named events per 1000 instructions, where instructions were counted.
-fn named_per_kilo_instruction(v: &CounterValues, ratios: &mut Vec<RatioValue>) {
-    let Some(i) = v
-        .count(CounterEvent::Instructions, CountMode::All)
-        .filter(|i| *i > 0.0)
-    else {
-        return;
-    };
     for r in &v.named {
         if let Some(x) = r.value() {
             ratios.push(plain(
                 format!("{}_pki", r.name),
                 format!("{} per 1000 instructions", r.name),
-                1000.0 * x / i,
+                1000.0 * x / inst,
             ));
         }
     }

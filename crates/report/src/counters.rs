@@ -13,6 +13,7 @@ use smtlab_model::counters::cpi_stack::Latencies;
 use smtlab_model::counters::derived::{cpi, ipc, per_kilo_instruction};
 use smtlab_model::counters::os_time::CpuTimeFractions;
 use smtlab_model::counters::{CellCounters, CountMode, CounterEvent};
+use smtlab_model::unit::plural;
 
 use crate::fmt::num;
 
@@ -193,12 +194,12 @@ pub fn line(c: &CellCounters, latencies: &Latencies) -> String {
     }
     if let Some((label, ticks, f)) = os_summary(c) {
         out.push_str(&format!(
-            "; CPUs {} ({label}, {ticks} tick{}): {}",
+            "; CPUs {} ({label}, {}): {}",
             c.os_time
                 .as_ref()
                 .map(|s| s.cpus.to_list_string())
                 .unwrap_or_default(),
-            if ticks == 1 { "" } else { "s" },
+            plural(ticks as usize, "tick"),
             fractions_text(&f)
         ));
     }

@@ -142,14 +142,9 @@ fn topdown_figure(g: &RatioGroup) -> Markup {
                 }
             }
         }
-        (topdown_moves(&with))
+        // How the sibling moves each category, in percentage points.
+        @for l in RatioGroup::topdown_moves(&with) { p { (l) } }
     }
-}
-
-/// How the sibling moves each category: the SMT placement's share minus the base's,
-/// in percentage points.
-fn topdown_moves(with: &[(&String, &CellRatios)]) -> Markup {
-    html! { @for l in RatioGroup::topdown_moves(with) { p { (l) } } }
 }
 
 fn dram_figure(r: &RunResults, g: &RatioGroup) -> Markup {

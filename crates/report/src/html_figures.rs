@@ -96,21 +96,16 @@ fn cache_lines(t: &Topology) -> Vec<(f64, String)> {
             continue;
         }
         seen.push((c.level, b));
-        let ty = if c.cache_type == CacheType::Data {
-            "d"
-        } else {
-            ""
-        };
-        out.push((b as f64, format!("L{}{ty} {}", c.level, size(b as f64))));
+        out.push((b as f64, crate::topo_svg::cache_label(c)));
     }
     out
 }
 
 /// The `sweeps` section.
-pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
+pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
     let groups = sweep_groups(r);
     if groups.is_empty() {
-        return false;
+        return Err("no benchmark measured at three or more working-set sizes".into());
     }
     let mut charts: Vec<Option<String>> = Vec::new();
     let lines = cache_lines(&r.run.topology);
@@ -201,7 +196,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> bool {
         }
     };
     p.push_str(&section.into_string());
-    true
+    Ok(())
 }
 
 /// Per-event series that come in (A, B) pairs timed from the same start, with what each
@@ -235,10 +230,14 @@ const PAIRS: [Pair; 3] = [
 ];
 
 /// The `latency` section: one block per benchmark and parameters.
-pub fn latency(p: &mut String, r: &RunResults) -> bool {
+pub fn latency(p: &mut String, r: &RunResults) -> Result<(), String> {
     let groups = latency_groups(r);
     if groups.is_empty() {
-        return false;
+        return Err(
+            "no per-event times (they come from pthread-create, mutex-handoff, condvar-signal \
+         and condvar-broadcast)"
+                .into(),
+        );
     }
     let mut blocks = String::new();
     for (k, cells) in groups {
@@ -259,7 +258,7 @@ pub fn latency(p: &mut String, r: &RunResults) -> bool {
         }
     };
     p.push_str(&section.into_string());
-    true
+    Ok(())
 }
 
 /// One entry of [`PAIRS`]: series A, series B, their labels, the caption.
@@ -443,8 +442,7 @@ fn scatters(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) {
     let details = html! {
         details {
             summary {
-                "A against B per event, by placement (" (cells.len()) " chart"
-                (if cells.len() == 1 { "" } else { "s" }) ")"
+                "A against B per event, by placement (" (smtlab_model::unit::plural(cells.len(), "chart")) ")"
             }
             div class="charts" { @for s in charts { (PreEscaped(s)) } }
         }

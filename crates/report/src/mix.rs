@@ -82,8 +82,6 @@ pub(crate) fn section(r: &RunResults) -> Option<String> {
     if cells.is_empty() {
         return None;
     }
-    let mut out = String::new();
-    let p = &mut out;
     // Groups of cells with the same programs (and other parameters).
     let groups = crate::grouped(cells.iter().copied(), |c| params(&c.flat_params()));
     let page = html! {
@@ -129,8 +127,7 @@ pub(crate) fn section(r: &RunResults) -> Option<String> {
             }
         }
     };
-    p.push_str(&page.into_string());
-    Some(out)
+    Some(page.into_string())
 }
 
 #[cfg(test)]

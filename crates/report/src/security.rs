@@ -24,6 +24,7 @@ use smtlab_model::verdict::verdict;
 use smtlab_model::{CellRecord, SkippedCell, stats};
 
 use crate::advice::{Figure, Lean, workload_name};
+use crate::html_workloads::cells::metric_values;
 
 /// The schema of `smtlab advise --security --json`.
 pub const SECURITY_SCHEMA: &str = "smtlab.security/1";
@@ -105,22 +106,13 @@ fn named(
 /// The answers for every workload and load among `cells` measured in security modes,
 /// the modes in `skipped` with their reasons.
 pub fn security(cells: &[CellRecord], skipped: &[SkippedCell]) -> Vec<SecurityAdvice> {
-    type Slot<'a> = BTreeMap<SecurityMode, &'a CellRecord>;
-    let mut by: Vec<((String, Option<String>), Slot<'_>)> = Vec::new();
-    for c in cells {
-        let Some(mode) = c.conditions.security() else {
-            continue;
-        };
-        let w = workload_of(c);
-        match by.iter_mut().find(|(k, _)| *k == w) {
-            Some((_, slot)) => {
-                slot.insert(mode, c);
-            }
-            None => by.push((w, BTreeMap::from([(mode, c)]))),
-        }
-    }
-    by.into_iter()
-        .map(|(w, slot)| answer(w, &slot, skipped))
+    let moded = cells
+        .iter()
+        .filter_map(|c| Some((c.conditions.security()?, c)));
+    // A mode measured twice for one workload and load: its last cell counts.
+    crate::grouped(moded, |(_, c)| workload_of(c))
+        .into_iter()
+        .map(|(w, slot)| answer(w, &slot.into_iter().collect(), skipped))
         .collect()
 }
 
@@ -232,27 +224,14 @@ fn row(mode: SecurityMode, c: &CellRecord) -> ModeRow {
 /// `b`'s p99 against `a`'s as a speed-up (above 1: `b` answers sooner), from the two
 /// cells' samples' p99 with the one speed-up of [`stats::speedup`].
 fn p99_ratio(a: &CellRecord, b: &CellRecord) -> Option<Figure> {
-    let p99 = |c: &CellRecord| {
-        let xs: Vec<f64> = c
-            .result
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(LATENCY_P99_NS).copied())
-            .collect();
-        stats::summarize(&xs)
-    };
+    let p99 = |c: &CellRecord| stats::summarize(&metric_values(c, LATENCY_P99_NS));
     let r = stats::speedup(&p99(a)?, &p99(b)?, smtlab_model::Direction::Lower)?;
     Some(Figure::from_ratio(&r))
 }
 
 /// The mean of a per-sample metric times `scale`, with its interval.
 fn metric_mean(c: &CellRecord, name: &str, scale: f64) -> Option<Figure> {
-    let xs: Vec<f64> = c
-        .result
-        .samples
-        .iter()
-        .filter_map(|s| s.metrics.get(name).map(|v| v * scale))
-        .collect();
+    let xs: Vec<f64> = metric_values(c, name).iter().map(|v| v * scale).collect();
     let mean = stats::mean(&xs)?;
     Some(match stats::ci95_half_width(&xs) {
         Some(h) => Figure::new(mean, mean - h, mean + h),

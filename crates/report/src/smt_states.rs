@@ -7,7 +7,7 @@
 
 use maud::html;
 use smtlab_model::keys::SmtState;
-use smtlab_model::stats::{Ratio, geomean};
+use smtlab_model::stats::geomean;
 use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
@@ -17,7 +17,6 @@ use crate::fmt::{num, params, text_table, times, verdict as speedup_text};
 pub struct Row<'a> {
     pub off: &'a CellRecord,
     pub on: &'a CellRecord,
-    pub speedup: Ratio,
     /// The one verdict of on over off ([`smtlab_model::verdict`]).
     pub verdict: Verdict,
 }
@@ -31,6 +30,18 @@ impl Row<'_> {
         } else {
             format!("{} {}", self.off.benchmark, params(&p))
         }
+    }
+
+    /// The row as the table shows it: name, placement, the two values, the speed-up.
+    fn columns(&self) -> [String; 5] {
+        let value = |c: &CellRecord| format!("{} {}", num(c.result.summary.mean), c.unit);
+        [
+            self.name(),
+            self.off.placement_spec.clone(),
+            value(self.off),
+            value(self.on),
+            speedup_text(&self.verdict),
+        ]
     }
 }
 
@@ -62,7 +73,6 @@ pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
         rows.push(Row {
             off,
             on,
-            speedup: v.speedup,
             verdict: v,
         });
     }
@@ -70,7 +80,12 @@ pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
     let means = by_group
         .into_iter()
         .filter_map(|(g, rs)| {
-            geomean(&rs.iter().map(|r| r.speedup.ratio).collect::<Vec<_>>()).map(|m| (g, m))
+            geomean(
+                &rs.iter()
+                    .map(|r| r.verdict.speedup.ratio)
+                    .collect::<Vec<_>>(),
+            )
+            .map(|m| (g, m))
         })
         .collect();
     (rows, means)
@@ -82,18 +97,7 @@ pub fn text(cells: &[CellRecord]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.name(),
-                r.off.placement_spec.clone(),
-                format!("{} {}", num(r.off.result.summary.mean), r.off.unit),
-                format!("{} {}", num(r.on.result.summary.mean), r.on.unit),
-                speedup_text(&r.verdict),
-            ]
-        })
-        .collect();
+    let mut table: Vec<Vec<String>> = rows.iter().map(|r| r.columns().to_vec()).collect();
     for (group, m) in &means {
         table.push(vec![
             format!("geometric mean, {group}"),
@@ -131,13 +135,10 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
                     th { "benchmark" } th { "placement" } th { "SMT off" } th { "SMT on" }
                     th { "speed-up" }
                 }
-                @for row in &rows {
+                @for [name, placement, off, on, speedup] in rows.iter().map(Row::columns) {
                     tr {
-                        td { (row.name()) }
-                        td { (row.off.placement_spec) }
-                        td class="num" { (num(row.off.result.summary.mean)) " " (row.off.unit) }
-                        td class="num" { (num(row.on.result.summary.mean)) " " (row.on.unit) }
-                        td { (speedup_text(&row.verdict)) }
+                        td { (name) } td { (placement) }
+                        td class="num" { (off) } td class="num" { (on) } td { (speedup) }
                     }
                 }
                 @for (group, m) in &means {

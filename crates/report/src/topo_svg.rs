@@ -45,7 +45,8 @@ struct Bar {
     fill: &'static str,
 }
 
-fn cache_label(c: &Cache) -> String {
+/// `L1d 32 KiB`, `L2 1 MiB`: a cache's level, type and size.
+pub(crate) fn cache_label(c: &Cache) -> String {
     let ty = match c.cache_type {
         CacheType::Data => "d",
         CacheType::Instruction => "i",

@@ -115,22 +115,10 @@ pub fn curve_text(points: &[UtilPoint]) -> String {
         ])
         .right(&[1, 2, 3, 4]);
         for p in rows {
-            t.row_with_detail(
-                [
-                    offered(p),
-                    p.offered_per_s.map_or("-".into(), num),
-                    num(p.achieved_per_s),
-                    of_max(p),
-                    pct(p.busy()),
-                ],
-                format!(
-                    "user {} %, system {} %, iowait {} %, idle {} %",
-                    pct(p.user),
-                    pct(p.system),
-                    pct(p.iowait),
-                    pct(p.idle)
-                ),
-            );
+            let [offered, rate, achieved, of_max, busy, shares @ ..] = columns(p);
+            let kinds = ["user", "system", "iowait", "idle"].iter().zip(&shares);
+            let detail: Vec<String> = kinds.map(|(k, v)| format!("{k} {v} %")).collect();
+            t.row_with_detail([offered, rate, achieved, of_max, busy], detail.join(", "));
         }
         out.push_str(&t.render());
     }
@@ -147,24 +135,30 @@ pub fn curve_html(points: &[UtilPoint]) -> maud::Markup {
                 th { "user %" } th { "system %" } th { "iowait %" } th { "idle %" }
             }
             @for p in points {
+                @let [offered, figures @ ..] = columns(p);
                 tr {
-                    td { (p.smt) } td { (p.placement) } td { (offered(p)) }
-                    td class="num" { (p.offered_per_s.map_or("-".into(), num)) }
-                    td class="num" { (num(p.achieved_per_s)) }
-                    td class="num" { (of_max(p)) }
-                    td class="num" { (pct(p.busy())) }
-                    td class="num" { (pct(p.user)) }
-                    td class="num" { (pct(p.system)) }
-                    td class="num" { (pct(p.iowait)) }
-                    td class="num" { (pct(p.idle)) }
+                    td { (p.smt) } td { (p.placement) } td { (offered) }
+                    @for f in &figures { td class="num" { (f) } }
                 }
             }
         }
     }
 }
 
-fn offered(p: &UtilPoint) -> String {
-    p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%"))
+/// A point as both tables show it: offered, offered and achieved jobs/s, % of the
+/// maximum, then busy, user, system, iowait and idle %.
+fn columns(p: &UtilPoint) -> [String; 9] {
+    [
+        p.offered_pct.map_or("max".into(), |x| format!("{x:.0}%")),
+        p.offered_per_s.map_or("-".into(), num),
+        num(p.achieved_per_s),
+        of_max(p),
+        pct(p.busy()),
+        pct(p.user),
+        pct(p.system),
+        pct(p.iowait),
+        pct(p.idle),
+    ]
 }
 
 fn of_max(p: &UtilPoint) -> String {

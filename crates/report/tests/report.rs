@@ -1353,7 +1353,10 @@ fn smt_states_pair_off_and_on_with_the_one_speedup_and_geomean_per_group() {
         ),
     ];
     let (rows, means) = smtlab_report::smt_states::rows(&cells);
-    let got: Vec<(String, f64)> = rows.iter().map(|r| (r.name(), r.speedup.ratio)).collect();
+    let got: Vec<(String, f64)> = rows
+        .iter()
+        .map(|r| (r.name(), r.verdict.speedup.ratio))
+        .collect();
     assert_eq!(got.len(), 3, "{got:?}");
     assert!(close(got[0].1, 1.2) && close(got[1].1, 0.8) && close(got[2].1, 1.25));
     assert_eq!(means.len(), 2);

@@ -7,13 +7,6 @@ use super::*;
 /// What the server placements' names start with (`half-cores-1t`, `half-cores-2t`).
 const HALF_CORES: &str = "half-cores-";
 
-/// The cells' workloads: benchmark and parameters (the conditions experiments add are
-/// apart from them).
-/// (`evidence` groups cells by `c.params` itself, without this copy: keep the two alike.)
-fn workload_params(c: &CellRecord) -> BTreeMap<String, String> {
-    c.params.clone()
-}
-
 /// A workload's name as the advice shows it: `int-ops threads=auto`.
 pub fn workload_name(benchmark: &str, params: &BTreeMap<String, String>) -> String {
     if params.is_empty() {
@@ -145,7 +138,7 @@ fn add_co_run_only(
         }
         seen.push((c.benchmark.clone(), BTreeMap::new()));
         let e = Evidence {
-            workload: workload_name(&c.benchmark, &workload_params(c)),
+            workload: workload_name(&c.benchmark, &c.params),
             smt,
             penalty: worst_penalty(cells, &c.benchmark),
             partners: partners(cells, &c.benchmark),

@@ -56,14 +56,7 @@ impl Answer {
 type Rule = fn(&Ledger<'_>) -> Option<Answer>;
 
 /// The rules in the order they are tried.
-const RULES: [Rule; 6] = [
-    no_smt,
-    at_target,
-    throughput_on,
-    throughput_off,
-    co_runs_agree,
-    depends,
-];
+const RULES: [Rule; 5] = [no_smt, at_target, throughput, co_runs_agree, depends];
 
 /// The recommendation the evidence supports.
 pub(super) fn decide(e: &Evidence) -> Advice {
@@ -344,28 +337,20 @@ fn at_target(l: &Ledger<'_>) -> Option<Answer> {
     )
 }
 
-/// Throughput says on and nothing it depends on says otherwise.
-fn throughput_on(l: &Ledger<'_>) -> Option<Answer> {
-    let (i, Says::On) = l.throughput_says()? else {
-        return None;
+/// Throughput says on or off and nothing it depends on (the partners, the
+/// single-thread cost) says otherwise.
+fn throughput(l: &Ledger<'_>) -> Option<Answer> {
+    let (i, says) = l.throughput_says()?;
+    let (recommendation, answer, word) = match says {
+        Says::On => (Recommendation::KeepOn, "keep SMT on", "faster"),
+        Says::Off => (Recommendation::TurnOff, "turn SMT off", "slower"),
+        _ => return None,
     };
     if !dependences(l).is_empty() {
         return None;
     }
-    let because = format!("SMT on is faster: {}", l.reasons[i].shown);
-    Some(Answer::plain(Recommendation::KeepOn, "keep SMT on", because).deciding(&[i]))
-}
-
-/// Throughput says off and the partners do not split.
-fn throughput_off(l: &Ledger<'_>) -> Option<Answer> {
-    let (i, Says::Off) = l.throughput_says()? else {
-        return None;
-    };
-    if !dependences(l).is_empty() {
-        return None;
-    }
-    let because = format!("SMT on is slower: {}", l.reasons[i].shown);
-    Some(Answer::plain(Recommendation::TurnOff, "turn SMT off", because).deciding(&[i]))
+    let because = format!("SMT on is {word}: {}", l.reasons[i].shown);
+    Some(Answer::plain(recommendation, answer, because).deciding(&[i]))
 }
 
 /// Only co-runs measured (a `corun` run): every partner on one side decides.

@@ -120,12 +120,12 @@ impl Scaling {
         }
     }
 
-    fn two_cores_text(&self) -> String {
-        joined(self.two_cores_parts())
-    }
-
-    fn whole_machine_text(&self) -> String {
-        joined(self.whole_machine_parts())
+    /// The row in full, as the Markdown and the page show it: workload, 1 core, 2
+    /// cores, whole machine.
+    fn full(&self) -> [String; 4] {
+        let (two, all) = (self.two_cores_parts(), self.whole_machine_parts());
+        let one = self.one_core.clone();
+        [self.workload.clone(), one, joined(two), joined(all)]
     }
 }
 
@@ -177,12 +177,7 @@ pub fn markdown(rows: &[Scaling]) -> String {
         NO_SMT.replacen("no SMT", "No SMT", 1)
     );
     for r in rows {
-        out.push_str(&crate::markdown::row_of([
-            &r.workload,
-            &r.one_core,
-            &r.two_cores_text(),
-            &r.whole_machine_text(),
-        ]));
+        out.push_str(&crate::markdown::row_of(r.full()));
     }
     let words = crate::glossary::markdown(&out);
     out.push_str(&words);
@@ -200,13 +195,8 @@ pub(super) fn html(rows: &[Scaling]) -> maud::Markup {
         }
         table class="answers" {
             tr { th { "workload" } th { "1 core" } th { "2 cores" } th { "whole machine" } }
-            @for r in rows {
-                tr {
-                    td { (r.workload) }
-                    td class="yield" { (r.one_core) }
-                    td class="yield" { (r.two_cores_text()) }
-                    td class="yield" { (r.whole_machine_text()) }
-                }
+            @for [workload, figures @ ..] in rows.iter().map(Scaling::full) {
+                tr { td { (workload) } @for f in &figures { td class="yield" { (f) } } }
             }
         }
     }
@@ -235,11 +225,8 @@ mod tests {
         );
         let rows = scaling(&cells, false, 4);
         assert_eq!(rows.len(), 2);
-        assert!(rows[0].two_cores_text().starts_with("+100% ["), "{rows:?}");
-        assert!(
-            rows[0].whole_machine_text().starts_with("all: +300% ["),
-            "{rows:?}"
-        );
+        assert!(rows[0].full()[2].starts_with("+100% ["), "{rows:?}");
+        assert!(rows[0].full()[3].starts_with("all: +300% ["), "{rows:?}");
         assert_eq!(rows[1].whole_machine, WholeMachine::NotMeasured);
         let text = text(&rows, 80);
         assert_eq!(text.matches("no SMT").count(), 1, "{text}");
@@ -259,6 +246,6 @@ mod tests {
         );
         assert!(md.contains("**Words used here**"), "{md}");
         let rows = scaling(&cells[3..], false, 2);
-        assert_eq!(rows[0].whole_machine_text(), "= 2 cores");
+        assert_eq!(rows[0].full()[3], "= 2 cores");
     }
 }

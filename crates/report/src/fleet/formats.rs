@@ -225,29 +225,24 @@ fn overlays(f: &Fleet) -> Markup {
         .iter()
         .filter_map(|d| super::overlay::distribution_svg(d, "host"))
         .collect();
-    let more = |n: usize| n.saturating_sub(CHARTS_SHOWN);
     maud_html! {
-        @if !scaling.is_empty() {
+        (charts_section("Scaling across hosts", Some("Throughput against threads, the hosts on one chart (each host's latest run)."), &scaling, "curves"))
+        (charts_section("Events across hosts", Some("Each host's per-event times (thread creation, wake-ups, requests) as one cumulative distribution, the hosts on one chart."), &events, "distributions"))
+        (charts_section("Yields across CPU models", None, &cdfs, "models[].pools"))
+    }
+}
+
+/// A section of charts under `title` (with `intro`), the first [`CHARTS_SHOWN`] drawn
+/// and the rest named as in the JSON's `key`; nothing without a chart.
+fn charts_section(title: &str, intro: Option<&str>, svgs: &[String], key: &str) -> Markup {
+    let more = svgs.len().saturating_sub(CHARTS_SHOWN);
+    maud_html! {
+        @if !svgs.is_empty() {
             section {
-                h2 { "Scaling across hosts" }
-                p class="muted" { "Throughput against threads, the hosts on one chart (each host's latest run)." }
-                @for svg in scaling.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
-                @if more(scaling.len()) > 0 { p class="muted" { (more(scaling.len())) " more in the JSON (" code { "curves" } ")." } }
-            }
-        }
-        @if !events.is_empty() {
-            section {
-                h2 { "Events across hosts" }
-                p class="muted" { "Each host's per-event times (thread creation, wake-ups, requests) as one cumulative distribution, the hosts on one chart." }
-                @for svg in events.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
-                @if more(events.len()) > 0 { p class="muted" { (more(events.len())) " more in the JSON (" code { "distributions" } ")." } }
-            }
-        }
-        @if !cdfs.is_empty() {
-            section {
-                h2 { "Yields across CPU models" }
-                @for svg in cdfs.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
-                @if more(cdfs.len()) > 0 { p class="muted" { (more(cdfs.len())) " more in the JSON (" code { "models[].pools" } ")." } }
+                h2 { (title) }
+                @if let Some(intro) = intro { p class="muted" { (intro) } }
+                @for svg in svgs.iter().take(CHARTS_SHOWN) { figure { (PreEscaped(svg)) } }
+                @if more > 0 { p class="muted" { (more) " more in the JSON (" code { (key) } ")." } }
             }
         }
     }

@@ -353,17 +353,26 @@ pub fn distribution_svg(d: &Distribution, line_of: &str) -> Option<String> {
         .iter()
         .flat_map(|l| l.points.iter().copied())
         .collect();
-    let mut title = format!("{} on {}: {}", d.benchmark, d.placement, d.series);
-    if !d.params.is_empty() {
-        let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        title.push_str(&format!(" ({})", params.join(" ")));
-    }
+    let title = with_params(
+        format!("{} on {}: {}", d.benchmark, d.placement, d.series),
+        &d.params,
+    );
     let subtitle = if d.per_host {
         format!("one line per {line_of}")
     } else {
         "one line per CPU model: its hosts' median at each percentile".to_string()
     };
     svg::cdf_chart(&title, &subtitle, &d.series, &dists, Scale::auto(&all))
+}
+
+/// `title (k=v k=v)`: a chart's title with every parameter, where there are any.
+fn with_params(title: String, params: &BTreeMap<String, String>) -> String {
+    let words: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if words.is_empty() {
+        title
+    } else {
+        format!("{title} ({})", words.join(" "))
+    }
 }
 
 /// A curve's chart, every line on it; `line_of` as for [`distribution_svg`].
@@ -390,11 +399,7 @@ pub fn scaling_svg(c: &Curve, line_of: &str) -> Option<String> {
                 .collect(),
         })
         .collect();
-    let mut title = format!("{} on {}", c.benchmark, c.placement);
-    if !c.params.is_empty() {
-        let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        title.push_str(&format!(" ({})", params.join(" ")));
-    }
+    let title = with_params(format!("{} on {}", c.benchmark, c.placement), &c.params);
     let subtitle = if c.per_host {
         format!("one line per {line_of}")
     } else {

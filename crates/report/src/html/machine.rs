@@ -25,8 +25,8 @@ pub fn shape(t: &Topology) -> String {
         }
     };
     let mut s = format!(
-        "{pk} package{} x {} cores x {} thread{} = {} CPUs",
-        if pk == 1 { "" } else { "s" },
+        "{} x {} cores x {} thread{} = {} CPUs",
+        smtlab_model::unit::plural(pk, "package"),
         range(cmin as u32, cmax as u32),
         range(t.smt.threads_per_core_min, t.smt.threads_per_core_max),
         if t.smt.threads_per_core_max == 1 {
@@ -114,7 +114,8 @@ pub fn notes(r: &RunResults) -> Vec<String> {
     if m.config.quick {
         out.push("quick preset: few, short samples; confidence intervals are wide".into());
     }
-    let unconverged = r.cells.iter().filter(|c| !c.result.met_target()).count();
+    let count = |f: fn(&smtlab_model::CellRecord) -> bool| r.cells.iter().filter(|c| f(c)).count();
+    let unconverged = count(|c| !c.result.met_target());
     if unconverged > 0 {
         out.push(format!(
             "{unconverged} of {} cells did not reach the CI target ({}% of the mean)",
@@ -122,11 +123,7 @@ pub fn notes(r: &RunResults) -> Vec<String> {
             short(m.config.ci_target_rel * 100.0)
         ));
     }
-    let unsteady = r
-        .cells
-        .iter()
-        .filter(|c| c.result.unsteady().is_some())
-        .count();
+    let unsteady = count(|c| c.result.unsteady().is_some());
     if unsteady > 0 {
         out.push(format!(
             "{unsteady} cells were unsteady: their level moved during the measurement by more \
@@ -134,11 +131,7 @@ pub fn notes(r: &RunResults) -> Vec<String> {
         ));
     }
     out.extend(disturbed_note(r));
-    let nonlinear = r
-        .cells
-        .iter()
-        .filter(|c| c.result.calibration.linear == Some(false))
-        .count();
+    let nonlinear = count(|c| c.result.calibration.linear == Some(false));
     if nonlinear > 0 {
         out.push(format!(
             "{nonlinear} cells failed the calibration linearity check (time(2n) vs 2 time(n))"

@@ -109,8 +109,16 @@ const SECTIONS: [(&str, &str, SectionFn); 21] = [
         Named(crate::smt_states::section),
     ),
     ("scaling", "Scaling", Named(scaling::scaling)),
-    ("sweeps", "Working-set sweeps", Named(scaling::sweeps)),
-    ("latency", "Latency distributions", Named(scaling::latency)),
+    (
+        "sweeps",
+        "Working-set sweeps",
+        Named(crate::html_figures::sweeps),
+    ),
+    (
+        "latency",
+        "Latency distributions",
+        Named(crate::html_figures::latency),
+    ),
     ("os-latency", "OS latencies", Named(tables::os_latency)),
     (
         "workload-smt",

@@ -1,6 +1,5 @@
 //! The scaling charts: throughput or latency against the number of worker threads, one
-//! line per threads-per-core or per mapping; and the entry points of the working-set
-//! sweeps and latency distributions of [`crate::html_figures`].
+//! line per threads-per-core or per mapping.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -71,22 +70,6 @@ fn is_grid_name(s: &str) -> bool {
         return false;
     };
     cores.parse::<u32>().is_ok() && threads.parse::<u32>().is_ok()
-}
-
-pub(super) fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
-    crate::html_figures::sweeps(p, r)
-        .then_some(())
-        .ok_or_else(|| "no benchmark measured at three or more working-set sizes".into())
-}
-
-pub(super) fn latency(p: &mut String, r: &RunResults) -> Result<(), String> {
-    crate::html_figures::latency(p, r)
-        .then_some(())
-        .ok_or_else(|| {
-            "no per-event times (they come from pthread-create, mutex-handoff, condvar-signal \
-         and condvar-broadcast)"
-                .into()
-        })
 }
 
 pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {

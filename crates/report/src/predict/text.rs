@@ -91,14 +91,9 @@ pub fn model(m: &FormModel) -> String {
         _ => "no degree of freedom left: no prediction interval".into(),
     };
     format!(
-        "model, {}: slowdown = 1 + sum of w x (sens - 1)(cont - 1); fitted on {} measured {}; w: {}; {spread}",
+        "model, {}: slowdown = 1 + sum of w x (sens - 1)(cont - 1); fitted on {}; w: {}; {spread}",
         m.form.name(),
-        model.training_pairs,
-        if model.training_pairs == 1 {
-            "pair"
-        } else {
-            "pairs"
-        },
+        smtlab_model::unit::plural(model.training_pairs, "measured pair"),
         weights.join(", ")
     )
 }

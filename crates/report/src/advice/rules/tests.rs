@@ -82,37 +82,39 @@ fn at_target_answers_whenever_a_capacity_was_measured() {
 }
 
 #[test]
-fn throughput_on_keeps_smt_on_unless_something_else_depends() {
+fn throughput_gain_keeps_smt_on_unless_something_else_depends() {
     let mut e = Evidence {
         sibling_gain: Some(f(GAIN)),
         ..smt()
     };
     let l = Ledger::new(&e);
-    let a = throughput_on(&l).unwrap();
+    let a = throughput(&l).unwrap();
     assert_eq!(a.recommendation, Recommendation::KeepOn);
     assert_eq!(a.deciding, [l.throughput.unwrap()]);
     e.penalty = Some(partner("mem-read", f(GAIN)));
-    assert_eq!(throughput_on(&Ledger::new(&e)), None);
+    assert_eq!(throughput(&Ledger::new(&e)), None);
+    // A loss is the same rule's "off".
     e.sibling_gain = Some(f(LOSS));
-    assert_eq!(throughput_on(&Ledger::new(&e)), None);
+    let off = throughput(&Ledger::new(&e)).map(|a| a.recommendation);
+    assert_eq!(off, Some(Recommendation::TurnOff));
 }
 
 #[test]
-fn throughput_off_turns_smt_off_unless_the_partners_split() {
+fn throughput_loss_turns_smt_off_unless_the_partners_split() {
     let mut e = Evidence {
         machine_gain: Some(f(LOSS)),
         machine_switched: true,
         ..smt()
     };
-    let a = throughput_off(&Ledger::new(&e)).unwrap();
+    let a = throughput(&Ledger::new(&e)).unwrap();
     assert_eq!(a.recommendation, Recommendation::TurnOff);
     assert_eq!(a.because, "SMT on is slower: -20% [-25%, -15%]");
     e.partners = vec![partner("a", f(GAIN)), partner("b", f(LOSS))];
-    assert_eq!(throughput_off(&Ledger::new(&e)), None);
+    assert_eq!(throughput(&Ledger::new(&e)), None);
     // The SMT side left its siblings idle: no throughput figure.
     e.partners.clear();
     e.idle_sibling = true;
-    assert_eq!(throughput_off(&Ledger::new(&e)), None);
+    assert_eq!(throughput(&Ledger::new(&e)), None);
 }
 
 #[test]
@@ -293,7 +295,7 @@ fn a_predicted_partner_is_shown_and_never_decides() {
     // Only the measured one splits nothing: throughput says off and so does a.
     assert_eq!(l.partners.len(), 1);
     assert_eq!(
-        throughput_off(&l).map(|a| a.recommendation),
+        throughput(&l).map(|a| a.recommendation),
         Some(Recommendation::TurnOff)
     );
     let shown = l
