@@ -322,10 +322,7 @@ impl Config {
         let server = match p.get_str("server")? {
             "builtin" => Server::Builtin,
             "cmd" => {
-                let port = p.get_u64("port")?;
-                let port = u16::try_from(port).map_err(|_| {
-                    crate::bad_param("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)")
-                })?;
+                let port = crate::cmd_port(p)?;
                 let cmd = p.get_str("cmd")?.to_string();
                 // Checked before any server starts, as the web lab's server=cmd is.
                 if cmd.trim().is_empty() {

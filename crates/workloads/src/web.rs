@@ -340,15 +340,7 @@ impl Benchmark for WebStatic {
                 smtlab_bench::ParamError::value("server", server, SERVERS.join(", ")).into(),
             );
         }
-        let conns = p.get_u64("conns")? as usize;
-        if !(1..=100_000).contains(&conns) {
-            return Err(smtlab_bench::ParamError::value(
-                "conns",
-                conns.to_string(),
-                "1 to 100000 connections",
-            )
-            .into());
-        }
+        let conns = p.get_u64_in("conns", 1..=100_000, "1 to 100000 connections")? as usize;
         let dataset = p.get_bytes("dataset")?;
         let duration = p
             .get_duration_in(
@@ -366,16 +358,9 @@ impl Benchmark for WebStatic {
             )
             .into());
         }
-        let port = p.get_u64("port")?;
         let custom = Custom {
             cmd: p.get_str("cmd")?.to_string(),
-            port: u16::try_from(port).map_err(|_| {
-                smtlab_bench::ParamError::value(
-                    "port",
-                    port.to_string(),
-                    "a TCP port, 1 to 65535 (0: {port} in cmd)",
-                )
-            })?,
+            port: crate::cmd_port(p)?,
             nginx: p.get_str("nginx")?.to_string(),
             apache: p.get_str("apache")?.to_string(),
         };

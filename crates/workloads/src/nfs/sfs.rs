@@ -210,6 +210,14 @@ async fn mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadEr
     fh(&what, status(&what, r)?.obj)
 }
 
+/// Directory `n` of `dir`, made if it is not there.
+async fn lookup_or_mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadError> {
+    match lookup(c, dir, n).await? {
+        Some(h) => Ok(h),
+        None => mkdir(c, dir, n).await,
+    }
+}
+
 async fn create(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadError> {
     let r = c
         .create(&CREATE3args {
@@ -286,17 +294,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, LoadError> {
 pub fn setup(t: &Target, shape: Shape) -> Result<Handles, LoadError> {
     runtime()?.block_on(async {
         let (mut c, root) = connect(t).await?;
-        let top = match lookup(&mut c, &root, "sfs").await? {
-            Some(h) => h,
-            None => mkdir(&mut c, &root, "sfs").await?,
-        };
+        let top = lookup_or_mkdir(&mut c, &root, "sfs").await?;
         let mut dirs = Vec::new();
         for i in 0..shape.dirs {
-            let dn = format!("d{i}");
-            let d = match lookup(&mut c, &top, &dn).await? {
-                Some(h) => h,
-                None => mkdir(&mut c, &top, &dn).await?,
-            };
+            let d = lookup_or_mkdir(&mut c, &top, &format!("d{i}")).await?;
             let mut files = Vec::new();
             for j in 0..shape.files_per_dir {
                 let f = create(&mut c, &d, &format!("f{j}")).await?;
@@ -343,11 +344,7 @@ pub fn setup(t: &Target, shape: Shape) -> Result<Handles, LoadError> {
         }
         let mut client_dirs = Vec::new();
         for k in 0..shape.clients {
-            let wn = format!("w{k}");
-            let w = match lookup(&mut c, &top, &wn).await? {
-                Some(h) => h,
-                None => mkdir(&mut c, &top, &wn).await?,
-            };
+            let w = lookup_or_mkdir(&mut c, &top, &format!("w{k}")).await?;
             for s in 0..STOCK {
                 create(&mut c, &w, &format!("s{s}")).await?;
             }

@@ -266,9 +266,8 @@ impl SedaServer {
             per_pool: 0,
         };
         let cpu = |i: usize| cpus.get(i % per_pool).copied();
-        let spawn = |name: String, cpu: Option<u32>, body: Box<dyn FnOnce() + Send>| match cpu {
-            Some(c) => smtlab_placement::pin::spawn_pinned(Some(c), name, body),
-            None => std::thread::Builder::new().name(name).spawn(body),
+        let spawn = |name: String, cpu: Option<u32>, body: Box<dyn FnOnce() + Send>| {
+            smtlab_placement::pin::spawn_pinned(cpu, name, body)
         };
         {
             let (pipe, stop) = (pipe.clone(), stop.clone());
