@@ -380,10 +380,7 @@ fn check(reason: String) -> BenchError {
 }
 
 fn pg_err(e: PgError) -> BenchError {
-    match e {
-        PgError::NotInstalled | PgError::NoUser => crate::unsupported(NAME, e.to_string()),
-        e => crate::io_err(NAME, "PostgreSQL", std::io::Error::other(e.to_string())),
-    }
+    e.of_bench(NAME)
 }
 
 fn trade_err(e: smtlab_trade::TradeError) -> BenchError {

@@ -115,23 +115,12 @@ pub fn start_server(
     cpus: &[u32],
     opts: ServerOpts,
 ) -> Result<Running, StartError> {
-    start_server_with(kind, set, cpus, opts, &Custom::default())
+    start_serving(kind, set, false, cpus, opts, &Custom::default())
 }
 
-/// [`start_server`], with the user's command for `server=cmd`.
-pub fn start_server_with(
-    kind: &str,
-    set: &FileSet,
-    cpus: &[u32],
-    opts: ServerOpts,
-    custom: &Custom,
-) -> Result<Running, StartError> {
-    start_serving(kind, set, false, cpus, opts, custom)
-}
-
-/// [`start_server_with`], serving `web-capacity`'s dynamic requests too when `dynamic`
-/// (in process on the built-in servers, logging posts to `post.log` in the file set;
-/// as CGI scripts on Apache).
+/// [`start_server`], with the user's command for `server=cmd`, serving `web-capacity`'s
+/// dynamic requests too when `dynamic` (in process on the built-in servers, logging
+/// posts to `post.log` in the file set; as CGI scripts on Apache).
 pub(crate) fn start_serving(
     kind: &str,
     set: &FileSet,
