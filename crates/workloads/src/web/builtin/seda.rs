@@ -89,6 +89,7 @@ type Queues = (
 );
 
 /// The staged copying server.
+#[derive(Debug)]
 pub struct SedaServer {
     addr: SocketAddr,
     /// Stops the accept stage (the pools stop on an empty item, one per thread).
@@ -98,14 +99,6 @@ pub struct SedaServer {
     /// The pools' queues, to send each pool thread its stop (`None`).
     queues: Queues,
     per_pool: usize,
-}
-
-impl std::fmt::Debug for SedaServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SedaServer")
-            .field("addr", &self.addr)
-            .finish()
-    }
 }
 
 /// A connection as it moves between stages; dropping it closes the socket.
