@@ -752,9 +752,17 @@ pub(crate) fn client_limit(
     }
 }
 
-/// A sample from one load: value from body bytes; errors fail the sample, so a cell
-/// with errors says so instead of reporting throughput.
-pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
+/// The checks and figures of every HTTP load's sample: errors fail it (a cell with
+/// errors says so instead of reporting throughput), as does a load in which nothing
+/// completed (`nothing` says what); else requests per second, requests, mean body
+/// bytes, the errors (none), the latency figures and the load generator's limit at
+/// `value` (the sample's figure).
+pub(crate) fn load_metrics(
+    bench: &str,
+    r: &LoadReport,
+    nothing: &str,
+    value: f64,
+) -> Result<BTreeMap<String, f64>, BenchError> {
     let errors = r.error_count();
     if errors > 0 {
         return Err(crate::check_err(
@@ -767,12 +775,8 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
         ));
     }
     if r.requests == 0 || r.window_ns == 0 {
-        return Err(crate::check_err(
-            bench,
-            "no response completed in the sample",
-        ));
+        return Err(crate::check_err(bench, nothing));
     }
-    let p = r.percentiles();
     let mut metrics = BTreeMap::new();
     metrics.insert(m::REQUESTS_PER_S.into(), r.requests_per_s());
     metrics.insert(m::REQUESTS.into(), r.requests as f64);
@@ -780,15 +784,23 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
         m::BYTES_PER_REQUEST.into(),
         r.body_bytes as f64 / r.requests as f64,
     );
-    metrics.insert(m::ERRORS.into(), errors as f64);
+    metrics.insert(m::ERRORS.into(), 0.0);
+    latency_metrics(&mut metrics, &r.percentiles());
+    client_limit(&mut metrics, r, value);
+    Ok(metrics)
+}
+
+/// A sample from one load: value from body bytes; [`load_metrics`]' checks and figures.
+pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
+    let bytes_per_s = r.body_bytes as f64 / r.seconds();
+    let nothing = "no response completed in the sample";
+    let mut metrics = load_metrics(bench, r, nothing, bytes_per_s)?;
     metrics.insert(m::CONNECTS.into(), r.connects as f64);
-    latency_metrics(&mut metrics, &p);
-    client_limit(&mut metrics, r, r.body_bytes as f64 / r.seconds());
     // The distribution at 1% steps (and 99.9%), for plots.
     let mut q: Vec<f64> = (1..100)
         .map(|i| r.latency.value_at_quantile(i as f64 / 100.0) as f64)
         .collect();
-    q.push(p.p999_ns as f64);
+    q.push(metrics[m::LATENCY_P999_NS]);
     let mut series = BTreeMap::new();
     series.insert("latency_quantiles_ns".into(), q);
     Ok(RawSample {
