@@ -180,22 +180,8 @@ impl Pipeline {
         let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
         // In the table before it can be reported, so the accept stage finds it.
         parked.insert(fd, (c, out));
-        let r = sys::epoll_ctl(
-            self.epfd.as_raw_fd(),
-            libc::EPOLL_CTL_MOD,
-            fd,
-            events,
-            fd as u64,
-        )
-        .or_else(|_| {
-            sys::epoll_ctl(
-                self.epfd.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                fd,
-                events,
-                fd as u64,
-            )
-        });
+        let ctl = |op| sys::epoll_ctl(self.epfd.as_raw_fd(), op, fd, events, fd as u64);
+        let r = ctl(libc::EPOLL_CTL_MOD).or_else(|_| ctl(libc::EPOLL_CTL_ADD));
         if r.is_err()
             && let Some((c, _)) = parked.remove(&fd)
         {
