@@ -407,11 +407,7 @@ impl Benchmark for NfsSfs {
                 } else {
                     Vec::new()
                 };
-                let workers = if ctx.placement.cpus.is_empty() {
-                    1
-                } else {
-                    ctx.placement.cpus.len()
-                };
+                let workers = ctx.placement.cpus.len().max(1);
                 let u = user::UserNfs::start(&export, &cpus, workers).map_err(|e| {
                     crate::io_err(
                         NAME,

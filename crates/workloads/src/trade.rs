@@ -199,7 +199,7 @@ impl Benchmark for AppTrade {
         let install = PgInstall::find().map_err(pg_err)?;
         let cpus: Vec<u32> = ctx.placement.cpus.clone();
         let placement_set = ctx.placement.pinned().then(|| ctx.placement.cpu_set());
-        let workers = if cpus.is_empty() { 1 } else { cpus.len() };
+        let workers = cpus.len().max(1);
         let pool_size = cfg
             .pool
             .unwrap_or_else(|| (4 * workers).min(cfg.conns))

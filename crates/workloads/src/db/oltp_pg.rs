@@ -141,10 +141,9 @@ impl Benchmark for OltpPg {
         pgbench::check_output("pgbench -i", &out).map_err(pg_err)?;
         let log_dir = server.dir().join("pgbench-log");
         std::fs::create_dir(&log_dir).map_err(|e| io_err("create the pgbench log directory", e))?;
-        let threads = match cfg.threads {
-            Some(t) => t,
-            None => (client.cpus().len() as u64).clamp(1, cfg.clients),
-        };
+        let threads = cfg
+            .threads
+            .unwrap_or_else(|| (client.cpus().len() as u64).clamp(1, cfg.clients));
         Ok(Box::new(PgInstance {
             client: ClientRunner::start(client, "smtlab-pgbench")
                 .map_err(|e| io_err("start the pgbench thread on the client CPUs", e))?,
