@@ -63,19 +63,14 @@ pub struct CpuPair {
 /// Picks the CPUs of the forms: the first CPU of the first core, its first sibling and
 /// the first CPU of the next core.
 pub fn cpu_pair(topo: &Topology) -> Result<CpuPair, NoCpuPair> {
-    cpu_pair_text(topo).map_err(NoCpuPair)
-}
-
-/// The work of the public function above, its reason as text.
-fn cpu_pair_text(topo: &Topology) -> Result<CpuPair, String> {
     let mut cores = topo.cores();
     let first = cores
         .next()
-        .ok_or_else(|| "the topology has no cores".to_string())?;
+        .ok_or_else(|| NoCpuPair("the topology has no cores".into()))?;
     let cpu = first
         .cpus
         .first()
-        .ok_or_else(|| "the first core has no online CPU".to_string())?;
+        .ok_or_else(|| NoCpuPair("the first core has no online CPU".into()))?;
     let sibling = first.cpus.iter().find(|&c| c != cpu).ok_or_else(|| {
         format!(
             "no SMT sibling of CPU {cpu} (smt/control: {}): the sibling form needs two hardware threads on one core",

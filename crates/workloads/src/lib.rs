@@ -98,11 +98,14 @@ pub(crate) fn bounded(
     lo: u64,
     hi: u64,
 ) -> Result<u64, BenchError> {
-    let v = p.get_u64(name)?;
-    if !(lo..=hi).contains(&v) {
-        return Err(bad_param(name, v, &format!("{lo} to {hi}")));
-    }
-    Ok(v)
+    Ok(p.get_u64_in(name, lo..=hi, &format!("{lo} to {hi}"))?)
+}
+
+/// The `port` parameter of `server=cmd`: the port the user's server listens on.
+pub(crate) fn cmd_port(p: &smtlab_bench::Params) -> Result<u16, BenchError> {
+    let port = p.get_u64("port")?;
+    u16::try_from(port)
+        .map_err(|_| bad_param("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)"))
 }
 
 /// What a workload cell costs the plan ([`Benchmark::cost`]): fixed samples of

@@ -407,11 +407,7 @@ impl Benchmark for NfsSfs {
                 } else {
                     Vec::new()
                 };
-                let workers = if ctx.placement.cpus.is_empty() {
-                    1
-                } else {
-                    ctx.placement.cpus.len()
-                };
+                let workers = ctx.placement.cpus.len().max(1);
                 let u = user::UserNfs::start(&export, &cpus, workers).map_err(|e| {
                     crate::io_err(
                         NAME,
@@ -620,11 +616,11 @@ pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchEr
             "mean response {:.2} ms is over the {:.2} ms limit at {:.0} ops/s: fewer clients or a longer limit",
             mean / 1e6,
             limit.as_secs_f64() * 1e3,
-            ops as f64 / (r.window_ns as f64 / 1e9)
+            r.ops_per_s()
         )));
     }
     let mut m = BTreeMap::new();
-    m.insert("ops_per_s".into(), ops as f64 / (r.window_ns as f64 / 1e9));
+    m.insert("ops_per_s".into(), r.ops_per_s());
     m.insert("mean_response_ms".into(), mean / 1e6);
     m.insert(keys::LIMIT_MS.into(), limit.as_secs_f64() * 1e3);
     m.insert("bytes_read".into(), r.bytes_read as f64);

@@ -56,63 +56,51 @@ struct Step {
     line: &'static str,
 }
 
+const fn step(name: &'static str, needs: &'static [&'static str], line: &'static str) -> Step {
+    Step { name, needs, line }
+}
+
 const STEPS: &[Step] = &[
-    Step {
-        name: "ls",
-        needs: &["ls"],
-        line: "ls -lR \"$S\" > /dev/null",
-    },
-    Step {
-        name: "cat",
-        needs: &["cat"],
-        line: "cat \"$S\"/doc/*.txt > \"$W/cat.out\"",
-    },
-    Step {
-        name: "grep",
-        needs: &["grep"],
-        line: "grep -c -i 'the' \"$S\"/doc/*.txt > \"$W/grep.out\"",
-    },
-    Step {
-        name: "sort",
-        needs: &["sort", "wc"],
-        line: "sort \"$S/doc/words.txt\" > \"$W/sorted.out\"; \
+    step("ls", &["ls"], "ls -lR \"$S\" > /dev/null"),
+    step("cat", &["cat"], "cat \"$S\"/doc/*.txt > \"$W/cat.out\""),
+    step(
+        "grep",
+        &["grep"],
+        "grep -c -i 'the' \"$S\"/doc/*.txt > \"$W/grep.out\"",
+    ),
+    step(
+        "sort",
+        &["sort", "wc"],
+        "sort \"$S/doc/words.txt\" > \"$W/sorted.out\"; \
                test \"$(wc -l < \"$W/sorted.out\")\" -eq \"$(wc -l < \"$S/doc/words.txt\")\"",
-    },
-    Step {
-        name: "wc",
-        needs: &["wc"],
-        line: "wc \"$S\"/doc/*.txt > \"$W/wc.out\"",
-    },
-    Step {
-        name: "cp",
-        needs: &["cp", "rm"],
-        line: "cp -R \"$S/doc\" \"$W/copy\"; rm -rf \"$W/copy\"",
-    },
-    Step {
-        name: "mkdir",
-        needs: &["mkdir", "rm"],
-        line: "mkdir -p \"$W/a/b/c/d\"; rm -rf \"$W/a\"",
-    },
-    Step {
-        name: "sed",
-        needs: &["sed"],
-        line: "sed -e 's/the/THE/g' -e 's/[0-9]/#/g' \"$S/doc/words.txt\" > \"$W/sed.out\"",
-    },
-    Step {
-        name: "tar",
-        needs: &["tar", "rm"],
-        line: "tar -cf \"$W/src.tar\" -C \"$S\" doc; tar -tf \"$W/src.tar\" > /dev/null; rm -f \"$W/src.tar\"",
-    },
-    Step {
-        name: "cc",
-        needs: &["$CC"],
-        line: "\"$CC\" -O1 -c -o \"$W/prog.o\" \"$S/src/prog.c\"",
-    },
-    Step {
-        name: "rm",
-        needs: &["rm"],
-        line: "rm -f \"$W\"/*.out \"$W/prog.o\"",
-    },
+    ),
+    step("wc", &["wc"], "wc \"$S\"/doc/*.txt > \"$W/wc.out\""),
+    step(
+        "cp",
+        &["cp", "rm"],
+        "cp -R \"$S/doc\" \"$W/copy\"; rm -rf \"$W/copy\"",
+    ),
+    step(
+        "mkdir",
+        &["mkdir", "rm"],
+        "mkdir -p \"$W/a/b/c/d\"; rm -rf \"$W/a\"",
+    ),
+    step(
+        "sed",
+        &["sed"],
+        "sed -e 's/the/THE/g' -e 's/[0-9]/#/g' \"$S/doc/words.txt\" > \"$W/sed.out\"",
+    ),
+    step(
+        "tar",
+        &["tar", "rm"],
+        "tar -cf \"$W/src.tar\" -C \"$S\" doc; tar -tf \"$W/src.tar\" > /dev/null; rm -f \"$W/src.tar\"",
+    ),
+    step(
+        "cc",
+        &["$CC"],
+        "\"$CC\" -O1 -c -o \"$W/prog.o\" \"$S/src/prog.c\"",
+    ),
+    step("rm", &["rm"], "rm -f \"$W\"/*.out \"$W/prog.o\""),
 ];
 
 /// Compilers tried for the `cc` step, in order.

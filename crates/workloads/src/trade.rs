@@ -28,7 +28,6 @@
 //!   request or an unbalanced book fails the sample; no throughput is reported beside
 //!   it.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -39,7 +38,6 @@ use std::time::Duration;
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning, RequestSpec};
-use smtlab_model::metrics::web as m;
 use smtlab_model::{BenchInfo, CpuSet, Direction, ReportSection, Topology, ValueKind};
 use smtlab_trade::{Audit, Scale, ServerConfig, TradeServer};
 
@@ -201,7 +199,7 @@ impl Benchmark for AppTrade {
         let install = PgInstall::find().map_err(pg_err)?;
         let cpus: Vec<u32> = ctx.placement.cpus.clone();
         let placement_set = ctx.placement.pinned().then(|| ctx.placement.cpu_set());
-        let workers = if cpus.is_empty() { 1 } else { cpus.len() };
+        let workers = cpus.len().max(1);
         let pool_size = cfg
             .pool
             .unwrap_or_else(|| (4 * workers).min(cfg.conns))
@@ -322,10 +320,7 @@ impl Config {
         let server = match p.get_str("server")? {
             "builtin" => Server::Builtin,
             "cmd" => {
-                let port = p.get_u64("port")?;
-                let port = u16::try_from(port).map_err(|_| {
-                    crate::bad_param("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)")
-                })?;
+                let port = crate::cmd_port(p)?;
                 let cmd = p.get_str("cmd")?.to_string();
                 // Checked before any server starts, as the web lab's server=cmd is.
                 if cmd.trim().is_empty() {
@@ -383,10 +378,7 @@ fn check(reason: String) -> BenchError {
 }
 
 fn pg_err(e: PgError) -> BenchError {
-    match e {
-        PgError::NotInstalled | PgError::NoUser => crate::unsupported(NAME, e.to_string()),
-        e => crate::io_err(NAME, "PostgreSQL", std::io::Error::other(e.to_string())),
-    }
+    e.of_bench(NAME)
 }
 
 fn trade_err(e: smtlab_trade::TradeError) -> BenchError {
@@ -729,29 +721,9 @@ impl Instance for TradeInstance {
 /// A sample from one load: the value is answered requests (transactions) per second of
 /// the measured window; failed requests fail the sample.
 pub fn sample_from(r: &LoadReport) -> Result<RawSample, BenchError> {
-    let errors = r.error_count();
-    if errors > 0 {
-        return Err(check(format!(
-            "{errors} requests failed beside {} good ones ({}); no throughput reported",
-            r.requests,
-            r.errors_line()
-        )));
-    }
-    if r.requests == 0 || r.window_ns == 0 {
-        return Err(check("no transaction completed in the sample".into()));
-    }
-    let p = r.percentiles();
-    let mut metrics = BTreeMap::new();
+    let nothing = "no transaction completed in the sample";
+    let mut metrics = crate::web::load_metrics(NAME, r, nothing, r.requests_per_s())?;
     metrics.insert(keys::TRANSACTIONS_PER_S.into(), r.requests_per_s());
-    metrics.insert(m::REQUESTS_PER_S.into(), r.requests_per_s());
-    metrics.insert(m::REQUESTS.into(), r.requests as f64);
-    metrics.insert(
-        m::BYTES_PER_REQUEST.into(),
-        r.body_bytes as f64 / r.requests as f64,
-    );
-    metrics.insert(m::ERRORS.into(), 0.0);
-    crate::web::latency_metrics(&mut metrics, &p);
-    crate::web::client_limit(&mut metrics, r, r.requests_per_s());
     Ok(RawSample {
         elapsed_ns: r.window_ns,
         work: r.requests as f64,

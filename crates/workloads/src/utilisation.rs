@@ -78,19 +78,10 @@ pub fn breakdown(
     after: &BTreeMap<u32, CpuTicks>,
     cpus: &[u32],
 ) -> Result<Breakdown, NoBreakdown> {
-    breakdown_text(before, after, cpus).map_err(NoBreakdown)
-}
-
-/// The work of [`breakdown`], its reason as text.
-fn breakdown_text(
-    before: &BTreeMap<u32, CpuTicks>,
-    after: &BTreeMap<u32, CpuTicks>,
-    cpus: &[u32],
-) -> Result<Breakdown, String> {
     let (mut user, mut system, mut iowait, mut other, mut idle) = (0u64, 0u64, 0u64, 0u64, 0u64);
     for &c in cpus {
         let (Some(b), Some(a)) = (before.get(&c), after.get(&c)) else {
-            return Err(format!("CPU {c} is missing from /proc/stat"));
+            return Err(NoBreakdown(format!("CPU {c} is missing from /proc/stat")));
         };
         let d = |x: u64, y: u64| x.saturating_sub(y);
         user += d(a.user, b.user) + d(a.nice, b.nice);
@@ -101,7 +92,9 @@ fn breakdown_text(
     }
     let ticks = user + system + iowait + other + idle;
     if ticks == 0 {
-        return Err("no /proc/stat tick passed during the step".into());
+        return Err(NoBreakdown(
+            "no /proc/stat tick passed during the step".into(),
+        ));
     }
     let f = |x: u64| x as f64 / ticks as f64;
     Ok(Breakdown {

@@ -115,23 +115,12 @@ pub fn start_server(
     cpus: &[u32],
     opts: ServerOpts,
 ) -> Result<Running, StartError> {
-    start_server_with(kind, set, cpus, opts, &Custom::default())
+    start_serving(kind, set, false, cpus, opts, &Custom::default())
 }
 
-/// [`start_server`], with the user's command for `server=cmd`.
-pub fn start_server_with(
-    kind: &str,
-    set: &FileSet,
-    cpus: &[u32],
-    opts: ServerOpts,
-    custom: &Custom,
-) -> Result<Running, StartError> {
-    start_serving(kind, set, false, cpus, opts, custom)
-}
-
-/// [`start_server_with`], serving `web-capacity`'s dynamic requests too when `dynamic`
-/// (in process on the built-in servers, logging posts to `post.log` in the file set;
-/// as CGI scripts on Apache).
+/// [`start_server`], with the user's command for `server=cmd`, serving `web-capacity`'s
+/// dynamic requests too when `dynamic` (in process on the built-in servers, logging
+/// posts to `post.log` in the file set; as CGI scripts on Apache).
 pub(crate) fn start_serving(
     kind: &str,
     set: &FileSet,
@@ -340,15 +329,7 @@ impl Benchmark for WebStatic {
                 smtlab_bench::ParamError::value("server", server, SERVERS.join(", ")).into(),
             );
         }
-        let conns = p.get_u64("conns")? as usize;
-        if !(1..=100_000).contains(&conns) {
-            return Err(smtlab_bench::ParamError::value(
-                "conns",
-                conns.to_string(),
-                "1 to 100000 connections",
-            )
-            .into());
-        }
+        let conns = p.get_u64_in("conns", 1..=100_000, "1 to 100000 connections")? as usize;
         let dataset = p.get_bytes("dataset")?;
         let duration = p
             .get_duration_in(
@@ -366,16 +347,9 @@ impl Benchmark for WebStatic {
             )
             .into());
         }
-        let port = p.get_u64("port")?;
         let custom = Custom {
             cmd: p.get_str("cmd")?.to_string(),
-            port: u16::try_from(port).map_err(|_| {
-                smtlab_bench::ParamError::value(
-                    "port",
-                    port.to_string(),
-                    "a TCP port, 1 to 65535 (0: {port} in cmd)",
-                )
-            })?,
+            port: crate::cmd_port(p)?,
             nginx: p.get_str("nginx")?.to_string(),
             apache: p.get_str("apache")?.to_string(),
         };
@@ -778,9 +752,17 @@ pub(crate) fn client_limit(
     }
 }
 
-/// A sample from one load: value from body bytes; errors fail the sample, so a cell
-/// with errors says so instead of reporting throughput.
-pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
+/// The checks and figures of every HTTP load's sample: errors fail it (a cell with
+/// errors says so instead of reporting throughput), as does a load in which nothing
+/// completed (`nothing` says what); else requests per second, requests, mean body
+/// bytes, the errors (none), the latency figures and the load generator's limit at
+/// `value` (the sample's figure).
+pub(crate) fn load_metrics(
+    bench: &str,
+    r: &LoadReport,
+    nothing: &str,
+    value: f64,
+) -> Result<BTreeMap<String, f64>, BenchError> {
     let errors = r.error_count();
     if errors > 0 {
         return Err(crate::check_err(
@@ -793,12 +775,8 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
         ));
     }
     if r.requests == 0 || r.window_ns == 0 {
-        return Err(crate::check_err(
-            bench,
-            "no response completed in the sample",
-        ));
+        return Err(crate::check_err(bench, nothing));
     }
-    let p = r.percentiles();
     let mut metrics = BTreeMap::new();
     metrics.insert(m::REQUESTS_PER_S.into(), r.requests_per_s());
     metrics.insert(m::REQUESTS.into(), r.requests as f64);
@@ -806,15 +784,23 @@ pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError>
         m::BYTES_PER_REQUEST.into(),
         r.body_bytes as f64 / r.requests as f64,
     );
-    metrics.insert(m::ERRORS.into(), errors as f64);
+    metrics.insert(m::ERRORS.into(), 0.0);
+    latency_metrics(&mut metrics, &r.percentiles());
+    client_limit(&mut metrics, r, value);
+    Ok(metrics)
+}
+
+/// A sample from one load: value from body bytes; [`load_metrics`]' checks and figures.
+pub fn sample_from(bench: &str, r: &LoadReport) -> Result<RawSample, BenchError> {
+    let bytes_per_s = r.body_bytes as f64 / r.seconds();
+    let nothing = "no response completed in the sample";
+    let mut metrics = load_metrics(bench, r, nothing, bytes_per_s)?;
     metrics.insert(m::CONNECTS.into(), r.connects as f64);
-    latency_metrics(&mut metrics, &p);
-    client_limit(&mut metrics, r, r.body_bytes as f64 / r.seconds());
     // The distribution at 1% steps (and 99.9%), for plots.
     let mut q: Vec<f64> = (1..100)
         .map(|i| r.latency.value_at_quantile(i as f64 / 100.0) as f64)
         .collect();
-    q.push(p.p999_ns as f64);
+    q.push(metrics[m::LATENCY_P999_NS]);
     let mut series = BTreeMap::new();
     series.insert("latency_quantiles_ns".into(), q);
     Ok(RawSample {

@@ -25,26 +25,22 @@ pub struct ShellCommand {
 impl ShellCommand {
     /// Parses `NAME=COMMAND`; the name must be a short word (it names matrix rows).
     pub fn parse(text: &str) -> Result<ShellCommand, CommandError> {
-        Self::parse_text(text).map_err(CommandError)
-    }
-
-    /// The work of the public function above, its reason as text.
-    fn parse_text(text: &str) -> Result<ShellCommand, String> {
-        let (name, command) = text
-            .split_once('=')
-            .ok_or_else(|| format!("--cmd {text:?}: expected NAME='COMMAND'"))?;
+        let fail = |why: String| Err(CommandError(format!("--cmd {text:?}: {why}")));
+        let Some((name, command)) = text.split_once('=') else {
+            return fail("expected NAME='COMMAND'".into());
+        };
         let name = name.trim();
         if name.is_empty()
             || !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         {
-            return Err(format!(
-                "--cmd {text:?}: the name {name:?} must be letters, digits, '-', '_' or '.'"
+            return fail(format!(
+                "the name {name:?} must be letters, digits, '-', '_' or '.'"
             ));
         }
         if command.trim().is_empty() {
-            return Err(format!("--cmd {text:?}: the command is empty"));
+            return fail("the command is empty".into());
         }
         Ok(ShellCommand {
             name: name.to_string(),

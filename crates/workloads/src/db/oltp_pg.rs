@@ -141,10 +141,9 @@ impl Benchmark for OltpPg {
         pgbench::check_output("pgbench -i", &out).map_err(pg_err)?;
         let log_dir = server.dir().join("pgbench-log");
         std::fs::create_dir(&log_dir).map_err(|e| io_err("create the pgbench log directory", e))?;
-        let threads = match cfg.threads {
-            Some(t) => t,
-            None => (client.cpus().len() as u64).clamp(1, cfg.clients),
-        };
+        let threads = cfg
+            .threads
+            .unwrap_or_else(|| (client.cpus().len() as u64).clamp(1, cfg.clients));
         Ok(Box::new(PgInstance {
             client: ClientRunner::start(client, "smtlab-pgbench")
                 .map_err(|e| io_err("start the pgbench thread on the client CPUs", e))?,
@@ -259,10 +258,7 @@ fn unsupported(reason: &str) -> BenchError {
 }
 
 fn pg_err(e: PgError) -> BenchError {
-    match e {
-        PgError::NotInstalled | PgError::NoUser => unsupported(&e.to_string()),
-        e => crate::io_err(NAME, "PostgreSQL", std::io::Error::other(e.to_string())),
-    }
+    e.of_bench(NAME)
 }
 
 fn io_err(what: &str, source: std::io::Error) -> BenchError {
@@ -361,17 +357,15 @@ pub fn sample_from(
     let m = &mut sample.metrics;
     m.insert("pgbench_tps".into(), s.tps);
     m.insert("transactions".into(), s.transactions as f64);
-    if let Some(f) = s.failed {
-        m.insert("failed_transactions".into(), f as f64);
-    }
-    if let Some(v) = s.latency_avg_ms {
-        m.insert("latency_avg_ms".into(), v);
-    }
-    if let Some(v) = s.latency_stddev_ms {
-        m.insert("latency_stddev_ms".into(), v);
-    }
-    if let Some(v) = s.connection_ms {
-        m.insert("connection_ms".into(), v);
+    for (key, v) in [
+        ("failed_transactions", s.failed.map(|f| f as f64)),
+        ("latency_avg_ms", s.latency_avg_ms),
+        ("latency_stddev_ms", s.latency_stddev_ms),
+        ("connection_ms", s.connection_ms),
+    ] {
+        if let Some(v) = v {
+            m.insert(key.into(), v);
+        }
     }
     for (p, name) in [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p999")] {
         if let Some(v) = smtlab_model::stats::percentile_of_sorted(sorted_latencies_us, p) {

@@ -73,6 +73,17 @@ pub enum PgError {
     Parse(String),
 }
 
+impl PgError {
+    /// The error of workload `bench`: PostgreSQL missing (or no user to run it as) is a
+    /// cell that cannot run here; anything else failed.
+    pub(crate) fn of_bench(self, bench: &str) -> smtlab_bench::BenchError {
+        match self {
+            PgError::NotInstalled | PgError::NoUser => crate::unsupported(bench, self.to_string()),
+            e => crate::io_err(bench, "PostgreSQL", io::Error::other(e.to_string())),
+        }
+    }
+}
+
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> PgError {
     let what = what.into();
     move |error| PgError::Io { what, error }

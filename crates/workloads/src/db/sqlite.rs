@@ -80,10 +80,7 @@ impl Benchmark for OltpSqlite {
         let mode = p.get_str("mode")?;
         let mode = Mode::parse(mode)
             .ok_or_else(|| crate::bad_param("mode", mode, "tpcb or select-only"))?;
-        let scale = p.get_u64("scale")?;
-        if !(1..=1000).contains(&scale) {
-            return Err(crate::bad_param("scale", scale, "1 to 1000"));
-        }
+        let scale = crate::bounded(p, "scale", 1, 1000)?;
         let sync = p.get_str("synchronous")?;
         if !["off", "normal", "full"].contains(&sync) {
             return Err(crate::bad_param("synchronous", sync, "off, normal or full"));

@@ -15,8 +15,6 @@
 //! `NT_STATUS_OK`, or a failure the replay must also see. Empty lines and lines
 //! starting with `#` are skipped. Anything else is an error naming the file and line.
 
-use std::fmt;
-
 /// One operation of a load file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -155,20 +153,13 @@ pub struct LoadFile {
 }
 
 /// A line that is not a load-file operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {reason}")]
 pub struct LoadError {
     pub file: String,
     pub line: usize,
     pub reason: String,
 }
-
-impl fmt::Display for LoadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.reason)
-    }
-}
-
-impl std::error::Error for LoadError {}
 
 /// What is wrong with one line of a load file (the line itself is added by [`parse`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

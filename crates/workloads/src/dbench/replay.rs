@@ -66,13 +66,9 @@ impl Stats {
         self.bytes_read += other.bytes_read;
         self.bytes_written += other.bytes_written;
         self.mismatches += other.mismatches;
-        if self.first_mismatch.is_none() {
-            self.first_mismatch = other.first_mismatch;
-        }
+        self.first_mismatch = self.first_mismatch.take().or(other.first_mismatch);
         self.failures += other.failures;
-        if self.first_failure.is_none() {
-            self.first_failure = other.first_failure;
-        }
+        self.first_failure = self.first_failure.take().or(other.first_failure);
         self.wraps += other.wraps;
         for (mine, mut theirs) in self.latency_ns.iter_mut().zip(other.latency_ns) {
             mine.append(&mut theirs);

@@ -334,7 +334,7 @@ fn start_room(
                 }
             }
         })
-        .map_err(|e| spawn_failure(e, shape))?;
+        .map_err(|e| spawn_failure("server", e, shape))?;
         handles.push(h);
     }
     let queues = Arc::new(queues);
@@ -368,7 +368,7 @@ fn start_room(
                 }
             }
         })
-        .map_err(|e| spawn_failure(e, shape))?;
+        .map_err(|e| spawn_failure("server", e, shape))?;
         handles.push(h);
     }
     drop(queues);
@@ -382,9 +382,10 @@ fn start_room(
     Ok(())
 }
 
-fn spawn_failure(e: std::io::Error, shape: ChatShape) -> String {
+/// Why a thread of `side` (server or client) could not start, with the limits it met.
+fn spawn_failure(side: &str, e: std::io::Error, shape: ChatShape) -> String {
     format!(
-        "cannot start thread ({e}) of {} server threads; limits: {}",
+        "cannot start thread ({e}) of {} {side} threads; limits: {}",
         2 * shape.connections(),
         thread_limits()
     )
@@ -490,7 +491,7 @@ impl ChatClients {
             let h = spawn_on(cpus, format!("chat-c-send-{room}-{user}"), move || {
                 sender(&mut out, &r, room, user, shape);
             })
-            .map_err(|e| client_spawn_failure(e, shape))?;
+            .map_err(|e| spawn_failure("client", e, shape))?;
             clients.threads.push(h);
             let r = round.clone();
             let bytes = clients.bytes_received.clone();
@@ -498,19 +499,11 @@ impl ChatClients {
             let h = spawn_on(cpus, format!("chat-c-recv-{room}-{user}"), move || {
                 receiver(&mut input, &r, room, user, shape, &bytes, &msgs);
             })
-            .map_err(|e| client_spawn_failure(e, shape))?;
+            .map_err(|e| spawn_failure("client", e, shape))?;
             clients.threads.push(h);
         }
         Ok(clients)
     }
-}
-
-fn client_spawn_failure(e: std::io::Error, shape: ChatShape) -> String {
-    format!(
-        "cannot start thread ({e}) of {} client threads; limits: {}",
-        2 * shape.connections(),
-        thread_limits()
-    )
 }
 
 fn sender(out: &mut TcpStream, round: &Round, room: u32, user: u32, shape: ChatShape) {

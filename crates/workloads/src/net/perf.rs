@@ -257,7 +257,9 @@ impl Server {
         let name = kind.name();
         let stop = Arc::new(AtomicBool::new(false));
         let received = Arc::new(AtomicU64::new(0));
-        if kind == Kind::UdpRr {
+        let (st, rx) = (stop.clone(), received.clone());
+        let thread_name = format!("{name}-server");
+        let (addr, listener, thread) = if kind == Kind::UdpRr {
             let sock = UdpSocket::bind("127.0.0.1:0")
                 .map_err(|e| io_err(name, "bind a UDP socket on 127.0.0.1", e))?;
             let addr = sock
@@ -266,36 +268,28 @@ impl Server {
             // Lets the loop see `stop` while no request comes.
             sock.set_read_timeout(Some(Duration::from_millis(100)))
                 .map_err(|e| io_err(name, "set a UDP timeout", e))?;
-            let st = stop.clone();
-            let thread = spawn_on(cpus, format!("{name}-server"), move || {
-                udp_server(&sock, &st, cfg)
-            })
-            .map_err(|e| io_err(name, "start the server thread", e))?;
-            return Ok(Server {
-                addr,
-                stop,
-                received,
-                listener: None,
-                thread: Some(thread),
+            let thread = spawn_on(cpus, thread_name, move || udp_server(&sock, &st, cfg));
+            (addr, None, thread)
+        } else {
+            let listener =
+                Arc::new(loopback_listener().map_err(|e| io_err(name, "listen on 127.0.0.1", e))?);
+            let addr = listener
+                .local_addr()
+                .map_err(|e| io_err(name, "read the listener address", e))?;
+            let l = listener.clone();
+            let thread = spawn_on(cpus, thread_name, move || match kind {
+                Kind::Stream => stream_server(&l, &rx),
+                Kind::Rr => rr_server(&l, cfg),
+                _ => crr_server(&l, &st, cfg),
             });
-        }
-        let listener =
-            Arc::new(loopback_listener().map_err(|e| io_err(name, "listen on 127.0.0.1", e))?);
-        let addr = listener
-            .local_addr()
-            .map_err(|e| io_err(name, "read the listener address", e))?;
-        let (l, st, rx) = (listener.clone(), stop.clone(), received.clone());
-        let thread = spawn_on(cpus, format!("{name}-server"), move || match kind {
-            Kind::Stream => stream_server(&l, &rx),
-            Kind::Rr => rr_server(&l, cfg),
-            _ => crr_server(&l, &st, cfg),
-        })
-        .map_err(|e| io_err(name, "start the server thread", e))?;
+            (addr, Some(listener), thread)
+        };
+        let thread = thread.map_err(|e| io_err(name, "start the server thread", e))?;
         Ok(Server {
             addr,
             stop,
             received,
-            listener: Some(listener),
+            listener,
             thread: Some(thread),
         })
     }

@@ -160,8 +160,12 @@ async fn connect(t: &Target) -> Result<(Client, nfs_fh3), LoadError> {
     Ok((conn.into_nfs3_client(), root))
 }
 
-fn name(s: &str) -> filename3<'static> {
-    filename3::from(s.as_bytes().to_vec())
+/// Name `n` in directory `dir`, as the calls that take one name it.
+fn entry(dir: &nfs_fh3, n: &str) -> diropargs3<'static> {
+    diropargs3 {
+        dir: dir.clone(),
+        name: filename3::from(n.as_bytes().to_vec()),
+    }
 }
 
 fn status<T, E>(what: &str, r: Nfs3Result<T, E>) -> Result<T, LoadError> {
@@ -181,10 +185,7 @@ fn fh(what: &str, h: Nfs3Option<nfs_fh3>) -> Result<nfs_fh3, LoadError> {
 async fn lookup(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<Option<nfs_fh3>, LoadError> {
     let r = c
         .lookup(&LOOKUP3args {
-            what: diropargs3 {
-                dir: dir.clone(),
-                name: name(n),
-            },
+            what: entry(dir, n),
         })
         .await
         .map_err(|e| format!("LOOKUP {n}: {e}"))?;
@@ -198,10 +199,7 @@ async fn lookup(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<Option<nfs_fh3
 async fn mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadError> {
     let r = c
         .mkdir(&MKDIR3args {
-            where_: diropargs3 {
-                dir: dir.clone(),
-                name: name(n),
-            },
+            where_: entry(dir, n),
             attributes: sattr3::default(),
         })
         .await
@@ -210,13 +208,18 @@ async fn mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadEr
     fh(&what, status(&what, r)?.obj)
 }
 
+/// Directory `n` of `dir`, made if it is not there.
+async fn lookup_or_mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadError> {
+    match lookup(c, dir, n).await? {
+        Some(h) => Ok(h),
+        None => mkdir(c, dir, n).await,
+    }
+}
+
 async fn create(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadError> {
     let r = c
         .create(&CREATE3args {
-            where_: diropargs3 {
-                dir: dir.clone(),
-                name: name(n),
-            },
+            where_: entry(dir, n),
             how: createhow3::UNCHECKED(sattr3::default()),
         })
         .await
@@ -286,17 +289,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, LoadError> {
 pub fn setup(t: &Target, shape: Shape) -> Result<Handles, LoadError> {
     runtime()?.block_on(async {
         let (mut c, root) = connect(t).await?;
-        let top = match lookup(&mut c, &root, "sfs").await? {
-            Some(h) => h,
-            None => mkdir(&mut c, &root, "sfs").await?,
-        };
+        let top = lookup_or_mkdir(&mut c, &root, "sfs").await?;
         let mut dirs = Vec::new();
         for i in 0..shape.dirs {
-            let dn = format!("d{i}");
-            let d = match lookup(&mut c, &top, &dn).await? {
-                Some(h) => h,
-                None => mkdir(&mut c, &top, &dn).await?,
-            };
+            let d = lookup_or_mkdir(&mut c, &top, &format!("d{i}")).await?;
             let mut files = Vec::new();
             for j in 0..shape.files_per_dir {
                 let f = create(&mut c, &d, &format!("f{j}")).await?;
@@ -313,10 +309,7 @@ pub fn setup(t: &Target, shape: Shape) -> Result<Handles, LoadError> {
                 None => {
                     let r = c
                         .symlink(&SYMLINK3args {
-                            where_: diropargs3 {
-                                dir: d.clone(),
-                                name: name("l"),
-                            },
+                            where_: entry(&d, "l"),
                             symlink: symlinkdata3 {
                                 symlink_attributes: sattr3::default(),
                                 symlink_data: nfspath3::from(b"f0".to_vec()),
@@ -343,11 +336,7 @@ pub fn setup(t: &Target, shape: Shape) -> Result<Handles, LoadError> {
         }
         let mut client_dirs = Vec::new();
         for k in 0..shape.clients {
-            let wn = format!("w{k}");
-            let w = match lookup(&mut c, &top, &wn).await? {
-                Some(h) => h,
-                None => mkdir(&mut c, &top, &wn).await?,
-            };
+            let w = lookup_or_mkdir(&mut c, &top, &format!("w{k}")).await?;
             for s in 0..STOCK {
                 create(&mut c, &w, &format!("s{s}")).await?;
             }
@@ -731,10 +720,7 @@ async fn remove_one(c: &mut Client, w: &nfs_fh3, st: &mut ClientState) -> Result
     let n = st.created.pop().unwrap_or_else(|| "s0".into());
     let r = c
         .remove(&REMOVE3args {
-            object: diropargs3 {
-                dir: w.clone(),
-                name: name(&n),
-            },
+            object: entry(w, &n),
         })
         .await
         .map_err(rpc_err("REMOVE"))?;

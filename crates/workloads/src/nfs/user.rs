@@ -124,6 +124,15 @@ impl DirFs {
         Ok(self.path(dir)?.join(std::ffi::OsStr::from_bytes(n)))
     }
 
+    /// The file behind `id`, open for writing.
+    fn open_for_write(&self, id: &FileHandleU64) -> Result<std::fs::File, nfsstat3> {
+        let p = self.path(id)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .map_err(|e| io_status(&e))
+    }
+
     /// The id of an existing `p` and its attributes.
     fn found(&self, p: PathBuf) -> Result<(FileHandleU64, fattr3), nfsstat3> {
         let m = std::fs::symlink_metadata(&p).map_err(|e| io_status(&e))?;
@@ -260,11 +269,7 @@ impl NfsFileSystem for DirFs {
         data: &[u8],
         stable: stable_how,
     ) -> Result<(fattr3, stable_how), nfsstat3> {
-        let p = self.path(id)?;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&p)
-            .map_err(|e| io_status(&e))?;
+        let f = self.open_for_write(id)?;
         f.write_all_at(data, offset).map_err(|e| io_status(&e))?;
         // What the client asked for, as nfsd gives it: unstable writes stay in the page
         // cache until a COMMIT.
@@ -377,11 +382,7 @@ impl NfsFileSystem for DirFs {
     }
 
     async fn commit(&self, id: &FileHandleU64, _offset: u64, _count: u32) -> Result<(), nfsstat3> {
-        let p = self.path(id)?;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&p)
-            .map_err(|e| io_status(&e))?;
+        let f = self.open_for_write(id)?;
         f.sync_data().map_err(|e| io_status(&e))
     }
 }

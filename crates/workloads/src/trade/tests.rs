@@ -1,5 +1,6 @@
 use super::*;
 use crate::db::testutil;
+use smtlab_model::metrics::web as m;
 
 fn params(extra: &[(&str, &str)]) -> smtlab_bench::Params {
     let given: Vec<String> = extra.iter().map(|(k, v)| format!("{k}={v}")).collect();

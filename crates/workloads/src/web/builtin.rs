@@ -137,6 +137,17 @@ struct Reply {
     keep_alive: bool,
 }
 
+impl Reply {
+    /// The error response for `rej`, after which the connection closes.
+    fn refuse(rej: Reject) -> Reply {
+        Reply {
+            head: error_response(rej),
+            file: None,
+            keep_alive: false,
+        }
+    }
+}
+
 /// The reply to a dynamic request from its page (or refusal): one function for the
 /// pages computed in place and those the event server collects from a CGI child, so
 /// every server sends the same bytes.
@@ -153,11 +164,7 @@ fn dynamic_reply(req: &Request, answer: Result<Vec<u8>, Reject>) -> Reply {
                 keep_alive: req.keep_alive,
             }
         }
-        Err(rej) => Reply {
-            head: error_response(rej),
-            file: None,
-            keep_alive: false,
-        },
+        Err(rej) => Reply::refuse(rej),
     }
 }
 
@@ -170,16 +177,8 @@ fn reply(docs: &Docs, req: &Request, body: &[u8]) -> Reply {
     let found = docs.files.get(&req.path);
     let opened = found.and_then(|(p, size)| std::fs::File::open(p).ok().map(|f| (f, *size)));
     match (req.method, opened) {
-        (Method::Post, _) => Reply {
-            head: error_response(Reject::Method),
-            file: None,
-            keep_alive: false,
-        },
-        (_, None) => Reply {
-            head: error_response(Reject::NotFound),
-            file: None,
-            keep_alive: false,
-        },
+        (Method::Post, _) => Reply::refuse(Reject::Method),
+        (_, None) => Reply::refuse(Reject::NotFound),
         (m, Some((f, size))) => Reply {
             head: response_head(200, "OK", size, req.keep_alive),
             file: (m == Method::Get).then_some((f, size)),

@@ -247,10 +247,7 @@ impl Settings {
         }
         let dataset = prm.get_bytes("dataset")?;
         let step = step_seconds(prm)?;
-        let max_conns = prm.get_u64("max_conns")? as usize;
-        if !(1..=50_000).contains(&max_conns) {
-            return Err(crate::bad_param("max_conns", max_conns, "1 to 50000"));
-        }
+        let max_conns = crate::bounded(prm, "max_conns", 1, 50_000)? as usize;
         let rate = prm.get_f64("rate_kbit")?;
         let conform = prm.get_f64("conform_kbit")?;
         if !(rate > 0.0 && conform > 0.0 && conform <= rate) {

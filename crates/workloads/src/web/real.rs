@@ -139,10 +139,6 @@ fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> ServerError {
     move |error| ServerError::Io { what, error }
 }
 
-fn free_port() -> Result<u16, ServerError> {
-    free_port_on(LOOPBACK)
-}
-
 /// The loopback address the real servers listen on unless told otherwise.
 const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
@@ -263,19 +259,9 @@ impl RealServer {
         self.group.as_ref().map(ChildGroup::id)
     }
 
-    /// nginx serving `root` with one worker per CPU of `cpus` (one unpinned worker when
-    /// empty).
-    pub fn nginx(root: &Path, cpus: &[u32]) -> Result<RealServer, ServerError> {
-        Self::nginx_at(&find("nginx", "")?, root, cpus)
-    }
-
-    /// [`RealServer::nginx`] with the program at `program`.
-    pub fn nginx_at(program: &Path, root: &Path, cpus: &[u32]) -> Result<RealServer, ServerError> {
-        Self::nginx_on(program, root, cpus, LOOPBACK)
-    }
-
-    /// [`RealServer::nginx_at`] listening on `ip` (every address when unspecified):
-    /// where load clients on other hosts reach it.
+    /// nginx at `program` serving `root` with one worker per CPU of `cpus` (one unpinned
+    /// worker when empty), listening on `ip` (every address when unspecified: where load
+    /// clients on other hosts reach it).
     pub fn nginx_on(
         program: &Path,
         root: &Path,
@@ -328,36 +314,11 @@ impl RealServer {
         start(cmd, dir, probe_addr(ip, port), cpus, "nginx", probe)
     }
 
-    /// Apache httpd with `mpm` serving `root`, every process on `cpus`.
-    pub fn apache(root: &Path, cpus: &[u32], mpm: Mpm) -> Result<RealServer, ServerError> {
-        Self::apache_with(root, cpus, mpm, false)
-    }
-
-    /// [`RealServer::apache`], answering the dynamic requests of `web-capacity` too when
+    /// Apache httpd at `program` with `mpm` serving `root`, every process on `cpus`,
+    /// listening on `ip` (every address when unspecified: where load clients on other
+    /// hosts reach it); answering the dynamic requests of `web-capacity` too when
     /// `dynamic`: `/dyn/ad`, `/dyn/post` and `/dyn/cgi` are small shell scripts run by
     /// mod_cgi (prefork) or mod_cgid (event), a fork and an exec per request.
-    pub fn apache_with(
-        root: &Path,
-        cpus: &[u32],
-        mpm: Mpm,
-        dynamic: bool,
-    ) -> Result<RealServer, ServerError> {
-        Self::apache_at(&find("apache2", "")?, root, cpus, mpm, dynamic)
-    }
-
-    /// [`RealServer::apache_with`] with the program at `program`.
-    pub fn apache_at(
-        program: &Path,
-        root: &Path,
-        cpus: &[u32],
-        mpm: Mpm,
-        dynamic: bool,
-    ) -> Result<RealServer, ServerError> {
-        Self::apache_on(program, root, cpus, mpm, dynamic, LOOPBACK)
-    }
-
-    /// [`RealServer::apache_at`] listening on `ip` (every address when unspecified):
-    /// where load clients on other hosts reach it.
     pub fn apache_on(
         program: &Path,
         root: &Path,
@@ -474,7 +435,11 @@ impl RealServer {
             open_up(root)?;
         }
         let scratch = tempdir()?;
-        let port = if port == 0 { free_port()? } else { port };
+        let port = if port == 0 {
+            free_port_on(LOOPBACK)?
+        } else {
+            port
+        };
         let mut text = cmd.replace("{port}", &port.to_string());
         if let Some(root) = root {
             text = text.replace("{root}", &root.display().to_string());

@@ -150,10 +150,7 @@ impl Benchmark for WebSlo {
             .map_err(|_| crate::bad_param("slo", text, "pNN=TIME, e.g. p99=5ms"))?;
         let dataset = prm.get_bytes("dataset")?;
         let step = step_seconds(prm)?;
-        let conns = prm.get_u64("conns")? as usize;
-        if !(1..=10_000).contains(&conns) {
-            return Err(crate::bad_param("conns", conns, "1 to 10000"));
-        }
+        let conns = crate::bounded(prm, "conns", 1, 10_000)? as usize;
         let max_rate = prm.get_f64("max_rate")?;
         if !(START_PER_S..=10_000_000.0).contains(&max_rate) {
             return Err(crate::bad_param(
@@ -170,12 +167,9 @@ impl Benchmark for WebSlo {
                 "0 (search) or 1 to 10000000 requests per second",
             ));
         }
-        let port = prm.get_u64("port")?;
         let custom = Custom {
             cmd: prm.get_str("cmd")?.to_string(),
-            port: u16::try_from(port).map_err(|_| {
-                crate::bad_param("port", port, "a TCP port, 1 to 65535 (0: {port} in cmd)")
-            })?,
+            port: crate::cmd_port(prm)?,
             nginx: String::new(),
             apache: String::new(),
         };

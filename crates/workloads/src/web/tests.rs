@@ -737,8 +737,15 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
         port: 0,
         ..Default::default()
     };
-    let server = start_server_with("cmd", &set, &server_cpus(), ServerOpts::default(), &custom)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let server = start_serving(
+        "cmd",
+        &set,
+        false,
+        &server_cpus(),
+        ServerOpts::default(),
+        &custom,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let f = &set.files[10];
     let resp = raw(
         server.addr(),
@@ -748,9 +755,10 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
     assert_eq!(fnv1a(body(&resp), FNV_START), f.checksum);
     drop(server);
     // Errors name what is missing.
-    let e = start_server_with(
+    let e = start_serving(
         "cmd",
         &set,
+        false,
         &server_cpus(),
         ServerOpts::default(),
         &Custom {
@@ -763,9 +771,10 @@ fn your_own_server_runs_on_the_placement_and_gets_the_same_load() {
     .unwrap()
     .to_string();
     assert!(e.contains("{port}"), "{e}");
-    let e = start_server_with(
+    let e = start_serving(
         "cmd",
         &set,
+        false,
         &server_cpus(),
         ServerOpts::default(),
         &Custom {
@@ -829,7 +838,11 @@ fn apache_answers_the_dynamic_requests_through_cgi() {
     }
     let set = FileSet::generate(1).unwrap();
     for mpm in [real::Mpm::Prefork, real::Mpm::Event] {
-        let server = real::RealServer::apache_with(set.root(), &server_cpus(), mpm, true)
+        let server = real::find("apache2", "")
+            .and_then(|p| {
+                let ip = std::net::Ipv4Addr::LOCALHOST.into();
+                real::RealServer::apache_on(&p, set.root(), &server_cpus(), mpm, true, ip)
+            })
             .unwrap_or_else(|e| panic!("{mpm:?}: {e}"));
         let addr = server.addr();
         let (specs, _) = dynamic::requests();

@@ -17,8 +17,7 @@ use smtlab_loadgen::sys;
 
 use super::conn::{abort_on_close, unsent};
 use super::{
-    Docs, Reply, ServerOpts, dynamic_reply, error_response, listener_reuseport, now_ns,
-    owes_continue, reply,
+    Docs, Reply, ServerOpts, dynamic_reply, listener_reuseport, now_ns, owes_continue, reply,
 };
 
 /// The event-driven server.
@@ -50,11 +49,11 @@ impl EventServer {
                 }
             };
             let name = format!("smtlab-web-ev{i}");
-            let h = match cpus.get(i) {
-                Some(&c) => smtlab_placement::pin::spawn_pinned(Some(c), name, body)?,
-                None => std::thread::Builder::new().name(name).spawn(body)?,
-            };
-            loops.push(h);
+            loops.push(smtlab_placement::pin::spawn_pinned(
+                cpus.get(i).copied(),
+                name,
+                body,
+            )?);
         }
         Ok(EventServer { addr, stop, loops })
     }
@@ -441,14 +440,7 @@ impl EventLoop {
                 }
                 (reply(&self.docs, &req, &c.buf[req.head_len..used]), used)
             }
-            Err(rej) => (
-                Reply {
-                    head: error_response(rej),
-                    file: None,
-                    keep_alive: false,
-                },
-                c.buf.len(),
-            ),
+            Err(rej) => (Reply::refuse(rej), c.buf.len()),
         };
         consume(&mut c.buf, used);
         self.respond(i, r);

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 
 use smtlab_model::CpuSet;
 use smtlab_placement::pin::CpuMask;
@@ -124,11 +124,8 @@ fn worker_loop(lfd: RawFd, docs: &Docs, opts: ServerOpts, parent: libc::pid_t) {
         // Blocking from here, as a prefork worker is.
         let _ = sys::set_nonblocking(accepted.as_raw_fd(), false);
         let _ = sys::set_nodelay(accepted.as_raw_fd());
-        // Closed below, after the connection.
-        let fd = accepted.into_raw_fd();
-        serve_blocking(fd, docs, opts);
-        // SAFETY: `fd` was accepted above and is closed once, here.
-        unsafe { libc::close(fd) };
+        // Closed when `accepted` drops, after the connection.
+        serve_blocking(accepted.as_raw_fd(), docs, opts);
     }
 }
 

@@ -89,6 +89,7 @@ type Queues = (
 );
 
 /// The staged copying server.
+#[derive(Debug)]
 pub struct SedaServer {
     addr: SocketAddr,
     /// Stops the accept stage (the pools stop on an empty item, one per thread).
@@ -98,14 +99,6 @@ pub struct SedaServer {
     /// The pools' queues, to send each pool thread its stop (`None`).
     queues: Queues,
     per_pool: usize,
-}
-
-impl std::fmt::Debug for SedaServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SedaServer")
-            .field("addr", &self.addr)
-            .finish()
-    }
 }
 
 /// A connection as it moves between stages; dropping it closes the socket.
@@ -187,22 +180,8 @@ impl Pipeline {
         let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());
         // In the table before it can be reported, so the accept stage finds it.
         parked.insert(fd, (c, out));
-        let r = sys::epoll_ctl(
-            self.epfd.as_raw_fd(),
-            libc::EPOLL_CTL_MOD,
-            fd,
-            events,
-            fd as u64,
-        )
-        .or_else(|_| {
-            sys::epoll_ctl(
-                self.epfd.as_raw_fd(),
-                libc::EPOLL_CTL_ADD,
-                fd,
-                events,
-                fd as u64,
-            )
-        });
+        let ctl = |op| sys::epoll_ctl(self.epfd.as_raw_fd(), op, fd, events, fd as u64);
+        let r = ctl(libc::EPOLL_CTL_MOD).or_else(|_| ctl(libc::EPOLL_CTL_ADD));
         if r.is_err()
             && let Some((c, _)) = parked.remove(&fd)
         {
@@ -266,9 +245,8 @@ impl SedaServer {
             per_pool: 0,
         };
         let cpu = |i: usize| cpus.get(i % per_pool).copied();
-        let spawn = |name: String, cpu: Option<u32>, body: Box<dyn FnOnce() + Send>| match cpu {
-            Some(c) => smtlab_placement::pin::spawn_pinned(Some(c), name, body),
-            None => std::thread::Builder::new().name(name).spawn(body),
+        let spawn = |name: String, cpu: Option<u32>, body: Box<dyn FnOnce() + Send>| {
+            smtlab_placement::pin::spawn_pinned(cpu, name, body)
         };
         {
             let (pipe, stop) = (pipe.clone(), stop.clone());

@@ -73,6 +73,16 @@ impl Drop for ThreadServer {
     }
 }
 
+/// Closes connection `id` (if still registered) and counts it gone.
+fn close_conn(registry: &Registry, id: usize, live: &AtomicUsize) {
+    if let Some(fd) = registry.lock().expect("registry").remove(&id) {
+        // SAFETY: the fd was in the registry, so it is still open and removed from it
+        // under the lock: this is its one close.
+        unsafe { libc::close(fd) };
+    }
+    live.fetch_sub(1, Ordering::SeqCst);
+}
+
 fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &AtomicBool) {
     let registry: Registry = Arc::default();
     let live = Arc::new(AtomicUsize::new(0));
@@ -103,24 +113,11 @@ fn accept_loop(listener: TcpListener, docs: Arc<Docs>, opts: ServerOpts, stop: &
                 .stack_size(64 * 1024)
                 .spawn(move || {
                     serve_blocking(s.into_raw_fd(), &docs, opts);
-                    let fd = reg.lock().expect("registry").remove(&id);
-                    if let Some(fd) = fd {
-                        // SAFETY: the fd was in the registry, so it is still open and removed from
-                        // it under the lock: this is its one close.
-                        unsafe { libc::close(fd) };
-                    }
-                    live2.fetch_sub(1, Ordering::SeqCst);
+                    close_conn(&reg, id, &live2);
                 });
             match spawned {
                 Ok(h) => workers.push(h),
-                Err(_) => {
-                    if let Some(fd) = registry.lock().expect("registry").remove(&id) {
-                        // SAFETY: the fd was in the registry, so it is still open and removed from
-                        // it under the lock: this is its one close.
-                        unsafe { libc::close(fd) };
-                    }
-                    live.fetch_sub(1, Ordering::SeqCst);
-                }
+                Err(_) => close_conn(&registry, id, &live),
             }
         }
     }
