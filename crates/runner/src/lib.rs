@@ -26,7 +26,7 @@
 //!    beside wall-time rates; start spread; concatenated event series.
 //!
 //! With `--counters`, [`counting::CellCounting`] is opened before the benchmark is
-//! prepared and passed as an observer: it counts the measured samples (perf events of
+//! prepared and enabled around each measured sample: it counts the measured samples (perf events of
 //! the process and everything it starts, `/proc/stat` time of the placement's CPUs,
 //! syscall time where tracing is permitted).
 //!

@@ -117,7 +117,7 @@ fn what_cannot_be_counted_says_why() {
 fn real_counters_follow_a_worker_started_after_them() {
     let setup = CountingSetup::probe();
     let cpus = smtlab_placement::pin::get_affinity(0).unwrap();
-    let mut c = CellCounting::begin(&setup, &cpus, None);
+    let mut c = CellCounting::begin_with(&setup, &smtlab_runner::counting::Perf, &cpus, None);
     c.resume();
     let busy = std::thread::spawn(|| {
         let mut x = 0u64;

@@ -155,17 +155,12 @@ impl Subject {
     }
 
     fn params(&self) -> (Params, BTreeMap<String, String>) {
-        match self {
-            Subject::Catalog(w) => (w.params.clone(), param_map(&w.params)),
-            Subject::Command(c) => {
-                let p = c.params();
-                (Params::from_pairs(p.clone()), p)
-            }
-            Subject::Served(s) => {
-                let p = s.params();
-                (Params::from_pairs(p.clone()), p)
-            }
-        }
+        let p = match self {
+            Subject::Catalog(w) => return (w.params.clone(), param_map(&w.params)),
+            Subject::Command(c) => c.params(),
+            Subject::Served(s) => s.params(),
+        };
+        (Params::from_pairs(p.clone()), p)
     }
 
     /// The name its cells are stored under (`exec` for a command).
@@ -219,10 +214,6 @@ pub fn partner_plan(
     pair: &crate::corun::CpuPair,
     topo: &Topology,
 ) -> super::corun::CorunPlan {
-    let copy = |w: &Workload| Workload {
-        bench: Arc::clone(&w.bench),
-        params: w.params.clone(),
-    };
     partners
         .iter()
         .filter_map(|b| {
@@ -233,7 +224,7 @@ pub fn partner_plan(
                 // Beside itself: the matrix's diagonal group says it all (and a second
                 // alone cell would have the first one's key).
                 return super::corun::matrix_plan(
-                    &[copy(task)],
+                    std::slice::from_ref(task),
                     &[(Form::Sibling, cpu)],
                     pair,
                     topo,
@@ -241,7 +232,7 @@ pub fn partner_plan(
                 .into_iter()
                 .next();
             }
-            let both = [copy(task), copy(b)];
+            let both = [task.clone(), b.clone()];
             let mut groups = super::corun::matrix_plan(&both, &[(Form::Sibling, cpu)], pair, topo)
                 .into_iter()
                 .skip(1);

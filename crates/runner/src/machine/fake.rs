@@ -128,20 +128,15 @@ impl Machine for FakeMachine {
 
     fn counting_setup(&self) -> CountingSetup {
         let fake = || ClassStatus::no("not on the fake machine");
-        CountingSetup {
-            availability: CounterAvailability {
-                perf_event_paranoid: None,
-                hardware: ClassStatus::yes(),
-                software: ClassStatus::yes(),
-                kernel_mode: fake(),
-                cpu_wide: fake(),
-                syscall_tracing: fake(),
-                events: Vec::new(),
-            },
-            os_interval: std::time::Duration::from_millis(100),
+        CountingSetup::with_availability(CounterAvailability {
+            perf_event_paranoid: None,
+            hardware: ClassStatus::yes(),
+            software: ClassStatus::yes(),
+            kernel_mode: fake(),
+            cpu_wide: fake(),
+            syscall_tracing: fake(),
             events: Vec::new(),
-            events_unavailable: Vec::new(),
-        }
+        })
     }
 
     fn counting_backend(&self) -> &dyn CountingBackend {
