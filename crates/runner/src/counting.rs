@@ -249,12 +249,9 @@ impl TraceControl {
     }
 
     fn start(&mut self) -> Result<(), String> {
-        self.tx
-            .send(TraceCmd::Start)
-            .map_err(|_| "the syscall tracer thread ended early".to_string())?;
-        self.ack
-            .recv()
-            .map_err(|_| "the syscall tracer thread ended early".to_string())?
+        let ended = || "the syscall tracer thread ended early".to_string();
+        self.tx.send(TraceCmd::Start).map_err(|_| ended())?;
+        self.ack.recv().map_err(|_| ended())?
     }
 
     fn stop(&mut self) -> Result<Traced, String> {

@@ -306,10 +306,24 @@ pub fn throughput_group<'a>(
     topo: &Topology,
     warmup_samples: Option<usize>,
 ) -> Vec<CellPlan<'a>> {
-    let bench = subject.bench();
-    let info = bench.info();
-    let (params, map) = subject.params();
     let command = matches!(subject, Subject::Command(_) | Subject::Served(_));
+    let mut cells = cells_on(subject.bench(), subject.params(), specs, topo);
+    for c in &mut cells {
+        c.work_unit = command.then(|| ("run".to_string(), 1.0));
+        c.warmup_samples = warmup_samples;
+    }
+    cells
+}
+
+/// `bench` with `params` (stored as `map`) on each of `specs` resolved on `topo`, a
+/// placement the machine cannot satisfy a skipped cell with its reason.
+fn cells_on<'a, S: AsRef<str>>(
+    bench: &'a dyn Benchmark,
+    (params, map): (Params, BTreeMap<String, String>),
+    specs: &[S],
+    topo: &Topology,
+) -> Vec<CellPlan<'a>> {
+    let info = bench.info();
     specs
         .iter()
         .map(|spec| CellPlan {
@@ -320,11 +334,11 @@ pub fn throughput_group<'a>(
                 benchmark: info.name.clone(),
                 params: map.clone(),
                 conditions: Default::default(),
-                placement: spec.clone(),
+                placement: spec.as_ref().to_string(),
             },
-            placement: crate::plan::placed(spec, topo).map_err(Unplaced::from),
-            work_unit: command.then(|| ("run".to_string(), 1.0)),
-            warmup_samples,
+            placement: crate::plan::placed(spec.as_ref(), topo).map_err(Unplaced::from),
+            work_unit: None,
+            warmup_samples: None,
         })
         .collect()
 }
@@ -430,30 +444,13 @@ pub fn sweep_groups<'a>(
     let Subject::Catalog(w) = subject else {
         return Vec::new();
     };
-    let bench = w.bench.as_ref();
-    let info = bench.info();
     rates
         .iter()
         .map(|rate| {
             let mut map = param_map(&w.params);
             map.insert(RATE_PARAM.to_string(), format!("{rate:.0}"));
-            [base, other]
-                .iter()
-                .map(|spec| CellPlan {
-                    bench,
-                    info: info.clone(),
-                    params: Params::from_pairs(map.clone()),
-                    key: CellKey {
-                        benchmark: info.name.clone(),
-                        params: map.clone(),
-                        conditions: Default::default(),
-                        placement: spec.to_string(),
-                    },
-                    placement: crate::plan::placed(spec, topo).map_err(Unplaced::from),
-                    work_unit: None,
-                    warmup_samples: None,
-                })
-                .collect()
+            let params = Params::from_pairs(map.clone());
+            cells_on(w.bench.as_ref(), (params, map), &[base, other], topo)
         })
         .collect()
 }
