@@ -552,13 +552,6 @@ impl CellCounting {
         self.running
     }
 
-    /// Says `/proc/stat` time cannot be kept, with `reason` (e.g. other cells ran on
-    /// the same CPUs during the window).
-    pub fn drop_os_time(&mut self, reason: &str) {
-        self.sampler = None;
-        self.os_time_unavailable = Some(reason.to_string());
-    }
-
     /// Disables and reads the counters and ends `/proc/stat` sampling: the window ends.
     /// `work` is what was done inside it, for per-unit costs.
     pub fn stop(&mut self, work: Option<Work>) {
