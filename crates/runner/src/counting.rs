@@ -134,13 +134,11 @@ impl CountingSetup {
     /// for the caller to print once.
     pub fn missing_lines(&self) -> Vec<String> {
         let a = &self.availability;
-        let mut out = Vec::new();
-        if let Some(r) = &a.software.reason {
-            out.push(r.clone());
-        }
-        if let Some(r) = &a.hardware.reason {
-            out.push(r.clone());
-        }
+        let mut out: Vec<String> = [&a.software.reason, &a.hardware.reason]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
         if let Some(r) = &a.syscall_tracing.reason {
             out.push(format!("kernel time by system call not measured: {r}"));
             // Interrupts are traced with the system calls: the same cause stops both.
