@@ -34,17 +34,13 @@ pub fn find(name: &str) -> Option<Box<dyn Benchmark>> {
     all().into_iter().find(|b| b.info().name == name)
 }
 
-/// Names of all benchmarks, for error messages.
-pub fn names() -> Vec<String> {
-    all().into_iter().map(|b| b.info().name).collect()
-}
-
 /// The one-line error for a name the catalog does not hold (`what`: "benchmark",
 /// "workload"): the closest names by edit distance when any is close, else where the
 /// list is, never the whole catalog in one line.
 pub fn unknown(what: &str, name: &str) -> String {
     let shown = smtlab_model::quote::quoted(name);
-    let close = closest(name, &names());
+    let names: Vec<String> = all().into_iter().map(|b| b.info().name).collect();
+    let close = closest(name, &names);
     if close.is_empty() {
         format!("unknown {what} {shown}; `smtlab list` shows them all")
     } else {
@@ -114,7 +110,7 @@ mod tests {
 
     #[test]
     fn names_are_unique() {
-        let mut names = super::names();
+        let mut names: Vec<String> = super::all().into_iter().map(|b| b.info().name).collect();
         let n = names.len();
         names.sort();
         names.dedup();

@@ -54,9 +54,8 @@
 //! result, and an error while counting is returned by [`CellCounting::finish`] for the
 //! caller to report.
 
-use std::ops::ControlFlow;
-use std::sync::mpsc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::{JoinHandle, ThreadId};
 use std::time::Duration;
 
 use smtlab_counters::{
@@ -65,7 +64,6 @@ use smtlab_counters::{
     TraceOptions,
 };
 use smtlab_model::CpuSet;
-use smtlab_model::counters::cell::work_unit_for;
 use smtlab_model::counters::derived::Work;
 use smtlab_model::counters::irqs::IrqProfile;
 use smtlab_model::counters::kernel_time::KernelTimeProfile;
@@ -74,8 +72,7 @@ use smtlab_model::counters::os_time::OsTimeSeries;
 use smtlab_model::counters::syscalls::SyscallProfile;
 use smtlab_model::counters::{CellCounters, CounterAvailability, CounterTarget, CounterValues};
 
-use crate::clock::{Clock, Monotonic};
-use crate::observer::{Event, Observer};
+use crate::clock::{Clock, FakeClock, Monotonic};
 
 /// What the window of a benchmark cell covers, as stored in [`CellCounters::window`].
 pub const SAMPLES_WINDOW: &str = "measured samples (calibration and warm-up excluded)";
@@ -97,8 +94,13 @@ pub struct CountingSetup {
 impl CountingSetup {
     /// Probes the machine (a few `perf_event_open` calls and a look at tracefs).
     pub fn probe() -> CountingSetup {
+        CountingSetup::with_availability(smtlab_counters::availability())
+    }
+
+    /// What `availability` allows, sampling `/proc/stat` every 100 ms, no named events.
+    pub fn with_availability(availability: CounterAvailability) -> CountingSetup {
         CountingSetup {
-            availability: smtlab_counters::availability(),
+            availability,
             os_interval: Duration::from_millis(100),
             events: Vec::new(),
             events_unavailable: Vec::new(),
@@ -117,36 +119,26 @@ impl CountingSetup {
     pub fn fake() -> CountingSetup {
         use smtlab_model::counters::ClassStatus;
         let no = || ClassStatus::no("not in this test");
-        CountingSetup {
-            availability: CounterAvailability {
-                perf_event_paranoid: None,
-                hardware: no(),
-                software: ClassStatus {
-                    available: true,
-                    reason: None,
-                },
-                kernel_mode: no(),
-                cpu_wide: no(),
-                syscall_tracing: no(),
-                events: Vec::new(),
-            },
-            os_interval: Duration::from_millis(100),
+        CountingSetup::with_availability(CounterAvailability {
+            perf_event_paranoid: None,
+            hardware: no(),
+            software: ClassStatus::yes(),
+            kernel_mode: no(),
+            cpu_wide: no(),
+            syscall_tracing: no(),
             events: Vec::new(),
-            events_unavailable: Vec::new(),
-        }
+        })
     }
 
     /// One line per class of measurement that is missing here (no PMU, no tracefs, ...),
     /// for the caller to print once.
     pub fn missing_lines(&self) -> Vec<String> {
         let a = &self.availability;
-        let mut out = Vec::new();
-        if let Some(r) = &a.software.reason {
-            out.push(r.clone());
-        }
-        if let Some(r) = &a.hardware.reason {
-            out.push(r.clone());
-        }
+        let mut out: Vec<String> = [&a.software.reason, &a.hardware.reason]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
         if let Some(r) = &a.syscall_tracing.reason {
             out.push(format!("kernel time by system call not measured: {r}"));
             // Interrupts are traced with the system calls: the same cause stops both.
@@ -255,12 +247,9 @@ impl TraceControl {
     }
 
     fn start(&mut self) -> Result<(), String> {
-        self.tx
-            .send(TraceCmd::Start)
-            .map_err(|_| "the syscall tracer thread ended early".to_string())?;
-        self.ack
-            .recv()
-            .map_err(|_| "the syscall tracer thread ended early".to_string())?
+        let ended = || "the syscall tracer thread ended early".to_string();
+        self.tx.send(TraceCmd::Start).map_err(|_| ended())?;
+        self.ack.recv().map_err(|_| ended())?
     }
 
     fn stop(&mut self) -> Result<Traced, String> {
@@ -334,17 +323,10 @@ pub enum CountingError {
 
 /// Where a cell's counting comes from: the machine ([`Perf`]) or fakes in tests.
 pub trait CountingBackend: Send + Sync {
-    /// Counters of the calling thread and everything it starts later (`inherit`).
-    fn open_counters(&self) -> Result<Box<dyn CounterSource>, String>;
-    /// The same with named events (`--events`) besides; a backend that cannot count
-    /// them (the fakes) opens the plain counters.
-    fn open_counters_named(
-        &self,
-        named: &[ResolvedEvent],
-    ) -> Result<Box<dyn CounterSource>, String> {
-        let _ = named;
-        self.open_counters()
-    }
+    /// Counters of the calling thread and everything it starts later (`inherit`), with
+    /// the named events (`--events`) besides; a backend that cannot count them (the
+    /// fakes) opens the plain counters.
+    fn open_counters(&self, named: &[ResolvedEvent]) -> Result<Box<dyn CounterSource>, String>;
     /// Starts sampling the `/proc/stat` time of `cpus`, every `interval`, from a thread
     /// pinned to `pin_cpu` when given.
     fn start_os_sampler(
@@ -358,8 +340,8 @@ pub trait CountingBackend: Send + Sync {
         false
     }
     /// The clock of the `/proc/stat` series (where the steady state begins).
-    fn clock(&self) -> Box<dyn Clock> {
-        Box::new(Monotonic)
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::new(Monotonic)
     }
 }
 
@@ -368,14 +350,7 @@ pub trait CountingBackend: Send + Sync {
 pub struct Perf;
 
 impl CountingBackend for Perf {
-    fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
-        self.open_counters_named(&[])
-    }
-
-    fn open_counters_named(
-        &self,
-        named: &[ResolvedEvent],
-    ) -> Result<Box<dyn CounterSource>, String> {
+    fn open_counters(&self, named: &[ResolvedEvent]) -> Result<Box<dyn CounterSource>, String> {
         let target = CounterTarget::Thread {
             tid: 0,
             inherit: true,
@@ -419,7 +394,7 @@ impl CountingBackend for Perf {
 pub struct CellCounting {
     hardware_unavailable: Option<String>,
     sampler: Option<Box<dyn OsSampler>>,
-    clock: Box<dyn Clock>,
+    clock: Arc<dyn Clock>,
     sampler_t0_ns: u64,
     os_time: Option<OsTimeSeries>,
     os_time_unavailable: Option<String>,
@@ -436,7 +411,6 @@ pub struct CellCounting {
     running: bool,
     steady_from_ns: Option<u64>,
     values: Option<CounterValues>,
-    work_unit: Option<String>,
     work: Option<Work>,
     /// The first error while counting; `finish` returns it.
     error: Option<CountingError>,
@@ -448,11 +422,6 @@ pub struct CellCounting {
 }
 
 impl CellCounting {
-    /// [`CellCounting::begin_with`] on the real machine and clock.
-    pub fn begin(setup: &CountingSetup, cpus: &CpuSet, sampler_cpu: Option<u32>) -> CellCounting {
-        CellCounting::begin_with(setup, &Perf, cpus, sampler_cpu)
-    }
-
     /// Starts the `/proc/stat` sampler on `cpus` (the placement's CPUs; pinned to
     /// `sampler_cpu` when there is a spare CPU), opens the syscall tracepoints where
     /// tracing is available, then the counters on the calling thread with `inherit`.
@@ -475,7 +444,7 @@ impl CellCounting {
                 cpus.clone(),
             )),
         };
-        let (counters, error) = split(backend.open_counters_named(&setup.events));
+        let (counters, error) = split(backend.open_counters(&setup.events));
         CellCounting {
             hardware_unavailable: setup.availability.hardware.reason.clone(),
             sampler,
@@ -496,7 +465,6 @@ impl CellCounting {
             running: false,
             steady_from_ns: None,
             values: None,
-            work_unit: None,
             work: None,
             error: error.map(CountingError::Open),
             named_unavailable: setup.events_unavailable.clone(),
@@ -577,23 +545,9 @@ impl CellCounting {
         }
     }
 
-    /// Zeroes and enables the counters: the window begins (as the first `resume`).
-    pub fn start(&mut self) {
-        if !self.started {
-            self.resume();
-        }
-    }
-
     /// Whether the counters count right now.
     pub fn running(&self) -> bool {
         self.running
-    }
-
-    /// Says `/proc/stat` time cannot be kept, with `reason` (e.g. other cells ran on
-    /// the same CPUs during the window).
-    pub fn drop_os_time(&mut self, reason: &str) {
-        self.sampler = None;
-        self.os_time_unavailable = Some(reason.to_string());
     }
 
     /// Disables and reads the counters and ends `/proc/stat` sampling: the window ends.
@@ -725,60 +679,36 @@ impl CellCounting {
     }
 }
 
-impl Observer for CellCounting {
-    /// Counts the measured samples of a cell measured with [`crate::measure`]: on
-    /// around each sample would need the runner's help, so this opens the window when
-    /// the warm-up is done and closes it when the cell finishes, with the measured
-    /// samples' work in the unit of the benchmark's work (bytes for bandwidths,
-    /// operations otherwise). Never stops the cell. The session counts each sample on
-    /// its own instead.
-    fn event(&mut self, event: &Event<'_>) -> ControlFlow<()> {
-        match event {
-            Event::CellStarted { info, .. } => {
-                self.work_unit = Some(work_unit_for(&info.unit).to_string());
-            }
-            Event::WarmupDone { .. } => self.start(),
-            Event::CellFinished { result } => {
-                let amount: f64 = result.samples.iter().map(|s| s.work).sum();
-                let work = self.work_unit.clone().map(|unit| Work { amount, unit });
-                self.stop(work);
-            }
-            _ => {}
-        }
-        ControlFlow::Continue(())
-    }
-}
-
 /// Counting without the machine, for tests of the runner and its callers: every
 /// counter group it opens is a [`smtlab_counters::FakeSource`] reading `values`, kept
 /// (with the thread that opened it) so a test can check when it counted; the
 /// `/proc/stat` series is `os_time` (or the sampler fails with a reason); the clock is
-/// a [`crate::FakeClock`].
+/// a [`FakeClock`].
 pub struct FakeBackend {
-    pub values: smtlab_model::counters::CounterValues,
+    pub values: CounterValues,
     pub os_time: Option<OsTimeSeries>,
-    pub clock: std::sync::Arc<crate::FakeClock>,
+    pub clock: Arc<FakeClock>,
     /// Every counter group opened so far, with the thread that opened it.
-    pub opened: std::sync::Mutex<Vec<(std::thread::ThreadId, SharedFake)>>,
+    pub opened: Mutex<Vec<(ThreadId, SharedFake)>>,
     /// What the samplers were asked, in order (`pause`, `resume`, `finish`).
-    pub sampler_log: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+    pub sampler_log: Arc<Mutex<Vec<&'static str>>>,
 }
 
 /// A [`smtlab_counters::FakeSource`] the backend and a test both hold.
-pub type SharedFake = std::sync::Arc<std::sync::Mutex<smtlab_counters::FakeSource>>;
+pub type SharedFake = Arc<Mutex<smtlab_counters::FakeSource>>;
 
 impl FakeBackend {
     pub fn new(
-        values: smtlab_model::counters::CounterValues,
+        values: CounterValues,
         os_time: Option<OsTimeSeries>,
-        clock: std::sync::Arc<crate::FakeClock>,
+        clock: Arc<FakeClock>,
     ) -> FakeBackend {
         FakeBackend {
             values,
             os_time,
             clock,
-            opened: std::sync::Mutex::new(Vec::new()),
-            sampler_log: std::sync::Arc::default(),
+            opened: Mutex::new(Vec::new()),
+            sampler_log: Arc::default(),
         }
     }
 
@@ -789,7 +719,7 @@ impl FakeBackend {
         opened
             .iter()
             .find(|(t, _)| *t == me)
-            .map(|(_, s)| std::sync::Arc::clone(s))
+            .map(|(_, s)| Arc::clone(s))
     }
 }
 
@@ -812,10 +742,7 @@ impl CounterSource for SharedSource {
 
 /// The fake sampler: its series, and a log of `pause`/`resume`/`finish` that the
 /// backend shares with the test.
-struct FixedSeries(
-    OsTimeSeries,
-    std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
-);
+struct FixedSeries(OsTimeSeries, Arc<Mutex<Vec<&'static str>>>);
 
 impl FixedSeries {
     fn log(&self, what: &'static str) {
@@ -840,23 +767,15 @@ impl OsSampler for FixedSeries {
     }
 }
 
-struct ClockRef(std::sync::Arc<crate::FakeClock>);
-
-impl Clock for ClockRef {
-    fn now_ns(&self) -> u64 {
-        self.0.now_ns()
-    }
-}
-
 impl CountingBackend for FakeBackend {
-    fn open_counters(&self) -> Result<Box<dyn CounterSource>, String> {
-        let source: SharedFake = std::sync::Arc::new(std::sync::Mutex::new(
-            smtlab_counters::FakeSource::new(self.values.clone()),
-        ));
+    fn open_counters(&self, _named: &[ResolvedEvent]) -> Result<Box<dyn CounterSource>, String> {
+        let source: SharedFake = Arc::new(Mutex::new(smtlab_counters::FakeSource::new(
+            self.values.clone(),
+        )));
         self.opened
             .lock()
             .map_err(|_| "fake backend poisoned".to_string())?
-            .push((std::thread::current().id(), std::sync::Arc::clone(&source)));
+            .push((std::thread::current().id(), Arc::clone(&source)));
         Ok(Box::new(SharedSource(source)))
     }
 
@@ -870,16 +789,13 @@ impl CountingBackend for FakeBackend {
             Some(s) => {
                 let mut s = s.clone();
                 s.cpus = cpus.clone();
-                Ok(Box::new(FixedSeries(
-                    s,
-                    std::sync::Arc::clone(&self.sampler_log),
-                )))
+                Ok(Box::new(FixedSeries(s, Arc::clone(&self.sampler_log))))
             }
             None => Err("no /proc/stat in this test".into()),
         }
     }
 
-    fn clock(&self) -> Box<dyn Clock> {
-        Box::new(ClockRef(std::sync::Arc::clone(&self.clock)))
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
     }
 }

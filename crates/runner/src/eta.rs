@@ -44,11 +44,6 @@ impl Eta {
         }
     }
 
-    /// The plan's expected time of the whole run.
-    pub fn planned_ns(&self) -> u64 {
-        self.total_ns
-    }
-
     /// `key` ended (measured or skipped) `elapsed_ns` after the run started. A key the
     /// plan does not hold (a cell a command adds while it measures) counts no planned
     /// time, so the pace it costs shows in the cells after it.
@@ -120,7 +115,6 @@ mod tests {
     #[test]
     fn before_any_cell_the_plan_is_the_estimate_counting_down() {
         let eta = Eta::new(&plan(10));
-        assert_eq!(eta.planned_ns(), 10_000_000_000);
         assert_eq!(eta.remaining_ns(0), 10_000_000_000);
         assert_eq!(eta.remaining_ns(4_000_000_000), 6_000_000_000);
         assert_eq!(eta.remaining_ns(20_000_000_000), 0);

@@ -11,7 +11,7 @@
 //! 1. **Overheads** ([`clock`]): the cost of a clock read and of an empty loop iteration
 //!    are measured and reported; time-per-operation values have the benchmark's own
 //!    `RawSample::overhead_ns` (its clock reads and loop, by the bench contract)
-//!    subtracted, and the result says how much ([`value`]).
+//!    subtracted, and the result says how much ([`smtlab_bench::value`]).
 //! 2. **Calibration**: inner iterations grow from 1 until the median of three samples
 //!    lasts about `target_sample_ns` (10 ms), then `time(2n)` is compared with
 //!    `2 * time(n)` (medians of three each); a count that fails is searched again once,
@@ -26,7 +26,7 @@
 //!    beside wall-time rates; start spread; concatenated event series.
 //!
 //! With `--counters`, [`counting::CellCounting`] is opened before the benchmark is
-//! prepared and passed as an observer: it counts the measured samples (perf events of
+//! prepared and enabled around each measured sample: it counts the measured samples (perf events of
 //! the process and everything it starts, `/proc/stat` time of the placement's CPUs,
 //! syscall time where tracing is permitted).
 //!
@@ -69,9 +69,6 @@ pub mod plan;
 pub mod result;
 pub mod rounds;
 pub mod session;
-/// The value contract between a benchmark and the engine lives with the benchmarks;
-/// re-exported here for the engine's callers.
-pub use smtlab_bench::value;
 /// Statistics live in the model crate so the report can use them; re-exported here.
 pub use smtlab_model::stats;
 /// The benchmarks that commands build (a user's command, a co-run pair, an open-loop

@@ -251,11 +251,6 @@ impl<'a> Measurement<'a> {
         self.samples.last_mut()
     }
 
-    /// Whether [`Measurement::step`] has nothing left to do.
-    pub fn done(&self) -> bool {
-        self.stop_reason.is_some()
-    }
-
     /// A converged cell goes on sampling (until it converges again on the next step, or
     /// reaches its sample or time limit); other stops stay stopped. Interleaving keeps
     /// every cell sampling while any other does, so all of them see the same stretch of

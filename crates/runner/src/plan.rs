@@ -73,41 +73,46 @@ fn duplicates_all_at_full_width(
 
 /// The cells of a run, in measuring order: benchmark by benchmark (catalog order), and
 /// within one benchmark every parameter set on every placement, so a benchmark's
-/// placements are measured close together in time.
+/// placements are measured close together in time. The parameter values `given` (key,
+/// values: `server` and `event,threads,nginx`) apply to the benchmarks that declare the
+/// key, each combination of values its own cells. In a run of the `standard`
+/// placements, a server workload (one with a client side) gets [`server_placements`] in
+/// place of `cores` and `all`.
 pub fn plan(
     suite: Suite,
     benches: &[Box<dyn Benchmark>],
     placements: &[String],
-    topo: &Topology,
-) -> Vec<CellKey> {
-    plan_with(suite, benches, placements, None, &[], topo)
-}
-
-/// [`plan`] of a run of the standard placements: a server workload (one with a client
-/// side) gets [`server_placements`] in place of `cores` and `all`; and the parameter
-/// values `given` (key, values: `server` and `event,threads,nginx`) apply to the
-/// benchmarks that declare the key, each combination of values its own cells.
-pub fn plan_standard(
-    suite: Suite,
-    benches: &[Box<dyn Benchmark>],
-    placements: &[String],
     given: &[(String, Vec<String>)],
+    standard: bool,
     topo: &Topology,
 ) -> Vec<CellKey> {
-    let servers = server_placements(placements, topo);
-    plan_with(suite, benches, placements, Some(&servers), given, topo)
-}
-
-/// [`plan`] with the parameter values `given` (see [`plan_standard`]) and, for the
-/// standard placements, the server workloads' own.
-pub fn plan_given(
-    suite: Suite,
-    benches: &[Box<dyn Benchmark>],
-    placements: &[String],
-    given: &[(String, Vec<String>)],
-    topo: &Topology,
-) -> Vec<CellKey> {
-    plan_with(suite, benches, placements, None, given, topo)
+    let servers = standard.then(|| server_placements(placements, topo));
+    let mut cells = Vec::new();
+    for bench in benches {
+        if !bench.in_suite(suite) {
+            continue;
+        }
+        let name = bench.info().name;
+        let placements = match servers.as_deref() {
+            Some(s) if bench.client_side() => s,
+            _ => placements,
+        };
+        for base in param_sets(bench.as_ref(), &base_params(bench.as_ref(), suite), given) {
+            plan_params(
+                bench.as_ref(),
+                &name,
+                &base,
+                placements,
+                suite,
+                topo,
+                &mut cells,
+            );
+        }
+    }
+    // A sweep point can coincide with a base cell (the latency sweep ends at the default size).
+    let mut seen = std::collections::BTreeSet::new();
+    cells.retain(|c| seen.insert(c.clone()));
+    cells
 }
 
 /// `spec` parsed and resolved on `topo`.
@@ -174,42 +179,6 @@ fn param_sets(
     sets
 }
 
-fn plan_with(
-    suite: Suite,
-    benches: &[Box<dyn Benchmark>],
-    standard: &[String],
-    servers: Option<&[String]>,
-    given: &[(String, Vec<String>)],
-    topo: &Topology,
-) -> Vec<CellKey> {
-    let mut cells = Vec::new();
-    for bench in benches {
-        if !bench.in_suite(suite) {
-            continue;
-        }
-        let name = bench.info().name;
-        let placements = match servers {
-            Some(s) if bench.client_side() => s,
-            _ => standard,
-        };
-        for base in param_sets(bench.as_ref(), &base_params(bench.as_ref(), suite), given) {
-            plan_params(
-                bench.as_ref(),
-                &name,
-                &base,
-                placements,
-                suite,
-                topo,
-                &mut cells,
-            );
-        }
-    }
-    // A sweep point can coincide with a base cell (the latency sweep ends at the default size).
-    let mut seen = std::collections::BTreeSet::new();
-    cells.retain(|c| seen.insert(c.clone()));
-    cells
-}
-
 /// The cells of `bench` with parameters `base` on `placements`, and its sweeps'.
 fn plan_params(
     bench: &dyn Benchmark,
@@ -244,12 +213,7 @@ fn plan_params(
 /// state, left out), for [`Benchmark::cost`] and `prepare`: what a resumed run measures a
 /// stored cell with.
 pub fn params_of(key: &CellKey) -> Params {
-    Params::from_pairs(
-        key.params
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect::<Vec<_>>(),
-    )
+    Params::from_pairs(key.params.clone())
 }
 
 /// What a cell will cost, known before it is prepared: its benchmark's
@@ -613,7 +577,7 @@ mod tests {
         let all = crate::catalog::all();
         let placements = ["1c1t".to_string(), "2c1t".to_string()];
         for suite in [Suite::Quick, Suite::Default, Suite::Full] {
-            let cells = plan(suite, &all, &placements, &t);
+            let cells = plan(suite, &all, &placements, &[], false, &t);
             let e = estimate(
                 &cells,
                 &all,
@@ -659,6 +623,8 @@ mod tests {
             Suite::Default,
             &benches(&["null-syscall", "mem-read"]),
             &["1c1t".into(), "2c1t".into()],
+            &[],
+            false,
             &topo(),
         );
         let names: Vec<(String, String)> = p
@@ -683,11 +649,12 @@ mod tests {
         let t = smtlab_fixtures::build::intel(1, 16, 2);
         let placements = standard(&t);
         assert!(placements.iter().any(|p| p == "all"));
-        let p = plan_standard(
+        let p = plan(
             Suite::Default,
             &benches(&["int-ops", "web-static"]),
             &placements,
             &[],
+            true,
             &t,
         );
         let on = |b: &str| -> Vec<&str> {
@@ -730,6 +697,8 @@ mod tests {
             Suite::Default,
             &benches(&["web-static"]),
             &["all".into()],
+            &[],
+            false,
             &t,
         );
         assert_eq!(p[0].placement, "all");
@@ -746,11 +715,12 @@ mod tests {
                 "nginx".to_string(),
             ],
         )];
-        let p = plan_given(
+        let p = plan(
             Suite::Default,
             &benches(&["int-ops", "web-static"]),
             &["1c1t".into(), "1c2t".into()],
             &given,
+            false,
             &t,
         );
         // int-ops has no `server`: once per placement, as before.
@@ -781,11 +751,12 @@ mod tests {
             ("server".to_string(), vec!["event".into(), "threads".into()]),
             ("keepalive".to_string(), vec!["yes".into(), "no".into()]),
         ];
-        let p = plan_given(
+        let p = plan(
             Suite::Default,
             &benches(&["web-static"]),
             &["1c1t".into()],
             &given,
+            false,
             &t,
         );
         assert_eq!(p.len(), 4);
@@ -797,6 +768,8 @@ mod tests {
             Suite::Quick,
             &benches(&["mem-read"]),
             &["1c1t".into()],
+            &[],
+            false,
             &topo(),
         );
         assert_eq!(p.len(), 1);
@@ -809,6 +782,8 @@ mod tests {
             Suite::Full,
             &benches(&["int-ops", "mem-latency", "pthread-create"]),
             &["1c1t".into(), "all".into()],
+            &[],
+            false,
             &topo(),
         );
         let threads: Vec<&str> = p
@@ -850,7 +825,7 @@ mod tests {
     fn default_estimate(topo: &Topology, budget: Option<u64>) -> Estimate {
         let catalog = crate::catalog::all();
         let placements = standard(topo);
-        let cells = plan(Suite::Default, &catalog, &placements, topo);
+        let cells = plan(Suite::Default, &catalog, &placements, &[], false, topo);
         let cfg = RunConfig {
             memory_budget_bytes: budget,
             ..RunConfig::default()
@@ -904,7 +879,15 @@ mod tests {
         // Every cell is accounted for, with time.
         assert_eq!(
             e.cells(),
-            plan(Suite::Default, &crate::catalog::all(), &placements, &t).len()
+            plan(
+                Suite::Default,
+                &crate::catalog::all(),
+                &placements,
+                &[],
+                false,
+                &t
+            )
+            .len()
         );
         assert!(e.likely_ns() > 0 && e.likely_ns() <= e.max_ns());
     }
@@ -977,7 +960,7 @@ mod tests {
         let t = topo();
         let benches = benches(&["int-ops"]);
         let placements = ["1c1t".to_string(), "2c1t".to_string()];
-        let cells = plan(Suite::Quick, &benches, &placements, &t);
+        let cells = plan(Suite::Quick, &benches, &placements, &[], false, &t);
         let measuring = Measuring {
             interleave: true,
             repeat: 1,
@@ -1009,7 +992,7 @@ mod tests {
         let t = topo();
         let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(300_000_000))];
         let placements = ["1c1t".to_string(), "2c1t".to_string()];
-        let cells = plan(Suite::Quick, &benches, &placements, &t);
+        let cells = plan(Suite::Quick, &benches, &placements, &[], false, &t);
         let measuring = Measuring {
             interleave: true,
             repeat: 2,
@@ -1028,7 +1011,7 @@ mod tests {
         assert_eq!(c.likely_ns, c.max_ns, "workload cells take their minimum");
         let benches: Vec<Box<dyn Benchmark>> = vec![Box::new(Load(2_000_000_000))];
         let estimate_of = |placements: &[String]| {
-            let cells = plan(Suite::Default, &benches, placements, &t);
+            let cells = plan(Suite::Default, &benches, placements, &[], false, &t);
             estimate(
                 &cells,
                 &benches,

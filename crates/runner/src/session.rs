@@ -70,6 +70,7 @@ mod group;
 pub use cell::{CellError, IrqError, SetupError};
 
 /// One cell to measure.
+#[derive(Clone)]
 pub struct CellPlan<'a> {
     pub bench: &'a dyn Benchmark,
     pub info: BenchInfo,
@@ -235,20 +236,15 @@ impl Session<'_> {
                 .any(|c| c.placement.as_ref().is_ok_and(|p| p.is_uniprocessor()));
             let together =
                 (self.interleave || self.repeat > 1) && !offline && !self.too_big_together(&group);
-            let ended = if together {
-                self.measure_together(group, observer)
+            let parts = if together {
+                vec![group]
             } else {
-                let mut ended = Ended::Complete;
-                for cell in group {
-                    ended = self.measure_together(vec![cell], observer);
-                    if ended == Ended::Stopped {
-                        break;
-                    }
-                }
-                ended
+                group.into_iter().map(|cell| vec![cell]).collect()
             };
-            if ended == Ended::Stopped {
-                return Ended::Stopped;
+            for part in parts {
+                if self.measure_together(part, observer) == Ended::Stopped {
+                    return Ended::Stopped;
+                }
             }
         }
         Ended::Complete

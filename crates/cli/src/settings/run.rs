@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use smtlab_model::{CellKey, RunMeta, RunStatus, Topology};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::machine::Machine;
-use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan_given, plan_standard};
+use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan};
 use smtlab_store::{Lease, Store};
 
 use super::{select, smt_states, split_placements, tool, unix_now_s};
@@ -105,11 +105,8 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
     config.interleave = Some(!args.no_interleave);
     config.repeat = Some(args.repeat as usize);
     let given = given_params(&args.params, &benches)?;
-    let mut cells = if args.placements.is_empty() {
-        plan_standard(suite, &benches, &placements, &given, topo)
-    } else {
-        plan_given(suite, &benches, &placements, &given, topo)
-    };
+    let standard = args.placements.is_empty();
+    let mut cells = plan(suite, &benches, &placements, &given, standard, topo);
     let mut states = smt_states(&args.smt)?;
     let resolve =
         |p: &String| smtlab_placement::parse(p).and_then(|s| smtlab_placement::resolve(&s, topo));

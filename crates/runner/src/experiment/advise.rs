@@ -155,17 +155,12 @@ impl Subject {
     }
 
     fn params(&self) -> (Params, BTreeMap<String, String>) {
-        match self {
-            Subject::Catalog(w) => (w.params.clone(), param_map(&w.params)),
-            Subject::Command(c) => {
-                let p = c.params();
-                (Params::from_pairs(p.clone()), p)
-            }
-            Subject::Served(s) => {
-                let p = s.params();
-                (Params::from_pairs(p.clone()), p)
-            }
-        }
+        let p = match self {
+            Subject::Catalog(w) => return (w.params.clone(), param_map(&w.params)),
+            Subject::Command(c) => c.params(),
+            Subject::Served(s) => s.params(),
+        };
+        (Params::from_pairs(p.clone()), p)
     }
 
     /// The name its cells are stored under (`exec` for a command).
@@ -219,10 +214,6 @@ pub fn partner_plan(
     pair: &crate::corun::CpuPair,
     topo: &Topology,
 ) -> super::corun::CorunPlan {
-    let copy = |w: &Workload| Workload {
-        bench: Arc::clone(&w.bench),
-        params: w.params.clone(),
-    };
     partners
         .iter()
         .filter_map(|b| {
@@ -233,7 +224,7 @@ pub fn partner_plan(
                 // Beside itself: the matrix's diagonal group says it all (and a second
                 // alone cell would have the first one's key).
                 return super::corun::matrix_plan(
-                    &[copy(task)],
+                    std::slice::from_ref(task),
                     &[(Form::Sibling, cpu)],
                     pair,
                     topo,
@@ -241,7 +232,7 @@ pub fn partner_plan(
                 .into_iter()
                 .next();
             }
-            let both = [copy(task), copy(b)];
+            let both = [task.clone(), b.clone()];
             let mut groups = super::corun::matrix_plan(&both, &[(Form::Sibling, cpu)], pair, topo)
                 .into_iter()
                 .skip(1);
@@ -315,10 +306,24 @@ pub fn throughput_group<'a>(
     topo: &Topology,
     warmup_samples: Option<usize>,
 ) -> Vec<CellPlan<'a>> {
-    let bench = subject.bench();
-    let info = bench.info();
-    let (params, map) = subject.params();
     let command = matches!(subject, Subject::Command(_) | Subject::Served(_));
+    let mut cells = cells_on(subject.bench(), subject.params(), specs, topo);
+    for c in &mut cells {
+        c.work_unit = command.then(|| ("run".to_string(), 1.0));
+        c.warmup_samples = warmup_samples;
+    }
+    cells
+}
+
+/// `bench` with `params` (stored as `map`) on each of `specs` resolved on `topo`, a
+/// placement the machine cannot satisfy a skipped cell with its reason.
+fn cells_on<'a, S: AsRef<str>>(
+    bench: &'a dyn Benchmark,
+    (params, map): (Params, BTreeMap<String, String>),
+    specs: &[S],
+    topo: &Topology,
+) -> Vec<CellPlan<'a>> {
+    let info = bench.info();
     specs
         .iter()
         .map(|spec| CellPlan {
@@ -329,11 +334,11 @@ pub fn throughput_group<'a>(
                 benchmark: info.name.clone(),
                 params: map.clone(),
                 conditions: Default::default(),
-                placement: spec.clone(),
+                placement: spec.as_ref().to_string(),
             },
-            placement: crate::plan::placed(spec, topo).map_err(Unplaced::from),
-            work_unit: command.then(|| ("run".to_string(), 1.0)),
-            warmup_samples,
+            placement: crate::plan::placed(spec.as_ref(), topo).map_err(Unplaced::from),
+            work_unit: None,
+            warmup_samples: None,
         })
         .collect()
 }
@@ -439,30 +444,13 @@ pub fn sweep_groups<'a>(
     let Subject::Catalog(w) = subject else {
         return Vec::new();
     };
-    let bench = w.bench.as_ref();
-    let info = bench.info();
     rates
         .iter()
         .map(|rate| {
             let mut map = param_map(&w.params);
             map.insert(RATE_PARAM.to_string(), format!("{rate:.0}"));
-            [base, other]
-                .iter()
-                .map(|spec| CellPlan {
-                    bench,
-                    info: info.clone(),
-                    params: Params::from_pairs(map.clone()),
-                    key: CellKey {
-                        benchmark: info.name.clone(),
-                        params: map.clone(),
-                        conditions: Default::default(),
-                        placement: spec.to_string(),
-                    },
-                    placement: crate::plan::placed(spec, topo).map_err(Unplaced::from),
-                    work_unit: None,
-                    warmup_samples: None,
-                })
-                .collect()
+            let params = Params::from_pairs(map.clone());
+            cells_on(w.bench.as_ref(), (params, map), &[base, other], topo)
         })
         .collect()
 }

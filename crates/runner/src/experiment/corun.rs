@@ -36,6 +36,7 @@ pub const DEFAULT_HOGS: [&str; 4] = ["int-ops", "fp-ops", "mem-read", "null-sysc
 pub const NO_PARTNER: &str = "-";
 
 /// A workload of a co-run: a catalog benchmark with its parameters, or a command.
+#[derive(Clone)]
 pub struct Workload {
     pub bench: Arc<dyn Benchmark>,
     pub params: Params,
@@ -303,12 +304,23 @@ pub fn pair_group(
         None,
         topo,
     )];
-    group.extend(
-        forms
-            .iter()
-            .map(|&(form, cpu)| cell(a, Some(b), b_name, form, vec![pair.cpu, cpu], None, topo)),
-    );
+    group.extend(beside(a, b, b_name, forms, pair, None, topo));
     group
+}
+
+/// A next to B in each form, B named `b_name` in the keys.
+fn beside<'w>(
+    a: &'w Workload,
+    b: &'w Workload,
+    b_name: &'w str,
+    forms: &'w [(Form, u32)],
+    pair: &'w CpuPair,
+    fixed: Option<u64>,
+    topo: &'w Topology,
+) -> impl Iterator<Item = CorunCell> + 'w {
+    forms
+        .iter()
+        .map(move |&(form, cpu)| cell(a, Some(b), b_name, form, vec![pair.cpu, cpu], fixed, topo))
 }
 
 /// The penalty: one group holding the task alone and next to every hog in each form,
@@ -322,27 +334,19 @@ pub fn penalty_plan(
     pair: &CpuPair,
     topo: &Topology,
 ) -> CorunPlan {
-    let mut group = vec![cell(
+    let fixed = Some(fixed);
+    let alone = cell(
         task,
         None,
         NO_PARTNER,
         Form::Alone,
         vec![pair.cpu],
-        Some(fixed),
+        fixed,
         topo,
-    )];
+    );
+    let mut group = vec![alone];
     for hog in hogs {
-        for &(form, cpu) in forms {
-            group.push(cell(
-                task,
-                Some(hog),
-                &hog.name(),
-                form,
-                vec![pair.cpu, cpu],
-                Some(fixed),
-                topo,
-            ));
-        }
+        group.extend(beside(task, hog, &hog.name(), forms, pair, fixed, topo));
     }
     vec![group]
 }

@@ -95,21 +95,18 @@ fn kernel_ops(window: Duration) -> u64 {
 /// Operations on `first` in `window`, alone or with `second` running the same kernel.
 fn ops_on(first: u32, second: Option<u32>, window: Duration) -> Result<u64, ProbeError> {
     let barrier = Arc::new(Barrier::new(1 + usize::from(second.is_some())));
-    let partner = second.map(|cpu| {
+    let run = |cpu: u32| {
         let b = barrier.clone();
-        std::thread::spawn(move || -> Result<(), PinError> {
+        std::thread::spawn(move || -> Result<u64, PinError> {
             pin_current_thread_to(cpu)?;
             b.wait();
-            kernel_ops(window);
-            Ok(())
+            Ok(kernel_ops(window))
         })
-    });
-    let mine = std::thread::spawn(move || -> Result<u64, PinError> {
-        pin_current_thread_to(first)?;
-        barrier.wait();
-        Ok(kernel_ops(window))
-    });
-    let ops = mine.join().expect("the probe thread does not panic")?;
+    };
+    let partner = second.map(run);
+    let ops = run(first)
+        .join()
+        .expect("the probe thread does not panic")?;
     if let Some(p) = partner {
         p.join().expect("the probe thread does not panic")?;
     }

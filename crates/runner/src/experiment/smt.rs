@@ -71,17 +71,9 @@ pub fn bench_params(key: &CellKey) -> BTreeMap<String, String> {
 
 /// `cell` keyed with the SMT state `state`, its placement not yet resolved in that state.
 pub fn cell_in<'a>(cell: &CellPlan<'a>, state: SmtState) -> CellPlan<'a> {
-    let mut key = cell.key.clone();
-    set_state(&mut key, state);
-    CellPlan {
-        bench: cell.bench,
-        info: cell.info.clone(),
-        params: cell.params.clone(),
-        key,
-        placement: cell.placement.clone(),
-        work_unit: cell.work_unit.clone(),
-        warmup_samples: cell.warmup_samples,
-    }
+    let mut cell = cell.clone();
+    set_state(&mut cell.key, state);
+    cell
 }
 
 /// Every group once per state in `states`, the states taking turns group by group

@@ -46,8 +46,7 @@ pub fn placement(
         None => "2c1t".into(),
     };
     let bad = |e: String| ExperimentError::input(format!("--placement {spec}: {e}"));
-    let parsed = smtlab_placement::parse(&spec).map_err(|e| bad(e.to_string()))?;
-    let resolved = smtlab_placement::resolve(&parsed, topo).map_err(|e| bad(e.to_string()))?;
+    let resolved = crate::plan::placed(&spec, topo).map_err(|e| bad(e.to_string()))?;
     if !resolved.pinned() {
         return Err(bad(
             "the load needs pinned CPUs (their /proc/stat time is the point)".into(),

@@ -128,20 +128,15 @@ impl Machine for FakeMachine {
 
     fn counting_setup(&self) -> CountingSetup {
         let fake = || ClassStatus::no("not on the fake machine");
-        CountingSetup {
-            availability: CounterAvailability {
-                perf_event_paranoid: None,
-                hardware: ClassStatus::yes(),
-                software: ClassStatus::yes(),
-                kernel_mode: fake(),
-                cpu_wide: fake(),
-                syscall_tracing: fake(),
-                events: Vec::new(),
-            },
-            os_interval: std::time::Duration::from_millis(100),
+        CountingSetup::with_availability(CounterAvailability {
+            perf_event_paranoid: None,
+            hardware: ClassStatus::yes(),
+            software: ClassStatus::yes(),
+            kernel_mode: fake(),
+            cpu_wide: fake(),
+            syscall_tracing: fake(),
             events: Vec::new(),
-            events_unavailable: Vec::new(),
-        }
+        })
     }
 
     fn counting_backend(&self) -> &dyn CountingBackend {
@@ -206,20 +201,16 @@ impl Machine for FakeMachine {
             hostname: Some(FAKE_NAME.into()),
             kernel: Some(FAKE_NAME.into()),
             cpu_model: Some(FAKE_NAME.into()),
-            microcode: None,
             smt_control: topo.smt.control.clone(),
             virtualization: Some(FAKE_NAME.into()),
-            governor: None,
-            boost: None,
-            clocksource: None,
-            perf_event_paranoid: None,
             online_cpus: topo.cpus.to_list_string(),
             // Never the real host's id: an emulated run is no measurement of this host.
             host_id: Some(format!(
                 "{EMULATED_HOST_ID_PREFIX}{}",
                 super::host_id().unwrap_or_else(|| "unknown".into())
             )),
-            core_clock_ghz: None,
+            // Nothing else of the fake machine can be read.
+            ..Environment::default()
         }
     }
 }
