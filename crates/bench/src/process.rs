@@ -671,20 +671,10 @@ pub fn owner_stamp() -> String {
     format!("{pid} {}\n", start_time(pid).unwrap_or(0))
 }
 
-/// The cgroup this smtlab process's trees live under, when it has one.
-pub fn cgroup_root() -> Option<PathBuf> {
-    lifetime().cgroup.as_ref().map(|c| c.dir.clone())
-}
-
-/// [`cgroup_root`] where it was already made (a program was started), without making
-/// it: where smtlab's children's forced idle is read.
+/// The cgroup this smtlab process's trees live under, where it was already made (a
+/// program was started), without making it: where smtlab's children's forced idle is read.
 pub fn cgroup_root_made() -> Option<&'static Path> {
     LIFETIME.get()?.cgroup.as_ref().map(|c| c.dir.as_path())
-}
-
-/// The guardian's pid (for tests).
-pub fn guardian_pid() -> Option<u32> {
-    lock(&lifetime().guardian).as_ref().map(Guardian::pid)
 }
 
 #[cfg(test)]
@@ -772,7 +762,9 @@ mod tests {
 
     #[test]
     fn stale_cgroups_of_dead_processes_are_removed() {
-        let Some(root) = cgroup_root() else { return };
+        let Some(root) = lifetime().cgroup.as_ref().map(|c| c.dir.clone()) else {
+            return;
+        };
         let parent = root.parent().unwrap();
         // A pid that cannot be running with start time 1.
         let stale = parent.join(format!("{CGROUP_PREFIX}{}-1", std::process::id()));
