@@ -355,16 +355,6 @@ impl WorkerPool {
         self.workers.len()
     }
 
-    /// The CPU each worker is pinned to (`None` when unpinned), in worker order.
-    pub fn planned_cpus(&self) -> &[Option<u32>] {
-        &self.planned
-    }
-
-    /// Measured cost of one clock read, reported as `overhead_ns` of every sample.
-    pub fn clock_cost_ns(&self) -> f64 {
-        self.clock_cost_ns
-    }
-
     /// Runs `iterations` on every worker at once and returns the timed sample, or the
     /// first worker's check failure. `overhead_ns` is one clock read: the only timing
     /// cost inside a worker's interval.
@@ -661,7 +651,7 @@ pub(crate) mod tests {
             }
         }
         assert_eq!(
-            pool.planned_cpus(),
+            pool.planned,
             cpus.iter().map(|&c| Some(c)).collect::<Vec<_>>()
         );
     }

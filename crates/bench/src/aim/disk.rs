@@ -79,12 +79,7 @@ impl Benchmark for Disk {
             vec![
                 param("file", "16MiB", Some("4MiB"), "size of each file"),
                 param("block", "4KiB", None, "bytes per read or write"),
-                param(
-                    "dir",
-                    "",
-                    None,
-                    "directory for the files (default: the temporary directory)",
-                ),
+                dir_param(),
             ],
         )
     }
@@ -297,6 +292,16 @@ impl Instance for DiskInstance {
             .insert("tmpfs".into(), f64::from(u8::from(self.tmpfs)));
         Ok(s)
     }
+}
+
+/// The `dir` parameter, read by [`Scratch::in_dir_param`].
+pub(super) fn dir_param() -> smtlab_model::ParamInfo {
+    param(
+        "dir",
+        "",
+        None,
+        "directory for the files (default: the temporary directory)",
+    )
 }
 
 /// A private directory removed when dropped.

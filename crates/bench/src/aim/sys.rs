@@ -30,8 +30,9 @@ use std::os::fd::AsRawFd;
 
 use smtlab_model::BenchInfo;
 
-use super::disk::Scratch;
+use super::disk::{Scratch, dir_param};
 use super::{bad, check, info, io, param, timed};
+use crate::os::last_os_error;
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 /// The system rows.
@@ -82,15 +83,6 @@ impl Kind {
 /// One system row measured here.
 struct Sys {
     kind: Kind,
-}
-
-fn dir_param() -> smtlab_model::ParamInfo {
-    param(
-        "dir",
-        "",
-        None,
-        "directory for the files (default: the temporary directory)",
-    )
 }
 
 impl Benchmark for Sys {
@@ -261,10 +253,6 @@ fn dive(depth: u64, value: u64) -> u64 {
     std::hint::black_box(dive(depth - 1, value)) + 1
 }
 
-fn os_err(name: &str, what: &str) -> BenchError {
-    io(name, what, std::io::Error::last_os_error())
-}
-
 impl SysInstance {
     fn dirfd(&self) -> libc::c_int {
         self.dirfd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
@@ -284,7 +272,7 @@ impl SysInstance {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(os_err(name, "mmap"));
+            return Err(last_os_error(name, "mmap"));
         }
         Ok(p.cast())
     }
@@ -292,7 +280,7 @@ impl SysInstance {
     fn unmap(name: &str, p: *mut u8, bytes: u64) -> Result<(), BenchError> {
         // SAFETY: `p` is a mapping of `bytes` bytes made by `map` and not used after.
         if unsafe { libc::munmap(p.cast(), bytes as usize) } != 0 {
-            return Err(os_err(name, "munmap"));
+            return Err(last_os_error(name, "munmap"));
         }
         Ok(())
     }
@@ -329,7 +317,7 @@ impl SysInstance {
             )
         };
         if fd < 0 {
-            return Err(os_err(name, "creat"));
+            return Err(last_os_error(name, "creat"));
         }
         // SAFETY: closing the descriptor just opened, used nowhere else.
         unsafe { libc::close(fd) };
@@ -391,11 +379,11 @@ impl SysInstance {
         let (file, link) = (c"file", c"link");
         // SAFETY: NUL-terminated names relative to our open directory.
         if unsafe { libc::linkat(dirfd, file.as_ptr(), dirfd, link.as_ptr(), 0) } != 0 {
-            return Err(os_err(name, "link"));
+            return Err(last_os_error(name, "link"));
         }
         // SAFETY: as above.
         if unsafe { libc::unlinkat(dirfd, link.as_ptr(), 0) } != 0 {
-            return Err(os_err(name, "unlink"));
+            return Err(last_os_error(name, "unlink"));
         }
         Ok(())
     }
@@ -409,14 +397,14 @@ impl SysInstance {
         // SAFETY: "." relative to our open directory, a NUL-terminated name.
         let fd = unsafe { libc::openat(dirfd, c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
         if fd < 0 {
-            return Err(os_err(name, "open the directory"));
+            return Err(last_os_error(name, "open the directory"));
         }
         // SAFETY: `fd` is an open directory descriptor; fdopendir takes it over.
         let d = unsafe { libc::fdopendir(fd) };
         if d.is_null() {
             // SAFETY: fdopendir failed, so `fd` is still ours to close.
             unsafe { libc::close(fd) };
-            return Err(os_err(name, "fdopendir"));
+            return Err(last_os_error(name, "fdopendir"));
         }
         let mut found = false;
         loop {
@@ -456,7 +444,7 @@ impl SysInstance {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: a NUL-terminated name relative to our directory; `st` ours.
         if unsafe { libc::fstatat(dirfd, self.pick(k).as_ptr(), &mut st, 0) } != 0 {
-            return Err(os_err(name, "fstatat"));
+            return Err(last_os_error(name, "fstatat"));
         }
         if st.st_size as u64 != k % 512 {
             return Err(check(

@@ -144,7 +144,7 @@ fn info(name: &str, description: &str, origin: &str, params: Vec<ParamInfo>) -> 
     }
 }
 
-fn last_os_error(bench: &str, what: impl Into<String>) -> BenchError {
+pub(crate) fn last_os_error(bench: &str, what: impl Into<String>) -> BenchError {
     BenchError::io(bench, what, std::io::Error::last_os_error())
 }
 

@@ -121,11 +121,6 @@ pub(crate) fn empty_loop_ns() -> f64 {
     best
 }
 
-/// The CPU of measurement thread `i`, or `None` for the unpinned `os` placement.
-fn cpu_of(ctx: &crate::BenchContext<'_>, i: usize) -> Option<u32> {
-    ctx.placement.cpu_for_thread(i)
-}
-
 /// Pins the calling thread (verified by reading the affinity back) unless unpinned.
 fn pin(cpu: Option<u32>) -> Result<(), BenchError> {
     if let Some(cpu) = cpu {

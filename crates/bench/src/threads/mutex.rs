@@ -30,7 +30,7 @@ use smtlab_model::BenchInfo;
 
 use super::pthread::PMutex;
 use super::{
-    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, cpu_of, empty_loop_ns,
+    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, empty_loop_ns,
     event_sample, events_from, events_param, interval_ns, now_ns, pin_and_arrive, run_pair,
     spawn_error, this_cpu, wait_failed, wait_until,
 };
@@ -56,7 +56,7 @@ impl Benchmark for MutexUncontended {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         Ok(Box::new(UncontendedInstance {
-            cpu: cpu_of(ctx, 0),
+            cpu: ctx.placement.cpu_for_thread(0),
             clock_ns: clock_cost_ns(),
             loop_ns: empty_loop_ns(),
         }))
@@ -167,7 +167,10 @@ pub(super) fn two_thread_cpus(
                 ctx.placement.name, ctx.placement.cpus[0]
             ),
         )),
-        _ => Ok([cpu_of(ctx, 0), cpu_of(ctx, 1)]),
+        _ => Ok([
+            ctx.placement.cpu_for_thread(0),
+            ctx.placement.cpu_for_thread(1),
+        ]),
     }
 }
 
