@@ -73,7 +73,6 @@ impl Benchmark for Disk {
         info(
             self.name,
             "MB/s",
-            1e6,
             self.row,
             &format!("AIM9 {}: {what}{sync}; bytes per second.", self.row),
             vec![

@@ -79,7 +79,6 @@ impl Benchmark for Msg {
         info(
             self.name,
             "msgs/s",
-            1.0,
             self.row,
             &format!(
                 "AIM9 {}: {what}; messages per second, a round trip counting two.",

@@ -92,7 +92,6 @@ impl Benchmark for Sys {
             Kind::CreatClose => info(
                 name,
                 "files/s",
-                1.0,
                 "creat-clo",
                 "AIM9 creat-clo: create (O_CREAT|O_TRUNC) and close one of 16 files in a \
                  private directory; creations and closes per second, every file checked \
@@ -102,7 +101,6 @@ impl Benchmark for Sys {
             Kind::Page => info(
                 name,
                 "allocs/s",
-                1.0,
                 "page_test",
                 "AIM9 page_test: map `pages` anonymous pages, write to each (a page fault \
                  each), unmap; allocations per second, the values written read back.",
@@ -111,7 +109,6 @@ impl Benchmark for Sys {
             Kind::Brk => info(
                 name,
                 "allocs/s",
-                1.0,
                 "brk_test",
                 "AIM9 brk_test: a system memory allocation and release of `size` bytes \
                  (mmap and munmap, untouched: the program break is shared with the other \
@@ -121,7 +118,6 @@ impl Benchmark for Sys {
             Kind::Jmp => info(
                 name,
                 "gotos/s",
-                1.0,
                 "jmp_test",
                 "AIM9 jmp_test: a non-local goto from `depth` nested calls back to the \
                  catching frame (Rust unwinding with resume_unwind, where AIM9 uses \
@@ -131,7 +127,6 @@ impl Benchmark for Sys {
             Kind::Link => info(
                 name,
                 "links/s",
-                1.0,
                 "link_test",
                 "AIM9 link_test: link a file to a new name and unlink that name; pairs per \
                  second, the file's link count checked.",
@@ -140,7 +135,6 @@ impl Benchmark for Sys {
             Kind::DirSearch => info(
                 name,
                 "searches/s",
-                1.0,
                 "disk_src",
                 "AIM9 disk_src: read a directory of `files` entries until one name is \
                  found, the name changing each search; searches per second, each search \
@@ -153,7 +147,6 @@ impl Benchmark for Sys {
             Kind::DirLookup => info(
                 name,
                 "lookups/s",
-                1.0,
                 "dir_rtns_1",
                 "AIM9 dir_rtns_1: look a name up in a directory of `files` entries \
                  (fstatat); directory operations per second, each file's size checked.",
@@ -576,7 +569,6 @@ impl Benchmark for OsRow {
         info(
             r.name,
             r.unit,
-            1.0,
             r.row,
             &format!(
                 "AIM9 {}: {} (the `{}` benchmark of Table 1, in its lean process).",
