@@ -240,20 +240,18 @@ pub fn group_pids(pgid: libc::pid_t) -> Vec<libc::pid_t> {
 /// lead a process group, enter a cgroup, die with the thread that forked it.
 fn hook(cmd: &mut Command, procs: Option<libc::c_int>) {
     let parent = std::process::id() as libc::pid_t;
+    let tree = ForkHook {
+        procs: procs.unwrap_or(-1),
+    };
     let hook = move || -> io::Result<()> {
         // Only async-signal-safe calls between fork and exec.
         // SAFETY: setpgid on ourselves.
         if unsafe { libc::setpgid(0, 0) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        if let Some(fd) = procs {
-            // "0" moves the writing process. A failure (an old kernel checking the
-            // writer's credentials after a switch of user) leaves the parent's own
-            // write after the spawn, and the process group.
-            // SAFETY: a one-byte write from a static buffer to a descriptor the
-            // parent keeps open until the spawn returned.
-            unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-        }
+        // A failure (an old kernel checking the writer's credentials after a switch of
+        // user) leaves the parent's own write after the spawn, and the process group.
+        tree.enter();
         // SAFETY: prctl with constant arguments.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
             return Err(io::Error::last_os_error());
@@ -321,11 +319,11 @@ impl ForkHook {
         }
     }
 
-    /// In the forked child: async-signal-safe (one write).
+    /// In the forked child: async-signal-safe (one write; "0" moves the writing process).
     pub fn enter(&self) {
         if self.procs >= 0 {
             // SAFETY: a one-byte write from a static buffer to a descriptor that stays
-            // open for the life of the process.
+            // open until the fork (or spawn) returned in the parent.
             unsafe { libc::write(self.procs, b"0".as_ptr().cast(), 1) };
         }
     }

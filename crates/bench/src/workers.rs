@@ -123,12 +123,8 @@ pub fn threads_param(bench: &str, ctx: &BenchContext<'_>) -> Result<usize, Bench
         Ok(v) => match v.parse::<usize>() {
             Ok(n) if (1..=MAX_THREADS).contains(&n) => Some(n),
             _ => {
-                return Err(crate::ParamError::value(
-                    "threads",
-                    v,
-                    format!("auto or a thread count from 1 to {MAX_THREADS}"),
-                )
-                .into());
+                let expected = format!("auto or a thread count from 1 to {MAX_THREADS}");
+                return Err(crate::params::bad("threads", v, &expected));
             }
         },
     };

@@ -187,9 +187,7 @@ fn info(name: &str, unit: &str, row: &str, description: &str, params: Vec<ParamI
 
 use crate::params::declare as param;
 
-fn bad(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(crate::ParamError::value(name, value, expected))
-}
+use crate::params::bad;
 
 fn io(bench: &str, what: impl Into<String>, source: std::io::Error) -> BenchError {
     BenchError::io(bench, what, source)

@@ -154,12 +154,8 @@ fn size_param(ctx: &BenchContext<'_>, threads: usize) -> Result<u64, BenchError>
 }
 
 fn too_small(size: u64, min: u64) -> BenchError {
-    crate::ParamError::value(
-        "size",
-        size.to_string(),
-        format!("auto or at least {min} bytes per thread"),
-    )
-    .into()
+    let expected = format!("auto or at least {min} bytes per thread");
+    crate::params::bad("size", &size.to_string(), &expected)
 }
 
 /// `MemAvailable` from /proc/meminfo, in bytes.
@@ -222,9 +218,7 @@ impl Bandwidth {
             Stream::Copy => "mem-copy",
         }
     }
-}
 
-impl Bandwidth {
     /// Worker threads and the bytes of each one's buffer.
     fn buffers(self, ctx: &BenchContext<'_>) -> Result<(usize, u64), BenchError> {
         let threads = threads_param(self.name(), ctx)?;

@@ -49,9 +49,7 @@ pub struct TaskPool;
 
 use crate::params::declare as p;
 
-fn bad(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(crate::ParamError::value(name, value, expected))
-}
+use crate::params::bad;
 
 impl Benchmark for TaskPool {
     fn info(&self) -> BenchInfo {
