@@ -438,6 +438,13 @@ impl WorkerPool {
     }
 }
 
+/// A pool is the instance of a benchmark whose sample is one [`WorkerPool::run`].
+impl crate::Instance for WorkerPool {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        self.run(iterations)
+    }
+}
+
 impl Drop for WorkerPool {
     fn drop(&mut self) {
         self.barrier.poison();

@@ -319,10 +319,7 @@ impl Benchmark for Bandwidth {
                 BenchError::unsupported(bench.clone(), format!("worker {i}: {reason}"))
             })
         })?;
-        Ok(Box::new(PoolInstance {
-            pool,
-            per_thread_work: false,
-        }))
+        Ok(Box::new(pool))
     }
 }
 
@@ -393,10 +390,7 @@ impl Benchmark for Latency {
             Chase::with_pages(bytes, seed, pages)
                 .map_err(|reason| BenchError::unsupported(name, format!("worker {i}: {reason}")))
         })?;
-        Ok(Box::new(PoolInstance {
-            pool,
-            per_thread_work: true,
-        }))
+        Ok(Box::new(PerThreadWork(pool)))
     }
 }
 
@@ -408,18 +402,13 @@ fn latency_buffers(ctx: &BenchContext<'_>) -> Result<(usize, u64, usize), BenchE
     Ok((threads, lines as u64 * kernels::LINE_BYTES as u64, lines))
 }
 
-struct PoolInstance {
-    pool: WorkerPool,
-    /// Report one thread's work (latency per load), not the sum over threads.
-    per_thread_work: bool,
-}
+/// A pool that reports one thread's work (latency per load), not the sum over threads.
+struct PerThreadWork(WorkerPool);
 
-impl Instance for PoolInstance {
+impl Instance for PerThreadWork {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let mut s = self.pool.run(iterations)?;
-        if self.per_thread_work {
-            s.work = iterations as f64;
-        }
+        let mut s = self.0.run(iterations)?;
+        s.work = iterations as f64;
         Ok(s)
     }
 }
