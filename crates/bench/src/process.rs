@@ -345,15 +345,8 @@ pub struct Stopped {
     pub killed: Vec<Leftover>,
 }
 
-impl Stopped {
-    /// `killed 2 processes WHAT left running: busybox (pid 12), sleep (pid 14)`, or
-    /// `None` when nothing was left.
-    pub fn killed_line(&self, what: &str) -> Option<String> {
-        killed_line(&self.killed, what)
-    }
-}
-
-/// The one line naming `killed`, or `None` when empty.
+/// `killed 2 processes WHAT left running: busybox (pid 12), sleep (pid 14)`, or `None`
+/// when `killed` is empty.
 pub fn killed_line(killed: &[Leftover], what: &str) -> Option<String> {
     if killed.is_empty() {
         return None;
@@ -579,7 +572,7 @@ impl ChildGroup {
 impl Drop for ChildGroup {
     fn drop(&mut self) {
         if let Ok(stopped) = self.stop_inner(Duration::from_millis(500))
-            && let Some(line) = stopped.killed_line(&format!("`{}`", self.label))
+            && let Some(line) = killed_line(&stopped.killed, &format!("`{}`", self.label))
         {
             note(line);
         }
@@ -750,7 +743,7 @@ mod tests {
         assert!(alive(daemon));
         let stopped = group.stop(Duration::from_millis(200)).unwrap();
         assert!(wait_gone(daemon), "daemon {daemon} survived");
-        let line = stopped.killed_line("`sh`").unwrap();
+        let line = killed_line(&stopped.killed, "`sh`").unwrap();
         assert!(
             line.contains(&format!("sleep (pid {daemon})"))
                 && line.starts_with("killed 1 process "),

@@ -10,19 +10,11 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 /// The computing rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
+    let shell = |name, row| -> Box<dyn Benchmark> { Box::new(Shell { name, row }) };
     vec![
-        Box::new(Shell {
-            name: "aim-shell",
-            row: "shell_rtns_1",
-        }),
-        Box::new(Shell {
-            name: "aim-shell-2",
-            row: "shell_rtns_2",
-        }),
-        Box::new(Shell {
-            name: "aim-shell-3",
-            row: "shell_rtns_3",
-        }),
+        shell("aim-shell", "shell_rtns_1"),
+        shell("aim-shell-2", "shell_rtns_2"),
+        shell("aim-shell-3", "shell_rtns_3"),
         Box::new(Sieve),
         Box::new(Sort),
         Box::new(Series),

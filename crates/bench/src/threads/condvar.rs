@@ -40,20 +40,12 @@ use super::{
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_placement::pin::gettid;
 
-/// `condvar-signal` or `condvar-broadcast`.
+/// `condvar-signal`, or `condvar-broadcast` when `broadcast`.
 pub struct CondvarWake {
-    broadcast: bool,
+    pub broadcast: bool,
 }
 
 impl CondvarWake {
-    pub fn signal() -> Self {
-        Self { broadcast: false }
-    }
-
-    pub fn broadcast() -> Self {
-        Self { broadcast: true }
-    }
-
     fn name(&self) -> &'static str {
         if self.broadcast {
             "condvar-broadcast"
@@ -275,7 +267,10 @@ mod tests {
     #[test]
     fn signal_and_broadcast_give_call_and_wake_times_per_event() {
         let Some(cpus) = two_cpus() else { return };
-        for bench in [CondvarWake::signal(), CondvarWake::broadcast()] {
+        for bench in [
+            CondvarWake { broadcast: false },
+            CondvarWake { broadcast: true },
+        ] {
             let mut inst = prepare(&bench, &[("events", "20")], &cpus).unwrap();
             assert_eq!(inst.fixed_iterations(), Some(20));
             let s = inst.sample(20).unwrap();
@@ -300,7 +295,7 @@ mod tests {
     #[test]
     fn one_cpu_is_refused_with_a_clear_message() {
         let Some([a, _]) = two_cpus() else { return };
-        let e = prepare(&CondvarWake::signal(), &[], &[a])
+        let e = prepare(&CondvarWake { broadcast: false }, &[], &[a])
             .err()
             .unwrap()
             .to_string();

@@ -62,8 +62,8 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
         Box::new(create::PthreadCreate),
         Box::new(mutex::MutexUncontended),
         Box::new(mutex::MutexHandoff),
-        Box::new(condvar::CondvarWake::signal()),
-        Box::new(condvar::CondvarWake::broadcast()),
+        Box::new(condvar::CondvarWake { broadcast: false }),
+        Box::new(condvar::CondvarWake { broadcast: true }),
         Box::new(cas::CasContention),
         Box::new(c2c::C2cLatency),
     ]
