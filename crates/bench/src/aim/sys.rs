@@ -456,13 +456,8 @@ impl SysInstance {
                 let dir = &self._scratch.as_ref().expect("a directory").0;
                 for n in self.names.iter().take(iterations as usize) {
                     let path = dir.join(n.to_str().expect("ascii"));
-                    let meta = std::fs::metadata(&path).map_err(|e| {
-                        io(
-                            name,
-                            format!("stat {}", smtlab_model::quote::path(&path)),
-                            e,
-                        )
-                    })?;
+                    let meta = std::fs::metadata(&path)
+                        .map_err(BenchError::at_path(name, "stat", &path))?;
                     if meta.len() != 0 {
                         return Err(check(
                             name,

@@ -306,16 +306,11 @@ impl LeanInstance {
         // failed cell, not a stopped one (and never resumed). smtlab ends it on a stop,
         // the death signal if smtlab dies.
         crate::process::tie_measuring_process(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| {
-            BenchError::io(
-                bench,
-                format!(
-                    "start the measurement process {}",
-                    smtlab_model::quote::path(program)
-                ),
-                e,
-            )
-        })?;
+        let mut child = cmd.spawn().map_err(BenchError::at_path(
+            bench,
+            "start the measurement process",
+            program,
+        ))?;
         let (Some(to_child), Some(from_child), stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {

@@ -316,13 +316,7 @@ impl TempFile {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| {
-                BenchError::io(
-                    bench,
-                    format!("create {}", smtlab_model::quote::path(&path)),
-                    e,
-                )
-            })?;
+            .map_err(BenchError::at_path(bench, "create", &path))?;
         let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
             BenchError::check(
                 bench,
