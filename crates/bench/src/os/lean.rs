@@ -118,13 +118,7 @@ pub fn is_child_invocation() -> bool {
 
 /// A catalog os benchmark: the in-process benchmark, measured in a lean child.
 pub(super) struct Lean {
-    inner: Box<dyn Benchmark>,
-}
-
-impl Lean {
-    pub(super) fn wrap(inner: Box<dyn Benchmark>) -> Box<dyn Benchmark> {
-        Box::new(Lean { inner })
-    }
+    pub(super) inner: Box<dyn Benchmark>,
 }
 
 impl Benchmark for Lean {
@@ -602,7 +596,9 @@ mod tests {
         if program().is_some() {
             return;
         }
-        let b = Lean::wrap(crate::os::in_process_benchmarks().remove(0));
+        let b = Lean {
+            inner: crate::os::in_process_benchmarks().remove(0),
+        };
         let info = b.info();
         let e = testutil::with_ctx(&info, &[0], |ctx| b.prepare(ctx).err())
             .expect("prepare fails without a program")

@@ -98,7 +98,7 @@ pub const TABLE1: [(&str, &str); 14] = [
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     in_process_benchmarks()
         .into_iter()
-        .map(lean::Lean::wrap)
+        .map(|inner| Box::new(lean::Lean { inner }) as Box<dyn Benchmark>)
         .collect()
 }
 
