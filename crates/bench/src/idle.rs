@@ -20,7 +20,7 @@ use std::time::Duration;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use crate::workers::{WorkerPool, WorkerState, threads_param};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite};
+use crate::{BenchContext, BenchError, Benchmark, Instance, Suite};
 
 /// The sibling behaviours of the catalog.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
@@ -135,7 +135,7 @@ impl Benchmark for Idle {
         let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |_| {
             Ok(Rounds { kind, sleep })
         })?;
-        Ok(Box::new(IdleInstance { pool }))
+        Ok(Box::new(pool))
     }
 }
 
@@ -177,16 +177,6 @@ impl WorkerState for Rounds {
             }
         }
         rounds as f64
-    }
-}
-
-struct IdleInstance {
-    pool: WorkerPool,
-}
-
-impl Instance for IdleInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        self.pool.run(iterations)
     }
 }
 

@@ -126,6 +126,17 @@ impl BenchError {
         BenchError::Io { bench, what, error }
     }
 
+    /// The [`BenchError::Io`] of failing to `verb` the file or directory at `path`, for
+    /// `map_err`.
+    pub(crate) fn at_path(
+        bench: &str,
+        verb: &str,
+        path: &std::path::Path,
+    ) -> impl FnOnce(std::io::Error) -> BenchError {
+        let what = format!("{verb} {}", smtlab_model::quote::path(path));
+        move |error| BenchError::io(bench, what, error)
+    }
+
     pub fn check(bench: impl Into<String>, reason: impl Into<String>) -> BenchError {
         let (bench, reason) = (bench.into(), reason.into());
         BenchError::Check { bench, reason }

@@ -56,6 +56,11 @@ impl ParamError {
     }
 }
 
+/// [`ParamError::value`] as the [`crate::BenchError`] a `prepare` returns.
+pub(crate) fn bad(name: &str, value: &str, expected: &str) -> crate::BenchError {
+    ParamError::value(name, value, expected).into()
+}
+
 /// The parameters of one cell: every parameter the benchmark declares, with the user's
 /// values over the defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

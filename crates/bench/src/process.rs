@@ -240,20 +240,18 @@ pub fn group_pids(pgid: libc::pid_t) -> Vec<libc::pid_t> {
 /// lead a process group, enter a cgroup, die with the thread that forked it.
 fn hook(cmd: &mut Command, procs: Option<libc::c_int>) {
     let parent = std::process::id() as libc::pid_t;
+    let tree = ForkHook {
+        procs: procs.unwrap_or(-1),
+    };
     let hook = move || -> io::Result<()> {
         // Only async-signal-safe calls between fork and exec.
         // SAFETY: setpgid on ourselves.
         if unsafe { libc::setpgid(0, 0) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        if let Some(fd) = procs {
-            // "0" moves the writing process. A failure (an old kernel checking the
-            // writer's credentials after a switch of user) leaves the parent's own
-            // write after the spawn, and the process group.
-            // SAFETY: a one-byte write from a static buffer to a descriptor the
-            // parent keeps open until the spawn returned.
-            unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-        }
+        // A failure (an old kernel checking the writer's credentials after a switch of
+        // user) leaves the parent's own write after the spawn, and the process group.
+        tree.enter();
         // SAFETY: prctl with constant arguments.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
             return Err(io::Error::last_os_error());
@@ -321,11 +319,11 @@ impl ForkHook {
         }
     }
 
-    /// In the forked child: async-signal-safe (one write).
+    /// In the forked child: async-signal-safe (one write; "0" moves the writing process).
     pub fn enter(&self) {
         if self.procs >= 0 {
             // SAFETY: a one-byte write from a static buffer to a descriptor that stays
-            // open for the life of the process.
+            // open until the fork (or spawn) returned in the parent.
             unsafe { libc::write(self.procs, b"0".as_ptr().cast(), 1) };
         }
     }
@@ -347,15 +345,8 @@ pub struct Stopped {
     pub killed: Vec<Leftover>,
 }
 
-impl Stopped {
-    /// `killed 2 processes WHAT left running: busybox (pid 12), sleep (pid 14)`, or
-    /// `None` when nothing was left.
-    pub fn killed_line(&self, what: &str) -> Option<String> {
-        killed_line(&self.killed, what)
-    }
-}
-
-/// The one line naming `killed`, or `None` when empty.
+/// `killed 2 processes WHAT left running: busybox (pid 12), sleep (pid 14)`, or `None`
+/// when `killed` is empty.
 pub fn killed_line(killed: &[Leftover], what: &str) -> Option<String> {
     if killed.is_empty() {
         return None;
@@ -581,7 +572,7 @@ impl ChildGroup {
 impl Drop for ChildGroup {
     fn drop(&mut self) {
         if let Ok(stopped) = self.stop_inner(Duration::from_millis(500))
-            && let Some(line) = stopped.killed_line(&format!("`{}`", self.label))
+            && let Some(line) = killed_line(&stopped.killed, &format!("`{}`", self.label))
         {
             note(line);
         }
@@ -671,20 +662,10 @@ pub fn owner_stamp() -> String {
     format!("{pid} {}\n", start_time(pid).unwrap_or(0))
 }
 
-/// The cgroup this smtlab process's trees live under, when it has one.
-pub fn cgroup_root() -> Option<PathBuf> {
-    lifetime().cgroup.as_ref().map(|c| c.dir.clone())
-}
-
-/// [`cgroup_root`] where it was already made (a program was started), without making
-/// it: where smtlab's children's forced idle is read.
+/// The cgroup this smtlab process's trees live under, where it was already made (a
+/// program was started), without making it: where smtlab's children's forced idle is read.
 pub fn cgroup_root_made() -> Option<&'static Path> {
     LIFETIME.get()?.cgroup.as_ref().map(|c| c.dir.as_path())
-}
-
-/// The guardian's pid (for tests).
-pub fn guardian_pid() -> Option<u32> {
-    lock(&lifetime().guardian).as_ref().map(Guardian::pid)
 }
 
 #[cfg(test)]
@@ -762,7 +743,7 @@ mod tests {
         assert!(alive(daemon));
         let stopped = group.stop(Duration::from_millis(200)).unwrap();
         assert!(wait_gone(daemon), "daemon {daemon} survived");
-        let line = stopped.killed_line("`sh`").unwrap();
+        let line = killed_line(&stopped.killed, "`sh`").unwrap();
         assert!(
             line.contains(&format!("sleep (pid {daemon})"))
                 && line.starts_with("killed 1 process "),
@@ -772,7 +753,9 @@ mod tests {
 
     #[test]
     fn stale_cgroups_of_dead_processes_are_removed() {
-        let Some(root) = cgroup_root() else { return };
+        let Some(root) = lifetime().cgroup.as_ref().map(|c| c.dir.clone()) else {
+            return;
+        };
         let parent = root.parent().unwrap();
         // A pid that cannot be running with start time 1.
         let stale = parent.join(format!("{CGROUP_PREFIX}{}-1", std::process::id()));

@@ -123,12 +123,8 @@ pub fn threads_param(bench: &str, ctx: &BenchContext<'_>) -> Result<usize, Bench
         Ok(v) => match v.parse::<usize>() {
             Ok(n) if (1..=MAX_THREADS).contains(&n) => Some(n),
             _ => {
-                return Err(crate::ParamError::value(
-                    "threads",
-                    v,
-                    format!("auto or a thread count from 1 to {MAX_THREADS}"),
-                )
-                .into());
+                let expected = format!("auto or a thread count from 1 to {MAX_THREADS}");
+                return Err(crate::params::bad("threads", v, &expected));
             }
         },
     };
@@ -355,16 +351,6 @@ impl WorkerPool {
         self.workers.len()
     }
 
-    /// The CPU each worker is pinned to (`None` when unpinned), in worker order.
-    pub fn planned_cpus(&self) -> &[Option<u32>] {
-        &self.planned
-    }
-
-    /// Measured cost of one clock read, reported as `overhead_ns` of every sample.
-    pub fn clock_cost_ns(&self) -> f64 {
-        self.clock_cost_ns
-    }
-
     /// Runs `iterations` on every worker at once and returns the timed sample, or the
     /// first worker's check failure. `overhead_ns` is one clock read: the only timing
     /// cost inside a worker's interval.
@@ -449,6 +435,13 @@ impl WorkerPool {
 
     fn dead_worker(&self) -> BenchError {
         BenchError::check(self.bench.clone(), "a worker thread exited unexpectedly")
+    }
+}
+
+/// A pool is the instance of a benchmark whose sample is one [`WorkerPool::run`].
+impl crate::Instance for WorkerPool {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        self.run(iterations)
     }
 }
 
@@ -661,7 +654,7 @@ pub(crate) mod tests {
             }
         }
         assert_eq!(
-            pool.planned_cpus(),
+            pool.planned,
             cpus.iter().map(|&c| Some(c)).collect::<Vec<_>>()
         );
     }

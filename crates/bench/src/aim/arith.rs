@@ -125,7 +125,6 @@ impl Benchmark for Arith {
         info(
             &self.name(),
             unit,
-            1e3,
             &row,
             &format!(
                 "AIM9 {row}: {} {verb} in four independent dependent chains ({how}); \

@@ -47,7 +47,6 @@ impl Benchmark for Calls {
         info(
             &self.name(),
             "calls/s",
-            1.0,
             &row,
             &format!(
                 "AIM9 {row}: calls of a function that is never inlined, taking {what}; \

@@ -10,19 +10,11 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 /// The computing rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
+    let shell = |name, row| -> Box<dyn Benchmark> { Box::new(Shell { name, row }) };
     vec![
-        Box::new(Shell {
-            name: "aim-shell",
-            row: "shell_rtns_1",
-        }),
-        Box::new(Shell {
-            name: "aim-shell-2",
-            row: "shell_rtns_2",
-        }),
-        Box::new(Shell {
-            name: "aim-shell-3",
-            row: "shell_rtns_3",
-        }),
+        shell("aim-shell", "shell_rtns_1"),
+        shell("aim-shell-2", "shell_rtns_2"),
+        shell("aim-shell-3", "shell_rtns_3"),
         Box::new(Sieve),
         Box::new(Sort),
         Box::new(Series),
@@ -45,7 +37,6 @@ impl Benchmark for Sieve {
         info(
             "aim-sieve",
             "sieves/s",
-            1.0,
             "sieve",
             "AIM9 sieve: a sieve of Eratosthenes over `limit` integers; sieves per second, \
              the prime count checked against trial division.",
@@ -114,7 +105,6 @@ impl Benchmark for Sort {
         info(
             "aim-sort",
             "sorts/s",
-            1.0,
             "sort_rtns_1",
             "AIM9 sort_rtns_1: sort a fresh copy of `n` random 64-bit integers; sorts per \
              second, the result checked sorted and with the input's sum.",
@@ -178,7 +168,6 @@ impl Benchmark for Series {
         info(
             "aim-series",
             "series/s",
-            1.0,
             "series_1",
             "AIM9 series_1: sum the Taylor series of exp(x) term by term until a term no \
              longer changes the sum, for x stepping over [-2, 2]; evaluations per second, \
@@ -242,7 +231,6 @@ impl Benchmark for RamCopy {
         info(
             "aim-ram-copy",
             "GB/s",
-            1e9,
             "ram_copy",
             "AIM9 ram_copy: copy a `size` block to another block (cache-resident at the \
              default size, unlike mem-copy); bytes copied per second, the copy checked.",
@@ -306,7 +294,6 @@ impl Benchmark for Shell {
         info(
             self.name,
             "scripts/s",
-            1.0,
             self.row,
             &format!(
                 "AIM9 {}: `sh` runs a small script (a loop, a pipe through cat and wc, \

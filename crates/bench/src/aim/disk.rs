@@ -73,18 +73,12 @@ impl Benchmark for Disk {
         info(
             self.name,
             "MB/s",
-            1e6,
             self.row,
             &format!("AIM9 {}: {what}{sync}; bytes per second.", self.row),
             vec![
                 param("file", "16MiB", Some("4MiB"), "size of each file"),
                 param("block", "4KiB", None, "bytes per read or write"),
-                param(
-                    "dir",
-                    "",
-                    None,
-                    "directory for the files (default: the temporary directory)",
-                ),
+                dir_param(),
             ],
         )
     }
@@ -116,22 +110,16 @@ impl Benchmark for Disk {
                 .write(true)
                 .create_new(true)
                 .open(path)
-                .map_err(|e| {
-                    io(
-                        name,
-                        format!("create {}", smtlab_model::quote::path(path)),
-                        e,
-                    )
-                })?;
+                .map_err(BenchError::at_path(name, "create", path))?;
             let mut buf = vec![0u8; block as usize];
             for b in 0..blocks {
                 stamp(&mut buf, b, seed);
-                f.write_all_at(&buf, b * block).map_err(|e| {
-                    io(name, format!("fill {}", smtlab_model::quote::path(path)), e)
-                })?;
+                // Formatted only on failure: a large file has millions of blocks.
+                f.write_all_at(&buf, b * block)
+                    .map_err(|e| BenchError::at_path(name, "fill", path)(e))?;
             }
             f.sync_all()
-                .map_err(|e| io(name, format!("sync {}", smtlab_model::quote::path(path)), e))?;
+                .map_err(BenchError::at_path(name, "sync", path))?;
             Ok(f)
         };
         let src = fill(&dir.0.join("src"), 0)?;
@@ -145,13 +133,10 @@ impl Benchmark for Disk {
             if self.sync {
                 o.custom_flags(libc::O_SYNC);
             }
-            Some(o.open(&path).map_err(|e| {
-                io(
-                    name,
-                    format!("open {}", smtlab_model::quote::path(&path)),
-                    e,
-                )
-            })?)
+            Some(
+                o.open(&path)
+                    .map_err(BenchError::at_path(name, "open", &path))?,
+            )
         };
         let tmpfs = is_tmpfs(&dir.0);
         Ok(Box::new(DiskInstance {
@@ -299,6 +284,16 @@ impl Instance for DiskInstance {
     }
 }
 
+/// The `dir` parameter, read by [`Scratch::in_dir_param`].
+pub(super) fn dir_param() -> smtlab_model::ParamInfo {
+    param(
+        "dir",
+        "",
+        None,
+        "directory for the files (default: the temporary directory)",
+    )
+}
+
 /// A private directory removed when dropped.
 pub(super) struct Scratch(pub(super) PathBuf);
 
@@ -312,13 +307,11 @@ impl Scratch {
             "" => std::env::temp_dir(),
             d => PathBuf::from(d),
         };
-        Scratch::create(&parent).map_err(|e| {
-            let what = format!(
-                "create a directory in {}",
-                smtlab_model::quote::path(&parent)
-            );
-            io(bench, what, e)
-        })
+        Scratch::create(&parent).map_err(BenchError::at_path(
+            bench,
+            "create a directory in",
+            &parent,
+        ))
     }
 
     pub(super) fn create(parent: &Path) -> std::io::Result<Scratch> {

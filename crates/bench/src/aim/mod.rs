@@ -159,20 +159,17 @@ fn table2_index(info: &BenchInfo) -> usize {
     }
 }
 
-fn info(
-    name: &str,
-    unit: &str,
-    scale: f64,
-    row: &str,
-    description: &str,
-    params: Vec<ParamInfo>,
-) -> BenchInfo {
+/// The catalog entry of an AIM row: a rate in `unit`, whose prefix (`K`, `M`, `G`) gives
+/// the scale.
+fn info(name: &str, unit: &str, row: &str, description: &str, params: Vec<ParamInfo>) -> BenchInfo {
     BenchInfo {
         name: name.into(),
         group: "aim".into(),
         unit: unit.into(),
         direction: Direction::Higher,
-        value_kind: ValueKind::Rate { scale },
+        value_kind: ValueKind::Rate {
+            scale: smtlab_model::Unit::parse(unit).to_base(),
+        },
         description: description.into(),
         origin: format!("paper 001 Table 2 (AIM9 {row})"),
         params,
@@ -190,9 +187,7 @@ fn info(
 
 use crate::params::declare as param;
 
-fn bad(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(crate::ParamError::value(name, value, expected))
-}
+use crate::params::bad;
 
 fn io(bench: &str, what: impl Into<String>, source: std::io::Error) -> BenchError {
     BenchError::io(bench, what, source)

@@ -17,6 +17,7 @@ use smtlab_placement::pin;
 
 use super::disk::Scratch;
 use super::{bad, check, info, io as io_err, param, timed};
+use crate::os::last_os_error;
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +79,6 @@ impl Benchmark for Msg {
         info(
             self.name,
             "msgs/s",
-            1.0,
             self.row,
             &format!(
                 "AIM9 {}: {what}; messages per second, a round trip counting two.",
@@ -204,7 +204,7 @@ fn fifo_ends(name: &'static str) -> Result<(Endpoint, Endpoint, Scratch), BenchE
             .expect("no NUL in a temporary path");
         // SAFETY: `c` is a NUL-terminated path that outlives the call.
         if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-            return Err(io_err(name, "mkfifo", io::Error::last_os_error()));
+            return Err(last_os_error(name, "mkfifo"));
         }
         // Read-write, so opening does not wait for the other end.
         OpenOptions::new()
@@ -445,7 +445,7 @@ impl ShmInstance {
             )
         };
         if id < 0 {
-            return Err(io_err(name, "shmget", io::Error::last_os_error()));
+            return Err(last_os_error(name, "shmget"));
         }
         // SAFETY: attaching the segment just created, at an address the kernel picks.
         let p = unsafe { libc::shmat(id, std::ptr::null(), 0) };
@@ -453,7 +453,7 @@ impl ShmInstance {
         // SAFETY: IPC_RMID takes no buffer (null is allowed).
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
         if p as isize == -1 {
-            return Err(io_err(name, "shmat", io::Error::last_os_error()));
+            return Err(last_os_error(name, "shmat"));
         }
         let area = AreaPtr(p.cast::<ShmArea>());
         // SAFETY: `p` is a fresh attachment of a segment of `size_of::<ShmArea>()` bytes,

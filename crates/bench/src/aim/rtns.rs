@@ -133,14 +133,7 @@ impl Benchmark for Rtns {
                 vec![],
             ),
         };
-        info(
-            name,
-            unit,
-            1.0,
-            row,
-            &format!("AIM9 {row}: {what}."),
-            params,
-        )
+        info(name, unit, row, &format!("AIM9 {row}: {what}."), params)
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

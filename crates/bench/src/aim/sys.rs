@@ -30,8 +30,9 @@ use std::os::fd::AsRawFd;
 
 use smtlab_model::BenchInfo;
 
-use super::disk::Scratch;
+use super::disk::{Scratch, dir_param};
 use super::{bad, check, info, io, param, timed};
+use crate::os::last_os_error;
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 /// The system rows.
@@ -84,15 +85,6 @@ struct Sys {
     kind: Kind,
 }
 
-fn dir_param() -> smtlab_model::ParamInfo {
-    param(
-        "dir",
-        "",
-        None,
-        "directory for the files (default: the temporary directory)",
-    )
-}
-
 impl Benchmark for Sys {
     fn info(&self) -> BenchInfo {
         let name = self.kind.name();
@@ -100,7 +92,6 @@ impl Benchmark for Sys {
             Kind::CreatClose => info(
                 name,
                 "files/s",
-                1.0,
                 "creat-clo",
                 "AIM9 creat-clo: create (O_CREAT|O_TRUNC) and close one of 16 files in a \
                  private directory; creations and closes per second, every file checked \
@@ -110,7 +101,6 @@ impl Benchmark for Sys {
             Kind::Page => info(
                 name,
                 "allocs/s",
-                1.0,
                 "page_test",
                 "AIM9 page_test: map `pages` anonymous pages, write to each (a page fault \
                  each), unmap; allocations per second, the values written read back.",
@@ -119,7 +109,6 @@ impl Benchmark for Sys {
             Kind::Brk => info(
                 name,
                 "allocs/s",
-                1.0,
                 "brk_test",
                 "AIM9 brk_test: a system memory allocation and release of `size` bytes \
                  (mmap and munmap, untouched: the program break is shared with the other \
@@ -129,7 +118,6 @@ impl Benchmark for Sys {
             Kind::Jmp => info(
                 name,
                 "gotos/s",
-                1.0,
                 "jmp_test",
                 "AIM9 jmp_test: a non-local goto from `depth` nested calls back to the \
                  catching frame (Rust unwinding with resume_unwind, where AIM9 uses \
@@ -139,7 +127,6 @@ impl Benchmark for Sys {
             Kind::Link => info(
                 name,
                 "links/s",
-                1.0,
                 "link_test",
                 "AIM9 link_test: link a file to a new name and unlink that name; pairs per \
                  second, the file's link count checked.",
@@ -148,7 +135,6 @@ impl Benchmark for Sys {
             Kind::DirSearch => info(
                 name,
                 "searches/s",
-                1.0,
                 "disk_src",
                 "AIM9 disk_src: read a directory of `files` entries until one name is \
                  found, the name changing each search; searches per second, each search \
@@ -161,7 +147,6 @@ impl Benchmark for Sys {
             Kind::DirLookup => info(
                 name,
                 "lookups/s",
-                1.0,
                 "dir_rtns_1",
                 "AIM9 dir_rtns_1: look a name up in a directory of `files` entries \
                  (fstatat); directory operations per second, each file's size checked.",
@@ -261,10 +246,6 @@ fn dive(depth: u64, value: u64) -> u64 {
     std::hint::black_box(dive(depth - 1, value)) + 1
 }
 
-fn os_err(name: &str, what: &str) -> BenchError {
-    io(name, what, std::io::Error::last_os_error())
-}
-
 impl SysInstance {
     fn dirfd(&self) -> libc::c_int {
         self.dirfd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
@@ -284,7 +265,7 @@ impl SysInstance {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(os_err(name, "mmap"));
+            return Err(last_os_error(name, "mmap"));
         }
         Ok(p.cast())
     }
@@ -292,7 +273,7 @@ impl SysInstance {
     fn unmap(name: &str, p: *mut u8, bytes: u64) -> Result<(), BenchError> {
         // SAFETY: `p` is a mapping of `bytes` bytes made by `map` and not used after.
         if unsafe { libc::munmap(p.cast(), bytes as usize) } != 0 {
-            return Err(os_err(name, "munmap"));
+            return Err(last_os_error(name, "munmap"));
         }
         Ok(())
     }
@@ -329,7 +310,7 @@ impl SysInstance {
             )
         };
         if fd < 0 {
-            return Err(os_err(name, "creat"));
+            return Err(last_os_error(name, "creat"));
         }
         // SAFETY: closing the descriptor just opened, used nowhere else.
         unsafe { libc::close(fd) };
@@ -391,11 +372,11 @@ impl SysInstance {
         let (file, link) = (c"file", c"link");
         // SAFETY: NUL-terminated names relative to our open directory.
         if unsafe { libc::linkat(dirfd, file.as_ptr(), dirfd, link.as_ptr(), 0) } != 0 {
-            return Err(os_err(name, "link"));
+            return Err(last_os_error(name, "link"));
         }
         // SAFETY: as above.
         if unsafe { libc::unlinkat(dirfd, link.as_ptr(), 0) } != 0 {
-            return Err(os_err(name, "unlink"));
+            return Err(last_os_error(name, "unlink"));
         }
         Ok(())
     }
@@ -409,14 +390,14 @@ impl SysInstance {
         // SAFETY: "." relative to our open directory, a NUL-terminated name.
         let fd = unsafe { libc::openat(dirfd, c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
         if fd < 0 {
-            return Err(os_err(name, "open the directory"));
+            return Err(last_os_error(name, "open the directory"));
         }
         // SAFETY: `fd` is an open directory descriptor; fdopendir takes it over.
         let d = unsafe { libc::fdopendir(fd) };
         if d.is_null() {
             // SAFETY: fdopendir failed, so `fd` is still ours to close.
             unsafe { libc::close(fd) };
-            return Err(os_err(name, "fdopendir"));
+            return Err(last_os_error(name, "fdopendir"));
         }
         let mut found = false;
         loop {
@@ -456,7 +437,7 @@ impl SysInstance {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: a NUL-terminated name relative to our directory; `st` ours.
         if unsafe { libc::fstatat(dirfd, self.pick(k).as_ptr(), &mut st, 0) } != 0 {
-            return Err(os_err(name, "fstatat"));
+            return Err(last_os_error(name, "fstatat"));
         }
         if st.st_size as u64 != k % 512 {
             return Err(check(
@@ -475,13 +456,8 @@ impl SysInstance {
                 let dir = &self._scratch.as_ref().expect("a directory").0;
                 for n in self.names.iter().take(iterations as usize) {
                     let path = dir.join(n.to_str().expect("ascii"));
-                    let meta = std::fs::metadata(&path).map_err(|e| {
-                        io(
-                            name,
-                            format!("stat {}", smtlab_model::quote::path(&path)),
-                            e,
-                        )
-                    })?;
+                    let meta = std::fs::metadata(&path)
+                        .map_err(BenchError::at_path(name, "stat", &path))?;
                     if meta.len() != 0 {
                         return Err(check(
                             name,
@@ -588,7 +564,6 @@ impl Benchmark for OsRow {
         info(
             r.name,
             r.unit,
-            1.0,
             r.row,
             &format!(
                 "AIM9 {}: {} (the `{}` benchmark of Table 1, in its lean process).",

@@ -8,22 +8,13 @@
 
 use std::path::Path;
 
-/// Where a frequency came from.
+/// Where a frequency came from: cpufreq `scaling_cur_freq`, `/proc/cpuinfo` `cpu MHz`,
+/// cpufreq `cpuinfo_max_freq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FreqSource {
     ScalingCur,
     CpuInfo,
     CpuInfoMax,
-}
-
-impl FreqSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FreqSource::ScalingCur => "cpufreq scaling_cur_freq",
-            FreqSource::CpuInfo => "/proc/cpuinfo cpu MHz",
-            FreqSource::CpuInfoMax => "cpufreq cpuinfo_max_freq",
-        }
-    }
 }
 
 fn read_khz(root: &Path, cpu: u32, file: &str) -> Option<f64> {
@@ -125,7 +116,6 @@ mod tests {
             mean_freq_hz(root, &[0, 1]),
             Some((1e9, FreqSource::ScalingCur))
         );
-        assert_eq!(FreqSource::ScalingCur.as_str(), "cpufreq scaling_cur_freq");
     }
 
     #[test]

@@ -154,12 +154,8 @@ fn size_param(ctx: &BenchContext<'_>, threads: usize) -> Result<u64, BenchError>
 }
 
 fn too_small(size: u64, min: u64) -> BenchError {
-    crate::ParamError::value(
-        "size",
-        size.to_string(),
-        format!("auto or at least {min} bytes per thread"),
-    )
-    .into()
+    let expected = format!("auto or at least {min} bytes per thread");
+    crate::params::bad("size", &size.to_string(), &expected)
 }
 
 /// `MemAvailable` from /proc/meminfo, in bytes.
@@ -222,9 +218,7 @@ impl Bandwidth {
             Stream::Copy => "mem-copy",
         }
     }
-}
 
-impl Bandwidth {
     /// Worker threads and the bytes of each one's buffer.
     fn buffers(self, ctx: &BenchContext<'_>) -> Result<(usize, u64), BenchError> {
         let threads = threads_param(self.name(), ctx)?;
@@ -325,10 +319,7 @@ impl Benchmark for Bandwidth {
                 BenchError::unsupported(bench.clone(), format!("worker {i}: {reason}"))
             })
         })?;
-        Ok(Box::new(PoolInstance {
-            pool,
-            per_thread_work: false,
-        }))
+        Ok(Box::new(pool))
     }
 }
 
@@ -399,10 +390,7 @@ impl Benchmark for Latency {
             Chase::with_pages(bytes, seed, pages)
                 .map_err(|reason| BenchError::unsupported(name, format!("worker {i}: {reason}")))
         })?;
-        Ok(Box::new(PoolInstance {
-            pool,
-            per_thread_work: true,
-        }))
+        Ok(Box::new(PerThreadWork(pool)))
     }
 }
 
@@ -414,18 +402,13 @@ fn latency_buffers(ctx: &BenchContext<'_>) -> Result<(usize, u64, usize), BenchE
     Ok((threads, lines as u64 * kernels::LINE_BYTES as u64, lines))
 }
 
-struct PoolInstance {
-    pool: WorkerPool,
-    /// Report one thread's work (latency per load), not the sum over threads.
-    per_thread_work: bool,
-}
+/// A pool that reports one thread's work (latency per load), not the sum over threads.
+struct PerThreadWork(WorkerPool);
 
-impl Instance for PoolInstance {
+impl Instance for PerThreadWork {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let mut s = self.pool.run(iterations)?;
-        if self.per_thread_work {
-            s.work = iterations as f64;
-        }
+        let mut s = self.0.run(iterations)?;
+        s.work = iterations as f64;
         Ok(s)
     }
 }

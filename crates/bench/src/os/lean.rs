@@ -118,13 +118,7 @@ pub fn is_child_invocation() -> bool {
 
 /// A catalog os benchmark: the in-process benchmark, measured in a lean child.
 pub(super) struct Lean {
-    inner: Box<dyn Benchmark>,
-}
-
-impl Lean {
-    pub(super) fn wrap(inner: Box<dyn Benchmark>) -> Box<dyn Benchmark> {
-        Box::new(Lean { inner })
-    }
+    pub(super) inner: Box<dyn Benchmark>,
 }
 
 impl Benchmark for Lean {
@@ -306,16 +300,11 @@ impl LeanInstance {
         // failed cell, not a stopped one (and never resumed). smtlab ends it on a stop,
         // the death signal if smtlab dies.
         crate::process::tie_measuring_process(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| {
-            BenchError::io(
-                bench,
-                format!(
-                    "start the measurement process {}",
-                    smtlab_model::quote::path(program)
-                ),
-                e,
-            )
-        })?;
+        let mut child = cmd.spawn().map_err(BenchError::at_path(
+            bench,
+            "start the measurement process",
+            program,
+        ))?;
         let (Some(to_child), Some(from_child), stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -607,7 +596,9 @@ mod tests {
         if program().is_some() {
             return;
         }
-        let b = Lean::wrap(crate::os::in_process_benchmarks().remove(0));
+        let b = Lean {
+            inner: crate::os::in_process_benchmarks().remove(0),
+        };
         let info = b.info();
         let e = testutil::with_ctx(&info, &[0], |ctx| b.prepare(ctx).err())
             .expect("prepare fails without a program")

@@ -74,59 +74,31 @@ mod select;
 mod signal;
 mod syscalls;
 
-/// One row of paper 001 Table 1: LMbench kernel API latencies on a dual Xeon with
-/// Hyper-Threading, Linux 2.4.19, in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Table1Row {
-    /// Our benchmark name.
-    pub bench: &'static str,
-    /// The row label as the paper prints it.
-    pub label: &'static str,
-    /// The paper's figure for the kernel without Hyper-Threading support (2419s-noht).
-    pub paper_noht_us: f64,
-    /// The paper's figure for the kernel with Hyper-Threading support (2419s-ht).
-    pub paper_ht_us: f64,
-}
-
-/// Paper 001 Table 1, in the paper's row order.
-pub const TABLE1: [Table1Row; 14] = [
-    row("null-syscall", "Simple syscall", 1.10, 1.10),
-    row("read", "Simple read", 1.49, 1.49),
-    row("write", "Simple write", 1.40, 1.40),
-    row("stat", "Simple stat", 5.12, 5.14),
-    row("fstat", "Simple fstat", 1.50, 1.50),
-    row("open-close", "Simple open/close", 7.38, 7.38),
-    row("select-file", "Select on 10 fd's", 5.41, 5.41),
-    row("select-tcp", "Select on 10 tcp fd's", 5.69, 5.70),
-    row("sig-install", "Signal handler installation", 1.56, 1.55),
-    row("sig-handler", "Signal handler overhead", 4.29, 4.27),
-    row("pipe-latency", "Pipe latency", 11.16, 11.31),
-    row("fork-exit", "Process fork+exit", 190.75, 198.84),
-    row("fork-exec", "Process fork+execve", 581.55, 617.11),
-    row("fork-sh", "Process fork+/bin/sh -c", 3051.28, 3118.08),
+/// Paper 001 Table 1 (LMbench kernel API latencies), in the paper's row order: our
+/// benchmark name and the row label as the paper prints it.
+pub const TABLE1: [(&str, &str); 14] = [
+    ("null-syscall", "Simple syscall"),
+    ("read", "Simple read"),
+    ("write", "Simple write"),
+    ("stat", "Simple stat"),
+    ("fstat", "Simple fstat"),
+    ("open-close", "Simple open/close"),
+    ("select-file", "Select on 10 fd's"),
+    ("select-tcp", "Select on 10 tcp fd's"),
+    ("sig-install", "Signal handler installation"),
+    ("sig-handler", "Signal handler overhead"),
+    ("pipe-latency", "Pipe latency"),
+    ("fork-exit", "Process fork+exit"),
+    ("fork-exec", "Process fork+execve"),
+    ("fork-sh", "Process fork+/bin/sh -c"),
 ];
-
-const fn row(bench: &'static str, label: &'static str, noht: f64, ht: f64) -> Table1Row {
-    Table1Row {
-        bench,
-        label,
-        paper_noht_us: noht,
-        paper_ht_us: ht,
-    }
-}
-
-/// Benchmark name to paper 001 Table 1 row label, in the paper's order, for the
-/// report's OS latency table.
-pub fn table1_rows() -> Vec<(&'static str, &'static str)> {
-    TABLE1.iter().map(|r| (r.bench, r.label)).collect()
-}
 
 /// The os benchmarks of the catalog, in paper 001 Table 1 order, each measured in a lean
 /// child process ([`lean`]).
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     in_process_benchmarks()
         .into_iter()
-        .map(lean::Lean::wrap)
+        .map(|inner| Box::new(lean::Lean { inner }) as Box<dyn Benchmark>)
         .collect()
 }
 
@@ -144,10 +116,10 @@ pub(crate) fn in_process_benchmarks() -> Vec<Box<dyn Benchmark>> {
 /// The report section of an os benchmark: its row of paper 001 Table 1, whose label
 /// assumes 10 descriptors for the select rows.
 fn table1_section(name: &str) -> smtlab_model::ReportSection {
-    let row = TABLE1.iter().find(|r| r.bench == name);
+    let row = TABLE1.iter().find(|r| r.0 == name);
     let fds = ["select-file", "select-tcp"].contains(&name);
     smtlab_model::ReportSection::OsLatency {
-        label: row.map_or(name, |r| r.label).into(),
+        label: row.map_or(name, |r| r.1).into(),
         label_params: if fds {
             [("fds".to_string(), "10".to_string())].into()
         } else {
@@ -172,7 +144,7 @@ fn info(name: &str, description: &str, origin: &str, params: Vec<ParamInfo>) -> 
     }
 }
 
-fn last_os_error(bench: &str, what: impl Into<String>) -> BenchError {
+pub(crate) fn last_os_error(bench: &str, what: impl Into<String>) -> BenchError {
     BenchError::io(bench, what, std::io::Error::last_os_error())
 }
 
@@ -344,13 +316,7 @@ impl TempFile {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| {
-                BenchError::io(
-                    bench,
-                    format!("create {}", smtlab_model::quote::path(&path)),
-                    e,
-                )
-            })?;
+            .map_err(BenchError::at_path(bench, "create", &path))?;
         let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
             BenchError::check(
                 bench,
@@ -439,9 +405,9 @@ mod tests {
     #[test]
     fn table1_has_every_benchmark_once_in_catalog_order() {
         let names: Vec<String> = benchmarks().iter().map(|b| b.info().name).collect();
-        let rows: Vec<&str> = table1_rows().iter().map(|r| r.0).collect();
+        let rows: Vec<&str> = TABLE1.iter().map(|r| r.0).collect();
         assert_eq!(names, rows);
-        assert_eq!(table1_rows()[0], ("null-syscall", "Simple syscall"));
+        assert_eq!(TABLE1[0], ("null-syscall", "Simple syscall"));
         for b in benchmarks() {
             let i = b.info();
             assert_eq!(i.group, "os");
@@ -452,10 +418,7 @@ mod tests {
             let smtlab_model::ReportSection::OsLatency { label, .. } = &i.report else {
                 panic!("{}: {:?}", i.name, i.report)
             };
-            assert_eq!(
-                table1_rows().iter().find(|r| r.0 == i.name).unwrap().1,
-                label
-            );
+            assert_eq!(TABLE1.iter().find(|r| r.0 == i.name).unwrap().1, label);
         }
     }
 

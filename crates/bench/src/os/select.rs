@@ -21,7 +21,7 @@
 
 use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 
 use super::{Cpus, TempFile, info, last_os_error, time_loop};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
@@ -97,20 +97,11 @@ impl Select {
                 let file = TempFile::create(name)?;
                 let mut dups = Vec::with_capacity(n as usize);
                 for _ in 0..n {
-                    // SAFETY: duplicating an open descriptor; the result is owned below.
-                    let fd =
-                        unsafe { libc::fcntl(file.file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-                    if fd < 0 {
-                        return Err(last_os_error(
-                            name,
-                            format!(
-                                "dup a descriptor of {}",
-                                smtlab_model::quote::path(&file.path)
-                            ),
-                        ));
-                    }
-                    // SAFETY: fd is a fresh descriptor nobody else owns.
-                    dups.push(File::from(unsafe { OwnedFd::from_raw_fd(fd) }));
+                    // A close-on-exec duplicate (F_DUPFD_CLOEXEC).
+                    dups.push(file.file.try_clone().map_err(|e| {
+                        let path = smtlab_model::quote::path(&file.path);
+                        BenchError::io(name, format!("dup a descriptor of {path}"), e)
+                    })?);
                 }
                 Resources::File { _file: file, dups }
             }

@@ -151,14 +151,10 @@ impl Kind {
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![
-        Box::new(Signal {
-            kind: Kind::Install,
-        }),
-        Box::new(Signal {
-            kind: Kind::Handler,
-        }),
-    ]
+    [Kind::Install, Kind::Handler]
+        .into_iter()
+        .map(|kind| Box::new(Signal { kind }) as Box<dyn Benchmark>)
+        .collect()
 }
 
 struct Signal {

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use smtlab_model::metrics::task_pool as metric;
 use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
 use smtlab_placement::pin;
 
@@ -49,9 +50,7 @@ pub struct TaskPool;
 
 use crate::params::declare as p;
 
-fn bad(name: &str, value: &str, expected: &str) -> BenchError {
-    BenchError::Param(crate::ParamError::value(name, value, expected))
-}
+use crate::params::bad;
 
 impl Benchmark for TaskPool {
     fn info(&self) -> BenchInfo {
@@ -425,26 +424,21 @@ impl Instance for Pool {
             cpus: cpus.into_iter().filter_map(|(_, c)| c).collect(),
             ..RawSample::default()
         };
-        s.metrics.insert(
-            smtlab_model::metrics::task_pool::TREE_MS.into(),
-            elapsed_ns as f64 / trees as f64 / 1e6,
-        );
-        s.metrics.insert(
-            smtlab_model::metrics::task_pool::TASKS_PER_TREE.into(),
-            sh.work.nodes() as f64,
-        );
-        s.metrics.insert(
-            smtlab_model::metrics::task_pool::CAS_RETRIES_PER_TASK.into(),
-            retries as f64 / executed as f64,
-        );
-        s.metrics.insert(
-            smtlab_model::metrics::task_pool::LOCK_CONTENDED_PER_TASK.into(),
-            contended as f64 / executed as f64,
-        );
-        s.metrics.insert(
-            smtlab_model::metrics::task_pool::WORKERS.into(),
-            workers as f64,
-        );
+        for (key, value) in [
+            (metric::TREE_MS, elapsed_ns as f64 / trees as f64 / 1e6),
+            (metric::TASKS_PER_TREE, sh.work.nodes() as f64),
+            (
+                metric::CAS_RETRIES_PER_TASK,
+                retries as f64 / executed as f64,
+            ),
+            (
+                metric::LOCK_CONTENDED_PER_TASK,
+                contended as f64 / executed as f64,
+            ),
+            (metric::WORKERS, workers as f64),
+        ] {
+            s.metrics.insert(key.into(), value);
+        }
         Ok(s)
     }
 }

@@ -168,10 +168,6 @@ impl Fft {
         let len = self.n >> l;
         (p * len, len, offset, 1 << l)
     }
-
-    pub fn input(&self) -> &[C64] {
-        &self.x
-    }
 }
 
 impl Work for Fft {
@@ -336,16 +332,6 @@ impl MatMul {
 
     fn result_start(&self, l: u32, p: usize, s: usize) -> usize {
         self.level_base[l as usize] + p * s * s
-    }
-
-    pub fn a(&self) -> &[f64] {
-        &self.a
-    }
-    pub fn b(&self) -> &[f64] {
-        &self.b
-    }
-    pub fn n(&self) -> usize {
-        self.n
     }
 }
 

@@ -19,7 +19,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use smtlab_model::{BenchInfo, Direction, Topology, ValueKind};
+use smtlab_model::{BenchInfo, Topology};
 
 use super::{Rendezvous, bench_info, clock_cost_ns, mean, now_ns, pin_and_arrive, run_pair};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
@@ -57,9 +57,6 @@ impl Benchmark for C2cLatency {
     fn info(&self) -> BenchInfo {
         bench_info(
             NAME,
-            "ns",
-            Direction::Lower,
-            ValueKind::TimePerOp,
             "Core-to-core latency: one-way ns for a cache line bounced between two \
              pinned threads, for every ordered pair of placement CPUs, averaged; per-pair \
              metrics (cpuA-cpuB) and means for SMT siblings, cores of one package and \

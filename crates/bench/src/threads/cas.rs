@@ -28,17 +28,19 @@ pub struct CasContention;
 
 impl Benchmark for CasContention {
     fn info(&self) -> BenchInfo {
-        bench_info(
-            NAME,
-            "Mops/s",
-            Direction::Higher,
-            ValueKind::Rate { scale: 1e6 },
-            "All placement CPUs increment one cache-line-padded 64-bit word with \
-             compare-exchange loops: successful CAS per second (Mops/s), with failed \
-             attempts per success as a metric.",
-            "paper 002 s6-7 (lock-free pool)",
-            vec![],
-        )
+        BenchInfo {
+            unit: "Mops/s".into(),
+            direction: Direction::Higher,
+            value_kind: ValueKind::Rate { scale: 1e6 },
+            ..bench_info(
+                NAME,
+                "All placement CPUs increment one cache-line-padded 64-bit word with \
+                 compare-exchange loops: successful CAS per second (Mops/s), with failed \
+                 attempts per success as a metric.",
+                "paper 002 s6-7 (lock-free pool)",
+                vec![],
+            )
+        }
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

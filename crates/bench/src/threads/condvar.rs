@@ -30,30 +30,22 @@
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use smtlab_model::{BenchInfo, Direction, ValueKind};
+use smtlab_model::BenchInfo;
 
 use super::pthread::{PCond, PMutex};
 use super::{
-    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, events_from, events_param,
-    interval_ns, mean, now_ns, pin_and_arrive, run_pair, sum_ns, this_cpu, wait_failed, wait_until,
+    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, event_sample, events_from,
+    events_param, interval_ns, now_ns, pin_and_arrive, run_pair, this_cpu, wait_failed, wait_until,
 };
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_placement::pin::gettid;
 
-/// `condvar-signal` or `condvar-broadcast`.
+/// `condvar-signal`, or `condvar-broadcast` when `broadcast`.
 pub struct CondvarWake {
-    broadcast: bool,
+    pub broadcast: bool,
 }
 
 impl CondvarWake {
-    pub fn signal() -> Self {
-        Self { broadcast: false }
-    }
-
-    pub fn broadcast() -> Self {
-        Self { broadcast: true }
-    }
-
     fn name(&self) -> &'static str {
         if self.broadcast {
             "condvar-broadcast"
@@ -72,9 +64,6 @@ impl Benchmark for CondvarWake {
         };
         bench_info(
             self.name(),
-            "ns",
-            Direction::Lower,
-            ValueKind::TimePerOp,
             &format!(
                 "Condition variable wake-up with one waiter: mean ns from the start of \
                  {call} (placement CPU 0) until the waiter (CPU 1) returns from \
@@ -117,24 +106,17 @@ impl Instance for CondvarInstance {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
         let n = iterations.max(1);
         let ev = run_condvar(self.bench, self.broadcast, self.cpus, n)?;
-        let mut s = RawSample {
-            elapsed_ns: sum_ns(&ev.wake_ns),
-            work: n as f64,
-            overhead_ns: (self.clock_ns * n as f64).round() as u64,
-            cpus: ev.cpus.to_vec(),
-            ..RawSample::default()
-        };
-        s.metrics.insert("call_ns_mean".into(), mean(&ev.call_ns));
-        s.metrics.insert("wake_ns_mean".into(), mean(&ev.wake_ns));
+        let mut s = event_sample(
+            n,
+            self.clock_ns,
+            ev.cpus.to_vec(),
+            (smtlab_model::metrics::threads::CALL_NS, ev.call_ns),
+            (smtlab_model::metrics::threads::WAKE_NS, ev.wake_ns),
+        );
         s.metrics
             .insert("unconfirmed_sleeps".into(), ev.unconfirmed as f64);
         s.metrics
             .insert("spurious_wakeups".into(), ev.spurious as f64);
-        s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.series
-            .insert(smtlab_model::metrics::threads::CALL_NS.into(), ev.call_ns);
-        s.series
-            .insert(smtlab_model::metrics::threads::WAKE_NS.into(), ev.wake_ns);
         Ok(s)
     }
 }
@@ -285,7 +267,10 @@ mod tests {
     #[test]
     fn signal_and_broadcast_give_call_and_wake_times_per_event() {
         let Some(cpus) = two_cpus() else { return };
-        for bench in [CondvarWake::signal(), CondvarWake::broadcast()] {
+        for bench in [
+            CondvarWake { broadcast: false },
+            CondvarWake { broadcast: true },
+        ] {
             let mut inst = prepare(&bench, &[("events", "20")], &cpus).unwrap();
             assert_eq!(inst.fixed_iterations(), Some(20));
             let s = inst.sample(20).unwrap();
@@ -310,7 +295,7 @@ mod tests {
     #[test]
     fn one_cpu_is_refused_with_a_clear_message() {
         let Some([a, _]) = two_cpus() else { return };
-        let e = prepare(&CondvarWake::signal(), &[], &[a])
+        let e = prepare(&CondvarWake { broadcast: false }, &[], &[a])
             .err()
             .unwrap()
             .to_string();

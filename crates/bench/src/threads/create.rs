@@ -32,9 +32,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use smtlab_model::{BenchInfo, Direction, ValueKind};
+use smtlab_model::BenchInfo;
+use smtlab_model::metrics::threads::{CREATE_RETURN_NS, THREAD_START_NS};
 
-use super::{bench_info, clock_cost_ns, mean, now_ns, sum_ns, this_cpu};
+use super::{bench_info, clock_cost_ns, event_sample, now_ns, this_cpu};
 use crate::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
 use smtlab_placement::pin::gettid;
 
@@ -64,9 +65,6 @@ impl Benchmark for PthreadCreate {
     fn info(&self) -> BenchInfo {
         bench_info(
             NAME,
-            "ns",
-            Direction::Lower,
-            ValueKind::TimePerOp,
             "pthread_create latency: mean ns from the call until the new thread runs (B); \
              the call's own return time (A) is a metric and both are kept per creation \
              for the A-vs-B scatter. Parent on placement CPU 0, child on CPU 1 (CPU 0 \
@@ -117,34 +115,21 @@ impl Instance for CreateInstance {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
         let n = iterations.max(1);
         let run = run_creations(self.mode, self.parent_cpu, self.child_cpu, n)?;
-        let mut s = RawSample {
-            elapsed_ns: sum_ns(&run.start_ns),
-            work: n as f64,
-            overhead_ns: (self.clock_ns * n as f64).round() as u64,
-            cpus: vec![run.parent_cpu, run.child_cpu],
-            ..RawSample::default()
-        };
         let before = run
             .start_ns
             .iter()
             .zip(&run.return_ns)
             .filter(|(b, a)| b < a)
             .count();
-        s.metrics
-            .insert("create_return_ns_mean".into(), mean(&run.return_ns));
-        s.metrics
-            .insert("thread_start_ns_mean".into(), mean(&run.start_ns));
+        let mut s = event_sample(
+            n,
+            self.clock_ns,
+            vec![run.parent_cpu, run.child_cpu],
+            (CREATE_RETURN_NS, run.return_ns),
+            (THREAD_START_NS, run.start_ns),
+        );
         s.metrics
             .insert("started_before_return".into(), before as f64 / n as f64);
-        s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.series.insert(
-            smtlab_model::metrics::threads::CREATE_RETURN_NS.into(),
-            run.return_ns,
-        );
-        s.series.insert(
-            smtlab_model::metrics::threads::THREAD_START_NS.into(),
-            run.start_ns,
-        );
         Ok(s)
     }
 }

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
 
-use crate::{BenchError, Benchmark, ParamError, Params};
+use crate::{BenchError, Benchmark, ParamError, Params, RawSample};
 
 pub(crate) use crate::clock::{clock_cost_ns, now_ns, thread_cpu_ns};
 
@@ -62,29 +62,22 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
         Box::new(create::PthreadCreate),
         Box::new(mutex::MutexUncontended),
         Box::new(mutex::MutexHandoff),
-        Box::new(condvar::CondvarWake::signal()),
-        Box::new(condvar::CondvarWake::broadcast()),
+        Box::new(condvar::CondvarWake { broadcast: false }),
+        Box::new(condvar::CondvarWake { broadcast: true }),
         Box::new(cas::CasContention),
         Box::new(c2c::C2cLatency),
     ]
 }
 
-/// Builds the catalog entry of one benchmark of this group.
-fn bench_info(
-    name: &str,
-    unit: &str,
-    direction: Direction,
-    value_kind: ValueKind,
-    description: &str,
-    origin: &str,
-    params: Vec<ParamInfo>,
-) -> BenchInfo {
+/// Builds the catalog entry of one benchmark of this group: ns per event, lower is better
+/// (`cas-contention` replaces the unit).
+fn bench_info(name: &str, description: &str, origin: &str, params: Vec<ParamInfo>) -> BenchInfo {
     BenchInfo {
         name: name.into(),
         group: "threads".into(),
-        unit: unit.into(),
-        direction,
-        value_kind,
+        unit: "ns".into(),
+        direction: Direction::Lower,
+        value_kind: ValueKind::TimePerOp,
         description: description.into(),
         origin: origin.into(),
         params,
@@ -126,11 +119,6 @@ pub(crate) fn empty_loop_ns() -> f64 {
         best = best.min(t1.saturating_sub(t0) as f64 / ITERS as f64);
     }
     best
-}
-
-/// The CPU of measurement thread `i`, or `None` for the unpinned `os` placement.
-fn cpu_of(ctx: &crate::BenchContext<'_>, i: usize) -> Option<u32> {
-    ctx.placement.cpu_for_thread(i)
 }
 
 /// Pins the calling thread (verified by reading the affinity back) unless unpinned.
@@ -413,9 +401,29 @@ fn interval_ns(earlier: u64, later: u64) -> f64 {
     later as i64 as f64 - earlier as i64 as f64
 }
 
-/// Sum of non-negative intervals, for `elapsed_ns` of the event-latency benchmarks.
-fn sum_ns(xs: &[f64]) -> u64 {
-    xs.iter().map(|&x| x.max(0.0)).sum::<f64>().round() as u64
+/// The sample of an event-latency benchmark from its two per-event series, each kept
+/// whole and as its `_mean` metric: `call` (the caller's own call time) and `timed` (the
+/// value, whose sum over non-negative intervals is the elapsed time).
+fn event_sample(
+    n: u64,
+    clock_ns: f64,
+    cpus: Vec<u32>,
+    call: (&str, Vec<f64>),
+    timed: (&str, Vec<f64>),
+) -> RawSample {
+    let mut s = RawSample {
+        elapsed_ns: timed.1.iter().map(|&x| x.max(0.0)).sum::<f64>().round() as u64,
+        work: n as f64,
+        overhead_ns: (clock_ns * n as f64).round() as u64,
+        cpus,
+        ..RawSample::default()
+    };
+    s.metrics.insert("clock_read_ns".into(), clock_ns);
+    for (key, series) in [call, timed] {
+        s.metrics.insert(format!("{key}_mean"), mean(&series));
+        s.series.insert(key.into(), series);
+    }
+    s
 }
 
 #[cfg(test)]

@@ -26,13 +26,13 @@
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use smtlab_model::{BenchInfo, Direction, ValueKind};
+use smtlab_model::BenchInfo;
 
 use super::pthread::PMutex;
 use super::{
-    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, cpu_of, empty_loop_ns,
-    events_from, events_param, interval_ns, mean, now_ns, pin_and_arrive, run_pair, spawn_error,
-    sum_ns, this_cpu, wait_failed, wait_until,
+    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, empty_loop_ns,
+    event_sample, events_from, events_param, interval_ns, now_ns, pin_and_arrive, run_pair,
+    spawn_error, this_cpu, wait_failed, wait_until,
 };
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_placement::pin::gettid;
@@ -47,9 +47,6 @@ impl Benchmark for MutexUncontended {
     fn info(&self) -> BenchInfo {
         bench_info(
             UNCONTENDED,
-            "ns",
-            Direction::Lower,
-            ValueKind::TimePerOp,
             "pthread_mutex_lock + pthread_mutex_unlock of a default mutex by one thread \
              (placement CPU 0), ns per pair: the user-space fast path.",
             "paper 002 s6.2",
@@ -59,7 +56,7 @@ impl Benchmark for MutexUncontended {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         Ok(Box::new(UncontendedInstance {
-            cpu: cpu_of(ctx, 0),
+            cpu: ctx.placement.cpu_for_thread(0),
             clock_ns: clock_cost_ns(),
             loop_ns: empty_loop_ns(),
         }))
@@ -131,9 +128,6 @@ impl Benchmark for MutexHandoff {
     fn info(&self) -> BenchInfo {
         bench_info(
             HANDOFF,
-            "ns",
-            Direction::Lower,
-            ValueKind::TimePerOp,
             "Contended pthread mutex hand-off: mean ns from the start of unlock in the \
              holder (placement CPU 0) until the waiter blocked in lock (CPU 1) runs; \
              the unlock call time is a metric, both kept per event. The waiter is \
@@ -173,7 +167,10 @@ pub(super) fn two_thread_cpus(
                 ctx.placement.name, ctx.placement.cpus[0]
             ),
         )),
-        _ => Ok([cpu_of(ctx, 0), cpu_of(ctx, 1)]),
+        _ => Ok([
+            ctx.placement.cpu_for_thread(0),
+            ctx.placement.cpu_for_thread(1),
+        ]),
     }
 }
 
@@ -193,25 +190,15 @@ impl Instance for HandoffInstance {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
         let n = iterations.max(1);
         let ev = run_handoff(self.cpus, n)?;
-        let mut s = RawSample {
-            elapsed_ns: sum_ns(&ev.wake_ns),
-            work: n as f64,
-            overhead_ns: (self.clock_ns * n as f64).round() as u64,
-            cpus: ev.cpus.to_vec(),
-            ..RawSample::default()
-        };
-        s.metrics
-            .insert("unlock_ns_mean".into(), mean(&ev.unlock_ns));
-        s.metrics.insert("wake_ns_mean".into(), mean(&ev.wake_ns));
+        let mut s = event_sample(
+            n,
+            self.clock_ns,
+            ev.cpus.to_vec(),
+            (smtlab_model::metrics::threads::UNLOCK_NS, ev.unlock_ns),
+            (smtlab_model::metrics::threads::WAKE_NS, ev.wake_ns),
+        );
         s.metrics
             .insert("unconfirmed_sleeps".into(), ev.unconfirmed as f64);
-        s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.series.insert(
-            smtlab_model::metrics::threads::UNLOCK_NS.into(),
-            ev.unlock_ns,
-        );
-        s.series
-            .insert(smtlab_model::metrics::threads::WAKE_NS.into(), ev.wake_ns);
         Ok(s)
     }
 }

@@ -603,7 +603,7 @@ impl Drop for RealServer {
     fn drop(&mut self) {
         if let Some(g) = self.group.take()
             && let Ok(stopped) = g.stop(Duration::from_secs(2))
-            && let Some(line) = stopped.killed_line(self.name)
+            && let Some(line) = smtlab_bench::process::killed_line(&stopped.killed, self.name)
         {
             // A daemon the user's command forked off, named for the user.
             smtlab_bench::process::note(line);
