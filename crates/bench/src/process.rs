@@ -46,6 +46,9 @@ use smtlab_control::guardian::{Guardian, Plan};
 pub const CGROUP_PREFIX: &str = "smtlab-";
 /// How long a killed cgroup may take to empty before it is left for the guardian.
 const EMPTY_WAIT: Duration = Duration::from_secs(3);
+/// How long a stopped tree's killed processes are waited for: only one asleep in the
+/// kernel takes more than a moment.
+const KILLED_WAIT: Duration = Duration::from_secs(10);
 
 /// What this process set up to keep its children in check, once.
 struct Lifetime {
@@ -493,12 +496,19 @@ impl ChildGroup {
     pub fn kill_rest(&mut self) -> Vec<Leftover> {
         let left = self.members();
         self.kill_all();
-        // Wait for them to go, so they are not named again when the group is stopped.
-        let deadline = Instant::now() + EMPTY_WAIT;
+        // Waited for, so they are not named again when the group is stopped.
+        self.wait_members_gone();
+        left
+    }
+
+    /// Waits (at most [`KILLED_WAIT`]) until no member of the tree is left but zombies: a
+    /// process in uninterruptible sleep (an NFS daemon writing its state) dies of its
+    /// SIGKILL only when it wakes, and must not outlive smtlab meanwhile.
+    fn wait_members_gone(&self) {
+        let deadline = Instant::now() + KILLED_WAIT;
         while !self.members().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        left
     }
 
     /// SIGKILL to everything of the tree, the leader included.
@@ -548,6 +558,7 @@ impl ChildGroup {
         if status.is_none() {
             status = Some(child.wait()?);
         }
+        self.wait_members_gone();
         self.release();
         Ok(Stopped { status, killed })
     }
