@@ -41,7 +41,8 @@ mod coordinator;
 pub(crate) mod proto;
 mod tls;
 
-pub use agent::{AgentConfig, AgentEvent, AgentLimits, raise_open_file_limit, serve};
+pub use crate::sys::raise_open_file_limit;
+pub use agent::{AgentConfig, AgentEvent, AgentLimits, serve};
 pub use allow::AllowList;
 pub use coordinator::{AgentInfo, AgentRun, Remote, RemoteError, RemoteReport};
 pub use tls::{Channel, TlsError};

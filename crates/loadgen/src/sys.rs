@@ -309,34 +309,30 @@ pub fn wait_peer(fd: RawFd, timeout: Duration) -> io::Result<PeerState> {
 /// Raises this process's soft limit of open files to its hard limit; the soft limit
 /// after.
 pub fn raise_open_file_limit() -> io::Result<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a live rlimit the kernel fills.
-    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    let mut lim = open_file_limits()?;
     if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: `raised` is a live rlimit the kernel reads; raising the soft limit up
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: `lim` is a live rlimit the kernel reads; raising the soft limit up
         // to the hard one needs no privilege.
-        check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) })?;
-        lim = raised;
+        check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
     }
     Ok(lim.rlim_cur)
 }
 
 /// This process's soft limit of open files (`ulimit -n`).
 pub fn open_file_limit() -> io::Result<u64> {
+    Ok(open_file_limits()?.rlim_cur)
+}
+
+/// This process's soft and hard limits of open files.
+fn open_file_limits() -> io::Result<libc::rlimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `lim` is a live rlimit the kernel fills.
     check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
-    Ok(lim.rlim_cur)
+    Ok(lim)
 }
 
 /// How many files this process has open now.

@@ -247,7 +247,7 @@ struct FileBudget {
     /// The soft open-file limit when the agent started.
     limit: u64,
     total: u64,
-    used: std::sync::Mutex<u64>,
+    used: Mutex<u64>,
 }
 
 /// Descriptors one prepared or running load holds, given back when dropped.
@@ -283,12 +283,6 @@ impl Drop for Files {
     }
 }
 
-/// Raises this process's soft open-file limit to its hard limit, so that the loads an
-/// agent accepts fit; the limit after.
-pub fn raise_open_file_limit() -> io::Result<u64> {
-    sys::raise_open_file_limit()
-}
-
 /// Serves coordinators on `listener` until `stop` is set (looked at every 100 ms), each
 /// on a thread of its own. Accepts as soon as a connection arrives; never returns on a
 /// failed accept (out of descriptors, say): it waits and tries again.
@@ -321,7 +315,7 @@ pub fn serve(
         files: Arc::new(FileBudget {
             limit,
             total,
-            used: std::sync::Mutex::new(0),
+            used: Mutex::new(0),
         }),
     });
     let mut last_told: Option<Instant> = None;
@@ -525,9 +519,7 @@ fn refuse_line(wire: &mut Wire, reason: &str) -> String {
 }
 
 fn refuse(wire: &mut Wire, peer: SocketAddr, reason: String) -> AgentEvent {
-    let _ = wire.send(&FromAgent::Refused {
-        reason: reason.clone(),
-    });
+    let reason = refuse_line(wire, &reason);
     AgentEvent::Refused { peer, reason }
 }
 

@@ -181,16 +181,8 @@ impl Agent {
                 during,
                 secs: timeout.as_secs(),
             }),
-            Err(RecvError::Io(e)) => Err(RemoteError::Protocol {
-                addr: addr(),
-                during,
-                what: e.to_string(),
-            }),
-            Err(RecvError::Bad(what)) => Err(RemoteError::Protocol {
-                addr: addr(),
-                during,
-                what,
-            }),
+            Err(RecvError::Io(e)) => Err(self.protocol(during, e.to_string())),
+            Err(RecvError::Bad(what)) => Err(self.protocol(during, what)),
         }
     }
 
@@ -201,12 +193,16 @@ impl Agent {
         })
     }
 
-    fn unexpected(&self, during: &'static str, m: &FromAgent) -> RemoteError {
+    fn protocol(&self, during: &'static str, what: String) -> RemoteError {
         RemoteError::Protocol {
             addr: self.info.addr.clone(),
             during,
-            what: format!("unexpected {m:?}"),
+            what,
         }
+    }
+
+    fn unexpected(&self, during: &'static str, m: &FromAgent) -> RemoteError {
+        self.protocol(during, format!("unexpected {m:?}"))
     }
 }
 
@@ -421,11 +417,7 @@ impl Remote {
                 .check(spec)
                 .and_then(|()| check_times(&report, spec, a, start, proto::unix_ns()));
             if let Err(what) = checked {
-                return Err(RemoteError::Protocol {
-                    addr: a.info.addr.clone(),
-                    during: "reading a load's report",
-                    what: what.0,
-                });
+                return Err(a.protocol("reading a load's report", what.0));
             }
             parts.push(report);
         }
@@ -501,11 +493,9 @@ impl Remote {
                 connections: spec.connections,
                 requests: p.requests,
                 window_ns: p.window_ns,
-                errors: p.error_kinds().map_err(|what| RemoteError::Protocol {
-                    addr: a.info.addr.clone(),
-                    during: "reading a load's report",
-                    what,
-                })?,
+                errors: p
+                    .error_kinds()
+                    .map_err(|what| a.protocol("reading a load's report", what))?,
                 start_offset_ns: (s - first) as u64,
             });
         }
@@ -641,12 +631,8 @@ fn handshake(agent: &mut Agent, token: &Token) -> Result<(), RemoteError> {
         }
         Err(e) => return Err(e),
     };
-    let theirs =
-        auth::decode_nonce(&theirs, "the agent's nonce").map_err(|e| RemoteError::Protocol {
-            addr: addr.clone(),
-            during: DURING,
-            what: e.to_string(),
-        })?;
+    let theirs = auth::decode_nonce(&theirs, "the agent's nonce")
+        .map_err(|e| agent.protocol(DURING, e.to_string()))?;
     // A proof over this coordinator's own nonce is a reflection, not a proof.
     if theirs == ours || !auth::verify(token, Role::Agent, &ours, &theirs, &proof) {
         return Err(RemoteError::Unproved { addr });
@@ -672,11 +658,7 @@ fn clock_offset(agent: &mut Agent) -> Result<(u64, i64), RemoteError> {
         let t0 = proto::unix_ns();
         agent.send(&ToAgent::Ping, DURING)?;
         let FromAgent::Pong { unix_ns } = agent.recv(REPLY_TIMEOUT, DURING)? else {
-            return Err(RemoteError::Protocol {
-                addr: agent.info.addr.clone(),
-                during: DURING,
-                what: "expected pong".into(),
-            });
+            return Err(agent.protocol(DURING, "expected pong".into()));
         };
         let t1 = proto::unix_ns();
         let rtt = t1.saturating_sub(t0);
@@ -684,11 +666,7 @@ fn clock_offset(agent: &mut Agent) -> Result<(u64, i64), RemoteError> {
         pings.push((rtt, offset));
     }
     let (rtt, offset) = pings.iter().copied().min_by_key(|p| p.0).unwrap_or((0, 0));
-    let bad = |what: String| RemoteError::Protocol {
-        addr: agent.info.addr.clone(),
-        during: DURING,
-        what,
-    };
+    let bad = |what: String| agent.protocol(DURING, what);
     if offset.unsigned_abs() > MAX_CLOCK_OFFSET.as_nanos() {
         return Err(bad(format!(
             "its clock is {:.0} s away from this host's (more than a day): set its clock",
