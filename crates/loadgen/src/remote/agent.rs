@@ -81,16 +81,18 @@ impl Default for AgentLimits {
     }
 }
 
-/// What happened, for the caller to show (the agent never prints).
-#[derive(Debug, Clone)]
+/// What happened, for the caller to show (the agent never prints); thiserror for its
+/// `Display` only.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum AgentEvent {
-    Accepted {
-        peer: SocketAddr,
-    },
-    Refused {
-        peer: SocketAddr,
-        reason: String,
-    },
+    #[error("{peer}: coordinator accepted")]
+    Accepted { peer: SocketAddr },
+    #[error("{peer}: refused: {reason}")]
+    Refused { peer: SocketAddr, reason: String },
+    #[error(
+        "{peer}: load on {target}: {connections} connections, {requests} requests, \
+         {requests_per_s:.0} req/s, {errors} errors"
+    )]
     Load {
         peer: SocketAddr,
         target: SocketAddr,
@@ -99,58 +101,23 @@ pub enum AgentEvent {
         requests_per_s: f64,
         errors: u64,
     },
-    LoadFailed {
-        peer: SocketAddr,
-        reason: String,
-    },
+    #[error("{peer}: load failed: {reason}")]
+    LoadFailed { peer: SocketAddr, reason: String },
     /// The coordinator's connection dropped; `during_load`: its load was stopped.
-    Lost {
-        peer: SocketAddr,
-        during_load: bool,
-    },
-    Closed {
-        peer: SocketAddr,
-    },
+    #[error(
+        "{peer}: coordinator gone{}",
+        if *during_load { " during a load: load stopped" } else { "" }
+    )]
+    Lost { peer: SocketAddr, during_load: bool },
+    #[error("{peer}: coordinator done")]
+    Closed { peer: SocketAddr },
     /// A connection could not be accepted (out of descriptors?); the agent waits and
     /// tries again.
-    AcceptFailed {
-        error: String,
-    },
-}
-
-impl std::fmt::Display for AgentEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AgentEvent::Accepted { peer } => write!(f, "{peer}: coordinator accepted"),
-            AgentEvent::Refused { peer, reason } => write!(f, "{peer}: refused: {reason}"),
-            AgentEvent::Load {
-                peer,
-                target,
-                connections,
-                requests,
-                requests_per_s,
-                errors,
-            } => write!(
-                f,
-                "{peer}: load on {target}: {connections} connections, {requests} requests, \
-                 {requests_per_s:.0} req/s, {errors} errors"
-            ),
-            AgentEvent::LoadFailed { peer, reason } => write!(f, "{peer}: load failed: {reason}"),
-            AgentEvent::Lost { peer, during_load } => {
-                if *during_load {
-                    write!(f, "{peer}: coordinator gone during a load: load stopped")
-                } else {
-                    write!(f, "{peer}: coordinator gone")
-                }
-            }
-            AgentEvent::Closed { peer } => write!(f, "{peer}: coordinator done"),
-            AgentEvent::AcceptFailed { error } => write!(
-                f,
-                "cannot accept a connection: {error}; trying again in {} ms",
-                ACCEPT_BACKOFF.as_millis()
-            ),
-        }
-    }
+    #[error(
+        "cannot accept a connection: {error}; trying again in {} ms",
+        ACCEPT_BACKOFF.as_millis()
+    )]
+    AcceptFailed { error: String },
 }
 
 /// The latest a start may be asked for, ahead of the agent's clock.

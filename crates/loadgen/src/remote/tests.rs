@@ -1270,3 +1270,68 @@ fn over_tls_a_silent_or_half_hello_ends_at_the_handshake_deadline() {
         panic!("{told:?}");
     }
 }
+
+/// What the agent shows of each event, word for word (the `smtlab agent` output).
+#[test]
+fn agent_events_read_as_one_line_each() {
+    let peer: std::net::SocketAddr = "10.0.0.2:4000".parse().unwrap();
+    let target: std::net::SocketAddr = "10.0.0.1:8080".parse().unwrap();
+    let events = [
+        (
+            AgentEvent::Accepted { peer },
+            "10.0.0.2:4000: coordinator accepted",
+        ),
+        (
+            AgentEvent::Refused {
+                peer,
+                reason: "wrong token".into(),
+            },
+            "10.0.0.2:4000: refused: wrong token",
+        ),
+        (
+            AgentEvent::Load {
+                peer,
+                target,
+                connections: 4,
+                requests: 1000,
+                requests_per_s: 499.6,
+                errors: 2,
+            },
+            "10.0.0.2:4000: load on 10.0.0.1:8080: 4 connections, 1000 requests, 500 req/s, 2 errors",
+        ),
+        (
+            AgentEvent::LoadFailed {
+                peer,
+                reason: "x".into(),
+            },
+            "10.0.0.2:4000: load failed: x",
+        ),
+        (
+            AgentEvent::Lost {
+                peer,
+                during_load: true,
+            },
+            "10.0.0.2:4000: coordinator gone during a load: load stopped",
+        ),
+        (
+            AgentEvent::Lost {
+                peer,
+                during_load: false,
+            },
+            "10.0.0.2:4000: coordinator gone",
+        ),
+        (
+            AgentEvent::Closed { peer },
+            "10.0.0.2:4000: coordinator done",
+        ),
+        (
+            AgentEvent::AcceptFailed {
+                error: "too many open files".into(),
+            },
+            "cannot accept a connection: too many open files; trying again in 100 ms",
+        ),
+    ];
+    for (event, line) in events {
+        assert_eq!(event.to_string(), line);
+    }
+}
