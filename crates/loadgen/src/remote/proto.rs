@@ -454,27 +454,15 @@ enum Conn {
     Tls(Box<TlsStream>),
 }
 
-impl Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Conn::Plain(s) => s.read(buf),
-            Conn::Tls(s) => s.read(buf),
-        }
-    }
-}
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
 
-impl Write for Conn {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+impl Conn {
+    /// The stream its bytes go through: the TCP stream, or TLS over it.
+    fn io(&mut self) -> &mut dyn ReadWrite {
         match self {
-            Conn::Plain(s) => s.write(buf),
-            Conn::Tls(s) => s.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Conn::Plain(s) => s.flush(),
-            Conn::Tls(s) => s.flush(),
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &mut **s,
         }
     }
 }
@@ -532,8 +520,8 @@ impl Wire {
     pub fn send<T: Serialize>(&mut self, msg: &T) -> io::Result<()> {
         let mut line = serde_json::to_vec(msg).map_err(io::Error::other)?;
         line.push(b'\n');
-        self.stream.write_all(&line)?;
-        self.stream.flush()
+        self.stream.io().write_all(&line)?;
+        self.stream.io().flush()
     }
 
     /// The next message, waiting at most `timeout` in all (`None`: without limit).
@@ -591,7 +579,7 @@ impl Wire {
                 .map_err(RecvError::Io)?;
             // Never more than one byte past the limit: what tells a line too long.
             let room = (self.max_line_bytes + 1 - scanned).min(chunk.len());
-            match self.stream.read(&mut chunk[..room]) {
+            match self.stream.io().read(&mut chunk[..room]) {
                 Ok(0) => return Err(RecvError::Closed),
                 Ok(n) => self.pending.extend_from_slice(&chunk[..n]),
                 Err(e) => match e.kind() {
