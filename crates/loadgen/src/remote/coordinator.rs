@@ -224,10 +224,7 @@ pub struct Remote {
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Remote")
-            .field(
-                "agents",
-                &self.agents.iter().map(|a| &a.info).collect::<Vec<_>>(),
-            )
+            .field("agents", &self.agents())
             .finish()
     }
 }
