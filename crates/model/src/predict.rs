@@ -95,7 +95,7 @@ impl RulerDef {
 }
 
 /// Every ruler's name, in the order of [`ruler_definitions`].
-pub const RULERS: [&str; 8] = [
+pub const RULERS: [&str; 9] = [
     "int",
     "fp",
     "load-store",
@@ -104,6 +104,7 @@ pub const RULERS: [&str; 8] = [
     "llc",
     "dram",
     "syscall",
+    "frontend",
 ];
 
 /// The size of the data or unified cache of `level` that `cpu` reaches.
@@ -118,8 +119,9 @@ fn cache_bytes(topo: &Topology, level: u8, cpu: u32) -> Option<u64> {
 /// Every ruler sized for the CPU `cpu` of `topo`: the integer or floating-point chain of
 /// `int-ops`/`fp-ops`, a copy inside the L1D (`mem-copy`, the load/store ports), a random
 /// chase over the L1D, the L2 or the last-level cache's size (`mem-latency`: a
-/// footprint), a stream over 4x the last-level cache (`mem-read`: DRAM bandwidth) and a
-/// system-call loop (`null-syscall`: the kernel's entry path).
+/// footprint), a stream over 4x the last-level cache (`mem-read`: DRAM bandwidth), a
+/// system-call loop (`null-syscall`: the kernel's entry path) and calls through 1024
+/// functions in a shuffled order (`frontend`: the instruction supply).
 pub fn ruler_definitions(topo: &Topology, cpu: u32) -> Vec<RulerDef> {
     let sized = |bytes: Option<u64>, what: &'static str, part: u64| {
         bytes
@@ -170,6 +172,12 @@ pub fn ruler_definitions(topo: &Topology, cpu: u32) -> Vec<RulerDef> {
             "syscall",
             "kernel entry and exit (system-call loop)",
             "null-syscall",
+            Ok(vec![]),
+        ),
+        def(
+            "frontend",
+            "instruction supply (1024 functions called in a shuffled order)",
+            "frontend",
             Ok(vec![]),
         ),
     ]

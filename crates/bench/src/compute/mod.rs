@@ -1,4 +1,5 @@
-//! Compute throughput (paper 002 s3-4): `int-ops` and `fp-ops`.
+//! Compute throughput (paper 002 s3-4): `int-ops` and `fp-ops`; and `frontend`, the
+//! instruction supply ([`frontend`]).
 //!
 //! Every worker thread runs the paper's kernel ([`kernel`]): passes over a private
 //! 128-element input, 8 dependent operations per element (2 add, 2 sub, 4 mul), wrapping
@@ -17,6 +18,7 @@
 //! CPU used) and the `freq_mhz` it was computed with; otherwise neither is reported.
 
 pub mod freq;
+pub mod frontend;
 pub mod kernel;
 
 use std::path::Path;
@@ -31,7 +33,11 @@ use kernel::{FpInput, IntInput, OPS_PER_PASS};
 
 /// The compute benchmarks of the catalog.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![Box::new(Compute::Int), Box::new(Compute::Fp)]
+    vec![
+        Box::new(Compute::Int),
+        Box::new(Compute::Fp),
+        Box::new(frontend::Frontend),
+    ]
 }
 
 /// `int-ops` or `fp-ops`.

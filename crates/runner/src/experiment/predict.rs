@@ -4,9 +4,10 @@
 //! shared resource: the integer or floating-point chain of `int-ops`/`fp-ops`, a copy
 //! inside the L1D (`mem-copy`, the load/store ports), a random chase over the L1D, the
 //! L2 or the last-level cache's size (`mem-latency`: a footprint), a stream over 4x the
-//! last-level cache (`mem-read`: DRAM bandwidth) and a system-call loop
-//! (`null-syscall`: the kernel's entry path). No new loops: the kernels are the
-//! catalog's, sized from the machine's topology.
+//! last-level cache (`mem-read`: DRAM bandwidth), a system-call loop (`null-syscall`:
+//! the kernel's entry path) and calls through 1024 functions in a shuffled order
+//! (`frontend`: the instruction supply). The kernels are the catalog's, sized from the
+//! machine's topology.
 //!
 //! Every pair is a co-run group ([`corun::pair_group`]): A alone and A beside B in each
 //! form, interleaved. The plan holds each workload beside each ruler (its

@@ -21,7 +21,10 @@ fn rulers_are_sized_from_the_topology_and_the_unsizable_named() {
     let t = topo();
     let (rulers, notes) = rulers(&[], &t, 0).unwrap();
     let names: Vec<&str> = rulers.iter().map(|r| r.name).collect();
-    assert_eq!(names, ["int", "fp", "l2", "llc", "dram", "syscall"]);
+    assert_eq!(
+        names,
+        ["int", "fp", "l2", "llc", "dram", "syscall", "frontend"]
+    );
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(notes[0].starts_with("ruler load-store left out: the topology gives no L1D size"));
     let l2 = rulers[2].spec();
