@@ -828,6 +828,10 @@ pub struct PredictArgs {
     /// Say what it would measure and what that costs against the whole matrix, then stop.
     #[arg(long)]
     pub dry_run: bool,
+    /// Where a server workload's client side runs (`predict web-static ...`): by default
+    /// every usable CPU apart from the co-runs' cores, the same for every cell.
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, Args)]

@@ -291,6 +291,8 @@ pub struct CorunSettings {
     pub forms: Vec<(smtlab_model::keys::Form, u32)>,
     pub notes: Vec<String>,
     pub cfg: smtlab_model::RunConfig,
+    /// Where a server workload's client side runs (only `predict` measures them).
+    pub client_rule: smtlab_placement::ClientRule,
 }
 
 pub fn corun_settings(
@@ -314,6 +316,7 @@ pub fn corun_settings(
         forms,
         notes,
         cfg,
+        client_rule: Default::default(),
     })
 }
 

@@ -292,7 +292,8 @@ pub fn measure_corun<'p>(
     plan: &CorunPlan,
     printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
 ) -> Result<(StoreSink<'p>, Option<std::process::ExitCode>)> {
-    let measuring = MeasuringSetup::new(machine, s.cfg.clone(), common.json)?;
+    let mut measuring = MeasuringSetup::new(machine, s.cfg.clone(), common.json)?;
+    measuring.how.client_rule = s.client_rule.clone();
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
     let run = NewRun {
         suite,

@@ -321,6 +321,69 @@ fn predict_leaves_out_the_rulers_the_fake_topology_cannot_size() {
 }
 
 #[test]
+fn predict_measures_a_server_under_load_beside_the_rulers_never_as_a_partner() {
+    let f = Fake::new();
+    // One core of two siblings: no CPU is left for the server's client side, unless
+    // named to share.
+    let refused = f
+        .smtlab()
+        .args(["predict", "--dry-run", "tcp-rr", "--cmd", "t=true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("a server workload: no CPU left for the client side"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let v = json(
+        f.smtlab()
+            .args(["predict", "--quick", "tcp-rr", "--cmd", "t=true"])
+            .args(["--param", "duration=100ms"])
+            .args(["--rulers", "int", "--train", "1"])
+            .args(["--client-cpus", "1", "--client-share", "--json", "--db"])
+            .arg(f.db())
+            .output()
+            .unwrap(),
+    );
+    let profile = |w: &str| {
+        v["profiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["workload"] == w)
+            .cloned()
+            .unwrap_or_else(|| panic!("no profile of {w}: {v}"))
+    };
+    // The server beside the ruler is measured (or held back, saying why); the ruler
+    // beside the server never is.
+    let server = profile("tcp-rr");
+    let int = &server["rulers"][0];
+    let held_back = v["held_back"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["a"] == "tcp-rr");
+    assert!(
+        int["sensitivity"]["ratio"].as_f64().is_some() || held_back,
+        "{v}"
+    );
+    assert!(int["contentiousness"].is_null(), "{v}");
+    // The one training pair has the server measured beside the command.
+    let training = v["training"].as_array().unwrap();
+    assert_eq!(training.len(), 1, "{v}");
+    assert_eq!(
+        (&training[0]["a"], &training[0]["b"]),
+        (&"tcp-rr".into(), &"t".into())
+    );
+    // Nothing predicts a workload beside the server.
+    for p in v["predictions"].as_array().unwrap() {
+        assert_ne!(p["b"], "tcp-rr", "{p}");
+    }
+}
+
+#[test]
 fn util_measures_a_curve_with_smt_off_and_on_and_restores_smt() {
     let f = Fake::new();
     let v = json(
@@ -379,7 +442,7 @@ fn a_server_on_1c1t_up_runs_with_its_client_on_the_same_cpu_only() {
     let f = Fake::new();
     let bench = |client: &[&str]| {
         f.smtlab()
-            .args(["bench", "web-static", "-p", "1c1t-up", "--quick"])
+            .args(["bench", "tcp-rr", "-p", "1c1t-up", "--quick"])
             .args(["--max-samples", "3", "--json"])
             .args(client)
             .output()
@@ -602,7 +665,7 @@ const STEERING_AS_BUILT: [&str; 5] = [
 /// sibling (CPU 1, the fake machine has one core), interrupts steered as `irq` says.
 fn seda_cell(f: &Fake, irq: &str, extra: &[&str]) -> Command {
     let mut c = f.smtlab();
-    c.args(["bench", "web-static", "-p", "1c1t", "--client-siblings"])
+    c.args(["bench", "tcp-rr", "-p", "1c1t", "--client-siblings"])
         .args(["--param", "server=seda", "--param"])
         .arg(format!("irq={irq}"))
         .args(extra);

@@ -310,20 +310,24 @@ pub fn fit_form(
     }
 }
 
-/// A predicted entry of the matrix: A's slowdown beside B and the pair's combined speed.
+/// A predicted entry of the matrix: A's slowdown beside B and the pair's combined speed
+/// (none where B beside A cannot be predicted: A a server workload, never a partner).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictedPair {
     pub a: String,
     pub b: String,
     pub form: Form,
     pub slowdown: Prediction,
-    pub combined_speed: Prediction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub combined_speed: Option<Prediction>,
     /// Rulers without a figure for this pair (either direction), which add nothing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<String>,
 }
 
-/// Every ordered pair of `workloads` predicted by `model` in its form.
+/// Every ordered pair of `workloads` predicted by `model` in its form. A pair without a
+/// figure of any ruler (B never a partner, as a server workload is not, or every figure
+/// held back) is not predicted: the model would only say "no interference".
 pub fn predict_all(
     model: &FormModel,
     profiles: &[Profile],
@@ -335,25 +339,29 @@ pub fn predict_all(
     let form = model.form;
     let one = |a: &str, b: &str| {
         let (x, unknown) = pair_features(profiles, a, b, form)?;
-        Some((m.predict(&x), unknown))
+        (unknown.len() < m.rulers.len()).then(|| (m.predict(&x), unknown))
     };
     let mut out = Vec::new();
     for a in workloads {
         for b in workloads {
-            let (Some((ab, mut unknown)), Some((ba, back))) = (one(a, b), one(b, a)) else {
+            let Some((ab, mut unknown)) = one(a, b) else {
                 continue;
             };
-            unknown.extend(
-                back.into_iter()
-                    .filter(|r| !unknown.contains(r))
-                    .collect::<Vec<_>>(),
-            );
+            let back = one(b, a);
+            if let Some((_, back)) = &back {
+                unknown.extend(
+                    back.iter()
+                        .filter(|r| !unknown.contains(r))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+            }
             out.push(PredictedPair {
                 a: a.clone(),
                 b: b.clone(),
                 form,
                 slowdown: ab,
-                combined_speed: model::combined(&ab, &ba),
+                combined_speed: back.map(|(ba, _)| model::combined(&ab, &ba)),
                 unknown,
             });
         }

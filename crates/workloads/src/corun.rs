@@ -446,6 +446,12 @@ impl Benchmark for CoRun {
         self.a.info()
     }
 
+    /// A server workload as A keeps its client side (the session places and starts it;
+    /// `prepare` hands it to A). The partner never has one.
+    fn client_side(&self) -> bool {
+        self.a.client_side()
+    }
+
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let bench = self.a.info().name;
         let unsupported = |reason: String| crate::unsupported(&bench, reason);

@@ -25,7 +25,7 @@ struct MatrixJson<'a> {
 }
 
 pub fn run(args: &CorunArgs, machine: &dyn Machine) -> Result<ExitCode> {
-    let workloads = exp::matrix_workloads(&args.names, &args.cmds, &args.common.params)?;
+    let workloads = exp::matrix_workloads(&args.names, &args.cmds, &args.common.params, false)?;
     let s = corun_settings(&args.common, machine)?;
     crate::term::notes(&s.notes);
     let json = args.common.json;

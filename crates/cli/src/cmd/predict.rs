@@ -22,8 +22,12 @@ use crate::sink::{Shown, measure_corun};
 
 pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let w = &args.workloads;
-    let workloads = corun_exp::matrix_workloads(&w.names, &w.cmds, &w.common.params)?;
+    let workloads = corun_exp::matrix_workloads(&w.names, &w.cmds, &w.common.params, true)?;
     let mut s = corun_settings(&w.common, machine)?;
+    if workloads.iter().any(corun_exp::Workload::is_server) {
+        let rule = crate::settings::client_rule(&args.client);
+        s.client_rule = exp::client_rule(rule, &s.pair, &s.topo)?;
+    }
     let (rulers, ruler_notes) = exp::rulers(&args.rulers, &s.topo, s.pair.cpu)?;
     s.notes.extend(ruler_notes);
     let choice = exp::Choice {

@@ -567,14 +567,15 @@ pub fn add_predicted_partners(
             let found = doc
                 .predictions
                 .iter()
-                .find(|p| p.a == bench && &p.b == b && p.form == Form::Sibling);
+                .find(|p| p.a == bench && &p.b == b && p.form == Form::Sibling)
+                .and_then(|p| p.combined_speed.as_ref());
             match found {
-                Some(p) => e.partners.push(Partnered {
+                Some(c) => e.partners.push(Partnered {
                     partner: b.clone(),
                     figure: Figure {
-                        value: p.combined_speed.value,
-                        ci95_low: p.combined_speed.low,
-                        ci95_high: p.combined_speed.high,
+                        value: c.value,
+                        ci95_low: c.low,
+                        ci95_high: c.high,
                         unsteady: None,
                     },
                     predicted_by_run: Some(doc.run),

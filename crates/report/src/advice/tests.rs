@@ -1036,7 +1036,7 @@ fn partners_not_measured_are_predicted_from_a_stored_predict_run_and_marked() {
         (wa.partner.as_str(), wa.predicted_by_run),
         ("wa", Some(doc.run))
     );
-    let want = wa_wa.unwrap().combined_speed;
+    let want = wa_wa.unwrap().combined_speed.unwrap();
     assert_eq!(
         (wa.figure.value, wa.figure.ci95_low, wa.figure.ci95_high),
         (want.value, want.low, want.high)

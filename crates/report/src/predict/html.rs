@@ -23,7 +23,7 @@ fn entry(p: &PredictedPair) -> Entry {
             df: None,
         }),
         partner_slowdown: None,
-        combined_speed: Some(p.combined_speed.value),
+        combined_speed: p.combined_speed.as_ref().map(|c| c.value),
         cut_short: None,
     }
 }

@@ -155,8 +155,8 @@ pub fn combined(pairs: &[PredictedPair], form: Form) -> Vec<String> {
     pairs
         .iter()
         .filter(|p| p.form == form && p.a <= p.b)
-        .map(|p| {
-            let c = &p.combined_speed;
+        .filter_map(|p| Some((p, p.combined_speed.as_ref()?)))
+        .map(|(p, c)| {
             let interval = match (c.low, c.high) {
                 (Some(lo), Some(hi)) => format!(" [{}, {}]", times(lo), times(hi)),
                 _ => " (no interval)".into(),

@@ -48,8 +48,30 @@ impl Workload {
     }
 
     /// Catalog benchmark `name` with the `defaults` it declares, then the `given`
-    /// parameters it declares (others are for other workloads).
+    /// parameters it declares (others are for other workloads). Not a server workload:
+    /// a co-run partner has no client side.
     pub fn catalog(
+        name: &str,
+        given: &[String],
+        defaults: &[(&str, &str)],
+    ) -> Result<Workload, ExperimentError> {
+        let w = Workload::any(name, given, defaults)?;
+        if w.bench.client_side() {
+            return Err(ExperimentError::input(format!(
+                "{name} is a server workload with a client side; co-runs take single-CPU workloads"
+            )));
+        }
+        Ok(w)
+    }
+
+    /// Whether it is a server workload, driven by a client side: then it is only ever
+    /// the measured workload of a pair, never the partner.
+    pub fn is_server(&self) -> bool {
+        self.bench.client_side()
+    }
+
+    /// As [`Workload::catalog`], server workloads included.
+    pub fn any(
         name: &str,
         given: &[String],
         defaults: &[(&str, &str)],
@@ -61,11 +83,6 @@ impl Workload {
             )));
         };
         let info = bench.info();
-        if bench.client_side() {
-            return Err(ExperimentError::input(format!(
-                "{name} is a server workload with a client side; co-runs take single-CPU workloads"
-            )));
-        }
         let declared = |k: &str| info.params.iter().any(|p| p.name == k);
         let mut list: Vec<String> = defaults
             .iter()
@@ -129,11 +146,13 @@ pub fn check_unique(workloads: &[Workload]) -> Result<(), ExperimentError> {
 
 /// The workloads of the matrix: the catalog benchmarks `names` (the default set when
 /// neither names nor commands are given), one thread each, then the commands `cmds`;
-/// names unique, every `params` entry declared by one of them.
+/// names unique, every `params` entry declared by one of them. Server workloads only
+/// where `servers` allows them (`predict`, which measures them beside its rulers).
 pub fn matrix_workloads(
     names: &[String],
     cmds: &[String],
     params: &[String],
+    servers: bool,
 ) -> Result<Vec<Workload>, ExperimentError> {
     let defaults: Vec<String> = DEFAULT_WORKLOADS.iter().map(|s| s.to_string()).collect();
     let names = if names.is_empty() && cmds.is_empty() {
@@ -143,7 +162,10 @@ pub fn matrix_workloads(
     };
     let mut workloads = names
         .iter()
-        .map(|n| Workload::catalog(n, params, &[("threads", "1")]))
+        .map(|n| match servers {
+            true => Workload::any(n, params, &[("threads", "1")]),
+            false => Workload::catalog(n, params, &[("threads", "1")]),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     for c in cmds {
         workloads.push(Workload::command(c)?);

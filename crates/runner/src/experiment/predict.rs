@@ -24,6 +24,7 @@ use smtlab_model::predict::{
     PairKeys, PlanKeys, RULER_PREFIX, RulerDef, RulerSpec, ruler_definitions,
 };
 use smtlab_model::{CellKey, Topology};
+use smtlab_placement::ClientRule;
 
 use super::ExperimentError;
 use super::corun::{self, CorunPlan, Workload};
@@ -187,17 +188,22 @@ impl Builder<'_> {
 /// Workload pairs by their indices.
 type Pairs = Vec<(usize, usize)>;
 
-/// The unordered workload pairs (a workload with itself included) in an order the
-/// seed shuffles: the first `validate` of those `may_hold_out` allows are held out, the
-/// next `train` of the rest fitted on. `rulers_among` names the workloads that are
-/// rulers themselves, for the error when too few pairs may be held out.
+/// The unordered workload pairs (a workload with itself included; none of two server
+/// workloads, `server` says which are) in an order the seed shuffles: the first
+/// `validate` of those `may_hold_out` allows are held out, the next `train` of the rest
+/// fitted on. `rulers_among` names the workloads that are rulers themselves, for the
+/// error when too few pairs may be held out.
 fn choose(
-    n: usize,
+    server: &[bool],
     choice: Choice,
     may_hold_out: impl Fn(usize, usize) -> bool,
     rulers_among: &[String],
 ) -> Result<(Pairs, Pairs), ExperimentError> {
-    let mut all: Pairs = (0..n).flat_map(|i| (i..n).map(move |j| (i, j))).collect();
+    let n = server.len();
+    let mut all: Pairs = (0..n)
+        .flat_map(|i| (i..n).map(move |j| (i, j)))
+        .filter(|&(i, j)| !(server[i] && server[j]))
+        .collect();
     let mut state = choice.seed;
     for i in (1..all.len()).rev() {
         let j = (splitmix64(&mut state) % (i as u64 + 1)) as usize;
@@ -217,7 +223,13 @@ fn choose(
     rest.sort_by_key(|p| all.iter().position(|q| q == p));
     let total = all.len();
     let left = rest.len();
-    let what = format!("{n} workloads make {total} pairs of two, a workload with itself included");
+    let servers = match server.iter().any(|&s| s) {
+        true => ", none of two server workloads",
+        false => "",
+    };
+    let what = format!(
+        "{n} workloads make {total} pairs of two, a workload with itself included{servers}"
+    );
     let train = match choice.train {
         None if left == 0 => {
             return Err(ExperimentError::input(format!(
@@ -240,6 +252,32 @@ fn choose(
         Some(t) => t,
     };
     Ok((rest[..train].to_vec(), held_out))
+}
+
+/// Where the client side of a server workload runs in every cell of a plan: on the
+/// same CPUs whether it is alone or beside a partner, so its slowdown is the partner's
+/// doing. `rule` as given: named CPUs and remote agents stay so; otherwise every usable
+/// CPU apart from the co-runs' CPUs (`Apart`: and their cores), or a one-line error when
+/// none is left.
+pub fn client_rule(
+    rule: ClientRule,
+    pair: &CpuPair,
+    topo: &Topology,
+) -> Result<ClientRule, ExperimentError> {
+    if !matches!(rule, ClientRule::Apart | ClientRule::AllowSiblings) {
+        return Ok(rule);
+    }
+    let cpus: Vec<u32> = [Ok(pair.cpu), pair.sibling.clone(), pair.other_core.clone()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let used = crate::corun::placement_of("corun", &cpus, topo);
+    let free = smtlab_placement::client_cpus(topo, &used, &rule)
+        .map_err(|e| ExperimentError::input(format!("a server workload: {e}")))?;
+    Ok(ClientRule::Cpus {
+        cpus: free,
+        shared: false,
+    })
 }
 
 /// Whether a workload is one of the rulers (the same benchmark and parameters).
@@ -266,8 +304,9 @@ pub fn plan(
         .filter(|(_, r)| **r)
         .map(|(w, _)| w.name())
         .collect();
+    let server: Vec<bool> = workloads.iter().map(Workload::is_server).collect();
     let (training, held_out) = choose(
-        workloads.len(),
+        &server,
         choice,
         |i, j| !ruler_like[i] && !ruler_like[j],
         &named,
@@ -292,13 +331,17 @@ pub fn plan(
             let stored = format!("{RULER_PREFIX}{}", r.name);
             keys.sensitivity
                 .push(b.add((name, w), (r.name, &r.workload), &stored));
-            keys.contentiousness
-                .push(b.add((r.name, &r.workload), (name, w), name));
+            // A server workload is never a partner: its load needs a client side.
+            if !w.is_server() {
+                keys.contentiousness
+                    .push(b.add((r.name, &r.workload), (name, w), name));
+            }
         }
     }
     let mut pairs = |list: &[(usize, usize)]| -> Vec<PairKeys> {
         list.iter()
-            .map(|&(i, j)| {
+            .map(|&(i, j)| if server[j] { (j, i) } else { (i, j) })
+            .map(|(i, j)| {
                 b.add(
                     (&names[i], &workloads[i]),
                     (&names[j], &workloads[j]),

@@ -126,14 +126,98 @@ fn a_ruler_that_is_also_a_workload_is_measured_once() {
     assert_eq!(keys.len(), p.cost.cells);
 }
 
+#[test]
+fn a_server_workload_is_measured_beside_the_rulers_and_never_as_a_partner() {
+    let t = topo();
+    let (pair, forms) = two_forms(&t);
+    let server = |name| Workload::any(name, &[], &[("threads", "1")]).unwrap();
+    assert!(Workload::catalog("web-static", &[], &[]).is_err());
+    let ws = [server("web-static"), workload("mem-read"), server("tbench")];
+    let (rs, _) = rulers(&["fp".into(), "llc".into()], &t, 0).unwrap();
+    let choice = Choice {
+        train: None,
+        validate: 0,
+        seed: 3,
+    };
+    let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    // Every workload beside every ruler; only mem-read is a ruler's partner.
+    assert_eq!(p.keys.sensitivity.len(), 6);
+    let partners: BTreeSet<&str> = p
+        .keys
+        .contentiousness
+        .iter()
+        .map(|k| k.b.as_str())
+        .collect();
+    assert_eq!(partners, BTreeSet::from(["mem-read"]));
+    // The pairs that can be measured: a server with mem-read (the server measured) and
+    // mem-read with itself; two servers never.
+    assert_eq!(p.keys.training.len(), 3, "{:?}", p.keys.training);
+    for k in &p.keys.training {
+        assert_eq!(k.b, "mem-read", "{} measured beside {}", k.a, k.b);
+    }
+    assert!(
+        p.groups
+            .iter()
+            .flatten()
+            .all(|c| smtlab_bench::Benchmark::client_side(&c.corun)
+                == ["web-static", "tbench"].contains(&c.key.benchmark.as_str())),
+        "a server's cells need its client side"
+    );
+    let too_many = Choice {
+        train: Some(4),
+        ..choice
+    };
+    let Err(e) = plan(&ws, &rs, &forms, &pair, &t, too_many) else {
+        panic!("4 training pairs planned where 3 can be measured");
+    };
+    assert!(
+        e.to_string().contains("none of two server workloads"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_server_s_client_side_is_kept_apart_from_every_co_run_cpu() {
+    // Two packages of two cores of two threads: CPUs 0-7, the co-runs on CPU 0, its
+    // sibling and the next core.
+    let t = smtlab_fixtures::build::intel(2, 2, 2);
+    let pair = crate::corun::cpu_pair(&t).unwrap();
+    let used: Vec<u32> = [
+        pair.cpu,
+        pair.sibling.clone().unwrap(),
+        pair.other_core.clone().unwrap(),
+    ]
+    .into();
+    let Ok(ClientRule::Cpus { cpus, shared }) = client_rule(ClientRule::Apart, &pair, &t) else {
+        panic!("no client CPUs");
+    };
+    assert!(!shared);
+    assert_eq!(cpus.len(), 4, "{cpus:?}");
+    for c in used {
+        assert!(!cpus.contains(c), "client on co-run CPU {c}");
+    }
+    let named = ClientRule::Cpus {
+        cpus: smtlab_model::CpuSet::parse_list("1").unwrap(),
+        shared: true,
+    };
+    assert_eq!(client_rule(named.clone(), &pair, &t).unwrap(), named);
+    // One core of two threads: nothing is left.
+    let small = smtlab_fixtures::build::intel(1, 1, 2);
+    let pair = crate::corun::cpu_pair(&small).unwrap();
+    let e = client_rule(ClientRule::Apart, &pair, &small)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no CPU left for the client side"), "{e}");
+}
+
 fn choose4(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
-    choose(4, c, |_, _| true, &[])
+    choose(&[false; 4], c, |_, _| true, &[])
 }
 fn choose2(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
-    choose(2, c, |_, _| true, &[])
+    choose(&[false; 2], c, |_, _| true, &[])
 }
 fn choose1(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
-    choose(1, c, |_, _| true, &[])
+    choose(&[false], c, |_, _| true, &[])
 }
 
 #[test]
