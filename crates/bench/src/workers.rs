@@ -44,6 +44,23 @@ use crate::{BenchContext, BenchError, RawSample};
 /// (`threads=100000`) fails cleanly instead of exhausting the process.
 pub const MAX_THREADS: usize = 8192;
 
+/// What a worker's check found wrong: what was expected and what was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct WrongResult(pub String);
+
+impl From<String> for WrongResult {
+    fn from(s: String) -> Self {
+        WrongResult(s)
+    }
+}
+
+impl From<&str> for WrongResult {
+    fn from(s: &str) -> Self {
+        WrongResult(s.into())
+    }
+}
+
 /// Per-thread state of a benchmark, built inside its worker thread.
 pub trait WorkerState: 'static {
     /// Runs `iterations` inner iterations and returns the units of work done. Timed.
@@ -51,7 +68,7 @@ pub trait WorkerState: 'static {
 
     /// Verifies what the last [`WorkerState::run`] computed (not timed). The error says
     /// what was expected and what was found.
-    fn check(&mut self, iterations: u64) -> Result<(), String> {
+    fn check(&mut self, iterations: u64) -> Result<(), WrongResult> {
         let _ = iterations;
         Ok(())
     }
@@ -525,7 +542,7 @@ fn worker_main<S, F>(
                     cpu: ran_on,
                     work,
                 }),
-                Ok(Err(reason)) => Err(reason),
+                Ok(Err(wrong)) => Err(wrong.0),
                 Err(p) => Err(format!("check panicked: {}", panic_text(&*p))),
             },
             Err(p) => Err(format!("panicked: {}", panic_text(&*p))),
@@ -596,9 +613,9 @@ pub(crate) mod tests {
             }
             iterations as f64
         }
-        fn check(&mut self, _: u64) -> Result<(), String> {
+        fn check(&mut self, _: u64) -> Result<(), WrongResult> {
             if self.fail_check {
-                Err(format!("worker state {} says no", self.index))
+                Err(format!("worker state {} says no", self.index).into())
             } else {
                 Ok(())
             }

@@ -26,7 +26,7 @@ use std::hint::black_box;
 use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
 
 use super::kernel::splitmix64;
-use crate::workers::{WorkerPool, WorkerState, threads_param};
+use crate::workers::{WorkerPool, WorkerState, WrongResult, threads_param};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite};
 
 /// Distinct functions in the binary, the most one walk can call.
@@ -245,7 +245,7 @@ impl WorkerState for Walker {
         (walks * self.order.len() as u64) as f64
     }
 
-    fn check(&mut self, walks: u64) -> Result<(), String> {
+    fn check(&mut self, walks: u64) -> Result<(), WrongResult> {
         if walks == 0 {
             return Ok(());
         }
@@ -260,7 +260,8 @@ impl WorkerState for Walker {
                 "the last walk of {} calls gave {:#x}, the formula says {want:#x}",
                 self.order.len(),
                 self.value
-            ))
+            )
+            .into())
         }
     }
 }
@@ -281,6 +282,23 @@ impl Instance for FrontendInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn it_is_a_rate_of_calls_measured_in_the_full_suite_only() {
+        let i = Frontend.info();
+        assert_eq!(
+            (i.unit.to_string().as_str(), i.direction),
+            ("Mcalls/s", Direction::Higher)
+        );
+        assert_eq!(i.value_kind, ValueKind::Rate { scale: 1e6 });
+        assert!(
+            i.params
+                .iter()
+                .any(|p| p.name == "funcs" && p.default == "1024")
+        );
+        assert!(Frontend.in_suite(Suite::Full));
+        assert!(!Frontend.in_suite(Suite::Quick) && !Frontend.in_suite(Suite::Default));
+    }
 
     #[test]
     fn every_function_of_the_table_computes_the_formula_with_its_own_constant() {

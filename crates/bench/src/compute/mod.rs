@@ -25,7 +25,7 @@ use std::path::Path;
 
 use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
 
-use crate::workers::{WorkerPool, WorkerState, threads_param};
+use crate::workers::{WorkerPool, WorkerState, WrongResult, threads_param};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 pub use crate::workers::thread_counts;
@@ -140,7 +140,7 @@ impl WorkerState for IntWorker {
         (OPS_PER_PASS * passes) as f64
     }
 
-    fn check(&mut self, passes: u64) -> Result<(), String> {
+    fn check(&mut self, passes: u64) -> Result<(), WrongResult> {
         let want = self.input.expected(passes);
         if self.result == want {
             Ok(())
@@ -148,7 +148,8 @@ impl WorkerState for IntWorker {
             Err(format!(
                 "integer chain after {passes} passes gave {:#x}, the closed form says {want:#x}",
                 self.result
-            ))
+            )
+            .into())
         }
     }
 }
@@ -164,17 +165,19 @@ impl WorkerState for FpWorker {
         (OPS_PER_PASS * passes) as f64
     }
 
-    fn check(&mut self, passes: u64) -> Result<(), String> {
+    fn check(&mut self, passes: u64) -> Result<(), WrongResult> {
         match self.input.expected(passes) {
             Some(want) if want == self.result => Ok(()),
             Some(want) => Err(format!(
                 "floating-point chain after {passes} passes gave {}, the closed form says {want}",
                 self.result
-            )),
+            )
+            .into()),
             None => Err(format!(
                 "{passes} passes in one sample is more than the exact check allows ({})",
                 self.input.max_passes()
-            )),
+            )
+            .into()),
         }
     }
 }
@@ -288,7 +291,7 @@ mod tests {
 
     #[test]
     fn info_is_complete() {
-        for b in benchmarks() {
+        for b in [Compute::Int, Compute::Fp] {
             let i = b.info();
             assert_eq!(i.group, "compute");
             assert_eq!(i.unit.to_string(), "GOPS");

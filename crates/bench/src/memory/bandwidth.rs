@@ -16,7 +16,7 @@
 use std::hint::black_box;
 
 use super::kernels::{self, Isa, LINE_BYTES, Line, MemoryError, Pages};
-use crate::workers::WorkerState;
+use crate::workers::{WorkerState, WrongResult};
 
 /// Which stream a bandwidth benchmark runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,7 +147,7 @@ impl WorkerState for StreamWorker {
         (self.bytes_per_pass() * passes) as f64
     }
 
-    fn check(&mut self, passes: u64) -> Result<(), String> {
+    fn check(&mut self, passes: u64) -> Result<(), WrongResult> {
         if passes == 0 {
             return Ok(());
         }
@@ -158,7 +158,8 @@ impl WorkerState for StreamWorker {
                     return Err(format!(
                         "sum of {passes} read passes is {:#x}, expected {want:#x}",
                         self.sum
-                    ));
+                    )
+                    .into());
                 }
             }
             Stream::Write => {
@@ -167,7 +168,8 @@ impl WorkerState for StreamWorker {
                     return Err(format!(
                         "word {w} holds {:#x} after the write passes, expected {want:#x}",
                         get(&self.a, w)
-                    ));
+                    )
+                    .into());
                 }
             }
             Stream::Copy => {
@@ -177,7 +179,8 @@ impl WorkerState for StreamWorker {
                         "copied word {w} is {:#x}, the source holds {:#x}",
                         get(&self.b, w),
                         get(&self.a, w)
-                    ));
+                    )
+                    .into());
                 }
                 for w in probes(words) {
                     self.b[w / 8].0[w % 8] = !get(&self.a, w);
@@ -211,19 +214,19 @@ mod tests {
         let isa = Isa::detect();
         let mut r = StreamWorker::new(Stream::Read, isa, 8 << 10, Pages::Base, 1).unwrap();
         r.run(2);
-        assert!(r.check(3).unwrap_err().contains("3 read passes"));
+        assert!(r.check(3).unwrap_err().0.contains("3 read passes"));
 
         let mut w = StreamWorker::new(Stream::Write, isa, 8 << 10, Pages::Base, 1).unwrap();
         w.run(2);
         w.a[5].0[3] ^= 1;
         w.a.last_mut().unwrap().0[7] ^= 1;
-        assert!(w.check(2).unwrap_err().contains("after the write passes"));
+        assert!(w.check(2).unwrap_err().0.contains("after the write passes"));
 
         let mut c = StreamWorker::new(Stream::Copy, isa, 8 << 10, Pages::Base, 1).unwrap();
         c.run(1);
         c.check(1).unwrap();
         // The check spoiled some destination words: skipping the copy is caught.
-        assert!(c.check(1).unwrap_err().contains("copied word 0"));
+        assert!(c.check(1).unwrap_err().0.contains("copied word 0"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::hint::black_box;
 
 use super::kernels::{LINE_BYTES, MemoryError, Pages};
 use crate::compute::kernel::splitmix64;
-use crate::workers::WorkerState;
+use crate::workers::{WorkerState, WrongResult};
 
 #[repr(C, align(64))]
 struct ChaseLine {
@@ -138,7 +138,7 @@ impl WorkerState for Chase {
         loads as f64
     }
 
-    fn check(&mut self, loads: u64) -> Result<(), String> {
+    fn check(&mut self, loads: u64) -> Result<(), WrongResult> {
         let n = self.lines.len() as u64;
         let want = (self.cur_pos + loads % n) % n;
         let Some(i) = self.index_of(self.cur) else {
@@ -149,9 +149,10 @@ impl WorkerState for Chase {
         if got == want {
             Ok(())
         } else {
-            Err(format!(
-                "after {loads} loads the chase is at ring position {got}, expected {want}"
-            ))
+            Err(
+                format!("after {loads} loads the chase is at ring position {got}, expected {want}")
+                    .into(),
+            )
         }
     }
 }
@@ -186,7 +187,7 @@ mod tests {
             c.check(loads).unwrap();
         }
         c.run(5);
-        assert!(c.check(4).unwrap_err().contains("expected"));
+        assert!(c.check(4).unwrap_err().0.contains("expected"));
     }
 
     #[test]

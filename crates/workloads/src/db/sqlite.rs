@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use rusqlite::{Connection, OpenFlags, params};
-use smtlab_bench::workers::{WorkerPool, WorkerState, threads_param};
+use smtlab_bench::workers::{WorkerPool, WorkerState, WrongResult, threads_param};
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, Topology};
 
@@ -273,11 +273,11 @@ impl WorkerState for Worker {
         self.done as f64
     }
 
-    fn check(&mut self, iterations: u64) -> Result<(), String> {
+    fn check(&mut self, iterations: u64) -> Result<(), WrongResult> {
         match self.error.take() {
-            Some(e) => Err(format!("transaction {} failed: {e}", self.done + 1)),
+            Some(e) => Err(format!("transaction {} failed: {e}", self.done + 1).into()),
             None if self.done != iterations => {
-                Err(format!("{} of {iterations} transactions ran", self.done))
+                Err(format!("{} of {iterations} transactions ran", self.done).into())
             }
             None => Ok(()),
         }
