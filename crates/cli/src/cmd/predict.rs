@@ -24,7 +24,7 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let w = &args.workloads;
     let workloads = corun_exp::matrix_workloads(&w.names, &w.cmds, &w.common.params)?;
     let mut s = corun_settings(&w.common, machine)?;
-    let (rulers, ruler_notes) = exp::rulers(&args.rulers, &s.topo, s.pair.cpu)?;
+    let (rulers, ruler_notes) = exp::rulers(&args.rulers, &s.topo, &s.pair, &s.forms)?;
     s.notes.extend(ruler_notes);
     let choice = exp::Choice {
         train: args.train.map(|t| t as usize),
