@@ -3,11 +3,12 @@
 //! simulated; paper 000's question of which loads pair well on a core).
 //!
 //! A cell of `smtlab corun` measures workload A on one CPU while workload B, the
-//! *partner*, runs on another. [`CoRun`] is an ordinary [`Benchmark`] whose samples are
-//! A's: its `prepare` prepares A on the placement's first CPU and starts a [`Partner`]
-//! thread that prepares B on the placement's other CPUs (one, or several for a partner
-//! that spreads a worker over each) and samples it in a loop. The
-//! partner only runs while A samples ([`Partner::begin`] .. [`Partner::end`]), so cells
+//! *partner*, runs on another (or on several: `predict`'s `dram-wide` ruler). [`CoRun`] is
+//! an ordinary [`Benchmark`] whose samples are A's: its `prepare` prepares A on the
+//! placement's first CPU and starts a [`Partner`] thread that prepares B on the
+//! placement's other CPUs (a benchmark of `threads=auto` runs a worker on each) and
+//! samples it in a loop. The partner only runs while A samples ([`Partner::begin`] ..
+//! [`Partner::end`]), so cells
 //! of the same workload in different [`Form`](smtlab_model::keys::Form)s can be interleaved
 //! (`smtlab_runner::session`) without one cell's partner disturbing another cell's samples:
 //!
