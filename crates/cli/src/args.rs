@@ -813,7 +813,8 @@ pub struct PredictArgs {
     #[command(flatten)]
     pub workloads: CorunArgs,
     /// Rulers to profile against, comma-separated (default all: int, fp, load-store,
-    /// l1d, l2, llc, dram, syscall, frontend; those the topology cannot size are left out).
+    /// l1d, l2, llc, dram, dram-wide, syscall, frontend; those the topology cannot size
+    /// are left out, and dram-wide where its partner would be one CPU).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub rulers: Vec<String>,
     /// Workload pairs measured to fit the model on (default: as many as workloads).

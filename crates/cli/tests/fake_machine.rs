@@ -384,6 +384,47 @@ fn predict_measures_a_server_under_load_beside_the_rulers_never_as_a_partner() {
 }
 
 #[test]
+fn predict_plans_dram_wide_as_a_partner_only_where_asked_on_one_core() {
+    let f = Fake::new();
+    let dry = |rulers: &[&str]| {
+        let mut c = f.smtlab();
+        c.args(["predict", "--dry-run", "--cmd", "t=true"]);
+        if !rulers.is_empty() {
+            c.args(["--rulers", &rulers.join(",")]);
+        }
+        let out = ok(c.output().unwrap());
+        // The lines as one, whatever the terminal's width wrapped.
+        let text = |b: &[u8]| {
+            let t = String::from_utf8_lossy(b);
+            t.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        (text(&out.stdout), text(&out.stderr))
+    };
+    // One core of two siblings: its partner would be the sibling alone, as dram's.
+    let (stdout, stderr) = dry(&[]);
+    assert!(
+        stderr.contains("note: ruler dram-wide left out: one CPU outside the measured core"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("ruler dram-wide"), "{stdout}");
+    // Asked for, it is planned, beside the workload only: 1 x 2 + 1 x 1 profile pairs
+    // and the one training pair (t beside t), two cells each.
+    let (stdout, _) = dry(&["dram-wide", "int"]);
+    assert!(
+        stdout.contains("ruler dram-wide: DRAM bandwidth: a stream over 4x the LLC on every CPU outside the measured core (mem-read")
+            && stdout.contains("threads=auto); measured as the partner only (sibling: CPUs 1)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("profiles: 1 x 2 + 1 x 1 = 3 pairs (1 ruler measured as the partner only"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cost: 8 cells"), "{stdout}");
+    assert!(stdout.contains("from N > 3 workloads on"), "{stdout}");
+    assert!(f.journal().is_empty());
+}
+
+#[test]
 fn util_measures_a_curve_with_smt_off_and_on_and_restores_smt() {
     let f = Fake::new();
     let v = json(

@@ -22,7 +22,7 @@ pub struct PairKeys {
 
 /// A ruler as planned: its short name, the resource it presses, and the benchmark and
 /// parameters that make it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RulerSpec {
     pub name: String,
     pub resource: String,
@@ -32,6 +32,14 @@ pub struct RulerSpec {
     /// or its footprint did not leave the smaller cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint_rank: Option<u8>,
+    /// Measured as the partner only (see [`RulerDef::partner_only`]): its
+    /// contentiousness and its own figure come from the partner's side of the cells of
+    /// workloads beside it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partner_only: bool,
+    /// The unit of a partner-only ruler's own figure (no cell of its own carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partner_unit: Option<String>,
 }
 
 /// The pairs of a `predict` plan by role.
@@ -78,8 +86,23 @@ impl RulerDef {
         }
     }
 
-    /// Whether a cell of `bench` with `params` is this ruler: the same benchmark, one
-    /// thread and the ruler's parameters (the catalog's defaults may come on top).
+    /// The ruler's thread count: its own `threads` parameter, else one.
+    pub fn threads(&self) -> &str {
+        let own = self.params.as_deref().unwrap_or_default();
+        own.iter()
+            .find(|(k, _)| *k == "threads")
+            .map_or("1", |(_, v)| v.as_str())
+    }
+
+    /// A ruler of `threads=auto` spreads over every CPU outside the measured core: it
+    /// is measured as the partner only, as the measured workload it would need them all.
+    pub fn partner_only(&self) -> bool {
+        self.threads() == "auto"
+    }
+
+    /// Whether a cell of `bench` with `params` is this ruler: the same benchmark, its
+    /// threads (one unless it says) and the ruler's parameters (the catalog's defaults
+    /// may come on top).
     pub fn matches(
         &self,
         bench: &str,
@@ -89,13 +112,13 @@ impl RulerDef {
             return false;
         };
         bench == self.bench
-            && params.get("threads").map(String::as_str) == Some("1")
+            && params.get("threads").map(String::as_str) == Some(self.threads())
             && own.iter().all(|(k, v)| params.get(*k) == Some(v))
     }
 }
 
 /// Every ruler's name, in the order of [`ruler_definitions`].
-pub const RULERS: [&str; 9] = [
+pub const RULERS: [&str; 10] = [
     "int",
     "fp",
     "load-store",
@@ -103,6 +126,7 @@ pub const RULERS: [&str; 9] = [
     "l2",
     "llc",
     "dram",
+    "dram-wide",
     "syscall",
     "frontend",
 ];
@@ -119,8 +143,9 @@ fn cache_bytes(topo: &Topology, level: u8, cpu: u32) -> Option<u64> {
 /// Every ruler sized for the CPU `cpu` of `topo`: the integer or floating-point chain of
 /// `int-ops`/`fp-ops`, a copy inside the L1D (`mem-copy`, the load/store ports), a random
 /// chase over the L1D, the L2 or the last-level cache's size (`mem-latency`: a
-/// footprint), a stream over 4x the last-level cache (`mem-read`: DRAM bandwidth), a
-/// system-call loop (`null-syscall`: the kernel's entry path) and calls through 1024
+/// footprint), a stream over 4x the last-level cache (`mem-read`: DRAM bandwidth), the
+/// same stream on every CPU outside the measured core (`threads=auto`: a partner only),
+/// a system-call loop (`null-syscall`: the kernel's entry path) and calls through 1024
 /// functions in a shuffled order (`frontend`: the instruction supply).
 pub fn ruler_definitions(topo: &Topology, cpu: u32) -> Vec<RulerDef> {
     let sized = |bytes: Option<u64>, what: &'static str, part: u64| {
@@ -167,6 +192,12 @@ pub fn ruler_definitions(topo: &Topology, cpu: u32) -> Vec<RulerDef> {
             "DRAM bandwidth (stream over 4x the LLC)",
             "mem-read",
             Ok(vec![("size", "auto".into())]),
+        ),
+        def(
+            "dram-wide",
+            "DRAM bandwidth: a stream over 4x the LLC on every CPU outside the measured core",
+            "mem-read",
+            Ok(vec![("size", "auto".into()), ("threads", "auto".into())]),
         ),
         def(
             "syscall",

@@ -51,7 +51,7 @@ pub fn partner_slowdown(result: &CellResult, dir: Direction) -> Option<Ratio> {
     slowdown(&reference, &partner_summary(result)?, dir)
 }
 
-fn metric_summary(result: &CellResult, key: &str) -> Option<Summary> {
+pub(crate) fn metric_summary(result: &CellResult, key: &str) -> Option<Summary> {
     let values: Vec<f64> = result
         .samples
         .iter()

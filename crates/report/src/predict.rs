@@ -4,6 +4,10 @@
 //! *profile* per co-run form: its *sensitivity* to each ruler (W's slowdown beside the
 //! ruler) and its *contentiousness* (the ruler's slowdown beside W), both ratios with
 //! Fieller 95% intervals measured as `corun` measures a pair ([`crate::corun::slowdown`]).
+//! A ruler measured as the partner only (`RulerSpec::partner_only`: it spreads over
+//! every CPU outside the measured core) has no cells of its own: its contentiousness is
+//! the partner's side of the cells of each workload beside it, and its own figure the
+//! partner's values alone in the windows interleaved with them.
 //! The [`model`] predicts A's slowdown beside B from A's sensitivities and B's
 //! contentiousness, fitted on a few measured workload pairs; [`validate`] holds it
 //! against pairs measured but kept out of the fit. The JSON of it all is
@@ -24,9 +28,9 @@ use serde::{Deserialize, Serialize};
 use smtlab_model::keys::Form;
 pub use smtlab_model::predict::{PairKeys, PlanKeys, RulerSpec};
 use smtlab_model::stats::Ratio;
-use smtlab_model::{CellKey, CellRecord};
+use smtlab_model::{CellKey, CellRecord, Summary};
 
-use crate::corun::{cut_short, partner_slowdown, slowdown};
+use crate::corun::{PARTNER_ALONE_VALUE, cut_short, metric_summary, partner_slowdown, slowdown};
 use model::{Model, Prediction};
 use validate::Validation;
 
@@ -51,6 +55,18 @@ impl PairMeasure {
     /// A's slowdown, unless held back.
     fn usable(&self) -> Option<Ratio> {
         self.slowdown.filter(|_| self.doubt.is_none())
+    }
+
+    /// The same cells from the partner's side: B beside A (B's slowdown from its
+    /// samples inside A's), held back as the pair is.
+    fn partner_side(&self) -> PairMeasure {
+        PairMeasure {
+            a: self.b.clone(),
+            b: self.a.clone(),
+            slowdown: self.partner_slowdown,
+            partner_slowdown: self.slowdown,
+            ..self.clone()
+        }
     }
 }
 
@@ -111,22 +127,39 @@ pub struct Ruler {
 }
 
 /// Each ruler with its pressure, read from the first measured alone cell of the pairs
-/// where it is the measured workload.
-pub fn rulers(specs: &[RulerSpec], cells: &[CellRecord], keys: &[PairKeys]) -> Vec<Ruler> {
+/// where it is the measured workload (`plan.contentiousness`); a partner-only ruler's
+/// from its values alone in the windows interleaved with its first measured cell beside
+/// a workload (`plan.sensitivity`).
+pub fn rulers(plan: &PlanKeys, cells: &[CellRecord]) -> Vec<Ruler> {
     let cells = index(cells);
-    specs
+    let of = |spec: &RulerSpec| -> Option<(Summary, Option<String>)> {
+        if spec.partner_only {
+            let beside = plan.sensitivity.iter().filter(|k| k.b == spec.name);
+            let co = beside
+                .flat_map(|k| &k.co)
+                .filter_map(|(_, key)| cells.get(key));
+            let alone = co
+                .filter_map(|c| metric_summary(&c.result, PARTNER_ALONE_VALUE))
+                .next()?;
+            return Some((alone, spec.partner_unit.clone()));
+        }
+        let alone = plan
+            .contentiousness
+            .iter()
+            .filter(|k| k.a == spec.name)
+            .find_map(|k| cells.get(&k.alone).copied())?;
+        Some((alone.result.summary.clone(), Some(alone.unit.clone())))
+    };
+    plan.rulers
         .iter()
         .map(|spec| {
-            let alone = keys
-                .iter()
-                .filter(|k| k.a == spec.name)
-                .find_map(|k| cells.get(&k.alone).copied());
+            let alone = of(spec);
             Ruler {
                 spec: spec.clone(),
-                unit: alone.map(|c| c.unit.clone()),
-                alone: alone.map(|c| c.result.summary.mean),
-                alone_ci95_half_width: alone.map(|c| c.result.summary.ci95_half_width),
-                alone_n: alone.map(|c| c.result.summary.n),
+                unit: alone.as_ref().and_then(|a| a.1.clone()),
+                alone: alone.as_ref().map(|a| a.0.mean),
+                alone_ci95_half_width: alone.as_ref().map(|a| a.0.ci95_half_width),
+                alone_n: alone.as_ref().map(|a| a.0.n),
             }
         })
         .collect()
@@ -156,6 +189,27 @@ pub fn footprint_checks(rulers: &[Ruler]) -> Vec<String> {
                     "{b} is not clearly slower per load than {a}: its footprint may not leave the smaller cache, so its column may press what {a}'s does"
                 )
             }
+        })
+        .collect()
+}
+
+/// The check of the partner-only rulers: one measured beside workloads without a figure
+/// of its own finished no sample inside theirs (one pass over its buffer outlasted
+/// them), so its contentiousness is unknown too. One line per such ruler.
+pub fn partner_checks(rulers: &[Ruler], plan: &PlanKeys, cells: &[CellRecord]) -> Vec<String> {
+    let measured = |name: &str| {
+        let beside = plan.sensitivity.iter().filter(|k| k.b == name);
+        let mut co = beside.flat_map(|k| &k.co);
+        co.any(|(_, key)| cells.iter().any(|c| c.key() == *key))
+    };
+    rulers
+        .iter()
+        .filter(|r| r.spec.partner_only && r.alone.is_none() && measured(&r.spec.name))
+        .map(|r| {
+            format!(
+                "{} finished no sample of its own inside a workload's sample beside it (a pass over its buffer outlasts them; longer samples give it room): its contentiousness and own figure are unknown",
+                r.spec.name
+            )
         })
         .collect()
 }
@@ -376,7 +430,7 @@ pub struct ProfileDoc {
     pub run: i64,
     pub forms: Vec<Form>,
     pub rulers: Vec<Ruler>,
-    /// The footprint rulers' own check ([`footprint_checks`]).
+    /// The rulers' own checks ([`footprint_checks`], [`partner_checks`]).
     pub ruler_checks: Vec<String>,
     pub profiles: Vec<Profile>,
     pub training: Vec<PairMeasure>,
@@ -401,7 +455,19 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
     let names: Vec<String> = plan.rulers.iter().map(|r| r.name.clone()).collect();
     let sens = measure_pairs(cells, &plan.sensitivity);
     let cont = measure_pairs(cells, &plan.contentiousness);
-    let profiles = profiles(&plan.workloads, &names, &plan.forms, &sens, &cont);
+    // A partner-only ruler's contentiousness: the partner's side of its sensitivity pairs.
+    let partner_only =
+        |m: &&PairMeasure| plan.rulers.iter().any(|r| r.partner_only && r.name == m.b);
+    let cont_all: Vec<PairMeasure> = cont
+        .iter()
+        .cloned()
+        .chain(
+            sens.iter()
+                .filter(partner_only)
+                .map(PairMeasure::partner_side),
+        )
+        .collect();
+    let profiles = profiles(&plan.workloads, &names, &plan.forms, &sens, &cont_all);
     let training = measure_pairs(cells, &plan.training);
     let held_out = measure_pairs(cells, &plan.held_out);
     let models: Vec<FormModel> = plan
@@ -423,12 +489,16 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         .filter(|m| m.doubt.is_some())
         .cloned()
         .collect();
-    let rulers = rulers(&plan.rulers, cells, &plan.contentiousness);
+    let rulers = rulers(plan, cells);
     ProfileDoc {
         schema: PROFILE_SCHEMA.into(),
         run,
         forms: plan.forms.clone(),
-        ruler_checks: footprint_checks(&rulers),
+        ruler_checks: [
+            footprint_checks(&rulers),
+            partner_checks(&rulers, plan, cells),
+        ]
+        .concat(),
         rulers,
         profiles,
         training,

@@ -3,10 +3,12 @@
 //! simulated; paper 000's question of which loads pair well on a core).
 //!
 //! A cell of `smtlab corun` measures workload A on one CPU while workload B, the
-//! *partner*, runs on another. [`CoRun`] is an ordinary [`Benchmark`] whose samples are
-//! A's: its `prepare` prepares A on the placement's first CPU and starts a [`Partner`]
-//! thread that prepares B on the placement's second CPU and samples it in a loop. The
-//! partner only runs while A samples ([`Partner::begin`] .. [`Partner::end`]), so cells
+//! *partner*, runs on another (or on several: `predict`'s `dram-wide` ruler). [`CoRun`] is
+//! an ordinary [`Benchmark`] whose samples are A's: its `prepare` prepares A on the
+//! placement's first CPU and starts a [`Partner`] thread that prepares B on the
+//! placement's other CPUs (a benchmark of `threads=auto` runs a worker on each) and
+//! samples it in a loop. The partner only runs while A samples ([`Partner::begin`] ..
+//! [`Partner::end`]), so cells
 //! of the same workload in different [`Form`](smtlab_model::keys::Form)s can be interleaved
 //! (`smtlab_runner::session`) without one cell's partner disturbing another cell's samples:
 //!
@@ -121,17 +123,15 @@ pub fn placement_of(name: &str, cpus: &[u32], topo: &Topology) -> ResolvedPlacem
     }
 }
 
-fn single(cpu: u32, base: &ResolvedPlacement) -> ResolvedPlacement {
+/// The placement one side of a co-run is prepared on: exactly `cpus` (`cpu3` for one,
+/// `cpu2,3` for several), with the base placement's orders and core kinds.
+fn side(cpus: &[u32], base: &ResolvedPlacement, topo: &Topology) -> ResolvedPlacement {
+    let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
     ResolvedPlacement {
-        name: format!("cpu{cpu}"),
-        spec: format!("cpus:{cpu}"),
-        cpus: vec![cpu],
-        cores: 1,
-        threads_per_core: 1,
-        packages: 1,
         core_order: base.core_order,
         cpu_order: base.cpu_order,
         core_kinds: base.core_kinds.clone(),
+        ..placement_of(&format!("cpu{}", list.join(",")), cpus, topo)
     }
 }
 
@@ -216,20 +216,24 @@ pub struct Partner {
 pub type Prepare = Box<dyn FnOnce() -> Result<Box<dyn Instance>, BenchError> + Send>;
 
 impl Partner {
-    /// Starts `bench` prepared on the single CPU `cpu` (its thread pinned there too),
-    /// calibrates its sample length and parks it until [`Partner::begin`].
+    /// Starts `bench` prepared on a placement of exactly `cpus` (its thread pinned to
+    /// them too: a benchmark of `threads=auto` runs a worker on each), calibrates its
+    /// sample length and parks it until [`Partner::begin`].
     pub fn start(
         bench: Arc<dyn Benchmark>,
         params: Params,
-        cpu: u32,
+        cpus: &[u32],
         base: &ResolvedPlacement,
         topo: &Topology,
     ) -> Result<Partner, BenchError> {
         let info = bench.info();
-        let placement = single(cpu, base);
+        let placement = side(cpus, base, topo);
         let topo = topo.clone();
         let prepare: Prepare = Box::new(move || {
-            smtlab_placement::pin::pin_current_thread_to(cpu)?;
+            match placement.cpus.as_slice() {
+                &[cpu] => smtlab_placement::pin::pin_current_thread_to(cpu)?,
+                cpus => smtlab_placement::pin::pin_current_thread(&cpus.iter().copied().collect())?,
+            }
             let ctx = BenchContext {
                 params: &params,
                 placement: &placement,
@@ -426,9 +430,9 @@ pub struct PartnerSpec {
     pub params: Params,
 }
 
-/// Workload A measured with an optional partner on the placement's second CPU (see the
-/// module documentation). The placement is `[A's CPU]` alone, `[A's CPU, partner CPU]`
-/// otherwise.
+/// Workload A measured with an optional partner on the placement's other CPUs (see the
+/// module documentation). The placement is `[A's CPU]` alone, `[A's CPU, partner CPUs..]`
+/// otherwise: a partner on several CPUs is prepared on all of them.
 pub struct CoRun {
     pub a: Arc<dyn Benchmark>,
     pub partner: Option<PartnerSpec>,
@@ -464,19 +468,22 @@ impl Benchmark for CoRun {
         let partner = match &self.partner {
             None => None,
             Some(p) => {
-                let &other = ctx.placement.cpus.get(1).ok_or_else(|| {
-                    unsupported("a co-run with a partner needs a placement of two CPUs".into())
-                })?;
+                let others = &ctx.placement.cpus[1..];
+                if others.is_empty() {
+                    return Err(unsupported(
+                        "a co-run with a partner needs a placement of two CPUs or more".into(),
+                    ));
+                }
                 Some(Partner::start(
                     Arc::clone(&p.bench),
                     p.params.clone(),
-                    other,
+                    others,
                     ctx.placement,
                     ctx.topology,
                 )?)
             }
         };
-        let placement = single(cpu, ctx.placement);
+        let placement = side(&[cpu], ctx.placement, ctx.topology);
         let a = self.a.prepare(&BenchContext {
             placement: &placement,
             ..*ctx

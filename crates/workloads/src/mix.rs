@@ -201,7 +201,7 @@ impl Benchmark for Mix {
             let partner = Partner::start(
                 Arc::clone(&p.bench),
                 p.params.clone(),
-                cpu,
+                &[cpu],
                 ctx.placement,
                 ctx.topology,
             )?;

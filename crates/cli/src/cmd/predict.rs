@@ -28,7 +28,10 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
         let rule = crate::settings::client_rule(&args.client);
         s.client_rule = exp::client_rule(rule, &s.pair, &s.topo)?;
     }
-    let (rulers, ruler_notes) = exp::rulers(&args.rulers, &s.topo, s.pair.cpu)?;
+    let (mut rulers, ruler_notes) = exp::rulers(&args.rulers, &s.topo, &s.pair, &s.forms)?;
+    if let smtlab_placement::ClientRule::Cpus { cpus, .. } = &s.client_rule {
+        rulers.iter_mut().for_each(|r| r.keep_off(cpus));
+    }
     s.notes.extend(ruler_notes);
     let choice = exp::Choice {
         train: args.train.map(|t| t as usize),

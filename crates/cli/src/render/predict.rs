@@ -9,8 +9,8 @@ use smtlab_model::{CellKey, RunConfig};
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
-use crate::render::plural;
 use crate::render::table::fit;
+use crate::render::{cpus_in_order, plural};
 
 /// What the plan measures and what it costs against the whole matrix, before anything
 /// runs: the `--dry-run` answer and the header of a run.
@@ -23,9 +23,19 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
         plural(n, "workload"),
         plural(r, "ruler")
     ));
+    let beside = r - c.partner_only;
     out.push_str(&fit(&format!(
-        "  profiles: {n} x {r} + {r} x {n} = {}; training: {}; held out: {}{}",
+        "  profiles: {n} x {r} + {beside} x {n} = {}{}; training: {}; held out: {}{}",
         plural(c.profile_pairs, "pair"),
+        match c.partner_only {
+            0 => String::new(),
+            p => format!(
+                " ({} measured as the partner only: {} contentiousness read from the cells beside {})",
+                plural(p, "ruler"),
+                if p == 1 { "its" } else { "their" },
+                if p == 1 { "it" } else { "them" }
+            ),
+        },
         plural(c.training_pairs, "pair"),
         plural(c.held_out_pairs, "pair"),
         match c.shared_pairs {
@@ -40,9 +50,13 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
         smtlab_report::fmt::short(budget_s),
         c.matrix_cells
     )));
+    let growth = match c.partner_only {
+        0 => "2 x N x R".to_string(),
+        _ => format!("N x {}", r + beside),
+    };
     out.push_str(&fit(&format!(
-        "  (profiles grow as 2 x N x R, the matrix as N x N: profiles cost fewer cells from N > {} workloads on)",
-        2 * r
+        "  (profiles grow as {growth}, the matrix as N x N: profiles cost fewer cells from N > {} workloads on)",
+        r + beside
     )));
     out
 }
@@ -74,13 +88,23 @@ pub fn cell_names(keys: &PlanKeys) -> BTreeMap<CellKey, (String, String)> {
     names
 }
 
-/// The rulers as planned, for `--dry-run`.
+/// The rulers as planned, for `--dry-run`; a partner-only ruler with its CPUs per form.
 pub fn planned_rulers(rulers: &[Ruler]) -> String {
     let mut out = String::new();
     for r in rulers {
         let s = r.spec();
+        let on: Vec<String> = r
+            .partners
+            .iter()
+            .flatten()
+            .map(|(form, cpus)| format!("{}: CPUs {}", form.name(), cpus_in_order(cpus.clone())))
+            .collect();
+        let partner_only = match on.is_empty() {
+            true => String::new(),
+            false => format!("; measured as the partner only ({})", on.join("; ")),
+        };
         out.push_str(&fit(&format!(
-            "  ruler {}: {} ({})",
+            "  ruler {}: {} ({}){partner_only}",
             s.name, s.resource, s.workload
         )));
     }
@@ -181,6 +205,7 @@ mod tests {
                 resource: "L1D".into(),
                 workload: "mem-latency size=32768".into(),
                 footprint_rank: Some(1),
+                ..RulerSpec::default()
             }],
             sensitivity: vec![pair("w", "l1d", "mem-read", "ruler:l1d")],
             contentiousness: vec![pair("l1d", "w", "mem-latency", "w")],

@@ -93,14 +93,16 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
     let ruler_of = |bench: &str, params: &BTreeMap<String, String>| {
         defs.iter().find(|d| d.matches(bench, params))
     };
-    let direction = |name: &str| {
-        let of_ruler = defs.iter().find(|d| d.name == name);
+    // A partner's direction, from a cell of its benchmark (a ruler's by its name).
+    let direction = |partner: &str| {
+        let name = partner.strip_prefix(RULER_PREFIX).unwrap_or(partner);
+        let bench = defs
+            .iter()
+            .find(|d| d.name == name)
+            .map_or(name, |d| d.bench);
         r.cells
             .iter()
-            .find(|c| match of_ruler {
-                Some(d) => d.matches(&c.benchmark, &c.params),
-                None => c.benchmark == name,
-            })
+            .find(|c| c.benchmark == bench)
             .map_or(Direction::Higher, |c| c.direction)
     };
     let is_workload = |bench: &str, params: &BTreeMap<String, String>| {
@@ -128,7 +130,7 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
                 .extend(pair_keys(bench, partner, direction(partner), cells));
         }
     }
-    keys.rulers = defs.iter().map(|d| spec(d, &r.cells)).collect();
+    keys.rulers = defs.iter().map(|d| spec(d, r)).collect();
     keys.forms = [Form::Sibling, Form::Cores]
         .into_iter()
         .filter(|f| r.cells.iter().any(|c| c.conditions.form == Some(*f)))
@@ -136,14 +138,31 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
     Some(keys)
 }
 
-/// A ruler as planned, its parameters as its cells were measured with.
-fn spec(d: &RulerDef, cells: &[CellRecord]) -> RulerSpec {
-    let params = cells
-        .iter()
-        .find(|c| d.matches(&c.benchmark, &c.params))
-        .map(|c| c.params.clone())
-        .unwrap_or_default();
+/// A ruler as planned, its parameters as its cells were measured with (a partner-only
+/// ruler's as its definition gives them: no cell is its own); a partner-only ruler's
+/// unit from the run's catalog entry of its benchmark.
+fn spec(d: &RulerDef, r: &RunResults) -> RulerSpec {
+    let own = || {
+        d.params
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+    };
+    let params: BTreeMap<String, String> = match d.partner_only() {
+        true => own().collect(),
+        false => r
+            .cells
+            .iter()
+            .find(|c| d.matches(&c.benchmark, &c.params))
+            .map(|c| c.params.clone())
+            .unwrap_or_default(),
+    };
+    let unit = r.benchmarks.iter().find(|b| b.name == d.bench);
     RulerSpec {
+        partner_only: d.partner_only(),
+        partner_unit: unit
+            .filter(|_| d.partner_only())
+            .map(|b| b.unit.to_string()),
         name: d.name.into(),
         resource: d.resource.into(),
         workload: std::iter::once(d.bench.to_string())

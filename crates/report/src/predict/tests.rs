@@ -132,7 +132,7 @@ fn demo(training: &[(usize, usize)], held_out: &[(usize, usize)]) -> (PlanKeys, 
                 name: r.label.into(),
                 resource: "cache".into(),
                 workload: format!("footprint size={}", r.size),
-                footprint_rank: None,
+                ..RulerSpec::default()
             })
             .collect(),
         forms: vec![Form::Cores],
@@ -211,6 +211,67 @@ fn profiles_keep_two_rulers_of_one_benchmark_apart() {
         (Some(100.0), Some("ns"), Some(3))
     );
     assert!(r.alone_ci95_half_width.unwrap() > 0.0);
+}
+
+#[test]
+fn a_partner_only_ruler_is_read_from_the_partner_side_of_its_cells() {
+    let (mut plan, mut cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[]);
+    // "large" measured as the partner only: no cell of it beside a workload.
+    plan.rulers[1].partner_only = true;
+    plan.rulers[1].partner_unit = Some("GB/s".into());
+    let gone: Vec<CellKey> = plan
+        .contentiousness
+        .iter()
+        .filter(|k| k.a == "large")
+        .flat_map(|k| std::iter::once(k.alone.clone()).chain(k.co.iter().map(|c| c.1.clone())))
+        .collect();
+    plan.contentiousness.retain(|k| k.a != "large");
+    cells.retain(|c| !gone.contains(&c.key()));
+    let doc = analyse(&plan, &cells, 1);
+    // Its contentiousness: its slowdown beside each workload, from its own samples
+    // inside the workload's against its windows alone.
+    for (i, w) in workloads().iter().enumerate() {
+        let p = doc.profiles.iter().find(|p| p.workload == w.label).unwrap();
+        let c = p.rulers[1].contentiousness.unwrap();
+        assert!((c.ratio - truth(i).1[1]).abs() < 1e-9, "{}: {c:?}", w.label);
+        assert!(c.ci95_low.is_some(), "{c:?}");
+    }
+    // Its own figure: its values alone, in its own unit, not the workload's.
+    let r = &doc.rulers[1];
+    assert_eq!(
+        (r.alone, r.unit.as_deref(), r.alone_n),
+        (Some(100.0), Some("GB/s"), Some(3))
+    );
+    // The model is fitted with it as with any ruler.
+    let m = doc.models[0].model.as_ref().unwrap();
+    for (w, t) in m.weights.iter().zip(TRUE_WEIGHTS) {
+        assert!((w - t).abs() < 0.05, "{:?}", m.weights);
+    }
+    // A held-back cell beside it holds its contentiousness back too.
+    let s = &plan.sensitivity[1];
+    assert_eq!((s.a.as_str(), s.b.as_str()), ("w1", "large"));
+    shorten(&mut cells, std::slice::from_ref(s), 0.05);
+    let doc = analyse(&plan, &cells, 1);
+    let p = &doc.profiles[0];
+    assert!(p.rulers[1].contentiousness.is_none() && p.rulers[1].sensitivity.is_none());
+    assert_eq!(doc.held_back.len(), 1, "{:?}", doc.held_back);
+    assert!(doc.ruler_checks.is_empty(), "{:?}", doc.ruler_checks);
+    // Passes longer than the workloads' samples: no window holds one, and it says so.
+    for c in &mut cells {
+        for s in &mut c.result.samples {
+            s.metrics.clear();
+        }
+    }
+    let doc = analyse(&plan, &cells, 1);
+    assert!(doc.profiles[1].rulers[1].contentiousness.is_none());
+    assert_eq!(doc.rulers[1].alone, None);
+    let [check] = doc.ruler_checks.as_slice() else {
+        panic!("{:?}", doc.ruler_checks)
+    };
+    assert!(
+        check.starts_with("large finished no sample of its own"),
+        "{check}"
+    );
 }
 
 #[test]
@@ -390,6 +451,7 @@ fn footprint(name: &str, rank: u8, alone: f64, half_width: f64) -> Ruler {
             resource: "cache".into(),
             workload: "mem-latency".into(),
             footprint_rank: Some(rank),
+            ..RulerSpec::default()
         },
         unit: Some("ns".into()),
         alone: Some(alone),
@@ -461,6 +523,46 @@ fn a_stored_run_gives_back_its_pairs_by_role_and_its_model() {
     let mut other = r.clone();
     other.run.suite = Some("corun".into());
     assert!(stored::plan_keys(&other).is_none());
+}
+
+#[test]
+fn a_stored_run_reads_a_partner_only_ruler_from_the_cells_beside_it() {
+    let host = smtlab_fixtures::fleet::FakeHost::new("h", "Demo CPU", 1.2);
+    let mut r = crate::testutil::predict_run(&host, 1.0);
+    // dram-wide beside each workload, with the cells of dram beside it for figures.
+    let wide: Vec<CellRecord> = r
+        .cells
+        .iter()
+        .filter(|c| c.conditions.partner.as_deref() == Some("ruler:dram"))
+        .map(|c| {
+            let mut c = c.clone();
+            c.conditions.partner = Some("ruler:dram-wide".into());
+            c
+        })
+        .collect();
+    r.cells.extend(wide);
+    let keys = stored::plan_keys(&r).unwrap();
+    let wide = &keys.rulers[2];
+    assert_eq!(wide.name, "dram-wide");
+    assert!(wide.partner_only);
+    assert_eq!(wide.workload, "mem-read size=auto threads=auto");
+    assert!(keys.contentiousness.iter().all(|k| k.a != "dram-wide"));
+    assert_eq!(
+        keys.sensitivity
+            .iter()
+            .filter(|k| k.b == "dram-wide")
+            .count(),
+        2
+    );
+    let doc = stored::analyse_run(&r).unwrap();
+    // wa beside dram: 1.3x slower, and so is the partner beside wa (times, lower is
+    // better: the partner's direction is its benchmark's, mem-read's cells').
+    let figures = &doc.profiles[0].rulers[2];
+    assert_eq!(figures.ruler, "dram-wide");
+    let c = figures.contentiousness.unwrap();
+    assert!((c.ratio - 1.3).abs() < 1e-9, "{c:?}");
+    assert!((figures.sensitivity.unwrap().ratio - 1.3).abs() < 1e-9);
+    assert_eq!(doc.rulers[2].alone, Some(100.0));
 }
 
 #[test]

@@ -32,10 +32,10 @@ pub fn rulers(rulers: &[Ruler]) -> String {
     let rows: Vec<Vec<String>> = rulers
         .iter()
         .map(|r| {
-            let alone = match (r.alone, r.alone_ci95_half_width, &r.unit) {
-                (Some(v), Some(h), Some(u)) => {
-                    format!("{} {u} (n={})", pm(v, h), r.alone_n.unwrap_or(0))
-                }
+            // A partner-only ruler's unit is known only to a run that measured it.
+            let unit = r.unit.as_deref().map_or(String::new(), |u| format!(" {u}"));
+            let alone = match (r.alone, r.alone_ci95_half_width) {
+                (Some(v), Some(h)) => format!("{}{unit} (n={})", pm(v, h), r.alone_n.unwrap_or(0)),
                 _ => "not measured".into(),
             };
             vec![

@@ -298,22 +298,50 @@ pub fn matrix_plan(
     pair: &CpuPair,
     topo: &Topology,
 ) -> CorunPlan {
+    let partners = one_each(forms);
     let mut groups = Vec::new();
     for a in workloads {
         for b in workloads {
-            groups.push(pair_group(a, b, &b.name(), forms, pair, topo));
+            groups.push(pair_group(a, b, &b.name(), &partners, pair, topo));
         }
     }
     groups
 }
 
+/// Each form with the CPUs of the partner in it.
+pub type Partners = Vec<(Form, Vec<u32>)>;
+
+/// Each form with its one partner CPU.
+pub fn one_each(forms: &[(Form, u32)]) -> Partners {
+    forms.iter().map(|&(form, cpu)| (form, vec![cpu])).collect()
+}
+
+/// Each form with a partner on every online CPU outside the measured CPU's core: the
+/// `cores` form's CPU first, then the others; the `sibling` form's sibling first, then
+/// the same others.
+pub fn wide(forms: &[(Form, u32)], pair: &CpuPair, topo: &Topology) -> Partners {
+    let own = topo.core_of(pair.cpu).map(|c| c.cpus.clone());
+    let outside: Vec<u32> = topo
+        .cpus
+        .iter()
+        .filter(|&c| c != pair.cpu && !own.as_ref().is_some_and(|o| o.contains(c)))
+        .collect();
+    forms
+        .iter()
+        .map(|&(form, cpu)| {
+            let rest = outside.iter().copied().filter(|&c| c != cpu);
+            (form, std::iter::once(cpu).chain(rest).collect())
+        })
+        .collect()
+}
+
 /// One group of a pair: A alone (its partner named `b_name`, so each co-run cell has
-/// the reference measured beside it) and A next to B in each form.
+/// the reference measured beside it) and A next to B in each form, on `partners`' CPUs.
 pub fn pair_group(
     a: &Workload,
     b: &Workload,
     b_name: &str,
-    forms: &[(Form, u32)],
+    partners: &[(Form, Vec<u32>)],
     pair: &CpuPair,
     topo: &Topology,
 ) -> Vec<CorunCell> {
@@ -326,23 +354,25 @@ pub fn pair_group(
         None,
         topo,
     )];
-    group.extend(beside(a, b, b_name, forms, pair, None, topo));
+    group.extend(beside(a, b, b_name, partners, pair, None, topo));
     group
 }
 
-/// A next to B in each form, B named `b_name` in the keys.
+/// A next to B in each form, B named `b_name` in the keys; the cell's placement is A's
+/// CPU, then B's.
 fn beside<'w>(
     a: &'w Workload,
     b: &'w Workload,
     b_name: &'w str,
-    forms: &'w [(Form, u32)],
+    partners: &'w [(Form, Vec<u32>)],
     pair: &'w CpuPair,
     fixed: Option<u64>,
     topo: &'w Topology,
 ) -> impl Iterator<Item = CorunCell> + 'w {
-    forms
-        .iter()
-        .map(move |&(form, cpu)| cell(a, Some(b), b_name, form, vec![pair.cpu, cpu], fixed, topo))
+    partners.iter().map(move |(form, cpus)| {
+        let all = std::iter::once(pair.cpu).chain(cpus.iter().copied());
+        cell(a, Some(b), b_name, *form, all.collect(), fixed, topo)
+    })
 }
 
 /// The penalty: one group holding the task alone and next to every hog in each form,
@@ -367,8 +397,9 @@ pub fn penalty_plan(
         topo,
     );
     let mut group = vec![alone];
+    let partners = one_each(forms);
     for hog in hogs {
-        group.extend(beside(task, hog, &hog.name(), forms, pair, fixed, topo));
+        group.extend(beside(task, hog, &hog.name(), &partners, pair, fixed, topo));
     }
     vec![group]
 }

@@ -7,7 +7,10 @@
 //! last-level cache (`mem-read`: DRAM bandwidth), a system-call loop (`null-syscall`:
 //! the kernel's entry path) and calls through 1024 functions in a shuffled order
 //! (`frontend`: the instruction supply). The kernels are the catalog's, sized from the
-//! machine's topology.
+//! machine's topology. One ruler is wide: `dram-wide` streams from every CPU outside
+//! the measured core (one thread per CPU); it is measured as the partner only, its
+//! contentiousness and its own figure read from the partner's side of the cells of
+//! workloads beside it.
 //!
 //! Every pair is a co-run group ([`corun::pair_group`]): A alone and A beside B in each
 //! form, interleaved. The plan holds each workload beside each ruler (its
@@ -27,7 +30,7 @@ use smtlab_model::{CellKey, Topology};
 use smtlab_placement::ClientRule;
 
 use super::ExperimentError;
-use super::corun::{self, CorunPlan, Workload};
+use super::corun::{self, CorunPlan, Partners, Workload};
 use crate::corun::CpuPair;
 use crate::session::param_map;
 
@@ -38,9 +41,24 @@ pub struct Ruler {
     pub resource: &'static str,
     pub workload: Workload,
     footprint_rank: Option<u8>,
+    /// The partner's CPUs in each form of a ruler measured as the partner only (on
+    /// every CPU outside the measured core); `None`: the form's one CPU.
+    pub partners: Option<Partners>,
 }
 
 impl Ruler {
+    /// Keeps a wide ruler off `cpus` (a server workload's client side), but for each
+    /// form's own partner CPU.
+    pub fn keep_off(&mut self, cpus: &smtlab_model::CpuSet) {
+        for (_, list) in self.partners.iter_mut().flatten() {
+            let mut i = 0;
+            list.retain(|&c| {
+                i += 1;
+                i == 1 || !cpus.contains(c)
+            });
+        }
+    }
+
     /// The ruler as the report names it: `mem-latency size=32768 threads=1`.
     pub fn spec(&self) -> RulerSpec {
         let params: Vec<String> = param_map(&self.workload.params)
@@ -55,20 +73,29 @@ impl Ruler {
                 .collect::<Vec<_>>()
                 .join(" "),
             footprint_rank: self.footprint_rank,
+            partner_only: self.partners.is_some(),
+            partner_unit: self
+                .partners
+                .as_ref()
+                .map(|_| self.workload.bench.info().unit.to_string()),
         }
     }
 }
 
 pub use smtlab_model::predict::RULERS;
 
-/// The rulers asked for (all when none), one thread each, sized for the CPU `cpu` of
-/// `topo`; a ruler this machine cannot size is left out with a one-line note.
+/// The rulers asked for (all when none), sized for the measured CPU `pair.cpu` of `topo`:
+/// one thread each, but for a partner-only ruler, on every CPU outside the measured core
+/// in each of `forms`. A ruler this machine cannot size is left out with a one-line
+/// note, and so is a wide one not asked for where its partner would be one CPU (it would
+/// be `dram`).
 pub fn rulers(
     asked: &[String],
     topo: &Topology,
-    cpu: u32,
+    pair: &CpuPair,
+    forms: &[(Form, u32)],
 ) -> Result<(Vec<Ruler>, Vec<String>), ExperimentError> {
-    let defs = ruler_definitions(topo, cpu);
+    let defs = ruler_definitions(topo, pair.cpu);
     if let Some(bad) = asked
         .iter()
         .find(|a| !defs.iter().any(|d| d.name == a.trim()))
@@ -82,6 +109,8 @@ pub fn rulers(
     let mut notes = Vec::new();
     for def in defs {
         let footprint_rank = def.footprint_rank();
+        let partners = def.partner_only().then(|| corun::wide(forms, pair, topo));
+        let threads = def.threads().to_string();
         let RulerDef {
             name,
             resource,
@@ -98,13 +127,28 @@ pub fn rulers(
                 continue;
             }
         };
-        let mut defaults: Vec<(&str, &str)> = vec![("threads", "1")];
-        defaults.extend(params.iter().map(|(k, v)| (*k, v.as_str())));
+        let narrow = partners
+            .as_ref()
+            .is_some_and(|p| p.iter().all(|(_, cpus)| cpus.len() < 2));
+        if narrow && asked.is_empty() {
+            notes.push(format!(
+                "ruler {name} left out: one CPU outside the measured core, where it would be dram (--rulers {name} measures it)"
+            ));
+            continue;
+        }
+        let mut defaults: Vec<(&str, &str)> = vec![("threads", &threads)];
+        defaults.extend(
+            params
+                .iter()
+                .filter(|(k, _)| *k != "threads")
+                .map(|(k, v)| (*k, v.as_str())),
+        );
         out.push(Ruler {
             name,
             resource,
             workload: Workload::catalog(bench, &[], &defaults)?,
             footprint_rank,
+            partners,
         });
     }
     if out.is_empty() {
@@ -132,8 +176,11 @@ pub struct Cost {
     pub rulers: usize,
     /// Cells per pair: A alone and one per form.
     pub cells_per_pair: usize,
-    /// Pairs of the profiles (N x R + R x N), training and held out, as planned.
+    /// Pairs of the profiles (N x R + R x N, less N for each partner-only ruler),
+    /// training and held out, as planned.
     pub profile_pairs: usize,
+    /// Rulers measured as the partner only: no pair of theirs beside a workload.
+    pub partner_only: usize,
     pub training_pairs: usize,
     pub held_out_pairs: usize,
     /// Pairs measured once for two roles.
@@ -153,7 +200,8 @@ pub struct PredictPlan {
 
 /// Adds pair groups to a plan, each pair's cells once.
 struct Builder<'a> {
-    forms: &'a [(Form, u32)],
+    /// The partner's CPU in each form.
+    forms: Partners,
     pair: &'a CpuPair,
     topo: &'a Topology,
     groups: CorunPlan,
@@ -162,9 +210,17 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    /// A beside B (`b_stored`: the partner's name in the cells), labelled `a`, `b`.
-    fn add(&mut self, a: (&str, &Workload), b: (&str, &Workload), b_stored: &str) -> PairKeys {
-        let group = corun::pair_group(a.1, b.1, b_stored, self.forms, self.pair, self.topo);
+    /// A beside B (`b_stored`: the partner's name in the cells), labelled `a`, `b`; B
+    /// on `partners`' CPUs, else on each form's one CPU.
+    fn add(
+        &mut self,
+        a: (&str, &Workload),
+        b: (&str, &Workload),
+        b_stored: &str,
+        partners: Option<&Partners>,
+    ) -> PairKeys {
+        let on = partners.unwrap_or(&self.forms);
+        let group = corun::pair_group(a.1, b.1, b_stored, on, self.pair, self.topo);
         let keys = PairKeys {
             a: a.0.into(),
             b: b.0.into(),
@@ -312,7 +368,7 @@ pub fn plan(
         &named,
     )?;
     let mut b = Builder {
-        forms,
+        forms: corun::one_each(forms),
         pair,
         topo,
         groups: Vec::new(),
@@ -329,12 +385,14 @@ pub fn plan(
     for (w, name) in workloads.iter().zip(&names) {
         for r in rulers {
             let stored = format!("{RULER_PREFIX}{}", r.name);
+            let partners = r.partners.as_ref();
             keys.sensitivity
-                .push(b.add((name, w), (r.name, &r.workload), &stored));
-            // A server workload is never a partner: its load needs a client side.
-            if !w.is_server() {
+                .push(b.add((name, w), (r.name, &r.workload), &stored, partners));
+            // A partner-only ruler's contentiousness is the partner's side of those
+            // cells; a server workload is never a partner: its load needs a client side.
+            if partners.is_none() && !w.is_server() {
                 keys.contentiousness
-                    .push(b.add((r.name, &r.workload), (name, w), name));
+                    .push(b.add((r.name, &r.workload), (name, w), name, None));
             }
         }
     }
@@ -346,6 +404,7 @@ pub fn plan(
                     (&names[i], &workloads[i]),
                     (&names[j], &workloads[j]),
                     &names[j],
+                    None,
                 )
             })
             .collect()
@@ -358,6 +417,7 @@ pub fn plan(
         rulers: rulers.len(),
         cells_per_pair: per_pair,
         profile_pairs: keys.sensitivity.len() + keys.contentiousness.len(),
+        partner_only: rulers.iter().filter(|r| r.partners.is_some()).count(),
         training_pairs: keys.training.len(),
         held_out_pairs: keys.held_out.len(),
         shared_pairs: b.shared,

@@ -237,3 +237,81 @@ impl Instance for Constant {
         })
     }
 }
+
+/// Each worker's index and the CPUs it may run on.
+type Seen = Arc<std::sync::Mutex<Vec<(usize, Vec<u32>)>>>;
+
+/// A benchmark whose workers (one per CPU of its placement, as `threads=auto` gives)
+/// record the CPUs each may run on, and whose partner thread records its own.
+struct SpreadProbe {
+    workers: Seen,
+    placed: Arc<std::sync::Mutex<Vec<u32>>>,
+}
+
+struct Idle;
+impl smtlab_bench::workers::WorkerState for Idle {
+    fn run(&mut self, iterations: u64) -> f64 {
+        iterations as f64
+    }
+}
+
+struct Pool(smtlab_bench::workers::WorkerPool);
+impl Instance for Pool {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        self.0.run(iterations)
+    }
+}
+
+impl Benchmark for SpreadProbe {
+    fn info(&self) -> BenchInfo {
+        info("spread", Direction::Higher, ValueKind::Rate { scale: 1.0 })
+    }
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let own = smtlab_placement::pin::get_affinity(0).unwrap();
+        *self.placed.lock().unwrap() = own.iter().collect();
+        let workers = Arc::clone(&self.workers);
+        let pool =
+            smtlab_bench::workers::WorkerPool::start("spread", ctx.placement, None, move |i| {
+                let cpus = smtlab_placement::pin::get_affinity(0).unwrap();
+                workers.lock().unwrap().push((i, cpus.iter().collect()));
+                Ok(Idle)
+            })?;
+        Ok(Box::new(Pool(pool)))
+    }
+}
+
+#[test]
+fn a_partner_over_two_cpus_runs_a_worker_on_each() {
+    let allowed: Vec<u32> = smtlab_placement::pin::get_affinity(0)
+        .unwrap()
+        .iter()
+        .collect();
+    let [.., a, b] = allowed.as_slice() else {
+        eprintln!("skipped: this process may run on one CPU only");
+        return;
+    };
+    let cpus = [*b, *a]; // in the order given, not by number
+    let topo = smtlab_fixtures::build::cpus_only(allowed.iter().copied());
+    let base = placement_of("corun-cores", &[0], &topo);
+    let probe = SpreadProbe {
+        workers: Arc::default(),
+        placed: Arc::default(),
+    };
+    let (workers, placed) = (Arc::clone(&probe.workers), Arc::clone(&probe.placed));
+    let partner = Partner::start(Arc::new(probe), Params::default(), &cpus, &base, &topo).unwrap();
+    let mut seen = workers.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, [(0, vec![cpus[0]]), (1, vec![cpus[1]])]);
+    // The partner's own thread may run on both, and nowhere else.
+    let mut own = placed.lock().unwrap().clone();
+    own.sort();
+    let mut want = cpus.to_vec();
+    want.sort();
+    assert_eq!(own, want);
+    // It samples as any partner does: its window holds its samples.
+    partner.begin().unwrap();
+    while partner.samples_so_far() < 2 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(partner.end().unwrap().values.len() >= 2);
+}

@@ -16,14 +16,31 @@ fn two_forms(topo: &Topology) -> (CpuPair, Vec<(Form, u32)>) {
     (pair, forms)
 }
 
+/// The rulers `asked` for on `t` in both forms (those it has).
+fn rulers_on(asked: &[&str], t: &Topology) -> Result<(Vec<Ruler>, Vec<String>), ExperimentError> {
+    let pair = crate::corun::cpu_pair(t).unwrap();
+    let (forms, _) = corun::forms(&[], &pair).unwrap();
+    let asked: Vec<String> = asked.iter().map(|a| a.to_string()).collect();
+    rulers(&asked, t, &pair, &forms)
+}
+
 #[test]
 fn rulers_are_sized_from_the_topology_and_the_unsizable_named() {
     let t = topo();
-    let (rulers, notes) = rulers(&[], &t, 0).unwrap();
+    let (rulers, notes) = rulers_on(&[], &t).unwrap();
     let names: Vec<&str> = rulers.iter().map(|r| r.name).collect();
     assert_eq!(
         names,
-        ["int", "fp", "l2", "llc", "dram", "syscall", "frontend"]
+        [
+            "int",
+            "fp",
+            "l2",
+            "llc",
+            "dram",
+            "dram-wide",
+            "syscall",
+            "frontend"
+        ]
     );
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(notes[0].starts_with("ruler load-store left out: the topology gives no L1D size"));
@@ -44,17 +61,17 @@ fn rulers_are_sized_from_the_topology_and_the_unsizable_named() {
 #[test]
 fn asked_rulers_only_and_unknown_ones_are_named() {
     let t = topo();
-    let (r, _) = rulers(&["dram".into(), "int".into()], &t, 0).unwrap();
+    let (r, _) = rulers_on(&["dram", "int"], &t).unwrap();
     assert_eq!(
         r.iter().map(|r| r.name).collect::<Vec<_>>(),
         ["int", "dram"]
     );
-    let e = rulers(&["l9".into()], &t, 0).err().unwrap().to_string();
+    let e = rulers_on(&["l9"], &t).err().unwrap().to_string();
     assert!(
         e.starts_with("--rulers \"l9\": unknown ruler; expected some of int, fp"),
         "{e}"
     );
-    let e = rulers(&["l1d".into()], &t, 0).err().unwrap().to_string();
+    let e = rulers_on(&["l1d"], &t).err().unwrap().to_string();
     assert!(e.contains("no ruler can be measured here"), "{e}");
 }
 
@@ -67,7 +84,7 @@ fn the_plan_costs_n_by_r_twice_plus_the_chosen_pairs() {
         workload("mem-latency"),
         workload("null-syscall"),
     ];
-    let (rs, _) = rulers(&["fp".into(), "llc".into()], &t, 0).unwrap();
+    let (rs, _) = rulers_on(&["fp", "llc"], &t).unwrap();
     let choice = Choice {
         train: Some(2),
         validate: 3,
@@ -111,7 +128,7 @@ fn a_ruler_that_is_also_a_workload_is_measured_once() {
     let (pair, forms) = two_forms(&t);
     // int-ops with one thread is the "int" ruler: beside itself, one experiment.
     let ws = [workload("int-ops"), workload("fp-ops")];
-    let (rs, _) = rulers(&["int".into()], &t, 0).unwrap();
+    let (rs, _) = rulers_on(&["int"], &t).unwrap();
     let choice = Choice {
         train: Some(3),
         validate: 0,
@@ -126,6 +143,124 @@ fn a_ruler_that_is_also_a_workload_is_measured_once() {
     assert_eq!(keys.len(), p.cost.cells);
 }
 
+/// The placements of the co-run cells of `k` in `p`, by form.
+fn placements(p: &PredictPlan, k: &PairKeys) -> Vec<(Form, Vec<u32>)> {
+    let cells = p.groups.iter().flatten();
+    let of = |key: &CellKey| cells.clone().find(|c| c.key == *key).unwrap();
+    k.co.iter()
+        .map(|(form, key)| (*form, of(key).placement.cpus.clone()))
+        .collect()
+}
+
+#[test]
+fn dram_wide_streams_from_every_cpu_outside_the_measured_core_as_the_partner_only() {
+    // Four cores of two threads: core n holds CPUs n and n + 4.
+    let t = smtlab_fixtures::build::with_caches(
+        smtlab_fixtures::build::intel(1, 4, 2),
+        1 << 20,
+        8 << 20,
+    );
+    let (pair, forms) = two_forms(&t);
+    let (rs, notes) = rulers_on(&["dram", "dram-wide"], &t).unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let wide = &rs[1];
+    assert_eq!(
+        wide.spec().workload,
+        "mem-read pages=huge size=auto threads=auto"
+    );
+    assert!(wide.spec().partner_only && !rs[0].spec().partner_only);
+    let ws = [workload("int-ops"), workload("fp-ops")];
+    let choice = Choice {
+        train: Some(1),
+        validate: 0,
+        seed: 1,
+    };
+    let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    // Each workload beside both rulers; only dram beside each workload.
+    assert_eq!(p.keys.sensitivity.len(), 4);
+    let cont: Vec<&str> = p
+        .keys
+        .contentiousness
+        .iter()
+        .map(|k| k.a.as_str())
+        .collect();
+    assert_eq!(cont, ["dram", "dram"]);
+    let c = p.cost;
+    assert_eq!(
+        (c.profile_pairs, c.partner_only, c.training_pairs),
+        (6, 1, 1)
+    );
+    assert_eq!(c.cells, 7 * 3);
+    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    assert_eq!(keys.len(), c.cells, "no key of dram-wide is one of dram's");
+    // The measured CPU first, then the partner's: the sibling and every CPU of the
+    // other cores, or those CPUs only.
+    let s = &p.keys.sensitivity[1];
+    assert_eq!((s.a.as_str(), s.b.as_str()), ("int-ops", "dram-wide"));
+    assert_eq!(
+        s.alone.conditions.partner.as_deref(),
+        Some("ruler:dram-wide")
+    );
+    assert_eq!(pair.cpu, 0);
+    assert_eq!(
+        placements(&p, s),
+        [
+            (Form::Sibling, vec![0, 4, 1, 2, 3, 5, 6, 7]),
+            (Form::Cores, vec![0, 1, 2, 3, 5, 6, 7]),
+        ]
+    );
+    assert_eq!(
+        placements(&p, &p.keys.sensitivity[0]),
+        [(Form::Sibling, vec![0, 4]), (Form::Cores, vec![0, 1])]
+    );
+    let partner = |k: &CellKey| {
+        let cell = p.groups.iter().flatten().find(|c| c.key == *k).unwrap();
+        let spec = cell.corun.partner.as_ref().unwrap();
+        param_map(&spec.params).get("threads").cloned()
+    };
+    assert_eq!(partner(&s.co[1].1).as_deref(), Some("auto"));
+    assert_eq!(
+        partner(&p.keys.sensitivity[0].co[1].1).as_deref(),
+        Some("1")
+    );
+}
+
+#[test]
+fn dram_wide_is_left_out_by_default_where_its_partner_is_one_cpu() {
+    // Two CPUs without SMT: the cores form only, its partner CPU 1 in either ruler.
+    let t = smtlab_fixtures::build::with_llc(
+        smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
+        8 << 20,
+    );
+    let (rs, notes) = rulers_on(&[], &t).unwrap();
+    assert!(!rs.iter().any(|r| r.name == "dram-wide"));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("ruler dram-wide left out: one CPU outside the measured core")),
+        "{notes:?}"
+    );
+    // Asked for, it is measured: beside dram's cells, apart from them.
+    let (rs, _) = rulers_on(&["dram-wide", "dram"], &t).unwrap();
+    let pair = crate::corun::cpu_pair(&t).unwrap();
+    let (forms, _) = corun::forms(&[], &pair).unwrap();
+    let choice = Choice {
+        train: Some(1),
+        validate: 0,
+        seed: 1,
+    };
+    let p = plan(&[workload("int-ops")], &rs, &forms, &pair, &t, choice).unwrap();
+    assert_eq!(
+        placements(&p, &p.keys.sensitivity[0]),
+        placements(&p, &p.keys.sensitivity[1])
+    );
+    assert_eq!(p.keys.contentiousness.len(), 1);
+    // int-ops: 2 beside rulers, 1 dram beside it, 1 training pair; 2 cells each.
+    assert_eq!(p.cost.cells, 4 * 2);
+    let keys: BTreeSet<&CellKey> = p.groups.iter().flatten().map(|c| &c.key).collect();
+    assert_eq!(keys.len(), p.cost.cells);
+}
+
 #[test]
 fn a_server_workload_is_measured_beside_the_rulers_and_never_as_a_partner() {
     let t = topo();
@@ -133,7 +268,7 @@ fn a_server_workload_is_measured_beside_the_rulers_and_never_as_a_partner() {
     let server = |name| Workload::any(name, &[], &[("threads", "1")]).unwrap();
     assert!(Workload::catalog("web-static", &[], &[]).is_err());
     let ws = [server("web-static"), workload("mem-read"), server("tbench")];
-    let (rs, _) = rulers(&["fp".into(), "llc".into()], &t, 0).unwrap();
+    let (rs, _) = rulers_on(&["fp", "llc"], &t).unwrap();
     let choice = Choice {
         train: None,
         validate: 0,
@@ -210,6 +345,27 @@ fn a_server_s_client_side_is_kept_apart_from_every_co_run_cpu() {
     assert!(e.contains("no CPU left for the client side"), "{e}");
 }
 
+#[test]
+fn a_wide_ruler_keeps_off_a_server_s_client_cpus() {
+    let t = smtlab_fixtures::build::with_llc(smtlab_fixtures::build::intel(1, 4, 2), 8 << 20);
+    let pair = crate::corun::cpu_pair(&t).unwrap();
+    let (forms, _) = corun::forms(&[], &pair).unwrap();
+    let (mut rs, _) = rulers(&["dram-wide".into()], &t, &pair, &forms).unwrap();
+    let Ok(ClientRule::Cpus { cpus, .. }) = client_rule(ClientRule::Apart, &pair, &t) else {
+        panic!("no client CPUs");
+    };
+    let before = rs[0].partners.clone().unwrap();
+    rs[0].keep_off(&cpus);
+    for ((form, kept), (_, all)) in rs[0].partners.clone().unwrap().iter().zip(&before) {
+        assert_eq!(kept[0], all[0], "{form:?}: the form's own CPU first");
+        assert!(kept.len() < all.len(), "{form:?}: {kept:?}");
+        assert!(
+            kept.iter().all(|&c| !cpus.contains(c)),
+            "{form:?}: {kept:?} on {cpus:?}"
+        );
+    }
+}
+
 fn choose4(c: Choice) -> Result<(Pairs, Pairs), ExperimentError> {
     choose(&[false; 4], c, |_, _| true, &[])
 }
@@ -231,7 +387,7 @@ fn pairs_with_a_workload_that_is_a_ruler_are_never_held_out() {
         workload("fp-ops"),
         workload("null-syscall"),
     ];
-    let (rs, _) = rulers(&["int".into(), "llc".into()], &t, 0).unwrap();
+    let (rs, _) = rulers_on(&["int", "llc"], &t).unwrap();
     let choice = Choice {
         train: Some(3),
         validate: 3,
