@@ -210,6 +210,8 @@ pub struct Partner {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     iterations: u64,
+    /// How long one of its samples took, timed once after its calibration.
+    sample_ns: u64,
 }
 
 /// What a partner's thread does with the instance it prepared: tests give fakes.
@@ -252,7 +254,7 @@ impl Partner {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
         });
-        let iterations = Arc::new(Mutex::new(0u64));
+        let iterations = Arc::new(Mutex::new((0u64, 0u64)));
         let thread = {
             let shared = Arc::clone(&shared);
             let iterations = Arc::clone(&iterations);
@@ -266,6 +268,7 @@ impl Partner {
             shared,
             thread: Some(thread),
             iterations: 0,
+            sample_ns: 0,
         };
         let ready = {
             let st = partner.shared.lock();
@@ -277,7 +280,8 @@ impl Partner {
         if let Err(reason) = ready {
             return Err(partner.failure(reason)); // dropping it joins the thread
         }
-        partner.iterations = *iterations.lock().unwrap_or_else(|p| p.into_inner());
+        (partner.iterations, partner.sample_ns) =
+            *iterations.lock().unwrap_or_else(|p| p.into_inner());
         Ok(partner)
     }
 
@@ -288,6 +292,11 @@ impl Partner {
     /// Iterations per partner sample, from its calibration.
     pub fn iterations(&self) -> u64 {
         self.iterations
+    }
+
+    /// How long one of its samples takes (timed once, alone, after its calibration).
+    pub fn sample_ns(&self) -> u64 {
+        self.sample_ns
     }
 
     /// Releases the partner and returns once it is inside a sample.
@@ -341,7 +350,14 @@ impl Drop for Partner {
     }
 }
 
-fn partner_loop(shared: &Shared, info: &BenchInfo, prepare: Prepare, iterations: &Mutex<u64>) {
+/// The partner's thread: prepare, calibrate and time one sample (stored in
+/// `calibrated`: iterations and nanoseconds), then sample whenever released.
+fn partner_loop(
+    shared: &Shared,
+    info: &BenchInfo,
+    prepare: Prepare,
+    calibrated: &Mutex<(u64, u64)>,
+) {
     let fail = |e: String| {
         let mut st = shared.lock();
         st.error = Some(e);
@@ -356,7 +372,13 @@ fn partner_loop(shared: &Shared, info: &BenchInfo, prepare: Prepare, iterations:
         Ok(n) => n,
         Err(e) => return fail(e.to_string()),
     };
-    *iterations.lock().unwrap_or_else(|p| p.into_inner()) = n;
+    // A pass over a large buffer is one sample whatever the calibration asks: its length
+    // tells A how long its own samples must be to hold several.
+    let sample_ns = match instance.sample(n) {
+        Ok(raw) => raw.elapsed_ns,
+        Err(e) => return fail(e.to_string()),
+    };
+    *calibrated.lock().unwrap_or_else(|p| p.into_inner()) = (n, sample_ns);
     {
         let mut st = shared.lock();
         st.ready = true;
@@ -484,17 +506,40 @@ impl Benchmark for CoRun {
             }
         };
         let placement = side(&[cpu], ctx.placement, ctx.topology);
-        let a = self.a.prepare(&BenchContext {
+        let mut a = self.a.prepare(&BenchContext {
             placement: &placement,
             ..*ctx
         })?;
+        let fixed = match (&partner, self.fixed_iterations) {
+            (Some(p), None) if a.fixed_iterations().is_none() => held(a.as_mut(), p)?,
+            (_, fixed) => fixed,
+        };
         Ok(Box::new(CoRunInstance {
             a,
             partner,
-            fixed: self.fixed_iterations,
+            fixed,
             partner_reference: self.partner_reference,
         }))
     }
+}
+
+/// Partner samples at least this long could not be cut to [`PARTNER_SAMPLE_NS`] (one
+/// is a pass over a large buffer, or a pass over it on every CPU of a wide partner).
+const LONG_PARTNER_NS: u64 = 2 * PARTNER_SAMPLE_NS;
+/// A's samples beside such a partner last this many of the partner's samples, so that
+/// whole ones fall inside each (the partner's figure counts only those).
+const PARTNER_SAMPLES_PER_SAMPLE: u64 = 5;
+
+/// The iterations of A's samples beside a partner whose samples are long (`None`: the
+/// runner's calibration, which makes them longer than a short partner sample already).
+fn held(a: &mut dyn Instance, partner: &Partner) -> Result<Option<u64>, BenchError> {
+    if partner.sample_ns() < LONG_PARTNER_NS {
+        return Ok(None);
+    }
+    let target = partner
+        .sample_ns()
+        .saturating_mul(PARTNER_SAMPLES_PER_SAMPLE);
+    calibrate(a, target).map(Some)
 }
 
 /// A prepared [`CoRun`]; also usable directly with a fake A and a fake partner.

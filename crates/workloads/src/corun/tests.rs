@@ -315,3 +315,83 @@ fn a_partner_over_two_cpus_runs_a_worker_on_each() {
     }
     assert!(partner.end().unwrap().values.len() >= 2);
 }
+
+/// A benchmark of fixed samples: `fixed` iterations (if any), each `ns` long (slept, so
+/// a partner's samples take real time; A's are only reported).
+struct Timed {
+    ns: u64,
+    fixed: Option<u64>,
+    sleeps: bool,
+}
+
+struct TimedInstance(u64, Option<u64>, bool);
+impl Instance for TimedInstance {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        if self.2 {
+            std::thread::sleep(Duration::from_nanos(self.0 * iterations));
+        }
+        Ok(RawSample {
+            elapsed_ns: self.0 * iterations,
+            work: iterations as f64,
+            ..RawSample::default()
+        })
+    }
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.1
+    }
+}
+
+impl Benchmark for Timed {
+    fn info(&self) -> BenchInfo {
+        info("timed", Direction::Higher, ValueKind::Rate { scale: 1.0 })
+    }
+    fn prepare(&self, _: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        Ok(Box::new(TimedInstance(self.ns, self.fixed, self.sleeps)))
+    }
+}
+
+#[test]
+fn a_sample_beside_a_partner_of_long_samples_holds_several_of_them() {
+    let allowed: Vec<u32> = smtlab_placement::pin::get_affinity(0)
+        .unwrap()
+        .iter()
+        .collect();
+    let [.., a, b] = allowed.as_slice() else {
+        eprintln!("skipped: this process may run on one CPU only");
+        return;
+    };
+    let topo = smtlab_fixtures::build::cpus_only(allowed.iter().copied());
+    let placement = placement_of("corun-cores", &[*a, *b], &topo);
+    let fixed_beside = |partner_ns: u64| {
+        let corun = CoRun {
+            a: Arc::new(Timed {
+                ns: 1_000,
+                fixed: None,
+                sleeps: false,
+            }),
+            partner: Some(PartnerSpec {
+                bench: Arc::new(Timed {
+                    ns: partner_ns,
+                    fixed: Some(1),
+                    sleeps: true,
+                }),
+                params: Params::default(),
+            }),
+            fixed_iterations: None,
+            partner_reference: true,
+        };
+        let ctx = BenchContext {
+            params: &Params::default(),
+            placement: &placement,
+            topology: &topo,
+            client: None,
+        };
+        corun.prepare(&ctx).unwrap().fixed_iterations()
+    };
+    // A partner pass of 4 ms: A's samples (1 us an iteration) last at least 20 ms.
+    let n = fixed_beside(4_000_000).expect("A's samples held to the partner's");
+    assert!(n * 1_000 >= 5 * 4_000_000, "{n} iterations");
+    assert!(n * 1_000 < 2 * 16 * 5 * 4_000_000, "{n} iterations");
+    // A partner cut to short samples leaves A to the runner's calibration.
+    assert_eq!(fixed_beside(200_000), None);
+}
