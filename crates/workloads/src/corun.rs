@@ -511,7 +511,7 @@ impl Benchmark for CoRun {
             ..*ctx
         })?;
         let fixed = match (&partner, self.fixed_iterations) {
-            (Some(p), None) if a.fixed_iterations().is_none() => held(a.as_mut(), p)?,
+            (Some(p), None) if !self.a.client_side() => held(a.as_mut(), p)?,
             (_, fixed) => fixed,
         };
         Ok(Box::new(CoRunInstance {
@@ -532,6 +532,7 @@ const PARTNER_SAMPLES_PER_SAMPLE: u64 = 5;
 
 /// The iterations of A's samples beside a partner whose samples are long (`None`: the
 /// runner's calibration, which makes them longer than a short partner sample already).
+/// An A of fixed iterations (a command's run, a pass) runs a whole multiple of them.
 fn held(a: &mut dyn Instance, partner: &Partner) -> Result<Option<u64>, BenchError> {
     if partner.sample_ns() < LONG_PARTNER_NS {
         return Ok(None);
@@ -539,7 +540,11 @@ fn held(a: &mut dyn Instance, partner: &Partner) -> Result<Option<u64>, BenchErr
     let target = partner
         .sample_ns()
         .saturating_mul(PARTNER_SAMPLES_PER_SAMPLE);
-    calibrate(a, target).map(Some)
+    let Some(n) = a.fixed_iterations() else {
+        return calibrate(a, target).map(Some);
+    };
+    let one = a.sample(n)?.elapsed_ns.max(1);
+    Ok(Some(n.saturating_mul(target.div_ceil(one))))
 }
 
 /// A prepared [`CoRun`]; also usable directly with a fake A and a fake partner.

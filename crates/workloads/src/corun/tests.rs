@@ -362,11 +362,11 @@ fn a_sample_beside_a_partner_of_long_samples_holds_several_of_them() {
     };
     let topo = smtlab_fixtures::build::cpus_only(allowed.iter().copied());
     let placement = placement_of("corun-cores", &[*a, *b], &topo);
-    let fixed_beside = |partner_ns: u64| {
+    let fixed_beside = |partner_ns: u64, a_fixed: Option<u64>| {
         let corun = CoRun {
             a: Arc::new(Timed {
                 ns: 1_000,
-                fixed: None,
+                fixed: a_fixed,
                 sleeps: false,
             }),
             partner: Some(PartnerSpec {
@@ -389,9 +389,17 @@ fn a_sample_beside_a_partner_of_long_samples_holds_several_of_them() {
         corun.prepare(&ctx).unwrap().fixed_iterations()
     };
     // A partner pass of 4 ms: A's samples (1 us an iteration) last at least 20 ms.
-    let n = fixed_beside(4_000_000).expect("A's samples held to the partner's");
+    let n = fixed_beside(4_000_000, None).expect("A's samples held to the partner's");
     assert!(n * 1_000 >= 5 * 4_000_000, "{n} iterations");
     assert!(n * 1_000 < 2 * 16 * 5 * 4_000_000, "{n} iterations");
-    // A partner cut to short samples leaves A to the runner's calibration.
-    assert_eq!(fixed_beside(200_000), None);
+    // An A of fixed iterations (one run of a command) runs a whole multiple of them.
+    let n = fixed_beside(4_000_000, Some(3)).expect("A's runs held to the partner's");
+    assert_eq!(
+        n,
+        3 * (5 * 4_000_000u64).div_ceil(3 * 1_000),
+        "{n} iterations"
+    );
+    // A partner cut to short samples leaves A to the runner's calibration, or its own.
+    assert_eq!(fixed_beside(200_000, None), None);
+    assert_eq!(fixed_beside(200_000, Some(3)), Some(3));
 }
