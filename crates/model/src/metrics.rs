@@ -108,6 +108,13 @@ pub mod threads {
     pub const WAKE_NS: &str = "wake_ns";
 }
 
+/// The `frontend` benchmark: the code its walk spans and the L1 instruction cache it
+/// is held against (when the topology gives its size).
+pub mod frontend {
+    pub const CODE_BYTES: &str = "code_bytes";
+    pub const L1I_BYTES: &str = "l1i_bytes";
+}
+
 /// Metrics of the task pool (`task-pool`).
 pub mod task_pool {
     /// Milliseconds to run one task tree.

@@ -143,11 +143,7 @@ pub fn rulers(plan: &PlanKeys, cells: &[CellRecord]) -> Vec<Ruler> {
                 .next()?;
             return Some((alone, spec.partner_unit.clone()));
         }
-        let alone = plan
-            .contentiousness
-            .iter()
-            .filter(|k| k.a == spec.name)
-            .find_map(|k| cells.get(&k.alone).copied())?;
+        let alone = alone_cell(plan, &cells, &spec.name)?;
         Some((alone.result.summary.clone(), Some(alone.unit.clone())))
     };
     plan.rulers
@@ -163,6 +159,53 @@ pub fn rulers(plan: &PlanKeys, cells: &[CellRecord]) -> Vec<Ruler> {
             }
         })
         .collect()
+}
+
+/// The first measured cell of ruler `name` alone, from the pairs where it is the
+/// measured workload.
+fn alone_cell<'c>(
+    plan: &PlanKeys,
+    cells: &BTreeMap<CellKey, &'c CellRecord>,
+    name: &str,
+) -> Option<&'c CellRecord> {
+    plan.contentiousness
+        .iter()
+        .filter(|k| k.a == name)
+        .find_map(|k| cells.get(&k.alone).copied())
+}
+
+/// The check of a ruler of code (its cells say how many bytes of code it runs through):
+/// whether that leaves the L1 instruction cache, so its column presses the instruction
+/// supply. One line per such ruler.
+pub fn code_checks(plan: &PlanKeys, cells: &[CellRecord]) -> Vec<String> {
+    use smtlab_model::metrics::frontend::{CODE_BYTES, L1I_BYTES};
+    let cells = index(cells);
+    let mut out = Vec::new();
+    for spec in &plan.rulers {
+        let Some(alone) = alone_cell(plan, &cells, &spec.name) else {
+            continue;
+        };
+        let Some(code) = metric_summary(&alone.result, CODE_BYTES) else {
+            continue;
+        };
+        let name = &spec.name;
+        let span = crate::fmt::bytes(code.mean as u64);
+        out.push(match metric_summary(&alone.result, L1I_BYTES) {
+            Some(l1i) if code.mean > l1i.mean => format!(
+                "{name} runs through {span} of code, {:.1}x the {} L1 instruction cache: it leaves it",
+                code.mean / l1i.mean,
+                crate::fmt::bytes(l1i.mean as u64)
+            ),
+            Some(l1i) => format!(
+                "{name} runs through {span} of code, within the {} L1 instruction cache: its column may press the branch predictors only",
+                crate::fmt::bytes(l1i.mean as u64)
+            ),
+            None => format!(
+                "{name} runs through {span} of code (the L1 instruction cache's size is not known here)"
+            ),
+        });
+    }
+    out
 }
 
 /// The check of the footprint rulers' own figures: each chase over a larger cache is
@@ -207,7 +250,7 @@ pub fn partner_checks(rulers: &[Ruler], plan: &PlanKeys, cells: &[CellRecord]) -
         .filter(|r| r.spec.partner_only && r.alone.is_none() && measured(&r.spec.name))
         .map(|r| {
             format!(
-                "{} finished no sample of its own inside a workload's sample beside it (a pass over its buffer outlasts them; longer samples give it room): its contentiousness and own figure are unknown",
+                "{} finished no sample of its own inside a workload's sample beside it (a pass over its buffer outlasted them): its contentiousness and own figure are unknown",
                 r.spec.name
             )
         })
@@ -496,6 +539,7 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
         forms: plan.forms.clone(),
         ruler_checks: [
             footprint_checks(&rulers),
+            code_checks(plan, cells),
             partner_checks(&rulers, plan, cells),
         ]
         .concat(),

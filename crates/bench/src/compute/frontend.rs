@@ -15,7 +15,8 @@
 //!
 //! One iteration is one walk of `funcs` calls; the value is calls per second. The code
 //! bytes the walk spans (from the lowest to the highest function address it uses, plus
-//! one function) are reported as `code_bytes`, so the footprint is measured, not assumed.
+//! one function) are reported as `code_bytes`, so the footprint is measured, not assumed,
+//! beside the L1 instruction cache's size as `l1i_bytes` where the topology gives it.
 //!
 //! The result is checked after every sample: the last walk is recomputed with the same
 //! formula evaluated with the constant as a run-time value, so a walk that skipped a call
@@ -23,7 +24,8 @@
 
 use std::hint::black_box;
 
-use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
+use smtlab_model::metrics::frontend::{CODE_BYTES, L1I_BYTES};
+use smtlab_model::{BenchInfo, CacheType, Direction, ParamInfo, ValueKind};
 
 use super::kernel::splitmix64;
 use crate::workers::{WorkerPool, WorkerState, WrongResult, threads_param};
@@ -176,9 +178,16 @@ impl Benchmark for Frontend {
         let pool = WorkerPool::start(NAME, ctx.placement, Some(threads), move |i| {
             Ok(Walker::new(funcs, seed, i))
         })?;
+        let cpu = ctx.placement.cpus.first().copied();
+        let l1i = ctx.topology.caches.iter().find(|c| {
+            c.level == 1
+                && c.cache_type == CacheType::Instruction
+                && cpu.is_some_and(|cpu| c.cpus.contains(cpu))
+        });
         Ok(Box::new(FrontendInstance {
             pool,
             code_bytes: code_span(&Walker::new(funcs, seed, 0).order) as f64,
+            l1i_bytes: l1i.and_then(|c| c.size_bytes).map(|b| b as f64),
         }))
     }
 }
@@ -269,12 +278,16 @@ impl WorkerState for Walker {
 struct FrontendInstance {
     pool: WorkerPool,
     code_bytes: f64,
+    l1i_bytes: Option<f64>,
 }
 
 impl Instance for FrontendInstance {
     fn sample(&mut self, walks: u64) -> Result<RawSample, BenchError> {
         let mut s = self.pool.run(walks)?;
-        s.metrics.insert("code_bytes".into(), self.code_bytes);
+        s.metrics.insert(CODE_BYTES.into(), self.code_bytes);
+        if let Some(b) = self.l1i_bytes {
+            s.metrics.insert(L1I_BYTES.into(), b);
+        }
         Ok(s)
     }
 }

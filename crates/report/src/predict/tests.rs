@@ -185,6 +185,44 @@ fn a_workload_never_a_partner_is_predicted_only_beside_the_others() {
 }
 
 #[test]
+fn a_ruler_of_code_is_checked_against_the_l1_instruction_cache() {
+    use smtlab_model::metrics::frontend::{CODE_BYTES, L1I_BYTES};
+    let (plan, mut cells) = demo(&[(0, 1)], &[]);
+    assert!(code_checks(&plan, &cells).is_empty(), "no ruler of code");
+    let alone = plan
+        .contentiousness
+        .iter()
+        .find(|k| k.a == "small")
+        .unwrap()
+        .alone
+        .clone();
+    let with = |cells: &mut Vec<CellRecord>, metrics: &[(&str, f64)]| {
+        let c = cells.iter_mut().find(|c| c.key() == alone).unwrap();
+        for s in &mut c.result.samples {
+            s.metrics = metrics.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        }
+    };
+    with(&mut cells, &[(CODE_BYTES, 98304.0), (L1I_BYTES, 32768.0)]);
+    assert_eq!(
+        code_checks(&plan, &cells),
+        ["small runs through 96 KiB of code, 3.0x the 32 KiB L1 instruction cache: it leaves it"]
+    );
+    with(&mut cells, &[(CODE_BYTES, 16384.0), (L1I_BYTES, 32768.0)]);
+    assert!(code_checks(&plan, &cells)[0].contains("within the 32 KiB L1 instruction cache"));
+    with(&mut cells, &[(CODE_BYTES, 16384.0)]);
+    assert!(
+        code_checks(&plan, &cells)[0]
+            .ends_with("(the L1 instruction cache's size is not known here)")
+    );
+    assert!(
+        analyse(&plan, &cells, 1)
+            .ruler_checks
+            .iter()
+            .any(|l| l.starts_with("small runs through 16 KiB"))
+    );
+}
+
+#[test]
 fn profiles_keep_two_rulers_of_one_benchmark_apart() {
     let (plan, cells) = demo(&[(0, 1), (0, 2)], &[]);
     let doc = analyse(&plan, &cells, 7);
