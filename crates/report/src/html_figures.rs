@@ -21,6 +21,7 @@ use maud::{PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
+use crate::html::Absent;
 use crate::html::scaling::headline;
 use crate::svg::{self, Dist, LineOptions, Point, Scale, Series, pct_of};
 use crate::units::{Column, scaled, size};
@@ -102,10 +103,12 @@ fn cache_lines(t: &Topology) -> Vec<(f64, String)> {
 }
 
 /// The `sweeps` section.
-pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let groups = sweep_groups(r);
     if groups.is_empty() {
-        return Err("no benchmark measured at three or more working-set sizes".into());
+        return Err(Absent(
+            "no benchmark measured at three or more working-set sizes".into(),
+        ));
     }
     let mut charts: Vec<Option<String>> = Vec::new();
     let lines = cache_lines(&r.run.topology);
@@ -230,14 +233,14 @@ const PAIRS: [Pair; 3] = [
 ];
 
 /// The `latency` section: one block per benchmark and parameters.
-pub fn latency(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub fn latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let groups = latency_groups(r);
     if groups.is_empty() {
-        return Err(
+        return Err(Absent(
             "no per-event times (they come from pthread-create, mutex-handoff, condvar-signal \
          and condvar-broadcast)"
                 .into(),
-        );
+        ));
     }
     let mut blocks = String::new();
     for (k, cells) in groups {

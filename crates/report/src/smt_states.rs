@@ -12,6 +12,7 @@ use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::fmt::{num, params, text_table, times, verdict as speedup_text};
+use crate::html::Absent;
 
 /// One benchmark, parameter set and placement measured in both states.
 pub struct Row<'a> {
@@ -117,10 +118,12 @@ pub fn text(cells: &[CellRecord]) -> String {
 }
 
 /// The HTML section, or why the run has none.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let (rows, means) = rows(&r.cells);
     if rows.is_empty() {
-        return Err("no cell measured with SMT off and on in this run (--smt both)".into());
+        return Err(Absent(
+            "no cell measured with SMT off and on in this run (--smt both)".into(),
+        ));
     }
     let section = html! {
         section id="smt-states" {

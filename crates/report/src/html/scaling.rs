@@ -7,6 +7,7 @@ use std::fmt::Write;
 use maud::{PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
+use super::Absent;
 use crate::compare::Statistic;
 use crate::fmt::{cpus, params};
 use crate::svg::{self, LineOptions, Point, Scale, Series};
@@ -72,7 +73,7 @@ fn is_grid_name(s: &str) -> bool {
     cores.parse::<u32>().is_ok() && threads.parse::<u32>().is_ok()
 }
 
-pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let sweeps = crate::html_figures::sweep_groups(r);
     let swept: Vec<&CellRecord> = sweeps
         .iter()
@@ -98,7 +99,9 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
     // One point shows no scaling: such charts are left out.
     groups.retain(|(_, cs)| cs.len() > 1);
     if groups.is_empty() {
-        return Err("no compute or memory benchmark at two or more thread counts".into());
+        return Err(Absent(
+            "no compute or memory benchmark at two or more thread counts".into(),
+        ));
     }
     let section = html! {
         section id="scaling" {

@@ -14,16 +14,17 @@ use crate::svg;
 use crate::units::Column;
 use smtlab_model::verdict::PairKind;
 
+use super::Absent;
 use crate::yields::{no_yields_reason, smt_yields};
 
 /// The `exec` section: what the placements did for the user's own command
 /// (`smtlab exec`), as the one verdict ([`smtlab_model::verdict`]) of each placement
 /// over the first, with its Fieller 95% interval, in one sentence per placement: the
 /// same figure and sign as the terminal's.
-pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let cells = crate::html_workloads::cells::cells_in(r, |s| *s == ReportSection::Exec);
     if cells.is_empty() {
-        return Err("no smtlab exec command".into());
+        return Err(Absent("no smtlab exec command".into()));
     }
     let order = crate::first_seen(cells.iter().map(|c| c.flat_params()));
     let section = html! {
@@ -115,11 +116,13 @@ fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
     }
 }
 
-pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let rows = smt_yields(r);
     if rows.is_empty() {
         // Named under the header as `SMT yield: WHY`: the reason alone.
-        return Err(no_yields_reason(r).unwrap_or_else(|| "none measured".into()));
+        return Err(Absent(
+            no_yields_reason(r).unwrap_or_else(|| "none measured".into()),
+        ));
     }
     // One scale for every strip, so that they can be compared down a column.
     let bounds: Vec<f64> = rows
