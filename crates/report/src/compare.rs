@@ -64,7 +64,7 @@ use smtlab_model::keys::Conditions;
 use smtlab_model::stats::{Ratio, Significance};
 use smtlab_model::unit::plural;
 use smtlab_model::verdict::{Verdict, verdict_named};
-use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
+use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, stats};
 
 use crate::between::{BetweenRuns, Choice};
 use crate::counters::Headline;
@@ -79,20 +79,6 @@ pub enum Statistic {
 }
 
 impl Statistic {
-    pub fn for_direction(d: Direction) -> Self {
-        match d {
-            Direction::Higher => Statistic::Mean,
-            Direction::Lower => Statistic::Median,
-        }
-    }
-
-    pub fn of(self, s: &Summary) -> f64 {
-        match self {
-            Statistic::Mean => s.mean,
-            Statistic::Median => s.median,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Statistic::Mean => "mean",
@@ -613,9 +599,8 @@ fn add_between(r: &mut CompareRow, test: Option<(f64, f64, f64)>, between: &Betw
 }
 
 fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
-    let statistic = Statistic::Mean;
     let (sa, sb) = (&ca.result.summary, &cb.result.summary);
-    let (va, vb) = (statistic.of(sa), statistic.of(sb));
+    let (va, vb) = (sa.mean, sb.mean);
     // A geometric mean needs positive ratios: both means positive.
     let v = (va > 0.0 && vb > 0.0)
         .then(|| verdict_named(ca, cb, ["A", "B"]))
@@ -629,7 +614,7 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
         direction: ca.direction,
         params: ca.flat_params(),
         placement: ca.placement_spec.clone(),
-        statistic,
+        statistic: Statistic::Mean,
         a: va,
         b: vb,
         n_a: sa.n,

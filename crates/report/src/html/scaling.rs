@@ -8,7 +8,6 @@ use maud::{PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
 use super::Absent;
-use crate::compare::Statistic;
 use crate::fmt::{cpus, params};
 use crate::svg::{self, LineOptions, Point, Scale, Series};
 use crate::units::Column;
@@ -17,13 +16,13 @@ use crate::units::Column;
 /// CI for higher-is-better cells, the median and p25..p75 for lower-is-better ones.
 pub(crate) fn headline(c: &CellRecord) -> (f64, f64, f64) {
     let s = &c.result.summary;
-    match Statistic::for_direction(c.direction) {
-        Statistic::Mean => (
+    match c.direction {
+        Direction::Higher => (
             s.mean,
             s.mean - s.ci95_half_width,
             s.mean + s.ci95_half_width,
         ),
-        Statistic::Median => (s.median, s.p25, s.p75),
+        Direction::Lower => (s.median, s.p25, s.p75),
     }
 }
 
