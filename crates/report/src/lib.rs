@@ -97,8 +97,7 @@ pub mod yields;
 
 pub use between::BetweenRuns;
 pub use compare::{
-    CompareRow, Comparison, CounterPair, GroupMean, MissingCell, Side, Statistic, compare,
-    compare_json, compare_table, compare_with,
+    Comparison, GroupMean, Side, Statistic, compare, compare_json, compare_table, compare_with,
 };
 pub use compare_html::{compare_html, compare_markdown};
 pub use html::{html, html_labelled};
