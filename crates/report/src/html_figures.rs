@@ -21,8 +21,7 @@ use maud::{PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
-use crate::html::Absent;
-use crate::html::scaling::headline;
+use crate::html::{Absent, scaling::headline};
 use crate::svg::{self, Dist, LineOptions, Point, Scale, Series, pct_of};
 use crate::units::{Column, scaled, size};
 

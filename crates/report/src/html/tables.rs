@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use maud::{Markup, html};
 use smtlab_model::{CellRecord, ReportSection, RunResults};
 
-use super::Absent;
-use super::machine::pending_cells;
+use super::{Absent, machine::pending_cells};
 use crate::fmt::{cpus, params, pct2};
 use crate::units::Column;
 

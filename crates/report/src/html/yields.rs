@@ -7,14 +7,12 @@ use crate::glossary::{Term, link};
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
-use super::BR;
-use super::scaling::headline;
+use super::{Absent, BR, scaling::headline};
 use crate::fmt::{params, times};
 use crate::svg;
 use crate::units::Column;
 use smtlab_model::verdict::PairKind;
 
-use super::Absent;
 use crate::yields::{no_yields_reason, smt_yields};
 
 /// The `exec` section: what the placements did for the user's own command
