@@ -119,12 +119,12 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
         for c in &cs {
             let x = parse_size(&c.params["size"]).unwrap_or(f64::NAN);
             let (y, lo, hi) = headline(c);
-            let point = Point {
+            let bar = (c.result.summary.n > 1).then_some((lo / col.divisor, hi / col.divisor));
+            let point = Point::new(
                 x,
-                y: y / col.divisor,
-                lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
-                hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
-                tip: format!(
+                y / col.divisor,
+                bar.unzip(),
+                format!(
                     "{} at {}: {} ({} {}-{}), n = {}",
                     c.placement.name,
                     size(x),
@@ -138,8 +138,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                     col.num(hi),
                     c.result.summary.n
                 ),
-                label: None,
-            };
+            );
             match series.iter_mut().find(|s| s.name == c.placement.name) {
                 Some(s) => s.points.push(point),
                 None => series.push(Series {

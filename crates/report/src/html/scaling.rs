@@ -159,15 +159,12 @@ fn scaling_figure(
             },
             c.result.summary.n
         );
+        let bar = (c.result.summary.n > 1).then_some((lo / col.divisor, hi / col.divisor));
         let point = Point {
-            x,
-            y: y / col.divisor,
-            lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
-            hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
-            tip,
             // Named, not only on hover: which placement a point is matters as much as
             // its value.
             label: Some(format!("{} {}", c.placement.name, col.num(y))),
+            ..Point::new(x, y / col.divisor, bar.unzip(), tip)
         };
         match series.iter_mut().find(|s| s.name == label) {
             Some(s) => s.points.push(point),
