@@ -57,26 +57,21 @@ fn state(c: &CellRecord) -> Option<SmtState> {
 /// The cells measured in both states, in the order of their SMT-off cells, and the
 /// geometric mean of the speed-ups per group (in the order groups first appear).
 pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
-    let mut rows = Vec::new();
-    for off in cells.iter().filter(|c| state(c) == Some(SmtState::Off)) {
-        let Some(on) = cells.iter().find(|c| {
-            state(c) == Some(SmtState::On)
-                && c.benchmark == off.benchmark
-                && c.placement_spec == off.placement_spec
-                && c.params == off.params
-                && c.conditions.without_smt() == off.conditions.without_smt()
-        }) else {
-            continue;
-        };
-        let Some(v) = verdict(off, on) else {
-            continue;
-        };
-        rows.push(Row {
-            off,
-            on,
-            verdict: v,
-        });
-    }
+    let rows: Vec<Row<'_>> = cells
+        .iter()
+        .filter(|c| state(c) == Some(SmtState::Off))
+        .filter_map(|off| {
+            let on = cells.iter().find(|c| {
+                state(c) == Some(SmtState::On)
+                    && c.benchmark == off.benchmark
+                    && c.placement_spec == off.placement_spec
+                    && c.params == off.params
+                    && c.conditions.without_smt() == off.conditions.without_smt()
+            })?;
+            let verdict = verdict(off, on)?;
+            Some(Row { off, on, verdict })
+        })
+        .collect();
     let by_group = crate::grouped(&rows, |r| r.off.group.clone());
     let means = by_group
         .into_iter()
