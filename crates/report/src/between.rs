@@ -145,9 +145,8 @@ impl BetweenRuns {
             cell_sd: BTreeMap::new(),
             cell_sd_other: 0.0,
             run_sd: 0.0,
-            cell_df: None,
-            run_df: None,
             basis: "asked for with --between-runs none".into(),
+            ..Self::default_floor()
         }
     }
 
@@ -251,12 +250,10 @@ impl BetweenRuns {
         if acc.run_df == 0 {
             return None;
         }
-        let floor = Self::default_floor();
         let ids: Vec<String> = acc.runs.iter().map(|id| id.to_string()).collect();
         Some(BetweenRuns {
             source: Source::StoredRepeats,
             cell_sd: sd_per_group(&acc.cell),
-            cell_sd_other: floor.cell_sd_other,
             run_sd: (acc.common / acc.run_df as f64).max(0.0).sqrt(),
             cell_df: Some(acc.cell_df as f64),
             run_df: Some(acc.run_df as f64),
@@ -268,6 +265,7 @@ impl BetweenRuns {
                 acc.run_df,
                 acc.cell_df,
             ),
+            ..Self::default_floor()
         })
     }
 
@@ -296,10 +294,7 @@ impl BetweenRuns {
         Some(BetweenRuns {
             source: Source::Rounds,
             cell_sd: sd_per_group(&per_group),
-            cell_sd_other: floor.cell_sd_other,
-            run_sd: floor.run_sd,
             cell_df: Some(df as f64),
-            run_df: None,
             basis: format!(
                 "{} measured in rounds (fresh instances); the whole run's \
                  level, which rounds of one run cannot see, is the default {:.1}%, and a \
@@ -307,6 +302,7 @@ impl BetweenRuns {
                 plural(cells, "cell"),
                 100.0 * floor.run_sd,
             ),
+            ..floor
         })
     }
 }

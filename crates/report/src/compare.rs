@@ -60,11 +60,10 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use smtlab_model::keys::Conditions;
 use smtlab_model::stats::{Ratio, Significance};
 use smtlab_model::unit::plural;
 use smtlab_model::verdict::{Verdict, verdict_named};
-use smtlab_model::{CellRecord, Direction, RunMeta, RunResults, Summary, stats};
+use smtlab_model::{CellKey, CellRecord, Direction, RunMeta, RunResults, stats};
 
 use crate::between::{BetweenRuns, Choice};
 use crate::counters::Headline;
@@ -79,20 +78,6 @@ pub enum Statistic {
 }
 
 impl Statistic {
-    pub fn for_direction(d: Direction) -> Self {
-        match d {
-            Direction::Higher => Statistic::Mean,
-            Direction::Lower => Statistic::Median,
-        }
-    }
-
-    pub fn of(self, s: &Summary) -> f64 {
-        match self {
-            Statistic::Mean => s.mean,
-            Statistic::Median => s.median,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Statistic::Mean => "mean",
@@ -351,12 +336,8 @@ pub struct MissingCell {
 impl MissingCell {
     /// Cell `c`, measured only on side `only_in`, with why `other` skipped it.
     fn of(c: &CellRecord, only_in: Side, other: &RunResults) -> Self {
-        let skipped = other.skipped.iter().find(|s| {
-            s.key.benchmark == c.benchmark
-                && s.key.params == c.params
-                && s.key.conditions == c.conditions
-                && s.key.placement == c.placement_spec
-        });
+        let key = c.key();
+        let skipped = other.skipped.iter().find(|s| s.key == key);
         MissingCell {
             benchmark: c.benchmark.clone(),
             params: c.flat_params(),
@@ -442,21 +423,10 @@ impl GroupMean {
     }
 }
 
-type Key<'a> = (
-    &'a str,
-    &'a BTreeMap<String, String>,
-    &'a Conditions,
-    &'a str,
-);
-
-fn key(c: &CellRecord) -> Key<'_> {
-    (&c.benchmark, &c.params, &c.conditions, &c.placement_spec)
-}
-
-fn index(r: &RunResults) -> BTreeMap<Key<'_>, &CellRecord> {
+fn index(r: &RunResults) -> BTreeMap<CellKey, &CellRecord> {
     let mut m = BTreeMap::new();
     for c in &r.cells {
-        m.entry(key(c)).or_insert(c);
+        m.entry(c.key()).or_insert(c);
     }
     m
 }
@@ -486,9 +456,9 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
     let mut tests = Vec::new();
     let mut missing = Vec::new();
     // A key's first cell is the one its index holds; later ones are skipped.
-    let first = |i: &BTreeMap<Key<'_>, &CellRecord>, c: &CellRecord| std::ptr::eq(i[&key(c)], c);
+    let first = |i: &BTreeMap<CellKey, &CellRecord>, c: &CellRecord| std::ptr::eq(i[&c.key()], c);
     for ca in a.cells.iter().filter(|c| first(&ia, c)) {
-        let Some(cb) = ib.get(&key(ca)) else {
+        let Some(cb) = ib.get(&ca.key()) else {
             missing.push(MissingCell::of(ca, Side::A, b));
             continue;
         };
@@ -499,7 +469,7 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
     for cb in b
         .cells
         .iter()
-        .filter(|c| first(&ib, c) && !ia.contains_key(&key(c)))
+        .filter(|c| first(&ib, c) && !ia.contains_key(&c.key()))
     {
         missing.push(MissingCell::of(cb, Side::B, a));
     }
@@ -613,9 +583,8 @@ fn add_between(r: &mut CompareRow, test: Option<(f64, f64, f64)>, between: &Betw
 }
 
 fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
-    let statistic = Statistic::Mean;
     let (sa, sb) = (&ca.result.summary, &cb.result.summary);
-    let (va, vb) = (statistic.of(sa), statistic.of(sb));
+    let (va, vb) = (sa.mean, sb.mean);
     // A geometric mean needs positive ratios: both means positive.
     let v = (va > 0.0 && vb > 0.0)
         .then(|| verdict_named(ca, cb, ["A", "B"]))
@@ -629,7 +598,7 @@ fn row(ca: &CellRecord, cb: &CellRecord) -> CompareRow {
         direction: ca.direction,
         params: ca.flat_params(),
         placement: ca.placement_spec.clone(),
-        statistic,
+        statistic: Statistic::Mean,
         a: va,
         b: vb,
         n_a: sa.n,

@@ -140,20 +140,6 @@ fn geomean_text(g: &GroupMean) -> String {
     }
 }
 
-const BETTER: &str = "#009e73";
-const WORSE: &str = "#d55e00";
-const SAME: &str = "#8c8c8c";
-
-fn colour(v: &str) -> &'static str {
-    match v {
-        "better" => BETTER,
-        "worse" => WORSE,
-        _ => SAME,
-    }
-}
-
-/// Horizontal bars on a log scale centred on 1: one per row, the interval as a whisker,
-/// group headings between. `None` without a row that has a speed-up.
 /// A line of the bar chart and table: a group heading (no row) or a row with its interval.
 type Line<'a> = (String, Option<&'a CompareRow>, Option<(f64, f64)>);
 
@@ -176,6 +162,8 @@ impl Scale {
     }
 }
 
+/// Horizontal bars on a log scale centred on 1: one per row, the interval as a whisker,
+/// group headings between. `None` without a row that has a speed-up.
 fn bars(rows: &[Line<'_>]) -> Option<String> {
     let vals: Vec<f64> = rows
         .iter()
@@ -280,7 +268,11 @@ fn bar(s: &mut String, scale: &Scale, y: f64, label: &str, r: &CompareRow, ci: O
         );
         return;
     };
-    let col = colour(verdict(r));
+    let col = match verdict(r) {
+        "better" => "#009e73",
+        "worse" => "#d55e00",
+        _ => "#8c8c8c",
+    };
     // A bar beyond the range (past 8x) stops at the plot's edge with an arrow, so it
     // never runs into the labels; its figure is written beside it as for every bar.
     let vc = v.clamp((-m).exp(), m.exp());

@@ -20,7 +20,7 @@
 use serde::Serialize;
 use smtlab_model::placement::{UNIPROCESSOR_NAME, UP_KERNEL_NAME};
 use smtlab_model::verdict::{Verdict, verdict};
-use smtlab_model::{CellRecord, Direction, RunResults};
+use smtlab_model::{Direction, RunResults};
 
 use crate::compare::Side;
 
@@ -66,17 +66,13 @@ fn rows_for(up: &RunResults, smp: &RunResults, side: Side) -> Vec<UpKernelRow> {
         .iter()
         .filter(|c| c.placement.name == UP_KERNEL_NAME)
         .filter_map(|u| {
-            let same = |c: &&CellRecord| {
-                c.benchmark == u.benchmark && c.params == u.params && c.conditions == u.conditions
-            };
             let beside: Vec<UpKernelPair> = BESIDE
                 .iter()
                 .filter_map(|name| {
                     let c = smp
                         .cells
                         .iter()
-                        .filter(same)
-                        .find(|c| c.placement.name == *name)?;
+                        .find(|c| c.same_variant(u) && c.placement.name == *name)?;
                     Some(UpKernelPair {
                         placement: name.to_string(),
                         value: c.result.summary.mean,
@@ -158,6 +154,7 @@ impl UpKernelRow {
 mod tests {
     use super::*;
     use smtlab_fixtures::build::cell_of;
+    use smtlab_model::CellRecord;
     use smtlab_model::stats::Significance;
 
     fn run_of(cells: Vec<CellRecord>) -> RunResults {

@@ -60,6 +60,15 @@ impl Term {
         }
     }
 
+    /// Other ways the outputs write it (`95% CI` in a column heading).
+    fn also(self) -> &'static [&'static str] {
+        match self {
+            Term::Interval => &["95% CI", "95% confidence interval"],
+            Term::TwoCoresVsOne => &["2 cores give"],
+            _ => &[],
+        }
+    }
+
     /// What it means, in one or two sentences.
     pub fn meaning(self) -> String {
         match self {
@@ -110,17 +119,6 @@ impl Term {
 /// A use of `term` on the page, linked to its definition.
 pub fn link(term: Term) -> Markup {
     html! { a class="term" href={ "#" (term.id()) } { (term.word()) } }
-}
-
-impl Term {
-    /// Other ways the outputs write it (`95% CI` in a column heading).
-    fn also(self) -> &'static [&'static str] {
-        match self {
-            Term::Interval => &["95% CI", "95% confidence interval"],
-            Term::TwoCoresVsOne => &["2 cores give"],
-            _ => &[],
-        }
-    }
 }
 
 /// The terms whose word `text` uses.

@@ -13,6 +13,7 @@ use smtlab_model::{CellRecord, RunResults};
 
 use crate::counters::{Headline, count, duration_ns};
 use crate::fmt::{num, params};
+use crate::html::Absent;
 use crate::svg::color;
 use crate::units::Column;
 
@@ -414,14 +415,14 @@ fn irqs<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
 }
 
 /// The section; `Err` with the reason (and nothing written) when no cell was counted.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let cells: Vec<(&CellRecord, &CellCounters)> = r
         .cells
         .iter()
         .filter_map(|c| c.counters.as_ref().map(|k| (c, k)))
         .collect();
     if cells.is_empty() {
-        return Err("not recorded (use --counters)".into());
+        return Err(Absent("not recorded (use --counters)".into()));
     }
     // Each distinct note and counting window once, in order.
     let (mut notes, mut windows): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());

@@ -21,7 +21,7 @@ use maud::{PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
-use crate::html::scaling::headline;
+use crate::html::{Absent, scaling::headline};
 use crate::svg::{self, Dist, LineOptions, Point, Scale, Series, pct_of};
 use crate::units::{Column, scaled, size};
 
@@ -102,10 +102,12 @@ fn cache_lines(t: &Topology) -> Vec<(f64, String)> {
 }
 
 /// The `sweeps` section.
-pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let groups = sweep_groups(r);
     if groups.is_empty() {
-        return Err("no benchmark measured at three or more working-set sizes".into());
+        return Err(Absent(
+            "no benchmark measured at three or more working-set sizes".into(),
+        ));
     }
     let mut charts: Vec<Option<String>> = Vec::new();
     let lines = cache_lines(&r.run.topology);
@@ -117,12 +119,12 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
         for c in &cs {
             let x = parse_size(&c.params["size"]).unwrap_or(f64::NAN);
             let (y, lo, hi) = headline(c);
-            let point = Point {
+            let bar = (c.result.summary.n > 1).then_some((lo / col.divisor, hi / col.divisor));
+            let point = Point::new(
                 x,
-                y: y / col.divisor,
-                lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
-                hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
-                tip: format!(
+                y / col.divisor,
+                bar.unzip(),
+                format!(
                     "{} at {}: {} ({} {}-{}), n = {}",
                     c.placement.name,
                     size(x),
@@ -136,8 +138,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), String> {
                     col.num(hi),
                     c.result.summary.n
                 ),
-                label: None,
-            };
+            );
             match series.iter_mut().find(|s| s.name == c.placement.name) {
                 Some(s) => s.points.push(point),
                 None => series.push(Series {
@@ -230,14 +231,14 @@ const PAIRS: [Pair; 3] = [
 ];
 
 /// The `latency` section: one block per benchmark and parameters.
-pub fn latency(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub fn latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let groups = latency_groups(r);
     if groups.is_empty() {
-        return Err(
+        return Err(Absent(
             "no per-event times (they come from pthread-create, mutex-handoff, condvar-signal \
          and condvar-broadcast)"
                 .into(),
-        );
+        ));
     }
     let mut blocks = String::new();
     for (k, cells) in groups {

@@ -22,8 +22,8 @@
 //!   tests.
 //! * [`html()`]: one self-contained page (inline CSS and SVG, no scripts, no network)
 //!   with the machine, the yield table, scaling curves (paper 002 Figs 1-6), per-event
-//!   latency scatters and histograms (Figs 8-14), the OS latency table (paper 001
-//!   Table 1), every cell, and what was skipped.
+//!   latency scatters and cumulative distributions (Figs 8-14), the OS latency table
+//!   (paper 001 Table 1), every cell, and what was skipped.
 //! * [`fleet`](mod@fleet): SMT yields of many hosts' runs pooled per CPU model and
 //!   workload (median with an order-statistic interval, outlier hosts named with what
 //!   differs on them, the advice counted over hosts); terminal, `smtlab.fleet/1` JSON,
@@ -97,8 +97,7 @@ pub mod yields;
 
 pub use between::BetweenRuns;
 pub use compare::{
-    CompareRow, Comparison, CounterPair, GroupMean, MissingCell, Side, Statistic, compare,
-    compare_json, compare_table, compare_with,
+    Comparison, GroupMean, Side, Statistic, compare, compare_json, compare_table, compare_with,
 };
 pub use compare_html::{compare_html, compare_markdown};
 pub use html::{html, html_labelled};

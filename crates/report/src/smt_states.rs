@@ -12,6 +12,7 @@ use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::fmt::{num, params, text_table, times, verdict as speedup_text};
+use crate::html::Absent;
 
 /// One benchmark, parameter set and placement measured in both states.
 pub struct Row<'a> {
@@ -56,26 +57,21 @@ fn state(c: &CellRecord) -> Option<SmtState> {
 /// The cells measured in both states, in the order of their SMT-off cells, and the
 /// geometric mean of the speed-ups per group (in the order groups first appear).
 pub fn rows(cells: &[CellRecord]) -> (Vec<Row<'_>>, Vec<(String, f64)>) {
-    let mut rows = Vec::new();
-    for off in cells.iter().filter(|c| state(c) == Some(SmtState::Off)) {
-        let Some(on) = cells.iter().find(|c| {
-            state(c) == Some(SmtState::On)
-                && c.benchmark == off.benchmark
-                && c.placement_spec == off.placement_spec
-                && c.params == off.params
-                && c.conditions.without_smt() == off.conditions.without_smt()
-        }) else {
-            continue;
-        };
-        let Some(v) = verdict(off, on) else {
-            continue;
-        };
-        rows.push(Row {
-            off,
-            on,
-            verdict: v,
-        });
-    }
+    let rows: Vec<Row<'_>> = cells
+        .iter()
+        .filter(|c| state(c) == Some(SmtState::Off))
+        .filter_map(|off| {
+            let on = cells.iter().find(|c| {
+                state(c) == Some(SmtState::On)
+                    && c.benchmark == off.benchmark
+                    && c.placement_spec == off.placement_spec
+                    && c.params == off.params
+                    && c.conditions.without_smt() == off.conditions.without_smt()
+            })?;
+            let verdict = verdict(off, on)?;
+            Some(Row { off, on, verdict })
+        })
+        .collect();
     let by_group = crate::grouped(&rows, |r| r.off.group.clone());
     let means = by_group
         .into_iter()
@@ -117,10 +113,12 @@ pub fn text(cells: &[CellRecord]) -> String {
 }
 
 /// The HTML section, or why the run has none.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let (rows, means) = rows(&r.cells);
     if rows.is_empty() {
-        return Err("no cell measured with SMT off and on in this run (--smt both)".into());
+        return Err(Absent(
+            "no cell measured with SMT off and on in this run (--smt both)".into(),
+        ));
     }
     let section = html! {
         section id="smt-states" {

@@ -102,13 +102,8 @@ pub fn bench(cells: &[CellRecord]) -> Vec<String> {
         Some(b) => b.1.extend(lines),
         None => blocks.push((name, lines)),
     };
-    let mut seen: Vec<&CellRecord> = Vec::new();
-    for c in cells {
-        if seen.iter().any(|s| s.same_variant(c)) {
-            continue;
-        }
-        seen.push(c);
-        let group: Vec<&CellRecord> = cells.iter().filter(|o| o.same_variant(c)).collect();
+    for (_, group) in crate::grouped(cells, crate::yields::variant) {
+        let c = group[0];
         let name = subject(c, &c.flat_params(), cells);
         for kind in SMT_PAIRS {
             if let Some(r) = pair(&group, kind) {

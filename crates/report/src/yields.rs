@@ -137,6 +137,14 @@ impl YieldRow {
     }
 }
 
+/// A cell's benchmark, parameters and conditions: the key of [`crate::grouped`] that
+/// gathers a variant's cells (its placements), as [`CellRecord::same_variant`] compares.
+pub(crate) fn variant<'a>(
+    c: &&'a CellRecord,
+) -> (&'a str, &'a BTreeMap<String, String>, &'a Conditions) {
+    (&c.benchmark, &c.params, &c.conditions)
+}
+
 /// Every yield computable from the run, one row per benchmark and parameter set, in the
 /// order the benchmarks first appear in the run. Rows without any yield are left out.
 ///
@@ -144,16 +152,12 @@ impl YieldRow {
 /// SMT `all` and `cores` are the same CPUs and their ratio would be noise, not a gain.
 pub fn smt_yields(results: &RunResults) -> Vec<YieldRow> {
     // (benchmark, params) in first-appearance order, each with its cells by placement.
-    type Variant<'a> = (&'a str, &'a BTreeMap<String, String>, &'a Conditions);
     // An open loop at an offered rate (`rate=R`, a latency sweep's point) serves what
     // it is offered on every placement that keeps up: its ratio is no yield.
     let cells = results
         .cells
         .iter()
         .filter(|c| crate::advice::offered_rate(c).is_none());
-    fn variant<'a>(c: &&'a CellRecord) -> Variant<'a> {
-        (&c.benchmark, &c.params, &c.conditions)
-    }
     let mut rows = Vec::new();
     for (_, cells) in crate::grouped(cells, variant) {
         let first = cells[0];

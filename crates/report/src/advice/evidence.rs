@@ -380,9 +380,9 @@ pub fn sweep_side(c: &CellRecord, offered: f64) -> SweepSide {
         .iter()
         .map(|s| metric(s, m::REQUESTS_PER_S).unwrap_or(0.0))
         .collect();
-    let behind = samples
+    let behind = served
         .iter()
-        .filter(|s| metric(s, m::REQUESTS_PER_S).unwrap_or(0.0) < KEPT_UP_SHARE * offered)
+        .filter(|x| **x < KEPT_UP_SHARE * offered)
         .count();
     let kept_up = !samples.is_empty()
         && behind == 0

@@ -2,6 +2,7 @@
 //! Markdown, and the HTML report's first section.
 
 use super::*;
+use crate::html::Absent;
 
 /// The advice JSON document (`smtlab.advice/1`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -335,13 +336,13 @@ fn without_smt(r: &RunResults, answers: &[Advice]) -> Option<maud::Markup> {
 /// The report's first section (`id="advice"`): one row per workload with its answer,
 /// the figures it rests on and a strip of the deciding figure with its interval; or why
 /// the run has no answer.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let answers = advise_run(r);
     if answers.is_empty() {
-        return Err(
+        return Err(Absent(
             "no workload measured on the placements the answer needs (1c1t with 1c2t or 2c1t, or in co-runs)"
                 .into(),
-        );
+        ));
     }
     if let Some(layout) = without_smt(r, &answers) {
         p.push_str(&layout.into_string());

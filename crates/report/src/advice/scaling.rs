@@ -53,16 +53,7 @@ pub fn scaling(cells: &[CellRecord], smt: bool, machine_cpus: usize) -> Vec<Scal
         .filter(|c| crate::corun::form_of(c).is_none())
         .collect();
     let mut out: Vec<Scaling> = Vec::new();
-    for c in &plain {
-        let workload = workload_name(&c.benchmark, &c.params);
-        if out.iter().any(|s| s.workload == workload) {
-            continue;
-        }
-        let mine: Vec<&CellRecord> = plain
-            .iter()
-            .copied()
-            .filter(|o| o.benchmark == c.benchmark && o.params == c.params)
-            .collect();
+    for (workload, mine) in crate::grouped(plain, |c| workload_name(&c.benchmark, &c.params)) {
         let Some(one) = mine.iter().find(|o| o.placement_spec == "1c1t") else {
             continue;
         };

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::{RunResults, RunStatus, Topology};
 
+use super::Absent;
 use crate::fmt::{bytes, short, utc};
 
 /// `1 package x 4 cores x 2 threads = 8 CPUs`, with ranges where packages or cores differ.
@@ -185,7 +186,7 @@ fn kv(key: &str, value: Option<&str>) -> Markup {
     }
 }
 
-pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let t = &r.run.topology;
     let notes = notes(r);
     let section = html! {

@@ -81,12 +81,15 @@ nav a{display:inline-block;margin:2px 12px 2px 0}}\
 details:not([open])>*{display:block}summary{list-style:none;font-weight:600}\
 figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text-decoration:none}}";
 
+/// Why a section has nothing to show, named under the page's header.
+pub(crate) struct Absent(pub(crate) String);
+
 /// A section writer.
 #[derive(Clone, Copy)]
 enum SectionFn {
     /// Writes the section, or returns why there is nothing to show (writing nothing),
     /// which the page names under its header.
-    Named(fn(&mut String, &RunResults) -> Result<(), String>),
+    Named(fn(&mut String, &RunResults) -> Result<(), Absent>),
     /// The section, or `None` where the run has nothing for it: a workload section of a
     /// run without such cells is left out without a word, since naming six absent
     /// workload kinds would crowd the header of every run.
@@ -178,7 +181,7 @@ pub fn html_labelled(results: &RunResults, label: Option<&str>) -> String {
                 let mut s = String::new();
                 match f(&mut s, results) {
                     Ok(()) => Some(s),
-                    Err(why) => {
+                    Err(Absent(why)) => {
                         absent.push(format!("{name}: {why}"));
                         None
                     }

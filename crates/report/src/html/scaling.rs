@@ -7,7 +7,7 @@ use std::fmt::Write;
 use maud::{PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
-use crate::compare::Statistic;
+use super::Absent;
 use crate::fmt::{cpus, params};
 use crate::svg::{self, LineOptions, Point, Scale, Series};
 use crate::units::Column;
@@ -16,13 +16,13 @@ use crate::units::Column;
 /// CI for higher-is-better cells, the median and p25..p75 for lower-is-better ones.
 pub(crate) fn headline(c: &CellRecord) -> (f64, f64, f64) {
     let s = &c.result.summary;
-    match Statistic::for_direction(c.direction) {
-        Statistic::Mean => (
+    match c.direction {
+        Direction::Higher => (
             s.mean,
             s.mean - s.ci95_half_width,
             s.mean + s.ci95_half_width,
         ),
-        Statistic::Median => (s.median, s.p25, s.p75),
+        Direction::Lower => (s.median, s.p25, s.p75),
     }
 }
 
@@ -72,7 +72,7 @@ fn is_grid_name(s: &str) -> bool {
     cores.parse::<u32>().is_ok() && threads.parse::<u32>().is_ok()
 }
 
-pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let sweeps = crate::html_figures::sweep_groups(r);
     let swept: Vec<&CellRecord> = sweeps
         .iter()
@@ -98,7 +98,9 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), String> {
     // One point shows no scaling: such charts are left out.
     groups.retain(|(_, cs)| cs.len() > 1);
     if groups.is_empty() {
-        return Err("no compute or memory benchmark at two or more thread counts".into());
+        return Err(Absent(
+            "no compute or memory benchmark at two or more thread counts".into(),
+        ));
     }
     let section = html! {
         section id="scaling" {
@@ -157,15 +159,12 @@ fn scaling_figure(
             },
             c.result.summary.n
         );
+        let bar = (c.result.summary.n > 1).then_some((lo / col.divisor, hi / col.divisor));
         let point = Point {
-            x,
-            y: y / col.divisor,
-            lo: (c.result.summary.n > 1).then_some(lo / col.divisor),
-            hi: (c.result.summary.n > 1).then_some(hi / col.divisor),
-            tip,
             // Named, not only on hover: which placement a point is matters as much as
             // its value.
             label: Some(format!("{} {}", c.placement.name, col.num(y))),
+            ..Point::new(x, y / col.divisor, bar.unzip(), tip)
         };
         match series.iter_mut().find(|s| s.name == label) {
             Some(s) => s.points.push(point),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use maud::{Markup, html};
 use smtlab_model::{CellRecord, ReportSection, RunResults};
 
-use super::machine::pending_cells;
+use super::{Absent, machine::pending_cells};
 use crate::fmt::{cpus, params, pct2};
 use crate::units::Column;
 
@@ -28,14 +28,14 @@ fn os_row<'a>(
         })
 }
 
-pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let os: Vec<&CellRecord> = r
         .cells
         .iter()
         .filter(|c| os_row(r, &c.benchmark).is_some())
         .collect();
     if os.is_empty() {
-        return Err("no os benchmark".into());
+        return Err(Absent("no os benchmark".into()));
     }
     // Columns: placements in first-appearance order.
     let cols = crate::first_seen(os.iter().map(|c| c.placement.name.as_str()));
@@ -135,9 +135,9 @@ fn placement_label(c: &CellRecord) -> String {
     }
 }
 
-pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     if r.cells.is_empty() {
-        return Err("no cell was measured".into());
+        return Err(Absent("no cell was measured".into()));
     }
     let by_benchmark = crate::grouped(&r.cells, |c| c.benchmark.as_str());
     let section = html! {
@@ -235,10 +235,10 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
     }
 }
 
-pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let pending = pending_cells(r);
     if r.skipped.is_empty() && pending.is_empty() {
-        return Err("none, every planned cell was measured".into());
+        return Err(Absent("none, every planned cell was measured".into()));
     }
     let section = html! {
         section id="skipped" {

@@ -7,8 +7,7 @@ use crate::glossary::{Term, link};
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
-use super::BR;
-use super::scaling::headline;
+use super::{Absent, BR, scaling::headline};
 use crate::fmt::{params, times};
 use crate::svg;
 use crate::units::Column;
@@ -20,10 +19,10 @@ use crate::yields::{no_yields_reason, smt_yields};
 /// (`smtlab exec`), as the one verdict ([`smtlab_model::verdict`]) of each placement
 /// over the first, with its Fieller 95% interval, in one sentence per placement: the
 /// same figure and sign as the terminal's.
-pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let cells = crate::html_workloads::cells::cells_in(r, |s| *s == ReportSection::Exec);
     if cells.is_empty() {
-        return Err("no smtlab exec command".into());
+        return Err(Absent("no smtlab exec command".into()));
     }
     let order = crate::first_seen(cells.iter().map(|c| c.flat_params()));
     let section = html! {
@@ -115,11 +114,13 @@ fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
     }
 }
 
-pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), String> {
+pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let rows = smt_yields(r);
     if rows.is_empty() {
         // Named under the header as `SMT yield: WHY`: the reason alone.
-        return Err(no_yields_reason(r).unwrap_or_else(|| "none measured".into()));
+        return Err(Absent(
+            no_yields_reason(r).unwrap_or_else(|| "none measured".into()),
+        ));
     }
     // One scale for every strip, so that they can be compared down a column.
     let bounds: Vec<f64> = rows

@@ -8,7 +8,7 @@ use smtlab_model::{ReportSection, RunResults};
 
 use super::cells::cells_in;
 use super::rows::Row;
-use super::speedup_table::{no_pairs_line, speedup_table};
+use super::speedup_table::{no_pairs, speedup_table};
 use crate::fmt::params;
 
 /// The AIM9 row of `bench` from the run's catalog entries: its position (the paper's
@@ -56,7 +56,7 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
         })
         .collect();
     if !speedup_table(p, "AIM9 row", &rows) {
-        no_pairs_line(p, r);
+        p.push_str(&no_pairs(r).into_string());
     }
     // The paper's rows without a measured cell: skipped (with the reason) or not asked.
     let mut skipped: Vec<String> = Vec::new();

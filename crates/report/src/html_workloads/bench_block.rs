@@ -9,7 +9,7 @@ use smtlab_model::{CellRecord, RunResults};
 use super::cells::{cells_of, main_param, metric};
 use super::charts::{figure, sweep_chart};
 use super::rows::{fixed_params, row_head, rows_by_params};
-use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
+use super::speedup_table::{no_pairs, num_cell, speedup_table};
 use crate::counters::{Headline, duration_ns};
 use crate::fmt::{num, params};
 use crate::html::BR;
@@ -27,7 +27,7 @@ pub(super) fn bench_blocks<'a>(
         any_pair |= bench_block(p, &cells, bench, origin, main_param(r, &cells));
     }
     if !any_pair {
-        no_pairs_line(p, r);
+        p.push_str(&no_pairs(r).into_string());
     }
 }
 

@@ -46,7 +46,6 @@ use smtlab_model::{CellRecord, RunResults};
 pub(crate) use aim::aim;
 pub(crate) use oltp::oltp;
 pub(crate) use smt_gain::chart1;
-pub use speedup_table::no_pairs_reason;
 pub(crate) use tables::tables;
 pub(crate) use task_pool::task_pool;
 pub use text::text_summary;

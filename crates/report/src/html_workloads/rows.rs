@@ -63,31 +63,24 @@ pub(super) fn rows_by_params<'a>(
     main: Option<&str>,
 ) -> (Vec<String>, Vec<Row<'a>>) {
     let keys = swept_keys(cells, main);
-    let mut rows: Vec<Row<'_>> = Vec::new();
-    for c in cells {
-        match rows.iter_mut().find(|r| r.cells[0].same_variant(c)) {
-            Some(r) => r.cells.push(c),
-            None => {
-                let flat = c.flat_params();
-                let label = if keys.is_empty() {
-                    params(&flat)
-                } else {
-                    keys.iter()
-                        .map(|k| flat.get(k).map_or("-", |v| v.as_str()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                let x = (keys.len() == 1)
-                    .then(|| flat.get(&keys[0]).and_then(|v| param_x(v)))
-                    .flatten();
-                rows.push(Row {
-                    label,
-                    x,
-                    cells: vec![c],
-                });
-            }
-        }
-    }
+    let mut rows: Vec<Row<'_>> = crate::grouped(cells.iter().copied(), crate::yields::variant)
+        .into_iter()
+        .map(|(_, cells)| {
+            let flat = cells[0].flat_params();
+            let label = if keys.is_empty() {
+                params(&flat)
+            } else {
+                keys.iter()
+                    .map(|k| flat.get(k).map_or("-", |v| v.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let x = (keys.len() == 1)
+                .then(|| flat.get(&keys[0]).and_then(|v| param_x(v)))
+                .flatten();
+            Row { label, x, cells }
+        })
+        .collect();
     if rows.iter().all(|r| r.x.is_some()) {
         rows.sort_by(|a, b| a.x.unwrap_or(0.0).total_cmp(&b.x.unwrap_or(0.0)));
     }

@@ -29,10 +29,11 @@ fn pair_speedup(cells: &[&CellRecord], kind: PairKind) -> Option<Verdict> {
     verdict::verdict(base, smt)
 }
 
-/// Why a section shows no SMT speed-up, in one line.
-pub fn no_pairs_reason(r: &RunResults) -> String {
+/// The one line a section gives where the run has no SMT pairs: why it shows no SMT
+/// speed-up.
+pub(super) fn no_pairs(r: &RunResults) -> Markup {
     let topo = &r.run.topology;
-    if topo.smt_visible() {
+    let why = if topo.smt_visible() {
         "No SMT speed-ups: none of these cells was measured on both placements of a pair \
          (1c1t and 1c2t, or 2c1t and 2c2t); the values per placement are shown instead."
             .into()
@@ -42,16 +43,8 @@ pub fn no_pairs_reason(r: &RunResults) -> String {
              2c2t cannot be measured; the values per placement are shown instead.",
             topo.smt.control.as_deref().unwrap_or("absent")
         )
-    }
-}
-
-pub(super) fn no_pairs_line(p: &mut String, r: &RunResults) {
-    p.push_str(&no_pairs(r).into_string());
-}
-
-/// The one line a section gives where the run has no SMT pairs.
-pub(super) fn no_pairs(r: &RunResults) -> Markup {
-    html! { p class="muted no-smt" { (no_pairs_reason(r)) } }
+    };
+    html! { p class="muted no-smt" { (why) } }
 }
 
 /// A speed-up table cell: the ratio, its interval and what the verdict says, as
@@ -74,16 +67,11 @@ fn speedup_td(v: &Verdict) -> Markup {
     }
 }
 
-/// A table cell without a value, as markup.
-fn muted_td() -> Markup {
-    html! { td class="muted" { "-" } }
-}
-
 /// A number's table cell, or a muted dash where there is none; the text is escaped.
 pub(super) fn num_cell(text: Option<String>) -> Markup {
     match text {
         Some(t) => html! { td class="num" { (t) } },
-        None => muted_td(),
+        None => html! { td class="muted" { "-" } },
     }
 }
 
@@ -131,15 +119,13 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
                     td { (row.label) }
                     @if !one_unit { td { (col.unit) } }
                     @for pl in &places {
-                        @match row.cells.iter().find(|c| &c.placement.name == pl) {
-                            Some(c) => td class="num" { (value_text(&col, c)) },
-                            None => (muted_td()),
-                        }
+                        @let cell = row.cells.iter().find(|c| &c.placement.name == pl);
+                        (num_cell(cell.map(|c| value_text(&col, c))))
                     }
                     @for k in &kinds {
                         @match pair_speedup(&row.cells, *k) {
                             Some(v) => (speedup_td(&v)),
-                            None => (muted_td()),
+                            None => td class="muted" { "-" },
                         }
                     }
                 }
@@ -173,7 +159,7 @@ pub(super) fn speedup_table(p: &mut String, row_head: &str, rows: &[Row<'_>]) ->
                             Some(g) => td class="yield" {
                                 (times(g)) "x" (BR) span class="sub" { "of " (r.len()) " rows" }
                             },
-                            None => (muted_td()),
+                            None => td class="muted" { "-" },
                         }
                     }
                 }

@@ -9,7 +9,7 @@ use smtlab_model::{CellRecord, ReportSection, RunResults};
 use super::cells::{cells_in, main_param, mean_column, metric, scaled_mean};
 use super::charts::figure;
 use super::rows::{fixed_params, row_head, rows_by_params};
-use super::speedup_table::{no_pairs_line, speedup_table, value_text};
+use super::speedup_table::{no_pairs, speedup_table, value_text};
 use crate::counters::duration_ns;
 use crate::fmt::{num, short};
 use crate::html::BR;
@@ -62,7 +62,7 @@ pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
     let (keys, rows) = rows_by_params(&cells, main_param(r, &cells));
     p.push_str(&fixed_params(&cells, &keys));
     if !speedup_table(p, &row_head(&keys), &rows) {
-        no_pairs_line(p, r);
+        p.push_str(&no_pairs(r).into_string());
     }
     let section = html! {
         section id="task-pool" {

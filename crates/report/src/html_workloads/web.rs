@@ -13,7 +13,7 @@ use smtlab_model::{CellRecord, ReportSection, RunResults};
 use super::cells::{cells_in, main_param, metric, metric_sum, placements};
 use super::charts::{Bar, figure, hbars, placement_color, value_bars};
 use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
-use super::speedup_table::{no_pairs_line, num_cell, speedup_table};
+use super::speedup_table::{no_pairs, num_cell, speedup_table};
 use crate::fmt::{num, params, short};
 use crate::html::BR;
 use crate::svg::{self, LineOptions, Point, Series};
@@ -38,7 +38,7 @@ pub(crate) fn web(r: &RunResults) -> Option<String> {
     }
     let any_web_cells = !stat.is_empty() || !cap.is_empty();
     if any_web_cells && !any_pair {
-        no_pairs_line(p, r);
+        p.push_str(&no_pairs(r).into_string());
     }
     agents_table(p, &remote);
     let skipped: Vec<_> = r

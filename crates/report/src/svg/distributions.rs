@@ -1,115 +1,8 @@
-//! Distributions: a histogram of values and empirical CDFs, one curve per series.
+//! Distributions: empirical CDFs, one curve per series.
 
 use std::fmt::Write;
 
 use super::*;
-
-/// Histogram of `values`: `bins` bins over the data's range (equal widths, or equal
-/// ratios on a log axis), y = share of values in percent, the median marked. `range`
-/// widens the x axis, so that two histograms of related series can share one.
-pub fn histogram(
-    title: &str,
-    x_label: &str,
-    values: &[f64],
-    scale: Scale,
-    range: Option<(f64, f64)>,
-    bins: usize,
-    fill: &str,
-) -> Option<String> {
-    let vals: Vec<f64> = values
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite() && (scale == Scale::Linear || *v > 0.0))
-        .collect();
-    let (mut lo, mut hi) = extent(vals.iter().copied())?;
-    if let Some((a, b)) = range {
-        if a.is_finite() && (scale == Scale::Linear || a > 0.0) {
-            lo = lo.min(a);
-        }
-        if b.is_finite() {
-            hi = hi.max(b);
-        }
-    }
-    let bins = bins.max(1);
-    let edges: Vec<f64> = if hi == lo {
-        vec![lo, hi]
-    } else {
-        (0..=bins)
-            .map(|i| {
-                let f = i as f64 / bins as f64;
-                match scale {
-                    Scale::Linear => lo + f * (hi - lo),
-                    Scale::Log => 10f64.powf(lo.log10() + f * (hi.log10() - lo.log10())),
-                }
-            })
-            .collect()
-    };
-    let counts = bin_counts(&vals, &edges);
-    let n = vals.len() as f64;
-    let top = counts.iter().copied().max().unwrap_or(0) as f64 / n * 100.0;
-    let plot = Plot {
-        w: 400.0,
-        h: 380.0,
-        left: 54.0,
-        right: 16.0,
-        top: 40.0,
-        bottom: 44.0,
-        x: Axis::fit(x_label, lo, hi, scale, false),
-        y: Axis::fit("% of values", 0.0, top.max(1e-9), Scale::Linear, false),
-    };
-    let median = smtlab_model::stats::median(&vals)?;
-    let dropped = values.len() - vals.len();
-    let mut subtitle = format!("n = {}, median {}", vals.len(), tick_label_precise(median));
-    if dropped > 0 {
-        let _ = write!(subtitle, ", {dropped} not drawable");
-    }
-    let mut s = plot.open(title, &subtitle);
-    let base = plot.py(0.0);
-    let mut d = String::new();
-    if edges.len() == 2 && edges[0] == edges[1] {
-        // Every value equal: one thin bar.
-        let x = plot.px(edges[0]);
-        let _ = write!(
-            d,
-            "M{} {}H{}V{}H{}Z",
-            r1(x - 2.0),
-            r1(base),
-            r1(x + 2.0),
-            r1(plot.py(100.0)),
-            r1(x - 2.0)
-        );
-    } else {
-        for (i, &c) in counts.iter().enumerate() {
-            if c == 0 {
-                continue;
-            }
-            let (a, b) = (plot.px(edges[i]), plot.px(edges[i + 1]));
-            let y = plot.py(c as f64 / n * 100.0);
-            let _ = write!(
-                d,
-                "M{} {}V{}H{}V{}Z",
-                r1(a),
-                r1(base),
-                r1(y),
-                r1(b),
-                r1(base)
-            );
-        }
-    }
-    let _ = write!(
-        s,
-        r##"<path d="{d}" fill="{fill}" fill-opacity="0.8" stroke="#ffffff" stroke-width="0.5"/>"##
-    );
-    let mx = r1(plot.px(median));
-    let _ = write!(
-        s,
-        r##"<path d="M{mx} {}V{}" stroke="#222222" stroke-dasharray="4 3"/>"##,
-        r1(base),
-        plot.top
-    );
-    s.push_str("</svg>");
-    Some(s)
-}
 
 /// One distribution of a [`cdf_chart`]: its name, values and the text that formats a
 /// value for the hover titles (`23.3 us`).
@@ -242,15 +135,4 @@ pub fn cdf_chart(
 pub(crate) fn pct_of(sorted: &[f64], p: f64) -> f64 {
     let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
     sorted[i.min(sorted.len() - 1)]
-}
-
-/// Four significant digits with SI suffix, for a value quoted in a subtitle.
-fn tick_label_precise(v: f64) -> String {
-    let a = v.abs();
-    for (scale, suffix) in [(1e9, "G"), (1e6, "M"), (1e3, "k")] {
-        if a >= scale {
-            return format!("{}{suffix}", crate::fmt::num(v / scale));
-        }
-    }
-    crate::fmt::num(v)
 }

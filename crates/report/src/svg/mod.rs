@@ -1,5 +1,5 @@
-//! Hand-written SVG charts: line chart, scatter and histogram with "nice" ticks and an
-//! optional log axis, plus a tiny confidence-interval strip for tables.
+//! Hand-written SVG charts: line chart, scatter and cumulative distributions with "nice"
+//! ticks and an optional log axis, plus a tiny confidence-interval strip for tables.
 //!
 //! Each chart is a pure function returning one `<svg>` element as a string, or `None`
 //! when there is nothing finite to draw: callers then write "not measured" instead of
@@ -9,7 +9,7 @@
 //!
 //! Here: scales, "nice" ticks and the plot frame shared by the charts; the charts of
 //! points and lines in `lines` ([`line_chart`], [`scatter`], [`ci_strip`]) and the
-//! distributions in `distributions` ([`histogram`], [`cdf_chart`]).
+//! distributions in `distributions` ([`cdf_chart`]).
 
 use std::fmt::Write;
 
@@ -21,7 +21,7 @@ mod lines;
 mod tests;
 
 pub(crate) use distributions::pct_of;
-pub use distributions::{Dist, cdf_chart, histogram};
+pub use distributions::{Dist, cdf_chart};
 pub use lines::{ci_strip, line_chart, scatter};
 
 /// Series colours, in order.
@@ -230,12 +230,6 @@ pub fn log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
     (min, max, ticks)
 }
 
-/// Bins for a histogram of `n` values: Rice's rule `2 n^(1/3)`, at least 5 and at most 60
-/// (40 bins for three events would only draw noise).
-pub fn bins_for(n: usize) -> usize {
-    ((2.0 * (n as f64).cbrt()).ceil() as usize).clamp(5, 60)
-}
-
 /// Short tick label: SI suffixes from a thousand up, otherwise up to six decimals with
 /// trailing zeros removed (`0.25`, `2`, `1.5k`, `10M`).
 pub fn tick_label(v: f64) -> String {
@@ -256,29 +250,6 @@ pub fn tick_label(v: f64) -> String {
         }
     }
     trim(format!("{v:.6}"))
-}
-
-/// Counts of `values` in the bins between consecutive `edges` (ascending); the last
-/// bin includes its upper edge. Values outside the edges or not finite are not counted.
-pub fn bin_counts(values: &[f64], edges: &[f64]) -> Vec<usize> {
-    let bins = edges.len().saturating_sub(1);
-    let mut counts = vec![0; bins];
-    if bins == 0 {
-        return counts;
-    }
-    let last = edges[bins];
-    for &v in values {
-        if !v.is_finite() || v < edges[0] || v > last {
-            continue;
-        }
-        // partition_point: the number of edges <= v; the bin is one less.
-        let i = edges
-            .partition_point(|e| *e <= v)
-            .saturating_sub(1)
-            .min(bins - 1);
-        counts[i] += 1;
-    }
-    counts
 }
 
 /// Geometry shared by the charts: canvas size, margins, and both axes.
