@@ -16,7 +16,7 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 110
+RESULT_STRING_CEILING = 97
 REPEATED_PLACES_CEILING = 21
 WINDOW = 6
 LONG_FUNCTION_LINES = 120
