@@ -54,6 +54,9 @@ pub struct PlanKeys {
     pub contentiousness: Vec<PairKeys>,
     pub training: Vec<PairKeys>,
     pub held_out: Vec<PairKeys>,
+    /// The workloads that are servers under load: measured, never a partner, so no
+    /// contentiousness of theirs is read, not even a partner-only ruler's side.
+    pub servers: Vec<String>,
 }
 
 /// The partner name of a ruler in its cells' conditions, apart from workload names.

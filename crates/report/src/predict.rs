@@ -327,7 +327,9 @@ pub fn profiles(
 
 /// The features of A beside B in `form`, and the rulers for which A's sensitivity or
 /// B's contentiousness is missing (not measured, or held back): such a ruler adds
-/// nothing (its feature is 0). `None` where A or B has no profile.
+/// nothing (its feature is 0). `None` where A or B has no profile, or no ruler has both
+/// figures (B a server, never a partner; or every figure held back): the model could
+/// only say "no interference", and a measured pair of it would teach the fit nothing.
 pub fn pair_features(
     profiles: &[Profile],
     a: &str,
@@ -346,7 +348,7 @@ pub fn pair_features(
         s.push(x.zip(*y).map_or(1.0, |(x, _)| x));
         c.push(x.zip(*y).map_or(1.0, |(_, y)| y));
     }
-    Some((model::features(&s, &c), unknown))
+    (unknown.len() < pa.rulers.len()).then(|| (model::features(&s, &c), unknown))
 }
 
 /// Measured slowdowns of ordered pairs in `form`: A beside B from each pair, and B
@@ -422,9 +424,8 @@ pub struct PredictedPair {
     pub unknown: Vec<String>,
 }
 
-/// Every ordered pair of `workloads` predicted by `model` in its form. A pair without a
-/// figure of any ruler (B never a partner, as a server workload is not, or every figure
-/// held back) is not predicted: the model would only say "no interference".
+/// Every ordered pair of `workloads` predicted by `model` in its form, those
+/// [`pair_features`] has features for.
 pub fn predict_all(
     model: &FormModel,
     profiles: &[Profile],
@@ -436,7 +437,7 @@ pub fn predict_all(
     let form = model.form;
     let one = |a: &str, b: &str| {
         let (x, unknown) = pair_features(profiles, a, b, form)?;
-        (unknown.len() < m.rulers.len()).then(|| (m.predict(&x), unknown))
+        Some((m.predict(&x), unknown))
     };
     let mut out = Vec::new();
     for a in workloads {
@@ -499,8 +500,9 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
     let sens = measure_pairs(cells, &plan.sensitivity);
     let cont = measure_pairs(cells, &plan.contentiousness);
     // A partner-only ruler's contentiousness: the partner's side of its sensitivity pairs.
-    let partner_only =
-        |m: &&PairMeasure| plan.rulers.iter().any(|r| r.partner_only && r.name == m.b);
+    let partner_only = |m: &&PairMeasure| {
+        plan.rulers.iter().any(|r| r.partner_only && r.name == m.b) && !plan.servers.contains(&m.a)
+    };
     let cont_all: Vec<PairMeasure> = cont
         .iter()
         .cloned()

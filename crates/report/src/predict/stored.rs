@@ -130,6 +130,18 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
                 .extend(pair_keys(bench, partner, direction(partner), cells));
         }
     }
+    // A server is never anyone's partner.
+    let partner = |w: &String| {
+        r.cells
+            .iter()
+            .any(|c| c.conditions.partner.as_ref() == Some(w))
+    };
+    keys.servers = keys
+        .workloads
+        .iter()
+        .filter(|w| !partner(w))
+        .cloned()
+        .collect();
     keys.rulers = defs.iter().map(|d| spec(d, r)).collect();
     keys.forms = [Form::Sibling, Form::Cores]
         .into_iter()

@@ -285,6 +285,18 @@ fn a_partner_only_ruler_is_read_from_the_partner_side_of_its_cells() {
     for (w, t) in m.weights.iter().zip(TRUE_WEIGHTS) {
         assert!((w - t).abs() < 0.05, "{:?}", m.weights);
     }
+    // A server is never a partner: not even this ruler's side makes it one.
+    let mut as_server = plan.clone();
+    as_server.servers = vec!["w3".into()];
+    as_server.contentiousness.retain(|k| k.b != "w3");
+    let doc_s = analyse(&as_server, &cells, 1);
+    let w3 = doc_s.profiles.iter().find(|p| p.workload == "w3").unwrap();
+    assert!(
+        w3.rulers.iter().all(|r| r.contentiousness.is_none()),
+        "{w3:?}"
+    );
+    assert!(w3.rulers[1].sensitivity.is_some());
+    assert!(!doc_s.predictions.iter().any(|p| p.b == "w3"));
     // A held-back cell beside it holds its contentiousness back too.
     let s = &plan.sensitivity[1];
     assert_eq!((s.a.as_str(), s.b.as_str()), ("w1", "large"));
@@ -561,6 +573,13 @@ fn a_stored_run_gives_back_its_pairs_by_role_and_its_model() {
     let mut other = r.clone();
     other.run.suite = Some("corun".into());
     assert!(stored::plan_keys(&other).is_none());
+    // A workload never anyone's partner was a server under load.
+    assert!(keys.servers.is_empty());
+    let mut served = r.clone();
+    served
+        .cells
+        .retain(|c| c.conditions.partner.as_deref() != Some("wb"));
+    assert_eq!(stored::plan_keys(&served).unwrap().servers, ["wb"]);
 }
 
 #[test]

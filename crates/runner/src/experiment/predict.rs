@@ -380,6 +380,11 @@ pub fn plan(
         workloads: names.clone(),
         rulers: rulers.iter().map(Ruler::spec).collect(),
         forms: forms.iter().map(|f| f.0).collect(),
+        servers: workloads
+            .iter()
+            .filter(|w| w.is_server())
+            .map(Workload::name)
+            .collect(),
         ..PlanKeys::default()
     };
     for (w, name) in workloads.iter().zip(&names) {

@@ -275,6 +275,7 @@ fn a_server_workload_is_measured_beside_the_rulers_and_never_as_a_partner() {
         seed: 3,
     };
     let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
+    assert_eq!(p.keys.servers, ["web-static", "tbench"]);
     // Every workload beside every ruler; only mem-read is a ruler's partner.
     assert_eq!(p.keys.sensitivity.len(), 6);
     let partners: BTreeSet<&str> = p
