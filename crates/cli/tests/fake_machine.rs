@@ -483,7 +483,7 @@ fn a_server_on_1c1t_up_runs_with_its_client_on_the_same_cpu_only() {
     let f = Fake::new();
     let bench = |client: &[&str]| {
         f.smtlab()
-            .args(["bench", "tcp-rr", "-p", "1c1t-up", "--quick"])
+            .args(["bench", "web-static", "-p", "1c1t-up", "--quick"])
             .args(["--max-samples", "3", "--json"])
             .args(client)
             .output()
@@ -706,7 +706,7 @@ const STEERING_AS_BUILT: [&str; 5] = [
 /// sibling (CPU 1, the fake machine has one core), interrupts steered as `irq` says.
 fn seda_cell(f: &Fake, irq: &str, extra: &[&str]) -> Command {
     let mut c = f.smtlab();
-    c.args(["bench", "tcp-rr", "-p", "1c1t", "--client-siblings"])
+    c.args(["bench", "web-static", "-p", "1c1t", "--client-siblings"])
         .args(["--param", "server=seda", "--param"])
         .arg(format!("irq={irq}"))
         .args(extra);
