@@ -412,10 +412,15 @@ pub fn saved_line(id: i64, path: &Path, db_arg: Option<&Path>) -> String {
     format!(
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
         shown_db(path),
-        db_arg
-            .map(|p| format!(" --db {}", smtlab_store::redact_arg(&p.to_string_lossy())))
-            .unwrap_or_default()
+        db_flag(db_arg)
     )
+}
+
+/// The `--db` given, as a hint repeats it (empty without one).
+pub fn db_flag(db_arg: Option<&Path>) -> String {
+    db_arg
+        .map(|p| format!(" --db {}", smtlab_store::redact_arg(&p.to_string_lossy())))
+        .unwrap_or_default()
 }
 
 /// A `--db` value as messages show it: quoted, a PostgreSQL URL without its password.
