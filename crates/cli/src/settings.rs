@@ -184,11 +184,6 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
     out
 }
 
-/// The states `--smt` asks for, in the order given (`both` is `off,on`).
-pub fn smt_states(given: &[String]) -> Result<Vec<SmtState>> {
-    Ok(smtlab_runner::experiment::smt::parse_states(given)?)
-}
-
 /// The states `--smt` asks for that can be measured on `machine`: none, said in one
 /// line, where SMT cannot be switched (the current state is measured); an error beside
 /// 1c1t-up.
@@ -198,21 +193,37 @@ pub fn switchable_states(
     topo: &smtlab_model::Topology,
     machine: &dyn Machine,
 ) -> Result<Vec<SmtState>> {
-    let states = smt_states(given)?;
-    if !states.is_empty() && placements.iter().any(|p| p.is_uniprocessor()) {
+    let up = placements.iter().any(|p| p.is_uniprocessor());
+    let (states, refused) = states_here(given, up, topo, machine)?;
+    crate::term::notes(refused);
+    Ok(states)
+}
+
+/// [`switchable_states`] with the note left to the caller (`run` keeps it with the
+/// run); `up`: a placement is 1c1t-up.
+pub fn states_here(
+    given: &[String],
+    up: bool,
+    topo: &smtlab_model::Topology,
+    machine: &dyn Machine,
+) -> Result<(Vec<SmtState>, Option<String>)> {
+    let states = smtlab_runner::experiment::smt::parse_states(given)?;
+    if !states.is_empty() && up {
         bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
     }
-    match smtlab_runner::experiment::smt::switchable(machine, &states) {
-        Ok(states) => Ok(states),
-        Err(why) => {
-            crate::term::note_fit(&format!(
-                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
-                given.join(","),
-                topo.smt.control.as_deref().unwrap_or("absent")
-            ));
-            Ok(Vec::new())
-        }
-    }
+    Ok(
+        match smtlab_runner::experiment::smt::switchable(machine, &states) {
+            Ok(states) => (states, None),
+            Err(why) => (
+                Vec::new(),
+                Some(format!(
+                    "--smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                    given.join(","),
+                    topo.smt.control.as_deref().unwrap_or("absent")
+                )),
+            ),
+        },
+    )
 }
 
 /// The machine every command measures on, chosen once: this one, or with the hidden
