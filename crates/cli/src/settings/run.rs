@@ -98,7 +98,7 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         list
     };
     let mut config = super::run_config(suite == Suite::Quick);
-    config.known_overheads = Some(super::overheads(machine));
+    config.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
     config.counters = args.counters;
     args.events.apply(&mut config);
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
@@ -443,12 +443,10 @@ mod tests {
     #[test]
     fn resume_measures_as_the_stored_settings_say_and_old_runs_as_their_command_line() {
         let mut meta = crate::sink::finished_run(
-            None,
             0,
             smtlab_model::Environment::default(),
             smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
             smtlab_model::RunConfig::default(),
-            Vec::new(),
             Vec::new(),
             Vec::new(),
         )
