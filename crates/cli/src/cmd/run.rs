@@ -21,7 +21,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let db = crate::settings::db_path(&args.db);
     // JSON or Markdown on standard output take the place of the cell lines.
     let lines = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
-    let topo = settings::topology(machine)?;
+    let topo = machine.topology()?;
     // Check the request before the database is created or touched.
     let fresh = match &args.resume {
         Some(_) => None,
