@@ -44,7 +44,6 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         &lease,
         &topo,
         args,
-        &db,
         counting.as_ref(),
     );
     let notes = [

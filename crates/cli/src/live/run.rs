@@ -3,7 +3,6 @@
 //! end (the stored run as JSON or Markdown).
 
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -128,7 +127,6 @@ pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCo
 
 /// What the run will measure, take and hold, said before it starts, with what this
 /// machine and its benchmarks leave out; the estimate it said, for the time left.
-#[allow(clippy::too_many_arguments)]
 pub fn start_notes(
     run_id: i64,
     meta: &RunMeta,
@@ -136,14 +134,13 @@ pub fn start_notes(
     lease: &Lease,
     topo: &Topology,
     args: &RunArgs,
-    db: &Path,
     counting: Option<&CountingSetup>,
 ) -> Estimate {
     crate::term::note_fit(&format!(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
-        crate::sink::shown_db(db)
+        crate::sink::shown_db(&crate::settings::db_path(&args.db))
     ));
     crate::term::notes(meta.notes.iter().cloned().chain(lease.takeover_note()));
     let e = estimate_of(pending, meta, topo, args);
