@@ -184,11 +184,6 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
     out
 }
 
-/// The states `--smt` asks for, in the order given (`both` is `off,on`).
-pub fn smt_states(given: &[String]) -> Result<Vec<SmtState>> {
-    Ok(smtlab_runner::experiment::smt::parse_states(given)?)
-}
-
 /// The states `--smt` asks for that can be measured on `machine`: none, said in one
 /// line, where SMT cannot be switched (the current state is measured); an error beside
 /// 1c1t-up.
@@ -198,21 +193,37 @@ pub fn switchable_states(
     topo: &smtlab_model::Topology,
     machine: &dyn Machine,
 ) -> Result<Vec<SmtState>> {
-    let states = smt_states(given)?;
-    if !states.is_empty() && placements.iter().any(|p| p.is_uniprocessor()) {
+    let up = placements.iter().any(|p| p.is_uniprocessor());
+    let (states, refused) = states_here(given, up, topo, machine)?;
+    crate::term::notes(refused);
+    Ok(states)
+}
+
+/// [`switchable_states`] with the note left to the caller (`run` keeps it with the
+/// run); `up`: a placement is 1c1t-up.
+pub fn states_here(
+    given: &[String],
+    up: bool,
+    topo: &smtlab_model::Topology,
+    machine: &dyn Machine,
+) -> Result<(Vec<SmtState>, Option<String>)> {
+    let states = smtlab_runner::experiment::smt::parse_states(given)?;
+    if !states.is_empty() && up {
         bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
     }
-    match smtlab_runner::experiment::smt::switchable(machine, &states) {
-        Ok(states) => Ok(states),
-        Err(why) => {
-            crate::term::note_fit(&format!(
-                "note: --smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
-                given.join(","),
-                topo.smt.control.as_deref().unwrap_or("absent")
-            ));
-            Ok(Vec::new())
-        }
-    }
+    Ok(
+        match smtlab_runner::experiment::smt::switchable(machine, &states) {
+            Ok(states) => (states, None),
+            Err(why) => (
+                Vec::new(),
+                Some(format!(
+                    "--smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
+                    given.join(","),
+                    topo.smt.control.as_deref().unwrap_or("absent")
+                )),
+            ),
+        },
+    )
 }
 
 /// The machine every command measures on, chosen once: this one, or with the hidden
@@ -265,22 +276,12 @@ pub fn tool() -> Tool {
     }
 }
 
-/// The machine's topology now, or the one-line reason it cannot be read.
-pub fn topology(machine: &dyn Machine) -> Result<smtlab_model::Topology> {
-    Ok(machine.topology()?)
-}
-
 /// The run's settings of `--quick` (short samples) or not.
 pub fn run_config(quick: bool) -> smtlab_model::RunConfig {
     match quick {
         true => smtlab_model::RunConfig::quick(),
         false => smtlab_model::RunConfig::default(),
     }
-}
-
-/// The measured overheads of the machine's clock, for the run's settings.
-pub fn overheads(machine: &dyn Machine) -> smtlab_model::result::Overheads {
-    smtlab_runner::measure_overheads(machine.clock())
 }
 
 /// The settings of `corun` and `penalty`: the machine, its CPUs and forms, the notes on
@@ -299,7 +300,7 @@ pub fn corun_settings(
     common: &crate::args::CommonArgs,
     machine: &dyn Machine,
 ) -> Result<CorunSettings> {
-    let topo = topology(machine)?;
+    let topo = machine.topology()?;
     let pair = smtlab_runner::corun::cpu_pair(&topo).map_err(anyhow::Error::msg)?;
     let (forms, notes) = smtlab_runner::experiment::corun::forms(&common.forms, &pair)?;
     if let Some(db) = &common.db {
@@ -307,7 +308,7 @@ pub fn corun_settings(
     }
     let mut cfg = run_config(common.quick);
     smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(overheads(machine));
+    cfg.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
     cfg.counters = common.counters;
     common.events.apply(&mut cfg);
     Ok(CorunSettings {
@@ -383,7 +384,7 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
     if states.is_empty() {
         states.push(SmtState::AsFound);
     }
-    let topo0 = topology(machine)?;
+    let topo0 = machine.topology()?;
     if args.placement.is_none() && states == [SmtState::AsFound] && !topo0.smt_visible() {
         let why = format!(
             "no SMT visible (smt/control: {}): the load runs on 2c1t, not 1c2t",
@@ -402,7 +403,7 @@ pub fn util_settings(args: &crate::args::UtilArgs, machine: &dyn Machine) -> Res
         ..smtlab_model::RunConfig::default()
     };
     smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(overheads(machine));
+    cfg.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
     cfg.counters = args.counters;
     Ok(UtilSettings {
         db,
@@ -427,7 +428,7 @@ pub fn load_topology(
     machine: &dyn Machine,
 ) -> Result<smtlab_model::Topology> {
     let Some(root) = arg.sysfs.as_deref() else {
-        return topology(machine);
+        return Ok(machine.topology()?);
     };
     // The error names the file at fault, which is under `root`: `root` is not repeated.
     smtlab_topology::discover(root).context("cannot read the CPU topology")

@@ -367,16 +367,13 @@ impl<'m> MeasuringSetup<'m> {
     }
 }
 
-/// A finished run as it is stored: the plan is every measured cell, then every skipped
-/// one, and the command line is this process's.
-#[allow(clippy::too_many_arguments)]
+/// A finished run as it is stored (no suite, no notes): the plan is every measured cell,
+/// then every skipped one, and the command line is this process's.
 pub fn finished_run(
-    suite: Option<&str>,
     started_unix_s: u64,
     environment: smtlab_model::Environment,
     topology: Topology,
     config: smtlab_model::RunConfig,
-    notes: Vec<String>,
     cells: Vec<smtlab_model::CellRecord>,
     skipped: Vec<smtlab_model::SkippedCell>,
 ) -> smtlab_model::RunResults {
@@ -389,7 +386,7 @@ pub fn finished_run(
             finished_unix_s: Some(unix_now_s()),
             status: RunStatus::Finished,
             command_line: smtlab_store::command_line(),
-            suite: suite.map(Into::into),
+            suite: None,
             environment,
             topology,
             config,
@@ -398,7 +395,7 @@ pub fn finished_run(
                 .map(CellRecord::key)
                 .chain(skipped.iter().map(|s| s.key.clone()))
                 .collect(),
-            notes,
+            notes: Vec::new(),
         },
         cells,
         skipped,
@@ -412,10 +409,15 @@ pub fn saved_line(id: i64, path: &Path, db_arg: Option<&Path>) -> String {
     format!(
         "saved as run {id} in {}. Report: smtlab report {id}{} -o report.html",
         shown_db(path),
-        db_arg
-            .map(|p| format!(" --db {}", smtlab_store::redact_arg(&p.to_string_lossy())))
-            .unwrap_or_default()
+        db_flag(db_arg)
     )
+}
+
+/// The `--db` given, as a hint repeats it (empty without one).
+pub fn db_flag(db_arg: Option<&Path>) -> String {
+    db_arg
+        .map(|p| format!(" --db {}", smtlab_store::redact_arg(&p.to_string_lossy())))
+        .unwrap_or_default()
 }
 
 /// A `--db` value as messages show it: quoted, a PostgreSQL URL without its password.
@@ -450,12 +452,10 @@ mod tests {
         }];
         let topo = smtlab_fixtures::build::one_cpu_per_core(&[0, 1]);
         let r = finished_run(
-            Some("exec"),
             7,
             Environment::default(),
             topo.clone(),
             RunConfig::default(),
-            vec!["a note".into()],
             cells.clone(),
             skipped.clone(),
         );
@@ -465,10 +465,10 @@ mod tests {
         assert_eq!((r.run.id, r.run.status), (0, RunStatus::Finished));
         assert_eq!(r.run.started_unix_s, 7);
         assert!(r.run.finished_unix_s.is_some_and(|f| f >= 7));
-        assert_eq!(r.run.suite.as_deref(), Some("exec"));
+        assert_eq!(r.run.suite, None);
         assert!(!r.run.command_line.is_empty());
         assert_eq!(r.run.topology, topo);
-        assert_eq!(r.run.notes, ["a note"]);
+        assert!(r.run.notes.is_empty());
         assert_eq!((r.cells, r.skipped), (cells, skipped));
     }
 

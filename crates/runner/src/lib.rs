@@ -66,7 +66,6 @@ pub mod machine;
 mod measure;
 pub mod observer;
 pub mod plan;
-pub mod result;
 pub mod rounds;
 pub mod session;
 /// Statistics live in the model crate so the report can use them; re-exported here.
@@ -80,4 +79,6 @@ pub use config::RunConfig;
 pub use error::{Phase, RunError};
 pub use measure::{Measurement, measure};
 pub use observer::{Event, NoopObserver, Observer, from_fn};
-pub use result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};
+/// What measuring one cell produced: in the model crate, so the store and the report
+/// read it without the runner.
+pub use smtlab_model::result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};

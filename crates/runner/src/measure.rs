@@ -11,9 +11,9 @@ use crate::clock::{Clock, Overheads, measure_overheads};
 use crate::config::RunConfig;
 use crate::error::{Phase, RunError};
 use crate::observer::{Event, Observer};
-use crate::result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};
 use crate::stats;
 use smtlab_bench::value::{OWN_VALUE, cpu_rate, sample_value};
+use smtlab_model::result::{Calibration, CalibrationStep, CellResult, StopReason, Warmup};
 
 /// Calibration gives up growing here: 2^40 iterations that still take no measurable time
 /// mean the benchmark's loop was optimised away or it reports no time.

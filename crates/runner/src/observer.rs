@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use smtlab_model::{BenchInfo, SampleRecord};
 
 use crate::config::RunConfig;
-use crate::result::{Calibration, CellResult};
+use smtlab_model::result::{Calibration, CellResult};
 
 /// One step of measuring a cell, in the order they happen.
 #[derive(Debug, Clone, Copy)]

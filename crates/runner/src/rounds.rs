@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use smtlab_model::Round;
 
-use crate::result::{CellResult, StopReason};
 use crate::stats;
+use smtlab_model::result::{CellResult, StopReason};
 
 /// Pools the rounds of one cell, in the order measured: samples concatenated (each
 /// keeps its own iteration count), statistics over all of them, one [`Round`] per

@@ -4,11 +4,13 @@
 //! cells in their SMT states ([`smtlab_runner::experiment::smt::measure_groups`]), each
 //! saved and shown as it is measured ([`crate::live::run`]).
 
+use std::ops::ControlFlow;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use smtlab_runner::experiment::{Engine, plan::groups_of, smt};
 use smtlab_runner::machine::Machine;
+use smtlab_runner::session::SessionObserver;
 use smtlab_store::Store;
 
 use crate::args::RunArgs;
@@ -19,7 +21,7 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let db = crate::settings::db_path(&args.db);
     // JSON or Markdown on standard output take the place of the cell lines.
     let lines = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
-    let topo = settings::topology(machine)?;
+    let topo = machine.topology()?;
     // Check the request before the database is created or touched.
     let fresh = match &args.resume {
         Some(_) => None,
@@ -42,7 +44,6 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
         &lease,
         &topo,
         args,
-        &db,
         counting.as_ref(),
     );
     let notes = [
@@ -62,9 +63,11 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // The stop flag ends the session and the SMT switch restores then (its guardian
     // should smtlab be killed).
     let protection = settings::Stop::protection();
-    let measured = match missing.iter().try_for_each(|m| saver.skip(m)) {
-        Err(()) => Ok(smtlab_runner::session::Ended::Stopped),
-        Ok(()) => smt::measure_groups(&engine, protection, &topo, groups, &mut saver),
+    let measured = match missing.iter().try_for_each(|m| saver.skipped(m)) {
+        ControlFlow::Break(()) => Ok(smtlab_runner::session::Ended::Stopped),
+        ControlFlow::Continue(()) => {
+            smt::measure_groups(&engine, protection, &topo, groups, &mut saver)
+        }
     };
     bar.finish_and_clear();
     end(

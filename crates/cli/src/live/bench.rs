@@ -269,16 +269,8 @@ pub fn summary(
     }
     if args.json {
         let comparisons = compare(&sink.cells);
-        let mut results = crate::sink::finished_run(
-            None,
-            started,
-            env,
-            s.topo,
-            s.cfg,
-            Vec::new(),
-            sink.cells,
-            sink.skipped,
-        );
+        let mut results =
+            crate::sink::finished_run(started, env, s.topo, s.cfg, sink.cells, sink.skipped);
         results.run.id = sink.run_id;
         let out = BenchOutput {
             results: &results,

@@ -3,7 +3,6 @@
 //! end (the stored run as JSON or Markdown).
 
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -20,6 +19,7 @@ use smtlab_store::{Lease, Store};
 use crate::args::RunArgs;
 use crate::render::{self, table::term_layout};
 use crate::settings::{run::estimate_of, unix_now_s};
+use crate::sink::db_flag;
 
 /// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
 /// the cells of its earlier invocations).
@@ -117,14 +117,6 @@ fn say(bar: &ProgressBar, line: String) {
     });
 }
 
-pub fn db_flag(args: &RunArgs) -> String {
-    args.db
-        .db
-        .as_ref()
-        .map(|p| format!(" --db {}", smtlab_store::redact_arg(&p.to_string_lossy())))
-        .unwrap_or_default()
-}
-
 /// `--dry-run`: what a new run would measure, take and hold, and nothing stored.
 pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCode> {
     let e = estimate_of(&meta.plan, meta, topo, args);
@@ -135,7 +127,6 @@ pub fn dry_run(meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Result<ExitCo
 
 /// What the run will measure, take and hold, said before it starts, with what this
 /// machine and its benchmarks leave out; the estimate it said, for the time left.
-#[allow(clippy::too_many_arguments)]
 pub fn start_notes(
     run_id: i64,
     meta: &RunMeta,
@@ -143,14 +134,13 @@ pub fn start_notes(
     lease: &Lease,
     topo: &Topology,
     args: &RunArgs,
-    db: &Path,
     counting: Option<&CountingSetup>,
 ) -> Estimate {
     crate::term::note_fit(&format!(
         "run {run_id}: {} cells to measure ({} planned), results saved to {}",
         pending.len(),
         meta.plan.len(),
-        crate::sink::shown_db(db)
+        crate::sink::shown_db(&crate::settings::db_path(&args.db))
     ));
     crate::term::notes(meta.notes.iter().cloned().chain(lease.takeover_note()));
     let e = estimate_of(pending, meta, topo, args);
@@ -208,14 +198,6 @@ impl<'a> RunSaver<'a> {
         self.bar.inc(1);
         self.show(String::new());
     }
-
-    /// A cell that cannot be measured; `Err` when the run must stop.
-    pub fn skip(&mut self, s: &SkippedCell) -> Result<(), ()> {
-        match self.skipped(s) {
-            ControlFlow::Continue(()) => Ok(()),
-            ControlFlow::Break(()) => Err(()),
-        }
-    }
 }
 
 /// Marks the run finished or interrupted (`stopped`: a signal's exit code), says so and how to go
@@ -245,7 +227,7 @@ pub fn end(
         drop(lease);
         return Err(e.context(format!(
             "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{}",
-            db_flag(args)
+            db_flag(args.db.db.as_deref())
         )));
     }
     if let Some(code) = stopped {
@@ -253,7 +235,7 @@ pub fn end(
         print_stored(store, run_id, args)?;
         crate::term::stderr_line(&format!(
             "interrupted: {n_measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
-            db_flag(args)
+            db_flag(args.db.db.as_deref())
         ));
         drop(lease);
         return Ok(code);
@@ -266,7 +248,7 @@ pub fn end(
         anyhow::bail!(
             "run {run_id} stored no cell ({skipped} skipped, each with its reason above); it is \
              marked interrupted; try again with: smtlab run --resume {run_id}{}",
-            db_flag(args)
+            db_flag(args.db.db.as_deref())
         );
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
@@ -274,7 +256,7 @@ pub fn end(
     print_stored(store, run_id, args)?;
     let done = format!(
         "run {run_id} finished: {n_measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
-        db_flag(args)
+        db_flag(args.db.db.as_deref())
     );
     crate::term::note_fit(&done);
     Ok(ExitCode::SUCCESS)

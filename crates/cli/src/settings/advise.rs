@@ -101,8 +101,8 @@ impl Advise {
 pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
     let (subject, mut cfg, warmup) = subject(args)?;
     smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(super::overheads(machine));
-    let topo = super::topology(machine)?;
+    cfg.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
+    let topo = machine.topology()?;
     let db = super::db_path(&args.db);
     smtlab_store::Store::check_target(&db)?;
     let (mut specs, no_smt) = exp::placements_for(&topo, subject.server());

@@ -49,7 +49,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
             sets.push((i, info.clone(), params));
         }
     }
-    let topo = super::topology(machine)?;
+    let topo = machine.topology()?;
     let asked = if args.placements.is_empty() {
         vec!["1c1t".to_string()]
     } else {
@@ -72,7 +72,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
         cfg.max_samples = n;
     }
     smtlab_runner::config::validate(&cfg)?;
-    cfg.known_overheads = Some(super::overheads(machine));
+    cfg.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
     cfg.counters = args.counters;
     args.events.apply(&mut cfg);
     let counting = machine.counting_for(&cfg)?;

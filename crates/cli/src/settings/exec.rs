@@ -33,7 +33,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
         bail!("no command given: smtlab exec [OPTIONS] -- CMD ARGS");
     }
     let reps = args.reps as usize;
-    let topo = super::topology(machine)?;
+    let topo = machine.topology()?;
     let (specs, note) = if args.placements.is_empty() {
         default_placements(&topo)
     } else {
@@ -57,7 +57,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     )?;
     config.counters = args.counters;
     args.events.apply(&mut config);
-    config.known_overheads = Some(super::overheads(machine));
+    config.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
     let counting = machine.counting_for(&config)?;
     Ok(Exec {
         bench,

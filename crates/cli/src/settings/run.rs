@@ -9,7 +9,7 @@ use smtlab_runner::machine::Machine;
 use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan};
 use smtlab_store::{Lease, Store};
 
-use super::{select, smt_states, split_placements, tool, unix_now_s};
+use super::{select, split_placements, states_here, tool, unix_now_s};
 use crate::args::{RunArgs, SuiteArg};
 
 /// The runner's estimate of `cells` of the run `meta` on this machine.
@@ -98,7 +98,7 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
         list
     };
     let mut config = super::run_config(suite == Suite::Quick);
-    config.known_overheads = Some(super::overheads(machine));
+    config.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
     config.counters = args.counters;
     args.events.apply(&mut config);
     config.memory_budget_bytes = smtlab_runner::plan::memory_budget();
@@ -107,12 +107,16 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
     let given = given_params(&args.params, &benches)?;
     let standard = args.placements.is_empty();
     let mut cells = plan(suite, &benches, &placements, &given, standard, topo);
-    let mut states = smt_states(&args.smt)?;
     let resolve =
         |p: &String| smtlab_placement::parse(p).and_then(|s| smtlab_placement::resolve(&s, topo));
+    let up = placements
+        .iter()
+        .any(|p| resolve(p).is_ok_and(|r| r.is_uniprocessor()));
+    let (states, refused) = states_here(&args.smt, up, topo, machine)?;
+    notes.extend(refused);
     // Placements none of which this machine can satisfy (and no --smt to change it)
     // would make a run of skipped cells only: an error, before anything is stored.
-    if states.is_empty() && !args.placements.is_empty() {
+    if args.smt.is_empty() && !args.placements.is_empty() {
         let refusals: Vec<String> = placements
             .iter()
             .filter_map(|p| resolve(p).err().map(|e| format!("{p}: {e}")))
@@ -122,22 +126,6 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
                 "--placements: none can run on this machine ({}); nothing was measured or stored",
                 refusals.join("; ")
             );
-        }
-    }
-    if !states.is_empty() {
-        if placements
-            .iter()
-            .any(|p| resolve(p).is_ok_and(|r| r.is_uniprocessor()))
-        {
-            bail!("--smt with 1c1t-up: both take CPUs offline; measure them in separate runs");
-        }
-        if let Some(why) = machine.switch_refusal() {
-            notes.push(format!(
-                "--smt {}: not switched ({why}); measuring the current state only (smt/control: {})",
-                args.smt.join(","),
-                topo.smt.control.as_deref().unwrap_or("absent")
-            ));
-            states.clear();
         }
     }
     if !states.is_empty() {
@@ -455,12 +443,10 @@ mod tests {
     #[test]
     fn resume_measures_as_the_stored_settings_say_and_old_runs_as_their_command_line() {
         let mut meta = crate::sink::finished_run(
-            None,
             0,
             smtlab_model::Environment::default(),
             smtlab_fixtures::build::one_cpu_per_core(&[0, 1]),
             smtlab_model::RunConfig::default(),
-            Vec::new(),
             Vec::new(),
             Vec::new(),
         )

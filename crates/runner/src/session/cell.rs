@@ -25,7 +25,7 @@ use crate::disturb::Probe;
 use crate::error::RunError;
 use crate::machine::{CellGuard, MachineError};
 use crate::measure::Measurement;
-use crate::result::CellResult;
+use smtlab_model::result::CellResult;
 
 /// Why a cell was not measured; its text is the reason its skip carries.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use smtlab_model::{CellRecord, ResolvedPlacement, SkippedCell};
 
 use super::cell::{self, CellError, Closed, Cmd, Reply};
 use super::{CellPlan, Ended, Measured, Session, SessionObserver};
-use crate::result::CellResult;
+use smtlab_model::result::CellResult;
 
 /// A cell still going: its plan, its thread's channels, its rounds.
 struct Live<'p> {

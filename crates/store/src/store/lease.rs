@@ -160,10 +160,6 @@ impl Store {
 }
 
 impl Lease {
-    pub fn run_id(&self) -> i64 {
-        self.run_id
-    }
-
     /// One line for the user when a stale lease was taken over: whose, and why it
     /// counted as stale.
     pub fn takeover_note(&self) -> Option<String> {

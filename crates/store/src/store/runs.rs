@@ -218,13 +218,6 @@ impl Store {
         })
     }
 
-    /// The newest run's id, `None` when there are no runs.
-    pub fn latest_run_id(&self) -> Result<Option<i64>> {
-        self.read("finding the latest run", |db| {
-            db.query_one("SELECT max(id) FROM runs", &[])?.get(0)
-        })
-    }
-
     /// The newest run that is not finished (running when its process died, or
     /// interrupted), for `--resume`.
     pub fn latest_unfinished_run(&self) -> Result<Option<i64>> {

@@ -542,7 +542,7 @@ fn an_sqlite_file_without_tables_is_initialised() {
         .unwrap();
     let mut store = Store::open(&path).unwrap();
     let id = store.import_run(&testdata::results(0)).unwrap();
-    assert_eq!(store.latest_run_id().unwrap(), Some(id));
+    assert_eq!(store.resolve_run("latest").unwrap(), id);
 }
 
 #[test]
@@ -565,7 +565,7 @@ fn two_stores_on_one_file_see_each_other(b: &Backend) {
     let mut writer = b.open();
     let reader = Store::open_existing(&b.target).unwrap();
     let id = writer.import_run(&testdata::results(0)).unwrap();
-    assert_eq!(reader.latest_run_id().unwrap(), Some(id));
+    assert_eq!(reader.resolve_run("latest").unwrap(), id);
 }
 
 // ---- bookkeeping ------------------------------------------------------------------------
