@@ -47,6 +47,9 @@ pub struct StoreSink<'p> {
     pub cells: Vec<CellRecord>,
     pub skipped: Vec<SkippedCell>,
     error: Option<anyhow::Error>,
+    /// Whether it says a cell's counters note; not where the command's own observer,
+    /// measured beside it, says it ([`measure_shown`]).
+    says_notes: bool,
 }
 
 /// Where the cells go.
@@ -108,6 +111,7 @@ impl<'p> StoreSink<'p> {
             cells: Vec::new(),
             skipped: Vec::new(),
             error: None,
+            says_notes: true,
         }
     }
 
@@ -233,7 +237,7 @@ impl SessionObserver for StoreSink<'_> {
         });
         // Shown once saved: a cell the printer never showed is not kept either.
         let shown = saved.and_then(|()| {
-            if let Some(note) = m.counters_note {
+            if let Some(note) = m.counters_note.filter(|_| self.says_notes) {
                 crate::term::note_fit(&format!(
                     "note: {} on {}: {note}",
                     cell.benchmark, cell.placement.name
@@ -271,6 +275,8 @@ pub fn measure_shown<'p>(
     printer: &mut dyn SessionObserver,
     mut sink: StoreSink<'p>,
 ) -> Result<StoreSink<'p>> {
+    // The printer says each cell's counters note, with its progress bar.
+    sink.says_notes = false;
     smtlab_runner::experiment::smt::measure_groups(
         engine,
         crate::settings::Stop::protection(),
