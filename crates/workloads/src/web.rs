@@ -325,9 +325,7 @@ impl Benchmark for WebStatic {
         let p = ctx.params;
         let server = p.get_str("server")?.to_string();
         if !SERVERS.contains(&server.as_str()) {
-            return Err(
-                smtlab_bench::ParamError::value("server", server, SERVERS.join(", ")).into(),
-            );
+            return Err(crate::bad_param("server", server, &SERVERS.join(", ")));
         }
         let conns = p.get_u64_in("conns", 1..=100_000, "1 to 100000 connections")? as usize;
         let dataset = p.get_bytes("dataset")?;
@@ -340,12 +338,11 @@ impl Benchmark for WebStatic {
         let keep_alive = crate::one_of(p, "keepalive", &[("yes", true), ("no", false)])?;
         let rate = p.get_f64(m::RATE_PARAM)?;
         if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
-            return Err(smtlab_bench::ParamError::value(
+            return Err(crate::bad_param(
                 "rate",
-                rate.to_string(),
+                rate,
                 "0 (closed loop) or 1 to 10000000 requests per second",
-            )
-            .into());
+            ));
         }
         let custom = Custom {
             cmd: p.get_str("cmd")?.to_string(),
@@ -386,7 +383,6 @@ impl Benchmark for WebStatic {
         cfg.keep_alive = keep_alive;
         // Connections ramp up in the first moments of a sample: not counted.
         cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
-        cfg.timeout = Duration::from_secs(10);
         cfg.rate_per_s = (rate > 0.0).then_some(rate);
         // The agents have their hosts to themselves.
         if remote || client_cores_apart(client.cpus(), &ctx.placement.cpus, ctx.topology) {

@@ -180,8 +180,6 @@ impl Benchmark for WebSlo {
         cfg.warmup = Duration::from_secs_f64(step / 4.0);
         // Agents: 0, one thread per agent CPU.
         cfg.threads = served.driver.threads().min(conns);
-        cfg.keep_alive = true;
-        cfg.timeout = Duration::from_secs(10);
         Ok(Box::new(SloInstance {
             cfg,
             served,
