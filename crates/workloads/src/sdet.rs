@@ -106,7 +106,6 @@ const STEPS: &[Step] = &[
 /// Compilers tried for the `cc` step, in order.
 const COMPILERS: &[&str] = &["cc", "gcc", "clang", "tcc"];
 
-/// The `sdet` workload.
 pub struct Sdet;
 
 impl Benchmark for Sdet {

@@ -108,19 +108,10 @@ pub struct Custom {
     pub apache: String,
 }
 
-/// Starts server `kind` for `set` on `cpus`.
-pub fn start_server(
-    kind: &str,
-    set: &FileSet,
-    cpus: &[u32],
-    opts: ServerOpts,
-) -> Result<Running, StartError> {
-    start_serving(kind, set, false, cpus, opts, &Custom::default())
-}
-
-/// [`start_server`], with the user's command for `server=cmd`, serving `web-capacity`'s
-/// dynamic requests too when `dynamic` (in process on the built-in servers, logging
-/// posts to `post.log` in the file set; as CGI scripts on Apache).
+/// Starts server `kind` for `set` on `cpus`, with the user's command for `server=cmd`,
+/// serving `web-capacity`'s dynamic requests too when `dynamic` (in process on the
+/// built-in servers, logging posts to `post.log` in the file set; as CGI scripts on
+/// Apache).
 pub(crate) fn start_serving(
     kind: &str,
     set: &FileSet,
@@ -184,7 +175,7 @@ pub(crate) fn start_serving(
     }
 }
 
-/// Why [`start_server`] could not start a server.
+/// Why [`start_serving`] could not start a server.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     // Neither cause is a `source`: the message says it already, so it is printed once.
@@ -611,7 +602,6 @@ impl Driver {
         }
     }
 
-    /// The agents, for a remote load.
     pub(crate) fn remote(&self) -> Option<&Remote> {
         match self {
             Driver::Local { .. } => None,

@@ -448,7 +448,6 @@ impl PgServer {
     fn log_path(&self) -> PathBuf {
         self.dir.join("postgres.log")
     }
-    /// The postmaster's pid.
     pub fn pid(&self) -> Option<u32> {
         self.group.as_ref().map(ChildGroup::id)
     }

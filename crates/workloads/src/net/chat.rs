@@ -407,7 +407,6 @@ struct Round {
 
 #[derive(Default)]
 struct RoundState {
-    /// Rounds started so far.
     started: u64,
     /// Receivers that have all of the current round's messages.
     receivers_done: usize,

@@ -17,6 +17,16 @@ fn my_cpus() -> Vec<u32> {
     get_affinity(0).unwrap().to_vec()
 }
 
+/// Server `kind` for `set` on `cpus`, static files only.
+fn start_server(
+    kind: &str,
+    set: &FileSet,
+    cpus: &[u32],
+    opts: ServerOpts,
+) -> Result<Running, StartError> {
+    start_serving(kind, set, false, cpus, opts, &Custom::default())
+}
+
 /// One server CPU (the first allowed) for the servers under test.
 fn server_cpus() -> Vec<u32> {
     vec![my_cpus()[0]]
