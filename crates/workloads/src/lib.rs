@@ -141,6 +141,12 @@ pub(crate) fn sweep_values(
         .collect()
 }
 
+/// The `threads` parameter of the HTTP loads: their client threads.
+pub(crate) fn client_threads_param() -> smtlab_model::ParamInfo {
+    let help = "client threads (0: one per client CPU)";
+    smtlab_bench::params::declare("threads", "0", None, help)
+}
+
 /// The `irq` parameter of the network workloads (paper 004 s3): where the runner steers
 /// the device's interrupts and receive processing for the cell
 /// ([`smtlab_placement::irq`]); the workload itself only declares it.

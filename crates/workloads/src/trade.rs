@@ -150,12 +150,7 @@ impl Benchmark for AppTrade {
                     Some("500ms"),
                     "load per sample, a time with its unit",
                 ),
-                param(
-                    "threads",
-                    "0",
-                    None,
-                    "client threads (0: one per client CPU)",
-                ),
+                crate::client_threads_param(),
             ],
             main_param: Some("conns".into()),
             report: ReportSection::Oltp,

@@ -274,12 +274,7 @@ impl Benchmark for WebStatic {
                     None,
                     "yes: HTTP/1.1 kept alive; no: a connection per request (SPECweb96)",
                 ),
-                param(
-                    "threads",
-                    "0",
-                    None,
-                    "client threads (0: one per client CPU)",
-                ),
+                crate::client_threads_param(),
                 param(
                     m::RATE_PARAM,
                     "0",
