@@ -173,9 +173,7 @@ fn on_off(p: &Params, name: &str) -> Result<bool, BenchError> {
 
 impl Config {
     pub fn from_params(p: &Params) -> Result<Config, BenchError> {
-        let mode = p.get_str("mode")?;
-        let mode = Mode::parse(mode)
-            .ok_or_else(|| crate::bad_param("mode", mode, "tpcb or select-only"))?;
+        let mode = crate::one_of(p, "mode", &pgbench::MODES)?;
         let positive = |name: &str| -> Result<u64, BenchError> {
             let v = p.get_u64(name)?;
             if v == 0 {
