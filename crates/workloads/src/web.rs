@@ -232,12 +232,7 @@ impl Benchmark for WebStatic {
                     None,
                     "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in, e.g. 'busybox httpd -f -p 127.0.0.1:{port} -h {root}'; with -p 1c1t,1c2t bench gives its SMT yield",
                 ),
-                param(
-                    "port",
-                    "0",
-                    None,
-                    "server=cmd: the port your server listens on (0: the free port put in {port})",
-                ),
+                cmd_port_param(),
                 param(
                     "nginx",
                     "",
@@ -380,6 +375,12 @@ impl Benchmark for WebStatic {
             seed: 1,
         }))
     }
+}
+
+/// The `port` parameter of `server=cmd`, read by [`crate::cmd_port`].
+pub(crate) fn cmd_port_param() -> smtlab_model::ParamInfo {
+    let help = "server=cmd: the port your server listens on (0: the free port put in {port})";
+    param("port", "0", None, help)
 }
 
 /// How long a client thread on cores of its own polls before sleeping (see

@@ -82,12 +82,7 @@ impl Benchmark for WebSlo {
                     None,
                     "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in",
                 ),
-                p(
-                    "port",
-                    "0",
-                    None,
-                    "server=cmd: the port your server listens on (0: the free port put in {port})",
-                ),
+                super::cmd_port_param(),
                 p("slo", "p99=5ms", None, "the latency target: pNN=TIME"),
                 p("dataset", "64MiB", Some("8MiB"), "file set size"),
                 p(
