@@ -7,7 +7,6 @@
 //! middle sizes as SPECweb96's file mix is, and over directories by a Zipf law (s = 1),
 //! so a few directories are hot and the rest are touched now and then.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -42,7 +41,6 @@ pub const DIR_PREFIX: &str = "smtlab-web-";
 pub struct FileSet {
     pub root: crate::scratch::ScratchDir,
     pub files: Vec<FileEntry>,
-    pub by_url: HashMap<String, usize>,
 }
 
 pub fn file_size(class: u32, k: u32) -> u64 {
@@ -114,16 +112,7 @@ impl FileSet {
                 }
             }
         }
-        let by_url = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.url.clone(), i))
-            .collect();
-        Ok(FileSet {
-            root,
-            files,
-            by_url,
-        })
+        Ok(FileSet { root, files })
     }
 
     pub fn root(&self) -> &Path {
