@@ -60,6 +60,12 @@ pub(crate) fn unsupported(bench: &str, reason: impl Into<String>) -> BenchError 
     BenchError::unsupported(bench, reason)
 }
 
+/// Whether smtlab runs as root (servers then drop to an unprivileged user).
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid() takes nothing and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// The one-line error of parameter `name` whose `value` is not what `expected` says.
 pub(crate) fn bad_param(name: &str, value: impl ToString, expected: &str) -> BenchError {
     smtlab_bench::ParamError::value(name, value.to_string(), expected).into()

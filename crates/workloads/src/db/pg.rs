@@ -175,8 +175,7 @@ pub struct RunAs {
 impl RunAs {
     /// `None` when smtlab is not root (PostgreSQL then runs as smtlab's user).
     pub fn for_this_process() -> Result<Option<RunAs>, PgError> {
-        // SAFETY: geteuid() takes nothing and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::is_root() {
             return Ok(None);
         }
         ["postgres", "nobody"]
