@@ -30,7 +30,7 @@
 //! this host, and each sample stores every agent's share, errors and clock.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -395,8 +395,9 @@ pub(crate) struct Served {
     pub(crate) _running: Running,
     pub(crate) driver: Driver,
     pub(crate) _set: FileSet,
-    /// Where the load goes: the server's address, or the unspecified address for agents
-    /// ([`remote_target`]).
+    /// Where the load goes: the server's address, or for agents the unspecified address
+    /// with the server's port, which each agent replaces with this host's address on its
+    /// way to it.
     pub(crate) addr: SocketAddr,
 }
 
@@ -451,7 +452,7 @@ pub(crate) fn serve(
                 specs,
                 weights,
             },
-            remote_target(&running),
+            SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), running.addr().port()),
         ),
         Clients::Here(pool) => {
             let addr = running.addr();
@@ -508,7 +509,7 @@ pub(crate) fn connect_agents(
     // others; the samples say how many were lost, and the cell is marked.
     let remote = Remote::connect_surviving(&agents.hosts, &agents.token, channel)
         .map_err(|e| crate::unsupported(bench, e.to_string()))?;
-    let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
+    let any: std::net::IpAddr = Ipv4Addr::UNSPECIFIED.into();
     let opts = ServerOpts {
         bind_ip: remote.common_local_ip().unwrap_or(any),
         ..ServerOpts::default()
@@ -524,15 +525,6 @@ pub(crate) fn warm_file_set(bench: &str, dataset: u64) -> Result<FileSet, BenchE
     set.warm()
         .map_err(io("reading the file set into the page cache"))?;
     Ok(set)
-}
-
-/// The target of a remote load on `running`: the unspecified address, which each agent
-/// replaces with this host's address on its way to it.
-pub(crate) fn remote_target(running: &Running) -> SocketAddr {
-    SocketAddr::new(
-        std::net::Ipv4Addr::UNSPECIFIED.into(),
-        running.addr().port(),
-    )
 }
 
 /// Where a web instance's load comes from.
