@@ -325,7 +325,7 @@ pub fn open_file_limit() -> io::Result<u64> {
 }
 
 /// This process's soft and hard limits of open files.
-fn open_file_limits() -> io::Result<libc::rlimit> {
+pub fn open_file_limits() -> io::Result<libc::rlimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

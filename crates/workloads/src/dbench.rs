@@ -47,15 +47,7 @@ pub struct Dbench;
 /// `full`, three of them in `default`, none in `quick` (its base cell already runs the
 /// quick client count).
 pub fn clients_sweep(suite: Suite) -> Vec<SweepCell> {
-    let counts: &[u64] = match suite {
-        Suite::Quick => &[],
-        Suite::Default => &[20, 60, 120],
-        Suite::Full => &PAPER_CLIENTS,
-    };
-    counts
-        .iter()
-        .map(|c| SweepCell::everywhere(&[("clients", c.to_string())]))
-        .collect()
+    crate::sweep_values(suite, "clients", &[20, 60, 120], &PAPER_CLIENTS)
 }
 
 pub(crate) use smtlab_bench::params::declare as param;

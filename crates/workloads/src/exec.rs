@@ -170,7 +170,6 @@ impl Instance for CommandInstance {
     }
 }
 
-/// One run of the command.
 struct Run {
     elapsed_ns: u64,
     cpu_ns: Option<u64>,

@@ -47,27 +47,23 @@ pub mod web;
 
 /// The error of `bench` failing at `what` with an I/O error.
 pub(crate) fn io_err(bench: &str, what: impl Into<String>, error: std::io::Error) -> BenchError {
-    BenchError::Io {
-        bench: bench.into(),
-        what: what.into(),
-        error,
-    }
+    BenchError::io(bench, what, error)
 }
 
 /// The error of a sample of `bench` whose result check failed: `reason`.
 pub(crate) fn check_err(bench: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::Check {
-        bench: bench.into(),
-        reason: reason.into(),
-    }
+    BenchError::check(bench, reason)
 }
 
 /// The error of `bench` that cannot run here: `reason`.
 pub(crate) fn unsupported(bench: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::Unsupported {
-        bench: bench.into(),
-        reason: reason.into(),
-    }
+    BenchError::unsupported(bench, reason)
+}
+
+/// Whether smtlab runs as root (servers then drop to an unprivileged user).
+pub(crate) fn is_root() -> bool {
+    // SAFETY: geteuid() takes nothing and cannot fail.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// The one-line error of parameter `name` whose `value` is not what `expected` says.
@@ -130,6 +126,31 @@ pub(crate) fn any_duration_s(p: &smtlab_bench::Params) -> Result<f64, smtlab_ben
         std::time::Duration::ZERO..=std::time::Duration::from_secs(366 * 86_400),
     )?
     .as_secs_f64())
+}
+
+/// The cells of parameter `name` at `default`'s values in the default suite and `full`'s
+/// in the full one; none in the quick suite, which runs each workload's quick form.
+pub(crate) fn sweep_values(
+    suite: smtlab_bench::Suite,
+    name: &str,
+    default: &[u64],
+    full: &[u64],
+) -> Vec<smtlab_bench::SweepCell> {
+    let values = match suite {
+        smtlab_bench::Suite::Quick => &[],
+        smtlab_bench::Suite::Default => default,
+        smtlab_bench::Suite::Full => full,
+    };
+    values
+        .iter()
+        .map(|v| smtlab_bench::SweepCell::everywhere(&[(name, v.to_string())]))
+        .collect()
+}
+
+/// The `threads` parameter of the HTTP loads: their client threads.
+pub(crate) fn client_threads_param() -> smtlab_model::ParamInfo {
+    let help = "client threads (0: one per client CPU)";
+    smtlab_bench::params::declare("threads", "0", None, help)
 }
 
 /// The `irq` parameter of the network workloads (paper 004 s3): where the runner steers

@@ -38,10 +38,8 @@ use smtlab_model::{BenchInfo, Direction, ReportSection, ValueKind};
 use crate::corun::Partner;
 use crate::corun::command::ShellCommand;
 
-/// The workload's name.
 pub const NAME: &str = "mix";
 
-/// `mix`.
 pub struct Mix;
 
 /// One program of a mix, parsed from `programs`.

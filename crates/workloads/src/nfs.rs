@@ -340,15 +340,7 @@ impl Benchmark for NfsSfs {
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
         // The quick suite's cell is the quick form's (`server=user`).
-        let clients: &[u64] = match suite {
-            Suite::Quick => &[],
-            Suite::Default => &[8],
-            Suite::Full => &[1, 8, 32],
-        };
-        clients
-            .iter()
-            .map(|c| SweepCell::everywhere(&[("clients", c.to_string())]))
-            .collect()
+        crate::sweep_values(suite, "clients", &[8], &[1, 8, 32])
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

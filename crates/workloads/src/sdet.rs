@@ -106,7 +106,6 @@ const STEPS: &[Step] = &[
 /// Compilers tried for the `cc` step, in order.
 const COMPILERS: &[&str] = &["cc", "gcc", "clang", "tcc"];
 
-/// The `sdet` workload.
 pub struct Sdet;
 
 impl Benchmark for Sdet {
@@ -142,15 +141,7 @@ impl Benchmark for Sdet {
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
-        let users: &[u32] = match suite {
-            Suite::Quick => &[],
-            Suite::Default => &[1, 16],
-            Suite::Full => &[1, 2, 4, 8, 16, 32, 64],
-        };
-        users
-            .iter()
-            .map(|u| SweepCell::everywhere(&[("users", u.to_string())]))
-            .collect()
+        crate::sweep_values(suite, "users", &[1, 16], &[1, 2, 4, 8, 16, 32, 64])
     }
 
     /// One iteration is a script per user, about 0.1 s of work each (a few dozen
@@ -172,13 +163,7 @@ impl Benchmark for Sdet {
             "auto" => 4 * ctx.placement.width().max(1),
             v => match v.parse::<usize>() {
                 Ok(n) if (1..=1024).contains(&n) => n,
-                _ => {
-                    return Err(BenchError::Param(smtlab_bench::ParamError::value(
-                        "users",
-                        v,
-                        "auto or 1 to 1024",
-                    )));
-                }
+                _ => return Err(crate::bad_param("users", v, "auto or 1 to 1024")),
             },
         };
         let found = Found::on_path(&path_dirs());

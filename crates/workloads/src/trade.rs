@@ -150,12 +150,7 @@ impl Benchmark for AppTrade {
                     Some("500ms"),
                     "load per sample, a time with its unit",
                 ),
-                param(
-                    "threads",
-                    "0",
-                    None,
-                    "client threads (0: one per client CPU)",
-                ),
+                crate::client_threads_param(),
             ],
             main_param: Some("conns".into()),
             report: ReportSection::Oltp,
@@ -178,15 +173,7 @@ impl Benchmark for AppTrade {
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
-        let conns: &[u64] = match suite {
-            Suite::Quick => &[],
-            Suite::Default => &[8],
-            Suite::Full => &[1, 8, 256],
-        };
-        let mut v: Vec<SweepCell> = conns
-            .iter()
-            .map(|c| SweepCell::everywhere(&[("conns", c.to_string())]))
-            .collect();
+        let mut v = crate::sweep_values(suite, "conns", &[8], &[1, 8, 256]);
         if suite == Suite::Full {
             v.push(SweepCell::everywhere(&[("db", "apart".into())]));
         }
@@ -266,9 +253,7 @@ impl Benchmark for AppTrade {
         })?;
         let mut load = LoadConfig::new(addr, cfg.conns, cfg.duration);
         load.threads = threads;
-        load.keep_alive = true;
         load.warmup = (cfg.duration / 10).min(Duration::from_millis(500));
-        load.timeout = Duration::from_secs(10);
         if crate::web::client_cores_apart(client.cpus(), &cpus, ctx.topology) {
             load.busy_poll = crate::web::CLIENT_BUSY_POLL;
         }

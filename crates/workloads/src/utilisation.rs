@@ -17,7 +17,7 @@
 //! and just after the step through a [`TickSource`], so tests give fakes.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,18 +42,14 @@ pub trait TickSource: Send {
     fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, String>;
 }
 
-/// `/proc/stat` (or a file in its format).
-pub struct ProcStat(pub PathBuf);
-
-impl Default for ProcStat {
-    fn default() -> Self {
-        ProcStat(PathBuf::from("/proc/stat"))
-    }
-}
+/// `/proc/stat`.
+#[derive(Default)]
+pub struct ProcStat;
 
 impl TickSource for ProcStat {
     fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, String> {
-        smtlab_counters::procstat::read_proc_stat(&self.0).map_err(|e| e.to_string())
+        smtlab_counters::procstat::read_proc_stat(Path::new("/proc/stat"))
+            .map_err(|e| e.to_string())
     }
 }
 

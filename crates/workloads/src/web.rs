@@ -30,7 +30,7 @@
 //! this host, and each sample stores every agent's share, errors and clock.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,19 +108,10 @@ pub struct Custom {
     pub apache: String,
 }
 
-/// Starts server `kind` for `set` on `cpus`.
-pub fn start_server(
-    kind: &str,
-    set: &FileSet,
-    cpus: &[u32],
-    opts: ServerOpts,
-) -> Result<Running, StartError> {
-    start_serving(kind, set, false, cpus, opts, &Custom::default())
-}
-
-/// [`start_server`], with the user's command for `server=cmd`, serving `web-capacity`'s
-/// dynamic requests too when `dynamic` (in process on the built-in servers, logging
-/// posts to `post.log` in the file set; as CGI scripts on Apache).
+/// Starts server `kind` for `set` on `cpus`, with the user's command for `server=cmd`,
+/// serving `web-capacity`'s dynamic requests too when `dynamic` (in process on the
+/// built-in servers, logging posts to `post.log` in the file set; as CGI scripts on
+/// Apache).
 pub(crate) fn start_serving(
     kind: &str,
     set: &FileSet,
@@ -184,7 +175,7 @@ pub(crate) fn start_serving(
     }
 }
 
-/// Why [`start_server`] could not start a server.
+/// Why [`start_serving`] could not start a server.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     // Neither cause is a `source`: the message says it already, so it is printed once.
@@ -241,12 +232,7 @@ impl Benchmark for WebStatic {
                     None,
                     "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in, e.g. 'busybox httpd -f -p 127.0.0.1:{port} -h {root}'; with -p 1c1t,1c2t bench gives its SMT yield",
                 ),
-                param(
-                    "port",
-                    "0",
-                    None,
-                    "server=cmd: the port your server listens on (0: the free port put in {port})",
-                ),
+                cmd_port_param(),
                 param(
                     "nginx",
                     "",
@@ -283,12 +269,7 @@ impl Benchmark for WebStatic {
                     None,
                     "yes: HTTP/1.1 kept alive; no: a connection per request (SPECweb96)",
                 ),
-                param(
-                    "threads",
-                    "0",
-                    None,
-                    "client threads (0: one per client CPU)",
-                ),
+                crate::client_threads_param(),
                 param(
                     m::RATE_PARAM,
                     "0",
@@ -325,9 +306,7 @@ impl Benchmark for WebStatic {
         let p = ctx.params;
         let server = p.get_str("server")?.to_string();
         if !SERVERS.contains(&server.as_str()) {
-            return Err(
-                smtlab_bench::ParamError::value("server", server, SERVERS.join(", ")).into(),
-            );
+            return Err(crate::bad_param("server", server, &SERVERS.join(", ")));
         }
         let conns = p.get_u64_in("conns", 1..=100_000, "1 to 100000 connections")? as usize;
         let dataset = p.get_bytes("dataset")?;
@@ -340,12 +319,11 @@ impl Benchmark for WebStatic {
         let keep_alive = crate::one_of(p, "keepalive", &[("yes", true), ("no", false)])?;
         let rate = p.get_f64(m::RATE_PARAM)?;
         if !(rate == 0.0 || (1.0..=10_000_000.0).contains(&rate)) {
-            return Err(smtlab_bench::ParamError::value(
+            return Err(crate::bad_param(
                 "rate",
-                rate.to_string(),
+                rate,
                 "0 (closed loop) or 1 to 10000000 requests per second",
-            )
-            .into());
+            ));
         }
         let custom = Custom {
             cmd: p.get_str("cmd")?.to_string(),
@@ -386,7 +364,6 @@ impl Benchmark for WebStatic {
         cfg.keep_alive = keep_alive;
         // Connections ramp up in the first moments of a sample: not counted.
         cfg.warmup = Duration::from_secs_f64((duration / 10.0).min(0.5));
-        cfg.timeout = Duration::from_secs(10);
         cfg.rate_per_s = (rate > 0.0).then_some(rate);
         // The agents have their hosts to themselves.
         if remote || client_cores_apart(client.cpus(), &ctx.placement.cpus, ctx.topology) {
@@ -398,6 +375,12 @@ impl Benchmark for WebStatic {
             seed: 1,
         }))
     }
+}
+
+/// The `port` parameter of `server=cmd`, read by [`crate::cmd_port`].
+pub(crate) fn cmd_port_param() -> smtlab_model::ParamInfo {
+    let help = "server=cmd: the port your server listens on (0: the free port put in {port})";
+    param("port", "0", None, help)
 }
 
 /// How long a client thread on cores of its own polls before sleeping (see
@@ -412,8 +395,9 @@ pub(crate) struct Served {
     pub(crate) _running: Running,
     pub(crate) driver: Driver,
     pub(crate) _set: FileSet,
-    /// Where the load goes: the server's address, or the unspecified address for agents
-    /// ([`remote_target`]).
+    /// Where the load goes: the server's address, or for agents the unspecified address
+    /// with the server's port, which each agent replaces with this host's address on its
+    /// way to it.
     pub(crate) addr: SocketAddr,
 }
 
@@ -468,7 +452,7 @@ pub(crate) fn serve(
                 specs,
                 weights,
             },
-            remote_target(&running),
+            SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), running.addr().port()),
         ),
         Clients::Here(pool) => {
             let addr = running.addr();
@@ -525,7 +509,7 @@ pub(crate) fn connect_agents(
     // others; the samples say how many were lost, and the cell is marked.
     let remote = Remote::connect_surviving(&agents.hosts, &agents.token, channel)
         .map_err(|e| crate::unsupported(bench, e.to_string()))?;
-    let any: std::net::IpAddr = std::net::Ipv4Addr::UNSPECIFIED.into();
+    let any: std::net::IpAddr = Ipv4Addr::UNSPECIFIED.into();
     let opts = ServerOpts {
         bind_ip: remote.common_local_ip().unwrap_or(any),
         ..ServerOpts::default()
@@ -541,15 +525,6 @@ pub(crate) fn warm_file_set(bench: &str, dataset: u64) -> Result<FileSet, BenchE
     set.warm()
         .map_err(io("reading the file set into the page cache"))?;
     Ok(set)
-}
-
-/// The target of a remote load on `running`: the unspecified address, which each agent
-/// replaces with this host's address on its way to it.
-pub(crate) fn remote_target(running: &Running) -> SocketAddr {
-    SocketAddr::new(
-        std::net::Ipv4Addr::UNSPECIFIED.into(),
-        running.addr().port(),
-    )
 }
 
 /// Where a web instance's load comes from.
@@ -615,7 +590,6 @@ impl Driver {
         }
     }
 
-    /// The agents, for a remote load.
     pub(crate) fn remote(&self) -> Option<&Remote> {
         match self {
             Driver::Local { .. } => None,

@@ -153,16 +153,12 @@ struct Slot(Arc<AtomicUsize>);
 
 impl Slot {
     fn take(counter: &Arc<AtomicUsize>, most: usize) -> Option<Slot> {
-        let mut n = counter.load(Ordering::SeqCst);
-        loop {
-            if n >= most {
-                return None;
-            }
-            match counter.compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => return Some(Slot(counter.clone())),
-                Err(now) => n = now,
-            }
-        }
+        counter
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < most).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(counter.clone()))
     }
 }
 

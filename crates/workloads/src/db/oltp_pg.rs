@@ -94,15 +94,7 @@ impl Benchmark for OltpPg {
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
-        let clients: &[u64] = match suite {
-            Suite::Quick => &[],
-            Suite::Default => &[1, 32],
-            Suite::Full => &[1, 2, 4, 16, 32, 64],
-        };
-        let mut v: Vec<SweepCell> = clients
-            .iter()
-            .map(|c| SweepCell::everywhere(&[("clients", c.to_string())]))
-            .collect();
+        let mut v = crate::sweep_values(suite, "clients", &[1, 32], &[1, 2, 4, 16, 32, 64]);
         if suite == Suite::Full {
             v.push(SweepCell::everywhere(&[("mode", "select-only".into())]));
             v.push(SweepCell::everywhere(&[("fsync", "on".into())]));
@@ -181,9 +173,7 @@ fn on_off(p: &Params, name: &str) -> Result<bool, BenchError> {
 
 impl Config {
     pub fn from_params(p: &Params) -> Result<Config, BenchError> {
-        let mode = p.get_str("mode")?;
-        let mode = Mode::parse(mode)
-            .ok_or_else(|| crate::bad_param("mode", mode, "tpcb or select-only"))?;
+        let mode = crate::one_of(p, "mode", &pgbench::MODES)?;
         let positive = |name: &str| -> Result<u64, BenchError> {
             let v = p.get_u64(name)?;
             if v == 0 {
@@ -209,12 +199,7 @@ impl Config {
                 Some(t)
             }
         };
-        let connect = p.get_str("connect")?;
-        let unix = match connect {
-            "tcp" => false,
-            "unix" => true,
-            v => return Err(crate::bad_param("connect", v, "tcp or unix")),
-        };
+        let unix = crate::one_of(p, "connect", &[("tcp", false), ("unix", true)])?;
         let port = p.get_u64("port")?;
         let port = u16::try_from(port).map_err(|_| crate::bad_param("port", port, "0..65535"))?;
         let shared_buffers_bytes = p.get_bytes("shared_buffers")?;

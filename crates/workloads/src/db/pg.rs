@@ -175,8 +175,7 @@ pub struct RunAs {
 impl RunAs {
     /// `None` when smtlab is not root (PostgreSQL then runs as smtlab's user).
     pub fn for_this_process() -> Result<Option<RunAs>, PgError> {
-        // SAFETY: geteuid() takes nothing and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::is_root() {
             return Ok(None);
         }
         ["postgres", "nobody"]
@@ -448,7 +447,6 @@ impl PgServer {
     fn log_path(&self) -> PathBuf {
         self.dir.join("postgres.log")
     }
-    /// The postmaster's pid.
     pub fn pid(&self) -> Option<u32> {
         self.group.as_ref().map(ChildGroup::id)
     }

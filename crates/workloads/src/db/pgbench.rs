@@ -15,15 +15,8 @@ pub enum Mode {
     SelectOnly,
 }
 
-impl Mode {
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "tpcb" => Some(Mode::TpcB),
-            "select-only" => Some(Mode::SelectOnly),
-            _ => None,
-        }
-    }
-}
+/// The `mode` parameter's words.
+pub const MODES: [(&str, Mode); 2] = [("tpcb", Mode::TpcB), ("select-only", Mode::SelectOnly)];
 
 /// How pgbench reaches the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +106,7 @@ pub fn check_output(tool: &str, out: &Output) -> Result<(), PgError> {
 }
 
 /// What pgbench printed at the end of a run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
     /// `tps = ...` without (or, before PostgreSQL 14, excluding) connection time.
     pub tps: f64,
@@ -136,14 +129,7 @@ fn first_number(s: &str) -> Option<f64> {
 pub fn parse_summary(text: &str) -> Result<Summary, PgError> {
     let mut tps_excl = None;
     let mut tps_any = None;
-    let mut s = Summary {
-        tps: 0.0,
-        transactions: 0,
-        failed: None,
-        latency_avg_ms: None,
-        latency_stddev_ms: None,
-        connection_ms: None,
-    };
+    let mut s = Summary::default();
     let mut have_tx = false;
     for line in text.lines() {
         if let Some(v) = after(line, "tps =") {

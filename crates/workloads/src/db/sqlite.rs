@@ -29,7 +29,7 @@ use smtlab_model::{BenchInfo, Topology};
 
 use crate::scratch::ScratchDir;
 
-use super::pgbench::Mode;
+use super::pgbench::{self, Mode};
 use super::{param, tps_info};
 
 pub const NAME: &str = "oltp-sqlite";
@@ -77,9 +77,7 @@ impl Benchmark for OltpSqlite {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let p = ctx.params;
-        let mode = p.get_str("mode")?;
-        let mode = Mode::parse(mode)
-            .ok_or_else(|| crate::bad_param("mode", mode, "tpcb or select-only"))?;
+        let mode = crate::one_of(p, "mode", &pgbench::MODES)?;
         let scale = crate::bounded(p, "scale", 1, 1000)?;
         let sync = p.get_str("synchronous")?;
         if !["off", "normal", "full"].contains(&sync) {

@@ -123,14 +123,6 @@ impl Client {
         }
     }
 
-    /// Replays exactly `n` operations.
-    pub fn run_ops(&mut self, load: &LoadFile, n: usize, now: &dyn Fn() -> u64, stats: &mut Stats) {
-        for _ in 0..n {
-            let t0 = now();
-            self.step(load, stats, now, t0);
-        }
-    }
-
     fn step(&mut self, load: &LoadFile, stats: &mut Stats, now: &dyn Fn() -> u64, t0: u64) {
         let line = &load.lines[self.position];
         // errno cleared before and read right after, so a failure names its own cause
@@ -407,6 +399,16 @@ mod tests {
     use super::*;
     use crate::dbench::load::parse;
     use smtlab_bench::clock::now_ns;
+
+    impl Client {
+        /// Replays exactly `n` operations.
+        fn run_ops(&mut self, load: &LoadFile, n: usize, now: &dyn Fn() -> u64, stats: &mut Stats) {
+            for _ in 0..n {
+                let t0 = now();
+                self.step(load, stats, now, t0);
+            }
+        }
+    }
 
     #[test]
     fn wildcards() {

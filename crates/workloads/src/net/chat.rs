@@ -135,13 +135,7 @@ impl Benchmark for Chat {
     }
 
     fn sweep(&self, suite: Suite, _topo: &Topology) -> Vec<SweepCell> {
-        match suite {
-            Suite::Quick => Vec::new(),
-            Suite::Default | Suite::Full => PAPER_ROOMS
-                .iter()
-                .map(|r| SweepCell::everywhere(&[("rooms", r.to_string())]))
-                .collect(),
-        }
+        crate::sweep_values(suite, "rooms", &PAPER_ROOMS, &PAPER_ROOMS)
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
@@ -413,7 +407,6 @@ struct Round {
 
 #[derive(Default)]
 struct RoundState {
-    /// Rounds started so far.
     started: u64,
     /// Receivers that have all of the current round's messages.
     receivers_done: usize,

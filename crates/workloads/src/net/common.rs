@@ -88,31 +88,23 @@ impl Drop for Acceptor {
 /// Raises the soft descriptor limit to at least `needed` (up to the hard limit), or says
 /// which limit stops it.
 pub fn ensure_nofile(needed: u64) -> Result<(), NofileError> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return Err(NofileError::Get(io::Error::last_os_error()));
-        }
-        if lim.rlim_cur >= needed {
-            return Ok(());
-        }
-        if lim.rlim_max < needed {
-            return Err(NofileError::HardLimit {
-                needed,
-                hard: lim.rlim_max,
-            });
-        }
-        lim.rlim_cur = needed;
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-            return Err(NofileError::Set {
-                needed,
-                error: io::Error::last_os_error(),
-            });
-        }
+    let mut lim = smtlab_loadgen::sys::open_file_limits().map_err(NofileError::Get)?;
+    if lim.rlim_cur >= needed {
+        return Ok(());
+    }
+    if lim.rlim_max < needed {
+        return Err(NofileError::HardLimit {
+            needed,
+            hard: lim.rlim_max,
+        });
+    }
+    lim.rlim_cur = needed;
+    // SAFETY: `lim` is a live rlimit the kernel reads.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(NofileError::Set {
+            needed,
+            error: io::Error::last_os_error(),
+        });
     }
     Ok(())
 }

@@ -535,7 +535,6 @@ struct PerfInstance {
     broken: Option<String>,
 }
 
-/// One iteration's figures.
 struct Iteration {
     count: u64,
     elapsed_ns: u64,

@@ -125,9 +125,11 @@ fn module_present(dir: &Path) -> bool {
 
 /// [`why_not_at`] for this machine.
 pub fn why_not() -> Option<String> {
-    // SAFETY: geteuid() takes nothing and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    why_not_at(Path::new("/proc"), Path::new("/lib/modules"), root)
+    why_not_at(
+        Path::new("/proc"),
+        Path::new("/lib/modules"),
+        crate::is_root(),
+    )
 }
 
 /// The port `rpc.mountd` listens on in the namespace (Debian's usual one; the
@@ -387,9 +389,7 @@ mod tests {
     /// it is left in smtlab's namespaces.
     #[test]
     fn a_server_that_cannot_start_fails_in_one_line_and_leaves_nothing() {
-        // SAFETY: geteuid() takes nothing and cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
-        if !root || find_program("unshare").is_none() || why_not().is_none() {
+        if !crate::is_root() || find_program("unshare").is_none() || why_not().is_none() {
             return;
         }
         let t = tempfile::tempdir().unwrap();

@@ -416,7 +416,6 @@ impl UserNfs {
         self.port
     }
 
-    /// The runtime's thread ids.
     pub fn thread_ids(&self) -> Vec<i32> {
         self.runtime.thread_ids()
     }

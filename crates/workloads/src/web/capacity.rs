@@ -213,8 +213,6 @@ impl Benchmark for WebCapacity {
         let mut cfg = LoadConfig::new(served.addr, 1, Duration::from_secs_f64(s.step));
         cfg.warmup = Duration::from_secs_f64(s.step / 4.0);
         cfg.conn_bits_per_s = Some(s.rate * 1000.0);
-        cfg.keep_alive = true;
-        cfg.timeout = Duration::from_secs(10);
         Ok(Box::new(CapacityInstance {
             cfg,
             served,

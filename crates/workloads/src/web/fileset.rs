@@ -7,7 +7,6 @@
 //! middle sizes as SPECweb96's file mix is, and over directories by a Zipf law (s = 1),
 //! so a few directories are hot and the rest are touched now and then.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -32,8 +31,6 @@ pub struct FileEntry {
     /// The file's number within its class, 1..=9.
     pub k: u32,
     pub dir: u32,
-    /// FNV-1a of the contents, for tests that check what servers send.
-    pub checksum: u64,
 }
 
 /// Prefix of the file sets' directories under the temporary directory.
@@ -44,7 +41,6 @@ pub const DIR_PREFIX: &str = "smtlab-web-";
 pub struct FileSet {
     pub root: crate::scratch::ScratchDir,
     pub files: Vec<FileEntry>,
-    pub by_url: HashMap<String, usize>,
 }
 
 pub fn file_size(class: u32, k: u32) -> u64 {
@@ -62,16 +58,6 @@ pub fn dir_bytes() -> u64 {
 pub fn dirs_for(bytes: u64) -> u32 {
     (bytes / dir_bytes()).clamp(1, 100_000) as u32
 }
-
-pub fn fnv1a(data: &[u8], mut h: u64) -> u64 {
-    for b in data {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// Deterministic contents: text lines, so a curl of a file is readable, different per
 /// file so a server that mixes them up is caught.
@@ -122,21 +108,11 @@ impl FileSet {
                         class: c,
                         k,
                         dir: d,
-                        checksum: fnv1a(&buf, FNV_START),
                     });
                 }
             }
         }
-        let by_url = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.url.clone(), i))
-            .collect();
-        Ok(FileSet {
-            root,
-            files,
-            by_url,
-        })
+        Ok(FileSet { root, files })
     }
 
     pub fn root(&self) -> &Path {
@@ -207,7 +183,10 @@ mod tests {
         for f in &fs.files {
             let data = std::fs::read(&f.path).unwrap();
             assert_eq!(data.len() as u64, f.size);
-            assert_eq!(fnv1a(&data, FNV_START), f.checksum);
+            let mut want = Vec::new();
+            let seed = u64::from(f.dir) << 16 | u64::from(f.class) << 8 | u64::from(f.k);
+            fill(&mut want, f.size, seed);
+            assert!(data == want, "{}", f.url);
         }
         assert_eq!(fs.warm().unwrap(), fs.total_bytes());
         let (specs, weights) = fs.requests();

@@ -78,11 +78,6 @@ pub struct RealServer {
     pub name: &'static str,
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid() takes nothing and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Why a real server (nginx, Apache or the user's command) could not be started. The
 /// I/O errors are part of the messages, not `source`s, so each is printed once.
 #[derive(Debug, thiserror::Error)]
@@ -289,7 +284,7 @@ impl RealServer {
                 .collect();
             format!("worker_cpu_affinity {};\n", masks.join(" "))
         };
-        let user = if is_root() {
+        let user = if crate::is_root() {
             "user nobody nogroup;\n"
         } else {
             ""
@@ -361,7 +356,7 @@ impl RealServer {
                  MinSpareThreads 64\nMaxSpareThreads 1024\nMaxConnectionsPerChild 0\n",
             ),
         };
-        let user = if is_root() {
+        let user = if crate::is_root() {
             "User nobody\nGroup nogroup\n"
         } else {
             ""

@@ -82,12 +82,7 @@ impl Benchmark for WebSlo {
                     None,
                     "server=cmd: your server's command, run by sh on the placement; {port} and {root} (the file set) are filled in",
                 ),
-                p(
-                    "port",
-                    "0",
-                    None,
-                    "server=cmd: the port your server listens on (0: the free port put in {port})",
-                ),
+                super::cmd_port_param(),
                 p("slo", "p99=5ms", None, "the latency target: pNN=TIME"),
                 p("dataset", "64MiB", Some("8MiB"), "file set size"),
                 p(
@@ -180,8 +175,6 @@ impl Benchmark for WebSlo {
         cfg.warmup = Duration::from_secs_f64(step / 4.0);
         // Agents: 0, one thread per agent CPU.
         cfg.threads = served.driver.threads().min(conns);
-        cfg.keep_alive = true;
-        cfg.timeout = Duration::from_secs(10);
         Ok(Box::new(SloInstance {
             cfg,
             served,
