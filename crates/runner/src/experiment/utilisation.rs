@@ -78,7 +78,7 @@ pub fn measure_curve(
         .join()
         .map_err(|_| ExperimentError::input("job calibration panicked"))?
     })?;
-    let ticks: Arc<Mutex<dyn TickSource>> = Arc::new(Mutex::new(ProcStat::default()));
+    let ticks: Arc<Mutex<dyn TickSource>> = Arc::new(Mutex::new(ProcStat));
     let load = |rate: Option<f64>| OpenLoop {
         job_iterations,
         rate_per_s: rate,
