@@ -144,7 +144,8 @@ pub fn summary(doc: &ProfileDoc) -> String {
                 "Predicted slowdown of the workload (row) beside the partner (column) [95% prediction interval]:",
             ));
             out.push_str(&matrix);
-            if let Some(note) = text::unknown_note(&doc.predictions, form) {
+            let notes = [text::unknown_note, text::missing_note];
+            for note in notes.iter().filter_map(|f| f(&doc.predictions, form)) {
                 out.push_str(&fit(&note));
             }
             for l in text::combined(&doc.predictions, form) {

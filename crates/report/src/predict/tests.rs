@@ -182,6 +182,14 @@ fn a_workload_never_a_partner_is_predicted_only_beside_the_others() {
     assert!(w1_w2.combined_speed.is_some());
     let lines = text::combined(&doc.predictions, Form::Cores).join("\n");
     assert!(!lines.contains("w3"), "{lines}");
+    let note = text::missing_note(&doc.predictions, Form::Cores).unwrap();
+    assert!(
+        note.starts_with("- not predicted: the partner is a server workload"),
+        "{note}"
+    );
+    let (plan, cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[]);
+    let every = analyse(&plan, &cells, 1);
+    assert_eq!(text::missing_note(&every.predictions, Form::Cores), None);
 }
 
 #[test]

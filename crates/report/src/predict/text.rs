@@ -134,6 +134,15 @@ pub fn unknown_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
     })
 }
 
+/// The footnote of [`matrix`]'s `-`, where it has one: the pairs not predicted.
+pub fn missing_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
+    let of_form = || pairs.iter().filter(|p| p.form == form);
+    let n = crate::first_seen(of_form().map(|p| p.a.as_str())).len();
+    (of_form().count() < n * n).then(|| {
+        "- not predicted: the partner is a server workload (never a partner), or no ruler has figures for the pair".to_string()
+    })
+}
+
 /// Each pair whose figures were held back, with the reason.
 pub fn held_back(measures: &[PairMeasure]) -> Vec<String> {
     measures
