@@ -280,18 +280,27 @@ impl Benchmark for SpreadProbe {
     }
 }
 
-#[test]
-fn a_partner_over_two_cpus_runs_a_worker_on_each() {
+/// The last two CPUs this process may run on, and a topology of those it may; `None`
+/// (the test skipped, saying so) where it may run on one only.
+fn two_cpus() -> Option<(u32, u32, smtlab_model::Topology)> {
     let allowed: Vec<u32> = smtlab_placement::pin::get_affinity(0)
         .unwrap()
         .iter()
         .collect();
     let [.., a, b] = allowed.as_slice() else {
         eprintln!("skipped: this process may run on one CPU only");
+        return None;
+    };
+    let topo = smtlab_fixtures::build::cpus_only(allowed.iter().copied());
+    Some((*a, *b, topo))
+}
+
+#[test]
+fn a_partner_over_two_cpus_runs_a_worker_on_each() {
+    let Some((a, b, topo)) = two_cpus() else {
         return;
     };
-    let cpus = [*b, *a]; // in the order given, not by number
-    let topo = smtlab_fixtures::build::cpus_only(allowed.iter().copied());
+    let cpus = [b, a]; // in the order given, not by number
     let base = placement_of("corun-cores", &[0], &topo);
     let probe = SpreadProbe {
         workers: Arc::default(),
@@ -352,16 +361,10 @@ impl Benchmark for Timed {
 
 #[test]
 fn a_sample_beside_a_partner_of_long_samples_holds_several_of_them() {
-    let allowed: Vec<u32> = smtlab_placement::pin::get_affinity(0)
-        .unwrap()
-        .iter()
-        .collect();
-    let [.., a, b] = allowed.as_slice() else {
-        eprintln!("skipped: this process may run on one CPU only");
+    let Some((a, b, topo)) = two_cpus() else {
         return;
     };
-    let topo = smtlab_fixtures::build::cpus_only(allowed.iter().copied());
-    let placement = placement_of("corun-cores", &[*a, *b], &topo);
+    let placement = placement_of("corun-cores", &[a, b], &topo);
     let fixed_beside = |partner_ns: u64, a_fixed: Option<u64>| {
         let corun = CoRun {
             a: Arc::new(Timed {
