@@ -168,6 +168,24 @@ impl<'de> Deserialize<'de> for Unit {
     }
 }
 
+/// A size in binary units with one decimal: 1536 -> `1.5 KiB`, 32768 -> `32 KiB`. The
+/// decimal is dropped where it is zero, and from `whole_from` up in the chosen unit (a
+/// plan's `150 MiB`; `f64::INFINITY` keeps it).
+pub fn binary_size(bytes: u64, whole_from: f64) -> String {
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < BINARY.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    let prefix = BINARY[i].0;
+    if v >= whole_from || v.fract() == 0.0 {
+        format!("{v:.0} {prefix}B")
+    } else {
+        format!("{v:.1} {prefix}B")
+    }
+}
+
 /// `1 thread`, `2 threads`: a count with its noun (regular plurals), worded one way by
 /// every crate.
 pub fn plural(n: usize, noun: &str) -> String {
@@ -232,5 +250,16 @@ mod tests {
         let u: Unit = serde_json::from_str(r#""Mops/s""#).unwrap();
         assert_eq!(u.to_base(), 1e6);
         assert_eq!(serde_json::to_string(&u).unwrap(), r#""Mops/s""#);
+    }
+
+    #[test]
+    fn a_size_keeps_its_decimal_below_whole_from() {
+        let mib = 1_048_576;
+        let size = 150 * mib + 314_573; // 150.3 MiB
+        assert_eq!(binary_size(size, f64::INFINITY), "150.3 MiB");
+        assert_eq!(binary_size(size, 100.0), "150 MiB");
+        assert_eq!(binary_size(3 * mib / 2, 100.0), "1.5 MiB");
+        assert_eq!(binary_size(4 * mib, f64::INFINITY), "4 MiB");
+        assert_eq!(binary_size(100, 100.0), "100 B");
     }
 }

@@ -298,18 +298,7 @@ pub fn cpus(cpus: &[u32]) -> String {
 
 /// Bytes in binary units: 32768 -> `32 KiB`.
 pub fn bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[i])
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
+    smtlab_model::unit::binary_size(b, f64::INFINITY)
 }
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC`, without a date library

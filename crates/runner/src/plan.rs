@@ -273,18 +273,7 @@ pub fn apart_reason(memory: &[u64], budget: Option<u64>) -> Option<String> {
 
 /// `1.5 GiB`, `256 MiB`, `12 KiB`, `100 B`.
 pub fn bytes_text(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 || v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[i])
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
+    smtlab_model::unit::binary_size(b, 100.0)
 }
 
 /// How a run is measured, for its estimate.
