@@ -95,7 +95,8 @@ use leases_sql;
 /// migration to 3 (a macro, so both are one literal).
 macro_rules! rounds_sql {
     () => {
-        r#"
+        concat!(
+            r#"
 -- Each round of a cell measured in several rounds (--repeat), in order; none for one round.
 CREATE TABLE IF NOT EXISTS rounds (
     cell_id          INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
@@ -104,7 +105,20 @@ CREATE TABLE IF NOT EXISTS rounds (
     converged        INTEGER NOT NULL CHECK (converged IN (0, 1)),
     wall_ns          INTEGER NOT NULL,
     -- Statistics of this round's samples alone (columns as in summaries).
-    n                INTEGER NOT NULL,
+"#,
+            stats_sql!(),
+            r#"    PRIMARY KEY (cell_id, idx)
+) WITHOUT ROWID;
+"#
+        )
+    };
+}
+use rounds_sql;
+
+/// The columns of a sample statistic, the same in `rounds` and `summaries`.
+macro_rules! stats_sql {
+    () => {
+        r#"    n                INTEGER NOT NULL,
     mean             REAL    NOT NULL,
     median           REAL    NOT NULL,
     min              REAL    NOT NULL,
@@ -114,12 +128,10 @@ CREATE TABLE IF NOT EXISTS rounds (
     stddev           REAL    NOT NULL,
     ci95_half_width  REAL    NOT NULL,
     ci95_rel         REAL    NOT NULL,
-    PRIMARY KEY (cell_id, idx)
-) WITHOUT ROWID;
 "#
     };
 }
-use rounds_sql;
+use stats_sql;
 
 /// The first 16 bytes of every SQLite 3 database file.
 pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -209,17 +221,9 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE TABLE IF NOT EXISTS summaries (
     cell_id          INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
     kind             TEXT    NOT NULL CHECK (kind IN ('value', 'cpu_rate', 'start_spread_ns')),
-    n                INTEGER NOT NULL,
-    mean             REAL    NOT NULL,
-    median           REAL    NOT NULL,
-    min              REAL    NOT NULL,
-    max              REAL    NOT NULL,
-    p25              REAL    NOT NULL,
-    p75              REAL    NOT NULL,
-    stddev           REAL    NOT NULL,
-    ci95_half_width  REAL    NOT NULL,
-    ci95_rel         REAL    NOT NULL,
-    PRIMARY KEY (cell_id, kind)
+"#,
+    stats_sql!(),
+    r#"    PRIMARY KEY (cell_id, kind)
 ) WITHOUT ROWID;
 
 -- Per-sample series of a cell (CellResult.series), e.g. pthread_create call and start times.
@@ -275,6 +279,30 @@ pub const fn sqlite_equivalent(pg_version: i64) -> i64 {
 /// schema is created or upgraded: `SMTL` in ASCII.
 pub const PG_LOCK_KEY: i64 = 0x534d_544c;
 
+/// The columns of a sample statistic in PostgreSQL (`stats_sql` in SQLite's words) and
+/// the table's end, its key the cell and `$key`.
+macro_rules! pg_stats_sql {
+    ($key:literal) => {
+        concat!(
+            r#"    n                BIGINT NOT NULL,
+    mean             DOUBLE PRECISION NOT NULL,
+    median           DOUBLE PRECISION NOT NULL,
+    min              DOUBLE PRECISION NOT NULL,
+    max              DOUBLE PRECISION NOT NULL,
+    p25              DOUBLE PRECISION NOT NULL,
+    p75              DOUBLE PRECISION NOT NULL,
+    stddev           DOUBLE PRECISION NOT NULL,
+    ci95_half_width  DOUBLE PRECISION NOT NULL,
+    ci95_rel         DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (cell_id, "#,
+            $key,
+            r#")
+);
+"#
+        )
+    };
+}
+
 /// The PostgreSQL schema: the tables of [`SCHEMA_SQL`] in their own namespace `smtlab`
 /// (so a shared database may hold other things), with PostgreSQL's types: 64-bit
 /// integers (`BIGINT`), `DOUBLE PRECISION` for SQLite's `REAL`, `BOOLEAN` for 0/1,
@@ -282,7 +310,8 @@ pub const PG_LOCK_KEY: i64 = 0x534d_544c;
 /// concurrent writers on any number of hosts. JSON stays `TEXT`, as in SQLite, so that a
 /// run loads back bit for bit (`jsonb` would reorder keys and respell numbers); cast it
 /// (`environment::jsonb`) to query inside it.
-pub const PG_SCHEMA_SQL: &str = r#"
+pub const PG_SCHEMA_SQL: &str = concat!(
+    r#"
 CREATE TABLE smtlab.schema_version (
     version  BIGINT NOT NULL
 );
@@ -357,38 +386,18 @@ CREATE TABLE smtlab.samples (
 CREATE TABLE smtlab.summaries (
     cell_id          BIGINT NOT NULL REFERENCES smtlab.cells(id) ON DELETE CASCADE,
     kind             TEXT   NOT NULL CHECK (kind IN ('value', 'cpu_rate', 'start_spread_ns')),
-    n                BIGINT NOT NULL,
-    mean             DOUBLE PRECISION NOT NULL,
-    median           DOUBLE PRECISION NOT NULL,
-    min              DOUBLE PRECISION NOT NULL,
-    max              DOUBLE PRECISION NOT NULL,
-    p25              DOUBLE PRECISION NOT NULL,
-    p75              DOUBLE PRECISION NOT NULL,
-    stddev           DOUBLE PRECISION NOT NULL,
-    ci95_half_width  DOUBLE PRECISION NOT NULL,
-    ci95_rel         DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (cell_id, kind)
-);
-
+"#,
+    pg_stats_sql!("kind"),
+    r#"
 CREATE TABLE smtlab.rounds (
     cell_id          BIGINT  NOT NULL REFERENCES smtlab.cells(id) ON DELETE CASCADE,
     idx              BIGINT  NOT NULL,
     iterations       BIGINT  NOT NULL,
     converged        BOOLEAN NOT NULL,
     wall_ns          BIGINT  NOT NULL,
-    n                BIGINT  NOT NULL,
-    mean             DOUBLE PRECISION NOT NULL,
-    median           DOUBLE PRECISION NOT NULL,
-    min              DOUBLE PRECISION NOT NULL,
-    max              DOUBLE PRECISION NOT NULL,
-    p25              DOUBLE PRECISION NOT NULL,
-    p75              DOUBLE PRECISION NOT NULL,
-    stddev           DOUBLE PRECISION NOT NULL,
-    ci95_half_width  DOUBLE PRECISION NOT NULL,
-    ci95_rel         DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (cell_id, idx)
-);
-
+"#,
+    pg_stats_sql!("idx"),
+    r#"
 CREATE TABLE smtlab.series (
     cell_id  BIGINT NOT NULL REFERENCES smtlab.cells(id) ON DELETE CASCADE,
     name     TEXT   NOT NULL,
@@ -416,7 +425,8 @@ CREATE TABLE smtlab.leases (
     acquired_unix_ms   BIGINT NOT NULL,
     heartbeat_unix_ms  BIGINT NOT NULL
 );
-"#;
+"#
+);
 
 #[cfg(test)]
 mod tests {
