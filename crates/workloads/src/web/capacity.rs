@@ -91,6 +91,27 @@ pub fn search<E>(
     })
 }
 
+impl SearchResult {
+    /// The metrics every search gives (`capped`, `steps`); an error naming `workload`
+    /// where not even the first step met the target, `missed` saying by how much.
+    pub fn metrics(
+        &self,
+        workload: &str,
+        missed: impl FnOnce() -> String,
+    ) -> Result<BTreeMap<String, f64>, BenchError> {
+        if self.capacity == 0 {
+            return Err(crate::check_err(workload, missed()));
+        }
+        Ok(BTreeMap::from([
+            (
+                smtlab_model::metrics::web::CAPPED.into(),
+                f64::from(u8::from(self.capped)),
+            ),
+            ("steps".into(), self.curve.len() as f64),
+        ]))
+    }
+}
+
 /// One step of the search: `n` paced connections for `base`'s duration after its
 /// warm-up, from local client threads or remote agents (their reports merged, so every
 /// agent's connections are counted); the fraction that conformed, and the load.
@@ -306,22 +327,13 @@ impl Instance for CapacityInstance {
             Ok::<f64, BenchError>(f)
         })?;
         let elapsed_ns = started.elapsed().as_nanos().max(1) as u64;
-        if result.capacity == 0 {
-            return Err(crate::check_err(
-                NAME,
-                format!(
-                    "not even {} connections conformed ({} errors over the search)",
-                    result.curve.first().map_or(0, |c| c.0),
-                    errors
-                ),
-            ));
-        }
-        let mut metrics = BTreeMap::new();
+        let mut metrics = result.metrics(NAME, || {
+            format!(
+                "not even {} connections conformed ({errors} errors over the search)",
+                result.curve.first().map_or(0, |c| c.0),
+            )
+        })?;
         metrics.insert("capacity_conns".into(), result.capacity as f64);
-        metrics.insert(
-            smtlab_model::metrics::web::CAPPED.into(),
-            f64::from(u8::from(result.capped)),
-        );
         if result.capped {
             // `max_conns` conformed: the capacity is at least that, how much more unknown.
             metrics.insert(
@@ -329,7 +341,6 @@ impl Instance for CapacityInstance {
                 result.capacity as f64,
             );
         }
-        metrics.insert("steps".into(), result.curve.len() as f64);
         metrics.insert(smtlab_model::metrics::web::REQUESTS.into(), requests as f64);
         metrics.insert("bytes".into(), bytes as f64);
         metrics.insert(smtlab_model::metrics::web::ERRORS.into(), errors as f64);

@@ -253,23 +253,17 @@ impl Instance for SloInstance {
             Ok::<f64, BenchError>(if met(&self.slo, rate, r) { 1.0 } else { 0.0 })
         })?;
         let elapsed_ns = started.elapsed().as_nanos().max(1) as u64;
-        if result.capacity == 0 {
-            return Err(crate::check_err(
-                NAME,
-                format!(
-                    "even {START_PER_S} requests/s missed the target: {}",
-                    first.unwrap_or_default()
-                ),
-            ));
-        }
+        let mut metrics = result.metrics(NAME, || {
+            format!(
+                "even {START_PER_S} requests/s missed the target: {}",
+                first.unwrap_or_default()
+            )
+        })?;
         let capacity = result.capacity as f64 * RATE_UNIT_PER_S;
-        let mut metrics = BTreeMap::new();
-        metrics.insert("capped".into(), f64::from(u8::from(result.capped)));
         if result.capped {
             // `max_rate` met the target: the search's range ended, not the server.
             metrics.insert(smtlab_model::metrics::limit::RANGE_END.into(), capacity);
         }
-        metrics.insert("steps".into(), result.curve.len() as f64);
         metrics.insert("errors".into(), errors as f64);
         metrics.insert("slo_ns".into(), self.slo.max_ns as f64);
         if let Some(remote) = self.served.driver.remote() {
