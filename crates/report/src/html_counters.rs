@@ -178,12 +178,12 @@ fn phase_cells(name: &str, ph: &PhaseTimes) -> Markup {
 /// A counted cell with one of its traced parts.
 type With<'a, T> = Vec<(&'a CellRecord, &'a CellCounters, &'a T)>;
 
-/// A traced part's heading `head`, then `body` of the cells that hold the part (the
+/// A traced part's heading `title`, then `body` of the cells that hold the part (the
 /// first of `part`'s pair), or else why none does: the first reason a cell gives (the
 /// second), else `none`.
 fn traced<'a, T: 'a>(
     cells: &[(&'a CellRecord, &'a CellCounters)],
-    head: Markup,
+    title: &str,
     none: &str,
     part: impl Fn(&'a CellCounters) -> (&'a Option<T>, &'a Option<String>),
     body: impl FnOnce(With<'a, T>) -> Markup,
@@ -194,9 +194,9 @@ fn traced<'a, T: 'a>(
         .collect();
     if with.is_empty() {
         let why = cells.iter().find_map(|(_, k)| part(k).1.as_deref());
-        return html! { (head) p { "Not measured: " (why.unwrap_or(none)) "." } };
+        return html! { h3 { (title) } p { "Not measured: " (why.unwrap_or(none)) "." } };
     }
-    html! { (head) (body(with)) }
+    html! { h3 { (title) } (body(with)) }
 }
 
 /// The row that says a cell's trace lost records, where it did.
@@ -212,14 +212,10 @@ fn lost_row(c: &CellRecord, lost_records: u64) -> Markup {
 }
 
 fn os_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
-    let head = html! {
-        h3 {
-            "OS time of the placement's CPUs (the user/kernel/idle breakdown of Redstone et \
-             al., ASPLOS 2000)"
-        }
-    };
+    const TITLE: &str = "OS time of the placement's CPUs (the user/kernel/idle breakdown \
+                         of Redstone et al., ASPLOS 2000)";
     let part = |k: &'a CellCounters| (&k.os_time, &k.os_time_unavailable);
-    traced(cells, head, "not sampled", part, |with| {
+    traced(cells, TITLE, "not sampled", part, |with| {
         html! {
             p {
                 "Where the CPUs' time went, from " code { "/proc/stat" } " (USER_HZ ticks summed \
@@ -273,9 +269,9 @@ fn os_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
 }
 
 fn syscalls<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
-    let head = html! { h3 { "Kernel time by system call (Redstone et al., ASPLOS 2000)" } };
+    const TITLE: &str = "Kernel time by system call (Redstone et al., ASPLOS 2000)";
     let part = |k: &'a CellCounters| (&k.syscalls, &k.syscalls_unavailable);
-    traced(cells, head, "not traced", part, |traced| {
+    traced(cells, TITLE, "not traced", part, |traced| {
         html! {
             p {
                 "Kernel time of the system calls by group, as CPU time (entry to exit less \
@@ -328,15 +324,21 @@ fn syscalls<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
 /// it was not traced.
 fn kernel_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
     use smtlab_model::counters::kernel_time::KernelCause;
-    let head = html! { h3 { "Kernel time by cause: page faults, lock waits and TLB shootdowns" } };
+    const TITLE: &str = "Kernel time by cause: page faults, lock waits and TLB shootdowns";
     let part = |k: &'a CellCounters| (&k.kernel_time, &k.kernel_time_unavailable);
-    traced(cells, head, "not traced", part, |traced| {
+    traced(cells, TITLE, "not traced", part, |traced| {
         html! {
             p {
-                "Page faults from their entry tracepoint to the kernel's minor- or major-fault              event, which it raises once the fault is resolved (the exception's own entry              and return to user mode are left out); waits for contended kernel locks from              lock:contention_begin to contention_end; TLB shootdowns received from the \
+                "Page faults from their entry tracepoint to the kernel's minor- or major-fault \
+                 event, which it raises once the fault is resolved (the exception's own entry \
+                 and return to user mode are left out); waits for contended kernel locks from \
+                 lock:contention_begin to contention_end; TLB shootdowns received from the \
                  function-call interrupt's entry to its exit where the kernel flushed the TLB \
                  for another CPU inside it (tlb:tlb_flush, remote shootdown; the sender's wait \
-                 has no end tracepoint and is not timed). CPU time is the wall time less the              time switched out inside (a major fault's I/O, a sleeping mutex); the share is              of the traced tasks' CPU time over the same extra sample. A lock waited for              inside a fault counts in both, so shares do not add up."
+                 has no end tracepoint and is not timed). CPU time is the wall time less the \
+                 time switched out inside (a major fault's I/O, a sleeping mutex); the share is \
+                 of the traced tasks' CPU time over the same extra sample. A lock waited for \
+                 inside a fault counts in both, so shares do not add up."
             }
             table {
                 tr {
@@ -376,10 +378,9 @@ fn kernel_time<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
 /// Interrupt time by vector on the placement's CPUs, traced CPU-wide over the same
 /// extra sample as the system calls; one line where it was not traced.
 fn irqs<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
-    let head =
-        html! { h3 { "Interrupt time by vector (hard interrupts, system vectors, softirqs)" } };
+    const TITLE: &str = "Interrupt time by vector (hard interrupts, system vectors, softirqs)";
     let part = |k: &'a CellCounters| (&k.irqs, &k.irqs_unavailable);
-    traced(cells, head, "not traced", part, |traced| {
+    traced(cells, TITLE, "not traced", part, |traced| {
         html! {
             p {
                 "CPU time in each interrupt vector on the placement's CPUs (every task's, \
