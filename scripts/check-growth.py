@@ -7,6 +7,9 @@
    place. The number of such repeated places may not rise above its ceiling.
 3. Long functions: a `fn` whose body spans more than LONG_FUNCTION_LINES lines. Their
    number may not rise above its ceiling.
+4. Module circles: modules of one crate that reach back to themselves through `crate::`
+   and `super::` paths in code (comments left out; a module's own ancestors and
+   descendants do not count). Their number may not rise above its ceiling.
 
 Run from the repository root. `--print` lists what is counted. When a clean-up brings a
 figure down, lower its ceiling here in the same change so it cannot creep back.
@@ -17,10 +20,11 @@ import sys
 from collections import defaultdict
 
 RESULT_STRING_CEILING = 97
-REPEATED_PLACES_CEILING = 19
+REPEATED_PLACES_CEILING = 11
 WINDOW = 6
 LONG_FUNCTION_LINES = 120
 LONG_FUNCTIONS_CEILING = 0
+MODULE_CIRCLES_CEILING = 10
 
 FN_START = re.compile(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(async )?(unsafe )?fn (\w+)")
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")
@@ -69,6 +73,98 @@ def long_functions(path):
     return found
 
 
+PATH_START = re.compile(r"\b(crate|super(?:::super)*)::")
+IDENT = re.compile(r"\s*(\w+)\s*")
+
+
+def named_paths(text, i, prefix, out):
+    """Reads the path at text[i:] that follows `prefix` (`a::b`, `a::{b, c::d}`) and
+    appends every full path it names to `out`; returns where it stopped."""
+    while text.startswith("{", i):
+        i += 1
+        while (m := IDENT.match(text, i)) is not None:
+            i = named_paths(text, m.end(), prefix + [m.group(1)], out)
+            i = len(text) - len(text[i:].lstrip())
+            if not text.startswith(",", i):
+                break
+            i = len(text) - len(text[i + 1 :].lstrip())
+        close = text.find("}", i)
+        return len(text) if close < 0 else close + 1
+    m = IDENT.match(text, i)
+    if m is None:
+        out.append(prefix)
+        return i
+    if text.startswith("::", m.end()):
+        return named_paths(text, m.end() + 2, prefix + [m.group(1)], out)
+    out.append(prefix + [m.group(1)])
+    return m.end()
+
+
+def module_edges(src):
+    """The crate's modules under `src` and, for each, the others its code names
+    (a module's own ancestors and descendants left out)."""
+    modules = {}
+    for path in production_files(src):
+        parts = os.path.relpath(path, src)[:-3].split(os.sep)
+        modules[tuple(parts[:-1] if parts[-1] in ("lib", "main", "mod") else parts)] = path
+    edges = {m: set() for m in modules}
+    for module, path in modules.items():
+        text = re.sub(r"//[^\n]*", "", "".join(line for _, line in production_lines(path)))
+        for start in PATH_START.finditer(text):
+            ups = start.group(1).count("super")
+            named = []
+            base = [] if ups == 0 else list(module[: len(module) - ups])
+            named_paths(text, start.end(), base, named)
+            for full in named:
+                found = (tuple(full[:k]) for k in range(len(full), 0, -1))
+                target = next((t for t in found if t in modules), None)
+                if target and target[: len(module)] != module and module[: len(target)] != target:
+                    edges[module].add(target)
+    return edges
+
+
+def module_circles(root="crates"):
+    """Each circle of modules inside one crate: `crate: a, b, c`."""
+    circles = []
+    for crate in sorted(os.listdir(root)):
+        src = os.path.join(root, crate, "src")
+        if os.path.isdir(src):
+            for c in strongly_connected(module_edges(src)):
+                if len(c) > 1:
+                    circles.append(f"{crate}: " + ", ".join(sorted("::".join(m) for m in c)))
+    return circles
+
+
+def strongly_connected(edges):
+    """Tarjan's strongly connected components of `edges` (node -> set of nodes)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            found.append(component)
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
 def main():
     show = "--print" in sys.argv
     result_string = []
@@ -95,8 +191,10 @@ def main():
         for path, line in group:
             if not any((path, line - k) in places for k in range(1, WINDOW)):
                 places.add((path, line))
+    circles = module_circles()
     if show:
         print("\n".join(result_string))
+        print("\n".join("circle: " + c for c in circles))
         print("\n".join(long))
         for group in repeated:
             print("repeated: " + ", ".join(f"{p}:{n}" for p, n in group))
@@ -105,6 +203,7 @@ def main():
         ("Result<_, String> in production code", len(result_string), RESULT_STRING_CEILING),
         ("places repeating another's code", len(places), REPEATED_PLACES_CEILING),
         (f"functions over {LONG_FUNCTION_LINES} lines", len(long), LONG_FUNCTIONS_CEILING),
+        ("module circles inside a crate", len(circles), MODULE_CIRCLES_CEILING),
     ):
         print(f"{what}: {count} (ceiling {ceiling})")
         if count > ceiling:
