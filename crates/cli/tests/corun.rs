@@ -208,6 +208,23 @@ fn predict_states_its_cost_and_measures_nothing_on_a_dry_run() {
 }
 
 #[test]
+fn predict_says_client_options_go_unused_without_a_server() {
+    let out = smtlab()
+        .args(["predict", "--dry-run", "--cmd", "t=true", "--rulers", "int"])
+        .args(["--forms", "cores", "--client-cpus", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let said = notes(&stderr);
+    assert!(
+        said.iter()
+            .any(|n| n.contains("no workload here is a server, so they are not used")),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn predict_measures_profiles_here_and_stores_every_cell() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");

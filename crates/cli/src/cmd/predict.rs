@@ -24,9 +24,16 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let w = &args.workloads;
     let workloads = corun_exp::matrix_workloads(&w.names, &w.cmds, &w.common.params, true)?;
     let mut s = corun_settings(&w.common, machine)?;
+    let c = &args.client;
     if workloads.iter().any(corun_exp::Workload::is_server) {
-        let rule = crate::settings::client_rule(&args.client);
+        let rule = crate::settings::client_rule(c);
         s.client_rule = exp::client_rule(rule, &s.pair, &s.topo)?;
+    } else if c.client_cpus.is_some() || c.client_siblings || !c.client_hosts.is_empty() {
+        s.notes.push(
+            "the --client-* options place a server workload's load; no workload here is \
+             a server, so they are not used"
+                .into(),
+        );
     }
     let (mut rulers, ruler_notes) = exp::rulers(&args.rulers, &s.topo, &s.pair, &s.forms)?;
     if let smtlab_placement::ClientRule::Cpus { cpus, .. } = &s.client_rule {
