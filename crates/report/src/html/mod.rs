@@ -153,10 +153,19 @@ const SECTIONS: [(&str, &str, SectionFn); 21] = [
 ];
 
 /// Co-run matrices, single-thread penalties and the utilisation curve, for the runs of
-/// `smtlab corun`, `penalty` and `util`.
+/// `smtlab corun`, `penalty` and `util`; a stored `predict` run's profiles and
+/// predictions beside its measured matrix instead of the heatmaps.
 fn corun(r: &RunResults) -> Option<String> {
     let mut p = String::new();
-    crate::corun::section(&mut p, r);
+    crate::utilisation::section(&mut p, r);
+    let corun_cells = r.cells.iter().any(|c| crate::corun::form_of(c).is_some());
+    match corun_cells.then(|| crate::predict::stored::analyse_run(r)) {
+        Some(Some(doc)) => {
+            let measured = crate::corun::matrix(&r.cells);
+            p.push_str(&crate::predict::html::section(&doc, &measured));
+        }
+        _ => crate::corun::section(&mut p, r),
+    }
     // Left out silently: most runs are not co-runs, and need not say so.
     (!p.is_empty()).then_some(p)
 }
