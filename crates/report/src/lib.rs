@@ -77,6 +77,7 @@ pub mod html;
 mod html_counter_ratios;
 mod html_counters;
 mod html_figures;
+mod html_parts;
 pub mod remote;
 
 pub mod html_workloads;
