@@ -419,7 +419,7 @@ impl TwoWay {
 /// lists them (host, CPU, topology, kernel, microcode, SMT, governor, boost, clock
 /// source, virtualisation, smtlab's version) and the same plan of cells.
 pub fn same_setup(x: &RunResults, y: &RunResults) -> bool {
-    if !crate::compare::env_diffs(&x.run, &y.run).is_empty() {
+    if !crate::compare_sides::env_diffs(&x.run, &y.run).is_empty() {
         return false;
     }
     let keys = |r: &RunResults| {

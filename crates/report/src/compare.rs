@@ -66,6 +66,7 @@ use smtlab_model::verdict::{Verdict, verdict_named};
 use smtlab_model::{CellKey, CellRecord, Direction, RunMeta, RunResults, stats};
 
 use crate::between::{BetweenRuns, Choice};
+use crate::compare_sides::{EnvDiff, Side, env_diffs};
 use crate::counters::Headline;
 use crate::fmt::{num, params, text_table, utc};
 
@@ -128,14 +129,6 @@ impl RunLabel {
         }
         self.name = name;
     }
-}
-
-/// An environment fact that differs between the runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EnvDiff {
-    pub field: String,
-    pub a: Option<String>,
-    pub b: Option<String>,
 }
 
 /// One cell measured in both runs.
@@ -303,23 +296,6 @@ pub struct GroupMean {
     pub unit: Option<String>,
     pub a: Option<f64>,
     pub b: Option<f64>,
-}
-
-/// Which run a missing cell was measured in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Side {
-    A,
-    B,
-}
-
-impl Side {
-    /// `A` or `B`, as every output names the runs.
-    pub fn letter(self) -> &'static str {
-        match self {
-            Side::A => "A",
-            Side::B => "B",
-        }
-    }
 }
 
 /// A cell measured in only one run.
@@ -645,32 +621,6 @@ fn group_mean(group: &str, rows: &[&CompareRow], between: &BetweenRuns) -> Group
         a: ga,
         b: gb,
     }
-}
-
-pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
-    type Field = fn(&RunMeta) -> Option<String>;
-    let fields: [(&str, Field); 11] = [
-        ("hostname", |m| m.environment.hostname.clone()),
-        ("cpu_model", |m| m.environment.cpu_model.clone()),
-        ("topology", |m| Some(crate::html::shape(&m.topology))),
-        ("kernel", |m| m.environment.kernel.clone()),
-        ("microcode", |m| m.environment.microcode.clone()),
-        ("smt_control", |m| m.environment.smt_control.clone()),
-        ("governor", |m| m.environment.governor.clone()),
-        ("boost", |m| m.environment.boost.clone()),
-        ("clocksource", |m| m.environment.clocksource.clone()),
-        ("virtualization", |m| m.environment.virtualization.clone()),
-        ("tool_version", |m| Some(m.environment.tool_version.clone())),
-    ];
-    fields
-        .into_iter()
-        .map(|(field, get)| EnvDiff {
-            field: field.into(),
-            a: get(a),
-            b: get(b),
-        })
-        .filter(|d| d.a != d.b)
-        .collect()
 }
 
 /// The two runs' labels and a `differs:` line for every environment field in which they

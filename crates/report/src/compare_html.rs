@@ -22,7 +22,7 @@ use maud::{Markup, PreEscaped, html};
 use crate::compare::{CompareRow, Comparison, GroupMean};
 use crate::compare_up::UpKernelRow;
 use crate::fmt::{esc, params, pct, shorten, times};
-use crate::html::BR;
+use crate::html_parts::BR;
 use crate::units::Column;
 
 /// A row's deciding speed-up interval (with the between-run variance where it was

@@ -22,7 +22,7 @@ use smtlab_model::placement::{UNIPROCESSOR_NAME, UP_KERNEL_NAME};
 use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{Direction, RunResults};
 
-use crate::compare::Side;
+use crate::compare_sides::Side;
 
 /// The SMP kernel's placements set beside the uniprocessor kernel's, in this order.
 pub const BESIDE: [&str; 3] = ["1c2t", UNIPROCESSOR_NAME, "1c1t"];

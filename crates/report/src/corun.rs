@@ -445,15 +445,9 @@ pub fn penalty_text(p: &[Penalty]) -> crate::table::Table {
 }
 
 /// The HTML section of a run with co-run cells (`id="corun"`): a heatmap per form and
-/// the penalties; nothing at all for runs without such cells. Also the utilisation
-/// curve of `smtlab util` runs ([`crate::utilisation::section`]).
+/// the penalties; nothing at all for runs without such cells.
 pub fn section(p: &mut String, r: &RunResults) {
-    crate::utilisation::section(p, r);
     if !r.cells.iter().any(|c| form_of(c).is_some()) {
-        return;
-    }
-    if let Some(doc) = crate::predict::stored::analyse_run(r) {
-        p.push_str(&crate::predict::html::section(&doc, &matrix(&r.cells)));
         return;
     }
     let entries = matrix(&r.cells);

@@ -9,8 +9,7 @@
 use smtlab_model::counters::cpi_stack::{Latencies, LevelLatency};
 use smtlab_model::{CacheType, CellRecord, RunResults};
 
-use crate::html_figures::parse_size;
-use crate::units::{cycles, size};
+use crate::units::{cycles, parse_size, size};
 
 /// The benchmark whose cells give the latencies.
 const CHASE: &str = "mem-latency";

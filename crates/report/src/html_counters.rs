@@ -13,7 +13,7 @@ use smtlab_model::{CellRecord, RunResults};
 
 use crate::counters::{Headline, count, duration_ns};
 use crate::fmt::{num, params};
-use crate::html::Absent;
+use crate::html_parts::Absent;
 use crate::svg::color;
 use crate::units::Column;
 

@@ -21,28 +21,9 @@ use maud::{PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
-use crate::html::{Absent, scaling::headline};
+use crate::html_parts::{Absent, headline};
 use crate::svg::{self, Dist, LineOptions, Point, Scale, Series, pct_of};
-use crate::units::{Column, scaled, size};
-
-/// A byte size as the benchmarks write it: `4096`, `4k`, `32KiB`, `64M`, `1GiB`, `2MB`.
-pub fn parse_size(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (n, unit) = s.split_at(split);
-    let n: f64 = n.parse().ok()?;
-    let f = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024f64.powi(2),
-        "g" | "gb" | "gib" => 1024f64.powi(3),
-        "t" | "tb" | "tib" => 1024f64.powi(4),
-        _ => return None,
-    };
-    Some(n * f)
-}
+use crate::units::{Column, parse_size, scaled, size};
 
 /// A benchmark and its parameters (without the one a figure varies).
 type Key = (String, BTreeMap<String, String>);
@@ -449,20 +430,4 @@ fn scatters(p: &mut String, cells: &PairCells<'_>, pair: Pair, col: &Column) {
         }
     };
     p.push_str(&details.into_string());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_parse_as_the_benchmarks_write_them() {
-        assert_eq!(parse_size("4096"), Some(4096.0));
-        assert_eq!(parse_size("32KiB"), Some(32768.0));
-        assert_eq!(parse_size("4k"), Some(4096.0));
-        assert_eq!(parse_size("64MiB"), Some(64.0 * 1024.0 * 1024.0));
-        assert_eq!(parse_size("1GiB"), Some(1024f64.powi(3)));
-        assert_eq!(parse_size("auto"), None);
-        assert_eq!(parse_size("12 parsecs"), None);
-    }
 }

@@ -63,6 +63,7 @@ pub mod advice;
 pub mod between;
 pub mod compare;
 pub mod compare_html;
+pub mod compare_sides;
 pub mod compare_up;
 pub mod corun;
 pub mod counter_ratios;
@@ -76,6 +77,7 @@ pub mod html;
 mod html_counter_ratios;
 mod html_counters;
 mod html_figures;
+mod html_parts;
 pub mod remote;
 
 pub mod html_workloads;
@@ -97,9 +99,10 @@ pub mod yields;
 
 pub use between::BetweenRuns;
 pub use compare::{
-    Comparison, GroupMean, Side, Statistic, compare, compare_json, compare_table, compare_with,
+    Comparison, GroupMean, Statistic, compare, compare_json, compare_table, compare_with,
 };
 pub use compare_html::{compare_html, compare_markdown};
+pub use compare_sides::Side;
 pub use html::{html, html_labelled};
 pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};
 

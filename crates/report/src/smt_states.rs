@@ -12,7 +12,7 @@ use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
 use crate::fmt::{num, params, text_table, times, verdict as speedup_text};
-use crate::html::Absent;
+use crate::html_parts::Absent;
 
 /// One benchmark, parameter set and placement measured in both states.
 pub struct Row<'a> {

@@ -18,7 +18,7 @@
 //! * anything else (ratios, `%`, `x`) is shown as it is.
 //!
 //! Unit texts are read by [`smtlab_model::Unit`] (the type of `BenchInfo::unit`); this
-//! module only chooses the step each column is shown in.
+//! module chooses the step each column is shown in, and reads sizes ([`parse_size`]).
 
 use smtlab_model::Unit;
 
@@ -259,6 +259,25 @@ pub fn size(b: f64) -> String {
     format!("{text} {}", c.unit)
 }
 
+/// A byte size as the benchmarks write it: `4096`, `4k`, `32KiB`, `64M`, `1GiB`, `2MB`.
+pub fn parse_size(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    let f = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024f64.powi(2),
+        "g" | "gb" | "gib" => 1024f64.powi(3),
+        "t" | "tb" | "tib" => 1024f64.powi(4),
+        _ => return None,
+    };
+    Some(n * f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +310,17 @@ mod tests {
         assert_eq!(scaled("GOPS", 0.5), "500 MOPS");
         assert_eq!(scaled("x", 1.25), "1.25 x");
         assert_eq!(scaled("MPKI", 2.5), "2.50 MPKI");
+    }
+
+    #[test]
+    fn sizes_parse_as_the_benchmarks_write_them() {
+        assert_eq!(parse_size("4096"), Some(4096.0));
+        assert_eq!(parse_size("32KiB"), Some(32768.0));
+        assert_eq!(parse_size("4k"), Some(4096.0));
+        assert_eq!(parse_size("64MiB"), Some(64.0 * 1024.0 * 1024.0));
+        assert_eq!(parse_size("1GiB"), Some(1024f64.powi(3)));
+        assert_eq!(parse_size("auto"), None);
+        assert_eq!(parse_size("12 parsecs"), None);
     }
 
     #[test]

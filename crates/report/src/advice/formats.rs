@@ -2,7 +2,7 @@
 //! Markdown, and the HTML report's first section.
 
 use super::*;
-use crate::html::Absent;
+use crate::html_parts::Absent;
 
 /// The advice JSON document (`smtlab.advice/1`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -372,7 +372,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                         td { strong { (a.answer) } }
                         td {
                             @for (i, d) in a.deciding().enumerate() {
-                                @if i > 0 { (crate::html::BR) }
+                                @if i > 0 { (crate::html_parts::BR) }
                                 (d.what) ": " (d.shown)
                             }
                             @if a.deciding().next().is_none() { span class="muted" { (a.because) } }
@@ -390,7 +390,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                                 (a.workload)
                                 @let missed = not_kept_up(s);
                                 @if !missed.is_empty() {
-                                    (crate::html::BR) "not kept up: " (missed.join("; "))
+                                    (crate::html_parts::BR) "not kept up: " (missed.join("; "))
                                 }
                             }
                         }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use maud::{Markup, PreEscaped, html as maud_html};
+use smtlab_model::unit::plural;
 
 use super::{Fleet, Model, Pool};
 use crate::fmt::{ratio_ci, times, utc};
@@ -39,8 +40,6 @@ fn fingerprint_summary(f: &Fleet, m: &Model) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
-
-pub(super) use smtlab_model::unit::plural;
 
 /// The fleet view for the terminal, fitted to `width` columns: per CPU model its
 /// hosts' fingerprints, one row per workload and yield (hosts, median with interval,

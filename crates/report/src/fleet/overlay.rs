@@ -427,7 +427,7 @@ pub(super) fn yield_cdf_svg(
     let dists: Vec<Dist<'_>> = per_model
         .iter()
         .map(|(m, vs)| Dist {
-            name: format!("{m} ({})", super::formats::plural(vs.len(), "host")),
+            name: format!("{m} ({})", smtlab_model::unit::plural(vs.len(), "host")),
             values: vs.clone(),
             fmt: &fmt,
         })

@@ -7,8 +7,8 @@ use std::fmt::Write;
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::{RunResults, RunStatus, Topology};
 
-use super::Absent;
 use crate::fmt::{bytes, short, utc};
+use crate::html_parts::Absent;
 
 /// `1 package x 4 cores x 2 threads = 8 CPUs`, with ranges where packages or cores differ.
 pub fn shape(t: &Topology) -> String {

@@ -21,6 +21,7 @@ use maud::{Markup, PreEscaped, html};
 use smtlab_model::{RunResults, RunStatus};
 
 use crate::fmt::utc;
+use crate::html_parts::Absent;
 
 pub(crate) mod machine;
 pub(crate) mod scaling;
@@ -28,10 +29,6 @@ mod tables;
 mod yields;
 
 pub use machine::{notes, shape};
-
-/// `<br/>` written XML-style: maud writes void elements as `<br>`, which an XML parser
-/// refuses.
-pub(crate) const BR: PreEscaped<&str> = PreEscaped("<br/>");
 
 const CSS: &str = "\
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1b1b1b;\
@@ -80,9 +77,6 @@ nav a{display:inline-block;margin:2px 12px 2px 0}}\
 .scroll{overflow:visible}details::details-content{content-visibility:visible;display:contents}\
 details:not([open])>*{display:block}summary{list-style:none;font-weight:600}\
 figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text-decoration:none}}";
-
-/// Why a section has nothing to show, named under the page's header.
-pub(crate) struct Absent(pub(crate) String);
 
 /// A section writer.
 #[derive(Clone, Copy)]
@@ -153,10 +147,19 @@ const SECTIONS: [(&str, &str, SectionFn); 21] = [
 ];
 
 /// Co-run matrices, single-thread penalties and the utilisation curve, for the runs of
-/// `smtlab corun`, `penalty` and `util`.
+/// `smtlab corun`, `penalty` and `util`; a stored `predict` run's profiles and
+/// predictions beside its measured matrix instead of the heatmaps.
 fn corun(r: &RunResults) -> Option<String> {
     let mut p = String::new();
-    crate::corun::section(&mut p, r);
+    crate::utilisation::section(&mut p, r);
+    let corun_cells = r.cells.iter().any(|c| crate::corun::form_of(c).is_some());
+    match corun_cells.then(|| crate::predict::stored::analyse_run(r)) {
+        Some(Some(doc)) => {
+            let measured = crate::corun::matrix(&r.cells);
+            p.push_str(&crate::predict::html::section(&doc, &measured));
+        }
+        _ => crate::corun::section(&mut p, r),
+    }
     // Left out silently: most runs are not co-runs, and need not say so.
     (!p.is_empty()).then_some(p)
 }

@@ -7,24 +7,10 @@ use std::fmt::Write;
 use maud::{PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
-use super::Absent;
 use crate::fmt::{cpus, params};
+use crate::html_parts::{Absent, headline};
 use crate::svg::{self, LineOptions, Point, Scale, Series};
 use crate::units::Column;
-
-/// The value a cell is drawn and tabulated by, with its error bar: the mean and its 95%
-/// CI for higher-is-better cells, the median and p25..p75 for lower-is-better ones.
-pub(crate) fn headline(c: &CellRecord) -> (f64, f64, f64) {
-    let s = &c.result.summary;
-    match c.direction {
-        Direction::Higher => (
-            s.mean,
-            s.mean - s.ci95_half_width,
-            s.mean + s.ci95_half_width,
-        ),
-        Direction::Lower => (s.median, s.p25, s.p75),
-    }
-}
 
 /// The number of worker threads of a compute or memory cell: the `threads` parameter, or
 /// the placement's width when it is `auto` (or absent). `None` for unpinned `auto`.

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use maud::{Markup, html};
 use smtlab_model::{CellRecord, ReportSection, RunResults};
 
-use super::{Absent, machine::pending_cells};
+use super::machine::pending_cells;
 use crate::fmt::{cpus, params, pct2};
+use crate::html_parts::Absent;
 use crate::units::Column;
 
 /// The OS latency table's row of `bench`: its position in the run's catalog entries

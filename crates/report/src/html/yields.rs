@@ -7,8 +7,8 @@ use crate::glossary::{Term, link};
 use maud::{Markup, PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
-use super::{Absent, BR, scaling::headline};
 use crate::fmt::{params, times};
+use crate::html_parts::{Absent, BR, headline};
 use crate::svg;
 use crate::units::Column;
 use smtlab_model::verdict::PairKind;

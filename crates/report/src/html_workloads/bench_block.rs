@@ -12,7 +12,7 @@ use super::rows::{fixed_params, row_head, rows_by_params};
 use super::speedup_table::{no_pairs, num_cell, speedup_table};
 use crate::counters::{Headline, duration_ns};
 use crate::fmt::{num, params};
-use crate::html::BR;
+use crate::html_parts::BR;
 
 /// A block per benchmark of `benches` (name, origin), each of its cells in `r`, and the
 /// one line that says why when none has a speed-up.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use smtlab_model::CellRecord;
 
 use crate::fmt::params;
-use crate::html_figures::parse_size;
+use crate::units::parse_size;
 
 /// One row of a workload table: a label, an x value for the chart, the row's cells.
 pub(super) struct Row<'a> {

@@ -11,7 +11,7 @@ use smtlab_model::{CellRecord, RunResults};
 use super::cells::{mean_column, placements};
 use super::rows::Row;
 use crate::fmt::times;
-use crate::html::BR;
+use crate::html_parts::BR;
 use crate::units::Column;
 
 /// The pairs a workload table shows: the papers' two SMT speed-ups.

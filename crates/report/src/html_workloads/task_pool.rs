@@ -12,7 +12,7 @@ use super::rows::{fixed_params, row_head, rows_by_params};
 use super::speedup_table::{no_pairs, speedup_table, value_text};
 use crate::counters::duration_ns;
 use crate::fmt::{num, short};
-use crate::html::BR;
+use crate::html_parts::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.

@@ -15,7 +15,7 @@ use super::charts::{Bar, figure, hbars, placement_color, value_bars};
 use super::rows::{fixed_params, row_head, rows_by_params, swept_keys};
 use super::speedup_table::{no_pairs, num_cell, speedup_table};
 use crate::fmt::{num, params, short};
-use crate::html::BR;
+use crate::html_parts::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 

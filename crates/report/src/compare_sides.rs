@@ -1,0 +1,57 @@
+//! The two runs a comparison sets side by side, for [`crate::compare`] and the modules it
+//! uses: which run a figure is from ([`Side`]) and the environment facts they differ in
+//! (`env_diffs`).
+
+use serde::Serialize;
+use smtlab_model::RunMeta;
+
+/// An environment fact that differs between the runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvDiff {
+    pub field: String,
+    pub a: Option<String>,
+    pub b: Option<String>,
+}
+
+/// Which run a missing cell was measured in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Side {
+    A,
+    B,
+}
+
+impl Side {
+    /// `A` or `B`, as every output names the runs.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Side::A => "A",
+            Side::B => "B",
+        }
+    }
+}
+
+pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
+    type Field = fn(&RunMeta) -> Option<String>;
+    let fields: [(&str, Field); 11] = [
+        ("hostname", |m| m.environment.hostname.clone()),
+        ("cpu_model", |m| m.environment.cpu_model.clone()),
+        ("topology", |m| Some(crate::html::shape(&m.topology))),
+        ("kernel", |m| m.environment.kernel.clone()),
+        ("microcode", |m| m.environment.microcode.clone()),
+        ("smt_control", |m| m.environment.smt_control.clone()),
+        ("governor", |m| m.environment.governor.clone()),
+        ("boost", |m| m.environment.boost.clone()),
+        ("clocksource", |m| m.environment.clocksource.clone()),
+        ("virtualization", |m| m.environment.virtualization.clone()),
+        ("tool_version", |m| Some(m.environment.tool_version.clone())),
+    ];
+    fields
+        .into_iter()
+        .map(|(field, get)| EnvDiff {
+            field: field.into(),
+            a: get(a),
+            b: get(b),
+        })
+        .filter(|d| d.a != d.b)
+        .collect()
+}
