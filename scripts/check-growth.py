@@ -24,7 +24,7 @@ REPEATED_PLACES_CEILING = 11
 WINDOW = 6
 LONG_FUNCTION_LINES = 120
 LONG_FUNCTIONS_CEILING = 0
-MODULE_CIRCLES_CEILING = 6
+MODULE_CIRCLES_CEILING = 0
 
 FN_START = re.compile(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(async )?(unsafe )?fn (\w+)")
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")

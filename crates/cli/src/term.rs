@@ -9,6 +9,8 @@
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
+use smtlab_report::table::{Layout, wrap};
+
 use crate::args::{ColorWhen, TermArgs};
 
 /// Width assumed when neither the terminal nor `$COLUMNS` tells.
@@ -53,6 +55,20 @@ pub fn get() -> Term {
     TERM.get().copied().unwrap_or_default()
 }
 
+/// The terminal's layout, as decided from the flags and the environment.
+pub fn term_layout() -> Layout {
+    let t = get();
+    Layout {
+        width: t.width,
+        color: t.color,
+    }
+}
+
+/// Prose broken between words at the terminal's width (tables are fitted by their engine).
+pub fn fit(text: &str) -> String {
+    wrap(text, term_layout())
+}
+
 /// A note for the user, not a result: standard error, silent with `--quiet`.
 pub fn note(text: &str) {
     if !get().quiet {
@@ -84,7 +100,7 @@ pub fn notes<N: std::fmt::Display>(notes: impl IntoIterator<Item = N>) {
 
 fn fit_for_stderr(text: &str) -> String {
     if std::io::stderr().is_terminal() {
-        crate::render::table::fit(text)
+        fit(text)
     } else {
         text.to_string()
     }

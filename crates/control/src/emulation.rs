@@ -18,14 +18,23 @@
 //! back as plain files: every CPU's `online` comes back, `smt/active` may stay stale.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use smtlab_model::CpuSet;
 
-use crate::sysfs::Sysfs;
+use crate::sysfs::{Sysfs, write_file};
+
+impl Sysfs {
+    /// The tree under `root`, whose writes do to it what the kernel would do to its own
+    /// (SMT control takes the secondary threads offline and back): the SMT and hotplug
+    /// files of a fake machine.
+    pub fn emulating_kernel(root: impl Into<PathBuf>) -> Self {
+        Sysfs::at(root).writing_with(write)
+    }
+}
 
 /// The kernel's refusal of a write, before it happens.
-pub(crate) fn check(sysfs: &Sysfs, path: &Path, value: &str) -> io::Result<()> {
+fn check(sysfs: &Sysfs, path: &Path, value: &str) -> io::Result<()> {
     if path.file_name().is_some_and(|n| n == "smp_affinity_list")
         && path.with_file_name("managed").exists()
     {
@@ -46,8 +55,10 @@ pub(crate) fn check(sysfs: &Sysfs, path: &Path, value: &str) -> io::Result<()> {
 /// The file at the root of an emulating tree that lists the writes it took, in order.
 pub const JOURNAL: &str = "writes.log";
 
-/// What follows a write the kernel took.
-pub(crate) fn after(sysfs: &Sysfs, path: &Path, value: &str) -> io::Result<()> {
+/// A write as the kernel takes it: refused before it happens, or done with what follows.
+fn write(sysfs: &Sysfs, path: &Path, value: &str) -> io::Result<()> {
+    check(sysfs, path, value)?;
+    write_file(path, value)?;
     effects(sysfs, path, value)?;
     // Journaled once its effects are done, so a reader of the journal sees them.
     use std::io::Write;

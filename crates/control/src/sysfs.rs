@@ -11,17 +11,19 @@ pub const READ_LIMIT: u64 = 1 << 20;
 
 /// A sysfs root: `/` for this machine, or a directory holding a fake or saved tree
 /// (`DIR/sys/devices/system/cpu/...`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Sysfs {
     root: PathBuf,
     /// Effective user id, to tell "not root" from other refusals; tests set it.
     euid: u32,
     /// Whether writes need root (this machine's sysfs; not a fake tree).
     root_required: bool,
-    /// Whether writes have the kernel's side effects done to the tree
-    /// ([`crate::emulation`]): a fake machine's tree.
-    emulate_kernel: bool,
+    /// A fake machine's kernel, which writes go through ([`Sysfs::emulating_kernel`]).
+    writer: Option<Writer>,
 }
+
+/// A write of `value` to `path` in the tree, with whatever it does besides.
+pub(crate) type Writer = fn(&Sysfs, &Path, &str) -> io::Result<()>;
 
 impl Sysfs {
     /// This machine.
@@ -39,18 +41,14 @@ impl Sysfs {
             // SAFETY: geteuid has no preconditions and cannot fail.
             euid: unsafe { libc::geteuid() },
             root_required: false,
-            emulate_kernel: false,
+            writer: None,
         }
     }
 
-    /// The tree under `root`, whose writes do to it what the kernel would do to its own
-    /// (SMT control takes the secondary threads offline and back; see
-    /// [`crate::emulation`]): the SMT and hotplug files of a fake machine.
-    pub fn emulating_kernel(root: impl Into<PathBuf>) -> Self {
-        Sysfs {
-            emulate_kernel: true,
-            ..Self::at(root)
-        }
+    /// The same tree with each write going through `writer`.
+    pub(crate) fn writing_with(mut self, writer: Writer) -> Self {
+        self.writer = Some(writer);
+        self
     }
 
     /// The same tree as seen by user `euid` (tests of the not-root path).
@@ -134,23 +132,10 @@ impl Sysfs {
     /// Writes `value` the way `echo value > path` does (one write of the whole value).
     /// `what` says what the write is for, in errors.
     pub fn write(&self, what: &str, path: &Path, value: &str) -> Result<(), ControlError> {
-        use std::io::Write;
-        let checked = match self.emulate_kernel {
-            true => crate::emulation::check(self, path, value),
-            false => Ok(()),
+        let result = match self.writer {
+            Some(writer) => writer(self, path, value),
+            None => write_file(path, value),
         };
-        let result = checked
-            .and_then(|()| {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .truncate(true)
-                    .open(path)
-            })
-            .and_then(|mut f| f.write_all(value.as_bytes()))
-            .and_then(|()| match self.emulate_kernel {
-                true => crate::emulation::after(self, path, value),
-                false => Ok(()),
-            });
         result.map_err(|e| write_error(what, path.to_path_buf(), value, e, self.euid))
     }
 
@@ -175,4 +160,14 @@ impl Sysfs {
         cpus.sort_unstable();
         Ok(cpus)
     }
+}
+
+/// Writes `value` to the file alone, in one write of the whole value.
+pub(crate) fn write_file(path: &Path, value: &str) -> io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?
+        .write_all(value.as_bytes())
 }

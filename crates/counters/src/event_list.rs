@@ -35,6 +35,7 @@ use smtlab_model::counters::topdown::{
 use smtlab_model::counters::{CountMode, CounterEvent};
 
 use crate::model_events::{self, MIX_EVENTS, PAPER_EVENTS, Uarch};
+pub use crate::perf::ResolvedEvent;
 use crate::pmu::{Pmu, PmuTree};
 
 /// What `--events smt` counts: the time this thread ran alone and the core's reference
@@ -48,48 +49,6 @@ const TRACEPOINT: &str = "tracepoint";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("--events: {0}")]
 pub struct EventListError(pub String);
-
-/// One named event ready to open.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResolvedEvent {
-    pub name: String,
-    /// `sysfs alias`, `raw terms`, `built-in table (Zen 4: EX_RET_OPS)`.
-    pub source: String,
-    /// One per PMU instance; the counts are summed.
-    pub encodings: Vec<EventEncoding>,
-    pub mode: CountMode,
-    pub scale: Option<f64>,
-    pub unit: Option<String>,
-    /// CPUs to count on, CPU-wide, for uncore PMUs (their `cpumask`); `None`: per task.
-    pub cpus: Option<Vec<u32>>,
-    /// Events with the same group number are opened as one perf group.
-    pub group: u32,
-    /// A tracepoint filter (`reason == 4`), set on each descriptor after it opens.
-    pub filter: Option<String>,
-}
-
-impl ResolvedEvent {
-    /// A per-task event with no scale, unit or filter.
-    pub(crate) fn new(
-        name: impl Into<String>,
-        source: String,
-        encodings: Vec<EventEncoding>,
-        mode: CountMode,
-        group: u32,
-    ) -> ResolvedEvent {
-        ResolvedEvent {
-            name: name.into(),
-            source,
-            encodings,
-            mode,
-            scale: None,
-            unit: None,
-            cpus: None,
-            group,
-            filter: None,
-        }
-    }
-}
 
 /// What a list resolved to on one machine.
 #[derive(Debug, Clone, PartialEq, Default)]

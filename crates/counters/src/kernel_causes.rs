@@ -21,7 +21,7 @@
 use smtlab_model::counters::CountMode;
 use smtlab_model::counters::named::EventEncoding;
 
-use crate::event_list::ResolvedEvent;
+use crate::perf::ResolvedEvent;
 use crate::tracefs;
 
 /// Why a cause cannot be counted here, in one line.

@@ -92,10 +92,10 @@ mod tracefs;
 
 pub use availability::{availability, hypervisor_vendor, missing_lines};
 pub use error::{CounterError, perf_event_paranoid};
-pub use event_list::{EventListError, Resolved, ResolvedEvent, resolve};
+pub use event_list::{EventListError, Resolved, resolve};
 pub use irqs::{IrqTracer, RunningIrqTrace};
 pub use kernel_time::{KernelTimeTracer, RunningKernelTime};
-pub use perf::{PerfCounters, PerfOptions};
+pub use perf::{PerfCounters, PerfOptions, ResolvedEvent};
 pub use pmu::{CpuId, PmuTree};
 pub use procstat::{ProcStatError, ProcStatSampler, SamplerOptions};
 pub use source::{CounterSource, FakeSource, fake_values, measure};

@@ -8,12 +8,10 @@
 //! (`PERF_FORMAT_GROUP`) cannot be combined with `inherit`, which counting a child
 //! process tree needs, and one read path is simpler than two.
 
-use smtlab_model::counters::named::{NamedReading, NamedUnavailable};
+use smtlab_model::counters::named::{EventEncoding, NamedReading, NamedUnavailable};
 use smtlab_model::counters::{
     CountMode, CounterEvent, CounterTarget, CounterValues, Reading, UnavailableEvent,
 };
-
-use crate::event_list::ResolvedEvent;
 
 use crate::error::{CounterError, Needs, classify};
 use crate::events::{plan_groups, type_config};
@@ -43,6 +41,48 @@ impl PerfOptions {
             events: events.to_vec(),
             split_user_kernel: true,
             named: Vec::new(),
+        }
+    }
+}
+
+/// One named event ready to open, as the `--events` list resolved it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedEvent {
+    pub name: String,
+    /// `sysfs alias`, `raw terms`, `built-in table (Zen 4: EX_RET_OPS)`.
+    pub source: String,
+    /// One per PMU instance; the counts are summed.
+    pub encodings: Vec<EventEncoding>,
+    pub mode: CountMode,
+    pub scale: Option<f64>,
+    pub unit: Option<String>,
+    /// CPUs to count on, CPU-wide, for uncore PMUs (their `cpumask`); `None`: per task.
+    pub cpus: Option<Vec<u32>>,
+    /// Events with the same group number are opened as one perf group.
+    pub group: u32,
+    /// A tracepoint filter (`reason == 4`), set on each descriptor after it opens.
+    pub filter: Option<String>,
+}
+
+impl ResolvedEvent {
+    /// A per-task event with no scale, unit or filter.
+    pub(crate) fn new(
+        name: impl Into<String>,
+        source: String,
+        encodings: Vec<EventEncoding>,
+        mode: CountMode,
+        group: u32,
+    ) -> ResolvedEvent {
+        ResolvedEvent {
+            name: name.into(),
+            source,
+            encodings,
+            mode,
+            scale: None,
+            unit: None,
+            cpus: None,
+            group,
+            filter: None,
         }
     }
 }

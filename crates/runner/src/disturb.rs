@@ -17,26 +17,12 @@
 //! Reading costs a few small files per sample, outside the timed part of the sample.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use smtlab_model::counters::os_time::CpuTicks;
 use smtlab_model::{CpuSet, Disturbance};
 
 use crate::clock::Clock;
 use crate::machine::Machine;
-
-/// The CPU time of each thread under `task_dir` (`/proc/self/task`), by thread id: the
-/// first field of each thread's `schedstat`. Threads that end while being read are left
-/// out; `None` when the directory cannot be read.
-pub fn read_task_schedstats(task_dir: &Path) -> Option<BTreeMap<u32, u64>> {
-    let tasks = std::fs::read_dir(task_dir).ok()?;
-    let schedstat = |entry: std::fs::DirEntry| {
-        let tid = entry.file_name().to_str()?.parse().ok()?;
-        let text = std::fs::read_to_string(entry.path().join("schedstat")).ok()?;
-        Some((tid, text.split_whitespace().next()?.parse().ok()?))
-    };
-    Some(tasks.flatten().filter_map(schedstat).collect())
-}
 
 /// The line a run starts with on a machine whose hypervisor steals time from its CPUs
 /// (steal since boot in `/proc/stat`); `None` where there is none or it cannot be read.
@@ -321,17 +307,5 @@ mod tests {
         assert!(note.contains("steal 0.50%"), "{note}");
         std::fs::write(&tree, "cpu0 600 0 100 300 0 0 0 0\n").unwrap();
         assert_eq!(steal_note(&machine), None);
-    }
-
-    #[test]
-    fn the_task_directory_is_read_by_thread() {
-        let dir = tempfile::tempdir().unwrap();
-        for (tid, text) in [("7", "123 45 6\n"), ("8", "9 0 0\n"), ("self", "1 2 3\n")] {
-            std::fs::create_dir(dir.path().join(tid)).unwrap();
-            std::fs::write(dir.path().join(tid).join("schedstat"), text).unwrap();
-        }
-        let m = read_task_schedstats(dir.path()).unwrap();
-        assert_eq!(m, BTreeMap::from([(7, 123), (8, 9)]));
-        assert!(read_task_schedstats(&dir.path().join("none")).is_none());
     }
 }

@@ -125,15 +125,10 @@ pub trait Machine: Sync {
     /// The environment the measurements run in (DESIGN rule 11), stored with the run.
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment;
 
-    /// Paper 002's pair probing on this machine's CPUs
-    /// ([`crate::experiment::siblings::probe`]), `window` per measurement; `None` where
-    /// the CPUs cannot be probed (a machine described by files).
-    fn probe_siblings(
-        &self,
-        _topo: &Topology,
-        _window: std::time::Duration,
-    ) -> Option<Vec<crate::experiment::siblings::PairFigure>> {
-        None
+    /// Whether its CPUs are the ones this process runs on, so that paper 002's pair
+    /// probing can measure them; not so on a machine described by files.
+    fn cpus_can_be_probed(&self) -> bool {
+        false
     }
 
     /// Each CPU's time since boot (`proc/stat` under [`Machine::root`]), for what
@@ -148,7 +143,7 @@ pub trait Machine: Sync {
     /// first field of `proc/self/task/TID/schedstat` under [`Machine::root`]: the
     /// scheduler's own count, exact, not in ticks); `None` where it cannot be read.
     fn own_threads_cpu_ns(&self) -> Option<BTreeMap<u32, u64>> {
-        crate::disturb::read_task_schedstats(&self.root().join("proc/self/task"))
+        read_task_schedstats(&self.root().join("proc/self/task"))
     }
 
     /// One `proc/stat` tick in nanoseconds (USER_HZ; 10 ms on every usual kernel).
@@ -302,13 +297,22 @@ impl Machine for RealMachine {
         capture(topo, tool)
     }
 
-    fn probe_siblings(
-        &self,
-        topo: &Topology,
-        window: std::time::Duration,
-    ) -> Option<Vec<crate::experiment::siblings::PairFigure>> {
-        crate::experiment::siblings::probe(topo, window).ok()
+    fn cpus_can_be_probed(&self) -> bool {
+        true
     }
+}
+
+/// The CPU time of each thread under `task_dir` (`/proc/self/task`), by thread id: the
+/// first field of each thread's `schedstat`. Threads that end while being read are left
+/// out; `None` when the directory cannot be read.
+fn read_task_schedstats(task_dir: &Path) -> Option<BTreeMap<u32, u64>> {
+    let tasks = std::fs::read_dir(task_dir).ok()?;
+    let schedstat = |entry: std::fs::DirEntry| {
+        let tid = entry.file_name().to_str()?.parse().ok()?;
+        let text = std::fs::read_to_string(entry.path().join("schedstat")).ok()?;
+        Some((tid, text.split_whitespace().next()?.parse().ok()?))
+    };
+    Some(tasks.flatten().filter_map(schedstat).collect())
 }
 
 fn read(path: &str) -> Option<String> {
@@ -384,6 +388,18 @@ pub(crate) fn children_of_this_thread(proc: &Path) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_task_directory_is_read_by_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        for (tid, text) in [("7", "123 45 6\n"), ("8", "9 0 0\n"), ("self", "1 2 3\n")] {
+            std::fs::create_dir(dir.path().join(tid)).unwrap();
+            std::fs::write(dir.path().join(tid).join("schedstat"), text).unwrap();
+        }
+        let m = read_task_schedstats(dir.path()).unwrap();
+        assert_eq!(m, BTreeMap::from([(7, 123), (8, 9)]));
+        assert!(read_task_schedstats(&dir.path().join("none")).is_none());
+    }
 
     /// Where the machine has an id, the run carries its hash, never the id itself, and
     /// the same hash each time.

@@ -50,7 +50,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     }
     // The cells' table starts under the plan, not between the title and it.
     if text && s.security.is_none() {
-        emit(&render::bench::header_line(render::table::term_layout()))?;
+        emit(&render::bench::header_line(crate::term::term_layout()))?;
     }
     let mut progress = crate::live::progress::Progress::new(&estimate);
     let printer = move |shown: crate::sink::Shown<'_>| {

@@ -45,7 +45,7 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
     if args.json {
         return emit(&smtlab_report::compare_json(&cmp));
     }
-    emit(&render::compare::table(&cmp, render::table::term_layout()))
+    emit(&render::compare::table(&cmp, crate::term::term_layout()))
 }
 
 /// The finished runs of the store of A's or B's setup, other than A and B: the repeats

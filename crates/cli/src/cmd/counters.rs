@@ -18,7 +18,6 @@ use smtlab_report::counter_ratios::{
 
 use crate::args::{CountersArgs, CountersCommand, CountersImportArgs};
 use crate::output::{emit, json_text};
-use crate::render;
 
 pub fn run(args: &CountersArgs) -> Result<()> {
     match &args.command {
@@ -105,7 +104,7 @@ fn import(a: &CountersImportArgs) -> Result<()> {
         .into_iter()
         .chain(loss.iter().flat_map(loss_lines))
     {
-        out.push_str(&render::table::fit(&line));
+        out.push_str(&crate::term::fit(&line));
     }
     emit(&out)?;
     checked.map(drop).map_err(Into::into)

@@ -15,7 +15,7 @@ pub fn run(args: &ListArgs) -> Result<()> {
     if args.json {
         return emit(&json_text(&infos)?);
     }
-    emit(&table(&infos, crate::render::table::term_layout()))
+    emit(&table(&infos, crate::term::term_layout()))
 }
 
 /// Fitted to a width, each benchmark's description goes on a line of its own under it

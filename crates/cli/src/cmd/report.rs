@@ -35,7 +35,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         let extra = smtlab_report::smt_states::text(&results.cells)
             + &crate::render::corun::summary_text(&results);
         return emit(
-            &(render::report::summary(&results, label.as_deref(), render::table::term_layout())
+            &(render::report::summary(&results, label.as_deref(), crate::term::term_layout())
                 + &extra),
         );
     };

@@ -21,7 +21,7 @@ pub fn runs(args: &RunsArgs) -> Result<()> {
     }
     emit(&render::report::runs_table(
         &list,
-        render::table::term_layout(),
+        crate::term::term_layout(),
     ))
 }
 

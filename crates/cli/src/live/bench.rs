@@ -14,7 +14,7 @@ use smtlab_runner::stats::{Ratio, ratio};
 
 use crate::args::BenchArgs;
 use crate::output::{emit, json_text};
-use crate::render::{self, table::term_layout};
+use crate::render;
 use crate::settings::bench::Bench;
 use crate::sink::StoreSink;
 
@@ -79,7 +79,7 @@ impl BenchPrinter<'_> {
     /// The measurement details of the benchmark whose rows were printed last.
     fn flush_details(&mut self) {
         if self.heading_for.is_some() && !self.json {
-            let text = render::bench::details(&self.current, term_layout());
+            let text = render::bench::details(&self.current, crate::term::term_layout());
             self.out(&text);
         }
     }
@@ -119,7 +119,7 @@ impl BenchPrinter<'_> {
                 .iter()
                 .find(|(i, p)| i.name == key.benchmark && param_map(p) == bench_params)
         {
-            let mut text = render::bench::heading(info, params, term_layout());
+            let mut text = render::bench::heading(info, params, crate::term::term_layout());
             if let Some(state) = smt {
                 text.push_str(&format!("  with SMT {state}\n"));
             }
@@ -151,7 +151,7 @@ impl SessionObserver for BenchPrinter<'_> {
         self.heading_for(&cell.key());
         if !self.json {
             let baseline = self.current.first();
-            let mut text = render::bench::row(cell, baseline, term_layout());
+            let mut text = render::bench::row(cell, baseline, crate::term::term_layout());
             text.extend(super::cell_notes(cell));
             self.out(&text);
         }
@@ -303,7 +303,7 @@ fn verdicts(s: &Bench, cells: &[CellRecord]) -> Result<()> {
             emit("\n")?;
         }
         for l in &lines {
-            emit(&render::table::fit(l))?;
+            emit(&crate::term::fit(l))?;
         }
     }
     Ok(())

@@ -14,7 +14,7 @@ use smtlab_runner::session::{Measured, SessionObserver};
 
 use crate::args::ExecArgs;
 use crate::output::emit;
-use crate::render::{self, table::term_layout};
+use crate::render;
 use crate::settings::exec::Exec;
 use crate::sink::StoreSink;
 
@@ -92,7 +92,7 @@ impl SessionObserver for ExecPrinter {
         self.bar
             .set_position((self.done_cells * self.runs_per_cell) as u64);
         let cell = m.record;
-        let mut text = render::bench::row(cell, self.baseline.as_ref(), term_layout());
+        let mut text = render::bench::row(cell, self.baseline.as_ref(), crate::term::term_layout());
         let cpu: Vec<f64> = cell
             .result
             .samples
@@ -154,7 +154,7 @@ pub fn header(s: &Exec, args: &ExecArgs) -> String {
         args.reps,
         args.warmup
     );
-    let layout = term_layout();
+    let layout = crate::term::term_layout();
     render::table::wrap(&line, layout) + &render::bench::header_line(layout)
 }
 
@@ -179,7 +179,7 @@ pub fn summary(
     if text && !lines.is_empty() {
         emit("\n")?;
         for l in &lines {
-            emit(&render::table::fit(l))?;
+            emit(&crate::term::fit(l))?;
         }
     }
     let mut sink = sink.finish(interrupted, args.db.db.as_deref())?;

@@ -7,7 +7,7 @@ pub mod exec;
 pub mod progress;
 pub mod run;
 
-use crate::render::table::fit;
+use crate::term::fit;
 
 /// The lines under a cell's row as it is measured: its counters, instruction mix and
 /// load points, each indented and fitted to the terminal.

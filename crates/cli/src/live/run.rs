@@ -17,9 +17,10 @@ use smtlab_runner::session::{Ended, Measured, SessionObserver};
 use smtlab_store::{Lease, Store};
 
 use crate::args::RunArgs;
-use crate::render::{self, table::term_layout};
+use crate::render;
 use crate::settings::{run::estimate_of, unix_now_s};
 use crate::sink::db_flag;
+use crate::term::term_layout;
 
 /// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
 /// the cells of its earlier invocations).

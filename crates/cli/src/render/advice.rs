@@ -3,7 +3,8 @@
 
 use smtlab_report::advice::{self, Advice};
 
-use super::table::{Layout, fit, term_layout};
+use super::table::Layout;
+use crate::term::{fit, term_layout};
 
 /// Width used when the output is not a terminal.
 const DEFAULT_WIDTH: usize = 80;

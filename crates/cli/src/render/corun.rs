@@ -7,8 +7,8 @@ use smtlab_model::stats::Ratio;
 use smtlab_model::{CellRecord, RunResults, SkippedCell, Summary};
 use smtlab_report::corun::{self as view, form_of};
 
-use crate::render::table::{fit, term_layout};
 use crate::sink::Shown;
+use crate::term::{fit, term_layout};
 
 /// `sibling on CPU 1, cores on CPU 2`: the forms measured, for the header line.
 pub fn forms_text(forms: &[(Form, u32)]) -> String {

@@ -4,7 +4,7 @@ use smtlab_loadgen::remote::{AgentInfo, RemoteReport};
 use smtlab_loadgen::{LoadConfig, LoadReport};
 
 use crate::args::LoadArgs;
-use crate::render::table::{Layout, fit, wrap};
+use crate::render::table::{Layout, wrap};
 
 fn ms(ns: u64) -> String {
     let v = ns as f64 / 1e6;
@@ -90,7 +90,7 @@ pub fn text(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> Str
         s.push_str("(latency counts from each request's scheduled time)\n");
     }
     // Lines longer than the terminal break between words, the rest of a line indented.
-    fit(&s)
+    crate::term::fit(&s)
 }
 
 pub fn json(a: &LoadArgs, cfg: &LoadConfig, cpus: &[u32], r: &LoadReport) -> serde_json::Value {
@@ -165,7 +165,7 @@ pub fn agents_text(infos: &[AgentInfo], r: &RemoteReport) -> String {
             }
         ));
     }
-    fit(&s)
+    crate::term::fit(&s)
 }
 
 pub fn agents_json(infos: &[AgentInfo], r: &RemoteReport) -> serde_json::Value {

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use smtlab_model::ResolvedPlacement;
 
-use super::table::{Table, term_layout};
+use super::table::Table;
 
 /// One line of the listing: a placement and what it resolved to, or why it cannot be.
 #[derive(Debug, Serialize)]
@@ -71,7 +71,7 @@ pub fn table(entries: &[Entry]) -> String {
     }
     // A table of headers only says nothing: left out when no placement fits.
     let mut out = if entries.iter().any(|e| e.placement.is_some()) {
-        ok.render_to(term_layout())
+        ok.render_to(crate::term::term_layout())
     } else {
         String::new()
     };

@@ -9,8 +9,8 @@ use smtlab_model::{CellKey, RunConfig};
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
-use crate::render::table::fit;
 use crate::render::{cpus_in_order, plural};
+use crate::term::fit;
 
 /// What the plan measures and what it costs against the whole matrix, before anything
 /// runs: the `--dry-run` answer and the header of a run.

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use smtlab_model::{Cache, CacheType, CpuSet, Topology};
 
-use super::table::{Table, term_layout};
+use super::table::Table;
 use super::{bytes, plural};
+use crate::term::term_layout;
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())

@@ -124,12 +124,12 @@ pub const QUICK_PAIRS: usize = 16;
 /// visible, where the CPUs cannot be probed, or where every pair behaves as the
 /// topology says.
 pub fn start_note(machine: &dyn crate::machine::Machine, topo: &Topology) -> Option<String> {
-    if topo.virtualization.is_none() || topo.smt_visible() {
+    if topo.virtualization.is_none() || topo.smt_visible() || !machine.cpus_can_be_probed() {
         return None;
     }
     let mut probed = topo.clone();
     probed.cpus = topo.cpus.iter().take(QUICK_PAIRS + 1).collect();
-    let figures = machine.probe_siblings(&probed, QUICK_WINDOW)?;
+    let figures = probe(&probed, QUICK_WINDOW).ok()?;
     hidden_note(&findings(&figures), topo.cpus.iter().next()?)
 }
 

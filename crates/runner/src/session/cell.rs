@@ -17,7 +17,7 @@ use smtlab_model::metrics::coresched::{FORCEIDLE_NS, FORCEIDLE_SHARE};
 use smtlab_model::{Disturbance, ResolvedPlacement};
 use smtlab_placement::irq;
 
-use super::cookie::{partner_cookies, process_cookies, tenant_cpu, thread_cookie};
+use super::cookie::{partner_cookies, process_cookies, tenant_cpu};
 use super::{CellPlan, Session, StopObserver, Unplaced, sampled_cpus, spare_cpu, window_text};
 use crate::client::NoClientCpus;
 use crate::counting::CellCounting;
@@ -198,6 +198,20 @@ fn set_up(
         _state: state,
     };
     (client, held)
+}
+
+/// A cell keyed with a cookie per thread: the cell's thread gets one before the
+/// workload starts (after its client side, which stays apart), so every task the
+/// workload starts inherits it; it dies with them and with this thread.
+fn thread_cookie(session: &Session<'_>, plan: &CellPlan<'_>) -> Result<(), SetupError> {
+    let Some(scope) = plan.key.conditions.cookie else {
+        return Ok(());
+    };
+    let machine = session.system.ok_or(SetupError::CookieWithoutMachine)?;
+    if scope == smtlab_model::keys::CookieScope::Thread {
+        machine.create_cookie(0, scope)?;
+    }
+    Ok(())
 }
 
 /// Steers the network interrupts of a cell whose benchmark declares the `irq`

@@ -1,30 +1,15 @@
-//! A cell's core-scheduling cookies (`coresched` cells of `advise --security`): the
-//! cell's thread before the workload starts (a cookie per thread, inherited by what the
-//! workload starts), the workload's processes once prepared (per process, process
-//! group or cgroup), and a distrusting tenant's partner threads (a cookie each). Nothing is put
-//! back: a cookie dies with its tasks, which end with the cell.
+//! A cell's core-scheduling cookies (`coresched` cells of `advise --security`) given
+//! once its workload is prepared: the workload's processes (per process, process group
+//! or cgroup) and a distrusting tenant's partner threads (a cookie each); a cookie per
+//! thread is the cell's thread's own, given as the cell is set up. Nothing is put back:
+//! a cookie dies with its tasks, which end with the cell.
 
 use smtlab_control::coresched::{self, CoreSchedError};
 use smtlab_model::ResolvedPlacement;
 use smtlab_model::keys::{CookieScope, Form};
 
-use super::cell::SetupError;
 use super::{CellPlan, Session};
 use crate::machine::Machine;
-
-/// A cell keyed with a cookie per thread: the cell's thread gets one before the
-/// workload starts (after its client side, which stays apart), so every task the
-/// workload starts inherits it; it dies with them and with this thread.
-pub(super) fn thread_cookie(session: &Session<'_>, plan: &CellPlan<'_>) -> Result<(), SetupError> {
-    let Some(scope) = plan.key.conditions.cookie else {
-        return Ok(());
-    };
-    let machine = session.system.ok_or(SetupError::CookieWithoutMachine)?;
-    if scope == CookieScope::Thread {
-        machine.create_cookie(0, scope)?;
-    }
-    Ok(())
-}
 
 /// The machine and the partner's CPU of a co-run cell of distrusting tenants (a cookie
 /// on its sibling form): the partner gets a cookie of its own.

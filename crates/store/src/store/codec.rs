@@ -1,5 +1,5 @@
-//! How model values are written into columns and read back, and how keys are named in
-//! messages.
+//! How model values are written into columns and read back, how keys are named in
+//! messages, and how a run's key is made (from this host's name, among others).
 
 use serde::{Serialize, de::DeserializeOwned};
 use std::collections::BTreeMap;
@@ -19,12 +19,21 @@ pub(crate) fn new_uid(started_unix_s: u64) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     uid_of(&[
-        super::lease::this_host().as_bytes(),
+        this_host().as_bytes(),
         &std::process::id().to_le_bytes(),
         &nanos.to_le_bytes(),
         &COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes(),
         &started_unix_s.to_le_bytes(),
     ])
+}
+
+/// This machine's host name (the kernel's), or `unknown`.
+pub fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// The key of a run stored before runs had one: derived from what the file holds for it

@@ -24,7 +24,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::codec::new_uid;
+use super::codec::{new_uid, this_host};
 use super::sql::{Sql, args};
 use super::{Db, Fail, Step, Store, error};
 use crate::error::StoreError;
@@ -285,15 +285,6 @@ fn pid_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists and may be signalled.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// This machine's host name (the kernel's), or `unknown`.
-pub fn this_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
 }
 
 pub(crate) fn now_ms() -> u64 {

@@ -24,8 +24,9 @@ mod runs;
 pub(crate) mod sql;
 mod sqlite;
 
+pub use codec::this_host;
 pub use fleet::{FleetQuery, FleetScan};
-pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder, this_host};
+pub use lease::{LEASE_HEARTBEAT, LEASE_STALE_AFTER, Lease, LeaseError, LeaseHolder};
 pub use pg::{command_line, redact_arg};
 pub use pgconf::SettingsError;
 pub use runs::{BadLabel, RunListing, check_label};
