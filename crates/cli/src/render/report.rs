@@ -308,20 +308,14 @@ fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
         );
     }
     let mut out = t.render_to(layout);
-    let mut legend = String::from(
-        "speed-up: ratio of means with 95% CI (Fieller); above 1 = better with SMT; \
-         faster/slower/not significant: what the interval says about 1; unsteady: a cell's \
-         samples or rounds disagree beyond their interval",
-    );
+    let mut legend = String::from(smtlab_report::yields::YIELD_LEGEND);
     if any_idle {
         legend.push('\n');
         legend.push_str(smtlab_report::yields::IDLE_SIBLING_LEGEND);
     }
     if any_inverted {
-        legend.push_str(
-            "\n* lower is better: shown as value(base)/value(SMT), so above 1 still means \
-             faster with SMT",
-        );
+        legend.push('\n');
+        legend.push_str(smtlab_report::yields::LOWER_IS_BETTER_LEGEND);
     }
     out.push_str(&wrap(&legend, layout));
     out
