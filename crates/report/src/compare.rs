@@ -229,11 +229,6 @@ fn counter_pairs(ca: &CellRecord, cb: &CellRecord) -> Vec<CounterPair> {
 }
 
 impl CompareRow {
-    /// `Some(true)` when B is faster or slower after the correction for many rows.
-    pub fn significant(&self) -> Option<bool> {
-        self.significance.and_then(Significance::significant)
-    }
-
     /// Whether the row cannot be compared (a cell is unsteady): then it is neither
     /// faster nor slower and stays out of the geometric means. The one place that says.
     pub fn not_comparable(&self) -> bool {
