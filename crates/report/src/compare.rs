@@ -75,14 +75,12 @@ use crate::fmt::{num, params, text_table, utc};
 #[serde(rename_all = "lowercase")]
 pub enum Statistic {
     Mean,
-    Median,
 }
 
 impl Statistic {
     pub fn name(self) -> &'static str {
         match self {
             Statistic::Mean => "mean",
-            Statistic::Median => "median",
         }
     }
 }
