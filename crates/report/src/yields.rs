@@ -148,9 +148,7 @@ impl YieldRow {
 
 /// A cell's benchmark, parameters and conditions: the key of [`crate::grouped`] that
 /// gathers a variant's cells (its placements), as [`CellRecord::same_variant`] compares.
-pub(crate) fn variant<'a>(
-    c: &&'a CellRecord,
-) -> (&'a str, &'a BTreeMap<String, String>, &'a Conditions) {
+pub fn variant<'a>(c: &&'a CellRecord) -> (&'a str, &'a BTreeMap<String, String>, &'a Conditions) {
     (&c.benchmark, &c.params, &c.conditions)
 }
 

@@ -151,7 +151,6 @@ fn run_facts(results: &RunResults, label: Option<&str>) -> String {
 /// What the cells could not count, each said once for the run, not under every cell.
 fn counter_notes(results: &RunResults) -> Vec<String> {
     let counters = || results.cells.iter().filter_map(|c| c.counters.as_ref());
-    let mut said: Vec<String> = Vec::new();
     let per_cell = counters().flat_map(|c| {
         [
             c.hardware_unavailable.clone(),
@@ -165,26 +164,15 @@ fn counter_notes(results: &RunResults) -> Vec<String> {
         .into_iter()
         .flatten()
     });
-    for line in per_cell.chain(super::counter_ratios::named_unavailable_lines(counters())) {
-        if !said.contains(&line) {
-            said.push(line);
-        }
-    }
-    said
+    let named = super::counter_ratios::named_unavailable_lines(counters());
+    smtlab_report::first_seen(per_cell.chain(named))
 }
 
 /// Each benchmark-and-parameters group under its heading, in run order.
 fn cell_groups(results: &RunResults, layout: Layout) -> String {
     let latencies = smtlab_report::cpi_latencies::measured(results);
-    let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
-    for c in &results.cells {
-        match groups.iter_mut().find(|g| g[0].same_variant(c)) {
-            Some(g) => g.push(c),
-            None => groups.push(vec![c]),
-        }
-    }
     let mut out = String::new();
-    for g in groups {
+    for (_, g) in smtlab_report::grouped(&results.cells, smtlab_report::yields::variant) {
         let params = smtlab_report::fmt::param_words(&g[0].flat_params());
         out.push_str(&wrap(
             format!(
