@@ -55,7 +55,7 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
     let scaling =
         smtlab_report::advice::scaling(&results.cells, topo.smt_visible(), topo.cpus.len());
     // Without SMT the answer says so once; the yields then have nothing to add.
-    let said = !answers.is_empty() && super::advice::without_smt(&answers, &scaling);
+    let said = !answers.is_empty() && smtlab_report::advice::without_smt(&answers, &scaling);
     if !answers.is_empty() {
         out.push_str(if said {
             "\nShould SMT be on?\n"
