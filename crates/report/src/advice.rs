@@ -477,7 +477,7 @@ pub use evidence::{
     sweep_side, workload_name,
 };
 pub(crate) use formats::section;
-pub use formats::{AdviceDoc, behind_words, json, markdown, text};
+pub use formats::{AdviceDoc, behind_words, json, markdown, text, without_smt};
 pub use scaling::{
     Scaling, WholeMachine, markdown as scaling_markdown, scaling, text as scaling_text,
 };

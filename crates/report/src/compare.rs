@@ -75,14 +75,12 @@ use crate::fmt::{num, params, text_table, utc};
 #[serde(rename_all = "lowercase")]
 pub enum Statistic {
     Mean,
-    Median,
 }
 
 impl Statistic {
     pub fn name(self) -> &'static str {
         match self {
             Statistic::Mean => "mean",
-            Statistic::Median => "median",
         }
     }
 }
@@ -229,11 +227,6 @@ fn counter_pairs(ca: &CellRecord, cb: &CellRecord) -> Vec<CounterPair> {
 }
 
 impl CompareRow {
-    /// `Some(true)` when B is faster or slower after the correction for many rows.
-    pub fn significant(&self) -> Option<bool> {
-        self.significance.and_then(Significance::significant)
-    }
-
     /// Whether the row cannot be compared (a cell is unsteady): then it is neither
     /// faster nor slower and stays out of the geometric means. The one place that says.
     pub fn not_comparable(&self) -> bool {
@@ -623,9 +616,10 @@ fn group_mean(group: &str, rows: &[&CompareRow], between: &BetweenRuns) -> Group
     }
 }
 
-/// The two runs' labels and a `differs:` line for every environment field in which they
-/// differ: the head of every plain-text comparison.
-pub fn sides_text(c: &Comparison) -> String {
+/// The head of every plain-text comparison, without its last newline: the two runs'
+/// labels, a `differs:` line for every environment field in which they differ, the
+/// overall verdict, the scatter and between-run lines, and the [`LEGEND`].
+pub fn head_text(c: &Comparison) -> String {
     let mut out = format!("A: {}\nB: {}\n", c.a.label, c.b.label);
     for d in &c.env_diffs {
         out.push_str(&format!(
@@ -635,13 +629,6 @@ pub fn sides_text(c: &Comparison) -> String {
             d.b.as_deref().unwrap_or("unknown")
         ));
     }
-    out
-}
-
-/// The comparison as plain text, paper 001 style: rows of benchmarks, columns A | B |
-/// speed-up, a geometric-mean row per group and an overall one, then missing cells.
-pub fn compare_table(c: &Comparison) -> String {
-    let mut out = sides_text(c);
     if !c.rows.is_empty() {
         out.push_str(&format!("overall: {}\n", c.overall.headline()));
     }
@@ -650,6 +637,26 @@ pub fn compare_table(c: &Comparison) -> String {
         out.push('\n');
     }
     out.push_str(LEGEND);
+    out
+}
+
+/// The tail of every plain-text comparison: paper 000's 2T vs 1T-UP and the cells
+/// measured in one run only, each of their lines laid out by `line`.
+pub fn tail_text(c: &Comparison, line: impl Fn(&str) -> String) -> String {
+    let mut out = crate::compare_up::up_kernel_text(&c.up_kernel);
+    if !c.missing.is_empty() {
+        out.push_str("\nmeasured in one run only:\n");
+        for m in &c.missing {
+            out.push_str(&line(&m.line()));
+        }
+    }
+    out
+}
+
+/// The comparison as plain text, paper 001 style: rows of benchmarks, columns A | B |
+/// speed-up, a geometric-mean row per group and an overall one, then missing cells.
+pub fn compare_table(c: &Comparison) -> String {
+    let mut out = head_text(c);
     out.push_str("\n\n");
     if c.rows.is_empty() {
         out.push_str("no cell was measured in both runs\n");
@@ -725,14 +732,7 @@ pub fn compare_table(c: &Comparison) -> String {
             &[4, 5, 6],
         ));
     }
-    out.push_str(&crate::compare_up::up_kernel_text(&c.up_kernel));
-    if !c.missing.is_empty() {
-        out.push_str("\nmeasured in one run only:\n");
-        for m in &c.missing {
-            out.push_str(&m.line());
-            out.push('\n');
-        }
-    }
+    out.push_str(&tail_text(c, |l| format!("{l}\n")));
     out
 }
 

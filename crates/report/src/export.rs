@@ -271,13 +271,15 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
     // results are ignored rather than unwrapped.
     let _ = w.write_record(csv_columns());
     let latencies = crate::cpi_latencies::measured(results);
-    for cell in &results.cells {
-        let mut r = row(results.run.id, cell).to_vec();
-        r.extend(extra(results, Some(cell), None));
-        r.extend(crate::counter_ratios::csv_values(Some(cell), &latencies));
-        r.extend(os_values(Some(cell)));
-        r.extend(disturbance_values(Some(cell)));
+    let mut write = |mut r: Vec<String>, cell: Option<&CellRecord>, skipped: Option<&str>| {
+        r.extend(extra(results, cell, skipped));
+        r.extend(crate::counter_ratios::csv_values(cell, &latencies));
+        r.extend(os_values(cell));
+        r.extend(disturbance_values(cell));
         let _ = w.write_record(r);
+    };
+    for cell in &results.cells {
+        write(row(results.run.id, cell).to_vec(), Some(cell), None);
     }
     for skip in &results.skipped {
         let k = &skip.key;
@@ -286,11 +288,7 @@ pub fn csv(results: &RunResults) -> Vec<u8> {
         r[1] = k.benchmark.clone();
         r[3] = params_text(&k.flat_params());
         r[4] = k.placement.clone();
-        r.extend(extra(results, None, Some(&skip.reason)));
-        r.extend(crate::counter_ratios::csv_values(None, &latencies));
-        r.extend(os_values(None));
-        r.extend(disturbance_values(None));
-        let _ = w.write_record(r);
+        write(r, None, Some(&skip.reason));
     }
     w.into_inner().unwrap_or_default()
 }

@@ -643,10 +643,7 @@ fn no_yield_notes(no_yield: BTreeMap<String, Vec<(i64, String)>>) -> Vec<String>
             .take(NOTE_RUNS)
             .map(|(id, host)| format!("run {id} ({host})"))
             .collect();
-        let count = match runs.len() {
-            1 => "1 run".to_string(),
-            n => format!("{n} runs"),
-        };
+        let count = smtlab_model::unit::plural(runs.len(), "run");
         let mut note = format!("{count} without an SMT yield ({why}): {}", shown.join(", "));
         if runs.len() > NOTE_RUNS {
             note.push_str(&format!(" and {} more", runs.len() - NOTE_RUNS));

@@ -236,7 +236,7 @@ pub fn mean_ci(s: &Summary) -> String {
 }
 
 /// `s` cut to at most `max` characters, the last an ellipsis where it was cut.
-pub(crate) fn shorten(s: &str, max: usize) -> String {
+pub fn shorten(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.into()
     } else {

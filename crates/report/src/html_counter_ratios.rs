@@ -74,10 +74,6 @@ fn stack(shares: &[(&str, f64)]) -> String {
     s
 }
 
-fn change_text(change: f64) -> String {
-    format!("{:+.1}%", 100.0 * change)
-}
-
 fn ratio_figures(g: &RatioGroup) -> Markup {
     // Every ratio key some placement has, in first-seen order.
     let all = g.placements.iter().flat_map(|(_, r)| &r.ratios);
@@ -91,7 +87,7 @@ fn ratio_figures(g: &RatioGroup) -> Markup {
                     r.get(key).map(|x| (p.clone(), x.value, x.text()))
                 }).collect();
                 @let changes: Vec<String> = g.smt_changes.iter().filter(|c| c.key == *key)
-                    .map(|c| format!("{}/{} {}", c.smt, c.base, change_text(c.change))).collect();
+                    .map(|c| format!("{}/{} {:+.1}%", c.smt, c.base, 100.0 * c.change)).collect();
                 tr {
                     td { (label) }
                     td { (PreEscaped(bars(&rows))) }

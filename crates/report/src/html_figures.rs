@@ -63,23 +63,17 @@ pub fn sweep_groups(r: &RunResults) -> Vec<(Key, Vec<&CellRecord>)> {
 /// One line per cache level and type with a known size: `L1d 32 KiB`, `L2 1 MiB`,
 /// `L3 32 MiB`; instruction caches are left out (a data sweep does not touch them).
 fn cache_lines(t: &Topology) -> Vec<(f64, String)> {
-    let mut seen: Vec<(u8, u64)> = Vec::new();
-    let mut out = Vec::new();
     let mut caches: Vec<_> = t
         .caches
         .iter()
         .filter(|c| c.cache_type != CacheType::Instruction)
+        .filter_map(|c| Some(((c.level, c.size_bytes?), c)))
         .collect();
-    caches.sort_by_key(|c| (c.level, c.size_bytes));
-    for c in caches {
-        let Some(b) = c.size_bytes else { continue };
-        if seen.contains(&(c.level, b)) {
-            continue;
-        }
-        seen.push((c.level, b));
-        out.push((b as f64, crate::topo_svg::cache_label(c)));
-    }
-    out
+    // Stable: of the caches of one level and size, the first in the topology names them.
+    caches.sort_by_key(|(key, _)| *key);
+    caches.dedup_by_key(|(key, _)| *key);
+    let line = |((_, b), c): (_, _)| (b as f64, crate::topo_svg::cache_label(c));
+    caches.into_iter().map(line).collect()
 }
 
 /// The `sweeps` section.

@@ -108,7 +108,7 @@ pub use yields::{Yield, YieldRow, no_yields_reason, smt_yields, yield_table};
 
 /// `items` grouped by `key`: the groups in the order their first item appears, each
 /// group's items in theirs (looked up by key, so a run's thousand cells stay cheap).
-pub(crate) fn grouped<K: Ord + Clone, T>(
+pub fn grouped<K: Ord + Clone, T>(
     items: impl IntoIterator<Item = T>,
     key: impl Fn(&T) -> K,
 ) -> Vec<(K, Vec<T>)> {
@@ -127,7 +127,7 @@ pub(crate) fn grouped<K: Ord + Clone, T>(
 
 /// `items` without repeats, each where it first appears: the order rows and columns
 /// take in every table that follows the run.
-pub(crate) fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+pub fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
     let mut out = Vec::new();
     for item in items {
         if !out.contains(&item) {

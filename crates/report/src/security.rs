@@ -81,12 +81,6 @@ pub struct SecurityAdvice {
     pub line: String,
 }
 
-/// The workload and load a cell answers for: its name without the offered rate, and
-/// the rate.
-fn workload_of(c: &CellRecord) -> (String, Option<String>) {
-    named(&c.benchmark, &c.params, c.conditions.partner.as_deref())
-}
-
 /// A workload's name without its offered rate (a tenant pair's with its partner), and
 /// the rate.
 fn named(
@@ -109,11 +103,14 @@ pub fn security(cells: &[CellRecord], skipped: &[SkippedCell]) -> Vec<SecurityAd
     let moded = cells
         .iter()
         .filter_map(|c| Some((c.conditions.security()?, c)));
-    // A mode measured twice for one workload and load: its last cell counts.
-    crate::grouped(moded, |(_, c)| workload_of(c))
-        .into_iter()
-        .map(|(w, slot)| answer(w, &slot.into_iter().collect(), skipped))
-        .collect()
+    // Grouped by the workload and load a cell answers for. A mode measured twice for
+    // one workload and load: its last cell counts.
+    crate::grouped(moded, |(_, c)| {
+        named(&c.benchmark, &c.params, c.conditions.partner.as_deref())
+    })
+    .into_iter()
+    .map(|(w, slot)| answer(w, &slot.into_iter().collect(), skipped))
+    .collect()
 }
 
 /// Why `mode` of workload `w` was skipped, from `skipped`.

@@ -113,6 +113,15 @@ pub const IDLE_SIBLING_LEGEND: &str = "single-threaded: the benchmark ran one th
      core whatever the placement, so placement does not change the work (1c2t = 1c1t with \
      an idle sibling): no yield; `smtlab penalty` measures a busy sibling";
 
+/// How to read the yields' speed-ups: the legend of the text table and the terminal's.
+pub const YIELD_LEGEND: &str = "speed-up: ratio of means with 95% CI (Fieller); above 1 = \
+     better with SMT; faster/slower/not significant: what the interval says about 1; \
+     unsteady: a cell's samples or rounds disagree beyond their interval";
+
+/// The legend line for the `*` of a lower-is-better benchmark.
+pub const LOWER_IS_BETTER_LEGEND: &str = "* lower is better: shown as \
+     value(base)/value(SMT), so above 1 still means faster with SMT";
+
 /// The yields of one benchmark and parameter set; at least one is present.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct YieldRow {
@@ -139,9 +148,7 @@ impl YieldRow {
 
 /// A cell's benchmark, parameters and conditions: the key of [`crate::grouped`] that
 /// gathers a variant's cells (its placements), as [`CellRecord::same_variant`] compares.
-pub(crate) fn variant<'a>(
-    c: &&'a CellRecord,
-) -> (&'a str, &'a BTreeMap<String, String>, &'a Conditions) {
+pub fn variant<'a>(c: &&'a CellRecord) -> (&'a str, &'a BTreeMap<String, String>, &'a Conditions) {
     (&c.benchmark, &c.params, &c.conditions)
 }
 
@@ -261,21 +268,16 @@ pub fn yield_table(rows: &[YieldRow]) -> String {
         })
         .collect();
     let mut out = text_table(&header, &body, &[]);
-    out.push_str(
-        "\nspeed-up: ratio of means with 95% CI (Fieller); above 1 = better with SMT; \
-         faster/slower/not significant: what the interval says about 1; unsteady: a cell's \
-         samples or rounds disagree beyond their interval; \
-         - = a placement of the pair was not measured\n",
-    );
+    out.push_str(&format!(
+        "\n{YIELD_LEGEND}; - = a placement of the pair was not measured\n"
+    ));
     if any_idle {
         out.push_str(IDLE_SIBLING_LEGEND);
         out.push('\n');
     }
     if any_inverted {
-        out.push_str(
-            "* lower is better: shown as value(base)/value(SMT), so above 1 still means faster \
-             with SMT\n",
-        );
+        out.push_str(LOWER_IS_BETTER_LEGEND);
+        out.push('\n');
     }
     out
 }

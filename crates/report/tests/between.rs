@@ -76,7 +76,7 @@ fn same(_: &str, _: &str) -> f64 {
 fn flagged(c: &Comparison) -> usize {
     c.rows
         .iter()
-        .filter(|r| r.significant() == Some(true))
+        .filter(|r| r.significance.and_then(Significance::significant) == Some(true))
         .count()
 }
 
@@ -180,7 +180,9 @@ fn a_real_ten_percent_shift_is_found_in_most_of_its_rows() {
                 let is_shifted = ten_percent(&r.benchmark, &r.placement) > 1.0;
                 shifted += usize::from(is_shifted);
                 found += usize::from(is_shifted && r.significance == Some(Significance::Faster));
-                wrong += usize::from(!is_shifted && r.significant() == Some(true));
+                wrong += usize::from(
+                    !is_shifted && r.significance.and_then(Significance::significant) == Some(true),
+                );
                 wrong += usize::from(r.significance == Some(Significance::Slower));
             }
         }

@@ -13,6 +13,18 @@ use smtlab_model::verdict::PairKind;
 use smtlab_model::{CellKey, Direction, RunResults, SkippedCell};
 use smtlab_report::{Side, Statistic};
 
+/// Whether a compared row is faster or slower after the correction for many rows.
+trait Significant {
+    fn significant(&self) -> Option<bool>;
+}
+
+impl Significant for smtlab_report::compare::CompareRow {
+    fn significant(&self) -> Option<bool> {
+        self.significance
+            .and_then(smtlab_model::stats::Significance::significant)
+    }
+}
+
 const HI: Direction = Direction::Higher;
 const LO: Direction = Direction::Lower;
 

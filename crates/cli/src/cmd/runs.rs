@@ -29,13 +29,8 @@ pub fn runs(args: &RunsArgs) -> Result<()> {
 /// in one transaction or none.
 fn delete(args: &RunsArgs) -> Result<()> {
     let mut store = Store::open_existing(db_path(&args.db))?;
-    let mut ids = Vec::new();
-    for which in &args.delete {
-        let id = store.resolve_run(which)?;
-        if !ids.contains(&id) {
-            ids.push(id);
-        }
-    }
+    let resolved: Result<Vec<i64>, _> = args.delete.iter().map(|w| store.resolve_run(w)).collect();
+    let ids = smtlab_report::first_seen(resolved?);
     store.delete_runs(&ids)?;
     let list: Vec<String> = ids.iter().map(i64::to_string).collect();
     emit(&format!(

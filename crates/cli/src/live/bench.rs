@@ -155,15 +155,7 @@ impl SessionObserver for BenchPrinter<'_> {
             text.extend(super::cell_notes(cell));
             self.out(&text);
         }
-        if let Some(note) = m.counters_note {
-            crate::term::note_with(
-                &self.bar,
-                &format!(
-                    "note: {} on {}: {note}",
-                    cell.benchmark, cell.placement.name
-                ),
-            );
-        }
+        super::counters_note(&self.bar, cell, m.counters_note);
         self.current.push(cell.clone());
         if self.write_error.is_some() {
             return ControlFlow::Break(());

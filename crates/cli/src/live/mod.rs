@@ -7,6 +7,8 @@ pub mod exec;
 pub mod progress;
 pub mod run;
 
+use smtlab_model::CellRecord;
+
 use crate::term::fit;
 
 /// The lines under a cell's row as it is measured: its counters, instruction mix and
@@ -19,6 +21,14 @@ pub(crate) fn cell_notes(cell: &smtlab_model::CellRecord) -> Vec<String> {
     ];
     let rest = rest.into_iter().flatten().map(|l| fit(&format!("  {l}")));
     counters.into_iter().chain(rest).collect()
+}
+
+/// What the counters of a cell could not count, under the bar on standard error.
+pub(crate) fn counters_note(bar: &indicatif::ProgressBar, cell: &CellRecord, note: Option<&str>) {
+    if let Some(note) = note {
+        let (bench, placement) = (&cell.benchmark, &cell.placement.name);
+        crate::term::note_with(bar, &format!("note: {bench} on {placement}: {note}"));
+    }
 }
 
 /// A cell's counters line as it is measured, fitted to the terminal. Its CPI stack

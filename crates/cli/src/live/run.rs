@@ -79,15 +79,7 @@ impl SessionObserver for RunSaver<'_> {
                 say(self.bar, l.trim_end().to_string());
             }
         }
-        if let Some(note) = m.counters_note {
-            crate::term::note_with(
-                self.bar,
-                &format!(
-                    "note: {} on {}: {note}",
-                    cell.benchmark, cell.placement.name
-                ),
-            );
-        }
+        super::counters_note(self.bar, cell, m.counters_note);
         self.measured += 1;
         self.cell_done(&cell.key());
         ControlFlow::Continue(())

@@ -1,22 +1,13 @@
 //! `smtlab advise`'s answer on the terminal: [`smtlab_report::advice::text`] fitted to
 //! the terminal (80 columns when it has no width).
 
-use smtlab_report::advice::{self, Advice};
+use smtlab_report::advice::{self, Advice, without_smt};
 
 use super::table::Layout;
 use crate::term::{fit, term_layout};
 
 /// Width used when the output is not a terminal.
 const DEFAULT_WIDTH: usize = 80;
-
-/// Whether the answers are shown as the scaling without SMT: every one `no SMT here`,
-/// none with a latency sweep, and a scaling measured.
-pub fn without_smt(answers: &[Advice], scaling: &[advice::Scaling]) -> bool {
-    !scaling.is_empty()
-        && answers.iter().all(|a| {
-            a.recommendation == advice::Recommendation::NoSmt && a.latency_sweeps.is_empty()
-        })
-}
 
 /// A blank line, then each workload's answer, why, and its figures; without SMT
 /// (`scaling` not empty, every answer `no SMT here`, no latency sweep), that said once

@@ -11,6 +11,7 @@ use crate::term::{Style, paint};
 
 /// The report's number formatter, so terminal and HTML agree.
 pub use smtlab_report::fmt::num;
+use smtlab_report::fmt::shorten;
 
 /// The columns of the placement rows, on one line each (`--wide`, or a terminal wide
 /// enough for them).
@@ -86,16 +87,6 @@ pub fn header_line(layout: Layout) -> String {
     paint(text.trim_end_matches('\n'), Style::Dim, layout.color) + "\n"
 }
 
-/// `text` in `width` characters, the last one `…` when it had to be cut.
-pub(super) fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
 pub fn row(cell: &CellRecord, baseline: Option<&CellRecord>, layout: Layout) -> String {
     let s = &cell.result.summary;
     let cpus = if cell.placement.cpus.is_empty() {
@@ -130,8 +121,8 @@ pub fn row(cell: &CellRecord, baseline: Option<&CellRecord>, layout: Layout) -> 
             format!("{} {verdict}", ratio_ci(r.ratio, r.ci95_low, r.ci95_high))
         });
         return NARROW.line(&[
-            &fit(&cell.placement.name, 9),
-            &fit(&cpus, 7),
+            &shorten(&cell.placement.name, 9),
+            &shorten(&cpus, 7),
             &num(s.median),
             &ci,
             &s.n.to_string(),

@@ -11,18 +11,7 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
     if layout.width.is_none() {
         return smtlab_report::compare_table(c);
     }
-    let mut head = smtlab_report::compare::sides_text(c);
-    if !c.rows.is_empty() {
-        head.push_str(&format!("overall: {}\n", c.overall.headline()));
-    }
-    for line in smtlab_report::compare::scatter_line(c)
-        .into_iter()
-        .chain([c.between_runs.line()])
-    {
-        head.push_str(&line);
-        head.push('\n');
-    }
-    head.push_str(smtlab_report::compare::LEGEND);
+    let mut head = smtlab_report::compare::head_text(c);
     head.push('\n');
     let mut out = wrap(&head, layout);
     if c.rows.is_empty() {
@@ -83,13 +72,7 @@ pub fn table(c: &Comparison, layout: Layout) -> String {
             out.push_str(&t.render_to(layout));
         }
     }
-    out.push_str(&smtlab_report::compare_up::up_kernel_text(&c.up_kernel));
-    if !c.missing.is_empty() {
-        out.push_str("\nmeasured in one run only:\n");
-        for m in &c.missing {
-            out.push_str(&wrap(&m.line(), layout));
-        }
-    }
+    out.push_str(&smtlab_report::compare::tail_text(c, |l| wrap(l, layout)));
     out
 }
 

@@ -179,13 +179,8 @@ pub fn summary_text(results: &RunResults) -> String {
         }
     }
     if results.run.suite.as_deref() == Some("penalty") {
-        let mut tasks: Vec<&str> = Vec::new();
-        for c in &results.cells {
-            if form_of(c).is_some() && !tasks.contains(&c.benchmark.as_str()) {
-                tasks.push(&c.benchmark);
-            }
-        }
-        for task in tasks {
+        let co_run = results.cells.iter().filter(|c| form_of(c).is_some());
+        for task in smtlab_report::first_seen(co_run.map(|c| c.benchmark.as_str())) {
             let p = view::penalties(&results.cells, task);
             if !p.is_empty() {
                 out.push('\n');

@@ -25,17 +25,12 @@ pub fn smt_change_lines(cells: &[&CellRecord], latencies: &Latencies) -> Vec<Str
     };
     g.smt_changes = g.changes();
     let mut out: Vec<String> = Vec::new();
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    for c in &g.smt_changes {
-        if !pairs.contains(&(c.smt.clone(), c.base.clone())) {
-            pairs.push((c.smt.clone(), c.base.clone()));
-        }
-    }
+    let pairs = smtlab_report::first_seen(g.smt_changes.iter().map(|c| (&c.smt, &c.base)));
     for (smt, base) in pairs {
         let parts: Vec<String> = g
             .smt_changes
             .iter()
-            .filter(|c| c.smt == smt && c.base == base)
+            .filter(|c| &c.smt == smt && &c.base == base)
             .map(|c| {
                 let label = g
                     .placements
@@ -59,16 +54,8 @@ pub fn smt_change_lines(cells: &[&CellRecord], latencies: &Latencies) -> Vec<Str
 pub fn named_unavailable_lines<'a>(
     counters: impl Iterator<Item = &'a CellCounters>,
 ) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for c in counters {
-        for u in &c.values.named_unavailable {
-            let line = format!("event {} not counted: {}", u.name, u.reason);
-            if !out.contains(&line) {
-                out.push(line);
-            }
-        }
-    }
-    out
+    let lines = counters.flat_map(|c| &c.values.named_unavailable);
+    smtlab_report::first_seen(lines.map(|u| format!("event {} not counted: {}", u.name, u.reason)))
 }
 
 #[cfg(test)]

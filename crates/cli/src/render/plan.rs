@@ -132,12 +132,8 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
     let mut out = t.render_to(layout);
     let cells = e.cells();
     // The placements, once: most groups have them all.
-    let mut placements: Vec<&str> = Vec::new();
-    for c in e.groups.iter().flat_map(|g| &g.cells) {
-        if !placements.contains(&c.key.placement.as_str()) {
-            placements.push(&c.key.placement);
-        }
-    }
+    let cells_of_groups = e.groups.iter().flat_map(|g| &g.cells);
+    let placements = smtlab_report::first_seen(cells_of_groups.map(|c| c.key.placement.as_str()));
     out.push_str(&wrap(
         &format!("placements: {}", placements.join(" ")),
         layout,

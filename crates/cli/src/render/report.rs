@@ -55,7 +55,7 @@ pub fn summary(results: &RunResults, label: Option<&str>, layout: Layout) -> Str
     let scaling =
         smtlab_report::advice::scaling(&results.cells, topo.smt_visible(), topo.cpus.len());
     // Without SMT the answer says so once; the yields then have nothing to add.
-    let said = !answers.is_empty() && super::advice::without_smt(&answers, &scaling);
+    let said = !answers.is_empty() && smtlab_report::advice::without_smt(&answers, &scaling);
     if !answers.is_empty() {
         out.push_str(if said {
             "\nShould SMT be on?\n"
@@ -151,7 +151,6 @@ fn run_facts(results: &RunResults, label: Option<&str>) -> String {
 /// What the cells could not count, each said once for the run, not under every cell.
 fn counter_notes(results: &RunResults) -> Vec<String> {
     let counters = || results.cells.iter().filter_map(|c| c.counters.as_ref());
-    let mut said: Vec<String> = Vec::new();
     let per_cell = counters().flat_map(|c| {
         [
             c.hardware_unavailable.clone(),
@@ -165,26 +164,15 @@ fn counter_notes(results: &RunResults) -> Vec<String> {
         .into_iter()
         .flatten()
     });
-    for line in per_cell.chain(super::counter_ratios::named_unavailable_lines(counters())) {
-        if !said.contains(&line) {
-            said.push(line);
-        }
-    }
-    said
+    let named = super::counter_ratios::named_unavailable_lines(counters());
+    smtlab_report::first_seen(per_cell.chain(named))
 }
 
 /// Each benchmark-and-parameters group under its heading, in run order.
 fn cell_groups(results: &RunResults, layout: Layout) -> String {
     let latencies = smtlab_report::cpi_latencies::measured(results);
-    let mut groups: Vec<Vec<&CellRecord>> = Vec::new();
-    for c in &results.cells {
-        match groups.iter_mut().find(|g| g[0].same_variant(c)) {
-            Some(g) => g.push(c),
-            None => groups.push(vec![c]),
-        }
-    }
     let mut out = String::new();
-    for g in groups {
+    for (_, g) in smtlab_report::grouped(&results.cells, smtlab_report::yields::variant) {
         let params = smtlab_report::fmt::param_words(&g[0].flat_params());
         out.push_str(&wrap(
             format!(
@@ -308,20 +296,14 @@ fn yields_narrow(rows: &[smtlab_report::YieldRow], layout: Layout) -> String {
         );
     }
     let mut out = t.render_to(layout);
-    let mut legend = String::from(
-        "speed-up: ratio of means with 95% CI (Fieller); above 1 = better with SMT; \
-         faster/slower/not significant: what the interval says about 1; unsteady: a cell's \
-         samples or rounds disagree beyond their interval",
-    );
+    let mut legend = String::from(smtlab_report::yields::YIELD_LEGEND);
     if any_idle {
         legend.push('\n');
         legend.push_str(smtlab_report::yields::IDLE_SIBLING_LEGEND);
     }
     if any_inverted {
-        legend.push_str(
-            "\n* lower is better: shown as value(base)/value(SMT), so above 1 still means \
-             faster with SMT",
-        );
+        legend.push('\n');
+        legend.push_str(smtlab_report::yields::LOWER_IS_BETTER_LEGEND);
     }
     out.push_str(&wrap(&legend, layout));
     out

@@ -2,9 +2,10 @@
 
 use smtlab_model::{CellRecord, SkippedCell};
 
-use super::bench::{fit, num};
+use super::bench::num;
 use super::table::{Columns, Layout, wrap};
 use crate::term::{Style, paint};
+use smtlab_report::fmt::shorten;
 
 pub(super) fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
     smtlab_report::fmt::param_words(params).join(" ")
@@ -70,9 +71,9 @@ pub fn cell_line(cell: &CellRecord, layout: Layout) -> String {
             )
         };
         let line = NARROW.line(&[
-            &fit(&cell.benchmark, 16),
-            &fit(&cell.placement_spec, 6),
-            &fit(&params, 16),
+            &shorten(&cell.benchmark, 16),
+            &shorten(&cell.placement_spec, 6),
+            &shorten(&params, 16),
             &what,
         ]);
         let mut out = line.trim_end_matches('\n').to_string();
@@ -130,9 +131,9 @@ pub fn skipped_line(s: &SkippedCell, layout: Layout) -> String {
     let what = format!("skipped: {}", s.reason);
     if narrow(layout) {
         let line = NARROW.line(&[
-            &fit(&s.key.benchmark, 16),
-            &fit(&s.key.placement, 6),
-            &fit(&params, 16),
+            &shorten(&s.key.benchmark, 16),
+            &shorten(&s.key.placement, 6),
+            &shorten(&params, 16),
             "skipped",
         ]);
         let reason = wrap(&format!("  {}", s.reason), layout);

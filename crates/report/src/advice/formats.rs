@@ -313,16 +313,22 @@ fn strip(a: &Advice) -> Option<String> {
     ))
 }
 
+/// Whether the answers are shown as the scaling without SMT: every one `no SMT here`,
+/// none with a latency sweep, and a scaling measured.
+pub fn without_smt(answers: &[Advice], scaling: &[Scaling]) -> bool {
+    !scaling.is_empty()
+        && answers
+            .iter()
+            .all(|a| a.recommendation == Recommendation::NoSmt && a.latency_sweeps.is_empty())
+}
+
 /// The answer on a machine without SMT, said once, with each workload's scaling
 /// ([`super::scaling`]); `None` where the answers speak of SMT or carry a latency sweep,
 /// which the answer table shows.
-fn without_smt(r: &RunResults, answers: &[Advice]) -> Option<maud::Markup> {
-    let plain = answers
-        .iter()
-        .all(|a| a.recommendation == Recommendation::NoSmt && a.latency_sweeps.is_empty());
+fn without_smt_section(r: &RunResults, answers: &[Advice]) -> Option<maud::Markup> {
     let topo = &r.run.topology;
-    let rows = super::scaling(&r.cells, topo.smt_visible() || !plain, topo.cpus.len());
-    if rows.is_empty() {
+    let rows = super::scaling(&r.cells, topo.smt_visible(), topo.cpus.len());
+    if !without_smt(answers, &rows) {
         return None;
     }
     Some(maud::html! {
@@ -344,7 +350,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 .into(),
         ));
     }
-    if let Some(layout) = without_smt(r, &answers) {
+    if let Some(layout) = without_smt_section(r, &answers) {
         p.push_str(&layout.into_string());
         return Ok(());
     }

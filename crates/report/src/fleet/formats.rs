@@ -338,11 +338,10 @@ pub fn html(f: &Fleet, generated_unix_s: u64) -> String {
                 table {
                     tr { th { "host" } th { "microcode" } th { "kernel" } th { "SMT" } th { "topology" } th { "runs" } }
                     @for h in f.hosts.iter().filter(|h| m.hosts.contains(&h.host)) {
-                        @let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
                         tr {
-                            td { (h.host) } td { (o(&h.fingerprint.microcode)) }
-                            td { (o(&h.fingerprint.kernel)) } td { (o(&h.fingerprint.smt_control)) }
-                            td { (h.fingerprint.shape()) } td class="num" { (h.runs.len()) }
+                            td { (h.host) }
+                            @for (_, v) in h.fingerprint.fields() { td { (v) } }
+                            td class="num" { (h.runs.len()) }
                         }
                     }
                 }

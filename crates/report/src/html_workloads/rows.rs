@@ -52,10 +52,6 @@ pub(super) fn fixed_params(cells: &[&CellRecord], keys: &[String]) -> String {
     line.into_string()
 }
 
-fn param_x(v: &str) -> Option<f64> {
-    v.parse::<f64>().ok().or_else(|| parse_size(v))
-}
-
 /// Cells grouped by parameter set, labelled by the swept parameters, sorted by the swept
 /// parameter when there is one and it is a number.
 pub(super) fn rows_by_params<'a>(
@@ -76,7 +72,10 @@ pub(super) fn rows_by_params<'a>(
                     .join(", ")
             };
             let x = (keys.len() == 1)
-                .then(|| flat.get(&keys[0]).and_then(|v| param_x(v)))
+                .then(|| {
+                    flat.get(&keys[0])
+                        .and_then(|v| v.parse().ok().or_else(|| parse_size(v)))
+                })
                 .flatten();
             Row { label, x, cells }
         })
