@@ -74,14 +74,10 @@ pub fn probe() -> Result<(), CounterError> {
     let mut attr = sample_attr(layout.enter.id, false, 4096, false);
     sys::open(&mut attr, 0, -1, None)
         .map(drop)
-        .map_err(|errno| CounterError::Unavailable(open_reason(errno)))
-}
-
-fn open_reason(errno: i32) -> String {
-    format!(
-        "raw_syscalls tracepoints: {}",
-        classify(errno, Needs::RawTracepoint)
-    )
+        .map_err(|errno| {
+            let why = classify(errno, Needs::RawTracepoint);
+            CounterError::Unavailable(format!("raw_syscalls tracepoints: {why}"))
+        })
 }
 
 /// Where the fields we need sit in the two tracepoints' raw records.
