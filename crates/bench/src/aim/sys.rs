@@ -37,46 +37,26 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 /// The system rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    let mut v: Vec<Box<dyn Benchmark>> = [
-        Kind::CreatClose,
-        Kind::Page,
-        Kind::Brk,
-        Kind::Jmp,
-        Kind::Link,
-        Kind::DirSearch,
-        Kind::DirLookup,
-    ]
-    .into_iter()
-    .map(|kind| Box::new(Sys { kind }) as Box<dyn Benchmark>)
-    .collect();
+    let mut v: Vec<Box<dyn Benchmark>> = Kind::ALL
+        .into_iter()
+        .map(|kind| Box::new(Sys { kind }) as Box<dyn Benchmark>)
+        .collect();
     for row in OS_ROWS {
         v.push(Box::new(OsRow { row, lean: true }));
     }
     v
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    CreatClose,
-    Page,
-    Brk,
-    Jmp,
-    Link,
-    DirSearch,
-    DirLookup,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::CreatClose => "aim-creat-clo",
-            Kind::Page => "aim-page",
-            Kind::Brk => "aim-brk",
-            Kind::Jmp => "aim-jmp",
-            Kind::Link => "aim-link",
-            Kind::DirSearch => "aim-disk-src",
-            Kind::DirLookup => "aim-dir",
-        }
+smtlab_model::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        CreatClose = "aim-creat-clo",
+        Page = "aim-page",
+        Brk = "aim-brk",
+        Jmp = "aim-jmp",
+        Link = "aim-link",
+        DirSearch = "aim-disk-src",
+        DirLookup = "aim-dir",
     }
 }
 
