@@ -30,31 +30,22 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
         .collect()
 }
 
-/// One way for a hardware thread to have nothing to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Idle {
-    /// A tight loop without a spin-wait hint.
-    Spin,
-    /// A loop with the spin-wait hint in every round.
-    SpinPause,
-    /// A load of a flag that never comes, then a yield to the scheduler, every round.
-    Poll,
-    /// A sleep every round: the kernel halts the thread in its idle loop.
-    Kernel,
+smtlab_model::named_enum! {
+    /// One way for a hardware thread to have nothing to do.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Idle {
+        /// A tight loop without a spin-wait hint.
+        Spin = "spin",
+        /// A loop with the spin-wait hint in every round.
+        SpinPause = "spin-pause",
+        /// A load of a flag that never comes, then a yield to the scheduler, every round.
+        Poll = "idle-poll",
+        /// A sleep every round: the kernel halts the thread in its idle loop.
+        Kernel = "idle-kernel",
+    }
 }
 
 impl Idle {
-    pub const ALL: [Idle; 4] = [Idle::Spin, Idle::SpinPause, Idle::Poll, Idle::Kernel];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Idle::Spin => "spin",
-            Idle::SpinPause => "spin-pause",
-            Idle::Poll => "idle-poll",
-            Idle::Kernel => "idle-kernel",
-        }
-    }
-
     fn what(self) -> &'static str {
         match self {
             Idle::Spin => {

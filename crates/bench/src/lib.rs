@@ -216,12 +216,14 @@ pub struct CellCost {
     pub setup_ns: u64,
 }
 
-/// The suites of `smtlab run`, from a quick look to the papers' full sweeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Suite {
-    Quick,
-    Default,
-    Full,
+smtlab_model::named_enum! {
+    /// The suites of `smtlab run`, from a quick look to the papers' full sweeps.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Suite {
+        Quick = "quick",
+        Default = "default",
+        Full = "full",
+    }
 }
 
 /// One extra cell of a suite (see [`Benchmark::sweep`]).
@@ -259,28 +261,10 @@ pub trait Instance: Send {
     }
 }
 
-impl Suite {
-    pub fn name(self) -> &'static str {
-        match self {
-            Suite::Quick => "quick",
-            Suite::Default => "default",
-            Suite::Full => "full",
-        }
-    }
-}
-
-impl std::fmt::Display for Suite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 impl std::str::FromStr for Suite {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Suite::Quick, Suite::Default, Suite::Full]
-            .into_iter()
-            .find(|suite| suite.name() == s)
+        Suite::parse(s)
             .ok_or_else(|| format!("unknown suite {s:?}: expected quick, default or full"))
     }
 }

@@ -88,6 +88,16 @@ pub fn plan(
 ) -> Result<Vec<FileWrite>, ControlError> {
     let root = sysfs.root();
     let mut files = Vec::new();
+    let mut add = |path: PathBuf, value: String| -> Result<(), ControlError> {
+        if let Some(before) = sysfs.read(&path)? {
+            files.push(FileWrite {
+                path,
+                before,
+                value,
+            });
+        }
+        Ok(())
+    };
     for dev in devices {
         let dir = root.join("sys/class/net").join(dev);
         if !dir.exists() {
@@ -98,13 +108,7 @@ pub fn plan(
         }
         for irq in device_irqs(root, dev) {
             let path = root.join(format!("proc/irq/{irq}/smp_affinity_list"));
-            if let Some(before) = sysfs.read(&path)? {
-                files.push(FileWrite {
-                    path,
-                    before,
-                    value: cpus.to_list_string(),
-                });
-            }
+            add(path, cpus.to_list_string())?;
         }
         let mut queues: Vec<PathBuf> = std::fs::read_dir(dir.join("queues"))
             .map(|d| {
@@ -116,13 +120,7 @@ pub fn plan(
             .unwrap_or_default();
         queues.sort();
         for path in queues {
-            if let Some(before) = sysfs.read(&path)? {
-                files.push(FileWrite {
-                    path,
-                    before,
-                    value: cpus.to_mask_string(),
-                });
-            }
+            add(path, cpus.to_mask_string())?;
         }
     }
     Ok(files)

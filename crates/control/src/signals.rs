@@ -77,25 +77,24 @@ pub struct Watcher {
 /// Runs `restore` on the watcher thread when one of the [`SIGNALS`] arrives, before
 /// the process dies of it, for as long as the returned [`Watcher`] lives.
 pub fn watch(restore: impl FnOnce() + Send + 'static) -> Result<Watcher, ControlError> {
-    let mut s = state();
-    install(&mut s)?;
-    let id = s.next_id;
-    s.next_id += 1;
-    s.hooks.push((id, Hook::Once(Box::new(restore))));
-    s.users += 1;
-    Ok(Watcher { id })
+    add(Hook::Once(Box::new(restore))).map(|id| Watcher { id })
 }
 
 /// Runs `clean_up` when one of the [`SIGNALS`] arrives, then dies of the signal, for
 /// the rest of the process: for commands that have no other way of stopping on a signal.
 pub fn clean_up_on_signals(clean_up: fn()) -> Result<(), ControlError> {
+    add(Hook::Always(clean_up)).map(drop)
+}
+
+/// Registers `hook`, with the signal handlers installed first if they are not; its id.
+fn add(hook: Hook) -> Result<u64, ControlError> {
     let mut s = state();
     install(&mut s)?;
     let id = s.next_id;
     s.next_id += 1;
-    s.hooks.push((id, Hook::Always(clean_up)));
+    s.hooks.push((id, hook));
     s.users += 1;
-    Ok(())
+    Ok(id)
 }
 
 fn install(s: &mut State) -> Result<(), ControlError> {

@@ -31,8 +31,8 @@ use smtlab_model::counters::{CountMode, CounterTarget};
 
 use crate::error::{CounterError, open_error};
 use crate::ring::{
-    self, CpuStream, Drainer, RingBuffer, Sink, Stretch, monotonic_ns, page_size, read_int, u32_at,
-    u64_at,
+    self, CpuStream, Drainer, RingBuffer, Sink, Stretch, Timed, monotonic_ns, page_size, read_int,
+    u32_at, u64_at,
 };
 use crate::sys::{self, PerfFd};
 use crate::tracefs;
@@ -378,23 +378,6 @@ struct Open {
     ipi: Option<(u64, bool)>,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Acc {
-    completed: u64,
-    wall_ns: u64,
-    max_wall_ns: u64,
-    cpu_ns: u64,
-}
-
-impl Acc {
-    fn add(&mut self, (wall, cpu): (u64, u64)) {
-        self.completed += 1;
-        self.wall_ns += wall;
-        self.max_wall_ns = self.max_wall_ns.max(wall);
-        self.cpu_ns += cpu;
-    }
-}
-
 #[derive(Debug, Default)]
 struct Collected {
     kinds: HashMap<u64, Kind>,
@@ -403,7 +386,7 @@ struct Collected {
     me: u32,
     pending: Vec<Rec>,
     open: HashMap<u32, Open>,
-    stats: HashMap<KernelCause, Acc>,
+    stats: HashMap<KernelCause, Timed>,
     unfinished: u64,
     unmatched_ends: u64,
     lost: u64,

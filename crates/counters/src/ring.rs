@@ -298,6 +298,26 @@ impl Stretch {
     }
 }
 
+/// The closed stretches of one kind (a system call, a fault cause): how many, their
+/// wall and CPU time, and the longest.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Timed {
+    pub completed: u64,
+    pub wall_ns: u64,
+    pub max_wall_ns: u64,
+    pub cpu_ns: u64,
+}
+
+impl Timed {
+    /// One more stretch of `(wall, cpu)` nanoseconds ([`Stretch::close`]).
+    pub(crate) fn add(&mut self, (wall, cpu): (u64, u64)) {
+        self.completed += 1;
+        self.wall_ns += wall;
+        self.max_wall_ns = self.max_wall_ns.max(wall);
+        self.cpu_ns += cpu;
+    }
+}
+
 /// Margin behind "now" before records are paired: writing a record takes
 /// microseconds, so anything older than this is already in its buffer.
 pub(crate) const HORIZON_NS: u64 = 2_000_000;

@@ -74,14 +74,10 @@ pub fn probe() -> Result<(), CounterError> {
     let mut attr = sample_attr(layout.enter.id, false, 4096, false);
     sys::open(&mut attr, 0, -1, None)
         .map(drop)
-        .map_err(|errno| CounterError::Unavailable(open_reason(errno)))
-}
-
-fn open_reason(errno: i32) -> String {
-    format!(
-        "raw_syscalls tracepoints: {}",
-        classify(errno, Needs::RawTracepoint)
-    )
+        .map_err(|errno| {
+            let why = classify(errno, Needs::RawTracepoint);
+            CounterError::Unavailable(format!("raw_syscalls tracepoints: {why}"))
+        })
 }
 
 /// Where the fields we need sit in the two tracepoints' raw records.
@@ -299,10 +295,7 @@ type Rec = ring::Rec<What>;
 #[derive(Debug, Default, Clone, Copy)]
 struct Acc {
     calls: u64,
-    completed: u64,
-    wall_ns: u64,
-    max_wall_ns: u64,
-    cpu_ns: u64,
+    timed: ring::Timed,
     switched_out: u64,
 }
 
@@ -405,11 +398,7 @@ impl Collected {
                 What::Exit(nr) => match self.in_flight.remove(&r.tid) {
                     Some(c) if c.nr == nr && r.time >= c.stretch.began => {
                         let a = self.stats.entry(nr).or_default();
-                        let (wall, cpu) = c.stretch.close(r.time);
-                        a.completed += 1;
-                        a.wall_ns += wall;
-                        a.max_wall_ns = a.max_wall_ns.max(wall);
-                        a.cpu_ns += cpu;
+                        a.timed.add(c.stretch.close(r.time));
                         a.switched_out += u64::from(c.stretch.switched);
                     }
                     Some(_) => {
@@ -443,10 +432,10 @@ impl Collected {
                     name: name.map(str::to_string),
                     group,
                     calls: a.calls,
-                    completed: a.completed,
-                    wall_ns: a.wall_ns,
-                    max_wall_ns: a.max_wall_ns,
-                    cpu_ns: self.switches.then_some(a.cpu_ns),
+                    completed: a.timed.completed,
+                    wall_ns: a.timed.wall_ns,
+                    max_wall_ns: a.timed.max_wall_ns,
+                    cpu_ns: self.switches.then_some(a.timed.cpu_ns),
                     switched_out: a.switched_out,
                 }
             })

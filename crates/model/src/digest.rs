@@ -6,7 +6,7 @@
 //! and each per-event series' distribution in brief (several hosts' distributions on
 //! one chart); nothing else of a sample.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -70,14 +70,11 @@ impl SampleDigest {
     pub fn of(samples: &[SampleRecord]) -> SampleDigest {
         let widest_cpus = samples
             .iter()
-            .map(|s| {
-                let mut c = s.cpus.clone();
-                c.sort_unstable();
-                c.dedup();
-                c
-            })
-            .max_by_key(Vec::len)
-            .unwrap_or_default();
+            .map(|s| s.cpus.iter().copied().collect::<BTreeSet<u32>>())
+            .max_by_key(BTreeSet::len)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let metrics = DIGEST_METRICS
             .iter()
             .filter(|name| samples.iter().any(|s| s.metrics.contains_key(**name)))

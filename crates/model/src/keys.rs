@@ -28,14 +28,6 @@ pub const RATE_PARAM: &str = "rate_pct";
 pub const SMT_PARAM: &str = "smt";
 /// Stored/flat name of [`Conditions::cookie`].
 pub const COOKIE_PARAM: &str = "core_cookie";
-/// Every reserved flat name, for checks that a benchmark declares none of them.
-pub const RESERVED_PARAMS: [&str; 5] = [
-    SMT_PARAM,
-    FORM_PARAM,
-    PARTNER_PARAM,
-    RATE_PARAM,
-    COOKIE_PARAM,
-];
 
 named_enum! {
     /// Where the partner runs relative to the measured workload.

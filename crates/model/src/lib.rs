@@ -32,18 +32,19 @@
 /// declaration order), the name (`name`, or the method after `fn`), `parse` (exactly
 /// the name) and `Display` (the name), written from one list so they cannot disagree.
 /// After `serde_names;` each variant is also serialised as its name.
+#[macro_export]
 macro_rules! named_enum {
     (serde_names; $(#[$meta:meta])* $vis:vis enum $t:ident {
         $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
     }) => {
         $(#[$meta])* $vis enum $t { $($(#[$vmeta])* #[serde(rename = $name)] $variant,)* }
-        named_enum!(@impl name $t { $($variant = $name,)* });
+        $crate::named_enum!(@impl name $t { $($variant = $name,)* });
     };
     (fn $f:ident; $(#[$meta:meta])* $vis:vis enum $t:ident {
         $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
     }) => {
         $(#[$meta])* $vis enum $t { $($(#[$vmeta])* $variant,)* }
-        named_enum!(@impl $f $t { $($variant = $name,)* });
+        $crate::named_enum!(@impl $f $t { $($variant = $name,)* });
     };
     (@impl $f:ident $t:ident { $($variant:ident = $name:literal,)* }) => {
         impl $t {
@@ -67,7 +68,7 @@ macro_rules! named_enum {
         }
     };
     ($($enum:tt)*) => {
-        named_enum!(fn name; $($enum)*);
+        $crate::named_enum!(fn name; $($enum)*);
     };
 }
 

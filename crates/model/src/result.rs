@@ -2,7 +2,7 @@
 //! obtained, their summaries) and the settings it was measured with. Plain serde data,
 //! so the store and the report keep and show it without knowing the runner.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{SampleRecord, Summary};
 use serde::{Deserialize, Serialize};
@@ -297,12 +297,7 @@ impl CellResult {
     pub fn cpus_used(&self) -> Option<usize> {
         self.samples
             .iter()
-            .map(|s| {
-                let mut c = s.cpus.clone();
-                c.sort_unstable();
-                c.dedup();
-                c.len()
-            })
+            .map(|s| s.cpus.iter().collect::<BTreeSet<_>>().len())
             .max()
             .filter(|n| *n > 0)
     }

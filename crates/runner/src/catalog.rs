@@ -83,10 +83,18 @@ mod tests {
     #[test]
     fn no_benchmark_declares_a_parameter_named_like_a_condition() {
         // Conditions are stored flat beside the parameters (`smtlab_model::keys`).
+        use smtlab_model::keys::{COOKIE_PARAM, FORM_PARAM, PARTNER_PARAM, RATE_PARAM, SMT_PARAM};
+        let reserved = [
+            SMT_PARAM,
+            FORM_PARAM,
+            PARTNER_PARAM,
+            RATE_PARAM,
+            COOKIE_PARAM,
+        ];
         for info in super::infos() {
             for p in &info.params {
                 assert!(
-                    !smtlab_model::keys::RESERVED_PARAMS.contains(&p.name.as_str()),
+                    !reserved.contains(&p.name.as_str()),
                     "{}: parameter {}",
                     info.name,
                     p.name

@@ -22,44 +22,31 @@ use smtlab_model::BenchInfo;
 use super::{check, info, timed};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
-/// The operation of a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Add,
-    Mul,
-    Div,
+smtlab_model::named_enum! {
+    fn word;
+    /// The operation of a row.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Op {
+        Add = "add",
+        Mul = "mul",
+        Div = "div",
+    }
 }
 
-/// The operand type of a row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ty {
-    Double,
-    Float,
-    Long,
-    Int,
-    Short,
-}
-
-impl Op {
-    fn word(self) -> &'static str {
-        match self {
-            Op::Add => "add",
-            Op::Mul => "mul",
-            Op::Div => "div",
-        }
+smtlab_model::named_enum! {
+    fn word;
+    /// The operand type of a row.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Ty {
+        Double = "double",
+        Float = "float",
+        Long = "long",
+        Int = "int",
+        Short = "short",
     }
 }
 
 impl Ty {
-    fn word(self) -> &'static str {
-        match self {
-            Ty::Double => "double",
-            Ty::Float => "float",
-            Ty::Long => "long",
-            Ty::Int => "int",
-            Ty::Short => "short",
-        }
-    }
     fn what(self) -> &'static str {
         match self {
             Ty::Double => "double precision (f64)",
@@ -80,8 +67,8 @@ pub struct Arith {
 /// The fifteen arithmetic rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     let mut v: Vec<Box<dyn Benchmark>> = Vec::new();
-    for op in [Op::Add, Op::Mul, Op::Div] {
-        for ty in [Ty::Double, Ty::Float, Ty::Long, Ty::Int, Ty::Short] {
+    for op in Op::ALL {
+        for ty in Ty::ALL {
             v.push(Box::new(Arith { op, ty }));
         }
     }

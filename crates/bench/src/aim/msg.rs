@@ -167,10 +167,7 @@ fn endpoints(
             let (a, b) = UnixDatagram::pair().map_err(e("socketpair"))?;
             a.set_read_timeout(Some(TIMEOUT))
                 .map_err(e("set a timeout"))?;
-            (
-                Endpoint::Dgram(Box::new(UnixDgram(a))),
-                Endpoint::Dgram(Box::new(UnixDgram(b))),
-            )
+            (Endpoint::Dgram(Box::new(a)), Endpoint::Dgram(Box::new(b)))
         }
         Kind::Tcp => tcp_ends(name)?,
         Kind::Udp => udp_ends(name)?,
@@ -255,10 +252,7 @@ fn udp_ends(name: &'static str) -> Result<(Endpoint, Endpoint), BenchError> {
         .map_err(e("connect UDP"))?;
     a.set_read_timeout(Some(TIMEOUT))
         .map_err(e("set a timeout"))?;
-    Ok((
-        Endpoint::Dgram(Box::new(Udp(a))),
-        Endpoint::Dgram(Box::new(Udp(b))),
-    ))
+    Ok((Endpoint::Dgram(Box::new(a)), Endpoint::Dgram(Box::new(b))))
 }
 
 fn word(buf: &[u8]) -> u64 {
@@ -273,25 +267,21 @@ trait Datagram: Send {
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize>;
 }
 
-struct UnixDgram(UnixDatagram);
-impl Datagram for UnixDgram {
-    fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.0.send(buf)
-    }
-    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.recv(buf)
-    }
+/// [`Datagram`] through the socket type's own `send` and `recv`.
+macro_rules! datagram {
+    ($($t:ty),*) => {$(
+        impl Datagram for $t {
+            fn send(&self, buf: &[u8]) -> io::Result<usize> {
+                <$t>::send(self, buf)
+            }
+            fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+                <$t>::recv(self, buf)
+            }
+        }
+    )*};
 }
 
-struct Udp(UdpSocket);
-impl Datagram for Udp {
-    fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        self.0.send(buf)
-    }
-    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.recv(buf)
-    }
-}
+datagram!(UnixDatagram, UdpSocket);
 
 /// One side of a message link.
 enum Endpoint {

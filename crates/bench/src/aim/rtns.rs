@@ -21,52 +21,30 @@ use smtlab_model::BenchInfo;
 use super::{bad, check, info, param, timed};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Num,
-    Trig,
-    Matrix,
-    Array,
-    Str,
-    MemDyn,
-    MemBlock,
-    Misc,
+smtlab_model::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Num = "aim-num",
+        Trig = "aim-trig",
+        Matrix = "aim-matrix",
+        Array = "aim-array",
+        Str = "aim-string",
+        MemDyn = "aim-mem-dyn",
+        MemBlock = "aim-mem-block",
+        Misc = "aim-misc",
+    }
 }
 
 /// The library-routine rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    [
-        Kind::Num,
-        Kind::Trig,
-        Kind::Matrix,
-        Kind::Array,
-        Kind::Str,
-        Kind::MemDyn,
-        Kind::MemBlock,
-        Kind::Misc,
-    ]
-    .into_iter()
-    .map(|kind| Box::new(Rtns { kind }) as Box<dyn Benchmark>)
-    .collect()
+    Kind::ALL
+        .into_iter()
+        .map(|kind| Box::new(Rtns { kind }) as Box<dyn Benchmark>)
+        .collect()
 }
 
 struct Rtns {
     kind: Kind,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Num => "aim-num",
-            Kind::Trig => "aim-trig",
-            Kind::Matrix => "aim-matrix",
-            Kind::Array => "aim-array",
-            Kind::Str => "aim-string",
-            Kind::MemDyn => "aim-mem-dyn",
-            Kind::MemBlock => "aim-mem-block",
-            Kind::Misc => "aim-misc",
-        }
-    }
 }
 
 impl Benchmark for Rtns {

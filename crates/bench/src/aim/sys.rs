@@ -37,46 +37,26 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 /// The system rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    let mut v: Vec<Box<dyn Benchmark>> = [
-        Kind::CreatClose,
-        Kind::Page,
-        Kind::Brk,
-        Kind::Jmp,
-        Kind::Link,
-        Kind::DirSearch,
-        Kind::DirLookup,
-    ]
-    .into_iter()
-    .map(|kind| Box::new(Sys { kind }) as Box<dyn Benchmark>)
-    .collect();
+    let mut v: Vec<Box<dyn Benchmark>> = Kind::ALL
+        .into_iter()
+        .map(|kind| Box::new(Sys { kind }) as Box<dyn Benchmark>)
+        .collect();
     for row in OS_ROWS {
         v.push(Box::new(OsRow { row, lean: true }));
     }
     v
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    CreatClose,
-    Page,
-    Brk,
-    Jmp,
-    Link,
-    DirSearch,
-    DirLookup,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::CreatClose => "aim-creat-clo",
-            Kind::Page => "aim-page",
-            Kind::Brk => "aim-brk",
-            Kind::Jmp => "aim-jmp",
-            Kind::Link => "aim-link",
-            Kind::DirSearch => "aim-disk-src",
-            Kind::DirLookup => "aim-dir",
-        }
+smtlab_model::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        CreatClose = "aim-creat-clo",
+        Page = "aim-page",
+        Brk = "aim-brk",
+        Jmp = "aim-jmp",
+        Link = "aim-link",
+        DirSearch = "aim-disk-src",
+        DirLookup = "aim-dir",
     }
 }
 
@@ -87,75 +67,73 @@ struct Sys {
 
 impl Benchmark for Sys {
     fn info(&self) -> BenchInfo {
-        let name = self.kind.name();
-        match self.kind {
-            Kind::CreatClose => info(
-                name,
+        let dir_files = || {
+            vec![
+                param("files", "64", None, "entries in the directory"),
+                dir_param(),
+            ]
+        };
+        let (unit, row, what, params) = match self.kind {
+            Kind::CreatClose => (
                 "files/s",
                 "creat-clo",
-                "AIM9 creat-clo: create (O_CREAT|O_TRUNC) and close one of 16 files in a \
-                 private directory; creations and closes per second, every file checked \
-                 present and empty.",
+                "create (O_CREAT|O_TRUNC) and close one of 16 files in a private directory; \
+                 creations and closes per second, every file checked present and empty",
                 vec![dir_param()],
             ),
-            Kind::Page => info(
-                name,
+            Kind::Page => (
                 "allocs/s",
                 "page_test",
-                "AIM9 page_test: map `pages` anonymous pages, write to each (a page fault \
-                 each), unmap; allocations per second, the values written read back.",
+                "map `pages` anonymous pages, write to each (a page fault each), unmap; \
+                 allocations per second, the values written read back",
                 vec![param("pages", "4", None, "pages per allocation")],
             ),
-            Kind::Brk => info(
-                name,
+            Kind::Brk => (
                 "allocs/s",
                 "brk_test",
-                "AIM9 brk_test: a system memory allocation and release of `size` bytes \
-                 (mmap and munmap, untouched: the program break is shared with the other \
-                 threads' allocator); allocations per second.",
+                "a system memory allocation and release of `size` bytes (mmap and munmap, \
+                 untouched: the program break is shared with the other threads' allocator); \
+                 allocations per second",
                 vec![param("size", "64KiB", None, "bytes per allocation")],
             ),
-            Kind::Jmp => info(
-                name,
+            Kind::Jmp => (
                 "gotos/s",
                 "jmp_test",
-                "AIM9 jmp_test: a non-local goto from `depth` nested calls back to the \
-                 catching frame (Rust unwinding with resume_unwind, where AIM9 uses \
-                 longjmp); gotos per second, each goto's value checked.",
+                "a non-local goto from `depth` nested calls back to the catching frame (Rust \
+                 unwinding with resume_unwind, where AIM9 uses longjmp); gotos per second, \
+                 each goto's value checked",
                 vec![param("depth", "4", None, "nested calls the goto leaves")],
             ),
-            Kind::Link => info(
-                name,
+            Kind::Link => (
                 "links/s",
                 "link_test",
-                "AIM9 link_test: link a file to a new name and unlink that name; pairs per \
-                 second, the file's link count checked.",
+                "link a file to a new name and unlink that name; pairs per second, the \
+                 file's link count checked",
                 vec![dir_param()],
             ),
-            Kind::DirSearch => info(
-                name,
+            Kind::DirSearch => (
                 "searches/s",
                 "disk_src",
-                "AIM9 disk_src: read a directory of `files` entries until one name is \
-                 found, the name changing each search; searches per second, each search \
-                 checked to find its name.",
-                vec![
-                    param("files", "64", None, "entries in the directory"),
-                    dir_param(),
-                ],
+                "read a directory of `files` entries until one name is found, the name \
+                 changing each search; searches per second, each search checked to find its \
+                 name",
+                dir_files(),
             ),
-            Kind::DirLookup => info(
-                name,
+            Kind::DirLookup => (
                 "lookups/s",
                 "dir_rtns_1",
-                "AIM9 dir_rtns_1: look a name up in a directory of `files` entries \
-                 (fstatat); directory operations per second, each file's size checked.",
-                vec![
-                    param("files", "64", None, "entries in the directory"),
-                    dir_param(),
-                ],
+                "look a name up in a directory of `files` entries (fstatat); directory \
+                 operations per second, each file's size checked",
+                dir_files(),
             ),
-        }
+        };
+        info(
+            self.kind.name(),
+            unit,
+            row,
+            &format!("AIM9 {row}: {what}."),
+            params,
+        )
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

@@ -40,19 +40,12 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
     ]
 }
 
-/// `int-ops` or `fp-ops`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compute {
-    Int,
-    Fp,
-}
-
-impl Compute {
-    fn name(self) -> &'static str {
-        match self {
-            Compute::Int => "int-ops",
-            Compute::Fp => "fp-ops",
-        }
+smtlab_model::named_enum! {
+    /// `int-ops` or `fp-ops`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Compute {
+        Int = "int-ops",
+        Fp = "fp-ops",
     }
 }
 

@@ -53,25 +53,17 @@ const MAX_GROW_MB: u64 = 65_536;
 const PAGE_BYTES: usize = 4096;
 const SH: &str = "/bin/sh";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Exit,
-    Exec,
-    Shell,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Exit => "fork-exit",
-            Kind::Exec => "fork-exec",
-            Kind::Shell => "fork-sh",
-        }
+smtlab_model::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Exit = "fork-exit",
+        Exec = "fork-exec",
+        Shell = "fork-sh",
     }
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    [Kind::Exit, Kind::Exec, Kind::Shell]
+    Kind::ALL
         .into_iter()
         .map(|kind| Box::new(Fork { kind }) as Box<dyn Benchmark>)
         .collect()

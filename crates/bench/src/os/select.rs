@@ -30,10 +30,12 @@ use smtlab_model::BenchInfo;
 /// Most descriptors a sample may select on; lmbench's default (200).
 const MAX_FDS: u64 = 200;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    File,
-    Tcp,
+smtlab_model::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        File = "select-file",
+        Tcp = "select-tcp",
+    }
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
@@ -45,15 +47,6 @@ pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 
 struct Select {
     kind: Kind,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::File => "select-file",
-            Kind::Tcp => "select-tcp",
-        }
-    }
 }
 
 impl Benchmark for Select {

@@ -135,23 +135,16 @@ impl Drop for Unblocked {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Install,
-    Handler,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Install => "sig-install",
-            Kind::Handler => "sig-handler",
-        }
+smtlab_model::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Install = "sig-install",
+        Handler = "sig-handler",
     }
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    [Kind::Install, Kind::Handler]
+    Kind::ALL
         .into_iter()
         .map(|kind| Box::new(Signal { kind }) as Box<dyn Benchmark>)
         .collect()

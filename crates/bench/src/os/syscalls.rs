@@ -23,45 +23,27 @@ use super::{Cpus, TempFile, info, last_os_error, time_loop};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::BenchInfo;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Null,
-    Read,
-    Write,
-    Stat,
-    Fstat,
-    OpenClose,
+smtlab_model::named_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Null = "null-syscall",
+        Read = "read",
+        Write = "write",
+        Stat = "stat",
+        Fstat = "fstat",
+        OpenClose = "open-close",
+    }
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    [
-        Kind::Null,
-        Kind::Read,
-        Kind::Write,
-        Kind::Stat,
-        Kind::Fstat,
-        Kind::OpenClose,
-    ]
-    .into_iter()
-    .map(|kind| Box::new(Simple { kind }) as Box<dyn Benchmark>)
-    .collect()
+    Kind::ALL
+        .into_iter()
+        .map(|kind| Box::new(Simple { kind }) as Box<dyn Benchmark>)
+        .collect()
 }
 
 struct Simple {
     kind: Kind,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Null => "null-syscall",
-            Kind::Read => "read",
-            Kind::Write => "write",
-            Kind::Stat => "stat",
-            Kind::Fstat => "fstat",
-            Kind::OpenClose => "open-close",
-        }
-    }
 }
 
 impl Benchmark for Simple {

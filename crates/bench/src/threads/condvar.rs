@@ -32,12 +32,13 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use smtlab_model::BenchInfo;
 
+use super::mutex::{Events, HandoffInstance};
 use super::pthread::{PCond, PMutex};
 use super::{
-    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, event_sample, events_from,
-    events_param, interval_ns, now_ns, pin_and_arrive, run_pair, this_cpu, wait_failed, wait_until,
+    Rendezvous, TaskState, bench_info, clock_cost_ns, confirm_sleeping, events_from, events_param,
+    interval_ns, now_ns, pin_and_arrive, run_pair, this_cpu, wait_failed, wait_until,
 };
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance};
 use smtlab_placement::pin::gettid;
 
 /// `condvar-signal`, or `condvar-broadcast` when `broadcast`.
@@ -79,45 +80,12 @@ impl Benchmark for CondvarWake {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let events = events_from(ctx.params)?;
         let cpus = super::mutex::two_thread_cpus(self.name(), ctx, "signaller", "waiter")?;
-        Ok(Box::new(CondvarInstance {
-            bench: self.name(),
-            broadcast: self.broadcast,
+        let (bench, broadcast) = (self.name(), self.broadcast);
+        Ok(Box::new(HandoffInstance {
             events,
-            cpus,
             clock_ns: clock_cost_ns(),
+            run: move |n| run_condvar(bench, broadcast, cpus, n),
         }))
-    }
-}
-
-struct CondvarInstance {
-    bench: &'static str,
-    broadcast: bool,
-    events: u64,
-    cpus: [Option<u32>; 2],
-    clock_ns: f64,
-}
-
-impl Instance for CondvarInstance {
-    fn fixed_iterations(&self) -> Option<u64> {
-        // As for mutex-handoff: untimed per-event set-up that calibration cannot see.
-        Some(self.events)
-    }
-
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let n = iterations.max(1);
-        let ev = run_condvar(self.bench, self.broadcast, self.cpus, n)?;
-        let mut s = event_sample(
-            n,
-            self.clock_ns,
-            ev.cpus.to_vec(),
-            (smtlab_model::metrics::threads::CALL_NS, ev.call_ns),
-            (smtlab_model::metrics::threads::WAKE_NS, ev.wake_ns),
-        );
-        s.metrics
-            .insert("unconfirmed_sleeps".into(), ev.unconfirmed as f64);
-        s.metrics
-            .insert("spurious_wakeups".into(), ev.spurious as f64);
-        Ok(s)
     }
 }
 
@@ -137,14 +105,6 @@ struct Shared {
     spurious: AtomicU64,
     waiter_tid: AtomicI32,
     start: Rendezvous,
-}
-
-struct Events {
-    call_ns: Vec<f64>,
-    wake_ns: Vec<f64>,
-    unconfirmed: u64,
-    spurious: u64,
-    cpus: [u32; 2],
 }
 
 fn run_condvar(
@@ -175,10 +135,10 @@ fn run_condvar(
         move || waiter(sh, cpus[1], n),
     )?;
     Ok(Events {
-        call_ns: signaller.0,
+        call: (smtlab_model::metrics::threads::CALL_NS, signaller.0),
         wake_ns: signaller.1,
         unconfirmed: signaller.2,
-        spurious: sh.spurious.load(Ordering::Relaxed),
+        spurious: Some(sh.spurious.load(Ordering::Relaxed)),
         cpus: [signaller.3, waiter],
     })
 }

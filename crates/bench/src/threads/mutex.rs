@@ -143,8 +143,8 @@ impl Benchmark for MutexHandoff {
         let cpus = two_thread_cpus(HANDOFF, ctx, "holder", "waiter")?;
         Ok(Box::new(HandoffInstance {
             events,
-            cpus,
             clock_ns: clock_cost_ns(),
+            run: move |n| run_handoff(cpus, n),
         }))
     }
 }
@@ -174,13 +174,15 @@ pub(super) fn two_thread_cpus(
     }
 }
 
-struct HandoffInstance {
-    events: u64,
-    cpus: [Option<u32>; 2],
-    clock_ns: f64,
+/// A prepared hand-off benchmark (this one, `condvar-signal`, `condvar-broadcast`):
+/// `run` measures `n` events.
+pub(super) struct HandoffInstance<F> {
+    pub events: u64,
+    pub clock_ns: f64,
+    pub run: F,
 }
 
-impl Instance for HandoffInstance {
+impl<F: FnMut(u64) -> Result<Events, BenchError> + Send> Instance for HandoffInstance<F> {
     fn fixed_iterations(&self) -> Option<u64> {
         // Each event has untimed set-up (confirming the waiter sleeps) that calibration
         // on elapsed time cannot see; a fixed count keeps samples near their target.
@@ -189,16 +191,19 @@ impl Instance for HandoffInstance {
 
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
         let n = iterations.max(1);
-        let ev = run_handoff(self.cpus, n)?;
+        let ev = (self.run)(n)?;
         let mut s = event_sample(
             n,
             self.clock_ns,
             ev.cpus.to_vec(),
-            (smtlab_model::metrics::threads::UNLOCK_NS, ev.unlock_ns),
+            ev.call,
             (smtlab_model::metrics::threads::WAKE_NS, ev.wake_ns),
         );
         s.metrics
             .insert("unconfirmed_sleeps".into(), ev.unconfirmed as f64);
+        if let Some(spurious) = ev.spurious {
+            s.metrics.insert("spurious_wakeups".into(), spurious as f64);
+        }
         Ok(s)
     }
 }
@@ -219,10 +224,14 @@ struct Shared {
     start: Rendezvous,
 }
 
+/// What a sample of a hand-off benchmark measured.
 pub(super) struct Events {
-    pub unlock_ns: Vec<f64>,
+    /// The timed call's metric name and its time per event.
+    pub call: (&'static str, Vec<f64>),
     pub wake_ns: Vec<f64>,
     pub unconfirmed: u64,
+    /// Returns from the wait without the event (condition variables only).
+    pub spurious: Option<u64>,
     pub cpus: [u32; 2],
 }
 
@@ -246,9 +255,10 @@ fn run_handoff(cpus: [Option<u32>; 2], n: u64) -> Result<Events, BenchError> {
         move || waiter(sh, cpus[1], n),
     )?;
     Ok(Events {
-        unlock_ns: holder.0,
+        call: (smtlab_model::metrics::threads::UNLOCK_NS, holder.0),
         wake_ns: holder.1,
         unconfirmed: holder.2,
+        spurious: None,
         cpus: [holder.3, waiter],
     })
 }

@@ -124,13 +124,6 @@ impl Latencies {
         }
         Ok(l)
     }
-
-    /// Whether any memory level was measured.
-    pub fn any_measured(&self) -> bool {
-        [&self.l1, &self.l2, &self.llc, &self.dram]
-            .iter()
-            .any(|l| l.measured.is_some())
-    }
 }
 
 /// A `--latencies` that is not `LEVEL=CYCLES,...`.

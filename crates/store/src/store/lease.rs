@@ -150,13 +150,6 @@ impl Store {
             beat,
         })
     }
-
-    /// Who holds the lease on `run_id` now, if anyone (live or stale).
-    pub fn lease_holder(&self, run_id: i64) -> crate::Result<Option<LeaseHolder>> {
-        self.read(&format!("reading the lease of run {run_id}"), |db| {
-            holder(db, run_id, now_ms())
-        })
-    }
 }
 
 impl Lease {
