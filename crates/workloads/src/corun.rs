@@ -261,7 +261,9 @@ impl Partner {
             std::thread::Builder::new()
                 .name(format!("partner-{name}"))
                 .spawn(move || partner_loop(&shared, &info, prepare, &iterations))
-                .map_err(|source| crate::io_err(&name, "cannot start the partner thread", source))?
+                .map_err(|source| {
+                    BenchError::io(&name, "cannot start the partner thread", source)
+                })?
         };
         let mut partner = Partner {
             name,
@@ -286,7 +288,7 @@ impl Partner {
     }
 
     fn failure(&self, reason: String) -> BenchError {
-        crate::unsupported(&self.name, format!("as the partner: {reason}"))
+        BenchError::unsupported(&self.name, format!("as the partner: {reason}"))
     }
 
     /// Iterations per partner sample, from its calibration.
@@ -480,7 +482,7 @@ impl Benchmark for CoRun {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let bench = self.a.info().name;
-        let unsupported = |reason: String| crate::unsupported(&bench, reason);
+        let unsupported = |reason: String| BenchError::unsupported(&bench, reason);
         let &cpu = ctx
             .placement
             .cpus

@@ -172,7 +172,7 @@ impl Benchmark for Mix {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let unsupported = |reason: String| crate::unsupported(NAME, reason);
+        let unsupported = |reason: String| BenchError::unsupported(NAME, reason);
         if ctx.placement.cpus.is_empty() {
             return Err(unsupported(
                 "a mix needs a pinned placement (each program on its CPU)".into(),
@@ -254,7 +254,7 @@ impl MixInstance {
             let w = self.programs[i].partner.end()?;
             let span = w.span_ns();
             if w.values.is_empty() || span == 0 || w.work.is_nan() || w.work <= 0.0 {
-                return Err(crate::unsupported(
+                return Err(BenchError::unsupported(
                     NAME,
                     format!(
                         "{} finished no sample in 20 windows of {:?}: give a longer window=",
@@ -296,7 +296,7 @@ impl Instance for MixInstance {
         let mut total = 0.0;
         for (i, p) in self.programs.iter().enumerate() {
             let Some(pr) = progress(in_mix[i], alone[i]) else {
-                return Err(crate::check_err(
+                return Err(BenchError::check(
                     NAME,
                     format!(
                         "{}: no progress from {} in the mix and {} alone",

@@ -349,7 +349,7 @@ impl Benchmark for NfsSfs {
         if cfg.server == ServerKind::Kernel
             && let Some(why) = kernel::why_not()
         {
-            return Err(crate::unsupported(
+            return Err(BenchError::unsupported(
                 NAME,
                 format!("{why} (server=user measures smtlab's user-space NFS server instead)"),
             ));
@@ -357,7 +357,7 @@ impl Benchmark for NfsSfs {
         let dir = crate::scratch::ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-nfs-")?;
         let export = dir.path().join("export");
         std::fs::create_dir(&export).map_err(|e| {
-            crate::io_err(
+            BenchError::io(
                 NAME,
                 format!("create {}", smtlab_model::quote::path(&export)),
                 e,
@@ -372,7 +372,7 @@ impl Benchmark for NfsSfs {
                     cfg.udp,
                     &ctx.placement.cpu_set(),
                 )
-                .map_err(|reason| crate::unsupported(NAME, reason))?;
+                .map_err(|reason| BenchError::unsupported(NAME, reason))?;
                 let target = Target {
                     ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
                     // Known ports: the client needs no portmapper.
@@ -401,7 +401,7 @@ impl Benchmark for NfsSfs {
                 };
                 let workers = ctx.placement.cpus.len().max(1);
                 let u = user::UserNfs::start(&export, &cpus, workers).map_err(|e| {
-                    crate::io_err(
+                    BenchError::io(
                         NAME,
                         "start the user-space NFS server",
                         std::io::Error::other(e),
@@ -496,7 +496,7 @@ impl Clients {
                         }
                     },
                 )
-                .map_err(|e| crate::io_err(NAME, "start a client thread", e))?;
+                .map_err(|e| BenchError::io(NAME, "start a client thread", e))?;
             pool.senders.push(tx);
             pool.handles.push(h);
         }
@@ -573,7 +573,7 @@ pub fn run_load(
 }
 
 fn check(reason: String) -> BenchError {
-    crate::check_err(NAME, reason)
+    BenchError::check(NAME, reason)
 }
 
 /// A load's failures and wrong contents, which fail the sample whatever its speed.

@@ -163,7 +163,7 @@ impl Benchmark for OpenLoop {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         if ctx.placement.cpus.is_empty() {
-            return Err(crate::unsupported(
+            return Err(BenchError::unsupported(
                 NAME,
                 "needs a pinned placement (its CPUs' /proc/stat time is the point)",
             ));
@@ -196,7 +196,7 @@ impl OpenLoopInstance {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .read()
-            .map_err(|reason| crate::unsupported(NAME, reason))
+            .map_err(|reason| BenchError::unsupported(NAME, reason))
     }
 
     /// Runs one step; returns the jobs completed inside it and its length.
@@ -259,8 +259,8 @@ impl Instance for OpenLoopInstance {
             elapsed += e;
         }
         let after = self.read_ticks()?;
-        let b =
-            breakdown(&before, &after, &self.cpus).map_err(|e| crate::unsupported(NAME, e.0))?;
+        let b = breakdown(&before, &after, &self.cpus)
+            .map_err(|e| BenchError::unsupported(NAME, e.0))?;
         let mut metrics = BTreeMap::from([
             (USER.to_string(), b.user),
             (SYSTEM.to_string(), b.system),

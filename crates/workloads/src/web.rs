@@ -336,7 +336,7 @@ impl Benchmark for WebStatic {
         if remote && rate > 0.0 {
             // The agents of web-static run closed loops; a sample under `rate=` would
             // not be one (web-slo's steps are open loops on the agents).
-            return Err(crate::unsupported(
+            return Err(BenchError::unsupported(
                 NAME,
                 "rate= (an open-loop offered rate) with --client-hosts: \
                  web-static's agents run closed loops only",
@@ -437,13 +437,13 @@ pub(crate) fn serve(
         Some((remote, opts)) => (Clients::Agents(remote), opts),
         None => {
             let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
-                crate::unsupported(bench, format!("cannot start the client threads: {e}"))
+                BenchError::unsupported(bench, format!("cannot start the client threads: {e}"))
             })?;
             (Clients::Here(pool), ServerOpts::default())
         }
     };
     let running = start_serving(server, &set, dynamic, &ctx.placement.cpus, opts, custom)
-        .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+        .map_err(|e| BenchError::unsupported(bench, e.to_string()))?;
     let (specs, weights) = capacity::request_mix(&set, dynamic);
     let (driver, addr) = match clients {
         Clients::Agents(remote) => (
@@ -457,7 +457,7 @@ pub(crate) fn serve(
         Clients::Here(pool) => {
             let addr = running.addr();
             let mix = Mix::weighted(&specs, &weights, &addr.to_string(), keep_alive)
-                .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+                .map_err(|e| BenchError::unsupported(bench, e.to_string()))?;
             let mix = Arc::new(mix);
             (Driver::Local { pool, mix }, addr)
         }
@@ -487,7 +487,7 @@ pub(crate) fn client_cores_apart(
 /// `cmd` listen on loopback only.
 pub(crate) fn remote_server_ok(bench: &str, server: &str) -> Result<(), BenchError> {
     if matches!(server, "seda" | "cmd") {
-        return Err(crate::unsupported(
+        return Err(BenchError::unsupported(
             bench,
             format!(
                 "server={server} with --client-hosts: it listens on loopback only (event, \
@@ -508,7 +508,7 @@ pub(crate) fn connect_agents(
     // An agent lost (at the start of a cell or during it) leaves its share to the
     // others; the samples say how many were lost, and the cell is marked.
     let remote = Remote::connect_surviving(&agents.hosts, &agents.token, channel)
-        .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+        .map_err(|e| BenchError::unsupported(bench, e.to_string()))?;
     let any: std::net::IpAddr = Ipv4Addr::UNSPECIFIED.into();
     let opts = ServerOpts {
         bind_ip: remote.common_local_ip().unwrap_or(any),
@@ -519,7 +519,7 @@ pub(crate) fn connect_agents(
 
 /// The file set of `dataset` bytes, generated and read into the page cache.
 pub(crate) fn warm_file_set(bench: &str, dataset: u64) -> Result<FileSet, BenchError> {
-    let io = |what: &'static str| move |e: std::io::Error| crate::io_err(bench, what, e);
+    let io = |what: &'static str| move |e: std::io::Error| BenchError::io(bench, what, e);
     let set =
         FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
     set.warm()
@@ -674,7 +674,7 @@ fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, BenchE
                 format!("agent {}: {errors}", a.addr)
             })
             .collect();
-        return Err(crate::check_err(
+        return Err(BenchError::check(
             bench,
             format!(
                 "{} requests failed beside {} good ones ({}); no throughput reported",
@@ -739,7 +739,7 @@ pub(crate) fn load_metrics(
 ) -> Result<BTreeMap<String, f64>, BenchError> {
     let errors = r.error_count();
     if errors > 0 {
-        return Err(crate::check_err(
+        return Err(BenchError::check(
             bench,
             format!(
                 "{errors} requests failed beside {} good ones ({}); no throughput reported",
@@ -749,7 +749,7 @@ pub(crate) fn load_metrics(
         ));
     }
     if r.requests == 0 || r.window_ns == 0 {
-        return Err(crate::check_err(bench, nothing));
+        return Err(BenchError::check(bench, nothing));
     }
     let mut metrics = BTreeMap::new();
     metrics.insert(m::REQUESTS_PER_S.into(), r.requests_per_s());
@@ -834,7 +834,7 @@ impl Instance for WebInstance {
             .served
             .driver
             .run(&self.cfg)
-            .map_err(|reason| crate::check_err(NAME, reason))?;
+            .map_err(|reason| BenchError::check(NAME, reason))?;
         match (&loaded, self.served.driver.remote()) {
             (Loaded::Remote(r), Some(remote)) => {
                 let mut sample = sample_from_remote(NAME, r)?;

@@ -239,7 +239,7 @@ impl Config {
 }
 
 fn unsupported(reason: &str) -> BenchError {
-    crate::unsupported(NAME, reason)
+    BenchError::unsupported(NAME, reason)
 }
 
 fn pg_err(e: PgError) -> BenchError {
@@ -247,7 +247,7 @@ fn pg_err(e: PgError) -> BenchError {
 }
 
 fn io_err(what: &str, source: std::io::Error) -> BenchError {
-    crate::io_err(NAME, what, source)
+    BenchError::io(NAME, what, source)
 }
 
 struct PgInstance {
@@ -287,7 +287,7 @@ impl Instance for PgInstance {
             pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout)).map_err(pg_err)?;
         // Failed transactions are failed work: no TPS beside them.
         if let Some(failed) = summary.failed.filter(|&f| f > 0) {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 NAME,
                 format!(
                     "{failed} of {} transactions failed in {} s; no throughput reported",
@@ -297,7 +297,7 @@ impl Instance for PgInstance {
             ));
         }
         if summary.tps <= 0.0 || summary.transactions == 0 {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 NAME,
                 format!(
                     "pgbench completed no transaction in {} s",

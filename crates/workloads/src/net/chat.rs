@@ -34,8 +34,6 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use crate::{check_err, io_err};
-
 use super::common::{Acceptor, ensure_nofile, spawn_on, thread_limits};
 
 const NAME: &str = "chat";
@@ -606,7 +604,8 @@ impl ChatInstance {
         fault: Fault,
     ) -> Result<ChatInstance, BenchError> {
         // Both ends of every connection, their clones, and slack for the rest of smtlab.
-        ensure_nofile(4 * shape.connections() + 256).map_err(|e| check_err(NAME, e.to_string()))?;
+        ensure_nofile(4 * shape.connections() + 256)
+            .map_err(|e| BenchError::check(NAME, e.to_string()))?;
         let server = ChatServer::start(server_cpus, shape, fault)?;
         let addr = server.addr();
         let cpus = client.cpus().clone();
@@ -614,14 +613,14 @@ impl ChatInstance {
             .spawn("chat-connect", None, move || {
                 ChatClients::connect(addr, &cpus, shape)
             })
-            .map_err(|e| io_err(NAME, "start the client side", e))?
+            .map_err(|e| BenchError::io(NAME, "start the client side", e))?
             .join()
-            .map_err(|_| check_err(NAME, "the client side panicked while connecting"))?;
+            .map_err(|_| BenchError::check(NAME, "the client side panicked while connecting"))?;
         let clients = match clients {
             Ok(c) => c,
             Err(e) => {
                 let why = server.failure().unwrap_or(e);
-                return Err(check_err(NAME, why));
+                return Err(BenchError::check(NAME, why));
             }
         };
         Ok(ChatInstance {
@@ -636,7 +635,7 @@ impl ChatInstance {
     /// One round; see the module overview.
     pub fn round(&mut self) -> Result<RawSample, BenchError> {
         if let Some(e) = &self.broken {
-            return Err(check_err(NAME, e.clone()));
+            return Err(BenchError::check(NAME, e.clone()));
         }
         let shape = self.shape;
         let clients = &self.clients;
@@ -651,7 +650,7 @@ impl ChatInstance {
         let mut s = round
             .state
             .lock()
-            .map_err(|_| check_err(NAME, "lock poisoned"))?;
+            .map_err(|_| BenchError::check(NAME, "lock poisoned"))?;
         s.receivers_done = 0;
         s.senders_done = 0;
         s.last_send_ns = 0;
@@ -667,7 +666,7 @@ impl ChatInstance {
             s = round
                 .changed
                 .wait_timeout(s, left)
-                .map_err(|_| check_err(NAME, "lock poisoned"))?
+                .map_err(|_| BenchError::check(NAME, "lock poisoned"))?
                 .0;
         }
         let t1 = now_ns();
@@ -690,7 +689,7 @@ impl ChatInstance {
                 .failure()
                 .map_or(e.clone(), |f| format!("{e} (server: {f})"));
             self.broken = Some(e.clone());
-            return Err(check_err(NAME, e));
+            return Err(BenchError::check(NAME, e));
         }
         let got_msgs = (clients.messages_received.load(Ordering::Relaxed) - msgs0) as u64;
         let got_bytes = clients.bytes_received.load(Ordering::Relaxed) - bytes0;
@@ -703,7 +702,7 @@ impl ChatInstance {
                 shape.delivered_per_round() * shape.size as u64
             );
             self.broken = Some(e.clone());
-            return Err(check_err(NAME, e));
+            return Err(BenchError::check(NAME, e));
         }
         let elapsed_ns = t1.saturating_sub(t0).max(1);
         let send_ns = last_send_ns.saturating_sub(t0).max(1);

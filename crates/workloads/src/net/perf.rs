@@ -37,8 +37,6 @@ use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::stats::percentile_of_sorted;
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 
-use crate::{check_err, io_err};
-
 use super::common::{ci99_rel, loopback_listener, shutdown_listener, spawn_on, thread_cpu_ns};
 
 /// netperf's `-I 99,5`: the interval's full width within 5%, i.e. +-2.5%.
@@ -228,7 +226,7 @@ impl Benchmark for Perf {
             .spawn(&format!("{name}-client"), Some(cpu), move || {
                 client_loop(kind, addr, cfg, &cmd_rx, &res_tx);
             })
-            .map_err(|e| io_err(name, "start the client thread", e))?;
+            .map_err(|e| BenchError::io(name, "start the client thread", e))?;
         Ok(Box::new(PerfInstance {
             kind,
             cfg,
@@ -261,21 +259,22 @@ impl Server {
         let thread_name = format!("{name}-server");
         let (addr, listener, thread) = if kind == Kind::UdpRr {
             let sock = UdpSocket::bind("127.0.0.1:0")
-                .map_err(|e| io_err(name, "bind a UDP socket on 127.0.0.1", e))?;
+                .map_err(|e| BenchError::io(name, "bind a UDP socket on 127.0.0.1", e))?;
             let addr = sock
                 .local_addr()
-                .map_err(|e| io_err(name, "read the UDP address", e))?;
+                .map_err(|e| BenchError::io(name, "read the UDP address", e))?;
             // Lets the loop see `stop` while no request comes.
             sock.set_read_timeout(Some(Duration::from_millis(100)))
-                .map_err(|e| io_err(name, "set a UDP timeout", e))?;
+                .map_err(|e| BenchError::io(name, "set a UDP timeout", e))?;
             let thread = spawn_on(cpus, thread_name, move || udp_server(&sock, &st, cfg));
             (addr, None, thread)
         } else {
-            let listener =
-                Arc::new(loopback_listener().map_err(|e| io_err(name, "listen on 127.0.0.1", e))?);
+            let listener = Arc::new(
+                loopback_listener().map_err(|e| BenchError::io(name, "listen on 127.0.0.1", e))?,
+            );
             let addr = listener
                 .local_addr()
-                .map_err(|e| io_err(name, "read the listener address", e))?;
+                .map_err(|e| BenchError::io(name, "read the listener address", e))?;
             let l = listener.clone();
             let thread = spawn_on(cpus, thread_name, move || match kind {
                 Kind::Stream => stream_server(&l, &rx),
@@ -284,7 +283,7 @@ impl Server {
             });
             (addr, Some(listener), thread)
         };
-        let thread = thread.map_err(|e| io_err(name, "start the server thread", e))?;
+        let thread = thread.map_err(|e| BenchError::io(name, "start the server thread", e))?;
         Ok(Server {
             addr,
             stop,
@@ -591,7 +590,7 @@ impl Instance for PerfInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         let name = self.kind.name();
         if let Some(e) = &self.broken {
-            return Err(check_err(name, e.clone()));
+            return Err(BenchError::check(name, e.clone()));
         }
         let mut its = Vec::new();
         let mut rates = Vec::new();
@@ -601,7 +600,7 @@ impl Instance for PerfInstance {
                 Ok(it) => it,
                 Err(e) => {
                     self.broken = Some(e.clone());
-                    return Err(check_err(name, e));
+                    return Err(BenchError::check(name, e));
                 }
             };
             rates.push(it.count as f64 / it.elapsed_ns as f64);

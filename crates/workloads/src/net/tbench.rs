@@ -25,8 +25,6 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use crate::{check_err, io_err};
-
 use super::common::{Acceptor, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
@@ -108,7 +106,7 @@ impl Benchmark for Tbench {
         let load = load_for(NAME, p.get_str("loadfile")?)?;
         let client = ctx.client_side(NAME)?;
         super::common::ensure_nofile(3 * clients as u64 + 256)
-            .map_err(|e| check_err(NAME, e.to_string()))?;
+            .map_err(|e| BenchError::check(NAME, e.to_string()))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
         let addr = server.acceptor.addr;
         let mut workers = Clients::with_capacity(clients);
@@ -123,15 +121,15 @@ impl Benchmark for Tbench {
                     Some(client.cpu_for_thread(i)),
                     move || client_loop(addr, &load, &rx, &ready),
                 )
-                .map_err(|e| io_err(NAME, format!("start client {i} of {clients}"), e))?;
+                .map_err(|e| BenchError::io(NAME, format!("start client {i} of {clients}"), e))?;
             workers.push(tx, h);
         }
         drop(ready_tx);
         for _ in 0..clients {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(check_err(NAME, e)),
-                Err(_) => return Err(check_err(NAME, "a client stopped while connecting")),
+                Ok(Err(e)) => return Err(BenchError::check(NAME, e)),
+                Err(_) => return Err(BenchError::check(NAME, "a client stopped while connecting")),
             }
         }
         Ok(Box::new(TbenchInstance {
@@ -295,7 +293,7 @@ impl Instance for TbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
         if total.bytes() == 0 {
-            return Err(check_err(
+            return Err(BenchError::check(
                 NAME,
                 "no ReadX or WriteX completed in the sample; lengthen duration",
             ));

@@ -206,7 +206,7 @@ impl SloInstance {
             .served
             .driver
             .run(&cfg)
-            .map_err(|reason| crate::check_err(NAME, reason))?;
+            .map_err(|reason| BenchError::check(NAME, reason))?;
         Ok((cfg, loaded))
     }
 
