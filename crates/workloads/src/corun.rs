@@ -360,25 +360,23 @@ fn partner_loop(
     prepare: Prepare,
     calibrated: &Mutex<(u64, u64)>,
 ) {
-    let fail = |e: String| {
-        let mut st = shared.lock();
-        st.error = Some(e);
-        st.busy = false;
-        shared.cv.notify_all();
+    let started = || -> Result<_, BenchError> {
+        let mut instance = prepare()?;
+        let n = calibrate(instance.as_mut(), PARTNER_SAMPLE_NS)?;
+        // A pass over a large buffer is one sample whatever the calibration asks: its
+        // length tells A how long its own samples must be to hold several.
+        let sample_ns = instance.sample(n)?.elapsed_ns;
+        Ok((instance, n, sample_ns))
     };
-    let mut instance = match prepare() {
-        Ok(i) => i,
-        Err(e) => return fail(e.to_string()),
-    };
-    let n = match calibrate(instance.as_mut(), PARTNER_SAMPLE_NS) {
-        Ok(n) => n,
-        Err(e) => return fail(e.to_string()),
-    };
-    // A pass over a large buffer is one sample whatever the calibration asks: its length
-    // tells A how long its own samples must be to hold several.
-    let sample_ns = match instance.sample(n) {
-        Ok(raw) => raw.elapsed_ns,
-        Err(e) => return fail(e.to_string()),
+    let (mut instance, n, sample_ns) = match started() {
+        Ok(started) => started,
+        Err(e) => {
+            let mut st = shared.lock();
+            st.error = Some(e.to_string());
+            st.busy = false;
+            shared.cv.notify_all();
+            return;
+        }
     };
     *calibrated.lock().unwrap_or_else(|p| p.into_inner()) = (n, sample_ns);
     {

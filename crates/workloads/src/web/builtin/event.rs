@@ -185,9 +185,7 @@ impl EventLoop {
                 last_sweep = now;
             }
         }
-        for i in 0..self.conns.len() {
-            self.close(i);
-        }
+        // The connections close when the loop drops, just after.
     }
 
     fn accept_all(&mut self) {
@@ -281,30 +279,26 @@ impl EventLoop {
             self.respond(i, dynamic_reply(&req, Err(Reject::NotFound)));
             return;
         };
-        let Some(out) = child.stdout.take() else {
+        let epfd = self.epfd;
+        let registered = child.stdout.take().filter(|out| {
+            let pfd = out.as_raw_fd();
+            sys::set_nonblocking(pfd, true).is_ok()
+                && sys::epoll_ctl(
+                    epfd,
+                    libc::EPOLL_CTL_ADD,
+                    pfd,
+                    libc::EPOLLIN,
+                    PIPE | i as u64,
+                )
+                .is_ok()
+        });
+        let Some(out) = registered else {
             kill_cgi(&child);
             self.reaping.push(child);
             self.close(i);
             return;
         };
-        let pfd = out.as_raw_fd();
-        let registered = sys::set_nonblocking(pfd, true).is_ok()
-            && sys::epoll_ctl(
-                self.epfd,
-                libc::EPOLL_CTL_ADD,
-                pfd,
-                libc::EPOLLIN,
-                PIPE | i as u64,
-            )
-            .is_ok();
-        if !registered {
-            kill_cgi(&child);
-            self.reaping.push(child);
-            self.close(i);
-            return;
-        }
         let now = now_ns(self.origin);
-        let epfd = self.epfd;
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
