@@ -183,7 +183,7 @@ impl Benchmark for AppTrade {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let cfg = Config::from_params(ctx.params)?;
         let client = ctx.client_side(NAME)?;
-        let install = PgInstall::find().map_err(pg_err)?;
+        let install = PgInstall::find().map_err(|e| e.of_bench(NAME))?;
         let cpus: Vec<u32> = ctx.placement.cpus.clone();
         let placement_set = ctx.placement.pinned().then(|| ctx.placement.cpu_set());
         let workers = cpus.len().max(1);
@@ -204,7 +204,8 @@ impl Benchmark for AppTrade {
         };
         let db = if cfg.db_same {
             Database::Here(
-                PgServer::start(&install, &settings, placement_set.as_ref()).map_err(pg_err)?,
+                PgServer::start(&install, &settings, placement_set.as_ref())
+                    .map_err(|e| e.of_bench(NAME))?,
             )
         } else {
             Database::Apart(KeptServer::start(client, install, settings)?)
@@ -362,10 +363,6 @@ fn check(reason: String) -> BenchError {
     BenchError::check(NAME, reason)
 }
 
-fn pg_err(e: PgError) -> BenchError {
-    e.of_bench(NAME)
-}
-
 fn trade_err(e: smtlab_trade::TradeError) -> BenchError {
     match e {
         smtlab_trade::TradeError::Config(s) => BenchError::unsupported(NAME, s),
@@ -456,7 +453,7 @@ impl KeptServer {
                 kept.pid = pid;
                 Ok(kept)
             }
-            Ok(Err(e)) => Err(pg_err(e)),
+            Ok(Err(e)) => Err(e.of_bench(NAME)),
             Err(_) => Err(check(
                 "the database thread stopped before the server started".into(),
             )),

@@ -8,7 +8,7 @@ use smtlab_bench::{
 };
 use smtlab_model::{BenchInfo, Topology};
 
-use super::pg::{PgError, PgInstall, PgServer, PgSettings};
+use super::pg::{PgInstall, PgServer, PgSettings};
 use super::pgbench::{self, Mode, Target};
 use super::{ClientRunner, param, tps_info};
 
@@ -107,7 +107,7 @@ impl Benchmark for OltpPg {
         let client = ctx
             .client
             .ok_or_else(|| unsupported(&format!("{NEEDS_CLIENT_SIDE} to run pgbench")))?;
-        let install = PgInstall::find().map_err(pg_err)?;
+        let install = PgInstall::find().map_err(|e| e.of_bench(NAME))?;
         let settings = PgSettings {
             port: cfg.port,
             shared_buffers_bytes: cfg.shared_buffers_bytes,
@@ -118,7 +118,8 @@ impl Benchmark for OltpPg {
             extra: Vec::new(),
         };
         let cpus = ctx.placement.pinned().then(|| ctx.placement.cpu_set());
-        let server = PgServer::start(&install, &settings, cpus.as_ref()).map_err(pg_err)?;
+        let server =
+            PgServer::start(&install, &settings, cpus.as_ref()).map_err(|e| e.of_bench(NAME))?;
         let target = if cfg.unix {
             Target::Unix {
                 dir: server.socket_dir(),
@@ -130,7 +131,7 @@ impl Benchmark for OltpPg {
         let out = client
             .output(pgbench::init_command(&install, &target, cfg.scale))
             .map_err(|e| io_err("run pgbench -i", e))?;
-        pgbench::check_output("pgbench -i", &out).map_err(pg_err)?;
+        pgbench::check_output("pgbench -i", &out).map_err(|e| e.of_bench(NAME))?;
         let log_dir = server.dir().join("pgbench-log");
         std::fs::create_dir(&log_dir).map_err(|e| io_err("create the pgbench log directory", e))?;
         let threads = cfg
@@ -242,10 +243,6 @@ fn unsupported(reason: &str) -> BenchError {
     BenchError::unsupported(NAME, reason)
 }
 
-fn pg_err(e: PgError) -> BenchError {
-    e.of_bench(NAME)
-}
-
 fn io_err(what: &str, source: std::io::Error) -> BenchError {
     BenchError::io(NAME, what, source)
 }
@@ -282,9 +279,9 @@ impl Instance for PgInstance {
             .client
             .output(cmd)
             .map_err(|e| io_err("run pgbench", e))?;
-        pgbench::check_output("pgbench", &out).map_err(pg_err)?;
-        let summary =
-            pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout)).map_err(pg_err)?;
+        pgbench::check_output("pgbench", &out).map_err(|e| e.of_bench(NAME))?;
+        let summary = pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout))
+            .map_err(|e| e.of_bench(NAME))?;
         // Failed transactions are failed work: no TPS beside them.
         if let Some(failed) = summary.failed.filter(|&f| f > 0) {
             return Err(BenchError::check(

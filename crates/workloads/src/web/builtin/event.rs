@@ -121,11 +121,6 @@ const LISTENER: u64 = u64::MAX;
 /// Marks a CGI pipe's epoll token (the rest is its connection's index).
 const PIPE: u64 = 1 << 62;
 
-/// Changes what `epfd` reports for `fd`; a stale `fd` fails, which its next read reports.
-fn set_events(epfd: RawFd, fd: RawFd, token: u64, events: i32) {
-    let _ = sys::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, events, token);
-}
-
 /// Kills a CGI child's whole process group (the shell and what it started). Only for a
 /// child not reaped yet, so its pid, and with it the group id, cannot have been reused.
 fn kill_cgi(child: &Child) {
@@ -304,7 +299,8 @@ impl EventLoop {
         };
         // No EPOLLIN while the page is made: a pipelined request waits in the socket
         // (level-triggered, it shows again afterwards); a hang-up still shows.
-        set_events(epfd, c.fd, i as u64, libc::EPOLLRDHUP);
+        // A stale `fd` fails, which its next read reports.
+        let _ = sys::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, c.fd, libc::EPOLLRDHUP, i as u64);
         c.want_out = false;
         c.state = EState::Cgi(Box::new(CgiRun {
             child,
