@@ -265,7 +265,6 @@ impl DbenchInstance {
                         break;
                     }
                 }
-                c.close_all();
             })
             .map_err(|e| io(format!("start client thread {i} of {clients}"), e))?;
             workers.push(tx, h);

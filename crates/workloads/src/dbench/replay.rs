@@ -287,12 +287,6 @@ impl Client {
         }
         found
     }
-
-    /// Closes every handle (end of a sample stretch is not a reason; the end of the
-    /// instance is).
-    pub fn close_all(&mut self) {
-        self.handles.clear();
-    }
 }
 
 fn open(p: &Path, options: u32, disposition: u32) -> Option<File> {
