@@ -201,12 +201,12 @@ enum LineError {
 fn words(text: &str) -> Result<Vec<String>, LineError> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
-    while let Some(&c) = chars.peek() {
+    while let Some(c) = chars.next() {
         if c.is_whitespace() {
-            chars.next();
-        } else if c == '"' {
-            chars.next();
-            let mut w = String::new();
+            continue;
+        }
+        let mut w = String::new();
+        if c == '"' {
             loop {
                 match chars.next() {
                     Some('"') => break,
@@ -214,18 +214,13 @@ fn words(text: &str) -> Result<Vec<String>, LineError> {
                     None => return Err(LineError::Unterminated),
                 }
             }
-            out.push(w);
         } else {
-            let mut w = String::new();
-            while let Some(&ch) = chars.peek() {
-                if ch.is_whitespace() {
-                    break;
-                }
+            w.push(c);
+            while let Some(ch) = chars.next_if(|ch| !ch.is_whitespace()) {
                 w.push(ch);
-                chars.next();
             }
-            out.push(w);
         }
+        out.push(w);
     }
     Ok(out)
 }

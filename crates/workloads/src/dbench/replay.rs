@@ -151,17 +151,14 @@ impl Client {
         if ok != line.expect_ok {
             stats.mismatches += 1;
             if stats.first_mismatch.is_none() {
+                let said = |ok: bool| if ok { "succeeded" } else { "failed" };
                 stats.first_mismatch = Some(format!(
                     "{}:{}: {} {} where the recording {}",
                     load.name,
                     line.number,
                     KINDS[line.op.kind()],
-                    if ok { "succeeded" } else { "failed" },
-                    if line.expect_ok {
-                        "succeeded"
-                    } else {
-                        "failed"
-                    }
+                    said(ok),
+                    said(line.expect_ok)
                 ));
             }
         }
