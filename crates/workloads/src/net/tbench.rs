@@ -47,8 +47,8 @@ pub fn packet_sizes(op: &Op) -> Option<(u32, u32, u64)> {
             (SMB + 4 + name(path), SMB, 0)
         }
         Op::NtCreateX { path, .. } => (74 + name(path), SMB + 48, 0),
-        Op::WriteX { size, .. } => (SMB + 20 + size, SMB + 16, *size as u64),
-        Op::ReadX { ret, .. } => (SMB + 20, SMB + 20 + ret, *ret as u64),
+        Op::WriteX(t) => (SMB + 20 + t.size, SMB + 16, t.size as u64),
+        Op::ReadX(t) => (SMB + 20, SMB + 20 + t.ret, t.ret as u64),
         Op::Close { .. } => (SMB + 8, SMB, 0),
         Op::Rename { from, to } => (SMB + 8 + name(from) + name(to), SMB, 0),
         Op::Flush { .. } => (SMB + 2, SMB, 0),
@@ -56,7 +56,7 @@ pub fn packet_sizes(op: &Op) -> Option<(u32, u32, u64)> {
         Op::QueryFile { .. } | Op::QueryFs => (SMB + 20, SMB + 32, 0),
         Op::FindFirst { pattern, count, .. } => (SMB + 20 + name(pattern), SMB + 90 * count, 0),
         Op::SetFileInfo { .. } => (SMB + 32, SMB + 8, 0),
-        Op::LockX { .. } | Op::UnlockX { .. } => (SMB + 12, SMB, 0),
+        Op::LockX(_) | Op::UnlockX(_) => (SMB + 12, SMB, 0),
         Op::Deltree { .. } => return None,
     })
 }
@@ -250,7 +250,7 @@ fn client_loop(
             stats.latency_ns[line.op.kind()].push(now_ns().saturating_sub(t0) as f64);
             stats.ops += 1;
             match line.op {
-                Op::ReadX { .. } => stats.bytes_read += counted,
+                Op::ReadX(_) => stats.bytes_read += counted,
                 _ => stats.bytes_written += counted,
             }
         }
@@ -309,23 +309,24 @@ impl Instance for TbenchInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dbench::load::Transfer;
     use std::net::TcpListener;
 
     #[test]
     fn sizes_carry_the_data_the_right_way() {
-        let w = Op::WriteX {
+        let w = Op::WriteX(Transfer {
             handle: 1,
             offset: 0,
             size: 4096,
             ret: 4096,
-        };
+        });
         assert_eq!(packet_sizes(&w), Some((SMB + 20 + 4096, SMB + 16, 4096)));
-        let r = Op::ReadX {
+        let r = Op::ReadX(Transfer {
             handle: 1,
             offset: 0,
             size: 4096,
             ret: 100,
-        };
+        });
         assert_eq!(packet_sizes(&r), Some((SMB + 20, SMB + 20 + 100, 100)));
         assert_eq!(packet_sizes(&Op::Deltree { path: "x".into() }), None);
     }
