@@ -354,25 +354,20 @@ pub fn sample_from(
             m.insert(format!("latency_{name}_ms"), v / 1e3);
         }
     }
-    m.insert(
-        "logged_transactions".into(),
-        sorted_latencies_us.len() as f64,
-    );
-    m.insert(
-        "shared_buffers_bytes".into(),
-        settings.shared_buffers_bytes as f64,
-    );
-    m.insert("max_connections".into(), settings.max_connections as f64);
-    m.insert("fsync_on".into(), f64::from(u8::from(settings.fsync)));
-    m.insert(
-        "synchronous_commit_on".into(),
-        f64::from(u8::from(settings.synchronous_commit)),
-    );
-    m.insert("scale".into(), cfg.scale as f64);
-    m.insert("clients".into(), cfg.clients as f64);
-    m.insert("pgbench_threads".into(), threads as f64);
-    m.insert("port".into(), f64::from(port));
-    m.insert("stale_dirs_swept".into(), swept as f64);
+    let on = |b: bool| f64::from(u8::from(b));
+    let figures = [
+        ("logged_transactions", sorted_latencies_us.len() as f64),
+        ("shared_buffers_bytes", settings.shared_buffers_bytes as f64),
+        ("max_connections", settings.max_connections as f64),
+        ("fsync_on", on(settings.fsync)),
+        ("synchronous_commit_on", on(settings.synchronous_commit)),
+        ("scale", cfg.scale as f64),
+        ("clients", cfg.clients as f64),
+        ("pgbench_threads", threads as f64),
+        ("port", f64::from(port)),
+        ("stale_dirs_swept", swept as f64),
+    ];
+    m.extend(figures.map(|(key, v)| (key.to_string(), v)));
     sample
 }
 

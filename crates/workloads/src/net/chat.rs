@@ -713,29 +713,24 @@ impl ChatInstance {
         };
         let m = &mut raw.metrics;
         use smtlab_model::metrics::chat;
-        m.insert(chat::ROOMS.into(), shape.rooms as f64);
-        m.insert("users_per_room".into(), shape.users as f64);
-        m.insert(chat::CONNECTIONS.into(), shape.connections() as f64);
-        m.insert(chat::THREADS.into(), shape.threads() as f64);
-        m.insert(chat::MESSAGES_SENT.into(), shape.sent_per_round() as f64);
-        m.insert(chat::MESSAGES_RECEIVED.into(), got_msgs as f64);
-        m.insert(
-            chat::MESSAGES_TOTAL.into(),
-            (shape.sent_per_round() + got_msgs) as f64,
-        );
-        m.insert(
-            "bytes_sent".into(),
-            (shape.sent_per_round() * shape.size as u64) as f64,
-        );
-        m.insert("bytes_received".into(), got_bytes as f64);
-        m.insert(
-            "sent_msgs_per_s".into(),
-            shape.sent_per_round() as f64 / (send_ns as f64 / 1e9),
-        );
-        m.insert(
-            "sent_msgs_per_s_round".into(),
-            shape.sent_per_round() as f64 / (elapsed_ns as f64 / 1e9),
-        );
+        let sent = shape.sent_per_round();
+        let figures = [
+            (chat::ROOMS, shape.rooms as f64),
+            ("users_per_room", shape.users as f64),
+            (chat::CONNECTIONS, shape.connections() as f64),
+            (chat::THREADS, shape.threads() as f64),
+            (chat::MESSAGES_SENT, sent as f64),
+            (chat::MESSAGES_RECEIVED, got_msgs as f64),
+            (chat::MESSAGES_TOTAL, (sent + got_msgs) as f64),
+            ("bytes_sent", (sent * shape.size as u64) as f64),
+            ("bytes_received", got_bytes as f64),
+            ("sent_msgs_per_s", sent as f64 / (send_ns as f64 / 1e9)),
+            (
+                "sent_msgs_per_s_round",
+                sent as f64 / (elapsed_ns as f64 / 1e9),
+            ),
+        ];
+        m.extend(figures.map(|(key, v)| (key.to_string(), v)));
         Ok(raw)
     }
 }

@@ -636,22 +636,10 @@ impl Instance for PerfInstance {
         } else {
             (count as f64, "tx")
         };
-        m.insert(
-            format!("server_cpu_us_per_{unit}"),
-            server_cpu as f64 / 1e3 / per,
-        );
-        m.insert(
-            format!("client_cpu_us_per_{unit}"),
-            client_cpu as f64 / 1e3 / per,
-        );
-        m.insert(
-            "server_cpu_util".into(),
-            server_cpu as f64 / elapsed_ns as f64,
-        );
-        m.insert(
-            "client_cpu_util".into(),
-            client_cpu as f64 / elapsed_ns as f64,
-        );
+        for (side, cpu) in [("server", server_cpu), ("client", client_cpu)] {
+            m.insert(format!("{side}_cpu_us_per_{unit}"), cpu as f64 / 1e3 / per);
+            m.insert(format!("{side}_cpu_util"), cpu as f64 / elapsed_ns as f64);
+        }
         if self.kind == Kind::Stream {
             m.insert("bytes".into(), count as f64);
             m.insert("message_bytes".into(), self.cfg.size as f64);
