@@ -743,44 +743,38 @@ pub fn client_load(
     k: u32,
     seed: u64,
     duration: Duration,
-    pace: Option<Pacer>,
+    mut pace: Option<Pacer>,
     start: &Barrier,
 ) -> LoadResult {
     let mut r = LoadResult {
         latencies_ns: vec![Vec::new(); MIX.len()],
         ..LoadResult::default()
     };
-    let rt = match runtime() {
-        Ok(rt) => rt,
+    // Connected, and the stock of files to remove put back where a previous load
+    // removed it, before the clock starts.
+    let connected = runtime().and_then(|rt| {
+        let c = rt.block_on(async {
+            let (mut c, _) = connect(t).await?;
+            let w = &h.client_dirs[k as usize];
+            for s in 0..STOCK {
+                let n = format!("s{s}");
+                if lookup(&mut c, w, &n).await?.is_none() {
+                    create(&mut c, w, &n).await?;
+                }
+            }
+            Ok::<_, LoadError>(c)
+        })?;
+        Ok((rt, c))
+    });
+    start.wait();
+    let (rt, mut c) = match connected {
+        Ok(connected) => connected,
         Err(e) => {
-            start.wait();
             r.errors = 1;
             r.first_error = Some(e);
             return r;
         }
     };
-    // Connected, and the stock of files to remove put back where a previous load
-    // removed it, before the clock starts.
-    let mut client = match rt.block_on(async {
-        let (mut c, _) = connect(t).await?;
-        let w = &h.client_dirs[k as usize];
-        for s in 0..STOCK {
-            let n = format!("s{s}");
-            if lookup(&mut c, w, &n).await?.is_none() {
-                create(&mut c, w, &n).await?;
-            }
-        }
-        Ok::<_, LoadError>(c)
-    }) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            r.errors = 1;
-            r.first_error = Some(e);
-            None
-        }
-    };
-    start.wait();
-    let Some(c) = client.as_mut() else { return r };
     let mut st = ClientState {
         k,
         seed,
@@ -791,7 +785,6 @@ pub fn client_load(
     // The stock, for removes.
     st.created.extend((0..STOCK).map(|s| format!("s{s}")));
     let links = h.dirs.iter().all(|d| d.2.is_some());
-    let mut pace = pace;
     let t0 = Instant::now();
     rt.block_on(async {
         while t0.elapsed() < duration {
@@ -810,7 +803,7 @@ pub fn client_load(
                 op = next_op(&mut st.rng);
             }
             let started = Instant::now();
-            match one_op(c, op, h, shape, &mut st, &mut r).await {
+            match one_op(&mut c, op, h, shape, &mut st, &mut r).await {
                 Ok(good) => {
                     r.latencies_ns[op.index()].push(started.elapsed().as_nanos() as u64);
                     if !good {
