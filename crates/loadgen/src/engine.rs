@@ -226,14 +226,7 @@ impl<'a> Engine<'a> {
                 self.report.unsent += due.saturating_sub(c.started);
             }
         }
-        for c in &mut self.conns {
-            if c.fd >= 0 {
-                // SAFETY: `c.fd` is open (non-negative) and owned by this connection; it is set to
-                // -1 next, so it is closed once.
-                unsafe { libc::close(c.fd) };
-                c.fd = -1;
-            }
-        }
+        // The sockets close as the engine drops, when this returns.
         let mut report = std::mem::replace(&mut self.report, ThreadReport::new());
         report.window_ns = elapsed.saturating_sub(self.plan.warmup_ns);
         let cpu_ns = smtlab_bench::clock::thread_cpu_ns().saturating_sub(cpu_start_ns);
