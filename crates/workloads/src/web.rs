@@ -602,22 +602,19 @@ impl Driver {
 /// metrics: requests and windows added per agent, errors added, the widest start spread.
 #[derive(Debug, Default)]
 pub(crate) struct AgentTally {
-    requests: Vec<u64>,
-    window_ns: Vec<u64>,
-    errors: Vec<u64>,
+    /// Per agent: requests, window and errors.
+    agents: Vec<[u64; 3]>,
     start_spread_ns: u64,
 }
 
 impl AgentTally {
     pub(crate) fn add(&mut self, r: &RemoteReport) {
-        let n = r.agents.len();
-        self.requests.resize(n.max(self.requests.len()), 0);
-        self.window_ns.resize(n.max(self.window_ns.len()), 0);
-        self.errors.resize(n.max(self.errors.len()), 0);
-        for (i, a) in r.agents.iter().enumerate() {
-            self.requests[i] += a.requests;
-            self.window_ns[i] += a.window_ns;
-            self.errors[i] += a.error_count();
+        let n = r.agents.len().max(self.agents.len());
+        self.agents.resize(n, [0; 3]);
+        for (t, a) in self.agents.iter_mut().zip(&r.agents) {
+            t[0] += a.requests;
+            t[1] += a.window_ns;
+            t[2] += a.error_count();
         }
         self.start_spread_ns = self.start_spread_ns.max(r.start_spread_ns);
     }
@@ -635,17 +632,14 @@ impl AgentTally {
             self.start_spread_ns as f64,
         );
         for (i, a) in infos.iter().enumerate() {
-            let window = self.window_ns.get(i).copied().unwrap_or(0);
+            let [requests, window, errors] = self.agents.get(i).copied().unwrap_or_default();
             let rps = if window == 0 {
                 0.0
             } else {
-                self.requests.get(i).copied().unwrap_or(0) as f64 / (window as f64 / 1e9)
+                requests as f64 / (window as f64 / 1e9)
             };
             metrics.insert(m::agent_requests_per_s(i), rps);
-            metrics.insert(
-                m::agent_errors(i),
-                self.errors.get(i).copied().unwrap_or(0) as f64,
-            );
+            metrics.insert(m::agent_errors(i), errors as f64);
             metrics.insert(m::agent_clock_offset_ns(i), a.clock_offset_ns as f64);
             metrics.insert(m::agent_rtt_ns(i), a.rtt_ns as f64);
         }
