@@ -432,7 +432,12 @@ pub(crate) fn serve(
         }
         None => None,
     };
-    let set = warm_file_set(bench, dataset)?;
+    // The file set of `dataset` bytes, generated and read into the page cache.
+    let io = |what: &'static str| move |e: std::io::Error| BenchError::io(bench, what, e);
+    let set =
+        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+    set.warm()
+        .map_err(io("reading the file set into the page cache"))?;
     let (clients, opts) = match agents {
         Some((remote, opts)) => (Clients::Agents(remote), opts),
         None => {
@@ -515,16 +520,6 @@ pub(crate) fn connect_agents(
         ..ServerOpts::default()
     };
     Ok((remote, opts))
-}
-
-/// The file set of `dataset` bytes, generated and read into the page cache.
-pub(crate) fn warm_file_set(bench: &str, dataset: u64) -> Result<FileSet, BenchError> {
-    let io = |what: &'static str| move |e: std::io::Error| BenchError::io(bench, what, e);
-    let set =
-        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
-    set.warm()
-        .map_err(io("reading the file set into the page cache"))?;
-    Ok(set)
 }
 
 /// Where a web instance's load comes from.
@@ -790,7 +785,10 @@ pub fn open_loop_sample(offered_per_s: f64, cfg: &LoadConfig, r: &LoadReport) ->
         Err(_) if r.requests > 0 && r.window_ns > 0 => {
             // Errors beside good answers: the percentiles of the good ones are kept, and
             // the errors say the rate was not kept up with.
-            let mut s = sample_from(NAME, &without_errors(r)).unwrap_or_default();
+            let mut good = r.clone();
+            good.errors.clear();
+            good.bad_statuses.clear();
+            let mut s = sample_from(NAME, &good).unwrap_or_default();
             s.metrics.insert(m::ERRORS.into(), r.error_count() as f64);
             s
         }
@@ -810,14 +808,6 @@ pub fn open_loop_sample(offered_per_s: f64, cfg: &LoadConfig, r: &LoadReport) ->
     s.metrics.insert(m::OFFERED_PER_S.into(), offered_per_s);
     s.metrics.insert(m::UNSENT.into(), r.unsent as f64);
     s
-}
-
-/// `r` with its errors taken out, for the figures of its good answers.
-fn without_errors(r: &LoadReport) -> LoadReport {
-    let mut r = r.clone();
-    r.errors.clear();
-    r.bad_statuses.clear();
-    r
 }
 
 impl Instance for WebInstance {
