@@ -182,7 +182,13 @@ impl<'a> Engine<'a> {
                 }
             }
             if now.saturating_sub(last_sweep) > 50_000_000 {
-                self.sweep_timeouts(now);
+                for i in 0..self.conns.len() {
+                    let c = &self.conns[i];
+                    if c.state != State::Idle && now.saturating_sub(c.op_ns) > self.plan.timeout_ns
+                    {
+                        self.fail(i, ErrorKind::Timeout);
+                    }
+                }
                 last_sweep = now;
             }
             let mut wait_ns = (end_ns - now).min(50_000_000);
@@ -500,15 +506,6 @@ impl<'a> Engine<'a> {
             return;
         }
         self.schedule_next(i, now);
-    }
-
-    fn sweep_timeouts(&mut self, now: u64) {
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            if c.state != State::Idle && now.saturating_sub(c.op_ns) > self.plan.timeout_ns {
-                self.fail(i, ErrorKind::Timeout);
-            }
-        }
     }
 }
 

@@ -148,14 +148,6 @@ pub struct PartnerWindow {
     pub last_end_ns: u64,
 }
 
-impl PartnerWindow {
-    /// From the first counted sample's start to the last one's end; 0 without samples.
-    pub fn span_ns(&self) -> u64 {
-        self.first_start_ns
-            .map_or(0, |s| self.last_end_ns.saturating_sub(s))
-    }
-}
-
 #[derive(Default)]
 struct State {
     ready: bool,

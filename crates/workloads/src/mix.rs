@@ -252,7 +252,10 @@ impl MixInstance {
         let mut out = Vec::new();
         for &i in which {
             let w = self.programs[i].partner.end()?;
-            let span = w.span_ns();
+            // From the first counted sample's start to the last one's end.
+            let span = w
+                .first_start_ns
+                .map_or(0, |s| w.last_end_ns.saturating_sub(s));
             if w.values.is_empty() || span == 0 || w.work.is_nan() || w.work <= 0.0 {
                 return Err(BenchError::unsupported(
                     NAME,

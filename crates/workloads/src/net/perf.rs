@@ -461,7 +461,8 @@ fn crr_run(addr: SocketAddr, cfg: Config, duration: Duration) -> Result<ClientRu
         let mut c = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
         let _ = c.set_nodelay(true);
         request_response(&mut c, &req, &mut resp)?;
-        abortive_close(c);
+        // Closed with a reset, leaving no TIME_WAIT entry (see the module overview).
+        let _ = smtlab_loadgen::sys::reset_on_close(std::os::fd::AsRawFd::as_raw_fd(&c));
         Ok(())
     })
 }
@@ -495,12 +496,6 @@ fn request_response(c: &mut TcpStream, req: &[u8], resp: &mut [u8]) -> Result<()
         .map_err(|e| format!("send a request: {e}"))?;
     c.read_exact(resp)
         .map_err(|e| format!("read a response: {e}"))
-}
-
-/// Closes with a reset, leaving no TIME_WAIT entry (see the module overview).
-fn abortive_close(c: TcpStream) {
-    use std::os::fd::AsRawFd;
-    let _ = smtlab_loadgen::sys::reset_on_close(c.as_raw_fd());
 }
 
 fn udp_run(s: &UdpSocket, cfg: Config, duration: Duration) -> Result<ClientRun, String> {

@@ -175,13 +175,6 @@ fn status<T, E>(what: &str, r: Nfs3Result<T, E>) -> Result<T, LoadError> {
     }
 }
 
-fn fh(what: &str, h: Nfs3Option<nfs_fh3>) -> Result<nfs_fh3, LoadError> {
-    match h {
-        Nfs3Option::Some(h) => Ok(h),
-        Nfs3Option::None => Err(format!("{what}: the server returned no file handle")),
-    }
-}
-
 async fn lookup(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<Option<nfs_fh3>, LoadError> {
     let r = c
         .lookup(&LOOKUP3args {
@@ -205,7 +198,10 @@ async fn mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadEr
         .await
         .map_err(|e| format!("MKDIR {n}: {e}"))?;
     let what = format!("MKDIR {n}");
-    fh(&what, status(&what, r)?.obj)
+    match status(&what, r)?.obj {
+        Nfs3Option::Some(h) => Ok(h),
+        Nfs3Option::None => Err(format!("{what}: the server returned no file handle")),
+    }
 }
 
 /// Directory `n` of `dir`, made if it is not there.
