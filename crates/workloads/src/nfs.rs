@@ -461,6 +461,7 @@ type Job = Box<dyn FnOnce() + Send>;
 /// The client threads, started once from the client side (thread k on the client's
 /// CPU for thread k, joined to the server's namespace when there is one) and given one
 /// load after another.
+#[derive(Default)]
 pub struct Clients {
     senders: Vec<std::sync::mpsc::Sender<Job>>,
     handles: Vec<std::thread::JoinHandle<()>>,
@@ -472,10 +473,7 @@ impl Clients {
         n: u32,
         netns: Option<PathBuf>,
     ) -> Result<Clients, BenchError> {
-        let mut pool = Clients {
-            senders: Vec::new(),
-            handles: Vec::new(),
-        };
+        let mut pool = Clients::default();
         for k in 0..n as usize {
             let (tx, rx) = std::sync::mpsc::channel::<Job>();
             let ns = netns.clone();

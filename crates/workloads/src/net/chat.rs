@@ -398,6 +398,7 @@ impl Drop for ChatServer {
 // ---------------------------------------------------------------- client
 
 /// Round bookkeeping shared by the client threads and the measuring thread.
+#[derive(Default)]
 struct Round {
     state: Mutex<RoundState>,
     changed: Condvar,
@@ -436,10 +437,7 @@ impl ChatClients {
     /// Connects every user and starts their threads. Run on a client-side thread so the
     /// threads inherit nothing from the measuring thread's counters.
     fn connect(addr: SocketAddr, cpus: &CpuSet, shape: ChatShape) -> Result<ChatClients, String> {
-        let round = Arc::new(Round {
-            state: Mutex::new(RoundState::default()),
-            changed: Condvar::new(),
-        });
+        let round = Arc::new(Round::default());
         let mut clients = ChatClients {
             round: round.clone(),
             sockets: Vec::new(),

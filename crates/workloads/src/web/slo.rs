@@ -165,8 +165,7 @@ impl Benchmark for WebSlo {
         let custom = Custom {
             cmd: prm.get_str("cmd")?.to_string(),
             port: crate::cmd_port(prm)?,
-            nginx: String::new(),
-            apache: String::new(),
+            ..Custom::default()
         };
         let client = ctx.client_side(NAME)?;
         let threads = client.cpus().len();
