@@ -622,7 +622,7 @@ pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchEr
             m.insert(format!("latency_{name}_ms"), v / 1e6);
         }
     }
-    for ((op, _), lat) in MIX.iter().zip(&r.latencies_ns) {
+    for ((op, ..), lat) in MIX.iter().zip(&r.latencies_ns) {
         m.insert(format!("{}_ops", op.name()), lat.len() as f64);
         if lat.is_empty() {
             continue;

@@ -49,21 +49,21 @@ pub enum Op {
 }
 
 /// SPEC SFS 3.0 (SFS97_R1, the paper's version) NFSv3 mix, in percent (they add up to
-/// 99 as published; choices are made in proportion).
-pub const MIX: [(Op, f64); 13] = [
-    (Op::Lookup, 27.0),
-    (Op::Read, 18.0),
-    (Op::Write, 9.0),
-    (Op::Getattr, 11.0),
-    (Op::Readlink, 7.0),
-    (Op::Readdir, 2.0),
-    (Op::Create, 1.0),
-    (Op::Remove, 1.0),
-    (Op::Fsstat, 1.0),
-    (Op::Setattr, 1.0),
-    (Op::Readdirplus, 9.0),
-    (Op::Access, 7.0),
-    (Op::Commit, 5.0),
+/// 99 as published; choices are made in proportion), each with its name in the results.
+pub const MIX: [(Op, &str, f64); 13] = [
+    (Op::Lookup, "lookup", 27.0),
+    (Op::Read, "read", 18.0),
+    (Op::Write, "write", 9.0),
+    (Op::Getattr, "getattr", 11.0),
+    (Op::Readlink, "readlink", 7.0),
+    (Op::Readdir, "readdir", 2.0),
+    (Op::Create, "create", 1.0),
+    (Op::Remove, "remove", 1.0),
+    (Op::Fsstat, "fsstat", 1.0),
+    (Op::Setattr, "setattr", 1.0),
+    (Op::Readdirplus, "readdirplus", 9.0),
+    (Op::Access, "access", 7.0),
+    (Op::Commit, "commit", 5.0),
 ];
 
 /// SFS97's transfer size for reads and writes.
@@ -73,26 +73,12 @@ const STOCK: u32 = 8;
 
 impl Op {
     pub fn name(self) -> &'static str {
-        match self {
-            Op::Lookup => "lookup",
-            Op::Read => "read",
-            Op::Write => "write",
-            Op::Getattr => "getattr",
-            Op::Readlink => "readlink",
-            Op::Readdir => "readdir",
-            Op::Create => "create",
-            Op::Remove => "remove",
-            Op::Fsstat => "fsstat",
-            Op::Setattr => "setattr",
-            Op::Readdirplus => "readdirplus",
-            Op::Access => "access",
-            Op::Commit => "commit",
-        }
+        MIX[self.index()].1
     }
 
     /// Its place in [`MIX`] (and in [`LoadResult::latencies_ns`]).
     pub fn index(self) -> usize {
-        MIX.iter().position(|(o, _)| *o == self).unwrap_or(0)
+        MIX.iter().position(|(o, ..)| *o == self).unwrap_or(0)
     }
 }
 
@@ -477,9 +463,9 @@ impl Pacer {
 
 /// The next operation of the mix, by its weights.
 fn next_op(rng: &mut Rng) -> Op {
-    let total: f64 = MIX.iter().map(|(_, w)| w).sum();
+    let total: f64 = MIX.iter().map(|(.., w)| w).sum();
     let mut u = rng.next_f64() * total;
-    for (op, w) in MIX {
+    for (op, _, w) in MIX {
         if u < w {
             return op;
         }
@@ -841,7 +827,7 @@ mod tests {
 
     #[test]
     fn the_mix_is_sfs_3_0s_and_choices_follow_it() {
-        let total: f64 = MIX.iter().map(|(_, w)| w).sum();
+        let total: f64 = MIX.iter().map(|(.., w)| w).sum();
         assert_eq!(total, 99.0);
         let mut rng = Rng::new(12345);
         let mut counts = [0u32; 13];
@@ -849,7 +835,7 @@ mod tests {
         for _ in 0..n {
             counts[next_op(&mut rng).index()] += 1;
         }
-        for (k, (op, w)) in MIX.iter().enumerate() {
+        for (k, (op, _, w)) in MIX.iter().enumerate() {
             let got = f64::from(counts[k]) / f64::from(n) * 100.0;
             let want = w / total * 100.0;
             assert!(
