@@ -182,7 +182,13 @@ impl<'a> Engine<'a> {
                 }
             }
             if now.saturating_sub(last_sweep) > 50_000_000 {
-                self.sweep_timeouts(now);
+                for i in 0..self.conns.len() {
+                    let c = &self.conns[i];
+                    if c.state != State::Idle && now.saturating_sub(c.op_ns) > self.plan.timeout_ns
+                    {
+                        self.fail(i, ErrorKind::Timeout);
+                    }
+                }
                 last_sweep = now;
             }
             let mut wait_ns = (end_ns - now).min(50_000_000);
@@ -226,14 +232,7 @@ impl<'a> Engine<'a> {
                 self.report.unsent += due.saturating_sub(c.started);
             }
         }
-        for c in &mut self.conns {
-            if c.fd >= 0 {
-                // SAFETY: `c.fd` is open (non-negative) and owned by this connection; it is set to
-                // -1 next, so it is closed once.
-                unsafe { libc::close(c.fd) };
-                c.fd = -1;
-            }
-        }
+        // The sockets close as the engine drops, when this returns.
         let mut report = std::mem::replace(&mut self.report, ThreadReport::new());
         report.window_ns = elapsed.saturating_sub(self.plan.warmup_ns);
         let cpu_ns = smtlab_bench::clock::thread_cpu_ns().saturating_sub(cpu_start_ns);
@@ -507,15 +506,6 @@ impl<'a> Engine<'a> {
             return;
         }
         self.schedule_next(i, now);
-    }
-
-    fn sweep_timeouts(&mut self, now: u64) {
-        for i in 0..self.conns.len() {
-            let c = &self.conns[i];
-            if c.state != State::Idle && now.saturating_sub(c.op_ns) > self.plan.timeout_ns {
-                self.fail(i, ErrorKind::Timeout);
-            }
-        }
     }
 }
 

@@ -248,7 +248,7 @@ type Job = Box<dyn FnOnce() + Send>;
 /// Client threads that live across loads: started once (for a workload, from its
 /// [`ClientSide`] spawner, so the server's counters never see them), then given one
 /// load after another.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ClientPool {
     senders: Vec<std::sync::mpsc::Sender<Job>>,
     handles: Vec<std::thread::JoinHandle<()>>,
@@ -260,10 +260,7 @@ impl ClientPool {
         if threads == 0 {
             return Err(LoadError::Config("a load needs at least 1 thread".into()));
         }
-        let mut pool = ClientPool {
-            senders: Vec::new(),
-            handles: Vec::new(),
-        };
+        let mut pool = ClientPool::default();
         for t in 0..threads {
             let (tx, rx) = std::sync::mpsc::channel::<Job>();
             let body = move || {

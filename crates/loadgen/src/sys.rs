@@ -319,11 +319,6 @@ pub fn raise_open_file_limit() -> io::Result<u64> {
     Ok(lim.rlim_cur)
 }
 
-/// This process's soft limit of open files (`ulimit -n`).
-pub fn open_file_limit() -> io::Result<u64> {
-    Ok(open_file_limits()?.rlim_cur)
-}
-
 /// This process's soft and hard limits of open files.
 pub fn open_file_limits() -> io::Result<libc::rlimit> {
     let mut lim = libc::rlimit {

@@ -344,17 +344,6 @@ struct OrderQuery {
     q: i64,
 }
 
-fn check_shares(q: i64) -> Reply<()> {
-    if (1..=MAX_ORDER_SHARES).contains(&q) {
-        Ok(())
-    } else {
-        Err(Failure(
-            StatusCode::BAD_REQUEST,
-            format!("q={q}: expected 1 to {MAX_ORDER_SHARES} shares"),
-        ))
-    }
-}
-
 /// What every order starts with: the session's user, the number of shares checked, a
 /// connection, and the statement that locks a quote.
 async fn order_start(
@@ -363,7 +352,12 @@ async fn order_start(
     shares: i64,
 ) -> Reply<(i32, deadpool_postgres::Object, tokio_postgres::Statement)> {
     let uid = s.session(headers)?;
-    check_shares(shares)?;
+    if !(1..=MAX_ORDER_SHARES).contains(&shares) {
+        return Err(Failure(
+            StatusCode::BAD_REQUEST,
+            format!("q={shares}: expected 1 to {MAX_ORDER_SHARES} shares"),
+        ));
+    }
     let c = client(s).await?;
     let [lock_quote] = prepared(
         &c,

@@ -32,14 +32,6 @@ pub struct TradeServer {
     runtime: PinnedRuntime,
 }
 
-/// The CPUs the calling thread may run on, as a list.
-fn allowed_cpus() -> usize {
-    smtlab_placement::pin::get_affinity(0)
-        .map(|s| s.len())
-        .unwrap_or(1)
-        .max(1)
-}
-
 impl TradeServer {
     /// Starts the runtime, connects the pool (checking that the database answers and
     /// holds the trade schema), binds `cfg.listen` and serves until dropped.
@@ -50,7 +42,10 @@ impl TradeServer {
             ));
         }
         let workers = match cfg.workers {
-            0 if cfg.cpus.is_empty() => allowed_cpus(),
+            // As many as the calling thread has CPUs to run on.
+            0 if cfg.cpus.is_empty() => {
+                smtlab_placement::pin::get_affinity(0).map_or(1, |s| s.len().max(1))
+            }
             0 => cfg.cpus.len(),
             n => n,
         };

@@ -148,14 +148,6 @@ pub struct PartnerWindow {
     pub last_end_ns: u64,
 }
 
-impl PartnerWindow {
-    /// From the first counted sample's start to the last one's end; 0 without samples.
-    pub fn span_ns(&self) -> u64 {
-        self.first_start_ns
-            .map_or(0, |s| self.last_end_ns.saturating_sub(s))
-    }
-}
-
 #[derive(Default)]
 struct State {
     ready: bool,
@@ -261,7 +253,9 @@ impl Partner {
             std::thread::Builder::new()
                 .name(format!("partner-{name}"))
                 .spawn(move || partner_loop(&shared, &info, prepare, &iterations))
-                .map_err(|source| crate::io_err(&name, "cannot start the partner thread", source))?
+                .map_err(|source| {
+                    BenchError::io(&name, "cannot start the partner thread", source)
+                })?
         };
         let mut partner = Partner {
             name,
@@ -286,7 +280,7 @@ impl Partner {
     }
 
     fn failure(&self, reason: String) -> BenchError {
-        crate::unsupported(&self.name, format!("as the partner: {reason}"))
+        BenchError::unsupported(&self.name, format!("as the partner: {reason}"))
     }
 
     /// Iterations per partner sample, from its calibration.
@@ -358,25 +352,23 @@ fn partner_loop(
     prepare: Prepare,
     calibrated: &Mutex<(u64, u64)>,
 ) {
-    let fail = |e: String| {
-        let mut st = shared.lock();
-        st.error = Some(e);
-        st.busy = false;
-        shared.cv.notify_all();
+    let started = || -> Result<_, BenchError> {
+        let mut instance = prepare()?;
+        let n = calibrate(instance.as_mut(), PARTNER_SAMPLE_NS)?;
+        // A pass over a large buffer is one sample whatever the calibration asks: its
+        // length tells A how long its own samples must be to hold several.
+        let sample_ns = instance.sample(n)?.elapsed_ns;
+        Ok((instance, n, sample_ns))
     };
-    let mut instance = match prepare() {
-        Ok(i) => i,
-        Err(e) => return fail(e.to_string()),
-    };
-    let n = match calibrate(instance.as_mut(), PARTNER_SAMPLE_NS) {
-        Ok(n) => n,
-        Err(e) => return fail(e.to_string()),
-    };
-    // A pass over a large buffer is one sample whatever the calibration asks: its length
-    // tells A how long its own samples must be to hold several.
-    let sample_ns = match instance.sample(n) {
-        Ok(raw) => raw.elapsed_ns,
-        Err(e) => return fail(e.to_string()),
+    let (mut instance, n, sample_ns) = match started() {
+        Ok(started) => started,
+        Err(e) => {
+            let mut st = shared.lock();
+            st.error = Some(e.to_string());
+            st.busy = false;
+            shared.cv.notify_all();
+            return;
+        }
     };
     *calibrated.lock().unwrap_or_else(|p| p.into_inner()) = (n, sample_ns);
     {
@@ -480,7 +472,7 @@ impl Benchmark for CoRun {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let bench = self.a.info().name;
-        let unsupported = |reason: String| crate::unsupported(&bench, reason);
+        let unsupported = |reason: String| BenchError::unsupported(&bench, reason);
         let &cpu = ctx
             .placement
             .cpus

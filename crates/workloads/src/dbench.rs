@@ -74,7 +74,7 @@ pub fn load_for(bench: &str, spec: &str) -> Result<Arc<LoadFile>, BenchError> {
     } else {
         load::read(Path::new(&path))
     };
-    let f = Arc::new(parsed.map_err(|e| crate::unsupported(bench, e.to_string()))?);
+    let f = Arc::new(parsed.map_err(|e| BenchError::unsupported(bench, e.to_string()))?);
     if let Ok(mut c) = CACHE.lock() {
         c.push((path, f.clone()));
     }
@@ -200,7 +200,7 @@ impl Clients {
     /// Lets every client replay for `duration_ns` from now and merges what they did;
     /// returns it with the time from the start until the last client finished.
     pub(crate) fn sample(&self, bench: &str, duration_ns: u64) -> Result<(Stats, u64), BenchError> {
-        let check = |reason: String| crate::check_err(bench, reason);
+        let check = |reason: String| BenchError::check(bench, reason);
         let (tx, rx) = mpsc::channel();
         let t0 = now_ns();
         let end = t0 + duration_ns;
@@ -247,7 +247,7 @@ impl DbenchInstance {
         cpus: &smtlab_model::CpuSet,
         duration_ns: u64,
     ) -> Result<DbenchInstance, BenchError> {
-        let io = |what: String, e| crate::io_err(NAME, what, e);
+        let io = |what: String, e| BenchError::io(NAME, what, e);
         let dir = crate::scratch::ScratchDir::create(NAME, base, "smtlab-dbench-")?;
         let mut workers = Clients::with_capacity(clients);
         for i in 0..clients {
@@ -265,7 +265,6 @@ impl DbenchInstance {
                         break;
                     }
                 }
-                c.close_all();
             })
             .map_err(|e| io(format!("start client thread {i} of {clients}"), e))?;
             workers.push(tx, h);
@@ -287,7 +286,7 @@ impl Instance for DbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
         if total.bytes() == 0 {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 NAME,
                 format!(
                     "no ReadX or WriteX completed in {} ms of {}; lengthen duration",
@@ -299,7 +298,7 @@ impl Instance for DbenchInstance {
         // Failed work is no throughput: a full disk fails every WriteX at once, which
         // would otherwise read as a very fast disk.
         if total.failures > 0 {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 NAME,
                 format!(
                     "{} of {} operations failed that succeeded in {} (first: {}); no throughput reported",

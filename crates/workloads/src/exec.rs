@@ -152,7 +152,7 @@ impl Instance for CommandInstance {
         for _ in 0..iterations.max(1) {
             let run = self
                 .run_once()
-                .map_err(|reason| crate::unsupported("exec", reason))?;
+                .map_err(|reason| BenchError::unsupported("exec", reason))?;
             sample.elapsed_ns += run.elapsed_ns;
             sample.cpu_ns = match (sample.cpu_ns, run.cpu_ns) {
                 (Some(a), Some(b)) => Some(a + b),

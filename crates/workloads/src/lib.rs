@@ -45,21 +45,6 @@ pub mod trade;
 pub mod utilisation;
 pub mod web;
 
-/// The error of `bench` failing at `what` with an I/O error.
-pub(crate) fn io_err(bench: &str, what: impl Into<String>, error: std::io::Error) -> BenchError {
-    BenchError::io(bench, what, error)
-}
-
-/// The error of a sample of `bench` whose result check failed: `reason`.
-pub(crate) fn check_err(bench: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::check(bench, reason)
-}
-
-/// The error of `bench` that cannot run here: `reason`.
-pub(crate) fn unsupported(bench: &str, reason: impl Into<String>) -> BenchError {
-    BenchError::unsupported(bench, reason)
-}
-
 /// Whether smtlab runs as root (servers then drop to an unprivileged user).
 pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid() takes nothing and cannot fail.

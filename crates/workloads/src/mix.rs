@@ -172,7 +172,7 @@ impl Benchmark for Mix {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let unsupported = |reason: String| crate::unsupported(NAME, reason);
+        let unsupported = |reason: String| BenchError::unsupported(NAME, reason);
         if ctx.placement.cpus.is_empty() {
             return Err(unsupported(
                 "a mix needs a pinned placement (each program on its CPU)".into(),
@@ -252,9 +252,12 @@ impl MixInstance {
         let mut out = Vec::new();
         for &i in which {
             let w = self.programs[i].partner.end()?;
-            let span = w.span_ns();
+            // From the first counted sample's start to the last one's end.
+            let span = w
+                .first_start_ns
+                .map_or(0, |s| w.last_end_ns.saturating_sub(s));
             if w.values.is_empty() || span == 0 || w.work.is_nan() || w.work <= 0.0 {
-                return Err(crate::unsupported(
+                return Err(BenchError::unsupported(
                     NAME,
                     format!(
                         "{} finished no sample in 20 windows of {:?}: give a longer window=",
@@ -296,7 +299,7 @@ impl Instance for MixInstance {
         let mut total = 0.0;
         for (i, p) in self.programs.iter().enumerate() {
             let Some(pr) = progress(in_mix[i], alone[i]) else {
-                return Err(crate::check_err(
+                return Err(BenchError::check(
                     NAME,
                     format!(
                         "{}: no progress from {} in the mix and {} alone",

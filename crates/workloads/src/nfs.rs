@@ -349,7 +349,7 @@ impl Benchmark for NfsSfs {
         if cfg.server == ServerKind::Kernel
             && let Some(why) = kernel::why_not()
         {
-            return Err(crate::unsupported(
+            return Err(BenchError::unsupported(
                 NAME,
                 format!("{why} (server=user measures smtlab's user-space NFS server instead)"),
             ));
@@ -357,7 +357,7 @@ impl Benchmark for NfsSfs {
         let dir = crate::scratch::ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-nfs-")?;
         let export = dir.path().join("export");
         std::fs::create_dir(&export).map_err(|e| {
-            crate::io_err(
+            BenchError::io(
                 NAME,
                 format!("create {}", smtlab_model::quote::path(&export)),
                 e,
@@ -372,7 +372,7 @@ impl Benchmark for NfsSfs {
                     cfg.udp,
                     &ctx.placement.cpu_set(),
                 )
-                .map_err(|reason| crate::unsupported(NAME, reason))?;
+                .map_err(|reason| BenchError::unsupported(NAME, reason))?;
                 let target = Target {
                     ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
                     // Known ports: the client needs no portmapper.
@@ -401,7 +401,7 @@ impl Benchmark for NfsSfs {
                 };
                 let workers = ctx.placement.cpus.len().max(1);
                 let u = user::UserNfs::start(&export, &cpus, workers).map_err(|e| {
-                    crate::io_err(
+                    BenchError::io(
                         NAME,
                         "start the user-space NFS server",
                         std::io::Error::other(e),
@@ -461,6 +461,7 @@ type Job = Box<dyn FnOnce() + Send>;
 /// The client threads, started once from the client side (thread k on the client's
 /// CPU for thread k, joined to the server's namespace when there is one) and given one
 /// load after another.
+#[derive(Default)]
 pub struct Clients {
     senders: Vec<std::sync::mpsc::Sender<Job>>,
     handles: Vec<std::thread::JoinHandle<()>>,
@@ -472,10 +473,7 @@ impl Clients {
         n: u32,
         netns: Option<PathBuf>,
     ) -> Result<Clients, BenchError> {
-        let mut pool = Clients {
-            senders: Vec::new(),
-            handles: Vec::new(),
-        };
+        let mut pool = Clients::default();
         for k in 0..n as usize {
             let (tx, rx) = std::sync::mpsc::channel::<Job>();
             let ns = netns.clone();
@@ -496,7 +494,7 @@ impl Clients {
                         }
                     },
                 )
-                .map_err(|e| crate::io_err(NAME, "start a client thread", e))?;
+                .map_err(|e| BenchError::io(NAME, "start a client thread", e))?;
             pool.senders.push(tx);
             pool.handles.push(h);
         }
@@ -573,7 +571,7 @@ pub fn run_load(
 }
 
 fn check(reason: String) -> BenchError {
-    crate::check_err(NAME, reason)
+    BenchError::check(NAME, reason)
 }
 
 /// A load's failures and wrong contents, which fail the sample whatever its speed.
@@ -624,7 +622,7 @@ pub fn sample_from(r: &LoadResult, limit: Duration) -> Result<RawSample, BenchEr
             m.insert(format!("latency_{name}_ms"), v / 1e6);
         }
     }
-    for ((op, _), lat) in MIX.iter().zip(&r.latencies_ns) {
+    for ((op, ..), lat) in MIX.iter().zip(&r.latencies_ns) {
         m.insert(format!("{}_ops", op.name()), lat.len() as f64);
         if lat.is_empty() {
             continue;

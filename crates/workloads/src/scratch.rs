@@ -31,7 +31,7 @@ impl ScratchDir {
     /// errors name `bench` and the directory.
     pub fn create(bench: &str, parent: &Path, prefix: &str) -> Result<ScratchDir, BenchError> {
         Self::make(parent, prefix).map_err(|(what, dir, e)| {
-            crate::io_err(
+            BenchError::io(
                 bench,
                 format!("{what} {}", smtlab_model::quote::path(&dir)),
                 e,

@@ -168,7 +168,7 @@ impl Benchmark for Sdet {
         };
         let found = Found::on_path(&path_dirs());
         if found.sh.is_none() {
-            return Err(crate::unsupported(NAME, "no sh on PATH"));
+            return Err(BenchError::unsupported(NAME, "no sh on PATH"));
         }
         let dir = ScratchDir::create(NAME, &std::env::temp_dir(), DIR_PREFIX)?;
         let setup = write_tree(dir.path(), &found, users, now_ns())
@@ -184,7 +184,7 @@ impl Benchmark for Sdet {
 }
 
 fn io_err(what: &str, e: std::io::Error) -> BenchError {
-    crate::io_err(NAME, what, e)
+    BenchError::io(NAME, what, e)
 }
 
 fn path_dirs() -> Vec<PathBuf> {
@@ -390,13 +390,13 @@ impl Instance for SdetInstance {
         let end = now_ns();
         drop(groups);
         if let Some(f) = failures.first() {
-            return Err(crate::check_err(NAME, format!("a script failed: {f}")));
+            return Err(BenchError::check(NAME, format!("a script failed: {f}")));
         }
         for u in 0..self.users {
             let log = fs::read_to_string(self.dir.path().join(format!("users/u{u}/log")))
                 .unwrap_or_default();
             if log.lines().count() as u64 != n {
-                return Err(crate::check_err(
+                return Err(BenchError::check(
                     NAME,
                     format!("user {u} completed {} of {n} scripts", log.lines().count()),
                 ));

@@ -183,7 +183,7 @@ impl Benchmark for AppTrade {
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         let cfg = Config::from_params(ctx.params)?;
         let client = ctx.client_side(NAME)?;
-        let install = PgInstall::find().map_err(pg_err)?;
+        let install = PgInstall::find().map_err(|e| e.of_bench(NAME))?;
         let cpus: Vec<u32> = ctx.placement.cpus.clone();
         let placement_set = ctx.placement.pinned().then(|| ctx.placement.cpu_set());
         let workers = cpus.len().max(1);
@@ -204,7 +204,8 @@ impl Benchmark for AppTrade {
         };
         let db = if cfg.db_same {
             Database::Here(
-                PgServer::start(&install, &settings, placement_set.as_ref()).map_err(pg_err)?,
+                PgServer::start(&install, &settings, placement_set.as_ref())
+                    .map_err(|e| e.of_bench(NAME))?,
             )
         } else {
             Database::Apart(KeptServer::start(client, install, settings)?)
@@ -233,7 +234,7 @@ impl Benchmark for AppTrade {
                 let url = format!("postgresql://{DB_USER}@127.0.0.1:{}/postgres", db.port());
                 let text = cmd.replace("{db}", &url);
                 let server = RealServer::custom(&text, *port, root.path(), &cpus)
-                    .map_err(|e| crate::unsupported(NAME, e.to_string()))?;
+                    .map_err(|e| BenchError::unsupported(NAME, e.to_string()))?;
                 App::Cmd {
                     server,
                     _root: root,
@@ -249,7 +250,7 @@ impl Benchmark for AppTrade {
         }
         .clamp(1, cfg.conns);
         let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
-            crate::unsupported(NAME, format!("cannot start the client threads: {e}"))
+            BenchError::unsupported(NAME, format!("cannot start the client threads: {e}"))
         })?;
         let mut load = LoadConfig::new(addr, cfg.conns, cfg.duration);
         load.threads = threads;
@@ -309,7 +310,7 @@ impl Config {
                 let cmd = p.get_str("cmd")?.to_string();
                 // Checked before any server starts, as the web lab's server=cmd is.
                 if cmd.trim().is_empty() {
-                    return Err(crate::unsupported(
+                    return Err(BenchError::unsupported(
                         NAME,
                         RealServerError::NoCommand.to_string().replace(
                             "YOUR SERVER COMMAND",
@@ -318,7 +319,7 @@ impl Config {
                     ));
                 }
                 if port == 0 && !cmd.contains("{port}") {
-                    return Err(crate::unsupported(
+                    return Err(BenchError::unsupported(
                         NAME,
                         RealServerError::NoPort { cmd }.to_string(),
                     ));
@@ -359,17 +360,13 @@ impl Config {
 }
 
 fn check(reason: String) -> BenchError {
-    crate::check_err(NAME, reason)
-}
-
-fn pg_err(e: PgError) -> BenchError {
-    e.of_bench(NAME)
+    BenchError::check(NAME, reason)
 }
 
 fn trade_err(e: smtlab_trade::TradeError) -> BenchError {
     match e {
-        smtlab_trade::TradeError::Config(s) => crate::unsupported(NAME, s),
-        e => crate::io_err(
+        smtlab_trade::TradeError::Config(s) => BenchError::unsupported(NAME, s),
+        e => BenchError::io(
             NAME,
             "the trade application",
             std::io::Error::other(e.to_string()),
@@ -443,7 +440,7 @@ impl KeptServer {
                     }
                 }
             })
-            .map_err(|e| crate::io_err(NAME, "start the database thread on the client CPUs", e))?;
+            .map_err(|e| BenchError::io(NAME, "start the database thread on the client CPUs", e))?;
         let mut kept = KeptServer {
             port: 0,
             pid: None,
@@ -456,7 +453,7 @@ impl KeptServer {
                 kept.pid = pid;
                 Ok(kept)
             }
-            Ok(Err(e)) => Err(pg_err(e)),
+            Ok(Err(e)) => Err(e.of_bench(NAME)),
             Err(_) => Err(check(
                 "the database thread stopped before the server started".into(),
             )),
@@ -545,7 +542,7 @@ fn login_all(addr: SocketAddr, users: u32) -> Result<Vec<String>, BenchError> {
     (0..users)
         .map(|u| {
             let (status, body) = http_call(addr, "POST", &format!("/login?uid={u}"), None)
-                .map_err(|e| crate::io_err(NAME, format!("log user {u} in at {addr}"), e))?;
+                .map_err(|e| BenchError::io(NAME, format!("log user {u} in at {addr}"), e))?;
             if status != 200 {
                 return Err(check(format!(
                     "POST /login?uid={u} answered {status}: {}",

@@ -132,6 +132,7 @@ pub fn calibrate_job(target: Duration) -> u64 {
 
 /// The open-loop load as a benchmark: each sample is one step at `rate_per_s` (the
 /// maximum when `None`) on the placement's CPUs.
+#[derive(Clone)]
 pub struct OpenLoop {
     pub job_iterations: u64,
     pub rate_per_s: Option<f64>,
@@ -163,17 +164,14 @@ impl Benchmark for OpenLoop {
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         if ctx.placement.cpus.is_empty() {
-            return Err(crate::unsupported(
+            return Err(BenchError::unsupported(
                 NAME,
                 "needs a pinned placement (its CPUs' /proc/stat time is the point)",
             ));
         }
         Ok(Box::new(OpenLoopInstance {
             cpus: ctx.placement.cpus.clone(),
-            job_iterations: self.job_iterations,
-            rate_per_s: self.rate_per_s,
-            step: self.step,
-            ticks: Arc::clone(&self.ticks),
+            load: self.clone(),
             pin: true,
         }))
     }
@@ -182,21 +180,19 @@ impl Benchmark for OpenLoop {
 /// A prepared [`OpenLoop`].
 pub struct OpenLoopInstance {
     pub cpus: Vec<u32>,
-    pub job_iterations: u64,
-    pub rate_per_s: Option<f64>,
-    pub step: Duration,
-    pub ticks: Arc<Mutex<dyn TickSource>>,
+    pub load: OpenLoop,
     /// Pin the workers (tests on fake CPU numbers do not).
     pub pin: bool,
 }
 
 impl OpenLoopInstance {
     fn read_ticks(&self) -> Result<BTreeMap<u32, CpuTicks>, BenchError> {
-        self.ticks
+        self.load
+            .ticks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .read()
-            .map_err(|reason| crate::unsupported(NAME, reason))
+            .map_err(|reason| BenchError::unsupported(NAME, reason))
     }
 
     /// Runs one step; returns the jobs completed inside it and its length.
@@ -204,7 +200,7 @@ impl OpenLoopInstance {
         let next = AtomicU64::new(0);
         let done = AtomicU64::new(0);
         let t0 = Instant::now();
-        let end = t0 + self.step;
+        let end = t0 + self.load.step;
         let pin_error: Mutex<Option<BenchError>> = Mutex::new(None);
         std::thread::scope(|s| {
             for &cpu in &self.cpus {
@@ -218,7 +214,7 @@ impl OpenLoopInstance {
                     }
                     loop {
                         let k = next.fetch_add(1, Ordering::Relaxed);
-                        if let Some(rate) = self.rate_per_s {
+                        if let Some(rate) = self.load.rate_per_s {
                             let arrival = t0 + Duration::from_secs_f64(k as f64 / rate);
                             if arrival >= end {
                                 break;
@@ -231,7 +227,7 @@ impl OpenLoopInstance {
                         if Instant::now() >= end {
                             break;
                         }
-                        job(self.job_iterations);
+                        job(self.load.job_iterations);
                         if Instant::now() <= end {
                             done.fetch_add(1, Ordering::Relaxed);
                         } else {
@@ -244,7 +240,7 @@ impl OpenLoopInstance {
         if let Some(e) = pin_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);
         }
-        Ok((done.into_inner(), t0.elapsed().max(self.step)))
+        Ok((done.into_inner(), t0.elapsed().max(self.load.step)))
     }
 }
 
@@ -259,8 +255,8 @@ impl Instance for OpenLoopInstance {
             elapsed += e;
         }
         let after = self.read_ticks()?;
-        let b =
-            breakdown(&before, &after, &self.cpus).map_err(|e| crate::unsupported(NAME, e.0))?;
+        let b = breakdown(&before, &after, &self.cpus)
+            .map_err(|e| BenchError::unsupported(NAME, e.0))?;
         let mut metrics = BTreeMap::from([
             (USER.to_string(), b.user),
             (SYSTEM.to_string(), b.system),
@@ -268,7 +264,7 @@ impl Instance for OpenLoopInstance {
             (OTHER.to_string(), b.other),
             (IDLE.to_string(), b.idle),
         ]);
-        if let Some(r) = self.rate_per_s {
+        if let Some(r) = self.load.rate_per_s {
             metrics.insert(OFFERED.to_string(), r);
         }
         Ok(RawSample {
@@ -385,10 +381,12 @@ mod tests {
         };
         let mut inst = OpenLoopInstance {
             cpus: vec![0, 1],
-            job_iterations: 1_000,
-            rate_per_s: Some(500.0),
-            step: Duration::from_millis(20),
-            ticks: Arc::new(Mutex::new(source)),
+            load: OpenLoop {
+                job_iterations: 1_000,
+                rate_per_s: Some(500.0),
+                step: Duration::from_millis(20),
+                ticks: Arc::new(Mutex::new(source)),
+            },
             pin: false,
         };
         let raw = inst.sample(1).unwrap();
@@ -412,10 +410,12 @@ mod tests {
         };
         let mut inst = OpenLoopInstance {
             cpus: vec![0],
-            job_iterations: 10,
-            rate_per_s: None,
-            step: Duration::from_millis(10),
-            ticks: Arc::new(Mutex::new(source)),
+            load: OpenLoop {
+                job_iterations: 10,
+                rate_per_s: None,
+                step: Duration::from_millis(10),
+                ticks: Arc::new(Mutex::new(source)),
+            },
             pin: false,
         };
         let raw = inst.sample(1).unwrap();
@@ -434,10 +434,12 @@ mod tests {
         }
         let mut inst = OpenLoopInstance {
             cpus: vec![0],
-            job_iterations: 10,
-            rate_per_s: None,
-            step: Duration::from_millis(1),
-            ticks: Arc::new(Mutex::new(Broken)),
+            load: OpenLoop {
+                job_iterations: 10,
+                rate_per_s: None,
+                step: Duration::from_millis(1),
+                ticks: Arc::new(Mutex::new(Broken)),
+            },
             pin: false,
         };
         assert!(

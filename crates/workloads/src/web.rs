@@ -336,7 +336,7 @@ impl Benchmark for WebStatic {
         if remote && rate > 0.0 {
             // The agents of web-static run closed loops; a sample under `rate=` would
             // not be one (web-slo's steps are open loops on the agents).
-            return Err(crate::unsupported(
+            return Err(BenchError::unsupported(
                 NAME,
                 "rate= (an open-loop offered rate) with --client-hosts: \
                  web-static's agents run closed loops only",
@@ -432,18 +432,23 @@ pub(crate) fn serve(
         }
         None => None,
     };
-    let set = warm_file_set(bench, dataset)?;
+    // The file set of `dataset` bytes, generated and read into the page cache.
+    let io = |what: &'static str| move |e: std::io::Error| BenchError::io(bench, what, e);
+    let set =
+        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
+    set.warm()
+        .map_err(io("reading the file set into the page cache"))?;
     let (clients, opts) = match agents {
         Some((remote, opts)) => (Clients::Agents(remote), opts),
         None => {
             let pool = ClientPool::start(Pinning::Client(client), threads).map_err(|e| {
-                crate::unsupported(bench, format!("cannot start the client threads: {e}"))
+                BenchError::unsupported(bench, format!("cannot start the client threads: {e}"))
             })?;
             (Clients::Here(pool), ServerOpts::default())
         }
     };
     let running = start_serving(server, &set, dynamic, &ctx.placement.cpus, opts, custom)
-        .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+        .map_err(|e| BenchError::unsupported(bench, e.to_string()))?;
     let (specs, weights) = capacity::request_mix(&set, dynamic);
     let (driver, addr) = match clients {
         Clients::Agents(remote) => (
@@ -457,7 +462,7 @@ pub(crate) fn serve(
         Clients::Here(pool) => {
             let addr = running.addr();
             let mix = Mix::weighted(&specs, &weights, &addr.to_string(), keep_alive)
-                .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+                .map_err(|e| BenchError::unsupported(bench, e.to_string()))?;
             let mix = Arc::new(mix);
             (Driver::Local { pool, mix }, addr)
         }
@@ -487,7 +492,7 @@ pub(crate) fn client_cores_apart(
 /// `cmd` listen on loopback only.
 pub(crate) fn remote_server_ok(bench: &str, server: &str) -> Result<(), BenchError> {
     if matches!(server, "seda" | "cmd") {
-        return Err(crate::unsupported(
+        return Err(BenchError::unsupported(
             bench,
             format!(
                 "server={server} with --client-hosts: it listens on loopback only (event, \
@@ -508,23 +513,13 @@ pub(crate) fn connect_agents(
     // An agent lost (at the start of a cell or during it) leaves its share to the
     // others; the samples say how many were lost, and the cell is marked.
     let remote = Remote::connect_surviving(&agents.hosts, &agents.token, channel)
-        .map_err(|e| crate::unsupported(bench, e.to_string()))?;
+        .map_err(|e| BenchError::unsupported(bench, e.to_string()))?;
     let any: std::net::IpAddr = Ipv4Addr::UNSPECIFIED.into();
     let opts = ServerOpts {
         bind_ip: remote.common_local_ip().unwrap_or(any),
         ..ServerOpts::default()
     };
     Ok((remote, opts))
-}
-
-/// The file set of `dataset` bytes, generated and read into the page cache.
-pub(crate) fn warm_file_set(bench: &str, dataset: u64) -> Result<FileSet, BenchError> {
-    let io = |what: &'static str| move |e: std::io::Error| crate::io_err(bench, what, e);
-    let set =
-        FileSet::generate(fileset::dirs_for(dataset)).map_err(io("generating the file set"))?;
-    set.warm()
-        .map_err(io("reading the file set into the page cache"))?;
-    Ok(set)
 }
 
 /// Where a web instance's load comes from.
@@ -602,22 +597,19 @@ impl Driver {
 /// metrics: requests and windows added per agent, errors added, the widest start spread.
 #[derive(Debug, Default)]
 pub(crate) struct AgentTally {
-    requests: Vec<u64>,
-    window_ns: Vec<u64>,
-    errors: Vec<u64>,
+    /// Per agent: requests, window and errors.
+    agents: Vec<[u64; 3]>,
     start_spread_ns: u64,
 }
 
 impl AgentTally {
     pub(crate) fn add(&mut self, r: &RemoteReport) {
-        let n = r.agents.len();
-        self.requests.resize(n.max(self.requests.len()), 0);
-        self.window_ns.resize(n.max(self.window_ns.len()), 0);
-        self.errors.resize(n.max(self.errors.len()), 0);
-        for (i, a) in r.agents.iter().enumerate() {
-            self.requests[i] += a.requests;
-            self.window_ns[i] += a.window_ns;
-            self.errors[i] += a.error_count();
+        let n = r.agents.len().max(self.agents.len());
+        self.agents.resize(n, [0; 3]);
+        for (t, a) in self.agents.iter_mut().zip(&r.agents) {
+            t[0] += a.requests;
+            t[1] += a.window_ns;
+            t[2] += a.error_count();
         }
         self.start_spread_ns = self.start_spread_ns.max(r.start_spread_ns);
     }
@@ -635,17 +627,14 @@ impl AgentTally {
             self.start_spread_ns as f64,
         );
         for (i, a) in infos.iter().enumerate() {
-            let window = self.window_ns.get(i).copied().unwrap_or(0);
+            let [requests, window, errors] = self.agents.get(i).copied().unwrap_or_default();
             let rps = if window == 0 {
                 0.0
             } else {
-                self.requests.get(i).copied().unwrap_or(0) as f64 / (window as f64 / 1e9)
+                requests as f64 / (window as f64 / 1e9)
             };
             metrics.insert(m::agent_requests_per_s(i), rps);
-            metrics.insert(
-                m::agent_errors(i),
-                self.errors.get(i).copied().unwrap_or(0) as f64,
-            );
+            metrics.insert(m::agent_errors(i), errors as f64);
             metrics.insert(m::agent_clock_offset_ns(i), a.clock_offset_ns as f64);
             metrics.insert(m::agent_rtt_ns(i), a.rtt_ns as f64);
         }
@@ -674,7 +663,7 @@ fn sample_from_remote(bench: &str, r: &RemoteReport) -> Result<RawSample, BenchE
                 format!("agent {}: {errors}", a.addr)
             })
             .collect();
-        return Err(crate::check_err(
+        return Err(BenchError::check(
             bench,
             format!(
                 "{} requests failed beside {} good ones ({}); no throughput reported",
@@ -739,7 +728,7 @@ pub(crate) fn load_metrics(
 ) -> Result<BTreeMap<String, f64>, BenchError> {
     let errors = r.error_count();
     if errors > 0 {
-        return Err(crate::check_err(
+        return Err(BenchError::check(
             bench,
             format!(
                 "{errors} requests failed beside {} good ones ({}); no throughput reported",
@@ -749,7 +738,7 @@ pub(crate) fn load_metrics(
         ));
     }
     if r.requests == 0 || r.window_ns == 0 {
-        return Err(crate::check_err(bench, nothing));
+        return Err(BenchError::check(bench, nothing));
     }
     let mut metrics = BTreeMap::new();
     metrics.insert(m::REQUESTS_PER_S.into(), r.requests_per_s());
@@ -796,7 +785,10 @@ pub fn open_loop_sample(offered_per_s: f64, cfg: &LoadConfig, r: &LoadReport) ->
         Err(_) if r.requests > 0 && r.window_ns > 0 => {
             // Errors beside good answers: the percentiles of the good ones are kept, and
             // the errors say the rate was not kept up with.
-            let mut s = sample_from(NAME, &without_errors(r)).unwrap_or_default();
+            let mut good = r.clone();
+            good.errors.clear();
+            good.bad_statuses.clear();
+            let mut s = sample_from(NAME, &good).unwrap_or_default();
             s.metrics.insert(m::ERRORS.into(), r.error_count() as f64);
             s
         }
@@ -818,14 +810,6 @@ pub fn open_loop_sample(offered_per_s: f64, cfg: &LoadConfig, r: &LoadReport) ->
     s
 }
 
-/// `r` with its errors taken out, for the figures of its good answers.
-fn without_errors(r: &LoadReport) -> LoadReport {
-    let mut r = r.clone();
-    r.errors.clear();
-    r.bad_statuses.clear();
-    r
-}
-
 impl Instance for WebInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         self.seed += 1;
@@ -834,7 +818,7 @@ impl Instance for WebInstance {
             .served
             .driver
             .run(&self.cfg)
-            .map_err(|reason| crate::check_err(NAME, reason))?;
+            .map_err(|reason| BenchError::check(NAME, reason))?;
         match (&loaded, self.served.driver.remote()) {
             (Loaded::Remote(r), Some(remote)) => {
                 let mut sample = sample_from_remote(NAME, r)?;

@@ -256,7 +256,7 @@ pub fn serve(
     on_event: OnEvent,
 ) -> io::Result<()> {
     listener.set_nonblocking(true)?;
-    let limit = sys::open_file_limit()?;
+    let limit = sys::open_file_limits()?.rlim_cur;
     let kept = sys::open_files()?
         + KEPT_FILES
         + (cfg.limits.max_handshakes + cfg.limits.max_coordinators) as u64;

@@ -14,17 +14,12 @@ impl AllowList {
     pub fn parse(text: &str) -> Result<AllowList, String> {
         let mut nets = Vec::new();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let net = match item.parse::<IpNet>() {
-                Ok(n) => n,
-                Err(_) => match item.parse::<IpAddr>() {
-                    Ok(ip) => IpNet::from(ip),
-                    Err(_) => {
-                        return Err(format!(
-                            "{item:?}: expected an address (10.0.0.1) or a network (10.0.0.0/24)"
-                        ));
-                    }
-                },
-            };
+            let net = item
+                .parse::<IpNet>()
+                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    format!("{item:?}: expected an address (10.0.0.1) or a network (10.0.0.0/24)")
+                })?;
             if net.prefix_len() == 0 {
                 return Err(format!(
                     "{item:?}: a network of every address is not an allow-list; name the servers' network"
@@ -46,10 +41,8 @@ impl AllowList {
                 format!("{e}; start the agent with --allow naming the servers' addresses")
             });
         }
-        let ip = match addr.ip() {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-            v4 @ IpAddr::V4(_) => v4,
-        };
+        // An IPv4-mapped IPv6 address is matched as the IPv4 address it is.
+        let ip = addr.ip().to_canonical();
         if self.0.iter().any(|n| n.contains(&ip)) {
             Ok(())
         } else {

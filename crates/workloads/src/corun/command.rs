@@ -80,7 +80,7 @@ struct ShellInstance {
 
 impl ShellInstance {
     fn run_once(&self) -> Result<(), BenchError> {
-        let io = |what: &str, source| crate::io_err(&self.cmd.name, what.to_string(), source);
+        let io = |what: &str, source| BenchError::io(&self.cmd.name, what.to_string(), source);
         let mut c = Command::new("/bin/sh");
         c.arg("-c")
             .arg(&self.cmd.command)
@@ -96,7 +96,7 @@ impl ShellInstance {
             .wait()
             .map_err(|e| io("cannot wait for the command", e))?;
         if !status.success() {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 &self.cmd.name,
                 format!("`{}` failed ({status})", self.cmd.command),
             ));

@@ -8,7 +8,7 @@ use smtlab_bench::{
 };
 use smtlab_model::{BenchInfo, Topology};
 
-use super::pg::{PgError, PgInstall, PgServer, PgSettings};
+use super::pg::{PgInstall, PgServer, PgSettings};
 use super::pgbench::{self, Mode, Target};
 use super::{ClientRunner, param, tps_info};
 
@@ -107,7 +107,7 @@ impl Benchmark for OltpPg {
         let client = ctx
             .client
             .ok_or_else(|| unsupported(&format!("{NEEDS_CLIENT_SIDE} to run pgbench")))?;
-        let install = PgInstall::find().map_err(pg_err)?;
+        let install = PgInstall::find().map_err(|e| e.of_bench(NAME))?;
         let settings = PgSettings {
             port: cfg.port,
             shared_buffers_bytes: cfg.shared_buffers_bytes,
@@ -118,7 +118,8 @@ impl Benchmark for OltpPg {
             extra: Vec::new(),
         };
         let cpus = ctx.placement.pinned().then(|| ctx.placement.cpu_set());
-        let server = PgServer::start(&install, &settings, cpus.as_ref()).map_err(pg_err)?;
+        let server =
+            PgServer::start(&install, &settings, cpus.as_ref()).map_err(|e| e.of_bench(NAME))?;
         let target = if cfg.unix {
             Target::Unix {
                 dir: server.socket_dir(),
@@ -130,7 +131,7 @@ impl Benchmark for OltpPg {
         let out = client
             .output(pgbench::init_command(&install, &target, cfg.scale))
             .map_err(|e| io_err("run pgbench -i", e))?;
-        pgbench::check_output("pgbench -i", &out).map_err(pg_err)?;
+        pgbench::check_output("pgbench -i", &out).map_err(|e| e.of_bench(NAME))?;
         let log_dir = server.dir().join("pgbench-log");
         std::fs::create_dir(&log_dir).map_err(|e| io_err("create the pgbench log directory", e))?;
         let threads = cfg
@@ -239,15 +240,11 @@ impl Config {
 }
 
 fn unsupported(reason: &str) -> BenchError {
-    crate::unsupported(NAME, reason)
-}
-
-fn pg_err(e: PgError) -> BenchError {
-    e.of_bench(NAME)
+    BenchError::unsupported(NAME, reason)
 }
 
 fn io_err(what: &str, source: std::io::Error) -> BenchError {
-    crate::io_err(NAME, what, source)
+    BenchError::io(NAME, what, source)
 }
 
 struct PgInstance {
@@ -282,12 +279,12 @@ impl Instance for PgInstance {
             .client
             .output(cmd)
             .map_err(|e| io_err("run pgbench", e))?;
-        pgbench::check_output("pgbench", &out).map_err(pg_err)?;
-        let summary =
-            pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout)).map_err(pg_err)?;
+        pgbench::check_output("pgbench", &out).map_err(|e| e.of_bench(NAME))?;
+        let summary = pgbench::parse_summary(&String::from_utf8_lossy(&out.stdout))
+            .map_err(|e| e.of_bench(NAME))?;
         // Failed transactions are failed work: no TPS beside them.
         if let Some(failed) = summary.failed.filter(|&f| f > 0) {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 NAME,
                 format!(
                     "{failed} of {} transactions failed in {} s; no throughput reported",
@@ -297,7 +294,7 @@ impl Instance for PgInstance {
             ));
         }
         if summary.tps <= 0.0 || summary.transactions == 0 {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 NAME,
                 format!(
                     "pgbench completed no transaction in {} s",
@@ -357,25 +354,20 @@ pub fn sample_from(
             m.insert(format!("latency_{name}_ms"), v / 1e3);
         }
     }
-    m.insert(
-        "logged_transactions".into(),
-        sorted_latencies_us.len() as f64,
-    );
-    m.insert(
-        "shared_buffers_bytes".into(),
-        settings.shared_buffers_bytes as f64,
-    );
-    m.insert("max_connections".into(), settings.max_connections as f64);
-    m.insert("fsync_on".into(), f64::from(u8::from(settings.fsync)));
-    m.insert(
-        "synchronous_commit_on".into(),
-        f64::from(u8::from(settings.synchronous_commit)),
-    );
-    m.insert("scale".into(), cfg.scale as f64);
-    m.insert("clients".into(), cfg.clients as f64);
-    m.insert("pgbench_threads".into(), threads as f64);
-    m.insert("port".into(), f64::from(port));
-    m.insert("stale_dirs_swept".into(), swept as f64);
+    let on = |b: bool| f64::from(u8::from(b));
+    let figures = [
+        ("logged_transactions", sorted_latencies_us.len() as f64),
+        ("shared_buffers_bytes", settings.shared_buffers_bytes as f64),
+        ("max_connections", settings.max_connections as f64),
+        ("fsync_on", on(settings.fsync)),
+        ("synchronous_commit_on", on(settings.synchronous_commit)),
+        ("scale", cfg.scale as f64),
+        ("clients", cfg.clients as f64),
+        ("pgbench_threads", threads as f64),
+        ("port", f64::from(port)),
+        ("stale_dirs_swept", swept as f64),
+    ];
+    m.extend(figures.map(|(key, v)| (key.to_string(), v)));
     sample
 }
 

@@ -32,6 +32,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use smtlab_bench::BenchError;
 use smtlab_bench::process::{
     ChildGroup, owner_alive as owner_alive_since, owner_stamp, tie_to_parent,
 };
@@ -76,10 +77,12 @@ pub enum PgError {
 impl PgError {
     /// The error of workload `bench`: PostgreSQL missing (or no user to run it as) is a
     /// cell that cannot run here; anything else failed.
-    pub(crate) fn of_bench(self, bench: &str) -> smtlab_bench::BenchError {
+    pub(crate) fn of_bench(self, bench: &str) -> BenchError {
         match self {
-            PgError::NotInstalled | PgError::NoUser => crate::unsupported(bench, self.to_string()),
-            e => crate::io_err(bench, "PostgreSQL", io::Error::other(e.to_string())),
+            PgError::NotInstalled | PgError::NoUser => {
+                BenchError::unsupported(bench, self.to_string())
+            }
+            e => BenchError::io(bench, "PostgreSQL", io::Error::other(e.to_string())),
         }
     }
 }

@@ -118,7 +118,7 @@ impl Benchmark for OltpSqlite {
 }
 
 fn sql_err(what: &str, e: rusqlite::Error) -> BenchError {
-    crate::io_err(NAME, what, std::io::Error::other(e.to_string()))
+    BenchError::io(NAME, what, std::io::Error::other(e.to_string()))
 }
 
 /// SQLite's own busy handler sleeps (1, 2, 5, 10 ms ...) while another connection
@@ -186,7 +186,7 @@ fn check_sums(conn: &Connection, want: i64, queries: &[(&str, &str)]) -> Result<
             .query_row(q, [], |r| r.get(0))
             .map_err(|e| sql_err("check the balances", e))?;
         if got != want {
-            return Err(crate::check_err(
+            return Err(BenchError::check(
                 NAME,
                 format!("{label} is {got}; the committed transactions give {want}"),
             ));

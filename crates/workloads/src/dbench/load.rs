@@ -28,18 +28,8 @@ pub enum Op {
     Close {
         handle: u32,
     },
-    ReadX {
-        handle: u32,
-        offset: u64,
-        size: u32,
-        ret: u32,
-    },
-    WriteX {
-        handle: u32,
-        offset: u64,
-        size: u32,
-        ret: u32,
-    },
+    ReadX(Transfer),
+    WriteX(Transfer),
     Unlink {
         path: String,
     },
@@ -74,16 +64,26 @@ pub enum Op {
     Flush {
         handle: u32,
     },
-    LockX {
-        handle: u32,
-        offset: u64,
-        size: u64,
-    },
-    UnlockX {
-        handle: u32,
-        offset: u64,
-        size: u64,
-    },
+    LockX(Range),
+    UnlockX(Range),
+}
+
+/// What a `ReadX` or `WriteX` moves: `size` bytes at `offset` of handle `handle`, of
+/// which the recorded server returned `ret`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transfer {
+    pub handle: u32,
+    pub offset: u64,
+    pub size: u32,
+    pub ret: u32,
+}
+
+/// The byte range a `LockX` or `UnlockX` takes or gives back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Range {
+    pub handle: u32,
+    pub offset: u64,
+    pub size: u64,
 }
 
 /// Operation kinds, for per-operation counts and latencies.
@@ -114,8 +114,8 @@ impl Op {
         match self {
             Op::NtCreateX { .. } => 0,
             Op::Close { .. } => 1,
-            Op::ReadX { .. } => 2,
-            Op::WriteX { .. } => 3,
+            Op::ReadX(_) => 2,
+            Op::WriteX(_) => 3,
             Op::Unlink { .. } => 4,
             Op::Rename { .. } => 5,
             Op::Mkdir { .. } => 6,
@@ -127,8 +127,8 @@ impl Op {
             Op::SetFileInfo { .. } => 12,
             Op::FindFirst { .. } => 13,
             Op::Flush { .. } => 14,
-            Op::LockX { .. } => 15,
-            Op::UnlockX { .. } => 16,
+            Op::LockX(_) => 15,
+            Op::UnlockX(_) => 16,
         }
     }
 }
@@ -201,12 +201,12 @@ enum LineError {
 fn words(text: &str) -> Result<Vec<String>, LineError> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
-    while let Some(&c) = chars.peek() {
+    while let Some(c) = chars.next() {
         if c.is_whitespace() {
-            chars.next();
-        } else if c == '"' {
-            chars.next();
-            let mut w = String::new();
+            continue;
+        }
+        let mut w = String::new();
+        if c == '"' {
             loop {
                 match chars.next() {
                     Some('"') => break,
@@ -214,18 +214,13 @@ fn words(text: &str) -> Result<Vec<String>, LineError> {
                     None => return Err(LineError::Unterminated),
                 }
             }
-            out.push(w);
         } else {
-            let mut w = String::new();
-            while let Some(&ch) = chars.peek() {
-                if ch.is_whitespace() {
-                    break;
-                }
+            w.push(c);
+            while let Some(ch) = chars.next_if(|ch| !ch.is_whitespace()) {
                 w.push(ch);
-                chars.next();
             }
-            out.push(w);
         }
+        out.push(w);
     }
     Ok(out)
 }
@@ -357,20 +352,16 @@ impl Call<'_> {
                 size,
             });
         }
+        let t = Transfer {
+            handle,
+            offset,
+            size,
+            ret,
+        };
         Ok(if self.name == "ReadX" {
-            Op::ReadX {
-                handle,
-                offset,
-                size,
-                ret,
-            }
+            Op::ReadX(t)
         } else {
-            Op::WriteX {
-                handle,
-                offset,
-                size,
-                ret,
-            }
+            Op::WriteX(t)
         })
     }
 
@@ -378,23 +369,15 @@ impl Call<'_> {
     fn lock(&self) -> Result<Op, LineError> {
         let args = self.args;
         self.want(3, "handle offset size")?;
-        let (handle, offset, size) = (
-            small(&args[0], "handle")?,
-            number(&args[1], "offset")?,
-            number(&args[2], "size")?,
-        );
+        let r = Range {
+            handle: small(&args[0], "handle")?,
+            offset: number(&args[1], "offset")?,
+            size: number(&args[2], "size")?,
+        };
         Ok(if self.name == "LockX" {
-            Op::LockX {
-                handle,
-                offset,
-                size,
-            }
+            Op::LockX(r)
         } else {
-            Op::UnlockX {
-                handle,
-                offset,
-                size,
-            }
+            Op::UnlockX(r)
         })
     }
 
@@ -604,12 +587,12 @@ mod tests {
         assert_eq!(l.timestamp, Some(0.125));
         assert_eq!(
             l.op,
-            Op::ReadX {
+            Op::ReadX(Transfer {
                 handle: 10003,
                 offset: 0,
                 size: 4096,
                 ret: 4096
-            }
+            })
         );
         let l = one(r#"FIND_FIRST "\c\FILLER.*" 260 1366 0 NT_STATUS_NO_SUCH_FILE"#).unwrap();
         assert!(!l.expect_ok);
@@ -623,11 +606,11 @@ mod tests {
         let l = one("LockX 10430 2147483538 1 NT_STATUS_OK").unwrap();
         assert_eq!(
             l.op,
-            Op::LockX {
+            Op::LockX(Range {
                 handle: 10430,
                 offset: 2147483538,
                 size: 1
-            }
+            })
         );
         assert_eq!(
             one("SET_FILE_INFORMATION 5 1004 NT_STATUS_OK").unwrap().op,

@@ -151,17 +151,14 @@ impl Client {
         if ok != line.expect_ok {
             stats.mismatches += 1;
             if stats.first_mismatch.is_none() {
+                let said = |ok: bool| if ok { "succeeded" } else { "failed" };
                 stats.first_mismatch = Some(format!(
                     "{}:{}: {} {} where the recording {}",
                     load.name,
                     line.number,
                     KINDS[line.op.kind()],
-                    if ok { "succeeded" } else { "failed" },
-                    if line.expect_ok {
-                        "succeeded"
-                    } else {
-                        "failed"
-                    }
+                    said(ok),
+                    said(line.expect_ok)
                 ));
             }
         }
@@ -199,20 +196,9 @@ impl Client {
                 }
             }
             Op::Close { handle } => self.handles.remove(handle).is_some(),
-            Op::ReadX {
-                handle,
-                offset,
-                size,
-                ..
-            }
-            | Op::WriteX {
-                handle,
-                offset,
-                size,
-                ..
-            } => {
-                let write = matches!(line.op, Op::WriteX { .. });
-                let size = *size as usize;
+            Op::ReadX(t) | Op::WriteX(t) => {
+                let write = matches!(line.op, Op::WriteX(_));
+                let size = t.size as usize;
                 if self.buf.len() < size {
                     self.buf.resize(size, 0);
                 }
@@ -221,14 +207,14 @@ impl Client {
                 } else {
                     stats.bytes_read += size as u64;
                 }
-                let Some(f) = self.handles.get(handle) else {
+                let Some(f) = self.handles.get(&t.handle) else {
                     return false;
                 };
                 let buf = &mut self.buf[..size];
                 if write {
-                    f.write_all_at(buf, *offset).is_ok()
+                    f.write_all_at(buf, t.offset).is_ok()
                 } else {
-                    f.read_at(buf, *offset).is_ok()
+                    f.read_at(buf, t.offset).is_ok()
                 }
             }
             Op::Unlink { path } => std::fs::remove_file(self.local(path)).is_ok(),
@@ -253,20 +239,12 @@ impl Client {
                 .is_some_and(|f| f.set_modified(std::time::SystemTime::now()).is_ok()),
             Op::FindFirst { pattern, max, .. } => self.find_first(pattern, *max),
             Op::Flush { handle } => self.file(*handle).is_some_and(|f| f.sync_all().is_ok()),
-            Op::LockX {
-                handle,
-                offset,
-                size,
-            } => self
-                .file(*handle)
-                .is_some_and(|f| lock(f, libc::F_WRLCK, *offset, *size)),
-            Op::UnlockX {
-                handle,
-                offset,
-                size,
-            } => self
-                .file(*handle)
-                .is_some_and(|f| lock(f, libc::F_UNLCK, *offset, *size)),
+            Op::LockX(r) => self
+                .file(r.handle)
+                .is_some_and(|f| lock(f, libc::F_WRLCK, r.offset, r.size)),
+            Op::UnlockX(r) => self
+                .file(r.handle)
+                .is_some_and(|f| lock(f, libc::F_UNLCK, r.offset, r.size)),
         }
     }
 
@@ -286,12 +264,6 @@ impl Client {
             }
         }
         found
-    }
-
-    /// Closes every handle (end of a sample stretch is not a reason; the end of the
-    /// instance is).
-    pub fn close_all(&mut self) {
-        self.handles.clear();
     }
 }
 

@@ -61,7 +61,7 @@ impl Benchmark for ServedCommand {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let unsupported = |reason: String| crate::unsupported("exec", reason);
+        let unsupported = |reason: String| BenchError::unsupported("exec", reason);
         let client_cpus = ctx.client_side("exec")?.cpus().clone();
         let spec = smtlab_placement::parse(&format!("cpus={}", client_cpus.to_list_string()))
             .map_err(|e| unsupported(e.to_string()))?;

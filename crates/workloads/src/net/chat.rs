@@ -34,8 +34,6 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use crate::{check_err, io_err};
-
 use super::common::{Acceptor, ensure_nofile, spawn_on, thread_limits};
 
 const NAME: &str = "chat";
@@ -400,6 +398,7 @@ impl Drop for ChatServer {
 // ---------------------------------------------------------------- client
 
 /// Round bookkeeping shared by the client threads and the measuring thread.
+#[derive(Default)]
 struct Round {
     state: Mutex<RoundState>,
     changed: Condvar,
@@ -438,10 +437,7 @@ impl ChatClients {
     /// Connects every user and starts their threads. Run on a client-side thread so the
     /// threads inherit nothing from the measuring thread's counters.
     fn connect(addr: SocketAddr, cpus: &CpuSet, shape: ChatShape) -> Result<ChatClients, String> {
-        let round = Arc::new(Round {
-            state: Mutex::new(RoundState::default()),
-            changed: Condvar::new(),
-        });
+        let round = Arc::new(Round::default());
         let mut clients = ChatClients {
             round: round.clone(),
             sockets: Vec::new(),
@@ -606,7 +602,8 @@ impl ChatInstance {
         fault: Fault,
     ) -> Result<ChatInstance, BenchError> {
         // Both ends of every connection, their clones, and slack for the rest of smtlab.
-        ensure_nofile(4 * shape.connections() + 256).map_err(|e| check_err(NAME, e.to_string()))?;
+        ensure_nofile(4 * shape.connections() + 256)
+            .map_err(|e| BenchError::check(NAME, e.to_string()))?;
         let server = ChatServer::start(server_cpus, shape, fault)?;
         let addr = server.addr();
         let cpus = client.cpus().clone();
@@ -614,14 +611,14 @@ impl ChatInstance {
             .spawn("chat-connect", None, move || {
                 ChatClients::connect(addr, &cpus, shape)
             })
-            .map_err(|e| io_err(NAME, "start the client side", e))?
+            .map_err(|e| BenchError::io(NAME, "start the client side", e))?
             .join()
-            .map_err(|_| check_err(NAME, "the client side panicked while connecting"))?;
+            .map_err(|_| BenchError::check(NAME, "the client side panicked while connecting"))?;
         let clients = match clients {
             Ok(c) => c,
             Err(e) => {
                 let why = server.failure().unwrap_or(e);
-                return Err(check_err(NAME, why));
+                return Err(BenchError::check(NAME, why));
             }
         };
         Ok(ChatInstance {
@@ -636,7 +633,7 @@ impl ChatInstance {
     /// One round; see the module overview.
     pub fn round(&mut self) -> Result<RawSample, BenchError> {
         if let Some(e) = &self.broken {
-            return Err(check_err(NAME, e.clone()));
+            return Err(BenchError::check(NAME, e.clone()));
         }
         let shape = self.shape;
         let clients = &self.clients;
@@ -651,7 +648,7 @@ impl ChatInstance {
         let mut s = round
             .state
             .lock()
-            .map_err(|_| check_err(NAME, "lock poisoned"))?;
+            .map_err(|_| BenchError::check(NAME, "lock poisoned"))?;
         s.receivers_done = 0;
         s.senders_done = 0;
         s.last_send_ns = 0;
@@ -667,7 +664,7 @@ impl ChatInstance {
             s = round
                 .changed
                 .wait_timeout(s, left)
-                .map_err(|_| check_err(NAME, "lock poisoned"))?
+                .map_err(|_| BenchError::check(NAME, "lock poisoned"))?
                 .0;
         }
         let t1 = now_ns();
@@ -690,7 +687,7 @@ impl ChatInstance {
                 .failure()
                 .map_or(e.clone(), |f| format!("{e} (server: {f})"));
             self.broken = Some(e.clone());
-            return Err(check_err(NAME, e));
+            return Err(BenchError::check(NAME, e));
         }
         let got_msgs = (clients.messages_received.load(Ordering::Relaxed) - msgs0) as u64;
         let got_bytes = clients.bytes_received.load(Ordering::Relaxed) - bytes0;
@@ -703,7 +700,7 @@ impl ChatInstance {
                 shape.delivered_per_round() * shape.size as u64
             );
             self.broken = Some(e.clone());
-            return Err(check_err(NAME, e));
+            return Err(BenchError::check(NAME, e));
         }
         let elapsed_ns = t1.saturating_sub(t0).max(1);
         let send_ns = last_send_ns.saturating_sub(t0).max(1);
@@ -714,29 +711,24 @@ impl ChatInstance {
         };
         let m = &mut raw.metrics;
         use smtlab_model::metrics::chat;
-        m.insert(chat::ROOMS.into(), shape.rooms as f64);
-        m.insert("users_per_room".into(), shape.users as f64);
-        m.insert(chat::CONNECTIONS.into(), shape.connections() as f64);
-        m.insert(chat::THREADS.into(), shape.threads() as f64);
-        m.insert(chat::MESSAGES_SENT.into(), shape.sent_per_round() as f64);
-        m.insert(chat::MESSAGES_RECEIVED.into(), got_msgs as f64);
-        m.insert(
-            chat::MESSAGES_TOTAL.into(),
-            (shape.sent_per_round() + got_msgs) as f64,
-        );
-        m.insert(
-            "bytes_sent".into(),
-            (shape.sent_per_round() * shape.size as u64) as f64,
-        );
-        m.insert("bytes_received".into(), got_bytes as f64);
-        m.insert(
-            "sent_msgs_per_s".into(),
-            shape.sent_per_round() as f64 / (send_ns as f64 / 1e9),
-        );
-        m.insert(
-            "sent_msgs_per_s_round".into(),
-            shape.sent_per_round() as f64 / (elapsed_ns as f64 / 1e9),
-        );
+        let sent = shape.sent_per_round();
+        let figures = [
+            (chat::ROOMS, shape.rooms as f64),
+            ("users_per_room", shape.users as f64),
+            (chat::CONNECTIONS, shape.connections() as f64),
+            (chat::THREADS, shape.threads() as f64),
+            (chat::MESSAGES_SENT, sent as f64),
+            (chat::MESSAGES_RECEIVED, got_msgs as f64),
+            (chat::MESSAGES_TOTAL, (sent + got_msgs) as f64),
+            ("bytes_sent", (sent * shape.size as u64) as f64),
+            ("bytes_received", got_bytes as f64),
+            ("sent_msgs_per_s", sent as f64 / (send_ns as f64 / 1e9)),
+            (
+                "sent_msgs_per_s_round",
+                sent as f64 / (elapsed_ns as f64 / 1e9),
+            ),
+        ];
+        m.extend(figures.map(|(key, v)| (key.to_string(), v)));
         Ok(raw)
     }
 }

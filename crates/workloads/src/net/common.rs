@@ -10,7 +10,6 @@ use std::thread::JoinHandle;
 
 use smtlab_bench::BenchError;
 
-use crate::io_err;
 use smtlab_model::CpuSet;
 use smtlab_placement::pin::pin_current_thread;
 
@@ -51,15 +50,16 @@ impl Acceptor {
     where
         F: FnOnce(&TcpListener, &AtomicBool) + Send + 'static,
     {
-        let listener =
-            Arc::new(loopback_listener().map_err(|e| io_err(bench, "listen on 127.0.0.1", e))?);
+        let listener = Arc::new(
+            loopback_listener().map_err(|e| BenchError::io(bench, "listen on 127.0.0.1", e))?,
+        );
         let addr = listener
             .local_addr()
-            .map_err(|e| io_err(bench, "read the listener address", e))?;
+            .map_err(|e| BenchError::io(bench, "read the listener address", e))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (l, st) = (listener.clone(), stop.clone());
         let thread = spawn_on(cpus, thread_name.into(), move || accept_loop(&l, &st))
-            .map_err(|e| io_err(bench, "start the server's accept thread", e))?;
+            .map_err(|e| BenchError::io(bench, "start the server's accept thread", e))?;
         Ok(Acceptor {
             addr,
             listener,

@@ -37,8 +37,6 @@ use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::stats::percentile_of_sorted;
 use smtlab_model::{BenchInfo, CpuSet, Direction, ValueKind};
 
-use crate::{check_err, io_err};
-
 use super::common::{ci99_rel, loopback_listener, shutdown_listener, spawn_on, thread_cpu_ns};
 
 /// netperf's `-I 99,5`: the interval's full width within 5%, i.e. +-2.5%.
@@ -228,7 +226,7 @@ impl Benchmark for Perf {
             .spawn(&format!("{name}-client"), Some(cpu), move || {
                 client_loop(kind, addr, cfg, &cmd_rx, &res_tx);
             })
-            .map_err(|e| io_err(name, "start the client thread", e))?;
+            .map_err(|e| BenchError::io(name, "start the client thread", e))?;
         Ok(Box::new(PerfInstance {
             kind,
             cfg,
@@ -261,21 +259,22 @@ impl Server {
         let thread_name = format!("{name}-server");
         let (addr, listener, thread) = if kind == Kind::UdpRr {
             let sock = UdpSocket::bind("127.0.0.1:0")
-                .map_err(|e| io_err(name, "bind a UDP socket on 127.0.0.1", e))?;
+                .map_err(|e| BenchError::io(name, "bind a UDP socket on 127.0.0.1", e))?;
             let addr = sock
                 .local_addr()
-                .map_err(|e| io_err(name, "read the UDP address", e))?;
+                .map_err(|e| BenchError::io(name, "read the UDP address", e))?;
             // Lets the loop see `stop` while no request comes.
             sock.set_read_timeout(Some(Duration::from_millis(100)))
-                .map_err(|e| io_err(name, "set a UDP timeout", e))?;
+                .map_err(|e| BenchError::io(name, "set a UDP timeout", e))?;
             let thread = spawn_on(cpus, thread_name, move || udp_server(&sock, &st, cfg));
             (addr, None, thread)
         } else {
-            let listener =
-                Arc::new(loopback_listener().map_err(|e| io_err(name, "listen on 127.0.0.1", e))?);
+            let listener = Arc::new(
+                loopback_listener().map_err(|e| BenchError::io(name, "listen on 127.0.0.1", e))?,
+            );
             let addr = listener
                 .local_addr()
-                .map_err(|e| io_err(name, "read the listener address", e))?;
+                .map_err(|e| BenchError::io(name, "read the listener address", e))?;
             let l = listener.clone();
             let thread = spawn_on(cpus, thread_name, move || match kind {
                 Kind::Stream => stream_server(&l, &rx),
@@ -284,7 +283,7 @@ impl Server {
             });
             (addr, Some(listener), thread)
         };
-        let thread = thread.map_err(|e| io_err(name, "start the server thread", e))?;
+        let thread = thread.map_err(|e| BenchError::io(name, "start the server thread", e))?;
         Ok(Server {
             addr,
             stop,
@@ -462,7 +461,8 @@ fn crr_run(addr: SocketAddr, cfg: Config, duration: Duration) -> Result<ClientRu
         let mut c = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
         let _ = c.set_nodelay(true);
         request_response(&mut c, &req, &mut resp)?;
-        abortive_close(c);
+        // Closed with a reset, leaving no TIME_WAIT entry (see the module overview).
+        let _ = smtlab_loadgen::sys::reset_on_close(std::os::fd::AsRawFd::as_raw_fd(&c));
         Ok(())
     })
 }
@@ -496,12 +496,6 @@ fn request_response(c: &mut TcpStream, req: &[u8], resp: &mut [u8]) -> Result<()
         .map_err(|e| format!("send a request: {e}"))?;
     c.read_exact(resp)
         .map_err(|e| format!("read a response: {e}"))
-}
-
-/// Closes with a reset, leaving no TIME_WAIT entry (see the module overview).
-fn abortive_close(c: TcpStream) {
-    use std::os::fd::AsRawFd;
-    let _ = smtlab_loadgen::sys::reset_on_close(c.as_raw_fd());
 }
 
 fn udp_run(s: &UdpSocket, cfg: Config, duration: Duration) -> Result<ClientRun, String> {
@@ -591,7 +585,7 @@ impl Instance for PerfInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         let name = self.kind.name();
         if let Some(e) = &self.broken {
-            return Err(check_err(name, e.clone()));
+            return Err(BenchError::check(name, e.clone()));
         }
         let mut its = Vec::new();
         let mut rates = Vec::new();
@@ -601,7 +595,7 @@ impl Instance for PerfInstance {
                 Ok(it) => it,
                 Err(e) => {
                     self.broken = Some(e.clone());
-                    return Err(check_err(name, e));
+                    return Err(BenchError::check(name, e));
                 }
             };
             rates.push(it.count as f64 / it.elapsed_ns as f64);
@@ -637,22 +631,10 @@ impl Instance for PerfInstance {
         } else {
             (count as f64, "tx")
         };
-        m.insert(
-            format!("server_cpu_us_per_{unit}"),
-            server_cpu as f64 / 1e3 / per,
-        );
-        m.insert(
-            format!("client_cpu_us_per_{unit}"),
-            client_cpu as f64 / 1e3 / per,
-        );
-        m.insert(
-            "server_cpu_util".into(),
-            server_cpu as f64 / elapsed_ns as f64,
-        );
-        m.insert(
-            "client_cpu_util".into(),
-            client_cpu as f64 / elapsed_ns as f64,
-        );
+        for (side, cpu) in [("server", server_cpu), ("client", client_cpu)] {
+            m.insert(format!("{side}_cpu_us_per_{unit}"), cpu as f64 / 1e3 / per);
+            m.insert(format!("{side}_cpu_util"), cpu as f64 / elapsed_ns as f64);
+        }
         if self.kind == Kind::Stream {
             m.insert("bytes".into(), count as f64);
             m.insert("message_bytes".into(), self.cfg.size as f64);

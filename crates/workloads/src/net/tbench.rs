@@ -25,8 +25,6 @@ use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_model::{BenchInfo, CpuSet, Direction, Topology, ValueKind};
 
-use crate::{check_err, io_err};
-
 use super::common::{Acceptor, spawn_on};
 use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
@@ -49,8 +47,8 @@ pub fn packet_sizes(op: &Op) -> Option<(u32, u32, u64)> {
             (SMB + 4 + name(path), SMB, 0)
         }
         Op::NtCreateX { path, .. } => (74 + name(path), SMB + 48, 0),
-        Op::WriteX { size, .. } => (SMB + 20 + size, SMB + 16, *size as u64),
-        Op::ReadX { ret, .. } => (SMB + 20, SMB + 20 + ret, *ret as u64),
+        Op::WriteX(t) => (SMB + 20 + t.size, SMB + 16, t.size as u64),
+        Op::ReadX(t) => (SMB + 20, SMB + 20 + t.ret, t.ret as u64),
         Op::Close { .. } => (SMB + 8, SMB, 0),
         Op::Rename { from, to } => (SMB + 8 + name(from) + name(to), SMB, 0),
         Op::Flush { .. } => (SMB + 2, SMB, 0),
@@ -58,7 +56,7 @@ pub fn packet_sizes(op: &Op) -> Option<(u32, u32, u64)> {
         Op::QueryFile { .. } | Op::QueryFs => (SMB + 20, SMB + 32, 0),
         Op::FindFirst { pattern, count, .. } => (SMB + 20 + name(pattern), SMB + 90 * count, 0),
         Op::SetFileInfo { .. } => (SMB + 32, SMB + 8, 0),
-        Op::LockX { .. } | Op::UnlockX { .. } => (SMB + 12, SMB, 0),
+        Op::LockX(_) | Op::UnlockX(_) => (SMB + 12, SMB, 0),
         Op::Deltree { .. } => return None,
     })
 }
@@ -108,7 +106,7 @@ impl Benchmark for Tbench {
         let load = load_for(NAME, p.get_str("loadfile")?)?;
         let client = ctx.client_side(NAME)?;
         super::common::ensure_nofile(3 * clients as u64 + 256)
-            .map_err(|e| check_err(NAME, e.to_string()))?;
+            .map_err(|e| BenchError::check(NAME, e.to_string()))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
         let addr = server.acceptor.addr;
         let mut workers = Clients::with_capacity(clients);
@@ -123,15 +121,15 @@ impl Benchmark for Tbench {
                     Some(client.cpu_for_thread(i)),
                     move || client_loop(addr, &load, &rx, &ready),
                 )
-                .map_err(|e| io_err(NAME, format!("start client {i} of {clients}"), e))?;
+                .map_err(|e| BenchError::io(NAME, format!("start client {i} of {clients}"), e))?;
             workers.push(tx, h);
         }
         drop(ready_tx);
         for _ in 0..clients {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(check_err(NAME, e)),
-                Err(_) => return Err(check_err(NAME, "a client stopped while connecting")),
+                Ok(Err(e)) => return Err(BenchError::check(NAME, e)),
+                Err(_) => return Err(BenchError::check(NAME, "a client stopped while connecting")),
             }
         }
         Ok(Box::new(TbenchInstance {
@@ -252,7 +250,7 @@ fn client_loop(
             stats.latency_ns[line.op.kind()].push(now_ns().saturating_sub(t0) as f64);
             stats.ops += 1;
             match line.op {
-                Op::ReadX { .. } => stats.bytes_read += counted,
+                Op::ReadX(_) => stats.bytes_read += counted,
                 _ => stats.bytes_written += counted,
             }
         }
@@ -295,7 +293,7 @@ impl Instance for TbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
         let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
         if total.bytes() == 0 {
-            return Err(check_err(
+            return Err(BenchError::check(
                 NAME,
                 "no ReadX or WriteX completed in the sample; lengthen duration",
             ));
@@ -311,23 +309,24 @@ impl Instance for TbenchInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dbench::load::Transfer;
     use std::net::TcpListener;
 
     #[test]
     fn sizes_carry_the_data_the_right_way() {
-        let w = Op::WriteX {
+        let w = Op::WriteX(Transfer {
             handle: 1,
             offset: 0,
             size: 4096,
             ret: 4096,
-        };
+        });
         assert_eq!(packet_sizes(&w), Some((SMB + 20 + 4096, SMB + 16, 4096)));
-        let r = Op::ReadX {
+        let r = Op::ReadX(Transfer {
             handle: 1,
             offset: 0,
             size: 4096,
             ret: 100,
-        };
+        });
         assert_eq!(packet_sizes(&r), Some((SMB + 20, SMB + 20 + 100, 100)));
         assert_eq!(packet_sizes(&Op::Deltree { path: "x".into() }), None);
     }

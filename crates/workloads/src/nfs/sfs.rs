@@ -49,21 +49,21 @@ pub enum Op {
 }
 
 /// SPEC SFS 3.0 (SFS97_R1, the paper's version) NFSv3 mix, in percent (they add up to
-/// 99 as published; choices are made in proportion).
-pub const MIX: [(Op, f64); 13] = [
-    (Op::Lookup, 27.0),
-    (Op::Read, 18.0),
-    (Op::Write, 9.0),
-    (Op::Getattr, 11.0),
-    (Op::Readlink, 7.0),
-    (Op::Readdir, 2.0),
-    (Op::Create, 1.0),
-    (Op::Remove, 1.0),
-    (Op::Fsstat, 1.0),
-    (Op::Setattr, 1.0),
-    (Op::Readdirplus, 9.0),
-    (Op::Access, 7.0),
-    (Op::Commit, 5.0),
+/// 99 as published; choices are made in proportion), each with its name in the results.
+pub const MIX: [(Op, &str, f64); 13] = [
+    (Op::Lookup, "lookup", 27.0),
+    (Op::Read, "read", 18.0),
+    (Op::Write, "write", 9.0),
+    (Op::Getattr, "getattr", 11.0),
+    (Op::Readlink, "readlink", 7.0),
+    (Op::Readdir, "readdir", 2.0),
+    (Op::Create, "create", 1.0),
+    (Op::Remove, "remove", 1.0),
+    (Op::Fsstat, "fsstat", 1.0),
+    (Op::Setattr, "setattr", 1.0),
+    (Op::Readdirplus, "readdirplus", 9.0),
+    (Op::Access, "access", 7.0),
+    (Op::Commit, "commit", 5.0),
 ];
 
 /// SFS97's transfer size for reads and writes.
@@ -73,26 +73,12 @@ const STOCK: u32 = 8;
 
 impl Op {
     pub fn name(self) -> &'static str {
-        match self {
-            Op::Lookup => "lookup",
-            Op::Read => "read",
-            Op::Write => "write",
-            Op::Getattr => "getattr",
-            Op::Readlink => "readlink",
-            Op::Readdir => "readdir",
-            Op::Create => "create",
-            Op::Remove => "remove",
-            Op::Fsstat => "fsstat",
-            Op::Setattr => "setattr",
-            Op::Readdirplus => "readdirplus",
-            Op::Access => "access",
-            Op::Commit => "commit",
-        }
+        MIX[self.index()].1
     }
 
     /// Its place in [`MIX`] (and in [`LoadResult::latencies_ns`]).
     pub fn index(self) -> usize {
-        MIX.iter().position(|(o, _)| *o == self).unwrap_or(0)
+        MIX.iter().position(|(o, ..)| *o == self).unwrap_or(0)
     }
 }
 
@@ -175,13 +161,6 @@ fn status<T, E>(what: &str, r: Nfs3Result<T, E>) -> Result<T, LoadError> {
     }
 }
 
-fn fh(what: &str, h: Nfs3Option<nfs_fh3>) -> Result<nfs_fh3, LoadError> {
-    match h {
-        Nfs3Option::Some(h) => Ok(h),
-        Nfs3Option::None => Err(format!("{what}: the server returned no file handle")),
-    }
-}
-
 async fn lookup(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<Option<nfs_fh3>, LoadError> {
     let r = c
         .lookup(&LOOKUP3args {
@@ -205,7 +184,10 @@ async fn mkdir(c: &mut Client, dir: &nfs_fh3, n: &str) -> Result<nfs_fh3, LoadEr
         .await
         .map_err(|e| format!("MKDIR {n}: {e}"))?;
     let what = format!("MKDIR {n}");
-    fh(&what, status(&what, r)?.obj)
+    match status(&what, r)?.obj {
+        Nfs3Option::Some(h) => Ok(h),
+        Nfs3Option::None => Err(format!("{what}: the server returned no file handle")),
+    }
 }
 
 /// Directory `n` of `dir`, made if it is not there.
@@ -481,9 +463,9 @@ impl Pacer {
 
 /// The next operation of the mix, by its weights.
 fn next_op(rng: &mut Rng) -> Op {
-    let total: f64 = MIX.iter().map(|(_, w)| w).sum();
+    let total: f64 = MIX.iter().map(|(.., w)| w).sum();
     let mut u = rng.next_f64() * total;
-    for (op, w) in MIX {
+    for (op, _, w) in MIX {
         if u < w {
             return op;
         }
@@ -743,44 +725,38 @@ pub fn client_load(
     k: u32,
     seed: u64,
     duration: Duration,
-    pace: Option<Pacer>,
+    mut pace: Option<Pacer>,
     start: &Barrier,
 ) -> LoadResult {
     let mut r = LoadResult {
         latencies_ns: vec![Vec::new(); MIX.len()],
         ..LoadResult::default()
     };
-    let rt = match runtime() {
-        Ok(rt) => rt,
+    // Connected, and the stock of files to remove put back where a previous load
+    // removed it, before the clock starts.
+    let connected = runtime().and_then(|rt| {
+        let c = rt.block_on(async {
+            let (mut c, _) = connect(t).await?;
+            let w = &h.client_dirs[k as usize];
+            for s in 0..STOCK {
+                let n = format!("s{s}");
+                if lookup(&mut c, w, &n).await?.is_none() {
+                    create(&mut c, w, &n).await?;
+                }
+            }
+            Ok::<_, LoadError>(c)
+        })?;
+        Ok((rt, c))
+    });
+    start.wait();
+    let (rt, mut c) = match connected {
+        Ok(connected) => connected,
         Err(e) => {
-            start.wait();
             r.errors = 1;
             r.first_error = Some(e);
             return r;
         }
     };
-    // Connected, and the stock of files to remove put back where a previous load
-    // removed it, before the clock starts.
-    let mut client = match rt.block_on(async {
-        let (mut c, _) = connect(t).await?;
-        let w = &h.client_dirs[k as usize];
-        for s in 0..STOCK {
-            let n = format!("s{s}");
-            if lookup(&mut c, w, &n).await?.is_none() {
-                create(&mut c, w, &n).await?;
-            }
-        }
-        Ok::<_, LoadError>(c)
-    }) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            r.errors = 1;
-            r.first_error = Some(e);
-            None
-        }
-    };
-    start.wait();
-    let Some(c) = client.as_mut() else { return r };
     let mut st = ClientState {
         k,
         seed,
@@ -791,7 +767,6 @@ pub fn client_load(
     // The stock, for removes.
     st.created.extend((0..STOCK).map(|s| format!("s{s}")));
     let links = h.dirs.iter().all(|d| d.2.is_some());
-    let mut pace = pace;
     let t0 = Instant::now();
     rt.block_on(async {
         while t0.elapsed() < duration {
@@ -810,7 +785,7 @@ pub fn client_load(
                 op = next_op(&mut st.rng);
             }
             let started = Instant::now();
-            match one_op(c, op, h, shape, &mut st, &mut r).await {
+            match one_op(&mut c, op, h, shape, &mut st, &mut r).await {
                 Ok(good) => {
                     r.latencies_ns[op.index()].push(started.elapsed().as_nanos() as u64);
                     if !good {
@@ -852,7 +827,7 @@ mod tests {
 
     #[test]
     fn the_mix_is_sfs_3_0s_and_choices_follow_it() {
-        let total: f64 = MIX.iter().map(|(_, w)| w).sum();
+        let total: f64 = MIX.iter().map(|(.., w)| w).sum();
         assert_eq!(total, 99.0);
         let mut rng = Rng::new(12345);
         let mut counts = [0u32; 13];
@@ -860,7 +835,7 @@ mod tests {
         for _ in 0..n {
             counts[next_op(&mut rng).index()] += 1;
         }
-        for (k, (op, w)) in MIX.iter().enumerate() {
+        for (k, (op, _, w)) in MIX.iter().enumerate() {
             let got = f64::from(counts[k]) / f64::from(n) * 100.0;
             let want = w / total * 100.0;
             assert!(

@@ -100,7 +100,7 @@ impl SearchResult {
         missed: impl FnOnce() -> String,
     ) -> Result<BTreeMap<String, f64>, BenchError> {
         if self.capacity == 0 {
-            return Err(crate::check_err(workload, missed()));
+            return Err(BenchError::check(workload, missed()));
         }
         Ok(BTreeMap::from([
             (
@@ -319,7 +319,7 @@ impl Instance for CapacityInstance {
         let result = search(8, self.max_conns, 0.95, |n| {
             let (f, loaded) =
                 driven_fraction(&mut self.served.driver, &self.cfg, n, self.conform_bps)
-                    .map_err(|reason| crate::check_err(NAME, reason))?;
+                    .map_err(|reason| BenchError::check(NAME, reason))?;
             let r = loaded.tallied(&mut tally);
             requests += r.requests;
             bytes += r.bytes;

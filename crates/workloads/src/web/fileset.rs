@@ -7,7 +7,7 @@
 //! middle sizes as SPECweb96's file mix is, and over directories by a Zipf law (s = 1),
 //! so a few directories are hot and the rest are touched now and then.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use smtlab_loadgen::RequestSpec;
@@ -122,16 +122,8 @@ impl FileSet {
     /// Reads every file once so the measured load finds them in the page cache.
     pub fn warm(&self) -> io::Result<u64> {
         let mut total = 0;
-        let mut buf = vec![0u8; 256 * 1024];
         for f in &self.files {
-            let mut file = std::fs::File::open(&f.path)?;
-            loop {
-                let n = file.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                total += n as u64;
-            }
+            total += io::copy(&mut std::fs::File::open(&f.path)?, &mut io::sink())?;
         }
         Ok(total)
     }

@@ -228,19 +228,16 @@ pub fn clean_path(raw: &str) -> Result<String, Reject> {
         return Err(Reject::Bad);
     }
     let path = String::from_utf8(out).map_err(|_| Reject::Bad)?;
-    for comp in path[1..].split('/') {
-        if comp.is_empty() && path != "/" {
-            return Err(Reject::NotFound);
-        }
-        if comp == "." || comp == ".." {
-            return Err(Reject::NotFound);
-        }
-        if !comp
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-        {
-            return Err(Reject::NotFound);
-        }
+    let servable = |comp: &str| {
+        (!comp.is_empty() || path == "/")
+            && comp != "."
+            && comp != ".."
+            && comp
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    };
+    if !path[1..].split('/').all(servable) {
+        return Err(Reject::NotFound);
     }
     Ok(path)
 }

@@ -165,8 +165,7 @@ impl Benchmark for WebSlo {
         let custom = Custom {
             cmd: prm.get_str("cmd")?.to_string(),
             port: crate::cmd_port(prm)?,
-            nginx: String::new(),
-            apache: String::new(),
+            ..Custom::default()
         };
         let client = ctx.client_side(NAME)?;
         let threads = client.cpus().len();
@@ -206,7 +205,7 @@ impl SloInstance {
             .served
             .driver
             .run(&cfg)
-            .map_err(|reason| crate::check_err(NAME, reason))?;
+            .map_err(|reason| BenchError::check(NAME, reason))?;
         Ok((cfg, loaded))
     }
 

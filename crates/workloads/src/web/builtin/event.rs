@@ -121,11 +121,6 @@ const LISTENER: u64 = u64::MAX;
 /// Marks a CGI pipe's epoll token (the rest is its connection's index).
 const PIPE: u64 = 1 << 62;
 
-/// Changes what `epfd` reports for `fd`; a stale `fd` fails, which its next read reports.
-fn set_events(epfd: RawFd, fd: RawFd, token: u64, events: i32) {
-    let _ = sys::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, fd, events, token);
-}
-
 /// Kills a CGI child's whole process group (the shell and what it started). Only for a
 /// child not reaped yet, so its pid, and with it the group id, cannot have been reused.
 fn kill_cgi(child: &Child) {
@@ -185,9 +180,7 @@ impl EventLoop {
                 last_sweep = now;
             }
         }
-        for i in 0..self.conns.len() {
-            self.close(i);
-        }
+        // The connections close when the loop drops, just after.
     }
 
     fn accept_all(&mut self) {
@@ -281,36 +274,33 @@ impl EventLoop {
             self.respond(i, dynamic_reply(&req, Err(Reject::NotFound)));
             return;
         };
-        let Some(out) = child.stdout.take() else {
+        let epfd = self.epfd;
+        let registered = child.stdout.take().filter(|out| {
+            let pfd = out.as_raw_fd();
+            sys::set_nonblocking(pfd, true).is_ok()
+                && sys::epoll_ctl(
+                    epfd,
+                    libc::EPOLL_CTL_ADD,
+                    pfd,
+                    libc::EPOLLIN,
+                    PIPE | i as u64,
+                )
+                .is_ok()
+        });
+        let Some(out) = registered else {
             kill_cgi(&child);
             self.reaping.push(child);
             self.close(i);
             return;
         };
-        let pfd = out.as_raw_fd();
-        let registered = sys::set_nonblocking(pfd, true).is_ok()
-            && sys::epoll_ctl(
-                self.epfd,
-                libc::EPOLL_CTL_ADD,
-                pfd,
-                libc::EPOLLIN,
-                PIPE | i as u64,
-            )
-            .is_ok();
-        if !registered {
-            kill_cgi(&child);
-            self.reaping.push(child);
-            self.close(i);
-            return;
-        }
         let now = now_ns(self.origin);
-        let epfd = self.epfd;
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
         // No EPOLLIN while the page is made: a pipelined request waits in the socket
         // (level-triggered, it shows again afterwards); a hang-up still shows.
-        set_events(epfd, c.fd, i as u64, libc::EPOLLRDHUP);
+        // A stale `fd` fails, which its next read reports.
+        let _ = sys::epoll_ctl(epfd, libc::EPOLL_CTL_MOD, c.fd, libc::EPOLLRDHUP, i as u64);
         c.want_out = false;
         c.state = EState::Cgi(Box::new(CgiRun {
             child,

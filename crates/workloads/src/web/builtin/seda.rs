@@ -245,16 +245,14 @@ impl SedaServer {
             per_pool: 0,
         };
         let cpu = |i: usize| cpus.get(i % per_pool).copied();
-        let spawn = |name: String, cpu: Option<u32>, body: Box<dyn FnOnce() + Send>| {
-            smtlab_placement::pin::spawn_pinned(cpu, name, body)
-        };
+        use smtlab_placement::pin::spawn_pinned as spawn;
         {
             let (pipe, stop) = (pipe.clone(), stop.clone());
-            server.threads.push(spawn(
-                Stage::Accept.thread_name().into(),
-                cpu(0),
-                Box::new(move || accept_stage(listener, &pipe, &stop)),
-            )?);
+            server
+                .threads
+                .push(spawn(cpu(0), Stage::Accept.thread_name(), move || {
+                    accept_stage(listener, &pipe, &stop);
+                })?);
         }
         let parse_rx = Arc::new(Mutex::new(parse_rx));
         let read_rx = Arc::new(Mutex::new(read_rx));
@@ -263,24 +261,25 @@ impl SedaServer {
             // Counted before the threads of this round start, so a failed start below
             // still sends a stop to each (an extra one is never taken).
             server.per_pool += 1;
+            let name = |stage: Stage| format!("{}{i}", stage.thread_name());
             let (p, rx) = (pipe.clone(), parse_rx.clone());
-            server.threads.push(spawn(
-                format!("{}{i}", Stage::Parse.thread_name()),
-                cpu(i),
-                Box::new(move || pool(&rx, |c| parse_stage(&p, c))),
-            )?);
+            server
+                .threads
+                .push(spawn(cpu(i), name(Stage::Parse), move || {
+                    pool(&rx, |c| parse_stage(&p, c));
+                })?);
             let (p, rx) = (pipe.clone(), read_rx.clone());
-            server.threads.push(spawn(
-                format!("{}{i}", Stage::Read.thread_name()),
-                cpu(i),
-                Box::new(move || pool(&rx, |r| read_stage(&p, r))),
-            )?);
+            server
+                .threads
+                .push(spawn(cpu(i), name(Stage::Read), move || {
+                    pool(&rx, |r| read_stage(&p, r));
+                })?);
             let (p, rx) = (pipe.clone(), send_rx.clone());
-            server.threads.push(spawn(
-                format!("{}{i}", Stage::Send.thread_name()),
-                cpu(i),
-                Box::new(move || pool(&rx, |c| send_stage(&p, c))),
-            )?);
+            server
+                .threads
+                .push(spawn(cpu(i), name(Stage::Send), move || {
+                    pool(&rx, |c| send_stage(&p, c));
+                })?);
         }
         Ok(server)
     }

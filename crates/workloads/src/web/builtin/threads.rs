@@ -36,22 +36,9 @@ impl ThreadServer {
         let stop = Arc::new(AtomicBool::new(false));
         let set: CpuSet = cpus.iter().copied().collect();
         let stop2 = stop.clone();
-        let (ok_tx, ok_rx) = std::sync::mpsc::sync_channel(1);
-        let acceptor = std::thread::Builder::new()
-            .name("smtlab-web-acc".into())
-            .spawn(move || {
-                if !set.is_empty()
-                    && let Err(e) = smtlab_placement::pin::pin_current_thread(&set)
-                {
-                    let _ = ok_tx.send(Err(io::Error::other(e.to_string())));
-                    return;
-                }
-                let _ = ok_tx.send(Ok(()));
-                accept_loop(listener, Arc::new(docs), opts, &stop2);
-            })?;
-        ok_rx
-            .recv()
-            .map_err(|_| io::Error::other("acceptor ended before starting"))??;
+        let acceptor = crate::net::spawn_on(&set, "smtlab-web-acc".into(), move || {
+            accept_loop(listener, Arc::new(docs), opts, &stop2);
+        })?;
         Ok(ThreadServer {
             addr,
             stop,
