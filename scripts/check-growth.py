@@ -31,12 +31,27 @@ RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")
 TRIVIAL = re.compile(r"^(\}|\{|\)|\];?|\);?|\},?|\)\)?;?|\}\)?;?|else \{|\} else \{|Ok\(\(\)\)|None|_ => \{\}|)$")
 
 
+TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))? )?mod (\w+);")
+
+
 def production_files(root="crates"):
+    """Source files outside tests, benches and test modules (`tests.rs`, `testutil.rs`,
+    and any file a `#[cfg(test)] mod name;` declares)."""
+    paths = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if d not in ("tests", "benches", "target", "fuzz")]
-        for name in filenames:
-            if name.endswith(".rs") and name not in ("tests.rs", "testutil.rs"):
-                yield os.path.join(dirpath, name)
+        paths += [os.path.join(dirpath, n) for n in filenames if n.endswith(".rs")]
+    test_only = set()
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            declared = TEST_MODULE.findall(f.read())
+        stem, name = os.path.splitext(path)[0], os.path.basename(path)
+        here = os.path.dirname(path) if name in ("lib.rs", "main.rs", "mod.rs") else stem
+        for module in declared:
+            test_only |= {os.path.join(here, module + ".rs"), os.path.join(here, module, "mod.rs")}
+    for path in paths:
+        if os.path.basename(path) not in ("tests.rs", "testutil.rs") and path not in test_only:
+            yield path
 
 
 def production_lines(path):
