@@ -711,6 +711,16 @@ impl FakeBackend {
             sampler_log: Arc::default(),
         }
     }
+
+    /// The counter group opened on the calling thread, if any.
+    pub fn source_of_this_thread(&self) -> Option<SharedFake> {
+        let me = std::thread::current().id();
+        let opened = self.opened.lock().ok()?;
+        opened
+            .iter()
+            .find(|(t, _)| *t == me)
+            .map(|(_, s)| Arc::clone(s))
+    }
 }
 
 struct SharedSource(SharedFake);

@@ -42,14 +42,8 @@ fn the_window_is_the_stretches_between_resume_and_pause() {
     let backend = FakeBackend::new(values, Some(series()), Arc::clone(&clock));
     let cpus = CpuSet::from_iter([0]);
     let mut c = CellCounting::begin_with(&CountingSetup::fake(), &backend, &cpus, None);
-    let me = std::thread::current().id();
     let source = backend
-        .opened
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(t, _)| *t == me)
-        .map(|(_, s)| Arc::clone(s))
+        .source_of_this_thread()
         .expect("opened on this thread");
     assert!(
         !source.lock().unwrap().running,

@@ -14,22 +14,12 @@ use smtlab_model::{
     ValueKind,
 };
 use smtlab_placement::ClientRule;
-use smtlab_runner::counting::{CountingSetup, FakeBackend, SharedFake};
+use smtlab_runner::counting::{CountingSetup, FakeBackend};
 use smtlab_runner::session::{CellPlan, Counting, Group, Measured, Session, SessionObserver};
 use smtlab_runner::{FakeClock, Overheads, RunConfig};
 
 /// What happened, in order, across all cells.
 type Log = Arc<Mutex<Vec<String>>>;
-
-/// The counter group `b` opened on the calling thread, if any.
-fn source_of_this_thread(b: &FakeBackend) -> Option<SharedFake> {
-    let me = std::thread::current().id();
-    let opened = b.opened.lock().ok()?;
-    opened
-        .iter()
-        .find(|(t, _)| *t == me)
-        .map(|(_, s)| Arc::clone(s))
-}
 
 fn log(l: &Log, s: String) {
     l.lock().unwrap().push(s);
@@ -110,7 +100,9 @@ impl Benchmark for FakeBench {
 impl Instance for FakeInstance {
     fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
         let counting = self.backend.as_ref().map(|b| {
-            let own = source_of_this_thread(b).is_some_and(|s| s.lock().unwrap().running);
+            let own = b
+                .source_of_this_thread()
+                .is_some_and(|s| s.lock().unwrap().running);
             let others = b
                 .opened
                 .lock()
