@@ -71,6 +71,16 @@ impl ClientSide {
         }
     }
 
+    /// Another client side on the same CPUs (or the same agents) with a spawner of its
+    /// own: the load of a second server workload in one cell (a co-run partner), whose
+    /// processes must live exactly as long as that workload's instance.
+    pub fn like(&self) -> io::Result<ClientSide> {
+        match &self.remote {
+            Some(remote) => Ok(ClientSide::remote(remote.clone())),
+            None => ClientSide::start(self.cpus.clone()),
+        }
+    }
+
     /// The agents of a remote client side.
     pub fn remote_clients(&self) -> Option<&smtlab_placement::RemoteClients> {
         self.remote.as_ref()

@@ -265,6 +265,64 @@ fn predict_measures_profiles_here_and_stores_every_cell() {
 }
 
 #[test]
+fn predict_measures_a_server_under_load_beside_a_ruler_and_a_ruler_beside_it() {
+    // The client side shares the last CPU (where a co-run partner also runs): a machine
+    // of two CPUs has no other.
+    let allowed: Vec<u32> = smtlab_placement::pin::get_affinity(0)
+        .unwrap()
+        .iter()
+        .collect();
+    let [_, .., last] = allowed.as_slice() else {
+        eprintln!("skipped: a co-run needs two CPUs");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let out = smtlab()
+        .args(["predict", "tcp-rr", "--cmd", "t=true", "--rulers", "int"])
+        .args([
+            "--quick",
+            "--json",
+            "--forms",
+            "cores",
+            "--param",
+            "duration=5ms",
+        ])
+        .args(["--client-cpus", &last.to_string(), "--client-share", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json = smtlab()
+        .args(["report", "latest", "--json", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let run: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(run["skipped"].as_array().unwrap().is_empty(), "{run}");
+    let cells = run["cells"].as_array().unwrap();
+    let beside = |bench: &str, partner: &str| {
+        cells.iter().find(|c| {
+            c["benchmark"] == bench
+                && c["conditions"]["partner"] == partner
+                && c["conditions"]["form"] == "cores"
+        })
+    };
+    // The server beside the ruler, and the ruler beside the server under load: the
+    // partner's side of that cell has the server's own figure, its load having run.
+    assert!(beside("tcp-rr", "ruler:int").is_some(), "{run}");
+    let ruler = beside("int-ops", "tcp-rr").expect("the ruler beside the server");
+    let samples = ruler["result"]["samples"].as_array().unwrap();
+    assert!(
+        samples
+            .iter()
+            .any(|s| s["metrics"]["partner_value"].as_f64() > Some(0.0)),
+        "{ruler}"
+    );
+}
+
+#[test]
 fn bad_input_is_a_one_line_error() {
     for args in [
         vec!["corun", "no-such-bench"],

@@ -54,9 +54,10 @@ pub struct PlanKeys {
     pub contentiousness: Vec<PairKeys>,
     pub training: Vec<PairKeys>,
     pub held_out: Vec<PairKeys>,
-    /// The workloads that are servers under load: measured, never a partner, so no
-    /// contentiousness of theirs is read, not even a partner-only ruler's side.
-    pub servers: Vec<String>,
+    /// The workloads no cell has as its partner: server workloads in a run stored
+    /// before a server could be a partner. No contentiousness of theirs is read, not
+    /// even a partner-only ruler's side, so nothing is predicted beside them.
+    pub never_partners: Vec<String>,
 }
 
 /// The partner name of a ruler in its cells' conditions, apart from workload names.

@@ -328,7 +328,7 @@ pub fn profiles(
 /// The features of A beside B in `form`, and the rulers for which A's sensitivity or
 /// B's contentiousness is missing (not measured, or held back): such a ruler adds
 /// nothing (its feature is 0). `None` where A or B has no profile, or no ruler has both
-/// figures (B a server, never a partner; or every figure held back): the model could
+/// figures (B never a partner; or every figure held back): the model could
 /// only say "no interference", and a measured pair of it would teach the fit nothing.
 pub fn pair_features(
     profiles: &[Profile],
@@ -410,7 +410,7 @@ pub fn fit_form(
 }
 
 /// A predicted entry of the matrix: A's slowdown beside B and the pair's combined speed
-/// (none where B beside A cannot be predicted: A a server workload, never a partner).
+/// (none where B beside A cannot be predicted: A never a partner).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictedPair {
     pub a: String,
@@ -501,7 +501,8 @@ pub fn analyse(plan: &PlanKeys, cells: &[CellRecord], run: i64) -> ProfileDoc {
     let cont = measure_pairs(cells, &plan.contentiousness);
     // A partner-only ruler's contentiousness: the partner's side of its sensitivity pairs.
     let partner_only = |m: &&PairMeasure| {
-        plan.rulers.iter().any(|r| r.partner_only && r.name == m.b) && !plan.servers.contains(&m.a)
+        plan.rulers.iter().any(|r| r.partner_only && r.name == m.b)
+            && !plan.never_partners.contains(&m.a)
     };
     let cont_all: Vec<PairMeasure> = cont
         .iter()

@@ -5,11 +5,12 @@
 //!
 //! * **steal**: the steal ticks of the cell's CPUs in `/proc/stat`;
 //! * **other processes**: the busy ticks (user, nice, system, irq, softirq) of the
-//!   cell's CPUs minus the CPU time of every thread of smtlab's own process in the
-//!   same windows. An approximation: smtlab's threads are taken to have run on the
-//!   cell's CPUs (those that ran elsewhere make the figure smaller, never larger), and
-//!   it is only given where the cell's work ran on smtlab's own threads (a child
-//!   process's or a server's CPU time could not be told from another process's);
+//!   cell's CPUs minus the CPU time of every thread of smtlab's own process and of its
+//!   child processes (a command, a server's processes, a co-run partner's, a load
+//!   generator; living and reaped, in ticks) in the same windows. An approximation:
+//!   smtlab's threads and children are taken to have run on the cell's CPUs (those that
+//!   ran elsewhere make the figure smaller, never larger), and it is only given where
+//!   the cell's work ran on them (the time a sample reports is nearly all theirs);
 //! * **smtlab's own non-measuring time**: the CPU time of smtlab's threads other than
 //!   the cell's measuring ones (the cell's thread and the threads born while it was
 //!   prepared), from `/proc/self/task/*/schedstat`.
@@ -49,6 +50,9 @@ pub struct Reading {
     pub cpus: BTreeMap<u32, CpuTicks>,
     /// `None` where the threads' times could not be read.
     pub threads: Option<BTreeMap<u32, u64>>,
+    /// This process's descendants, living and reaped ([`Machine::own_children_cpu_ns`]);
+    /// `None` where it cannot be read (then they count as other processes).
+    pub children_ns: Option<u64>,
 }
 
 /// Sums over the windows of one round.
@@ -98,12 +102,21 @@ impl Stretch {
             (None, Some(p)) if first => Some(p),
             _ => None,
         };
-        let all = deltas.as_ref().map(|d| d.iter().map(|(_, ns)| ns).sum());
+        // smtlab's child processes (a command, a server's or a partner's processes, a
+        // load generator) do the cell's work, as its measuring threads do.
+        let children = match (before.children_ns, after.children_ns) {
+            (Some(b), Some(a)) => a.saturating_sub(b),
+            _ => 0,
+        };
+        let all = deltas
+            .as_ref()
+            .map(|d| d.iter().map(|(_, ns)| ns).sum::<u64>() + children);
         let own = deltas.as_ref().map(|d| {
             d.iter()
                 .filter(|(tid, _)| measuring.contains(tid))
                 .map(|(_, ns)| ns)
-                .sum()
+                .sum::<u64>()
+                + children
         });
         self.smtlab_ns = sum(self.smtlab_ns, all);
         self.measuring_ns = sum(self.measuring_ns, own);
@@ -117,8 +130,8 @@ impl Stretch {
             (Some(all), Some(own)) => Some(all.saturating_sub(own)),
             _ => None,
         };
-        // The work's CPU time is (nearly) all on the measuring threads: nothing of it
-        // ran in another process, so what is busy beyond smtlab's threads is foreign.
+        // The work's CPU time is (nearly) all on the measuring threads and smtlab's
+        // children: none of it ran elsewhere, so what is busy beyond them is foreign.
         let in_process = match (sample_cpu_ns, self.measuring_ns) {
             (Some(work), Some(own)) => work > 0 && own as f64 >= 0.9 * work as f64,
             _ => false,
@@ -187,6 +200,7 @@ impl<'a> Probe<'a> {
             at_ns: self.clock.now_ns(),
             cpus: self.machine.cpu_times()?,
             threads: self.machine.own_threads_cpu_ns(),
+            children_ns: self.machine.own_children_cpu_ns(),
         })
     }
 
@@ -240,6 +254,7 @@ mod tests {
             at_ns,
             cpus: cpus.iter().map(|&(c, b, s)| (c, ticks(b, s))).collect(),
             threads: Some(threads.iter().copied().collect()),
+            children_ns: None,
         }
     }
 
@@ -285,10 +300,46 @@ mod tests {
         let after = reading(1_000_000_000, &[(0, 100, 0)], &[(1, 1_000_000)]);
         let mut s = Stretch::default();
         s.add_window(&before, &after, &cpus, &BTreeSet::from([1]));
-        // The samples say 0.9 s of work, the measuring thread ran 1 ms: a child process.
+        // The samples say 0.9 s of work, the measuring thread ran 1 ms: a process
+        // smtlab's children's times do not show.
         let d = s.disturbance(1, 10_000_000, Some(900_000_000));
         assert_eq!(d.foreign_ns, None);
         assert_eq!(d.reason(), None);
+    }
+
+    #[test]
+    fn smtlabs_child_processes_do_the_cells_work_and_are_not_other_processes() {
+        let cpus = CpuSet::parse_list("0").unwrap();
+        let mut before = reading(0, &[(0, 0, 0)], &[(1, 0)]);
+        let mut after = reading(1_000_000_000, &[(0, 100, 0)], &[(1, 10_000_000)]);
+        // A command (or a partner's) ran 0.9 s in smtlab's children.
+        before.children_ns = Some(50_000_000);
+        after.children_ns = Some(950_000_000);
+        let mut s = Stretch::default();
+        s.add_window(&before, &after, &cpus, &BTreeSet::from([1]));
+        let d = s.disturbance(1, 10_000_000, Some(900_000_000));
+        // 1 s busy - 0.91 s of smtlab's thread and children.
+        assert_eq!(d.foreign_ns, Some(90_000_000));
+        assert_eq!(d.smtlab_other_ns, Some(0));
+        assert_eq!(d.reason().as_deref(), Some("other processes 9.0%"));
+    }
+
+    #[test]
+    fn this_process_counts_the_cpu_time_of_the_children_it_reaped() {
+        let machine = crate::machine::RealMachine;
+        let Some(before) = machine.own_children_cpu_ns() else {
+            eprintln!("skipped: proc/self/stat cannot be read here");
+            return;
+        };
+        // A child that spins about 0.3 s of CPU, then is reaped.
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let after = machine.own_children_cpu_ns().unwrap();
+        let spun = std::time::Duration::from_nanos(after - before);
+        assert!(spun.as_millis() >= 20, "{spun:?}");
     }
 
     #[test]

@@ -146,6 +146,34 @@ pub trait Machine: Sync {
         read_task_schedstats(&self.root().join("proc/self/task"))
     }
 
+    /// The CPU time of this process's descendants in nanoseconds: each living one's
+    /// `utime + stime + cutime + cstime` (`proc/PID/stat`, found through
+    /// `proc/*/task/*/children`) and this process's `cutime + cstime` (those it reaped,
+    /// with what they had reaped), in ticks; `None` where `proc/self/stat` cannot be
+    /// read. A descendant reaped by no one (its parent ignores SIGCHLD) drops out.
+    fn own_children_cpu_ns(&self) -> Option<u64> {
+        let proc = self.root().join("proc");
+        let stat = |pid: &str, from: usize| -> Option<u64> {
+            let text = std::fs::read_to_string(proc.join(pid).join("stat")).ok()?;
+            let rest = &text[text.rfind(')')? + 1..];
+            // Fields 14-17 of proc(5), counted from field 3 after the name.
+            let fields: Vec<u64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(4)
+                .map(|f| f.parse().unwrap_or(0))
+                .collect();
+            Some(fields.iter().skip(from).sum())
+        };
+        let reaped = stat("self", 2)?;
+        let tree = smtlab_control::coresched::own_tree(&proc);
+        let living: u64 = tree[1..]
+            .iter()
+            .filter_map(|p| stat(&p.to_string(), 0))
+            .sum();
+        Some((reaped + living).saturating_mul(self.tick_ns()))
+    }
+
     /// One `proc/stat` tick in nanoseconds (USER_HZ; 10 ms on every usual kernel).
     fn tick_ns(&self) -> u64 {
         1_000_000_000 / smtlab_counters::procstat::user_hz()

@@ -7,7 +7,8 @@
 //! an ordinary [`Benchmark`] whose samples are A's: its `prepare` prepares A on the
 //! placement's first CPU and starts a [`Partner`] thread that prepares B on the
 //! placement's other CPUs (a benchmark of `threads=auto` runs a worker on each) and
-//! samples it in a loop. The partner only runs while A samples ([`Partner::begin`] ..
+//! samples it in a loop (a server workload as the partner drives its load from a
+//! [`ClientSide`] of its own on the cell's client CPUs). The partner only runs while A samples ([`Partner::begin`] ..
 //! [`Partner::end`]), so cells
 //! of the same workload in different [`Form`](smtlab_model::keys::Form)s can be interleaved
 //! (`smtlab_runner::session`) without one cell's partner disturbing another cell's samples:
@@ -34,6 +35,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use smtlab_bench::client::ClientSide;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
 use smtlab_model::stats;
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
@@ -212,13 +214,15 @@ pub type Prepare = Box<dyn FnOnce() -> Result<Box<dyn Instance>, BenchError> + S
 impl Partner {
     /// Starts `bench` prepared on a placement of exactly `cpus` (its thread pinned to
     /// them too: a benchmark of `threads=auto` runs a worker on each), calibrates its
-    /// sample length and parks it until [`Partner::begin`].
+    /// sample length and parks it until [`Partner::begin`]. A server workload drives
+    /// its load from `client`, which lives as long as its instance.
     pub fn start(
         bench: Arc<dyn Benchmark>,
         params: Params,
         cpus: &[u32],
         base: &ResolvedPlacement,
         topo: &Topology,
+        client: Option<ClientSide>,
     ) -> Result<Partner, BenchError> {
         let info = bench.info();
         let placement = side(cpus, base, topo);
@@ -232,9 +236,16 @@ impl Partner {
                 params: &params,
                 placement: &placement,
                 topology: &topo,
-                client: None,
+                client: client.as_ref(),
             };
-            bench.prepare(&ctx)
+            let instance = bench.prepare(&ctx)?;
+            Ok(match client {
+                Some(client) => Box::new(Served {
+                    instance,
+                    _client: client,
+                }),
+                None => instance,
+            })
         });
         Partner::spawn(info, prepare)
     }
@@ -341,6 +352,24 @@ impl Drop for Partner {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A server workload's instance with the client side its load runs from.
+struct Served {
+    // Fields drop in declaration order: the instance (which stops its load) before the
+    // client side (whose spawner ties the load's processes to it).
+    instance: Box<dyn Instance>,
+    _client: ClientSide,
+}
+
+impl Instance for Served {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        self.instance.sample(iterations)
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.instance.fixed_iterations()
     }
 }
 
@@ -464,10 +493,19 @@ impl Benchmark for CoRun {
         self.a.info()
     }
 
-    /// A server workload as A keeps its client side (the session places and starts it;
-    /// `prepare` hands it to A). The partner never has one.
+    /// A server workload keeps its client side, as A or as the partner: the session
+    /// places and starts it, and `prepare` hands it to A or a copy on the same CPUs to
+    /// the partner. Two server workloads in one co-run are not measured.
     fn client_side(&self) -> bool {
-        self.a.client_side()
+        self.a.client_side() || self.partner_is_server()
+    }
+
+    /// Whether the server workload's client side may run on other hosts.
+    fn remote_clients(&self) -> bool {
+        match &self.partner {
+            Some(p) if p.bench.client_side() => p.bench.remote_clients(),
+            _ => self.a.remote_clients(),
+        }
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
@@ -494,6 +532,7 @@ impl Benchmark for CoRun {
                     others,
                     ctx.placement,
                     ctx.topology,
+                    self.partner_client(ctx)?,
                 )?)
             }
         };
@@ -512,6 +551,29 @@ impl Benchmark for CoRun {
             fixed,
             partner_reference: self.partner_reference,
         }))
+    }
+}
+
+impl CoRun {
+    fn partner_is_server(&self) -> bool {
+        self.partner.as_ref().is_some_and(|p| p.bench.client_side())
+    }
+
+    /// A server partner's own client side, on the CPUs the session placed for the cell.
+    fn partner_client(&self, ctx: &BenchContext<'_>) -> Result<Option<ClientSide>, BenchError> {
+        if !self.partner_is_server() {
+            return Ok(None);
+        }
+        let bench = self.a.info().name;
+        if self.a.client_side() {
+            return Err(BenchError::unsupported(
+                &bench,
+                "beside a server workload as the partner: two client sides in one co-run are not measured",
+            ));
+        }
+        let like = ctx.client_side(&bench)?.like();
+        like.map(Some)
+            .map_err(|e| BenchError::io(&bench, "cannot start the partner's client side", e))
     }
 }
 

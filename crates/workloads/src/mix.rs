@@ -202,6 +202,7 @@ impl Benchmark for Mix {
                 &[cpu],
                 ctx.placement,
                 ctx.topology,
+                None,
             )?;
             running.push(Running {
                 name: p.name.clone(),

@@ -104,7 +104,7 @@ pub fn section(doc: &ProfileDoc, measured: &[Entry]) -> String {
                             Some(svg) => (PreEscaped(svg)),
                             None => p class="muted" { "No model in this form." },
                         }
-                        figcaption { "predicted (-: not predicted: the partner is a server workload, or no ruler has figures for the pair)" }
+                        figcaption { "predicted (-: not predicted: the partner was never measured as one, or no ruler has figures for the pair)" }
                     }
                     figure {
                         @if let Some(svg) = meas { (PreEscaped(svg)) }

@@ -130,13 +130,13 @@ pub fn plan_keys(r: &RunResults) -> Option<PlanKeys> {
                 .extend(pair_keys(bench, partner, direction(partner), cells));
         }
     }
-    // A server is never anyone's partner.
+    // A server workload was no one's partner in a run stored before a server could be.
     let partner = |w: &String| {
         r.cells
             .iter()
             .any(|c| c.conditions.partner.as_ref() == Some(w))
     };
-    keys.servers = keys
+    keys.never_partners = keys
         .workloads
         .iter()
         .filter(|w| !partner(w))

@@ -162,7 +162,8 @@ fn demo(training: &[(usize, usize)], held_out: &[(usize, usize)]) -> (PlanKeys, 
 
 #[test]
 fn a_workload_never_a_partner_is_predicted_only_beside_the_others() {
-    // w3 as a server workload: beside the rulers, never their partner.
+    // w3 as a server workload of a run stored before a server could be a partner:
+    // beside the rulers, never their partner.
     let (mut plan, cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[]);
     plan.contentiousness.retain(|k| k.b != "w3");
     let doc = analyse(&plan, &cells, 1);
@@ -184,7 +185,7 @@ fn a_workload_never_a_partner_is_predicted_only_beside_the_others() {
     assert!(!lines.contains("w3"), "{lines}");
     let note = text::missing_note(&doc.predictions, Form::Cores).unwrap();
     assert!(
-        note.starts_with("- not predicted: the partner is a server workload"),
+        note.starts_with("- not predicted: the partner was never measured as one"),
         "{note}"
     );
     let (plan, cells) = demo(&[(0, 1), (0, 2), (1, 1)], &[]);
@@ -293,9 +294,10 @@ fn a_partner_only_ruler_is_read_from_the_partner_side_of_its_cells() {
     for (w, t) in m.weights.iter().zip(TRUE_WEIGHTS) {
         assert!((w - t).abs() < 0.05, "{:?}", m.weights);
     }
-    // A server is never a partner: not even this ruler's side makes it one.
+    // A workload never a partner (a server, stored before a server could be one): not
+    // even this ruler's side makes it one.
     let mut as_server = plan.clone();
-    as_server.servers = vec!["w3".into()];
+    as_server.never_partners = vec!["w3".into()];
     as_server.contentiousness.retain(|k| k.b != "w3");
     let doc_s = analyse(&as_server, &cells, 1);
     let w3 = doc_s.profiles.iter().find(|p| p.workload == "w3").unwrap();
@@ -581,13 +583,14 @@ fn a_stored_run_gives_back_its_pairs_by_role_and_its_model() {
     let mut other = r.clone();
     other.run.suite = Some("corun".into());
     assert!(stored::plan_keys(&other).is_none());
-    // A workload never anyone's partner was a server under load.
-    assert!(keys.servers.is_empty());
+    // A workload never anyone's partner: a server of a run stored before a server
+    // could be a partner.
+    assert!(keys.never_partners.is_empty());
     let mut served = r.clone();
     served
         .cells
         .retain(|c| c.conditions.partner.as_deref() != Some("wb"));
-    assert_eq!(stored::plan_keys(&served).unwrap().servers, ["wb"]);
+    assert_eq!(stored::plan_keys(&served).unwrap().never_partners, ["wb"]);
 }
 
 #[test]

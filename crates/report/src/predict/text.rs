@@ -139,7 +139,7 @@ pub fn missing_note(pairs: &[PredictedPair], form: Form) -> Option<String> {
     let of_form = || pairs.iter().filter(|p| p.form == form);
     let n = crate::first_seen(of_form().map(|p| p.a.as_str())).len();
     (of_form().count() < n * n).then(|| {
-        "- not predicted: the partner is a server workload (never a partner), or no ruler has figures for the pair".to_string()
+        "- not predicted: the partner was never measured as one (a server workload of an older run), or no ruler has figures for the pair".to_string()
     })
 }
 

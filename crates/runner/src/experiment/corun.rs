@@ -49,7 +49,7 @@ impl Workload {
 
     /// Catalog benchmark `name` with the `defaults` it declares, then the `given`
     /// parameters it declares (others are for other workloads). Not a server workload:
-    /// a co-run partner has no client side.
+    /// `corun` and `penalty` place no client side.
     pub fn catalog(
         name: &str,
         given: &[String],
@@ -64,8 +64,8 @@ impl Workload {
         Ok(w)
     }
 
-    /// Whether it is a server workload, driven by a client side: then it is only ever
-    /// the measured workload of a pair, never the partner.
+    /// Whether it is a server workload, driven by a client side (as the measured
+    /// workload or as the partner); two of them are never paired.
     pub fn is_server(&self) -> bool {
         self.bench.client_side()
     }

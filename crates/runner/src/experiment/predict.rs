@@ -380,11 +380,6 @@ pub fn plan(
         workloads: names.clone(),
         rulers: rulers.iter().map(Ruler::spec).collect(),
         forms: forms.iter().map(|f| f.0).collect(),
-        servers: workloads
-            .iter()
-            .filter(|w| w.is_server())
-            .map(Workload::name)
-            .collect(),
         ..PlanKeys::default()
     };
     for (w, name) in workloads.iter().zip(&names) {
@@ -394,8 +389,8 @@ pub fn plan(
             keys.sensitivity
                 .push(b.add((name, w), (r.name, &r.workload), &stored, partners));
             // A partner-only ruler's contentiousness is the partner's side of those
-            // cells; a server workload is never a partner: its load needs a client side.
-            if partners.is_none() && !w.is_server() {
+            // cells. A server workload as the partner brings its client side along.
+            if partners.is_none() {
                 keys.contentiousness
                     .push(b.add((r.name, &r.workload), (name, w), name, None));
             }

@@ -307,7 +307,15 @@ fn a_partner_over_two_cpus_runs_a_worker_on_each() {
         placed: Arc::default(),
     };
     let (workers, placed) = (Arc::clone(&probe.workers), Arc::clone(&probe.placed));
-    let partner = Partner::start(Arc::new(probe), Params::default(), &cpus, &base, &topo).unwrap();
+    let partner = Partner::start(
+        Arc::new(probe),
+        Params::default(),
+        &cpus,
+        &base,
+        &topo,
+        None,
+    )
+    .unwrap();
     let mut seen = workers.lock().unwrap().clone();
     seen.sort();
     assert_eq!(seen, [(0, vec![cpus[0]]), (1, vec![cpus[1]])]);
@@ -405,4 +413,121 @@ fn a_sample_beside_a_partner_of_long_samples_holds_several_of_them() {
     // A partner cut to short samples leaves A to the runner's calibration, or its own.
     assert_eq!(fixed_beside(200_000, None), None);
     assert_eq!(fixed_beside(200_000, Some(3)), Some(3));
+}
+
+/// A server workload of a test: it needs a client side, starts a client thread from it
+/// and records the client CPUs it was given; each sample asks that thread for a reply.
+struct FakeServer {
+    client_cpus: Arc<std::sync::Mutex<Vec<u32>>>,
+}
+
+struct FakeServerInstance {
+    ask: std::sync::mpsc::Sender<std::sync::mpsc::SyncSender<()>>,
+}
+
+impl Instance for FakeServerInstance {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.ask.send(tx).expect("the client thread runs");
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the client thread replies");
+        Ok(RawSample {
+            elapsed_ns: 3_000_000,
+            work: iterations as f64,
+            ..RawSample::default()
+        })
+    }
+    fn fixed_iterations(&self) -> Option<u64> {
+        Some(1)
+    }
+}
+
+impl Benchmark for FakeServer {
+    fn info(&self) -> BenchInfo {
+        info("served", Direction::Higher, ValueKind::Rate { scale: 1.0 })
+    }
+    fn client_side(&self) -> bool {
+        true
+    }
+    fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
+        let client = ctx.client_side("served")?;
+        *self.client_cpus.lock().unwrap() = client.cpus().iter().collect();
+        let (ask, asked) = std::sync::mpsc::channel::<std::sync::mpsc::SyncSender<()>>();
+        client
+            .spawn("served-client", None, move || {
+                for reply in asked {
+                    let _ = reply.send(());
+                }
+            })
+            .map_err(|e| BenchError::io("served", "client thread", e))?;
+        Ok(Box::new(FakeServerInstance { ask }))
+    }
+}
+
+#[test]
+fn a_server_partner_drives_its_load_from_a_client_side_of_its_own() {
+    let Some((a, b, topo)) = two_cpus() else {
+        return;
+    };
+    let placement = placement_of("corun-cores", &[a, b], &topo);
+    let client_cpus = Arc::default();
+    let server = || FakeServer {
+        client_cpus: Arc::clone(&client_cpus),
+    };
+    let beside = |a_bench: Arc<dyn Benchmark>| CoRun {
+        a: a_bench,
+        partner: Some(PartnerSpec {
+            bench: Arc::new(server()),
+            params: Params::default(),
+        }),
+        fixed_iterations: None,
+        partner_reference: false,
+    };
+    let ruler = || -> Arc<dyn Benchmark> {
+        Arc::new(Timed {
+            ns: 1_000,
+            fixed: None,
+            sleeps: false,
+        })
+    };
+    let corun = beside(ruler());
+    assert!(
+        corun.client_side(),
+        "the session must place the partner's load"
+    );
+    let params = Params::default();
+    let ctx = |client| BenchContext {
+        params: &params,
+        placement: &placement,
+        topology: &topo,
+        client,
+    };
+    // Without a client side the partner cannot start, and the cell says why.
+    let Err(e) = corun.prepare(&ctx(None)) else {
+        panic!("a server partner prepared without a client side");
+    };
+    assert!(
+        e.to_string()
+            .contains(smtlab_bench::client::NEEDS_CLIENT_SIDE),
+        "{e}"
+    );
+    let session = ClientSide::start(std::iter::once(a).collect()).unwrap();
+    let mut inst = corun.prepare(&ctx(Some(&session))).unwrap();
+    assert_eq!(*client_cpus.lock().unwrap(), [a], "the cell's client CPUs");
+    // The server's samples (3 ms: long) hold A's to five of them, and each of the
+    // partner's samples reached its client thread.
+    let n = inst
+        .fixed_iterations()
+        .expect("held to the server's samples");
+    assert!(n * 1_000 >= 5 * 3_000_000, "{n}");
+    let raw = inst.sample(n).unwrap();
+    assert!(raw.metrics.contains_key(PARTNER_SAMPLES), "{raw:?}");
+    drop(inst);
+    // The copy was the partner's own: the session's client side still runs jobs.
+    session.spawn("after", None, || ()).unwrap().join().unwrap();
+    // Two servers in one co-run: one line, not a shared client side.
+    let Err(e) = beside(Arc::new(server())).prepare(&ctx(Some(&session))) else {
+        panic!("two servers in one co-run");
+    };
+    assert!(e.to_string().contains("two client sides"), "{e}");
 }

@@ -47,24 +47,14 @@ pub(super) fn tree(root: libc::pid_t, known: &mut Vec<libc::pid_t>) {
     if !known.contains(&root) {
         known.push(root);
     }
-    while i < known.len() {
-        let pid = known[i];
+    while i < known.len() && known.len() <= 4096 {
+        let pid = known[i] as u32;
         i += 1;
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Ok(children) = std::fs::read_to_string(t.path().join("children")) else {
-                continue;
-            };
-            for c in children.split_whitespace().filter_map(|c| c.parse().ok()) {
-                if !known.contains(&c) {
-                    known.push(c);
-                }
+        for c in smtlab_control::coresched::children(std::path::Path::new("/proc"), pid) {
+            let c = c as libc::pid_t;
+            if !known.contains(&c) {
+                known.push(c);
             }
-        }
-        if known.len() > 4096 {
-            break;
         }
     }
 }

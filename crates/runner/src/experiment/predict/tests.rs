@@ -262,7 +262,7 @@ fn dram_wide_is_left_out_by_default_where_its_partner_is_one_cpu() {
 }
 
 #[test]
-fn a_server_workload_is_measured_beside_the_rulers_and_never_as_a_partner() {
+fn a_server_workload_is_a_ruler_s_partner_but_never_paired_with_another_server() {
     let t = topo();
     let (pair, forms) = two_forms(&t);
     let server = |name| Workload::any(name, &[], &[("threads", "1")]).unwrap();
@@ -275,30 +275,45 @@ fn a_server_workload_is_measured_beside_the_rulers_and_never_as_a_partner() {
         seed: 3,
     };
     let p = plan(&ws, &rs, &forms, &pair, &t, choice).unwrap();
-    assert_eq!(p.keys.servers, ["web-static", "tbench"]);
-    // Every workload beside every ruler; only mem-read is a ruler's partner.
+    assert!(p.keys.never_partners.is_empty());
+    // Every workload beside every ruler, and every ruler beside every workload.
     assert_eq!(p.keys.sensitivity.len(), 6);
+    assert_eq!(p.keys.contentiousness.len(), 6);
     let partners: BTreeSet<&str> = p
         .keys
         .contentiousness
         .iter()
         .map(|k| k.b.as_str())
         .collect();
-    assert_eq!(partners, BTreeSet::from(["mem-read"]));
+    assert_eq!(
+        partners,
+        BTreeSet::from(["mem-read", "tbench", "web-static"])
+    );
     // The pairs that can be measured: a server with mem-read (the server measured) and
     // mem-read with itself; two servers never.
     assert_eq!(p.keys.training.len(), 3, "{:?}", p.keys.training);
     for k in &p.keys.training {
         assert_eq!(k.b, "mem-read", "{} measured beside {}", k.a, k.b);
     }
-    assert!(
-        p.groups
-            .iter()
-            .flatten()
-            .all(|c| smtlab_bench::Benchmark::client_side(&c.corun)
-                == ["web-static", "tbench"].contains(&c.key.benchmark.as_str())),
-        "a server's cells need its client side"
-    );
+    let is_server =
+        |name: Option<&str>| name.is_some_and(|n| ["web-static", "tbench"].contains(&n));
+    for c in p.groups.iter().flatten() {
+        let a = is_server(Some(&c.key.benchmark));
+        let partner = is_server(
+            c.corun
+                .partner
+                .as_ref()
+                .map(|b| b.bench.info().name)
+                .as_deref(),
+        );
+        assert!(!(a && partner), "two servers in {:?}", c.key);
+        assert_eq!(
+            smtlab_bench::Benchmark::client_side(&c.corun),
+            a || partner,
+            "a server's cells need its client side: {:?}",
+            c.key
+        );
+    }
     let too_many = Choice {
         train: Some(4),
         ..choice
