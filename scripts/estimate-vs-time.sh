@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# estimate-vs-time.sh: holds `smtlab run --dry-run`'s time estimate against the measured
-# wall time of the same run on this machine: the estimate ("about") should be within
-# TOLERANCE of the run's wall time, and the run should take no longer than the bound
-# ("at most").
+# estimate-vs-time.sh: holds `smtlab run --dry-run`'s (or `smtlab predict --dry-run`'s)
+# time estimate against the measured wall time of the same run on this machine: the
+# estimate ("about") should be within TOLERANCE of the run's wall time, and the run
+# should take no longer than the bound ("at most").
 #
 # Usage: scripts/estimate-vs-time.sh [RUN ARGS...]    (default: --suite quick)
+#        scripts/estimate-vs-time.sh predict [PREDICT ARGS...]
 # Environment:
 #   SMTLAB=path   smtlab binary (default: target/release/smtlab, built if missing)
 #   TOLERANCE=f   accepted relative difference of estimate and wall time (default 0.25)
 # Prints the estimate, the bound, the wall time and their ratio; then replays the live
 # time left from the run's printed cell lines against the real time left
-# (scripts/eta_replay.py). Exit status: 0 when both are within the tolerance, 1 outside,
+# (scripts/eta_replay.py; `run` only: predict shows no time left). Exit status: 0 when both are within the tolerance, 1 outside,
 # 2 if smtlab fails.
 set -euo pipefail
 
@@ -24,7 +25,12 @@ die() {
 if [[ ! -x "$SMTLAB" ]]; then
     (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
 fi
-[[ $# -gt 0 ]] || set -- --suite quick
+cmd=run
+if [[ ${1:-} == predict ]]; then
+    cmd=predict
+    shift
+fi
+[[ $# -gt 0 || $cmd == predict ]] || set -- --suite quick
 
 # `12.3 s`, `4m 10s` or `1h 02m` in seconds.
 seconds() {
@@ -36,13 +42,18 @@ seconds() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$SMTLAB" run "$@" --dry-run >"$tmp/plan.txt" 2>&1 || die "the dry run failed: $(tail -1 "$tmp/plan.txt")"
-line=$(grep -m1 '^time: about' "$tmp/plan.txt") || die "no time line in the dry run"
-about=$(sed -E 's/^time: about ([^,]+), at most ([^(]+) \(.*/\1/' <<<"$line")
-most=$(sed -E 's/^time: about ([^,]+), at most ([^(]+) \(.*/\2/' <<<"$line")
+"$SMTLAB" "$cmd" "$@" --dry-run >"$tmp/plan.txt" 2>&1 || die "the dry run failed: $(tail -1 "$tmp/plan.txt")"
+# The first `about X, at most Y` of the plan, its lines as one (a narrow terminal
+# wraps them).
+times=$(python3 -c 'import re, sys
+m = re.search(r"about ([^,]+), at most ([^(),]+)", " ".join(sys.stdin.read().split()))
+print(m.group(1).strip() + "|" + m.group(2).strip() if m else "")' <"$tmp/plan.txt")
+[[ -n $times ]] || die "no time line in the dry run"
+about=${times%|*}
+most=${times#*|}
 start=$(date +%s.%N)
 # Each output line with the seconds since the start, for the replay of the time left.
-python3 - "$tmp/run.txt" "$SMTLAB" run "$@" --db "$tmp/results.db" <<'EOF' || die "the run failed: $(tail -1 "$tmp/run.txt")"
+python3 - "$tmp/run.txt" "$SMTLAB" "$cmd" "$@" --db "$tmp/results.db" <<'EOF' || die "the run failed: $(tail -1 "$tmp/run.txt")"
 import subprocess, sys, time
 t0 = time.monotonic()
 with open(sys.argv[1], "w") as out:
@@ -57,5 +68,7 @@ awk -v a="$(seconds "$about")" -v m="$(seconds "$most")" -v s="$start" -v e="$en
     printf "estimate %.1f s, bound %.1f s, measured %.1f s: estimate/measured %.2f\n", a, m, w, a / w
     if (w > m) printf "the run took longer than its bound\n"
     exit ((a / w > 1 + tol || a / w < 1 - tol || w > m) ? 1 : 0) }' || status=1
-python3 "$ROOT/scripts/eta_replay.py" "$tmp/plan.txt" "$tmp/run.txt" "$TOLERANCE" || status=1
+if [[ $cmd == run ]]; then
+    python3 "$ROOT/scripts/eta_replay.py" "$tmp/plan.txt" "$tmp/run.txt" "$TOLERANCE" || status=1
+fi
 exit "${status:-0}"

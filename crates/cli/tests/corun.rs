@@ -199,6 +199,27 @@ fn predict_states_its_cost_and_measures_nothing_on_a_dry_run() {
         "{flat}"
     );
     assert!(flat.contains("cost: 22 cells"), "{flat}");
+    // The time: an estimate below its bound (cells stop before their most samples).
+    let seconds = |after: &str| {
+        let t = flat
+            .split(after)
+            .nth(1)?
+            .split([',', ')'])
+            .next()?
+            .trim()
+            .to_string();
+        match t.split_once("m ") {
+            Some((m, s)) => {
+                Some(m.parse::<f64>().ok()? * 60.0 + s.trim_end_matches('s').parse::<f64>().ok()?)
+            }
+            None => t.trim_end_matches(" s").parse().ok(),
+        }
+    };
+    let (about, most) = (seconds("cells (about "), seconds("at most "));
+    assert!(
+        matches!((about, most), (Some(a), Some(m)) if 0.0 < a && a < m),
+        "{flat}"
+    );
     assert!(
         flat.contains("against 8 cells for the whole 2 x 2 matrix"),
         "{flat}"

@@ -397,23 +397,37 @@ const EXPECTED_EXTRA_SHARE: f64 = 0.15;
 /// than its estimate).
 const CELL_START_NS: u64 = 25_000_000;
 
-/// Measured samples a cell is expected to take between its least and its most:
-/// placements that take turns keep pace with the slowest of them (a converged cell goes
-/// on sampling while another does not), so a group of them takes about the most (101
-/// of 147 quick cells on a busy 2-CPU machine did); a cell alone stops near its least.
-fn likely_samples(least: usize, most: usize, in_turn: bool) -> usize {
-    if in_turn {
-        most
-    } else {
-        least + ((most - least) as f64 * EXPECTED_EXTRA_SHARE).round() as usize
-    }
+/// How a cell takes its samples, which says how many of them it is likely to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Alone: it stops near its least.
+    Alone,
+    /// In turn with the other placements of its group: they keep pace with the slowest
+    /// of them (a converged cell goes on sampling while another does not), so each
+    /// takes about the most (101 of 147 quick cells on a busy 2-CPU machine did).
+    InTurn,
+    /// In turn within a co-run pair (A alone, A beside B): a third of the way from
+    /// its least to its most. In the default `predict` plan on a 2-CPU machine the 180
+    /// cells took a mean 11.9 samples between their 3 (or 5) and 30; 76 stopped at the
+    /// least, 32 at the most.
+    CoRun,
+}
+
+/// Measured samples a cell is expected to take between its least and its most.
+fn likely_samples(least: usize, most: usize, pace: Pace) -> usize {
+    let share = match pace {
+        Pace::Alone => EXPECTED_EXTRA_SHARE,
+        Pace::InTurn => 1.0,
+        Pace::CoRun => 1.0 / 3.0,
+    };
+    least + ((most - least) as f64 * share).round() as usize
 }
 
 /// The time one round of a cell takes: `(likely, max)` in nanoseconds, and its samples.
 /// The bound of a calibrated cell is its budget (it stops at most one sample past
 /// it), whatever its samples are expected to take: a sample of a many-threaded cell on
 /// a busy machine lasts far longer than its target.
-fn round_time(cost: &CellCost, cfg: &RunConfig, in_turn: bool) -> ((u64, u64), (usize, usize)) {
+fn round_time(cost: &CellCost, cfg: &RunConfig, pace: Pace) -> ((u64, u64), (usize, usize)) {
     let budget = cfg.max_cell_ns;
     let extra = u64::from(cfg.counters);
     match cost.sample_ns {
@@ -434,7 +448,7 @@ fn round_time(cost: &CellCost, cfg: &RunConfig, in_turn: bool) -> ((u64, u64), (
             let counted = |ns: u64| ns.saturating_add(t.saturating_mul(extra));
             (
                 (
-                    counted(at(likely_samples(least, most, in_turn))),
+                    counted(at(likely_samples(least, most, pace))),
                     counted(bound),
                 ),
                 (least, most),
@@ -453,11 +467,22 @@ fn round_time(cost: &CellCost, cfg: &RunConfig, in_turn: bool) -> ((u64, u64), (
             let most = within.clamp(least, cfg.max_samples.max(least));
             let at = |n: usize| s.saturating_mul(warm + n as u64 + extra);
             (
-                (at(likely_samples(least, most, in_turn)), at(most)),
+                (at(likely_samples(least, most, pace)), at(most)),
                 (least, most),
             )
         }
     }
+}
+
+/// The time one round of a cell of `cost` takes, its setup and start included:
+/// `(likely, max)` in nanoseconds, and its measured samples (least, most).
+pub fn cell_time(cost: &CellCost, cfg: &RunConfig, pace: Pace) -> ((u64, u64), (usize, usize)) {
+    let ((likely, max), samples) = round_time(cost, cfg, pace);
+    let whole = |t: u64| {
+        t.saturating_add(cost.setup_ns)
+            .saturating_add(CELL_START_NS)
+    };
+    ((whole(likely), whole(max)), samples)
 }
 
 /// Resolves the plan `cells` against `benches` and `topo` with the settings `cfg`:
@@ -489,17 +514,20 @@ pub fn estimate(
                 }),
         };
         // Interleaved placements take turns until the last is done.
-        let in_turn =
-            measuring.interleave && cells.iter().filter(|k| k.same_variant(key)).count() > 1;
+        let pace = match measuring.interleave
+            && cells.iter().filter(|k| k.same_variant(key)).count() > 1
+        {
+            true => Pace::InTurn,
+            false => Pace::Alone,
+        };
         let (likely_ns, max_ns, samples) = match &cost {
             Ok(c) => {
-                let ((likely, max), samples) = round_time(c, cfg, in_turn);
-                let per_round = |t: u64| {
-                    t.saturating_add(c.setup_ns)
-                        .saturating_add(CELL_START_NS)
-                        .saturating_mul(repeat)
-                };
-                (per_round(likely), per_round(max), samples)
+                let ((likely, max), samples) = cell_time(c, cfg, pace);
+                (
+                    likely.saturating_mul(repeat),
+                    max.saturating_mul(repeat),
+                    samples,
+                )
             }
             Err(_) => (0, 0, (0, 0)),
         };

@@ -36,7 +36,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::client::ClientSide;
-use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, CellCost, Instance, Params, RawSample};
 use smtlab_model::stats;
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
@@ -506,6 +506,40 @@ impl Benchmark for CoRun {
             Some(p) if p.bench.client_side() => p.bench.remote_clients(),
             _ => self.a.remote_clients(),
         }
+    }
+
+    /// A's cost on its CPU and the partner's on its own: memory and setup of both (a
+    /// partner of fixed samples times one when prepared), and A's sample as [`held`]
+    /// makes it beside a partner of long samples. With [`CoRun::partner_reference`] a
+    /// sample of known length lasts twice as long: the partner then runs alone as long.
+    fn cost(&self, ctx: &BenchContext<'_>) -> Result<CellCost, BenchError> {
+        let cpus = &ctx.placement.cpus;
+        let a_side = side(&cpus[..cpus.len().min(1)], ctx.placement, ctx.topology);
+        let a = self.a.cost(&BenchContext {
+            placement: &a_side,
+            ..*ctx
+        })?;
+        let (Some(p), Some(others)) = (&self.partner, cpus.get(1..).filter(|o| !o.is_empty()))
+        else {
+            return Ok(a);
+        };
+        let b = p.bench.cost(&BenchContext {
+            params: &p.params,
+            placement: &side(others, ctx.placement, ctx.topology),
+            topology: ctx.topology,
+            client: None,
+        })?;
+        let held = b
+            .sample_ns
+            .filter(|&s| s >= LONG_PARTNER_NS)
+            .filter(|_| self.fixed_iterations.is_none() && !self.a.client_side())
+            .map(|s| s.saturating_mul(PARTNER_SAMPLES_PER_SAMPLE));
+        let reference = if self.partner_reference { 2 } else { 1 };
+        Ok(CellCost {
+            memory_bytes: a.memory_bytes.saturating_add(b.memory_bytes),
+            sample_ns: held.or(a.sample_ns).map(|s| s.saturating_mul(reference)),
+            setup_ns: a.setup_ns + b.setup_ns + b.sample_ns.unwrap_or(0),
+        })
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {

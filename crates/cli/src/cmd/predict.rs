@@ -48,13 +48,14 @@ pub fn run(args: &PredictArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let plan = exp::plan(&workloads, &rulers, &s.forms, &s.pair, &s.topo, choice)?;
     crate::term::notes(&s.notes);
     let json = w.common.json;
+    let time_ns = corun_exp::plan_time(&plan.groups, &s.topo, &s.cfg);
     if args.dry_run {
-        emit(&text::cost(&plan.cost, &s.forms, &s.cfg))?;
+        emit(&text::cost(&plan.cost, &s.forms, time_ns))?;
         emit(&text::planned_rulers(&rulers))?;
         return Ok(ExitCode::SUCCESS);
     }
     if !json {
-        emit(&text::cost(&plan.cost, &s.forms, &s.cfg))?;
+        emit(&text::cost(&plan.cost, &s.forms, time_ns))?;
     }
     let mut lines = MatrixLines::named(text::cell_names(&plan.keys));
     let printer = |shown: Shown<'_>| match json {

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use smtlab_model::CellKey;
 use smtlab_model::keys::Form;
 use smtlab_model::predict::PlanKeys;
-use smtlab_model::{CellKey, RunConfig};
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
@@ -14,10 +14,11 @@ use crate::term::fit;
 
 /// What the plan measures and what it costs against the whole matrix, before anything
 /// runs: the `--dry-run` answer and the header of a run.
-pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
+/// `time_ns`: the plan's time, likely and at most.
+pub fn cost(c: &Cost, forms: &[(Form, u32)], time_ns: (u64, u64)) -> String {
     let forms_text = crate::render::corun::forms_text(forms);
     let (n, r, k) = (c.workloads, c.rulers, c.cells_per_pair);
-    let budget_s = cfg.max_cell_ns as f64 / 1e9;
+    let time = crate::render::plan::duration_text;
     let mut out = fit(&format!(
         "predict: {}, {}, each pair as A alone and A beside B ({forms_text}): {k} cells a pair",
         plural(n, "workload"),
@@ -44,10 +45,10 @@ pub fn cost(c: &Cost, forms: &[(Form, u32)], cfg: &RunConfig) -> String {
         }
     )));
     out.push_str(&fit(&format!(
-        "  cost: {} cells (about {:.0} s at most, {} s a cell), against {} cells for the whole {n} x {n} matrix",
+        "  cost: {} cells (about {}, at most {}), against {} cells for the whole {n} x {n} matrix",
         c.cells,
-        c.cells as f64 * budget_s,
-        smtlab_report::fmt::short(budget_s),
+        time(time_ns.0),
+        time(time_ns.1),
         c.matrix_cells
     )));
     let growth = match c.partner_only {

@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::RunConfig;
+use crate::plan::Pace;
 use smtlab_bench::{BenchContext, Benchmark, Params};
 use smtlab_model::keys::{Conditions, Form};
 use smtlab_model::{CellKey, ResolvedPlacement, Topology};
@@ -239,6 +241,37 @@ pub fn forms(asked: &[String], pair: &CpuPair) -> Result<Forms, ExperimentError>
         )));
     }
     Ok((out, notes))
+}
+
+/// The time a plan takes, `(likely, max)` in nanoseconds, each cell's reckoned as `run
+/// --dry-run` reckons it from its [`Benchmark::cost`]; a group's cells take their
+/// samples in turn ([`Pace::CoRun`]). A calibrated sample beside a partner that gives its own reference
+/// lasts about two target lengths. A cell whose cost cannot be told counts nothing.
+pub fn plan_time(plan: &CorunPlan, topo: &Topology, cfg: &RunConfig) -> (u64, u64) {
+    let doubled = RunConfig {
+        target_sample_ns: cfg.target_sample_ns.saturating_mul(2),
+        ..cfg.clone()
+    };
+    let mut total = (0u64, 0u64);
+    for group in plan {
+        for c in group {
+            let Ok(cost) = crate::plan::cell_cost(&c.corun, &c.params, &c.placement, topo) else {
+                continue;
+            };
+            let beside = c.corun.partner.is_some() && c.corun.partner_reference;
+            let cfg = match beside && cost.sample_ns.is_none() {
+                true => &doubled,
+                false => cfg,
+            };
+            let pace = match group.len() {
+                1 => Pace::Alone,
+                _ => Pace::CoRun,
+            };
+            let ((likely, max), _) = crate::plan::cell_time(&cost, cfg, pace);
+            total = (total.0.saturating_add(likely), total.1.saturating_add(max));
+        }
+    }
+    total
 }
 
 /// One planned co-run cell: the benchmark that measures it and its key and placement.

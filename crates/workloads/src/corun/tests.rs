@@ -365,6 +365,60 @@ impl Benchmark for Timed {
     fn prepare(&self, _: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
         Ok(Box::new(TimedInstance(self.ns, self.fixed, self.sleeps)))
     }
+    /// A fixed sample's length; 1 MB and 1 ms of setup each.
+    fn cost(&self, _: &BenchContext<'_>) -> Result<CellCost, BenchError> {
+        Ok(CellCost {
+            memory_bytes: 1 << 20,
+            sample_ns: self.fixed.map(|n| n * self.ns),
+            setup_ns: 1_000_000,
+        })
+    }
+}
+
+#[test]
+fn a_co_runs_cost_adds_the_partners_and_holds_a_to_its_long_samples() {
+    let topo = smtlab_fixtures::build::cpus_only([0, 1]);
+    let placement = placement_of("corun-cores", &[0, 1], &topo);
+    let timed = |ns, fixed| -> Arc<dyn Benchmark> {
+        Arc::new(Timed {
+            ns,
+            fixed,
+            sleeps: false,
+        })
+    };
+    let cost = |partner: Option<Arc<dyn Benchmark>>, reference: bool| {
+        let corun = CoRun {
+            a: timed(1_000, None),
+            partner: partner.map(|bench| PartnerSpec {
+                bench,
+                params: Params::default(),
+            }),
+            fixed_iterations: None,
+            partner_reference: reference,
+        };
+        corun
+            .cost(&BenchContext {
+                params: &Params::default(),
+                placement: &placement,
+                topology: &topo,
+                client: None,
+            })
+            .unwrap()
+    };
+    // Alone: A's own cost, its samples calibrated.
+    let alone = cost(None, true);
+    assert_eq!((alone.memory_bytes, alone.sample_ns), (1 << 20, None));
+    // Beside a partner of 4 ms passes: five of them, twice over with its reference.
+    let long = cost(Some(timed(4_000_000, Some(1))), true);
+    assert_eq!(long.sample_ns, Some(2 * 5 * 4_000_000));
+    assert_eq!(long.memory_bytes, 2 << 20);
+    assert_eq!(long.setup_ns, 2 * 1_000_000 + 4_000_000);
+    assert_eq!(
+        cost(Some(timed(4_000_000, Some(1))), false).sample_ns,
+        Some(5 * 4_000_000)
+    );
+    // A partner of short samples leaves A's calibrated.
+    assert_eq!(cost(Some(timed(1_000, Some(1))), true).sample_ns, None);
 }
 
 #[test]

@@ -465,3 +465,32 @@ fn the_choice_is_seeded_and_bounded() {
     assert!(e.starts_with("--train 0"), "{e}");
     assert_eq!(choose1(c(None, 0, 1)).unwrap().0, [(0, 0)]);
 }
+
+#[test]
+fn a_plans_time_holds_a_ruler_beside_a_server_to_the_servers_samples() {
+    let t = topo();
+    let (pair, forms) = two_forms(&t);
+    let (rs, _) = rulers_on(&["int"], &t).unwrap();
+    let cfg = crate::RunConfig::quick();
+    let time = |w: Workload| {
+        let choice = Choice {
+            train: Some(1),
+            validate: 0,
+            seed: 1,
+        };
+        let mate = workload("mem-read");
+        let p = plan(&[w, mate], &rs, &forms, &pair, &t, choice).unwrap();
+        corun::plan_time(&p.groups, &t, &cfg)
+    };
+    let (likely, most) = time(workload("fp-ops"));
+    assert!(0 < likely && likely <= most, "{likely} {most}");
+    // tcp-rr's cost says a sample lasts up to 10 runs of 100 ms (its max_iterations):
+    // the ruler's samples beside it hold five of those, then as long again for the
+    // partner's own reference, and a cell takes at least its minimum of them, in each
+    // of the two forms, whatever the budget (0.5 s).
+    let server = Workload::any("tcp-rr", &["duration=100ms".into()], &[]).unwrap();
+    let (likely, most) = time(server);
+    let beside = 2 * 5 * 1_000_000_000 * cfg.guaranteed_samples(true) as u64;
+    assert!(likely >= 2 * beside, "{likely}");
+    assert!(most >= likely, "{likely} {most}");
+}
