@@ -29,10 +29,13 @@ pub fn run(args: &CorunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let s = corun_settings(&args.common, machine)?;
     crate::term::notes(&s.notes);
     let json = args.common.json;
-    if !json {
-        emit(&text::corun_header(workloads.len(), s.pair.cpu, &s.forms))?;
-    }
     let plan = exp::matrix_plan(&workloads, &s.forms, &s.pair, &s.topo);
+    if !json {
+        let cells = plan.iter().map(Vec::len).sum();
+        let time_ns = exp::plan_time(&plan, &s.topo, &s.cfg);
+        let header = text::corun_header(workloads.len(), s.pair.cpu, &s.forms, cells, time_ns);
+        emit(&header)?;
+    }
     let mut lines = text::MatrixLines::default();
     let printer = |shown: Shown<'_>| match json {
         true => Ok(()),

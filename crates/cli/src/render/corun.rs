@@ -210,12 +210,23 @@ pub fn util_footer() -> String {
     )
 }
 
-/// The line `corun` prints before measuring: the workloads, CPUs and forms.
-pub fn corun_header(workloads: usize, cpu: u32, forms: &[(Form, u32)]) -> String {
+/// The line `corun` prints before measuring: the workloads, CPUs and forms, the cells
+/// and their time (`time_ns`: likely and at most).
+pub fn corun_header(
+    workloads: usize,
+    cpu: u32,
+    forms: &[(Form, u32)],
+    cells: usize,
+    time_ns: (u64, u64),
+) -> String {
+    let time = crate::render::plan::duration_text;
     fit(&format!(
         "corun: {workloads} workloads, each on CPU {cpu} alone and next to each other one \
-         ({}); slowdown = alone / co-run for rates, co-run / alone for times (above 1: slower)",
-        forms_text(forms)
+         ({}): {cells} cells, about {}, at most {}; slowdown = alone / co-run for rates, \
+         co-run / alone for times (above 1: slower)",
+        forms_text(forms),
+        time(time_ns.0),
+        time(time_ns.1)
     ))
 }
 
