@@ -8,9 +8,9 @@
 //! placement's first CPU and starts a [`Partner`] thread that prepares B on the
 //! placement's other CPUs (a benchmark of `threads=auto` runs a worker on each) and
 //! samples it in a loop (a server workload as the partner drives its load from a
-//! [`ClientSide`] of its own on the cell's client CPUs). The partner only runs while A samples ([`Partner::begin`] ..
-//! [`Partner::end`]), so cells
-//! of the same workload in different [`Form`](smtlab_model::keys::Form)s can be interleaved
+//! [`ClientSide`] of its own on the cell's client CPUs). The partner only runs while A
+//! samples ([`Partner::begin`] .. [`Partner::end`]), so cells of the same workload in
+//! different [`Form`](smtlab_model::keys::Form)s can be interleaved
 //! (`smtlab_runner::session`) without one cell's partner disturbing another cell's samples:
 //!
 //! 1. `begin`: the partner is released and A waits until it has started a sample, so A
@@ -595,19 +595,21 @@ impl CoRun {
 
     /// A server partner's own client side, on the CPUs the session placed for the cell.
     fn partner_client(&self, ctx: &BenchContext<'_>) -> Result<Option<ClientSide>, BenchError> {
-        if !self.partner_is_server() {
+        let Some(p) = self.partner.as_ref().filter(|p| p.bench.client_side()) else {
             return Ok(None);
-        }
-        let bench = self.a.info().name;
+        };
+        let partner = p.bench.info().name;
         if self.a.client_side() {
             return Err(BenchError::unsupported(
-                &bench,
-                "beside a server workload as the partner: two client sides in one co-run are not measured",
+                self.a.info().name,
+                format!(
+                    "beside {partner}: two server workloads in one co-run would need two client sides"
+                ),
             ));
         }
-        let like = ctx.client_side(&bench)?.like();
+        let like = ctx.client_side(&partner)?.like();
         like.map(Some)
-            .map_err(|e| BenchError::io(&bench, "cannot start the partner's client side", e))
+            .map_err(|e| BenchError::io(&partner, "cannot start its client side as the partner", e))
     }
 }
 
