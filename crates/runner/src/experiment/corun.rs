@@ -11,15 +11,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::RunConfig;
-use crate::plan::Pace;
 use smtlab_bench::{BenchContext, Benchmark, Params};
 use smtlab_model::keys::{Conditions, Form};
 use smtlab_model::{CellKey, ResolvedPlacement, Topology};
 
 use super::{Engine, ExperimentError};
+use crate::RunConfig;
 use crate::corun::command::ShellCommand;
 use crate::corun::{CoRun, CpuPair, PartnerSpec, calibrate, placement_of};
+use crate::plan::Pace;
 use crate::session::{CellPlan, Ended, Group, SessionObserver, param_map};
 
 /// The default workloads of the matrix: integer, floating point, memory bandwidth,
@@ -245,8 +245,9 @@ pub fn forms(asked: &[String], pair: &CpuPair) -> Result<Forms, ExperimentError>
 
 /// The time a plan takes, `(likely, max)` in nanoseconds, each cell's reckoned as `run
 /// --dry-run` reckons it from its [`Benchmark::cost`]; a group's cells take their
-/// samples in turn ([`Pace::CoRun`]). A calibrated sample beside a partner that gives its own reference
-/// lasts about two target lengths. A cell whose cost cannot be told counts nothing.
+/// samples in turn ([`Pace::CoRun`]). A calibrated sample beside a partner that gives
+/// its own reference lasts about two target lengths. A cell whose cost cannot be told
+/// counts nothing.
 pub fn plan_time(plan: &CorunPlan, topo: &Topology, cfg: &RunConfig) -> (u64, u64) {
     let doubled = RunConfig {
         target_sample_ns: cfg.target_sample_ns.saturating_mul(2),
