@@ -17,6 +17,18 @@ fn smt_here() -> bool {
         .smt_visible()
 }
 
+/// The latest run stored in `db`, as `report latest --json` prints it.
+fn stored_run(db: &std::path::Path) -> Value {
+    let out = smtlab()
+        .args(["report", "latest", "--json", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn notes(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.starts_with("note:")).collect()
 }
@@ -58,17 +70,7 @@ fn corun_measures_a_matrix_and_stores_it() {
     );
 
     // Stored as a run: every cell is there with its form and partner.
-    let json = smtlab()
-        .args(["report", "latest", "--json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        json.status.success(),
-        "{}",
-        String::from_utf8_lossy(&json.stderr)
-    );
-    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let v = stored_run(&db);
     assert_eq!(v["run"]["suite"], "corun");
     let cells = v["cells"].as_array().unwrap();
     let forms = if smt_here() { 3 } else { 2 };
@@ -274,12 +276,7 @@ fn predict_measures_profiles_here_and_stores_every_cell() {
     assert_eq!(v["rulers"][0]["name"], "syscall");
     assert_eq!(v["rulers"][0]["unit"], "ns");
     // Pairs: 2 x 1 + 1 x 2 profile, 1 training, 1 held out; A alone and one per form.
-    let json = smtlab()
-        .args(["report", "latest", "--json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let run: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let run = stored_run(&db);
     assert_eq!(run["run"]["suite"], "predict");
     let stored = run["cells"].as_array().unwrap().len() + run["skipped"].as_array().unwrap().len();
     assert_eq!(stored, 6 * (1 + forms));
@@ -315,12 +312,7 @@ fn predict_measures_a_server_under_load_beside_a_ruler_and_a_ruler_beside_it() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let json = smtlab()
-        .args(["report", "latest", "--json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let run: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let run = stored_run(&db);
     assert!(run["skipped"].as_array().unwrap().is_empty(), "{run}");
     let cells = run["cells"].as_array().unwrap();
     let beside = |bench: &str, partner: &str| {
@@ -567,12 +559,7 @@ fn corun_records_counters_with_each_cell() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let json = smtlab()
-        .args(["report", "latest", "--json", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let v = stored_run(&db);
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     assert_eq!(v["run"]["config"]["counters"], true);
