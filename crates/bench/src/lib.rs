@@ -261,6 +261,24 @@ pub trait Instance: Send {
     }
 }
 
+/// An instance with something that must outlive it (the server it drives, the client
+/// side its load runs from): fields drop in declaration order, so the instance goes
+/// first, then `held`.
+pub struct Holding<T: Send> {
+    pub instance: Box<dyn Instance>,
+    pub held: T,
+}
+
+impl<T: Send> Instance for Holding<T> {
+    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+        self.instance.sample(iterations)
+    }
+
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.instance.fixed_iterations()
+    }
+}
+
 impl std::str::FromStr for Suite {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

@@ -193,16 +193,18 @@ pub fn cookie_of(tid: u32) -> Result<u64, CoreSchedError> {
     Ok(cookie)
 }
 
+/// Field `n` (1-based, as in proc(5)) of a `stat` line; the command name in parentheses
+/// may itself hold spaces and parentheses, so fields are counted after the last `)`.
+pub fn stat_field(stat: &str, n: usize) -> Option<i64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+}
+
 /// Whether process `pid` is in this process's own process group (`/proc/PID/stat`).
 pub fn in_own_process_group(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command name, which may itself hold spaces and parentheses:
-    // state, ppid, pgrp.
-    let pgrp = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().nth(2)?.parse::<i32>().ok());
     // SAFETY: getpgrp has no preconditions and cannot fail.
-    pgrp == Some(unsafe { libc::getpgrp() })
+    stat_field(&stat, 5) == Some(i64::from(unsafe { libc::getpgrp() }))
 }
 
 /// Whether process `pid` is in this process's own cgroup (v2), or in none smtlab can
@@ -407,6 +409,20 @@ pub fn children(proc: &Path, pid: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_fields_count_after_the_command_name() {
+        // Fields 3.. after the name: state, ppid, pgrp, ..., processor is field 39.
+        let mut fields: Vec<String> = vec!["S".into(), "1".into(), "42".into()];
+        fields.extend((6..39).map(|i| (1000 + i).to_string()));
+        fields.push("3".into());
+        fields.push("0".into());
+        let stat = format!("42 (a b) c) {}", fields.join(" "));
+        let stat = stat.as_str();
+        assert_eq!(stat_field(stat, 5), Some(42));
+        assert_eq!(stat_field(stat, 39), Some(3));
+        assert_eq!(stat_field(stat, 2), None);
+    }
 
     const SCHED: &str = "\
 smtlab (4242, #threads: 3)

@@ -152,24 +152,19 @@ pub trait Machine: Sync {
     /// with what they had reaped), in ticks; `None` where `proc/self/stat` cannot be
     /// read. A descendant reaped by no one (its parent ignores SIGCHLD) drops out.
     fn own_children_cpu_ns(&self) -> Option<u64> {
+        use smtlab_control::coresched::stat_field;
         let proc = self.root().join("proc");
+        // Fields `from..=17` of proc(5): utime (14), stime, cutime, cstime.
         let stat = |pid: &str, from: usize| -> Option<u64> {
             let text = std::fs::read_to_string(proc.join(pid).join("stat")).ok()?;
-            let rest = &text[text.rfind(')')? + 1..];
-            // Fields 14-17 of proc(5), counted from field 3 after the name.
-            let fields: Vec<u64> = rest
-                .split_whitespace()
-                .skip(11)
-                .take(4)
-                .map(|f| f.parse().unwrap_or(0))
-                .collect();
-            Some(fields.iter().skip(from).sum())
+            let ticks = (from..=17).map(|n| stat_field(&text, n).map(|t| t.max(0) as u64));
+            ticks.sum()
         };
-        let reaped = stat("self", 2)?;
+        let reaped = stat("self", 16)?;
         let tree = smtlab_control::coresched::own_tree(&proc);
         let living: u64 = tree[1..]
             .iter()
-            .filter_map(|p| stat(&p.to_string(), 0))
+            .filter_map(|p| stat(&p.to_string(), 14))
             .sum();
         Some((reaped + living).saturating_mul(self.tick_ns()))
     }

@@ -36,7 +36,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use smtlab_bench::client::ClientSide;
-use smtlab_bench::{BenchContext, BenchError, Benchmark, CellCost, Instance, Params, RawSample};
+use smtlab_bench::{
+    BenchContext, BenchError, Benchmark, CellCost, Holding, Instance, Params, RawSample,
+};
 use smtlab_model::stats;
 use smtlab_model::{BenchInfo, ResolvedPlacement, Topology};
 
@@ -239,11 +241,10 @@ impl Partner {
                 client: client.as_ref(),
             };
             let instance = bench.prepare(&ctx)?;
+            // The instance (which stops its load) goes before the client side (whose
+            // spawner ties the load's processes to it).
             Ok(match client {
-                Some(client) => Box::new(Served {
-                    instance,
-                    _client: client,
-                }),
+                Some(held) => Box::new(Holding { instance, held }),
                 None => instance,
             })
         });
@@ -352,24 +353,6 @@ impl Drop for Partner {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// A server workload's instance with the client side its load runs from.
-struct Served {
-    // Fields drop in declaration order: the instance (which stops its load) before the
-    // client side (whose spawner ties the load's processes to it).
-    instance: Box<dyn Instance>,
-    _client: ClientSide,
-}
-
-impl Instance for Served {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        self.instance.sample(iterations)
-    }
-
-    fn fixed_iterations(&self) -> Option<u64> {
-        self.instance.fixed_iterations()
     }
 }
 

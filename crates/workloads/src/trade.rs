@@ -508,11 +508,8 @@ pub fn tree_cpu_ns(root: u32) -> u64 {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        // The command may hold spaces and parentheses: fields start after the last ')'.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|s| s.parse::<u32>().ok());
+        let ppid =
+            smtlab_control::coresched::stat_field(&stat, 4).and_then(|p| u32::try_from(p).ok());
         if let Some(ppid) = ppid {
             parent_of.push((pid, ppid));
         }

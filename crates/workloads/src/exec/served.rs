@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use smtlab_bench::{BenchContext, BenchError, Benchmark, Holding, Instance};
 use smtlab_model::BenchInfo;
 
 use super::CommandBench;
@@ -85,25 +85,10 @@ impl Benchmark for ServedCommand {
         // The command's watcher moved off the client's CPUs, maybe onto the server's:
         // back with the client.
         let _ = smtlab_placement::pin::pin_current_thread(&client_cpus);
-        Ok(Box::new(ServedInstance {
-            inner,
-            _server: server,
+        // The client's instance goes before the server is stopped.
+        Ok(Box::new(Holding {
+            instance: inner,
+            held: server,
         }))
-    }
-}
-
-struct ServedInstance {
-    // Field order: the client's instance goes before the server is stopped.
-    inner: Box<dyn Instance>,
-    _server: RealServer,
-}
-
-impl Instance for ServedInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        self.inner.sample(iterations)
-    }
-
-    fn fixed_iterations(&self) -> Option<u64> {
-        self.inner.fixed_iterations()
     }
 }

@@ -59,13 +59,6 @@ pub(super) fn tree(root: libc::pid_t, known: &mut Vec<libc::pid_t>) {
     }
 }
 
-/// Field `n` (1-based, as in proc(5)) of a `stat` line; the command name in parentheses
-/// may contain spaces, so fields are counted after its closing parenthesis.
-fn stat_field(stat: &str, n: usize) -> Option<i64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
-}
-
 /// A task seen outside the placement.
 pub(super) struct Escape {
     pub(super) tid: libc::pid_t,
@@ -93,7 +86,8 @@ pub(super) fn escaped(pids: &[libc::pid_t], cpus: &CpuSet) -> Option<Escape> {
             let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
                 continue;
             };
-            let Some(cpu) = stat_field(&stat, 39).map(|c| c as u32) else {
+            let Some(cpu) = smtlab_control::coresched::stat_field(&stat, 39).map(|c| c as u32)
+            else {
                 continue;
             };
             if let Ok(status) = std::fs::read_to_string(t.path().join("status"))
@@ -119,22 +113,4 @@ pub(super) fn escaped(pids: &[libc::pid_t], cpus: &CpuSet) -> Option<Escape> {
         }
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stat_fields_count_after_the_command_name() {
-        // Fields 3.. after the name: state, ppid, pgrp, ..., processor is field 39.
-        let mut fields: Vec<String> = vec!["S".into(), "1".into(), "42".into()];
-        fields.extend((6..39).map(|i| (1000 + i).to_string()));
-        fields.push("3".into());
-        fields.push("0".into());
-        let stat = format!("42 (a b) c) {}", fields.join(" "));
-        let stat = stat.as_str();
-        assert_eq!(stat_field(stat, 5), Some(42));
-        assert_eq!(stat_field(stat, 39), Some(3));
-    }
 }
