@@ -567,21 +567,14 @@ pub enum BetweenArg {
     None,
 }
 
-#[derive(Debug, Args)]
-pub struct ExecArgs {
-    /// Placements, comma-separated or repeated. Default: 1c1t and 1c2t; on a machine
-    /// without SMT, 1c1t and 2c1t.
-    #[arg(short = 'p', long, value_name = "LIST")]
-    pub placements: Vec<String>,
-    /// Run the command with SMT off and with SMT on (`off,on`, `on,off`, `both` or one
-    /// state), the states taking turns per placement; the state found is always put
-    /// back. Needs root and a switchable smt/control, else the current state only.
-    #[arg(long, value_delimiter = ',', value_name = "STATES")]
-    pub smt: Vec<String>,
-    /// Measured runs per placement.
+/// How a command's runs are taken: `exec`'s command, and `advise`'s (after `--` or
+/// `--client`).
+#[derive(Debug, Clone, Args)]
+pub struct CommandRunsArgs {
+    /// Measured runs of the command per placement (`advise`: at least 2).
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub reps: u32,
-    /// Discarded runs per placement before the measured ones.
+    /// Discarded runs of the command per placement before the measured ones.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub warmup: u32,
     /// Measure a number the command prints instead of its wall time: the first capture
@@ -593,6 +586,21 @@ pub struct ExecArgs {
     /// stop with an error.
     #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Placements, comma-separated or repeated. Default: 1c1t and 1c2t; on a machine
+    /// without SMT, 1c1t and 2c1t.
+    #[arg(short = 'p', long, value_name = "LIST")]
+    pub placements: Vec<String>,
+    /// Run the command with SMT off and with SMT on (`off,on`, `on,off`, `both` or one
+    /// state), the states taking turns per placement; the state found is always put
+    /// back. Needs root and a switchable smt/control, else the current state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
+    #[command(flatten)]
+    pub runs: CommandRunsArgs,
     #[command(flatten)]
     pub db: DbArg,
     /// Also record performance counters of the command and its children, and
@@ -1024,19 +1032,8 @@ pub struct AdviseArgs {
     /// Your command: a shell command run untimed before each run (e.g. `make clean`).
     #[arg(long, value_name = "CMD", requires = "command")]
     pub prepare: Option<String>,
-    /// Your command (or --client): measured runs per placement.
-    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(2..))]
-    pub reps: u32,
-    /// Your command (or --client): discarded runs per placement before the measured ones.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub warmup: u32,
-    /// Your command (or --client): measure the first capture group of REGEX in its
-    /// output (higher is better) instead of its wall time.
-    #[arg(long, value_name = "REGEX")]
-    pub throughput: Option<String>,
-    /// Your command (or --client): kill a run after SECS seconds and stop with an error.
-    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
-    pub timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub runs: CommandRunsArgs,
     #[command(flatten)]
     pub db: DbArg,
     /// Print the advice as smtlab.advice/1 JSON instead of text.

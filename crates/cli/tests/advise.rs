@@ -322,6 +322,10 @@ fn bad_input_is_one_line_and_a_failure() {
             &["--throughput", "ops ([0-9]+", "--", "true"][..],
             "not a valid regular expression",
         ),
+        (
+            &["--reps", "1", "--", "true"][..],
+            "--reps 1: expected at least 2",
+        ),
     ] {
         let out = advise(&Machine::Here, &db, args);
         assert!(!out.status.success(), "{args:?}");

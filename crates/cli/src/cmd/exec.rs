@@ -45,7 +45,7 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     }
     // Each placement is a group of its own: measured one after the other, and per
     // placement the SMT states take turns.
-    let groups = smt::turns(s.groups(args.warmup as usize), &s.states);
+    let groups = smt::turns(s.groups(args.runs.warmup as usize), &s.states);
     let stop = settings::Stop::on_signals()?;
     // One placement after the other, as the runs of a command are usually long; a
     // command has no client side.

@@ -38,9 +38,9 @@ pub struct ExecPrinter {
 
 impl ExecPrinter {
     pub fn new(s: &Exec, args: &ExecArgs, text: bool) -> Self {
-        let reps = args.reps as usize;
+        let reps = args.runs.reps as usize;
         // The bar counts runs, warm-up included, so its ETA follows the command's own pace.
-        let runs_per_cell = reps + args.warmup as usize;
+        let runs_per_cell = reps + args.runs.warmup as usize;
         let cells = s.specs.len() * s.states.len().max(1);
         ExecPrinter {
             bar: crate::term::progress_bar(
@@ -151,8 +151,8 @@ pub fn header(s: &Exec, args: &ExecArgs) -> String {
     let line = format!(
         "exec `{}`: {what} ({unit}); {} runs per placement after {} warm-up",
         shell_join(&args.command),
-        args.reps,
-        args.warmup
+        args.runs.reps,
+        args.runs.warmup
     );
     let layout = crate::term::term_layout();
     render::table::wrap(&line, layout) + &render::bench::header_line(layout)

@@ -314,7 +314,13 @@ fn sweep(args: &AdviseArgs, subject: &Subject) -> Result<Option<Vec<f64>>> {
 
 /// The subject and the settings its cells are measured with.
 fn subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
-    if args.throughput.is_some() && args.command.is_empty() && args.client.is_none() {
+    if args.runs.reps < 2 {
+        bail!(
+            "--reps {}: expected at least 2, for an interval on each side",
+            args.runs.reps
+        );
+    }
+    if args.runs.throughput.is_some() && args.command.is_empty() && args.client.is_none() {
         bail!("--throughput is for your command (-- CMD) or your client (--client CMD)");
     }
     if let Some(server) = &args.server {
@@ -362,19 +368,13 @@ fn subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usize>)> {
             );
         }
         let argv = ["sh".to_string(), "-c".to_string(), client.clone()];
-        let (command, cfg) = super::exec::command_bench(
-            &argv,
-            args.throughput.as_deref(),
-            args.timeout,
-            args.warmup,
-            args.reps as usize,
-        )?;
+        let (command, cfg) = args.runs.bench(&argv)?;
         let s = Subject::Served(exp::ServedCommand {
             server: server.clone(),
             port: args.port.unwrap_or(0),
             client: command,
         });
-        return Ok((s, cfg, Some(args.warmup as usize)));
+        return Ok((s, cfg, Some(args.runs.warmup as usize)));
     }
     if let Some(name) = &args.workload {
         return catalog_subject(name, args.params.clone(), args);
@@ -419,18 +419,12 @@ fn command_subject(args: &AdviseArgs) -> Result<(Subject, RunConfig, Option<usiz
     if args.slo.is_some() {
         bail!("--slo is for workloads measured at a latency target (web-slo), not a command");
     }
-    let (command, cfg) = super::exec::command_bench(
-        argv,
-        args.throughput.as_deref(),
-        args.timeout,
-        args.warmup,
-        args.reps as usize,
-    )?;
+    let (command, cfg) = args.runs.bench(argv)?;
     let s = Subject::Command(PreparedCommand {
         command,
         prepare: args.prepare.clone(),
     });
-    Ok((s, cfg, Some(args.warmup as usize)))
+    Ok((s, cfg, Some(args.runs.warmup as usize)))
 }
 
 /// The single-thread cost's plan: the workload, one thread, alone and next to each

@@ -12,7 +12,7 @@ use smtlab_runner::exec::{CommandBench, ExecValue};
 use smtlab_runner::machine::Machine;
 use smtlab_runner::session::{CellPlan, Group};
 
-use crate::args::ExecArgs;
+use crate::args::{CommandRunsArgs, ExecArgs};
 
 pub struct Exec {
     pub bench: CommandBench,
@@ -32,7 +32,6 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     if argv.is_empty() || argv[0].is_empty() {
         bail!("no command given: smtlab exec [OPTIONS] -- CMD ARGS");
     }
-    let reps = args.reps as usize;
     let topo = machine.topology()?;
     let (specs, note) = if args.placements.is_empty() {
         default_placements(&topo)
@@ -48,13 +47,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.
     smtlab_store::Store::check_target(&db)?;
-    let (bench, mut config) = command_bench(
-        argv,
-        args.throughput.as_deref(),
-        args.timeout,
-        args.warmup,
-        reps,
-    )?;
+    let (bench, mut config) = args.runs.bench(argv)?;
     config.counters = args.counters;
     args.events.apply(&mut config);
     config.known_overheads = Some(smtlab_runner::measure_overheads(machine.clock()));
@@ -103,36 +96,34 @@ impl Exec {
 /// A user's command as a benchmark (`exec`, `advise -- CMD`): its value (wall time, or
 /// the `--throughput` number it prints), `reps` measured runs after `warmup` discarded
 /// ones, and the settings that take every run whatever it lasts.
-pub(crate) fn command_bench(
-    argv: &[String],
-    throughput: Option<&str>,
-    timeout: Option<std::time::Duration>,
-    warmup: u32,
-    reps: usize,
-) -> Result<(CommandBench, RunConfig)> {
-    // A typo fails here, before anything is printed, measured or stored (`exec` and
-    // `advise -- CMD` alike).
-    check_program(argv.first().map_or("", String::as_str))?;
-    let value = match throughput {
-        Some(p) => ExecValue::Throughput(throughput_regex(p)?),
-        None => ExecValue::WallTime,
-    };
-    let bench = CommandBench {
-        argv: argv.to_vec(),
-        value,
-        timeout,
-        warmup_runs: warmup as usize,
-        reps,
-    };
-    let config = RunConfig {
-        min_samples: reps,
-        max_samples: reps,
-        warmup_ns: 0,
-        // Every run is taken whatever it lasts: the budget is the user's (--timeout).
-        max_cell_ns: u64::MAX,
-        ..RunConfig::default()
-    };
-    Ok((bench, config))
+impl CommandRunsArgs {
+    /// The command `argv` measured as these flags say, and the cell settings for it.
+    pub(crate) fn bench(&self, argv: &[String]) -> Result<(CommandBench, RunConfig)> {
+        // A typo fails here, before anything is printed, measured or stored (`exec` and
+        // `advise -- CMD` alike).
+        check_program(argv.first().map_or("", String::as_str))?;
+        let value = match &self.throughput {
+            Some(p) => ExecValue::Throughput(throughput_regex(p)?),
+            None => ExecValue::WallTime,
+        };
+        let reps = self.reps as usize;
+        let bench = CommandBench {
+            argv: argv.to_vec(),
+            value,
+            timeout: self.timeout,
+            warmup_runs: self.warmup as usize,
+            reps,
+        };
+        let config = RunConfig {
+            min_samples: reps,
+            max_samples: reps,
+            warmup_ns: 0,
+            // Every run is taken whatever it lasts: the budget is the user's (--timeout).
+            max_cell_ns: u64::MAX,
+            ..RunConfig::default()
+        };
+        Ok((bench, config))
+    }
 }
 
 /// Compiles `--throughput`: one line on error, and a capture group is required.
