@@ -42,7 +42,6 @@ where
 pub struct FakeSource {
     script: VecDeque<CounterValues>,
     last: CounterValues,
-    started: bool,
     ever_started: bool,
     /// How often `start`, `stop` and `resume` were called, for tests of callers.
     pub starts: u32,
@@ -68,7 +67,6 @@ impl FakeSource {
         FakeSource {
             script,
             last,
-            started: false,
             ever_started: false,
             starts: 0,
             stops: 0,
@@ -97,10 +95,9 @@ pub fn fake_values(counts: &[(CounterEvent, u64)]) -> CounterValues {
 
 impl CounterSource for FakeSource {
     fn start(&mut self) -> Result<(), CounterError> {
-        if self.started {
+        if self.running {
             return Err(CounterError::State("start while already started".into()));
         }
-        self.started = true;
         self.ever_started = true;
         self.starts += 1;
         self.running = true;
@@ -111,20 +108,18 @@ impl CounterSource for FakeSource {
         if !self.ever_started {
             return Err(CounterError::State("resume before start".into()));
         }
-        if self.started {
+        if self.running {
             return Err(CounterError::State("resume while counting".into()));
         }
-        self.started = true;
         self.resumes += 1;
         self.running = true;
         Ok(())
     }
 
     fn stop(&mut self) -> Result<(), CounterError> {
-        if !self.started {
+        if !self.running {
             return Err(CounterError::State("stop before start".into()));
         }
-        self.started = false;
         self.stops += 1;
         self.running = false;
         Ok(())

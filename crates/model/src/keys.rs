@@ -370,7 +370,7 @@ mod tests {
     fn a_key_written_before_conditions_were_typed_reads_them_typed() {
         let old = r#"{"benchmark":"open-loop-int","params":{"job_us":"200","rate_pct":"max","smt":"on"},"placement":"1c2t"}"#;
         let k: CellKey = serde_json::from_str(old).unwrap();
-        assert_eq!(k.smt(), Some(SmtState::On));
+        assert_eq!(k.conditions.smt, Some(SmtState::On));
         assert_eq!(k.conditions.rate, Some(OfferedRate::Max));
         assert_eq!(k.params.keys().collect::<Vec<_>>(), ["job_us"]);
         // Written back, the conditions have their own field.
@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn the_smt_helpers_set_and_clear_the_state_only() {
+    fn setting_the_smt_state_changes_the_condition_only() {
         let mut k = CellKey {
             benchmark: "int-ops".into(),
             params: BTreeMap::new(),
@@ -418,11 +418,10 @@ mod tests {
             placement: "1c2t".into(),
         };
         let plain = k.clone();
-        k.set_smt(Some(SmtState::Off));
-        assert_eq!(k.smt(), Some(SmtState::Off));
+        k.conditions.smt = Some(SmtState::Off);
         assert!(!k.same_variant(&plain));
         assert_eq!(k.flat_params()[SMT_PARAM], "off");
-        k.set_smt(None);
+        k.conditions.smt = None;
         assert_eq!(k, plain);
     }
 }

@@ -82,14 +82,18 @@ pub struct CellKey {
 }
 
 impl CellKey {
-    /// The SMT state the cell is measured in, when the run sets one.
-    pub fn smt(&self) -> Option<SmtState> {
-        self.conditions.smt
-    }
-
-    /// Sets (or with `None` clears) the SMT state the cell is measured in.
-    pub fn set_smt(&mut self, state: Option<SmtState>) {
-        self.conditions.smt = state;
+    /// The cell of `benchmark` with `params` on `placement`, under no conditions.
+    pub fn new(
+        benchmark: impl Into<String>,
+        params: BTreeMap<String, String>,
+        placement: impl Into<String>,
+    ) -> CellKey {
+        CellKey {
+            benchmark: benchmark.into(),
+            params,
+            conditions: Conditions::default(),
+            placement: placement.into(),
+        }
     }
 
     /// Parameters and conditions as one flat map (`size=4KiB smt=on`): how the store

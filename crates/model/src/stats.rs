@@ -30,7 +30,7 @@
 //!   means, the test whose acceptance region is Fieller's interval at ratio 1; many of
 //!   them at once are corrected with Benjamini and Hochberg's method
 //!   ([`benjamini_hochberg`], what `compare` uses).
-//! * the geometric mean of several ratios with an interval ([`geomean_ci`]) is the
+//! * the geometric mean of several ratios with an interval ([`geomean_ci_with`]) is the
 //!   exponential of the mean of their logarithms and of its Student-t 95% interval
 //!   (`n - 1` degrees of freedom): the ratios are treated as a sample of benchmarks.
 //! * the 95% interval of a median ([`median_ci95`]) is the distribution-free one from
@@ -207,7 +207,7 @@ pub fn geomean(xs: &[f64]) -> Option<f64> {
     Some((xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp())
 }
 
-/// A geometric mean of ratios with its 95% confidence interval ([`geomean_ci`]).
+/// A geometric mean of ratios with its 95% confidence interval ([`geomean_ci_with`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GeoMeanCi {
     /// `exp(mean(ln r))`.
@@ -231,14 +231,6 @@ impl GeoMeanCi {
             _ => Significance::NoInterval,
         }
     }
-}
-
-/// The geometric mean of `ratios` with a Student-t 95% interval on their logarithms:
-/// the ratios are a sample of benchmarks, and the interval says where the typical
-/// ratio lies (it includes 1 when the runs are not shown to differ). `None` when empty
-/// or when a ratio is not positive and finite.
-pub fn geomean_ci(ratios: &[f64]) -> Option<GeoMeanCi> {
-    geomean_ci_with(ratios, &Extra::NONE)
 }
 
 /// A variance added to an estimate's own, known to `df` degrees of freedom (`None`:
@@ -273,10 +265,15 @@ fn satterthwaite(v: f64, df: f64, extra: &Extra) -> f64 {
     ((v + x).powi(2) / den).min(DF_KNOWN)
 }
 
-/// [`geomean_ci`] with `extra` added to the variance of the mean of the logarithms (a
-/// random-effects combination: `var = s^2/n + extra`, degrees of freedom by
-/// Welch-Satterthwaite), for a level every ratio shares that the ratios' own scatter
-/// cannot see (two runs' machine-wide difference).
+/// The geometric mean of `ratios` with a Student-t 95% interval on their logarithms:
+/// the ratios are a sample of benchmarks, and the interval says where the typical
+/// ratio lies (it includes 1 when the runs are not shown to differ). `None` when empty
+/// or when a ratio is not positive and finite.
+///
+/// `extra` is added to the variance of the mean of the logarithms (a random-effects
+/// combination: `var = s^2/n + extra`, degrees of freedom by Welch-Satterthwaite), for
+/// a level every ratio shares that the ratios' own scatter cannot see (two runs'
+/// machine-wide difference); [`Extra::NONE`] for none.
 pub fn geomean_ci_with(ratios: &[f64], extra: &Extra) -> Option<GeoMeanCi> {
     if ratios.is_empty() || !ratios.iter().all(|r| r.is_finite() && *r > 0.0) {
         return None;
@@ -912,21 +909,21 @@ mod tests {
 
     #[test]
     fn geomean_ci_is_a_t_interval_on_logarithms() {
-        let g = geomean_ci(&[0.5, 2.0]).unwrap();
+        let g = geomean_ci_with(&[0.5, 2.0], &Extra::NONE).unwrap();
         assert!(close(g.geomean, 1.0, 1e-12));
         // logs -ln2, ln2: sd = ln2 * sqrt(2), hw = t(1) * sd / sqrt(2) = 12.706 ln2.
         let hw = t_critical_95(1.0).unwrap() * 2f64.ln();
         assert!(close(g.ci95_high.unwrap(), hw.exp(), 1e-9));
         assert!(close(g.ci95_low.unwrap(), (-hw).exp(), 1e-9));
         assert_eq!(g.significance(), Significance::NotSignificant);
-        let up = geomean_ci(&[1.10, 1.11, 1.09, 1.10]).unwrap();
+        let up = geomean_ci_with(&[1.10, 1.11, 1.09, 1.10], &Extra::NONE).unwrap();
         assert_eq!(up.significance(), Significance::Faster);
-        let one = geomean_ci(&[1.3]).unwrap();
+        let one = geomean_ci_with(&[1.3], &Extra::NONE).unwrap();
         assert_eq!(
             (one.ci95_low, one.significance()),
             (None, Significance::NoInterval)
         );
-        assert_eq!(geomean_ci(&[1.0, 0.0]), None);
-        assert_eq!(geomean_ci(&[]), None);
+        assert_eq!(geomean_ci_with(&[1.0, 0.0], &Extra::NONE), None);
+        assert_eq!(geomean_ci_with(&[], &Extra::NONE), None);
     }
 }

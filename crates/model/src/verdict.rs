@@ -57,13 +57,6 @@ pub struct Verdict {
     pub p_value: Option<f64>,
 }
 
-impl Verdict {
-    /// `(speedup - 1) * 100`: the gain in percent, negative when the second is worse.
-    pub fn gain_pct(&self) -> f64 {
-        (self.speedup.ratio - 1.0) * 100.0
-    }
-}
-
 /// The verdict on `second` against `first` (cells of one benchmark: the direction is
 /// `first`'s), naming each cell by its placement. `None` when there is no ratio (a side
 /// without samples, a zero or non-finite mean).

@@ -7,9 +7,9 @@
 //! ([`PinError::Mismatch`]).
 //!
 //! * The calling thread: [`pin_current_thread`], [`pin_current_thread_to`].
-//! * New threads: [`spawn_pinned`] and [`spawn_pinned_scoped`] pin *inside* the new thread
-//!   before it runs the work (pinning the parent and letting the child inherit would move
-//!   the parent), and return only once the pin is confirmed.
+//! * New threads: [`spawn_pinned`] pins *inside* the new thread before it runs the work
+//!   (pinning the parent and letting the child inherit would move the parent), and
+//!   returns only once the pin is confirmed.
 //! * Child processes: [`CommandPinExt::pin_to`] on `std::process::Command` pins between
 //!   fork and exec.
 //!
@@ -23,7 +23,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::{OnceLock, mpsc};
-use std::thread::{self, JoinHandle, Scope, ScopedJoinHandle};
+use std::thread::{self, JoinHandle};
 
 use smtlab_model::CpuSet;
 use smtlab_model::cpuset::MAX_CPU;
@@ -218,43 +218,7 @@ where
     T: Send + 'static,
 {
     let (tx, rx) = mpsc::sync_channel(1);
-    let handle = thread::Builder::new()
-        .name(name.into())
-        .spawn(pinned_body(cpu, tx, f))?;
-    confirmed(handle, rx, |h| drop(h.join()))
-}
-
-/// [`spawn_pinned`] for `std::thread::scope`, so workers can borrow the benchmark's
-/// buffers and barrier.
-pub fn spawn_pinned_scoped<'scope, 'env, F, T>(
-    scope: &'scope Scope<'scope, 'env>,
-    cpu: Option<u32>,
-    name: impl Into<String>,
-    f: F,
-) -> io::Result<ScopedJoinHandle<'scope, T>>
-where
-    F: FnOnce() -> T + Send + 'scope,
-    T: Send + 'scope,
-{
-    let (tx, rx) = mpsc::sync_channel(1);
-    let handle = thread::Builder::new()
-        .name(name.into())
-        .spawn_scoped(scope, pinned_body(cpu, tx, f))?;
-    confirmed(handle, rx, |h| drop(h.join()))
-}
-
-/// Marker payload of a thread that ended because its pin failed.
-struct PinFailed;
-
-fn pinned_body<F, T>(
-    cpu: Option<u32>,
-    tx: mpsc::SyncSender<Result<(), PinError>>,
-    f: F,
-) -> impl FnOnce() -> T
-where
-    F: FnOnce() -> T,
-{
-    move || {
+    let handle = thread::Builder::new().name(name.into()).spawn(move || {
         let result = match cpu {
             Some(cpu) => SystemAffinity.pin_current_to(cpu),
             None => Ok(()),
@@ -267,29 +231,23 @@ where
             std::panic::resume_unwind(Box::new(PinFailed));
         }
         f()
-    }
-}
-
-/// `handle` once its thread reports its pin. A thread whose pin failed has stopped (or
-/// is stopping) without running its work: it is joined, which for a scoped thread also
-/// marks its unwind as handled, so the scope does not panic at its end.
-fn confirmed<H>(
-    handle: H,
-    rx: mpsc::Receiver<Result<(), PinError>>,
-    join: impl FnOnce(H),
-) -> io::Result<H> {
+    })?;
     let reported = match rx.recv() {
         Ok(result) => result.map_err(io::Error::from),
         Err(_) => Err(io::Error::other(
             "pinned thread ended before reporting its pin",
         )),
     };
+    // A thread whose pin failed has stopped (or is stopping) without running its work.
     if let Err(e) = reported {
-        join(handle);
+        drop(handle.join());
         return Err(e);
     }
     Ok(handle)
 }
+
+/// Marker payload of a thread that ended because its pin failed.
+struct PinFailed;
 
 /// Pinning for child processes.
 pub trait CommandPinExt {
@@ -453,7 +411,6 @@ fn kernel_mask_words() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Barrier;
 
     fn set(v: &[u32]) -> CpuSet {
         v.iter().copied().collect()
@@ -622,33 +579,6 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("cannot pin"), "{e}");
         assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
-    }
-
-    #[test]
-    fn scoped_pinned_threads_share_a_barrier() {
-        let all = online();
-        let cpus: Vec<u32> = all.iter().collect();
-        let barrier = Barrier::new(cpus.len());
-        let seen: Vec<Option<u32>> = thread::scope(|s| {
-            let handles: Vec<_> = cpus
-                .iter()
-                .map(|&cpu| {
-                    let barrier = &barrier;
-                    spawn_pinned_scoped(s, Some(cpu), format!("w{cpu}"), move || {
-                        barrier.wait();
-                        current_cpu()
-                    })
-                    .unwrap()
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        assert_eq!(seen, cpus.iter().map(|&c| Some(c)).collect::<Vec<_>>());
-
-        // A failed pin inside a scope is an error, not a panic at the end of the scope.
-        thread::scope(|s| {
-            assert!(spawn_pinned_scoped(s, Some(MAX_CPU), "doomed", || ()).is_err());
-        });
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //!   never faster or slower, and is left out of the geometric means.
 //! * The geometric mean of the steady rows' speed-ups is taken per group and over all
 //!   rows, with a 95% interval: Student's t on the logarithms of the ratios
-//!   ([`stats::geomean_ci`]), the rows taken as a sample of benchmarks. The headline
+//!   ([`stats::geomean_ci_with`]), the rows taken as a sample of benchmarks. The headline
 //!   says **no difference** when that interval includes 1, and B faster or slower only
 //!   when it excludes 1. The A and B columns of a group's geometric-mean row are filled
 //!   only when all its rows share one unit and direction (a mean of GB/s and ns means
@@ -277,7 +277,7 @@ pub struct GroupMean {
     /// Rows left out because a cell is unsteady.
     pub unsteady: usize,
     pub speedup: Option<f64>,
-    /// Student-t 95% interval of the geometric mean ([`stats::geomean_ci`]); `None`
+    /// Student-t 95% interval of the geometric mean ([`stats::geomean_ci_with`]); `None`
     /// below two rows.
     pub ci95_low: Option<f64>,
     pub ci95_high: Option<f64>,

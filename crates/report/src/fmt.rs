@@ -193,8 +193,8 @@ pub fn gain_words(
 }
 
 /// A [`Verdict`] as a gain in plain words ([`gain_words`]): `+18% [+15%, +21%]`,
-/// `+0.4% [-1.0%, +2.0%] not significant at 95%`. The sign is [`Verdict::gain_pct`]'s,
-/// the same as [`verdict`]'s ratio above or below 1.
+/// `+0.4% [-1.0%, +2.0%] not significant at 95%`: `(speedup - 1) * 100`, positive when
+/// [`verdict`]'s ratio is above 1.
 pub fn gain(v: &Verdict) -> String {
     let r = &v.speedup;
     gain_words(

@@ -44,15 +44,6 @@ fn base_params(bench: &dyn Benchmark, suite: Suite) -> BTreeMap<String, String> 
         .collect()
 }
 
-fn key(bench: &str, params: &BTreeMap<String, String>, placement: &str) -> CellKey {
-    CellKey {
-        benchmark: bench.to_string(),
-        params: params.clone(),
-        conditions: Default::default(),
-        placement: placement.to_string(),
-    }
-}
-
 /// `threads=auto` on `all` already is the full width: a sweep point at that width on
 /// `all` measures the same thing again when the run has `all`.
 fn duplicates_all_at_full_width(
@@ -190,7 +181,7 @@ fn plan_params(
     cells: &mut Vec<CellKey>,
 ) {
     for placement in placements {
-        cells.push(key(name, base, placement));
+        cells.push(CellKey::new(name, base.clone(), placement));
     }
     for extra in bench.sweep(suite, topo) {
         let mut p = base.clone();
@@ -199,10 +190,10 @@ fn plan_params(
             continue;
         }
         match &extra.placement {
-            Some(on) => cells.push(key(name, &p, on)),
+            Some(on) => cells.push(CellKey::new(name, p.clone(), on)),
             None => {
                 for placement in placements {
-                    cells.push(key(name, &p, placement));
+                    cells.push(CellKey::new(name, p.clone(), placement));
                 }
             }
         }

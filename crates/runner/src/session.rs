@@ -87,6 +87,27 @@ pub struct CellPlan<'a> {
     pub warmup_samples: Option<usize>,
 }
 
+impl<'a> CellPlan<'a> {
+    /// The cell `key` of `bench` with `params`, on `placement`: the benchmark's own unit
+    /// and warm-up.
+    pub fn new(
+        bench: &'a dyn Benchmark,
+        params: Params,
+        key: CellKey,
+        placement: Result<ResolvedPlacement, Unplaced>,
+    ) -> CellPlan<'a> {
+        CellPlan {
+            bench,
+            info: bench.info(),
+            params,
+            key,
+            placement,
+            work_unit: None,
+            warmup_samples: None,
+        }
+    }
+}
+
 /// Why a cell's placement cannot be had on this machine: the reason its skip carries.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unplaced {

@@ -104,7 +104,6 @@ impl BenchPrinter<'_> {
     /// cannot be prepared at all fails before anything is printed).
     fn heading_for(&mut self, key: &CellKey) {
         let this = (key.benchmark.clone(), key.flat_params());
-        let bench_params = smt::bench_params(key);
         let state = smt::state_of(key);
         let smt = state.is_on().map(|_| state.name());
         if self.heading_for.as_ref() == Some(&this) {
@@ -117,7 +116,7 @@ impl BenchPrinter<'_> {
             && let Some((info, params)) = self
                 .params
                 .iter()
-                .find(|(i, p)| i.name == key.benchmark && param_map(p) == bench_params)
+                .find(|(i, p)| i.name == key.benchmark && param_map(p) == key.params)
         {
             let mut text = render::bench::heading(info, params, crate::term::term_layout());
             if let Some(state) = smt {
@@ -245,12 +244,7 @@ pub fn summary(
     for (_, info, params) in &s.sets {
         for (spec, reason) in &s.unmeasured {
             let _ = sink.skipped(&SkippedCell {
-                key: CellKey {
-                    benchmark: info.name.clone(),
-                    params: param_map(params),
-                    conditions: Default::default(),
-                    placement: spec.clone(),
-                },
+                key: CellKey::new(&info.name, param_map(params), spec),
                 reason: reason.clone(),
             });
         }

@@ -220,7 +220,7 @@ mod tests {
         assert!(rates(&two_t) > rates(&base_t));
         let cells = vec![exec_cell("1c1t", &base_t), exec_cell("2c1t", &two_t)];
         let v = verdict(&cells[0], &cells[1]).unwrap();
-        assert!(v.speedup.ratio < 1.0 && v.gain_pct() < 0.0, "{v:?}");
+        assert!(v.speedup.ratio < 1.0, "{v:?}");
         assert_eq!(v.significance, Significance::NotSignificant);
         let ratio = smtlab_report::fmt::times(v.speedup.ratio);
         let pct = smtlab_report::fmt::pct(v.speedup.ratio);

@@ -110,19 +110,13 @@ impl Bench {
                 self.specs
                     .iter()
                     .zip(&self.placements)
-                    .map(|(spec, placement)| CellPlan {
-                        bench: self.benches[*i].as_ref(),
-                        info: info.clone(),
-                        params: params.clone(),
-                        key: CellKey {
-                            benchmark: info.name.clone(),
-                            params: param_map(params),
-                            conditions: Default::default(),
-                            placement: spec.clone(),
-                        },
-                        placement: Ok(placement.clone()),
-                        work_unit: None,
-                        warmup_samples: None,
+                    .map(|(spec, placement)| {
+                        CellPlan::new(
+                            self.benches[*i].as_ref(),
+                            params.clone(),
+                            CellKey::new(&info.name, param_map(params), spec),
+                            Ok(placement.clone()),
+                        )
                     })
                     .collect()
             })

@@ -75,18 +75,14 @@ impl Exec {
             .zip(&self.placements)
             .map(|(spec, placement)| {
                 vec![CellPlan {
-                    bench: &self.bench,
-                    info: info.clone(),
-                    params: Params::from_pairs(params.clone()),
-                    key: CellKey {
-                        benchmark: info.name.clone(),
-                        params: params.clone(),
-                        conditions: Default::default(),
-                        placement: spec.clone(),
-                    },
-                    placement: Ok(placement.clone()),
                     work_unit: Some(("run".into(), 1.0)),
                     warmup_samples: Some(warmup),
+                    ..CellPlan::new(
+                        &self.bench,
+                        Params::from_pairs(params.clone()),
+                        CellKey::new(&info.name, params.clone(), spec),
+                        Ok(placement.clone()),
+                    )
                 }]
             })
             .collect()

@@ -230,7 +230,7 @@ fn smt_plan(plan: Vec<CellKey>, states: &[smt::SmtState]) -> Vec<CellKey> {
         for &state in states {
             for k in &plan[i..i + n] {
                 let mut k = k.clone();
-                smt::set_state(&mut k, state);
+                k.conditions.smt = Some(state);
                 out.push(k);
             }
         }

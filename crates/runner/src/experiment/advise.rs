@@ -326,19 +326,13 @@ fn cells_on<'a, S: AsRef<str>>(
     let info = bench.info();
     specs
         .iter()
-        .map(|spec| CellPlan {
-            bench,
-            info: info.clone(),
-            params: params.clone(),
-            key: CellKey {
-                benchmark: info.name.clone(),
-                params: map.clone(),
-                conditions: Default::default(),
-                placement: spec.as_ref().to_string(),
-            },
-            placement: crate::plan::placed(spec.as_ref(), topo).map_err(Unplaced::from),
-            work_unit: None,
-            warmup_samples: None,
+        .map(|spec| {
+            CellPlan::new(
+                bench,
+                params.clone(),
+                CellKey::new(&info.name, map.clone(), spec.as_ref()),
+                crate::plan::placed(spec.as_ref(), topo).map_err(Unplaced::from),
+            )
         })
         .collect()
 }

@@ -473,14 +473,13 @@ pub fn cell_plans(plan: &CorunPlan) -> Vec<Group<'_>> {
     plan.iter()
         .map(|g| {
             g.iter()
-                .map(|c| CellPlan {
-                    bench: &c.corun,
-                    info: c.corun.info(),
-                    params: c.params.clone(),
-                    key: c.key.clone(),
-                    placement: Ok(c.placement.clone()),
-                    work_unit: None,
-                    warmup_samples: None,
+                .map(|c| {
+                    CellPlan::new(
+                        &c.corun,
+                        c.params.clone(),
+                        c.key.clone(),
+                        Ok(c.placement.clone()),
+                    )
                 })
                 .collect()
         })

@@ -26,15 +26,7 @@ pub fn groups_of<'a>(
             continue;
         };
         let placement = placed(&key.placement, topo).map_err(Unplaced::from);
-        let cell = CellPlan {
-            bench: bench.as_ref(),
-            info: bench.info(),
-            params: params_of(key),
-            key: key.clone(),
-            placement,
-            work_unit: None,
-            warmup_samples: None,
-        };
+        let cell = CellPlan::new(bench.as_ref(), params_of(key), key.clone(), placement);
         match groups.last_mut() {
             Some(g) if g[0].key.same_variant(key) => {
                 g.push(cell);

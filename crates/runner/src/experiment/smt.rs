@@ -8,10 +8,9 @@
 //! skips a state's cells with the reason when SMT cannot be switched here, and puts the
 //! state found back at the end, on error and on a stop.
 //!
-//! Which state a cell was measured in is read and written in one place only:
-//! [`state_of`], [`set_state`] and [`bench_params`].
+//! Which state a cell was measured in is its key's `conditions.smt`; [`state_of`] reads
+//! it with the state found as the default.
 
-use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use smtlab_control::guard::Protection;
@@ -55,24 +54,13 @@ pub fn parse_states(given: &[String]) -> Result<Vec<SmtState>, ExperimentError> 
 
 /// The SMT state `key` was measured in (as found where its key names none).
 pub fn state_of(key: &CellKey) -> SmtState {
-    key.smt().unwrap_or(SmtState::AsFound)
-}
-
-/// Keys `key` with the SMT state it is measured in.
-pub fn set_state(key: &mut CellKey, state: SmtState) {
-    key.set_smt(Some(state));
-}
-
-/// The benchmark's own parameters of `key` (its conditions, such as the SMT state, are
-/// apart from them).
-pub fn bench_params(key: &CellKey) -> BTreeMap<String, String> {
-    key.params.clone()
+    key.conditions.smt.unwrap_or(SmtState::AsFound)
 }
 
 /// `cell` keyed with the SMT state `state`, its placement not yet resolved in that state.
 pub fn cell_in<'a>(cell: &CellPlan<'a>, state: SmtState) -> CellPlan<'a> {
     let mut cell = cell.clone();
-    set_state(&mut cell.key, state);
+    cell.key.conditions.smt = Some(state);
     cell
 }
 
@@ -371,7 +359,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_carry_their_state_and_bench_params_leave_it_out() {
+    fn keys_carry_their_state_apart_from_the_bench_params() {
         let mut key = CellKey {
             benchmark: "spin".into(),
             params: [("n".to_string(), "1".to_string())].into_iter().collect(),
@@ -379,11 +367,10 @@ mod tests {
             placement: "1c1t".into(),
         };
         assert_eq!(state_of(&key), SmtState::AsFound);
-        set_state(&mut key, SmtState::Off);
+        key.conditions.smt = Some(SmtState::Off);
         assert_eq!(state_of(&key), SmtState::Off);
-        assert_eq!(bench_params(&key).len(), 1);
-        set_state(&mut key, SmtState::AsFound);
+        assert_eq!(key.params.len(), 1);
+        key.conditions.smt = Some(SmtState::AsFound);
         assert_eq!(state_of(&key), SmtState::AsFound);
-        assert_eq!(key.smt(), Some(SmtState::AsFound));
     }
 }

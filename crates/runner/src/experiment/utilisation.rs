@@ -120,14 +120,13 @@ pub fn measure_curve(
         .collect();
     let group = steps
         .iter()
-        .map(|(label, bench)| CellPlan {
-            bench,
-            info: info.clone(),
-            params: Params::default(),
-            key: step_key(*label, smt, curve, spec),
-            placement: Ok(placement.clone()),
-            work_unit: None,
-            warmup_samples: None,
+        .map(|(label, bench)| {
+            CellPlan::new(
+                bench,
+                Params::default(),
+                step_key(*label, smt, curve, spec),
+                Ok(placement.clone()),
+            )
         })
         .collect();
     Ok(engine.run(topo, vec![group], sink))
@@ -149,17 +148,16 @@ fn step_labels(steps: u32) -> Vec<(OfferedRate, Option<f64>)> {
 /// The key of one step: the rate and the SMT state are its conditions, the job length
 /// its parameter.
 fn step_key(rate: OfferedRate, smt: SmtState, curve: Curve, spec: &str) -> CellKey {
-    let mut key = CellKey {
+    CellKey {
         benchmark: crate::utilisation::NAME.to_string(),
         params: [("job_us".to_string(), curve.job.as_micros().to_string())].into(),
         conditions: Conditions {
             rate: Some(rate),
+            smt: Some(smt),
             ..Conditions::default()
         },
         placement: spec.to_string(),
-    };
-    super::smt::set_state(&mut key, smt);
-    key
+    }
 }
 
 /// The cells a curve plans in each state, as they will be keyed: the placement asked
@@ -265,12 +263,12 @@ mod tests {
             (keys[0].placement.as_str(), keys[5].placement.as_str()),
             ("1c1t", "1c2t")
         );
-        assert_eq!(keys[7].smt(), Some(Smt::On));
+        assert_eq!(keys[7].conditions.smt, Some(Smt::On));
         assert_eq!(keys[7].params["job_us"], "200");
         assert_eq!(keys[0], step_key(OfferedRate::Max, Smt::Off, curve, "1c1t"));
         let found = plan(curve, &[Smt::AsFound], None, &topo);
         assert_eq!(found[0].placement, "1c2t");
-        assert_eq!(found[0].smt(), Some(Smt::AsFound));
+        assert_eq!(found[0].conditions.smt, Some(Smt::AsFound));
         assert_eq!(found[0].params.len(), 1, "only job_us is a parameter");
     }
 
