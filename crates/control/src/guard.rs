@@ -1,103 +1,39 @@
 //! [`SmtSwitch`]: every change smtlab makes to SMT control and CPU hotplug, under one
 //! guard that puts the original state back.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::error::ControlError;
-use crate::guardian::{Guardian, Plan};
-use crate::signals::{self, Watcher};
+use crate::guardian::{Guardian, Restorer, Saved};
+use crate::signals::Watcher;
 use crate::state::{self, SmtControl, SmtSnapshot};
 use crate::sysfs::Sysfs;
 
-/// The state a guard puts back: SMT control (when it could be switched) and the online
-/// value of every CPU that can go offline.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Snapshot {
-    control: Option<SmtControl>,
-    online: Vec<(u32, bool)>,
-}
-
-impl Snapshot {
-    fn of(state: &SmtSnapshot) -> Snapshot {
-        Snapshot {
-            control: state.control.clone().filter(SmtControl::switchable),
-            online: state
-                .hotpluggable
-                .iter()
-                .map(|&c| (c, state.online.contains(&c)))
-                .collect(),
+/// What a guard puts back: SMT control (when it could be switched), then the online
+/// value of every CPU that can go offline (`on` brings every CPU online, so CPUs that
+/// were offline before must be taken offline again after it).
+fn saved(state: &SmtSnapshot, sysfs: &Sysfs) -> Vec<Saved> {
+    let control = state
+        .control
+        .iter()
+        .filter(|c| c.switchable())
+        .map(|c| Saved {
+            path: sysfs.control_path(),
+            before: c.as_str().into(),
+            what: format!("restoring SMT {}", c.as_str()),
+        });
+    let online = state.hotpluggable.iter().map(|&cpu| {
+        let on = state.online.contains(&cpu);
+        Saved {
+            path: sysfs.online_path(cpu),
+            before: if on { "1" } else { "0" }.into(),
+            what: format!(
+                "bringing CPU {cpu} {}",
+                if on { "back online" } else { "offline again" }
+            ),
         }
-    }
-
-    fn plan(&self, sysfs: &Sysfs) -> Plan {
-        let mut plan = Plan::default();
-        if let Some(c) = &self.control {
-            plan.push(&sysfs.control_path(), c.as_str());
-        }
-        for &(cpu, on) in &self.online {
-            plan.push(&sysfs.online_path(cpu), if on { "1" } else { "0" });
-        }
-        plan
-    }
-
-    /// Writes back what differs, SMT control first (`on` brings every CPU online, so
-    /// CPUs that were offline before must be taken offline again after it).
-    fn restore(&self, sysfs: &Sysfs) -> Result<(), ControlError> {
-        let mut failed = Vec::new();
-        if let Some(want) = &self.control {
-            // An unreadable file is written anyway: restoring must not stop at a read.
-            let now = sysfs
-                .read(&sysfs.control_path())
-                .ok()
-                .flatten()
-                .map(|s| SmtControl::parse(&s));
-            if now.as_ref() != Some(want)
-                && let Err(e) = sysfs.write(
-                    &format!("restoring SMT {}", want.as_str()),
-                    &sysfs.control_path(),
-                    want.as_str(),
-                )
-            {
-                failed.push(e.to_string());
-            }
-        }
-        for &(cpu, on) in &self.online {
-            let path = sysfs.online_path(cpu);
-            let now = sysfs.read(&path).ok().flatten();
-            let want = if on { "1" } else { "0" };
-            if now.as_deref() != Some(want)
-                && let Err(e) = sysfs.write(
-                    &format!(
-                        "bringing CPU {cpu} {}",
-                        if on { "back online" } else { "offline again" }
-                    ),
-                    &path,
-                    want,
-                )
-            {
-                failed.push(e.to_string());
-            }
-        }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(ControlError::Restore(failed.join("; ")))
-        }
-    }
-}
-
-/// What a guard shares with its signal watcher.
-struct Shared {
-    sysfs: Sysfs,
-    snapshot: Snapshot,
-    /// Held while writing, so a signal's restore never interleaves with a change.
-    lock: Mutex<Option<Guardian>>,
-}
-
-impl Shared {
-    fn hold(&self) -> std::sync::MutexGuard<'_, Option<Guardian>> {
-        self.lock.lock().unwrap_or_else(|e| e.into_inner())
-    }
+    });
+    control.chain(online).collect()
 }
 
 /// How a guard protects its changes beyond `Drop`.
@@ -134,7 +70,7 @@ impl Default for Protection {
 /// # Ok(()) }
 /// ```
 pub struct SmtSwitch {
-    shared: Arc<Shared>,
+    shared: Arc<Restorer>,
     original: SmtSnapshot,
     protection: Protection,
     watcher: Option<Watcher>,
@@ -153,13 +89,8 @@ impl SmtSwitch {
         protection: Protection,
     ) -> Result<SmtSwitch, ControlError> {
         let original = state::read(&sysfs)?;
-        let snapshot = Snapshot::of(&original);
         Ok(SmtSwitch {
-            shared: Arc::new(Shared {
-                sysfs,
-                snapshot,
-                lock: Mutex::new(None),
-            }),
+            shared: Arc::new(Restorer::new(saved(&original, &sysfs), sysfs)),
             original,
             protection,
             watcher: None,
@@ -236,7 +167,7 @@ impl SmtSwitch {
         }
         let r = {
             let _held = self.shared.hold();
-            self.shared.snapshot.restore(&self.shared.sysfs)
+            self.shared.restore()
         };
         if r.is_ok() {
             self.changed = false;
@@ -262,23 +193,11 @@ impl SmtSwitch {
     fn protect(&mut self) -> Result<(), ControlError> {
         let mut guardian = self.lock();
         if self.protection.guardian && guardian.is_none() {
-            let plan = self.shared.snapshot.plan(&self.shared.sysfs);
-            *guardian = Some(Guardian::spawn(&plan).map_err(ControlError::Guardian)?);
+            *guardian = Some(Guardian::spawn(&self.shared.plan()).map_err(ControlError::Guardian)?);
         }
         drop(guardian);
         if self.protection.signals && self.watcher.is_none() {
-            let shared = Arc::clone(&self.shared);
-            self.watcher = Some(signals::watch(move || {
-                let mut guardian = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-                if shared.snapshot.restore(&shared.sysfs).is_ok()
-                    && let Some(g) = guardian.take()
-                {
-                    g.dismiss();
-                }
-                // Otherwise the guardian tries again once the process is gone. The
-                // lock stays held: nothing may change the system any more.
-                std::mem::forget(guardian);
-            })?);
+            self.watcher = Some(self.shared.watch()?);
         }
         Ok(())
     }
@@ -292,11 +211,7 @@ impl SmtSwitch {
     fn stop(&mut self, restored: bool) {
         self.watcher = None;
         if let Some(g) = self.lock().take() {
-            if restored {
-                g.dismiss();
-            } else {
-                g.abandon();
-            }
+            g.end(restored);
         }
     }
 }

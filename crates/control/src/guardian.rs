@@ -34,7 +34,12 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::ControlError;
+use crate::signals::Watcher;
+use crate::sysfs::Sysfs;
 
 /// Most process groups one guardian keeps track of at once.
 const MAX_GROUPS: usize = 4096;
@@ -152,6 +157,93 @@ impl Guardian {
 impl Drop for Guardian {
     fn drop(&mut self) {
         self.stop(true);
+    }
+}
+
+impl Guardian {
+    /// Ends the guardian: dismissed when everything was restored, else left to try once
+    /// more as the pipe closes.
+    pub fn end(self, restored: bool) {
+        if restored {
+            self.dismiss();
+        } else {
+            self.abandon();
+        }
+    }
+}
+
+/// A value a guard writes back: the file, what it read before any change, and what
+/// writing it back is, in errors.
+pub(crate) struct Saved {
+    pub path: PathBuf,
+    pub before: String,
+    pub what: String,
+}
+
+/// What a guard shares with its signal watcher: the values it writes back, in order,
+/// and its guardian, whose lock is held while writing, so a signal's restore never
+/// interleaves with a change.
+pub(crate) struct Restorer {
+    pub sysfs: Sysfs,
+    saved: Vec<Saved>,
+    pub guardian: Mutex<Option<Guardian>>,
+}
+
+impl Restorer {
+    pub fn new(saved: Vec<Saved>, sysfs: Sysfs) -> Restorer {
+        Restorer {
+            sysfs,
+            saved,
+            guardian: Mutex::new(None),
+        }
+    }
+
+    pub fn hold(&self) -> MutexGuard<'_, Option<Guardian>> {
+        self.guardian.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The guardian's plan: every saved value, in order.
+    pub fn plan(&self) -> Plan {
+        let mut plan = Plan::default();
+        for s in &self.saved {
+            plan.push(&s.path, &s.before);
+        }
+        plan
+    }
+
+    /// Writes back every value the file no longer holds (an unreadable file is written
+    /// anyway: restoring must not stop at a read); what failed, if anything.
+    pub fn restore(&self) -> Result<(), ControlError> {
+        let mut failed = Vec::new();
+        for s in &self.saved {
+            let now = self.sysfs.read(&s.path).ok().flatten();
+            if now.as_deref() != Some(s.before.as_str())
+                && let Err(e) = self.sysfs.write(&s.what, &s.path, &s.before)
+            {
+                failed.push(e.to_string());
+            }
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(ControlError::Restore(failed.join("; ")))
+        }
+    }
+
+    /// Restores on SIGINT, SIGTERM, SIGHUP and SIGQUIT before the process dies of it,
+    /// the guardian dismissed when that worked (else it tries again once the process is
+    /// gone). The lock stays held: nothing may change the system any more.
+    pub fn watch(self: &Arc<Self>) -> Result<Watcher, ControlError> {
+        let s = Arc::clone(self);
+        crate::signals::watch(move || {
+            let mut guardian = s.hold();
+            if s.restore().is_ok()
+                && let Some(g) = guardian.take()
+            {
+                g.dismiss();
+            }
+            std::mem::forget(guardian);
+        })
     }
 }
 

@@ -5,12 +5,12 @@
 //! the old values before the first write, as for SMT control).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::error::ControlError;
 use crate::guard::Protection;
-use crate::guardian::{Guardian, Plan};
-use crate::signals::{self, Watcher};
+use crate::guardian::{Guardian, Restorer, Saved};
+use crate::signals::Watcher;
 use crate::sysfs::Sysfs;
 
 /// One file to write and put back.
@@ -23,39 +23,11 @@ pub struct FileWrite {
     pub value: String,
 }
 
-struct Shared {
-    sysfs: Sysfs,
-    files: Vec<FileWrite>,
-    /// What the writes are for, in errors.
-    what: &'static str,
-    /// Held while writing, so a signal's restore never interleaves with a change.
-    guardian: Mutex<Option<Guardian>>,
-}
-
-impl Shared {
-    /// Writes every file's old value back; what failed, if anything.
-    fn restore(&self) -> Result<(), ControlError> {
-        let mut failed = Vec::new();
-        for f in &self.files {
-            let now = self.sysfs.read(&f.path).ok().flatten();
-            if now.as_deref() != Some(f.before.as_str())
-                && let Err(e) = self.sysfs.write(self.what, &f.path, &f.before)
-            {
-                failed.push(e.to_string());
-            }
-        }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(ControlError::Restore(failed.join("; ")))
-        }
-    }
-}
-
 /// Files written until dropped (see the module documentation for every way the old
 /// values come back).
 pub struct FileWrites {
-    shared: Arc<Shared>,
+    shared: Arc<Restorer>,
+    files: Vec<FileWrite>,
     _watcher: Option<Watcher>,
     restored: bool,
 }
@@ -63,7 +35,7 @@ pub struct FileWrites {
 impl std::fmt::Debug for FileWrites {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FileWrites")
-            .field("files", &self.shared.files)
+            .field("files", &self.files)
             .finish()
     }
 }
@@ -80,52 +52,30 @@ impl FileWrites {
         if let Some(first) = files.first() {
             sysfs.check_root(what, &first.path)?;
         }
-        let guardian = if protection.guardian && !files.is_empty() {
-            let mut plan = Plan::default();
-            for f in &files {
-                plan.push(&f.path, &f.before);
-            }
-            Some(Guardian::spawn(&plan).map_err(ControlError::Guardian)?)
-        } else {
-            None
-        };
-        let shared = Arc::new(Shared {
-            sysfs,
-            files,
-            what,
-            guardian: Mutex::new(guardian),
+        let saved = files.iter().map(|f| Saved {
+            path: f.path.clone(),
+            before: f.before.clone(),
+            what: what.into(),
         });
-        let watcher = if protection.signals && !shared.files.is_empty() {
-            let s = Arc::clone(&shared);
-            Some(signals::watch(move || {
-                let mut guardian = s.guardian.lock().unwrap_or_else(|e| e.into_inner());
-                if s.restore().is_ok()
-                    && let Some(g) = guardian.take()
-                {
-                    g.dismiss();
-                }
-                // Nothing may change the files any more: the lock stays held.
-                std::mem::forget(guardian);
-            })?)
+        let shared = Arc::new(Restorer::new(saved.collect(), sysfs));
+        if protection.guardian && !files.is_empty() {
+            *shared.hold() = Some(Guardian::spawn(&shared.plan()).map_err(ControlError::Guardian)?);
+        }
+        let watcher = if protection.signals && !files.is_empty() {
+            Some(shared.watch()?)
         } else {
             None
         };
         let steer = FileWrites {
             shared,
+            files,
             _watcher: watcher,
             restored: false,
         };
         let written = {
-            let _held = steer
-                .shared
-                .guardian
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            steer
-                .shared
-                .files
-                .iter()
-                .try_for_each(|f| steer.shared.sysfs.write(what, &f.path, &f.value))
+            let _held = steer.shared.hold();
+            let write = |f: &FileWrite| steer.shared.sysfs.write(what, &f.path, &f.value);
+            steer.files.iter().try_for_each(write)
         };
         if let Err(e) = written {
             // Dropping restores what was written.
@@ -137,7 +87,7 @@ impl FileWrites {
 
     /// The files written (empty: nothing to write).
     pub fn files(&self) -> &[FileWrite] {
-        &self.shared.files
+        &self.files
     }
 
     /// Writes the old values back now, and reports what could not be.
@@ -150,19 +100,10 @@ impl FileWrites {
             return Ok(());
         }
         self.restored = true;
-        let mut guardian = self
-            .shared
-            .guardian
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut guardian = self.shared.hold();
         let r = self.shared.restore();
         if let Some(g) = guardian.take() {
-            // Restored: the guardian goes quietly; otherwise it tries once more.
-            if r.is_ok() {
-                g.dismiss();
-            } else {
-                g.abandon();
-            }
+            g.end(r.is_ok());
         }
         r
     }
