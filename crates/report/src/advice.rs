@@ -79,10 +79,15 @@ pub enum Lean {
 
 impl Figure {
     pub fn new(value: f64, low: f64, high: f64) -> Self {
+        Figure::with_ci(value, Some(low), Some(high))
+    }
+
+    /// A steady figure with its interval, where it has one.
+    pub fn with_ci(value: f64, ci95_low: Option<f64>, ci95_high: Option<f64>) -> Self {
         Figure {
             value,
-            ci95_low: Some(low),
-            ci95_high: Some(high),
+            ci95_low,
+            ci95_high,
             unsteady: None,
         }
     }
@@ -99,12 +104,7 @@ impl Figure {
     }
 
     pub fn from_ratio(r: &Ratio) -> Self {
-        Figure {
-            value: r.ratio,
-            ci95_low: r.ci95_low,
-            ci95_high: r.ci95_high,
-            unsteady: None,
-        }
+        Figure::with_ci(r.ratio, r.ci95_low, r.ci95_high)
     }
 
     /// The speed-up of a [`Verdict`], unsteady when the verdict says so.
@@ -378,31 +378,28 @@ pub struct Baseline {
 /// measures a capacity at that target, so its speed-ups are capacities at the target.
 pub const SLO_PARAM: &str = "slo";
 
-/// The recommendation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Recommendation {
-    KeepOn,
-    TurnOff,
-    Depends,
-    CannotTell,
-    NoSmt,
+smtlab_model::named_enum! {
+    fn words;
+    /// The recommendation; `words`: in a few words, as the fleet's tally counts it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Recommendation {
+        KeepOn = "keep SMT on",
+        TurnOff = "turn SMT off",
+        Depends = "it depends",
+        CannotTell = "cannot tell",
+        NoSmt = "no SMT here",
+    }
 }
 
-/// What an "it depends" answer depends on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Dependence {
-    TailLatencyTarget,
-    PartnerKind,
-}
-
-impl Dependence {
-    pub fn words(self) -> &'static str {
-        match self {
-            Dependence::TailLatencyTarget => "the tail-latency target",
-            Dependence::PartnerKind => "the partner kind",
-        }
+smtlab_model::named_enum! {
+    fn words;
+    /// What an "it depends" answer depends on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Dependence {
+        TailLatencyTarget = "the tail-latency target",
+        PartnerKind = "the partner kind",
     }
 }
 

@@ -68,25 +68,16 @@ pub enum Choice {
     None,
 }
 
-/// Where the between-run variance in use came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    StoredRepeats,
-    Rounds,
-    DefaultFloor,
-    None,
-}
-
-impl Source {
-    /// How outputs name it.
-    pub fn words(self) -> &'static str {
-        match self {
-            Source::StoredRepeats => "stored repeats of this setup",
-            Source::Rounds => "the runs' own rounds",
-            Source::DefaultFloor => "default floor (not measured)",
-            Source::None => "none (within-run intervals only)",
-        }
+smtlab_model::named_enum! {
+    fn words;
+    /// Where the between-run variance in use came from; `words`: how outputs name it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Source {
+        StoredRepeats = "stored repeats of this setup",
+        Rounds = "the runs' own rounds",
+        DefaultFloor = "default floor (not measured)",
+        None = "none (within-run intervals only)",
     }
 }
 

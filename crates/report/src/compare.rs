@@ -70,18 +70,12 @@ use crate::compare_sides::{EnvDiff, Side, env_diffs};
 use crate::counters::Headline;
 use crate::fmt::{num, params, text_table, utc};
 
-/// Which statistic a value is (see the module documentation for why).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Statistic {
-    Mean,
-}
-
-impl Statistic {
-    pub fn name(self) -> &'static str {
-        match self {
-            Statistic::Mean => "mean",
-        }
+smtlab_model::named_enum! {
+    /// Which statistic a value is (see the module documentation for why).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Statistic {
+        Mean = "mean",
     }
 }
 

@@ -94,10 +94,7 @@ fn row_label(r: &CompareRow, all: &[CompareRow]) -> String {
         .filter(|(k, v)| same.iter().any(|x| x.params.get(*k) != Some(*v)))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let mut s = r.benchmark.clone();
-    if !varying.is_empty() {
-        let _ = write!(s, " {}", params(&varying));
-    }
+    let mut s = crate::advice::workload_name(&r.benchmark, &varying);
     let _ = write!(s, " @ {}", r.placement);
     s
 }

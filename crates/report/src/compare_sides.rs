@@ -13,20 +13,14 @@ pub struct EnvDiff {
     pub b: Option<String>,
 }
 
-/// Which run a missing cell was measured in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Side {
-    A,
-    B,
-}
-
-impl Side {
-    /// `A` or `B`, as every output names the runs.
-    pub fn letter(self) -> &'static str {
-        match self {
-            Side::A => "A",
-            Side::B => "B",
-        }
+smtlab_model::named_enum! {
+    fn letter;
+    /// Which run a missing cell was measured in; `letter`: `A` or `B`, as every output
+    /// names the runs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    pub enum Side {
+        A = "A",
+        B = "B",
     }
 }
 

@@ -80,49 +80,30 @@ impl CellRatios {
     }
 }
 
-/// A ratio of two generic events.
-struct Def {
-    key: &'static str,
-    label: &'static str,
-    kind: RatioKind,
-    num: CounterEvent,
-    den: CounterEvent,
-}
-
-/// The ratios in report order: CPI, IPC, the five miss rates, branch mispredictions.
-fn defs() -> Vec<Def> {
+/// The ratios of two generic events in report order (CPI, IPC, the five miss rates,
+/// branch mispredictions): key, label, kind, (numerator, denominator).
+const DEFS: [(&str, &str, RatioKind, (CounterEvent, CounterEvent)); 8] = {
     use CounterEvent as E;
-    let pair = |i: usize| (MISS_PAIRS[i].misses, MISS_PAIRS[i].accesses);
-    let plain = [
-        ("cpi", "CPI", (E::Cycles, E::Instructions)),
-        ("ipc", "IPC", (E::Instructions, E::Cycles)),
-    ];
-    let shares = [
-        ("l1i_miss_rate", "L1I miss rate", pair(1)),
-        ("l1d_miss_rate", "L1D miss rate", pair(0)),
-        ("llc_miss_rate", "LLC miss rate", pair(2)),
-        ("itlb_miss_rate", "iTLB miss rate", pair(4)),
-        ("dtlb_miss_rate", "dTLB miss rate", pair(3)),
+    use RatioKind::{Plain, Share};
+    const fn miss(i: usize) -> (CounterEvent, CounterEvent) {
+        (MISS_PAIRS[i].misses, MISS_PAIRS[i].accesses)
+    }
+    [
+        ("cpi", "CPI", Plain, (E::Cycles, E::Instructions)),
+        ("ipc", "IPC", Plain, (E::Instructions, E::Cycles)),
+        ("l1i_miss_rate", "L1I miss rate", Share, miss(1)),
+        ("l1d_miss_rate", "L1D miss rate", Share, miss(0)),
+        ("llc_miss_rate", "LLC miss rate", Share, miss(2)),
+        ("itlb_miss_rate", "iTLB miss rate", Share, miss(4)),
+        ("dtlb_miss_rate", "dTLB miss rate", Share, miss(3)),
         (
             "branch_miss_rate",
             "branch misprediction rate",
+            Share,
             (E::BranchMisses, E::Branches),
         ),
-    ];
-    let of_kind = |kind| {
-        move |(key, label, (num, den))| Def {
-            key,
-            label,
-            kind,
-            num,
-            den,
-        }
-    };
-    let plain = plain.into_iter().map(of_kind(RatioKind::Plain));
-    plain
-        .chain(shares.into_iter().map(of_kind(RatioKind::Share)))
-        .collect()
-}
+    ]
+};
 
 /// Why `event` has no count: the kernel's reason for one of its modes, or "not counted".
 /// Empty when the event was simply not asked for.
@@ -214,14 +195,14 @@ fn plain(key: String, label: String, value: f64) -> RatioValue {
 /// The ratios of [`defs`], or an omitted line naming the missing counters.
 fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut OmittedLines) {
     let all = CountMode::All;
-    for d in defs() {
-        match ratio(v, d.num, d.den, all) {
+    for (key, label, kind, (num, den)) in DEFS {
+        match ratio(v, num, den, all) {
             Some(value) => ratios.push(RatioValue {
-                kind: d.kind,
-                ..plain(d.key.into(), d.label.into(), value)
+                kind,
+                ..plain(key.into(), label.into(), value)
             }),
             None => {
-                let missing: Vec<CounterEvent> = [d.num, d.den]
+                let missing: Vec<CounterEvent> = [num, den]
                     .into_iter()
                     .filter(|e| v.count(*e, all).is_none())
                     .collect();
@@ -229,7 +210,7 @@ fn defined_ratios(v: &CounterValues, ratios: &mut Vec<RatioValue>, lines: &mut O
                     Some(e) => why_missing(v, *e),
                     None => "a zero denominator".into(),
                 };
-                lines.push((reason, d.label.into(), missing));
+                lines.push((reason, label.into(), missing));
             }
         }
     }

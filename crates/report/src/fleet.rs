@@ -342,17 +342,6 @@ impl Fleet {
     }
 }
 
-/// A recommendation in a few words, as the tally counts it.
-pub fn recommendation_words(r: Recommendation) -> &'static str {
-    match r {
-        Recommendation::KeepOn => "keep SMT on",
-        Recommendation::TurnOff => "turn SMT off",
-        Recommendation::Depends => "it depends",
-        Recommendation::CannotTell => "cannot tell",
-        Recommendation::NoSmt => "no SMT here",
-    }
-}
-
 /// The host name of a run.
 pub fn host_of(r: &RunResults) -> String {
     match r.run.environment.hostname.as_deref() {
@@ -701,9 +690,7 @@ fn models(
         hosts.sort_by(|a, b| a.host.cmp(&b.host));
         let mut counts = BTreeMap::new();
         for h in &hosts {
-            *counts
-                .entry(recommendation_words(h.recommendation).into())
-                .or_insert(0) += 1;
+            *counts.entry(h.recommendation.words().into()).or_insert(0) += 1;
         }
         if let Some(m) = models.get_mut(&model) {
             m.advice.push(AdviceTally {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use smtlab_model::Summary;
-use smtlab_model::stats::{Ratio, Significance};
+use smtlab_model::stats::Significance;
 use smtlab_model::verdict::Verdict;
 
 /// Decimals that give `x` four significant digits; `None` below 1e-4, where an exponent
@@ -103,18 +103,6 @@ pub fn ratio_ci(ratio: f64, lo: Option<f64>, hi: Option<f64>) -> String {
         (Some(lo), Some(hi)) => format!("{}x [{}, {}]", times(ratio), times(lo), times(hi)),
         _ => format!("{}x", times(ratio)),
     }
-}
-
-/// A speed-up ([`smtlab_model::stats::speedup`]) as every output prints it: the ratio
-/// and its 95% interval with three decimals, then what the interval says:
-/// `1.250x [1.210, 1.290] faster`, `0.954x [0.886, 1.028] not significant at 95%`,
-/// `1.048x n=1, no interval`. Above 1 always means the second is better.
-pub fn speedup(r: &Ratio) -> String {
-    format!(
-        "{} {}",
-        ratio_ci(r.ratio, r.ci95_low, r.ci95_high),
-        r.significance().words()
-    )
 }
 
 /// What a comparison's interval says, in the words every output uses beside its figure:
@@ -463,7 +451,14 @@ mod tests {
     #[test]
     fn speedups_print_with_their_verdict() {
         use smtlab_model::Direction;
-        use smtlab_model::stats::{speedup as sp, summarize};
+        use smtlab_model::stats::{Ratio, speedup as sp, summarize};
+        let speedup = |r: &Ratio| {
+            format!(
+                "{} {}",
+                ratio_ci(r.ratio, r.ci95_low, r.ci95_high),
+                r.significance().words()
+            )
+        };
         let a = summarize(&[10.0, 10.1, 9.9, 10.0]).unwrap();
         let b = summarize(&[8.0, 8.1, 7.9, 8.0]).unwrap();
         let t = speedup(&sp(&a, &b, Direction::Lower).unwrap());

@@ -6,46 +6,24 @@ use maud::{Markup, html};
 use smtlab_model::disturbance::DISTURBED_SHARE;
 use smtlab_model::result::UNSTEADY_CV;
 
-/// A word with a meaning of its own on the page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Term {
-    Interval,
-    NotSignificant,
-    Unsteady,
-    Disturbed,
-    AtLimit,
-    Yield,
-    TwoCoresVsOne,
-    SingleThreaded,
+smtlab_model::named_enum! {
+    fn word;
+    /// A word with a meaning of its own on the page: `ALL` in the order the glossary lists
+    /// them, `word` as the outputs write it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Term {
+        Interval = "95% interval",
+        NotSignificant = "not significant at 95%",
+        Yield = "SMT yield",
+        TwoCoresVsOne = "2 cores vs 1",
+        SingleThreaded = "single-threaded",
+        Unsteady = "unsteady",
+        Disturbed = "disturbed",
+        AtLimit = "at a limit",
+    }
 }
 
 impl Term {
-    /// Every term, in the order the glossary lists them.
-    pub const ALL: [Term; 8] = [
-        Term::Interval,
-        Term::NotSignificant,
-        Term::Yield,
-        Term::TwoCoresVsOne,
-        Term::SingleThreaded,
-        Term::Unsteady,
-        Term::Disturbed,
-        Term::AtLimit,
-    ];
-
-    /// The word as the outputs write it.
-    pub fn word(self) -> &'static str {
-        match self {
-            Term::Interval => "95% interval",
-            Term::NotSignificant => "not significant at 95%",
-            Term::Unsteady => "unsteady",
-            Term::Disturbed => "disturbed",
-            Term::AtLimit => "at a limit",
-            Term::Yield => "SMT yield",
-            Term::TwoCoresVsOne => "2 cores vs 1",
-            Term::SingleThreaded => "single-threaded",
-        }
-    }
-
     /// The anchor of its definition on the page.
     pub fn id(self) -> &'static str {
         match self {

@@ -416,7 +416,7 @@ fn irqs<'a>(cells: &[(&'a CellRecord, &'a CellCounters)]) -> Markup {
 }
 
 /// The section; `Err` with the reason (and nothing written) when no cell was counted.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(crate) fn section(r: &RunResults) -> Result<Markup, Absent> {
     let cells: Vec<(&CellRecord, &CellCounters)> = r
         .cells
         .iter()
@@ -444,7 +444,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
         Column::for_values("ns", &heads.iter().filter_map(f).collect::<Vec<_>>())
     };
     let (clock_col, cpu_col) = (column(|h| h.task_clock_ns), column(|h| h.cpu_ns_per_unit));
-    let section = html! {
+    Ok(html! {
         section id="counters" {
             h2 { "Performance counters and OS time" }
             @if !notes.is_empty() {
@@ -487,9 +487,7 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
             (kernel_time(&cells))
             (irqs(&cells))
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// The counted columns of one cell's row.

@@ -15,9 +15,8 @@
 
 use smtlab_model::metrics::threads;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
-use maud::{PreEscaped, html};
+use maud::{Markup, PreEscaped, html};
 use smtlab_model::{CacheType, CellRecord, Direction, RunResults, Topology, stats};
 
 use crate::fmt::{cpus, params};
@@ -77,7 +76,7 @@ fn cache_lines(t: &Topology) -> Vec<(f64, String)> {
 }
 
 /// The `sweeps` section.
-pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub fn sweeps(r: &RunResults) -> Result<Markup, Absent> {
     let groups = sweep_groups(r);
     if groups.is_empty() {
         return Err(Absent(
@@ -140,10 +139,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
             vlines: lines.clone(),
             ..LineOptions::default()
         };
-        let mut title = bench.clone();
-        if !ps.is_empty() {
-            let _ = write!(title, " {}", params(&ps));
-        }
+        let title = crate::advice::workload_name(&bench, &ps);
         let better = format!("{} is better", first.direction.as_str());
         let y_label = format!("{} ({better})", col.unit);
         charts.push(svg::line_chart(
@@ -155,7 +151,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
             &opt,
         ));
     }
-    let section = html! {
+    Ok(html! {
         section id="sweeps" {
             h2 { "Working-set sweeps" }
             p {
@@ -170,9 +166,7 @@ pub fn sweeps(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 @for s in charts { figure { @if let Some(s) = s { (PreEscaped(s)) } } }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// Per-event series that come in (A, B) pairs timed from the same start, with what each
@@ -206,7 +200,7 @@ const PAIRS: [Pair; 3] = [
 ];
 
 /// The `latency` section: one block per benchmark and parameters.
-pub fn latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub fn latency(r: &RunResults) -> Result<Markup, Absent> {
     let groups = latency_groups(r);
     if groups.is_empty() {
         return Err(Absent(
@@ -219,7 +213,7 @@ pub fn latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     for (k, cells) in groups {
         latency_block(&mut blocks, &k, &cells);
     }
-    let section = maud::html! {
+    Ok(maud::html! {
         section id="latency" {
             h2 { "Latency distributions" }
             p {
@@ -232,9 +226,7 @@ pub fn latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
             }
             (maud::PreEscaped(blocks))
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// One entry of [`PAIRS`]: series A, series B, their labels, the caption.

@@ -77,14 +77,14 @@ pub fn line(cell: &CellRecord) -> Option<String> {
 
 /// The `mix` section: per parameter set, a table of each program's progress per
 /// placement, and the weighted speedup.
-pub(crate) fn section(r: &RunResults) -> Option<String> {
+pub(crate) fn section(r: &RunResults) -> Option<maud::Markup> {
     let cells = crate::html_workloads::cells::cells_in(r, |s| *s == ReportSection::Mix);
     if cells.is_empty() {
         return None;
     }
     // Groups of cells with the same programs (and other parameters).
     let groups = crate::grouped(cells.iter().copied(), |c| params(&c.flat_params()));
-    let page = html! {
+    Some(html! {
         section id="mix" {
             h2 { "Multiprogrammed mix (Redstone 2000, section 2.3)" }
             p {
@@ -126,8 +126,7 @@ pub(crate) fn section(r: &RunResults) -> Option<String> {
                 }
             }
         }
-    };
-    Some(page.into_string())
+    })
 }
 
 #[cfg(test)]

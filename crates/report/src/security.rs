@@ -196,22 +196,9 @@ fn answer(
 /// mean of the samples' with its interval.
 fn row(mode: SecurityMode, c: &CellRecord) -> ModeRow {
     let s = &c.result.summary;
-    let value = (s.n > 0).then(|| match s.n {
-        1 => Figure {
-            value: s.mean,
-            ci95_low: None,
-            ci95_high: None,
-            unsteady: None,
-        },
-        _ => Figure::new(
-            s.mean,
-            s.mean - s.ci95_half_width,
-            s.mean + s.ci95_half_width,
-        ),
-    });
     ModeRow {
         mode: mode.name().into(),
-        value,
+        value: (s.n > 0).then(|| Figure::of_mean(s, None)),
         p99_ms: metric_mean(c, LATENCY_P99_NS, 1e-6),
         forced_idle_share: metric_mean(c, FORCEIDLE_SHARE, 1.0),
         skipped: None,
@@ -230,15 +217,12 @@ fn p99_ratio(a: &CellRecord, b: &CellRecord) -> Option<Figure> {
 fn metric_mean(c: &CellRecord, name: &str, scale: f64) -> Option<Figure> {
     let xs: Vec<f64> = metric_values(c, name).iter().map(|v| v * scale).collect();
     let mean = stats::mean(&xs)?;
-    Some(match stats::ci95_half_width(&xs) {
-        Some(h) => Figure::new(mean, mean - h, mean + h),
-        None => Figure {
-            value: mean,
-            ci95_low: None,
-            ci95_high: None,
-            unsteady: None,
-        },
-    })
+    let h = stats::ci95_half_width(&xs);
+    Some(Figure::with_ci(
+        mean,
+        h.map(|h| mean - h),
+        h.map(|h| mean + h),
+    ))
 }
 
 /// What a protection costs against `smt-on`, as a share of its throughput, then the
@@ -345,12 +329,12 @@ pub fn markdown(answers: &[SecurityAdvice]) -> String {
 /// The report's section (`id="security"`) of a run with security-mode cells (`advise
 /// --security`): per workload and load, each mode's figures and the answer; `None` for
 /// other runs, which need not say so.
-pub fn section(r: &smtlab_model::RunResults) -> Option<String> {
+pub fn section(r: &smtlab_model::RunResults) -> Option<maud::Markup> {
     let answers = security(&r.cells, &r.skipped);
     if answers.is_empty() {
         return None;
     }
-    let html = maud::html! {
+    Some(maud::html! {
         section id="security" {
             h2 { "The price of SMT safety" }
             p {
@@ -371,8 +355,7 @@ pub fn section(r: &smtlab_model::RunResults) -> Option<String> {
                 p { strong { (a.line) } }
             }
         }
-    };
-    Some(html.into_string())
+    })
 }
 
 #[cfg(test)]

@@ -5,13 +5,13 @@
 //! the other state that has the same benchmark, parameters, other conditions and
 //! placement.
 
-use maud::html;
+use maud::{Markup, html};
 use smtlab_model::keys::SmtState;
 use smtlab_model::stats::geomean;
 use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{CellRecord, RunResults};
 
-use crate::fmt::{num, params, text_table, times, verdict as speedup_text};
+use crate::fmt::{num, text_table, times, verdict as speedup_text};
 use crate::html_parts::Absent;
 
 /// One benchmark, parameter set and placement measured in both states.
@@ -26,11 +26,7 @@ impl Row<'_> {
     /// Benchmark and its parameters and conditions without the SMT state.
     pub fn name(&self) -> String {
         let p = self.off.conditions.without_smt().flatten(&self.off.params);
-        if p.is_empty() {
-            self.off.benchmark.clone()
-        } else {
-            format!("{} {}", self.off.benchmark, params(&p))
-        }
+        crate::advice::workload_name(&self.off.benchmark, &p)
     }
 
     /// The row as the table shows it: name, placement, the two values, the speed-up.
@@ -113,14 +109,14 @@ pub fn text(cells: &[CellRecord]) -> String {
 }
 
 /// The HTML section, or why the run has none.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(crate) fn section(r: &RunResults) -> Result<Markup, Absent> {
     let (rows, means) = rows(&r.cells);
     if rows.is_empty() {
         return Err(Absent(
             "no cell measured with SMT off and on in this run (--smt both)".into(),
         ));
     }
-    let section = html! {
+    Ok(html! {
         section id="smt-states" {
             h2 { "SMT off vs on" }
             p {
@@ -147,7 +143,5 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }

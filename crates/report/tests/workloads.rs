@@ -64,7 +64,7 @@ fn workload_speedups_are_the_one_speedup() {
         let ratio =
             smtlab_model::stats::speedup(&c.result.summary, &smt.result.summary, c.direction)
                 .unwrap();
-        let text = smtlab_report::fmt::speedup(&ratio);
+        let text = smtlab_report::fmt::ratio_ci(ratio.ratio, ratio.ci95_low, ratio.ci95_high);
         let head = text.split(" [").next().unwrap();
         assert!(tables.contains(&format!("{head}<br/>")), "{text}");
     }

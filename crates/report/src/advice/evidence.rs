@@ -39,12 +39,11 @@ pub fn headroom(cells: &[CellRecord]) -> Option<Headroom> {
     }
     Some(Headroom {
         reported_busy_pct: busy * 100.0,
-        left: Figure {
-            value: 1.0 - r.ratio,
-            ci95_low: r.ci95_high.map(|h| 1.0 - h),
-            ci95_high: r.ci95_low.map(|l| 1.0 - l),
-            unsteady: None,
-        },
+        left: Figure::with_ci(
+            1.0 - r.ratio,
+            r.ci95_high.map(|h| 1.0 - h),
+            r.ci95_low.map(|l| 1.0 - l),
+        ),
     })
 }
 
@@ -356,12 +355,11 @@ fn mean_ms(xs: &[f64]) -> Option<Figure> {
 /// below zero, whatever a wide interval of three samples says.
 fn ms_figure(s: &smtlab_model::Summary) -> Figure {
     let ms = 1e6;
-    Figure {
-        value: s.mean / ms,
-        ci95_low: (s.n > 1).then_some((s.mean - s.ci95_half_width).max(0.0) / ms),
-        ci95_high: (s.n > 1).then_some((s.mean + s.ci95_half_width) / ms),
-        unsteady: None,
-    }
+    Figure::with_ci(
+        s.mean / ms,
+        (s.n > 1).then_some((s.mean - s.ci95_half_width).max(0.0) / ms),
+        (s.n > 1).then_some((s.mean + s.ci95_half_width) / ms),
+    )
 }
 
 /// One side of a sweep at `offered` requests per second: what `c`'s samples served and,
@@ -536,12 +534,7 @@ fn partners(cells: &[&CellRecord], a: &str) -> Vec<Partnered> {
                 .map(|(x, y)| speed(x) + speed(y));
             Some(Partnered {
                 partner: en.b,
-                figure: Figure {
-                    value,
-                    ci95_low: low,
-                    ci95_high: high,
-                    unsteady: None,
-                },
+                figure: Figure::with_ci(value, low, high),
                 predicted_by_run: None,
             })
         })
@@ -572,12 +565,7 @@ pub fn add_predicted_partners(
             match found {
                 Some(c) => e.partners.push(Partnered {
                     partner: b.clone(),
-                    figure: Figure {
-                        value: c.value,
-                        ci95_low: c.low,
-                        ci95_high: c.high,
-                        unsteady: None,
-                    },
+                    figure: Figure::with_ci(c.value, c.low, c.high),
                     predicted_by_run: Some(doc.run),
                 }),
                 None if !missing.contains(b) => missing.push(b.clone()),

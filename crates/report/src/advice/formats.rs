@@ -342,7 +342,7 @@ fn without_smt_section(r: &RunResults, answers: &[Advice]) -> Option<maud::Marku
 /// The report's first section (`id="advice"`): one row per workload with its answer,
 /// the figures it rests on and a strip of the deciding figure with its interval; or why
 /// the run has no answer.
-pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(crate) fn section(r: &RunResults) -> Result<maud::Markup, Absent> {
     let answers = advise_run(r);
     if answers.is_empty() {
         return Err(Absent(
@@ -351,10 +351,9 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
         ));
     }
     if let Some(layout) = without_smt_section(r, &answers) {
-        p.push_str(&layout.into_string());
-        return Ok(());
+        return Ok(layout);
     }
-    let section = maud::html! {
+    Ok(maud::html! {
         section id="advice" {
             h2 { "The answer: should SMT be on?" }
             p {
@@ -419,7 +418,5 @@ pub(crate) fn section(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }

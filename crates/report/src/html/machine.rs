@@ -186,10 +186,10 @@ fn kv(key: &str, value: Option<&str>) -> Markup {
     }
 }
 
-pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(super) fn machine(r: &RunResults) -> Result<Markup, Absent> {
     let t = &r.run.topology;
     let notes = notes(r);
-    let section = html! {
+    Ok(html! {
         section id="machine" {
             h2 { "Machine" }
             @if !notes.is_empty() {
@@ -215,9 +215,7 @@ pub(super) fn machine(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 div class="scroll" { (PreEscaped(crate::topo_svg::topology_svg(t))) }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// The SMT control state when the run started, with whether SMT was active

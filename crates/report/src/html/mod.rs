@@ -81,13 +81,13 @@ figure,svg,tr,h3{break-inside:avoid}h2,h3{break-after:avoid}a{color:inherit;text
 /// A section writer.
 #[derive(Clone, Copy)]
 enum SectionFn {
-    /// Writes the section, or returns why there is nothing to show (writing nothing),
-    /// which the page names under its header.
-    Named(fn(&mut String, &RunResults) -> Result<(), Absent>),
+    /// The section, or why there is nothing to show, which the page names under its
+    /// header.
+    Named(fn(&RunResults) -> Result<Markup, Absent>),
     /// The section, or `None` where the run has nothing for it: a workload section of a
     /// run without such cells is left out without a word, since naming six absent
     /// workload kinds would crowd the header of every run.
-    Optional(fn(&RunResults) -> Option<String>),
+    Optional(fn(&RunResults) -> Option<Markup>),
 }
 use SectionFn::{Named, Optional};
 
@@ -149,7 +149,7 @@ const SECTIONS: [(&str, &str, SectionFn); 21] = [
 /// Co-run matrices, single-thread penalties and the utilisation curve, for the runs of
 /// `smtlab corun`, `penalty` and `util`; a stored `predict` run's profiles and
 /// predictions beside its measured matrix instead of the heatmaps.
-fn corun(r: &RunResults) -> Option<String> {
+fn corun(r: &RunResults) -> Option<Markup> {
     let mut p = String::new();
     crate::utilisation::section(&mut p, r);
     let corun_cells = r.cells.iter().any(|c| crate::corun::form_of(c).is_some());
@@ -161,7 +161,7 @@ fn corun(r: &RunResults) -> Option<String> {
         _ => crate::corun::section(&mut p, r),
     }
     // Left out silently: most runs are not co-runs, and need not say so.
-    (!p.is_empty()).then_some(p)
+    (!p.is_empty()).then_some(PreEscaped(p))
 }
 
 /// The whole page. Sections without data are left out and named in one line under the
@@ -180,17 +180,14 @@ pub fn html_labelled(results: &RunResults, label: Option<&str>) -> String {
     let mut absent: Vec<String> = Vec::new();
     for (id, name, f) in &SECTIONS {
         let section = match f {
-            Named(f) => {
-                let mut s = String::new();
-                match f(&mut s, results) {
-                    Ok(()) => Some(s),
-                    Err(Absent(why)) => {
-                        absent.push(format!("{name}: {why}"));
-                        None
-                    }
+            Named(f) => match f(results) {
+                Ok(s) => Some(s.into_string()),
+                Err(Absent(why)) => {
+                    absent.push(format!("{name}: {why}"));
+                    None
                 }
-            }
-            Optional(f) => f(results),
+            },
+            Optional(f) => f(results).map(Markup::into_string),
         };
         if let Some(s) = section {
             body.push_str(&s);

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use maud::{PreEscaped, html};
+use maud::{Markup, PreEscaped, html};
 use smtlab_model::{CellRecord, Direction, RunResults};
 
-use crate::fmt::{cpus, params};
+use crate::fmt::cpus;
 use crate::html_parts::{Absent, headline};
 use crate::svg::{self, LineOptions, Point, Scale, Series};
 use crate::units::Column;
@@ -58,7 +58,7 @@ fn is_grid_name(s: &str) -> bool {
     cores.parse::<u32>().is_ok() && threads.parse::<u32>().is_ok()
 }
 
-pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(super) fn scaling(r: &RunResults) -> Result<Markup, Absent> {
     let sweeps = crate::html_figures::sweep_groups(r);
     let swept: Vec<&CellRecord> = sweeps
         .iter()
@@ -88,7 +88,7 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), Absent> {
             "no compute or memory benchmark at two or more thread counts".into(),
         ));
     }
-    let section = html! {
+    Ok(html! {
         section id="scaling" {
             h2 { "Scaling with threads" }
             p {
@@ -110,16 +110,11 @@ pub(super) fn scaling(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// One chart of [`scaling`]: the cells of one benchmark and parameter set.
-fn scaling_figure(
-    k: &(String, BTreeMap<String, String>, bool),
-    cs: &[&CellRecord],
-) -> maud::Markup {
+fn scaling_figure(k: &(String, BTreeMap<String, String>, bool), cs: &[&CellRecord]) -> Markup {
     let first = cs[0];
     let col = Column::for_values(
         &first.unit,
@@ -161,10 +156,7 @@ fn scaling_figure(
         }
     }
     let better = format!("{} is better", first.direction.as_str());
-    let mut title = first.benchmark.clone();
-    if !k.1.is_empty() {
-        let _ = write!(title, " {}", params(&k.1));
-    }
+    let mut title = crate::advice::workload_name(&first.benchmark, &k.1);
     title.push_str(if k.2 {
         ", threads varied per mapping"
     } else {

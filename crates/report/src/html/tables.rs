@@ -29,7 +29,7 @@ fn os_row<'a>(
         })
 }
 
-pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(super) fn os_latency(r: &RunResults) -> Result<Markup, Absent> {
     let os: Vec<&CellRecord> = r
         .cells
         .iter()
@@ -53,7 +53,7 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
         .filter(|(name, _)| !os.iter().any(|c| c.benchmark == *name))
         .map(|(_, label)| label)
         .collect();
-    let section = html! {
+    Ok(html! {
         section id="os-latency" {
             h2 { "OS latencies (Vianney 2003, Table 1: LMbench kernel latencies)" }
             p {
@@ -81,9 +81,7 @@ pub(super) fn os_latency(p: &mut String, r: &RunResults) -> Result<(), Absent> {
             }
             p class="sub" { "Values in red did not reach the CI target." }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// The row label: the paper's name of the benchmark (from its catalog entry), with its
@@ -136,12 +134,12 @@ fn placement_label(c: &CellRecord) -> String {
     }
 }
 
-pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(super) fn cells(r: &RunResults) -> Result<Markup, Absent> {
     if r.cells.is_empty() {
         return Err(Absent("no cell was measured".into()));
     }
     let by_benchmark = crate::grouped(&r.cells, |c| c.benchmark.as_str());
-    let section = html! {
+    Ok(html! {
         section id="cells" {
             h2 { "All cells" }
             p {
@@ -153,9 +151,7 @@ pub(super) fn cells(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 (bench_cells(bench, cs))
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// One benchmark's cells in a closed `details`, one unit per column.
@@ -236,12 +232,12 @@ fn cell_row(c: &CellRecord, col: &Column) -> Markup {
     }
 }
 
-pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(super) fn skipped(r: &RunResults) -> Result<Markup, Absent> {
     let pending = pending_cells(r);
     if r.skipped.is_empty() && pending.is_empty() {
         return Err(Absent("none, every planned cell was measured".into()));
     }
-    let section = html! {
+    Ok(html! {
         section id="skipped" {
             h2 { "Skipped" }
             table {
@@ -264,7 +260,5 @@ pub(super) fn skipped(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }

@@ -19,13 +19,13 @@ use crate::yields::{no_yields_reason, smt_yields};
 /// (`smtlab exec`), as the one verdict ([`smtlab_model::verdict`]) of each placement
 /// over the first, with its Fieller 95% interval, in one sentence per placement: the
 /// same figure and sign as the terminal's.
-pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(super) fn exec_verdict(r: &RunResults) -> Result<Markup, Absent> {
     let cells = crate::html_workloads::cells::cells_in(r, |s| *s == ReportSection::Exec);
     if cells.is_empty() {
         return Err(Absent("no smtlab exec command".into()));
     }
     let order = crate::first_seen(cells.iter().map(|c| c.flat_params()));
-    let section = html! {
+    Ok(html! {
         section id="exec" {
             h2 { "Verdict" }
             @for ps in order {
@@ -38,9 +38,7 @@ pub(super) fn exec_verdict(p: &mut String, r: &RunResults) -> Result<(), Absent>
                 }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }
 
 /// The sentences of one parameter set: each placement against the first.
@@ -114,7 +112,7 @@ fn ratio_cell(y: &crate::Yield, range: (f64, f64)) -> Markup {
     }
 }
 
-pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), Absent> {
+pub(super) fn smt_yield(r: &RunResults) -> Result<Markup, Absent> {
     let rows = smt_yields(r);
     if rows.is_empty() {
         // Named under the header as `SMT yield: WHY`: the reason alone.
@@ -135,7 +133,7 @@ pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), Absent> {
     let (lo, hi) = svg::extent(bounds.into_iter().filter(|v| *v > 0.0)).unwrap_or((0.5, 2.0));
     let pad = (hi / lo).max(1.1).powf(0.05);
     let range = (lo / pad, hi * pad);
-    let section = html! {
+    Ok(html! {
         section id="smt-yield" {
             h2 { "SMT yield" }
             p {
@@ -174,7 +172,5 @@ pub(super) fn smt_yield(p: &mut String, r: &RunResults) -> Result<(), Absent> {
                 }
             }
         }
-    };
-    p.push_str(&section.into_string());
-    Ok(())
+    })
 }

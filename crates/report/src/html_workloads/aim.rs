@@ -26,7 +26,7 @@ fn aim_row<'a>(r: &'a RunResults, bench: &str) -> Option<(usize, &'a str, &'a st
 }
 
 /// Paper 001 Table 2: a row per AIM9 benchmark.
-pub(crate) fn aim(r: &RunResults) -> Option<String> {
+pub(crate) fn aim(r: &RunResults) -> Option<maud::Markup> {
     let mut cells = cells_in(r, ReportSection::is_aim);
     if cells.is_empty() {
         return None;
@@ -73,7 +73,7 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
             None => absent.push(row),
         }
     }
-    let section = html! {
+    Some(html! {
         section id="aim" {
         h2 { "AIM9 rows (Vianney 2003, Table 2)" }
         p {
@@ -92,6 +92,5 @@ pub(crate) fn aim(r: &RunResults) -> Option<String> {
             }
         }
         }
-    };
-    Some(section.into_string())
+    })
 }

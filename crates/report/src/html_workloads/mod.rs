@@ -19,7 +19,7 @@
 //! A run without cells of a kind gets no section and no mention (an empty `Err`).
 //!
 //! Every speed-up is [`smtlab_model::stats::speedup`] (the ratio of the means with
-//! Fieller's interval), written with [`crate::fmt::speedup`]'s rules; nothing here
+//! Fieller's interval), written with [`crate::fmt::verdict`]'s rules; nothing here
 //! divides two values any other way.
 //!
 //! A file per section (`smt_gain.rs`, `web.rs`, `tables.rs`, `aim.rs`, `task_pool.rs`,

@@ -9,7 +9,7 @@ use super::bench_block::bench_blocks;
 /// The benchmarks whose catalog entry puts them in the OLTP section (`oltp-pg`,
 /// `oltp-sqlite` and `sdet` today), in catalog order: the value per placement and the
 /// speed-ups.
-pub(crate) fn oltp(r: &RunResults) -> Option<String> {
+pub(crate) fn oltp(r: &RunResults) -> Option<maud::Markup> {
     let present: Vec<&str> = r
         .benchmarks
         .iter()
@@ -36,7 +36,7 @@ pub(crate) fn oltp(r: &RunResults) -> Option<String> {
         .filter(|c| present.contains(&c.benchmark.as_str()))
         .filter_map(|c| crate::load_points::table(c).map(|t| (c, t)))
         .collect();
-    let section = maud::html! {
+    Some(maud::html! {
         section id="oltp" {
             h2 { "OLTP and SDET" }
             p {
@@ -57,8 +57,7 @@ pub(crate) fn oltp(r: &RunResults) -> Option<String> {
                 }
             }
         }
-    };
-    Some(section.into_string())
+    })
 }
 
 /// `bench`'s parameter values among the run's cells with which it departs from its

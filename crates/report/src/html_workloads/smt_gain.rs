@@ -13,7 +13,7 @@ use crate::fmt::{params, times};
 use crate::yields::smt_yields;
 
 /// Paper 004 Chart 1: the `1c2t/1c1t` speed-up per workload.
-pub(crate) fn chart1(r: &RunResults) -> Option<String> {
+pub(crate) fn chart1(r: &RunResults) -> Option<maud::Markup> {
     let cells = cells_of(r, |c| is_workload(r, c));
     if cells.is_empty() {
         return None;
@@ -43,10 +43,9 @@ pub(crate) fn chart1(r: &RunResults) -> Option<String> {
             )))
         }
     };
-    let section = html! {
+    Some(html! {
         section id="workload-smt" { h2 { "SMT gain per workload" } (body) }
-    };
-    Some(section.into_string())
+    })
 }
 
 /// A workload's bar: its speed-up with its interval, coloured by what the interval says.

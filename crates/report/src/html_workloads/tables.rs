@@ -8,7 +8,7 @@ use super::bench_block::bench_blocks;
 /// Paper 001 Tables 3-6 and the netperf-style rows of paper 004: every benchmark of the
 /// run whose catalog entry asks for a speed-up table, in catalog order, with the table
 /// it re-creates.
-pub(crate) fn tables(r: &RunResults) -> Option<String> {
+pub(crate) fn tables(r: &RunResults) -> Option<maud::Markup> {
     let present: Vec<(&str, &str)> = r
         .benchmarks
         .iter()
@@ -23,7 +23,7 @@ pub(crate) fn tables(r: &RunResults) -> Option<String> {
     }
     let mut blocks = String::new();
     bench_blocks(&mut blocks, r, present);
-    let section = maud::html! {
+    Some(maud::html! {
         section id="workload-tables" {
             h2 { "Speed-up tables" }
             p {
@@ -33,6 +33,5 @@ pub(crate) fn tables(r: &RunResults) -> Option<String> {
             }
             (maud::PreEscaped(blocks))
         }
-    };
-    Some(section.into_string())
+    })
 }

@@ -16,7 +16,7 @@ use crate::html_parts::BR;
 use crate::svg::{self, LineOptions, Point, Series};
 
 /// Paper 002 Figs 15-16: the task pool.
-pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
+pub(crate) fn task_pool(r: &RunResults) -> Option<maud::Markup> {
     let cells = cells_in(r, |s| *s == ReportSection::TaskPool);
     if cells.is_empty() {
         return None;
@@ -64,7 +64,7 @@ pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
     if !speedup_table(p, &row_head(&keys), &rows) {
         p.push_str(&no_pairs(r).into_string());
     }
-    let section = html! {
+    Some(html! {
         section id="task-pool" {
             h2 { "Task pool" }
             p {
@@ -75,8 +75,7 @@ pub(crate) fn task_pool(r: &RunResults) -> Option<String> {
             }
             (PreEscaped(out))
         }
-    };
-    Some(section.into_string())
+    })
 }
 
 /// Tasks per second and tree run time of one kind of work against the number of

@@ -20,7 +20,7 @@ use crate::svg::{self, LineOptions, Point, Series};
 use crate::units::Column;
 
 /// Paper 000: web servers.
-pub(crate) fn web(r: &RunResults) -> Option<String> {
+pub(crate) fn web(r: &RunResults) -> Option<maud::Markup> {
     let stat = cells_in(r, |s| *s == ReportSection::WebStatic);
     let cap = cells_in(r, |s| *s == ReportSection::WebCapacity);
     let remote = remote_groups(r);
@@ -69,8 +69,7 @@ pub(crate) fn web(r: &RunResults) -> Option<String> {
         };
         p.push_str(&list.into_string());
     }
-    let section = html! { section id="web" { h2 { "Web servers" } (PreEscaped(out)) } };
-    Some(section.into_string())
+    Some(html! { section id="web" { h2 { "Web servers" } (PreEscaped(out)) } })
 }
 
 /// Paper 000 Figs 1-6: `web-static` bandwidth and requests per second per server and

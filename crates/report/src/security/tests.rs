@@ -166,7 +166,7 @@ fn the_report_has_a_section_only_for_runs_with_security_cells() {
         cell(SecurityMode::CoreSched, &CHEAP, 0.2),
         cell(SecurityMode::SmtOff, &DEAR, 0.0),
     ];
-    let html = section(&r).unwrap();
+    let html = section(&r).unwrap().into_string();
     assert!(html.contains(r#"<section id="security">"#), "{html}");
     assert!(html.contains("choose core scheduling"), "{html}");
     assert!(
