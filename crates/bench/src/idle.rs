@@ -24,10 +24,7 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, Suite};
 
 /// The sibling behaviours of the catalog.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Idle::ALL
-        .into_iter()
-        .map(|b| Box::new(b) as Box<dyn Benchmark>)
-        .collect()
+    crate::boxed(Idle::ALL)
 }
 
 smtlab_model::named_enum! {

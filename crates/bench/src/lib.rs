@@ -248,6 +248,16 @@ impl SweepCell {
     }
 }
 
+/// `benchmarks` as the catalog holds them.
+pub fn boxed<B: Benchmark + 'static>(
+    benchmarks: impl IntoIterator<Item = B>,
+) -> Vec<Box<dyn Benchmark>> {
+    benchmarks
+        .into_iter()
+        .map(|b| Box::new(b) as Box<dyn Benchmark>)
+        .collect()
+}
+
 /// A benchmark prepared for one placement and parameter set.
 pub trait Instance: Send {
     /// Runs `iterations` inner iterations and times them.
@@ -259,6 +269,21 @@ pub trait Instance: Send {
     fn fixed_iterations(&self) -> Option<u64> {
         None
     }
+}
+
+/// An instance whose sample is `sample`, a closure over what `prepare` made (its
+/// buffers, its CPU, the result a sample must find).
+pub(crate) fn sampled<F>(sample: F) -> Box<dyn Instance>
+where
+    F: FnMut(u64) -> Result<RawSample, BenchError> + Send + 'static,
+{
+    struct Sampled<F>(F);
+    impl<F: FnMut(u64) -> Result<RawSample, BenchError> + Send> Instance for Sampled<F> {
+        fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
+            (self.0)(iterations)
+        }
+    }
+    Box::new(Sampled(sample))
 }
 
 /// An instance with something that must outlive it (the server it drives, the client

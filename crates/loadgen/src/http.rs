@@ -7,53 +7,30 @@
 
 use std::sync::Arc;
 
-/// Why a request did not end in a good response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ErrorKind {
-    /// The connection could not be made (refused, unreachable).
-    Connect,
-    /// A reset or broken pipe while writing or reading.
-    Reset,
-    /// The server closed the connection before the response's headers were complete.
-    Closed,
-    /// The server closed the connection in the middle of the body.
-    ShortBody,
-    /// The body length differs from the size the request expects, or bytes followed the
-    /// body on a kept-alive connection.
-    WrongLength,
-    /// A status outside 2xx.
-    BadStatus,
-    /// Not an HTTP response (bad status line, headers too long, a bad Content-Length,
-    /// a broken chunked encoding, an unknown transfer encoding).
-    Malformed,
-    /// No complete response within the request timeout.
-    Timeout,
-}
-
-impl ErrorKind {
-    pub const ALL: [ErrorKind; 8] = [
-        ErrorKind::Connect,
-        ErrorKind::Reset,
-        ErrorKind::Closed,
-        ErrorKind::ShortBody,
-        ErrorKind::WrongLength,
-        ErrorKind::BadStatus,
-        ErrorKind::Malformed,
-        ErrorKind::Timeout,
-    ];
-
-    /// The word output and JSON use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::Reset => "reset",
-            ErrorKind::Closed => "closed",
-            ErrorKind::ShortBody => "short_body",
-            ErrorKind::WrongLength => "wrong_length",
-            ErrorKind::BadStatus => "bad_status",
-            ErrorKind::Malformed => "malformed",
-            ErrorKind::Timeout => "timeout",
-        }
+smtlab_model::named_enum! {
+    fn as_str;
+    /// Why a request did not end in a good response; `as_str` gives the word output and
+    /// JSON use.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum ErrorKind {
+        /// The connection could not be made (refused, unreachable).
+        Connect = "connect",
+        /// A reset or broken pipe while writing or reading.
+        Reset = "reset",
+        /// The server closed the connection before the response's headers were complete.
+        Closed = "closed",
+        /// The server closed the connection in the middle of the body.
+        ShortBody = "short_body",
+        /// The body length differs from the size the request expects, or bytes followed
+        /// the body on a kept-alive connection.
+        WrongLength = "wrong_length",
+        /// A status outside 2xx.
+        BadStatus = "bad_status",
+        /// Not an HTTP response (bad status line, headers too long, a bad Content-Length,
+        /// a broken chunked encoding, an unknown transfer encoding).
+        Malformed = "malformed",
+        /// No complete response within the request timeout.
+        Timeout = "timeout",
     }
 }
 

@@ -20,7 +20,7 @@
 use smtlab_model::BenchInfo;
 
 use super::{check, info, timed};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, sampled};
 
 smtlab_model::named_enum! {
     fn word;
@@ -66,13 +66,11 @@ pub struct Arith {
 
 /// The fifteen arithmetic rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    let mut v: Vec<Box<dyn Benchmark>> = Vec::new();
-    for op in Op::ALL {
-        for ty in Ty::ALL {
-            v.push(Box::new(Arith { op, ty }));
-        }
-    }
-    v
+    crate::boxed(
+        Op::ALL
+            .into_iter()
+            .flat_map(|op| Ty::ALL.map(|ty| Arith { op, ty })),
+    )
 }
 
 /// Lanes per sample.
@@ -123,33 +121,18 @@ impl Benchmark for Arith {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        Ok(Box::new(ArithInstance {
-            name: self.name(),
-            op: self.op,
-            ty: self.ty,
-            cpu: ctx.placement.cpu_for_thread(0),
+        let (name, op, ty) = (self.name(), self.op, self.ty);
+        let cpu = ctx.placement.cpu_for_thread(0);
+        Ok(sampled(move |iterations| {
+            let mut outcome: Result<(), String> = Ok(());
+            let s = timed(cpu, 1, |_| {
+                let (ops, result) = run(op, ty, iterations);
+                outcome = result;
+                Ok(ops as f64)
+            })?;
+            outcome.map_err(|reason| check(&name, reason))?;
+            Ok(s)
         }))
-    }
-}
-
-struct ArithInstance {
-    name: String,
-    op: Op,
-    ty: Ty,
-    cpu: Option<u32>,
-}
-
-impl Instance for ArithInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let (op, ty) = (self.op, self.ty);
-        let mut outcome: Result<(), String> = Ok(());
-        let s = timed(self.cpu, 1, |_| {
-            let (ops, result) = run(op, ty, iterations);
-            outcome = result;
-            Ok(ops as f64)
-        })?;
-        outcome.map_err(|reason| check(&self.name, reason))?;
-        Ok(s)
     }
 }
 

@@ -9,7 +9,7 @@
 use smtlab_model::BenchInfo;
 
 use super::{check, info, timed};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, sampled};
 
 /// One function-call row: the number of arguments.
 pub struct Calls {
@@ -18,10 +18,7 @@ pub struct Calls {
 
 /// The four function-call rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    [0, 1, 2, 15]
-        .into_iter()
-        .map(|args| Box::new(Calls { args }) as Box<dyn Benchmark>)
-        .collect()
+    crate::boxed([0, 1, 2, 15].map(|args| Calls { args }))
 }
 
 impl Calls {
@@ -57,18 +54,24 @@ impl Benchmark for Calls {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        Ok(Box::new(CallsInstance {
-            name: self.name(),
-            args: self.args,
-            cpu: ctx.placement.cpu_for_thread(0),
+        let (name, args) = (self.name(), self.args);
+        let cpu = ctx.placement.cpu_for_thread(0);
+        Ok(sampled(move |iterations| {
+            let (hidden, mut got) = (std::hint::black_box(args), 0);
+            let s = timed(cpu, 1, |_| {
+                got = calls(hidden, iterations);
+                Ok(iterations as f64)
+            })?;
+            let want = expected(args, iterations);
+            if got != want {
+                return Err(check(
+                    &name,
+                    format!("{iterations} calls returned {got} in all, expected {want}"),
+                ));
+            }
+            Ok(s)
         }))
     }
-}
-
-struct CallsInstance {
-    name: String,
-    args: u32,
-    cpu: Option<u32>,
 }
 
 #[inline(never)]
@@ -140,25 +143,6 @@ fn expected(args: u32, n: u64) -> u64 {
         1 => triangle,
         2 => triangle + n,
         _ => triangle,
-    }
-}
-
-impl Instance for CallsInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let args = std::hint::black_box(self.args);
-        let mut got = 0;
-        let s = timed(self.cpu, 1, |_| {
-            got = calls(args, iterations);
-            Ok(iterations as f64)
-        })?;
-        let want = expected(self.args, iterations);
-        if got != want {
-            return Err(check(
-                &self.name,
-                format!("{iterations} calls returned {got} in all, expected {want}"),
-            ));
-        }
-        Ok(s)
     }
 }
 

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use smtlab_model::BenchInfo;
 
 use super::{bad, check, info, io, param, timed};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, sampled};
 
 /// The computing rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
@@ -47,53 +47,36 @@ impl Benchmark for Sieve {
         let limit = ctx
             .params
             .get_u64_in("limit", 2..=100_000_000, "2 to 100000000")?;
-        Ok(Box::new(SieveInstance {
-            cpu: ctx.placement.cpu_for_thread(0),
-            want: primes_by_division(limit),
-            flags: vec![true; limit as usize + 1],
-            limit: limit as usize,
-        }))
-    }
-}
-
-struct SieveInstance {
-    cpu: Option<u32>,
-    limit: usize,
-    flags: Vec<bool>,
-    want: u64,
-}
-
-impl Instance for SieveInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let limit = std::hint::black_box(self.limit);
-        let flags = &mut self.flags;
-        let mut count = 0;
-        let s = timed(self.cpu, iterations, |_| {
-            flags.fill(true);
-            let mut i = 2;
-            while i * i <= limit {
-                if flags[i] {
-                    let mut j = i * i;
-                    while j <= limit {
-                        flags[j] = false;
-                        j += i;
+        let (cpu, want) = (ctx.placement.cpu_for_thread(0), primes_by_division(limit));
+        let limit = limit as usize;
+        let mut flags = vec![true; limit + 1];
+        Ok(sampled(move |iterations| {
+            let limit = std::hint::black_box(limit);
+            let mut count = 0;
+            let s = timed(cpu, iterations, |_| {
+                flags.fill(true);
+                let mut i = 2;
+                while i * i <= limit {
+                    if flags[i] {
+                        let mut j = i * i;
+                        while j <= limit {
+                            flags[j] = false;
+                            j += i;
+                        }
                     }
+                    i += 1;
                 }
-                i += 1;
+                count = flags[2..=limit].iter().filter(|&&f| f).count() as u64;
+                Ok(1.0)
+            })?;
+            if count != want {
+                return Err(check(
+                    "aim-sieve",
+                    format!("{count} primes up to {limit}, trial division finds {want}"),
+                ));
             }
-            count = flags[2..=limit].iter().filter(|&&f| f).count() as u64;
-            Ok(1.0)
-        })?;
-        if count != self.want {
-            return Err(check(
-                "aim-sieve",
-                format!(
-                    "{count} primes up to {limit}, trial division finds {}",
-                    self.want
-                ),
-            ));
-        }
-        Ok(s)
+            Ok(s)
+        }))
     }
 }
 
@@ -124,39 +107,23 @@ impl Benchmark for Sort {
                 r
             })
             .collect();
-        Ok(Box::new(SortInstance {
-            cpu: ctx.placement.cpu_for_thread(0),
-            sum: input.iter().fold(0u64, |a, &b| a.wrapping_add(b)),
-            work: input.clone(),
-            input,
+        let sum = input.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+        let (cpu, mut work) = (ctx.placement.cpu_for_thread(0), input.clone());
+        Ok(sampled(move |iterations| {
+            let s = timed(cpu, iterations, |_| {
+                work.copy_from_slice(&input);
+                work.sort_unstable();
+                Ok(1.0)
+            })?;
+            let sorted = work.windows(2).all(|w| w[0] <= w[1]);
+            if !sorted || work.iter().fold(0u64, |a, &b| a.wrapping_add(b)) != sum {
+                return Err(check(
+                    "aim-sort",
+                    "the sorted array is out of order or lost values",
+                ));
+            }
+            Ok(s)
         }))
-    }
-}
-
-struct SortInstance {
-    cpu: Option<u32>,
-    input: Vec<u64>,
-    work: Vec<u64>,
-    sum: u64,
-}
-
-impl Instance for SortInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let (input, work) = (&self.input, &mut self.work);
-        let s = timed(self.cpu, iterations, |_| {
-            work.copy_from_slice(input);
-            work.sort_unstable();
-            Ok(1.0)
-        })?;
-        let sorted = self.work.windows(2).all(|w| w[0] <= w[1]);
-        let sum = self.work.iter().fold(0u64, |a, &b| a.wrapping_add(b));
-        if !sorted || sum != self.sum {
-            return Err(check(
-                "aim-sort",
-                "the sorted array is out of order or lost values",
-            ));
-        }
-        Ok(s)
     }
 }
 
@@ -176,14 +143,29 @@ impl Benchmark for Series {
         )
     }
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        Ok(Box::new(SeriesInstance {
-            cpu: ctx.placement.cpu_for_thread(0),
+        let cpu = ctx.placement.cpu_for_thread(0);
+        Ok(sampled(move |iterations| {
+            let mut worst = 0.0f64;
+            let mut at = 0.0;
+            let s = timed(cpu, iterations, |i| {
+                let x = std::hint::black_box(-2.0 + (i % 4001) as f64 / 1000.0);
+                let v = exp_series(x);
+                let err = ((v - x.exp()) / x.exp()).abs();
+                if err > worst {
+                    worst = err;
+                    at = x;
+                }
+                Ok(1.0)
+            })?;
+            if worst > 1e-13 {
+                return Err(check(
+                    "aim-series",
+                    format!("exp({at}) by series is off by {worst:e} (relative)"),
+                ));
+            }
+            Ok(s)
         }))
     }
-}
-
-struct SeriesInstance {
-    cpu: Option<u32>,
 }
 
 fn exp_series(x: f64) -> f64 {
@@ -196,30 +178,6 @@ fn exp_series(x: f64) -> f64 {
         }
         sum = next;
         k += 1.0;
-    }
-}
-
-impl Instance for SeriesInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let mut worst = 0.0f64;
-        let mut at = 0.0;
-        let s = timed(self.cpu, iterations, |i| {
-            let x = std::hint::black_box(-2.0 + (i % 4001) as f64 / 1000.0);
-            let v = exp_series(x);
-            let err = ((v - x.exp()) / x.exp()).abs();
-            if err > worst {
-                worst = err;
-                at = x;
-            }
-            Ok(1.0)
-        })?;
-        if worst > 1e-13 {
-            return Err(check(
-                "aim-series",
-                format!("exp({at}) by series is off by {worst:e} (relative)"),
-            ));
-        }
-        Ok(s)
     }
 }
 
@@ -242,36 +200,22 @@ impl Benchmark for RamCopy {
         if !(8..=(1 << 30)).contains(&size) {
             return Err(bad("size", ctx.params.get_str("size")?, "8 B to 1 GiB"));
         }
-        let src: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
-        Ok(Box::new(CopyInstance {
-            cpu: ctx.placement.cpu_for_thread(0),
-            dst: vec![0; size as usize],
-            src,
+        let mut src: Vec<u8> = (0..size).map(|i| (i * 31 + 7) as u8).collect();
+        let (cpu, mut dst) = (ctx.placement.cpu_for_thread(0), vec![0; size as usize]);
+        Ok(sampled(move |iterations| {
+            let n = src.len();
+            let s = timed(cpu, iterations, |i| {
+                // A byte that changes every copy, so no copy can be skipped.
+                src[0] = i as u8;
+                dst.copy_from_slice(std::hint::black_box(&src[..]));
+                std::hint::black_box(&dst[..]);
+                Ok(n as f64)
+            })?;
+            if dst != src {
+                return Err(check("aim-ram-copy", "the copy differs from its source"));
+            }
+            Ok(s)
         }))
-    }
-}
-
-struct CopyInstance {
-    cpu: Option<u32>,
-    src: Vec<u8>,
-    dst: Vec<u8>,
-}
-
-impl Instance for CopyInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let (src, dst) = (&mut self.src, &mut self.dst);
-        let n = src.len();
-        let s = timed(self.cpu, iterations, |i| {
-            // A byte that changes every copy, so no copy can be skipped.
-            src[0] = i as u8;
-            dst.copy_from_slice(std::hint::black_box(&src[..]));
-            std::hint::black_box(&dst[..]);
-            Ok(n as f64)
-        })?;
-        if self.dst != self.src {
-            return Err(check("aim-ram-copy", "the copy differs from its source"));
-        }
-        Ok(s)
     }
 }
 
@@ -305,47 +249,35 @@ impl Benchmark for Shell {
         )
     }
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        Ok(Box::new(ShellInstance {
-            name: self.name,
-            cpu: ctx.placement.cpu_for_thread(0),
+        let (name, cpu) = (self.name, ctx.placement.cpu_for_thread(0));
+        Ok(sampled(move |iterations| {
+            timed(cpu, iterations, |_| {
+                // The child inherits the measuring thread's pin.
+                let out = Command::new("sh")
+                    .arg("-c")
+                    .arg(SCRIPT)
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::null())
+                    .output()
+                    .map_err(|e| io(name, "run sh", e))?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                if !out.status.success() || text.trim() != "55 3" {
+                    return Err(check(
+                        name,
+                        format!("the script printed {:?} ({})", text.trim(), out.status),
+                    ));
+                }
+                Ok(1.0)
+            })
         }))
-    }
-}
-
-struct ShellInstance {
-    name: &'static str,
-    cpu: Option<u32>,
-}
-
-impl Instance for ShellInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let name = self.name;
-        timed(self.cpu, iterations, |_| {
-            // The child inherits the measuring thread's pin.
-            let out = Command::new("sh")
-                .arg("-c")
-                .arg(SCRIPT)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .output()
-                .map_err(|e| io(name, "run sh", e))?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            if !out.status.success() || text.trim() != "55 3" {
-                return Err(check(
-                    name,
-                    format!("the script printed {:?} ({})", text.trim(), out.status),
-                ));
-            }
-            Ok(1.0)
-        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Params;
     use crate::workers::tests::{context, placement, topology};
+    use crate::{Params, RawSample};
 
     fn run(b: &dyn Benchmark, iterations: u64) -> RawSample {
         let params = Params::resolve(&b.info(), &[], true).unwrap();

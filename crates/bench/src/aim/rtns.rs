@@ -37,10 +37,7 @@ smtlab_model::named_enum! {
 
 /// The library-routine rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Kind::ALL
-        .into_iter()
-        .map(|kind| Box::new(Rtns { kind }) as Box<dyn Benchmark>)
-        .collect()
+    crate::boxed(Kind::ALL.map(|kind| Rtns { kind }))
 }
 
 struct Rtns {

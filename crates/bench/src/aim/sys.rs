@@ -37,13 +37,8 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 /// The system rows.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    let mut v: Vec<Box<dyn Benchmark>> = Kind::ALL
-        .into_iter()
-        .map(|kind| Box::new(Sys { kind }) as Box<dyn Benchmark>)
-        .collect();
-    for row in OS_ROWS {
-        v.push(Box::new(OsRow { row, lean: true }));
-    }
+    let mut v = crate::boxed(Kind::ALL.map(|kind| Sys { kind }));
+    v.extend(crate::boxed(OS_ROWS.map(|row| OsRow { row, lean: true })));
     v
 }
 

@@ -29,7 +29,7 @@ use smtlab_model::{BenchInfo, CacheType, Direction, ParamInfo, ValueKind};
 
 use super::kernel::splitmix64;
 use crate::workers::{WorkerPool, WorkerState, WrongResult, threads_param};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite};
+use crate::{BenchContext, BenchError, Benchmark, Instance, Suite, sampled};
 
 /// Distinct functions in the binary, the most one walk can call.
 pub const FUNCTIONS: usize = 1024;
@@ -62,49 +62,16 @@ fn step<const K: u64>(x: u64) -> u64 {
 
 type Step = fn(u64) -> u64;
 
-macro_rules! steps16 {
-    ($b:expr) => {
-        [
-            step::<{ $b }>,
-            step::<{ $b + 1 }>,
-            step::<{ $b + 2 }>,
-            step::<{ $b + 3 }>,
-            step::<{ $b + 4 }>,
-            step::<{ $b + 5 }>,
-            step::<{ $b + 6 }>,
-            step::<{ $b + 7 }>,
-            step::<{ $b + 8 }>,
-            step::<{ $b + 9 }>,
-            step::<{ $b + 10 }>,
-            step::<{ $b + 11 }>,
-            step::<{ $b + 12 }>,
-            step::<{ $b + 13 }>,
-            step::<{ $b + 14 }>,
-            step::<{ $b + 15 }>,
-        ]
-    };
-}
-
+/// 256 functions of the table from `$b`: sixteen rows of sixteen `step::<{ $b + i }>`.
 macro_rules! steps256 {
     ($b:expr) => {
-        [
-            steps16!($b),
-            steps16!($b + 16),
-            steps16!($b + 32),
-            steps16!($b + 48),
-            steps16!($b + 64),
-            steps16!($b + 80),
-            steps16!($b + 96),
-            steps16!($b + 112),
-            steps16!($b + 128),
-            steps16!($b + 144),
-            steps16!($b + 160),
-            steps16!($b + 176),
-            steps16!($b + 192),
-            steps16!($b + 208),
-            steps16!($b + 224),
-            steps16!($b + 240),
-        ]
+        steps256!(@rows $b; 0 16 32 48 64 80 96 112 128 144 160 176 192 208 224 240)
+    };
+    (@rows $b:expr; $($r:literal)*) => {
+        [$(steps256!(@row $b + $r; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)),*]
+    };
+    (@row $b:expr; $($i:literal)*) => {
+        [$(step::<{ $b + $i }>),*]
     };
 }
 
@@ -175,7 +142,7 @@ impl Benchmark for Frontend {
             .get_u64_in("funcs", 1..=FUNCTIONS as u64, "1 to 1024 functions")?
             as usize;
         let seed = ctx.params.get_u64("seed")?;
-        let pool = WorkerPool::start(NAME, ctx.placement, Some(threads), move |i| {
+        let mut pool = WorkerPool::start(NAME, ctx.placement, Some(threads), move |i| {
             Ok(Walker::new(funcs, seed, i))
         })?;
         let cpu = ctx.placement.cpus.first().copied();
@@ -184,10 +151,15 @@ impl Benchmark for Frontend {
                 && c.cache_type == CacheType::Instruction
                 && cpu.is_some_and(|cpu| c.cpus.contains(cpu))
         });
-        Ok(Box::new(FrontendInstance {
-            pool,
-            code_bytes: code_span(&Walker::new(funcs, seed, 0).order) as f64,
-            l1i_bytes: l1i.and_then(|c| c.size_bytes).map(|b| b as f64),
+        let code_bytes = code_span(&Walker::new(funcs, seed, 0).order) as f64;
+        let l1i_bytes = l1i.and_then(|c| c.size_bytes).map(|b| b as f64);
+        Ok(sampled(move |walks| {
+            let mut s = pool.run(walks)?;
+            s.metrics.insert(CODE_BYTES.into(), code_bytes);
+            if let Some(b) = l1i_bytes {
+                s.metrics.insert(L1I_BYTES.into(), b);
+            }
+            Ok(s)
         }))
     }
 }
@@ -272,23 +244,6 @@ impl WorkerState for Walker {
             )
             .into())
         }
-    }
-}
-
-struct FrontendInstance {
-    pool: WorkerPool,
-    code_bytes: f64,
-    l1i_bytes: Option<f64>,
-}
-
-impl Instance for FrontendInstance {
-    fn sample(&mut self, walks: u64) -> Result<RawSample, BenchError> {
-        let mut s = self.pool.run(walks)?;
-        s.metrics.insert(CODE_BYTES.into(), self.code_bytes);
-        if let Some(b) = self.l1i_bytes {
-            s.metrics.insert(L1I_BYTES.into(), b);
-        }
-        Ok(s)
     }
 }
 

@@ -13,7 +13,7 @@
 //! execution ports idle; what an SMT sibling adds is the point of the experiment.
 //!
 //! Parameters: `threads` (`auto` = the placement's width; the harness runs the counts of
-//! [`thread_counts`] as separate cells), `seed` (inputs). When the CPU frequency is known
+//! [`crate::workers::thread_counts`] as separate cells), `seed` (inputs). When the CPU frequency is known
 //! (see [`freq`]), every sample also carries `ops_per_cycle` (operations per cycle per
 //! CPU used) and the `freq_mhz` it was computed with; otherwise neither is reported.
 
@@ -26,9 +26,8 @@ use std::path::Path;
 use smtlab_model::{BenchInfo, Direction, ParamInfo, ValueKind};
 
 use crate::workers::{WorkerPool, WorkerState, WrongResult, threads_param};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, sampled};
 
-pub use crate::workers::thread_counts;
 use kernel::{FpInput, IntInput, OPS_PER_PASS};
 
 /// The compute benchmarks of the catalog.
@@ -101,7 +100,7 @@ impl Benchmark for Compute {
         let name = self.name();
         let threads = threads_param(name, ctx)?;
         let seed = ctx.params.get_u64("seed")?;
-        let pool = match self {
+        let mut pool = match self {
             Compute::Int => WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
                 Ok(IntWorker {
                     input: IntInput::new(seed, i),
@@ -115,9 +114,24 @@ impl Benchmark for Compute {
                 })
             })?,
         };
-        Ok(Box::new(ComputeInstance {
-            pool,
-            virtualised: ctx.topology.virtualization.is_some(),
+        // In a guest, /proc/cpuinfo's `cpu MHz` is the host's nominal TSC rate, not the
+        // clock this vCPU runs at, so ops per cycle from it would be a number nobody measured.
+        let virtualised = ctx.topology.virtualization.is_some();
+        Ok(sampled(move |iterations| {
+            let mut s = pool.run(iterations)?;
+            // Read right after the run, while the CPUs are still at their loaded frequency.
+            let mut cpus = s.cpus.clone();
+            cpus.sort_unstable();
+            cpus.dedup();
+            let known = freq::mean_freq_hz(Path::new("/"), &cpus)
+                .filter(|(_, source)| !(virtualised && *source == freq::FreqSource::CpuInfo))
+                .filter(|_| s.elapsed_ns > 0 && !cpus.is_empty());
+            if let Some((hz, _)) = known {
+                let cycles = s.elapsed_ns as f64 * 1e-9 * hz * cpus.len() as f64;
+                s.metrics.insert("ops_per_cycle".into(), s.work / cycles);
+                s.metrics.insert("freq_mhz".into(), hz / 1e6);
+            }
+            Ok(s)
         }))
     }
 }
@@ -172,32 +186,6 @@ impl WorkerState for FpWorker {
             )
             .into()),
         }
-    }
-}
-
-struct ComputeInstance {
-    pool: WorkerPool,
-    /// In a guest, /proc/cpuinfo's `cpu MHz` is the host's nominal TSC rate, not the
-    /// clock this vCPU runs at, so ops per cycle from it would be a number nobody measured.
-    virtualised: bool,
-}
-
-impl Instance for ComputeInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let mut s = self.pool.run(iterations)?;
-        // Read right after the run, while the CPUs are still at their loaded frequency.
-        let mut cpus = s.cpus.clone();
-        cpus.sort_unstable();
-        cpus.dedup();
-        let known = freq::mean_freq_hz(Path::new("/"), &cpus)
-            .filter(|(_, source)| !(self.virtualised && *source == freq::FreqSource::CpuInfo))
-            .filter(|_| s.elapsed_ns > 0 && !cpus.is_empty());
-        if let Some((hz, _)) = known {
-            let cycles = s.elapsed_ns as f64 * 1e-9 * hz * cpus.len() as f64;
-            s.metrics.insert("ops_per_cycle".into(), s.work / cycles);
-            s.metrics.insert("freq_mhz".into(), hz / 1e6);
-        }
-        Ok(s)
     }
 }
 

@@ -18,12 +18,14 @@ use std::hint::black_box;
 use super::kernels::{self, Isa, LINE_BYTES, Line, MemoryError, Pages};
 use crate::workers::{WorkerState, WrongResult};
 
-/// Which stream a bandwidth benchmark runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Read,
-    Write,
-    Copy,
+smtlab_model::named_enum! {
+    /// Which stream a bandwidth benchmark runs, by the benchmark's name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Stream {
+        Read = "mem-read",
+        Write = "mem-write",
+        Copy = "mem-copy",
+    }
 }
 
 /// Value of word `w` of a buffer filled with `seed`.

@@ -45,26 +45,17 @@ impl Isa {
     }
 }
 
-/// How a buffer's memory is backed: the `pages` parameter of the memory benchmarks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pages {
-    /// Transparent huge pages requested (`MADV_HUGEPAGE`) where the kernel has them:
-    /// far fewer TLB misses and page walks, so the result measures caches and DRAM. On
-    /// a virtual machine the page walks of 4 KiB pages also depend on how the host backs
-    /// each buffer, which made two buffers of one process differ by 20% here.
-    Huge,
-    /// Ordinary 4 KiB pages (page walks included, as lmbench and STREAM measure).
-    Base,
-}
-
-impl Pages {
-    /// Parses the `pages` parameter.
-    pub fn parse(v: &str) -> Option<Self> {
-        match v {
-            "huge" => Some(Self::Huge),
-            "base" => Some(Self::Base),
-            _ => None,
-        }
+smtlab_model::named_enum! {
+    /// How a buffer's memory is backed: the `pages` parameter of the memory benchmarks.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Pages {
+        /// Transparent huge pages requested (`MADV_HUGEPAGE`) where the kernel has them:
+        /// far fewer TLB misses and page walks, so the result measures caches and DRAM. On
+        /// a virtual machine the page walks of 4 KiB pages also depend on how the host
+        /// backs each buffer, which made two buffers of one process differ by 20% here.
+        Huge = "huge",
+        /// Ordinary 4 KiB pages (page walks included, as lmbench and STREAM measure).
+        Base = "base",
     }
 }
 

@@ -46,12 +46,8 @@ pub fn lines_for(bytes: u64) -> Result<usize, MemoryError> {
 }
 
 impl Chase {
-    /// Builds a random ring over `bytes` (whole lines) from `seed`, writing every line.
-    pub fn new(bytes: u64, seed: u64) -> Result<Self, MemoryError> {
-        Self::with_pages(bytes, seed, Pages::Base)
-    }
-
-    /// [`Chase::new`] on memory backed as `pages` says.
+    /// Builds a random ring over `bytes` (whole lines) from `seed`, writing every line,
+    /// on memory backed as `pages` says.
     pub fn with_pages(bytes: u64, seed: u64, pages: Pages) -> Result<Self, MemoryError> {
         let n = lines_for(bytes)?;
         let oom = || MemoryError::ChaseAlloc { bytes };
@@ -164,7 +160,7 @@ mod tests {
     #[test]
     fn the_ring_is_one_cycle_through_every_line() {
         for (bytes, seed) in [(128, 1), (4096, 2), (64 << 10, 3)] {
-            let c = Chase::new(bytes, seed).unwrap();
+            let c = Chase::with_pages(bytes, seed, Pages::Base).unwrap();
             let n = c.lines.len();
             let mut seen = vec![false; n];
             let mut p = c.cur;
@@ -181,7 +177,7 @@ mod tests {
 
     #[test]
     fn checks_count_loads_across_samples() {
-        let mut c = Chase::new(8 << 10, 9).unwrap();
+        let mut c = Chase::with_pages(8 << 10, 9, Pages::Base).unwrap();
         for loads in [1, 7, 128, 1000, 0] {
             assert_eq!(c.run(loads), loads as f64);
             c.check(loads).unwrap();
@@ -192,7 +188,7 @@ mod tests {
 
     #[test]
     fn the_order_is_random() {
-        let c = Chase::new(4096, 1).unwrap();
+        let c = Chase::with_pages(4096, 1, Pages::Base).unwrap();
         // A sequential ring would step to the next line; a random one rarely does.
         let mut p = c.cur;
         let mut sequential = 0;
@@ -206,15 +202,15 @@ mod tests {
         }
         assert!(sequential < 8, "{sequential} sequential steps of 64");
         assert_ne!(
-            Chase::new(4096, 1).unwrap().pos,
-            Chase::new(4096, 2).unwrap().pos
+            Chase::with_pages(4096, 1, Pages::Base).unwrap().pos,
+            Chase::with_pages(4096, 2, Pages::Base).unwrap().pos
         );
     }
 
     #[test]
     fn tiny_sizes_are_errors() {
         assert!(
-            Chase::new(64, 1)
+            Chase::with_pages(64, 1, Pages::Base)
                 .err()
                 .unwrap()
                 .to_string()

@@ -32,7 +32,7 @@ pub mod latency;
 use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
 
 use crate::workers::{WorkerPool, threads_param};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, sampled};
 use bandwidth::{Stream, StreamWorker};
 use kernels::{Isa, Pages};
 use latency::Chase;
@@ -46,12 +46,9 @@ pub const SWEEP_START: u64 = 4 << 10;
 
 /// The memory benchmarks of the catalog.
 pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![
-        Box::new(Bandwidth(Stream::Read)),
-        Box::new(Bandwidth(Stream::Write)),
-        Box::new(Bandwidth(Stream::Copy)),
-        Box::new(Latency),
-    ]
+    let mut v = crate::boxed(Stream::ALL.map(Bandwidth));
+    v.push(Box::new(Latency));
+    v
 }
 
 /// `auto` size per thread for one thread alone: 4x the last-level cache (one
@@ -211,17 +208,9 @@ fn threads_info() -> ParamInfo {
 pub struct Bandwidth(pub Stream);
 
 impl Bandwidth {
-    fn name(self) -> &'static str {
-        match self.0 {
-            Stream::Read => "mem-read",
-            Stream::Write => "mem-write",
-            Stream::Copy => "mem-copy",
-        }
-    }
-
     /// Worker threads and the bytes of each one's buffer.
     fn buffers(self, ctx: &BenchContext<'_>) -> Result<(usize, u64), BenchError> {
-        let threads = threads_param(self.name(), ctx)?;
+        let threads = threads_param(self.0.name(), ctx)?;
         let size = size_param(ctx, threads)?;
         // Copy splits the size into two page-aligned halves.
         let unit = if self.0 == Stream::Copy {
@@ -271,7 +260,7 @@ impl Benchmark for Bandwidth {
             }
         };
         BenchInfo {
-            name: self.name().into(),
+            name: self.0.name().into(),
             group: "memory".into(),
             unit: "GB/s".into(),
             direction: Direction::Higher,
@@ -307,7 +296,7 @@ impl Benchmark for Bandwidth {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let name = self.name();
+        let name = self.0.name();
         let pages = pages_param(ctx)?;
         let (threads, bytes) = self.buffers(ctx)?;
         check_memory(name, threads, bytes)?;
@@ -385,12 +374,17 @@ impl Benchmark for Latency {
         let pages = pages_param(ctx)?;
         // Plus 4 bytes per line of ring positions and 4 of the shuffle order.
         check_memory(name, threads, bytes + 8 * lines as u64)?;
-        let pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
+        let mut pool = WorkerPool::start(name, ctx.placement, Some(threads), move |i| {
             let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             Chase::with_pages(bytes, seed, pages)
                 .map_err(|reason| BenchError::unsupported(name, format!("worker {i}: {reason}")))
         })?;
-        Ok(Box::new(PerThreadWork(pool)))
+        // One thread's work (latency per load), not the sum over threads.
+        Ok(sampled(move |iterations| {
+            let mut s = pool.run(iterations)?;
+            s.work = iterations as f64;
+            Ok(s)
+        }))
     }
 }
 
@@ -400,17 +394,6 @@ fn latency_buffers(ctx: &BenchContext<'_>) -> Result<(usize, u64, usize), BenchE
     let size = size_param(ctx, threads)?;
     let lines = latency::lines_for(size).map_err(|_| too_small(size, 128))?;
     Ok((threads, lines as u64 * kernels::LINE_BYTES as u64, lines))
-}
-
-/// A pool that reports one thread's work (latency per load), not the sum over threads.
-struct PerThreadWork(WorkerPool);
-
-impl Instance for PerThreadWork {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let mut s = self.0.run(iterations)?;
-        s.work = iterations as f64;
-        Ok(s)
-    }
 }
 
 #[cfg(test)]
@@ -620,6 +603,7 @@ mod tests {
 mod figures {
     use super::*;
     use crate::Params;
+    use crate::RawSample;
     use crate::workers::tests::{context, placement, test_cpus, topology};
 
     /// Doubles the iterations until a sample lasts 20 ms, then returns 5 samples.

@@ -61,8 +61,6 @@ struct PipeInstance {
     to_child: Option<OwnedFd>,
     from_child: Option<OwnedFd>,
     child_clock: Option<libc::clockid_t>,
-    /// CPU the child reported at start.
-    child_cpu_at_start: u32,
     seq: u32,
 }
 
@@ -154,13 +152,12 @@ impl PipeInstance {
         // SAFETY: valid output pointer; fails only if the child is already gone.
         let child_clock =
             (unsafe { libc::clock_getcpuclockid(pid, &mut clock) } == 0).then_some(clock);
-        let mut inst = PipeInstance {
+        let inst = PipeInstance {
             cpus,
             pid,
             to_child: Some(down_wr),
             from_child: Some(up_rd),
             child_clock,
-            child_cpu_at_start: 0,
             seq: 0,
         };
         let cpu = inst.ask_cpu()?;
@@ -175,7 +172,6 @@ impl PipeInstance {
                 ),
             ));
         }
-        inst.child_cpu_at_start = cpu;
         Ok(inst)
     }
 
@@ -262,7 +258,6 @@ mod tests {
         }
         let placement = testutil::placement(&[0, 1]);
         let mut inst = PipeInstance::start(Cpus::of(&placement)).unwrap();
-        assert_eq!(inst.child_cpu_at_start, 1);
         let s = inst.sample(20).unwrap();
         assert_eq!(s.work, 20.0);
         assert_eq!(s.cpus, vec![0, 1]);
@@ -276,7 +271,6 @@ mod tests {
     fn one_cpu_placement_keeps_the_child_on_the_same_cpu() {
         let placement = testutil::placement(&[0]);
         let mut inst = PipeInstance::start(Cpus::of(&placement)).unwrap();
-        assert_eq!(inst.child_cpu_at_start, 0);
         let s = inst.sample(10).unwrap();
         assert_eq!(s.cpus, vec![0, 0]);
     }

@@ -63,10 +63,7 @@ smtlab_model::named_enum! {
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Kind::ALL
-        .into_iter()
-        .map(|kind| Box::new(Fork { kind }) as Box<dyn Benchmark>)
-        .collect()
+    crate::boxed(Kind::ALL.map(|kind| Fork { kind }))
 }
 
 struct Fork {

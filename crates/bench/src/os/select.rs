@@ -39,10 +39,7 @@ smtlab_model::named_enum! {
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    vec![
-        Box::new(Select { kind: Kind::File }),
-        Box::new(Select { kind: Kind::Tcp }),
-    ]
+    crate::boxed(Kind::ALL.map(|kind| Select { kind }))
 }
 
 struct Select {

@@ -144,10 +144,7 @@ smtlab_model::named_enum! {
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Kind::ALL
-        .into_iter()
-        .map(|kind| Box::new(Signal { kind }) as Box<dyn Benchmark>)
-        .collect()
+    crate::boxed(Kind::ALL.map(|kind| Signal { kind }))
 }
 
 struct Signal {

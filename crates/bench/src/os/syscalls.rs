@@ -36,10 +36,7 @@ smtlab_model::named_enum! {
 }
 
 pub(super) fn benchmarks() -> Vec<Box<dyn Benchmark>> {
-    Kind::ALL
-        .into_iter()
-        .map(|kind| Box::new(Simple { kind }) as Box<dyn Benchmark>)
-        .collect()
+    crate::boxed(Kind::ALL.map(|kind| Simple { kind }))
 }
 
 struct Simple {

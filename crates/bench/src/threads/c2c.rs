@@ -22,7 +22,7 @@ use crossbeam_utils::CachePadded;
 use smtlab_model::{BenchInfo, Topology};
 
 use super::{Rendezvous, bench_info, clock_cost_ns, mean, now_ns, pin_and_arrive, run_pair};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample, sampled};
 
 const NAME: &str = "c2c-latency";
 
@@ -93,67 +93,54 @@ impl Benchmark for C2cLatency {
                 }
             }
         }
-        Ok(Box::new(C2cInstance {
-            cpus: p.cpus.clone(),
-            pairs,
-            clock_ns: clock_cost_ns(),
-        }))
-    }
-}
-
-struct C2cInstance {
-    cpus: Vec<u32>,
-    pairs: Vec<(u32, u32, Relation)>,
-    clock_ns: f64,
-}
-
-impl Instance for C2cInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let n = iterations.max(1);
-        let mut elapsed = 0u64;
-        let mut seen: Vec<Option<u32>> = vec![None; self.cpus.len()];
-        let mut s = RawSample::default();
-        let mut by_class: [Vec<f64>; 3] = Default::default();
-        for &(a, b, rel) in &self.pairs {
-            let (ns, ran) = bounce(a, b, n)?;
-            if ran != [a, b] {
-                return Err(BenchError::check(
-                    NAME,
-                    format!(
-                        "threads pinned to CPUs {a} and {b} ran on {} and {}",
-                        ran[0], ran[1]
-                    ),
-                ));
-            }
-            for (slot, &cpu) in seen.iter_mut().zip(&self.cpus) {
-                if cpu == a || cpu == b {
-                    *slot = Some(cpu);
+        let (cpus, clock_ns) = (p.cpus.clone(), clock_cost_ns());
+        Ok(sampled(move |iterations| {
+            let n = iterations.max(1);
+            let mut elapsed = 0u64;
+            let mut seen: Vec<Option<u32>> = vec![None; cpus.len()];
+            let mut s = RawSample::default();
+            let mut by_class: [Vec<f64>; 3] = Default::default();
+            for &(a, b, rel) in &pairs {
+                let (ns, ran) = bounce(a, b, n)?;
+                if ran != [a, b] {
+                    return Err(BenchError::check(
+                        NAME,
+                        format!(
+                            "threads pinned to CPUs {a} and {b} ran on {} and {}",
+                            ran[0], ran[1]
+                        ),
+                    ));
+                }
+                for (slot, &cpu) in seen.iter_mut().zip(&cpus) {
+                    if cpu == a || cpu == b {
+                        *slot = Some(cpu);
+                    }
+                }
+                elapsed += ns;
+                let one_way = ns as f64 / (2 * n) as f64;
+                s.metrics.insert(format!("cpu{a}-cpu{b}"), one_way);
+                match rel {
+                    Relation::Siblings => by_class[0].push(one_way),
+                    Relation::Cores => by_class[1].push(one_way),
+                    Relation::Packages => by_class[2].push(one_way),
+                    Relation::Unknown => {}
                 }
             }
-            elapsed += ns;
-            let one_way = ns as f64 / (2 * n) as f64;
-            s.metrics.insert(format!("cpu{a}-cpu{b}"), one_way);
-            match rel {
-                Relation::Siblings => by_class[0].push(one_way),
-                Relation::Cores => by_class[1].push(one_way),
-                Relation::Packages => by_class[2].push(one_way),
-                Relation::Unknown => {}
+            for (name, v) in ["siblings_ns_mean", "cores_ns_mean", "packages_ns_mean"]
+                .iter()
+                .zip(&by_class)
+            {
+                if !v.is_empty() {
+                    s.metrics.insert((*name).into(), mean(v));
+                }
             }
-        }
-        for (name, v) in ["siblings_ns_mean", "cores_ns_mean", "packages_ns_mean"]
-            .iter()
-            .zip(&by_class)
-        {
-            if !v.is_empty() {
-                s.metrics.insert((*name).into(), mean(v));
-            }
-        }
-        s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.elapsed_ns = elapsed;
-        s.work = (2 * n * self.pairs.len() as u64) as f64;
-        s.overhead_ns = (self.clock_ns * self.pairs.len() as f64).round() as u64;
-        s.cpus = seen.into_iter().map(|c| c.unwrap_or(u32::MAX)).collect();
-        Ok(s)
+            s.metrics.insert("clock_read_ns".into(), clock_ns);
+            s.elapsed_ns = elapsed;
+            s.work = (2 * n * pairs.len() as u64) as f64;
+            s.overhead_ns = (clock_ns * pairs.len() as f64).round() as u64;
+            s.cpus = seen.into_iter().map(|c| c.unwrap_or(u32::MAX)).collect();
+            Ok(s)
+        }))
     }
 }
 

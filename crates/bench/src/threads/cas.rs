@@ -19,7 +19,7 @@ use crossbeam_utils::CachePadded;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
 use super::{Rendezvous, bench_info, first_error, joined, now_ns, pin_and_arrive, this_cpu};
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample, sampled};
 
 const NAME: &str = "cas-contention";
 
@@ -55,12 +55,61 @@ impl Benchmark for CasContention {
                 .len();
             vec![None; usable.max(1)]
         };
-        Ok(Box::new(CasInstance { cpus }))
+        Ok(sampled(move |iterations| {
+            let n = iterations.max(1);
+            let threads = cpus.len();
+            let word = CachePadded::new(AtomicU64::new(0));
+            let start = Rendezvous::new(threads);
+            let (word, start) = (&word, &start);
+            let results = std::thread::scope(|s| {
+                let mut handles = Vec::with_capacity(threads);
+                for (i, &cpu) in cpus.iter().enumerate() {
+                    match std::thread::Builder::new()
+                        .name(format!("smtlab-cas{i}"))
+                        .spawn_scoped(s, move || hammer(word, start, cpu, n))
+                    {
+                        Ok(h) => handles.push(h),
+                        Err(e) => {
+                            start.abort();
+                            for h in handles {
+                                let _ = h.join();
+                            }
+                            return Err(super::spawn_error(NAME, &format!("cas{i}"), e));
+                        }
+                    }
+                }
+                Ok(handles
+                    .into_iter()
+                    .map(|h| joined(NAME, "cas", h.join()))
+                    .collect::<Vec<_>>())
+            })?;
+            let outs = first_error(results, NAME)?;
+            let total = n * threads as u64;
+            let got = word.load(Ordering::Relaxed);
+            if got != total {
+                return Err(BenchError::check(
+                    NAME,
+                    format!("the shared word reached {got}, expected {total}"),
+                ));
+            }
+            let first_start = outs.iter().map(|o| o.start).min().unwrap_or(0);
+            let last_start = outs.iter().map(|o| o.start).max().unwrap_or(0);
+            let last_end = outs.iter().map(|o| o.end).max().unwrap_or(0);
+            let failed: u64 = outs.iter().map(|o| o.failed).sum();
+            let mut s = RawSample {
+                elapsed_ns: last_end.saturating_sub(first_start),
+                work: total as f64,
+                cpu_ns: Some(outs.iter().map(|o| o.cpu_ns).sum()),
+                start_spread_ns: Some(last_start - first_start),
+                cpus: outs.iter().map(|o| o.cpu).collect(),
+                ..RawSample::default()
+            };
+            s.metrics
+                .insert("failed_per_success".into(), failed as f64 / total as f64);
+            s.metrics.insert("threads".into(), threads as f64);
+            Ok(s)
+        }))
     }
-}
-
-struct CasInstance {
-    cpus: Vec<Option<u32>>,
 }
 
 /// What one thread reports.
@@ -70,63 +119,6 @@ struct ThreadOut {
     failed: u64,
     cpu_ns: u64,
     cpu: u32,
-}
-
-impl Instance for CasInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let n = iterations.max(1);
-        let threads = self.cpus.len();
-        let word = CachePadded::new(AtomicU64::new(0));
-        let start = Rendezvous::new(threads);
-        let (word, start) = (&word, &start);
-        let results = std::thread::scope(|s| {
-            let mut handles = Vec::with_capacity(threads);
-            for (i, &cpu) in self.cpus.iter().enumerate() {
-                match std::thread::Builder::new()
-                    .name(format!("smtlab-cas{i}"))
-                    .spawn_scoped(s, move || hammer(word, start, cpu, n))
-                {
-                    Ok(h) => handles.push(h),
-                    Err(e) => {
-                        start.abort();
-                        for h in handles {
-                            let _ = h.join();
-                        }
-                        return Err(super::spawn_error(NAME, &format!("cas{i}"), e));
-                    }
-                }
-            }
-            Ok(handles
-                .into_iter()
-                .map(|h| joined(NAME, "cas", h.join()))
-                .collect::<Vec<_>>())
-        })?;
-        let outs = first_error(results, NAME)?;
-        let total = n * threads as u64;
-        let got = word.load(Ordering::Relaxed);
-        if got != total {
-            return Err(BenchError::check(
-                NAME,
-                format!("the shared word reached {got}, expected {total}"),
-            ));
-        }
-        let first_start = outs.iter().map(|o| o.start).min().unwrap_or(0);
-        let last_start = outs.iter().map(|o| o.start).max().unwrap_or(0);
-        let last_end = outs.iter().map(|o| o.end).max().unwrap_or(0);
-        let failed: u64 = outs.iter().map(|o| o.failed).sum();
-        let mut s = RawSample {
-            elapsed_ns: last_end.saturating_sub(first_start),
-            work: total as f64,
-            cpu_ns: Some(outs.iter().map(|o| o.cpu_ns).sum()),
-            start_spread_ns: Some(last_start - first_start),
-            cpus: outs.iter().map(|o| o.cpu).collect(),
-            ..RawSample::default()
-        };
-        s.metrics
-            .insert("failed_per_success".into(), failed as f64 / total as f64);
-        s.metrics.insert("threads".into(), threads as f64);
-        Ok(s)
-    }
 }
 
 fn hammer(

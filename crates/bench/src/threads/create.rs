@@ -36,7 +36,7 @@ use smtlab_model::BenchInfo;
 use smtlab_model::metrics::threads::{CREATE_RETURN_NS, THREAD_START_NS};
 
 use super::{bench_info, clock_cost_ns, event_sample, now_ns, this_cpu};
-use crate::{BenchContext, BenchError, Benchmark, Instance, ParamError, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, ParamError, sampled};
 use smtlab_placement::pin::gettid;
 
 const NAME: &str = "pthread-create";
@@ -44,20 +44,12 @@ const NAME: &str = "pthread-create";
 /// The `pthread-create` benchmark.
 pub struct PthreadCreate;
 
-/// `mode=`: whether created threads are joinable or detached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Joinable,
-    Detached,
-}
-
-impl Mode {
-    fn parse(text: &str) -> Result<Self, ParamError> {
-        match text {
-            "joinable" => Ok(Self::Joinable),
-            "detached" => Ok(Self::Detached),
-            _ => Err(ParamError::value("mode", text, "joinable or detached")),
-        }
+smtlab_model::named_enum! {
+    /// `mode=`: whether created threads are joinable or detached.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Mode {
+        Joinable = "joinable",
+        Detached = "detached",
     }
 }
 
@@ -88,49 +80,36 @@ impl Benchmark for PthreadCreate {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        let mode = Mode::parse(ctx.params.get_str("mode")?)?;
+        let text = ctx.params.get_str("mode")?;
+        let mode = Mode::parse(text)
+            .ok_or_else(|| ParamError::value("mode", text, "joinable or detached"))?;
         let parent_cpu = ctx.placement.cpu_for_thread(0);
         let child_cpu = if ctx.placement.width() >= 2 {
             ctx.placement.cpu_for_thread(1)
         } else {
             parent_cpu
         };
-        Ok(Box::new(CreateInstance {
-            mode,
-            parent_cpu,
-            child_cpu,
-            clock_ns: clock_cost_ns(),
+        let clock_ns = clock_cost_ns();
+        Ok(sampled(move |iterations| {
+            let n = iterations.max(1);
+            let run = run_creations(mode, parent_cpu, child_cpu, n)?;
+            let before = run
+                .start_ns
+                .iter()
+                .zip(&run.return_ns)
+                .filter(|(b, a)| b < a)
+                .count();
+            let mut s = event_sample(
+                n,
+                clock_ns,
+                vec![run.parent_cpu, run.child_cpu],
+                (CREATE_RETURN_NS, run.return_ns),
+                (THREAD_START_NS, run.start_ns),
+            );
+            s.metrics
+                .insert("started_before_return".into(), before as f64 / n as f64);
+            Ok(s)
         }))
-    }
-}
-
-struct CreateInstance {
-    mode: Mode,
-    parent_cpu: Option<u32>,
-    child_cpu: Option<u32>,
-    clock_ns: f64,
-}
-
-impl Instance for CreateInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let n = iterations.max(1);
-        let run = run_creations(self.mode, self.parent_cpu, self.child_cpu, n)?;
-        let before = run
-            .start_ns
-            .iter()
-            .zip(&run.return_ns)
-            .filter(|(b, a)| b < a)
-            .count();
-        let mut s = event_sample(
-            n,
-            self.clock_ns,
-            vec![run.parent_cpu, run.child_cpu],
-            (CREATE_RETURN_NS, run.return_ns),
-            (THREAD_START_NS, run.start_ns),
-        );
-        s.metrics
-            .insert("started_before_return".into(), before as f64 / n as f64);
-        Ok(s)
     }
 }
 

@@ -34,7 +34,7 @@ use super::{
     event_sample, events_from, events_param, interval_ns, now_ns, pin_and_arrive, run_pair,
     spawn_error, this_cpu, wait_failed, wait_until,
 };
-use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample, sampled};
 use smtlab_placement::pin::gettid;
 
 const UNCONTENDED: &str = "mutex-uncontended";
@@ -55,46 +55,36 @@ impl Benchmark for MutexUncontended {
     }
 
     fn prepare(&self, ctx: &BenchContext<'_>) -> Result<Box<dyn Instance>, BenchError> {
-        Ok(Box::new(UncontendedInstance {
-            cpu: ctx.placement.cpu_for_thread(0),
-            clock_ns: clock_cost_ns(),
-            loop_ns: empty_loop_ns(),
+        let (cpu, clock_ns, loop_ns) = (
+            ctx.placement.cpu_for_thread(0),
+            clock_cost_ns(),
+            empty_loop_ns(),
+        );
+        Ok(sampled(move |iterations| {
+            let n = iterations.max(1);
+            let (elapsed, ran_on) = std::thread::scope(|s| {
+                let h = std::thread::Builder::new()
+                    .name("smtlab-mutex".into())
+                    .spawn_scoped(s, move || lock_loop(cpu, n))
+                    .map_err(|e| spawn_error(UNCONTENDED, "locking", e))?;
+                h.join().unwrap_or_else(|_| {
+                    Err(BenchError::check(
+                        UNCONTENDED,
+                        "the locking thread panicked",
+                    ))
+                })
+            })?;
+            let mut s = RawSample {
+                elapsed_ns: elapsed,
+                work: n as f64,
+                overhead_ns: (clock_ns + loop_ns * n as f64).round() as u64,
+                cpus: vec![ran_on],
+                ..RawSample::default()
+            };
+            s.metrics.insert("clock_read_ns".into(), clock_ns);
+            s.metrics.insert("empty_loop_ns".into(), loop_ns);
+            Ok(s)
         }))
-    }
-}
-
-struct UncontendedInstance {
-    cpu: Option<u32>,
-    clock_ns: f64,
-    loop_ns: f64,
-}
-
-impl Instance for UncontendedInstance {
-    fn sample(&mut self, iterations: u64) -> Result<RawSample, BenchError> {
-        let n = iterations.max(1);
-        let cpu = self.cpu;
-        let (elapsed, ran_on) = std::thread::scope(|s| {
-            let h = std::thread::Builder::new()
-                .name("smtlab-mutex".into())
-                .spawn_scoped(s, move || lock_loop(cpu, n))
-                .map_err(|e| spawn_error(UNCONTENDED, "locking", e))?;
-            h.join().unwrap_or_else(|_| {
-                Err(BenchError::check(
-                    UNCONTENDED,
-                    "the locking thread panicked",
-                ))
-            })
-        })?;
-        let mut s = RawSample {
-            elapsed_ns: elapsed,
-            work: n as f64,
-            overhead_ns: (self.clock_ns + self.loop_ns * n as f64).round() as u64,
-            cpus: vec![ran_on],
-            ..RawSample::default()
-        };
-        s.metrics.insert("clock_read_ns".into(), self.clock_ns);
-        s.metrics.insert("empty_loop_ns".into(), self.loop_ns);
-        Ok(s)
     }
 }
 

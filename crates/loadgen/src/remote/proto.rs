@@ -414,11 +414,9 @@ impl WireReport {
         self.errors
             .iter()
             .map(|(k, v)| {
-                ErrorKind::ALL
-                    .iter()
-                    .find(|e| e.as_str() == k)
-                    .map(|e| (*e, *v))
-                    .ok_or_else(|| format!("unknown error kind {k:?}"))
+                let kind =
+                    ErrorKind::parse(k).ok_or_else(|| format!("unknown error kind {k:?}"))?;
+                Ok((kind, *v))
             })
             .collect()
     }
