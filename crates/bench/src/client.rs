@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use smtlab_model::CpuSet;
-use smtlab_placement::pin::{CommandPinExt, pin_current_thread};
+use smtlab_placement::pin::{CommandPinExt, pin_current_thread, spawn_pinned_by};
 
 use crate::process::ChildGroup;
 
@@ -137,25 +137,8 @@ impl ClientSide {
         };
         let name = name.to_string();
         self.run(move || {
-            let (ok_tx, ok_rx) = mpsc::sync_channel::<io::Result<()>>(1);
-            let handle = std::thread::Builder::new().name(name).spawn(move || {
-                let pinned = pin_current_thread(&set).map_err(io::Error::from);
-                let failed = pinned.is_err();
-                let _ = ok_tx.send(pinned);
-                if failed {
-                    // f never runs on a CPU it was not meant for.
-                    std::panic::resume_unwind(Box::new("client pin failed"));
-                }
-                f()
-            })?;
-            match ok_rx.recv() {
-                Ok(Ok(())) => Ok(handle),
-                Ok(Err(e)) => {
-                    let _ = handle.join();
-                    Err(e)
-                }
-                Err(_) => Err(io::Error::other("client thread ended before pinning")),
-            }
+            let builder = std::thread::Builder::new().name(name);
+            spawn_pinned_by(builder, move || pin_current_thread(&set), f)
         })?
     }
 

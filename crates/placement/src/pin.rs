@@ -217,12 +217,24 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    let pin = move || cpu.map_or(Ok(()), |c| SystemAffinity.pin_current_to(c));
+    spawn_pinned_by(thread::Builder::new().name(name.into()), pin, f)
+}
+
+/// [`spawn_pinned`] with the thread's `builder` (its name, its stack) and its own `pin`,
+/// run first in the new thread (pinning to a set of CPUs, say).
+pub fn spawn_pinned_by<F, T>(
+    builder: thread::Builder,
+    pin: impl FnOnce() -> Result<(), PinError> + Send + 'static,
+    f: F,
+) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
     let (tx, rx) = mpsc::sync_channel(1);
-    let handle = thread::Builder::new().name(name.into()).spawn(move || {
-        let result = match cpu {
-            Some(cpu) => SystemAffinity.pin_current_to(cpu),
-            None => Ok(()),
-        };
+    let handle = builder.spawn(move || {
+        let result = pin();
         let failed = result.is_err();
         // The receiver lives until this message arrives; a send error cannot happen.
         let _ = tx.send(result);

@@ -146,8 +146,6 @@ pub struct Audit {
     pub orders: u64,
     pub buys: u64,
     pub sells: u64,
-    /// Shares bought and sold, over every order.
-    pub shares_traded: u64,
     /// Accounts whose cash is not opening cash plus their orders' flows.
     pub bad_cash: u64,
     /// Holdings whose shares are not opening shares plus their orders'.
@@ -210,7 +208,6 @@ pub async fn audit(client: &Client) -> Result<Audit, TradeError> {
                  (SELECT count(*) FROM orders),
                  (SELECT count(*) FROM orders WHERE kind = 'b'),
                  (SELECT count(*) FROM orders WHERE kind = 's'),
-                 (SELECT coalesce(sum(quantity), 0)::bigint FROM orders),
                  (SELECT count(*) FROM account a LEFT JOIN flows f ON f.account_id = a.id
                    WHERE a.cash_cents <> a.opening_cents + coalesce(f.cents, 0)),
                  (SELECT count(*) FROM holding h LEFT JOIN shares s
@@ -231,11 +228,10 @@ pub async fn audit(client: &Client) -> Result<Audit, TradeError> {
         orders: n(1),
         buys: n(2),
         sells: n(3),
-        shares_traded: n(4),
-        bad_cash: n(5),
-        bad_holdings: n(6),
-        orphan_orders: n(7),
-        bad_volume: n(8),
+        bad_cash: n(4),
+        bad_holdings: n(5),
+        orphan_orders: n(6),
+        bad_volume: n(7),
     })
 }
 

@@ -139,16 +139,6 @@ impl PgInstall {
     pub fn bin(&self, name: &str) -> PathBuf {
         self.bindir.join(name)
     }
-
-    /// `postgres --version`, e.g. `postgres (PostgreSQL) 15.18`.
-    pub fn version(&self) -> Option<String> {
-        let out = Command::new(self.bin("postgres"))
-            .arg("--version")
-            .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (!text.is_empty()).then_some(text)
-    }
 }
 
 /// `ROOT/<version>/bin` for every numeric version directory, newest first.

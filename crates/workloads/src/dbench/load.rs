@@ -87,7 +87,7 @@ pub struct Range {
 }
 
 /// Operation kinds, for per-operation counts and latencies.
-pub const KINDS: [&str; 18] = [
+pub const KINDS: [&str; 17] = [
     "NTCreateX",
     "Close",
     "ReadX",
@@ -105,7 +105,6 @@ pub const KINDS: [&str; 18] = [
     "Flush",
     "LockX",
     "UnlockX",
-    "(unused)",
 ];
 
 impl Op {

@@ -153,31 +153,17 @@ where
     T: Send + 'static,
 {
     let set = cpus.clone();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<()>>(1);
-    let handle = std::thread::Builder::new()
-        .name(name)
-        .stack_size(SMALL_STACK)
-        .spawn(move || {
-            let pinned = if set.is_empty() {
-                Ok(())
-            } else {
-                pin_current_thread(&set).map_err(io::Error::from)
-            };
-            let failed = pinned.is_err();
-            let _ = tx.send(pinned);
-            if failed {
-                std::panic::resume_unwind(Box::new("pin failed"));
-            }
-            f()
-        })?;
-    match rx.recv() {
-        Ok(Ok(())) => Ok(handle),
-        Ok(Err(e)) => {
-            let _ = handle.join();
-            Err(e)
+    let pin = move || {
+        if set.is_empty() {
+            Ok(())
+        } else {
+            pin_current_thread(&set)
         }
-        Err(_) => Err(io::Error::other("thread ended before pinning")),
-    }
+    };
+    let builder = std::thread::Builder::new()
+        .name(name)
+        .stack_size(SMALL_STACK);
+    smtlab_placement::pin::spawn_pinned_by(builder, pin, f)
 }
 
 /// CPU time a live thread has used, read from another thread.
