@@ -123,7 +123,7 @@ impl Params {
         self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
-    fn raw(&self, name: &str) -> Result<&str, ParamError> {
+    pub fn get_str(&self, name: &str) -> Result<&str, ParamError> {
         self.values.get(name).map(String::as_str).ok_or_else(|| {
             ParamError::value(
                 name,
@@ -133,18 +133,14 @@ impl Params {
         })
     }
 
-    pub fn get_str(&self, name: &str) -> Result<&str, ParamError> {
-        self.raw(name)
-    }
-
     pub fn get_u64(&self, name: &str) -> Result<u64, ParamError> {
-        let v = self.raw(name)?;
+        let v = self.get_str(name)?;
         v.parse()
             .map_err(|_| ParamError::value(name, v, "a non-negative integer"))
     }
 
     pub fn get_f64(&self, name: &str) -> Result<f64, ParamError> {
-        let v = self.raw(name)?;
+        let v = self.get_str(name)?;
         v.parse::<f64>()
             .ok()
             .filter(|x| x.is_finite())
@@ -180,7 +176,7 @@ impl Params {
         name: &str,
         range: RangeInclusive<std::time::Duration>,
     ) -> Result<std::time::Duration, ParamError> {
-        let v = self.raw(name)?;
+        let v = self.get_str(name)?;
         let show = |d: &std::time::Duration| format_duration(*d);
         let expected = format!(
             "a time with its unit from {} to {}, e.g. 200ms or 2s",
@@ -196,7 +192,7 @@ impl Params {
     /// A byte size: `4096`, `4k`/`4KiB` (1024), `64M`/`64MiB`, `1G`/`1GiB`; `KB`/`MB`/`GB`
     /// are decimal.
     pub fn get_bytes(&self, name: &str) -> Result<u64, ParamError> {
-        let v = self.raw(name)?;
+        let v = self.get_str(name)?;
         parse_bytes(v)
             .ok_or_else(|| ParamError::value(name, v, "a size such as 4096, 32KiB, 64MiB or 1GiB"))
     }

@@ -131,6 +131,16 @@ pub fn default_threads(placement: &ResolvedPlacement, requested: Option<usize>) 
     })
 }
 
+/// The `threads` parameter of a pool's benchmark, read by [`threads_param`].
+pub(crate) fn threads_info() -> smtlab_model::ParamInfo {
+    crate::params::declare(
+        "threads",
+        "auto",
+        None,
+        "worker threads; auto = one per CPU of the placement",
+    )
+}
+
 /// Reads the `threads` parameter: `auto` (or absent) means the placement's width
 /// ([`default_threads`]); otherwise a count from 1 to [`MAX_THREADS`].
 pub fn threads_param(bench: &str, ctx: &BenchContext<'_>) -> Result<usize, BenchError> {

@@ -13,7 +13,7 @@
 //! `perf_event_paranoid` -1), the error is [`CounterError::Unavailable`] with one line.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use perf_event_open_sys::bindings as b;
@@ -21,7 +21,9 @@ use smtlab_model::CpuSet;
 use smtlab_model::counters::irqs::{IrqKind, IrqProfile, IrqStat};
 
 use crate::error::{CounterError, Needs, classify};
-use crate::ring::{Drainer, RingBuffer, monotonic_ns, page_size, read_int, u32_at, u64_at};
+use crate::ring::{
+    self, CpuStream, Drainer, RingBuffer, Sink, monotonic_ns, page_size, read_int, u32_at, u64_at,
+};
 use crate::sys::{self, PerfFd};
 use crate::tracefs::{self, Tracepoint};
 
@@ -132,14 +134,6 @@ fn attr(id: u64) -> sys::Attr {
     a
 }
 
-/// One CPU's events, the first owning the ring buffer.
-#[derive(Debug)]
-struct CpuStream {
-    cpu: u32,
-    events: Vec<PerfFd>,
-    ring: RingBuffer,
-}
-
 /// The interrupt tracepoints opened on some CPUs, not yet enabled.
 #[derive(Debug)]
 pub struct IrqTracer {
@@ -203,7 +197,7 @@ impl IrqTracer {
                     CounterError::io(format!("redirect irq tracepoints on cpu {cpu}"), e)
                 })?;
             }
-            streams.push(CpuStream { cpu, events, ring });
+            streams.push(CpuStream { events, ring });
         }
         Ok(IrqTracer {
             cpus: cpus.clone(),
@@ -214,13 +208,10 @@ impl IrqTracer {
 
     /// Enables the tracepoints and starts draining their buffers.
     pub fn start(self) -> Result<RunningIrqTrace, CounterError> {
-        for s in &self.streams {
-            for e in &s.events {
-                e.reset(false)
-                    .and_then(|_| e.enable(false))
-                    .map_err(|e| CounterError::io("enable irq tracepoints", e))?;
-            }
-        }
+        sys::reset_then_enable(
+            self.streams.iter().flat_map(|s| &s.events),
+            "irq tracepoints",
+        )?;
         let start_ns = monotonic_ns();
         let IrqTracer {
             cpus,
@@ -260,26 +251,26 @@ impl RunningIrqTrace {
     }
 }
 
-fn drain(mut streams: Vec<CpuStream>, layout: &Layout, stop: &AtomicBool) -> Collected {
-    let mut c = Collected::default();
-    loop {
-        let stopping = stop.load(Ordering::Acquire);
-        if stopping {
-            for s in &streams {
-                for e in &s.events {
-                    let _ = e.disable(false);
-                }
-            }
-        }
-        for s in &mut streams {
-            let cpu = s.cpu;
-            s.ring.drain(|rec| c.record(cpu, rec, layout));
-        }
-        if stopping {
-            return c;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+/// Each CPU's records kept apart (one stream per CPU), paired once tracing ends.
+fn drain(streams: Vec<CpuStream>, layout: &Layout, stop: &AtomicBool) -> Collected {
+    let mut sink = Drain {
+        c: Collected::default(),
+        layout,
+    };
+    let _ = ring::drain_loop(streams, None, Duration::from_millis(5), stop, &mut sink);
+    sink.c
+}
+
+struct Drain<'a> {
+    c: Collected,
+    layout: &'a Layout,
+}
+
+impl Sink for Drain<'_> {
+    fn record(&mut self, stream: usize, rec: &[u8]) {
+        self.c.record(stream as u32, rec, self.layout);
     }
+    fn settle(&mut self, _: Option<u64>) {}
 }
 
 /// One parsed record.
@@ -303,6 +294,7 @@ struct Open {
 
 #[derive(Debug, Default)]
 struct Collected {
+    /// Records by stream, one stream per CPU: each CPU's interrupts nest apart.
     per_cpu: BTreeMap<u32, Vec<Rec>>,
     names: BTreeMap<i64, String>,
     lost: u64,
@@ -319,7 +311,7 @@ fn data_loc(raw: &[u8], (off, _): (usize, usize)) -> Option<String> {
 }
 
 impl Collected {
-    fn record(&mut self, cpu: u32, rec: &[u8], layout: &Layout) {
+    fn record(&mut self, stream: u32, rec: &[u8], layout: &Layout) {
         match u32_at(rec, 0) {
             Some(t) if t == b::PERF_RECORD_LOST => self.lost += u64_at(rec, 16).unwrap_or(0),
             Some(t) if t == b::PERF_RECORD_SAMPLE => {
@@ -344,7 +336,7 @@ impl Collected {
                     Err(fixed) => fixed,
                 };
                 let name = p.name.and_then(|f| data_loc(raw, f));
-                self.per_cpu.entry(cpu).or_default().push(Rec {
+                self.per_cpu.entry(stream).or_default().push(Rec {
                     time,
                     kind: p.kind,
                     vector,

@@ -393,7 +393,7 @@ struct Collected {
 }
 
 impl Sink for Collected {
-    fn record(&mut self, rec: &[u8]) {
+    fn record(&mut self, _: usize, rec: &[u8]) {
         if let Some((tid, time, out)) = ring::parse_switch(rec) {
             if tid != self.me {
                 let what = if out { What::SwitchOut } else { What::SwitchIn };
@@ -640,7 +640,7 @@ mod tests {
             sample(IPI_EXIT, 7, 4030, None),
             sample(END, 7, 4200, Some(0xd0)),
         ] {
-            c.record(&r);
+            c.record(0, &r);
         }
         c.settle(None);
         let p = c.into_profile(
@@ -682,7 +682,7 @@ mod tests {
             sample(END, 6, 950, Some(0xc0)),
             sample(FAULT_USER, 99, 10, None),
         ] {
-            c.record(&r);
+            c.record(0, &r);
         }
         c.settle(Some(1250));
         assert_eq!(c.pending.len(), 3, "records after the horizon wait");

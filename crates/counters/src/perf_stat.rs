@@ -237,24 +237,19 @@ fn merge(rows: Vec<Row>) -> Vec<Row> {
                 by.insert(r.event.clone(), r);
             }
             Some(acc) => {
-                acc.value = match (acc.value, r.value) {
-                    (Some(a), Some(b)) => Some(a + b),
-                    (a, b) => a.or(b),
-                };
-                acc.running_ns = add_opt(acc.running_ns, r.running_ns);
-                acc.percent_running = match (acc.percent_running, r.percent_running) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                acc.value = either(acc.value, r.value, |a, b| a + b);
+                acc.running_ns = either(acc.running_ns, r.running_ns, |a, b| a + b);
+                acc.percent_running = either(acc.percent_running, r.percent_running, f64::min);
             }
         }
     }
     order.into_iter().filter_map(|e| by.remove(&e)).collect()
 }
 
-fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+/// `f` of both when both are there, else the one that is.
+fn either<T>(a: Option<T>, b: Option<T>, f: impl FnOnce(T, T) -> T) -> Option<T> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
+        (Some(a), Some(b)) => Some(f(a, b)),
         (a, b) => a.or(b),
     }
 }
@@ -278,11 +273,10 @@ fn average_repeats(rows: Vec<Row>) -> Vec<Row> {
         };
         let Some(value) = r.value else { continue };
         acc.value = Some(acc.value.unwrap_or(0.0) + value);
-        acc.running_ns = add_opt(acc.running_ns, r.running_ns);
-        acc.percent_running = match (acc.percent_running, r.percent_running) {
-            (Some(a), Some(b)) => Some((a + b).min(100.0)),
-            (a, b) => a.or(b),
-        };
+        acc.running_ns = either(acc.running_ns, r.running_ns, |a, b| a + b);
+        acc.percent_running = either(acc.percent_running, r.percent_running, |a, b| {
+            (a + b).min(100.0)
+        });
         acc.missing = None;
         *n += 1;
     }

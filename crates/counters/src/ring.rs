@@ -327,8 +327,8 @@ const SETTLE_NS: u64 = 50_000_000;
 
 /// What a tracer's drainer does with its rings.
 pub(crate) trait Sink {
-    /// One record (header included).
-    fn record(&mut self, rec: &[u8]);
+    /// One record (header included) from the `stream`th stream.
+    fn record(&mut self, stream: usize, rec: &[u8]);
     /// Pairs what was recorded up to `horizon` (everything with `None`) in time order.
     fn settle(&mut self, horizon: Option<u64>);
 }
@@ -376,8 +376,8 @@ pub(crate) fn drain_loop(
             }
         }
         let now = monotonic_ns();
-        for r in &mut rings {
-            r.drain(|rec| sink.record(rec));
+        for (i, r) in rings.iter_mut().enumerate() {
+            r.drain(|rec| sink.record(i, rec));
         }
         if stopping {
             sink.settle(None);

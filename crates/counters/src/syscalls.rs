@@ -467,7 +467,7 @@ struct Drain<'a> {
 }
 
 impl Sink for Drain<'_> {
-    fn record(&mut self, rec: &[u8]) {
+    fn record(&mut self, _: usize, rec: &[u8]) {
         self.c.record(rec, self.layout, self.me);
     }
     fn settle(&mut self, horizon: Option<u64>) {

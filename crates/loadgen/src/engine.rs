@@ -272,15 +272,11 @@ impl<'a> Engine<'a> {
             self.write_some(i);
             return;
         }
+        // A connect that failed is a connect error, whatever its errno: before there is
+        // a connection there is nothing to reset.
         if self.connect(i).is_err() {
-            self.connect_failed(i);
+            self.fail(i, ErrorKind::Connect);
         }
-    }
-
-    /// A connect that failed is a connect error, whatever its errno: before there is a
-    /// connection there is nothing to reset.
-    fn connect_failed(&mut self, i: usize) {
-        self.fail(i, ErrorKind::Connect);
     }
 
     fn connect(&mut self, i: usize) -> io::Result<()> {
@@ -327,7 +323,7 @@ impl<'a> Engine<'a> {
                 }
                 let err = sys::socket_error(self.conns[i].fd);
                 if err != 0 {
-                    self.connect_failed(i);
+                    self.fail(i, ErrorKind::Connect);
                     return;
                 }
                 self.conns[i].state = State::Writing;

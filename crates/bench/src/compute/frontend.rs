@@ -95,12 +95,7 @@ fn params() -> Vec<ParamInfo> {
             "distinct functions one walk calls, 1 to 1024 (the instruction footprint and \
              the number of indirect-call targets)",
         ),
-        crate::params::declare(
-            "threads",
-            "auto",
-            None,
-            "worker threads; auto = one per CPU of the placement",
-        ),
+        crate::workers::threads_info(),
         crate::params::declare(
             "seed",
             "1",

@@ -194,15 +194,6 @@ fn pages_param(ctx: &BenchContext<'_>) -> Result<Pages, BenchError> {
     Pages::parse(v).ok_or_else(|| crate::ParamError::value("pages", v, "huge or base").into())
 }
 
-fn threads_info() -> ParamInfo {
-    param(
-        "threads",
-        "auto",
-        None,
-        "worker threads; auto = one per CPU of the placement",
-    )
-}
-
 /// A streaming bandwidth benchmark.
 #[derive(Debug, Clone, Copy)]
 pub struct Bandwidth(pub Stream);
@@ -277,7 +268,7 @@ impl Benchmark for Bandwidth {
                      the threads (at least 4 x a thread's share of its L2); 256MiB in total \
                      when unknown",
                 ),
-                threads_info(),
+                crate::workers::threads_info(),
                 pages_info(),
             ],
             main_param: None,
@@ -339,7 +330,7 @@ impl Benchmark for Latency {
                      placement reaches, in total, split over the threads (DRAM latency); \
                      256MiB in total when unknown",
                 ),
-                threads_info(),
+                crate::workers::threads_info(),
                 param("seed", "1", None, "seed of the random chase order"),
                 pages_info(),
             ],

@@ -180,14 +180,9 @@ impl PipeInstance {
         (fd(&self.to_child), fd(&self.from_child))
     }
 
-    /// Sends `token` and returns the child's answer.
-    fn exchange(&self, token: u32) -> Result<u32, BenchError> {
-        let (wr, rd) = self.fds();
-        exchange(wr, rd, self.pid, token)
-    }
-
     fn ask_cpu(&self) -> Result<u32, BenchError> {
-        let cpu = self.exchange(REPORT_CPU)?;
+        let (wr, rd) = self.fds();
+        let cpu = exchange(wr, rd, self.pid, REPORT_CPU)?;
         if cpu == REPORT_CPU {
             return Err(BenchError::check(
                 NAME,
