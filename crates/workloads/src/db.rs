@@ -17,8 +17,6 @@
 
 use std::io;
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 
 use smtlab_bench::Benchmark;
 use smtlab_bench::client::ClientSide;
@@ -60,59 +58,38 @@ pub(crate) fn tps_info(
     }
 }
 
-type Job = (Command, mpsc::SyncSender<io::Result<Output>>);
-
 /// A thread of the client side that runs client programs one after another, pinned to
 /// the client CPUs and tied to it, for as long as the instance lives. It is started
 /// from the [`ClientSide`]'s spawner, so its children are not counted as the server's.
 pub(crate) struct ClientRunner {
-    jobs: Option<mpsc::Sender<Job>>,
-    thread: Option<JoinHandle<()>>,
+    cpus: CpuSet,
+    thread: crate::workers::Workers<crate::workers::Job>,
 }
 
 impl ClientRunner {
     pub(crate) fn start(client: &ClientSide, name: &str) -> io::Result<ClientRunner> {
-        let cpus: CpuSet = client.cpus().clone();
-        let (tx, rx) = mpsc::channel::<Job>();
-        let thread = client.spawn(name, None, move || {
-            for (mut cmd, reply) in rx {
-                let out = (|| {
-                    cmd.pin_to(&cpus).map_err(io::Error::from)?;
-                    tie_to_parent(&mut cmd);
-                    cmd.stdin(Stdio::null())
-                        .stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
-                        .spawn()?
-                        .wait_with_output()
-                })();
-                let _ = reply.send(out);
-            }
-        })?;
+        let mut thread = crate::workers::Workers::default();
+        thread.add_runner(|body| client.spawn(name, None, body), || true)?;
         Ok(ClientRunner {
-            jobs: Some(tx),
-            thread: Some(thread),
+            cpus: client.cpus().clone(),
+            thread,
         })
     }
 
     /// Runs `cmd` to its end on the client CPUs.
-    pub(crate) fn output(&self, cmd: Command) -> io::Result<Output> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.jobs
-            .as_ref()
-            .ok_or_else(|| io::Error::other("client thread stopped"))?
-            .send((cmd, tx))
-            .map_err(|_| io::Error::other("client thread has stopped"))?;
-        rx.recv()
+    pub(crate) fn output(&self, mut cmd: Command) -> io::Result<Output> {
+        let cpus = self.cpus.clone();
+        let out = self.thread.run_on(0, move || {
+            cmd.pin_to(&cpus).map_err(io::Error::from)?;
+            tie_to_parent(&mut cmd);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()?
+                .wait_with_output()
+        });
+        out.recv()
             .map_err(|_| io::Error::other("client thread has stopped"))?
-    }
-}
-
-impl Drop for ClientRunner {
-    fn drop(&mut self) {
-        self.jobs.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -18,7 +18,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
-use std::thread::JoinHandle;
 
 use smtlab_bench::clock::now_ns;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
@@ -176,27 +175,10 @@ pub(crate) type Work = (u64, mpsc::Sender<Result<Stats, String>>);
 
 /// The client threads of a load-file replay, shared by dbench and tbench, whose clients
 /// take their work the same way: each replays until the end time it is handed and
-/// replies with its stats. Dropping it closes each channel, which ends each client's
-/// loop, and waits for the threads.
-pub(crate) struct Clients {
-    workers: Vec<(mpsc::Sender<Work>, JoinHandle<()>)>,
-}
+/// replies with its stats.
+pub(crate) type Clients = crate::workers::Workers<Work>;
 
 impl Clients {
-    pub(crate) fn with_capacity(n: usize) -> Clients {
-        Clients {
-            workers: Vec::with_capacity(n),
-        }
-    }
-
-    pub(crate) fn push(&mut self, work: mpsc::Sender<Work>, thread: JoinHandle<()>) {
-        self.workers.push((work, thread));
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.workers.len()
-    }
-
     /// Lets every client replay for `duration_ns` from now and merges what they did;
     /// returns it with the time from the start until the last client finished.
     pub(crate) fn sample(&self, bench: &str, duration_ns: u64) -> Result<(Stats, u64), BenchError> {
@@ -204,13 +186,14 @@ impl Clients {
         let (tx, rx) = mpsc::channel();
         let t0 = now_ns();
         let end = t0 + duration_ns;
-        for (w, _) in &self.workers {
-            w.send((end, tx.clone()))
-                .map_err(|_| check("a client has stopped".into()))?;
+        for k in 0..self.len() {
+            if !self.send(k, (end, tx.clone())) {
+                return Err(check("a client has stopped".into()));
+            }
         }
         drop(tx);
         let mut total = Stats::new();
-        for _ in 0..self.workers.len() {
+        for _ in 0..self.len() {
             match rx.recv() {
                 Ok(Ok(s)) => total.merge(s),
                 Ok(Err(e)) => return Err(check(e)),
@@ -218,15 +201,6 @@ impl Clients {
             }
         }
         Ok((total, now_ns().saturating_sub(t0).max(1)))
-    }
-}
-
-impl Drop for Clients {
-    fn drop(&mut self) {
-        for (tx, h) in self.workers.drain(..) {
-            drop(tx);
-            let _ = h.join();
-        }
     }
 }
 
@@ -249,25 +223,25 @@ impl DbenchInstance {
     ) -> Result<DbenchInstance, BenchError> {
         let io = |what: String, e| BenchError::io(NAME, what, e);
         let dir = crate::scratch::ScratchDir::create(NAME, base, "smtlab-dbench-")?;
-        let mut workers = Clients::with_capacity(clients);
+        let mut workers = Clients::default();
         for i in 0..clients {
             let root = dir.path().join(format!("client{i}"));
             std::fs::create_dir(&root)
                 .map_err(|e| io(format!("create {}", smtlab_model::quote::path(&root)), e))?;
-            let (tx, rx) = mpsc::channel::<Work>();
             let load = load.clone();
-            let h = crate::net::spawn_on(cpus, format!("dbench-{i}"), move || {
-                let mut c = Client::new(root);
-                for (end_ns, reply) in rx {
-                    let mut stats = Stats::new();
-                    c.run_until(&load, end_ns, &now_ns, &mut stats);
-                    if reply.send(Ok(stats)).is_err() {
-                        break;
+            let spawn = |body| crate::net::spawn_on(cpus, format!("dbench-{i}"), body);
+            workers
+                .add(spawn, move |rx| {
+                    let mut c = Client::new(root);
+                    for (end_ns, reply) in rx {
+                        let mut stats = Stats::new();
+                        c.run_until(&load, end_ns, &now_ns, &mut stats);
+                        if reply.send(Ok(stats)).is_err() {
+                            break;
+                        }
                     }
-                }
-            })
-            .map_err(|e| io(format!("start client thread {i} of {clients}"), e))?;
-            workers.push(tx, h);
+                })
+                .map_err(|e| io(format!("start client thread {i} of {clients}"), e))?;
         }
         Ok(DbenchInstance {
             clients: workers,

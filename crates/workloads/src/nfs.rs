@@ -420,7 +420,7 @@ impl Benchmark for NfsSfs {
                 (Server::User(u), target, None)
             }
         };
-        let clients = Clients::start(client, cfg.shape.clients, netns)?;
+        let clients = start_clients(client, cfg.shape.clients, netns)?;
         let handles = setup_on(&clients, &target, cfg.shape)?;
         Ok(Box::new(NfsInstance {
             cfg,
@@ -456,74 +456,29 @@ impl Server {
     }
 }
 
-type Job = Box<dyn FnOnce() + Send>;
-
 /// The client threads, started once from the client side (thread k on the client's
 /// CPU for thread k, joined to the server's namespace when there is one) and given one
 /// load after another.
-#[derive(Default)]
-pub struct Clients {
-    senders: Vec<std::sync::mpsc::Sender<Job>>,
-    handles: Vec<std::thread::JoinHandle<()>>,
-}
+pub type Clients = crate::workers::Workers<crate::workers::Job>;
 
-impl Clients {
-    pub fn start(
-        client: &ClientSide,
-        n: u32,
-        netns: Option<PathBuf>,
-    ) -> Result<Clients, BenchError> {
-        let mut pool = Clients::default();
-        for k in 0..n as usize {
-            let (tx, rx) = std::sync::mpsc::channel::<Job>();
-            let ns = netns.clone();
-            let h = client
-                .spawn(
-                    &format!("smtlab-sfs-{k}"),
-                    Some(client.cpu_for_thread(k)),
-                    move || {
-                        // A thread that cannot join runs no job: its load reports the error.
-                        let joined = ns.as_ref().map_or(Ok(()), |p| {
-                            kernel::join_netns(p)
-                                .map_err(|e| format!("join {}: {e}", smtlab_model::quote::path(p)))
-                        });
-                        for job in rx {
-                            if joined.is_ok() {
-                                job();
-                            }
-                        }
-                    },
-                )
-                .map_err(|e| BenchError::io(NAME, "start a client thread", e))?;
-            pool.senders.push(tx);
-            pool.handles.push(h);
-        }
-        Ok(pool)
+/// Starts the `n` threads of [`Clients`].
+pub fn start_clients(
+    client: &ClientSide,
+    n: u32,
+    netns: Option<PathBuf>,
+) -> Result<Clients, BenchError> {
+    let mut pool = Clients::default();
+    for k in 0..n as usize {
+        let ns = netns.clone();
+        let name = format!("smtlab-sfs-{k}");
+        pool.add_runner(
+            |body| client.spawn(&name, Some(client.cpu_for_thread(k)), body),
+            // A thread that cannot join runs no job: its load reports the error.
+            move || ns.is_none_or(|p| kernel::join_netns(&p).is_ok()),
+        )
+        .map_err(|e| BenchError::io(NAME, "start a client thread", e))?;
     }
-
-    /// Runs `f` on client thread `k` and returns its answer; `None` if the thread
-    /// could not run it.
-    fn run_on<T: Send + 'static>(
-        &self,
-        k: usize,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> std::sync::mpsc::Receiver<T> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let job: Job = Box::new(move || {
-            let _ = tx.send(f());
-        });
-        let _ = self.senders[k].send(job);
-        rx
-    }
-}
-
-impl Drop for Clients {
-    fn drop(&mut self) {
-        self.senders.clear();
-        for h in self.handles.drain(..) {
-            let _ = h.join();
-        }
-    }
+    Ok(pool)
 }
 
 /// Makes the file set from client thread 0 (in the server's namespace).

@@ -31,17 +31,15 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smtlab_bench::client::ClientSide;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample, Suite, SweepCell};
 use smtlab_loadgen::{ClientPool, LoadConfig, LoadReport, Mix, Pinning, RequestSpec};
-use smtlab_model::{BenchInfo, CpuSet, Direction, ReportSection, Topology, ValueKind};
+use smtlab_model::{BenchInfo, Direction, ReportSection, Topology, ValueKind};
 use smtlab_trade::{Audit, Scale, ServerConfig, TradeServer};
 
-use crate::db::pg::{DB_USER, PgError, PgInstall, PgServer, PgSettings};
+use crate::db::pg::{DB_USER, PgInstall, PgServer, PgSettings};
 use crate::scratch::ScratchDir;
 use crate::web::real::{RealServer, ServerError as RealServerError};
 
@@ -203,14 +201,16 @@ impl Benchmark for AppTrade {
             extra: Vec::new(),
         };
         let db = if cfg.db_same {
-            Database::Here(
-                PgServer::start(&install, &settings, placement_set.as_ref())
-                    .map_err(|e| e.of_bench(NAME))?,
-            )
+            let server = PgServer::start(&install, &settings, placement_set.as_ref())
+                .map_err(|e| e.of_bench(NAME))?;
+            Database {
+                server,
+                _holder: None,
+            }
         } else {
-            Database::Apart(KeptServer::start(client, install, settings)?)
+            Database::apart(client, install, settings)?
         };
-        let db_config = db_config(db.port());
+        let db_config = db_config(db.server.port());
         let scale = Scale::new(cfg.users, cfg.symbols).map_err(trade_err)?;
         smtlab_trade::db::setup_blocking(&db_config, scale).map_err(trade_err)?;
 
@@ -231,7 +231,10 @@ impl Benchmark for AppTrade {
             ),
             Server::Cmd { cmd, port } => {
                 let root = ScratchDir::create(NAME, &std::env::temp_dir(), "smtlab-trade-")?;
-                let url = format!("postgresql://{DB_USER}@127.0.0.1:{}/postgres", db.port());
+                let url = format!(
+                    "postgresql://{DB_USER}@127.0.0.1:{}/postgres",
+                    db.server.port()
+                );
                 let text = cmd.replace("{db}", &url);
                 let server = RealServer::custom(&text, *port, root.path(), &cpus)
                     .map_err(|e| BenchError::unsupported(NAME, e.to_string()))?;
@@ -385,88 +388,36 @@ pub fn db_config(port: u16) -> smtlab_trade::DbConfig {
     c
 }
 
-/// The database, on the placement or on a client thread that holds it for the cell.
-enum Database {
-    Here(PgServer),
-    Apart(KeptServer),
+/// The database, on the placement or (`db=apart`) held by a thread of the client side:
+/// the server is tied to the thread that started it (it dies with it), and that
+/// thread's children are not counted as the placement's.
+struct Database {
+    server: PgServer,
+    // Dropped after the server: the thread ends once the server has stopped.
+    _holder: Option<crate::workers::Workers<crate::workers::Job>>,
 }
 
 impl Database {
-    fn port(&self) -> u16 {
-        match self {
-            Database::Here(s) => s.port(),
-            Database::Apart(k) => k.port,
-        }
-    }
-
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Database::Here(s) => s.pid(),
-            Database::Apart(k) => k.pid,
-        }
-    }
-}
-
-/// A PostgreSQL server started and held by a thread of the client side: the server is
-/// tied to the thread that started it (it dies with it), and that thread's children
-/// are not counted as the placement's.
-struct KeptServer {
-    port: u16,
-    pid: Option<u32>,
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl KeptServer {
-    fn start(
+    /// The server started from a new thread of the client side, pinned to its CPUs.
+    fn apart(
         client: &ClientSide,
         install: PgInstall,
         settings: PgSettings,
-    ) -> Result<KeptServer, BenchError> {
-        let cpus: CpuSet = client.cpus().clone();
-        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(u16, Option<u32>), PgError>>(1);
-        let (stop_tx, stop_rx) = mpsc::channel::<()>();
-        let thread = client
-            .spawn("smtlab-trade-db", None, move || {
-                match PgServer::start(&install, &settings, Some(&cpus)) {
-                    Ok(server) => {
-                        let _ = ready_tx.send(Ok((server.port(), server.pid())));
-                        // Until the cell ends (the sender is dropped).
-                        let _ = stop_rx.recv();
-                        drop(server);
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                    }
-                }
-            })
+    ) -> Result<Database, BenchError> {
+        let mut holder = crate::workers::Workers::default();
+        holder
+            .add_runner(|body| client.spawn("smtlab-trade-db", None, body), || true)
             .map_err(|e| BenchError::io(NAME, "start the database thread on the client CPUs", e))?;
-        let mut kept = KeptServer {
-            port: 0,
-            pid: None,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        };
-        match ready_rx.recv() {
-            Ok(Ok((port, pid))) => {
-                kept.port = port;
-                kept.pid = pid;
-                Ok(kept)
-            }
-            Ok(Err(e)) => Err(e.of_bench(NAME)),
-            Err(_) => Err(check(
-                "the database thread stopped before the server started".into(),
-            )),
-        }
-    }
-}
-
-impl Drop for KeptServer {
-    fn drop(&mut self) {
-        self.stop.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let cpus = client.cpus().clone();
+        let server = holder
+            .run_on(0, move || PgServer::start(&install, &settings, Some(&cpus)))
+            .recv()
+            .map_err(|_| check("the database thread stopped before the server started".into()))?
+            .map_err(|e| e.of_bench(NAME))?;
+        Ok(Database {
+            server,
+            _holder: Some(holder),
+        })
     }
 }
 
@@ -660,7 +611,7 @@ impl Instance for TradeInstance {
         self.seed += 1;
         self.load.seed = self.seed;
         let app = &self.app;
-        let db_pid = self.db.pid();
+        let db_pid = self.db.server.pid();
         let app0 = app.cpu_ns();
         let db0 = db_pid.map_or(0, tree_cpu_ns);
         let r = self

@@ -109,20 +109,18 @@ impl Benchmark for Tbench {
             .map_err(|e| BenchError::check(NAME, e.to_string()))?;
         let server = Server::start(&ctx.placement.cpu_set())?;
         let addr = server.acceptor.addr;
-        let mut workers = Clients::with_capacity(clients);
+        let mut workers = Clients::default();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         for i in 0..clients {
-            let (tx, rx) = mpsc::channel::<Work>();
             let load = load.clone();
             let ready = ready_tx.clone();
-            let h = client
-                .spawn(
-                    &format!("tbench-c{i}"),
-                    Some(client.cpu_for_thread(i)),
-                    move || client_loop(addr, &load, &rx, &ready),
+            let (name, cpu) = (format!("tbench-c{i}"), client.cpu_for_thread(i));
+            workers
+                .add(
+                    |body| client.spawn(&name, Some(cpu), body),
+                    move |rx| client_loop(addr, &load, &rx, &ready),
                 )
                 .map_err(|e| BenchError::io(NAME, format!("start client {i} of {clients}"), e))?;
-            workers.push(tx, h);
         }
         drop(ready_tx);
         for _ in 0..clients {

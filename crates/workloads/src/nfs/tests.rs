@@ -92,7 +92,7 @@ struct Loaded {
 fn loaded(sh: Shape) -> Loaded {
     let server = TestServer::start();
     let client = testutil::client();
-    let clients = Clients::start(&client, sh.clients, None).unwrap();
+    let clients = start_clients(&client, sh.clients, None).unwrap();
     let target = server.target();
     let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
     Loaded {
@@ -413,7 +413,7 @@ fn a_file_whose_contents_changed_fails_the_sample() {
         files_per_dir: 1,
         file_bytes: 8192,
     };
-    let clients = Clients::start(&client, 1, None).unwrap();
+    let clients = start_clients(&client, 1, None).unwrap();
     let target = server.target();
     let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
     // Overwrite the one file with zeros behind the load's back.
@@ -620,7 +620,7 @@ fn the_user_space_server_serves_a_directory_on_disk() {
     };
     let client = testutil::client();
     let sh = shape(2);
-    let clients = Clients::start(&client, sh.clients, None).unwrap();
+    let clients = start_clients(&client, sh.clients, None).unwrap();
     let handles = Arc::new(setup_on(&clients, &target, sh).unwrap());
     let r = clean_load(&clients, &target, &handles, sh, 500, 4, None);
     assert!(r.bytes_written > 0);
