@@ -602,9 +602,8 @@ impl CellCounting {
             self.syscalls_unavailable = Some(r);
             return;
         }
-        let ran = work();
-        let profile = t.stop();
-        match (ran, profile) {
+        // The extra sample first, then the tracer stopped.
+        let why = match (work(), t.stop()) {
             (
                 Ok(()),
                 Ok(Traced {
@@ -617,32 +616,25 @@ impl CellCounting {
                 self.syscalls_window = Some(window.to_string());
                 (self.irqs, self.irqs_unavailable) = split(irqs);
                 (self.kernel_time, self.kernel_time_unavailable) = split(kernel_time.map(Box::new));
+                return;
             }
             (Ok(()), Ok(Traced { syscalls: None, .. })) => {
                 self.syscalls_unavailable = Some("the syscall trace was not started".into());
+                return;
             }
-            (Err(e), _) => {
-                let why = format!("the traced extra sample failed: {e}");
-                self.kernel_time_unavailable = Some(why.clone());
-                self.syscalls_unavailable = Some(why);
-            }
-            (_, Err(r)) => {
-                self.kernel_time_unavailable = Some(r.clone());
-                self.syscalls_unavailable = Some(r);
-            }
-        }
+            (Err(e), _) => format!("the traced extra sample failed: {e}"),
+            (_, Err(r)) => r,
+        };
+        self.kernel_time_unavailable = Some(why.clone());
+        self.syscalls_unavailable = Some(why);
     }
 
     /// Ends whatever still runs and returns everything counted in the window, or why
     /// there is nothing (the window never opened, or counting failed).
     pub fn finish(mut self, window: &str) -> Result<CellCounters, CountingError> {
-        if let Some(mut t) = self.trace.take() {
-            let _ = t.stop();
-            if self.syscalls_unavailable.is_none() {
-                self.syscalls_unavailable = Some("no traced sample was taken".into());
-            }
-        }
-        // A window that never closed: the error below says so.
+        // A tracer never used stops (its profile's reason is that none was traced, below);
+        // a window that never closed: the error below says so.
+        self.trace = None;
         self.sampler = None;
         if let Some(e) = self.error.take() {
             return Err(e);
@@ -656,11 +648,7 @@ impl CellCounting {
             }
         }
         let mut c = CellCounters::new(window, values, self.work.take());
-        c.hardware_unavailable = if c.has_hardware() {
-            None
-        } else {
-            self.hardware_unavailable.take()
-        };
+        c.hardware_unavailable = self.hardware_unavailable.filter(|_| !c.has_hardware());
         c.os_time = self.os_time.take();
         c.steady_from_ns = self.steady_from_ns;
         c.os_time_unavailable = self.os_time_unavailable.take();

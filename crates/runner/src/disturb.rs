@@ -108,18 +108,13 @@ impl Stretch {
             (Some(b), Some(a)) => a.saturating_sub(b),
             _ => 0,
         };
-        let all = deltas
-            .as_ref()
-            .map(|d| d.iter().map(|(_, ns)| ns).sum::<u64>() + children);
-        let own = deltas.as_ref().map(|d| {
-            d.iter()
-                .filter(|(tid, _)| measuring.contains(tid))
-                .map(|(_, ns)| ns)
-                .sum::<u64>()
-                + children
-        });
-        self.smtlab_ns = sum(self.smtlab_ns, all);
-        self.measuring_ns = sum(self.measuring_ns, own);
+        // The threads `keep` picks, and the children.
+        let cpu_ns = |keep: &dyn Fn(&u32) -> bool| {
+            let d = deltas.as_ref()?.iter().filter(|(tid, _)| keep(tid));
+            Some(d.map(|(_, ns)| ns).sum::<u64>() + children)
+        };
+        self.smtlab_ns = sum(self.smtlab_ns, cpu_ns(&|_| true));
+        self.measuring_ns = sum(self.measuring_ns, cpu_ns(&|tid| measuring.contains(tid)));
     }
 
     /// The round's [`Disturbance`]; `sample_cpu_ns`: the CPU time the round's samples

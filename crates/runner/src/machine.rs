@@ -75,8 +75,10 @@ pub enum MachineError {
 /// What a cell's system state needs kept for the cell's life; dropping it puts the
 /// system back.
 #[must_use = "dropping the guard puts the system back at once"]
+#[derive(Default)]
 pub enum CellGuard {
     /// The cell changes nothing.
+    #[default]
     Unchanged,
     /// Every CPU but the placement's one is offline (`1c1t-up`) until the guard drops.
     Uniprocessor(SmtSwitch),

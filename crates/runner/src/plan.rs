@@ -88,16 +88,26 @@ pub fn plan(
             Some(s) if bench.client_side() => s,
             _ => placements,
         };
+        // Each parameter set on every placement, and its sweeps'.
         for base in param_sets(bench.as_ref(), &base_params(bench.as_ref(), suite), given) {
-            plan_params(
-                bench.as_ref(),
-                &name,
-                &base,
-                placements,
-                suite,
-                topo,
-                &mut cells,
-            );
+            for placement in placements {
+                cells.push(CellKey::new(&name, base.clone(), placement));
+            }
+            for extra in bench.sweep(suite, topo) {
+                let mut p = base.clone();
+                p.extend(extra.params.iter().cloned());
+                let only = extra.placement.as_deref();
+                if duplicates_all_at_full_width(&base, &p, only, placements, topo) {
+                    continue;
+                }
+                let on = extra
+                    .placement
+                    .as_ref()
+                    .map_or(placements, std::slice::from_ref);
+                for placement in on {
+                    cells.push(CellKey::new(&name, p.clone(), placement));
+                }
+            }
         }
     }
     // A sweep point can coincide with a base cell (the latency sweep ends at the default size).
@@ -168,36 +178,6 @@ fn param_sets(
             .collect();
     }
     sets
-}
-
-/// The cells of `bench` with parameters `base` on `placements`, and its sweeps'.
-fn plan_params(
-    bench: &dyn Benchmark,
-    name: &str,
-    base: &BTreeMap<String, String>,
-    placements: &[String],
-    suite: Suite,
-    topo: &Topology,
-    cells: &mut Vec<CellKey>,
-) {
-    for placement in placements {
-        cells.push(CellKey::new(name, base.clone(), placement));
-    }
-    for extra in bench.sweep(suite, topo) {
-        let mut p = base.clone();
-        p.extend(extra.params.iter().cloned());
-        if duplicates_all_at_full_width(base, &p, extra.placement.as_deref(), placements, topo) {
-            continue;
-        }
-        match &extra.placement {
-            Some(on) => cells.push(CellKey::new(name, p.clone(), on)),
-            None => {
-                for placement in placements {
-                    cells.push(CellKey::new(name, p.clone(), placement));
-                }
-            }
-        }
-    }
 }
 
 /// A benchmark's parameters as a cell key holds them (its conditions, such as the SMT

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
 use smtlab_model::keys::Form;
+use smtlab_model::metrics::web::REQUESTS_PER_S;
 use smtlab_model::{BenchInfo, CellKey, Topology};
 
 use super::corun::Workload;
@@ -133,11 +134,8 @@ impl Subject {
     /// Catalog benchmark `name` with the parameters `given` (`key=value`; quick values
     /// for unset ones when `quick`).
     pub fn catalog(name: &str, given: &[String], quick: bool) -> Result<Subject, ExperimentError> {
-        let Some(bench) = crate::catalog::find(name) else {
-            return Err(ExperimentError::input(crate::catalog::unknown(
-                "workload", name,
-            )));
-        };
+        let bench = crate::catalog::find(name)
+            .ok_or_else(|| ExperimentError::input(crate::catalog::unknown("workload", name)))?;
         let params = Params::resolve(&bench.info(), given, quick)
             .map_err(|e| ExperimentError::input(e.to_string()))?;
         Ok(Subject::Catalog(Workload {
@@ -396,22 +394,18 @@ pub fn capacity_per_s(
             && c.conditions.form.is_none()
             && c.smt().is_none_or(|s| s.name() != "off")
     })?;
-    let mut xs: Vec<f64> = cell
-        .result
-        .samples
-        .iter()
-        .filter_map(|s| {
-            s.metrics
-                .get(smtlab_model::metrics::web::REQUESTS_PER_S)
-                .copied()
-        })
-        .collect();
+    let mut xs = served(cell);
     if xs.is_empty() && cell.unit == "req/s" {
         // A capacity at a latency target (`web-slo`): the value is the rate itself.
         xs = cell.result.samples.iter().map(|s| s.value).collect();
     }
-    let mean = xs.iter().sum::<f64>() / xs.len().max(1) as f64;
-    (!xs.is_empty() && mean.is_finite() && mean > 0.0).then_some(mean)
+    smtlab_model::stats::mean(&xs).filter(|m| m.is_finite() && *m > 0.0)
+}
+
+/// The requests per second the samples of `cell` served (an open or closed loop's).
+pub(crate) fn served(cell: &smtlab_model::CellRecord) -> Vec<f64> {
+    let per_s = |s: &smtlab_model::SampleRecord| s.metrics.get(REQUESTS_PER_S).copied();
+    cell.result.samples.iter().filter_map(per_s).collect()
 }
 
 /// The offered rates of a sweep: each share `pct` of `capacity_per_s`, whole requests

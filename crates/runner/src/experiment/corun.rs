@@ -78,12 +78,8 @@ impl Workload {
         given: &[String],
         defaults: &[(&str, &str)],
     ) -> Result<Workload, ExperimentError> {
-        let Some(bench) = crate::catalog::find(name) else {
-            return Err(ExperimentError::input(crate::catalog::unknown(
-                "benchmark",
-                name,
-            )));
-        };
+        let bench = crate::catalog::find(name)
+            .ok_or_else(|| ExperimentError::input(crate::catalog::unknown("benchmark", name)))?;
         let info = bench.info();
         let declared = |k: &str| info.params.iter().any(|p| p.name == k);
         let mut list: Vec<String> = defaults
@@ -379,17 +375,20 @@ pub fn pair_group(
     pair: &CpuPair,
     topo: &Topology,
 ) -> Vec<CorunCell> {
-    let mut group = vec![cell(
-        a,
-        None,
-        b_name,
-        Form::Alone,
-        vec![pair.cpu],
-        None,
-        topo,
-    )];
+    let mut group = vec![alone(a, b_name, pair, None, topo)];
     group.extend(beside(a, b, b_name, partners, pair, None, topo));
     group
+}
+
+/// A alone on its CPU, its partner named `b_name` in its key.
+fn alone(
+    a: &Workload,
+    b_name: &str,
+    pair: &CpuPair,
+    fixed: Option<u64>,
+    topo: &Topology,
+) -> CorunCell {
+    cell(a, None, b_name, Form::Alone, vec![pair.cpu], fixed, topo)
 }
 
 /// A next to B in each form, B named `b_name` in the keys; the cell's placement is A's
@@ -421,16 +420,7 @@ pub fn penalty_plan(
     topo: &Topology,
 ) -> CorunPlan {
     let fixed = Some(fixed);
-    let alone = cell(
-        task,
-        None,
-        NO_PARTNER,
-        Form::Alone,
-        vec![pair.cpu],
-        fixed,
-        topo,
-    );
-    let mut group = vec![alone];
+    let mut group = vec![alone(task, NO_PARTNER, pair, fixed, topo)];
     let partners = one_each(forms);
     for hog in hogs {
         group.extend(beside(task, hog, &hog.name(), &partners, pair, fixed, topo));

@@ -51,27 +51,21 @@ impl Ruler {
     /// form's own partner CPU.
     pub fn keep_off(&mut self, cpus: &smtlab_model::CpuSet) {
         for (_, list) in self.partners.iter_mut().flatten() {
-            let mut i = 0;
-            list.retain(|&c| {
-                i += 1;
-                i == 1 || !cpus.contains(c)
-            });
+            let own = list.first().copied();
+            list.retain(|&c| Some(c) == own || !cpus.contains(c));
         }
     }
 
     /// The ruler as the report names it: `mem-latency size=32768 threads=1`.
     pub fn spec(&self) -> RulerSpec {
-        let params: Vec<String> = param_map(&self.workload.params)
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+        let mut workload = self.workload.name();
+        for (k, v) in param_map(&self.workload.params) {
+            workload.push_str(&format!(" {k}={v}"));
+        }
         RulerSpec {
             name: self.name.into(),
             resource: self.resource.into(),
-            workload: std::iter::once(self.workload.name())
-                .chain(params)
-                .collect::<Vec<_>>()
-                .join(" "),
+            workload,
             footprint_rank: self.footprint_rank,
             partner_only: self.partners.is_some(),
             partner_unit: self

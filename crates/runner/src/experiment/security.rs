@@ -18,11 +18,10 @@
 
 use smtlab_control::coresched::CoreSchedError;
 use smtlab_model::keys::{Conditions, CookieScope, Form, SecurityMode};
-use smtlab_model::metrics::web::REQUESTS_PER_S;
 use smtlab_model::{CellRecord, SkippedCell, Topology};
 use smtlab_placement::HALF_CORES_PREFIX;
 
-use super::advise::{RATE_PARAM, Subject, throughput_group};
+use super::advise::{RATE_PARAM, Subject, served, throughput_group};
 use super::corun::{CorunPlan, Workload};
 use crate::corun::placement_of;
 use crate::session::{CellPlan, Group};
@@ -67,8 +66,7 @@ pub fn groups<'a>(
         let mut c = throughput_group(subject, &[spec.to_string()], topo, warmup).remove(0);
         c.key.conditions = mode.conditions(scope);
         if let Some(r) = rate {
-            let value = format!("{r:.0}");
-            c.key.params.insert(RATE_PARAM.into(), value.clone());
+            c.key.params.insert(RATE_PARAM.into(), format!("{r:.0}"));
             c.params = smtlab_bench::Params::from_pairs(c.key.params.clone());
         }
         c
@@ -116,13 +114,8 @@ pub fn light_rate(cells: &[CellRecord], subject: &Subject) -> Option<f64> {
             // The closed loop's cell (`rate=0`), not a light load's.
             && c.params.get(RATE_PARAM).is_none_or(|r| r == "0")
     })?;
-    let xs: Vec<f64> = cell
-        .result
-        .samples
-        .iter()
-        .filter_map(|s| s.metrics.get(REQUESTS_PER_S).copied())
-        .collect();
-    let capacity = smtlab_model::stats::mean(&xs).filter(|m| m.is_finite() && *m > 0.0)?;
+    let capacity =
+        smtlab_model::stats::mean(&served(cell)).filter(|m| m.is_finite() && *m > 0.0)?;
     Some((capacity * LIGHT_PCT / 100.0).round().max(1.0))
 }
 
@@ -163,6 +156,7 @@ pub fn tenant_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smtlab_model::metrics::web::REQUESTS_PER_S;
 
     #[test]
     fn the_modes_are_two_groups_keyed_by_smt_state_and_cookie() {

@@ -129,6 +129,7 @@ type Threads = BTreeSet<u32>;
 
 /// What a cell changes around it for its life; dropping it puts the interrupts back,
 /// then restores the machine's state.
+#[derive(Default)]
 struct Held {
     _irqs: Option<FileWrites>,
     _state: CellGuard,
@@ -175,17 +176,10 @@ fn set_up(
         Some(machine) => machine.enter_cell(placement, client_elsewhere),
         None => Ok(CellGuard::Unchanged),
     };
-    let unchanged = |e: SetupError| {
-        let held = Held {
-            _irqs: None,
-            _state: CellGuard::Unchanged,
-        };
-        (Err(e), held)
-    };
     let (client, state) = match (client, state) {
         (Ok(c), Ok(s)) => (c, s),
-        (Err(e), _) => return unchanged(e.into()),
-        (_, Err(e)) => return unchanged(e.into()),
+        (Err(e), _) => return (Err(e.into()), Held::default()),
+        (_, Err(e)) => return (Err(e.into()), Held::default()),
     };
     let steered = steer_irqs(session, plan, placement, client.as_ref()).map_err(SetupError::from);
     let (client, irqs) = match steered.and_then(|irqs| thread_cookie(session, plan).map(|()| irqs))

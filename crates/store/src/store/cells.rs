@@ -158,12 +158,13 @@ pub(crate) fn check_config_finite(c: &RunConfig) -> std::result::Result<(), NotF
     }
 }
 
-/// `Ok` when the run is stored, else [`Fail::NoRun`].
-pub(crate) fn require_run(db: &mut dyn Sql, run_id: i64) -> Step<()> {
-    match db.query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])? {
-        Some(_) => Ok(()),
-        None => Err(Fail::NoRun(run_id)),
-    }
+/// `Ok` when the run is stored, else [`Fail::NoRun`]; with `lock`, its row locked until
+/// the transaction ends where the dialect locks rows (see [`Sql::for_update`]).
+pub(crate) fn require_run(db: &mut dyn Sql, run_id: i64, lock: bool) -> Step<()> {
+    let for_update = if lock { db.for_update() } else { "" };
+    let sql = format!("SELECT 1 FROM runs WHERE id = ?1{for_update}");
+    let row = db.query_opt(&sql, args![run_id])?;
+    row.map(drop).ok_or(Fail::NoRun(run_id))
 }
 
 /// The cell key in a row's first three columns (benchmark, params, placement); `what`
@@ -195,7 +196,7 @@ fn key_args<'a>(
 }
 
 pub(crate) fn insert_cell(db: &mut dyn Sql, run_id: i64, cell: &CellRecord) -> Step<()> {
-    require_run(db, run_id)?;
+    require_run(db, run_id, false)?;
     let params_json = key_params_json(&cell.params, &cell.conditions)?;
     let position = replace_key(db, run_id, cell, &params_json)?;
     let cell_id = insert_cell_row(db, run_id, position, cell, &params_json)?;
@@ -365,7 +366,7 @@ fn insert_series(db: &mut dyn Sql, cell_id: i64, r: &CellResult) -> Step<()> {
 }
 
 pub(crate) fn insert_skipped(db: &mut dyn Sql, run_id: i64, s: &SkippedCell) -> Step<()> {
-    require_run(db, run_id)?;
+    require_run(db, run_id, false)?;
     let params_json = key_params_json(&s.key.params, &s.key.conditions)?;
     let key = key_args(run_id, &s.key.benchmark, &params_json, &s.key.placement);
     let measured = db
@@ -410,7 +411,7 @@ pub(crate) fn stored_cell_keys(db: &mut dyn Sql, run_id: i64) -> Step<HashSet<Ce
 pub(crate) fn load_skipped_of(
     db: &mut dyn Sql,
     ids: &[Value<'_>],
-) -> Step<BTreeMap<i64, Vec<(CellKey, String)>>> {
+) -> Step<BTreeMap<i64, Vec<SkippedCell>>> {
     let rows = db.query(
         &format!(
             "SELECT benchmark, params, placement, reason, run_id FROM skipped
@@ -419,15 +420,18 @@ pub(crate) fn load_skipped_of(
         ),
         ids,
     )?;
-    let mut out: BTreeMap<i64, Vec<(CellKey, String)>> = BTreeMap::new();
+    let mut out: BTreeMap<i64, Vec<SkippedCell>> = BTreeMap::new();
     for r in &rows {
-        let cell = (key_of(r, "skipped.params")?, r.get(3)?);
-        out.entry(r.get(4)?).or_default().push(cell);
+        let key = key_of(r, "skipped.params")?;
+        let reason = r.get(3)?;
+        out.entry(r.get(4)?)
+            .or_default()
+            .push(SkippedCell { key, reason });
     }
     Ok(out)
 }
 
-pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<(CellKey, String)>> {
+pub(crate) fn load_skipped(db: &mut dyn Sql, run_id: i64) -> Step<Vec<SkippedCell>> {
     let mut by_run = load_skipped_of(db, &[Value::Int(run_id)])?;
     Ok(by_run.remove(&run_id).unwrap_or_default())
 }
@@ -466,20 +470,13 @@ impl<'a> CellFilter<'a> {
     }
 }
 
-/// Every cell of a run. The rows below the cells are fetched once per table for the
-/// whole run rather than once per cell: a 300-cell run is a handful of statements, not
-/// a thousand (round trips, for PostgreSQL).
+/// The cells of the runs `filter` names, by run id, each run's in the order they were
+/// saved. The rows below the cells are fetched once per table for all of them rather
+/// than once per cell: a 300-cell run is a handful of statements, not a thousand (round
+/// trips, for PostgreSQL).
 ///
 /// `version` is the file's schema: a file opened read-only is not upgraded, so columns
 /// and tables added since are read as absent.
-pub(crate) fn load_cells(db: &mut dyn Sql, run_id: i64, version: i64) -> Step<Vec<CellRecord>> {
-    let ids = [Value::Int(run_id)];
-    let mut by_run = load_cells_of(db, &CellFilter::runs(&ids, true), version)?;
-    Ok(by_run.remove(&run_id).unwrap_or_default())
-}
-
-/// The cells of the runs `filter` names, by run id, each run's in the order they were
-/// saved; as [`load_cells`], one statement per table for all of them.
 pub(crate) fn load_cells_of(
     db: &mut dyn Sql,
     filter: &CellFilter<'_>,

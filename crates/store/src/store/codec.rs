@@ -123,14 +123,9 @@ pub(crate) fn encode_series(values: &[f64]) -> Vec<u8> {
 
 pub(crate) fn decode_series(blob: &[u8]) -> Option<Vec<f64>> {
     let chunks = blob.chunks_exact(8);
-    if !chunks.remainder().is_empty() {
-        return None;
-    }
-    Some(
-        chunks
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect(),
-    )
+    let whole = chunks.remainder().is_empty();
+    let value = |c: &[u8]| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+    whole.then(|| chunks.map(value).collect())
 }
 
 /// `mem-read size=1GiB @ 1c2t`, for messages.
@@ -139,9 +134,7 @@ pub(crate) fn describe_key(key: &CellKey) -> String {
     for (k, v) in &key.flat_params() {
         s.push_str(&format!(" {k}={v}"));
     }
-    s.push_str(" @ ");
-    s.push_str(&key.placement);
-    s
+    format!("{s} @ {}", key.placement)
 }
 
 #[cfg(test)]

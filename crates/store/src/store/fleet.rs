@@ -5,14 +5,11 @@
 //! of runs stored: a host measured a hundred times is ranked a hundred times (one small
 //! row each) and loaded once.
 
-use smtlab_model::{RESULTS_SCHEMA, RunMeta, RunResults, SkippedCell};
+use smtlab_model::RunResults;
 
-use std::collections::BTreeMap;
-
-use super::cells::{CellFilter, load_cells_of, load_skipped_of};
-use super::runs::load_metas;
+use super::runs::load_runs;
 use super::sql::{Sql, Value};
-use super::{Fail, Step, Store, lease};
+use super::{Step, Store, lease};
 use crate::error::Result;
 
 /// Which runs `smtlab fleet` pools.
@@ -103,7 +100,8 @@ impl Store {
                 .collect::<Step<_>>()?;
             for batch in chosen.chunks(BATCH_RUNS) {
                 let ids: Vec<i64> = batch.iter().map(|(id, _)| *id).collect();
-                for (run, (_, host)) in load_batch(db, &ids, version)?.into_iter().zip(batch) {
+                let runs = load_runs(db, &ids, version, false)?;
+                for (run, (_, host)) in runs.into_iter().zip(batch) {
                     each(host, run);
                 }
             }
@@ -153,49 +151,10 @@ fn live_running(db: &mut dyn Sql, filter: &str, params: &[Value<'_>]) -> Step<Ve
         &format!("SELECT r.id FROM runs r WHERE r.status = 'running' AND {filter}"),
         params,
     )?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect::<Step<_>>()?;
     let now = lease::now_ms();
-    let mut live = Vec::new();
-    for r in rows {
-        let id: i64 = r.get(0)?;
-        // An older file without leases: as stored, running.
-        let alive = match lease::holder(db, id, now) {
-            Ok(Some(h)) => lease::is_live(&h),
-            Ok(None) => false,
-            Err(_) => true,
-        };
-        if alive {
-            live.push(id);
-        }
-    }
-    Ok(live)
-}
-
-/// The runs `ids`, each cell's samples and series from its digest, no plan, in the
-/// order of `ids`: one statement per table for the whole batch.
-fn load_batch(db: &mut dyn Sql, ids: &[i64], version: i64) -> Step<Vec<RunResults>> {
-    let args: Vec<Value<'_>> = ids.iter().map(|id| Value::Int(*id)).collect();
-    let mut cells = load_cells_of(db, &CellFilter::digests(&args), version)?;
-    let mut metas: BTreeMap<i64, RunMeta> = load_metas(db, &args)?
+    Ok(ids
         .into_iter()
-        .map(|m| (m.id, m))
-        .collect();
-    let mut skipped = load_skipped_of(db, &args)?;
-    let mut out = Vec::with_capacity(ids.len());
-    for &id in ids {
-        let run = metas.remove(&id).ok_or(Fail::NoRun(id))?;
-        let skipped = skipped
-            .remove(&id)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(key, reason)| SkippedCell { key, reason })
-            .collect();
-        out.push(RunResults {
-            schema: RESULTS_SCHEMA.to_string(),
-            run,
-            cells: cells.remove(&id).unwrap_or_default(),
-            skipped,
-            benchmarks: Vec::new(),
-        });
-    }
-    Ok(out)
+        .filter(|&id| lease::measured(db, id, now))
+        .collect())
 }

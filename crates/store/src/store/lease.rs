@@ -24,9 +24,10 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::cells::require_run;
 use super::codec::{new_uid, this_host};
 use super::sql::{Sql, args};
-use super::{Db, Fail, Step, Store, error};
+use super::{Db, Step, Store, error};
 use crate::error::StoreError;
 
 /// How often the holder's background thread renews its heartbeat. Each renewal is one
@@ -107,7 +108,7 @@ impl Store {
         let now = now_ms();
         let got = self.write(&doing, |db| {
             // The run's row, locked: another host leasing it now waits for this one.
-            lock_run(db, run_id)?;
+            require_run(db, run_id, true)?;
             let takeover = match holder(db, run_id, now)? {
                 Some(h) if is_live(&h) => return Ok(Err(h)),
                 other => other,
@@ -235,16 +236,6 @@ fn renew(db: &mut dyn Sql, run_id: i64, token: &str, now: u64) -> Step<u64> {
     )
 }
 
-/// The run's row locked until the transaction ends where the dialect locks rows (see
-/// [`Sql::for_update`]); [`Fail::NoRun`] when there is none.
-pub(crate) fn lock_run(db: &mut dyn Sql, run_id: i64) -> Step<()> {
-    let sql = format!("SELECT 1 FROM runs WHERE id = ?1{}", db.for_update());
-    match db.query_opt(&sql, args![run_id])? {
-        Some(_) => Ok(()),
-        None => Err(Fail::NoRun(run_id)),
-    }
-}
-
 /// Who holds the lease of `run_id`, if anyone.
 pub(crate) fn holder(db: &mut dyn Sql, run_id: i64, now: u64) -> Step<Option<LeaseHolder>> {
     let Some(r) = db.query_opt(
@@ -262,6 +253,16 @@ pub(crate) fn holder(db: &mut dyn Sql, run_id: i64, now: u64) -> Step<Option<Lea
     }))
 }
 
+/// Whether a live process measures `run_id`, a run stored as running (an older file
+/// without leases: yes, as stored).
+pub(crate) fn measured(db: &mut dyn Sql, run_id: i64, now: u64) -> bool {
+    match holder(db, run_id, now) {
+        Ok(Some(h)) => is_live(&h),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
 pub(crate) fn is_live(h: &LeaseHolder) -> bool {
     let fresh = u128::from(h.heartbeat_age_ms) < LEASE_STALE_AFTER.as_millis();
     fresh && (h.host != this_host() || pid_alive(h.pid))
@@ -269,12 +270,9 @@ pub(crate) fn is_live(h: &LeaseHolder) -> bool {
 
 /// Whether a process with this pid exists here (one we may not signal exists too).
 fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+    let Some(pid) = libc::pid_t::try_from(pid).ok().filter(|&p| p > 0) else {
         return false;
     };
-    if pid <= 0 {
-        return false;
-    }
     // SAFETY: signal 0 only checks that the process exists and may be signalled.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)

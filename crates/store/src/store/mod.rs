@@ -240,11 +240,15 @@ pub struct PushReport {
     pub missing: Vec<i64>,
 }
 
-/// What became of one run in a push.
-enum Pushed {
+/// What became of one run in a push: what storing it did, or what a dry run did not.
+pub(crate) enum Pushed {
+    /// Stored as a new run, with this id.
     Stored(i64),
+    /// Already there unfinished, and given what it lacked (this id).
     Completed(i64),
+    /// Already there with everything the source holds.
     Present,
+    /// Not there, and not copied (a dry run).
     Missing,
 }
 
@@ -353,11 +357,7 @@ impl Store {
             let results = self.load_run(run.id)?;
             let doing = format!("storing pushed run {uid}");
             let label = run.label.as_deref();
-            Ok(match target.import_keyed(&results, uid, label, &doing)? {
-                runs::Imported::New(id) => Pushed::Stored(id),
-                runs::Imported::Completed(id) => Pushed::Completed(id),
-                runs::Imported::Present => Pushed::Present,
-            })
+            target.import_keyed(&results, uid, label, &doing)
         })
     }
 

@@ -63,26 +63,23 @@ pub enum SettingsError {
     PassFileOpen { path: PathBuf },
 }
 
-/// libpq's `sslmode` values smtlab takes (`allow`, plain first, is not one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ssl {
-    Disable,
-    Prefer,
-    Require,
-    VerifyCa,
-    VerifyFull,
+smtlab_model::named_enum! {
+    /// libpq's `sslmode` values smtlab takes (`allow`, plain first, is not one).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Ssl {
+        Disable = "disable",
+        Prefer = "prefer",
+        Require = "require",
+        VerifyCa = "verify-ca",
+        VerifyFull = "verify-full",
+    }
 }
 
 impl Ssl {
-    fn parse(v: Option<&str>) -> Result<Ssl, SettingsError> {
-        Ok(match v.unwrap_or("prefer") {
-            "disable" => Ssl::Disable,
-            "prefer" => Ssl::Prefer,
-            "require" => Ssl::Require,
-            "verify-ca" => Ssl::VerifyCa,
-            "verify-full" => Ssl::VerifyFull,
-            other => return Err(SettingsError::SslMode(other.to_string())),
-        })
+    /// The URL's `sslmode`, `prefer` when it names none.
+    fn of(v: Option<&str>) -> Result<Ssl, SettingsError> {
+        let v = v.unwrap_or("prefer");
+        Ssl::parse(v).ok_or_else(|| SettingsError::SslMode(v.to_string()))
     }
 }
 
@@ -157,7 +154,7 @@ impl Connector {
         own: &OwnParams,
         env: &PassEnv,
     ) -> Result<Connector, SettingsError> {
-        let ssl = Ssl::parse(own.sslmode.as_deref())?;
+        let ssl = Ssl::of(own.sslmode.as_deref())?;
         config.ssl_mode(match ssl {
             Ssl::Disable => SslMode::Disable,
             Ssl::Prefer => SslMode::Prefer,
@@ -495,10 +492,10 @@ mod tests {
         let (_, own) = split_url("postgresql://u@h/db?sslmode=verify-full&sslrootcert=system");
         assert_eq!(own.sslrootcert, None);
         assert!(matches!(
-            Ssl::parse(Some("allow")),
+            Ssl::of(Some("allow")),
             Err(SettingsError::SslMode(m)) if m == "allow"
         ));
-        assert_eq!(Ssl::parse(None).unwrap(), Ssl::Prefer);
+        assert_eq!(Ssl::of(None).unwrap(), Ssl::Prefer);
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! Runs: creating, finishing, importing and loading them, listing them and resolving
 //! what a user typed into a run id.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use smtlab_model::{CellKey, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell};
+use smtlab_model::{CellKey, RESULTS_SCHEMA, RunMeta, RunResults, RunStatus};
 
 use super::cells::*;
 use super::codec::*;
 use super::sql::{Sql, Value, args, in_list};
-use super::{Fail, Step, Store, lease};
+use super::{Fail, Pushed, Step, Store, lease};
 use crate::error::{Result, StoreError};
 
 /// One line of `smtlab runs`: what a run is without loading its cells.
@@ -61,7 +61,7 @@ impl Store {
                 args![run_id],
             )?;
             if n == 0 {
-                require_run(db, run_id)?;
+                require_run(db, run_id, false)?;
             }
             Ok(())
         })
@@ -84,10 +84,7 @@ impl Store {
                 "UPDATE runs SET status = ?2, finished_unix_s = ?3 WHERE id = ?1",
                 args![run_id, enum_text(status)?, finished_unix_s],
             )?;
-            if n == 0 {
-                return Err(Fail::NoRun(run_id));
-            }
-            Ok(())
+            (n > 0).then_some(()).ok_or(Fail::NoRun(run_id))
         })
     }
 
@@ -98,8 +95,8 @@ impl Store {
         let uid = new_uid(results.run.started_unix_s);
         let doing = "importing a run";
         match self.import_keyed(results, &uid, None, doing)? {
-            Imported::New(id) => Ok(id),
-            Imported::Completed(_) | Imported::Present => Err(self.fail(
+            Pushed::Stored(id) => Ok(id),
+            _ => Err(self.fail(
                 doing,
                 Fail::Conflict(format!("a fresh run key {uid} is already taken")),
             )),
@@ -117,7 +114,7 @@ impl Store {
         uid: &str,
         label: Option<&str>,
         doing: &str,
-    ) -> Result<Imported> {
+    ) -> Result<Pushed> {
         self.write(doing, |db| {
             for cell in &results.cells {
                 check_cell_finite(cell).map_err(|e| {
@@ -133,7 +130,7 @@ impl Store {
             for s in &results.skipped {
                 insert_skipped(db, id, s)?;
             }
-            Ok(Imported::New(id))
+            Ok(Pushed::Stored(id))
         })
     }
 
@@ -164,19 +161,8 @@ impl Store {
     pub fn load_run(&self, run_id: i64) -> Result<RunResults> {
         let version = self.version;
         self.read(&format!("loading run {run_id}"), |db| {
-            let run = load_meta(db, run_id)?;
-            let cells = load_cells(db, run_id, version)?;
-            let skipped = load_skipped(db, run_id)?
-                .into_iter()
-                .map(|(key, reason)| SkippedCell { key, reason })
-                .collect();
-            Ok(RunResults {
-                schema: RESULTS_SCHEMA.to_string(),
-                run,
-                cells,
-                skipped,
-                benchmarks: Vec::new(),
-            })
+            let mut runs = load_runs(db, &[run_id], version, true)?;
+            runs.pop().ok_or(Fail::NoRun(run_id))
         })
     }
 
@@ -286,10 +272,7 @@ impl Store {
                 "UPDATE runs SET label = ?1 WHERE id = ?2",
                 args![label, run_id],
             )?;
-            if n == 0 {
-                return Err(Fail::NoRun(run_id));
-            }
-            Ok(())
+            (n > 0).then_some(()).ok_or(Fail::NoRun(run_id))
         })
     }
 
@@ -302,7 +285,7 @@ impl Store {
         self.write("deleting runs", |db| {
             for &id in run_ids {
                 // Locked: a lease cannot be taken on it until this transaction ends.
-                lease::lock_run(db, id)?;
+                require_run(db, id, true)?;
                 if let Some(h) = lease::holder(db, id, now)?
                     && lease::is_live(&h)
                 {
@@ -322,7 +305,7 @@ impl Store {
     /// How many measured cells a run holds.
     pub fn cells_stored(&self, run_id: i64) -> Result<usize> {
         self.read(&format!("counting the cells of run {run_id}"), |db| {
-            require_run(db, run_id)?;
+            require_run(db, run_id, false)?;
             db.query_one(
                 "SELECT count(*) FROM cells WHERE run_id = ?1",
                 args![run_id],
@@ -337,10 +320,10 @@ impl Store {
         self.read(&format!("listing pending cells of run {run_id}"), |db| {
             let plan = load_plan(db, run_id)?;
             if plan.is_empty() {
-                require_run(db, run_id)?;
+                require_run(db, run_id, false)?;
             }
             let mut done: HashSet<CellKey> = stored_cell_keys(db, run_id)?;
-            done.extend(load_skipped(db, run_id)?.into_iter().map(|(k, _)| k));
+            done.extend(load_skipped(db, run_id)?.into_iter().map(|s| s.key));
             Ok(plan.into_iter().filter(|k| !done.contains(k)).collect())
         })
     }
@@ -444,53 +427,36 @@ pub(crate) fn describe_ids(ids: &[i64]) -> String {
         [] => "it holds no runs yet".into(),
         [one] => format!("run {one} exists"),
         _ => {
-            let mut parts: Vec<String> = Vec::new();
-            let mut i = 0;
-            while i < ids.len() {
-                let mut j = i;
-                while j + 1 < ids.len() && ids[j + 1] == ids[j] + 1 {
-                    j += 1;
-                }
-                parts.push(if i == j {
-                    ids[i].to_string()
-                } else {
-                    format!("{}-{}", ids[i], ids[j])
-                });
-                i = j + 1;
-            }
+            let parts: Vec<String> = ids
+                .chunk_by(|a, b| *b == a + 1)
+                .map(|run| match run {
+                    [one] => one.to_string(),
+                    [first, .., last] => format!("{first}-{last}"),
+                    [] => String::new(),
+                })
+                .collect();
             format!("runs {} exist", parts.join(","))
         }
     }
 }
 
-/// What storing a keyed run did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Imported {
-    /// Stored as a new run, with this id.
-    New(i64),
-    /// Already here unfinished, and given what it lacked (this id).
-    Completed(i64),
-    /// Already here with everything `results` holds.
-    Present,
-}
-
 /// The run stored under `uid`, unfinished there, given the cells and skips of `results`
 /// it lacks and, once `results` is no longer running, its status and end time. A run a
 /// process resumed and finished after an interrupted push thereby arrives whole.
-fn complete_run(db: &mut dyn Sql, results: &RunResults, uid: &str) -> Step<Imported> {
+fn complete_run(db: &mut dyn Sql, results: &RunResults, uid: &str) -> Step<Pushed> {
     let sql = format!(
         "SELECT id, status FROM runs WHERE uid = ?1{}",
         db.for_update()
     );
     let Some(row) = db.query_opt(&sql, args![uid])? else {
-        return Ok(Imported::Present);
+        return Ok(Pushed::Present);
     };
     let (id, status): (i64, String) = (row.get(0)?, row.get(1)?);
     if status == enum_text(RunStatus::Finished)? {
-        return Ok(Imported::Present);
+        return Ok(Pushed::Present);
     }
     let cells = stored_cell_keys(db, id)?;
-    let skipped: HashSet<CellKey> = load_skipped(db, id)?.into_iter().map(|(k, _)| k).collect();
+    let skipped: HashSet<CellKey> = load_skipped(db, id)?.into_iter().map(|s| s.key).collect();
     let mut added = 0;
     for cell in results.cells.iter().filter(|c| !cells.contains(&c.key())) {
         insert_cell(db, id, cell)?;
@@ -510,9 +476,9 @@ fn complete_run(db: &mut dyn Sql, results: &RunResults, uid: &str) -> Step<Impor
         )?;
     }
     Ok(if added > 0 || closes {
-        Imported::Completed(id)
+        Pushed::Completed(id)
     } else {
-        Imported::Present
+        Pushed::Present
     })
 }
 
@@ -584,46 +550,60 @@ pub(crate) fn insert_run(
 /// is read as interrupted: it was killed, or stopped by a disk too full to take even
 /// its status. `--resume` goes on with it either way.
 fn effective_status(db: &mut dyn Sql, run_id: i64, stored: RunStatus) -> RunStatus {
-    if stored != RunStatus::Running {
+    if stored != RunStatus::Running || lease::measured(db, run_id, lease::now_ms()) {
         return stored;
     }
-    match lease::holder(db, run_id, lease::now_ms()) {
-        Ok(Some(h)) if lease::is_live(&h) => RunStatus::Running,
-        Ok(_) => RunStatus::Interrupted,
-        // An older file without leases: as stored.
-        Err(_) => stored,
+    RunStatus::Interrupted
+}
+
+/// The runs `ids`, in the order of `ids`, in one statement per table for all of them:
+/// `whole`, with their plans and every cell's samples and series; else as the fleet
+/// reads them, without plans, each cell's samples and series from its digest.
+pub(crate) fn load_runs(
+    db: &mut dyn Sql,
+    ids: &[i64],
+    version: i64,
+    whole: bool,
+) -> Step<Vec<RunResults>> {
+    let args: Vec<Value<'_>> = ids.iter().map(|id| Value::Int(*id)).collect();
+    let mut metas: BTreeMap<i64, RunMeta> = load_metas(db, &args)?
+        .into_iter()
+        .map(|m| (m.id, m))
+        .collect();
+    let filter = if whole {
+        for meta in metas.values_mut() {
+            meta.plan = load_plan(db, meta.id)?;
+        }
+        CellFilter::runs(&args, true)
+    } else {
+        CellFilter::digests(&args)
+    };
+    let mut cells = load_cells_of(db, &filter, version)?;
+    let mut skipped = load_skipped_of(db, &args)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let run = metas.remove(&id).ok_or(Fail::NoRun(id))?;
+        out.push(RunResults {
+            schema: RESULTS_SCHEMA.to_string(),
+            run,
+            cells: cells.remove(&id).unwrap_or_default(),
+            skipped: skipped.remove(&id).unwrap_or_default(),
+            benchmarks: Vec::new(),
+        });
     }
+    Ok(out)
 }
 
-pub(crate) fn load_meta(db: &mut dyn Sql, run_id: i64) -> Step<RunMeta> {
-    load_meta_with(db, run_id, true)
-}
-
-/// As [`load_meta`], with the run's plan (its planned cells) only when `plan`.
-pub(crate) fn load_meta_with(db: &mut dyn Sql, run_id: i64, plan: bool) -> Step<RunMeta> {
-    let mut meta = load_metas_where(db, "id = ?1", args![run_id])?
-        .pop()
-        .ok_or(Fail::NoRun(run_id))?;
-    if plan {
-        meta.plan = load_plan(db, run_id)?;
-    }
-    Ok(meta)
-}
-
-/// The runs `ids` without their plans (the fleet reads none), in one statement, by id.
-pub(crate) fn load_metas(db: &mut dyn Sql, ids: &[Value<'_>]) -> Step<Vec<RunMeta>> {
-    load_metas_where(db, &format!("id {}", in_list(ids.len())), ids)
-}
-
-/// The runs matching `condition` (on `runs`), without plans, by id.
-fn load_metas_where(db: &mut dyn Sql, condition: &str, args: &[Value<'_>]) -> Step<Vec<RunMeta>> {
+/// The runs `ids`, without plans, by id.
+fn load_metas(db: &mut dyn Sql, ids: &[Value<'_>]) -> Step<Vec<RunMeta>> {
     let rows = db.query(
         &format!(
             "SELECT id, started_unix_s, finished_unix_s, status, suite, command_line,
                     environment, topology, config, notes
-             FROM runs WHERE {condition} ORDER BY id"
+             FROM runs WHERE id {} ORDER BY id",
+            in_list(ids.len())
         ),
-        args,
+        ids,
     )?;
     rows.iter()
         .map(|r| {

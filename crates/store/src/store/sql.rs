@@ -75,6 +75,13 @@ pub(crate) struct Row {
 }
 
 impl Row {
+    /// A row of the columns `names`, column `i` read by `value(i)`.
+    fn read(names: &Rc<[String]>, value: impl FnMut(usize) -> Step<Value<'static>>) -> Step<Row> {
+        let values = (0..names.len()).map(value).collect::<Step<_>>()?;
+        let names = Rc::clone(names);
+        Ok(Row { names, values })
+    }
+
     /// Column `i` as a `T`; a value of another type is a [`Fail::Decode`] naming the
     /// column.
     pub(crate) fn get<T: FromValue>(&self, i: usize) -> Step<T> {
@@ -274,13 +281,7 @@ impl Sql for Lite<'_> {
         let mut rows = stmt.query(rusqlite::params_from_iter(args))?;
         let mut out = Vec::new();
         while let Some(r) = rows.next()? {
-            let values = (0..names.len())
-                .map(|i| lite_value(r.get_ref(i)?))
-                .collect::<Step<_>>()?;
-            out.push(Row {
-                names: names.clone(),
-                values,
-            });
+            out.push(Row::read(&names, |i| lite_value(r.get_ref(i)?))?);
         }
         Ok(out)
     }
@@ -395,15 +396,7 @@ impl<C: GenericClient> Sql for Pg<'_, C> {
         self.client
             .query(&stmt, &pg_args(args))?
             .iter()
-            .map(|r| {
-                let values = (0..names.len())
-                    .map(|i| pg_value(r, i))
-                    .collect::<Step<_>>()?;
-                Ok(Row {
-                    names: names.clone(),
-                    values,
-                })
-            })
+            .map(|r| Row::read(&names, |i| pg_value(r, i)))
             .collect()
     }
 

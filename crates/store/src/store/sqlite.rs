@@ -289,12 +289,7 @@ fn refuse_others(found: &Found, path: &Path) -> Result<()> {
             let detail = if tables.is_empty() {
                 String::new()
             } else {
-                let mut shown = tables
-                    .iter()
-                    .take(5)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let mut shown = tables[..tables.len().min(5)].join(", ");
                 if tables.len() > 5 {
                     shown.push_str(", ...");
                 }
