@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, ColorChoice, Parser, Subcommand, ValueEnum};
+use smtlab_bench::Suite;
+use smtlab_model::keys::CookieScope;
 
 /// What does SMT (Hyper-Threading) do for this workload on this machine?
 ///
@@ -30,8 +33,8 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct TermArgs {
     /// Colour: auto (on a terminal unless NO_COLOR is set), always or never.
-    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, global = true, value_name = "WHEN")]
-    pub color: ColorWhen,
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true, value_name = "WHEN")]
+    pub color: ColorChoice,
     /// Do not fit tables to the terminal's width: every column in full on one line.
     #[arg(long, global = true)]
     pub wide: bool,
@@ -40,13 +43,6 @@ pub struct TermArgs {
     /// exec (which then show no progress bar either).
     #[arg(short, long, global = true)]
     pub quiet: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorWhen {
-    Auto,
-    Always,
-    Never,
 }
 
 #[derive(Debug, Subcommand)]
@@ -403,8 +399,10 @@ pub struct BenchArgs {
 pub struct RunArgs {
     /// quick (seconds: small sizes, short samples), default, or full (adds the
     /// thread-count and working-set sweeps of the papers' figures).
-    #[arg(long, value_enum, default_value_t = SuiteArg::Default, value_name = "SUITE")]
-    pub suite: SuiteArg,
+    #[arg(long, default_value = "default", value_name = "SUITE",
+          value_parser = PossibleValuesParser::new(Suite::ALL.map(Suite::name))
+              .map(|s| Suite::parse(&s).expect("one of its names")))]
+    pub suite: Suite,
     /// Benchmarks, groups (compute, memory, threads, os) or `all`; comma-separated or
     /// repeated. Default: all.
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -472,14 +470,6 @@ fn parse_label(s: &str) -> Result<String, String> {
     smtlab_store::check_label(s)
         .map(|()| s.to_string())
         .map_err(|e| e.to_string())
-}
-
-/// The suites of `smtlab run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SuiteArg {
-    Quick,
-    Default,
-    Full,
 }
 
 #[derive(Debug, Args)]
@@ -782,13 +772,11 @@ pub struct BadDuration(String);
 
 fn parse_since(s: &str) -> Result<std::time::Duration, BadDuration> {
     let expected = || BadDuration(s.to_string());
-    let (num, unit_s) = match s.trim().char_indices().last() {
-        Some((i, 'd')) => (&s.trim()[..i], 86_400),
-        Some((i, 'h')) => (&s.trim()[..i], 3_600),
-        Some((i, 'm')) => (&s.trim()[..i], 60),
-        Some((i, 's')) => (&s.trim()[..i], 1),
-        _ => (s.trim(), 1),
-    };
+    let t = s.trim();
+    let (num, unit_s) = [('d', 86_400), ('h', 3_600), ('m', 60), ('s', 1)]
+        .into_iter()
+        .find_map(|(unit, n)| Some((t.strip_suffix(unit)?, n)))
+        .unwrap_or((t, 1));
     let n: u64 = num.parse().map_err(|_| expected())?;
     n.checked_mul(unit_s)
         .map(std::time::Duration::from_secs)
@@ -1018,10 +1006,11 @@ pub struct AdviseArgs {
         value_name = "SCOPE",
         num_args = 0..=1,
         default_missing_value = "thread",
-        value_parser = clap::builder::PossibleValuesParser::new(["thread", "process", "pgroup", "cgroup"]),
+        value_parser = PossibleValuesParser::new(CookieScope::ALL.map(CookieScope::name))
+            .map(|s| CookieScope::parse(&s).expect("one of its names")),
         conflicts_with_all = ["smt", "penalty", "headroom", "sweep"]
     )]
-    pub security: Option<String>,
+    pub security: Option<CookieScope>,
     /// The latency target, for workloads measured at one (`web-slo`): the capacity at
     /// it on each side decides, e.g. `--slo p99=5ms`.
     #[arg(long, value_name = "pNN=TIME")]

@@ -34,9 +34,10 @@ pub fn check_stdout_owner(json: bool, markdown: Option<&Path>) -> Result<bool> {
     Ok(!json && !md_stdout)
 }
 
-/// `--export-markdown`: the cells as a Markdown table, to `path` or (`-`) standard output.
-pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Result<()> {
-    export(path, smtlab_report::markdown::cells(cells).as_bytes()).map(drop)
+/// `--export-markdown`: the cells as a Markdown table, to `path` or (`-`) standard output;
+/// whether they went to standard output.
+pub fn export_markdown(path: &Path, cells: &[smtlab_model::CellRecord]) -> Result<bool> {
+    export(path, smtlab_report::markdown::cells(cells).as_bytes())
 }
 
 /// A stored run as `--export-markdown` (its cells, to `markdown`) and `--json`

@@ -35,7 +35,7 @@ pub fn unix_now_s() -> u64 {
 /// killed, so the stop does not wait for it. The command then exits with 128 plus the
 /// signal's number, as a shell reports a process the signal ended (130 for Ctrl-C, 143
 /// for SIGTERM).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Stop {
     flag: Arc<AtomicBool>,
     signal: Arc<std::sync::atomic::AtomicI32>,
@@ -46,10 +46,7 @@ impl Stop {
     pub fn on_signals() -> Result<Stop> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
         use std::sync::atomic::Ordering::Relaxed;
-        let stop = Stop {
-            flag: Arc::default(),
-            signal: Arc::default(),
-        };
+        let stop = Stop::default();
         let stops = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
         // The signal and the flag are set in the handler itself, before any measuring
         // thread's call the signal interrupts returns: a failure it causes is then seen as
@@ -105,22 +102,6 @@ impl Stop {
     pub fn exit_code(&self) -> std::process::ExitCode {
         let sig = self.signal.load(std::sync::atomic::Ordering::Relaxed);
         std::process::ExitCode::from(128u8.saturating_add(sig.clamp(0, 127) as u8))
-    }
-
-    /// What a measuring command goes on with once its session ended: what it measured,
-    /// or the exit code to end with when the stop cut it short and nothing is left to
-    /// show (`empty`; an error caused by the stop is not the workload's failure).
-    pub fn settle<T>(
-        &self,
-        finished: Result<T>,
-        empty: impl Fn(&T) -> bool,
-    ) -> Result<std::result::Result<T, std::process::ExitCode>> {
-        match (finished, self.signalled()) {
-            (Ok(m), true) if empty(&m) => Ok(Err(self.ended(0))),
-            (Ok(m), _) => Ok(Ok(m)),
-            (Err(_), true) => Ok(Err(self.ended(0))),
-            (Err(e), false) => Err(e),
-        }
     }
 
     /// How a command that measured `measured_cells` ends: with success, or when a signal
@@ -182,6 +163,14 @@ pub fn split_placements(args: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// A placement as written (`1c2t`, `cpus=0,4`), resolved on `topo`.
+pub fn resolve(
+    text: &str,
+    topo: &smtlab_model::Topology,
+) -> Result<smtlab_model::ResolvedPlacement, smtlab_placement::PlacementError> {
+    smtlab_placement::parse(text).and_then(|spec| smtlab_placement::resolve(&spec, topo))
 }
 
 /// The states `--smt` asks for that can be measured on `machine`: none, said in one
@@ -273,6 +262,31 @@ pub fn tool() -> Tool {
     Tool {
         version: env!("CARGO_PKG_VERSION").to_string(),
         git_commit: option_env!("SMTLAB_GIT_COMMIT").map(str::to_string),
+    }
+}
+
+/// A run of `suite` on `machine` with these settings, as stored before its first cell:
+/// running, started now, its environment read now.
+pub fn fresh_run(
+    suite: &str,
+    machine: &dyn Machine,
+    topology: &smtlab_model::Topology,
+    config: &smtlab_model::RunConfig,
+    notes: Vec<String>,
+    plan: Vec<smtlab_model::CellKey>,
+) -> smtlab_model::RunMeta {
+    smtlab_model::RunMeta {
+        id: 0,
+        started_unix_s: unix_now_s(),
+        finished_unix_s: None,
+        status: smtlab_model::RunStatus::Running,
+        command_line: smtlab_store::command_line(),
+        suite: Some(suite.into()),
+        environment: machine.environment(topology, &tool()),
+        topology: topology.clone(),
+        config: config.clone(),
+        plan,
+        notes,
     }
 }
 

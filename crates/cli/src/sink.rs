@@ -7,9 +7,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use smtlab_model::{
-    CellKey, CellRecord, Environment, RunConfig, RunMeta, RunStatus, SkippedCell, Topology,
-};
+use smtlab_model::{CellRecord, RunConfig, RunMeta, RunStatus, SkippedCell, Topology};
 use smtlab_runner::session::{Measured, SessionObserver};
 use smtlab_store::{Lease, Store};
 
@@ -17,22 +15,12 @@ use smtlab_runner::experiment::corun::{self as exp, CorunPlan};
 use smtlab_runner::machine::Machine;
 
 use crate::args::CommonArgs;
-use crate::settings::{CorunSettings, unix_now_s};
+use crate::settings::{CorunSettings, fresh_run, unix_now_s};
 
 /// A cell as the printer sees it.
 pub enum Shown<'a> {
     Measured(&'a CellRecord),
     Skipped(&'a SkippedCell),
-}
-
-/// What a run is before its first cell: the plan and the settings it is measured with.
-pub struct NewRun {
-    pub suite: &'static str,
-    pub environment: Environment,
-    pub topology: Topology,
-    pub config: RunConfig,
-    pub notes: Vec<String>,
-    pub plan: Vec<CellKey>,
 }
 
 /// Saves each cell as it is measured, keeps it for the summary, and hands it to the
@@ -58,7 +46,7 @@ enum Place {
     Memory,
     /// The store at `path`, where the run is created with its first cell (so a command
     /// that fails before any cell stores nothing).
-    Pending { path: PathBuf, run: Box<NewRun> },
+    Pending { path: PathBuf, run: Box<RunMeta> },
     /// The run, created.
     Store(Box<Open>),
 }
@@ -74,7 +62,7 @@ impl<'p> StoreSink<'p> {
     /// Creates the run in the store at `path` (created if missing) now.
     pub fn begin(
         path: &Path,
-        run: NewRun,
+        run: RunMeta,
         printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
     ) -> Result<Self> {
         let mut sink = StoreSink::lazy(path, run, printer);
@@ -85,7 +73,7 @@ impl<'p> StoreSink<'p> {
     /// The run is created in the store at `path` with its first cell, if any.
     pub fn lazy(
         path: &Path,
-        run: NewRun,
+        run: RunMeta,
         printer: impl FnMut(Shown<'_>) -> Result<()> + 'p,
     ) -> Self {
         StoreSink::at(
@@ -118,23 +106,10 @@ impl<'p> StoreSink<'p> {
     /// The open store, its lease and the run's id, the run created first if it is
     /// pending; `None` in memory.
     fn open(&mut self) -> Result<Option<(&mut Store, &mut Lease, i64)>> {
-        if let Place::Pending { path, run } = &self.place {
-            let mut store = Store::open(path)?;
-            let run = run.as_ref();
-            let meta = RunMeta {
-                id: 0,
-                started_unix_s: self.started_unix_s,
-                finished_unix_s: None,
-                status: RunStatus::Running,
-                command_line: smtlab_store::command_line(),
-                suite: Some(run.suite.into()),
-                environment: run.environment.clone(),
-                topology: run.topology.clone(),
-                config: run.config.clone(),
-                plan: run.plan.clone(),
-                notes: run.notes.clone(),
-            };
-            self.run_id = store.create_run(&meta)?;
+        if let Place::Pending { path, run } = &mut self.place {
+            let mut store = Store::open(&*path)?;
+            run.started_unix_s = self.started_unix_s;
+            self.run_id = store.create_run(run)?;
             let lease = store.lease_run(self.run_id)?;
             self.place = Place::Store(Box::new(Open {
                 store,
@@ -197,15 +172,17 @@ impl<'p> StoreSink<'p> {
         empty_ends: bool,
     ) -> Result<std::result::Result<Self, std::process::ExitCode>> {
         let empty = empty_ends && self.cells.is_empty();
-        match stop.settle(shown, |()| empty) {
-            Ok(Ok(())) => Ok(Ok(self)),
-            Ok(Err(code)) => {
-                self.abandon();
-                Ok(Err(code))
-            }
-            Err(e) => {
+        match (shown, stop.signalled()) {
+            (Ok(()), stopped) if !(stopped && empty) => Ok(Ok(self)),
+            (Err(e), false) => {
                 self.abandon();
                 Err(e)
+            }
+            // Stopped with nothing to show, or failed because of the stop (not the
+            // workload's failure).
+            _ => {
+                self.abandon();
+                Ok(Err(stop.ended(0)))
             }
         }
     }
@@ -227,22 +204,19 @@ impl<'p> StoreSink<'p> {
 impl SessionObserver for StoreSink<'_> {
     fn measured(&mut self, m: Measured<'_>) -> ControlFlow<()> {
         let cell = m.record;
-        let saved = self.open().and_then(|open| match open {
-            Some((store, lease, id)) => {
+        let saved = self.open().and_then(|open| {
+            if let Some((store, lease, id)) = open {
                 store.save_cell(id, cell)?;
                 lease.heartbeat()?;
-                Ok(())
             }
-            None => Ok(()),
+            Ok(())
         });
         // Shown once saved: a cell the printer never showed is not kept either.
         let shown = saved.and_then(|()| {
-            if let Some(note) = m.counters_note.filter(|_| self.says_notes) {
-                crate::term::note_fit(&format!(
-                    "note: {} on {}: {note}",
-                    cell.benchmark, cell.placement.name
-                ));
-            }
+            let note = m.counters_note.filter(|_| self.says_notes);
+            crate::term::notes(
+                note.map(|n| format!("{} on {}: {n}", cell.benchmark, cell.placement.name)),
+            );
             (self.printer)(Shown::Measured(cell))
         });
         if let Err(e) = shown {
@@ -301,14 +275,8 @@ pub fn measure_corun<'p>(
     let mut measuring = MeasuringSetup::new(machine, s.cfg.clone(), common.json)?;
     measuring.how.client_rule = s.client_rule.clone();
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
-    let run = NewRun {
-        suite,
-        environment: machine.environment(&s.topo, &crate::settings::tool()),
-        topology: s.topo.clone(),
-        config: s.cfg.clone(),
-        notes: s.notes.clone(),
-        plan: plan.iter().flatten().map(|c| c.key.clone()).collect(),
-    };
+    let keys = plan.iter().flatten().map(|c| c.key.clone()).collect();
+    let run = fresh_run(suite, machine, &s.topo, &s.cfg, s.notes.clone(), keys);
     let mut sink = StoreSink::begin(&db, run, printer)?;
     let ended = exp::measure(&measuring.engine(), &s.topo, plan, &mut sink);
     let stopped = measuring.stopped(ended);

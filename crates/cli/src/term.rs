@@ -9,9 +9,10 @@
 use std::io::IsTerminal;
 use std::sync::OnceLock;
 
+use clap::ColorChoice;
 use smtlab_report::table::{Layout, wrap};
 
-use crate::args::{ColorWhen, TermArgs};
+use crate::args::TermArgs;
 
 /// Width assumed when neither the terminal nor `$COLUMNS` tells.
 pub const DEFAULT_WIDTH: usize = 80;
@@ -88,7 +89,10 @@ pub fn stderr_line(text: &str) {
 /// standard error is a terminal; in a log or a pipe a note stays one line, so it can be
 /// found with grep.
 pub fn note_fit(text: &str) {
-    note(fit_for_stderr(text).trim_end());
+    match std::io::stderr().is_terminal() {
+        true => note(fit(text).trim_end()),
+        false => note(text.trim_end()),
+    }
 }
 
 /// Each of `notes` as a `note:` line ([`note_fit`]).
@@ -98,28 +102,17 @@ pub fn notes<N: std::fmt::Display>(notes: impl IntoIterator<Item = N>) {
     }
 }
 
-fn fit_for_stderr(text: &str) -> String {
-    if std::io::stderr().is_terminal() {
-        fit(text)
-    } else {
-        text.to_string()
-    }
-}
-
 /// [`note`] while a progress bar may be drawn: the bar is cleared for the line and
 /// drawn again under it.
 pub fn note_with(bar: &indicatif::ProgressBar, text: &str) {
-    if !get().quiet {
-        let fitted = fit_for_stderr(text);
-        bar.suspend(|| stderr_line(fitted.trim_end()));
-    }
+    bar.suspend(|| note_fit(text));
 }
 
-pub fn decide_color(when: ColorWhen, no_color_set: bool, stdout_tty: bool) -> bool {
+pub fn decide_color(when: ColorChoice, no_color_set: bool, stdout_tty: bool) -> bool {
     match when {
-        ColorWhen::Always => true,
-        ColorWhen::Never => false,
-        ColorWhen::Auto => stdout_tty && !no_color_set,
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => stdout_tty && !no_color_set,
     }
 }
 
@@ -178,19 +171,17 @@ pub const SLOTS: &str = "{bar:20} eta≤{eta:>3} {wide_msg}";
 /// differ a thousandfold in length): the caller writes it into the message.
 pub const PLANNED: &str = "[{pos}/{len}] {bar:20} {wide_msg}";
 
-pub use smtlab_report::table::{Style, paint};
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn colour_only_on_a_terminal_and_never_with_no_color() {
-        assert!(decide_color(ColorWhen::Auto, false, true));
-        assert!(!decide_color(ColorWhen::Auto, false, false));
-        assert!(!decide_color(ColorWhen::Auto, true, true));
-        assert!(decide_color(ColorWhen::Always, true, false));
-        assert!(!decide_color(ColorWhen::Never, false, true));
+        assert!(decide_color(ColorChoice::Auto, false, true));
+        assert!(!decide_color(ColorChoice::Auto, false, false));
+        assert!(!decide_color(ColorChoice::Auto, true, true));
+        assert!(decide_color(ColorChoice::Always, true, false));
+        assert!(!decide_color(ColorChoice::Never, false, true));
     }
 
     #[test]
@@ -205,6 +196,7 @@ mod tests {
 
     #[test]
     fn paint_is_plain_without_colour() {
+        use smtlab_report::table::{Style, paint};
         assert_eq!(paint("x", Style::Bold, false), "x");
         assert_eq!(paint("x", Style::Bold, true), "\x1b[1mx\x1b[0m");
     }

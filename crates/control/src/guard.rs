@@ -110,7 +110,7 @@ impl SmtSwitch {
 
     /// The guardian's process id, once one runs.
     pub fn guardian_pid(&self) -> Option<u32> {
-        self.lock().as_ref().map(Guardian::pid)
+        self.shared.hold().as_ref().map(Guardian::pid)
     }
 
     /// Switches SMT on (`true`) or off (`false`). A no-op when it already is.
@@ -191,7 +191,7 @@ impl SmtSwitch {
 
     /// Starts the guardian and the signal watcher before the first change.
     fn protect(&mut self) -> Result<(), ControlError> {
-        let mut guardian = self.lock();
+        let mut guardian = self.shared.hold();
         if self.protection.guardian && guardian.is_none() {
             *guardian = Some(Guardian::spawn(&self.shared.plan()).map_err(ControlError::Guardian)?);
         }
@@ -202,15 +202,11 @@ impl SmtSwitch {
         Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Guardian>> {
-        self.shared.hold()
-    }
-
     /// Ends the protection: the guardian is dismissed when everything was restored and
     /// otherwise left to try once more as the pipe closes.
     fn stop(&mut self, restored: bool) {
         self.watcher = None;
-        if let Some(g) = self.lock().take() {
+        if let Some(g) = self.shared.hold().take() {
             g.end(restored);
         }
     }

@@ -34,6 +34,7 @@ use smtlab_model::counters::topdown::{
 };
 use smtlab_model::counters::{CountMode, CounterEvent};
 
+use crate::kernel_causes::Unavailable;
 use crate::model_events::{self, MIX_EVENTS, PAPER_EVENTS, Uarch};
 pub use crate::perf::ResolvedEvent;
 use crate::pmu::{Pmu, PmuTree};
@@ -224,6 +225,14 @@ fn lack(r: &mut Resolved, name: &str, reason: String) {
     }
 }
 
+/// `e` counted, or lacked under `name` with its reason.
+fn add(r: &mut Resolved, name: &str, e: Result<ResolvedEvent, impl ToString>) {
+    match e {
+        Ok(e) => push(r, e),
+        Err(why) => lack(r, name, why.to_string()),
+    }
+}
+
 fn push(r: &mut Resolved, e: ResolvedEvent) {
     if !r
         .events
@@ -247,14 +256,13 @@ fn resolve_spec(
     r: &mut Resolved,
 ) -> Result<(), EventListError> {
     if spec.pmu.as_deref() == Some(TRACEPOINT) {
-        match crate::kernel_causes::tracepoint(&spec.text, &spec.body, None, group) {
-            Ok(e) => push(r, e),
-            Err(why) => lack(r, &spec.text, why.0),
-        }
+        let e = crate::kernel_causes::tracepoint(&spec.text, &spec.body, None, group);
+        add(r, &spec.text, e);
         return Ok(());
     }
     if let Some(pmu) = &spec.pmu {
-        return resolve_raw(spec, pmu, tree, group, r);
+        add(r, &spec.text, raw_event(spec, pmu, tree, group)?);
+        return Ok(());
     }
     let name = spec.body.as_str();
     match name.to_ascii_lowercase().as_str() {
@@ -270,10 +278,7 @@ fn resolve_spec(
         "kernel" => {
             // Each alone: a software counter cannot lead a group of tracepoints.
             for (name, resolved) in crate::kernel_causes::all(|i| solo_group(group, i)) {
-                match resolved {
-                    Ok(e) => push(r, e),
-                    Err(why) => lack(r, name, why.0),
-                }
+                add(r, name, resolved);
             }
             return Ok(());
         }
@@ -299,24 +304,18 @@ fn resolve_spec(
         return Ok(());
     }
     // A kernel alias: the core PMU first, else every PMU that has it.
-    let core = tree.core_pmus();
-    if let Some(p) = core.iter().find(|p| p.alias(name).is_some()) {
-        let e = alias_event(spec, name, &[p], group)?;
-        push(r, e);
-        return Ok(());
-    }
-    let with: Vec<&Pmu> = tree
-        .pmus
-        .iter()
-        .filter(|p| p.alias(name).is_some())
-        .collect();
+    let has = |p: &&Pmu| p.alias(name).is_some();
+    let with: Vec<&Pmu> = match tree.core_pmus().into_iter().find(has) {
+        Some(p) => vec![p],
+        None => tree.pmus.iter().filter(has).collect(),
+    };
     if !with.is_empty() {
-        let e = alias_event(spec, name, &with, group)?;
-        push(r, e);
+        push(r, alias_event(spec, name, &with, group)?);
         return Ok(());
     }
     if model_events::known(name) {
-        return resolve_model(spec, name, tree, group, r);
+        add(r, &spec.text, model_event(spec, name, tree, group)?);
+        return Ok(());
     }
     lack(
         r,
@@ -376,17 +375,16 @@ fn encode_all(
         .collect()
 }
 
-fn resolve_raw(
+/// `PMU/terms/` encoded on the PMU's instances, or why this machine has no such event.
+fn raw_event(
     spec: &Spec,
     pmu: &str,
     tree: &PmuTree,
     group: u32,
-    r: &mut Resolved,
-) -> Result<(), EventListError> {
+) -> Result<Result<ResolvedEvent, Unavailable>, EventListError> {
     let instances = tree.instances(pmu);
     if instances.is_empty() {
-        lack(r, &spec.text, format!("no PMU `{pmu}` on this machine"));
-        return Ok(());
+        return Ok(Err(Unavailable(format!("no PMU `{pmu}` on this machine"))));
     }
     let body = spec.body.trim();
     // A bare name inside the slashes is an alias of that PMU (perf's `cpu/cycles/`).
@@ -395,83 +393,60 @@ fn resolve_raw(
         && instances[0].format(body).is_none()
         && instances.iter().all(|p| p.alias(body).is_none())
     {
-        lack(
-            r,
-            &spec.text,
-            format!("PMU `{pmu}` has no event `{body}` here"),
-        );
-        return Ok(());
+        let why = format!("PMU `{pmu}` has no event `{body}` here");
+        return Ok(Err(Unavailable(why)));
     }
     let encodings = encode_all(&instances, body, &format!("`{}`", spec.text))?;
     let alias = bare.then(|| instances[0].alias(body)).flatten();
-    push(
-        r,
-        ResolvedEvent {
-            name: spec.text.clone(),
-            source: if alias.is_some() {
-                format!("sysfs alias of {pmu}")
-            } else {
-                format!("raw terms on {pmu}")
-            },
-            encodings,
-            mode: spec.mode,
-            scale: alias.and_then(|a| a.scale),
-            unit: alias.and_then(|a| a.unit.clone()),
-            cpus: instances[0].cpumask.clone(),
-            group,
-            filter: None,
+    Ok(Ok(ResolvedEvent {
+        name: spec.text.clone(),
+        source: if alias.is_some() {
+            format!("sysfs alias of {pmu}")
+        } else {
+            format!("raw terms on {pmu}")
         },
-    );
-    Ok(())
+        encodings,
+        mode: spec.mode,
+        scale: alias.and_then(|a| a.scale),
+        unit: alias.and_then(|a| a.unit.clone()),
+        cpus: instances[0].cpumask.clone(),
+        group,
+        filter: None,
+    }))
 }
 
-fn resolve_model(
+/// The built-in table's row for `name` on this CPU, or why there is none.
+fn model_event(
     spec: &Spec,
     name: &str,
     tree: &PmuTree,
     group: u32,
-    r: &mut Resolved,
-) -> Result<(), EventListError> {
+) -> Result<Result<ResolvedEvent, Unavailable>, EventListError> {
     if let Some(why) = model_events::nowhere(name) {
-        lack(r, &spec.text, why.to_string());
-        return Ok(());
+        return Ok(Err(Unavailable(why.to_string())));
     }
     let Some(cpu) = tree.cpu else {
-        lack(
-            r,
-            &spec.text,
-            "this CPU's vendor, family and model are unknown".into(),
-        );
-        return Ok(());
+        let why = "this CPU's vendor, family and model are unknown";
+        return Ok(Err(Unavailable(why.into())));
     };
     let Some(uarch) = Uarch::of(cpu) else {
-        lack(
-            r,
-            &spec.text,
-            format!("the built-in table has no events for this CPU ({cpu})"),
-        );
-        return Ok(());
+        let why = format!("the built-in table has no events for this CPU ({cpu})");
+        return Ok(Err(Unavailable(why)));
     };
     let Some(row) = model_events::lookup(name, uarch) else {
         let on: Vec<&str> = model_events::uarchs_with(name)
             .into_iter()
             .map(Uarch::label)
             .collect();
-        lack(
-            r,
-            &spec.text,
-            format!(
-                "not offered on {} ({cpu}); the built-in table has it for {}",
-                uarch.label(),
-                on.join(", ")
-            ),
-        );
-        return Ok(());
+        return Ok(Err(Unavailable(format!(
+            "not offered on {} ({cpu}); the built-in table has it for {}",
+            uarch.label(),
+            on.join(", ")
+        ))));
     };
     let core = tree.core_pmus();
     let Some(pmu) = core.first() else {
-        lack(r, &spec.text, no_core_pmu());
-        return Ok(());
+        return Ok(Err(Unavailable(no_core_pmu())));
     };
     let enc = pmu
         .encode(row.terms)
@@ -479,8 +454,7 @@ fn resolve_model(
     let source = format!("built-in table ({}: {})", uarch.label(), row.vendor_name);
     let mut e = ResolvedEvent::new(row.name, source, vec![enc], spec.mode, group);
     e.scale = row.scale;
-    push(r, e);
-    Ok(())
+    Ok(Ok(e))
 }
 
 fn resolve_topdown(

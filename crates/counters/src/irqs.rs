@@ -85,30 +85,19 @@ impl Layout {
                 Ok(name) => field(tp, name).map(Ok),
                 Err(fixed) => Ok(Err(fixed)),
             };
-            let name = (kind == IrqKind::Hardirq)
-                .then(|| entry.field("name"))
-                .flatten();
             let pair = l.traced.len();
-            l.points.insert(
-                entry.id,
-                Point {
+            for (tp, is_entry) in [(&entry, true), (&exit, false)] {
+                let point = Point {
                     kind,
-                    entry: true,
-                    field: pick(&entry)?,
-                    name,
+                    entry: is_entry,
+                    field: pick(tp)?,
+                    name: (is_entry && kind == IrqKind::Hardirq)
+                        .then(|| tp.field("name"))
+                        .flatten(),
                     pair,
-                },
-            );
-            l.points.insert(
-                exit.id,
-                Point {
-                    kind,
-                    entry: false,
-                    field: pick(&exit)?,
-                    name: None,
-                    pair,
-                },
-            );
+                };
+                l.points.insert(tp.id, point);
+            }
             l.traced.push(format!("{system}:{base}"));
             Ok(())
         };
@@ -300,6 +289,12 @@ struct Collected {
     lost: u64,
 }
 
+/// The name of number `n` in `names`, else `what n`.
+fn named(names: &[&str], what: &str, n: i64) -> String {
+    let name = usize::try_from(n).ok().and_then(|i| names.get(i));
+    name.map_or_else(|| format!("{what} {n}"), |s| (*s).to_string())
+}
+
 /// A `__data_loc char[]` field: a u32 whose low 16 bits are the string's offset in the
 /// raw record and high 16 bits its length (with the NUL).
 fn data_loc(raw: &[u8], (off, _): (usize, usize)) -> Option<String> {
@@ -397,14 +392,8 @@ impl Collected {
                 kind,
                 vector,
                 name: match kind {
-                    IrqKind::Softirq => usize::try_from(vector)
-                        .ok()
-                        .and_then(|v| SOFTIRQS.get(v))
-                        .map_or_else(|| format!("softirq {vector}"), |s| (*s).to_string()),
-                    IrqKind::Vector => usize::try_from(vector)
-                        .ok()
-                        .and_then(|v| SYSTEM_VECTORS.get(v))
-                        .map_or_else(|| format!("vector {vector}"), |s| (*s).to_string()),
+                    IrqKind::Softirq => named(&SOFTIRQS, "softirq", vector),
+                    IrqKind::Vector => named(&SYSTEM_VECTORS, "vector", vector),
                     IrqKind::Hardirq => self.names.get(&vector).cloned().unwrap_or_default(),
                 },
                 count,

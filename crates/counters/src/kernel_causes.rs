@@ -24,7 +24,7 @@ use smtlab_model::counters::named::EventEncoding;
 use crate::perf::ResolvedEvent;
 use crate::tracefs;
 
-/// Why a cause cannot be counted here, in one line.
+/// Why a cause (or any named event) cannot be counted here, in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct Unavailable(pub String);

@@ -361,8 +361,8 @@ fn drain(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum What {
     Event(Kind, u64),
-    SwitchOut,
-    SwitchIn,
+    /// A context switch of the task: out (`true`) or back in.
+    Switch(bool),
 }
 
 type Rec = ring::Rec<What>;
@@ -396,7 +396,7 @@ impl Sink for Collected {
     fn record(&mut self, _: usize, rec: &[u8]) {
         if let Some((tid, time, out)) = ring::parse_switch(rec) {
             if tid != self.me {
-                let what = if out { What::SwitchOut } else { What::SwitchIn };
+                let what = What::Switch(out);
                 self.pending.push(Rec { time, tid, what });
             }
             return;
@@ -445,14 +445,10 @@ impl Collected {
     fn apply(&mut self, r: Rec) {
         let open = self.open.entry(r.tid).or_default();
         match r.what {
-            What::SwitchOut | What::SwitchIn => {
+            What::Switch(out) => {
                 let fault = open.fault.iter_mut().map(|f| &mut f.1);
                 for s in fault.chain(open.locks.iter_mut().map(|l| &mut l.1)) {
-                    if r.what == What::SwitchOut {
-                        s.switch_out(r.time);
-                    } else {
-                        s.switch_in(r.time);
-                    }
+                    s.switch(out, r.time);
                 }
             }
             What::Event(Kind::FaultEntry { user }, _) => {

@@ -623,7 +623,8 @@ pub fn nowhere(name: &str) -> Option<&'static str> {
         .map(|&(_, why)| why)
 }
 
-fn matches(e: &ModelEvent, name: &str) -> bool {
+/// Whether `e` is named `name`, smtlab's name or the vendor's (any case).
+pub(crate) fn matches(e: &ModelEvent, name: &str) -> bool {
     e.name.eq_ignore_ascii_case(name) || e.vendor_name.eq_ignore_ascii_case(name)
 }
 

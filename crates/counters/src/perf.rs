@@ -203,17 +203,13 @@ impl PerfCounters {
                 me.open_group(&group, mode, pid, &cpus, inherit)?;
             }
         }
-        let mut groups: Vec<u32> = options.named.iter().map(|e| e.group).collect();
-        groups.dedup();
-        let mut seen = Vec::new();
-        for g in groups {
-            if seen.contains(&g) {
-                continue;
+        // Each group once, where its first event stands.
+        for (i, g) in options.named.iter().map(|e| e.group).enumerate() {
+            if options.named[..i].iter().all(|e| e.group != g) {
+                let members: Vec<&ResolvedEvent> =
+                    options.named.iter().filter(|e| e.group == g).collect();
+                me.open_named_group(&members, pid, &cpus, inherit)?;
             }
-            seen.push(g);
-            let members: Vec<&ResolvedEvent> =
-                options.named.iter().filter(|e| e.group == g).collect();
-            me.open_named_group(&members, pid, &cpus, inherit)?;
         }
         Ok(me)
     }

@@ -27,14 +27,12 @@
 //! ([`PERF_SPELLINGS`]: `TOPDOWN.SLOTS` for `slots`) become those events; every other
 //! name is kept as written.
 
-use std::collections::BTreeMap;
-
 use smtlab_model::counters::named::NamedUnavailable;
 use smtlab_model::counters::{
     CountMode, CounterEvent, CounterTarget, CounterValues, NamedReading, Reading, UnavailableEvent,
 };
 
-use crate::model_events::{MODEL_EVENTS, ModelEvent, Uarch};
+use crate::model_events::{self, MODEL_EVENTS, ModelEvent, Uarch};
 
 /// Why a recorded file could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -228,14 +226,10 @@ fn json_row(line: &str) -> Result<Option<Row>, BadLine> {
 /// averaged ([`average_repeats`]), then its lines under different prefixes (per CPU,
 /// per interval, per thread) summed.
 fn merge(rows: Vec<Row>) -> Vec<Row> {
-    let mut order: Vec<String> = Vec::new();
-    let mut by: BTreeMap<String, Row> = BTreeMap::new();
+    let mut out: Vec<Row> = Vec::new();
     for r in average_repeats(rows) {
-        match by.get_mut(&r.event) {
-            None => {
-                order.push(r.event.clone());
-                by.insert(r.event.clone(), r);
-            }
+        match out.iter_mut().find(|o| o.event == r.event) {
+            None => out.push(r),
             Some(acc) => {
                 acc.value = either(acc.value, r.value, |a, b| a + b);
                 acc.running_ns = either(acc.running_ns, r.running_ns, |a, b| a + b);
@@ -243,7 +237,7 @@ fn merge(rows: Vec<Row>) -> Vec<Row> {
             }
         }
     }
-    order.into_iter().filter_map(|e| by.remove(&e)).collect()
+    out
 }
 
 /// `f` of both when both are there, else the one that is.
@@ -396,12 +390,9 @@ fn add(v: &mut CounterValues, row: Row, uarch: Option<Uarch>) -> Result<(), Impo
 /// The table rows a vendor name stands for on `uarch` (or on every microarchitecture
 /// that has it, when they agree), one per smtlab name.
 fn table_rows(name: &str, uarch: Option<Uarch>) -> Result<Vec<&'static ModelEvent>, ImportError> {
-    let by_vendor = |e: &&ModelEvent| {
-        e.vendor_name.eq_ignore_ascii_case(name) || e.name.eq_ignore_ascii_case(name)
-    };
     let mut rows: Vec<&'static ModelEvent> = MODEL_EVENTS
         .iter()
-        .filter(by_vendor)
+        .filter(|e| model_events::matches(e, name))
         .filter(|e| uarch.is_none_or(|u| e.uarchs.contains(&u)))
         .collect();
     if uarch.is_none() {

@@ -21,12 +21,14 @@ use smtlab_model::counters::named::EventEncoding;
 /// Where the kernel lists its PMUs.
 pub const SYSFS_PMUS: &str = "/sys/bus/event_source/devices";
 
-/// One of `perf_event_attr`'s config words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigWord {
-    Config,
-    Config1,
-    Config2,
+smtlab_model::named_enum! {
+    /// One of `perf_event_attr`'s config words, in order (`as usize` indexes them).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ConfigWord {
+        Config = "config",
+        Config1 = "config1",
+        Config2 = "config2",
+    }
 }
 
 /// Bits `lo..=hi` of one config word.
@@ -54,12 +56,7 @@ impl FormatField {
             ))
         };
         let (word, bits) = text.trim().split_once(':').ok_or_else(bad)?;
-        let word = match word {
-            "config" => ConfigWord::Config,
-            "config1" => ConfigWord::Config1,
-            "config2" => ConfigWord::Config2,
-            _ => return Err(bad()),
-        };
+        let word = ConfigWord::parse(word).ok_or_else(bad)?;
         let mut ranges = Vec::new();
         for part in bits.split(',') {
             let (lo, hi) = match part.split_once('-') {
@@ -98,11 +95,7 @@ impl FormatField {
         for r in &self.ranges {
             let n = r.hi - r.lo + 1;
             let mask = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-            let idx = match r.word {
-                ConfigWord::Config => 0,
-                ConfigWord::Config1 => 1,
-                ConfigWord::Config2 => 2,
-            };
+            let idx = r.word as usize;
             words[idx] = (words[idx] & !(mask << r.lo)) | ((v & mask) << r.lo);
             v = if n == 64 { 0 } else { v >> n };
         }
@@ -251,16 +244,10 @@ impl Pmu {
                     ))
                 })?,
             };
-            let whole = match key {
-                "config" => Some(0),
-                "config1" => Some(1),
-                "config2" => Some(2),
-                _ => None,
-            };
-            if let Some(i) = whole
+            if let Some(word) = ConfigWord::parse(key)
                 && self.format(key).is_none()
             {
-                words[i] = value;
+                words[word as usize] = value;
                 continue;
             }
             match self.format(key) {
@@ -309,11 +296,14 @@ pub struct CpuId {
     pub model: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vendor {
-    Intel,
-    Amd,
-    Other,
+smtlab_model::named_enum! {
+    /// The CPU's vendor, named as [`CpuId`] prints it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Vendor {
+        Intel = "Intel",
+        Amd = "AMD",
+        Other = "x86",
+    }
 }
 
 impl CpuId {
@@ -341,11 +331,7 @@ impl CpuId {
 
 impl std::fmt::Display for CpuId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let v = match self.vendor {
-            Vendor::Intel => "Intel",
-            Vendor::Amd => "AMD",
-            Vendor::Other => "x86",
-        };
+        let v = self.vendor;
         write!(f, "{v} family {:#x} model {:#x}", self.family, self.model)
     }
 }

@@ -276,15 +276,14 @@ impl Stretch {
         }
     }
 
-    pub(crate) fn switch_out(&mut self, at: u64) {
-        if self.off_since.is_none() {
-            self.off_since = Some(at);
-            self.switched = true;
-        }
-    }
-
-    pub(crate) fn switch_in(&mut self, at: u64) {
-        if let Some(since) = self.off_since.take() {
+    /// The task was switched out (`out`) or back in at `at`.
+    pub(crate) fn switch(&mut self, out: bool, at: u64) {
+        if out {
+            if self.off_since.is_none() {
+                self.off_since = Some(at);
+                self.switched = true;
+            }
+        } else if let Some(since) = self.off_since.take() {
             self.off_ns += at.saturating_sub(since);
         }
     }

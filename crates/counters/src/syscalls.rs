@@ -285,8 +285,8 @@ impl RunningTrace {
 enum What {
     Enter(i64),
     Exit(i64),
-    SwitchOut,
-    SwitchIn,
+    /// A context switch of the task: out (`true`) or back in.
+    Switch(bool),
 }
 
 /// One parsed record.
@@ -324,11 +324,8 @@ impl Collected {
     fn record(&mut self, rec: &[u8], layout: &Layout, ignore_tid: u32) {
         if let Some((tid, time, out)) = parse_switch(rec) {
             if tid != ignore_tid {
-                self.pending.push(Rec {
-                    time,
-                    tid,
-                    what: if out { What::SwitchOut } else { What::SwitchIn },
-                });
+                let what = What::Switch(out);
+                self.pending.push(Rec { time, tid, what });
             }
             return;
         }
@@ -353,27 +350,18 @@ impl Collected {
                 let Some(kind) = read_int(raw, layout.type_field) else {
                     return;
                 };
-                let enter = kind as u64 == layout.enter.id;
-                if !enter && kind as u64 != layout.exit.id {
-                    return;
-                }
-                let field = if enter {
-                    layout.enter_nr
+                let (field, what): (_, fn(i64) -> What) = if kind as u64 == layout.enter.id {
+                    (layout.enter_nr, What::Enter)
+                } else if kind as u64 == layout.exit.id {
+                    (layout.exit_nr, What::Exit)
                 } else {
-                    layout.exit_nr
+                    return;
                 };
                 let Some(nr) = read_int(raw, field) else {
                     return;
                 };
-                self.pending.push(Rec {
-                    time,
-                    tid,
-                    what: if enter {
-                        What::Enter(nr)
-                    } else {
-                        What::Exit(nr)
-                    },
-                });
+                let what = what(nr);
+                self.pending.push(Rec { time, tid, what });
             }
             _ => {}
         }
@@ -407,14 +395,9 @@ impl Collected {
                     }
                     None => self.unmatched_exits += 1,
                 },
-                What::SwitchOut => {
+                What::Switch(out) => {
                     if let Some(c) = self.in_flight.get_mut(&r.tid) {
-                        c.stretch.switch_out(r.time);
-                    }
-                }
-                What::SwitchIn => {
-                    if let Some(c) = self.in_flight.get_mut(&r.tid) {
-                        c.stretch.switch_in(r.time);
+                        c.stretch.switch(out, r.time);
                     }
                 }
             }

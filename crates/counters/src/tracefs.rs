@@ -84,26 +84,20 @@ pub(crate) fn tracepoint(
     name: &str,
 ) -> Result<Tracepoint, TracefsError> {
     let dir = root.join("events").join(system).join(name);
-    let id_path = dir.join("id");
-    let id = std::fs::read_to_string(&id_path)
-        .map_err(|error| TracefsError::Read {
-            path: id_path.clone(),
-            error,
-        })?
+    let read = |file: &str| {
+        let path = dir.join(file);
+        std::fs::read_to_string(&path).map_err(|error| TracefsError::Read { path, error })
+    };
+    let id = read("id")?
         .trim()
         .parse::<u64>()
         .map_err(|error| TracefsError::NotANumber {
-            path: id_path.clone(),
+            path: dir.join("id"),
             error,
         })?;
-    let format_path = dir.join("format");
-    let format = std::fs::read_to_string(&format_path).map_err(|error| TracefsError::Read {
-        path: format_path.clone(),
-        error,
-    })?;
     Ok(Tracepoint {
         id,
-        fields: parse_format(&format),
+        fields: parse_format(&read("format")?),
     })
 }
 

@@ -292,19 +292,12 @@ pub enum CounterTarget {
 impl fmt::Display for CounterTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CounterTarget::Thread { tid: 0, inherit } => {
-                write!(
-                    f,
-                    "calling thread{}",
-                    if *inherit { " and children" } else { "" }
-                )
-            }
             CounterTarget::Thread { tid, inherit } => {
-                write!(
-                    f,
-                    "thread {tid}{}",
-                    if *inherit { " and children" } else { "" }
-                )
+                match tid {
+                    0 => f.write_str("calling thread")?,
+                    tid => write!(f, "thread {tid}")?,
+                }
+                f.write_str(if *inherit { " and children" } else { "" })
             }
             CounterTarget::Cpus { cpus } => write!(f, "cpus {}", cpus.to_list_string()),
             CounterTarget::Recorded => f.write_str("recorded by perf stat"),

@@ -255,20 +255,16 @@ impl CellResult {
     /// made them the limit. `None` when every agent sent load in every sample.
     pub fn agents_lost_reason(&self) -> Option<String> {
         use crate::metrics::web;
-        let lost = self
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(web::AGENTS_LOST).copied())
-            .fold(0.0_f64, f64::max);
+        let metric = |name: &'static str| {
+            let samples = self.samples.iter();
+            samples.filter_map(move |s| s.metrics.get(name).copied())
+        };
+        let lost = metric(web::AGENTS_LOST).fold(0.0_f64, f64::max);
         if lost < 1.0 {
             return None;
         }
         // The fewest agents any sample's load came from.
-        let left = self
-            .samples
-            .iter()
-            .filter_map(|s| s.metrics.get(web::AGENTS).copied())
-            .fold(f64::INFINITY, f64::min);
+        let left = metric(web::AGENTS).fold(f64::INFINITY, f64::min);
         Some(format!(
             "load from {left:.0} of {:.0} agents: {lost:.0} lost",
             left + lost

@@ -366,20 +366,6 @@ pub fn log_ratio_test(y: f64, v: f64, df: f64, extra: &Extra) -> Option<(Ratio, 
         return None;
     }
     let df = satterthwaite(v.max(0.0), df, extra);
-    if total == 0.0 {
-        let r = y.exp();
-        let p = if y == 0.0 { 1.0 } else { 0.0 };
-        return Some((
-            Ratio {
-                ratio: r,
-                ci95_low: Some(r),
-                ci95_high: Some(r),
-                ci95_half_width_delta: Some(0.0),
-                df: Some(df),
-            },
-            p,
-        ));
-    }
     let se = total.sqrt();
     let t = t_critical_95(df)?;
     let r = y.exp();
@@ -390,7 +376,13 @@ pub fn log_ratio_test(y: f64, v: f64, df: f64, extra: &Extra) -> Option<(Ratio, 
         ci95_half_width_delta: Some(t * se * r),
         df: Some(df),
     };
-    Some((ratio, t_p_value(y / se, df)?))
+    // No variance at all (an exact ratio): the interval is the ratio itself.
+    let p = if total == 0.0 {
+        if y == 0.0 { 1.0 } else { 0.0 }
+    } else {
+        t_p_value(y / se, df)?
+    };
+    Some((ratio, p))
 }
 
 /// Benjamini and Hochberg's step-up adjustment of `p` (false discovery rate): sorted

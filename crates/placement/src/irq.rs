@@ -22,12 +22,14 @@ pub const EXPECTED: &str = "none, sibling or other-core, optionally :DEV[+DEV] (
 /// The device steered when the value names none: the loopback the workloads use.
 pub const DEFAULT_DEVICE: &str = "lo";
 
-/// Where the interrupts go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IrqTarget {
-    None,
-    Sibling,
-    OtherCore,
+smtlab_model::named_enum! {
+    /// Where the interrupts go, by the word `irq=` names it with.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum IrqTarget {
+        None = "none",
+        Sibling = "sibling",
+        OtherCore = "other-core",
+    }
 }
 
 /// A parsed `irq=` value.
@@ -45,12 +47,7 @@ impl IrqSpec {
             Some((t, d)) => (t, Some(d)),
             None => (text, None),
         };
-        let target = match target {
-            "none" => IrqTarget::None,
-            "sibling" => IrqTarget::Sibling,
-            "other-core" => IrqTarget::OtherCore,
-            _ => return None,
-        };
+        let target = IrqTarget::parse(target)?;
         let devices: Vec<String> = match devs {
             None => vec![DEFAULT_DEVICE.to_string()],
             Some(d) => d.split('+').map(str::to_string).collect(),

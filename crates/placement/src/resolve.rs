@@ -144,12 +144,6 @@ impl Scope<'_> {
     /// `kind`, with the placements that are grids under another name mapped to theirs.
     fn as_grid(&self, kind: &PlacementKind) -> Result<PlacementKind, PlacementError> {
         Ok(match kind {
-            // The uniprocessor placement takes the CPU 1c1t takes; leaving the others
-            // offline is the caller's part (smtlab_control), around the measurement.
-            PlacementKind::Uniprocessor => PlacementKind::Grid {
-                cores: 1,
-                threads_per_core: 1,
-            },
             PlacementKind::UniprocessorKernel if !self.topo.uniprocessor_kernel => {
                 return Err(self.unsatisfiable(
                     "a kernel built without CONFIG_SMP".into(),
@@ -157,10 +151,14 @@ impl Scope<'_> {
                         .into(),
                 ));
             }
-            PlacementKind::UniprocessorKernel => PlacementKind::Grid {
-                cores: 1,
-                threads_per_core: 1,
-            },
+            // The uniprocessor placement takes the CPU 1c1t takes; leaving the others
+            // offline is the caller's part (smtlab_control), around the measurement.
+            PlacementKind::Uniprocessor | PlacementKind::UniprocessorKernel => {
+                PlacementKind::Grid {
+                    cores: 1,
+                    threads_per_core: 1,
+                }
+            }
             // Half the usable cores (their first half in core order), the other half left
             // for a server's clients: a grid of that many cores.
             PlacementKind::HalfCores { threads_per_core } => {
@@ -223,7 +221,8 @@ impl Scope<'_> {
         } else {
             let whole_fitting = whole.iter().filter(|s| s.cpus.len() >= m).count();
             let describe = |fitting: usize, of: usize| {
-                format!("{} (of {})", such_cores(fitting), plural(of, "core"))
+                let such = plural(fitting, "such core");
+                format!("{such} (of {})", plural(of, "core"))
             };
             (
                 format!("{} with {m} threads each", plural(n, "core")),
@@ -246,8 +245,7 @@ fn kinds_of(topo: &Topology, chosen: &[Slot]) -> Vec<String> {
             continue;
         };
         let kind = topo
-            .cores()
-            .find(|c| c.cpus.contains(first))
+            .core_of(first)
             .and_then(|c| c.kind.clone())
             .or_else(|| {
                 topo.core_kinds
@@ -480,14 +478,6 @@ fn count_threads(min: usize, max: usize) -> String {
         max.to_string()
     } else {
         format!("at most {max}")
-    }
-}
-
-fn such_cores(n: usize) -> String {
-    if n == 1 {
-        "1 such core".into()
-    } else {
-        format!("{n} such cores")
     }
 }
 

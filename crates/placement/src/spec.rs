@@ -31,42 +31,28 @@ pub fn parse(text: &str) -> Result<PlacementSpec, PlacementError> {
     let mut core_order = None;
     let mut cpu_order = None;
     for suffix in parts {
-        match suffix {
-            "compact" | "scatter" => {
-                let order = if suffix == "compact" {
-                    CoreOrder::Compact
-                } else {
-                    CoreOrder::Scatter
-                };
-                if let Some(prev) = core_order.replace(order) {
-                    return Err(invalid(
-                        trimmed,
-                        format!("core order given twice (/{prev} and /{order})"),
-                    ));
-                }
-            }
-            "spread" | "siblings" | "linear" => {
-                let order = match suffix {
-                    "spread" => CpuOrder::Spread,
-                    "siblings" => CpuOrder::Siblings,
-                    _ => CpuOrder::Linear,
-                };
-                if let Some(prev) = cpu_order.replace(order) {
-                    return Err(invalid(
-                        trimmed,
-                        format!("CPU order given twice (/{prev} and /{order})"),
-                    ));
-                }
-            }
-            other => {
+        if let Some(order) = CoreOrder::parse(suffix) {
+            if let Some(prev) = core_order.replace(order) {
                 return Err(invalid(
                     trimmed,
-                    format!(
-                        "unknown suffix {:?}: expected /compact|/scatter and /spread|/siblings|/linear",
-                        shorten(&format!("/{other}"))
-                    ),
+                    format!("core order given twice (/{prev} and /{order})"),
                 ));
             }
+        } else if let Some(order) = CpuOrder::parse(suffix) {
+            if let Some(prev) = cpu_order.replace(order) {
+                return Err(invalid(
+                    trimmed,
+                    format!("CPU order given twice (/{prev} and /{order})"),
+                ));
+            }
+        } else {
+            return Err(invalid(
+                trimmed,
+                format!(
+                    "unknown suffix {:?}: expected /compact|/scatter and /spread|/siblings|/linear",
+                    shorten(&format!("/{suffix}"))
+                ),
+            ));
         }
     }
     let one_cpu = matches!(

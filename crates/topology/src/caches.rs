@@ -17,28 +17,20 @@ use crate::sysfs::{self, read_cpuset};
 
 pub(crate) fn scan(cpu_dir: &Path, cpus: &CpuSet) -> Result<Vec<Cache>, TopologyError> {
     let mut caches: Vec<Cache> = Vec::new();
-    let mut seen: HashSet<(u8, u8, CpuSet)> = HashSet::new();
+    let mut seen: HashSet<(u8, CacheType, CpuSet)> = HashSet::new();
     for cpu in cpus.iter() {
         let cache_dir = cpu_dir.join(format!("cpu{cpu}/cache"));
         for index in index_dirs(&cache_dir) {
             let dir = cache_dir.join(format!("index{index}"));
             if let Some(cache) = read_one(cpu_dir, cpu, &dir, cpus)?
-                && seen.insert((cache.level, type_rank(cache.cache_type), cache.cpus.clone()))
+                && seen.insert((cache.level, cache.cache_type, cache.cpus.clone()))
             {
                 caches.push(cache);
             }
         }
     }
-    caches.sort_by_key(|c| (c.level, type_rank(c.cache_type), c.cpus.first()));
+    caches.sort_by_key(|c| (c.level, c.cache_type, c.cpus.first()));
     Ok(caches)
-}
-
-fn type_rank(t: CacheType) -> u8 {
-    match t {
-        CacheType::Data => 0,
-        CacheType::Instruction => 1,
-        CacheType::Unified => 2,
-    }
 }
 
 fn index_dirs(cache_dir: &Path) -> Vec<u32> {

@@ -93,16 +93,12 @@ fn arm_parts(cpu_dir: &Path, cpus: &CpuSet, cpuinfo: Option<&CpuInfo>) -> Option
     if parts.len() != cpus.len() {
         return None;
     }
-    let mut by_part: BTreeMap<ArmPart, CpuSet> = BTreeMap::new();
-    for (cpu, part) in parts {
-        by_part.entry(part).or_default().insert(cpu);
-    }
     let capacity = |set: &CpuSet| {
         set.iter()
             .filter_map(|c| sysfs::read_u64(&cpu_dir.join(format!("cpu{c}/cpu_capacity"))))
             .min()
     };
-    let mut kinds: Vec<(Option<u64>, CoreKind)> = by_part
+    let mut kinds: Vec<(Option<u64>, CoreKind)> = group(parts)
         .into_iter()
         .map(|(part, set)| {
             (
@@ -124,9 +120,10 @@ fn per_cpu(cpus: &CpuSet, mut read: impl FnMut(u32) -> Option<u64>) -> Option<BT
     cpus.iter().map(|c| Some((c, read(c)?))).collect()
 }
 
-fn group(values: &BTreeMap<u32, u64>) -> BTreeMap<u64, CpuSet> {
-    let mut by_value: BTreeMap<u64, CpuSet> = BTreeMap::new();
-    for (&cpu, &v) in values {
+/// The CPUs of each value, by value.
+fn group<K: Ord>(values: impl IntoIterator<Item = (u32, K)>) -> BTreeMap<K, CpuSet> {
+    let mut by_value: BTreeMap<K, CpuSet> = BTreeMap::new();
+    for (cpu, v) in values {
         by_value.entry(v).or_default().insert(cpu);
     }
     by_value
@@ -137,7 +134,7 @@ fn capacities(cpu_dir: &Path, cpus: &CpuSet) -> Option<Vec<CoreKind>> {
         sysfs::read_u64(&cpu_dir.join(format!("cpu{c}/cpu_capacity"))).filter(|v| *v > 0)
     })?;
     hybrid(
-        group(&caps)
+        group(caps)
             .into_iter()
             .map(|(cap, set)| CoreKind {
                 name: format!("capacity-{cap}"),

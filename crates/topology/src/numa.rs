@@ -41,9 +41,7 @@ pub(crate) fn scan(root: &Path, cpus: &CpuSet) -> Result<Vec<NumaNode>, Topology
         nodes.push(NumaNode {
             id: 0,
             cpus: cpus.clone(),
-            memory_bytes: sysfs::read_opt(&root.join("proc/meminfo"), sysfs::SYSFS_LIMIT)
-                .ok()
-                .flatten()
+            memory_bytes: sysfs::read_info(&root.join("proc/meminfo"))
                 .and_then(|t| mem_total_bytes(&t)),
         });
     }

@@ -31,23 +31,16 @@ pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, Topolo
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path);
+    let io = |error| TopologyError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
     let file = match opened {
         Ok(f) => f,
         Err(e) if is_absent(&e) => return Ok(None),
-        Err(source) => {
-            return Err(TopologyError::Io {
-                path: path.to_path_buf(),
-                error: source,
-            });
-        }
+        Err(e) => return Err(io(e)),
     };
-    let file_type = file
-        .metadata()
-        .map_err(|source| TopologyError::Io {
-            path: path.to_path_buf(),
-            error: source,
-        })?
-        .file_type();
+    let file_type = file.metadata().map_err(io)?.file_type();
     if !file_type.is_file() {
         return Err(TopologyError::Invalid {
             path: path.to_path_buf(),
@@ -61,10 +54,7 @@ pub(crate) fn read_opt(path: &Path, limit: u64) -> Result<Option<String>, Topolo
     match file.take(limit).read_to_end(&mut bytes) {
         Ok(_) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
         Err(e) if is_absent(&e) => Ok(None),
-        Err(source) => Err(TopologyError::Io {
-            path: path.to_path_buf(),
-            error: source,
-        }),
+        Err(e) => Err(io(e)),
     }
 }
 

@@ -130,14 +130,10 @@ fn from_dmi(root: &Path) -> Option<String> {
 fn from_device_tree(root: &Path) -> Option<String> {
     let dt = root.join("proc/device-tree");
     if let Some(compat) = sysfs::read_info(&dt.join("hypervisor/compatible")) {
-        if compat.contains("linux,kvm") {
-            return Some("KVM".into());
-        }
-        if compat.contains("xen") {
-            return Some("Xen".into());
-        }
-        if compat.contains("vmware") {
-            return Some("VMware".into());
+        for (needle, name) in [("linux,kvm", "KVM"), ("xen", "Xen"), ("vmware", "VMware")] {
+            if compat.contains(needle) {
+                return Some(name.into());
+            }
         }
     }
     // A POWER logical partition; QEMU's pseries machines also name a partition but set

@@ -19,7 +19,7 @@ use crate::args::AdviseArgs;
 use crate::output::emit;
 use crate::render;
 use crate::settings::advise::{Advise, PENALTY_SAMPLES, headroom_curve};
-use crate::sink::{MeasuringSetup, NewRun, StoreSink};
+use crate::sink::{MeasuringSetup, StoreSink};
 
 pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let text = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
@@ -31,14 +31,8 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     }
     let mut measuring = MeasuringSetup::new(machine, s.cfg.clone(), args.json)?;
     measuring.how.client_rule = crate::settings::client_rule(&args.client_cpus);
-    let run = NewRun {
-        suite: "advise",
-        environment: machine.environment(&s.topo, &crate::settings::tool()),
-        topology: s.topo.clone(),
-        config: s.cfg.clone(),
-        notes: s.notes.clone(),
-        plan: s.plan(headroom),
-    };
+    let plan = s.plan(headroom);
+    let run = crate::settings::fresh_run("advise", machine, &s.topo, &s.cfg, s.notes.clone(), plan);
     // The plan and its time first, then each cell's line and the time left as it ends
     // (a latency sweep's cells, planned from the capacity measured, come on top).
     let catalog = smtlab_runner::catalog::all();

@@ -2,7 +2,6 @@
 //! measured on another host ([`smtlab_loadgen::remote`]); a line per coordinator and
 //! per load on standard output, until SIGINT or SIGTERM.
 
-use std::io::Write;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -46,11 +45,8 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone())
             .context("cannot install the signal handlers")?;
     }
-    let say = |line: &str| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
-    };
+    // A line that cannot be written is lost; the agent serves on.
+    let say = |line: &str| drop(crate::output::emit(&format!("{line}\n")));
     say(&format!(
         "smtlab agent: listening on {}; load threads on CPUs {}; load allowed to {}; loads of at most {} s \
          and {} connections; open-file limit {open_files}; {}",

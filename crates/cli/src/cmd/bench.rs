@@ -7,16 +7,13 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use smtlab_bench::Params;
-use smtlab_model::{BenchInfo, Environment};
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
-use smtlab_runner::session::Group;
 
 use crate::args::BenchArgs;
 use crate::live::bench::{BenchPrinter, summary};
 use crate::settings::{self, unix_now_s};
-use crate::sink::{NewRun, StoreSink, measure_shown};
+use crate::sink::{StoreSink, measure_shown};
 
 pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // Everything is checked before anything is printed or measured.
@@ -33,14 +30,14 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
                 .flatten(),
         ),
     );
-    let env = machine.environment(&s.topo, &settings::tool());
+    // The SMT states take turns per benchmark and parameter set, so a drift of the
+    // machine's speed falls on both states rather than on one whole pass.
+    let groups = smt::turns(s.groups(), &s.states);
+    let plan = groups.iter().flatten().map(|c| c.key.clone()).collect();
+    let run = settings::fresh_run("bench", machine, &s.topo, &s.cfg, s.notes.clone(), plan);
+    let env = run.environment.clone();
     let started = unix_now_s();
-    let headings: Vec<(BenchInfo, Params)> = s
-        .sets
-        .iter()
-        .map(|(_, i, p)| (i.clone(), p.clone()))
-        .collect();
-    let mut printer = BenchPrinter::new(&s, args, &headings, text);
+    let mut printer = BenchPrinter::new(&s, args, text);
     let stop = settings::Stop::on_signals()?;
     let engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), stop.flag()).measuring(
         smtlab_runner::plan::Measuring {
@@ -49,13 +46,10 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
             client_rule: crate::settings::client_rule(&args.client),
         },
     );
-    // The SMT states take turns per benchmark and parameter set, so a drift of the
-    // machine's speed falls on both states rather than on one whole pass.
-    let groups = smt::turns(s.groups(), &s.states);
     // With --db each cell is stored as it is measured (suite `bench`); the printer sees
     // it first, so a benchmark that fails ends the command before it is stored.
     let sink = match &args.db {
-        Some(db) => StoreSink::lazy(db, new_run(&s, &env, &groups), |_| Ok(())),
+        Some(db) => StoreSink::lazy(db, run, |_| Ok(())),
         None => StoreSink::memory(|_| Ok(())),
     };
     let sink = measure_shown(&engine, &s.topo, groups, &mut printer, sink)?;
@@ -68,16 +62,4 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let n_cells = sink.cells.len();
     summary(s, args, text, sink, (started, env, stop.signalled()))?;
     Ok(stop.ended(n_cells))
-}
-
-/// The run `bench --db` stores the cells of `groups` in: suite `bench`.
-fn new_run(s: &settings::bench::Bench, env: &Environment, groups: &[Group<'_>]) -> NewRun {
-    NewRun {
-        suite: "bench",
-        environment: env.clone(),
-        topology: s.topo.clone(),
-        config: s.cfg.clone(),
-        notes: s.notes.clone(),
-        plan: groups.iter().flatten().map(|c| c.key.clone()).collect(),
-    }
 }

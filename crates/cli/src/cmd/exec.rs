@@ -21,13 +21,12 @@ use anyhow::Result;
 use smtlab_model::CellKey;
 use smtlab_runner::experiment::{Engine, smt};
 use smtlab_runner::machine::Machine;
-use smtlab_runner::session::Group;
 
 use crate::args::ExecArgs;
 use crate::live::exec::{ExecPrinter, summary};
 use crate::output::emit;
 use crate::settings;
-use crate::sink::{NewRun, StoreSink, measure_shown};
+use crate::sink::{StoreSink, measure_shown};
 
 pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // JSON or Markdown on standard output take the place of the table and verdict.
@@ -47,19 +46,20 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // placement the SMT states take turns.
     let groups = smt::turns(s.groups(args.runs.warmup as usize), &s.states);
     let stop = settings::Stop::on_signals()?;
-    // One placement after the other, as the runs of a command are usually long; a
-    // command has no client side.
-    let engine = Engine::new(machine, &s.config, s.counting.as_ref(), stop.flag()).measuring(
-        smtlab_runner::plan::Measuring {
-            interleave: false,
-            repeat: 1,
-            client_rule: Default::default(),
-        },
-    );
+    // One placement after the other, as the runs of a command are usually long; one
+    // round, and a command has no client side (the engine's defaults).
+    let mut engine = Engine::new(machine, &s.config, s.counting.as_ref(), stop.flag());
+    engine.how.interleave = false;
     let mut printer = ExecPrinter::new(&s, args, text);
-    // Each cell is stored as it is measured; the printer sees it first, so a failed
-    // run ends the command before it is stored.
-    let sink = StoreSink::lazy(&s.db, new_run(&s, machine, &groups), |_| Ok(()));
+    // Each cell is stored as it is measured (suite `exec`, the run created with its first
+    // cell); the printer sees it first, so a failed run ends the command before it is stored.
+    let plan: Vec<CellKey> = groups.iter().flatten().map(|c| c.key.clone()).collect();
+    let mut notes = s.notes.clone();
+    if plan.len() == 1 {
+        notes.push("one placement only: no yield to compute".into());
+    }
+    let run = settings::fresh_run("exec", machine, &s.topo, &s.config, notes, plan);
+    let sink = StoreSink::lazy(&s.db, run, |_| Ok(()));
     let sink = measure_shown(&engine, &s.topo, groups, &mut printer, sink)?;
     // A run the stop made fail is not the command's failure; the cells measured before
     // the stop are shown and stored (the run marked interrupted).
@@ -70,21 +70,4 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let n_cells = sink.cells.len();
     summary(&s, args, text, sink, stop.signalled())?;
     Ok(stop.ended(n_cells))
-}
-
-/// The run the cells of `groups` go to: suite `exec`, created with its first cell.
-fn new_run(s: &settings::exec::Exec, machine: &dyn Machine, groups: &[Group<'_>]) -> NewRun {
-    let plan: Vec<CellKey> = groups.iter().flatten().map(|c| c.key.clone()).collect();
-    let mut notes = s.notes.clone();
-    if plan.len() == 1 {
-        notes.push("one placement only: no yield to compute".into());
-    }
-    NewRun {
-        suite: "exec",
-        environment: machine.environment(&s.topo, &settings::tool()),
-        topology: s.topo.clone(),
-        config: s.config.clone(),
-        notes,
-        plan,
-    }
 }

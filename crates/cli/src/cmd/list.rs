@@ -2,10 +2,10 @@
 
 use anyhow::Result;
 use smtlab_model::BenchInfo;
+use smtlab_report::table::{Layout, Table};
 
 use crate::args::ListArgs;
 use crate::output::{emit, json_text};
-use crate::render::table::{Layout, Table};
 
 pub fn run(args: &ListArgs) -> Result<()> {
     let infos: Vec<BenchInfo> = smtlab_runner::catalog::all()

@@ -2,11 +2,11 @@
 //! host's file into the shared PostgreSQL database. `--dry-run` says what it would copy.
 
 use anyhow::Result;
+use smtlab_model::unit::plural;
 use smtlab_store::{PushReport, Store, StoreError};
 
 use crate::args::PushArgs;
 use crate::output::emit;
-use crate::render::plural;
 
 pub fn run(args: &PushArgs) -> Result<()> {
     let from = args.from.clone().unwrap_or_else(smtlab_store::default_path);

@@ -4,17 +4,14 @@
 use anyhow::Result;
 
 use crate::args::ReportArgs;
-use crate::output::{emit, export, write_file};
+use crate::output::{emit, export, export_markdown, write_file};
 use crate::render;
 use crate::settings::stored::{label_of, load};
 
 pub fn report(args: &ReportArgs) -> Result<()> {
     let results = load(&args.run, &args.db)?;
     if let Some(path) = &args.export_markdown
-        && export(
-            path,
-            smtlab_report::markdown::cells(&results.cells).as_bytes(),
-        )?
+        && export_markdown(path, &results.cells)?
     {
         return Ok(());
     }

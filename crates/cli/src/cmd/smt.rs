@@ -135,9 +135,9 @@ fn render_cookies(tasks: &[CookiedTask], unasked: usize, refusal: Option<&str>) 
         0 => "core scheduling: no task holds a cookie".to_string(),
         n => format!(
             "core scheduling: {} hold{} {}",
-            crate::render::plural(n, "task"),
+            smtlab_model::unit::plural(n, "task"),
             if n == 1 { "s" } else { "" },
-            crate::render::plural(distinct.len(), "cookie")
+            smtlab_model::unit::plural(distinct.len(), "cookie")
         ),
     };
     if unasked > 0 {

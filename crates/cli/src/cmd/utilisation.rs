@@ -15,8 +15,8 @@ use smtlab_runner::machine::Machine;
 
 use crate::args::UtilArgs;
 use crate::output::{emit, json_text};
-use crate::settings::{UtilSettings, util_settings};
-use crate::sink::{MeasuringSetup, NewRun, Shown, StoreSink};
+use crate::settings::{UtilSettings, fresh_run, util_settings};
+use crate::sink::{MeasuringSetup, Shown, StoreSink};
 
 pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let UtilSettings {
@@ -33,14 +33,8 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         step: Duration::from_millis(args.step_ms),
         job: Duration::from_micros(args.job_us),
     };
-    let run = NewRun {
-        suite: "utilisation",
-        environment: machine.environment(&topo0, &crate::settings::tool()),
-        topology: topo0.clone(),
-        config: cfg.clone(),
-        notes: notes.clone(),
-        plan: exp::plan(curve, &states, args.placement.as_deref(), &topo0),
-    };
+    let plan = exp::plan(curve, &states, args.placement.as_deref(), &topo0);
+    let run = fresh_run("utilisation", machine, &topo0, &cfg, notes.clone(), plan);
     let mut sink = StoreSink::begin(&db, run, |shown| match shown {
         Shown::Skipped(s) => Err(anyhow::anyhow!(
             "the step at {}: {}",

@@ -51,7 +51,7 @@ pub struct BenchPrinter<'a> {
     in_flight: std::collections::HashMap<String, u64>,
     json: bool,
     several: bool,
-    params: &'a [(BenchInfo, Params)],
+    sets: &'a [(usize, BenchInfo, Params)],
     /// The cells of the benchmark shown last, its first the rows' baseline: for its
     /// details.
     current: Vec<CellRecord>,
@@ -113,10 +113,10 @@ impl BenchPrinter<'_> {
         self.heading_for = Some(this);
         self.current.clear();
         if !self.json
-            && let Some((info, params)) = self
-                .params
+            && let Some((_, info, params)) = self
+                .sets
                 .iter()
-                .find(|(i, p)| i.name == key.benchmark && param_map(p) == key.params)
+                .find(|(_, i, p)| i.name == key.benchmark && param_map(p) == key.params)
         {
             let mut text = render::bench::heading(info, params, crate::term::term_layout());
             if let Some(state) = smt {
@@ -185,12 +185,7 @@ impl SessionObserver for BenchPrinter<'_> {
 impl<'a> BenchPrinter<'a> {
     /// The printer of the cells of `s`; `text`: tables on standard output (not JSON or
     /// Markdown), `bar_hidden`: no progress bar (`--json`).
-    pub fn new(
-        s: &Bench,
-        args: &BenchArgs,
-        headings: &'a [(BenchInfo, Params)],
-        text: bool,
-    ) -> Self {
+    pub fn new(s: &'a Bench, args: &BenchArgs, text: bool) -> Self {
         let total = s.sets.len() * s.specs.len() * s.states.len().max(1);
         let per_cell = (s.cfg.max_samples * args.repeat as usize).max(1) as u64;
         BenchPrinter {
@@ -204,7 +199,7 @@ impl<'a> BenchPrinter<'a> {
             in_flight: std::collections::HashMap::new(),
             json: !text,
             several: s.benches.len() > 1 || !s.states.is_empty(),
-            params: headings,
+            sets: &s.sets,
             current: Vec::new(),
             heading_for: None,
             error: None,

@@ -102,7 +102,7 @@ impl SessionObserver for ExecPrinter {
         if let Some(s) = stats::summarize(&cpu) {
             text.push_str(&format!(
                 "  CPU time per run: {} s (user + system, with children)\n",
-                render::bench::num(s.mean)
+                smtlab_report::fmt::num(s.mean)
             ));
         }
         if let Some(c) = &cell.counters {
@@ -155,7 +155,7 @@ pub fn header(s: &Exec, args: &ExecArgs) -> String {
         args.runs.warmup
     );
     let layout = crate::term::term_layout();
-    render::table::wrap(&line, layout) + &render::bench::header_line(layout)
+    smtlab_report::table::wrap(&line, layout) + &render::bench::header_line(layout)
 }
 
 /// The summary after the runs: the verdict (or the SMT off-vs-on table), then where

@@ -102,12 +102,8 @@ impl SessionObserver for RunSaver<'_> {
 /// A result line on standard output, always (the bar, on standard error, is cleared
 /// for it and drawn again), so `smtlab run > file` keeps every line.
 fn say(bar: &ProgressBar, line: String) {
-    use std::io::Write;
     // A closed pipe (`smtlab run | head`) must not stop the run: results are saved.
-    bar.suspend(|| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-    });
+    bar.suspend(|| drop(crate::output::emit(&format!("{line}\n"))));
 }
 
 /// `--dry-run`: what a new run would measure, take and hold, and nothing stored.
@@ -212,6 +208,7 @@ pub fn end(
         ..
     } = saver;
     let error = error.or(measured.err().map(anyhow::Error::from));
+    let db = db_flag(args.db.db.as_deref());
     if let Some(e) = error {
         // A save that failed (a full disk) stops the run as an interrupt does. It is
         // marked interrupted where the store still takes that small update; where it
@@ -219,16 +216,14 @@ pub fn end(
         let _ = store.mark_interrupted(run_id);
         drop(lease);
         return Err(e.context(format!(
-            "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{}",
-            db_flag(args.db.db.as_deref())
+            "run {run_id} interrupted; finish it with: smtlab run --resume {run_id}{db}"
         )));
     }
     if let Some(code) = stopped {
         store.finish_run(run_id, RunStatus::Interrupted, unix_now_s())?;
         print_stored(store, run_id, args)?;
         crate::term::stderr_line(&format!(
-            "interrupted: {n_measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{}",
-            db_flag(args.db.db.as_deref())
+            "interrupted: {n_measured} cells saved by this invocation in run {run_id}; finish it with: smtlab run --resume {run_id}{db}"
         ));
         drop(lease);
         return Ok(code);
@@ -240,16 +235,14 @@ pub fn end(
         drop(lease);
         anyhow::bail!(
             "run {run_id} stored no cell ({skipped} skipped, each with its reason above); it is \
-             marked interrupted; try again with: smtlab run --resume {run_id}{}",
-            db_flag(args.db.db.as_deref())
+             marked interrupted; try again with: smtlab run --resume {run_id}{db}"
         );
     }
     store.finish_run(run_id, RunStatus::Finished, unix_now_s())?;
     drop(lease);
     print_stored(store, run_id, args)?;
     let done = format!(
-        "run {run_id} finished: {n_measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{} -o report.html",
-        db_flag(args.db.db.as_deref())
+        "run {run_id} finished: {n_measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{db} -o report.html"
     );
     crate::term::note_fit(&done);
     Ok(ExitCode::SUCCESS)

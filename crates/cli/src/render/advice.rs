@@ -2,12 +2,9 @@
 //! the terminal (80 columns when it has no width).
 
 use smtlab_report::advice::{self, Advice, without_smt};
+use smtlab_report::table::{Layout, wrap};
 
-use super::table::Layout;
-use crate::term::{fit, term_layout};
-
-/// Width used when the output is not a terminal.
-const DEFAULT_WIDTH: usize = 80;
+use crate::term::{DEFAULT_WIDTH, fit, term_layout};
 
 /// A blank line, then each workload's answer, why, and its figures; without SMT
 /// (`scaling` not empty, every answer `no SMT here`, no latency sweep), that said once
@@ -24,7 +21,7 @@ pub fn summary(answers: &[Advice], scaling: &[advice::Scaling], layout: Layout) 
                 .filter(|r| r.what.contains(advice::PREDICTED))
             {
                 let line = format!("{}, {}: {}", a.workload, r.what, r.shown);
-                out.push_str(&super::table::wrap(&line, layout));
+                out.push_str(&wrap(&line, layout));
             }
         }
         return out;

@@ -5,13 +5,8 @@ use smtlab_bench::Params;
 use smtlab_model::BenchInfo;
 
 use smtlab_model::CellRecord;
-
-use super::table::{Columns, Layout, wrap};
-use crate::term::{Style, paint};
-
-/// The report's number formatter, so terminal and HTML agree.
-pub use smtlab_report::fmt::num;
-use smtlab_report::fmt::shorten;
+use smtlab_report::fmt::{num, shorten};
+use smtlab_report::table::{Columns, Layout, Style, paint, wrap};
 
 /// The columns of the placement rows, on one line each (`--wide`, or a terminal wide
 /// enough for them).
@@ -27,10 +22,6 @@ const WIDE_WIDTH: usize = 124;
 
 fn narrow(layout: Layout) -> bool {
     layout.width.is_some_and(|w| w < WIDE_WIDTH)
-}
-
-fn line(cells: [&str; 9]) -> String {
-    COLUMNS.line(&cells)
 }
 
 pub fn heading(info: &BenchInfo, params: &Params, layout: Layout) -> String {
@@ -72,7 +63,7 @@ pub fn header_line(layout: Layout) -> String {
             "vs first",
         ])
     } else {
-        line([
+        COLUMNS.line(&[
             "placement",
             "cpus",
             "median",
@@ -130,7 +121,7 @@ pub fn row(cell: &CellRecord, baseline: Option<&CellRecord>, layout: Layout) -> 
             &vs,
         ]);
     }
-    line([
+    COLUMNS.line(&[
         &cell.placement.name,
         &cpus,
         &num(s.median),

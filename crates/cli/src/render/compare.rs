@@ -3,9 +3,8 @@
 //! a ratio with its interval and verdict does not fit beside six other columns.
 
 use smtlab_report::fmt::{num, params, ratio_ci};
+use smtlab_report::table::{Layout, Table, wrap};
 use smtlab_report::{Comparison, GroupMean};
-
-use super::table::{Layout, Table, wrap};
 
 pub fn table(c: &Comparison, layout: Layout) -> String {
     if layout.width.is_none() {

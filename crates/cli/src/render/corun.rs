@@ -52,7 +52,7 @@ pub fn named_cell(cell: &CellRecord, a: &str, b: &str, alone: &mut Option<Summar
     }
     fit(&format!(
         "  {what}: {} {} (n={}){slow}",
-        crate::render::bench::num(summary.mean),
+        smtlab_report::fmt::num(summary.mean),
         cell.unit,
         summary.n
     ))

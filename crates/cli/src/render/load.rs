@@ -2,9 +2,9 @@
 
 use smtlab_loadgen::remote::{AgentInfo, RemoteReport};
 use smtlab_loadgen::{LoadConfig, LoadReport};
+use smtlab_report::table::{Layout, wrap};
 
 use crate::args::LoadArgs;
-use crate::render::table::{Layout, wrap};
 
 fn ms(ns: u64) -> String {
     let v = ns as f64 / 1e6;

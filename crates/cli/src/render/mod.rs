@@ -13,12 +13,7 @@ pub mod predict;
 pub mod report;
 pub mod run;
 pub mod smt;
-pub mod table;
 pub mod topo;
-
-pub use smtlab_report::fmt::bytes;
-
-pub use smtlab_model::unit::plural;
 
 /// Every CPU, in the order given, separated by commas (`2,0,3`): where the order
 /// matters, so a compact list (`0,2-3`) would hide it.
@@ -36,8 +31,8 @@ pub(crate) mod testdata;
 #[cfg(test)]
 mod live_tests {
     //! `bench` tables and `run` lines at 80 columns and wide, from fixed cell records.
-    use super::table::Layout;
     use super::testdata;
+    use smtlab_report::table::Layout;
 
     fn widest(text: &str) -> usize {
         text.lines().map(|l| l.chars().count()).max().unwrap_or(0)

@@ -2,8 +2,7 @@
 
 use serde::Serialize;
 use smtlab_model::ResolvedPlacement;
-
-use super::table::Table;
+use smtlab_report::table::Table;
 
 /// One line of the listing: a placement and what it resolved to, or why it cannot be.
 #[derive(Debug, Serialize)]

@@ -1,9 +1,8 @@
 //! The plan of `smtlab run` before it measures (`--dry-run`, and the line a run starts
 //! with): the runner's [`Estimate`] as a table by benchmark and a summary.
 
+use smtlab_report::table::{Layout, Table, wrap};
 use smtlab_runner::plan::{Estimate, GroupEstimate, bytes_text};
-
-use super::table::{Layout, Table, wrap};
 
 /// `12.3 s`, `4m 10s`, `1h 02m`.
 pub fn duration_text(ns: u64) -> String {

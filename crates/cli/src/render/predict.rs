@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use smtlab_model::CellKey;
 use smtlab_model::keys::Form;
 use smtlab_model::predict::PlanKeys;
+use smtlab_model::unit::plural;
 use smtlab_report::predict::{ProfileDoc, text};
 use smtlab_runner::experiment::predict::{Cost, Ruler};
 
-use crate::render::{cpus_in_order, plural};
+use crate::render::cpus_in_order;
 use crate::term::fit;
 
 /// What the plan measures and what it costs against the whole matrix, before anything

@@ -2,10 +2,9 @@
 
 use smtlab_model::counters::cpi_stack::Latencies;
 use smtlab_model::{CellRecord, RunResults};
-use smtlab_store::RunListing;
-
-use super::table::{Layout, Table, wrap};
 use smtlab_report::fmt::{mean_ci, num};
+use smtlab_report::table::{Layout, Table, wrap};
+use smtlab_store::RunListing;
 
 pub use smtlab_report::fmt::utc;
 

@@ -1,11 +1,8 @@
 //! One line per finished cell of `smtlab run`, printed as the cell finishes.
 
 use smtlab_model::{CellRecord, SkippedCell};
-
-use super::bench::num;
-use super::table::{Columns, Layout, wrap};
-use crate::term::{Style, paint};
-use smtlab_report::fmt::shorten;
+use smtlab_report::fmt::{num, shorten};
+use smtlab_report::table::{Columns, Layout, Style, paint, wrap};
 
 pub(super) fn params_text(params: &std::collections::BTreeMap<String, String>) -> String {
     smtlab_report::fmt::param_words(params).join(" ")

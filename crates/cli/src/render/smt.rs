@@ -21,7 +21,7 @@ pub fn cores_line(state: &SmtSnapshot) -> String {
         Some((lo, hi)) if lo == hi => format!(
             "{} cores x {} online",
             state.cores.len(),
-            super::plural(lo, "thread")
+            smtlab_model::unit::plural(lo, "thread")
         ),
         Some((lo, hi)) => format!("{} cores, {lo}-{hi} threads online each", state.cores.len()),
     }

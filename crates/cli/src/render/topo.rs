@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use smtlab_model::unit::plural;
 use smtlab_model::{Cache, CacheType, CpuSet, Topology};
+use smtlab_report::fmt::bytes;
+use smtlab_report::table::Table;
 
-use super::table::Table;
-use super::{bytes, plural};
 use crate::term::term_layout;
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -166,15 +167,11 @@ fn smt_phrase(topo: &Topology) -> String {
 
 /// One row per cache kind (level, type, size): how many instances and which CPUs share each.
 fn caches(topo: &Topology) -> String {
-    let mut groups: BTreeMap<(u8, u8, Option<u64>), Vec<&Cache>> = BTreeMap::new();
+    let mut groups: BTreeMap<(u8, CacheType, Option<u64>), Vec<&Cache>> = BTreeMap::new();
     for c in &topo.caches {
-        let ty = match c.cache_type {
-            CacheType::Data => 0,
-            CacheType::Instruction => 1,
-            CacheType::Unified => 2,
-        };
+        // `CacheType`'s order: data, instruction, unified.
         groups
-            .entry((c.level, ty, c.size_bytes))
+            .entry((c.level, c.cache_type, c.size_bytes))
             .or_default()
             .push(c);
     }
@@ -349,9 +346,7 @@ pub fn verdict(topo: &Topology) -> String {
         } else {
             "SMT on"
         }
-    } else if topo.smt.control.as_deref() == Some("off")
-        || topo.smt.control.as_deref() == Some("forceoff")
-    {
+    } else if matches!(topo.smt.control.as_deref(), Some("off" | "forceoff")) {
         "SMT off"
     } else {
         "no SMT visible"

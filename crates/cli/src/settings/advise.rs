@@ -109,11 +109,7 @@ pub fn advise(args: &AdviseArgs, machine: &dyn Machine) -> Result<Advise> {
     let mut notes: Vec<String> = no_smt.into_iter().collect();
     let resolved: Vec<_> = specs
         .iter()
-        .filter_map(|s| {
-            smtlab_placement::parse(s)
-                .and_then(|p| smtlab_placement::resolve(&p, &topo))
-                .ok()
-        })
+        .filter_map(|s| super::resolve(s, &topo).ok())
         .collect();
     let states = super::switchable_states(&args.smt, &resolved, &topo, machine)?;
     if !states.is_empty() {
@@ -192,11 +188,8 @@ fn security(
     subject: &Subject,
     notes: &mut Vec<String>,
 ) -> Result<Option<Security>> {
-    let Some(word) = &args.security else {
+    let Some(scope) = args.security else {
         return Ok(None);
-    };
-    let Some(scope) = smtlab_model::keys::CookieScope::parse(word) else {
-        bail!("--security {word}: expected thread, process, pgroup or cgroup");
     };
     // SMT off as found answers ENODEV; the coresched cells switch it on first.
     let refusal = machine.core_sched_refusal().filter(|e| {
@@ -251,12 +244,7 @@ fn switched_specs(topo: &Topology, server: bool, notes: &mut Vec<String>) -> Vec
         specs.push("all".into());
         return specs;
     }
-    let cpus = |spec: &str| {
-        smtlab_placement::parse(spec)
-            .and_then(|p| smtlab_placement::resolve(&p, topo))
-            .ok()
-            .map(|r| r.cpu_set())
-    };
+    let cpus = |spec: &str| super::resolve(spec, topo).ok().map(|r| r.cpu_set());
     let one = format!("{}1t", smtlab_placement::HALF_CORES_PREFIX);
     let half = cpus(&one);
     let own = half
@@ -269,7 +257,7 @@ fn switched_specs(topo: &Topology, server: bool, notes: &mut Vec<String>) -> Vec
     } else {
         notes.push(format!(
             "SMT off vs on of a server's whole machine is not measured here ({}): half the cores would be the CPUs of 1c1t or 2c1t (it takes six cores or more), and `all` would leave its clients no CPU",
-            crate::render::plural(topo.core_count(), "core")
+            smtlab_model::unit::plural(topo.core_count(), "core")
         ));
     }
     specs

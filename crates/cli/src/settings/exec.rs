@@ -40,7 +40,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
     };
     let placements = specs
         .iter()
-        .map(|s| smtlab_placement::resolve(&smtlab_placement::parse(s)?, &topo))
+        .map(|s| super::resolve(s, &topo))
         .collect::<Result<Vec<_>, _>>()?;
     let states = super::switchable_states(&args.smt, &placements, &topo, machine)?;
     let db = crate::settings::db_path(&args.db);

@@ -2,15 +2,15 @@
 //! placements, once per SMT state asked for), or the run to resume with the settings it
 //! was started with, read from the store.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use smtlab_model::{CellKey, RunMeta, RunStatus, Topology};
 use smtlab_runner::experiment::smt;
 use smtlab_runner::machine::Machine;
 use smtlab_runner::plan::{Estimate, Measuring, Suite, estimate, plan};
 use smtlab_store::{Lease, Store};
 
-use super::{select, split_placements, states_here, tool, unix_now_s};
-use crate::args::{RunArgs, SuiteArg};
+use super::{select, split_placements, states_here, tool};
+use crate::args::RunArgs;
 
 /// The runner's estimate of `cells` of the run `meta` on this machine.
 pub fn estimate_of(cells: &[CellKey], meta: &RunMeta, topo: &Topology, args: &RunArgs) -> Estimate {
@@ -56,11 +56,7 @@ fn measuring_of_command_line(command_line: &[String]) -> (bool, usize) {
 
 /// The plan and settings of a new run, with the notes said once at its start.
 pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result<RunMeta> {
-    let suite = match args.suite {
-        SuiteArg::Quick => Suite::Quick,
-        SuiteArg::Default => Suite::Default,
-        SuiteArg::Full => Suite::Full,
-    };
+    let suite = args.suite;
     let names = if args.bench.is_empty() {
         vec!["all".to_string()]
     } else {
@@ -107,8 +103,7 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
     let given = given_params(&args.params, &benches)?;
     let standard = args.placements.is_empty();
     let mut cells = plan(suite, &benches, &placements, &given, standard, topo);
-    let resolve =
-        |p: &String| smtlab_placement::parse(p).and_then(|s| smtlab_placement::resolve(&s, topo));
+    let resolve = |p: &String| super::resolve(p, topo);
     let up = placements
         .iter()
         .any(|p| resolve(p).is_ok_and(|r| r.is_uniprocessor()));
@@ -138,19 +133,8 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
             notes.extend(b.notes());
         }
     }
-    Ok(RunMeta {
-        id: 0,
-        started_unix_s: unix_now_s(),
-        finished_unix_s: None,
-        status: RunStatus::Running,
-        command_line: smtlab_store::command_line(),
-        suite: Some(suite.to_string()),
-        environment: machine.environment(topo, &tool()),
-        topology: topo.clone(),
-        config,
-        plan: cells,
-        notes,
-    })
+    let meta = super::fresh_run(suite.name(), machine, topo, &config, notes, cells);
+    Ok(meta)
 }
 
 /// `run --param` as (key, values): `k=a,b` is two values, a key given twice adds its
@@ -250,10 +234,9 @@ pub fn resume(
     let here = machine.environment(topo, &tool()).hostname;
     let id = match which {
         Some(r) => store.resolve_run(r)?,
-        None => match store.latest_unfinished_run()? {
-            Some(id) => id,
-            None => bail!("no unfinished run to resume in this database"),
-        },
+        None => store
+            .latest_unfinished_run()?
+            .context("no unfinished run to resume in this database")?,
     };
     let results = store.load_run(id)?;
     let meta = results.run;

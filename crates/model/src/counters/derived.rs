@@ -170,6 +170,7 @@ pub struct DerivedMetrics {
 
 /// Computes every metric of `v` in `mode`.
 pub fn derive(v: &CounterValues, mode: CountMode, work: Option<&Work>) -> DerivedMetrics {
+    let per_cycle = |event| ratio(v, event, CounterEvent::Cycles, mode);
     DerivedMetrics {
         mode,
         cpi: cpi(v, mode),
@@ -185,18 +186,8 @@ pub fn derive(v: &CounterValues, mode: CountMode, work: Option<&Work>) -> Derive
                 miss_ratio: miss_ratio(v, p, mode),
             })
             .collect(),
-        frontend_stall_ratio: ratio(
-            v,
-            CounterEvent::StalledCyclesFrontend,
-            CounterEvent::Cycles,
-            mode,
-        ),
-        backend_stall_ratio: ratio(
-            v,
-            CounterEvent::StalledCyclesBackend,
-            CounterEvent::Cycles,
-            mode,
-        ),
+        frontend_stall_ratio: per_cycle(CounterEvent::StalledCyclesFrontend),
+        backend_stall_ratio: per_cycle(CounterEvent::StalledCyclesBackend),
         kernel_instruction_share: kernel_share(v, CounterEvent::Instructions),
         kernel_cycle_share: kernel_share(v, CounterEvent::Cycles),
         work: work.map(|w| work_cost(v, mode, w)),

@@ -237,84 +237,68 @@ fn compute(v: &CounterValues, method: TopdownMethod, x: &[f64]) -> Result<Topdow
             method.label()
         )
     };
-    match method {
-        TopdownMethod::IntelPerfMetrics => {
-            let (slots, ret, bad, fe, be) = (x[0], x[1], x[2], x[3], x[4]);
-            let sum = ret + bad + fe + be;
-            if sum <= 0.0 || slots <= 0.0 {
-                return Err(zero());
+    let slots = x[0];
+    if slots <= 0.0 {
+        return Err(zero());
+    }
+    // The scope, the four level-1 shares (retiring, bad speculation, front-end bound,
+    // back-end bound) and the SMT contention share.
+    let (scope, [retiring, bad_speculation, frontend_bound, backend_bound], smt_contention) =
+        match method {
+            TopdownMethod::IntelPerfMetrics => {
+                let (ret, bad, fe, be) = (x[1], x[2], x[3], x[4]);
+                let sum = ret + bad + fe + be;
+                if sum <= 0.0 {
+                    return Err(zero());
+                }
+                let [dropped, clears] = TOPDOWN_CORRECTIONS.map(|n| v.named_value(n));
+                let frontend = fe / sum - dropped.unwrap_or(0.0) / slots;
+                let backend = be / sum + clears.unwrap_or(0.0) / slots;
+                let bad_speculation = if dropped.is_none() && clears.is_none() {
+                    bad / sum
+                } else {
+                    (1.0 - frontend - backend - ret / sum).max(0.0)
+                };
+                let shares = [ret / sum, bad_speculation, frontend, backend];
+                ("thread", shares, None)
             }
-            let [dropped, clears] = TOPDOWN_CORRECTIONS.map(|n| v.named_value(n));
-            let frontend = fe / sum - dropped.unwrap_or(0.0) / slots;
-            let backend = be / sum + clears.unwrap_or(0.0) / slots;
-            let bad_speculation = if dropped.is_none() && clears.is_none() {
-                bad / sum
-            } else {
-                (1.0 - frontend - backend - ret / sum).max(0.0)
-            };
-            Ok(Topdown {
-                method,
-                scope: "thread".into(),
-                slots,
-                retiring: ret / sum,
-                bad_speculation,
-                frontend_bound: frontend,
-                backend_bound: backend,
-                smt_contention: None,
-                backend_memory: None,
-            })
-        }
-        TopdownMethod::IntelSlotFormula => {
-            let (slots, issued, retired, fetch, recovery) = (x[0], x[1], x[2], x[3], x[4]);
-            if slots <= 0.0 {
-                return Err(zero());
-            }
-            // The kernel's scale of 2 (instead of 4) on topdown-total-slots means it
-            // counts the core's cycles with any=1: SMT is on and the split is per core.
-            let core = v
-                .named(INTEL_SLOT_FORMULA[0])
-                .and_then(|r| r.scale)
-                .is_some_and(|s| s < 4.0);
-            let fe = fetch / slots;
-            let bad = (issued - retired + recovery) / slots;
-            let ret = retired / slots;
-            Ok(Topdown {
-                method,
-                scope: if core {
+            TopdownMethod::IntelSlotFormula => {
+                let (issued, retired, fetch, recovery) = (x[1], x[2], x[3], x[4]);
+                // The kernel's scale of 2 (instead of 4) on topdown-total-slots means it
+                // counts the core's cycles with any=1: SMT is on and the split is per core.
+                let core = v
+                    .named(INTEL_SLOT_FORMULA[0])
+                    .and_then(|r| r.scale)
+                    .is_some_and(|s| s < 4.0);
+                let scope = if core {
                     "core (SMT on: slots count both threads, any=1; count both siblings; \
                      per-thread top-down needs Ice Lake or later)"
-                        .into()
                 } else {
-                    "thread".into()
-                },
-                slots,
-                retiring: ret,
-                bad_speculation: bad,
-                frontend_bound: fe,
-                backend_bound: 1.0 - fe - bad - ret,
-                smt_contention: None,
-                backend_memory: None,
-            })
-        }
-        TopdownMethod::AmdDispatchSlots => {
-            let (slots, ret_ops, disp, fe, be) = (x[0], x[1], x[2], x[3], x[4]);
-            let smt = v.named_value(AMD_DISPATCH_SLOTS[5]);
-            if slots <= 0.0 {
-                return Err(zero());
+                    "thread"
+                };
+                let fe = fetch / slots;
+                let bad = (issued - retired + recovery) / slots;
+                let ret = retired / slots;
+                (scope, [ret, bad, fe, 1.0 - fe - bad - ret], None)
             }
-            Ok(Topdown {
-                method,
-                scope: "thread".into(),
-                slots,
-                retiring: ret_ops / slots,
-                bad_speculation: (disp - ret_ops) / slots,
-                frontend_bound: fe / slots,
-                backend_bound: be / slots,
-                smt_contention: smt.map(|s| s / slots),
-                backend_memory: None,
-            })
-        }
-    }
+            TopdownMethod::AmdDispatchSlots => {
+                let (ret_ops, disp, fe, be) = (x[1], x[2], x[3], x[4]);
+                let shares = [ret_ops, disp - ret_ops, fe, be].map(|n| n / slots);
+                let smt = v.named_value(AMD_DISPATCH_SLOTS[5]).map(|s| s / slots);
+                ("thread", shares, smt)
+            }
+        };
+    Ok(Topdown {
+        method,
+        scope: scope.into(),
+        slots,
+        retiring,
+        bad_speculation,
+        frontend_bound,
+        backend_bound,
+        smt_contention,
+        backend_memory: None,
+    })
 }
 
 /// Why no top-down breakdown can be computed from the counts (the events missing).
