@@ -89,9 +89,10 @@ pub fn stderr_line(text: &str) {
 /// standard error is a terminal; in a log or a pipe a note stays one line, so it can be
 /// found with grep.
 pub fn note_fit(text: &str) {
-    match std::io::stderr().is_terminal() {
-        true => note(fit(text).trim_end()),
-        false => note(text.trim_end()),
+    if std::io::stderr().is_terminal() {
+        note(fit(text).trim_end());
+    } else {
+        note(text.trim_end());
     }
 }
 

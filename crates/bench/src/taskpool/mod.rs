@@ -168,9 +168,13 @@ impl Benchmark for TaskPool {
         }
         let work: Arc<dyn Work> = match prm.get_str("work")? {
             "fft" => Arc::new(Fft::new(log2 as u32, leaf as usize, seed)),
-            "matmul" => {
-                Arc::new(MatMul::new(n, depth as u32, seed).expect("matmul_n checked above"))
-            }
+            "matmul" => Arc::new(MatMul::new(n, depth as u32, seed).ok_or_else(|| {
+                bad(
+                    "matmul_n",
+                    &n.to_string(),
+                    "a positive multiple of 2^matmul_depth",
+                )
+            })?),
             other => return Err(bad("work", other, "fft or matmul")),
         };
         let capacity = work.nodes() + 1;

@@ -89,11 +89,10 @@ impl Exec {
     }
 }
 
-/// A user's command as a benchmark (`exec`, `advise -- CMD`): its value (wall time, or
-/// the `--throughput` number it prints), `reps` measured runs after `warmup` discarded
-/// ones, and the settings that take every run whatever it lasts.
 impl CommandRunsArgs {
-    /// The command `argv` measured as these flags say, and the cell settings for it.
+    /// The user's command `argv` as a benchmark (`exec`, `advise -- CMD`): its value
+    /// (wall time, or the `--throughput` number it prints), `reps` measured runs after
+    /// `warmup` discarded ones, and the settings that take every run whatever it lasts.
     pub(crate) fn bench(&self, argv: &[String]) -> Result<(CommandBench, RunConfig)> {
         // A typo fails here, before anything is printed, measured or stored (`exec` and
         // `advise -- CMD` alike).

@@ -133,8 +133,14 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
             notes.extend(b.notes());
         }
     }
-    let meta = super::fresh_run(suite.name(), machine, topo, &config, notes, cells);
-    Ok(meta)
+    Ok(super::fresh_run(
+        suite.name(),
+        machine,
+        topo,
+        &config,
+        notes,
+        cells,
+    ))
 }
 
 /// `run --param` as (key, values): `k=a,b` is two values, a key given twice adds its
