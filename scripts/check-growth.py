@@ -19,7 +19,7 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 97
+RESULT_STRING_CEILING = 64
 REPEATED_PLACES_CEILING = 11
 WINDOW = 6
 LONG_FUNCTION_LINES = 120

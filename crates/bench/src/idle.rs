@@ -29,7 +29,6 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 
 smtlab_model::named_enum! {
     /// One way for a hardware thread to have nothing to do.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Idle {
         /// A tight loop without a spin-wait hint.
         Spin = "spin",

@@ -218,7 +218,7 @@ pub struct CellCost {
 
 smtlab_model::named_enum! {
     /// The suites of `smtlab run`, from a quick look to the papers' full sweeps.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[derive(Hash)]
     pub enum Suite {
         Quick = "quick",
         Default = "default",

@@ -258,7 +258,7 @@ fn parse_token_file(s: &str) -> Result<smtlab_placement::Token, String> {
             "token file {s:?} has mode {mode:03o}: others may read it; expected 600 (chmod 600 FILE)"
         ));
     }
-    smtlab_placement::Token::from_file(path)
+    smtlab_placement::Token::from_file(path).map_err(|e| e.to_string())
 }
 
 fn parse_cpu_list(s: &str) -> Result<smtlab_model::CpuSet, String> {

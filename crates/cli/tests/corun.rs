@@ -390,7 +390,7 @@ fn co_runs_pick_true_siblings_and_another_core_on_saved_machines() {
             }
             Err(why) => {
                 assert!(!topo.smt_visible(), "{name}");
-                assert!(why.contains("no SMT sibling"), "{name}: {why}");
+                assert!(why.to_string().contains("no SMT sibling"), "{name}: {why}");
             }
         }
         let other = pair.other_core.clone().unwrap();

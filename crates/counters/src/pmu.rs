@@ -23,7 +23,6 @@ pub const SYSFS_PMUS: &str = "/sys/bus/event_source/devices";
 
 smtlab_model::named_enum! {
     /// One of `perf_event_attr`'s config words, in order (`as usize` indexes them).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum ConfigWord {
         Config = "config",
         Config1 = "config1",
@@ -298,7 +297,6 @@ pub struct CpuId {
 
 smtlab_model::named_enum! {
     /// The CPU's vendor, named as [`CpuId`] prints it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Vendor {
         Intel = "Intel",
         Amd = "AMD",

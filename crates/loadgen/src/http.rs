@@ -11,7 +11,7 @@ smtlab_model::named_enum! {
     fn as_str;
     /// Why a request did not end in a good response; `as_str` gives the word output and
     /// JSON use.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    #[derive(PartialOrd, Ord, Hash)]
     pub enum ErrorKind {
         /// The connection could not be made (refused, unreachable).
         Connect = "connect",

@@ -43,7 +43,7 @@ mod tls;
 
 pub use crate::sys::raise_open_file_limit;
 pub use agent::{AgentConfig, AgentEvent, AgentLimits, serve};
-pub use allow::AllowList;
+pub use allow::{AllowError, AllowList};
 pub use coordinator::{AgentInfo, AgentRun, Remote, RemoteError, RemoteReport};
 pub use tls::{Channel, TlsError};
 

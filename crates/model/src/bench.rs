@@ -11,7 +11,7 @@ named_enum! {
     fn as_str;
     /// Whether a larger value is better (bandwidth, operations per second) or worse
     /// (latency), named as tables, CSV and the store name it (`as_str`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Hash, Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum Direction {
         Higher = "higher",

@@ -64,7 +64,7 @@ named_enum! {
     /// them. Serialised with perf's own names (`perf list`, as [`CounterEvent::name`]
     /// gives them: `L1-dcache-load-misses`), so results read the same as `perf stat`
     /// output.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[derive(Hash, PartialOrd, Ord, Serialize, Deserialize)]
     pub enum CounterEvent {
         Cycles = "cycles",
         Instructions = "instructions",
@@ -145,7 +145,7 @@ impl FromStr for CounterEvent {
 
 named_enum! {
     /// Which privilege mode a count covers.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Hash, Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum CountMode {
         /// Everything: either one event counted with nothing excluded, or the sum of the

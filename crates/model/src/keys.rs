@@ -31,7 +31,7 @@ pub const COOKIE_PARAM: &str = "core_cookie";
 
 named_enum! {
     /// Where the partner runs relative to the measured workload.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[derive(Hash, PartialOrd, Ord, Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum Form {
         /// No partner: the reference.
@@ -56,7 +56,7 @@ impl Form {
 
 named_enum! {
     /// The SMT state a cell was measured in, named as keys, tables and JSON name it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(Hash, PartialOrd, Ord)]
     pub enum SmtState {
         /// SMT switched off for the cell (`--smt off`).
         Off = "off",
@@ -85,7 +85,7 @@ named_enum! {
     /// keys and `--security` name it. Tasks of one cookie may share a core; a task of
     /// another cookie (or of none) never runs on its sibling at the same time, which is
     /// then forced idle.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(Hash, PartialOrd, Ord)]
     pub enum CookieScope {
         /// `PIDTYPE_PID`: the cell's own thread, before the workload starts; every thread
         /// and process the workload then starts inherits that one cookie.
@@ -106,7 +106,7 @@ named_enum! {
     /// (`coresched`: SMT on, the workload in a cookie of its own) or no sibling at all
     /// (`smt-off`). Not a condition of its own: read from the SMT state and the cookie
     /// ([`Conditions::security`]), so one vocabulary keys both.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(Hash, PartialOrd, Ord)]
     pub enum SecurityMode {
         SmtOn = "smt-on",
         CoreSched = "coresched",

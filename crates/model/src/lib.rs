@@ -31,18 +31,22 @@
 /// An enum whose variants each have one name (`Variant = "name"`): its `ALL` (in
 /// declaration order), the name (`name`, or the method after `fn`), `parse` (exactly
 /// the name) and `Display` (the name), written from one list so they cannot disagree.
-/// After `serde_names;` each variant is also serialised as its name.
+/// After `serde_names;` each variant is also serialised as its name. Every such enum is
+/// a plain word, so the macro derives `Debug, Clone, Copy, PartialEq, Eq` itself; the
+/// declaration names only what it adds (`Hash`, `Ord`, `Serialize`, ...).
 #[macro_export]
 macro_rules! named_enum {
     (serde_names; $(#[$meta:meta])* $vis:vis enum $t:ident {
         $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
     }) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         $(#[$meta])* $vis enum $t { $($(#[$vmeta])* #[serde(rename = $name)] $variant,)* }
         $crate::named_enum!(@impl name $t { $($variant = $name,)* });
     };
     (fn $f:ident; $(#[$meta:meta])* $vis:vis enum $t:ident {
         $($(#[$vmeta:meta])* $variant:ident = $name:literal,)*
     }) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         $(#[$meta])* $vis enum $t { $($(#[$vmeta])* $variant,)* }
         $crate::named_enum!(@impl $f $t { $($variant = $name,)* });
     };

@@ -219,7 +219,6 @@ pub mod nfs {
 
     named_enum! {
         /// One figure of a load point.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum PointField {
             RequestedOpsPerS = "requested_ops_per_s",
             AchievedOpsPerS = "achieved_ops_per_s",

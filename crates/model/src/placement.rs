@@ -46,7 +46,7 @@ pub const UP_KERNEL_NAME: &str = "1t-up-kernel";
 
 named_enum! {
     /// Which cores a `NcMt` placement takes.
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Default, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum CoreOrder {
         /// Fill one package (then one NUMA node, die, cluster) before the next: cores that
@@ -60,7 +60,7 @@ named_enum! {
 
 named_enum! {
     /// In which order the chosen CPUs receive threads.
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Default, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum CpuOrder {
         /// First thread of every chosen core, then second threads, ...: running fewer

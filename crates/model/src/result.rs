@@ -45,7 +45,7 @@ pub struct Warmup {
 
 named_enum! {
     /// Why the runner stopped taking samples, named as a person reads it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum StopReason {
         /// The CI half-width reached the target.
@@ -60,7 +60,7 @@ named_enum! {
 named_enum! {
     fn words;
     /// Which limit of the measurement a figure reached, named as outputs name it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum LimitKind {
         /// The end of a search's range.

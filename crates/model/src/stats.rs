@@ -501,7 +501,7 @@ pub fn ratio(num: &Summary, den: &Summary) -> Option<Ratio> {
 named_enum! {
     fn words;
     /// What a speed-up's 95% interval says, in words every output uses (`words`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum Significance {
         /// The whole interval is above 1: the second is better.

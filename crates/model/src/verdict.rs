@@ -124,7 +124,7 @@ pub fn idle_sibling(smt: &CellRecord) -> bool {
 
 named_enum! {
     /// Which pair of placements a [`PairVerdict`] compares, named as its ratio is called.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum PairKind {
         /// `1c2t` over `1c1t`: the SMT yield.

@@ -46,24 +46,42 @@ pub struct Token(String);
 /// an agent's load at the hosts it may load.
 pub const TOKEN_MIN_CHARS: usize = 16;
 
+/// Why a token was refused; one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error(
+        "expected one line of at least {TOKEN_MIN_CHARS} characters \
+         (e.g. from: head -c 24 /dev/urandom | base64)"
+    )]
+    Malformed,
+    // The cause is part of the message, not a `source`: printed once.
+    #[error("token file {}: {error}", .path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("token file {}: {}", .path.display(), TokenError::Malformed)]
+    MalformedFile { path: std::path::PathBuf },
+}
+
 impl Token {
     /// The token in `text`, surrounding white space removed.
-    pub fn new(text: &str) -> Result<Token, String> {
+    pub fn new(text: &str) -> Result<Token, TokenError> {
         let t = text.trim();
         if t.chars().count() < TOKEN_MIN_CHARS || t.contains(['\n', '\r']) {
-            return Err(format!(
-                "expected one line of at least {TOKEN_MIN_CHARS} characters \
-                 (e.g. from: head -c 24 /dev/urandom | base64)"
-            ));
+            return Err(TokenError::Malformed);
         }
         Ok(Token(t.to_string()))
     }
 
     /// The token in file `path` (one line).
-    pub fn from_file(path: &std::path::Path) -> Result<Token, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("token file {}: {e}", path.display()))?;
-        Token::new(&text).map_err(|e| format!("token file {}: {e}", path.display()))
+    pub fn from_file(path: &std::path::Path) -> Result<Token, TokenError> {
+        let path_buf = || path.to_path_buf();
+        let text = std::fs::read_to_string(path).map_err(|error| TokenError::Unreadable {
+            path: path_buf(),
+            error,
+        })?;
+        Token::new(&text).map_err(|_| TokenError::MalformedFile { path: path_buf() })
     }
 
     /// The secret itself, for the wire and for comparing.
@@ -320,7 +338,8 @@ mod tests {
                 .is_empty()
         );
         assert!(!format!("{rule:?}").contains("0123456789"));
-        assert!(Token::new("short").unwrap_err().contains("at least 16"));
+        let short = Token::new("short").unwrap_err().to_string();
+        assert!(short.contains("at least 16"), "{short}");
     }
 
     #[test]

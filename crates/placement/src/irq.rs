@@ -24,7 +24,6 @@ pub const DEFAULT_DEVICE: &str = "lo";
 
 smtlab_model::named_enum! {
     /// Where the interrupts go, by the word `irq=` names it with.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum IrqTarget {
         None = "none",
         Sibling = "sibling",
@@ -77,7 +76,7 @@ pub fn irq_cpus(
     placement: &[u32],
     client: &CpuSet,
     target: IrqTarget,
-) -> Result<Option<CpuSet>, String> {
+) -> Result<Option<CpuSet>, NoIrqCpus> {
     let online =
         |c: u32| topo.cpus.contains(c) && topo.allowed_cpus.as_ref().is_none_or(|a| a.contains(c));
     let used_cores: Vec<&smtlab_model::Core> = topo
@@ -94,11 +93,9 @@ pub fn irq_cpus(
                 .collect();
             if siblings.is_empty() {
                 return Err(if topo.smt_visible() {
-                    "irq=sibling: the placement uses every thread of its cores, so no sibling is \
-                     idle to take the interrupts (use one thread per core: 1c1t, 2c1t)"
-                        .into()
+                    NoIrqCpus::SiblingsBusy
                 } else {
-                    "irq=sibling: this machine shows no SMT siblings".into()
+                    NoIrqCpus::NoSmt
                 });
             }
             Ok(Some(siblings))
@@ -124,13 +121,25 @@ pub fn irq_cpus(
             }
             let chosen: CpuSet = apart.into_iter().chain(with_client).take(want).collect();
             if chosen.is_empty() {
-                return Err(
-                    "irq=other-core: every core of this machine is in the placement".into(),
-                );
+                return Err(NoIrqCpus::EveryCore);
             }
             Ok(Some(chosen))
         }
     }
+}
+
+/// Why `irq=` names no CPU on this placement; one line each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoIrqCpus {
+    #[error(
+        "irq=sibling: the placement uses every thread of its cores, so no sibling is \
+         idle to take the interrupts (use one thread per core: 1c1t, 2c1t)"
+    )]
+    SiblingsBusy,
+    #[error("irq=sibling: this machine shows no SMT siblings")]
+    NoSmt,
+    #[error("irq=other-core: every core of this machine is in the placement")]
+    EveryCore,
 }
 
 #[cfg(test)]
@@ -178,7 +187,8 @@ mod tests {
         assert_eq!(cpus(&[0], &none, IrqTarget::None), Ok(None));
         // 1c2t uses both threads: no idle sibling, and the error says so.
         let e = cpus(&[0, 4], &none, IrqTarget::Sibling).unwrap_err();
-        assert!(e.contains("every thread of its cores"), "{e}");
+        assert_eq!(e, NoIrqCpus::SiblingsBusy);
+        assert!(e.to_string().contains("every thread of its cores"), "{e}");
         // Another core, the client's cores last.
         assert_eq!(
             cpus(&[0], &set(&[1, 5]), IrqTarget::OtherCore),
@@ -189,10 +199,10 @@ mod tests {
             Ok(Some(set(&[2, 3])))
         );
         let e = irq_cpus(&build::intel(1, 1, 2), &[0], &none, IrqTarget::OtherCore).unwrap_err();
-        assert!(e.contains("every core"), "{e}");
+        assert_eq!(e, NoIrqCpus::EveryCore);
         // Without SMT there is no sibling.
         let flat = build::one_cpu_per_core(&[0, 1]);
         let e = irq_cpus(&flat, &[0], &none, IrqTarget::Sibling).unwrap_err();
-        assert!(e.contains("no SMT siblings"), "{e}");
+        assert_eq!(e, NoIrqCpus::NoSmt);
     }
 }

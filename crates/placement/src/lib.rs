@@ -81,7 +81,7 @@ mod resolve;
 pub mod runtime;
 mod spec;
 
-pub use client::{ClientError, ClientRule, RemoteClients, Token, client_cpus};
+pub use client::{ClientError, ClientRule, RemoteClients, Token, TokenError, client_cpus};
 pub use resolve::{distinct, resolve, standard_placements};
 pub use smtlab_model::{
     CoreOrder, CpuOrder, CpuSet, PlacementKind, PlacementSpec, ResolvedPlacement, Topology,

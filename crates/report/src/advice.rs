@@ -381,7 +381,7 @@ pub const SLO_PARAM: &str = "slo";
 smtlab_model::named_enum! {
     fn words;
     /// The recommendation; `words`: in a few words, as the fleet's tally counts it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum Recommendation {
         KeepOn = "keep SMT on",
@@ -395,7 +395,7 @@ smtlab_model::named_enum! {
 smtlab_model::named_enum! {
     fn words;
     /// What an "it depends" answer depends on.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum Dependence {
         TailLatencyTarget = "the tail-latency target",

@@ -71,7 +71,7 @@ pub enum Choice {
 smtlab_model::named_enum! {
     fn words;
     /// Where the between-run variance in use came from; `words`: how outputs name it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[derive(Serialize)]
     #[serde(rename_all = "snake_case")]
     pub enum Source {
         StoredRepeats = "stored repeats of this setup",

@@ -72,7 +72,7 @@ use crate::fmt::{num, params, text_table, utc};
 
 smtlab_model::named_enum! {
     /// Which statistic a value is (see the module documentation for why).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[derive(Serialize)]
     #[serde(rename_all = "lowercase")]
     pub enum Statistic {
         Mean = "mean",

@@ -17,7 +17,7 @@ smtlab_model::named_enum! {
     fn letter;
     /// Which run a missing cell was measured in; `letter`: `A` or `B`, as every output
     /// names the runs.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[derive(Serialize)]
     pub enum Side {
         A = "A",
         B = "B",

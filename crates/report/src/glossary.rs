@@ -10,7 +10,6 @@ smtlab_model::named_enum! {
     fn word;
     /// A word with a meaning of its own on the page: `ALL` in the order the glossary lists
     /// them, `word` as the outputs write it.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Term {
         Interval = "95% interval",
         NotSignificant = "not significant at 95%",

@@ -285,22 +285,22 @@ fn split<T, E: std::fmt::Display>(r: Result<T, E>) -> (Option<T>, Option<String>
 /// A running `/proc/stat` sampler, behind a trait so tests can fake it.
 pub trait OsSampler: Send {
     /// Ends sampling and returns the series.
-    fn finish(self: Box<Self>) -> Result<OsTimeSeries, String>;
+    fn finish(self: Box<Self>) -> Result<OsTimeSeries, CounterError>;
     /// Closes the current interval and samples nothing until [`OsSampler::resume`].
-    fn pause(&mut self) -> Result<(), String>;
+    fn pause(&mut self) -> Result<(), CounterError>;
     /// Starts a new interval now.
-    fn resume(&mut self) -> Result<(), String>;
+    fn resume(&mut self) -> Result<(), CounterError>;
 }
 
 impl OsSampler for ProcStatSampler {
-    fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
-        ProcStatSampler::stop(*self).map_err(|e| e.to_string())
+    fn finish(self: Box<Self>) -> Result<OsTimeSeries, CounterError> {
+        ProcStatSampler::stop(*self)
     }
-    fn pause(&mut self) -> Result<(), String> {
-        ProcStatSampler::pause(self).map_err(|e| e.to_string())
+    fn pause(&mut self) -> Result<(), CounterError> {
+        ProcStatSampler::pause(self)
     }
-    fn resume(&mut self) -> Result<(), String> {
-        ProcStatSampler::resume(self).map_err(|e| e.to_string())
+    fn resume(&mut self) -> Result<(), CounterError> {
+        ProcStatSampler::resume(self)
     }
 }
 
@@ -308,9 +308,8 @@ impl OsSampler for ProcStatSampler {
 /// `source`, so it is printed once.
 #[derive(Debug, thiserror::Error)]
 pub enum CountingError {
-    /// The backend's one-line reason.
     #[error("cannot open the counters: {0}")]
-    Open(String),
+    Open(CounterError),
     #[error("cannot start the counters: {0}")]
     Start(CounterError),
     #[error("cannot stop the counters: {0}")]
@@ -326,7 +325,10 @@ pub trait CountingBackend: Send + Sync {
     /// Counters of the calling thread and everything it starts later (`inherit`), with
     /// the named events (`--events`) besides; a backend that cannot count them (the
     /// fakes) opens the plain counters.
-    fn open_counters(&self, named: &[ResolvedEvent]) -> Result<Box<dyn CounterSource>, String>;
+    fn open_counters(
+        &self,
+        named: &[ResolvedEvent],
+    ) -> Result<Box<dyn CounterSource>, CounterError>;
     /// Starts sampling the `/proc/stat` time of `cpus`, every `interval`, from a thread
     /// pinned to `pin_cpu` when given.
     fn start_os_sampler(
@@ -334,7 +336,7 @@ pub trait CountingBackend: Send + Sync {
         cpus: &CpuSet,
         interval: Duration,
         pin_cpu: Option<u32>,
-    ) -> Result<Box<dyn OsSampler>, String>;
+    ) -> Result<Box<dyn OsSampler>, CounterError>;
     /// Whether kernel time by system call can be traced (real tracepoints only).
     fn can_trace(&self) -> bool {
         false
@@ -350,7 +352,10 @@ pub trait CountingBackend: Send + Sync {
 pub struct Perf;
 
 impl CountingBackend for Perf {
-    fn open_counters(&self, named: &[ResolvedEvent]) -> Result<Box<dyn CounterSource>, String> {
+    fn open_counters(
+        &self,
+        named: &[ResolvedEvent],
+    ) -> Result<Box<dyn CounterSource>, CounterError> {
         let target = CounterTarget::Thread {
             tid: 0,
             inherit: true,
@@ -359,9 +364,7 @@ impl CountingBackend for Perf {
             named: named.to_vec(),
             ..PerfOptions::all()
         };
-        PerfCounters::open(target, &options)
-            .map(|c| Box::new(c) as Box<dyn CounterSource>)
-            .map_err(|e| e.to_string())
+        PerfCounters::open(target, &options).map(|c| Box::new(c) as Box<dyn CounterSource>)
     }
 
     fn start_os_sampler(
@@ -369,15 +372,13 @@ impl CountingBackend for Perf {
         cpus: &CpuSet,
         interval: Duration,
         pin_cpu: Option<u32>,
-    ) -> Result<Box<dyn OsSampler>, String> {
+    ) -> Result<Box<dyn OsSampler>, CounterError> {
         let options = SamplerOptions {
             interval,
             pin_cpu,
             ..SamplerOptions::default()
         };
-        ProcStatSampler::start(cpus, options)
-            .map(|s| Box::new(s) as Box<dyn OsSampler>)
-            .map_err(|e| e.to_string())
+        ProcStatSampler::start(cpus, options).map(|s| Box::new(s) as Box<dyn OsSampler>)
     }
 
     fn can_trace(&self) -> bool {
@@ -444,7 +445,10 @@ impl CellCounting {
                 cpus.clone(),
             )),
         };
-        let (counters, error) = split(backend.open_counters(&setup.events));
+        let (counters, error) = match backend.open_counters(&setup.events) {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(CountingError::Open(e))),
+        };
         CellCounting {
             hardware_unavailable: setup.availability.hardware.reason.clone(),
             sampler,
@@ -466,7 +470,7 @@ impl CellCounting {
             steady_from_ns: None,
             values: None,
             work: None,
-            error: error.map(CountingError::Open),
+            error,
             named_unavailable: setup.events_unavailable.clone(),
             os_on_demand: false,
         }
@@ -502,7 +506,7 @@ impl CellCounting {
         let r = if on { s.resume() } else { s.pause() };
         if let Err(e) = r {
             self.sampler = None;
-            self.os_time_unavailable = Some(e);
+            self.os_time_unavailable = Some(e.to_string());
         }
     }
 
@@ -572,7 +576,7 @@ impl CellCounting {
                 }
                 self.os_time = Some(s);
             }
-            Some(Err(e)) => self.os_time_unavailable = Some(e),
+            Some(Err(e)) => self.os_time_unavailable = Some(e.to_string()),
             None => {}
         }
         self.work = work;
@@ -741,28 +745,31 @@ impl FixedSeries {
 }
 
 impl OsSampler for FixedSeries {
-    fn finish(self: Box<Self>) -> Result<OsTimeSeries, String> {
+    fn finish(self: Box<Self>) -> Result<OsTimeSeries, CounterError> {
         self.log("finish");
         Ok(self.0)
     }
-    fn pause(&mut self) -> Result<(), String> {
+    fn pause(&mut self) -> Result<(), CounterError> {
         self.log("pause");
         Ok(())
     }
-    fn resume(&mut self) -> Result<(), String> {
+    fn resume(&mut self) -> Result<(), CounterError> {
         self.log("resume");
         Ok(())
     }
 }
 
 impl CountingBackend for FakeBackend {
-    fn open_counters(&self, _named: &[ResolvedEvent]) -> Result<Box<dyn CounterSource>, String> {
+    fn open_counters(
+        &self,
+        _named: &[ResolvedEvent],
+    ) -> Result<Box<dyn CounterSource>, CounterError> {
         let source: SharedFake = Arc::new(Mutex::new(smtlab_counters::FakeSource::new(
             self.values.clone(),
         )));
         self.opened
             .lock()
-            .map_err(|_| "fake backend poisoned".to_string())?
+            .map_err(|_| CounterError::State("fake backend poisoned".into()))?
             .push((std::thread::current().id(), Arc::clone(&source)));
         Ok(Box::new(SharedSource(source)))
     }
@@ -772,14 +779,16 @@ impl CountingBackend for FakeBackend {
         cpus: &CpuSet,
         _interval: Duration,
         _pin_cpu: Option<u32>,
-    ) -> Result<Box<dyn OsSampler>, String> {
+    ) -> Result<Box<dyn OsSampler>, CounterError> {
         match &self.os_time {
             Some(s) => {
                 let mut s = s.clone();
                 s.cpus = cpus.clone();
                 Ok(Box::new(FixedSeries(s, Arc::clone(&self.sampler_log))))
             }
-            None => Err("no /proc/stat in this test".into()),
+            None => Err(CounterError::Unavailable(
+                "no /proc/stat in this test".into(),
+            )),
         }
     }
 

@@ -282,13 +282,28 @@ pub struct GroupEstimate {
     pub apart: Option<String>,
 }
 
+/// Why a planned cell will be skipped; one line each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    #[error("no benchmark {0:?} in this build")]
+    UnknownBenchmark(String),
+    #[error("{0}")]
+    Placement(#[from] smtlab_placement::PlacementError),
+    #[error("{0}")]
+    Client(#[from] smtlab_placement::ClientError),
+    /// The benchmark's own refusal (a parameter out of range, too little memory), as
+    /// it words it.
+    #[error("{0}")]
+    Bench(String),
+}
+
 /// One cell's expected cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CellEstimate {
     pub key: CellKey,
     /// The cost, or why the cell will be skipped (unknown benchmark, placement this
     /// machine cannot satisfy, bad parameter).
-    pub cost: Result<CellCost, String>,
+    pub cost: Result<CellCost, SkipReason>,
     /// Measured samples per round: the fewest the settings allow and the most.
     pub samples: (usize, usize),
     /// Expected and longest time of all its rounds, setup included.
@@ -472,16 +487,15 @@ pub fn estimate(
     for key in cells {
         let bench = benches.iter().find(|b| b.info().name == key.benchmark);
         let cost = match bench {
-            None => Err(format!("no benchmark {:?} in this build", key.benchmark)),
+            None => Err(SkipReason::UnknownBenchmark(key.benchmark.clone())),
             Some(bench) => placed(&key.placement, topo)
-                .map_err(|e| e.to_string())
+                .map_err(SkipReason::from)
                 .and_then(|placement| {
                     if bench.client_side() {
-                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)
-                            .map_err(|e| e.to_string())?;
+                        smtlab_placement::client_cpus(topo, &placement, &measuring.client_rule)?;
                     }
                     cell_cost(bench.as_ref(), &params_of(key), &placement, topo)
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| SkipReason::Bench(e.to_string()))
                 }),
         };
         // Interleaved placements take turns until the last is done.
@@ -581,7 +595,7 @@ mod tests {
                 for c in &g.cells {
                     if let Err(why) = &c.cost {
                         assert!(
-                            !why.contains("parameter"),
+                            !why.to_string().contains("parameter"),
                             "{suite}: {} {:?} on {}: {why}",
                             c.key.benchmark,
                             c.key.params,

@@ -61,9 +61,21 @@ const PARTNER_WAIT: Duration = Duration::from_secs(60);
 pub struct CpuPair {
     pub cpu: u32,
     /// The sibling of `cpu`, or why there is none.
-    pub sibling: Result<u32, String>,
+    pub sibling: Result<u32, NoPartnerCpu>,
     /// A CPU of another core (of the same package where there is one), or why there is none.
-    pub other_core: Result<u32, String>,
+    pub other_core: Result<u32, NoPartnerCpu>,
+}
+
+/// Why a co-run form has no CPU for the partner; one line each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoPartnerCpu {
+    #[error(
+        "no SMT sibling of CPU {cpu} (smt/control: {control}): the sibling form needs two \
+         hardware threads on one core"
+    )]
+    NoSibling { cpu: u32, control: String },
+    #[error("only one core: the two-core form needs a second core")]
+    OneCore,
 }
 
 /// Picks the CPUs of the forms: the first CPU of the first core, its first sibling and
@@ -77,12 +89,14 @@ pub fn cpu_pair(topo: &Topology) -> Result<CpuPair, NoCpuPair> {
         .cpus
         .first()
         .ok_or_else(|| NoCpuPair("the first core has no online CPU".into()))?;
-    let sibling = first.cpus.iter().find(|&c| c != cpu).ok_or_else(|| {
-        format!(
-            "no SMT sibling of CPU {cpu} (smt/control: {}): the sibling form needs two hardware threads on one core",
-            topo.smt.control.as_deref().unwrap_or("absent")
-        )
-    });
+    let sibling = first
+        .cpus
+        .iter()
+        .find(|&c| c != cpu)
+        .ok_or_else(|| NoPartnerCpu::NoSibling {
+            cpu,
+            control: topo.smt.control.as_deref().unwrap_or("absent").to_string(),
+        });
     let package = topo.package_index_of(cpu);
     let others: Vec<u32> = topo
         .cores()
@@ -94,7 +108,7 @@ pub fn cpu_pair(topo: &Topology) -> Result<CpuPair, NoCpuPair> {
         .copied()
         .find(|&c| topo.package_index_of(c) == package)
         .or_else(|| others.first().copied())
-        .ok_or_else(|| "only one core: the two-core form needs a second core".to_string());
+        .ok_or(NoPartnerCpu::OneCore);
     Ok(CpuPair {
         cpu,
         sibling,

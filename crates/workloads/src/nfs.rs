@@ -372,7 +372,7 @@ impl Benchmark for NfsSfs {
                     cfg.udp,
                     &ctx.placement.cpu_set(),
                 )
-                .map_err(|reason| BenchError::unsupported(NAME, reason))?;
+                .map_err(|e| BenchError::unsupported(NAME, e.to_string()))?;
                 let target = Target {
                     ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
                     // Known ports: the client needs no portmapper.
@@ -400,13 +400,8 @@ impl Benchmark for NfsSfs {
                     Vec::new()
                 };
                 let workers = ctx.placement.cpus.len().max(1);
-                let u = user::UserNfs::start(&export, &cpus, workers).map_err(|e| {
-                    BenchError::io(
-                        NAME,
-                        "start the user-space NFS server",
-                        std::io::Error::other(e),
-                    )
-                })?;
+                let u = user::UserNfs::start(&export, &cpus, workers)
+                    .map_err(|e| BenchError::io(NAME, "start the user-space NFS server", e))?;
                 let target = Target {
                     ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
                     // MOUNT and NFS on the one port.
@@ -634,7 +629,7 @@ impl Point {
 /// achieved rate among those whose mean response time is within `limit` (the first of
 /// equals). With none within, the one-line reason: the closest point's figures and the
 /// limit.
-pub fn choose_peak(points: &[Point], limit: Duration) -> Result<usize, String> {
+pub fn choose_peak(points: &[Point], limit: Duration) -> Result<usize, NoPeak> {
     let best = points
         .iter()
         .enumerate()
@@ -650,16 +645,25 @@ pub fn choose_peak(points: &[Point], limit: Duration) -> Result<usize, String> {
         .iter()
         .min_by(|a, b| a.mean_response_ms.total_cmp(&b.mean_response_ms));
     Err(match closest {
-        Some(p) => format!(
-            "no load point within the {} limit: the quickest, {:.0} of {:.0} requested \
-             ops/s, had a mean response of {:.2} ms: fewer clients or a longer limit",
-            smtlab_bench::params::format_duration(limit),
-            p.achieved_ops_per_s,
-            p.requested_ops_per_s,
-            p.mean_response_ms
-        ),
-        None => "no load point was measured".into(),
+        Some(&quickest) => NoPeak::NoneWithin { limit, quickest },
+        None => NoPeak::Empty,
     })
+}
+
+/// Why a curve has no peak; one line each.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum NoPeak {
+    #[error(
+        "no load point within the {} limit: the quickest, {:.0} of {:.0} requested \
+         ops/s, had a mean response of {:.2} ms: fewer clients or a longer limit",
+        smtlab_bench::params::format_duration(*.limit),
+        .quickest.achieved_ops_per_s,
+        .quickest.requested_ops_per_s,
+        .quickest.mean_response_ms
+    )]
+    NoneWithin { limit: Duration, quickest: Point },
+    #[error("no load point was measured")]
+    Empty,
 }
 
 /// Its fields drop in order: the clients end before their server, and the server stops
@@ -714,7 +718,7 @@ impl NfsInstance {
             points.push(Point::of(requested, &r));
             loads.push((r, cpu));
         }
-        let best = choose_peak(&points, self.cfg.limit).map_err(check)?;
+        let best = choose_peak(&points, self.cfg.limit).map_err(|e| check(e.to_string()))?;
         let (r, cpu) = &loads[best];
         // The chosen point is within the limit: its figures, as a one-load sample's.
         let mut s = sample_from(r, self.cfg.limit)?;

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, RawSample};
+use smtlab_counters::CounterError;
 use smtlab_model::counters::os_time::CpuTicks;
 use smtlab_model::{BenchInfo, Direction, ValueKind};
 
@@ -39,7 +40,7 @@ pub use smtlab_model::metrics::util::{
 /// Where tick counters come from.
 pub trait TickSource: Send {
     /// Ticks per CPU since boot.
-    fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, String>;
+    fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, CounterError>;
 }
 
 /// `/proc/stat`.
@@ -47,9 +48,8 @@ pub trait TickSource: Send {
 pub struct ProcStat;
 
 impl TickSource for ProcStat {
-    fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, String> {
+    fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, CounterError> {
         smtlab_counters::procstat::read_proc_stat(Path::new("/proc/stat"))
-            .map_err(|e| e.to_string())
     }
 }
 
@@ -192,7 +192,7 @@ impl OpenLoopInstance {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .read()
-            .map_err(|reason| BenchError::unsupported(NAME, reason))
+            .map_err(|e| BenchError::unsupported(NAME, e.to_string()))
     }
 
     /// Runs one step; returns the jobs completed inside it and its length.
@@ -300,7 +300,7 @@ mod tests {
     }
 
     impl TickSource for Scripted {
-        fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, String> {
+        fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, CounterError> {
             if self.reads > 0 {
                 let d = self.deltas[(self.reads - 1) % self.deltas.len()];
                 for t in self.now.values_mut() {
@@ -428,8 +428,8 @@ mod tests {
     fn a_tick_source_error_fails_the_sample() {
         struct Broken;
         impl TickSource for Broken {
-            fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, String> {
-                Err("cannot read /proc/stat".into())
+            fn read(&mut self) -> Result<BTreeMap<u32, CpuTicks>, CounterError> {
+                Err(CounterError::Unavailable("cannot read /proc/stat".into()))
             }
         }
         let mut inst = OpenLoopInstance {

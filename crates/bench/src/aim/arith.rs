@@ -25,7 +25,6 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, sampled};
 smtlab_model::named_enum! {
     fn word;
     /// The operation of a row.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Op {
         Add = "add",
         Mul = "mul",
@@ -36,7 +35,6 @@ smtlab_model::named_enum! {
 smtlab_model::named_enum! {
     fn word;
     /// The operand type of a row.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Ty {
         Double = "double",
         Float = "float",
@@ -137,7 +135,7 @@ impl Benchmark for Arith {
 }
 
 /// Runs `n` steps of every lane and checks the lanes; returns the operations done.
-pub fn run(op: Op, ty: Ty, n: u64) -> (u64, Result<(), String>) {
+fn run(op: Op, ty: Ty, n: u64) -> (u64, Result<(), String>) {
     match (op, ty) {
         (Op::Add, Ty::Double) => float_run::<f64>(n, Pair::PlusMinus, |x, c| x + c),
         (Op::Add, Ty::Float) => float_run::<f32>(n, Pair::PlusMinus, |x, c| x + c),

@@ -22,7 +22,6 @@ use super::{bad, check, info, param, timed};
 use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 
 smtlab_model::named_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Kind {
         Num = "aim-num",
         Trig = "aim-trig",

@@ -43,7 +43,6 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 }
 
 smtlab_model::named_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Kind {
         CreatClose = "aim-creat-clo",
         Page = "aim-page",

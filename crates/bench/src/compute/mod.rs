@@ -41,7 +41,6 @@ pub fn benchmarks() -> Vec<Box<dyn Benchmark>> {
 
 smtlab_model::named_enum! {
     /// `int-ops` or `fp-ops`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Compute {
         Int = "int-ops",
         Fp = "fp-ops",

@@ -20,7 +20,6 @@ use crate::workers::{WorkerState, WrongResult};
 
 smtlab_model::named_enum! {
     /// Which stream a bandwidth benchmark runs, by the benchmark's name.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Stream {
         Read = "mem-read",
         Write = "mem-write",

@@ -47,7 +47,6 @@ impl Isa {
 
 smtlab_model::named_enum! {
     /// How a buffer's memory is backed: the `pages` parameter of the memory benchmarks.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Pages {
         /// Transparent huge pages requested (`MADV_HUGEPAGE`) where the kernel has them:
         /// far fewer TLB misses and page walks, so the result measures caches and DRAM. On

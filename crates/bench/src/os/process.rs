@@ -54,7 +54,6 @@ const PAGE_BYTES: usize = 4096;
 const SH: &str = "/bin/sh";
 
 smtlab_model::named_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Kind {
         Exit = "fork-exit",
         Exec = "fork-exec",

@@ -31,7 +31,6 @@ use smtlab_model::BenchInfo;
 const MAX_FDS: u64 = 200;
 
 smtlab_model::named_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Kind {
         File = "select-file",
         Tcp = "select-tcp",

@@ -136,7 +136,6 @@ impl Drop for Unblocked {
 }
 
 smtlab_model::named_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Kind {
         Install = "sig-install",
         Handler = "sig-handler",

@@ -24,7 +24,6 @@ use crate::{BenchContext, BenchError, Benchmark, Instance, RawSample};
 use smtlab_model::BenchInfo;
 
 smtlab_model::named_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Kind {
         Null = "null-syscall",
         Read = "read",

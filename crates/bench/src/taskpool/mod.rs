@@ -412,7 +412,7 @@ impl Instance for Pool {
         }
         sh.work
             .check()
-            .map_err(|reason| BenchError::check(NAME, reason))?;
+            .map_err(|e| BenchError::check(NAME, e.to_string()))?;
         cpus.sort_unstable();
         let elapsed_ns = end.saturating_sub(start).max(1);
         let retries = sh.retries.load(Ordering::Relaxed) + mine.retries;

@@ -30,7 +30,21 @@ pub trait Work: Send + Sync {
     /// re-armed for the next tree).
     fn child_done(&self, parent: u32) -> bool;
     /// Compares the last tree's result with a reference.
-    fn check(&self) -> Result<(), String>;
+    fn check(&self) -> Result<(), WrongResult>;
+}
+
+/// A tree's result that differs from its reference; one line each.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum WrongResult {
+    #[error("FFT bin {bin} is {got:?}, the direct DFT gives {want:?}")]
+    FftBin { bin: usize, got: C64, want: C64 },
+    #[error("C[{i}][{j}] is {got}, the naive product gives {want}")]
+    MatMulEntry {
+        i: usize,
+        j: usize,
+        got: f64,
+        want: f64,
+    },
 }
 
 /// A buffer whose disjoint regions are written by different threads.
@@ -225,7 +239,7 @@ impl Work for Fft {
             false
         }
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), WrongResult> {
         // SAFETY: the tree has finished: no worker writes any more.
         let out = unsafe { self.out.all() };
         // Every bin when cheap, else 64 spread bins, each against a direct DFT.
@@ -240,10 +254,11 @@ impl Work for Fft {
             let err = ((out[k].re - want.re).powi(2) + (out[k].im - want.im).powi(2)).sqrt();
             let limit = 1e-9 * scale.max(1.0) * (self.n as f64).log2().max(1.0);
             if err.is_nan() || err > limit {
-                return Err(format!(
-                    "FFT bin {k} is {:?}, the direct DFT gives {want:?}",
-                    out[k]
-                ));
+                return Err(WrongResult::FftBin {
+                    bin: k,
+                    got: out[k],
+                    want,
+                });
             }
         }
         Ok(())
@@ -399,7 +414,7 @@ impl Work for MatMul {
             false
         }
     }
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), WrongResult> {
         let n = self.n;
         // SAFETY: the tree has finished: no worker writes any more.
         let c = unsafe { &self.res.all()[..n * n] };
@@ -414,10 +429,12 @@ impl Work for MatMul {
             let (i, j) = (idx / n, idx % n);
             let want: f64 = (0..n).map(|k| self.a[i * n + k] * self.b[k * n + j]).sum();
             if (c[idx] - want).abs() > 1e-9 * (n as f64) {
-                return Err(format!(
-                    "C[{i}][{j}] is {}, the naive product gives {want}",
-                    c[idx]
-                ));
+                return Err(WrongResult::MatMulEntry {
+                    i,
+                    j,
+                    got: c[idx],
+                    want,
+                });
             }
         }
         Ok(())
@@ -471,7 +488,9 @@ mod tests {
         run_serial(&f);
         // SAFETY: single-threaded test after the tree finished.
         unsafe { f.out.region(3, 1)[0].re += 1e-3 };
-        assert!(f.check().unwrap_err().contains("bin 3"));
+        let e = f.check().unwrap_err();
+        assert!(matches!(e, WrongResult::FftBin { bin: 3, .. }), "{e}");
+        assert!(e.to_string().contains("bin 3"), "{e}");
     }
 
     #[test]
@@ -489,6 +508,11 @@ mod tests {
         run_serial(&m);
         // SAFETY: single-threaded test after the tree finished.
         unsafe { m.res.region(9, 1)[0] += 1.0 };
-        assert!(m.check().unwrap_err().contains("C[1][1]"));
+        let e = m.check().unwrap_err();
+        assert!(
+            matches!(e, WrongResult::MatMulEntry { i: 1, j: 1, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("C[1][1]"), "{e}");
     }
 }

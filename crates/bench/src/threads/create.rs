@@ -46,7 +46,6 @@ pub struct PthreadCreate;
 
 smtlab_model::named_enum! {
     /// `mode=`: whether created threads are joinable or detached.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Mode {
         Joinable = "joinable",
         Detached = "detached",

@@ -94,7 +94,7 @@ pub fn text(e: &Estimate, layout: Layout) -> String {
         }
         // The placements that will be skipped, with the first one's reason (they are
         // usually the same: no client CPU, too few CPUs).
-        let skipped: Vec<(&str, &String)> = g
+        let skipped: Vec<(&str, &smtlab_runner::plan::SkipReason)> = g
             .cells
             .iter()
             .filter_map(|c| {

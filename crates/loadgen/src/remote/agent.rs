@@ -665,7 +665,9 @@ fn prepare(
     files: &Arc<FileBudget>,
     pool: &mut Option<ClientPool>,
 ) -> Result<Prepared, Refusal> {
-    cfg.allow.check(&spec.target)?;
+    cfg.allow
+        .check(&spec.target)
+        .map_err(|e| Refusal(e.to_string()))?;
     spec.check_requests()?;
     let lim = &cfg.limits;
     if spec.connections == 0 || spec.connections > lim.max_connections {

@@ -11,19 +11,15 @@ pub struct AllowList(Vec<IpNet>);
 
 impl AllowList {
     /// A comma-separated list of networks (`10.0.0.0/24`, `fd00::/64`) and addresses.
-    pub fn parse(text: &str) -> Result<AllowList, String> {
+    pub fn parse(text: &str) -> Result<AllowList, AllowError> {
         let mut nets = Vec::new();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let net = item
                 .parse::<IpNet>()
                 .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| {
-                    format!("{item:?}: expected an address (10.0.0.1) or a network (10.0.0.0/24)")
-                })?;
+                .map_err(|_| AllowError::NotAddress(item.to_string()))?;
             if net.prefix_len() == 0 {
-                return Err(format!(
-                    "{item:?}: a network of every address is not an allow-list; name the servers' network"
-                ));
+                return Err(AllowError::Everything(item.to_string()));
             }
             nets.push(net);
         }
@@ -35,20 +31,34 @@ impl AllowList {
     }
 
     /// Whether load may go to `addr`, or the one-line reason it may not.
-    pub fn check(&self, addr: &SocketAddr) -> Result<(), String> {
+    pub fn check(&self, addr: &SocketAddr) -> Result<(), AllowError> {
         if self.0.is_empty() {
-            return crate::check_local(addr).map_err(|e| {
-                format!("{e}; start the agent with --allow naming the servers' addresses")
-            });
+            return crate::check_local(addr).map_err(AllowError::NotLocal);
         }
         // An IPv4-mapped IPv6 address is matched as the IPv4 address it is.
         let ip = addr.ip().to_canonical();
         if self.0.iter().any(|n| n.contains(&ip)) {
             Ok(())
         } else {
-            Err(format!("{addr} is not in this agent's allow-list ({self})"))
+            Err(AllowError::NotAllowed {
+                addr: *addr,
+                list: self.to_string(),
+            })
         }
     }
+}
+
+/// A list that is not one, or a target it does not allow; one line each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowError {
+    #[error("{0:?}: expected an address (10.0.0.1) or a network (10.0.0.0/24)")]
+    NotAddress(String),
+    #[error("{0:?}: a network of every address is not an allow-list; name the servers' network")]
+    Everything(String),
+    #[error("{0}; start the agent with --allow naming the servers' addresses")]
+    NotLocal(crate::NotLocal),
+    #[error("{addr} is not in this agent's allow-list ({list})")]
+    NotAllowed { addr: SocketAddr, list: String },
 }
 
 impl std::fmt::Display for AllowList {

@@ -492,7 +492,7 @@ impl Remote {
                 window_ns: p.window_ns,
                 errors: p
                     .error_kinds()
-                    .map_err(|what| a.protocol("reading a load's report", what))?,
+                    .map_err(|e| a.protocol("reading a load's report", e.to_string()))?,
                 start_offset_ns: (s - first) as u64,
             });
         }
@@ -707,9 +707,9 @@ pub(crate) fn merge(parts: &[WireReport]) -> Result<LoadReport, String> {
         add(&mut r.unanswered, p.unanswered)?;
         add(&mut r.unsent, p.unsent)?;
         r.latency
-            .add(p.latency()?)
+            .add(p.latency().map_err(|e| e.to_string())?)
             .map_err(|e| format!("histogram out of range: {e:?}"))?;
-        for (k, v) in p.error_kinds()? {
+        for (k, v) in p.error_kinds().map_err(|e| e.to_string())? {
             add(r.errors.entry(k).or_default(), v)?;
         }
         for &(k, v) in &p.bad_statuses {

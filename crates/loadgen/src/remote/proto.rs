@@ -400,26 +400,38 @@ impl WireReport {
     }
 
     /// The histogram back, or why it cannot be read.
-    pub fn latency(&self) -> Result<Histogram<u64>, String> {
+    pub fn latency(&self) -> Result<Histogram<u64>, ReportError> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(&self.latency_v2)
-            .map_err(|e| format!("histogram not base64: {e}"))?;
+            .map_err(ReportError::NotBase64)?;
         Deserializer::new()
             .deserialize(&mut &bytes[..])
-            .map_err(|e| format!("histogram not in the V2 encoding: {e:?}"))
+            .map_err(|e| ReportError::NotV2(format!("{e:?}")))
     }
 
     /// The errors by kind, or the first unknown kind's name.
-    pub fn error_kinds(&self) -> Result<BTreeMap<ErrorKind, u64>, String> {
+    pub fn error_kinds(&self) -> Result<BTreeMap<ErrorKind, u64>, ReportError> {
         self.errors
             .iter()
             .map(|(k, v)| {
                 let kind =
-                    ErrorKind::parse(k).ok_or_else(|| format!("unknown error kind {k:?}"))?;
+                    ErrorKind::parse(k).ok_or_else(|| ReportError::UnknownKind(k.clone()))?;
                 Ok((kind, *v))
             })
             .collect()
     }
+}
+
+/// Why a part of an agent's report cannot be read back; the cause is in the message.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("histogram not base64: {0}")]
+    NotBase64(base64::DecodeError),
+    /// The decoder's own description (its error has no `Display`).
+    #[error("histogram not in the V2 encoding: {0}")]
+    NotV2(String),
+    #[error("unknown error kind {0:?}")]
+    UnknownKind(String),
 }
 
 /// One end of the connection: the stream and the bytes read past the last line.

@@ -137,7 +137,7 @@ pub struct BadLatencies(pub String);
 named_enum! {
     fn label;
     /// Where a part's penalty came from.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum PenaltySource {
         /// Latencies this machine measured (`mem-latency`, core clock).

@@ -15,7 +15,7 @@ use crate::CpuSet;
 
 named_enum! {
     /// What kind of interrupt a vector is.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[derive(Hash, PartialOrd, Ord, Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum IrqKind {
         /// A device interrupt line (`irq:irq_handler_entry`): `vector` is the Linux irq

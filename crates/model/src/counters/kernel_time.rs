@@ -39,7 +39,7 @@ use super::CounterTarget;
 
 named_enum! {
     /// What the kernel spent the time on.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[derive(Hash, PartialOrd, Ord, Serialize, Deserialize)]
     #[serde(rename_all = "kebab-case")]
     pub enum KernelCause {
         /// A fault taken in user mode, resolved without I/O.

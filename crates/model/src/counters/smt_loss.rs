@@ -48,7 +48,7 @@ pub const SUM_LIMIT: f64 = 0.02;
 named_enum! {
     fn label;
     /// One part of the loss.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum LossPart {
         FrontendBound = "front-end bound",

@@ -20,7 +20,7 @@ use super::CounterTarget;
 
 named_enum! {
     /// What a system call works on.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    #[derive(Hash, PartialOrd, Ord, Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum SyscallGroup {
         /// Files and file descriptors in general (read, write, open, stat, ...).

@@ -36,7 +36,7 @@ use super::CounterValues;
 named_enum! {
     fn label;
     /// Which events the split was computed from.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum TopdownMethod {
         IntelPerfMetrics = "Intel slots and perf metrics",

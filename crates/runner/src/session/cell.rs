@@ -78,7 +78,7 @@ pub enum IrqError {
     Malformed { value: String },
     /// The placement leaves no CPU for the interrupts.
     #[error("{0}")]
-    Cpus(String),
+    Cpus(irq::NoIrqCpus),
     #[error("irq={value}: this run changes nothing on the machine, so it cannot steer interrupts")]
     NoMachine { value: String },
     #[error("irq={value}: {source}")]

@@ -65,7 +65,6 @@ pub enum SettingsError {
 
 smtlab_model::named_enum! {
     /// libpq's `sslmode` values smtlab takes (`allow`, plain first, is not one).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Ssl {
         Disable = "disable",
         Prefer = "prefer",

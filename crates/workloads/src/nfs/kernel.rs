@@ -193,6 +193,23 @@ pub struct KernelNfs {
     pub threads: Vec<i32>,
 }
 
+/// Why the kernel's NFS server did not start; one line each, the failing step's own
+/// message in it.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelNfsError {
+    #[error("unshare not found (util-linux)")]
+    NoUnshare,
+    #[error("start unshare: {0}")]
+    Spawn(std::io::Error),
+    #[error("the NFS server did not start: {why} (log: {})", .log.display())]
+    NotStarted { why: String, log: PathBuf },
+    #[error("pin nfsd thread {tid}: {error}")]
+    Pin {
+        tid: i32,
+        error: smtlab_placement::pin::PinError,
+    },
+}
+
 impl KernelNfs {
     /// Exports `dir` from a new namespace with `threads` nfsd threads pinned to `cpus`.
     pub fn start(
@@ -201,8 +218,8 @@ impl KernelNfs {
         threads: u32,
         udp: bool,
         cpus: &CpuSet,
-    ) -> Result<KernelNfs, String> {
-        let unshare = find_program("unshare").ok_or("unshare not found (util-linux)")?;
+    ) -> Result<KernelNfs, KernelNfsError> {
+        let unshare = find_program("unshare").ok_or(KernelNfsError::NoUnshare)?;
         let before = nfsd_threads();
         let mut cmd = Command::new(unshare);
         cmd.args([
@@ -224,7 +241,7 @@ impl KernelNfs {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-        let mut group = ChildGroup::spawn(&mut cmd).map_err(|e| format!("start unshare: {e}"))?;
+        let mut group = ChildGroup::spawn(&mut cmd).map_err(KernelNfsError::Spawn)?;
         let pid = group.id();
         let stdin = group.child_mut().stdin.take();
         let stdout = group.child_mut().stdout.take();
@@ -261,10 +278,7 @@ impl KernelNfs {
             let why = last(err)
                 .or_else(|| last(std::fs::read_to_string(&log).unwrap_or_default()))
                 .unwrap_or_else(|| "(no message)".into());
-            return Err(format!(
-                "the NFS server did not start: {why} (log: {})",
-                log.display()
-            ));
+            return Err(KernelNfsError::NotStarted { why, log });
         }
         drop(stderr);
         // The threads are started by the time rpc.nfsd returns; give the kernel a moment.
@@ -281,7 +295,7 @@ impl KernelNfs {
         }
         for &t in &server.threads {
             smtlab_placement::pin::set_affinity(t, cpus)
-                .map_err(|e| format!("pin nfsd thread {t}: {e}"))?;
+                .map_err(|error| KernelNfsError::Pin { tid: t, error })?;
         }
         Ok(server)
     }
@@ -414,7 +428,8 @@ mod tests {
         let before = daemons();
         let e = KernelNfs::start(&export, t.path(), 1, false, &cpus)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(e.starts_with("the NFS server did not start: "), "{e}");
         // The reason is the failing step's own message, from the log in `logs`.
         assert!(!e.contains("(no message)"), "{e}");

@@ -397,14 +397,14 @@ pub struct UserNfs {
 impl UserNfs {
     /// Serves `dir` on 127.0.0.1 (a free port) from `workers` threads, thread *i*
     /// pinned to `cpus[i % len]` (empty `cpus`: unpinned).
-    pub fn start(dir: &Path, cpus: &[u32], workers: usize) -> Result<UserNfs, String> {
+    pub fn start(dir: &Path, cpus: &[u32], workers: usize) -> std::io::Result<UserNfs> {
         let runtime = PinnedRuntime::start("smtlab-nfsu", cpus, workers)
-            .map_err(|e| format!("the NFS server: {e}"))?;
+            .map_err(|e| std::io::Error::other(format!("the NFS server: {e}")))?;
         let fs = DirFs::new(dir);
         let listener = runtime
             .runtime()
             .block_on(NFSTcpListener::bind("127.0.0.1:0", fs))
-            .map_err(|e| format!("listen on 127.0.0.1: {e}"))?;
+            .map_err(|e| std::io::Error::new(e.kind(), format!("listen on 127.0.0.1: {e}")))?;
         let port = listener.get_listen_port();
         runtime.runtime().spawn(async move {
             let _ = listener.handle_forever().await;
