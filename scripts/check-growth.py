@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Holds the line on two kinds of growth in production code (tests excluded).
 
-1. `Result<_, String>`: errors should be typed. The count may not rise above its ceiling.
+1. `Result<_, String>`: errors should be typed. The count may not rise above its ceiling,
+   and none may stand in the public API (a `pub fn`'s signature, a method of a `pub trait`,
+   a `pub` field or type): that ceiling is zero.
 2. Repeated code: runs of WINDOW consecutive substantial lines (whitespace-normalised,
    braces, blank lines, comments and `use` lines left out) that appear in more than one
    place. The number of such repeated places may not rise above its ceiling.
@@ -19,7 +21,8 @@ import re
 import sys
 from collections import defaultdict
 
-RESULT_STRING_CEILING = 64
+RESULT_STRING_CEILING = 63
+PUBLIC_RESULT_STRING_CEILING = 0
 REPEATED_PLACES_CEILING = 11
 WINDOW = 6
 LONG_FUNCTION_LINES = 120
@@ -28,6 +31,9 @@ MODULE_CIRCLES_CEILING = 0
 
 FN_START = re.compile(r"^(\s*)(pub(\([a-z]+\))? )?(const )?(async )?(unsafe )?fn (\w+)")
 RESULT_STRING = re.compile(r"Result<[^;{]*,\s*String>")
+ITEM = re.compile(r"^(\s*)(pub(\([^)]*\))? )?((const|async|unsafe|extern \"C\") )*fn \w+")
+PUB_FIELD_OR_TYPE = re.compile(r"^\s*pub (type )?\w+\s*[:=]")
+PUB_TRAIT = re.compile(r"^(\s*)pub trait \w+")
 TRIVIAL = re.compile(r"^(\}|\{|\)|\];?|\);?|\},?|\)\)?;?|\}\)?;?|else \{|\} else \{|Ok\(\(\)\)|None|_ => \{\}|)$")
 
 
@@ -61,6 +67,35 @@ def production_lines(path):
             if line.strip().startswith("#[cfg(test)]"):
                 return
             yield number, line
+
+
+def public_result_strings(path):
+    """(line, text) of each `Result<_, String>` in the file's public API: in the
+    signature of a `pub fn` or of a method declared in a `pub trait`, or in a `pub`
+    field or type."""
+    lines = list(production_lines(path))
+    found = []
+    trait_close = None
+    for i, (number, line) in enumerate(lines):
+        if trait_close is None and (t := PUB_TRAIT.match(line)):
+            trait_close = t.group(1) + "}"
+        elif trait_close is not None and line.rstrip() == trait_close:
+            trait_close = None
+        if not RESULT_STRING.search(line):
+            continue
+        if PUB_FIELD_OR_TYPE.match(line):
+            found.append((number, line.strip()))
+            continue
+        # The function whose signature holds the line: no body opened in between.
+        for _, before in reversed(lines[: i + 1]):
+            item = ITEM.match(before)
+            if item:
+                if item.group(2) == "pub " or (trait_close is not None and item.group(2) is None):
+                    found.append((number, line.strip()))
+                break
+            if before.rstrip().endswith("{") and before is not line:
+                break
+    return found
 
 
 def substantial(line):
@@ -183,10 +218,12 @@ def strongly_connected(edges):
 def main():
     show = "--print" in sys.argv
     result_string = []
+    public_result_string = []
     windows = defaultdict(list)
     long = []
     for path in sorted(production_files()):
         long += [f"{path}:{n}: fn {name}: {length} lines" for n, name, length in long_functions(path)]
+        public_result_string += [f"{path}:{n}: {t}" for n, t in public_result_strings(path)]
         kept = []
         for number, line in production_lines(path):
             if RESULT_STRING.search(line):
@@ -209,6 +246,7 @@ def main():
     circles = module_circles()
     if show:
         print("\n".join(result_string))
+        print("\n".join("public: " + r for r in public_result_string))
         print("\n".join("circle: " + c for c in circles))
         print("\n".join(long))
         for group in repeated:
@@ -216,6 +254,7 @@ def main():
     failed = False
     for what, count, ceiling in (
         ("Result<_, String> in production code", len(result_string), RESULT_STRING_CEILING),
+        ("of them in the public API", len(public_result_string), PUBLIC_RESULT_STRING_CEILING),
         ("places repeating another's code", len(places), REPEATED_PLACES_CEILING),
         (f"functions over {LONG_FUNCTION_LINES} lines", len(long), LONG_FUNCTIONS_CEILING),
         ("module circles inside a crate", len(circles), MODULE_CIRCLES_CEILING),

@@ -101,7 +101,7 @@ pub fn in_states<T>(
     found: &Topology,
     items: Vec<T>,
     state: impl Fn(&T) -> SmtState,
-    mut turn: impl FnMut(T, SmtState, Result<&Topology, String>) -> Result<Ended, ExperimentError>,
+    mut turn: impl FnMut(T, SmtState, Result<&Topology, NotEntered>) -> Result<Ended, ExperimentError>,
 ) -> Result<Ended, ExperimentError> {
     let mut switch = None;
     let mut refusal: Option<String> = None;
@@ -127,9 +127,16 @@ pub fn in_states<T>(
         let entered = match (&mut switch, &refusal) {
             (Some(sw), _) => sw
                 .set(on)
-                .map_err(|e| format!("cannot switch SMT {}: {e}", st.name()))
-                .and_then(|()| machine.topology().map_err(|e| e.to_string())),
-            (None, why) => Err(why.clone().unwrap_or_default()),
+                .map_err(|e| NotEntered::Switch {
+                    state: st.name(),
+                    why: e.to_string(),
+                })
+                .and_then(|()| {
+                    machine
+                        .topology()
+                        .map_err(|e| NotEntered::Topology(e.to_string()))
+                }),
+            (None, why) => Err(NotEntered::Refused(why.clone().unwrap_or_default())),
         };
         ended = turn(item, st, entered.as_ref().map_err(Clone::clone))?;
         if ended == Ended::Stopped {
@@ -141,6 +148,20 @@ pub fn in_states<T>(
             .map_err(|e| ExperimentError::input(format!("cannot put the SMT state back: {e}")))?;
     }
     Ok(ended)
+}
+
+/// Why a turn's SMT state could not be entered; one line each, the machine's or the
+/// kernel's own words in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotEntered {
+    /// This machine cannot switch SMT (no root, no writable smt/control, ...).
+    #[error("{0}")]
+    Refused(String),
+    #[error("cannot switch SMT {state}: {why}")]
+    Switch { state: &'static str, why: String },
+    /// The topology in the new state could not be read.
+    #[error("{0}")]
+    Topology(String),
 }
 
 /// Measures `groups` through the engine's sessions, each in the SMT state its keys say
@@ -164,7 +185,7 @@ pub fn measure_groups(
         |group, st, topo| {
             let topo = match topo {
                 Ok(t) => t,
-                Err(why) => return Ok(skip_all(&group, st, &why, sink)),
+                Err(why) => return Ok(skip_all(&group, st, &why.to_string(), sink)),
             };
             let group = match st {
                 SmtState::AsFound => group,
@@ -332,7 +353,10 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(reasons[0].contains("notsupported"), "{reasons:?}");
+        assert!(
+            matches!(&reasons[0], NotEntered::Refused(why) if why.contains("notsupported")),
+            "{reasons:?}"
+        );
     }
 
     #[test]
