@@ -46,6 +46,8 @@ pub struct RunSaver<'a> {
     pub error: Option<anyhow::Error>,
     /// The time left, from the plan and the pace of the cells done so far.
     eta: Eta,
+    /// Each skip reason in full once.
+    skipped_lines: render::run::SkippedLines,
     started: Instant,
 }
 
@@ -87,7 +89,7 @@ impl SessionObserver for RunSaver<'_> {
 
     fn skipped(&mut self, s: &SkippedCell) -> ControlFlow<()> {
         if self.lines {
-            say(self.bar, render::run::skipped_line(s, term_layout()));
+            say(self.bar, self.skipped_lines.line(s, term_layout()));
         }
         if let Err(e) = self.store.save_skipped(self.run_id, s) {
             self.error = Some(e.into());
@@ -164,6 +166,7 @@ impl<'a> RunSaver<'a> {
             skipped: 0,
             error: None,
             eta: Eta::new(estimate),
+            skipped_lines: Default::default(),
             started: Instant::now(),
         }
     }

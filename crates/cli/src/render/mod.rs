@@ -95,6 +95,28 @@ mod live_tests {
     }
 
     #[test]
+    fn a_skip_reason_is_said_in_full_once_per_run() {
+        let r = testdata::results(1);
+        let first = r.skipped[0].clone();
+        let mut same = first.clone();
+        same.key.benchmark = "mem-write".into();
+        let mut other = first.clone();
+        other.reason = "another reason".into();
+        for layout in [Layout::fixed(80), Layout::plain()] {
+            let mut lines = super::run::SkippedLines::default();
+            let full = lines.line(&first, layout);
+            assert!(full.contains(&first.reason[..20]), "{full}");
+            let again = lines.line(&same, layout);
+            assert_eq!(again.lines().count(), 1, "{again}");
+            assert!(again.starts_with("mem-write") && again.ends_with("skipped (as above)"));
+            assert!(!again.contains(&first.reason[..20]), "{again}");
+            assert!(widest(&again) <= 80, "{again}");
+            let new = lines.line(&other, layout);
+            assert!(new.contains("another reason"), "{new}");
+        }
+    }
+
+    #[test]
     fn run_lines_fit_80_columns() {
         let text = run_lines(Layout::fixed(80));
         assert!(widest(&text) <= 80, "{text}");

@@ -143,3 +143,34 @@ pub fn skipped_line(s: &SkippedCell, layout: Layout) -> String {
     let line = COLUMNS.line(&[&s.key.benchmark, &s.key.placement, &params, &what]);
     line.trim_end_matches('\n').to_string()
 }
+
+/// The skipped cells' lines of one run: a reason in full the first time, and a cell
+/// skipped for the very same reason later on one line, `skipped (as above)`. On a small
+/// machine every server workload is skipped on the same placements for want of a client
+/// CPU, and the same three lines thirty times over hide the figures.
+#[derive(Debug, Default)]
+pub struct SkippedLines {
+    shown: std::collections::HashSet<String>,
+}
+
+impl SkippedLines {
+    pub fn line(&mut self, s: &SkippedCell, layout: Layout) -> String {
+        if self.shown.insert(s.reason.clone()) {
+            return skipped_line(s, layout);
+        }
+        let params = params_text(&s.key.flat_params());
+        let (columns, benchmark, placement, params) = if narrow(layout) {
+            let cut = (shorten(&s.key.benchmark, 16), shorten(&s.key.placement, 6));
+            (NARROW, cut.0, cut.1, shorten(&params, 16))
+        } else {
+            (
+                COLUMNS,
+                s.key.benchmark.clone(),
+                s.key.placement.clone(),
+                params,
+            )
+        };
+        let line = columns.line(&[&benchmark, &placement, &params, "skipped (as above)"]);
+        line.trim_end_matches('\n').to_string()
+    }
+}
