@@ -117,6 +117,11 @@ fn ops_on(first: u32, second: Option<u32>, window: Duration) -> Result<u64, Prob
 pub const QUICK_WINDOW: Duration = Duration::from_millis(10);
 /// The most CPUs [`start_note`] pairs with the first (a second or so in all).
 pub const QUICK_PAIRS: usize = 16;
+/// The window with which [`start_note`] measures again a pair the quick probe found
+/// behaving as siblings (`topo --probe-siblings`'s default), before saying so: the
+/// host's own load can halve a vCPU's speed for the few tens of milliseconds the quick
+/// probe takes.
+pub const CONFIRM_WINDOW: Duration = Duration::from_millis(100);
 
 /// The line a run starts with on a virtual machine that shows no SMT but has CPUs that
 /// behave as siblings (a quick probe of the first CPU with up to [`QUICK_PAIRS`]
@@ -130,7 +135,31 @@ pub fn start_note(machine: &dyn crate::machine::Machine, topo: &Topology) -> Opt
     let mut probed = topo.clone();
     probed.cpus = topo.cpus.iter().take(QUICK_PAIRS + 1).collect();
     let figures = probe(&probed, QUICK_WINDOW).ok()?;
-    hidden_note(&findings(&figures), topo.cpus.iter().next()?)
+    let first = topo.cpus.iter().next()?;
+    let again = |cpu: u32| {
+        let mut pair = topo.clone();
+        pair.cpus = [first, cpu].into_iter().collect();
+        probe(&pair, CONFIRM_WINDOW).ok()?.first().copied()
+    };
+    hidden_note(&confirmed(findings(&figures), again), first)
+}
+
+/// The hidden siblings of `found` that a second, longer measurement of the pair
+/// (`again`, `None` where it could not run) still finds behaving as siblings, with that
+/// measurement's figure; the other findings as they are.
+pub fn confirmed(found: Vec<Finding>, again: impl Fn(u32) -> Option<PairFigure>) -> Vec<Finding> {
+    found
+        .into_iter()
+        .filter_map(|f| {
+            if !f.hidden_sibling {
+                return Some(f);
+            }
+            let figure = again(f.figure.cpu)?;
+            figure
+                .behaves_as_siblings()
+                .then_some(Finding { figure, ..f })
+        })
+        .collect()
 }
 
 /// One line naming the pairs of `findings` that behave as siblings the topology hides.
@@ -227,6 +256,31 @@ mod tests {
         );
         assert!(!note.contains("CPU 3") && !note.contains(", 3"), "{note}");
         assert_eq!(hidden_note(&findings(&[fig(1, 1.0, false)]), 0), None);
+    }
+
+    /// A quick probe's hidden sibling is said only when the longer measurement of the
+    /// pair agrees, with the longer one's figure.
+    #[test]
+    fn a_hidden_sibling_is_said_only_once_measured_again() {
+        let found = findings(&[fig(1, 2.11, false), fig(2, 1.8, false), fig(3, 1.01, true)]);
+        let again = |cpu| match cpu {
+            1 => Some(fig(1, 0.99, false)),
+            2 => Some(fig(2, 1.74, false)),
+            _ => None,
+        };
+        let kept = confirmed(found.clone(), again);
+        let hidden: Vec<(u32, f64)> = kept
+            .iter()
+            .filter(|f| f.hidden_sibling)
+            .map(|f| (f.figure.cpu, f.figure.slowdown))
+            .collect();
+        assert_eq!(hidden, vec![(2, 1.74)]);
+        // The topology's siblings that ran apart are kept as found.
+        assert!(kept.iter().any(|f| !f.hidden_sibling && f.figure.cpu == 3));
+        // A pair that cannot be measured again is not said.
+        assert!(confirmed(found, |_| None).iter().all(|f| !f.hidden_sibling));
+        let note = hidden_note(&kept, 0).unwrap();
+        assert!(note.starts_with("CPU 0 and CPU 2 (1.74x)"), "{note}");
     }
 
     #[test]
