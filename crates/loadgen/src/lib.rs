@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smtlab_bench::client::ClientSide;
+use smtlab_placement::workers::{Job, Workers};
 
 mod engine;
 pub mod http;
@@ -243,15 +244,12 @@ pub struct NotLocal {
     pub addr: SocketAddr,
 }
 
-type Job = Box<dyn FnOnce() + Send>;
-
 /// Client threads that live across loads: started once (for a workload, from its
 /// [`ClientSide`] spawner, so the server's counters never see them), then given one
 /// load after another.
 #[derive(Debug, Default)]
 pub struct ClientPool {
-    senders: Vec<std::sync::mpsc::Sender<Job>>,
-    handles: Vec<std::thread::JoinHandle<()>>,
+    workers: Workers<Job>,
 }
 
 impl ClientPool {
@@ -262,32 +260,27 @@ impl ClientPool {
         }
         let mut pool = ClientPool::default();
         for t in 0..threads {
-            let (tx, rx) = std::sync::mpsc::channel::<Job>();
-            let body = move || {
+            let name = format!("smtlab-load-{t}");
+            let spawn = |body: Job| match pin {
+                Pinning::Client(c) => c.spawn(&name, Some(c.cpu_for_thread(t)), body),
+                Pinning::Cpus(cpus) if !cpus.is_empty() => {
+                    smtlab_placement::pin::spawn_pinned(Some(cpus[t % cpus.len()]), name, body)
+                }
+                _ => std::thread::Builder::new().name(name).spawn(body),
+            };
+            pool.workers.add(spawn, |jobs| {
                 // The kernel may otherwise end this thread's timed waits up to 50 us
                 // late (timer slack), lateness an open loop would count as latency.
                 // SAFETY: prctl with integer arguments, for the calling thread only.
                 unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, libc::c_ulong::from(1u8)) };
-                for job in rx {
-                    job();
-                }
-            };
-            let name = format!("smtlab-load-{t}");
-            let h = match pin {
-                Pinning::Client(c) => c.spawn(&name, Some(c.cpu_for_thread(t)), body)?,
-                Pinning::Cpus(cpus) if !cpus.is_empty() => {
-                    smtlab_placement::pin::spawn_pinned(Some(cpus[t % cpus.len()]), name, body)?
-                }
-                _ => std::thread::Builder::new().name(name).spawn(body)?,
-            };
-            pool.senders.push(tx);
-            pool.handles.push(h);
+                jobs.into_iter().for_each(|job: Job| job());
+            })?;
         }
         Ok(pool)
     }
 
     pub fn threads(&self) -> usize {
-        self.senders.len()
+        self.workers.len()
     }
 
     /// Runs one load on the first `cfg.threads` threads and merges what they counted.
@@ -346,9 +339,9 @@ impl ClientPool {
                 }));
                 let _ = done.send(r);
             });
-            self.senders[t]
-                .send(job)
-                .map_err(|_| LoadError::Thread("a client thread has stopped".into()))?;
+            if !self.workers.send(t, job) {
+                return Err(LoadError::Thread("a client thread has stopped".into()));
+            }
         }
         drop(done_tx);
         let mut parts = Vec::with_capacity(cfg.threads);
@@ -367,15 +360,6 @@ impl ClientPool {
             return Err(LoadError::Thread("a client thread has stopped".into()));
         }
         Ok(LoadReport::merge(parts))
-    }
-}
-
-impl Drop for ClientPool {
-    fn drop(&mut self) {
-        self.senders.clear();
-        for h in self.handles.drain(..) {
-            let _ = h.join();
-        }
     }
 }
 

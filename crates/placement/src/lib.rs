@@ -25,6 +25,8 @@
 //!    calls sit behind the [`pin::Affinity`] trait.
 //!    With the `tokio` feature, [`runtime::PinnedRuntime`] is a tokio runtime whose worker
 //!    threads are pinned the same way (the servers that run on tokio).
+//! 6. [`workers::Workers`] owns threads fed by a queue each (a load generator's client
+//!    threads, a client side's helper threads), closing and joining them when dropped.
 //!
 //! ## Which CPUs a placement takes
 //!
@@ -80,6 +82,7 @@ mod resolve;
 #[cfg(feature = "tokio")]
 pub mod runtime;
 mod spec;
+pub mod workers;
 
 pub use client::{ClientError, ClientRule, RemoteClients, Token, TokenError, client_cpus};
 pub use resolve::{distinct, resolve, standard_placements};

@@ -63,12 +63,12 @@ pub(crate) fn tps_info(
 /// from the [`ClientSide`]'s spawner, so its children are not counted as the server's.
 pub(crate) struct ClientRunner {
     cpus: CpuSet,
-    thread: crate::workers::Workers<crate::workers::Job>,
+    thread: smtlab_placement::workers::Workers<smtlab_placement::workers::Job>,
 }
 
 impl ClientRunner {
     pub(crate) fn start(client: &ClientSide, name: &str) -> io::Result<ClientRunner> {
-        let mut thread = crate::workers::Workers::default();
+        let mut thread = smtlab_placement::workers::Workers::default();
         thread.add_runner(|body| client.spawn(name, None, body), || true)?;
         Ok(ClientRunner {
             cpus: client.cpus().clone(),

@@ -176,32 +176,34 @@ pub(crate) type Work = (u64, mpsc::Sender<Result<Stats, String>>);
 /// The client threads of a load-file replay, shared by dbench and tbench, whose clients
 /// take their work the same way: each replays until the end time it is handed and
 /// replies with its stats.
-pub(crate) type Clients = crate::workers::Workers<Work>;
+pub(crate) type Clients = smtlab_placement::workers::Workers<Work>;
 
-impl Clients {
-    /// Lets every client replay for `duration_ns` from now and merges what they did;
-    /// returns it with the time from the start until the last client finished.
-    pub(crate) fn sample(&self, bench: &str, duration_ns: u64) -> Result<(Stats, u64), BenchError> {
-        let check = |reason: String| BenchError::check(bench, reason);
-        let (tx, rx) = mpsc::channel();
-        let t0 = now_ns();
-        let end = t0 + duration_ns;
-        for k in 0..self.len() {
-            if !self.send(k, (end, tx.clone())) {
-                return Err(check("a client has stopped".into()));
-            }
+/// Lets every client replay for `duration_ns` from now and merges what they did;
+/// returns it with the time from the start until the last client finished.
+pub(crate) fn replay_sample(
+    clients: &Clients,
+    bench: &str,
+    duration_ns: u64,
+) -> Result<(Stats, u64), BenchError> {
+    let check = |reason: String| BenchError::check(bench, reason);
+    let (tx, rx) = mpsc::channel();
+    let t0 = now_ns();
+    let end = t0 + duration_ns;
+    for k in 0..clients.len() {
+        if !clients.send(k, (end, tx.clone())) {
+            return Err(check("a client has stopped".into()));
         }
-        drop(tx);
-        let mut total = Stats::new();
-        for _ in 0..self.len() {
-            match rx.recv() {
-                Ok(Ok(s)) => total.merge(s),
-                Ok(Err(e)) => return Err(check(e)),
-                Err(_) => return Err(check("a client stopped during the sample".into())),
-            }
-        }
-        Ok((total, now_ns().saturating_sub(t0).max(1)))
     }
+    drop(tx);
+    let mut total = Stats::new();
+    for _ in 0..clients.len() {
+        match rx.recv() {
+            Ok(Ok(s)) => total.merge(s),
+            Ok(Err(e)) => return Err(check(e)),
+            Err(_) => return Err(check("a client stopped during the sample".into())),
+        }
+    }
+    Ok((total, now_ns().saturating_sub(t0).max(1)))
 }
 
 pub struct DbenchInstance {
@@ -258,7 +260,7 @@ impl DbenchInstance {
 
 impl Instance for DbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
-        let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
+        let (mut total, elapsed_ns) = replay_sample(&self.clients, NAME, self.duration_ns)?;
         if total.bytes() == 0 {
             return Err(BenchError::check(
                 NAME,

@@ -44,7 +44,6 @@ pub mod sdet;
 pub mod trade;
 pub mod utilisation;
 pub mod web;
-pub mod workers;
 
 /// Whether smtlab runs as root (servers then drop to an unprivileged user).
 pub(crate) fn is_root() -> bool {

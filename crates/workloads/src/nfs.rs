@@ -454,7 +454,7 @@ impl Server {
 /// The client threads, started once from the client side (thread k on the client's
 /// CPU for thread k, joined to the server's namespace when there is one) and given one
 /// load after another.
-pub type Clients = crate::workers::Workers<crate::workers::Job>;
+pub type Clients = smtlab_placement::workers::Workers<smtlab_placement::workers::Job>;
 
 /// Starts the `n` threads of [`Clients`].
 pub fn start_clients(

@@ -394,7 +394,7 @@ pub fn db_config(port: u16) -> smtlab_trade::DbConfig {
 struct Database {
     server: PgServer,
     // Dropped after the server: the thread ends once the server has stopped.
-    _holder: Option<crate::workers::Workers<crate::workers::Job>>,
+    _holder: Option<smtlab_placement::workers::Workers<smtlab_placement::workers::Job>>,
 }
 
 impl Database {
@@ -404,7 +404,7 @@ impl Database {
         install: PgInstall,
         settings: PgSettings,
     ) -> Result<Database, BenchError> {
-        let mut holder = crate::workers::Workers::default();
+        let mut holder = smtlab_placement::workers::Workers::default();
         holder
             .add_runner(|body| client.spawn("smtlab-trade-db", None, body), || true)
             .map_err(|e| BenchError::io(NAME, "start the database thread on the client CPUs", e))?;

@@ -30,6 +30,7 @@ use crate::dbench::load::{LoadFile, Op};
 use crate::dbench::replay::Stats;
 use crate::dbench::{
     Clients, Work, clients_and_duration, clients_sweep, load_for, load_params, load_sample,
+    replay_sample,
 };
 
 const NAME: &str = "tbench";
@@ -289,7 +290,7 @@ struct TbenchInstance {
 
 impl Instance for TbenchInstance {
     fn sample(&mut self, _iterations: u64) -> Result<RawSample, BenchError> {
-        let (mut total, elapsed_ns) = self.clients.sample(NAME, self.duration_ns)?;
+        let (mut total, elapsed_ns) = replay_sample(&self.clients, NAME, self.duration_ns)?;
         if total.bytes() == 0 {
             return Err(BenchError::check(
                 NAME,

@@ -1,6 +1,7 @@
-//! [`Workers`]: threads that each take messages from a queue of their own (a load's
-//! client threads, a client-side thread that runs or holds what a cell needs apart from
-//! its placement), closed and joined when dropped.
+//! [`Workers`]: threads that each take messages from a queue of their own (a load
+//! generator's client threads, a client-side thread that runs or holds what a cell
+//! needs apart from its placement), closed and joined when dropped. The caller starts
+//! each thread (pinned, or through a client side's spawner); this only owns the queues.
 
 use std::io;
 use std::sync::mpsc;
@@ -28,7 +29,7 @@ impl<M> Default for Workers<M> {
 impl<M: Send + 'static> Workers<M> {
     /// Adds a thread, which `spawn` starts with the body it is handed (from a client
     /// side's spawner, say): `run` over the thread's queue.
-    pub(crate) fn add(
+    pub fn add(
         &mut self,
         spawn: impl FnOnce(Job) -> io::Result<JoinHandle<()>>,
         run: impl FnOnce(mpsc::Receiver<M>) + Send + 'static,
@@ -39,19 +40,23 @@ impl<M: Send + 'static> Workers<M> {
     }
 
     /// Hands `m` to thread `k`; `false` when that thread has stopped.
-    pub(crate) fn send(&self, k: usize, m: M) -> bool {
+    pub fn send(&self, k: usize, m: M) -> bool {
         self.threads[k].0.send(m).is_ok()
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.threads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
     }
 }
 
 impl Workers<Job> {
     /// Adds a thread that runs the jobs it is handed once `ready` holds; one whose
     /// `ready` fails runs none, so their answers never come.
-    pub(crate) fn add_runner(
+    pub fn add_runner(
         &mut self,
         spawn: impl FnOnce(Job) -> io::Result<JoinHandle<()>>,
         ready: impl FnOnce() -> bool + Send + 'static,
@@ -65,7 +70,7 @@ impl Workers<Job> {
 
     /// Runs `f` on thread `k`; its answer comes on the receiver (none when that thread
     /// could not run it).
-    pub(crate) fn run_on<T: Send + 'static>(
+    pub fn run_on<T: Send + 'static>(
         &self,
         k: usize,
         f: impl FnOnce() -> T + Send + 'static,
@@ -78,6 +83,14 @@ impl Workers<Job> {
             }),
         );
         rx
+    }
+}
+
+impl<M> std::fmt::Debug for Workers<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workers")
+            .field("threads", &self.threads.len())
+            .finish()
     }
 }
 
