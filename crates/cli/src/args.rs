@@ -276,6 +276,26 @@ pub struct DbArg {
     pub db: Option<PathBuf>,
 }
 
+/// `--smt` of the commands that measure cells (`bench`, `run`, `exec`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct SmtStatesArg {
+    /// Measure with SMT off and with SMT on (`off,on`, `on,off`, `both` or one state),
+    /// the states taking turns (per benchmark; `exec`: per placement); the state found
+    /// is always put back. Needs root and a switchable smt/control, else the current
+    /// state only.
+    #[arg(long, value_delimiter = ',', value_name = "STATES")]
+    pub smt: Vec<String>,
+}
+
+/// `--export-markdown` of the commands that show cells (`bench`, `run`, `report`, `exec`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct MarkdownArg {
+    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
+    /// standard output, in place of what the command prints).
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 pub struct TopoArgs {
     #[command(flatten)]
@@ -377,17 +397,12 @@ pub struct BenchArgs {
     pub counters: bool,
     #[command(flatten)]
     pub events: EventsArgs,
-    /// Measure with SMT off and with SMT on in one run (`off,on`, `on,off`, `both` or
-    /// one state), the states taking turns per benchmark; the state found is always put
-    /// back. Needs root and a switchable smt/control, else the current state only.
-    #[arg(long, value_delimiter = ',', value_name = "STATES")]
-    pub smt: Vec<String>,
+    #[command(flatten)]
+    pub smt: SmtStatesArg,
     #[command(flatten)]
     pub client: ClientArgs,
-    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
-    /// standard output, in place of the tables).
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    pub markdown: MarkdownArg,
     /// Also store the cells, each as it is measured, as a run (suite `bench`) in this
     /// results database (a file, or postgresql://user@host/db), for `report` and
     /// `compare`. Without it `bench` stores nothing.
@@ -418,11 +433,8 @@ pub struct RunArgs {
     /// cells. A literal comma is written `\,`.
     #[arg(long = "param", value_name = "K=V[,V...]")]
     pub params: Vec<String>,
-    /// Measure every cell with SMT off and with SMT on (`off,on`, `on,off`, `both` or
-    /// one state), the states taking turns per benchmark; the state found is always put
-    /// back. Needs root and a switchable smt/control, else the current state only.
-    #[arg(long, value_delimiter = ',', value_name = "STATES")]
-    pub smt: Vec<String>,
+    #[command(flatten)]
+    pub smt: SmtStatesArg,
     #[command(flatten)]
     pub db: DbArg,
     /// Finish an interrupted run: the newest unfinished one, or the RUN given.
@@ -459,10 +471,8 @@ pub struct RunArgs {
     /// is stored.
     #[arg(long, conflicts_with_all = ["resume", "json", "export_markdown"])]
     pub dry_run: bool,
-    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
-    /// standard output, in place of the lines per cell).
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    pub markdown: MarkdownArg,
 }
 
 /// A run label, checked before anything is measured.
@@ -508,10 +518,8 @@ pub struct ReportArgs {
     /// self-contained HTML report.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
-    /// standard output, in place of the summary).
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    pub markdown: MarkdownArg,
     /// Also write the /proc/stat time series of every cell counted with --counters as
     /// CSV to FILE (`-` for standard output, in place of the summary): one row per
     /// sampling interval, user/nice/system/irq/softirq/iowait/idle/steal ticks.
@@ -584,11 +592,8 @@ pub struct ExecArgs {
     /// without SMT, 1c1t and 2c1t.
     #[arg(short = 'p', long, value_name = "LIST")]
     pub placements: Vec<String>,
-    /// Run the command with SMT off and with SMT on (`off,on`, `on,off`, `both` or one
-    /// state), the states taking turns per placement; the state found is always put
-    /// back. Needs root and a switchable smt/control, else the current state only.
-    #[arg(long, value_delimiter = ',', value_name = "STATES")]
-    pub smt: Vec<String>,
+    #[command(flatten)]
+    pub smt: SmtStatesArg,
     #[command(flatten)]
     pub runs: CommandRunsArgs,
     #[command(flatten)]
@@ -602,10 +607,8 @@ pub struct ExecArgs {
     /// Print the run as stored (smtlab.results/1 JSON) instead of the table and verdict.
     #[arg(long)]
     pub json: bool,
-    /// Also write the cells as a Markdown table with their speed-ups to FILE (`-` for
-    /// standard output, in place of the table and verdict).
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
+    #[command(flatten)]
+    pub markdown: MarkdownArg,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -103,7 +103,7 @@ pub use disturbance::Disturbance;
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use result::{AtLimit, CellResult, ConfigError, LimitKind, Round, RunConfig};
 pub use run::{
-    CellKey, CellRecord, EMULATED_HOST_ID_PREFIX, EMULATED_MODEL_PREFIX, Environment,
+    CellKey, CellRecord, EMULATED_HOST_ID_PREFIX, EMULATED_MODEL_PREFIX, Environment, Handoff,
     RESULTS_SCHEMA, RunMeta, RunResults, RunStatus, SkippedCell,
 };
 pub use topology::{

@@ -43,6 +43,45 @@ pub struct Environment {
     /// cannot be measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_clock_ghz: Option<f64>,
+    /// How long a cache line took from the first online CPU to each of up to 16 others,
+    /// measured at the run's start ([`Handoff`]): what the CPUs really share. Empty
+    /// before it was recorded, on a fake machine and where the CPUs cannot be pinned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_handoff: Vec<Handoff>,
+}
+
+/// One CPU pair's cache-line handoff (one way, the quickest of a few short batches of
+/// round trips), in nanoseconds. SMT siblings hand a line over through their core's own
+/// caches, cores of one die through its last-level cache, and anything further through
+/// the interconnect: each step costs several times the one before. A virtual machine's
+/// topology shows none of it, and its host may move the vCPUs between runs, so two
+/// runs whose handoffs differ by [`HANDOFF_CHANGE`] or more ran on CPUs that share
+/// differently: not one setup.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Handoff {
+    pub from_cpu: u32,
+    pub to_cpu: u32,
+    pub ns: f64,
+}
+
+/// The factor by which one pair's handoff must differ between two runs for their CPUs
+/// to count as sharing differently: the steps between siblings, one die and the
+/// interconnect are each several times apart, while a pair measured again moves by tens
+/// of percent at most.
+pub const HANDOFF_CHANGE: f64 = 2.0;
+
+/// The pairs measured in both `a` and `b` whose handoff differs by [`HANDOFF_CHANGE`] or
+/// more, as (A's, B's), in A's order.
+pub fn handoff_changes(a: &[Handoff], b: &[Handoff]) -> Vec<(Handoff, Handoff)> {
+    a.iter()
+        .filter_map(|x| {
+            let y = b
+                .iter()
+                .find(|y| y.from_cpu == x.from_cpu && y.to_cpu == x.to_cpu)?;
+            let ratio = (x.ns / y.ns).max(y.ns / x.ns);
+            (ratio >= HANDOFF_CHANGE).then_some((*x, *y))
+        })
+        .collect()
 }
 
 /// How the host id of a run on an emulated machine (`--fake-machine`) starts.
@@ -334,5 +373,45 @@ impl RunResults {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(to_cpu: u32, ns: f64) -> Handoff {
+        Handoff {
+            from_cpu: 0,
+            to_cpu,
+            ns,
+        }
+    }
+
+    #[test]
+    fn handoffs_change_only_by_the_factor_of_another_sharing() {
+        // One die's cache (25 ns) against the interconnect (246 ns): measured on one
+        // host before and after it moved the guest's vCPUs apart.
+        let a = [pair(1, 25.0), pair(2, 40.0), pair(3, 100.0)];
+        let b = [pair(1, 246.0), pair(2, 52.0), pair(3, 49.0)];
+        let changed = handoff_changes(&a, &b);
+        assert_eq!(changed, vec![(a[0], b[0]), (a[2], b[2])]);
+        // Noise of tens of percent is one setup; a pair measured on one side only is
+        // not compared.
+        assert!(handoff_changes(&a[..2], &[pair(1, 37.0), pair(2, 30.0)]).is_empty());
+        assert!(handoff_changes(&a, &[pair(7, 1000.0)]).is_empty());
+        assert!(handoff_changes(&[], &b).is_empty());
+    }
+
+    #[test]
+    fn an_environment_stored_before_handoffs_reads_as_none_measured() {
+        let old = r#"{"tool_version":"0.1.0","git_commit":null,"hostname":"h","kernel":null,
+            "cpu_model":null,"microcode":null,"smt_control":null,"virtualization":null,
+            "governor":null,"boost":null,"clocksource":null,"perf_event_paranoid":null,
+            "online_cpus":"0-1"}"#;
+        let e: Environment = serde_json::from_str(old).unwrap();
+        assert!(e.cpu_handoff.is_empty());
+        let back = serde_json::to_string(&e).unwrap();
+        assert!(!back.contains("cpu_handoff"), "{back}");
     }
 }

@@ -31,8 +31,10 @@
 //!   them at once are corrected with Benjamini and Hochberg's method
 //!   ([`benjamini_hochberg`], what `compare` uses).
 //! * the geometric mean of several ratios with an interval ([`geomean_ci_with`]) is the
-//!   exponential of the mean of their logarithms and of its Student-t 95% interval
-//!   (`n - 1` degrees of freedom): the ratios are treated as a sample of benchmarks.
+//!   exponential of the mean of their logarithms and of its Student-t 95% interval:
+//!   the ratios are treated as a sample of workloads, a workload's ratios on several
+//!   placements as one draw (a cluster-robust variance, workloads less one degrees of
+//!   freedom).
 //! * the 95% interval of a median ([`median_ci95`]) is the distribution-free one from
 //!   order statistics: `[x(k), x(n+1-k)]` (1-based, sorted) with the largest `k` whose
 //!   binomial tail `P(B <= k-1)`, `B ~ Binomial(n, 1/2)`, is at most 2.5%; it exists
@@ -212,7 +214,8 @@ pub fn geomean(xs: &[f64]) -> Option<f64> {
 pub struct GeoMeanCi {
     /// `exp(mean(ln r))`.
     pub geomean: f64,
-    /// `exp(mean(ln r) -/+ t(0.975, n-1) * sd(ln r) / sqrt(n))`; `None` below two ratios.
+    /// `exp(mean(ln r) -/+ t(0.975, G-1) * se)`, `se` the cluster-robust standard error
+    /// over `G` workloads; `None` below two workloads.
     pub ci95_low: Option<f64>,
     pub ci95_high: Option<f64>,
     /// How many ratios went in.
@@ -266,25 +269,30 @@ fn satterthwaite(v: f64, df: f64, extra: &Extra) -> f64 {
 }
 
 /// The geometric mean of `ratios` with a Student-t 95% interval on their logarithms:
-/// the ratios are a sample of benchmarks, and the interval says where the typical
-/// ratio lies (it includes 1 when the runs are not shown to differ). `None` when empty
-/// or when a ratio is not positive and finite.
+/// the ratios are a sample of workloads, and the interval says where the typical ratio
+/// lies (it includes 1 when the runs are not shown to differ). `None` when empty or
+/// when a ratio is not positive and finite.
 ///
-/// `extra` is added to the variance of the mean of the logarithms (a random-effects
-/// combination: `var = s^2/n + extra`, degrees of freedom by Welch-Satterthwaite), for
-/// a level every ratio shares that the ratios' own scatter cannot see (two runs'
-/// machine-wide difference); [`Extra::NONE`] for none.
-pub fn geomean_ci_with(ratios: &[f64], extra: &Extra) -> Option<GeoMeanCi> {
-    if ratios.is_empty() || !ratios.iter().all(|r| r.is_finite() && *r > 0.0) {
+/// Each ratio comes with the workload it measured (its cluster `K`): the ratios of one
+/// workload on several placements move together from run to run (an A/A pair of quick
+/// suites on a 2-vCPU guest moved dbench by +52% on all four of its placements), so
+/// they are one draw, not several. The variance of the mean of the logarithms is the
+/// cluster-robust one, `G/(G-1) sum_g (sum_{i in g} (y_i - m))^2 / n^2` with `G - 1`
+/// degrees of freedom for `G` workloads; with every ratio a workload of its own it is
+/// `s^2/n` with `n - 1`. One workload gives no interval.
+///
+/// `extra` is added to that variance (a random-effects combination, degrees of freedom
+/// by Welch-Satterthwaite), for a level every ratio shares that the ratios' own scatter
+/// cannot see (two runs' machine-wide difference); [`Extra::NONE`] for none.
+pub fn geomean_ci_with<K: Ord>(ratios: &[(f64, K)], extra: &Extra) -> Option<GeoMeanCi> {
+    if ratios.is_empty() || !ratios.iter().all(|(r, _)| r.is_finite() && *r > 0.0) {
         return None;
     }
-    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let logs: Vec<f64> = ratios.iter().map(|(r, _)| r.ln()).collect();
     let m = mean(&logs)?;
-    let n = logs.len() as f64;
-    let (lo, hi) = match stddev(&logs) {
-        Some(sd) => {
-            let v = sd * sd / n;
-            let df = satterthwaite(v, n - 1.0, extra);
+    let (lo, hi) = match clustered_variance(ratios.iter().map(|(_, k)| k).zip(&logs), m) {
+        Some((v, df)) => {
+            let df = satterthwaite(v, df, extra);
             let hw = t_critical_95(df)? * (v + extra.variance.max(0.0)).sqrt();
             (Some((m - hw).exp()), Some((m + hw).exp()))
         }
@@ -296,6 +304,26 @@ pub fn geomean_ci_with(ratios: &[f64], extra: &Extra) -> Option<GeoMeanCi> {
         ci95_high: hi,
         n: ratios.len(),
     })
+}
+
+/// The cluster-robust variance of the mean `m` of the values, each with its cluster,
+/// and its degrees of freedom (clusters less one); `None` below two clusters.
+fn clustered_variance<'a, K: Ord + 'a>(
+    values: impl Iterator<Item = (&'a K, &'a f64)>,
+    m: f64,
+) -> Option<(f64, f64)> {
+    let mut sums: std::collections::BTreeMap<&K, f64> = std::collections::BTreeMap::new();
+    let mut n = 0usize;
+    for (k, y) in values {
+        *sums.entry(k).or_default() += y - m;
+        n += 1;
+    }
+    let g = sums.len() as f64;
+    if sums.len() < 2 {
+        return None;
+    }
+    let squares: f64 = sums.values().map(|s| s * s).sum();
+    Some((g / (g - 1.0) * squares / (n * n) as f64, g - 1.0))
 }
 
 /// Two-sided p-value of a t statistic with `df` degrees of freedom (fractional allowed):
@@ -901,21 +929,53 @@ mod tests {
 
     #[test]
     fn geomean_ci_is_a_t_interval_on_logarithms() {
-        let g = geomean_ci_with(&[0.5, 2.0], &Extra::NONE).unwrap();
+        let apart = |r: &[f64]| r.iter().copied().zip(0..).collect::<Vec<(f64, i32)>>();
+        let g = geomean_ci_with(&apart(&[0.5, 2.0]), &Extra::NONE).unwrap();
         assert!(close(g.geomean, 1.0, 1e-12));
         // logs -ln2, ln2: sd = ln2 * sqrt(2), hw = t(1) * sd / sqrt(2) = 12.706 ln2.
         let hw = t_critical_95(1.0).unwrap() * 2f64.ln();
         assert!(close(g.ci95_high.unwrap(), hw.exp(), 1e-9));
         assert!(close(g.ci95_low.unwrap(), (-hw).exp(), 1e-9));
         assert_eq!(g.significance(), Significance::NotSignificant);
-        let up = geomean_ci_with(&[1.10, 1.11, 1.09, 1.10], &Extra::NONE).unwrap();
+        let up = geomean_ci_with(&apart(&[1.10, 1.11, 1.09, 1.10]), &Extra::NONE).unwrap();
         assert_eq!(up.significance(), Significance::Faster);
-        let one = geomean_ci_with(&[1.3], &Extra::NONE).unwrap();
+        let one = geomean_ci_with(&apart(&[1.3]), &Extra::NONE).unwrap();
         assert_eq!(
             (one.ci95_low, one.significance()),
             (None, Significance::NoInterval)
         );
-        assert_eq!(geomean_ci_with(&[1.0, 0.0], &Extra::NONE), None);
-        assert_eq!(geomean_ci_with(&[], &Extra::NONE), None);
+        assert_eq!(geomean_ci_with(&apart(&[1.0, 0.0]), &Extra::NONE), None);
+        assert_eq!(geomean_ci_with(&apart(&[]), &Extra::NONE), None);
+    }
+
+    #[test]
+    fn a_workload_on_several_placements_is_one_draw_in_the_geomean() {
+        // Two workloads on three placements each, every placement moving with its
+        // workload: as six independent ratios B looks faster, as two workloads it is
+        // not shown to be.
+        let rows = [1.10, 1.10, 1.10, 1.02, 1.02, 1.02];
+        let apart: Vec<(f64, usize)> = rows.iter().copied().zip(0..).collect();
+        let grouped: Vec<(f64, &str)> = rows
+            .iter()
+            .copied()
+            .zip(["a", "a", "a", "b", "b", "b"])
+            .collect();
+        let six = geomean_ci_with(&apart, &Extra::NONE).unwrap();
+        let two = geomean_ci_with(&grouped, &Extra::NONE).unwrap();
+        assert!(close(six.geomean, two.geomean, 1e-12));
+        assert_eq!(six.significance(), Significance::Faster);
+        assert_eq!(two.significance(), Significance::NotSignificant);
+        // Logs 0.0953 and 0.0198 about their mean: a variance of 2 x (3 x 0.0377)^2 / 36
+        // with 1 degree of freedom.
+        let d = (1.10f64.ln() - 1.02f64.ln()) / 2.0;
+        let hw = t_critical_95(1.0).unwrap() * (2.0 * 2.0 * (3.0 * d).powi(2) / 36.0).sqrt();
+        assert!(close(
+            two.ci95_high.unwrap(),
+            (two.geomean.ln() + hw).exp(),
+            1e-9
+        ));
+        // One workload alone has no interval.
+        let one = geomean_ci_with(&[(1.1, 0), (1.2, 0)], &Extra::NONE).unwrap();
+        assert_eq!(one.significance(), Significance::NoInterval);
     }
 }

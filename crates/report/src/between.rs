@@ -17,8 +17,11 @@
 //!    same setup as A or B (same environment as `compare` lists it, same plan of cells),
 //!    A and B never both in one set. A two-way layout (cells x runs) of the steady
 //!    cells' log means gives each run's common level (`run_sd`, one degree of freedom
-//!    per run beyond the first) and each cell's residual (`cell_sd` by group), each
-//!    less what the cells' own errors explain (method of moments, floored at 0).
+//!    per run beyond the first; never below the default floor's, since a few runs can
+//!    read near nothing by chance) and each cell's residual (`cell_sd` by group), each
+//!    less what the cells' own errors explain (method of moments, floored at 0). The
+//!    logs are signed so that higher is better: a slower machine lowers rates and
+//!    raises times alike.
 //! 2. **rounds** ([`BetweenRuns::from_rounds`]): cells measured in several rounds
 //!    (`--repeat`), each from a fresh instance; the scatter of a cell's round means
 //!    beyond their own errors stands in for `cell_sd`. Rounds of one run cannot see a
@@ -36,7 +39,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use smtlab_model::stats::Extra;
 use smtlab_model::unit::plural;
-use smtlab_model::{CellRecord, RunResults};
+use smtlab_model::{CellRecord, Direction, RunResults};
 
 /// The default relative standard deviation of one cell's level between two runs, by
 /// group: a cell whose samples agree to 1% on a quiet machine moves by about this much
@@ -245,7 +248,13 @@ impl BetweenRuns {
         Some(BetweenRuns {
             source: Source::StoredRepeats,
             cell_sd: sd_per_group(&acc.cell),
-            run_sd: (acc.common / acc.run_df as f64).max(0.0).sqrt(),
+            // Never below the floor: the whole run's level rests on one degree of
+            // freedom per run, and a few runs read near nothing by chance (two runs of
+            // a 2-vCPU guest read 0.0% where twenty read 2.5%).
+            run_sd: (acc.common / acc.run_df as f64)
+                .max(0.0)
+                .sqrt()
+                .max(DEFAULT_RUN_SD),
             cell_df: Some(acc.cell_df as f64),
             run_df: Some(acc.run_df as f64),
             basis: format!(
@@ -306,14 +315,22 @@ fn sd_per_group(sums: &BTreeMap<String, (f64, usize)>) -> BTreeMap<String, f64> 
     sums.iter().map(sd).collect()
 }
 
-/// A cell's log mean and its squared relative standard error, when it is steady with a
-/// positive mean and two samples or more.
+/// A cell's log mean, signed so that higher is better (a time's log negated), and its
+/// squared relative standard error, when it is steady with a positive mean and two
+/// samples or more. The sign matters for the runs' common level: a machine that runs
+/// slower lowers a rate and raises a time, and unsigned the two would cancel in the
+/// mean over cells (on twenty A/A runs of a 2-vCPU guest whose levels moved by 2.6%,
+/// unsigned logs read 1.1%).
 fn log_level(c: &CellRecord) -> Option<(f64, f64)> {
     let s = &c.result.summary;
     if c.result.unsteady_reason().is_some() || !s.mean.is_finite() {
         return None;
     }
-    level(s)
+    let (y, v) = level(s)?;
+    Some(match c.direction {
+        Direction::Higher => (y, v),
+        Direction::Lower => (-y, v),
+    })
 }
 
 /// A summary's log mean and its squared relative standard error; `None` below two

@@ -28,7 +28,8 @@
 //!   never faster or slower, and is left out of the geometric means.
 //! * The geometric mean of the steady rows' speed-ups is taken per group and over all
 //!   rows, with a 95% interval: Student's t on the logarithms of the ratios
-//!   ([`stats::geomean_ci_with`]), the rows taken as a sample of benchmarks. The headline
+//!   ([`stats::geomean_ci_with`]), the rows taken as a sample of workloads (a
+//!   workload's rows on several placements count as one draw). The headline
 //!   says **no difference** when that interval includes 1, and B faster or slower only
 //!   when it excludes 1. The A and B columns of a group's geometric-mean row are filled
 //!   only when all its rows share one unit and direction (a mean of GB/s and ns means
@@ -582,7 +583,11 @@ fn group_mean(group: &str, rows: &[&CompareRow], between: &BetweenRuns) -> Group
     let with_ratio = || rows.iter().filter(|r| r.speedup.is_some());
     let unsteady = with_ratio().filter(|r| r.not_comparable()).count();
     let used: Vec<&&CompareRow> = with_ratio().filter(|r| !r.not_comparable()).collect();
-    let ratios: Vec<f64> = used.iter().filter_map(|r| r.speedup).collect();
+    // A workload's rows on several placements are one draw (see `geomean_ci_with`).
+    let ratios: Vec<_> = used
+        .iter()
+        .filter_map(|r| Some((r.speedup?, (r.benchmark.as_str(), &r.params))))
+        .collect();
     let gm = stats::geomean_ci_with(&ratios, &between.headline_extra());
     let uniform = used.first().filter(|f| {
         used.iter()

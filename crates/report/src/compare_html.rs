@@ -51,6 +51,20 @@ fn unit_columns(c: &Comparison) -> BTreeMap<(String, String), Column> {
         .collect()
 }
 
+/// The environment row of the cache-line handoff.
+const HANDOFF: &str = "cache-line handoff";
+
+/// Whether the environment row `k` differs between the runs: the start time never
+/// counts, and the handoff only where `compare` finds it changed by its factor (a pair
+/// measured again reads a few nanoseconds apart).
+fn row_differs(k: &str, a: &str, b: &str, c: &Comparison) -> bool {
+    match k {
+        "started" => false,
+        HANDOFF => c.env_diffs.iter().any(|d| d.field == "cpu_handoff"),
+        _ => a != b,
+    }
+}
+
 /// The facts that most often explain a difference between two runs, in order.
 fn environment(m: &RunMeta) -> Vec<(&'static str, String)> {
     let e = &m.environment;
@@ -70,6 +84,10 @@ fn environment(m: &RunMeta) -> Vec<(&'static str, String)> {
         ("governor", or(e.governor.as_deref())),
         ("boost / turbo", or(e.boost.as_deref())),
         ("clocksource", or(e.clocksource.as_deref())),
+        (
+            HANDOFF,
+            crate::units::handoff_text(&e.cpu_handoff).unwrap_or_else(|| "not recorded".into()),
+        ),
         (
             "virtualisation",
             e.virtualization
@@ -406,7 +424,7 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
             table {
                 tr { th {} th { "A" } th { "B" } }
                 @for ((k, va), (_, vb)) in environment(&a.run).into_iter().zip(environment(&b.run)) {
-                    tr class=[(va != vb && k != "started").then_some("diff")] { th { (k) } td { (va) } td { (vb) } }
+                    tr class=[row_differs(k, &va, &vb, c).then_some("diff")] { th { (k) } td { (va) } td { (vb) } }
                 }
             }
         }
@@ -703,7 +721,7 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
     let diffs: Vec<_> = ea
         .iter()
         .zip(&eb)
-        .filter(|((k, x), (_, y))| x != y && *k != "started")
+        .filter(|((k, x), (_, y))| row_differs(k, x, y, c))
         .collect();
     if !diffs.is_empty() {
         out.push_str("| differs | A | B |\n|---|---|---|\n");

@@ -3,7 +3,7 @@
 //! (`env_diffs`).
 
 use serde::Serialize;
-use smtlab_model::RunMeta;
+use smtlab_model::{Handoff, RunMeta};
 
 /// An environment fact that differs between the runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,7 +39,7 @@ pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
         ("virtualization", |m| m.environment.virtualization.clone()),
         ("tool_version", |m| Some(m.environment.tool_version.clone())),
     ];
-    fields
+    let mut diffs: Vec<EnvDiff> = fields
         .into_iter()
         .map(|(field, get)| EnvDiff {
             field: field.into(),
@@ -47,5 +47,33 @@ pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
             b: get(b),
         })
         .filter(|d| d.a != d.b)
-        .collect()
+        .collect();
+    diffs.extend(handoff_diff(a, b));
+    diffs
+}
+
+/// The CPU pairs whose cache-line handoff differs by [`HANDOFF_CHANGE`] or more (the
+/// host moved a virtual machine's CPUs between the runs, or another machine), at most
+/// three named.
+///
+/// [`HANDOFF_CHANGE`]: smtlab_model::run::HANDOFF_CHANGE
+fn handoff_diff(a: &RunMeta, b: &RunMeta) -> Option<EnvDiff> {
+    let changed =
+        smtlab_model::run::handoff_changes(&a.environment.cpu_handoff, &b.environment.cpu_handoff);
+    let side = |pick: fn(&(Handoff, Handoff)) -> Handoff| {
+        let mut named: Vec<String> = changed
+            .iter()
+            .take(3)
+            .map(|p| crate::units::handoff_pair_text(&pick(p)))
+            .collect();
+        if changed.len() > 3 {
+            named.push(format!("{} more pairs", changed.len() - 3));
+        }
+        Some(named.join(", "))
+    };
+    (!changed.is_empty()).then(|| EnvDiff {
+        field: "cpu_handoff".into(),
+        a: side(|p| p.0),
+        b: side(|p| p.1),
+    })
 }

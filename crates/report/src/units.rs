@@ -20,7 +20,7 @@
 //! Unit texts are read by [`smtlab_model::Unit`] (the type of `BenchInfo::unit`); this
 //! module chooses the step each column is shown in, and reads sizes ([`parse_size`]).
 
-use smtlab_model::Unit;
+use smtlab_model::{Handoff, Unit, stats};
 
 /// How values of one unit family scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,6 +235,31 @@ pub fn core_clock_text(ghz: f64) -> String {
     format!("{ghz:.3} GHz (measured: dependent integer additions, one per cycle)")
 }
 
+/// One pair's handoff: `CPU 0-1 25 ns`.
+pub fn handoff_pair_text(h: &Handoff) -> String {
+    format!("CPU {}-{} {:.0} ns", h.from_cpu, h.to_cpu, h.ns)
+}
+
+/// A run's handoffs in one line: `CPU 0-1 25 ns` for one pair; `CPU 0 with 15 others:
+/// 21-250 ns, median 40 ns` for several; `None` for none (not recorded).
+pub fn handoff_text(h: &[Handoff]) -> Option<String> {
+    match h {
+        [] => None,
+        [one] => Some(handoff_pair_text(one)),
+        [first, ..] => {
+            let ns: Vec<f64> = h.iter().map(|x| x.ns).collect();
+            Some(format!(
+                "CPU {} with {} others: {:.0}-{:.0} ns, median {:.0} ns",
+                first.from_cpu,
+                h.len(),
+                stats::min(&ns)?,
+                stats::max(&ns)?,
+                stats::median(&ns)?
+            ))
+        }
+    }
+}
+
 pub fn scaled(unit: &str, v: f64) -> String {
     Column::for_values(unit, &[v]).with_unit(v)
 }
@@ -281,6 +306,22 @@ pub fn parse_size(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handoffs_read_in_one_line() {
+        let pair = |to_cpu, ns| Handoff {
+            from_cpu: 0,
+            to_cpu,
+            ns,
+        };
+        assert_eq!(handoff_text(&[]), None);
+        assert_eq!(handoff_text(&[pair(1, 24.6)]).unwrap(), "CPU 0-1 25 ns");
+        let many = [pair(1, 250.0), pair(2, 21.0), pair(3, 40.0)];
+        assert_eq!(
+            handoff_text(&many).unwrap(),
+            "CPU 0 with 3 others: 21-250 ns, median 40 ns"
+        );
+    }
 
     #[test]
     fn time_columns_take_the_median_unit_and_the_smallest_values_decimals() {

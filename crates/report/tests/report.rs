@@ -409,6 +409,50 @@ fn compare_lists_cells_measured_in_one_run() {
 }
 
 #[test]
+fn cpus_that_hand_a_line_over_differently_are_another_setup() {
+    let (mut a, mut b) = pair();
+    b.run.environment = a.run.environment.clone();
+    b.run.topology = a.run.topology.clone();
+    b.run.plan = a.run.plan.clone();
+    let h = |to_cpu, ns| smtlab_model::Handoff {
+        from_cpu: 0,
+        to_cpu,
+        ns,
+    };
+    // Measured on a 2-vCPU guest before and after its host moved the vCPUs apart.
+    a.run.environment.cpu_handoff = vec![h(1, 24.6)];
+    b.run.environment.cpu_handoff = vec![h(1, 246.5)];
+    let c = smtlab_report::compare(&a, &b);
+    let d = c
+        .env_diffs
+        .iter()
+        .find(|d| d.field == "cpu_handoff")
+        .unwrap();
+    assert_eq!(
+        (d.a.as_deref(), d.b.as_deref()),
+        (Some("CPU 0-1 25 ns"), Some("CPU 0-1 246 ns"))
+    );
+    let text = smtlab_report::compare_table(&c);
+    assert!(
+        text.contains("differs: cpu_handoff: CPU 0-1 25 ns | CPU 0-1 246 ns"),
+        "{text}"
+    );
+    assert!(!smtlab_report::between::same_setup(&a, &b));
+    let md = smtlab_report::compare_markdown(&a, &b, &c);
+    assert!(
+        md.contains("| cache-line handoff | CPU 0-1 25 ns | CPU 0-1 246 ns |"),
+        "{md}"
+    );
+    // The same pair measured again a little slower is the same setup.
+    b.run.environment.cpu_handoff = vec![h(1, 31.0)];
+    let c = smtlab_report::compare(&a, &b);
+    assert!(c.env_diffs.is_empty());
+    assert!(smtlab_report::between::same_setup(&a, &b));
+    let md = smtlab_report::compare_markdown(&a, &b, &c);
+    assert!(!md.contains("cache-line handoff"), "{md}");
+}
+
+#[test]
 fn compare_table_and_json() {
     let (a, b) = pair();
     let c = smtlab_report::compare(&a, &b);

@@ -40,7 +40,7 @@ use smtlab_control::guard::Protection;
 use smtlab_control::{ControlError, FileWrites, SmtSwitch, Sysfs};
 use smtlab_model::counters::os_time::CpuTicks;
 use smtlab_model::keys::CookieScope;
-use smtlab_model::{Environment, ResolvedPlacement, Topology};
+use smtlab_model::{Environment, Handoff, ResolvedPlacement, Topology};
 use smtlab_topology::TopologyError;
 
 use crate::clock::{Clock, Monotonic};
@@ -397,7 +397,42 @@ fn capture(topo: &Topology, tool: &Tool) -> Environment {
         online_cpus: topo.cpus.to_list_string(),
         host_id: host_id(),
         core_clock_ghz: smtlab_bench::clock::core_clock_ghz(),
+        cpu_handoff: handoffs(topo),
     }
+}
+
+/// The most CPUs [`handoffs`] pairs with the first: a few milliseconds in all.
+pub const HANDOFF_PAIRS: usize = 16;
+
+/// The first online CPU's cache-line handoff to up to [`HANDOFF_PAIRS`] others
+/// (`Environment::cpu_handoff`); a pair whose threads cannot be pinned is left out.
+fn handoffs(topo: &Topology) -> Vec<Handoff> {
+    let cpus: Vec<u32> = topo.cpus.iter().collect();
+    let Some((first, others)) = handoff_partners(&cpus) else {
+        return Vec::new();
+    };
+    others
+        .into_iter()
+        .filter_map(|to_cpu| {
+            Some(Handoff {
+                from_cpu: first,
+                to_cpu,
+                ns: smtlab_bench::threads::c2c::handoff_ns(first, to_cpu)?,
+            })
+        })
+        .collect()
+}
+
+/// The first of `cpus` and the others it is paired with: at most [`HANDOFF_PAIRS`],
+/// spread evenly over the CPU numbers so that a large machine's dies and sockets are
+/// each met. `None` below two CPUs.
+fn handoff_partners(cpus: &[u32]) -> Option<(u32, Vec<u32>)> {
+    let [first, others @ ..] = cpus else {
+        return None;
+    };
+    let step = others.len().div_ceil(HANDOFF_PAIRS).max(1);
+    let partners: Vec<u32> = others.iter().copied().step_by(step).collect();
+    (!partners.is_empty()).then_some((*first, partners))
 }
 
 /// The children the calling thread started, from `PROC/self/task/TID/children`.
@@ -413,6 +448,20 @@ pub(crate) fn children_of_this_thread(proc: &Path) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handoffs_pair_the_first_cpu_with_others_spread_over_the_numbers() {
+        assert_eq!(handoff_partners(&[]), None);
+        assert_eq!(handoff_partners(&[3]), None);
+        assert_eq!(handoff_partners(&[0, 1]), Some((0, vec![1])));
+        let cpus: Vec<u32> = (0..64).collect();
+        let (first, others) = handoff_partners(&cpus).unwrap();
+        assert_eq!(first, 0);
+        assert_eq!(others.len(), HANDOFF_PAIRS);
+        assert_eq!((others[0], others[1], others[15]), (1, 5, 61));
+        let (_, few) = handoff_partners(&cpus[..17]).unwrap();
+        assert_eq!(few, (1..17).collect::<Vec<u32>>());
+    }
 
     #[test]
     fn the_task_directory_is_read_by_thread() {

@@ -18,7 +18,8 @@ use crate::sink::{StoreSink, measure_shown};
 pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // Everything is checked before anything is printed or measured.
     // The tables give way to JSON or Markdown on standard output.
-    let text = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let text =
+        crate::output::check_stdout_owner(args.json, args.markdown.export_markdown.as_deref())?;
     if let Some(db) = &args.db {
         smtlab_store::Store::check_target(db)?;
     }

@@ -30,7 +30,8 @@ use crate::sink::{StoreSink, measure_shown};
 
 pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
     // JSON or Markdown on standard output take the place of the table and verdict.
-    let text = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let text =
+        crate::output::check_stdout_owner(args.json, args.markdown.export_markdown.as_deref())?;
     let s = settings::exec::exec(args, machine)?;
     crate::term::notes(
         s.notes

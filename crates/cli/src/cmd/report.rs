@@ -10,7 +10,7 @@ use crate::settings::stored::{label_of, load};
 
 pub fn report(args: &ReportArgs) -> Result<()> {
     let results = load(&args.run, &args.db)?;
-    if let Some(path) = &args.export_markdown
+    if let Some(path) = &args.markdown.export_markdown
         && export_markdown(path, &results.cells)?
     {
         return Ok(());

@@ -20,7 +20,8 @@ use crate::settings::{self, run::measuring_of};
 pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let db = crate::settings::db_path(&args.db);
     // JSON or Markdown on standard output take the place of the cell lines.
-    let lines = crate::output::check_stdout_owner(args.json, args.export_markdown.as_deref())?;
+    let lines =
+        crate::output::check_stdout_owner(args.json, args.markdown.export_markdown.as_deref())?;
     let topo = machine.topology()?;
     // Check the request before the database is created or touched.
     let fresh = match &args.resume {

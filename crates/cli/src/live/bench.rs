@@ -245,7 +245,7 @@ pub fn summary(
         }
     }
     let sink = sink.finish(stopped, args.db.as_deref())?;
-    if let Some(path) = &args.export_markdown {
+    if let Some(path) = &args.markdown.export_markdown {
         crate::output::export_markdown(path, &sink.cells)?;
     }
     if args.json {

@@ -184,7 +184,9 @@ pub fn summary(
     }
     let mut sink = sink.finish(interrupted, args.db.db.as_deref())?;
     match sink.stored()? {
-        Some(run) => crate::output::stored_run(&run, args.json, args.export_markdown.as_deref()),
+        Some(run) => {
+            crate::output::stored_run(&run, args.json, args.markdown.export_markdown.as_deref())
+        }
         None => Ok(()),
     }
 }

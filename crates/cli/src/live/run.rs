@@ -25,11 +25,15 @@ use crate::term::term_layout;
 /// `--json` and `--export-markdown`: the run as it is stored now (a resumed run with
 /// the cells of its earlier invocations).
 pub fn print_stored(store: &Store, run_id: i64, args: &RunArgs) -> Result<()> {
-    if !args.json && args.export_markdown.is_none() {
+    if !args.json && args.markdown.export_markdown.is_none() {
         return Ok(());
     }
     let results = store.load_run(run_id)?;
-    crate::output::stored_run(&results, args.json, args.export_markdown.as_deref())
+    crate::output::stored_run(
+        &results,
+        args.json,
+        args.markdown.export_markdown.as_deref(),
+    )
 }
 
 /// Saves each cell as it is measured, prints its line and moves the bar.

@@ -138,6 +138,9 @@ fn run_facts(results: &RunResults, label: Option<&str>) -> String {
             smtlab_report::units::core_clock_text(ghz)
         ));
     }
+    if let Some(h) = smtlab_report::units::handoff_text(&env.cpu_handoff) {
+        out.push_str(&format!("cache-line handoff {h}\n"));
+    }
     for n in &run.notes {
         out.push_str(&format!("note: {n}\n"));
     }

@@ -58,12 +58,13 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     // On a uniprocessor kernel 1c1t, 1c1t-up and 1t-up-kernel are one placement.
     let (asked, same) = smtlab_placement::distinct(&asked, &topo);
     // Resolve every placement before measuring anything: a typo should not cost a run.
-    let (specs, placements, unmeasured) = resolve_placements(&asked, &topo, args.smt.is_empty())?;
+    let (specs, placements, unmeasured) =
+        resolve_placements(&asked, &topo, args.smt.smt.is_empty())?;
     if args.interleave && placements.iter().any(|p| p.is_uniprocessor()) {
         bail!("--interleave with 1c1t-up: the other placements need the CPUs it takes offline");
     }
     machine.check_uniprocessor(&placements)?;
-    let states = super::switchable_states(&args.smt, &placements, &topo, machine)?;
+    let states = super::switchable_states(&args.smt.smt, &placements, &topo, machine)?;
     let mut cfg = super::run_config(args.quick);
     if let Some(ci) = args.ci_target {
         cfg.ci_target_rel = ci / 100.0;
@@ -79,7 +80,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     let mut notes = same;
     if !args.json {
         notes.extend(counting.iter().flat_map(CountingSetup::missing_lines));
-        if !topo.smt_visible() && args.smt.is_empty() {
+        if !topo.smt_visible() && args.smt.smt.is_empty() {
             notes.push(format!(
                 "no SMT visible on this machine (smt/control: {}); 1c2t and 2c2t cannot be measured here",
                 topo.smt.control.as_deref().unwrap_or("absent")

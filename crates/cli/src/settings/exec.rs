@@ -42,7 +42,7 @@ pub fn exec(args: &ExecArgs, machine: &dyn Machine) -> Result<Exec> {
         .iter()
         .map(|s| super::resolve(s, &topo))
         .collect::<Result<Vec<_>, _>>()?;
-    let states = super::switchable_states(&args.smt, &placements, &topo, machine)?;
+    let states = super::switchable_states(&args.smt.smt, &placements, &topo, machine)?;
     let db = crate::settings::db_path(&args.db);
     // A database that exists must be ours before any time is spent; a new one is only
     // created once there is something to store.

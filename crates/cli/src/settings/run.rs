@@ -107,11 +107,11 @@ pub fn new_run(args: &RunArgs, topo: &Topology, machine: &dyn Machine) -> Result
     let up = placements
         .iter()
         .any(|p| resolve(p).is_ok_and(|r| r.is_uniprocessor()));
-    let (states, refused) = states_here(&args.smt, up, topo, machine)?;
+    let (states, refused) = states_here(&args.smt.smt, up, topo, machine)?;
     notes.extend(refused);
     // Placements none of which this machine can satisfy (and no --smt to change it)
     // would make a run of skipped cells only: an error, before anything is stored.
-    if args.smt.is_empty() && !args.placements.is_empty() {
+    if args.smt.smt.is_empty() && !args.placements.is_empty() {
         let refusals: Vec<String> = placements
             .iter()
             .filter_map(|p| resolve(p).err().map(|e| format!("{p}: {e}")))

@@ -248,6 +248,7 @@ fn environment(m: &smtlab_model::RunMeta) -> Markup {
             (kv("governor", e.governor.as_deref()))
             (kv("boost / turbo", e.boost.as_deref()))
             (kv("core clock", e.core_clock_ghz.map(crate::units::core_clock_text).as_deref()))
+            (kv("cache-line handoff", crate::units::handoff_text(&e.cpu_handoff).as_deref()))
             (kv("clocksource", e.clocksource.as_deref()))
             (kv("perf_event_paranoid",
                 e.perf_event_paranoid.map(|v| v.to_string()).as_deref()))

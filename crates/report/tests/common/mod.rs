@@ -244,6 +244,7 @@ pub fn environment() -> Environment {
         online_cpus: "0-7".into(),
         host_id: None,
         core_clock_ghz: None,
+        cpu_handoff: Vec::new(),
     }
 }
 

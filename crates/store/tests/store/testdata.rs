@@ -414,6 +414,7 @@ pub fn results(run_id: i64) -> RunResults {
                 online_cpus: "0-3".into(),
                 host_id: None,
                 core_clock_ghz: None,
+                cpu_handoff: Vec::new(),
             },
             topology: topology(),
             config,
