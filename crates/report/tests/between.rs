@@ -281,7 +281,9 @@ fn stored_repeats_measure_the_machine() {
         .map(|i| suite(&mut rng, i + 1, still, &same))
         .collect();
     let est = BetweenRuns::from_repeats(&[runs.iter().collect()]).unwrap();
-    assert!(est.run_sd < 0.005, "run {}", est.run_sd);
+    // The whole run's figure is never below the floor's: a few runs can read near
+    // nothing by chance.
+    assert_eq!(est.run_sd, smtlab_report::between::DEFAULT_RUN_SD);
     assert!(est.cell_sd.values().all(|s| *s < 0.01), "{:?}", est.cell_sd);
 }
 
