@@ -397,7 +397,13 @@ fn capture(topo: &Topology, tool: &Tool) -> Environment {
         online_cpus: topo.cpus.to_list_string(),
         host_id: host_id(),
         core_clock_ghz: smtlab_bench::clock::core_clock_ghz(),
-        cpu_handoff: handoffs(topo),
+        // Under full emulation (QEMU without KVM) a handoff times the emulator's
+        // scheduling of its vCPU threads, milliseconds a round trip: nothing to record.
+        cpu_handoff: if topo.virtualization.as_deref() == Some("QEMU") {
+            Vec::new()
+        } else {
+            handoffs(topo)
+        },
     }
 }
 
