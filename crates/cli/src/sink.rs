@@ -277,6 +277,7 @@ pub fn measure_corun<'p>(
     let db = common.db.clone().unwrap_or_else(smtlab_store::default_path);
     let keys = plan.iter().flatten().map(|c| c.key.clone()).collect();
     let run = fresh_run(suite, machine, &s.topo, &s.cfg, s.notes.clone(), keys);
+    measuring.handoff_at_start = run.environment.cpu_handoff.clone();
     let mut sink = StoreSink::begin(&db, run, printer)?;
     let ended = exp::measure(&measuring.engine(), &s.topo, plan, &mut sink);
     let stopped = measuring.stopped(ended);
@@ -295,6 +296,9 @@ pub struct MeasuringSetup<'m> {
     /// Interleaving, rounds and where server workloads' client sides go
     /// (`--client-cpus`).
     pub how: smtlab_runner::plan::Measuring,
+    /// The run's cache-line handoffs at its start, each cell's CPUs checked against
+    /// them (`Engine::sharing_at_start`): set from the run once it is made.
+    pub handoff_at_start: Vec<smtlab_model::run::Handoff>,
     stop: crate::settings::Stop,
 }
 
@@ -319,6 +323,7 @@ impl<'m> MeasuringSetup<'m> {
                 repeat: 1,
                 client_rule: Default::default(),
             },
+            handoff_at_start: Vec::new(),
             stop: crate::settings::Stop::on_signals()?,
         })
     }
@@ -331,6 +336,7 @@ impl<'m> MeasuringSetup<'m> {
             self.stop.flag(),
         )
         .measuring(self.how.clone())
+        .sharing_at_start(&self.handoff_at_start)
     }
 
     /// The exit code when a session that ended so was stopped by a signal (not by its

@@ -10,6 +10,11 @@
 //! ticks (10 ms at the usual 100 Hz), so over short windows a few ticks either way are
 //! noise, not disturbance. Like an unsteady cell, a disturbed cell is never called
 //! faster or slower ([`crate::verdict`]): its figure carries someone else's load.
+//!
+//! A cell on two CPUs or more is disturbed, too, when the CPUs moved under it
+//! ([`HandoffChange`]): a cache-line handoff read just before or just after it differs
+//! from the run's start by [`crate::run::HANDOFF_CHANGE`] or more, so a host put the
+//! virtual CPUs on others that share differently (another die) while the run went on.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub const DISTURBED_SHARE: f64 = 0.02;
 
 /// What disturbed one cell, summed over its sample windows (all rounds).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Disturbance {
     /// Sample windows summed (one per measured sample).
     pub windows: u64,
@@ -44,6 +49,55 @@ pub struct Disturbance {
     /// (`/proc/self/task/*/schedstat`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smtlab_other_ns: Option<u64>,
+    /// The CPU pairs whose cache-line handoff, read just before or just after the cell,
+    /// differs from the run's start by [`crate::run::HANDOFF_CHANGE`] or more; empty
+    /// where none did, for a cell on one CPU and where the run recorded no handoff.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoff_changed: Vec<HandoffChange>,
+}
+
+/// One CPU pair's cache-line handoff at the run's start and again around a cell, in
+/// nanoseconds (`Environment::cpu_handoff`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HandoffChange {
+    pub from_cpu: u32,
+    pub to_cpu: u32,
+    pub start_ns: f64,
+    pub cell_ns: f64,
+}
+
+impl HandoffChange {
+    /// `CPU 0-1 handoff 190 ns, 22 ns at the run's start`.
+    pub fn text(&self) -> String {
+        format!(
+            "CPU {}-{} handoff {:.0} ns, {:.0} ns at the run's start",
+            self.from_cpu, self.to_cpu, self.cell_ns, self.start_ns
+        )
+    }
+
+    /// Adds to `into` the pairs of `more` it does not hold yet.
+    pub fn merge(into: &mut Vec<Self>, more: &[Self]) {
+        for change in more {
+            let pair = (change.from_cpu, change.to_cpu);
+            if !into.iter().any(|c| (c.from_cpu, c.to_cpu) == pair) {
+                into.push(*change);
+            }
+        }
+    }
+
+    /// The pairs of `changes` (a run's start, a reading) found by
+    /// [`crate::run::handoff_changes`].
+    pub fn from_pairs(changes: &[(crate::run::Handoff, crate::run::Handoff)]) -> Vec<Self> {
+        changes
+            .iter()
+            .map(|(start, now)| HandoffChange {
+                from_cpu: start.from_cpu,
+                to_cpu: start.to_cpu,
+                start_ns: start.ns,
+                cell_ns: now.ns,
+            })
+            .collect()
+    }
 }
 
 impl Disturbance {
@@ -84,20 +138,28 @@ impl Disturbance {
         (2.0 * self.tick_ns as f64 * cells.sqrt()).round() as u64
     }
 
-    /// Why the cell is disturbed (`steal 4.2%`, `other processes 3.1%`), or `None`: the
-    /// figure beyond [`DISTURBED_SHARE`] of the cell's CPU time and beyond its
-    /// resolution.
+    /// Why the cell is disturbed (`steal 4.2%`, `other processes 3.1%`, `CPUs moved:
+    /// CPU 0-1 handoff 190 ns, 22 ns at the run's start`), or `None`: a figure beyond
+    /// [`DISTURBED_SHARE`] of the cell's CPU time and beyond its resolution, or a
+    /// handoff that changed.
     pub fn reason(&self) -> Option<String> {
-        let cpu = self.cpu_ns() as f64;
-        if cpu <= 0.0 {
-            return None;
-        }
-        let floor = (DISTURBED_SHARE * cpu).max(self.resolution_ns() as f64);
         let mut parts = Vec::new();
-        if self.steal_ns as f64 > floor {
+        if let [first, rest @ ..] = self.handoff_changed.as_slice() {
+            let more = match rest.len() {
+                0 => String::new(),
+                1 => " and 1 more pair".into(),
+                n => format!(" and {n} more pairs"),
+            };
+            parts.push(format!("CPUs moved: {}{more}", first.text()));
+        }
+        let cpu = self.cpu_ns() as f64;
+        let floor = (DISTURBED_SHARE * cpu).max(self.resolution_ns() as f64);
+        if cpu <= 0.0 {
+            // No window read: nothing to say of steal or other processes.
+        } else if self.steal_ns as f64 > floor {
             parts.push(format!("steal {:.1}%", 100.0 * self.steal_ns as f64 / cpu));
         }
-        if let Some(f) = self.foreign_ns.filter(|&f| f as f64 > floor) {
+        if let Some(f) = self.foreign_ns.filter(|&f| cpu > 0.0 && f as f64 > floor) {
             parts.push(format!("other processes {:.1}%", 100.0 * f as f64 / cpu));
         }
         (!parts.is_empty()).then(|| parts.join(", "))
@@ -107,8 +169,13 @@ impl Disturbance {
     pub fn add(&mut self, other: &Disturbance) {
         // A stretch that could not tell makes the whole unknown.
         let opt = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a + b);
+        HandoffChange::merge(&mut self.handoff_changed, &other.handoff_changed);
         if self.windows == 0 {
-            *self = other.clone();
+            let changed = std::mem::take(&mut self.handoff_changed);
+            *self = Disturbance {
+                handoff_changed: changed,
+                ..other.clone()
+            };
             return;
         }
         self.windows += other.windows;
@@ -132,7 +199,45 @@ mod tests {
             steal_ns,
             foreign_ns,
             smtlab_other_ns: Some(0),
+            handoff_changed: Vec::new(),
         }
+    }
+
+    fn moved(to_cpu: u32, start_ns: f64, cell_ns: f64) -> HandoffChange {
+        HandoffChange {
+            from_cpu: 0,
+            to_cpu,
+            start_ns,
+            cell_ns,
+        }
+    }
+
+    #[test]
+    fn cpus_that_moved_disturb_with_or_without_windows_read() {
+        let mut cell = d(100, 1_000_000_000, 400_000_000, Some(0));
+        cell.handoff_changed = vec![moved(1, 22.4, 190.2)];
+        assert_eq!(
+            cell.reason().as_deref(),
+            Some("CPUs moved: CPU 0-1 handoff 190 ns, 22 ns at the run's start, steal 20.0%")
+        );
+        // A cell whose windows could not be read is disturbed by the move alone.
+        let mut bare = Disturbance {
+            handoff_changed: vec![moved(1, 22.0, 190.0), moved(2, 25.0, 200.0)],
+            ..Default::default()
+        };
+        let why = bare.reason().unwrap();
+        assert!(why.ends_with("at the run's start and 1 more pair"), "{why}");
+        // Rounds pooled keep each pair once, and the windows of the later round.
+        bare.add(&cell);
+        assert_eq!(bare.handoff_changed.len(), 2);
+        assert_eq!(bare.windows, 100);
+        // Stored before the field existed: nothing moved.
+        let old: Disturbance = serde_json::from_str(
+            r#"{"windows":1,"window_ns":5,"cpus":1,"tick_ns":10,"steal_ns":0}"#,
+        )
+        .unwrap();
+        assert!(old.handoff_changed.is_empty());
+        assert!(!serde_json::to_string(&old).unwrap().contains("handoff"));
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub use bench::{
 };
 pub use cpuset::{CpuListError, CpuSet};
 pub use digest::SampleDigest;
-pub use disturbance::Disturbance;
+pub use disturbance::{Disturbance, HandoffChange};
 pub use placement::{CoreOrder, CpuOrder, PlacementKind, PlacementSpec, ResolvedPlacement};
 pub use result::{AtLimit, CellResult, ConfigError, LimitKind, Round, RunConfig};
 pub use run::{

@@ -519,6 +519,7 @@ mod tests {
             steal_ns: 400_000_000,
             foreign_ns: Some(20_000_000),
             smtlab_other_ns: Some(4_000_000),
+            ..Default::default()
         });
         let bytes = csv(&results);
         let mut rd = csv::Reader::from_reader(bytes.as_slice());

@@ -68,8 +68,11 @@ impl Term {
             ),
             Term::Disturbed => format!(
                 "a cell during which steal time or other processes took more than {:.0}% of \
-                 its CPUs' time: its figure carries someone else's load, so like an unsteady \
-                 cell it is never called faster or slower.",
+                 its CPUs' time, or (on two CPUs or more) whose CPUs moved: a cache-line \
+                 handoff read around it was twice or half the run's start, as when a host puts \
+                 virtual CPUs on another die. Its figure carries someone else's load or \
+                 another machine's sharing, so like an unsteady cell it is never called faster \
+                 or slower.",
                 DISTURBED_SHARE * 100.0
             ),
             Term::AtLimit => "a figure that reached a limit of the measurement (a search's \

@@ -144,6 +144,7 @@ impl Stretch {
             steal_ns: self.steal_ticks.saturating_mul(tick_ns),
             foreign_ns,
             smtlab_other_ns,
+            handoff_changed: Vec::new(),
         }
     }
 }

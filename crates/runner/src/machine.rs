@@ -127,6 +127,13 @@ pub trait Machine: Sync {
     /// The environment the measurements run in (DESIGN rule 11), stored with the run.
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment;
 
+    /// The cache-line handoff of each of `pairs` (from, to) as it is now
+    /// ([`smtlab_bench::threads::c2c::handoff_ns`]); a pair whose threads cannot be
+    /// pinned is left out. None on a machine described by files.
+    fn cpu_handoffs(&self, _pairs: &[(u32, u32)]) -> Vec<Handoff> {
+        Vec::new()
+    }
+
     /// Whether its CPUs are the ones this process runs on, so that paper 002's pair
     /// probing can measure them; not so on a machine described by files.
     fn cpus_can_be_probed(&self) -> bool {
@@ -319,7 +326,23 @@ impl Machine for RealMachine {
     }
 
     fn environment(&self, topo: &Topology, tool: &Tool) -> Environment {
-        capture(topo, tool)
+        Environment {
+            cpu_handoff: self.cpu_handoffs(&handoff_pairs(topo)),
+            ..capture(topo, tool)
+        }
+    }
+
+    fn cpu_handoffs(&self, pairs: &[(u32, u32)]) -> Vec<Handoff> {
+        pairs
+            .iter()
+            .filter_map(|&(from_cpu, to_cpu)| {
+                Some(Handoff {
+                    from_cpu,
+                    to_cpu,
+                    ns: smtlab_bench::threads::c2c::handoff_ns(from_cpu, to_cpu)?,
+                })
+            })
+            .collect()
     }
 
     fn cpus_can_be_probed(&self) -> bool {
@@ -397,36 +420,27 @@ fn capture(topo: &Topology, tool: &Tool) -> Environment {
         online_cpus: topo.cpus.to_list_string(),
         host_id: host_id(),
         core_clock_ghz: smtlab_bench::clock::core_clock_ghz(),
-        // Under full emulation (QEMU without KVM) a handoff times the emulator's
-        // scheduling of its vCPU threads, milliseconds a round trip: nothing to record.
-        cpu_handoff: if topo.virtualization.as_deref() == Some("QEMU") {
-            Vec::new()
-        } else {
-            handoffs(topo)
-        },
+        // Measured by `RealMachine::environment`.
+        cpu_handoff: Vec::new(),
     }
 }
 
-/// The most CPUs [`handoffs`] pairs with the first: a few milliseconds in all.
+/// The most CPUs [`handoff_pairs`] pairs with the first: a few milliseconds in all.
 pub const HANDOFF_PAIRS: usize = 16;
 
-/// The first online CPU's cache-line handoff to up to [`HANDOFF_PAIRS`] others
-/// (`Environment::cpu_handoff`); a pair whose threads cannot be pinned is left out.
-fn handoffs(topo: &Topology) -> Vec<Handoff> {
+/// The pairs whose handoff a run records at its start (`Environment::cpu_handoff`): the
+/// first online CPU with up to [`HANDOFF_PAIRS`] others. None under full emulation
+/// (QEMU without KVM), where a handoff times the emulator's scheduling of its vCPU
+/// threads, milliseconds a round trip.
+fn handoff_pairs(topo: &Topology) -> Vec<(u32, u32)> {
+    if topo.virtualization.as_deref() == Some("QEMU") {
+        return Vec::new();
+    }
     let cpus: Vec<u32> = topo.cpus.iter().collect();
     let Some((first, others)) = handoff_partners(&cpus) else {
         return Vec::new();
     };
-    others
-        .into_iter()
-        .filter_map(|to_cpu| {
-            Some(Handoff {
-                from_cpu: first,
-                to_cpu,
-                ns: smtlab_bench::threads::c2c::handoff_ns(first, to_cpu)?,
-            })
-        })
-        .collect()
+    others.into_iter().map(|to| (first, to)).collect()
 }
 
 /// The first of `cpus` and the others it is paired with: at most [`HANDOFF_PAIRS`],

@@ -20,7 +20,10 @@
 //!
 //! Around each of its samples a cell reads what disturbs it (steal, other processes,
 //! smtlab's own other threads: [`crate::disturb`]) from the session's machine, and its
-//! record carries the sum (`CellResult::disturbance`).
+//! record carries the sum (`CellResult::disturbance`). Before and after each group the
+//! session reads the CPUs' cache-line handoffs again where the run recorded them at its
+//! start, and a cell on two CPUs or more of a group around which one changed by
+//! `HANDOFF_CHANGE` is disturbed: its CPUs moved (a host put the vCPUs on another die).
 //!
 //! Cells are measured in [`Group`]s: the cells of one group (the placements of one
 //! benchmark and parameter set) take their samples in turn when the session
@@ -52,6 +55,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use smtlab_bench::{Benchmark, Params};
+use smtlab_model::run::Handoff;
 use smtlab_model::{
     BenchInfo, CellKey, CellRecord, CpuSet, ResolvedPlacement, SkippedCell, Topology,
 };
@@ -234,6 +238,10 @@ pub struct Session<'a> {
     /// brings them back when the cell ends); an error skips the cell with its reason.
     /// `None`: cells change nothing.
     pub system: Option<&'a dyn Machine>,
+    /// The run's cache-line handoffs at its start (`Environment::cpu_handoff`): a cell
+    /// on two CPUs or more around which [`Self::system`] reads one changed by
+    /// `HANDOFF_CHANGE` is disturbed (the CPUs moved). Empty: nothing is read.
+    pub handoff_at_start: &'a [Handoff],
 }
 
 impl Session<'_> {

@@ -766,6 +766,7 @@ fn interleave(
         interleave: true,
         stop: &stop,
         system: None,
+        handoff_at_start: &[],
     }
     .run(vec![group], &mut results);
     results.0

@@ -257,6 +257,7 @@ fn session<'a>(
         interleave: false,
         stop,
         system: None,
+        handoff_at_start: &[],
     }
 }
 
@@ -635,6 +636,10 @@ struct Disturbing {
     busy_ticks: u64,
     thread_ns: u64,
     reads: std::sync::atomic::AtomicU64,
+    /// The handoff of CPUs 0-1 each read of it gives, in turn (the last one again
+    /// once they run out), and the reads so far.
+    handoffs_ns: Vec<f64>,
+    handoff_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl Disturbing {
@@ -647,6 +652,8 @@ impl Disturbing {
             busy_ticks,
             thread_ns,
             reads: Default::default(),
+            handoffs_ns: vec![22.0],
+            handoff_reads: Default::default(),
         }
     }
 }
@@ -694,6 +701,18 @@ impl smtlab_runner::machine::Machine for Disturbing {
     }
     fn tick_ns(&self) -> u64 {
         10_000_000
+    }
+    fn cpu_handoffs(&self, pairs: &[(u32, u32)]) -> Vec<smtlab_model::run::Handoff> {
+        let n = self
+            .handoff_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ns = self.handoffs_ns[n.min(self.handoffs_ns.len() - 1)];
+        let at = |&(from_cpu, to_cpu): &(u32, u32)| smtlab_model::run::Handoff {
+            from_cpu,
+            to_cpu,
+            ns,
+        };
+        pairs.iter().map(at).collect()
     }
 }
 
@@ -746,4 +765,98 @@ fn a_quiet_machine_records_the_figures_and_disturbs_nothing() {
         assert_eq!(d.foreign_ns, None);
         assert_eq!(c.result.disturbed_reason(), None);
     }
+}
+
+/// Runs `groups` groups of the fake benchmark on one CPU and on two, the run having
+/// recorded a handoff of 22 ns between CPUs 0 and 1 at its start.
+fn cells_around_handoffs(machine: &Disturbing, groups: usize) -> Vec<CellRecord> {
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let ps = [placement("one", &[0]), placement("two", &[0, 1])];
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let start = [smtlab_model::run::Handoff {
+        from_cpu: 0,
+        to_cpu: 1,
+        ns: 22.0,
+    }];
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.system = Some(machine);
+    s.handoff_at_start = &start;
+    let mut out = Collect::default();
+    s.run((0..groups).map(|_| plan(&a, &ps)).collect(), &mut out);
+    out.cells
+}
+
+fn moved_reason(c: &CellRecord) -> Option<String> {
+    c.result
+        .disturbed_reason()
+        .filter(|r| r.contains("CPUs moved"))
+}
+
+#[test]
+fn cells_on_two_cpus_around_which_the_cpus_moved_are_disturbed() {
+    if topo().cpus.len() < 2 {
+        return;
+    }
+    // Read before and after each group: the first group's both 22 ns, the second's
+    // 22 ns before and 190 ns after (the host moved the CPUs during it), the third's
+    // 190 ns before (still moved) and 24 ns after.
+    let mut m = Disturbing::new(0, 0, 0);
+    m.handoffs_ns = vec![22.0, 22.0, 22.0, 190.0, 190.0, 24.0];
+    let cells = cells_around_handoffs(&m, 3);
+    assert_eq!(cells.len(), 6);
+    let names: Vec<(&str, bool)> = cells
+        .iter()
+        .map(|c| (c.placement.name.as_str(), moved_reason(c).is_some()))
+        .collect();
+    let expected = [
+        ("one", false),
+        ("two", false),
+        ("one", false),
+        ("two", true),
+        ("one", false),
+        ("two", true),
+    ];
+    assert_eq!(names, expected);
+    let why = moved_reason(&cells[3]).unwrap();
+    assert!(
+        why.contains("CPU 0-1 handoff 190 ns, 22 ns at the run's start"),
+        "{why}"
+    );
+    let v = smtlab_model::verdict::verdict(&cells[2], &cells[3]).unwrap();
+    assert_eq!(v.significance, smtlab_model::stats::Significance::Unsteady);
+    // Twice per group, nothing more.
+    let reads = m.handoff_reads.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(reads, 6);
+}
+
+#[test]
+fn cpus_that_stay_put_disturb_nothing_and_one_cpu_reads_no_handoff() {
+    let m = Disturbing::new(0, 0, 0);
+    for c in cells_around_handoffs(&m, 2) {
+        assert_eq!(moved_reason(&c), None);
+    }
+    // A group of cells on one CPU each reads nothing.
+    let clock = Arc::new(FakeClock::new(0, 1));
+    let log = Log::default();
+    let a = bench("a", &clock, &log);
+    let (topo, cfg, stop) = (topo(), cfg(), AtomicBool::new(false));
+    let start = [smtlab_model::run::Handoff {
+        from_cpu: 0,
+        to_cpu: 1,
+        ns: 22.0,
+    }];
+    let m = Disturbing::new(0, 0, 0);
+    let mut s = session(&topo, &cfg, &clock, &stop);
+    s.system = Some(&m);
+    s.handoff_at_start = &start;
+    s.run(
+        vec![plan(&a, &[placement("one", &[0])])],
+        &mut Collect::default(),
+    );
+    assert_eq!(
+        m.handoff_reads.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
 }

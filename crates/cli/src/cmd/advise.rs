@@ -33,6 +33,7 @@ pub fn run(args: &AdviseArgs, machine: &dyn Machine) -> Result<ExitCode> {
     measuring.how.client_rule = crate::settings::client_rule(&args.client_cpus);
     let plan = s.plan(headroom);
     let run = crate::settings::fresh_run("advise", machine, &s.topo, &s.cfg, s.notes.clone(), plan);
+    measuring.handoff_at_start = run.environment.cpu_handoff.clone();
     // The plan and its time first, then each cell's line and the time left as it ends
     // (a latency sweep's cells, planned from the capacity measured, come on top).
     let catalog = smtlab_runner::catalog::all();

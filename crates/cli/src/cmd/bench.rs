@@ -40,13 +40,13 @@ pub fn run(args: &BenchArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let started = unix_now_s();
     let mut printer = BenchPrinter::new(&s, args, text);
     let stop = settings::Stop::on_signals()?;
-    let engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), stop.flag()).measuring(
-        smtlab_runner::plan::Measuring {
+    let engine = Engine::new(machine, &s.cfg, s.counting.as_ref(), stop.flag())
+        .measuring(smtlab_runner::plan::Measuring {
             interleave: args.interleave,
             repeat: args.repeat as usize,
             client_rule: crate::settings::client_rule(&args.client),
-        },
-    );
+        })
+        .sharing_at_start(&env.cpu_handoff);
     // With --db each cell is stored as it is measured (suite `bench`); the printer sees
     // it first, so a benchmark that fails ends the command before it is stored.
     let sink = match &args.db {

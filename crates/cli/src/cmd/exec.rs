@@ -60,6 +60,7 @@ pub fn run(args: &ExecArgs, machine: &dyn Machine) -> Result<ExitCode> {
         notes.push("one placement only: no yield to compute".into());
     }
     let run = settings::fresh_run("exec", machine, &s.topo, &s.config, notes, plan);
+    let engine = engine.sharing_at_start(&run.environment.cpu_handoff);
     let sink = StoreSink::lazy(&s.db, run, |_| Ok(()));
     let sink = measure_shown(&engine, &s.topo, groups, &mut printer, sink)?;
     // A run the stop made fail is not the command's failure; the cells measured before

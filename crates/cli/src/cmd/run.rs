@@ -60,7 +60,8 @@ pub fn run(args: &RunArgs, machine: &dyn Machine) -> Result<ExitCode> {
     let mut saver = RunSaver::new(&mut store, run_id, lease, &bar, lines, &estimate);
     // How the cells are measured; a resumed run goes on as it was started.
     let engine = Engine::new(machine, &meta.config, counting.as_ref(), stop.flag())
-        .measuring(measuring_of(&meta, args));
+        .measuring(measuring_of(&meta, args))
+        .sharing_at_start(&meta.environment.cpu_handoff);
     // The stop flag ends the session and the SMT switch restores then (its guardian
     // should smtlab be killed).
     let protection = settings::Stop::protection();

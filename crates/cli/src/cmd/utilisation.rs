@@ -27,7 +27,7 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
         notes,
     } = util_settings(args, machine)?;
     crate::term::notes(&notes);
-    let measuring = MeasuringSetup::new(machine, cfg.clone(), args.json)?;
+    let mut measuring = MeasuringSetup::new(machine, cfg.clone(), args.json)?;
     let curve = Curve {
         steps: args.steps,
         step: Duration::from_millis(args.step_ms),
@@ -35,6 +35,7 @@ pub fn run(args: &UtilArgs, machine: &dyn Machine) -> Result<ExitCode> {
     };
     let plan = exp::plan(curve, &states, args.placement.as_deref(), &topo0);
     let run = fresh_run("utilisation", machine, &topo0, &cfg, notes.clone(), plan);
+    measuring.handoff_at_start = run.environment.cpu_handoff.clone();
     let mut sink = StoreSink::begin(&db, run, |shown| match shown {
         Shown::Skipped(s) => Err(anyhow::anyhow!(
             "the step at {}: {}",

@@ -47,7 +47,7 @@ pub fn shape(t: &Topology) -> String {
     s
 }
 
-/// The cells steal or other processes disturbed, each with its figure, and the most
+/// The cells steal, other processes or CPUs moving disturbed, each with its figure, and the most
 /// steal and foreign time any cell saw; `None` when no cell recorded its disturbance.
 pub fn disturbed_note(r: &RunResults) -> Option<String> {
     let recorded: Vec<_> = r
@@ -81,7 +81,8 @@ pub fn disturbed_note(r: &RunResults) -> Option<String> {
         format!("no cell disturbed: {seen}")
     } else {
         format!(
-            "{} cells disturbed (steal or other processes took more than {:.0}% of their CPUs'              time; called neither faster nor slower): {}; {seen}",
+            "{} cells disturbed (steal or other processes took more than {:.0}% of their CPUs' \
+             time, or their CPUs moved; called neither faster nor slower): {}; {seen}",
             disturbed.len(),
             100.0 * smtlab_model::disturbance::DISTURBED_SHARE,
             disturbed.join("; ")

@@ -497,6 +497,7 @@ fn a_disturbed_cell_holds_its_pair_back() {
         steal_ns: 600_000_000,
         foreign_ns: None,
         smtlab_other_ns: None,
+        ..Default::default()
     });
     let doc = analyse(&plan, &cells, 1);
     let why = doc.held_back[0].doubt.as_deref().unwrap();

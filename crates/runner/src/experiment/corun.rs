@@ -601,6 +601,7 @@ mod tests {
             clock: &Monotonic,
             counting: None,
             stop: &stop,
+            handoff_at_start: Vec::new(),
         };
         let mut kept = Kept::default();
         assert_eq!(measure(&engine, &topo, &plan, &mut kept), Ended::Complete);

@@ -25,6 +25,7 @@ use std::sync::atomic::AtomicBool;
 
 use smtlab_bench::BenchError;
 use smtlab_model::Topology;
+use smtlab_model::run::Handoff;
 use smtlab_placement::ClientRule;
 
 use crate::clock::Clock;
@@ -49,6 +50,9 @@ pub struct Engine<'a> {
     /// Interleaving, rounds per cell and where a benchmark's client side runs: the
     /// same settings a run's estimate is made with.
     pub how: Measuring,
+    /// The run's cache-line handoffs at its start, against which each cell's CPUs are
+    /// checked ([`Session::handoff_at_start`]); empty: not checked.
+    pub handoff_at_start: Vec<Handoff>,
 }
 
 impl<'a> Engine<'a> {
@@ -75,12 +79,22 @@ impl<'a> Engine<'a> {
                 repeat: 1,
                 client_rule: ClientRule::default(),
             },
+            handoff_at_start: Vec::new(),
         }
     }
 
     /// This engine measuring as `how` says.
     pub fn measuring(self, how: Measuring) -> Engine<'a> {
         Engine { how, ..self }
+    }
+
+    /// This engine checking each cell's CPUs against the run's handoffs at its start
+    /// (`Environment::cpu_handoff`).
+    pub fn sharing_at_start(self, handoffs: &[Handoff]) -> Engine<'a> {
+        Engine {
+            handoff_at_start: handoffs.to_vec(),
+            ..self
+        }
     }
 
     /// Measures `groups` on `topo`, each cell in the system state it needs.
@@ -100,6 +114,7 @@ impl<'a> Engine<'a> {
             interleave: self.how.interleave,
             stop: self.stop,
             system: Some(self.machine),
+            handoff_at_start: &self.handoff_at_start,
         }
         .run(groups, sink)
     }

@@ -5,7 +5,8 @@ use std::ops::ControlFlow;
 use std::sync::mpsc;
 use std::thread::Scope;
 
-use smtlab_model::{CellRecord, ResolvedPlacement, SkippedCell};
+use smtlab_model::run::handoff_changes;
+use smtlab_model::{CellRecord, HandoffChange, ResolvedPlacement, SkippedCell};
 
 use super::cell::{self, CellError, Closed, Cmd, Reply};
 use super::{CellPlan, Ended, Measured, Session, SessionObserver};
@@ -36,16 +37,30 @@ impl<'p> Live<'p> {
         slot.as_mut().ok().filter(|live| live.failed.is_none())
     }
 
-    /// A cell measured: closed, its rounds pooled, its record passed on.
-    fn measured(&mut self, observer: &mut dyn SessionObserver) -> ControlFlow<()> {
-        let closed = match self.ask(Cmd::Close) {
+    /// The cell closed: its counters and what disturbed it.
+    fn close(&mut self) -> Closed {
+        match self.ask(Cmd::Close) {
             Some(Reply::Closed(c)) => c,
             _ => Closed::default(),
-        };
+        }
+    }
+
+    /// A cell measured and `closed`: its rounds pooled, its record passed on, disturbed
+    /// where `moved` names CPU pairs whose handoff changed around it.
+    fn measured(
+        &mut self,
+        closed: Closed,
+        moved: &[HandoffChange],
+        observer: &mut dyn SessionObserver,
+    ) -> ControlFlow<()> {
         let Some(mut result) = crate::rounds::pool(std::mem::take(&mut self.rounds)) else {
             return ControlFlow::Continue(());
         };
         result.disturbance = closed.disturbance;
+        if !moved.is_empty() {
+            let d = result.disturbance.get_or_insert_with(Default::default);
+            HandoffChange::merge(&mut d.handoff_changed, moved);
+        }
         let plan = self.plan;
         let record = CellRecord {
             benchmark: plan.info.name.clone(),
@@ -83,6 +98,7 @@ impl Session<'_> {
         } else {
             (0..group.len()).map(|i| vec![i]).collect()
         };
+        let before = self.handoff_changes(&group);
         std::thread::scope(|scope| {
             let mut cells = self.start_cells(scope, &group, interleaved, observer);
             for round in 0..repeat {
@@ -96,8 +112,33 @@ impl Session<'_> {
             if self.stopped() {
                 return Ended::Stopped;
             }
-            self.record(&group, &mut cells, observer)
+            self.record(&group, &mut cells, &before, observer)
         })
+    }
+
+    /// The run's start handoffs that differ by `HANDOFF_CHANGE` or more now; nothing is
+    /// read where the run recorded none or no cell of `group` is on two CPUs or more.
+    fn handoff_changes(&self, group: &[CellPlan<'_>]) -> Vec<HandoffChange> {
+        let Some(machine) = self.system else {
+            return Vec::new();
+        };
+        let spans = |c: &CellPlan<'_>| c.placement.as_ref().is_ok_and(|p| self.spans_cpus(p));
+        if self.handoff_at_start.is_empty() || !group.iter().any(spans) {
+            return Vec::new();
+        }
+        let pairs: Vec<(u32, u32)> = self
+            .handoff_at_start
+            .iter()
+            .map(|h| (h.from_cpu, h.to_cpu))
+            .collect();
+        let now = machine.cpu_handoffs(&pairs);
+        HandoffChange::from_pairs(&handoff_changes(self.handoff_at_start, &now))
+    }
+
+    /// Whether a cell on `placement` works on two CPUs or more: only then can the CPUs
+    /// moving apart change its figure.
+    fn spans_cpus(&self, placement: &ResolvedPlacement) -> bool {
+        super::sampled_cpus(placement, self.topo).len() >= 2
     }
 
     /// Starts a thread for each cell whose placement is resolved.
@@ -224,17 +265,28 @@ impl Session<'_> {
     }
 
     /// Tells `observer` about every cell in the group's order: its record, or why it
-    /// was skipped.
+    /// was skipped. The measured cells are closed first, so that nothing of the group
+    /// runs while the handoffs are read again; `before`: what they read before it.
     fn record(
         &self,
         group: &[CellPlan<'_>],
         cells: &mut [Slot<'_>],
+        before: &[HandoffChange],
         observer: &mut dyn SessionObserver,
     ) -> Ended {
-        for (plan, slot) in group.iter().zip(cells) {
-            let flow = match slot {
-                Ok(live) if live.failed.is_none() => live.measured(observer),
-                _ => self.skipped(plan, slot, observer),
+        let closed: Vec<Option<Closed>> = cells
+            .iter_mut()
+            .map(|slot| Live::going(slot).map(Live::close))
+            .collect();
+        let mut moved = before.to_vec();
+        HandoffChange::merge(&mut moved, &self.handoff_changes(group));
+        for ((plan, slot), closed) in group.iter().zip(cells).zip(closed) {
+            let flow = match (slot, closed) {
+                (Ok(live), Some(closed)) => {
+                    let spans = self.spans_cpus(&live.placement);
+                    live.measured(closed, if spans { &moved } else { &[] }, observer)
+                }
+                (slot, _) => self.skipped(plan, slot, observer),
             };
             if flow.is_break() {
                 return Ended::Stopped;
