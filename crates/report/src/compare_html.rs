@@ -21,6 +21,7 @@ use maud::{Markup, PreEscaped, html};
 
 use crate::compare::{CompareRow, Comparison, GroupMean};
 use crate::compare_up::UpKernelRow;
+use crate::environment::{Fact, Role, facts};
 use crate::fmt::{esc, params, pct, shorten, times};
 use crate::html_parts::BR;
 use crate::units::Column;
@@ -51,55 +52,30 @@ fn unit_columns(c: &Comparison) -> BTreeMap<(String, String), Column> {
         .collect()
 }
 
-/// The environment row of the cache-line handoff.
-const HANDOFF: &str = "cache-line handoff";
-
-/// Whether the environment row `k` differs between the runs: the start time never
-/// counts, and the handoff only where `compare` finds it changed by its factor (a pair
-/// measured again reads a few nanoseconds apart).
-fn row_differs(k: &str, a: &str, b: &str, c: &Comparison) -> bool {
-    match k {
-        "started" => false,
-        HANDOFF => c.env_diffs.iter().any(|d| d.field == "cpu_handoff"),
-        _ => a != b,
+/// Whether the environment fact differs between the runs, as A's and B's
+/// ([`crate::environment::Role`]): a setup fact where `compare` lists it (the handoff
+/// only changed by its factor), another by its text, the start time never.
+fn differs(a: &Fact, b: &Fact, c: &Comparison) -> bool {
+    match a.role {
+        Role::Setup | Role::Sharing => c.env_diffs.iter().any(|d| d.field == a.key),
+        Role::Shown => a.value != b.value,
+        Role::Info => false,
     }
 }
 
-/// The facts that most often explain a difference between two runs, in order.
-fn environment(m: &RunMeta) -> Vec<(&'static str, String)> {
-    let e = &m.environment;
-    let t = &m.topology;
-    let or = |v: Option<&str>| v.unwrap_or("unknown").to_string();
-    let smt = crate::html::machine::smt_control(m).unwrap_or_else(|| "unknown".into());
-    vec![
-        ("host", or(e.hostname.as_deref())),
-        (
-            "CPU model",
-            or(e.cpu_model.as_deref().or(t.cpu_model.as_deref())),
-        ),
-        ("machine", crate::html::shape(t)),
-        ("SMT control", smt),
-        ("kernel", or(e.kernel.as_deref())),
-        ("microcode", or(e.microcode.as_deref())),
-        ("governor", or(e.governor.as_deref())),
-        ("boost / turbo", or(e.boost.as_deref())),
-        ("clocksource", or(e.clocksource.as_deref())),
-        (
-            HANDOFF,
-            crate::units::handoff_text(&e.cpu_handoff).unwrap_or_else(|| "not recorded".into()),
-        ),
-        (
-            "virtualisation",
-            e.virtualization
-                .as_deref()
-                .or(t.virtualization.as_deref())
-                .unwrap_or("none detected")
-                .to_string(),
-        ),
-        ("tool version", e.tool_version.clone()),
-        ("suite", or(m.suite.as_deref())),
-        ("started", crate::fmt::utc(m.started_unix_s)),
-    ]
+/// The environment facts of both runs side by side: label, A's, B's, and whether they
+/// differ.
+fn environments(
+    a: &RunMeta,
+    b: &RunMeta,
+    c: &Comparison,
+) -> Vec<(&'static str, String, String, bool)> {
+    let text = |f: &Fact| f.value.clone().unwrap_or_else(|| "unknown".into());
+    facts(a)
+        .iter()
+        .zip(&facts(b))
+        .map(|(x, y)| (x.label, text(x), text(y), differs(x, y, c)))
+        .collect()
 }
 
 /// `benchmark size=4KiB @ 1c1t`: the parameters that tell this benchmark's rows apart,
@@ -423,8 +399,8 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
             p { "Rows that differ are marked: they are the first suspects for any difference below." }
             table {
                 tr { th {} th { "A" } th { "B" } }
-                @for ((k, va), (_, vb)) in environment(&a.run).into_iter().zip(environment(&b.run)) {
-                    tr class=[row_differs(k, &va, &vb, c).then_some("diff")] { th { (k) } td { (va) } td { (vb) } }
+                @for (k, va, vb, diff) in environments(&a.run, &b.run, c) {
+                    tr class=[diff.then_some("diff")] { th { (k) } td { (va) } td { (vb) } }
                 }
             }
         }
@@ -717,15 +693,11 @@ fn up_kernel_markdown(c: &Comparison) -> String {
 /// geometric means; `c` is the comparison of `a` and `b`.
 pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> String {
     let mut out = format!("**A**: {}  \n**B**: {}\n\n", md(&c.a.label), md(&c.b.label));
-    let (ea, eb) = (environment(&a.run), environment(&b.run));
-    let diffs: Vec<_> = ea
-        .iter()
-        .zip(&eb)
-        .filter(|((k, x), (_, y))| row_differs(k, x, y, c))
-        .collect();
+    let envs = environments(&a.run, &b.run, c);
+    let diffs: Vec<_> = envs.iter().filter(|e| e.3).collect();
     if !diffs.is_empty() {
         out.push_str("| differs | A | B |\n|---|---|---|\n");
-        for ((k, x), (_, y)) in diffs {
+        for (k, x, y, _) in diffs {
             out.push_str(&md_row([*k, x, y]));
         }
         out.push('\n');

@@ -5,6 +5,8 @@
 use serde::Serialize;
 use smtlab_model::{Handoff, RunMeta};
 
+use crate::environment::{Role, facts};
+
 /// An environment fact that differs between the runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EnvDiff {
@@ -24,29 +26,19 @@ smtlab_model::named_enum! {
     }
 }
 
+/// The setup facts ([`Role::Setup`]) whose text differs between the runs, then the
+/// CPU pairs whose handoff changed ([`Role::Sharing`]), in the order of
+/// [`crate::environment::facts`].
 pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
-    type Field = fn(&RunMeta) -> Option<String>;
-    let fields: [(&str, Field); 11] = [
-        ("hostname", |m| m.environment.hostname.clone()),
-        ("cpu_model", |m| m.environment.cpu_model.clone()),
-        ("topology", |m| Some(crate::html::shape(&m.topology))),
-        ("kernel", |m| m.environment.kernel.clone()),
-        ("microcode", |m| m.environment.microcode.clone()),
-        ("smt_control", |m| m.environment.smt_control.clone()),
-        ("governor", |m| m.environment.governor.clone()),
-        ("boost", |m| m.environment.boost.clone()),
-        ("clocksource", |m| m.environment.clocksource.clone()),
-        ("virtualization", |m| m.environment.virtualization.clone()),
-        ("tool_version", |m| Some(m.environment.tool_version.clone())),
-    ];
-    let mut diffs: Vec<EnvDiff> = fields
+    let mut diffs: Vec<EnvDiff> = facts(a)
         .into_iter()
-        .map(|(field, get)| EnvDiff {
-            field: field.into(),
-            a: get(a),
-            b: get(b),
+        .zip(facts(b))
+        .filter(|(x, y)| x.role == Role::Setup && x.value != y.value)
+        .map(|(x, y)| EnvDiff {
+            field: x.key.into(),
+            a: x.value,
+            b: y.value,
         })
-        .filter(|d| d.a != d.b)
         .collect();
     diffs.extend(handoff_diff(a, b));
     diffs

@@ -45,6 +45,8 @@
 //! * [`glossary`]: the words the report gives a meaning of its own (`unsteady`,
 //!   `disturbed`, `at a limit`, the SMT yield, `2 cores vs 1`, the 95% interval), each
 //!   defined once on the page and in the Markdown, linked from where they are used.
+//! * [`environment`]: a run's environment facts, listed once for the page's machine
+//!   table, the comparison's two columns and what `compare` lists as `differs:`.
 //! * [`table`]: the one text-table engine (aligned columns, fitted to a width without
 //!   cutting a number), used by the text reports and the terminal; [`fmt::ratio_ci`] is
 //!   the one way a ratio is written (`1.250x [1.210, 1.290]`).
@@ -69,6 +71,7 @@ pub mod corun;
 pub mod counter_ratios;
 pub mod counters;
 pub mod cpi_latencies;
+pub mod environment;
 pub mod export;
 pub mod fleet;
 pub mod fmt;

@@ -10,43 +10,6 @@ use smtlab_model::{RunResults, RunStatus, Topology};
 use crate::fmt::{bytes, short, utc};
 use crate::html_parts::Absent;
 
-/// `1 package x 4 cores x 2 threads = 8 CPUs`, with ranges where packages or cores differ.
-pub fn shape(t: &Topology) -> String {
-    let pk = t.packages.len();
-    let per_pkg: Vec<usize> = t.packages.iter().map(|p| p.cores.len()).collect();
-    let (cmin, cmax) = (
-        per_pkg.iter().copied().min().unwrap_or(0),
-        per_pkg.iter().copied().max().unwrap_or(0),
-    );
-    let range = |a: u32, b: u32| {
-        if a == b {
-            a.to_string()
-        } else {
-            format!("{a}-{b}")
-        }
-    };
-    let mut s = format!(
-        "{} x {} cores x {} thread{} = {} CPUs",
-        smtlab_model::unit::plural(pk, "package"),
-        range(cmin as u32, cmax as u32),
-        range(t.smt.threads_per_core_min, t.smt.threads_per_core_max),
-        if t.smt.threads_per_core_max == 1 {
-            ""
-        } else {
-            "s"
-        },
-        t.cpus.len()
-    );
-    if !t.cores_without_package.is_empty() {
-        let _ = write!(
-            s,
-            " (+{} cores in no package)",
-            t.cores_without_package.len()
-        );
-    }
-    s
-}
-
 /// The cells steal, other processes or CPUs moving disturbed, each with its figure, and the most
 /// steal and foreign time any cell saw; `None` when no cell recorded its disturbance.
 pub fn disturbed_note(r: &RunResults) -> Option<String> {
@@ -219,51 +182,18 @@ pub(super) fn machine(r: &RunResults) -> Result<Markup, Absent> {
     })
 }
 
-/// The SMT control state when the run started, with whether SMT was active
-/// (`on (active: true)`), else the topology's control file.
-pub(crate) fn smt_control(m: &smtlab_model::RunMeta) -> Option<String> {
-    match (&m.environment.smt_control, m.topology.smt.active) {
-        (Some(c), Some(a)) => Some(format!("{c} (active: {a})")),
-        (Some(c), None) => Some(c.clone()),
-        (None, _) => m.topology.smt.control.clone(),
-    }
-}
-
-/// The machine's environment and the run's command and sampling, as a key-value table.
+/// The machine's environment ([`crate::environment::facts`]) and the run's command,
+/// end and sampling, as a key-value table.
 fn environment(m: &smtlab_model::RunMeta) -> Markup {
-    let e = &m.environment;
-    let t = &m.topology;
-    let smt = smt_control(m);
-    let version = match &e.git_commit {
-        Some(g) => format!("{} ({g})", e.tool_version),
-        None => e.tool_version.clone(),
-    };
     html! {
         table class="kv" {
-            (kv("host", e.hostname.as_deref()))
-            (kv("kernel", e.kernel.as_deref()))
-            (kv("CPU", e.cpu_model.as_deref().or(t.cpu_model.as_deref())))
-            (kv("vendor", t.vendor.as_deref()))
-            (kv("microcode", e.microcode.as_deref()))
-            (kv("SMT control", smt.as_deref().or(Some("absent"))))
-            (kv("governor", e.governor.as_deref()))
-            (kv("boost / turbo", e.boost.as_deref()))
-            (kv("core clock", e.core_clock_ghz.map(crate::units::core_clock_text).as_deref()))
-            (kv("cache-line handoff", crate::units::handoff_text(&e.cpu_handoff).as_deref()))
-            (kv("clocksource", e.clocksource.as_deref()))
-            (kv("perf_event_paranoid",
-                e.perf_event_paranoid.map(|v| v.to_string()).as_deref()))
-            (kv("virtualisation", Some(
-                e.virtualization
-                    .as_deref()
-                    .or(t.virtualization.as_deref())
-                    .unwrap_or("none detected"))))
-            (kv("tool version", Some(&version)))
+            @for f in crate::environment::facts(m) {
+                (kv(f.label, f.value.as_deref()))
+            }
             tr {
                 th { "command line" }
                 td { code { (smtlab_model::run::shell_join(&m.command_line)) } }
             }
-            (kv("started", Some(&utc(m.started_unix_s))))
             (kv("finished", m.finished_unix_s.map(utc).as_deref()))
             (kv("sampling", Some(&sampling(&m.config))))
         }
@@ -311,11 +241,10 @@ fn sibling_sets(t: &Topology) -> Option<String> {
     })
 }
 
-/// The topology's shape, CPUs, siblings, core kinds and NUMA nodes, as a key-value table.
+/// The topology's CPUs (its shape is the environment's `machine`), siblings, core kinds and NUMA nodes, as a key-value table.
 fn topology(t: &Topology) -> Markup {
     html! {
         table class="kv" {
-            (kv("shape", Some(&shape(t))))
             (kv("online CPUs", Some(&t.cpus.to_string())))
             @if !t.offline_cpus.is_empty() {
                 (kv("offline CPUs", Some(&t.offline_cpus.to_string())))

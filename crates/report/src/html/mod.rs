@@ -28,7 +28,7 @@ pub(crate) mod scaling;
 mod tables;
 mod yields;
 
-pub use machine::{notes, shape};
+pub use machine::notes;
 
 const CSS: &str = "\
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1b1b1b;\
