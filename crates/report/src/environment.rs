@@ -45,70 +45,35 @@ pub fn facts(m: &RunMeta) -> Vec<Fact> {
         role,
         value,
     };
-    let virtualization = e.virtualization.as_ref().or(t.virtualization.as_ref());
+    let cpu_model = e.cpu_model.clone().or_else(|| t.cpu_model.clone());
+    let clock = e.core_clock_ghz.map(crate::units::core_clock_text);
+    let handoff = crate::units::handoff_text(&e.cpu_handoff);
+    let paranoid = e.perf_event_paranoid.map(|v| v.to_string());
+    let virt = e.virtualization.as_ref().or(t.virtualization.as_ref());
+    let virt = virt.map_or("none detected", String::as_str).to_string();
+    let started = crate::fmt::utc(m.started_unix_s);
+    let version = e.tool_version.clone();
+    let paranoid_key = "perf_event_paranoid";
+    use Role::{Info, Setup, Sharing, Shown};
     vec![
-        fact("hostname", "host", Role::Setup, e.hostname.clone()),
-        fact(
-            "cpu_model",
-            "CPU model",
-            Role::Setup,
-            e.cpu_model.clone().or_else(|| t.cpu_model.clone()),
-        ),
-        fact("vendor", "vendor", Role::Shown, t.vendor.clone()),
-        fact("topology", "machine", Role::Setup, Some(shape(t))),
-        fact("kernel", "kernel", Role::Setup, e.kernel.clone()),
-        fact("microcode", "microcode", Role::Setup, e.microcode.clone()),
-        fact("smt_control", "SMT control", Role::Setup, smt_control(m)),
-        fact("governor", "governor", Role::Setup, e.governor.clone()),
-        fact("boost", "boost / turbo", Role::Setup, e.boost.clone()),
-        fact(
-            "core_clock_ghz",
-            "core clock",
-            Role::Info,
-            e.core_clock_ghz.map(crate::units::core_clock_text),
-        ),
-        fact(
-            "cpu_handoff",
-            "cache-line handoff",
-            Role::Sharing,
-            crate::units::handoff_text(&e.cpu_handoff),
-        ),
-        fact(
-            "clocksource",
-            "clocksource",
-            Role::Setup,
-            e.clocksource.clone(),
-        ),
-        fact(
-            "perf_event_paranoid",
-            "perf_event_paranoid",
-            Role::Shown,
-            e.perf_event_paranoid.map(|v| v.to_string()),
-        ),
-        fact(
-            "virtualization",
-            "virtualisation",
-            Role::Setup,
-            Some(
-                virtualization
-                    .map_or("none detected", |v| v.as_str())
-                    .into(),
-            ),
-        ),
-        fact(
-            "tool_version",
-            "tool version",
-            Role::Setup,
-            Some(e.tool_version.clone()),
-        ),
-        fact("git_commit", "commit", Role::Shown, e.git_commit.clone()),
-        fact("suite", "suite", Role::Shown, m.suite.clone()),
-        fact(
-            "started",
-            "started",
-            Role::Info,
-            Some(crate::fmt::utc(m.started_unix_s)),
-        ),
+        fact("hostname", "host", Setup, e.hostname.clone()),
+        fact("cpu_model", "CPU model", Setup, cpu_model),
+        fact("vendor", "vendor", Shown, t.vendor.clone()),
+        fact("topology", "machine", Setup, Some(shape(t))),
+        fact("kernel", "kernel", Setup, e.kernel.clone()),
+        fact("microcode", "microcode", Setup, e.microcode.clone()),
+        fact("smt_control", "SMT control", Setup, smt_control(m)),
+        fact("governor", "governor", Setup, e.governor.clone()),
+        fact("boost", "boost / turbo", Setup, e.boost.clone()),
+        fact("core_clock_ghz", "core clock", Info, clock),
+        fact("cpu_handoff", "cache-line handoff", Sharing, handoff),
+        fact("clocksource", "clocksource", Setup, e.clocksource.clone()),
+        fact(paranoid_key, paranoid_key, Shown, paranoid),
+        fact("virtualization", "virtualisation", Setup, Some(virt)),
+        fact("tool_version", "tool version", Setup, Some(version)),
+        fact("git_commit", "commit", Shown, e.git_commit.clone()),
+        fact("suite", "suite", Shown, m.suite.clone()),
+        fact("started", "started", Info, Some(started)),
     ]
 }
 
