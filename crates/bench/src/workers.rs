@@ -35,6 +35,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use smtlab_model::ResolvedPlacement;
+use smtlab_model::placement::Named;
 use smtlab_placement::pin::{self, PinError};
 
 use crate::clock;
@@ -85,7 +86,7 @@ pub fn thread_sweep(suite: crate::Suite, topo: &smtlab_model::Topology) -> Vec<c
         .into_iter()
         .map(|t| crate::SweepCell {
             params: vec![("threads".into(), t.to_string())],
-            placement: Some("all".into()),
+            placement: Some(Named::All.to_string()),
         })
         .collect()
 }

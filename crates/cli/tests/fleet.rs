@@ -583,17 +583,20 @@ fn deploy_playbook_runs_smtlab_on_namespace_hosts_and_pushes_to_one_postgresql()
     assert_eq!(runs.as_array().unwrap().len(), 4, "{runs}");
 
     // A play stopped by smtlab_timeout_s still succeeds and pushes the interrupted runs;
-    // the next play resumes them (no new run) and its push completes them.
+    // the next play resumes them (no new run) and its push completes them. The run
+    // takes about 7 s here and is stopped after 3, well inside it and well after its
+    // start (a run of about 1 s stopped after 1 s left no interrupted run on a machine
+    // busy with a second test suite).
     let short = serde_json::json!({
         "smtlab_db_url": url,
         "smtlab_exe": binary,
         "smtlab_args": ["run", "--suite", "quick", "--bench", "null-syscall", "--placements",
-                        "1c1t", "--repeat", "30"],
-        "smtlab_timeout_s": 1,
+                        "1c1t", "--repeat", "200"],
+        "smtlab_timeout_s": 3,
     })
     .to_string();
     let cut = play_with(&short);
-    assert!(cut.contains("stopped after 1 s"), "{cut}");
+    assert!(cut.contains("stopped after 3 s"), "{cut}");
     let runs = stdout_of(smtlab().args(["runs", "--json", "--db", &local]));
     let runs: Value = serde_json::from_str(&runs).unwrap();
     let interrupted = |runs: &Value| {

@@ -54,7 +54,7 @@ macro_rules! named_enum {
         impl $t {
             pub const ALL: [$t; [$($name),*].len()] = [$($t::$variant),*];
 
-            pub fn $f(self) -> &'static str {
+            pub const fn $f(self) -> &'static str {
                 match self {
                     $($t::$variant => $name,)*
                 }

@@ -41,6 +41,44 @@ pub enum PlacementKind {
 /// The canonical name of [`PlacementKind::Uniprocessor`].
 pub const UNIPROCESSOR_NAME: &str = "1c1t-up";
 
+named_enum! {
+    /// The placements smtlab itself reasons about by name: the two sides of each SMT pair
+    /// and of the scaling steps, and the plans' defaults. `name` is the spec a user
+    /// writes for it and the name its cells carry; any other placement is what a user
+    /// wrote.
+    #[derive(Hash)]
+    pub enum Named {
+        /// `1c1t`: one thread on one core.
+        OneCore = "1c1t",
+        /// `1c2t`: two threads on the two SMT siblings of one core.
+        Siblings = "1c2t",
+        /// `2c1t`: one thread on each of two cores.
+        TwoCores = "2c1t",
+        /// `2c2t`: two threads on each of two cores.
+        TwoCoresSmt = "2c2t",
+        /// `cores`: one thread on every core.
+        Cores = "cores",
+        /// `all`: every online CPU.
+        All = "all",
+        /// `half-cores-1t`: one thread on each of the first half of the cores.
+        HalfCores = "half-cores-1t",
+        /// `half-cores-2t`: two threads on each of the first half of the cores.
+        HalfCoresSmt = "half-cores-2t",
+    }
+}
+
+impl PartialEq<Named> for str {
+    fn eq(&self, other: &Named) -> bool {
+        self == other.name()
+    }
+}
+
+impl PartialEq<Named> for String {
+    fn eq(&self, other: &Named) -> bool {
+        self == other.name()
+    }
+}
+
 /// The canonical name of [`PlacementKind::UniprocessorKernel`].
 pub const UP_KERNEL_NAME: &str = "1t-up-kernel";
 

@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::placement::Named;
 use crate::stats::{self, Ratio, Significance};
 use crate::{CellRecord, CpuOrder};
 
@@ -144,13 +145,14 @@ named_enum! {
 impl PairKind {
     /// `(base, other)` placement names: the speed-up is of `other` over `base`.
     pub fn placements(self) -> (&'static str, &'static str) {
-        match self {
-            PairKind::SmtYield => ("1c1t", "1c2t"),
-            PairKind::DualCoreSmtGain => ("2c1t", "2c2t"),
-            PairKind::MachineSmtGain => ("cores", "all"),
-            PairKind::HalfMachineSmtGain => ("half-cores-1t", "half-cores-2t"),
-            PairKind::SecondCore => ("1c1t", "2c1t"),
-        }
+        let (base, other) = match self {
+            PairKind::SmtYield => (Named::OneCore, Named::Siblings),
+            PairKind::DualCoreSmtGain => (Named::TwoCores, Named::TwoCoresSmt),
+            PairKind::MachineSmtGain => (Named::Cores, Named::All),
+            PairKind::HalfMachineSmtGain => (Named::HalfCores, Named::HalfCoresSmt),
+            PairKind::SecondCore => (Named::OneCore, Named::TwoCores),
+        };
+        (base.name(), other.name())
     }
 
     /// The pairs whose ratio is a yield of SMT, in the yield tables' column order.

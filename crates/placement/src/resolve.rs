@@ -1,6 +1,7 @@
 //! Resolution of a [`PlacementSpec`] against a [`Topology`]: which cores, which CPUs, and
 //! in which order threads receive them. The rules are documented at the crate root.
 
+use smtlab_model::placement::Named;
 use smtlab_model::unit::plural;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -281,18 +282,20 @@ pub fn standard_placements(
         .collect();
     let max_threads = all.iter().map(|s| s.cpus.len()).max().unwrap_or(0);
 
-    let mut texts: Vec<String> = ["1c1t", "1c2t", "2c1t", "2c2t"]
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let grid = [
+        Named::OneCore,
+        Named::Siblings,
+        Named::TwoCores,
+        Named::TwoCoresSmt,
+    ];
+    let mut texts: Vec<String> = grid.iter().map(Named::to_string).collect();
     if packages.len() > 1 {
         texts.push("2c1t/scatter".into());
     }
     if max_threads > 2 {
         texts.push(format!("1c{max_threads}t"));
     }
-    texts.push("cores".into());
-    texts.push("all".into());
+    texts.extend([Named::Cores, Named::All].map(|p| p.to_string()));
 
     texts
         .iter()

@@ -18,14 +18,18 @@
 //! * A `1t-up-kernel` cell with none of the three beside it gives no row.
 
 use serde::Serialize;
-use smtlab_model::placement::{UNIPROCESSOR_NAME, UP_KERNEL_NAME};
+use smtlab_model::placement::{Named, UNIPROCESSOR_NAME, UP_KERNEL_NAME};
 use smtlab_model::verdict::{Verdict, verdict};
 use smtlab_model::{Direction, RunResults};
 
 use crate::compare_sides::Side;
 
 /// The SMP kernel's placements set beside the uniprocessor kernel's, in this order.
-pub const BESIDE: [&str; 3] = ["1c2t", UNIPROCESSOR_NAME, "1c1t"];
+pub const BESIDE: [&str; 3] = [
+    Named::Siblings.name(),
+    UNIPROCESSOR_NAME,
+    Named::OneCore.name(),
+];
 
 /// One workload's `1t-up-kernel` cell and the SMP kernel's cells beside it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

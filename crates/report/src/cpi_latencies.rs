@@ -7,6 +7,7 @@
 //! latency ([`Latencies::assumed`]), and the stack says which parts are measured.
 
 use smtlab_model::counters::cpi_stack::{Latencies, LevelLatency};
+use smtlab_model::placement::Named;
 use smtlab_model::{CacheType, CellRecord, RunResults};
 
 use crate::units::{cycles, parse_size, size};
@@ -19,7 +20,7 @@ const CHASE: &str = "mem-latency";
 fn chases(r: &RunResults) -> Vec<(f64, &CellRecord)> {
     r.cells
         .iter()
-        .filter(|c| c.benchmark == CHASE && c.placement.name == "1c1t")
+        .filter(|c| c.benchmark == CHASE && c.placement.name == Named::OneCore)
         .filter(|c| {
             c.params
                 .get("threads")

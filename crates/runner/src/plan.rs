@@ -24,6 +24,7 @@
 use std::collections::BTreeMap;
 
 use smtlab_bench::{BenchContext, BenchError, Benchmark, CellCost, Params};
+use smtlab_model::placement::Named;
 use smtlab_model::{CellKey, ResolvedPlacement, RunConfig, Topology};
 
 pub use smtlab_bench::Suite;
@@ -53,8 +54,8 @@ fn duplicates_all_at_full_width(
     placements: &[String],
     topo: &Topology,
 ) -> bool {
-    placement == Some("all")
-        && placements.iter().any(|p| p == "all")
+    placement.is_some_and(|p| *p == Named::All)
+        && placements.iter().any(|p| *p == Named::All)
         && base.get("threads").map(String::as_str) == Some("auto")
         && params.get("threads") == Some(&topo.cpus.len().to_string())
         && params
@@ -137,9 +138,9 @@ pub fn server_placements(placements: &[String], topo: &Topology) -> Vec<String> 
     let most = topo.smt.threads_per_core_max.max(1);
     let mut out: Vec<String> = Vec::new();
     for p in placements {
-        let instead = match p.as_str() {
-            "cores" => format!("{}1t", smtlab_placement::HALF_CORES_PREFIX),
-            "all" => format!("{}{most}t", smtlab_placement::HALF_CORES_PREFIX),
+        let instead = match Named::parse(p) {
+            Some(Named::Cores) => Named::HalfCores.to_string(),
+            Some(Named::All) => format!("{}{most}t", smtlab_placement::HALF_CORES_PREFIX),
             _ => {
                 out.push(p.clone());
                 continue;

@@ -29,6 +29,7 @@ pub mod bandwidth;
 pub mod kernels;
 pub mod latency;
 
+use smtlab_model::placement::Named;
 use smtlab_model::{BenchInfo, Direction, ParamInfo, Topology, ValueKind};
 
 use crate::workers::{WorkerPool, threads_param};
@@ -348,7 +349,7 @@ impl Benchmark for Latency {
             .into_iter()
             .map(|size| crate::SweepCell {
                 params: vec![("size".into(), size.to_string())],
-                placement: Some("1c1t".into()),
+                placement: Some(Named::OneCore.to_string()),
             })
             .collect()
     }

@@ -6,6 +6,7 @@
 
 use anyhow::{Result, bail};
 use smtlab_model::keys::Form;
+use smtlab_model::placement::Named;
 use smtlab_model::{CellKey, RunConfig, Topology};
 use smtlab_runner::experiment::advise::{self as exp, PreparedCommand, Subject};
 use smtlab_runner::experiment::corun::{self as corun_exp, Workload};
@@ -239,9 +240,10 @@ fn tenant_plan(
 /// found), its clients on the other half; where half the cores are no placement of their
 /// own (five cores or fewer), a server's whole machine is left out with a note.
 fn switched_specs(topo: &Topology, server: bool, notes: &mut Vec<String>) -> Vec<String> {
-    let mut specs: Vec<String> = ["1c1t", "1c2t", "2c1t"].map(String::from).to_vec();
+    let sides = [Named::OneCore, Named::Siblings, Named::TwoCores];
+    let mut specs: Vec<String> = sides.iter().map(Named::to_string).collect();
     if !server {
-        specs.push("all".into());
+        specs.push(Named::All.to_string());
         return specs;
     }
     let cpus = |spec: &str| super::resolve(spec, topo).ok().map(|r| r.cpu_set());

@@ -4,6 +4,7 @@
 
 use anyhow::{Result, bail};
 use smtlab_bench::{Benchmark, Params};
+use smtlab_model::placement::Named;
 use smtlab_model::{BenchInfo, CellKey, ResolvedPlacement, RunConfig, Topology};
 use smtlab_runner::counting::CountingSetup;
 use smtlab_runner::machine::Machine;
@@ -51,7 +52,7 @@ pub fn bench(args: &BenchArgs, machine: &dyn Machine) -> Result<Bench> {
     }
     let topo = machine.topology()?;
     let asked = if args.placements.is_empty() {
-        vec!["1c1t".to_string()]
+        vec![Named::OneCore.to_string()]
     } else {
         super::split_placements(&args.placements)
     };

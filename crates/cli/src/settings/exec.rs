@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use regex::Regex;
 use smtlab_bench::{Benchmark, Params};
+use smtlab_model::placement::Named;
 use smtlab_model::{CellKey, ResolvedPlacement, RunConfig, Topology};
 use smtlab_runner::counting::CountingSetup;
 use smtlab_runner::exec::{CommandBench, ExecValue};
@@ -146,16 +147,17 @@ pub(crate) fn throughput_regex(pattern: &str) -> Result<Regex> {
 /// `(placements, note)`: 1c1t and 1c2t where SMT exists; otherwise 1c1t and 2c1t (or
 /// 1c1t alone on one core), with the note saying so.
 fn default_placements(topo: &Topology) -> (Vec<String>, Option<String>) {
+    let names = |list: &[Named]| list.iter().map(Named::to_string).collect();
     if topo.smt_visible() {
-        (vec!["1c1t".into(), "1c2t".into()], None)
+        (names(&[Named::OneCore, Named::Siblings]), None)
     } else if topo.core_count() >= 2 {
         (
-            vec!["1c1t".into(), "2c1t".into()],
+            names(&[Named::OneCore, Named::TwoCores]),
             Some("no SMT here: compared 1c1t vs 2c1t only".into()),
         )
     } else {
         (
-            vec!["1c1t".into()],
+            names(&[Named::OneCore]),
             Some("no SMT here and one core: measured 1c1t only".into()),
         )
     }

@@ -3,6 +3,7 @@
 //! partners, the headroom).
 
 use super::*;
+use smtlab_model::placement::Named;
 
 /// What the server placements' names start with (`half-cores-1t`, `half-cores-2t`).
 const HALF_CORES: &str = "half-cores-";
@@ -206,10 +207,10 @@ fn workload_evidence(
         e.smt = true;
     }
     let base = mine
-        .find("1c1t", Some("off"))
-        .or_else(|| mine.find("1c1t", None));
+        .find(Named::OneCore.name(), Some("off"))
+        .or_else(|| mine.find(Named::OneCore.name(), None));
     e.baseline = base.map(baseline);
-    if let (Some(b), Some(o)) = (base, mine.find("1c2t", None)) {
+    if let (Some(b), Some(o)) = (base, mine.find(Named::Siblings.name(), None)) {
         e.latency = latency_at_load(b, o);
     }
     e.latency_sweeps = latency_sweeps(cells, bench, params);
@@ -233,7 +234,8 @@ fn add_core_pairs(e: &mut Evidence, mine: &Mine<'_>) {
         Some((_, two)) if two.result.cpus_used() == Some(1) => e.single_threaded = true,
         other => e.second_core = other.map(|(f, _)| f),
     }
-    if let (Some(core2), Some(sib)) = (mine.find("2c1t", None), mine.find("1c2t", None))
+    let (two_cores, siblings) = (Named::TwoCores.name(), Named::Siblings.name());
+    if let (Some(core2), Some(sib)) = (mine.find(two_cores, None), mine.find(siblings, None))
         && sib.placement.threads_per_core >= 2
     {
         e.sibling_vs_core = verdict(core2, sib).map(|v| Figure::from_verdict(&v));
@@ -244,14 +246,14 @@ fn add_core_pairs(e: &mut Evidence, mine: &Mine<'_>) {
 /// server's), else `all` over `cores`, else half the cores with one thread against all
 /// of theirs.
 fn add_machine_gain(e: &mut Evidence, mine: &Mine<'_>) {
-    let one = format!("{HALF_CORES}1t");
+    let one = Named::HalfCores.name();
     let states = mine
-        .find("all", Some("off"))
-        .zip(mine.find("all", Some("on")));
+        .find(Named::All.name(), Some("off"))
+        .zip(mine.find(Named::All.name(), Some("on")));
     // A server's, switched: half the cores, one thread each with SMT off against
     // all their threads with it on (`all` would leave its clients no CPU).
     let half_states = || {
-        let off = mine.find(&one, Some("off"))?;
+        let off = mine.find(one, Some("off"))?;
         let on = mine.half_smt(|o| o.smt().map(|x| x.name()) == Some("on"))?;
         Some((off, on))
     };
@@ -271,7 +273,7 @@ fn add_machine_gain(e: &mut Evidence, mine: &Mine<'_>) {
     }
     // A server's whole-machine question: half the cores with one thread and with all
     // of them, its clients on the other half.
-    let half = mine.find(&one, None).zip(
+    let half = mine.find(one, None).zip(
         mine.half_smt(|o| o.placement_spec != one && o.smt().is_none_or(|x| x.name() != "off")),
     );
     if let Some((base, other)) = half
@@ -427,10 +429,10 @@ fn latency_sweeps(
                 && c.smt().is_none_or(|x| x.name() != "off")
         })
         .collect();
-    let one = format!("{HALF_CORES}1t");
+    let one = Named::HalfCores.name();
     let smt_side = |spec: &str| -> Option<String> {
-        let other = if spec == "1c1t" {
-            points.iter().find(|c| c.placement_spec == "1c2t")
+        let other = if *spec == Named::OneCore {
+            points.iter().find(|c| c.placement_spec == Named::Siblings)
         } else {
             points.iter().find(|c| {
                 c.placement_spec.starts_with(HALF_CORES)
@@ -441,7 +443,7 @@ fn latency_sweeps(
         other.map(|c| c.placement_spec.clone())
     };
     let mut out = Vec::new();
-    for spec in ["1c1t", one.as_str()] {
+    for spec in [Named::OneCore.name(), one] {
         let Some(other) = smt_side(spec) else {
             continue;
         };

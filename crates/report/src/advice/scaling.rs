@@ -4,6 +4,7 @@
 //! the workload with the most CPUs, over one core), each gain with its 95% interval.
 
 use smtlab_model::CellRecord;
+use smtlab_model::placement::Named;
 use smtlab_model::verdict::verdict;
 
 use super::evidence::offered_rate;
@@ -54,11 +55,11 @@ pub fn scaling(cells: &[CellRecord], smt: bool, machine_cpus: usize) -> Vec<Scal
         .collect();
     let mut out: Vec<Scaling> = Vec::new();
     for (workload, mine) in crate::grouped(plain, |c| workload_name(&c.benchmark, &c.params)) {
-        let Some(one) = mine.iter().find(|o| o.placement_spec == "1c1t") else {
+        let Some(one) = mine.iter().find(|o| o.placement_spec == Named::OneCore) else {
             continue;
         };
         let gain = |o: &CellRecord| verdict(one, o).map(|v| Figure::from_verdict(&v));
-        let two = mine.iter().find(|o| o.placement_spec == "2c1t");
+        let two = mine.iter().find(|o| o.placement_spec == Named::TwoCores);
         let most = mine.iter().max_by_key(|o| o.placement.cpus.len());
         let two_cpus = two.map_or(2, |t| t.placement.cpus.len());
         let whole_machine = match most {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use maud::{Markup, PreEscaped, html};
+use smtlab_model::placement::Named;
 use smtlab_model::{CellRecord, Direction, RunResults};
 
 use crate::fmt::cpus;
@@ -45,7 +46,7 @@ fn series_label(c: &CellRecord) -> String {
 /// keep their own name as a series.
 fn is_grid_like(c: &CellRecord) -> bool {
     let n = &c.placement.name;
-    n == "all" || n == "cores" || n.split('/').next().is_some_and(is_grid_name)
+    *n == Named::All || *n == Named::Cores || n.split('/').next().is_some_and(is_grid_name)
 }
 
 fn is_grid_name(s: &str) -> bool {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::glossary::{Term, link};
 use maud::{Markup, PreEscaped, html};
+use smtlab_model::placement::Named;
 use smtlab_model::{CellRecord, Direction, ReportSection, RunResults};
 
 use crate::fmt::{params, times};
@@ -78,10 +79,13 @@ fn verdict_group(cells: &[&CellRecord], ps: &BTreeMap<String, String>) -> Markup
 }
 
 fn verdict_subject(base: &CellRecord, c: &CellRecord) -> String {
-    match (base.placement.name.as_str(), c.placement.name.as_str()) {
-        ("1c1t", "1c2t") => "SMT (a second thread on the same core) gives".to_string(),
-        ("1c1t", "2c1t") => "a second core gives".to_string(),
-        (b, o) => format!("{o} against {b} gives"),
+    let (b, o) = (base.placement.name.as_str(), c.placement.name.as_str());
+    match (Named::parse(b), Named::parse(o)) {
+        (Some(Named::OneCore), Some(Named::Siblings)) => {
+            "SMT (a second thread on the same core) gives".to_string()
+        }
+        (Some(Named::OneCore), Some(Named::TwoCores)) => "a second core gives".to_string(),
+        _ => format!("{o} against {b} gives"),
     }
 }
 

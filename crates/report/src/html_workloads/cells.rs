@@ -2,13 +2,21 @@
 //! placements in the page's column order, the mean or sum of a metric over samples, and
 //! the cells' means in one column's scale.
 
+use smtlab_model::placement::Named;
 use smtlab_model::stats;
 use smtlab_model::{CellRecord, ReportSection, RunResults};
 
 use crate::units::Column;
 
 /// Placement columns in this order; others follow in run order.
-const ORDER: [&str; 6] = ["1c1t", "1c2t", "2c1t", "2c2t", "cores", "all"];
+const ORDER: [Named; 6] = [
+    Named::OneCore,
+    Named::Siblings,
+    Named::TwoCores,
+    Named::TwoCoresSmt,
+    Named::Cores,
+    Named::All,
+];
 
 pub(crate) fn cells_of(r: &RunResults, pick: impl Fn(&CellRecord) -> bool) -> Vec<&CellRecord> {
     r.cells.iter().filter(|c| pick(c)).collect()

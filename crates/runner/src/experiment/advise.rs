@@ -28,6 +28,8 @@ use std::sync::Arc;
 use smtlab_bench::{BenchContext, BenchError, Benchmark, Instance, Params, RawSample};
 use smtlab_model::keys::Form;
 use smtlab_model::metrics::web::REQUESTS_PER_S;
+use smtlab_model::placement::Named;
+use smtlab_model::verdict::PairKind;
 use smtlab_model::{BenchInfo, CellKey, Topology};
 
 use super::corun::Workload;
@@ -268,26 +270,26 @@ pub fn placements_for(topo: &Topology, server: bool) -> (Vec<String>, Option<Str
 pub fn placements(topo: &Topology) -> (Vec<String>, Option<String>) {
     let cores = topo.core_count();
     let control = topo.smt.control.as_deref().unwrap_or("absent");
-    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let names = |list: &[Named]| list.iter().map(|p| p.to_string()).collect::<Vec<_>>();
     if topo.smt_visible() {
-        let mut v = names(&["1c1t", "1c2t", "2c1t"]);
+        let mut v = names(&[Named::OneCore, Named::Siblings, Named::TwoCores]);
         if cores > 2 {
-            v.extend(names(&["cores", "all"]));
+            v.extend(names(&[Named::Cores, Named::All]));
         }
         if cores < 2 {
-            v.retain(|p| p != "2c1t");
+            v.retain(|p| *p != Named::TwoCores);
         }
         (v, None)
     } else if cores >= 2 {
         (
-            names(&["1c1t", "2c1t"]),
+            names(&[Named::OneCore, Named::TwoCores]),
             Some(format!(
                 "no SMT here (smt/control: {control}): answering 2 cores vs 1 (2c1t vs 1c1t) instead"
             )),
         )
     } else {
         (
-            names(&["1c1t"]),
+            names(&[Named::OneCore]),
             Some(format!(
                 "no SMT here (smt/control: {control}) and one core: nothing to compare"
             )),
@@ -362,8 +364,9 @@ impl Subject {
 pub fn sweep_sides(specs: &[String]) -> Vec<(String, String)> {
     let has = |s: &str| specs.iter().any(|x| x == s);
     let mut out = Vec::new();
-    if has("1c1t") && has("1c2t") {
-        out.push(("1c1t".to_string(), "1c2t".to_string()));
+    let (one, two) = PairKind::SmtYield.placements();
+    if has(one) && has(two) {
+        out.push((one.to_string(), two.to_string()));
     }
     let one = format!("{}1t", smtlab_placement::HALF_CORES_PREFIX);
     let many = specs.iter().find(|s| {

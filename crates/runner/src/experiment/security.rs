@@ -18,6 +18,7 @@
 
 use smtlab_control::coresched::CoreSchedError;
 use smtlab_model::keys::{Conditions, CookieScope, Form, SecurityMode};
+use smtlab_model::placement::Named;
 use smtlab_model::{CellRecord, SkippedCell, Topology};
 use smtlab_placement::HALF_CORES_PREFIX;
 
@@ -38,17 +39,19 @@ pub const LIGHT_PCT: f64 = 25.0;
 /// `1c1t`), its clients on the rest.
 pub fn specs(topo: &Topology, server: bool) -> (String, String) {
     if !server {
-        return ("all".into(), "all".into());
+        return (Named::All.to_string(), Named::All.to_string());
     }
     let resolves = |spec: &str| crate::plan::placed(spec, topo).ok().map(|r| r.cpu_set());
     let one = format!("{HALF_CORES_PREFIX}1t");
     let half = resolves(&one);
-    let own = half.is_some() && half != resolves("1c1t") && half != resolves("2c1t");
+    let own = half.is_some()
+        && half != resolves(Named::OneCore.name())
+        && half != resolves(Named::TwoCores.name());
     if own {
         let k = topo.smt.threads_per_core_max.max(2);
         (format!("{HALF_CORES_PREFIX}{k}t"), one)
     } else {
-        ("1c2t".into(), "1c1t".into())
+        (Named::Siblings.to_string(), Named::OneCore.to_string())
     }
 }
 

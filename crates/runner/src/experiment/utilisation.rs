@@ -14,6 +14,7 @@ use std::time::Duration;
 use smtlab_bench::{BenchContext, Benchmark, Params};
 use smtlab_control::guard::Protection;
 use smtlab_model::keys::{Conditions, OfferedRate};
+use smtlab_model::placement::Named;
 use smtlab_model::{CellKey, ResolvedPlacement, Topology};
 
 use super::{Engine, ExperimentError};
@@ -41,9 +42,9 @@ pub fn placement(
 ) -> Result<(String, ResolvedPlacement), ExperimentError> {
     let spec = match asked {
         Some(s) => s.to_string(),
-        None if topo.smt_visible() => "1c2t".into(),
-        None if topo.smt.control.as_deref() == Some("off") => "1c1t".into(),
-        None => "2c1t".into(),
+        None if topo.smt_visible() => Named::Siblings.to_string(),
+        None if topo.smt.control.as_deref() == Some("off") => Named::OneCore.to_string(),
+        None => Named::TwoCores.to_string(),
     };
     let bad = |e: String| ExperimentError::input(format!("--placement {spec}: {e}"));
     let resolved = crate::plan::placed(&spec, topo).map_err(|e| bad(e.to_string()))?;
@@ -173,8 +174,8 @@ pub fn plan(
     for &state in states {
         let spec = match (asked, state) {
             (Some(s), _) => s.to_string(),
-            (None, SmtState::On) => "1c2t".into(),
-            (None, SmtState::Off) => "1c1t".into(),
+            (None, SmtState::On) => Named::Siblings.to_string(),
+            (None, SmtState::Off) => Named::OneCore.to_string(),
             (None, SmtState::AsFound) => placement(None, found).map(|(s, _)| s).unwrap_or_default(),
         };
         for (label, _) in step_labels(curve.steps) {
