@@ -543,6 +543,39 @@ mod tests {
     }
 
     #[test]
+    fn cells_whose_cpus_moved_are_one_clause_of_the_note_and_steal_stays_per_cell() {
+        let mut results = testdata::results(3);
+        let moved = |cell_ns| smtlab_model::HandoffChange {
+            from_cpu: 0,
+            to_cpu: 1,
+            start_ns: 226.3,
+            cell_ns,
+        };
+        for (cell, ns) in results.cells.iter_mut().zip([23.4, 26.1]) {
+            cell.result.disturbance = Some(smtlab_model::Disturbance {
+                handoff_changed: vec![moved(ns)],
+                ..Default::default()
+            });
+        }
+        let steal = results.cells[1].result.disturbance.as_mut().unwrap();
+        (steal.windows, steal.window_ns, steal.cpus) = (100, 1_000_000_000, 2);
+        (steal.tick_ns, steal.steal_ns) = (10_000_000, 400_000_000);
+        let note = crate::html::machine::disturbed_note(&results).unwrap();
+        let names = &results.cells[1].benchmark;
+        let expected = "2 cells disturbed (steal or other processes took more than 2% of their \
+             CPUs' time, or their CPUs moved; called neither faster nor slower): 2 on two CPUs \
+             or more measured while their CPUs had moved (CPU 0-1 handoff 23-26 ns, 226 ns at \
+             the run's start): ";
+        assert!(note.starts_with(expected), "{note}");
+        let steal_part = format!(
+            "; {names} on {}: steal 20.0%;",
+            results.cells[1].placement.name
+        );
+        assert!(note.contains(&steal_part), "{note}");
+        assert_eq!(note.matches("CPUs had moved").count(), 1, "{note}");
+    }
+
+    #[test]
     fn json_ends_with_a_newline_and_parses_back() {
         let results = testdata::results(3);
         let bytes = json(&results);

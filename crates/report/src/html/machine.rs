@@ -5,52 +5,101 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use maud::{Markup, PreEscaped, html};
-use smtlab_model::{RunResults, RunStatus, Topology};
+use smtlab_model::{CellRecord, Disturbance, HandoffChange, RunResults, RunStatus, Topology};
 
 use crate::fmt::{bytes, short, utc};
 use crate::html_parts::Absent;
 
-/// The cells steal, other processes or CPUs moving disturbed, each with its figure, and the most
-/// steal and foreign time any cell saw; `None` when no cell recorded its disturbance.
+/// The cells steal or other processes disturbed, each with its figure, those whose CPUs
+/// moved in one clause, and the most steal and foreign time any cell saw; `None` when no
+/// cell recorded its disturbance.
 pub fn disturbed_note(r: &RunResults) -> Option<String> {
     let recorded: Vec<_> = r
         .cells
         .iter()
         .filter_map(|c| c.result.disturbance.as_ref().map(|d| (c, d)))
         .collect();
-    let most = |f: &dyn Fn(&smtlab_model::Disturbance) -> Option<f64>| {
+    if recorded.is_empty() {
+        return None;
+    }
+    let most = |f: &dyn Fn(&Disturbance) -> Option<f64>| {
         recorded
             .iter()
             .filter_map(|(_, d)| f(d))
             .fold(0.0_f64, f64::max)
     };
     let (steal, foreign) = (most(&|d| d.steal_share()), most(&|d| d.foreign_share()));
-    let disturbed: Vec<String> = recorded
-        .iter()
-        .filter_map(|(c, d)| {
-            d.reason()
-                .map(|why| format!("{} on {}: {why}", c.benchmark, c.placement.name))
-        })
-        .collect();
-    if recorded.is_empty() {
-        return None;
-    }
     let seen = format!(
         "at most {:.1}% steal and {:.1}% other processes' time on a cell's CPUs",
         100.0 * steal,
         100.0 * foreign
     );
-    Some(if disturbed.is_empty() {
-        format!("no cell disturbed: {seen}")
-    } else {
-        format!(
-            "{} cells disturbed (steal or other processes took more than {:.0}% of their CPUs' \
-             time, or their CPUs moved; called neither faster nor slower): {}; {seen}",
-            disturbed.len(),
-            100.0 * smtlab_model::disturbance::DISTURBED_SHARE,
-            disturbed.join("; ")
-        )
-    })
+    let disturbed = recorded
+        .iter()
+        .filter(|(_, d)| d.reason().is_some())
+        .count();
+    if disturbed == 0 {
+        return Some(format!("no cell disturbed: {seen}"));
+    }
+    // Steal and other processes cell by cell; the CPUs moving, often under dozens of
+    // cells at once, in one clause.
+    let loaded = recorded.iter().filter_map(|(c, d)| {
+        let load = Disturbance {
+            handoff_changed: Vec::new(),
+            ..(*d).clone()
+        };
+        let why = load.reason()?;
+        Some(format!("{} on {}: {why}", c.benchmark, c.placement.name))
+    });
+    let moved: Vec<&CellRecord> = recorded
+        .iter()
+        .filter(|(_, d)| !d.handoff_changed.is_empty())
+        .map(|(c, _)| *c)
+        .collect();
+    let parts: Vec<String> = moved_clause(&moved).into_iter().chain(loaded).collect();
+    Some(format!(
+        "{disturbed} cells disturbed (steal or other processes took more than {:.0}% of their \
+         CPUs' time, or their CPUs moved; called neither faster nor slower): {}; {seen}",
+        100.0 * smtlab_model::disturbance::DISTURBED_SHARE,
+        parts.join("; ")
+    ))
+}
+
+/// `12 on two CPUs or more measured while their CPUs had moved (CPU 0-1 handoff 23-26
+/// ns, 226 ns at the run's start): read, write, stat, fstat, open-close and 3 more`;
+/// `None` without such cells.
+fn moved_clause(cells: &[&CellRecord]) -> Option<String> {
+    let changes: Vec<&HandoffChange> = cells
+        .iter()
+        .filter_map(|c| c.result.disturbance.as_ref())
+        .flat_map(|d| &d.handoff_changed)
+        .collect();
+    let first = *changes.first()?;
+    let pair = (first.from_cpu, first.to_cpu);
+    let ns = changes
+        .iter()
+        .filter(|h| (h.from_cpu, h.to_cpu) == pair)
+        .map(|h| h.cell_ns);
+    let (lo, hi) = ns.fold((f64::INFINITY, 0.0_f64), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    let range = match (lo.round(), hi.round()) {
+        (l, h) if l == h => format!("{l:.0}"),
+        (l, h) => format!("{l:.0}-{h:.0}"),
+    };
+    let names = crate::first_seen(cells.iter().map(|c| c.benchmark.as_str()));
+    let mut shown = names.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > 5 {
+        let _ = write!(shown, " and {} more", names.len() - 5);
+    }
+    Some(format!(
+        "{} on two CPUs or more measured while their CPUs had moved (CPU {}-{} handoff {range} \
+         ns, {:.0} ns at the run's start): {shown}",
+        cells.len(),
+        pair.0,
+        pair.1,
+        first.start_ns
+    ))
 }
 
 /// Things a reader must know before trusting a number, in one line each.
