@@ -47,6 +47,8 @@ pub struct RunSaver<'a> {
     pub lines: bool,
     pub measured: usize,
     pub skipped: usize,
+    /// Measured cells whose CPUs moved since the run's start (`disturbed: CPUs moved`).
+    pub moved: usize,
     pub error: Option<anyhow::Error>,
     /// The time left, from the plan and the pace of the cells done so far.
     eta: Eta,
@@ -87,6 +89,8 @@ impl SessionObserver for RunSaver<'_> {
         }
         super::counters_note(self.bar, cell, m.counters_note);
         self.measured += 1;
+        let moved = cell.result.disturbance.as_ref();
+        self.moved += usize::from(moved.is_some_and(|d| !d.handoff_changed.is_empty()));
         self.cell_done(&cell.key());
         ControlFlow::Continue(())
     }
@@ -168,6 +172,7 @@ impl<'a> RunSaver<'a> {
             lines,
             measured: 0,
             skipped: 0,
+            moved: 0,
             error: None,
             eta: Eta::new(estimate),
             skipped_lines: Default::default(),
@@ -211,6 +216,7 @@ pub fn end(
         lease,
         measured: n_measured,
         skipped,
+        moved,
         error,
         ..
     } = saver;
@@ -252,5 +258,12 @@ pub fn end(
         "run {run_id} finished: {n_measured} cells measured, {skipped} skipped. Report: smtlab report {run_id}{db} -o report.html"
     );
     crate::term::note_fit(&done);
+    if moved > 0 {
+        crate::term::note_fit(&format!(
+            "{moved} cells were measured while this machine's CPUs shared differently from \
+             the run's start (a host moving virtual CPUs): they are marked disturbed and \
+             decide nothing; run again to measure them in one sharing"
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }
