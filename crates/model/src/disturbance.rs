@@ -152,15 +152,16 @@ impl Disturbance {
             };
             parts.push(format!("CPUs moved: {}{more}", first.text()));
         }
+        // Without a window read there is nothing to say of steal or other processes.
         let cpu = self.cpu_ns() as f64;
-        let floor = (DISTURBED_SHARE * cpu).max(self.resolution_ns() as f64);
-        if cpu <= 0.0 {
-            // No window read: nothing to say of steal or other processes.
-        } else if self.steal_ns as f64 > floor {
-            parts.push(format!("steal {:.1}%", 100.0 * self.steal_ns as f64 / cpu));
-        }
-        if let Some(f) = self.foreign_ns.filter(|&f| cpu > 0.0 && f as f64 > floor) {
-            parts.push(format!("other processes {:.1}%", 100.0 * f as f64 / cpu));
+        if cpu > 0.0 {
+            let floor = (DISTURBED_SHARE * cpu).max(self.resolution_ns() as f64);
+            if self.steal_ns as f64 > floor {
+                parts.push(format!("steal {:.1}%", 100.0 * self.steal_ns as f64 / cpu));
+            }
+            if let Some(f) = self.foreign_ns.filter(|&f| f as f64 > floor) {
+                parts.push(format!("other processes {:.1}%", 100.0 * f as f64 / cpu));
+            }
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }

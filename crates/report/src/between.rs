@@ -320,10 +320,10 @@ fn sd_per_group(sums: &BTreeMap<String, (f64, usize)>) -> BTreeMap<String, f64> 
 /// it back from the row tests: `CellResult::hold_back_reason`) with a positive mean and
 /// two samples or more. A disturbed cell is never tested, so its move (a cell measured
 /// while a host had put the vCPUs apart reads 2-8x) must not widen the rows that are.
-/// The sign matters for the runs' common level: a machine that runs
-/// slower lowers a rate and raises a time, and unsigned the two would cancel in the
-/// mean over cells (on twenty A/A runs of a 2-vCPU guest whose levels moved by 2.6%,
-/// unsigned logs read 1.1%).
+/// The sign matters for the runs' common level: a machine that runs slower lowers a rate
+/// and raises a time, and unsigned the two would cancel in the mean over cells (on
+/// twenty A/A runs of a 2-vCPU guest whose levels moved by 2.6%, unsigned logs read
+/// 1.1%).
 fn log_level(c: &CellRecord) -> Option<(f64, f64)> {
     let s = &c.result.summary;
     if c.result.hold_back_reason().is_some() || !s.mean.is_finite() {

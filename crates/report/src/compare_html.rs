@@ -694,7 +694,7 @@ fn up_kernel_markdown(c: &Comparison) -> String {
 pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> String {
     let mut out = format!("**A**: {}  \n**B**: {}\n\n", md(&c.a.label), md(&c.b.label));
     let envs = environments(&a.run, &b.run, c);
-    let diffs: Vec<_> = envs.iter().filter(|e| e.3).collect();
+    let diffs: Vec<_> = envs.iter().filter(|(.., differ)| *differ).collect();
     if !diffs.is_empty() {
         out.push_str("| differs | A | B |\n|---|---|---|\n");
         for (k, x, y, _) in diffs {
