@@ -11,9 +11,11 @@
 #
 # Target (each pair): "no difference" overall, and at most 5% of the steady rows called
 # faster or slower. A pair whose runs `compare` finds in different environments (its
-# `differs:` lines: on a virtual machine, the host moving the vCPUs to CPUs that share
-# differently, `cpu_handoff`) is no A/A pair: it is printed with what differed and
-# counted apart, neither meeting nor missing the target.
+# `differs:` lines) is no A/A pair: it is printed with what differed and counted apart,
+# neither meeting nor missing the target. The one exception is `cpu_handoff` alone (on a
+# virtual machine, the host moving the vCPUs to CPUs that share differently between the
+# runs): `compare` then holds back every row on two CPUs or more, and the pair is
+# counted with the rows that are left.
 #
 # Usage: scripts/aa-compare.sh
 # Environment:
@@ -101,8 +103,10 @@ for r in flagged:
 ok = o.get("significance") == "not_significant" and len(flagged) * 20 <= len(steady)
 diffs = c.get("env_diffs", [])
 for d in diffs:
-    print(f"pair {pair}: not an A/A pair: {d['field']} differs: {d['a']} | {d['b']}")
-sys.exit(3 if diffs else 0 if ok else 1)
+    what = "CPUs moved" if d["field"] == "cpu_handoff" else "not an A/A pair"
+    print(f"pair {pair}: {what}: {d['field']} differs: {d['a']} | {d['b']}")
+other = [d for d in diffs if d["field"] != "cpu_handoff"]
+sys.exit(3 if other else 0 if ok else 1)
 EOF
     case $status in
     0) met=$((met + 1)) ;;

@@ -175,6 +175,23 @@ impl ResolvedPlacement {
     pub fn cpu_set(&self) -> CpuSet {
         self.cpus.iter().copied().collect()
     }
+
+    /// The CPUs a cell on this placement is watched on (its `/proc/stat` time, its
+    /// handoffs): the placement's, or every online CPU of `topo` for `os` (the
+    /// scheduler may use any of them).
+    pub fn sampled_cpus(&self, topo: &crate::Topology) -> CpuSet {
+        if self.pinned() {
+            self.cpu_set()
+        } else {
+            topo.cpus.clone()
+        }
+    }
+
+    /// Whether a cell on this placement works on two CPUs or more: only then can the
+    /// way its CPUs share caches (the host moving a VM's CPUs) change its figure.
+    pub fn spans_cpus(&self, topo: &crate::Topology) -> bool {
+        self.sampled_cpus(topo).len() >= 2
+    }
 }
 
 #[cfg(test)]

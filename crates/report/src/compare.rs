@@ -26,6 +26,11 @@
 //!   intervals, its level drifted during the cell, or its samples spread beyond a CV
 //!   of 25%: `CellResult::unsteady_reason`) is marked `unsteady`,
 //!   never faster or slower, and is left out of the geometric means.
+//! * So is a row on two CPUs or more when A and B ran on one host whose CPUs shared
+//!   caches differently at their starts (their cache-line handoffs differ by
+//!   `HANDOFF_CHANGE` or more: the host moved a virtual machine's CPUs between the
+//!   runs): its cells were measured on different hardware sharing, so their ratio says
+//!   nothing about the runs. One-CPU rows are compared as usual.
 //! * The geometric mean of the steady rows' speed-ups is taken per group and over all
 //!   rows, with a 95% interval: Student's t on the logarithms of the ratios
 //!   ([`stats::geomean_ci_with`]), the rows taken as a sample of workloads (a
@@ -228,6 +233,17 @@ impl CompareRow {
         self.unsteady.is_some()
     }
 
+    /// Marks the row not comparable for `why` (after any reason it already has).
+    fn hold_back(&mut self, why: &str) {
+        self.unsteady = Some(match self.unsteady.take() {
+            Some(already) => format!("{already}, {why}"),
+            None => why.to_string(),
+        });
+        if self.significance != Some(Significance::AtLimit) {
+            self.significance = self.significance.map(|_| Significance::Unsteady);
+        }
+    }
+
     /// The interval that decides: with the between-run variance where it was added.
     pub fn deciding_interval(&self) -> Option<Ratio> {
         self.interval_with_between.or(self.interval)
@@ -404,6 +420,10 @@ fn group_rank(g: &str, seen: &[String]) -> usize {
         .unwrap_or_else(|| GROUP_ORDER.len() + seen.iter().position(|x| x == g).unwrap_or(0))
 }
 
+/// Why a row on two CPUs or more is not compared when the host moved the CPUs between
+/// the runs (see the module documentation).
+pub const SHARING_MOVED: &str = "CPUs moved between the runs: cpu_handoff differs";
+
 /// Compares run B against run A (see the module documentation for the rules), with the
 /// between-run variance from A's and B's own rounds, or else the default floor.
 pub fn compare(a: &RunResults, b: &RunResults) -> Comparison {
@@ -421,13 +441,19 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
     let mut missing = Vec::new();
     // A key's first cell is the one its index holds; later ones are skipped.
     let first = |i: &BTreeMap<CellKey, &CellRecord>, c: &CellRecord| std::ptr::eq(i[&c.key()], c);
+    let apart = crate::compare_sides::sharing_moved(&a.run, &b.run);
     for ca in a.cells.iter().filter(|c| first(&ia, c)) {
         let Some(cb) = ib.get(&ca.key()) else {
             missing.push(MissingCell::of(ca, Side::A, b));
             continue;
         };
         tests.push(log_ratio(ca, cb));
-        rows.push(row(ca, cb));
+        let mut r = row(ca, cb);
+        let spans = |c: &CellRecord, run: &RunResults| c.placement.spans_cpus(&run.run.topology);
+        if apart && (spans(ca, a) || spans(cb, b)) {
+            r.hold_back(SHARING_MOVED);
+        }
+        rows.push(r);
     }
     let between_runs_scatter = correct_for_rows(&mut rows, &tests, &between);
     for cb in b
@@ -771,7 +797,8 @@ pub const LEGEND: &str = "speed-up of B over A: ratio of means, 95% CI with the 
      variance added (Fieller's within the runs alone with --between-runs none), above 1 = \
      B better (for lower-is-better units too); faster/slower: the CI excludes 1 and \
      survives the correction for the number of rows (Benjamini-Hochberg); unsteady: a \
-     cell's samples (CV over 25%, drift) or rounds disagree, left out of the means; overall: geometric mean \
+     cell's samples (CV over 25%, drift) or rounds disagree, it was disturbed, or the host moved \
+     the CPUs between the runs (rows on two CPUs or more), left out of the means; overall: geometric mean \
      of the steady rows, 95% CI with a whole run's between-run shift added, no difference \
      when it includes 1";
 

@@ -44,6 +44,17 @@ pub(crate) fn env_diffs(a: &RunMeta, b: &RunMeta) -> Vec<EnvDiff> {
     diffs
 }
 
+/// Whether rows on two CPUs or more cannot be compared between `a` and `b`: the runs
+/// are of one host, and the CPU pairs' cache-line handoffs at their starts differ by
+/// [`HANDOFF_CHANGE`] or more (the host moved the virtual machine's CPUs). Not between
+/// two hosts, where the sharing is part of what is compared.
+///
+/// [`HANDOFF_CHANGE`]: smtlab_model::run::HANDOFF_CHANGE
+pub(crate) fn sharing_moved(a: &RunMeta, b: &RunMeta) -> bool {
+    let host = &a.environment.hostname;
+    host.is_some() && *host == b.environment.hostname && handoff_diff(a, b).is_some()
+}
+
 /// The CPU pairs whose cache-line handoff differs by [`HANDOFF_CHANGE`] or more (the
 /// host moved a virtual machine's CPUs between the runs, or another machine), at most
 /// three named.

@@ -409,7 +409,7 @@ fn compare_lists_cells_measured_in_one_run() {
 }
 
 #[test]
-fn cpus_that_hand_a_line_over_differently_are_another_setup() {
+fn cpus_that_hand_a_line_over_differently_are_another_setup_and_hold_back_multi_cpu_rows() {
     let (mut a, mut b) = pair();
     b.run.environment = a.run.environment.clone();
     b.run.topology = a.run.topology.clone();
@@ -443,6 +443,44 @@ fn cpus_that_hand_a_line_over_differently_are_another_setup() {
         md.contains("| cache-line handoff | CPU 0-1 25 ns | CPU 0-1 246 ns |"),
         "{md}"
     );
+    // One host, its CPUs placed otherwise: the row on two CPUs is not compared, the
+    // one-CPU rows are.
+    let row = |c: &smtlab_report::Comparison, bench: &str, placement: &str| {
+        let found = c
+            .rows
+            .iter()
+            .find(|r| r.benchmark == bench && r.placement == placement);
+        found.unwrap().clone()
+    };
+    let two = row(&c, "int-ops", "1c2t");
+    assert_eq!(
+        two.unsteady.as_deref(),
+        Some(smtlab_report::compare::SHARING_MOVED)
+    );
+    assert_eq!(
+        two.significance,
+        Some(smtlab_model::stats::Significance::Unsteady)
+    );
+    assert!(
+        text.contains("unsteady (CPUs moved between the runs"),
+        "{text}"
+    );
+    let one = row(&c, "int-ops", "1c1t");
+    assert_eq!(one.unsteady, None);
+    assert_eq!(
+        one.significance,
+        Some(smtlab_model::stats::Significance::Faster)
+    );
+    // Two hosts: the sharing is part of what is compared.
+    b.run.environment.hostname = Some("another-host".into());
+    let c = smtlab_report::compare(&a, &b);
+    let two = row(&c, "int-ops", "1c2t");
+    assert_eq!(two.unsteady, None);
+    assert_eq!(
+        two.significance,
+        Some(smtlab_model::stats::Significance::Slower)
+    );
+    b.run.environment.hostname = a.run.environment.hostname.clone();
     // The same pair measured again a little slower is the same setup.
     b.run.environment.cpu_handoff = vec![h(1, 31.0)];
     let c = smtlab_report::compare(&a, &b);

@@ -56,9 +56,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use smtlab_bench::{Benchmark, Params};
 use smtlab_model::run::Handoff;
-use smtlab_model::{
-    BenchInfo, CellKey, CellRecord, CpuSet, ResolvedPlacement, SkippedCell, Topology,
-};
+use smtlab_model::{BenchInfo, CellKey, CellRecord, ResolvedPlacement, SkippedCell, Topology};
 use smtlab_placement::ClientRule;
 
 use crate::clock::Clock;
@@ -310,16 +308,6 @@ impl Observer for StopObserver<'_> {
         } else {
             ControlFlow::Continue(())
         }
-    }
-}
-
-/// The CPUs whose `/proc/stat` time a cell reports: the placement's, or every online
-/// CPU for `os` (the scheduler may use any of them).
-pub fn sampled_cpus(placement: &ResolvedPlacement, topo: &Topology) -> CpuSet {
-    if placement.pinned() {
-        placement.cpu_set()
-    } else {
-        topo.cpus.clone()
     }
 }
 

@@ -18,7 +18,7 @@ use smtlab_model::{Disturbance, ResolvedPlacement};
 use smtlab_placement::irq;
 
 use super::cookie::{partner_cookies, process_cookies, tenant_cpu};
-use super::{CellPlan, Session, StopObserver, Unplaced, sampled_cpus, spare_cpu, window_text};
+use super::{CellPlan, Session, StopObserver, Unplaced, spare_cpu, window_text};
 use crate::client::NoClientCpus;
 use crate::counting::CellCounting;
 use crate::disturb::Probe;
@@ -298,7 +298,7 @@ impl<'a> Worker<'a> {
     ) -> Self {
         let topo = session.topo;
         let mut counting = session.counting.as_ref().map(|c| {
-            let cpus = sampled_cpus(&placement, topo);
+            let cpus = placement.sampled_cpus(topo);
             CellCounting::begin_with(c.setup, c.backend, &cpus, spare_cpu(&placement, topo))
         });
         // Other cells take turns on these CPUs: the OS time counts this cell's own
@@ -308,7 +308,7 @@ impl<'a> Worker<'a> {
         }
         let probe = session
             .system
-            .and_then(|m| Probe::new(m, session.clock, sampled_cpus(&placement, topo)));
+            .and_then(|m| Probe::new(m, session.clock, placement.sampled_cpus(topo)));
         Worker {
             instance: None,
             counting,

@@ -122,7 +122,7 @@ impl Session<'_> {
         let Some(machine) = self.system else {
             return Vec::new();
         };
-        let spans = |c: &CellPlan<'_>| c.placement.as_ref().is_ok_and(|p| self.spans_cpus(p));
+        let spans = |c: &CellPlan<'_>| c.placement.as_ref().is_ok_and(|p| p.spans_cpus(self.topo));
         if self.handoff_at_start.is_empty() || !group.iter().any(spans) {
             return Vec::new();
         }
@@ -133,12 +133,6 @@ impl Session<'_> {
             .collect();
         let now = machine.cpu_handoffs(&pairs);
         HandoffChange::from_pairs(&handoff_changes(self.handoff_at_start, &now))
-    }
-
-    /// Whether a cell on `placement` works on two CPUs or more: only then can the CPUs
-    /// moving apart change its figure.
-    fn spans_cpus(&self, placement: &ResolvedPlacement) -> bool {
-        super::sampled_cpus(placement, self.topo).len() >= 2
     }
 
     /// Starts a thread for each cell whose placement is resolved.
@@ -283,7 +277,7 @@ impl Session<'_> {
         for ((plan, slot), closed) in group.iter().zip(cells).zip(closed) {
             let flow = match (slot, closed) {
                 (Ok(live), Some(closed)) => {
-                    let spans = self.spans_cpus(&live.placement);
+                    let spans = live.placement.spans_cpus(self.topo);
                     live.measured(closed, if spans { &moved } else { &[] }, observer)
                 }
                 (slot, _) => self.skipped(plan, slot, observer),
