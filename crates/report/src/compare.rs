@@ -371,6 +371,11 @@ pub struct Comparison {
     /// `1c1t-up` and `1c1t`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub up_kernel: Vec<crate::compare_up::UpKernelRow>,
+    /// A and B are of one host whose CPUs shared caches differently at their starts
+    /// (`differs: cpu_handoff`): their rows on two CPUs or more are held back
+    /// ([`SHARING_MOVED`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cpus_moved: bool,
 }
 
 impl GroupMean {
@@ -423,6 +428,11 @@ fn group_rank(g: &str, seen: &[String]) -> usize {
 /// Why a row on two CPUs or more is not compared when the host moved the CPUs between
 /// the runs (see the module documentation).
 pub const SHARING_MOVED: &str = "CPUs moved between the runs: cpu_handoff differs";
+
+/// What a comparison of one host whose CPUs moved between the runs says once, under its
+/// `differs:` lines.
+pub const CPUS_MOVED_NOTE: &str = "the host moved the CPUs between the runs (one host, \
+     another cache-line handoff): rows on two CPUs or more are not compared";
 
 /// Compares run B against run A (see the module documentation for the rules), with the
 /// between-run variance from A's and B's own rounds, or else the default floor.
@@ -484,6 +494,7 @@ pub fn compare_with(a: &RunResults, b: &RunResults, between: BetweenRuns) -> Com
         between_runs_scatter,
         between_runs: between,
         up_kernel: crate::compare_up::up_kernel_rows(a, b),
+        cpus_moved: apart,
     }
 }
 
@@ -653,6 +664,9 @@ pub fn head_text(c: &Comparison) -> String {
             d.a.as_deref().unwrap_or("unknown"),
             d.b.as_deref().unwrap_or("unknown")
         ));
+    }
+    if c.cpus_moved {
+        out.push_str(&format!("  {CPUS_MOVED_NOTE}\n"));
     }
     if !c.rows.is_empty() {
         out.push_str(&format!("overall: {}\n", c.overall.headline()));

@@ -403,6 +403,9 @@ pub fn compare_sections(p: &mut String, a: &RunResults, b: &RunResults, c: &Comp
                     tr class=[diff.then_some("diff")] { th { (k) } td { (va) } td { (vb) } }
                 }
             }
+            @if c.cpus_moved {
+                p { "Cache-line handoff: " (crate::compare::CPUS_MOVED_NOTE) "." }
+            }
         }
     };
     p.push_str(&envs.into_string());
@@ -701,6 +704,12 @@ pub fn compare_markdown(a: &RunResults, b: &RunResults, c: &Comparison) -> Strin
             out.push_str(&md_row([*k, x, y]));
         }
         out.push('\n');
+    }
+    if c.cpus_moved {
+        out.push_str(&format!(
+            "Cache-line handoff: {}.\n\n",
+            crate::compare::CPUS_MOVED_NOTE
+        ));
     }
     if c.rows.is_empty() {
         out.push_str("No cell was measured in both runs.\n");

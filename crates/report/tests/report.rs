@@ -465,6 +465,15 @@ fn cpus_that_hand_a_line_over_differently_are_another_setup_and_hold_back_multi_
         text.contains("unsteady (CPUs moved between the runs"),
         "{text}"
     );
+    assert!(c.cpus_moved);
+    let note = smtlab_report::compare::CPUS_MOVED_NOTE;
+    assert!(text.contains(note), "{text}");
+    let page = smtlab_report::compare_html(&a, &b, &c);
+    assert!(
+        page.contains(note),
+        "the page says why its rows are left out"
+    );
+    assert!(smtlab_report::compare_markdown(&a, &b, &c).contains(note));
     let one = row(&c, "int-ops", "1c1t");
     assert_eq!(one.unsteady, None);
     assert_eq!(
@@ -476,6 +485,8 @@ fn cpus_that_hand_a_line_over_differently_are_another_setup_and_hold_back_multi_
     let c = smtlab_report::compare(&a, &b);
     let two = row(&c, "int-ops", "1c2t");
     assert_eq!(two.unsteady, None);
+    assert!(!c.cpus_moved);
+    assert!(!smtlab_report::compare_table(&c).contains(note));
     assert_eq!(
         two.significance,
         Some(smtlab_model::stats::Significance::Slower)
