@@ -30,22 +30,14 @@
 # Exit status: 0 if every A/A pair meets the target, 1 if not, 2 if smtlab fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 BENCH=${BENCH:-null-syscall,int-ops,read}
 PLACEMENTS=${PLACEMENTS:-}
 PAIRS=${PAIRS:-1}
 BETWEEN=${BETWEEN:-auto}
 
-die() {
-    echo "aa-compare: $*" >&2
-    exit 2
-}
-
-command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
-SMTLAB=${SMTLAB:-${CARGO_TARGET_DIR:-$ROOT/target}/release/smtlab}
-if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
+need_python3
+need_smtlab
 
 WORK=$(mktemp -d /tmp/smtlab-aa-compare.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

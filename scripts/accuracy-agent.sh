@@ -26,7 +26,7 @@
 # Exit status: 0 if the target is met, 1 if not, 2 if a tool is missing or fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNS=${CONNS:-100}
@@ -34,58 +34,18 @@ SECS=${SECS:-2}
 REPEAT=${REPEAT:-8}
 BUSY_POLL=${BUSY_POLL:-50}
 
-die() {
-    echo "accuracy-agent: $*" >&2
-    exit 2
-}
-
-command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
+need_python3
 command -v curl >/dev/null || die "curl is needed to wait for nginx"
-if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
-    die "nginx is not installed: apt-get install nginx"
-fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [ ! -x "$SMTLAB" ]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
+need_smtlab
 
 WORK=$(mktemp -d /tmp/smtlab-accuracy-agent.XXXXXX)
 chmod 755 "$WORK"
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 PORT=$(free_port)
 AGENT_PORT=$(free_port)
-mkdir -p "$WORK/html"
-head -c 4096 /dev/urandom >"$WORK/html/f4k"
-chmod 644 "$WORK/html/f4k"
 head -c 24 /dev/urandom | base64 >"$WORK/token"
 chmod 600 "$WORK/token"   # the agent refuses a token others can read
-USER_LINE=""
-[ "$(id -u)" = 0 ] && USER_LINE="user nobody nogroup;"
-MASK=$(python3 -c "print(format(1<<$SERVER_CPU,'b'))")
-cat >"$WORK/nginx.conf" <<CONF
-daemon off;
-master_process on;
-$USER_LINE
-worker_processes 1;
-worker_cpu_affinity $MASK;
-error_log $WORK/error.log;
-pid $WORK/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  keepalive_requests 100000000;
-  client_body_temp_path $WORK/body; proxy_temp_path $WORK/proxy; fastcgi_temp_path $WORK/fcgi;
-  uwsgi_temp_path $WORK/uwsgi; scgi_temp_path $WORK/scgi;
-  server { listen 127.0.0.1:$PORT backlog=4096; root $WORK/html; }
-}
-CONF
-taskset -c "$SERVER_CPU" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK" &
-NGINX_PID=$!
+start_nginx "$WORK" "$PORT" "$SERVER_CPU"
 "$SMTLAB" agent --listen "127.0.0.1:$AGENT_PORT" --token "$WORK/token" --cpus "$CLIENT_CPU" \
     >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
@@ -103,8 +63,6 @@ done
 curl -sf -o /dev/null "$URL" || die "nginx did not come up: $(tail -1 "$WORK/error.log" 2>/dev/null)"
 grep -q listening "$WORK/agent.log" || die "the agent did not come up: $(cat "$WORK/agent.log")"
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-quartiles() { sort -g | awk '{a[NR]=$1} END {printf "%s %s", a[int((NR+3)/4)], a[int((3*NR+1)/4)]}'; }
 rate() {
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["requests_per_s"] if not any(d["errors"].values()) else "errors:%s" % d["errors"])'
 }

@@ -30,18 +30,13 @@
 # missing or fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SIZE_MB=${SIZE_MB:-128}
 THREADS=${THREADS:-"1 2"}
 REPEAT=${REPEAT:-5}
 TARGET=${TARGET:-0.90}
 
-die() {
-    echo "accuracy-mem: $*" >&2
-    exit 2
-}
-
-command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
+need_python3
 if ! command -v likwid-bench >/dev/null; then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
         echo "accuracy-mem: likwid-bench not found; installing likwid with apt-get" >&2
@@ -52,11 +47,7 @@ if ! command -v likwid-bench >/dev/null; then
     fi
 fi
 
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [[ ! -x "$SMTLAB" ]]; then
-    echo "accuracy-mem: building smtlab (release)" >&2
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
+need_smtlab
 
 # GB/s of the single cell in smtlab's results JSON: mean of the samples (throughput).
 smtlab_gbps() {

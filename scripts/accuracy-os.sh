@@ -43,7 +43,7 @@
 # missing or fails. The whole table takes about 3-5 minutes with the defaults.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PLACEMENT=${PLACEMENT:-1c1t}
 PAIRS=${PAIRS:-5}
 STAT=${STAT:-min}
@@ -54,12 +54,7 @@ PERF=${PERF:-}
 ALL_ROWS=(null-syscall read write stat fstat open-close select-file select-tcp
     sig-install sig-handler pipe-latency fork-exit fork-exec fork-sh)
 
-die() {
-    echo "accuracy-os: $*" >&2
-    exit 2
-}
-
-command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
+need_python3
 command -v gcc >/dev/null || die "gcc is needed to build the reference"
 [[ $STAT == min || $STAT == median ]] || die "STAT=$STAT: expected min or median"
 

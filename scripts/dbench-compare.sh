@@ -26,13 +26,8 @@
 # Exit status: 0 when both comparisons ran, 2 when a tool is missing or fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [ "$(id -u)" = 0 ] && [ -z "${SMTLAB_NETNS:-}" ] && command -v unshare >/dev/null; then
-    exec unshare --net env SMTLAB_NETNS=1 bash "$0" "$@"
-fi
-if [ -n "${SMTLAB_NETNS:-}" ]; then
-    ip link set lo up
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+own_netns "$@"
 
 CLIENTS=${CLIENTS:-4}
 SECS=${SECS:-10}
@@ -42,20 +37,12 @@ LOADFILE=${LOADFILE:-/usr/share/dbench/client.txt}
 DIR=${DIR:-${TMPDIR:-/tmp}}
 ROUNDS=${ROUNDS:-3}
 
-die() {
-    echo "dbench-compare: $*" >&2
-    exit 2
-}
-
 for tool in dbench tbench tbench_srv taskset python3; do
     command -v "$tool" >/dev/null || die "$tool is not installed (Debian package: dbench, util-linux, python3)"
 done
 [ -r "$LOADFILE" ] || die "cannot read the load file $LOADFILE"
 
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [ ! -x "$SMTLAB" ]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cannot build smtlab"
-fi
+need_smtlab
 
 mean_of_json() {
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["cells"][0]["result"]["summary"]["mean"])'

@@ -15,16 +15,9 @@
 # 2 if smtlab fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 TOLERANCE=${TOLERANCE:-0.25}
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-die() {
-    echo "estimate-vs-time: $*" >&2
-    exit 2
-}
-if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
+need_smtlab
 cmd=run
 if [[ ${1:-} == predict ]]; then
     cmd=predict

@@ -30,7 +30,7 @@
 # fails (including a server that cannot keep up with RATE outside the stall).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 RATE=${RATE:-500}
 CONNS=${CONNS:-20}
 SECS=${SECS:-6}
@@ -53,10 +53,7 @@ if ! awk -v a="$AFTER" -v s="$STALL" -v d="$SECS" 'BEGIN {exit !(a >= 0 && s > 0
     exit 2
 fi
 
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [ ! -x "$SMTLAB" ]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2)
-fi
+need_smtlab
 
 WORK=$(mktemp -d /tmp/smtlab-load-stall.XXXXXX)
 SERVER_PID=""

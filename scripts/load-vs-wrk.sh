@@ -27,7 +27,7 @@
 # Exit status: 0 if both targets are met, 1 if one is not, 2 if a tool is missing or fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNS=${CONNS:-100}
@@ -37,47 +37,15 @@ BUSY_POLL=${BUSY_POLL:-50}
 EVENT_ROUNDS=${EVENT_ROUNDS:-5}
 
 for tool in nginx wrk; do
-    if ! command -v "$tool" >/dev/null && [ ! -x "/usr/sbin/$tool" ]; then
-        echo "load-vs-wrk: $tool is not installed: apt-get install $tool" >&2
-        exit 2
-    fi
+    command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || die "$tool is not installed: apt-get install $tool"
 done
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [ ! -x "$SMTLAB" ]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2)
-fi
+need_smtlab
 
 WORK=$(mktemp -d /tmp/smtlab-load-vs-wrk.XXXXXX)
 chmod 755 "$WORK"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 18480)
-mkdir -p "$WORK/html"
-head -c 4096 /dev/urandom >"$WORK/html/f4k"
-chmod 644 "$WORK/html/f4k"
-USER_LINE=""
-[ "$(id -u)" = 0 ] && USER_LINE="user nobody nogroup;"
-MASK=$(python3 -c "print(format(1<<$SERVER_CPU,'b'))" 2>/dev/null || echo 1)
-cat >"$WORK/nginx.conf" <<EOF
-daemon off;
-master_process on;
-$USER_LINE
-worker_processes 1;
-worker_cpu_affinity $MASK;
-error_log $WORK/error.log;
-pid $WORK/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  keepalive_requests 100000000;
-  client_body_temp_path $WORK/body; proxy_temp_path $WORK/proxy; fastcgi_temp_path $WORK/fcgi;
-  uwsgi_temp_path $WORK/uwsgi; scgi_temp_path $WORK/scgi;
-  server { listen 127.0.0.1:$PORT backlog=4096; root $WORK/html; }
-}
-EOF
-taskset -c "$SERVER_CPU" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK" &
-NGINX_PID=$!
+PORT=$(free_port)
+start_nginx "$WORK" "$PORT" "$SERVER_CPU"
 cleanup() {
     kill "$NGINX_PID" 2>/dev/null || true
     wait "$NGINX_PID" 2>/dev/null || true
@@ -89,14 +57,7 @@ for _ in $(seq 100); do
     curl -sf -o /dev/null "$URL" 2>/dev/null && break
     sleep 0.05
 done
-if ! curl -sf -o /dev/null "$URL"; then
-    echo "load-vs-wrk: nginx did not come up: $(tail -1 "$WORK/error.log" 2>/dev/null)" >&2
-    exit 2
-fi
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-# The first and third quartiles of the numbers on standard input.
-quartiles() { sort -g | awk '{a[NR]=$1} END {printf "%s %s", a[int((NR+3)/4)], a[int((3*NR+1)/4)]}'; }
+curl -sf -o /dev/null "$URL" || die "nginx did not come up: $(tail -1 "$WORK/error.log" 2>/dev/null)"
 
 run_wrk() { taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${SECS}s" "$URL" | awk '/^Requests\/sec:/ {print $2}'; }
 run_smtlab() {

@@ -10,20 +10,12 @@
 # Exit status: 0 when every sample agrees, 1 when one does not, 2 when it cannot run.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PLACEMENT=${1:-1c1t}
 shift || true
 
-die() {
-    echo "oltp-pg-tps: $*" >&2
-    exit 2
-}
-
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
-command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
+need_smtlab
+need_python3
 
 args=()
 for kv in "$@"; do args+=(--param "$kv"); done

@@ -19,16 +19,9 @@
 # does not, 2 if smtlab fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-die() {
-    echo "predict-validate: $*" >&2
-    exit 2
-}
-command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
-if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+need_smtlab
+need_python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 DB=${DB:-$tmp/predict.db}

@@ -14,20 +14,12 @@
 # Exit status: 0 when it measured, 2 if smtlab fails. It judges nothing: it reports.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 TRIALS=${TRIALS:-6}
 ROUNDS=${ROUNDS:-3}
 
-die() {
-    echo "ratio-stability: $*" >&2
-    exit 2
-}
-
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
-command -v python3 >/dev/null || die "python3 is needed to read smtlab's JSON"
+need_smtlab
+need_python3
 
 if [[ $# -gt 0 ]]; then
     BENCHES=("$@")

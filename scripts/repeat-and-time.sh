@@ -15,19 +15,11 @@
 # holds, 1 otherwise, 2 if smtlab fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 TOLERANCE=${TOLERANCE:-0.03}
 TWO_CPU="mutex-handoff condvar-signal condvar-broadcast c2c-latency"
 
-die() {
-    echo "repeat-and-time: $*" >&2
-    exit 2
-}
-
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [[ ! -x "$SMTLAB" ]]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cargo build --release failed"
-fi
+need_smtlab
 
 if [[ $# -gt 0 ]]; then
     BENCHES=("$@")

@@ -20,13 +20,8 @@
 # Exit status: 0 when the comparison ran, 2 when a tool is missing or fails.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [ "$(id -u)" = 0 ] && [ -z "${SMTLAB_NETNS:-}" ] && command -v unshare >/dev/null; then
-    exec unshare --net env SMTLAB_NETNS=1 bash "$0" "$@"
-fi
-if [ -n "${SMTLAB_NETNS:-}" ]; then
-    ip link set lo up
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+own_netns "$@"
 
 SIZE=${SIZE:-131072}
 SECS=${SECS:-5}
@@ -35,17 +30,10 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-5201}
 
-die() {
-    echo "stream-vs-iperf3: $*" >&2
-    exit 2
-}
 for tool in iperf3 taskset python3; do
     command -v "$tool" >/dev/null || die "$tool is not installed"
 done
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [ ! -x "$SMTLAB" ]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2) || die "cannot build smtlab"
-fi
+need_smtlab
 
 SRV=
 cleanup() {

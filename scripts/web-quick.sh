@@ -17,13 +17,10 @@
 # Exit status: 0 if every run finished within LIMIT, 1 if one did not, 2 if one failed.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PLACEMENT=${PLACEMENT:-1c1t}
 LIMIT=${LIMIT:-30}
-SMTLAB=${SMTLAB:-$ROOT/target/release/smtlab}
-if [ ! -x "$SMTLAB" ]; then
-    (cd "$ROOT" && cargo build --release -p smtlab >&2)
-fi
+need_smtlab
 if [ -z "${SERVERS:-}" ]; then
     SERVERS="event threads processes"
     [ -x /usr/sbin/nginx ] && SERVERS="$SERVERS nginx"
